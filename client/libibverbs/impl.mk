@@ -1,0 +1,1 @@
+# The implemented verbs: devices, contexts, queries, async events.

@@ -1,0 +1,2 @@
+# librdmacm: export table and implementation.
+LIBRDMACM_SOURCES += client/librdmacm/placeholder.c

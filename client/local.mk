@@ -1,0 +1,30 @@
+# Our libibverbs.so.1 and librdmacm.so.1, with Debian rdma-core 44's exact
+# SONAMEs, version nodes and export tables (tests/compat/*.symbols).
+# libtool: -version-info C:R:A gives libNAME.so.(C-A).A.R, i.e. the Debian
+# file names libibverbs.so.1.14.44 and librdmacm.so.1.3.44.
+ibverbsdlib_LTLIBRARIES += client/libibverbs.la client/librdmacm.la
+
+LIBIBVERBS_ABI_SOURCES =
+LIBIBVERBS_IMPL_SOURCES =
+LIBRDMACM_SOURCES =
+include client/libibverbs/abi.mk
+include client/libibverbs/impl.mk
+include client/librdmacm/rdmacm.mk
+
+client_libibverbs_la_SOURCES = $(LIBIBVERBS_ABI_SOURCES) $(LIBIBVERBS_IMPL_SOURCES)
+client_libibverbs_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client/libibverbs
+client_libibverbs_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) -pthread
+client_libibverbs_la_LIBADD = common/libibvd_common.la $(PROTOBUF_C_LIBS) -lpthread
+client_libibverbs_la_LDFLAGS = $(AM_LDFLAGS) -no-undefined -version-info 15:44:14 \
+	-Wl,--version-script=$(top_srcdir)/client/libibverbs/libibverbs.map
+EXTRA_client_libibverbs_la_DEPENDENCIES = $(top_srcdir)/client/libibverbs/libibverbs.map
+EXTRA_DIST += client/libibverbs/libibverbs.map
+
+client_librdmacm_la_SOURCES = $(LIBRDMACM_SOURCES)
+client_librdmacm_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client/librdmacm
+client_librdmacm_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) -pthread
+client_librdmacm_la_LIBADD = client/libibverbs.la common/libibvd_common.la $(PROTOBUF_C_LIBS) -lpthread
+client_librdmacm_la_LDFLAGS = $(AM_LDFLAGS) -no-undefined -version-info 4:44:3 \
+	-Wl,--version-script=$(top_srcdir)/client/librdmacm/librdmacm.map
+EXTRA_client_librdmacm_la_DEPENDENCIES = $(top_srcdir)/client/librdmacm/librdmacm.map
+EXTRA_DIST += client/librdmacm/librdmacm.map

@@ -1,0 +1,192 @@
+/*
+ * Synchronous calls to the daemon over one SOCK_SEQPACKET connection.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "conn.h"
+#include "ibverbsd.pb-c.h"
+
+#define IBVD_DEFAULT_TIMEOUT_MS	30000
+
+const char *ibvd_socket_path(void)
+{
+	const char *path = getenv("IBVERBSD_SOCKET");
+
+	return path && *path ? path : IBVERBSD_DEFAULT_SOCKET;
+}
+
+static int timeout_from_env(void)
+{
+	const char *s = getenv("IBVERBSD_TIMEOUT_MS");
+
+	return s && *s ? atoi(s) : IBVD_DEFAULT_TIMEOUT_MS;
+}
+
+int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int ret;
+
+	memset(conn, 0, sizeof(*conn));
+	conn->sock = -1;
+	if (!path)
+		path = ibvd_socket_path();
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, path);
+
+	conn->buf = malloc(IBVD_FRAME_MAX);
+	if (!conn->buf)
+		return -ENOMEM;
+	conn->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (conn->sock < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (connect(conn->sock, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	pthread_mutex_init(&conn->lock, NULL);
+	conn->timeout_ms = timeout_from_env();
+	conn->next_req_id = 1;
+	return 0;
+fail:
+	if (conn->sock >= 0)
+		close(conn->sock);
+	conn->sock = -1;
+	free(conn->buf);
+	conn->buf = NULL;
+	return ret;
+}
+
+void ibvd_conn_close(struct ibvd_conn *conn)
+{
+	if (conn->sock < 0)
+		return;
+	close(conn->sock);
+	conn->sock = -1;
+	pthread_mutex_destroy(&conn->lock);
+	free(conn->buf);
+	conn->buf = NULL;
+}
+
+/* Wait until the socket is readable; -ETIMEDOUT or -errno on failure. */
+static int wait_readable(struct ibvd_conn *conn)
+{
+	struct pollfd pfd = { .fd = conn->sock, .events = POLLIN };
+	int n;
+
+	do
+		n = poll(&pfd, 1, conn->timeout_ms > 0 ? conn->timeout_ms : -1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == 0 ? -ETIMEDOUT : 0;
+}
+
+/* Receive the reply to req_id, skipping stale replies to abandoned calls. */
+static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
+		      struct ibvd_frame *frame)
+{
+	int ret;
+
+	for (;;) {
+		ret = wait_readable(conn);
+		if (ret < 0)
+			return ret;
+		ret = ibvd_frame_recv(conn->sock, conn->buf, IBVD_FRAME_MAX,
+				      frame, 0);
+		if (ret == 0 || ret == -ECONNRESET)
+			return -EIO;
+		if (ret < 0)
+			return ret == -EMSGSIZE || ret == -EBADMSG ? -EPROTO : ret;
+		if (frame->hdr.req_id == req_id)
+			return 0;
+		ibvd_frame_close_fds(frame);
+	}
+}
+
+static int unpack_reply(struct ibvd_frame *frame, uint16_t type,
+			const ProtobufCMessageDescriptor *reply_desc,
+			ProtobufCMessage **reply)
+{
+	if (frame->hdr.type == IBVD_MSG_ERROR) {
+		Ibvd__Error *err = ibvd__error__unpack(NULL, frame->hdr.len,
+						       frame->payload);
+		int errnum = err && err->errnum > 0 ? err->errnum : EPROTO;
+
+		if (err)
+			ibvd__error__free_unpacked(err, NULL);
+		return -errnum;
+	}
+	if (frame->hdr.type != (type | IBVD_REPLY))
+		return -EPROTO;
+	if (!reply)
+		return 0;
+	*reply = protobuf_c_message_unpack(reply_desc, NULL, frame->hdr.len,
+					   frame->payload);
+	return *reply ? 0 : -EPROTO;
+}
+
+static void hand_over_fds(struct ibvd_frame *frame, int *fds, unsigned int *nfds)
+{
+	unsigned int cap = nfds ? *nfds : 0, i;
+
+	for (i = 0; i < frame->nfds && i < cap && fds; i++)
+		fds[i] = frame->fds[i];
+	if (nfds)
+		*nfds = i;
+	/* close what the caller did not take */
+	while (frame->nfds > i)
+		close(frame->fds[--frame->nfds]);
+	frame->nfds = 0;
+}
+
+int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
+		   const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *reply_desc,
+		   ProtobufCMessage **reply, int *fds, unsigned int *nfds)
+{
+	struct ibvd_frame frame;
+	uint32_t req_id;
+	int ret;
+
+	if (reply)
+		*reply = NULL;
+	if (conn->sock < 0)
+		return -EBADF;
+	pthread_mutex_lock(&conn->lock);
+	if (conn->dead) {
+		ret = -EIO;
+		goto out;
+	}
+	req_id = conn->next_req_id++;
+	ret = ibvd_frame_send(conn->sock, type, req_id, req, NULL, 0, 0);
+	if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
+		ret = -EIO;
+	if (ret == 0)
+		ret = recv_reply(conn, req_id, &frame);
+	if (ret == -EIO)
+		conn->dead = 1;
+	if (ret < 0)
+		goto out;
+	ret = unpack_reply(&frame, type, reply_desc, reply);
+	if (ret == 0)
+		hand_over_fds(&frame, fds, nfds);
+	else
+		ibvd_frame_close_fds(&frame);
+out:
+	if (ret < 0 && nfds)
+		*nfds = 0;
+	pthread_mutex_unlock(&conn->lock);
+	return ret;
+}

@@ -1,0 +1,52 @@
+/*
+ * A client's connection to the daemon: connect, then synchronous calls.
+ * Used by libibverbs (one per device context), librdmacm, ibvctl and tests.
+ */
+#ifndef IBVD_CONN_H
+#define IBVD_CONN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "frame.h"
+
+struct ibvd_conn {
+	int sock;
+	uint32_t next_req_id;
+	int timeout_ms;		/* per call; <= 0 waits forever */
+	int dead;		/* the daemon went away: every call fails */
+	pthread_mutex_t lock;	/* one call in flight per connection */
+	uint8_t *buf;		/* IBVD_FRAME_MAX bytes for replies */
+};
+
+/* The socket clients use: $IBVERBSD_SOCKET, else the configured default. */
+const char *ibvd_socket_path(void);
+
+/*
+ * Connect to the daemon at path (NULL: ibvd_socket_path()).
+ * Returns 0 or a negative errno (-ENOENT/-ECONNREFUSED: no daemon there,
+ * -EACCES: not allowed to use the socket).
+ */
+int ibvd_conn_open(struct ibvd_conn *conn, const char *path);
+
+/* Close and free; safe on a connection whose open failed. */
+void ibvd_conn_close(struct ibvd_conn *conn);
+
+/*
+ * Send a request and wait for its reply.  req may be NULL (empty payload).
+ * On success *reply holds the unpacked reply (free it with
+ * protobuf_c_message_free_unpacked(*reply, NULL)); reply may be NULL when
+ * the caller wants no payload.  Up to *nfds fds that came with the reply are
+ * stored in fds and *nfds updated (fds may be NULL when none are expected;
+ * surplus fds are closed).
+ * Returns 0, the negated errno of an error reply, -EIO when the daemon is
+ * gone (and from then on), -ETIMEDOUT, or -EPROTO for a malformed reply.
+ */
+int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
+		   const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *reply_desc,
+		   ProtobufCMessage **reply, int *fds, unsigned int *nfds);
+
+#endif /* IBVD_CONN_H */

@@ -1,0 +1,189 @@
+/*
+ * Framing and fd passing for the client <-> daemon protocol.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "frame.h"
+#include "ibverbsd.pb-c.h"
+
+/* Control buffer large enough for IBVD_FRAME_MAX_FDS descriptors. */
+union fd_cmsg {
+	struct cmsghdr align;
+	char buf[CMSG_SPACE(sizeof(int) * IBVD_FRAME_MAX_FDS)];
+};
+
+int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
+		    const ProtobufCMessage *msg, const int *fds,
+		    unsigned int nfds, int extra_flags)
+{
+	uint8_t small[1024], *payload = small;
+	struct ibvd_frame_hdr hdr = {
+		.magic = IBVD_FRAME_MAGIC,
+		.version = IBVD_PROTO_VERSION,
+		.type = type,
+		.req_id = req_id,
+	};
+	size_t len = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+	union fd_cmsg cmsg;
+	struct iovec iov[2];
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+	ssize_t n;
+	int ret;
+
+	if (len > IBVD_FRAME_PAYLOAD_MAX || nfds > IBVD_FRAME_MAX_FDS)
+		return -EMSGSIZE;
+	/* Client threads may have small stacks: big payloads go to the heap. */
+	if (len > sizeof(small) && !(payload = malloc(len)))
+		return -ENOMEM;
+	hdr.len = (uint32_t)len;
+	if (msg)
+		protobuf_c_message_pack(msg, payload);
+	iov[0].iov_base = &hdr;
+	iov[0].iov_len = sizeof(hdr);
+	iov[1].iov_base = payload;
+	iov[1].iov_len = len;
+
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(&cmsg, 0, sizeof(cmsg));
+		mh.msg_control = cmsg.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | extra_flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		ret = -errno;
+	else
+		ret = n == (ssize_t)(sizeof(hdr) + len) ? 0 : -EIO;
+	if (payload != small)
+		free(payload);
+	return ret;
+}
+
+/* Collect SCM_RIGHTS fds from mh into frame; returns -EMSGSIZE on excess. */
+static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
+{
+	struct cmsghdr *c;
+	int ret = 0;
+
+	for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		size_t n, i;
+		int fd;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (frame->nfds < IBVD_FRAME_MAX_FDS) {
+				frame->fds[frame->nfds++] = fd;
+			} else {
+				close(fd);
+				ret = -EMSGSIZE;
+			}
+		}
+	}
+	if (mh->msg_flags & MSG_CTRUNC)
+		ret = -EMSGSIZE;	/* the kernel dropped fds for us */
+	return ret;
+}
+
+static int check_header(const struct ibvd_frame_hdr *hdr, size_t got)
+{
+	if (hdr->magic != IBVD_FRAME_MAGIC)
+		return -EBADMSG;
+	if (hdr->version != IBVD_PROTO_VERSION)
+		return -EPROTO;
+	if (hdr->len != got - sizeof(*hdr))
+		return -EBADMSG;
+	return 0;
+}
+
+int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
+		    struct ibvd_frame *frame, int extra_flags)
+{
+	union fd_cmsg cmsg;
+	struct iovec iov = { .iov_base = buf, .iov_len = bufsize };
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = cmsg.buf,
+		.msg_controllen = sizeof(cmsg.buf),
+	};
+	ssize_t n;
+	int ret;
+
+	memset(frame, 0, sizeof(*frame));
+	if (bufsize < IBVD_FRAME_MAX)
+		return -EINVAL;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | extra_flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+
+	ret = collect_fds(&mh, frame);
+	if (ret == 0 && (mh.msg_flags & MSG_TRUNC))
+		ret = -EMSGSIZE;
+	if (ret == 0 && n == 0 && frame->nfds == 0)
+		return 0;		/* orderly shutdown */
+	if (ret == 0 && (size_t)n < sizeof(frame->hdr))
+		ret = -EBADMSG;
+	if (ret == 0) {
+		memcpy(&frame->hdr, buf, sizeof(frame->hdr));
+		ret = check_header(&frame->hdr, (size_t)n);
+	}
+	if (ret < 0) {
+		ibvd_frame_close_fds(frame);
+		return ret;
+	}
+	frame->payload = (const uint8_t *)buf + sizeof(frame->hdr);
+	return 1;
+}
+
+void ibvd_frame_close_fds(struct ibvd_frame *frame)
+{
+	while (frame->nfds)
+		close(frame->fds[--frame->nfds]);
+}
+
+int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
+			  const char *message, int extra_flags)
+{
+	Ibvd__Error err = IBVD__ERROR__INIT;
+
+	err.errnum = errnum;
+	err.message = (char *)(message ? message : "");
+	return ibvd_frame_send(sock, IBVD_MSG_ERROR, req_id, &err.base,
+			       NULL, 0, extra_flags);
+}
+
+const char *ibvd_msg_type_name(uint16_t type)
+{
+	switch (type & ~IBVD_REPLY) {
+	case IBVD_MSG_ERROR:		return "ERROR";
+	case IBVD_MSG_LIST_DEVICES:	return "LIST_DEVICES";
+	case IBVD_MSG_OPEN_DEVICE:	return "OPEN_DEVICE";
+	case IBVD_MSG_QUERY_DEVICE:	return "QUERY_DEVICE";
+	case IBVD_MSG_QUERY_PORT:	return "QUERY_PORT";
+	case IBVD_MSG_QUERY_GID_TABLE:	return "QUERY_GID_TABLE";
+	case IBVD_MSG_QUERY_PKEY:	return "QUERY_PKEY";
+	case IBVD_MSG_ASYNC_EVENT:	return "ASYNC_EVENT";
+	case IBVD_MSG_ADMIN:		return "ADMIN";
+	}
+	return "UNKNOWN";
+}

@@ -1,0 +1,100 @@
+/*
+ * Frames of the client <-> daemon protocol (proto/PROTOCOL.md).
+ *
+ * One frame is one SOCK_SEQPACKET message: a fixed 16-byte header followed
+ * by a protobuf-c payload of exactly hdr.len bytes.  File descriptors travel
+ * as SCM_RIGHTS on the same message, and only on types that expect them.
+ * Both ends are on one host, so the header is in host byte order.
+ */
+#ifndef IBVD_FRAME_H
+#define IBVD_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define IBVD_FRAME_MAGIC	0x44564249u	/* "IBVD" in memory on LE hosts */
+#define IBVD_PROTO_VERSION	1
+#define IBVD_FRAME_MAX		65536u		/* header + payload */
+#define IBVD_FRAME_MAX_FDS	4		/* more are closed on arrival */
+
+/* A reply has the request's type with this bit set. */
+#define IBVD_REPLY		0x8000u
+
+/*
+ * Message types.  Numbered in blocks by family; a retired number is never
+ * reused.  Bump IBVD_PROTO_VERSION when a payload changes incompatibly.
+ */
+enum ibvd_msg_type {
+	IBVD_MSG_ERROR		= 0x0001,	/* reply only: Error */
+
+	/* device discovery and contexts: 0x0100 */
+	IBVD_MSG_LIST_DEVICES	= 0x0100,	/* Empty -> ListDevicesReply */
+	IBVD_MSG_OPEN_DEVICE	= 0x0101,	/* OpenDevice -> OpenDeviceReply + 1 fd */
+
+	/* queries: 0x0200 */
+	IBVD_MSG_QUERY_DEVICE	= 0x0200,	/* Empty -> DeviceAttr */
+	IBVD_MSG_QUERY_PORT	= 0x0201,	/* QueryPort -> PortAttr */
+	IBVD_MSG_QUERY_GID_TABLE = 0x0202,	/* QueryGidTable -> GidTable */
+	IBVD_MSG_QUERY_PKEY	= 0x0203,	/* QueryPkey -> Pkey */
+
+	/* daemon -> client on the async socket: 0x0300 */
+	IBVD_MSG_ASYNC_EVENT	= 0x0300,	/* AsyncEvent */
+
+	/* administration: 0x0f00 */
+	IBVD_MSG_ADMIN		= 0x0f00,	/* AdminRequest -> AdminReply */
+};
+
+struct ibvd_frame_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t req_id;
+	uint32_t len;		/* payload bytes after the header */
+};
+
+#define IBVD_FRAME_PAYLOAD_MAX	(IBVD_FRAME_MAX - sizeof(struct ibvd_frame_hdr))
+
+/* A received frame.  payload points into the caller's buffer. */
+struct ibvd_frame {
+	struct ibvd_frame_hdr hdr;
+	const uint8_t *payload;
+	int fds[IBVD_FRAME_MAX_FDS];
+	unsigned int nfds;
+};
+
+/*
+ * Send one frame: header, msg packed (msg may be NULL for an empty payload),
+ * and nfds descriptors.  Blocking or not follows the socket (flags are
+ * MSG_NOSIGNAL plus extra_flags, e.g. MSG_DONTWAIT).
+ * Returns 0 or a negative errno (-EMSGSIZE if the packed payload is too big).
+ */
+int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
+		    const ProtobufCMessage *msg, const int *fds,
+		    unsigned int nfds, int extra_flags);
+
+/*
+ * Receive one frame into buf (at least IBVD_FRAME_MAX bytes).
+ * Returns 1 with *frame filled, 0 on orderly EOF, or a negative errno:
+ *   -EAGAIN     nothing to read (non-blocking socket or MSG_DONTWAIT)
+ *   -EMSGSIZE   frame larger than IBVD_FRAME_MAX, or too many fds
+ *   -EBADMSG    short header, bad magic, or len disagreeing with the size
+ *   -EPROTO     unsupported protocol version
+ * On any error every received fd has been closed.  All fds are received
+ * with MSG_CMSG_CLOEXEC.
+ */
+int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
+		    struct ibvd_frame *frame, int extra_flags);
+
+/* Close the fds still held by frame and forget them. */
+void ibvd_frame_close_fds(struct ibvd_frame *frame);
+
+/* Send an IBVD_MSG_ERROR reply with a positive errno and a short message. */
+int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
+			  const char *message, int extra_flags);
+
+/* Human-readable name of a message type, for logs ("LIST_DEVICES"). */
+const char *ibvd_msg_type_name(uint16_t type);
+
+#endif /* IBVD_FRAME_H */

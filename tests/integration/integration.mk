@@ -1,0 +1,1 @@
+# Integration tests: a real daemon on a temporary socket, real clients.

@@ -1,0 +1,1 @@
+# ibvctl, ibverbsd-run, and our ibv_devices/ibv_devinfo.
