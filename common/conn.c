@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -115,7 +116,8 @@ static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
 	}
 }
 
-static int unpack_reply(struct ibvd_frame *frame, uint16_t type,
+static int unpack_reply(struct ibvd_conn *conn, struct ibvd_frame *frame,
+			uint16_t type,
 			const ProtobufCMessageDescriptor *reply_desc,
 			ProtobufCMessage **reply)
 {
@@ -124,6 +126,9 @@ static int unpack_reply(struct ibvd_frame *frame, uint16_t type,
 						       frame->payload);
 		int errnum = err && err->errnum > 0 ? err->errnum : EPROTO;
 
+		if (err && err->message)
+			snprintf(conn->err_msg, sizeof(conn->err_msg), "%s",
+				 err->message);
 		if (err)
 			ibvd__error__free_unpacked(err, NULL);
 		return -errnum;
@@ -169,6 +174,7 @@ int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		ret = -EIO;
 		goto out;
 	}
+	conn->err_msg[0] = '\0';
 	req_id = conn->next_req_id++;
 	ret = ibvd_frame_send(conn->sock, type, req_id, req, NULL, 0, 0);
 	if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
@@ -179,7 +185,7 @@ int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		conn->dead = 1;
 	if (ret < 0)
 		goto out;
-	ret = unpack_reply(&frame, type, reply_desc, reply);
+	ret = unpack_reply(conn, &frame, type, reply_desc, reply);
 	if (ret == 0)
 		hand_over_fds(&frame, fds, nfds);
 	else

@@ -19,6 +19,8 @@ struct ibvd_conn {
 	int dead;		/* the daemon went away: every call fails */
 	pthread_mutex_t lock;	/* one call in flight per connection */
 	uint8_t *buf;		/* IBVD_FRAME_MAX bytes for replies */
+	/* Error.message of the last error reply ("" if none): ibvctl shows it. */
+	char err_msg[256];
 };
 
 /* The socket clients use: $IBVERBSD_SOCKET, else the configured default. */
@@ -41,8 +43,9 @@ void ibvd_conn_close(struct ibvd_conn *conn);
  * the caller wants no payload.  Up to *nfds fds that came with the reply are
  * stored in fds and *nfds updated (fds may be NULL when none are expected;
  * surplus fds are closed).
- * Returns 0, the negated errno of an error reply, -EIO when the daemon is
- * gone (and from then on), -ETIMEDOUT, or -EPROTO for a malformed reply.
+ * Returns 0, the negated errno of an error reply (its message is then in
+ * conn->err_msg), -EIO when the daemon is gone (and from then on),
+ * -ETIMEDOUT, or -EPROTO for a malformed reply.
  */
 int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		   const ProtobufCMessage *req,

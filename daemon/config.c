@@ -1,1 +1,767 @@
+/*
+ * ibverbsd.conf: jansson decodes, this file checks every key against a
+ * table per object and turns the first problem into one line that names
+ * file, line, column and key path.  The positions come from config_pos.c
+ * because jansson keeps none for decoded values.
+ */
+#include <config.h>	/* the generated one; "config.h" below is ours */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/un.h>
+
+#include <jansson.h>
+
 #include "config.h"
+#include "config_pos.h"
+#include "log.h"
+#include "util.h"
+
+/* A real config is a few hundred bytes; refuse to slurp anything absurd. */
+#define CONFIG_MAX_BYTES	(1 << 20)
+/* devices[i].key is the deepest path a valid config has. */
+#define PATH_MAX_DEPTH		4
+/* Long enough to recognise a value, short enough to keep one line. */
+#define VALUE_SHOWN_MAX		40
+
+struct parser {
+	const char *text;
+	size_t len;
+	const char *name;	/* file name for messages */
+	char *err;
+	size_t errlen;
+	struct ibvd_json_step path[PATH_MAX_DEPTH];
+	size_t depth;
+};
+
+/* Checks one member's value and stores it into obj. */
+typedef int (*member_fn)(struct parser *p, json_t *value, void *obj);
+
+struct member {
+	const char *key;
+	member_fn parse;
+};
+
+static void put_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Messages are one line, whatever control characters the file holds. */
+static void put_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	char *c;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	for (c = err; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+}
+
+static void push_key(struct parser *p, const char *key)
+{
+	p->path[p->depth].key = key;
+	p->path[p->depth].index = 0;
+	p->depth++;
+}
+
+static void push_index(struct parser *p, size_t index)
+{
+	p->path[p->depth].key = NULL;
+	p->path[p->depth].index = index;
+	p->depth++;
+}
+
+static void pop(struct parser *p)
+{
+	p->depth--;
+}
+
+/* "devices[0].lid" */
+static void format_path(const struct parser *p, char *buf, size_t len)
+{
+	size_t i, used = 0;
+	int n;
+
+	buf[0] = '\0';
+	for (i = 0; i < p->depth; i++) {
+		if (p->path[i].key)
+			n = snprintf(buf + used, len - used, "%s%s",
+				     i ? "." : "", p->path[i].key);
+		else
+			n = snprintf(buf + used, len - used, "[%zu]",
+				     p->path[i].index);
+		if (n < 0 || (size_t)n >= len - used)
+			break;
+		used += (size_t)n;
+	}
+}
+
+/* Reports a message at the current path.  Always returns -EINVAL. */
+static int vfail(struct parser *p, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static int vfail(struct parser *p, const char *fmt, va_list ap)
+{
+	struct ibvd_json_pos pos;
+	char path[256], msg[256];
+
+	if (!p->err)
+		return -EINVAL;
+	ibvd_json_locate(p->text, p->len, p->path, p->depth, &pos);
+	format_path(p, path, sizeof(path));
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	put_err(p->err, p->errlen, "%s:%u:%u: %s%s%s", p->name, pos.line,
+		pos.column, path, path[0] ? ": " : "", msg);
+	return -EINVAL;
+}
+
+static int fail(struct parser *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(struct parser *p, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = vfail(p, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+/* The same, at member key of the current object (checks across members). */
+static int fail_at(struct parser *p, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail_at(struct parser *p, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	push_key(p, key);
+	va_start(ap, fmt);
+	ret = vfail(p, fmt, ap);
+	va_end(ap);
+	pop(p);
+	return ret;
+}
+
+static int out_of_memory(struct parser *p)
+{
+	put_err(p->err, p->errlen, "%s: out of memory", p->name);
+	return -ENOMEM;
+}
+
+/* The offending value as the user wrote it (roughly), for "got ...". */
+static const char *describe(json_t *v, char *buf, size_t len)
+{
+	char *s;
+	size_t n;
+
+	if (json_is_object(v))
+		return "an object";
+	if (json_is_array(v))
+		return "an array";
+	s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	if (!s)
+		return "a value";
+	n = strlen(s);
+	if (n > VALUE_SHOWN_MAX && len > VALUE_SHOWN_MAX + 3) {
+		n = VALUE_SHOWN_MAX;
+		/* do not cut a UTF-8 sequence in half */
+		while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+			n--;
+		snprintf(buf, len, "%.*s...", (int)n, s);
+	} else {
+		snprintf(buf, len, "%s", s);
+	}
+	free(s);
+	return buf;
+}
+
+static int wrong(struct parser *p, const char *expected, json_t *v)
+{
+	char what[VALUE_SHOWN_MAX + 8];
+
+	return fail(p, "expected %s, got %s", expected,
+		    describe(v, what, sizeof(what)));
+}
+
+static int get_int(struct parser *p, json_t *v, long long min, long long max,
+		   long long *out)
+{
+	char expected[64];
+
+	if (!json_is_integer(v) || json_integer_value(v) < min ||
+	    json_integer_value(v) > max) {
+		snprintf(expected, sizeof(expected), "an integer %lld..%lld",
+			 min, max);
+		wrong(p, expected, v);
+		return -EINVAL;	/* visibly nonzero: *out stays unset */
+	}
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* The string value, or NULL once the message has been written. */
+static const char *get_string(struct parser *p, json_t *v, const char *expected)
+{
+	if (!json_is_string(v)) {
+		wrong(p, expected, v);
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static int replace_string(struct parser *p, char **dst, const char *src)
+{
+	char *s = strdup(src);
+
+	if (!s)
+		return out_of_memory(p);
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
+static int parse_object(struct parser *p, json_t *v, const struct member *table,
+			size_t n, void *obj)
+{
+	const char *key;
+	json_t *val;
+	size_t i;
+	int ret;
+
+	if (!json_is_object(v))
+		return wrong(p, "an object", v);
+	/* jansson iterates in file order, so the first problem is reported */
+	json_object_foreach(v, key, val) {
+		for (i = 0; i < n && strcmp(table[i].key, key) != 0; i++)
+			;
+		push_key(p, key);
+		ret = i < n ? table[i].parse(p, val, obj) : fail(p, "unknown key");
+		pop(p);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* --- socket --- */
+
+static int socket_path(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	const char *s;
+
+	s = get_string(p, v, "an absolute path");
+	if (!s)
+		return -EINVAL;
+	if (s[0] != '/')
+		return wrong(p, "an absolute path", v);
+	if (strlen(s) > max)
+		return fail(p, "longer than %zu bytes, the limit for a socket",
+			    max);
+	return replace_string(p, &cfg->socket_path, s);
+}
+
+/* JSON has no octal numbers, and 660 would silently mean 01224. */
+static int socket_mode(struct parser *p, json_t *v, void *obj)
+{
+	static const char expected[] = "an octal mode string \"0000\"..\"0777\"";
+	struct ibvd_config *cfg = obj;
+	unsigned long mode;
+	const char *s;
+
+	s = get_string(p, v, expected);
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '\0' || strlen(s) > 4 || strspn(s, "01234567") != strlen(s))
+		return wrong(p, expected, v);
+	mode = strtoul(s, NULL, 8);
+	if (mode > 0777)
+		return wrong(p, expected, v);
+	cfg->socket_mode = (mode_t)mode;
+	return 0;
+}
+
+/* 1 if the group exists, 0 if not, else a negative errno. */
+static int group_exists(const char *name)
+{
+	struct group grp, *res = NULL;
+	size_t size = 1024;
+	char *buf;
+	int ret;
+
+	for (;;) {
+		buf = malloc(size);
+		if (!buf)
+			return -ENOMEM;
+		ret = getgrnam_r(name, &grp, buf, size, &res);
+		free(buf);
+		if (ret != ERANGE || size >= CONFIG_MAX_BYTES)
+			break;
+		size *= 2;	/* a group with very many members */
+	}
+	/* getgrnam_r(3): these mean "not found" on some NSS back ends */
+	if (ret == ENOENT || ret == ESRCH)
+		return 0;
+	if (ret)
+		return -ret;
+	return res != NULL;
+}
+
+static int socket_group(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	const char *s;
+	int ret;
+
+	s = get_string(p, v, "a group name");
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '\0') {
+		free(cfg->socket_group);
+		cfg->socket_group = NULL;
+		return 0;
+	}
+	/* now rather than at bind(): a typo must fail the load, not the start */
+	ret = group_exists(s);
+	if (ret == 0)
+		return fail(p, "no such group \"%s\"", s);
+	if (ret == -ENOMEM)
+		return out_of_memory(p);
+	if (ret < 0)
+		return fail(p, "cannot look up group \"%s\": %s", s,
+			    strerror(-ret));
+	return replace_string(p, &cfg->socket_group, s);
+}
+
+static const struct member socket_members[] = {
+	{ "path", socket_path },
+	{ "mode", socket_mode },
+	{ "group", socket_group },
+};
+
+/* --- engine, log --- */
+
+static int engine_threads(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	long long n;
+	int ret;
+
+	ret = get_int(p, v, 1, IBVD_MAX_ENGINE_THREADS, &n);
+	if (!ret)
+		cfg->engine_threads = (unsigned int)n;
+	return ret;
+}
+
+static const struct member engine_members[] = {
+	{ "threads", engine_threads },
+};
+
+static int log_level(struct parser *p, json_t *v, void *obj)
+{
+	static const char expected[] = "err, warning, notice, info or debug";
+	struct ibvd_config *cfg = obj;
+	const char *s;
+	int ret;
+
+	s = get_string(p, v, expected);
+	if (!s)
+		return -EINVAL;
+	ret = ibvd_log_level_parse(s);
+	if (ret < 0)
+		return wrong(p, expected, v);
+	cfg->log_level = ret;
+	return 0;
+}
+
+static const struct member log_members[] = {
+	{ "level", log_level },
+};
+
+/* --- devices --- */
+
+static int device_name(struct parser *p, json_t *v, void *obj)
+{
+	static const char allowed[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				      "abcdefghijklmnopqrstuvwxyz0123456789_-";
+	struct ibvd_config_device *dev = obj;
+	char expected[64];
+	const char *s = NULL;
+	size_t n;
+
+	snprintf(expected, sizeof(expected), "1..%d characters of A-Z a-z 0-9 _ -",
+		 IBVD_DEV_NAME_MAX - 1);
+	if (json_is_string(v))
+		s = json_string_value(v);
+	n = s ? strlen(s) : 0;
+	if (n == 0 || n >= IBVD_DEV_NAME_MAX || strspn(s, allowed) != n)
+		return wrong(p, expected, v);
+	memcpy(dev->name, s, n + 1);
+	return 0;
+}
+
+static int device_ports(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config_device *dev = obj;
+	long long n;
+	int ret;
+
+	ret = get_int(p, v, 1, IBVD_MAX_PORTS, &n);
+	if (!ret)
+		dev->ports = (unsigned int)n;
+	return ret;
+}
+
+static int device_lid(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config_device *dev = obj;
+	long long n;
+	int ret;
+
+	ret = get_int(p, v, 0, IBVD_MAX_LID, &n);
+	if (!ret)
+		dev->lid = (uint16_t)n;
+	return ret;
+}
+
+/* "xxxx:xxxx:xxxx:xxxx", as ibv_devinfo prints a GUID; 0 if malformed. */
+static uint64_t parse_guid(const char *s)
+{
+	uint64_t guid = 0;
+	int i;
+
+	if (strlen(s) != 19)
+		return 0;
+	for (i = 0; i < 19; i++) {
+		char c = s[i];
+
+		if (i % 5 == 4) {
+			if (c != ':')
+				return 0;
+			continue;
+		}
+		if (c >= '0' && c <= '9')
+			guid = guid << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			guid = guid << 4 | (uint64_t)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			guid = guid << 4 | (uint64_t)(c - 'A' + 10);
+		else
+			return 0;
+	}
+	return guid;
+}
+
+static int device_guid(struct parser *p, json_t *v, void *obj)
+{
+	static const char expected[] =
+		"\"auto\" or a non-zero \"xxxx:xxxx:xxxx:xxxx\" in hex";
+	struct ibvd_config_device *dev = obj;
+	const char *s;
+
+	s = get_string(p, v, expected);
+	if (!s)
+		return -EINVAL;
+	if (strcmp(s, "auto") == 0) {
+		dev->guid = 0;	/* derived when the device is created */
+		return 0;
+	}
+	dev->guid = parse_guid(s);
+	return dev->guid ? 0 : wrong(p, expected, v);
+}
+
+static const struct member device_members[] = {
+	{ "name", device_name },
+	{ "ports", device_ports },
+	{ "lid", device_lid },
+	{ "guid", device_guid },
+};
+
+static void set_default_device(struct ibvd_config_device *dev, size_t index)
+{
+	memset(dev, 0, sizeof(*dev));
+	snprintf(dev->name, sizeof(dev->name), "ibvd%zu", index);
+	dev->ports = 1;
+}
+
+static unsigned int last_lid(const struct ibvd_config_device *dev)
+{
+	return dev->lid + dev->ports - 1;
+}
+
+/* Names, GUIDs and LIDs identify a device or port: no two may share one. */
+static int check_unique(struct parser *p, const struct ibvd_config *cfg,
+			size_t i)
+{
+	const struct ibvd_config_device *dev = &cfg->devices[i], *o;
+	size_t j;
+
+	for (j = 0; j < i; j++) {
+		o = &cfg->devices[j];
+		if (strcmp(o->name, dev->name) == 0)
+			return fail_at(p, "name", "name \"%s\" is already used by devices[%zu]",
+				       dev->name, j);
+		if (dev->guid && o->guid == dev->guid)
+			return fail_at(p, "guid", "GUID is already used by devices[%zu] \"%s\"",
+				       j, o->name);
+		if (dev->lid && o->lid && dev->lid <= last_lid(o) &&
+		    o->lid <= last_lid(dev))
+			return fail_at(p, "lid", "LIDs %u..%u overlap LIDs %u..%u of devices[%zu] \"%s\"",
+				       dev->lid, last_lid(dev), o->lid,
+				       last_lid(o), j, o->name);
+	}
+	return 0;
+}
+
+static int parse_device(struct parser *p, json_t *v, struct ibvd_config *cfg,
+			size_t i)
+{
+	struct ibvd_config_device *dev = &cfg->devices[i];
+	int ret;
+
+	set_default_device(dev, i);
+	ret = parse_object(p, v, device_members, ARRAY_SIZE(device_members), dev);
+	if (ret)
+		return ret;
+	cfg->ndevices = (unsigned int)i + 1;
+	if (dev->lid && last_lid(dev) > IBVD_MAX_LID)
+		return fail_at(p, "lid", "LIDs %u..%u of %u ports run past the last unicast LID %u",
+			       dev->lid, last_lid(dev), dev->ports, IBVD_MAX_LID);
+	return check_unique(p, cfg, i);
+}
+
+static int parse_devices(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	json_t *dv;
+	size_t i;
+	int ret = 0;
+
+	if (!json_is_array(v))
+		return wrong(p, "an array of devices", v);
+	if (json_array_size(v) == 0)
+		return fail(p, "expected at least one device");
+	cfg->ndevices = 0;
+	json_array_foreach(v, i, dv) {
+		push_index(p, i);
+		if (i >= IBVD_MAX_DEVICES)
+			ret = fail(p, "too many devices (at most %d)",
+				   IBVD_MAX_DEVICES);
+		else
+			ret = parse_device(p, dv, cfg, i);
+		pop(p);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* --- top level --- */
+
+static int parse_socket(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_object(p, v, socket_members, ARRAY_SIZE(socket_members), cfg);
+}
+
+static int parse_engine(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_object(p, v, engine_members, ARRAY_SIZE(engine_members), cfg);
+}
+
+static int parse_log(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_object(p, v, log_members, ARRAY_SIZE(log_members), cfg);
+}
+
+static const struct member top_members[] = {
+	{ "socket", parse_socket },
+	{ "engine", parse_engine },
+	{ "log", parse_log },
+	{ "devices", parse_devices },
+};
+
+/*
+ * jansson's own position, plus the key path the walker finds there.  A
+ * duplicate key is reported where that key begins, like an unknown one.
+ */
+static void syntax_error(struct parser *p, const json_error_t *e)
+{
+	struct ibvd_json_pos pos = {
+		.line = e->line > 0 ? (unsigned int)e->line : 1,
+		.column = e->column > 0 ? (unsigned int)e->column : 1,
+	};
+	struct ibvd_json_pos kpos;
+	char path[256] = "";
+	int in = 0;
+
+	if (e->position > 0)
+		in = ibvd_json_path_at(p->text, p->len, (size_t)e->position,
+				       path, sizeof(path), &kpos);
+	if (in && json_error_code(e) == json_error_duplicate_key) {
+		put_err(p->err, p->errlen, "%s:%u:%u: %s: duplicate key",
+			p->name, kpos.line, kpos.column, path);
+		return;
+	}
+	put_err(p->err, p->errlen, "%s:%u:%u: %s%s%s", p->name, pos.line,
+		pos.column, path, in ? ": " : "", e->text);
+}
+
+static struct ibvd_config *config_new(void)
+{
+	struct ibvd_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg)
+		return NULL;
+	cfg->socket_path = strdup(IBVERBSD_DEFAULT_SOCKET);
+	if (!cfg->socket_path) {
+		free(cfg);
+		return NULL;
+	}
+	cfg->socket_mode = 0666;
+	cfg->engine_threads = 1;
+	cfg->log_level = IBVD_LOG_INFO;
+	cfg->ndevices = 1;
+	set_default_device(&cfg->devices[0], 0);
+	return cfg;
+}
+
+static struct ibvd_config *parse_text(const char *text, size_t len,
+				      const char *name, const char *path,
+				      char *err, size_t errlen)
+{
+	struct parser p = {
+		.text = text, .len = len, .name = name,
+		.err = err, .errlen = errlen,
+	};
+	struct ibvd_config *cfg = NULL;
+	json_error_t jerr;
+	json_t *root;
+	int ret;
+
+	/*
+	 * Without JSON_REJECT_DUPLICATES jansson silently keeps the last of
+	 * two equal keys.  Trailing garbage is an error unless
+	 * JSON_DISABLE_EOF_CHECK, which we do not pass.
+	 */
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		syntax_error(&p, &jerr);
+		return NULL;
+	}
+	cfg = config_new();
+	if (!cfg) {
+		ret = out_of_memory(&p);
+		goto out;
+	}
+	ret = parse_object(&p, root, top_members, ARRAY_SIZE(top_members), cfg);
+	if (!ret && path && !(cfg->path = strdup(path)))
+		ret = out_of_memory(&p);
+out:
+	json_decref(root);
+	if (ret) {
+		ibvd_config_free(cfg);
+		cfg = NULL;
+	}
+	return cfg;
+}
+
+static int read_all(int fd, char **text, size_t *len)
+{
+	size_t size = 4096, used = 0;
+	char *buf = NULL, *nbuf;
+	ssize_t n;
+
+	for (;;) {
+		if (used == size || !buf) {
+			if (buf)
+				size *= 2;
+			if (size > CONFIG_MAX_BYTES)
+				goto too_big;
+			nbuf = realloc(buf, size);
+			if (!nbuf)
+				goto nomem;
+			buf = nbuf;
+		}
+		n = read(fd, buf + used, size - used);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto fail;
+		if (n == 0)
+			break;
+		used += (size_t)n;
+	}
+	*text = buf;
+	*len = used;
+	return 0;
+too_big:
+	free(buf);
+	return -EFBIG;
+nomem:
+	free(buf);
+	return -ENOMEM;
+fail:
+	n = -errno;
+	free(buf);
+	return (int)n;
+}
+
+struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen)
+{
+	struct ibvd_config *cfg;
+	char *text = NULL;
+	size_t len = 0;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		put_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	ret = read_all(fd, &text, &len);
+	close(fd);
+	if (ret) {
+		put_err(err, errlen, "%s: cannot read: %s", path, strerror(-ret));
+		return NULL;
+	}
+	cfg = parse_text(text, len, path, path, err, errlen);
+	free(text);
+	return cfg;
+}
+
+struct ibvd_config *ibvd_config_parse(const char *text, const char *name,
+				      char *err, size_t errlen)
+{
+	return parse_text(text, strlen(text), name, NULL, err, errlen);
+}
+
+struct ibvd_config *ibvd_config_default(void)
+{
+	return config_new();
+}
+
+void ibvd_config_free(struct ibvd_config *cfg)
+{
+	if (!cfg)
+		return;
+	free(cfg->path);
+	free(cfg->socket_path);
+	free(cfg->socket_group);
+	free(cfg);
+}

@@ -11,7 +11,11 @@
  * Every key is optional except that at least one device must exist; unknown
  * keys are errors.  A device's ports get LIDs lid, lid+1, ...; "lid" omitted
  * or 0 means "assign one"; "guid" is "auto" (derived from /etc/machine-id and
- * the device name, stable across restarts) or "xxxx:xxxx:xxxx:xxxx".
+ * the device name, stable across restarts) or "xxxx:xxxx:xxxx:xxxx".  A
+ * device without "name" is called ibvdN, N its index in the array.  Names,
+ * explicit GUIDs and LIDs are unique across devices.
+ *
+ * In daemon/, "config.h" is this file; the generated one is <config.h>.
  */
 #ifndef IBVD_CONFIG_H
 #define IBVD_CONFIG_H
@@ -23,11 +27,14 @@
 #define IBVD_MAX_DEVICES	16
 #define IBVD_MAX_PORTS		8
 #define IBVD_MAX_ENGINE_THREADS	64
+#define IBVD_MAX_LID		0xBFFF	/* last unicast LID */
 
 struct ibvd_config_device {
 	char name[IBVD_DEV_NAME_MAX];
 	unsigned int ports;		/* 1..IBVD_MAX_PORTS */
-	uint16_t lid;			/* base LID; 0 = assign */
+	uint16_t lid;			/* base LID; 0 = assign; the ports'
+					 * lid..lid+ports-1 of all devices are
+					 * unique and <= IBVD_MAX_LID */
 	uint64_t guid;			/* 0 = derive */
 };
 
@@ -35,7 +42,8 @@ struct ibvd_config {
 	char *path;			/* file it was read from, or NULL */
 	char *socket_path;
 	mode_t socket_mode;		/* default 0666 */
-	char *socket_group;		/* NULL or "" = leave the group alone */
+	char *socket_group;		/* NULL = leave the group alone; a
+					 * name that existed at load time */
 	unsigned int engine_threads;	/* default 1 */
 	int log_level;			/* enum ibvd_log_level, default info */
 	unsigned int ndevices;
@@ -46,15 +54,25 @@ struct ibvd_config {
  * Parse the file at path into a new config.  On failure returns NULL and, if
  * err is non-NULL, writes a one-line message that names the file, line,
  * column and key, e.g.
- *   "/etc/ibverbsd/ibverbsd.conf:7:12: devices[0].lid: expected an integer 1..49151"
+ *   "/etc/ibverbsd/ibverbsd.conf:7:12: devices[0].lid: expected an integer 0..49151, got \"x\""
+ * (line and column of the key, or of the array element, that is wrong).
+ * A file that cannot be read gives "PATH: cannot open: <strerror>" (or
+ * "cannot read: ..."), without line and column.
  */
 struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen);
 
-/* Same, from a string (name is used in messages in place of the path). */
+/*
+ * Same, from a string (name is used in messages in place of the path;
+ * cfg->path stays NULL).
+ */
 struct ibvd_config *ibvd_config_parse(const char *text, const char *name,
 				      char *err, size_t errlen);
 
-/* The built-in defaults: one device "ibvd0" with one port. */
+/*
+ * The built-in defaults, the same as parsing "{}": socket
+ * IBVERBSD_DEFAULT_SOCKET mode 0666, one engine thread, level info, one
+ * device "ibvd0" with one port, LID and GUID assigned.  NULL: no memory.
+ */
 struct ibvd_config *ibvd_config_default(void);
 
 void ibvd_config_free(struct ibvd_config *cfg);

@@ -1,6 +1,22 @@
-# The ibverbsd daemon.
+# The ibverbsd daemon.  One file per concept; handlers live with their
+# object family and are listed in request.c's table.
 sbin_PROGRAMS += daemon/ibverbsd
-daemon_ibverbsd_SOURCES = daemon/main.c daemon/config.c daemon/config.h
+daemon_ibverbsd_SOURCES = \
+	daemon/ibverbsd.h \
+	daemon/main.c \
+	daemon/config.c daemon/config.h \
+	daemon/config_pos.c daemon/config_pos.h \
+	daemon/reload.c \
+	daemon/notify.c daemon/notify.h \
+	daemon/server.c daemon/server.h \
+	daemon/session.c daemon/session.h \
+	daemon/request.c daemon/request.h \
+	daemon/handle.c daemon/handle.h \
+	daemon/device.c daemon/device.h \
+	daemon/context.c daemon/context.h \
+	daemon/query.c daemon/query.h \
+	daemon/async.c daemon/async.h \
+	daemon/admin.c daemon/admin.h
 daemon_ibverbsd_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)
 daemon_ibverbsd_LDADD = common/libibvd_common.la $(PROTOBUF_C_LIBS) $(LIBEVENT_LIBS) \

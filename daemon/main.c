@@ -1,1 +1,377 @@
-int main(void) { return 0; }
+/*
+ * ibverbsd: command line, start-up, signals and shutdown.
+ *
+ * Start-up does everything that can fail (config, devices, socket) before
+ * detaching, so errors reach the terminal or the journal; the event loop
+ * is created afterwards because libevent's backends do not survive fork.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
+
+#include <event2/event.h>
+
+#include "config.h"		/* daemon/config.h */
+#include "device.h"
+#include "frame.h"
+#include "ibverbsd.h"
+#include "log.h"
+#include "notify.h"
+#include "server.h"
+#include "session.h"
+
+#define EXIT_USAGE	2
+
+enum { OPT_SOCKET = 256, OPT_SYSTEMD };
+
+static const struct option long_options[] = {
+	{ "foreground",	no_argument,		NULL, 'f' },
+	{ "config",	required_argument,	NULL, 'c' },
+	{ "socket",	required_argument,	NULL, OPT_SOCKET },
+	{ "systemd",	no_argument,		NULL, OPT_SYSTEMD },
+	{ "verbose",	no_argument,		NULL, 'v' },
+	{ "help",	no_argument,		NULL, 'h' },
+	{ "version",	no_argument,		NULL, 'V' },
+	{ NULL, 0, NULL, 0 }
+};
+
+struct options {
+	int foreground;
+	const char *config;
+	const char *socket;
+	int systemd;
+	unsigned int verbosity;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ibverbsd [-fv] [-c file] [--socket path] [--systemd]\n");
+}
+
+static void parse_options(int argc, char **argv, struct options *opts)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "fc:vhV", long_options, NULL)) != -1) {
+		switch (c) {
+		case 'f':		opts->foreground = 1; break;
+		case 'c':		opts->config = optarg; break;
+		case OPT_SOCKET:	opts->socket = optarg; break;
+		case OPT_SYSTEMD:	opts->systemd = 1; break;
+		case 'v':		opts->verbosity++; break;
+		case 'h':
+			usage(stdout);
+			exit(EXIT_SUCCESS);
+		case 'V':
+			printf("ibverbsd %s (protocol %d)\n", PACKAGE_VERSION,
+			       IBVD_PROTO_VERSION);
+			exit(EXIT_SUCCESS);
+		default:
+			usage(stderr);
+			exit(EXIT_USAGE);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ibverbsd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		exit(EXIT_USAGE);
+	}
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+static enum ibvd_log_level log_level_for(int base, unsigned int verbosity)
+{
+	unsigned int level;
+
+	if (base < IBVD_LOG_ERR || base > IBVD_LOG_DEBUG)
+		base = IBVD_LOG_INFO;
+	level = (unsigned int)base + verbosity;
+	return level > IBVD_LOG_DEBUG ? IBVD_LOG_DEBUG : (enum ibvd_log_level)level;
+}
+
+void ibvd_daemon_apply_log_level(const struct ibvd_daemon *d)
+{
+	ibvd_log_set_level(log_level_for(d->cfg->log_level, d->verbosity));
+}
+
+struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
+					    char *err, size_t errlen)
+{
+	struct ibvd_config *cfg;
+
+	if (d->config_arg)
+		return ibvd_config_load(d->config_arg, err, errlen);
+	/* No config file is fine; one we cannot read is not. */
+	if (access(IBVD_DEFAULT_CONFIG, F_OK) == 0 || errno != ENOENT)
+		return ibvd_config_load(IBVD_DEFAULT_CONFIG, err, errlen);
+	cfg = ibvd_config_default();
+	if (!cfg)
+		snprintf(err, errlen, "out of memory");
+	return cfg;
+}
+
+const char *ibvd_daemon_config_name(const struct ibvd_daemon *d)
+{
+	return d->cfg && d->cfg->path ? d->cfg->path : "(built-in)";
+}
+
+uint64_t ibvd_daemon_uptime(const struct ibvd_daemon *d)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - d->started.tv_sec);
+}
+
+/*
+ * After daemonizing the working directory is "/": keep relative paths
+ * given on the command line meaningful for reloads and for unlinking.
+ */
+static char *absolute_path(const char *path)
+{
+	char cwd[4096];
+	char *abs;
+
+	if (path[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		return strdup(path);
+	if (asprintf(&abs, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return abs;
+}
+
+/* ---- process setup ---------------------------------------------------- */
+
+/* Each context holds two fds; let the connection cap, not the rlimit, bite. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("cannot raise the open-file limit: %s", strerror(errno));
+}
+
+static void redirect_to_null(int fd)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (null < 0)
+		return;
+	if (null != fd) {
+		dup2(null, fd);
+		close(null);
+	}
+}
+
+/*
+ * Classic double fork.  stderr stays open unless it is a terminal, so that
+ * "ibverbsd 2>>/var/log/ibverbsd.log" keeps a log.
+ */
+static int daemonize(void)
+{
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(EXIT_SUCCESS);
+	if (setsid() < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(EXIT_SUCCESS);
+	if (chdir("/") < 0)
+		return -errno;
+	redirect_to_null(STDIN_FILENO);
+	redirect_to_null(STDOUT_FILENO);
+	if (isatty(STDERR_FILENO))
+		redirect_to_null(STDERR_FILENO);
+	return 0;
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+struct signal_events {
+	struct event *term, *intr, *hup;
+};
+
+static void stop_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct ibvd_daemon *d = arg;
+
+	log_notice("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	ibvd_notify_stopping(d->notify);
+	event_base_loopbreak(d->base);
+}
+
+static void reload_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct ibvd_daemon *d = arg;
+	char err[512];
+
+	log_info("received SIGHUP, reloading %s", ibvd_daemon_config_name(d));
+	ibvd_daemon_reload(d, err, sizeof(err));
+}
+
+static int add_signal(struct ibvd_daemon *d, struct event **ev, int sig,
+		      event_callback_fn cb)
+{
+	*ev = evsignal_new(d->base, sig, cb, d);
+	if (!*ev || evsignal_add(*ev, NULL) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int setup_signals(struct ibvd_daemon *d, struct signal_events *sigs)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (add_signal(d, &sigs->term, SIGTERM, stop_cb) < 0 ||
+	    add_signal(d, &sigs->intr, SIGINT, stop_cb) < 0 ||
+	    add_signal(d, &sigs->hup, SIGHUP, reload_cb) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static void free_signals(struct signal_events *sigs)
+{
+	if (sigs->term)
+		event_free(sigs->term);
+	if (sigs->intr)
+		event_free(sigs->intr);
+	if (sigs->hup)
+		event_free(sigs->hup);
+}
+
+/* ---- start-up and shutdown -------------------------------------------- */
+
+static void fatal_startup(int err, const char *message)
+{
+	log_err("%s", message);
+	ibvd_notify_failure(err, message);
+	exit(EXIT_FAILURE);
+}
+
+static void free_devices(struct ibvd_daemon *d)
+{
+	struct ibvd_device *dev;
+
+	while ((dev = TAILQ_FIRST(&d->devices))) {
+		TAILQ_REMOVE(&d->devices, dev, link);
+		ibvd_device_free(dev);
+	}
+	d->ndevices = 0;
+}
+
+/* Config, devices and socket: everything that may fail before detaching. */
+static void prepare(struct ibvd_daemon *d)
+{
+	struct ibvd_device_list removed = TAILQ_HEAD_INITIALIZER(removed);
+	const char *path;
+	char err[512];
+	int ret;
+
+	d->cfg = ibvd_daemon_load_config(d, err, sizeof(err));
+	if (!d->cfg)
+		fatal_startup(EINVAL, err);
+	ibvd_daemon_apply_log_level(d);
+	ret = ibvd_devices_apply(&d->devices, &d->ndevices, d->cfg,
+				 &d->next_ifindex, &removed, err, sizeof(err));
+	if (ret < 0)
+		fatal_startup(-ret, err);
+	path = d->socket_arg ? d->socket_arg :
+	       d->cfg->socket_path ? d->cfg->socket_path : IBVERBSD_DEFAULT_SOCKET;
+	ret = ibvd_server_open(&d->server, path, d->cfg->socket_mode,
+			       d->cfg->socket_group, err, sizeof(err));
+	if (ret < 0)
+		fatal_startup(-ret, err);
+	d->socket_path = strdup(ibvd_server_path(d->server));
+	if (!d->socket_path)
+		fatal_startup(ENOMEM, "out of memory");
+}
+
+static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
+{
+	d->base = event_base_new();
+	d->rxbuf = malloc(IBVD_FRAME_MAX);
+	if (!d->base || !d->rxbuf)
+		return -ENOMEM;
+	clock_gettime(CLOCK_MONOTONIC, &d->started);
+	if (setup_signals(d, sigs) < 0)
+		return -ENOMEM;
+	d->notify = ibvd_notify_new(d);
+	return ibvd_server_start(d->server, d);
+}
+
+static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
+{
+	/* Listener first, so that nobody connects while we tear down. */
+	ibvd_server_free(d->server);
+	ibvd_session_close_all(d);
+	free_devices(d);
+	ibvd_notify_free(d->notify);
+	free_signals(sigs);
+	if (d->base)
+		event_base_free(d->base);
+	ibvd_config_free(d->cfg);
+	free(d->rxbuf);
+	free(d->socket_path);
+	free((char *)d->config_arg);
+	free((char *)d->socket_arg);
+	libevent_global_shutdown();
+}
+
+int main(int argc, char **argv)
+{
+	struct options opts = { 0 };
+	struct signal_events sigs = { 0 };
+	struct ibvd_daemon d = { 0 };
+	int ret;
+
+	parse_options(argc, argv, &opts);
+	ibvd_log_init("ibverbsd", log_level_for(IBVD_LOG_INFO, opts.verbosity));
+	TAILQ_INIT(&d.devices);
+	TAILQ_INIT(&d.sessions);
+	d.verbosity = opts.verbosity;
+	d.systemd = opts.systemd;
+	d.config_arg = opts.config ? absolute_path(opts.config) : NULL;
+	d.socket_arg = opts.socket ? absolute_path(opts.socket) : NULL;
+	if ((opts.config && !d.config_arg) || (opts.socket && !d.socket_arg))
+		fatal_startup(ENOMEM, "out of memory");
+	raise_fd_limit();
+	prepare(&d);
+	if (!opts.foreground && !opts.systemd) {
+		ret = daemonize();
+		if (ret < 0)
+			fatal_startup(-ret, "cannot detach from the terminal");
+	}
+	ret = start_loop(&d, &sigs);
+	if (ret < 0) {
+		log_err("cannot set up the event loop: %s", strerror(-ret));
+		ibvd_notify_failure(-ret, "cannot set up the event loop");
+		shutdown_daemon(&d, &sigs);
+		return EXIT_FAILURE;
+	}
+	log_notice("ibverbsd %s serving %u device%s on %s%s", PACKAGE_VERSION,
+		   d.ndevices, d.ndevices == 1 ? "" : "s", d.socket_path,
+		   ibvd_server_activated(d.server) ? " (socket activation)" : "");
+	ibvd_notify_ready(d.notify);
+	ret = event_base_dispatch(d.base);
+	if (ret < 0)
+		log_err("event loop failed");
+	shutdown_daemon(&d, &sigs);
+	return ret < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

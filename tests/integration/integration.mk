@@ -1,1 +1,33 @@
-# Integration tests: a real daemon on a temporary socket, real clients.
+# Integration tests: a real daemon on a temporary socket, real clients
+# (Debian's unmodified ibverbs-utils among them) as unprivileged uids.
+# Each test is an executable bash script sourcing tests/integration/lib.sh.
+INTEGRATION_TESTS = \
+	tests/integration/devinfo-debian.sh \
+	tests/integration/devinfo-ours.sh \
+	tests/integration/default-config.sh \
+	tests/integration/no-daemon.sh \
+	tests/integration/daemon-death.sh \
+	tests/integration/bad-input.sh \
+	tests/integration/lifecycle.sh \
+	tests/integration/reload.sh \
+	tests/integration/systemd-units.sh \
+	tests/integration/sd-notify.sh \
+	tests/integration/socket-activation.sh \
+	tests/integration/ibvctl.sh
+TESTS += $(INTEGRATION_TESTS)
+
+# A raw protocol client that misbehaves on purpose (bad-input.sh).
+check_PROGRAMS += tests/integration/badclient-helper
+tests_integration_badclient_helper_SOURCES = tests/integration/badclient.c
+tests_integration_badclient_helper_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_integration_badclient_helper_LDADD = common/libibvd_common.la $(PROTOBUF_C_LIBS)
+
+# An ordinary verbs application holding a context, built against the system
+# headers and -libverbs; tests run it through ibverbsd-run.
+check_PROGRAMS += tests/integration/ctxclient-helper
+tests_integration_ctxclient_helper_SOURCES = tests/integration/ctxclient.c
+tests_integration_ctxclient_helper_LDADD = -libverbs
+
+# install-check.sh runs from scripts/test against a `make install`ed prefix.
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh \
+	tests/integration/notify-listen.py tests/integration/install-check.sh

@@ -1,1 +1,14 @@
-# unit tests (client)
+# unit tests (client): the string/rate helpers, and the final parts of the
+# export tables (compat twins, provider interface, fork, sysfs, kernel
+# struct conversions, rdmacm devices/addrinfo), run against the built
+# libraries.
+check_PROGRAMS += tests/unit/test_strings tests/unit/test_abi
+TESTS += tests/unit/test_strings tests/unit/test_abi
+tests_unit_test_strings_SOURCES = tests/unit/test_strings.c
+tests_unit_test_strings_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_strings_LDADD = client/libibverbs.la client/librdmacm.la \
+	$(UNIT_LIBS)
+tests_unit_test_abi_SOURCES = tests/unit/test_abi.c
+tests_unit_test_abi_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_abi_LDADD = client/libibverbs.la client/librdmacm.la \
+	$(UNIT_LIBS)

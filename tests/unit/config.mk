@@ -1,1 +1,22 @@
-# unit tests (config)
+# unit tests (config): the config parser against good and bad files and
+# strings, and every man page through groff with warnings as errors.
+check_PROGRAMS += tests/unit/test_config
+TESTS += tests/unit/test_config tests/unit/check-man
+tests_unit_test_config_SOURCES = tests/unit/test_config.c daemon/config.c \
+	daemon/config.h daemon/config_pos.c daemon/config_pos.h
+# top_srcdir from the environment wins; the built-in one lets the program
+# run by hand from the build tree.
+tests_unit_test_config_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS) \
+	-DIBVD_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_config_LDADD = $(UNIT_LIBS) $(JANSSON_LIBS)
+EXTRA_DIST += tests/unit/check-man \
+	tests/unit/config/good-full.conf \
+	tests/unit/config/good-minimal.conf \
+	tests/unit/config/good-multi.conf \
+	tests/unit/config/bad-syntax.conf \
+	tests/unit/config/bad-trailing.conf \
+	tests/unit/config/bad-duplicate.conf \
+	tests/unit/config/bad-unknown-key.conf \
+	tests/unit/config/bad-lid.conf \
+	tests/unit/config/bad-overlap.conf \
+	tests/unit/config/bad-guid.conf

@@ -1,0 +1,173 @@
+/*
+ * Device contexts: ibv_open_device() opens one daemon connection per
+ * context (DESIGN.md §3.3); the daemon answers OPEN_DEVICE with the async
+ * event socket.
+ *
+ * The context is laid out as rdma-core does it (abi.md §2.3): our private
+ * struct starts with struct verbs_context, whose last member is the public
+ * struct ibv_context we hand out, so the header inlines find the extended
+ * ops immediately before it.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "ibverbsd.pb-c.h"
+#include "ibvd_verbs.h"
+
+/* Debian's binaries hard-code these offsets and sizes (abi.md §0.6). */
+_Static_assert(sizeof(struct ibv_context) == 328, "ibv_context size");
+_Static_assert(offsetof(struct verbs_context, context) == 320,
+	       "verbs_context.context offset");
+_Static_assert(sizeof(struct verbs_context) == 648, "verbs_context size");
+_Static_assert(sizeof(struct ibv_device) == 664, "ibv_device size");
+_Static_assert(offsetof(struct ibvd_context, vctx) == 0,
+	       "verbs_context must start our context");
+_Static_assert(offsetof(struct ibvd_device, device) == 0,
+	       "ibv_device must start our device");
+
+/*
+ * Every op a context offers.  Hot-path ops are called by header inlines
+ * without a NULL check, so each has at least an EOPNOTSUPP stub; so does
+ * close_xrcd (ibv_close_xrcd calls it unchecked).  Extended ops left NULL
+ * make their inline return EOPNOTSUPP.  Implementing a verb means replacing
+ * its entry here.
+ */
+static const struct verbs_context context_template = {
+	.query_port = ibvd_query_port_op,
+	.query_device_ex = ibvd_query_device_ex_op,
+	.close_xrcd = ibvd_close_xrcd_unsupported,
+	.sz = sizeof(struct verbs_context),
+	.context = {
+		.ops = {
+			._compat_query_device = ibv_query_device,
+			._compat_query_port = ibv_query_port,
+			.alloc_mw = ibvd_alloc_mw_unsupported,
+			.bind_mw = ibvd_bind_mw_unsupported,
+			.dealloc_mw = ibvd_dealloc_mw_unsupported,
+			.poll_cq = ibvd_poll_cq_unsupported,
+			.req_notify_cq = ibvd_req_notify_cq_unsupported,
+			.post_srq_recv = ibvd_post_srq_recv_unsupported,
+			.post_send = ibvd_post_send_unsupported,
+			.post_recv = ibvd_post_recv_unsupported,
+		},
+		.cmd_fd = -1,
+		.async_fd = -1,
+		.abi_compat = __VERBS_ABI_IS_EXTENDED,
+	},
+};
+
+static struct ibvd_context *context_new(struct ibvd_device *dev)
+{
+	struct ibvd_context *ictx = calloc(1, sizeof(*ictx));
+
+	if (!ictx)
+		return NULL;
+	ictx->vctx = context_template;
+	ictx->vctx.context.device = &dev->device;
+	ictx->conn.sock = -1;
+	pthread_mutex_init(&ictx->vctx.context.mutex, NULL);
+	pthread_mutex_init(&ictx->async_lock, NULL);
+	ictx->dev = dev;
+	ibvd_device_get(dev);
+	return ictx;
+}
+
+static void context_free(struct ibvd_context *ictx)
+{
+	ibvd_conn_close(&ictx->conn);
+	if (ictx->vctx.context.async_fd >= 0)
+		close(ictx->vctx.context.async_fd);
+	pthread_mutex_destroy(&ictx->async_lock);
+	pthread_mutex_destroy(&ictx->vctx.context.mutex);
+	ibvd_device_put(ictx->dev);
+	free(ictx);
+}
+
+/* errno of a failed open: a vanished daemon means the device is gone. */
+static int open_errno(int err)
+{
+	return err == -ENOENT || err == -ECONNREFUSED ? -ENODEV : err;
+}
+
+/* Connect, send OPEN_DEVICE and take the async socket from the reply. */
+static int open_on_daemon(struct ibvd_context *ictx)
+{
+	Ibvd__OpenDevice req = IBVD__OPEN_DEVICE__INIT;
+	Ibvd__OpenDeviceReply *reply = NULL;
+	struct ibv_context *ctx = &ictx->vctx.context;
+	unsigned int nfds = 1;
+	int async_fd = -1, ret;
+
+	ret = ibvd_conn_open(&ictx->conn, ictx->dev->socket_path);
+	if (ret < 0)
+		return open_errno(ret);
+	req.name = ictx->dev->device.name;
+	ret = ibvd_conn_call(&ictx->conn, IBVD_MSG_OPEN_DEVICE, &req.base,
+			     &ibvd__open_device_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &async_fd, &nfds);
+	if (ret < 0)
+		return ret;
+	if (nfds != 1) {
+		ret = -EPROTO;
+		goto out;
+	}
+	ctx->cmd_fd = ictx->conn.sock;
+	ctx->async_fd = async_fd;
+	/* Apps size event queues by it; perftest -e requires at least one. */
+	ctx->num_comp_vectors = reply->num_comp_vectors == 0 ? 1 :
+		reply->num_comp_vectors > INT_MAX ? INT_MAX :
+		(int)reply->num_comp_vectors;
+out:
+	ibvd__open_device_reply__free_unpacked(reply, NULL);
+	return ret;
+}
+
+struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct ibvd_context *ictx;
+	int ret;
+
+	if (!device)
+		return ibvd_null_ret(-EINVAL);
+	ictx = context_new(to_ibvd_device(device));
+	if (!ictx)
+		return ibvd_null_ret(-ENOMEM);
+	ret = open_on_daemon(ictx);
+	if (ret < 0) {
+		context_free(ictx);
+		return ibvd_null_ret(ret);
+	}
+	return &ictx->vctx.context;
+}
+
+/*
+ * Closing the connection makes the daemon destroy everything the context
+ * created; nothing needs the daemon's cooperation, so this also works
+ * after it died.
+ */
+int ibv_close_device(struct ibv_context *ctx)
+{
+	if (!ctx)
+		return 0;
+	context_free(to_ibvd_context(ctx));
+	return 0;
+}
+
+void ibvd_context_mark_dead(struct ibvd_context *ictx)
+{
+	/*
+	 * shutdown() first: a call blocked waiting for a reply wakes up with
+	 * EOF (and marks the connection dead itself), so taking the lock
+	 * below cannot wait for the full RPC timeout.
+	 */
+	if (ictx->conn.sock >= 0)
+		shutdown(ictx->conn.sock, SHUT_RDWR);
+	pthread_mutex_lock(&ictx->conn.lock);
+	ictx->conn.dead = 1;
+	pthread_mutex_unlock(&ictx->conn.lock);
+}

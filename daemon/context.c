@@ -1,0 +1,120 @@
+/*
+ * OPEN_DEVICE and the lifetime of device contexts.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "context.h"
+#include "device.h"
+#include "log.h"
+#include "request.h"
+#include "session.h"
+
+/* Completion vectors a context reports (the engine wakes through one). */
+#define IBVD_NUM_COMP_VECTORS	1
+
+/*
+ * The async socket: a SEQPACKET pair, one AsyncEvent per message.  The
+ * client end goes out with the reply; ours is write-only, so a client
+ * that writes to its end gets EPIPE instead of filling our buffer.
+ */
+static int async_pair(int *ours, int *theirs)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	if (shutdown(sv[0], SHUT_RD) < 0) {
+		int ret = -errno;
+
+		close(sv[0]);
+		close(sv[1]);
+		return ret;
+	}
+	*ours = sv[0];
+	*theirs = sv[1];
+	return 0;
+}
+
+static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
+		       int *ret_client_fd)
+{
+	struct ibvd_daemon *d = s->daemon;
+	struct ibvd_context *ctx = calloc(1, sizeof(*ctx));
+	int ret;
+
+	if (!ctx)
+		return -ENOMEM;
+	ret = async_pair(&ctx->async_fd, ret_client_fd);
+	if (ret < 0) {
+		free(ctx);
+		return ret;
+	}
+	ctx->dev = dev;
+	ctx->session = s;
+	ctx->id = ++d->next_context_id;
+	ibvd_handle_table_init(&ctx->handles, 0);
+	TAILQ_INSERT_TAIL(&dev->contexts, ctx, dev_link);
+	dev->ncontexts++;
+	d->ncontexts++;
+	s->ctx = ctx;
+	s->state = IBVD_SESSION_CONTEXT;
+	return 0;
+}
+
+void ibvd_context_free(struct ibvd_context *ctx)
+{
+	struct ibvd_session *s = ctx->session;
+
+	/*
+	 * The next issue's objects (PD, MR, CQ, QP, ...) are destroyed here,
+	 * by kind, walking ctx->handles; there are none yet.
+	 */
+	ibvd_handle_table_release(&ctx->handles);
+	close(ctx->async_fd);
+	TAILQ_REMOVE(&ctx->dev->contexts, ctx, dev_link);
+	ctx->dev->ncontexts--;
+	s->daemon->ncontexts--;
+	s->ctx = NULL;
+	free(ctx);
+}
+
+int ibvd_req_open_device(struct ibvd_call *call)
+{
+	const Ibvd__OpenDevice *req = (const Ibvd__OpenDevice *)call->msg;
+	struct ibvd_session *s = call->session;
+	Ibvd__OpenDeviceReply reply = IBVD__OPEN_DEVICE_REPLY__INIT;
+	Ibvd__DeviceInfo info;
+	struct ibvd_device *dev;
+	int client_fd, ret;
+
+	dev = req->name ? ibvd_device_find(&s->daemon->devices, req->name) : NULL;
+	if (!dev)
+		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
+				       req->name ? req->name : "");
+	ret = context_new(s, dev, &client_fd);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "cannot create the context: %s",
+				       strerror(-ret));
+	ibvd_device_info(dev, &info);
+	reply.device = &info;
+	reply.num_comp_vectors = IBVD_NUM_COMP_VECTORS;
+	reply.context_id = s->ctx->id;
+	/* If this fails the session is closing and takes the context along. */
+	ret = ibvd_call_reply(call, &reply.base, &client_fd, 1);
+	close(client_fd);
+	if (ret < 0 && s->ctx) {
+		/* Nothing was sent: the connection stays fresh. */
+		ibvd_context_free(s->ctx);
+		s->state = IBVD_SESSION_FRESH;
+	}
+	if (ret == 0)
+		log_debug("client %llu: context %u on %s", (unsigned long long)s->id,
+			  s->ctx->id, dev->name);
+	return ret;
+}

@@ -1,0 +1,123 @@
+/*
+ * Configuration reload (SIGHUP, "ibvctl daemon reload").
+ *
+ * Either the whole new configuration applies or none of it: the file is
+ * parsed and the device set validated before anything changes.  Devices
+ * that keep their identity keep their clients; removed ones tell their
+ * contexts IBV_EVENT_DEVICE_FATAL and drop them.  The socket path stays
+ * what it was at start (moving it under running clients helps nobody).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "async.h"
+#include "context.h"
+#include "device.h"
+#include "log.h"
+#include "notify.h"
+#include "server.h"
+#include "session.h"
+
+static int same_string(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static void apply_socket_settings(struct ibvd_daemon *d,
+				  const struct ibvd_config *old,
+				  const struct ibvd_config *cfg)
+{
+	char err[256];
+
+	/* Irrelevant under --socket or socket activation: we never used it. */
+	if (!d->socket_arg && !ibvd_server_activated(d->server) &&
+	    !same_string(old->socket_path, cfg->socket_path))
+		log_warn("socket path changed to %s: ignored until restart (still serving %s)",
+			 cfg->socket_path ? cfg->socket_path : "(default)",
+			 d->socket_path);
+	if (old->socket_mode == cfg->socket_mode &&
+	    same_string(old->socket_group, cfg->socket_group))
+		return;
+	if (ibvd_server_set_access(d->server, cfg->socket_mode,
+				   cfg->socket_group, err, sizeof(err)) < 0)
+		log_warn("socket permissions not updated: %s", err);
+}
+
+/* Tell the contexts of each removed device, drop them, free the device. */
+static void drop_removed_devices(struct ibvd_device_list *removed)
+{
+	struct ibvd_device *dev;
+	struct ibvd_context *ctx;
+
+	while ((dev = TAILQ_FIRST(removed))) {
+		TAILQ_REMOVE(removed, dev, link);
+		log_notice("device %s removed; closing its %u context%s",
+			   dev->name, dev->ncontexts, dev->ncontexts == 1 ? "" : "s");
+		ibvd_async_device_event(dev, IBV_EVENT_DEVICE_FATAL);
+		/* Closing a session frees its context, which unlinks it. */
+		while ((ctx = TAILQ_FIRST(&dev->contexts)))
+			ibvd_session_close(ctx->session);
+		ibvd_device_free(dev);
+	}
+}
+
+static void announce_changes(struct ibvd_daemon *d, uint32_t first_new_ifindex)
+{
+	struct ibvd_device *dev;
+	unsigned int p;
+
+	TAILQ_FOREACH(dev, &d->devices, link) {
+		if (dev->ifindex >= first_new_ifindex) {
+			log_notice("device %s added", dev->name);
+			continue;
+		}
+		for (p = 0; p < dev->nports; p++) {
+			if (!dev->ports[p].lid_changed)
+				continue;
+			log_notice("device %s port %u: LID is now %u", dev->name,
+				   p + 1, dev->ports[p].lid);
+			ibvd_async_port_event(dev, p + 1, IBV_EVENT_LID_CHANGE);
+			dev->ports[p].lid_changed = 0;
+		}
+	}
+}
+
+int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
+{
+	struct ibvd_device_list removed = TAILQ_HEAD_INITIALIZER(removed);
+	uint32_t first_new_ifindex = d->next_ifindex;
+	struct ibvd_config *cfg, *old;
+	int ret;
+
+	ibvd_notify_reloading(d->notify);
+	cfg = ibvd_daemon_load_config(d, err, errlen);
+	if (!cfg) {
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = ibvd_devices_apply(&d->devices, &d->ndevices, cfg,
+				 &d->next_ifindex, &removed, err, errlen);
+	if (ret < 0) {
+		ibvd_config_free(cfg);
+		goto out;
+	}
+	old = d->cfg;
+	d->cfg = cfg;
+	ibvd_daemon_apply_log_level(d);
+	apply_socket_settings(d, old, cfg);
+	ibvd_config_free(old);
+	drop_removed_devices(&removed);
+	announce_changes(d, first_new_ifindex);
+	log_info("configuration reloaded from %s: %u device%s",
+		 ibvd_daemon_config_name(d), d->ndevices, d->ndevices == 1 ? "" : "s");
+out:
+	if (ret < 0)
+		log_err("reload failed, keeping the running configuration: %s", err);
+	ibvd_notify_ready(d->notify);
+	return ret;
+}

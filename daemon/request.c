@@ -1,0 +1,206 @@
+/*
+ * The request table and the dispatcher that enforces it.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "context.h"
+#include "device.h"
+#include "ibverbsd.pb-c.h"
+#include "log.h"
+#include "query.h"
+#include "request.h"
+#include "session.h"
+#include "util.h"
+
+/*
+ * Who may send what.  A fresh connection may list devices, open one (and
+ * become its context) or start administering; queries need a context.
+ * Keep the table short and flat: a row is all the dispatcher needs.
+ */
+static const struct ibvd_request_type request_types[] = {
+	{ IBVD_MSG_LIST_DEVICES, "LIST_DEVICES", NULL, 0,
+	  IBVD_SESSION_ANY, ibvd_req_list_devices },
+	{ IBVD_MSG_OPEN_DEVICE, "OPEN_DEVICE", &ibvd__open_device__descriptor, 0,
+	  IBVD_SESSION_FRESH, ibvd_req_open_device },
+	{ IBVD_MSG_QUERY_DEVICE, "QUERY_DEVICE", NULL, 0,
+	  IBVD_SESSION_CONTEXT, ibvd_req_query_device },
+	{ IBVD_MSG_QUERY_PORT, "QUERY_PORT", &ibvd__query_port__descriptor, 0,
+	  IBVD_SESSION_CONTEXT, ibvd_req_query_port },
+	{ IBVD_MSG_QUERY_GID_TABLE, "QUERY_GID_TABLE",
+	  &ibvd__query_gid_table__descriptor, 0,
+	  IBVD_SESSION_CONTEXT, ibvd_req_query_gid_table },
+	{ IBVD_MSG_QUERY_PKEY, "QUERY_PKEY", &ibvd__query_pkey__descriptor, 0,
+	  IBVD_SESSION_CONTEXT, ibvd_req_query_pkey },
+	{ IBVD_MSG_ADMIN, "ADMIN", &ibvd__admin_request__descriptor, 0,
+	  IBVD_SESSION_FRESH | IBVD_SESSION_ADMIN, ibvd_req_admin },
+};
+
+/* Protocol violations are the client's bug; log them, but not endlessly. */
+static struct ibvd_ratelimit violation_rl = IBVD_RATELIMIT_INIT(10);
+
+const struct ibvd_request_type *ibvd_request_type_find(uint16_t type)
+{
+	size_t i;
+
+	/* A handful of rows: a linear scan beats anything cleverer. */
+	for (i = 0; i < ARRAY_SIZE(request_types); i++)
+		if (request_types[i].type == type)
+			return &request_types[i];
+	return NULL;
+}
+
+struct ibvd_daemon *ibvd_call_daemon(const struct ibvd_call *call)
+{
+	return call->session->daemon;
+}
+
+int ibvd_call_error(struct ibvd_call *call, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(call->errmsg, sizeof(call->errmsg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+int ibvd_call_take_fd(struct ibvd_call *call, unsigned int i)
+{
+	int fd;
+
+	if (i >= call->frame->nfds)
+		return -1;
+	fd = call->frame->fds[i];
+	call->frame->fds[i] = -1;
+	return fd;
+}
+
+int ibvd_call_reply(struct ibvd_call *call, const ProtobufCMessage *reply,
+		    const int *fds, unsigned int nfds)
+{
+	int ret;
+
+	ret = ibvd_session_send(call->session, call->type | IBVD_REPLY,
+				call->req_id, reply, fds, nfds);
+	/* Too big: nothing went out, the handler turns it into an error. */
+	if (ret != -EMSGSIZE)
+		call->replied = 1;
+	return ret;
+}
+
+static const char *state_name(enum ibvd_session_state state)
+{
+	switch (state) {
+	case IBVD_SESSION_FRESH:	return "fresh";
+	case IBVD_SESSION_CONTEXT:	return "device-context";
+	case IBVD_SESSION_ADMIN:	return "admin";
+	}
+	return "unknown";
+}
+
+static void log_violation(const struct ibvd_call *call)
+{
+	const struct ibvd_session *s = call->session;
+	unsigned int missed;
+
+	if (!ibvd_ratelimit_ok(&violation_rl, &missed))
+		return;
+	log_notice("client %llu (pid %d %s): rejected request 0x%04x #%u: %s%s",
+		   (unsigned long long)s->id, (int)s->cred.pid, s->comm,
+		   call->type, call->req_id, call->errmsg,
+		   missed ? " (and earlier ones not logged)" : "");
+}
+
+/* Check the frame against its row and unpack it; 0 or a negative errno. */
+static int call_prepare(struct ibvd_call *call)
+{
+	struct ibvd_session *s = call->session;
+	struct ibvd_frame *frame = call->frame;
+	const ProtobufCMessageDescriptor *desc;
+	ProtobufCMessage *msg;
+
+	call->rt = ibvd_request_type_find(call->type);
+	if (!call->rt)
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "unknown message type 0x%04x", call->type);
+	if (frame->nfds != call->rt->nfds)
+		return ibvd_call_error(call, -EBADF, "%s takes %u fds, got %u",
+				       call->rt->name, call->rt->nfds, frame->nfds);
+	if (!(call->rt->states & s->state))
+		return ibvd_call_error(call, -EINVAL,
+				       "%s is not allowed on a %s connection",
+				       call->rt->name, state_name(s->state));
+	/* Empty requests still must be well-formed protobuf if non-empty. */
+	desc = call->rt->payload ? call->rt->payload : &ibvd__empty__descriptor;
+	msg = protobuf_c_message_unpack(desc, NULL, frame->hdr.len, frame->payload);
+	if (!msg)
+		return ibvd_call_error(call, -EBADMSG, "malformed %s payload",
+				       call->rt->name);
+	if (call->rt->payload)
+		call->msg = msg;
+	else
+		protobuf_c_message_free_unpacked(msg, NULL);
+	return 0;
+}
+
+static void close_unclaimed_fds(struct ibvd_frame *frame)
+{
+	unsigned int i;
+
+	for (i = 0; i < frame->nfds; i++)
+		if (frame->fds[i] >= 0)
+			close(frame->fds[i]);
+	frame->nfds = 0;
+}
+
+/* Send the reply the handler did not send: empty on success, else Error. */
+static void call_finish(struct ibvd_call *call, int ret)
+{
+	struct ibvd_session *s = call->session;
+	Ibvd__Error err = IBVD__ERROR__INIT;
+
+	if (s->closing || call->replied)
+		return;
+	if (ret >= 0) {
+		ibvd_session_send(s, call->type | IBVD_REPLY, call->req_id,
+				  NULL, NULL, 0);
+		return;
+	}
+	if (!call->errmsg[0])
+		snprintf(call->errmsg, sizeof(call->errmsg), "%s", strerror(-ret));
+	err.errnum = -ret;
+	err.message = call->errmsg;
+	ibvd_session_send(s, IBVD_MSG_ERROR, call->req_id, &err.base, NULL, 0);
+}
+
+void ibvd_request_dispatch(struct ibvd_session *s, struct ibvd_frame *frame)
+{
+	struct ibvd_call call = {
+		.session = s,
+		.type = frame->hdr.type,
+		.req_id = frame->hdr.req_id,
+		.frame = frame,
+	};
+	int ret;
+
+	ret = call_prepare(&call);
+	if (ret < 0) {
+		log_violation(&call);
+	} else {
+		ret = call.rt->handler(&call);
+		log_debug("client %llu: %s #%u: %s", (unsigned long long)s->id,
+			  call.rt->name, call.req_id,
+			  ret < 0 ? (call.errmsg[0] ? call.errmsg : strerror(-ret)) : "ok");
+	}
+	if (call.msg)
+		protobuf_c_message_free_unpacked((ProtobufCMessage *)call.msg, NULL);
+	close_unclaimed_fds(frame);
+	call_finish(&call, ret);
+}

@@ -1,0 +1,431 @@
+/*
+ * The listener: socket activation or our own bind, and accept.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <event2/event.h>
+#include <systemd/sd-daemon.h>
+
+#include "ibverbsd.h"
+#include "log.h"
+#include "server.h"
+#include "session.h"
+
+/* Connections accepted per wakeup before others get a turn. */
+#define ACCEPT_BURST		64
+/* Out of fds: stop accepting this long, or the loop would spin. */
+#define ACCEPT_PAUSE_MS		100
+/* The name the .socket unit gives our fd (FileDescriptorName=). */
+#define LISTEN_FD_NAME		"control"
+
+struct ibvd_server {
+	struct ibvd_daemon *d;
+	int fd;
+	int activated;			/* from systemd: not ours to unlink */
+	char *path;
+	dev_t file_dev;			/* the socket file we created */
+	ino_t file_ino;
+	struct event *accept_ev;
+	struct event *resume_ev;
+	struct ibvd_ratelimit refuse_rl;
+};
+
+/* ---- socket activation ------------------------------------------------ */
+
+/* Which of the n inherited fds to serve: "control", else the only one. */
+static int pick_listen_fd(int n, char **names)
+{
+	int i;
+
+	for (i = 0; names && i < n; i++)
+		if (names[i] && strcmp(names[i], LISTEN_FD_NAME) == 0)
+			return SD_LISTEN_FDS_START + i;
+	return n == 1 ? SD_LISTEN_FDS_START : -1;
+}
+
+static void free_names(char **names)
+{
+	char **p;
+
+	for (p = names; p && *p; p++)
+		free(*p);
+	free(names);
+}
+
+/* 1 and the fd in *ret_fd if systemd passed one, 0 if none, or -errno. */
+static int inherit_fd(int *ret_fd, char *err, size_t errlen)
+{
+	char **names = NULL;
+	int n, fd, i;
+
+	n = sd_listen_fds_with_names(1, &names);
+	if (n <= 0) {
+		free_names(names);
+		if (n < 0)
+			snprintf(err, errlen, "socket activation: %s", strerror(-n));
+		return n;
+	}
+	fd = pick_listen_fd(n, names);
+	free_names(names);
+	for (i = SD_LISTEN_FDS_START; i < SD_LISTEN_FDS_START + n; i++)
+		if (i != fd) {
+			log_warn("socket activation: ignoring extra fd %d", i);
+			close(i);
+		}
+	if (fd < 0) {
+		snprintf(err, errlen, "socket activation: %d fds and none named \"%s\"",
+			 n, LISTEN_FD_NAME);
+		return -EINVAL;
+	}
+	if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
+		snprintf(err, errlen, "socket activation: fd %d is not a listening "
+			 "SOCK_SEQPACKET Unix socket", fd);
+		close(fd);
+		return -EINVAL;
+	}
+	*ret_fd = fd;
+	return 1;
+}
+
+/* ---- our own socket --------------------------------------------------- */
+
+static int fill_sun(struct sockaddr_un *sun, const char *path,
+		    char *err, size_t errlen)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	if (!*path || strlen(path) >= sizeof(sun->sun_path)) {
+		snprintf(err, errlen, "socket path \"%s\" is empty or too long", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sun->sun_path, path);
+	return 0;
+}
+
+/* mkdir -p of the directory that holds path. */
+static int make_parent_dirs(const char *path, char *err, size_t errlen)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *p;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	p = strrchr(dir, '/');
+	if (!p || p == dir)
+		return 0;
+	*p = '\0';
+	for (p = dir + 1; ; p++) {
+		char c = *p;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+			return -errno;
+		}
+		*p = c;
+		if (!c)
+			return 0;
+	}
+}
+
+/*
+ * A socket file already at path is either a live daemon (refuse) or left
+ * over from one that died (remove).  Only a refused connection proves it
+ * dead; anything else is left for the admin to look at.
+ */
+static int clear_stale_socket(const struct sockaddr_un *sun,
+			      char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, ret;
+
+	if (lstat(sun->sun_path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "%s exists and is not a socket", sun->sun_path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	ret = connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) < 0 ? -errno : 0;
+	close(fd);
+	if (ret == -ECONNREFUSED) {
+		if (unlink(sun->sun_path) < 0 && errno != ENOENT)
+			ret = -errno;
+		else
+			ret = 0;
+		if (ret == 0)
+			log_info("removed stale socket %s", sun->sun_path);
+		else
+			snprintf(err, errlen, "cannot remove stale socket %s: %s",
+				 sun->sun_path, strerror(-ret));
+		return ret;
+	}
+	if (ret == 0 || ret == -EAGAIN || ret == -EPROTOTYPE)
+		snprintf(err, errlen, "another daemon is listening on %s", sun->sun_path);
+	else
+		snprintf(err, errlen, "%s is in the way: %s", sun->sun_path,
+			 strerror(-ret));
+	return -EADDRINUSE;
+}
+
+static int lookup_group(const char *group, gid_t *gid)
+{
+	struct group *gr = getgrnam(group);
+	char *end;
+	unsigned long n;
+
+	if (gr) {
+		*gid = gr->gr_gid;
+		return 0;
+	}
+	n = strtoul(group, &end, 10);
+	if (*group && !*end && n < (gid_t)-1) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int apply_access(const char *path, mode_t mode, const char *group,
+			char *err, size_t errlen)
+{
+	gid_t gid;
+
+	if (chmod(path, mode) < 0) {
+		snprintf(err, errlen, "chmod %04o %s: %s", (unsigned int)mode, path,
+			 strerror(errno));
+		return -errno;
+	}
+	if (!group || !*group)
+		return 0;
+	if (lookup_group(group, &gid) < 0) {
+		snprintf(err, errlen, "socket group \"%s\" does not exist", group);
+		return -ENOENT;
+	}
+	if (chown(path, (uid_t)-1, gid) < 0) {
+		snprintf(err, errlen, "chgrp %s %s: %s", group, path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
+		       const char *group, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+	int ret;
+
+	ret = fill_sun(&sun, path, err, errlen);
+	if (ret == 0)
+		ret = make_parent_dirs(path, err, errlen);
+	if (ret == 0)
+		ret = clear_stale_socket(&sun, err, errlen);
+	if (ret < 0)
+		return ret;
+	srv->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (srv->fd < 0 ||
+	    bind(srv->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "bind %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	/* From here on the file is ours to remove, whatever fails next. */
+	srv->path = strdup(path);
+	ret = !srv->path ? -ENOMEM : stat(path, &st) < 0 ? -errno : 0;
+	if (ret < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		unlink(path);
+		return ret;
+	}
+	srv->file_dev = st.st_dev;
+	srv->file_ino = st.st_ino;
+	ret = apply_access(path, mode, group, err, errlen);
+	if (ret == 0 && listen(srv->fd, SOMAXCONN) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "listen %s: %s", path, strerror(-ret));
+	}
+	return ret;
+}
+
+static int set_nonblock_cloexec(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	fl = fcntl(fd, F_GETFD);
+	if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The path an inherited socket is bound to, for logs and ibvctl. */
+static char *bound_path(int fd)
+{
+	struct sockaddr_un sun;
+	socklen_t len = sizeof(sun);
+
+	memset(&sun, 0, sizeof(sun));
+	if (getsockname(fd, (struct sockaddr *)&sun, &len) < 0 || !sun.sun_path[0])
+		return strdup("(inherited)");
+	sun.sun_path[sizeof(sun.sun_path) - 1] = '\0';
+	return strdup(sun.sun_path);
+}
+
+int ibvd_server_open(struct ibvd_server **ret_srv, const char *path,
+		     mode_t mode, const char *group, char *err, size_t errlen)
+{
+	struct ibvd_server *srv = calloc(1, sizeof(*srv));
+	int fd, ret;
+
+	if (!srv)
+		return -ENOMEM;
+	srv->fd = -1;
+	srv->refuse_rl.burst = 1;
+	ret = inherit_fd(&fd, err, errlen);
+	if (ret > 0) {
+		srv->activated = 1;
+		srv->fd = fd;
+		srv->path = bound_path(fd);
+		ret = srv->path ? set_nonblock_cloexec(fd) : -ENOMEM;
+		if (ret < 0)
+			snprintf(err, errlen, "inherited socket: %s", strerror(-ret));
+	} else if (ret == 0) {
+		ret = bind_socket(srv, path, mode, group, err, errlen);
+	}
+	if (ret < 0) {
+		ibvd_server_free(srv);
+		return ret;
+	}
+	*ret_srv = srv;
+	return 0;
+}
+
+/* ---- accept ----------------------------------------------------------- */
+
+static void refuse(struct ibvd_server *srv, int fd, const char *why)
+{
+	unsigned int missed;
+
+	close(fd);
+	if (ibvd_ratelimit_ok(&srv->refuse_rl, &missed))
+		log_warn("refusing a connection: %s%s", why,
+			 missed ? " (and others since the last message)" : "");
+}
+
+static void pause_accepting(struct ibvd_server *srv, int err)
+{
+	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
+	unsigned int missed;
+
+	if (ibvd_ratelimit_ok(&srv->refuse_rl, &missed))
+		log_warn("accept: %s; pausing for %d ms", strerror(err), ACCEPT_PAUSE_MS);
+	event_del(srv->accept_ev);
+	evtimer_add(srv->resume_ev, &tv);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ibvd_server *srv = arg;
+
+	event_add(srv->accept_ev, NULL);
+}
+
+static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct ibvd_server *srv = arg;
+	struct ibvd_daemon *d = srv->d;
+	int i, fd, ret;
+
+	for (i = 0; i < ACCEPT_BURST; i++) {
+		fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				pause_accepting(srv, errno);
+			else if (errno != EAGAIN)
+				log_warn("accept: %s", strerror(errno));
+			return;
+		}
+		if (d->nsessions >= IBVD_MAX_SESSIONS) {
+			refuse(srv, fd, "too many clients");
+			continue;
+		}
+		ret = ibvd_session_new(d, fd);
+		if (ret < 0)
+			log_warn("cannot set up a client: %s", strerror(-ret));
+	}
+}
+
+int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d)
+{
+	srv->d = d;
+	srv->accept_ev = event_new(d->base, srv->fd, EV_READ | EV_PERSIST,
+				   accept_cb, srv);
+	srv->resume_ev = evtimer_new(d->base, resume_cb, srv);
+	if (!srv->accept_ev || !srv->resume_ev)
+		return -ENOMEM;
+	return event_add(srv->accept_ev, NULL) < 0 ? -ENOMEM : 0;
+}
+
+const char *ibvd_server_path(const struct ibvd_server *srv)
+{
+	return srv->path;
+}
+
+int ibvd_server_activated(const struct ibvd_server *srv)
+{
+	return srv->activated;
+}
+
+int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
+			   const char *group, char *err, size_t errlen)
+{
+	if (srv->activated)
+		return 0;
+	return apply_access(srv->path, mode, group, err, errlen);
+}
+
+/* Remove the socket file, unless someone replaced it since we bound it. */
+static void remove_socket_file(const struct ibvd_server *srv)
+{
+	struct stat st;
+
+	if (stat(srv->path, &st) < 0)
+		return;
+	if (st.st_dev == srv->file_dev && st.st_ino == srv->file_ino)
+		unlink(srv->path);
+}
+
+void ibvd_server_free(struct ibvd_server *srv)
+{
+	if (!srv)
+		return;
+	if (srv->accept_ev)
+		event_free(srv->accept_ev);
+	if (srv->resume_ev)
+		event_free(srv->resume_ev);
+	if (srv->fd >= 0)
+		close(srv->fd);
+	if (!srv->activated && srv->path && srv->file_ino)
+		remove_socket_file(srv);
+	free(srv->path);
+	free(srv);
+}

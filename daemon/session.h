@@ -1,0 +1,75 @@
+/*
+ * Client sessions: one per accepted connection.
+ *
+ * A connection starts FRESH.  OPEN_DEVICE turns it into a device context
+ * (it then owns every object made through it, until it closes); ADMIN
+ * turns it into an ibvctl session.  Peer credentials are read once, at
+ * accept.  Closing a session destroys everything it owned.
+ */
+#ifndef IBVD_SESSION_H
+#define IBVD_SESSION_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "ibverbsd.h"
+
+enum ibvd_session_state {
+	IBVD_SESSION_FRESH	= 1 << 0,
+	IBVD_SESSION_CONTEXT	= 1 << 1,	/* has opened a device */
+	IBVD_SESSION_ADMIN	= 1 << 2,	/* has sent an ADMIN request */
+};
+#define IBVD_SESSION_ANY	(IBVD_SESSION_FRESH | IBVD_SESSION_CONTEXT | \
+				 IBVD_SESSION_ADMIN)
+
+/* Frames handled per wakeup, so one busy client cannot starve the rest. */
+#define IBVD_SESSION_BURST	16
+/* Seconds a fresh connection may stay silent ($IBVERBSD_IDLE_TIMEOUT). */
+#define IBVD_SESSION_IDLE_TIMEOUT	30
+
+struct event;
+
+struct ibvd_session {
+	TAILQ_ENTRY(ibvd_session) link;
+	struct ibvd_daemon *daemon;
+	uint64_t id;			/* for logs: "client 7" */
+	int fd;
+	struct ucred cred;		/* pid (0 if not in our pid ns), uid, gid */
+	char comm[17];			/* /proc/PID/comm at accept, sanitized */
+	enum ibvd_session_state state;
+	struct ibvd_context *ctx;	/* when state is CONTEXT */
+	struct event *read_ev;
+	struct event *idle_ev;		/* armed until the first frame */
+	int in_callback;		/* closing must wait until we return */
+	int closing;
+};
+
+/* Set up a session for an accepted socket (takes ownership of fd). */
+int ibvd_session_new(struct ibvd_daemon *d, int fd);
+
+/*
+ * Disconnect and destroy the session and all it owns.  From inside the
+ * session's own callback the destruction happens when the callback returns.
+ */
+void ibvd_session_close(struct ibvd_session *s);
+
+/* Close every session (shutdown). */
+void ibvd_session_close_all(struct ibvd_daemon *d);
+
+/*
+ * Send one frame to the client without blocking.  A client whose socket is
+ * full is not reading its replies: it is disconnected.  Returns 0,
+ * -EMSGSIZE (nothing sent, session intact), or another negative errno
+ * (the session is closing).
+ */
+int ibvd_session_send(struct ibvd_session *s, uint16_t type, uint32_t req_id,
+		      const ProtobufCMessage *msg, const int *fds,
+		      unsigned int nfds);
+
+/* Idle timeout in seconds for fresh connections (env override for tests). */
+unsigned int ibvd_session_idle_timeout(void);
+
+#endif /* IBVD_SESSION_H */

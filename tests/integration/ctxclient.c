@@ -1,0 +1,161 @@
+/*
+ * ctxclient-helper: an ordinary verbs program that holds one device context
+ * open and acts on commands, so a test can change the daemon under it.
+ *
+ * Built against the system <infiniband/verbs.h> and -libverbs like any
+ * application; tests run it through ibverbsd-run so it loads our library.
+ *
+ * usage: ctxclient-helper [-d DEVICE]
+ *
+ * Opens DEVICE (default: the first one), queries port 1, prints
+ * "ready NAME", then reads commands from stdin, one per line, and answers
+ * each with one line on stdout starting with "ok" or "error":
+ *	query [PORT]	ibv_query_device + ibv_query_port
+ *	fatal SECONDS	wait up to SECONDS for an async event on the async fd;
+ *			"ok" only for IBV_EVENT_DEVICE_FATAL
+ *	quit		close the device and exit 0
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+static struct ibv_context *ctx;
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static const char *event_name(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_DEVICE_FATAL:	return "IBV_EVENT_DEVICE_FATAL";
+	case IBV_EVENT_PORT_ACTIVE:	return "IBV_EVENT_PORT_ACTIVE";
+	case IBV_EVENT_PORT_ERR:	return "IBV_EVENT_PORT_ERR";
+	case IBV_EVENT_LID_CHANGE:	return "IBV_EVENT_LID_CHANGE";
+	case IBV_EVENT_GID_CHANGE:	return "IBV_EVENT_GID_CHANGE";
+	default:			return "other";
+	}
+}
+
+static void cmd_query(unsigned int port)
+{
+	struct ibv_device_attr dattr;
+	struct ibv_port_attr pattr;
+	long t0 = now_ms();
+	int ret;
+
+	ret = ibv_query_device(ctx, &dattr);
+	if (ret) {
+		printf("error query: ibv_query_device: %s (%d) after %ld ms\n",
+		       strerror(ret), ret, now_ms() - t0);
+		return;
+	}
+	ret = ibv_query_port(ctx, (uint8_t)port, &pattr);
+	if (ret) {
+		printf("error query: ibv_query_port: %s (%d) after %ld ms\n",
+		       strerror(ret), ret, now_ms() - t0);
+		return;
+	}
+	printf("ok query dev=%s ports=%u port=%u state=%d lid=%u\n",
+	       ibv_get_device_name(ctx->device), dattr.phys_port_cnt, port,
+	       (int)pattr.state, pattr.lid);
+}
+
+static void cmd_fatal(int seconds)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	long t0 = now_ms();
+	int n;
+
+	do
+		n = poll(&pfd, 1, seconds * 1000);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		printf("error fatal: poll on async fd %d: %s\n", ctx->async_fd,
+		       strerror(errno));
+		return;
+	}
+	if (n == 0) {
+		printf("error fatal: no async event within %d s\n", seconds);
+		return;
+	}
+	if (ibv_get_async_event(ctx, &ev)) {
+		printf("error fatal: ibv_get_async_event: %s (revents 0x%x)\n",
+		       strerror(errno), pfd.revents);
+		return;
+	}
+	printf("%s event %s (%d) after %ld ms\n",
+	       ev.event_type == IBV_EVENT_DEVICE_FATAL ? "ok" : "error",
+	       event_name(ev.event_type), (int)ev.event_type, now_ms() - t0);
+	ibv_ack_async_event(&ev);
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	const char *want = NULL;
+	char line[256];
+	int i, n;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "-d") == 0) {
+		want = argv[2];
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: %s [-d DEVICE]\n", argv[0]);
+		return 2;
+	}
+
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		printf("error open: ibv_get_device_list: %s\n", strerror(errno));
+		return 1;
+	}
+	for (i = 0; i < n; i++)
+		if (!want || strcmp(ibv_get_device_name(list[i]), want) == 0)
+			break;
+	if (i == n) {
+		printf("error open: device %s not found among %d\n",
+		       want ? want : "(any)", n);
+		return 1;
+	}
+	ctx = ibv_open_device(list[i]);
+	if (!ctx) {
+		printf("error open: ibv_open_device(%s): %s\n",
+		       ibv_get_device_name(list[i]), strerror(errno));
+		return 1;
+	}
+	printf("ready %s\n", ibv_get_device_name(list[i]));
+
+	while (fgets(line, sizeof(line), stdin)) {
+		unsigned int port = 1;
+		int seconds = 10;
+
+		if (strncmp(line, "query", 5) == 0) {
+			sscanf(line + 5, "%u", &port);
+			cmd_query(port);
+		} else if (strncmp(line, "fatal", 5) == 0) {
+			sscanf(line + 5, "%d", &seconds);
+			cmd_fatal(seconds);
+		} else if (strncmp(line, "quit", 4) == 0) {
+			break;
+		} else {
+			printf("error unknown command: %s", line);
+		}
+	}
+	if (ibv_close_device(ctx))
+		fprintf(stderr, "ibv_close_device: %s\n", strerror(errno));
+	ibv_free_device_list(list);
+	return 0;
+}

@@ -1,0 +1,78 @@
+#!/bin/bash
+# A client holding a device context when the daemon goes away (SIGKILL, and
+# a clean SIGTERM stop) gets IBV_EVENT_DEVICE_FATAL on its async fd, and a
+# later ibv_query_port fails with an error instead of hanging.  Debian's
+# ibv_asyncwatch sees the event too.  A new daemon can then start on the
+# same socket path.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd /usr/bin/ibv_asyncwatch
+ibvd_init
+O=$T/out
+conf=$(default_conf) || exit 1
+
+# one_death SIGNAL: start a daemon, a context client waiting for the event,
+# send SIGNAL to the daemon, check the client.
+one_death() {
+	local sig=$1 wpid
+	daemon_start -c "$conf"
+	daemon_wait_ready
+
+	check "SIG$sig: a client with an open context works before"
+	ctx_start "$USER1"
+	ctx_cmd query || fail "query: $CTX_ANSWER"
+	case $CTX_ANSWER in
+	"ok query dev=ibvd0 ports=1 port=1 state=4 lid="[1-9]*) ok "$CTX_ANSWER" ;;
+	*) fail "query before SIG$sig: $CTX_ANSWER" ;;
+	esac
+
+	# Debian's ibv_asyncwatch on the same device, as the other uid.
+	run_debian "$USER2" /usr/bin/ibv_asyncwatch -d ibvd0 >"$O/watch" 2>&1 &
+	wpid=$!
+	BG_PIDS+=("$wpid")
+	for _ in $(seq 50); do
+		grep -q 'async event FD' "$O/watch" && break
+		sleep 0.1
+	done
+	expect_grep '^ibvd0: async event FD [0-9]+$' "$O/watch" "ibv_asyncwatch started"
+
+	check "SIG$sig to the daemon: the client, blocked in poll() on its async fd, gets IBV_EVENT_DEVICE_FATAL"
+	printf 'fatal %d\n' $((10 * TMUL)) >&7
+	sleep 0.3	# let it block in poll()
+	if [ "$sig" = KILL ]; then
+		kill -KILL "$DAEMON_PID" || fail "kill -KILL"
+		daemon_kill
+	else
+		daemon_stop	# SIGTERM, exit status 0 within 5 s
+	fi
+	ctx_read || fail "no answer to 'fatal'"
+	log "context client -> $CTX_ANSWER"
+	case $CTX_ANSWER in
+	"ok event IBV_EVENT_DEVICE_FATAL "*) ok "$CTX_ANSWER" ;;
+	*) fail "after SIG$sig: $CTX_ANSWER" ;;
+	esac
+
+	check "SIG$sig: ibv_query_port afterwards fails promptly"
+	ctx_cmd query || fail "query after SIG$sig: $CTX_ANSWER"
+	case $CTX_ANSWER in
+	"error query: "*" after "[0-9]*" ms")
+		ms=${CTX_ANSWER##* after }
+		ms=${ms% ms}
+		[ "$ms" -lt $((3000 * TMUL)) ] || fail "the failing query took $ms ms"
+		ok "$CTX_ANSWER" ;;
+	*) fail "query after SIG$sig: $CTX_ANSWER" ;;
+	esac
+	ctx_stop
+	ok "ibv_close_device after the daemon's death returned and the client exited 0"
+
+	check "SIG$sig: Debian's ibv_asyncwatch reported IBV_EVENT_DEVICE_FATAL"
+	wait_exit "$wpid" "$TMO" || { show ibv_asyncwatch "$O/watch"; fail "ibv_asyncwatch still runs after the daemon died"; }
+	show ibv_asyncwatch "$O/watch"
+	expect_grep '^  event_type IBV_EVENT_DEVICE_FATAL \(8\), port' "$O/watch" "ibv_asyncwatch event"
+	ok "ibv_asyncwatch: event seen, exited $EXIT_STATUS"
+}
+
+one_death KILL
+
+check "a new daemon starts on the path a killed daemon left behind"
+one_death TERM

@@ -1,0 +1,423 @@
+# shellcheck shell=bash
+# Shared helpers for the integration tests: sourced by every
+# tests/integration/*.sh (and by scripts/demo), never run on its own.
+#
+# A test does:
+#	. "$(dirname "$0")/lib.sh"
+#	ibvd_init                      # staging dir, traps, prerequisites
+#	daemon_start -c "$(default_conf)"; daemon_wait_ready
+#	out=$(run_debian 1001 /usr/bin/ibv_devinfo) || fail "..."
+#	daemon_stop
+#
+# Environment (exported by `make check`, see AM_TESTS_ENVIRONMENT):
+#	top_srcdir, top_builddir   source and build trees
+#	SANITIZERS                 non-empty in an --enable-sanitizers build
+#	IBVD_KEEP_TMP=1            keep the staging directory for a post-mortem
+#
+# Exit codes: 0 pass, 1 fail, 77 skip (only for a missing prerequisite).
+
+set -u
+
+: "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+: "${SANITIZERS:=}"
+export top_srcdir top_builddir SANITIZERS
+
+IBVD_TEST=$(basename "$0" .sh)
+IBVERBSD="$top_builddir/daemon/ibverbsd"
+# Unprivileged client uids; they need no passwd entries.
+export USER1=1001
+export USER2=1002
+# Sanitizer builds are several times slower: scale every timeout.
+TMUL=1
+[ -n "$SANITIZERS" ] && TMUL=3
+# Upper bound for one client command.
+TMO=$((20 * TMUL))
+
+T=""			# the staging directory, world-readable
+SOCK=""			# the current test daemon's socket
+DAEMON_PID=""
+DAEMON_LOG=""
+BG_PIDS=()		# other background processes to reap on exit
+IBVD_NLOG=0
+
+log()  { printf '%s: %s\n' "$IBVD_TEST" "$*"; }
+check() { printf '%s: checking: %s\n' "$IBVD_TEST" "$*"; }
+ok()   { printf '%s: ok: %s\n' "$IBVD_TEST" "$*"; }
+fail() { printf '%s: FAIL: %s\n' "$IBVD_TEST" "$*" >&2; exit 1; }
+skip() { printf '%s: SKIP: %s\n' "$IBVD_TEST" "$*" >&2; exit 77; }
+
+# Show a file (command output) in the log, indented, with a title.
+show() {
+	printf '%s: --- %s\n' "$IBVD_TEST" "$1"
+	sed 's/^/    | /' "$2" 2>/dev/null
+}
+
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "'$c' is not installed (scripts/deps installs it)"
+	done
+}
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# Python for our helper scripts: Debian's, not a per-user shim.
+PYTHON=/usr/bin/python3
+[ -x "$PYTHON" ] || PYTHON=python3
+
+# A libtool wrapper script stands in for a program linked against an
+# uninstalled library; the real binary is in .libs/.
+real_binary() {
+	local f=$1 real
+	if [ "$(head -c 2 "$f" 2>/dev/null)" = '#!' ] &&
+	   grep -q 'temporary wrapper script' "$f" 2>/dev/null; then
+		real="$(dirname "$f")/.libs/$(basename "$f")"
+		[ -f "$real" ] || fail "$f is a libtool wrapper without $real"
+		f=$real
+	fi
+	printf '%s\n' "$f"
+}
+
+# ibvd_init: prerequisites, the staging directory and the exit trap.
+#
+# The build tree may be private (/root is 0700) while clients must run as
+# other uids, so the client libraries, tools and helpers are copied into a
+# world-readable directory $T:
+#	$T/lib    client/.libs/lib*.so*       (IBVERBSD_LIBDIR)
+#	$T/tools  tools/ executables          (IBVERBSD_TOOLDIR)
+#	$T/bin    test helper programs
+#	$T/run    sockets
+ibvd_init() {
+	local f name found
+
+	[ -x "$IBVERBSD" ] || fail "daemon not built: $IBVERBSD"
+	ls "$top_builddir"/client/.libs/libibverbs.so.1 >/dev/null 2>&1 ||
+		fail "client library not built: $top_builddir/client/.libs/libibverbs.so.1"
+	ibvd_tmpdir
+	mkdir -p "$T/lib" "$T/tools" "$T/bin" || fail "mkdir in $T"
+	chmod 755 "$T/lib" "$T/tools" "$T/bin"
+
+	cp -a "$top_builddir"/client/.libs/lib*.so* "$T/lib/" || fail "staging client libraries"
+	for name in ibverbsd-run ibvctl ibv_devices ibv_devinfo rping; do
+		found=""
+		for f in "$top_builddir/tools/$name" "$top_srcdir/tools/$name"; do
+			[ -f "$f" ] && [ -x "$f" ] && { found=$f; break; }
+		done
+		[ -n "$found" ] || continue
+		cp "$(real_binary "$found")" "$T/tools/$name" || fail "staging $name"
+	done
+	for f in "$top_builddir"/tests/integration/*-helper "$top_srcdir"/tests/integration/*.py; do
+		[ -f "$f" ] || continue
+		cp "$(real_binary "$f")" "$T/bin/$(basename "$f")" || fail "staging $f"
+	done
+	chmod -R a+rX "$T/lib" "$T/tools" "$T/bin"
+	[ -x "$T/tools/ibverbsd-run" ] || fail "tools/ibverbsd-run not built"
+
+	IBVERBSD_LIBDIR=$T/lib
+	IBVERBSD_TOOLDIR=$T/tools
+	export IBVERBSD_LIBDIR IBVERBSD_TOOLDIR
+	SOCK=$T/run/ibverbsd.sock
+	unset IBVERBSD_SOCKET NOTIFY_SOCKET LISTEN_FDS LISTEN_PID LISTEN_FDNAMES WATCHDOG_USEC WATCHDOG_PID
+	log "staging in $T (build tree $top_builddir${SANITIZERS:+, sanitizers})"
+}
+
+# ibvd_tmpdir: just the world-readable $T (with run/ and out/) and the trap.
+ibvd_tmpdir() {
+	need_cmd timeout setpriv mktemp
+	T=$(mktemp -d "/tmp/ibvd-$IBVD_TEST.XXXXXX") || fail "mktemp"
+	trap ibvd_cleanup EXIT
+	trap 'exit 129' HUP
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	chmod 755 "$T"
+	mkdir -p "$T/run" "$T/out" || fail "mkdir in $T"
+	chmod 755 "$T/run"
+	chmod 1777 "$T/out"
+	SOCK=$T/run/ibverbsd.sock
+}
+
+ibvd_cleanup() {
+	local rc=$? p f
+	trap - EXIT
+	exec 7>&-
+	for p in "${BG_PIDS[@]}" $DAEMON_PID; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	for p in "${BG_PIDS[@]}" $DAEMON_PID; do
+		wait "$p" 2>/dev/null
+	done
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$T" ]; then
+		for f in "$T"/daemon*.log; do
+			[ -s "$f" ] && show "$(basename "$f") (last 40 lines)" <(tail -n 40 "$f")
+		done
+	fi
+	if [ -n "$T" ] && [ -z "${IBVD_KEEP_TMP:-}" ]; then
+		rm -rf "$T"
+	elif [ -n "$T" ]; then
+		log "kept $T"
+	fi
+	exit "$rc"
+}
+
+# ---- configurations ----------------------------------------------------
+
+# The shipped default configuration (etc/ibverbsd.conf).
+shipped_conf() {
+	local f
+	for f in "$top_srcdir/etc/ibverbsd.conf" "$top_builddir/etc/ibverbsd.conf"; do
+		[ -f "$f" ] && { printf '%s\n' "$f"; return 0; }
+	done
+	fail "etc/ibverbsd.conf not found in $top_srcdir or $top_builddir"
+}
+
+# default_conf [SOCKET]: a copy of the shipped configuration with its socket
+# path changed to SOCKET (default $SOCK); prints the copy's path.
+default_conf() {
+	local out="$T/ibverbsd.conf" src
+	src=$(shipped_conf) || exit 1
+	"$PYTHON" - "$src" "$out" "${1:-$SOCK}" <<-'EOF' || fail "cannot rewrite $src"
+	import json, sys
+	src, out, sock = sys.argv[1:4]
+	with open(src) as f:
+	    cfg = json.load(f)
+	cfg.setdefault("socket", {})["path"] = sock
+	with open(out, "w") as f:
+	    json.dump(cfg, f, indent=2)
+	    f.write("\n")
+	EOF
+	chmod 644 "$out"
+	printf '%s\n' "$out"
+}
+
+# ---- the daemon --------------------------------------------------------
+
+# daemon_start ARGS...: start the daemon ($IBVERBSD, the built one unless
+# changed) in the foreground (-f) in the background of this shell, as uid
+# $DAEMON_UID if set; its output goes to $DAEMON_LOG.
+DAEMON_UID=""
+daemon_start() {
+	IBVD_NLOG=$((IBVD_NLOG + 1))
+	DAEMON_LOG="$T/daemon$IBVD_NLOG.log"
+	log "starting${DAEMON_UID:+ as uid $DAEMON_UID}: $IBVERBSD -f $*"
+	if [ -n "$DAEMON_UID" ] && is_root; then
+		setpriv --reuid="$DAEMON_UID" --regid="$DAEMON_UID" --clear-groups -- \
+			"$IBVERBSD" -f "$@" >"$DAEMON_LOG" 2>&1 &
+	else
+		"$IBVERBSD" -f "$@" >"$DAEMON_LOG" 2>&1 &
+	fi
+	DAEMON_PID=$!
+}
+
+# True while PID exists and is not a zombie.
+pid_running() {
+	[ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+# ping [SOCKET]: one LIST_DEVICES round trip on a fresh connection.
+ping_daemon() {
+	timeout "$((5 * TMUL))" "$T/bin/badclient-helper" "${1:-$SOCK}" ping >/dev/null 2>&1
+}
+
+# daemon_wait_ready [SOCKET] [PID]: poll until the daemon answers (or fail
+# when it exits or does not answer within 10 s).
+daemon_wait_ready() {
+	local sock=${1:-$SOCK} pid=${2:-$DAEMON_PID} i rc
+	for i in $(seq $((100 * TMUL))); do
+		if ! pid_running "$pid"; then
+			wait "$pid"; rc=$?
+			DAEMON_PID=""
+			fail "daemon exited with status $rc before answering on $sock"
+		fi
+		[ -S "$sock" ] && ping_daemon "$sock" && { log "daemon $pid ready on $sock"; return 0; }
+		sleep 0.1
+	done
+	fail "daemon $pid did not answer on $sock within $((10 * TMUL)) s"
+}
+
+# wait_exit PID SECONDS: wait for a child to exit; sets EXIT_STATUS, or
+# returns 1 if it is still running after SECONDS.
+wait_exit() {
+	local pid=$1 i
+	for i in $(seq $(($2 * 10))); do
+		pid_running "$pid" || break
+		sleep 0.1
+	done
+	pid_running "$pid" && return 1
+	wait "$pid"
+	EXIT_STATUS=$?
+	return 0
+}
+
+# daemon_stop: SIGTERM; the daemon must exit with status 0 within 5 s.
+daemon_stop() {
+	local pid=$DAEMON_PID
+	[ -n "$pid" ] || fail "daemon_stop: no daemon"
+	kill -TERM "$pid" 2>/dev/null || fail "daemon $pid is gone before SIGTERM"
+	if ! wait_exit "$pid" $((5 * TMUL)); then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		DAEMON_PID=""
+		fail "daemon $pid did not exit within $((5 * TMUL)) s of SIGTERM"
+	fi
+	DAEMON_PID=""
+	[ "$EXIT_STATUS" -eq 0 ] || fail "daemon exited with status $EXIT_STATUS after SIGTERM"
+	log "daemon $pid stopped (status 0)"
+}
+
+# daemon_kill: SIGKILL and reap, no checks.
+daemon_kill() {
+	kill -KILL "$DAEMON_PID" 2>/dev/null
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_PID=""
+}
+
+daemon_alive() {
+	if [ -z "$DAEMON_PID" ] || ! pid_running "$DAEMON_PID"; then
+		fail "the daemon died (${1:-})"
+	fi
+}
+
+# ---- clients -------------------------------------------------------------
+
+# run_as UID CMD...: run CMD as UID/GID (no supplementary groups), in $T,
+# bounded by $TMO seconds.  Without root, runs as the current user.
+run_as() {
+	local uid=$1
+	shift
+	if is_root; then
+		(cd "$T" && exec timeout -k 2 "$TMO" setpriv --reuid="$uid" --regid="$uid" --clear-groups -- "$@")
+	else
+		(cd "$T" && exec timeout -k 2 "$TMO" "$@")
+	fi
+}
+
+# Environment for Debian's unmodified binaries: in a sanitizer build our
+# library needs the ASan runtime loaded first, and their leaks are not ours.
+debian_env() {
+	DEBIAN_ENV=(IBVERBSD_SOCKET="$SOCK")
+	if [ -n "$SANITIZERS" ]; then
+		DEBIAN_ENV+=("LD_PRELOAD=$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+			     "ASAN_OPTIONS=detect_leaks=0")
+	fi
+}
+
+# run_debian UID PROG ARGS...: PROG (e.g. /usr/bin/ibv_devinfo) through
+# ibverbsd-run as UID against $SOCK.
+run_debian() {
+	local uid=$1
+	shift
+	debian_env
+	run_as "$uid" env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" "$@"
+}
+
+# run_ours UID PROG ARGS...: our own program (already sanitizer-linked).
+run_ours() {
+	local uid=$1
+	shift
+	run_as "$uid" env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" "$@"
+}
+
+# ibvctl ARGS...: the built ibvctl against $SOCK, as root.
+ibvctl() {
+	[ -x "$T/tools/ibvctl" ] || fail "tools/ibvctl not built"
+	(cd "$T" && IBVERBSD_SOCKET="$SOCK" LD_LIBRARY_PATH="$T/lib" \
+		timeout -k 2 "$TMO" "$T/tools/ibvctl" "$@")
+}
+
+# ibvctl_as UID ARGS...
+ibvctl_as() {
+	local uid=$1
+	shift
+	[ -x "$T/tools/ibvctl" ] || fail "tools/ibvctl not built"
+	run_as "$uid" env IBVERBSD_SOCKET="$SOCK" LD_LIBRARY_PATH="$T/lib" "$T/tools/ibvctl" "$@"
+}
+
+# ---- a client holding a device context (ctxclient-helper) ---------------
+#
+# ctx_start UID [-d DEV]: start it through ibverbsd-run; commands go to it on
+# fd 7, its answers are lines in $T/ctx.out.
+# ctx_cmd CMD: send one command line; the answer line is left in
+# $CTX_ANSWER (returns 1 if none arrives within $TMO s).
+CTX_PID=""
+CTX_LINES=0
+CTX_ANSWER=""
+ctx_start() {
+	local uid=$1
+	shift
+	rm -f "$T/ctx.in" "$T/ctx.out"
+	mkfifo "$T/ctx.in" || fail "mkfifo"
+	chmod 644 "$T/ctx.in"
+	: >"$T/ctx.out"
+	run_as "$uid" env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" \
+		"$T/bin/ctxclient-helper" "$@" <"$T/ctx.in" >"$T/ctx.out" 2>&1 &
+	CTX_PID=$!
+	BG_PIDS+=("$CTX_PID")
+	exec 7>"$T/ctx.in"
+	CTX_LINES=0
+	ctx_read || fail "context client did not start"
+	case $CTX_ANSWER in
+	"ready "*) log "context client: $CTX_ANSWER" ;;
+	*) show "context client output" "$T/ctx.out"; fail "context client did not open the device: $CTX_ANSWER" ;;
+	esac
+}
+
+ctx_read() {
+	local i
+	CTX_ANSWER=""
+	for i in $(seq $((TMO * 10))); do
+		if [ "$(wc -l <"$T/ctx.out")" -gt "$CTX_LINES" ]; then
+			CTX_LINES=$((CTX_LINES + 1))
+			CTX_ANSWER=$(sed -n "${CTX_LINES}p" "$T/ctx.out")
+			return 0
+		fi
+		# one more look after it exited: it may have just written
+		if ! pid_running "$CTX_PID" && [ "$i" -gt 1 ]; then
+			[ "$(wc -l <"$T/ctx.out")" -gt "$CTX_LINES" ] && continue
+			break
+		fi
+		sleep 0.1
+	done
+	show "context client output" "$T/ctx.out"
+	return 1
+}
+
+ctx_cmd() {
+	log "context client <- $*"
+	printf '%s\n' "$*" >&7 2>/dev/null || { CTX_ANSWER="(context client is gone)"; return 1; }
+	ctx_read || { CTX_ANSWER="(no answer to '$*')"; return 1; }
+	log "context client -> $CTX_ANSWER"
+}
+
+# ctx_stop: quit; the client must exit 0.
+ctx_stop() {
+	printf 'quit\n' >&7
+	exec 7>&-
+	wait_exit "$CTX_PID" "$TMO" || fail "context client did not exit after quit"
+	[ "$EXIT_STATUS" -eq 0 ] || { show "context client output" "$T/ctx.out"; fail "context client exited with status $EXIT_STATUS"; }
+}
+
+# ---- small assertions -------------------------------------------------------
+
+# expect_failed RC WHAT: a command that must fail did: non-zero, not killed
+# by our timeout (124, or 137 after -k).
+expect_failed() {
+	case $1 in
+	0) fail "$2: exit status 0, want a failure" ;;
+	124|137) fail "$2: killed by the timeout (hung)" ;;
+	esac
+}
+
+# expect_grep REGEX FILE WHAT: FILE must contain a line matching REGEX (ERE).
+expect_grep() {
+	grep -Eq -- "$1" "$2" || { show "$(basename "$2")" "$2"; fail "$3: no line matching /$1/"; }
+}
+
+expect_no_grep() {
+	! grep -Eq -- "$1" "$2" || { show "$(basename "$2")" "$2"; fail "$3: unexpected line matching /$1/"; }
+}
+
+# field FILE KEY: the value of 'KEY: value' in ibv_devinfo output (first).
+field() {
+	sed -n "s/^[[:space:]]*$2:[[:space:]]*//p" "$1" | head -n 1
+}

@@ -1,0 +1,54 @@
+#!/bin/bash
+# The generated systemd units pass `systemd-analyze verify` (with ExecStart
+# pointed at the built daemon, since verify needs the binary), say what the
+# daemon relies on (Type=notify, --systemd, reload by SIGHUP, the seqpacket
+# socket named "control"), and keep their hardening score.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd systemd-analyze
+ibvd_init
+O=$T/out
+svc=$top_builddir/systemd/ibverbsd.service
+sck=$top_builddir/systemd/ibverbsd.socket
+[ -f "$svc" ] || fail "$svc was not generated"
+[ -f "$sck" ] || fail "$sck was not generated"
+sbindir=$(sed -n 's/^sbindir = //p' "$top_builddir/Makefile")
+prefix=$(sed -n 's/^prefix = //p' "$top_builddir/Makefile")
+exec_prefix=$(sed -n 's/^exec_prefix = //p' "$top_builddir/Makefile")
+sbindir=${sbindir//\$\{exec_prefix\}/$exec_prefix}
+sbindir=${sbindir//\$\{prefix\}/$prefix}
+
+check "ibverbsd.service content"
+expect_grep '^Type=notify$' "$svc" "Type"
+expect_grep "^ExecStart=$sbindir/ibverbsd( .*)? --systemd( |\$)" "$svc" "ExecStart runs \$(sbindir)/ibverbsd --systemd"
+expect_grep "^ExecReload=/bin/kill -HUP \\\$MAINPID\$" "$svc" "ExecReload"
+expect_grep '^WatchdogSec=' "$svc" "WatchdogSec"
+expect_grep '^Requires=ibverbsd.socket$' "$svc" "Requires"
+expect_no_grep '^RuntimeDirectory=ibverbsd$' "$svc" "RuntimeDirectory=ibverbsd deletes the socket's directory on stop"
+expect_no_grep '@[a-zA-Z_]+@' "$svc" "unsubstituted @variables@"
+ok "Type=notify, ExecStart=$sbindir/ibverbsd --systemd, ExecReload, WatchdogSec"
+
+check "ibverbsd.socket content"
+expect_grep '^ListenSequentialPacket=/run/ibverbsd/ibverbsd.sock$' "$sck" "ListenSequentialPacket"
+expect_grep '^FileDescriptorName=control$' "$sck" "FileDescriptorName"
+expect_no_grep '@[a-zA-Z_]+@' "$sck" "unsubstituted @variables@"
+ok "seqpacket socket /run/ibverbsd/ibverbsd.sock named control"
+
+check "systemd-analyze verify --man=no"
+mkdir -p "$T/units"
+sed "s|^ExecStart=$sbindir/ibverbsd|ExecStart=$IBVERBSD|" "$svc" >"$T/units/ibverbsd.service"
+cp "$sck" "$T/units/ibverbsd.socket"
+grep -q "^ExecStart=$IBVERBSD " "$T/units/ibverbsd.service" || fail "could not point ExecStart at $IBVERBSD"
+(cd "$T/units" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ibverbsd.socket ibverbsd.service) >"$O/verify" 2>&1
+rc=$?
+show "systemd-analyze verify" "$O/verify"
+[ "$rc" -eq 0 ] || fail "systemd-analyze verify exited $rc"
+expect_no_grep 'ibverbsd\.(service|socket)' "$O/verify" "verify complains about our units"
+ok "verify: clean"
+
+check "systemd-analyze security --offline=yes: exposure at most 3.0"
+(cd "$T/units" && systemd-analyze security --offline=yes --no-pager ibverbsd.service) >"$O/security" 2>&1
+score=$(sed -n 's/^→ Overall exposure level for ibverbsd.service: \([0-9.]*\).*/\1/p' "$O/security")
+[ -n "$score" ] || { show "systemd-analyze security" "$O/security"; fail "no exposure score"; }
+awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }' || { show "systemd-analyze security" "$O/security"; fail "exposure $score > 3.0"; }
+ok "exposure $score"

@@ -1,0 +1,725 @@
+/*
+ * ibverbsd.conf parsing: the shipped file, defaults, and one test per kind
+ * of mistake, each asserting the exact "file:line:column: key: message".
+ *
+ * In-memory texts are written with ' for " to stay readable; q() swaps
+ * them back.  Expected messages are written as they are.
+ */
+#include <config.h>
+
+#include <check.h>
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "daemon/config.h"
+#include "daemon/config_pos.h"
+#include "log.h"
+
+static char err[512];
+static char text[4096];
+static char file[PATH_MAX];
+static char want[PATH_MAX + 256];
+
+static const char *q(const char *s)
+{
+	size_t i;
+
+	ck_assert_uint_lt(strlen(s), sizeof(text));
+	for (i = 0; s[i]; i++)
+		text[i] = s[i] == '\'' ? '"' : s[i];
+	text[i] = '\0';
+	return text;
+}
+
+/* Parses s (after q()), which must be accepted. */
+static struct ibvd_config *good(const char *s)
+{
+	struct ibvd_config *cfg;
+
+	err[0] = '\0';
+	cfg = ibvd_config_parse(q(s), "t.conf", err, sizeof(err));
+	ck_assert_msg(cfg != NULL, "rejected %s: %s", s, err);
+	return cfg;
+}
+
+/* The message for s (after q()), or "(accepted)". */
+static const char *parse_error(const char *s)
+{
+	struct ibvd_config *cfg;
+
+	snprintf(err, sizeof(err), "(accepted)");
+	cfg = ibvd_config_parse(q(s), "t.conf", err, sizeof(err));
+	if (cfg) {
+		ibvd_config_free(cfg);
+		snprintf(err, sizeof(err), "(accepted)");
+	}
+	return err;
+}
+
+/* $top_srcdir/tests/unit/config/name; the harness exports top_srcdir. */
+static const char *input(const char *name)
+{
+	const char *top = getenv("top_srcdir");
+
+	if (!top || !*top)
+		top = IBVD_TEST_SRCDIR;
+	snprintf(file, sizeof(file), "%s/tests/unit/config/%s", top, name);
+	return file;
+}
+
+static struct ibvd_config *load_good(const char *path)
+{
+	struct ibvd_config *cfg;
+
+	err[0] = '\0';
+	cfg = ibvd_config_load(path, err, sizeof(err));
+	ck_assert_msg(cfg != NULL, "rejected %s: %s", path, err);
+	ck_assert_str_eq(cfg->path, path);
+	return cfg;
+}
+
+static const char *load_error(const char *path)
+{
+	struct ibvd_config *cfg;
+
+	snprintf(err, sizeof(err), "(accepted)");
+	cfg = ibvd_config_load(path, err, sizeof(err));
+	if (cfg) {
+		ibvd_config_free(cfg);
+		snprintf(err, sizeof(err), "(accepted)");
+	}
+	return err;
+}
+
+/* "<path of input name><rest>" */
+static const char *at(const char *name, const char *rest)
+{
+	snprintf(want, sizeof(want), "%s%s", input(name), rest);
+	return want;
+}
+
+static void assert_defaults(const struct ibvd_config *cfg)
+{
+	ck_assert_str_eq(cfg->socket_path, IBVERBSD_DEFAULT_SOCKET);
+	ck_assert_uint_eq(cfg->socket_mode, 0666);
+	ck_assert_ptr_null(cfg->socket_group);
+	ck_assert_uint_eq(cfg->engine_threads, 1);
+	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
+	ck_assert_uint_eq(cfg->ndevices, 1);
+	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
+	ck_assert_uint_eq(cfg->devices[0].ports, 1);
+	ck_assert_uint_eq(cfg->devices[0].lid, 0);
+	ck_assert_uint_eq(cfg->devices[0].guid, 0);
+}
+
+/* --- accepted --- */
+
+START_TEST(shipped_config)
+{
+	const char *top = getenv("top_srcdir");
+	struct ibvd_config *cfg;
+
+	snprintf(file, sizeof(file), "%s/etc/ibverbsd.conf",
+		 top && *top ? top : IBVD_TEST_SRCDIR);
+	cfg = load_good(file);
+	ck_assert_str_eq(cfg->socket_path, "/run/ibverbsd/ibverbsd.sock");
+	ck_assert_uint_eq(cfg->socket_mode, 0666);
+	ck_assert_ptr_null(cfg->socket_group);
+	ck_assert_uint_eq(cfg->engine_threads, 1);
+	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
+	ck_assert_uint_eq(cfg->ndevices, 1);
+	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
+	ck_assert_uint_eq(cfg->devices[0].ports, 1);
+	ck_assert_uint_eq(cfg->devices[0].lid, 1);
+	ck_assert_uint_eq(cfg->devices[0].guid, 0);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(builtin_defaults)
+{
+	struct ibvd_config *cfg = ibvd_config_default();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_ptr_null(cfg->path);
+	assert_defaults(cfg);
+	ibvd_config_free(cfg);
+	ibvd_config_free(NULL);
+}
+END_TEST
+
+START_TEST(omitted_keys_take_defaults)
+{
+	static const char *const texts[] = {
+		"{}",
+		" \n\t{ }\n",
+		"{'socket': {}, 'engine': {}, 'log': {}}",
+		"{'devices': [{}]}",
+		"{'socket': {'group': ''}}",
+	};
+	struct ibvd_config *cfg;
+	size_t i;
+
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		cfg = good(texts[i]);
+		ck_assert_ptr_null(cfg->path);
+		assert_defaults(cfg);
+		ibvd_config_free(cfg);
+	}
+	/* one key of a section does not reset its siblings */
+	cfg = good("{'socket': {'mode': '0600'}}");
+	ck_assert_str_eq(cfg->socket_path, IBVERBSD_DEFAULT_SOCKET);
+	ck_assert_uint_eq(cfg->socket_mode, 0600);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(device_defaults)
+{
+	struct ibvd_config *cfg = good("{'devices': [{}, {'name': 'x'}, {'ports': 3}]}");
+
+	ck_assert_uint_eq(cfg->ndevices, 3);
+	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
+	ck_assert_str_eq(cfg->devices[1].name, "x");
+	ck_assert_str_eq(cfg->devices[2].name, "ibvd2");
+	ck_assert_uint_eq(cfg->devices[1].ports, 1);
+	ck_assert_uint_eq(cfg->devices[2].ports, 3);
+	ck_assert_uint_eq(cfg->devices[2].lid, 0);
+	ck_assert_uint_eq(cfg->devices[2].guid, 0);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(accepted_values)
+{
+	static const struct { const char *text; int level; } levels[] = {
+		{ "{'log': {'level': 'err'}}", IBVD_LOG_ERR },
+		{ "{'log': {'level': 'warning'}}", IBVD_LOG_WARNING },
+		{ "{'log': {'level': 'notice'}}", IBVD_LOG_NOTICE },
+		{ "{'log': {'level': 'info'}}", IBVD_LOG_INFO },
+		{ "{'log': {'level': 'debug'}}", IBVD_LOG_DEBUG },
+	};
+	static const struct { const char *text; unsigned int mode; } modes[] = {
+		{ "{'socket': {'mode': '0'}}", 0 },
+		{ "{'socket': {'mode': '600'}}", 0600 },
+		{ "{'socket': {'mode': '0660'}}", 0660 },
+		{ "{'socket': {'mode': '0777'}}", 0777 },
+	};
+	char name63[64], path107[108], buf[256];
+	struct ibvd_config *cfg;
+	size_t i;
+
+	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		cfg = good(levels[i].text);
+		ck_assert_int_eq(cfg->log_level, levels[i].level);
+		ibvd_config_free(cfg);
+	}
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		cfg = good(modes[i].text);
+		ck_assert_uint_eq(cfg->socket_mode, modes[i].mode);
+		ibvd_config_free(cfg);
+	}
+
+	memset(name63, 'n', 63);
+	name63[63] = '\0';
+	snprintf(buf, sizeof(buf), "{'devices': [{'name': '%s', 'ports': 8, 'lid': 49144}]}", name63);
+	cfg = good(buf);
+	ck_assert_str_eq(cfg->devices[0].name, name63);
+	ck_assert_uint_eq(cfg->devices[0].ports, 8);
+	ck_assert_uint_eq(cfg->devices[0].lid, 49144);
+	ibvd_config_free(cfg);
+
+	path107[0] = '/';
+	memset(path107 + 1, 'p', 106);
+	path107[107] = '\0';
+	snprintf(buf, sizeof(buf), "{'socket': {'path': '%s'}}", path107);
+	cfg = good(buf);
+	ck_assert_str_eq(cfg->socket_path, path107);
+	ibvd_config_free(cfg);
+
+	cfg = good("{'devices': [{'guid': 'fedc:BA98:7654:3210', 'lid': 49151}]}");
+	ck_assert_uint_eq(cfg->devices[0].guid, 0xfedcba9876543210ULL);
+	ck_assert_uint_eq(cfg->devices[0].lid, 49151);
+	ibvd_config_free(cfg);
+
+	/* an escaped key is the same key */
+	cfg = good("{'log': {'lev\\u0065l': 'debug'}}");
+	ck_assert_int_eq(cfg->log_level, IBVD_LOG_DEBUG);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(existing_group)
+{
+	struct group *gr = getgrgid(getegid());
+	struct ibvd_config *cfg;
+	char buf[256];
+
+	if (!gr)
+		return;	/* no name for our group: nothing to test with */
+	snprintf(buf, sizeof(buf), "{'socket': {'group': '%s'}}", gr->gr_name);
+	cfg = good(buf);
+	ck_assert_str_eq(cfg->socket_group, gr->gr_name);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(good_files)
+{
+	struct ibvd_config *cfg;
+
+	cfg = load_good(input("good-full.conf"));
+	ck_assert_str_eq(cfg->socket_path, "/tmp/ibverbsd-test/ibverbsd.sock");
+	ck_assert_uint_eq(cfg->socket_mode, 0600);
+	ck_assert_str_eq(cfg->socket_group, "root");
+	ck_assert_uint_eq(cfg->engine_threads, 4);
+	ck_assert_int_eq(cfg->log_level, IBVD_LOG_DEBUG);
+	ck_assert_uint_eq(cfg->ndevices, 1);
+	ck_assert_str_eq(cfg->devices[0].name, "soft_rdma-1");
+	ck_assert_uint_eq(cfg->devices[0].ports, 2);
+	ck_assert_uint_eq(cfg->devices[0].lid, 100);
+	ck_assert_uint_eq(cfg->devices[0].guid, 0x0002c90300abcdefULL);
+	ibvd_config_free(cfg);
+
+	cfg = load_good(input("good-minimal.conf"));
+	assert_defaults(cfg);
+	ibvd_config_free(cfg);
+
+	/* adjacent LID ranges, LIDs up to the last unicast one, default names */
+	cfg = load_good(input("good-multi.conf"));
+	ck_assert_uint_eq(cfg->ndevices, 5);
+	ck_assert_str_eq(cfg->devices[0].name, "a");
+	ck_assert_uint_eq(cfg->devices[0].lid, 10);
+	ck_assert_uint_eq(cfg->devices[0].ports, 2);
+	ck_assert_str_eq(cfg->devices[1].name, "b");
+	ck_assert_uint_eq(cfg->devices[1].lid, 12);
+	ck_assert_str_eq(cfg->devices[2].name, "ibvd2");
+	ck_assert_uint_eq(cfg->devices[2].lid, 0);
+	ck_assert_str_eq(cfg->devices[3].name, "ibvd3");
+	ck_assert_uint_eq(cfg->devices[3].ports, 8);
+	ck_assert_uint_eq(cfg->devices[3].lid, 49144);
+	ck_assert_uint_eq(cfg->devices[3].guid, 0xffffffffffffffffULL);
+	ck_assert_str_eq(cfg->devices[4].name, "e");
+	ck_assert_uint_eq(cfg->devices[4].lid, 0);
+	ck_assert_uint_eq(cfg->devices[4].guid, 0);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(sixteen_devices)
+{
+	struct ibvd_config *cfg;
+	char buf[256] = "{'devices': [{}";
+	int i;
+
+	for (i = 1; i < IBVD_MAX_DEVICES; i++)
+		strcat(buf, ",{}");
+	strcat(buf, "]}");
+	cfg = good(buf);
+	ck_assert_uint_eq(cfg->ndevices, IBVD_MAX_DEVICES);
+	ck_assert_str_eq(cfg->devices[15].name, "ibvd15");
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+/* --- JSON syntax: jansson's message and position --- */
+
+START_TEST(syntax_errors)
+{
+	ck_assert_str_eq(parse_error(""),
+		"t.conf:1:1: '[' or '{' expected near end of file");
+	ck_assert_str_eq(parse_error("{'log': {'level': info}}"),
+		"t.conf:1:22: log.level: invalid token near 'info'");
+	ck_assert_str_eq(parse_error("{'log': {'level': 'info'},}"),
+		"t.conf:1:27: string or '}' expected near '}'");
+	ck_assert_str_eq(parse_error("{\n  'log': {\n    'level': 'info'\n"),
+		"t.conf:4:1: log.level: '}' expected near end of file");
+	ck_assert_str_eq(load_error(input("bad-syntax.conf")),
+		at("bad-syntax.conf", ":4:13: socket.mode: invalid token near '0'"));
+}
+END_TEST
+
+START_TEST(trailing_garbage)
+{
+	ck_assert_str_eq(parse_error("{} x"),
+		"t.conf:1:4: end of file expected near 'x'");
+	ck_assert_str_eq(parse_error("{}{}"),
+		"t.conf:1:3: end of file expected near '{'");
+	ck_assert_str_eq(load_error(input("bad-trailing.conf")),
+		at("bad-trailing.conf", ":4:1: end of file expected near '}'"));
+}
+END_TEST
+
+START_TEST(duplicate_keys)
+{
+	ck_assert_str_eq(parse_error("{'log': {}, 'log': {}}"),
+		"t.conf:1:13: log: duplicate key");
+	ck_assert_str_eq(parse_error("{'socket': {'mode': '0600', 'mode': '0600'}}"),
+		"t.conf:1:29: socket.mode: duplicate key");
+	/* the position finder steps over nesting deeper than it tracks */
+	ck_assert_str_eq(parse_error("{'x': [[[[[[[[[[1]]]]]]]]]], 'x': 1}"),
+		"t.conf:1:30: x: duplicate key");
+	ck_assert_str_eq(load_error(input("bad-duplicate.conf")),
+		at("bad-duplicate.conf", ":3:34: devices[0].lid: duplicate key"));
+}
+END_TEST
+
+/* --- structure --- */
+
+START_TEST(top_level_not_object)
+{
+	ck_assert_str_eq(parse_error("[]"),
+		"t.conf:1:1: expected an object, got an array");
+	ck_assert_str_eq(parse_error("\n  [{}]"),
+		"t.conf:2:3: expected an object, got an array");
+}
+END_TEST
+
+START_TEST(unknown_keys)
+{
+	ck_assert_str_eq(parse_error("{'sockets': {}}"),
+		"t.conf:1:2: sockets: unknown key");
+	ck_assert_str_eq(parse_error("{'socket': {'path': '/x', 'moed': 1}}"),
+		"t.conf:1:27: socket.moed: unknown key");
+	ck_assert_str_eq(parse_error("{'engine': {'thread': 1}}"),
+		"t.conf:1:13: engine.thread: unknown key");
+	ck_assert_str_eq(parse_error("{'log': {'lvl': 'info'}}"),
+		"t.conf:1:10: log.lvl: unknown key");
+	ck_assert_str_eq(parse_error("{'devices': [{'nmae': 'x'}]}"),
+		"t.conf:1:15: devices[0].nmae: unknown key");
+	ck_assert_str_eq(parse_error("{'devices': [{}, {'name': 'x', 'port': 2}]}"),
+		"t.conf:1:32: devices[1].port: unknown key");
+	/* the first in file order, whatever the section */
+	ck_assert_str_eq(parse_error("{'log': {}, 'b': 1, 'a': 2}"),
+		"t.conf:1:13: b: unknown key");
+	/* a control character must not split the message's line */
+	ck_assert_str_eq(parse_error("{'a\\nb': 1}"),
+		"t.conf:1:2: a?b: unknown key");
+	ck_assert_str_eq(load_error(input("bad-unknown-key.conf")),
+		at("bad-unknown-key.conf", ":3:5: socket.moed: unknown key"));
+}
+END_TEST
+
+START_TEST(positions)
+{
+	/* lines count from 1, columns count characters, not bytes */
+	ck_assert_str_eq(parse_error("{\n  'devices': [\n    {},\n    {'lid': 'x'}\n  ]\n}"),
+		"t.conf:4:6: devices[1].lid: expected an integer 0..49151, got \"x\"");
+	ck_assert_str_eq(parse_error("{'socket': {'path': '/\xc3\xa9', 'mode': 5}}"),
+		"t.conf:1:27: socket.mode: expected an octal mode string \"0000\"..\"0777\", got 5");
+	ck_assert_str_eq(parse_error("{'\xc3\xa9': 1}"),
+		"t.conf:1:2: \xc3\xa9: unknown key");
+	/* an escaped key is found by its decoded name */
+	ck_assert_str_eq(parse_error("{'log': {'lev\\u0065l': 5}}"),
+		"t.conf:1:10: log.level: expected err, warning, notice, info or debug, got 5");
+	/* brackets and quotes inside strings are not structure */
+	ck_assert_str_eq(parse_error("{'socket': {'path': '/a\\\"]}{[', 'mode': 'x'}}"),
+		"t.conf:1:33: socket.mode: expected an octal mode string \"0000\"..\"0777\", got \"x\"");
+}
+END_TEST
+
+/* --- wrong types --- */
+
+START_TEST(wrong_types)
+{
+	ck_assert_str_eq(parse_error("{'socket': 5}"),
+		"t.conf:1:2: socket: expected an object, got 5");
+	ck_assert_str_eq(parse_error("{'socket': {'path': 5}}"),
+		"t.conf:1:13: socket.path: expected an absolute path, got 5");
+	ck_assert_str_eq(parse_error("{'socket': {'mode': 438}}"),
+		"t.conf:1:13: socket.mode: expected an octal mode string \"0000\"..\"0777\", got 438");
+	ck_assert_str_eq(parse_error("{'socket': {'group': true}}"),
+		"t.conf:1:13: socket.group: expected a group name, got true");
+	ck_assert_str_eq(parse_error("{'engine': []}"),
+		"t.conf:1:2: engine: expected an object, got an array");
+	ck_assert_str_eq(parse_error("{'engine': {'threads': '1'}}"),
+		"t.conf:1:13: engine.threads: expected an integer 1..64, got \"1\"");
+	ck_assert_str_eq(parse_error("{'engine': {'threads': 1.0}}"),
+		"t.conf:1:13: engine.threads: expected an integer 1..64, got 1.0");
+	ck_assert_str_eq(parse_error("{'log': null}"),
+		"t.conf:1:2: log: expected an object, got null");
+	ck_assert_str_eq(parse_error("{'log': {'level': 6}}"),
+		"t.conf:1:10: log.level: expected err, warning, notice, info or debug, got 6");
+	ck_assert_str_eq(parse_error("{'devices': {}}"),
+		"t.conf:1:2: devices: expected an array of devices, got an object");
+	ck_assert_str_eq(parse_error("{'devices': ['ibvd0']}"),
+		"t.conf:1:14: devices[0]: expected an object, got \"ibvd0\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'name': 1}]}"),
+		"t.conf:1:15: devices[0].name: expected 1..63 characters of A-Z a-z 0-9 _ -, got 1");
+	ck_assert_str_eq(parse_error("{'devices': [{'ports': '2'}]}"),
+		"t.conf:1:15: devices[0].ports: expected an integer 1..8, got \"2\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': false}]}"),
+		"t.conf:1:15: devices[0].lid: expected an integer 0..49151, got false");
+	ck_assert_str_eq(parse_error("{'devices': [{'guid': 1}]}"),
+		"t.conf:1:15: devices[0].guid: expected \"auto\" or a non-zero \"xxxx:xxxx:xxxx:xxxx\" in hex, got 1");
+	ck_assert_str_eq(load_error(input("bad-lid.conf")),
+		at("bad-lid.conf", ":6:7: devices[0].lid: expected an integer 0..49151, got \"x\""));
+}
+END_TEST
+
+/* --- values out of range or malformed --- */
+
+START_TEST(out_of_range)
+{
+	ck_assert_str_eq(parse_error("{'engine': {'threads': 0}}"),
+		"t.conf:1:13: engine.threads: expected an integer 1..64, got 0");
+	ck_assert_str_eq(parse_error("{'engine': {'threads': 65}}"),
+		"t.conf:1:13: engine.threads: expected an integer 1..64, got 65");
+	ck_assert_str_eq(parse_error("{'engine': {'threads': -1}}"),
+		"t.conf:1:13: engine.threads: expected an integer 1..64, got -1");
+	ck_assert_str_eq(parse_error("{'devices': [{'ports': 0}]}"),
+		"t.conf:1:15: devices[0].ports: expected an integer 1..8, got 0");
+	ck_assert_str_eq(parse_error("{'devices': [{'ports': 9}]}"),
+		"t.conf:1:15: devices[0].ports: expected an integer 1..8, got 9");
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': -1}]}"),
+		"t.conf:1:15: devices[0].lid: expected an integer 0..49151, got -1");
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': 49152}]}"),
+		"t.conf:1:15: devices[0].lid: expected an integer 0..49151, got 49152");
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': 49150, 'ports': 3}]}"),
+		"t.conf:1:15: devices[0].lid: LIDs 49150..49152 of 3 ports run past the last unicast LID 49151");
+	ck_assert_str_eq(parse_error("{'log': {'level': 'loud'}}"),
+		"t.conf:1:10: log.level: expected err, warning, notice, info or debug, got \"loud\"");
+}
+END_TEST
+
+START_TEST(bad_socket_values)
+{
+	static const char *const modes[] = {
+		"", "0999", "1777", "06600", "0x1ff", "rw-rw-rw-", " 660", "-1",
+	};
+	char buf[256], expect[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		snprintf(buf, sizeof(buf), "{'socket': {'mode': '%s'}}", modes[i]);
+		snprintf(expect, sizeof(expect),
+			 "t.conf:1:13: socket.mode: expected an octal mode string "
+			 "\"0000\"..\"0777\", got \"%s\"", modes[i]);
+		ck_assert_str_eq(parse_error(buf), expect);
+	}
+	ck_assert_str_eq(parse_error("{'socket': {'path': 'run/x.sock'}}"),
+		"t.conf:1:13: socket.path: expected an absolute path, got \"run/x.sock\"");
+	ck_assert_str_eq(parse_error("{'socket': {'path': ''}}"),
+		"t.conf:1:13: socket.path: expected an absolute path, got \"\"");
+	buf[0] = '\0';
+	strcat(buf, "{'socket': {'path': '/");
+	memset(buf + strlen(buf), 'p', 107);
+	strcpy(buf + 22 + 107, "'}}");
+	ck_assert_str_eq(parse_error(buf),
+		"t.conf:1:13: socket.path: longer than 107 bytes, the limit for a socket");
+	ck_assert_str_eq(parse_error("{'socket': {'group': 'ibvd-no-such-group'}}"),
+		"t.conf:1:13: socket.group: no such group \"ibvd-no-such-group\"");
+}
+END_TEST
+
+START_TEST(bad_names)
+{
+	ck_assert_str_eq(parse_error("{'devices': [{'name': ''}]}"),
+		"t.conf:1:15: devices[0].name: expected 1..63 characters of A-Z a-z 0-9 _ -, got \"\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'name': 'bad name'}]}"),
+		"t.conf:1:15: devices[0].name: expected 1..63 characters of A-Z a-z 0-9 _ -, got \"bad name\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'name': 'ibvd.0'}]}"),
+		"t.conf:1:15: devices[0].name: expected 1..63 characters of A-Z a-z 0-9 _ -, got \"ibvd.0\"");
+	/* 64 characters; long values are shortened in the message */
+	ck_assert_str_eq(parse_error("{'devices': [{'name': "
+		"'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn'}]}"),
+		"t.conf:1:15: devices[0].name: expected 1..63 characters of A-Z a-z 0-9 _ -, "
+		"got \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn...");
+	ck_assert_str_eq(parse_error("{'devices': [{'name': 'x'}, {'name': 'x'}]}"),
+		"t.conf:1:30: devices[1].name: name \"x\" is already used by devices[0]");
+	/* a default name can collide too: then the element is pointed at */
+	ck_assert_str_eq(parse_error("{'devices': [{'name': 'ibvd1'}, {}]}"),
+		"t.conf:1:33: devices[1].name: name \"ibvd1\" is already used by devices[0]");
+}
+END_TEST
+
+START_TEST(bad_guids)
+{
+	static const char *const guids[] = {
+		"0000:0000:0000:0000", "zz", "AUTO", "0002:c903:0000:123",
+		"0002:c903:0000:12345", "0002c90300001234", "0002-c903-0000-1234",
+		"0002:c903:0000:123g",
+	};
+	char buf[256], expect[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(guids) / sizeof(guids[0]); i++) {
+		snprintf(buf, sizeof(buf), "{'devices': [{'guid': '%s'}]}", guids[i]);
+		snprintf(expect, sizeof(expect),
+			 "t.conf:1:15: devices[0].guid: expected \"auto\" or a non-zero "
+			 "\"xxxx:xxxx:xxxx:xxxx\" in hex, got \"%s\"", guids[i]);
+		ck_assert_str_eq(parse_error(buf), expect);
+	}
+	ck_assert_str_eq(parse_error("{'devices': [{'guid': '0000:0000:0000:0001'}, "
+				     "{'name': 'b', 'guid': '0000:0000:0000:0001'}]}"),
+		"t.conf:1:61: devices[1].guid: GUID is already used by devices[0] \"ibvd0\"");
+	ck_assert_str_eq(load_error(input("bad-guid.conf")),
+		at("bad-guid.conf", ":3:24: devices[0].guid: expected \"auto\" or a non-zero "
+		   "\"xxxx:xxxx:xxxx:xxxx\" in hex, got \"0000:0000:0000:0000\""));
+}
+END_TEST
+
+START_TEST(device_counts)
+{
+	char buf[256] = "{'devices': [{}";
+	int i;
+
+	ck_assert_str_eq(parse_error("{'devices': []}"),
+		"t.conf:1:2: devices: expected at least one device");
+	for (i = 1; i <= IBVD_MAX_DEVICES; i++)
+		strcat(buf, ",{}");
+	strcat(buf, "]}");
+	ck_assert_str_eq(parse_error(buf),
+		"t.conf:1:62: devices[16]: too many devices (at most 16)");
+}
+END_TEST
+
+START_TEST(overlapping_lids)
+{
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': 5}, {'name': 'b', 'lid': 5}]}"),
+		"t.conf:1:40: devices[1].lid: LIDs 5..5 overlap LIDs 5..5 of devices[0] \"ibvd0\"");
+	/* the second device's range reaches into the first one's */
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': 5}, {'name': 'b', 'ports': 2, 'lid': 4}]}"),
+		"t.conf:1:52: devices[1].lid: LIDs 4..5 overlap LIDs 5..5 of devices[0] \"ibvd0\"");
+	ck_assert_str_eq(load_error(input("bad-overlap.conf")),
+		at("bad-overlap.conf", ":5:36: devices[2].lid: LIDs 4..5 overlap LIDs 1..4 of devices[0] \"ibvd0\""));
+}
+END_TEST
+
+/* --- reading the file --- */
+
+START_TEST(unreadable_files)
+{
+	char dir[] = "/tmp/test_config.XXXXXX", path[64], expect[128];
+	FILE *f;
+
+	ck_assert_str_eq(load_error(input("no-such.conf")),
+		at("no-such.conf", ": cannot open: No such file or directory"));
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(expect, sizeof(expect), "%s: cannot read: Is a directory", dir);
+	ck_assert_str_eq(load_error(dir), expect);
+
+	/* root reads a mode-000 file anyway */
+	snprintf(path, sizeof(path), "%s/secret.conf", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{}\n", f);
+	fclose(f);
+	ck_assert_int_eq(chmod(path, 0), 0);
+	if (geteuid() != 0) {
+		snprintf(expect, sizeof(expect), "%s: cannot open: Permission denied", path);
+		ck_assert_str_eq(load_error(path), expect);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(error_buffer)
+{
+	char small[8];
+
+	/* no buffer: still a clean failure */
+	ck_assert_ptr_null(ibvd_config_parse(q("{'x': 1}"), "t.conf", NULL, 0));
+	ck_assert_ptr_null(ibvd_config_parse("nonsense", "t.conf", NULL, 0));
+	ck_assert_ptr_null(ibvd_config_load("/nonexistent/ibverbsd.conf", NULL, 0));
+	/* a short buffer gets a truncated, terminated message */
+	ck_assert_ptr_null(ibvd_config_parse("{\"x\": 1}", "t.conf", small, sizeof(small)));
+	ck_assert_str_eq(small, "t.conf:");
+}
+END_TEST
+
+/* --- the position finder on its own, with text jansson never saw --- */
+
+START_TEST(locator_survives_bad_text)
+{
+	static const char *const texts[] = {
+		"{\"a\": [1, {\"b\": \"x\\\"y\"}, [[[[[[[[[[]]]]]]]]]]], \"c\": \"\\u00e9\\ud83d\\ude00\"}",
+		"{\"a\\", "\"", "}}]]", "{{{{{{{{{{{{{{{{{{{{", "[[[[[[[[[[[[[[[[[[[[,,,,",
+		"{\"a\" \"b\" \"c\": : :", "\\u12", "{\"\\ud800\": 1}",
+	};
+	const struct ibvd_json_step path[] = {
+		{ .key = "a" }, { .index = 1 }, { .key = "b" },
+	};
+	struct ibvd_json_pos pos;
+	char buf[64];
+	size_t i, n;
+
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		size_t len = strlen(texts[i]);
+
+		/* every prefix, so that every way of ending early is seen */
+		for (n = 0; n <= len; n++) {
+			ibvd_json_locate(texts[i], n, path, 3, &pos);
+			ibvd_json_path_at(texts[i], n, n, buf, sizeof(buf), &pos);
+			ibvd_json_path_at(texts[i], n, n, buf, 3, &pos);
+		}
+	}
+	ck_assert_uint_eq(ibvd_json_locate(texts[0], strlen(texts[0]), path, 3, &pos), 3);
+	ck_assert_uint_eq(pos.line, 1);
+	ck_assert_uint_eq(pos.column, 12);
+	ck_assert_int_eq(ibvd_json_path_at(texts[0], strlen(texts[0]), 14, buf, sizeof(buf), &pos), 1);
+	ck_assert_str_eq(buf, "a[1].b");
+	ck_assert_int_eq(ibvd_json_path_at(texts[0], strlen(texts[0]), 0, buf, sizeof(buf), &pos), 0);
+	ck_assert_str_eq(buf, "");
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *ok = tcase_create("accepted");
+	TCase *syntax = tcase_create("syntax");
+	TCase *bad = tcase_create("rejected");
+	TCase *files = tcase_create("files");
+
+	tcase_add_test(ok, shipped_config);
+	tcase_add_test(ok, builtin_defaults);
+	tcase_add_test(ok, omitted_keys_take_defaults);
+	tcase_add_test(ok, device_defaults);
+	tcase_add_test(ok, accepted_values);
+	tcase_add_test(ok, existing_group);
+	tcase_add_test(ok, good_files);
+	tcase_add_test(ok, sixteen_devices);
+	suite_add_tcase(s, ok);
+
+	tcase_add_test(syntax, syntax_errors);
+	tcase_add_test(syntax, trailing_garbage);
+	tcase_add_test(syntax, duplicate_keys);
+	tcase_add_test(syntax, locator_survives_bad_text);
+	suite_add_tcase(s, syntax);
+
+	tcase_add_test(bad, top_level_not_object);
+	tcase_add_test(bad, unknown_keys);
+	tcase_add_test(bad, positions);
+	tcase_add_test(bad, wrong_types);
+	tcase_add_test(bad, out_of_range);
+	tcase_add_test(bad, bad_socket_values);
+	tcase_add_test(bad, bad_names);
+	tcase_add_test(bad, bad_guids);
+	tcase_add_test(bad, device_counts);
+	tcase_add_test(bad, overlapping_lids);
+	suite_add_tcase(s, bad);
+
+	tcase_add_test(files, unreadable_files);
+	tcase_add_test(files, error_buffer);
+	suite_add_tcase(s, files);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

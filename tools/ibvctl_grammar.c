@@ -1,0 +1,170 @@
+/*
+ * ibvctl's grammar: objects, their commands, abbreviations and usage.
+ *
+ * Like rdma(8), any unambiguous prefix names an object or a command and a
+ * missing command means the object's default (the first in its list).
+ * Unlike rdma, which takes the first match in table order, an ambiguous
+ * prefix is an error: "ibvctl d s" could be "dev show" or "daemon status".
+ * A new object or command is one line in a table here; the daemon does the
+ * work.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ibvctl.h"
+#include "util.h"
+
+struct ibvctl_object {
+	const char *name;
+	const char *const *commands;	/* NULL-terminated; [0] is the default */
+	const char *usage;
+};
+
+static const char *const show_cmds[] = { "show", "help", NULL };
+static const char *const limit_cmds[] = { "show", "set", "help", NULL };
+static const char *const daemon_cmds[] = {
+	"status", "version", "reload", "help", NULL
+};
+
+/* Objects in rdma's order, then ours; "help" stands for the top usage. */
+static const struct ibvctl_object objects[] = {
+	{ "dev", show_cmds,
+	  "Usage: ibvctl dev [ show [ DEV ] ]\n"
+	  "       ibvctl dev help\n" },
+	{ "link", show_cmds,
+	  "Usage: ibvctl link [ show [ DEV[/PORT] ] ]\n"
+	  "       ibvctl link help\n" },
+	{ "resource", show_cmds,
+	  "Usage: ibvctl resource [ show [ DEV ] ]\n"
+	  "       ibvctl resource show { qp | cq | mr | pd | cm_id | ctx | srq }\n"
+	  "                            [ link DEV/PORT | dev DEV ] [ FILTER VALUE ]...\n"
+	  "       ibvctl resource help\n" },
+	{ "statistic", show_cmds,
+	  "Usage: ibvctl statistic [ show [ link DEV/PORT ] ]\n"
+	  "       ibvctl statistic help\n" },
+	{ "client", show_cmds,
+	  "Usage: ibvctl client [ show [ pid PID | uid UID | unit UNIT ] ]\n"
+	  "       ibvctl client help\n" },
+	{ "limit", limit_cmds,
+	  "Usage: ibvctl limit [ show [ max | current ] ]\n"
+	  "       ibvctl limit set { slice NAME | unit NAME | uid UID } dev DEV\n"
+	  "                        [ hca_handle=N|max ] [ hca_object=N|max ]"
+	  " [ memlock=BYTES|max ]\n"
+	  "       ibvctl limit help\n" },
+	{ "daemon", daemon_cmds,
+	  "Usage: ibvctl daemon [ status | version | reload ]\n"
+	  "       ibvctl daemon help\n" },
+	{ "help", NULL, NULL },
+};
+
+static const char top_usage[] =
+	"Usage: ibvctl [ OPTIONS ] OBJECT { COMMAND | help }\n"
+	"       ibvctl help\n"
+	"where  OBJECT := { dev | link | resource | statistic | client | limit | daemon }\n"
+	"       OPTIONS := { -V[ersion] | -h[elp] | -j[son] | -p[retty] | -d[etails] |\n"
+	"                    -s[ocket] PATH }\n";
+
+const char *ibvctl_object_name(const struct ibvctl_object *obj)
+{
+	return obj->name;
+}
+
+void ibvctl_usage(FILE *out, const struct ibvctl_object *obj)
+{
+	fputs(obj && obj->usage ? obj->usage : top_usage, out);
+}
+
+/* The i-th name of a table whose entries start with a name pointer. */
+static const char *name_at(const void *table, size_t stride, size_t i)
+{
+	return *(const char *const *)((const char *)table + i * stride);
+}
+
+/*
+ * Find word in a table of n names: an exact match, else the only name it is
+ * a prefix of.  Returns the index, -ENOENT, or -EEXIST when ambiguous (then
+ * the candidates are listed in amb).
+ */
+static int match_word(const char *word, const void *table, size_t stride,
+		      size_t n, char *amb, size_t amb_len)
+{
+	size_t i, len = strlen(word), used = 0;
+	int found = -ENOENT, count = 0;
+
+	amb[0] = '\0';
+	for (i = 0; i < n; i++) {
+		const char *name = name_at(table, stride, i);
+
+		if (!strcmp(word, name))
+			return (int)i;
+		if (!len || strncmp(word, name, len))
+			continue;
+		found = (int)i;
+		count++;
+		used += (size_t)snprintf(amb + used, used < amb_len ? amb_len - used : 0,
+					 "%s%s", count > 1 ? ", " : "", name);
+	}
+	return count > 1 ? -EEXIST : found;
+}
+
+static size_t count_names(const char *const *names)
+{
+	size_t n = 0;
+
+	while (names[n])
+		n++;
+	return n;
+}
+
+static int bad_word(const char *what, const char *word, int err,
+		    const char *amb, const struct ibvctl_object *obj)
+{
+	if (err == -EEXIST)
+		fprintf(stderr, "ibvctl: %s \"%s\" is ambiguous: %s\n", what, word, amb);
+	else
+		fprintf(stderr, "ibvctl: unknown %s \"%s\"\n", what, word);
+	ibvctl_usage(stderr, obj);
+	return -EINVAL;
+}
+
+int ibvctl_parse(int argc, char **argv, struct ibvctl_cmd *cmd)
+{
+	const struct ibvctl_object *obj;
+	char amb[256];
+	int i;
+
+	memset(cmd, 0, sizeof(*cmd));
+	if (argc < 1) {		/* rdma prints its help when given nothing */
+		cmd->help = true;
+		return 0;
+	}
+	i = match_word(argv[0], objects, sizeof(objects[0]), ARRAY_SIZE(objects),
+		       amb, sizeof(amb));
+	if (i < 0)
+		return bad_word("object", argv[0], i, amb, NULL);
+	obj = &objects[i];
+	if (!obj->commands) {
+		cmd->help = true;
+		return 0;
+	}
+	cmd->obj = obj;
+	cmd->command = obj->commands[0];
+	if (argc >= 2) {
+		i = match_word(argv[1], obj->commands, sizeof(obj->commands[0]),
+			       count_names(obj->commands), amb, sizeof(amb));
+		if (i < 0) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "%s command", obj->name);
+			return bad_word(what, argv[1], i, amb, obj);
+		}
+		cmd->command = obj->commands[i];
+	}
+	cmd->help = !strcmp(cmd->command, "help");
+	cmd->args = argc > 2 ? argv + 2 : NULL;
+	cmd->nargs = argc > 2 ? argc - 2 : 0;
+	return 0;
+}
