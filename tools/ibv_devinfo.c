@@ -719,18 +719,30 @@ static int print_port(struct ibv_context *ctx, uint8_t port, bool verbose,
 	return 0;
 }
 
+/*
+ * Exit statuses are Debian's ibv_devinfo's, so scripts that test them keep
+ * working: 255 for usage errors and missing devices, 1 for a bad port
+ * number, 4 for a port the device does not have.
+ */
+enum {
+	EXIT_BAD_PORT_ARG = 1,
+	EXIT_NO_SUCH_PORT = 4,
+	EXIT_FAILED = 255,
+};
+
+/* Returns 0, or the status to exit with. */
 static int print_device(struct ibv_device *dev, int only_port, bool verbose)
 {
 	struct ibv_device_attr_ex ax;
 	struct view view = { .dev = dev };
 	struct ibv_context *ctx;
-	int port, ret = -1;
+	int port, ret = EXIT_FAILED;
 
 	ctx = ibv_open_device(dev);
 	if (!ctx) {
 		fprintf(stderr, "Failed to open device %s: %s\n",
 			ibv_get_device_name(dev), strerror(errno));
-		return -1;
+		return EXIT_FAILED;
 	}
 	/* The inline wrapper falls back to ibv_query_device() and zeroes
 	 * the extended part when the library lacks the extended verb. */
@@ -741,6 +753,7 @@ static int print_device(struct ibv_device *dev, int only_port, bool verbose)
 	}
 	if (only_port > ax.orig_attr.phys_port_cnt) {
 		fprintf(stderr, "Invalid port requested for device\n");
+		ret = EXIT_NO_SUCH_PORT;
 		goto out;
 	}
 	view.attr = &ax.orig_attr;
@@ -755,7 +768,7 @@ static int print_device(struct ibv_device *dev, int only_port, bool verbose)
 out:
 	if (ibv_close_device(ctx)) {
 		fprintf(stderr, "Failed to close device\n");
-		ret = -1;
+		ret = EXIT_FAILED;
 	}
 	return ret;
 }
@@ -782,7 +795,7 @@ static void usage(FILE *out, const char *argv0)
 		"  -h, --help             print this help\n", argv0);
 }
 
-/* Returns 1 to go on, 0 to exit successfully (help), -1 on a usage error. */
+/* Returns -1 to go on, else the status to exit with (0 after --help). */
 static int parse_options(int argc, char *argv[], struct options *o)
 {
 	static const struct option longopts[] = {
@@ -807,22 +820,18 @@ static int parse_options(int argc, char *argv[], struct options *o)
 			errno = 0;
 			port = strtol(optarg, &end, 0);
 			if (errno || *end || port <= 0 || port > 255) {
-				fprintf(stderr, "%s: invalid port '%s'\n", argv[0], optarg);
-				return -1;
+				usage(stderr, argv[0]);
+				return EXIT_BAD_PORT_ARG;
 			}
 			o->port = (int)port;
 			break;
 		default:
 			usage(stderr, argv[0]);
-			return -1;
+			return EXIT_FAILED;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
-		usage(stderr, argv[0]);
-		return -1;
-	}
-	return 1;
+	/* Like Debian's, stray arguments are ignored. */
+	return -1;
 }
 
 static void print_list(struct ibv_device **list, int n)
@@ -841,26 +850,29 @@ static struct ibv_device *find_device(struct ibv_device **list, const char *name
 	return NULL;
 }
 
+/* Returns 0, or the status to exit with (the last device's failure). */
 static int print_devices(struct ibv_device **list, const struct options *o)
 {
 	struct ibv_device *dev;
-	int ret = 0;
+	int ret = 0, dev_ret;
 
 	if (o->dev) {
 		dev = find_device(list, o->dev);
 		if (!dev) {
 			fprintf(stderr, "IB device '%s' wasn't found\n", o->dev);
-			return -1;
+			return EXIT_FAILED;
 		}
 		return print_device(dev, o->port, o->verbose);
 	}
 	if (!*list) {
 		fprintf(stderr, "No IB devices found\n");
-		return -1;
+		return EXIT_FAILED;
 	}
-	for (; *list; list++)
-		if (print_device(*list, o->port, o->verbose))
-			ret = -1;
+	for (; *list; list++) {
+		dev_ret = print_device(*list, o->port, o->verbose);
+		if (dev_ret)
+			ret = dev_ret;
+	}
 	return ret;
 }
 
@@ -871,18 +883,19 @@ int main(int argc, char *argv[])
 	int n, ret;
 
 	ret = parse_options(argc, argv, &o);
-	if (ret <= 0)
-		return ret < 0 ? 1 : 0;
+	if (ret >= 0)
+		return ret;
 
 	list = ibv_get_device_list(&n);
 	if (!list) {
 		fprintf(stderr, "Failed to get IB devices list: %s\n", strerror(errno));
-		return 1;
+		return EXIT_FAILED;
 	}
+	ret = 0;
 	if (o.list)
 		print_list(list, n);
 	else
 		ret = print_devices(list, &o);
 	ibv_free_device_list(list);
-	return ret < 0 ? 1 : 0;
+	return ret;
 }
