@@ -82,7 +82,8 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->max_qp_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_qp_init_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_res_rd_atom = IBVD_MAX_QP_RD_ATOM * IBVD_MAX_QP;
-	attr->atomic_cap = IBV_ATOMIC_HCA;
+	/* No engine executes atomics yet: say so, or tools would try them. */
+	attr->atomic_cap = IBV_ATOMIC_NONE;
 	attr->max_mcast_grp = IBVD_MAX_MCAST_GRP;
 	attr->max_mcast_qp_attach = IBVD_MAX_MCAST_QP_ATTACH;
 	attr->max_total_mcast_qp_attach = IBVD_MAX_MCAST_GRP * IBVD_MAX_MCAST_QP_ATTACH;
