@@ -28,3 +28,17 @@ client_librdmacm_la_LDFLAGS = $(AM_LDFLAGS) -no-undefined -version-info 4:44:3 \
 	-Wl,--version-script=$(top_srcdir)/client/librdmacm/librdmacm.map
 EXTRA_client_librdmacm_la_DEPENDENCIES = $(top_srcdir)/client/librdmacm/librdmacm.map
 EXTRA_DIST += client/librdmacm/librdmacm.map
+
+# Programs load our libraries by SONAME only; libtool archives would just be
+# clutter in a directory users put on LD_LIBRARY_PATH.  (automake installs
+# the private libdir with the data, hence the data hook.)
+install-data-hook: remove-client-la
+remove-client-la:
+	rm -f $(DESTDIR)$(ibverbsdlibdir)/libibverbs.la $(DESTDIR)$(ibverbsdlibdir)/librdmacm.la
+# Without the archives libtool cannot tell what to uninstall: name it.
+uninstall-hook: uninstall-client-libs
+uninstall-client-libs:
+	cd $(DESTDIR)$(ibverbsdlibdir) 2>/dev/null && \
+	rm -f libibverbs.so libibverbs.so.1 libibverbs.so.1.14.44 \
+	      librdmacm.so librdmacm.so.1 librdmacm.so.1.3.44 || :
+.PHONY: remove-client-la uninstall-client-libs

@@ -141,12 +141,16 @@ ibvd_cleanup() {
 	local rc=$? p f
 	trap - EXIT
 	exec 7>&-
-	for p in "${BG_PIDS[@]}" $DAEMON_PID; do
-		kill -KILL "$p" 2>/dev/null
+	# Clients run under timeout(1), which passes SIGTERM on (not SIGKILL).
+	for p in "${BG_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
 	done
-	for p in "${BG_PIDS[@]}" $DAEMON_PID; do
-		wait "$p" 2>/dev/null
+	[ -n "$DAEMON_PID" ] && kill -KILL "$DAEMON_PID" 2>/dev/null
+	for p in "${BG_PIDS[@]}"; do
+		wait_exit "$p" 2 || { kill -KILL "$p"; wait "$p"; } 2>/dev/null
 	done
+	# (braces: also silence bash's "Killed" job report)
+	[ -n "$DAEMON_PID" ] && { wait "$DAEMON_PID"; } 2>/dev/null
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$T" ]; then
 		for f in "$T"/daemon*.log; do
 			[ -s "$f" ] && show "$(basename "$f") (last 40 lines)" <(tail -n 40 "$f")
@@ -255,8 +259,7 @@ daemon_stop() {
 	[ -n "$pid" ] || fail "daemon_stop: no daemon"
 	kill -TERM "$pid" 2>/dev/null || fail "daemon $pid is gone before SIGTERM"
 	if ! wait_exit "$pid" $((5 * TMUL)); then
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
+		{ kill -KILL "$pid"; wait "$pid"; } 2>/dev/null
 		DAEMON_PID=""
 		fail "daemon $pid did not exit within $((5 * TMUL)) s of SIGTERM"
 	fi
@@ -267,8 +270,7 @@ daemon_stop() {
 
 # daemon_kill: SIGKILL and reap, no checks.
 daemon_kill() {
-	kill -KILL "$DAEMON_PID" 2>/dev/null
-	wait "$DAEMON_PID" 2>/dev/null
+	{ kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID"; } 2>/dev/null
 	DAEMON_PID=""
 }
 
@@ -349,7 +351,8 @@ ctx_start() {
 	mkfifo "$T/ctx.in" || fail "mkfifo"
 	chmod 644 "$T/ctx.in"
 	: >"$T/ctx.out"
-	run_as "$uid" env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" \
+	# it lives as long as the test: a longer bound than one command's
+	TMO=$((TMO * 10)) run_as "$uid" env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" \
 		"$T/bin/ctxclient-helper" "$@" <"$T/ctx.in" >"$T/ctx.out" 2>&1 &
 	CTX_PID=$!
 	BG_PIDS+=("$CTX_PID")
