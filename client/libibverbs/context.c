@@ -94,6 +94,14 @@ static int open_errno(int err)
 	return err == -ENOENT || err == -ECONNREFUSED ? -ENODEV : err;
 }
 
+/* Apps size event queues by it; perftest -e requires at least one. */
+static int comp_vectors(uint32_t from_daemon)
+{
+	if (from_daemon == 0)
+		return 1;
+	return from_daemon > INT_MAX ? INT_MAX : (int)from_daemon;
+}
+
 /* Connect, send OPEN_DEVICE and take the async socket from the reply. */
 static int open_on_daemon(struct ibvd_context *ictx)
 {
@@ -118,10 +126,7 @@ static int open_on_daemon(struct ibvd_context *ictx)
 	}
 	ctx->cmd_fd = ictx->conn.sock;
 	ctx->async_fd = async_fd;
-	/* Apps size event queues by it; perftest -e requires at least one. */
-	ctx->num_comp_vectors = reply->num_comp_vectors == 0 ? 1 :
-		reply->num_comp_vectors > INT_MAX ? INT_MAX :
-		(int)reply->num_comp_vectors;
+	ctx->num_comp_vectors = comp_vectors(reply->num_comp_vectors);
 out:
 	ibvd__open_device_reply__free_unpacked(reply, NULL);
 	return ret;
