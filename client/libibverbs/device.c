@@ -254,6 +254,14 @@ static int list_devices(const char *socket_path, struct ibv_device ***listp)
 			     &ibvd__list_devices_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	ibvd_conn_close(&conn);
+	/*
+	 * A dying daemon can still accept a connection and then close it
+	 * unanswered: that too means there is no daemon.
+	 */
+	if (ret == -EIO) {
+		warn_unreachable(socket_path, ret);
+		return unreachable_errno(ret);
+	}
 	if (ret < 0)
 		return ret;
 	ret = build_list(socket_path, reply, listp);

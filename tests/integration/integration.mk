@@ -13,7 +13,8 @@ INTEGRATION_TESTS = \
 	tests/integration/systemd-units.sh \
 	tests/integration/sd-notify.sh \
 	tests/integration/socket-activation.sh \
-	tests/integration/ibvctl.sh
+	tests/integration/ibvctl.sh \
+	tests/integration/verbs-api.sh
 TESTS += $(INTEGRATION_TESTS)
 
 # A raw protocol client that misbehaves on purpose (bad-input.sh).
@@ -27,6 +28,13 @@ tests_integration_badclient_helper_LDADD = common/libibvd_common.la $(PROTOBUF_C
 check_PROGRAMS += tests/integration/ctxclient-helper
 tests_integration_ctxclient_helper_SOURCES = tests/integration/ctxclient.c
 tests_integration_ctxclient_helper_LDADD = -libverbs
+
+# Every implemented verb, as a Check program; built and run like
+# ctxclient-helper (verbs-api.sh).
+check_PROGRAMS += tests/integration/verbs-api-helper
+tests_integration_verbs_api_helper_SOURCES = tests/integration/verbs-api.c
+tests_integration_verbs_api_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 
 # install-check.sh runs from scripts/test against a `make install`ed prefix.
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh \
