@@ -39,6 +39,31 @@ enum ibvd_msg_type {
 	IBVD_MSG_QUERY_GID_TABLE = 0x0202,	/* QueryGidTable -> GidTable */
 	IBVD_MSG_QUERY_PKEY	= 0x0203,	/* QueryPkey -> Pkey */
 
+	/* verbs objects: 0x0400 (payloads in proto/ibverbsd.proto) */
+	IBVD_MSG_ATTACH_MEMORY	= 0x0400,	/* AttachMemory + 1 fd -> Empty */
+	IBVD_MSG_ALLOC_PD	= 0x0410,	/* Empty -> Handle */
+	IBVD_MSG_DEALLOC_PD	= 0x0411,	/* Handle -> Empty */
+	IBVD_MSG_REG_MR		= 0x0420,	/* RegMr -> RegMrReply */
+	IBVD_MSG_REREG_MR	= 0x0421,	/* ReregMr -> RegMrReply */
+	IBVD_MSG_DEREG_MR	= 0x0422,	/* Handle -> Empty */
+	IBVD_MSG_CREATE_COMP_CHANNEL = 0x0430,	/* Empty -> Handle + 1 fd */
+	IBVD_MSG_DESTROY_COMP_CHANNEL = 0x0431,	/* Handle -> Empty */
+	IBVD_MSG_CREATE_CQ	= 0x0440,	/* CreateCq -> CreateCqReply + 1 fd */
+	IBVD_MSG_RESIZE_CQ	= 0x0441,	/* ResizeCq -> CreateCqReply + 1 fd */
+	IBVD_MSG_DESTROY_CQ	= 0x0442,	/* Handle -> Empty */
+	IBVD_MSG_CREATE_QP	= 0x0450,	/* CreateQp -> CreateQpReply + 1 fd */
+	IBVD_MSG_MODIFY_QP	= 0x0451,	/* ModifyQp -> Empty */
+	IBVD_MSG_QUERY_QP	= 0x0452,	/* QueryQp -> QueryQpReply */
+	IBVD_MSG_DESTROY_QP	= 0x0453,	/* Handle -> Empty */
+	IBVD_MSG_CREATE_SRQ	= 0x0460,	/* CreateSrq -> CreateSrqReply + 1 fd */
+	IBVD_MSG_MODIFY_SRQ	= 0x0461,	/* ModifySrq -> Empty */
+	IBVD_MSG_QUERY_SRQ	= 0x0462,	/* Handle -> SrqAttr */
+	IBVD_MSG_DESTROY_SRQ	= 0x0463,	/* Handle -> Empty */
+	IBVD_MSG_CREATE_AH	= 0x0470,	/* CreateAh -> Handle */
+	IBVD_MSG_DESTROY_AH	= 0x0471,	/* Handle -> Empty */
+	IBVD_MSG_ATTACH_MCAST	= 0x0480,	/* Mcast -> Empty */
+	IBVD_MSG_DETACH_MCAST	= 0x0481,	/* Mcast -> Empty */
+
 	/* daemon -> client on the async socket: 0x0300 */
 	IBVD_MSG_ASYNC_EVENT	= 0x0300,	/* AsyncEvent */
 

@@ -5,7 +5,8 @@ common_libibvd_common_la_SOURCES = \
 	common/frame.c common/frame.h \
 	common/conn.c common/conn.h \
 	common/log.c common/log.h \
-	common/util.h
+	common/util.h \
+	common/ring.h common/barrier.h
 nodist_common_libibvd_common_la_SOURCES = proto/ibverbsd.pb-c.c proto/ibverbsd.pb-c.h
 common_libibvd_common_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
 common_libibvd_common_la_LIBADD = $(PROTOBUF_C_LIBS)

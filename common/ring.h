@@ -1,0 +1,224 @@
+/*
+ * Shared-memory queues between the client library and the daemon's engine.
+ *
+ * This header is the whole contract of the data path: the client library
+ * (client/libibverbs/) produces send/receive work requests and consumes
+ * completions here without any system call; the engine (daemon/engine/)
+ * does the opposite.  Both sides include it; nothing else about the data
+ * path is shared.
+ *
+ * Every queue (SQ, RQ, SRQ, CQ) is one memfd created by the daemon and passed
+ * to the client with SCM_RIGHTS.  Its layout:
+ *
+ *	[0, 4096)		engine page: written only by the engine; the client
+ *				maps it read-only, so it cannot forge what is here
+ *	[4096, 8192)		client page: written by the client; the engine
+ *				reads it and never trusts it
+ *	[8192, 8192 + size)	slots: nslots * stride bytes, both powers of two.
+ *				Work-queue slots are written by the client, CQ
+ *				slots by the engine (mapped read-only in the client)
+ *
+ * Counters are free-running 32-bit values ("produced so far", "consumed so
+ * far"); a slot index is counter & (nslots - 1), and the number of entries
+ * in a queue is the unsigned difference, so no slot is wasted.  Each side
+ * publishes its counter with a release store after writing the entries, and
+ * reads the other side's with an acquire load (barrier.h).
+ *
+ * The engine never reads queue geometry (nslots, stride) from shared
+ * memory: it keeps its own copy from creation time.  A counter the client
+ * wrote that is impossible (more entries than slots) puts that queue's QP in
+ * the error state; it never makes the engine touch memory outside the queue.
+ */
+#ifndef IBVD_RING_H
+#define IBVD_RING_H
+
+#include <stdint.h>
+
+#define IBVD_PAGE_SIZE		4096u
+#define IBVD_CACHELINE		64u
+
+#define IBVD_RING_ENGINE_PAGE	0u
+#define IBVD_RING_CLIENT_PAGE	IBVD_PAGE_SIZE
+#define IBVD_RING_SLOTS		(2u * IBVD_PAGE_SIZE)
+
+#define IBVD_RING_MAX_SLOTS	(1u << 16)
+
+/* ---- work queues: SQ, RQ, SRQ -------------------------------------- */
+
+/* Engine page of a work queue. */
+struct ibvd_wq_engine {
+	uint32_t head;		/* WQEs the engine has taken (copied out) */
+	uint32_t error;		/* non-zero: the engine stopped this queue */
+	uint8_t pad[IBVD_CACHELINE - 8];
+	/* SRQ only: the limit armed by ibv_modify_srq, as the engine sees it */
+	uint32_t srq_limit;
+};
+
+/* Client page of a work queue. */
+struct ibvd_wq_client {
+	uint32_t tail;		/* WQEs the client has published */
+};
+
+struct ibvd_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+/* Address vector of a UD send: a copy of the AH's attributes. */
+struct ibvd_av {
+	uint8_t dgid[16];	/* network order; valid when is_global */
+	uint32_t flow_label;
+	uint16_t dlid;
+	uint8_t is_global;
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint8_t sl;
+	uint8_t port_num;
+};
+
+/*
+ * A send WQE: the fixed header, then either num_sge SGEs or inline_len bytes
+ * of inline data (IBV_SEND_INLINE), up to the queue's stride.
+ */
+struct ibvd_send_wqe {
+	uint64_t wr_id;
+	uint32_t opcode;	/* enum ibv_wr_opcode */
+	uint32_t send_flags;	/* enum ibv_send_flags */
+	uint32_t num_sge;
+	uint32_t inline_len;
+	uint32_t imm_data;	/* network order, as in ibv_send_wr */
+	uint32_t rkey;		/* RDMA and atomic operations */
+	uint64_t remote_addr;	/* RDMA and atomic operations */
+	uint64_t compare_add;	/* atomics */
+	uint64_t swap;		/* atomics */
+	uint32_t remote_qpn;	/* UD */
+	uint32_t remote_qkey;	/* UD */
+	struct ibvd_av av;	/* UD */
+	uint8_t pad[16];
+	/* struct ibvd_sge sge[num_sge] or uint8_t inline_data[inline_len] */
+};
+
+/* A receive WQE (RQ or SRQ): the header, then num_sge SGEs. */
+struct ibvd_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	/* struct ibvd_sge sge[num_sge] */
+};
+
+#define IBVD_SEND_WQE_HDR	((uint32_t)sizeof(struct ibvd_send_wqe))
+#define IBVD_RECV_WQE_HDR	((uint32_t)sizeof(struct ibvd_recv_wqe))
+
+/* ---- completion queues ---------------------------------------------- */
+
+/*
+ * Notification requests, one-shot: the client arms by writing arm_seq one
+ * past the engine's fired_seq (and the kind in arm_flags); the engine, when
+ * it writes a CQE that satisfies an armed request, sends one event on the
+ * CQ's completion channel and sets fired_seq = arm_seq.  Neither side ever
+ * writes the other's word, so a client cannot confuse the engine.
+ */
+#define IBVD_ARM_NEXT		1u	/* any completion */
+#define IBVD_ARM_SOLICITED	2u	/* solicited or error completions only */
+
+/* Engine page of a CQ. */
+struct ibvd_cq_engine {
+	uint32_t tail;		/* CQEs written so far */
+	uint32_t overflow;	/* non-zero once the CQ overran (CQ error) */
+	uint8_t pad[IBVD_CACHELINE - 8];
+	uint32_t fired_seq;	/* last arm_seq an event was sent for */
+};
+
+/* Client page of a CQ. */
+struct ibvd_cq_client {
+	uint32_t head;		/* CQEs the client has consumed */
+	uint8_t pad[IBVD_CACHELINE - 4];
+	uint32_t arm_seq;
+	uint32_t arm_flags;	/* IBVD_ARM_* */
+};
+
+/* A completion: the fields of struct ibv_wc, in a fixed 64-byte slot. */
+struct ibvd_cqe {
+	uint64_t wr_id;
+	uint32_t status;	/* enum ibv_wc_status */
+	uint32_t opcode;	/* enum ibv_wc_opcode */
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	uint32_t imm_data;	/* network order; or the invalidated rkey */
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
+	uint16_t pkey_index;
+	uint16_t slid;
+	uint8_t sl;
+	uint8_t dlid_path_bits;
+	uint8_t pad0[2];
+	uint32_t seq;		/* tail value when written, +1: never 0 in a used slot */
+	uint8_t pad1[12];
+};
+
+#define IBVD_CQE_SIZE		64u
+
+/* ---- the context page: per device context --------------------------- */
+
+/*
+ * One page per context, shared like a queue: [0, 4096) engine page,
+ * [4096, 8192) client page.
+ *
+ * Doorbells: the client publishes a queue's tail (release), then sets the
+ * queue's bit in the client page's doorbell bitmap (and the summary bit of
+ * that bitmap word), so the engine looks only at queues that have work and
+ * never scans idle ones.  The engine clears a summary word and the bitmap
+ * words it names with atomic exchanges before reading the queues, so a post
+ * that races with the scan leaves its bit set for the next round.
+ *
+ * Sleeping: an engine thread with nothing to do for its idle budget sets
+ * `sleeping` in every engine page it serves, issues a full fence, re-checks
+ * the doorbells, and only then blocks on its eventfd.  A client, after
+ * setting a doorbell bit, issues a full fence and reads `sleeping`; if set it
+ * writes the context's kick eventfd.  Either the engine sees the bit or the
+ * client sees `sleeping`: no wakeup is lost (ibvd_full_fence in barrier.h).
+ */
+#define IBVD_DOORBELL_BITS	16384u		/* doorbell slots per context */
+#define IBVD_DOORBELL_WORDS	(IBVD_DOORBELL_BITS / 64u)
+#define IBVD_SUMMARY_WORDS	(IBVD_DOORBELL_WORDS / 64u)
+
+struct ibvd_ctx_engine {
+	uint32_t sleeping;	/* the engine serving this context may sleep */
+	uint8_t pad[IBVD_CACHELINE - 4];
+};
+
+struct ibvd_ctx_client {
+	uint64_t summary[IBVD_SUMMARY_WORDS];	/* bit w: doorbell word w is non-zero */
+	uint8_t pad[IBVD_CACHELINE - 8 * IBVD_SUMMARY_WORDS % IBVD_CACHELINE];
+	uint64_t doorbell[IBVD_DOORBELL_WORDS];	/* bit n: doorbell slot n rang */
+};
+
+#define IBVD_CTX_PAGE_SIZE	(2u * IBVD_PAGE_SIZE)
+
+/* ---- helpers both sides use ------------------------------------------ */
+
+static inline uint32_t ibvd_ring_bytes(uint32_t nslots, uint32_t stride)
+{
+	return IBVD_RING_SLOTS + nslots * stride;
+}
+
+static inline uint32_t ibvd_roundup_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v && p < 0x80000000u)
+		p <<= 1;
+	return p;
+}
+
+_Static_assert(sizeof(struct ibvd_send_wqe) == 112, "send WQE header layout");
+_Static_assert(sizeof(struct ibvd_recv_wqe) == 16, "recv WQE header layout");
+_Static_assert(sizeof(struct ibvd_sge) == 16, "SGE layout");
+_Static_assert(sizeof(struct ibvd_cqe) == IBVD_CQE_SIZE, "CQE layout");
+_Static_assert(sizeof(struct ibvd_ctx_client) <= IBVD_PAGE_SIZE, "doorbells fit a page");
+_Static_assert(sizeof(struct ibvd_wq_engine) <= IBVD_PAGE_SIZE, "engine page");
+
+#endif /* IBVD_RING_H */

@@ -1,0 +1,233 @@
+/*
+ * The verbs objects a device context owns (PD, MR, completion channel, CQ,
+ * QP, SRQ, AH), as the control thread and the engine threads both see them.
+ *
+ * Who writes what:
+ * - The control thread creates, modifies and destroys objects (pd.c, mr.c,
+ *   cq.c, qp.c, srq.c, ah.c, mcast.c).  It does so holding
+ *   ibvd_objects_lock for writing whenever it touches anything an engine
+ *   thread may read: object lifetime, the registries below, QP state and
+ *   attributes, device LIDs on reload.
+ * - Engine threads (engine/) hold ibvd_objects_lock for reading during a
+ *   work pass (bounded, so the control thread never waits long), and
+ *   never free or create objects.  Within a pass they write only:
+ *     - fields marked "engine" below, of QPs their own thread serves;
+ *     - the shared rings (ring.h), and the locked fields of CQs, SRQs and
+ *       receive queues, under that object's own lock, because a SEND from
+ *       a QP on one engine thread lands on a QP served by another.
+ * - Nothing here is ever read from shared memory: geometry and counters the
+ *   engine relies on are private copies (ring.h).
+ *
+ * Lifetime: an object's handle (handle.h) is its only name on the wire; a
+ * context's objects die with it (context.c), children before parents.
+ */
+#ifndef IBVD_OBJECTS_H
+#define IBVD_OBJECTS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include "ring.h"
+
+struct ibvd_context;
+struct ibvd_engine;
+
+/* Held for reading by engine passes, for writing by control-path changes. */
+extern pthread_rwlock_t ibvd_objects_lock;
+
+void ibvd_objects_write_lock(void);
+void ibvd_objects_write_unlock(void);
+
+/* ---- client memory --------------------------------------------------- */
+
+/*
+ * A client's address space, reached through the /proc/self/mem fd the
+ * client attached (ATTACH_MEMORY): bound to that process's mm, so PID
+ * reuse cannot redirect it, and usable while the client is stopped.
+ * Shared by the context and its MRs; the last reference closes the fd.
+ */
+struct ibvd_mem {
+	int fd;
+	pid_t pid;
+	unsigned int refs;		/* atomic */
+};
+
+/* ---- protection domains and memory regions ---------------------------- */
+
+struct ibvd_pd {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	unsigned int users;		/* MRs, QPs, SRQs, AHs: dealloc is EBUSY */
+};
+
+/* How the engine reaches an MR's bytes (DESIGN §3.5). */
+enum ibvd_mr_tier {
+	IBVD_MR_TIER_MAPPED = 1,	/* shareable fd mapped into the daemon */
+	IBVD_MR_TIER_MEMFD,		/* the client's /proc/self/mem fd */
+};
+
+struct ibvd_mr {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;			/* random, unique daemon-wide */
+	uint32_t access;		/* enum ibv_access_flags */
+	uint64_t addr;			/* in the client's address space */
+	uint64_t length;
+	uint64_t iova;			/* what remote peers address */
+	uint64_t pinned;		/* bytes charged to the client */
+	enum ibvd_mr_tier tier;
+	struct ibvd_mem *mem;		/* holds a reference */
+	LIST_ENTRY(ibvd_mr) key_link;	/* in the key registry */
+};
+
+/* ---- rings as the daemon keeps them ----------------------------------- */
+
+/* One shared queue (ring.h) and the engine's private view of it. */
+struct ibvd_ring {
+	void *map;			/* the whole memfd mapping */
+	size_t map_len;
+	uint32_t nslots;		/* power of two */
+	uint32_t stride;		/* bytes per slot, power of two */
+	void *engine_page;		/* struct ibvd_{wq,cq}_engine */
+	void *client_page;		/* struct ibvd_{wq,cq}_client: untrusted */
+	uint8_t *slots;
+};
+
+/* ---- completion channels and CQs --------------------------------------- */
+
+struct ibvd_comp_channel {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	int sock;			/* our end: CompEvent datagrams go here */
+	unsigned int users;		/* CQs using it: destroy is EBUSY */
+};
+
+struct ibvd_cq {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	uint32_t cqe;			/* usable entries, as reported */
+	struct ibvd_comp_channel *channel;	/* NULL: no events */
+	unsigned int users;		/* QPs using it: destroy is EBUSY */
+	struct ibvd_ring ring;
+	pthread_mutex_t lock;		/* CQE production from any engine thread */
+	uint32_t tail;			/* locked: CQEs written (private copy) */
+	uint32_t fired_seq;		/* locked: private copy of engine page's */
+	bool overflowed;		/* locked */
+};
+
+/* ---- shared receive queues ------------------------------------------- */
+
+struct ibvd_srq {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	uint32_t srq_num;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	unsigned int users;		/* QPs attached */
+	struct ibvd_ring ring;
+	pthread_mutex_t lock;		/* WQE consumption from any engine thread */
+	uint32_t head;			/* locked: WQEs taken (private copy) */
+	uint32_t srq_limit;		/* locked: 0 = disarmed */
+};
+
+/* ---- address handles ------------------------------------------------- */
+
+struct ibvd_ah {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	struct ibvd_av av;
+};
+
+/* ---- queue pairs ----------------------------------------------------- */
+
+/* The attributes ibv_modify_qp sets, as the engine uses them. */
+struct ibvd_qp_attr {
+	uint8_t port_num;
+	uint16_t pkey_index;
+	uint32_t qkey;
+	uint32_t dest_qp_num;
+	uint32_t access;		/* qp_access_flags */
+	uint32_t path_mtu;		/* enum ibv_mtu */
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	struct ibvd_av av;		/* primary path: dlid/dgid of the peer */
+	uint8_t min_rnr_timer;
+	uint8_t rnr_retry;		/* 7 = infinite */
+	uint8_t retry_cnt;
+	uint8_t timeout;
+	uint8_t max_rd_atomic;
+	uint8_t max_dest_rd_atomic;
+	uint8_t sq_draining;
+	uint8_t en_sqd_async_notify;
+};
+
+struct ibvd_qp_cap {
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+};
+
+struct ibvd_qp {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	struct ibvd_cq *send_cq;
+	struct ibvd_cq *recv_cq;
+	struct ibvd_srq *srq;		/* NULL: the QP has its own RQ */
+	uint32_t handle;
+	uint32_t qp_num;		/* unique daemon-wide, never 0 or 1 */
+	uint32_t qp_type;		/* enum ibv_qp_type */
+	uint32_t state;			/* enum ibv_qp_state */
+	bool sq_sig_all;
+	struct ibvd_qp_cap cap;
+	struct ibvd_qp_attr attr;
+	uint32_t doorbell;		/* bit in the context's doorbells */
+
+	struct ibvd_ring sq;
+	struct ibvd_ring rq;		/* unused with an SRQ */
+	pthread_mutex_t recv_lock;	/* RQ consumption from any engine thread */
+	uint32_t rq_head;		/* recv_lock: WQEs taken (private copy) */
+
+	/* engine: send-side progress, touched only by the serving thread */
+	uint32_t sq_head;		/* WQEs taken (private copy) */
+	uint64_t rnr_deadline_ns;	/* CLOCK_MONOTONIC; 0 = not waiting */
+	uint8_t rnr_left;		/* retries left for the WQE in front */
+	bool flush_pending;		/* moved to ERR: flush both queues */
+
+	LIST_ENTRY(ibvd_qp) qpn_link;	/* in the QP-number registry */
+	LIST_HEAD(, ibvd_mcast_member) mcast;	/* groups this QP joined */
+};
+
+/* ---- registries (objects.c), under ibvd_objects_lock ---------------- */
+
+/* The MR whose lkey (or rkey) is key, or NULL. */
+struct ibvd_mr *ibvd_mr_by_lkey(uint32_t key);
+struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key);
+
+/* The QP with that number, or NULL. */
+struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num);
+
+/*
+ * Multicast: a group is (MGID); members are UD QPs that attached to it.
+ * UD sends to remote_qpn 0xFFFFFF with a GRH whose dgid is the MGID reach
+ * every member.
+ */
+struct ibvd_mcast_member {
+	struct ibvd_qp *qp;
+	uint8_t mgid[16];
+	uint16_t mlid;
+	LIST_ENTRY(ibvd_mcast_member) group_link;
+	LIST_ENTRY(ibvd_mcast_member) qp_link;
+};
+
+#define IBVD_MCAST_QPN	0xFFFFFFu
+
+#endif /* IBVD_OBJECTS_H */
