@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include "conn.h"
@@ -31,6 +32,30 @@ static int timeout_from_env(void)
 	return s && *s ? atoi(s) : IBVD_DEFAULT_TIMEOUT_MS;
 }
 
+/*
+ * A timeout error for a blocking step.  On AF_UNIX, SO_SNDTIMEO bounds
+ * connect() (a full backlog: the daemon is not accepting) and sendmsg() (a
+ * full queue: the daemon is not reading), which then fail with EAGAIN.
+ */
+static int timeout_errno(int err)
+{
+	return err == -EAGAIN || err == -EWOULDBLOCK || err == -EINPROGRESS ?
+		-ETIMEDOUT : err;
+}
+
+static int set_send_timeout(int sock, int timeout_ms)
+{
+	struct timeval tv = {
+		.tv_sec = timeout_ms / 1000,
+		.tv_usec = (timeout_ms % 1000) * 1000,
+	};
+
+	if (timeout_ms <= 0)
+		return 0;
+	return setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ?
+		-errno : 0;
+}
+
 int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -47,17 +72,20 @@ int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
 	conn->buf = malloc(IBVD_FRAME_MAX);
 	if (!conn->buf)
 		return -ENOMEM;
+	conn->timeout_ms = timeout_from_env();
 	conn->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (conn->sock < 0) {
 		ret = -errno;
 		goto fail;
 	}
+	ret = set_send_timeout(conn->sock, conn->timeout_ms);
+	if (ret < 0)
+		goto fail;
 	if (connect(conn->sock, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		ret = -errno;
+		ret = timeout_errno(-errno);
 		goto fail;
 	}
 	pthread_mutex_init(&conn->lock, NULL);
-	conn->timeout_ms = timeout_from_env();
 	conn->next_req_id = 1;
 	return 0;
 fail:
@@ -94,6 +122,24 @@ static int wait_readable(struct ibvd_conn *conn)
 	return n == 0 ? -ETIMEDOUT : 0;
 }
 
+/*
+ * The daemon closed the connection.  If it refused us, its Error (req_id 0)
+ * may still be queued behind the ECONNRESET or EPIPE we got (the kernel
+ * reports those first): 0 with that Error in frame, else -EIO.
+ */
+static int parting_error(struct ibvd_conn *conn, struct ibvd_frame *frame)
+{
+	int ret = ibvd_frame_recv(conn->sock, conn->buf, IBVD_FRAME_MAX, frame,
+				  MSG_DONTWAIT);
+
+	if (ret == 1 && frame->hdr.req_id == 0 &&
+	    frame->hdr.type == IBVD_MSG_ERROR)
+		return 0;
+	if (ret == 1)
+		ibvd_frame_close_fds(frame);
+	return -EIO;
+}
+
 /* Receive the reply to req_id, skipping stale replies to abandoned calls. */
 static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
 		      struct ibvd_frame *frame)
@@ -106,11 +152,16 @@ static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
 			return ret;
 		ret = ibvd_frame_recv(conn->sock, conn->buf, IBVD_FRAME_MAX,
 				      frame, 0);
-		if (ret == 0 || ret == -ECONNRESET)
+		if (ret == -ECONNRESET)
+			return parting_error(conn, frame);
+		if (ret == 0)
 			return -EIO;
 		if (ret < 0)
 			return ret == -EMSGSIZE || ret == -EBADMSG ? -EPROTO : ret;
 		if (frame->hdr.req_id == req_id)
+			return 0;
+		/* The daemon refuses the connection ("too many clients"). */
+		if (frame->hdr.req_id == 0 && frame->hdr.type == IBVD_MSG_ERROR)
 			return 0;
 		ibvd_frame_close_fds(frame);
 	}
@@ -161,6 +212,16 @@ int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		   const ProtobufCMessageDescriptor *reply_desc,
 		   ProtobufCMessage **reply, int *fds, unsigned int *nfds)
 {
+	return ibvd_conn_call_fds(conn, type, req, NULL, 0, reply_desc, reply,
+				  fds, nfds);
+}
+
+int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
+		       const ProtobufCMessage *req, const int *req_fds,
+		       unsigned int nreq_fds,
+		       const ProtobufCMessageDescriptor *reply_desc,
+		       ProtobufCMessage **reply, int *fds, unsigned int *nfds)
+{
 	struct ibvd_frame frame;
 	uint32_t req_id;
 	int ret;
@@ -175,12 +236,16 @@ int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		goto out;
 	}
 	conn->err_msg[0] = '\0';
+	/* 0 stays unused: an Error with req_id 0 is about the connection. */
+	if (!conn->next_req_id)
+		conn->next_req_id = 1;
 	req_id = conn->next_req_id++;
-	ret = ibvd_frame_send(conn->sock, type, req_id, req, NULL, 0, 0);
-	if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
-		ret = -EIO;
+	ret = timeout_errno(ibvd_frame_send(conn->sock, type, req_id, req,
+					    req_fds, nreq_fds, 0));
 	if (ret == 0)
 		ret = recv_reply(conn, req_id, &frame);
+	else if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
+		ret = parting_error(conn, &frame);
 	if (ret == -EIO)
 		conn->dead = 1;
 	if (ret < 0)

@@ -15,7 +15,12 @@
 struct ibvd_conn {
 	int sock;
 	uint32_t next_req_id;
-	int timeout_ms;		/* per call; <= 0 waits forever */
+	/*
+	 * Bounds each blocking step on its own: connect, sending a request,
+	 * waiting for its reply (so a call may take up to twice this);
+	 * <= 0 waits forever.  $IBVERBSD_TIMEOUT_MS, default 30 s.
+	 */
+	int timeout_ms;
 	int dead;		/* the daemon went away: every call fails */
 	pthread_mutex_t lock;	/* one call in flight per connection */
 	uint8_t *buf;		/* IBVD_FRAME_MAX bytes for replies */
@@ -29,7 +34,8 @@ const char *ibvd_socket_path(void);
 /*
  * Connect to the daemon at path (NULL: ibvd_socket_path()).
  * Returns 0 or a negative errno (-ENOENT/-ECONNREFUSED: no daemon there,
- * -EACCES: not allowed to use the socket).
+ * -EACCES: not allowed to use the socket, -ETIMEDOUT: the daemon does not
+ * accept connections).
  */
 int ibvd_conn_open(struct ibvd_conn *conn, const char *path);
 
@@ -44,12 +50,24 @@ void ibvd_conn_close(struct ibvd_conn *conn);
  * stored in fds and *nfds updated (fds may be NULL when none are expected;
  * surplus fds are closed).
  * Returns 0, the negated errno of an error reply (its message is then in
- * conn->err_msg), -EIO when the daemon is gone (and from then on),
- * -ETIMEDOUT, or -EPROTO for a malformed reply.
+ * conn->err_msg; also of an Error with req_id 0, which the daemon sends
+ * before closing a connection it refuses), -EIO when the daemon is gone
+ * (and from then on), -ETIMEDOUT when the request could not be sent or no
+ * reply came within the timeout, or -EPROTO for a malformed reply.
  */
 int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		   const ProtobufCMessage *req,
 		   const ProtobufCMessageDescriptor *reply_desc,
 		   ProtobufCMessage **reply, int *fds, unsigned int *nfds);
+
+/*
+ * ibvd_conn_call() for the few requests that carry fds (ATTACH_MEMORY):
+ * req_fds are sent with the request and stay the caller's to close.
+ */
+int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
+		       const ProtobufCMessage *req, const int *req_fds,
+		       unsigned int nreq_fds,
+		       const ProtobufCMessageDescriptor *reply_desc,
+		       ProtobufCMessage **reply, int *fds, unsigned int *nfds);
 
 #endif /* IBVD_CONN_H */

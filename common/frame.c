@@ -12,11 +12,42 @@
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 
-/* Control buffer large enough for IBVD_FRAME_MAX_FDS descriptors. */
+/* Control buffer for the IBVD_FRAME_MAX_FDS descriptors we send. */
 union fd_cmsg {
 	struct cmsghdr align;
 	char buf[CMSG_SPACE(sizeof(int) * IBVD_FRAME_MAX_FDS)];
 };
+
+/*
+ * The most fds one message can carry (the kernel's SCM_MAX_FD, which no
+ * user-space header exports).  We receive with room for all of them: fds
+ * that do not fit are dropped by the kernel inside recvmsg(), and dropping
+ * the last reference to a client's file can block (see
+ * ibvd_frame_set_close_hook), where we could not hand it elsewhere.
+ */
+#define KERNEL_SCM_MAX_FD	253
+
+union fd_cmsg_rx {
+	struct cmsghdr align;
+	char buf[CMSG_SPACE(sizeof(int) * KERNEL_SCM_MAX_FD)];
+};
+
+static void (*close_hook)(int fd);
+
+void ibvd_frame_set_close_hook(void (*hook)(int fd))
+{
+	close_hook = hook;
+}
+
+void ibvd_frame_close_fd(int fd)
+{
+	if (fd < 0)
+		return;		/* taken by its handler */
+	if (close_hook)
+		close_hook(fd);
+	else
+		close(fd);
+}
 
 int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
 		    const ProtobufCMessage *msg, const int *fds,
@@ -92,13 +123,14 @@ static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 			if (frame->nfds < IBVD_FRAME_MAX_FDS) {
 				frame->fds[frame->nfds++] = fd;
 			} else {
-				close(fd);
+				ibvd_frame_close_fd(fd);
 				ret = -EMSGSIZE;
 			}
 		}
 	}
+	/* Only if we ran out of fds: the kernel dropped the rest itself. */
 	if (mh->msg_flags & MSG_CTRUNC)
-		ret = -EMSGSIZE;	/* the kernel dropped fds for us */
+		ret = -EMSGSIZE;
 	return ret;
 }
 
@@ -116,7 +148,7 @@ static int check_header(const struct ibvd_frame_hdr *hdr, size_t got)
 int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
 		    struct ibvd_frame *frame, int extra_flags)
 {
-	union fd_cmsg cmsg;
+	union fd_cmsg_rx cmsg;
 	struct iovec iov = { .iov_base = buf, .iov_len = bufsize };
 	struct msghdr mh = {
 		.msg_iov = &iov,
@@ -158,7 +190,7 @@ int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
 void ibvd_frame_close_fds(struct ibvd_frame *frame)
 {
 	while (frame->nfds)
-		close(frame->fds[--frame->nfds]);
+		ibvd_frame_close_fd(frame->fds[--frame->nfds]);
 }
 
 int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
@@ -206,6 +238,7 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_ATTACH_MCAST:	return "ATTACH_MCAST";
 	case IBVD_MSG_DETACH_MCAST:	return "DETACH_MCAST";
 	case IBVD_MSG_ASYNC_EVENT:	return "ASYNC_EVENT";
+	case IBVD_MSG_COMP_EVENT:	return "COMP_EVENT";
 	case IBVD_MSG_ADMIN:		return "ADMIN";
 	}
 	return "UNKNOWN";

@@ -17,7 +17,7 @@
 #define IBVD_FRAME_MAGIC	0x44564249u	/* "IBVD" in memory on LE hosts */
 #define IBVD_PROTO_VERSION	1
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
-#define IBVD_FRAME_MAX_FDS	4		/* more are closed on arrival */
+#define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
 /* A reply has the request's type with this bit set. */
 #define IBVD_REPLY		0x8000u
@@ -66,6 +66,8 @@ enum ibvd_msg_type {
 
 	/* daemon -> client on the async socket: 0x0300 */
 	IBVD_MSG_ASYNC_EVENT	= 0x0300,	/* AsyncEvent */
+	/* daemon -> client on a completion channel's socket */
+	IBVD_MSG_COMP_EVENT	= 0x0301,	/* CompEvent */
 
 	/* administration: 0x0f00 */
 	IBVD_MSG_ADMIN		= 0x0f00,	/* AdminRequest -> AdminReply */
@@ -103,17 +105,33 @@ int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
  * Receive one frame into buf (at least IBVD_FRAME_MAX bytes).
  * Returns 1 with *frame filled, 0 on orderly EOF, or a negative errno:
  *   -EAGAIN     nothing to read (non-blocking socket or MSG_DONTWAIT)
- *   -EMSGSIZE   frame larger than IBVD_FRAME_MAX, or too many fds
+ *   -EMSGSIZE   frame larger than IBVD_FRAME_MAX, or more than
+ *               IBVD_FRAME_MAX_FDS fds
  *   -EBADMSG    short header, bad magic, or len disagreeing with the size
  *   -EPROTO     unsupported protocol version
- * On any error every received fd has been closed.  All fds are received
- * with MSG_CMSG_CLOEXEC.
+ * On any error every received fd has been closed (ibvd_frame_close_fd).
+ * All fds are received with MSG_CMSG_CLOEXEC.
  */
 int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
 		    struct ibvd_frame *frame, int extra_flags);
 
-/* Close the fds still held by frame and forget them. */
+/* Close the fds still held by frame (ibvd_frame_close_fd) and forget them. */
 void ibvd_frame_close_fds(struct ibvd_frame *frame);
+
+/*
+ * Close an fd that came with a frame: close() unless a hook is set; a
+ * negative fd (taken by its handler) is skipped.
+ */
+void ibvd_frame_close_fd(int fd);
+
+/*
+ * Route every ibvd_frame_close_fd() through hook instead of close().  The
+ * daemon sets one at startup, before any frame arrives: closing the last
+ * reference to a client's file can block (a TCP socket lingering on unsent
+ * data, a FUSE file), and its control thread must not.  Clients leave it
+ * unset.
+ */
+void ibvd_frame_set_close_hook(void (*hook)(int fd));
 
 /* Send an IBVD_MSG_ERROR reply with a positive errno and a short message. */
 int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,

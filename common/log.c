@@ -4,10 +4,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "log.h"
@@ -76,14 +78,34 @@ const char *ibvd_log_level_name(enum ibvd_log_level level)
 	return level_names[level];
 }
 
+/*
+ * Control characters become \xNN: a client-supplied word with a newline in
+ * it must not forge a log line of its own (or a journald "<N>" priority).
+ */
+static void escape_controls(const char *in, char *out, size_t outlen)
+{
+	size_t n = 0;
+
+	for (; *in && n + 5 <= outlen; in++) {
+		unsigned char c = (unsigned char)*in;
+
+		if (c < 0x20 || c == 0x7f)
+			n += (size_t)snprintf(out + n, outlen - n, "\\x%02x", c);
+		else
+			out[n++] = (char)c;
+	}
+	out[n] = '\0';
+}
+
 void ibvd_vlog(enum ibvd_log_level level, const char *fmt, va_list ap)
 {
-	char line[1024];
+	char raw[1024], line[1024];
 	int saved_errno = errno;
 
 	if (level > log_level)
 		return;
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	escape_controls(raw, line, sizeof(line));
 	if (log_to_journal)
 		fprintf(stderr, "<%d>%s\n", level, line);
 	else
@@ -99,4 +121,49 @@ void ibvd_log(enum ibvd_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	ibvd_vlog(level, fmt, ap);
 	va_end(ap);
+}
+
+int ibvd_ratelimit_ok(struct ibvd_ratelimit *rl, unsigned int *missed)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec != rl->window) {
+		rl->window = now.tv_sec;
+		rl->count = 0;
+	}
+	if (rl->count >= rl->burst) {
+		rl->missed++;
+		return 0;
+	}
+	rl->count++;
+	*missed = rl->missed;
+	rl->missed = 0;
+	return 1;
+}
+
+void ibvd_log_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
+			  const char *fmt, ...)
+{
+	/* Engine threads log through here too. */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	char msg[1024];
+	unsigned int missed;
+	va_list ap;
+	int ok;
+
+	if (level > log_level)
+		return;
+	pthread_mutex_lock(&lock);
+	ok = ibvd_ratelimit_ok(rl, &missed);
+	pthread_mutex_unlock(&lock);
+	if (!ok)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (missed)
+		ibvd_log(level, "%s (%u similar messages suppressed)", msg, missed);
+	else
+		ibvd_log(level, "%s", msg);
 }

@@ -7,6 +7,7 @@
 #define IBVD_LOG_H
 
 #include <stdarg.h>
+#include <time.h>
 
 enum ibvd_log_level {
 	IBVD_LOG_ERR = 3,
@@ -29,6 +30,31 @@ void ibvd_log(enum ibvd_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void ibvd_vlog(enum ibvd_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
+
+/*
+ * Allow a burst of `burst` events per second, then stay quiet and count
+ * what was suppressed.  Used to keep a misbehaving client from flooding the
+ * log.  ibvd_ratelimit_ok() returns 1 if the caller may log; *missed then
+ * holds how many events were suppressed since the last permitted one.
+ */
+struct ibvd_ratelimit {
+	time_t window;
+	unsigned int burst;
+	unsigned int count;
+	unsigned int missed;
+};
+
+#define IBVD_RATELIMIT_INIT(b)	{ .burst = (b) }
+
+int ibvd_ratelimit_ok(struct ibvd_ratelimit *rl, unsigned int *missed);
+
+/*
+ * One line through rl, saying how many were suppressed since the last one.
+ * Thread-safe (ibvd_ratelimit_ok() alone is not).
+ */
+void ibvd_log_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
+			  const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #define log_err(...)	ibvd_log(IBVD_LOG_ERR, __VA_ARGS__)
 #define log_warn(...)	ibvd_log(IBVD_LOG_WARNING, __VA_ARGS__)

@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,155 +32,153 @@ typedef int (*admin_fn)(struct ibvd_call *call, const struct admin_args *args,
 struct admin_cmd {
 	const char *object;
 	const char *command;
-	int needs_root;
+	size_t max_args;	/* words after OBJECT COMMAND */
+	int needs_admin;	/* root or IBVD_ADMIN_GROUP */
 	admin_fn fn;
 };
 
 /* Client words echoed in messages are cut short; ibvctl prints them. */
 #define ARG_FMT	"%.64s"
 
-static int append(json_t *out, json_t *obj)
+/*
+ * json_pack() one object onto out.  A value JSON cannot hold (a path that
+ * is not UTF-8) fails the command with EILSEQ and jansson's reason; only
+ * running out of memory is ENOMEM.
+ */
+static int append(struct ibvd_call *call, json_t *out, const char *fmt, ...)
 {
-	return obj && json_array_append_new(out, obj) == 0 ? 0 : -ENOMEM;
+	json_error_t jerr;
+	json_t *obj;
+	va_list ap;
+
+	va_start(ap, fmt);
+	obj = json_vpack_ex(&jerr, 0, fmt, ap);
+	va_end(ap);
+	if (!obj && json_error_code(&jerr) == json_error_out_of_memory)
+		return -ENOMEM;
+	if (!obj)
+		return ibvd_call_error(call, -EILSEQ, "cannot encode the reply: %s",
+				       jerr.text);
+	return json_array_append_new(out, obj) == 0 ? 0 : -ENOMEM;
 }
 
-static int too_many_args(struct ibvd_call *call, const struct admin_args *args,
-			 size_t allowed)
-{
-	if (args->argc <= allowed)
-		return 0;
-	return ibvd_call_error(call, -EINVAL, "unexpected argument " ARG_FMT,
-			       args->argv[allowed]);
-}
+typedef int (*device_fn)(struct ibvd_call *call, const struct ibvd_device *dev,
+			 const char *filter, json_t *out);
 
-static struct ibvd_device *find_device(struct ibvd_call *call, const char *name)
-{
-	struct ibvd_device *dev = ibvd_device_find(&ibvd_call_daemon(call)->devices,
-						   name);
-
-	if (!dev)
-		ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT, name);
-	return dev;
-}
-
-/* ---- dev -------------------------------------------------------------- */
-
-static json_t *dev_json(const struct ibvd_device *dev)
-{
-	char node_guid[20], sys_guid[20];
-
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}",
-			 "ifindex", (json_int_t)dev->ifindex,
-			 "ifname", dev->name,
-			 "node_type", "ca",
-			 "fw", PACKAGE_VERSION,
-			 "node_guid", ibvd_guid_str(dev->node_guid, node_guid,
-						    sizeof(node_guid)),
-			 "sys_image_guid", ibvd_guid_str(dev->sys_image_guid,
-							 sys_guid, sizeof(sys_guid)));
-}
-
-static int dev_show(struct ibvd_call *call, const struct admin_args *args,
-		    json_t *out)
+/* fn on the device named name (with filter), or on every device if NULL. */
+static int each_device(struct ibvd_call *call, const char *name,
+		       const char *filter, device_fn fn, json_t *out)
 {
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
 	struct ibvd_device *dev;
 	int ret;
 
-	ret = too_many_args(call, args, 1);
-	if (ret < 0)
-		return ret;
-	if (args->argc == 1) {
-		dev = find_device(call, args->argv[0]);
-		return dev ? append(out, dev_json(dev)) : -ENODEV;
+	if (name) {
+		dev = ibvd_device_find(&d->devices, name);
+		if (!dev)
+			return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT,
+					       name);
+		return fn(call, dev, filter, out);
 	}
 	TAILQ_FOREACH(dev, &d->devices, link) {
-		ret = append(out, dev_json(dev));
+		ret = fn(call, dev, NULL, out);
 		if (ret < 0)
 			return ret;
 	}
 	return 0;
+}
+
+/* ---- dev -------------------------------------------------------------- */
+
+static int dev_json(struct ibvd_call *call, const struct ibvd_device *dev,
+		    const char *filter, json_t *out)
+{
+	char node_guid[20], sys_guid[20];
+
+	return append(call, out, "{s:I, s:s, s:s, s:s, s:s, s:s}",
+		      "ifindex", (json_int_t)dev->ifindex,
+		      "ifname", dev->name,
+		      "node_type", "ca",
+		      "fw", PACKAGE_VERSION,
+		      "node_guid", ibvd_guid_str(dev->node_guid, node_guid,
+						 sizeof(node_guid)),
+		      "sys_image_guid", ibvd_guid_str(dev->sys_image_guid,
+						      sys_guid, sizeof(sys_guid)));
+}
+
+static int dev_show(struct ibvd_call *call, const struct admin_args *args,
+		    json_t *out)
+{
+	return each_device(call, args->argc ? args->argv[0] : NULL, NULL,
+			   dev_json, out);
 }
 
 /* ---- link ------------------------------------------------------------- */
 
 static const char subnet_prefix[] = "fe80:0000:0000:0000";
 
-static json_t *link_json(const struct ibvd_device *dev,
-			 const struct ibvd_port *port)
+static int link_json(struct ibvd_call *call, const struct ibvd_device *dev,
+		     const struct ibvd_port *port, json_t *out)
 {
-	return json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:s, s:s}",
-			 "ifindex", (json_int_t)dev->ifindex,
-			 "ifname", dev->name,
-			 "port", (json_int_t)port->num,
-			 "subnet_prefix", subnet_prefix,
-			 "lid", (json_int_t)port->lid,
-			 "sm_lid", (json_int_t)0,
-			 "lmc", (json_int_t)0,
-			 "state", "ACTIVE",
-			 "physical_state", "LINK_UP");
+	return append(call, out, "{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:s, s:s}",
+		      "ifindex", (json_int_t)dev->ifindex,
+		      "ifname", dev->name,
+		      "port", (json_int_t)port->num,
+		      "subnet_prefix", subnet_prefix,
+		      "lid", (json_int_t)port->lid,
+		      "sm_lid", (json_int_t)0,
+		      "lmc", (json_int_t)0,
+		      "state", "ACTIVE",
+		      "physical_state", "LINK_UP");
 }
 
-static int link_device(json_t *out, const struct ibvd_device *dev)
+/* Every port of dev, or the one numbered port_arg ("DEV/PORT"). */
+static int link_ports(struct ibvd_call *call, const struct ibvd_device *dev,
+		      const char *port_arg, json_t *out)
 {
+	const struct ibvd_port *port;
+	unsigned long num;
 	unsigned int p;
+	char *end;
 	int ret;
 
-	for (p = 0; p < dev->nports; p++) {
-		ret = append(out, link_json(dev, &dev->ports[p]));
-		if (ret < 0)
-			return ret;
+	if (!port_arg) {
+		for (p = 0; p < dev->nports; p++) {
+			ret = link_json(call, dev, &dev->ports[p], out);
+			if (ret < 0)
+				return ret;
+		}
+		return 0;
 	}
-	return 0;
-}
-
-/* "DEV" or "DEV/PORT". */
-static int link_one(struct ibvd_call *call, const char *arg, json_t *out)
-{
-	char name[IBVD_DEV_NAME_MAX];
-	const char *slash = strchr(arg, '/');
-	const struct ibvd_port *port;
-	struct ibvd_device *dev;
-	unsigned long num;
-	char *end;
-
-	if (!slash)
-		return (dev = find_device(call, arg)) ? link_device(out, dev) : -ENODEV;
-	if ((size_t)(slash - arg) >= sizeof(name))
-		return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT, arg);
-	memcpy(name, arg, (size_t)(slash - arg));
-	name[slash - arg] = '\0';
-	dev = find_device(call, name);
-	if (!dev)
-		return -ENODEV;
-	num = strtoul(slash + 1, &end, 10);
-	if (*end || end == slash + 1 || num > UINT32_MAX)
+	num = strtoul(port_arg, &end, 10);
+	if (*end || end == port_arg || num > UINT32_MAX)
 		port = NULL;
 	else
 		port = ibvd_device_port(dev, (uint32_t)num);
 	if (!port)
-		return ibvd_call_error(call, -EINVAL, "invalid port " ARG_FMT, arg);
-	return append(out, link_json(dev, port));
+		return ibvd_call_error(call, -EINVAL, "invalid port %s/" ARG_FMT,
+				       dev->name, port_arg);
+	return link_json(call, dev, port, out);
 }
 
 static int link_show(struct ibvd_call *call, const struct admin_args *args,
 		     json_t *out)
 {
-	struct ibvd_daemon *d = ibvd_call_daemon(call);
-	struct ibvd_device *dev;
-	int ret;
+	char name[IBVD_DEV_NAME_MAX];
+	const char *arg, *slash;
 
-	ret = too_many_args(call, args, 1);
-	if (ret < 0)
-		return ret;
-	if (args->argc == 1)
-		return link_one(call, args->argv[0], out);
-	TAILQ_FOREACH(dev, &d->devices, link) {
-		ret = link_device(out, dev);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	if (!args->argc)
+		return each_device(call, NULL, NULL, link_ports, out);
+	/* "DEV" or "DEV/PORT" */
+	arg = args->argv[0];
+	slash = strchr(arg, '/');
+	if (!slash)
+		return each_device(call, arg, NULL, link_ports, out);
+	if ((size_t)(slash - arg) >= sizeof(name))
+		return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT, arg);
+	memcpy(name, arg, (size_t)(slash - arg));
+	name[slash - arg] = '\0';
+	return each_device(call, name, slash + 1, link_ports, out);
 }
 
 /* ---- daemon ----------------------------------------------------------- */
@@ -188,40 +187,31 @@ static int daemon_status(struct ibvd_call *call, const struct admin_args *args,
 			 json_t *out)
 {
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
-	int ret = too_many_args(call, args, 0);
 
-	if (ret < 0)
-		return ret;
-	return append(out, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s}",
-				     "version", PACKAGE_VERSION,
-				     "pid", (json_int_t)getpid(),
-				     "uptime", (json_int_t)ibvd_daemon_uptime(d),
-				     "clients", (json_int_t)d->nsessions,
-				     "contexts", (json_int_t)d->ncontexts,
-				     "devices", (json_int_t)d->ndevices,
-				     "socket", d->socket_path,
-				     "config", ibvd_daemon_config_name(d)));
+	return append(call, out, "{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s}",
+		      "version", PACKAGE_VERSION,
+		      "pid", (json_int_t)getpid(),
+		      "uptime", (json_int_t)ibvd_daemon_uptime(d),
+		      "clients", (json_int_t)d->nsessions,
+		      "contexts", (json_int_t)d->ncontexts,
+		      "devices", (json_int_t)d->ndevices,
+		      "socket", d->socket_path,
+		      "config", ibvd_daemon_config_name(d));
 }
 
 static int daemon_version(struct ibvd_call *call, const struct admin_args *args,
 			  json_t *out)
 {
-	int ret = too_many_args(call, args, 0);
-
-	if (ret < 0)
-		return ret;
-	return append(out, json_pack("{s:s, s:i}", "version", PACKAGE_VERSION,
-				     "protocol", IBVD_PROTO_VERSION));
+	return append(call, out, "{s:s, s:i}", "version", PACKAGE_VERSION,
+		      "protocol", IBVD_PROTO_VERSION);
 }
 
 static int daemon_reload(struct ibvd_call *call, const struct admin_args *args,
 			 json_t *out)
 {
 	char err[512];
-	int ret = too_many_args(call, args, 0);
+	int ret;
 
-	if (ret < 0)
-		return ret;
 	log_info("reload requested by client %llu (uid %u)",
 		 (unsigned long long)call->session->id,
 		 (unsigned int)call->session->cred.uid);
@@ -232,11 +222,11 @@ static int daemon_reload(struct ibvd_call *call, const struct admin_args *args,
 /* ---- table and dispatch ----------------------------------------------- */
 
 static const struct admin_cmd admin_cmds[] = {
-	{ "dev",	"show",		0, dev_show },
-	{ "link",	"show",		0, link_show },
-	{ "daemon",	"status",	0, daemon_status },
-	{ "daemon",	"version",	0, daemon_version },
-	{ "daemon",	"reload",	1, daemon_reload },
+	{ "dev",	"show",		1, 0, dev_show },
+	{ "link",	"show",		1, 0, link_show },
+	{ "daemon",	"status",	0, 0, daemon_status },
+	{ "daemon",	"version",	0, 0, daemon_version },
+	{ "daemon",	"reload",	0, 1, daemon_reload },
 };
 
 /* The row for object/command, or NULL after recording the error. */
@@ -304,11 +294,15 @@ int ibvd_req_admin(struct ibvd_call *call)
 	cmd = admin_find(call, req->argv[0], req->n_argv > 1 ? req->argv[1] : "show");
 	if (!cmd)
 		return -EINVAL;
-	if (cmd->needs_root && s->cred.uid != 0)
-		return ibvd_call_error(call, -EPERM, "%s %s requires root",
+	if (cmd->needs_admin && !s->privileged)
+		return ibvd_call_error(call, -EPERM,
+				       "%s %s requires root or group " IBVD_ADMIN_GROUP,
 				       cmd->object, cmd->command);
 	args.argc = req->n_argv > 2 ? req->n_argv - 2 : 0;
 	args.argv = req->n_argv > 2 ? req->argv + 2 : NULL;
 	args.details = req->details;
+	if (args.argc > cmd->max_args)
+		return ibvd_call_error(call, -EINVAL, "unexpected argument " ARG_FMT,
+				       args.argv[cmd->max_args]);
 	return admin_run(call, cmd, &args);
 }

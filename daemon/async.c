@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -14,7 +15,19 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 
+/* Engine threads send events too: the rate limit is shared state. */
 static struct ibvd_ratelimit dropped_rl = IBVD_RATELIMIT_INIT(10);
+static pthread_mutex_t dropped_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int may_log_drop(unsigned int *missed)
+{
+	int ok;
+
+	pthread_mutex_lock(&dropped_lock);
+	ok = ibvd_ratelimit_ok(&dropped_rl, missed);
+	pthread_mutex_unlock(&dropped_lock);
+	return ok;
+}
 
 int ibvd_async_send(struct ibvd_context *ctx, uint32_t event_type,
 		    uint32_t port_num, uint32_t handle)
@@ -26,10 +39,15 @@ int ibvd_async_send(struct ibvd_context *ctx, uint32_t event_type,
 	ev.event_type = event_type;
 	ev.port_num = port_num;
 	ev.handle = handle;
-	/* req_id numbers the events so that a client can spot a gap. */
+	/*
+	 * req_id numbers the events so that a client can spot a gap.  The
+	 * control thread and engine threads may send at once: the counter is
+	 * atomic, and one sendmsg on a SEQPACKET socket is one message.
+	 */
 	ret = ibvd_frame_send(ctx->async_fd, IBVD_MSG_ASYNC_EVENT,
-			      ++ctx->async_seq, &ev.base, NULL, 0, MSG_DONTWAIT);
-	if (ret < 0 && ibvd_ratelimit_ok(&dropped_rl, &missed))
+			      __atomic_add_fetch(&ctx->async_seq, 1, __ATOMIC_RELAXED),
+			      &ev.base, NULL, 0, MSG_DONTWAIT);
+	if (ret < 0 && may_log_drop(&missed))
 		log_notice("context %u on %s: async event %u dropped: %s%s",
 			   ctx->id, ctx->dev->name, event_type,
 			   ret == -EAGAIN ? "client is not reading its events" :

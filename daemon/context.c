@@ -11,12 +11,11 @@
 
 #include "context.h"
 #include "device.h"
+#include "engine/engine.h"
 #include "log.h"
 #include "request.h"
 #include "session.h"
-
-/* Completion vectors a context reports (the engine wakes through one). */
-#define IBVD_NUM_COMP_VECTORS	1
+#include "verbs.h"
 
 /*
  * The async socket: a SEQPACKET pair, one AsyncEvent per message.  The
@@ -41,8 +40,20 @@ static int async_pair(int *ours, int *theirs)
 	return 0;
 }
 
+/* OPEN_DEVICE's reply fds, in this order (PROTOCOL.md). */
+enum {
+	OPEN_FD_ASYNC,			/* client end of the async socket */
+	OPEN_FD_CTX_PAGE,		/* context page memfd (ring.h) */
+	OPEN_FD_KICK,			/* eventfd that wakes the engine: ours */
+	OPEN_NFDS,
+};
+
+/*
+ * A new context with its async socket and its engine part (context page,
+ * kick eventfd, serving thread); fds[] gets the reply's descriptors.
+ */
 static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
-		       int *ret_client_fd)
+		       int fds[OPEN_NFDS])
 {
 	struct ibvd_daemon *d = s->daemon;
 	struct ibvd_context *ctx = calloc(1, sizeof(*ctx));
@@ -50,15 +61,22 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 
 	if (!ctx)
 		return -ENOMEM;
-	ret = async_pair(&ctx->async_fd, ret_client_fd);
+	ret = async_pair(&ctx->async_fd, &fds[OPEN_FD_ASYNC]);
 	if (ret < 0) {
 		free(ctx);
 		return ret;
 	}
 	ctx->dev = dev;
+	ret = ibvd_engine_ctx_open(ctx, &fds[OPEN_FD_CTX_PAGE], &fds[OPEN_FD_KICK]);
+	if (ret < 0) {
+		close(ctx->async_fd);
+		close(fds[OPEN_FD_ASYNC]);
+		free(ctx);
+		return ret;
+	}
 	ctx->session = s;
 	ctx->id = ++d->next_context_id;
-	ibvd_handle_table_init(&ctx->handles, 0);
+	ibvd_handle_table_init(&ctx->handles, IBVD_MAX_OBJECTS_PER_CONTEXT);
 	TAILQ_INSERT_TAIL(&dev->contexts, ctx, dev_link);
 	dev->ncontexts++;
 	d->ncontexts++;
@@ -72,9 +90,14 @@ void ibvd_context_free(struct ibvd_context *ctx)
 	struct ibvd_session *s = ctx->session;
 
 	/*
-	 * The next issue's objects (PD, MR, CQ, QP, ...) are destroyed here,
-	 * by kind, walking ctx->handles; there are none yet.
+	 * No engine thread serves the context once detached; then its objects
+	 * go, children before parents (other contexts' traffic may still reach
+	 * them until then: the objects lock keeps that safe), then the engine's
+	 * per-context state.
 	 */
+	ibvd_engine_ctx_detach(ctx);
+	ibvd_objects_free_all(ctx);
+	ibvd_engine_ctx_free(ctx);
 	ibvd_handle_table_release(&ctx->handles);
 	close(ctx->async_fd);
 	TAILQ_REMOVE(&ctx->dev->contexts, ctx, dev_link);
@@ -91,13 +114,13 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	Ibvd__OpenDeviceReply reply = IBVD__OPEN_DEVICE_REPLY__INIT;
 	Ibvd__DeviceInfo info;
 	struct ibvd_device *dev;
-	int client_fd, ret;
+	int fds[OPEN_NFDS], ret;
 
 	dev = req->name ? ibvd_device_find(&s->daemon->devices, req->name) : NULL;
 	if (!dev)
 		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
 				       req->name ? req->name : "");
-	ret = context_new(s, dev, &client_fd);
+	ret = context_new(s, dev, fds);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot create the context: %s",
 				       strerror(-ret));
@@ -106,8 +129,10 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	reply.num_comp_vectors = IBVD_NUM_COMP_VECTORS;
 	reply.context_id = s->ctx->id;
 	/* If this fails the session is closing and takes the context along. */
-	ret = ibvd_call_reply(call, &reply.base, &client_fd, 1);
-	close(client_fd);
+	ret = ibvd_call_reply(call, &reply.base, fds, OPEN_NFDS);
+	/* The kick eventfd stays open here: the engine polls it. */
+	close(fds[OPEN_FD_ASYNC]);
+	close(fds[OPEN_FD_CTX_PAGE]);
 	if (ret < 0 && s->ctx) {
 		/* Nothing was sent: the connection stays fresh. */
 		ibvd_context_free(s->ctx);

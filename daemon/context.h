@@ -12,9 +12,14 @@
 #include <sys/queue.h>
 
 #include "handle.h"
+#include "objects.h"
+
+/* Completion vectors a context reports (the engine wakes through one). */
+#define IBVD_NUM_COMP_VECTORS	1
 
 struct ibvd_call;
 struct ibvd_device;
+struct ibvd_ectx;
 struct ibvd_session;
 
 struct ibvd_context {
@@ -25,6 +30,8 @@ struct ibvd_context {
 	int async_fd;			/* our end of the async socket */
 	uint32_t async_seq;		/* req_id of the last AsyncEvent */
 	struct ibvd_handle_table handles;
+	struct ibvd_ctx_objs objs;	/* objects.h: memory, rings, doorbells */
+	struct ibvd_ectx *engine;	/* engine/: doorbells, serving thread */
 };
 
 /* Destroy the context, everything it owns, and detach it from its session. */

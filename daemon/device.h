@@ -88,7 +88,8 @@ uint64_t ibvd_guid_derive(const char *machine_id, const char *dev_name);
 /*
  * Current GID table of a port: GID[0] = fe80::<port GUID>, then
  * ::ffff:a.b.c.d for each local IPv4 address, then each local IPv6 address
- * as it is.  Returns the number of entries (1..IBVD_GID_TBL_LEN).
+ * as it is (addresses as read at most a second ago).  Returns the number
+ * of entries (1..IBVD_GID_TBL_LEN).
  */
 unsigned int ibvd_port_gids(const struct ibvd_port *port,
 			    struct ibvd_gid gids[IBVD_GID_TBL_LEN]);

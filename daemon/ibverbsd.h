@@ -14,6 +14,8 @@
 #include <time.h>
 #include <sys/queue.h>
 
+#include "log.h"		/* struct ibvd_ratelimit */
+
 struct event_base;
 struct ibvd_config;
 struct ibvd_server;
@@ -26,8 +28,24 @@ TAILQ_HEAD(ibvd_session_list, ibvd_session);
 TAILQ_HEAD(ibvd_device_list, ibvd_device);
 TAILQ_HEAD(ibvd_context_list, ibvd_context);
 
-/* Connections beyond this are accepted and closed at once. */
+/*
+ * Connections beyond IBVD_MAX_SESSIONS are refused ("too many clients").
+ * One uid may hold IBVD_MAX_SESSIONS_PER_UID of them, and the last
+ * IBVD_SESSIONS_RESERVED are kept for root and the admin group, which the
+ * per-uid cap does not apply to either.
+ */
 #define IBVD_MAX_SESSIONS	4096
+#define IBVD_MAX_SESSIONS_PER_UID 1024
+#define IBVD_SESSIONS_RESERVED	64
+
+/* The group whose members may administer the daemon like root, if it exists. */
+#define IBVD_ADMIN_GROUP	"rdma"
+
+/*
+ * Objects one device context may hold (PDs, MRs, CQs, QPs, ... together):
+ * the size limit of its handle table.
+ */
+#define IBVD_MAX_OBJECTS_PER_CONTEXT 65536
 
 /* Where the daemon looks for its config when -c is not given. */
 #define IBVD_DEFAULT_CONFIG	SYSCONFDIR "/ibverbsd/ibverbsd.conf"
@@ -83,40 +101,5 @@ struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
  * configuration stays in force (reload.c).
  */
 int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen);
-
-/*
- * Allow a burst of `burst` events per second, then stay quiet and count
- * what was suppressed.  Used to keep a misbehaving client from flooding the
- * log.  Returns 1 if the caller may log; *missed then holds how many events
- * were suppressed since the last permitted one.
- */
-struct ibvd_ratelimit {
-	time_t window;
-	unsigned int burst;
-	unsigned int count;
-	unsigned int missed;
-};
-
-#define IBVD_RATELIMIT_INIT(b)	{ .burst = (b) }
-
-static inline int ibvd_ratelimit_ok(struct ibvd_ratelimit *rl,
-				    unsigned int *missed)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (now.tv_sec != rl->window) {
-		rl->window = now.tv_sec;
-		rl->count = 0;
-	}
-	if (rl->count >= rl->burst) {
-		rl->missed++;
-		return 0;
-	}
-	rl->count++;
-	*missed = rl->missed;
-	rl->missed = 0;
-	return 1;
-}
 
 #endif /* IBVD_DAEMON_H */

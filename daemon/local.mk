@@ -16,8 +16,15 @@ daemon_ibverbsd_SOURCES = \
 	daemon/context.c daemon/context.h \
 	daemon/query.c daemon/query.h \
 	daemon/async.c daemon/async.h \
-	daemon/admin.c daemon/admin.h
+	daemon/admin.c daemon/admin.h \
+	daemon/verbs.h daemon/objects.c daemon/objects.h \
+	daemon/rings.c daemon/mem.c \
+	daemon/pd.c daemon/mr.c daemon/channel.c daemon/cq.c \
+	daemon/qp.c daemon/qp_modify.c daemon/srq.c daemon/ah.c daemon/mcast.c
 daemon_ibverbsd_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)
 daemon_ibverbsd_LDADD = common/libibvd_common.la $(PROTOBUF_C_LIBS) $(LIBEVENT_LIBS) \
 	$(JANSSON_LIBS) $(SYSTEMD_LIBS)
+
+# The engine: threads, WQE execution, memory access.
+include daemon/engine/local.mk

@@ -21,6 +21,7 @@
 
 #include "config.h"		/* daemon/config.h */
 #include "device.h"
+#include "engine/engine.h"
 #include "frame.h"
 #include "ibverbsd.h"
 #include "log.h"
@@ -305,6 +306,8 @@ static void prepare(struct ibvd_daemon *d)
 
 static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 {
+	int ret;
+
 	d->base = event_base_new();
 	d->rxbuf = malloc(IBVD_FRAME_MAX);
 	if (!d->base || !d->rxbuf)
@@ -313,6 +316,10 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 	if (setup_signals(d, sigs) < 0)
 		return -ENOMEM;
 	d->notify = ibvd_notify_new(d);
+	/* After daemonizing: threads do not survive fork. */
+	ret = ibvd_engine_start(d->cfg->engine_threads);
+	if (ret < 0)
+		return ret;
 	return ibvd_server_start(d->server, d);
 }
 
@@ -321,6 +328,8 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	/* Listener first, so that nobody connects while we tear down. */
 	ibvd_server_free(d->server);
 	ibvd_session_close_all(d);
+	/* Every context is gone, so no engine thread serves anything. */
+	ibvd_engine_stop();
 	free_devices(d);
 	ibvd_notify_free(d->notify);
 	free_signals(sigs);

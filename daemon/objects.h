@@ -34,6 +34,7 @@
 
 struct ibvd_context;
 struct ibvd_engine;
+struct ibvd_memlock;
 
 /* Held for reading by engine passes, for writing by control-path changes. */
 extern pthread_rwlock_t ibvd_objects_lock;
@@ -53,6 +54,9 @@ struct ibvd_mem {
 	int fd;
 	pid_t pid;
 	unsigned int refs;		/* atomic */
+	/* control thread only (mem.c): */
+	unsigned long long start_time;	/* /proc/PID/stat: detects PID reuse */
+	struct ibvd_memlock *memlock;	/* the process's RLIMIT_MEMLOCK account */
 };
 
 /* ---- protection domains and memory regions ---------------------------- */
@@ -69,6 +73,12 @@ enum ibvd_mr_tier {
 	IBVD_MR_TIER_MEMFD,		/* the client's /proc/self/mem fd */
 };
 
+/*
+ * Keys: lkey == rkey, one random 32-bit value (never 0) unique in the
+ * daemon, so one registry answers both lookups.  Knowing an MR's lkey gives
+ * nothing beyond its rkey: both work only through a QP of the MR's PD, and
+ * remote use is checked against `access`.
+ */
 struct ibvd_mr {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
@@ -201,9 +211,37 @@ struct ibvd_qp {
 	uint64_t rnr_deadline_ns;	/* CLOCK_MONOTONIC; 0 = not waiting */
 	uint8_t rnr_left;		/* retries left for the WQE in front */
 	bool flush_pending;		/* moved to ERR: flush both queues */
+	uint8_t retry_left;		/* transport retries left for it */
+	bool wqe_started;		/* rnr_left/retry_left count for it */
+	bool last_wqe_sent;		/* LAST_WQE_REACHED sent since ERR */
+	bool drained_sent;		/* SQ_DRAINED sent since SQD */
+	/* set by the control thread (write lock) when the RC peer's
+	 * context died: the engine breaks the connection */
+	bool peer_gone;
+	/*
+	 * The engine also moves `state` to ERR (or RTS to SQE) on its own,
+	 * from any engine thread, with an atomic store while holding the
+	 * objects lock for reading; the control thread reads `state` under
+	 * the write lock (or with an atomic load).
+	 */
 
 	LIST_ENTRY(ibvd_qp) qpn_link;	/* in the QP-number registry */
 	LIST_HEAD(, ibvd_mcast_member) mcast;	/* groups this QP joined */
+
+	/* control thread only: attributes the engine has no use for, kept
+	 * so that QUERY_QP returns what MODIFY_QP set */
+	struct {
+		uint8_t path_mig_state;
+		uint8_t static_rate;
+		uint8_t src_path_bits;
+		uint8_t alt_port_num;
+		uint8_t alt_timeout;
+		uint8_t alt_static_rate;
+		uint8_t alt_src_path_bits;
+		uint16_t alt_pkey_index;
+		struct ibvd_av alt_av;
+		size_t map_len;		/* the SQ+RQ memfd mapping (sq.map) */
+	} ctl;
 };
 
 /* ---- registries (objects.c), under ibvd_objects_lock ---------------- */
@@ -216,6 +254,13 @@ struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key);
 struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num);
 
 /*
+ * The QP that owns doorbell bit `bit` of ctx (ring.h), or NULL: bits of
+ * destroyed QPs are reused, and a client may ring any bit it likes.
+ */
+struct ibvd_qp *ibvd_qp_by_doorbell(const struct ibvd_context *ctx,
+				    uint32_t bit);
+
+/*
  * Multicast: a group is (MGID); members are UD QPs that attached to it.
  * UD sends to remote_qpn 0xFFFFFF with a GRH whose dgid is the MGID reach
  * every member.
@@ -226,8 +271,38 @@ struct ibvd_mcast_member {
 	uint16_t mlid;
 	LIST_ENTRY(ibvd_mcast_member) group_link;
 	LIST_ENTRY(ibvd_mcast_member) qp_link;
+	struct ibvd_mcast_group *group;
+};
+
+/* A multicast group: exists while it has members, daemon-wide by MGID. */
+struct ibvd_mcast_group {
+	uint8_t mgid[16];
+	unsigned int nmembers;
+	LIST_HEAD(, ibvd_mcast_member) members;	/* via group_link */
+	LIST_ENTRY(ibvd_mcast_group) link;	/* in the group registry */
 };
 
 #define IBVD_MCAST_QPN	0xFFFFFFu
+
+/* The group with that MGID (16 bytes, network order), or NULL. */
+struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
+
+/* ---- per-context object state ---------------------------------------- */
+
+/*
+ * What a context keeps about its objects beyond the handle table
+ * (embedded in struct ibvd_context as `objs`).  Control thread only,
+ * except db_qp, which the engine reads through ibvd_qp_by_doorbell()
+ * under ibvd_objects_lock.
+ */
+struct ibvd_ctx_objs {
+	struct ibvd_mem *mem;		/* ATTACH_MEMORY; NULL before */
+	uint64_t ring_bytes;		/* memfd bytes of all its rings */
+	unsigned int mcast_members;	/* multicast attachments of its QPs */
+	uint32_t db_next;		/* where the next free-bit search starts */
+	uint64_t db_used[IBVD_DOORBELL_WORDS];	/* doorbell bits owned by QPs */
+	struct ibvd_qp **db_qp;		/* bit -> QP, db_qp_len entries */
+	uint32_t db_qp_len;
+};
 
 #endif /* IBVD_OBJECTS_H */

@@ -18,6 +18,7 @@
 #include "context.h"
 #include "device.h"
 #include "query.h"
+#include "ring.h"
 #include "request.h"
 #include "session.h"
 
@@ -28,7 +29,8 @@
 #define IBVD_MAX_QP_WR		16384
 #define IBVD_MAX_SGE		32
 #define IBVD_MAX_CQ		65536
-#define IBVD_MAX_CQE		262144
+/* A CQ is one ring: it cannot hold more CQEs than a ring has slots. */
+#define IBVD_MAX_CQE		IBVD_RING_MAX_SLOTS
 #define IBVD_MAX_MR		262144
 #define IBVD_MAX_MR_SIZE	(1ull << 40)
 #define IBVD_MAX_PD		65536
@@ -42,15 +44,14 @@
 #define IBVD_LOCAL_CA_ACK_DELAY	15
 
 /*
- * What the engine implements or will before these are used.  Not (yet)
- * MEM_MGT_EXTENSIONS: it promises LOCAL_INV and memory-window binds,
- * which the engine does not execute; add it when it does.
+ * What the engine implements.  Not (yet) MEM_MGT_EXTENSIONS: it promises
+ * LOCAL_INV and memory-window binds, which the engine does not execute;
+ * nor SRQ_RESIZE: ibv_modify_srq(IBV_SRQ_MAX_WR) is not supported.
  */
 #define IBVD_DEVICE_CAP_FLAGS	(IBV_DEVICE_RC_RNR_NAK_GEN |		\
 				 IBV_DEVICE_SHUTDOWN_PORT |		\
 				 IBV_DEVICE_PORT_ACTIVE_EVENT |		\
-				 IBV_DEVICE_SYS_IMAGE_GUID |		\
-				 IBV_DEVICE_SRQ_RESIZE)
+				 IBV_DEVICE_SYS_IMAGE_GUID)
 
 /* Port constants missing from <infiniband/verbs.h> (IB spec values). */
 #define IB_PHYS_STATE_LINK_UP	5
@@ -82,8 +83,8 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->max_qp_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_qp_init_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_res_rd_atom = IBVD_MAX_QP_RD_ATOM * IBVD_MAX_QP;
-	/* No engine executes atomics yet: say so, or tools would try them. */
-	attr->atomic_cap = IBV_ATOMIC_NONE;
+	/* Atomic among the engine's own operations (engine/atomic.c). */
+	attr->atomic_cap = IBV_ATOMIC_HCA;
 	attr->max_mcast_grp = IBVD_MAX_MCAST_GRP;
 	attr->max_mcast_qp_attach = IBVD_MAX_MCAST_QP_ATTACH;
 	attr->max_total_mcast_qp_attach = IBVD_MAX_MCAST_GRP * IBVD_MAX_MCAST_QP_ATTACH;

@@ -18,10 +18,12 @@
 #include "request.h"
 #include "session.h"
 #include "util.h"
+#include "verbs.h"
 
 /*
  * Who may send what.  A fresh connection may list devices, open one (and
- * become its context) or start administering; queries need a context.
+ * become its context) or start administering; queries and verbs objects
+ * need a context.
  * Keep the table short and flat: a row is all the dispatcher needs.
  */
 static const struct ibvd_request_type request_types[] = {
@@ -40,6 +42,55 @@ static const struct ibvd_request_type request_types[] = {
 	  IBVD_SESSION_CONTEXT, ibvd_req_query_pkey },
 	{ IBVD_MSG_ADMIN, "ADMIN", &ibvd__admin_request__descriptor, 0,
 	  IBVD_SESSION_FRESH | IBVD_SESSION_ADMIN, ibvd_req_admin },
+
+	/* verbs objects (verbs.h): only on a device context */
+#define CTX IBVD_SESSION_CONTEXT
+	{ IBVD_MSG_ATTACH_MEMORY, "ATTACH_MEMORY",
+	  &ibvd__attach_memory__descriptor, 1, CTX, ibvd_req_attach_memory },
+	{ IBVD_MSG_ALLOC_PD, "ALLOC_PD", NULL, 0, CTX, ibvd_req_alloc_pd },
+	{ IBVD_MSG_DEALLOC_PD, "DEALLOC_PD", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_dealloc_pd },
+	{ IBVD_MSG_REG_MR, "REG_MR", &ibvd__reg_mr__descriptor, 0,
+	  CTX, ibvd_req_reg_mr },
+	{ IBVD_MSG_REREG_MR, "REREG_MR", &ibvd__rereg_mr__descriptor, 0,
+	  CTX, ibvd_req_rereg_mr },
+	{ IBVD_MSG_DEREG_MR, "DEREG_MR", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_dereg_mr },
+	{ IBVD_MSG_CREATE_COMP_CHANNEL, "CREATE_COMP_CHANNEL", NULL, 0,
+	  CTX, ibvd_req_create_comp_channel },
+	{ IBVD_MSG_DESTROY_COMP_CHANNEL, "DESTROY_COMP_CHANNEL",
+	  &ibvd__handle__descriptor, 0, CTX, ibvd_req_destroy_comp_channel },
+	{ IBVD_MSG_CREATE_CQ, "CREATE_CQ", &ibvd__create_cq__descriptor, 0,
+	  CTX, ibvd_req_create_cq },
+	{ IBVD_MSG_RESIZE_CQ, "RESIZE_CQ", &ibvd__resize_cq__descriptor, 0,
+	  CTX, ibvd_req_resize_cq },
+	{ IBVD_MSG_DESTROY_CQ, "DESTROY_CQ", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_destroy_cq },
+	{ IBVD_MSG_CREATE_QP, "CREATE_QP", &ibvd__create_qp__descriptor, 0,
+	  CTX, ibvd_req_create_qp },
+	{ IBVD_MSG_MODIFY_QP, "MODIFY_QP", &ibvd__modify_qp__descriptor, 0,
+	  CTX, ibvd_req_modify_qp },
+	{ IBVD_MSG_QUERY_QP, "QUERY_QP", &ibvd__query_qp__descriptor, 0,
+	  CTX, ibvd_req_query_qp },
+	{ IBVD_MSG_DESTROY_QP, "DESTROY_QP", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_destroy_qp },
+	{ IBVD_MSG_CREATE_SRQ, "CREATE_SRQ", &ibvd__create_srq__descriptor, 0,
+	  CTX, ibvd_req_create_srq },
+	{ IBVD_MSG_MODIFY_SRQ, "MODIFY_SRQ", &ibvd__modify_srq__descriptor, 0,
+	  CTX, ibvd_req_modify_srq },
+	{ IBVD_MSG_QUERY_SRQ, "QUERY_SRQ", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_query_srq },
+	{ IBVD_MSG_DESTROY_SRQ, "DESTROY_SRQ", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_destroy_srq },
+	{ IBVD_MSG_CREATE_AH, "CREATE_AH", &ibvd__create_ah__descriptor, 0,
+	  CTX, ibvd_req_create_ah },
+	{ IBVD_MSG_DESTROY_AH, "DESTROY_AH", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_destroy_ah },
+	{ IBVD_MSG_ATTACH_MCAST, "ATTACH_MCAST", &ibvd__mcast__descriptor, 0,
+	  CTX, ibvd_req_attach_mcast },
+	{ IBVD_MSG_DETACH_MCAST, "DETACH_MCAST", &ibvd__mcast__descriptor, 0,
+	  CTX, ibvd_req_detach_mcast },
+#undef CTX
 };
 
 /* Protocol violations are the client's bug; log them, but not endlessly. */
@@ -68,6 +119,10 @@ int ibvd_call_error(struct ibvd_call *call, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(call->errmsg, sizeof(call->errmsg), fmt, ap);
 	va_end(ap);
+	/* Client words end up here: no control characters to forge lines. */
+	for (char *p = call->errmsg; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	return err;
 }
 
@@ -156,7 +211,7 @@ static void close_unclaimed_fds(struct ibvd_frame *frame)
 
 	for (i = 0; i < frame->nfds; i++)
 		if (frame->fds[i] >= 0)
-			close(frame->fds[i]);
+			ibvd_frame_close_fd(frame->fds[i]);	/* may block: hooked */
 	frame->nfds = 0;
 }
 

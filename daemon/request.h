@@ -8,9 +8,12 @@
  *
  * Handlers return 0 after replying with ibvd_call_reply() (or without
  * replying: the dispatcher then sends an empty reply), or a negative errno:
- * the dispatcher turns it into an Error reply (positive errnum plus
- * the message set with ibvd_call_error(), or strerror's).  That is the one
- * place where internal negative errnos become wire errors.
+ * unless a reply went out already or the session is closing, the
+ * dispatcher turns it into an Error reply (positive errnum plus the message
+ * set with ibvd_call_error(), or strerror's).  That is where a request's
+ * negative errno becomes a wire error; the only other Errors the daemon
+ * sends are about a connection, not a request (an unsupported version in
+ * session.c, a refused connection in server.c).
  */
 #ifndef IBVD_REQUEST_H
 #define IBVD_REQUEST_H

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
+#include "frame.h"
 #include "ibverbsd.h"
 #include "log.h"
 #include "server.h"
@@ -36,6 +37,8 @@ struct ibvd_server {
 	char *path;
 	dev_t file_dev;			/* the socket file we created */
 	ino_t file_ino;
+	int have_admin_gid;		/* IBVD_ADMIN_GROUP exists */
+	gid_t admin_gid;
 	struct event *accept_ev;
 	struct event *resume_ev;
 	struct ibvd_ratelimit refuse_rl;
@@ -131,8 +134,10 @@ static int make_parent_dirs(const char *path, char *err, size_t errlen)
 			continue;
 		*p = '\0';
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-			return -errno;
+			int ret = -errno;
+
+			snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-ret));
+			return ret;
 		}
 		*p = c;
 		if (!c)
@@ -200,27 +205,54 @@ static int lookup_group(const char *group, gid_t *gid)
 	return -ENOENT;
 }
 
-static int apply_access(const char *path, mode_t mode, const char *group,
-			char *err, size_t errlen)
+/*
+ * chmod and chgrp the socket file we bound, never what a symlink put in
+ * its place points to: open the path itself (O_PATH | O_NOFOLLOW), check
+ * that it is still our socket, and change that inode through the fd.
+ */
+static int apply_access(const struct ibvd_server *srv, mode_t mode,
+			const char *group, char *err, size_t errlen)
 {
-	gid_t gid;
+	const char *path = srv->path;
+	char proc_path[64];
+	struct stat st;
+	gid_t gid = (gid_t)-1;
+	int fd, ret = 0;
 
-	if (chmod(path, mode) < 0) {
-		snprintf(err, errlen, "chmod %04o %s: %s", (unsigned int)mode, path,
-			 strerror(errno));
-		return -errno;
-	}
-	if (!group || !*group)
-		return 0;
-	if (lookup_group(group, &gid) < 0) {
+	if (group && *group && lookup_group(group, &gid) < 0) {
 		snprintf(err, errlen, "socket group \"%s\" does not exist", group);
 		return -ENOENT;
 	}
-	if (chown(path, (uid_t)-1, gid) < 0) {
-		snprintf(err, errlen, "chgrp %s %s: %s", group, path, strerror(errno));
-		return -errno;
+	fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		goto out;
 	}
-	return 0;
+	if (!S_ISSOCK(st.st_mode) || st.st_dev != srv->file_dev ||
+	    st.st_ino != srv->file_ino) {
+		snprintf(err, errlen, "%s is no longer the socket the daemon bound",
+			 path);
+		ret = -ESTALE;
+		goto out;
+	}
+	/* fchmod() refuses an O_PATH fd; its /proc link reaches the inode. */
+	snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
+	if (chmod(proc_path, mode) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "chmod %04o %s: %s", (unsigned int)mode, path,
+			 strerror(-ret));
+		goto out;
+	}
+	if (group && *group &&
+	    fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "chgrp %s %s: %s", group, path, strerror(-ret));
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }
 
 static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
@@ -254,7 +286,7 @@ static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
 	}
 	srv->file_dev = st.st_dev;
 	srv->file_ino = st.st_ino;
-	ret = apply_access(path, mode, group, err, errlen);
+	ret = apply_access(srv, mode, group, err, errlen);
 	if (ret == 0 && listen(srv->fd, SOMAXCONN) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "listen %s: %s", path, strerror(-ret));
@@ -318,23 +350,96 @@ int ibvd_server_open(struct ibvd_server **ret_srv, const char *path,
 
 /* ---- accept ----------------------------------------------------------- */
 
-static void refuse(struct ibvd_server *srv, int fd, const char *why)
+/* Look up the admin group now, not at every accept (NSS may be slow). */
+static void lookup_admin_group(struct ibvd_server *srv)
 {
-	unsigned int missed;
+	struct group *gr = getgrnam(IBVD_ADMIN_GROUP);
 
-	close(fd);
-	if (ibvd_ratelimit_ok(&srv->refuse_rl, &missed))
-		log_warn("refusing a connection: %s%s", why,
-			 missed ? " (and others since the last message)" : "");
+	srv->have_admin_gid = gr != NULL;
+	srv->admin_gid = gr ? gr->gr_gid : 0;
+}
+
+/*
+ * Whether the peer had gid among its supplementary groups when it
+ * connected: SO_PEERGROUPS, like SO_PEERCRED, reports the credentials of
+ * connect() time, whatever the process became since.
+ */
+static int peer_in_group(int fd, gid_t gid)
+{
+	gid_t small[64], *groups = small;
+	socklen_t len = sizeof(small);
+	size_t i, n;
+	int found = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		/* ERANGE: len now says how much room it takes. */
+		if (errno != ERANGE || !(groups = malloc(len)))
+			return 0;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+			len = 0;
+	}
+	n = len / sizeof(*groups);
+	for (i = 0; i < n && !found; i++)
+		found = groups[i] == gid;
+	if (groups != small)
+		free(groups);
+	return found;
+}
+
+/* Root, or a member of the admin group: may administer, and is not capped. */
+static int peer_privileged(const struct ibvd_server *srv, int fd,
+			   const struct ucred *cred)
+{
+	if (cred->uid == 0)
+		return 1;
+	if (!srv->have_admin_gid)
+		return 0;
+	return cred->gid == srv->admin_gid || peer_in_group(fd, srv->admin_gid);
+}
+
+/* Why a new connection from cred cannot be served, or NULL if it can. */
+static const char *over_limit(const struct ibvd_daemon *d,
+			      const struct ucred *cred, int privileged)
+{
+	const struct ibvd_session *s;
+	unsigned int same_uid = 0;
+
+	if (d->nsessions >= IBVD_MAX_SESSIONS)
+		return "too many clients";
+	if (privileged)
+		return NULL;
+	/* The last slots stay free for root to look at what is going on. */
+	if (d->nsessions >= IBVD_MAX_SESSIONS - IBVD_SESSIONS_RESERVED)
+		return "too many clients";
+	TAILQ_FOREACH(s, &d->sessions, link)
+		if (s->cred.uid == cred->uid &&
+		    ++same_uid >= IBVD_MAX_SESSIONS_PER_UID)
+			return "too many clients of this uid";
+	return NULL;
+}
+
+/*
+ * Tell the client why before closing, so that it reports more than a
+ * closed connection.  req_id 0 is never a request's: the Error is about
+ * the connection.
+ */
+static void refuse(struct ibvd_server *srv, int fd, const struct ucred *cred,
+		   const char *why)
+{
+	ibvd_frame_send_error(fd, 0, EAGAIN, why, MSG_DONTWAIT);
+	ibvd_close_client_socket(fd);
+	ibvd_log_ratelimited(&srv->refuse_rl, IBVD_LOG_WARNING,
+			     "refusing a connection from pid %d uid %u: %s",
+			     (int)cred->pid, (unsigned int)cred->uid, why);
 }
 
 static void pause_accepting(struct ibvd_server *srv, int err)
 {
 	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
-	unsigned int missed;
 
-	if (ibvd_ratelimit_ok(&srv->refuse_rl, &missed))
-		log_warn("accept: %s; pausing for %d ms", strerror(err), ACCEPT_PAUSE_MS);
+	ibvd_log_ratelimited(&srv->refuse_rl, IBVD_LOG_WARNING,
+			     "accept: %s; pausing for %d ms", strerror(err),
+			     ACCEPT_PAUSE_MS);
 	event_del(srv->accept_ev);
 	evtimer_add(srv->resume_ev, &tv);
 }
@@ -346,11 +451,35 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 	event_add(srv->accept_ev, NULL);
 }
 
+/* Serve an accepted connection, or refuse it. */
+static void accept_client(struct ibvd_server *srv, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	const char *why;
+	int privileged, ret;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		ret = -errno;
+		log_warn("cannot set up a client: SO_PEERCRED: %s", strerror(-ret));
+		ibvd_close_client_socket(fd);
+		return;
+	}
+	privileged = peer_privileged(srv, fd, &cred);
+	why = over_limit(srv->d, &cred, privileged);
+	if (why) {
+		refuse(srv, fd, &cred, why);
+		return;
+	}
+	ret = ibvd_session_new(srv->d, fd, &cred, privileged);
+	if (ret < 0)
+		log_warn("cannot set up a client: %s", strerror(-ret));
+}
+
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct ibvd_server *srv = arg;
-	struct ibvd_daemon *d = srv->d;
-	int i, fd, ret;
+	int i, fd;
 
 	for (i = 0; i < ACCEPT_BURST; i++) {
 		fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -364,19 +493,19 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
-		if (d->nsessions >= IBVD_MAX_SESSIONS) {
-			refuse(srv, fd, "too many clients");
-			continue;
-		}
-		ret = ibvd_session_new(d, fd);
-		if (ret < 0)
-			log_warn("cannot set up a client: %s", strerror(-ret));
+		accept_client(srv, fd);
 	}
 }
 
 int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d)
 {
+	int ret;
+
 	srv->d = d;
+	lookup_admin_group(srv);
+	ret = ibvd_sessions_start(d);
+	if (ret < 0)
+		return ret;
 	srv->accept_ev = event_new(d->base, srv->fd, EV_READ | EV_PERSIST,
 				   accept_cb, srv);
 	srv->resume_ev = evtimer_new(d->base, resume_cb, srv);
@@ -398,9 +527,11 @@ int ibvd_server_activated(const struct ibvd_server *srv)
 int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 			   const char *group, char *err, size_t errlen)
 {
+	/* The group may have been created since: a reload looks again. */
+	lookup_admin_group(srv);
 	if (srv->activated)
 		return 0;
-	return apply_access(srv->path, mode, group, err, errlen);
+	return apply_access(srv, mode, group, err, errlen);
 }
 
 /* Remove the socket file, unless someone replaced it since we bound it. */

@@ -4,6 +4,8 @@
 #include <config.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,18 +24,217 @@
 /* Framing violations and slow readers: one line each, but not a flood. */
 static struct ibvd_ratelimit drop_rl = IBVD_RATELIMIT_INIT(10);
 
+/* ---- the closer thread ------------------------------------------------ */
+
+/*
+ * Client fds are closed here, never on the control thread: the last
+ * close() of a TCP socket with SO_LINGER and unsent data waits for the
+ * linger time, that of a FUSE file for its server.  The queue is bounded;
+ * when it is full the fds wait in a backlog on the control thread and the
+ * session whose frame brought them is not read until the backlog has
+ * drained, so a session holds at most one frame's worth there.
+ */
+#define CLOSER_QUEUE_LEN	1024
+/* How often a backlog is moved into the queue again. */
+#define CLOSER_RETRY_MS		100
+/* At shutdown, how long to let the thread finish the queue. */
+#define CLOSER_STOP_WAIT_S	1
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int fds[CLOSER_QUEUE_LEN];	/* a ring: count fds from head */
+	unsigned int head, count;
+	int stopping;
+	pthread_t thread;
+	int running;
+
+	/* control thread only */
+	struct ibvd_daemon *d;
+	int *backlog;
+	size_t nbacklog, backlog_cap;
+	struct event *retry_ev;
+} closer = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.wake = PTHREAD_COND_INITIALIZER,
+};
+
+static void *closer_main(void *arg)
+{
+	int fd;
+
+	pthread_mutex_lock(&closer.lock);
+	for (;;) {
+		while (!closer.count && !closer.stopping)
+			pthread_cond_wait(&closer.wake, &closer.lock);
+		if (!closer.count)
+			break;
+		fd = closer.fds[closer.head];
+		closer.head = (closer.head + 1) % CLOSER_QUEUE_LEN;
+		closer.count--;
+		pthread_mutex_unlock(&closer.lock);
+		close(fd);
+		pthread_mutex_lock(&closer.lock);
+	}
+	pthread_mutex_unlock(&closer.lock);
+	return arg;
+}
+
+/* Queue fd for the thread: 0, or -EAGAIN when the queue is full. */
+static int closer_push(int fd)
+{
+	int ret = -EAGAIN;
+
+	pthread_mutex_lock(&closer.lock);
+	if (closer.count < CLOSER_QUEUE_LEN) {
+		closer.fds[(closer.head + closer.count) % CLOSER_QUEUE_LEN] = fd;
+		closer.count++;
+		pthread_cond_signal(&closer.wake);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&closer.lock);
+	return ret;
+}
+
+static void closer_schedule_retry(void)
+{
+	struct timeval tv = { 0, CLOSER_RETRY_MS * 1000 };
+
+	if (closer.retry_ev && !evtimer_pending(closer.retry_ev, NULL))
+		evtimer_add(closer.retry_ev, &tv);
+}
+
+void ibvd_close_client_fd(int fd)
+{
+	int *grown;
+	size_t cap;
+
+	if (fd < 0)
+		return;
+	if (closer.running && !closer.nbacklog && closer_push(fd) == 0)
+		return;
+	if (!closer.running) {
+		close(fd);		/* before start or after stop */
+		return;
+	}
+	if (closer.nbacklog == closer.backlog_cap) {
+		cap = closer.backlog_cap ? 2 * closer.backlog_cap : 256;
+		grown = realloc(closer.backlog, cap * sizeof(*grown));
+		if (!grown) {
+			/* Rather a close that may block than a leak. */
+			close(fd);
+			return;
+		}
+		closer.backlog = grown;
+		closer.backlog_cap = cap;
+	}
+	closer.backlog[closer.nbacklog++] = fd;
+	closer_schedule_retry();
+}
+
+void ibvd_close_client_socket(int fd)
+{
+	/*
+	 * The client sees the hang-up now, even while the closer is stuck
+	 * on another fd; the close itself may release fds still queued.
+	 */
+	shutdown(fd, SHUT_RDWR);
+	ibvd_close_client_fd(fd);
+}
+
+/* Move the backlog into the queue; then read the paused sessions again. */
+static void closer_retry_cb(evutil_socket_t unused, short what, void *arg)
+{
+	struct ibvd_session *s;
+	size_t done = 0;
+
+	while (done < closer.nbacklog && closer_push(closer.backlog[done]) == 0)
+		done++;
+	memmove(closer.backlog, closer.backlog + done,
+		(closer.nbacklog - done) * sizeof(*closer.backlog));
+	closer.nbacklog -= done;
+	if (closer.nbacklog) {
+		closer_schedule_retry();
+		return;
+	}
+	TAILQ_FOREACH(s, &closer.d->sessions, link)
+		if (s->paused && !s->closing) {
+			s->paused = 0;
+			event_add(s->read_ev, NULL);
+		}
+}
+
+int ibvd_sessions_start(struct ibvd_daemon *d)
+{
+	sigset_t all, old;
+	int ret;
+
+	closer.d = d;
+	closer.retry_ev = evtimer_new(d->base, closer_retry_cb, NULL);
+	if (!closer.retry_ev)
+		return -ENOMEM;
+	/* Signals are the control thread's business. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = -pthread_create(&closer.thread, NULL, closer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret < 0) {
+		event_free(closer.retry_ev);
+		closer.retry_ev = NULL;
+		return ret;
+	}
+	closer.running = 1;
+	ibvd_frame_set_close_hook(ibvd_close_client_fd);
+	return 0;
+}
+
+/*
+ * Let the thread close what is queued, for a moment: one stuck close must
+ * not hold up the exit (the kernel closes whatever is left).
+ */
+static void closer_stop(void)
+{
+	struct timespec deadline;
+
+	if (!closer.running)
+		return;
+	ibvd_frame_set_close_hook(NULL);
+	pthread_mutex_lock(&closer.lock);
+	closer.stopping = 1;
+	pthread_cond_signal(&closer.wake);
+	pthread_mutex_unlock(&closer.lock);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += CLOSER_STOP_WAIT_S;
+	if (pthread_timedjoin_np(closer.thread, NULL, &deadline) != 0)
+		pthread_detach(closer.thread);
+	closer.running = 0;
+	/* What never made it into the queue is left to the exit, too. */
+	free(closer.backlog);
+	closer.nbacklog = 0;
+	closer.backlog = NULL;
+	closer.backlog_cap = 0;
+	event_free(closer.retry_ev);
+	closer.retry_ev = NULL;
+}
+
 unsigned int ibvd_session_idle_timeout(void)
 {
-	const char *env = getenv("IBVERBSD_IDLE_TIMEOUT");
+	/* Read once: it is re-armed after every busy wakeup. */
+	static unsigned int secs;
+	const char *env;
+	unsigned long n;
 	char *end;
-	unsigned long secs;
 
-	if (!env || !*env)
-		return IBVD_SESSION_IDLE_TIMEOUT;
-	secs = strtoul(env, &end, 10);
-	if (*end || secs == 0 || secs > 86400)
-		return IBVD_SESSION_IDLE_TIMEOUT;
-	return (unsigned int)secs;
+	if (secs)
+		return secs;
+	secs = IBVD_SESSION_IDLE_TIMEOUT;
+	env = getenv("IBVERBSD_IDLE_TIMEOUT");
+	if (env && *env) {
+		n = strtoul(env, &end, 10);
+		if (!*end && n > 0 && n <= 86400)
+			secs = (unsigned int)n;
+	}
+	return secs;
 }
 
 /* The peer names itself; keep its name printable before it reaches a log. */
@@ -61,16 +262,14 @@ static void read_comm(pid_t pid, char *comm, size_t len)
 		snprintf(comm, len, "?");
 }
 
+/* ---- sessions ---------------------------------------------------------- */
+
 static void log_drop(const struct ibvd_session *s, const char *why)
 {
-	unsigned int missed;
-
-	if (!ibvd_ratelimit_ok(&drop_rl, &missed))
-		return;
-	log_notice("client %llu (pid %d uid %u %s): %s; disconnecting%s",
-		   (unsigned long long)s->id, (int)s->cred.pid,
-		   (unsigned int)s->cred.uid, s->comm, why,
-		   missed ? " (similar messages suppressed)" : "");
+	ibvd_log_ratelimited(&drop_rl, IBVD_LOG_NOTICE,
+			     "client %llu (pid %d uid %u %s): %s; disconnecting",
+			     (unsigned long long)s->id, (int)s->cred.pid,
+			     (unsigned int)s->cred.uid, s->comm, why);
 }
 
 static void session_destroy(struct ibvd_session *s)
@@ -81,7 +280,7 @@ static void session_destroy(struct ibvd_session *s)
 		ibvd_context_free(s->ctx);
 	event_free(s->read_ev);
 	event_free(s->idle_ev);
-	close(s->fd);
+	ibvd_close_client_socket(s->fd);
 	TAILQ_REMOVE(&d->sessions, s, link);
 	d->nsessions--;
 	log_debug("client %llu: closed", (unsigned long long)s->id);
@@ -99,8 +298,11 @@ void ibvd_session_close(struct ibvd_session *s)
 	if (s->ctx)
 		ibvd_context_free(s->ctx);
 	if (s->in_callback) {
+		/* No request may find a context session without its context. */
+		s->state = IBVD_SESSION_CLOSED;
 		s->closing = 1;
 		event_del(s->read_ev);
+		event_del(s->idle_ev);
 		return;
 	}
 	session_destroy(s);
@@ -112,6 +314,7 @@ void ibvd_session_close_all(struct ibvd_daemon *d)
 
 	while ((s = TAILQ_FIRST(&d->sessions)))
 		session_destroy(s);
+	closer_stop();
 }
 
 int ibvd_session_send(struct ibvd_session *s, uint16_t type, uint32_t req_id,
@@ -163,16 +366,41 @@ static void session_lost(struct ibvd_session *s, int ret,
 	ibvd_session_close(s);
 }
 
+/*
+ * A fresh or admin connection holds nothing worth keeping: it is dropped
+ * once silent for the idle timeout (counted from its last frame), so that
+ * idle connections cannot pile up to the connection caps.  A device
+ * context is the client's to keep.
+ */
+static void session_arm_idle(struct ibvd_session *s)
+{
+	struct timeval idle = { .tv_sec = ibvd_session_idle_timeout() };
+
+	if (s->state == IBVD_SESSION_CONTEXT)
+		evtimer_del(s->idle_ev);
+	else
+		evtimer_add(s->idle_ev, &idle);
+}
+
+/* The backlog grew under this session's frame: read it again later. */
+static void session_pause(struct ibvd_session *s)
+{
+	s->paused = 1;
+	event_del(s->read_ev);
+}
+
 static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ibvd_session *s = arg;
 	struct ibvd_frame frame;
-	unsigned int i;
+	unsigned int handled = 0;
+	size_t backlog;
 	int ret;
 
 	s->in_callback = 1;
 	/* At most a burst per wakeup; the event fires again if more wait. */
-	for (i = 0; i < IBVD_SESSION_BURST && !s->closing; i++) {
+	while (handled < IBVD_SESSION_BURST && !s->closing) {
+		backlog = closer.nbacklog;
 		ret = ibvd_frame_recv(s->fd, s->daemon->rxbuf, IBVD_FRAME_MAX,
 				      &frame, MSG_DONTWAIT);
 		if (ret == -EAGAIN)
@@ -181,9 +409,15 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 			session_lost(s, ret, &frame);
 			break;
 		}
-		evtimer_del(s->idle_ev);
 		ibvd_request_dispatch(s, &frame);
+		handled++;
+		if (closer.nbacklog > backlog && !s->closing) {
+			session_pause(s);
+			break;
+		}
 	}
+	if (handled && !s->closing)
+		session_arm_idle(s);
 	s->in_callback = 0;
 	if (s->closing)
 		session_destroy(s);
@@ -192,8 +426,11 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 static void session_idle_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ibvd_session *s = arg;
+	char why[64];
 
-	log_drop(s, "sent nothing since it connected");
+	snprintf(why, sizeof(why), "silent for %u s",
+		 ibvd_session_idle_timeout());
+	log_drop(s, why);
 	ibvd_session_close(s);
 }
 
@@ -212,33 +449,32 @@ static int session_events(struct ibvd_session *s)
 	return 0;
 }
 
-int ibvd_session_new(struct ibvd_daemon *d, int fd)
+int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
+		     int privileged)
 {
 	struct ibvd_session *s = calloc(1, sizeof(*s));
-	socklen_t len = sizeof(s->cred);
 	int ret;
 
 	if (!s) {
-		close(fd);
+		ibvd_close_client_socket(fd);
 		return -ENOMEM;
 	}
 	s->daemon = d;
 	s->fd = fd;
 	s->id = ++d->next_session_id;
 	s->state = IBVD_SESSION_FRESH;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
-		ret = -errno;
-		goto fail;
-	}
+	s->cred = *cred;
+	s->privileged = privileged;
 	read_comm(s->cred.pid, s->comm, sizeof(s->comm));
 	ret = session_events(s);
 	if (ret < 0)
 		goto fail;
 	TAILQ_INSERT_TAIL(&d->sessions, s, link);
 	d->nsessions++;
-	log_debug("client %llu: connected: pid %d uid %u gid %u comm %s",
+	log_debug("client %llu: connected: pid %d uid %u gid %u comm %s%s",
 		  (unsigned long long)s->id, (int)s->cred.pid,
-		  (unsigned int)s->cred.uid, (unsigned int)s->cred.gid, s->comm);
+		  (unsigned int)s->cred.uid, (unsigned int)s->cred.gid, s->comm,
+		  privileged ? " (admin)" : "");
 	ibvd_notify_status(d->notify);
 	return 0;
 fail:
@@ -246,7 +482,7 @@ fail:
 		event_free(s->read_ev);
 	if (s->idle_ev)
 		event_free(s->idle_ev);
-	close(fd);
+	ibvd_close_client_socket(fd);
 	free(s);
 	return ret;
 }

@@ -5,6 +5,10 @@
  * (it then owns every object made through it, until it closes); ADMIN
  * turns it into an ibvctl session.  Peer credentials are read once, at
  * accept.  Closing a session destroys everything it owned.
+ *
+ * fds a client passes us are never closed on the control thread: closing
+ * the last reference to a file can block (a TCP socket lingering on unsent
+ * data, a FUSE file), so a closer thread does it (ibvd_close_client_fd).
  */
 #ifndef IBVD_SESSION_H
 #define IBVD_SESSION_H
@@ -24,10 +28,20 @@ enum ibvd_session_state {
 };
 #define IBVD_SESSION_ANY	(IBVD_SESSION_FRESH | IBVD_SESSION_CONTEXT | \
 				 IBVD_SESSION_ADMIN)
+/*
+ * Closed from inside its own callback, destroyed when that returns: no
+ * request is allowed any more.  Not an enumerator, as no request row or
+ * state switch has a use for it.
+ */
+#define IBVD_SESSION_CLOSED	((enum ibvd_session_state)0)
 
 /* Frames handled per wakeup, so one busy client cannot starve the rest. */
 #define IBVD_SESSION_BURST	16
-/* Seconds a fresh connection may stay silent ($IBVERBSD_IDLE_TIMEOUT). */
+/*
+ * Seconds a fresh or admin connection may stay silent, after connecting or
+ * after its last request ($IBVERBSD_IDLE_TIMEOUT); a device context may
+ * stay idle as long as it likes.
+ */
 #define IBVD_SESSION_IDLE_TIMEOUT	30
 
 struct event;
@@ -38,17 +52,26 @@ struct ibvd_session {
 	uint64_t id;			/* for logs: "client 7" */
 	int fd;
 	struct ucred cred;		/* pid (0 if not in our pid ns), uid, gid */
+	int privileged;			/* root, or in IBVD_ADMIN_GROUP */
 	char comm[17];			/* /proc/PID/comm at accept, sanitized */
 	enum ibvd_session_state state;
 	struct ibvd_context *ctx;	/* when state is CONTEXT */
 	struct event *read_ev;
-	struct event *idle_ev;		/* armed until the first frame */
+	struct event *idle_ev;		/* armed unless state is CONTEXT */
 	int in_callback;		/* closing must wait until we return */
 	int closing;
+	int paused;			/* its fds wait for the closer: not read */
 };
 
-/* Set up a session for an accepted socket (takes ownership of fd). */
-int ibvd_session_new(struct ibvd_daemon *d, int fd);
+/* Start the closer thread; call once, before the first session. */
+int ibvd_sessions_start(struct ibvd_daemon *d);
+
+/*
+ * Set up a session for an accepted socket whose peer is cred (takes
+ * ownership of fd).
+ */
+int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
+		     int privileged);
 
 /*
  * Disconnect and destroy the session and all it owns.  From inside the
@@ -56,8 +79,20 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd);
  */
 void ibvd_session_close(struct ibvd_session *s);
 
-/* Close every session (shutdown). */
+/* Close every session and stop the closer thread (shutdown). */
 void ibvd_session_close_all(struct ibvd_daemon *d);
+
+/*
+ * Close an fd a client passed us without blocking the control thread
+ * (control thread only; also frame.c's close hook once started).
+ */
+void ibvd_close_client_fd(int fd);
+
+/*
+ * Hang up on a client's connection and close it the same way: its queue
+ * may still hold frames with fds, which the close releases.
+ */
+void ibvd_close_client_socket(int fd);
 
 /*
  * Send one frame to the client without blocking.  A client whose socket is
@@ -69,7 +104,7 @@ int ibvd_session_send(struct ibvd_session *s, uint16_t type, uint32_t req_id,
 		      const ProtobufCMessage *msg, const int *fds,
 		      unsigned int nfds);
 
-/* Idle timeout in seconds for fresh connections (env override for tests). */
+/* Idle timeout in seconds (env override for tests). */
 unsigned int ibvd_session_idle_timeout(void);
 
 #endif /* IBVD_SESSION_H */

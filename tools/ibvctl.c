@@ -105,7 +105,10 @@ static char **request_argv(const struct ibvctl_cmd *cmd, size_t *n)
 	return argv;
 }
 
-/* Ask the daemon; on success *json is the reply's JSON (caller frees). */
+/*
+ * Ask the daemon; on success *json is the reply's JSON (caller frees).
+ * Every failure is reported here, once.
+ */
 static int admin_call(const struct options *o, const struct ibvctl_cmd *cmd,
 		      char **json)
 {
@@ -116,8 +119,10 @@ static int admin_call(const struct options *o, const struct ibvctl_cmd *cmd,
 	int ret;
 
 	req.argv = request_argv(cmd, &req.n_argv);
-	if (!req.argv)
+	if (!req.argv) {
+		fprintf(stderr, "ibvctl: %s\n", strerror(ENOMEM));
 		return -ENOMEM;
+	}
 	req.details = o->details;
 
 	ret = ibvd_conn_open(&conn, path);
@@ -133,8 +138,10 @@ static int admin_call(const struct options *o, const struct ibvctl_cmd *cmd,
 		goto out_close;
 	}
 	*json = strdup(reply->json ? reply->json : "");
-	if (!*json)
+	if (!*json) {
+		fprintf(stderr, "ibvctl: %s\n", strerror(ENOMEM));
 		ret = -ENOMEM;
+	}
 	ibvd__admin_reply__free_unpacked(reply, NULL);
 out_close:
 	ibvd_conn_close(&conn);
@@ -167,8 +174,6 @@ int main(int argc, char *argv[])
 	o.out.pretty = o.out.pretty && o.out.json;
 
 	ret = admin_call(&o, &cmd, &json);
-	if (ret == -ENOMEM)
-		fprintf(stderr, "ibvctl: %s\n", strerror(ENOMEM));
 	if (ret == 0)
 		ret = ibvctl_print(&cmd, json, &o.out);
 	free(json);

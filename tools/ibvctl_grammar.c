@@ -104,8 +104,10 @@ static int match_word(const char *word, const void *table, size_t stride,
 			continue;
 		found = (int)i;
 		count++;
-		used += (size_t)snprintf(amb + used, used < amb_len ? amb_len - used : 0,
-					 "%s%s", count > 1 ? ", " : "", name);
+		/* snprintf returns what it wanted to write: stay inside amb. */
+		if (used < amb_len)
+			used += (size_t)snprintf(amb + used, amb_len - used, "%s%s",
+						 count > 1 ? ", " : "", name);
 	}
 	return count > 1 ? -EEXIST : found;
 }

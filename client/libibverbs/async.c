@@ -110,6 +110,48 @@ static int daemon_gone(struct ibvd_context *ictx,
 	return 1;
 }
 
+/* Count one more event handed out for an object, for its destroy's wait. */
+static void count_delivery(pthread_mutex_t *mutex, uint32_t *delivered)
+{
+	pthread_mutex_lock(mutex);
+	(*delivered)++;
+	pthread_mutex_unlock(mutex);
+}
+
+/*
+ * Name the object an event's handle refers to: 1 if it is one of ours
+ * (counted as delivered, so destroying it waits for the ack), 0 if it is
+ * gone (destroyed while the event was queued) and the event is dropped.
+ * WQs do not exist here.
+ */
+static int object_event(struct ibvd_context *ictx, enum event_element kind,
+			uint32_t handle, struct ibv_async_event *event)
+{
+	struct ibvd_cq *cq = NULL;
+	struct ibvd_qp *qp = NULL;
+	struct ibvd_srq *srq = NULL;
+
+	pthread_mutex_lock(&ictx->obj_lock);
+	if (kind == ELEMENT_CQ)
+		cq = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_CQ);
+	else if (kind == ELEMENT_QP)
+		qp = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_QP);
+	else if (kind == ELEMENT_SRQ)
+		srq = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_SRQ);
+	if (cq) {
+		count_delivery(&cq->cq.mutex, &cq->async_delivered);
+		event->element.cq = &cq->cq;
+	} else if (qp) {
+		count_delivery(&qp->qp.mutex, &qp->async_delivered);
+		event->element.qp = &qp->qp;
+	} else if (srq) {
+		count_delivery(&srq->srq.mutex, &srq->async_delivered);
+		event->element.srq = &srq->srq;
+	}
+	pthread_mutex_unlock(&ictx->obj_lock);
+	return cq || qp || srq;
+}
+
 /*
  * Turn the daemon's message into an event: 1 if there is one for the app,
  * 0 if the message is to be dropped.
@@ -130,11 +172,7 @@ static int event_from_msg(struct ibvd_context *ictx, const Ibvd__AsyncEvent *m,
 		event->element.port_num = 0;
 		return claim_fatal(ictx) ? 1 : 0;
 	default:
-		/*
-		 * Object events carry the object's handle.  No CQ, QP, SRQ or
-		 * WQ can be created yet, so no handle can name one of ours.
-		 */
-		return 0;
+		return object_event(ictx, element_of(type), m->handle, event);
 	}
 }
 

@@ -1,7 +1,8 @@
 /*
  * Device contexts: ibv_open_device() opens one daemon connection per
- * context (DESIGN.md §3.3); the daemon answers OPEN_DEVICE with the async
- * event socket.
+ * context (DESIGN.md §3.3); the daemon answers OPEN_DEVICE with three fds:
+ * the async event socket, the context page (doorbells, ring.h) and the
+ * eventfd that wakes a sleeping engine.
  *
  * The context is laid out as rdma-core does it (abi.md §2.3): our private
  * struct starts with struct verbs_context, whose last member is the public
@@ -14,10 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
+
+/* OPEN_DEVICE's reply fds, in this order. */
+enum {
+	OPEN_FD_ASYNC,
+	OPEN_FD_CTX_PAGE,
+	OPEN_FD_KICK,
+	OPEN_NFDS,
+};
 
 /* Debian's binaries hard-code these offsets and sizes (abi.md §0.6). */
 _Static_assert(sizeof(struct ibv_context) == 328, "ibv_context size");
@@ -32,14 +42,15 @@ _Static_assert(offsetof(struct ibvd_device, device) == 0,
 
 /*
  * Every op a context offers.  Hot-path ops are called by header inlines
- * without a NULL check, so each has at least an EOPNOTSUPP stub; so does
- * close_xrcd (ibv_close_xrcd calls it unchecked).  Extended ops left NULL
- * make their inline return EOPNOTSUPP.  Implementing a verb means replacing
- * its entry here.
+ * without a NULL check, so each is set; so is close_xrcd (ibv_close_xrcd
+ * calls it unchecked), as an EOPNOTSUPP stub, like the memory-window ops.
+ * Extended ops left NULL make their inline return EOPNOTSUPP.
  */
 static const struct verbs_context context_template = {
 	.query_port = ibvd_query_port_op,
 	.query_device_ex = ibvd_query_device_ex_op,
+	.create_qp_ex = ibvd_create_qp_ex_op,
+	.create_srq_ex = ibvd_create_srq_ex_op,
 	.close_xrcd = ibvd_close_xrcd_unsupported,
 	.sz = sizeof(struct verbs_context),
 	.context = {
@@ -49,11 +60,11 @@ static const struct verbs_context context_template = {
 			.alloc_mw = ibvd_alloc_mw_unsupported,
 			.bind_mw = ibvd_bind_mw_unsupported,
 			.dealloc_mw = ibvd_dealloc_mw_unsupported,
-			.poll_cq = ibvd_poll_cq_unsupported,
-			.req_notify_cq = ibvd_req_notify_cq_unsupported,
-			.post_srq_recv = ibvd_post_srq_recv_unsupported,
-			.post_send = ibvd_post_send_unsupported,
-			.post_recv = ibvd_post_recv_unsupported,
+			.poll_cq = ibvd_poll_cq_op,
+			.req_notify_cq = ibvd_req_notify_cq_op,
+			.post_srq_recv = ibvd_post_srq_recv_op,
+			.post_send = ibvd_post_send_op,
+			.post_recv = ibvd_post_recv_op,
 		},
 		.cmd_fd = -1,
 		.async_fd = -1,
@@ -70,8 +81,10 @@ static struct ibvd_context *context_new(struct ibvd_device *dev)
 	ictx->vctx = context_template;
 	ictx->vctx.context.device = &dev->device;
 	ictx->conn.sock = -1;
+	ictx->kick_fd = -1;
 	pthread_mutex_init(&ictx->vctx.context.mutex, NULL);
 	pthread_mutex_init(&ictx->async_lock, NULL);
+	pthread_mutex_init(&ictx->obj_lock, NULL);
 	ictx->dev = dev;
 	ibvd_device_get(dev);
 	return ictx;
@@ -82,6 +95,12 @@ static void context_free(struct ibvd_context *ictx)
 	ibvd_conn_close(&ictx->conn);
 	if (ictx->vctx.context.async_fd >= 0)
 		close(ictx->vctx.context.async_fd);
+	if (ictx->ctx_page)
+		munmap(ictx->ctx_page, IBVD_CTX_PAGE_SIZE);
+	if (ictx->kick_fd >= 0)
+		close(ictx->kick_fd);
+	ibvd_obj_free_all(ictx);
+	pthread_mutex_destroy(&ictx->obj_lock);
 	pthread_mutex_destroy(&ictx->async_lock);
 	pthread_mutex_destroy(&ictx->vctx.context.mutex);
 	ibvd_device_put(ictx->dev);
@@ -102,14 +121,61 @@ static int comp_vectors(uint32_t from_daemon)
 	return from_daemon > INT_MAX ? INT_MAX : (int)from_daemon;
 }
 
-/* Connect, send OPEN_DEVICE and take the async socket from the reply. */
+/*
+ * Map the context page: the engine's half read-only (nothing the client
+ * writes there can mislead us about the engine sleeping), our half, the
+ * doorbells, read-write.
+ */
+static int map_ctx_page(struct ibvd_context *ictx, int fd)
+{
+	struct ibvd_map map;
+	int ret;
+
+	ret = ibvd_map_fd(fd, IBVD_CTX_PAGE_SIZE, &map);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_map_writable(&map, fd, IBVD_PAGE_SIZE, IBVD_PAGE_SIZE);
+	if (ret < 0) {
+		ibvd_unmap(&map);
+		return ret;
+	}
+	ictx->ctx_page = map.addr;
+	ictx->db_engine = map.addr;
+	ictx->db_client = (struct ibvd_ctx_client *)
+		((uint8_t *)map.addr + IBVD_PAGE_SIZE);
+	return 0;
+}
+
+/* Take the reply's fds; close every one that is not kept. */
+static int take_open_fds(struct ibvd_context *ictx, int *fds, unsigned int nfds)
+{
+	unsigned int i;
+	int ret = -EPROTO;
+
+	if (nfds != OPEN_NFDS)
+		goto out;
+	ret = map_ctx_page(ictx, fds[OPEN_FD_CTX_PAGE]);
+	if (ret < 0)
+		goto out;
+	ictx->vctx.context.async_fd = fds[OPEN_FD_ASYNC];
+	ictx->kick_fd = fds[OPEN_FD_KICK];
+	fds[OPEN_FD_ASYNC] = fds[OPEN_FD_KICK] = -1;
+out:
+	for (i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return ret;
+}
+
+/* Connect, send OPEN_DEVICE and take the fds of the reply. */
 static int open_on_daemon(struct ibvd_context *ictx)
 {
 	Ibvd__OpenDevice req = IBVD__OPEN_DEVICE__INIT;
 	Ibvd__OpenDeviceReply *reply = NULL;
 	struct ibv_context *ctx = &ictx->vctx.context;
-	unsigned int nfds = 1;
-	int async_fd = -1, ret;
+	int fds[OPEN_NFDS];
+	unsigned int nfds = OPEN_NFDS;
+	int ret;
 
 	ret = ibvd_conn_open(&ictx->conn, ictx->dev->socket_path);
 	if (ret < 0)
@@ -117,15 +183,13 @@ static int open_on_daemon(struct ibvd_context *ictx)
 	req.name = ictx->dev->device.name;
 	ret = ibvd_conn_call(&ictx->conn, IBVD_MSG_OPEN_DEVICE, &req.base,
 			     &ibvd__open_device_reply__descriptor,
-			     (ProtobufCMessage **)&reply, &async_fd, &nfds);
+			     (ProtobufCMessage **)&reply, fds, &nfds);
 	if (ret < 0)
 		return ret;
-	if (nfds != 1) {
-		ret = -EPROTO;
+	ret = take_open_fds(ictx, fds, nfds);
+	if (ret < 0)
 		goto out;
-	}
 	ctx->cmd_fd = ictx->conn.sock;
-	ctx->async_fd = async_fd;
 	ctx->num_comp_vectors = comp_vectors(reply->num_comp_vectors);
 out:
 	ibvd__open_device_reply__free_unpacked(reply, NULL);

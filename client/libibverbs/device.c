@@ -2,10 +2,11 @@
  * Device discovery: ibv_get_device_list() asks the daemon for its devices
  * over a short-lived connection.
  *
- * Devices are cached by (socket, name, GUID) so that the same daemon device
- * keeps the same struct ibv_device pointer across listings, as with
- * rdma-core.  A device lives while anything references it: a device list,
- * an open context, or the cache (as long as the daemon still lists it).
+ * Devices are cached by (socket, name, GUID, index, port count) so that the
+ * same daemon device keeps the same struct ibv_device pointer across
+ * listings, as with rdma-core.  A device lives while anything references
+ * it: a device list, an open context, or the cache (as long as the daemon
+ * still lists it).
  */
 #include "config.h"
 
@@ -58,7 +59,9 @@ static struct ibvd_device *cache_find_locked(const char *socket_path,
 	for (dev = cache_head; dev; dev = dev->next)
 		if (!strcmp(dev->socket_path, socket_path) &&
 		    !strcmp(dev->device.name, info->name) &&
-		    dev->node_guid == info->node_guid)
+		    dev->node_guid == info->node_guid &&
+		    dev->index == info->index &&
+		    dev->phys_port_cnt == info->phys_port_cnt)
 			return dev;
 	return NULL;
 }
@@ -133,8 +136,10 @@ static struct ibvd_device *device_new(const char *socket_path,
 
 /*
  * The cached device for info, created if new; NULL when out of memory.
- * A cached device is never updated: apps read it without our lock, and a
- * daemon device with the same name and GUID is the same device.
+ * A cached device is never updated, as apps read it without our lock: when
+ * the daemon's device changed (a reload gave it another port count, and so
+ * another index), the listing gets a new one and the old one leaves the
+ * cache, living on while a list or context still holds it.
  */
 static struct ibvd_device *device_lookup_locked(const char *socket_path,
 						const Ibvd__DeviceInfo *info)
@@ -262,6 +267,10 @@ static int list_devices(const char *socket_path, struct ibv_device ***listp)
 		warn_unreachable(socket_path, ret);
 		return unreachable_errno(ret);
 	}
+	/* Refused ("too many clients"): say so, not just fail. */
+	if (ret < 0 && conn.err_msg[0])
+		fprintf(stderr, "libibverbs: Warning: the ibverbsd daemon at %s: %s\n",
+			socket_path, conn.err_msg);
 	if (ret < 0)
 		return ret;
 	ret = build_list(socket_path, reply, listp);
@@ -276,6 +285,9 @@ struct ibv_device **ibv_get_device_list(int *num_devices)
 	struct ibv_device **list = NULL;
 	int ret, n = 0;
 
+	/* As rdma-core: 0 devices, not the caller's garbage, on failure. */
+	if (num_devices)
+		*num_devices = 0;
 	ret = list_devices(ibvd_socket_path(), &list);
 	if (ret < 0)
 		return ibvd_null_ret(ret);

@@ -18,6 +18,8 @@
 #include <infiniband/verbs.h>
 
 #include "conn.h"
+#include "ibverbsd.pb-c.h"
+#include "ring.h"
 #include "util.h"
 
 /* ---- devices (device.c) ------------------------------------------------ */
@@ -66,6 +68,20 @@ struct ibvd_context {
 	/* async events (async.c) */
 	pthread_mutex_t async_lock;
 	bool fatal_delivered;		/* IBV_EVENT_DEVICE_FATAL went out */
+
+	/* the context page (ring.h): doorbells and the engine's sleep flag */
+	void *ctx_page;			/* IBVD_CTX_PAGE_SIZE bytes */
+	const struct ibvd_ctx_engine *db_engine;	/* read-only mapping */
+	struct ibvd_ctx_client *db_client;
+	int kick_fd;			/* eventfd that wakes a sleeping engine */
+
+	/* reg_mr: /proc/self/mem went to the daemon (under vctx.context.mutex) */
+	bool mem_attached;
+
+	/* handle -> CQ/QP/SRQ, for completion and async events (handle.c) */
+	pthread_mutex_t obj_lock;
+	struct ibvd_obj_ref *objs;	/* indexed by the handle's slot bits */
+	uint32_t nobjs;
 };
 
 static inline struct ibvd_context *to_ibvd_context(struct ibv_context *ctx)
@@ -76,6 +92,218 @@ static inline struct ibvd_context *to_ibvd_context(struct ibv_context *ctx)
 /* The daemon went away: make every later RPC of ctx fail fast with EIO. */
 void ibvd_context_mark_dead(struct ibvd_context *ictx);
 
+static inline struct ibvd_conn *ibvd_conn_of(struct ibv_context *ctx)
+{
+	return &to_ibvd_context(ctx)->conn;
+}
+
+/* ---- the handle -> object map (handle.c) -------------------------------- */
+
+/*
+ * The objects that events name by handle.  Handles are unique per
+ * connection across kinds and never reused (daemon/handle.h), so a stale
+ * handle in a queued event simply finds nothing.
+ */
+enum ibvd_obj_kind {
+	IBVD_OBJ_NONE,
+	IBVD_OBJ_CQ,
+	IBVD_OBJ_QP,
+	IBVD_OBJ_SRQ,
+};
+
+struct ibvd_obj_ref {
+	uint32_t handle;		/* 0: free */
+	enum ibvd_obj_kind kind;
+	void *obj;
+};
+
+int ibvd_obj_add(struct ibvd_context *ictx, uint32_t handle,
+		 enum ibvd_obj_kind kind, void *obj);
+void ibvd_obj_remove(struct ibvd_context *ictx, uint32_t handle);
+/* Under obj_lock: the live object of that kind named by handle, or NULL. */
+void *ibvd_obj_lookup_locked(struct ibvd_context *ictx, uint32_t handle,
+			     enum ibvd_obj_kind kind);
+void ibvd_obj_free_all(struct ibvd_context *ictx);
+
+/* ---- shared queues (queue.c) -------------------------------------------- */
+
+/* The client's side of one work queue (SQ, RQ or SRQ ring, ring.h). */
+struct ibvd_wq {
+	const struct ibvd_wq_engine *engine;	/* read-only mapping */
+	struct ibvd_wq_client *client;
+	uint8_t *slots;
+	uint32_t nslots;
+	uint32_t stride;
+	uint32_t limit;			/* usable depth: the reported max_wr */
+	uint32_t tail;			/* private copy of client->tail */
+	pthread_mutex_t lock;		/* serialises posters */
+};
+
+/* The client's side of a CQ ring. */
+struct ibvd_cq_ring {
+	const struct ibvd_cq_engine *engine;	/* read-only mapping */
+	struct ibvd_cq_client *client;
+	const struct ibvd_cqe *slots;		/* read-only mapping */
+	uint32_t nslots;
+	uint32_t head;			/* private copy of client->head */
+};
+
+/* A mapping of one queue memfd. */
+struct ibvd_map {
+	void *addr;
+	size_t len;
+};
+
+int ibvd_map_fd(int fd, size_t len, struct ibvd_map *map);
+int ibvd_map_writable(struct ibvd_map *map, int fd, size_t off, size_t len);
+void ibvd_unmap(struct ibvd_map *map);
+bool ibvd_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr);
+/* Map a work-queue ring at off inside map (already mapped read-only). */
+int ibvd_wq_setup(struct ibvd_wq *wq, struct ibvd_map *map, int fd,
+		  size_t off, uint32_t nslots, uint32_t stride, uint32_t limit);
+void ibvd_wq_destroy(struct ibvd_wq *wq);
+/* After a reset the daemon may have rewound the counters: follow them. */
+void ibvd_wq_resync(struct ibvd_wq *wq);
+void ibvd_cq_ring_setup(struct ibvd_cq_ring *ring, struct ibvd_map *map,
+			uint32_t nslots);
+/* Tell the engine that queue slot `bit` of ictx has work (ring.h). */
+void ibvd_ring_doorbell(struct ibvd_context *ictx, uint32_t bit);
+
+static inline void *ibvd_wq_slot(const struct ibvd_wq *wq, uint32_t counter)
+{
+	return wq->slots + (size_t)(counter & (wq->nslots - 1)) * wq->stride;
+}
+
+/* ---- verbs objects ------------------------------------------------------ */
+
+/* ibv_pd and ibv_mr need nothing private: apps see all there is. */
+
+/* private.c: the app lets destroys succeed on a dead device */
+extern bool verbs_allow_disassociate_destroy;
+
+/* pd.c: send a destroying request (DEALLOC_PD, DESTROY_*) for handle */
+int ibvd_destroy_handle(struct ibv_context *ctx, uint16_t type,
+			uint32_t handle);
+
+struct ibvd_comp_channel {
+	struct ibv_comp_channel channel;	/* must be first */
+	uint32_t handle;
+	pthread_mutex_t recv_lock;		/* one reader of buf at a time */
+	uint8_t *buf;				/* IBVD_FRAME_MAX bytes */
+};
+
+static inline struct ibvd_comp_channel *
+to_ibvd_channel(struct ibv_comp_channel *channel)
+{
+	return container_of(channel, struct ibvd_comp_channel, channel);
+}
+
+struct ibvd_cq {
+	struct ibv_cq cq;			/* must be first */
+	pthread_mutex_t lock;			/* pollers, arming, resize */
+	struct ibvd_cq_ring ring;
+	struct ibvd_map map;
+	/* under cq.mutex: events handed to the app, for destroy's wait */
+	uint32_t comp_delivered;
+	uint32_t async_delivered;
+};
+
+static inline struct ibvd_cq *to_ibvd_cq(struct ibv_cq *cq)
+{
+	return container_of(cq, struct ibvd_cq, cq);
+}
+
+struct ibvd_qp {
+	union {
+		struct ibv_qp qp;		/* must be first */
+		struct ibv_qp_ex qp_ex;		/* room for ibv_qp_to_qp_ex() */
+	};
+	struct ibvd_wq sq;
+	struct ibvd_wq rq;			/* unused with an SRQ */
+	struct ibvd_map map;
+	struct ibv_qp_cap cap;			/* actual, as the daemon reported */
+	uint32_t doorbell;			/* the QP's bit in the context page */
+	uint32_t async_delivered;		/* under qp.mutex */
+	bool sq_sig_all;
+	/* the ibv_qp_ex API (qp_ex.c); the batch runs under sq.lock */
+	bool has_qp_ex;
+	struct {
+		struct ibvd_send_wqe *cur;	/* the WQE wr_set_* complete */
+		uint32_t tail;			/* after the batch's last WQE */
+		uint32_t head;			/* engine's head, last seen */
+		int err;			/* first error: the batch fails */
+	} batch;
+};
+
+static inline struct ibvd_qp *to_ibvd_qp(struct ibv_qp *qp)
+{
+	return container_of(qp, struct ibvd_qp, qp);
+}
+
+struct ibvd_srq {
+	struct ibv_srq srq;			/* must be first */
+	struct ibvd_wq rq;
+	struct ibvd_map map;
+	uint32_t max_sge;
+	uint32_t async_delivered;		/* under srq.mutex */
+};
+
+static inline struct ibvd_srq *to_ibvd_srq(struct ibv_srq *srq)
+{
+	return container_of(srq, struct ibvd_srq, srq);
+}
+
+struct ibvd_ah {
+	struct ibv_ah ah;			/* must be first */
+	struct ibvd_av av;			/* copied into every UD send WQE */
+};
+
+static inline struct ibvd_ah *to_ibvd_ah(struct ibv_ah *ah)
+{
+	return container_of(ah, struct ibvd_ah, ah);
+}
+
+/*
+ * Destroying a CQ, QP or SRQ waits until the app acknowledged every event
+ * it was handed (ibv_destroy_cq(3)); the counters are compared under the
+ * object's public mutex, which the acks take too.
+ */
+void ibvd_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
+		     const uint32_t *completed, const uint32_t *delivered);
+
+/* qp.c, srq.c: extended creators (verbs_context ops) */
+struct ibv_qp *ibvd_create_qp_ex_op(struct ibv_context *ctx,
+				    struct ibv_qp_init_attr_ex *attr);
+struct ibv_srq *ibvd_create_srq_ex_op(struct ibv_context *ctx,
+				      struct ibv_srq_init_attr_ex *attr);
+
+/* query.c: the index of gid in port_num's GID table, or a negative errno */
+int ibvd_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
+			const union ibv_gid *gid);
+
+/* ah.c: address attributes on the wire (AhAttr's dgid points into a) */
+void ibvd_ah_attr_to_msg(const struct ibv_ah_attr *a, Ibvd__AhAttr *m);
+void ibvd_ah_attr_from_msg(const Ibvd__AhAttr *m, struct ibv_ah_attr *a);
+
+/* ---- the data path (post.c, poll.c) ------------------------------------- */
+
+/* The posting checks the ibv_qp_ex API shares (post.c, qp_ex.c). */
+bool ibvd_wq_has_room(struct ibvd_wq *wq, uint32_t *head, uint32_t tail);
+bool ibvd_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op);
+bool ibvd_sq_state_ok(const struct ibvd_qp *qp);
+/* qp_ex.c: give a QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS its API */
+int ibvd_qp_ex_init(struct ibvd_qp *qp, enum ibv_qp_type type,
+		    uint64_t send_ops_flags);
+
+int ibvd_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr);
+int ibvd_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr);
+int ibvd_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr);
+int ibvd_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int ibvd_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
+
 /* ---- queries (query.c) ------------------------------------------------- */
 
 /* verbs_context ops (size-aware). */
@@ -85,18 +313,8 @@ int ibvd_query_device_ex_op(struct ibv_context *ctx,
 			    const struct ibv_query_device_ex_input *input,
 			    struct ibv_device_attr_ex *attr, size_t attr_size);
 
-/* ---- operations not implemented yet (dummy_ops.c) ---------------------- */
+/* ---- operations we do not implement (dummy_ops.c) ---------------------- */
 
-int ibvd_post_send_unsupported(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			       struct ibv_send_wr **bad_wr);
-int ibvd_post_recv_unsupported(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-			       struct ibv_recv_wr **bad_wr);
-int ibvd_post_srq_recv_unsupported(struct ibv_srq *srq,
-				   struct ibv_recv_wr *wr,
-				   struct ibv_recv_wr **bad_wr);
-int ibvd_poll_cq_unsupported(struct ibv_cq *cq, int num_entries,
-			     struct ibv_wc *wc);
-int ibvd_req_notify_cq_unsupported(struct ibv_cq *cq, int solicited_only);
 struct ibv_mw *ibvd_alloc_mw_unsupported(struct ibv_pd *pd,
 					 enum ibv_mw_type type);
 int ibvd_bind_mw_unsupported(struct ibv_qp *qp, struct ibv_mw *mw,

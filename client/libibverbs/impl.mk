@@ -1,8 +1,22 @@
-# The implemented verbs: devices, contexts, queries, async events.
+# The implemented verbs: devices, contexts, queries, async events, and the
+# verbs objects with their shared-memory data path.
 LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/ibvd_verbs.h \
 	client/libibverbs/device.c \
 	client/libibverbs/context.c \
 	client/libibverbs/dummy_ops.c \
 	client/libibverbs/query.c \
-	client/libibverbs/async.c
+	client/libibverbs/async.c \
+	client/libibverbs/handle.c \
+	client/libibverbs/queue.c \
+	client/libibverbs/pd.c \
+	client/libibverbs/mr.c \
+	client/libibverbs/channel.c \
+	client/libibverbs/cq.c \
+	client/libibverbs/qp.c \
+	client/libibverbs/qp_ex.c \
+	client/libibverbs/srq.c \
+	client/libibverbs/ah.c \
+	client/libibverbs/mcast.c \
+	client/libibverbs/post.c \
+	client/libibverbs/poll.c

@@ -155,24 +155,31 @@ static int fetch_device_attr(struct ibv_context *ctx,
 	return 0;
 }
 
-/* verbs_context op behind ibv_query_device_ex(). */
-int ibvd_query_device_ex_op(struct ibv_context *ctx,
-			    const struct ibv_query_device_ex_input *input,
-			    struct ibv_device_attr_ex *attr, size_t attr_size)
+static int query_device_ex(struct ibv_context *ctx,
+			   const struct ibv_query_device_ex_input *input,
+			   struct ibv_device_attr_ex *attr, size_t attr_size)
 {
 	struct ibv_device_attr_ex ex;
 	int ret;
 
 	if ((input && input->comp_mask) || !attr ||
 	    attr_size < sizeof(attr->orig_attr))
-		return EINVAL;
+		return -EINVAL;
 	ret = fetch_device_attr(ctx, &ex);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ret;
 	/* An app built with newer headers gets zeros in what we do not know. */
 	memset(attr, 0, attr_size);
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
+}
+
+/* verbs_context op behind ibv_query_device_ex(). */
+int ibvd_query_device_ex_op(struct ibv_context *ctx,
+			    const struct ibv_query_device_ex_input *input,
+			    struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	return ibvd_errno_ret(query_device_ex(ctx, input, attr, attr_size));
 }
 
 int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
@@ -180,13 +187,10 @@ int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
 	struct ibv_device_attr_ex ex;
 	int ret;
 
-	if (!ctx || !attr)
-		return EINVAL;
-	ret = fetch_device_attr(ctx, &ex);
-	if (ret < 0)
-		return ibvd_errno_ret(ret);
-	*attr = ex.orig_attr;
-	return 0;
+	ret = ctx && attr ? fetch_device_attr(ctx, &ex) : -EINVAL;
+	if (ret == 0)
+		*attr = ex.orig_attr;
+	return ibvd_errno_ret(ret);
 }
 
 /* ---- port -------------------------------------------------------------- */
@@ -240,39 +244,41 @@ static int fetch_port_attr(struct ibv_context *ctx, uint8_t port_num,
 }
 
 /*
- * verbs_context op behind the ibv_query_port() macro: v44 apps pass 52
- * bytes, newer headers pass more; zero all of it, fill what we know.
+ * The first attr_len bytes of a struct ibv_port_attr: zeroed before the
+ * call (as rdma-core does, so a failure leaves no stale data), then filled
+ * with what we know.
  */
-int ibvd_query_port_op(struct ibv_context *ctx, uint8_t port_num,
-		       struct ibv_port_attr *attr, size_t attr_len)
+static int query_port(struct ibv_context *ctx, uint8_t port_num, void *attr,
+		      size_t attr_len)
 {
 	struct ibv_port_attr full;
 	int ret;
 
-	if (!attr)
-		return EINVAL;
+	if (!ctx || !attr)
+		return -EINVAL;
+	memset(attr, 0, attr_len);
 	ret = fetch_port_attr(ctx, port_num, &full);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
-	memset(attr, 0, attr_len);
+		return ret;
 	memcpy(attr, &full, attr_len < sizeof(full) ? attr_len : sizeof(full));
 	return 0;
+}
+
+/*
+ * verbs_context op behind the ibv_query_port() macro: v44 apps pass 52
+ * bytes, newer headers pass more.
+ */
+int ibvd_query_port_op(struct ibv_context *ctx, uint8_t port_num,
+		       struct ibv_port_attr *attr, size_t attr_len)
+{
+	return ibvd_errno_ret(query_port(ctx, port_num, attr, attr_len));
 }
 
 /* The exported symbol: old binaries call it with a 48-byte struct. */
 int ibv_query_port(struct ibv_context *ctx, uint8_t port_num,
 		   struct _compat_ibv_port_attr *attr)
 {
-	struct ibv_port_attr full;
-	int ret;
-
-	if (!ctx || !attr)
-		return EINVAL;
-	ret = fetch_port_attr(ctx, port_num, &full);
-	if (ret < 0)
-		return ibvd_errno_ret(ret);
-	memcpy(attr, &full, sizeof(*attr));
-	return 0;
+	return ibvd_errno_ret(query_port(ctx, port_num, attr, sizeof(*attr)));
 }
 
 /* ---- GIDs -------------------------------------------------------------- */
@@ -339,6 +345,29 @@ static int read_gid(struct ibv_context *ctx, uint32_t port_num,
 	return ret;
 }
 
+/* The index of gid in the port's table: -ENOENT if it is not ours. */
+int ibvd_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
+			const union ibv_gid *gid)
+{
+	Ibvd__GidTable *table = NULL;
+	size_t i;
+	int ret;
+
+	ret = fetch_gid_table(ctx, port_num, &table);
+	if (ret < 0)
+		return ret;
+	ret = -ENOENT;
+	for (i = 0; i < table->n_entries && ret == -ENOENT; i++) {
+		const Ibvd__GidEntry *m = table->entries[i];
+
+		if (gid_msg_valid(table, m) && m->index <= UINT8_MAX &&
+		    !memcmp(m->gid.data, gid->raw, sizeof(gid->raw)))
+			ret = (int)m->index;
+	}
+	ibvd__gid_table__free_unpacked(table, NULL);
+	return ret;
+}
+
 int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index,
 		  union ibv_gid *gid)
 {
@@ -370,22 +399,30 @@ static void store_gid_entry(void *slot, size_t entry_size,
 	memcpy(slot, e, sizeof(*e));
 }
 
-int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
-		      uint32_t gid_index, struct ibv_gid_entry *entry,
-		      uint32_t flags, size_t entry_size)
+static int query_gid_ex(struct ibv_context *context, uint32_t port_num,
+			uint32_t gid_index, struct ibv_gid_entry *entry,
+			uint32_t flags, size_t entry_size)
 {
 	struct ibv_gid_entry found;
 	int ret;
 
 	if (flags)
-		return EOPNOTSUPP;
+		return -EOPNOTSUPP;
 	if (!context || !entry || entry_size < sizeof(*entry))
-		return EINVAL;
+		return -EINVAL;
 	ret = read_gid(context, port_num, gid_index, &found);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ret;
 	store_gid_entry(entry, entry_size, &found);
 	return 0;
+}
+
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+		      uint32_t gid_index, struct ibv_gid_entry *entry,
+		      uint32_t flags, size_t entry_size)
+{
+	return ibvd_errno_ret(query_gid_ex(context, port_num, gid_index, entry,
+					   flags, entry_size));
 }
 
 /* Append port_num's valid entries at entries[*count]; -EINVAL if full. */

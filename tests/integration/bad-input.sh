@@ -4,7 +4,10 @@
 # (see tests/integration/badclient.c for what each case asserts).  After
 # every case the daemon is alive, a context held by an unprivileged client
 # since before the case still works, a fresh well-behaved client (Debian's
-# ibv_devices) works, and ibvctl daemon status answers.
+# ibv_devices) works, and ibvctl daemon status answers.  Then: the per-uid
+# connection cap, who may administer, client words in error messages, and
+# (with daemons of their own) a reply JSON cannot carry and a symlink put
+# in place of the socket.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd /usr/bin/ibv_devices
@@ -40,7 +43,7 @@ after_case() {
 # /proc/PID/fd and so runs as the daemon's user.
 # fuzz: 40000 random/mutated requests from seed 1 (IBVD_FUZZ_SEED=N for another).
 for c in malformed oversized truncated badmagic badversion badlen unknowntype \
-	 reqid fds notopen silent idle flood fuzz; do
+	 reqid fds notopen silent idle flood lingerfd fuzz; do
 	check "case $c"
 	arg=""
 	uid=$USER1
@@ -57,5 +60,110 @@ for c in malformed oversized truncated badmagic badversion badlen unknowntype \
 	after_case "$c"
 done
 
+# One uid holds at most 1024 connections (IBVD_MAX_SESSIONS_PER_UID); root
+# and other uids are still served meanwhile, and the library says why it
+# fails for that uid.  Root only: otherwise the test shares that uid.
+if is_root; then
+	CAP=1024
+	check "case peruid: $USER1 holds $CAP connections"
+	rm -f "$T/peruid.in"
+	mkfifo "$T/peruid.in" || fail "mkfifo"
+	chmod 644 "$T/peruid.in"
+	# (the helper needs more than the default 1024 fds)
+	(ulimit -n $((CAP * 4)) && run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" peruid $CAP \
+		<"$T/peruid.in" >"$O/peruid" 2>&1) &
+	peruid_pid=$!
+	BG_PIDS+=("$peruid_pid")
+	exec 8>"$T/peruid.in"
+	for _ in $(seq $((TMO * 10))); do
+		grep -q '^holding ' "$O/peruid" && break
+		pid_running "$peruid_pid" || break
+		sleep 0.1
+	done
+	if ! grep -q '^holding ' "$O/peruid"; then
+		exec 8>&-
+		show "badclient peruid" "$O/peruid"
+		fail "case peruid: the helper did not reach the cap"
+	fi
+	ibvctl daemon status >"$O/status" 2>&1 ||
+		{ show "ibvctl daemon status" "$O/status"; fail "root not served while uid $USER1 is at its cap"; }
+	run_debian "$USER2" /usr/bin/ibv_devices >"$O/devices" 2>&1 ||
+		{ show ibv_devices "$O/devices"; fail "uid $USER2 not served while uid $USER1 is at its cap"; }
+	run_debian "$USER1" /usr/bin/ibv_devices >"$O/devices-capped" 2>&1
+	expect_failed $? "ibv_devices as uid $USER1 at its cap"
+	expect_grep 'too many clients' "$O/devices-capped" "ibv_devices as uid $USER1 at its cap"
+	exec 8>&-
+	wait_exit "$peruid_pid" "$TMO" || fail "case peruid: the helper did not exit"
+	show "badclient peruid" "$O/peruid"
+	[ "$EXIT_STATUS" -eq 0 ] || fail "case peruid: badclient-helper exited $EXIT_STATUS"
+	ok "the uid at its cap is refused with \"too many clients\"; root and uid $USER2 are served"
+	after_case peruid
+else
+	log "not root: the per-uid cap cannot be checked"
+fi
+
+# Root or the rdma group may administer: the group as primary or as a
+# supplementary group, as the socket's peer credentials say.
+check "who may run daemon reload"
+if is_root && getent group rdma >/dev/null; then
+	for how in "--regid=$USER1 --groups=rdma" "--regid=rdma --clear-groups"; do
+		# shellcheck disable=SC2086 # $how is two options
+		(cd "$T" && timeout -k 2 "$TMO" setpriv --reuid="$USER1" $how -- \
+			"$T/bin/badclient-helper" "$SOCK" admin daemon reload) >"$O/reload-rdma" 2>&1
+		expect_grep '^reply \[\]$' "$O/reload-rdma" "daemon reload as uid $USER1 ($how)"
+	done
+	run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-user" 2>&1
+	# (error 1: EPERM)
+	expect_grep "^error 1 .*requires root or group rdma" "$O/reload-user" \
+		"daemon reload as uid $USER1 without the group"
+	ok "uid $USER1 may reload in group rdma (primary or supplementary), not without"
+else
+	log "not root or no group rdma: the group check cannot be run"
+fi
+
+# A client's words come back in error messages without control characters.
+check "control characters in an error message"
+run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" admin link show $'ibvd9\n<3>forged\r' \
+	>"$O/forged" 2>&1
+[ "$(wc -l <"$O/forged")" -eq 1 ] || { show output "$O/forged"; fail "the error message spans lines"; }
+expect_grep '^error [0-9]+ unknown device ibvd9\?<3>forged\?$' "$O/forged" "the forged device name"
+ok "control characters in the message are replaced"
+
 ctx_stop
 daemon_stop
+
+# A socket path that is not UTF-8 cannot go into JSON: daemon status says
+# so, once, instead of "out of memory" twice.
+check "a reply JSON cannot carry"
+bad_sock=$T/run/$'\xff'.sock
+daemon_start -c "$conf" --socket "$bad_sock"
+daemon_wait_ready "$bad_sock"
+ibvctl -s "$bad_sock" daemon status >"$O/status-bad" 2>&1
+expect_failed $? "daemon status with a non-UTF-8 socket path"
+[ "$(wc -l <"$O/status-bad")" -eq 1 ] || { show output "$O/status-bad"; fail "want exactly one line of error"; }
+expect_grep '^ibvctl: cannot encode the reply: ' "$O/status-bad" "daemon status with a non-UTF-8 socket path"
+ok "one error line: $(cat "$O/status-bad")"
+daemon_stop
+
+# The daemon changes the mode of its own socket file only: a symlink put in
+# its place (to a file the daemon's user may change) is left alone.
+check "a symlink in place of the socket"
+sym_sock=$T/run/sym.sock
+conf=$(default_conf "$sym_sock") || exit 1
+daemon_start -c "$conf"
+daemon_wait_ready "$sym_sock"
+: >"$T/victim"
+chmod 600 "$T/victim"
+rm -f "$sym_sock"
+ln -s "$T/victim" "$sym_sock"
+sed -i 's/"mode": "0666"/"mode": "0660"/' "$conf"
+grep -q '"0660"' "$conf" || fail "cannot change the socket mode in $conf"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 50); do
+	grep -q 'socket permissions not updated' "$DAEMON_LOG" && break
+	sleep 0.1
+done
+expect_grep 'socket permissions not updated: .*sym.sock' "$DAEMON_LOG" "reload with a symlink as the socket"
+[ "$(stat -c %a "$T/victim")" = 600 ] || fail "the symlink's target got mode $(stat -c %a "$T/victim")"
+daemon_stop
+ok "the reload refuses to chmod through the symlink; its target keeps mode 600"

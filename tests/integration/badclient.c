@@ -3,9 +3,10 @@
  *
  * Frames are put together by hand here, not with common/frame.c, so that
  * every header field can be wrong on purpose.  Each case also keeps a
- * well-behaved "witness" connection open across the misbehaviour and, when
- * the case is over, checks that the witness and a fresh connection are
- * both still served.
+ * well-behaved "witness" connection (a device context, which the idle
+ * timeout leaves alone) open across the misbehaviour and, when the case is
+ * over, checks that the witness and a fresh connection are both still
+ * served.
  *
  * usage: badclient-helper SOCKET CASE [DAEMON_PID]
  *	ping		one LIST_DEVICES round trip, silent (readiness probe)
@@ -23,8 +24,19 @@
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
- *	idle SECONDS	a connection that never speaks is dropped within
- *			SECONDS (+3) by the daemon's idle timeout
+ *	idle SECONDS	a connection that never speaks, and one that went
+ *			silent after a request, are dropped within SECONDS
+ *			(+3) by the daemon's idle timeout; one that keeps
+ *			talking and a device context that says nothing stay
+ *	lingerfd	fds whose close() blocks (TCP sockets lingering on
+ *			unsent data) passed with a request, with too many
+ *			fds and with a malformed frame: other clients are
+ *			still answered within 1 s each time
+ *	peruid CAP	this uid holds connections (device contexts) until
+ *			the daemon refuses one: it holds CAP (give or take
+ *			2 of its own closing), the refused one gets an Error
+ *			"too many clients" with request id 0; then prints
+ *			"holding N" and keeps them until stdin closes
  *	flood		requests without reading replies -> disconnected,
  *			others served meanwhile
  *	fuzz N SEED	N random requests (random or mutated payloads for every
@@ -50,6 +62,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -57,6 +72,8 @@
 #include "ibverbsd.pb-c.h"
 
 #define TIMEOUT_MS	5000
+/* The kernel's SCM_MAX_FD: the most fds one message can carry. */
+#define MAX_SEND_FDS	253
 
 static const char *sock_path;
 static const char *case_name = "?";
@@ -132,7 +149,7 @@ static int send_raw(int fd, const void *buf, size_t len, const int *fds,
 {
 	union {
 		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int) * 8)];
+		char buf[CMSG_SPACE(sizeof(int) * MAX_SEND_FDS)];
 	} cmsg;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -141,7 +158,7 @@ static int send_raw(int fd, const void *buf, size_t len, const int *fds,
 	if (nfds) {
 		struct cmsghdr *c;
 
-		if (nfds > 8)
+		if (nfds > MAX_SEND_FDS)
 			return -EINVAL;
 		memset(&cmsg, 0, sizeof(cmsg));
 		mh.msg_control = cmsg.buf;
@@ -448,6 +465,38 @@ static void check_usable(int fd, const char *what)
 	snprintf(w, sizeof(w), "same connection after %s", what);
 	if (list_devices(fd, next_id++, 0, w) >= 0)
 		say("%s: connection still usable", what);
+}
+
+/* Open ibvd0 on fd (its async fd is closed at once); 0 or -1 (reported). */
+static int open_device(int fd)
+{
+	Ibvd__OpenDevice od = IBVD__OPEN_DEVICE__INIT;
+	uint32_t id = next_id++;
+
+	od.name = (char *)"ibvd0";
+	if (send_msg(fd, IBVD_MSG_OPEN_DEVICE, id, &od.base, NULL, 0, 0) < 0 ||
+	    recv_frame(fd, TIMEOUT_MS) <= 0 ||
+	    rep.hdr.type != (IBVD_MSG_OPEN_DEVICE | IBVD_REPLY) || rep.hdr.req_id != id) {
+		bad("could not open ibvd0");
+		return -1;
+	}
+	return 0;
+}
+
+/* The witness and a fresh connection are each answered within limit_ms. */
+static void check_others_within(int witness, long limit_ms, const char *when)
+{
+	long t0 = now_ms(), took;
+	int fails = failures;
+
+	check_others(witness, when);
+	took = now_ms() - t0;
+	if (failures == fails && took > 2 * limit_ms)
+		bad("%s: two requests took %ld ms, want under %ld ms each", when,
+		    took, limit_ms);
+	else if (failures == fails)
+		say("%s: witness and a fresh connection answered in %ld ms", when,
+		    took);
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -835,24 +884,296 @@ static void case_silent(int witness)
 	close(silent);
 }
 
+/* If fd was dropped by the daemon and *when is unset, set it (ms since t0). */
+static void note_drop(int fd, short revents, long t0, long *when)
+{
+	if (*when < 0 && (revents & (POLLHUP | POLLIN)) && recv_frame(fd, 0) == 0)
+		*when = now_ms() - t0;
+}
+
+/* A drop at when (-1: none) came within [min_ms, max_ms]. */
+static void check_drop(long when, long min_ms, long max_ms, const char *what)
+{
+	if (when < 0)
+		bad("%s: still open after %ld ms", what, max_ms);
+	else if (when < min_ms || when > max_ms)
+		bad("%s: dropped after %ld ms, want %ld..%ld ms", what, when,
+		    min_ms, max_ms);
+	else
+		say("%s: dropped after %ld ms", what, when);
+}
+
 static void case_idle(int witness, int seconds)
 {
-	struct pollfd pfd;
-	long t0 = now_ms();
-	int silent = conn_open(), r;
+	long limit = seconds * 1000L + 3000, step = seconds * 500L;
+	long t0, t1, next, silent_drop = -1, spoke_drop = -1;
+	int silent = conn_open(), spoke = conn_open(), talker = conn_open();
+	int ctx = conn_open();
 
-	if (silent < 0)
-		return;
-	/* the witness spoke before: it is not idle and must stay */
-	pfd.fd = silent;
-	pfd.events = POLLIN;
-	r = poll(&pfd, 1, seconds * 1000 + 3000);
-	if (r == 1 && (pfd.revents & (POLLHUP | POLLIN)) && recv_frame(silent, 0) == 0)
-		say("silent connection dropped after %ld ms", now_ms() - t0);
-	else
-		bad("silent connection still open after %d s", seconds + 3);
+	if (silent < 0 || spoke < 0 || talker < 0 || ctx < 0)
+		goto out;
+	t0 = now_ms();
+	/* a fresh connection after a request (and an admin one) is no context */
+	if (open_device(ctx) < 0 ||
+	    list_devices(spoke, next_id++, 0, "the connection that goes silent") < 0)
+		goto out;
+	t1 = now_ms();
+	/* one request every half timeout keeps a connection; watch the others */
+	for (next = t1; now_ms() - t1 < limit && !failures; next += step) {
+		if (list_devices(talker, next_id++, 0, "the connection that keeps talking") < 0)
+			goto out;
+		while (now_ms() < next + step) {
+			struct pollfd pfd[2] = {
+				{ .fd = silent, .events = POLLIN },
+				{ .fd = spoke, .events = POLLIN },
+			};
+
+			poll(pfd, 2, 10);
+			note_drop(silent, pfd[0].revents, t0, &silent_drop);
+			note_drop(spoke, pfd[1].revents, t1, &spoke_drop);
+		}
+	}
+	if (failures)
+		goto out;
+	say("a connection talking every %ld ms is still served after %ld ms",
+	    step, now_ms() - t1);
+	/* the timer runs from the last frame, not from the connect */
+	check_drop(silent_drop, seconds * 1000L - 100, limit, "the silent connection");
+	check_drop(spoke_drop, seconds * 1000L - 100, limit,
+		   "the connection silent after a request");
+	/* the device context (and the witness, another one) sat idle throughout */
+	if (list_devices(ctx, next_id++, 0, "the silent device context") >= 0)
+		say("a device context silent for %ld ms is still served", now_ms() - t1);
+out:
 	close(silent);
-	check_others(witness, "after the idle drop");
+	close(spoke);
+	close(talker);
+	close(ctx);
+	check_others(witness, "after the idle drops");
+}
+
+/*
+ * A TCP socket on 127.0.0.1 whose last close() lingers: data it cannot send
+ * (its peer never reads, and the peer's window is shut) and SO_LINGER 10 s.
+ * Returns it, with *peer (to keep open while it should linger: closing the
+ * peer resets the connection and ends the linger), or -1 (reported).
+ */
+static int lingering_socket(int *peer)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	struct linger lg = { .l_onoff = 1, .l_linger = 10 };
+	int small = 4096, l, c = -1, a = -1;
+	static char junk[65536];
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
+	    bind(l, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&sin, &len) < 0)
+		goto fail;
+	c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c < 0 || setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) < 0 ||
+	    connect(c, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		goto fail;
+	a = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	if (a < 0)
+		goto fail;
+	close(l);
+	l = -1;
+	/* fill everything between us and the peer that never reads */
+	while (send(c, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+	if (errno != EAGAIN ||
+	    setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) < 0)
+		goto fail;
+	*peer = a;
+	return c;
+fail:
+	bad("lingering TCP socket: %s", strerror(errno));
+	if (l >= 0)
+		close(l);
+	if (c >= 0)
+		close(c);
+	if (a >= 0)
+		close(a);
+	return -1;
+}
+
+static void case_lingerfd(int witness)
+{
+	struct ibvd_frame_hdr h;
+	int peers[3] = { -1, -1, -1 }, lfd, fd = -1, fds[6], i, r;
+
+	/* 1: with a request that takes no fds: an error reply, then closed */
+	lfd = lingering_socket(&peers[0]);
+	fd = conn_open();
+	if (lfd < 0 || fd < 0)
+		goto out;
+	r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, &lfd, 1, 0);
+	close(lfd);		/* the daemon holds the last reference now */
+	if (r < 0) {
+		bad("LIST_DEVICES with a lingering socket: send: %s", strerror(-r));
+		goto out;
+	}
+	if (expect_error(fd, next_id++, EBADF, "LIST_DEVICES with a lingering socket") < 0)
+		goto out;
+	check_others_within(witness, 1000, "after the daemon dropped a lingering socket");
+	close(fd);
+	fd = -1;
+
+	/* 2: six times in one frame: more than a frame may carry */
+	lfd = lingering_socket(&peers[1]);
+	fd = conn_open();
+	if (lfd < 0 || fd < 0)
+		goto out;
+	for (i = 0; i < 6; i++)
+		fds[i] = lfd;
+	r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id++, NULL, fds, 6, 0);
+	close(lfd);
+	if (r < 0) {
+		bad("6 lingering fds: send: %s", strerror(-r));
+		goto out;
+	}
+	expect_disconnect(fd, "a frame with 6 fds (one lingering socket)");
+	check_others_within(witness, 1000, "after a frame with too many lingering fds");
+	close(fd);
+	fd = -1;
+
+	/* 3: with a frame that breaks the framing rules */
+	lfd = lingering_socket(&peers[2]);
+	fd = conn_open();
+	if (lfd < 0 || fd < 0)
+		goto out;
+	h = good_hdr(IBVD_MSG_LIST_DEVICES, next_id++, 0);
+	h.magic = 0;
+	r = send_hdr(fd, &h, NULL, 0, &lfd, 1, 0);
+	close(lfd);
+	if (r < 0) {
+		bad("bad magic with a lingering socket: send: %s", strerror(-r));
+		goto out;
+	}
+	expect_disconnect(fd, "bad magic with a lingering socket");
+	check_others_within(witness, 1000, "after a malformed frame with a lingering socket");
+out:
+	if (fd >= 0)
+		close(fd);
+	/* resetting the connections ends the lingering in the daemon */
+	for (i = 0; i < 3; i++)
+		if (peers[i] >= 0)
+			close(peers[i]);
+}
+
+/* Wait until a fresh connection is served again (the daemon catches up). */
+static void wait_served(const char *when)
+{
+	long t0 = now_ms();
+	int fd, ok = 0;
+
+	while (!ok && now_ms() - t0 < TIMEOUT_MS) {
+		fd = conn_open();
+		if (fd < 0)
+			return;
+		quiet = 1;
+		ok = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, NULL, 0, 0) == 0 &&
+		     recv_frame(fd, TIMEOUT_MS) == 1 &&
+		     rep.hdr.type == (IBVD_MSG_LIST_DEVICES | IBVD_REPLY) &&
+		     rep.hdr.req_id == next_id;
+		quiet = 0;
+		next_id++;
+		close(fd);
+		if (!ok)
+			usleep(50000);
+	}
+	if (ok)
+		say("%s: a fresh connection is served after %ld ms", when, now_ms() - t0);
+	else
+		bad("%s: no fresh connection served within %d ms", when, TIMEOUT_MS);
+}
+
+static void case_peruid(int witness, unsigned int cap)
+{
+	struct rlimit rl;
+	char msg[256] = "", line[64];
+	unsigned int n = 0, held, i;
+	int *fds, fd = -1, r = 0, e;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < cap + 64) {
+		bad("RLIMIT_NOFILE is %llu, need %u: raise it (ulimit -n)",
+		    (unsigned long long)rl.rlim_cur, cap + 64);
+		return;
+	}
+	fds = calloc(cap + 8, sizeof(*fds));
+	if (!fds) {
+		bad("out of memory");
+		return;
+	}
+	/*
+	 * Device contexts, which the idle timeout leaves alone, until one is
+	 * refused.  If the daemon closes a connection with our request
+	 * unread, the kernel reports a reset (recv_frame: 0) or a broken pipe
+	 * before the Error it sent: read on.
+	 */
+	for (n = 0; n < cap + 8; n++) {
+		Ibvd__OpenDevice od = IBVD__OPEN_DEVICE__INIT;
+		uint32_t id = next_id++;
+
+		fd = conn_open();
+		if (fd < 0)
+			break;
+		od.name = (char *)"ibvd0";
+		r = send_msg(fd, IBVD_MSG_OPEN_DEVICE, id, &od.base, NULL, 0, 0);
+		r = r < 0 && r != -EPIPE ? r : recv_frame(fd, r < 0 ? 0 : TIMEOUT_MS);
+		if (r == 0)
+			r = recv_frame(fd, 0);
+		if (r != 1 || rep.hdr.type != (IBVD_MSG_OPEN_DEVICE | IBVD_REPLY) ||
+		    rep.hdr.req_id != id)
+			break;
+		fds[n] = fd;
+		fd = -1;
+	}
+	held = n + 1;		/* and the witness */
+	if (fd < 0) {
+		bad("connection %u: no connection to refuse", held + 1);
+		goto out;
+	}
+	e = r == 1 ? rep_errnum(msg, sizeof(msg)) : -1;
+	if (r != 1 || e < 0 || rep.hdr.req_id != 0) {
+		bad("connection %u of this uid: %s, not an Error with request id 0",
+		    held + 1, r == 1 ? "another reply" : r == 0 ? "closed" : strerror(-r));
+		goto out;
+	}
+	if (e != EAGAIN || !strstr(msg, "too many clients")) {
+		bad("connection %u refused with %d \"%s\", want EAGAIN \"too many clients...\"",
+		    held + 1, e, msg);
+		goto out;
+	}
+	r = recv_frame(fd, TIMEOUT_MS);
+	if (r != 0)
+		bad("refused connection: %s after the Error, not closed",
+		    r > 0 ? "a frame" : strerror(-r));
+	if (held > cap || held + 2 < cap)
+		bad("this uid held %u connections when refused, want %u", held, cap);
+	else
+		say("this uid holds %u connections (cap %u); the next one: error %d \"%s\", then closed",
+		    held, cap, e, msg);
+	if (failures)
+		goto out;
+	printf("holding %u\n", held);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+out:
+	if (fd >= 0)
+		close(fd);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	wait_served("after letting go");
 }
 
 static void case_flood(int witness)
@@ -947,21 +1268,6 @@ static const char *rnd_word(char *buf, size_t size)
 	return buf;
 }
 
-/* Open ibvd0 on fd; 0 or -1. */
-static int fuzz_open(int fd)
-{
-	Ibvd__OpenDevice od = IBVD__OPEN_DEVICE__INIT;
-	uint32_t id = next_id++;
-
-	od.name = (char *)"ibvd0";
-	if (send_msg(fd, IBVD_MSG_OPEN_DEVICE, id, &od.base, NULL, 0, 0) < 0 ||
-	    recv_frame(fd, TIMEOUT_MS) <= 0 ||
-	    rep.hdr.type != (IBVD_MSG_OPEN_DEVICE | IBVD_REPLY) || rep.hdr.req_id != id) {
-		bad("fuzz: could not open ibvd0");
-		return -1;
-	}
-	return 0;
-}
 
 static void case_fuzz(int witness, unsigned int n, unsigned int seed)
 {
@@ -996,7 +1302,7 @@ static void case_fuzz(int witness, unsigned int n, unsigned int seed)
 			if (fd < 0)
 				break;
 			if (rnd() % 2) {
-				if (fuzz_open(fd) < 0)
+				if (open_device(fd) < 0)
 					break;
 				opened++;
 			}
@@ -1158,7 +1464,7 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s SOCKET CASE [DAEMON_PID|SECONDS]\n", argv[0]);
+		fprintf(stderr, "usage: %s SOCKET CASE [DAEMON_PID|SECONDS|CAP]\n", argv[0]);
 		return 2;
 	}
 	sock_path = argv[1];
@@ -1181,7 +1487,8 @@ int main(int argc, char **argv)
 		return do_admin(argc - 3, argv + 3);
 
 	witness = conn_open();
-	if (witness < 0 || list_devices(witness, next_id++, 0, "witness connection") < 0)
+	if (witness < 0 || open_device(witness) < 0 ||
+	    list_devices(witness, next_id++, 0, "witness connection") < 0)
 		return 1;
 
 	if (strcmp(case_name, "malformed") == 0)
@@ -1210,6 +1517,10 @@ int main(int argc, char **argv)
 		case_idle(witness, arg ? atoi(arg) : 30);
 	else if (strcmp(case_name, "flood") == 0)
 		case_flood(witness);
+	else if (strcmp(case_name, "lingerfd") == 0)
+		case_lingerfd(witness);
+	else if (strcmp(case_name, "peruid") == 0)
+		case_peruid(witness, arg ? (unsigned int)atoi(arg) : 1024);
 	else if (strcmp(case_name, "fuzz") == 0)
 		case_fuzz(witness, arg ? (unsigned int)atoi(arg) : 1000,
 			  argc > 4 ? (unsigned int)strtoul(argv[4], NULL, 0) : 1);

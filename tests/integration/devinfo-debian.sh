@@ -63,7 +63,7 @@ gid0=$(sed -n 's/^[[:space:]]*GID\[  0\]:[[:space:]]*\(fe80:0000:0000:0000:[0-9a
 [ "${gid0#fe80:0000:0000:0000:}" = "$guid" ] ||
 	fail "GID[0] $gid0 is not fe80::NODE_GUID ($guid)"
 expect_grep '^	max_qp:[[:space:]]+[1-9][0-9]*$' "$O/v0" "-v: max_qp"
-expect_grep '^	atomic_cap:[[:space:]]+ATOMIC_NONE \(0\)$' "$O/v0" "-v: atomic_cap"
+expect_grep '^	atomic_cap:[[:space:]]+ATOMIC_HCA \(1\)$' "$O/v0" "-v: atomic_cap"
 expect_grep '^	max_pkeys:[[:space:]]+[1-9]' "$O/v0" "-v: max_pkeys"
 ok "ibvd0: PORT_ACTIVE, port_lid 1, InfiniBand, GID[0] fe80::$guid"
 

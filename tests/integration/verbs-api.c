@@ -392,44 +392,26 @@ START_TEST(context_layout)
 }
 END_TEST
 
-/* The data-path ops fail cleanly on objects we cannot have created yet. */
-START_TEST(hot_path_ops)
+/*
+ * Memory windows and XRC domains do not exist on our devices: their ops
+ * must still be callable and fail cleanly (the header inlines call some of
+ * them without a NULL check).  The data-path ops are exercised for real by
+ * the data-path tests.
+ */
+START_TEST(unsupported_ops)
 {
 	struct ibv_context *ctx = open_device("ibvd0");
 	struct ibv_pd pd = { .context = ctx };
 	struct ibv_qp qp = { .context = ctx, .pd = &pd, .qp_type = IBV_QPT_RC };
-	struct ibv_srq srq = { .context = ctx, .pd = &pd };
-	struct ibv_cq cq = { .context = ctx };
 	struct ibv_mw mw = { .context = ctx, .pd = &pd, .type = IBV_MW_TYPE_1 };
 	struct ibv_xrcd xrcd = { .context = ctx };
-	struct ibv_send_wr swr[2], *bad_swr;
-	struct ibv_recv_wr rwr[2], *bad_rwr;
 	struct ibv_mw_bind bind;
-	struct ibv_wc wc[4];
 
-	memset(swr, 0, sizeof(swr));
-	swr[0].wr_id = 1;
-	swr[0].next = &swr[1];
-	swr[1].wr_id = 2;
-	bad_swr = NULL;
-	ck_assert_int_eq(ibv_post_send(&qp, swr, &bad_swr), EOPNOTSUPP);
-	ck_assert_ptr_eq(bad_swr, &swr[0]);
-
-	memset(rwr, 0, sizeof(rwr));
-	rwr[0].wr_id = 1;
-	rwr[0].next = &rwr[1];
-	bad_rwr = NULL;
-	ck_assert_int_eq(ibv_post_recv(&qp, rwr, &bad_rwr), EOPNOTSUPP);
-	ck_assert_ptr_eq(bad_rwr, &rwr[0]);
-	bad_rwr = NULL;
-	ck_assert_int_eq(ibv_post_srq_recv(&srq, rwr, &bad_rwr), EOPNOTSUPP);
-	ck_assert_ptr_eq(bad_rwr, &rwr[0]);
-
-	memset(wc, CANARY, sizeof(wc));
-	ck_assert_int_lt(ibv_poll_cq(&cq, (int)ARRAY_SIZE(wc), wc), 0);
-	assert_bytes(wc, 0, sizeof(wc), CANARY, "ibv_poll_cq's wc array");
-	ck_assert_int_eq(ibv_req_notify_cq(&cq, 0), EOPNOTSUPP);
-	ck_assert_int_eq(ibv_req_notify_cq(&cq, 1), EOPNOTSUPP);
+	ck_assert_ptr_nonnull(ctx->ops.post_send);
+	ck_assert_ptr_nonnull(ctx->ops.post_recv);
+	ck_assert_ptr_nonnull(ctx->ops.post_srq_recv);
+	ck_assert_ptr_nonnull(ctx->ops.poll_cq);
+	ck_assert_ptr_nonnull(ctx->ops.req_notify_cq);
 
 	errno = 0;
 	ck_assert_ptr_null(ibv_alloc_mw(&pd, IBV_MW_TYPE_1));
@@ -481,10 +463,12 @@ START_TEST(extended_ops_unsupported)
 		.srq_type = IBV_SRQT_XRC,
 		.pd = &pd,
 	};
+	/* An RSS QP: receive hashing is not something our devices do. */
 	struct ibv_qp_init_attr_ex qp_attr = {
-		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE |
+			     IBV_QP_INIT_ATTR_RX_HASH,
 		.pd = &pd,
-		.qp_type = IBV_QPT_RC,
+		.qp_type = IBV_QPT_RAW_PACKET,
 	};
 	struct ibv_qp_open_attr open_attr = { 0 };
 	struct ibv_td_init_attr td_attr = { 0 };
@@ -1198,7 +1182,7 @@ static Suite *api_suite(void)
 
 	tc = new_case(s, "context");
 	tcase_add_loop_test(tc, context_layout, 0, ndev);
-	tcase_add_test(tc, hot_path_ops);
+	tcase_add_test(tc, unsupported_ops);
 	tcase_add_test(tc, extended_ops_unsupported);
 
 	tc = new_case(s, "query");

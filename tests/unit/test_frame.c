@@ -1,7 +1,8 @@
 /*
  * Framing and fd passing (common/frame.c) over real SOCK_SEQPACKET pairs.
  * Malformed frames are written by hand with send()/sendmsg() so that every
- * header field can be wrong on purpose.
+ * header field can be wrong on purpose.  Also the common code around it:
+ * the client's call timeouts (common/conn.c) and log escaping (common/log.c).
  */
 #include "config.h"
 
@@ -9,14 +10,21 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 
+#include "conn.h"
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
+#include "log.h"
 
 static int sv[2];
 static uint8_t *buf;
@@ -419,6 +427,297 @@ START_TEST(test_fds_without_data)
 }
 END_TEST
 
+/* ---- the close hook -------------------------------------------------- */
+
+static int hook_calls;
+
+static void counting_close(int fd)
+{
+	hook_calls++;
+	close(fd);
+}
+
+/* fds refused with a frame go through the hook (the daemon defers them). */
+START_TEST(test_close_hook_surplus)
+{
+	struct ibvd_frame_hdr hdr = good_hdr(IBVD_MSG_LIST_DEVICES, 0);
+	int fds[IBVD_FRAME_MAX_FDS + 2];
+	struct ibvd_frame frame;
+	int before, i, fd;
+
+	ibvd_frame_set_close_hook(counting_close);
+	hook_calls = 0;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	for (i = 0; i < IBVD_FRAME_MAX_FDS + 2; i++)
+		fds[i] = fd;
+	send_raw(&hdr, sizeof(hdr), NULL, 0, fds, IBVD_FRAME_MAX_FDS + 2);
+	close(fd);
+	before = count_open_fds();
+	ck_assert_int_eq(recv_frame(&frame), -EMSGSIZE);
+	ck_assert_int_eq(hook_calls, IBVD_FRAME_MAX_FDS + 2);
+	ck_assert_int_eq(count_open_fds(), before);
+	ibvd_frame_set_close_hook(NULL);
+}
+END_TEST
+
+/*
+ * The most one message can carry (the kernel's SCM_MAX_FD, 253) all reach
+ * the hook: none is dropped inside recvmsg() for want of buffer space,
+ * where closing it could block the receiver.
+ */
+START_TEST(test_close_hook_max_fds)
+{
+	enum { MAX_FDS = 253 };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+	} cmsg;
+	struct ibvd_frame_hdr hdr = good_hdr(IBVD_MSG_LIST_DEVICES, 0);
+	struct iovec iov = { .iov_base = &hdr, .iov_len = sizeof(hdr) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cmsg.buf, .msg_controllen = sizeof(cmsg.buf),
+	};
+	struct ibvd_frame frame;
+	struct cmsghdr *c;
+	int fds[MAX_FDS], before, i, fd;
+
+	ibvd_frame_set_close_hook(counting_close);
+	hook_calls = 0;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	for (i = 0; i < MAX_FDS; i++)
+		fds[i] = fd;
+	memset(&cmsg, 0, sizeof(cmsg));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	ck_assert_int_eq(sendmsg(sv[0], &mh, 0), (ssize_t)sizeof(hdr));
+	close(fd);
+	before = count_open_fds();
+	ck_assert_int_eq(recv_frame(&frame), -EMSGSIZE);
+	ck_assert_int_eq(hook_calls, MAX_FDS);
+	ck_assert_int_eq(count_open_fds(), before);
+	ibvd_frame_set_close_hook(NULL);
+}
+END_TEST
+
+/* A malformed frame's fds, and the frame's own, go through the hook too. */
+START_TEST(test_close_hook_bad_frame)
+{
+	struct ibvd_frame_hdr hdr = good_hdr(IBVD_MSG_LIST_DEVICES, 0);
+	struct ibvd_frame frame;
+	int p[2];
+
+	ibvd_frame_set_close_hook(counting_close);
+	hook_calls = 0;
+	ck_assert_int_eq(pipe(p), 0);
+	hdr.magic = 0;
+	send_raw(&hdr, sizeof(hdr), NULL, 0, p, 2);
+	ck_assert_int_eq(recv_frame(&frame), -EBADMSG);
+	ck_assert_int_eq(hook_calls, 2);
+
+	ck_assert_int_eq(ibvd_frame_send(sv[0], IBVD_MSG_QUERY_DEVICE, 5, NULL,
+					 p, 2, 0), 0);
+	ck_assert_int_eq(recv_frame(&frame), 1);
+	frame.fds[0] = -1;		/* taken by a handler: not closed here */
+	ibvd_frame_close_fds(&frame);
+	ck_assert_int_eq(hook_calls, 3);
+	close(p[0]);
+	close(p[1]);
+	ibvd_frame_set_close_hook(NULL);
+}
+END_TEST
+
+/* ---- client timeouts (conn.c) ----------------------------------------- */
+
+#define CALL_TIMEOUT_MS	300
+
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000L + (t.tv_nsec - t0->tv_nsec) / 1000000L;
+}
+
+/* A listening socket nobody serves, at sock_path. */
+static int listen_at(int backlog)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/ibvd-test-frame.%d.sock",
+		 (int)getpid());
+	unlink(sock_path);
+	strcpy(sun.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	ck_assert_int_eq(listen(fd, backlog), 0);
+	setenv("IBVERBSD_TIMEOUT_MS", "300", 1);
+	return fd;
+}
+
+/* A daemon that does not accept: connect() times out. */
+START_TEST(test_conn_connect_timeout)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct ibvd_conn conn;
+	struct timespec t0;
+	int l = listen_at(0), filler[8], n = 0, ret;
+	long ms;
+
+	/* fill the backlog */
+	strcpy(sun.sun_path, sock_path);
+	for (n = 0; n < 8; n++) {
+		filler[n] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+		ck_assert_int_ge(filler[n], 0);
+		if (connect(filler[n], (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+			ck_assert_int_eq(errno, EAGAIN);
+			break;
+		}
+	}
+	ck_assert_int_lt(n, 8);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = ibvd_conn_open(&conn, sock_path);
+	ms = ms_since(&t0);
+	ck_assert_int_eq(ret, -ETIMEDOUT);
+	ck_assert_int_ge(ms, CALL_TIMEOUT_MS - 50);
+	ck_assert_int_le(ms, 2 * CALL_TIMEOUT_MS);
+	ibvd_conn_close(&conn);
+	while (n >= 0)
+		close(filler[n--]);
+	close(l);
+	unlink(sock_path);
+}
+END_TEST
+
+/* A daemon that does not read: the call still ends, even on a full queue. */
+START_TEST(test_conn_call_timeout)
+{
+	struct ibvd_conn conn;
+	struct timespec t0;
+	int l = listen_at(8), i, ret;
+	long ms;
+
+	ck_assert_int_eq(ibvd_conn_open(&conn, sock_path), 0);
+	/* not full yet: the wait for the reply times out */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = ibvd_conn_call(&conn, IBVD_MSG_LIST_DEVICES, NULL, NULL, NULL,
+			     NULL, NULL);
+	ms = ms_since(&t0);
+	ck_assert_int_eq(ret, -ETIMEDOUT);
+	ck_assert_int_ge(ms, CALL_TIMEOUT_MS - 50);
+	ck_assert_int_le(ms, 2 * CALL_TIMEOUT_MS);
+	/* fill the queue the daemon would read */
+	for (i = 0; i < 100000; i++)
+		if (ibvd_frame_send(conn.sock, IBVD_MSG_LIST_DEVICES, 0, NULL,
+				    NULL, 0, MSG_DONTWAIT) < 0)
+			break;
+	ck_assert_int_lt(i, 100000);
+	for (i = 0; i < 3; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ret = ibvd_conn_call(&conn, IBVD_MSG_LIST_DEVICES, NULL, NULL,
+				     NULL, NULL, NULL);
+		ms = ms_since(&t0);
+		ck_assert_int_eq(ret, -ETIMEDOUT);
+		ck_assert_int_le(ms, 2 * CALL_TIMEOUT_MS);
+	}
+	ibvd_conn_close(&conn);
+	close(l);
+	unlink(sock_path);
+}
+END_TEST
+
+/*
+ * A daemon refusing the connection sends an Error with request id 0 and
+ * closes.  The call reports it whether the close beat our request (EPIPE)
+ * or not (ECONNRESET before the queued Error).
+ */
+static void refused_call(int close_before_request)
+{
+	struct ibvd_conn conn;
+	int l = listen_at(8), status, ret;
+	pid_t pid;
+
+	ck_assert_int_eq(ibvd_conn_open(&conn, sock_path), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct pollfd pfd = { .events = POLLIN };
+
+		pfd.fd = accept(l, NULL, NULL);
+		if (pfd.fd < 0)
+			_exit(1);
+		/* leave the request unread: the close resets the connection */
+		if (!close_before_request && poll(&pfd, 1, 5000) != 1)
+			_exit(1);
+		if (ibvd_frame_send_error(pfd.fd, 0, EAGAIN, "too many clients", 0) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	if (close_before_request)
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ret = ibvd_conn_call(&conn, IBVD_MSG_LIST_DEVICES, NULL, NULL, NULL,
+			     NULL, NULL);
+	ck_assert_int_eq(ret, -EAGAIN);
+	ck_assert_str_eq(conn.err_msg, "too many clients");
+	if (!close_before_request)
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* and from then on the daemon is gone */
+	ck_assert_int_eq(ibvd_conn_call(&conn, IBVD_MSG_LIST_DEVICES, NULL, NULL,
+					NULL, NULL, NULL), -EIO);
+	ibvd_conn_close(&conn);
+	close(l);
+	unlink(sock_path);
+}
+
+START_TEST(test_conn_refused_after_request)
+{
+	refused_call(0);
+}
+END_TEST
+
+START_TEST(test_conn_refused_before_request)
+{
+	refused_call(1);
+}
+END_TEST
+
+/* ---- log lines ---------------------------------------------------------- */
+
+/* Control characters in a logged word cannot make a line of their own. */
+START_TEST(test_log_escapes_controls)
+{
+	char out[512];
+	int p[2], saved;
+	ssize_t n;
+
+	unsetenv("JOURNAL_STREAM");
+	ibvd_log_init("test", IBVD_LOG_DEBUG);
+	ck_assert_int_eq(pipe(p), 0);
+	saved = dup(2);
+	ck_assert_int_eq(dup2(p[1], 2), 2);
+	log_notice("unknown device %s", "x\n<3>forged\r\x1b[31m\t.");
+	dup2(saved, 2);
+	close(saved);
+	close(p[1]);
+	n = read(p[0], out, sizeof(out) - 1);
+	close(p[0]);
+	ck_assert_int_gt(n, 0);
+	out[n] = '\0';
+	ck_assert_str_eq(out, "test: notice: unknown device "
+			 "x\\x0a<3>forged\\x0d\\x1b[31m\\x09.\n");
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -455,6 +754,20 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_surplus_fds_closed);
 	tcase_add_test(tc, test_fds_on_bad_frame_closed);
 	tcase_add_test(tc, test_fds_without_data);
+	tcase_add_test(tc, test_close_hook_surplus);
+	tcase_add_test(tc, test_close_hook_max_fds);
+	tcase_add_test(tc, test_close_hook_bad_frame);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("client timeouts");
+	tcase_add_test(tc, test_conn_connect_timeout);
+	tcase_add_test(tc, test_conn_call_timeout);
+	tcase_add_test(tc, test_conn_refused_after_request);
+	tcase_add_test(tc, test_conn_refused_before_request);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("log");
+	tcase_add_test(tc, test_log_escapes_controls);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,3 +4,4 @@ UNIT_LIBS = common/libibvd_common.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
 include tests/unit/core.mk
 include tests/unit/config.mk
 include tests/unit/client.mk
+include tests/unit/engine.mk

@@ -1,0 +1,180 @@
+/*
+ * Address handles.  The daemon validates and records each AH; we keep its
+ * address vector too, because every UD send WQE carries a copy of it
+ * (ring.h struct ibvd_av): the engine never looks an AH up on the fast path.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibvd_verbs.h"
+
+void ibvd_ah_attr_to_msg(const struct ibv_ah_attr *a, Ibvd__AhAttr *m)
+{
+	m->dgid.data = (uint8_t *)a->grh.dgid.raw;
+	m->dgid.len = a->is_global ? sizeof(a->grh.dgid.raw) : 0;
+	m->flow_label = a->grh.flow_label;
+	m->sgid_index = a->grh.sgid_index;
+	m->hop_limit = a->grh.hop_limit;
+	m->traffic_class = a->grh.traffic_class;
+	m->dlid = a->dlid;
+	m->sl = a->sl;
+	m->src_path_bits = a->src_path_bits;
+	m->static_rate = a->static_rate;
+	m->is_global = a->is_global;
+	m->port_num = a->port_num;
+}
+
+void ibvd_ah_attr_from_msg(const Ibvd__AhAttr *m, struct ibv_ah_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (!m)
+		return;
+	if (m->dgid.len == sizeof(a->grh.dgid.raw))
+		memcpy(a->grh.dgid.raw, m->dgid.data, sizeof(a->grh.dgid.raw));
+	a->grh.flow_label = m->flow_label;
+	a->grh.sgid_index = (uint8_t)m->sgid_index;
+	a->grh.hop_limit = (uint8_t)m->hop_limit;
+	a->grh.traffic_class = (uint8_t)m->traffic_class;
+	a->dlid = (uint16_t)m->dlid;
+	a->sl = (uint8_t)m->sl;
+	a->src_path_bits = (uint8_t)m->src_path_bits;
+	a->static_rate = (uint8_t)m->static_rate;
+	a->is_global = m->is_global;
+	a->port_num = (uint8_t)m->port_num;
+}
+
+static void av_from_attr(struct ibvd_av *av, const struct ibv_ah_attr *a)
+{
+	memset(av, 0, sizeof(*av));
+	if (a->is_global)
+		memcpy(av->dgid, a->grh.dgid.raw, sizeof(av->dgid));
+	av->flow_label = a->grh.flow_label;
+	av->dlid = a->dlid;
+	av->is_global = a->is_global;
+	av->sgid_index = a->grh.sgid_index;
+	av->hop_limit = a->grh.hop_limit;
+	av->traffic_class = a->grh.traffic_class;
+	av->sl = a->sl;
+	av->port_num = a->port_num;
+}
+
+static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
+		     struct ibvd_ah **ret_ah)
+{
+	Ibvd__CreateAh req = IBVD__CREATE_AH__INIT;
+	Ibvd__AhAttr m = IBVD__AH_ATTR__INIT;
+	Ibvd__Handle *reply = NULL;
+	struct ibvd_ah *ah;
+	int ret;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return -ENOMEM;
+	ibvd_ah_attr_to_msg(attr, &m);
+	req.pd = pd->handle;
+	req.attr = &m;
+	ret = ibvd_conn_call(ibvd_conn_of(pd->context), IBVD_MSG_CREATE_AH,
+			     &req.base, &ibvd__handle__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0) {
+		free(ah);
+		return ret;
+	}
+	ah->ah.context = pd->context;
+	ah->ah.pd = pd;
+	ah->ah.handle = reply->handle;
+	av_from_attr(&ah->av, attr);
+	ibvd__handle__free_unpacked(reply, NULL);
+	*ret_ah = ah;
+	return 0;
+}
+
+struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct ibvd_ah *ah;
+	int ret;
+
+	if (!pd || !attr)
+		return ibvd_null_ret(-EINVAL);
+	ret = create_ah(pd, attr, &ah);
+	return ret < 0 ? ibvd_null_ret(ret) : &ah->ah;
+}
+
+int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	int ret;
+
+	if (!ah)
+		return EINVAL;
+	ret = ibvd_destroy_handle(ah->context, IBVD_MSG_DESTROY_AH, ah->handle);
+	if (ret < 0)
+		return ibvd_errno_ret(ret);
+	free(to_ibvd_ah(ah));
+	return 0;
+}
+
+/*
+ * The reply path to the sender of wc (ibv_init_ah_from_wc(3)): its LID,
+ * and with a GRH its GID as destination, our GID it was sent to as source.
+ */
+static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
+			   const struct ibv_wc *wc, const struct ibv_grh *grh,
+			   struct ibv_ah_attr *ah_attr)
+{
+	uint32_t flow_class;
+	int index;
+
+	memset(ah_attr, 0, sizeof(*ah_attr));
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	ah_attr->port_num = port_num;
+	if (!(wc->wc_flags & IBV_WC_GRH))
+		return 0;
+	if (!grh)
+		return -EINVAL;
+	/*
+	 * A multicast message was sent to the group, not to one of our GIDs:
+	 * answer from our first one.
+	 */
+	index = grh->dgid.raw[0] == 0xff ? 0 :
+		ibvd_find_gid_index(ctx, port_num, &grh->dgid);
+	if (index < 0)
+		return index;
+	ah_attr->is_global = 1;
+	ah_attr->grh.dgid = grh->sgid;
+	ah_attr->grh.sgid_index = (uint8_t)index;
+	flow_class = ntohl(grh->version_tclass_flow);
+	ah_attr->grh.flow_label = flow_class & 0xfffff;
+	ah_attr->grh.traffic_class = (flow_class >> 20) & 0xff;
+	ah_attr->grh.hop_limit = 0xff;
+	return 0;
+}
+
+int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+			struct ibv_wc *wc, struct ibv_grh *grh,
+			struct ibv_ah_attr *ah_attr)
+{
+	if (!context || !wc || !ah_attr)
+		return EINVAL;
+	return ibvd_errno_ret(init_ah_from_wc(context, port_num, wc, grh,
+					      ah_attr));
+}
+
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+				     struct ibv_grh *grh, uint8_t port_num)
+{
+	struct ibv_ah_attr attr;
+	struct ibvd_ah *ah;
+	int ret;
+
+	if (!pd || !wc)
+		return ibvd_null_ret(-EINVAL);
+	ret = init_ah_from_wc(pd->context, port_num, wc, grh, &attr);
+	if (ret == 0)
+		ret = create_ah(pd, &attr, &ah);
+	return ret < 0 ? ibvd_null_ret(ret) : &ah->ah;
+}

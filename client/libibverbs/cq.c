@@ -1,0 +1,210 @@
+/*
+ * Completion queues.  The daemon creates the CQ ring (ring.h) in a memfd;
+ * we map it with only the client page writable: the engine page and the
+ * CQEs are the engine's, and polling them needs no system call (poll.c).
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ibverbsd.pb-c.h"
+#include "ibvd_verbs.h"
+
+/* Map a CQ memfd of nslots CQEs into map (read-only but the client page). */
+static int map_cq_fd(int fd, uint32_t nslots, struct ibvd_map *map)
+{
+	int ret;
+
+	if (!nslots || (nslots & (nslots - 1)) || nslots > IBVD_RING_MAX_SLOTS)
+		return -EPROTO;
+	ret = ibvd_map_fd(fd, ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), map);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_map_writable(map, fd, IBVD_RING_CLIENT_PAGE, IBVD_PAGE_SIZE);
+	if (ret < 0)
+		ibvd_unmap(map);
+	return ret;
+}
+
+/* The reply's geometry and fd become the CQ's ring (under cq->lock). */
+static int take_cq_reply(struct ibvd_cq *cq, const Ibvd__CreateCqReply *reply,
+			 int fd)
+{
+	struct ibvd_map map;
+	int ret;
+
+	if (reply->cqe > INT_MAX || reply->cqe > reply->nslots)
+		return -EPROTO;
+	ret = map_cq_fd(fd, reply->nslots, &map);
+	if (ret < 0)
+		return ret;
+	ibvd_unmap(&cq->map);
+	cq->map = map;
+	ibvd_cq_ring_setup(&cq->ring, &cq->map, reply->nslots);
+	cq->cq.cqe = (int)reply->cqe;
+	return 0;
+}
+
+static int create_on_daemon(struct ibvd_cq *cq, int cqe, int comp_vector)
+{
+	Ibvd__CreateCq req = IBVD__CREATE_CQ__INIT;
+	Ibvd__CreateCqReply *reply = NULL;
+	struct ibv_context *ctx = cq->cq.context;
+	unsigned int nfds = 1;
+	int fd = -1, ret;
+
+	req.cqe = (uint32_t)cqe;
+	req.channel = cq->cq.channel ? to_ibvd_channel(cq->cq.channel)->handle : 0;
+	req.comp_vector = (uint32_t)comp_vector;
+	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_CQ, &req.base,
+			     &ibvd__create_cq_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	if (ret < 0)
+		return ret;
+	cq->cq.handle = reply->handle;
+	ret = nfds == 1 ? take_cq_reply(cq, reply, fd) : -EPROTO;
+	if (nfds == 1)
+		close(fd);	/* the mapping keeps the memory */
+	if (ret < 0)
+		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, reply->handle);
+	ibvd__create_cq_reply__free_unpacked(reply, NULL);
+	return ret;
+}
+
+static struct ibvd_cq *cq_new(struct ibv_context *ctx, void *cq_context,
+			      struct ibv_comp_channel *channel)
+{
+	struct ibvd_cq *cq = calloc(1, sizeof(*cq));
+
+	if (!cq)
+		return NULL;
+	cq->cq.context = ctx;
+	cq->cq.channel = channel;
+	cq->cq.cq_context = cq_context;
+	pthread_mutex_init(&cq->cq.mutex, NULL);
+	pthread_cond_init(&cq->cq.cond, NULL);
+	pthread_mutex_init(&cq->lock, NULL);
+	return cq;
+}
+
+static void cq_free(struct ibvd_cq *cq)
+{
+	ibvd_unmap(&cq->map);
+	pthread_mutex_destroy(&cq->lock);
+	pthread_cond_destroy(&cq->cq.cond);
+	pthread_mutex_destroy(&cq->cq.mutex);
+	free(cq);
+}
+
+static void channel_ref(struct ibv_comp_channel *channel, int delta)
+{
+	if (!channel)
+		return;
+	pthread_mutex_lock(&channel->context->mutex);
+	channel->refcnt += delta;
+	pthread_mutex_unlock(&channel->context->mutex);
+}
+
+static int create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+		     struct ibv_comp_channel *channel, int comp_vector,
+		     struct ibvd_cq **ret_cq)
+{
+	struct ibvd_cq *cq;
+	int ret;
+
+	if (cqe < 1 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors)
+		return -EINVAL;
+	if (channel && channel->context != ctx)
+		return -EINVAL;
+	cq = cq_new(ctx, cq_context, channel);
+	if (!cq)
+		return -ENOMEM;
+	ret = create_on_daemon(cq, cqe, comp_vector);
+	if (ret < 0)
+		goto fail;
+	ret = ibvd_obj_add(to_ibvd_context(ctx), cq->cq.handle, IBVD_OBJ_CQ, cq);
+	if (ret < 0) {
+		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, cq->cq.handle);
+		goto fail;
+	}
+	channel_ref(channel, 1);
+	*ret_cq = cq;
+	return 0;
+fail:
+	cq_free(cq);
+	return ret;
+}
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct ibvd_cq *cq;
+	int ret;
+
+	if (!ctx)
+		return ibvd_null_ret(-EINVAL);
+	ret = create_cq(ctx, cqe, cq_context, channel, comp_vector, &cq);
+	return ret < 0 ? ibvd_null_ret(ret) : &cq->cq;
+}
+
+/*
+ * The daemon answers RESIZE_CQ with a new ring holding the CQEs we had not
+ * polled yet, and its client page says where our head is now.  Holding the
+ * CQ lock through the call keeps pollers off both rings meanwhile.
+ */
+static int resize_cq(struct ibvd_cq *cq, int cqe)
+{
+	Ibvd__ResizeCq req = IBVD__RESIZE_CQ__INIT;
+	Ibvd__CreateCqReply *reply = NULL;
+	unsigned int nfds = 1;
+	int fd = -1, ret;
+
+	if (cqe < 1)
+		return -EINVAL;
+	req.handle = cq->cq.handle;
+	req.cqe = (uint32_t)cqe;
+	pthread_mutex_lock(&cq->lock);
+	ret = ibvd_conn_call(ibvd_conn_of(cq->cq.context), IBVD_MSG_RESIZE_CQ,
+			     &req.base, &ibvd__create_cq_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	if (ret == 0) {
+		ret = nfds == 1 ? take_cq_reply(cq, reply, fd) : -EPROTO;
+		if (nfds == 1)
+			close(fd);
+		ibvd__create_cq_reply__free_unpacked(reply, NULL);
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return ret;
+}
+
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	if (!cq)
+		return EINVAL;
+	return ibvd_errno_ret(resize_cq(to_ibvd_cq(cq), cqe));
+}
+
+int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct ibvd_cq *cq;
+	int ret;
+
+	if (!ibcq)
+		return EINVAL;
+	cq = to_ibvd_cq(ibcq);
+	ret = ibvd_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
+				  ibcq->handle);
+	if (ret < 0)
+		return ibvd_errno_ret(ret);
+	/* No event can name it from now on; wait for those handed out. */
+	ibvd_obj_remove(to_ibvd_context(ibcq->context), ibcq->handle);
+	ibvd_wait_acked(&ibcq->mutex, &ibcq->cond,
+			&ibcq->comp_events_completed, &cq->comp_delivered);
+	ibvd_wait_acked(&ibcq->mutex, &ibcq->cond,
+			&ibcq->async_events_completed, &cq->async_delivered);
+	channel_ref(ibcq->channel, -1);
+	cq_free(cq);
+	return 0;
+}

@@ -1,0 +1,239 @@
+/*
+ * Memory regions.  The engine reaches the app's memory through the app's
+ * own /proc/self/mem, which the context hands to the daemon once, before
+ * its first registration (ATTACH_MEMORY, DESIGN.md §3.5): whatever the app
+ * registers (heap, stack, file or anonymous mappings, huge pages) stays
+ * where it is, and one-sided operations need nothing from the app.
+ *
+ * ibv_reg_mr is also a macro in verbs.h that picks, at the app's compile
+ * time, between ibv_reg_mr@@1.1 and ibv_reg_mr_iova2 (abi.md §5.5): all
+ * entry points end in one function and behave the same for iova == addr.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ibverbsd.pb-c.h"
+#include "ibvd_verbs.h"
+
+/* Function-like macros in verbs.h that would rewrite our definitions. */
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+/* The access bits we implement; optional ones are dropped, not refused. */
+#define MR_ACCESS_SUPPORTED						\
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |		\
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |		\
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |			\
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+
+/* Send the process's memory to the daemon, once per context. */
+static int attach_memory(struct ibvd_context *ictx)
+{
+	Ibvd__AttachMemory req = IBVD__ATTACH_MEMORY__INIT;
+	int fd, ret;
+
+	fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	req.pid = (uint32_t)getpid();
+	ret = ibvd_conn_call_fds(&ictx->conn, IBVD_MSG_ATTACH_MEMORY, &req.base,
+				 &fd, 1, NULL, NULL, NULL, NULL);
+	/* The daemon has its own copy now; ours would only leak. */
+	close(fd);
+	return ret;
+}
+
+static int ensure_memory_attached(struct ibvd_context *ictx)
+{
+	pthread_mutex_t *mutex = &ictx->vctx.context.mutex;
+	int ret = 0;
+
+	pthread_mutex_lock(mutex);
+	if (!ictx->mem_attached) {
+		ret = attach_memory(ictx);
+		ictx->mem_attached = ret == 0;
+	}
+	pthread_mutex_unlock(mutex);
+	return ret;
+}
+
+/* Remote write or atomic access needs local write (ibv_reg_mr(3)). */
+static int check_access(unsigned int access)
+{
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (access & ~(MR_ACCESS_SUPPORTED | IBV_ACCESS_OPTIONAL_RANGE))
+		return -EINVAL;
+	return 0;
+}
+
+static int reg_on_daemon(struct ibv_mr *mr, uint64_t iova, unsigned int access)
+{
+	Ibvd__RegMr req = IBVD__REG_MR__INIT;
+	Ibvd__RegMrReply *reply = NULL;
+	int ret;
+
+	req.pd = mr->pd->handle;
+	req.addr = (uintptr_t)mr->addr;
+	req.length = mr->length;
+	req.iova = iova;
+	req.access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
+	ret = ibvd_conn_call(ibvd_conn_of(mr->context), IBVD_MSG_REG_MR,
+			     &req.base, &ibvd__reg_mr_reply__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	mr->handle = reply->handle;
+	mr->lkey = reply->lkey;
+	mr->rkey = reply->rkey;
+	ibvd__reg_mr_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+static int reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+		  unsigned int access, struct ibv_mr **ret_mr)
+{
+	struct ibv_mr *mr;
+	int ret;
+
+	if (!pd)
+		return -EINVAL;
+	ret = check_access(access);
+	if (ret < 0)
+		return ret;
+	ret = ensure_memory_attached(to_ibvd_context(pd->context));
+	if (ret < 0)
+		return ret;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	mr->context = pd->context;
+	mr->pd = pd;
+	mr->addr = addr;
+	mr->length = length;
+	ret = reg_on_daemon(mr, iova, access);
+	if (ret < 0) {
+		free(mr);
+		return ret;
+	}
+	*ret_mr = mr;
+	return 0;
+}
+
+static struct ibv_mr *reg_mr_public(struct ibv_pd *pd, void *addr,
+				    size_t length, uint64_t iova,
+				    unsigned int access)
+{
+	struct ibv_mr *mr = NULL;
+	int ret = reg_mr(pd, addr, length, iova, access, &mr);
+
+	return ret < 0 ? ibvd_null_ret(ret) : mr;
+}
+
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+			  int access)
+{
+	return reg_mr_public(pd, addr, length, (uintptr_t)addr,
+			     (unsigned int)access);
+}
+
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+			       uint64_t iova, int access)
+{
+	return reg_mr_public(pd, addr, length, iova, (unsigned int)access);
+}
+
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+				uint64_t iova, unsigned int access)
+{
+	return reg_mr_public(pd, addr, length, iova, access);
+}
+
+/* ---- ibv_rereg_mr ------------------------------------------------------- */
+
+#define REREG_FLAGS							\
+	(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |	\
+	 IBV_REREG_MR_CHANGE_ACCESS)
+
+static int rereg_check(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+		       void *addr, size_t length, int access)
+{
+	if (!mr || !flags || (flags & ~REREG_FLAGS))
+		return -EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))
+		return -EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+		return -EINVAL;
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		return check_access((unsigned int)access);
+	return 0;
+}
+
+/* Ask the daemon; on success apply what changed to the app's view of mr. */
+static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+			   void *addr, size_t length, int access)
+{
+	Ibvd__ReregMr req = IBVD__REREG_MR__INIT;
+	Ibvd__RegMrReply *reply = NULL;
+	int ret;
+
+	req.handle = mr->handle;
+	req.flags = (uint32_t)flags;
+	req.pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0;
+	req.addr = (uintptr_t)addr;
+	req.length = length;
+	req.access = (uint32_t)access & ~IBV_ACCESS_OPTIONAL_RANGE;
+	ret = ibvd_conn_call(ibvd_conn_of(mr->context), IBVD_MSG_REREG_MR,
+			     &req.base, &ibvd__reg_mr_reply__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		mr->pd = pd;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		mr->addr = addr;
+		mr->length = length;
+	}
+	mr->lkey = reply->lkey;
+	mr->rkey = reply->rkey;
+	ibvd__reg_mr_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+/*
+ * ibv_rereg_mr reports failure as a negative enum ibv_rereg_mr_err_code
+ * with errno set (pyverbs decodes both), not as a positive errno.
+ */
+int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+		 size_t length, int access)
+{
+	int ret = rereg_check(mr, flags, pd, addr, length, access);
+
+	if (ret < 0) {
+		errno = -ret;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	ret = rereg_on_daemon(mr, flags, pd, addr, length, access);
+	if (ret < 0) {
+		errno = -ret;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	return 0;
+}
+
+int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	int ret;
+
+	if (!mr)
+		return EINVAL;
+	ret = ibvd_destroy_handle(mr->context, IBVD_MSG_DEREG_MR, mr->handle);
+	if (ret < 0)
+		return ibvd_errno_ret(ret);
+	free(mr);
+	return 0;
+}

@@ -1,0 +1,76 @@
+/*
+ * Protection domains: one ALLOC_PD/DEALLOC_PD round trip each.  The daemon
+ * refuses to free a PD that MRs, QPs, SRQs or AHs still use (EBUSY).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "ibverbsd.pb-c.h"
+#include "ibvd_verbs.h"
+
+static int alloc_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
+{
+	Ibvd__Handle *reply = NULL;
+	struct ibv_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return -ENOMEM;
+	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_ALLOC_PD, NULL,
+			     &ibvd__handle__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		goto fail;
+	pd->context = ctx;
+	pd->handle = reply->handle;
+	ibvd__handle__free_unpacked(reply, NULL);
+	*ret_pd = pd;
+	return 0;
+fail:
+	free(pd);
+	return ret;
+}
+
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd;
+	int ret;
+
+	if (!ctx)
+		return ibvd_null_ret(-EINVAL);
+	ret = alloc_pd(ctx, &pd);
+	return ret < 0 ? ibvd_null_ret(ret) : pd;
+}
+
+int ibvd_destroy_handle(struct ibv_context *ctx, uint16_t type, uint32_t handle)
+{
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+	int ret;
+
+	req.handle = handle;
+	ret = ibvd_conn_call(ibvd_conn_of(ctx), type, &req.base, NULL, NULL,
+			     NULL, NULL);
+	/*
+	 * A dead daemon already freed everything the context owned.  Like
+	 * rdma-core on a disassociated device, destroys then fail with EIO
+	 * (the object stays valid) unless the app asked for them to succeed.
+	 */
+	if (ret == -EIO && verbs_allow_disassociate_destroy)
+		ret = 0;
+	return ret;
+}
+
+int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret;
+
+	if (!pd)
+		return EINVAL;
+	ret = ibvd_destroy_handle(pd->context, IBVD_MSG_DEALLOC_PD, pd->handle);
+	if (ret < 0)
+		return ibvd_errno_ret(ret);
+	free(pd);
+	return 0;
+}

@@ -1,0 +1,102 @@
+/*
+ * The completion side of the data path: ibv_poll_cq and ibv_req_notify_cq
+ * (context ops reached through header inlines).  Plain loads and stores on
+ * the CQ ring (ring.h); no system call.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "barrier.h"
+#include "ibvd_verbs.h"
+
+static void wc_from_cqe(struct ibv_wc *wc, const struct ibvd_cqe *cqe)
+{
+	wc->wr_id = cqe->wr_id;
+	wc->status = (enum ibv_wc_status)cqe->status;
+	wc->opcode = (enum ibv_wc_opcode)cqe->opcode;
+	wc->vendor_err = cqe->vendor_err;
+	wc->byte_len = cqe->byte_len;
+	wc->imm_data = cqe->imm_data;
+	wc->qp_num = cqe->qp_num;
+	wc->src_qp = cqe->src_qp;
+	wc->wc_flags = cqe->wc_flags;
+	wc->pkey_index = cqe->pkey_index;
+	wc->slid = cqe->slid;
+	wc->sl = cqe->sl;
+	wc->dlid_path_bits = cqe->dlid_path_bits;
+}
+
+/* Copy up to num CQEs out of ring; returns how many (under the CQ lock). */
+static int poll_ring(struct ibvd_cq_ring *ring, int num, struct ibv_wc *wc)
+{
+	/* Acquire: the CQEs below the engine's tail are written before we read. */
+	uint32_t tail = ibvd_observe(&ring->engine->tail);
+	uint32_t head = ring->head;
+	struct ibvd_cqe cqe;
+	int n = 0;
+
+	while (n < num && head != tail) {
+		memcpy(&cqe, &ring->slots[head & (ring->nslots - 1)], sizeof(cqe));
+		/*
+		 * Every CQE carries its position + 1: a slot that does not is
+		 * not the CQE we expect (the engine overran the ring); stop
+		 * rather than hand out garbage.
+		 */
+		if (cqe.seq != head + 1)
+			break;
+		wc_from_cqe(&wc[n++], &cqe);
+		head++;
+	}
+	if (head != ring->head) {
+		ring->head = head;
+		/* Release: done reading these slots; the engine may reuse them. */
+		ibvd_publish(&ring->client->head, head);
+	}
+	return n;
+}
+
+int ibvd_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct ibvd_cq *cq = to_ibvd_cq(ibcq);
+	int n;
+
+	if (num_entries < 0 || (num_entries > 0 && !wc))
+		return -EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	n = poll_ring(&cq->ring, num_entries, wc);
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+/*
+ * Arming is one-shot (ring.h): ask for the event after the engine's last
+ * fired one.  An arm for any completion that is still pending is not
+ * narrowed to solicited-only by a later request, as on a NIC.
+ */
+int ibvd_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct ibvd_cq *cq = to_ibvd_cq(ibcq);
+	struct ibvd_cq_client *client;
+	uint32_t fired, flags;
+
+	flags = solicited_only ? IBVD_ARM_SOLICITED : IBVD_ARM_NEXT;
+	pthread_mutex_lock(&cq->lock);
+	client = cq->ring.client;
+	fired = ibvd_observe(&cq->ring.engine->fired_seq);
+	if (ibvd_read_once(&client->arm_seq) == fired + 1 &&
+	    ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT)
+		flags = IBVD_ARM_NEXT;
+	ibvd_write_once(&client->arm_flags, flags);
+	/* Release: the engine that sees the new arm_seq sees its flags too. */
+	ibvd_publish(&client->arm_seq, fired + 1);
+	/*
+	 * Store (arm) -> load (the tail, in the app's next ibv_poll_cq) needs
+	 * a full fence: the engine stores a CQE's tail and then loads arm_seq.
+	 * Without both fences each side could miss the other's store, and the
+	 * app would sleep on a CQE that produced no event.
+	 */
+	ibvd_full_fence();
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}

@@ -1,0 +1,318 @@
+/*
+ * The posting side of the data path: ibv_post_send, ibv_post_recv and
+ * ibv_post_srq_recv (context ops reached through header inlines).
+ *
+ * Each call checks every work request the way a NIC's provider does,
+ * writes the valid ones into the queue's slots, publishes the new tail
+ * once for the whole list, and (for sends) rings the QP's doorbell.  The
+ * first request that fails is reported through *bad_wr and nothing after
+ * it is posted.  No system call unless the engine is asleep (queue.c).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "barrier.h"
+#include "ibvd_verbs.h"
+
+#define SEND_FLAGS_KEPT							\
+	(IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |	\
+	 IBV_SEND_INLINE)
+
+/* Room for one more WQE, re-reading the engine's head only when needed. */
+bool ibvd_wq_has_room(struct ibvd_wq *wq, uint32_t *head, uint32_t tail)
+{
+	if (tail - *head < wq->limit)
+		return true;
+	/* Acquire: the engine copied those WQEs out before moving head. */
+	*head = ibvd_observe(&wq->engine->head);
+	return tail - *head < wq->limit;
+}
+
+/* ---- sends ------------------------------------------------------------- */
+
+/* IB spec 10.8.2: which opcodes each transport has. */
+bool ibvd_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return true;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return type == IBV_QPT_RC || type == IBV_QPT_UC;
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return type == IBV_QPT_RC;
+	default:
+		return false;	/* no memory windows, TSO or XRC here */
+	}
+}
+
+/* Inline data applies to the opcodes that carry data to the responder. */
+static bool is_inline(const struct ibv_send_wr *wr)
+{
+	if (!(wr->send_flags & IBV_SEND_INLINE))
+		return false;
+	return wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	       wr->opcode == IBV_WR_RDMA_WRITE ||
+	       wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* Total length of the SGEs, in 64 bits: no sum of uint32s overflows it. */
+static uint64_t sge_bytes(const struct ibv_sge *sge, int num_sge)
+{
+	uint64_t total = 0;
+	int i;
+
+	for (i = 0; i < num_sge; i++)
+		total += sge[i].length;
+	return total;
+}
+
+/*
+ * Posting is allowed from RTS on (RTS, SQD, SQE, ERR: the engine flushes
+ * what arrives in ERR), never before.
+ */
+bool ibvd_sq_state_ok(const struct ibvd_qp *qp)
+{
+	enum ibv_qp_state s = __atomic_load_n(&qp->qp.state, __ATOMIC_RELAXED);
+
+	return s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE ||
+	       s == IBV_QPS_ERR;
+}
+
+static int check_send_wr(const struct ibvd_qp *qp, const struct ibv_send_wr *wr)
+{
+	if (!ibvd_sq_state_ok(qp) ||
+	    !ibvd_send_opcode_valid(qp->qp.qp_type, wr->opcode))
+		return -EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
+	    (wr->num_sge && !wr->sg_list))
+		return -EINVAL;
+	if (is_inline(wr) &&
+	    sge_bytes(wr->sg_list, wr->num_sge) > qp->cap.max_inline_data)
+		return -EINVAL;
+	if (qp->qp.qp_type == IBV_QPT_UD && !wr->wr.ud.ah)
+		return -EINVAL;
+	return 0;
+}
+
+static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvd_qp *qp,
+			     const struct ibv_send_wr *wr)
+{
+	memset(h, 0, sizeof(*h));
+	h->wr_id = wr->wr_id;
+	h->opcode = wr->opcode;
+	h->send_flags = wr->send_flags & SEND_FLAGS_KEPT;
+	h->imm_data = wr->imm_data;
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		h->rkey = wr->wr.rdma.rkey;
+		h->remote_addr = wr->wr.rdma.remote_addr;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		h->rkey = wr->wr.atomic.rkey;
+		h->remote_addr = wr->wr.atomic.remote_addr;
+		h->compare_add = wr->wr.atomic.compare_add;
+		h->swap = wr->wr.atomic.swap;
+		break;
+	default:
+		break;
+	}
+	if (qp->qp.qp_type == IBV_QPT_UD) {
+		h->remote_qpn = wr->wr.ud.remote_qpn;
+		h->remote_qkey = wr->wr.ud.remote_qkey;
+		h->av = to_ibvd_ah(wr->wr.ud.ah)->av;
+	}
+}
+
+/* Inline data is copied now: the app may reuse its buffers on return. */
+static uint32_t copy_inline(uint8_t *dst, const struct ibv_sge *sge, int num_sge)
+{
+	uint32_t off = 0;
+	int i;
+
+	for (i = 0; i < num_sge; i++) {
+		memcpy(dst + off, (const void *)(uintptr_t)sge[i].addr,
+		       sge[i].length);
+		off += sge[i].length;
+	}
+	return off;
+}
+
+static void copy_sges(struct ibvd_sge *dst, const struct ibv_sge *sge,
+		      int num_sge)
+{
+	int i;
+
+	for (i = 0; i < num_sge; i++) {
+		dst[i].addr = sge[i].addr;
+		dst[i].length = sge[i].length;
+		dst[i].lkey = sge[i].lkey;
+	}
+}
+
+static void write_send_wqe(struct ibvd_qp *qp, void *slot,
+			   const struct ibv_send_wr *wr)
+{
+	struct ibvd_send_wqe *wqe = slot;
+	uint8_t *body = (uint8_t *)slot + IBVD_SEND_WQE_HDR;
+
+	fill_send_header(wqe, qp, wr);
+	if (is_inline(wr)) {
+		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
+	} else {
+		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
+		wqe->num_sge = (uint32_t)wr->num_sge;
+		copy_sges((struct ibvd_sge *)body, wr->sg_list, wr->num_sge);
+	}
+}
+
+static int post_send_locked(struct ibvd_qp *qp, struct ibv_send_wr *wr,
+			    struct ibv_send_wr **bad_wr)
+{
+	struct ibvd_wq *sq = &qp->sq;
+	uint32_t tail = sq->tail, head = tail - sq->limit;
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		ret = check_send_wr(qp, wr);
+		if (ret == 0 && !ibvd_wq_has_room(sq, &head, tail))
+			ret = -ENOMEM;
+		if (ret < 0) {
+			*bad_wr = wr;
+			break;
+		}
+		write_send_wqe(qp, ibvd_wq_slot(sq, tail), wr);
+		tail++;
+	}
+	if (tail == sq->tail)
+		return ret;
+	sq->tail = tail;
+	/* Release: the WQEs are written before the engine sees tail. */
+	ibvd_publish(&sq->client->tail, tail);
+	ibvd_ring_doorbell(to_ibvd_context(qp->qp.context), qp->doorbell);
+	return ret;
+}
+
+int ibvd_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr)
+{
+	struct ibvd_qp *qp = to_ibvd_qp(ibqp);
+	int ret;
+
+	pthread_mutex_lock(&qp->sq.lock);
+	ret = post_send_locked(qp, wr, bad_wr);
+	pthread_mutex_unlock(&qp->sq.lock);
+	return ibvd_errno_ret(ret);
+}
+
+/* ---- receives ---------------------------------------------------------- */
+
+static void write_recv_wqe(void *slot, const struct ibv_recv_wr *wr)
+{
+	struct ibvd_recv_wqe *wqe = slot;
+
+	wqe->wr_id = wr->wr_id;
+	wqe->num_sge = (uint32_t)wr->num_sge;
+	wqe->pad = 0;
+	copy_sges((struct ibvd_sge *)((uint8_t *)slot + IBVD_RECV_WQE_HDR),
+		  wr->sg_list, wr->num_sge);
+}
+
+/*
+ * Post a list of receive WQEs to a receive ring; returns 0 or a negative
+ * errno with *bad_wr set, and whether anything was published.
+ */
+static int post_recv_locked(struct ibvd_wq *rq, uint32_t max_sge,
+			    struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
+			    bool *published)
+{
+	uint32_t tail = rq->tail, head = tail - rq->limit;
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge ||
+		    (wr->num_sge && !wr->sg_list))
+			ret = -EINVAL;
+		else if (!ibvd_wq_has_room(rq, &head, tail))
+			ret = -ENOMEM;
+		if (ret < 0) {
+			*bad_wr = wr;
+			break;
+		}
+		write_recv_wqe(ibvd_wq_slot(rq, tail), wr);
+		tail++;
+	}
+	*published = tail != rq->tail;
+	if (*published) {
+		rq->tail = tail;
+		/* Release: the WQEs are written before the engine sees tail. */
+		ibvd_publish(&rq->client->tail, tail);
+	}
+	return ret;
+}
+
+/*
+ * The engine takes receive WQEs when a message arrives and needs no
+ * doorbell for them, except on a queue it stopped (QP in error): what is
+ * posted there must be flushed, so tell it.
+ */
+static void recv_rang(struct ibvd_qp *qp)
+{
+	/*
+	 * Store (tail) -> load (error) needs a full fence: the engine stores
+	 * the error word, fences, then flushes up to the tail it loads.  So
+	 * either it flushes our WQEs, or we see the word and ring.
+	 */
+	ibvd_full_fence();
+	if (ibvd_read_once(&qp->rq.engine->error))
+		ibvd_ring_doorbell(to_ibvd_context(qp->qp.context),
+				   qp->doorbell);
+}
+
+/* Receives may be posted from INIT on; RESET queues do not exist yet. */
+static bool rq_state_ok(const struct ibvd_qp *qp)
+{
+	enum ibv_qp_state s = __atomic_load_n(&qp->qp.state, __ATOMIC_RELAXED);
+
+	return s != IBV_QPS_RESET;
+}
+
+int ibvd_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr)
+{
+	struct ibvd_qp *qp = to_ibvd_qp(ibqp);
+	bool published;
+	int ret;
+
+	if (ibqp->srq || !rq_state_ok(qp)) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&qp->rq.lock);
+	ret = post_recv_locked(&qp->rq, qp->cap.max_recv_sge, wr, bad_wr,
+			       &published);
+	pthread_mutex_unlock(&qp->rq.lock);
+	if (published)
+		recv_rang(qp);
+	return ibvd_errno_ret(ret);
+}
+
+int ibvd_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr)
+{
+	struct ibvd_srq *srq = to_ibvd_srq(ibsrq);
+	bool published;
+	int ret;
+
+	pthread_mutex_lock(&srq->rq.lock);
+	ret = post_recv_locked(&srq->rq, srq->max_sge, wr, bad_wr, &published);
+	pthread_mutex_unlock(&srq->rq.lock);
+	return ibvd_errno_ret(ret);
+}

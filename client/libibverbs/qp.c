@@ -1,0 +1,485 @@
+/*
+ * Queue pairs.  CREATE_QP answers with one memfd holding the SQ ring at
+ * offset 0 and the RQ ring at rq_offset (none with an SRQ); we map both
+ * with only the client pages and WQE slots writable (queue.c).  The state
+ * machine and attribute checks of ibv_modify_qp live in the daemon; we keep
+ * qp->state, which apps read, and the posting checks need (post.c).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ibvd_verbs.h"
+
+/* ---- creation ----------------------------------------------------------- */
+
+static void cap_to_msg(const struct ibv_qp_cap *cap, Ibvd__QpCap *m)
+{
+	m->max_send_wr = cap->max_send_wr;
+	m->max_recv_wr = cap->max_recv_wr;
+	m->max_send_sge = cap->max_send_sge;
+	m->max_recv_sge = cap->max_recv_sge;
+	m->max_inline_data = cap->max_inline_data;
+}
+
+static void cap_from_msg(const Ibvd__QpCap *m, struct ibv_qp_cap *cap)
+{
+	memset(cap, 0, sizeof(*cap));
+	if (!m)
+		return;
+	cap->max_send_wr = m->max_send_wr;
+	cap->max_recv_wr = m->max_recv_wr;
+	cap->max_send_sge = m->max_send_sge;
+	cap->max_recv_sge = m->max_recv_sge;
+	cap->max_inline_data = m->max_inline_data;
+}
+
+/* Does the daemon's geometry hold what the reported caps promise? */
+static bool sq_fits(const Ibvd__CreateQpReply *r, const struct ibv_qp_cap *cap)
+{
+	uint64_t room = (uint64_t)r->sq_stride - IBVD_SEND_WQE_HDR;
+
+	return ibvd_wq_geometry_ok(r->sq_nslots, r->sq_stride, IBVD_SEND_WQE_HDR) &&
+	       (uint64_t)cap->max_send_sge * sizeof(struct ibvd_sge) <= room &&
+	       cap->max_inline_data <= room;
+}
+
+static bool rq_fits(const Ibvd__CreateQpReply *r, const struct ibv_qp_cap *cap)
+{
+	uint64_t room = (uint64_t)r->rq_stride - IBVD_RECV_WQE_HDR;
+
+	return ibvd_wq_geometry_ok(r->rq_nslots, r->rq_stride, IBVD_RECV_WQE_HDR) &&
+	       (uint64_t)cap->max_recv_sge * sizeof(struct ibvd_sge) <= room &&
+	       r->rq_offset % IBVD_PAGE_SIZE == 0;
+}
+
+static uint64_t ring_len(uint32_t nslots, uint32_t stride)
+{
+	return IBVD_RING_SLOTS + (uint64_t)nslots * stride;
+}
+
+/* Size of the QP memfd the reply describes, or 0 if it makes no sense. */
+static uint64_t qp_map_len(const Ibvd__CreateQpReply *r, bool has_rq)
+{
+	uint64_t sq_len = ring_len(r->sq_nslots, r->sq_stride);
+
+	if (!has_rq)
+		return sq_len;
+	if (r->rq_offset < sq_len)
+		return 0;
+	return r->rq_offset + ring_len(r->rq_nslots, r->rq_stride);
+}
+
+static int map_qp_rings(struct ibvd_qp *qp, const Ibvd__CreateQpReply *r,
+			int fd)
+{
+	bool has_rq = !qp->qp.srq;
+	uint64_t len = qp_map_len(r, has_rq);
+	int ret;
+
+	if (!sq_fits(r, &qp->cap) || (has_rq && !rq_fits(r, &qp->cap)) ||
+	    len == 0 || len > SIZE_MAX || r->doorbell >= IBVD_DOORBELL_BITS)
+		return -EPROTO;
+	ret = ibvd_map_fd(fd, (size_t)len, &qp->map);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_wq_setup(&qp->sq, &qp->map, fd, 0, r->sq_nslots,
+			    r->sq_stride, qp->cap.max_send_wr);
+	if (ret == 0 && has_rq)
+		ret = ibvd_wq_setup(&qp->rq, &qp->map, fd, (size_t)r->rq_offset,
+				    r->rq_nslots, r->rq_stride,
+				    qp->cap.max_recv_wr);
+	return ret;
+}
+
+static void qp_free(struct ibvd_qp *qp)
+{
+	ibvd_wq_destroy(&qp->sq);
+	ibvd_wq_destroy(&qp->rq);
+	ibvd_unmap(&qp->map);
+	pthread_cond_destroy(&qp->qp.cond);
+	pthread_mutex_destroy(&qp->qp.mutex);
+	free(qp);
+}
+
+static struct ibvd_qp *qp_new(struct ibv_pd *pd,
+			      const struct ibv_qp_init_attr *attr)
+{
+	struct ibvd_qp *qp = calloc(1, sizeof(*qp));
+
+	if (!qp)
+		return NULL;
+	qp->qp.context = pd->context;
+	qp->qp.qp_context = attr->qp_context;
+	qp->qp.pd = pd;
+	qp->qp.send_cq = attr->send_cq;
+	qp->qp.recv_cq = attr->recv_cq;
+	qp->qp.srq = attr->srq;
+	qp->qp.state = IBV_QPS_RESET;
+	qp->qp.qp_type = attr->qp_type;
+	qp->sq_sig_all = attr->sq_sig_all;
+	pthread_mutex_init(&qp->qp.mutex, NULL);
+	pthread_cond_init(&qp->qp.cond, NULL);
+	return qp;
+}
+
+static void create_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap,
+		       struct ibv_pd *pd, const struct ibv_qp_init_attr *attr)
+{
+	req->pd = pd->handle;
+	req->send_cq = attr->send_cq->handle;
+	req->recv_cq = attr->recv_cq->handle;
+	req->srq = attr->srq ? attr->srq->handle : 0;
+	req->qp_type = attr->qp_type;
+	req->sq_sig_all = attr->sq_sig_all != 0;
+	cap_to_msg(&attr->cap, cap);
+	req->cap = cap;
+}
+
+static int create_on_daemon(struct ibvd_qp *qp,
+			    const struct ibv_qp_init_attr *attr)
+{
+	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__CreateQpReply *reply = NULL;
+	struct ibv_context *ctx = qp->qp.context;
+	unsigned int nfds = 1;
+	int fd = -1, ret;
+
+	create_req(&req, &cap, qp->qp.pd, attr);
+	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
+			     &ibvd__create_qp_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	if (ret < 0)
+		return ret;
+	qp->qp.handle = reply->handle;
+	qp->qp.qp_num = reply->qp_num;
+	qp->doorbell = reply->doorbell;
+	cap_from_msg(reply->cap, &qp->cap);
+	ret = nfds == 1 && reply->cap ? map_qp_rings(qp, reply, fd) : -EPROTO;
+	if (nfds == 1)
+		close(fd);	/* the mapping keeps the memory */
+	if (ret < 0)
+		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, reply->handle);
+	ibvd__create_qp_reply__free_unpacked(reply, NULL);
+	return ret;
+}
+
+static int check_init_attr(struct ibv_pd *pd, const struct ibv_qp_init_attr *a)
+{
+	struct ibv_context *ctx = pd->context;
+
+	if (!a->send_cq || !a->recv_cq)
+		return -EINVAL;
+	if (a->send_cq->context != ctx || a->recv_cq->context != ctx ||
+	    (a->srq && a->srq->context != ctx))
+		return -EINVAL;
+	return 0;
+}
+
+static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
+		     struct ibvd_qp **ret_qp)
+{
+	struct ibvd_qp *qp;
+	int ret;
+
+	ret = check_init_attr(pd, attr);
+	if (ret < 0)
+		return ret;
+	qp = qp_new(pd, attr);
+	if (!qp)
+		return -ENOMEM;
+	ret = create_on_daemon(qp, attr);
+	if (ret < 0)
+		goto fail;
+	ret = ibvd_obj_add(to_ibvd_context(pd->context), qp->qp.handle,
+			   IBVD_OBJ_QP, qp);
+	if (ret < 0) {
+		ibvd_destroy_handle(pd->context, IBVD_MSG_DESTROY_QP,
+				    qp->qp.handle);
+		goto fail;
+	}
+	/* Callers learn the caps they got, rounded up (ibv_create_qp(3)). */
+	attr->cap = qp->cap;
+	*ret_qp = qp;
+	return 0;
+fail:
+	qp_free(qp);
+	return ret;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+			     struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibvd_qp *qp;
+	int ret;
+
+	if (!pd || !qp_init_attr)
+		return ibvd_null_ret(-EINVAL);
+	ret = create_qp(pd, qp_init_attr, &qp);
+	return ret < 0 ? ibvd_null_ret(ret) : &qp->qp;
+}
+
+/*
+ * The extended attributes we support: a PD, no creation flags, and the
+ * ibv_qp_ex posting API (qp_ex.c).
+ */
+static int check_init_attr_ex(const struct ibv_qp_init_attr_ex *attr)
+{
+	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+	if (attr->comp_mask & ~known)
+		return -EOPNOTSUPP;
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    attr->create_flags)
+		return -EOPNOTSUPP;
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
+		return -EINVAL;
+	return 0;
+}
+
+static int create_qp_ex(struct ibv_context *ctx,
+			struct ibv_qp_init_attr_ex *attr_ex,
+			struct ibvd_qp **ret_qp)
+{
+	struct ibv_qp_init_attr attr;
+	int ret;
+
+	ret = check_init_attr_ex(attr_ex);
+	if (ret < 0)
+		return ret;
+	if (attr_ex->pd->context != ctx)
+		return -EINVAL;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_context = attr_ex->qp_context;
+	attr.send_cq = attr_ex->send_cq;
+	attr.recv_cq = attr_ex->recv_cq;
+	attr.srq = attr_ex->srq;
+	attr.cap = attr_ex->cap;
+	attr.qp_type = attr_ex->qp_type;
+	attr.sq_sig_all = attr_ex->sq_sig_all;
+	ret = create_qp(attr_ex->pd, &attr, ret_qp);
+	if (ret < 0)
+		return ret;
+	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		ret = ibvd_qp_ex_init(*ret_qp, attr.qp_type,
+				      attr_ex->send_ops_flags);
+		if (ret < 0) {
+			ibv_destroy_qp(&(*ret_qp)->qp);
+			return ret;
+		}
+	}
+	attr_ex->cap = attr.cap;
+	return 0;
+}
+
+struct ibv_qp *ibvd_create_qp_ex_op(struct ibv_context *ctx,
+				    struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibvd_qp *qp;
+	int ret;
+
+	if (!attr)
+		return ibvd_null_ret(-EINVAL);
+	ret = create_qp_ex(ctx, attr, &qp);
+	return ret < 0 ? ibvd_null_ret(ret) : &qp->qp;
+}
+
+/* Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS have the ex API. */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct ibvd_qp *iqp;
+
+	if (!qp)
+		return NULL;
+	iqp = to_ibvd_qp(qp);
+	return iqp->has_qp_ex ? &iqp->qp_ex : NULL;
+}
+
+/* ---- modify, query ------------------------------------------------------ */
+
+/* All of attr goes out; the daemon reads only what attr_mask names. */
+static void qp_attr_to_msg(const struct ibv_qp_attr *a, Ibvd__QpAttr *m)
+{
+	m->qp_state = a->qp_state;
+	m->cur_qp_state = a->cur_qp_state;
+	m->path_mtu = a->path_mtu;
+	m->path_mig_state = a->path_mig_state;
+	m->qkey = a->qkey;
+	m->rq_psn = a->rq_psn;
+	m->sq_psn = a->sq_psn;
+	m->dest_qp_num = a->dest_qp_num;
+	m->qp_access_flags = (uint32_t)a->qp_access_flags;
+	m->pkey_index = a->pkey_index;
+	m->alt_pkey_index = a->alt_pkey_index;
+	m->en_sqd_async_notify = a->en_sqd_async_notify;
+	m->sq_draining = a->sq_draining;
+	m->max_rd_atomic = a->max_rd_atomic;
+	m->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	m->min_rnr_timer = a->min_rnr_timer;
+	m->port_num = a->port_num;
+	m->timeout = a->timeout;
+	m->retry_cnt = a->retry_cnt;
+	m->rnr_retry = a->rnr_retry;
+	m->alt_port_num = a->alt_port_num;
+	m->alt_timeout = a->alt_timeout;
+	m->rate_limit = a->rate_limit;
+}
+
+static void qp_attr_from_msg(const Ibvd__QpAttr *m, struct ibv_qp_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = (enum ibv_qp_state)m->qp_state;
+	a->cur_qp_state = (enum ibv_qp_state)m->cur_qp_state;
+	a->path_mtu = (enum ibv_mtu)m->path_mtu;
+	a->path_mig_state = (enum ibv_mig_state)m->path_mig_state;
+	a->qkey = m->qkey;
+	a->rq_psn = m->rq_psn;
+	a->sq_psn = m->sq_psn;
+	a->dest_qp_num = m->dest_qp_num;
+	a->qp_access_flags = (unsigned int)m->qp_access_flags;
+	cap_from_msg(m->cap, &a->cap);
+	ibvd_ah_attr_from_msg(m->ah_attr, &a->ah_attr);
+	ibvd_ah_attr_from_msg(m->alt_ah_attr, &a->alt_ah_attr);
+	a->pkey_index = (uint16_t)m->pkey_index;
+	a->alt_pkey_index = (uint16_t)m->alt_pkey_index;
+	a->en_sqd_async_notify = (uint8_t)m->en_sqd_async_notify;
+	a->sq_draining = (uint8_t)m->sq_draining;
+	a->max_rd_atomic = (uint8_t)m->max_rd_atomic;
+	a->max_dest_rd_atomic = (uint8_t)m->max_dest_rd_atomic;
+	a->min_rnr_timer = (uint8_t)m->min_rnr_timer;
+	a->port_num = (uint8_t)m->port_num;
+	a->timeout = (uint8_t)m->timeout;
+	a->retry_cnt = (uint8_t)m->retry_cnt;
+	a->rnr_retry = (uint8_t)m->rnr_retry;
+	a->alt_port_num = (uint8_t)m->alt_port_num;
+	a->alt_timeout = (uint8_t)m->alt_timeout;
+	a->rate_limit = m->rate_limit;
+}
+
+/*
+ * Record a state the daemon accepted.  Atomic: posters read it without the
+ * QP's locks.  Back in RESET the daemon emptied the queues and may have
+ * rewound their counters, so the rings' private tails follow.
+ */
+static void set_state(struct ibvd_qp *qp, enum ibv_qp_state state)
+{
+	__atomic_store_n(&qp->qp.state, state, __ATOMIC_RELAXED);
+	if (state == IBV_QPS_RESET) {
+		ibvd_wq_resync(&qp->sq);
+		ibvd_wq_resync(&qp->rq);
+	}
+}
+
+static int modify_qp(struct ibvd_qp *qp, const struct ibv_qp_attr *attr,
+		     int attr_mask)
+{
+	Ibvd__ModifyQp req = IBVD__MODIFY_QP__INIT;
+	Ibvd__QpAttr m = IBVD__QP_ATTR__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT, alt_ah = IBVD__AH_ATTR__INIT;
+	int ret;
+
+	qp_attr_to_msg(attr, &m);
+	cap_to_msg(&attr->cap, &cap);
+	ibvd_ah_attr_to_msg(&attr->ah_attr, &ah);
+	ibvd_ah_attr_to_msg(&attr->alt_ah_attr, &alt_ah);
+	m.cap = &cap;
+	m.ah_attr = &ah;
+	m.alt_ah_attr = &alt_ah;
+	req.handle = qp->qp.handle;
+	req.attr_mask = (uint32_t)attr_mask;
+	req.attr = &m;
+	ret = ibvd_conn_call(ibvd_conn_of(qp->qp.context), IBVD_MSG_MODIFY_QP,
+			     &req.base, NULL, NULL, NULL, NULL);
+	if (ret == 0 && (attr_mask & IBV_QP_STATE))
+		set_state(qp, attr->qp_state);
+	return ret;
+}
+
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	if (!qp || !attr)
+		return EINVAL;
+	return ibvd_errno_ret(modify_qp(to_ibvd_qp(qp), attr, attr_mask));
+}
+
+static void init_attr_from_reply(const struct ibvd_qp *qp,
+				 const Ibvd__QueryQpReply *r,
+				 struct ibv_qp_init_attr *init)
+{
+	memset(init, 0, sizeof(*init));
+	init->qp_context = qp->qp.qp_context;
+	init->send_cq = qp->qp.send_cq;
+	init->recv_cq = qp->qp.recv_cq;
+	init->srq = qp->qp.srq;
+	init->qp_type = qp->qp.qp_type;
+	init->sq_sig_all = qp->sq_sig_all;
+	if (r->init)
+		cap_from_msg(r->init->cap, &init->cap);
+	else
+		init->cap = qp->cap;
+}
+
+static int query_qp(struct ibvd_qp *qp, struct ibv_qp_attr *attr,
+		    int attr_mask, struct ibv_qp_init_attr *init)
+{
+	Ibvd__QueryQp req = IBVD__QUERY_QP__INIT;
+	Ibvd__QueryQpReply *reply = NULL;
+	int ret;
+
+	req.handle = qp->qp.handle;
+	req.attr_mask = (uint32_t)attr_mask;
+	ret = ibvd_conn_call(ibvd_conn_of(qp->qp.context), IBVD_MSG_QUERY_QP,
+			     &req.base, &ibvd__query_qp_reply__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	if (!reply->attr) {
+		ret = -EPROTO;
+		goto out;
+	}
+	qp_attr_from_msg(reply->attr, attr);
+	init_attr_from_reply(qp, reply, init);
+	/* The engine may have moved the QP (to ERR, SQE): apps read qp->state. */
+	if (attr_mask & IBV_QP_STATE)
+		__atomic_store_n(&qp->qp.state, attr->qp_state,
+				 __ATOMIC_RELAXED);
+out:
+	ibvd__query_qp_reply__free_unpacked(reply, NULL);
+	return ret;
+}
+
+int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+		 struct ibv_qp_init_attr *init_attr)
+{
+	if (!qp || !attr || !init_attr)
+		return EINVAL;
+	return ibvd_errno_ret(query_qp(to_ibvd_qp(qp), attr, attr_mask,
+				       init_attr));
+}
+
+/* ---- destroy ------------------------------------------------------------ */
+
+int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct ibvd_qp *qp;
+	int ret;
+
+	if (!ibqp)
+		return EINVAL;
+	qp = to_ibvd_qp(ibqp);
+	ret = ibvd_destroy_handle(ibqp->context, IBVD_MSG_DESTROY_QP,
+				  ibqp->handle);
+	if (ret < 0)
+		return ibvd_errno_ret(ret);
+	/* No event can name it from now on; wait for those handed out. */
+	ibvd_obj_remove(to_ibvd_context(ibqp->context), ibqp->handle);
+	ibvd_wait_acked(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
+			&qp->async_delivered);
+	qp_free(qp);
+	return 0;
+}

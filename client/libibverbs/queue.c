@@ -1,0 +1,172 @@
+/*
+ * The client's side of the shared queues (common/ring.h): mapping the
+ * daemon's memfds with the protections the contract asks for, and the
+ * doorbell.
+ *
+ * Every queue memfd is mapped read-only as a whole first, then the ranges
+ * the client writes (its client page, and a work queue's slots) are mapped
+ * again read-write on top with MAP_FIXED.  So a stray store by the app into
+ * an engine page or a CQE faults instead of confusing the library, and the
+ * mapping is one range to unmap.
+ */
+#include "config.h"
+
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "barrier.h"
+#include "ibvd_verbs.h"
+
+/* Largest WQE slot we accept from the daemon: guards our size arithmetic. */
+#define MAX_STRIDE	(1u << 20)
+
+int ibvd_map_fd(int fd, size_t len, struct ibvd_map *map)
+{
+	struct stat st;
+	void *addr;
+
+	map->addr = NULL;
+	map->len = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	/* Touching a page past the end of a memfd would be SIGBUS, not EIO. */
+	if (st.st_size < 0 || (uint64_t)st.st_size < len || len == 0)
+		return -EPROTO;
+	addr = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (addr == MAP_FAILED)
+		return -errno;
+	/*
+	 * A forked child must not inherit the queues: it would share them with
+	 * us (MAP_SHARED) and could post into our QPs.  As with a NIC's queues,
+	 * they simply are not there in the child.
+	 */
+	madvise(addr, len, MADV_DONTFORK);
+	map->addr = addr;
+	map->len = len;
+	return 0;
+}
+
+int ibvd_map_writable(struct ibvd_map *map, int fd, size_t off, size_t len)
+{
+	void *want = (uint8_t *)map->addr + off;
+	void *got;
+
+	if (off % IBVD_PAGE_SIZE || off > map->len || len > map->len - off)
+		return -EPROTO;
+	got = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		   fd, (off_t)off);
+	if (got == MAP_FAILED)
+		return -errno;
+	/* A new mapping: it does not inherit the range's MADV_DONTFORK. */
+	madvise(got, len, MADV_DONTFORK);
+	return 0;
+}
+
+void ibvd_unmap(struct ibvd_map *map)
+{
+	if (map->addr)
+		munmap(map->addr, map->len);
+	map->addr = NULL;
+	map->len = 0;
+}
+
+static bool is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+bool ibvd_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr)
+{
+	return is_pow2(nslots) && nslots <= IBVD_RING_MAX_SLOTS &&
+	       is_pow2(stride) && stride >= hdr && stride <= MAX_STRIDE;
+}
+
+int ibvd_wq_setup(struct ibvd_wq *wq, struct ibvd_map *map, int fd,
+		  size_t off, uint32_t nslots, uint32_t stride, uint32_t limit)
+{
+	size_t slots_len = (size_t)nslots * stride;
+	uint8_t *base = (uint8_t *)map->addr + off;
+	int ret;
+
+	/* The client page and the slots are ours to write; the rest is not. */
+	ret = ibvd_map_writable(map, fd, off + IBVD_RING_CLIENT_PAGE,
+				IBVD_PAGE_SIZE + slots_len);
+	if (ret < 0)
+		return ret;
+	wq->engine = (const struct ibvd_wq_engine *)(base + IBVD_RING_ENGINE_PAGE);
+	wq->client = (struct ibvd_wq_client *)(base + IBVD_RING_CLIENT_PAGE);
+	wq->slots = base + IBVD_RING_SLOTS;
+	wq->nslots = nslots;
+	wq->stride = stride;
+	wq->limit = limit < nslots ? limit : nslots;
+	wq->tail = ibvd_read_once(&wq->client->tail);
+	pthread_mutex_init(&wq->lock, NULL);
+	return 0;
+}
+
+void ibvd_wq_destroy(struct ibvd_wq *wq)
+{
+	if (wq->slots)
+		pthread_mutex_destroy(&wq->lock);
+	wq->slots = NULL;
+}
+
+void ibvd_wq_resync(struct ibvd_wq *wq)
+{
+	if (!wq->slots)
+		return;
+	pthread_mutex_lock(&wq->lock);
+	wq->tail = ibvd_read_once(&wq->client->tail);
+	pthread_mutex_unlock(&wq->lock);
+}
+
+void ibvd_cq_ring_setup(struct ibvd_cq_ring *ring, struct ibvd_map *map,
+			uint32_t nslots)
+{
+	uint8_t *base = map->addr;
+
+	ring->engine = (const struct ibvd_cq_engine *)
+		(base + IBVD_RING_ENGINE_PAGE);
+	ring->client = (struct ibvd_cq_client *)(base + IBVD_RING_CLIENT_PAGE);
+	ring->slots = (const struct ibvd_cqe *)(base + IBVD_RING_SLOTS);
+	ring->nslots = nslots;
+	/* A fresh ring starts at 0; a resized one wherever the daemon left it. */
+	ring->head = ibvd_read_once(&ring->client->head);
+}
+
+/* The only system call of the data path, made only while the engine sleeps. */
+static void kick(struct ibvd_context *ictx)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	do
+		n = write(ictx->kick_fd, &one, sizeof(one));
+	while (n < 0 && errno == EINTR);
+	/* EAGAIN: the counter is saturated: the engine is being woken anyway. */
+}
+
+void ibvd_ring_doorbell(struct ibvd_context *ictx, uint32_t bit)
+{
+	struct ibvd_ctx_client *db = ictx->db_client;
+	uint32_t word = bit / 64;
+
+	/*
+	 * The queue's bit before the summary bit: the engine takes a summary
+	 * word and then the doorbell words it names, so a summary bit is never
+	 * visible without the doorbell bit it stands for.  fetch_or is a
+	 * release, so the tail the caller published is visible to whoever sees
+	 * either bit.
+	 */
+	ibvd_fetch_or(&db->doorbell[word], (uint64_t)1 << (bit % 64));
+	ibvd_fetch_or(&db->summary[word / 64], (uint64_t)1 << (word % 64));
+	/*
+	 * Store (doorbell) -> load (sleeping) needs a full fence: the engine
+	 * does the mirror image (store sleeping, fence, load doorbells), so at
+	 * least one of us sees the other and no wakeup is lost.
+	 */
+	ibvd_full_fence();
+	if (ibvd_read_once(&ictx->db_engine->sleeping))
+		kick(ictx);
+}

@@ -1,0 +1,212 @@
+/*
+ * Shared receive queues: one receive ring (ring.h) in a daemon memfd,
+ * posted to by ibv_post_srq_recv (post.c) and consumed by the engine for
+ * every QP attached.  The limit event (IBV_EVENT_SRQ_LIMIT_REACHED) is the
+ * engine's: it knows the ring's fill level when it takes a WQE.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ibvd_verbs.h"
+
+static int map_srq_ring(struct ibvd_srq *srq, const Ibvd__CreateSrqReply *r,
+			int fd)
+{
+	uint64_t len = IBVD_RING_SLOTS + (uint64_t)r->nslots * r->stride;
+	int ret;
+
+	if (!ibvd_wq_geometry_ok(r->nslots, r->stride, IBVD_RECV_WQE_HDR) ||
+	    (uint64_t)r->max_sge * sizeof(struct ibvd_sge) >
+	    r->stride - IBVD_RECV_WQE_HDR || len > SIZE_MAX)
+		return -EPROTO;
+	ret = ibvd_map_fd(fd, (size_t)len, &srq->map);
+	if (ret < 0)
+		return ret;
+	return ibvd_wq_setup(&srq->rq, &srq->map, fd, 0, r->nslots, r->stride,
+			     r->max_wr);
+}
+
+static int create_on_daemon(struct ibvd_srq *srq, struct ibv_srq_attr *attr)
+{
+	Ibvd__CreateSrq req = IBVD__CREATE_SRQ__INIT;
+	Ibvd__CreateSrqReply *reply = NULL;
+	struct ibv_context *ctx = srq->srq.context;
+	unsigned int nfds = 1;
+	int fd = -1, ret;
+
+	req.pd = srq->srq.pd->handle;
+	req.max_wr = attr->max_wr;
+	req.max_sge = attr->max_sge;
+	req.srq_limit = attr->srq_limit;
+	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_SRQ, &req.base,
+			     &ibvd__create_srq_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	if (ret < 0)
+		return ret;
+	srq->srq.handle = reply->handle;
+	srq->max_sge = reply->max_sge;
+	ret = nfds == 1 ? map_srq_ring(srq, reply, fd) : -EPROTO;
+	if (nfds == 1)
+		close(fd);	/* the mapping keeps the memory */
+	if (ret < 0)
+		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_SRQ, reply->handle);
+	/* Callers learn what they got (ibv_create_srq(3)). */
+	if (ret == 0) {
+		attr->max_wr = reply->max_wr;
+		attr->max_sge = reply->max_sge;
+	}
+	ibvd__create_srq_reply__free_unpacked(reply, NULL);
+	return ret;
+}
+
+static void srq_free(struct ibvd_srq *srq)
+{
+	ibvd_wq_destroy(&srq->rq);
+	ibvd_unmap(&srq->map);
+	pthread_cond_destroy(&srq->srq.cond);
+	pthread_mutex_destroy(&srq->srq.mutex);
+	free(srq);
+}
+
+static int create_srq(struct ibv_pd *pd, void *srq_context,
+		      struct ibv_srq_attr *attr, struct ibvd_srq **ret_srq)
+{
+	struct ibvd_srq *srq;
+	int ret;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return -ENOMEM;
+	srq->srq.context = pd->context;
+	srq->srq.srq_context = srq_context;
+	srq->srq.pd = pd;
+	pthread_mutex_init(&srq->srq.mutex, NULL);
+	pthread_cond_init(&srq->srq.cond, NULL);
+	ret = create_on_daemon(srq, attr);
+	if (ret < 0)
+		goto fail;
+	ret = ibvd_obj_add(to_ibvd_context(pd->context), srq->srq.handle,
+			   IBVD_OBJ_SRQ, srq);
+	if (ret < 0) {
+		ibvd_destroy_handle(pd->context, IBVD_MSG_DESTROY_SRQ,
+				    srq->srq.handle);
+		goto fail;
+	}
+	*ret_srq = srq;
+	return 0;
+fail:
+	srq_free(srq);
+	return ret;
+}
+
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+			       struct ibv_srq_init_attr *srq_init_attr)
+{
+	struct ibvd_srq *srq;
+	int ret;
+
+	if (!pd || !srq_init_attr)
+		return ibvd_null_ret(-EINVAL);
+	ret = create_srq(pd, srq_init_attr->srq_context, &srq_init_attr->attr,
+			 &srq);
+	return ret < 0 ? ibvd_null_ret(ret) : &srq->srq;
+}
+
+/*
+ * The header inline sends basic SRQs with a PD to ibv_create_srq itself;
+ * what reaches this op is the rest: XRC and tag-matching SRQs, which we do
+ * not have, or a basic one described with more attributes.
+ */
+static int create_srq_ex(struct ibv_context *ctx,
+			 struct ibv_srq_init_attr_ex *attr,
+			 struct ibvd_srq **ret_srq)
+{
+	uint32_t known = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+
+	if (attr->comp_mask & ~known)
+		return -EOPNOTSUPP;
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+	    attr->srq_type != IBV_SRQT_BASIC)
+		return -EOPNOTSUPP;
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+	    attr->pd->context != ctx)
+		return -EINVAL;
+	return create_srq(attr->pd, attr->srq_context, &attr->attr, ret_srq);
+}
+
+struct ibv_srq *ibvd_create_srq_ex_op(struct ibv_context *ctx,
+				      struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibvd_srq *srq;
+	int ret;
+
+	if (!attr)
+		return ibvd_null_ret(-EINVAL);
+	ret = create_srq_ex(ctx, attr, &srq);
+	return ret < 0 ? ibvd_null_ret(ret) : &srq->srq;
+}
+
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		   int srq_attr_mask)
+{
+	Ibvd__ModifySrq req = IBVD__MODIFY_SRQ__INIT;
+
+	if (!srq || !srq_attr)
+		return EINVAL;
+	req.handle = srq->handle;
+	req.attr_mask = (uint32_t)srq_attr_mask;
+	req.max_wr = srq_attr->max_wr;
+	req.srq_limit = srq_attr->srq_limit;
+	return ibvd_errno_ret(ibvd_conn_call(ibvd_conn_of(srq->context),
+					     IBVD_MSG_MODIFY_SRQ, &req.base,
+					     NULL, NULL, NULL, NULL));
+}
+
+static int query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
+{
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+	Ibvd__SrqAttr *reply = NULL;
+	int ret;
+
+	req.handle = srq->handle;
+	ret = ibvd_conn_call(ibvd_conn_of(srq->context), IBVD_MSG_QUERY_SRQ,
+			     &req.base, &ibvd__srq_attr__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	srq_attr->max_wr = reply->max_wr;
+	srq_attr->max_sge = reply->max_sge;
+	srq_attr->srq_limit = reply->srq_limit;
+	ibvd__srq_attr__free_unpacked(reply, NULL);
+	return 0;
+}
+
+int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
+{
+	if (!srq || !srq_attr)
+		return EINVAL;
+	return ibvd_errno_ret(query_srq(srq, srq_attr));
+}
+
+int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct ibvd_srq *srq;
+	int ret;
+
+	if (!ibsrq)
+		return EINVAL;
+	srq = to_ibvd_srq(ibsrq);
+	ret = ibvd_destroy_handle(ibsrq->context, IBVD_MSG_DESTROY_SRQ,
+				  ibsrq->handle);
+	if (ret < 0)
+		return ibvd_errno_ret(ret);
+	/* No event can name it from now on; wait for those handed out. */
+	ibvd_obj_remove(to_ibvd_context(ibsrq->context), ibsrq->handle);
+	ibvd_wait_acked(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
+			&srq->async_delivered);
+	srq_free(srq);
+	return 0;
+}

@@ -1,0 +1,126 @@
+/*
+ * Completions: CQEs into CQ rings, completion events on completion
+ * channels, asynchronous events on the context's async socket.
+ *
+ * A CQ may be fed by several engine threads at once (a SEND executed on
+ * one thread completes on a receiver served by another), so everything
+ * here that touches a CQ runs under cq->lock.  The client's consumer
+ * counter and arm words are read once and range-checked, never trusted.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "async.h"
+#include "barrier.h"
+#include "frame.h"
+#include "ibverbsd.pb-c.h"
+#include "internal.h"
+
+static struct ibvd_cqe *cq_slot(const struct ibvd_cq *cq, uint32_t counter)
+{
+	return (struct ibvd_cqe *)(cq->ring.slots +
+		(size_t)(counter & (cq->ring.nslots - 1)) * cq->ring.stride);
+}
+
+static void send_comp_event(const struct ibvd_cq *cq)
+{
+	Ibvd__CompEvent ev = IBVD__COMP_EVENT__INIT;
+
+	ev.cq = cq->handle;
+	/*
+	 * Never blocks.  One event per arm reaches the socket, so it fills
+	 * only if the app stops reading events: then the event is lost, as
+	 * it would be for an app that never calls ibv_get_cq_event.
+	 */
+	ibvd_frame_send(cq->channel->sock, IBVD_MSG_COMP_EVENT, 0, &ev.base,
+			NULL, 0, MSG_DONTWAIT);
+}
+
+/* Does an armed request of kind `flags` fire for this completion? */
+static bool arm_matches(uint32_t flags, const struct ibvd_cqe *cqe,
+			bool solicited)
+{
+	if (flags & IBVD_ARM_NEXT)
+		return true;
+	return (flags & IBVD_ARM_SOLICITED) &&
+	       (solicited || cqe->status != IBV_WC_SUCCESS);
+}
+
+/* Under cq->lock, after a CQE was published. */
+static void notify(struct ibvd_cq *cq, const struct ibvd_cqe *cqe,
+		   bool solicited)
+{
+	struct ibvd_cq_engine *ep = cq->ring.engine_page;
+	struct ibvd_cq_client *cp = cq->ring.client_page;
+	uint32_t arm;
+
+	if (!cq->channel)
+		return;
+	/*
+	 * Store (CQE, tail) -> load (arm_seq) needs a full fence, mirrored by
+	 * the client's store (arm_seq) -> fence -> load (CQEs) in
+	 * ibv_req_notify_cq + ibv_poll_cq: either it sees this CQE when it
+	 * polls after arming, or we see its arm here.
+	 */
+	ibvd_full_fence();
+	/* Acquire: arm_flags was written before arm_seq. */
+	arm = ibvd_observe(&cp->arm_seq);
+	if (arm != cq->fired_seq + 1)
+		return;
+	if (!arm_matches(ibvd_read_once(&cp->arm_flags), cqe, solicited))
+		return;
+	cq->fired_seq = arm;
+	ibvd_publish(&ep->fired_seq, arm);
+	send_comp_event(cq);
+}
+
+/* Under cq->lock: the CQ has no room (or its head is impossible). */
+static bool cq_full(const struct ibvd_cq *cq)
+{
+	uint32_t head = ibvd_read_once(&((struct ibvd_cq_client *)
+					 cq->ring.client_page)->head);
+
+	/* A head past the tail wraps to a huge count: an overrun as well. */
+	return cq->tail - head >= cq->ring.nslots;
+}
+
+int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
+{
+	struct ibvd_cq_engine *ep = cq->ring.engine_page;
+	struct ibvd_cqe *slot;
+	bool overran = false;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->overflowed)
+		goto full;
+	if (cq_full(cq)) {
+		cq->overflowed = true;
+		overran = true;
+		ibvd_publish(&ep->overflow, 1);
+		goto full;
+	}
+	slot = cq_slot(cq, cq->tail);
+	cqe->seq = 0;
+	memcpy(slot, cqe, offsetof(struct ibvd_cqe, seq));
+	/* Fields before seq: a poller that sees the new seq sees the CQE. */
+	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
+	cq->tail++;
+	ibvd_publish(&ep->tail, cq->tail);
+	notify(cq, cqe, solicited);
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+full:
+	pthread_mutex_unlock(&cq->lock);
+	if (overran)
+		ibvd_eng_async(cq->ctx, IBV_EVENT_CQ_ERR, cq->handle);
+	return -ENOSPC;
+}
+
+void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle)
+{
+	/* async.c's send is thread-safe and never blocks. */
+	ibvd_async_send(ctx, event, 0, handle);
+}

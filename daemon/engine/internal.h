@@ -1,0 +1,428 @@
+/*
+ * What the engine's files share (daemon/engine/).  Nothing outside the
+ * engine includes this; the daemon's interface is engine.h.
+ *
+ * Vocabulary:
+ * - the *serving thread* of a QP is the engine thread its context is
+ *   attached to; only it runs the QP's send queue (requester side), so the
+ *   "engine" fields of struct ibvd_qp need no lock.
+ * - the *responder* side (receive queue, SRQ, target memory, CQEs) runs on
+ *   whatever thread executes the sender's WQE, under the object's own lock
+ *   (objects.h): recv_lock or srq->lock first, then cq->lock.
+ * - every engine function runs with ibvd_objects_lock held for reading, so
+ *   no object it reaches can be destroyed under it.
+ *
+ * Functions return 0 or a negative errno, or, where the outcome is a work
+ * completion, an enum ibv_wc_status (IBV_WC_SUCCESS is 0).
+ */
+#ifndef IBVD_ENGINE_INTERNAL_H
+#define IBVD_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "objects.h"
+#include "ring.h"
+
+struct ibvd_engine;
+
+/* ---- tunables ------------------------------------------------------------ */
+
+/* Empty passes an idle thread spins through before it sleeps. */
+#define ENG_SPIN_NS		(100u * 1000u)
+/* The same when the CPUs have no idle time to spare (engine.c). */
+#define ENG_SPIN_CONTENDED_NS	(5u * 1000u)
+/* How often that is judged, from /proc/stat. */
+#define ENG_LOAD_WINDOW_NS	(50ull * 1000 * 1000)
+/* WQEs and bytes one QP may execute per pass before the next QP's turn. */
+#define ENG_QP_BUDGET_WQES	32u
+#define ENG_QP_BUDGET_BYTES	(4u << 20)
+/* Bounce buffer per thread: big copies go through it in chunks this size. */
+#define ENG_BOUNCE_BYTES	(256u << 10)
+/* Most SGEs a WQE may carry (the device's max_sge, query.c). */
+#define ENG_MAX_SGE		32u
+/* Scatter/gather list of one side of a transfer: SGEs plus a GRH slot. */
+#define ENG_MAX_SEGS		(ENG_MAX_SGE + 1u)
+/* Size of the GRH a UD receive buffer starts with. */
+#define ENG_GRH_BYTES		40u
+/* Retry period of a transport retry whose QP timeout is 0 (infinite). */
+#define ENG_RETRY_FOREVER_NS	(100ull * 1000 * 1000)
+
+/* ---- memory.c: the bytes of registered memory --------------------------- */
+
+/*
+ * One contiguous piece of a transfer: addr in a client's address space
+ * reached through fd (its /proc/PID/mem), or, with fd < 0, engine-private
+ * memory at (uintptr_t)addr (inline data, a GRH, an atomic operand).
+ */
+struct eng_seg {
+	int fd;
+	uint64_t addr;
+	uint64_t len;
+};
+
+struct eng_sgl {
+	unsigned int n;
+	uint64_t total;			/* sum of seg[].len, overflow-checked */
+	struct eng_seg seg[ENG_MAX_SEGS];
+};
+
+/* Which side of a copy failed. */
+enum eng_copy_result {
+	ENG_COPY_OK = 0,
+	ENG_COPY_SRC_FAULT,
+	ENG_COPY_DST_FAULT,
+};
+
+/*
+ * Copy len bytes from src to dst, starting dst_off bytes into dst, through
+ * the thread's bounce buffer.  The caller checked both lists are long
+ * enough.
+ */
+enum eng_copy_result ibvd_eng_copy(struct ibvd_engine *eng,
+				   const struct eng_sgl *dst, uint64_t dst_off,
+				   const struct eng_sgl *src, uint64_t len);
+
+/* Read or write exactly len bytes of client memory: 0 or -EFAULT. */
+int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
+int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
+
+/* Append a private buffer as a segment. */
+void ibvd_eng_sgl_private(struct eng_sgl *sgl, const void *buf, uint64_t len);
+
+/* ---- wqe.c: copy, then validate ------------------------------------------ */
+
+/* A send WQE and the local side of its transfer. */
+struct eng_req {
+	struct ibvd_send_wqe w;		/* private copy of the header */
+	struct eng_sgl local;		/* gather (SEND/WRITE) or scatter (READ/atomic) */
+	uint64_t length;		/* message length */
+	bool signaled;			/* a success completion is wanted */
+	const uint8_t *inline_buf;	/* thread scratch holding inline data */
+};
+
+/* A receive WQE, copied out of its RQ or SRQ and checked. */
+struct eng_recv {
+	uint64_t wr_id;
+	enum ibv_wc_status status;	/* a bad WQE completes with this */
+	struct eng_sgl sgl;
+};
+
+/*
+ * Copy the send WQE at ring slot index `counter` of qp's SQ into req and
+ * validate it against qp (type, caps, keys).  Returns IBV_WC_SUCCESS or the
+ * status its completion must carry; req->w is valid (for wr_id and opcode)
+ * whenever the header could be copied, which is always.
+ */
+enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
+				      struct ibvd_qp *qp, uint32_t counter,
+				      struct eng_req *req);
+
+/* Copy only the wr_id and opcode of a send WQE (flushing). */
+void ibvd_eng_send_peek(const struct ibvd_qp *qp, uint32_t counter,
+			uint64_t *wr_id, uint32_t *opcode);
+
+/*
+ * Copy the receive WQE at slot `counter` of ring and validate it: at most
+ * max_sge SGEs, each in an MR of pd with local write access.
+ */
+void ibvd_eng_recv_take(const struct ibvd_ring *ring, uint32_t counter,
+			uint32_t max_sge, const struct ibvd_pd *pd,
+			struct eng_recv *out);
+
+/*
+ * Resolve an rkey for an operation needing `access` (IBV_ACCESS_REMOTE_*)
+ * on target's side: the MR must be in target's PD, allow access, and hold
+ * [raddr, raddr + len) of its iova range; target's qp_access_flags must
+ * allow it too.  Appends one segment to out.  0 or -EACCES.
+ */
+int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
+			  uint64_t raddr, uint64_t len, uint32_t access,
+			  struct eng_sgl *out);
+
+/* ---- completion.c: CQEs, completion events, async events ---------------- */
+
+/*
+ * Write cqe (its seq is filled here) to cq and raise a completion event if
+ * the client armed one that this CQE satisfies.  0, or -ENOSPC when the CQ
+ * overran (the caller moves its QP to ERR).
+ */
+int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited);
+
+/* Send an asynchronous event about object `handle` to ctx (thread-safe). */
+void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle);
+
+/* ---- transport.c: addressing, QP states, timers ------------------------- */
+
+static inline uint32_t eng_qp_state(const struct ibvd_qp *qp)
+{
+	return __atomic_load_n(&qp->state, __ATOMIC_RELAXED);
+}
+
+/* A QP in this state accepts incoming messages (RTR and later, not ERR). */
+bool ibvd_eng_can_receive(uint32_t state);
+
+/*
+ * The QP a packet from src addressed to (dest_qpn, av) reaches on this
+ * daemon, or NULL: routing by DLID to a port, or by DGID without a DLID.
+ */
+struct ibvd_qp *ibvd_eng_route(const struct ibvd_qp *src, uint32_t dest_qpn,
+			       const struct ibvd_av *av);
+
+/* An RC/UC peer connected back to src and able to receive, or NULL. */
+struct ibvd_qp *ibvd_eng_connected_peer(const struct ibvd_qp *src);
+
+/*
+ * Move qp to ERR (from any thread) and make its serving thread flush it.
+ * Returns true if this call made the transition.
+ */
+bool ibvd_eng_qp_error(struct ibvd_qp *qp);
+
+/*
+ * Tell the client, through the queues' engine pages, that qp is in ERR
+ * (both queues) or SQE (the SQ): what it posts now is only flushed, so it
+ * must ring the doorbell even for receives.
+ */
+void ibvd_eng_mark_stopped(struct ibvd_qp *qp);
+
+/* UC/UD send-side error: RTS -> SQE (the RQ keeps working). */
+void ibvd_eng_qp_sq_error(struct ibvd_qp *qp);
+
+/* Durations of the IB encodings: min_rnr_timer and the local ACK timeout. */
+uint64_t ibvd_eng_rnr_ns(uint8_t min_rnr_timer);
+uint64_t ibvd_eng_timeout_ns(uint8_t timeout);
+
+/* Port LID and GID[sgid_index] of qp's port (GID: network order). */
+uint16_t ibvd_eng_port_lid(const struct ibvd_qp *qp);
+void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
+		       uint8_t gid[16]);
+
+/* The ibv_wc_opcode of a send WQE's completion. */
+uint32_t ibvd_eng_wc_opcode(uint32_t wr_opcode);
+
+/* Flush every outstanding WQE of qp (which is in ERR, or SQE: SQ only). */
+void ibvd_eng_flush_sq(struct ibvd_qp *qp);
+void ibvd_eng_flush_rq(struct ibvd_qp *qp);
+
+/* ---- recv.c: the responder's receive queues ------------------------------ */
+
+/* Where a QP's receive WQEs come from: its own RQ or its SRQ. */
+struct eng_rq {
+	pthread_mutex_t *lock;
+	const struct ibvd_ring *ring;
+	uint32_t *head;			/* private consumer counter */
+	uint32_t max_sge;
+	const struct ibvd_pd *pd;
+	struct ibvd_srq *srq;		/* NULL: the QP's own RQ */
+};
+
+void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq);
+
+/*
+ * Under rq->lock: copy and check the next receive WQE.  1 with *out
+ * filled, 0 if the queue is empty, -EPROTO if its tail is impossible.
+ */
+int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out);
+
+/* Under rq->lock: consume the WQE just peeked (SRQ limit event included). */
+void ibvd_eng_rq_consume(const struct eng_rq *rq);
+
+/*
+ * Under rq->lock, after a peek: the queue's tail was impossible.  An RQ
+ * takes its QP to ERR (QP_FATAL), an SRQ reports SRQ_ERR once.
+ */
+void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq);
+
+/*
+ * Under rq->lock: consume the peeked WQE and complete it on target's
+ * receive CQ (opcode, byte_len, flags from the caller; source fields from
+ * src and av).
+ */
+struct eng_rcv_info {
+	uint32_t opcode;		/* IBV_WC_RECV or IBV_WC_RECV_RDMA_WITH_IMM */
+	uint32_t byte_len;
+	uint32_t wc_flags;		/* IBV_WC_GRH; WITH_IMM is added here */
+	bool solicited;
+};
+void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,
+			    const struct eng_recv *rwqe,
+			    const struct ibvd_qp *src, const struct eng_req *req,
+			    const struct eng_rcv_info *info);
+
+/*
+ * Under rq->lock: consume the peeked WQE, complete it with `status` and
+ * move target to ERR (a responder-side local error).
+ */
+void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
+			const struct eng_recv *rwqe, enum ibv_wc_status status);
+
+/* ---- responder outcomes --------------------------------------------------- */
+
+/* What the responder side of one message did, as the requester sees it. */
+enum eng_resp {
+	RESP_OK,			/* delivered (or, UC/UD, dropped) */
+	RESP_RNR,			/* RC: no receive WQE: RNR NAK */
+	RESP_NO_ACK,			/* RC: nobody answered: retry */
+	RESP_INV_REQ,			/* REM_INV_REQ_ERR */
+	RESP_ACCESS,			/* REM_ACCESS_ERR */
+	RESP_OP_ERR,			/* REM_OP_ERR */
+	RESP_LOCAL_FAULT,		/* our own memory failed: LOC_PROT_ERR */
+};
+
+/* recv.c: deliver a SEND or SEND_WITH_IMM (RC/UC) to target. */
+enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
+				    struct ibvd_qp *src, struct ibvd_qp *target,
+				    const struct eng_req *req);
+
+/* rdma.c: RDMA WRITE (+IMM) and READ against target (RC/UC). */
+enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
+				  struct ibvd_qp *target,
+				  const struct eng_req *req);
+enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
+				 struct ibvd_qp *target,
+				 const struct eng_req *req);
+
+/* atomic.c: CMP_AND_SWP and FETCH_AND_ADD against target (RC). */
+enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
+			      struct ibvd_qp *target, const struct eng_req *req);
+
+/* ud.c: a UD SEND, unicast or multicast.  Returns the sender's status. */
+enum ibv_wc_status ibvd_eng_ud_send(struct ibvd_engine *eng,
+				    struct ibvd_qp *src,
+				    const struct eng_req *req);
+
+/* A responder-side error on target: its completion, its state, its event. */
+void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
+
+/* ---- send.c: the requester ------------------------------------------------ */
+
+/* Run qp's send queue (and flushes) for one turn of the serving thread. */
+void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp,
+		     uint64_t now);
+
+/* ---- doorbell.c: the context page ------------------------------------------ */
+
+/* A context page as its engine thread sees it. */
+struct eng_doorbell {
+	void *map;			/* IBVD_CTX_PAGE_SIZE bytes */
+	struct ibvd_ctx_engine *engine_page;
+	struct ibvd_ctx_client *client_page;	/* untrusted */
+	int kick_fd;			/* eventfd the client writes */
+};
+
+/* A sealed memfd holding a fresh context page, mapped; and the eventfd. */
+int ibvd_eng_db_create(struct eng_doorbell *db, int *page_fd);
+void ibvd_eng_db_destroy(struct eng_doorbell *db);
+
+/*
+ * Take every rung bit of db (atomic exchanges: a bit set during the scan
+ * stays for the next one) and call fn(bit, arg) for each; returns how many.
+ */
+unsigned int ibvd_eng_db_drain(struct eng_doorbell *db,
+			       void (*fn)(uint32_t bit, void *arg), void *arg);
+
+/*
+ * Ring `bit` the way a client does (engine or control thread making a QP's
+ * serving thread look at it), kicking the eventfd if that thread may sleep.
+ */
+void ibvd_eng_db_ring(struct eng_doorbell *db, uint32_t bit);
+
+/*
+ * The engine half of the sleep protocol (ring.h): set `sleeping` in every
+ * page, full fence, then look for doorbells.  Returns true if none rang
+ * (the caller may block; the pages stay marked), false after clearing the
+ * marks again if work arrived.
+ */
+bool ibvd_eng_db_arm(struct eng_doorbell *const *dbs, unsigned int n);
+
+/* Clear `sleeping` in every page (the thread is awake again). */
+void ibvd_eng_db_disarm(struct eng_doorbell *const *dbs, unsigned int n);
+
+/* ---- timer.c: deadlines of QPs waiting for RNR or a retry ------------------ */
+
+struct eng_timer {
+	uint64_t deadline;		/* CLOCK_MONOTONIC ns */
+	uint32_t qp_num;		/* looked up again when it fires */
+};
+
+struct eng_timers {
+	struct eng_timer *heap;
+	unsigned int n, cap;
+};
+
+int ibvd_eng_timer_add(struct eng_timers *t, uint64_t deadline, uint32_t qp_num);
+/* Earliest deadline, or 0 if none. */
+uint64_t ibvd_eng_timer_next(const struct eng_timers *t);
+/* Pop one timer due at now into *out: true if there was one. */
+bool ibvd_eng_timer_pop(struct eng_timers *t, uint64_t now, struct eng_timer *out);
+void ibvd_eng_timer_free(struct eng_timers *t);
+
+/* ---- engine.c: threads ----------------------------------------------------- */
+
+/* An RC connection into a dying context: (survivor, dead) QP numbers. */
+struct eng_orphan {
+	uint32_t survivor;
+	uint32_t dead;
+};
+
+/* Per-context engine state (struct ibvd_context's `engine`). */
+struct ibvd_ectx {
+	struct ibvd_context *ctx;
+	struct ibvd_engine *eng;	/* serving thread; NULL once detached */
+	struct eng_doorbell db;
+	unsigned int slot;		/* index in eng->dbs */
+	/* teardown: peers in other contexts to tell once our QPs are gone */
+	struct eng_orphan *orphans;
+	unsigned int norphans;
+};
+
+struct ibvd_engine {
+	pthread_t thread;
+	unsigned int index;
+	int epfd;
+	int wake_fd;			/* eventfd: stop, control-path kicks */
+	int stat_fd;			/* /proc/stat, or -1 */
+	bool saturated;			/* no idle CPU in the last window */
+	uint64_t load_checked;		/* when that was judged */
+	unsigned long long stat_total, stat_idle;	/* at that time */
+	bool stop;			/* atomic */
+	bool armed;			/* pages say "sleeping" (objects lock) */
+
+	/* contexts served; changed under the objects lock held for writing */
+	struct eng_doorbell **dbs;
+	struct ibvd_ectx **ectxs;
+	unsigned int nctx, cap;
+
+	struct eng_timers timers;	/* this thread's only */
+	uint8_t *bounce;		/* ENG_BOUNCE_BYTES */
+	uint8_t *wqe_buf;		/* scratch copy of one send WQE */
+	size_t wqe_buf_len;
+	uint64_t now;			/* CLOCK_MONOTONIC ns at the pass start */
+
+	/* statistics, this thread's only */
+	uint64_t passes, wqes, sleeps;
+};
+
+uint64_t ibvd_eng_now(void);
+
+/* Make sure the scratch WQE buffer holds len bytes: 0 or -ENOMEM. */
+int ibvd_eng_scratch(struct ibvd_engine *eng, size_t len);
+
+/* The thread serving qp's context, or NULL (context being torn down). */
+struct ibvd_engine *ibvd_eng_of(const struct ibvd_qp *qp);
+
+/* Make qp's serving thread look at it (see ibvd_eng_db_ring). */
+void ibvd_eng_qp_ring(struct ibvd_qp *qp);
+
+/* Wait for qp's RNR or retry deadline (serving thread only). */
+void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
+		      uint64_t deadline);
+
+/* Atomics are atomic among the engine's own operations: this orders them. */
+extern pthread_mutex_t ibvd_eng_atomic_lock;
+
+#endif /* IBVD_ENGINE_INTERNAL_H */

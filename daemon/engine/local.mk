@@ -1,0 +1,19 @@
+# The data engine (daemon/engine/): threads that play the NIC.
+daemon_ibverbsd_SOURCES += \
+	daemon/engine/engine.h daemon/engine/internal.h \
+	daemon/engine/engine.c \
+	daemon/engine/doorbell.c \
+	daemon/engine/timer.c \
+	daemon/engine/memory.c \
+	daemon/engine/wqe.c \
+	daemon/engine/completion.c \
+	daemon/engine/transport.c \
+	daemon/engine/send.c \
+	daemon/engine/recv.c \
+	daemon/engine/rdma.c \
+	daemon/engine/atomic.c \
+	daemon/engine/ud.c
+# Engine files include the daemon's headers (context.h, objects.h, ...).
+daemon_ibverbsd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+daemon_ibverbsd_CFLAGS += -pthread
+daemon_ibverbsd_LDADD += -lpthread

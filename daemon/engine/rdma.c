@@ -1,0 +1,114 @@
+/*
+ * RDMA WRITE (with or without immediate) and RDMA READ: one-sided
+ * operations on the responder's memory, checked against the rkey's MR
+ * (protection domain of the target QP, access rights, bounds) and the
+ * target QP's own access flags.  The responder's process does not run:
+ * its memory is reached through its /proc/PID/mem (memory.c).
+ *
+ * Errors as an RC responder reports them: a key or bounds violation NAKs
+ * with a remote access error and takes the responder QP to ERR with
+ * IBV_EVENT_QP_ACCESS_ERR.  UC has no NAKs: a bad write is dropped.
+ */
+#include <config.h>
+
+#include "internal.h"
+
+static enum eng_resp access_violation(struct ibvd_qp *target, bool uc)
+{
+	if (uc)
+		return RESP_OK;
+	ibvd_eng_responder_error(target, IBV_EVENT_QP_ACCESS_ERR);
+	return RESP_ACCESS;
+}
+
+static enum eng_resp write_data(struct ibvd_engine *eng, struct ibvd_qp *target,
+				const struct eng_sgl *dst,
+				const struct eng_req *req, bool uc)
+{
+	switch (ibvd_eng_copy(eng, dst, 0, &req->local, req->length)) {
+	case ENG_COPY_SRC_FAULT:
+		return RESP_LOCAL_FAULT;
+	case ENG_COPY_DST_FAULT:
+		/* The registered range is no longer mapped by its owner. */
+		return access_violation(target, uc);
+	case ENG_COPY_OK:
+		break;
+	}
+	return RESP_OK;
+}
+
+/*
+ * WRITE_WITH_IMM: the immediate consumes a receive WQE (its buffers are not
+ * touched), so the WQE must exist before any data moves, else RNR.
+ */
+static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
+			       struct ibvd_qp *target, const struct eng_sgl *dst,
+			       const struct eng_req *req)
+{
+	bool uc = src->qp_type == IBV_QPT_UC;
+	struct eng_rcv_info info = {
+		.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+		.byte_len = (uint32_t)req->length,
+		.solicited = req->w.send_flags & IBV_SEND_SOLICITED,
+	};
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+	enum eng_resp r;
+	int ret;
+
+	ibvd_eng_rq_of(target, &rq);
+	pthread_mutex_lock(rq.lock);
+	ret = ibvd_eng_rq_peek(&rq, &rwqe);
+	if (ret < 0) {
+		ibvd_eng_rq_broken(target, &rq);
+		r = uc ? RESP_OK : RESP_OP_ERR;
+	} else if (ret == 0) {
+		r = uc ? RESP_OK : RESP_RNR;
+	} else {
+		r = write_data(eng, target, dst, req, uc);
+		if (r == RESP_OK)
+			ibvd_eng_recv_complete(target, &rq, &rwqe, src, req, &info);
+	}
+	pthread_mutex_unlock(rq.lock);
+	return r;
+}
+
+enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
+				  struct ibvd_qp *target,
+				  const struct eng_req *req)
+{
+	bool uc = src->qp_type == IBV_QPT_UC;
+	struct eng_sgl dst;
+
+	dst.n = 0;
+	dst.total = 0;
+	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
+				  req->length, IBV_ACCESS_REMOTE_WRITE, &dst) < 0)
+		return access_violation(target, uc);
+	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return write_imm(eng, src, target, &dst, req);
+	return write_data(eng, target, &dst, req, uc);
+}
+
+enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
+				 struct ibvd_qp *target,
+				 const struct eng_req *req)
+{
+	struct eng_sgl remote;
+
+	remote.n = 0;
+	remote.total = 0;
+	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
+				  req->length, IBV_ACCESS_REMOTE_READ, &remote) < 0)
+		return access_violation(target, false);
+	/* Here the local buffers are the destination. */
+	switch (ibvd_eng_copy(eng, &req->local, 0, &remote, req->length)) {
+	case ENG_COPY_SRC_FAULT:
+		return access_violation(target, false);
+	case ENG_COPY_DST_FAULT:
+		return RESP_LOCAL_FAULT;
+	case ENG_COPY_OK:
+		break;
+	}
+	return RESP_OK;
+}

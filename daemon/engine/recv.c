@@ -1,0 +1,203 @@
+/*
+ * The responder's receive side: taking receive WQEs from a QP's RQ or its
+ * SRQ, completing them, and delivering SEND messages of RC and UC QPs.
+ *
+ * The receive queue's lock (recv_lock or srq->lock) is held from the peek
+ * of a WQE through the data copy to its CQE, so receive completions of one
+ * queue come out in the order the WQEs were posted even when senders on
+ * several engine threads target it at once.  A WQE is consumed only once
+ * the message is known to land: if the sender's own memory fails half-way,
+ * the WQE stays posted, as it would on a NIC that never sent the message.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "barrier.h"
+#include "internal.h"
+
+void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq)
+{
+	if (qp->srq) {
+		rq->lock = &qp->srq->lock;
+		rq->ring = &qp->srq->ring;
+		rq->head = &qp->srq->head;
+		rq->max_sge = qp->srq->max_sge;
+		rq->pd = qp->srq->pd;
+		rq->srq = qp->srq;
+	} else {
+		rq->lock = &qp->recv_lock;
+		rq->ring = &qp->rq;
+		rq->head = &qp->rq_head;
+		rq->max_sge = qp->cap.max_recv_sge;
+		rq->pd = qp->pd;
+		rq->srq = NULL;
+	}
+}
+
+int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
+{
+	const struct ibvd_wq_client *cp = rq->ring->client_page;
+	uint32_t tail, n;
+
+	if (!rq->ring->slots)
+		return 0;
+	/* Acquire: the WQEs below the tail are written. */
+	tail = ibvd_observe(&cp->tail);
+	n = tail - *rq->head;
+	if (n > rq->ring->nslots)
+		return -EPROTO;
+	if (!n)
+		return 0;
+	ibvd_eng_recv_take(rq->ring, *rq->head, rq->max_sge, rq->pd, out);
+	return 1;
+}
+
+/* SRQ limit: one event when the posted count drops below the armed limit. */
+static void srq_limit_check(struct ibvd_srq *srq)
+{
+	const struct ibvd_wq_client *cp = srq->ring.client_page;
+	uint32_t posted;
+
+	if (!srq->srq_limit)
+		return;
+	posted = ibvd_read_once(&cp->tail) - srq->head;
+	if (posted > srq->ring.nslots || posted >= srq->srq_limit)
+		return;
+	srq->srq_limit = 0;		/* disarmed until ibv_modify_srq arms it */
+	ibvd_publish(&((struct ibvd_wq_engine *)srq->ring.engine_page)->srq_limit, 0);
+	ibvd_eng_async(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq->handle);
+}
+
+void ibvd_eng_rq_consume(const struct eng_rq *rq)
+{
+	(*rq->head)++;
+	/* The client reuses the slot once it sees this. */
+	ibvd_publish(&((struct ibvd_wq_engine *)rq->ring->engine_page)->head, *rq->head);
+	if (rq->srq)
+		srq_limit_check(rq->srq);
+}
+
+void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq)
+{
+	struct ibvd_wq_engine *ep = rq->ring->engine_page;
+
+	if (!rq->srq) {
+		ibvd_eng_responder_error(target, IBV_EVENT_QP_FATAL);
+		return;
+	}
+	if (ibvd_read_once(&ep->error))
+		return;
+	ibvd_publish(&ep->error, 1);
+	ibvd_eng_async(rq->srq->ctx, IBV_EVENT_SRQ_ERR, rq->srq->handle);
+}
+
+static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,
+			  bool solicited)
+{
+	/* A receive CQ that overran takes the QP down with it. */
+	if (ibvd_eng_cq_push(target->recv_cq, cqe, solicited) < 0)
+		ibvd_eng_qp_error(target);
+}
+
+void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,
+			    const struct eng_recv *rwqe,
+			    const struct ibvd_qp *src, const struct eng_req *req,
+			    const struct eng_rcv_info *info)
+{
+	struct ibvd_cqe cqe;
+
+	ibvd_eng_rq_consume(rq);
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = rwqe->wr_id;
+	cqe.status = IBV_WC_SUCCESS;
+	cqe.opcode = info->opcode;
+	cqe.byte_len = info->byte_len;
+	cqe.wc_flags = info->wc_flags;
+	if (req->w.opcode == IBV_WR_SEND_WITH_IMM ||
+	    req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		cqe.imm_data = req->w.imm_data;
+		cqe.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	cqe.qp_num = target->qp_num;
+	cqe.src_qp = src->qp_num;
+	cqe.slid = ibvd_eng_port_lid(src);
+	cqe.sl = src->qp_type == IBV_QPT_UD ? req->w.av.sl : src->attr.av.sl;
+	push_recv_cqe(target, &cqe, info->solicited);
+}
+
+void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
+			const struct eng_recv *rwqe, enum ibv_wc_status status)
+{
+	struct ibvd_cqe cqe;
+
+	ibvd_eng_rq_consume(rq);
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = rwqe->wr_id;
+	cqe.status = status;
+	cqe.opcode = IBV_WC_RECV;
+	cqe.qp_num = target->qp_num;
+	push_recv_cqe(target, &cqe, false);
+	ibvd_eng_responder_error(target, 0);
+}
+
+/* Under the receive lock, with a WQE peeked: place the message. */
+static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
+				struct ibvd_qp *target, const struct eng_rq *rq,
+				const struct eng_recv *rwqe,
+				const struct eng_req *req)
+{
+	/* UC has no acknowledgements: the sender never hears of our errors. */
+	bool uc = src->qp_type == IBV_QPT_UC;
+	struct eng_rcv_info info = {
+		.opcode = IBV_WC_RECV,
+		.byte_len = (uint32_t)req->length,
+		.solicited = req->w.send_flags & IBV_SEND_SOLICITED,
+	};
+
+	if (rwqe->status != IBV_WC_SUCCESS) {
+		ibvd_eng_recv_fail(target, rq, rwqe, rwqe->status);
+		return uc ? RESP_OK : RESP_OP_ERR;
+	}
+	if (req->length > rwqe->sgl.total) {
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_LEN_ERR);
+		return uc ? RESP_OK : RESP_INV_REQ;
+	}
+	switch (ibvd_eng_copy(eng, &rwqe->sgl, 0, &req->local, req->length)) {
+	case ENG_COPY_SRC_FAULT:
+		return RESP_LOCAL_FAULT;
+	case ENG_COPY_DST_FAULT:
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_PROT_ERR);
+		return uc ? RESP_OK : RESP_OP_ERR;
+	case ENG_COPY_OK:
+		break;
+	}
+	ibvd_eng_recv_complete(target, rq, rwqe, src, req, &info);
+	return RESP_OK;
+}
+
+enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
+				    struct ibvd_qp *src, struct ibvd_qp *target,
+				    const struct eng_req *req)
+{
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+	enum eng_resp r;
+	int ret;
+
+	ibvd_eng_rq_of(target, &rq);
+	pthread_mutex_lock(rq.lock);
+	ret = ibvd_eng_rq_peek(&rq, &rwqe);
+	if (ret < 0) {
+		ibvd_eng_rq_broken(target, &rq);
+		r = src->qp_type == IBV_QPT_UC ? RESP_OK : RESP_OP_ERR;
+	} else if (ret == 0) {
+		/* No receive WQE: RC sends an RNR NAK, UC drops the message. */
+		r = src->qp_type == IBV_QPT_RC ? RESP_RNR : RESP_OK;
+	} else {
+		r = place_send(eng, src, target, &rq, &rwqe, req);
+	}
+	pthread_mutex_unlock(rq.lock);
+	return r;
+}

@@ -1,0 +1,344 @@
+/*
+ * The requester: one turn of a QP's send queue on its serving thread.
+ *
+ * WQEs execute one at a time, in order, each to completion (or to an RNR
+ * or retry wait) before the next starts, so completions come out in
+ * posting order and FENCE holds trivially.  The WQE in front is copied
+ * from the ring again on every attempt (and checked again); the slot is
+ * released to the client only when the WQE is done, so a wait keeps
+ * nothing but two retry counters.
+ *
+ * A turn ends after ENG_QP_BUDGET_WQES WQEs or ENG_QP_BUDGET_BYTES bytes;
+ * a QP with more work rings its own doorbell, so it gets another turn in
+ * the next pass, after every other QP that rang.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "barrier.h"
+#include "internal.h"
+
+/* What became of the WQE in front. */
+enum step {
+	STEP_DONE,			/* completed (or unsignaled success) */
+	STEP_WAIT,			/* waiting for an RNR or retry timer */
+	STEP_FAILED,			/* completed in error; QP left RTS */
+};
+
+#define RNR_RETRY_INFINITE	7
+
+static void complete(struct ibvd_qp *qp, const struct eng_req *req,
+		     enum ibv_wc_status status)
+{
+	struct ibvd_cqe cqe;
+
+	if (status == IBV_WC_SUCCESS && !req->signaled)
+		return;
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = req->w.wr_id;
+	cqe.status = status;
+	cqe.opcode = ibvd_eng_wc_opcode(req->w.opcode);
+	cqe.byte_len = (uint32_t)req->length;
+	cqe.qp_num = qp->qp_num;
+	if (ibvd_eng_cq_push(qp->send_cq, &cqe, false) < 0)
+		ibvd_eng_qp_error(qp);
+}
+
+/* After an error completion the QP leaves RTS (spec 10.8.3). */
+static void leave_rts(struct ibvd_qp *qp)
+{
+	/* UC and UD send errors stop the SQ only; RC errors stop the QP. */
+	if (qp->qp_type == IBV_QPT_RC)
+		ibvd_eng_qp_error(qp);
+	else
+		ibvd_eng_qp_sq_error(qp);
+}
+
+static enum step failed(enum ibv_wc_status *status, enum ibv_wc_status st)
+{
+	*status = st;
+	return STEP_FAILED;
+}
+
+static enum step rnr_nak(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			 uint8_t rnr_timer, enum ibv_wc_status *status)
+{
+	if (qp->attr.rnr_retry != RNR_RETRY_INFINITE) {
+		if (!qp->rnr_left)
+			return failed(status, IBV_WC_RNR_RETRY_EXC_ERR);
+		qp->rnr_left--;
+	}
+	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + ibvd_eng_rnr_ns(rnr_timer));
+	return STEP_WAIT;
+}
+
+static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			enum ibv_wc_status *status)
+{
+	/* Timeout 0 is "infinite": we keep looking, and never give up. */
+	if (qp->attr.timeout) {
+		if (!qp->retry_left)
+			return failed(status, IBV_WC_RETRY_EXC_ERR);
+		qp->retry_left--;
+	}
+	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + ibvd_eng_timeout_ns(qp->attr.timeout));
+	return STEP_WAIT;
+}
+
+/* RC/UC: execute against the connected peer; *rnr_timer for RNR NAKs. */
+static enum eng_resp execute_connected(struct ibvd_engine *eng,
+				       struct ibvd_qp *qp,
+				       const struct eng_req *req,
+				       uint8_t *rnr_timer)
+{
+	struct ibvd_qp *peer = ibvd_eng_connected_peer(qp);
+
+	if (!peer)
+		return qp->qp_type == IBV_QPT_UC ? RESP_OK : RESP_NO_ACK;
+	*rnr_timer = peer->attr.min_rnr_timer;
+	switch (req->w.opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return ibvd_eng_deliver_send(eng, qp, peer, req);
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return ibvd_eng_rdma_write(eng, qp, peer, req);
+	case IBV_WR_RDMA_READ:
+		return ibvd_eng_rdma_read(eng, qp, peer, req);
+	default:
+		return ibvd_eng_atomic(eng, qp, peer, req);
+	}
+}
+
+static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			  enum eng_resp r, uint8_t rnr_timer,
+			  enum ibv_wc_status *status)
+{
+	switch (r) {
+	case RESP_OK:
+		*status = IBV_WC_SUCCESS;
+		return STEP_DONE;
+	case RESP_RNR:
+		return rnr_nak(eng, qp, rnr_timer, status);
+	case RESP_NO_ACK:
+		return no_ack(eng, qp, status);
+	case RESP_INV_REQ:
+		return failed(status, IBV_WC_REM_INV_REQ_ERR);
+	case RESP_ACCESS:
+		return failed(status, IBV_WC_REM_ACCESS_ERR);
+	case RESP_OP_ERR:
+		return failed(status, IBV_WC_REM_OP_ERR);
+	case RESP_LOCAL_FAULT:
+		return failed(status, IBV_WC_LOC_PROT_ERR);
+	}
+	return failed(status, IBV_WC_GENERAL_ERR);
+}
+
+/* Execute the WQE at sq_head into req; *bytes grows by its length. */
+static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			    struct eng_req *req, uint64_t *bytes,
+			    enum ibv_wc_status *status)
+{
+	enum ibv_wc_status st;
+	uint8_t rnr_timer = 0;
+
+	st = ibvd_eng_send_take(eng, qp, qp->sq_head, req);
+	if (st != IBV_WC_SUCCESS)
+		return failed(status, st);
+	if (!qp->wqe_started) {
+		/* Retry budgets count per message, from its first attempt. */
+		qp->rnr_left = qp->attr.rnr_retry;
+		qp->retry_left = qp->attr.retry_cnt;
+		qp->wqe_started = true;
+	}
+	*bytes += req->length;
+	if (qp->qp_type == IBV_QPT_UD) {
+		st = ibvd_eng_ud_send(eng, qp, req);
+		*status = st;
+		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
+	}
+	return conclude(eng, qp, execute_connected(eng, qp, req, &rnr_timer),
+			rnr_timer, status);
+}
+
+/*
+ * The WQE in front is finished: give its slot back first, then complete
+ * it, so that a client that sees the completion always finds the room
+ * it left (perftest posts the next WQE as soon as it polls one).
+ */
+static void retire(struct ibvd_engine *eng, struct ibvd_qp *qp,
+		   const struct eng_req *req, enum ibv_wc_status status)
+{
+	qp->sq_head++;
+	qp->wqe_started = false;
+	eng->wqes++;
+	/* Release: we are done with the slots below the new head. */
+	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
+	complete(qp, req, status);
+	if (status != IBV_WC_SUCCESS)
+		leave_rts(qp);
+}
+
+/* The SQ's tail went impossible: the QP cannot be trusted any further. */
+static void sq_fatal(struct ibvd_qp *qp)
+{
+	if (ibvd_eng_qp_error(qp))
+		ibvd_eng_async(qp->ctx, IBV_EVENT_QP_FATAL, qp->handle);
+}
+
+/* SQD with nothing in flight: the SQ is drained. */
+static void sq_drained(struct ibvd_qp *qp)
+{
+	if (qp->drained_sent)
+		return;
+	qp->drained_sent = true;
+	/* QUERY_QP's sq_draining: the drain is over (a byte, read anywhere). */
+	__atomic_store_n(&qp->attr.sq_draining, 0, __ATOMIC_RELAXED);
+	if (qp->attr.en_sqd_async_notify)
+		ibvd_eng_async(qp->ctx, IBV_EVENT_SQ_DRAINED, qp->handle);
+}
+
+/* WQEs posted and not taken, or -1 for an impossible tail. */
+static int64_t sq_depth(const struct ibvd_qp *qp)
+{
+	const struct ibvd_wq_client *cp = qp->sq.client_page;
+	/* Acquire: the WQEs below the tail are written. */
+	uint32_t n = ibvd_observe(&cp->tail) - qp->sq_head;
+
+	return n > qp->sq.nslots ? -1 : (int64_t)n;
+}
+
+static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	enum ibv_wc_status status;
+	struct eng_req req;
+	uint64_t bytes = 0;
+	unsigned int n;
+	int64_t depth = 0;
+
+	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ENG_QP_BUDGET_BYTES; n++) {
+		uint32_t state = eng_qp_state(qp);
+		enum step s;
+
+		if (state != IBV_QPS_RTS && state != IBV_QPS_SQD)
+			break;
+		depth = sq_depth(qp);
+		if (depth < 0) {
+			sq_fatal(qp);
+			return;
+		}
+		/* SQD: finish what is in flight, start nothing new. */
+		if (!depth || (state == IBV_QPS_SQD && !qp->wqe_started)) {
+			if (state == IBV_QPS_SQD)
+				sq_drained(qp);
+			break;
+		}
+		s = step_front(eng, qp, &req, &bytes, &status);
+		if (s == STEP_WAIT)
+			break;
+		retire(eng, qp, &req, status);
+		depth--;
+		if (s == STEP_FAILED)
+			break;
+	}
+	if (depth > 0 && !qp->rnr_deadline_ns && eng_qp_state(qp) == IBV_QPS_RTS)
+		ibvd_eng_qp_ring(qp);
+}
+
+/* ERR: flush everything; an SRQ user hears its last WQE was reached. */
+static void run_error(struct ibvd_qp *qp)
+{
+	ibvd_eng_mark_stopped(qp);
+	/*
+	 * Store (error word) -> load (tails, in the flushes): with the
+	 * client's store (tail) -> fence -> load (error word), a WQE posted
+	 * now is either flushed here or rung for the next pass.
+	 */
+	ibvd_full_fence();
+	ibvd_eng_flush_sq(qp);
+	ibvd_eng_flush_rq(qp);
+	qp->flush_pending = false;
+	qp->peer_gone = false;
+	if (qp->srq && !qp->last_wqe_sent) {
+		qp->last_wqe_sent = true;
+		ibvd_eng_async(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->handle);
+	}
+}
+
+/* A state the engine does not own any more: forget per-state memory. */
+static void left_error_states(struct ibvd_qp *qp, uint32_t state)
+{
+	struct ibvd_wq_engine *sq = qp->sq.engine_page;
+
+	if (state != IBV_QPS_SQD)
+		qp->drained_sent = false;
+	qp->last_wqe_sent = false;
+	if (ibvd_read_once(&sq->error) && state != IBV_QPS_SQE)
+		ibvd_publish(&sq->error, 0);
+	if (!qp->srq && qp->rq.engine_page) {
+		struct ibvd_wq_engine *rq = qp->rq.engine_page;
+
+		if (ibvd_read_once(&rq->error))
+			ibvd_publish(&rq->error, 0);
+	}
+	if (state == IBV_QPS_RESET || state == IBV_QPS_INIT) {
+		qp->rnr_deadline_ns = 0;
+		qp->wqe_started = false;
+		qp->peer_gone = false;
+	}
+}
+
+/*
+ * The RC peer's context died (engine.c): with nobody left to answer, the
+ * WQE in front fails as if its retries ran out, and the QP goes to ERR,
+ * flushing the rest and every receive, which nothing will ever fill.
+ */
+static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	enum ibv_wc_status st;
+	struct eng_req req;
+	int64_t depth = sq_depth(qp);
+
+	if (depth < 0) {
+		sq_fatal(qp);
+		return;
+	}
+	if (depth > 0 && (qp->wqe_started || eng_qp_state(qp) == IBV_QPS_RTS)) {
+		st = ibvd_eng_send_take(eng, qp, qp->sq_head, &req);
+		retire(eng, qp, &req, st != IBV_WC_SUCCESS ? st : IBV_WC_RETRY_EXC_ERR);
+	}
+	ibvd_eng_qp_error(qp);
+}
+
+void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
+{
+	uint32_t state = eng_qp_state(qp);
+
+	if (state == IBV_QPS_ERR) {
+		run_error(qp);
+		return;
+	}
+	left_error_states(qp, state);
+	if (state == IBV_QPS_SQE) {
+		ibvd_eng_flush_sq(qp);
+		return;
+	}
+	if (state != IBV_QPS_RTS && state != IBV_QPS_SQD)
+		return;
+	if (qp->peer_gone) {
+		qp->peer_gone = false;
+		if (!ibvd_eng_connected_peer(qp)) {
+			qp->rnr_deadline_ns = 0;
+			break_connection(eng, qp);
+			return;
+		}
+	}
+	/* A waiting QP moves only when its timer says so. */
+	if (qp->rnr_deadline_ns) {
+		if (now < qp->rnr_deadline_ns)
+			return;
+		qp->rnr_deadline_ns = 0;
+	}
+	run_sq(eng, qp);
+}

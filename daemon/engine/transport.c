@@ -1,0 +1,258 @@
+/*
+ * Transport rules shared by the requester and responder sides: who a
+ * packet reaches, when a QP may receive, how QPs enter the error states
+ * and flush, and the IB encodings of the RNR and ACK timers.
+ *
+ * Addressing (DESIGN.md §3.1): a packet goes to (DLID or DGID, QPN).  The
+ * DLID names one port of one device of this daemon; without a DLID, a
+ * global address names a port by GID.  A QP number alone is never enough:
+ * the QP must sit on the addressed port, as on a fabric.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "barrier.h"
+#include "context.h"
+#include "device.h"
+#include "internal.h"
+
+bool ibvd_eng_can_receive(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
+}
+
+static const struct ibvd_port *qp_port(const struct ibvd_qp *qp)
+{
+	return ibvd_device_port(qp->ctx->dev, qp->attr.port_num);
+}
+
+static void gid0(const struct ibvd_port *port, uint8_t gid[16])
+{
+	uint64_t prefix = IBVD_SUBNET_PREFIX, guid = port->guid;
+	int i;
+
+	for (i = 7; i >= 0; i--) {
+		gid[i] = (uint8_t)prefix;
+		gid[8 + i] = (uint8_t)guid;
+		prefix >>= 8;
+		guid >>= 8;
+	}
+}
+
+/*
+ * A GID names port if it is the port's link-local GID; the IP-derived
+ * GIDs (::ffff:a.b.c.d, IPv6) are this host's addresses, which every
+ * local port carries (device.c), so they match any port.
+ */
+static bool gid_names_port(const struct ibvd_port *port, const uint8_t dgid[16])
+{
+	uint8_t own[16];
+
+	gid0(port, own);
+	if (memcmp(dgid, own, 8) != 0)
+		return true;
+	return memcmp(dgid + 8, own + 8, 8) == 0;
+}
+
+static bool address_reaches(const struct ibvd_qp *t, const struct ibvd_av *av)
+{
+	const struct ibvd_port *port = qp_port(t);
+
+	if (!port)
+		return false;
+	if (av->dlid)
+		return av->dlid == port->lid;
+	return av->is_global && gid_names_port(port, av->dgid);
+}
+
+struct ibvd_qp *ibvd_eng_route(const struct ibvd_qp *src, uint32_t dest_qpn,
+			       const struct ibvd_av *av)
+{
+	struct ibvd_qp *t = ibvd_qp_by_num(dest_qpn & 0xFFFFFFu);
+
+	return t && address_reaches(t, av) ? t : NULL;
+}
+
+struct ibvd_qp *ibvd_eng_connected_peer(const struct ibvd_qp *src)
+{
+	struct ibvd_qp *t = ibvd_eng_route(src, src->attr.dest_qp_num,
+					   &src->attr.av);
+
+	/*
+	 * RC acknowledges to the responder's own destination: a peer not
+	 * connected back never acks, which the requester sees as a timeout.
+	 * UC is held to the same rule, as its PSN check would drop the
+	 * stream of a stranger.
+	 */
+	if (!t || t->qp_type != src->qp_type || t->attr.dest_qp_num != src->qp_num)
+		return NULL;
+	return ibvd_eng_can_receive(eng_qp_state(t)) ? t : NULL;
+}
+
+static void mark_queues(struct ibvd_qp *qp, bool rq_too)
+{
+	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->error, 1);
+	if (rq_too && !qp->srq && qp->rq.engine_page)
+		ibvd_publish(&((struct ibvd_wq_engine *)qp->rq.engine_page)->error, 1);
+}
+
+void ibvd_eng_mark_stopped(struct ibvd_qp *qp)
+{
+	uint32_t state = eng_qp_state(qp);
+
+	if (state == IBV_QPS_ERR || state == IBV_QPS_SQE)
+		mark_queues(qp, state == IBV_QPS_ERR);
+}
+
+bool ibvd_eng_qp_error(struct ibvd_qp *qp)
+{
+	uint32_t old = __atomic_exchange_n(&qp->state, IBV_QPS_ERR, __ATOMIC_RELAXED);
+
+	if (old == IBV_QPS_ERR)
+		return false;
+	/* The client may look here to know its posts will only be flushed. */
+	mark_queues(qp, true);
+	ibvd_eng_qp_ring(qp);
+	return true;
+}
+
+void ibvd_eng_qp_sq_error(struct ibvd_qp *qp)
+{
+	uint32_t old = eng_qp_state(qp);
+
+	while (old == IBV_QPS_RTS || old == IBV_QPS_SQD) {
+		if (__atomic_compare_exchange_n(&qp->state, &old, IBV_QPS_SQE, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			mark_queues(qp, false);
+			ibvd_eng_qp_ring(qp);
+			return;
+		}
+	}
+}
+
+void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event)
+{
+	if (ibvd_eng_qp_error(target) && event)
+		ibvd_eng_async(target->ctx, event, target->handle);
+}
+
+/* IB spec table of the RNR NAK timer field, in microseconds. */
+static const uint32_t rnr_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+uint64_t ibvd_eng_rnr_ns(uint8_t min_rnr_timer)
+{
+	return (uint64_t)rnr_us[min_rnr_timer & 31] * 1000;
+}
+
+/* Local ACK timeout: 4.096 us * 2^timeout; 0 means wait forever. */
+uint64_t ibvd_eng_timeout_ns(uint8_t timeout)
+{
+	if (!timeout)
+		return ENG_RETRY_FOREVER_NS;
+	return 4096ull << (timeout > 31 ? 31 : timeout);
+}
+
+uint16_t ibvd_eng_port_lid(const struct ibvd_qp *qp)
+{
+	const struct ibvd_port *port = qp_port(qp);
+
+	return port ? port->lid : 0;
+}
+
+void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
+		       uint8_t gid[16])
+{
+	const struct ibvd_port *port = qp_port(qp);
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
+
+	memset(gid, 0, 16);
+	if (!port)
+		return;
+	if (sgid_index == 0) {
+		gid0(port, gid);
+		return;
+	}
+	/* The IP-derived entries follow the host's addresses: ask each time. */
+	if (sgid_index < ibvd_port_gids(port, gids))
+		memcpy(gid, gids[sgid_index].raw, 16);
+}
+
+uint32_t ibvd_eng_wc_opcode(uint32_t wr_opcode)
+{
+	switch (wr_opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+/* The number of WQEs between head and the client's tail, or -1 if absurd. */
+static int64_t queue_depth(const struct ibvd_ring *r, uint32_t head)
+{
+	uint32_t tail = ibvd_observe(&((struct ibvd_wq_client *)r->client_page)->tail);
+	uint32_t n = tail - head;
+
+	return n > r->nslots ? -1 : (int64_t)n;
+}
+
+void ibvd_eng_flush_sq(struct ibvd_qp *qp)
+{
+	int64_t n = queue_depth(&qp->sq, qp->sq_head);
+	struct ibvd_cqe cqe;
+
+	qp->rnr_deadline_ns = 0;
+	qp->wqe_started = false;
+	/* An absurd tail (the QP went to ERR for it) names nothing to flush. */
+	for (; n > 0; n--) {
+		uint32_t opcode;
+
+		memset(&cqe, 0, sizeof(cqe));
+		ibvd_eng_send_peek(qp, qp->sq_head, &cqe.wr_id, &opcode);
+		cqe.status = IBV_WC_WR_FLUSH_ERR;
+		cqe.opcode = ibvd_eng_wc_opcode(opcode);
+		cqe.qp_num = qp->qp_num;
+		/* Flushed WQEs complete even if unsignaled; a full CQ drops them. */
+		ibvd_eng_cq_push(qp->send_cq, &cqe, false);
+		qp->sq_head++;
+	}
+	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
+}
+
+void ibvd_eng_flush_rq(struct ibvd_qp *qp)
+{
+	struct ibvd_cqe cqe;
+	int64_t n;
+
+	if (qp->srq || !qp->rq.slots)
+		return;
+	pthread_mutex_lock(&qp->recv_lock);
+	for (n = queue_depth(&qp->rq, qp->rq_head); n > 0; n--) {
+		struct ibvd_recv_wqe w;
+
+		memset(&cqe, 0, sizeof(cqe));
+		memcpy(&w, qp->rq.slots + (size_t)(qp->rq_head & (qp->rq.nslots - 1)) *
+		       qp->rq.stride, sizeof(w.wr_id));
+		cqe.wr_id = w.wr_id;
+		cqe.status = IBV_WC_WR_FLUSH_ERR;
+		cqe.opcode = IBV_WC_RECV;
+		cqe.qp_num = qp->qp_num;
+		ibvd_eng_cq_push(qp->recv_cq, &cqe, false);
+		qp->rq_head++;
+	}
+	ibvd_publish(&((struct ibvd_wq_engine *)qp->rq.engine_page)->head, qp->rq_head);
+	pthread_mutex_unlock(&qp->recv_lock);
+}

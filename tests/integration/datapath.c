@@ -1,0 +1,3167 @@
+/*
+ * datapath-helper: the verbs data path of one process against a real daemon
+ * (datapath.sh): every opcode, flag and completion status on QPs connected
+ * in loopback, post errors, the QP state machine, the objects around them
+ * (PD, MR, CQ, completion channel, SRQ, AH, multicast) and the kinds of
+ * memory an application registers.
+ *
+ * An ordinary verbs application: built against the system
+ * <infiniband/verbs.h> and -libverbs, run through ibverbsd-run.  Check runs
+ * every test in its own process with its own device context (fixture); a
+ * test frees what it made, so the fixture's ibv_dealloc_pd also checks that
+ * nothing leaked.  Data is always verified byte by byte (vt_expect_pat).
+ *
+ * usage: datapath-helper		every case; CK_RUN_CASE=NAME runs one
+ * A case that lacks a prerequisite (MAP_HUGETLB pages) prints "SKIP: ..."
+ * and passes; datapath.sh reports those lines.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "vt.h"
+
+#define BUF(mr)		((uint8_t *)(mr)->addr)
+#define ADDR(mr, off)	((uint64_t)(uintptr_t)(mr)->addr + (uint64_t)(off))
+#define CANARY		0xee
+/* How long "nothing happens" is watched for. */
+#define QUIET_MS	150
+/* The imm_data vt_post gives a WR. */
+#define IMM(wr_id)	htobe32((uint32_t)(wr_id) ^ 0x5a5a0000u)
+
+static struct vt_dev D;
+
+static void check_hook(const char *msg)
+{
+	ck_abort_msg("%s", msg);
+}
+
+static void setup(void)
+{
+	vt_fail_hook = check_hook;
+	vt_open(&D);
+}
+
+static void teardown(void)
+{
+	vt_close(&D);
+}
+
+/* A connected pair and one buffer for each side: a on 0, b on 1. */
+struct fx {
+	struct vt_pair p;
+	struct ibv_mr *a, *b;
+};
+
+static void fx_init2(struct fx *f, const struct vt_qp_opts *o0,
+		     const struct vt_qp_opts *o1, size_t alen, size_t blen)
+{
+	vt_pair2(&f->p, &D, o0, o1, 0);
+	f->a = vt_reg(D.pd, alen, VT_ACCESS_ALL);
+	f->b = vt_reg(D.pd, blen, VT_ACCESS_ALL);
+}
+
+static void fx_init(struct fx *f, const struct vt_qp_opts *o, size_t alen,
+		    size_t blen)
+{
+	fx_init2(f, o, o, alen, blen);
+}
+
+static void fx_free(struct fx *f)
+{
+	vt_dereg(f->a);
+	vt_dereg(f->b);
+	vt_pair_free(&f->p);
+}
+
+static struct vt_qp_opts opts_type(enum ibv_qp_type type)
+{
+	struct vt_qp_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.type = type;
+	return o;
+}
+
+/* A standalone CQ with an optional channel. */
+static struct ibv_cq *mkcq(int n, void *cq_ctx, struct ibv_comp_channel *ch)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, n, cq_ctx, ch, 0);
+
+	ck_assert_msg(cq, "ibv_create_cq(%d): %s", n, strerror(errno));
+	ck_assert_int_ge(cq->cqe, n);
+	return cq;
+}
+
+static void rmcq(struct ibv_cq *cq)
+{
+	int ret = ibv_destroy_cq(cq);
+
+	ck_assert_msg(ret == 0, "ibv_destroy_cq: %s", strerror(ret));
+}
+
+/* Is the channel's fd readable within ms? */
+static int channel_ready(struct ibv_comp_channel *ch, int ms)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	int r = poll(&pfd, 1, ms);
+
+	ck_assert_msg(r >= 0, "poll(channel): %s", strerror(errno));
+	return r;
+}
+
+/* One completion event for cq (acked). */
+static void expect_cq_event(struct ibv_comp_channel *ch, struct ibv_cq *cq,
+			    void *cq_ctx, const char *what)
+{
+	struct ibv_cq *ev_cq = NULL;
+	void *ev_ctx = NULL;
+
+	ck_assert_msg(channel_ready(ch, vt_tmo_ms()) == 1,
+		      "%s: no completion event within %d ms", what, vt_tmo_ms());
+	ck_assert_msg(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0,
+		      "%s: ibv_get_cq_event: %s", what, strerror(errno));
+	ck_assert_msg(ev_cq == cq, "%s: event for CQ %p, want %p", what,
+		      (void *)ev_cq, (void *)cq);
+	ck_assert_ptr_eq(ev_ctx, cq_ctx);
+	ibv_ack_cq_events(cq, 1);
+}
+
+/* ==== opcodes: RC ========================================================= */
+
+static const uint32_t rc_sizes[] = { 0, 1, 333, 4096, 4097, 3 * 65536 + 7 };
+
+START_TEST(rc_send)
+{
+	uint32_t len = rc_sizes[_i];
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, len + 64, len + 64);	/* no 0-byte MR */
+	vt_fill(f.a->addr, len, 0, 1);
+	memset(f.b->addr, CANARY, len + 64);
+	vt_recv(f.p.qp[1], 100, f.b->addr, len + 64, f.b->lkey);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, len,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_SEND, "SEND");
+	ck_assert_uint_eq(wc.qp_num, f.p.qp[0]->qp_num);
+	vt_expect_ok(f.p.rcq[1], &wc, 100, IBV_WC_RECV, "receive");
+	ck_assert_uint_eq(wc.byte_len, len);
+	ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+	ck_assert_uint_eq(wc.wc_flags, 0);
+	vt_expect_pat(f.b->addr, len, 0, 1, "received message");
+	vt_expect_byte(BUF(f.b) + len, 64, CANARY, "receive buffer past the message");
+	vt_expect_none(f.p.rcq[0], 0, "side 0 receive CQ");
+	vt_expect_none(f.p.scq[1], 0, "side 1 send CQ");
+	fx_free(&f);
+}
+END_TEST
+
+/* Completions of one QP come out in posting order, on both sides. */
+START_TEST(rc_send_order)
+{
+	enum { N = 24, MAX = 24 * 517 + 1 };
+	struct ibv_wc wc;
+	struct fx f;
+	uint32_t i, off;
+
+	fx_init(&f, NULL, (size_t)N * MAX, (size_t)N * MAX);
+	for (i = 0, off = 0; i < N; i++, off += MAX) {
+		vt_fill(BUF(f.a) + off, MAX, 0, 100 + i);
+		vt_recv(f.p.qp[1], 1000 + i, BUF(f.b) + off, MAX, f.b->lkey);
+	}
+	for (i = 0, off = 0; i < N; i++, off += MAX)
+		vt_send(f.p.qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a) + off,
+			i * 517 + 1, f.a->lkey, 0, 0);
+	for (i = 0, off = 0; i < N; i++, off += MAX) {
+		vt_expect_ok(f.p.scq[0], &wc, i, IBV_WC_SEND, "SEND in order");
+		vt_expect_ok(f.p.rcq[1], &wc, 1000 + i, IBV_WC_RECV, "receive in order");
+		ck_assert_uint_eq(wc.byte_len, i * 517 + 1);
+		vt_expect_pat(BUF(f.b) + off, i * 517 + 1, 0, 100 + i, "message");
+	}
+	fx_free(&f);
+}
+END_TEST
+
+START_TEST(rc_send_imm)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, 4096, 4096);
+	vt_fill(f.a->addr, 1000, 0, 2);
+	vt_recv(f.p.qp[1], 5, f.b->addr, 4096, f.b->lkey);
+	vt_send(f.p.qp[0], 7, IBV_WR_SEND_WITH_IMM, IBV_SEND_SIGNALED,
+		f.a->addr, 1000, f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 7, IBV_WC_SEND, "SEND_WITH_IMM");
+	vt_expect_ok(f.p.rcq[1], &wc, 5, IBV_WC_RECV, "receive");
+	ck_assert_uint_eq(wc.byte_len, 1000);
+	ck_assert_uint_eq(wc.wc_flags, IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(wc.imm_data, IMM(7));
+	vt_expect_pat(f.b->addr, 1000, 0, 2, "received message");
+	fx_free(&f);
+}
+END_TEST
+
+START_TEST(rc_write)
+{
+	uint32_t len = rc_sizes[_i];
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, len + 64, len + 128);
+	vt_fill(f.a->addr, len, 0, 3);
+	vt_send(f.p.qp[0], 9, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		len, f.a->lkey, ADDR(f.b, 64), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 9, IBV_WC_RDMA_WRITE, "RDMA WRITE");
+	vt_expect_byte(f.b->addr, 64, 0, "target before the write");
+	vt_expect_pat(BUF(f.b) + 64, len, 0, 3, "written bytes");
+	vt_expect_byte(BUF(f.b) + 64 + len, 64, 0, "target after the write");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "target receive CQ (no receive consumed)");
+	fx_free(&f);
+}
+END_TEST
+
+static const uint32_t imm_sizes[] = { 0, 5000 };
+
+START_TEST(rc_write_imm)
+{
+	uint32_t len = imm_sizes[_i];
+	struct ibv_mr *rbuf;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 8192);
+	rbuf = vt_reg(D.pd, 256, VT_ACCESS_ALL);
+	memset(rbuf->addr, CANARY, 256);
+	vt_fill(f.a->addr, len, 0, 4);
+	vt_recv(f.p.qp[1], 44, rbuf->addr, 256, rbuf->lkey);
+	vt_send(f.p.qp[0], 12, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		f.a->addr, len, f.a->lkey, ADDR(f.b, 100), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 12, IBV_WC_RDMA_WRITE, "RDMA WRITE with imm");
+	vt_expect_ok(f.p.rcq[1], &wc, 44, IBV_WC_RECV_RDMA_WITH_IMM,
+		     "receive consumed by the write");
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(wc.imm_data, IMM(12));
+	ck_assert_uint_eq(wc.byte_len, len);
+	ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+	vt_expect_byte(rbuf->addr, 256, CANARY, "the receive's buffer (untouched)");
+	vt_expect_byte(f.b->addr, 100, 0, "target before the write");
+	vt_expect_pat(BUF(f.b) + 100, len, 0, 4, "written bytes");
+	vt_expect_byte(BUF(f.b) + 100 + len, 8192 - 100 - len, 0, "target after");
+	vt_dereg(rbuf);
+	fx_free(&f);
+}
+END_TEST
+
+static const uint32_t read_sizes[] = { 1, 3 * 4096 + 5, 1u << 20 };
+
+START_TEST(rc_read)
+{
+	uint32_t len = read_sizes[_i];
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, len + 64, len + 64);
+	vt_fill(f.b->addr, len + 64, 0, 5);
+	memset(f.a->addr, CANARY, len + 64);
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a) + 32,
+		len, f.a->lkey, ADDR(f.b, 64), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_RDMA_READ, "RDMA READ");
+	ck_assert_uint_eq(wc.byte_len, len);
+	vt_expect_byte(f.a->addr, 32, CANARY, "local before the read");
+	vt_expect_pat(BUF(f.a) + 32, len, 64, 5, "read bytes");
+	vt_expect_byte(BUF(f.a) + 32 + len, 32, CANARY, "local after the read");
+	vt_expect_pat(f.b->addr, len + 64, 0, 5, "remote (unchanged)");
+	vt_expect_none(f.p.rcq[1], 0, "target receive CQ");
+	fx_free(&f);
+}
+END_TEST
+
+START_TEST(rc_cmp_swap)
+{
+	volatile uint64_t *remote, *res;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, 64, 64);
+	remote = (volatile uint64_t *)(BUF(f.b) + 8);
+	res = (volatile uint64_t *)BUF(f.a);
+	remote[0] = 0x1122334455667788ull;
+	res[0] = res[1] = 0;
+
+	/* Equal: swapped, the old value comes back. */
+	vt_atomic(f.p.qp[0], 1, IBV_WR_ATOMIC_CMP_AND_SWP, (void *)&res[0],
+		  f.a->lkey, ADDR(f.b, 8), f.b->rkey, 0x1122334455667788ull,
+		  0xa1b2c3d4e5f60718ull);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_COMP_SWAP, "CMP_AND_SWP (equal)");
+	ck_assert_uint_eq(wc.byte_len, 8);
+	ck_assert_uint_eq(res[0], 0x1122334455667788ull);
+	ck_assert_uint_eq(remote[0], 0xa1b2c3d4e5f60718ull);
+
+	/* Not equal: unchanged, the current value comes back. */
+	vt_atomic(f.p.qp[0], 2, IBV_WR_ATOMIC_CMP_AND_SWP, (void *)&res[1],
+		  f.a->lkey, ADDR(f.b, 8), f.b->rkey, 0x1122334455667788ull, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_COMP_SWAP, "CMP_AND_SWP (different)");
+	ck_assert_uint_eq(res[1], 0xa1b2c3d4e5f60718ull);
+	ck_assert_uint_eq(remote[0], 0xa1b2c3d4e5f60718ull);
+	vt_expect_byte(f.b->addr, 8, 0, "word before the target");
+	vt_expect_byte(BUF(f.b) + 16, 48, 0, "words after the target");
+	vt_expect_none(f.p.rcq[1], 0, "target receive CQ");
+	fx_free(&f);
+}
+END_TEST
+
+START_TEST(rc_fetch_add)
+{
+	volatile uint64_t *remote, *res;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, 64, 64);
+	remote = (volatile uint64_t *)(BUF(f.b) + 16);
+	res = (volatile uint64_t *)BUF(f.a);
+	remote[0] = 0xffffffffffffff00ull;
+	vt_atomic(f.p.qp[0], 1, IBV_WR_ATOMIC_FETCH_AND_ADD, (void *)&res[0],
+		  f.a->lkey, ADDR(f.b, 16), f.b->rkey, 0x180, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_FETCH_ADD, "FETCH_AND_ADD");
+	ck_assert_uint_eq(wc.byte_len, 8);
+	ck_assert_uint_eq(res[0], 0xffffffffffffff00ull);
+	ck_assert_uint_eq(remote[0], 0x80);	/* wrapped */
+	vt_atomic(f.p.qp[0], 2, IBV_WR_ATOMIC_FETCH_AND_ADD, (void *)&res[1],
+		  f.a->lkey, ADDR(f.b, 16), f.b->rkey, 1, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_FETCH_ADD, "FETCH_AND_ADD again");
+	ck_assert_uint_eq(res[1], 0x80);
+	ck_assert_uint_eq(remote[0], 0x81);
+	vt_expect_byte(f.b->addr, 16, 0, "words before the target");
+	vt_expect_byte(BUF(f.b) + 24, 40, 0, "words after the target");
+	fx_free(&f);
+}
+END_TEST
+
+/* A misaligned atomic is an invalid request (IB 9.4.5). */
+START_TEST(rc_atomic_misaligned)
+{
+	volatile uint64_t *remote;
+	struct fx f;
+
+	fx_init(&f, NULL, 64, 64);
+	remote = (volatile uint64_t *)(BUF(f.b) + 8);
+	remote[0] = 5;
+	vt_atomic(f.p.qp[0], 1, IBV_WR_ATOMIC_FETCH_AND_ADD, f.a->addr,
+		  f.a->lkey, ADDR(f.b, 12), f.b->rkey, 1, 0);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_REM_INV_REQ_ERR, "misaligned FETCH_AND_ADD");
+	ck_assert_uint_eq(remote[0], 5);
+	fx_free(&f);
+}
+END_TEST
+
+/* Atomics work, so the device must say so (DESIGN.md 3.4). */
+START_TEST(atomic_cap)
+{
+	struct ibv_device_attr attr;
+
+	ck_assert_int_eq(ibv_query_device(D.ctx, &attr), 0);
+	ck_assert_msg(attr.atomic_cap == IBV_ATOMIC_HCA,
+		      "ibv_query_device: atomic_cap %d, want IBV_ATOMIC_HCA (%d)",
+		      attr.atomic_cap, IBV_ATOMIC_HCA);
+}
+END_TEST
+
+/* ==== opcodes: UC ========================================================= */
+
+START_TEST(uc_send)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UC);
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 20000, 20000);
+	vt_fill(f.a->addr, 20000, 0, 6);
+	vt_recv(f.p.qp[1], 8, f.b->addr, 20000, f.b->lkey);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 20000,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_SEND, "UC SEND");
+	vt_expect_ok(f.p.rcq[1], &wc, 8, IBV_WC_RECV, "UC receive");
+	ck_assert_uint_eq(wc.byte_len, 20000);
+	vt_expect_pat(f.b->addr, 20000, 0, 6, "UC message");
+
+	vt_recv(f.p.qp[1], 9, f.b->addr, 20000, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND_WITH_IMM, IBV_SEND_SIGNALED, f.a->addr,
+		10, f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "UC SEND_WITH_IMM");
+	vt_expect_ok(f.p.rcq[1], &wc, 9, IBV_WC_RECV, "UC receive with imm");
+	ck_assert_uint_eq(wc.byte_len, 10);
+	ck_assert_uint_eq(wc.wc_flags, IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(wc.imm_data, IMM(2));
+	fx_free(&f);
+}
+END_TEST
+
+START_TEST(uc_write)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UC);
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 10000, 10100);
+	vt_fill(f.a->addr, 10000, 0, 7);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		10000, f.a->lkey, ADDR(f.b, 50), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "UC RDMA WRITE");
+	vt_expect_byte(f.b->addr, 50, 0, "before the write");
+	vt_expect_pat(BUF(f.b) + 50, 10000, 0, 7, "UC written bytes");
+	vt_expect_byte(BUF(f.b) + 10050, 50, 0, "after the write");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "UC target receive CQ");
+
+	/* With immediate: consumes a receive. */
+	vt_recv(f.p.qp[1], 4, f.a->addr, 16, f.a->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		f.a->addr, 100, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_WRITE, "UC WRITE_WITH_IMM");
+	vt_expect_ok(f.p.rcq[1], &wc, 4, IBV_WC_RECV_RDMA_WITH_IMM, "UC write's receive");
+	ck_assert_uint_eq(wc.imm_data, IMM(2));
+	ck_assert_uint_eq(wc.byte_len, 100);
+	vt_expect_pat(f.b->addr, 100, 0, 7, "UC write with imm");
+	fx_free(&f);
+}
+END_TEST
+
+/* ==== opcodes: UD ========================================================= */
+
+#define GRH	40u
+
+enum ah_kind { AH_LID, AH_GRH, AH_GID_ONLY, AH_NKINDS };
+
+static struct ibv_ah *ah_of(enum ah_kind k)
+{
+	switch (k) {
+	case AH_LID:
+		return vt_ah(&D, D.port.lid, NULL);
+	case AH_GRH:
+		return vt_ah(&D, D.port.lid, &D.gid);
+	default:
+		return vt_ah(&D, 0, &D.gid);
+	}
+}
+
+/* A GRH the engine filled: IPv6 version, next header BTH, our GIDs. */
+static void check_grh(const uint8_t *grh, const union ibv_gid *sgid,
+		      const union ibv_gid *dgid)
+{
+	ck_assert_uint_eq(grh[0] >> 4, 6);
+	ck_assert_uint_eq(grh[6], 0x1b);
+	ck_assert_msg(memcmp(grh + 8, sgid->raw, 16) == 0, "GRH SGID");
+	ck_assert_msg(memcmp(grh + 24, dgid->raw, 16) == 0, "GRH DGID");
+}
+
+static const uint32_t ud_sizes[] = { 1, 1000, 4096 };
+
+START_TEST(ud_send)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	uint32_t len = ud_sizes[_i % 3];
+	enum ah_kind kind = (enum ah_kind)(_i / 3);
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, GRH + 4096 + 64);
+	ah = ah_of(kind);
+	vt_fill(f.a->addr, len, 0, 8);
+	memset(f.b->addr, CANARY, GRH + 4096 + 64);
+	vt_recv(f.p.qp[1], 21, f.b->addr, GRH + len + 64, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr, len,
+		   f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_SEND, "UD SEND");
+	vt_expect_ok(f.p.rcq[1], &wc, 21, IBV_WC_RECV, "UD receive");
+	ck_assert_uint_eq(wc.byte_len, GRH + len);
+	ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+	ck_assert_uint_eq(wc.src_qp, f.p.qp[0]->qp_num);
+	ck_assert_uint_eq(wc.slid, D.port.lid);
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, kind == AH_LID ? 0 : IBV_WC_GRH);
+	if (kind != AH_LID)
+		check_grh(f.b->addr, &D.gid, &D.gid);
+	vt_expect_pat(BUF(f.b) + GRH, len, 0, 8, "UD payload after the GRH slot");
+	vt_expect_byte(BUF(f.b) + GRH + len, 64, CANARY, "past the payload");
+	vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/* Reply with ibv_create_ah_from_wc: LID-only and GRH. */
+START_TEST(ud_ah_from_wc)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	enum ah_kind kind = _i ? AH_GRH : AH_LID;
+	struct ibv_ah_attr attr;
+	struct ibv_ah *ah, *back;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, 4096);
+	ah = ah_of(kind);
+	vt_fill(BUF(f.a) + 2048, 100, 0, 9);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 2048, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a) + 2048,
+		   100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UD SEND");
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "UD receive");
+
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_init_ah_from_wc(D.ctx, D.port_num, &wc,
+					     (struct ibv_grh *)f.b->addr, &attr), 0);
+	ck_assert_uint_eq(attr.dlid, D.port.lid);
+	ck_assert_uint_eq(attr.port_num, D.port_num);
+	ck_assert_uint_eq(attr.is_global, kind == AH_GRH);
+	if (kind == AH_GRH) {
+		ck_assert_msg(memcmp(attr.grh.dgid.raw, D.gid.raw, 16) == 0,
+			      "ah_attr.grh.dgid is not the sender's GID");
+		ck_assert_uint_eq(attr.grh.sgid_index, 0);
+	}
+
+	back = ibv_create_ah_from_wc(D.pd, &wc, (struct ibv_grh *)f.b->addr,
+				     D.port_num);
+	ck_assert_msg(back, "ibv_create_ah_from_wc: %s", strerror(errno));
+	vt_fill(BUF(f.b) + 2048, 200, 0, 10);
+	vt_recv(f.p.qp[0], 3, f.a->addr, 2048, f.a->lkey);
+	vt_ud_send(f.p.qp[1], 4, back, wc.src_qp, VT_QKEY, BUF(f.b) + 2048, 200,
+		   f.b->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[1], NULL, 4, IBV_WC_SEND, "reply");
+	vt_expect_ok(f.p.rcq[0], &wc, 3, IBV_WC_RECV, "reply received");
+	ck_assert_uint_eq(wc.src_qp, f.p.qp[1]->qp_num);
+	ck_assert_uint_eq(wc.byte_len, GRH + 200);
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, kind == AH_GRH ? IBV_WC_GRH : 0);
+	if (kind == AH_GRH)
+		check_grh(f.a->addr, &D.gid, &D.gid);
+	vt_expect_pat(BUF(f.a) + GRH, 200, 0, 10, "reply payload");
+	vt_ah_free(back);
+	vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/* A wrong Q_Key drops the datagram; the sender still succeeds. */
+START_TEST(ud_qkey_mismatch)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, 4096);
+	ah = ah_of(AH_LID);
+	vt_fill(f.a->addr, 100, 0, 11);
+	vt_fill(BUF(f.a) + 1024, 100, 0, 12);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY + 1, f.a->addr,
+		   100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UD SEND, wrong Q_Key");
+	/* No such QP: dropped as well, the sender never knows. */
+	vt_ud_send(f.p.qp[0], 4, ah, f.p.qp[1]->qp_num ^ 0x800000u, VT_QKEY,
+		   f.a->addr, 100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 4, IBV_WC_SEND, "UD SEND to no QP");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "receiver of a wrong Q_Key");
+	/* The receive is still posted: the next good datagram takes it. */
+	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a) + 1024,
+		   100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_SEND, "UD SEND, right Q_Key");
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "receive");
+	vt_expect_pat(BUF(f.b) + GRH, 100, 0, 12, "the second datagram");
+	vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/* More than the MTU (4096) in one datagram: the sender's error. */
+START_TEST(ud_over_mtu)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah *ah;
+	struct fx f;
+
+	fx_init(&f, &o, 8192, 8192);
+	ck_assert_int_eq(D.port.active_mtu, IBV_MTU_4096);
+	ah = ah_of(AH_LID);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 8192, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr,
+		   4097, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_LOC_LEN_ERR, "UD SEND of 4097 bytes");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "receiver of an oversized datagram");
+	/* A UD send error stops the send queue only (SQE). */
+	vt_expect_state(f.p.qp[0], IBV_QPS_SQE, "UD QP after a send error");
+	vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/* Multicast: both attached QPs get a datagram; after detach, none. */
+START_TEST(ud_multicast)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34 } };
+	const uint16_t mlid = 0xc001;
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_qp *tx, *rx[3];
+	struct ibv_mr *src, *dst;
+	struct ibv_cq *cq[4];
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	int i, round;
+
+	for (i = 0; i < 4; i++)
+		cq[i] = mkcq(16, NULL, NULL);
+	tx = vt_qp(&D, cq[3], cq[3], &o);
+	vt_connect(&D, tx, NULL, &o);
+	for (i = 0; i < 3; i++) {
+		rx[i] = vt_qp(&D, cq[i], cq[i], &o);
+		vt_connect(&D, rx[i], NULL, &o);
+	}
+	src = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	dst = vt_reg(D.pd, 3 * 4096, VT_ACCESS_ALL);
+	ck_assert_int_eq(ibv_attach_mcast(rx[0], &mgid, mlid), 0);
+	ck_assert_int_eq(ibv_attach_mcast(rx[1], &mgid, mlid), 0);
+	/* rx[2] stays out of the group. */
+	ah = vt_ah(&D, mlid, &mgid);
+
+	for (round = 0; round < 3; round++) {
+		vt_fill(src->addr, 500, 0, 20 + round);
+		for (i = 0; i < 3; i++) {
+			memset(BUF(dst) + i * 4096, CANARY, 4096);
+			vt_recv(rx[i], 10 * round + i, BUF(dst) + i * 4096, 4096, dst->lkey);
+		}
+		vt_ud_send(tx, round, ah, 0xffffff, VT_QKEY, src->addr, 500,
+			   src->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(cq[3], NULL, round, IBV_WC_SEND, "multicast SEND");
+		for (i = 0; i < 2; i++) {
+			/* round 0: both members; 1: rx[1] left; 2: none */
+			if (round == 2 || (round == 1 && i == 1)) {
+				vt_expect_none(cq[i], QUIET_MS, "detached QP");
+				continue;
+			}
+			vt_expect_ok(cq[i], &wc, 10 * round + i, IBV_WC_RECV,
+				     "multicast receive");
+			ck_assert_uint_eq(wc.byte_len, GRH + 500);
+			ck_assert_uint_eq(wc.src_qp, tx->qp_num);
+			ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, IBV_WC_GRH);
+			check_grh(BUF(dst) + i * 4096, &D.gid, &mgid);
+			vt_expect_pat(BUF(dst) + i * 4096 + GRH, 500, 0, 20 + round,
+				      "multicast payload");
+		}
+		vt_expect_none(cq[2], round ? 0 : QUIET_MS, "QP outside the group");
+		if (round == 0)
+			ck_assert_int_eq(ibv_detach_mcast(rx[1], &mgid, mlid), 0);
+		if (round == 1)
+			ck_assert_int_eq(ibv_detach_mcast(rx[0], &mgid, mlid), 0);
+	}
+	/* Detaching what is not attached. */
+	ck_assert_int_eq(ibv_detach_mcast(rx[0], &mgid, mlid), EINVAL);
+	vt_ah_free(ah);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(ibv_destroy_qp(rx[i]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(tx), 0);
+	for (i = 0; i < 4; i++)
+		rmcq(cq[i]);
+	vt_dereg(src);
+	vt_dereg(dst);
+}
+END_TEST
+
+/* ==== flags =============================================================== */
+
+/* Unsignaled successes make no CQE; errors always do. */
+START_TEST(unsignaled)
+{
+	struct fx f;
+
+	fx_init(&f, NULL, 4096, 4096);
+	vt_fill(f.a->addr, 4096, 0, 30);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, 0, f.a->addr, 1000, f.a->lkey,
+		ADDR(f.b, 0), f.b->rkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		BUF(f.a) + 1000, 1000, f.a->lkey, ADDR(f.b, 1000), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_WRITE, "the signaled WRITE");
+	vt_expect_none(f.p.scq[0], QUIET_MS, "after the signaled WRITE");
+	vt_expect_pat(f.b->addr, 2000, 0, 30, "both writes' bytes");
+	/* An unsignaled WR that fails completes anyway. */
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, 0, f.a->addr, 100,
+		f.a->lkey ^ 0x5a5a5a5au, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 3, IBV_WC_LOC_PROT_ERR, "unsignaled WRITE, bad lkey");
+	fx_free(&f);
+}
+END_TEST
+
+START_TEST(sq_sig_all)
+{
+	struct vt_qp_opts o;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct fx f;
+
+	memset(&o, 0, sizeof(o));
+	o.sq_sig_all = 1;
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &qa, IBV_QP_STATE, &ia), 0);
+	ck_assert_int_eq(ia.sq_sig_all, 1);
+	vt_fill(f.a->addr, 4096, 0, 31);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, 0, f.a->addr, 4096, f.a->lkey,
+		ADDR(f.b, 0), f.b->rkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, 0, BUF(f.a), 16, f.a->lkey,
+		ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, "sq_sig_all WRITE");
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_READ, "sq_sig_all READ");
+	vt_expect_pat(f.b->addr, 4096, 0, 31, "written bytes");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * ibv_req_notify_cq(cq, 1): only a solicited (or error) completion makes an
+ * event; ibv_req_notify_cq(cq, 0): any completion does.
+ */
+START_TEST(solicited)
+{
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq0, *cq1;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	void *tag = (void *)(uintptr_t)0x5011c17edull;
+
+	ch = ibv_create_comp_channel(D.ctx);
+	ck_assert_msg(ch, "ibv_create_comp_channel: %s", strerror(errno));
+	cq0 = mkcq(64, NULL, NULL);
+	cq1 = mkcq(64, tag, ch);
+	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
+	mr = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	vt_fill(mr->addr, 4096, 0, 32);
+	vt_recv(p.qp[1], 1, BUF(mr) + 4096, 1024, mr->lkey);
+	vt_recv(p.qp[1], 2, BUF(mr) + 5120, 1024, mr->lkey);
+	vt_recv(p.qp[1], 3, BUF(mr) + 6144, 1024, mr->lkey);
+
+	ck_assert_int_eq(ibv_req_notify_cq(cq1, 1), 0);
+	vt_send(p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 100,
+		mr->lkey, 0, 0);
+	vt_expect_ok(cq0, NULL, 10, IBV_WC_SEND, "unsolicited SEND");
+	vt_expect_ok(cq1, &wc, 1, IBV_WC_RECV, "unsolicited receive");
+	ck_assert_msg(channel_ready(ch, QUIET_MS) == 0,
+		      "an unsolicited completion raised an event (armed solicited-only)");
+
+	vt_send(p.qp[0], 11, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+		mr->addr, 200, mr->lkey, 0, 0);
+	vt_expect_ok(cq0, NULL, 11, IBV_WC_SEND, "solicited SEND");
+	expect_cq_event(ch, cq1, tag, "solicited SEND");
+	vt_expect_ok(cq1, &wc, 2, IBV_WC_RECV, "solicited receive");
+	ck_assert_uint_eq(wc.byte_len, 200);
+	vt_expect_pat(BUF(mr) + 5120, 200, 0, 32, "solicited message");
+	/* One-shot: no second event without re-arming. */
+	ck_assert_int_eq(channel_ready(ch, 0), 0);
+
+	/* Armed for any completion: the next one fires. */
+	ck_assert_int_eq(ibv_req_notify_cq(cq1, 0), 0);
+	vt_send(p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 300,
+		mr->lkey, 0, 0);
+	vt_expect_ok(cq0, NULL, 12, IBV_WC_SEND, "third SEND");
+	expect_cq_event(ch, cq1, tag, "any completion");
+	vt_expect_ok(cq1, &wc, 3, IBV_WC_RECV, "third receive");
+
+	vt_pair_free(&p);
+	rmcq(cq0);
+	rmcq(cq1);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	vt_dereg(mr);
+}
+END_TEST
+
+/*
+ * IBV_SEND_INLINE: max_inline_data is honoured and reported; the source
+ * needs no lkey and may be reused (even freed) as soon as post returns.
+ */
+START_TEST(inline_data)
+{
+	enum ibv_wr_opcode op = _i ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct vt_qp_opts o;
+	struct ibv_sge sge[2];
+	uint8_t stackbuf[200];
+	uint8_t *heap;
+	uint32_t max;
+	struct ibv_wc wc;
+	struct fx f;
+
+	memset(&o, 0, sizeof(o));
+	o.max_inline = 400;
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &qa, IBV_QP_CAP, &ia), 0);
+	ck_assert_uint_ge(ia.cap.max_inline_data, 400);
+	ck_assert_uint_eq(qa.cap.max_inline_data, ia.cap.max_inline_data);
+	max = ia.cap.max_inline_data;
+
+	/* Two SGEs: 200 bytes on the stack, the rest on the heap; no lkeys. */
+	heap = malloc(max);
+	ck_assert_ptr_nonnull(heap);
+	vt_fill(stackbuf, sizeof(stackbuf), 0, 33);
+	vt_fill(heap, max - sizeof(stackbuf), sizeof(stackbuf), 33);
+	sge[0].addr = (uintptr_t)stackbuf;
+	sge[0].length = sizeof(stackbuf);
+	sge[0].lkey = 0;
+	sge[1].addr = (uintptr_t)heap;
+	sge[1].length = max - (uint32_t)sizeof(stackbuf);
+	sge[1].lkey = 0;
+	if (op == IBV_WR_SEND)
+		vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(vt_post_sgl(f.p.qp[0], 2, op,
+				     IBV_SEND_INLINE | IBV_SEND_SIGNALED, sge, 2,
+				     ADDR(f.b, 0), f.b->rkey), 0);
+	memset(stackbuf, 0, sizeof(stackbuf));
+	memset(heap, 0, max - sizeof(stackbuf));
+	free(heap);
+	vt_expect_ok(f.p.scq[0], &wc, 2,
+		     op == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE, "inline post");
+	if (op == IBV_WR_SEND) {
+		vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "inline receive");
+		ck_assert_uint_eq(wc.byte_len, max);
+	}
+	vt_expect_pat(f.b->addr, max, 0, 33, "inline data as posted");
+	vt_expect_byte(BUF(f.b) + max, 64, 0, "past the inline data");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * FENCE: a WRITE fenced behind a READ sends what the READ brought (the
+ * READ's destination is the WRITE's source).
+ */
+START_TEST(fence)
+{
+	struct fx f;
+
+	fx_init(&f, NULL, 65536, 3 * 65536);
+	vt_fill(f.b->addr, 65536, 0, 34);
+	memset(f.a->addr, 0, 65536);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, f.a->addr,
+		65536, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED | IBV_SEND_FENCE,
+		f.a->addr, 65536, f.a->lkey, ADDR(f.b, 65536), f.b->rkey);
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED | IBV_SEND_FENCE,
+		f.a->addr, 65536, f.a->lkey, ADDR(f.b, 2 * 65536), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_READ, "READ");
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_WRITE, "fenced WRITE");
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_RDMA_WRITE, "second fenced WRITE");
+	vt_expect_pat(BUF(f.b) + 65536, 65536, 0, 34, "fenced write: the READ's data");
+	vt_expect_pat(BUF(f.b) + 2 * 65536, 65536, 0, 34, "second fenced write");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Scatter/gather with max_sge SGEs on both sides: gathered from several
+ * MRs at odd offsets, scattered with a different split.
+ */
+#define NMR	4
+
+struct sgl {
+	struct ibv_mr *mr[NMR];
+	struct ibv_sge sge[64];
+	int n;
+	uint32_t total;
+};
+
+/* n SGEs of lengths base + i * step, spread over the MRs at odd offsets. */
+static void sgl_make(struct sgl *s, int n, uint32_t base, uint32_t step)
+{
+	uint32_t off[NMR] = { 0 };
+	int i, m;
+
+	ck_assert_int_le(n, 64);
+	s->n = n;
+	s->total = 0;
+	for (m = 0; m < NMR; m++)
+		s->mr[m] = vt_reg(D.pd, 65536, VT_ACCESS_ALL);
+	for (i = 0; i < n; i++) {
+		m = i % NMR;
+		s->sge[i].addr = ADDR(s->mr[m], off[m] + 3);
+		s->sge[i].length = base + (uint32_t)i * step;
+		s->sge[i].lkey = s->mr[m]->lkey;
+		off[m] += s->sge[i].length + 7;
+		ck_assert_uint_lt(off[m], 65536);
+		s->total += s->sge[i].length;
+	}
+}
+
+/* Fill (seed) or check the SGL as one stream of `len` bytes. */
+static void sgl_fill(struct sgl *s, uint32_t seed)
+{
+	uint64_t pos = 0;
+	int i;
+
+	for (i = 0; i < s->n; i++) {
+		vt_fill((void *)(uintptr_t)s->sge[i].addr, s->sge[i].length, pos, seed);
+		pos += s->sge[i].length;
+	}
+}
+
+static void sgl_check(struct sgl *s, uint32_t len, uint32_t seed, const char *what)
+{
+	uint64_t pos = 0;
+	uint32_t n;
+	int i;
+
+	for (i = 0; i < s->n && pos < len; i++) {
+		n = s->sge[i].length;
+		if (n > len - pos)
+			n = (uint32_t)(len - pos);
+		vt_expect_pat((void *)(uintptr_t)s->sge[i].addr, n, pos, seed, what);
+		pos += n;
+	}
+	ck_assert_uint_eq(pos, len);
+}
+
+static void sgl_free(struct sgl *s)
+{
+	int m;
+
+	for (m = 0; m < NMR; m++)
+		vt_dereg(s->mr[m]);
+}
+
+START_TEST(sge_max)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct vt_qp_opts o;
+	struct sgl src, dst;
+	struct ibv_wc wc;
+	struct fx f;
+	int max = D.attr.max_sge;
+
+	ck_assert_int_ge(max, 2);
+	ck_assert_int_le(max, 64);
+	memset(&o, 0, sizeof(o));
+	o.max_send_sge = (uint32_t)max;
+	o.max_recv_sge = (uint32_t)max;
+	fx_init(&f, &o, 65536, 65536);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &qa, IBV_QP_CAP, &ia), 0);
+	ck_assert_int_ge((int)ia.cap.max_send_sge, max);
+	ck_assert_int_ge((int)ia.cap.max_recv_sge, max);
+
+	/* SEND: max SGEs gathered, max SGEs (split differently) scattered. */
+	sgl_make(&src, max, 1, 37);
+	sgl_make(&dst, max, 40, 35);
+	ck_assert_uint_ge(dst.total, src.total);
+	sgl_fill(&src, 35);
+	vt_recv_sgl(f.p.qp[1], 1, dst.sge, dst.n);
+	ck_assert_int_eq(vt_post_sgl(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED,
+				     src.sge, src.n, 0, 0), 0);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "SEND of max_sge SGEs");
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "receive into max_sge SGEs");
+	ck_assert_uint_eq(wc.byte_len, src.total);
+	sgl_check(&dst, src.total, 35, "scattered message");
+
+	/* WRITE gathers into one contiguous range. */
+	ck_assert_uint_le(src.total, 65536);
+	ck_assert_int_eq(vt_post_sgl(f.p.qp[0], 3, IBV_WR_RDMA_WRITE,
+				     IBV_SEND_SIGNALED, src.sge, src.n,
+				     ADDR(f.b, 0), f.b->rkey), 0);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_RDMA_WRITE, "WRITE of max_sge SGEs");
+	vt_expect_pat(f.b->addr, src.total, 0, 35, "gathered write");
+
+	/* READ scatters into max SGEs. */
+	vt_fill(f.b->addr, dst.total, 0, 36);
+	ck_assert_int_eq(vt_post_sgl(f.p.qp[0], 4, IBV_WR_RDMA_READ,
+				     IBV_SEND_SIGNALED, dst.sge, dst.n,
+				     ADDR(f.b, 0), f.b->rkey), 0);
+	vt_expect_ok(f.p.scq[0], &wc, 4, IBV_WC_RDMA_READ, "READ into max_sge SGEs");
+	ck_assert_uint_eq(wc.byte_len, dst.total);
+	sgl_check(&dst, dst.total, 36, "scattered read");
+
+	sgl_free(&src);
+	sgl_free(&dst);
+	fx_free(&f);
+}
+END_TEST
+
+/* ==== completion statuses ================================================= */
+
+/*
+ * A receive buffer too small: the receive completes with LOC_LEN_ERR; an
+ * RC requester hears REM_INV_REQ_ERR (UC: success, it has no ACKs).
+ */
+START_TEST(loc_len_err)
+{
+	struct vt_qp_opts o = opts_type(_i ? IBV_QPT_UC : IBV_QPT_RC);
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, 4096);
+	memset(f.b->addr, CANARY, 4096);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 16, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_LOC_LEN_ERR, "receive of 64 bytes into 16");
+	ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+	if (o.type == IBV_QPT_RC) {
+		vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_REM_INV_REQ_ERR,
+			     "RC requester of a too long message");
+		vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "RC requester");
+	} else {
+		vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UC sender");
+	}
+	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "responder after LOC_LEN_ERR");
+	vt_expect_byte(BUF(f.b) + 16, 4096 - 16, CANARY, "past the 16-byte buffer");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Local protection: a bad lkey, an SGE past its MR, a READ into an MR
+ * without LOCAL_WRITE, an lkey of another PD (requester: LOC_PROT_ERR), a
+ * receive WQE with a bad lkey (receiver LOC_PROT_ERR, requester REM_OP_ERR).
+ */
+START_TEST(loc_prot_err)
+{
+	struct ibv_mr *ro = NULL, *other = NULL;
+	struct ibv_pd *pd2 = NULL;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, 4096, 4096);
+	vt_fill(f.b->addr, 4096, 0, 40);
+	switch (_i) {
+	case 0:
+		vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+		vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr,
+			100, f.a->lkey + 0x100, 0, 0);
+		break;
+	case 1:
+		vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+		vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a) + 4096 - 10, 100, f.a->lkey, 0, 0);
+		break;
+	case 2:
+		ro = vt_reg(D.pd, 4096, 0);
+		memset(ro->addr, CANARY, 4096);
+		vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED,
+			ro->addr, 100, ro->lkey, ADDR(f.b, 0), f.b->rkey);
+		break;
+	case 3:
+		pd2 = ibv_alloc_pd(D.ctx);
+		ck_assert_ptr_nonnull(pd2);
+		other = vt_reg(pd2, 4096, VT_ACCESS_ALL);
+		vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+		vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			other->addr, 100, other->lkey, 0, 0);
+		break;
+	case 4:
+		vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey ^ 0x77000000u);
+		vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr,
+			100, f.a->lkey, 0, 0);
+		vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_LOC_PROT_ERR,
+			     "receive WQE with a bad lkey");
+		vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_REM_OP_ERR,
+			     "requester of a bad receive WQE");
+		vt_expect_pat(f.b->addr, 4096, 0, 40, "receive buffer (untouched)");
+		fx_free(&f);
+		return;
+	}
+	vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_LOC_PROT_ERR, "requester");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "requester after LOC_PROT_ERR");
+	/* Nothing reached the responder: its receive is still posted. */
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "responder");
+	vt_expect_pat(f.b->addr, 4096, 0, 40, "responder's buffer (untouched)");
+	if (ro) {
+		vt_expect_byte(ro->addr, 4096, CANARY, "MR without LOCAL_WRITE");
+		vt_dereg(ro);
+	}
+	if (other) {
+		vt_dereg(other);
+		ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	}
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * The responder refuses remote access: a wrong rkey, an MR without
+ * REMOTE_WRITE, a range past the MR, a QP without remote write access, a
+ * READ of an MR without REMOTE_READ, an rkey of another PD.  The requester
+ * gets REM_ACCESS_ERR, the responder IBV_EVENT_QP_ACCESS_ERR; no byte moves.
+ */
+START_TEST(rem_access_err)
+{
+	struct vt_qp_opts o1;
+	struct ibv_mr *t, *alt = NULL;
+	struct ibv_pd *pd2 = NULL;
+	enum ibv_wr_opcode op = IBV_WR_RDMA_WRITE;
+	uint64_t raddr;
+	uint32_t rkey;
+	struct fx f;
+
+	memset(&o1, 0, sizeof(o1));
+	if (_i == 3)
+		o1.access = IBV_ACCESS_REMOTE_READ;
+	fx_init2(&f, NULL, &o1, 8192, 8192);
+	t = f.b;
+	raddr = ADDR(t, 0);
+	rkey = t->rkey;
+	switch (_i) {
+	case 0:
+		rkey = t->rkey ^ 0x00010000u;
+		break;
+	case 1:
+		alt = vt_reg(D.pd, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		t = alt;
+		raddr = ADDR(t, 0);
+		rkey = t->rkey;
+		break;
+	case 2:
+		raddr = ADDR(t, 8192 - 100);	/* 200 bytes: 100 past the end */
+		break;
+	case 3:
+		break;				/* the QP allows READ only */
+	case 4:
+		alt = vt_reg(D.pd, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		t = alt;
+		raddr = ADDR(t, 0);
+		rkey = t->rkey;
+		op = IBV_WR_RDMA_READ;
+		break;
+	case 5:
+		pd2 = ibv_alloc_pd(D.ctx);
+		ck_assert_ptr_nonnull(pd2);
+		alt = vt_reg(pd2, 8192, VT_ACCESS_ALL);
+		t = alt;
+		raddr = ADDR(t, 0);
+		rkey = t->rkey;
+		break;
+	}
+	vt_fill(t->addr, 8192, 0, 41);
+	vt_fill(f.a->addr, 8192, 0, 42);
+	if (op == IBV_WR_RDMA_READ)
+		memset(f.a->addr, CANARY, 8192);
+	vt_send(f.p.qp[0], 1, op, IBV_SEND_SIGNALED, f.a->addr, 200, f.a->lkey,
+		raddr, rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_REM_ACCESS_ERR, "requester");
+	vt_expect_async(D.ctx, IBV_EVENT_QP_ACCESS_ERR, f.p.qp[1], "responder");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "requester after REM_ACCESS_ERR");
+	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "responder after an access error");
+	vt_expect_pat(t->addr, 8192, 0, 41, "target memory (untouched)");
+	if (op == IBV_WR_RDMA_READ)
+		vt_expect_byte(f.a->addr, 8192, CANARY, "READ destination (untouched)");
+	if (alt)
+		vt_dereg(alt);
+	if (pd2)
+		ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/* No receive and rnr_retry 0: RNR_RETRY_EXC_ERR (SEND and WRITE_WITH_IMM). */
+START_TEST(rnr_retry_exc)
+{
+	enum ibv_wr_opcode op = _i ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_SEND;
+	struct vt_qp_opts o;
+	struct fx f;
+
+	memset(&o, 0, sizeof(o));
+	o.rnr_retry = VT_ZERO;
+	fx_init(&f, &o, 4096, 4096);
+	vt_send(f.p.qp[0], 1, op, IBV_SEND_SIGNALED, f.a->addr, 100, f.a->lkey,
+		ADDR(f.b, 0), f.b->rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_RNR_RETRY_EXC_ERR, "no receive posted");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "requester after RNR_RETRY_EXC_ERR");
+	vt_expect_none(f.p.rcq[1], 0, "responder");
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
+		vt_expect_byte(f.b->addr, 4096, 0, "target of the refused write");
+	fx_free(&f);
+}
+END_TEST
+
+/* rnr_retry 7 retries forever: a receive posted late still gets the SEND. */
+START_TEST(rnr_retry_infinite)
+{
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+	struct fx f;
+
+	memset(&o, 0, sizeof(o));
+	o.rnr_retry = 7;
+	o.min_rnr_timer = 1;
+	fx_init(&f, &o, 4096, 4096);
+	vt_fill(f.a->addr, 3000, 0, 43);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 3000,
+		f.a->lkey, 0, 0);
+	vt_expect_none(f.p.scq[0], 300, "SEND waiting for a receive");
+	vt_expect_state(f.p.qp[0], IBV_QPS_RTS, "requester while RNR-waiting");
+	vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_SEND, "SEND after the late receive");
+	vt_expect_ok(f.p.rcq[1], &wc, 2, IBV_WC_RECV, "late receive");
+	ck_assert_uint_eq(wc.byte_len, 3000);
+	vt_expect_pat(f.b->addr, 3000, 0, 43, "message");
+	fx_free(&f);
+}
+END_TEST
+
+/* The peer QP is gone: the requester retries retry_cnt times, then gives up. */
+START_TEST(retry_exc)
+{
+	struct vt_qp_opts o0;
+	struct fx f;
+	long t0;
+
+	memset(&o0, 0, sizeof(o0));
+	o0.timeout = 8;		/* 4.096 us << 8: about 1 ms */
+	o0.retry_cnt = 2;
+	fx_init2(&f, &o0, NULL, 4096, 4096);
+	ck_assert_int_eq(ibv_destroy_qp(f.p.qp[1]), 0);
+	f.p.qp[1] = NULL;
+	t0 = vt_now_ms();
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 100,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_RETRY_EXC_ERR, "SEND to a destroyed QP");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "requester after RETRY_EXC_ERR");
+	/* 3 attempts of ~1 ms each; a generous bound against "never retried". */
+	ck_assert_int_lt(vt_now_ms() - t0, 5000);
+	fx_free(&f);
+}
+END_TEST
+
+/* UC without a receive drops the message; the sender succeeds. */
+START_TEST(uc_drop)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UC);
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, 4096);
+	vt_fill(f.a->addr, 100, 0, 44);
+	vt_fill(BUF(f.a) + 1000, 100, 0, 45);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 100,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_SEND, "UC SEND without a receive");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "UC receiver without a receive");
+	vt_expect_state(f.p.qp[1], IBV_QPS_RTS, "UC receiver after a drop");
+	/* The next message, with a receive posted, arrives: not the first. */
+	vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	vt_send(f.p.qp[0], 3, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a) + 1000,
+		100, f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_SEND, "second UC SEND");
+	vt_expect_ok(f.p.rcq[1], &wc, 2, IBV_WC_RECV, "second UC message");
+	vt_expect_pat(f.b->addr, 100, 0, 45, "the second message");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * ERR flushes everything outstanding, in order, with WR_FLUSH_ERR: posted
+ * receives (opcode IBV_WC_RECV), sends waiting behind an RNR, and WRs
+ * posted while in ERR.
+ */
+START_TEST(flush)
+{
+	struct ibv_qp_attr a;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	memset(&o, 0, sizeof(o));
+	o.rnr_retry = 7;
+	fx_init(&f, &o, 4096, 4096);
+
+	/* Receive side. */
+	for (i = 0; i < 3; i++)
+		vt_recv(f.p.qp[1], 10 + i, BUF(f.b) + 100 * i, 100, f.b->lkey);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE), 0);
+	for (i = 0; i < 3; i++) {
+		vt_expect_wc(f.p.rcq[1], &wc, 10 + i, IBV_WC_WR_FLUSH_ERR, "flushed receive");
+		ck_assert_uint_eq(wc.opcode, IBV_WC_RECV);
+		ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+	}
+	vt_recv(f.p.qp[1], 13, f.b->addr, 100, f.b->lkey);
+	vt_expect_wc(f.p.rcq[1], &wc, 13, IBV_WC_WR_FLUSH_ERR, "receive posted in ERR");
+	vt_send(f.p.qp[1], 14, IBV_WR_SEND, IBV_SEND_SIGNALED, f.b->addr, 10,
+		f.b->lkey, 0, 0);
+	vt_expect_wc(f.p.scq[1], &wc, 14, IBV_WC_WR_FLUSH_ERR, "send posted in ERR");
+	ck_assert_uint_eq(wc.opcode, IBV_WC_SEND);
+	vt_expect_none(f.p.rcq[1], 0, "after the flush");
+
+	/* Send side: a SEND without a receive waits (RNR), two more queue behind. */
+	fx_free(&f);
+	fx_init(&f, &o, 4096, 4096);
+	vt_send(f.p.qp[0], 20, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 10,
+		f.a->lkey, 0, 0);
+	vt_send(f.p.qp[0], 21, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr, 10,
+		f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_send(f.p.qp[0], 22, IBV_WR_RDMA_READ, 0, f.a->addr, 10,
+		f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_none(f.p.scq[0], QUIET_MS, "SEND waiting for a receive (RNR)");
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE), 0);
+	vt_expect_wc(f.p.scq[0], &wc, 20, IBV_WC_WR_FLUSH_ERR, "flushed SEND");
+	vt_expect_wc(f.p.scq[0], &wc, 21, IBV_WC_WR_FLUSH_ERR, "flushed WRITE");
+	ck_assert_uint_eq(wc.qp_num, f.p.qp[0]->qp_num);
+	/* Flushed WRs complete even unsignaled. */
+	vt_expect_wc(f.p.scq[0], &wc, 22, IBV_WC_WR_FLUSH_ERR, "flushed unsignaled READ");
+	vt_expect_byte(f.b->addr, 4096, 0, "target of the flushed WRITE");
+	vt_expect_none(f.p.rcq[1], 0, "peer");
+	fx_free(&f);
+}
+END_TEST
+
+/* ==== post errors ========================================================= */
+
+/*
+ * A full SQ: ENOMEM with bad_wr at the first WR that did not fit; those
+ * before it run, nothing after it does.  The SEND in front waits for a
+ * receive (RNR, retried forever), so the engine holds every slot.
+ */
+START_TEST(sq_full)
+{
+	struct ibv_send_wr *wr, *bad;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge *sge;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+	uint32_t n, i;
+	struct fx f;
+	int ret;
+
+	memset(&o, 0, sizeof(o));
+	o.max_send_wr = 8;
+	o.rnr_retry = 7;
+	fx_init(&f, &o, 65536, 65536);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &qa, IBV_QP_CAP, &ia), 0);
+	n = ia.cap.max_send_wr;
+	ck_assert_uint_ge(n, 8);
+	ck_assert_uint_le(n, 1024);
+
+	vt_send(f.p.qp[0], 1000, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 16,
+		f.a->lkey, 0, 0);
+	/* n - 1 slots are left; post a list of n + 2 WRITEs. */
+	wr = calloc(n + 2, sizeof(*wr));
+	sge = calloc(n + 2, sizeof(*sge));
+	ck_assert(wr && sge);
+	for (i = 0; i < n + 2; i++) {
+		vt_fill(BUF(f.a) + 64 * (i + 1), 64, 0, 50 + i);
+		sge[i].addr = ADDR(f.a, 64 * (i + 1));
+		sge[i].length = 64;
+		sge[i].lkey = f.a->lkey;
+		wr[i].wr_id = i;
+		wr[i].next = i + 1 < n + 2 ? &wr[i + 1] : NULL;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = ADDR(f.b, 64 * (i + 1));
+		wr[i].wr.rdma.rkey = f.b->rkey;
+	}
+	bad = NULL;
+	ret = ibv_post_send(f.p.qp[0], wr, &bad);
+	ck_assert_msg(ret == ENOMEM, "post to a full SQ returned %d, want ENOMEM", ret);
+	ck_assert_msg(bad == &wr[n - 1], "bad_wr is WR %ld, want %u (the first that did not fit)",
+		      bad ? (long)(bad - wr) : -1L, n - 1);
+	/* Still full: a single WR is refused too. */
+	ck_assert_int_eq(vt_post(f.p.qp[0], 999, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+				 f.a->addr, 8, f.a->lkey, ADDR(f.b, 0), f.b->rkey), ENOMEM);
+
+	/* Let the SEND through: exactly the posted WRs run, in order. */
+	vt_recv(f.p.qp[1], 1, f.b->addr, 64, f.b->lkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1000, IBV_WC_SEND, "the SEND in front");
+	for (i = 0; i < n - 1; i++) {
+		vt_expect_ok(f.p.scq[0], &wc, i, IBV_WC_RDMA_WRITE, "posted WRITE");
+		vt_expect_pat(BUF(f.b) + 64 * (i + 1), 64, 0, 50 + i, "posted WRITE's bytes");
+	}
+	vt_expect_none(f.p.scq[0], QUIET_MS, "WRs at and after bad_wr");
+	for (i = n - 1; i < n + 2; i++)
+		vt_expect_byte(BUF(f.b) + 64 * (i + 1), 64, 0, "WRITE not posted");
+	/* Room again. */
+	vt_send(f.p.qp[0], 2000, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		8, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 2000, IBV_WC_RDMA_WRITE, "after the SQ drained");
+	free(wr);
+	free(sge);
+	fx_free(&f);
+}
+END_TEST
+
+/* A full RQ: ENOMEM with bad_wr at the first receive that did not fit. */
+START_TEST(rq_full)
+{
+	struct ibv_recv_wr *wr, *bad;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge sge;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+	uint32_t n, i;
+	struct fx f;
+	int ret;
+
+	memset(&o, 0, sizeof(o));
+	o.max_recv_wr = 8;
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[1], &qa, IBV_QP_CAP, &ia), 0);
+	n = ia.cap.max_recv_wr;
+	ck_assert_uint_ge(n, 8);
+	ck_assert_uint_le(n, 1024);
+	wr = calloc(n + 3, sizeof(*wr));
+	ck_assert_ptr_nonnull(wr);
+	sge.addr = ADDR(f.b, 0);
+	sge.length = 64;
+	sge.lkey = f.b->lkey;
+	for (i = 0; i < n + 3; i++) {
+		wr[i].wr_id = i;
+		wr[i].next = i + 1 < n + 3 ? &wr[i + 1] : NULL;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+	}
+	bad = NULL;
+	ret = ibv_post_recv(f.p.qp[1], wr, &bad);
+	ck_assert_msg(ret == ENOMEM, "post to a full RQ returned %d, want ENOMEM", ret);
+	ck_assert_msg(bad == &wr[n], "bad_wr is WR %ld, want %u",
+		      bad ? (long)(bad - wr) : -1L, n);
+	/* One message consumes receive 0; then one more fits. */
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 8,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_SEND, "SEND");
+	vt_expect_ok(f.p.rcq[1], &wc, 0, IBV_WC_RECV, "first receive");
+	vt_recv(f.p.qp[1], 500, f.b->addr, 64, f.b->lkey);
+	free(wr);
+	fx_free(&f);
+}
+END_TEST
+
+/* Opcodes the QP type does not have: EINVAL, bad_wr, nothing posted. */
+struct bad_op {
+	enum ibv_qp_type type;
+	enum ibv_wr_opcode op;
+};
+
+static const struct bad_op bad_ops[] = {
+	{ IBV_QPT_UD, IBV_WR_RDMA_WRITE },
+	{ IBV_QPT_UD, IBV_WR_RDMA_WRITE_WITH_IMM },
+	{ IBV_QPT_UD, IBV_WR_RDMA_READ },
+	{ IBV_QPT_UD, IBV_WR_ATOMIC_CMP_AND_SWP },
+	{ IBV_QPT_UC, IBV_WR_RDMA_READ },
+	{ IBV_QPT_UC, IBV_WR_ATOMIC_FETCH_AND_ADD },
+	{ IBV_QPT_RC, (enum ibv_wr_opcode)0x7f },
+};
+
+START_TEST(bad_opcode)
+{
+	struct vt_qp_opts o = opts_type(bad_ops[_i].type);
+	struct ibv_send_wr wr[2], *bad = NULL;
+	struct ibv_sge sge;
+	struct ibv_ah *ah = NULL;
+	struct fx f;
+	int ret;
+
+	fx_init(&f, &o, 4096, 4096);
+	if (o.type == IBV_QPT_UD)
+		ah = ah_of(AH_LID);
+	memset(wr, 0, sizeof(wr));
+	sge.addr = ADDR(f.a, 0);
+	sge.length = 8;
+	sge.lkey = f.a->lkey;
+	wr[0].wr_id = 1;
+	wr[0].next = &wr[1];
+	wr[0].sg_list = &sge;
+	wr[0].num_sge = 1;
+	wr[0].opcode = bad_ops[_i].op;
+	wr[0].send_flags = IBV_SEND_SIGNALED;
+	if (ah) {
+		wr[0].wr.ud.ah = ah;
+		wr[0].wr.ud.remote_qpn = f.p.qp[1]->qp_num;
+		wr[0].wr.ud.remote_qkey = VT_QKEY;
+	} else {
+		wr[0].wr.rdma.remote_addr = ADDR(f.b, 0);
+		wr[0].wr.rdma.rkey = f.b->rkey;
+	}
+	wr[1] = wr[0];
+	wr[1].wr_id = 2;
+	wr[1].next = NULL;
+	wr[1].opcode = IBV_WR_SEND;
+	ret = ibv_post_send(f.p.qp[0], wr, &bad);
+	ck_assert_msg(ret == EINVAL, "opcode %d on QP type %d: %d, want EINVAL",
+		      bad_ops[_i].op, o.type, ret);
+	ck_assert_ptr_eq(bad, &wr[0]);
+	vt_expect_none(f.p.scq[0], QUIET_MS, "nothing posted");
+	vt_expect_byte(f.b->addr, 4096, 0, "target");
+	vt_expect_state(f.p.qp[0], IBV_QPS_RTS, "QP after a refused post");
+	if (ah)
+		vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/* Too many SGEs (send, receive) and inline data too large: EINVAL. */
+START_TEST(post_limits)
+{
+	struct ibv_recv_wr rwr, *rbad = NULL;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge sge[80];
+	struct vt_qp_opts o;
+	uint8_t *buf;
+	struct fx f;
+	uint32_t i, max_inline;
+
+	memset(&o, 0, sizeof(o));
+	o.max_send_sge = 2;
+	o.max_recv_sge = 2;
+	o.max_inline = 64;
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &qa, IBV_QP_CAP, &ia), 0);
+	ck_assert_uint_lt(ia.cap.max_send_sge, 80);
+	ck_assert_uint_lt(ia.cap.max_recv_sge, 80);
+	for (i = 0; i < 80; i++) {
+		sge[i].addr = ADDR(f.a, i);
+		sge[i].length = 1;
+		sge[i].lkey = f.a->lkey;
+	}
+	ck_assert_int_eq(vt_post_sgl(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED,
+				     sge, (int)ia.cap.max_send_sge + 1, 0, 0), EINVAL);
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.sg_list = sge;
+	rwr.num_sge = (int)ia.cap.max_recv_sge + 1;
+	ck_assert_int_eq(ibv_post_recv(f.p.qp[0], &rwr, &rbad), EINVAL);
+	ck_assert_ptr_eq(rbad, &rwr);
+
+	max_inline = ia.cap.max_inline_data;
+	ck_assert_uint_ge(max_inline, 64);
+	ck_assert_uint_lt(max_inline, 4096);
+	buf = malloc(max_inline + 1);
+	ck_assert_ptr_nonnull(buf);
+	vt_fill(buf, max_inline + 1, 0, 51);
+	ck_assert_int_eq(vt_post(f.p.qp[0], 2, IBV_WR_RDMA_WRITE,
+				 IBV_SEND_SIGNALED | IBV_SEND_INLINE, buf,
+				 max_inline + 1, 0, ADDR(f.b, 0), f.b->rkey), EINVAL);
+	vt_expect_none(f.p.scq[0], QUIET_MS, "refused posts");
+	/* Exactly max_inline_data is fine. */
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+		buf, max_inline, 0, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_RDMA_WRITE, "inline of max_inline_data");
+	vt_expect_pat(f.b->addr, max_inline, 0, 51, "inline bytes");
+	vt_expect_byte(BUF(f.b) + max_inline, 1, 0, "past the inline bytes");
+	free(buf);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * A WR list stops at the first bad WR: the ones before it run, the ones
+ * after it do not.
+ */
+START_TEST(post_list_stops)
+{
+	struct ibv_send_wr wr[3], *bad = NULL;
+	struct ibv_sge sge[3];
+	struct fx f;
+	int i;
+
+	fx_init(&f, NULL, 4096, 4096);
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 3; i++) {
+		vt_fill(BUF(f.a) + 100 * i, 100, 0, 52 + (uint32_t)i);
+		sge[i].addr = ADDR(f.a, 100 * i);
+		sge[i].length = 100;
+		sge[i].lkey = f.a->lkey;
+		wr[i].wr_id = (uint64_t)i;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = ADDR(f.b, 100 * i);
+		wr[i].wr.rdma.rkey = f.b->rkey;
+	}
+	wr[1].num_sge = 1000;	/* too many SGEs */
+	ck_assert_int_eq(ibv_post_send(f.p.qp[0], wr, &bad), EINVAL);
+	ck_assert_ptr_eq(bad, &wr[1]);
+	vt_expect_ok(f.p.scq[0], NULL, 0, IBV_WC_RDMA_WRITE, "WR before bad_wr");
+	vt_expect_none(f.p.scq[0], QUIET_MS, "WRs from bad_wr on");
+	vt_expect_pat(f.b->addr, 100, 0, 52, "first WRITE");
+	vt_expect_byte(BUF(f.b) + 100, 200, 0, "WRITEs not posted");
+	fx_free(&f);
+}
+END_TEST
+
+/* ==== the QP state machine ================================================ */
+
+/* Every attribute a transition may need, and the required masks. */
+static void qp_attrs(struct ibv_qp_attr *a, enum ibv_qp_state to,
+		     const struct ibv_qp *peer)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = to;
+	a->pkey_index = 0;
+	a->port_num = D.port_num;
+	a->qkey = VT_QKEY;
+	a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	a->path_mtu = IBV_MTU_1024;
+	a->dest_qp_num = peer ? peer->qp_num : 0;
+	a->rq_psn = 0x111;
+	a->ah_attr.dlid = D.port.lid;
+	a->ah_attr.port_num = D.port_num;
+	a->max_dest_rd_atomic = 2;
+	a->min_rnr_timer = 5;
+	a->sq_psn = 0x222;
+	a->timeout = 14;
+	a->retry_cnt = 6;
+	a->rnr_retry = 3;
+	a->max_rd_atomic = 3;
+}
+
+static int required_mask(enum ibv_qp_type type, enum ibv_qp_state to)
+{
+	switch (to) {
+	case IBV_QPS_INIT:
+		return IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		       (type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+	case IBV_QPS_RTR:
+		if (type == IBV_QPT_UD)
+			return IBV_QP_STATE;
+		return IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+		       IBV_QP_RQ_PSN | (type == IBV_QPT_RC ?
+				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0);
+	case IBV_QPS_RTS:
+		return IBV_QP_STATE | IBV_QP_SQ_PSN | (type == IBV_QPT_RC ?
+			IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC : 0);
+	default:
+		return IBV_QP_STATE;
+	}
+}
+
+static int qp_step(struct ibv_qp *qp, enum ibv_qp_state to,
+		   const struct ibv_qp *peer, int drop)
+{
+	struct ibv_qp_attr a;
+
+	qp_attrs(&a, to, peer);
+	return ibv_modify_qp(qp, &a, required_mask(qp->qp_type, to) & ~drop);
+}
+
+static struct ibv_qp *bare_qp(enum ibv_qp_type type, struct ibv_cq *cq)
+{
+	struct vt_qp_opts o = opts_type(type);
+
+	o.max_inline = 128;
+	return vt_qp(&D, cq, cq, &o);
+}
+
+/* RESET -> INIT -> RTR -> RTS with the required masks; query what was set. */
+START_TEST(qp_states)
+{
+	static const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
+	enum ibv_qp_type type = types[_i];
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_qp *qp = bare_qp(type, cq), *peer = bare_qp(type, cq);
+
+	vt_expect_state(qp, IBV_QPS_RESET, "new QP");
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_INIT, peer, 0), 0);
+	vt_expect_state(qp, IBV_QPS_INIT, "after INIT");
+	ck_assert_int_eq(qp->state, IBV_QPS_INIT);
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTR, peer, 0), 0);
+	vt_expect_state(qp, IBV_QPS_RTR, "after RTR");
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTS, peer, 0), 0);
+	ck_assert_int_eq(qp->state, IBV_QPS_RTS);
+
+	memset(&a, 0, sizeof(a));
+	memset(&ia, 0, sizeof(ia));
+	ck_assert_int_eq(ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_CUR_STATE |
+				      IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY |
+				      IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MTU |
+				      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_AV |
+				      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
+				      IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+				      IBV_QP_CAP, &ia), 0);
+	ck_assert_int_eq(a.qp_state, IBV_QPS_RTS);
+	ck_assert_int_eq(a.cur_qp_state, IBV_QPS_RTS);
+	ck_assert_uint_eq(a.port_num, D.port_num);
+	ck_assert_uint_eq(a.pkey_index, 0);
+	ck_assert_uint_eq(a.sq_psn, 0x222);
+	ck_assert_int_eq(ia.qp_type, type);
+	ck_assert_int_eq(ia.sq_sig_all, 0);
+	ck_assert_ptr_eq(ia.send_cq, cq);
+	ck_assert_ptr_eq(ia.recv_cq, cq);
+	ck_assert_uint_ge(ia.cap.max_send_wr, 64);
+	ck_assert_uint_ge(ia.cap.max_recv_wr, 64);
+	ck_assert_uint_ge(ia.cap.max_send_sge, 4);
+	ck_assert_uint_ge(ia.cap.max_recv_sge, 4);
+	ck_assert_uint_ge(ia.cap.max_inline_data, 128);
+	ck_assert_uint_eq(a.cap.max_send_wr, ia.cap.max_send_wr);
+	ck_assert_uint_eq(a.cap.max_inline_data, ia.cap.max_inline_data);
+	if (type == IBV_QPT_UD) {
+		ck_assert_uint_eq(a.qkey, VT_QKEY);
+	} else {
+		ck_assert_uint_eq(a.dest_qp_num, peer->qp_num);
+		ck_assert_int_eq(a.path_mtu, IBV_MTU_1024);
+		ck_assert_uint_eq(a.rq_psn, 0x111);
+		ck_assert_uint_eq(a.ah_attr.dlid, D.port.lid);
+		ck_assert_uint_eq(a.ah_attr.port_num, D.port_num);
+		ck_assert_uint_eq(a.qp_access_flags,
+				  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	}
+	if (type == IBV_QPT_RC) {
+		ck_assert_uint_eq(a.max_dest_rd_atomic, 2);
+		ck_assert_uint_eq(a.min_rnr_timer, 5);
+		ck_assert_uint_eq(a.timeout, 14);
+		ck_assert_uint_eq(a.retry_cnt, 6);
+		ck_assert_uint_eq(a.rnr_retry, 3);
+		ck_assert_uint_eq(a.max_rd_atomic, 3);
+	}
+
+	/* RTS -> SQD -> RTS, then any state -> ERR -> RESET -> INIT again. */
+	qp_attrs(&a, IBV_QPS_SQD, NULL);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	vt_expect_state(qp, IBV_QPS_SQD, "after SQD");
+	qp_attrs(&a, IBV_QPS_RTS, NULL);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	vt_expect_state(qp, IBV_QPS_RTS, "SQD -> RTS");
+	qp_attrs(&a, IBV_QPS_ERR, NULL);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	vt_expect_state(qp, IBV_QPS_ERR, "after ERR");
+	qp_attrs(&a, IBV_QPS_RESET, NULL);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	vt_expect_state(qp, IBV_QPS_RESET, "after RESET");
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_INIT, peer, 0), 0);
+	vt_expect_state(qp, IBV_QPS_INIT, "INIT after RESET");
+
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_qp(peer), 0);
+	rmcq(cq);
+}
+END_TEST
+
+/* Each required attribute left out: EINVAL, and the QP stays put. */
+struct missing {
+	enum ibv_qp_type type;
+	enum ibv_qp_state to;
+	int attr;
+};
+
+static const struct missing missing[] = {
+	{ IBV_QPT_RC, IBV_QPS_INIT, IBV_QP_PKEY_INDEX },
+	{ IBV_QPT_RC, IBV_QPS_INIT, IBV_QP_PORT },
+	{ IBV_QPT_RC, IBV_QPS_INIT, IBV_QP_ACCESS_FLAGS },
+	{ IBV_QPT_UD, IBV_QPS_INIT, IBV_QP_QKEY },
+	{ IBV_QPT_RC, IBV_QPS_RTR, IBV_QP_AV },
+	{ IBV_QPT_RC, IBV_QPS_RTR, IBV_QP_PATH_MTU },
+	{ IBV_QPT_RC, IBV_QPS_RTR, IBV_QP_DEST_QPN },
+	{ IBV_QPT_RC, IBV_QPS_RTR, IBV_QP_RQ_PSN },
+	{ IBV_QPT_RC, IBV_QPS_RTR, IBV_QP_MAX_DEST_RD_ATOMIC },
+	{ IBV_QPT_RC, IBV_QPS_RTR, IBV_QP_MIN_RNR_TIMER },
+	{ IBV_QPT_UC, IBV_QPS_RTR, IBV_QP_DEST_QPN },
+	{ IBV_QPT_RC, IBV_QPS_RTS, IBV_QP_SQ_PSN },
+	{ IBV_QPT_RC, IBV_QPS_RTS, IBV_QP_TIMEOUT },
+	{ IBV_QPT_RC, IBV_QPS_RTS, IBV_QP_RETRY_CNT },
+	{ IBV_QPT_RC, IBV_QPS_RTS, IBV_QP_RNR_RETRY },
+	{ IBV_QPT_RC, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC },
+	{ IBV_QPT_UD, IBV_QPS_RTS, IBV_QP_SQ_PSN },
+};
+
+START_TEST(qp_missing_attr)
+{
+	const struct missing *m = &missing[_i];
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_qp *qp = bare_qp(m->type, cq), *peer = bare_qp(m->type, cq);
+	enum ibv_qp_state s, from = IBV_QPS_RESET;
+	int ret;
+
+	for (s = IBV_QPS_INIT; s < m->to; s++) {
+		ck_assert_int_eq(qp_step(qp, s, peer, 0), 0);
+		from = s;
+	}
+	ret = qp_step(qp, m->to, peer, m->attr);
+	ck_assert_msg(ret == EINVAL, "QP type %d to state %d without attribute %#x: %d, want EINVAL",
+		      m->type, m->to, m->attr, ret);
+	vt_expect_state(qp, from, "after the refused transition");
+	ck_assert_int_eq(qp->state, from);
+	ck_assert_int_eq(qp_step(qp, m->to, peer, 0), 0);
+	vt_expect_state(qp, m->to, "with every attribute");
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_qp(peer), 0);
+	rmcq(cq);
+}
+END_TEST
+
+/* Transitions the state machine does not have, and foreign attributes. */
+START_TEST(qp_bad_transition)
+{
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_qp *qp = bare_qp(IBV_QPT_RC, cq), *peer = bare_qp(IBV_QPT_RC, cq);
+	struct ibv_qp_attr a;
+
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTS, peer, 0), EINVAL);	/* RESET -> RTS */
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTR, peer, 0), EINVAL);	/* RESET -> RTR */
+	qp_attrs(&a, IBV_QPS_SQD, peer);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL);	/* RESET -> SQD */
+	vt_expect_state(qp, IBV_QPS_RESET, "after refused transitions from RESET");
+	/* RESET -> INIT with an attribute INIT does not take (DEST_QPN). */
+	qp_attrs(&a, IBV_QPS_INIT, peer);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, required_mask(IBV_QPT_RC, IBV_QPS_INIT) |
+				       IBV_QP_DEST_QPN), EINVAL);
+	vt_expect_state(qp, IBV_QPS_RESET, "after a foreign attribute");
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_INIT, peer, 0), 0);
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTS, peer, 0), EINVAL);	/* INIT -> RTS */
+	vt_expect_state(qp, IBV_QPS_INIT, "after INIT -> RTS");
+	qp_attrs(&a, IBV_QPS_ERR, peer);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTS, peer, 0), EINVAL);	/* ERR -> RTS */
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_INIT, peer, 0), EINVAL);	/* ERR -> INIT */
+	vt_expect_state(qp, IBV_QPS_ERR, "after refused transitions from ERR");
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_qp(peer), 0);
+	rmcq(cq);
+}
+END_TEST
+
+/* Posting before the QP can: send in RESET, INIT, RTR; receive in RESET. */
+START_TEST(post_wrong_state)
+{
+	struct ibv_cq *cq = mkcq(64, NULL, NULL);
+	struct ibv_qp *qp = bare_qp(IBV_QPT_RC, cq), *peer = bare_qp(IBV_QPT_RC, cq);
+	struct ibv_recv_wr rwr, *rbad = NULL;
+	struct ibv_mr *mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	struct ibv_sge sge = { ADDR(mr, 0), 64, mr->lkey };
+	struct ibv_wc wc;
+	enum ibv_qp_state s;
+
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = 1;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	ck_assert_int_eq(ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+	ck_assert_ptr_eq(rbad, &rwr);
+	for (s = IBV_QPS_RESET; s <= IBV_QPS_RTR; s++) {
+		if (s != IBV_QPS_RESET)
+			ck_assert_int_eq(qp_step(qp, s, peer, 0), 0);
+		ck_assert_msg(vt_post(qp, 2, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr,
+				      8, mr->lkey, 0, 0) == EINVAL,
+			      "ibv_post_send in state %d did not return EINVAL", s);
+		if (s == IBV_QPS_INIT) {
+			/* From INIT on, receives may be posted. */
+			rbad = NULL;
+			ck_assert_int_eq(ibv_post_recv(qp, &rwr, &rbad), 0);
+		}
+	}
+	ck_assert_int_eq(vt_poll(cq, &wc, 1, QUIET_MS), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_qp(peer), 0);
+	rmcq(cq);
+	vt_dereg(mr);
+}
+END_TEST
+
+/* ==== objects ============================================================= */
+
+/* A PD in use by an MR, an AH or a QP cannot go: EBUSY. */
+START_TEST(pd_busy)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(D.ctx);
+	struct vt_dev d2 = D;
+	struct ibv_cq *cq = mkcq(4, NULL, NULL);
+	struct vt_qp_opts o;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;
+
+	ck_assert_ptr_nonnull(pd);
+	d2.pd = pd;
+	mr = vt_reg(pd, 4096, VT_ACCESS_ALL);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), EBUSY);
+	vt_dereg(mr);
+	ah = vt_ah(&d2, D.port.lid, NULL);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), EBUSY);
+	vt_ah_free(ah);
+	memset(&o, 0, sizeof(o));
+	qp = vt_qp(&d2, cq, cq, &o);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), EBUSY);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	rmcq(cq);
+}
+END_TEST
+
+/* Remote write or atomic access needs local write: EINVAL otherwise. */
+START_TEST(mr_bad_access)
+{
+	static const int bad[] = {
+		IBV_ACCESS_REMOTE_WRITE,
+		IBV_ACCESS_REMOTE_ATOMIC,
+		IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	};
+	void *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr;
+
+	ck_assert_ptr_nonnull(buf);
+	/* Through ibv_reg_mr@IBVERBS_1.1 (constant flags, none optional). */
+	errno = 0;
+	switch (_i) {
+	case 0:
+		mr = ibv_reg_mr(D.pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE);
+		break;
+	case 1:
+		mr = ibv_reg_mr(D.pd, buf, 4096, IBV_ACCESS_REMOTE_ATOMIC);
+		break;
+	default:
+		mr = ibv_reg_mr(D.pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ);
+		break;
+	}
+	ck_assert_ptr_null(mr);
+	ck_assert_int_eq(errno, EINVAL);
+	/* Through ibv_reg_mr_iova2. */
+	errno = 0;
+	mr = ibv_reg_mr_iova2(D.pd, buf, 4096, (uintptr_t)buf, (unsigned int)bad[_i]);
+	ck_assert_ptr_null(mr);
+	ck_assert_int_eq(errno, EINVAL);
+	free(buf);
+}
+END_TEST
+
+/* Optional access bits (RELAXED_ORDERING) are accepted and ignored. */
+START_TEST(mr_relaxed_ordering)
+{
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct fx f;
+	void *buf;
+
+	fx_init(&f, NULL, 8192, 8192);
+	buf = aligned_alloc(4096, 8192);
+	ck_assert_ptr_nonnull(buf);
+	/* Constant flags with an optional bit: the ibv_reg_mr_iova2 path. */
+	mr = ibv_reg_mr(D.pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING);
+	ck_assert_msg(mr, "ibv_reg_mr with RELAXED_ORDERING: %s", strerror(errno));
+	ck_assert_ptr_eq(mr->addr, buf);
+	ck_assert_uint_eq(mr->length, 8192);
+	vt_fill(f.a->addr, 8192, 0, 60);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		8192, f.a->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "WRITE into it");
+	vt_expect_pat(buf, 8192, 0, 60, "written bytes");
+	vt_fill(buf, 8192, 0, 61);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, f.a->addr,
+		8192, f.a->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_READ, "READ from it");
+	vt_expect_pat(f.a->addr, 8192, 0, 61, "read bytes");
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	free(buf);
+	fx_free(&f);
+}
+END_TEST
+
+/* ibv_reg_mr_iova: remote addresses are iovas, not the owner's pointers. */
+START_TEST(mr_iova)
+{
+	const uint64_t iova = 0x10000000ull;
+	struct ibv_mr *mr;
+	struct fx f;
+	uint8_t *buf;
+
+	fx_init(&f, NULL, 8192, 8192);
+	buf = aligned_alloc(4096, 8192);
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 0, 8192);
+	mr = ibv_reg_mr_iova(D.pd, buf, 8192, iova, VT_ACCESS_ALL);
+	ck_assert_msg(mr, "ibv_reg_mr_iova: %s", strerror(errno));
+	ck_assert_ptr_eq(mr->addr, buf);
+	vt_fill(f.a->addr, 1000, 0, 62);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		1000, f.a->lkey, iova + 100, mr->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, "WRITE at an iova");
+	vt_expect_byte(buf, 100, 0, "before the iova range written");
+	vt_expect_pat(buf + 100, 1000, 0, 62, "written at iova + 100");
+	vt_expect_byte(buf + 1100, 8192 - 1100, 0, "after it");
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a) + 4096,
+		1000, f.a->lkey, iova + 100, mr->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_READ, "READ at an iova");
+	vt_expect_pat(BUF(f.a) + 4096, 1000, 0, 62, "read at iova + 100");
+	/* The buffer's own address is outside the iova range. */
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		10, f.a->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 3, IBV_WC_REM_ACCESS_ERR, "WRITE at the pointer");
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	free(buf);
+	fx_free(&f);
+}
+END_TEST
+
+/* ibv_rereg_mr: a new translation, then new access rights. */
+START_TEST(mr_rereg)
+{
+	struct ibv_mr *mr;
+	uint8_t *old, *fresh;
+	struct fx f;
+	int ret;
+
+	fx_init(&f, NULL, 8192, 8192);
+	old = aligned_alloc(4096, 8192);
+	fresh = aligned_alloc(4096, 16384);
+	ck_assert(old && fresh);
+	memset(old, 0, 8192);
+	memset(fresh, 0, 16384);
+	mr = ibv_reg_mr(D.pd, old, 8192, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, fresh, 16384, 0);
+	ck_assert_msg(ret == 0, "ibv_rereg_mr(CHANGE_TRANSLATION): %d", ret);
+	ck_assert_ptr_eq(mr->addr, fresh);
+	ck_assert_uint_eq(mr->length, 16384);
+	vt_fill(f.a->addr, 8192, 0, 63);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		8192, f.a->lkey, (uintptr_t)fresh + 8192, mr->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, "WRITE to the new range");
+	vt_expect_pat(fresh + 8192, 8192, 0, 63, "the new range");
+	vt_expect_byte(old, 8192, 0, "the old range");
+
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	ck_assert_msg(ret == 0, "ibv_rereg_mr(CHANGE_ACCESS): %d", ret);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a) + 100,
+		100, f.a->lkey, (uintptr_t)fresh + 8192, mr->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_READ, "READ still allowed");
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		100, f.a->lkey, (uintptr_t)fresh, mr->rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 3, IBV_WC_REM_ACCESS_ERR, "WRITE not allowed any more");
+	vt_expect_byte(fresh, 8192, 0, "the refused write's target");
+	vt_async_wait(D.ctx, IBV_EVENT_QP_ACCESS_ERR, f.p.qp[1], vt_tmo_ms());
+
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	free(old);
+	free(fresh);
+	fx_free(&f);
+}
+END_TEST
+
+/* Signaled zero-length WRITEs on qp: n CQEs on its send CQ. */
+static void make_cqes(struct fx *f, uint64_t first, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		vt_send(f->p.qp[0], first + (uint64_t)i, IBV_WR_RDMA_WRITE,
+			IBV_SEND_SIGNALED, f->a->addr, 8, f->a->lkey,
+			ADDR(f->b, 0), f->b->rkey);
+}
+
+/* ibv_resize_cq keeps the CQEs not polled yet, in order. */
+START_TEST(cq_resize)
+{
+	struct ibv_cq *cq = mkcq(8, NULL, NULL), *cq1 = mkcq(8, NULL, NULL);
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	vt_pair_on(&f.p, &D, NULL, NULL, cq, cq1);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	make_cqes(&f, 0, 5);
+	/* Let all 5 be written, without consuming them. */
+	vt_sleep_ms(QUIET_MS * vt_tmul());
+	ck_assert_int_eq(ibv_resize_cq(cq, 100), 0);
+	ck_assert_int_ge(cq->cqe, 100);
+	for (i = 0; i < 5; i++)
+		vt_expect_ok(cq, &wc, (uint64_t)i, IBV_WC_RDMA_WRITE, "CQE from before the resize");
+	vt_expect_none(cq, 0, "after the kept CQEs");
+	/* The bigger CQ holds more than the old one could. */
+	make_cqes(&f, 100, 50);
+	vt_sleep_ms(QUIET_MS * vt_tmul());
+	for (i = 0; i < 50; i++)
+		vt_expect_ok(cq, &wc, 100 + (uint64_t)i, IBV_WC_RDMA_WRITE, "CQE after the resize");
+	/* Shrinking keeps what is there too. */
+	make_cqes(&f, 200, 3);
+	vt_sleep_ms(QUIET_MS * vt_tmul());
+	ck_assert_int_eq(ibv_resize_cq(cq, 16), 0);
+	ck_assert_int_ge(cq->cqe, 16);
+	for (i = 0; i < 3; i++)
+		vt_expect_ok(cq, &wc, 200 + (uint64_t)i, IBV_WC_RDMA_WRITE, "CQE kept by shrinking");
+	/* Not below what it holds. */
+	make_cqes(&f, 300, 10);
+	vt_sleep_ms(QUIET_MS * vt_tmul());
+	ck_assert_int_eq(ibv_resize_cq(cq, 2), EINVAL);
+	for (i = 0; i < 10; i++)
+		vt_expect_ok(cq, &wc, 300 + (uint64_t)i, IBV_WC_RDMA_WRITE, "CQE after a refused resize");
+	fx_free(&f);
+	rmcq(cq);
+	rmcq(cq1);
+}
+END_TEST
+
+/* A completion channel in use by a CQ cannot go: EBUSY. */
+START_TEST(channel_busy)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *cq;
+
+	ck_assert_ptr_nonnull(ch);
+	cq = mkcq(4, NULL, ch);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), EBUSY);
+	rmcq(cq);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+/* ibv_get_cq_event on a non-blocking channel fd: EAGAIN, then the event. */
+START_TEST(cq_event_nonblock)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *cq0, *cq1, *ev_cq;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	void *ev_ctx;
+	long t0;
+	int fl;
+
+	ck_assert_ptr_nonnull(ch);
+	fl = fcntl(ch->fd, F_GETFL);
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	cq0 = mkcq(16, NULL, ch);
+	cq1 = mkcq(16, NULL, NULL);
+	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+
+	t0 = vt_now_ms();
+	errno = 0;
+	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_lt(vt_now_ms() - t0, 1000);
+
+	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
+		mr->lkey, ADDR(mr, 100), mr->rkey);
+	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	ck_assert_ptr_eq(ev_cq, cq0);
+	ibv_ack_cq_events(cq0, 1);
+	vt_expect_ok(cq0, NULL, 1, IBV_WC_RDMA_WRITE, "the completion");
+	errno = 0;
+	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	vt_pair_free(&p);
+	rmcq(cq0);
+	rmcq(cq1);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/* A signal interrupts ibv_get_cq_event: -1/EINTR even under SA_RESTART. */
+START_TEST(cq_event_eintr)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct itimerval it = { { 0, 0 }, { 0, 100 * 1000 } };
+	struct sigaction sa, old;
+	struct ibv_cq *cq, *ev_cq;
+	void *ev_ctx;
+	long t0, dt;
+	int ret;
+
+	ck_assert_ptr_nonnull(ch);
+	cq = mkcq(4, NULL, ch);
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGALRM, &sa, &old), 0);
+	alarms = 0;
+	t0 = vt_now_ms();
+	ck_assert_int_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	errno = 0;
+	ret = ibv_get_cq_event(ch, &ev_cq, &ev_ctx);
+	dt = vt_now_ms() - t0;
+	ck_assert_int_eq(ret, -1);
+	ck_assert_int_eq(errno, EINTR);
+	ck_assert_int_eq(alarms, 1);
+	ck_assert_int_ge(dt, 90);
+	ck_assert_int_lt(dt, vt_tmo_ms());
+	sigaction(SIGALRM, &old, NULL);
+	rmcq(cq);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+struct acker {
+	struct ibv_cq *cq;
+	volatile long acked_at;
+};
+
+static void *ack_later(void *arg)
+{
+	struct acker *a = arg;
+
+	vt_sleep_ms(200);
+	a->acked_at = vt_now_ms();
+	ibv_ack_cq_events(a->cq, 1);
+	return NULL;
+}
+
+/* ibv_destroy_cq waits until every event it delivered was acked. */
+START_TEST(destroy_cq_waits)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *cq0, *cq1, *ev_cq;
+	struct acker ack;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	pthread_t th;
+	void *ev_ctx;
+	long t0, done;
+
+	ck_assert_ptr_nonnull(ch);
+	cq0 = mkcq(16, NULL, ch);
+	cq1 = mkcq(16, NULL, NULL);
+	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
+		mr->lkey, ADDR(mr, 100), mr->rkey);
+	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	ck_assert_ptr_eq(ev_cq, cq0);
+	vt_expect_ok(cq0, NULL, 1, IBV_WC_RDMA_WRITE, "the completion");
+	vt_pair_free(&p);
+
+	ack.cq = cq0;
+	ack.acked_at = 0;
+	t0 = vt_now_ms();
+	ck_assert_int_eq(pthread_create(&th, NULL, ack_later, &ack), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq0), 0);
+	done = vt_now_ms();
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(ack.acked_at != 0 && done >= ack.acked_at,
+		      "ibv_destroy_cq returned after %ld ms, before the event was acked",
+		      done - t0);
+	ck_assert_int_ge(done - t0, 190);
+	rmcq(cq1);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+/* CQ overrun: IBV_EVENT_CQ_ERR on the async fd. */
+START_TEST(cq_overrun)
+{
+	struct ibv_cq *cq = mkcq(4, NULL, NULL), *cq1 = mkcq(4, NULL, NULL);
+	struct fx f;
+
+	vt_pair_on(&f.p, &D, NULL, NULL, cq, cq1);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_int_lt(cq->cqe + 4, 64);
+	make_cqes(&f, 0, cq->cqe + 4);
+	vt_expect_async(D.ctx, IBV_EVENT_CQ_ERR, cq, "overrun CQ");
+	fx_free(&f);
+	rmcq(cq);
+	rmcq(cq1);
+}
+END_TEST
+
+/* ---- SRQ ---- */
+
+static struct ibv_srq *mksrq(uint32_t max_wr, uint32_t max_sge)
+{
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *srq;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = max_wr;
+	sa.attr.max_sge = max_sge;
+	srq = ibv_create_srq(D.pd, &sa);
+	ck_assert_msg(srq, "ibv_create_srq: %s", strerror(errno));
+	ck_assert_uint_ge(sa.attr.max_wr, max_wr);
+	return srq;
+}
+
+/*
+ * ibv_srq_pingpong-like: 4 RC QPs receive through one SRQ; every message is
+ * reported on the right QP, in order per QP, with the right bytes.
+ */
+START_TEST(srq_traffic)
+{
+	enum { NQP = 4, NMSG = 25, SLOTS = 32, SZ = 1024 };
+	struct ibv_srq *srq = mksrq(SLOTS, 1);
+	struct ibv_srq_attr attr;
+	struct vt_qp_opts o;
+	struct vt_pair p[NQP];
+	struct ibv_mr *src, *slots;
+	struct ibv_wc wc;
+	int count[NQP] = { 0 };
+	int i, m, got, q;
+	long deadline;
+
+	memset(&o, 0, sizeof(o));
+	o.srq = srq;
+	for (i = 0; i < NQP; i++)
+		vt_pair2(&p[i], &D, NULL, &o, 0);
+	src = vt_reg(D.pd, (size_t)NQP * NMSG * SZ, VT_ACCESS_ALL);
+	slots = vt_reg(D.pd, (size_t)SLOTS * SZ, VT_ACCESS_ALL);
+	for (i = 0; i < SLOTS; i++)
+		vt_srq_recv(srq, (uint64_t)i, BUF(slots) + i * SZ, SZ, slots->lkey);
+	for (i = 0; i < NQP; i++)
+		for (m = 0; m < NMSG; m++) {
+			uint8_t *s = BUF(src) + ((size_t)i * NMSG + (size_t)m) * SZ;
+			uint32_t len = 100 + (uint32_t)m * 37;
+
+			vt_fill(s, len, 0, 1000 + (uint32_t)(i * NMSG + m));
+			vt_send(p[i].qp[0], (uint64_t)m, IBV_WR_SEND, IBV_SEND_SIGNALED,
+				s, len, src->lkey, 0, 0);
+		}
+	deadline = vt_now_ms() + vt_tmo_ms();
+	for (got = 0; got < NQP * NMSG;) {
+		ck_assert_msg(vt_now_ms() < deadline, "%d of %d messages through the SRQ",
+			      got, NQP * NMSG);
+		for (q = 0; q < NQP; q++) {
+			if (vt_poll(p[q].rcq[1], &wc, 1, 0) != 1)
+				continue;
+			ck_assert_msg(wc.status == IBV_WC_SUCCESS, "SRQ receive: %s",
+				      vt_status(wc.status));
+			ck_assert_uint_eq(wc.opcode, IBV_WC_RECV);
+			ck_assert_uint_eq(wc.qp_num, p[q].qp[1]->qp_num);
+			ck_assert_uint_lt(wc.wr_id, SLOTS);
+			m = count[q]++;
+			ck_assert_uint_eq(wc.byte_len, 100 + (uint32_t)m * 37);
+			vt_expect_pat(BUF(slots) + wc.wr_id * SZ, wc.byte_len, 0,
+				      1000 + (uint32_t)(q * NMSG + m), "message through the SRQ");
+			vt_srq_recv(srq, wc.wr_id, BUF(slots) + wc.wr_id * SZ, SZ,
+				    slots->lkey);
+			got++;
+		}
+	}
+	for (i = 0; i < NQP; i++)
+		for (m = 0; m < NMSG; m++)
+			vt_expect_ok(p[i].scq[0], NULL, (uint64_t)m, IBV_WC_SEND, "SRQ sender");
+	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+	ck_assert_uint_ge(attr.max_wr, SLOTS);
+	ck_assert_uint_eq(attr.srq_limit, 0);
+	/* In use by QPs: EBUSY. */
+	ck_assert_int_eq(ibv_destroy_srq(srq), EBUSY);
+	/* A QP of an SRQ entering ERR hears its last WQE was reached. */
+	{
+		struct ibv_qp_attr a;
+
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_ERR;
+		ck_assert_int_eq(ibv_modify_qp(p[0].qp[1], &a, IBV_QP_STATE), 0);
+		vt_expect_async(D.ctx, IBV_EVENT_QP_LAST_WQE_REACHED, p[0].qp[1],
+				"SRQ QP in ERR");
+	}
+	for (i = 0; i < NQP; i++)
+		vt_pair_free(&p[i]);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	vt_dereg(src);
+	vt_dereg(slots);
+}
+END_TEST
+
+/* The SRQ limit: one IBV_EVENT_SRQ_LIMIT_REACHED when fewer remain, then disarmed. */
+START_TEST(srq_limit)
+{
+	struct ibv_srq *srq = mksrq(16, 1);
+	struct ibv_srq_attr attr;
+	struct vt_qp_opts o;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	int i;
+
+	memset(&o, 0, sizeof(o));
+	o.srq = srq;
+	vt_pair2(&p, &D, NULL, &o, 0);
+	mr = vt_reg(D.pd, 16 * 256, VT_ACCESS_ALL);
+	for (i = 0; i < 8; i++)
+		vt_srq_recv(srq, (uint64_t)i, BUF(mr) + i * 256, 256, mr->lkey);
+	memset(&attr, 0, sizeof(attr));
+	attr.srq_limit = 4;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+	ck_assert_uint_eq(attr.srq_limit, 4);
+
+	/* 8 -> 4 posted: not below the limit yet. */
+	for (i = 0; i < 4; i++)
+		vt_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, 0, mr->addr, 10, mr->lkey, 0, 0);
+	for (i = 0; i < 4; i++)
+		vt_expect_ok(p.rcq[1], NULL, (uint64_t)i, IBV_WC_RECV, "SRQ receive");
+	vt_expect_no_async(D.ctx, QUIET_MS, "4 receives left, limit 4");
+	/* 3 left: the event, once. */
+	vt_send(p.qp[0], 4, IBV_WR_SEND, 0, mr->addr, 10, mr->lkey, 0, 0);
+	vt_expect_ok(p.rcq[1], NULL, 4, IBV_WC_RECV, "SRQ receive below the limit");
+	vt_expect_async(D.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq, "3 left, limit 4");
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+	ck_assert_uint_eq(attr.srq_limit, 0);	/* disarmed */
+	vt_send(p.qp[0], 5, IBV_WR_SEND, 0, mr->addr, 10, mr->lkey, 0, 0);
+	vt_expect_ok(p.rcq[1], NULL, 5, IBV_WC_RECV, "SRQ receive, disarmed");
+	vt_expect_no_async(D.ctx, QUIET_MS, "disarmed limit");
+
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	vt_dereg(mr);
+}
+END_TEST
+
+/* ==== memory an application registers ==================================== */
+
+/*
+ * buf as an MR: target of a WRITE, source of a READ and of a SEND, target
+ * of an atomic, and last the destination of a receive (pattern 72).
+ */
+static void exercise(uint8_t *buf, size_t len, const char *kind)
+{
+	volatile uint64_t *word, *res;
+	struct ibv_mr *mr, *h;
+	struct vt_pair p;
+	struct ibv_wc wc;
+	size_t al;
+
+	ck_assert_uint_le(len, 1u << 30);
+	vt_pair(&p, &D, NULL, 0);
+	mr = ibv_reg_mr(D.pd, buf, len, VT_ACCESS_ALL);
+	ck_assert_msg(mr, "%s: ibv_reg_mr(%zu bytes): %s", kind, len, strerror(errno));
+	h = vt_reg(D.pd, 2 * len + 64, VT_ACCESS_ALL);
+
+	vt_fill(h->addr, len, 0, 70);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, h->addr,
+		(uint32_t)len, h->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, kind);
+	vt_expect_pat(buf, len, 0, 70, kind);
+
+	vt_fill(buf, len, 0, 71);
+	vt_send(p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(h) + len,
+		(uint32_t)len, h->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 2, IBV_WC_RDMA_READ, kind);
+	vt_expect_pat(BUF(h) + len, len, 0, 71, kind);
+
+	memset(h->addr, 0, len);
+	vt_recv(p.qp[1], 3, h->addr, (uint32_t)len, h->lkey);
+	vt_send(p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED, buf, (uint32_t)len,
+		mr->lkey, 0, 0);
+	vt_expect_ok(p.scq[0], NULL, 4, IBV_WC_SEND, kind);
+	vt_expect_ok(p.rcq[1], &wc, 3, IBV_WC_RECV, kind);
+	vt_expect_pat(h->addr, len, 0, 71, kind);
+
+	al = (8 - ((uintptr_t)buf & 7)) & 7;
+	word = (volatile uint64_t *)(buf + al);
+	res = (volatile uint64_t *)(BUF(h) + ((2 * len + 7) & ~(size_t)7));
+	word[0] = 1000;
+	vt_atomic(p.qp[0], 5, IBV_WR_ATOMIC_FETCH_AND_ADD, (void *)res, h->lkey,
+		  (uintptr_t)word, mr->rkey, 24, 0);
+	vt_expect_ok(p.scq[0], NULL, 5, IBV_WC_FETCH_ADD, kind);
+	ck_assert_uint_eq(res[0], 1000);
+	ck_assert_uint_eq(word[0], 1024);
+
+	vt_fill(h->addr, len, 0, 72);
+	vt_recv(p.qp[1], 6, buf, (uint32_t)len, mr->lkey);
+	vt_send(p.qp[0], 7, IBV_WR_SEND, IBV_SEND_SIGNALED, h->addr, (uint32_t)len,
+		h->lkey, 0, 0);
+	vt_expect_ok(p.scq[0], NULL, 7, IBV_WC_SEND, kind);
+	vt_expect_ok(p.rcq[1], &wc, 6, IBV_WC_RECV, kind);
+	vt_expect_pat(buf, len, 0, 72, kind);
+
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	vt_dereg(h);
+	vt_pair_free(&p);
+}
+
+enum mem_kind {
+	MEM_MALLOC, MEM_STACK, MEM_ANON, MEM_FILE_SHARED, MEM_FILE_PRIVATE,
+	MEM_MEMFD, MEM_HUGETLB, MEM_NKINDS
+};
+
+static int tmpfile_of(size_t len)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/vt-mem.XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	ck_assert_msg(fd >= 0, "mkstemp %s: %s", path, strerror(errno));
+	unlink(path);
+	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+	return fd;
+}
+
+START_TEST(mem_kinds)
+{
+	static const char *const names[] = {
+		"malloc (odd offset)", "stack", "anonymous mmap", "MAP_SHARED file",
+		"MAP_PRIVATE file", "MAP_SHARED memfd", "MAP_HUGETLB",
+	};
+	const char *name = names[_i];
+	uint8_t stackbuf[12345];
+	uint8_t *check, *buf = NULL, *map = MAP_FAILED;
+	size_t len = 0, maplen = 0;
+	int fd = -1;
+
+	switch ((enum mem_kind)_i) {
+	case MEM_MALLOC:
+		len = 65536 + 123;
+		map = malloc(len + 13);
+		ck_assert_ptr_nonnull(map);
+		buf = map + 13;
+		break;
+	case MEM_STACK:
+		len = sizeof(stackbuf) - 7;
+		buf = stackbuf + 7;
+		break;
+	case MEM_ANON:
+		maplen = len = 256 * 1024;
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		break;
+	case MEM_FILE_SHARED:
+	case MEM_FILE_PRIVATE:
+		maplen = len = 128 * 1024;
+		fd = tmpfile_of(len);
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   _i == MEM_FILE_SHARED ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+		break;
+	case MEM_MEMFD:
+		maplen = len = 128 * 1024;
+		fd = memfd_create("vt-mem", MFD_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		break;
+	case MEM_HUGETLB:
+		maplen = len = 2 * 1024 * 1024;
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		if (map == MAP_FAILED) {
+			printf("SKIP: mem_kinds MAP_HUGETLB: mmap of a 2 MiB huge page: %s "
+			       "(vm.nr_hugepages is %s)\n", strerror(errno),
+			       "probably 0");
+			return;
+		}
+		break;
+	default:
+		ck_abort_msg("no kind %d", _i);
+	}
+	if (maplen) {
+		ck_assert_msg(map != MAP_FAILED, "%s: mmap: %s", name, strerror(errno));
+		buf = map;
+	}
+	exercise(buf, len, name);
+	if (_i == MEM_FILE_SHARED || _i == MEM_FILE_PRIVATE) {
+		/* The bytes the engine wrote are in the file only if shared. */
+		check = malloc(len);
+		ck_assert_ptr_nonnull(check);
+		ck_assert_int_eq(pread(fd, check, len, 0), (ssize_t)len);
+		if (_i == MEM_FILE_SHARED)
+			vt_expect_pat(check, len, 0, 72, "the shared file's contents");
+		else
+			vt_expect_byte(check, len, 0, "the privately mapped file's contents");
+		free(check);
+	}
+	if (maplen)
+		ck_assert_int_eq(munmap(map, maplen), 0);
+	else if (map != MAP_FAILED)
+		free(map);
+	if (fd >= 0)
+		close(fd);
+}
+END_TEST
+
+/* A thread keeps writing the pages while they are registered: no write is lost. */
+#define WR_STRIDE	64		/* one written word per 512 bytes */
+#define WR_LEN		(4u << 20)
+
+struct writer {
+	volatile uint64_t *w;
+	size_t nwords;
+	uint64_t gen;			/* passes completed (atomic) */
+	int stop;			/* atomic */
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *wr = arg;
+	uint64_t g;
+	size_t i;
+
+	for (g = 1;; g++) {
+		for (i = 0; i < wr->nwords; i++)
+			wr->w[i * WR_STRIDE] = (g << 32) | i;
+		__atomic_store_n(&wr->gen, g, __ATOMIC_RELEASE);
+		if (__atomic_load_n(&wr->stop, __ATOMIC_ACQUIRE))
+			return NULL;
+	}
+}
+
+static uint64_t writer_gen(struct writer *wr)
+{
+	return __atomic_load_n(&wr->gen, __ATOMIC_ACQUIRE);
+}
+
+static void writer_wait(struct writer *wr, uint64_t gen)
+{
+	long deadline = vt_now_ms() + vt_tmo_ms();
+
+	while (writer_gen(wr) < gen) {
+		ck_assert_msg(vt_now_ms() < deadline, "the writer thread is stuck");
+		vt_sleep_ms(1);
+	}
+}
+
+START_TEST(mem_concurrent_reg)
+{
+	struct writer wr;
+	struct ibv_mr *mr = NULL, *h;
+	struct vt_pair p;
+	pthread_t th;
+	uint8_t *buf;
+	uint64_t last, want;
+	size_t i;
+	int k;
+
+	buf = mmap(NULL, WR_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
+	ck_assert(buf != MAP_FAILED);
+	vt_fill(buf, WR_LEN, 0, 73);
+	memset(&wr, 0, sizeof(wr));
+	wr.w = (volatile uint64_t *)buf;
+	wr.nwords = WR_LEN / (8 * WR_STRIDE);
+	ck_assert_int_eq(pthread_create(&th, NULL, writer_main, &wr), 0);
+	writer_wait(&wr, 2);
+	for (k = 0; k < 4; k++) {
+		if (mr)
+			ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+		mr = ibv_reg_mr(D.pd, buf, WR_LEN, VT_ACCESS_ALL);
+		ck_assert_msg(mr, "ibv_reg_mr during writes: %s", strerror(errno));
+	}
+	writer_wait(&wr, writer_gen(&wr) + 2);
+	__atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	last = writer_gen(&wr);
+
+	for (i = 0; i < wr.nwords; i++) {
+		want = (last << 32) | i;
+		ck_assert_msg(wr.w[i * WR_STRIDE] == want,
+			      "word %zu is %#llx after the writer's pass %llu: a write was lost",
+			      i, (unsigned long long)wr.w[i * WR_STRIDE],
+			      (unsigned long long)last);
+		vt_expect_pat(buf + i * WR_STRIDE * 8 + 8, WR_STRIDE * 8 - 8,
+			      i * WR_STRIDE * 8 + 8, 73, "bytes the writer did not touch");
+	}
+	/* The engine sees exactly the owner's bytes, and writes into them. */
+	vt_pair(&p, &D, NULL, 0);
+	h = vt_reg(D.pd, WR_LEN, VT_ACCESS_ALL);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, h->addr, WR_LEN,
+		h->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 1, IBV_WC_RDMA_READ, "READ of the written pages");
+	ck_assert_msg(memcmp(h->addr, buf, WR_LEN) == 0,
+		      "RDMA READ differs from the owner's memory");
+	vt_fill(h->addr, WR_LEN, 0, 74);
+	vt_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, h->addr, WR_LEN,
+		h->lkey, (uintptr_t)buf, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 2, IBV_WC_RDMA_WRITE, "WRITE into the pages");
+	vt_expect_pat(buf, WR_LEN, 0, 74, "pages after the WRITE");
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	vt_dereg(h);
+	vt_pair_free(&p);
+	ck_assert_int_eq(munmap(buf, WR_LEN), 0);
+}
+END_TEST
+
+static void xwrite(int fd, char c)
+{
+	ck_assert_int_eq(write(fd, &c, 1), 1);
+}
+
+static char xread(int fd)
+{
+	char c = 0;
+
+	ck_assert_int_eq(read(fd, &c, 1), 1);
+	return c;
+}
+
+/*
+ * fork() after registration; the child writes its copy.  RDMA keeps
+ * reaching the parent's memory: the child's bytes never show, the
+ * parent's (even written after the fork) always do.
+ */
+START_TEST(mem_fork)
+{
+	enum { LEN = 4 * 4096 + 100 };
+	int p2c[2], c2p[2], status;
+	struct ibv_mr *mr, *h;
+	struct vt_pair p;
+	uint8_t *buf;
+	pid_t pid;
+
+	vt_pair(&p, &D, NULL, 0);
+	mr = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	h = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	buf = mr->addr;
+	vt_fill(buf, LEN, 0, 75);
+	ck_assert_int_eq(pipe(p2c), 0);
+	ck_assert_int_eq(pipe(c2p), 0);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char c = 0;
+
+		vt_fill(buf, LEN, 0, 76);
+		if (write(c2p[1], "w", 1) != 1 || read(p2c[0], &c, 1) != 1)
+			_exit(2);
+		/* RDMA into the parent never reached the child's copy. */
+		_exit(vt_check(buf, LEN, 0, 76) < 0 ? 0 : 3);
+	}
+	ck_assert_int_eq(xread(c2p[0]), 'w');
+
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, h->addr, LEN,
+		h->lkey, ADDR(mr, 0), mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 1, IBV_WC_RDMA_READ, "READ after the child wrote");
+	vt_expect_pat(h->addr, LEN, 0, 75, "the parent's bytes (not the child's)");
+	vt_expect_pat(buf, LEN, 0, 75, "the parent's memory");
+
+	vt_fill(h->addr, LEN, 0, 77);
+	vt_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, h->addr, LEN,
+		h->lkey, ADDR(mr, 0), mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 2, IBV_WC_RDMA_WRITE, "WRITE after fork");
+	vt_expect_pat(buf, LEN, 0, 77, "the parent's memory after the WRITE");
+
+	/* The parent writes locally after the fork; RDMA sees it. */
+	vt_fill(buf, LEN, 0, 78);
+	vt_send(p.qp[0], 3, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, h->addr, LEN,
+		h->lkey, ADDR(mr, 0), mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 3, IBV_WC_RDMA_READ, "READ of the parent's new bytes");
+	vt_expect_pat(h->addr, LEN, 0, 78, "the parent's new bytes");
+
+	xwrite(p2c[1], 'x');
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child saw RDMA writes in its copy (status %#x)", status);
+	close(p2c[0]);
+	close(p2c[1]);
+	close(c2p[0]);
+	close(c2p[1]);
+	vt_dereg(mr);
+	vt_dereg(h);
+	vt_pair_free(&p);
+}
+END_TEST
+
+/* munmap after dereg is safe; the old rkey is dead; new memory there works. */
+START_TEST(mem_munmap)
+{
+	const size_t len = 65536;
+	struct ibv_device_attr attr;
+	struct ibv_mr *mr, *h;
+	struct fx f;
+	uint8_t *m1, *m2;
+	uint64_t old_addr;
+	uint32_t old_rkey;
+
+	fx_init(&f, NULL, len, 4096);
+	h = f.a;
+	m1 = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(m1 != MAP_FAILED);
+	vt_fill(m1, len, 0, 79);
+	mr = ibv_reg_mr(D.pd, m1, len, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, h->addr, len,
+		h->lkey, (uintptr_t)m1, mr->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_READ, "READ before dereg");
+	vt_expect_pat(h->addr, len, 0, 79, "registered bytes");
+	old_addr = (uintptr_t)m1;
+	old_rkey = mr->rkey;
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	ck_assert_int_eq(munmap(m1, len), 0);
+
+	/* Likely the same address again. */
+	m2 = mmap(m1, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(m2 != MAP_FAILED);
+	vt_fill(m2, len, 0, 80);
+	mr = ibv_reg_mr(D.pd, m2, len, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, h->addr, len,
+		h->lkey, (uintptr_t)m2, mr->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_READ, "READ of the new mapping");
+	vt_expect_pat(h->addr, len, 0, 80, "the new mapping's bytes");
+	if (old_rkey != mr->rkey) {
+		vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, h->addr,
+			100, h->lkey, old_addr, old_rkey);
+		vt_expect_wc(f.p.scq[0], NULL, 3, IBV_WC_REM_ACCESS_ERR,
+			     "WRITE with the deregistered rkey");
+		vt_expect_pat(m2, len, 0, 80, "the new mapping after the refused WRITE");
+	}
+	ck_assert_int_eq(ibv_query_device(D.ctx, &attr), 0);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	ck_assert_int_eq(munmap(m2, len), 0);
+	vt_async_wait(D.ctx, IBV_EVENT_QP_ACCESS_ERR, f.p.qp[1], 0);
+	fx_free(&f);
+}
+END_TEST
+
+/* ==== extended creation and the ibv_wr_* posting API ====================== */
+
+#define EX_OPS	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |		\
+		 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |	\
+		 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+
+static struct ibv_qp *qp_ex_create(struct ibv_cq *cq, enum ibv_qp_type type,
+				   uint64_t ops)
+{
+	struct ibv_qp_init_attr_ex ia;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = type;
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.cap.max_send_wr = 64;
+	ia.cap.max_recv_wr = 64;
+	ia.cap.max_send_sge = 4;
+	ia.cap.max_recv_sge = 4;
+	ia.cap.max_inline_data = 64;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | (ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0);
+	ia.pd = D.pd;
+	ia.send_ops_flags = ops;
+	qp = ibv_create_qp_ex(D.ctx, &ia);
+	ck_assert_msg(qp, "ibv_create_qp_ex(type %d, ops %#llx): %s", type,
+		      (unsigned long long)ops, strerror(errno));
+	ck_assert_uint_ge(ia.cap.max_inline_data, 64);
+	return qp;
+}
+
+/* Two ibv_create_qp_ex QPs on cq, connected (RC/UC) or ready (UD). */
+static void qp_ex_pair(struct ibv_qp *qp[2], struct ibv_cq *cq, enum ibv_qp_type type)
+{
+	struct vt_qp_opts o = opts_type(type);
+	struct vt_addr a[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		qp[i] = qp_ex_create(cq, type, i ? 0 : EX_OPS & (type == IBV_QPT_UD ?
+				     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM : ~0ull));
+		vt_qp_addr(&D, qp[i], &o, &a[i]);
+	}
+	vt_connect(&D, qp[0], &a[1], &o);
+	vt_connect(&D, qp[1], &a[0], &o);
+}
+
+/* One batch of WRITE, SEND_WITH_IMM (inline), FETCH_AND_ADD and READ. */
+START_TEST(wr_api_rc)
+{
+	struct ibv_cq *cq = mkcq(64, NULL, NULL);
+	struct ibv_mr *a = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	struct ibv_mr *b = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	volatile uint64_t *word = (volatile uint64_t *)(BUF(b) + 4096);
+	volatile uint64_t *res = (volatile uint64_t *)(BUF(a) + 4096);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge sgl[64];
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *qp[2];
+	struct ibv_wc wc;
+	int ret;
+
+	qp_ex_pair(qp, cq, IBV_QPT_RC);
+	qpx = ibv_qp_to_qp_ex(qp[0]);
+	ck_assert_ptr_nonnull(qpx);
+	vt_fill(a->addr, 4096, 0, 90);
+	*word = 5;
+	vt_recv(qp[1], 10, BUF(b) + 6144, 1024, b->lkey);
+
+	ibv_wr_start(qpx);
+	qpx->wr_id = 1;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 0));
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 0), 1000);
+	qpx->wr_id = 2;
+	qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	ibv_wr_send_imm(qpx, htobe32(0x1234));
+	ibv_wr_set_inline_data(qpx, BUF(a) + 1000, 50);
+	qpx->wr_id = 3;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_fetch_add(qpx, b->rkey, ADDR(b, 4096), 7);
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 4096), 8);
+	qpx->wr_id = 4;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_read(qpx, b->rkey, ADDR(b, 0));
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 2000), 1000);
+	ret = ibv_wr_complete(qpx);
+	ck_assert_msg(ret == 0, "ibv_wr_complete: %s", strerror(ret));
+
+	vt_expect_ok(cq, NULL, 1, IBV_WC_RDMA_WRITE, "ibv_wr_rdma_write");
+	vt_expect_ok(cq, &wc, 10, IBV_WC_RECV, "receive of ibv_wr_send_imm");
+	ck_assert_uint_eq(wc.byte_len, 50);
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(wc.imm_data, htobe32(0x1234));
+	vt_expect_ok(cq, NULL, 2, IBV_WC_SEND, "ibv_wr_send_imm");
+	vt_expect_ok(cq, NULL, 3, IBV_WC_FETCH_ADD, "ibv_wr_atomic_fetch_add");
+	vt_expect_ok(cq, NULL, 4, IBV_WC_RDMA_READ, "ibv_wr_rdma_read");
+	vt_expect_pat(b->addr, 1000, 0, 90, "written by ibv_wr_rdma_write");
+	vt_expect_pat(BUF(b) + 6144, 50, 1000, 90, "sent inline by ibv_wr_send_imm");
+	ck_assert_uint_eq(res[0], 5);
+	ck_assert_uint_eq(*word, 12);
+	vt_expect_pat(BUF(a) + 2000, 1000, 0, 90, "read back by ibv_wr_rdma_read");
+
+	/* An aborted batch posts nothing. */
+	ibv_wr_start(qpx);
+	qpx->wr_id = 5;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 0));
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 3000), 8);
+	ibv_wr_abort(qpx);
+	/* A batch with a bad WR fails whole: nothing of it is posted. */
+	memset(sgl, 0, sizeof(sgl));
+	ck_assert_int_eq(ibv_query_qp(qp[0], &qa, IBV_QP_CAP, &ia), 0);
+	ck_assert_uint_lt(ia.cap.max_send_sge, 64);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 6;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 0));
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 3000), 8);
+	qpx->wr_id = 7;
+	ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 8));
+	ibv_wr_set_sge_list(qpx, ia.cap.max_send_sge + 1, sgl);	/* one too many */
+	ck_assert_int_ne(ibv_wr_complete(qpx), 0);
+	vt_expect_none(cq, QUIET_MS, "aborted and failed batches");
+	vt_expect_pat(b->addr, 1000, 0, 90, "target of the batches not posted");
+
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	rmcq(cq);
+	vt_dereg(a);
+	vt_dereg(b);
+}
+END_TEST
+
+/* ibv_wr_send with ibv_wr_set_ud_addr on UD. */
+START_TEST(wr_api_ud)
+{
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_mr *a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	struct ibv_mr *b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	struct ibv_ah *ah = ah_of(AH_GRH);
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *qp[2];
+	struct ibv_wc wc;
+
+	qp_ex_pair(qp, cq, IBV_QPT_UD);
+	qpx = ibv_qp_to_qp_ex(qp[0]);
+	ck_assert_ptr_nonnull(qpx);
+	vt_fill(a->addr, 300, 0, 91);
+	vt_recv(qp[1], 1, b->addr, 4096, b->lkey);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 2;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qpx);
+	ibv_wr_set_ud_addr(qpx, ah, qp[1]->qp_num, VT_QKEY);
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 0), 300);
+	ck_assert_int_eq(ibv_wr_complete(qpx), 0);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_RECV, "UD receive of ibv_wr_send");
+	ck_assert_uint_eq(wc.byte_len, GRH + 300);
+	ck_assert_uint_eq(wc.src_qp, qp[0]->qp_num);
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, IBV_WC_GRH);
+	vt_expect_pat(BUF(b) + GRH, 300, 0, 91, "UD payload");
+	vt_expect_ok(cq, NULL, 2, IBV_WC_SEND, "ibv_wr_send on UD");
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	vt_ah_free(ah);
+	rmcq(cq);
+	vt_dereg(a);
+	vt_dereg(b);
+}
+END_TEST
+
+/* ibv_create_srq_ex (basic SRQ) carries traffic. */
+START_TEST(srq_ex)
+{
+	struct ibv_srq_init_attr_ex sa;
+	struct ibv_srq *srq;
+	struct vt_qp_opts o;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 8;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	sa.srq_type = IBV_SRQT_BASIC;
+	sa.pd = D.pd;
+	srq = ibv_create_srq_ex(D.ctx, &sa);
+	ck_assert_msg(srq, "ibv_create_srq_ex: %s", strerror(errno));
+	memset(&o, 0, sizeof(o));
+	o.srq = srq;
+	vt_pair2(&p, &D, NULL, &o, 0);
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	vt_fill(mr->addr, 500, 0, 92);
+	vt_srq_recv(srq, 3, BUF(mr) + 2048, 1024, mr->lkey);
+	vt_send(p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 500, mr->lkey, 0, 0);
+	vt_expect_ok(p.scq[0], NULL, 4, IBV_WC_SEND, "SEND to an SRQ_ex QP");
+	vt_expect_ok(p.rcq[1], &wc, 3, IBV_WC_RECV, "receive through ibv_create_srq_ex's SRQ");
+	ck_assert_uint_eq(wc.byte_len, 500);
+	vt_expect_pat(BUF(mr) + 2048, 500, 0, 92, "message");
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	vt_dereg(mr);
+}
+END_TEST
+
+/* ==== the suite =========================================================== */
+
+/* Generous for a sanitizer build; datapath.sh bounds the whole run. */
+#define CASE_TIMEOUT	60
+
+static TCase *new_case(Suite *s, const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, CASE_TIMEOUT);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+#define N(a)	((int)VT_ARRAY_SIZE(a))
+
+static Suite *datapath_suite(void)
+{
+	Suite *s = suite_create("datapath");
+	TCase *tc;
+
+	tc = new_case(s, "rc");
+	tcase_add_loop_test(tc, rc_send, 0, N(rc_sizes));
+	tcase_add_test(tc, rc_send_order);
+	tcase_add_test(tc, rc_send_imm);
+	tcase_add_loop_test(tc, rc_write, 0, N(rc_sizes));
+	tcase_add_loop_test(tc, rc_write_imm, 0, N(imm_sizes));
+	tcase_add_loop_test(tc, rc_read, 0, N(read_sizes));
+	tcase_add_test(tc, rc_cmp_swap);
+	tcase_add_test(tc, rc_fetch_add);
+	tcase_add_test(tc, rc_atomic_misaligned);
+	tcase_add_test(tc, atomic_cap);
+
+	tc = new_case(s, "uc");
+	tcase_add_test(tc, uc_send);
+	tcase_add_test(tc, uc_write);
+
+	tc = new_case(s, "ud");
+	tcase_add_loop_test(tc, ud_send, 0, N(ud_sizes) * AH_NKINDS);
+	tcase_add_loop_test(tc, ud_ah_from_wc, 0, 2);
+	tcase_add_test(tc, ud_qkey_mismatch);
+	tcase_add_test(tc, ud_over_mtu);
+	tcase_add_test(tc, ud_multicast);
+
+	tc = new_case(s, "flags");
+	tcase_add_test(tc, unsignaled);
+	tcase_add_test(tc, sq_sig_all);
+	tcase_add_test(tc, solicited);
+	tcase_add_loop_test(tc, inline_data, 0, 2);
+	tcase_add_test(tc, fence);
+	tcase_add_test(tc, sge_max);
+
+	tc = new_case(s, "status");
+	tcase_add_loop_test(tc, loc_len_err, 0, 2);
+	tcase_add_loop_test(tc, loc_prot_err, 0, 5);
+	tcase_add_loop_test(tc, rem_access_err, 0, 6);
+	tcase_add_loop_test(tc, rnr_retry_exc, 0, 2);
+	tcase_add_test(tc, rnr_retry_infinite);
+	tcase_add_test(tc, retry_exc);
+	tcase_add_test(tc, uc_drop);
+	tcase_add_test(tc, flush);
+
+	tc = new_case(s, "post");
+	tcase_add_test(tc, sq_full);
+	tcase_add_test(tc, rq_full);
+	tcase_add_loop_test(tc, bad_opcode, 0, N(bad_ops));
+	tcase_add_test(tc, post_limits);
+	tcase_add_test(tc, post_list_stops);
+	tcase_add_test(tc, post_wrong_state);
+
+	tc = new_case(s, "qp_state");
+	tcase_add_loop_test(tc, qp_states, 0, 3);
+	tcase_add_loop_test(tc, qp_missing_attr, 0, N(missing));
+	tcase_add_test(tc, qp_bad_transition);
+
+	tc = new_case(s, "objects");
+	tcase_add_test(tc, pd_busy);
+	tcase_add_loop_test(tc, mr_bad_access, 0, 3);
+	tcase_add_test(tc, mr_relaxed_ordering);
+	tcase_add_test(tc, mr_iova);
+	tcase_add_test(tc, mr_rereg);
+
+	tc = new_case(s, "cq");
+	tcase_add_test(tc, cq_resize);
+	tcase_add_test(tc, channel_busy);
+	tcase_add_test(tc, cq_event_nonblock);
+	tcase_add_test(tc, cq_event_eintr);
+	tcase_add_test(tc, destroy_cq_waits);
+	tcase_add_test(tc, cq_overrun);
+
+	tc = new_case(s, "srq");
+	tcase_add_test(tc, srq_traffic);
+	tcase_add_test(tc, srq_limit);
+
+	tc = new_case(s, "ex");
+	tcase_add_test(tc, wr_api_rc);
+	tcase_add_test(tc, wr_api_ud);
+	tcase_add_test(tc, srq_ex);
+
+	tc = new_case(s, "memory");
+	tcase_add_loop_test(tc, mem_kinds, 0, MEM_NKINDS);
+	tcase_add_test(tc, mem_concurrent_reg);
+	tcase_add_test(tc, mem_fork);
+	tcase_add_test(tc, mem_munmap);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	SRunner *sr;
+	int failed;
+
+	(void)argv;
+	if (argc != 1) {
+		fprintf(stderr, "usage: datapath-helper (CK_RUN_CASE=NAME for one case)\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	sr = srunner_create(datapath_suite());
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,10 @@
+# unit tests (engine): the doorbell / sleep protocol of the context page
+# (daemon/engine/doorbell.c, compiled into the test).
+check_PROGRAMS += tests/unit/test_doorbell
+TESTS += tests/unit/test_doorbell
+
+tests_unit_test_doorbell_SOURCES = tests/unit/test_doorbell.c \
+	daemon/engine/doorbell.c daemon/engine/internal.h
+tests_unit_test_doorbell_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_doorbell_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_doorbell_LDADD = $(UNIT_LIBS) -lpthread
