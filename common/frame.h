@@ -64,6 +64,28 @@ enum ibvd_msg_type {
 	IBVD_MSG_ATTACH_MCAST	= 0x0480,	/* Mcast -> Empty */
 	IBVD_MSG_DETACH_MCAST	= 0x0481,	/* Mcast -> Empty */
 
+	/* RDMA connection manager: 0x0500 (a CM session per event channel) */
+	IBVD_MSG_CM_OPEN	= 0x0500,	/* Empty -> CmOpenReply + 1 fd (event socket) */
+	IBVD_MSG_CM_CREATE_ID	= 0x0501,	/* CmCreateId -> CmId */
+	IBVD_MSG_CM_DESTROY_ID	= 0x0502,	/* CmId -> Empty */
+	IBVD_MSG_CM_BIND_ADDR	= 0x0503,	/* CmAddr (src) -> CmIdInfo */
+	IBVD_MSG_CM_RESOLVE_ADDR = 0x0504,	/* CmAddr -> Empty; event later */
+	IBVD_MSG_CM_RESOLVE_ROUTE = 0x0505,	/* CmAddr (timeout) -> Empty; event later */
+	IBVD_MSG_CM_LISTEN	= 0x0506,	/* CmListen -> Empty */
+	IBVD_MSG_CM_CONNECT	= 0x0507,	/* CmConnect -> Empty; events later */
+	IBVD_MSG_CM_ACCEPT	= 0x0508,	/* CmConnect -> Empty */
+	IBVD_MSG_CM_REJECT	= 0x0509,	/* CmReject -> Empty */
+	IBVD_MSG_CM_ESTABLISH	= 0x050a,	/* CmId -> Empty (the RTU) */
+	IBVD_MSG_CM_DISCONNECT	= 0x050b,	/* CmId -> Empty */
+	IBVD_MSG_CM_INIT_QP_ATTR = 0x050c,	/* CmInitQpAttr -> CmInitQpAttrReply */
+	IBVD_MSG_CM_QUERY	= 0x050d,	/* CmId -> CmIdInfo */
+	IBVD_MSG_CM_SET_OPTION	= 0x050e,	/* CmSetOption -> Empty */
+	IBVD_MSG_CM_MIGRATE_ID	= 0x050f,	/* CmMigrate -> CmId (its handle here) */
+	IBVD_MSG_CM_JOIN_MCAST	= 0x0510,	/* CmMcast -> Empty; event later */
+	IBVD_MSG_CM_LEAVE_MCAST	= 0x0511,	/* CmMcast -> Empty */
+	IBVD_MSG_CM_NOTIFY	= 0x0512,	/* CmNotify -> Empty */
+	IBVD_MSG_CM_EVENT	= 0x0580,	/* daemon -> client on the event socket: CmEvent */
+
 	/* daemon -> client on the async socket: 0x0300 */
 	IBVD_MSG_ASYNC_EVENT	= 0x0300,	/* AsyncEvent */
 	/* daemon -> client on a completion channel's socket */
