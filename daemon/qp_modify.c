@@ -347,6 +347,7 @@ static void qp_rewind(struct ibvd_qp *qp)
 	qp->flush_pending = false;
 	qp->last_wqe_sent = false;
 	qp->drained_sent = false;
+	qp->peer_gone = false;
 }
 
 /* Enter `next`; the write lock is held. */

@@ -1,5 +1,5 @@
 /*
- * Engine threads: the poll / spin / sleep loop, and attaching contexts.
+ * Engine threads: the poll / spin / sleep loop, their start and stop.
  *
  * Each thread serves a set of contexts.  A pass takes ibvd_objects_lock for
  * reading (so nothing it reaches can be destroyed under it, and the control
@@ -8,14 +8,15 @@
  * Only rung QPs are looked at: 10,000 idle QPs cost nothing.
  *
  * A thread whose passes find nothing spins for ENG_SPIN_NS (a pause per
- * pass), which keeps ping-pong latency free of wakeups, then sleeps in
+ * pass), which keeps ping-pong latency free of wakeups, or only for
+ * ENG_SPIN_CONTENDED_NS when the CPUs are crowded (load.c), then sleeps in
  * epoll on its contexts' kick eventfds, with the nearest timer as timeout
  * (doorbell.c explains why no wakeup is lost).  Asleep it costs no CPU.
  */
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "barrier.h"
 #include "context.h"
@@ -34,7 +37,7 @@
 static struct ibvd_engine *engines;
 static unsigned int nengines;
 static unsigned int next_engine;	/* round-robin for new contexts */
-static uint64_t spin_ns = ENG_SPIN_NS;	/* idle budget before sleeping */
+static uint64_t spin_ns;	/* non-zero: fixed idle budget (spin_fixed) */
 
 uint64_t ibvd_eng_now(void)
 {
@@ -196,42 +199,42 @@ static void engine_sleep(struct ibvd_engine *eng)
 }
 
 /*
- * Are the CPUs saturated?  Then spinning idle keeps a runnable thread,
- * likely a client polling its CQ for what we just completed, off the CPU
- * it needs (perf-anchors: a third spinner on two CPUs costs whole
- * scheduler slices), and it is better to sleep at once and be kicked.
- * When some CPU has idle time (clients that block in ibv_get_cq_event),
- * spinning costs nobody anything and saves the wakeups.  The verdict comes
- * from the idle share in /proc/stat over the last ENG_LOAD_WINDOW_NS
- * (a 3 us read, at most once per window).
+ * Ask the scheduler for short slices (EEVDF, Linux 6.12+): a woken engine
+ * thread then preempts a client that busy-polls on its CPU at once, rather
+ * than at the end of that client's slice, which on a small machine is
+ * whole milliseconds per message.  Unprivileged; older kernels ignore or
+ * refuse it, which is harmless.
  */
-static bool cpus_saturated(struct ibvd_engine *eng)
+static void short_slices(void)
 {
-	unsigned long long v[8] = { 0 }, total = 0, idle;
-	char buf[256];
-	ssize_t n;
-	int i;
+	/* struct sched_attr (sched_setattr(2)); glibc has no wrapper. */
+	struct {
+		uint32_t size, sched_policy;
+		uint64_t sched_flags;
+		int32_t sched_nice;
+		uint32_t sched_priority;
+		uint64_t sched_runtime, sched_deadline, sched_period;
+		uint32_t sched_util_min, sched_util_max;
+	} attr;
 
-	if (eng->stat_fd < 0 || eng->now - eng->load_checked < ENG_LOAD_WINDOW_NS)
-		return eng->saturated;
-	eng->load_checked = eng->now;
-	n = pread(eng->stat_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return eng->saturated;
-	buf[n] = '\0';
-	/* cpu  user nice system idle iowait irq softirq steal */
-	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 4)
-		return eng->saturated;
-	for (i = 0; i < 8; i++)
-		total += v[i];
-	idle = v[3] + v[4];
-	/* Less than a tenth idle (or no sample yet to compare with). */
-	eng->saturated = eng->stat_total && total > eng->stat_total &&
-			 (idle - eng->stat_idle) * 10 < total - eng->stat_total;
-	eng->stat_total = total;
-	eng->stat_idle = idle;
-	return eng->saturated;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.sched_policy = SCHED_OTHER;
+	attr.sched_nice = getpriority(PRIO_PROCESS, 0);
+	attr.sched_runtime = ENG_SLICE_NS;
+	if (syscall(SYS_sched_setattr, 0, &attr, 0) < 0)
+		log_debug("engine: no custom scheduler slice: %s", strerror(errno));
+}
+
+/* How long to spin, now that the thread has run out of work. */
+static uint64_t idle_budget(struct ibvd_engine *eng)
+{
+	if (spin_ns)
+		return spin_ns;
+	if (!ibvd_eng_crowded(&eng->load, eng->now))
+		return ENG_SPIN_NS;
+	eng->crowded++;
+	return ENG_SPIN_CONTENDED_NS;
 }
 
 static void *engine_main(void *arg)
@@ -239,6 +242,7 @@ static void *engine_main(void *arg)
 	struct ibvd_engine *eng = arg;
 	uint64_t idle_since = 0, budget = 0;
 
+	short_slices();
 	while (!__atomic_load_n(&eng->stop, __ATOMIC_ACQUIRE)) {
 		if (engine_pass(eng)) {
 			idle_since = 0;
@@ -246,7 +250,7 @@ static void *engine_main(void *arg)
 		}
 		if (!idle_since) {
 			idle_since = eng->now;
-			budget = cpus_saturated(eng) ? ENG_SPIN_CONTENDED_NS : spin_ns;
+			budget = idle_budget(eng);
 		}
 		if (eng->now - idle_since < budget) {
 			cpu_relax();
@@ -273,8 +277,7 @@ static void engine_free(struct ibvd_engine *eng)
 		close(eng->epfd);
 	if (eng->wake_fd >= 0)
 		close(eng->wake_fd);
-	if (eng->stat_fd >= 0)
-		close(eng->stat_fd);
+	ibvd_eng_load_fini(&eng->load);
 	free(eng->bounce);
 	free(eng->wqe_buf);
 	free(eng->dbs);
@@ -291,8 +294,7 @@ static int engine_init(struct ibvd_engine *eng, unsigned int index)
 		return -errno;
 	if (epoll_add(eng->epfd, eng->wake_fd) < 0)
 		return -errno;
-	/* Without it (no procfs) the thread simply never thinks it crowds. */
-	eng->stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	ibvd_eng_load_init(&eng->load);
 	eng->bounce = aligned_alloc(IBVD_PAGE_SIZE, ENG_BOUNCE_BYTES);
 	if (!eng->bounce || ibvd_eng_scratch(eng, IBVD_PAGE_SIZE) < 0)
 		return -ENOMEM;
@@ -317,19 +319,22 @@ static int spawn(struct ibvd_engine *eng)
 	return ret;
 }
 
-/* IBVERBSD_ENGINE_SPIN_US overrides the idle budget (benchmarking). */
-static uint64_t spin_budget(void)
+/*
+ * IBVERBSD_ENGINE_SPIN_US fixes the idle budget, saturated CPUs or not
+ * (for benchmarking the trade-off).  0 when unset or invalid.
+ */
+static uint64_t spin_fixed(void)
 {
 	const char *v = getenv("IBVERBSD_ENGINE_SPIN_US");
 	char *end;
 	unsigned long us;
 
 	if (!v || !*v)
-		return ENG_SPIN_NS;
+		return 0;
 	us = strtoul(v, &end, 10);
 	if (*end || us > 1000000)
-		return ENG_SPIN_NS;
-	return (uint64_t)us * 1000;
+		return 0;
+	return (uint64_t)us * 1000 + 1;
 }
 
 int ibvd_engine_start(unsigned int nthreads)
@@ -339,12 +344,13 @@ int ibvd_engine_start(unsigned int nthreads)
 
 	if (!nthreads)
 		nthreads = 1;
-	spin_ns = spin_budget();
+	spin_ns = spin_fixed();
 	engines = calloc(nthreads, sizeof(*engines));
 	if (!engines)
 		return -ENOMEM;
 	for (i = 0; i < nthreads; i++) {
-		engines[i].epfd = engines[i].wake_fd = engines[i].stat_fd = -1;
+		engines[i].epfd = engines[i].wake_fd = -1;
+		engines[i].load.stat_fd = engines[i].load.loadavg_fd = -1;
 		ret = engine_init(&engines[i], i);
 		if (ret == 0)
 			ret = spawn(&engines[i]);
@@ -372,10 +378,12 @@ void ibvd_engine_stop(void)
 	}
 	for (i = 0; i < nengines; i++) {
 		pthread_join(engines[i].thread, NULL);
-		log_debug("engine %u: %llu passes, %llu WQEs, %llu sleeps", i,
+		log_debug("engine %u: %llu passes, %llu WQEs, %llu sleeps, "
+			  "%llu crowded idle periods", i,
 			  (unsigned long long)engines[i].passes,
 			  (unsigned long long)engines[i].wqes,
-			  (unsigned long long)engines[i].sleeps);
+			  (unsigned long long)engines[i].sleeps,
+			  (unsigned long long)engines[i].crowded);
 		engine_free(&engines[i]);
 	}
 	free(engines);
@@ -383,167 +391,19 @@ void ibvd_engine_stop(void)
 	nengines = 0;
 }
 
-/* ---- contexts ----------------------------------------------------------- */
-
-/* Make room for one more context (objects lock held for writing). */
-static int grow(struct ibvd_engine *eng)
+struct ibvd_engine *ibvd_eng_pick(void)
 {
-	unsigned int cap = eng->cap ? 2 * eng->cap : 16;
-	struct eng_doorbell **dbs;
-	struct ibvd_ectx **ectxs;
-
-	if (eng->nctx < eng->cap)
-		return 0;
-	dbs = realloc(eng->dbs, cap * sizeof(*dbs));
-	if (!dbs)
-		return -ENOMEM;
-	eng->dbs = dbs;
-	ectxs = realloc(eng->ectxs, cap * sizeof(*ectxs));
-	if (!ectxs)
-		return -ENOMEM;
-	eng->ectxs = ectxs;
-	eng->cap = cap;
-	return 0;
+	return nengines ? &engines[next_engine++ % nengines] : NULL;
 }
 
-static int attach(struct ibvd_ectx *ectx, struct ibvd_engine *eng)
+int ibvd_eng_watch(struct ibvd_engine *eng, int fd)
 {
-	int ret;
-
-	ret = epoll_add(eng->epfd, ectx->db.kick_fd);
-	if (ret < 0)
-		return ret;
-	ibvd_objects_write_lock();
-	ret = grow(eng);
-	if (ret == 0) {
-		ectx->slot = eng->nctx++;
-		eng->dbs[ectx->slot] = &ectx->db;
-		eng->ectxs[ectx->slot] = ectx;
-		ectx->eng = eng;
-		/* If the thread sleeps, the client must kick it from the start. */
-		ibvd_write_once(&ectx->db.engine_page->sleeping, eng->armed);
-	}
-	ibvd_objects_write_unlock();
-	if (ret < 0)
-		epoll_ctl(eng->epfd, EPOLL_CTL_DEL, ectx->db.kick_fd, NULL);
-	return ret;
+	return epoll_add(eng->epfd, fd);
 }
 
-int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd)
+void ibvd_eng_unwatch(struct ibvd_engine *eng, int fd)
 {
-	struct ibvd_ectx *ectx;
-	int ret;
-
-	if (!nengines)
-		return -ENODEV;
-	ectx = calloc(1, sizeof(*ectx));
-	if (!ectx)
-		return -ENOMEM;
-	ectx->ctx = ctx;
-	ret = ibvd_eng_db_create(&ectx->db, page_fd);
-	if (ret < 0)
-		goto fail;
-	ret = attach(ectx, &engines[next_engine++ % nengines]);
-	if (ret < 0) {
-		close(*page_fd);
-		ibvd_eng_db_destroy(&ectx->db);
-		goto fail;
-	}
-	ctx->engine = ectx;
-	*kick_fd = ectx->db.kick_fd;
-	return 0;
-fail:
-	free(ectx);
-	return ret;
-}
-
-/*
- * Remember the RC peers (in other contexts) of ctx's QPs, so that they can
- * be told after the QPs are gone (ibvd_engine_ctx_free).
- */
-static int note_orphan(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
-		       void *arg)
-{
-	struct ibvd_ectx *ectx = arg;
-	struct ibvd_qp *qp = obj, *peer;
-	struct eng_orphan *o;
-
-	if (qp->qp_type != IBV_QPT_RC)
-		return 0;
-	peer = ibvd_eng_route(qp, qp->attr.dest_qp_num, &qp->attr.av);
-	if (!peer || peer->ctx == qp->ctx || peer->qp_type != IBV_QPT_RC ||
-	    peer->attr.dest_qp_num != qp->qp_num)
-		return 0;
-	o = realloc(ectx->orphans, (ectx->norphans + 1) * sizeof(*o));
-	if (!o)
-		return 0;	/* that peer will learn on its next send */
-	ectx->orphans = o;
-	o[ectx->norphans].survivor = peer->qp_num;
-	o[ectx->norphans].dead = qp->qp_num;
-	ectx->norphans++;
-	return 0;
-}
-
-/*
- * The dead QPs are destroyed: break the connections of their peers, which
- * would otherwise wait forever for messages that cannot come (an RC peer
- * with a send outstanding would time out; one only waiting to receive
- * would not).
- */
-static void break_orphans(struct ibvd_ectx *ectx)
-{
-	unsigned int i;
-
-	ibvd_objects_write_lock();
-	for (i = 0; i < ectx->norphans; i++) {
-		struct ibvd_qp *s = ibvd_qp_by_num(ectx->orphans[i].survivor);
-
-		if (!s || s->qp_type != IBV_QPT_RC ||
-		    s->attr.dest_qp_num != ectx->orphans[i].dead ||
-		    ibvd_qp_by_num(ectx->orphans[i].dead))
-			continue;
-		s->peer_gone = true;
-		ibvd_eng_qp_ring(s);
-	}
-	ibvd_objects_write_unlock();
-	free(ectx->orphans);
-	ectx->orphans = NULL;
-	ectx->norphans = 0;
-}
-
-void ibvd_engine_ctx_detach(struct ibvd_context *ctx)
-{
-	struct ibvd_ectx *ectx = ctx->engine;
-	struct ibvd_engine *eng;
-
-	if (!ectx || !ectx->eng)
-		return;
-	eng = ectx->eng;
-	ibvd_objects_write_lock();
-	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, note_orphan, ectx);
-	/* Move the last context into the freed slot. */
-	eng->nctx--;
-	if (ectx->slot != eng->nctx) {
-		eng->dbs[ectx->slot] = eng->dbs[eng->nctx];
-		eng->ectxs[ectx->slot] = eng->ectxs[eng->nctx];
-		eng->ectxs[ectx->slot]->slot = ectx->slot;
-	}
-	ectx->eng = NULL;
-	ibvd_objects_write_unlock();
-	epoll_ctl(eng->epfd, EPOLL_CTL_DEL, ectx->db.kick_fd, NULL);
-}
-
-void ibvd_engine_ctx_free(struct ibvd_context *ctx)
-{
-	struct ibvd_ectx *ectx = ctx->engine;
-
-	if (!ectx)
-		return;
-	ibvd_engine_ctx_detach(ctx);
-	break_orphans(ectx);
-	ibvd_eng_db_destroy(&ectx->db);
-	free(ectx);
-	ctx->engine = NULL;
+	epoll_ctl(eng->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 void ibvd_engine_qp_kick(struct ibvd_qp *qp)

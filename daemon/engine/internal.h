@@ -36,6 +36,8 @@ struct ibvd_engine;
 #define ENG_SPIN_NS		(100u * 1000u)
 /* The same when the CPUs have no idle time to spare (engine.c). */
 #define ENG_SPIN_CONTENDED_NS	(5u * 1000u)
+/* The scheduler slice engine threads ask for (engine.c). */
+#define ENG_SLICE_NS		(100u * 1000u)
 /* How often that is judged, from /proc/stat. */
 #define ENG_LOAD_WINDOW_NS	(50ull * 1000 * 1000)
 /* WQEs and bytes one QP may execute per pass before the next QP's turn. */
@@ -102,7 +104,6 @@ struct eng_req {
 	struct eng_sgl local;		/* gather (SEND/WRITE) or scatter (READ/atomic) */
 	uint64_t length;		/* message length */
 	bool signaled;			/* a success completion is wanted */
-	const uint8_t *inline_buf;	/* thread scratch holding inline data */
 };
 
 /* A receive WQE, copied out of its RQ or SRQ and checked. */
@@ -115,8 +116,8 @@ struct eng_recv {
 /*
  * Copy the send WQE at ring slot index `counter` of qp's SQ into req and
  * validate it against qp (type, caps, keys).  Returns IBV_WC_SUCCESS or the
- * status its completion must carry; req->w is valid (for wr_id and opcode)
- * whenever the header could be copied, which is always.
+ * status its completion must carry; req->w always holds the header (for
+ * wr_id and opcode; zeroes if the queue's stride could not hold one).
  */
 enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
 				      struct ibvd_qp *qp, uint32_t counter,
@@ -361,7 +362,27 @@ uint64_t ibvd_eng_timer_next(const struct eng_timers *t);
 bool ibvd_eng_timer_pop(struct eng_timers *t, uint64_t now, struct eng_timer *out);
 void ibvd_eng_timer_free(struct eng_timers *t);
 
-/* ---- engine.c: threads ----------------------------------------------------- */
+/* ---- load.c: may an idle thread spin? --------------------------------------- */
+
+struct eng_load {
+	int stat_fd;			/* /proc/stat, or -1 */
+	int loadavg_fd;			/* /proc/loadavg, or -1 */
+	unsigned long ncpus;
+	bool busy;			/* no idle CPU time in the last window */
+	uint64_t checked;		/* when `busy` was judged */
+	unsigned long long total, idle;	/* /proc/stat then */
+};
+
+void ibvd_eng_load_init(struct eng_load *l);
+void ibvd_eng_load_fini(struct eng_load *l);
+
+/*
+ * Would spinning now keep another runnable thread off a CPU?  now is
+ * CLOCK_MONOTONIC ns; cheap enough to ask once per idle period.
+ */
+bool ibvd_eng_crowded(struct eng_load *l, uint64_t now);
+
+/* ---- engine.c, attach.c: threads and the contexts they serve ---------------- */
 
 /* An RC connection into a dying context: (survivor, dead) QP numbers. */
 struct eng_orphan {
@@ -385,10 +406,7 @@ struct ibvd_engine {
 	unsigned int index;
 	int epfd;
 	int wake_fd;			/* eventfd: stop, control-path kicks */
-	int stat_fd;			/* /proc/stat, or -1 */
-	bool saturated;			/* no idle CPU in the last window */
-	uint64_t load_checked;		/* when that was judged */
-	unsigned long long stat_total, stat_idle;	/* at that time */
+	struct eng_load load;		/* is spinning idle fair? */
 	bool stop;			/* atomic */
 	bool armed;			/* pages say "sleeping" (objects lock) */
 
@@ -404,10 +422,17 @@ struct ibvd_engine {
 	uint64_t now;			/* CLOCK_MONOTONIC ns at the pass start */
 
 	/* statistics, this thread's only */
-	uint64_t passes, wqes, sleeps;
+	uint64_t passes, wqes, sleeps, crowded;
 };
 
 uint64_t ibvd_eng_now(void);
+
+/* The next thread for a new context (round-robin), or NULL if none runs. */
+struct ibvd_engine *ibvd_eng_pick(void);
+
+/* Add or remove a kick eventfd in eng's epoll set: 0 or a negative errno. */
+int ibvd_eng_watch(struct ibvd_engine *eng, int fd);
+void ibvd_eng_unwatch(struct ibvd_engine *eng, int fd);
 
 /* Make sure the scratch WQE buffer holds len bytes: 0 or -ENOMEM. */
 int ibvd_eng_scratch(struct ibvd_engine *eng, size_t len);

@@ -2,8 +2,10 @@
 daemon_ibverbsd_SOURCES += \
 	daemon/engine/engine.h daemon/engine/internal.h \
 	daemon/engine/engine.c \
+	daemon/engine/attach.c \
 	daemon/engine/doorbell.c \
 	daemon/engine/timer.c \
+	daemon/engine/load.c \
 	daemon/engine/memory.c \
 	daemon/engine/wqe.c \
 	daemon/engine/completion.c \

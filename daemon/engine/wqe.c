@@ -111,7 +111,6 @@ static enum ibv_wc_status take_inline(struct ibvd_engine *eng,
 	if (ibvd_eng_scratch(eng, len) < 0)
 		return IBV_WC_GENERAL_ERR;
 	memcpy(eng->wqe_buf, slot + IBVD_SEND_WQE_HDR, len);
-	req->inline_buf = eng->wqe_buf;
 	req->local.n = 0;
 	req->local.total = 0;
 	if (len)
@@ -143,7 +142,6 @@ enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
 	req->local.n = 0;
 	req->local.total = 0;
 	req->length = 0;
-	req->inline_buf = NULL;
 	/* The queue's private geometry always has room for a header. */
 	if (qp->sq.stride < IBVD_SEND_WQE_HDR) {
 		memset(&req->w, 0, sizeof(req->w));

@@ -73,7 +73,7 @@ log "daemon baseline: $fds0 fds, VmRSS $rss0 kB${res0:+, resources $res0}"
 
 # one_kill VICTIM ARGS...: VICTIM is server or client.
 one_kill() {
-	local victim=$1 s c spid cpid vpid survivor sfile t0 t1 rc p serr
+	local victim=$1 s c spid cpid vpid survivor sfile t0 t1 rc p serr n
 	shift
 	port=$(free_port)
 	s=$O/$victim$*.server
@@ -147,16 +147,19 @@ one_kill() {
 	daemon_alive "after the kill"
 
 	check "the daemon freed what both clients owned"
-	for _ in $(seq $((50 * TMUL))); do
-		[ "$(nfds)" -le "$fds0" ] && [ "$(resources)" = "$res0" ] && break
+	t0=$(date +%s%N)
+	for _ in $(seq $((100 * TMUL))); do
+		n=$(nfds)
+		[ "$n" -le "$fds0" ] && [ "$(resources)" = "$res0" ] && break
 		sleep 0.1
 	done
-	[ "$(nfds)" -le "$fds0" ] ||
-		{ ls -l "/proc/$DAEMON_PID/fd"; fail "daemon holds $(nfds) fds, $fds0 before"; }
+	t1=$(date +%s%N)
+	[ "$n" -le "$fds0" ] ||
+		{ ls -l "/proc/$DAEMON_PID/fd"; fail "daemon held $n fds $(((t1 - t0) / 1000000)) ms after both clients ended, $fds0 before"; }
 	[ "$(resources)" = "$res0" ] || fail "daemon resources: $(resources), before: $res0"
 	rss=$(rss_kb)
 	[ "$rss" -le $((rss0 + 16 * 1024)) ] || fail "daemon VmRSS $rss kB, $rss0 kB before"
-	ok "$(nfds) fds, VmRSS $rss kB${res0:+, resources as before}"
+	ok "$(nfds) fds after $(((t1 - t0) / 1000000)) ms, VmRSS $rss kB${res0:+, resources as before}"
 	[ -z "$serr" ] || fail "$serr"
 }
 

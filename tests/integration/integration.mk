@@ -40,18 +40,6 @@ tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh \
 	tests/integration/notify-listen.py tests/integration/install-check.sh
 
-# Data-path system tests (issue 3): Debian's pingpongs between two users,
-# the syscall-free fast path, thread safety, a hostile client and client
-# death.  The C programs are ordinary verbs applications like
-# verbs-api-helper, with the vt helpers.
-INTEGRATION_TESTS += \
-	tests/integration/pingpong.sh
-INTEGRATION_TESTS += tests/integration/nosyscall.sh
-check_PROGRAMS += tests/integration/nosyscall-helper
-tests_integration_nosyscall_helper_SOURCES = tests/integration/nosyscall.c \
-	tests/integration/vt.c tests/integration/vt.h
-tests_integration_nosyscall_helper_LDADD = -libverbs -lpthread
-
 # The verbs data path (issue 3): Check programs and two-process helpers on
 # the vt library (vt.c, vt.h), built and run like verbs-api-helper.
 INTEGRATION_TESTS += \
@@ -68,14 +56,29 @@ check_PROGRAMS += tests/integration/peers-helper
 tests_integration_peers_helper_SOURCES = tests/integration/peers.c \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_peers_helper_LDADD = -libverbs
-INTEGRATION_TESTS += tests/integration/stress.sh
+
+# Data-path system tests (issue 3): Debian's pingpongs between two users,
+# the syscall-free fast path, thread safety, a hostile client and client
+# death.  The helpers are ordinary verbs applications like
+# verbs-api-helper, on the vt library.
+INTEGRATION_TESTS += \
+	tests/integration/pingpong.sh \
+	tests/integration/nosyscall.sh \
+	tests/integration/stress.sh \
+	tests/integration/hostile.sh \
+	tests/integration/client-death.sh
+
+check_PROGRAMS += tests/integration/nosyscall-helper
+tests_integration_nosyscall_helper_SOURCES = tests/integration/nosyscall.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_nosyscall_helper_LDADD = -libverbs -lpthread
+
 check_PROGRAMS += tests/integration/stress-helper
 tests_integration_stress_helper_SOURCES = tests/integration/stress.c \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_stress_helper_LDADD = -libverbs -lpthread
-INTEGRATION_TESTS += tests/integration/hostile.sh
+
 check_PROGRAMS += tests/integration/hostile-helper
 tests_integration_hostile_helper_SOURCES = tests/integration/hostile.c \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_hostile_helper_LDADD = -libverbs
-INTEGRATION_TESTS += tests/integration/client-death.sh

@@ -34,12 +34,12 @@
 #include "config.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +68,6 @@ static struct {
 	/* worker -> supervisor */
 	int listener;			/* the seccomp listener fd, once set */
 	int window;			/* W_* */
-	int done;			/* the worker has finished */
 	/* supervisor's counts, per window kind */
 	unsigned long count[3];
 	unsigned long kicks;		/* 8-byte writes to an eventfd, W_MEASURE */
@@ -449,8 +448,7 @@ static void *worker(void *arg)
 	printf("calibration: 3 getppid() in a window counted as %lu\n", S.count[W_CALIB]);
 
 	for (round = 1; round <= ROUNDS; round++) {
-		unsigned long before = W.posts_send + W.posts_recv;
-		unsigned long polls = W.polls, arms = W.arms, i;
+		unsigned long before, polls, arms, i;
 		uint64_t t0, t1;
 
 		burst(200);	/* the engine is awake now */
@@ -500,7 +498,6 @@ static void *worker(void *arg)
 	result = 0;
 out:
 	fflush(stdout);
-	__atomic_store_n(&S.done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 

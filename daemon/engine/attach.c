@@ -1,0 +1,182 @@
+/*
+ * Contexts on engine threads: OPEN_DEVICE attaches a context (its page,
+ * its kick eventfd) to a thread, round-robin; teardown detaches it before
+ * its objects die, then breaks the RC connections other contexts had into
+ * it, then frees the page.
+ *
+ * Every change to a thread's context set happens under ibvd_objects_lock
+ * held for writing, so a pass (which holds it for reading) never sees a
+ * context come or go.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "barrier.h"
+#include "context.h"
+#include "engine.h"
+#include "internal.h"
+
+/* Make room for one more context (objects lock held for writing). */
+static int grow(struct ibvd_engine *eng)
+{
+	unsigned int cap = eng->cap ? 2 * eng->cap : 16;
+	struct eng_doorbell **dbs;
+	struct ibvd_ectx **ectxs;
+
+	if (eng->nctx < eng->cap)
+		return 0;
+	dbs = realloc(eng->dbs, cap * sizeof(*dbs));
+	if (!dbs)
+		return -ENOMEM;
+	eng->dbs = dbs;
+	ectxs = realloc(eng->ectxs, cap * sizeof(*ectxs));
+	if (!ectxs)
+		return -ENOMEM;
+	eng->ectxs = ectxs;
+	eng->cap = cap;
+	return 0;
+}
+
+static int attach(struct ibvd_ectx *ectx, struct ibvd_engine *eng)
+{
+	int ret;
+
+	ret = ibvd_eng_watch(eng, ectx->db.kick_fd);
+	if (ret < 0)
+		return ret;
+	ibvd_objects_write_lock();
+	ret = grow(eng);
+	if (ret == 0) {
+		ectx->slot = eng->nctx++;
+		eng->dbs[ectx->slot] = &ectx->db;
+		eng->ectxs[ectx->slot] = ectx;
+		ectx->eng = eng;
+		/* If the thread sleeps, the client must kick it from the start. */
+		ibvd_write_once(&ectx->db.engine_page->sleeping, eng->armed);
+	}
+	ibvd_objects_write_unlock();
+	if (ret < 0)
+		ibvd_eng_unwatch(eng, ectx->db.kick_fd);
+	return ret;
+}
+
+int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd)
+{
+	struct ibvd_engine *eng = ibvd_eng_pick();
+	struct ibvd_ectx *ectx;
+	int ret;
+
+	if (!eng)
+		return -ENODEV;
+	ectx = calloc(1, sizeof(*ectx));
+	if (!ectx)
+		return -ENOMEM;
+	ectx->ctx = ctx;
+	ret = ibvd_eng_db_create(&ectx->db, page_fd);
+	if (ret < 0)
+		goto fail;
+	ret = attach(ectx, eng);
+	if (ret < 0) {
+		close(*page_fd);
+		ibvd_eng_db_destroy(&ectx->db);
+		goto fail;
+	}
+	ctx->engine = ectx;
+	*kick_fd = ectx->db.kick_fd;
+	return 0;
+fail:
+	free(ectx);
+	return ret;
+}
+
+/*
+ * Remember the RC peers (in other contexts) of ctx's QPs, so that they can
+ * be told after the QPs are gone (ibvd_engine_ctx_free).
+ */
+static int note_orphan(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
+		       void *arg)
+{
+	struct ibvd_ectx *ectx = arg;
+	struct ibvd_qp *qp = obj, *peer;
+	struct eng_orphan *o;
+
+	if (qp->qp_type != IBV_QPT_RC)
+		return 0;
+	peer = ibvd_eng_route(qp, qp->attr.dest_qp_num, &qp->attr.av);
+	if (!peer || peer->ctx == qp->ctx || peer->qp_type != IBV_QPT_RC ||
+	    peer->attr.dest_qp_num != qp->qp_num)
+		return 0;
+	o = realloc(ectx->orphans, (ectx->norphans + 1) * sizeof(*o));
+	if (!o)
+		return 0;	/* that peer will learn on its next send */
+	ectx->orphans = o;
+	o[ectx->norphans].survivor = peer->qp_num;
+	o[ectx->norphans].dead = qp->qp_num;
+	ectx->norphans++;
+	return 0;
+}
+
+/*
+ * The dead QPs are destroyed: break the connections of their peers, which
+ * would otherwise wait forever for messages that cannot come (an RC peer
+ * with a send outstanding would time out; one only waiting to receive
+ * would not).
+ */
+static void break_orphans(struct ibvd_ectx *ectx)
+{
+	unsigned int i;
+
+	ibvd_objects_write_lock();
+	for (i = 0; i < ectx->norphans; i++) {
+		struct ibvd_qp *s = ibvd_qp_by_num(ectx->orphans[i].survivor);
+
+		if (!s || s->qp_type != IBV_QPT_RC ||
+		    s->attr.dest_qp_num != ectx->orphans[i].dead ||
+		    ibvd_qp_by_num(ectx->orphans[i].dead))
+			continue;
+		s->peer_gone = true;
+		ibvd_eng_qp_ring(s);
+	}
+	ibvd_objects_write_unlock();
+	free(ectx->orphans);
+	ectx->orphans = NULL;
+	ectx->norphans = 0;
+}
+
+void ibvd_engine_ctx_detach(struct ibvd_context *ctx)
+{
+	struct ibvd_ectx *ectx = ctx->engine;
+	struct ibvd_engine *eng;
+
+	if (!ectx || !ectx->eng)
+		return;
+	eng = ectx->eng;
+	ibvd_objects_write_lock();
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, note_orphan, ectx);
+	/* Move the last context into the freed slot. */
+	eng->nctx--;
+	if (ectx->slot != eng->nctx) {
+		eng->dbs[ectx->slot] = eng->dbs[eng->nctx];
+		eng->ectxs[ectx->slot] = eng->ectxs[eng->nctx];
+		eng->ectxs[ectx->slot]->slot = ectx->slot;
+	}
+	ectx->eng = NULL;
+	ibvd_objects_write_unlock();
+	ibvd_eng_unwatch(eng, ectx->db.kick_fd);
+}
+
+void ibvd_engine_ctx_free(struct ibvd_context *ctx)
+{
+	struct ibvd_ectx *ectx = ctx->engine;
+
+	if (!ectx)
+		return;
+	ibvd_engine_ctx_detach(ctx);
+	break_orphans(ectx);
+	ibvd_eng_db_destroy(&ectx->db);
+	free(ectx);
+	ctx->engine = NULL;
+}
