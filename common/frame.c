@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -202,6 +204,20 @@ int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 	err.message = (char *)(message ? message : "");
 	return ibvd_frame_send(sock, IBVD_MSG_ERROR, req_id, &err.base,
 			       NULL, 0, extra_flags);
+}
+
+int ibvd_wait_readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int flags = fcntl(fd, F_GETFL);
+	int n;
+
+	if (flags < 0)
+		return -errno;
+	n = poll(&pfd, 1, (flags & O_NONBLOCK) ? 0 : -1);
+	if (n < 0)
+		return -errno;
+	return n == 0 ? -EAGAIN : 0;
 }
 
 const char *ibvd_msg_type_name(uint16_t type)

@@ -159,6 +159,20 @@ void ibvd_frame_set_close_hook(void (*hook)(int fd));
 int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 			  const char *message, int extra_flags);
 
+/*
+ * CmEvent.event values beyond enum rdma_cm_event_type that only the
+ * library sees: the passive side's reply to a connect (proto/CM.md step 4).
+ */
+#define IBVD_CM_EVENT_CONNECT_REPLY	0x100
+
+/*
+ * Wait until fd has something to read.  poll() rather than a blocking recv,
+ * so that a signal always interrupts the wait (-EINTR, even under
+ * SA_RESTART, as qperf expects of ibv_get_cq_event) and an fd the app made
+ * non-blocking yields -EAGAIN at once when nothing is pending.
+ */
+int ibvd_wait_readable(int fd);
+
 /* Human-readable name of a message type, for logs ("LIST_DEVICES"). */
 const char *ibvd_msg_type_name(uint16_t type);
 

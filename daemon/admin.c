@@ -1,5 +1,5 @@
 /*
- * ibvctl commands: dev, link, daemon.
+ * ibvctl commands: dev, link, resource, daemon.
  */
 #include <config.h>
 
@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "cm.h"
 #include "device.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
@@ -181,6 +182,48 @@ static int link_show(struct ibvd_call *call, const struct admin_args *args,
 	return each_device(call, name, slash + 1, link_ports, out);
 }
 
+/* ---- resource --------------------------------------------------------- */
+
+/* "resource show KIND [FILTERS]": KIND by any unambiguous prefix. */
+static const struct {
+	const char *kind;
+	int (*fn)(struct ibvd_call *call, size_t argc, char **argv,
+		  json_t *out);		/* NULL: not implemented yet */
+} resource_kinds[] = {
+	{ "qp", NULL }, { "cq", NULL }, { "mr", NULL }, { "pd", NULL },
+	{ "cm_id", ibvd_cm_admin_show }, { "ctx", NULL }, { "srq", NULL },
+};
+
+static int resource_show(struct ibvd_call *call, const struct admin_args *args,
+			 json_t *out)
+{
+	size_t i, len, found = ARRAY_SIZE(resource_kinds), matches = 0;
+
+	if (!args->argc)
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "the resource summary is not implemented yet");
+	len = strlen(args->argv[0]);
+	for (i = 0; i < ARRAY_SIZE(resource_kinds) && len; i++) {
+		if (strncmp(args->argv[0], resource_kinds[i].kind, len))
+			continue;
+		found = i;
+		matches++;
+		if (resource_kinds[i].kind[len] == '\0') {
+			matches = 1;	/* an exact name is never ambiguous */
+			break;
+		}
+	}
+	if (matches != 1)
+		return ibvd_call_error(call, -EINVAL, "%s resource " ARG_FMT,
+				       matches ? "ambiguous" : "unknown",
+				       args->argv[0]);
+	if (!resource_kinds[found].fn)
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "resource show %s is not implemented yet",
+				       resource_kinds[found].kind);
+	return resource_kinds[found].fn(call, args->argc - 1, args->argv + 1, out);
+}
+
 /* ---- daemon ----------------------------------------------------------- */
 
 static int daemon_status(struct ibvd_call *call, const struct admin_args *args,
@@ -224,6 +267,8 @@ static int daemon_reload(struct ibvd_call *call, const struct admin_args *args,
 static const struct admin_cmd admin_cmds[] = {
 	{ "dev",	"show",		1, 0, dev_show },
 	{ "link",	"show",		1, 0, link_show },
+	/* KIND, then up to 8 filters and a link or dev */
+	{ "resource",	"show",		19, 0, resource_show },
 	{ "daemon",	"status",	0, 0, daemon_status },
 	{ "daemon",	"version",	0, 0, daemon_version },
 	{ "daemon",	"reload",	0, 1, daemon_reload },

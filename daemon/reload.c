@@ -16,6 +16,7 @@
 #include <infiniband/verbs.h>
 
 #include "async.h"
+#include "cm.h"
 #include "context.h"
 #include "device.h"
 #include "log.h"
@@ -59,6 +60,8 @@ static void drop_removed_devices(struct ibvd_device_list *removed)
 		log_notice("device %s removed; closing its %u context%s",
 			   dev->name, dev->ncontexts, dev->ncontexts == 1 ? "" : "s");
 		ibvd_async_device_event(dev, IBV_EVENT_DEVICE_FATAL);
+		/* CM ids are not contexts: they learn it and stay, deviceless. */
+		ibvd_cm_device_removed(dev);
 		/* Closing a session frees its context, which unlinks it. */
 		while ((ctx = TAILQ_FIRST(&dev->contexts)))
 			ibvd_session_close(ctx->session);

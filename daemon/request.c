@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "cm.h"
 #include "context.h"
 #include "device.h"
 #include "ibverbsd.pb-c.h"
@@ -22,8 +23,8 @@
 
 /*
  * Who may send what.  A fresh connection may list devices, open one (and
- * become its context) or start administering; queries and verbs objects
- * need a context.
+ * become its context), open a CM session or start administering; queries
+ * and verbs objects need a context, CM requests a CM session.
  * Keep the table short and flat: a row is all the dispatcher needs.
  */
 static const struct ibvd_request_type request_types[] = {
@@ -91,6 +92,48 @@ static const struct ibvd_request_type request_types[] = {
 	{ IBVD_MSG_DETACH_MCAST, "DETACH_MCAST", &ibvd__mcast__descriptor, 0,
 	  CTX, ibvd_req_detach_mcast },
 #undef CTX
+
+	/* the connection manager (cm.h): CM_OPEN makes a CM session */
+	{ IBVD_MSG_CM_OPEN, "CM_OPEN", NULL, 0,
+	  IBVD_SESSION_FRESH, ibvd_req_cm_open },
+#define CM IBVD_SESSION_CM
+	{ IBVD_MSG_CM_CREATE_ID, "CM_CREATE_ID", &ibvd__cm_create_id__descriptor,
+	  0, CM, ibvd_req_cm_create_id },
+	{ IBVD_MSG_CM_DESTROY_ID, "CM_DESTROY_ID", &ibvd__cm_id__descriptor, 0,
+	  CM, ibvd_req_cm_destroy_id },
+	{ IBVD_MSG_CM_BIND_ADDR, "CM_BIND_ADDR", &ibvd__cm_addr__descriptor, 0,
+	  CM, ibvd_req_cm_bind_addr },
+	{ IBVD_MSG_CM_RESOLVE_ADDR, "CM_RESOLVE_ADDR", &ibvd__cm_addr__descriptor,
+	  0, CM, ibvd_req_cm_resolve_addr },
+	{ IBVD_MSG_CM_RESOLVE_ROUTE, "CM_RESOLVE_ROUTE",
+	  &ibvd__cm_addr__descriptor, 0, CM, ibvd_req_cm_resolve_route },
+	{ IBVD_MSG_CM_LISTEN, "CM_LISTEN", &ibvd__cm_listen__descriptor, 0,
+	  CM, ibvd_req_cm_listen },
+	{ IBVD_MSG_CM_CONNECT, "CM_CONNECT", &ibvd__cm_connect__descriptor, 0,
+	  CM, ibvd_req_cm_connect },
+	{ IBVD_MSG_CM_ACCEPT, "CM_ACCEPT", &ibvd__cm_connect__descriptor, 0,
+	  CM, ibvd_req_cm_accept },
+	{ IBVD_MSG_CM_REJECT, "CM_REJECT", &ibvd__cm_reject__descriptor, 0,
+	  CM, ibvd_req_cm_reject },
+	{ IBVD_MSG_CM_ESTABLISH, "CM_ESTABLISH", &ibvd__cm_id__descriptor, 0,
+	  CM, ibvd_req_cm_establish },
+	{ IBVD_MSG_CM_DISCONNECT, "CM_DISCONNECT", &ibvd__cm_id__descriptor, 0,
+	  CM, ibvd_req_cm_disconnect },
+	{ IBVD_MSG_CM_INIT_QP_ATTR, "CM_INIT_QP_ATTR",
+	  &ibvd__cm_init_qp_attr__descriptor, 0, CM, ibvd_req_cm_init_qp_attr },
+	{ IBVD_MSG_CM_QUERY, "CM_QUERY", &ibvd__cm_id__descriptor, 0,
+	  CM, ibvd_req_cm_query },
+	{ IBVD_MSG_CM_SET_OPTION, "CM_SET_OPTION", &ibvd__cm_set_option__descriptor,
+	  0, CM, ibvd_req_cm_set_option },
+	{ IBVD_MSG_CM_MIGRATE_ID, "CM_MIGRATE_ID", &ibvd__cm_migrate__descriptor,
+	  0, CM, ibvd_req_cm_migrate_id },
+	{ IBVD_MSG_CM_JOIN_MCAST, "CM_JOIN_MCAST", &ibvd__cm_mcast__descriptor, 0,
+	  CM, ibvd_req_cm_join_mcast },
+	{ IBVD_MSG_CM_LEAVE_MCAST, "CM_LEAVE_MCAST", &ibvd__cm_mcast__descriptor,
+	  0, CM, ibvd_req_cm_leave_mcast },
+	{ IBVD_MSG_CM_NOTIFY, "CM_NOTIFY", &ibvd__cm_notify__descriptor, 0,
+	  CM, ibvd_req_cm_notify },
+#undef CM
 };
 
 /* Protocol violations are the client's bug; log them, but not endlessly. */
@@ -156,6 +199,7 @@ static const char *state_name(enum ibvd_session_state state)
 	case IBVD_SESSION_FRESH:	return "fresh";
 	case IBVD_SESSION_CONTEXT:	return "device-context";
 	case IBVD_SESSION_ADMIN:	return "admin";
+	case IBVD_SESSION_CM:		return "CM";
 	}
 	return "unknown";
 }

@@ -14,6 +14,7 @@
 
 #include <event2/event.h>
 
+#include "cm.h"
 #include "context.h"
 #include "frame.h"
 #include "log.h"
@@ -278,6 +279,12 @@ static void session_destroy(struct ibvd_session *s)
 
 	if (s->ctx)
 		ibvd_context_free(s->ctx);
+	/*
+	 * CM ids go here, not in ibvd_session_close(): a handler of this
+	 * session may still hold one, and the session's own events stop as
+	 * soon as it is closing.
+	 */
+	ibvd_cm_session_free(s);
 	event_free(s->read_ev);
 	event_free(s->idle_ev);
 	ibvd_close_client_socket(s->fd);
@@ -370,13 +377,14 @@ static void session_lost(struct ibvd_session *s, int ret,
  * A fresh or admin connection holds nothing worth keeping: it is dropped
  * once silent for the idle timeout (counted from its last frame), so that
  * idle connections cannot pile up to the connection caps.  A device
- * context is the client's to keep.
+ * context or a CM session (a server waiting for connections) is the
+ * client's to keep.
  */
 static void session_arm_idle(struct ibvd_session *s)
 {
 	struct timeval idle = { .tv_sec = ibvd_session_idle_timeout() };
 
-	if (s->state == IBVD_SESSION_CONTEXT)
+	if (s->state == IBVD_SESSION_CONTEXT || s->state == IBVD_SESSION_CM)
 		evtimer_del(s->idle_ev);
 	else
 		evtimer_add(s->idle_ev, &idle);

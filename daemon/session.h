@@ -3,8 +3,9 @@
  *
  * A connection starts FRESH.  OPEN_DEVICE turns it into a device context
  * (it then owns every object made through it, until it closes); ADMIN
- * turns it into an ibvctl session.  Peer credentials are read once, at
- * accept.  Closing a session destroys everything it owned.
+ * turns it into an ibvctl session; CM_OPEN into a CM session (an
+ * rdma_event_channel: its CM ids die with it).  Peer credentials are read
+ * once, at accept.  Closing a session destroys everything it owned.
  *
  * fds a client passes us are never closed on the control thread: closing
  * the last reference to a file can block (a TCP socket lingering on unsent
@@ -25,9 +26,10 @@ enum ibvd_session_state {
 	IBVD_SESSION_FRESH	= 1 << 0,
 	IBVD_SESSION_CONTEXT	= 1 << 1,	/* has opened a device */
 	IBVD_SESSION_ADMIN	= 1 << 2,	/* has sent an ADMIN request */
+	IBVD_SESSION_CM		= 1 << 3,	/* has sent CM_OPEN (cm.h) */
 };
 #define IBVD_SESSION_ANY	(IBVD_SESSION_FRESH | IBVD_SESSION_CONTEXT | \
-				 IBVD_SESSION_ADMIN)
+				 IBVD_SESSION_ADMIN | IBVD_SESSION_CM)
 /*
  * Closed from inside its own callback, destroyed when that returns: no
  * request is allowed any more.  Not an enumerator, as no request row or
@@ -56,8 +58,9 @@ struct ibvd_session {
 	char comm[17];			/* /proc/PID/comm at accept, sanitized */
 	enum ibvd_session_state state;
 	struct ibvd_context *ctx;	/* when state is CONTEXT */
+	struct ibvd_cm *cm;		/* when state is CM */
 	struct event *read_ev;
-	struct event *idle_ev;		/* armed unless state is CONTEXT */
+	struct event *idle_ev;		/* armed unless state is CONTEXT or CM */
 	int in_callback;		/* closing must wait until we return */
 	int closing;
 	int paused;			/* its fds wait for the closer: not read */

@@ -30,7 +30,11 @@ struct ibvd_context;
  * max_* attributes (query.c), applied per context; these are the rest.
  */
 #define IBVD_CTX_MAX_RING_BYTES	(256ull << 20)	/* all its queue memfds */
-#define IBVD_CTX_MAX_CHANNELS	256		/* each holds a daemon fd */
+/*
+ * Each channel holds a daemon fd; librdmacm makes two per QP it creates
+ * CQs for (cmtime opens hundreds of connections in one context).
+ */
+#define IBVD_CTX_MAX_CHANNELS	4096
 #define IBVD_CTX_MAX_MCAST	1024		/* multicast attachments */
 #define IBVD_MAX_INLINE		1024		/* max_inline_data of a QP */
 

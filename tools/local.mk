@@ -33,3 +33,10 @@ tools/ibverbsd-run: $(srcdir)/tools/ibverbsd-run.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) tools && rm -f $@ $@.tmp && \
 	$(tools_edit) $(srcdir)/tools/ibverbsd-run.in >$@.tmp && \
 	chmod +x $@.tmp && chmod a-w $@.tmp && mv -f $@.tmp $@
+
+# Our rping (issue 4): the RDMA CM ping-pong, interoperable with Debian's
+# rping; ibverbsd-run finds it first on PATH.
+ibverbsdtool_PROGRAMS += tools/rping
+tools_rping_SOURCES = tools/rping.c
+tools_rping_CFLAGS = $(AM_CFLAGS) -pthread
+tools_rping_LDADD = client/librdmacm.la client/libibverbs.la -lpthread

@@ -11,40 +11,6 @@
 
 #include "ibvd_verbs.h"
 
-void ibvd_ah_attr_to_msg(const struct ibv_ah_attr *a, Ibvd__AhAttr *m)
-{
-	m->dgid.data = (uint8_t *)a->grh.dgid.raw;
-	m->dgid.len = a->is_global ? sizeof(a->grh.dgid.raw) : 0;
-	m->flow_label = a->grh.flow_label;
-	m->sgid_index = a->grh.sgid_index;
-	m->hop_limit = a->grh.hop_limit;
-	m->traffic_class = a->grh.traffic_class;
-	m->dlid = a->dlid;
-	m->sl = a->sl;
-	m->src_path_bits = a->src_path_bits;
-	m->static_rate = a->static_rate;
-	m->is_global = a->is_global;
-	m->port_num = a->port_num;
-}
-
-void ibvd_ah_attr_from_msg(const Ibvd__AhAttr *m, struct ibv_ah_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	if (!m)
-		return;
-	if (m->dgid.len == sizeof(a->grh.dgid.raw))
-		memcpy(a->grh.dgid.raw, m->dgid.data, sizeof(a->grh.dgid.raw));
-	a->grh.flow_label = m->flow_label;
-	a->grh.sgid_index = (uint8_t)m->sgid_index;
-	a->grh.hop_limit = (uint8_t)m->hop_limit;
-	a->grh.traffic_class = (uint8_t)m->traffic_class;
-	a->dlid = (uint16_t)m->dlid;
-	a->sl = (uint8_t)m->sl;
-	a->src_path_bits = (uint8_t)m->src_path_bits;
-	a->static_rate = (uint8_t)m->static_rate;
-	a->is_global = m->is_global;
-	a->port_num = (uint8_t)m->port_num;
-}
 
 static void av_from_attr(struct ibvd_av *av, const struct ibv_ah_attr *a)
 {

@@ -57,25 +57,6 @@ static enum event_element element_of(enum ibv_event_type type)
 	}
 }
 
-/*
- * Wait for a frame.  poll() rather than a blocking recv: a signal then
- * always interrupts the wait (EINTR, even under SA_RESTART), and an fd the
- * app made non-blocking yields EAGAIN when nothing is pending.
- */
-static int wait_readable(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	int flags = fcntl(fd, F_GETFL);
-	int n;
-
-	if (flags < 0)
-		return -errno;
-	n = poll(&pfd, 1, (flags & O_NONBLOCK) ? 0 : -1);
-	if (n < 0)
-		return -errno;
-	return n == 0 ? -EAGAIN : 0;
-}
-
 /* Returns true for the first fatal event of ictx, false afterwards. */
 static bool claim_fatal(struct ibvd_context *ictx)
 {
@@ -220,7 +201,7 @@ static int get_event(struct ibvd_context *ictx, struct ibv_async_event *event)
 	if (!buf)
 		return -ENOMEM;
 	for (;;) {
-		ret = wait_readable(ictx->vctx.context.async_fd);
+		ret = ibvd_wait_readable(ictx->vctx.context.async_fd);
 		if (ret < 0)
 			break;	/* EINTR, or EAGAIN when non-blocking */
 		ret = read_event(ictx, buf, event);

@@ -117,26 +117,6 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 /* ---- events -------------------------------------------------------------- */
 
 /*
- * Wait until the channel is readable.  poll() rather than a blocking recv:
- * a signal then always interrupts the wait (EINTR, even under SA_RESTART,
- * as qperf's SIGALRM expects), and a channel the app made non-blocking
- * yields EAGAIN at once.
- */
-static int wait_readable(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	int flags = fcntl(fd, F_GETFL);
-	int n;
-
-	if (flags < 0)
-		return -errno;
-	n = poll(&pfd, 1, (flags & O_NONBLOCK) ? 0 : -1);
-	if (n < 0)
-		return -errno;
-	return n == 0 ? -EAGAIN : 0;
-}
-
-/*
  * Take one frame without blocking.  Returns 1 with *handle set, 0 for a
  * frame to skip, -EAGAIN when another thread took the frame we were woken
  * for, -EIO when the daemon is gone.
@@ -203,7 +183,7 @@ static int get_cq_event(struct ibvd_comp_channel *ch, struct ibvd_cq **ret_cq)
 	int ret;
 
 	for (;;) {
-		ret = wait_readable(ch->channel.fd);
+		ret = ibvd_wait_readable(ch->channel.fd);
 		if (ret < 0)
 			return ret;	/* EINTR, or EAGAIN when non-blocking */
 		ret = recv_comp_event(ch, &handle);

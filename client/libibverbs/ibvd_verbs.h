@@ -18,6 +18,7 @@
 #include <infiniband/verbs.h>
 
 #include "conn.h"
+#include "verbs_msg.h"
 #include "ibverbsd.pb-c.h"
 #include "ring.h"
 #include "util.h"
@@ -282,8 +283,6 @@ int ibvd_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 			const union ibv_gid *gid);
 
 /* ah.c: address attributes on the wire (AhAttr's dgid points into a) */
-void ibvd_ah_attr_to_msg(const struct ibv_ah_attr *a, Ibvd__AhAttr *m);
-void ibvd_ah_attr_from_msg(const Ibvd__AhAttr *m, struct ibv_ah_attr *a);
 
 /* ---- the data path (post.c, poll.c) ------------------------------------- */
 

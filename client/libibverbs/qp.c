@@ -24,18 +24,6 @@ static void cap_to_msg(const struct ibv_qp_cap *cap, Ibvd__QpCap *m)
 	m->max_inline_data = cap->max_inline_data;
 }
 
-static void cap_from_msg(const Ibvd__QpCap *m, struct ibv_qp_cap *cap)
-{
-	memset(cap, 0, sizeof(*cap));
-	if (!m)
-		return;
-	cap->max_send_wr = m->max_send_wr;
-	cap->max_recv_wr = m->max_recv_wr;
-	cap->max_send_sge = m->max_send_sge;
-	cap->max_recv_sge = m->max_recv_sge;
-	cap->max_inline_data = m->max_inline_data;
-}
-
 /* Does the daemon's geometry hold what the reported caps promise? */
 static bool sq_fits(const Ibvd__CreateQpReply *r, const struct ibv_qp_cap *cap)
 {
@@ -157,7 +145,7 @@ static int create_on_daemon(struct ibvd_qp *qp,
 	qp->qp.handle = reply->handle;
 	qp->qp.qp_num = reply->qp_num;
 	qp->doorbell = reply->doorbell;
-	cap_from_msg(reply->cap, &qp->cap);
+	ibvd_qp_cap_from_msg(reply->cap, &qp->cap);
 	ret = nfds == 1 && reply->cap ? map_qp_rings(qp, reply, fd) : -EPROTO;
 	if (nfds == 1)
 		close(fd);	/* the mapping keeps the memory */
@@ -301,65 +289,6 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 
 /* ---- modify, query ------------------------------------------------------ */
 
-/* All of attr goes out; the daemon reads only what attr_mask names. */
-static void qp_attr_to_msg(const struct ibv_qp_attr *a, Ibvd__QpAttr *m)
-{
-	m->qp_state = a->qp_state;
-	m->cur_qp_state = a->cur_qp_state;
-	m->path_mtu = a->path_mtu;
-	m->path_mig_state = a->path_mig_state;
-	m->qkey = a->qkey;
-	m->rq_psn = a->rq_psn;
-	m->sq_psn = a->sq_psn;
-	m->dest_qp_num = a->dest_qp_num;
-	m->qp_access_flags = (uint32_t)a->qp_access_flags;
-	m->pkey_index = a->pkey_index;
-	m->alt_pkey_index = a->alt_pkey_index;
-	m->en_sqd_async_notify = a->en_sqd_async_notify;
-	m->sq_draining = a->sq_draining;
-	m->max_rd_atomic = a->max_rd_atomic;
-	m->max_dest_rd_atomic = a->max_dest_rd_atomic;
-	m->min_rnr_timer = a->min_rnr_timer;
-	m->port_num = a->port_num;
-	m->timeout = a->timeout;
-	m->retry_cnt = a->retry_cnt;
-	m->rnr_retry = a->rnr_retry;
-	m->alt_port_num = a->alt_port_num;
-	m->alt_timeout = a->alt_timeout;
-	m->rate_limit = a->rate_limit;
-}
-
-static void qp_attr_from_msg(const Ibvd__QpAttr *m, struct ibv_qp_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->qp_state = (enum ibv_qp_state)m->qp_state;
-	a->cur_qp_state = (enum ibv_qp_state)m->cur_qp_state;
-	a->path_mtu = (enum ibv_mtu)m->path_mtu;
-	a->path_mig_state = (enum ibv_mig_state)m->path_mig_state;
-	a->qkey = m->qkey;
-	a->rq_psn = m->rq_psn;
-	a->sq_psn = m->sq_psn;
-	a->dest_qp_num = m->dest_qp_num;
-	a->qp_access_flags = (unsigned int)m->qp_access_flags;
-	cap_from_msg(m->cap, &a->cap);
-	ibvd_ah_attr_from_msg(m->ah_attr, &a->ah_attr);
-	ibvd_ah_attr_from_msg(m->alt_ah_attr, &a->alt_ah_attr);
-	a->pkey_index = (uint16_t)m->pkey_index;
-	a->alt_pkey_index = (uint16_t)m->alt_pkey_index;
-	a->en_sqd_async_notify = (uint8_t)m->en_sqd_async_notify;
-	a->sq_draining = (uint8_t)m->sq_draining;
-	a->max_rd_atomic = (uint8_t)m->max_rd_atomic;
-	a->max_dest_rd_atomic = (uint8_t)m->max_dest_rd_atomic;
-	a->min_rnr_timer = (uint8_t)m->min_rnr_timer;
-	a->port_num = (uint8_t)m->port_num;
-	a->timeout = (uint8_t)m->timeout;
-	a->retry_cnt = (uint8_t)m->retry_cnt;
-	a->rnr_retry = (uint8_t)m->rnr_retry;
-	a->alt_port_num = (uint8_t)m->alt_port_num;
-	a->alt_timeout = (uint8_t)m->alt_timeout;
-	a->rate_limit = m->rate_limit;
-}
-
 /*
  * Record a state the daemon accepted.  Atomic: posters read it without the
  * QP's locks.  Back in RESET the daemon emptied the queues and may have
@@ -383,7 +312,7 @@ static int modify_qp(struct ibvd_qp *qp, const struct ibv_qp_attr *attr,
 	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT, alt_ah = IBVD__AH_ATTR__INIT;
 	int ret;
 
-	qp_attr_to_msg(attr, &m);
+	ibvd_qp_attr_to_msg(attr, &m);
 	cap_to_msg(&attr->cap, &cap);
 	ibvd_ah_attr_to_msg(&attr->ah_attr, &ah);
 	ibvd_ah_attr_to_msg(&attr->alt_ah_attr, &alt_ah);
@@ -419,7 +348,7 @@ static void init_attr_from_reply(const struct ibvd_qp *qp,
 	init->qp_type = qp->qp.qp_type;
 	init->sq_sig_all = qp->sq_sig_all;
 	if (r->init)
-		cap_from_msg(r->init->cap, &init->cap);
+		ibvd_qp_cap_from_msg(r->init->cap, &init->cap);
 	else
 		init->cap = qp->cap;
 }
@@ -442,7 +371,7 @@ static int query_qp(struct ibvd_qp *qp, struct ibv_qp_attr *attr,
 		ret = -EPROTO;
 		goto out;
 	}
-	qp_attr_from_msg(reply->attr, attr);
+	ibvd_qp_attr_from_msg(reply->attr, attr);
 	init_attr_from_reply(qp, reply, init);
 	/* The engine may have moved the QP (to ERR, SQE): apps read qp->state. */
 	if (attr_mask & IBV_QP_STATE)

@@ -1,25 +1,265 @@
 /*
- * rdma_getaddrinfo(): resolve a node/service to RDMA addresses and routes.
- * Not implemented yet (ENOSYS).  rdma_freeaddrinfo() is real, and defines
- * the allocation rule rdma_getaddrinfo() must follow: every node and every
- * pointer member in it is a separate malloc() block.
+ * rdma_getaddrinfo(): resolve a node/service to RDMA addresses.  Names and
+ * numbers go through getaddrinfo(3) (AF_INET and AF_INET6; AF_IB is not
+ * supported); which device an address is on is the daemon's business at
+ * bind/resolve time, so no route data is produced (ai_route stays empty,
+ * as RAI_NOROUTE would ask).  The passive side gets the address as its
+ * source, the active side as its destination (plus hints' source).
+ *
+ * Errors are getaddrinfo's EAI_* codes, as rdma_getaddrinfo(3) lists them,
+ * with errno set too; bad arguments are -1 with errno.
+ *
+ * Allocation rule (rdma_freeaddrinfo): every node and every pointer member
+ * in it is a separate malloc() block.
  */
 #include "config.h"
 
+#include <netdb.h>
 #include <stdlib.h>
+#include <string.h>
+#include <infiniband/ib.h>
 
-#include <rdma/rdma_cma.h>
+#include "cma.h"
 
-#include "unsupported.h"
+/* Port space and QP type from hints, each implied by the other. */
+static int rai_types(const struct rdma_addrinfo *hints, int *ps, int *qp_type)
+{
+	*ps = hints ? hints->ai_port_space : 0;
+	*qp_type = hints ? hints->ai_qp_type : 0;
+	if (!*ps && !*qp_type) {
+		*ps = RDMA_PS_TCP;
+		*qp_type = IBV_QPT_RC;
+	} else if (!*ps) {
+		*ps = *qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
+	} else if (!*qp_type) {
+		*qp_type = cma_is_ud_ps((enum rdma_port_space)*ps) ?
+			   IBV_QPT_UD : IBV_QPT_RC;
+	}
+	switch (*ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_IB:
+		return *qp_type == IBV_QPT_UD ? EAI_SOCKTYPE : 0;
+	case RDMA_PS_UDP:
+	case RDMA_PS_IPOIB:
+		return *qp_type == IBV_QPT_UD ? 0 : EAI_SOCKTYPE;
+	default:
+		return EAI_SERVICE;
+	}
+}
+
+static int copy_addr(struct sockaddr **dst, socklen_t *dst_len,
+		     const struct sockaddr *src, socklen_t len)
+{
+	*dst = malloc(len);
+	if (!*dst)
+		return EAI_MEMORY;
+	memcpy(*dst, src, len);
+	*dst_len = len;
+	return 0;
+}
+
+static struct rdma_addrinfo *new_rai(const struct rdma_addrinfo *hints,
+				     int family, int ps, int qp_type)
+{
+	struct rdma_addrinfo *rai = calloc(1, sizeof(*rai));
+
+	if (!rai)
+		return NULL;
+	rai->ai_flags = hints ? hints->ai_flags : 0;
+	rai->ai_family = family;
+	rai->ai_port_space = ps;
+	rai->ai_qp_type = qp_type;
+	return rai;
+}
+
+/* The hints' own source for the active side (rdma_getaddrinfo(3)). */
+static int hint_src(struct rdma_addrinfo *rai,
+		    const struct rdma_addrinfo *hints)
+{
+	socklen_t len;
+
+	if (!hints || !hints->ai_src_addr || (rai->ai_flags & RAI_PASSIVE))
+		return 0;
+	len = cma_addr_len(hints->ai_src_addr);
+	if (!len)
+		return EAI_FAMILY;
+	return copy_addr(&rai->ai_src_addr, &rai->ai_src_len,
+			 hints->ai_src_addr, len);
+}
+
+/* No node, no service: the addresses come from the hints themselves. */
+static int from_hints(const struct rdma_addrinfo *hints, int ps, int qp_type,
+		      struct rdma_addrinfo **res)
+{
+	const struct sockaddr *addr = hints->ai_dst_addr ? hints->ai_dst_addr :
+				      hints->ai_src_addr;
+	struct rdma_addrinfo *rai;
+	socklen_t len;
+	int ret;
+
+	if (!addr)
+		return EAI_NONAME;
+	rai = new_rai(hints, addr->sa_family, ps, qp_type);
+	if (!rai)
+		return EAI_MEMORY;
+	ret = 0;
+	if (hints->ai_dst_addr) {
+		len = cma_addr_len(hints->ai_dst_addr);
+		ret = len ? copy_addr(&rai->ai_dst_addr, &rai->ai_dst_len,
+				      hints->ai_dst_addr, len) : EAI_FAMILY;
+	}
+	if (ret == 0 && hints->ai_src_addr) {
+		len = cma_addr_len(hints->ai_src_addr);
+		ret = len ? copy_addr(&rai->ai_src_addr, &rai->ai_src_len,
+				      hints->ai_src_addr, len) : EAI_FAMILY;
+	}
+	if (ret) {
+		rdma_freeaddrinfo(rai);
+		return ret;
+	}
+	*res = rai;
+	return 0;
+}
+
+/* One rdma_addrinfo for one address getaddrinfo(3) found. */
+static int from_ai(const struct rdma_addrinfo *hints, const struct addrinfo *ai,
+		   int ps, int qp_type, bool first, struct rdma_addrinfo **ret)
+{
+	struct rdma_addrinfo *rai;
+	int err;
+
+	rai = new_rai(hints, ai->ai_family, ps, qp_type);
+	if (!rai)
+		return EAI_MEMORY;
+	if (rai->ai_flags & RAI_PASSIVE) {
+		err = copy_addr(&rai->ai_src_addr, &rai->ai_src_len,
+				ai->ai_addr, ai->ai_addrlen);
+	} else {
+		err = copy_addr(&rai->ai_dst_addr, &rai->ai_dst_len,
+				ai->ai_addr, ai->ai_addrlen);
+		if (!err)
+			err = hint_src(rai, hints);
+		if (!err && first && ai->ai_canonname) {
+			rai->ai_dst_canonname = strdup(ai->ai_canonname);
+			if (!rai->ai_dst_canonname)
+				err = EAI_MEMORY;
+		}
+	}
+	if (err) {
+		rdma_freeaddrinfo(rai);
+		return err;
+	}
+	*ret = rai;
+	return 0;
+}
+
+static bool seen(const struct rdma_addrinfo *list, const struct addrinfo *ai)
+{
+	for (; list; list = list->ai_next) {
+		const struct sockaddr *a = list->ai_dst_addr ?
+					   list->ai_dst_addr : list->ai_src_addr;
+		socklen_t len = list->ai_dst_addr ? list->ai_dst_len :
+						    list->ai_src_len;
+
+		if (len == ai->ai_addrlen && memcmp(a, ai->ai_addr, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int resolve(const char *node, const char *service,
+		   const struct rdma_addrinfo *hints, int ps, int qp_type,
+		   struct rdma_addrinfo **res)
+{
+	struct addrinfo h, *ai = NULL, *a;
+	struct rdma_addrinfo *head = NULL, **tail = &head, *rai;
+	int err;
+
+	memset(&h, 0, sizeof(h));
+	h.ai_family = hints ? hints->ai_family : AF_UNSPEC;
+	h.ai_socktype = qp_type == IBV_QPT_UD ? SOCK_DGRAM : SOCK_STREAM;
+	if (hints && (hints->ai_flags & RAI_PASSIVE))
+		h.ai_flags |= AI_PASSIVE;
+	if (hints && (hints->ai_flags & RAI_NUMERICHOST))
+		h.ai_flags |= AI_NUMERICHOST;
+	if (node && !(h.ai_flags & AI_NUMERICHOST))
+		h.ai_flags |= AI_CANONNAME;
+	err = getaddrinfo(node, service, &h, &ai);
+	if (err)
+		return err;
+	for (a = ai; a; a = a->ai_next) {
+		if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
+			continue;
+		if (seen(head, a))
+			continue;
+		err = from_ai(hints, a, ps, qp_type, a == ai, &rai);
+		if (err)
+			goto fail;
+		*tail = rai;
+		tail = &rai->ai_next;
+	}
+	freeaddrinfo(ai);
+	if (!head)
+		return EAI_NONAME;
+	*res = head;
+	return 0;
+fail:
+	freeaddrinfo(ai);
+	rdma_freeaddrinfo(head);
+	return err;
+}
+
+/* errno to go with an EAI_* code (its man page promises errno set). */
+static void set_errno(int err)
+{
+	switch (err) {
+	case EAI_SYSTEM:
+		break;		/* getaddrinfo set it */
+	case EAI_MEMORY:
+		errno = ENOMEM;
+		break;
+	case EAI_FAMILY:
+		errno = EAFNOSUPPORT;
+		break;
+	case EAI_BADFLAGS:
+	case EAI_SOCKTYPE:
+	case EAI_SERVICE:
+		errno = EINVAL;
+		break;
+	case EAI_AGAIN:
+		errno = EAGAIN;
+		break;
+	default:
+		errno = ENOENT;	/* no such name or address */
+		break;
+	}
+}
 
 int rdma_getaddrinfo(const char *node, const char *service,
 		     const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
+	int ps, qp_type, err;
+
 	/* Callers that free on every path must not free garbage. */
-	if (res)
-		*res = NULL;
-	return unsupported();
+	if (!res)
+		return cma_ret(-EINVAL);
+	*res = NULL;
+	if (!node && !service && !hints)
+		err = EAI_NONAME;
+	else if (hints && hints->ai_family == AF_IB)
+		err = EAI_FAMILY;	/* native IB addressing: not ours */
+	else
+		err = rai_types(hints, &ps, &qp_type);
+	if (!err) {
+		if (node || service)
+			err = resolve(node, service, hints, ps, qp_type, res);
+		else
+			err = from_hints(hints, ps, qp_type, res);
+	}
+	if (err)
+		set_errno(err);
+	return err;
 }
 
 void rdma_freeaddrinfo(struct rdma_addrinfo *res)

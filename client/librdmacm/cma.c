@@ -1,194 +1,458 @@
 /*
- * The RDMA connection manager: event channels, ids, address and route
- * resolution, connection establishment, multicast, and CM events.  Not
- * implemented yet except rdma_event_str(): every call fails with ENOSYS
- * (see unsupported.h) without touching its arguments.
+ * rdma_cm_ids: creation on a channel's session (or on a private channel of
+ * their own: synchronous mode), destruction once the app acked their
+ * events, migration between channels, options, and the daemon's view of
+ * where an id is (addresses, device, path) copied into the public struct.
  */
 #include "config.h"
 
-#include <rdma/rdma_cma.h>
+#include <endian.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <infiniband/ib.h>
 
-#include "unsupported.h"
-#include "util.h"
+#include "cma.h"
 
-/* Event channels and CM events */
+/* ---- the id table of a channel ------------------------------------------- */
 
-struct rdma_event_channel *rdma_create_event_channel(void)
+static unsigned int bucket(uint32_t handle)
 {
-	return unsupported_ptr();
+	return (handle ^ (handle >> 8) ^ (handle >> 16)) % CMA_ID_BUCKETS;
 }
 
-void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+void cma_ids_add(struct cma_channel *ch, struct cma_id *cid)
 {
+	unsigned int b = bucket(cid->handle);
+
+	pthread_mutex_lock(&ch->ids_lock);
+	cid->hnext = ch->ids[b];
+	ch->ids[b] = cid;
+	pthread_mutex_unlock(&ch->ids_lock);
 }
 
-int rdma_get_cm_event(struct rdma_event_channel *channel,
-		      struct rdma_cm_event **event)
+void cma_ids_remove(struct cma_channel *ch, struct cma_id *cid)
 {
-	return unsupported();
+	struct cma_id **p;
+
+	pthread_mutex_lock(&ch->ids_lock);
+	for (p = &ch->ids[bucket(cid->handle)]; *p; p = &(*p)->hnext) {
+		if (*p == cid) {
+			*p = cid->hnext;
+			break;
+		}
+	}
+	cid->hnext = NULL;
+	pthread_mutex_unlock(&ch->ids_lock);
 }
 
-int rdma_ack_cm_event(struct rdma_cm_event *event)
+void cma_id_hold(struct cma_id *cid)
 {
-	return unsupported();
+	pthread_mutex_lock(&cid->mut);
+	cid->events_delivered++;
+	pthread_mutex_unlock(&cid->mut);
 }
 
-/* The names programs print (rping, ucmatose, perftest, qperf). */
-const char *rdma_event_str(enum rdma_cm_event_type event)
+/*
+ * The lookup and the count happen under the table lock, so that an id
+ * being destroyed (removed from the table first, then waiting for its
+ * counts to match) is either not found or waited for.
+ */
+struct cma_id *cma_ids_hold(struct cma_channel *ch, uint32_t handle)
 {
-	static const char *const names[] = {
-		[RDMA_CM_EVENT_ADDR_RESOLVED] = "RDMA_CM_EVENT_ADDR_RESOLVED",
-		[RDMA_CM_EVENT_ADDR_ERROR] = "RDMA_CM_EVENT_ADDR_ERROR",
-		[RDMA_CM_EVENT_ROUTE_RESOLVED] = "RDMA_CM_EVENT_ROUTE_RESOLVED",
-		[RDMA_CM_EVENT_ROUTE_ERROR] = "RDMA_CM_EVENT_ROUTE_ERROR",
-		[RDMA_CM_EVENT_CONNECT_REQUEST] = "RDMA_CM_EVENT_CONNECT_REQUEST",
-		[RDMA_CM_EVENT_CONNECT_RESPONSE] = "RDMA_CM_EVENT_CONNECT_RESPONSE",
-		[RDMA_CM_EVENT_CONNECT_ERROR] = "RDMA_CM_EVENT_CONNECT_ERROR",
-		[RDMA_CM_EVENT_UNREACHABLE] = "RDMA_CM_EVENT_UNREACHABLE",
-		[RDMA_CM_EVENT_REJECTED] = "RDMA_CM_EVENT_REJECTED",
-		[RDMA_CM_EVENT_ESTABLISHED] = "RDMA_CM_EVENT_ESTABLISHED",
-		[RDMA_CM_EVENT_DISCONNECTED] = "RDMA_CM_EVENT_DISCONNECTED",
-		[RDMA_CM_EVENT_DEVICE_REMOVAL] = "RDMA_CM_EVENT_DEVICE_REMOVAL",
-		[RDMA_CM_EVENT_MULTICAST_JOIN] = "RDMA_CM_EVENT_MULTICAST_JOIN",
-		[RDMA_CM_EVENT_MULTICAST_ERROR] = "RDMA_CM_EVENT_MULTICAST_ERROR",
-		[RDMA_CM_EVENT_ADDR_CHANGE] = "RDMA_CM_EVENT_ADDR_CHANGE",
-		[RDMA_CM_EVENT_TIMEWAIT_EXIT] = "RDMA_CM_EVENT_TIMEWAIT_EXIT",
-	};
+	struct cma_id *cid;
 
-	if ((unsigned int)event >= ARRAY_SIZE(names))
-		return "UNKNOWN EVENT";
-	return names[event];
+	pthread_mutex_lock(&ch->ids_lock);
+	for (cid = ch->ids[bucket(handle)]; cid; cid = cid->hnext)
+		if (cid->handle == handle)
+			break;
+	if (cid)
+		cma_id_hold(cid);
+	pthread_mutex_unlock(&ch->ids_lock);
+	return cid;
 }
 
-/* Ids */
+void cma_id_release(struct cma_id *cid)
+{
+	pthread_mutex_lock(&cid->mut);
+	cid->events_acked++;
+	pthread_cond_broadcast(&cid->cond);
+	pthread_mutex_unlock(&cid->mut);
+}
+
+void cma_id_wait_acked(struct cma_id *cid)
+{
+	pthread_mutex_lock(&cid->mut);
+	while (cid->events_acked != cid->events_delivered)
+		pthread_cond_wait(&cid->cond, &cid->mut);
+	pthread_mutex_unlock(&cid->mut);
+}
+
+/* ---- requests and the daemon's view of an id ------------------------------ */
+
+int cma_call(struct cma_id *cid, uint16_t type, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *reply_desc,
+	     ProtobufCMessage **reply)
+{
+	return ibvd_conn_call(&cid->ch->conn, type, req, reply_desc, reply,
+			      NULL, NULL);
+}
+
+bool cma_is_ud_ps(enum rdma_port_space ps)
+{
+	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
+}
+
+static void copy_gid(union ibv_gid *gid, const ProtobufCBinaryData *b)
+{
+	if (b->len == sizeof(gid->raw))
+		memcpy(gid->raw, b->data, sizeof(gid->raw));
+}
+
+/* The one path of a local peer (CM.md "Addresses"), as an SA would give it. */
+static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
+{
+	struct ibv_sa_path_rec *p = &cid->path;
+
+	memset(p, 0, sizeof(*p));
+	copy_gid(&p->dgid, &info->dgid);
+	copy_gid(&p->sgid, &info->sgid);
+	p->dlid = htobe16((uint16_t)info->dlid);
+	p->slid = htobe16((uint16_t)info->slid);
+	p->reversible = 1;
+	p->numb_path = 1;
+	p->pkey = htobe16((uint16_t)(info->pkey ? info->pkey : 0xffff));
+	p->mtu_selector = 2;		/* exactly this MTU */
+	p->mtu = (uint8_t)info->mtu;
+	p->rate_selector = 2;
+	p->packet_life_time_selector = 2;
+	cid->id.route.path_rec = p;
+	cid->id.route.num_paths = 1;
+}
+
+int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info)
+{
+	struct rdma_addr *addr = &cid->id.route.addr;
+	struct sockaddr_storage ss;
+	struct ibv_context *ctx;
+	int ret;
+
+	if (!info)
+		return 0;
+	if (cma_sockaddr_from_msg(&info->src, &ss))
+		memcpy(&addr->src_storage, &ss, sizeof(ss));
+	if (cma_sockaddr_from_msg(&info->dst, &ss))
+		memcpy(&addr->dst_storage, &ss, sizeof(ss));
+	if (info->device && info->device[0]) {
+		ret = cma_device_open(info->device, &ctx);
+		if (ret < 0)
+			return ret;
+		cid->id.verbs = ctx;
+		cid->id.port_num = (uint8_t)info->port_num;
+	}
+	copy_gid(&addr->addr.ibaddr.sgid, &info->sgid);
+	copy_gid(&addr->addr.ibaddr.dgid, &info->dgid);
+	if (info->pkey)
+		addr->addr.ibaddr.pkey = htobe16((uint16_t)info->pkey);
+	if (info->num_paths)
+		fill_path(cid, info);
+	return 0;
+}
+
+int cma_query(struct cma_id *cid)
+{
+	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	Ibvd__CmIdInfo *info = NULL;
+	int ret;
+
+	req.id = cid->handle;
+	ret = cma_call(cid, IBVD_MSG_CM_QUERY, &req.base,
+		       &ibvd__cm_id_info__descriptor, (ProtobufCMessage **)&info);
+	if (ret < 0)
+		return ret;
+	ret = cma_apply_info(cid, info);
+	ibvd__cm_id_info__free_unpacked(info, NULL);
+	return ret;
+}
+
+/* ---- creation ----------------------------------------------------------------- */
+
+int cma_id_alloc(struct cma_channel *ch, void *context,
+		 enum rdma_port_space ps, enum ibv_qp_type qp_type,
+		 struct cma_id **ret_id)
+{
+	struct cma_id *cid;
+
+	cid = calloc(1, sizeof(*cid));
+	if (!cid)
+		return -ENOMEM;
+	pthread_mutex_init(&cid->mut, NULL);
+	pthread_cond_init(&cid->cond, NULL);
+	pthread_mutex_init(&cid->op_lock, NULL);
+	cid->ch = ch;
+	cid->id.channel = &ch->channel;
+	cid->id.context = context;
+	cid->id.ps = ps;
+	cid->id.qp_type = qp_type;
+	*ret_id = cid;
+	return 0;
+}
+
+void cma_id_free(struct cma_id *cid)
+{
+	cma_mcast_free_all(cid);
+	free(cid->ep_qp_attr);
+	pthread_mutex_destroy(&cid->op_lock);
+	pthread_cond_destroy(&cid->cond);
+	pthread_mutex_destroy(&cid->mut);
+	free(cid);
+}
+
+/* The QP type a port space stands for (rdma_create_id(3)). */
+int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type)
+{
+	switch (ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_IB:
+		*type = IBV_QPT_RC;
+		return 0;
+	case RDMA_PS_UDP:
+	case RDMA_PS_IPOIB:
+		*type = IBV_QPT_UD;
+		return 0;
+	default:
+		return -EPROTONOSUPPORT;
+	}
+}
+
+int cma_create_id(struct rdma_event_channel *channel, void *context,
+		  enum rdma_port_space ps, enum ibv_qp_type qp_type,
+		  struct cma_id **ret_id)
+{
+	Ibvd__CmCreateId req = IBVD__CM_CREATE_ID__INIT;
+	struct cma_channel *ch, *priv = NULL;
+	Ibvd__CmId *reply = NULL;
+	struct cma_id *cid;
+	int ret;
+
+	if (channel) {
+		ch = to_cma_channel(channel);
+	} else {
+		/* Synchronous mode: a private channel, as librdmacm does. */
+		ret = cma_channel_create(&priv);
+		if (ret < 0)
+			return ret;
+		ch = priv;
+	}
+	ret = cma_id_alloc(ch, context, ps, qp_type, &cid);
+	if (ret < 0)
+		goto fail_channel;
+	req.ps = ps;
+	req.qp_type = qp_type;
+	req.user = (uint64_t)(uintptr_t)cid;
+	ret = ibvd_conn_call(&ch->conn, IBVD_MSG_CM_CREATE_ID, &req.base,
+			     &ibvd__cm_id__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		goto fail_id;
+	cid->handle = reply->id;
+	ibvd__cm_id__free_unpacked(reply, NULL);
+	cid->sync = priv != NULL;
+	cma_ids_add(ch, cid);
+	*ret_id = cid;
+	return 0;
+fail_id:
+	cma_id_free(cid);
+fail_channel:
+	if (priv)
+		cma_channel_destroy(priv);
+	return ret;
+}
 
 int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
 		   void *context, enum rdma_port_space ps)
 {
-	return unsupported();
+	enum ibv_qp_type qp_type;
+	struct cma_id *cid;
+	int ret;
+
+	if (!id)
+		return cma_ret(-EINVAL);
+	ret = cma_ps_qp_type(ps, &qp_type);
+	if (ret == 0)
+		ret = cma_create_id(channel, context, ps, qp_type, &cid);
+	if (ret < 0)
+		return cma_ret(ret);
+	*id = &cid->id;
+	return 0;
+}
+
+/* ---- destruction and migration --------------------------------------------- */
+
+int cma_destroy_id(struct cma_id *cid)
+{
+	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	struct cma_channel *ch = cid->ch;
+
+	/* A synchronous id keeps its last event: that one is ours to ack. */
+	cma_put_event(cid);
+	/* No event finds the id from now on; wait for those the app holds. */
+	cma_ids_remove(ch, cid);
+	cma_id_wait_acked(cid);
+	/*
+	 * The daemon's failure cannot keep the id alive on our side: the app
+	 * may not use it again.  Whatever the daemon still holds goes with
+	 * the session (a dead daemon holds nothing).
+	 */
+	req.id = cid->handle;
+	(void)cma_call(cid, IBVD_MSG_CM_DESTROY_ID, &req.base, NULL, NULL);
+	if (cid->sync)
+		cma_channel_destroy(ch);
+	cma_id_free(cid);
+	return 0;
 }
 
 int rdma_destroy_id(struct rdma_cm_id *id)
 {
-	return unsupported();
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(cma_destroy_id(to_cma_id(id)));
+}
+
+int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
+{
+	Ibvd__CmMigrate req = IBVD__CM_MIGRATE__INIT;
+	struct cma_channel *old = cid->ch, *ch, *priv = NULL;
+	Ibvd__CmId *reply = NULL;
+	int ret;
+
+	if (channel) {
+		ch = to_cma_channel(channel);
+		if (ch == old)
+			return 0;
+	} else {
+		ret = cma_channel_create(&priv);
+		if (ret < 0)
+			return ret;
+		ch = priv;
+	}
+	cma_put_event(cid);
+	/* rdma_migrate_id(3): blocks while events on the id are unacked. */
+	cma_id_wait_acked(cid);
+	req.token.data = old->token;
+	req.token.len = old->token_len;
+	req.id = cid->handle;
+	ret = ibvd_conn_call(&ch->conn, IBVD_MSG_CM_MIGRATE_ID, &req.base,
+			     &ibvd__cm_id__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		goto fail;
+	/*
+	 * Events the old session queued for the id before the move go with
+	 * it (rdma_migrate_id(3)); the daemon sends later ones to ch.
+	 */
+	cma_ids_remove(old, cid);
+	cma_channel_move_events(old, cid->handle, ch, reply->id);
+	cid->handle = reply->id;
+	ibvd__cm_id__free_unpacked(reply, NULL);
+	cid->ch = ch;
+	cid->id.channel = &ch->channel;
+	cma_ids_add(ch, cid);
+	/* A private channel goes with its id; a shared one stays. */
+	if (cid->sync)
+		cma_channel_destroy(old);
+	cid->sync = priv != NULL;
+	return 0;
+fail:
+	if (priv)
+		cma_channel_destroy(priv);
+	return ret;
 }
 
 int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
-	return unsupported();
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(cma_migrate(to_cma_id(id), channel));
+}
+
+/* ---- options --------------------------------------------------------------------- */
+
+/* Validate as the kernel's rdma_cm does: the size each option expects. */
+static int check_id_option(int optname, size_t optlen)
+{
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		return optlen == sizeof(uint8_t) ? 0 : -EINVAL;
+	case RDMA_OPTION_ID_REUSEADDR:
+	case RDMA_OPTION_ID_AFONLY:
+		return optlen == sizeof(int) ? 0 : -EINVAL;
+	default:
+		return -ENOSYS;
+	}
+}
+
+static int set_option(struct cma_id *cid, int level, int optname,
+		      void *optval, size_t optlen)
+{
+	Ibvd__CmSetOption req = IBVD__CM_SET_OPTION__INIT;
+	int ret;
+
+	if (!optval)
+		return -EINVAL;
+	/*
+	 * RDMA_OPTION_IB_PATH (paths the app resolved itself) has no use
+	 * here: a peer is reached through the daemon's one local path
+	 * (PROTOCOL.md §10.7); rdma_getaddrinfo() never hands out routes.
+	 */
+	if (level != RDMA_OPTION_ID)
+		return -ENOSYS;
+	ret = check_id_option(optname, optlen);
+	if (ret < 0)
+		return ret;
+	req.id = cid->handle;
+	req.level = level;
+	req.optname = optname;
+	req.value.data = optval;
+	req.value.len = optlen;
+	return cma_call(cid, IBVD_MSG_CM_SET_OPTION, &req.base, NULL, NULL);
 }
 
 int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
 		    void *optval, size_t optlen)
 {
-	return unsupported();
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(set_option(to_cma_id(id), level, optname, optval,
+				  optlen));
 }
 
+/* ---- ports ------------------------------------------------------------------------ */
+
 /* Ports cannot report failure: 0 is "no port". */
+static __be16 port_of(const struct sockaddr *sa)
+{
+	switch (sa->sa_family) {
+	case AF_INET:
+		return ((const struct sockaddr_in *)sa)->sin_port;
+	case AF_INET6:
+		return ((const struct sockaddr_in6 *)sa)->sin6_port;
+	case AF_IB:
+		/* The port is the low 16 bits of the service id. */
+		return htobe16((uint16_t)be64toh(
+			((const struct sockaddr_ib *)sa)->sib_sid));
+	default:
+		return 0;
+	}
+}
+
 __be16 rdma_get_src_port(struct rdma_cm_id *id)
 {
-	return 0;
+	return id ? port_of(&id->route.addr.src_addr) : 0;
 }
 
 __be16 rdma_get_dst_port(struct rdma_cm_id *id)
 {
-	return 0;
-}
-
-/* Addresses and routes */
-
-int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	return unsupported();
-}
-
-int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
-		      struct sockaddr *dst_addr, int timeout_ms)
-{
-	return unsupported();
-}
-
-int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
-{
-	return unsupported();
-}
-
-/* Connections */
-
-int rdma_listen(struct rdma_cm_id *id, int backlog)
-{
-	return unsupported();
-}
-
-int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
-{
-	return unsupported();
-}
-
-int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
-{
-	return unsupported();
-}
-
-int rdma_reject(struct rdma_cm_id *id, const void *private_data,
-		uint8_t private_data_len)
-{
-	return unsupported();
-}
-
-int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
-		    uint8_t private_data_len)
-{
-	return unsupported();
-}
-
-int rdma_establish(struct rdma_cm_id *id)
-{
-	return unsupported();
-}
-
-int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,
-		      int *qp_attr_mask)
-{
-	return unsupported();
-}
-
-int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
-{
-	return unsupported();
-}
-
-int rdma_disconnect(struct rdma_cm_id *id)
-{
-	return unsupported();
-}
-
-int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
-{
-	return unsupported();
-}
-
-int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
-{
-	return unsupported();
-}
-
-/* Multicast */
-
-int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
-			void *context)
-{
-	return unsupported();
-}
-
-int rdma_join_multicast_ex(struct rdma_cm_id *id,
-			   struct rdma_cm_join_mc_attr_ex *mc_join_attr,
-			   void *context)
-{
-	return unsupported();
-}
-
-int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	return unsupported();
+	return id ? port_of(&id->route.addr.dst_addr) : 0;
 }

@@ -2,8 +2,9 @@
  * The verbs devices the connection manager works with, as rdma-core's
  * librdmacm keeps them: every device, opened once for the life of the
  * process, the first time the CM needs them.  rdma_get_devices() hands out
- * these contexts (cm_id->verbs will point at them too), so they are never
- * closed, and rdma_free_devices() frees only the array.
+ * these contexts and cm_id->verbs points at them too, so they are never
+ * closed, and rdma_free_devices() frees only the array.  Each device also
+ * gets, on first use, the default PD of rdma_create_qp(id, NULL, ...).
  *
  * This is also what makes our librdmacm depend on our libibverbs
  * (DT_NEEDED libibverbs.so.1), so that a program, its librdmacm and any
@@ -19,74 +20,129 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "cma.h"
+
+struct cma_device {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;		/* default PD, NULL until needed */
+	bool have_attr;
+	uint8_t max_resp;		/* max_qp_rd_atom */
+	uint8_t max_init;		/* max_qp_init_rd_atom */
+};
+
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ibv_context **contexts;	/* NULL-terminated once opened */
+static struct cma_device *devices;	/* the same, with our extras */
 static int ncontexts;
 
-static void close_all(struct ibv_context **ctxs, int n)
+static bool known_locked(struct ibv_device *device)
 {
-	while (n-- > 0)
-		ibv_close_device(ctxs[n]);
-	free(ctxs);
+	int i;
+
+	for (i = 0; i < ncontexts; i++)
+		if (contexts[i]->device == device ||
+		    strcmp(ibv_get_device_name(contexts[i]->device),
+			   ibv_get_device_name(device)) == 0)
+			return true;
+	return false;
+}
+
+/* Make room for n more devices in both arrays. */
+static int grow_locked(int n)
+{
+	struct ibv_context **c;
+	struct cma_device *d;
+
+	c = realloc(contexts, ((size_t)ncontexts + n + 1) * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	contexts = c;
+	d = realloc(devices, ((size_t)ncontexts + n) * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	devices = d;
+	return 0;
 }
 
 /*
- * Open every device.  All or nothing, so that a later call retries after
- * a failure (no devices counts as one, ENODEV, as in rdma-core).
+ * Open every device not open yet: all at the first call, and later ones
+ * the daemon added since (a CM event may name one).  All or nothing, so
+ * that a later call retries after a failure; no devices at all counts as
+ * one (ENODEV, as in rdma-core).
  */
 static int open_all_locked(void)
 {
-	struct ibv_context **ctxs = NULL;
+	struct ibv_context **opened = NULL;
 	struct ibv_device **list;
-	int n, i = 0, saved;
+	int n, i, nopened = 0, ret;
 
 	list = ibv_get_device_list(&n);
 	if (!list)
-		return -1;
-	if (n == 0) {
-		errno = ENODEV;
-		goto fail;
+		return -errno;
+	if (n == 0 && ncontexts == 0) {
+		ret = -ENODEV;
+		goto out;
 	}
-	ctxs = calloc((size_t)n + 1, sizeof(*ctxs));
-	if (!ctxs)
-		goto fail;
+	opened = calloc((size_t)n + 1, sizeof(*opened));
+	if (!opened) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < n; i++) {
-		ctxs[i] = ibv_open_device(list[i]);
-		if (!ctxs[i])
+		if (known_locked(list[i]))
+			continue;
+		opened[nopened] = ibv_open_device(list[i]);
+		if (!opened[nopened]) {
+			ret = -errno;
 			goto fail;
+		}
+		nopened++;
 	}
+	ret = grow_locked(nopened);
+	if (ret < 0)
+		goto fail;
+	for (i = 0; i < nopened; i++) {
+		memset(&devices[ncontexts], 0, sizeof(devices[ncontexts]));
+		devices[ncontexts].ctx = opened[i];
+		contexts[ncontexts++] = opened[i];
+	}
+	contexts[ncontexts] = NULL;
+	ret = 0;
+	goto out;
+fail:
+	while (nopened-- > 0)
+		ibv_close_device(opened[nopened]);
+out:
+	free(opened);
 	/* Open contexts keep their devices alive without the list. */
 	ibv_free_device_list(list);
-	contexts = ctxs;
-	ncontexts = n;
-	return 0;
-fail:
-	saved = errno;
-	if (ctxs)
-		close_all(ctxs, i);
-	ibv_free_device_list(list);
-	errno = saved;
-	return -1;
+	return ret;
 }
 
 struct ibv_context **rdma_get_devices(int *num_devices)
 {
 	struct ibv_context **devs = NULL;
 	size_t size;
-	int n = 0;
+	int n = 0, ret = 0;
 
 	pthread_mutex_lock(&devices_lock);
-	if (contexts || open_all_locked() == 0) {
+	if (!contexts)
+		ret = open_all_locked();
+	if (ret == 0) {
 		size = ((size_t)ncontexts + 1) * sizeof(*devs);
 		devs = malloc(size);
 		if (devs) {
 			memcpy(devs, contexts, size);
 			n = ncontexts;
+		} else {
+			ret = -ENOMEM;
 		}
 	}
 	pthread_mutex_unlock(&devices_lock);
 	if (num_devices)
 		*num_devices = n;
+	if (ret < 0)
+		errno = -ret;
 	return devs;
 }
 
@@ -94,4 +150,101 @@ struct ibv_context **rdma_get_devices(int *num_devices)
 void rdma_free_devices(struct ibv_context **list)
 {
 	free(list);
+}
+
+static struct cma_device *find_by_name_locked(const char *name)
+{
+	int i;
+
+	for (i = 0; i < ncontexts; i++)
+		if (strcmp(ibv_get_device_name(contexts[i]->device), name) == 0)
+			return &devices[i];
+	return NULL;
+}
+
+static struct cma_device *find_by_ctx_locked(struct ibv_context *ctx)
+{
+	int i;
+
+	for (i = 0; i < ncontexts; i++)
+		if (devices[i].ctx == ctx)
+			return &devices[i];
+	return NULL;
+}
+
+int cma_device_open(const char *name, struct ibv_context **ret_ctx)
+{
+	struct cma_device *dev;
+	int ret = 0;
+
+	pthread_mutex_lock(&devices_lock);
+	dev = find_by_name_locked(name);
+	if (!dev) {
+		ret = open_all_locked();
+		dev = ret < 0 ? NULL : find_by_name_locked(name);
+	}
+	if (dev)
+		*ret_ctx = dev->ctx;
+	else if (ret == 0)
+		ret = -ENODEV;
+	pthread_mutex_unlock(&devices_lock);
+	return ret;
+}
+
+int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
+{
+	struct cma_device *dev;
+	int ret = 0;
+
+	pthread_mutex_lock(&devices_lock);
+	dev = find_by_ctx_locked(ctx);
+	if (!dev) {
+		/* Not one of ours: a context the app opened itself. */
+		ret = -EINVAL;
+	} else if (!dev->pd) {
+		dev->pd = ibv_alloc_pd(ctx);
+		if (!dev->pd)
+			ret = -errno;
+	}
+	if (ret == 0)
+		*ret_pd = dev->pd;
+	pthread_mutex_unlock(&devices_lock);
+	return ret;
+}
+
+/* A byte, as connection parameters carry them. */
+static uint8_t clamp_u8(int v)
+{
+	return v > 0xff ? 0xff : v < 0 ? 0 : (uint8_t)v;
+}
+
+int cma_device_rd_atom(struct ibv_context *ctx, uint8_t *max_resp,
+		       uint8_t *max_init)
+{
+	struct ibv_device_attr attr;
+	struct cma_device *dev;
+	uint8_t resp = 0, init = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&devices_lock);
+	dev = find_by_ctx_locked(ctx);
+	if (dev && dev->have_attr) {
+		resp = dev->max_resp;
+		init = dev->max_init;
+	} else {
+		ret = -ibv_query_device(ctx, &attr);
+		if (ret == 0) {
+			resp = clamp_u8(attr.max_qp_rd_atom);
+			init = clamp_u8(attr.max_qp_init_rd_atom);
+		}
+		if (ret == 0 && dev) {
+			dev->max_resp = resp;
+			dev->max_init = init;
+			dev->have_attr = true;
+		}
+	}
+	pthread_mutex_unlock(&devices_lock);
+	*max_resp = resp;
+	*max_init = init;
+	return ret;
 }

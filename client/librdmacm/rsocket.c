@@ -1,8 +1,11 @@
 /*
  * rsockets: a sockets-like API over RDMA (rstream, riostream, rcopy,
- * udpong).  rping, ucmatose, udaddy, mckey and cmtime import rpoll through
- * rdma-core's examples/common.c without calling it.  Not implemented yet:
- * every call fails with ENOSYS.
+ * udpong).  Not implemented: every call fails cleanly with ENOSYS (-1 and
+ * errno; rpoll/rselect too), so those tools exit at once with "rsocket:
+ * Function not implemented".  rping, ucmatose, udaddy, mckey and cmtime
+ * import rpoll through rdma-core's examples/common.c but never call it
+ * unless asked to (their default paths use rdma_get_cm_event), so they
+ * are unaffected.
  */
 #include "config.h"
 

@@ -1,6 +1,7 @@
 /*
- * How a librdmacm call that is not implemented yet fails: every librdmacm
- * function reports errors as -1 (or NULL) with errno, here ENOSYS.
+ * How a librdmacm call that is not implemented fails (the rsockets,
+ * rsocket.c): librdmacm reports errors as -1 (or NULL) with errno, here
+ * ENOSYS.
  */
 #ifndef IBVD_RDMACM_UNSUPPORTED_H
 #define IBVD_RDMACM_UNSUPPORTED_H

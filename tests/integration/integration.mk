@@ -82,3 +82,17 @@ check_PROGRAMS += tests/integration/hostile-helper
 tests_integration_hostile_helper_SOURCES = tests/integration/hostile.c \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_hostile_helper_LDADD = -libverbs
+
+# The RDMA connection manager (issue 4): Debian's rdmacm-utils and our rping
+# between two uids, the reference's client/server example (cmsum-helper),
+# and the librdmacm API as a Check program (cmapi-helper), all ordinary
+# librdmacm applications built against the system headers.
+INTEGRATION_TESTS += tests/integration/cm.sh
+check_PROGRAMS += tests/integration/cmapi-helper
+tests_integration_cmapi_helper_SOURCES = tests/integration/cmapi.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_cmapi_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_integration_cmapi_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthread
+check_PROGRAMS += tests/integration/cmsum-helper
+tests_integration_cmsum_helper_SOURCES = tests/integration/cmsum.c
+tests_integration_cmsum_helper_LDADD = -lrdmacm -libverbs

@@ -1,0 +1,383 @@
+/*
+ * Event channels: a CM session of the daemon (CM_OPEN) with its event
+ * socket, and what the app polls.
+ *
+ * The daemon writes one CmEvent frame per event to the event socket.
+ * rdma_migrate_id(3) also moves the events already pending for an id to
+ * its new channel, and those are in the old channel's socket by then (the
+ * daemon sends later ones to the new session, PROTOCOL.md §10.8): the
+ * library takes them out and queues them on the new channel.  So that the
+ * app still sees a readable fd exactly when an event is pending,
+ * channel->fd is an epoll instance over the event socket and an eventfd
+ * that is readable while the channel's local queue is not empty; poll(),
+ * O_NONBLOCK and EINTR work on it as on the kernel's rdma_cm file.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "cma.h"
+
+struct cma_queued {
+	struct cma_queued *next;
+	Ibvd__CmEvent *m;
+};
+
+/* ---- the local queue (under recv_lock) --------------------------------------- */
+
+static void queue_signal(struct cma_channel *ch, bool pending)
+{
+	uint64_t v = 1;
+
+	/* Readable exactly while something is queued. */
+	if (pending)
+		(void)!write(ch->efd, &v, sizeof(v));
+	else
+		(void)!read(ch->efd, &v, sizeof(v));
+}
+
+static void queue_push(struct cma_channel *ch, struct cma_queued *q)
+{
+	bool was_empty = !ch->qhead;
+
+	q->next = NULL;
+	if (ch->qtail)
+		ch->qtail->next = q;
+	else
+		ch->qhead = q;
+	ch->qtail = q;
+	if (was_empty)
+		queue_signal(ch, true);
+}
+
+static struct cma_queued *queue_pop(struct cma_channel *ch)
+{
+	struct cma_queued *q = ch->qhead;
+
+	if (!q)
+		return NULL;
+	ch->qhead = q->next;
+	if (!ch->qhead) {
+		ch->qtail = NULL;
+		queue_signal(ch, false);
+	}
+	return q;
+}
+
+static void queue_free_all(struct cma_channel *ch)
+{
+	struct cma_queued *q;
+
+	while ((q = ch->qhead)) {
+		ch->qhead = q->next;
+		ibvd__cm_event__free_unpacked(q->m, NULL);
+		free(q);
+	}
+	ch->qtail = NULL;
+}
+
+/* ---- creation and destruction -------------------------------------------------- */
+
+static void channel_free(struct cma_channel *ch)
+{
+	if (ch->channel.fd >= 0)
+		close(ch->channel.fd);
+	if (ch->efd >= 0)
+		close(ch->efd);
+	if (ch->sock >= 0)
+		close(ch->sock);
+	ibvd_conn_close(&ch->conn);
+	queue_free_all(ch);
+	pthread_mutex_destroy(&ch->ids_lock);
+	pthread_mutex_destroy(&ch->recv_lock);
+	free(ch->buf);
+	free(ch);
+}
+
+static int open_session(struct cma_channel *ch)
+{
+	Ibvd__CmOpenReply *reply = NULL;
+	unsigned int nfds = 1;
+	int fd = -1, ret;
+
+	ret = ibvd_conn_open(&ch->conn, NULL);
+	/* No daemon to talk to is no RDMA CM device, as without rdma_cm. */
+	if (ret == -ENOENT || ret == -ECONNREFUSED)
+		return -ENODEV;
+	if (ret < 0)
+		return ret;
+	ret = ibvd_conn_call(&ch->conn, IBVD_MSG_CM_OPEN, NULL,
+			     &ibvd__cm_open_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	if (ret < 0)
+		return ret;
+	if (nfds != 1 || reply->token.len > sizeof(ch->token)) {
+		if (nfds == 1)
+			close(fd);
+		ibvd__cm_open_reply__free_unpacked(reply, NULL);
+		return -EPROTO;
+	}
+	memcpy(ch->token, reply->token.data, reply->token.len);
+	ch->token_len = reply->token.len;
+	ibvd__cm_open_reply__free_unpacked(reply, NULL);
+	ch->sock = fd;
+	return 0;
+}
+
+static int epoll_add(int epfd, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+int cma_channel_create(struct cma_channel **ret_ch)
+{
+	struct cma_channel *ch;
+	int ret;
+
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	ch->channel.fd = -1;
+	ch->sock = -1;
+	ch->efd = -1;
+	ch->conn.sock = -1;
+	pthread_mutex_init(&ch->recv_lock, NULL);
+	pthread_mutex_init(&ch->ids_lock, NULL);
+	ch->buf = malloc(IBVD_FRAME_MAX);
+	if (!ch->buf) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = open_session(ch);
+	if (ret < 0)
+		goto fail;
+	/* Non-blocking: emptying it (queue_signal) must never wait. */
+	ch->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ch->channel.fd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->efd < 0 || ch->channel.fd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = epoll_add(ch->channel.fd, ch->sock);
+	if (ret == 0)
+		ret = epoll_add(ch->channel.fd, ch->efd);
+	if (ret < 0)
+		goto fail;
+	*ret_ch = ch;
+	return 0;
+fail:
+	channel_free(ch);
+	return ret;
+}
+
+/*
+ * Closing the session makes the daemon destroy what is left on it.
+ *
+ * Apps destroy a channel while their CM thread still waits on it: rping
+ * leaves that thread blocked in rdma_get_cm_event() until it exits, which
+ * with the kernel's rdma_cm stays blocked on the file it holds, and must
+ * neither wake up with an error (rping would exit with it) nor touch freed
+ * memory.  So a channel with waiters is only marked: it stays open, and
+ * the last waiter to come back (if one ever does) frees it.
+ */
+void cma_channel_destroy(struct cma_channel *ch)
+{
+	unsigned int waiters;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	ch->closing = true;
+	waiters = ch->waiters;
+	pthread_mutex_unlock(&ch->recv_lock);
+	if (!waiters)
+		channel_free(ch);
+}
+
+int cma_channel_enter(struct cma_channel *ch)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	if (ch->closing)
+		ret = -EBADF;
+	else
+		ch->waiters++;
+	pthread_mutex_unlock(&ch->recv_lock);
+	return ret;
+}
+
+bool cma_channel_leave(struct cma_channel *ch)
+{
+	bool last;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	last = --ch->waiters == 0 && ch->closing;
+	pthread_mutex_unlock(&ch->recv_lock);
+	if (last)
+		channel_free(ch);
+	return last;
+}
+
+struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct cma_channel *ch;
+	int ret;
+
+	ret = cma_channel_create(&ch);
+	return ret < 0 ? cma_null_ret(ret) : &ch->channel;
+}
+
+void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	if (channel)
+		cma_channel_destroy(to_cma_channel(channel));
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+/*
+ * One frame from the event socket, without blocking, under recv_lock.
+ * Returns 1 with *ret_m, 0 for a frame to skip, -EAGAIN for none, -EIO
+ * when the daemon is gone (end of file).
+ */
+static int recv_locked(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
+{
+	struct ibvd_frame frame;
+	int ret;
+
+	if (ch->dead)
+		return -EIO;
+	ret = ibvd_frame_recv(ch->sock, ch->buf, IBVD_FRAME_MAX, &frame,
+			      MSG_DONTWAIT);
+	if (ret == 0 || ret == -ECONNRESET) {
+		ch->dead = true;
+		return -EIO;
+	}
+	/* A malformed frame was consumed (and its fds closed): skip it. */
+	if (ret == -EMSGSIZE || ret == -EBADMSG || ret == -EPROTO)
+		return 0;
+	if (ret < 0)
+		return ret;
+	ibvd_frame_close_fds(&frame);
+	if (frame.hdr.type != IBVD_MSG_CM_EVENT)
+		return 0;
+	*ret_m = ibvd__cm_event__unpack(NULL, frame.hdr.len, frame.payload);
+	return *ret_m ? 1 : 0;
+}
+
+/* The next message: queued ones first, they came out of the socket earlier. */
+static int take(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
+{
+	struct cma_queued *q;
+	int ret;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	if (ch->closing) {
+		ret = -EBADF;
+	} else if ((q = queue_pop(ch))) {
+		*ret_m = q->m;
+		free(q);
+		ret = 1;
+	} else {
+		ret = recv_locked(ch, ret_m);
+	}
+	pthread_mutex_unlock(&ch->recv_lock);
+	return ret;
+}
+
+int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
+{
+	int ret;
+
+	for (;;) {
+		ret = ibvd_wait_readable(ch->channel.fd);
+		if (ret < 0)
+			return ret;
+		ret = take(ch, ret_m);
+		/* Skipped, or another thread took what woke us. */
+		if (ret == 0 || ret == -EAGAIN)
+			continue;
+		return ret;
+	}
+}
+
+bool cma_channel_dead(struct cma_channel *ch)
+{
+	bool dead;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	dead = ch->dead;
+	pthread_mutex_unlock(&ch->recv_lock);
+	return dead;
+}
+
+/* ---- migration ------------------------------------------------------------------------- */
+
+/*
+ * After CM_MIGRATE_ID: the events of from's id old_handle still in from's
+ * socket go to to's queue as to's id new_handle, in order.  Everything in
+ * from's socket is read into its own queue for that (the other ids' events
+ * stay pending there, the fd stays readable).  A CONNECT_REQUEST stays:
+ * its new id belongs to from's session whichever channel the listener
+ * moved to.
+ */
+void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
+			     struct cma_channel *to, uint32_t new_handle)
+{
+	struct cma_queued *moved = NULL, **mtail = &moved, **p, *q;
+	Ibvd__CmEvent *m;
+	bool was_empty;
+	int ret;
+
+	pthread_mutex_lock(&from->recv_lock);
+	for (;;) {
+		ret = recv_locked(from, &m);
+		if (ret == 0)
+			continue;
+		if (ret < 0)
+			break;
+		q = malloc(sizeof(*q));
+		if (!q) {
+			/* Out of memory: this one is lost, as a full socket's. */
+			ibvd__cm_event__free_unpacked(m, NULL);
+			continue;
+		}
+		q->m = m;
+		queue_push(from, q);
+	}
+	was_empty = !from->qhead;
+	for (p = &from->qhead; (q = *p);) {
+		if (q->m->id == old_handle &&
+		    q->m->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+			*p = q->next;
+			q->next = NULL;
+			*mtail = q;
+			mtail = &q->next;
+		} else {
+			from->qtail = q;
+			p = &q->next;
+		}
+	}
+	if (!from->qhead) {
+		from->qtail = NULL;
+		if (!was_empty)
+			queue_signal(from, false);
+	}
+	pthread_mutex_unlock(&from->recv_lock);
+
+	pthread_mutex_lock(&to->recv_lock);
+	while ((q = moved)) {
+		moved = q->next;
+		q->m->id = new_handle;
+		queue_push(to, q);
+	}
+	pthread_mutex_unlock(&to->recv_lock);
+}

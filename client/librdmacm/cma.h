@@ -1,0 +1,261 @@
+/*
+ * Private state of our librdmacm (proto/CM.md is the design).
+ *
+ * An event channel is a CM session of the daemon: its own connection for
+ * requests and replies, and the event socket the daemon writes CmEvent
+ * frames to (channel->fd).  Every rdma_cm_id belongs to one channel and is
+ * named there by the daemon's handle.
+ *
+ * Error convention: internal functions return 0 or a negative errno; the
+ * exported functions convert once, with cma_ret()/cma_null_ret(), to the
+ * -1 (or NULL) + errno that librdmacm promises.
+ *
+ * Lock order: channel ids_lock, then an id's mut.  A connection's own lock
+ * (struct ibvd_conn) is innermost: no other lock is taken while a call is
+ * in flight, except an id's op_lock, which keeps its multicast joins and
+ * their attachments of the id's QP consistent.
+ */
+#ifndef IBVD_CMA_H
+#define IBVD_CMA_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "conn.h"
+#include "frame.h"
+#include "verbs_msg.h"
+#include "ibverbsd.pb-c.h"
+#include "util.h"
+
+
+/*
+ * Private data limits of the IB CM messages (CM.md step 9): longer is
+ * EINVAL, and a receiver sees the data zero-padded to the full length.
+ */
+enum {
+	CMA_PDATA_REQ = 56,
+	CMA_PDATA_REP = 196,
+	CMA_PDATA_REJ = 148,
+	CMA_PDATA_DREQ = 220,
+	CMA_PDATA_SIDR_REQ = 180,	/* 216 less the RDMA CM header, as the kernel */
+	CMA_PDATA_SIDR_REP = 136,
+	CMA_PDATA_MAX = 256,	/* room in an event for any of them */
+};
+
+#define CMA_TOKEN_LEN		16
+#define CMA_ID_BUCKETS		64	/* handle hash of a channel */
+
+struct cma_id;
+
+struct cma_queued;
+
+struct cma_channel {
+	struct rdma_event_channel channel;	/* must be first; fd: epoll over
+						   sock and efd (channel.c) */
+	struct ibvd_conn conn;			/* requests and replies */
+	int sock;				/* the daemon's event socket */
+	int efd;				/* readable while qhead != NULL */
+	uint8_t token[CMA_TOKEN_LEN];		/* names the session (migrate) */
+	size_t token_len;
+
+	pthread_mutex_t recv_lock;		/* one reader, and all below */
+	uint8_t *buf;				/* IBVD_FRAME_MAX bytes */
+	struct cma_queued *qhead, *qtail;	/* events moved here by migrate */
+	bool dead;				/* event socket EOF: daemon gone */
+	unsigned int waiters;			/* threads in rdma_get_cm_event */
+	bool closing;				/* destroyed: the last waiter frees */
+
+	pthread_mutex_t ids_lock;		/* the table below */
+	struct cma_id *ids[CMA_ID_BUCKETS];
+};
+
+static inline struct cma_channel *to_cma_channel(struct rdma_event_channel *c)
+{
+	return container_of(c, struct cma_channel, channel);
+}
+
+struct cma_mcast {
+	struct cma_mcast *next;
+	uint64_t user;				/* names the join to the daemon */
+	void *context;				/* the app's, back in private_data */
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	uint32_t join_flags;
+	bool attached;				/* the id's QP is attached */
+	union ibv_gid mgid;
+	uint16_t mlid;
+};
+
+struct cma_id {
+	struct rdma_cm_id id;			/* must be first: apps hold &id */
+	struct cma_channel *ch;			/* == to_cma_channel(id.channel) */
+	uint32_t handle;			/* the daemon's, on ch's session */
+	struct cma_id *hnext;			/* in ch->ids */
+	bool sync;				/* ch is this id's private channel */
+
+	pthread_mutex_t mut;			/* everything below */
+	pthread_cond_t cond;
+	uint32_t events_delivered;		/* handed to the app ... */
+	uint32_t events_acked;			/* ... and acked (destroy waits) */
+	bool removal_reported;			/* DEVICE_REMOVAL went out */
+	bool established;			/* ESTABLISHED went out */
+	bool disconnected;			/* DISCONNECTED went out */
+
+	/* the QP's multicast attachments: joins, their events, QP destroy */
+	pthread_mutex_t op_lock;
+	struct cma_mcast *mcast;
+	uint64_t mcast_seq;
+
+	struct ibv_sa_path_rec path;		/* id.route.path_rec points here */
+	/* from the connection request, for rdma_accept() without params */
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint32_t qkey;				/* our UD QP's, for rdma_accept() */
+	struct ibv_ece local_ece;		/* rdma_set_local_ece(): kept only */
+
+	/* rdma_create_ep(RAI_PASSIVE): what rdma_get_request() gives new ids */
+	struct ibv_pd *ep_pd;
+	struct ibv_qp_init_attr *ep_qp_attr;
+};
+
+static inline struct cma_id *to_cma_id(struct rdma_cm_id *id)
+{
+	return container_of(id, struct cma_id, id);
+}
+
+struct cma_event {
+	struct rdma_cm_event event;		/* must be first */
+	struct cma_id *owner;			/* counted on (the listener for
+						   CONNECT_REQUEST) */
+	uint8_t private_data[CMA_PDATA_MAX];
+};
+
+/* ---- public-boundary conversion ---------------------------------------- */
+
+static inline int cma_ret(int ret)
+{
+	if (ret >= 0)
+		return 0;
+	errno = -ret;
+	return -1;
+}
+
+static inline void *cma_null_ret(int ret)
+{
+	errno = -ret;
+	return NULL;
+}
+
+/* ---- channels (channel.c) ---------------------------------------------- */
+
+int cma_channel_create(struct cma_channel **ret_ch);
+void cma_channel_destroy(struct cma_channel *ch);
+/* A thread waits on ch (-EBADF if destroyed) ... */
+int cma_channel_enter(struct cma_channel *ch);
+/* ... and is done with it: true if ch was destroyed meanwhile and freed. */
+bool cma_channel_leave(struct cma_channel *ch);
+/*
+ * The next CmEvent of ch (blocking unless the fd is O_NONBLOCK: -EAGAIN;
+ * a signal: -EINTR); -EIO when the daemon is gone, -EBADF if destroyed.
+ */
+int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m);
+bool cma_channel_dead(struct cma_channel *ch);
+/* rdma_migrate_id(3): move the id's pending events to its new channel. */
+void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
+			     struct cma_channel *to, uint32_t new_handle);
+
+/* ---- events (events.c) -------------------------------------------------- */
+
+/* Next event of ch for the app (blocking unless the fd is O_NONBLOCK). */
+int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev);
+void cma_ack_event(struct cma_event *ev);
+/*
+ * Synchronous mode: wait on a sync id's private channel for the event its
+ * operation produces and keep it in id->event; its failure as an errno.
+ */
+int cma_sync_wait(struct cma_id *cid);
+/* Ack the event a synchronous id keeps in id->event, if any. */
+void cma_put_event(struct cma_id *cid);
+
+/* ---- ids (cma.c) --------------------------------------------------------- */
+
+int cma_id_alloc(struct cma_channel *ch, void *context,
+		 enum rdma_port_space ps, enum ibv_qp_type qp_type,
+		 struct cma_id **ret_id);
+void cma_id_free(struct cma_id *cid);
+int cma_create_id(struct rdma_event_channel *channel, void *context,
+		  enum rdma_port_space ps, enum ibv_qp_type qp_type,
+		  struct cma_id **ret_id);
+int cma_destroy_id(struct cma_id *cid);
+int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel);
+/* The id table of a channel. */
+void cma_ids_add(struct cma_channel *ch, struct cma_id *cid);
+void cma_ids_remove(struct cma_channel *ch, struct cma_id *cid);
+/* Find handle's id and count one event on it (cma_event_release undoes). */
+struct cma_id *cma_ids_hold(struct cma_channel *ch, uint32_t handle);
+void cma_id_hold(struct cma_id *cid);
+void cma_id_release(struct cma_id *cid);
+/* Wait until the app acked every event it was handed on cid. */
+void cma_id_wait_acked(struct cma_id *cid);
+/* A request of the id's session. */
+int cma_call(struct cma_id *cid, uint16_t type, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *reply_desc,
+	     ProtobufCMessage **reply);
+/* Take the daemon's view of where an id is (addresses, device, path). */
+int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info);
+int cma_query(struct cma_id *cid);
+bool cma_is_ud_ps(enum rdma_port_space ps);
+int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);
+socklen_t cma_addr_len(const struct sockaddr *addr);
+
+/* ---- devices (devices.c) ----------------------------------------------- */
+
+/* The process-wide context of the device named name. */
+int cma_device_open(const char *name, struct ibv_context **ret_ctx);
+/* The device's default PD (one per device, made on first use). */
+int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd);
+/* max_qp_rd_atom / max_qp_init_rd_atom of ctx's device. */
+int cma_device_rd_atom(struct ibv_context *ctx, uint8_t *max_resp,
+		       uint8_t *max_init);
+
+/* ---- QPs (qp.c) ---------------------------------------------------------- */
+
+/* Move cid's QP to state with the daemon's attributes (CM_INIT_QP_ATTR);
+ * rd_atomic, if not 0xFF, overrides the negotiated max_(dest_)rd_atomic. */
+int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic);
+int cma_qp_to_err(struct cma_id *cid);
+bool cma_qp_connected(enum ibv_qp_type type);
+int cma_init_qp_attr(struct cma_id *cid, enum ibv_qp_state state,
+		     struct ibv_qp_attr *attr, int *mask);
+int cma_create_qp(struct cma_id *cid, struct ibv_pd *pd,
+		  struct ibv_qp_init_attr *attr);
+
+/* ---- wire conversions (msg.c) -------------------------------------------- */
+
+/* Copy a raw sockaddr from the wire; false if it is not one we know. */
+bool cma_sockaddr_from_msg(const ProtobufCBinaryData *b,
+			   struct sockaddr_storage *ss);
+
+/* ---- addresses (addr.c) --------------------------------------------------- */
+
+int cma_bind_addr(struct cma_id *cid, struct sockaddr *addr);
+int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
+		     struct sockaddr *dst, int timeout_ms);
+int cma_resolve_route(struct cma_id *cid, int timeout_ms);
+
+/* ---- connections (conn.c) ------------------------------------------------ */
+
+uint32_t cma_random_psn(void);
+
+/* ---- multicast (mcast.c) --------------------------------------------------- */
+
+/* Under cid->op_lock: the join an event's user value names, or NULL. */
+struct cma_mcast *cma_mcast_find(struct cma_id *cid, uint64_t user);
+void cma_mcast_free_all(struct cma_id *cid);
+
+#endif /* IBVD_CMA_H */

@@ -1,0 +1,346 @@
+/*
+ * Connections (CM.md "Connections" and "UD"): listen, connect, accept,
+ * reject, establish, disconnect, the QP attributes of rdma_init_qp_attr(),
+ * and ECE, which we never negotiate.  The handshake itself runs in the
+ * daemon; here the parameters are checked against the device, and a QP
+ * made with rdma_create_qp() is moved along: to RTR/RTS before accepting,
+ * to ERR on disconnect.  Synchronous ids wait for the call's event.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "cma.h"
+
+/* A random 24-bit starting PSN, as an IB CM picks one. */
+uint32_t cma_random_psn(void)
+{
+	static __thread unsigned int seed;
+	uint32_t psn;
+
+	if (getrandom(&psn, sizeof(psn), GRND_NONBLOCK) != sizeof(psn)) {
+		if (!seed)
+			seed = (unsigned int)time(NULL) ^ (unsigned int)getpid();
+		psn = (uint32_t)rand_r(&seed);
+	}
+	return psn & 0xffffff;
+}
+
+/* ---- listening ------------------------------------------------------------------- */
+
+static int listen_id(struct cma_id *cid, int backlog)
+{
+	Ibvd__CmListen req = IBVD__CM_LISTEN__INIT;
+	int ret;
+
+	req.id = cid->handle;
+	req.backlog = backlog;
+	ret = cma_call(cid, IBVD_MSG_CM_LISTEN, &req.base, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	/*
+	 * Listening may have bound the id (to the wildcard); show where.
+	 * The listen itself succeeded whatever the query says.
+	 */
+	(void)cma_query(cid);
+	return 0;
+}
+
+int rdma_listen(struct rdma_cm_id *id, int backlog)
+{
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(listen_id(to_cma_id(id), backlog));
+}
+
+/* ---- parameters ------------------------------------------------------------------------ */
+
+/*
+ * The RDMA read resources to ask for or grant: RDMA_MAX_* (and no
+ * parameters at all) mean "what we have", dflt_* otherwise; more than the
+ * device has is EINVAL (rdma_connect(3), rdma_accept(3)).
+ */
+static int resources(struct cma_id *cid, const struct rdma_conn_param *p,
+		     uint8_t dflt_resp, uint8_t dflt_init, uint8_t *resp,
+		     uint8_t *init)
+{
+	uint8_t max_resp, max_init;
+	int ret;
+
+	ret = cma_device_rd_atom(cid->id.verbs, &max_resp, &max_init);
+	if (ret < 0)
+		return ret;
+	if (dflt_resp > max_resp)
+		dflt_resp = max_resp;
+	if (dflt_init > max_init)
+		dflt_init = max_init;
+	*resp = p && p->responder_resources != RDMA_MAX_RESP_RES ?
+		p->responder_resources : dflt_resp;
+	*init = p && p->initiator_depth != RDMA_MAX_INIT_DEPTH ?
+		p->initiator_depth : dflt_init;
+	if (*resp > max_resp || *init > max_init)
+		return -EINVAL;
+	return 0;
+}
+
+static uint32_t min7(uint8_t v)
+{
+	return v > 7 ? 7 : v;	/* 3-bit fields of the IB CM */
+}
+
+/* The wire form of p; private data over max_pdata is EINVAL. */
+static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
+		     size_t max_pdata, Ibvd__CmConnParam *m)
+{
+	if (p && p->private_data_len) {
+		if (!p->private_data || p->private_data_len > max_pdata)
+			return -EINVAL;
+		m->private_data.data = (uint8_t *)p->private_data;
+		m->private_data.len = p->private_data_len;
+	}
+	m->flow_control = p ? p->flow_control : 1;
+	m->retry_count = p ? min7(p->retry_count) : 7;
+	m->rnr_retry_count = p ? min7(p->rnr_retry_count) : 7;
+	/* A QP made on the id speaks for itself (rdma_connect(3)). */
+	if (cid->id.qp) {
+		m->qp_num = cid->id.qp->qp_num;
+		m->srq = cid->id.qp->srq != NULL;
+	} else if (p) {
+		m->qp_num = p->qp_num;
+		m->srq = p->srq;
+	}
+	m->qkey = cid->qkey ? cid->qkey : RDMA_UDP_QKEY;
+	m->psn = cma_random_psn();
+	return 0;
+}
+
+/* ---- the active side ------------------------------------------------------------------ */
+
+static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
+{
+	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
+	Ibvd__CmConnect req = IBVD__CM_CONNECT__INIT;
+	uint8_t resp = 0, init = 0;
+	bool ud = cma_is_ud_ps(cid->id.ps);
+	int ret;
+
+	/* Not resolved yet: no device to connect from. */
+	if (!cid->id.verbs)
+		return -EINVAL;
+	if (!ud) {
+		ret = resources(cid, p, 0xff, 0xff, &resp, &init);
+		if (ret < 0)
+			return ret;
+	}
+	ret = param_msg(cid, p, ud ? CMA_PDATA_SIDR_REQ : CMA_PDATA_REQ,
+			&param);
+	if (ret < 0)
+		return ret;
+	param.responder_resources = resp;
+	param.initiator_depth = init;
+	req.id = cid->handle;
+	req.param = &param;
+	ret = cma_call(cid, IBVD_MSG_CM_CONNECT, &req.base, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	return cma_sync_wait(cid);
+}
+
+int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
+{
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(connect_id(to_cma_id(id), conn_param));
+}
+
+/* The RTU of an id without a QP, after CONNECT_RESPONSE. */
+int rdma_establish(struct rdma_cm_id *id)
+{
+	Ibvd__CmId req = IBVD__CM_ID__INIT;
+
+	if (!id)
+		return cma_ret(-EINVAL);
+	req.id = to_cma_id(id)->handle;
+	return cma_ret(cma_call(to_cma_id(id), IBVD_MSG_CM_ESTABLISH,
+				&req.base, NULL, NULL));
+}
+
+/* ---- the passive side ----------------------------------------------------------------- */
+
+static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
+{
+	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
+	Ibvd__CmConnect req = IBVD__CM_CONNECT__INIT;
+	uint8_t resp = 0, init = 0;
+	bool ud = cma_is_ud_ps(cid->id.ps);
+	int ret;
+
+	if (!cid->id.verbs)
+		return -EINVAL;
+	if (!ud) {
+		ret = resources(cid, p, cid->responder_resources,
+				cid->initiator_depth, &resp, &init);
+		if (ret < 0)
+			return ret;
+	}
+	ret = param_msg(cid, p, ud ? CMA_PDATA_SIDR_REP : CMA_PDATA_REP,
+			&param);
+	if (ret < 0)
+		return ret;
+	param.responder_resources = resp;
+	param.initiator_depth = init;
+	/* A UD QP is ready already; a connected one must be before the REP. */
+	if (cid->id.qp && !ud) {
+		ret = cma_qp_to(cid, IBV_QPS_RTR, resp);
+		if (ret == 0)
+			ret = cma_qp_to(cid, IBV_QPS_RTS, init);
+		if (ret < 0)
+			goto fail;
+	}
+	req.id = cid->handle;
+	req.param = &param;
+	ret = cma_call(cid, IBVD_MSG_CM_ACCEPT, &req.base, NULL, NULL);
+	if (ret < 0)
+		goto fail;
+	if (!ud)
+		return cma_sync_wait(cid);
+	/*
+	 * A SIDR reply completes nothing on this side to wait for; the
+	 * request's event (rdma_get_request) is done with all the same.
+	 */
+	cma_put_event(cid);
+	return 0;
+fail:
+	if (!ud)
+		cma_qp_to_err(cid);
+	return ret;
+}
+
+int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
+{
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(accept_id(to_cma_id(id), conn_param));
+}
+
+static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len)
+{
+	Ibvd__CmReject req = IBVD__CM_REJECT__INIT;
+	size_t max = cma_is_ud_ps(cid->id.ps) ? CMA_PDATA_SIDR_REP :
+						CMA_PDATA_REJ;
+	int ret;
+
+	if (len && (!pdata || len > max))
+		return -EINVAL;
+	req.id = cid->handle;
+	req.private_data.data = (uint8_t *)pdata;
+	req.private_data.len = len;
+	ret = cma_call(cid, IBVD_MSG_CM_REJECT, &req.base, NULL, NULL);
+	/* rdma_get_request(3): the request's event lives until rejected. */
+	if (ret == 0)
+		cma_put_event(cid);
+	return ret;
+}
+
+int rdma_reject(struct rdma_cm_id *id, const void *private_data,
+		uint8_t private_data_len)
+{
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(reject_id(to_cma_id(id), private_data,
+				 private_data_len));
+}
+
+/*
+ * The ECE flavour of reject tells the peer its ECE options were refused;
+ * we never negotiate ECE, so it is a plain reject.
+ */
+int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
+		    uint8_t private_data_len)
+{
+	return rdma_reject(id, private_data, private_data_len);
+}
+
+/* ---- teardown -------------------------------------------------------------------------- */
+
+static int disconnect_id(struct cma_id *cid)
+{
+	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	bool wait;
+	int ret;
+
+	/* Flush what is posted, as a DREQ would on the wire. */
+	ret = cma_qp_to_err(cid);
+	if (ret < 0)
+		return ret;
+	/*
+	 * A synchronous id sees every one of its events here, so it knows
+	 * whether a DISCONNECTED is still to come: only for a connection
+	 * that was established and not yet torn down (by either side).
+	 */
+	pthread_mutex_lock(&cid->mut);
+	wait = cid->established && !cid->disconnected;
+	pthread_mutex_unlock(&cid->mut);
+	req.id = cid->handle;
+	ret = cma_call(cid, IBVD_MSG_CM_DISCONNECT, &req.base, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	return wait ? cma_sync_wait(cid) : 0;
+}
+
+int rdma_disconnect(struct rdma_cm_id *id)
+{
+	if (!id)
+		return cma_ret(-EINVAL);
+	return cma_ret(disconnect_id(to_cma_id(id)));
+}
+
+/* ---- QP attributes, notifications ----------------------------------------------------- */
+
+int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,
+		      int *qp_attr_mask)
+{
+	if (!id || !qp_attr || !qp_attr_mask)
+		return cma_ret(-EINVAL);
+	return cma_ret(cma_init_qp_attr(to_cma_id(id), qp_attr->qp_state,
+					qp_attr, qp_attr_mask));
+}
+
+int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	Ibvd__CmNotify req = IBVD__CM_NOTIFY__INIT;
+
+	if (!id)
+		return cma_ret(-EINVAL);
+	req.id = to_cma_id(id)->handle;
+	req.event = event;
+	return cma_ret(cma_call(to_cma_id(id), IBVD_MSG_CM_NOTIFY, &req.base,
+				NULL, NULL));
+}
+
+/* ---- ECE ------------------------------------------------------------------------------ */
+
+/*
+ * Enhanced Connection Establishment is for ids whose QP the app manages
+ * (none on the id).  Our devices have no ECE options: the local ones are
+ * kept and never sent, and the peer's are always none.
+ */
+int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece)
+		return cma_ret(-EINVAL);
+	to_cma_id(id)->local_ece = *ece;
+	return 0;
+}
+
+int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece)
+		return cma_ret(-EINVAL);
+	memset(ece, 0, sizeof(*ece));
+	return 0;
+}

@@ -1,0 +1,160 @@
+/*
+ * Multicast (CM.md "Multicast"): the daemon keeps the groups and answers a
+ * join with MULTICAST_JOIN carrying the group's address vector (MGID,
+ * MLID) and QKey; when the app takes that event, the id's QP is attached
+ * to the group (events.c), and leaving detaches it.  Joins are listed on
+ * their id, named to the daemon by a number of the id that the events
+ * echo; the list is changed and read under the id's op_lock.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cma.h"
+
+/* Under cid->op_lock. */
+struct cma_mcast *cma_mcast_find(struct cma_id *cid, uint64_t user)
+{
+	struct cma_mcast *mc;
+
+	for (mc = cid->mcast; mc; mc = mc->next)
+		if (mc->user == user)
+			return mc;
+	return NULL;
+}
+
+void cma_mcast_free_all(struct cma_id *cid)
+{
+	struct cma_mcast *mc;
+
+	while ((mc = cid->mcast)) {
+		cid->mcast = mc->next;
+		free(mc);
+	}
+}
+
+static void unlink_mcast(struct cma_id *cid, struct cma_mcast *mc)
+{
+	struct cma_mcast **p;
+
+	for (p = &cid->mcast; *p; p = &(*p)->next) {
+		if (*p == mc) {
+			*p = mc->next;
+			return;
+		}
+	}
+}
+
+static int join(struct cma_id *cid, struct sockaddr *addr, uint32_t flags,
+		void *context)
+{
+	Ibvd__CmMcast req = IBVD__CM_MCAST__INIT;
+	socklen_t len = cma_addr_len(addr);
+	struct cma_mcast *mc;
+	int ret;
+
+	if (!len || flags >= RDMA_MC_JOIN_FLAG_RESERVED)
+		return -EINVAL;
+	/* rdma_join_multicast(3): bound to a device first. */
+	if (!cid->id.verbs)
+		return -EINVAL;
+	mc = calloc(1, sizeof(*mc));
+	if (!mc)
+		return -ENOMEM;
+	mc->context = context;
+	memcpy(&mc->addr, addr, len);
+	mc->addr_len = len;
+	mc->join_flags = flags;
+	/* Listed before the request, so that its event finds it. */
+	pthread_mutex_lock(&cid->op_lock);
+	mc->user = ++cid->mcast_seq;
+	mc->next = cid->mcast;
+	cid->mcast = mc;
+	pthread_mutex_unlock(&cid->op_lock);
+
+	req.id = cid->handle;
+	req.addr.data = (uint8_t *)&mc->addr;
+	req.addr.len = len;
+	req.join_flags = flags;
+	req.user = mc->user;
+	ret = cma_call(cid, IBVD_MSG_CM_JOIN_MCAST, &req.base, NULL, NULL);
+	if (ret < 0) {
+		pthread_mutex_lock(&cid->op_lock);
+		unlink_mcast(cid, mc);
+		pthread_mutex_unlock(&cid->op_lock);
+		free(mc);
+		return ret;
+	}
+	return cma_sync_wait(cid);
+}
+
+int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
+			void *context)
+{
+	if (!id || !addr)
+		return cma_ret(-EINVAL);
+	return cma_ret(join(to_cma_id(id), addr,
+			    RDMA_MC_JOIN_FLAG_FULLMEMBER, context));
+}
+
+int rdma_join_multicast_ex(struct rdma_cm_id *id,
+			   struct rdma_cm_join_mc_attr_ex *mc_join_attr,
+			   void *context)
+{
+	uint32_t need = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+			RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+
+	if (!id || !mc_join_attr || !mc_join_attr->addr)
+		return cma_ret(-EINVAL);
+	if ((mc_join_attr->comp_mask & need) != need ||
+	    mc_join_attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
+		return cma_ret(-EINVAL);
+	return cma_ret(join(to_cma_id(id), mc_join_attr->addr,
+			    mc_join_attr->join_flags, context));
+}
+
+static int leave(struct cma_id *cid, struct sockaddr *addr)
+{
+	Ibvd__CmMcast req = IBVD__CM_MCAST__INIT;
+	socklen_t len = cma_addr_len(addr);
+	struct cma_mcast *mc;
+	int ret = 0;
+
+	if (!len)
+		return -EINVAL;
+	pthread_mutex_lock(&cid->op_lock);
+	for (mc = cid->mcast; mc; mc = mc->next)
+		if (mc->addr_len == len && memcmp(&mc->addr, addr, len) == 0)
+			break;
+	if (mc) {
+		unlink_mcast(cid, mc);
+		if (mc->attached && cid->id.qp)
+			ret = -ibv_detach_mcast(cid->id.qp, &mc->mgid,
+						mc->mlid);
+	}
+	pthread_mutex_unlock(&cid->op_lock);
+	if (!mc)
+		return -EADDRNOTAVAIL;
+	req.id = cid->handle;
+	req.addr.data = (uint8_t *)&mc->addr;
+	req.addr.len = len;
+	req.join_flags = mc->join_flags;
+	req.user = mc->user;
+	/* The group is left whatever the detach said; report the first error. */
+	if (ret == 0)
+		ret = cma_call(cid, IBVD_MSG_CM_LEAVE_MCAST, &req.base, NULL,
+			       NULL);
+	else
+		(void)cma_call(cid, IBVD_MSG_CM_LEAVE_MCAST, &req.base, NULL,
+			       NULL);
+	free(mc);
+	return ret;
+}
+
+int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	if (!id || !addr)
+		return cma_ret(-EINVAL);
+	return cma_ret(leave(to_cma_id(id), addr));
+}

@@ -1,0 +1,1880 @@
+/*
+ * cmapi-helper: the librdmacm API against a real daemon (cm.sh), as an
+ * ordinary application built against the system <rdma/rdma_cma.h> and
+ * -lrdmacm -libverbs, run through ibverbsd-run so that it loads ours.
+ *
+ *   cmapi-helper [TEST...]	the Check suite: every case in a process of
+ *				its own, both ends of a connection in that one
+ *				process on two event channels (or the named
+ *				cases only)
+ *   cmapi-helper peer listen PORT DIR
+ *   cmapi-helper peer connect HOST PORT DIR
+ *				one end of a connection for the tests that
+ *				kill a process (cm.sh): connect/accept, write
+ *				DIR/listen.info or DIR/connect.info
+ *				("pid=.. qpn=.. sport=.. dport=.."), then
+ *				wait for the connection to end and print
+ *				"event: NAME status S after N ms"
+ *   cmapi-helper rsocket-probe	prints "rsocket: ok" or "rsocket: ERRNO-TEXT"
+ *
+ * What is expected comes from the reference (seeds/003: return-value
+ * tables, event table, private data zero-padded) and proto/CM.md (REJECTED
+ * status 28 for a consumer reject, ADDR_ERROR status -EHOSTUNREACH, IB
+ * private-data limits, TIMEWAIT_EXIT, backlog); with nobody listening,
+ * REJECTED has the IB CM's "invalid service ID" status 8, as on Linux.  Functions documented as returning -1 with
+ * errno or a negative errno value are accepted in either form.
+ *
+ * Timeouts scale with VT_TMUL (cm.sh passes TMUL).
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
+
+#include "vt.h"
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+/* The IB CM's private-data sizes (proto/CM.md, the seed's zero padding). */
+#define PDATA_REQ	56
+#define PDATA_REP	196
+#define PDATA_REJ	148
+/* REJ reasons: a consumer reject (proto/CM.md), and nobody listening
+ * (the IB CM's "invalid service ID", what Linux reports). */
+#define REJ_CONSUMER	28	/* IB_CM_REJ_CONSUMER_DEFINED */
+#define REJ_NO_LISTENER	8	/* IB_CM_REJ_INVALID_SERVICE_ID */
+#define UDP_QKEY	0x01234567u
+#define TEST_NET_1	"192.0.2.1"	/* RFC 5737: nobody's address */
+#define TEST_NET_6	"2001:db8::1"	/* RFC 3849 */
+
+/* Bound for one expected event. */
+static int ev_ms(void)
+{
+	return vt_tmo_ms();
+}
+
+/* ---- assertions on librdmacm return values ------------------------------ */
+
+/*
+ * The call failed with errno e: -1 and errno (Linux librdmacm), or -e
+ * (the seed's "< -1: see errno.h" rule).
+ */
+#define ck_fails_with(call, e) do {					\
+	int r_ = (call);						\
+	int en_ = errno;						\
+	ck_assert_msg(r_ == -(e) || (r_ == -1 && en_ == (e)),		\
+		      "%s: returned %d (errno %d %s), want -1 with errno %s", \
+		      #call, r_, en_, strerror(en_), #e);		\
+} while (0)
+
+#define ck_ok(call) do {						\
+	int r_ = (call);						\
+	ck_assert_msg(r_ == 0, "%s: returned %d (errno %d %s)",	\
+		      #call, r_, errno, strerror(errno));		\
+} while (0)
+
+/* ---- addresses ------------------------------------------------------------ */
+
+static struct sockaddr_storage sa_make(const char *ip, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, ip, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+	} else if (inet_pton(AF_INET6, ip, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+	} else {
+		ck_abort_msg("bad address literal %s", ip);
+	}
+	return ss;
+}
+
+#define SA(ss)	((struct sockaddr *)&(ss))
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
+static const char *sa_ip(const struct sockaddr *sa, char *buf, size_t len)
+{
+	const void *a;
+
+	if (sa->sa_family == AF_INET)
+		a = &((const struct sockaddr_in *)sa)->sin_addr;
+	else if (sa->sa_family == AF_INET6)
+		a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	else {
+		snprintf(buf, len, "(family %d)", sa->sa_family);
+		return buf;
+	}
+	if (!inet_ntop(sa->sa_family, a, buf, (socklen_t)len))
+		snprintf(buf, len, "(bad)");
+	return buf;
+}
+
+static void ck_sa_ip(const struct sockaddr *sa, const char *want, const char *what)
+{
+	char buf[INET6_ADDRSTRLEN + 16];
+
+	ck_assert_msg(sa, "%s: no address", what);
+	ck_assert_msg(!strcmp(sa_ip(sa, buf, sizeof(buf)), want),
+		      "%s: address %s, want %s", what, buf, want);
+}
+
+/* rdma_get_src_port/rdma_get_dst_port return the port big-endian (__be16). */
+static uint16_t src_port(struct rdma_cm_id *id)
+{
+	return ntohs(rdma_get_src_port(id));
+}
+
+static uint16_t dst_port(struct rdma_cm_id *id)
+{
+	return ntohs(rdma_get_dst_port(id));
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static struct rdma_event_channel *channel(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	ck_assert_msg(ch, "rdma_create_event_channel: %s", strerror(errno));
+	ck_assert_int_ge(ch->fd, 0);
+	return ch;
+}
+
+static bool readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n;
+
+	do
+		n = poll(&p, 1, ms);
+	while (n < 0 && errno == EINTR);
+	return n > 0 && (p.revents & POLLIN);
+}
+
+/* The next event on ch (unacked), within ms. */
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, int ms,
+					const char *waiting_for)
+{
+	struct rdma_cm_event *ev = NULL;
+
+	ck_assert_msg(readable(ch->fd, ms), "no CM event within %d ms (waiting for %s)",
+		      ms, waiting_for);
+	ck_assert_msg(rdma_get_cm_event(ch, &ev) == 0, "rdma_get_cm_event: %s",
+		      strerror(errno));
+	ck_assert_ptr_nonnull(ev);
+	return ev;
+}
+
+/* The next event, which must be `want` for `id` (NULL: any id); unacked. */
+static struct rdma_cm_event *expect(struct rdma_event_channel *ch,
+				    enum rdma_cm_event_type want,
+				    struct rdma_cm_id *id)
+{
+	struct rdma_cm_event *ev = next_event(ch, ev_ms(), rdma_event_str(want));
+
+	ck_assert_msg(ev->event == want, "got %s (status %d), want %s",
+		      rdma_event_str(ev->event), ev->status, rdma_event_str(want));
+	if (id)
+		ck_assert_msg(ev->id == id, "%s for another id", rdma_event_str(want));
+	return ev;
+}
+
+static void expect_ack(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
+		       struct rdma_cm_id *id)
+{
+	struct rdma_cm_event *ev = expect(ch, want, id);
+
+	ck_assert_int_eq(ev->status, 0);
+	ck_ok(rdma_ack_cm_event(ev));
+}
+
+static void expect_quiet(struct rdma_event_channel *ch, int ms, const char *what)
+{
+	struct rdma_cm_event *ev;
+
+	if (!readable(ch->fd, ms))
+		return;
+	if (rdma_get_cm_event(ch, &ev) == 0)
+		ck_abort_msg("%s: unexpected %s (status %d)", what,
+			     rdma_event_str(ev->event), ev->status);
+	ck_abort_msg("%s: the channel fd is readable, but rdma_get_cm_event: %s",
+		     what, strerror(errno));
+}
+
+/* Private data of an event: the first n bytes are want, the rest up to
+ * full (the IB size) zeros. */
+static void ck_pdata(const void *data, uint8_t len, const void *want, size_t n,
+		     size_t full, const char *what)
+{
+	const uint8_t *p = data;
+	size_t i;
+
+	ck_assert_msg(data, "%s: no private data", what);
+	ck_assert_msg(len == full, "%s: private_data_len %u, want %zu (zero-padded)",
+		      what, len, full);
+	ck_assert_msg(!memcmp(p, want, n), "%s: private data differs", what);
+	for (i = n; i < full; i++)
+		ck_assert_msg(!p[i], "%s: padding byte %zu is %#x, want 0", what, i, p[i]);
+}
+
+/* ---- ids and connections ------------------------------------------------------ */
+
+static struct rdma_cm_id *new_id(struct rdma_event_channel *ch, void *ctx,
+				 enum rdma_port_space ps)
+{
+	struct rdma_cm_id *id = NULL;
+
+	ck_assert_msg(rdma_create_id(ch, &id, ctx, ps) == 0, "rdma_create_id(ps %#x): %s",
+		      ps, strerror(errno));
+	ck_assert_ptr_nonnull(id);
+	ck_assert_ptr_eq(id->context, ctx);
+	if (ch)
+		ck_assert_ptr_eq(id->channel, ch);
+	ck_assert_int_eq(id->ps, ps);
+	return id;
+}
+
+/* A listener on ip, port 0 (assigned); returns the port. */
+static uint16_t listen_on(struct rdma_cm_id *id, const char *ip, int backlog)
+{
+	struct sockaddr_storage ss = sa_make(ip, 0);
+	uint16_t port;
+
+	ck_assert_msg(rdma_bind_addr(id, SA(ss)) == 0, "rdma_bind_addr %s:0: %s", ip,
+		      strerror(errno));
+	port = src_port(id);
+	ck_assert_msg(port != 0, "binding port 0 assigned no port");
+	ck_assert_msg(rdma_listen(id, backlog) == 0, "rdma_listen: %s", strerror(errno));
+	return port;
+}
+
+/* A port nobody listens on: one the daemon just assigned and took back. */
+static uint16_t unused_port(enum rdma_port_space ps)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, ps);
+	struct sockaddr_storage ss = sa_make("0.0.0.0", 0);
+	uint16_t port;
+
+	ck_ok(rdma_bind_addr(id, SA(ss)));
+	port = src_port(id);
+	ck_assert_int_ne(port, 0);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+	return port;
+}
+
+/* Address and route resolution of id towards ip:port. */
+static void resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id,
+		    const char *ip, uint16_t port)
+{
+	struct sockaddr_storage dst = sa_make(ip, port);
+
+	ck_assert_msg(rdma_resolve_addr(id, NULL, SA(dst), 2000) == 0,
+		      "rdma_resolve_addr %s: %s", ip, strerror(errno));
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id);
+	ck_assert_msg(id->verbs, "no device after ADDR_RESOLVED (id->verbs NULL)");
+	ck_assert_int_eq(id->port_num, 1);
+	ck_assert_msg(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s",
+		      strerror(errno));
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id);
+}
+
+static struct ibv_qp_init_attr qp_attr(enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr a = {
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.qp_type = type,
+		.sq_sig_all = 1,
+	};
+
+	return a;
+}
+
+/* rdma_create_qp with the library's default PD and CQs. */
+static void default_qp(struct rdma_cm_id *id, enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr a = qp_attr(type);
+
+	ck_assert_msg(rdma_create_qp(id, NULL, &a) == 0, "rdma_create_qp: %s",
+		      strerror(errno));
+	ck_assert_ptr_nonnull(id->qp);
+	ck_assert_ptr_nonnull(id->pd);
+	ck_assert_ptr_eq(id->qp->pd, id->pd);
+	ck_assert_ptr_nonnull(id->send_cq);
+	ck_assert_ptr_nonnull(id->recv_cq);
+	ck_assert_ptr_nonnull(id->send_cq_channel);
+	ck_assert_ptr_nonnull(id->recv_cq_channel);
+	ck_assert_ptr_eq(id->send_cq->cq_context, id);
+	ck_assert_ptr_eq(id->recv_cq->cq_context, id);
+	ck_assert_int_eq(id->qp->qp_type, type);
+}
+
+struct pair {
+	struct rdma_event_channel *sch, *cch;	/* server and client channels */
+	struct rdma_cm_id *listen, *server, *client;
+	uint16_t port;
+};
+
+/* A listener (server channel) and a resolved client id (client channel). */
+static void pair_prepare(struct pair *p, const char *ip, enum rdma_port_space ps)
+{
+	memset(p, 0, sizeof(*p));
+	p->sch = channel();
+	p->cch = channel();
+	p->listen = new_id(p->sch, p, ps);
+	p->port = listen_on(p->listen, strchr(ip, ':') ? "::" : "0.0.0.0", 8);
+	p->client = new_id(p->cch, NULL, ps);
+	resolve(p->cch, p->client, ip, p->port);
+}
+
+/*
+ * Connect the pair (RC, QPs by rdma_create_qp), with private data both
+ * ways; the server's id is p->server.  One thread drives both ends: the
+ * client's library completes the connection inside its rdma_get_cm_event,
+ * so the client's ESTABLISHED is read before the server's.
+ */
+static void pair_connect(struct pair *p, const char *req, const char *rep)
+{
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_event *ev;
+
+	default_qp(p->client, IBV_QPT_RC);
+	cp.private_data = req;
+	cp.private_data_len = req ? (uint8_t)strlen(req) : 0;
+	ck_assert_msg(rdma_connect(p->client, &cp) == 0, "rdma_connect: %s", strerror(errno));
+
+	ev = expect(p->sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_assert_ptr_eq(ev->listen_id, p->listen);
+	ck_assert_ptr_ne(ev->id, p->listen);
+	ck_assert_ptr_eq(ev->id->context, p);	/* inherited from the listener */
+	ck_assert_ptr_eq(ev->id->channel, p->sch);
+	ck_assert_msg(ev->id->verbs, "the new id has no device");
+	ck_assert_int_eq(ev->id->port_num, 1);
+	ck_assert_uint_eq(ev->param.conn.qp_num, p->client->qp->qp_num);
+	if (req)
+		ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			 req, strlen(req), PDATA_REQ, "CONNECT_REQUEST");
+	p->server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+
+	default_qp(p->server, IBV_QPT_RC);
+	cp.private_data = rep;
+	cp.private_data_len = rep ? (uint8_t)strlen(rep) : 0;
+	ck_assert_msg(rdma_accept(p->server, &cp) == 0, "rdma_accept: %s", strerror(errno));
+
+	ev = expect(p->cch, RDMA_CM_EVENT_ESTABLISHED, p->client);
+	ck_assert_int_eq(ev->status, 0);
+	if (rep)
+		ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			 rep, strlen(rep), PDATA_REP, "ESTABLISHED (client)");
+	ck_assert_uint_eq(ev->param.conn.qp_num, p->server->qp->qp_num);
+	ck_ok(rdma_ack_cm_event(ev));
+	expect_ack(p->sch, RDMA_CM_EVENT_ESTABLISHED, p->server);
+}
+
+static void pair_free(struct pair *p)
+{
+	if (p->client) {
+		if (p->client->qp)
+			rdma_destroy_qp(p->client);
+		ck_ok(rdma_destroy_id(p->client));
+	}
+	if (p->server) {
+		if (p->server->qp)
+			rdma_destroy_qp(p->server);
+		ck_ok(rdma_destroy_id(p->server));
+	}
+	if (p->listen)
+		ck_ok(rdma_destroy_id(p->listen));
+	rdma_destroy_event_channel(p->cch);
+	rdma_destroy_event_channel(p->sch);
+}
+
+/* One SEND from `from` to `to` with the rdma_verbs.h helpers (default PD
+ * and CQs, completions through the ids' completion channels). */
+static void pair_send(struct rdma_cm_id *from, struct rdma_cm_id *to, const char *msg)
+{
+	char sbuf[64], rbuf[64];
+	struct ibv_mr *smr, *rmr;
+	struct ibv_wc wc;
+
+	memset(rbuf, 0, sizeof(rbuf));
+	snprintf(sbuf, sizeof(sbuf), "%s", msg);
+	rmr = rdma_reg_msgs(to, rbuf, sizeof(rbuf));
+	smr = rdma_reg_msgs(from, sbuf, sizeof(sbuf));
+	ck_assert_msg(rmr && smr, "rdma_reg_msgs: %s", strerror(errno));
+	ck_ok(rdma_post_recv(to, (void *)7, rbuf, sizeof(rbuf), rmr));
+	ck_ok(rdma_post_send(from, (void *)9, sbuf, strlen(sbuf) + 1, smr, IBV_SEND_SIGNALED));
+	ck_assert_int_eq(rdma_get_send_comp(from, &wc), 1);
+	ck_assert_msg(wc.status == IBV_WC_SUCCESS, "send: %s", ibv_wc_status_str(wc.status));
+	ck_assert_uint_eq(wc.wr_id, 9);
+	ck_assert_int_eq(rdma_get_recv_comp(to, &wc), 1);
+	ck_assert_msg(wc.status == IBV_WC_SUCCESS, "recv: %s", ibv_wc_status_str(wc.status));
+	ck_assert_uint_eq(wc.wr_id, 7);
+	ck_assert_uint_eq(wc.byte_len, strlen(msg) + 1);
+	ck_assert_str_eq(rbuf, msg);
+	ck_ok(rdma_dereg_mr(smr));
+	ck_ok(rdma_dereg_mr(rmr));
+}
+
+static struct ibv_device_attr dev_attr(struct rdma_cm_id *id)
+{
+	struct ibv_device_attr a;
+
+	ck_assert_ptr_nonnull(id->verbs);
+	ck_assert_int_eq(ibv_query_device(id->verbs, &a), 0);
+	return a;
+}
+
+/* ---- event channels ------------------------------------------------------- */
+
+START_TEST(channel_nonblocking)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage lo = sa_make("127.0.0.1", 1);
+	struct rdma_cm_event *ev;
+	int fl = fcntl(ch->fd, F_GETFL);
+
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	ck_assert_msg(!readable(ch->fd, 0), "a new channel's fd is readable");
+	ck_fails_with(rdma_get_cm_event(ch, &ev), EAGAIN);
+
+	ck_ok(rdma_resolve_addr(id, NULL, SA(lo), 2000));
+	ck_assert_msg(readable(ch->fd, ev_ms()), "the fd never became readable");
+	ck_ok(rdma_get_cm_event(ch, &ev));
+	ck_assert_int_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	ck_assert_ptr_eq(ev->id, id);
+	ck_ok(rdma_ack_cm_event(ev));
+	/* drained: EAGAIN again */
+	ck_fails_with(rdma_get_cm_event(ch, &ev), EAGAIN);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+START_TEST(channel_eintr)
+{
+	struct rdma_event_channel *ch = channel();
+	struct sigaction sa = { .sa_handler = on_alarm };	/* no SA_RESTART */
+	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
+	struct rdma_cm_event *ev;
+
+	ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	ck_assert_int_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	ck_fails_with(rdma_get_cm_event(ch, &ev), EINTR);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* ---- ids ------------------------------------------------------------------ */
+
+START_TEST(create_id_port_spaces)
+{
+	static const enum rdma_port_space ps[] = {
+		RDMA_PS_TCP, RDMA_PS_UDP, RDMA_PS_IB, RDMA_PS_IPOIB,
+	};
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(ps); i++) {
+		id = new_id(ch, &i, ps[i]);
+		ck_assert_ptr_null(id->qp);
+		ck_ok(rdma_destroy_id(id));
+	}
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* The rdma_create_id table of the reference: EINVAL for a NULL id,
+ * EPROTONOSUPPORT for a port space it does not know. */
+START_TEST(create_id_errors)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = NULL;
+
+	ck_fails_with(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP), EINVAL);
+	ck_fails_with(rdma_create_id(ch, &id, NULL, (enum rdma_port_space)0x7777),
+		      EPROTONOSUPPORT);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* A NULL channel: synchronous mode, the id gets a channel of its own. */
+START_TEST(sync_mode_resolve)
+{
+	struct rdma_cm_id *id = new_id(NULL, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage lo = sa_make("127.0.0.1", 7000);
+
+	ck_assert_ptr_nonnull(id->channel);
+	ck_assert_msg(rdma_resolve_addr(id, NULL, SA(lo), 2000) == 0,
+		      "rdma_resolve_addr: %s", strerror(errno));
+	ck_assert_msg(id->verbs, "resolve returned without a device");
+	ck_assert_int_eq(id->port_num, 1);
+	ck_ok(rdma_resolve_route(id, 2000));
+	ck_assert_int_eq(id->route.num_paths, 1);
+	ck_ok(rdma_destroy_id(id));
+}
+END_TEST
+
+/* The reference's tables: a NULL id or channel is EINVAL (where librdmacm
+ * checks them; the header inlines cannot). */
+START_TEST(null_arguments)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage ss = sa_make("127.0.0.1", 0);
+	struct rdma_conn_param cp = { 0 };
+	struct rdma_cm_event *ev;
+
+	ck_fails_with(rdma_destroy_id(NULL), EINVAL);
+	ck_fails_with(rdma_migrate_id(NULL, ch), EINVAL);
+	ck_fails_with(rdma_bind_addr(NULL, SA(ss)), EINVAL);
+	ck_fails_with(rdma_resolve_addr(NULL, NULL, SA(ss), 100), EINVAL);
+	ck_fails_with(rdma_resolve_route(NULL, 100), EINVAL);
+	ck_fails_with(rdma_listen(NULL, 1), EINVAL);
+	ck_fails_with(rdma_connect(NULL, &cp), EINVAL);
+	ck_fails_with(rdma_accept(NULL, &cp), EINVAL);
+	ck_fails_with(rdma_reject(NULL, NULL, 0), EINVAL);
+	ck_fails_with(rdma_disconnect(NULL), EINVAL);
+	ck_fails_with(rdma_get_cm_event(NULL, &ev), EINVAL);
+	ck_fails_with(rdma_get_cm_event(ch, NULL), EINVAL);
+	ck_fails_with(rdma_ack_cm_event(NULL), EINVAL);
+	ck_assert_uint_eq(rdma_get_src_port(NULL), 0);
+	ck_assert_uint_eq(rdma_get_dst_port(NULL), 0);
+	/* an unbound id has no port yet */
+	ck_assert_uint_eq(src_port(id), 0);
+	ck_assert_uint_eq(dst_port(id), 0);
+	/* rdma_disconnect on an id without a connection */
+	ck_fails_with(rdma_disconnect(id), EINVAL);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+START_TEST(event_str)
+{
+	static const char *const names[] = {
+		"RDMA_CM_EVENT_ADDR_RESOLVED", "RDMA_CM_EVENT_ADDR_ERROR",
+		"RDMA_CM_EVENT_ROUTE_RESOLVED", "RDMA_CM_EVENT_ROUTE_ERROR",
+		"RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+		"RDMA_CM_EVENT_CONNECT_ERROR", "RDMA_CM_EVENT_UNREACHABLE",
+		"RDMA_CM_EVENT_REJECTED", "RDMA_CM_EVENT_ESTABLISHED",
+		"RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DEVICE_REMOVAL",
+		"RDMA_CM_EVENT_MULTICAST_JOIN", "RDMA_CM_EVENT_MULTICAST_ERROR",
+		"RDMA_CM_EVENT_ADDR_CHANGE", "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		ck_assert_str_eq(rdma_event_str((enum rdma_cm_event_type)i), names[i]);
+	ck_assert_str_eq(rdma_event_str((enum rdma_cm_event_type)ARRAY_SIZE(names)),
+			 "UNKNOWN EVENT");
+	ck_assert_str_eq(rdma_event_str((enum rdma_cm_event_type)1000), "UNKNOWN EVENT");
+	ck_assert_str_eq(rdma_event_str((enum rdma_cm_event_type)-1), "UNKNOWN EVENT");
+}
+END_TEST
+
+START_TEST(devices)
+{
+	struct ibv_context **list;
+	int n = -1, i;
+
+	list = rdma_get_devices(&n);
+	ck_assert_msg(list, "rdma_get_devices: %s", strerror(errno));
+	ck_assert_int_ge(n, 1);
+	for (i = 0; i < n; i++) {
+		ck_assert_ptr_nonnull(list[i]);
+		ck_assert_ptr_nonnull(list[i]->device);
+		ck_assert_str_ne(ibv_get_device_name(list[i]->device), "");
+	}
+	ck_assert_ptr_null(list[n]);
+	rdma_free_devices(list);
+	list = rdma_get_devices(NULL);
+	ck_assert_ptr_nonnull(list);
+	ck_assert_ptr_nonnull(list[0]);
+	rdma_free_devices(list);
+}
+END_TEST
+
+/* ---- addresses ---------------------------------------------------------------- */
+
+START_TEST(bind_port0_and_conflicts)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *a = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *b = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *u = new_id(ch, NULL, RDMA_PS_UDP);
+	struct sockaddr_storage any0 = sa_make("0.0.0.0", 0), ss;
+	struct sockaddr_un { sa_family_t f; char path[30]; } un = { AF_UNIX, "x" };
+	uint16_t port;
+	int r, e;
+
+	ck_ok(rdma_bind_addr(a, SA(any0)));
+	port = src_port(a);
+	ck_assert_uint_ne(port, 0);
+	ck_sa_ip(rdma_get_local_addr(a), "0.0.0.0", "bound wildcard");
+	ck_assert_uint_eq(sa_port(rdma_get_local_addr(a)), port);
+	/* binding twice */
+	ck_fails_with(rdma_bind_addr(a, SA(any0)), EINVAL);
+	/* the same port: wildcard, and a specific address against the wildcard */
+	ss = sa_make("0.0.0.0", port);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRINUSE);
+	ss = sa_make("127.0.0.1", port);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRINUSE);
+	/* another port space has its own numbers */
+	ss = sa_make("0.0.0.0", port);
+	ck_ok(rdma_bind_addr(u, SA(ss)));
+	ck_assert_uint_eq(src_port(u), port);
+	/* a foreign family (the reference: EINVAL; Linux: EAFNOSUPPORT) */
+	r = rdma_bind_addr(b, (struct sockaddr *)&un);
+	e = errno;
+	ck_assert_msg((r == -1 && (e == EINVAL || e == EAFNOSUPPORT)) ||
+		      r == -EINVAL || r == -EAFNOSUPPORT,
+		      "AF_UNIX bind: %d (%s), want EINVAL or EAFNOSUPPORT", r, strerror(e));
+	/* an address that is not ours */
+	ss = sa_make(TEST_NET_1, 0);
+	r = rdma_bind_addr(b, SA(ss));
+	e = errno;
+	ck_assert_msg(r == -1 && (e == EADDRNOTAVAIL || e == ENODEV),
+		      "binding %s: %d (%s), want EADDRNOTAVAIL or ENODEV", TEST_NET_1, r,
+		      strerror(e));
+	/* the port is free again once its id is gone */
+	ck_ok(rdma_destroy_id(a));
+	ss = sa_make("127.0.0.1", port);
+	ck_ok(rdma_bind_addr(b, SA(ss)));
+	ck_sa_ip(rdma_get_local_addr(b), "127.0.0.1", "bound loopback");
+	ck_ok(rdma_destroy_id(b));
+	ck_ok(rdma_destroy_id(u));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* Two listeners on one port: the second cannot have it (EADDRINUSE),
+ * with or without REUSEADDR, and the first keeps working. */
+START_TEST(two_listeners)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *l1 = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *l2 = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *l3 = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage ss;
+	int one = 1, r, e;
+	uint16_t port;
+
+	ck_ok(rdma_set_option(l1, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
+	port = listen_on(l1, "0.0.0.0", 4);
+	ss = sa_make("0.0.0.0", port);
+	ck_fails_with(rdma_bind_addr(l2, SA(ss)), EADDRINUSE);
+
+	ck_ok(rdma_set_option(l3, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
+	r = rdma_bind_addr(l3, SA(ss));
+	e = errno;
+	if (r == 0)
+		ck_fails_with(rdma_listen(l3, 4), EADDRINUSE);
+	else
+		ck_assert_msg(r == -1 && e == EADDRINUSE,
+			      "REUSEADDR bind on a listening port: %d (%s)", r, strerror(e));
+	ck_ok(rdma_destroy_id(l3));
+	ck_ok(rdma_destroy_id(l2));
+
+	/* the first listener still takes connections */
+	{
+		struct rdma_event_channel *cch = channel();
+		struct rdma_cm_id *c = new_id(cch, NULL, RDMA_PS_TCP);
+		struct rdma_cm_event *ev;
+		struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+
+		resolve(cch, c, "127.0.0.1", port);
+		default_qp(c, IBV_QPT_RC);
+		ck_ok(rdma_connect(c, &cp));
+		ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+		ck_assert_ptr_eq(ev->listen_id, l1);
+		ck_ok(rdma_reject(ev->id, NULL, 0));
+		{
+			struct rdma_cm_id *child = ev->id;
+
+			ck_ok(rdma_ack_cm_event(ev));
+			ck_ok(rdma_destroy_id(child));
+		}
+		ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
+		ck_ok(rdma_ack_cm_event(ev));
+		rdma_destroy_qp(c);
+		ck_ok(rdma_destroy_id(c));
+		rdma_destroy_event_channel(cch);
+	}
+	ck_ok(rdma_destroy_id(l1));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* Every local address resolves to our device, with the path of proto/CM.md. */
+static void resolve_local(const struct sockaddr *sa, const char *what)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct ibv_port_attr pa;
+	union ibv_gid gid;
+	struct ibv_sa_path_rec *pr;
+
+	ck_assert_msg(rdma_resolve_addr(id, NULL, (struct sockaddr *)sa, 2000) == 0,
+		      "rdma_resolve_addr %s: %s", what, strerror(errno));
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id);
+	ck_assert_msg(id->verbs, "%s: id->verbs is NULL after ADDR_RESOLVED", what);
+	ck_assert_int_eq(id->port_num, 1);
+	ck_assert_int_eq(rdma_get_local_addr(id)->sa_family, sa->sa_family);
+	ck_assert_int_eq(rdma_get_peer_addr(id)->sa_family, sa->sa_family);
+	ck_ok(rdma_resolve_route(id, 2000));
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id);
+	ck_assert_int_eq(id->route.num_paths, 1);
+	pr = id->route.path_rec;
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_int_eq(ibv_query_port(id->verbs, id->port_num, &pa), 0);
+	ck_assert_int_eq(ibv_query_gid(id->verbs, id->port_num, 0, &gid), 0);
+	ck_assert_msg(be16toh(pr->slid) == pa.lid && be16toh(pr->dlid) == pa.lid,
+		      "%s: path slid %u dlid %u, port LID %u", what, be16toh(pr->slid),
+		      be16toh(pr->dlid), pa.lid);
+	ck_assert_msg(!memcmp(&pr->sgid, &gid, 16) && !memcmp(&pr->dgid, &gid, 16),
+		      "%s: path GIDs are not the port's GID[0]", what);
+	ck_assert_uint_eq(be16toh(pr->pkey), 0xffff);
+	ck_assert_int_eq(pr->mtu, pa.active_mtu);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+}
+
+START_TEST(resolve_local_addresses)
+{
+	struct sockaddr_storage ss;
+	struct ifaddrs *ifa, *i;
+	char buf[INET6_ADDRSTRLEN + 16];
+	int n = 0;
+
+	ss = sa_make("127.0.0.1", 7001);
+	resolve_local(SA(ss), "127.0.0.1");
+	ss = sa_make("::1", 7001);
+	resolve_local(SA(ss), "::1");
+	ck_assert_int_eq(getifaddrs(&ifa), 0);
+	for (i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET &&
+				     i->ifa_addr->sa_family != AF_INET6))
+			continue;
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ?
+		       sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+		if (ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ss)->sin_port = htons(7001);
+		else
+			((struct sockaddr_in6 *)&ss)->sin6_port = htons(7001);
+		sa_ip(SA(ss), buf, sizeof(buf));
+		resolve_local(SA(ss), buf);
+		n++;
+	}
+	freeifaddrs(ifa);
+	ck_assert_int_ge(n, 1);
+}
+END_TEST
+
+/* An address that does not exist: ADDR_ERROR (-EHOSTUNREACH) once the
+ * timeout passed; synchronously, EHOSTUNREACH. */
+static void resolve_unreachable(const char *ip)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage dst = sa_make(ip, 7002);
+	struct rdma_cm_event *ev;
+	const int timeout = 500;
+	long t0, dt;
+
+	t0 = vt_now_ms();
+	ck_ok(rdma_resolve_addr(id, NULL, SA(dst), timeout));
+	ev = next_event(ch, timeout + ev_ms(), "ADDR_ERROR");
+	dt = vt_now_ms() - t0;
+	ck_assert_msg(ev->event == RDMA_CM_EVENT_ADDR_ERROR, "%s: got %s, want ADDR_ERROR",
+		      ip, rdma_event_str(ev->event));
+	ck_assert_msg(ev->status == -EHOSTUNREACH, "%s: ADDR_ERROR status %d, want %d",
+		      ip, ev->status, -EHOSTUNREACH);
+	printf("resolving %s: ADDR_ERROR after %ld ms (timeout %d ms)\n", ip, dt, timeout);
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+
+	id = new_id(NULL, NULL, RDMA_PS_TCP);
+	ck_fails_with(rdma_resolve_addr(id, NULL, SA(dst), timeout), EHOSTUNREACH);
+	ck_ok(rdma_destroy_id(id));
+}
+
+START_TEST(resolve_unreachable4)
+{
+	resolve_unreachable(TEST_NET_1);
+}
+END_TEST
+
+START_TEST(resolve_unreachable6)
+{
+	resolve_unreachable(TEST_NET_6);
+}
+END_TEST
+
+START_TEST(getaddrinfo_api)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	char buf[INET6_ADDRSTRLEN + 16];
+
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res));
+	ck_assert_ptr_nonnull(res);
+	ck_assert_int_eq(res->ai_family, AF_INET);
+	ck_assert_int_eq(res->ai_port_space, RDMA_PS_TCP);
+	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_RC);
+	ck_assert_ptr_nonnull(res->ai_dst_addr);
+	ck_assert_int_eq(res->ai_dst_len, sizeof(struct sockaddr_in));
+	ck_sa_ip(res->ai_dst_addr, "127.0.0.1", "ai_dst_addr");
+	ck_assert_uint_eq(sa_port(res->ai_dst_addr), 7471);
+	rdma_freeaddrinfo(res);
+
+	ck_ok(rdma_getaddrinfo("::1", "7472", &hints, &res));
+	ck_assert_int_eq(res->ai_family, AF_INET6);
+	ck_sa_ip(res->ai_dst_addr, "::1", "ai_dst_addr (IPv6)");
+	ck_assert_uint_eq(sa_port(res->ai_dst_addr), 7472);
+	rdma_freeaddrinfo(res);
+
+	/* passive: a source address to bind, the wildcard without a node */
+	hints.ai_flags = RAI_PASSIVE;
+	ck_ok(rdma_getaddrinfo(NULL, "7473", &hints, &res));
+	ck_assert_ptr_nonnull(res->ai_src_addr);
+	ck_assert_uint_eq(sa_port(res->ai_src_addr), 7473);
+	sa_ip(res->ai_src_addr, buf, sizeof(buf));
+	ck_assert_msg(!strcmp(buf, "0.0.0.0") || !strcmp(buf, "::"),
+		      "passive ai_src_addr %s, want a wildcard", buf);
+	rdma_freeaddrinfo(res);
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7474", &hints, &res));
+	ck_sa_ip(res->ai_src_addr, "127.0.0.1", "passive ai_src_addr");
+	ck_assert_uint_eq(sa_port(res->ai_src_addr), 7474);
+	rdma_freeaddrinfo(res);
+
+	/* UDP port space: UD QPs */
+	hints.ai_flags = 0;
+	hints.ai_port_space = RDMA_PS_UDP;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7475", &hints, &res));
+	ck_assert_int_eq(res->ai_port_space, RDMA_PS_UDP);
+	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_UD);
+	rdma_freeaddrinfo(res);
+
+	/* a name that is not a number */
+	hints.ai_flags = RAI_NUMERICHOST;
+	hints.ai_port_space = RDMA_PS_TCP;
+	res = NULL;
+	ck_assert_int_ne(rdma_getaddrinfo("no-such-host.invalid", "1", &hints, &res), 0);
+	rdma_freeaddrinfo(NULL);	/* harmless, like freeaddrinfo */
+}
+END_TEST
+
+/* ---- connections ---------------------------------------------------------------- */
+
+START_TEST(connect_addresses_and_data)
+{
+	struct pair p;
+	uint16_t csport;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	csport = src_port(p.client);
+	ck_assert_uint_ne(csport, 0);
+	ck_assert_uint_eq(dst_port(p.client), p.port);
+	pair_connect(&p, "hello from the client", "hello from the server");
+
+	/* both ends' addresses and ports */
+	ck_sa_ip(rdma_get_local_addr(p.client), "127.0.0.1", "client local");
+	ck_sa_ip(rdma_get_peer_addr(p.client), "127.0.0.1", "client peer");
+	ck_sa_ip(rdma_get_local_addr(p.server), "127.0.0.1", "server local");
+	ck_sa_ip(rdma_get_peer_addr(p.server), "127.0.0.1", "server peer");
+	ck_assert_uint_eq(src_port(p.client), csport);
+	ck_assert_uint_eq(dst_port(p.client), p.port);
+	ck_assert_uint_eq(src_port(p.server), p.port);
+	ck_assert_uint_eq(dst_port(p.server), csport);
+	ck_assert_uint_eq(src_port(p.listen), p.port);
+	ck_assert_ptr_eq(p.server->verbs->device, p.client->verbs->device);
+
+	/* the QPs are connected to each other, both ways */
+	pair_send(p.client, p.server, "ping over the CM's connection");
+	pair_send(p.server, p.client, "pong");
+
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(connect_ipv6)
+{
+	struct pair p;
+
+	pair_prepare(&p, "::1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_sa_ip(rdma_get_peer_addr(p.server), "::1", "server peer");
+	pair_send(p.client, p.server, "over IPv6");
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	pair_free(&p);
+}
+END_TEST
+
+/* The event parameters of the reference's table: a request carries the
+ * client's depths crossed over, and its QP number. */
+START_TEST(connect_params)
+{
+	struct pair p;
+	struct ibv_device_attr a;
+	struct rdma_conn_param cp = { .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_event *ev;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	a = dev_attr(p.client);
+	ck_assert_int_ge(a.max_qp_rd_atom, 1);
+	ck_assert_int_ge(a.max_qp_init_rd_atom, 1);
+	default_qp(p.client, IBV_QPT_RC);
+	/* above the device's limits: EINVAL (0xff means "the maximum") */
+	cp.responder_resources = (uint8_t)(a.max_qp_rd_atom + 1);
+	cp.initiator_depth = 1;
+	if (a.max_qp_rd_atom < 0xfe)
+		ck_fails_with(rdma_connect(p.client, &cp), EINVAL);
+	cp.responder_resources = 1;
+	cp.initiator_depth = (uint8_t)(a.max_qp_init_rd_atom + 1);
+	if (a.max_qp_init_rd_atom < 0xfe)
+		ck_fails_with(rdma_connect(p.client, &cp), EINVAL);
+	/* private data longer than a REQ's 56 bytes: EINVAL */
+	{
+		char big[PDATA_REQ + 1];
+
+		memset(big, 'x', sizeof(big));
+		cp.initiator_depth = 1;
+		cp.private_data = big;
+		cp.private_data_len = sizeof(big);
+		ck_fails_with(rdma_connect(p.client, &cp), EINVAL);
+		cp.private_data = NULL;
+		cp.private_data_len = 0;
+	}
+
+	cp.responder_resources = 1;
+	cp.initiator_depth = (uint8_t)(a.max_qp_init_rd_atom >= 2 ? 2 : 1);
+	cp.retry_count = 5;
+	cp.rnr_retry_count = 6;
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_assert_uint_eq(ev->param.conn.responder_resources, cp.initiator_depth);
+	ck_assert_uint_eq(ev->param.conn.initiator_depth, cp.responder_resources);
+	ck_assert_uint_eq(ev->param.conn.qp_num, p.client->qp->qp_num);
+	ck_assert_uint_eq(ev->param.conn.rnr_retry_count, 6);
+	ck_assert_uint_eq(ev->param.conn.private_data_len == 0 ||
+			  ev->param.conn.private_data_len == PDATA_REQ, 1);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+
+	default_qp(p.server, IBV_QPT_RC);
+	/* accept: the same limits, and a REP's 196 bytes */
+	cp.private_data = NULL;
+	cp.private_data_len = 0;
+	cp.initiator_depth = 1;
+	cp.responder_resources = (uint8_t)(a.max_qp_rd_atom + 1);
+	if (a.max_qp_rd_atom < 0xfe)
+		ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
+	{
+		char big[PDATA_REP + 1];
+
+		memset(big, 'y', sizeof(big));
+		cp.responder_resources = 1;
+		cp.private_data = big;
+		cp.private_data_len = sizeof(big);
+		ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
+		cp.private_data = NULL;
+		cp.private_data_len = 0;
+	}
+	ck_ok(rdma_accept(p.server, &cp));
+	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	pair_send(p.client, p.server, "after the refused attempts");
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
+/* After DISCONNECTED, ids with a QP get TIMEWAIT_EXIT (proto/CM.md). */
+START_TEST(disconnect_timewait)
+{
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	/* the survivor's rdma_disconnect is harmless */
+	rdma_disconnect(p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.server);
+	expect_ack(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.client);
+	/* and the QPs were moved to the error state */
+	{
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qia;
+
+		ck_assert_int_eq(ibv_query_qp(p.server->qp, &qa, IBV_QP_STATE, &qia), 0);
+		ck_assert_int_eq(qa.qp_state, IBV_QPS_ERR);
+		ck_assert_int_eq(ibv_query_qp(p.client->qp, &qa, IBV_QP_STATE, &qia), 0);
+		ck_assert_int_eq(qa.qp_state, IBV_QPS_ERR);
+	}
+	pair_free(&p);
+}
+END_TEST
+
+/* Nobody listens: REJECTED (status 8, invalid service ID), or
+ * ECONNREFUSED synchronously. */
+START_TEST(connect_no_listener)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7 };
+	struct sockaddr_storage dst;
+	struct rdma_cm_event *ev;
+	uint16_t port = unused_port(RDMA_PS_TCP);
+
+	resolve(ch, id, "127.0.0.1", port);
+	default_qp(id, IBV_QPT_RC);
+	ck_ok(rdma_connect(id, &cp));
+	ev = expect(ch, RDMA_CM_EVENT_REJECTED, id);
+	ck_assert_msg(ev->status == REJ_NO_LISTENER, "REJECTED status %d, want %d",
+		      ev->status, REJ_NO_LISTENER);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(id);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+
+	/* synchronous mode */
+	id = new_id(NULL, NULL, RDMA_PS_TCP);
+	dst = sa_make("127.0.0.1", port);
+	ck_ok(rdma_resolve_addr(id, NULL, SA(dst), 2000));
+	ck_ok(rdma_resolve_route(id, 2000));
+	default_qp(id, IBV_QPT_RC);
+	ck_fails_with(rdma_connect(id, &cp), ECONNREFUSED);
+	rdma_destroy_qp(id);
+	ck_ok(rdma_destroy_id(id));
+}
+END_TEST
+
+START_TEST(reject_private_data)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	static const char req[] = "may I?";
+	static const char rej[] = "no, busy: try port 9";
+	char big[PDATA_REJ + 1];
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *child;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	default_qp(p.client, IBV_QPT_RC);
+	cp.private_data = req;
+	cp.private_data_len = sizeof(req) - 1;
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+		 req, sizeof(req) - 1, PDATA_REQ, "CONNECT_REQUEST");
+	child = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+
+	/* more than a REJ's 148 bytes: EINVAL, and nothing was sent */
+	memset(big, 'z', sizeof(big));
+	ck_fails_with(rdma_reject(child, big, sizeof(big)), EINVAL);
+	expect_quiet(p.cch, 200, "after a refused rdma_reject");
+
+	ck_ok(rdma_reject(child, rej, sizeof(rej) - 1));
+	ev = expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client);
+	ck_assert_msg(ev->status == REJ_CONSUMER, "REJECTED status %d, want %d",
+		      ev->status, REJ_CONSUMER);
+	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+		 rej, sizeof(rej) - 1, PDATA_REJ, "REJECTED");
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_ok(rdma_destroy_id(child));
+	pair_free(&p);
+}
+END_TEST
+
+/*
+ * Backlog: with rdma_listen(id, 1) and one request waiting (not even
+ * retrieved), a second one is REJECTED; the first still connects.  A
+ * backlog of 0 means the default, as on Linux (ucmatose and cmtime
+ * listen with 0).
+ */
+START_TEST(listen_backlog)
+{
+	struct rdma_event_channel *sch = channel(), *cch = channel();
+	struct rdma_cm_id *l = new_id(sch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *c[6];
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	struct rdma_cm_event *ev;
+	uint16_t port = listen_on(l, "0.0.0.0", 1);
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		c[i] = new_id(cch, NULL, RDMA_PS_TCP);
+		resolve(cch, c[i], "127.0.0.1", port);
+		default_qp(c[i], IBV_QPT_RC);
+	}
+	ck_ok(rdma_connect(c[0], &cp));
+	ck_assert_msg(readable(sch->fd, ev_ms()), "no connection request arrived");
+	ck_ok(rdma_connect(c[1], &cp));
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c[1]);
+	ck_assert_msg(ev->status == REJ_CONSUMER, "REJECTED (backlog) status %d, want %d",
+		      ev->status, REJ_CONSUMER);
+	ck_ok(rdma_ack_cm_event(ev));
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	{
+		struct rdma_cm_id *child = ev->id;
+
+		ck_ok(rdma_ack_cm_event(ev));
+		default_qp(child, IBV_QPT_RC);
+		ck_ok(rdma_accept(child, &cp));
+		expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED, c[0]);
+		expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED, child);
+		ck_ok(rdma_disconnect(child));
+		expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED, child);
+		expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED, c[0]);
+		rdma_destroy_qp(child);
+		ck_ok(rdma_destroy_id(child));
+	}
+	for (i = 0; i < 2; i++) {
+		rdma_destroy_qp(c[i]);
+		ck_ok(rdma_destroy_id(c[i]));
+	}
+	ck_ok(rdma_destroy_id(l));
+
+	/* backlog 0: six requests, none retrieved, all arrive */
+	l = new_id(sch, NULL, RDMA_PS_TCP);
+	port = listen_on(l, "0.0.0.0", 0);
+	for (i = 0; i < ARRAY_SIZE(c); i++) {
+		c[i] = new_id(cch, NULL, RDMA_PS_TCP);
+		resolve(cch, c[i], "127.0.0.1", port);
+		default_qp(c[i], IBV_QPT_RC);
+		ck_ok(rdma_connect(c[i], &cp));
+	}
+	expect_quiet(cch, 300, "backlog 0 (the default): no request may be rejected");
+	for (i = 0; i < ARRAY_SIZE(c); i++) {
+		struct rdma_cm_id *child;
+
+		ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+		child = ev->id;
+		ck_ok(rdma_ack_cm_event(ev));
+		ck_ok(rdma_reject(child, NULL, 0));
+		ck_ok(rdma_destroy_id(child));
+	}
+	for (i = 0; i < ARRAY_SIZE(c); i++) {
+		ev = expect(cch, RDMA_CM_EVENT_REJECTED, NULL);
+		ck_ok(rdma_ack_cm_event(ev));
+	}
+	for (i = 0; i < ARRAY_SIZE(c); i++) {
+		rdma_destroy_qp(c[i]);
+		ck_ok(rdma_destroy_id(c[i]));
+	}
+	ck_ok(rdma_destroy_id(l));
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+END_TEST
+
+/* An application QP (no rdma_create_qp): CONNECT_RESPONSE, then
+ * rdma_init_qp_attr + ibv_modify_qp by the app and rdma_establish. */
+START_TEST(connect_app_qp)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_init_attr qia = qp_attr(IBV_QPT_RC);
+	struct ibv_qp_attr qa;
+	struct rdma_cm_event *ev;
+	static const enum ibv_qp_state steps[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+	unsigned int i;
+	int mask;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pd = ibv_alloc_pd(p.client->verbs);
+	ck_assert_ptr_nonnull(pd);
+	cq = ibv_create_cq(p.client->verbs, 16, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(cq);
+	qia.send_cq = qia.recv_cq = cq;
+	qp = ibv_create_qp(pd, &qia);
+	ck_assert_ptr_nonnull(qp);
+	qa.qp_state = IBV_QPS_INIT;
+	ck_ok(rdma_init_qp_attr(p.client, &qa, &mask));
+	ck_assert_msg(mask & IBV_QP_STATE, "INIT attributes without IBV_QP_STATE");
+	ck_assert_int_eq(ibv_modify_qp(qp, &qa, mask), 0);
+	cp.qp_num = qp->qp_num;
+	ck_ok(rdma_connect(p.client, &cp));
+
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_assert_uint_eq(ev->param.conn.qp_num, qp->qp_num);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	default_qp(p.server, IBV_QPT_RC);
+	cp.qp_num = 0;
+	ck_ok(rdma_accept(p.server, &cp));
+
+	ev = expect(p.cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p.client);
+	ck_assert_uint_eq(ev->param.conn.qp_num, p.server->qp->qp_num);
+	ck_ok(rdma_ack_cm_event(ev));
+	for (i = 1; i < ARRAY_SIZE(steps); i++) {
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = steps[i];
+		ck_ok(rdma_init_qp_attr(p.client, &qa, &mask));
+		ck_assert_int_eq(qa.qp_state, steps[i]);
+		if (steps[i] == IBV_QPS_RTR)
+			ck_assert_uint_eq(qa.dest_qp_num, p.server->qp->qp_num);
+		ck_assert_msg(ibv_modify_qp(qp, &qa, mask) == 0, "ibv_modify_qp to %d",
+			      steps[i]);
+	}
+	ck_ok(rdma_establish(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+
+	/* the app's QP talks to the server's */
+	{
+		char sbuf[16] = "app qp", rbuf[16] = "";
+		struct ibv_mr *smr = ibv_reg_mr(pd, sbuf, sizeof(sbuf), 0);
+		struct ibv_mr *rmr = rdma_reg_msgs(p.server, rbuf, sizeof(rbuf));
+		struct ibv_sge sge = { .addr = (uintptr_t)sbuf, .length = 7 };
+		struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+		struct ibv_wc wc;
+
+		ck_assert_ptr_nonnull(smr);
+		ck_assert_ptr_nonnull(rmr);
+		sge.lkey = smr->lkey;
+		ck_ok(rdma_post_recv(p.server, NULL, rbuf, sizeof(rbuf), rmr));
+		ck_assert_int_eq(ibv_post_send(qp, &wr, &bad), 0);
+		ck_assert_int_eq(rdma_get_recv_comp(p.server, &wc), 1);
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+		ck_assert_str_eq(rbuf, "app qp");
+		ck_assert_int_eq(vt_poll(cq, &wc, 1, ev_ms()), 1);
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+		ibv_dereg_mr(smr);
+		rdma_dereg_mr(rmr);
+	}
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	pair_free(&p);
+}
+END_TEST
+
+/* Synchronous connect: rdma_connect returns once ESTABLISHED (a thread
+ * plays the server). */
+struct accept_arg {
+	struct pair *p;
+	int ok;
+};
+
+static void *accept_one(void *arg)
+{
+	struct accept_arg *a = arg;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_init_attr qia = qp_attr(IBV_QPT_RC);
+
+	if (!readable(a->p->sch->fd, ev_ms()) || rdma_get_cm_event(a->p->sch, &ev))
+		return NULL;
+	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		rdma_ack_cm_event(ev);
+		return NULL;
+	}
+	a->p->server = ev->id;
+	rdma_ack_cm_event(ev);
+	if (rdma_create_qp(a->p->server, NULL, &qia) || rdma_accept(a->p->server, NULL))
+		return NULL;
+	if (!readable(a->p->sch->fd, ev_ms()) || rdma_get_cm_event(a->p->sch, &ev))
+		return NULL;
+	a->ok = ev->event == RDMA_CM_EVENT_ESTABLISHED;
+	rdma_ack_cm_event(ev);
+	return NULL;
+}
+
+START_TEST(sync_mode_connect)
+{
+	struct pair p;
+	struct accept_arg arg = { .p = &p };
+	struct sockaddr_storage dst;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	pthread_t t;
+
+	memset(&p, 0, sizeof(p));
+	p.sch = channel();
+	p.cch = channel();	/* unused: the client is synchronous */
+	p.listen = new_id(p.sch, NULL, RDMA_PS_TCP);
+	p.port = listen_on(p.listen, "0.0.0.0", 4);
+	p.client = new_id(NULL, NULL, RDMA_PS_TCP);
+	dst = sa_make("127.0.0.1", p.port);
+	ck_ok(rdma_resolve_addr(p.client, NULL, SA(dst), 2000));
+	ck_ok(rdma_resolve_route(p.client, 2000));
+	default_qp(p.client, IBV_QPT_RC);
+	ck_assert_int_eq(pthread_create(&t, NULL, accept_one, &arg), 0);
+	ck_ok(rdma_connect(p.client, &cp));
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(arg.ok, "the server side did not see ESTABLISHED");
+	pair_send(p.client, p.server, "synchronous");
+	/* synchronous disconnect, the server sees it */
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
+/* rdma_destroy_id waits until every event reported on the id is acked. */
+struct destroy_arg {
+	struct rdma_cm_id *id;
+	volatile int done;
+	int ret;
+};
+
+static void *destroy_thread(void *arg)
+{
+	struct destroy_arg *d = arg;
+
+	d->ret = rdma_destroy_id(d->id);
+	__atomic_store_n(&d->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+START_TEST(destroy_waits_for_ack)
+{
+	struct rdma_event_channel *ch = channel();
+	struct destroy_arg d = { 0 };
+	struct sockaddr_storage lo = sa_make("127.0.0.1", 7003);
+	struct rdma_cm_event *ev;
+	pthread_t t;
+	long t0;
+
+	d.id = new_id(ch, NULL, RDMA_PS_TCP);
+	ck_ok(rdma_resolve_addr(d.id, NULL, SA(lo), 2000));
+	ev = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, d.id);
+	ck_assert_int_eq(pthread_create(&t, NULL, destroy_thread, &d), 0);
+	vt_sleep_ms(300L * vt_tmul());
+	ck_assert_msg(!__atomic_load_n(&d.done, __ATOMIC_SEQ_CST),
+		      "rdma_destroy_id returned while an event was not acked");
+	t0 = vt_now_ms();
+	ck_ok(rdma_ack_cm_event(ev));
+	while (!__atomic_load_n(&d.done, __ATOMIC_SEQ_CST) && vt_now_ms() - t0 < ev_ms())
+		vt_sleep_ms(5);
+	ck_assert_msg(__atomic_load_n(&d.done, __ATOMIC_SEQ_CST),
+		      "rdma_destroy_id still blocked %d ms after the ack", ev_ms());
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(d.ret, 0);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* ---- migration and options ------------------------------------------------------ */
+
+START_TEST(migrate)
+{
+	struct rdma_event_channel *ch1 = channel(), *ch2 = channel();
+	struct rdma_cm_id *id = new_id(ch1, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage lo = sa_make("127.0.0.1", 7004);
+
+	ck_ok(rdma_migrate_id(id, ch2));
+	ck_assert_ptr_eq(id->channel, ch2);
+	ck_ok(rdma_resolve_addr(id, NULL, SA(lo), 2000));
+	expect_ack(ch2, RDMA_CM_EVENT_ADDR_RESOLVED, id);
+	expect_quiet(ch1, 100, "the old channel after migration");
+	/* and back, with the id in use */
+	ck_ok(rdma_migrate_id(id, ch1));
+	ck_assert_ptr_eq(id->channel, ch1);
+	ck_ok(rdma_resolve_route(id, 2000));
+	expect_ack(ch1, RDMA_CM_EVENT_ROUTE_RESOLVED, id);
+	expect_quiet(ch2, 100, "the second channel after migrating back");
+	/* the emptied channel can go */
+	rdma_destroy_event_channel(ch2);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch1);
+}
+END_TEST
+
+/* The reference: migration "moves any pending events" to the new channel. */
+START_TEST(migrate_pending_event)
+{
+	struct rdma_event_channel *ch1 = channel(), *ch2 = channel();
+	struct rdma_cm_id *id = new_id(ch1, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage lo = sa_make("127.0.0.1", 7005);
+
+	ck_ok(rdma_resolve_addr(id, NULL, SA(lo), 2000));
+	ck_assert_msg(readable(ch1->fd, ev_ms()), "no event");
+	ck_ok(rdma_migrate_id(id, ch2));
+	expect_ack(ch2, RDMA_CM_EVENT_ADDR_RESOLVED, id);
+	expect_quiet(ch1, 100, "the old channel after migrating a pending event");
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch1);
+	rdma_destroy_event_channel(ch2);
+}
+END_TEST
+
+/* A connected pair migrated to new channels keeps working. */
+START_TEST(migrate_connected)
+{
+	struct pair p;
+	struct rdma_event_channel *n1 = channel(), *n2 = channel();
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_ok(rdma_migrate_id(p.server, n1));
+	ck_ok(rdma_migrate_id(p.listen, n1));
+	ck_ok(rdma_migrate_id(p.client, n2));
+	rdma_destroy_event_channel(p.sch);
+	rdma_destroy_event_channel(p.cch);
+	p.sch = n1;
+	p.cch = n2;
+	pair_send(p.client, p.server, "after migration");
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(set_option)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *a = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *b = new_id(ch, NULL, RDMA_PS_TCP);
+	uint8_t tos = 32, ack_timeout = 14;
+	int one = 1;
+	uint32_t four = 32;
+	struct sockaddr_storage ss;
+	uint16_t port;
+
+	ck_ok(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)));
+	ck_ok(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			      &ack_timeout, sizeof(ack_timeout)));
+	ck_ok(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof(one)));
+	ck_ok(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
+	ck_fails_with(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &four,
+				      sizeof(four)), EINVAL);
+	ck_fails_with(rdma_set_option(a, RDMA_OPTION_ID, 99, &one, sizeof(one)), ENOSYS);
+	ck_fails_with(rdma_set_option(a, 99, 0, &one, sizeof(one)), ENOSYS);
+
+	/* REUSEADDR on both: two non-listening ids share an address */
+	ck_ok(rdma_set_option(b, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
+	ss = sa_make("127.0.0.1", 0);
+	ck_ok(rdma_bind_addr(a, SA(ss)));
+	port = src_port(a);
+	ss = sa_make("127.0.0.1", port);
+	ck_ok(rdma_bind_addr(b, SA(ss)));
+	ck_assert_uint_eq(src_port(b), port);
+	/* AFONLY while bound is still fine (as on Linux), once listening too late */
+	ck_ok(rdma_set_option(b, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof(one)));
+	ck_ok(rdma_destroy_id(a));
+	ck_ok(rdma_destroy_id(b));
+	a = new_id(ch, NULL, RDMA_PS_TCP);
+	listen_on(a, "0.0.0.0", 1);
+	ck_fails_with(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one,
+				      sizeof(one)), EINVAL);
+	ck_ok(rdma_destroy_id(a));
+	/* ACK_TIMEOUT is for RC ids */
+	a = new_id(ch, NULL, RDMA_PS_UDP);
+	ck_fails_with(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+				      &ack_timeout, sizeof(ack_timeout)), EINVAL);
+	ck_ok(rdma_destroy_id(a));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* ---- UD and multicast --------------------------------------------------------------- */
+
+START_TEST(ud_sidr)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { 0 };
+	struct rdma_cm_event *ev;
+	struct ibv_port_attr pa;
+	static const char req[] = "ud hello";
+	struct rdma_cm_id *child;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_UDP);
+	default_qp(p.client, IBV_QPT_UD);
+	cp.private_data = req;
+	cp.private_data_len = sizeof(req) - 1;
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_assert_ptr_nonnull(ev->param.ud.private_data);
+	ck_assert_msg(!memcmp(ev->param.ud.private_data, req, sizeof(req) - 1),
+		      "UD request private data differs");
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	default_qp(p.server, IBV_QPT_UD);
+	ck_ok(rdma_accept(p.server, NULL));
+	ev = expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	ck_assert_uint_eq(ev->param.ud.qp_num, p.server->qp->qp_num);
+	ck_assert_uint_eq(ev->param.ud.qkey, UDP_QKEY);
+	ck_assert_int_eq(ibv_query_port(p.client->verbs, 1, &pa), 0);
+	ck_assert_uint_eq(ev->param.ud.ah_attr.dlid, pa.lid);
+	ck_assert_uint_eq(ev->param.ud.ah_attr.port_num, 1);
+	/* a datagram through an AH made from the event */
+	{
+		struct ibv_ah *ah = ibv_create_ah(p.client->pd, &ev->param.ud.ah_attr);
+		char sbuf[32] = "datagram", rbuf[40 + 32];
+		struct ibv_mr *smr, *rmr;
+		struct ibv_wc wc;
+		uint32_t rqpn = ev->param.ud.qp_num, qkey = ev->param.ud.qkey;
+
+		ck_assert_msg(ah, "ibv_create_ah from ESTABLISHED's ah_attr: %s", strerror(errno));
+		ck_ok(rdma_ack_cm_event(ev));
+		memset(rbuf, 0, sizeof(rbuf));
+		smr = rdma_reg_msgs(p.client, sbuf, sizeof(sbuf));
+		rmr = rdma_reg_msgs(p.server, rbuf, sizeof(rbuf));
+		ck_assert_ptr_nonnull(smr);
+		ck_assert_ptr_nonnull(rmr);
+		ck_ok(rdma_post_recv(p.server, NULL, rbuf, sizeof(rbuf), rmr));
+		ck_ok(rdma_post_ud_send(p.client, NULL, sbuf, 9, smr, IBV_SEND_SIGNALED, ah, rqpn));
+		(void)qkey;
+		ck_assert_int_eq(rdma_get_send_comp(p.client, &wc), 1);
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+		ck_assert_int_eq(rdma_get_recv_comp(p.server, &wc), 1);
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+		ck_assert_uint_eq(wc.byte_len, 40 + 9);
+		ck_assert_str_eq(rbuf + 40, "datagram");
+		ck_assert_uint_eq(wc.src_qp, p.client->qp->qp_num);
+		rdma_dereg_mr(smr);
+		rdma_dereg_mr(rmr);
+		ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+	}
+	/* a rejected UD request: UNREACHABLE */
+	rdma_destroy_qp(p.client);
+	ck_ok(rdma_destroy_id(p.client));
+	p.client = new_id(p.cch, NULL, RDMA_PS_UDP);
+	resolve(p.cch, p.client, "127.0.0.1", p.port);
+	default_qp(p.client, IBV_QPT_UD);
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	child = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_ok(rdma_reject(child, NULL, 0));
+	ck_ok(rdma_destroy_id(child));
+	ev = expect(p.cch, RDMA_CM_EVENT_UNREACHABLE, p.client);
+	ck_ok(rdma_ack_cm_event(ev));
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(multicast)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id[2];
+	struct sockaddr_storage src = sa_make("127.0.0.1", 0);
+	struct sockaddr_storage mc = sa_make("239.1.2.3", 0);
+	struct rdma_cm_event *ev;
+	struct ibv_ah_attr ah_attr[2];
+	uint32_t qpn[2], qkey[2];
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		id[i] = new_id(ch, NULL, RDMA_PS_UDP);
+		ck_ok(rdma_bind_addr(id[i], SA(src)));
+		ck_ok(rdma_resolve_addr(id[i], SA(src), SA(mc), 2000));
+		expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id[i]);
+		default_qp(id[i], IBV_QPT_UD);
+		ck_ok(rdma_join_multicast(id[i], SA(mc), &id[i]));
+		ev = expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, id[i]);
+		ck_assert_int_eq(ev->status, 0);
+		ck_assert_uint_eq(ev->param.ud.qp_num, 0xffffff);
+		ck_assert_msg(ev->param.ud.ah_attr.is_global, "multicast AH without GRH");
+		ck_assert_uint_eq(ev->param.ud.ah_attr.grh.dgid.raw[0], 0xff);
+		ck_assert_msg(ev->param.ud.ah_attr.dlid >= 0xc000, "MLID %#x",
+			      ev->param.ud.ah_attr.dlid);
+		ah_attr[i] = ev->param.ud.ah_attr;
+		qpn[i] = ev->param.ud.qp_num;
+		qkey[i] = ev->param.ud.qkey;
+		ck_ok(rdma_ack_cm_event(ev));
+	}
+	ck_assert_msg(!memcmp(&ah_attr[0].grh.dgid, &ah_attr[1].grh.dgid, 16) &&
+		      ah_attr[0].dlid == ah_attr[1].dlid, "one group, two MGIDs/MLIDs");
+	/* a datagram to the group from id[0] reaches id[1] */
+	{
+		struct ibv_ah *ah = ibv_create_ah(id[0]->pd, &ah_attr[0]);
+		char sbuf[32] = "to the group", rbuf[40 + 32] = "";
+		struct ibv_mr *smr = rdma_reg_msgs(id[0], sbuf, sizeof(sbuf));
+		struct ibv_mr *rmr = rdma_reg_msgs(id[1], rbuf, sizeof(rbuf));
+		struct ibv_sge sge = { .addr = (uintptr_t)sbuf, .length = 13 };
+		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+		struct ibv_wc wc;
+
+		ck_assert_ptr_nonnull(ah);
+		ck_assert_ptr_nonnull(smr);
+		ck_assert_ptr_nonnull(rmr);
+		sge.lkey = smr->lkey;
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = qpn[0];
+		wr.wr.ud.remote_qkey = qkey[0];
+		ck_ok(rdma_post_recv(id[1], NULL, rbuf, sizeof(rbuf), rmr));
+		ck_assert_int_eq(ibv_post_send(id[0]->qp, &wr, &bad), 0);
+		ck_assert_int_eq(rdma_get_send_comp(id[0], &wc), 1);
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+		ck_assert_int_eq(rdma_get_recv_comp(id[1], &wc), 1);
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+		ck_assert_str_eq(rbuf + 40, "to the group");
+		rdma_dereg_mr(smr);
+		rdma_dereg_mr(rmr);
+		ibv_destroy_ah(ah);
+	}
+	(void)qkey[1];
+	for (i = 0; i < 2; i++) {
+		ck_ok(rdma_leave_multicast(id[i], SA(mc)));
+		rdma_destroy_qp(id[i]);
+		ck_ok(rdma_destroy_id(id[i]));
+	}
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/* ---- the suite ---------------------------------------------------------------------- */
+
+struct test {
+	const char *name;
+	const TTest *fn;
+};
+
+static Suite *api_suite(int argc, char **argv)
+{
+#define T(f)	{ #f, f }
+	const struct test tests[] = {
+		T(channel_nonblocking), T(channel_eintr),
+		T(create_id_port_spaces), T(create_id_errors), T(sync_mode_resolve),
+		T(null_arguments), T(event_str), T(devices),
+		T(bind_port0_and_conflicts), T(two_listeners),
+		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
+		T(getaddrinfo_api),
+		T(connect_addresses_and_data), T(connect_ipv6), T(connect_params),
+		T(disconnect_timewait), T(connect_no_listener), T(reject_private_data),
+		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
+		T(destroy_waits_for_ack),
+		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
+		T(ud_sidr), T(multicast),
+	};
+#undef T
+	Suite *s = suite_create("cmapi");
+	TCase *tc = tcase_create("cm");
+	unsigned int i;
+	int j, n = 0;
+
+	tcase_set_timeout(tc, 60 * vt_tmul());
+	for (i = 0; i < ARRAY_SIZE(tests); i++) {
+		bool want = argc == 0;
+
+		for (j = 0; j < argc; j++)
+			want |= !strcmp(argv[j], tests[i].name);
+		if (want) {
+			tcase_add_test(tc, tests[i].fn);
+			n++;
+		}
+	}
+	if (!n) {
+		fprintf(stderr, "cmapi-helper: no such test\n");
+		exit(2);
+	}
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- two-process roles (cm.sh) ---------------------------------------------------- */
+
+static void put_info(const char *dir, const char *name, struct rdma_cm_id *id)
+{
+	char path[4096], tmp[4200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.info", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f) {
+		perror(tmp);
+		exit(1);
+	}
+	fprintf(f, "pid=%d qpn=%u sport=%u dport=%u\n", (int)getpid(), id->qp->qp_num,
+		src_port(id), dst_port(id));
+	fclose(f);
+	chmod(tmp, 0644);
+	if (rename(tmp, path)) {
+		perror(path);
+		exit(1);
+	}
+}
+
+#define PEER_FAIL(...) do { fprintf(stderr, "cmapi-helper peer: " __VA_ARGS__); \
+	fputc('\n', stderr); exit(1); } while (0)
+
+static struct rdma_cm_event *peer_event(struct rdma_event_channel *ch, int ms)
+{
+	struct rdma_cm_event *ev;
+
+	if (!readable(ch->fd, ms))
+		PEER_FAIL("no CM event within %d ms", ms);
+	if (rdma_get_cm_event(ch, &ev))
+		PEER_FAIL("rdma_get_cm_event: %s", strerror(errno));
+	return ev;
+}
+
+static int peer(int argc, char **argv)
+{
+	bool server = argc == 3 && !strcmp(argv[0], "listen");
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	struct ibv_qp_init_attr qia = qp_attr(IBV_QPT_RC);
+	struct rdma_cm_id *id, *conn;
+	struct rdma_cm_event *ev;
+	struct sockaddr_storage ss;
+	const char *dir;
+	long t0;
+
+	if (!(server || (argc == 4 && !strcmp(argv[0], "connect"))))
+		PEER_FAIL("usage: peer listen PORT DIR | peer connect HOST PORT DIR");
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		PEER_FAIL("channel/id: %s", strerror(errno));
+	if (server) {
+		dir = argv[2];
+		ss = sa_make("0.0.0.0", (uint16_t)atoi(argv[1]));
+		if (rdma_bind_addr(id, SA(ss)) || rdma_listen(id, 4))
+			PEER_FAIL("bind/listen: %s", strerror(errno));
+		printf("listening on port %u\n", src_port(id));
+		ev = peer_event(ch, 600000);
+		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+			PEER_FAIL("got %s", rdma_event_str(ev->event));
+		conn = ev->id;
+		rdma_ack_cm_event(ev);
+		if (rdma_create_qp(conn, NULL, &qia) || rdma_accept(conn, &cp))
+			PEER_FAIL("create_qp/accept: %s", strerror(errno));
+	} else {
+		dir = argv[3];
+		ss = sa_make(argv[1], (uint16_t)atoi(argv[2]));
+		conn = id;
+		if (rdma_resolve_addr(id, NULL, SA(ss), 2000))
+			PEER_FAIL("resolve_addr: %s", strerror(errno));
+		ev = peer_event(ch, ev_ms());
+		if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+			PEER_FAIL("got %s", rdma_event_str(ev->event));
+		rdma_ack_cm_event(ev);
+		if (rdma_resolve_route(id, 2000))
+			PEER_FAIL("resolve_route: %s", strerror(errno));
+		ev = peer_event(ch, ev_ms());
+		if (ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED)
+			PEER_FAIL("got %s", rdma_event_str(ev->event));
+		rdma_ack_cm_event(ev);
+		if (rdma_create_qp(id, NULL, &qia) || rdma_connect(id, &cp))
+			PEER_FAIL("create_qp/connect: %s", strerror(errno));
+	}
+	ev = peer_event(ch, ev_ms());
+	if (ev->event != RDMA_CM_EVENT_ESTABLISHED)
+		PEER_FAIL("got %s (status %d), want ESTABLISHED", rdma_event_str(ev->event),
+			  ev->status);
+	rdma_ack_cm_event(ev);
+	printf("established: qpn %u sport %u dport %u\n", conn->qp->qp_num,
+	       src_port(conn), dst_port(conn));
+	put_info(dir, server ? "listen" : "connect", conn);
+
+	/* until the connection ends: the peer dies, or the daemon does */
+	t0 = vt_now_ms();
+	ev = peer_event(ch, 600000);
+	printf("event: %s status %d after %ld ms\n", rdma_event_str(ev->event), ev->status,
+	       vt_now_ms() - t0);
+	rdma_ack_cm_event(ev);
+	/* the library and the daemon must still be usable for teardown
+	 * (the daemon may be gone: DEVICE_REMOVAL) */
+	rdma_disconnect(conn);
+	rdma_destroy_qp(conn);
+	rdma_destroy_id(conn);
+	if (conn != id)
+		rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	printf("done\n");
+	return 0;
+}
+
+static int rsocket_probe(void)
+{
+	int fd = rsocket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0) {
+		printf("rsocket: %s\n", strerror(errno));
+		return 0;
+	}
+	printf("rsocket: ok\n");
+	rclose(fd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	SRunner *sr;
+	int failed;
+
+	if (argc > 1 && !strcmp(argv[1], "peer"))
+		return peer(argc - 2, argv + 2);
+	if (argc > 1 && !strcmp(argv[1], "rsocket-probe"))
+		return rsocket_probe();
+	sr = srunner_create(api_suite(argc - 1, argv + 1));
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
