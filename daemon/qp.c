@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -339,6 +340,7 @@ int ibvd_req_destroy_qp(struct ibvd_call *call)
 
 	if (!qp)
 		return -EINVAL;
+	fprintf(stderr, "DBG destroy qpn %#x\n", qp->qp_num);
 	ibvd_objects_write_lock();
 	ibvd_qp_destroy(qp);
 	ibvd_objects_write_unlock();
