@@ -17,6 +17,7 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "request.h"
+#include "res_admin.h"
 #include "session.h"
 #include "util.h"
 
@@ -184,44 +185,76 @@ static int link_show(struct ibvd_call *call, const struct admin_args *args,
 
 /* ---- resource --------------------------------------------------------- */
 
-/* "resource show KIND [FILTERS]": KIND by any unambiguous prefix. */
-static const struct {
-	const char *kind;
-	int (*fn)(struct ibvd_call *call, size_t argc, char **argv,
-		  json_t *out);		/* NULL: not implemented yet */
-} resource_kinds[] = {
-	{ "qp", NULL }, { "cq", NULL }, { "mr", NULL }, { "pd", NULL },
-	{ "cm_id", ibvd_cm_admin_show }, { "ctx", NULL }, { "srq", NULL },
+/*
+ * "resource show [DEV]" is the summary, "resource show KIND [FILTERS]" a
+ * listing: KIND by any unambiguous prefix.  cm ids are the CM's; the verbs
+ * objects are res_admin.c's.
+ */
+static const char *const resource_kinds[] = {
+	"qp", "cq", "mr", "pd", "cm_id", "ctx", "srq",
 };
+
+/* The kind word names, or ARRAY_SIZE(resource_kinds) (*matches says why). */
+static size_t resource_kind(const char *word, size_t *matches)
+{
+	size_t i, len = strlen(word), found = ARRAY_SIZE(resource_kinds);
+
+	*matches = 0;
+	for (i = 0; i < ARRAY_SIZE(resource_kinds) && len; i++) {
+		if (strncmp(word, resource_kinds[i], len))
+			continue;
+		found = i;
+		(*matches)++;
+		if (resource_kinds[i][len] == '\0') {
+			*matches = 1;	/* an exact name is never ambiguous */
+			break;
+		}
+	}
+	return *matches == 1 ? found : ARRAY_SIZE(resource_kinds);
+}
 
 static int resource_show(struct ibvd_call *call, const struct admin_args *args,
 			 json_t *out)
 {
-	size_t i, len, found = ARRAY_SIZE(resource_kinds), matches = 0;
+	const char *kind;
+	size_t found, matches;
 
 	if (!args->argc)
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "the resource summary is not implemented yet");
-	len = strlen(args->argv[0]);
-	for (i = 0; i < ARRAY_SIZE(resource_kinds) && len; i++) {
-		if (strncmp(args->argv[0], resource_kinds[i].kind, len))
-			continue;
-		found = i;
-		matches++;
-		if (resource_kinds[i].kind[len] == '\0') {
-			matches = 1;	/* an exact name is never ambiguous */
-			break;
-		}
-	}
-	if (matches != 1)
+		return ibvd_res_admin_summary(call, NULL, out);
+	found = resource_kind(args->argv[0], &matches);
+	/* not a kind: a device name, as in rdma's "res show DEV" */
+	if (!matches && args->argc == 1)
+		return ibvd_res_admin_summary(call, args->argv[0], out);
+	if (found == ARRAY_SIZE(resource_kinds))
 		return ibvd_call_error(call, -EINVAL, "%s resource " ARG_FMT,
 				       matches ? "ambiguous" : "unknown",
 				       args->argv[0]);
-	if (!resource_kinds[found].fn)
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "resource show %s is not implemented yet",
-				       resource_kinds[found].kind);
-	return resource_kinds[found].fn(call, args->argc - 1, args->argv + 1, out);
+	kind = resource_kinds[found];
+	if (!strcmp(kind, "cm_id"))
+		return ibvd_cm_admin_show(call, args->argc - 1, args->argv + 1,
+					  out);
+	return ibvd_res_admin_show(call, kind, args->argc - 1, args->argv + 1,
+				   args->details, out);
+}
+
+static int client_show(struct ibvd_call *call, const struct admin_args *args,
+		       json_t *out)
+{
+	return ibvd_client_admin_show(call, args->argc, args->argv, out);
+}
+
+/*
+ * The engine keeps no per-port packet counters yet; say so rather than
+ * print zeros that would look like an idle port.
+ */
+static int statistic_show(struct ibvd_call *call, const struct admin_args *args,
+			  json_t *out)
+{
+	(void)args;
+	(void)out;
+	return ibvd_call_error(call, -EOPNOTSUPP,
+			       "statistic show is not supported yet: the engine "
+			       "keeps no counters");
 }
 
 /* ---- daemon ----------------------------------------------------------- */
@@ -269,6 +302,8 @@ static const struct admin_cmd admin_cmds[] = {
 	{ "link",	"show",		1, 0, link_show },
 	/* KIND, then up to 8 filters and a link or dev */
 	{ "resource",	"show",		19, 0, resource_show },
+	{ "statistic",	"show",		2, 0, statistic_show },
+	{ "client",	"show",		4, 0, client_show },
 	{ "daemon",	"status",	0, 0, daemon_status },
 	{ "daemon",	"version",	0, 0, daemon_version },
 	{ "daemon",	"reload",	0, 1, daemon_reload },

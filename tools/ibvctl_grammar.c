@@ -41,12 +41,23 @@ static const struct ibvctl_object objects[] = {
 	  "Usage: ibvctl resource [ show [ DEV ] ]\n"
 	  "       ibvctl resource show { qp | cq | mr | pd | cm_id | ctx | srq }\n"
 	  "                            [ link DEV/PORT | dev DEV ] [ FILTER VALUE ]...\n"
-	  "       ibvctl resource help\n" },
+	  "       ibvctl resource help\n"
+	  "where  FILTER (VALUE: N, A-B or a comma list of them; names without case):\n"
+	  "       qp     lqpn rqpn pid sq-psn rq-psn type path-mig-state state pdn comm uid\n"
+	  "       cq     cqn cqe users ctxn pid comm uid\n"
+	  "       mr     mrn mrlen pdn pid comm uid\n"
+	  "       pd     pdn users ctxn pid comm uid\n"
+	  "       ctx    ctxn pid comm uid\n"
+	  "       srq    srqn type pdn pid comm uid\n"
+	  "       cm_id  cm-idn lqpn pid src-port dst-port qp-type state ps comm\n"
+	  "              src-addr dst-addr\n"
+	  "Non-admins see only their own uid's objects; rkey/lkey/iova are for admins.\n"
+	  "-d adds uid (and an MR's memory tier) after rdma's columns.\n" },
 	{ "statistic", show_cmds,
 	  "Usage: ibvctl statistic [ show [ link DEV/PORT ] ]\n"
 	  "       ibvctl statistic help\n" },
 	{ "client", show_cmds,
-	  "Usage: ibvctl client [ show [ pid PID | uid UID | unit UNIT ] ]\n"
+	  "Usage: ibvctl client [ show [ pid PID ] [ uid UID ] ]\n"
 	  "       ibvctl client help\n" },
 	{ "limit", limit_cmds,
 	  "Usage: ibvctl limit [ show [ max | current ] ]\n"

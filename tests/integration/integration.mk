@@ -14,6 +14,7 @@ INTEGRATION_TESTS = \
 	tests/integration/sd-notify.sh \
 	tests/integration/socket-activation.sh \
 	tests/integration/ibvctl.sh \
+	tests/integration/ibvctl-resource.sh \
 	tests/integration/verbs-api.sh
 TESTS += $(INTEGRATION_TESTS)
 

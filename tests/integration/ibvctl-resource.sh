@@ -1,0 +1,236 @@
+#!/bin/bash
+# ibvctl resource show while a real workload runs: Debian's ibv_srq_pingpong
+# (16 RC QPs on an SRQ, with -e, a huge -n) between uid 1001 (server) and
+# uid 1002 (client).  Checks the summary and every verbs kind (qp cq mr pd
+# ctx srq) in JSON (parsed by python3) and text: counts, rdma's keys in
+# rdma's order, filters (values, ranges, lists), -d's extra columns, what a
+# non-root uid sees (its own objects only, no keys), bad command lines, and
+# that everything is gone once the workload is killed.  Then client show
+# for the same workload.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd ss /usr/bin/ibv_srq_pingpong
+ibvd_init
+O=$T/out
+conf=$(default_conf) || exit 1
+daemon_start -c "$conf"
+daemon_wait_ready
+
+NQP=16		# ibv_srq_pingpong's default -q
+
+# jq_py FILE EXPR: print EXPR (python over `j`, the parsed JSON of FILE).
+jq_py() {
+	"$PYTHON" - "$1" "$2" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(eval(sys.argv[2]))
+EOF
+}
+
+# expect_py FILE EXPR WHAT: EXPR must hold over `j`.
+expect_py() {
+	local v
+	v=$(jq_py "$1" "$2") || { show json "$1"; fail "$3: cannot evaluate $2"; }
+	[ "$v" = True ] || { show json "$1"; fail "$3: does not hold: $2"; }
+}
+
+# res ARGS...: ibvctl -j resource show ARGS into $O/r (as root); fails loudly.
+res() {
+	ibvctl -j resource show "$@" >"$O/r" 2>"$O/r.err" ||
+		{ show stderr "$O/r.err"; fail "ibvctl -j resource show $* exited non-zero"; }
+}
+
+count() { jq_py "$O/r" 'len(j)'; }
+
+pick_port() {
+	"$PYTHON" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# ---- the workload --------------------------------------------------------
+PORT=$(pick_port) || fail "no free TCP port"
+# Long-lived: it is killed at the end of the test.
+TMO=$((TMO * 10)) run_debian "$USER1" /usr/bin/ibv_srq_pingpong -e -n 2000000000 -p "$PORT" >"$O/server" 2>&1 &
+SPID=$!
+BG_PIDS+=("$SPID")
+for _ in $(seq $((TMO * 20))); do
+	[ -n "$(ss -Hltn "sport = :$PORT" 2>/dev/null)" ] && break
+	pid_running "$SPID" || { show server "$O/server"; fail "the server exited"; }
+	sleep 0.05
+done
+TMO=$((TMO * 10)) run_debian "$USER2" /usr/bin/ibv_srq_pingpong -e -n 2000000000 -p "$PORT" localhost >"$O/client" 2>&1 &
+CPID=$!
+BG_PIDS+=("$CPID")
+
+check "both sides connected: $((2 * NQP)) QPs in RTS"
+for _ in $(seq $((TMO * 20))); do
+	res qp state RTS
+	[ "$(count)" -eq $((2 * NQP)) ] && break
+	pid_running "$CPID" || { show client "$O/client"; fail "the client exited"; }
+	sleep 0.05
+done
+[ "$(count)" -eq $((2 * NQP)) ] || { show json "$O/r"; fail "$(count) QPs in RTS, not $((2 * NQP))"; }
+ok "$((2 * NQP)) QPs in RTS"
+
+# ---- summary ---------------------------------------------------------------
+check "resource show: rdma's summary line and JSON keys"
+ibvctl resource show >"$O/sum" 2>&1 || { show output "$O/sum"; fail "ibvctl resource show exited $?"; }
+show "ibvctl resource show" "$O/sum"
+expect_grep "^[0-9]+: ibvd0: pd 2 cq 2 qp $((2 * NQP)) cm_id 0 mr 2 ctx 2 srq 2\$" "$O/sum" "summary line"
+ibvctl res >"$O/sum2" 2>&1 || fail "ibvctl res exited $?"
+diff -u "$O/sum" "$O/sum2" || fail "'ibvctl res' differs from 'ibvctl resource show'"
+res
+expect_py "$O/r" "list(j[0]) == ['ifindex','ifname','pd','cq','qp','cm_id','mr','ctx','srq']" "summary keys"
+res ibvd0
+expect_py "$O/r" "len(j) == 1 and j[0]['ifname'] == 'ibvd0' and j[0]['qp'] == $((2 * NQP))" "res show ibvd0"
+ibvctl_as "$USER2" -j resource show >"$O/sum-u2" 2>&1 || { show output "$O/sum-u2"; fail "uid $USER2: resource show failed"; }
+expect_py "$O/sum-u2" "[j[0][k] for k in ('pd','cq','qp','mr','ctx','srq')] == [1,1,$NQP,1,1,1]" "uid $USER2's summary"
+ok "$(head -n 1 "$O/sum"); uid $USER2 counts only its own"
+
+# ---- each kind ---------------------------------------------------------------
+check "resource show ctx/pd/cq/mr/srq/qp: rdma's keys in order"
+res ctx
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['ifindex','ifname','ctxn','pid','comm'] for o in j)" "ctx keys"
+PIDS=$(jq_py "$O/r" "' '.join(str(o['pid']) for o in j)")
+res pd
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['ifindex','ifname','pdn','users','ctxn','pid','comm'] for o in j)" "pd keys"
+expect_py "$O/r" "all(o['users'] == $NQP + 2 for o in j)" "pd users (16 QPs, the MR, the SRQ)"
+res cq
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['ifindex','ifname','cqn','cqe','users','ctxn','pid','comm'] for o in j)" "cq keys"
+res mr
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['ifindex','ifname','mrn','rkey','lkey','iova','mrlen','pdn','pid','comm'] for o in j)" "mr keys (root)"
+expect_py "$O/r" "all(isinstance(o['rkey'], str) and not o['rkey'].startswith('0x') and int(o['rkey'], 16) > 0 for o in j)" "rkey as hex string"
+res srq
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['ifindex','ifname','srqn','type','lqpn','pdn','pid','comm'] for o in j)" "srq keys"
+expect_py "$O/r" "all(len(o['lqpn']) == $NQP for o in j)" "srq lqpn lists"
+res qp
+expect_py "$O/r" "len(j) == $((2 * NQP)) and all(list(o) == ['ifindex','ifname','port','lqpn','rqpn','type','state','rq-psn','sq-psn','path-mig-state','pdn','pid','comm'] for o in j)" "qp keys"
+expect_py "$O/r" "all(o['type'] == 'RC' and o['port'] == 1 for o in j)" "qp type and port"
+# every QP's peer is one of the listed QPs
+expect_py "$O/r" "sorted(o['rqpn'] for o in j) == sorted(o['lqpn'] for o in j)" "rqpn pairs"
+ok "ctx pd cq mr srq qp rows as rdma prints them"
+
+check "text output: link/dev headers, hex keys with 0x"
+ibvctl resource show qp >"$O/qp.txt" 2>&1 || fail "res show qp exited $?"
+expect_grep '^link ibvd0/1 lqpn [0-9]+ rqpn [0-9]+ type RC state RTS rq-psn [0-9]+ sq-psn [0-9]+ path-mig-state [A-Z]+ pdn [0-9]+ pid [0-9]+ comm ' "$O/qp.txt" "qp line"
+ibvctl resource show mr >"$O/mr.txt" 2>&1 || fail "res show mr exited $?"
+expect_grep '^dev ibvd0 mrn [0-9]+ rkey 0x[0-9a-f]+ lkey 0x[0-9a-f]+ iova 0x[0-9a-f]+ mrlen [0-9]+ pdn [0-9]+ pid [0-9]+ comm ' "$O/mr.txt" "mr line"
+ibvctl resource show ctx >"$O/ctx.txt" 2>&1 || fail "res show ctx exited $?"
+expect_grep '^dev ibvd0 ctxn [0-9]+ pid [0-9]+ comm ' "$O/ctx.txt" "ctx line"
+ok "$(head -n 1 "$O/qp.txt")"
+
+# ---- filters -----------------------------------------------------------------
+check "filters: lqpn N, ranges, lists, pid, type, state, link, dev"
+res qp
+LQPNS=$(jq_py "$O/r" "' '.join(str(o['lqpn']) for o in j)")
+MIN=$(jq_py "$O/r" "min(o['lqpn'] for o in j)")
+MAX=$(jq_py "$O/r" "max(o['lqpn'] for o in j)")
+ONE=${LQPNS%% *}
+res qp lqpn "$ONE"
+expect_py "$O/r" "len(j) == 1 and j[0]['lqpn'] == $ONE" "lqpn $ONE"
+res qp lqpn "$MIN-$MAX"
+[ "$(count)" -eq $((2 * NQP)) ] || fail "lqpn $MIN-$MAX: $(count) rows"
+res qp lqpn "0-$((MIN - 1)),$((MAX + 1))-$((MAX + 100))"
+[ "$(count)" -eq 0 ] || fail "lqpn outside $MIN-$MAX: $(count) rows"
+res qp lqpn "$MIN,$MAX"
+[ "$(count)" -eq 2 ] || fail "lqpn $MIN,$MAX: $(count) rows"
+for p in $PIDS; do
+	res qp pid "$p"
+	expect_py "$O/r" "len(j) == $NQP and all(o['pid'] == $p for o in j)" "qp pid $p"
+done
+res qp type rc state rts
+[ "$(count)" -eq $((2 * NQP)) ] || fail "type rc state rts: $(count) rows"
+res qp type UD
+[ "$(count)" -eq 0 ] || fail "type UD: $(count) rows"
+res qp link ibvd0/1
+[ "$(count)" -eq $((2 * NQP)) ] || fail "link ibvd0/1: $(count) rows"
+res qp link ibvd0/2
+[ "$(count)" -eq 0 ] || fail "link ibvd0/2: $(count) rows"
+res mr dev ibvd0 pid "${PIDS%% *}"
+[ "$(count)" -eq 1 ] || fail "mr dev ibvd0 pid: $(count) rows"
+res ctx uid "$USER2"
+[ "$(count)" -eq 1 ] || fail "ctx uid $USER2: $(count) rows"
+ok "lqpn $ONE, $MIN-$MAX, lists, pid, type, state, link and dev select as expected"
+
+check "-d adds uid (and the MR's memory tier) after rdma's keys"
+ibvctl -j -d resource show mr >"$O/r" 2>&1 || fail "-d res show mr exited $?"
+expect_py "$O/r" "all(list(o)[-3:] == ['comm','uid','tier'] and o['tier'] in ('mapped','memfd') for o in j)" "-d mr"
+expect_py "$O/r" "sorted(o['uid'] for o in j) == sorted([$USER1, $USER2])" "-d mr uids"
+ibvctl -j -d resource show qp >"$O/r" 2>&1 || fail "-d res show qp exited $?"
+expect_py "$O/r" "all(list(o)[-1] == 'uid' for o in j)" "-d qp"
+ok "uid and tier present with -d"
+
+# ---- visibility ----------------------------------------------------------------
+check "uid $USER2 sees only its own objects, and no keys"
+for k in ctx pd cq mr srq qp; do
+	ibvctl_as "$USER2" -j -d resource show "$k" >"$O/u2.$k" 2>&1 ||
+		{ show output "$O/u2.$k"; fail "uid $USER2: res show $k failed"; }
+	expect_py "$O/u2.$k" "len(j) > 0 and all(o['uid'] == $USER2 for o in j)" "uid $USER2 res show $k"
+done
+expect_py "$O/u2.qp" "len(j) == $NQP" "uid $USER2 qp count"
+expect_py "$O/u2.mr" "all('rkey' not in o and 'lkey' not in o and 'iova' not in o for o in j)" "no keys for uid $USER2"
+ibvctl_as "$USER2" -j resource show ctx uid "$USER1" >"$O/u2.other" 2>&1 || fail "uid $USER2: ctx uid $USER1 failed"
+expect_py "$O/u2.other" "j == []" "uid $USER2 asking for uid $USER1's contexts"
+ok "uid $USER2: $NQP QPs, one each of the rest, keys hidden"
+
+# ---- client show -------------------------------------------------------------------
+check "client show: one row per pingpong process, with what it holds"
+ibvctl -j client show >"$O/r" 2>&1 || { show output "$O/r"; fail "client show exited non-zero"; }
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['pid','uid','gid','comm','contexts','objects','cm_id','pinned'] for o in j)" "client keys"
+# pd + mr + cq + srq + 16 QPs; the buffer is at least a page
+expect_py "$O/r" "all(o['contexts'] == 1 and o['objects'] == $NQP + 4 and o['pinned'] >= 4096 for o in j)" "client usage"
+expect_py "$O/r" "sorted(o['uid'] for o in j) == sorted([$USER1, $USER2]) and sorted(o['pid'] for o in j) == sorted([$(echo "$PIDS" | tr ' ' ',')])" "client identities"
+for p in $PIDS; do
+	ibvctl -j client show pid "$p" >"$O/r" 2>&1 || fail "client show pid $p exited non-zero"
+	expect_py "$O/r" "len(j) == 1 and j[0]['pid'] == $p" "client show pid $p"
+done
+ibvctl -j client show uid "$USER1" >"$O/r" 2>&1 || fail "client show uid exited non-zero"
+expect_py "$O/r" "len(j) == 1 and j[0]['uid'] == $USER1" "client show uid $USER1"
+ibvctl_as "$USER2" -j client show >"$O/r" 2>&1 || fail "uid $USER2: client show exited non-zero"
+expect_py "$O/r" "len(j) == 1 and j[0]['uid'] == $USER2" "uid $USER2 sees only itself"
+ibvctl client show >"$O/client.txt" 2>&1 || fail "client show (text) exited non-zero"
+show "ibvctl client show" "$O/client.txt"
+expect_grep '^pid [0-9]+ uid [0-9]+ gid [0-9]+ comm [^ ]+ contexts 1 objects [0-9]+ cm_id 0 pinned [0-9]+$' "$O/client.txt" "client line"
+ok "$(head -n 1 "$O/client.txt")"
+
+# ---- bad command lines -----------------------------------------------------------
+check "bad command lines exit non-zero with a message"
+for args in "qp lqpn abc" "qp lqpn 5-2" "qp lqpn" "qp bogus 1" "mr rkey 1" \
+	    "nosuchdev" "qp link nosuch/1" "qp link ibvd0/0" "c"; do
+	# shellcheck disable=SC2086
+	ibvctl resource show $args >"$O/bad" 2>&1
+	rc=$?
+	[ "$rc" -ne 0 ] || { show output "$O/bad"; fail "'resource show $args' exited 0"; }
+	[ -s "$O/bad" ] || fail "'resource show $args': no message"
+	log "resource show $args -> $rc: $(head -n 1 "$O/bad")"
+done
+ibvctl statistic show >"$O/bad" 2>&1 && fail "statistic show exited 0"
+expect_grep 'not supported yet' "$O/bad" "statistic show"
+for args in "pid abc" "uid" "foo 1" "pid -1"; do
+	# shellcheck disable=SC2086
+	ibvctl client show $args >"$O/bad" 2>&1
+	rc=$?
+	[ "$rc" -ne 0 ] || { show output "$O/bad"; fail "'client show $args' exited 0"; }
+	log "client show $args -> $rc: $(head -n 1 "$O/bad")"
+done
+ok "all refused"
+
+# ---- teardown --------------------------------------------------------------------
+check "after the workload dies, nothing is left"
+# the pingpong processes themselves, as the daemon saw them
+# shellcheck disable=SC2086
+kill -KILL $PIDS 2>/dev/null
+wait_exit "$SPID" 5
+wait_exit "$CPID" 5
+for _ in $(seq $((TMO * 20))); do
+	res
+	[ "$(jq_py "$O/r" "sum(j[0][k] for k in ('pd','cq','qp','mr','ctx','srq'))")" -eq 0 ] && break
+	sleep 0.05
+done
+expect_py "$O/r" "all(j[0][k] == 0 for k in ('pd','cq','qp','cm_id','mr','ctx','srq'))" "summary after kill"
+ibvctl -j client show >"$O/r" 2>&1 || fail "client show after kill exited non-zero"
+expect_py "$O/r" "j == []" "client show after kill"
+daemon_alive "after the resource listings"
+ok "all counts back to 0"
