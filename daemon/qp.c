@@ -11,7 +11,6 @@
 #include <config.h>
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <infiniband/verbs.h>
 
 #include "context.h"
+#include "engine/engine.h"
 #include "ibverbsd.pb-c.h"
 #include "request.h"
 #include "verbs.h"
@@ -340,8 +340,8 @@ int ibvd_req_destroy_qp(struct ibvd_call *call)
 
 	if (!qp)
 		return -EINVAL;
-	fprintf(stderr, "DBG destroy qpn %#x\n", qp->qp_num);
 	ibvd_objects_write_lock();
+	ibvd_engine_qp_finish_ud(qp);
 	ibvd_qp_destroy(qp);
 	ibvd_objects_write_unlock();
 	return 0;

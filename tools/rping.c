@@ -880,6 +880,24 @@ static int client_pings(struct conn *c)
 	return 0;
 }
 
+/*
+ * After the last ping, let the client disconnect first.  It may still be
+ * handling our last "go ahead", and a client that sees DISCONNECTED before
+ * it has printed the last ping treats that as an error (Debian's does).
+ * Bounded: a client that never disconnects is disconnected by teardown.
+ */
+static void wait_client_gone(struct conn *c)
+{
+	struct timespec deadline;
+
+	deadline_in(&deadline, TEARDOWN_MS);
+	pthread_mutex_lock(&c->lock);
+	while (!c->disconnected && !c->cm_error &&
+	       conn_wait(c, &deadline) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&c->lock);
+}
+
 static int server_pings(struct conn *c)
 {
 	unsigned int rdma = 0;
@@ -938,6 +956,7 @@ static int server_pings(struct conn *c)
 			return -1;
 	}
 	dbg("connection %d: %d pings done\n", c->num, n);
+	wait_client_gone(c);
 	return 0;
 }
 

@@ -50,4 +50,10 @@ void ibvd_engine_ctx_free(struct ibvd_context *ctx);
  */
 void ibvd_engine_qp_kick(struct ibvd_qp *qp);
 
+/*
+ * DESTROY_QP, objects lock held for writing: send what the client posted
+ * to a UD QP and the engine has not run yet.
+ */
+void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp);
+
 #endif /* IBVD_ENGINE_H */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "barrier.h"
+#include "engine.h"
 #include "internal.h"
 
 /* What became of the WQE in front. */
@@ -309,6 +310,30 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		retire(eng, qp, &req, st != IBV_WC_SUCCESS ? st : IBV_WC_RETRY_EXC_ERR);
 	}
 	ibvd_eng_qp_error(qp);
+}
+
+/*
+ * A NIC puts a datagram on the wire as soon as it is rung, so apps post UD
+ * sends unsignaled and destroy the QP at once (mckey -s does): what the
+ * engine has not run yet would silently never be sent.  Run it now.  The
+ * objects lock is held for writing, so no pass is running this QP.
+ */
+void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp)
+{
+	struct ibvd_engine *eng = ibvd_eng_of(qp);
+	uint32_t turns;
+
+	if (!eng || qp->qp_type != IBV_QPT_UD)
+		return;
+	/*
+	 * Each turn retires at least one WQE or leaves RTS; a ring's worth
+	 * covers what is posted now, whatever another client thread adds.
+	 */
+	for (turns = 0; turns < qp->sq.nslots; turns++) {
+		if (eng_qp_state(qp) != IBV_QPS_RTS || sq_depth(qp) <= 0)
+			break;
+		run_sq(eng, qp);
+	}
 }
 
 void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)

@@ -13,7 +13,6 @@
  */
 #include <config.h>
 
-#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -101,10 +100,8 @@ static enum ibv_wc_status deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_rq rq;
 	int ret;
 
-	if (!accepts(target, qkey)) {
-		fprintf(stderr, "DBG reject qpn %#x type %d state %d qkey %#x want %#x\n", target->qp_num, target->qp_type, eng_qp_state(target), target->attr.qkey, qkey);
+	if (!accepts(target, qkey))
 		return IBV_WC_SUCCESS;
-	}
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	ret = ibvd_eng_rq_peek(&rq, &rwqe);
@@ -116,7 +113,6 @@ static enum ibv_wc_status deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 		ibvd_eng_recv_fail(target, &rq, &rwqe, IBV_WC_LOC_LEN_ERR);
 	else if (ret > 0)
 		st = place(eng, src, target, &rq, &rwqe, req);
-	fprintf(stderr, "DBG deliver qpn %#x ret %d\n", target->qp_num, ret);
 	/* ret == 0: no receive WQE, the datagram is dropped. */
 	pthread_mutex_unlock(rq.lock);
 	return st;
@@ -132,7 +128,6 @@ static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src
 	if (!req->w.av.is_global)
 		return IBV_WC_SUCCESS;
 	grp = ibvd_mcast_group_find(req->w.av.dgid);
-	fprintf(stderr, "DBG mcast src %#x grp %p\n", src->qp_num, (void*)grp);
 	if (!grp)
 		return IBV_WC_SUCCESS;
 	LIST_FOREACH(m, &grp->members, group_link) {
@@ -151,7 +146,6 @@ enum ibv_wc_status ibvd_eng_ud_send(struct ibvd_engine *eng,
 	uint32_t qkey = req->w.remote_qkey;
 	struct ibvd_qp *target;
 
-	fprintf(stderr, "DBG ud_send src %#x len %u\n", src->qp_num, (unsigned)req->length);
 	if (req->length > ENG_UD_MTU)
 		return IBV_WC_LOC_LEN_ERR;
 	if (qkey & QKEY_USE_QP)
