@@ -572,6 +572,280 @@ static int parse_devices(struct parser *p, json_t *v, void *obj)
 	return 0;
 }
 
+/* --- limits --- */
+
+const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS] = {
+	[IBVD_LIMIT_MEMLOCK] = "memlock",
+	[IBVD_LIMIT_HCA_HANDLE] = "hca_handle",
+	[IBVD_LIMIT_HCA_OBJECT] = "hca_object",
+	[IBVD_LIMIT_QP] = "qp",
+	[IBVD_LIMIT_CQ] = "cq",
+	[IBVD_LIMIT_MR] = "mr",
+	[IBVD_LIMIT_PD] = "pd",
+	[IBVD_LIMIT_SRQ] = "srq",
+	[IBVD_LIMIT_AH] = "ah",
+	[IBVD_LIMIT_CM_ID] = "cm_id",
+};
+
+/* A rule's limits while parsing: which keys the file gave. */
+struct limit_set {
+	struct ibvd_quota *limits;
+	unsigned int given;		/* bit per enum ibvd_limit_kind */
+};
+
+static int limit_value(struct parser *p, json_t *v, uint64_t *out)
+{
+	static const char expected[] = "a non-negative integer or \"max\"";
+
+	if (json_is_string(v) && strcmp(json_string_value(v), "max") == 0) {
+		*out = IBVD_LIMIT_UNLIMITED;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return wrong(p, expected, v);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int limit_kind(const char *key)
+{
+	int i;
+
+	for (i = 0; i < IBVD_LIMIT_NKINDS; i++)
+		if (strcmp(ibvd_limit_names[i], key) == 0)
+			return i;
+	return -1;
+}
+
+static int parse_limit_set(struct parser *p, json_t *v, struct limit_set *ls)
+{
+	const char *key;
+	json_t *val;
+	int kind, ret;
+
+	if (!json_is_object(v))
+		return wrong(p, "an object of limits", v);
+	json_object_foreach(v, key, val) {
+		kind = limit_kind(key);
+		push_key(p, key);
+		ret = kind < 0 ? fail(p, "unknown limit") :
+			limit_value(p, val, &ls->limits->max[kind]);
+		pop(p);
+		if (ret)
+			return ret;
+		ls->given |= 1u << kind;
+	}
+	return 0;
+}
+
+static int limits_default(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	struct limit_set ls = { .limits = &cfg->limit_default };
+
+	return parse_limit_set(p, v, &ls);
+}
+
+/* Decimal digits only, no sign, within [0, max]. */
+static int parse_id(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	if (!s[0] || strspn(s, "0123456789") != strlen(s))
+		return -EINVAL;
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return errno || *out > max ? -EINVAL : 0;
+}
+
+/* The gid of group name (or of a decimal gid), resolved now. */
+static int resolve_group(struct parser *p, const char *name, gid_t *gid)
+{
+	struct group grp, *res = NULL;
+	unsigned long n;
+	char buf[4096];
+	int ret;
+
+	if (parse_id(name, (gid_t)-2, &n) == 0) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+	ret = getgrnam_r(name, &grp, buf, sizeof(buf), &res);
+	if (ret == 0 && res) {
+		*gid = res->gr_gid;
+		return 0;
+	}
+	if (ret && ret != ENOENT && ret != ESRCH)
+		return fail(p, "cannot look up group \"%s\": %s", name,
+			    strerror(ret));
+	return fail(p, "no such group \"%s\"", name);
+}
+
+static int add_rule(struct parser *p, struct ibvd_config *cfg,
+		    struct ibvd_config_limit_rule **rule)
+{
+	struct ibvd_config_limit_rule *r;
+
+	r = realloc(cfg->limit_rules, (cfg->nlimit_rules + 1) * sizeof(*r));
+	if (!r)
+		return out_of_memory(p);
+	cfg->limit_rules = r;
+	*rule = &r[cfg->nlimit_rules++];
+	memset(*rule, 0, sizeof(**rule));
+	return 0;
+}
+
+/*
+ * One rule's keys; the rest are marked with a sentinel the finish step
+ * replaces by the default's value (the default may come later in the file).
+ * JSON integers stop at INT64_MAX, so no value the file gives can equal it.
+ */
+#define LIMIT_INHERIT	(IBVD_LIMIT_UNLIMITED - 1)
+
+static int parse_rule_limits(struct parser *p, json_t *v,
+			     struct ibvd_config_limit_rule *r)
+{
+	struct limit_set ls = { .limits = &r->limits };
+	int i, ret;
+
+	ret = parse_limit_set(p, v, &ls);
+	for (i = 0; i < IBVD_LIMIT_NKINDS; i++)
+		if (!(ls.given & (1u << i)))
+			r->limits.max[i] = LIMIT_INHERIT;
+	return ret;
+}
+
+static int parse_rule(struct parser *p, const char *key, json_t *v,
+		      struct ibvd_config *cfg, enum ibvd_limit_match match)
+{
+	struct ibvd_config_limit_rule *r;
+	unsigned long n;
+	int ret;
+
+	ret = add_rule(p, cfg, &r);
+	if (ret)
+		return ret;
+	r->match = match;
+	if (match == IBVD_LIMIT_MATCH_UID) {
+		if (parse_id(key, (uid_t)-2, &n))
+			return fail(p, "expected a decimal uid");
+		r->uid = (uid_t)n;
+	} else if (match == IBVD_LIMIT_MATCH_GROUP) {
+		ret = resolve_group(p, key, &r->gid);
+	} else if (key[0] != '/') {
+		return fail(p, "expected a cgroup path starting with \"/\"");
+	} else if (!(r->cgroup = strdup(key))) {
+		return out_of_memory(p);
+	}
+	return ret ? ret : parse_rule_limits(p, v, r);
+}
+
+static int parse_rules(struct parser *p, json_t *v, struct ibvd_config *cfg,
+		       enum ibvd_limit_match match)
+{
+	const char *key;
+	json_t *val;
+	int ret;
+
+	if (!json_is_object(v))
+		return wrong(p, "an object", v);
+	json_object_foreach(v, key, val) {
+		push_key(p, key);
+		ret = parse_rule(p, key, val, cfg, match);
+		pop(p);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int limits_uid(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_rules(p, v, cfg, IBVD_LIMIT_MATCH_UID);
+}
+
+static int limits_group(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_rules(p, v, cfg, IBVD_LIMIT_MATCH_GROUP);
+}
+
+static int limits_cgroup(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_rules(p, v, cfg, IBVD_LIMIT_MATCH_CGROUP);
+}
+
+static const struct member limits_members[] = {
+	{ "default", limits_default },
+	{ "uid", limits_uid },
+	{ "group", limits_group },
+	{ "cgroup", limits_cgroup },
+};
+
+static void inherit_defaults(struct ibvd_config *cfg)
+{
+	size_t i;
+	int k;
+
+	for (i = 0; i < cfg->nlimit_rules; i++)
+		for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+			if (cfg->limit_rules[i].limits.max[k] == LIMIT_INHERIT)
+				cfg->limit_rules[i].limits.max[k] =
+					cfg->limit_default.max[k];
+}
+
+static int parse_limits(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	int ret;
+
+	ret = parse_object(p, v, limits_members, ARRAY_SIZE(limits_members),
+			   cfg);
+	if (!ret)
+		inherit_defaults(cfg);
+	return ret;
+}
+
+static const struct ibvd_config_limit_rule *
+find_rule(const struct ibvd_config *cfg, enum ibvd_limit_match match,
+	  uid_t uid, gid_t gid)
+{
+	const struct ibvd_config_limit_rule *r;
+	size_t i;
+
+	for (i = 0; i < cfg->nlimit_rules; i++) {
+		r = &cfg->limit_rules[i];
+		if (r->match == match &&
+		    (match == IBVD_LIMIT_MATCH_UID ? r->uid == uid : r->gid == gid))
+			return r;
+	}
+	return NULL;
+}
+
+const struct ibvd_quota *ibvd_config_limits_for(const struct ibvd_config *cfg,
+						 uid_t uid, gid_t gid,
+						 const char *cgroup)
+{
+	const struct ibvd_config_limit_rule *r, *best = NULL;
+	size_t i, len, best_len = 0;
+
+	r = find_rule(cfg, IBVD_LIMIT_MATCH_UID, uid, gid);
+	if (!r)
+		r = find_rule(cfg, IBVD_LIMIT_MATCH_GROUP, uid, gid);
+	if (r)
+		return &r->limits;
+	for (i = 0; cgroup && i < cfg->nlimit_rules; i++) {
+		r = &cfg->limit_rules[i];
+		if (r->match != IBVD_LIMIT_MATCH_CGROUP)
+			continue;
+		len = strlen(r->cgroup);
+		if (len > best_len && strncmp(r->cgroup, cgroup, len) == 0) {
+			best = r;
+			best_len = len;
+		}
+	}
+	return best ? &best->limits : &cfg->limit_default;
+}
+
 /* --- top level --- */
 
 static int parse_socket(struct parser *p, json_t *v, void *cfg)
@@ -594,6 +868,7 @@ static const struct member top_members[] = {
 	{ "engine", parse_engine },
 	{ "log", parse_log },
 	{ "devices", parse_devices },
+	{ "limits", parse_limits },
 };
 
 /*
@@ -638,6 +913,8 @@ static struct ibvd_config *config_new(void)
 	cfg->log_level = IBVD_LOG_INFO;
 	cfg->ndevices = 1;
 	set_default_device(&cfg->devices[0], 0);
+	for (int k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		cfg->limit_default.max[k] = IBVD_LIMIT_UNLIMITED;
 	return cfg;
 }
 
@@ -763,5 +1040,8 @@ void ibvd_config_free(struct ibvd_config *cfg)
 	free(cfg->path);
 	free(cfg->socket_path);
 	free(cfg->socket_group);
+	for (size_t i = 0; i < cfg->nlimit_rules; i++)
+		free(cfg->limit_rules[i].cgroup);
+	free(cfg->limit_rules);
 	free(cfg);
 }

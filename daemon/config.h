@@ -5,7 +5,9 @@
  *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
  *   "engine":  { "threads": 1 },
  *   "log":     { "level": "info" },
- *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" } ]
+ *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" } ],
+ *   "limits":  { "default": { "qp": 64 }, "uid": { "1001": { "memlock": "max" } },
+ *                "group": { "rdma": {...} }, "cgroup": { "/user.slice/": {...} } }
  * }
  *
  * Every key is optional except that at least one device must exist; unknown
@@ -38,6 +40,48 @@ struct ibvd_config_device {
 	uint64_t guid;			/* 0 = derive */
 };
 
+/*
+ * Per-tenant limits (the "limits" section; man ibverbsd.conf(5)).  The
+ * names are the rdma cgroup's (hca_handle, hca_object) plus per-kind
+ * counts; ibvd_limit_names[] spells them as the config and ibvctl do.
+ */
+enum ibvd_limit_kind {
+	IBVD_LIMIT_MEMLOCK,		/* pinned bytes (REG_MR, pages spanned) */
+	IBVD_LIMIT_HCA_HANDLE,		/* open device contexts */
+	IBVD_LIMIT_HCA_OBJECT,		/* all verbs objects together */
+	IBVD_LIMIT_QP,
+	IBVD_LIMIT_CQ,
+	IBVD_LIMIT_MR,
+	IBVD_LIMIT_PD,
+	IBVD_LIMIT_SRQ,
+	IBVD_LIMIT_AH,
+	IBVD_LIMIT_CM_ID,
+	IBVD_LIMIT_NKINDS
+};
+
+#define IBVD_LIMIT_UNLIMITED	UINT64_MAX	/* "max" */
+
+extern const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS];
+
+struct ibvd_quota {
+	uint64_t max[IBVD_LIMIT_NKINDS];
+};
+
+enum ibvd_limit_match {
+	IBVD_LIMIT_MATCH_UID,
+	IBVD_LIMIT_MATCH_GROUP,
+	IBVD_LIMIT_MATCH_CGROUP,
+};
+
+/* One "uid", "group" or "cgroup" entry; keys it omits come from "default". */
+struct ibvd_config_limit_rule {
+	enum ibvd_limit_match match;
+	uid_t uid;			/* MATCH_UID */
+	gid_t gid;			/* MATCH_GROUP: resolved at load */
+	char *cgroup;			/* MATCH_CGROUP: a path prefix */
+	struct ibvd_quota limits;
+};
+
 struct ibvd_config {
 	char *path;			/* file it was read from, or NULL */
 	char *socket_path;
@@ -48,6 +92,9 @@ struct ibvd_config {
 	int log_level;			/* enum ibvd_log_level, default info */
 	unsigned int ndevices;
 	struct ibvd_config_device devices[IBVD_MAX_DEVICES];
+	struct ibvd_quota limit_default;	/* all "max" unless set */
+	size_t nlimit_rules;
+	struct ibvd_config_limit_rule *limit_rules;
 };
 
 /*
@@ -76,5 +123,14 @@ struct ibvd_config *ibvd_config_parse(const char *text, const char *name,
 struct ibvd_config *ibvd_config_default(void);
 
 void ibvd_config_free(struct ibvd_config *cfg);
+
+/*
+ * The limits that apply to a peer: its uid's entry, else its (primary)
+ * gid's group entry, else the entry with the longest cgroup prefix of
+ * cgroup (may be NULL: none match), else the default.  Never NULL.
+ */
+const struct ibvd_quota *ibvd_config_limits_for(const struct ibvd_config *cfg,
+						 uid_t uid, gid_t gid,
+						 const char *cgroup);
 
 #endif /* IBVD_CONFIG_H */

@@ -77,6 +77,8 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 	ctx->session = s;
 	ctx->id = ++d->next_context_id;
 	ibvd_handle_table_init(&ctx->handles, IBVD_MAX_OBJECTS_PER_CONTEXT);
+	ctx->handles.charge = ibvd_tenant_charge_obj;
+	ctx->handles.charge_owner = s->tenant;
 	TAILQ_INSERT_TAIL(&dev->contexts, ctx, dev_link);
 	dev->ncontexts++;
 	d->ncontexts++;
@@ -103,6 +105,7 @@ void ibvd_context_free(struct ibvd_context *ctx)
 	TAILQ_REMOVE(&ctx->dev->contexts, ctx, dev_link);
 	ctx->dev->ncontexts--;
 	s->daemon->ncontexts--;
+	ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_HCA_HANDLE, 1);
 	s->ctx = NULL;
 	free(ctx);
 }
@@ -120,7 +123,14 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	if (!dev)
 		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
 				       req->name ? req->name : "");
+	/* first: a refused open must not have built anything */
+	ret = ibvd_tenant_charge(s->tenant, IBVD_LIMIT_HCA_HANDLE, 1,
+				 "opening a device");
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "over the hca_handle limit");
 	ret = context_new(s, dev, fds);
+	if (ret < 0)
+		ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_HCA_HANDLE, 1);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot create the context: %s",
 				       strerror(-ret));

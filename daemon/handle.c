@@ -30,8 +30,13 @@ void ibvd_handle_table_init(struct ibvd_handle_table *t, uint32_t max_entries)
 
 void ibvd_handle_table_release(struct ibvd_handle_table *t)
 {
-	uint32_t max_slots = t->max_slots;
+	uint32_t max_slots = t->max_slots, n;
+	int kind;
 
+	/* objects the caller leaked still must not stay charged */
+	for (kind = IBVD_OBJ_ANY + 1; t->charge && kind < IBVD_OBJ_KIND_MAX; kind++)
+		for (n = t->count[kind]; n; n--)
+			t->charge(t->charge_owner, (enum ibvd_obj_kind)kind, -1);
 	free(t->slots);
 	ibvd_handle_table_init(t, max_slots);
 }
@@ -74,6 +79,12 @@ int ibvd_handle_alloc(struct ibvd_handle_table *t, enum ibvd_obj_kind kind,
 		return -EINVAL;
 	if (t->free_head == NO_SLOT) {
 		ret = table_grow(t);
+		if (ret < 0)
+			return ret;
+	}
+	/* last, so that a refusal leaves nothing to undo */
+	if (t->charge) {
+		ret = t->charge(t->charge_owner, kind, 1);
 		if (ret < 0)
 			return ret;
 	}
@@ -127,6 +138,8 @@ void *ibvd_handle_remove(struct ibvd_handle_table *t, uint32_t handle,
 	slot->kind = IBVD_OBJ_ANY;
 	t->nused--;
 	t->count[kind]--;
+	if (t->charge)
+		t->charge(t->charge_owner, kind, -1);
 	if (slot->gen == IBVD_HANDLE_GEN_MAX) {
 		slot->gen = GEN_RETIRED;
 		return obj;

@@ -56,6 +56,14 @@ struct ibvd_handle_table {
 	uint32_t nused;
 	uint32_t free_head;	/* index of first free slot, or NO_SLOT */
 	uint32_t count[IBVD_OBJ_KIND_MAX];	/* live objects per kind */
+	/*
+	 * Optional quota hook (tenant.h), set after init: asked with +1
+	 * before an object is stored, and may refuse with a negative errno
+	 * (nothing is stored then); told -1 when one is removed.  Every
+	 * object passes through here, so usage cannot drift.
+	 */
+	int (*charge)(void *owner, enum ibvd_obj_kind kind, int delta);
+	void *charge_owner;
 };
 
 /*
@@ -75,7 +83,8 @@ void ibvd_handle_table_release(struct ibvd_handle_table *t);
 /*
  * Store obj (non-NULL) as an object of the given kind.  On success writes the
  * new handle to *ret_handle and returns 0; otherwise returns -EINVAL (bad
- * kind or NULL obj), -ENOMEM, or -ENOSPC when the table is full.
+ * kind or NULL obj), -ENOMEM, -ENOSPC when the table is full, or the
+ * charge hook's refusal.
  */
 int ibvd_handle_alloc(struct ibvd_handle_table *t, enum ibvd_obj_kind kind,
 		      void *obj, uint32_t *ret_handle);

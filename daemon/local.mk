@@ -10,6 +10,7 @@ daemon_ibverbsd_SOURCES = \
 	daemon/notify.c daemon/notify.h \
 	daemon/server.c daemon/server.h \
 	daemon/session.c daemon/session.h \
+	daemon/tenant.c daemon/tenant.h \
 	daemon/request.c daemon/request.h \
 	daemon/handle.c daemon/handle.h \
 	daemon/device.c daemon/device.h \

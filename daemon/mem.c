@@ -238,12 +238,20 @@ int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 	int ret;
 
 	/* Shrinking never fails, as in the kernel. */
-	if (pages <= release)
+	if (pages <= release) {
+		ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
+				     (release - pages) * psz);
 		goto charge;
+	}
+	/* the tenant's quota first; the process's own rlimit applies on top */
+	ret = ibvd_tenant_charge(mem->tenant, IBVD_LIMIT_MEMLOCK,
+				 (pages - release) * psz, "registering memory");
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "over the memlock limit of uid %u",
+				       (unsigned int)mem->tenant->uid);
 	ret = proc_memlock_limit(mem->pid, &limit);
 	if (ret < 0)
-		return ibvd_call_error(call, ret, "client process %d is gone",
-				       (int)mem->pid);
+		goto refuse;
 	if (limit == UINT64_MAX || total <= limit / psz ||
 	    proc_cap_ipc_lock(mem->pid))
 		goto charge;
@@ -254,8 +262,15 @@ int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 			   (unsigned int)call->session->cred.uid, pages * psz,
 			   total * psz, limit,
 			   missed ? " (similar messages suppressed)" : "");
+	ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
+			     (pages - release) * psz);
 	return ibvd_call_error(call, -ENOMEM,
 			       "over RLIMIT_MEMLOCK (%" PRIu64 " bytes)", limit);
+refuse:
+	ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
+			     (pages - release) * psz);
+	return ibvd_call_error(call, ret, "client process %d is gone",
+			       (int)mem->pid);
 charge:
 	ml->pages = total;
 	return 0;
@@ -264,6 +279,8 @@ charge:
 void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages)
 {
 	mem->memlock->pages -= pages;
+	ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
+			     pages * (uint64_t)sysconf(_SC_PAGESIZE));
 }
 
 /* ---- address-space checks --------------------------------------------- */
@@ -419,6 +436,7 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	mem->fd = fd;
 	mem->pid = pid;
 	mem->start_time = start;
+	mem->tenant = ctx->session->tenant;
 	mem->refs = 1;
 	ctx->objs.mem = mem;
 	return 0;

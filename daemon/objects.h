@@ -35,6 +35,7 @@
 struct ibvd_context;
 struct ibvd_engine;
 struct ibvd_memlock;
+struct ibvd_tenant;
 
 /* Held for reading by engine passes, for writing by control-path changes. */
 extern pthread_rwlock_t ibvd_objects_lock;
@@ -57,6 +58,8 @@ struct ibvd_mem {
 	/* control thread only (mem.c): */
 	unsigned long long start_time;	/* /proc/PID/stat: detects PID reuse */
 	struct ibvd_memlock *memlock;	/* the process's RLIMIT_MEMLOCK account */
+	struct ibvd_tenant *tenant;	/* its uid's memlock quota (tenant.h);
+					 * the session outlives its memory */
 };
 
 /* ---- protection domains and memory regions ---------------------------- */

@@ -113,6 +113,8 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	d->cfg = cfg;
 	ibvd_daemon_apply_log_level(d);
 	apply_socket_settings(d, old, cfg);
+	/* live: what tenants hold stays, their next requests see these */
+	ibvd_tenants_apply(cfg);
 	ibvd_config_free(old);
 	drop_removed_devices(&removed);
 	announce_changes(d, first_new_ifindex);

@@ -291,6 +291,7 @@ static void session_destroy(struct ibvd_session *s)
 	TAILQ_REMOVE(&d->sessions, s, link);
 	d->nsessions--;
 	log_debug("client %llu: closed", (unsigned long long)s->id);
+	ibvd_tenant_put(s->tenant);
 	free(s);
 	ibvd_notify_status(d->notify);
 }
@@ -474,14 +475,24 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 	s->cred = *cred;
 	s->privileged = privileged;
 	read_comm(s->cred.pid, s->comm, sizeof(s->comm));
+	s->ident.pid = cred->pid;
+	s->ident.uid = cred->uid;
+	s->ident.gid = cred->gid;
+	ibvd_peer_identity_read(&s->ident, "/proc");
+	s->tenant = ibvd_tenant_get(d->cfg, &s->ident);
+	if (!s->tenant) {
+		ret = -ENOMEM;
+		goto fail;
+	}
 	ret = session_events(s);
 	if (ret < 0)
 		goto fail;
 	TAILQ_INSERT_TAIL(&d->sessions, s, link);
 	d->nsessions++;
-	log_debug("client %llu: connected: pid %d uid %u gid %u comm %s%s",
+	log_debug("client %llu: connected: pid %d uid %u gid %u comm %s cgroup %s%s",
 		  (unsigned long long)s->id, (int)s->cred.pid,
 		  (unsigned int)s->cred.uid, (unsigned int)s->cred.gid, s->comm,
+		  s->ident.cgroup[0] ? s->ident.cgroup : "?",
 		  privileged ? " (admin)" : "");
 	ibvd_notify_status(d->notify);
 	return 0;
@@ -491,6 +502,8 @@ fail:
 	if (s->idle_ev)
 		event_free(s->idle_ev);
 	ibvd_close_client_socket(fd);
+	if (s->tenant)
+		ibvd_tenant_put(s->tenant);
 	free(s);
 	return ret;
 }

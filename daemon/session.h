@@ -21,6 +21,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "ibverbsd.h"
+#include "tenant.h"
 
 enum ibvd_session_state {
 	IBVD_SESSION_FRESH	= 1 << 0,
@@ -55,6 +56,9 @@ struct ibvd_session {
 	int fd;
 	struct ucred cred;		/* pid (0 if not in our pid ns), uid, gid */
 	int privileged;			/* root, or in IBVD_ADMIN_GROUP */
+	struct ibvd_peer_identity ident; /* cred plus pid start time, cgroup */
+	struct ibvd_tenant *tenant;	/* its uid's quota account: outlives
+					 * everything the session owns */
 	char comm[17];			/* /proc/PID/comm at accept, sanitized */
 	enum ibvd_session_state state;
 	struct ibvd_context *ctx;	/* when state is CONTEXT */

@@ -97,3 +97,10 @@ tests_integration_cmapi_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthrea
 check_PROGRAMS += tests/integration/cmsum-helper
 tests_integration_cmsum_helper_SOURCES = tests/integration/cmsum.c
 tests_integration_cmsum_helper_LDADD = -lrdmacm -libverbs
+
+# Per-tenant quotas (issue 5): every limit kind as two uids at once,
+# release on exit and kill -9, live reload (quota.sh).
+INTEGRATION_TESTS += tests/integration/quota.sh
+check_PROGRAMS += tests/integration/quota-helper
+tests_integration_quota_helper_SOURCES = tests/integration/quota.c
+tests_integration_quota_helper_LDADD = -lrdmacm -libverbs

@@ -19,6 +19,7 @@
 
 #include "daemon/config.h"
 #include "daemon/config_pos.h"
+#include "daemon/tenant.h"
 #include "log.h"
 
 static char err[512];
@@ -671,6 +672,212 @@ START_TEST(locator_survives_bad_text)
 }
 END_TEST
 
+/* --- limits --- */
+
+#define MAX	IBVD_LIMIT_UNLIMITED
+
+START_TEST(limits_absent_mean_max)
+{
+	struct ibvd_config *cfg = good("{}");
+	const struct ibvd_quota *l = ibvd_config_limits_for(cfg, 1001, 1001, "/x");
+	int k;
+
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		ck_assert(l->max[k] == MAX);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(limits_most_specific_wins)
+{
+	struct ibvd_config *cfg;
+	const struct ibvd_quota *l;
+	char conf[1024];
+	struct group *gr = getgrgid(getgid());
+
+	ck_assert_ptr_nonnull(gr);
+	snprintf(conf, sizeof(conf),
+		 "{'limits': {"
+		 "'uid': {'1001': {'qp': 1}},"
+		 "'group': {'%s': {'qp': 2}, '4242': {'cq': 9}},"
+		 "'cgroup': {'/user.slice/': {'qp': 3}, '/user.slice/user-7.slice/': {'qp': 4}},"
+		 "'default': {'qp': 5, 'memlock': 65536, 'mr': 'max'}}}",
+		 gr->gr_name);
+	cfg = good(conf);
+	l = ibvd_config_limits_for(cfg, 1001, getgid(), "/user.slice/user-7.slice/a");
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 1);
+	/* keys a rule omits come from the default, even one written after it */
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_MEMLOCK], 65536);
+	ck_assert(l->max[IBVD_LIMIT_MR] == MAX);
+	ck_assert(l->max[IBVD_LIMIT_CQ] == MAX);
+	l = ibvd_config_limits_for(cfg, 1002, getgid(), "/user.slice/user-7.slice/a");
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 2);
+	l = ibvd_config_limits_for(cfg, 1002, 4242, "/");
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_CQ], 9);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 5);
+	l = ibvd_config_limits_for(cfg, 1002, 4243, "/user.slice/user-7.slice/a");
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 4);
+	l = ibvd_config_limits_for(cfg, 1002, 4243, "/user.slice/user-8.slice");
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 3);
+	l = ibvd_config_limits_for(cfg, 1002, 4243, "/system.slice");
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 5);
+	l = ibvd_config_limits_for(cfg, 1002, 4243, NULL);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 5);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(limits_every_key)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'memlock': 1, "
+		"'hca_handle': 2, 'hca_object': 3, 'qp': 4, 'cq': 5, 'mr': 6, "
+		"'pd': 7, 'srq': 8, 'ah': 9, 'cm_id': 0}}}");
+	int k;
+
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		ck_assert_uint_eq(cfg->limit_default.max[k], (k + 1) % 10);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(bad_limits)
+{
+	ck_assert_str_eq(parse_error("{'limits': 1}"),
+		"t.conf:1:2: limits: expected an object, got 1");
+	ck_assert_str_eq(parse_error("{'limits': {'users': {}}}"),
+		"t.conf:1:13: limits.users: unknown key");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'qps': 1}}}"),
+		"t.conf:1:25: limits.default.qps: unknown limit");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'qp': -1}}}"),
+		"t.conf:1:25: limits.default.qp: expected a non-negative integer or \"max\", got -1");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'qp': 'unlimited'}}}"),
+		"t.conf:1:25: limits.default.qp: expected a non-negative integer or \"max\", got \"unlimited\"");
+	ck_assert_str_eq(parse_error("{'limits': {'default': []}}"),
+		"t.conf:1:13: limits.default: expected an object of limits, got an array");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'bob': {}}}}"),
+		"t.conf:1:21: limits.uid.bob: expected a decimal uid");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'-1': {}}}}"),
+		"t.conf:1:21: limits.uid.-1: expected a decimal uid");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'1001': {'mr': 1.5}}}}"),
+		"t.conf:1:30: limits.uid.1001.mr: expected a non-negative integer or \"max\", got 1.5");
+	ck_assert_str_eq(parse_error("{'limits': {'group': {'no-such-group-ibvd': {}}}}"),
+		"t.conf:1:23: limits.group.no-such-group-ibvd: no such group \"no-such-group-ibvd\"");
+	ck_assert_str_eq(parse_error("{'limits': {'cgroup': {'user.slice': {}}}}"),
+		"t.conf:1:24: limits.cgroup.user.slice: expected a cgroup path starting with \"/\"");
+	ck_assert_str_eq(parse_error("{'limits': {'cgroup': {'/a': {'x': 1}}}}"),
+		"t.conf:1:31: limits.cgroup./a.x: unknown limit");
+}
+END_TEST
+
+START_TEST(identity_of_self)
+{
+	struct ibvd_peer_identity id = { .pid = getpid() }, dead = { .pid = 0 };
+
+	ibvd_peer_identity_read(&id, "/proc");
+	ck_assert(id.starttime > 0);
+	ck_assert(ibvd_peer_identity_alive(&id, "/proc"));
+	id.starttime++;	/* as if the pid had been recycled */
+	ck_assert(!ibvd_peer_identity_alive(&id, "/proc"));
+	ibvd_peer_identity_read(&dead, "/proc");
+	ck_assert(dead.starttime == 0 && dead.cgroup[0] == '\0');
+	ck_assert(!ibvd_peer_identity_alive(&dead, "/proc"));
+}
+END_TEST
+
+/* A fake /proc: comm with spaces and ')' must not shift the fields. */
+START_TEST(identity_from_fake_proc)
+{
+	char dir[] = "/tmp/test_ident.XXXXXX", path[128];
+	struct ibvd_peer_identity id = { .pid = 77 };
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/77", dir);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/77/stat", dir);
+	f = fopen(path, "w");
+	fputs("77 (a) b (c) S 1 77 77 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 123456 "
+	      "1000 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0\n", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/77/cgroup", dir);
+	f = fopen(path, "w");
+	fputs("12:memory:/v1/path\n0::/user.slice/user-1001.slice/session-3.scope\n", f);
+	fclose(f);
+	ibvd_peer_identity_read(&id, dir);
+	ck_assert_uint_eq(id.starttime, 123456);
+	ck_assert_str_eq(id.cgroup, "/user.slice/user-1001.slice/session-3.scope");
+	snprintf(path, sizeof(path), "%s/77/stat", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/77/cgroup", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/77", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+END_TEST
+
+static int count_tenants(const struct ibvd_tenant *t, void *arg)
+{
+	(void)t;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* Accounting: exact limits, hca_object, refusals charge nothing, reload. */
+START_TEST(tenant_accounting)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'qp': 2, "
+		"'hca_object': 3, 'memlock': 8192}, 'uid': {'7': {'qp': 'max'}}}}");
+	struct ibvd_peer_identity a = { .uid = 5 }, b = { .uid = 7 };
+	struct ibvd_tenant *t = ibvd_tenant_get(cfg, &a), *t2, *u;
+	struct ibvd_config *cfg2;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(t);
+	t2 = ibvd_tenant_get(cfg, &a);
+	ck_assert_ptr_eq(t, t2);	/* one account per uid */
+	u = ibvd_tenant_get(cfg, &b);
+	ibvd_tenant_foreach(count_tenants, &n);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_QP, 1, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_QP, 1, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_QP, 1, "t"), -EAGAIN);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_PD, 1, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_PD, 1, "t"), -EAGAIN);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_PD], 1);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_HCA_OBJECT], 3);
+	/* cm_ids are not verbs objects: not in hca_object */
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_CM_ID, 1, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_MEMLOCK, 8192, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_MEMLOCK, 1, "t"), -ENOMEM);
+	ck_assert_int_eq(ibvd_tenant_charge(u, IBVD_LIMIT_MEMLOCK, 8193, "t"), -ENOMEM);
+	/* its own qp is "max", the default's hca_object still applies */
+	ck_assert_int_eq(ibvd_tenant_charge(u, IBVD_LIMIT_QP, 4, "t"), -EAGAIN);
+	ck_assert_uint_eq(u->usage[IBVD_LIMIT_QP], 0);
+	/* reload: usage stays, the new limits decide the next request */
+	cfg2 = good("{'limits': {'default': {'qp': 1}}}");
+	ibvd_tenants_apply(cfg2);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_PD, 5, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(u, IBVD_LIMIT_QP, 1, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(u, IBVD_LIMIT_QP, 1, "t"), -EAGAIN);
+	ibvd_tenant_uncharge(u, IBVD_LIMIT_QP, 1);
+	ibvd_tenant_uncharge(t, IBVD_LIMIT_QP, 2);
+	ibvd_tenant_uncharge(t, IBVD_LIMIT_PD, 6);
+	ibvd_tenant_uncharge(t, IBVD_LIMIT_CM_ID, 1);
+	ibvd_tenant_uncharge(t, IBVD_LIMIT_MEMLOCK, 8192);
+	for (n = 0; n < IBVD_LIMIT_NKINDS; n++)
+		ck_assert_uint_eq(t->usage[n], 0);
+	ibvd_tenant_put(t2);
+	ibvd_tenant_put(t);
+	ibvd_tenant_put(u);
+	n = 0;
+	ibvd_tenant_foreach(count_tenants, &n);
+	ck_assert_int_eq(n, 0);
+	ibvd_config_free(cfg2);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -687,6 +894,12 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, existing_group);
 	tcase_add_test(ok, good_files);
 	tcase_add_test(ok, sixteen_devices);
+	tcase_add_test(ok, limits_absent_mean_max);
+	tcase_add_test(ok, limits_most_specific_wins);
+	tcase_add_test(ok, limits_every_key);
+	tcase_add_test(ok, identity_of_self);
+	tcase_add_test(ok, identity_from_fake_proc);
+	tcase_add_test(ok, tenant_accounting);
 	suite_add_tcase(s, ok);
 
 	tcase_add_test(syntax, syntax_errors);
@@ -705,6 +918,7 @@ static Suite *config_suite(void)
 	tcase_add_test(bad, bad_guids);
 	tcase_add_test(bad, device_counts);
 	tcase_add_test(bad, overlapping_lids);
+	tcase_add_test(bad, bad_limits);
 	suite_add_tcase(s, bad);
 
 	tcase_add_test(files, unreadable_files);
