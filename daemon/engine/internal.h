@@ -274,6 +274,15 @@ enum eng_resp {
 	RESP_LOCAL_FAULT,		/* our own memory failed: LOC_PROT_ERR */
 };
 
+/*
+ * recv.c: what an RC/UC requester hears when target has no receive WQE to
+ * take (peek_ret from ibvd_eng_rq_peek: < 0 the RQ is broken and the
+ * responder errs; 0 it is empty: RC RNR NAK, UC silent drop).  Called with
+ * the RQ's lock held.
+ */
+enum eng_resp ibvd_eng_no_recv(struct ibvd_qp *src, struct ibvd_qp *target,
+			       struct eng_rq *rq, int peek_ret);
+
 /* recv.c: deliver a SEND or SEND_WITH_IMM (RC/UC) to target. */
 enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 				    struct ibvd_qp *src, struct ibvd_qp *target,

@@ -59,11 +59,8 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret < 0) {
-		ibvd_eng_rq_broken(target, &rq);
-		r = uc ? RESP_OK : RESP_OP_ERR;
-	} else if (ret == 0) {
-		r = uc ? RESP_OK : RESP_RNR;
+	if (ret <= 0) {
+		r = ibvd_eng_no_recv(src, target, &rq, ret);
 	} else {
 		r = write_data(eng, target, dst, req, uc);
 		if (r == RESP_OK)

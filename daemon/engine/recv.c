@@ -177,6 +177,19 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	return RESP_OK;
 }
 
+enum eng_resp ibvd_eng_no_recv(struct ibvd_qp *src, struct ibvd_qp *target,
+			       struct eng_rq *rq, int peek_ret)
+{
+	bool uc = src->qp_type == IBV_QPT_UC;
+
+	if (peek_ret < 0) {
+		ibvd_eng_rq_broken(target, rq);
+		return uc ? RESP_OK : RESP_OP_ERR;
+	}
+	/* No receive WQE: RC sends an RNR NAK, UC drops the message. */
+	return uc ? RESP_OK : RESP_RNR;
+}
+
 enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 				    struct ibvd_qp *src, struct ibvd_qp *target,
 				    const struct eng_req *req)
@@ -189,15 +202,10 @@ enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret < 0) {
-		ibvd_eng_rq_broken(target, &rq);
-		r = src->qp_type == IBV_QPT_UC ? RESP_OK : RESP_OP_ERR;
-	} else if (ret == 0) {
-		/* No receive WQE: RC sends an RNR NAK, UC drops the message. */
-		r = src->qp_type == IBV_QPT_RC ? RESP_RNR : RESP_OK;
-	} else {
+	if (ret <= 0)
+		r = ibvd_eng_no_recv(src, target, &rq, ret);
+	else
 		r = place_send(eng, src, target, &rq, &rwqe, req);
-	}
 	pthread_mutex_unlock(rq.lock);
 	return r;
 }
