@@ -16,8 +16,14 @@ systemd-socket-activate --seqpacket -l "$SOCK" --fdname=control \
 	"$IBVERBSD" --systemd -c "$conf" >"$T/daemon1.log" 2>&1 &
 DAEMON_PID=$!
 DAEMON_LOG=$T/daemon1.log
-for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
-[ -S "$SOCK" ] || { show output "$DAEMON_LOG"; fail "systemd-socket-activate did not create $SOCK"; }
+# The file appears at bind(), before listen(): a connect in between is
+# refused.  Wait for the listening flag (__SO_ACCEPTCON, 00010000 in
+# /proc/net/unix) without connecting: the first connection is the test.
+listening() {
+	awk -v p="$SOCK" '$NF == p && $4 == "00010000" { found = 1 } END { exit !found }' /proc/net/unix
+}
+for _ in $(seq 50); do listening && break; sleep 0.1; done
+listening || { show output "$DAEMON_LOG"; fail "systemd-socket-activate is not listening on $SOCK"; }
 chmod 666 "$SOCK"
 
 check "the first connection (made before the daemon exists) is served"
