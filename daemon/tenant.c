@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/rate.h"
 #include "log.h"
 #include "tenant.h"
 
@@ -107,6 +108,11 @@ struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
+	t->rate = ibvd_eng_rate_new();
+	if (!t->rate) {
+		free(t);
+		return NULL;
+	}
 	t->uid = id->uid;
 	t->ident = *id;
 	t->limits = *ibvd_config_limits_for(cfg, id->uid, id->gid,
@@ -137,6 +143,7 @@ void ibvd_tenant_put(struct ibvd_tenant *t)
 	for (pp = &tenants; *pp != t; pp = &(*pp)->next)
 		;
 	*pp = t->next;
+	ibvd_eng_rate_put(t->rate);
 	free(t);
 }
 

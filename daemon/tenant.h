@@ -20,6 +20,8 @@
 #include "config.h"
 #include "handle.h"
 
+struct ibvd_eng_rate;
+
 #define IBVD_CGROUP_MAX	256	/* a longer path counts as unknown */
 
 struct ibvd_peer_identity {
@@ -57,6 +59,8 @@ struct ibvd_tenant {
 	struct ibvd_quota limits;		/* in force now */
 	uint64_t usage[IBVD_LIMIT_NKINDS];	/* memlock in bytes */
 	unsigned int refs;			/* sessions, contexts, memory */
+	struct ibvd_eng_rate *rate;		/* its bandwidth bucket (engine/rate.h),
+						 * kept at limits' bandwidth */
 	struct ibvd_tenant *next;
 };
 

@@ -14,7 +14,8 @@ daemon_ibverbsd_SOURCES += \
 	daemon/engine/recv.c \
 	daemon/engine/rdma.c \
 	daemon/engine/atomic.c \
-	daemon/engine/ud.c
+	daemon/engine/ud.c \
+	daemon/engine/rate.h daemon/engine/rate.c
 # Engine files include the daemon's headers (context.h, objects.h, ...).
 daemon_ibverbsd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 daemon_ibverbsd_CFLAGS += -pthread

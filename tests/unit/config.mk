@@ -4,7 +4,8 @@ check_PROGRAMS += tests/unit/test_config
 TESTS += tests/unit/test_config tests/unit/check-man
 tests_unit_test_config_SOURCES = tests/unit/test_config.c daemon/config.c \
 	daemon/config.h daemon/config_pos.c daemon/config_pos.h \
-	daemon/tenant.c daemon/tenant.h
+	daemon/tenant.c daemon/tenant.h \
+	daemon/engine/rate.c daemon/engine/rate.h
 # top_srcdir from the environment wins; the built-in one lets the program
 # run by hand from the build tree.
 tests_unit_test_config_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS) \
