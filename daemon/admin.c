@@ -15,10 +15,12 @@
 #include "cm.h"
 #include "device.h"
 #include "ibverbsd.pb-c.h"
+#include "limit_admin.h"
 #include "log.h"
 #include "request.h"
 #include "res_admin.h"
 #include "session.h"
+#include "stat_admin.h"
 #include "util.h"
 
 /* What a command gets: the words after "OBJECT COMMAND", and -d. */
@@ -243,18 +245,23 @@ static int client_show(struct ibvd_call *call, const struct admin_args *args,
 	return ibvd_client_admin_show(call, args->argc, args->argv, out);
 }
 
-/*
- * The engine keeps no per-port packet counters yet; say so rather than
- * print zeros that would look like an idle port.
- */
+static int limit_show(struct ibvd_call *call, const struct admin_args *args,
+		      json_t *out)
+{
+	return ibvd_limit_admin_show(call, args->argc, args->argv, out);
+}
+
+static int limit_set(struct ibvd_call *call, const struct admin_args *args,
+		     json_t *out)
+{
+	(void)out;	/* the reply is an empty array */
+	return ibvd_limit_admin_set(call, args->argc, args->argv);
+}
+
 static int statistic_show(struct ibvd_call *call, const struct admin_args *args,
 			  json_t *out)
 {
-	(void)args;
-	(void)out;
-	return ibvd_call_error(call, -EOPNOTSUPP,
-			       "statistic show is not supported yet: the engine "
-			       "keeps no counters");
+	return ibvd_stat_admin_show(call, args->argc, args->argv, out);
 }
 
 /* ---- daemon ----------------------------------------------------------- */
@@ -303,7 +310,11 @@ static const struct admin_cmd admin_cmds[] = {
 	/* KIND, then up to 8 filters and a link or dev */
 	{ "resource",	"show",		19, 0, resource_show },
 	{ "statistic",	"show",		2, 0, statistic_show },
-	{ "client",	"show",		4, 0, client_show },
+	{ "client",	"show",		6, 0, client_show },
+	/* [max|current] [uid UID] [dev DEV] */
+	{ "limit",	"show",		5, 0, limit_show },
+	/* SCOPE [dev DEV] KEY=VALUE...: every key, and a few repeated */
+	{ "limit",	"set",		32, 1, limit_set },
 	{ "daemon",	"status",	0, 0, daemon_status },
 	{ "daemon",	"version",	0, 0, daemon_version },
 	{ "daemon",	"reload",	0, 1, daemon_reload },

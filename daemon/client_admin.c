@@ -1,8 +1,10 @@
 /*
  * ibvctl client show: one row per client process (verbs contexts and CM
- * event channels of the same pid together), with what it holds: contexts,
- * verbs objects (what the rdma cgroup calls hca_object), CM ids and the
- * bytes its memory registrations pin.  Non-admins see only their own uid.
+ * event channels of the same pid together), with its cgroup and what it
+ * holds: contexts, verbs objects (what the rdma cgroup calls hca_object),
+ * CM ids and the bytes its memory registrations pin, each count followed by
+ * the limit of its uid's tenant (tenant.h) for all devices.  Non-admins see
+ * only their own uid.
  *
  * A peer outside our pid namespace has pid 0: each of its connections is
  * its own row, since there is nothing to group them by.
@@ -12,6 +14,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +27,7 @@
 #include "request.h"
 #include "res_admin.h"
 #include "session.h"
+#include "tenant.h"
 #include "util.h"
 
 /* The kinds that count as "objects": the rdma cgroup's hca_object. */
@@ -40,9 +44,22 @@ struct client_use {
 	json_int_t pinned;
 };
 
-/* Columns after pid uid gid comm, in order; summed over connections. */
-static const char *const usage_keys[] = {
-	"contexts", "objects", "cm_id", "pinned",
+/*
+ * Columns after pid uid gid comm cgroup, in order: a usage summed over the
+ * process's connections or, for the .limit ones, its tenant's limit.
+ */
+static const struct {
+	const char *key;
+	bool limit;
+	enum ibvd_limit_kind kind;
+} columns[] = {
+	{ "contexts", false, 0 },
+	{ "hca_handle", true, IBVD_LIMIT_HCA_HANDLE },
+	{ "objects", false, 0 },
+	{ "hca_object", true, IBVD_LIMIT_HCA_OBJECT },
+	{ "cm_id", false, 0 },
+	{ "pinned", false, 0 },
+	{ "memlock", true, IBVD_LIMIT_MEMLOCK },
 };
 
 struct client_sel {
@@ -50,6 +67,7 @@ struct client_sel {
 	uid_t caller;
 	long long pid;			/* -1: any */
 	long long uid;			/* -1: any */
+	const char *cgroup;		/* a prefix of the cgroup path; NULL: any */
 };
 
 static int add_pinned(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
@@ -94,23 +112,42 @@ static json_t *row_of(json_t *out, pid_t pid)
 	return NULL;
 }
 
+/* A string that may not be UTF-8 (a comm, a cgroup path): "?" then. */
+static json_t *text_value(const char *s)
+{
+	json_t *v = json_string(s);
+
+	return v ? v : json_string("?");
+}
+
+/* A limit as the rdma cgroup's files show it: the number, or "max". */
+static json_t *limit_value(uint64_t max)
+{
+	if (max == IBVD_LIMIT_UNLIMITED || max > (uint64_t)LLONG_MAX)
+		return json_string("max");
+	return json_integer((json_int_t)max);
+}
+
 static int new_row(json_t *out, const struct ibvd_session *s, json_t **ret)
 {
 	json_t *o = json_pack("{s:I, s:I, s:I}",
 			      "pid", (json_int_t)s->cred.pid,
 			      "uid", (json_int_t)s->cred.uid,
 			      "gid", (json_int_t)s->cred.gid);
-	json_t *comm = json_string(s->comm);
+	const char *cgroup = s->ident.cgroup[0] ? s->ident.cgroup : "-";
+	json_t *v;
 	size_t i;
 
-	/* a comm that is not UTF-8 must not fail the listing */
-	if (!comm)
-		comm = json_string("?");
-	if (!o || json_object_set_new(o, "comm", comm))
+	if (!o || json_object_set_new(o, "comm", text_value(s->comm)) ||
+	    json_object_set_new(o, "cgroup", text_value(cgroup)))
 		goto nomem;
-	for (i = 0; i < ARRAY_SIZE(usage_keys); i++)
-		if (json_object_set_new(o, usage_keys[i], json_integer(0)))
+	for (i = 0; i < ARRAY_SIZE(columns); i++) {
+		v = columns[i].limit ?
+		    limit_value(s->tenant->limits.max[columns[i].kind]) :
+		    json_integer(0);
+		if (json_object_set_new(o, columns[i].key, v))
 			goto nomem;
+	}
 	if (json_array_append_new(out, o))
 		return -ENOMEM;	/* took o */
 	*ret = o;
@@ -137,7 +174,11 @@ static bool client_selected(const struct ibvd_session *s,
 		return false;
 	if (sel->pid >= 0 && s->cred.pid != sel->pid)
 		return false;
-	return sel->uid < 0 || s->cred.uid == sel->uid;
+	if (sel->uid >= 0 && s->cred.uid != sel->uid)
+		return false;
+	/* an unknown cgroup ("") matches no prefix, which starts with '/' */
+	return !sel->cgroup ||
+	       !strncmp(s->ident.cgroup, sel->cgroup, strlen(sel->cgroup));
 }
 
 static int add_session(json_t *out, struct ibvd_session *s)
@@ -171,6 +212,18 @@ bad:
 	return ibvd_call_error(call, -EINVAL, "bad %s value %.64s", key, value);
 }
 
+/* "cgroup PREFIX": a path prefix, "/" first as in ibverbsd.conf's rules. */
+static int parse_cgroup(struct ibvd_call *call, const char *value,
+			const char **ret)
+{
+	if (value[0] != '/')
+		return ibvd_call_error(call, -EINVAL,
+				       "bad cgroup value %.64s: a path starting with /",
+				       value);
+	*ret = value;
+	return 0;
+}
+
 static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 			    struct client_sel *sel)
 {
@@ -180,6 +233,7 @@ static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 	sel->admin = call->session->privileged;
 	sel->caller = call->session->cred.uid;
 	sel->pid = sel->uid = -1;
+	sel->cgroup = NULL;
 	for (i = 0; i < argc; i += 2) {
 		if (i + 1 == argc)
 			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
@@ -188,6 +242,8 @@ static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 			ret = parse_id(call, "pid", argv[i + 1], &sel->pid);
 		else if (!strcmp(argv[i], "uid"))
 			ret = parse_id(call, "uid", argv[i + 1], &sel->uid);
+		else if (!strcmp(argv[i], "cgroup"))
+			ret = parse_cgroup(call, argv[i + 1], &sel->cgroup);
 		else
 			ret = ibvd_call_error(call, -EINVAL,
 					      "unknown filter %.64s for client",

@@ -175,6 +175,7 @@ static int cm_new(struct ibvd_session *s, int *theirs)
 		goto fail;
 	cm->session = s;
 	ibvd_handle_table_init(&cm->ids, CM_MAX_IDS_PER_SESSION);
+	/* a CM id has no device when it is made: all-devices limits only */
 	cm->ids.charge = ibvd_tenant_charge_obj;
 	cm->ids.charge_owner = s->tenant;
 	TAILQ_INSERT_TAIL(&cm_world.sessions, cm, link);

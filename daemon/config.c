@@ -26,8 +26,8 @@
 
 /* A real config is a few hundred bytes; refuse to slurp anything absurd. */
 #define CONFIG_MAX_BYTES	(1 << 20)
-/* devices[i].key is the deepest path a valid config has. */
-#define PATH_MAX_DEPTH		4
+/* limits.uid.N.devices.DEV.key is the deepest path a valid config has. */
+#define PATH_MAX_DEPTH		6
 /* Long enough to recognise a value, short enough to keep one line. */
 #define VALUE_SHOWN_MAX		40
 
@@ -39,6 +39,7 @@ struct parser {
 	size_t errlen;
 	struct ibvd_json_step path[PATH_MAX_DEPTH];
 	size_t depth;
+	json_t *limits;		/* the "limits" section, parsed last */
 };
 
 /* Checks one member's value and stores it into obj. */
@@ -587,11 +588,53 @@ const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS] = {
 	[IBVD_LIMIT_CM_ID] = "cm_id",
 };
 
-/* A rule's limits while parsing: which keys the file gave. */
-struct limit_set {
-	struct ibvd_quota *limits;
-	unsigned int given;		/* bit per enum ibvd_limit_kind */
+static const char *const match_names[] = {
+	[IBVD_LIMIT_MATCH_UID] = "uid",
+	[IBVD_LIMIT_MATCH_GROUP] = "group",
+	[IBVD_LIMIT_MATCH_CGROUP] = "cgroup",
 };
+
+int ibvd_limit_key(const char *name)
+{
+	int i;
+
+	if (strcmp(name, "bandwidth") == 0)
+		return IBVD_LIMIT_BANDWIDTH;
+	for (i = 0; i < IBVD_LIMIT_NKINDS; i++)
+		if (strcmp(ibvd_limit_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+int ibvd_config_device_index(const struct ibvd_config *cfg, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < cfg->ndevices; i++)
+		if (strcmp(cfg->devices[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void keys_init(struct ibvd_limit_keys *ks)
+{
+	int k;
+
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		ks->q.max[k] = IBVD_LIMIT_UNLIMITED;
+	ks->q.bandwidth = IBVD_LIMIT_UNLIMITED;
+	ks->given = 0;
+}
+
+static void entry_init(struct ibvd_limit_entry *e)
+{
+	int i;
+
+	keys_init(&e->all);
+	for (i = 0; i < IBVD_MAX_DEVICES; i++)
+		keys_init(&e->dev[i]);
+	e->runtime = 0;
+}
 
 static int limit_value(struct parser *p, json_t *v, uint64_t *out)
 {
@@ -607,33 +650,86 @@ static int limit_value(struct parser *p, json_t *v, uint64_t *out)
 	return 0;
 }
 
-static int limit_kind(const char *key)
+/* One "key": value of a limits object; all: not inside "devices". */
+static int parse_limit_key(struct parser *p, const char *key, json_t *v,
+			   struct ibvd_limit_keys *ks, bool all)
 {
-	int i;
+	int kind = ibvd_limit_key(key), ret;
 
-	for (i = 0; i < IBVD_LIMIT_NKINDS; i++)
-		if (strcmp(ibvd_limit_names[i], key) == 0)
-			return i;
-	return -1;
+	if (kind < 0)
+		return fail(p, "unknown limit");
+	if (!all && (kind == IBVD_LIMIT_BANDWIDTH || kind == IBVD_LIMIT_CM_ID))
+		return fail(p, "%s limits all devices together, not one", key);
+	ret = limit_value(p, v, kind == IBVD_LIMIT_BANDWIDTH ? &ks->q.bandwidth :
+			  &ks->q.max[kind]);
+	if (!ret)
+		ks->given |= 1u << kind;
+	return ret;
 }
 
-static int parse_limit_set(struct parser *p, json_t *v, struct limit_set *ls)
+static int parse_device_keys(struct parser *p, json_t *v,
+			     struct ibvd_limit_keys *ks)
 {
 	const char *key;
 	json_t *val;
-	int kind, ret;
+	int ret;
 
 	if (!json_is_object(v))
 		return wrong(p, "an object of limits", v);
 	json_object_foreach(v, key, val) {
-		kind = limit_kind(key);
 		push_key(p, key);
-		ret = kind < 0 ? fail(p, "unknown limit") :
-			limit_value(p, val, &ls->limits->max[kind]);
+		ret = parse_limit_key(p, key, val, ks, false);
 		pop(p);
 		if (ret)
 			return ret;
-		ls->given |= 1u << kind;
+	}
+	return 0;
+}
+
+/* "devices": { "ibvd0": {...} }, names from the top-level "devices". */
+static int parse_entry_devices(struct parser *p, json_t *v,
+			       const struct ibvd_config *cfg,
+			       struct ibvd_limit_entry *e)
+{
+	const char *name;
+	json_t *val;
+	int i, ret;
+
+	if (!json_is_object(v))
+		return wrong(p, "an object of devices", v);
+	json_object_foreach(v, name, val) {
+		push_key(p, name);
+		i = ibvd_config_device_index(cfg, name);
+		if (i < 0)
+			ret = fail(p, "unknown device \"%s\"", name);
+		else
+			ret = parse_device_keys(p, val, &e->dev[i]);
+		pop(p);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* "default" or one rule's object: limit keys and "devices". */
+static int parse_entry(struct parser *p, json_t *v,
+		       const struct ibvd_config *cfg, struct ibvd_limit_entry *e)
+{
+	const char *key;
+	json_t *val;
+	int ret;
+
+	if (!json_is_object(v))
+		return wrong(p, "an object of limits", v);
+	json_object_foreach(v, key, val) {
+		push_key(p, key);
+		if (strcmp(key, "devices") == 0)
+			ret = parse_entry_devices(p, val, cfg, e);
+		else
+			ret = parse_limit_key(p, key, val, &e->all, true);
+		pop(p);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -641,9 +737,8 @@ static int parse_limit_set(struct parser *p, json_t *v, struct limit_set *ls)
 static int limits_default(struct parser *p, json_t *v, void *obj)
 {
 	struct ibvd_config *cfg = obj;
-	struct limit_set ls = { .limits = &cfg->limit_default };
 
-	return parse_limit_set(p, v, &ls);
+	return parse_entry(p, v, cfg, &cfg->limit_default);
 }
 
 /* Decimal digits only, no sign, within [0, max]. */
@@ -658,8 +753,8 @@ static int parse_id(const char *s, unsigned long max, unsigned long *out)
 	return errno || *out > max ? -EINVAL : 0;
 }
 
-/* The gid of group name (or of a decimal gid), resolved now. */
-static int resolve_group(struct parser *p, const char *name, gid_t *gid)
+/* The gid of group name (or of a decimal gid); -EINVAL says why. */
+static int lookup_group(const char *name, gid_t *gid, char *why, size_t len)
 {
 	struct group grp, *res = NULL;
 	unsigned long n;
@@ -676,68 +771,73 @@ static int resolve_group(struct parser *p, const char *name, gid_t *gid)
 		return 0;
 	}
 	if (ret && ret != ENOENT && ret != ESRCH)
-		return fail(p, "cannot look up group \"%s\": %s", name,
-			    strerror(ret));
-	return fail(p, "no such group \"%s\"", name);
+		snprintf(why, len, "cannot look up group \"%s\": %s", name,
+			 strerror(ret));
+	else
+		snprintf(why, len, "no such group \"%s\"", name);
+	return -EINVAL;
 }
 
-static int add_rule(struct parser *p, struct ibvd_config *cfg,
+/*
+ * What a rule matches, from its key as written: 0, -ENOMEM, or -EINVAL
+ * with the reason in why.  Also used by ibvctl limit set.
+ */
+static int rule_identity(struct ibvd_config_limit_rule *r, const char *key,
+			 char *why, size_t len)
+{
+	unsigned long n;
+
+	if (r->match == IBVD_LIMIT_MATCH_UID) {
+		if (parse_id(key, (uid_t)-2, &n)) {
+			snprintf(why, len, "expected a decimal uid");
+			return -EINVAL;
+		}
+		r->uid = (uid_t)n;
+	} else if (r->match == IBVD_LIMIT_MATCH_GROUP) {
+		if (lookup_group(key, &r->gid, why, len))
+			return -EINVAL;
+	} else if (key[0] != '/') {
+		snprintf(why, len, "expected a cgroup path starting with \"/\"");
+		return -EINVAL;
+	} else if (!(r->cgroup = strdup(key))) {
+		return -ENOMEM;
+	}
+	r->name = strdup(key);
+	return r->name ? 0 : -ENOMEM;
+}
+
+static int add_rule(struct ibvd_config *cfg, enum ibvd_limit_match match,
 		    struct ibvd_config_limit_rule **rule)
 {
 	struct ibvd_config_limit_rule *r;
 
 	r = realloc(cfg->limit_rules, (cfg->nlimit_rules + 1) * sizeof(*r));
 	if (!r)
-		return out_of_memory(p);
+		return -ENOMEM;
 	cfg->limit_rules = r;
-	*rule = &r[cfg->nlimit_rules++];
-	memset(*rule, 0, sizeof(**rule));
+	r = &r[cfg->nlimit_rules++];
+	memset(r, 0, sizeof(*r));
+	r->match = match;
+	entry_init(&r->limits);
+	*rule = r;
 	return 0;
-}
-
-/*
- * One rule's keys; the rest are marked with a sentinel the finish step
- * replaces by the default's value (the default may come later in the file).
- * JSON integers stop at INT64_MAX, so no value the file gives can equal it.
- */
-#define LIMIT_INHERIT	(IBVD_LIMIT_UNLIMITED - 1)
-
-static int parse_rule_limits(struct parser *p, json_t *v,
-			     struct ibvd_config_limit_rule *r)
-{
-	struct limit_set ls = { .limits = &r->limits };
-	int i, ret;
-
-	ret = parse_limit_set(p, v, &ls);
-	for (i = 0; i < IBVD_LIMIT_NKINDS; i++)
-		if (!(ls.given & (1u << i)))
-			r->limits.max[i] = LIMIT_INHERIT;
-	return ret;
 }
 
 static int parse_rule(struct parser *p, const char *key, json_t *v,
 		      struct ibvd_config *cfg, enum ibvd_limit_match match)
 {
 	struct ibvd_config_limit_rule *r;
-	unsigned long n;
+	char why[256];
 	int ret;
 
-	ret = add_rule(p, cfg, &r);
-	if (ret)
-		return ret;
-	r->match = match;
-	if (match == IBVD_LIMIT_MATCH_UID) {
-		if (parse_id(key, (uid_t)-2, &n))
-			return fail(p, "expected a decimal uid");
-		r->uid = (uid_t)n;
-	} else if (match == IBVD_LIMIT_MATCH_GROUP) {
-		ret = resolve_group(p, key, &r->gid);
-	} else if (key[0] != '/') {
-		return fail(p, "expected a cgroup path starting with \"/\"");
-	} else if (!(r->cgroup = strdup(key))) {
+	if (add_rule(cfg, match, &r))
 		return out_of_memory(p);
-	}
-	return ret ? ret : parse_rule_limits(p, v, r);
+	ret = rule_identity(r, key, why, sizeof(why));
+	if (ret == -ENOMEM)
+		return out_of_memory(p);
+	if (ret)
+		return fail(p, "%s", why);
+	return parse_entry(p, v, cfg, &r->limits);
 }
 
 static int parse_rules(struct parser *p, json_t *v, struct ibvd_config *cfg,
@@ -781,58 +881,80 @@ static const struct member limits_members[] = {
 	{ "cgroup", limits_cgroup },
 };
 
-static void inherit_defaults(struct ibvd_config *cfg)
-{
-	size_t i;
-	int k;
-
-	for (i = 0; i < cfg->nlimit_rules; i++)
-		for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
-			if (cfg->limit_rules[i].limits.max[k] == LIMIT_INHERIT)
-				cfg->limit_rules[i].limits.max[k] =
-					cfg->limit_default.max[k];
-}
-
+/*
+ * Device names in "limits" refer to the top-level "devices", which may
+ * come later in the file: the section is only noted here and parsed once
+ * the rest of the file is (parse_text()).
+ */
 static int parse_limits(struct parser *p, json_t *v, void *obj)
 {
-	struct ibvd_config *cfg = obj;
+	(void)obj;
+	p->limits = v;
+	return 0;
+}
+
+static int parse_limits_now(struct parser *p, struct ibvd_config *cfg)
+{
 	int ret;
 
-	ret = parse_object(p, v, limits_members, ARRAY_SIZE(limits_members),
-			   cfg);
-	if (!ret)
-		inherit_defaults(cfg);
+	if (!p->limits)
+		return 0;
+	push_key(p, "limits");
+	ret = parse_object(p, p->limits, limits_members,
+			   ARRAY_SIZE(limits_members), cfg);
+	pop(p);
 	return ret;
 }
 
-static const struct ibvd_config_limit_rule *
-find_rule(const struct ibvd_config *cfg, enum ibvd_limit_match match,
-	  uid_t uid, gid_t gid)
+/* ---- which limits apply ---- */
+
+static bool in_groups(gid_t gid, const struct ibvd_limit_who *who)
 {
-	const struct ibvd_config_limit_rule *r;
 	size_t i;
 
-	for (i = 0; i < cfg->nlimit_rules; i++) {
-		r = &cfg->limit_rules[i];
-		if (r->match == match &&
-		    (match == IBVD_LIMIT_MATCH_UID ? r->uid == uid : r->gid == gid))
-			return r;
-	}
+	for (i = 0; i < who->ngroups; i++)
+		if (who->groups[i] == gid)
+			return true;
+	return false;
+}
+
+static const struct ibvd_config_limit_rule *
+find_uid(const struct ibvd_config *cfg, uid_t uid)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nlimit_rules; i++)
+		if (cfg->limit_rules[i].match == IBVD_LIMIT_MATCH_UID &&
+		    cfg->limit_rules[i].uid == uid)
+			return &cfg->limit_rules[i];
 	return NULL;
 }
 
-const struct ibvd_quota *ibvd_config_limits_for(const struct ibvd_config *cfg,
-						 uid_t uid, gid_t gid,
-						 const char *cgroup)
+/* The primary group's entry first: it is what the process runs as. */
+static const struct ibvd_config_limit_rule *
+find_group(const struct ibvd_config *cfg, const struct ibvd_limit_who *who)
+{
+	const struct ibvd_config_limit_rule *r;
+	size_t i;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < cfg->nlimit_rules; i++) {
+			r = &cfg->limit_rules[i];
+			if (r->match != IBVD_LIMIT_MATCH_GROUP)
+				continue;
+			if (pass ? in_groups(r->gid, who) : r->gid == who->gid)
+				return r;
+		}
+	return NULL;
+}
+
+static const struct ibvd_config_limit_rule *
+find_cgroup(const struct ibvd_config *cfg, const char *cgroup)
 {
 	const struct ibvd_config_limit_rule *r, *best = NULL;
 	size_t i, len, best_len = 0;
 
-	r = find_rule(cfg, IBVD_LIMIT_MATCH_UID, uid, gid);
-	if (!r)
-		r = find_rule(cfg, IBVD_LIMIT_MATCH_GROUP, uid, gid);
-	if (r)
-		return &r->limits;
 	for (i = 0; cgroup && i < cfg->nlimit_rules; i++) {
 		r = &cfg->limit_rules[i];
 		if (r->match != IBVD_LIMIT_MATCH_CGROUP)
@@ -843,7 +965,133 @@ const struct ibvd_quota *ibvd_config_limits_for(const struct ibvd_config *cfg,
 			best_len = len;
 		}
 	}
-	return best ? &best->limits : &cfg->limit_default;
+	return best;
+}
+
+const struct ibvd_config_limit_rule *
+ibvd_config_limit_rule_for(const struct ibvd_config *cfg,
+			   const struct ibvd_limit_who *who)
+{
+	const struct ibvd_config_limit_rule *r;
+
+	r = find_uid(cfg, who->uid);
+	if (!r)
+		r = find_group(cfg, who);
+	if (!r)
+		r = find_cgroup(cfg, who->cgroup);
+	return r;
+}
+
+/* own's key if it sets it, else dflt's, else "max". */
+static uint64_t key_value(const struct ibvd_limit_keys *own,
+			  const struct ibvd_limit_keys *dflt, int kind)
+{
+	const struct ibvd_limit_keys *ks = NULL;
+	unsigned int bit = 1u << kind;
+
+	if (own && (own->given & bit))
+		ks = own;
+	else if (dflt && (dflt->given & bit))
+		ks = dflt;
+	if (!ks)
+		return IBVD_LIMIT_UNLIMITED;
+	return kind == IBVD_LIMIT_BANDWIDTH ? ks->q.bandwidth : ks->q.max[kind];
+}
+
+static void resolve(const struct ibvd_limit_keys *own,
+		    const struct ibvd_limit_keys *dflt, struct ibvd_quota *out)
+{
+	int k;
+
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		out->max[k] = key_value(own, dflt, k);
+	out->bandwidth = key_value(own, dflt, IBVD_LIMIT_BANDWIDTH);
+}
+
+void ibvd_config_limits_all(const struct ibvd_config *cfg,
+			    const struct ibvd_config_limit_rule *rule,
+			    struct ibvd_quota *out)
+{
+	resolve(rule ? &rule->limits.all : NULL, &cfg->limit_default.all, out);
+}
+
+void ibvd_config_limits_dev(const struct ibvd_config *cfg,
+			    const struct ibvd_config_limit_rule *rule,
+			    const char *dev, struct ibvd_quota *out)
+{
+	int i = ibvd_config_device_index(cfg, dev);
+
+	if (i < 0)
+		resolve(NULL, NULL, out);
+	else
+		resolve(rule ? &rule->limits.dev[i] : NULL,
+			&cfg->limit_default.dev[i], out);
+	out->bandwidth = IBVD_LIMIT_UNLIMITED;
+}
+
+void ibvd_config_rule_name(const struct ibvd_config *cfg,
+			   const struct ibvd_config_limit_rule *rule,
+			   char *buf, size_t len)
+{
+	const struct ibvd_limit_entry *e = rule ? &rule->limits :
+					   &cfg->limit_default;
+	const char *runtime = e->runtime ? "runtime " : "";
+
+	if (rule)
+		snprintf(buf, len, "%s%s %s", runtime, match_names[rule->match],
+			 rule->name);
+	else
+		snprintf(buf, len, "%sdefault", runtime);
+}
+
+/* The rule matching exactly what want matches (not the best for a peer). */
+static struct ibvd_config_limit_rule *
+find_same(struct ibvd_config *cfg, const struct ibvd_config_limit_rule *want)
+{
+	struct ibvd_config_limit_rule *r;
+	size_t i;
+
+	for (i = 0; i < cfg->nlimit_rules; i++) {
+		r = &cfg->limit_rules[i];
+		if (r->match != want->match)
+			continue;
+		if ((r->match == IBVD_LIMIT_MATCH_UID && r->uid == want->uid) ||
+		    (r->match == IBVD_LIMIT_MATCH_GROUP && r->gid == want->gid) ||
+		    (r->match == IBVD_LIMIT_MATCH_CGROUP &&
+		     strcmp(r->cgroup, want->cgroup) == 0))
+			return r;
+	}
+	return NULL;
+}
+
+int ibvd_config_limit_rule_get(struct ibvd_config *cfg,
+			       enum ibvd_limit_match match, const char *key,
+			       struct ibvd_limit_entry **ret,
+			       char *err, size_t errlen)
+{
+	struct ibvd_config_limit_rule want = { .match = match }, *r;
+	int rc;
+
+	rc = rule_identity(&want, key, err, errlen);
+	if (rc)
+		goto out;
+	r = find_same(cfg, &want);
+	if (!r) {
+		rc = add_rule(cfg, match, &r);
+		if (rc)
+			goto out;
+		r->uid = want.uid;
+		r->gid = want.gid;
+		/* the new rule takes the strings over */
+		r->cgroup = want.cgroup;
+		r->name = want.name;
+		want.cgroup = want.name = NULL;
+	}
+	*ret = &r->limits;
+out:
+	free(want.cgroup);
+	free(want.name);
+	return rc;
 }
 
 /* --- top level --- */
@@ -913,8 +1161,7 @@ static struct ibvd_config *config_new(void)
 	cfg->log_level = IBVD_LOG_INFO;
 	cfg->ndevices = 1;
 	set_default_device(&cfg->devices[0], 0);
-	for (int k = 0; k < IBVD_LIMIT_NKINDS; k++)
-		cfg->limit_default.max[k] = IBVD_LIMIT_UNLIMITED;
+	entry_init(&cfg->limit_default);
 	return cfg;
 }
 
@@ -947,6 +1194,8 @@ static struct ibvd_config *parse_text(const char *text, size_t len,
 		goto out;
 	}
 	ret = parse_object(&p, root, top_members, ARRAY_SIZE(top_members), cfg);
+	if (!ret)
+		ret = parse_limits_now(&p, cfg);
 	if (!ret && path && !(cfg->path = strdup(path)))
 		ret = out_of_memory(&p);
 out:
@@ -1040,8 +1289,10 @@ void ibvd_config_free(struct ibvd_config *cfg)
 	free(cfg->path);
 	free(cfg->socket_path);
 	free(cfg->socket_group);
-	for (size_t i = 0; i < cfg->nlimit_rules; i++)
+	for (size_t i = 0; i < cfg->nlimit_rules; i++) {
 		free(cfg->limit_rules[i].cgroup);
+		free(cfg->limit_rules[i].name);
+	}
 	free(cfg->limit_rules);
 	free(cfg);
 }

@@ -6,7 +6,9 @@
  *   "engine":  { "threads": 1 },
  *   "log":     { "level": "info" },
  *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" } ],
- *   "limits":  { "default": { "qp": 64 }, "uid": { "1001": { "memlock": "max" } },
+ *   "limits":  { "default": { "qp": 64, "bandwidth": 1048576,
+ *                             "devices": { "ibvd0": { "qp": 16 } } },
+ *                "uid": { "1001": { "memlock": "max" } },
  *                "group": { "rdma": {...} }, "cgroup": { "/user.slice/": {...} } }
  * }
  *
@@ -59,12 +61,42 @@ enum ibvd_limit_kind {
 	IBVD_LIMIT_NKINDS
 };
 
+/*
+ * "bandwidth" is a limit but nothing is counted against it here (the
+ * engine's token bucket enforces it), so it is not a kind: this is its
+ * bit in struct ibvd_limit_keys.given and what ibvd_limit_key() returns.
+ */
+#define IBVD_LIMIT_BANDWIDTH	IBVD_LIMIT_NKINDS
+
 #define IBVD_LIMIT_UNLIMITED	UINT64_MAX	/* "max" */
 
 extern const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS];
 
 struct ibvd_quota {
 	uint64_t max[IBVD_LIMIT_NKINDS];
+	uint64_t bandwidth;		/* bytes/s over all devices; UNLIMITED:
+					 * "max" (the engine's rate bucket) */
+};
+
+/*
+ * The keys one limits object sets, as written: a value where the bit
+ * (1u << kind, 1u << IBVD_LIMIT_BANDWIDTH) is in given, "max" elsewhere.
+ * Keys left out are resolved when the limits are asked for, so that a
+ * change to "default" (ibvctl limit set) reaches every rule that omits it.
+ */
+struct ibvd_limit_keys {
+	struct ibvd_quota q;
+	unsigned int given;
+};
+
+/*
+ * "default" or one rule: keys that limit the sum over all devices, and
+ * a "devices" object whose keys limit one device each (never bandwidth).
+ */
+struct ibvd_limit_entry {
+	struct ibvd_limit_keys all;
+	struct ibvd_limit_keys dev[IBVD_MAX_DEVICES];	/* by cfg->devices index */
+	int runtime;			/* changed by "ibvctl limit set" */
 };
 
 enum ibvd_limit_match {
@@ -79,7 +111,8 @@ struct ibvd_config_limit_rule {
 	uid_t uid;			/* MATCH_UID */
 	gid_t gid;			/* MATCH_GROUP: resolved at load */
 	char *cgroup;			/* MATCH_CGROUP: a path prefix */
-	struct ibvd_quota limits;
+	char *name;			/* the key as written: "1001", "rdma" */
+	struct ibvd_limit_entry limits;
 };
 
 struct ibvd_config {
@@ -92,7 +125,7 @@ struct ibvd_config {
 	int log_level;			/* enum ibvd_log_level, default info */
 	unsigned int ndevices;
 	struct ibvd_config_device devices[IBVD_MAX_DEVICES];
-	struct ibvd_quota limit_default;	/* all "max" unless set */
+	struct ibvd_limit_entry limit_default;	/* nothing set: all "max" */
 	size_t nlimit_rules;
 	struct ibvd_config_limit_rule *limit_rules;
 };
@@ -124,13 +157,61 @@ struct ibvd_config *ibvd_config_default(void);
 
 void ibvd_config_free(struct ibvd_config *cfg);
 
+/* Who asks, for choosing the rule that applies (tenant.h fills it). */
+struct ibvd_limit_who {
+	uid_t uid;
+	gid_t gid;			/* primary */
+	const gid_t *groups;		/* supplementary; may include gid */
+	size_t ngroups;
+	const char *cgroup;		/* NULL: unknown */
+};
+
 /*
- * The limits that apply to a peer: its uid's entry, else its (primary)
- * gid's group entry, else the entry with the longest cgroup prefix of
- * cgroup (may be NULL: none match), else the default.  Never NULL.
+ * The rule that applies to who, or NULL for "default": its uid's entry,
+ * else a group entry (the primary gid's, else the first group entry in
+ * file order whose group is one of the supplementary groups), else the
+ * entry with the longest cgroup prefix of who->cgroup.
  */
-const struct ibvd_quota *ibvd_config_limits_for(const struct ibvd_config *cfg,
-						 uid_t uid, gid_t gid,
-						 const char *cgroup);
+const struct ibvd_config_limit_rule *
+ibvd_config_limit_rule_for(const struct ibvd_config *cfg,
+			   const struct ibvd_limit_who *who);
+
+/* rule's (NULL: default's) limits on the sum over all devices. */
+void ibvd_config_limits_all(const struct ibvd_config *cfg,
+			    const struct ibvd_config_limit_rule *rule,
+			    struct ibvd_quota *out);
+
+/*
+ * rule's (NULL: default's) limits on the device named dev: its key, else
+ * the default's for that device, else "max" (also for a device the
+ * config does not name).  bandwidth is always "max" here.
+ */
+void ibvd_config_limits_dev(const struct ibvd_config *cfg,
+			    const struct ibvd_config_limit_rule *rule,
+			    const char *dev, struct ibvd_quota *out);
+
+/* "uid 1001", "group rdma", "cgroup /user.slice/", "default" (with
+ * "runtime " before it once ibvctl limit set changed it). */
+void ibvd_config_rule_name(const struct ibvd_config *cfg,
+			   const struct ibvd_config_limit_rule *rule,
+			   char *buf, size_t len);
+
+/* The index of device name in cfg->devices, or -1. */
+int ibvd_config_device_index(const struct ibvd_config *cfg, const char *name);
+
+/* The kind a limit key names, IBVD_LIMIT_BANDWIDTH, or -1. */
+int ibvd_limit_key(const char *name);
+
+/*
+ * The entry "ibvctl limit set" changes: the rule matching key (a decimal
+ * uid, a group name or decimal gid, a cgroup prefix), added with no key
+ * of its own if there is none.  0, -EINVAL with a message in err, or
+ * -ENOMEM.  Adding a rule moves the others: pointers into
+ * cfg->limit_rules are stale afterwards.
+ */
+int ibvd_config_limit_rule_get(struct ibvd_config *cfg,
+			       enum ibvd_limit_match match, const char *key,
+			       struct ibvd_limit_entry **ret,
+			       char *err, size_t errlen);
 
 #endif /* IBVD_CONFIG_H */

@@ -12,7 +12,8 @@
 
 #include "config_pos.h"
 
-/* Valid configs nest three deep; deeper containers are skipped whole. */
+/* Valid configs nest six deep (limits.uid.N.devices.DEV.key); deeper
+ * containers are skipped whole. */
 #define WALK_MAX_DEPTH	8
 
 struct frame {

@@ -53,7 +53,7 @@ enum {
  * kick eventfd, serving thread); fds[] gets the reply's descriptors.
  */
 static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
-		       int fds[OPEN_NFDS])
+		       struct ibvd_tenant_dev *account, int fds[OPEN_NFDS])
 {
 	struct ibvd_daemon *d = s->daemon;
 	struct ibvd_context *ctx = calloc(1, sizeof(*ctx));
@@ -67,6 +67,7 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 		return ret;
 	}
 	ctx->dev = dev;
+	ctx->session = s;	/* the engine takes its tenant's bandwidth */
 	ret = ibvd_engine_ctx_open(ctx, &fds[OPEN_FD_CTX_PAGE], &fds[OPEN_FD_KICK]);
 	if (ret < 0) {
 		close(ctx->async_fd);
@@ -74,11 +75,11 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 		free(ctx);
 		return ret;
 	}
-	ctx->session = s;
 	ctx->id = ++d->next_context_id;
 	ibvd_handle_table_init(&ctx->handles, IBVD_MAX_OBJECTS_PER_CONTEXT);
-	ctx->handles.charge = ibvd_tenant_charge_obj;
-	ctx->handles.charge_owner = s->tenant;
+	/* objects count against the device's limits and all devices' */
+	ctx->handles.charge = ibvd_tenant_dev_charge_obj;
+	ctx->handles.charge_owner = account;
 	TAILQ_INSERT_TAIL(&dev->contexts, ctx, dev_link);
 	dev->ncontexts++;
 	d->ncontexts++;
@@ -90,6 +91,8 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 void ibvd_context_free(struct ibvd_context *ctx)
 {
 	struct ibvd_session *s = ctx->session;
+	/* releasing the handle table forgets its hook: keep the account */
+	struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
 
 	/*
 	 * No engine thread serves the context once detached; then its objects
@@ -105,7 +108,7 @@ void ibvd_context_free(struct ibvd_context *ctx)
 	TAILQ_REMOVE(&ctx->dev->contexts, ctx, dev_link);
 	ctx->dev->ncontexts--;
 	s->daemon->ncontexts--;
-	ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_HCA_HANDLE, 1);
+	ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_HCA_HANDLE, 1);
 	s->ctx = NULL;
 	free(ctx);
 }
@@ -115,6 +118,7 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	const Ibvd__OpenDevice *req = (const Ibvd__OpenDevice *)call->msg;
 	struct ibvd_session *s = call->session;
 	Ibvd__OpenDeviceReply reply = IBVD__OPEN_DEVICE_REPLY__INIT;
+	struct ibvd_tenant_dev *account;
 	Ibvd__DeviceInfo info;
 	struct ibvd_device *dev;
 	int fds[OPEN_NFDS], ret;
@@ -123,14 +127,17 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	if (!dev)
 		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
 				       req->name ? req->name : "");
+	account = ibvd_tenant_dev_get(s->tenant, s->daemon->cfg, dev->name);
+	if (!account)
+		return -ENOMEM;
 	/* first: a refused open must not have built anything */
-	ret = ibvd_tenant_charge(s->tenant, IBVD_LIMIT_HCA_HANDLE, 1,
-				 "opening a device");
+	ret = ibvd_tenant_dev_charge(account, IBVD_LIMIT_HCA_HANDLE, 1,
+				     "opening a device");
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "over the hca_handle limit");
-	ret = context_new(s, dev, fds);
+	ret = context_new(s, dev, account, fds);
 	if (ret < 0)
-		ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_HCA_HANDLE, 1);
+		ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_HCA_HANDLE, 1);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot create the context: %s",
 				       strerror(-ret));

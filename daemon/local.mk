@@ -24,7 +24,9 @@ daemon_ibverbsd_SOURCES = \
 	daemon/qp.c daemon/qp_modify.c daemon/srq.c daemon/ah.c daemon/mcast.c \
 	daemon/cm.h daemon/cm_internal.h daemon/cm.c daemon/cm_addr.c \
 	daemon/cm_conn.c daemon/cm_event.c daemon/cm_mcast.c daemon/cm_admin.c \
-	daemon/res_admin.c daemon/res_admin.h daemon/client_admin.c
+	daemon/res_admin.c daemon/res_admin.h daemon/client_admin.c \
+	daemon/stat_admin.c daemon/stat_admin.h \
+	daemon/limit_admin.c daemon/limit_admin.h
 daemon_ibverbsd_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)
 daemon_ibverbsd_LDADD = common/libibvd_common.la $(PROTOBUF_C_LIBS) $(LIBEVENT_LIBS) \

@@ -20,6 +20,7 @@
 #include <sys/vfs.h>
 
 #include "context.h"
+#include "device.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "request.h"
@@ -239,16 +240,17 @@ int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 
 	/* Shrinking never fails, as in the kernel. */
 	if (pages <= release) {
-		ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
-				     (release - pages) * psz);
+		ibvd_tenant_dev_uncharge(mem->account, IBVD_LIMIT_MEMLOCK,
+					 (release - pages) * psz);
 		goto charge;
 	}
 	/* the tenant's quota first; the process's own rlimit applies on top */
-	ret = ibvd_tenant_charge(mem->tenant, IBVD_LIMIT_MEMLOCK,
-				 (pages - release) * psz, "registering memory");
+	ret = ibvd_tenant_dev_charge(mem->account, IBVD_LIMIT_MEMLOCK,
+				     (pages - release) * psz,
+				     "registering memory");
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "over the memlock limit of uid %u",
-				       (unsigned int)mem->tenant->uid);
+				       (unsigned int)mem->account->tenant->uid);
 	ret = proc_memlock_limit(mem->pid, &limit);
 	if (ret < 0)
 		goto refuse;
@@ -262,13 +264,13 @@ int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 			   (unsigned int)call->session->cred.uid, pages * psz,
 			   total * psz, limit,
 			   missed ? " (similar messages suppressed)" : "");
-	ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
-			     (pages - release) * psz);
+	ibvd_tenant_dev_uncharge(mem->account, IBVD_LIMIT_MEMLOCK,
+				 (pages - release) * psz);
 	return ibvd_call_error(call, -ENOMEM,
 			       "over RLIMIT_MEMLOCK (%" PRIu64 " bytes)", limit);
 refuse:
-	ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
-			     (pages - release) * psz);
+	ibvd_tenant_dev_uncharge(mem->account, IBVD_LIMIT_MEMLOCK,
+				 (pages - release) * psz);
 	return ibvd_call_error(call, ret, "client process %d is gone",
 			       (int)mem->pid);
 charge:
@@ -279,8 +281,8 @@ charge:
 void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages)
 {
 	mem->memlock->pages -= pages;
-	ibvd_tenant_uncharge(mem->tenant, IBVD_LIMIT_MEMLOCK,
-			     pages * (uint64_t)sysconf(_SC_PAGESIZE));
+	ibvd_tenant_dev_uncharge(mem->account, IBVD_LIMIT_MEMLOCK,
+				 pages * (uint64_t)sysconf(_SC_PAGESIZE));
 }
 
 /* ---- address-space checks --------------------------------------------- */
@@ -427,6 +429,14 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	mem = calloc(1, sizeof(*mem));
 	if (!mem)
 		return -ENOMEM;
+	/* the account the context was opened with: found, not made */
+	mem->account = ibvd_tenant_dev_get(ctx->session->tenant,
+					   ctx->session->daemon->cfg,
+					   ctx->dev->name);
+	if (!mem->account) {
+		free(mem);
+		return -ENOMEM;
+	}
 	mem->memlock = memlock_get(pid, start);
 	if (!mem->memlock) {
 		free(mem);
@@ -436,7 +446,6 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	mem->fd = fd;
 	mem->pid = pid;
 	mem->start_time = start;
-	mem->tenant = ctx->session->tenant;
 	mem->refs = 1;
 	ctx->objs.mem = mem;
 	return 0;

@@ -36,6 +36,7 @@ struct ibvd_context;
 struct ibvd_engine;
 struct ibvd_memlock;
 struct ibvd_tenant;
+struct ibvd_tenant_dev;
 
 /* Held for reading by engine passes, for writing by control-path changes. */
 extern pthread_rwlock_t ibvd_objects_lock;
@@ -58,8 +59,9 @@ struct ibvd_mem {
 	/* control thread only (mem.c): */
 	unsigned long long start_time;	/* /proc/PID/stat: detects PID reuse */
 	struct ibvd_memlock *memlock;	/* the process's RLIMIT_MEMLOCK account */
-	struct ibvd_tenant *tenant;	/* its uid's memlock quota (tenant.h);
-					 * the session outlives its memory */
+	struct ibvd_tenant_dev *account; /* its uid's memlock quota on the
+					 * context's device (tenant.h); the
+					 * session outlives its memory */
 };
 
 /* ---- protection domains and memory regions ---------------------------- */
@@ -218,6 +220,9 @@ struct ibvd_qp {
 	bool wqe_started;		/* rnr_left/retry_left count for it */
 	bool last_wqe_sent;		/* LAST_WQE_REACHED sent since ERR */
 	bool drained_sent;		/* SQ_DRAINED sent since SQD */
+	uint64_t wqe_done;		/* bytes of it moved (chunked, while started) */
+	struct eng_held *held;		/* receive WQE of a chunked message, or
+					 * NULL (engine/chunk.c; freed with the QP) */
 	/* set by the control thread (write lock) when the RC peer's
 	 * context died: the engine breaks the connection */
 	bool peer_gone;

@@ -114,7 +114,9 @@ static int set_owner(json_t *o, const struct res_walk *w)
 
 	ret = set_int(o, "pid", s->cred.pid) | set_str(o, "comm", s->comm);
 	if (w->sel->details)
-		ret |= set_int(o, "uid", s->cred.uid);
+		ret |= set_int(o, "uid", s->cred.uid) |
+		       set_str(o, "cgroup", s->ident.cgroup[0] ?
+					    s->ident.cgroup : "-");
 	return ret;
 }
 

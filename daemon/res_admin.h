@@ -25,8 +25,9 @@ int ibvd_res_admin_summary(struct ibvd_call *call, const char *dev_name,
 			   json_t *out);
 
 /*
- * "client show [pid PID | uid UID]": one row per client process with what
- * it holds (client_admin.c).
+ * "client show [pid PID] [uid UID] [cgroup PREFIX]": one row per client
+ * process with its cgroup, what it holds and its tenant's limits
+ * (client_admin.c).
  */
 int ibvd_client_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 			   json_t *out);

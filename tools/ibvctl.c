@@ -3,7 +3,11 @@
  *
  * Options, then one IBVD_MSG_ADMIN call carrying the canonical command line;
  * the daemon decides what is allowed and answers with JSON.  Exit status is
- * 0 on success and 1 on any failure, as rdma(8) does.
+ * 0 on success (help, -h and -V included) and 1 on any failure, as rdma(8)
+ * does: a bad command line, no daemon, a refusal or error from the daemon,
+ * a reply that is not JSON, or output that cannot be written.  Every
+ * failure is one "ibvctl: ..." line on stderr, followed by the usage when
+ * the command line was at fault.
  */
 #include "config.h"
 
@@ -76,8 +80,13 @@ static void report_connect_error(const char *path, int err)
 		path, strerror(-err), hint);
 }
 
+/*
+ * The daemon's errors carry a message ("unknown device ibvd7", "daemon
+ * reload requires root or group rdma"); EINVAL means it did not accept the
+ * arguments, so the object's usage follows, as for ibvctl's own checks.
+ */
 static void report_call_error(const struct ibvd_conn *conn, const char *path,
-			      int err)
+			      const struct ibvctl_cmd *cmd, int err)
 {
 	if (err == -EIO)
 		fprintf(stderr, "ibvctl: ibverbsd at %s closed the connection\n", path);
@@ -87,6 +96,8 @@ static void report_call_error(const struct ibvd_conn *conn, const char *path,
 		fprintf(stderr, "ibvctl: %s\n", conn->err_msg);
 	else
 		fprintf(stderr, "ibvctl: %s\n", strerror(-err));
+	if (err == -EINVAL)
+		ibvctl_usage(stderr, cmd->obj);
 }
 
 /* The request's argv: OBJECT COMMAND ARGS..., all full words but ARGS. */
@@ -134,7 +145,7 @@ static int admin_call(const struct options *o, const struct ibvctl_cmd *cmd,
 			     &ibvd__admin_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0) {
-		report_call_error(&conn, path, ret);
+		report_call_error(&conn, path, cmd, ret);
 		goto out_close;
 	}
 	*json = strdup(reply->json ? reply->json : "");
@@ -150,6 +161,15 @@ out:
 	return ret;
 }
 
+/* A full disk or a closed pipe must not look like success. */
+static int flush_stdout(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	fprintf(stderr, "ibvctl: cannot write the output: %s\n", strerror(errno));
+	return -EIO;
+}
+
 int main(int argc, char *argv[])
 {
 	struct options o = { .out = { false, false } };
@@ -159,23 +179,26 @@ int main(int argc, char *argv[])
 
 	ret = parse_options(argc, argv, &o);
 	if (ret <= 0)
-		return ret < 0 ? 1 : 0;
+		return ret < 0 || flush_stdout() < 0 ? 1 : 0;
 	if (o.socket && !*o.socket) {
 		fprintf(stderr, "ibvctl: empty socket path\n");
+		ibvctl_usage(stderr, NULL);
 		return 1;
 	}
 	if (ibvctl_parse(argc - optind, argv + optind, &cmd) < 0)
 		return 1;
 	if (cmd.help) {
 		ibvctl_usage(stdout, cmd.obj);
-		return 0;
+		return flush_stdout() < 0 ? 1 : 0;
 	}
-	/* -p only means something with -j, as in rdma */
+	/* -p only means something with -j; alone it is ignored, as in rdma */
 	o.out.pretty = o.out.pretty && o.out.json;
 
 	ret = admin_call(&o, &cmd, &json);
 	if (ret == 0)
 		ret = ibvctl_print(&cmd, json, &o.out);
+	if (ret == 0)
+		ret = flush_stdout();
 	free(json);
 	return ret < 0 ? 1 : 0;
 }

@@ -52,19 +52,30 @@ static const struct ibvctl_object objects[] = {
 	  "       cm_id  cm-idn lqpn pid src-port dst-port qp-type state ps comm\n"
 	  "              src-addr dst-addr\n"
 	  "Non-admins see only their own uid's objects; rkey/lkey/iova are for admins.\n"
-	  "-d adds uid (and an MR's memory tier) after rdma's columns.\n" },
+	  "-d adds uid and cgroup (and an MR's memory tier) after rdma's columns\n"
+	  "(not for cm_id).\n" },
 	{ "statistic", show_cmds,
-	  "Usage: ibvctl statistic [ show [ link DEV/PORT ] ]\n"
-	  "       ibvctl statistic help\n" },
+	  "Usage: ibvctl statistic [ show [ link DEV[/PORT] | engine ] ]\n"
+	  "       ibvctl statistic help\n"
+	  "Port counters are rdma's rxe counters; engine shows one line per engine\n"
+	  "thread.  See ibvctl-statistic(8) for what each counter counts.\n" },
 	{ "client", show_cmds,
-	  "Usage: ibvctl client [ show [ pid PID ] [ uid UID ] ]\n"
-	  "       ibvctl client help\n" },
+	  "Usage: ibvctl client [ show [ pid PID ] [ uid UID ] [ cgroup PREFIX ] ]\n"
+	  "       ibvctl client help\n"
+	  "Columns: pid uid gid comm cgroup contexts hca_handle objects hca_object\n"
+	  "         cm_id pinned memlock (hca_handle, hca_object, memlock: the\n"
+	  "         limits of the client's uid, a number or max).\n"
+	  "Non-admins see only their own uid's processes.\n" },
 	{ "limit", limit_cmds,
-	  "Usage: ibvctl limit [ show [ max | current ] ]\n"
-	  "       ibvctl limit set { slice NAME | unit NAME | uid UID } dev DEV\n"
-	  "                        [ hca_handle=N|max ] [ hca_object=N|max ]"
-	  " [ memlock=BYTES|max ]\n"
-	  "       ibvctl limit help\n" },
+	  "Usage: ibvctl limit [ show [ max | current ] [ uid UID ] [ dev DEV ] ]\n"
+	  "       ibvctl limit set { default | uid UID | group NAME | cgroup PREFIX }\n"
+	  "                        [ dev DEV ] KEY=VALUE...\n"
+	  "       ibvctl limit help\n"
+	  "where  KEY := { memlock | hca_handle | hca_object | qp | cq | mr | pd | srq |\n"
+	  "                ah | cm_id | bandwidth }\n"
+	  "       VALUE := { N | max }; memlock and bandwidth (bytes/s) also N[k|m|g]\n"
+	  "limit set changes the running daemon only: a reload or restart returns\n"
+	  "to the configuration file.\n" },
 	{ "daemon", daemon_cmds,
 	  "Usage: ibvctl daemon [ status | version | reload ]\n"
 	  "       ibvctl daemon help\n" },
@@ -73,7 +84,7 @@ static const struct ibvctl_object objects[] = {
 
 static const char top_usage[] =
 	"Usage: ibvctl [ OPTIONS ] OBJECT { COMMAND | help }\n"
-	"       ibvctl help\n"
+	"       ibvctl help [ OBJECT ]\n"
 	"where  OBJECT := { dev | link | resource | statistic | client | limit | daemon }\n"
 	"       OPTIONS := { -V[ersion] | -h[elp] | -j[son] | -p[retty] | -d[etails] |\n"
 	"                    -s[ocket] PATH }\n";
@@ -143,6 +154,30 @@ static int bad_word(const char *what, const char *word, int err,
 	return -EINVAL;
 }
 
+/* "help [OBJECT]": the usage of OBJECT, or the top-level one. */
+static int parse_help(int argc, char **argv, struct ibvctl_cmd *cmd)
+{
+	char amb[256];
+	int i;
+
+	cmd->help = true;
+	if (argc < 1)
+		return 0;
+	if (argc > 1) {
+		fprintf(stderr, "ibvctl: unexpected argument \"%s\" after help %s\n",
+			argv[1], argv[0]);
+		ibvctl_usage(stderr, NULL);
+		return -EINVAL;
+	}
+	i = match_word(argv[0], objects, sizeof(objects[0]), ARRAY_SIZE(objects),
+		       amb, sizeof(amb));
+	if (i < 0)
+		return bad_word("object", argv[0], i, amb, NULL);
+	/* "help help" is the top-level usage too */
+	cmd->obj = objects[i].commands ? &objects[i] : NULL;
+	return 0;
+}
+
 int ibvctl_parse(int argc, char **argv, struct ibvctl_cmd *cmd)
 {
 	const struct ibvctl_object *obj;
@@ -159,10 +194,8 @@ int ibvctl_parse(int argc, char **argv, struct ibvctl_cmd *cmd)
 	if (i < 0)
 		return bad_word("object", argv[0], i, amb, NULL);
 	obj = &objects[i];
-	if (!obj->commands) {
-		cmd->help = true;
-		return 0;
-	}
+	if (!obj->commands)
+		return parse_help(argc - 1, argv + 1, cmd);
 	cmd->obj = obj;
 	cmd->command = obj->commands[0];
 	if (argc >= 2) {

@@ -48,6 +48,7 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_sgl remote, result;
 	uint64_t old;
 
+	ibvd_eng_count_arrival(src, target, req);
 	remote.n = result.n = 0;
 	remote.total = result.total = 0;
 	/* A misaligned atomic is an invalid request (IB 9.4.5). */
@@ -61,6 +62,7 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_ACCESS_ERR);
 		return RESP_ACCESS;
 	}
+	ibvd_eng_count_response(src, target, req);
 	ibvd_eng_sgl_private(&result, &old, sizeof(old));
 	/* The requester's buffer is at least 8 bytes (wqe.c). */
 	if (ibvd_eng_copy(eng, &req->local, 0, &result, sizeof(old)) != ENG_COPY_OK)

@@ -18,6 +18,8 @@
 #include "context.h"
 #include "engine.h"
 #include "internal.h"
+#include "rate.h"
+#include "session.h"
 
 /* Make room for one more context (objects lock held for writing). */
 static int grow(struct ibvd_engine *eng)
@@ -75,6 +77,9 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd)
 	if (!ectx)
 		return -ENOMEM;
 	ectx->ctx = ctx;
+	/* Its tenant's bandwidth bucket, shared with the tenant's others. */
+	if (ctx->session && ctx->session->tenant && ctx->session->tenant->rate)
+		ectx->rate = ibvd_eng_rate_ref(ctx->session->tenant->rate);
 	ret = ibvd_eng_db_create(&ectx->db, page_fd);
 	if (ret < 0)
 		goto fail;
@@ -88,6 +93,7 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd)
 	*kick_fd = ectx->db.kick_fd;
 	return 0;
 fail:
+	ibvd_eng_rate_put(ectx->rate);
 	free(ectx);
 	return ret;
 }
@@ -176,7 +182,9 @@ void ibvd_engine_ctx_free(struct ibvd_context *ctx)
 		return;
 	ibvd_engine_ctx_detach(ctx);
 	break_orphans(ectx);
+	ibvd_eng_counters_retire(ectx);
 	ibvd_eng_db_destroy(&ectx->db);
+	ibvd_eng_rate_put(ectx->rate);
 	free(ectx);
 	ctx->engine = NULL;
 }

@@ -133,6 +133,7 @@ static unsigned int run_timers(struct ibvd_engine *eng)
 		ibvd_eng_qp_run(eng, qp, eng->now);
 		n++;
 	}
+	eng_count(&eng->timers_fired, n);
 	return n;
 }
 
@@ -154,7 +155,7 @@ static bool engine_pass(struct ibvd_engine *eng)
 	}
 	n += run_timers(eng);
 	pthread_rwlock_unlock(&ibvd_objects_lock);
-	eng->passes++;
+	eng_count(&eng->passes, 1);
 	return n > 0;
 }
 
@@ -166,6 +167,7 @@ static void engine_sleep(struct ibvd_engine *eng)
 	struct timespec ts, *tsp = NULL;
 	uint64_t next, now;
 	bool may_sleep;
+	int nev;
 
 	pthread_rwlock_rdlock(&ibvd_objects_lock);
 	may_sleep = ibvd_eng_db_arm(eng->dbs, eng->nctx);
@@ -187,14 +189,18 @@ static void engine_sleep(struct ibvd_engine *eng)
 		ts.tv_nsec = (long)(d % 1000000000ull);
 		tsp = &ts;
 	}
-	eng->sleeps++;
+	eng_count(&eng->sleeps, 1);
 	/*
 	 * Edge-triggered eventfds that nobody reads: every write queues one
 	 * event, so a kick made at any time since the last wait wakes us,
 	 * and an event can never point at a context freed since.
 	 */
-	if (epoll_pwait2(eng->epfd, ev, (int)(sizeof(ev) / sizeof(ev[0])), tsp,
-			 NULL) < 0 && errno != EINTR)
+	nev = epoll_pwait2(eng->epfd, ev, (int)(sizeof(ev) / sizeof(ev[0])), tsp,
+			   NULL);
+	/* A kick, not the timer, ended the sleep. */
+	if (nev > 0)
+		eng_count(&eng->wakeups, 1);
+	if (nev < 0 && errno != EINTR)
 		log_warn("engine %u: epoll_pwait2: %s", eng->index, strerror(errno));
 }
 
@@ -233,7 +239,7 @@ static uint64_t idle_budget(struct ibvd_engine *eng)
 		return spin_ns;
 	if (!ibvd_eng_crowded(&eng->load, eng->now))
 		return ENG_SPIN_NS;
-	eng->crowded++;
+	eng_count(&eng->crowded, 1);
 	return ENG_SPIN_CONTENDED_NS;
 }
 
@@ -337,6 +343,29 @@ static uint64_t spin_fixed(void)
 	return (uint64_t)us * 1000 + 1;
 }
 
+/*
+ * IBVERBSD_ENGINE_CHUNK_KB sets the chunk size (chunk.c) in KiB, and the
+ * turn budget with it; 0 switches chunking off and restores the 4 MiB
+ * budget, so that a benchmark can show what chunking changes.
+ */
+static void chunk_config(void)
+{
+	const char *v = getenv("IBVERBSD_ENGINE_CHUNK_KB");
+	char *end;
+	unsigned long kb;
+
+	if (!v || !*v)
+		return;
+	kb = strtoul(v, &end, 10);
+	if (*end || kb > (1ul << 20)) {
+		log_warn("engine: ignoring IBVERBSD_ENGINE_CHUNK_KB=%s", v);
+		return;
+	}
+	ibvd_eng_chunk_bytes = kb ? (uint64_t)kb << 10 : UINT64_MAX;
+	ibvd_eng_turn_bytes = kb ? (uint64_t)kb << 10 : ENG_UNCHUNKED_BUDGET_BYTES;
+	log_info("engine: chunks of %lu KiB%s", kb, kb ? "" : " (chunking off)");
+}
+
 int ibvd_engine_start(unsigned int nthreads)
 {
 	unsigned int i;
@@ -345,6 +374,7 @@ int ibvd_engine_start(unsigned int nthreads)
 	if (!nthreads)
 		nthreads = 1;
 	spin_ns = spin_fixed();
+	chunk_config();
 	engines = calloc(nthreads, sizeof(*engines));
 	if (!engines)
 		return -ENOMEM;
@@ -389,6 +419,16 @@ void ibvd_engine_stop(void)
 	free(engines);
 	engines = NULL;
 	nengines = 0;
+}
+
+unsigned int ibvd_engine_threads(void)
+{
+	return nengines;
+}
+
+struct ibvd_engine *ibvd_eng_nth(unsigned int index)
+{
+	return index < nengines ? &engines[index] : NULL;
 }
 
 struct ibvd_engine *ibvd_eng_pick(void)

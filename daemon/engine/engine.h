@@ -9,11 +9,18 @@
  * a client kicks its context's eventfd or a timer (RNR or transport retry)
  * expires.
  *
+ * Fair sharing: a thread serves the QPs with work in turn, each for at
+ * most one chunk of data (128 KiB) per turn; longer transfers run a chunk
+ * per turn (chunk.c), so no QP holds the thread for long; a tenant's
+ * bandwidth limit is a token bucket its QPs pay into (rate.h).
+ *
  * This is what the rest of the daemon calls.  All of it runs on the control
  * thread.
  */
 #ifndef IBVD_ENGINE_H
 #define IBVD_ENGINE_H
+
+#include <stdint.h>
 
 struct ibvd_context;
 struct ibvd_qp;
@@ -55,5 +62,72 @@ void ibvd_engine_qp_kick(struct ibvd_qp *qp);
  * to a UD QP and the engine has not run yet.
  */
 void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp);
+
+/*
+ * qp is being destroyed (DESTROY_QP or its context's teardown), objects
+ * lock held for writing: drop the engine's per-QP state; a message it was
+ * sending in chunks is aborted at the receiver.
+ */
+void ibvd_engine_qp_destroy(struct ibvd_qp *qp);
+
+/*
+ * Counters (counters.c), read for ibvctl statistic show; what each one
+ * counts in this engine is in counters.c and ibvctl-statistic(8).
+ *
+ * Per device port, with rdma's rxe counter names, in rxe's order.
+ */
+enum ibvd_port_counter {
+	IBVD_PC_SENT_PKTS,
+	IBVD_PC_RCVD_PKTS,
+	IBVD_PC_DUPLICATE_REQUEST,
+	IBVD_PC_OUT_OF_SEQ_REQUEST,
+	IBVD_PC_RCVD_RNR_ERR,
+	IBVD_PC_SEND_RNR_ERR,
+	IBVD_PC_RCVD_SEQ_ERR,
+	IBVD_PC_ACK_DEFERRED,
+	IBVD_PC_RETRY_EXCEEDED_ERR,
+	IBVD_PC_RETRY_RNR_EXCEEDED_ERR,
+	IBVD_PC_COMPLETER_RETRY_ERR,
+	IBVD_PC_SEND_ERR,
+	IBVD_PC_LINK_DOWNED,
+	IBVD_PC_RDMA_SENDS,
+	IBVD_PC_RDMA_RECVS,
+	IBVD_PC_MAX
+};
+
+/* Per engine thread. */
+enum ibvd_engine_counter {
+	IBVD_EC_PASSES,
+	IBVD_EC_TURNS,
+	IBVD_EC_WQES,
+	IBVD_EC_BYTES,
+	IBVD_EC_SLEEPS,
+	IBVD_EC_WAKEUPS,
+	IBVD_EC_TIMERS,
+	IBVD_EC_CROWDED,
+	IBVD_EC_MAX
+};
+
+struct ibvd_device;
+
+extern const char *const ibvd_port_counter_names[IBVD_PC_MAX];
+extern const char *const ibvd_engine_counter_names[IBVD_EC_MAX];
+
+/*
+ * Port port_num of dev since the daemon started (or since the device
+ * appeared): its contexts now open and every one closed before.
+ */
+void ibvd_engine_port_counters(const struct ibvd_device *dev,
+			       unsigned int port_num, uint64_t out[IBVD_PC_MAX]);
+
+/* The number of engine threads running. */
+unsigned int ibvd_engine_threads(void);
+
+/*
+ * Engine thread `index` (< ibvd_engine_threads()): its counters and the
+ * number of contexts it serves now.
+ */
+void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
+				 unsigned int *contexts);
 
 #endif /* IBVD_ENGINE_H */

@@ -25,6 +25,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "engine.h"
 #include "objects.h"
 #include "ring.h"
 
@@ -32,6 +33,8 @@ struct ibvd_engine;
 
 /* ---- tunables ------------------------------------------------------------ */
 
+/* Bounce buffer per thread: big copies go through it in chunks this size. */
+#define ENG_BOUNCE_BYTES	(256u << 10)
 /* Empty passes an idle thread spins through before it sleeps. */
 #define ENG_SPIN_NS		(100u * 1000u)
 /* The same when the CPUs have no idle time to spare (engine.c). */
@@ -40,11 +43,26 @@ struct ibvd_engine;
 #define ENG_SLICE_NS		(100u * 1000u)
 /* How often that is judged, from /proc/stat. */
 #define ENG_LOAD_WINDOW_NS	(50ull * 1000 * 1000)
-/* WQEs and bytes one QP may execute per pass before the next QP's turn. */
+/*
+ * A transfer longer than a chunk runs as several steps of at most that
+ * many bytes, one per turn of its QP (chunk.c), so the time one step holds
+ * the thread bounds the wait of every other QP's small message: 128 KiB is
+ * ~40 us at the engine's ~3.5 GB/s copy rate, against a ~8 us small-message
+ * round trip, while its two copy system calls (~1 us) still cost under 3 %
+ * of the bandwidth.  IBVERBSD_ENGINE_CHUNK_KB changes it (0: no chunking,
+ * for comparison; engine.c).
+ */
+#define ENG_CHUNK_BYTES		(128u << 10)
+/*
+ * WQEs and bytes one QP may execute per pass before the next QP's turn:
+ * one chunk, so a turn is never longer than one step of a big transfer.
+ */
 #define ENG_QP_BUDGET_WQES	32u
-#define ENG_QP_BUDGET_BYTES	(4u << 20)
-/* Bounce buffer per thread: big copies go through it in chunks this size. */
-#define ENG_BOUNCE_BYTES	(256u << 10)
+#define ENG_QP_BUDGET_BYTES	ENG_CHUNK_BYTES
+/* The byte budget when chunking is switched off (as before chunking). */
+#define ENG_UNCHUNKED_BUDGET_BYTES	(4u << 20)
+/* Ports a context keeps counters for (at least IBVD_MAX_PORTS, counters.c). */
+#define ENG_PORTS		8u
 /* Most SGEs a WQE may carry (the device's max_sge, query.c). */
 #define ENG_MAX_SGE		32u
 /* Scatter/gather list of one side of a transfer: SGEs plus a GRH slot. */
@@ -88,6 +106,11 @@ enum eng_copy_result {
 enum eng_copy_result ibvd_eng_copy(struct ibvd_engine *eng,
 				   const struct eng_sgl *dst, uint64_t dst_off,
 				   const struct eng_sgl *src, uint64_t len);
+/* The same, starting src_off bytes into src (one chunk of a message). */
+enum eng_copy_result ibvd_eng_copy_at(struct ibvd_engine *eng,
+				      const struct eng_sgl *dst, uint64_t dst_off,
+				      const struct eng_sgl *src, uint64_t src_off,
+				      uint64_t len);
 
 /* Read or write exactly len bytes of client memory: 0 or -EFAULT. */
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
@@ -104,13 +127,31 @@ struct eng_req {
 	struct eng_sgl local;		/* gather (SEND/WRITE) or scatter (READ/atomic) */
 	uint64_t length;		/* message length */
 	bool signaled;			/* a success completion is wanted */
+	/* the bytes this step moves: [off, off + step) of the message */
+	uint64_t off;
+	uint64_t step;
 };
+
+/* A step that is the whole message: the unchunked paths. */
+static inline bool eng_req_whole(const struct eng_req *req)
+{
+	return req->off == 0 && req->step == req->length;
+}
+
+/* The step that ends the message. */
+static inline bool eng_req_last(const struct eng_req *req)
+{
+	return req->off + req->step == req->length;
+}
 
 /* A receive WQE, copied out of its RQ or SRQ and checked. */
 struct eng_recv {
 	uint64_t wr_id;
 	enum ibv_wc_status status;	/* a bad WQE completes with this */
 	struct eng_sgl sgl;
+	/* its SGEs as posted, for a chunked message to resolve again */
+	unsigned int nsge;
+	struct ibvd_sge sge[ENG_MAX_SGE];
 };
 
 /*
@@ -144,6 +185,15 @@ void ibvd_eng_recv_take(const struct ibvd_ring *ring, uint32_t counter,
 int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 			  uint64_t raddr, uint64_t len, uint32_t access,
 			  struct eng_sgl *out);
+
+/*
+ * Resolve n SGEs (private copies) against pd, for writing if `write`:
+ * IBV_WC_SUCCESS or IBV_WC_LOC_PROT_ERR.
+ */
+enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
+					 unsigned int n,
+					 const struct ibvd_pd *pd, bool write,
+					 struct eng_sgl *out);
 
 /* ---- completion.c: CQEs, completion events, async events ---------------- */
 
@@ -254,6 +304,15 @@ void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,
 			    const struct ibvd_qp *src, const struct eng_req *req,
 			    const struct eng_rcv_info *info);
 
+/* The CQE alone, for a WQE consumed earlier (a chunked message's). */
+void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
+		       const struct ibvd_qp *src, const struct eng_req *req,
+		       const struct eng_rcv_info *info);
+
+/* An error CQE (status) for receive WQE wr_id of target, consumed earlier. */
+void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
+		       enum ibv_wc_status status);
+
 /*
  * Under rq->lock: consume the peeked WQE, complete it with `status` and
  * move target to ERR (a responder-side local error).
@@ -307,6 +366,73 @@ enum ibv_wc_status ibvd_eng_ud_send(struct ibvd_engine *eng,
 
 /* A responder-side error on target: its completion, its state, its event. */
 void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
+
+/* ---- chunk.c: messages that take several turns ----------------------------- */
+
+/*
+ * The receive WQE a chunked SEND or WRITE_WITH_IMM took at its first step
+ * (struct ibvd_qp's `held`, the sender's, serving thread only).  Its SGEs
+ * are kept as posted and resolved again at every step: between turns the
+ * objects lock is released and the receiver may deregister its MRs.
+ */
+struct eng_held {
+	bool active;
+	uint32_t target_qpn;		/* with target: the QP is still that one */
+	const struct ibvd_qp *target;	/* compared only, never dereferenced */
+	uint64_t wr_id;
+	unsigned int nsge;
+	struct ibvd_sge sge[ENG_MAX_SGE];
+};
+
+/* Current chunk size in bytes (UINT64_MAX: chunking off) and turn budget. */
+extern uint64_t ibvd_eng_chunk_bytes;
+extern uint64_t ibvd_eng_turn_bytes;
+
+/*
+ * Set req->off and req->step for the next step of src's WQE in front:
+ * IBV_WC_SUCCESS, or the status that fails the WQE.
+ */
+enum ibv_wc_status ibvd_eng_chunk_plan(const struct ibvd_qp *src,
+				       struct eng_req *req);
+
+/* src holds a receive WQE for the message it is sending. */
+bool ibvd_eng_holding(const struct ibvd_qp *src);
+
+/*
+ * First step of a chunked message that consumes a receive WQE at target:
+ * take it and hold it for src.  RESP_OK once held, else what the lack (or
+ * badness) of a WQE means to the requester.
+ */
+enum eng_resp ibvd_eng_hold_recv(struct ibvd_qp *src, struct ibvd_qp *target,
+				 const struct eng_req *req, bool data);
+
+/*
+ * A later step: src's held WQE, if it is target's; its buffers resolved
+ * again into *sgl when sgl is not NULL.  RESP_OK, or what a lost or
+ * unusable WQE means (the held WQE is then finished in error).
+ */
+enum eng_resp ibvd_eng_held_get(struct ibvd_qp *src, struct ibvd_qp *target,
+				struct eng_sgl *sgl);
+
+/* Last step: the held WQE completes at target (byte_len = the message). */
+void ibvd_eng_held_complete(struct ibvd_qp *src, struct ibvd_qp *target,
+			    const struct eng_req *req,
+			    const struct eng_rcv_info *info);
+
+/*
+ * The data could not be placed (status for the receiver, e.g.
+ * LOC_PROT_ERR): complete the held WQE with it, move target to ERR.
+ */
+void ibvd_eng_held_fail(struct ibvd_qp *src, struct ibvd_qp *target,
+			enum ibv_wc_status status);
+
+/*
+ * The message will not be finished (its WQE failed or was flushed, the QP
+ * was reset or destroyed): the held WQE, if any, completes at its receiver
+ * with REM_ABORT_ERR (RC: the receiver goes to ERR, as nothing can follow
+ * in order), or WR_FLUSH_ERR if the receiver is in ERR already.
+ */
+void ibvd_eng_held_abort(struct ibvd_qp *src);
 
 /* ---- send.c: the requester ------------------------------------------------ */
 
@@ -402,12 +528,15 @@ struct eng_orphan {
 /* Per-context engine state (struct ibvd_context's `engine`). */
 struct ibvd_ectx {
 	struct ibvd_context *ctx;
+	struct ibvd_eng_rate *rate;	/* its tenant's bandwidth (a reference) */
 	struct ibvd_engine *eng;	/* serving thread; NULL once detached */
 	struct eng_doorbell db;
 	unsigned int slot;		/* index in eng->dbs */
 	/* teardown: peers in other contexts to tell once our QPs are gone */
 	struct eng_orphan *orphans;
 	unsigned int norphans;
+	/* counters.c: its ports' counters, relaxed atomic adds from any thread */
+	uint64_t port_ctr[ENG_PORTS][IBVD_PC_MAX];
 };
 
 struct ibvd_engine {
@@ -432,6 +561,8 @@ struct ibvd_engine {
 
 	/* statistics, this thread's only */
 	uint64_t passes, wqes, sleeps, crowded;
+	/* the same, counters.c; all of them read by the control thread */
+	uint64_t turns, bytes, wakeups, timers_fired;
 };
 
 uint64_t ibvd_eng_now(void);
@@ -458,5 +589,49 @@ void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 
 /* Atomics are atomic among the engine's own operations: this orders them. */
 extern pthread_mutex_t ibvd_eng_atomic_lock;
+
+/* Engine thread index, or NULL past the last (control thread). */
+struct ibvd_engine *ibvd_eng_nth(unsigned int index);
+
+/* ---- counters.c: what ibvctl statistic show reads ------------------------ */
+
+/*
+ * Add n to one of a thread's own counters.  Only that thread writes them
+ * (or the control thread holding the objects lock for writing, when no
+ * pass runs), but the control thread reads them at any time: a relaxed
+ * store keeps each value whole without a locked instruction.
+ */
+static inline void eng_count(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
+}
+
+/* Add n to counter c of qp's port (any engine thread). */
+void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
+			 uint64_t n);
+
+/*
+ * The events of one message, at the step of it that req describes:
+ * request: src sent it (packets, rdma_sends);
+ * arrival: it reached target, a QP that may receive (packets, rdma_recvs);
+ * response: target answered a READ or atomic with data;
+ * rnr: target had no receive WQE and sent src an RNR NAK.
+ */
+void ibvd_eng_count_request(const struct ibvd_qp *src,
+			    const struct eng_req *req);
+void ibvd_eng_count_arrival(const struct ibvd_qp *src,
+			    const struct ibvd_qp *target,
+			    const struct eng_req *req);
+void ibvd_eng_count_response(const struct ibvd_qp *src,
+			     const struct ibvd_qp *target,
+			     const struct eng_req *req);
+void ibvd_eng_count_rnr(const struct ibvd_qp *src, const struct ibvd_qp *target);
+
+/* A send WQE of qp retired with status (thread and port counters). */
+void ibvd_eng_count_retired(struct ibvd_engine *eng, const struct ibvd_qp *qp,
+			    const struct eng_req *req, enum ibv_wc_status status);
+
+/* Context teardown (control thread): keep its counts in its device's. */
+void ibvd_eng_counters_retire(const struct ibvd_ectx *ectx);
 
 #endif /* IBVD_ENGINE_INTERNAL_H */

@@ -11,10 +11,12 @@ daemon_ibverbsd_SOURCES += \
 	daemon/engine/completion.c \
 	daemon/engine/transport.c \
 	daemon/engine/send.c \
+	daemon/engine/chunk.c \
 	daemon/engine/recv.c \
 	daemon/engine/rdma.c \
 	daemon/engine/atomic.c \
 	daemon/engine/ud.c \
+	daemon/engine/counters.c \
 	daemon/engine/rate.h daemon/engine/rate.c
 # Engine files include the daemon's headers (context.h, objects.h, ...).
 daemon_ibverbsd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon

@@ -174,12 +174,22 @@ enum eng_copy_result ibvd_eng_copy(struct ibvd_engine *eng,
 				   const struct eng_sgl *dst, uint64_t dst_off,
 				   const struct eng_sgl *src, uint64_t len)
 {
+	return ibvd_eng_copy_at(eng, dst, dst_off, src, 0, len);
+}
+
+enum eng_copy_result ibvd_eng_copy_at(struct ibvd_engine *eng,
+				      const struct eng_sgl *dst, uint64_t dst_off,
+				      const struct eng_sgl *src, uint64_t src_off,
+				      uint64_t len)
+{
 	struct cursor in, out;
 
-	cursor_init(&in, src, 0);
+	cursor_init(&in, src, src_off);
 	cursor_init(&out, dst, dst_off);
-	if (private_source(src) && len <= src->seg[0].len)
-		return scatter(&out, (const uint8_t *)(uintptr_t)src->seg[0].addr,
+	if (private_source(src) && src_off <= src->seg[0].len &&
+	    len <= src->seg[0].len - src_off)
+		return scatter(&out, (const uint8_t *)(uintptr_t)
+			       (src->seg[0].addr + src_off),
 			       (size_t)len) ? ENG_COPY_DST_FAULT : ENG_COPY_OK;
 	while (len) {
 		size_t n = len < ENG_BOUNCE_BYTES ? (size_t)len : ENG_BOUNCE_BYTES;

@@ -1,5 +1,6 @@
 /*
- * Per-tenant token buckets (rate.h): the object and its references.
+ * Per-tenant token buckets (rate.h): the object, its references and the
+ * engine's take.
  */
 #include <config.h>
 
@@ -8,9 +9,17 @@
 
 #include "rate.h"
 
+#define NS_PER_SEC		1000000000ull
+/* Bandwidth limits: the bucket holds at least this much time's bytes. */
+#define BURST_NS		(10ull * 1000 * 1000)
+/* bytes * NS_PER_SEC fits in 64 bits below this; takes are a chunk. */
+#define MAX_TAKE		(1ull << 33)
+
 struct ibvd_eng_rate {
 	atomic_uint refs;
 	_Atomic uint64_t bytes_per_sec;
+	/* when the bytes sent so far are paid for (ns); 0 after a change */
+	_Atomic uint64_t tat;
 };
 
 struct ibvd_eng_rate *ibvd_eng_rate_new(void)
@@ -21,13 +30,52 @@ struct ibvd_eng_rate *ibvd_eng_rate_new(void)
 		return NULL;
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->bytes_per_sec, IBVD_RATE_UNLIMITED);
+	atomic_init(&r->tat, 0);
 	return r;
 }
 
 void ibvd_eng_rate_set(struct ibvd_eng_rate *r, uint64_t bytes_per_sec)
 {
-	atomic_store_explicit(&r->bytes_per_sec, bytes_per_sec,
-			      memory_order_relaxed);
+	uint64_t old = atomic_exchange_explicit(&r->bytes_per_sec, bytes_per_sec,
+						memory_order_relaxed);
+
+	/* A new limit starts with a full bucket, not the old one's debt. */
+	if (old != bytes_per_sec)
+		atomic_store_explicit(&r->tat, 0, memory_order_relaxed);
+}
+
+/* Nanoseconds bytes take at rate (bytes/s, non-zero), rounded up. */
+static uint64_t cost_ns(uint64_t bytes, uint64_t rate)
+{
+	if (bytes > MAX_TAKE)
+		bytes = MAX_TAKE;
+	return (bytes * NS_PER_SEC + rate - 1) / rate;
+}
+
+uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
+			    uint64_t now, uint64_t chunk)
+{
+	uint64_t rate = atomic_load_explicit(&r->bytes_per_sec,
+					     memory_order_relaxed);
+	uint64_t burst, cost, old, base;
+
+	if (rate == IBVD_RATE_UNLIMITED)
+		return 0;
+	if (!rate)
+		rate = 1;	/* "0 B/s" would never send: the slowest there is */
+	cost = cost_ns(bytes, rate);
+	burst = cost_ns(chunk, rate);
+	if (burst < BURST_NS)
+		burst = BURST_NS;
+	old = atomic_load_explicit(&r->tat, memory_order_relaxed);
+	do {
+		base = old > now ? old : now;
+		if (base - now > burst)
+			return base - now - burst;
+	} while (!atomic_compare_exchange_weak_explicit(&r->tat, &old, base + cost,
+							memory_order_relaxed,
+							memory_order_relaxed));
+	return 0;
 }
 
 uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r)

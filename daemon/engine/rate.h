@@ -8,6 +8,14 @@
  * holds a reference of its own, so an engine thread never sees it freed.
  * The rate is read by engine threads without the control thread's help:
  * ibvd_eng_rate_set() is an atomic store.
+ *
+ * The bucket is one atomic word, a "theoretical arrival time" (the
+ * generic cell rate algorithm, an exact token bucket): sending b bytes
+ * pushes it b / rate later; a sender may go while it is less than the
+ * burst ahead of now.  The burst is 10 ms worth of bytes or one chunk,
+ * whichever is more, so a limit never splits a chunk and a tenant idle
+ * for a while may send that much at once.  Engine threads take from it
+ * with a compare-and-swap: no lock, no control thread.
  */
 #ifndef IBVD_ENGINE_RATE_H
 #define IBVD_ENGINE_RATE_H
@@ -24,6 +32,15 @@ struct ibvd_eng_rate *ibvd_eng_rate_new(void);
 /* Bytes per second from now on; IBVD_RATE_UNLIMITED lifts the limit. */
 void ibvd_eng_rate_set(struct ibvd_eng_rate *r, uint64_t bytes_per_sec);
 uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r);
+
+/*
+ * Engine side: may bytes (at most one chunk) be sent at now (CLOCK_MONOTONIC
+ * ns, or any clock that never goes back)?  0: yes, and they are charged;
+ * else the ns to wait before asking again.  An unlimited bucket costs one
+ * relaxed load.  chunk is the engine's chunk size (the burst's floor).
+ */
+uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
+			    uint64_t now, uint64_t chunk);
 
 /* References: any thread. */
 struct ibvd_eng_rate *ibvd_eng_rate_ref(struct ibvd_eng_rate *r);

@@ -25,7 +25,8 @@ static enum eng_resp write_data(struct ibvd_engine *eng, struct ibvd_qp *target,
 				const struct eng_sgl *dst,
 				const struct eng_req *req, bool uc)
 {
-	switch (ibvd_eng_copy(eng, dst, 0, &req->local, req->length)) {
+	switch (ibvd_eng_copy_at(eng, dst, req->off, &req->local, req->off,
+				 req->step)) {
 	case ENG_COPY_SRC_FAULT:
 		return RESP_LOCAL_FAULT;
 	case ENG_COPY_DST_FAULT:
@@ -35,6 +36,31 @@ static enum eng_resp write_data(struct ibvd_engine *eng, struct ibvd_qp *target,
 		break;
 	}
 	return RESP_OK;
+}
+
+/*
+ * A step of a chunked WRITE_WITH_IMM (chunk.c): the first takes and holds
+ * the receive WQE, the last completes it.
+ */
+static enum eng_resp write_imm_step(struct ibvd_engine *eng,
+				    struct ibvd_qp *src, struct ibvd_qp *target,
+				    const struct eng_sgl *dst,
+				    const struct eng_req *req,
+				    const struct eng_rcv_info *info)
+{
+	enum eng_resp r;
+
+	if (req->off == 0)
+		r = ibvd_eng_hold_recv(src, target, req, false);
+	else
+		r = ibvd_eng_held_get(src, target, NULL);
+	/* Not held but OK: UC dropped the message. */
+	if (r != RESP_OK || !ibvd_eng_holding(src))
+		return r;
+	r = write_data(eng, target, dst, req, src->qp_type == IBV_QPT_UC);
+	if (r == RESP_OK && eng_req_last(req))
+		ibvd_eng_held_complete(src, target, req, info);
+	return r;
 }
 
 /*
@@ -56,6 +82,8 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 	enum eng_resp r;
 	int ret;
 
+	if (!eng_req_whole(req))
+		return write_imm_step(eng, src, target, dst, req, &info);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	ret = ibvd_eng_rq_peek(&rq, &rwqe);
@@ -77,6 +105,7 @@ enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 	bool uc = src->qp_type == IBV_QPT_UC;
 	struct eng_sgl dst;
 
+	ibvd_eng_count_arrival(src, target, req);
 	dst.n = 0;
 	dst.total = 0;
 	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
@@ -93,13 +122,15 @@ enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
 {
 	struct eng_sgl remote;
 
+	ibvd_eng_count_arrival(src, target, req);
 	remote.n = 0;
 	remote.total = 0;
 	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
 				  req->length, IBV_ACCESS_REMOTE_READ, &remote) < 0)
 		return access_violation(target, false);
 	/* Here the local buffers are the destination. */
-	switch (ibvd_eng_copy(eng, &req->local, 0, &remote, req->length)) {
+	switch (ibvd_eng_copy_at(eng, &req->local, req->off, &remote, req->off,
+				 req->step)) {
 	case ENG_COPY_SRC_FAULT:
 		return access_violation(target, false);
 	case ENG_COPY_DST_FAULT:
@@ -107,5 +138,6 @@ enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
 	case ENG_COPY_OK:
 		break;
 	}
+	ibvd_eng_count_response(src, target, req);
 	return RESP_OK;
 }

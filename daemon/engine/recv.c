@@ -106,11 +106,18 @@ void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,
 			    const struct ibvd_qp *src, const struct eng_req *req,
 			    const struct eng_rcv_info *info)
 {
+	ibvd_eng_rq_consume(rq);
+	ibvd_eng_recv_cqe(target, rwqe->wr_id, src, req, info);
+}
+
+void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
+		       const struct ibvd_qp *src, const struct eng_req *req,
+		       const struct eng_rcv_info *info)
+{
 	struct ibvd_cqe cqe;
 
-	ibvd_eng_rq_consume(rq);
 	memset(&cqe, 0, sizeof(cqe));
-	cqe.wr_id = rwqe->wr_id;
+	cqe.wr_id = wr_id;
 	cqe.status = IBV_WC_SUCCESS;
 	cqe.opcode = info->opcode;
 	cqe.byte_len = info->byte_len;
@@ -127,18 +134,24 @@ void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,
 	push_recv_cqe(target, &cqe, info->solicited);
 }
 
-void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
-			const struct eng_recv *rwqe, enum ibv_wc_status status)
+void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
+		       enum ibv_wc_status status)
 {
 	struct ibvd_cqe cqe;
 
-	ibvd_eng_rq_consume(rq);
 	memset(&cqe, 0, sizeof(cqe));
-	cqe.wr_id = rwqe->wr_id;
+	cqe.wr_id = wr_id;
 	cqe.status = status;
 	cqe.opcode = IBV_WC_RECV;
 	cqe.qp_num = target->qp_num;
 	push_recv_cqe(target, &cqe, false);
+}
+
+void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
+			const struct eng_recv *rwqe, enum ibv_wc_status status)
+{
+	ibvd_eng_rq_consume(rq);
+	ibvd_eng_recv_err(target, rwqe->wr_id, status);
 	ibvd_eng_responder_error(target, 0);
 }
 
@@ -187,7 +200,49 @@ enum eng_resp ibvd_eng_no_recv(struct ibvd_qp *src, struct ibvd_qp *target,
 		return uc ? RESP_OK : RESP_OP_ERR;
 	}
 	/* No receive WQE: RC sends an RNR NAK, UC drops the message. */
+	if (!uc)
+		ibvd_eng_count_rnr(src, target);
 	return uc ? RESP_OK : RESP_RNR;
+}
+
+/*
+ * One step of a chunked SEND (chunk.c): the first takes and holds the
+ * receive WQE, each places its bytes, the last completes the WQE.
+ */
+static enum eng_resp send_step(struct ibvd_engine *eng, struct ibvd_qp *src,
+			       struct ibvd_qp *target, const struct eng_req *req)
+{
+	bool uc = src->qp_type == IBV_QPT_UC;
+	struct eng_rcv_info info = {
+		.opcode = IBV_WC_RECV,
+		.byte_len = (uint32_t)req->length,
+		.solicited = req->w.send_flags & IBV_SEND_SOLICITED,
+	};
+	struct eng_sgl sgl;
+	enum eng_resp r;
+
+	if (req->off == 0) {
+		r = ibvd_eng_hold_recv(src, target, req, true);
+		/* Not held but OK: UC dropped the message. */
+		if (r != RESP_OK || !ibvd_eng_holding(src))
+			return r;
+	}
+	r = ibvd_eng_held_get(src, target, &sgl);
+	if (r != RESP_OK || !ibvd_eng_holding(src))
+		return r;
+	switch (ibvd_eng_copy_at(eng, &sgl, req->off, &req->local, req->off,
+				 req->step)) {
+	case ENG_COPY_SRC_FAULT:
+		return RESP_LOCAL_FAULT;	/* the WQE fails: held_abort */
+	case ENG_COPY_DST_FAULT:
+		ibvd_eng_held_fail(src, target, IBV_WC_LOC_PROT_ERR);
+		return uc ? RESP_OK : RESP_OP_ERR;
+	case ENG_COPY_OK:
+		break;
+	}
+	if (eng_req_last(req))
+		ibvd_eng_held_complete(src, target, req, &info);
+	return RESP_OK;
 }
 
 enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
@@ -199,6 +254,9 @@ enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 	enum eng_resp r;
 	int ret;
 
+	ibvd_eng_count_arrival(src, target, req);
+	if (!eng_req_whole(req))
+		return send_step(eng, src, target, req);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	ret = ibvd_eng_rq_peek(&rq, &rwqe);

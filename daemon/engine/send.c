@@ -8,22 +8,32 @@
  * released to the client only when the WQE is done, so a wait keeps
  * nothing but two retry counters.
  *
- * A turn ends after ENG_QP_BUDGET_WQES WQEs or ENG_QP_BUDGET_BYTES bytes;
+ * A turn ends after ENG_QP_BUDGET_WQES WQEs or ENG_QP_BUDGET_BYTES bytes
+ * (one chunk), or after one step of a WQE longer than a chunk (chunk.c);
  * a QP with more work rings its own doorbell, so it gets another turn in
- * the next pass, after every other QP that rang.
+ * the next pass, after every other QP that rang.  That round robin is the
+ * engine's fairness: a QP never holds its thread for more than about one
+ * chunk's copy while others wait.
+ *
+ * A tenant with a bandwidth limit (rate.c) pays for each step before it
+ * runs; when its bucket is empty the QP yields its turn and waits on the
+ * thread's timers, like an RNR wait, while the thread serves the others.
  */
 #include <config.h>
 
 #include <string.h>
 
 #include "barrier.h"
+#include "context.h"
 #include "engine.h"
 #include "internal.h"
+#include "rate.h"
 
 /* What became of the WQE in front. */
 enum step {
 	STEP_DONE,			/* completed (or unsignaled success) */
-	STEP_WAIT,			/* waiting for an RNR or retry timer */
+	STEP_PARTIAL,			/* one chunk of it moved; more to come */
+	STEP_WAIT,			/* waiting for an RNR, retry or rate timer */
 	STEP_FAILED,			/* completed in error; QP left RTS */
 };
 
@@ -136,31 +146,74 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	return failed(status, IBV_WC_GENERAL_ERR);
 }
 
-/* Execute the WQE at sq_head into req; *bytes grows by its length. */
+/*
+ * Over its tenant's bandwidth: true if qp must wait (its timer is set).
+ * An unlimited tenant pays one relaxed load here.
+ */
+static bool rate_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
+		      uint64_t bytes)
+{
+	struct ibvd_eng_rate *rate = qp->ctx->engine->rate;
+	uint64_t wait;
+
+	if (!rate)
+		return false;
+	wait = ibvd_eng_rate_take(rate, bytes, eng->now, ibvd_eng_turn_bytes);
+	if (!wait)
+		return false;
+	ibvd_eng_qp_wait(eng, qp, eng->now + wait);
+	return true;
+}
+
+/* First attempt at the WQE in front. */
+static void start_wqe(struct ibvd_qp *qp)
+{
+	/* Retry budgets count per message, from its first attempt. */
+	qp->rnr_left = qp->attr.rnr_retry;
+	qp->retry_left = qp->attr.retry_cnt;
+	qp->wqe_done = 0;
+	/* A message cut short by a RESET may still hold a receive WQE. */
+	ibvd_eng_held_abort(qp);
+	qp->wqe_started = true;
+}
+
+/*
+ * Execute the next step of the WQE at sq_head into req (all of it unless
+ * it is longer than a chunk); *bytes grows by the step.  paced: honour
+ * the tenant's bandwidth limit.
+ */
 static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
-			    struct eng_req *req, uint64_t *bytes,
+			    bool paced, struct eng_req *req, uint64_t *bytes,
 			    enum ibv_wc_status *status)
 {
 	enum ibv_wc_status st;
 	uint8_t rnr_timer = 0;
+	enum step s;
 
 	st = ibvd_eng_send_take(eng, qp, qp->sq_head, req);
 	if (st != IBV_WC_SUCCESS)
 		return failed(status, st);
-	if (!qp->wqe_started) {
-		/* Retry budgets count per message, from its first attempt. */
-		qp->rnr_left = qp->attr.rnr_retry;
-		qp->retry_left = qp->attr.retry_cnt;
-		qp->wqe_started = true;
-	}
-	*bytes += req->length;
+	if (!qp->wqe_started)
+		start_wqe(qp);
+	st = ibvd_eng_chunk_plan(qp, req);
+	if (st != IBV_WC_SUCCESS)
+		return failed(status, st);
+	if (paced && rate_wait(eng, qp, req->step))
+		return STEP_WAIT;
+	*bytes += req->step;
 	if (qp->qp_type == IBV_QPT_UD) {
 		st = ibvd_eng_ud_send(eng, qp, req);
 		*status = st;
 		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}
-	return conclude(eng, qp, execute_connected(eng, qp, req, &rnr_timer),
-			rnr_timer, status);
+	ibvd_eng_count_request(qp, req);
+	s = conclude(eng, qp, execute_connected(eng, qp, req, &rnr_timer),
+		     rnr_timer, status);
+	if (s == STEP_DONE && !eng_req_last(req)) {
+		qp->wqe_done += req->step;
+		return STEP_PARTIAL;
+	}
+	return s;
 }
 
 /*
@@ -173,7 +226,10 @@ static void retire(struct ibvd_engine *eng, struct ibvd_qp *qp,
 {
 	qp->sq_head++;
 	qp->wqe_started = false;
-	eng->wqes++;
+	qp->wqe_done = 0;
+	/* Failed half-way: the receiver's held WQE completes in error. */
+	ibvd_eng_held_abort(qp);
+	ibvd_eng_count_retired(eng, qp, req, status);
 	/* Release: we are done with the slots below the new head. */
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
 	complete(qp, req, status);
@@ -210,15 +266,16 @@ static int64_t sq_depth(const struct ibvd_qp *qp)
 	return n > qp->sq.nslots ? -1 : (int64_t)n;
 }
 
-static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp)
+static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 {
 	enum ibv_wc_status status;
 	struct eng_req req;
 	uint64_t bytes = 0;
 	unsigned int n;
 	int64_t depth = 0;
+	uint32_t after;
 
-	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ENG_QP_BUDGET_BYTES; n++) {
+	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ibvd_eng_turn_bytes; n++) {
 		uint32_t state = eng_qp_state(qp);
 		enum step s;
 
@@ -235,15 +292,18 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp)
 				sq_drained(qp);
 			break;
 		}
-		s = step_front(eng, qp, &req, &bytes, &status);
-		if (s == STEP_WAIT)
+		s = step_front(eng, qp, paced, &req, &bytes, &status);
+		if (s == STEP_WAIT || s == STEP_PARTIAL)
 			break;
 		retire(eng, qp, &req, status);
 		depth--;
 		if (s == STEP_FAILED)
 			break;
 	}
-	if (depth > 0 && !qp->rnr_deadline_ns && eng_qp_state(qp) == IBV_QPS_RTS)
+	/* More to do: come back after the others (SQD finishes its WQE). */
+	after = eng_qp_state(qp);
+	if (depth > 0 && !qp->rnr_deadline_ns &&
+	    (after == IBV_QPS_RTS || (after == IBV_QPS_SQD && qp->wqe_started)))
 		ibvd_eng_qp_ring(qp);
 }
 
@@ -286,7 +346,10 @@ static void left_error_states(struct ibvd_qp *qp, uint32_t state)
 	if (state == IBV_QPS_RESET || state == IBV_QPS_INIT) {
 		qp->rnr_deadline_ns = 0;
 		qp->wqe_started = false;
+		qp->wqe_done = 0;
 		qp->peer_gone = false;
+		/* Reset in the middle of a chunked message. */
+		ibvd_eng_held_abort(qp);
 	}
 }
 
@@ -332,7 +395,8 @@ void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp)
 	for (turns = 0; turns < qp->sq.nslots; turns++) {
 		if (eng_qp_state(qp) != IBV_QPS_RTS || sq_depth(qp) <= 0)
 			break;
-		run_sq(eng, qp);
+		/* Unpaced: a destroyed QP's datagrams go now or never. */
+		run_sq(eng, qp, false);
 	}
 }
 
@@ -340,6 +404,7 @@ void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 {
 	uint32_t state = eng_qp_state(qp);
 
+	eng_count(&eng->turns, 1);
 	if (state == IBV_QPS_ERR) {
 		run_error(qp);
 		return;
@@ -365,5 +430,5 @@ void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 			return;
 		qp->rnr_deadline_ns = 0;
 	}
-	run_sq(eng, qp);
+	run_sq(eng, qp, true);
 }

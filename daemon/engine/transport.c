@@ -216,6 +216,9 @@ void ibvd_eng_flush_sq(struct ibvd_qp *qp)
 
 	qp->rnr_deadline_ns = 0;
 	qp->wqe_started = false;
+	qp->wqe_done = 0;
+	/* A chunked message in front: its receiver's WQE completes too. */
+	ibvd_eng_held_abort(qp);
 	/* An absurd tail (the QP went to ERR for it) names nothing to flush. */
 	for (; n > 0; n--) {
 		uint32_t opcode;

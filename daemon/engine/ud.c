@@ -102,6 +102,7 @@ static enum ibv_wc_status deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 
 	if (!accepts(target, qkey))
 		return IBV_WC_SUCCESS;
+	ibvd_eng_count_arrival(src, target, req);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	ret = ibvd_eng_rq_peek(&rq, &rwqe);
@@ -148,6 +149,7 @@ enum ibv_wc_status ibvd_eng_ud_send(struct ibvd_engine *eng,
 
 	if (req->length > ENG_UD_MTU)
 		return IBV_WC_LOC_LEN_ERR;
+	ibvd_eng_count_request(src, req);
 	if (qkey & QKEY_USE_QP)
 		qkey = src->attr.qkey;
 	if ((req->w.remote_qpn & 0xFFFFFFu) == IBVD_MCAST_QPN)

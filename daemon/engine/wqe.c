@@ -68,9 +68,10 @@ static bool is_atomic(uint32_t opcode)
  * Resolve n local SGEs (already private) against pd.  Zero-length SGEs
  * carry no data and are skipped, keys included, as NICs do.
  */
-static enum ibv_wc_status resolve_sges(const struct ibvd_sge *sge,
-				       unsigned int n, const struct ibvd_pd *pd,
-				       bool write, struct eng_sgl *out)
+enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
+					 unsigned int n,
+					 const struct ibvd_pd *pd, bool write,
+					 struct eng_sgl *out)
 {
 	unsigned int i;
 
@@ -128,8 +129,8 @@ static enum ibv_wc_status take_sges(const struct ibvd_qp *qp,
 	    (uint64_t)n * sizeof(sge[0]) > qp->sq.stride - IBVD_SEND_WQE_HDR)
 		return IBV_WC_LOC_QP_OP_ERR;
 	memcpy(sge, slot + IBVD_SEND_WQE_HDR, n * sizeof(sge[0]));
-	return resolve_sges(sge, n, qp->pd, writes_local(req->w.opcode),
-			    &req->local);
+	return ibvd_eng_sges_resolve(sge, n, qp->pd, writes_local(req->w.opcode),
+				     &req->local);
 }
 
 enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
@@ -189,11 +190,11 @@ void ibvd_eng_recv_take(const struct ibvd_ring *ring, uint32_t counter,
 			struct eng_recv *out)
 {
 	const uint8_t *slot = ring_slot(ring, counter);
-	struct ibvd_sge sge[ENG_MAX_SGE];
 	struct ibvd_recv_wqe w;
 
 	out->sgl.n = 0;
 	out->sgl.total = 0;
+	out->nsge = 0;
 	if (ring->stride < IBVD_RECV_WQE_HDR) {
 		out->wr_id = 0;
 		out->status = IBV_WC_LOC_QP_OP_ERR;
@@ -202,12 +203,13 @@ void ibvd_eng_recv_take(const struct ibvd_ring *ring, uint32_t counter,
 	memcpy(&w, slot, IBVD_RECV_WQE_HDR);
 	out->wr_id = w.wr_id;
 	if (w.num_sge > max_sge || w.num_sge > ENG_MAX_SGE ||
-	    (uint64_t)w.num_sge * sizeof(sge[0]) > ring->stride - IBVD_RECV_WQE_HDR) {
+	    (uint64_t)w.num_sge * sizeof(out->sge[0]) > ring->stride - IBVD_RECV_WQE_HDR) {
 		out->status = IBV_WC_LOC_QP_OP_ERR;
 		return;
 	}
-	memcpy(sge, slot + IBVD_RECV_WQE_HDR, w.num_sge * sizeof(sge[0]));
-	out->status = resolve_sges(sge, w.num_sge, pd, true, &out->sgl);
+	out->nsge = w.num_sge;
+	memcpy(out->sge, slot + IBVD_RECV_WQE_HDR, w.num_sge * sizeof(out->sge[0]));
+	out->status = ibvd_eng_sges_resolve(out->sge, out->nsge, pd, true, &out->sgl);
 }
 
 int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,

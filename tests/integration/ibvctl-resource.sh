@@ -6,13 +6,24 @@
 # rdma's order, filters (values, ranges, lists), -d's extra columns, what a
 # non-root uid sees (its own objects only, no keys), bad command lines, and
 # that everything is gone once the workload is killed.  Then client show
-# for the same workload.
+# for the same workload: usage, cgroup and the tenants' limits.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd ss /usr/bin/ibv_srq_pingpong
 ibvd_init
 O=$T/out
 conf=$(default_conf) || exit 1
+# Limits far above the workload's, so that client show has numbers and
+# "max" to show: uid 1001 gets a memlock limit of its own, 1002 does not.
+MEMLOCK1=67108864
+"$PYTHON" - "$conf" "$USER1" "$MEMLOCK1" <<'EOF' || fail "cannot add limits to $conf"
+import json, sys
+path, uid, memlock = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cfg = json.load(open(path))
+cfg["limits"] = {"default": {"hca_handle": 8, "hca_object": 1000},
+                 "uid": {uid: {"memlock": memlock}}}
+json.dump(cfg, open(path, "w"), indent=2)
+EOF
 daemon_start -c "$conf"
 daemon_wait_ready
 
@@ -41,6 +52,13 @@ res() {
 }
 
 count() { jq_py "$O/r" 'len(j)'; }
+
+# cgroup_of PID: its cgroup v2 path as the daemon shows it ("-": unknown).
+cgroup_of() {
+	local cg
+	cg=$(sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null)
+	printf '%s\n' "${cg:--}"
+}
 
 pick_port() {
 	"$PYTHON" -c 'import socket
@@ -154,13 +172,23 @@ res ctx uid "$USER2"
 [ "$(count)" -eq 1 ] || fail "ctx uid $USER2: $(count) rows"
 ok "lqpn $ONE, $MIN-$MAX, lists, pid, type, state, link and dev select as expected"
 
-check "-d adds uid (and the MR's memory tier) after rdma's keys"
+check "-d adds uid, cgroup (and the MR's memory tier) after rdma's keys"
 ibvctl -j -d resource show mr >"$O/r" 2>&1 || fail "-d res show mr exited $?"
-expect_py "$O/r" "all(list(o)[-3:] == ['comm','uid','tier'] and o['tier'] in ('mapped','memfd') for o in j)" "-d mr"
+expect_py "$O/r" "all(list(o)[-4:] == ['comm','uid','cgroup','tier'] and o['tier'] in ('mapped','memfd') for o in j)" "-d mr"
 expect_py "$O/r" "sorted(o['uid'] for o in j) == sorted([$USER1, $USER2])" "-d mr uids"
-ibvctl -j -d resource show qp >"$O/r" 2>&1 || fail "-d res show qp exited $?"
-expect_py "$O/r" "all(list(o)[-1] == 'uid' for o in j)" "-d qp"
-ok "uid and tier present with -d"
+for k in qp cq pd ctx srq; do
+	ibvctl -j -d resource show "$k" >"$O/r" 2>&1 || fail "-d res show $k exited $?"
+	expect_py "$O/r" "len(j) > 0 and all(list(o)[-3:] == ['comm','uid','cgroup'] for o in j)" "-d $k"
+done
+# the cgroup is the process's cgroup v2 path, as /proc says
+for p in $PIDS; do
+	expect_py "$O/r" "[o['cgroup'] for o in j if o['pid'] == $p] == ['$(cgroup_of "$p")']" "-d srq cgroup of pid $p"
+done
+ibvctl -d resource show qp >"$O/qp-d.txt" 2>&1 || fail "-d res show qp (text) exited $?"
+expect_grep ' comm [^ ]+ uid [0-9]+ cgroup [^ ]+$' "$O/qp-d.txt" "-d qp text line"
+ibvctl resource show qp >"$O/qp.txt" 2>&1 || fail "res show qp exited $?"
+expect_no_grep ' (uid|cgroup) ' "$O/qp.txt" "qp line without -d"
+ok "uid, cgroup and tier present with -d, absent without"
 
 # ---- visibility ----------------------------------------------------------------
 check "uid $USER2 sees only its own objects, and no keys"
@@ -176,23 +204,40 @@ expect_py "$O/u2.other" "j == []" "uid $USER2 asking for uid $USER1's contexts"
 ok "uid $USER2: $NQP QPs, one each of the rest, keys hidden"
 
 # ---- client show -------------------------------------------------------------------
-check "client show: one row per pingpong process, with what it holds"
+check "client show: one row per pingpong process, with what it holds and its limits"
 ibvctl -j client show >"$O/r" 2>&1 || { show output "$O/r"; fail "client show exited non-zero"; }
-expect_py "$O/r" "len(j) == 2 and all(list(o) == ['pid','uid','gid','comm','contexts','objects','cm_id','pinned'] for o in j)" "client keys"
+expect_py "$O/r" "len(j) == 2 and all(list(o) == ['pid','uid','gid','comm','cgroup','contexts','hca_handle','objects','hca_object','cm_id','pinned','memlock'] for o in j)" "client keys"
+expect_py "$O/r" "all(type(o[k]) is int for o in j for k in ('pid','uid','gid','contexts','objects','cm_id','pinned','hca_handle','hca_object'))" "client integer columns"
 # pd + mr + cq + srq + 16 QPs; the buffer is at least a page
 expect_py "$O/r" "all(o['contexts'] == 1 and o['objects'] == $NQP + 4 and o['pinned'] >= 4096 for o in j)" "client usage"
 expect_py "$O/r" "sorted(o['uid'] for o in j) == sorted([$USER1, $USER2]) and sorted(o['pid'] for o in j) == sorted([$(echo "$PIDS" | tr ' ' ',')])" "client identities"
+# the limits of each uid's tenant: the default's, and uid 1001's memlock
+expect_py "$O/r" "all(o['hca_handle'] == 8 and o['hca_object'] == 1000 for o in j)" "client hca limits"
+expect_py "$O/r" "{o['uid']: o['memlock'] for o in j} == {$USER1: $MEMLOCK1, $USER2: 'max'}" "client memlock limits"
+for p in $PIDS; do
+	expect_py "$O/r" "[o['cgroup'] for o in j if o['pid'] == $p] == ['$(cgroup_of "$p")']" "client cgroup of pid $p"
+done
+CG=$(jq_py "$O/r" "j[0]['cgroup']")
 for p in $PIDS; do
 	ibvctl -j client show pid "$p" >"$O/r" 2>&1 || fail "client show pid $p exited non-zero"
 	expect_py "$O/r" "len(j) == 1 and j[0]['pid'] == $p" "client show pid $p"
 done
 ibvctl -j client show uid "$USER1" >"$O/r" 2>&1 || fail "client show uid exited non-zero"
 expect_py "$O/r" "len(j) == 1 and j[0]['uid'] == $USER1" "client show uid $USER1"
+if [ "$CG" != - ]; then
+	ibvctl -j client show cgroup "$CG" >"$O/r" 2>&1 || fail "client show cgroup $CG exited non-zero"
+	expect_py "$O/r" "len(j) >= 1 and all(o['cgroup'].startswith('$CG') for o in j)" "client show cgroup $CG"
+	ibvctl -j client show uid "$USER1" cgroup / >"$O/r" 2>&1 || fail "client show uid cgroup exited non-zero"
+	expect_py "$O/r" "len(j) == 1 and j[0]['uid'] == $USER1" "client show uid $USER1 cgroup /"
+fi
+ibvctl -j client show cgroup /no/such/cgroup >"$O/r" 2>&1 || fail "client show cgroup /no/such/cgroup exited non-zero"
+expect_py "$O/r" "j == []" "client show cgroup /no/such/cgroup"
 ibvctl_as "$USER2" -j client show >"$O/r" 2>&1 || fail "uid $USER2: client show exited non-zero"
 expect_py "$O/r" "len(j) == 1 and j[0]['uid'] == $USER2" "uid $USER2 sees only itself"
 ibvctl client show >"$O/client.txt" 2>&1 || fail "client show (text) exited non-zero"
 show "ibvctl client show" "$O/client.txt"
-expect_grep '^pid [0-9]+ uid [0-9]+ gid [0-9]+ comm [^ ]+ contexts 1 objects [0-9]+ cm_id 0 pinned [0-9]+$' "$O/client.txt" "client line"
+expect_grep "^pid [0-9]+ uid $USER2 gid [0-9]+ comm [^ ]+ cgroup [^ ]+ contexts 1 hca_handle 8 objects [0-9]+ hca_object 1000 cm_id 0 pinned [0-9]+ memlock max\$" "$O/client.txt" "client line (uid $USER2)"
+expect_grep "^pid [0-9]+ uid $USER1 .* pinned [0-9]+ memlock $MEMLOCK1\$" "$O/client.txt" "client line (uid $USER1)"
 ok "$(head -n 1 "$O/client.txt")"
 
 # ---- bad command lines -----------------------------------------------------------
@@ -206,9 +251,10 @@ for args in "qp lqpn abc" "qp lqpn 5-2" "qp lqpn" "qp bogus 1" "mr rkey 1" \
 	[ -s "$O/bad" ] || fail "'resource show $args': no message"
 	log "resource show $args -> $rc: $(head -n 1 "$O/bad")"
 done
-ibvctl statistic show >"$O/bad" 2>&1 && fail "statistic show exited 0"
-expect_grep 'not supported yet' "$O/bad" "statistic show"
-for args in "pid abc" "uid" "foo 1" "pid -1"; do
+# (statistic show itself: statistic.sh)
+ibvctl statistic show link nosuchdev >"$O/bad" 2>&1 && fail "statistic show link nosuchdev exited 0"
+expect_grep 'unknown device' "$O/bad" "statistic show link nosuchdev"
+for args in "pid abc" "uid" "foo 1" "pid -1" "cgroup" "cgroup user.slice"; do
 	# shellcheck disable=SC2086
 	ibvctl client show $args >"$O/bad" 2>&1
 	rc=$?

@@ -15,6 +15,7 @@ INTEGRATION_TESTS = \
 	tests/integration/socket-activation.sh \
 	tests/integration/ibvctl.sh \
 	tests/integration/ibvctl-resource.sh \
+	tests/integration/ibvctl-cli.sh \
 	tests/integration/verbs-api.sh
 TESTS += $(INTEGRATION_TESTS)
 
@@ -101,6 +102,22 @@ tests_integration_cmsum_helper_LDADD = -lrdmacm -libverbs
 # Per-tenant quotas (issue 5): every limit kind as two uids at once,
 # release on exit and kill -9, live reload (quota.sh).
 INTEGRATION_TESTS += tests/integration/quota.sh
+# Per-device limits, RLIMIT_MEMLOCK beside the quota, supplementary groups,
+# bandwidth (quota-device.sh); ibvctl limit show/set (ibvctl-limit.sh).
+INTEGRATION_TESTS += tests/integration/quota-device.sh \
+	tests/integration/ibvctl-limit.sh
 check_PROGRAMS += tests/integration/quota-helper
 tests_integration_quota_helper_SOURCES = tests/integration/quota.c
 tests_integration_quota_helper_LDADD = -lrdmacm -libverbs
+
+# ibvctl statistic show: the engine's counters against known workloads.
+INTEGRATION_TESTS += tests/integration/statistic.sh
+
+# Fair sharing of the engine (issue 5): chunked transfers between two uids,
+# cut short by ERR and destroy; a small SEND overtaking a 256 MiB WRITE; a
+# tenant's bandwidth limit (fairness.sh).
+INTEGRATION_TESTS += tests/integration/fairness.sh
+check_PROGRAMS += tests/integration/fairness-helper
+tests_integration_fairness_helper_SOURCES = tests/integration/fairness.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_fairness_helper_LDADD = -libverbs

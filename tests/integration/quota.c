@@ -4,6 +4,7 @@
  * and prints one line
  *	created K errno E pid P
  * K how many it made, E the errno of the first refusal (0: all N made).
+ * $QUOTA_DEV names the device to use instead of the first.
  * KIND is hca_handle, pd, mr, cq, qp, srq, ah, cm_id, or memlock (one MR
  * of N pages).  Objects KIND needs (a PD, a CQ) are made first and not
  * counted.  With "hold" it then keeps everything until stdin closes, so
@@ -35,14 +36,23 @@ static void die(const char *what)
 	exit(2);
 }
 
+/* The first device, or the one $QUOTA_DEV names. */
 static struct ibv_context *open_first(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
+	const char *want = getenv("QUOTA_DEV");
 	struct ibv_context *c;
+	int i = 0;
 
 	if (!list || !list[0])
 		die("no device");
-	c = ibv_open_device(list[0]);
+	while (want && list[i] && strcmp(ibv_get_device_name(list[i]), want))
+		i++;
+	if (!list[i]) {
+		errno = ENODEV;
+		die(want);
+	}
+	c = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
 	return c;
 }

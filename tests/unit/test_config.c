@@ -676,10 +676,22 @@ END_TEST
 
 #define MAX	IBVD_LIMIT_UNLIMITED
 
+/* The all-devices limits for a peer without supplementary groups. */
+static const struct ibvd_quota *limits_for(const struct ibvd_config *cfg,
+					   uid_t uid, gid_t gid,
+					   const char *cgroup)
+{
+	static struct ibvd_quota q;
+	struct ibvd_limit_who who = { .uid = uid, .gid = gid, .cgroup = cgroup };
+
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	return &q;
+}
+
 START_TEST(limits_absent_mean_max)
 {
 	struct ibvd_config *cfg = good("{}");
-	const struct ibvd_quota *l = ibvd_config_limits_for(cfg, 1001, 1001, "/x");
+	const struct ibvd_quota *l = limits_for(cfg, 1001, 1001, "/x");
 	int k;
 
 	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
@@ -704,24 +716,24 @@ START_TEST(limits_most_specific_wins)
 		 "'default': {'qp': 5, 'memlock': 65536, 'mr': 'max'}}}",
 		 gr->gr_name);
 	cfg = good(conf);
-	l = ibvd_config_limits_for(cfg, 1001, getgid(), "/user.slice/user-7.slice/a");
+	l = limits_for(cfg, 1001, getgid(), "/user.slice/user-7.slice/a");
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 1);
 	/* keys a rule omits come from the default, even one written after it */
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_MEMLOCK], 65536);
 	ck_assert(l->max[IBVD_LIMIT_MR] == MAX);
 	ck_assert(l->max[IBVD_LIMIT_CQ] == MAX);
-	l = ibvd_config_limits_for(cfg, 1002, getgid(), "/user.slice/user-7.slice/a");
+	l = limits_for(cfg, 1002, getgid(), "/user.slice/user-7.slice/a");
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 2);
-	l = ibvd_config_limits_for(cfg, 1002, 4242, "/");
+	l = limits_for(cfg, 1002, 4242, "/");
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_CQ], 9);
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 5);
-	l = ibvd_config_limits_for(cfg, 1002, 4243, "/user.slice/user-7.slice/a");
+	l = limits_for(cfg, 1002, 4243, "/user.slice/user-7.slice/a");
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 4);
-	l = ibvd_config_limits_for(cfg, 1002, 4243, "/user.slice/user-8.slice");
+	l = limits_for(cfg, 1002, 4243, "/user.slice/user-8.slice");
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 3);
-	l = ibvd_config_limits_for(cfg, 1002, 4243, "/system.slice");
+	l = limits_for(cfg, 1002, 4243, "/system.slice");
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 5);
-	l = ibvd_config_limits_for(cfg, 1002, 4243, NULL);
+	l = limits_for(cfg, 1002, 4243, NULL);
 	ck_assert_uint_eq(l->max[IBVD_LIMIT_QP], 5);
 	ibvd_config_free(cfg);
 }
@@ -735,7 +747,8 @@ START_TEST(limits_every_key)
 	int k;
 
 	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
-		ck_assert_uint_eq(cfg->limit_default.max[k], (k + 1) % 10);
+		ck_assert_uint_eq(cfg->limit_default.all.q.max[k], (k + 1) % 10);
+	ck_assert(cfg->limit_default.all.q.bandwidth == MAX);
 	ibvd_config_free(cfg);
 }
 END_TEST
@@ -766,6 +779,156 @@ START_TEST(bad_limits)
 		"t.conf:1:24: limits.cgroup.user.slice: expected a cgroup path starting with \"/\"");
 	ck_assert_str_eq(parse_error("{'limits': {'cgroup': {'/a': {'x': 1}}}}"),
 		"t.conf:1:31: limits.cgroup./a.x: unknown limit");
+}
+END_TEST
+
+/* Two devices, limits on each and on their sum; omitted keys inherit. */
+#define TWO_DEVICES \
+	"'devices': [{'name': 'ibvd0'}, {'name': 'ibvd1', 'lid': 20}]"
+
+START_TEST(limits_per_device)
+{
+	struct ibvd_config *cfg = good("{'limits': {"
+		"'uid': {'1001': {'qp': 7, 'devices': {'ibvd0': {'qp': 3}}}},"
+		"'default': {'qp': 5, 'bandwidth': 1048576,"
+		"  'devices': {'ibvd0': {'qp': 1, 'cq': 2}, 'ibvd1': {'mr': 4}}}},"
+		TWO_DEVICES "}");
+	struct ibvd_limit_who who = { .uid = 1001, .gid = 1001 };
+	const struct ibvd_config_limit_rule *r = ibvd_config_limit_rule_for(cfg, &who);
+	struct ibvd_quota q;
+	char name[64];
+
+	ck_assert_ptr_nonnull(r);
+	ibvd_config_rule_name(cfg, r, name, sizeof(name));
+	ck_assert_str_eq(name, "uid 1001");
+	ibvd_config_limits_all(cfg, r, &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 7);
+	ck_assert_uint_eq(q.bandwidth, 1048576);	/* from the default */
+	ibvd_config_limits_dev(cfg, r, "ibvd0", &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 3);	/* its own */
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_CQ], 2);	/* the default's ibvd0 */
+	ck_assert(q.max[IBVD_LIMIT_MR] == MAX);	/* nobody's */
+	ck_assert(q.bandwidth == MAX);
+	ibvd_config_limits_dev(cfg, r, "ibvd1", &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_MR], 4);
+	ck_assert(q.max[IBVD_LIMIT_QP] == MAX);
+	ibvd_config_limits_dev(cfg, r, "nosuch", &q);
+	ck_assert(q.max[IBVD_LIMIT_MR] == MAX);
+	who.uid = 1002;
+	r = ibvd_config_limit_rule_for(cfg, &who);
+	ck_assert_ptr_null(r);
+	ibvd_config_rule_name(cfg, r, name, sizeof(name));
+	ck_assert_str_eq(name, "default");
+	ibvd_config_limits_dev(cfg, r, "ibvd0", &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 1);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(bad_device_limits)
+{
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': "
+		"{'ibvd9': {'qp': 1}}}}, " TWO_DEVICES "}"),
+		"t.conf:1:37: limits.default.devices.ibvd9: unknown device \"ibvd9\"");
+	/* the section may come before the devices it names */
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'devices': "
+		"{'ibvd1': {'qp': 1}}}}}, " TWO_DEVICES "}"),
+		"(accepted)");
+	/* without a "devices" section the one device is ibvd0 */
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': "
+		"{'ibvd1': {}}}}}"),
+		"t.conf:1:37: limits.default.devices.ibvd1: unknown device \"ibvd1\"");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'devices': "
+		"{'ibvd0': {'qps': 1}}}}}}"),
+		"t.conf:1:49: limits.uid.5.devices.ibvd0.qps: unknown limit");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'devices': "
+		"{'ibvd0': {'bandwidth': 1}}}}}}"),
+		"t.conf:1:49: limits.uid.5.devices.ibvd0.bandwidth: bandwidth limits all devices together, not one");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'devices': "
+		"{'ibvd0': {'cm_id': 1}}}}}}"),
+		"t.conf:1:49: limits.uid.5.devices.ibvd0.cm_id: cm_id limits all devices together, not one");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': []}}}"),
+		"t.conf:1:25: limits.default.devices: expected an object of devices, got an array");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': {'ibvd0': 3}}}}"),
+		"t.conf:1:37: limits.default.devices.ibvd0: expected an object of limits, got 3");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': -5}}}"),
+		"t.conf:1:25: limits.default.bandwidth: expected a non-negative integer or \"max\", got -5");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': '1m'}}}"),
+		"t.conf:1:25: limits.default.bandwidth: expected a non-negative integer or \"max\", got \"1m\"");
+}
+END_TEST
+
+/* Primary gid first, else the first group entry in file order. */
+START_TEST(limits_supplementary_groups)
+{
+	struct ibvd_config *cfg = good("{'limits': {'group': {"
+		"'4001': {'qp': 1}, '4002': {'qp': 2}, '4003': {'qp': 3}},"
+		"'cgroup': {'/': {'qp': 9}}}}");
+	gid_t groups[] = { 4003, 4002, 100 };
+	struct ibvd_limit_who who = {
+		.uid = 1001, .gid = 100, .groups = groups, .ngroups = 3,
+		.cgroup = "/user.slice",
+	};
+	struct ibvd_quota q;
+	char name[64];
+
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 2);	/* 4002 is first in file */
+	who.gid = 4003;
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 3);	/* the primary gid's */
+	ibvd_config_rule_name(cfg, ibvd_config_limit_rule_for(cfg, &who), name,
+			      sizeof(name));
+	ck_assert_str_eq(name, "group 4003");
+	who.gid = 100;
+	who.ngroups = 0;
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 9);	/* then the cgroup */
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+/* ibvctl limit set's entry: made on demand, default changes reach rules. */
+START_TEST(limits_runtime_rules)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'qp': 5},"
+		"'uid': {'1001': {'cq': 1}}}}");
+	struct ibvd_limit_who who = { .uid = 1002, .gid = 1002 };
+	struct ibvd_limit_entry *e;
+	struct ibvd_quota q;
+	char name[64];
+
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_UID,
+		"1002", &e, err, sizeof(err)), 0);
+	ck_assert_uint_eq(cfg->nlimit_rules, 2);
+	e->all.q.max[IBVD_LIMIT_MR] = 6;
+	e->all.given |= 1u << IBVD_LIMIT_MR;
+	e->runtime = 1;
+	ibvd_config_rule_name(cfg, ibvd_config_limit_rule_for(cfg, &who), name,
+			      sizeof(name));
+	ck_assert_str_eq(name, "runtime uid 1002");
+	cfg->limit_default.all.q.max[IBVD_LIMIT_QP] = 8;
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_MR], 6);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 8);
+	/* the existing rule is found, not doubled */
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_UID,
+		"1001", &e, err, sizeof(err)), 0);
+	ck_assert_uint_eq(cfg->nlimit_rules, 2);
+	ck_assert_uint_eq(e->all.q.max[IBVD_LIMIT_CQ], 1);
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_UID,
+		"x1", &e, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "expected a decimal uid");
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_GROUP,
+		"no-such-group-ibvd", &e, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "no such group \"no-such-group-ibvd\"");
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_CGROUP,
+		"a/b", &e, err, sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(cfg->nlimit_rules, 2);
+	ck_assert_int_eq(ibvd_limit_key("bandwidth"), IBVD_LIMIT_BANDWIDTH);
+	ck_assert_int_eq(ibvd_limit_key("cm_id"), IBVD_LIMIT_CM_ID);
+	ck_assert_int_eq(ibvd_limit_key("qps"), -1);
+	ibvd_config_free(cfg);
 }
 END_TEST
 
@@ -878,6 +1041,84 @@ START_TEST(tenant_accounting)
 }
 END_TEST
 
+/* A device's limit and the all-devices limit both hold on every charge. */
+START_TEST(tenant_per_device)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'qp': 3,"
+		"'memlock': 16384, 'devices': {'ibvd0': {'qp': 2}, "
+		"'ibvd1': {'memlock': 4096}}}}, " TWO_DEVICES "}");
+	struct ibvd_peer_identity a = { .uid = 5 };
+	struct ibvd_tenant *t = ibvd_tenant_get(cfg, &a);
+	struct ibvd_tenant_dev *d0, *d1;
+	struct ibvd_config *cfg2;
+	int n;
+
+	d0 = ibvd_tenant_dev_get(t, cfg, "ibvd0");
+	d1 = ibvd_tenant_dev_get(t, cfg, "ibvd1");
+	ck_assert_ptr_nonnull(d0);
+	ck_assert_ptr_eq(ibvd_tenant_dev_get(t, cfg, "ibvd1"), d1);
+	ck_assert_ptr_eq(ibvd_tenant_dev_find(t, "ibvd0"), d0);
+	ck_assert_ptr_null(ibvd_tenant_dev_find(t, "ibvd2"));
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, 1), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, 1), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, 1), -EAGAIN);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, 1), 0);
+	/* ibvd1 has no qp limit, but the sum over devices is 3 */
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, 1), -EAGAIN);
+	ck_assert_uint_eq(d0->usage[IBVD_LIMIT_QP], 2);
+	ck_assert_uint_eq(d1->usage[IBVD_LIMIT_QP], 1);
+	ck_assert_uint_eq(d1->usage[IBVD_LIMIT_HCA_OBJECT], 1);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_QP], 3);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_HCA_OBJECT], 3);
+	ck_assert_int_eq(ibvd_tenant_dev_charge(d1, IBVD_LIMIT_MEMLOCK, 8192, "t"), -ENOMEM);
+	ck_assert_int_eq(ibvd_tenant_dev_charge(d1, IBVD_LIMIT_MEMLOCK, 4096, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge(d0, IBVD_LIMIT_MEMLOCK, 12288, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge(d0, IBVD_LIMIT_MEMLOCK, 1, "t"), -ENOMEM);
+	/* cm_ids: all devices only */
+	ck_assert_int_eq(ibvd_tenant_charge_obj(t, IBVD_OBJ_CM_ID, 1), 0);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_CM_ID], 1);
+	ck_assert_uint_eq(d0->usage[IBVD_LIMIT_CM_ID], 0);
+	/* limit set / reload reaches the device accounts too */
+	cfg2 = good("{'limits': {'default': {'devices': {'ibvd1': {'qp': 1}}}}, "
+		    TWO_DEVICES "}");
+	ibvd_tenants_apply(cfg2);
+	ck_assert(d0->limits.max[IBVD_LIMIT_QP] == MAX);
+	ck_assert_uint_eq(d1->limits.max[IBVD_LIMIT_QP], 1);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, 1), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, 1), -EAGAIN);
+	ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, -1);
+	ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, -1);
+	ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_QP, -1);
+	ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, -1);
+	ibvd_tenant_dev_uncharge(d0, IBVD_LIMIT_MEMLOCK, 12288);
+	ibvd_tenant_dev_uncharge(d1, IBVD_LIMIT_MEMLOCK, 4096);
+	ibvd_tenant_charge_obj(t, IBVD_OBJ_CM_ID, -1);
+	for (n = 0; n < IBVD_LIMIT_NKINDS; n++) {
+		ck_assert_uint_eq(t->usage[n], 0);
+		ck_assert_uint_eq(d0->usage[n], 0);
+		ck_assert_uint_eq(d1->usage[n], 0);
+	}
+	ibvd_tenant_put(t);
+	ibvd_config_free(cfg2);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+/* "Groups:" from status; a pid that changed hands leaves them unknown. */
+START_TEST(identity_groups)
+{
+	struct ibvd_peer_identity id = { .pid = getpid() };
+	gid_t mine[IBVD_PEER_GROUPS_MAX];
+	int n = getgroups(IBVD_PEER_GROUPS_MAX, mine), i;
+
+	ibvd_peer_identity_read(&id, "/proc");
+	ck_assert_int_ge(n, 0);
+	ck_assert_uint_eq(id.ngroups, (unsigned int)n);
+	for (i = 0; i < n; i++)
+		ck_assert_uint_eq(id.groups[i], mine[i]);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -900,6 +1141,11 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, identity_of_self);
 	tcase_add_test(ok, identity_from_fake_proc);
 	tcase_add_test(ok, tenant_accounting);
+	tcase_add_test(ok, limits_per_device);
+	tcase_add_test(ok, limits_supplementary_groups);
+	tcase_add_test(ok, limits_runtime_rules);
+	tcase_add_test(ok, tenant_per_device);
+	tcase_add_test(ok, identity_groups);
 	suite_add_tcase(s, ok);
 
 	tcase_add_test(syntax, syntax_errors);
@@ -919,6 +1165,7 @@ static Suite *config_suite(void)
 	tcase_add_test(bad, device_counts);
 	tcase_add_test(bad, overlapping_lids);
 	tcase_add_test(bad, bad_limits);
+	tcase_add_test(bad, bad_device_limits);
 	suite_add_tcase(s, bad);
 
 	tcase_add_test(files, unreadable_files);

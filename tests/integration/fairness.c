@@ -1,0 +1,493 @@
+/*
+ * fairness-helper: the engine's fair sharing (fairness.sh), each role a
+ * separate run through ibverbsd-run.  Processes meet through files in DIR
+ * (vt_put/vt_get).
+ *
+ *   target DIR / initiator DIR	(two processes; the initiator's
+ *	tenant limited to 20 MB/s, so that its cuts land mid-way) transfers longer than a chunk
+ *	between two processes, byte-exact across chunk boundaries, with odd
+ *	sizes and several SGEs: RDMA WRITE and READ, and a SEND into a
+ *	receive WQE of three SGEs; then QPs moved to ERR or destroyed in the
+ *	middle of 256 MiB transfers: every WQE completes (in error or
+ *	flushed) on both sides and the engine keeps working.
+ *   order			a small SEND on QP B completes while QP A's
+ *	256 MiB WRITE on the same engine thread is still in progress.
+ *   move BYTES			1 MiB RDMA WRITEs in loopback until BYTES
+ *	moved; prints "moved N bytes in MS ms" (the bandwidth limit).
+ *
+ * Exit: 0 pass, 1 fail.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "vt.h"
+
+#define MiB		(1024u * 1024u)
+#define CANARY		0xee
+#define NQP		3		/* data, ERR in the middle, destroy */
+#define BIG		(256u * MiB)	/* what is cut short */
+#define AREA		(8u * MiB)
+
+/* Odd sizes, so that no step ends on a page or a chunk boundary. */
+#define WRITE_LEN	(5u * MiB + 4097u)
+#define READ_LEN	(7u * MiB + 13u)
+#define SEND_LEN	(5u * MiB + 1001u)
+
+#define SEED_WRITE	33u
+#define SEED_READ	11u
+#define SEED_SEND	22u
+
+#define WR_RECV		100u
+#define WR_ABORT	200u
+
+static const char *dir;
+static struct vt_dev D;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void get(const char *name, char *buf, size_t len)
+{
+	vt_assert(vt_get(dir, name, buf, len, 6 * vt_tmo_ms()),
+		  "no %s/%s within %d ms", dir, name, 6 * vt_tmo_ms());
+}
+
+/* NQP RC QPs on one CQ; their addresses published as PREFIX.N. */
+static void make_qps(struct ibv_cq *cq, struct ibv_qp *qp[NQP],
+		     struct vt_qp_opts *o, const char *prefix)
+{
+	char name[32], text[256];
+	struct vt_addr a;
+	int i;
+
+	memset(o, 0, sizeof(*o));
+	o->max_send_sge = 4;
+	o->max_recv_sge = 4;
+	o->timeout = 14;
+	for (i = 0; i < NQP; i++) {
+		qp[i] = vt_qp(&D, cq, cq, o);
+		vt_qp_addr(&D, qp[i], o, &a);
+		vt_addr_str(&a, text, sizeof(text));
+		snprintf(name, sizeof(name), "%s.%d", prefix, i);
+		vt_put(dir, name, "%s", text);
+	}
+}
+
+static void connect_qps(struct ibv_qp *qp[NQP], const struct vt_qp_opts *o,
+			const char *peer)
+{
+	char name[32], text[256];
+	struct vt_addr a;
+	int i;
+
+	for (i = 0; i < NQP; i++) {
+		snprintf(name, sizeof(name), "%s.%d", peer, i);
+		get(name, text, sizeof(text));
+		vt_assert(vt_addr_parse(text, &a) == 0, "bad address '%s'", text);
+		vt_connect(&D, qp[i], &a, o);
+	}
+}
+
+/* The one completion for wr_id, whatever its status. */
+static int wait_wc(struct ibv_cq *cq, uint64_t wr_id, const char *what)
+{
+	struct ibv_wc wc;
+
+	vt_assert(vt_poll(cq, &wc, 1, 3 * vt_tmo_ms()) == 1,
+		  "%s: no completion within %d ms", what, 3 * vt_tmo_ms());
+	vt_assert(wc.wr_id == wr_id, "%s: completion of wr_id %llu, want %llu",
+		  what, (unsigned long long)wc.wr_id, (unsigned long long)wr_id);
+	return wc.status;
+}
+
+/* ==== target ================================================================ */
+
+/* The receive SGEs of the SEND: odd sizes with canary gaps between. */
+static const uint32_t recv_len[3] = { MiB + 3u, 2u * MiB + 5u, 4u * MiB };
+static const uint32_t recv_off[3] = { 0, MiB + 3u + 64u, 3u * MiB + 8u + 128u };
+
+static void check_send(const uint8_t *buf, uint32_t byte_len)
+{
+	uint64_t msg = 0;
+	int i;
+
+	vt_assert(byte_len == SEND_LEN, "RECV byte_len %u, want %u", byte_len, SEND_LEN);
+	for (i = 0; i < 3 && msg < SEND_LEN; i++) {
+		uint64_t n = SEND_LEN - msg < recv_len[i] ? SEND_LEN - msg : recv_len[i];
+
+		vt_expect_pat(buf + recv_off[i], n, msg, SEED_SEND, "SEND data in its SGE");
+		msg += n;
+	}
+	vt_expect_byte(buf + recv_len[0], 64, CANARY, "gap after SGE 0");
+	vt_expect_byte(buf + recv_off[1] + recv_len[1], 64, CANARY, "gap after SGE 1");
+	vt_expect_byte(buf + recv_off[2] + (SEND_LEN - recv_len[0] - recv_len[1]),
+		       4096, CANARY, "bytes after the message");
+}
+
+static int target(void)
+{
+	struct ibv_mr *src, *dst, *rbuf, *big;
+	struct ibv_qp *qp[NQP];
+	struct ibv_sge sge[3];
+	struct ibv_qp_attr a;
+	struct vt_qp_opts o;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	char text[64];
+	int i, st;
+
+	vt_open(&D);
+	cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq");
+	src = vt_reg(D.pd, AREA, VT_ACCESS_ALL);
+	dst = vt_reg(D.pd, AREA, VT_ACCESS_ALL);
+	rbuf = vt_reg(D.pd, AREA, VT_ACCESS_ALL);
+	big = vt_reg(D.pd, BIG, VT_ACCESS_ALL);
+	vt_fill(src->addr, AREA, 0, SEED_READ);
+	memset(dst->addr, CANARY, AREA);
+	memset(rbuf->addr, CANARY, AREA);
+	make_qps(cq, qp, &o, "t");
+	vt_put(dir, "t.mr", "%llx %x %llx %x %llx %x",
+	       (unsigned long long)(uintptr_t)src->addr, src->rkey,
+	       (unsigned long long)(uintptr_t)dst->addr, dst->rkey,
+	       (unsigned long long)(uintptr_t)big->addr, big->rkey);
+	connect_qps(qp, &o, "i");
+	for (i = 0; i < 3; i++) {
+		sge[i].addr = (uintptr_t)rbuf->addr + recv_off[i];
+		sge[i].length = recv_len[i];
+		sge[i].lkey = rbuf->lkey;
+	}
+	vt_recv_sgl(qp[0], WR_RECV, sge, 3);
+	/* QPs 1 and 2 each get one big SEND that is cut short. */
+	for (i = 1; i < NQP; i++)
+		vt_recv(qp[i], WR_ABORT + (uint64_t)i, big->addr, BIG, big->lkey);
+	vt_put(dir, "t.ready", "1");
+
+	vt_expect_ok(cq, &wc, WR_RECV, IBV_WC_RECV, "the chunked SEND");
+	check_send(rbuf->addr, wc.byte_len);
+	say("ok: SEND of %u bytes into 3 SGEs", SEND_LEN);
+	get("i.written", text, sizeof(text));
+	vt_expect_byte(dst->addr, 4096, CANARY, "before the WRITE");
+	vt_expect_pat((uint8_t *)dst->addr + 4096, WRITE_LEN, 0, SEED_WRITE, "WRITE data");
+	vt_expect_byte((uint8_t *)dst->addr + 4096 + WRITE_LEN, 4096, CANARY, "after the WRITE");
+	say("ok: WRITE of %u bytes", WRITE_LEN);
+	vt_put(dir, "t.checked", "1");
+
+	/*
+	 * The sender's QP went to ERR or away in the middle: a receive it had
+	 * taken completes in error at once; one it had not is flushed when we
+	 * move to ERR ourselves.  Either way: exactly one completion each.
+	 */
+	get("i.cut", text, sizeof(text));
+	for (i = 1; i < NQP; i++) {
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_ERR;
+		vt_assert(ibv_modify_qp(qp[i], &a, IBV_QP_STATE) == 0, "modify to ERR");
+	}
+	for (i = 1; i < NQP; i++) {
+		st = wait_wc(cq, WR_ABORT + (uint64_t)i, "the cut-short receive");
+		vt_assert(st == IBV_WC_REM_ABORT_ERR || st == IBV_WC_WR_FLUSH_ERR ||
+			  st == IBV_WC_SUCCESS, "cut-short receive: %s", vt_status(st));
+		say("ok: receive %d of a cut-short SEND: %s", i, vt_status(st));
+	}
+	vt_expect_none(cq, 200, "completions after the cut");
+	/* QP 0 serves the initiator's last WRITE: keep it until then. */
+	get("i.done", text, sizeof(text));
+	vt_expect_pat((uint8_t *)dst->addr + 4096, WRITE_LEN, 0, SEED_WRITE,
+		      "WRITE after the cuts");
+	for (i = 0; i < NQP; i++)
+		vt_assert(ibv_destroy_qp(qp[i]) == 0, "ibv_destroy_qp");
+	vt_dereg(src);
+	vt_dereg(dst);
+	vt_dereg(rbuf);
+	vt_dereg(big);
+	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	vt_close(&D);
+	return 0;
+}
+
+/* ==== initiator ============================================================== */
+
+/* Post a WR whose local side is the area split into three odd SGEs. */
+static void post3(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op,
+		  struct ibv_mr *mr, uint32_t len, uint64_t raddr, uint32_t rkey)
+{
+	static const uint32_t gap = 128;
+	uint32_t a = len / 3 + 1, b = len / 3 - 7, c = len - a - b;
+	struct ibv_sge sge[3] = {
+		{ (uintptr_t)mr->addr, a, mr->lkey },
+		{ (uintptr_t)mr->addr + a + gap, b, mr->lkey },
+		{ (uintptr_t)mr->addr + a + b + 2 * gap, c, mr->lkey },
+	};
+
+	vt_assert(vt_post_sgl(qp, wr_id, op, IBV_SEND_SIGNALED, sge, 3, raddr,
+			      rkey) == 0, "post %d", op);
+}
+
+/* Fill or check the area as post3 lays out a message of len bytes. */
+static void layout3(struct ibv_mr *mr, uint32_t len, uint32_t seed, bool check)
+{
+	uint32_t a = len / 3 + 1, b = len / 3 - 7, c = len - a - b;
+	uint8_t *p = mr->addr;
+
+	if (!check) {
+		vt_fill(p, a, 0, seed);
+		vt_fill(p + a + 128, b, a, seed);
+		vt_fill(p + a + b + 256, c, (uint64_t)a + b, seed);
+		return;
+	}
+	vt_expect_pat(p, a, 0, seed, "READ data, SGE 0");
+	vt_expect_pat(p + a + 128, b, a, seed, "READ data, SGE 1");
+	vt_expect_pat(p + a + b + 256, c, (uint64_t)a + b, seed, "READ data, SGE 2");
+}
+
+/*
+ * QP 1's SEND (11) and the WRITE behind it (13) flushed; QP 2's SEND (12)
+ * nothing, or done if it beat the destroy.  In whatever order they come.
+ */
+static void cut_completions(struct ibv_cq *cq)
+{
+	bool seen11 = false, seen13 = false;
+	struct ibv_wc wc;
+
+	while (!seen11 || !seen13) {
+		vt_assert(vt_poll(cq, &wc, 1, 3 * vt_tmo_ms()) == 1,
+			  "a cut-short WQE never completed");
+		switch (wc.wr_id) {
+		case 11:
+			/* 256 MiB at the initiator's 20 MB/s: cut, surely. */
+			vt_assert(wc.status == IBV_WC_WR_FLUSH_ERR,
+				  "SEND cut by ERR: %s", vt_status(wc.status));
+			say("ok: SEND cut by ERR: %s", vt_status(wc.status));
+			seen11 = true;
+			break;
+		case 12:
+			vt_assert(wc.status == IBV_WC_SUCCESS,
+				  "SEND of a destroyed QP: %s", vt_status(wc.status));
+			break;
+		case 13:
+			vt_assert(wc.status == IBV_WC_WR_FLUSH_ERR,
+				  "WRITE behind it: %s", vt_status(wc.status));
+			seen13 = true;
+			break;
+		default:
+			vt_fail("completion of wr_id %llu", (unsigned long long)wc.wr_id);
+		}
+	}
+}
+
+static void modify_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	vt_assert(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "modify to ERR");
+}
+
+static int initiator(void)
+{
+	unsigned long long src_addr, dst_addr, big_addr;
+	unsigned int src_rkey, dst_rkey, big_rkey;
+	struct ibv_mr *local, *big;
+	struct ibv_qp *qp[NQP];
+	struct vt_qp_opts o;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	char text[256];
+
+	vt_open(&D);
+	cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq");
+	local = vt_reg(D.pd, AREA + MiB, VT_ACCESS_ALL);
+	big = vt_reg(D.pd, BIG, VT_ACCESS_ALL);
+	make_qps(cq, qp, &o, "i");
+	get("t.mr", text, sizeof(text));
+	vt_assert(sscanf(text, "%llx %x %llx %x %llx %x", &src_addr, &src_rkey,
+			 &dst_addr, &dst_rkey, &big_addr, &big_rkey) == 6,
+		  "bad t.mr '%s'", text);
+	connect_qps(qp, &o, "t");
+	get("t.ready", text, sizeof(text));
+
+	layout3(local, WRITE_LEN, SEED_WRITE, false);
+	post3(qp[0], 1, IBV_WR_RDMA_WRITE, local, WRITE_LEN, dst_addr + 4096, dst_rkey);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_RDMA_WRITE, "chunked WRITE");
+	vt_put(dir, "i.written", "1");
+	memset(local->addr, 0, AREA + MiB);
+	post3(qp[0], 2, IBV_WR_RDMA_READ, local, READ_LEN, src_addr, src_rkey);
+	vt_expect_ok(cq, &wc, 2, IBV_WC_RDMA_READ, "chunked READ");
+	layout3(local, READ_LEN, SEED_READ, true);
+	say("ok: READ of %u bytes into 3 SGEs", READ_LEN);
+	layout3(local, SEND_LEN, SEED_SEND, false);
+	post3(qp[0], 3, IBV_WR_SEND, local, SEND_LEN, 0, 0);
+	vt_expect_ok(cq, &wc, 3, IBV_WC_SEND, "chunked SEND");
+	get("t.checked", text, sizeof(text));
+
+	/* Cut short: ERR in the middle of a SEND, destroy in the middle of one. */
+	vt_send(qp[1], 11, IBV_WR_SEND, IBV_SEND_SIGNALED, big->addr, BIG, big->lkey, 0, 0);
+	vt_send(qp[2], 12, IBV_WR_SEND, IBV_SEND_SIGNALED, big->addr, BIG, big->lkey, 0, 0);
+	/* and a WRITE behind the SEND on QP 1, which the flush must reach too */
+	vt_send(qp[1], 13, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, big->addr, BIG,
+		big->lkey, big_addr, big_rkey);
+	vt_sleep_ms(5);
+	modify_err(qp[1]);
+	vt_assert(ibv_destroy_qp(qp[2]) == 0, "destroy a QP in the middle of a SEND");
+	cut_completions(cq);
+	vt_put(dir, "i.cut", "1");
+
+	/* The engine still works: one more chunked WRITE on QP 0. */
+	layout3(local, WRITE_LEN, SEED_WRITE, false);
+	post3(qp[0], 4, IBV_WR_RDMA_WRITE, local, WRITE_LEN, dst_addr + 4096, dst_rkey);
+	vt_expect_ok(cq, &wc, 4, IBV_WC_RDMA_WRITE, "WRITE after the cuts");
+	vt_put(dir, "i.done", "1");
+	vt_expect_none(cq, 200, "completions after the cuts");
+	vt_assert(ibv_destroy_qp(qp[0]) == 0, "ibv_destroy_qp");
+	vt_assert(ibv_destroy_qp(qp[1]) == 0, "ibv_destroy_qp");
+	vt_dereg(local);
+	vt_dereg(big);
+	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	vt_close(&D);
+	return 0;
+}
+
+/* ==== order =================================================================== */
+
+/*
+ * One context, so one engine thread: A's 256 MiB WRITE is chunked, so B's
+ * small SEND gets its turn between two chunks and completes first.  Without
+ * chunking the thread would copy all of A before it looked at B.
+ */
+/*
+ * One try: false if it proves nothing (this process was descheduled long
+ * enough for the whole WRITE to finish before the SEND was even posted).
+ */
+static bool order_once(struct vt_pair *a, struct vt_pair *b, struct ibv_mr *from,
+		       struct ibv_mr *to, struct ibv_mr *small)
+{
+	struct ibv_wc wc;
+
+	vt_recv(b->qp[1], 21, (uint8_t *)small->addr + 2048, 64, small->lkey);
+	vt_send(a->qp[0], 20, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, from->addr,
+		BIG, from->lkey, (uintptr_t)to->addr, to->rkey);
+	vt_send(b->qp[0], 22, IBV_WR_SEND, IBV_SEND_SIGNALED, small->addr, 64,
+		small->lkey, 0, 0);
+	if (ibv_poll_cq(a->scq[0], 1, &wc) == 1) {
+		say("the WRITE finished before the SEND was posted: again");
+		vt_expect_ok(b->scq[0], &wc, 22, IBV_WC_SEND, "the small SEND");
+		vt_expect_ok(b->rcq[1], &wc, 21, IBV_WC_RECV, "the small SEND");
+		return false;
+	}
+	vt_expect_ok(b->rcq[1], &wc, 21, IBV_WC_RECV, "the small SEND");
+	vt_expect_ok(b->scq[0], &wc, 22, IBV_WC_SEND, "the small SEND");
+	vt_assert(ibv_poll_cq(a->scq[0], 1, &wc) == 0,
+		  "the 256 MiB WRITE completed before the small SEND behind it");
+	vt_expect_ok(a->scq[0], &wc, 20, IBV_WC_RDMA_WRITE, "the 256 MiB WRITE");
+	return true;
+}
+
+static int order(void)
+{
+	struct ibv_mr *from, *to, *small;
+	struct vt_pair a, b;
+	int tries;
+
+	vt_open(&D);
+	vt_pair(&a, &D, NULL, 0);
+	vt_pair(&b, &D, NULL, 0);
+	from = vt_reg(D.pd, BIG, VT_ACCESS_ALL);
+	to = vt_reg(D.pd, BIG, VT_ACCESS_ALL);
+	small = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	vt_fill(from->addr, BIG, 0, 7);
+	vt_fill(small->addr, 64, 0, 8);
+	for (tries = 0; tries < 3 && !order_once(&a, &b, from, to, small); tries++)
+		;
+	vt_assert(tries < 3, "descheduled too long, three times");
+	say("ok: the small SEND completed while the 256 MiB WRITE was in progress");
+	vt_expect_pat(to->addr, BIG, 0, 7, "the 256 MiB WRITE");
+	vt_expect_pat((uint8_t *)small->addr + 2048, 64, 0, 8, "the small SEND");
+	vt_pair_free(&a);
+	vt_pair_free(&b);
+	vt_dereg(from);
+	vt_dereg(to);
+	vt_dereg(small);
+	vt_close(&D);
+	return 0;
+}
+
+/* ==== move ==================================================================== */
+
+#define MOVE_DEPTH	8
+
+static int move(unsigned long long bytes)
+{
+	unsigned long long posted = 0, done = 0;
+	struct ibv_mr *from, *to;
+	struct vt_pair p;
+	struct ibv_wc wc[MOVE_DEPTH];
+	uint64_t t0;
+	int n, i;
+
+	vt_open(&D);
+	vt_pair(&p, &D, NULL, 0);
+	from = vt_reg(D.pd, MiB, VT_ACCESS_ALL);
+	to = vt_reg(D.pd, MiB, VT_ACCESS_ALL);
+	t0 = vt_now_ns();
+	while (done < bytes) {
+		while (posted < bytes && posted - done < MOVE_DEPTH * (unsigned long long)MiB) {
+			vt_send(p.qp[0], posted, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+				from->addr, MiB, from->lkey, (uintptr_t)to->addr, to->rkey);
+			posted += MiB;
+		}
+		n = vt_poll(p.scq[0], wc, 1, 60 * vt_tmo_ms());
+		vt_assert(n == 1, "no WRITE completed for a long time");
+		n += ibv_poll_cq(p.scq[0], MOVE_DEPTH - 1, wc + 1);
+		for (i = 0; i < n; i++)
+			vt_assert(wc[i].status == IBV_WC_SUCCESS, "WRITE: %s",
+				  vt_status(wc[i].status));
+		done += (unsigned long long)n * MiB;
+	}
+	say("moved %llu bytes in %llu ms", done,
+	    (unsigned long long)((vt_now_ns() - t0) / 1000000));
+	vt_pair_free(&p);
+	vt_dereg(from);
+	vt_dereg(to);
+	vt_close(&D);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "target") == 0) {
+		dir = argv[2];
+		return target();
+	}
+	if (argc == 3 && strcmp(argv[1], "initiator") == 0) {
+		dir = argv[2];
+		return initiator();
+	}
+	if (argc == 2 && strcmp(argv[1], "order") == 0)
+		return order();
+	if (argc == 3 && strcmp(argv[1], "move") == 0)
+		return move(strtoull(argv[2], NULL, 10));
+	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | move BYTES\n");
+	return 2;
+}

@@ -1,0 +1,95 @@
+#!/bin/bash
+# Fair sharing of the engine (fairness-helper, tests/integration/fairness.c):
+#  - transfers longer than a chunk between two processes: RDMA WRITE, READ
+#    and SEND, odd sizes, several SGEs, byte-exact;
+#  - QPs moved to ERR or destroyed in the middle of 256 MiB transfers: every
+#    WQE completes or is flushed on both sides, the daemon lives on;
+#  - a small SEND completes while a 256 MiB WRITE on the same engine thread
+#    is in progress;
+#  - a bandwidth limit: uid $USER1 at 20 MB/s needs >= 1.5 s for 40 MB,
+#    while uid $USER2, unlimited, moves as much at once in parallel.
+# Timing is only ever asserted as a lower bound for the limited tenant
+# (noise only slows it down) and a generous upper bound for the other.
+. "$(dirname "$0")/lib.sh"
+
+ibvd_init
+O=$T/out
+HELPER=$T/bin/fairness-helper
+[ -x "$HELPER" ] || fail "tests/integration/fairness-helper not built"
+export VT_TMUL=$TMUL
+TMO=$((TMO * 3))
+# The helpers pin a few hundred MiB, past any RLIMIT_MEMLOCK we could set
+# (the daemon honours it as the kernel does): they run with CAP_IPC_LOCK.
+is_root || skip "needs root, to give the test uids CAP_IPC_LOCK"
+
+# run_locked UID PROG ARGS...: run_ours with CAP_IPC_LOCK (ambient).
+run_locked() {
+	local uid=$1
+	shift
+	(cd "$T" && exec timeout -k 2 "$TMO" setpriv --reuid="$uid" --regid="$uid" \
+		--clear-groups --inh-caps=+ipc_lock --ambient-caps=+ipc_lock -- \
+		env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" "$@")
+}
+
+conf=$T/ibverbsd.conf
+cat >"$conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "engine": { "threads": 1 },
+  "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1 } ],
+  "limits": { "uid": { "$USER1": { "bandwidth": 20000000 } } }
+}
+EOF
+chmod 644 "$conf"
+daemon_start -c "$conf"
+daemon_wait_ready
+
+meeting_dir() {
+	local d=$O/$1
+	{ mkdir -p "$d" && chmod 1777 "$d"; } || fail "mkdir $d"
+	printf '%s\n' "$d"
+}
+
+check "chunked WRITE, READ and SEND between two processes, then cut short"
+d=$(meeting_dir chunks)
+# The initiator is the limited uid $USER1: at 20 MB/s its 256 MiB SENDs
+# are surely in the middle when it cuts them.
+run_locked "$USER2" "$HELPER" target "$d" >"$O/target" 2>&1 &
+tpid=$!
+BG_PIDS+=("$tpid")
+run_locked "$USER1" "$HELPER" initiator "$d" >"$O/initiator" 2>&1
+irc=$?
+wait_exit "$tpid" "$TMO" || { show target "$O/target"; fail "the target did not finish"; }
+show "initiator" "$O/initiator"
+show "target" "$O/target"
+[ "$irc" -eq 0 ] || fail "the initiator's checks failed (exit $irc)"
+[ "$EXIT_STATUS" -eq 0 ] || fail "the target's checks failed (exit $EXIT_STATUS)"
+ok "byte-exact across chunks; cut-short WQEs all completed"
+daemon_alive "after the chunked transfers"
+
+check "a small SEND overtakes a 256 MiB WRITE on the same engine thread"
+run_locked "$USER2" "$HELPER" order >"$O/order" 2>&1
+rc=$?
+show "order" "$O/order"
+[ "$rc" -eq 0 ] || fail "the small SEND waited for the big WRITE (exit $rc)"
+ok "the small SEND completed first"
+
+check "bandwidth: uid $USER1 limited to 20 MB/s, uid $USER2 unlimited, in parallel"
+run_locked "$USER1" "$HELPER" move 40000000 >"$O/limited" 2>&1 &
+lpid=$!
+BG_PIDS+=("$lpid")
+run_locked "$USER2" "$HELPER" move 40000000 >"$O/free" 2>&1
+frc=$?
+wait_exit "$lpid" "$TMO" || fail "the limited tenant did not finish within $TMO s"
+show "limited (uid $USER1)" "$O/limited"
+show "unlimited (uid $USER2)" "$O/free"
+[ "$frc" -eq 0 ] || fail "the unlimited tenant failed (exit $frc)"
+[ "$EXIT_STATUS" -eq 0 ] || fail "the limited tenant failed (exit $EXIT_STATUS)"
+lms=$(sed -n 's/^moved [0-9]* bytes in \([0-9]*\) ms$/\1/p' "$O/limited")
+fms=$(sed -n 's/^moved [0-9]* bytes in \([0-9]*\) ms$/\1/p' "$O/free")
+{ [ -n "$lms" ] && [ -n "$fms" ]; } || fail "no timing lines"
+[ "$lms" -ge 1500 ] || fail "40 MB at 20 MB/s took $lms ms (< 1500)"
+[ "$fms" -lt $((1000 * TMUL)) ] || fail "the unlimited tenant took $fms ms: held to the limit?"
+ok "limited: 40 MB in $lms ms; unlimited: 40 MB in $fms ms"
+daemon_alive "after the bandwidth test"
+daemon_stop
