@@ -636,16 +636,17 @@ static void entry_init(struct ibvd_limit_entry *e)
 	e->runtime = 0;
 }
 
-static int limit_value(struct parser *p, json_t *v, uint64_t *out)
+/* An integer of at least min (0 or 1), or "max". */
+static int limit_value(struct parser *p, json_t *v, json_int_t min,
+		       uint64_t *out)
 {
-	static const char expected[] = "a non-negative integer or \"max\"";
-
 	if (json_is_string(v) && strcmp(json_string_value(v), "max") == 0) {
 		*out = IBVD_LIMIT_UNLIMITED;
 		return 0;
 	}
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return wrong(p, expected, v);
+	if (!json_is_integer(v) || json_integer_value(v) < min)
+		return wrong(p, min ? "a positive integer or \"max\"" :
+			     "a non-negative integer or \"max\"", v);
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
 }
@@ -660,8 +661,11 @@ static int parse_limit_key(struct parser *p, const char *key, json_t *v,
 		return fail(p, "unknown limit");
 	if (!all && (kind == IBVD_LIMIT_BANDWIDTH || kind == IBVD_LIMIT_CM_ID))
 		return fail(p, "%s limits all devices together, not one", key);
-	ret = limit_value(p, v, kind == IBVD_LIMIT_BANDWIDTH ? &ks->q.bandwidth :
-			  &ks->q.max[kind]);
+	/* the engine would run "0 bytes/s" at 1: say so rather than do it */
+	if (kind == IBVD_LIMIT_BANDWIDTH)
+		ret = limit_value(p, v, 1, &ks->q.bandwidth);
+	else
+		ret = limit_value(p, v, 0, &ks->q.max[kind]);
 	if (!ret)
 		ks->given |= 1u << kind;
 	return ret;
@@ -908,10 +912,13 @@ static int parse_limits_now(struct parser *p, struct ibvd_config *cfg)
 
 /* ---- which limits apply ---- */
 
+/* Is gid one of who's groups, its primary one or a supplementary one? */
 static bool in_groups(gid_t gid, const struct ibvd_limit_who *who)
 {
 	size_t i;
 
+	if (gid == who->gid)
+		return true;
 	for (i = 0; i < who->ngroups; i++)
 		if (who->groups[i] == gid)
 			return true;
@@ -930,22 +937,22 @@ find_uid(const struct ibvd_config *cfg, uid_t uid)
 	return NULL;
 }
 
-/* The primary group's entry first: it is what the process runs as. */
+/*
+ * The first group entry (file order, then runtime ones as added) whose
+ * group is any of who's.  Which one is primary does not matter: a user
+ * picks it with sg(1) or newgrp(1), so it must not pick the entry.
+ */
 static const struct ibvd_config_limit_rule *
 find_group(const struct ibvd_config *cfg, const struct ibvd_limit_who *who)
 {
 	const struct ibvd_config_limit_rule *r;
 	size_t i;
-	int pass;
 
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < cfg->nlimit_rules; i++) {
-			r = &cfg->limit_rules[i];
-			if (r->match != IBVD_LIMIT_MATCH_GROUP)
-				continue;
-			if (pass ? in_groups(r->gid, who) : r->gid == who->gid)
-				return r;
-		}
+	for (i = 0; i < cfg->nlimit_rules; i++) {
+		r = &cfg->limit_rules[i];
+		if (r->match == IBVD_LIMIT_MATCH_GROUP && in_groups(r->gid, who))
+			return r;
+	}
 	return NULL;
 }
 

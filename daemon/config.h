@@ -74,8 +74,9 @@ extern const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS];
 
 struct ibvd_quota {
 	uint64_t max[IBVD_LIMIT_NKINDS];
-	uint64_t bandwidth;		/* bytes/s over all devices; UNLIMITED:
-					 * "max" (the engine's rate bucket) */
+	uint64_t bandwidth;		/* bytes/s over all devices, at least
+					 * 1; UNLIMITED: "max" (the engine's
+					 * rate bucket) */
 };
 
 /*
@@ -126,7 +127,8 @@ struct ibvd_config {
 	unsigned int ndevices;
 	struct ibvd_config_device devices[IBVD_MAX_DEVICES];
 	struct ibvd_limit_entry limit_default;	/* nothing set: all "max" */
-	size_t nlimit_rules;
+	size_t nlimit_rules;		/* in file order, then those
+					 * ibvctl limit set added */
 	struct ibvd_config_limit_rule *limit_rules;
 };
 
@@ -168,9 +170,10 @@ struct ibvd_limit_who {
 
 /*
  * The rule that applies to who, or NULL for "default": its uid's entry,
- * else a group entry (the primary gid's, else the first group entry in
- * file order whose group is one of the supplementary groups), else the
- * entry with the longest cgroup prefix of who->cgroup.
+ * else the first group entry (in file order, then runtime ones in the
+ * order ibvctl limit set added them) whose group is any of who's, primary
+ * or supplementary alike, else the entry with the longest cgroup prefix
+ * of who->cgroup.
  */
 const struct ibvd_config_limit_rule *
 ibvd_config_limit_rule_for(const struct ibvd_config *cfg,

@@ -382,6 +382,10 @@ static int parse_key_value(struct ibvd_call *call, const char *word,
 				       kind == IBVD_LIMIT_MEMLOCK ||
 				       kind == IBVD_LIMIT_BANDWIDTH ?
 				       " (suffix k, m or g)" : "");
+	/* the engine would run "0 bytes/s" at 1: say so rather than do it */
+	if (kind == IBVD_LIMIT_BANDWIDTH && v == 0)
+		return ibvd_call_error(call, -EINVAL,
+				       "bandwidth must be at least 1, or max");
 	if (kind == IBVD_LIMIT_BANDWIDTH)
 		req->keys.q.bandwidth = v;
 	else

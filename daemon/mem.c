@@ -429,14 +429,8 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	mem = calloc(1, sizeof(*mem));
 	if (!mem)
 		return -ENOMEM;
-	/* the account the context was opened with: found, not made */
-	mem->account = ibvd_tenant_dev_get(ctx->session->tenant,
-					   ctx->session->daemon->cfg,
-					   ctx->dev->name);
-	if (!mem->account) {
-		free(mem);
-		return -ENOMEM;
-	}
+	/* the account the context was opened with (context.c) */
+	mem->account = ctx->handles.charge_owner;
 	mem->memlock = memlock_get(pid, start);
 	if (!mem->memlock) {
 		free(mem);

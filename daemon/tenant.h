@@ -81,7 +81,11 @@ struct ibvd_tenant_dev {
  * A tenant: every live session of one uid.  Control thread only.
  * usage[] counts what its sessions hold now on all devices together;
  * limits are those of the identity of the session that created the
- * tenant (ident), recomputed on reload and "ibvctl limit set".
+ * tenant (ident), recomputed from it on reload and "ibvctl limit set",
+ * until the uid's last session ends: later sessions' groups and cgroups
+ * do not count.  (The uid's passwd groups would not depend on the
+ * session, but getgrouplist(3) may wait on NSS, and a connect must not
+ * hold the control thread on that.)
  * hca_object is the sum of pd, mr, cq, qp, srq, ah and memory windows
  * (completion channels and cm_ids are not verbs objects of the rdma
  * cgroup and are not in it).

@@ -218,11 +218,14 @@ bad 'uid x1: expected a decimal uid' set uid x1 qp=1
 bad 'no such group "no-such-group-ibvd"' set group no-such-group-ibvd qp=1
 bad 'unknown device ibvd9' set default dev ibvd9 qp=1
 bad 'bandwidth limits all devices together' set default dev ibvd0 bandwidth=1
+bad 'bandwidth must be at least 1, or max' set default bandwidth=0
+bad 'bandwidth must be at least 1, or max' set uid "$USER1" bandwidth=0k
 bad 'uid needs a value' set uid
 bad 'unknown device ibvd9' show dev ibvd9
 bad 'unknown filter pid for limit show' show pid 1
 bad 'bad uid x' show uid x
 show_json "$O/after" uid "$USER1"
 expect "$(row "$O/after" "$USER1" all qp)" 8 "refused commands changed nothing"
+expect "$(row "$O/after" "$USER1" all bandwidth)" max "no bandwidth of 0 either"
 expect_no_grep "still charged|only [0-9]+ charged" "$DAEMON_LOG" "no accounting errors"
 daemon_alive "at the end"

@@ -4,8 +4,8 @@
 # for two uids at once, and the all-devices limit across both devices);
 # RLIMIT_MEMLOCK next to the memlock quota (a low rlimit refuses first, a
 # high one leaves the quota to refuse, CAP_IPC_LOCK skips the rlimit but
-# not the quota); group entries matched through supplementary groups
-# (primary gid first, else the first group entry in file order); the
+# not the quota); group entries matched through any of a client's groups
+# (the first group entry in file order, whichever group is primary); the
 # bandwidth key accepted and shown by ibvctl limit show.
 . "$(dirname "$0")/lib.sh"
 
@@ -231,8 +231,12 @@ once_groups 2001 2001 "$GRP_GID"
 expect "$GOT" "created 1 errno $EAGAIN" "uid 2001 with supplementary $GRP: its pd 1"
 once_groups 2002 2002 "$GID_B,$GRP_GID"
 expect "$GOT" "created 1 errno $EAGAIN" "uid 2002 in both: the first entry in the file"
+# sg(1) or newgrp(1) make any of a user's groups primary: that must not
+# pick the entry
 once_groups 2003 "$GID_B" "$GRP_GID"
-expect "$GOT" "created 2 errno $EAGAIN" "uid 2003, primary gid $GID_B: the primary's entry first"
+expect "$GOT" "created 1 errno $EAGAIN" "uid 2003, primary gid $GID_B: still the first entry in the file"
+once_groups 2006 "$GID_B" "$GID_B"
+expect "$GOT" "created 2 errno $EAGAIN" "uid 2006, primary gid $GID_B only: its entry"
 once_groups 2004 2004 2004
 expect "$GOT" "created 3 errno $EAGAIN" "uid 2004 in neither: the default"
 once_groups 2005 2005 "$GRP_GID"

@@ -852,13 +852,22 @@ START_TEST(bad_device_limits)
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': {'ibvd0': 3}}}}"),
 		"t.conf:1:37: limits.default.devices.ibvd0: expected an object of limits, got 3");
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': -5}}}"),
-		"t.conf:1:25: limits.default.bandwidth: expected a non-negative integer or \"max\", got -5");
+		"t.conf:1:25: limits.default.bandwidth: expected a positive integer or \"max\", got -5");
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': '1m'}}}"),
-		"t.conf:1:25: limits.default.bandwidth: expected a non-negative integer or \"max\", got \"1m\"");
+		"t.conf:1:25: limits.default.bandwidth: expected a positive integer or \"max\", got \"1m\"");
+	/* 0 bytes/s is no limit the engine can keep; 0 of a count is */
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'qp': 0,\n"
+		"  'bandwidth': 0}}}}"),
+		"t.conf:2:3: limits.uid.5.bandwidth: expected a positive integer or \"max\", got 0");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': 1}}}"),
+		"(accepted)");
 }
 END_TEST
 
-/* Primary gid first, else the first group entry in file order. */
+/*
+ * The first group entry in file order that names any of the peer's
+ * groups; which of them is primary does not matter (sg(1) picks it).
+ */
 START_TEST(limits_supplementary_groups)
 {
 	struct ibvd_config *cfg = good("{'limits': {'group': {"
@@ -876,14 +885,51 @@ START_TEST(limits_supplementary_groups)
 	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 2);	/* 4002 is first in file */
 	who.gid = 4003;
 	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
-	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 3);	/* the primary gid's */
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 2);	/* not the primary's */
+	ibvd_config_rule_name(cfg, ibvd_config_limit_rule_for(cfg, &who), name,
+			      sizeof(name));
+	ck_assert_str_eq(name, "group 4002");
+	/* the primary gid counts as one of the groups, listed or not */
+	who.gid = 4001;
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 1);
+	who.ngroups = 0;
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 1);
+	who.gid = 100;
+	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
+	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 9);	/* then the cgroup */
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+/* Runtime group entries come after the file's, in the order added. */
+START_TEST(limits_runtime_group_order)
+{
+	struct ibvd_config *cfg = good("{'limits': {'group': {"
+		"'4002': {'qp': 2}}}}");
+	gid_t groups[] = { 4001, 4002, 4003 };
+	struct ibvd_limit_who who = {
+		.uid = 1001, .gid = 4003, .groups = groups, .ngroups = 3,
+	};
+	struct ibvd_limit_entry *e;
+	char name[64];
+
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_GROUP,
+		"4003", &e, err, sizeof(err)), 0);
+	ck_assert_int_eq(ibvd_config_limit_rule_get(cfg, IBVD_LIMIT_MATCH_GROUP,
+		"4001", &e, err, sizeof(err)), 0);
+	ibvd_config_rule_name(cfg, ibvd_config_limit_rule_for(cfg, &who), name,
+			      sizeof(name));
+	ck_assert_str_eq(name, "group 4002");	/* the file's */
+	groups[1] = 4004;
+	ibvd_config_rule_name(cfg, ibvd_config_limit_rule_for(cfg, &who), name,
+			      sizeof(name));
+	ck_assert_str_eq(name, "group 4003");	/* added first, primary or not */
+	who.gid = 4004;
 	ibvd_config_rule_name(cfg, ibvd_config_limit_rule_for(cfg, &who), name,
 			      sizeof(name));
 	ck_assert_str_eq(name, "group 4003");
-	who.gid = 100;
-	who.ngroups = 0;
-	ibvd_config_limits_all(cfg, ibvd_config_limit_rule_for(cfg, &who), &q);
-	ck_assert_uint_eq(q.max[IBVD_LIMIT_QP], 9);	/* then the cgroup */
 	ibvd_config_free(cfg);
 }
 END_TEST
@@ -1143,6 +1189,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, tenant_accounting);
 	tcase_add_test(ok, limits_per_device);
 	tcase_add_test(ok, limits_supplementary_groups);
+	tcase_add_test(ok, limits_runtime_group_order);
 	tcase_add_test(ok, limits_runtime_rules);
 	tcase_add_test(ok, tenant_per_device);
 	tcase_add_test(ok, identity_groups);
