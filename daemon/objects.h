@@ -221,8 +221,26 @@ struct ibvd_qp {
 	bool last_wqe_sent;		/* LAST_WQE_REACHED sent since ERR */
 	bool drained_sent;		/* SQ_DRAINED sent since SQD */
 	uint64_t wqe_done;		/* bytes of it moved (chunked, while started) */
-	struct eng_held *held;		/* receive WQE of a chunked message, or
-					 * NULL (engine/chunk.c; freed with the QP) */
+	struct {			/* that message, fixed at its first step */
+		uint64_t length;
+		uint32_t opcode;
+		uint32_t seq;		/* its number, among the QP's messages */
+		/* its responder, compared only, and that QP's incarnation */
+		const struct ibvd_qp *target;
+		uint32_t target_qpn;
+		uint32_t target_gen;
+		bool holds_recv;	/* it took a receive WQE there */
+	} chunked;			/* engine/chunk.c */
+	unsigned int timer_slot;	/* 1 + index in its thread's timer heap,
+					 * 0: none (engine/timer.c) */
+	/* write lock: RESETs so far; messages begun before one never land */
+	uint32_t incarnation;
+	/*
+	 * Responder side, under the lock of the QP's receive queue (recv_lock
+	 * or its SRQ's lock): the receive WQE of a chunked message arriving
+	 * here, allocated at the first one and freed with the QP.
+	 */
+	struct eng_inbound *inbound;
 	/* set by the control thread (write lock) when the RC peer's
 	 * context died: the engine breaks the connection */
 	bool peer_gone;

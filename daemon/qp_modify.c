@@ -336,6 +336,8 @@ static void wq_rewind(struct ibvd_ring *r)
  */
 static void qp_rewind(struct ibvd_qp *qp)
 {
+	/* First, while the engine's state is intact: chunked messages end. */
+	ibvd_engine_qp_reset(qp);
 	wq_rewind(&qp->sq);
 	wq_rewind(&qp->rq);
 	qp->sq_head = 0;

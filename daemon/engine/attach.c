@@ -152,6 +152,14 @@ static void break_orphans(struct ibvd_ectx *ectx)
 	ectx->norphans = 0;
 }
 
+/* The thread's timer heap points at QPs: none of ours may stay in it. */
+static int drop_timer(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
+		      void *arg)
+{
+	ibvd_eng_timer_cancel(arg, obj);
+	return 0;
+}
+
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx)
 {
 	struct ibvd_ectx *ectx = ctx->engine;
@@ -162,6 +170,7 @@ void ibvd_engine_ctx_detach(struct ibvd_context *ctx)
 	eng = ectx->eng;
 	ibvd_objects_write_lock();
 	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, note_orphan, ectx);
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, drop_timer, &eng->timers);
 	/* Move the last context into the freed slot. */
 	eng->nctx--;
 	if (ectx->slot != eng->nctx) {

@@ -14,15 +14,39 @@
  * WQE out of the ring and checks it again, and resolves its keys again:
  * between turns the objects lock is released, and a step must not use
  * anything the client may have deregistered since.  A key that fails in
- * a later step fails the WQE as it would have in one go.
+ * a later step fails the WQE as it would have in one go.  Its length and
+ * opcode are fixed at the first step: a client that rewrites them in the
+ * ring meanwhile gets LOC_LEN_ERR or LOC_QP_OP_ERR, its own error.
+ *
+ * The first step also fixes the responder: the QP it reached, in the
+ * incarnation it found (struct ibvd_qp's `incarnation`, bumped by every
+ * RESET).  A later step that finds another QP, or the same one reset
+ * since, finds a responder that knows nothing of the message, as the
+ * fresh responder context of a NIC would: RC hears nothing back (the
+ * requester retries, then fails with RETRY_EXC_ERR, as for a responder in
+ * ERR), UC's rest of the message is dropped.  So an old message never
+ * writes into a new incarnation.
  *
  * A SEND (or WRITE_WITH_IMM) consumes its receive WQE at the first step,
- * as soon as the message is known to have a place, and holds it (struct
- * eng_held, the sender's) until the last step writes the receive
- * completion: a receive never completes before all its bytes landed.
- * Whatever ends the message early -- an error in a later step, a flush
- * (ERR, SQE), RESET, destroy -- goes through ibvd_eng_held_abort, so a
- * held WQE is always completed at its receiver, in error.
+ * once the first chunk has landed in it, and the WQE is then held by the
+ * receiving QP (struct eng_inbound: the responder's state, as a NIC keeps
+ * it in its responder context), under the receive queue's lock, until the
+ * last step writes the receive completion: a receive never completes
+ * before all its bytes landed.  Whoever ends the message early completes
+ * or releases it:
+ *  - the receiver: its ERR flush completes it with WR_FLUSH_ERR before the
+ *    rest of its receive queue; a RESET or destroy forgets it with the
+ *    rest of its RQ, or, taken from an SRQ (which the client still
+ *    accounts for), completes it with WR_FLUSH_ERR;
+ *  - the sender (its WQE failed or was flushed, it was reset or
+ *    destroyed; ibvd_eng_held_abort): RC completes the WQE with
+ *    REM_ABORT_ERR and takes the receiver to ERR, as nothing can follow
+ *    on the connection in order (WR_FLUSH_ERR if the receiver is in ERR
+ *    already); UC has no one to tell: the receiver keeps the WQE, and the
+ *    next message takes it before the rest of the queue, as a UC
+ *    responder that sees a new message start over a partial one does.
+ * A sender whose own memory faults in the first step never consumes the
+ * WQE: the receiver is untouched, as with an unchunked message.
  */
 #include <config.h>
 
@@ -43,143 +67,202 @@ static bool chunkable(const struct ibvd_qp *src, const struct eng_req *req)
 	       req->w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-enum ibv_wc_status ibvd_eng_chunk_plan(const struct ibvd_qp *src,
+/* The WQE in front as the client may have rewritten it since its first step. */
+static enum ibv_wc_status rewritten(const struct ibvd_qp *src,
+				    const struct eng_req *req)
+{
+	if (req->w.opcode != src->chunked.opcode)
+		return IBV_WC_LOC_QP_OP_ERR;
+	if (req->length != src->chunked.length)
+		return IBV_WC_LOC_LEN_ERR;
+	return IBV_WC_SUCCESS;
+}
+
+enum ibv_wc_status ibvd_eng_chunk_plan(struct ibvd_qp *src,
 				       struct eng_req *req)
 {
+	enum ibv_wc_status st;
 	uint64_t left;
 
 	req->off = 0;
 	req->step = req->length;
+	if (src->wqe_done) {
+		st = rewritten(src, req);
+		if (st != IBV_WC_SUCCESS)
+			return st;
+	}
 	if (!chunkable(src, req))
 		return IBV_WC_SUCCESS;
-	/* The client rewrote the WQE in front shorter than what moved. */
-	if (src->wqe_done > req->length)
-		return IBV_WC_LOC_LEN_ERR;
+	if (!src->wqe_done) {
+		src->chunked.length = req->length;
+		src->chunked.opcode = req->w.opcode;
+	}
 	req->off = src->wqe_done;
 	left = req->length - req->off;
 	req->step = left < ibvd_eng_chunk_bytes ? left : ibvd_eng_chunk_bytes;
 	return IBV_WC_SUCCESS;
 }
 
-bool ibvd_eng_holding(const struct ibvd_qp *src)
+bool ibvd_eng_chunk_responder(struct ibvd_qp *src, const struct ibvd_qp *peer,
+			      const struct eng_req *req)
 {
-	return src->held && src->held->active;
+	__typeof__(src->chunked) *c = &src->chunked;
+
+	if (req->off == 0) {
+		/* Each attempt is a new message to its responder. */
+		c->seq++;
+		c->target = peer;
+		c->target_qpn = peer ? peer->qp_num : 0;
+		c->target_gen = peer ? peer->incarnation : 0;
+		return peer != NULL;
+	}
+	return peer && peer == c->target && peer->qp_num == c->target_qpn &&
+	       peer->incarnation == c->target_gen;
 }
 
-static void hold(struct ibvd_qp *src, const struct ibvd_qp *target,
-		 const struct eng_recv *rwqe)
+enum eng_resp ibvd_eng_hold(struct ibvd_qp *src, struct ibvd_qp *target,
+			    const struct eng_rq *rq, const struct eng_recv *rwqe)
 {
-	struct eng_held *h = src->held;
+	struct eng_inbound *in = target->inbound;
 
-	h->active = true;
-	h->target = target;
-	h->target_qpn = target->qp_num;
-	h->wr_id = rwqe->wr_id;
-	h->nsge = rwqe->nsge;
-	memcpy(h->sge, rwqe->sge, rwqe->nsge * sizeof(h->sge[0]));
-}
-
-enum eng_resp ibvd_eng_hold_recv(struct ibvd_qp *src, struct ibvd_qp *target,
-				 const struct eng_req *req, bool data)
-{
-	bool uc = src->qp_type == IBV_QPT_UC;
-	enum eng_resp r = RESP_OK;
-	struct eng_recv rwqe;
-	struct eng_rq rq;
-	int ret;
-
-	ibvd_eng_held_abort(src);
-	/* Kept for the QP's life once it sent one chunked message. */
-	if (!src->held && !(src->held = calloc(1, sizeof(*src->held))))
-		return RESP_NO_ACK;	/* a NIC out of resources: retried */
-	ibvd_eng_rq_of(target, &rq);
-	pthread_mutex_lock(rq.lock);
-	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret <= 0) {
-		r = ibvd_eng_no_recv(src, target, &rq, ret);
-	} else if (data && rwqe.status != IBV_WC_SUCCESS) {
-		ibvd_eng_recv_fail(target, &rq, &rwqe, rwqe.status);
-		r = uc ? RESP_OK : RESP_OP_ERR;
-	} else if (data && req->length > rwqe.sgl.total) {
-		ibvd_eng_recv_fail(target, &rq, &rwqe, IBV_WC_LOC_LEN_ERR);
-		r = uc ? RESP_OK : RESP_INV_REQ;
-	} else {
-		ibvd_eng_rq_consume(&rq);
-		hold(src, target, &rwqe);
-	}
-	pthread_mutex_unlock(rq.lock);
-	return r;
-}
-
-enum eng_resp ibvd_eng_held_get(struct ibvd_qp *src, struct ibvd_qp *target,
-				struct eng_sgl *sgl)
-{
-	bool uc = src->qp_type == IBV_QPT_UC;
-	struct eng_held *h = src->held;
-	struct eng_rq rq;
-
-	/* UC drops what it cannot place; RC says the responder lost track. */
-	if (!ibvd_eng_holding(src))
-		return uc ? RESP_OK : RESP_INV_REQ;
-	if (h->target != target || h->target_qpn != target->qp_num) {
-		ibvd_eng_held_abort(src);
-		return uc ? RESP_OK : RESP_INV_REQ;
-	}
-	if (!sgl)
-		return RESP_OK;
-	ibvd_eng_rq_of(target, &rq);
-	if (ibvd_eng_sges_resolve(h->sge, h->nsge, rq.pd, true, sgl) !=
-	    IBV_WC_SUCCESS) {
-		ibvd_eng_held_fail(src, target, IBV_WC_LOC_PROT_ERR);
-		return uc ? RESP_OK : RESP_OP_ERR;
-	}
+	/* Kept for the QP's life once it received one chunked message. */
+	if (!in && !(in = target->inbound = calloc(1, sizeof(*in))))
+		return src->qp_type == IBV_QPT_UC ? RESP_OK : RESP_NO_ACK;
+	/*
+	 * Nothing else is held here: only the QP target is connected to sends
+	 * to it, one message at a time, and each gives its WQE back (held_*)
+	 * before the next starts; a WQE kept from a cut UC message is the one
+	 * just peeked, and consuming it frees the slot.
+	 */
+	ibvd_eng_rq_consume(rq);
+	in->active = true;
+	in->src = src;
+	in->seq = src->chunked.seq;
+	in->wr_id = rwqe->wr_id;
+	in->nsge = rwqe->nsge;
+	memcpy(in->sge, rwqe->sge, rwqe->nsge * sizeof(in->sge[0]));
+	src->chunked.holds_recv = true;
 	return RESP_OK;
+}
+
+struct eng_inbound *ibvd_eng_held(const struct ibvd_qp *src,
+				  const struct ibvd_qp *target)
+{
+	struct eng_inbound *in = target->inbound;
+
+	if (!in || !in->active || in->src != src || in->seq != src->chunked.seq)
+		return NULL;
+	return in;
 }
 
 void ibvd_eng_held_complete(struct ibvd_qp *src, struct ibvd_qp *target,
 			    const struct eng_req *req,
 			    const struct eng_rcv_info *info)
 {
-	src->held->active = false;
-	ibvd_eng_recv_cqe(target, src->held->wr_id, src, req, info);
+	target->inbound->active = false;
+	src->chunked.holds_recv = false;
+	ibvd_eng_recv_cqe(target, target->inbound->wr_id, src, req, info);
 }
 
 void ibvd_eng_held_fail(struct ibvd_qp *src, struct ibvd_qp *target,
 			enum ibv_wc_status status)
 {
-	src->held->active = false;
-	ibvd_eng_recv_err(target, src->held->wr_id, status);
+	target->inbound->active = false;
+	src->chunked.holds_recv = false;
+	ibvd_eng_recv_err(target, target->inbound->wr_id, status);
 	ibvd_eng_responder_error(target, 0);
+}
+
+/* Under t's receive lock: half of src's message arrived, the rest never will. */
+static void cut_short(const struct ibvd_qp *src, struct ibvd_qp *t)
+{
+	struct eng_inbound *in = t->inbound;
+
+	if (src->qp_type == IBV_QPT_UC) {
+		in->src = NULL;		/* kept for the next message */
+		return;
+	}
+	in->active = false;
+	if (eng_qp_state(t) == IBV_QPS_ERR) {
+		ibvd_eng_recv_err(t, in->wr_id, IBV_WC_WR_FLUSH_ERR);
+		return;
+	}
+	ibvd_eng_recv_err(t, in->wr_id, IBV_WC_REM_ABORT_ERR);
+	ibvd_eng_responder_error(t, 0);
 }
 
 void ibvd_eng_held_abort(struct ibvd_qp *src)
 {
-	struct eng_held *h = src->held;
 	struct ibvd_qp *t;
-	uint32_t state;
+	struct eng_rq rq;
 
-	if (!h || !h->active)
+	if (!src->chunked.holds_recv)
 		return;
-	h->active = false;
-	/* A destroyed receiver completes nothing; a reset one starts anew. */
-	t = ibvd_qp_by_num(h->target_qpn);
-	if (!t || t != h->target)
+	src->chunked.holds_recv = false;
+	/* A destroyed receiver took the WQE with it. */
+	t = ibvd_qp_by_num(src->chunked.target_qpn);
+	if (!t || t != src->chunked.target)
 		return;
-	state = eng_qp_state(t);
-	if (state == IBV_QPS_RESET || state == IBV_QPS_INIT)
-		return;
-	if (state == IBV_QPS_ERR) {
-		ibvd_eng_recv_err(t, h->wr_id, IBV_WC_WR_FLUSH_ERR);
-		return;
-	}
-	/* Half a message arrived and the rest never will. */
-	ibvd_eng_recv_err(t, h->wr_id, IBV_WC_REM_ABORT_ERR);
-	ibvd_eng_responder_error(t, 0);
+	ibvd_eng_rq_of(t, &rq);
+	pthread_mutex_lock(rq.lock);
+	/* Not held any more if the receiver flushed or was reset since. */
+	if (ibvd_eng_held(src, t))
+		cut_short(src, t);
+	pthread_mutex_unlock(rq.lock);
 }
 
-void ibvd_engine_qp_destroy(struct ibvd_qp *qp)
+void ibvd_eng_inbound_flush(struct ibvd_qp *qp, bool flush)
 {
+	struct eng_inbound *in = qp->inbound;
+
+	if (!in || !in->active)
+		return;
+	in->active = false;
+	if (flush)
+		ibvd_eng_recv_err(qp, in->wr_id, IBV_WC_WR_FLUSH_ERR);
+}
+
+bool ibvd_eng_kept_peek(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
+			struct eng_recv *out)
+{
+	const struct eng_inbound *in = qp->inbound;
+
+	if (!in || !in->active || in->src)
+		return false;
+	out->wr_id = in->wr_id;
+	out->nsge = in->nsge;
+	memcpy(out->sge, in->sge, in->nsge * sizeof(out->sge[0]));
+	out->sgl.n = 0;
+	out->sgl.total = 0;
+	out->status = ibvd_eng_sges_resolve(out->sge, out->nsge, pd, true,
+					    &out->sgl);
+	return true;
+}
+
+bool ibvd_eng_kept_take(struct ibvd_qp *qp)
+{
+	struct eng_inbound *in = qp->inbound;
+
+	if (!in || !in->active || in->src)
+		return false;
+	in->active = false;
+	return true;
+}
+
+void ibvd_eng_chunk_forget(struct ibvd_qp *qp)
+{
+	struct eng_rq rq;
+
 	ibvd_eng_held_abort(qp);
-	free(qp->held);
-	qp->held = NULL;
+	qp->wqe_done = 0;
+	qp->chunked.target = NULL;
+	ibvd_eng_rq_of(qp, &rq);
+	pthread_mutex_lock(rq.lock);
+	/*
+	 * A WQE of the QP's own RQ goes the way of the rest of that queue,
+	 * without a completion; one taken from an SRQ is still the SRQ's
+	 * client's, who must hear of it.
+	 */
+	ibvd_eng_inbound_flush(qp, qp->srq != NULL);
+	pthread_mutex_unlock(rq.lock);
 }

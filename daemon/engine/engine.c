@@ -92,7 +92,7 @@ void ibvd_eng_qp_ring(struct ibvd_qp *qp)
 void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		      uint64_t deadline)
 {
-	if (ibvd_eng_timer_add(&eng->timers, deadline, qp->qp_num) < 0) {
+	if (ibvd_eng_timer_set(&eng->timers, qp, deadline) < 0) {
 		/* No memory for a timer: retry at once rather than never. */
 		qp->rnr_deadline_ns = 0;
 		ibvd_eng_qp_ring(qp);
@@ -120,15 +120,12 @@ static void rung(uint32_t bit, void *arg)
 
 static unsigned int run_timers(struct ibvd_engine *eng)
 {
-	struct eng_timer t;
+	struct ibvd_qp *qp;
 	unsigned int n = 0;
 
-	while (ibvd_eng_timer_pop(&eng->timers, eng->now, &t)) {
-		struct ibvd_qp *qp = ibvd_qp_by_num(t.qp_num);
-
-		/* Gone, moved, or waiting for a later deadline: stale. */
-		if (!qp || ibvd_eng_of(qp) != eng || !qp->rnr_deadline_ns ||
-		    qp->rnr_deadline_ns > eng->now)
+	while ((qp = ibvd_eng_timer_pop(&eng->timers, eng->now))) {
+		/* Flushed or reset since it started to wait: nothing to do. */
+		if (!qp->rnr_deadline_ns || qp->rnr_deadline_ns > eng->now)
 			continue;
 		ibvd_eng_qp_run(eng, qp, eng->now);
 		n++;
@@ -444,6 +441,24 @@ int ibvd_eng_watch(struct ibvd_engine *eng, int fd)
 void ibvd_eng_unwatch(struct ibvd_engine *eng, int fd)
 {
 	epoll_ctl(eng->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void ibvd_engine_qp_reset(struct ibvd_qp *qp)
+{
+	ibvd_eng_chunk_forget(qp);
+	qp->incarnation++;
+}
+
+void ibvd_engine_qp_destroy(struct ibvd_qp *qp)
+{
+	struct ibvd_engine *eng = ibvd_eng_of(qp);
+
+	ibvd_eng_chunk_forget(qp);
+	/* The heap points at qp (a detached context's QPs left it already). */
+	if (eng)
+		ibvd_eng_timer_cancel(&eng->timers, qp);
+	free(qp->inbound);
+	qp->inbound = NULL;
 }
 
 void ibvd_engine_qp_kick(struct ibvd_qp *qp)

@@ -64,9 +64,18 @@ void ibvd_engine_qp_kick(struct ibvd_qp *qp);
 void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp);
 
 /*
+ * MODIFY_QP to RESET, objects lock held for writing: the engine forgets
+ * what qp was doing (chunk.c): a message it was sending in chunks is
+ * aborted at its receiver, a receive WQE it held for one arriving is
+ * dropped with its RQ (or flushed, if it came from an SRQ), and messages
+ * begun before do not reach it any more.
+ */
+void ibvd_engine_qp_reset(struct ibvd_qp *qp);
+
+/*
  * qp is being destroyed (DESTROY_QP or its context's teardown), objects
- * lock held for writing: drop the engine's per-QP state; a message it was
- * sending in chunks is aborted at the receiver.
+ * lock held for writing: what ibvd_engine_qp_reset does, and the engine's
+ * per-QP state is freed.
  */
 void ibvd_engine_qp_destroy(struct ibvd_qp *qp);
 

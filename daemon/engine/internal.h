@@ -71,6 +71,12 @@ struct ibvd_engine;
 #define ENG_GRH_BYTES		40u
 /* Retry period of a transport retry whose QP timeout is 0 (infinite). */
 #define ENG_RETRY_FOREVER_NS	(100ull * 1000 * 1000)
+/*
+ * Longest a QP waits on its tenant's bandwidth before it asks the bucket
+ * again: a limit lifted or raised meanwhile (ibvctl limit set, a reload)
+ * then frees it within this, whatever the old rate promised.
+ */
+#define ENG_RATE_RECHECK_NS	(50ull * 1000 * 1000)
 
 /* ---- memory.c: the bytes of registered memory --------------------------- */
 
@@ -263,6 +269,7 @@ void ibvd_eng_flush_rq(struct ibvd_qp *qp);
 
 /* Where a QP's receive WQEs come from: its own RQ or its SRQ. */
 struct eng_rq {
+	struct ibvd_qp *qp;		/* whose receive queue it is */
 	pthread_mutex_t *lock;
 	const struct ibvd_ring *ring;
 	uint32_t *head;			/* private consumer counter */
@@ -274,8 +281,9 @@ struct eng_rq {
 void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq);
 
 /*
- * Under rq->lock: copy and check the next receive WQE.  1 with *out
- * filled, 0 if the queue is empty, -EPROTO if its tail is impossible.
+ * Under rq->lock: copy and check the next receive WQE (a WQE the QP kept
+ * from a UC message cut short comes first, chunk.c).  1 with *out filled,
+ * 0 if the queue is empty, -EPROTO if its tail is impossible.
  */
 int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out);
 
@@ -370,15 +378,20 @@ void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
 /* ---- chunk.c: messages that take several turns ----------------------------- */
 
 /*
- * The receive WQE a chunked SEND or WRITE_WITH_IMM took at its first step
- * (struct ibvd_qp's `held`, the sender's, serving thread only).  Its SGEs
+ * The responder's context of a chunked SEND or WRITE_WITH_IMM (struct
+ * ibvd_qp's `inbound`, the target's, under its receive lock): the receive
+ * WQE the first step consumed, and the message it belongs to.  Its SGEs
  * are kept as posted and resolved again at every step: between turns the
  * objects lock is released and the receiver may deregister its MRs.
  */
-struct eng_held {
-	bool active;
-	uint32_t target_qpn;		/* with target: the QP is still that one */
-	const struct ibvd_qp *target;	/* compared only, never dereferenced */
+struct eng_inbound {
+	bool active;			/* a receive WQE is held */
+	/* its message: sender (compared only) and the sender's number for
+	 * it; src NULL: a UC message was cut short, the WQE waits for the
+	 * next one */
+	const struct ibvd_qp *src;
+	uint32_t src_qpn;
+	uint32_t seq;
 	uint64_t wr_id;
 	unsigned int nsge;
 	struct ibvd_sge sge[ENG_MAX_SGE];
@@ -390,49 +403,75 @@ extern uint64_t ibvd_eng_turn_bytes;
 
 /*
  * Set req->off and req->step for the next step of src's WQE in front:
- * IBV_WC_SUCCESS, or the status that fails the WQE.
+ * IBV_WC_SUCCESS, or the status that fails the WQE (the client rewrote
+ * its length or opcode in the ring after the first step).
  */
-enum ibv_wc_status ibvd_eng_chunk_plan(const struct ibvd_qp *src,
+enum ibv_wc_status ibvd_eng_chunk_plan(struct ibvd_qp *src,
 				       struct eng_req *req);
 
-/* src holds a receive WQE for the message it is sending. */
-bool ibvd_eng_holding(const struct ibvd_qp *src);
+/*
+ * Before a step of a chunked message to peer: the first step makes peer
+ * its responder; a later one is only for that QP, in the incarnation the
+ * first step found (false: the responder lost the message to a RESET).
+ */
+bool ibvd_eng_chunk_responder(struct ibvd_qp *src, const struct ibvd_qp *peer,
+			      const struct eng_req *req);
 
 /*
- * First step of a chunked message that consumes a receive WQE at target:
- * take it and hold it for src.  RESP_OK once held, else what the lack (or
- * badness) of a WQE means to the requester.
+ * Under rq->lock, once the first step's bytes are in rwqe (peeked from
+ * rq): consume it and hold it at target for src's message.  RESP_OK, or
+ * what a NIC out of resources answers (the WQE stays posted).
  */
-enum eng_resp ibvd_eng_hold_recv(struct ibvd_qp *src, struct ibvd_qp *target,
-				 const struct eng_req *req, bool data);
+enum eng_resp ibvd_eng_hold(struct ibvd_qp *src, struct ibvd_qp *target,
+			    const struct eng_rq *rq, const struct eng_recv *rwqe);
 
 /*
- * A later step: src's held WQE, if it is target's; its buffers resolved
- * again into *sgl when sgl is not NULL.  RESP_OK, or what a lost or
- * unusable WQE means (the held WQE is then finished in error).
+ * Under target's receive lock: the WQE target holds for src's message in
+ * front, or NULL if it holds none (flushed, or the first step took none).
  */
-enum eng_resp ibvd_eng_held_get(struct ibvd_qp *src, struct ibvd_qp *target,
-				struct eng_sgl *sgl);
+struct eng_inbound *ibvd_eng_held(const struct ibvd_qp *src,
+				  const struct ibvd_qp *target);
 
-/* Last step: the held WQE completes at target (byte_len = the message). */
+/* Under the lock, last step: it completes (byte_len = the message). */
 void ibvd_eng_held_complete(struct ibvd_qp *src, struct ibvd_qp *target,
 			    const struct eng_req *req,
 			    const struct eng_rcv_info *info);
 
 /*
- * The data could not be placed (status for the receiver, e.g.
- * LOC_PROT_ERR): complete the held WQE with it, move target to ERR.
+ * Under the lock: the data could not be placed (status for the receiver,
+ * e.g. LOC_PROT_ERR): it completes with that and target goes to ERR.
  */
 void ibvd_eng_held_fail(struct ibvd_qp *src, struct ibvd_qp *target,
 			enum ibv_wc_status status);
 
 /*
- * The message will not be finished (its WQE failed or was flushed, the QP
- * was reset or destroyed): the held WQE, if any, completes at its receiver
- * with REM_ABORT_ERR (RC: the receiver goes to ERR, as nothing can follow
- * in order), or WR_FLUSH_ERR if the receiver is in ERR already.
+ * src gives its message in front up (its WQE failed or was flushed, src
+ * was reset or destroyed), no receive lock held.  A WQE its responder
+ * holds for it: RC completes it with REM_ABORT_ERR and the responder goes
+ * to ERR (WR_FLUSH_ERR if it is there already); UC keeps it for the next
+ * message.  src's record of the message is cleared.
  */
 void ibvd_eng_held_abort(struct ibvd_qp *src);
+
+/*
+ * Responder side, under qp's receive lock: the WQE qp holds, if any,
+ * completes with WR_FLUSH_ERR (`flush`) or is forgotten, and qp no longer
+ * holds one.  Before the rest of a flush, which is posted later.
+ */
+void ibvd_eng_inbound_flush(struct ibvd_qp *qp, bool flush);
+
+/*
+ * RESET or destroy, objects lock held for writing: qp gives up the message
+ * in front (ibvd_eng_held_abort) and forgets a WQE it holds as responder
+ * (one taken from an SRQ completes with WR_FLUSH_ERR).
+ */
+void ibvd_eng_chunk_forget(struct ibvd_qp *qp);
+
+/* Under rq->lock: the WQE qp kept (UC) into *out, if there is one. */
+bool ibvd_eng_kept_peek(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
+			struct eng_recv *out);
+/* Under rq->lock: consume the kept WQE just peeked, if that is what it was. */
+bool ibvd_eng_kept_take(struct ibvd_qp *qp);
 
 /* ---- send.c: the requester ------------------------------------------------ */
 
@@ -478,11 +517,11 @@ bool ibvd_eng_db_arm(struct eng_doorbell *const *dbs, unsigned int n);
 /* Clear `sleeping` in every page (the thread is awake again). */
 void ibvd_eng_db_disarm(struct eng_doorbell *const *dbs, unsigned int n);
 
-/* ---- timer.c: deadlines of QPs waiting for RNR or a retry ------------------ */
+/* ---- timer.c: deadlines of QPs waiting for RNR, a retry or the rate ------- */
 
 struct eng_timer {
 	uint64_t deadline;		/* CLOCK_MONOTONIC ns */
-	uint32_t qp_num;		/* looked up again when it fires */
+	struct ibvd_qp *qp;		/* its timer_slot points back here */
 };
 
 struct eng_timers {
@@ -490,11 +529,18 @@ struct eng_timers {
 	unsigned int n, cap;
 };
 
-int ibvd_eng_timer_add(struct eng_timers *t, uint64_t deadline, uint32_t qp_num);
+/*
+ * Set qp's one timer to deadline, earlier or later than before: 0, or
+ * -ENOMEM (qp then has no timer).
+ */
+int ibvd_eng_timer_set(struct eng_timers *t, struct ibvd_qp *qp,
+		       uint64_t deadline);
+/* qp has no timer any more (it may have had none). */
+void ibvd_eng_timer_cancel(struct eng_timers *t, struct ibvd_qp *qp);
 /* Earliest deadline, or 0 if none. */
 uint64_t ibvd_eng_timer_next(const struct eng_timers *t);
-/* Pop one timer due at now into *out: true if there was one. */
-bool ibvd_eng_timer_pop(struct eng_timers *t, uint64_t now, struct eng_timer *out);
+/* Remove and return a QP whose timer is due at now, or NULL. */
+struct ibvd_qp *ibvd_eng_timer_pop(struct eng_timers *t, uint64_t now);
 void ibvd_eng_timer_free(struct eng_timers *t);
 
 /* ---- load.c: may an idle thread spin? --------------------------------------- */
@@ -553,7 +599,7 @@ struct ibvd_engine {
 	struct ibvd_ectx **ectxs;
 	unsigned int nctx, cap;
 
-	struct eng_timers timers;	/* this thread's only */
+	struct eng_timers timers;	/* this thread's (or write lock) */
 	uint8_t *bounce;		/* ENG_BOUNCE_BYTES */
 	uint8_t *wqe_buf;		/* scratch copy of one send WQE */
 	size_t wqe_buf_len;

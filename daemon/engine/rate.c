@@ -18,7 +18,7 @@
 struct ibvd_eng_rate {
 	atomic_uint refs;
 	_Atomic uint64_t bytes_per_sec;
-	/* when the bytes sent so far are paid for (ns); 0 after a change */
+	/* when the bytes sent so far are paid for (ns); 0: new, empty */
 	_Atomic uint64_t tat;
 };
 
@@ -39,7 +39,7 @@ void ibvd_eng_rate_set(struct ibvd_eng_rate *r, uint64_t bytes_per_sec)
 	uint64_t old = atomic_exchange_explicit(&r->bytes_per_sec, bytes_per_sec,
 						memory_order_relaxed);
 
-	/* A new limit starts with a full bucket, not the old one's debt. */
+	/* A new limit starts with an empty bucket, not the old one's debt. */
 	if (old != bytes_per_sec)
 		atomic_store_explicit(&r->tat, 0, memory_order_relaxed);
 }
@@ -52,30 +52,49 @@ static uint64_t cost_ns(uint64_t bytes, uint64_t rate)
 	return (bytes * NS_PER_SEC + rate - 1) / rate;
 }
 
+/*
+ * The burst in ns at rate: 10 ms or one chunk, whichever is more, and at
+ * least this take, so that a take bigger than a chunk (chunking switched
+ * off) may still go once nothing else is owed.
+ */
+static uint64_t burst_ns(uint64_t chunk, uint64_t rate, uint64_t cost)
+{
+	uint64_t burst = cost_ns(chunk, rate);
+
+	if (burst < BURST_NS)
+		burst = BURST_NS;
+	return burst < cost ? cost : burst;
+}
+
 uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
 			    uint64_t now, uint64_t chunk)
 {
 	uint64_t rate = atomic_load_explicit(&r->bytes_per_sec,
 					     memory_order_relaxed);
-	uint64_t burst, cost, old, base;
+	uint64_t burst, cost, old, base, next, wait;
 
 	if (rate == IBVD_RATE_UNLIMITED)
 		return 0;
 	if (!rate)
 		rate = 1;	/* "0 B/s" would never send: the slowest there is */
 	cost = cost_ns(bytes, rate);
-	burst = cost_ns(chunk, rate);
-	if (burst < BURST_NS)
-		burst = BURST_NS;
+	burst = burst_ns(chunk, rate, cost);
 	old = atomic_load_explicit(&r->tat, memory_order_relaxed);
 	do {
-		base = old > now ? old : now;
-		if (base - now > burst)
-			return base - now - burst;
-	} while (!atomic_compare_exchange_weak_explicit(&r->tat, &old, base + cost,
+		/* A new bucket is empty: as if a burst had just been sent. */
+		base = old ? (old > now ? old : now) : now + burst;
+		next = base + cost;
+		wait = 0;
+		/* Sent ahead of the rate by at most the burst, this take included. */
+		if (next - now > burst) {
+			wait = next - now - burst;
+			next = base;	/* nothing taken; a new bucket starts */
+		}
+	} while (next != old &&
+		 !atomic_compare_exchange_weak_explicit(&r->tat, &old, next,
 							memory_order_relaxed,
 							memory_order_relaxed));
-	return 0;
+	return wait;
 }
 
 uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r)

@@ -11,11 +11,14 @@
  *
  * The bucket is one atomic word, a "theoretical arrival time" (the
  * generic cell rate algorithm, an exact token bucket): sending b bytes
- * pushes it b / rate later; a sender may go while it is less than the
+ * pushes it b / rate later; a sender may go if that leaves it at most the
  * burst ahead of now.  The burst is 10 ms worth of bytes or one chunk,
- * whichever is more, so a limit never splits a chunk and a tenant idle
- * for a while may send that much at once.  Engine threads take from it
- * with a compare-and-swap: no lock, no control thread.
+ * whichever is more, so a limit never splits a chunk, and a tenant idle
+ * for a while may send that much at once, and no more.  A new bucket, and
+ * one whose limit changed, starts empty: a tenant that comes back with a
+ * new bucket (a new session) or a new limit gets no burst for it, only
+ * the rate.  Engine threads take from it with a compare-and-swap: no
+ * lock, no control thread.
  */
 #ifndef IBVD_ENGINE_RATE_H
 #define IBVD_ENGINE_RATE_H
@@ -36,8 +39,10 @@ uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r);
 /*
  * Engine side: may bytes (at most one chunk) be sent at now (CLOCK_MONOTONIC
  * ns, or any clock that never goes back)?  0: yes, and they are charged;
- * else the ns to wait before asking again.  An unlimited bucket costs one
- * relaxed load.  chunk is the engine's chunk size (the burst's floor).
+ * else the ns until they could go at the present rate (the caller may ask
+ * again sooner: a limit may be lifted meanwhile).  An unlimited bucket
+ * costs one relaxed load.  chunk is the engine's chunk size (the burst's
+ * floor).
  */
 uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
 			    uint64_t now, uint64_t chunk);

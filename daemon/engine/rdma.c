@@ -39,28 +39,49 @@ static enum eng_resp write_data(struct ibvd_engine *eng, struct ibvd_qp *target,
 }
 
 /*
- * A step of a chunked WRITE_WITH_IMM (chunk.c): the first takes and holds
- * the receive WQE, the last completes it.
+ * Under the receive lock, a later step of a chunked WRITE_WITH_IMM (chunk.c):
+ * its data goes only while target still holds the message's WQE, and the
+ * last step completes that.
  */
-static enum eng_resp write_imm_step(struct ibvd_engine *eng,
+static enum eng_resp write_imm_next(struct ibvd_engine *eng,
 				    struct ibvd_qp *src, struct ibvd_qp *target,
 				    const struct eng_sgl *dst,
 				    const struct eng_req *req,
 				    const struct eng_rcv_info *info)
 {
+	bool uc = src->qp_type == IBV_QPT_UC;
 	enum eng_resp r;
 
-	if (req->off == 0)
-		r = ibvd_eng_hold_recv(src, target, req, false);
-	else
-		r = ibvd_eng_held_get(src, target, NULL);
-	/* Not held but OK: UC dropped the message. */
-	if (r != RESP_OK || !ibvd_eng_holding(src))
-		return r;
-	r = write_data(eng, target, dst, req, src->qp_type == IBV_QPT_UC);
+	/* Nothing to continue (UC dropped the start): as for no responder. */
+	if (!ibvd_eng_held(src, target))
+		return uc ? RESP_OK : RESP_NO_ACK;
+	r = write_data(eng, target, dst, req, uc);
 	if (r == RESP_OK && eng_req_last(req))
 		ibvd_eng_held_complete(src, target, req, info);
 	return r;
+}
+
+/*
+ * Under the receive lock, with a WQE peeked: the data (of the first step,
+ * if chunked) first, then the WQE is consumed, completed or held.
+ */
+static enum eng_resp write_imm_first(struct ibvd_engine *eng,
+				     struct ibvd_qp *src, struct ibvd_qp *target,
+				     const struct eng_sgl *dst,
+				     const struct eng_rq *rq,
+				     const struct eng_recv *rwqe,
+				     const struct eng_req *req,
+				     const struct eng_rcv_info *info)
+{
+	enum eng_resp r = write_data(eng, target, dst, req,
+				     src->qp_type == IBV_QPT_UC);
+
+	if (r != RESP_OK)
+		return r;
+	if (!eng_req_last(req))
+		return ibvd_eng_hold(src, target, rq, rwqe);
+	ibvd_eng_recv_complete(target, rq, rwqe, src, req, info);
+	return RESP_OK;
 }
 
 /*
@@ -71,7 +92,6 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 			       struct ibvd_qp *target, const struct eng_sgl *dst,
 			       const struct eng_req *req)
 {
-	bool uc = src->qp_type == IBV_QPT_UC;
 	struct eng_rcv_info info = {
 		.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 		.byte_len = (uint32_t)req->length,
@@ -82,17 +102,17 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 	enum eng_resp r;
 	int ret;
 
-	if (!eng_req_whole(req))
-		return write_imm_step(eng, src, target, dst, req, &info);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
-	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret <= 0) {
-		r = ibvd_eng_no_recv(src, target, &rq, ret);
+	if (req->off) {
+		r = write_imm_next(eng, src, target, dst, req, &info);
 	} else {
-		r = write_data(eng, target, dst, req, uc);
-		if (r == RESP_OK)
-			ibvd_eng_recv_complete(target, &rq, &rwqe, src, req, &info);
+		ret = ibvd_eng_rq_peek(&rq, &rwqe);
+		if (ret <= 0)
+			r = ibvd_eng_no_recv(src, target, &rq, ret);
+		else
+			r = write_imm_first(eng, src, target, dst, &rq, &rwqe,
+					    req, &info);
 	}
 	pthread_mutex_unlock(rq.lock);
 	return r;

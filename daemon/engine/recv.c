@@ -6,8 +6,9 @@
  * of a WQE through the data copy to its CQE, so receive completions of one
  * queue come out in the order the WQEs were posted even when senders on
  * several engine threads target it at once.  A WQE is consumed only once
- * the message is known to land: if the sender's own memory fails half-way,
- * the WQE stays posted, as it would on a NIC that never sent the message.
+ * the message (or the first chunk of a long one, chunk.c) has landed: if
+ * the sender's own memory fails before, the WQE stays posted, as it would
+ * on a NIC that never sent the message.
  */
 #include <config.h>
 
@@ -19,6 +20,7 @@
 
 void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq)
 {
+	rq->qp = qp;
 	if (qp->srq) {
 		rq->lock = &qp->srq->lock;
 		rq->ring = &qp->srq->ring;
@@ -41,6 +43,9 @@ int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 	const struct ibvd_wq_client *cp = rq->ring->client_page;
 	uint32_t tail, n;
 
+	/* Taken before the rest, the WQE a cut UC message left is the oldest. */
+	if (ibvd_eng_kept_peek(rq->qp, rq->pd, out))
+		return 1;
 	if (!rq->ring->slots)
 		return 0;
 	/* Acquire: the WQEs below the tail are written. */
@@ -72,6 +77,8 @@ static void srq_limit_check(struct ibvd_srq *srq)
 
 void ibvd_eng_rq_consume(const struct eng_rq *rq)
 {
+	if (ibvd_eng_kept_take(rq->qp))
+		return;
 	(*rq->head)++;
 	/* The client reuses the slot once it sees this. */
 	ibvd_publish(&((struct ibvd_wq_engine *)rq->ring->engine_page)->head, *rq->head);
@@ -155,7 +162,12 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 	ibvd_eng_responder_error(target, 0);
 }
 
-/* Under the receive lock, with a WQE peeked: place the message. */
+/*
+ * Under the receive lock, with a WQE peeked: place the message, or the
+ * first step of a chunked one, which then holds the WQE (chunk.c).  The
+ * WQE is consumed only once the bytes landed: a sender whose own memory
+ * fails leaves the receiver as it was.
+ */
 static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 				struct ibvd_qp *target, const struct eng_rq *rq,
 				const struct eng_recv *rwqe,
@@ -177,7 +189,7 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_LEN_ERR);
 		return uc ? RESP_OK : RESP_INV_REQ;
 	}
-	switch (ibvd_eng_copy(eng, &rwqe->sgl, 0, &req->local, req->length)) {
+	switch (ibvd_eng_copy_at(eng, &rwqe->sgl, 0, &req->local, 0, req->step)) {
 	case ENG_COPY_SRC_FAULT:
 		return RESP_LOCAL_FAULT;
 	case ENG_COPY_DST_FAULT:
@@ -186,6 +198,8 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	case ENG_COPY_OK:
 		break;
 	}
+	if (!eng_req_last(req))
+		return ibvd_eng_hold(src, target, rq, rwqe);
 	ibvd_eng_recv_complete(target, rq, rwqe, src, req, &info);
 	return RESP_OK;
 }
@@ -206,11 +220,13 @@ enum eng_resp ibvd_eng_no_recv(struct ibvd_qp *src, struct ibvd_qp *target,
 }
 
 /*
- * One step of a chunked SEND (chunk.c): the first takes and holds the
- * receive WQE, each places its bytes, the last completes the WQE.
+ * Under the receive lock, a later step of a chunked SEND: its bytes into
+ * the WQE target holds for the message.  The lock is kept over the copy:
+ * once a flush completed the WQE, nothing writes into its buffers.
  */
-static enum eng_resp send_step(struct ibvd_engine *eng, struct ibvd_qp *src,
-			       struct ibvd_qp *target, const struct eng_req *req)
+static enum eng_resp place_next(struct ibvd_engine *eng, struct ibvd_qp *src,
+				struct ibvd_qp *target, const struct eng_rq *rq,
+				const struct eng_req *req)
 {
 	bool uc = src->qp_type == IBV_QPT_UC;
 	struct eng_rcv_info info = {
@@ -218,18 +234,17 @@ static enum eng_resp send_step(struct ibvd_engine *eng, struct ibvd_qp *src,
 		.byte_len = (uint32_t)req->length,
 		.solicited = req->w.send_flags & IBV_SEND_SOLICITED,
 	};
-	struct eng_sgl sgl;
-	enum eng_resp r;
+	struct eng_inbound *in = ibvd_eng_held(src, target);
+	struct eng_sgl sgl = { .n = 0, .total = 0 };
 
-	if (req->off == 0) {
-		r = ibvd_eng_hold_recv(src, target, req, true);
-		/* Not held but OK: UC dropped the message. */
-		if (r != RESP_OK || !ibvd_eng_holding(src))
-			return r;
+	/* Nothing to continue (UC dropped the start): as for no responder. */
+	if (!in)
+		return uc ? RESP_OK : RESP_NO_ACK;
+	if (ibvd_eng_sges_resolve(in->sge, in->nsge, rq->pd, true, &sgl) !=
+	    IBV_WC_SUCCESS) {
+		ibvd_eng_held_fail(src, target, IBV_WC_LOC_PROT_ERR);
+		return uc ? RESP_OK : RESP_OP_ERR;
 	}
-	r = ibvd_eng_held_get(src, target, &sgl);
-	if (r != RESP_OK || !ibvd_eng_holding(src))
-		return r;
 	switch (ibvd_eng_copy_at(eng, &sgl, req->off, &req->local, req->off,
 				 req->step)) {
 	case ENG_COPY_SRC_FAULT:
@@ -255,15 +270,17 @@ enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 	int ret;
 
 	ibvd_eng_count_arrival(src, target, req);
-	if (!eng_req_whole(req))
-		return send_step(eng, src, target, req);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
-	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret <= 0)
-		r = ibvd_eng_no_recv(src, target, &rq, ret);
-	else
-		r = place_send(eng, src, target, &rq, &rwqe, req);
+	if (req->off) {
+		r = place_next(eng, src, target, &rq, req);
+	} else {
+		ret = ibvd_eng_rq_peek(&rq, &rwqe);
+		if (ret <= 0)
+			r = ibvd_eng_no_recv(src, target, &rq, ret);
+		else
+			r = place_send(eng, src, target, &rq, &rwqe, req);
+	}
 	pthread_mutex_unlock(rq.lock);
 	return r;
 }

@@ -17,7 +17,8 @@
  *
  * A tenant with a bandwidth limit (rate.c) pays for each step before it
  * runs; when its bucket is empty the QP yields its turn and waits on the
- * thread's timers, like an RNR wait, while the thread serves the others.
+ * thread's timers, like an RNR wait, while the thread serves the others,
+ * and asks the bucket again at least every ENG_RATE_RECHECK_NS.
  */
 #include <config.h>
 
@@ -105,6 +106,10 @@ static enum eng_resp execute_connected(struct ibvd_engine *eng,
 {
 	struct ibvd_qp *peer = ibvd_eng_connected_peer(qp);
 
+	/* A responder reset since the message began knows nothing of it. */
+	if (!eng_req_whole(req) && !ibvd_eng_chunk_responder(qp, peer, req))
+		peer = NULL;
+	/* Nobody answers: RC retries, UC's packets are lost. */
 	if (!peer)
 		return qp->qp_type == IBV_QPT_UC ? RESP_OK : RESP_NO_ACK;
 	*rnr_timer = peer->attr.min_rnr_timer;
@@ -148,7 +153,9 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 
 /*
  * Over its tenant's bandwidth: true if qp must wait (its timer is set).
- * An unlimited tenant pays one relaxed load here.
+ * An unlimited tenant pays one relaxed load here.  A long wait is cut into
+ * ENG_RATE_RECHECK_NS pieces, each ending in a new question to the
+ * bucket: the limit may be lifted meanwhile.
  */
 static bool rate_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		      uint64_t bytes)
@@ -161,6 +168,8 @@ static bool rate_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	wait = ibvd_eng_rate_take(rate, bytes, eng->now, ibvd_eng_turn_bytes);
 	if (!wait)
 		return false;
+	if (wait > ENG_RATE_RECHECK_NS)
+		wait = ENG_RATE_RECHECK_NS;
 	ibvd_eng_qp_wait(eng, qp, eng->now + wait);
 	return true;
 }
@@ -172,7 +181,7 @@ static void start_wqe(struct ibvd_qp *qp)
 	qp->rnr_left = qp->attr.rnr_retry;
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->wqe_done = 0;
-	/* A message cut short by a RESET may still hold a receive WQE. */
+	/* Defensive: every way out of a message gave its receive WQE back. */
 	ibvd_eng_held_abort(qp);
 	qp->wqe_started = true;
 }
@@ -348,8 +357,6 @@ static void left_error_states(struct ibvd_qp *qp, uint32_t state)
 		qp->wqe_started = false;
 		qp->wqe_done = 0;
 		qp->peer_gone = false;
-		/* Reset in the middle of a chunked message. */
-		ibvd_eng_held_abort(qp);
 	}
 }
 

@@ -235,14 +235,28 @@ void ibvd_eng_flush_sq(struct ibvd_qp *qp)
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
 }
 
+/* An SRQ's WQEs are not ours to flush, but the one we took for a message is. */
+static void flush_srq_taken(struct ibvd_qp *qp)
+{
+	pthread_mutex_lock(&qp->srq->lock);
+	ibvd_eng_inbound_flush(qp, true);
+	pthread_mutex_unlock(&qp->srq->lock);
+}
+
 void ibvd_eng_flush_rq(struct ibvd_qp *qp)
 {
 	struct ibvd_cqe cqe;
 	int64_t n;
 
-	if (qp->srq || !qp->rq.slots)
+	if (qp->srq) {
+		flush_srq_taken(qp);
+		return;
+	}
+	if (!qp->rq.slots)
 		return;
 	pthread_mutex_lock(&qp->recv_lock);
+	/* The WQE a chunked message holds was taken first: it goes first. */
+	ibvd_eng_inbound_flush(qp, true);
 	for (n = queue_depth(&qp->rq, qp->rq_head); n > 0; n--) {
 		struct ibvd_recv_wqe w;
 

@@ -12,8 +12,15 @@
  *	flushed) on both sides and the engine keeps working.
  *   order			a small SEND on QP B completes while QP A's
  *	256 MiB WRITE on the same engine thread is still in progress.
+ *   cuts			(a limited tenant: its 64 MiB SENDs last
+ *	seconds) SENDs cut short at either end: the receiver reset and
+ *	connected again, moved to ERR, or reset or destroyed with the
+ *	receive taken from an SRQ; a UC sender reset; a sender whose memory
+ *	faults in the first chunk; a client lengthening its WQE in the ring
+ *	between chunks.  Each completion (or its absence) as chunk.c says.
  *   move BYTES			1 MiB RDMA WRITEs in loopback until BYTES
- *	moved; prints "moved N bytes in MS ms" (the bandwidth limit).
+ *	moved; prints "started", then "moved N bytes in MS ms" (the
+ *	bandwidth limit).
  *
  * Exit: 0 pass, 1 fail.
  */
@@ -25,9 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include <infiniband/verbs.h>
 
+#include "ring.h"
 #include "vt.h"
 
 #define MiB		(1024u * 1024u)
@@ -432,6 +441,266 @@ static int order(void)
 	return 0;
 }
 
+/* ==== cuts ==================================================================== */
+
+#define CUT_LEN		(64u * MiB)	/* 3 s at the limited tenant's 20 MB/s */
+
+static struct ibv_mr *cut_src, *cut_dst;
+
+static void to_state(struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = st;
+	vt_assert(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "modify QP %u to %d",
+		  qp->qp_num, st);
+}
+
+/* Side `side` of p through RESET and connected again: a new incarnation. */
+static void reincarnate(struct vt_pair *p, int side)
+{
+	struct vt_addr a;
+
+	to_state(p->qp[side], IBV_QPS_RESET);
+	vt_qp_addr(p->d, p->qp[1 - side], &p->o[1 - side], &a);
+	vt_connect(p->d, p->qp[side], &a, &p->o[side]);
+}
+
+static void cut_send(struct ibv_qp *qp, uint64_t wr_id, uint32_t len)
+{
+	vt_send(qp, wr_id, IBV_WR_SEND, IBV_SEND_SIGNALED, cut_src->addr, len,
+		cut_src->lkey, 0, 0);
+}
+
+/* The SEND into cut_dst has begun: its first chunk landed. */
+static void mid_message(struct ibv_cq *scq)
+{
+	volatile const uint8_t *first = cut_dst->addr;
+	long until = vt_now_ms() + 3 * vt_tmo_ms();
+
+	while (!*first)
+		vt_assert(vt_now_ms() < until, "the first chunk never landed");
+	vt_expect_none(scq, 20, "a 64 MiB SEND at 20 MB/s, begun");
+}
+
+static void cut_begin(struct vt_pair *p, const struct vt_qp_opts *o0,
+		      const struct vt_qp_opts *o1)
+{
+	memset(cut_dst->addr, 0, CUT_LEN);
+	vt_pair2(p, &D, o0, o1, 0);
+}
+
+/*
+ * The receiver is reset and connected again in the middle of a SEND: the
+ * old message never reaches the new incarnation (no SUCCESS with the old
+ * wr_id, nothing in the new receive); the sender's retries run out.
+ */
+static void cut_receiver_reset(void)
+{
+	const struct vt_qp_opts o = { .timeout = 10, .retry_cnt = 2 };
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	cut_begin(&p, &o, &o);
+	vt_recv(p.qp[1], 31, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	cut_send(p.qp[0], 30, CUT_LEN);
+	mid_message(p.scq[0]);
+	reincarnate(&p, 1);
+	vt_recv(p.qp[1], 32, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	vt_expect_wc(p.scq[0], &wc, 30, IBV_WC_RETRY_EXC_ERR,
+		     "a SEND whose receiver was reset half-way");
+	vt_expect_none(p.rcq[1], 200, "receives of the reset receiver");
+	say("ok: receiver reset half-way: nothing reaches it, the sender retries out");
+	vt_pair_free(&p);
+}
+
+/*
+ * The receiver moves to ERR half-way; the sender (timeout 0) would retry
+ * forever: the held receive is flushed at once, before the one behind it.
+ */
+static void cut_receiver_err(void)
+{
+	const struct vt_qp_opts o = { .timeout = VT_ZERO };
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	cut_begin(&p, &o, &o);
+	vt_recv(p.qp[1], 41, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	vt_recv(p.qp[1], 42, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	cut_send(p.qp[0], 40, CUT_LEN);
+	mid_message(p.scq[0]);
+	to_state(p.qp[1], IBV_QPS_ERR);
+	vt_expect_wc(p.rcq[1], &wc, 41, IBV_WC_WR_FLUSH_ERR, "the held receive");
+	vt_expect_wc(p.rcq[1], &wc, 42, IBV_WC_WR_FLUSH_ERR, "the receive behind it");
+	vt_expect_none(p.scq[0], 200, "the sender (retrying forever)");
+	to_state(p.qp[0], IBV_QPS_ERR);
+	vt_expect_wc(p.scq[0], &wc, 40, IBV_WC_WR_FLUSH_ERR, "the SEND, flushed");
+	vt_expect_none(p.rcq[1], 200, "receives after the flush");
+	say("ok: receiver in ERR half-way: its held receive flushed first");
+	vt_pair_free(&p);
+}
+
+/*
+ * Receives taken from an SRQ by a QP reset or destroyed half-way are
+ * flushed (the SRQ's client accounts for each); the rest stay posted.
+ */
+static void cut_srq_receiver(bool destroy)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct vt_qp_opts o = { .timeout = 10, .retry_cnt = 2 }, t = o;
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	vt_assert(srq, "ibv_create_srq");
+	t.srq = srq;
+	cut_begin(&p, &o, &t);
+	vt_srq_recv(srq, 51, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	vt_srq_recv(srq, 52, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	cut_send(p.qp[0], 50, CUT_LEN);
+	mid_message(p.scq[0]);
+	if (destroy) {
+		vt_assert(ibv_destroy_qp(p.qp[1]) == 0, "destroy the receiver");
+		p.qp[1] = NULL;
+	} else {
+		to_state(p.qp[1], IBV_QPS_RESET);
+	}
+	vt_expect_wc(p.rcq[1], &wc, 51, IBV_WC_WR_FLUSH_ERR, "the SRQ receive it held");
+	vt_expect_wc(p.scq[0], &wc, 50, IBV_WC_RETRY_EXC_ERR, "the SEND");
+	vt_expect_none(p.rcq[1], 200, "the other SRQ receive");
+	say("ok: SRQ receiver %s half-way: the receive it held flushed",
+	    destroy ? "destroyed" : "reset");
+	vt_pair_free(&p);
+	vt_assert(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
+}
+
+/*
+ * A UC sender reset half-way: the receiver hears nothing and stays RTS;
+ * the next message takes the receive the cut one had.
+ */
+static void cut_uc_sender(void)
+{
+	const struct vt_qp_opts o = { .type = IBV_QPT_UC };
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	cut_begin(&p, &o, &o);
+	vt_recv(p.qp[1], 61, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	cut_send(p.qp[0], 60, CUT_LEN);
+	mid_message(p.scq[0]);
+	reincarnate(&p, 0);
+	vt_expect_none(p.rcq[1], 200, "the receiver of a UC message cut short");
+	vt_expect_state(p.qp[1], IBV_QPS_RTS, "the receiver of a cut UC message");
+	cut_send(p.qp[0], 62, 64);
+	vt_expect_ok(p.scq[0], &wc, 62, IBV_WC_SEND, "the next UC SEND");
+	vt_expect_ok(p.rcq[1], &wc, 61, IBV_WC_RECV, "the next UC message");
+	vt_assert(wc.byte_len == 64, "byte_len %u, want 64", wc.byte_len);
+	say("ok: UC sender reset half-way: the next message takes the receive");
+	vt_pair_free(&p);
+}
+
+/*
+ * The sender's own memory faults in the first chunk: its SEND fails, the
+ * receiver is untouched, as if the message had never been sent.
+ */
+static void cut_source_fault(void)
+{
+	const size_t len = 4 * MiB;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *gone;
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	vt_assert(m != MAP_FAILED, "mmap");
+	gone = ibv_reg_mr(D.pd, m, len, IBV_ACCESS_LOCAL_WRITE);
+	vt_assert(gone, "ibv_reg_mr");
+	vt_assert(munmap(m, len) == 0, "munmap");
+	cut_begin(&p, NULL, NULL);
+	vt_recv(p.qp[1], 71, cut_dst->addr, CUT_LEN, cut_dst->lkey);
+	vt_send(p.qp[0], 70, IBV_WR_SEND, IBV_SEND_SIGNALED, m, (uint32_t)len,
+		gone->lkey, 0, 0);
+	vt_expect_wc(p.scq[0], &wc, 70, IBV_WC_LOC_PROT_ERR, "a SEND from unmapped memory");
+	vt_expect_none(p.rcq[1], 200, "the receiver of a SEND never sent");
+	vt_expect_state(p.qp[1], IBV_QPS_RTS, "the receiver of a SEND never sent");
+	reincarnate(&p, 0);
+	cut_send(p.qp[0], 72, 64);
+	vt_expect_ok(p.rcq[1], &wc, 71, IBV_WC_RECV, "the next SEND, in the same receive");
+	say("ok: sender fault in the first chunk: the receiver untouched");
+	vt_pair_free(&p);
+	vt_assert(ibv_dereg_mr(gone) == 0, "ibv_dereg_mr");
+}
+
+/* The send WQE with this wr_id in slot 0 of a QP's ring in our memory. */
+static struct ibvd_send_wqe *find_wqe(uint64_t wr_id)
+{
+	struct ibvd_send_wqe *w = NULL;
+	char line[512], name[256];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	vt_assert(f, "/proc/self/maps");
+	while (!w && fgets(line, sizeof(line), f)) {
+		unsigned long start, end, off;
+		struct ibvd_send_wqe *c;
+
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %255s", &start, &end, &off,
+			   name) != 4 || strcmp(name, "/memfd:ibvd-qp") != 0)
+			continue;
+		c = (struct ibvd_send_wqe *)(start - off + IBVD_RING_SLOTS);
+		if ((unsigned long)c >= start &&
+		    (unsigned long)(c + 1) + sizeof(struct ibvd_sge) <= end &&
+		    c->wr_id == wr_id && c->opcode == IBV_WR_SEND)
+			w = c;
+	}
+	fclose(f);
+	vt_assert(w, "no send WQE %llu in our QP rings", (unsigned long long)wr_id);
+	return w;
+}
+
+/*
+ * The client lengthens the SEND in front in its ring between chunks: its
+ * own error (LOC_LEN_ERR), not the receiver's; the RC receiver hears the
+ * message was cut short.
+ */
+static void cut_lengthened(void)
+{
+	struct ibvd_sge *sge;
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	cut_begin(&p, NULL, NULL);
+	vt_recv(p.qp[1], 81, cut_dst->addr, CUT_LEN / 2, cut_dst->lkey);
+	cut_send(p.qp[0], 80, CUT_LEN / 2);
+	mid_message(p.scq[0]);
+	sge = (struct ibvd_sge *)(find_wqe(80) + 1);
+	vt_assert(sge->length == CUT_LEN / 2, "SGE length %u", sge->length);
+	__atomic_store_n(&sge->length, CUT_LEN / 2 + 4096, __ATOMIC_RELAXED);
+	vt_expect_wc(p.scq[0], &wc, 80, IBV_WC_LOC_LEN_ERR, "a SEND lengthened half-way");
+	vt_expect_wc(p.rcq[1], &wc, 81, IBV_WC_REM_ABORT_ERR, "its receive");
+	say("ok: a SEND lengthened half-way fails as the client's error");
+	vt_pair_free(&p);
+}
+
+static int cuts(void)
+{
+	vt_open(&D);
+	cut_src = vt_reg(D.pd, CUT_LEN, VT_ACCESS_ALL);
+	cut_dst = vt_reg(D.pd, CUT_LEN, VT_ACCESS_ALL);
+	memset(cut_src->addr, 0x5a, CUT_LEN);
+	cut_receiver_reset();
+	cut_receiver_err();
+	cut_srq_receiver(false);
+	cut_srq_receiver(true);
+	cut_uc_sender();
+	cut_source_fault();
+	cut_lengthened();
+	vt_dereg(cut_src);
+	vt_dereg(cut_dst);
+	vt_close(&D);
+	return 0;
+}
+
 /* ==== move ==================================================================== */
 
 #define MOVE_DEPTH	8
@@ -450,6 +719,7 @@ static int move(unsigned long long bytes)
 	from = vt_reg(D.pd, MiB, VT_ACCESS_ALL);
 	to = vt_reg(D.pd, MiB, VT_ACCESS_ALL);
 	t0 = vt_now_ns();
+	say("started");
 	while (done < bytes) {
 		while (posted < bytes && posted - done < MOVE_DEPTH * (unsigned long long)MiB) {
 			vt_send(p.qp[0], posted, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
@@ -486,8 +756,11 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "order") == 0)
 		return order();
+	if (argc == 2 && strcmp(argv[1], "cuts") == 0)
+		return cuts();
 	if (argc == 3 && strcmp(argv[1], "move") == 0)
 		return move(strtoull(argv[2], NULL, 10));
-	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | move BYTES\n");
+	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | cuts | "
+		"move BYTES\n");
 	return 2;
 }

@@ -6,8 +6,14 @@
 #    WQE completes or is flushed on both sides, the daemon lives on;
 #  - a small SEND completes while a 256 MiB WRITE on the same engine thread
 #    is in progress;
+#  - SENDs cut short at either end in the middle (fairness-helper cuts):
+#    receiver reset and reconnected, in ERR, an SRQ receiver reset or
+#    destroyed, a UC sender reset, a sender fault in the first chunk, a WQE
+#    lengthened in the ring between chunks;
 #  - a bandwidth limit: uid $USER1 at 20 MB/s needs >= 1.5 s for 40 MB,
-#    while uid $USER2, unlimited, moves as much at once in parallel.
+#    while uid $USER2, unlimited, moves as much at once in parallel;
+#  - a QP waiting on a tiny limit (1 KiB/s) goes on at once when the limit
+#    is lifted (ibvctl limit set ... bandwidth=max).
 # Timing is only ever asserted as a lower bound for the limited tenant
 # (noise only slows it down) and a generous upper bound for the other.
 . "$(dirname "$0")/lib.sh"
@@ -67,6 +73,14 @@ show "target" "$O/target"
 ok "byte-exact across chunks; cut-short WQEs all completed"
 daemon_alive "after the chunked transfers"
 
+check "SENDs cut short in the middle, at either end (uid $USER1, 20 MB/s)"
+run_locked "$USER1" "$HELPER" cuts >"$O/cuts" 2>&1
+rc=$?
+show "cuts" "$O/cuts"
+[ "$rc" -eq 0 ] || fail "a cut-short SEND ended wrong (exit $rc)"
+ok "every cut ended as chunk.c says"
+daemon_alive "after the cuts"
+
 check "a small SEND overtakes a 256 MiB WRITE on the same engine thread"
 run_locked "$USER2" "$HELPER" order >"$O/order" 2>&1
 rc=$?
@@ -92,4 +106,26 @@ fms=$(sed -n 's/^moved [0-9]* bytes in \([0-9]*\) ms$/\1/p' "$O/free")
 [ "$fms" -lt $((1000 * TMUL)) ] || fail "the unlimited tenant took $fms ms: held to the limit?"
 ok "limited: 40 MB in $lms ms; unlimited: 40 MB in $fms ms"
 daemon_alive "after the bandwidth test"
+
+check "lifting a limit frees a QP waiting on it at once"
+ibvctl limit set uid "$USER1" bandwidth=1k >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=1k"; }
+run_locked "$USER1" "$HELPER" move 1048576 >"$O/slow" 2>&1 &
+spid=$!
+BG_PIDS+=("$spid")
+for i in $(seq $((50 * TMUL))); do
+	grep -q '^started$' "$O/slow" && break
+	sleep 0.1
+done
+grep -q '^started$' "$O/slow" || { show "slow" "$O/slow"; fail "the 1 KiB/s tenant never started"; }
+sleep 0.5
+pid_running "$spid" || { show "slow" "$O/slow"; fail "1 MiB at 1 KiB/s done in 0.5 s"; }
+ibvctl limit set uid "$USER1" bandwidth=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=max"; }
+wait_exit "$spid" $((3 * TMUL)) ||
+	{ show "slow" "$O/slow"; fail "still waiting $((3 * TMUL)) s after the limit was lifted"; }
+show "slow (uid $USER1)" "$O/slow"
+[ "$EXIT_STATUS" -eq 0 ] || fail "the freed tenant failed (exit $EXIT_STATUS)"
+ok "freed once the limit was lifted"
+daemon_alive "after lifting the limit"
 daemon_stop

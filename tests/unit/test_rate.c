@@ -66,21 +66,56 @@ START_TEST(long_run_rate)
 }
 END_TEST
 
+/* A take at `now` on a new bucket, which waits: the bucket starts empty. */
+static void start_empty(uint64_t now)
+{
+	ck_assert_uint_gt(ibvd_eng_rate_take(r, CHUNK, now, CHUNK), 0);
+}
+
+/* Chunks that go at once at `now`. */
+static uint64_t burst_at(uint64_t now)
+{
+	uint64_t sent = 0;
+
+	while (!ibvd_eng_rate_take(r, CHUNK, now, CHUNK))
+		sent += CHUNK;
+	return sent;
+}
+
+START_TEST(new_bucket_starts_empty)
+{
+	/* 100 MB/s: a chunk costs 1.31 ms; the first one waits exactly that. */
+	uint64_t cost = (CHUNK * SEC + 100000000 - 1) / 100000000;
+
+	ibvd_eng_rate_set(r, 100000000);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), cost);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + cost - 1, CHUNK), 1);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + cost, CHUNK), 0);
+	ck_assert_uint_gt(ibvd_eng_rate_take(r, CHUNK, T0 + cost, CHUNK), 0);
+}
+END_TEST
+
+START_TEST(burst_is_exact)
+{
+	/* 1 GB/s: the burst is 10 ms, 10 MB: 76 chunks fit, a 77th does not. */
+	ibvd_eng_rate_set(r, 1000000000);
+	start_empty(T0);
+	ck_assert_uint_eq(burst_at(T0 + SEC), 76 * CHUNK);
+	/* Idle for a minute: still the burst, not a minute's worth. */
+	ck_assert_uint_eq(burst_at(T0 + 61 * SEC), 76 * CHUNK);
+}
+END_TEST
+
 START_TEST(burst_after_idle)
 {
 	/* 100 MB/s: 10 ms worth is 1 MB, at once, then a wait. */
-	uint64_t sent = 0;
+	uint64_t sent;
 
 	ibvd_eng_rate_set(r, 100000000);
-	while (!ibvd_eng_rate_take(r, CHUNK, T0, CHUNK))
-		sent += CHUNK;
-	ck_assert_uint_ge(sent, 1000000);
-	ck_assert_uint_le(sent, 1000000 + 2 * CHUNK);
-	/* Idle for a second: the bucket is full again, not 100 MB full. */
-	sent = 0;
-	while (!ibvd_eng_rate_take(r, CHUNK, T0 + SEC, CHUNK))
-		sent += CHUNK;
-	ck_assert_uint_le(sent, 1000000 + 2 * CHUNK);
+	start_empty(T0);
+	sent = burst_at(T0 + SEC);
+	ck_assert_uint_le(sent, 1000000);
+	ck_assert_uint_gt(sent, 1000000 - CHUNK);
 }
 END_TEST
 
@@ -88,9 +123,22 @@ START_TEST(burst_is_a_chunk_at_least)
 {
 	/* 1 MB/s: 10 ms is 10 KB, less than a chunk; one chunk still goes. */
 	ibvd_eng_rate_set(r, 1000000);
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
-	ck_assert_uint_gt(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
+	start_empty(T0);
+	ck_assert_uint_eq(burst_at(T0 + 100 * SEC), CHUNK);
+}
+END_TEST
+
+START_TEST(take_over_the_burst_goes_alone)
+{
+	/* Chunking off: 64 MiB at 1 MB/s is 67 s, more than any burst. */
+	uint64_t big = 64ull << 20;
+	uint64_t wait;
+
+	ibvd_eng_rate_set(r, 1000000);
+	wait = ibvd_eng_rate_take(r, big, T0, CHUNK);
+	ck_assert_uint_gt(wait, 60 * SEC);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, big, T0 + wait, CHUNK), 0);
+	ck_assert_uint_gt(ibvd_eng_rate_take(r, 1, T0 + wait, CHUNK), 0);
 }
 END_TEST
 
@@ -99,23 +147,29 @@ START_TEST(wait_is_exact)
 	uint64_t wait;
 
 	ibvd_eng_rate_set(r, 1000000);
-	while (!ibvd_eng_rate_take(r, CHUNK, T0, CHUNK))
-		;
-	wait = ibvd_eng_rate_take(r, CHUNK, T0, CHUNK);
+	start_empty(T0);
+	burst_at(T0 + 100 * SEC);
+	wait = ibvd_eng_rate_take(r, CHUNK, T0 + 100 * SEC, CHUNK);
 	/* Not yet one ns before; yes after. */
-	ck_assert_uint_gt(ibvd_eng_rate_take(r, CHUNK, T0 + wait - 1, CHUNK), 0);
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + wait, CHUNK), 0);
+	ck_assert_uint_gt(ibvd_eng_rate_take(r, CHUNK, T0 + 100 * SEC + wait - 1,
+					     CHUNK), 0);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + 100 * SEC + wait,
+					     CHUNK), 0);
 }
 END_TEST
 
 START_TEST(new_limit_forgets_debt)
 {
+	uint64_t wait;
+
 	ibvd_eng_rate_set(r, 1);	/* one byte per second: deep debt */
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
 	ck_assert_uint_gt(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 1000 * SEC);
+	/* A new limit: empty, but paid at its own rate, not the old one's. */
 	ibvd_eng_rate_set(r, 1000000000);
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
+	wait = ibvd_eng_rate_take(r, CHUNK, T0, CHUNK);
+	ck_assert_uint_gt(wait, 0);
+	ck_assert_uint_lt(wait, MS);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + wait, CHUNK), 0);
 	ibvd_eng_rate_set(r, IBVD_RATE_UNLIMITED);
 	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
 }
@@ -123,9 +177,13 @@ END_TEST
 
 START_TEST(huge_take_no_overflow)
 {
+	uint64_t wait;
+
 	ibvd_eng_rate_set(r, 1000);
-	ck_assert_uint_eq(ibvd_eng_rate_take(r, UINT64_MAX, T0, CHUNK), 0);
-	ck_assert_uint_gt(ibvd_eng_rate_take(r, 1, T0, CHUNK), 0);
+	wait = ibvd_eng_rate_take(r, UINT64_MAX, T0, CHUNK);
+	ck_assert_uint_gt(wait, 0);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, UINT64_MAX, T0 + wait, CHUNK), 0);
+	ck_assert_uint_gt(ibvd_eng_rate_take(r, 1, T0 + wait, CHUNK), 0);
 }
 END_TEST
 
@@ -152,8 +210,11 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, unlimited_never_waits);
 	tcase_add_test(tc, long_run_rate);
+	tcase_add_test(tc, new_bucket_starts_empty);
+	tcase_add_test(tc, burst_is_exact);
 	tcase_add_test(tc, burst_after_idle);
 	tcase_add_test(tc, burst_is_a_chunk_at_least);
+	tcase_add_test(tc, take_over_the_burst_goes_alone);
 	tcase_add_test(tc, wait_is_exact);
 	tcase_add_test(tc, new_limit_forgets_debt);
 	tcase_add_test(tc, huge_take_no_overflow);
