@@ -49,6 +49,7 @@ _Static_assert(offsetof(struct ibvd_device, device) == 0,
 static const struct verbs_context context_template = {
 	.query_port = ibvd_query_port_op,
 	.query_device_ex = ibvd_query_device_ex_op,
+	.create_cq_ex = ibvd_create_cq_ex_op,
 	.create_qp_ex = ibvd_create_qp_ex_op,
 	.create_srq_ex = ibvd_create_srq_ex_op,
 	.close_xrcd = ibvd_close_xrcd_unsupported,

@@ -107,9 +107,10 @@ static void channel_ref(struct ibv_comp_channel *channel, int delta)
 	pthread_mutex_unlock(&channel->context->mutex);
 }
 
-static int create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-		     struct ibv_comp_channel *channel, int comp_vector,
-		     struct ibvd_cq **ret_cq)
+/* Shared by ibv_create_cq and ibv_create_cq_ex (cq_ex.c). */
+int ibvd_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+		   struct ibv_comp_channel *channel, int comp_vector,
+		   struct ibvd_cq **ret_cq)
 {
 	struct ibvd_cq *cq;
 	int ret;
@@ -145,7 +146,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 
 	if (!ctx)
 		return ibvd_null_ret(-EINVAL);
-	ret = create_cq(ctx, cqe, cq_context, channel, comp_vector, &cq);
+	ret = ibvd_create_cq(ctx, cqe, cq_context, channel, comp_vector, &cq);
 	return ret < 0 ? ibvd_null_ret(ret) : &cq->cq;
 }
 

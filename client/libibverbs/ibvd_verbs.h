@@ -200,13 +200,20 @@ to_ibvd_channel(struct ibv_comp_channel *channel)
 }
 
 struct ibvd_cq {
-	struct ibv_cq cq;			/* must be first */
+	union {
+		struct ibv_cq cq;		/* must be first */
+		struct ibv_cq_ex cq_ex;		/* ibv_create_cq_ex()'s CQs */
+	};
 	pthread_mutex_t lock;			/* pollers, arming, resize */
 	struct ibvd_cq_ring ring;
 	struct ibvd_map map;
 	/* under cq.mutex: events handed to the app, for destroy's wait */
 	uint32_t comp_delivered;
 	uint32_t async_delivered;
+	/* the ibv_cq_ex poll API (cq_ex.c), from start_poll to end_poll */
+	bool single_threaded;			/* start_poll takes no lock */
+	uint32_t seen_tail;			/* the engine's tail, last read */
+	struct ibvd_cqe cur;			/* what the read_* ops report */
 };
 
 static inline struct ibvd_cq *to_ibvd_cq(struct ibv_cq *cq)
@@ -272,7 +279,14 @@ static inline struct ibvd_ah *to_ibvd_ah(struct ibv_ah *ah)
 void ibvd_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
 		     const uint32_t *completed, const uint32_t *delivered);
 
-/* qp.c, srq.c: extended creators (verbs_context ops) */
+/* cq.c: a CQ made by the daemon, registered for its events */
+int ibvd_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+		   struct ibv_comp_channel *channel, int comp_vector,
+		   struct ibvd_cq **ret_cq);
+
+/* cq_ex.c, qp.c, srq.c: extended creators (verbs_context ops) */
+struct ibv_cq_ex *ibvd_create_cq_ex_op(struct ibv_context *ctx,
+				       struct ibv_cq_init_attr_ex *attr);
 struct ibv_qp *ibvd_create_qp_ex_op(struct ibv_context *ctx,
 				    struct ibv_qp_init_attr_ex *attr);
 struct ibv_srq *ibvd_create_srq_ex_op(struct ibv_context *ctx,
@@ -301,6 +315,15 @@ int ibvd_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int ibvd_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr);
 int ibvd_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+/*
+ * The CQ consumer both poll APIs share (poll.c), under the CQ lock: take
+ * the next CQE into *cqe (false: none), reading the engine's tail into
+ * *seen only once all CQEs below it were taken; then release the taken
+ * slots to the engine once per batch.
+ */
+bool ibvd_cq_ring_take(struct ibvd_cq_ring *ring, uint32_t *seen,
+		       struct ibvd_cqe *cqe);
+void ibvd_cq_ring_release(struct ibvd_cq_ring *ring);
 int ibvd_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
 
 /* ---- queries (query.c) ------------------------------------------------- */

@@ -13,6 +13,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/mr.c \
 	client/libibverbs/channel.c \
 	client/libibverbs/cq.c \
+	client/libibverbs/cq_ex.c \
 	client/libibverbs/qp.c \
 	client/libibverbs/qp_ex.c \
 	client/libibverbs/srq.c \

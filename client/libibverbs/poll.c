@@ -27,32 +27,50 @@ static void wc_from_cqe(struct ibv_wc *wc, const struct ibvd_cqe *cqe)
 	wc->dlid_path_bits = cqe->dlid_path_bits;
 }
 
+bool ibvd_cq_ring_take(struct ibvd_cq_ring *ring, uint32_t *seen,
+		       struct ibvd_cqe *cqe)
+{
+	uint32_t head = ring->head;
+
+	/*
+	 * Re-reading the tail only when we caught up with the last one keeps
+	 * a batch off the cache line the engine writes for every CQE.
+	 */
+	if (head == *seen) {
+		/* Acquire: the CQEs below the tail are written before it. */
+		*seen = ibvd_observe(&ring->engine->tail);
+		if (head == *seen)
+			return false;
+	}
+	memcpy(cqe, &ring->slots[head & (ring->nslots - 1)], sizeof(*cqe));
+	/*
+	 * Every CQE carries its position + 1: a slot that does not is not the
+	 * CQE we expect (the engine overran the ring); stop rather than hand
+	 * out garbage.
+	 */
+	if (cqe->seq != head + 1)
+		return false;
+	ring->head = head + 1;
+	return true;
+}
+
+void ibvd_cq_ring_release(struct ibvd_cq_ring *ring)
+{
+	/* Release: done reading these slots; the engine may reuse them. */
+	ibvd_publish(&ring->client->head, ring->head);
+}
+
 /* Copy up to num CQEs out of ring; returns how many (under the CQ lock). */
 static int poll_ring(struct ibvd_cq_ring *ring, int num, struct ibv_wc *wc)
 {
-	/* Acquire: the CQEs below the engine's tail are written before we read. */
-	uint32_t tail = ibvd_observe(&ring->engine->tail);
-	uint32_t head = ring->head;
+	uint32_t seen = ring->head;	/* read the tail first thing */
 	struct ibvd_cqe cqe;
 	int n = 0;
 
-	while (n < num && head != tail) {
-		memcpy(&cqe, &ring->slots[head & (ring->nslots - 1)], sizeof(cqe));
-		/*
-		 * Every CQE carries its position + 1: a slot that does not is
-		 * not the CQE we expect (the engine overran the ring); stop
-		 * rather than hand out garbage.
-		 */
-		if (cqe.seq != head + 1)
-			break;
+	while (n < num && ibvd_cq_ring_take(ring, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
-		head++;
-	}
-	if (head != ring->head) {
-		ring->head = head;
-		/* Release: done reading these slots; the engine may reuse them. */
-		ibvd_publish(&ring->client->head, head);
-	}
+	if (n)
+		ibvd_cq_ring_release(ring);
 	return n;
 }
 

@@ -3040,6 +3040,469 @@ START_TEST(srq_ex)
 }
 END_TEST
 
+/* ==== extended CQs (ibv_create_cq_ex) ===================================== */
+
+/* One completion as the ibv_cq_ex interface reports it. */
+struct xwc {
+	uint64_t wr_id;
+	enum ibv_wc_status status;
+	enum ibv_wc_opcode opcode;
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	__be32 imm_data;
+	uint32_t qp_num;
+	uint32_t src_qp;
+	unsigned int wc_flags;
+	uint32_t slid;
+	uint8_t sl;
+	uint8_t dlid_path_bits;
+};
+
+static struct ibv_cq_ex *mkcqx(int n, uint32_t flags,
+			       struct ibv_comp_channel *ch, void *cq_ctx)
+{
+	struct ibv_cq_init_attr_ex a;
+	struct ibv_cq_ex *cq;
+
+	memset(&a, 0, sizeof(a));
+	a.cqe = (uint32_t)n;
+	a.cq_context = cq_ctx;
+	a.channel = ch;
+	a.wc_flags = IBV_WC_STANDARD_FLAGS;
+	a.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	a.flags = flags;
+	cq = ibv_create_cq_ex(D.ctx, &a);
+	ck_assert_msg(cq, "ibv_create_cq_ex(%d, flags %#x): %s", n, flags,
+		      strerror(errno));
+	ck_assert_int_ge(cq->cqe, n);
+	return cq;
+}
+
+static void xwc_read(struct ibv_cq_ex *cq, struct xwc *x)
+{
+	x->wr_id = cq->wr_id;
+	x->status = cq->status;
+	x->opcode = ibv_wc_read_opcode(cq);
+	x->vendor_err = ibv_wc_read_vendor_err(cq);
+	x->byte_len = ibv_wc_read_byte_len(cq);
+	x->imm_data = ibv_wc_read_imm_data(cq);
+	x->qp_num = ibv_wc_read_qp_num(cq);
+	x->src_qp = ibv_wc_read_src_qp(cq);
+	x->wc_flags = ibv_wc_read_wc_flags(cq);
+	x->slid = ibv_wc_read_slid(cq);
+	x->sl = ibv_wc_read_sl(cq);
+	x->dlid_path_bits = ibv_wc_read_dlid_path_bits(cq);
+}
+
+/*
+ * Up to n completions through start/next/end_poll, waiting up to ms for
+ * them; returns how many.  A batch stops at n and leaves the rest queued.
+ */
+static int xpoll(struct ibv_cq_ex *cq, struct xwc *x, int n, int ms)
+{
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	long deadline = vt_now_ms() + ms;
+	unsigned int spins = 0;
+	int got = 0, ret;
+
+	while (got < n) {
+		ret = ibv_start_poll(cq, &attr);
+		if (ret == ENOENT) {
+			if (ms == 0 ||
+			    ((++spins & 1023) == 0 && vt_now_ms() > deadline))
+				break;
+			/* a polling app, but let the engine run on a busy machine */
+			if ((spins & 65535) == 0)
+				vt_sleep_ms(0);
+			continue;
+		}
+		ck_assert_msg(ret == 0, "ibv_start_poll: %s", strerror(ret));
+		xwc_read(cq, &x[got++]);
+		while (got < n && (ret = ibv_next_poll(cq)) == 0)
+			xwc_read(cq, &x[got++]);
+		ck_assert_msg(ret == 0 || ret == ENOENT, "ibv_next_poll: %s",
+			      strerror(ret));
+		ibv_end_poll(cq);
+	}
+	return got;
+}
+
+/* x is a successful completion of wr_id with opcode on qp. */
+static void xwc_expect_ok(const struct xwc *x, uint64_t wr_id,
+			  enum ibv_wc_opcode opcode, const struct ibv_qp *qp,
+			  const char *what)
+{
+	ck_assert_msg(x->wr_id == wr_id && x->status == IBV_WC_SUCCESS,
+		      "%s: wr_id %llu status %s, want %llu success", what,
+		      (unsigned long long)x->wr_id, vt_status(x->status),
+		      (unsigned long long)wr_id);
+	ck_assert_msg(x->opcode == opcode, "%s: opcode %d, want %d", what,
+		      x->opcode, opcode);
+	ck_assert_uint_eq(x->qp_num, qp->qp_num);
+	ck_assert_uint_eq(x->vendor_err, 0);
+}
+
+/* x is the receive side of a message of len bytes from src (imm: its imm). */
+static void xwc_expect_recv(const struct xwc *x, uint32_t len,
+			    const struct ibv_qp *src, int with_imm,
+			    __be32 imm)
+{
+	ck_assert_uint_eq(x->byte_len, len);
+	ck_assert_uint_eq(x->src_qp, src->qp_num);
+	ck_assert_uint_eq(x->slid, D.port.lid);
+	ck_assert_uint_eq(x->sl, 0);		/* vt_connect's paths */
+	ck_assert_uint_eq(x->dlid_path_bits, 0);
+	ck_assert_uint_eq(x->wc_flags & IBV_WC_GRH, 0);
+	ck_assert_uint_eq(!!(x->wc_flags & IBV_WC_WITH_IMM), !!with_imm);
+	if (with_imm)
+		ck_assert_uint_eq(x->imm_data, imm);
+}
+
+/* What ibv_create_cq_ex refuses, and with which error. */
+static const struct cqx_bad {
+	const char *what;
+	uint32_t cqe;
+	uint64_t wc_flags;
+	uint32_t comp_mask;
+	uint32_t flags;
+	int err;
+} cqx_bad[] = {
+	{ "completion timestamp", 16, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, 0, 0,
+	  EOPNOTSUPP },
+	{ "wallclock timestamp", 16,
+	  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK, 0, 0, EOPNOTSUPP },
+	{ "CVLAN", 16, IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_CVLAN, 0, 0,
+	  EOPNOTSUPP },
+	{ "flow tag", 16, IBV_WC_EX_WITH_FLOW_TAG, 0, 0, EOPNOTSUPP },
+	{ "tag matching", 16, IBV_WC_EX_WITH_TM_INFO, 0, 0, EOPNOTSUPP },
+	{ "unknown wc_flags bit", 16, 1ull << 40, 0, 0, EOPNOTSUPP },
+	{ "unknown comp_mask bit", 16, 0, 1u << 7, 0, EINVAL },
+	{ "unknown create flag", 16, 0, IBV_CQ_INIT_ATTR_MASK_FLAGS, 1u << 7,
+	  EINVAL },
+	{ "IGNORE_OVERRUN", 16, 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+	  IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN, EOPNOTSUPP },
+	{ "parent domain", 16, 0, IBV_CQ_INIT_ATTR_MASK_PD, 0, EOPNOTSUPP },
+	{ "no entries", 0, IBV_WC_STANDARD_FLAGS, 0, 0, EINVAL },
+	{ "cqe beyond int", 1u << 31, 0, 0, 0, EINVAL },
+};
+
+/* What it accepts: attributes that say the same as the CQ it returns. */
+static const struct cqx_good {
+	uint64_t wc_flags;
+	uint32_t comp_mask;
+	uint32_t flags;
+} cqx_good[] = {
+	{ 0, 0, 0 },
+	{ IBV_WC_EX_WITH_BYTE_LEN, 0, 0 },
+	{ IBV_WC_STANDARD_FLAGS, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+	  IBV_CREATE_CQ_ATTR_SINGLE_THREADED },
+	/* flags is read only with IBV_CQ_INIT_ATTR_MASK_FLAGS */
+	{ IBV_WC_STANDARD_FLAGS, 0, IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN },
+};
+
+START_TEST(cq_ex_attrs)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq_init_attr_ex a;
+	struct ibv_device_attr_ex dx;
+	struct ibv_cq_ex *cq;
+	size_t i;
+	int cookie;
+
+	ck_assert_ptr_nonnull(ch);
+	/* Devices say they cannot stamp completions. */
+	ck_assert_int_eq(ibv_query_device_ex(D.ctx, NULL, &dx), 0);
+	ck_assert_uint_eq(dx.completion_timestamp_mask, 0);
+
+	for (i = 0; i < VT_ARRAY_SIZE(cqx_bad); i++) {
+		memset(&a, 0, sizeof(a));
+		a.cqe = cqx_bad[i].cqe;
+		a.wc_flags = cqx_bad[i].wc_flags;
+		a.comp_mask = cqx_bad[i].comp_mask;
+		a.flags = cqx_bad[i].flags;
+		a.parent_domain = D.pd;
+		errno = 0;
+		cq = ibv_create_cq_ex(D.ctx, &a);
+		ck_assert_msg(!cq && errno == cqx_bad[i].err,
+			      "%s: CQ %p errno %s, want %s", cqx_bad[i].what,
+			      (void *)cq, strerror(errno),
+			      strerror(cqx_bad[i].err));
+	}
+	memset(&a, 0, sizeof(a));
+	a.cqe = 4;
+	a.comp_vector = (uint32_t)D.ctx->num_comp_vectors;
+	errno = 0;
+	ck_assert_ptr_null(ibv_create_cq_ex(D.ctx, &a));
+	ck_assert_int_eq(errno, EINVAL);
+
+	for (i = 0; i < VT_ARRAY_SIZE(cqx_good); i++) {
+		memset(&a, 0, sizeof(a));
+		a.cqe = 5;
+		a.cq_context = &cookie;
+		a.channel = ch;
+		a.wc_flags = cqx_good[i].wc_flags;
+		a.comp_mask = cqx_good[i].comp_mask;
+		a.flags = cqx_good[i].flags;
+		cq = ibv_create_cq_ex(D.ctx, &a);
+		ck_assert_msg(cq, "case %zu: %s", i, strerror(errno));
+		ck_assert_int_ge(cq->cqe, 5);
+		ck_assert_ptr_eq(cq->context, D.ctx);
+		ck_assert_ptr_eq(cq->cq_context, &cookie);
+		ck_assert_ptr_eq(cq->channel, ch);
+		ck_assert_ptr_nonnull(cq->start_poll);
+		ck_assert_ptr_nonnull(cq->read_dlid_path_bits);
+		/* It is a CQ in use: the channel cannot go. */
+		ck_assert_int_eq(ibv_destroy_comp_channel(ch), EBUSY);
+		rmcq(ibv_cq_ex_to_cq(cq));
+	}
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+/* Empty: ENOENT, and a failed start leaves nothing locked. */
+START_TEST(cq_ex_empty)
+{
+	struct ibv_cq_ex *cq = mkcqx(4, 0, NULL, NULL);
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	struct ibv_wc wc;
+
+	ck_assert_int_eq(ibv_start_poll(cq, &attr), ENOENT);
+	ck_assert_int_eq(ibv_start_poll(cq, &attr), ENOENT);
+	ck_assert_int_eq(ibv_poll_cq(ibv_cq_ex_to_cq(cq), 1, &wc), 0);
+	ck_assert_int_eq(ibv_req_notify_cq(ibv_cq_ex_to_cq(cq), 0), 0);
+	attr.comp_mask = 1;
+	ck_assert_int_eq(ibv_start_poll(cq, &attr), EINVAL);
+	ck_assert_int_eq(ibv_poll_cq(ibv_cq_ex_to_cq(cq), 1, &wc), 0);
+	rmcq(ibv_cq_ex_to_cq(cq));
+}
+END_TEST
+
+/*
+ * SEND, RDMA WRITE with immediate and SEND with immediate over RC, each
+ * side on its own extended CQ (_i: 1 = single-threaded, no lock).
+ */
+START_TEST(cq_ex_traffic)
+{
+	uint32_t flags = _i ? IBV_CREATE_CQ_ATTR_SINGLE_THREADED : 0;
+	struct ibv_cq_ex *cq0 = mkcqx(16, flags, NULL, NULL);
+	struct ibv_cq_ex *cq1 = mkcqx(16, flags, NULL, NULL);
+	struct xwc x[4];
+	struct fx f;
+	int i;
+
+	vt_pair_on(&f.p, &D, NULL, NULL, ibv_cq_ex_to_cq(cq0),
+		   ibv_cq_ex_to_cq(cq1));
+	f.a = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	vt_fill(f.a->addr, 8192, 0, 93);
+	for (i = 0; i < 3; i++)
+		vt_recv(f.p.qp[1], 10 + (uint64_t)i, f.b->addr, 4096, f.b->lkey);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 300,
+		f.a->lkey, 0, 0);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f.a) + 4096, 500, f.a->lkey, ADDR(f.b, 4096), f.b->rkey);
+	vt_send(f.p.qp[0], 3, IBV_WR_SEND_WITH_IMM, IBV_SEND_SIGNALED,
+		f.a->addr, 0, f.a->lkey, 0, 0);
+
+	ck_assert_int_eq(xpoll(cq0, x, 3, vt_tmo_ms()), 3);
+	xwc_expect_ok(&x[0], 1, IBV_WC_SEND, f.p.qp[0], "SEND");
+	xwc_expect_ok(&x[1], 2, IBV_WC_RDMA_WRITE, f.p.qp[0], "WRITE_WITH_IMM");
+	xwc_expect_ok(&x[2], 3, IBV_WC_SEND, f.p.qp[0], "SEND_WITH_IMM");
+
+	ck_assert_int_eq(xpoll(cq1, x, 3, vt_tmo_ms()), 3);
+	xwc_expect_ok(&x[0], 10, IBV_WC_RECV, f.p.qp[1], "receive of SEND");
+	xwc_expect_recv(&x[0], 300, f.p.qp[0], 0, 0);
+	xwc_expect_ok(&x[1], 11, IBV_WC_RECV_RDMA_WITH_IMM, f.p.qp[1],
+		      "receive consumed by WRITE_WITH_IMM");
+	xwc_expect_recv(&x[1], 500, f.p.qp[0], 1, IMM(2));
+	xwc_expect_ok(&x[2], 12, IBV_WC_RECV, f.p.qp[1],
+		      "receive of SEND_WITH_IMM");
+	xwc_expect_recv(&x[2], 0, f.p.qp[0], 1, IMM(3));
+	vt_expect_pat(f.b->addr, 300, 0, 93, "sent bytes");
+	vt_expect_pat(BUF(f.b) + 4096, 500, 4096, 93, "written bytes");
+
+	ck_assert_int_eq(xpoll(cq0, x, 1, 0), 0);
+	ck_assert_int_eq(xpoll(cq1, x, 1, 0), 0);
+	fx_free(&f);
+	rmcq(ibv_cq_ex_to_cq(cq0));
+	rmcq(ibv_cq_ex_to_cq(cq1));
+}
+END_TEST
+
+/* Error completions: the status in cq_ex->status, wr_id and qp_num valid. */
+START_TEST(cq_ex_flush)
+{
+	struct ibv_cq_ex *cq0 = mkcqx(16, 0, NULL, NULL);
+	struct ibv_cq_ex *cq1 = mkcqx(16, 0, NULL, NULL);
+	struct ibv_qp_attr a;
+	struct xwc x[4];
+	struct fx f;
+	int i;
+
+	vt_pair_on(&f.p, &D, NULL, NULL, ibv_cq_ex_to_cq(cq0),
+		   ibv_cq_ex_to_cq(cq1));
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < 3; i++)
+		vt_recv(f.p.qp[1], 10 + (uint64_t)i, BUF(f.b) + 100 * i, 100,
+			f.b->lkey);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE), 0);
+	ck_assert_int_eq(xpoll(cq1, x, 3, vt_tmo_ms()), 3);
+	/* A send posted in ERR, once the receives are out of the way. */
+	vt_send(f.p.qp[1], 14, IBV_WR_SEND, IBV_SEND_SIGNALED, f.b->addr, 10,
+		f.b->lkey, 0, 0);
+	ck_assert_int_eq(xpoll(cq1, x + 3, 1, vt_tmo_ms()), 1);
+	for (i = 0; i < 4; i++) {
+		ck_assert_uint_eq(x[i].wr_id, i < 3 ? 10 + (uint64_t)i : 14);
+		ck_assert_msg(x[i].status == IBV_WC_WR_FLUSH_ERR,
+			      "wr_id %llu: status %s",
+			      (unsigned long long)x[i].wr_id,
+			      vt_status(x[i].status));
+		ck_assert_uint_eq(x[i].qp_num, f.p.qp[1]->qp_num);
+	}
+	ck_assert_int_eq(xpoll(cq1, x, 1, 0), 0);
+	ck_assert_int_eq(xpoll(cq0, x, 1, 0), 0);
+	fx_free(&f);
+	rmcq(ibv_cq_ex_to_cq(cq0));
+	rmcq(ibv_cq_ex_to_cq(cq1));
+}
+END_TEST
+
+/*
+ * An extended CQ is a CQ: completion events with its cq_context, the two
+ * poll APIs taking turns in order, and ibv_resize_cq under the ex API.
+ */
+START_TEST(cq_ex_as_cq)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *cq, *cq1;
+	struct xwc x[32];
+	struct fx f;
+	int cookie, i;
+
+	ck_assert_ptr_nonnull(ch);
+	cqx = mkcqx(8, 0, ch, &cookie);
+	cq = ibv_cq_ex_to_cq(cqx);
+	cq1 = mkcq(8, NULL, NULL);
+	vt_pair_on(&f.p, &D, NULL, NULL, cq, cq1);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	make_cqes(&f, 0, 4);
+	expect_cq_event(ch, cq, &cookie, "completion on an extended CQ");
+	vt_expect_ok(cq, NULL, 0, IBV_WC_RDMA_WRITE, "ibv_poll_cq on a cq_ex");
+	ck_assert_int_eq(xpoll(cqx, x, 2, vt_tmo_ms()), 2);
+	xwc_expect_ok(&x[0], 1, IBV_WC_RDMA_WRITE, f.p.qp[0], "ex after plain");
+	xwc_expect_ok(&x[1], 2, IBV_WC_RDMA_WRITE, f.p.qp[0], "ex batch");
+	vt_expect_ok(cq, NULL, 3, IBV_WC_RDMA_WRITE, "plain after ex");
+	vt_expect_none(cq, 0, "after both");
+
+	/* Resized with CQEs queued: the ex API polls the new ring. */
+	make_cqes(&f, 10, 5);
+	vt_sleep_ms(QUIET_MS * vt_tmul());
+	ck_assert_int_eq(ibv_resize_cq(cq, 64), 0);
+	ck_assert_int_ge(cq->cqe, 64);
+	make_cqes(&f, 20, 20);
+	ck_assert_int_eq(xpoll(cqx, x, 25, vt_tmo_ms()), 25);
+	for (i = 0; i < 25; i++)
+		xwc_expect_ok(&x[i], i < 5 ? 10 + (uint64_t)i : 15 + (uint64_t)i,
+			      IBV_WC_RDMA_WRITE, f.p.qp[0], "around a resize");
+	ck_assert_int_eq(xpoll(cqx, x, 1, 0), 0);
+
+	/* Armed again: the next completion fires, seen through the ex API. */
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	make_cqes(&f, 50, 1);
+	expect_cq_event(ch, cq, &cookie, "second event");
+	ck_assert_int_eq(xpoll(cqx, x, 1, vt_tmo_ms()), 1);
+	xwc_expect_ok(&x[0], 50, IBV_WC_RDMA_WRITE, f.p.qp[0], "after the event");
+
+	fx_free(&f);
+	rmcq(cq);
+	rmcq(cq1);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+/* Two threads polling one extended CQ: each CQE goes to exactly one. */
+#define XTHREAD_CQES	1000
+
+struct xpoller {
+	struct ibv_cq_ex *cq;
+	pthread_barrier_t go;		/* both start at once */
+	int *count;			/* CQEs taken by either thread */
+	uint8_t *seen;			/* per wr_id */
+	long deadline;
+};
+
+static void *xpoller_main(void *arg)
+{
+	struct xpoller *p = arg;
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	uint64_t id;
+
+	pthread_barrier_wait(&p->go);
+	while (__atomic_load_n(p->count, __ATOMIC_RELAXED) < XTHREAD_CQES &&
+	       vt_now_ms() < p->deadline) {
+		if (ibv_start_poll(p->cq, &attr) != 0)
+			continue;
+		/* Short batches: the threads take turns as often as they can. */
+		id = p->cq->wr_id;
+		if (p->cq->status == IBV_WC_SUCCESS && id < XTHREAD_CQES)
+			__atomic_fetch_add(&p->seen[id], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(p->count, 1, __ATOMIC_RELAXED);
+		ibv_end_poll(p->cq);
+	}
+	return NULL;
+}
+
+START_TEST(cq_ex_threads)
+{
+	struct ibv_cq_ex *cqx = mkcqx(XTHREAD_CQES, 0, NULL, NULL);
+	struct ibv_cq *cq1 = mkcq(8, NULL, NULL);
+	uint8_t seen[XTHREAD_CQES];
+	struct xpoller p;
+	pthread_t th[2];
+	int count = 0, i, ret;
+	struct fx f;
+
+	memset(seen, 0, sizeof(seen));
+	p.cq = cqx;
+	p.count = &count;
+	p.seen = seen;
+	p.deadline = vt_now_ms() + vt_tmo_ms();
+	ck_assert_int_eq(pthread_barrier_init(&p.go, NULL, 2), 0);
+	vt_pair_on(&f.p, &D, NULL, NULL, ibv_cq_ex_to_cq(cqx), cq1);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < XTHREAD_CQES; ) {
+		ret = vt_post(f.p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE,
+			      IBV_SEND_SIGNALED, f.a->addr, 8, f.a->lkey,
+			      ADDR(f.b, 0), f.b->rkey);
+		if (ret == ENOMEM && vt_now_ms() < p.deadline)
+			continue;	/* the SQ is full: the engine catches up */
+		ck_assert_msg(ret == 0, "ibv_post_send: %s", strerror(ret));
+		i++;
+	}
+	/* With the CQEs all queued, the two threads contend for every one. */
+	vt_sleep_ms(QUIET_MS * vt_tmul());
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, xpoller_main, &p), 0);
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+	ck_assert_int_eq(pthread_barrier_destroy(&p.go), 0);
+	ck_assert_int_eq(count, XTHREAD_CQES);
+	for (i = 0; i < XTHREAD_CQES; i++)
+		ck_assert_msg(seen[i] == 1, "wr_id %d polled %u times", i, seen[i]);
+	fx_free(&f);
+	rmcq(ibv_cq_ex_to_cq(cqx));
+	rmcq(cq1);
+}
+END_TEST
+
 /* ==== the suite =========================================================== */
 
 /* Generous for a sanitizer build; datapath.sh bounds the whole run. */
@@ -3130,6 +3593,14 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, cq_event_eintr);
 	tcase_add_test(tc, destroy_cq_waits);
 	tcase_add_test(tc, cq_overrun);
+
+	tc = new_case(s, "cq_ex");
+	tcase_add_test(tc, cq_ex_attrs);
+	tcase_add_test(tc, cq_ex_empty);
+	tcase_add_loop_test(tc, cq_ex_traffic, 0, 2);
+	tcase_add_test(tc, cq_ex_flush);
+	tcase_add_test(tc, cq_ex_as_cq);
+	tcase_add_test(tc, cq_ex_threads);
 
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_traffic);

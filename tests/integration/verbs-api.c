@@ -377,6 +377,7 @@ START_TEST(context_layout)
 	/* The implemented extended ops are reachable through the size rule. */
 	ck_assert_ptr_eq(verbs_get_ctx_op(ctx, query_port), vctx);
 	ck_assert_ptr_eq(verbs_get_ctx_op(ctx, query_device_ex), vctx);
+	ck_assert_ptr_eq(verbs_get_ctx_op(ctx, create_cq_ex), vctx);
 	ck_assert_ptr_nonnull(ctx->ops._compat_query_port);
 	ck_assert_ptr_nonnull(ctx->ops._compat_query_device);
 
@@ -456,7 +457,11 @@ START_TEST(extended_ops_unsupported)
 	struct ibv_dm dm = { .context = ctx };
 	struct ibv_counters counters = { .context = ctx };
 	struct ibv_xrcd_init_attr xrcd_attr = { 0 };
-	struct ibv_cq_init_attr_ex cq_attr = { .cqe = 16 };
+	/* Has an op, but our CQEs carry no timestamp (datapath.c cq_ex_attrs). */
+	struct ibv_cq_init_attr_ex cq_attr = {
+		.cqe = 16,
+		.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+	};
 	struct ibv_modify_cq_attr modify_cq = { 0 };
 	struct ibv_srq_init_attr_ex srq_attr = {
 		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD,
@@ -595,6 +600,8 @@ START_TEST(query_device_ex)
 	ck_assert_uint_eq(ex.orig_attr.phys_port_cnt, want->nports);
 	ck_assert_uint_eq(ex.phys_port_cnt_ex, want->nports);
 	ck_assert_uint_eq(ex.comp_mask, 0);
+	/* No CQ can report completion timestamps (ibv_create_cq_ex refuses). */
+	ck_assert_uint_eq(ex.completion_timestamp_mask, 0);
 	/* The extended flags include the legacy ones. */
 	ck_assert_uint_eq(ex.device_cap_flags_ex & a.device_cap_flags,
 			  a.device_cap_flags);

@@ -1,0 +1,241 @@
+/*
+ * Extended CQs: ibv_create_cq_ex and the ibv_cq_ex poll API
+ * (ibv_create_cq_ex(3)): ibv_start_poll, ibv_next_poll and ibv_end_poll
+ * walk the CQ one completion at a time, and ibv_wc_read_* report the
+ * fields of the current one.  pyverbs and ibv_rc_pingpong -t use it.
+ *
+ * The CQ itself is an ordinary one (cq.c) whose struct has room for the
+ * ibv_cq_ex fields, so ibv_poll_cq, ibv_req_notify_cq, completion events,
+ * ibv_resize_cq and ibv_destroy_cq work on it unchanged.  Polling shares
+ * the ring consumer of ibv_poll_cq (poll.c): start_poll takes the CQ lock
+ * (unless the app promised a single thread), copies each CQE out as it
+ * takes it, and end_poll hands the batch's slots back to the engine.
+ */
+#include "config.h"
+
+#include "ibvd_verbs.h"
+
+/* ibv_cq_ex_to_cq() is a cast: the ibv_cq fields are its prefix. */
+_Static_assert(offsetof(struct ibvd_cq, cq) == 0 &&
+	       offsetof(struct ibvd_cq, cq_ex) == 0, "CQ must start our CQ");
+_Static_assert(offsetof(struct ibv_cq_ex, comp_mask) == sizeof(struct ibv_cq),
+	       "ibv_cq_ex extends ibv_cq");
+_Static_assert(offsetof(struct ibv_cq_ex, async_events_completed) ==
+	       offsetof(struct ibv_cq, async_events_completed),
+	       "ibv_cq_ex begins like ibv_cq");
+
+/*
+ * What a CQE carries is what struct ibv_wc carries.  Timestamps would need
+ * the engine to stamp each CQE, which the ring format has no room for
+ * (query_device_ex says completion_timestamp_mask = 0); CVLAN, flow tags
+ * and tag matching do not exist on our devices.
+ */
+#define WC_FLAGS_SUPPORTED	((uint64_t)IBV_WC_STANDARD_FLAGS)
+#define COMP_MASK_KNOWN		(IBV_CQ_INIT_ATTR_MASK_FLAGS | \
+				 IBV_CQ_INIT_ATTR_MASK_PD)
+#define CREATE_FLAGS_KNOWN	(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | \
+				 IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)
+
+static struct ibvd_cq *cqx_to_cq(struct ibv_cq_ex *cqx)
+{
+	return container_of(cqx, struct ibvd_cq, cq_ex);
+}
+
+/* ---- polling ------------------------------------------------------------ */
+
+/* Without IBV_CREATE_CQ_ATTR_SINGLE_THREADED a batch holds the CQ lock. */
+static void lock(struct ibvd_cq *cq)
+{
+	if (!cq->single_threaded)
+		pthread_mutex_lock(&cq->lock);
+}
+
+static void unlock(struct ibvd_cq *cq)
+{
+	if (!cq->single_threaded)
+		pthread_mutex_unlock(&cq->lock);
+}
+
+/* Make the next CQE current; false if there is none. */
+static bool take(struct ibvd_cq *cq)
+{
+	if (!ibvd_cq_ring_take(&cq->ring, &cq->seen_tail, &cq->cur))
+		return false;
+	/* Apps read these two straight from the struct. */
+	cq->cq_ex.wr_id = cq->cur.wr_id;
+	cq->cq_ex.status = (enum ibv_wc_status)cq->cur.status;
+	return true;
+}
+
+/* The poll ops are public: they return 0 or a positive errno. */
+static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	struct ibvd_cq *cq = cqx_to_cq(cqx);
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	lock(cq);
+	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
+	if (take(cq))
+		return 0;
+	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
+	unlock(cq);
+	return ENOENT;
+}
+
+static int next_poll(struct ibv_cq_ex *cqx)
+{
+	return take(cqx_to_cq(cqx)) ? 0 : ENOENT;
+}
+
+static void end_poll(struct ibv_cq_ex *cqx)
+{
+	struct ibvd_cq *cq = cqx_to_cq(cqx);
+
+	ibvd_cq_ring_release(&cq->ring);
+	unlock(cq);
+}
+
+/* ---- the current completion's fields ----------------------------------- */
+
+static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *cqx)
+{
+	return (enum ibv_wc_opcode)cqx_to_cq(cqx)->cur.opcode;
+}
+
+static uint32_t read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.vendor_err;
+}
+
+static uint32_t read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.byte_len;
+}
+
+/* Also ibv_wc_read_invalidated_rkey(): with IBV_WC_WITH_INV it is there. */
+static __be32 read_imm_data(struct ibv_cq_ex *cqx)
+{
+	return (__be32)cqx_to_cq(cqx)->cur.imm_data;
+}
+
+static uint32_t read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.qp_num;
+}
+
+static uint32_t read_src_qp(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.src_qp;
+}
+
+static unsigned int read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.wc_flags;
+}
+
+static uint32_t read_slid(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.slid;
+}
+
+static uint8_t read_sl(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.sl;
+}
+
+static uint8_t read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.dlid_path_bits;
+}
+
+/*
+ * Every reader is set whatever wc_flags asked for: they cost nothing.  The
+ * readers of fields we cannot report stay NULL, as with any provider that
+ * was not asked for them; create_cq_ex refused those flags.
+ */
+static void cq_ex_init(struct ibvd_cq *cq, uint32_t flags)
+{
+	struct ibv_cq_ex *cqx = &cq->cq_ex;
+
+	cq->single_threaded = flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+	cqx->start_poll = start_poll;
+	cqx->next_poll = next_poll;
+	cqx->end_poll = end_poll;
+	cqx->read_opcode = read_opcode;
+	cqx->read_vendor_err = read_vendor_err;
+	cqx->read_byte_len = read_byte_len;
+	cqx->read_imm_data = read_imm_data;
+	cqx->read_qp_num = read_qp_num;
+	cqx->read_src_qp = read_src_qp;
+	cqx->read_wc_flags = read_wc_flags;
+	cqx->read_slid = read_slid;
+	cqx->read_sl = read_sl;
+	cqx->read_dlid_path_bits = read_dlid_path_bits;
+}
+
+/* ---- creation ----------------------------------------------------------- */
+
+static uint32_t create_flags(const struct ibv_cq_init_attr_ex *attr)
+{
+	return attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS ? attr->flags : 0;
+}
+
+/*
+ * Unknown bits are EINVAL; known features we lack are EOPNOTSUPP, which
+ * callers such as the pyverbs tests take as "skip".
+ */
+static int check_attr(const struct ibv_cq_init_attr_ex *attr)
+{
+	uint32_t flags = create_flags(attr);
+
+	if ((attr->comp_mask & ~COMP_MASK_KNOWN) ||
+	    (flags & ~CREATE_FLAGS_KNOWN))
+		return -EINVAL;
+	if (attr->wc_flags & ~WC_FLAGS_SUPPORTED)
+		return -EOPNOTSUPP;
+	/* We have no parent domains (ibv_alloc_parent_domain fails). */
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
+		return -EOPNOTSUPP;
+	/*
+	 * An overrun is a CQ error that the engine reports as an async event
+	 * (ring.h); it cannot be told to overwrite CQEs instead.
+	 */
+	if (flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)
+		return -EOPNOTSUPP;
+	if (attr->cqe > INT32_MAX || attr->comp_vector > INT32_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+static int create_cq_ex(struct ibv_context *ctx,
+			const struct ibv_cq_init_attr_ex *attr,
+			struct ibvd_cq **ret_cq)
+{
+	struct ibvd_cq *cq;
+	int ret;
+
+	if (!ctx || !attr)
+		return -EINVAL;
+	ret = check_attr(attr);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_create_cq(ctx, (int)attr->cqe, attr->cq_context,
+			     attr->channel, (int)attr->comp_vector, &cq);
+	if (ret < 0)
+		return ret;
+	cq_ex_init(cq, create_flags(attr));
+	*ret_cq = cq;
+	return 0;
+}
+
+/* verbs_context op behind ibv_create_cq_ex(). */
+struct ibv_cq_ex *ibvd_create_cq_ex_op(struct ibv_context *ctx,
+				       struct ibv_cq_init_attr_ex *attr)
+{
+	struct ibvd_cq *cq;
+	int ret;
+
+	ret = create_cq_ex(ctx, attr, &cq);
+	return ret < 0 ? ibvd_null_ret(ret) : &cq->cq_ex;
+}
