@@ -96,7 +96,17 @@ struct ibvd_send_wqe {
 	uint32_t remote_qpn;	/* UD */
 	uint32_t remote_qkey;	/* UD */
 	struct ibvd_av av;	/* UD */
-	uint8_t pad[16];
+	/*
+	 * BIND_MW, which also uses rkey (the window's new key), remote_addr
+	 * (the start of the window in the MR's iova space) and compare_add
+	 * (its length; 0 unbinds a type-1 window).  LOCAL_INV uses rkey (the
+	 * key to invalidate), SEND_WITH_INV imm_data (the same, host order,
+	 * as ibv_send_wr's invalidate_rkey).
+	 */
+	uint32_t mw_key;	/* the window's key as the client knows it */
+	uint32_t mr_lkey;	/* the MR the window is bound to */
+	uint32_t mw_access;	/* IBV_ACCESS_REMOTE_* */
+	uint32_t pad;
 	/* struct ibvd_sge sge[num_sge] or uint8_t inline_data[inline_len] */
 };
 

@@ -20,7 +20,7 @@ daemon_ibverbsd_SOURCES = \
 	daemon/admin.c daemon/admin.h \
 	daemon/verbs.h daemon/objects.c daemon/objects.h \
 	daemon/rings.c daemon/mem.c \
-	daemon/pd.c daemon/mr.c daemon/channel.c daemon/cq.c \
+	daemon/pd.c daemon/mr.c daemon/mw.c daemon/channel.c daemon/cq.c \
 	daemon/qp.c daemon/qp_modify.c daemon/srq.c daemon/ah.c daemon/mcast.c \
 	daemon/cm.h daemon/cm_internal.h daemon/cm.c daemon/cm_addr.c \
 	daemon/cm_conn.c daemon/cm_event.c daemon/cm_mcast.c daemon/cm_admin.c \

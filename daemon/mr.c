@@ -199,19 +199,42 @@ void ibvd_mr_destroy(struct ibvd_mr *mr)
 	free(mr);
 }
 
+/*
+ * EBUSY while a memory window is bound to mr.  Engine threads bind under
+ * the read lock, so the answer is final only under the write lock.
+ */
+static int mr_check_unbound(struct ibvd_call *call, const struct ibvd_mr *mr)
+{
+	unsigned int n = __atomic_load_n(&mr->mw_binds, __ATOMIC_RELAXED);
+
+	if (n)
+		return ibvd_call_error(call, -EBUSY,
+				       "MR %#x has %u windows bound",
+				       mr->handle, n);
+	return 0;
+}
+
 int ibvd_req_dereg_mr(struct ibvd_call *call)
 {
 	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
 	struct ibvd_mr *mr = ibvd_handle_lookup(&ctx->handles, req->handle,
 						IBVD_OBJ_MR);
+	int ret;
 
 	if (!mr)
 		return ibvd_call_error(call, -EINVAL, "no MR %#x", req->handle);
+	/*
+	 * As rdma-core's providers do: a bound window keeps its MR, so the
+	 * engine never finds a window pointing at freed memory.  Under the
+	 * write lock no engine thread is binding meanwhile.
+	 */
 	ibvd_objects_write_lock();
-	ibvd_mr_destroy(mr);
+	ret = mr_check_unbound(call, mr);
+	if (ret == 0)
+		ibvd_mr_destroy(mr);
 	ibvd_objects_write_unlock();
-	return 0;
+	return ret;
 }
 
 /* The registration mr would have after a REREG_MR, from its flags. */
@@ -260,6 +283,8 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 	if (!mr)
 		return ibvd_call_error(call, -EINVAL, "no MR %#x", req->handle);
 	ret = rereg_spec(call, req, mr, &sp);
+	if (ret == 0)
+		ret = mr_check_unbound(call, mr);
 	if (ret < 0)
 		return ret;
 	/*
@@ -274,6 +299,14 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 	if (ret < 0)
 		return ret;
 	ibvd_objects_write_lock();
+	if (mr_check_unbound(call, mr) < 0) {
+		ibvd_objects_write_unlock();
+		/* Bound since the first check: undo spec_admit's charge. */
+		(void)ibvd_mem_charge(call, mr->mem, mr->pinned / psz,
+				      sp.pages);
+		return ibvd_call_error(call, -EBUSY, "MR %#x got a window bound",
+				       req->handle);
+	}
 	mr->pd->users--;
 	sp.pd->users++;
 	mr->pd = sp.pd;

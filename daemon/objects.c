@@ -89,6 +89,7 @@ static uint32_t kind_max(const struct ibvd_context *ctx, enum ibvd_obj_kind kind
 	switch (kind) {
 	case IBVD_OBJ_PD:		return (uint32_t)da.max_pd;
 	case IBVD_OBJ_MR:		return (uint32_t)da.max_mr;
+	case IBVD_OBJ_MW:		return (uint32_t)da.max_mw;
 	case IBVD_OBJ_CQ:		return (uint32_t)da.max_cq;
 	case IBVD_OBJ_QP:		return (uint32_t)da.max_qp;
 	case IBVD_OBJ_SRQ:		return (uint32_t)da.max_srq;
@@ -203,10 +204,13 @@ int ibvd_mr_register(struct ibvd_mr *mr)
 	ret = mr_table_grow();
 	if (ret < 0)
 		return ret;
-	/* A 32-bit space with at most a few million keys: few retries. */
+	/*
+	 * A 32-bit space with at most a few million keys: few retries.  A key
+	 * in a window's range would make one rkey name two objects.
+	 */
 	do
 		key = ibvd_random32();
-	while (key == 0 || mr_lookup(key));
+	while (key == 0 || mr_lookup(key) || ibvd_mw_by_index(key));
 	mr->lkey = key;
 	mr->rkey = key;
 	LIST_INSERT_HEAD(&mrs.b[hash32(key, mrs.bits)], mr, key_link);
@@ -219,6 +223,60 @@ void ibvd_mr_unregister(struct ibvd_mr *mr)
 	ASSERT_WRITE_HELD();
 	LIST_REMOVE(mr, key_link);
 	mrs.count--;
+}
+
+/*
+ * Memory windows, by the upper 24 bits of their keys.  Few enough (max_mw
+ * per context) that one fixed table of lists does.
+ */
+#define MW_BUCKETS	4096u
+#define MW_INDEX(key)	((key) >> 8)
+
+LIST_HEAD(mw_bucket, ibvd_mw);
+static struct mw_bucket mw_table[MW_BUCKETS];
+
+struct ibvd_mw *ibvd_mw_by_index(uint32_t rkey)
+{
+	uint32_t index = MW_INDEX(rkey);
+	struct ibvd_mw *mw;
+
+	LIST_FOREACH(mw, &mw_table[index % MW_BUCKETS], key_link)
+		if (MW_INDEX(mw->rkey) == index)
+			return mw;
+	return NULL;
+}
+
+/* Some MR key falls in the 256 keys of window index `index`. */
+static bool index_has_mr(uint32_t index)
+{
+	uint32_t b;
+
+	for (b = 0; b < 256; b++)
+		if (mr_lookup(index << 8 | b))
+			return true;
+	return false;
+}
+
+int ibvd_mw_register(struct ibvd_mw *mw)
+{
+	uint32_t index;
+
+	ASSERT_WRITE_HELD();
+	/* 16M indices against at most a few hundred thousand windows. */
+	do
+		index = ibvd_random32() & 0xFFFFFFu;
+	while (index == 0 || ibvd_mw_by_index(index << 8) ||
+	       index_has_mr(index));
+	/* The first key byte is random too: a stale key rarely matches. */
+	mw->rkey = index << 8 | (ibvd_random32() & 0xFFu);
+	LIST_INSERT_HEAD(&mw_table[index % MW_BUCKETS], mw, key_link);
+	return 0;
+}
+
+void ibvd_mw_unregister(struct ibvd_mw *mw)
+{
+	ASSERT_WRITE_HELD();
+	LIST_REMOVE(mw, key_link);
 }
 
 static int qp_table_grow(void)
@@ -426,6 +484,7 @@ static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	case IBVD_OBJ_QP:		ibvd_qp_destroy(obj); break;
 	case IBVD_OBJ_SRQ:		ibvd_srq_destroy(obj); break;
 	case IBVD_OBJ_AH:		ibvd_ah_destroy(obj); break;
+	case IBVD_OBJ_MW:		ibvd_mw_destroy(obj); break;
 	case IBVD_OBJ_MR:		ibvd_mr_destroy(obj); break;
 	case IBVD_OBJ_CQ:		ibvd_cq_destroy(obj); break;
 	case IBVD_OBJ_COMP_CHANNEL:	ibvd_channel_destroy(obj); break;
@@ -439,8 +498,8 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 {
 	/* Children before parents, so every users count is 0 in its turn. */
 	static const enum ibvd_obj_kind order[] = {
-		IBVD_OBJ_QP, IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_MR,
-		IBVD_OBJ_CQ, IBVD_OBJ_COMP_CHANNEL, IBVD_OBJ_PD,
+		IBVD_OBJ_QP, IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_MW,
+		IBVD_OBJ_MR, IBVD_OBJ_CQ, IBVD_OBJ_COMP_CHANNEL, IBVD_OBJ_PD,
 	};
 	size_t i;
 

@@ -97,7 +97,38 @@ struct ibvd_mr {
 	uint64_t pinned;		/* bytes charged to the client */
 	enum ibvd_mr_tier tier;
 	struct ibvd_mem *mem;		/* holds a reference */
+	/* windows bound to it (atomic: engine threads bind and invalidate
+	 * under the read lock); DEREG_MR and REREG_MR are EBUSY meanwhile */
+	unsigned int mw_binds;
 	LIST_ENTRY(ibvd_mr) key_link;	/* in the key registry */
+};
+
+/*
+ * A memory window: remote access to part of an MR, granted and revoked on
+ * the data path (engine/mw.c: BIND_MW, LOCAL_INV, SEND_WITH_INV).  Its key
+ * is index << 8 | key byte: the index is unique daemon-wide, shared with no
+ * MR key, and fixed for the window's life, so it names the window in WQEs;
+ * the byte changes with each bind, so old keys stop working.
+ *
+ * The control thread creates and frees windows under the write lock.
+ * Engine threads change the binding under `lock` while holding the objects
+ * lock for reading: a type-2 window may be invalidated by a SEND on
+ * another thread while its owner's thread binds or reads it.  The bound MR
+ * cannot go away: it stays registered while mw_binds counts the window.
+ */
+struct ibvd_mw {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	uint32_t type;			/* IBV_MW_TYPE_1 or _2 */
+	LIST_ENTRY(ibvd_mw) key_link;	/* in the window registry */
+	pthread_mutex_t lock;
+	uint32_t rkey;			/* lock: the current key */
+	struct ibvd_mr *mr;		/* lock: NULL when unbound */
+	uint32_t access;		/* lock: IBV_ACCESS_REMOTE_* */
+	uint64_t addr;			/* lock: in the MR's iova space */
+	uint64_t length;		/* lock */
+	uint32_t qp_num;		/* lock: type 2, the QP bound through */
 };
 
 /* ---- rings as the daemon keeps them ----------------------------------- */
@@ -275,6 +306,9 @@ struct ibvd_qp {
 /* The MR whose lkey (or rkey) is key, or NULL. */
 struct ibvd_mr *ibvd_mr_by_lkey(uint32_t key);
 struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key);
+
+/* The window whose key has rkey's index (upper 24 bits), or NULL. */
+struct ibvd_mw *ibvd_mw_by_index(uint32_t rkey);
 
 /* The QP with that number, or NULL. */
 struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num);

@@ -314,6 +314,7 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 	struct ibvd_context *ctx = qp->ctx;
 
 	ibvd_engine_qp_destroy(qp);
+	ibvd_mw_qp_gone(qp);
 	ibvd_qp_unregister(qp);
 	ibvd_doorbell_free(ctx, qp);
 	ibvd_mcast_detach_all(qp);

@@ -32,6 +32,7 @@
 /* A CQ is one ring: it cannot hold more CQEs than a ring has slots. */
 #define IBVD_MAX_CQE		IBVD_RING_MAX_SLOTS
 #define IBVD_MAX_MR		262144
+#define IBVD_MAX_MW		65536
 #define IBVD_MAX_MR_SIZE	(1ull << 40)
 #define IBVD_MAX_PD		65536
 #define IBVD_MAX_QP_RD_ATOM	16
@@ -51,7 +52,9 @@
 #define IBVD_DEVICE_CAP_FLAGS	(IBV_DEVICE_RC_RNR_NAK_GEN |		\
 				 IBV_DEVICE_SHUTDOWN_PORT |		\
 				 IBV_DEVICE_PORT_ACTIVE_EVENT |		\
-				 IBV_DEVICE_SYS_IMAGE_GUID)
+				 IBV_DEVICE_SYS_IMAGE_GUID |		\
+				 IBV_DEVICE_MEM_WINDOW |		\
+				 IBV_DEVICE_MEM_WINDOW_TYPE_2B)
 
 /* Port constants missing from <infiniband/verbs.h> (IB spec values). */
 #define IB_PHYS_STATE_LINK_UP	5
@@ -79,6 +82,7 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->max_cq = IBVD_MAX_CQ;
 	attr->max_cqe = IBVD_MAX_CQE;
 	attr->max_mr = IBVD_MAX_MR;
+	attr->max_mw = IBVD_MAX_MW;
 	attr->max_pd = IBVD_MAX_PD;
 	attr->max_qp_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_qp_init_rd_atom = IBVD_MAX_QP_RD_ATOM;

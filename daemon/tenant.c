@@ -390,6 +390,8 @@ static int limit_of_obj(enum ibvd_obj_kind kind)
 	case IBVD_OBJ_SRQ:	return IBVD_LIMIT_SRQ;
 	case IBVD_OBJ_AH:	return IBVD_LIMIT_AH;
 	case IBVD_OBJ_CM_ID:	return IBVD_LIMIT_CM_ID;
+	/* No limit of their own (as in the rdma cgroup): objects only. */
+	case IBVD_OBJ_MW:	return IBVD_LIMIT_HCA_OBJECT;
 	default:		return -1;
 	}
 }

@@ -60,6 +60,8 @@ uint32_t ibvd_random32(void);
 /* Registries; the caller holds the objects lock for writing. */
 int ibvd_mr_register(struct ibvd_mr *mr);	/* picks the keys */
 void ibvd_mr_unregister(struct ibvd_mr *mr);
+int ibvd_mw_register(struct ibvd_mw *mw);	/* picks the key's index */
+void ibvd_mw_unregister(struct ibvd_mw *mw);
 int ibvd_qp_register(struct ibvd_qp *qp);	/* picks qp_num */
 void ibvd_qp_unregister(struct ibvd_qp *qp);
 int ibvd_doorbell_alloc(struct ibvd_context *ctx, struct ibvd_qp *qp);
@@ -137,6 +139,10 @@ int ibvd_req_reg_mr(struct ibvd_call *call);
 int ibvd_req_rereg_mr(struct ibvd_call *call);
 int ibvd_req_dereg_mr(struct ibvd_call *call);
 void ibvd_mr_destroy(struct ibvd_mr *mr);
+int ibvd_req_alloc_mw(struct ibvd_call *call);
+int ibvd_req_dealloc_mw(struct ibvd_call *call);
+void ibvd_mw_destroy(struct ibvd_mw *mw);
+void ibvd_mw_qp_gone(struct ibvd_qp *qp);
 
 int ibvd_req_create_comp_channel(struct ibvd_call *call);
 int ibvd_req_destroy_comp_channel(struct ibvd_call *call);

@@ -335,13 +335,18 @@ int ibvd_query_device_ex_op(struct ibv_context *ctx,
 			    const struct ibv_query_device_ex_input *input,
 			    struct ibv_device_attr_ex *attr, size_t attr_size);
 
+/* ---- memory windows (mw.c; binding in post.c) ---------------------------- */
+
+struct ibv_mw *ibvd_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type);
+int ibvd_dealloc_mw_op(struct ibv_mw *mw);
+int ibvd_bind_mw_op(struct ibv_qp *qp, struct ibv_mw *mw,
+		    struct ibv_mw_bind *mw_bind);
+/* The BIND_MW fields of a send WQE header. */
+void ibvd_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
+		    uint32_t rkey, const struct ibv_mw_bind_info *info);
+
 /* ---- operations we do not implement (dummy_ops.c) ---------------------- */
 
-struct ibv_mw *ibvd_alloc_mw_unsupported(struct ibv_pd *pd,
-					 enum ibv_mw_type type);
-int ibvd_bind_mw_unsupported(struct ibv_qp *qp, struct ibv_mw *mw,
-			     struct ibv_mw_bind *mw_bind);
-int ibvd_dealloc_mw_unsupported(struct ibv_mw *mw);
 int ibvd_close_xrcd_unsupported(struct ibv_xrcd *xrcd);
 
 /* ---- public-boundary error conversion ---------------------------------- */

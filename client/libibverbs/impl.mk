@@ -11,6 +11,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/queue.c \
 	client/libibverbs/pd.c \
 	client/libibverbs/mr.c \
+	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \
 	client/libibverbs/cq.c \
 	client/libibverbs/cq_ex.c \

@@ -45,9 +45,19 @@ bool ibvd_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return type == IBV_QPT_RC;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		return type == IBV_QPT_RC || type == IBV_QPT_UC;
 	default:
-		return false;	/* no memory windows, TSO or XRC here */
+		return false;	/* no TSO or XRC here */
 	}
+}
+
+/* Work requests that carry no data of their own, hence no SGEs. */
+static bool is_local_op(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
 }
 
 /* Inline data applies to the opcodes that carry data to the responder. */
@@ -56,6 +66,7 @@ static bool is_inline(const struct ibv_send_wr *wr)
 	if (!(wr->send_flags & IBV_SEND_INLINE))
 		return false;
 	return wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	       wr->opcode == IBV_WR_SEND_WITH_INV ||
 	       wr->opcode == IBV_WR_RDMA_WRITE ||
 	       wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
@@ -83,11 +94,28 @@ bool ibvd_sq_state_ok(const struct ibvd_qp *qp)
 	       s == IBV_QPS_ERR;
 }
 
-static int check_send_wr(const struct ibvd_qp *qp, const struct ibv_send_wr *wr)
+/*
+ * ibv_post_send binds type-2 windows only; type 1 goes through
+ * ibv_bind_mw, which says so with `type1`.
+ */
+static bool bind_ok(const struct ibv_send_wr *wr, bool type1)
+{
+	const struct ibv_mw *mw = wr->bind_mw.mw;
+
+	if (wr->opcode != IBV_WR_BIND_MW)
+		return true;
+	return mw && mw->type == (type1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
+}
+
+static int check_send_wr(const struct ibvd_qp *qp, const struct ibv_send_wr *wr,
+			 bool type1)
 {
 	if (!ibvd_sq_state_ok(qp) ||
-	    !ibvd_send_opcode_valid(qp->qp.qp_type, wr->opcode))
+	    !ibvd_send_opcode_valid(qp->qp.qp_type, wr->opcode) ||
+	    !bind_ok(wr, type1))
 		return -EINVAL;
+	if (is_local_op(wr->opcode))
+		return 0;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
@@ -120,6 +148,13 @@ static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvd_qp *qp,
 		h->remote_addr = wr->wr.atomic.remote_addr;
 		h->compare_add = wr->wr.atomic.compare_add;
 		h->swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_BIND_MW:
+		ibvd_fill_bind(h, wr->bind_mw.mw, wr->bind_mw.rkey,
+			       &wr->bind_mw.bind_info);
+		break;
+	case IBV_WR_LOCAL_INV:
+		h->rkey = wr->invalidate_rkey;
 		break;
 	default:
 		break;
@@ -164,7 +199,9 @@ static void write_send_wqe(struct ibvd_qp *qp, void *slot,
 	uint8_t *body = (uint8_t *)slot + IBVD_SEND_WQE_HDR;
 
 	fill_send_header(wqe, qp, wr);
-	if (is_inline(wr)) {
+	if (is_local_op(wr->opcode)) {
+		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
+	} else if (is_inline(wr)) {
 		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
 	} else {
 		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
@@ -174,14 +211,14 @@ static void write_send_wqe(struct ibvd_qp *qp, void *slot,
 }
 
 static int post_send_locked(struct ibvd_qp *qp, struct ibv_send_wr *wr,
-			    struct ibv_send_wr **bad_wr)
+			    struct ibv_send_wr **bad_wr, bool type1)
 {
 	struct ibvd_wq *sq = &qp->sq;
 	uint32_t tail = sq->tail, head = tail - sq->limit;
 	int ret = 0;
 
 	for (; wr; wr = wr->next) {
-		ret = check_send_wr(qp, wr);
+		ret = check_send_wr(qp, wr, type1);
 		if (ret == 0 && !ibvd_wq_has_room(sq, &head, tail))
 			ret = -ENOMEM;
 		if (ret < 0) {
@@ -207,8 +244,47 @@ int ibvd_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	int ret;
 
 	pthread_mutex_lock(&qp->sq.lock);
-	ret = post_send_locked(qp, wr, bad_wr);
+	ret = post_send_locked(qp, wr, bad_wr, false);
 	pthread_mutex_unlock(&qp->sq.lock);
+	return ibvd_errno_ret(ret);
+}
+
+void ibvd_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
+		    uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	h->mw_key = mw ? mw->rkey : 0;
+	h->rkey = rkey;
+	h->mr_lkey = info->mr ? info->mr->lkey : 0;
+	h->remote_addr = info->addr;
+	h->compare_add = info->length;
+	h->mw_access = info->mw_access_flags;
+}
+
+/*
+ * ibv_bind_mw (type 1): a BIND_MW work request on qp's send queue, as
+ * providers post it.  The key's low byte moves on at each bind, so the
+ * window's old key stops working once the engine executes it; the app
+ * sees the new key in mw->rkey as soon as the request is posted.
+ */
+int ibvd_bind_mw_op(struct ibv_qp *ibqp, struct ibv_mw *mw,
+		    struct ibv_mw_bind *mw_bind)
+{
+	struct ibvd_qp *qp = to_ibvd_qp(ibqp);
+	struct ibv_send_wr wr = {
+		.wr_id = mw_bind->wr_id,
+		.opcode = IBV_WR_BIND_MW,
+		.send_flags = mw_bind->send_flags,
+	}, *bad;
+	int ret;
+
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	pthread_mutex_lock(&qp->sq.lock);
+	ret = post_send_locked(qp, &wr, &bad, true);
+	pthread_mutex_unlock(&qp->sq.lock);
+	if (ret == 0)
+		mw->rkey = wr.bind_mw.rkey;
 	return ibvd_errno_ret(ret);
 }
 

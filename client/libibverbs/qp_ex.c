@@ -33,6 +33,9 @@ static const struct {
 	{ IBV_QP_EX_WITH_RDMA_READ, IBV_WR_RDMA_READ },
 	{ IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_CMP_AND_SWP },
 	{ IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_FETCH_AND_ADD },
+	{ IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW },
+	{ IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV },
+	{ IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV },
 };
 
 static struct ibvd_qp *qpx_to_qp(struct ibv_qp_ex *qpx)
@@ -145,22 +148,39 @@ static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 	wr_atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr, add, 0);
 }
 
-/* Operations we do not have (memory windows, TSO, XRC): fail the batch. */
+/* Type-2 windows only, as ibv_post_send (type 1 is ibv_bind_mw's). */
 static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *bind_info)
 {
-	batch_fail(qpx_to_qp(qpx), EOPNOTSUPP);
+	struct ibvd_send_wqe *w;
+
+	if (!mw || mw->type != IBV_MW_TYPE_2 || !bind_info) {
+		batch_fail(qpx_to_qp(qpx), EINVAL);
+		return;
+	}
+	w = begin(qpx, IBV_WR_BIND_MW);
+	if (w)
+		ibvd_fill_bind(w, mw, rkey, bind_info);
 }
 
 static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 {
-	batch_fail(qpx_to_qp(qpx), EOPNOTSUPP);
+	struct ibvd_send_wqe *w = begin(qpx, IBV_WR_LOCAL_INV);
+
+	if (w)
+		w->rkey = rkey;
 }
 
+/* The key travels where the immediate would (ring.h). */
 static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 {
-	batch_fail(qpx_to_qp(qpx), EOPNOTSUPP);
+	struct ibvd_send_wqe *w = begin(qpx, IBV_WR_SEND_WITH_INV);
+
+	if (w)
+		w->imm_data = rkey;
 }
+
+/* Operations we do not have (TSO, XRC): fail the batch. */
 
 static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
 			uint16_t mss)

@@ -192,6 +192,26 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 			  uint64_t raddr, uint64_t len, uint32_t access,
 			  struct eng_sgl *out);
 
+/* ---- mw.c: memory windows ------------------------------------------------ */
+
+/* Execute a BIND_MW WQE of qp: IBV_WC_SUCCESS or IBV_WC_MW_BIND_ERR. */
+enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
+				    const struct ibvd_send_wqe *w);
+
+/* LOCAL_INV of key by qp: IBV_WC_SUCCESS or IBV_WC_MW_BIND_ERR. */
+enum ibv_wc_status ibvd_eng_local_inv(const struct ibvd_qp *qp, uint32_t key);
+
+/* SEND_WITH_INV arriving at target invalidates key: 0 or -EINVAL. */
+int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key);
+
+/*
+ * The MR behind window key rkey if the window, bound, lets target's side
+ * do `access` on [raddr, raddr + len); else NULL.
+ */
+const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
+					  uint32_t rkey, uint64_t raddr,
+					  uint64_t len, uint32_t access);
+
 /*
  * Resolve n SGEs (private copies) against pd, for writing if `write`:
  * IBV_WC_SUCCESS or IBV_WC_LOC_PROT_ERR.

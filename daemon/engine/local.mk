@@ -15,6 +15,7 @@ daemon_ibverbsd_SOURCES += \
 	daemon/engine/recv.c \
 	daemon/engine/rdma.c \
 	daemon/engine/atomic.c \
+	daemon/engine/mw.c \
 	daemon/engine/ud.c \
 	daemon/engine/counters.c \
 	daemon/engine/rate.h daemon/engine/rate.c

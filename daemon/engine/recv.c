@@ -134,6 +134,11 @@ void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
 		cqe.imm_data = req->w.imm_data;
 		cqe.wc_flags |= IBV_WC_WITH_IMM;
 	}
+	/* verbs.h: the invalidated key shares imm_data's place. */
+	if (req->w.opcode == IBV_WR_SEND_WITH_INV) {
+		cqe.imm_data = req->w.imm_data;
+		cqe.wc_flags |= IBV_WC_WITH_INV;
+	}
 	cqe.qp_num = target->qp_num;
 	cqe.src_qp = src->qp_num;
 	cqe.slid = ibvd_eng_port_lid(src);
@@ -187,6 +192,17 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	}
 	if (req->length > rwqe->sgl.total) {
 		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_LEN_ERR);
+		return uc ? RESP_OK : RESP_INV_REQ;
+	}
+	/*
+	 * The window goes at the first step, before any byte lands: a key
+	 * that cannot be invalidated fails the message as an invalid
+	 * request, and the receive completes with the memory management
+	 * error.
+	 */
+	if (req->w.opcode == IBV_WR_SEND_WITH_INV &&
+	    ibvd_eng_remote_inv(target, req->w.imm_data) < 0) {
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_MW_BIND_ERR);
 		return uc ? RESP_OK : RESP_INV_REQ;
 	}
 	switch (ibvd_eng_copy_at(eng, &rwqe->sgl, 0, &req->local, 0, req->step)) {

@@ -116,6 +116,7 @@ static enum eng_resp execute_connected(struct ibvd_engine *eng,
 	switch (req->w.opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
 		return ibvd_eng_deliver_send(eng, qp, peer, req);
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -174,6 +175,20 @@ static bool rate_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	return true;
 }
 
+/* Work requests that act on this side only: no message goes out. */
+static bool is_local_op(uint32_t opcode)
+{
+	return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV;
+}
+
+static enum ibv_wc_status local_op(struct ibvd_qp *qp,
+				   const struct eng_req *req)
+{
+	if (req->w.opcode == IBV_WR_BIND_MW)
+		return ibvd_eng_bind_mw(qp, &req->w);
+	return ibvd_eng_local_inv(qp, req->w.rkey);
+}
+
 /* First attempt at the WQE in front. */
 static void start_wqe(struct ibvd_qp *qp)
 {
@@ -210,6 +225,10 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	if (paced && rate_wait(eng, qp, req->step))
 		return STEP_WAIT;
 	*bytes += req->step;
+	if (is_local_op(req->w.opcode)) {
+		*status = local_op(qp, req);
+		return *status == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
+	}
 	if (qp->qp_type == IBV_QPT_UD) {
 		st = ibvd_eng_ud_send(eng, qp, req);
 		*status = st;

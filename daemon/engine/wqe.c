@@ -45,6 +45,10 @@ static bool opcode_ok(uint32_t qp_type, uint32_t opcode)
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return qp_type == IBV_QPT_RC;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC;
 	default:
 		return false;
 	}
@@ -225,6 +229,9 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 	if (!(target->attr.access & access))
 		return -EACCES;
 	mr = ibvd_mr_by_rkey(rkey);
+	/* Not an MR's key: a window's, checked there, then its MR here. */
+	if (!mr)
+		mr = ibvd_eng_mw_resolve(target, rkey, raddr, len, access);
 	if (!mr || mr->pd != target->pd || !mr->mem || !(mr->access & access))
 		return -EACCES;
 	if (!in_range(mr->iova, mr->length, raddr, len))

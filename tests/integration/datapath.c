@@ -1463,6 +1463,8 @@ static const struct bad_op bad_ops[] = {
 	{ IBV_QPT_UD, IBV_WR_ATOMIC_CMP_AND_SWP },
 	{ IBV_QPT_UC, IBV_WR_RDMA_READ },
 	{ IBV_QPT_UC, IBV_WR_ATOMIC_FETCH_AND_ADD },
+	{ IBV_QPT_UD, IBV_WR_SEND_WITH_INV },
+	{ IBV_QPT_UD, IBV_WR_LOCAL_INV },
 	{ IBV_QPT_RC, (enum ibv_wr_opcode)0x7f },
 };
 
@@ -3503,6 +3505,360 @@ START_TEST(cq_ex_threads)
 }
 END_TEST
 
+/* ==== memory windows ====================================================== */
+
+#define MW_MR_ACCESS	(VT_ACCESS_ALL | IBV_ACCESS_MW_BIND)
+#define MW_RW		(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+/* The window the mw tests bind: 2 KiB from 1 KiB into an 8 KiB MR. */
+#define MW_OFF		1024u
+#define MW_LEN		2048u
+
+/* Post a signaled type-2 BIND_MW on qp. */
+static void mw_post_bind(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mw *mw,
+			 uint32_t rkey, struct ibv_mr *mr, uint64_t addr,
+			 uint64_t len, unsigned int access)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = access;
+	ck_assert_int_eq(ibv_post_send(qp, &wr, &bad), 0);
+}
+
+/* Bind mw (type 2) on qp to the test window of t; returns its key. */
+static uint32_t mw_bind_ok(struct ibv_qp *qp, struct ibv_cq *cq,
+			   struct ibv_mw *mw, struct ibv_mr *t,
+			   unsigned int access)
+{
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+	struct ibv_wc wc;
+
+	mw_post_bind(qp, 70, mw, rkey, t, ADDR(t, MW_OFF), MW_LEN, access);
+	vt_expect_ok(cq, &wc, 70, IBV_WC_BIND_MW, "BIND_MW");
+	return rkey;
+}
+
+static void mw_expect_denied(struct fx *f, uint64_t wr_id,
+			     enum ibv_wr_opcode op, uint64_t raddr,
+			     uint32_t rkey, const char *what)
+{
+	vt_send(f->p.qp[0], wr_id, op, IBV_SEND_SIGNALED, f->a->addr, 100,
+		f->a->lkey, raddr, rkey);
+	vt_expect_wc(f->p.scq[0], NULL, wr_id, IBV_WC_REM_ACCESS_ERR, what);
+	vt_expect_state(f->p.qp[0], IBV_QPS_ERR, what);
+}
+
+START_TEST(mw_alloc)
+{
+	struct ibv_mw *mw[2];
+	struct ibv_mr *t;
+	int i;
+
+	mw[0] = ibv_alloc_mw(D.pd, IBV_MW_TYPE_1);
+	mw[1] = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	for (i = 0; i < 2; i++) {
+		ck_assert_ptr_nonnull(mw[i]);
+		ck_assert_ptr_eq(mw[i]->pd, D.pd);
+		ck_assert_ptr_eq(mw[i]->context, D.ctx);
+		ck_assert_uint_ne(mw[i]->rkey, 0);
+	}
+	ck_assert_int_eq(mw[0]->type, IBV_MW_TYPE_1);
+	ck_assert_int_eq(mw[1]->type, IBV_MW_TYPE_2);
+	/* A window key is never an MR key, nor usable as an lkey. */
+	t = vt_reg(D.pd, 4096, MW_MR_ACCESS);
+	ck_assert_uint_ne(t->rkey >> 8, mw[0]->rkey >> 8);
+	ck_assert_uint_ne(t->rkey >> 8, mw[1]->rkey >> 8);
+	vt_dereg(t);
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(ibv_dealloc_mw(mw[i]), 0);
+}
+END_TEST
+
+/* Type 2: bind through ibv_post_send, then WRITE and READ through it. */
+START_TEST(mw_type2)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	uint32_t rkey;
+	struct fx f;
+
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
+	ck_assert_uint_eq(rkey >> 8, mw->rkey >> 8);
+	/* Bound: the MR cannot go. */
+	ck_assert_int_eq(ibv_dereg_mr(t), EBUSY);
+
+	vt_fill(f.a->addr, MW_LEN, 0, 51);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		MW_LEN, f.a->lkey, ADDR(t, MW_OFF), rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "WRITE through the window");
+	vt_expect_byte(t->addr, MW_OFF, 0, "before the window");
+	vt_expect_pat(BUF(t) + MW_OFF, MW_LEN, 0, 51, "written through the window");
+	vt_expect_byte(BUF(t) + MW_OFF + MW_LEN, 8192 - MW_OFF - MW_LEN, 0,
+		       "after the window");
+	memset(f.a->addr, CANARY, 8192);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED,
+		BUF(f.a) + 8, 1000, f.a->lkey, ADDR(t, MW_OFF + 24), rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_READ, "READ through the window");
+	vt_expect_pat(BUF(f.a) + 8, 1000, 24, 51, "read through the window");
+	vt_expect_byte(f.a->addr, 8, CANARY, "before the read");
+
+	/* LOCAL_INV frees the window: the key stops working. */
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 3;
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.invalidate_rkey = rkey;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), 0);
+	vt_expect_ok(f.p.scq[1], &wc, 3, IBV_WC_LOCAL_INV, "LOCAL_INV");
+	mw_expect_denied(&f, 4, IBV_WR_RDMA_WRITE, ADDR(t, MW_OFF), rkey,
+			 "WRITE through an invalidated window");
+	vt_expect_pat(BUF(t) + MW_OFF, MW_LEN, 0, 51, "window (untouched)");
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Access the window does not grant: past its end, a write to a read-only
+ * window, the key it had before the bind, a READ past its start.
+ */
+START_TEST(mw_denied)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	uint32_t old = mw->rkey, rkey;
+	unsigned int access = _i == 1 ? IBV_ACCESS_REMOTE_READ : MW_RW;
+	enum ibv_wr_opcode op = IBV_WR_RDMA_WRITE;
+	uint64_t raddr;
+	struct ibv_mr *t;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	vt_fill(t->addr, 8192, 0, 52);
+	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, access);
+	raddr = ADDR(t, MW_OFF);
+	switch (_i) {
+	case 0:
+		raddr = ADDR(t, MW_OFF + MW_LEN - 50);	/* 50 bytes past the end */
+		break;
+	case 2:
+		rkey = old;
+		break;
+	case 3:
+		raddr = ADDR(t, MW_OFF - 1);
+		op = IBV_WR_RDMA_READ;
+		break;
+	}
+	mw_expect_denied(&f, 1, op, raddr, rkey, "access the window denies");
+	vt_expect_pat(t->addr, 8192, 0, 52, "target memory (untouched)");
+	/* A bound window may be deallocated; its MR is free after. */
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	vt_dereg(t);
+	fx_free(&f);
+}
+END_TEST
+
+/* SEND_WITH_INV: the receiver learns the key, and the key is dead. */
+START_TEST(mw_send_inv)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	struct ibv_mr *t;
+	uint32_t rkey;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
+	vt_recv(f.p.qp[1], 30, f.b->addr, 4096, f.b->lkey);
+	vt_fill(f.a->addr, 64, 0, 53);
+	sge.addr = ADDR(f.a, 0);
+	sge.length = 64;
+	sge.lkey = f.a->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 31;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.invalidate_rkey = rkey;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[0], &wr, &bad), 0);
+	vt_expect_ok(f.p.scq[0], &wc, 31, IBV_WC_SEND, "SEND_WITH_INV");
+	vt_expect_ok(f.p.rcq[1], &wc, 30, IBV_WC_RECV, "its receive");
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_INV, IBV_WC_WITH_INV);
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_IMM, 0);
+	ck_assert_uint_eq(wc.invalidated_rkey, rkey);
+	ck_assert_uint_eq(wc.byte_len, 64);
+	vt_expect_pat(f.b->addr, 64, 0, 53, "sent bytes");
+	/* Unbound now: the MR may go, after the key fails. */
+	mw_expect_denied(&f, 32, IBV_WR_RDMA_WRITE, ADDR(t, MW_OFF), rkey,
+			 "WRITE through a remotely invalidated window");
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Binds that must fail with MW_BIND_ERR: MR without MW_BIND, range outside
+ * the MR, rights beyond the MR's, a type-2 window already bound, a window
+ * of another PD.
+ */
+START_TEST(mw_bind_err)
+{
+	int mr_access = _i == 0 ? VT_ACCESS_ALL :
+			_i == 2 ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_MW_BIND) : MW_MR_ACCESS;
+	struct ibv_pd *pd2 = _i == 4 ? ibv_alloc_pd(D.ctx) : D.pd;
+	struct ibv_mw *mw = ibv_alloc_mw(pd2, IBV_MW_TYPE_2);
+	uint64_t addr, len = MW_LEN;
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL, 4096, 4096);
+	t = vt_reg(D.pd, 8192, mr_access);
+	addr = ADDR(t, MW_OFF);
+	if (_i == 1)
+		addr = ADDR(t, 8192 - 100);
+	if (_i == 3)
+		mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
+	mw_post_bind(f.p.qp[1], 80, mw, ibv_inc_rkey(ibv_inc_rkey(mw->rkey)),
+		     t, addr, len, MW_RW);
+	vt_expect_wc(f.p.scq[1], &wc, 80, IBV_WC_MW_BIND_ERR, "bad bind");
+	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "RC QP after a bind error");
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	vt_dereg(t);
+	if (pd2 != D.pd)
+		ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/* Type 1: ibv_bind_mw moves the key on; length 0 unbinds. */
+START_TEST(mw_type1)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_1);
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_mw_bind bind;
+	uint32_t old = mw->rkey;
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	/* ibv_post_send binds type 2 only. */
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info.mr = t;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), EINVAL);
+
+	memset(&bind, 0, sizeof(bind));
+	bind.wr_id = 60;
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_info.mr = t;
+	bind.bind_info.addr = ADDR(t, MW_OFF);
+	bind.bind_info.length = MW_LEN;
+	bind.bind_info.mw_access_flags = MW_RW;
+	ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw, &bind), 0);
+	ck_assert_uint_eq(mw->rkey, ibv_inc_rkey(old));
+	vt_expect_ok(f.p.scq[1], &wc, 60, IBV_WC_BIND_MW, "ibv_bind_mw");
+	ck_assert_int_eq(ibv_dereg_mr(t), EBUSY);
+	vt_fill(f.a->addr, MW_LEN, 0, 54);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		MW_LEN, f.a->lkey, ADDR(t, MW_OFF), mw->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "WRITE via type 1");
+	vt_expect_pat(BUF(t) + MW_OFF, MW_LEN, 0, 54, "written via type 1");
+
+	/* Unbind (no MR, length 0): the key is dead, the MR free. */
+	memset(&bind.bind_info, 0, sizeof(bind.bind_info));
+	bind.wr_id = 61;
+	ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw, &bind), 0);
+	vt_expect_ok(f.p.scq[1], &wc, 61, IBV_WC_BIND_MW, "type-1 unbind");
+	mw_expect_denied(&f, 2, IBV_WR_RDMA_WRITE, ADDR(t, MW_OFF), mw->rkey,
+			 "WRITE via an unbound type-1 window");
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/* The ibv_qp_ex calls: wr_bind_mw, wr_local_inv; destroying the QP unbinds. */
+START_TEST(mw_wr_api)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_mw_bind_info info;
+	struct ibv_qp *qp[2];
+	struct ibv_qp_ex *qpx;
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_mr *t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	struct ibv_wc wc;
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+
+	struct vt_qp_opts o = opts_type(IBV_QPT_RC);
+	struct vt_addr a[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		qp[i] = qp_ex_create(cq, IBV_QPT_RC, IBV_QP_EX_WITH_SEND |
+				     IBV_QP_EX_WITH_BIND_MW |
+				     IBV_QP_EX_WITH_LOCAL_INV |
+				     IBV_QP_EX_WITH_SEND_WITH_INV);
+		vt_qp_addr(&D, qp[i], &o, &a[i]);
+	}
+	vt_connect(&D, qp[0], &a[1], &o);
+	vt_connect(&D, qp[1], &a[0], &o);
+	qpx = ibv_qp_to_qp_ex(qp[0]);
+	memset(&info, 0, sizeof(info));
+	info.mr = t;
+	info.addr = ADDR(t, MW_OFF);
+	info.length = MW_LEN;
+	info.mw_access_flags = MW_RW;
+	ibv_wr_start(qpx);
+	qpx->wr_id = 90;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(qpx, mw, rkey, &info);
+	qpx->wr_id = 91;
+	ibv_wr_local_inv(qpx, rkey);
+	ck_assert_int_eq(ibv_wr_complete(qpx), 0);
+	vt_expect_ok(cq, &wc, 90, IBV_WC_BIND_MW, "wr_bind_mw");
+	vt_expect_ok(cq, &wc, 91, IBV_WC_LOCAL_INV, "wr_local_inv");
+
+	/* Bound again, then its QP goes: the window goes unbound with it. */
+	ibv_wr_start(qpx);
+	qpx->wr_id = 92;
+	ibv_wr_bind_mw(qpx, mw, ibv_inc_rkey(rkey), &info);
+	ck_assert_int_eq(ibv_wr_complete(qpx), 0);
+	vt_expect_ok(cq, &wc, 92, IBV_WC_BIND_MW, "wr_bind_mw again");
+	ck_assert_int_eq(ibv_dereg_mr(t), EBUSY);
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	rmcq(cq);
+}
+END_TEST
+
 /* ==== the suite =========================================================== */
 
 /* Generous for a sanitizer build; datapath.sh bounds the whole run. */
@@ -3610,6 +3966,15 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, wr_api_rc);
 	tcase_add_test(tc, wr_api_ud);
 	tcase_add_test(tc, srq_ex);
+
+	tc = new_case(s, "mw");
+	tcase_add_test(tc, mw_alloc);
+	tcase_add_test(tc, mw_type2);
+	tcase_add_loop_test(tc, mw_denied, 0, 4);
+	tcase_add_test(tc, mw_send_inv);
+	tcase_add_loop_test(tc, mw_bind_err, 0, 5);
+	tcase_add_test(tc, mw_type1);
+	tcase_add_test(tc, mw_wr_api);
 
 	tc = new_case(s, "memory");
 	tcase_add_loop_test(tc, mem_kinds, 0, MEM_NKINDS);

@@ -5,7 +5,7 @@
  *	created K errno E pid P
  * K how many it made, E the errno of the first refusal (0: all N made).
  * $QUOTA_DEV names the device to use instead of the first.
- * KIND is hca_handle, pd, mr, cq, qp, srq, ah, cm_id, or memlock (one MR
+ * KIND is hca_handle, pd, mr, mw, cq, qp, srq, ah, cm_id, or memlock (one MR
  * of N pages).  Objects KIND needs (a PD, a CQ) are made first and not
  * counted.  With "hold" it then keeps everything until stdin closes, so
  * that the test can run two uids at once or kill it.
@@ -81,6 +81,8 @@ static void *make_one(const char *kind, void *buf, size_t pages)
 		};
 		return ibv_create_qp(pd, &a);
 	}
+	if (!strcmp(kind, "mw"))
+		return ibv_alloc_mw(pd, IBV_MW_TYPE_2);
 	if (!strcmp(kind, "srq")) {
 		struct ibv_srq_init_attr a = { .attr = { .max_wr = 1, .max_sge = 1 } };
 		return ibv_create_srq(pd, &a);
@@ -184,7 +186,7 @@ int main(int argc, char **argv)
 			die("ibv_open_device");
 	}
 	/* only what the kind needs, so that its own count is exact */
-	if (strstr(" mr memlock qp srq ah ", kind) &&
+	if (strstr(" mr mw memlock qp srq ah ", kind) &&
 	    !(pd = ibv_alloc_pd(ctx)))
 		die("the PD the objects need");
 	if (!strcmp(kind, "qp") && !(cq = ibv_create_cq(ctx, 4, NULL, NULL, 0)))
