@@ -278,6 +278,19 @@ charge:
 	return 0;
 }
 
+void ibvd_mem_restore(struct ibvd_mem *mem, uint64_t pages, uint64_t charged)
+{
+	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	mem->memlock->pages = mem->memlock->pages - charged + pages;
+	if (charged > pages)
+		ibvd_tenant_dev_uncharge(mem->account, IBVD_LIMIT_MEMLOCK,
+					 (charged - pages) * psz);
+	else
+		ibvd_tenant_dev_restore(mem->account, IBVD_LIMIT_MEMLOCK,
+					(pages - charged) * psz);
+}
+
 void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages)
 {
 	mem->memlock->pages -= pages;

@@ -302,8 +302,7 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 	if (mr_check_unbound(call, mr) < 0) {
 		ibvd_objects_write_unlock();
 		/* Bound since the first check: undo spec_admit's charge. */
-		(void)ibvd_mem_charge(call, mr->mem, mr->pinned / psz,
-				      sp.pages);
+		ibvd_mem_restore(mr->mem, mr->pinned / psz, sp.pages);
 		return ibvd_call_error(call, -EBUSY, "MR %#x got a window bound",
 				       req->handle);
 	}

@@ -255,6 +255,7 @@ struct ibvd_qp {
 	struct {			/* that message, fixed at its first step */
 		uint64_t length;
 		uint32_t opcode;
+		uint32_t imm_data;	/* or the key SEND_WITH_INV invalidates */
 		uint32_t seq;		/* its number, among the QP's messages */
 		/* its responder, compared only, and that QP's incarnation */
 		const struct ibvd_qp *target;

@@ -380,6 +380,17 @@ void ibvd_tenant_dev_uncharge(struct ibvd_tenant_dev *td,
 	uncharge(td->tenant->usage, td->tenant->uid, kind, n);
 }
 
+void ibvd_tenant_dev_restore(struct ibvd_tenant_dev *td,
+			     enum ibvd_limit_kind kind, uint64_t n)
+{
+	td->usage[kind] += n;
+	td->tenant->usage[kind] += n;
+	if (is_object(kind)) {
+		td->usage[IBVD_LIMIT_HCA_OBJECT] += n;
+		td->tenant->usage[IBVD_LIMIT_HCA_OBJECT] += n;
+	}
+}
+
 static int limit_of_obj(enum ibvd_obj_kind kind)
 {
 	switch (kind) {

@@ -138,6 +138,9 @@ int ibvd_tenant_dev_charge(struct ibvd_tenant_dev *td,
 			   const char *what);
 void ibvd_tenant_dev_uncharge(struct ibvd_tenant_dev *td,
 			      enum ibvd_limit_kind kind, uint64_t n);
+/* Give back n that an uncharge took, past any limit: it cannot fail. */
+void ibvd_tenant_dev_restore(struct ibvd_tenant_dev *td,
+			     enum ibvd_limit_kind kind, uint64_t n);
 
 /*
  * Handle-table hooks (handle.h).  ibvd_tenant_charge_obj: owner is a

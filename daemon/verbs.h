@@ -127,6 +127,11 @@ uint64_t ibvd_mem_pages(uint64_t addr, uint64_t len);
  */
 int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 		    uint64_t pages, uint64_t release);
+/*
+ * Undo ibvd_mem_charge(call, mem, charged, pages): the process and tenant
+ * hold pages again, without limit checks, so it cannot fail.
+ */
+void ibvd_mem_restore(struct ibvd_mem *mem, uint64_t pages, uint64_t charged);
 void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages);
 
 /* ---- handlers and destructors, per object family ------------------- */

@@ -67,11 +67,26 @@ static bool chunkable(const struct ibvd_qp *src, const struct eng_req *req)
 	       req->w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-/* The WQE in front as the client may have rewritten it since its first step. */
+/* Does the message carry imm_data (or an invalidated key in its place)? */
+static bool has_imm(uint32_t opcode)
+{
+	return opcode == IBV_WR_SEND_WITH_IMM ||
+	       opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+	       opcode == IBV_WR_SEND_WITH_INV;
+}
+
+/*
+ * The WQE in front as the client may have rewritten it since its first
+ * step.  Its immediate data is pinned too: the responder's completion,
+ * built at the last step, must report what the first step acted on (the
+ * window SEND_WITH_INV invalidates, recv.c).
+ */
 static enum ibv_wc_status rewritten(const struct ibvd_qp *src,
 				    const struct eng_req *req)
 {
 	if (req->w.opcode != src->chunked.opcode)
+		return IBV_WC_LOC_QP_OP_ERR;
+	if (has_imm(req->w.opcode) && req->w.imm_data != src->chunked.imm_data)
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (req->length != src->chunked.length)
 		return IBV_WC_LOC_LEN_ERR;
@@ -96,6 +111,7 @@ enum ibv_wc_status ibvd_eng_chunk_plan(struct ibvd_qp *src,
 	if (!src->wqe_done) {
 		src->chunked.length = req->length;
 		src->chunked.opcode = req->w.opcode;
+		src->chunked.imm_data = req->w.imm_data;
 	}
 	req->off = src->wqe_done;
 	left = req->length - req->off;

@@ -201,8 +201,12 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 /* LOCAL_INV of key by qp: IBV_WC_SUCCESS or IBV_WC_MW_BIND_ERR. */
 enum ibv_wc_status ibvd_eng_local_inv(const struct ibvd_qp *qp, uint32_t key);
 
-/* SEND_WITH_INV arriving at target invalidates key: 0 or -EINVAL. */
-int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key);
+/*
+ * SEND_WITH_INV arriving at target invalidates key (only checks that it
+ * could, if !commit): 0 or -EINVAL.
+ */
+int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key,
+			bool commit);
 
 /*
  * The MR behind window key rkey if the window, bound, lets target's side

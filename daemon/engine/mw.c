@@ -6,9 +6,10 @@
  *
  * Rules this device keeps:
  * - a window, the QP binding it and the MR behind it share one PD;
- * - the MR has IBV_ACCESS_MW_BIND, the window's range lies within the MR,
- *   and its rights (REMOTE_READ, _WRITE, _ATOMIC) are a subset of the
- *   MR's;
+ * - the MR has IBV_ACCESS_MW_BIND and the window's range lies within it;
+ *   the window's remote rights need not be the MR's own (an MR may be
+ *   reachable remotely only through windows), but REMOTE_WRITE or
+ *   REMOTE_ATOMIC need LOCAL_WRITE on the MR;
  * - a type-1 window may be rebound at any time (length 0 unbinds it); a
  *   type-2 window must be free to bind, is tied to the QP that bound it
  *   (remote access must arrive at that QP), and only invalidation (or
@@ -54,10 +55,13 @@ static struct ibvd_mr *bind_target(const struct ibvd_qp *qp,
 {
 	struct ibvd_mr *mr = ibvd_mr_by_lkey(w->mr_lkey);
 	uint32_t rights = w->mw_access & ~(uint32_t)IBV_ACCESS_LOCAL_WRITE;
+	uint32_t writes = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
 
 	if (!mr || mr->pd != qp->pd || !(mr->access & IBV_ACCESS_MW_BIND))
 		return NULL;
-	if (rights & ~(uint32_t)MW_RIGHTS || rights & ~mr->access)
+	if (rights & ~(uint32_t)MW_RIGHTS)
+		return NULL;
+	if (rights & writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 		return NULL;
 	if (!in_range(mr->iova, mr->length, w->remote_addr, w->compare_add))
 		return NULL;
@@ -88,7 +92,8 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 	struct ibvd_mr *mr = NULL;
 	enum ibv_wc_status st = IBV_WC_MW_BIND_ERR;
 
-	if (!mw || !same_index(w->rkey, mw->rkey))
+	/* mw_of matched mw_key's index: no need to read mw->rkey unlocked. */
+	if (!mw || !same_index(w->rkey, w->mw_key))
 		return IBV_WC_MW_BIND_ERR;
 	if (!type1_unbind(mw, w)) {
 		mr = bind_target(qp, w);
@@ -108,9 +113,12 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 	return st;
 }
 
-/* Unbind the type-2 window whose current key is key, bound to qp_num
- * (any QP if 0).  0 or -EINVAL. */
-static int invalidate(struct ibvd_mw *mw, uint32_t key, uint32_t qp_num)
+/*
+ * Unbind the type-2 window whose current key is key, bound to qp_num (any
+ * QP if 0); only check that it could be if !commit.  0 or -EINVAL.
+ */
+static int invalidate(struct ibvd_mw *mw, uint32_t key, uint32_t qp_num,
+		      bool commit)
 {
 	int ret = -EINVAL;
 
@@ -118,7 +126,8 @@ static int invalidate(struct ibvd_mw *mw, uint32_t key, uint32_t qp_num)
 		return -EINVAL;
 	pthread_mutex_lock(&mw->lock);
 	if (mw->mr && mw->rkey == key && (!qp_num || mw->qp_num == qp_num)) {
-		mw_set(mw, NULL, key);
+		if (commit)
+			mw_set(mw, NULL, key);
 		ret = 0;
 	}
 	pthread_mutex_unlock(&mw->lock);
@@ -127,13 +136,14 @@ static int invalidate(struct ibvd_mw *mw, uint32_t key, uint32_t qp_num)
 
 enum ibv_wc_status ibvd_eng_local_inv(const struct ibvd_qp *qp, uint32_t key)
 {
-	return invalidate(mw_of(qp, key), key, 0) ? IBV_WC_MW_BIND_ERR :
-						    IBV_WC_SUCCESS;
+	return invalidate(mw_of(qp, key), key, 0, true) ? IBV_WC_MW_BIND_ERR :
+							  IBV_WC_SUCCESS;
 }
 
-int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key)
+int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key,
+			bool commit)
 {
-	return invalidate(mw_of(target, key), key, target->qp_num);
+	return invalidate(mw_of(target, key), key, target->qp_num, commit);
 }
 
 const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,

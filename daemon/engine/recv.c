@@ -167,6 +167,11 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 	ibvd_eng_responder_error(target, 0);
 }
 
+static bool with_inv(const struct eng_req *req)
+{
+	return req->w.opcode == IBV_WR_SEND_WITH_INV;
+}
+
 /*
  * Under the receive lock, with a WQE peeked: place the message, or the
  * first step of a chunked one, which then holds the WQE (chunk.c).  The
@@ -195,13 +200,14 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		return uc ? RESP_OK : RESP_INV_REQ;
 	}
 	/*
-	 * The window goes at the first step, before any byte lands: a key
-	 * that cannot be invalidated fails the message as an invalid
+	 * A key that cannot be invalidated fails the message as an invalid
 	 * request, and the receive completes with the memory management
-	 * error.
+	 * error.  It is checked before any byte lands, and the window goes
+	 * only with the message's completion: here once the bytes landed,
+	 * or at the last step of a chunked message (place_next).
 	 */
-	if (req->w.opcode == IBV_WR_SEND_WITH_INV &&
-	    ibvd_eng_remote_inv(target, req->w.imm_data) < 0) {
+	if (with_inv(req) && ibvd_eng_remote_inv(target, req->w.imm_data,
+						 false) < 0) {
 		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_MW_BIND_ERR);
 		return uc ? RESP_OK : RESP_INV_REQ;
 	}
@@ -216,6 +222,12 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	}
 	if (!eng_req_last(req))
 		return ibvd_eng_hold(src, target, rq, rwqe);
+	/* Invalidated by another since the check: the message fails. */
+	if (with_inv(req) && ibvd_eng_remote_inv(target, req->w.imm_data,
+						 true) < 0) {
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_MW_BIND_ERR);
+		return uc ? RESP_OK : RESP_INV_REQ;
+	}
 	ibvd_eng_recv_complete(target, rq, rwqe, src, req, &info);
 	return RESP_OK;
 }
@@ -271,8 +283,15 @@ static enum eng_resp place_next(struct ibvd_engine *eng, struct ibvd_qp *src,
 	case ENG_COPY_OK:
 		break;
 	}
-	if (eng_req_last(req))
-		ibvd_eng_held_complete(src, target, req, &info);
+	if (!eng_req_last(req))
+		return RESP_OK;
+	/* The key is the first step's (chunk.c pins it). */
+	if (with_inv(req) && ibvd_eng_remote_inv(target, req->w.imm_data,
+						 true) < 0) {
+		ibvd_eng_held_fail(src, target, IBV_WC_MW_BIND_ERR);
+		return uc ? RESP_OK : RESP_INV_REQ;
+	}
+	ibvd_eng_held_complete(src, target, req, &info);
 	return RESP_OK;
 }
 

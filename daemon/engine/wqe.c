@@ -228,11 +228,16 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 		return 0;
 	if (!(target->attr.access & access))
 		return -EACCES;
+	/*
+	 * Not an MR's key: a window's, whose rights were checked there and
+	 * stand for the MR's own remote rights (mw.c); its MR's range here.
+	 */
 	mr = ibvd_mr_by_rkey(rkey);
-	/* Not an MR's key: a window's, checked there, then its MR here. */
+	if (mr && !(mr->access & access))
+		return -EACCES;
 	if (!mr)
 		mr = ibvd_eng_mw_resolve(target, rkey, raddr, len, access);
-	if (!mr || mr->pd != target->pd || !mr->mem || !(mr->access & access))
+	if (!mr || mr->pd != target->pd || !mr->mem)
 		return -EACCES;
 	if (!in_range(mr->iova, mr->length, raddr, len))
 		return -EACCES;

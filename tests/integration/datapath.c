@@ -3716,15 +3716,97 @@ START_TEST(mw_send_inv)
 END_TEST
 
 /*
+ * A chunked SEND_WITH_INV (over one 128 KiB step): the window goes with the
+ * message's completion, which reports its key.
+ */
+START_TEST(mw_send_inv_long)
+{
+	const uint32_t len = 256 * 1024 + 100;
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	struct ibv_mr *t;
+	uint32_t rkey;
+	struct fx f;
+
+	fx_init(&f, NULL, len, len);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
+	vt_recv(f.p.qp[1], 40, f.b->addr, len, f.b->lkey);
+	vt_fill(f.a->addr, len, 0, 54);
+	sge.addr = ADDR(f.a, 0);
+	sge.length = len;
+	sge.lkey = f.a->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 41;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.invalidate_rkey = rkey;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[0], &wr, &bad), 0);
+	vt_expect_ok(f.p.scq[0], &wc, 41, IBV_WC_SEND, "long SEND_WITH_INV");
+	vt_expect_ok(f.p.rcq[1], &wc, 40, IBV_WC_RECV, "its receive");
+	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_INV, IBV_WC_WITH_INV);
+	ck_assert_uint_eq(wc.invalidated_rkey, rkey);
+	ck_assert_uint_eq(wc.byte_len, len);
+	vt_expect_pat(f.b->addr, len, 0, 54, "sent bytes");
+	mw_expect_denied(&f, 42, IBV_WR_RDMA_WRITE, ADDR(t, MW_OFF), rkey,
+			 "WRITE through a window a long SEND invalidated");
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * An MR with no remote access of its own, exposed through a window: the
+ * window's rights hold, the MR's own key grants nothing remotely.
+ */
+START_TEST(mw_only_remote)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_wc wc;
+	struct ibv_mr *t;
+	uint32_t rkey;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
+	vt_fill(f.a->addr, 256, 0, 55);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		256, f.a->lkey, ADDR(t, MW_OFF), rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE,
+		     "WRITE through the window");
+	vt_expect_pat(BUF(t) + MW_OFF, 256, 0, 55, "written through the window");
+	memset(f.a->addr, CANARY, 8192);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, f.a->addr,
+		256, f.a->lkey, ADDR(t, MW_OFF), rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_READ,
+		     "READ through the window");
+	vt_expect_pat(f.a->addr, 256, 0, 55, "read through the window");
+	mw_expect_denied(&f, 3, _i ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+			 ADDR(t, MW_OFF), t->rkey,
+			 "the MR's own key, without remote access");
+	vt_expect_pat(BUF(t) + MW_OFF, 256, 0, 55, "window (untouched)");
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	vt_dereg(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * Binds that must fail with MW_BIND_ERR: MR without MW_BIND, range outside
- * the MR, rights beyond the MR's, a type-2 window already bound, a window
- * of another PD.
+ * the MR, remote write on an MR without LOCAL_WRITE, a type-2 window
+ * already bound, a window of another PD.
  */
 START_TEST(mw_bind_err)
 {
 	int mr_access = _i == 0 ? VT_ACCESS_ALL :
-			_i == 2 ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_MW_BIND) : MW_MR_ACCESS;
+			_i == 2 ? (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND) :
+			MW_MR_ACCESS;
 	struct ibv_pd *pd2 = _i == 4 ? ibv_alloc_pd(D.ctx) : D.pd;
 	struct ibv_mw *mw = ibv_alloc_mw(pd2, IBV_MW_TYPE_2);
 	uint64_t addr, len = MW_LEN;
@@ -3972,6 +4054,8 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mw_type2);
 	tcase_add_loop_test(tc, mw_denied, 0, 4);
 	tcase_add_test(tc, mw_send_inv);
+	tcase_add_test(tc, mw_send_inv_long);
+	tcase_add_loop_test(tc, mw_only_remote, 0, 2);
 	tcase_add_loop_test(tc, mw_bind_err, 0, 5);
 	tcase_add_test(tc, mw_type1);
 	tcase_add_test(tc, mw_wr_api);
