@@ -15,6 +15,7 @@
 #include "cm_internal.h"
 #include "device.h"
 #include "request.h"
+#include "res_admin.h"
 #include "session.h"
 #include "util.h"
 
@@ -127,23 +128,6 @@ static int filter_add(struct ibvd_call *call, struct selection *sel,
 	return 0;
 }
 
-/* "link DEV/PORT" (or "link DEV"). */
-static int select_link(struct ibvd_call *call, struct selection *sel,
-		       char *value)
-{
-	char *slash = strchr(value, '/'), *end;
-
-	sel->dev = value;
-	if (!slash)
-		return 0;
-	*slash = '\0';
-	sel->port = strtol(slash + 1, &end, 10);
-	if (end == slash + 1 || *end || sel->port < 1)
-		return ibvd_call_error(call, -EINVAL, "invalid port %.64s/%.64s",
-				       value, slash + 1);
-	return 0;
-}
-
 static int parse_selection(struct ibvd_call *call, size_t argc, char **argv,
 			   struct selection *sel)
 {
@@ -159,7 +143,8 @@ static int parse_selection(struct ibvd_call *call, size_t argc, char **argv,
 			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
 					       argv[i]);
 		if (!strcmp(argv[i], "link"))
-			ret = select_link(call, sel, argv[i + 1]);
+			ret = ibvd_admin_parse_link(call, argv[i + 1], &sel->dev,
+						    &sel->port);
 		else if (!strcmp(argv[i], "dev"))
 			ret = (sel->dev = argv[i + 1], 0);
 		else

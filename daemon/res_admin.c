@@ -359,18 +359,17 @@ static bool key_allowed(const struct res_kind *k, const char *key)
 	return false;
 }
 
-/* "link DEV[/PORT]" */
-static int select_link(struct ibvd_call *call, struct res_sel *sel,
-		       char *value)
+int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
+			  const char **dev, long *port)
 {
 	char *slash = strchr(value, '/'), *end;
 
-	sel->dev = value;
+	*dev = value;
 	if (!slash)
 		return 0;
 	*slash = '\0';
-	sel->port = strtol(slash + 1, &end, 10);
-	if (end == slash + 1 || *end || sel->port < 1)
+	*port = strtol(slash + 1, &end, 10);
+	if (end == slash + 1 || *end || *port < 1)
 		return ibvd_call_error(call, -EINVAL, "invalid port %.64s/%.64s",
 				       value, slash + 1);
 	return 0;
@@ -412,7 +411,8 @@ static int parse_sel(struct ibvd_call *call, const struct res_kind *k,
 			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
 					       argv[i]);
 		if (!strcmp(argv[i], "link"))
-			ret = select_link(call, sel, argv[i + 1]);
+			ret = ibvd_admin_parse_link(call, argv[i + 1], &sel->dev,
+						    &sel->port);
 		else if (!strcmp(argv[i], "dev"))
 			ret = (sel->dev = argv[i + 1], 0);
 		else

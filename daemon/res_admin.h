@@ -17,6 +17,13 @@ struct ibvd_call;
  * "ctx", "srq") that matches the filters in argv ("KEY VALUE" pairs,
  * "link DEV/PORT", "dev DEV"); details adds our extra columns.
  */
+/*
+ * A "link DEV[/PORT]" value: *dev points into value (cut at the '/'),
+ * *port is set only when a port is given.  0, or -EINVAL recorded on call.
+ */
+int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
+			  const char **dev, long *port);
+
 int ibvd_res_admin_show(struct ibvd_call *call, const char *kind,
 			size_t argc, char **argv, int details, json_t *out);
 
