@@ -19,15 +19,21 @@
 
 #include <event2/event.h>
 
-#include "config.h"		/* daemon/config.h */
-#include "device.h"
+#include "config/config.h"
+#include "core/device.h"
 #include "engine/engine.h"
+#include "verbs/async.h"
 #include "frame.h"
-#include "ibverbsd.h"
+#include "devices.h"
+#include "reload.h"
+#include "request.h"
+#include "cm/cm.h"
+#include "verbs/context.h"
+#include "server/daemon.h"
 #include "log.h"
-#include "notify.h"
-#include "server.h"
-#include "session.h"
+#include "server/notify.h"
+#include "server/server.h"
+#include "server/session.h"
 
 #define EXIT_USAGE	2
 
@@ -88,50 +94,6 @@ static void parse_options(int argc, char **argv, struct options *opts)
 }
 
 /* ---- configuration ---------------------------------------------------- */
-
-static enum ibvd_log_level log_level_for(int base, unsigned int verbosity)
-{
-	unsigned int level;
-
-	if (base < IBVD_LOG_ERR || base > IBVD_LOG_DEBUG)
-		base = IBVD_LOG_INFO;
-	level = (unsigned int)base + verbosity;
-	return level > IBVD_LOG_DEBUG ? IBVD_LOG_DEBUG : (enum ibvd_log_level)level;
-}
-
-void ibvd_daemon_apply_log_level(const struct ibvd_daemon *d)
-{
-	ibvd_log_set_level(log_level_for(d->cfg->log_level, d->verbosity));
-}
-
-struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
-					    char *err, size_t errlen)
-{
-	struct ibvd_config *cfg;
-
-	if (d->config_arg)
-		return ibvd_config_load(d->config_arg, err, errlen);
-	/* No config file is fine; one we cannot read is not. */
-	if (access(IBVD_DEFAULT_CONFIG, F_OK) == 0 || errno != ENOENT)
-		return ibvd_config_load(IBVD_DEFAULT_CONFIG, err, errlen);
-	cfg = ibvd_config_default();
-	if (!cfg)
-		snprintf(err, errlen, "out of memory");
-	return cfg;
-}
-
-const char *ibvd_daemon_config_name(const struct ibvd_daemon *d)
-{
-	return d->cfg && d->cfg->path ? d->cfg->path : "(built-in)";
-}
-
-uint64_t ibvd_daemon_uptime(const struct ibvd_daemon *d)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)(now.tv_sec - d->started.tv_sec);
-}
 
 /*
  * After daemonizing the working directory is "/": keep relative paths
@@ -317,7 +279,7 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 		return -ENOMEM;
 	d->notify = ibvd_notify_new(d);
 	/* After daemonizing: threads do not survive fork. */
-	ret = ibvd_engine_start(d->cfg->engine_threads);
+	ret = ibvd_engine_start(d->cfg->engine_threads, &ibvd_verbs_engine_events);
 	if (ret < 0)
 		return ret;
 	return ibvd_server_start(d->server, d);
@@ -351,7 +313,11 @@ int main(int argc, char **argv)
 	int ret;
 
 	parse_options(argc, argv, &opts);
-	ibvd_log_init("ibverbsd", log_level_for(IBVD_LOG_INFO, opts.verbosity));
+	ibvd_log_init("ibverbsd", ibvd_log_level_for(IBVD_LOG_INFO, opts.verbosity));
+	d.up.request_find = ibvd_request_type_find;
+	d.up.context_free = ibvd_context_free;
+	d.up.cm_free = ibvd_cm_session_free;
+	d.up.reload = ibvd_daemon_reload;
 	TAILQ_INIT(&d.devices);
 	TAILQ_INIT(&d.sessions);
 	d.verbosity = opts.verbosity;

@@ -10,19 +10,54 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
-#include "async.h"
-#include "cm.h"
-#include "context.h"
-#include "device.h"
+#include "verbs/async.h"
+#include "cm/cm.h"
+#include "verbs/context.h"
+#include "config/config.h"
+#include "devices.h"
+#include "reload.h"
 #include "log.h"
-#include "notify.h"
-#include "server.h"
-#include "session.h"
+#include "server/notify.h"
+#include "server/server.h"
+#include "server/session.h"
+
+enum ibvd_log_level ibvd_log_level_for(int base, unsigned int verbosity)
+{
+	unsigned int level;
+
+	if (base < IBVD_LOG_ERR || base > IBVD_LOG_DEBUG)
+		base = IBVD_LOG_INFO;
+	level = (unsigned int)base + verbosity;
+	return level > IBVD_LOG_DEBUG ? IBVD_LOG_DEBUG : (enum ibvd_log_level)level;
+}
+
+void ibvd_daemon_apply_log_level(const struct ibvd_daemon *d)
+{
+	ibvd_log_set_level(ibvd_log_level_for(d->cfg->log_level, d->verbosity));
+}
+
+struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
+					    char *err, size_t errlen)
+{
+	struct ibvd_config *cfg;
+
+	if (d->config_arg)
+		return ibvd_config_load(d->config_arg, err, errlen);
+	/* No config file is fine; one we cannot read is not. */
+	if (access(IBVD_DEFAULT_CONFIG, F_OK) == 0 || errno != ENOENT)
+		return ibvd_config_load(IBVD_DEFAULT_CONFIG, err, errlen);
+	cfg = ibvd_config_default();
+	if (!cfg)
+		snprintf(err, errlen, "out of memory");
+	return cfg;
+}
 
 static int same_string(const char *a, const char *b)
 {

@@ -15,11 +15,9 @@
 #include <unistd.h>
 
 #include "barrier.h"
-#include "context.h"
 #include "engine.h"
 #include "internal.h"
-#include "rate.h"
-#include "session.h"
+#include "core/rate.h"
 
 /* Make room for one more context (objects lock held for writing). */
 static int grow(struct ibvd_engine *eng)
@@ -65,7 +63,8 @@ static int attach(struct ibvd_ectx *ectx, struct ibvd_engine *eng)
 	return ret;
 }
 
-int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd)
+int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
+			 int *page_fd, int *kick_fd)
 {
 	struct ibvd_engine *eng = ibvd_eng_pick();
 	struct ibvd_ectx *ectx;
@@ -78,8 +77,8 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd)
 		return -ENOMEM;
 	ectx->ctx = ctx;
 	/* Its tenant's bandwidth bucket, shared with the tenant's others. */
-	if (ctx->session && ctx->session->tenant && ctx->session->tenant->rate)
-		ectx->rate = ibvd_eng_rate_ref(ctx->session->tenant->rate);
+	if (rate)
+		ectx->rate = ibvd_eng_rate_ref(rate);
 	ret = ibvd_eng_db_create(&ectx->db, page_fd);
 	if (ret < 0)
 		goto fail;

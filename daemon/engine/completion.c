@@ -1,6 +1,6 @@
 /*
- * Completions: CQEs into CQ rings, completion events on completion
- * channels, asynchronous events on the context's async socket.
+ * Completions: CQEs into CQ rings, and the events they raise, which leave
+ * through the control side's hooks (engine.h, struct ibvd_engine_events).
  *
  * A CQ may be fed by several engine threads at once (a SEND executed on
  * one thread completes on a receiver served by another), so everything
@@ -11,32 +11,14 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
 
-#include "async.h"
 #include "barrier.h"
-#include "frame.h"
-#include "ibverbsd.pb-c.h"
 #include "internal.h"
 
 static struct ibvd_cqe *cq_slot(const struct ibvd_cq *cq, uint32_t counter)
 {
 	return (struct ibvd_cqe *)(cq->ring.slots +
 		(size_t)(counter & (cq->ring.nslots - 1)) * cq->ring.stride);
-}
-
-static void send_comp_event(const struct ibvd_cq *cq)
-{
-	Ibvd__CompEvent ev = IBVD__COMP_EVENT__INIT;
-
-	ev.cq = cq->handle;
-	/*
-	 * Never blocks.  One event per arm reaches the socket, so it fills
-	 * only if the app stops reading events: then the event is lost, as
-	 * it would be for an app that never calls ibv_get_cq_event.
-	 */
-	ibvd_frame_send(cq->channel->sock, IBVD_MSG_COMP_EVENT, 0, &ev.base,
-			NULL, 0, MSG_DONTWAIT);
 }
 
 /* Does an armed request of kind `flags` fire for this completion? */
@@ -74,7 +56,12 @@ static void notify(struct ibvd_cq *cq, const struct ibvd_cqe *cqe,
 		return;
 	cq->fired_seq = arm;
 	ibvd_publish(&ep->fired_seq, arm);
-	send_comp_event(cq);
+	/*
+	 * One event per arm: the hook sends it without blocking, and loses
+	 * it only if the app stops reading events, as it would be for an
+	 * app that never calls ibv_get_cq_event.
+	 */
+	ibvd_eng_events->completion(cq);
 }
 
 /* Under cq->lock: the CQ has no room (or its head is impossible). */
@@ -121,6 +108,5 @@ full:
 
 void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle)
 {
-	/* async.c's send is thread-safe and never blocks. */
-	ibvd_async_send(ctx, event, 0, handle);
+	ibvd_eng_events->async(ctx, event, handle);
 }

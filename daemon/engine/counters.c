@@ -42,8 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
-#include "device.h"
+#include "core/device.h"
 #include "engine.h"
 #include "internal.h"
 #include "log.h"

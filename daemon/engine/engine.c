@@ -29,7 +29,6 @@
 #include <sys/syscall.h>
 
 #include "barrier.h"
-#include "context.h"
 #include "engine.h"
 #include "internal.h"
 #include "log.h"
@@ -363,11 +362,15 @@ static void chunk_config(void)
 	log_info("engine: chunks of %lu KiB%s", kb, kb ? "" : " (chunking off)");
 }
 
-int ibvd_engine_start(unsigned int nthreads)
+const struct ibvd_engine_events *ibvd_eng_events;
+
+int ibvd_engine_start(unsigned int nthreads,
+		      const struct ibvd_engine_events *events)
 {
 	unsigned int i;
 	int ret;
 
+	ibvd_eng_events = events;
 	if (!nthreads)
 		nthreads = 1;
 	spin_ns = spin_fixed();

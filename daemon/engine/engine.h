@@ -15,7 +15,9 @@
  * bandwidth limit is a token bucket its QPs pay into (rate.h).
  *
  * This is what the rest of the daemon calls.  All of it runs on the control
- * thread.
+ * thread.  The engine knows the object model (core/) and nothing above it:
+ * what it has to tell the control side leaves through the events below,
+ * and what it needs of a tenant (its bandwidth bucket) is handed in.
  */
 #ifndef IBVD_ENGINE_H
 #define IBVD_ENGINE_H
@@ -23,22 +25,45 @@
 #include <stdint.h>
 
 struct ibvd_context;
+struct ibvd_cq;
+struct ibvd_eng_rate;
 struct ibvd_qp;
 
-/* Start nthreads engine threads (0 means 1).  0 or a negative errno. */
-int ibvd_engine_start(unsigned int nthreads);
+/*
+ * What the engine tells the control side, called from engine threads with
+ * ibvd_objects_lock held for reading.  Neither may block or take the
+ * objects lock for writing; both must be thread-safe.
+ */
+struct ibvd_engine_events {
+	/* An asynchronous event (enum ibv_event_type) about object `handle`
+	 * of ctx: QP, CQ and SRQ errors, SRQ limits, drained SQs. */
+	void (*async)(struct ibvd_context *ctx, uint32_t event, uint32_t handle);
+	/* cq has a completion channel, and a completion its client armed
+	 * for just arrived: the channel fires. */
+	void (*completion)(const struct ibvd_cq *cq);
+};
+
+/*
+ * Start nthreads engine threads (0 means 1), reporting through events
+ * (which must outlive the engine).  0 or a negative errno.
+ */
+int ibvd_engine_start(unsigned int nthreads,
+		      const struct ibvd_engine_events *events);
 
 /* Stop and join every engine thread; contexts must be gone already. */
 void ibvd_engine_stop(void);
 
 /*
  * OPEN_DEVICE: give ctx its context page (doorbells, ring.h) and kick
- * eventfd, and attach it to an engine thread.  On success *page_fd is a
- * sealed memfd of IBVD_CTX_PAGE_SIZE bytes for the reply (the caller closes
- * it after sending) and *kick_fd the eventfd, which stays the engine's
- * (send it, do not close it).  0 or a negative errno.
+ * eventfd, and attach it to an engine thread.  rate is the bandwidth
+ * bucket of ctx's tenant (core/rate.h), or NULL for none; the engine takes
+ * a reference of its own.  On success *page_fd is a sealed memfd of
+ * IBVD_CTX_PAGE_SIZE bytes for the reply (the caller closes it after
+ * sending) and *kick_fd the eventfd, which stays the engine's (send it, do
+ * not close it).  0 or a negative errno.
  */
-int ibvd_engine_ctx_open(struct ibvd_context *ctx, int *page_fd, int *kick_fd);
+int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
+			 int *page_fd, int *kick_fd);
 
 /*
  * Context teardown, first step: no engine thread serves ctx any more once

@@ -26,7 +26,7 @@
 #include <infiniband/verbs.h>
 
 #include "engine.h"
-#include "objects.h"
+#include "core/objects.h"
 #include "ring.h"
 
 struct ibvd_engine;
@@ -233,6 +233,9 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
  * overran (the caller moves its QP to ERR).
  */
 int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited);
+
+/* The control side's hooks (engine.h), set once at ibvd_engine_start. */
+extern const struct ibvd_engine_events *ibvd_eng_events;
 
 /* Send an asynchronous event about object `handle` to ctx (thread-safe). */
 void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle);

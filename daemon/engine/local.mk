@@ -1,4 +1,5 @@
-# The data engine (daemon/engine/): threads that play the NIC.
+# daemon/engine/: the threads that play the NIC, executing work requests
+# against the object model (core/).
 daemon_ibverbsd_SOURCES += \
 	daemon/engine/engine.h daemon/engine/internal.h \
 	daemon/engine/engine.c \
@@ -17,9 +18,4 @@ daemon_ibverbsd_SOURCES += \
 	daemon/engine/atomic.c \
 	daemon/engine/mw.c \
 	daemon/engine/ud.c \
-	daemon/engine/counters.c \
-	daemon/engine/rate.h daemon/engine/rate.c
-# Engine files include the daemon's headers (context.h, objects.h, ...).
-daemon_ibverbsd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
-daemon_ibverbsd_CFLAGS += -pthread
-daemon_ibverbsd_LDADD += -lpthread
+	daemon/engine/counters.c

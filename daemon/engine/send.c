@@ -25,10 +25,9 @@
 #include <string.h>
 
 #include "barrier.h"
-#include "context.h"
 #include "engine.h"
 #include "internal.h"
-#include "rate.h"
+#include "core/rate.h"
 
 /* What became of the WQE in front. */
 enum step {

@@ -13,8 +13,7 @@
 #include <string.h>
 
 #include "barrier.h"
-#include "context.h"
-#include "device.h"
+#include "core/device.h"
 #include "internal.h"
 
 bool ibvd_eng_can_receive(uint32_t state)

@@ -2,12 +2,13 @@
 # strings, and every man page through groff with warnings as errors.
 check_PROGRAMS += tests/unit/test_config
 TESTS += tests/unit/test_config tests/unit/check-man
-tests_unit_test_config_SOURCES = tests/unit/test_config.c daemon/config.c \
-	daemon/config.h daemon/config_pos.c daemon/config_pos.h \
-	daemon/tenant.c daemon/tenant.h \
-	daemon/engine/rate.c daemon/engine/rate.h
+tests_unit_test_config_SOURCES = tests/unit/test_config.c daemon/config/config.c \
+	daemon/config/config.h daemon/config/config_pos.c daemon/config/config_pos.h \
+	daemon/tenant/tenant.c daemon/tenant/tenant.h \
+	daemon/core/rate.c daemon/core/rate.h
 # top_srcdir from the environment wins; the built-in one lets the program
 # run by hand from the build tree.
+tests_unit_test_config_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_config_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS) \
 	-DIBVD_TEST_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_config_LDADD = $(UNIT_LIBS) $(JANSSON_LIBS)

@@ -9,11 +9,11 @@ tests_unit_test_doorbell_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_doorbell_CFLAGS = $(UNIT_CFLAGS) -pthread
 tests_unit_test_doorbell_LDADD = $(UNIT_LIBS) -lpthread
 
-# The per-tenant bandwidth bucket (daemon/engine/rate.c) on a fake clock.
+# The per-tenant bandwidth bucket (daemon/core/rate.c) on a fake clock.
 check_PROGRAMS += tests/unit/test_rate
 TESTS += tests/unit/test_rate
 tests_unit_test_rate_SOURCES = tests/unit/test_rate.c \
-	daemon/engine/rate.c daemon/engine/rate.h
+	daemon/core/rate.c daemon/core/rate.h
 tests_unit_test_rate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_rate_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_rate_LDADD = $(UNIT_LIBS)

@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "daemon/config.h"
-#include "daemon/config_pos.h"
-#include "daemon/tenant.h"
+#include "daemon/config/config.h"
+#include "daemon/config/config_pos.h"
+#include "daemon/tenant/tenant.h"
 #include "log.h"
 
 static char err[512];

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/handle.h"
+#include "daemon/core/handle.h"
 
 static struct ibvd_handle_table t;
 static int objs[64];		/* distinct addresses to store */

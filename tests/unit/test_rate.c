@@ -7,7 +7,7 @@
 #include <check.h>
 #include <stdint.h>
 
-#include "daemon/engine/rate.h"
+#include "daemon/core/rate.h"
 
 #define MS		(1000ull * 1000)
 #define SEC		(1000ull * MS)

@@ -1,0 +1,536 @@
+/*
+ * ibvctl limit show and limit set.
+ *
+ * show prints, per tenant, one row for all devices and one per device:
+ * the limits in force ("max", rdma.max's vocabulary) or the usage
+ * ("current", rdma.current's).  A uid asked for by number is shown even
+ * without sessions: its rule is then chosen from its passwd entry (gid
+ * and getgrouplist(3)), as a client of that uid would be matched, minus
+ * the cgroup it cannot have yet.
+ *
+ * set edits the daemon's in-memory configuration, the same entries the
+ * file has, and applies it to every tenant at once.  The file is not
+ * rewritten: a reload or restart returns to it.
+ *
+ * Control thread only, like the configuration and the tenants.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/device.h"
+#include "limit.h"
+#include "log.h"
+#include "server/call.h"
+#include "server/session.h"
+#include "util.h"
+
+/* Client words echoed in messages are cut short. */
+#define ARG_FMT	"%.64s"
+
+/* Tenants shown at once; more than a host has uids with RDMA clients. */
+#define SHOW_MAX_TENANTS	1024
+
+/* Whose limits a row shows. */
+struct subject {
+	uid_t uid;
+	const struct ibvd_config_limit_rule *rule;
+	const struct ibvd_tenant *t;		/* NULL: no session */
+};
+
+struct show_sel {
+	bool current;			/* else max */
+	long long uid;			/* -1: every visible tenant */
+	const char *dev;		/* NULL: all devices, then each */
+};
+
+/* ---- show --------------------------------------------------------------- */
+
+/* A plain decimal uid (what "uid" takes in show and set). */
+static int parse_uid(const char *s, uid_t *ret)
+{
+	unsigned long n;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoul(s, &end, 10);
+	if (errno || *end || n > (uid_t)-2)
+		return -EINVAL;
+	*ret = (uid_t)n;
+	return 0;
+}
+
+static int parse_show(struct ibvd_call *call, size_t argc, char **argv,
+		      struct show_sel *sel)
+{
+	size_t i = 0;
+	uid_t uid;
+
+	sel->current = false;
+	sel->uid = -1;
+	sel->dev = NULL;
+	if (argc && (!strcmp(argv[0], "max") || !strcmp(argv[0], "current"))) {
+		sel->current = argv[0][0] == 'c';
+		i = 1;
+	}
+	for (; i < argc; i += 2) {
+		if (strcmp(argv[i], "dev") && strcmp(argv[i], "uid"))
+			return ibvd_call_error(call, -EINVAL,
+					       "unknown filter " ARG_FMT " for limit show",
+					       argv[i]);
+		if (i + 1 == argc)
+			return ibvd_call_error(call, -EINVAL, "%s needs a value",
+					       argv[i]);
+		if (!strcmp(argv[i], "dev")) {
+			sel->dev = argv[i + 1];
+		} else if (!strcmp(argv[i], "uid")) {
+			if (parse_uid(argv[i + 1], &uid))
+				return ibvd_call_error(call, -EINVAL,
+						       "bad uid " ARG_FMT, argv[i + 1]);
+			sel->uid = uid;
+		}
+	}
+	return 0;
+}
+
+/* A limit as ibvctl shows it: an integer, or "max". */
+static json_t *limit_json(uint64_t v)
+{
+	if (v == IBVD_LIMIT_UNLIMITED)
+		return json_string("max");
+	return json_integer((json_int_t)v);
+}
+
+/* Every counted kind, then (for limits) bandwidth. */
+static int put_values(json_t *row, const struct show_sel *sel,
+		      const struct ibvd_quota *q, const uint64_t *usage)
+{
+	int k;
+
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		if (json_object_set_new(row, ibvd_limit_names[k], sel->current ?
+					json_integer((json_int_t)usage[k]) :
+					limit_json(q->max[k])))
+			return -ENOMEM;
+	if (!sel->current &&
+	    json_object_set_new(row, "bandwidth", limit_json(q->bandwidth)))
+		return -ENOMEM;
+	return 0;
+}
+
+static int add_row(struct ibvd_call *call, json_t *out,
+		   const struct subject *who, const char *dev,
+		   const struct show_sel *sel, const struct ibvd_quota *q,
+		   const uint64_t *usage)
+{
+	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
+	char rule[IBVD_CGROUP_MAX + 32];
+	json_t *row, *rule_json;
+
+	ibvd_config_rule_name(cfg, who->rule, rule, sizeof(rule));
+	rule_json = json_string(rule);
+	/* a cgroup prefix that is not UTF-8 must not fail the listing */
+	if (!rule_json)
+		rule_json = json_string("?");
+	row = json_pack("{s:I, s:s, s:o}", "uid", (json_int_t)who->uid,
+			"dev", dev, "rule", rule_json);
+	if (!row || put_values(row, sel, q, usage)) {
+		json_decref(row);
+		return -ENOMEM;
+	}
+	return json_array_append_new(out, row) ? -ENOMEM : 0;
+}
+
+static int device_row(struct ibvd_call *call, json_t *out,
+		      const struct subject *who, const char *dev,
+		      const struct show_sel *sel)
+{
+	static const uint64_t none[IBVD_LIMIT_NKINDS];
+	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
+	const struct ibvd_tenant_dev *td = NULL;
+	struct ibvd_quota q;
+
+	if (who->t)
+		td = ibvd_tenant_dev_find(who->t, dev);
+	ibvd_config_limits_dev(cfg, who->rule, dev, &q);
+	return add_row(call, out, who, dev, sel, &q, td ? td->usage : none);
+}
+
+/* "all", then the selected device or every device. */
+static int subject_rows(struct ibvd_call *call, json_t *out,
+			const struct subject *who, const struct show_sel *sel)
+{
+	static const uint64_t none[IBVD_LIMIT_NKINDS];
+	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	struct ibvd_device *dev;
+	struct ibvd_quota q;
+	int ret;
+
+	if (sel->dev)
+		return device_row(call, out, who, sel->dev, sel);
+	if (who->t)
+		q = who->t->limits;	/* exactly what charges are checked against */
+	else
+		ibvd_config_limits_all(d->cfg, who->rule, &q);
+	ret = add_row(call, out, who, "all", sel, &q,
+		      who->t ? who->t->usage : none);
+	TAILQ_FOREACH(dev, &d->devices, link) {
+		if (ret < 0)
+			break;
+		ret = device_row(call, out, who, dev->name, sel);
+	}
+	return ret;
+}
+
+static int tenant_rows(struct ibvd_call *call, json_t *out,
+		       const struct ibvd_tenant *t, const struct show_sel *sel)
+{
+	struct subject who = { .uid = t->uid, .t = t };
+	struct ibvd_limit_who lw;
+
+	ibvd_peer_identity_who(&t->ident, &lw);
+	who.rule = ibvd_config_limit_rule_for(ibvd_call_daemon(call)->cfg, &lw);
+	return subject_rows(call, out, &who, sel);
+}
+
+/*
+ * A uid without sessions, matched as its clients would be: passwd's gid
+ * and the groups getgrouplist(3) gives; no cgroup.  A uid without a
+ * passwd entry matches uid rules and the cgroup-less default only.
+ */
+static int passwd_rows(struct ibvd_call *call, json_t *out, uid_t uid,
+		       const struct show_sel *sel)
+{
+	struct ibvd_limit_who lw = { .uid = uid, .gid = (gid_t)-1 };
+	gid_t groups[IBVD_PEER_GROUPS_MAX];
+	struct passwd pw, *res = NULL;
+	struct subject who = { .uid = uid };
+	int ngroups = IBVD_PEER_GROUPS_MAX;
+	char buf[4096];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res) {
+		lw.gid = pw.pw_gid;
+		/* -1: more groups than fit; the first ones were stored */
+		if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &ngroups) < 0)
+			ngroups = IBVD_PEER_GROUPS_MAX;
+		lw.groups = groups;
+		lw.ngroups = (size_t)ngroups;
+	}
+	who.rule = ibvd_config_limit_rule_for(ibvd_call_daemon(call)->cfg, &lw);
+	return subject_rows(call, out, &who, sel);
+}
+
+struct tenant_list {
+	const struct ibvd_tenant *t[SHOW_MAX_TENANTS];
+	size_t n;
+	long long only_uid;		/* -1: all */
+};
+
+static int collect(const struct ibvd_tenant *t, void *arg)
+{
+	struct tenant_list *l = arg;
+
+	if (l->only_uid >= 0 && t->uid != l->only_uid)
+		return 0;
+	if (l->n < SHOW_MAX_TENANTS)
+		l->t[l->n++] = t;
+	return 0;
+}
+
+static int by_uid(const void *a, const void *b)
+{
+	uid_t x = (*(const struct ibvd_tenant *const *)a)->uid;
+	uid_t y = (*(const struct ibvd_tenant *const *)b)->uid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Non-admins see their own uid only, as with every ibvctl listing. */
+static int visible_uid(struct ibvd_call *call, const struct show_sel *sel,
+		       long long *only)
+{
+	struct ibvd_session *s = call->session;
+
+	*only = sel->uid;
+	if (s->privileged)
+		return 0;
+	if (sel->uid >= 0 && sel->uid != s->cred.uid)
+		return ibvd_call_error(call, -EPERM,
+				       "limits of uid %lld are for root or group "
+				       IBVD_ADMIN_GROUP " only", sel->uid);
+	*only = s->cred.uid;
+	return 0;
+}
+
+int ibvd_limit_admin_show(struct ibvd_call *call, size_t argc, char **argv,
+			  json_t *out)
+{
+	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	struct tenant_list *l;
+	struct show_sel sel;
+	size_t i;
+	int ret;
+
+	ret = parse_show(call, argc, argv, &sel);
+	if (ret < 0)
+		return ret;
+	if (sel.dev && !ibvd_device_find(&d->devices, sel.dev))
+		return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT,
+				       sel.dev);
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	ret = visible_uid(call, &sel, &l->only_uid);
+	if (ret < 0)
+		goto out;
+	ibvd_tenant_foreach(collect, l);
+	qsort(l->t, l->n, sizeof(l->t[0]), by_uid);
+	for (i = 0; i < l->n && ret == 0; i++)
+		ret = tenant_rows(call, out, l->t[i], &sel);
+	if (ret == 0 && !l->n && sel.uid >= 0)
+		ret = passwd_rows(call, out, (uid_t)sel.uid, &sel);
+out:
+	free(l);
+	return ret;
+}
+
+/* ---- set ---------------------------------------------------------------- */
+
+/* What one "limit set" asks for, checked before anything changes. */
+struct set_req {
+	enum ibvd_limit_match match;
+	bool is_default;
+	const char *key;		/* uid, group or cgroup prefix */
+	const char *dev;		/* NULL: the all-devices keys */
+	int dev_index;
+	struct ibvd_limit_keys keys;	/* the KEY=VALUEs */
+};
+
+/* 1024-based suffixes, as sizes in rlimits and cgroup files are. */
+static int suffix_shift(char c)
+{
+	switch (c) {
+	case 'k': case 'K': return 10;
+	case 'm': case 'M': return 20;
+	case 'g': case 'G': return 30;
+	default: return -1;
+	}
+}
+
+/*
+ * "max", or decimal digits with, for byte counts (memlock, bandwidth), a
+ * k/m/g suffix.  At most INT64_MAX: every limit must fit a JSON integer.
+ */
+static int parse_value(int kind, const char *s, uint64_t *ret)
+{
+	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+	unsigned long long n;
+	int shift = 0;
+	char *end;
+
+	if (!strcmp(s, "max")) {
+		*ret = IBVD_LIMIT_UNLIMITED;
+		return 0;
+	}
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end && bytes && end[1] == '\0')
+		shift = suffix_shift(*end);
+	if (shift < 0 || (*end && !shift) || n > (uint64_t)INT64_MAX >> shift)
+		return -EINVAL;
+	*ret = (uint64_t)n << shift;
+	return 0;
+}
+
+static int parse_key_value(struct ibvd_call *call, const char *word,
+			   struct set_req *req)
+{
+	const char *eq = strchr(word, '=');
+	char key[32];
+	uint64_t v;
+	int kind;
+
+	if (!eq || eq == word || (size_t)(eq - word) >= sizeof(key))
+		return ibvd_call_error(call, -EINVAL,
+				       "expected KEY=VALUE, got " ARG_FMT, word);
+	memcpy(key, word, (size_t)(eq - word));
+	key[eq - word] = '\0';
+	kind = ibvd_limit_key(key);
+	if (kind < 0)
+		return ibvd_call_error(call, -EINVAL, "unknown key " ARG_FMT, key);
+	/* a CM id has no device when it is made: nothing to count there */
+	if (req->dev && (kind == IBVD_LIMIT_BANDWIDTH || kind == IBVD_LIMIT_CM_ID))
+		return ibvd_call_error(call, -EINVAL,
+				       "%s limits all devices together, not one", key);
+	if (parse_value(kind, eq + 1, &v) < 0)
+		return ibvd_call_error(call, -EINVAL,
+				       "bad value " ARG_FMT " for %s: expected a number%s or max",
+				       eq + 1, key,
+				       kind == IBVD_LIMIT_MEMLOCK ||
+				       kind == IBVD_LIMIT_BANDWIDTH ?
+				       " (suffix k, m or g)" : "");
+	/* the engine would run "0 bytes/s" at 1: say so rather than do it */
+	if (kind == IBVD_LIMIT_BANDWIDTH && v == 0)
+		return ibvd_call_error(call, -EINVAL,
+				       "bandwidth must be at least 1, or max");
+	if (kind == IBVD_LIMIT_BANDWIDTH)
+		req->keys.q.bandwidth = v;
+	else
+		req->keys.q.max[kind] = v;
+	req->keys.given |= 1u << kind;
+	return 0;
+}
+
+/* "default" | "uid UID" | "group NAME" | "cgroup PREFIX": words used. */
+static int parse_scope(struct ibvd_call *call, size_t argc, char **argv,
+		       struct set_req *req)
+{
+	static const char *const names[] = {
+		[IBVD_LIMIT_MATCH_UID] = "uid",
+		[IBVD_LIMIT_MATCH_GROUP] = "group",
+		[IBVD_LIMIT_MATCH_CGROUP] = "cgroup",
+	};
+	size_t i;
+
+	if (argc && !strcmp(argv[0], "default")) {
+		req->is_default = true;
+		return 1;
+	}
+	for (i = 0; argc && i < ARRAY_SIZE(names); i++) {
+		if (strcmp(argv[0], names[i]))
+			continue;
+		if (argc < 2)
+			return ibvd_call_error(call, -EINVAL, "%s needs a value",
+					       names[i]);
+		req->match = (enum ibvd_limit_match)i;
+		req->key = argv[1];
+		return 2;
+	}
+	return ibvd_call_error(call, -EINVAL,
+			       "expected default, uid UID, group NAME or cgroup PREFIX%s" ARG_FMT,
+			       argc ? ", got " : "", argc ? argv[0] : "");
+}
+
+/* Every word printable: they end up in the log and in ibvctl's rows. */
+static int check_words(struct ibvd_call *call, size_t argc, char **argv)
+{
+	size_t i;
+	const char *c;
+
+	for (i = 0; i < argc; i++)
+		for (c = argv[i]; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				return ibvd_call_error(call, -EINVAL,
+						       "control character in argument %zu",
+						       i + 1);
+	return 0;
+}
+
+static int parse_set(struct ibvd_call *call, size_t argc, char **argv,
+		     struct set_req *req)
+{
+	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
+	size_t i;
+	int ret;
+
+	memset(req, 0, sizeof(*req));
+	req->dev_index = -1;
+	ret = check_words(call, argc, argv);
+	if (ret == 0)
+		ret = parse_scope(call, argc, argv, req);
+	if (ret < 0)
+		return ret;
+	i = (size_t)ret;
+	if (i < argc && !strcmp(argv[i], "dev")) {
+		if (i + 1 == argc)
+			return ibvd_call_error(call, -EINVAL, "dev needs a value");
+		req->dev = argv[i + 1];
+		req->dev_index = ibvd_config_device_index(cfg, req->dev);
+		if (req->dev_index < 0)
+			return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT,
+					       req->dev);
+		i += 2;
+	}
+	if (i == argc)
+		return ibvd_call_error(call, -EINVAL, "no KEY=VALUE to set");
+	for (; i < argc; i++) {
+		ret = parse_key_value(call, argv[i], req);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Copy the keys req gives into the entry, leaving the others as they are. */
+static void set_keys(struct ibvd_limit_entry *e, const struct set_req *req)
+{
+	struct ibvd_limit_keys *ks = req->dev ? &e->dev[req->dev_index] : &e->all;
+	int k;
+
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		if (req->keys.given & (1u << k))
+			ks->q.max[k] = req->keys.q.max[k];
+	if (req->keys.given & (1u << IBVD_LIMIT_BANDWIDTH))
+		ks->q.bandwidth = req->keys.q.bandwidth;
+	ks->given |= req->keys.given;
+	e->runtime = 1;
+}
+
+/* The command's words after "set", for the log line. */
+static void join_words(size_t argc, char **argv, char *buf, size_t len)
+{
+	size_t i, used = 0;
+	int n;
+
+	buf[0] = '\0';
+	for (i = 0; i < argc && used < len; i++) {
+		n = snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
+int ibvd_limit_admin_set(struct ibvd_call *call, size_t argc, char **argv)
+{
+	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	struct ibvd_limit_entry *e = &d->cfg->limit_default;
+	char err[256], words[512];
+	struct set_req req;
+	int ret;
+
+	ret = parse_set(call, argc, argv, &req);
+	if (ret < 0)
+		return ret;
+	if (!req.is_default) {
+		ret = ibvd_config_limit_rule_get(d->cfg, req.match, req.key, &e,
+						 err, sizeof(err));
+		if (ret == -EINVAL)
+			return ibvd_call_error(call, ret, "%s " ARG_FMT ": %s",
+					       argv[0], req.key, err);
+		if (ret < 0)
+			return ret;
+	}
+	set_keys(e, &req);
+	/* existing objects stay; every tenant's next request sees these */
+	ibvd_tenants_apply(d->cfg);
+	join_words(argc, argv, words, sizeof(words));
+	log_info("limit set by uid %u (client %llu): %s; runtime only, a reload "
+		 "or restart returns to %s", (unsigned int)call->session->cred.uid,
+		 (unsigned long long)call->session->id, words,
+		 ibvd_daemon_config_name(d));
+	return 0;
+}

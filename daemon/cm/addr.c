@@ -1,0 +1,666 @@
+/*
+ * Addresses for the CM: parsing, which addresses are this host's, the
+ * port spaces (bind, ephemeral ports, listener lookup), address and route
+ * resolution, and the CmIdInfo that tells the client where an id is.
+ *
+ * This daemon is one host's fabric: every local address (127.0.0.1 and
+ * ::1 included) belongs to the first device, port 1; any other address is
+ * unreachable.  Binding follows the kernel's RDMA CM: a port of a port
+ * space is shared only by ids whose addresses differ, or that both set
+ * REUSEADDR (never by a listener); a wildcard overlaps every address
+ * unless both ids are AFONLY and of different families.
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "core/device.h"
+#include "verbs/query.h"
+#include "server/call.h"
+#include "server/session.h"
+#include "verbs/verbs.h"
+
+/* ---- sockaddrs ------------------------------------------------------ */
+
+static const struct sockaddr_in *sin4(const struct sockaddr_storage *ss)
+{
+	return (const struct sockaddr_in *)(const void *)ss;
+}
+
+static const struct sockaddr_in6 *sin6(const struct sockaddr_storage *ss)
+{
+	return (const struct sockaddr_in6 *)(const void *)ss;
+}
+
+int cm_addr_parse(struct ibvd_call *call, const ProtobufCBinaryData *b,
+		  const char *what, struct sockaddr_storage *ss)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)(void *)ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)(void *)ss;
+	sa_family_t family;
+
+	memset(ss, 0, sizeof(*ss));
+	if (b->len < sizeof(family) || b->len > sizeof(*ss))
+		return ibvd_call_error(call, -EINVAL, "bad %s address (%zu bytes)",
+				       what, b->len);
+	memcpy(&family, b->data, sizeof(family));
+	switch (family) {
+	case AF_INET:
+		if (b->len < sizeof(*s4))
+			break;
+		memcpy(s4, b->data, sizeof(*s4));
+		memset(s4->sin_zero, 0, sizeof(s4->sin_zero));
+		return 0;
+	case AF_INET6:
+		if (b->len < sizeof(*s6))
+			break;
+		memcpy(s6, b->data, sizeof(*s6));
+		return 0;
+	case AF_IB:
+		return ibvd_call_error(call, -EAFNOSUPPORT,
+				       "AF_IB addresses are not supported");
+	default:
+		return ibvd_call_error(call, -EINVAL, "%s address of family %u",
+				       what, family);
+	}
+	return ibvd_call_error(call, -EINVAL, "short %s address", what);
+}
+
+uint16_t cm_addr_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(sin4(ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(sin6(ss)->sin6_port);
+	return 0;
+}
+
+void cm_addr_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)(void *)ss)->sin_port = htons(port);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)(void *)ss)->sin6_port = htons(port);
+}
+
+socklen_t cm_addr_len(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return sizeof(struct sockaddr_in);
+	if (ss->ss_family == AF_INET6)
+		return sizeof(struct sockaddr_in6);
+	return 0;
+}
+
+bool cm_addr_is_any(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return sin4(ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&sin6(ss)->sin6_addr);
+}
+
+bool cm_addr_is_multicast(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return IN_MULTICAST(ntohl(sin4(ss)->sin_addr.s_addr));
+	return IN6_IS_ADDR_MULTICAST(&sin6(ss)->sin6_addr);
+}
+
+bool cm_addr_equal(const struct sockaddr_storage *a,
+		   const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return sin4(a)->sin_addr.s_addr == sin4(b)->sin_addr.s_addr;
+	return IN6_ARE_ADDR_EQUAL(&sin6(a)->sin6_addr, &sin6(b)->sin6_addr);
+}
+
+void cm_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET)
+		inet_ntop(AF_INET, &sin4(ss)->sin_addr, host, sizeof(host));
+	else if (ss->ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &sin6(ss)->sin6_addr, host, sizeof(host));
+	snprintf(buf, len, "%s:%u", host, cm_addr_port(ss));
+}
+
+/* The wildcard (or loopback) address of a family, port 0. */
+static void addr_make(struct sockaddr_storage *ss, sa_family_t family,
+		      bool loopback)
+{
+	memset(ss, 0, sizeof(*ss));
+	ss->ss_family = family;
+	if (family == AF_INET && loopback)
+		((struct sockaddr_in *)(void *)ss)->sin_addr.s_addr =
+			htonl(INADDR_LOOPBACK);
+	else if (family == AF_INET6 && loopback)
+		((struct sockaddr_in6 *)(void *)ss)->sin6_addr = in6addr_loopback;
+}
+
+/* ---- this host's addresses ------------------------------------------ */
+
+/*
+ * Read at most once a second: a netlink dump per resolve would let one
+ * client loop make the daemon busy; addresses rarely change faster.
+ */
+#define LOCAL_MAX_AGE_S	1
+
+static struct {
+	struct in_addr *v4;
+	struct in6_addr *v6;
+	size_t n4, n6;
+	time_t read_at;		/* CLOCK_MONOTONIC seconds; 0: never */
+} local;
+
+static void local_store(const struct ifaddrs *list, struct in_addr *v4,
+			struct in6_addr *v6)
+{
+	const struct ifaddrs *ifa;
+
+	local.n4 = local.n6 = 0;
+	for (ifa = list; ifa; ifa = ifa->ifa_next) {
+		if (!ifa->ifa_addr)
+			continue;
+		if (ifa->ifa_addr->sa_family == AF_INET)
+			v4[local.n4++] = ((const struct sockaddr_in *)
+					  (const void *)ifa->ifa_addr)->sin_addr;
+		else if (ifa->ifa_addr->sa_family == AF_INET6)
+			v6[local.n6++] = ((const struct sockaddr_in6 *)
+					  (const void *)ifa->ifa_addr)->sin6_addr;
+	}
+	free(local.v4);
+	free(local.v6);
+	local.v4 = v4;
+	local.v6 = v6;
+}
+
+static void local_refresh(void)
+{
+	struct ifaddrs *list, *ifa;
+	struct in_addr *v4;
+	struct in6_addr *v6;
+	struct timespec now;
+	size_t n = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (local.read_at && now.tv_sec - local.read_at < LOCAL_MAX_AGE_S)
+		return;
+	if (getifaddrs(&list) < 0)
+		return;		/* keep what we had */
+	for (ifa = list; ifa; ifa = ifa->ifa_next)
+		n++;
+	v4 = calloc(n, sizeof(*v4));
+	v6 = calloc(n, sizeof(*v6));
+	if (v4 && v6) {
+		local_store(list, v4, v6);
+		local.read_at = now.tv_sec ? now.tv_sec : 1;
+	} else {
+		free(v4);
+		free(v6);
+	}
+	freeifaddrs(list);
+}
+
+static bool local_v4(struct in_addr a)
+{
+	size_t i;
+
+	/* The whole of 127/8 is routed to this host, as on Linux. */
+	if ((ntohl(a.s_addr) >> 24) == IN_LOOPBACKNET)
+		return true;
+	for (i = 0; i < local.n4; i++)
+		if (local.v4[i].s_addr == a.s_addr)
+			return true;
+	return false;
+}
+
+static bool local_v6(const struct in6_addr *a)
+{
+	struct in_addr v4;
+	size_t i;
+
+	if (IN6_IS_ADDR_LOOPBACK(a))
+		return true;
+	if (IN6_IS_ADDR_V4MAPPED(a)) {
+		memcpy(&v4, &a->s6_addr[12], sizeof(v4));
+		return local_v4(v4);
+	}
+	for (i = 0; i < local.n6; i++)
+		if (IN6_ARE_ADDR_EQUAL(&local.v6[i], a))
+			return true;
+	return false;
+}
+
+bool cm_addr_is_local(const struct sockaddr_storage *ss)
+{
+	if (cm_addr_is_any(ss))
+		return true;
+	local_refresh();
+	if (ss->ss_family == AF_INET)
+		return local_v4(sin4(ss)->sin_addr);
+	return local_v6(&sin6(ss)->sin6_addr);
+}
+
+/* ---- port spaces ---------------------------------------------------- */
+
+static struct cm_port_space *id_ps(const struct ibvd_cm_id *id)
+{
+	return &cm_world.ps[cm_ps_index(id->ps)];
+}
+
+#define BUCKET(space, port)	(&(space)->buckets[(port) % CM_PORT_BUCKETS])
+
+/* Would b, bound already, overlap a binding to addr by a (reuse: a's flag)? */
+static bool overlaps(const struct ibvd_cm_id *a,
+		     const struct sockaddr_storage *addr,
+		     const struct ibvd_cm_id *b, bool reuse)
+{
+	if (reuse && b->reuseaddr)
+		return false;
+	if (a->afonly && b->afonly && addr->ss_family != b->src.ss_family)
+		return false;
+	if (cm_addr_is_any(addr) || cm_addr_is_any(&b->src))
+		return true;
+	return cm_addr_equal(addr, &b->src);
+}
+
+static bool port_conflict(const struct ibvd_cm_id *id,
+			  const struct sockaddr_storage *addr, bool reuse)
+{
+	uint16_t port = cm_addr_port(addr);
+	const struct ibvd_cm_id *b;
+
+	LIST_FOREACH(b, BUCKET(id_ps(id), port), bind_link)
+		if (b != id && cm_addr_port(&b->src) == port &&
+		    overlaps(id, addr, b, reuse))
+			return true;
+	return false;
+}
+
+static bool port_unused(const struct cm_port_space *space, uint16_t port)
+{
+	const struct ibvd_cm_id *b;
+
+	LIST_FOREACH(b, BUCKET(space, port), bind_link)
+		if (cm_addr_port(&b->src) == port)
+			return false;
+	return true;
+}
+
+/* A port nobody holds in id's port space, from a random start; 0 if none. */
+static uint16_t ephemeral_port(const struct ibvd_cm_id *id)
+{
+	const uint32_t range = CM_EPHEMERAL_HIGH - CM_EPHEMERAL_LOW + 1;
+	uint32_t start = ibvd_random32() % range, i;
+	uint16_t port;
+
+	for (i = 0; i < range; i++) {
+		port = (uint16_t)(CM_EPHEMERAL_LOW + (start + i) % range);
+		if (port_unused(id_ps(id), port))
+			return port;
+	}
+	return 0;
+}
+
+/* As the kernel: IPv4 ids are AFONLY, IPv6 ones follow bindv6only. */
+static bool default_afonly(sa_family_t family)
+{
+	FILE *f;
+	int v = 0;
+
+	if (family == AF_INET)
+		return true;
+	f = fopen("/proc/sys/net/ipv6/bindv6only", "re");
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v != 0;
+}
+
+int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
+	    const struct sockaddr_storage *addr)
+{
+	struct ibvd_device *dev = cm_default_device(id->cm);
+	struct sockaddr_storage ss = *addr;
+	uint16_t port = cm_addr_port(addr);
+
+	if (!cm_addr_is_local(addr))
+		return ibvd_call_error(call, -EADDRNOTAVAIL,
+				       "not an address of this host");
+	if (!cm_addr_is_any(addr) && !dev)
+		return ibvd_call_error(call, -ENODEV, "no RDMA device");
+	if (!id->afonly_set)
+		id->afonly = default_afonly(addr->ss_family);
+	if (port && port < CM_PRIVILEGED_PORT && call->session->cred.uid != 0)
+		return ibvd_call_error(call, -EACCES,
+				       "port %u is for root only", port);
+	if (!port) {
+		port = ephemeral_port(id);
+		if (!port)
+			return ibvd_call_error(call, -EADDRNOTAVAIL,
+					       "no free port left");
+		cm_addr_set_port(&ss, port);
+	} else if (port_conflict(id, &ss, id->reuseaddr)) {
+		return ibvd_call_error(call, -EADDRINUSE, "port %u is in use", port);
+	}
+	id->src = ss;
+	/* As the kernel: a bound id's peer is the family's wildcard, port 0. */
+	if (!id->dst.ss_family)
+		addr_make(&id->dst, ss.ss_family, false);
+	LIST_INSERT_HEAD(BUCKET(id_ps(id), port), id, bind_link);
+	id->bound = true;
+	if (!cm_addr_is_any(&ss))
+		cm_attach_device(id, dev, 1);
+	return 0;
+}
+
+void cm_unbind(struct ibvd_cm_id *id)
+{
+	if (id->bound)
+		LIST_REMOVE(id, bind_link);
+	id->bound = false;
+}
+
+int cm_check_listen(struct ibvd_call *call, struct ibvd_cm_id *id)
+{
+	/* A listener shares its address with nobody, REUSEADDR or not. */
+	if (port_conflict(id, &id->src, false))
+		return ibvd_call_error(call, -EADDRINUSE, "port %u is in use",
+				       cm_addr_port(&id->src));
+	return 0;
+}
+
+static bool listener_matches(const struct ibvd_cm_id *l,
+			     const struct sockaddr_storage *dst)
+{
+	if (cm_addr_is_any(&l->src))
+		return !l->afonly || l->src.ss_family == dst->ss_family;
+	return cm_addr_equal(&l->src, dst);
+}
+
+struct ibvd_cm_id *cm_find_listener(uint32_t ps,
+				    const struct sockaddr_storage *dst)
+{
+	int psi = cm_ps_index(ps);
+	uint16_t port = cm_addr_port(dst);
+	struct ibvd_cm_id *l, *wild = NULL;
+
+	if (psi < 0)
+		return NULL;
+	LIST_FOREACH(l, BUCKET(&cm_world.ps[psi], port), bind_link) {
+		if (l->state != CM_LISTEN || cm_addr_port(&l->src) != port ||
+		    l->cm->dead || !listener_matches(l, dst))
+			continue;
+		if (!cm_addr_is_any(&l->src))
+			return l;	/* the specific address wins */
+		wild = l;
+	}
+	return wild;
+}
+
+/* ---- devices and paths ---------------------------------------------- */
+
+void cm_attach_device(struct ibvd_cm_id *id, struct ibvd_device *dev,
+		      uint8_t port_num)
+{
+	id->dev = dev;
+	id->port_num = port_num;
+}
+
+uint16_t cm_port_lid(const struct ibvd_cm_id *id)
+{
+	const struct ibvd_port *port;
+
+	port = id->dev ? ibvd_device_port(id->dev, id->port_num) : NULL;
+	return port ? port->lid : 0;
+}
+
+void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16])
+{
+	const struct ibvd_port *port;
+	uint64_t prefix = IBVD_SUBNET_PREFIX, guid;
+	int i;
+
+	memset(gid, 0, 16);
+	port = id->dev ? ibvd_device_port(id->dev, id->port_num) : NULL;
+	if (!port)
+		return;
+	guid = port->guid;
+	for (i = 7; i >= 0; i--) {
+		gid[i] = (uint8_t)prefix;
+		gid[8 + i] = (uint8_t)guid;
+		prefix >>= 8;
+		guid >>= 8;
+	}
+}
+
+uint32_t cm_port_mtu(const struct ibvd_cm_id *id)
+{
+	const struct ibvd_port *port = ibvd_device_port(id->dev, id->port_num);
+	Ibvd__PortAttr pa;
+
+	if (!port)
+		return IBV_MTU_1024;
+	ibvd_port_attr(port, &pa);
+	return pa.active_mtu;
+}
+
+void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
+		  struct cm_info_buf *buf)
+{
+	ibvd__cm_id_info__init(info);
+	info->src.data = (uint8_t *)&id->src;
+	info->src.len = cm_addr_len(&id->src);
+	info->dst.data = (uint8_t *)&id->dst;
+	info->dst.len = cm_addr_len(&id->dst);
+	info->ps = id->ps;
+	snprintf(buf->devname, sizeof(buf->devname), "%s",
+		 id->dev ? id->dev->name : "");
+	info->device = buf->devname;
+	if (!id->dev)
+		return;
+	info->port_num = id->port_num;
+	cm_port_gid0(id, buf->sgid);
+	info->sgid.data = buf->sgid;
+	info->sgid.len = 16;
+	info->pkey = IBVD_DEFAULT_PKEY;
+	if (!id->route_valid)
+		return;
+	/* Every peer is a port of this daemon: the same port, here. */
+	memcpy(buf->dgid, buf->sgid, 16);
+	info->dgid.data = buf->dgid;
+	info->dgid.len = 16;
+	info->slid = id->slid;
+	info->dlid = id->dlid;
+	info->mtu = cm_port_mtu(id);
+	info->num_paths = 1;
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+static int reply_info(struct ibvd_call *call, const struct ibvd_cm_id *id)
+{
+	struct cm_info_buf buf;
+	Ibvd__CmIdInfo info;
+
+	cm_fill_info(id, &info, &buf);
+	return ibvd_call_reply(call, &info.base, NULL, 0);
+}
+
+int ibvd_req_cm_bind_addr(struct ibvd_call *call)
+{
+	const Ibvd__CmAddr *req = (const Ibvd__CmAddr *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	struct sockaddr_storage addr;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (id->state != CM_IDLE)
+		return ibvd_call_error(call, -EINVAL, "the id is bound already");
+	ret = cm_addr_parse(call, &req->src, "source", &addr);
+	if (ret == 0)
+		ret = cm_bind(call, id, &addr);
+	if (ret < 0)
+		return ret;
+	id->state = CM_ADDR_BOUND;
+	return reply_info(call, id);
+}
+
+
+int ibvd_req_cm_query(struct ibvd_call *call)
+{
+	const Ibvd__CmId *req = (const Ibvd__CmId *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+
+	return id ? reply_info(call, id) : -EINVAL;
+}
+
+
+/* Bind an idle id for resolution: to src if given, else dst's wildcard. */
+static int resolve_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
+			const Ibvd__CmAddr *req,
+			const struct sockaddr_storage *dst)
+{
+	struct sockaddr_storage src;
+	int ret;
+
+	if (req->src.len) {
+		ret = cm_addr_parse(call, &req->src, "source", &src);
+		if (ret < 0)
+			return ret;
+	} else {
+		addr_make(&src, dst->ss_family, false);
+	}
+	if (src.ss_family != dst->ss_family)
+		return ibvd_call_error(call, -EINVAL,
+				       "source and destination families differ");
+	/* A link-local destination names the interface for the source. */
+	if (dst->ss_family == AF_INET6 && !req->src.len)
+		((struct sockaddr_in6 *)(void *)&src)->sin6_scope_id =
+			sin6(dst)->sin6_scope_id;
+	ret = cm_bind(call, id, &src);
+	if (ret == 0)
+		id->state = CM_ADDR_BOUND;
+	return ret;
+}
+
+/* dst is this host: pick the addresses a loopback route would use. */
+static void resolve_local(struct ibvd_cm_id *id)
+{
+	uint16_t port;
+
+	if (cm_addr_is_any(&id->dst)) {
+		port = cm_addr_port(&id->dst);
+		addr_make(&id->dst, id->dst.ss_family, true);
+		cm_addr_set_port(&id->dst, port);
+	}
+	if (cm_addr_is_any(&id->src) && !cm_addr_is_multicast(&id->dst)) {
+		port = cm_addr_port(&id->src);
+		id->src = id->dst;
+		cm_addr_set_port(&id->src, port);
+	}
+}
+
+/* After the reply: the outcome of a resolution that needs no waiting. */
+static void resolve_now(struct ibvd_cm_id *id)
+{
+	struct ibvd_device *dev = id->dev ? id->dev : cm_default_device(id->cm);
+
+	if (!dev) {
+		id->state = CM_ADDR_BOUND;
+		cm_event_simple(id, RDMA_CM_EVENT_ADDR_ERROR, -ENODEV);
+		return;
+	}
+	resolve_local(id);
+	if (!id->dev)
+		cm_attach_device(id, dev, 1);
+	id->state = CM_ADDR_RESOLVED;
+	cm_event_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+}
+
+void cm_addr_timeout(struct ibvd_cm_id *id)
+{
+	if (id->state != CM_ADDR_QUERY)
+		return;
+	id->state = CM_ADDR_BOUND;
+	cm_event_simple(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+}
+
+int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
+{
+	const Ibvd__CmAddr *req = (const Ibvd__CmAddr *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	struct sockaddr_storage dst;
+	bool reachable;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	ret = cm_addr_parse(call, &req->dst, "destination", &dst);
+	if (ret < 0)
+		return ret;
+	if (id->state == CM_IDLE) {
+		ret = resolve_bind(call, id, req, &dst);
+		if (ret < 0)
+			return ret;
+	}
+	if (id->state != CM_ADDR_BOUND)
+		return ibvd_call_error(call, -EINVAL, "the id is %s",
+				       cm_state_name(id->state));
+	if (id->src.ss_family != dst.ss_family)
+		return ibvd_call_error(call, -EINVAL,
+				       "the id is bound to another family");
+	reachable = cm_addr_is_local(&dst) || cm_addr_is_multicast(&dst);
+	/* Arm before replying: a timer that cannot be armed is an error. */
+	if (!reachable) {
+		ret = cm_timer_arm(id, CM_TIMER_ADDR, req->timeout_ms);
+		if (ret < 0)
+			return ret;
+	}
+	id->dst = dst;
+	id->state = CM_ADDR_QUERY;
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	if (ret < 0)
+		return ret;
+	if (reachable)
+		resolve_now(id);
+	return 0;
+}
+
+
+int ibvd_req_cm_resolve_route(struct ibvd_call *call)
+{
+	const Ibvd__CmAddr *req = (const Ibvd__CmAddr *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (id->state != CM_ADDR_RESOLVED || !id->dev)
+		return ibvd_call_error(call, -EINVAL, "the id is %s, not ADDR_RESOLVED",
+				       cm_state_name(id->state));
+	id->state = CM_ROUTE_QUERY;
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	if (ret < 0)
+		return ret;
+	/* The peer is a port of this daemon: the path is known at once. */
+	id->slid = id->dlid = cm_port_lid(id);
+	id->route_valid = true;
+	id->state = CM_ROUTE_RESOLVED;
+	cm_event_simple(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+	return 0;
+}
+

@@ -1,0 +1,725 @@
+/*
+ * Connections: listen, connect, accept, reject, establish, disconnect,
+ * notify, and the QP attributes that go with them (CM_INIT_QP_ATTR).
+ *
+ * The daemon plays the IB CM of both ends.  A connect finds the listener
+ * and makes the passive id on the listener's session at once (REQ); the
+ * two ids are then linked as peers and move through the phases of
+ * cm_internal.h together: accept is the REP (the active side's library
+ * gets the internal CONNECT_REPLY), establish the RTU, disconnect the
+ * DREQ/DREP.  When one end disappears its peer hears what the IB CM would
+ * send: a REJ before the connection is established, a DREQ after.
+ *
+ * The values follow the kernel's RDMA CM and IB CM: each side reports the
+ * other's parameters from its own point of view (responder resources and
+ * initiator depth swap), the passive side's starting PSN is the daemon's,
+ * private data is limited to the IB message and zero-padded for the
+ * receiver.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "internal.h"
+#include "core/device.h"
+#include "verbs/query.h"
+#include "server/call.h"
+#include "server/session.h"
+#include "verbs/verbs.h"
+
+#define PSN_MASK	0xFFFFFFu
+#define QPN_MASK	0xFFFFFFu
+#define RETRY_MASK	7u		/* 3-bit IB fields */
+
+/* ---- parameters ----------------------------------------------------- */
+
+static uint32_t max_rd_atom(const struct ibvd_cm_id *id)
+{
+	Ibvd__DeviceAttr da;
+
+	ibvd_device_attr(id->dev, &da);
+	return (uint32_t)da.max_qp_rd_atom;
+}
+
+/* RDMA_MAX_RESP_RES/RDMA_MAX_INIT_DEPTH (0xFF) ask for the device's most. */
+static int rd_atom(struct ibvd_call *call, const char *what, uint32_t v,
+		   uint32_t max, uint8_t *out)
+{
+	if (v == RDMA_MAX_RESP_RES)
+		v = max;
+	if (v > max)
+		return ibvd_call_error(call, -EINVAL, "%s %u above the device's %u",
+				       what, v, max);
+	*out = (uint8_t)v;
+	return 0;
+}
+
+/* Check a CmConnParam against id's device and the private-data limit. */
+static int conn_param(struct ibvd_call *call, const struct ibvd_cm_id *id,
+		      const Ibvd__CmConnParam *m, size_t pdata_max,
+		      struct cm_conn_param *p)
+{
+	uint32_t max;
+	int ret;
+
+	if (!m)
+		return ibvd_call_error(call, -EINVAL, "no connection parameters");
+	if (!id->dev)
+		return ibvd_call_error(call, -EINVAL, "the id has no device");
+	if (m->private_data.len > pdata_max)
+		return ibvd_call_error(call, -EINVAL,
+				       "%zu bytes of private data, at most %zu",
+				       m->private_data.len, pdata_max);
+	memset(p, 0, sizeof(*p));
+	max = max_rd_atom(id);
+	ret = rd_atom(call, "responder_resources", m->responder_resources, max,
+		      &p->responder_resources);
+	if (ret == 0)
+		ret = rd_atom(call, "initiator_depth", m->initiator_depth, max,
+			      &p->initiator_depth);
+	if (ret < 0)
+		return ret;
+	/* The IB CM carries these in 1- and 3-bit fields. */
+	p->flow_control = m->flow_control ? 1 : 0;
+	p->retry_count = (uint8_t)(m->retry_count & RETRY_MASK);
+	p->rnr_retry_count = (uint8_t)(m->rnr_retry_count & RETRY_MASK);
+	p->srq = m->srq;
+	p->qp_num = m->qp_num & QPN_MASK;
+	p->qkey = m->qkey;
+	p->psn = m->psn & PSN_MASK;
+	return 0;
+}
+
+/* What the receiver of p's message sees: resources and depth swap. */
+static struct cm_conn_param seen_by_peer(const struct cm_conn_param *p)
+{
+	struct cm_conn_param v = *p;
+
+	v.responder_resources = p->initiator_depth;
+	v.initiator_depth = p->responder_resources;
+	return v;
+}
+
+static uint8_t min_u8(uint8_t a, uint8_t b)
+{
+	return a < b ? a : b;
+}
+
+/* ---- links between ids ---------------------------------------------- */
+
+static void link_peers(struct ibvd_cm_id *a, struct ibvd_cm_id *b)
+{
+	a->peer = b;
+	b->peer = a;
+}
+
+static void unlink_peers(struct ibvd_cm_id *id)
+{
+	if (id->peer)
+		id->peer->peer = NULL;
+	id->peer = NULL;
+}
+
+static void pending_leave(struct ibvd_cm_id *id)
+{
+	struct ibvd_cm_id *l = id->listener;
+
+	if (!l)
+		return;
+	TAILQ_REMOVE(&l->pending, id, pending_link);
+	l->npending--;
+	id->listener = NULL;
+}
+
+/* TIMEWAIT_EXIT follows a disconnect for an id that had a QP. */
+static void start_timewait(struct ibvd_cm_id *id)
+{
+	if (id->lqpn)
+		cm_timer_arm(id, CM_TIMER_TIMEWAIT, CM_TIMEWAIT_MS);
+}
+
+/* An error event carrying the full (zero) private data of its message. */
+static void send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
+			 const ProtobufCBinaryData *pdata, size_t full)
+{
+	struct cm_event ev = {
+		.event = event,
+		.status = status,
+		.pdata = pdata ? pdata->data : NULL,
+		.pdata_len = pdata ? pdata->len : 0,
+		.pdata_full = full,
+	};
+
+	cm_event_send(id, &ev);
+}
+
+/* The active side's request failed: REJ (RC/UC) or SIDR REP (UD). */
+static void refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
+			  int32_t sidr_status, const ProtobufCBinaryData *pdata)
+{
+	a->phase = CM_PH_CLOSED;
+	if (cm_is_ud(a))
+		send_refusal(a, RDMA_CM_EVENT_UNREACHABLE, sidr_status, pdata,
+			     CM_PDATA_SIDR_REP);
+	else
+		send_refusal(a, RDMA_CM_EVENT_REJECTED, rej_reason, pdata,
+			     CM_PDATA_REJ);
+}
+
+static void send_disconnected(struct ibvd_cm_id *id)
+{
+	id->phase = CM_PH_CLOSED;
+	id->state = CM_DISCONNECT;
+	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+	start_timewait(id);
+}
+
+/* y's peer vanished (destroyed, or its process died): what y hears. */
+static void peer_lost(struct ibvd_cm_id *y)
+{
+	switch (y->phase) {
+	case CM_PH_REQ_SENT:
+		/* The passive id died before answering: REJ, consumer. */
+		refuse_active(y, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT, NULL);
+		break;
+	case CM_PH_REQ_RCVD:
+		/*
+		 * The active side gave up: REJ, timeout (SIDR has none).  The
+		 * request still holds its backlog slot until the listener's
+		 * app destroys it, as an unread request does in the kernel:
+		 * otherwise connecting and giving up in a loop would push
+		 * events at another user's listener faster than it reads.
+		 */
+		if (cm_is_ud(y))
+			break;	/* its answer will go nowhere: sidr_orphan() */
+		y->phase = CM_PH_CLOSED;
+		send_refusal(y, RDMA_CM_EVENT_REJECTED, CM_REJ_TIMEOUT, NULL,
+			     CM_PDATA_REJ);
+		break;
+	case CM_PH_REP_RCVD:
+	case CM_PH_REP_SENT:
+		y->phase = CM_PH_CLOSED;
+		send_refusal(y, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED,
+			     NULL, CM_PDATA_REJ);
+		break;
+	case CM_PH_ESTABLISHED:
+		send_disconnected(y);
+		break;
+	case CM_PH_NONE:
+	case CM_PH_CLOSED:
+		break;
+	}
+}
+
+void cm_conn_abandon(struct ibvd_cm_id *id)
+{
+	struct ibvd_cm_id *child, *peer = id->peer;
+
+	pending_leave(id);
+	/* A listener's requests live on as ids of their own. */
+	while ((child = TAILQ_FIRST(&id->pending)))
+		pending_leave(child);
+	if (peer) {
+		unlink_peers(id);
+		peer_lost(peer);
+	}
+}
+
+/* ---- listen --------------------------------------------------------- */
+
+static int listen_bind(struct ibvd_call *call, struct ibvd_cm_id *id)
+{
+	struct sockaddr_storage any;
+	int ret;
+
+	/* As the kernel: an unbound listener takes 0.0.0.0 and a free port. */
+	memset(&any, 0, sizeof(any));
+	any.ss_family = AF_INET;
+	ret = cm_bind(call, id, &any);
+	if (ret == 0)
+		id->state = CM_ADDR_BOUND;
+	return ret;
+}
+
+int ibvd_req_cm_listen(struct ibvd_call *call)
+{
+	const Ibvd__CmListen *req = (const Ibvd__CmListen *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (id->state == CM_IDLE) {
+		ret = listen_bind(call, id);
+		if (ret < 0)
+			return ret;
+	}
+	if (id->state != CM_ADDR_BOUND)
+		return ibvd_call_error(call, -EINVAL, "the id is %s, not ADDR_BOUND",
+				       cm_state_name(id->state));
+	ret = cm_check_listen(call, id);
+	if (ret < 0)
+		return ret;
+	/* Once listening, the port is the listener's alone. */
+	id->reuseaddr = false;
+	id->backlog = req->backlog > 0 && req->backlog < CM_MAX_BACKLOG ?
+		      req->backlog : CM_MAX_BACKLOG;
+	id->state = CM_LISTEN;
+	return 0;
+}
+
+/* ---- connect -------------------------------------------------------- */
+
+/* The passive id for a's request on listener l, or NULL. */
+static struct ibvd_cm_id *child_new(struct ibvd_cm_id *l, struct ibvd_cm_id *a)
+{
+	struct ibvd_device *dev = l->dev ? l->dev : cm_default_device(l->cm);
+	struct ibvd_cm_id *c;
+	int err;
+
+	if (!dev)
+		return NULL;
+	c = cm_id_new(l->cm, l->ps, l->qp_type, 0, &err);
+	if (!c)
+		return NULL;
+	/* Its own address is the one a asked for, whatever l is bound to. */
+	c->src = a->dst;
+	c->dst = a->src;
+	cm_attach_device(c, dev, l->dev ? l->port_num : 1);
+	c->slid = c->dlid = cm_port_lid(c);
+	c->route_valid = true;
+	c->tos = l->tos;
+	c->timeout = l->timeout;
+	c->timeout_set = l->timeout_set;
+	c->state = CM_CONNECT;
+	c->phase = CM_PH_REQ_RCVD;
+	c->remote = a->local;
+	c->remote_valid = true;
+	/* Until it accepts: the request's values, as the device allows. */
+	c->local.responder_resources = min_u8(a->local.initiator_depth,
+					      (uint8_t)max_rd_atom(c));
+	c->local.initiator_depth = min_u8(a->local.responder_resources,
+					  (uint8_t)max_rd_atom(c));
+	c->local.psn = ibvd_random32() & PSN_MASK;
+	c->local.qkey = c->qkey;
+	c->listener = l;
+	TAILQ_INSERT_TAIL(&l->pending, c, pending_link);
+	l->npending++;
+	link_peers(a, c);
+	return c;
+}
+
+static void send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
+			 const ProtobufCBinaryData *pdata)
+{
+	struct cm_conn_param view = seen_by_peer(&c->remote);
+	Ibvd__CmUdParam ud = IBVD__CM_UD_PARAM__INIT;
+	struct cm_event ev = {
+		.event = RDMA_CM_EVENT_CONNECT_REQUEST,
+		.listen_id = l->handle,
+		.user = l->user,
+		.conn = &view,
+		.pdata = pdata->data,
+		.pdata_len = pdata->len,
+		.pdata_full = cm_is_ud(c) ? CM_PDATA_SIDR_REQ : CM_PDATA_REQ,
+	};
+
+	if (cm_is_ud(c)) {
+		ud.qp_num = c->remote.qp_num;
+		ud.qkey = c->remote.qkey;
+		ev.ud = &ud;
+	}
+	cm_event_send(c, &ev);
+}
+
+/* After the reply to CM_CONNECT: the REQ reaches a listener, or not. */
+static void deliver_request(struct ibvd_cm_id *a,
+			    const ProtobufCBinaryData *pdata)
+{
+	struct ibvd_cm_id *l = cm_find_listener(a->ps, &a->dst), *c;
+
+	if (!l || cm_is_ud(l) != cm_is_ud(a)) {
+		refuse_active(a, CM_REJ_INVALID_SERVICE_ID, CM_SIDR_UNSUPPORTED,
+			      NULL);
+		return;
+	}
+	c = l->npending < (unsigned int)l->backlog ? child_new(l, a) : NULL;
+	if (!c) {
+		/* Backlog full, or the listener's session out of ids. */
+		refuse_active(a, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT, NULL);
+		return;
+	}
+	send_request(c, l, pdata);
+}
+
+int ibvd_req_cm_connect(struct ibvd_call *call)
+{
+	const Ibvd__CmConnect *req = (const Ibvd__CmConnect *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	struct cm_conn_param p;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (id->state != CM_ROUTE_RESOLVED)
+		return ibvd_call_error(call, -EINVAL, "the id is %s, not ROUTE_RESOLVED",
+				       cm_state_name(id->state));
+	ret = conn_param(call, id, req->param,
+			 cm_is_ud(id) ? CM_PDATA_SIDR_REQ : CM_PDATA_REQ, &p);
+	if (ret < 0)
+		return ret;
+	if (cm_is_ud(id) && !p.qkey)
+		p.qkey = id->qkey;
+	id->local = p;
+	id->lqpn = p.qp_num;
+	id->active = true;
+	id->state = CM_CONNECT;
+	id->phase = CM_PH_REQ_SENT;
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	/* Our session is closing if that failed: no request worth making. */
+	if (ret == 0)
+		deliver_request(id, &req->param->private_data);
+	return ret;
+}
+
+/* ---- accept --------------------------------------------------------- */
+
+/* A UD answer (SIDR REP): how a reaches the passive side's port. */
+static void accept_ud(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
+		      const struct cm_conn_param *p,
+		      const ProtobufCBinaryData *pdata)
+{
+	Ibvd__CmUdParam ud = IBVD__CM_UD_PARAM__INIT;
+	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
+	uint8_t dgid[16];
+	struct cm_event ev = {
+		.event = RDMA_CM_EVENT_ESTABLISHED,
+		.pdata = pdata->data,
+		.pdata_len = pdata->len,
+		.pdata_full = CM_PDATA_SIDR_REP,
+		.ud = &ud,
+	};
+
+	cm_port_gid0(c, dgid);
+	ah.dlid = cm_port_lid(c);
+	ah.port_num = a->port_num;
+	ah.is_global = true;
+	ah.dgid.data = dgid;
+	ah.dgid.len = sizeof(dgid);
+	ah.hop_limit = CM_GRH_HOP_LIMIT;
+	ah.traffic_class = a->tos;
+	ud.ah_attr = &ah;
+	ud.qp_num = p->qp_num;
+	ud.qkey = p->qkey;
+	/* SIDR is one exchange: nothing links the ids afterwards. */
+	unlink_peers(c);
+	c->phase = CM_PH_CLOSED;
+	a->phase = CM_PH_CLOSED;
+	cm_event_send(a, &ev);
+}
+
+/* An RC/UC answer (REP): the active side's library finishes the QP. */
+static void accept_rc(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
+		      const ProtobufCBinaryData *pdata)
+{
+	struct cm_conn_param view = seen_by_peer(&c->local);
+	struct cm_event ev = {
+		.event = IBVD_CM_EVENT_CONNECT_REPLY,
+		.conn = &view,
+		.pdata = pdata->data,
+		.pdata_len = pdata->len,
+		.pdata_full = CM_PDATA_REP,
+	};
+
+	a->remote = c->local;
+	a->remote_valid = true;
+	a->local.responder_resources = view.responder_resources;
+	a->local.initiator_depth = view.initiator_depth;
+	a->phase = CM_PH_REP_RCVD;
+	cm_event_send(a, &ev);
+}
+
+/* Take the accept's values; the PSN stays the one the QP was given. */
+static void accept_params(struct ibvd_cm_id *c, const struct cm_conn_param *p)
+{
+	uint32_t psn = c->local.psn;
+
+	c->local = *p;
+	c->local.psn = psn;
+	c->lqpn = p->qp_num;
+}
+
+/*
+ * A UD request whose requester is gone: SIDR has no cancel, so the answer
+ * succeeds and reaches nobody, as a SIDR REP sent into the fabric would.
+ */
+static bool sidr_orphan(struct ibvd_cm_id *id)
+{
+	if (!cm_is_ud(id) || id->phase != CM_PH_REQ_RCVD || id->peer)
+		return false;
+	pending_leave(id);
+	id->phase = CM_PH_CLOSED;
+	return true;
+}
+
+int ibvd_req_cm_accept(struct ibvd_call *call)
+{
+	const Ibvd__CmConnect *req = (const Ibvd__CmConnect *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id), *a;
+	struct cm_conn_param p;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (sidr_orphan(id))
+		return 0;
+	if (id->phase != CM_PH_REQ_RCVD || !id->peer)
+		return ibvd_call_error(call, -EINVAL,
+				       "the id has no request to accept");
+	ret = conn_param(call, id, req->param,
+			 cm_is_ud(id) ? CM_PDATA_SIDR_REP : CM_PDATA_REP, &p);
+	if (ret < 0)
+		return ret;
+	if (cm_is_ud(id)) {
+		p.qkey = p.qkey ? p.qkey : id->qkey;
+		id->qkey = p.qkey;
+	}
+	a = id->peer;
+	pending_leave(id);
+	accept_params(id, &p);
+	id->phase = CM_PH_REP_SENT;
+	/* If the reply failed our session is closing: the peer must hear. */
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	if (cm_is_ud(id))
+		accept_ud(id, a, &p, &req->param->private_data);
+	else
+		accept_rc(id, a, &req->param->private_data);
+	return ret;
+}
+
+/* ---- reject, establish, disconnect, notify -------------------------- */
+
+int ibvd_req_cm_reject(struct ibvd_call *call)
+{
+	const Ibvd__CmReject *req = (const Ibvd__CmReject *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id), *peer;
+	size_t max;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (sidr_orphan(id))
+		return 0;
+	/* The passive side refuses a request, or the active side a reply. */
+	if ((id->phase != CM_PH_REQ_RCVD && id->phase != CM_PH_REP_RCVD) ||
+	    !id->peer)
+		return ibvd_call_error(call, -EINVAL, "the id has nothing to reject");
+	max = cm_is_ud(id) ? CM_PDATA_SIDR_REP : CM_PDATA_REJ;
+	if (req->private_data.len > max)
+		return ibvd_call_error(call, -EINVAL,
+				       "%zu bytes of private data, at most %zu",
+				       req->private_data.len, max);
+	peer = id->peer;
+	pending_leave(id);
+	unlink_peers(id);
+	id->phase = CM_PH_CLOSED;
+	/* If the reply failed our session is closing: the peer must hear. */
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	if (peer->phase == CM_PH_REQ_SENT) {
+		refuse_active(peer, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
+			      &req->private_data);
+	} else {
+		peer->phase = CM_PH_CLOSED;
+		send_refusal(peer, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED,
+			     &req->private_data, CM_PDATA_REJ);
+	}
+	return ret;
+}
+
+int ibvd_req_cm_establish(struct ibvd_call *call)
+{
+	const Ibvd__CmId *req = (const Ibvd__CmId *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id), *p;
+	bool tell;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (id->phase != CM_PH_REP_RCVD || !id->peer)
+		return ibvd_call_error(call, -EINVAL, "the id has no reply to confirm");
+	p = id->peer;
+	id->phase = CM_PH_ESTABLISHED;
+	/* The passive side may have established already (rdma_notify). */
+	tell = p->phase == CM_PH_REP_SENT;
+	p->phase = CM_PH_ESTABLISHED;
+	/* If the reply failed our session is closing: the peer must hear. */
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	if (tell)
+		cm_event_simple(p, RDMA_CM_EVENT_ESTABLISHED, 0);
+	return ret;
+}
+
+static bool connected(enum cm_phase phase)
+{
+	return phase == CM_PH_REP_RCVD || phase == CM_PH_REP_SENT ||
+	       phase == CM_PH_ESTABLISHED;
+}
+
+int ibvd_req_cm_disconnect(struct ibvd_call *call)
+{
+	const Ibvd__CmId *req = (const Ibvd__CmId *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id), *peer;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	if (id->phase == CM_PH_NONE)
+		return ibvd_call_error(call, -EINVAL, "the id was never connected");
+	/* Before the REP, or after the end, a DREQ has nothing to do. */
+	if (!connected(id->phase))
+		return 0;
+	peer = id->peer;
+	unlink_peers(id);
+	id->phase = CM_PH_CLOSED;
+	/* If the reply failed our session is closing: the peer must hear. */
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	/* The peer's DREQ, then our DREP. */
+	if (peer && connected(peer->phase))
+		send_disconnected(peer);
+	send_disconnected(id);
+	return ret;
+}
+
+int ibvd_req_cm_notify(struct ibvd_call *call)
+{
+	const Ibvd__CmNotify *req = (const Ibvd__CmNotify *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	/*
+	 * Traffic before the RTU (IBV_EVENT_COMM_EST) establishes the
+	 * passive side, as the IB CM does; anything else is accepted and
+	 * ignored, as rxe does.
+	 */
+	if (req->event != IBV_EVENT_COMM_EST || id->phase != CM_PH_REP_SENT)
+		return 0;
+	id->phase = CM_PH_ESTABLISHED;
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	cm_event_simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+	return ret;
+}
+
+/* ---- CM_INIT_QP_ATTR ------------------------------------------------ */
+
+/* What a remote end may do to the QP: the IB CM's rule. */
+static uint32_t conn_access(const struct ibvd_cm_id *id)
+{
+	uint32_t access;
+
+	/* Before a request exists nothing remote may touch the QP. */
+	if (id->phase == CM_PH_NONE)
+		return 0;
+	access = IBV_ACCESS_REMOTE_WRITE;
+	if (id->local.responder_resources)
+		access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	return access;
+}
+
+static void qp_attr_init(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
+			 uint32_t *mask)
+{
+	a->pkey_index = 0;
+	a->port_num = id->port_num;
+	*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (cm_is_ud(id)) {
+		a->qkey = id->qkey;
+		*mask |= IBV_QP_QKEY;
+		return;
+	}
+	a->qp_access_flags = conn_access(id);
+	*mask |= IBV_QP_ACCESS_FLAGS;
+}
+
+static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
+			Ibvd__AhAttr *ah, uint32_t *mask)
+{
+	const struct ibvd_cm_id *p = id->peer;
+
+	*mask = IBV_QP_STATE;
+	if (cm_is_ud(id))
+		return;
+	/* The peer's port now, if it is still there; else the route's. */
+	ah->dlid = p ? cm_port_lid(p) : id->dlid;
+	ah->port_num = id->port_num;
+	a->ah_attr = ah;
+	a->path_mtu = cm_port_mtu(id);
+	a->dest_qp_num = id->remote.qp_num;
+	a->rq_psn = id->remote.psn;
+	/*
+	 * A QP made before the request went out reached INIT with no remote
+	 * access; librdmacm repeats INIT before RTR to fix that, and RTR
+	 * takes the flags too, so a caller that goes straight on is right.
+	 */
+	a->qp_access_flags = conn_access(id);
+	*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		 IBV_QP_ACCESS_FLAGS;
+	if (id->qp_type != IBV_QPT_RC)
+		return;
+	a->max_dest_rd_atomic = id->local.responder_resources;
+	a->min_rnr_timer = CM_MIN_RNR_TIMER;
+	*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+}
+
+static void qp_attr_rts(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
+			uint32_t *mask)
+{
+	a->sq_psn = id->local.psn;
+	*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (id->qp_type != IBV_QPT_RC)
+		return;
+	a->timeout = id->timeout_set ? id->timeout : CM_DEFAULT_TIMEOUT;
+	/* Both ends use the requester's retry count, each the other's RNR. */
+	a->retry_cnt = id->active ? id->local.retry_count :
+				    id->remote.retry_count;
+	a->rnr_retry = id->remote.rnr_retry_count;
+	a->max_rd_atomic = id->local.initiator_depth;
+	*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		 IBV_QP_MAX_QP_RD_ATOMIC;
+}
+
+int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
+{
+	const Ibvd__CmInitQpAttr *req = (const Ibvd__CmInitQpAttr *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	Ibvd__CmInitQpAttrReply reply = IBVD__CM_INIT_QP_ATTR_REPLY__INIT;
+	Ibvd__QpAttr attr = IBVD__QP_ATTR__INIT;
+	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
+	uint32_t mask = 0;
+
+	if (!id)
+		return -EINVAL;
+	if (!id->dev)
+		return ibvd_call_error(call, -EINVAL, "the id has no device");
+	if (req->qp_state != IBV_QPS_INIT && req->qp_state != IBV_QPS_RTR &&
+	    req->qp_state != IBV_QPS_RTS)
+		return ibvd_call_error(call, -EINVAL, "no attributes for QP state %u",
+				       req->qp_state);
+	/* RTR and RTS need the other end's QP and PSN (a REP or a REQ). */
+	if (req->qp_state != IBV_QPS_INIT && !cm_is_ud(id) && !id->remote_valid)
+		return ibvd_call_error(call, -EINVAL, "the id has no peer yet");
+	attr.qp_state = req->qp_state;
+	if (req->qp_state == IBV_QPS_INIT)
+		qp_attr_init(id, &attr, &mask);
+	else if (req->qp_state == IBV_QPS_RTR)
+		qp_attr_rtr(id, &attr, &ah, &mask);
+	else
+		qp_attr_rts(id, &attr, &mask);
+	reply.attr_mask = mask;
+	reply.attr = &attr;
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
+}

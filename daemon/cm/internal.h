@@ -1,0 +1,333 @@
+/*
+ * The daemon side of the RDMA connection manager: what its files share.
+ *
+ * proto/CM.md is the design.  Its pieces:
+ *   cm.c        CM sessions (CM_OPEN, teardown, migration), ids, options
+ *   cm_addr.c   addresses, local-address check, port spaces, resolution
+ *   cm_conn.c   listen/connect/accept/reject/establish/disconnect, the
+ *               connection state of id pairs, CM_INIT_QP_ATTR
+ *   cm_event.c  CmEvent frames on the event sockets, timers
+ *   cm_mcast.c  multicast joins
+ *   cm_admin.c  ibvctl resource show cm_id
+ *
+ * Everything runs on the control thread; nothing here is seen by the
+ * engine.  An id is reachable from the wire only through the handle table
+ * of the CM session that owns it; ids point at each other (peer, listener)
+ * across sessions, and every such link is cut when either end dies.
+ */
+#ifndef IBVD_CM_INTERNAL_H
+#define IBVD_CM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "cm.h"
+#include "core/handle.h"
+#include "frame.h"
+#include "ibverbsd.pb-c.h"
+
+struct event;
+struct ibvd_call;
+struct ibvd_device;
+struct ibvd_session;
+
+/* ---- limits and protocol constants ---------------------------------- */
+
+#define CM_TOKEN_LEN		16
+/* ids one CM session may hold (ENOMEM beyond, or REJECTED for a request) */
+#define CM_MAX_IDS_PER_SESSION	65536
+/* connection requests waiting for accept/reject per listener */
+#define CM_MAX_BACKLOG		1024
+/* multicast groups one id may join, and groups in the daemon */
+#define CM_MAX_JOINS_PER_ID	64
+#define CM_MAX_GROUPS		8192
+/* ids that may join one group (the device's max_mcast_qp_attach) */
+#define CM_MAX_GROUP_MEMBERS	56
+/* From a disconnect to TIMEWAIT_EXIT, as an IB CM's time-wait. */
+#define CM_TIMEWAIT_MS		1000
+/* Our end of an event socket: room for a full backlog of requests and
+ * their REJs (the kernel doubles it). */
+#define CM_EVENT_SNDBUF		(2 << 20)
+
+/* Private data an app may send, and a receiver sees zero-padded (IB CM
+ * message sizes minus the 36-byte RDMA CM header in REQ and SIDR REQ). */
+#define CM_PDATA_REQ		56
+#define CM_PDATA_REP		196
+#define CM_PDATA_REJ		148
+#define CM_PDATA_DREQ		220
+#define CM_PDATA_SIDR_REQ	180
+#define CM_PDATA_SIDR_REP	136
+
+/* REJ reasons and SIDR REP statuses of the IB CM (IB spec, chapter 12). */
+#define CM_REJ_TIMEOUT			4
+#define CM_REJ_INVALID_SERVICE_ID	8
+#define CM_REJ_CONSUMER_DEFINED		28
+#define CM_SIDR_UNSUPPORTED		1
+#define CM_SIDR_REJECT			2
+
+
+/* Path values of a route between two ports of this daemon. */
+#define CM_PACKET_LIFETIME	16	/* as RoCE's CM uses */
+#define CM_DEFAULT_TIMEOUT	(CM_PACKET_LIFETIME + 1)
+/* 0.64 ms: a receiver on this host reposts in microseconds, so the IB
+ * CM's 655 ms (0) would only slow RNR retries down. */
+#define CM_MIN_RNR_TIMER	12
+#define CM_GRH_HOP_LIMIT	64
+
+#define CM_EPHEMERAL_LOW	32768	/* Linux's ip_local_port_range */
+#define CM_EPHEMERAL_HIGH	60999
+#define CM_PRIVILEGED_PORT	1024	/* below: root only, as for sockets */
+
+/* ---- ids ------------------------------------------------------------ */
+
+/* rdma_cm_state, as rdma(8) names it. */
+enum cm_state {
+	CM_IDLE,
+	CM_ADDR_QUERY,
+	CM_ADDR_RESOLVED,
+	CM_ROUTE_QUERY,
+	CM_ROUTE_RESOLVED,
+	CM_CONNECT,
+	CM_DISCONNECT,
+	CM_ADDR_BOUND,
+	CM_LISTEN,
+	CM_DEVICE_REMOVAL,
+	CM_DESTROYING,
+};
+
+/*
+ * Where an id stands in the IB CM exchange with its peer.  The two ends
+ * of a pair move together: (REQ_SENT, REQ_RCVD) until the passive side
+ * answers, (REP_RCVD, REP_SENT) until the RTU, then both ESTABLISHED.
+ * CLOSED: rejected, disconnected or abandoned; nothing more will happen.
+ */
+enum cm_phase {
+	CM_PH_NONE,
+	CM_PH_REQ_SENT,
+	CM_PH_REQ_RCVD,
+	CM_PH_REP_RCVD,
+	CM_PH_REP_SENT,
+	CM_PH_ESTABLISHED,
+	CM_PH_CLOSED,
+};
+
+/* One side's connection parameters, as its CmConnParam gave them. */
+struct cm_conn_param {
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t flow_control;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	bool srq;
+	uint32_t qp_num;
+	uint32_t qkey;
+	uint32_t psn;
+};
+
+enum cm_timer_kind {
+	CM_TIMER_NONE,
+	CM_TIMER_ADDR,		/* resolving an address that is not local */
+	CM_TIMER_TIMEWAIT,	/* TIMEWAIT_EXIT after a disconnect */
+};
+
+struct cm_join;
+
+struct ibvd_cm_id {
+	struct ibvd_cm *cm;		/* the session that owns it */
+	uint32_t handle;		/* in cm->ids */
+	uint32_t idn;			/* daemon-wide number (cm-idn) */
+	uint64_t user;			/* echoed in its events */
+	uint32_t ps;			/* enum rdma_port_space */
+	uint32_t qp_type;		/* enum ibv_qp_type */
+	enum cm_state state;
+
+	/* addresses (family 0 while unset) */
+	struct sockaddr_storage src, dst;
+	bool bound;			/* holds src's port in its port space */
+	LIST_ENTRY(ibvd_cm_id) bind_link;
+
+	/* device port, once bound to a local address or resolved */
+	struct ibvd_device *dev;
+	uint8_t port_num;
+	bool route_valid;		/* the path below means something */
+	uint16_t slid, dlid;
+
+	/* options */
+	uint8_t tos;
+	bool reuseaddr;
+	bool afonly;
+	bool afonly_set;		/* else the family's default at bind */
+	bool timeout_set;
+	uint8_t timeout;		/* RDMA_OPTION_ID_ACK_TIMEOUT */
+	uint32_t qkey;			/* UD */
+
+	/* the connection */
+	enum cm_phase phase;
+	bool active;			/* it sent the request */
+	struct ibvd_cm_id *peer;	/* the other end, while linked */
+	struct cm_conn_param local;	/* negotiated: what this side uses */
+	struct cm_conn_param remote;	/* what the peer sent */
+	bool remote_valid;		/* remote.qp_num/psn are known */
+	uint32_t lqpn;			/* this side's QP (ibvctl) */
+
+	/* listening, and requests pending on a listener */
+	int backlog;
+	unsigned int npending;
+	TAILQ_HEAD(, ibvd_cm_id) pending;	/* children in REQ_RCVD */
+	struct ibvd_cm_id *listener;	/* while this id is pending on it */
+	TAILQ_ENTRY(ibvd_cm_id) pending_link;
+
+	LIST_HEAD(, cm_join) joins;
+	unsigned int njoins;
+
+	struct event *timer;		/* made on first use */
+	enum cm_timer_kind timer_kind;
+
+	TAILQ_ENTRY(ibvd_cm_id) all_link;	/* cm_world.ids */
+};
+
+/* One CM session: an rdma_event_channel of some process. */
+struct ibvd_cm {
+	struct ibvd_session *session;
+	int event_fd;			/* our end, write-only, non-blocking */
+	uint32_t event_seq;		/* req_id of the last CmEvent */
+	uint8_t token[CM_TOKEN_LEN];
+	struct ibvd_handle_table ids;
+	bool dead;			/* being closed: send it nothing more */
+	struct event *close_ev;		/* closes it from the event loop */
+	TAILQ_ENTRY(ibvd_cm) link;	/* cm_world.sessions */
+};
+
+TAILQ_HEAD(cm_session_list, ibvd_cm);
+TAILQ_HEAD(cm_id_list, ibvd_cm_id);
+
+/* ---- daemon-wide state (cm.c) --------------------------------------- */
+
+#define CM_NPS			4	/* IPoIB, TCP, UDP, IB */
+#define CM_PORT_BUCKETS		1024
+
+struct cm_port_space {
+	LIST_HEAD(, ibvd_cm_id) buckets[CM_PORT_BUCKETS];	/* by port */
+};
+
+struct cm_world {
+	struct cm_session_list sessions;
+	struct cm_id_list ids;		/* every id, oldest first */
+	uint32_t next_idn;
+	struct cm_port_space ps[CM_NPS];
+	LIST_HEAD(, cm_group) groups;
+	unsigned int ngroups;
+};
+
+extern struct cm_world cm_world;
+
+/* ---- cm.c ----------------------------------------------------------- */
+
+/* The CM session of the calling connection. */
+struct ibvd_cm *cm_of(const struct ibvd_call *call);
+/* The caller's id named handle, or NULL with EINVAL recorded. */
+struct ibvd_cm_id *cm_id_get(struct ibvd_call *call, uint32_t handle);
+/* A new id on cm (state IDLE), or NULL (ENOMEM / table full). */
+struct ibvd_cm_id *cm_id_new(struct ibvd_cm *cm, uint32_t ps, uint32_t qp_type,
+			     uint64_t user, int *err);
+/* Destroy an id: its connection, joins, binding, timers, handle. */
+void cm_id_destroy(struct ibvd_cm_id *id);
+bool cm_is_ud(const struct ibvd_cm_id *id);
+/* Index of a port space in cm_world.ps, or -1. */
+int cm_ps_index(uint32_t ps);
+const char *cm_ps_name(uint32_t ps);
+const char *cm_state_name(enum cm_state state);
+/* The device all local addresses belong to (the first one), or NULL. */
+struct ibvd_device *cm_default_device(const struct ibvd_cm *cm);
+
+/* ---- cm_addr.c ------------------------------------------------------ */
+
+/* Parse a raw sockaddr of the wire into ss (AF_INET or AF_INET6). */
+int cm_addr_parse(struct ibvd_call *call, const ProtobufCBinaryData *b,
+		  const char *what, struct sockaddr_storage *ss);
+uint16_t cm_addr_port(const struct sockaddr_storage *ss);
+void cm_addr_set_port(struct sockaddr_storage *ss, uint16_t port);
+socklen_t cm_addr_len(const struct sockaddr_storage *ss);
+bool cm_addr_is_any(const struct sockaddr_storage *ss);
+bool cm_addr_is_multicast(const struct sockaddr_storage *ss);
+/* Same family and address (ports ignored). */
+bool cm_addr_equal(const struct sockaddr_storage *a,
+		   const struct sockaddr_storage *b);
+/* An address of this host (or a wildcard or loopback address). */
+bool cm_addr_is_local(const struct sockaddr_storage *ss);
+/* "a.b.c.d:port" / "addr:port", as rdma(8) prints them. */
+void cm_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/* Bind id to addr (port 0: an ephemeral port); id must be IDLE. */
+int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
+	    const struct sockaddr_storage *addr);
+void cm_unbind(struct ibvd_cm_id *id);
+/* Could id listen on its port (no overlapping id, reuseaddr or not)? */
+int cm_check_listen(struct ibvd_call *call, struct ibvd_cm_id *id);
+/* The id listening for dst in port space ps, or NULL. */
+struct ibvd_cm_id *cm_find_listener(uint32_t ps,
+				    const struct sockaddr_storage *dst);
+/* Bind id to its device's port (ADDR_RESOLVED, children). */
+void cm_attach_device(struct ibvd_cm_id *id, struct ibvd_device *dev,
+		      uint8_t port_num);
+/* Fill info (pointing into id and the buffers given) from id. */
+struct cm_info_buf {
+	uint8_t sgid[16], dgid[16];
+	char devname[64];
+};
+void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
+		  struct cm_info_buf *buf);
+/* LID of id's port now (0 without a device). */
+uint16_t cm_port_lid(const struct ibvd_cm_id *id);
+/* Active MTU of id's port (enum ibv_mtu). */
+uint32_t cm_port_mtu(const struct ibvd_cm_id *id);
+/* GID[0] of id's port. */
+void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16]);
+/* The address-resolution timer fired: ADDR_ERROR. */
+void cm_addr_timeout(struct ibvd_cm_id *id);
+
+/* ---- cm_conn.c ------------------------------------------------------ */
+
+/* id is going away: tell its peer, leave its listener, free its children. */
+void cm_conn_abandon(struct ibvd_cm_id *id);
+
+/* ---- cm_event.c ----------------------------------------------------- */
+
+/* An event for id; fields the sender fills, others default. */
+struct cm_event {
+	uint32_t event;
+	int32_t status;
+	uint32_t listen_id;
+	uint64_t user;			/* 0: id->user */
+	const struct cm_conn_param *conn;
+	const uint8_t *pdata;		/* private data, pdata_len bytes ... */
+	size_t pdata_len;
+	size_t pdata_full;		/* ... zero-padded to this length */
+	const Ibvd__CmUdParam *ud;
+	uint64_t mcast_user;
+};
+
+/* Send ev about id on id's event socket (nothing if its session is dying). */
+void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev);
+/* The common case: an event with just a type and a status. */
+void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status);
+/* (Re)arm id's timer. */
+int cm_timer_arm(struct ibvd_cm_id *id, enum cm_timer_kind kind,
+		 uint32_t ms);
+void cm_timer_free(struct ibvd_cm_id *id);
+/*
+ * Stop sending to cm and close its session soon (from the event loop);
+ * why (NULL: the client hung up, nothing to report) is logged.
+ */
+void cm_session_kill(struct ibvd_cm *cm, const char *why);
+
+/* ---- cm_mcast.c ----------------------------------------------------- */
+
+/* Leave every group id joined. */
+void cm_mcast_leave_all(struct ibvd_cm_id *id);
+
+#endif /* IBVD_CM_INTERNAL_H */

@@ -1,0 +1,272 @@
+/*
+ * Multicast joins (rdma_join_multicast/_ex, rdma_leave_multicast).
+ *
+ * The daemon is the subnet's SA here: a group is (port space, IP multicast
+ * address), its MGID derived from the address (ff12:401b:ffff::/96 plus
+ * the IPv4 address; an IPv6 multicast address as it is), its MLID a hash
+ * of the MGID in the multicast LID range, its Q_Key the first joiner's.
+ * Joining only answers where the group is; the library then attaches the
+ * id's QP with ibv_attach_mcast, which is what makes packets flow.
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "core/objects.h"
+#include "server/call.h"
+
+#define MLID_FIRST	0xC001u
+#define MLID_LAST	0xFFFEu
+
+struct cm_group {
+	LIST_ENTRY(cm_group) link;	/* cm_world.groups */
+	uint32_t ps;
+	struct sockaddr_storage addr;
+	uint8_t mgid[16];
+	uint16_t mlid;
+	uint32_t qkey;
+	unsigned int nmembers;		/* full members */
+	unsigned int njoins;		/* every join, send-only too */
+};
+
+struct cm_join {
+	LIST_ENTRY(cm_join) link;	/* id->joins */
+	struct cm_group *group;
+	bool full;			/* counts as a member */
+};
+
+static void derive_mgid(const struct sockaddr_storage *ss, uint8_t mgid[16])
+{
+	static const uint8_t v4_prefix[12] = {
+		0xff, 0x12, 0x40, 0x1b, 0xff, 0xff,	/* scope 2, IPv4 sig, pkey */
+	};
+
+	if (ss->ss_family == AF_INET6) {
+		memcpy(mgid, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr,
+		       16);
+		return;
+	}
+	memcpy(mgid, v4_prefix, sizeof(v4_prefix));
+	memcpy(mgid + 12, &((const struct sockaddr_in *)(const void *)ss)->sin_addr,
+	       4);
+}
+
+/* FNV-1a of the MGID: every joiner of a group computes the same MLID. */
+static uint16_t derive_mlid(const uint8_t mgid[16])
+{
+	uint32_t h = 2166136261u;
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		h ^= mgid[i];
+		h *= 16777619u;
+	}
+	return (uint16_t)(MLID_FIRST + h % (MLID_LAST - MLID_FIRST + 1));
+}
+
+static struct cm_group *group_find(uint32_t ps,
+				   const struct sockaddr_storage *ss)
+{
+	struct cm_group *g;
+
+	LIST_FOREACH(g, &cm_world.groups, link)
+		if (g->ps == ps && cm_addr_equal(&g->addr, ss))
+			return g;
+	return NULL;
+}
+
+static int group_get(const struct ibvd_cm_id *id,
+		     const struct sockaddr_storage *ss, struct cm_group **ret)
+{
+	struct cm_group *g = group_find(id->ps, ss);
+
+	if (g) {
+		*ret = g;
+		return 0;
+	}
+	if (cm_world.ngroups >= CM_MAX_GROUPS)
+		return -ENOMEM;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->ps = id->ps;
+	g->addr = *ss;
+	cm_addr_set_port(&g->addr, 0);
+	derive_mgid(ss, g->mgid);
+	g->mlid = derive_mlid(g->mgid);
+	g->qkey = id->qkey;
+	LIST_INSERT_HEAD(&cm_world.groups, g, link);
+	cm_world.ngroups++;
+	*ret = g;
+	return 0;
+}
+
+static void group_put(struct cm_group *g)
+{
+	if (g->njoins)
+		return;
+	LIST_REMOVE(g, link);
+	cm_world.ngroups--;
+	free(g);
+}
+
+static struct cm_join *join_find(const struct ibvd_cm_id *id,
+				 const struct sockaddr_storage *ss)
+{
+	struct cm_join *j;
+
+	LIST_FOREACH(j, &id->joins, link)
+		if (cm_addr_equal(&j->group->addr, ss))
+			return j;
+	return NULL;
+}
+
+static void join_free(struct ibvd_cm_id *id, struct cm_join *j)
+{
+	LIST_REMOVE(j, link);
+	id->njoins--;
+	j->group->njoins--;
+	if (j->full)
+		j->group->nmembers--;
+	group_put(j->group);
+	free(j);
+}
+
+void cm_mcast_leave_all(struct ibvd_cm_id *id)
+{
+	struct cm_join *j;
+
+	while ((j = LIST_FIRST(&id->joins)))
+		join_free(id, j);
+}
+
+/* Check the id and the address of a join; 0 or a negative errno. */
+static int join_check(struct ibvd_call *call, const struct ibvd_cm_id *id,
+		      const Ibvd__CmMcast *req, struct sockaddr_storage *ss)
+{
+	int ret;
+
+	if (!cm_is_ud(id))
+		return ibvd_call_error(call, -EINVAL, "multicast needs a UD id");
+	if (!id->dev || (id->state != CM_ADDR_BOUND &&
+			 id->state != CM_ADDR_RESOLVED))
+		return ibvd_call_error(call, -EINVAL,
+				       "the id is not bound to a device");
+	if (req->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
+	    req->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
+		return ibvd_call_error(call, -EINVAL, "bad join flags %#x",
+				       req->join_flags);
+	ret = cm_addr_parse(call, &req->addr, "multicast", ss);
+	if (ret < 0)
+		return ret;
+	if (!cm_addr_is_multicast(ss))
+		return ibvd_call_error(call, -EINVAL, "not a multicast address");
+	if (join_find(id, ss))
+		return ibvd_call_error(call, -EADDRINUSE, "joined already");
+	if (id->njoins >= CM_MAX_JOINS_PER_ID)
+		return ibvd_call_error(call, -ENOMEM, "too many groups on one id");
+	return 0;
+}
+
+static void send_join(struct ibvd_cm_id *id, const struct cm_group *g,
+		      uint64_t user)
+{
+	Ibvd__CmUdParam ud = IBVD__CM_UD_PARAM__INIT;
+	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
+	struct cm_event ev = {
+		.event = RDMA_CM_EVENT_MULTICAST_JOIN,
+		.ud = &ud,
+		.mcast_user = user,
+	};
+
+	ah.dlid = g->mlid;
+	ah.port_num = id->port_num;
+	ah.is_global = true;
+	ah.dgid.data = (uint8_t *)g->mgid;
+	ah.dgid.len = sizeof(g->mgid);
+	ah.hop_limit = CM_GRH_HOP_LIMIT;
+	ah.traffic_class = id->tos;
+	ud.ah_attr = &ah;
+	ud.qp_num = IBVD_MCAST_QPN;
+	ud.qkey = g->qkey;
+	cm_event_send(id, &ev);
+}
+
+static void send_join_error(struct ibvd_cm_id *id, uint64_t user,
+			    int32_t status)
+{
+	struct cm_event ev = {
+		.event = RDMA_CM_EVENT_MULTICAST_ERROR,
+		.status = status,
+		.mcast_user = user,
+	};
+
+	cm_event_send(id, &ev);
+}
+
+int ibvd_req_cm_join_mcast(struct ibvd_call *call)
+{
+	const Ibvd__CmMcast *req = (const Ibvd__CmMcast *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	bool full = req->join_flags == RDMA_MC_JOIN_FLAG_FULLMEMBER;
+	struct sockaddr_storage ss;
+	struct cm_group *g;
+	struct cm_join *j;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	ret = join_check(call, id, req, &ss);
+	if (ret < 0)
+		return ret;
+	ret = group_get(id, &ss, &g);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "too many multicast groups");
+	/* A full group is the SA's answer, which comes as an event. */
+	if (full && g->nmembers >= CM_MAX_GROUP_MEMBERS) {
+		group_put(g);
+		ret = ibvd_call_reply(call, NULL, NULL, 0);
+		if (ret == 0)
+			send_join_error(id, req->user, -ENOSPC);
+		return ret;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		group_put(g);
+		return -ENOMEM;
+	}
+	j->group = g;
+	j->full = full;
+	g->njoins++;
+	g->nmembers += full;
+	LIST_INSERT_HEAD(&id->joins, j, link);
+	id->njoins++;
+	ret = ibvd_call_reply(call, NULL, NULL, 0);
+	if (ret == 0)
+		send_join(id, g, req->user);
+	return ret;
+}
+
+int ibvd_req_cm_leave_mcast(struct ibvd_call *call)
+{
+	const Ibvd__CmMcast *req = (const Ibvd__CmMcast *)call->msg;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
+	struct sockaddr_storage ss;
+	struct cm_join *j;
+	int ret;
+
+	if (!id)
+		return -EINVAL;
+	ret = cm_addr_parse(call, &req->addr, "multicast", &ss);
+	if (ret < 0)
+		return ret;
+	j = join_find(id, &ss);
+	if (!j)
+		return ibvd_call_error(call, -EADDRNOTAVAIL, "not joined to that group");
+	join_free(id, j);
+	return 0;
+}

@@ -1,0 +1,218 @@
+/*
+ * ibverbsd.conf: the daemon's JSON configuration (man ibverbsd.conf(5)).
+ *
+ * {
+ *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
+ *   "engine":  { "threads": 1 },
+ *   "log":     { "level": "info" },
+ *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" } ],
+ *   "limits":  { "default": { "qp": 64, "bandwidth": 1048576,
+ *                             "devices": { "ibvd0": { "qp": 16 } } },
+ *                "uid": { "1001": { "memlock": "max" } },
+ *                "group": { "rdma": {...} }, "cgroup": { "/user.slice/": {...} } }
+ * }
+ *
+ * Every key is optional except that at least one device must exist; unknown
+ * keys are errors.  A device's ports get LIDs lid, lid+1, ...; "lid" omitted
+ * or 0 means "assign one"; "guid" is "auto" (derived from /etc/machine-id and
+ * the device name, stable across restarts) or "xxxx:xxxx:xxxx:xxxx".  A
+ * device without "name" is called ibvdN, N its index in the array.  Names,
+ * explicit GUIDs and LIDs are unique across devices.
+ *
+ * In daemon/, "config.h" is this file; the generated one is <config.h>.
+ */
+#ifndef IBVD_CONFIG_H
+#define IBVD_CONFIG_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/device.h"	/* the model's own limits */
+
+#define IBVD_MAX_ENGINE_THREADS	64
+
+struct ibvd_config_device {
+	char name[IBVD_DEV_NAME_MAX];
+	unsigned int ports;		/* 1..IBVD_MAX_PORTS */
+	uint16_t lid;			/* base LID; 0 = assign; the ports'
+					 * lid..lid+ports-1 of all devices are
+					 * unique and <= IBVD_MAX_LID */
+	uint64_t guid;			/* 0 = derive */
+};
+
+/*
+ * Per-tenant limits (the "limits" section; man ibverbsd.conf(5)).  The
+ * names are the rdma cgroup's (hca_handle, hca_object) plus per-kind
+ * counts; ibvd_limit_names[] spells them as the config and ibvctl do.
+ */
+enum ibvd_limit_kind {
+	IBVD_LIMIT_MEMLOCK,		/* pinned bytes (REG_MR, pages spanned) */
+	IBVD_LIMIT_HCA_HANDLE,		/* open device contexts */
+	IBVD_LIMIT_HCA_OBJECT,		/* all verbs objects together */
+	IBVD_LIMIT_QP,
+	IBVD_LIMIT_CQ,
+	IBVD_LIMIT_MR,
+	IBVD_LIMIT_PD,
+	IBVD_LIMIT_SRQ,
+	IBVD_LIMIT_AH,
+	IBVD_LIMIT_CM_ID,
+	IBVD_LIMIT_NKINDS
+};
+
+/*
+ * "bandwidth" is a limit but nothing is counted against it here (the
+ * engine's token bucket enforces it), so it is not a kind: this is its
+ * bit in struct ibvd_limit_keys.given and what ibvd_limit_key() returns.
+ */
+#define IBVD_LIMIT_BANDWIDTH	IBVD_LIMIT_NKINDS
+
+#define IBVD_LIMIT_UNLIMITED	UINT64_MAX	/* "max" */
+
+extern const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS];
+
+struct ibvd_quota {
+	uint64_t max[IBVD_LIMIT_NKINDS];
+	uint64_t bandwidth;		/* bytes/s over all devices, at least
+					 * 1; UNLIMITED: "max" (the engine's
+					 * rate bucket) */
+};
+
+/*
+ * The keys one limits object sets, as written: a value where the bit
+ * (1u << kind, 1u << IBVD_LIMIT_BANDWIDTH) is in given, "max" elsewhere.
+ * Keys left out are resolved when the limits are asked for, so that a
+ * change to "default" (ibvctl limit set) reaches every rule that omits it.
+ */
+struct ibvd_limit_keys {
+	struct ibvd_quota q;
+	unsigned int given;
+};
+
+/*
+ * "default" or one rule: keys that limit the sum over all devices, and
+ * a "devices" object whose keys limit one device each (never bandwidth).
+ */
+struct ibvd_limit_entry {
+	struct ibvd_limit_keys all;
+	struct ibvd_limit_keys dev[IBVD_MAX_DEVICES];	/* by cfg->devices index */
+	int runtime;			/* changed by "ibvctl limit set" */
+};
+
+enum ibvd_limit_match {
+	IBVD_LIMIT_MATCH_UID,
+	IBVD_LIMIT_MATCH_GROUP,
+	IBVD_LIMIT_MATCH_CGROUP,
+};
+
+/* One "uid", "group" or "cgroup" entry; keys it omits come from "default". */
+struct ibvd_config_limit_rule {
+	enum ibvd_limit_match match;
+	uid_t uid;			/* MATCH_UID */
+	gid_t gid;			/* MATCH_GROUP: resolved at load */
+	char *cgroup;			/* MATCH_CGROUP: a path prefix */
+	char *name;			/* the key as written: "1001", "rdma" */
+	struct ibvd_limit_entry limits;
+};
+
+struct ibvd_config {
+	char *path;			/* file it was read from, or NULL */
+	char *socket_path;
+	mode_t socket_mode;		/* default 0666 */
+	char *socket_group;		/* NULL = leave the group alone; a
+					 * name that existed at load time */
+	unsigned int engine_threads;	/* default 1 */
+	int log_level;			/* enum ibvd_log_level, default info */
+	unsigned int ndevices;
+	struct ibvd_config_device devices[IBVD_MAX_DEVICES];
+	struct ibvd_limit_entry limit_default;	/* nothing set: all "max" */
+	size_t nlimit_rules;		/* in file order, then those
+					 * ibvctl limit set added */
+	struct ibvd_config_limit_rule *limit_rules;
+};
+
+/*
+ * Parse the file at path into a new config.  On failure returns NULL and, if
+ * err is non-NULL, writes a one-line message that names the file, line,
+ * column and key, e.g.
+ *   "/etc/ibverbsd/ibverbsd.conf:7:12: devices[0].lid: expected an integer 0..49151, got \"x\""
+ * (line and column of the key, or of the array element, that is wrong).
+ * A file that cannot be read gives "PATH: cannot open: <strerror>" (or
+ * "cannot read: ..."), without line and column.
+ */
+struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen);
+
+/*
+ * Same, from a string (name is used in messages in place of the path;
+ * cfg->path stays NULL).
+ */
+struct ibvd_config *ibvd_config_parse(const char *text, const char *name,
+				      char *err, size_t errlen);
+
+/*
+ * The built-in defaults, the same as parsing "{}": socket
+ * IBVERBSD_DEFAULT_SOCKET mode 0666, one engine thread, level info, one
+ * device "ibvd0" with one port, LID and GUID assigned.  NULL: no memory.
+ */
+struct ibvd_config *ibvd_config_default(void);
+
+void ibvd_config_free(struct ibvd_config *cfg);
+
+/* Who asks, for choosing the rule that applies (tenant.h fills it). */
+struct ibvd_limit_who {
+	uid_t uid;
+	gid_t gid;			/* primary */
+	const gid_t *groups;		/* supplementary; may include gid */
+	size_t ngroups;
+	const char *cgroup;		/* NULL: unknown */
+};
+
+/*
+ * The rule that applies to who, or NULL for "default": its uid's entry,
+ * else the first group entry (in file order, then runtime ones in the
+ * order ibvctl limit set added them) whose group is any of who's, primary
+ * or supplementary alike, else the entry with the longest cgroup prefix
+ * of who->cgroup.
+ */
+const struct ibvd_config_limit_rule *
+ibvd_config_limit_rule_for(const struct ibvd_config *cfg,
+			   const struct ibvd_limit_who *who);
+
+/* rule's (NULL: default's) limits on the sum over all devices. */
+void ibvd_config_limits_all(const struct ibvd_config *cfg,
+			    const struct ibvd_config_limit_rule *rule,
+			    struct ibvd_quota *out);
+
+/*
+ * rule's (NULL: default's) limits on the device named dev: its key, else
+ * the default's for that device, else "max" (also for a device the
+ * config does not name).  bandwidth is always "max" here.
+ */
+void ibvd_config_limits_dev(const struct ibvd_config *cfg,
+			    const struct ibvd_config_limit_rule *rule,
+			    const char *dev, struct ibvd_quota *out);
+
+/* "uid 1001", "group rdma", "cgroup /user.slice/", "default" (with
+ * "runtime " before it once ibvctl limit set changed it). */
+void ibvd_config_rule_name(const struct ibvd_config *cfg,
+			   const struct ibvd_config_limit_rule *rule,
+			   char *buf, size_t len);
+
+/* The index of device name in cfg->devices, or -1. */
+int ibvd_config_device_index(const struct ibvd_config *cfg, const char *name);
+
+/* The kind a limit key names, IBVD_LIMIT_BANDWIDTH, or -1. */
+int ibvd_limit_key(const char *name);
+
+/*
+ * The entry "ibvctl limit set" changes: the rule matching key (a decimal
+ * uid, a group name or decimal gid, a cgroup prefix), added with no key
+ * of its own if there is none.  0, -EINVAL with a message in err, or
+ * -ENOMEM.  Adding a rule moves the others: pointers into
+ * cfg->limit_rules are stale afterwards.
+ */
+int ibvd_config_limit_rule_get(struct ibvd_config *cfg,
+			       enum ibvd_limit_match match, const char *key,
+			       struct ibvd_limit_entry **ret,
+			       char *err, size_t errlen);
+
+#endif /* IBVD_CONFIG_H */

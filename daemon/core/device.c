@@ -1,0 +1,175 @@
+/*
+ * Devices as the object model knows them: ports, LIDs, GUIDs and GID
+ * tables.  Which devices exist is decided at startup and on reload
+ * (devices.c, from the config); this file only describes them.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <netpacket/packet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device.h"
+#include "util.h"
+
+char *ibvd_guid_str(uint64_t guid, char *buf, size_t len)
+{
+	snprintf(buf, len, "%04x:%04x:%04x:%04x",
+		 (unsigned int)(guid >> 48) & 0xffff,
+		 (unsigned int)(guid >> 32) & 0xffff,
+		 (unsigned int)(guid >> 16) & 0xffff,
+		 (unsigned int)guid & 0xffff);
+	return buf;
+}
+
+
+void ibvd_device_free(struct ibvd_device *dev)
+{
+	free(dev);
+}
+
+struct ibvd_device *ibvd_device_find(const struct ibvd_device_list *devs,
+				     const char *name)
+{
+	struct ibvd_device *dev;
+
+	TAILQ_FOREACH(dev, devs, link)
+		if (strcmp(dev->name, name) == 0)
+			return dev;
+	return NULL;
+}
+
+const struct ibvd_port *ibvd_device_port(const struct ibvd_device *dev,
+					 uint32_t port_num)
+{
+	if (port_num < 1 || port_num > dev->nports)
+		return NULL;
+	return &dev->ports[port_num - 1];
+}
+
+
+/* ---- GID table -------------------------------------------------------- */
+
+static int gid_present(const struct ibvd_gid *gids, unsigned int n,
+		       const uint8_t raw[16])
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (memcmp(gids[i].raw, raw, 16) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The index of the interface an address belongs to, from the AF_PACKET
+ * entries getifaddrs() lists for every link (if_nametoindex() would cost a
+ * socket and an ioctl per address).  An IPv4 address with a label
+ * ("eth0:1") belongs to the interface named before the colon.
+ */
+static uint32_t ifaddr_index(const struct ifaddrs *ifa_list, const char *name)
+{
+	size_t len = strcspn(name, ":");
+	const struct ifaddrs *ifa;
+
+	for (ifa = ifa_list; ifa; ifa = ifa->ifa_next)
+		if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_PACKET &&
+		    strncmp(ifa->ifa_name, name, len) == 0 &&
+		    ifa->ifa_name[len] == '\0')
+			return (uint32_t)((const struct sockaddr_ll *)
+					  (const void *)ifa->ifa_addr)->sll_ifindex;
+	return 0;
+}
+
+/* Append the addresses of one family; returns the new count. */
+static unsigned int add_ip_gids(const struct ifaddrs *ifa_list, int family,
+				struct ibvd_gid *gids, unsigned int n,
+				unsigned int max)
+{
+	const struct ifaddrs *ifa;
+	uint8_t raw[16];
+
+	for (ifa = ifa_list; ifa && n < max; ifa = ifa->ifa_next) {
+		if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != family)
+			continue;
+		if (family == AF_INET) {
+			const struct sockaddr_in *sin = (const void *)ifa->ifa_addr;
+
+			/* IPv4-mapped IPv6: ::ffff:a.b.c.d */
+			memset(raw, 0, 10);
+			raw[10] = raw[11] = 0xff;
+			memcpy(raw + 12, &sin->sin_addr, 4);
+		} else {
+			const struct sockaddr_in6 *sin6 = (const void *)ifa->ifa_addr;
+
+			memcpy(raw, &sin6->sin6_addr, 16);
+		}
+		if (gid_present(gids, n, raw))
+			continue;
+		memcpy(gids[n].raw, raw, 16);
+		gids[n].ifindex = ifaddr_index(ifa_list, ifa->ifa_name);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The GIDs made of local addresses, the same for every port.  Addresses
+ * change at run time, but reading them costs a netlink dump: a client
+ * asking in a loop gets them as of at most IP_GIDS_MAX_AGE_S ago.  The
+ * dump lists them in the kernel's order, so their indexes stay put while
+ * the addresses do.
+ */
+#define IP_GIDS_MAX_AGE_S	1
+
+static struct {
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN - 1];	/* after GID[0] */
+	unsigned int n;
+	struct timespec read_at;	/* CLOCK_MONOTONIC; 0: never */
+} ip_gids;
+
+static void refresh_ip_gids(void)
+{
+	struct ifaddrs *ifa_list;
+	struct timespec now;
+	unsigned int n;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if ((ip_gids.read_at.tv_sec || ip_gids.read_at.tv_nsec) &&
+	    (now.tv_sec - ip_gids.read_at.tv_sec) * 1000000000ll +
+	    (now.tv_nsec - ip_gids.read_at.tv_nsec) <
+	    IP_GIDS_MAX_AGE_S * 1000000000ll)
+		return;
+	if (getifaddrs(&ifa_list) < 0)
+		return;		/* keep what we had; try again next time */
+	memset(ip_gids.gids, 0, sizeof(ip_gids.gids));
+	n = add_ip_gids(ifa_list, AF_INET, ip_gids.gids, 0,
+			ARRAY_SIZE(ip_gids.gids));
+	n = add_ip_gids(ifa_list, AF_INET6, ip_gids.gids, n,
+			ARRAY_SIZE(ip_gids.gids));
+	freeifaddrs(ifa_list);
+	ip_gids.n = n;
+	ip_gids.read_at = now;
+}
+
+unsigned int ibvd_port_gids(const struct ibvd_port *port,
+			    struct ibvd_gid gids[IBVD_GID_TBL_LEN])
+{
+	unsigned int i, n;
+
+	memset(gids, 0, sizeof(*gids) * IBVD_GID_TBL_LEN);
+	gids[0].raw[0] = 0xfe;
+	gids[0].raw[1] = 0x80;
+	for (i = 0; i < 8; i++)
+		gids[0].raw[8 + i] = (uint8_t)(port->guid >> (56 - 8 * i));
+	refresh_ip_gids();
+	for (i = 0, n = 1; i < ip_gids.n; i++)
+		if (memcmp(ip_gids.gids[i].raw, gids[0].raw, 16) != 0)
+			gids[n++] = ip_gids.gids[i];
+	return n;
+}

@@ -1,0 +1,420 @@
+/*
+ * The verbs objects a device context owns (PD, MR, completion channel, CQ,
+ * QP, SRQ, AH), as the control thread and the engine threads both see them.
+ *
+ * Who writes what:
+ * - The control thread creates, modifies and destroys objects (pd.c, mr.c,
+ *   cq.c, qp.c, srq.c, ah.c, mcast.c).  It does so holding
+ *   ibvd_objects_lock for writing whenever it touches anything an engine
+ *   thread may read: object lifetime, the registries below, QP state and
+ *   attributes, device LIDs on reload.
+ * - Engine threads (engine/) hold ibvd_objects_lock for reading during a
+ *   work pass (bounded, so the control thread never waits long), and
+ *   never free or create objects.  Within a pass they write only:
+ *     - fields marked "engine" below, of QPs their own thread serves;
+ *     - the shared rings (ring.h), and the locked fields of CQs, SRQs and
+ *       receive queues, under that object's own lock, because a SEND from
+ *       a QP on one engine thread lands on a QP served by another.
+ * - Nothing here is ever read from shared memory: geometry and counters the
+ *   engine relies on are private copies (ring.h).
+ *
+ * Lifetime: an object's handle (handle.h) is its only name on the wire; a
+ * context's objects die with it (context.c), children before parents.
+ */
+#ifndef IBVD_OBJECTS_H
+#define IBVD_OBJECTS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include "handle.h"
+#include "ring.h"
+
+struct ibvd_context;
+struct ibvd_device;
+struct ibvd_ectx;
+struct ibvd_engine;
+struct ibvd_mcast_group;
+struct ibvd_session;
+struct ibvd_memlock;
+struct ibvd_tenant;
+struct ibvd_tenant_dev;
+
+/* Held for reading by engine passes, for writing by control-path changes. */
+extern pthread_rwlock_t ibvd_objects_lock;
+
+void ibvd_objects_write_lock(void);
+void ibvd_objects_write_unlock(void);
+
+/* ---- client memory --------------------------------------------------- */
+
+/*
+ * A client's address space, reached through the /proc/self/mem fd the
+ * client attached (ATTACH_MEMORY): bound to that process's mm, so PID
+ * reuse cannot redirect it, and usable while the client is stopped.
+ * Shared by the context and its MRs; the last reference closes the fd.
+ */
+struct ibvd_mem {
+	int fd;
+	pid_t pid;
+	unsigned int refs;		/* atomic */
+	/* control thread only (mem.c): */
+	unsigned long long start_time;	/* /proc/PID/stat: detects PID reuse */
+	struct ibvd_memlock *memlock;	/* the process's RLIMIT_MEMLOCK account */
+	struct ibvd_tenant_dev *account; /* its uid's memlock quota on the
+					 * context's device (tenant.h); the
+					 * session outlives its memory */
+};
+
+/* ---- protection domains and memory regions ---------------------------- */
+
+struct ibvd_pd {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	unsigned int users;		/* MRs, QPs, SRQs, AHs: dealloc is EBUSY */
+};
+
+/* How the engine reaches an MR's bytes (DESIGN §3.5). */
+enum ibvd_mr_tier {
+	IBVD_MR_TIER_MAPPED = 1,	/* shareable fd mapped into the daemon */
+	IBVD_MR_TIER_MEMFD,		/* the client's /proc/self/mem fd */
+};
+
+/*
+ * Keys: lkey == rkey, one random 32-bit value (never 0) unique in the
+ * daemon, so one registry answers both lookups.  Knowing an MR's lkey gives
+ * nothing beyond its rkey: both work only through a QP of the MR's PD, and
+ * remote use is checked against `access`.
+ */
+struct ibvd_mr {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;			/* random, unique daemon-wide */
+	uint32_t access;		/* enum ibv_access_flags */
+	uint64_t addr;			/* in the client's address space */
+	uint64_t length;
+	uint64_t iova;			/* what remote peers address */
+	uint64_t pinned;		/* bytes charged to the client */
+	enum ibvd_mr_tier tier;
+	struct ibvd_mem *mem;		/* holds a reference */
+	/* windows bound to it (atomic: engine threads bind and invalidate
+	 * under the read lock); DEREG_MR and REREG_MR are EBUSY meanwhile */
+	unsigned int mw_binds;
+	LIST_ENTRY(ibvd_mr) key_link;	/* in the key registry */
+};
+
+/*
+ * A memory window: remote access to part of an MR, granted and revoked on
+ * the data path (engine/mw.c: BIND_MW, LOCAL_INV, SEND_WITH_INV).  Its key
+ * is index << 8 | key byte: the index is unique daemon-wide, shared with no
+ * MR key, and fixed for the window's life, so it names the window in WQEs;
+ * the byte changes with each bind, so old keys stop working.
+ *
+ * The control thread creates and frees windows under the write lock.
+ * Engine threads change the binding under `lock` while holding the objects
+ * lock for reading: a type-2 window may be invalidated by a SEND on
+ * another thread while its owner's thread binds or reads it.  The bound MR
+ * cannot go away: it stays registered while mw_binds counts the window.
+ */
+struct ibvd_mw {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	uint32_t type;			/* IBV_MW_TYPE_1 or _2 */
+	LIST_ENTRY(ibvd_mw) key_link;	/* in the window registry */
+	pthread_mutex_t lock;
+	uint32_t rkey;			/* lock: the current key */
+	struct ibvd_mr *mr;		/* lock: NULL when unbound */
+	uint32_t access;		/* lock: IBV_ACCESS_REMOTE_* */
+	uint64_t addr;			/* lock: in the MR's iova space */
+	uint64_t length;		/* lock */
+	uint32_t qp_num;		/* lock: type 2, the QP bound through */
+};
+
+/* ---- rings as the daemon keeps them ----------------------------------- */
+
+/* One shared queue (ring.h) and the engine's private view of it. */
+struct ibvd_ring {
+	void *map;			/* the whole memfd mapping */
+	size_t map_len;
+	uint32_t nslots;		/* power of two */
+	uint32_t stride;		/* bytes per slot, power of two */
+	void *engine_page;		/* struct ibvd_{wq,cq}_engine */
+	void *client_page;		/* struct ibvd_{wq,cq}_client: untrusted */
+	uint8_t *slots;
+};
+
+/* ---- completion channels and CQs --------------------------------------- */
+
+struct ibvd_comp_channel {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	int sock;			/* our end: CompEvent datagrams go here */
+	unsigned int users;		/* CQs using it: destroy is EBUSY */
+};
+
+struct ibvd_cq {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	uint32_t cqe;			/* usable entries, as reported */
+	struct ibvd_comp_channel *channel;	/* NULL: no events */
+	unsigned int users;		/* QPs using it: destroy is EBUSY */
+	struct ibvd_ring ring;
+	pthread_mutex_t lock;		/* CQE production from any engine thread */
+	uint32_t tail;			/* locked: CQEs written (private copy) */
+	uint32_t fired_seq;		/* locked: private copy of engine page's */
+	bool overflowed;		/* locked */
+};
+
+/* ---- shared receive queues ------------------------------------------- */
+
+struct ibvd_srq {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	uint32_t srq_num;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	unsigned int users;		/* QPs attached */
+	struct ibvd_ring ring;
+	pthread_mutex_t lock;		/* WQE consumption from any engine thread */
+	uint32_t head;			/* locked: WQEs taken (private copy) */
+	uint32_t srq_limit;		/* locked: 0 = disarmed */
+};
+
+/* ---- address handles ------------------------------------------------- */
+
+struct ibvd_ah {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	uint32_t handle;
+	struct ibvd_av av;
+};
+
+/* ---- queue pairs ----------------------------------------------------- */
+
+/* The attributes ibv_modify_qp sets, as the engine uses them. */
+struct ibvd_qp_attr {
+	uint8_t port_num;
+	uint16_t pkey_index;
+	uint32_t qkey;
+	uint32_t dest_qp_num;
+	uint32_t access;		/* qp_access_flags */
+	uint32_t path_mtu;		/* enum ibv_mtu */
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	struct ibvd_av av;		/* primary path: dlid/dgid of the peer */
+	uint8_t min_rnr_timer;
+	uint8_t rnr_retry;		/* 7 = infinite */
+	uint8_t retry_cnt;
+	uint8_t timeout;
+	uint8_t max_rd_atomic;
+	uint8_t max_dest_rd_atomic;
+	uint8_t sq_draining;
+	uint8_t en_sqd_async_notify;
+};
+
+struct ibvd_qp_cap {
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+};
+
+struct ibvd_qp {
+	struct ibvd_context *ctx;
+	struct ibvd_pd *pd;
+	struct ibvd_cq *send_cq;
+	struct ibvd_cq *recv_cq;
+	struct ibvd_srq *srq;		/* NULL: the QP has its own RQ */
+	uint32_t handle;
+	uint32_t qp_num;		/* unique daemon-wide, never 0 or 1 */
+	uint32_t qp_type;		/* enum ibv_qp_type */
+	uint32_t state;			/* enum ibv_qp_state */
+	bool sq_sig_all;
+	struct ibvd_qp_cap cap;
+	struct ibvd_qp_attr attr;
+	uint32_t doorbell;		/* bit in the context's doorbells */
+
+	struct ibvd_ring sq;
+	struct ibvd_ring rq;		/* unused with an SRQ */
+	pthread_mutex_t recv_lock;	/* RQ consumption from any engine thread */
+	uint32_t rq_head;		/* recv_lock: WQEs taken (private copy) */
+
+	/* engine: send-side progress, touched only by the serving thread */
+	uint32_t sq_head;		/* WQEs taken (private copy) */
+	uint64_t rnr_deadline_ns;	/* CLOCK_MONOTONIC; 0 = not waiting */
+	uint8_t rnr_left;		/* retries left for the WQE in front */
+	bool flush_pending;		/* moved to ERR: flush both queues */
+	uint8_t retry_left;		/* transport retries left for it */
+	bool wqe_started;		/* rnr_left/retry_left count for it */
+	bool last_wqe_sent;		/* LAST_WQE_REACHED sent since ERR */
+	bool drained_sent;		/* SQ_DRAINED sent since SQD */
+	uint64_t wqe_done;		/* bytes of it moved (chunked, while started) */
+	struct {			/* that message, fixed at its first step */
+		uint64_t length;
+		uint32_t opcode;
+		uint32_t imm_data;	/* or the key SEND_WITH_INV invalidates */
+		uint32_t seq;		/* its number, among the QP's messages */
+		/* its responder, compared only, and that QP's incarnation */
+		const struct ibvd_qp *target;
+		uint32_t target_qpn;
+		uint32_t target_gen;
+		bool holds_recv;	/* it took a receive WQE there */
+	} chunked;			/* engine/chunk.c */
+	unsigned int timer_slot;	/* 1 + index in its thread's timer heap,
+					 * 0: none (engine/timer.c) */
+	/* write lock: RESETs so far; messages begun before one never land */
+	uint32_t incarnation;
+	/*
+	 * Responder side, under the lock of the QP's receive queue (recv_lock
+	 * or its SRQ's lock): the receive WQE of a chunked message arriving
+	 * here, allocated at the first one and freed with the QP.
+	 */
+	struct eng_inbound *inbound;
+	/* set by the control thread (write lock) when the RC peer's
+	 * context died: the engine breaks the connection */
+	bool peer_gone;
+	/*
+	 * The engine also moves `state` to ERR (or RTS to SQE) on its own,
+	 * from any engine thread, with an atomic store while holding the
+	 * objects lock for reading; the control thread reads `state` under
+	 * the write lock (or with an atomic load).
+	 */
+
+	LIST_ENTRY(ibvd_qp) qpn_link;	/* in the QP-number registry */
+	LIST_HEAD(, ibvd_mcast_member) mcast;	/* groups this QP joined */
+
+	/* control thread only: attributes the engine has no use for, kept
+	 * so that QUERY_QP returns what MODIFY_QP set */
+	struct {
+		uint8_t path_mig_state;
+		uint8_t static_rate;
+		uint8_t src_path_bits;
+		uint8_t alt_port_num;
+		uint8_t alt_timeout;
+		uint8_t alt_static_rate;
+		uint8_t alt_src_path_bits;
+		uint16_t alt_pkey_index;
+		struct ibvd_av alt_av;
+		size_t map_len;		/* the SQ+RQ memfd mapping (sq.map) */
+	} ctl;
+};
+
+/* ---- registries (registry.c), under ibvd_objects_lock --------------- */
+
+/* Random 32-bit value from getrandom(); never fails (falls back to a PRNG). */
+uint32_t ibvd_random32(void);
+
+/* Registration; the caller holds the objects lock for writing. */
+int ibvd_mr_register(struct ibvd_mr *mr);	/* picks the keys */
+void ibvd_mr_unregister(struct ibvd_mr *mr);
+int ibvd_mw_register(struct ibvd_mw *mw);	/* picks the key's index */
+void ibvd_mw_unregister(struct ibvd_mw *mw);
+int ibvd_qp_register(struct ibvd_qp *qp);	/* picks qp_num */
+void ibvd_qp_unregister(struct ibvd_qp *qp);
+int ibvd_doorbell_alloc(struct ibvd_context *ctx, struct ibvd_qp *qp);
+void ibvd_doorbell_free(struct ibvd_context *ctx, struct ibvd_qp *qp);
+/* Find or make (up to max_groups daemon-wide, else -ENOMEM) a group. */
+int ibvd_mcast_group_get(const uint8_t mgid[16], uint32_t max_groups,
+			 struct ibvd_mcast_group **ret);
+/* Free the group if it has no members left. */
+void ibvd_mcast_group_put(struct ibvd_mcast_group *grp);
+
+/* Lookups, under the objects lock (either way). */
+
+/* The MR whose lkey (or rkey) is key, or NULL. */
+struct ibvd_mr *ibvd_mr_by_lkey(uint32_t key);
+struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key);
+
+/* The window whose key has rkey's index (upper 24 bits), or NULL. */
+struct ibvd_mw *ibvd_mw_by_index(uint32_t rkey);
+
+/* The QP with that number, or NULL. */
+struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num);
+
+/*
+ * The QP that owns doorbell bit `bit` of ctx (ring.h), or NULL: bits of
+ * destroyed QPs are reused, and a client may ring any bit it likes.
+ */
+struct ibvd_qp *ibvd_qp_by_doorbell(const struct ibvd_context *ctx,
+				    uint32_t bit);
+
+/*
+ * Multicast: a group is (MGID); members are UD QPs that attached to it.
+ * UD sends to remote_qpn 0xFFFFFF with a GRH whose dgid is the MGID reach
+ * every member.
+ */
+struct ibvd_mcast_member {
+	struct ibvd_qp *qp;
+	uint8_t mgid[16];
+	uint16_t mlid;
+	LIST_ENTRY(ibvd_mcast_member) group_link;
+	LIST_ENTRY(ibvd_mcast_member) qp_link;
+	struct ibvd_mcast_group *group;
+};
+
+/* A multicast group: exists while it has members, daemon-wide by MGID. */
+struct ibvd_mcast_group {
+	uint8_t mgid[16];
+	unsigned int nmembers;
+	LIST_HEAD(, ibvd_mcast_member) members;	/* via group_link */
+	LIST_ENTRY(ibvd_mcast_group) link;	/* in the group registry */
+};
+
+#define IBVD_MCAST_QPN	0xFFFFFFu
+
+/* The group with that MGID (16 bytes, network order), or NULL. */
+struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
+
+/* ---- per-context object state ---------------------------------------- */
+
+/*
+ * What a context keeps about its objects beyond the handle table
+ * (embedded in struct ibvd_context as `objs`).  Control thread only,
+ * except db_qp, which the engine reads through ibvd_qp_by_doorbell()
+ * under ibvd_objects_lock.
+ */
+struct ibvd_ctx_objs {
+	struct ibvd_mem *mem;		/* ATTACH_MEMORY; NULL before */
+	uint64_t ring_bytes;		/* memfd bytes of all its rings */
+	unsigned int mcast_members;	/* multicast attachments of its QPs */
+	uint32_t db_next;		/* where the next free-bit search starts */
+	uint64_t db_used[IBVD_DOORBELL_WORDS];	/* doorbell bits owned by QPs */
+	struct ibvd_qp **db_qp;		/* bit -> QP, db_qp_len entries */
+	uint32_t db_qp_len;
+};
+
+/* ---- device contexts ----------------------------------------------------- */
+
+/* Completion vectors a context reports (the engine wakes through one). */
+#define IBVD_NUM_COMP_VECTORS	1
+
+TAILQ_HEAD(ibvd_context_list, ibvd_context);
+
+/*
+ * A device context: what OPEN_DEVICE makes of a connection (verbs/
+ * context.c).  It belongs to one session and one device, owns the daemon
+ * end of the async-event socket and the handle table of every object made
+ * through it; freeing it destroys them all.  The session is opaque here:
+ * only the layers above look into it.
+ */
+struct ibvd_context {
+	TAILQ_ENTRY(ibvd_context) dev_link;	/* in dev->contexts */
+	struct ibvd_device *dev;
+	struct ibvd_session *session;
+	uint32_t id;			/* daemon-wide, for logs and ibvctl */
+	int async_fd;			/* our end of the async socket */
+	uint32_t async_seq;		/* req_id of the last AsyncEvent */
+	struct ibvd_handle_table handles;
+	struct ibvd_ctx_objs objs;	/* memory, rings, doorbells (below) */
+	struct ibvd_ectx *engine;	/* engine/: doorbells, serving thread */
+};
+
+#endif /* IBVD_OBJECTS_H */

@@ -1,0 +1,409 @@
+/*
+ * The objects lock and the daemon-wide registries the engine looks objects
+ * up in (MR keys, window indexes, QP numbers, doorbells, multicast
+ * groups).  See objects.h for who may read and write what.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "objects.h"
+
+/*
+ * Writer-preferring: engine threads take it for reading pass after pass,
+ * so with the default (reader-preferring) lock a control-path change could
+ * wait for ever.  Passes are bounded, so the writer waits at most one.
+ */
+pthread_rwlock_t ibvd_objects_lock =
+	PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+/* Only the control thread writes; this lets registry code check it. */
+static bool write_held;
+
+void ibvd_objects_write_lock(void)
+{
+	if (pthread_rwlock_wrlock(&ibvd_objects_lock) != 0)
+		abort();	/* EDEADLK: a bug, never an input */
+	write_held = true;
+}
+
+void ibvd_objects_write_unlock(void)
+{
+	write_held = false;
+	pthread_rwlock_unlock(&ibvd_objects_lock);
+}
+
+#define ASSERT_WRITE_HELD()	do { if (!write_held) abort(); } while (0)
+
+uint32_t ibvd_random32(void)
+{
+	static unsigned int seed;
+	uint32_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+		return v;
+	/* Only before the kernel's pool is initialised (early boot). */
+	if (!seed)
+		seed = (unsigned int)time(NULL) ^ (unsigned int)getpid();
+	return (uint32_t)rand_r(&seed) << 16 ^ (uint32_t)rand_r(&seed);
+}
+
+/* ---- hash tables ------------------------------------------------------ */
+
+#define HASH_MIN_BITS	10
+#define HASH_MAX_BITS	22
+
+static uint32_t hash32(uint32_t key, unsigned int bits)
+{
+	return (key * 0x9E3779B1u) >> (32 - bits);
+}
+
+/*
+ * The two registries below are keyed by random numbers and grow by
+ * doubling at two entries per bucket, so a lookup costs a couple of
+ * compares however many objects the daemon holds.
+ */
+LIST_HEAD(mr_bucket, ibvd_mr);
+LIST_HEAD(qp_bucket, ibvd_qp);
+
+static struct {
+	struct mr_bucket *b;
+	unsigned int bits;
+	uint32_t count;
+} mrs;
+
+static struct {
+	struct qp_bucket *b;
+	unsigned int bits;
+	uint32_t count;
+} qps;
+
+static int mr_table_grow(void)
+{
+	unsigned int bits = mrs.b ? mrs.bits + 1 : HASH_MIN_BITS;
+	struct mr_bucket *b;
+	struct ibvd_mr *mr;
+	uint32_t i;
+
+	if (mrs.b && (mrs.bits >= HASH_MAX_BITS || mrs.count < 2u << mrs.bits))
+		return 0;
+	b = calloc((size_t)1 << bits, sizeof(*b));
+	if (!b)
+		return mrs.b ? 0 : -ENOMEM;	/* longer chains still work */
+	for (i = 0; mrs.b && i < 1u << mrs.bits; i++)
+		while ((mr = LIST_FIRST(&mrs.b[i]))) {
+			LIST_REMOVE(mr, key_link);
+			LIST_INSERT_HEAD(&b[hash32(mr->lkey, bits)], mr, key_link);
+		}
+	free(mrs.b);
+	mrs.b = b;
+	mrs.bits = bits;
+	return 0;
+}
+
+static struct ibvd_mr *mr_lookup(uint32_t key)
+{
+	struct ibvd_mr *mr;
+
+	if (!mrs.b || key == 0)
+		return NULL;
+	LIST_FOREACH(mr, &mrs.b[hash32(key, mrs.bits)], key_link)
+		if (mr->lkey == key)
+			return mr;
+	return NULL;
+}
+
+struct ibvd_mr *ibvd_mr_by_lkey(uint32_t key)
+{
+	return mr_lookup(key);
+}
+
+struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key)
+{
+	return mr_lookup(key);
+}
+
+int ibvd_mr_register(struct ibvd_mr *mr)
+{
+	uint32_t key;
+	int ret;
+
+	ASSERT_WRITE_HELD();
+	ret = mr_table_grow();
+	if (ret < 0)
+		return ret;
+	/*
+	 * A 32-bit space with at most a few million keys: few retries.  A key
+	 * in a window's range would make one rkey name two objects.
+	 */
+	do
+		key = ibvd_random32();
+	while (key == 0 || mr_lookup(key) || ibvd_mw_by_index(key));
+	mr->lkey = key;
+	mr->rkey = key;
+	LIST_INSERT_HEAD(&mrs.b[hash32(key, mrs.bits)], mr, key_link);
+	mrs.count++;
+	return 0;
+}
+
+void ibvd_mr_unregister(struct ibvd_mr *mr)
+{
+	ASSERT_WRITE_HELD();
+	LIST_REMOVE(mr, key_link);
+	mrs.count--;
+}
+
+/*
+ * Memory windows, by the upper 24 bits of their keys.  Few enough (max_mw
+ * per context) that one fixed table of lists does.
+ */
+#define MW_BUCKETS	4096u
+#define MW_INDEX(key)	((key) >> 8)
+
+LIST_HEAD(mw_bucket, ibvd_mw);
+static struct mw_bucket mw_table[MW_BUCKETS];
+
+struct ibvd_mw *ibvd_mw_by_index(uint32_t rkey)
+{
+	uint32_t index = MW_INDEX(rkey);
+	struct ibvd_mw *mw;
+
+	LIST_FOREACH(mw, &mw_table[index % MW_BUCKETS], key_link)
+		if (MW_INDEX(mw->rkey) == index)
+			return mw;
+	return NULL;
+}
+
+/* Some MR key falls in the 256 keys of window index `index`. */
+static bool index_has_mr(uint32_t index)
+{
+	uint32_t b;
+
+	for (b = 0; b < 256; b++)
+		if (mr_lookup(index << 8 | b))
+			return true;
+	return false;
+}
+
+int ibvd_mw_register(struct ibvd_mw *mw)
+{
+	uint32_t index;
+
+	ASSERT_WRITE_HELD();
+	/* 16M indices against at most a few hundred thousand windows. */
+	do
+		index = ibvd_random32() & 0xFFFFFFu;
+	while (index == 0 || ibvd_mw_by_index(index << 8) ||
+	       index_has_mr(index));
+	/* The first key byte is random too: a stale key rarely matches. */
+	mw->rkey = index << 8 | (ibvd_random32() & 0xFFu);
+	LIST_INSERT_HEAD(&mw_table[index % MW_BUCKETS], mw, key_link);
+	return 0;
+}
+
+void ibvd_mw_unregister(struct ibvd_mw *mw)
+{
+	ASSERT_WRITE_HELD();
+	LIST_REMOVE(mw, key_link);
+}
+
+static int qp_table_grow(void)
+{
+	unsigned int bits = qps.b ? qps.bits + 1 : HASH_MIN_BITS;
+	struct qp_bucket *b;
+	struct ibvd_qp *qp;
+	uint32_t i;
+
+	if (qps.b && (qps.bits >= HASH_MAX_BITS || qps.count < 2u << qps.bits))
+		return 0;
+	b = calloc((size_t)1 << bits, sizeof(*b));
+	if (!b)
+		return qps.b ? 0 : -ENOMEM;
+	for (i = 0; qps.b && i < 1u << qps.bits; i++)
+		while ((qp = LIST_FIRST(&qps.b[i]))) {
+			LIST_REMOVE(qp, qpn_link);
+			LIST_INSERT_HEAD(&b[hash32(qp->qp_num, bits)], qp, qpn_link);
+		}
+	free(qps.b);
+	qps.b = b;
+	qps.bits = bits;
+	return 0;
+}
+
+struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num)
+{
+	struct ibvd_qp *qp;
+
+	if (!qps.b)
+		return NULL;
+	LIST_FOREACH(qp, &qps.b[hash32(qp_num, qps.bits)], qpn_link)
+		if (qp->qp_num == qp_num)
+			return qp;
+	return NULL;
+}
+
+/* Numbers 0 and 1 are the special QPs, 0xFFFFFF the multicast QPN. */
+#define QPN_MASK	0xFFFFFFu
+
+int ibvd_qp_register(struct ibvd_qp *qp)
+{
+	uint32_t qpn;
+	int ret;
+
+	ASSERT_WRITE_HELD();
+	ret = qp_table_grow();
+	if (ret < 0)
+		return ret;
+	/*
+	 * Random rather than sequential, so that a tenant cannot predict
+	 * another's QP numbers; 16M values against at most a few hundred
+	 * thousand live QPs.
+	 */
+	do
+		qpn = ibvd_random32() & QPN_MASK;
+	while (qpn < 2 || qpn == IBVD_MCAST_QPN || ibvd_qp_by_num(qpn));
+	qp->qp_num = qpn;
+	LIST_INSERT_HEAD(&qps.b[hash32(qpn, qps.bits)], qp, qpn_link);
+	qps.count++;
+	return 0;
+}
+
+void ibvd_qp_unregister(struct ibvd_qp *qp)
+{
+	ASSERT_WRITE_HELD();
+	LIST_REMOVE(qp, qpn_link);
+	qps.count--;
+}
+
+/* ---- doorbells -------------------------------------------------------- */
+
+struct ibvd_qp *ibvd_qp_by_doorbell(const struct ibvd_context *ctx,
+				    uint32_t bit)
+{
+	const struct ibvd_ctx_objs *o = &ctx->objs;
+
+	return bit < o->db_qp_len ? o->db_qp[bit] : NULL;
+}
+
+/* Make db_qp cover bit; it grows by doubling, bits go lowest first. */
+static int db_map_cover(struct ibvd_ctx_objs *o, uint32_t bit)
+{
+	uint32_t len = o->db_qp_len ? o->db_qp_len : 64;
+	struct ibvd_qp **map;
+
+	if (bit < o->db_qp_len)
+		return 0;
+	while (len <= bit)
+		len *= 2;
+	map = realloc(o->db_qp, len * sizeof(*map));
+	if (!map)
+		return -ENOMEM;
+	memset(map + o->db_qp_len, 0, (len - o->db_qp_len) * sizeof(*map));
+	o->db_qp = map;
+	o->db_qp_len = len;
+	return 0;
+}
+
+int ibvd_doorbell_alloc(struct ibvd_context *ctx, struct ibvd_qp *qp)
+{
+	struct ibvd_ctx_objs *o = &ctx->objs;
+	uint32_t i, w, bit;
+	int ret;
+
+	ASSERT_WRITE_HELD();
+	for (i = 0; i < IBVD_DOORBELL_WORDS; i++) {
+		w = (o->db_next / 64 + i) % IBVD_DOORBELL_WORDS;
+		if (o->db_used[w] != UINT64_MAX)
+			break;
+	}
+	if (i == IBVD_DOORBELL_WORDS)
+		return -ENOMEM;		/* as a NIC out of doorbell resources */
+	bit = w * 64 + (uint32_t)__builtin_ctzll(~o->db_used[w]);
+	ret = db_map_cover(o, bit);
+	if (ret < 0)
+		return ret;
+	o->db_used[w] |= 1ull << (bit % 64);
+	o->db_qp[bit] = qp;
+	o->db_next = bit;
+	qp->doorbell = bit;
+	return 0;
+}
+
+void ibvd_doorbell_free(struct ibvd_context *ctx, struct ibvd_qp *qp)
+{
+	struct ibvd_ctx_objs *o = &ctx->objs;
+	uint32_t bit = qp->doorbell;
+
+	ASSERT_WRITE_HELD();
+	o->db_used[bit / 64] &= ~(1ull << (bit % 64));
+	o->db_qp[bit] = NULL;
+	/* Reuse low bits first: keeps db_qp and the engine's scan short. */
+	if (bit < o->db_next)
+		o->db_next = bit;
+}
+
+/* ---- multicast groups ------------------------------------------------- */
+
+#define MCAST_BUCKETS	256u
+
+static LIST_HEAD(, ibvd_mcast_group) groups[MCAST_BUCKETS];
+static uint32_t ngroups;
+
+static unsigned int mgid_hash(const uint8_t mgid[16])
+{
+	uint32_t h = 2166136261u;	/* FNV-1a over the 16 bytes */
+	unsigned int i;
+
+	for (i = 0; i < 16; i++)
+		h = (h ^ mgid[i]) * 16777619u;
+	return h % MCAST_BUCKETS;
+}
+
+struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16])
+{
+	struct ibvd_mcast_group *grp;
+
+	LIST_FOREACH(grp, &groups[mgid_hash(mgid)], link)
+		if (!memcmp(grp->mgid, mgid, 16))
+			return grp;
+	return NULL;
+}
+
+int ibvd_mcast_group_get(const uint8_t mgid[16], uint32_t max_groups,
+			 struct ibvd_mcast_group **ret)
+{
+	struct ibvd_mcast_group *grp = ibvd_mcast_group_find(mgid);
+
+	ASSERT_WRITE_HELD();
+	if (grp) {
+		*ret = grp;
+		return 0;
+	}
+	/* max_mcast_grp counts daemon-wide: groups are not per tenant. */
+	if (ngroups >= max_groups)
+		return -ENOMEM;
+	grp = calloc(1, sizeof(*grp));
+	if (!grp)
+		return -ENOMEM;
+	memcpy(grp->mgid, mgid, 16);
+	LIST_INIT(&grp->members);
+	LIST_INSERT_HEAD(&groups[mgid_hash(mgid)], grp, link);
+	ngroups++;
+	*ret = grp;
+	return 0;
+}
+
+void ibvd_mcast_group_put(struct ibvd_mcast_group *grp)
+{
+	ASSERT_WRITE_HELD();
+	if (grp->nmembers)
+		return;
+	LIST_REMOVE(grp, link);
+	ngroups--;
+	free(grp);
+}

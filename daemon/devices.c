@@ -1,0 +1,344 @@
+/*
+ * The device set: built from the config at startup and reconciled with it
+ * on reload, with identities (GUIDs derived from the machine) and LIDs.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "devices.h"
+#include "util.h"
+
+/* ---- identity -------------------------------------------------------- */
+
+#define FNV64_OFFSET	0xcbf29ce484222325ull
+#define FNV64_PRIME	0x100000001b3ull
+/* EUI-64 first octet: bit 1 = locally administered, bit 0 = group. */
+#define EUI64_LOCAL	(0x02ull << 56)
+#define EUI64_GROUP	(0x01ull << 56)
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	while (len--) {
+		h ^= *p++;
+		h *= FNV64_PRIME;
+	}
+	return h;
+}
+
+/*
+ * FNV-1a changes little in the high bits when only the last bytes differ
+ * ("ibvd0", "ibvd1"); a multiply-xorshift finish spreads every input bit
+ * over the whole GUID.
+ */
+static uint64_t mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	return h;
+}
+
+uint64_t ibvd_guid_derive(const char *machine_id, const char *dev_name)
+{
+	/* The prefix keeps our GUIDs apart from other users of the id. */
+	static const char domain[] = "ibverbsd node guid";
+	uint64_t h = FNV64_OFFSET;
+
+	h = fnv1a(h, domain, sizeof(domain));
+	h = fnv1a(h, machine_id, strlen(machine_id) + 1);
+	h = mix64(fnv1a(h, dev_name, strlen(dev_name)));
+	return (h & ~EUI64_GROUP) | EUI64_LOCAL;
+}
+
+/* First line of path without trailing whitespace; 0 or -errno. */
+static int read_first_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	n = strlen(buf);
+	while (n && isspace((unsigned char)buf[n - 1]))
+		buf[--n] = '\0';
+	return n ? 0 : -ENODATA;
+}
+
+/* Something that identifies this host and survives reboots. */
+static void host_identity(char *buf, size_t len)
+{
+	if (read_first_line("/etc/machine-id", buf, len) == 0)
+		return;
+	if (read_first_line("/var/lib/dbus/machine-id", buf, len) == 0)
+		return;
+	if (gethostname(buf, len) == 0) {
+		buf[len - 1] = '\0';
+		return;
+	}
+	snprintf(buf, len, "localhost");
+}
+
+
+/* ---- construction from the config ------------------------------------- */
+
+static struct ibvd_device *device_new(const struct ibvd_config_device *cd,
+				      const char *host_id)
+{
+	struct ibvd_device *dev = calloc(1, sizeof(*dev));
+	unsigned int i;
+
+	if (!dev)
+		return NULL;
+	snprintf(dev->name, sizeof(dev->name), "%s", cd->name);
+	dev->node_guid = cd->guid ? cd->guid : ibvd_guid_derive(host_id, cd->name);
+	dev->sys_image_guid = dev->node_guid;
+	dev->nports = cd->ports;
+	TAILQ_INIT(&dev->contexts);
+	for (i = 0; i < dev->nports; i++) {
+		struct ibvd_port *port = &dev->ports[i];
+
+		port->num = i + 1;
+		port->guid = dev->node_guid + i;
+		port->config_lid = cd->lid ? cd->lid + i : 0;
+	}
+	return dev;
+}
+
+
+/* 0, or -EINVAL with a message if a and b share a configured LID. */
+static int check_lid_clash(const struct ibvd_device *a,
+			   const struct ibvd_device *b, char *err, size_t errlen)
+{
+	unsigned int p, q;
+
+	for (p = 0; p < a->nports; p++)
+		for (q = 0; q < b->nports; q++)
+			if (a->ports[p].config_lid &&
+			    a->ports[p].config_lid == b->ports[q].config_lid) {
+				snprintf(err, errlen, "devices %s and %s both use LID %u",
+					 a->name, b->name, a->ports[p].config_lid);
+				return -EINVAL;
+			}
+	return 0;
+}
+
+static int check_lid_range(const struct ibvd_device *dev, char *err, size_t errlen)
+{
+	unsigned int p;
+
+	for (p = 0; p < dev->nports; p++)
+		if (dev->ports[p].config_lid > IBVD_LID_UNICAST_MAX) {
+			snprintf(err, errlen, "device %s: port %u: LID %u is not a unicast LID",
+				 dev->name, p + 1, dev->ports[p].config_lid);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/*
+ * The config parser checks these too; the daemon checks again because
+ * two devices clashing would break routing, whoever built the config.
+ */
+static int check_clashes(struct ibvd_device **fresh, unsigned int n,
+			 char *err, size_t errlen)
+{
+	unsigned int i, j;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		ret = check_lid_range(fresh[i], err, errlen);
+		for (j = i + 1; j < n && ret == 0; j++) {
+			if (strcmp(fresh[i]->name, fresh[j]->name) == 0) {
+				snprintf(err, errlen, "device %s is defined twice",
+					 fresh[i]->name);
+				return -EINVAL;
+			}
+			if (fresh[i]->node_guid == fresh[j]->node_guid) {
+				snprintf(err, errlen, "devices %s and %s have the same GUID",
+					 fresh[i]->name, fresh[j]->name);
+				return -EINVAL;
+			}
+			ret = check_lid_clash(fresh[i], fresh[j], err, errlen);
+		}
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int build_fresh(const struct ibvd_config *cfg, struct ibvd_device **fresh,
+		       char *err, size_t errlen)
+{
+	char host_id[256];
+	unsigned int i;
+
+	host_identity(host_id, sizeof(host_id));
+	for (i = 0; i < cfg->ndevices; i++) {
+		if (cfg->devices[i].ports < 1 || cfg->devices[i].ports > IBVD_MAX_PORTS) {
+			snprintf(err, errlen, "device %s: %u ports (1..%d)",
+				 cfg->devices[i].name, cfg->devices[i].ports,
+				 IBVD_MAX_PORTS);
+			return -EINVAL;
+		}
+		fresh[i] = device_new(&cfg->devices[i], host_id);
+		if (!fresh[i]) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+	}
+	return check_clashes(fresh, cfg->ndevices, err, errlen);
+}
+
+/* An existing device keeps its object (and contexts) if its identity holds. */
+static int same_identity(const struct ibvd_device *a, const struct ibvd_device *b)
+{
+	return a->node_guid == b->node_guid && a->nports == b->nports;
+}
+
+/*
+ * LIDs: configured ones first, then a kept port keeps its assigned LID if
+ * still free, then the lowest free LID for everything else.
+ */
+struct lid_map {
+	unsigned char used[IBVD_LID_UNICAST_MAX + 1];
+};
+
+static uint16_t lid_take_free(struct lid_map *map)
+{
+	unsigned int lid;
+
+	for (lid = 1; lid <= IBVD_LID_UNICAST_MAX; lid++)
+		if (!map->used[lid]) {
+			map->used[lid] = 1;
+			return (uint16_t)lid;
+		}
+	return 0;	/* cannot happen: far fewer ports than LIDs */
+}
+
+static void assign_lids(struct ibvd_device **devs, unsigned int n,
+			struct lid_map *map)
+{
+	uint16_t lid[IBVD_MAX_DEVICES][IBVD_MAX_PORTS] = { { 0 } };
+	unsigned int i, p;
+
+	memset(map->used, 0, sizeof(map->used));
+	map->used[0] = 1;
+	for (i = 0; i < n; i++)
+		for (p = 0; p < devs[i]->nports; p++) {
+			unsigned int want = devs[i]->ports[p].config_lid;
+
+			if (want) {
+				lid[i][p] = (uint16_t)want;
+				map->used[want] = 1;
+			}
+		}
+	for (i = 0; i < n; i++)
+		for (p = 0; p < devs[i]->nports; p++) {
+			uint16_t prev = devs[i]->ports[p].lid;
+
+			if (!lid[i][p] && prev && !map->used[prev]) {
+				lid[i][p] = prev;
+				map->used[prev] = 1;
+			}
+		}
+	for (i = 0; i < n; i++)
+		for (p = 0; p < devs[i]->nports; p++) {
+			struct ibvd_port *port = &devs[i]->ports[p];
+
+			if (!lid[i][p])
+				lid[i][p] = lid_take_free(map);
+			port->lid_changed = port->lid && port->lid != lid[i][p];
+			port->lid = lid[i][p];
+		}
+}
+
+/* Take over the new config's LID settings into a kept device. */
+static void keep_device(struct ibvd_device *old, const struct ibvd_device *fresh)
+{
+	unsigned int p;
+
+	for (p = 0; p < old->nports; p++)
+		old->ports[p].config_lid = fresh->ports[p].config_lid;
+}
+
+/*
+ * Commit fresh (validated) devices: an existing device with the same
+ * identity stays (fresh[i] is then freed by the caller), the others are
+ * added; whatever is left of the old list goes to removed.
+ */
+static void commit_devices(struct ibvd_device_list *devs,
+			   struct ibvd_device **fresh, unsigned int n,
+			   uint32_t *next_ifindex, struct ibvd_device_list *removed,
+			   struct lid_map *map)
+{
+	struct ibvd_device *result[IBVD_MAX_DEVICES];
+	struct ibvd_device *dev;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		dev = ibvd_device_find(devs, fresh[i]->name);
+		if (dev && same_identity(dev, fresh[i])) {
+			keep_device(dev, fresh[i]);
+			TAILQ_REMOVE(devs, dev, link);
+			result[i] = dev;
+		} else {
+			fresh[i]->ifindex = (*next_ifindex)++;
+			result[i] = fresh[i];
+			fresh[i] = NULL;
+		}
+	}
+	while ((dev = TAILQ_FIRST(devs))) {
+		TAILQ_REMOVE(devs, dev, link);
+		TAILQ_INSERT_TAIL(removed, dev, link);
+	}
+	assign_lids(result, n, map);
+	for (i = 0; i < n; i++)
+		TAILQ_INSERT_TAIL(devs, result[i], link);
+}
+
+int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
+		       const struct ibvd_config *cfg, uint32_t *next_ifindex,
+		       struct ibvd_device_list *removed,
+		       char *err, size_t errlen)
+{
+	struct ibvd_device *fresh[IBVD_MAX_DEVICES] = { NULL };
+	unsigned int i, n = cfg->ndevices;
+	struct lid_map *map;
+	int ret = -ENOMEM;
+
+	if (n > IBVD_MAX_DEVICES) {
+		snprintf(err, errlen, "too many devices (%u, at most %d)",
+			 n, IBVD_MAX_DEVICES);
+		return -EINVAL;
+	}
+	map = malloc(sizeof(*map));
+	if (!map) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = build_fresh(cfg, fresh, err, errlen);
+	if (ret < 0)
+		goto out;
+	/* Everything is checked: from here on nothing fails. */
+	commit_devices(devs, fresh, n, next_ifindex, removed, map);
+	*ndevs = n;
+out:
+	for (i = 0; i < n; i++)
+		ibvd_device_free(fresh[i]);
+	free(map);
+	return ret;
+}

@@ -1,0 +1,8 @@
+# daemon/server/: the listener, client sessions and their frames, the call
+# API request handlers use, systemd notification.
+daemon_ibverbsd_SOURCES += \
+	daemon/server/daemon.h \
+	daemon/server/call.c daemon/server/call.h \
+	daemon/server/server.c daemon/server/server.h \
+	daemon/server/session.c daemon/server/session.h \
+	daemon/server/notify.c daemon/server/notify.h

@@ -1,0 +1,164 @@
+/*
+ * Tenants: who a client is and what it may hold.
+ *
+ * A client's identity is read once, at accept: SO_PEERCRED's uid, gid and
+ * pid, the pid's start time (so a recycled pid is not mistaken for the
+ * peer), its supplementary groups and its cgroup v2 path.  The identity
+ * picks the rule that applies (ibvd_config_limit_rule_for(): uid, else
+ * group, else longest cgroup prefix, else default).  The accounting key
+ * is the uid: usage is summed over all of a uid's sessions.
+ *
+ * Usage is kept twice: over all devices (struct ibvd_tenant) and per
+ * device (struct ibvd_tenant_dev).  A charge made for a device context
+ * must fit both; cm_ids belong to no device and count over all only.
+ *
+ * Stable API for readers (ibvctl's client/limit commands): struct
+ * ibvd_tenant, struct ibvd_tenant_dev, ibvd_tenant_foreach(),
+ * ibvd_limit_names[] (config.h).
+ */
+#ifndef IBVD_TENANT_H
+#define IBVD_TENANT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config/config.h"
+#include "core/handle.h"
+
+struct ibvd_eng_rate;
+
+#define IBVD_CGROUP_MAX	256	/* a longer path counts as unknown */
+/*
+ * Supplementary groups kept per peer; a process in more is matched on
+ * the first ones only (the kernel lists them sorted by gid).
+ */
+#define IBVD_PEER_GROUPS_MAX	64
+
+struct ibvd_peer_identity {
+	pid_t pid;			/* 0: not in our pid namespace */
+	uid_t uid;
+	gid_t gid;
+	unsigned long long starttime;	/* /proc/PID/stat field 22; 0 unknown */
+	char cgroup[IBVD_CGROUP_MAX];	/* "0::" line of /proc/PID/cgroup; ""
+					 * unknown */
+	unsigned int ngroups;		/* "Groups:" of /proc/PID/status */
+	gid_t groups[IBVD_PEER_GROUPS_MAX];
+};
+
+/*
+ * Fill id->starttime, id->cgroup and id->groups for id->pid from /proc
+ * (proc is the /proc mount, "/proc" in the daemon; tests may point
+ * elsewhere).  Missing files leave the fields unknown, and so does a pid
+ * that changed hands while they were read: a peer in another pid
+ * namespace still gets uid/gid limits.
+ */
+void ibvd_peer_identity_read(struct ibvd_peer_identity *id, const char *proc);
+
+/* who (config.h) for id; points into id. */
+void ibvd_peer_identity_who(const struct ibvd_peer_identity *id,
+			    struct ibvd_limit_who *who);
+
+/* 1 if the process id names is still the same one (pid not recycled). */
+int ibvd_peer_identity_alive(const struct ibvd_peer_identity *id,
+			     const char *proc);
+
+struct ibvd_tenant;
+
+/*
+ * One tenant's use of one device (by name: it outlives a reload that
+ * renumbers devices).  Made on the tenant's first context on the device,
+ * kept as long as the tenant.  cm_id usage stays 0 here.
+ */
+struct ibvd_tenant_dev {
+	struct ibvd_tenant *tenant;
+	char name[IBVD_DEV_NAME_MAX];
+	struct ibvd_quota limits;		/* this device's, in force */
+	uint64_t usage[IBVD_LIMIT_NKINDS];	/* memlock in bytes */
+	struct ibvd_tenant_dev *next;
+};
+
+/*
+ * A tenant: every live session of one uid.  Control thread only.
+ * usage[] counts what its sessions hold now on all devices together;
+ * limits are those of the identity of the session that created the
+ * tenant (ident), recomputed from it on reload and "ibvctl limit set",
+ * until the uid's last session ends: later sessions' groups and cgroups
+ * do not count.  (The uid's passwd groups would not depend on the
+ * session, but getgrouplist(3) may wait on NSS, and a connect must not
+ * hold the control thread on that.)
+ * hca_object is the sum of pd, mr, cq, qp, srq, ah and memory windows
+ * (completion channels and cm_ids are not verbs objects of the rdma
+ * cgroup and are not in it).
+ */
+struct ibvd_tenant {
+	uid_t uid;
+	struct ibvd_peer_identity ident;
+	struct ibvd_quota limits;		/* in force now, all devices */
+	uint64_t usage[IBVD_LIMIT_NKINDS];	/* memlock in bytes */
+	unsigned int refs;			/* sessions, contexts, memory */
+	struct ibvd_eng_rate *rate;		/* its bandwidth bucket (engine/rate.h),
+						 * kept at limits' bandwidth */
+	struct ibvd_tenant_dev *devs;		/* devices it has used */
+	struct ibvd_tenant *next;
+};
+
+/* The tenant of id->uid, made with cfg's limits for id if new; NULL: ENOMEM. */
+struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,
+				    const struct ibvd_peer_identity *id);
+void ibvd_tenant_ref(struct ibvd_tenant *t);
+void ibvd_tenant_put(struct ibvd_tenant *t);
+
+/*
+ * Take n of kind (bytes for memlock) from t's allowance over all devices;
+ * objects also take one hca_object.  Over a limit: -ENOMEM for memlock,
+ * else -EAGAIN, as the rdma cgroup; nothing is charged then and one
+ * rate-limited line names tenant, limit and request.  what names the
+ * request for that line.  For what belongs to no device (cm_ids).
+ */
+int ibvd_tenant_charge(struct ibvd_tenant *t, enum ibvd_limit_kind kind,
+		       uint64_t n, const char *what);
+void ibvd_tenant_uncharge(struct ibvd_tenant *t, enum ibvd_limit_kind kind,
+			  uint64_t n);
+
+/*
+ * t's account on device dev, made (with cfg's limits for t) on first use;
+ * NULL: ENOMEM.  Valid as long as t.
+ */
+struct ibvd_tenant_dev *ibvd_tenant_dev_get(struct ibvd_tenant *t,
+					    const struct ibvd_config *cfg,
+					    const char *dev);
+
+/* t's account on dev if it has one, else NULL (nothing used there). */
+const struct ibvd_tenant_dev *ibvd_tenant_dev_find(const struct ibvd_tenant *t,
+						   const char *dev);
+
+/* The same as ibvd_tenant_charge(), against td's device and all devices. */
+int ibvd_tenant_dev_charge(struct ibvd_tenant_dev *td,
+			   enum ibvd_limit_kind kind, uint64_t n,
+			   const char *what);
+void ibvd_tenant_dev_uncharge(struct ibvd_tenant_dev *td,
+			      enum ibvd_limit_kind kind, uint64_t n);
+/* Give back n that an uncharge took, past any limit: it cannot fail. */
+void ibvd_tenant_dev_restore(struct ibvd_tenant_dev *td,
+			     enum ibvd_limit_kind kind, uint64_t n);
+
+/*
+ * Handle-table hooks (handle.h).  ibvd_tenant_charge_obj: owner is a
+ * struct ibvd_tenant (CM sessions); ibvd_tenant_dev_charge_obj: owner is
+ * a struct ibvd_tenant_dev (device contexts).  Kinds without a limit
+ * (completion channels) pass untouched.
+ */
+int ibvd_tenant_charge_obj(void *owner, enum ibvd_obj_kind kind, int delta);
+int ibvd_tenant_dev_charge_obj(void *owner, enum ibvd_obj_kind kind, int delta);
+
+/*
+ * Reload or ibvctl limit set: every tenant (and each of its devices) gets
+ * cfg's limits for its identity; what it holds stays.
+ */
+void ibvd_tenants_apply(const struct ibvd_config *cfg);
+
+/* Call fn for each tenant until it returns non-zero (which is returned). */
+int ibvd_tenant_foreach(int (*fn)(const struct ibvd_tenant *t, void *arg),
+			void *arg);
+
+#endif /* IBVD_TENANT_H */

@@ -1,0 +1,144 @@
+/*
+ * Address handles: CREATE_AH, DESTROY_AH, and the address-vector checks
+ * MODIFY_QP shares.  The client copies an AH's vector into each UD WQE
+ * (ring.h's struct ibvd_av), so the engine never looks AHs up; the daemon
+ * keeps the vector it validated for ibvctl and for symmetry.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "core/device.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs.h"
+
+#define LID_MULTICAST_MIN	0xC000u
+#define LID_PERMISSIVE		0xFFFFu
+#define FLOW_LABEL_MAX		0xFFFFFu
+#define SL_MAX			15u
+
+static int check_grh(struct ibvd_call *call, const Ibvd__AhAttr *m,
+		     const struct ibvd_port *port)
+{
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
+	unsigned int n;
+
+	if (m->dgid.len != 16)
+		return ibvd_call_error(call, -EINVAL, "dgid must be 16 bytes");
+	if (m->flow_label > FLOW_LABEL_MAX || m->hop_limit > 0xff ||
+	    m->traffic_class > 0xff)
+		return ibvd_call_error(call, -EINVAL, "GRH field out of range");
+	/* The source GID must exist: the engine puts it in the GRH it sends. */
+	n = ibvd_port_gids(port, gids);
+	if (m->sgid_index >= n)
+		return ibvd_call_error(call, -EINVAL, "no GID %u on port %u",
+				       m->sgid_index, port->num);
+	return 0;
+}
+
+static int check_dlid(struct ibvd_call *call, const Ibvd__AhAttr *m,
+		      bool connected)
+{
+	if (m->dlid > 0xffff || m->dlid == LID_PERMISSIVE)
+		return ibvd_call_error(call, -EINVAL, "bad DLID %#x", m->dlid);
+	/* Without a LID, the GID is the route (engine: ibvd_eng_route). */
+	if (m->dlid == 0 && !m->is_global)
+		return ibvd_call_error(call, -EINVAL, "no DLID and no GRH");
+	if (m->dlid >= LID_MULTICAST_MIN && (connected || !m->is_global))
+		return ibvd_call_error(call, -EINVAL,
+				       "multicast DLID %#x %s", m->dlid,
+				       connected ? "on a connected QP" : "without a GRH");
+	return 0;
+}
+
+int ibvd_av_from_msg(struct ibvd_call *call, const Ibvd__AhAttr *m,
+		     bool connected, struct ibvd_av *av)
+{
+	const struct ibvd_port *port;
+	int ret;
+
+	if (!m)
+		return ibvd_call_error(call, -EINVAL, "no address vector");
+	port = ibvd_device_port(ibvd_call_ctx(call)->dev, m->port_num);
+	if (!port)
+		return ibvd_call_error(call, -EINVAL, "no port %u", m->port_num);
+	if (m->sl > SL_MAX)
+		return ibvd_call_error(call, -EINVAL, "SL %u above 15", m->sl);
+	ret = check_dlid(call, m, connected);
+	if (ret == 0 && m->is_global)
+		ret = check_grh(call, m, port);
+	if (ret < 0)
+		return ret;
+	memset(av, 0, sizeof(*av));
+	if (m->is_global) {
+		memcpy(av->dgid, m->dgid.data, 16);
+		av->flow_label = m->flow_label;
+		av->sgid_index = (uint8_t)m->sgid_index;
+		av->hop_limit = (uint8_t)m->hop_limit;
+		av->traffic_class = (uint8_t)m->traffic_class;
+	}
+	av->is_global = m->is_global;
+	av->dlid = (uint16_t)m->dlid;
+	av->sl = (uint8_t)m->sl;
+	av->port_num = (uint8_t)m->port_num;
+	return 0;
+}
+
+int ibvd_req_create_ah(struct ibvd_call *call)
+{
+	const Ibvd__CreateAh *req = (const Ibvd__CreateAh *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_pd *pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
+	Ibvd__Handle reply = IBVD__HANDLE__INIT;
+	struct ibvd_av av;
+	struct ibvd_ah *ah;
+	int ret;
+
+	if (!pd)
+		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	ret = ibvd_av_from_msg(call, req->attr, false, &av);
+	if (ret < 0)
+		return ret;
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return -ENOMEM;
+	ah->ctx = ctx;
+	ah->pd = pd;
+	ah->av = av;
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_AH, ah, &ah->handle);
+	if (ret < 0) {
+		free(ah);
+		return ibvd_call_error(call, ret, "too many AHs");
+	}
+	pd->users++;
+	reply.handle = ah->handle;
+	ret = ibvd_call_reply(call, &reply.base, NULL, 0);
+	if (ret < 0 && ibvd_call_ctx(call))
+		ibvd_ah_destroy(ah);
+	return ret;
+}
+
+/* The engine never sees AHs: no lock needed. */
+void ibvd_ah_destroy(struct ibvd_ah *ah)
+{
+	ibvd_handle_remove(&ah->ctx->handles, ah->handle, IBVD_OBJ_AH);
+	ah->pd->users--;
+	free(ah);
+}
+
+int ibvd_req_destroy_ah(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_ah *ah = ibvd_handle_lookup(&ctx->handles, req->handle,
+						IBVD_OBJ_AH);
+
+	if (!ah)
+		return ibvd_call_error(call, -EINVAL, "no AH %#x", req->handle);
+	ibvd_ah_destroy(ah);
+	return 0;
+}

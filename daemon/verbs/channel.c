@@ -1,0 +1,109 @@
+/*
+ * Completion channels: CREATE_COMP_CHANNEL, DESTROY_COMP_CHANNEL.
+ *
+ * A channel is a SOCK_SEQPACKET pair: the client polls its end (that is
+ * ibv_comp_channel.fd), the engine sends one CompEvent per notification on
+ * ours.  Ours is non-blocking, so a client that does not read its events
+ * can never stall an engine thread, and shut for reading, so a client that
+ * writes to its end gets EPIPE instead of filling our buffer.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "async.h"
+#include "context.h"
+#include "frame.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs.h"
+
+void ibvd_channel_fire(const struct ibvd_cq *cq)
+{
+	Ibvd__CompEvent ev = IBVD__COMP_EVENT__INIT;
+
+	ev.cq = cq->handle;
+	/* Never blocks: a full socket means the app stopped reading events. */
+	ibvd_frame_send(cq->channel->sock, IBVD_MSG_COMP_EVENT, 0, &ev.base,
+			NULL, 0, MSG_DONTWAIT);
+}
+
+static int channel_pair(int *ours, int *theirs)
+{
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0 || shutdown(sv[0], SHUT_RD) < 0) {
+		ret = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		return ret;
+	}
+	*ours = sv[0];
+	*theirs = sv[1];
+	return 0;
+}
+
+int ibvd_req_create_comp_channel(struct ibvd_call *call)
+{
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	Ibvd__Handle reply = IBVD__HANDLE__INIT;
+	struct ibvd_comp_channel *ch = calloc(1, sizeof(*ch));
+	int theirs, ret;
+
+	if (!ch)
+		return -ENOMEM;
+	ch->ctx = ctx;
+	ret = channel_pair(&ch->sock, &theirs);
+	if (ret < 0) {
+		free(ch);
+		return ibvd_call_error(call, ret, "cannot create the channel socket");
+	}
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_COMP_CHANNEL, ch, &ch->handle);
+	if (ret < 0) {
+		close(theirs);
+		close(ch->sock);
+		free(ch);
+		return ibvd_call_error(call, ret, "too many completion channels");
+	}
+	reply.handle = ch->handle;
+	ret = ibvd_call_reply(call, &reply.base, &theirs, 1);
+	close(theirs);
+	if (ret < 0 && ibvd_call_ctx(call))
+		ibvd_channel_destroy(ch);
+	return ret;
+}
+
+/*
+ * No CQ uses ch any more, so no engine thread can be sending on it; the
+ * objects lock is not needed (the teardown holds it anyway).
+ */
+void ibvd_channel_destroy(struct ibvd_comp_channel *ch)
+{
+	ibvd_handle_remove(&ch->ctx->handles, ch->handle, IBVD_OBJ_COMP_CHANNEL);
+	close(ch->sock);
+	free(ch);
+}
+
+int ibvd_req_destroy_comp_channel(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_comp_channel *ch =
+		ibvd_handle_lookup(&ctx->handles, req->handle, IBVD_OBJ_COMP_CHANNEL);
+
+	if (!ch)
+		return ibvd_call_error(call, -EINVAL, "no completion channel %#x",
+				       req->handle);
+	if (ch->users)
+		return ibvd_call_error(call, -EBUSY,
+				       "completion channel %#x is used by %u CQs",
+				       req->handle, ch->users);
+	ibvd_channel_destroy(ch);
+	return 0;
+}

@@ -1,0 +1,234 @@
+/*
+ * Completion queues: CREATE_CQ, RESIZE_CQ, DESTROY_CQ.
+ *
+ * A CQ is one ring of nslots 64-byte CQEs in a sealed memfd (ring.h).
+ * Counters are free-running and no slot is wasted, so a CQ of nslots
+ * slots holds nslots completions: the reported cqe is nslots, the
+ * requested count rounded up to a power of two.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "barrier.h"
+#include "context.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs.h"
+
+/* Slots for cqe completions, or 0 if the device cannot make that CQ. */
+static uint32_t cq_slots(const struct ibvd_context *ctx, uint32_t cqe)
+{
+	struct ibvd_limits lim;
+	uint32_t n;
+
+	ibvd_ctx_limits(ctx, &lim);
+	if (cqe < 1 || cqe > lim.max_cqe)
+		return 0;
+	n = ibvd_roundup_pow2(cqe);
+	return n <= IBVD_RING_MAX_SLOTS ? n : 0;
+}
+
+/* A new, empty CQ ring; *fd for the reply. */
+static int cq_ring_new(struct ibvd_context *ctx, uint32_t nslots,
+		       struct ibvd_ring *ring, int *fd)
+{
+	void *map;
+	int ret;
+
+	ret = ibvd_ring_memfd(ctx, "ibvd-cq",
+			      ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), fd, &map);
+	if (ret < 0)
+		return ret;
+	ibvd_ring_init(ring, map, nslots, IBVD_CQE_SIZE);
+	return 0;
+}
+
+static int reply_cq(struct ibvd_call *call, const struct ibvd_cq *cq, int fd)
+{
+	Ibvd__CreateCqReply reply = IBVD__CREATE_CQ_REPLY__INIT;
+	int ret;
+
+	reply.handle = cq->handle;
+	reply.cqe = cq->cqe;
+	reply.nslots = cq->ring.nslots;
+	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
+	close(fd);
+	return ret;
+}
+
+static int cq_args(struct ibvd_call *call, const Ibvd__CreateCq *req,
+		   uint32_t *nslots, struct ibvd_comp_channel **ch)
+{
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+
+	*nslots = cq_slots(ctx, req->cqe);
+	if (!*nslots)
+		return ibvd_call_error(call, -EINVAL, "cqe %u out of range",
+				       req->cqe);
+	if (req->comp_vector >= IBVD_NUM_COMP_VECTORS)
+		return ibvd_call_error(call, -EINVAL, "no completion vector %u",
+				       req->comp_vector);
+	*ch = NULL;
+	if (req->channel) {
+		*ch = ibvd_handle_lookup(&ctx->handles, req->channel,
+					 IBVD_OBJ_COMP_CHANNEL);
+		if (!*ch)
+			return ibvd_call_error(call, -EINVAL,
+					       "no completion channel %#x",
+					       req->channel);
+	}
+	return 0;
+}
+
+int ibvd_req_create_cq(struct ibvd_call *call)
+{
+	const Ibvd__CreateCq *req = (const Ibvd__CreateCq *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_comp_channel *ch;
+	struct ibvd_cq *cq;
+	uint32_t nslots;
+	int fd, ret;
+
+	ret = cq_args(call, req, &nslots, &ch);
+	if (ret < 0)
+		return ret;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	ret = cq_ring_new(ctx, nslots, &cq->ring, &fd);
+	if (ret < 0) {
+		free(cq);
+		return ibvd_call_error(call, ret, "cannot create the CQ ring");
+	}
+	cq->ctx = ctx;
+	cq->cqe = nslots;
+	cq->channel = ch;
+	pthread_mutex_init(&cq->lock, NULL);
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_CQ, cq, &cq->handle);
+	if (ret < 0) {
+		close(fd);
+		ibvd_ring_unmap(ctx, cq->ring.map, cq->ring.map_len);
+		pthread_mutex_destroy(&cq->lock);
+		free(cq);
+		return ibvd_call_error(call, ret, "too many CQs");
+	}
+	if (ch)
+		ch->users++;
+	/* No QP uses it yet, so the engine cannot see it: no lock needed. */
+	ret = reply_cq(call, cq, fd);
+	if (ret < 0 && ibvd_call_ctx(call))
+		ibvd_cq_destroy(cq);
+	return ret;
+}
+
+/*
+ * Move the completions the client has not consumed to `to`, at the same
+ * counter values, so its head and every CQE's seq stay valid.  Called with
+ * the objects lock held for writing and cq->lock.  -EINVAL if they do not
+ * fit.
+ */
+static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to)
+{
+	const struct ibvd_ring *from = &cq->ring;
+	const struct ibvd_cq_client *oc = from->client_page;
+	const struct ibvd_cq_engine *oe = from->engine_page;
+	struct ibvd_cq_client *nc = to->client_page;
+	struct ibvd_cq_engine *ne = to->engine_page;
+	uint32_t head = ibvd_read_once(&oc->head);
+	uint32_t n = cq->tail - head, c;
+
+	/* An impossible head (the client's word) only costs it completions. */
+	if (n > from->nslots) {
+		n = from->nslots;
+		head = cq->tail - n;
+	}
+	if (n > to->nslots)
+		return -EINVAL;
+	for (c = head; c != cq->tail; c++)
+		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * IBVD_CQE_SIZE,
+		       from->slots + (size_t)(c & (from->nslots - 1)) * IBVD_CQE_SIZE,
+		       IBVD_CQE_SIZE);
+	nc->head = head;
+	nc->arm_seq = ibvd_read_once(&oc->arm_seq);
+	nc->arm_flags = ibvd_read_once(&oc->arm_flags);
+	ne->fired_seq = cq->fired_seq;
+	ne->overflow = ibvd_read_once(&oe->overflow);
+	ibvd_publish(&ne->tail, cq->tail);
+	return 0;
+}
+
+int ibvd_req_resize_cq(struct ibvd_call *call)
+{
+	const Ibvd__ResizeCq *req = (const Ibvd__ResizeCq *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_cq *cq = ibvd_handle_lookup(&ctx->handles, req->handle,
+						IBVD_OBJ_CQ);
+	struct ibvd_ring ring, old;
+	uint32_t nslots;
+	int fd, ret;
+
+	if (!cq)
+		return ibvd_call_error(call, -EINVAL, "no CQ %#x", req->handle);
+	nslots = cq_slots(ctx, req->cqe);
+	if (!nslots)
+		return ibvd_call_error(call, -EINVAL, "cqe %u out of range", req->cqe);
+	ret = cq_ring_new(ctx, nslots, &ring, &fd);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "cannot create the CQ ring");
+	ibvd_objects_write_lock();
+	pthread_mutex_lock(&cq->lock);
+	old = cq->ring;
+	ret = cq_move(cq, &ring);
+	if (ret == 0) {
+		cq->ring = ring;
+		cq->cqe = nslots;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	ibvd_objects_write_unlock();
+	if (ret < 0) {
+		close(fd);
+		ibvd_ring_unmap(ctx, ring.map, ring.map_len);
+		return ibvd_call_error(call, ret,
+				       "cqe %u is less than the completions in the CQ",
+				       req->cqe);
+	}
+	ibvd_ring_unmap(ctx, old.map, old.map_len);
+	return reply_cq(call, cq, fd);
+}
+
+/* The objects lock is held for writing, unless no QP ever used cq. */
+void ibvd_cq_destroy(struct ibvd_cq *cq)
+{
+	ibvd_handle_remove(&cq->ctx->handles, cq->handle, IBVD_OBJ_CQ);
+	if (cq->channel)
+		cq->channel->users--;
+	ibvd_ring_unmap(cq->ctx, cq->ring.map, cq->ring.map_len);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq);
+}
+
+int ibvd_req_destroy_cq(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_cq *cq = ibvd_handle_lookup(&ctx->handles, req->handle,
+						IBVD_OBJ_CQ);
+
+	if (!cq)
+		return ibvd_call_error(call, -EINVAL, "no CQ %#x", req->handle);
+	if (cq->users)
+		return ibvd_call_error(call, -EBUSY, "CQ %#x is used by %u QPs",
+				       req->handle, cq->users);
+	/*
+	 * No QP reaches it any more, so no engine pass can; the lock keeps
+	 * the rule simple anyway: lifetimes change under it (objects.h).
+	 */
+	ibvd_objects_write_lock();
+	ibvd_cq_destroy(cq);
+	ibvd_objects_write_unlock();
+	return 0;
+}

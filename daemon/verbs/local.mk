@@ -1,0 +1,12 @@
+# daemon/verbs/: the verbs request handlers, one file per object family,
+# and the device context that owns the objects.
+daemon_ibverbsd_SOURCES += \
+	daemon/verbs/verbs.h \
+	daemon/verbs/context.c daemon/verbs/context.h \
+	daemon/verbs/query.c daemon/verbs/query.h \
+	daemon/verbs/async.c daemon/verbs/async.h \
+	daemon/verbs/rings.c daemon/verbs/mem.c \
+	daemon/verbs/pd.c daemon/verbs/mr.c daemon/verbs/mw.c \
+	daemon/verbs/channel.c daemon/verbs/cq.c \
+	daemon/verbs/qp.c daemon/verbs/qp_modify.c daemon/verbs/srq.c \
+	daemon/verbs/ah.c daemon/verbs/mcast.c

@@ -1,0 +1,145 @@
+/*
+ * Multicast: ATTACH_MCAST, DETACH_MCAST.
+ *
+ * Groups are daemon-wide by MGID (objects.c) and exist while they have
+ * members; the engine fans a UD send to IBVD_MCAST_QPN out to every member
+ * (objects.h).  As the kernel checks for an InfiniBand port: UD QPs only,
+ * an MGID in ff00::/8, an MLID in the multicast range.  Attaching a QP to a
+ * group it is already in succeeds and changes nothing (rxe does the same;
+ * ibv_attach_mcast(3) asks for no error); detaching from a group it is not
+ * in is EINVAL.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "context.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs.h"
+
+#define MLID_MIN	0xC000u
+#define MLID_MAX	0xFFFEu		/* 0xFFFF is the permissive LID */
+
+/* The UD QP and MGID a request names, checked. */
+static int mcast_args(struct ibvd_call *call, const Ibvd__Mcast *req,
+		      struct ibvd_qp **qp)
+{
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+
+	*qp = ibvd_handle_lookup(&ctx->handles, req->qp, IBVD_OBJ_QP);
+	if (!*qp)
+		return ibvd_call_error(call, -EINVAL, "no QP %#x", req->qp);
+	if ((*qp)->qp_type != IBV_QPT_UD)
+		return ibvd_call_error(call, -EINVAL, "only UD QPs join multicast groups");
+	if (req->gid.len != 16 || req->gid.data[0] != 0xff)
+		return ibvd_call_error(call, -EINVAL, "not a multicast GID");
+	if (req->lid < MLID_MIN || req->lid > MLID_MAX)
+		return ibvd_call_error(call, -EINVAL, "not a multicast LID: %#x",
+				       req->lid);
+	return 0;
+}
+
+static struct ibvd_mcast_member *member_of(struct ibvd_qp *qp,
+					   const uint8_t mgid[16])
+{
+	struct ibvd_mcast_member *m;
+
+	LIST_FOREACH(m, &qp->mcast, qp_link)
+		if (!memcmp(m->mgid, mgid, 16))
+			return m;
+	return NULL;
+}
+
+/* Join; the objects lock is held for writing. */
+static int join(struct ibvd_call *call, struct ibvd_qp *qp,
+		const uint8_t mgid[16], uint16_t mlid)
+{
+	struct ibvd_context *ctx = qp->ctx;
+	struct ibvd_mcast_group *grp;
+	struct ibvd_mcast_member *m;
+	struct ibvd_limits lim;
+	int ret;
+
+	if (member_of(qp, mgid))
+		return 0;
+	if (ctx->objs.mcast_members >= IBVD_CTX_MAX_MCAST)
+		return ibvd_call_error(call, -ENOMEM, "too many attachments");
+	ibvd_ctx_limits(ctx, &lim);
+	ret = ibvd_mcast_group_get(mgid, lim.max_mcast_grp, &grp);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "too many multicast groups");
+	m = grp->nmembers < lim.max_mcast_qp_attach ? calloc(1, sizeof(*m)) : NULL;
+	if (!m) {
+		ibvd_mcast_group_put(grp);
+		return ibvd_call_error(call, -ENOMEM, "the group is full");
+	}
+	m->qp = qp;
+	memcpy(m->mgid, mgid, 16);
+	m->mlid = mlid;
+	m->group = grp;
+	LIST_INSERT_HEAD(&grp->members, m, group_link);
+	LIST_INSERT_HEAD(&qp->mcast, m, qp_link);
+	grp->nmembers++;
+	ctx->objs.mcast_members++;
+	return 0;
+}
+
+/* Leave; the objects lock is held for writing. */
+static void leave(struct ibvd_mcast_member *m)
+{
+	struct ibvd_mcast_group *grp = m->group;
+
+	LIST_REMOVE(m, group_link);
+	LIST_REMOVE(m, qp_link);
+	grp->nmembers--;
+	m->qp->ctx->objs.mcast_members--;
+	ibvd_mcast_group_put(grp);
+	free(m);
+}
+
+void ibvd_mcast_detach_all(struct ibvd_qp *qp)
+{
+	struct ibvd_mcast_member *m;
+
+	while ((m = LIST_FIRST(&qp->mcast)))
+		leave(m);
+}
+
+int ibvd_req_attach_mcast(struct ibvd_call *call)
+{
+	const Ibvd__Mcast *req = (const Ibvd__Mcast *)call->msg;
+	struct ibvd_qp *qp;
+	int ret;
+
+	ret = mcast_args(call, req, &qp);
+	if (ret < 0)
+		return ret;
+	ibvd_objects_write_lock();
+	ret = join(call, qp, req->gid.data, (uint16_t)req->lid);
+	ibvd_objects_write_unlock();
+	return ret;
+}
+
+int ibvd_req_detach_mcast(struct ibvd_call *call)
+{
+	const Ibvd__Mcast *req = (const Ibvd__Mcast *)call->msg;
+	struct ibvd_mcast_member *m;
+	struct ibvd_qp *qp;
+	int ret;
+
+	ret = mcast_args(call, req, &qp);
+	if (ret < 0)
+		return ret;
+	m = member_of(qp, req->gid.data);
+	if (!m)
+		return ibvd_call_error(call, -EINVAL, "the QP is not in that group");
+	ibvd_objects_write_lock();
+	leave(m);
+	ibvd_objects_write_unlock();
+	return 0;
+}

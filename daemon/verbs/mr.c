@@ -1,0 +1,320 @@
+/*
+ * Memory regions: REG_MR, REREG_MR, DEREG_MR.
+ *
+ * Registration validates like the kernel (access combinations, sizes, the
+ * range mapped with the permissions the access needs), charges the pages
+ * spanned to the client process's RLIMIT_MEMLOCK, and gives the MR a
+ * random key.  The engine reaches the bytes through the context's
+ * /proc/self/mem fd (IBVD_MR_TIER_MEMFD); nothing is pinned or prefaulted,
+ * since that fd works on whatever the address maps to when it is used.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "context.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs.h"
+
+/* Access bits a registration may carry; the optional range is ignored. */
+#define MR_ACCESS_KNOWN	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
+			 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |	    \
+			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+/* Known, but not something this device does. */
+#define MR_ACCESS_UNSUPPORTED	(IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND)
+
+/* Bits that need the pages writable (the kernel pins them for write). */
+#define MR_ACCESS_WRITABLE	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+				 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
+
+/* Check access flags; returns them without the optional bits. */
+static int check_access(struct ibvd_call *call, uint32_t access,
+			uint32_t *ret)
+{
+	access &= ~(uint32_t)IBV_ACCESS_OPTIONAL_RANGE;
+	if (access & ~(uint32_t)MR_ACCESS_KNOWN)
+		return ibvd_call_error(call, -EINVAL, "unknown access bits %#x",
+				       access & ~(uint32_t)MR_ACCESS_KNOWN);
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return ibvd_call_error(call, -EINVAL,
+				       "remote write or atomic access needs local write");
+	if (access & MR_ACCESS_UNSUPPORTED)
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "zero-based and on-demand MRs are not supported");
+	*ret = access;
+	return 0;
+}
+
+/* Check a range: non-empty, within max_mr_size, no wrap-around. */
+static int check_range(struct ibvd_call *call, uint64_t addr, uint64_t len,
+		       uint64_t iova)
+{
+	struct ibvd_limits lim;
+	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	ibvd_ctx_limits(ibvd_call_ctx(call), &lim);
+	if (len == 0 || len > lim.max_mr_size)
+		return ibvd_call_error(call, -EINVAL,
+				       "length %" PRIu64 " outside 1..%" PRIu64,
+				       len, lim.max_mr_size);
+	if (addr + len < addr || iova + len < iova)
+		return ibvd_call_error(call, -EINVAL, "range wraps around");
+	/* As the kernel: the iova keeps the address's offset in its page. */
+	if ((addr ^ iova) & (psz - 1))
+		return ibvd_call_error(call, -EINVAL,
+				       "iova and address differ in page offset");
+	return 0;
+}
+
+/* What a registration (or a reregistration) asks for, checked. */
+struct mr_spec {
+	struct ibvd_pd *pd;
+	uint64_t addr, length, iova;
+	uint32_t access;
+	uint64_t pages;		/* to charge */
+};
+
+/*
+ * Validate spec's range (against the client's mappings too if check_maps)
+ * and charge its pages, replacing `release` pages of an old registration.
+ */
+static int spec_admit(struct ibvd_call *call, struct ibvd_mem *mem,
+		      struct mr_spec *sp, uint64_t release, bool check_maps)
+{
+	int ret;
+
+	ret = check_range(call, sp->addr, sp->length, sp->iova);
+	if (ret < 0)
+		return ret;
+	ret = check_maps ? ibvd_mem_check_range(call, mem, sp->addr, sp->length,
+						sp->access & MR_ACCESS_WRITABLE) : 0;
+	if (ret < 0)
+		return ret;
+	sp->pages = ibvd_mem_pages(sp->addr, sp->length);
+	return ibvd_mem_charge(call, mem, sp->pages, release);
+}
+
+static int reply_keys(struct ibvd_call *call, const struct ibvd_mr *mr)
+{
+	Ibvd__RegMrReply reply = IBVD__REG_MR_REPLY__INIT;
+
+	reply.handle = mr->handle;
+	reply.lkey = mr->lkey;
+	reply.rkey = mr->rkey;
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
+}
+
+static struct ibvd_mr *mr_new(struct ibvd_context *ctx, const struct mr_spec *sp)
+{
+	struct ibvd_mr *mr = calloc(1, sizeof(*mr));
+
+	if (!mr)
+		return NULL;
+	mr->ctx = ctx;
+	mr->pd = sp->pd;
+	mr->access = sp->access;
+	mr->addr = sp->addr;
+	mr->length = sp->length;
+	mr->iova = sp->iova;
+	mr->pinned = sp->pages * (uint64_t)sysconf(_SC_PAGESIZE);
+	mr->tier = IBVD_MR_TIER_MEMFD;
+	mr->mem = ctx->objs.mem;
+	return mr;
+}
+
+/* Make mr visible: handle, keys, engine registry; the caller may undo. */
+static int mr_publish(struct ibvd_context *ctx, struct ibvd_mr *mr)
+{
+	int ret;
+
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_MR, mr, &mr->handle);
+	if (ret < 0)
+		return ret;
+	ibvd_objects_write_lock();
+	ret = ibvd_mr_register(mr);
+	ibvd_objects_write_unlock();
+	if (ret < 0) {
+		ibvd_handle_remove(&ctx->handles, mr->handle, IBVD_OBJ_MR);
+		return ret;
+	}
+	ibvd_mem_get(mr->mem);
+	mr->pd->users++;
+	return 0;
+}
+
+int ibvd_req_reg_mr(struct ibvd_call *call)
+{
+	const Ibvd__RegMr *req = (const Ibvd__RegMr *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct mr_spec sp = { .addr = req->addr, .length = req->length,
+			      .iova = req->iova };
+	struct ibvd_mr *mr;
+	int ret;
+
+	sp.pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
+	if (!sp.pd)
+		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	if (!ctx->objs.mem)
+		return ibvd_call_error(call, -EPERM, "ATTACH_MEMORY must come first");
+	ret = check_access(call, req->access, &sp.access);
+	if (ret < 0)
+		return ret;
+	ret = spec_admit(call, ctx->objs.mem, &sp, 0, true);
+	if (ret < 0)
+		return ret;
+	mr = mr_new(ctx, &sp);
+	ret = mr ? mr_publish(ctx, mr) : -ENOMEM;
+	if (ret < 0) {
+		ibvd_mem_uncharge(ctx->objs.mem, sp.pages);
+		free(mr);
+		return ibvd_call_error(call, ret, "cannot create the MR");
+	}
+	ret = reply_keys(call, mr);
+	if (ret < 0 && ibvd_call_ctx(call)) {
+		ibvd_objects_write_lock();
+		ibvd_mr_destroy(mr);
+		ibvd_objects_write_unlock();
+	}
+	return ret;
+}
+
+/* The objects lock is held for writing (the engine looks MRs up). */
+void ibvd_mr_destroy(struct ibvd_mr *mr)
+{
+	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	ibvd_mr_unregister(mr);
+	ibvd_handle_remove(&mr->ctx->handles, mr->handle, IBVD_OBJ_MR);
+	ibvd_mem_uncharge(mr->mem, mr->pinned / psz);
+	ibvd_mem_put(mr->mem);
+	mr->pd->users--;
+	free(mr);
+}
+
+/*
+ * EBUSY while a memory window is bound to mr.  Engine threads bind under
+ * the read lock, so the answer is final only under the write lock.
+ */
+static int mr_check_unbound(struct ibvd_call *call, const struct ibvd_mr *mr)
+{
+	unsigned int n = __atomic_load_n(&mr->mw_binds, __ATOMIC_RELAXED);
+
+	if (n)
+		return ibvd_call_error(call, -EBUSY,
+				       "MR %#x has %u windows bound",
+				       mr->handle, n);
+	return 0;
+}
+
+int ibvd_req_dereg_mr(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_mr *mr = ibvd_handle_lookup(&ctx->handles, req->handle,
+						IBVD_OBJ_MR);
+	int ret;
+
+	if (!mr)
+		return ibvd_call_error(call, -EINVAL, "no MR %#x", req->handle);
+	/*
+	 * As rdma-core's providers do: a bound window keeps its MR, so the
+	 * engine never finds a window pointing at freed memory.  Under the
+	 * write lock no engine thread is binding meanwhile.
+	 */
+	ibvd_objects_write_lock();
+	ret = mr_check_unbound(call, mr);
+	if (ret == 0)
+		ibvd_mr_destroy(mr);
+	ibvd_objects_write_unlock();
+	return ret;
+}
+
+/* The registration mr would have after a REREG_MR, from its flags. */
+static int rereg_spec(struct ibvd_call *call, const Ibvd__ReregMr *req,
+		      const struct ibvd_mr *mr, struct mr_spec *sp)
+{
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	int ret;
+
+	if (!req->flags || (req->flags & ~(uint32_t)IBV_REREG_MR_FLAGS_SUPPORTED))
+		return ibvd_call_error(call, -EINVAL, "bad rereg flags %#x",
+				       req->flags);
+	sp->pd = mr->pd;
+	sp->addr = mr->addr;
+	sp->length = mr->length;
+	sp->iova = mr->iova;
+	sp->access = mr->access;
+	if (req->flags & IBV_REREG_MR_CHANGE_PD) {
+		sp->pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
+		if (!sp->pd)
+			return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	}
+	if (req->flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		ret = check_access(call, req->access, &sp->access);
+		if (ret < 0)
+			return ret;
+	}
+	if (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		sp->addr = req->addr;
+		sp->length = req->length;
+		sp->iova = req->addr;	/* ibv_rereg_mr has no separate iova */
+	}
+	return 0;
+}
+
+int ibvd_req_rereg_mr(struct ibvd_call *call)
+{
+	const Ibvd__ReregMr *req = (const Ibvd__ReregMr *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct ibvd_mr *mr = ibvd_handle_lookup(&ctx->handles, req->handle,
+						IBVD_OBJ_MR);
+	struct mr_spec sp;
+	int ret;
+
+	if (!mr)
+		return ibvd_call_error(call, -EINVAL, "no MR %#x", req->handle);
+	ret = rereg_spec(call, req, mr, &sp);
+	if (ret == 0)
+		ret = mr_check_unbound(call, mr);
+	if (ret < 0)
+		return ret;
+	/*
+	 * A new range, or new access that may need writable pages, is checked
+	 * against the mappings as a registration is; a new PD alone is not.
+	 * Charging replaces the old pages, so a failure leaves the MR as it
+	 * was.
+	 */
+	ret = spec_admit(call, mr->mem, &sp, mr->pinned / psz,
+			 req->flags & (IBV_REREG_MR_CHANGE_TRANSLATION |
+				       IBV_REREG_MR_CHANGE_ACCESS));
+	if (ret < 0)
+		return ret;
+	ibvd_objects_write_lock();
+	if (mr_check_unbound(call, mr) < 0) {
+		ibvd_objects_write_unlock();
+		/* Bound since the first check: undo spec_admit's charge. */
+		ibvd_mem_restore(mr->mem, mr->pinned / psz, sp.pages);
+		return ibvd_call_error(call, -EBUSY, "MR %#x got a window bound",
+				       req->handle);
+	}
+	mr->pd->users--;
+	sp.pd->users++;
+	mr->pd = sp.pd;
+	mr->addr = sp.addr;
+	mr->length = sp.length;
+	mr->iova = sp.iova;
+	mr->access = sp.access;
+	mr->pinned = sp.pages * psz;
+	ibvd_objects_write_unlock();
+	/* Keys stay: a NIC may change them, ours need not. */
+	return reply_keys(call, mr);
+}

@@ -1,0 +1,242 @@
+/*
+ * Device and port attributes of an ibverbsd software HCA, and the query
+ * requests that return them.
+ *
+ * The limits are what the daemon promises to accept; they are modest
+ * enough to be enforced (quotas come on top) and large enough for
+ * perftest, qperf and rdma-core's tests.  Vendor and part ids lie outside
+ * every table in perftest and rdma-core, as rxe's do, so tools take their
+ * generic paths.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "context.h"
+#include "core/device.h"
+#include "query.h"
+#include "ring.h"
+#include "server/call.h"
+#include "server/session.h"
+#include "util.h"
+
+#define IBVD_VENDOR_ID		0xffffff
+#define IBVD_VENDOR_PART_ID	0
+#define IBVD_HW_VER		0
+#define IBVD_MAX_QP		65536
+#define IBVD_MAX_QP_WR		16384
+#define IBVD_MAX_SGE		32
+#define IBVD_MAX_CQ		65536
+/* A CQ is one ring: it cannot hold more CQEs than a ring has slots. */
+#define IBVD_MAX_CQE		IBVD_RING_MAX_SLOTS
+#define IBVD_MAX_MR		262144
+#define IBVD_MAX_MW		65536
+#define IBVD_MAX_MR_SIZE	(1ull << 40)
+#define IBVD_MAX_PD		65536
+#define IBVD_MAX_QP_RD_ATOM	16
+#define IBVD_MAX_SRQ		65536
+#define IBVD_MAX_SRQ_WR		16384
+#define IBVD_MAX_AH		65536
+#define IBVD_MAX_MCAST_GRP	8192
+#define IBVD_MAX_MCAST_QP_ATTACH 56
+#define IBVD_PAGE_SIZE_CAP	0xfffff000ull	/* 4 KiB .. 2 GiB pages */
+#define IBVD_LOCAL_CA_ACK_DELAY	15
+
+/*
+ * What the engine implements.  Not (yet) MEM_MGT_EXTENSIONS: it promises
+ * LOCAL_INV and memory-window binds, which the engine does not execute;
+ * nor SRQ_RESIZE: ibv_modify_srq(IBV_SRQ_MAX_WR) is not supported.
+ */
+#define IBVD_DEVICE_CAP_FLAGS	(IBV_DEVICE_RC_RNR_NAK_GEN |		\
+				 IBV_DEVICE_SHUTDOWN_PORT |		\
+				 IBV_DEVICE_PORT_ACTIVE_EVENT |		\
+				 IBV_DEVICE_SYS_IMAGE_GUID |		\
+				 IBV_DEVICE_MEM_WINDOW |		\
+				 IBV_DEVICE_MEM_WINDOW_TYPE_2B)
+
+/* Port constants missing from <infiniband/verbs.h> (IB spec values). */
+#define IB_PHYS_STATE_LINK_UP	5
+#define IB_WIDTH_4X		2
+#define IB_SPEED_EDR		32
+#define IB_MAX_VL_NUM_VL0	1
+#define IBVD_MAX_MSG_SZ		(1u << 30)
+
+void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
+{
+	ibvd__device_attr__init(attr);
+	attr->fw_ver = (char *)PACKAGE_VERSION;
+	attr->node_guid = dev->node_guid;
+	attr->sys_image_guid = dev->sys_image_guid;
+	attr->max_mr_size = IBVD_MAX_MR_SIZE;
+	attr->page_size_cap = IBVD_PAGE_SIZE_CAP;
+	attr->vendor_id = IBVD_VENDOR_ID;
+	attr->vendor_part_id = IBVD_VENDOR_PART_ID;
+	attr->hw_ver = IBVD_HW_VER;
+	attr->max_qp = IBVD_MAX_QP;
+	attr->max_qp_wr = IBVD_MAX_QP_WR;
+	attr->device_cap_flags = IBVD_DEVICE_CAP_FLAGS;
+	attr->max_sge = IBVD_MAX_SGE;
+	attr->max_sge_rd = IBVD_MAX_SGE;
+	attr->max_cq = IBVD_MAX_CQ;
+	attr->max_cqe = IBVD_MAX_CQE;
+	attr->max_mr = IBVD_MAX_MR;
+	attr->max_mw = IBVD_MAX_MW;
+	attr->max_pd = IBVD_MAX_PD;
+	attr->max_qp_rd_atom = IBVD_MAX_QP_RD_ATOM;
+	attr->max_qp_init_rd_atom = IBVD_MAX_QP_RD_ATOM;
+	attr->max_res_rd_atom = IBVD_MAX_QP_RD_ATOM * IBVD_MAX_QP;
+	/* Atomic among the engine's own operations (engine/atomic.c). */
+	attr->atomic_cap = IBV_ATOMIC_HCA;
+	attr->max_mcast_grp = IBVD_MAX_MCAST_GRP;
+	attr->max_mcast_qp_attach = IBVD_MAX_MCAST_QP_ATTACH;
+	attr->max_total_mcast_qp_attach = IBVD_MAX_MCAST_GRP * IBVD_MAX_MCAST_QP_ATTACH;
+	attr->max_ah = IBVD_MAX_AH;
+	attr->max_srq = IBVD_MAX_SRQ;
+	attr->max_srq_wr = IBVD_MAX_SRQ_WR;
+	attr->max_srq_sge = IBVD_MAX_SGE;
+	attr->max_pkeys = IBVD_PKEY_TBL_LEN;
+	attr->local_ca_ack_delay = IBVD_LOCAL_CA_ACK_DELAY;
+	attr->phys_port_cnt = dev->nports;
+	attr->device_cap_flags_ex = IBVD_DEVICE_CAP_FLAGS;
+	/* EE, RDD, MW, FMR, raw QPs, timestamps, DM: all zero. */
+}
+
+void ibvd_port_attr(const struct ibvd_port *port, Ibvd__PortAttr *attr)
+{
+	ibvd__port_attr__init(attr);
+	attr->state = IBV_PORT_ACTIVE;
+	attr->max_mtu = IBV_MTU_4096;
+	attr->active_mtu = IBV_MTU_4096;
+	attr->gid_tbl_len = IBVD_GID_TBL_LEN;
+	attr->port_cap_flags = IBV_PORT_CM_SUP;
+	attr->max_msg_sz = IBVD_MAX_MSG_SZ;
+	attr->pkey_tbl_len = IBVD_PKEY_TBL_LEN;
+	attr->lid = port->lid;
+	attr->sm_lid = 0;
+	attr->lmc = 0;
+	attr->max_vl_num = IB_MAX_VL_NUM_VL0;
+	attr->active_width = IB_WIDTH_4X;
+	attr->active_speed = IB_SPEED_EDR;
+	attr->phys_state = IB_PHYS_STATE_LINK_UP;
+	attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+}
+
+static struct ibvd_device *call_device(const struct ibvd_call *call)
+{
+	/* The request table admits queries only on a context. */
+	return call->session->ctx->dev;
+}
+
+/* The port a request names, or NULL after recording an EINVAL message. */
+static const struct ibvd_port *call_port(struct ibvd_call *call,
+					 uint32_t port_num)
+{
+	const struct ibvd_device *dev = call_device(call);
+	const struct ibvd_port *port = ibvd_device_port(dev, port_num);
+
+	if (!port)
+		ibvd_call_error(call, -EINVAL, "%s has no port %u",
+				dev->name, port_num);
+	return port;
+}
+
+int ibvd_req_query_device(struct ibvd_call *call)
+{
+	Ibvd__DeviceAttr attr;
+
+	ibvd_device_attr(call_device(call), &attr);
+	return ibvd_call_reply(call, &attr.base, NULL, 0);
+}
+
+int ibvd_req_query_port(struct ibvd_call *call)
+{
+	const Ibvd__QueryPort *req = (const Ibvd__QueryPort *)call->msg;
+	const struct ibvd_port *port = call_port(call, req->port_num);
+	Ibvd__PortAttr attr;
+
+	if (!port)
+		return -EINVAL;
+	ibvd_port_attr(port, &attr);
+	return ibvd_call_reply(call, &attr.base, NULL, 0);
+}
+
+int ibvd_req_query_gid_table(struct ibvd_call *call)
+{
+	const Ibvd__QueryGidTable *req = (const Ibvd__QueryGidTable *)call->msg;
+	const struct ibvd_port *port = call_port(call, req->port_num);
+	Ibvd__GidTable table = IBVD__GID_TABLE__INIT;
+	Ibvd__GidEntry entries[IBVD_GID_TBL_LEN], *ptrs[IBVD_GID_TBL_LEN];
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
+	unsigned int i, n;
+
+	if (!port)
+		return -EINVAL;
+	n = ibvd_port_gids(port, gids);
+	for (i = 0; i < n; i++) {
+		ibvd__gid_entry__init(&entries[i]);
+		entries[i].index = i;
+		entries[i].gid.data = gids[i].raw;
+		entries[i].gid.len = sizeof(gids[i].raw);
+		entries[i].gid_type = IBV_GID_TYPE_IB;
+		entries[i].ndev_ifindex = gids[i].ifindex;
+		ptrs[i] = &entries[i];
+	}
+	table.port_num = port->num;
+	table.gid_tbl_len = IBVD_GID_TBL_LEN;
+	table.n_entries = n;
+	table.entries = ptrs;
+	return ibvd_call_reply(call, &table.base, NULL, 0);
+}
+
+int ibvd_req_query_pkey(struct ibvd_call *call)
+{
+	const Ibvd__QueryPkey *req = (const Ibvd__QueryPkey *)call->msg;
+	const struct ibvd_port *port = call_port(call, req->port_num);
+	Ibvd__Pkey pkey = IBVD__PKEY__INIT;
+
+	if (!port)
+		return -EINVAL;
+	if (req->index >= IBVD_PKEY_TBL_LEN)
+		return ibvd_call_error(call, -EINVAL, "P_Key index %u out of range (table has %d)",
+				       req->index, IBVD_PKEY_TBL_LEN);
+	pkey.pkey = IBVD_DEFAULT_PKEY;
+	return ibvd_call_reply(call, &pkey.base, NULL, 0);
+}
+
+void ibvd_device_info(const struct ibvd_device *dev, Ibvd__DeviceInfo *info)
+{
+	ibvd__device_info__init(info);
+	info->name = (char *)dev->name;
+	info->node_guid = dev->node_guid;
+	info->node_type = IBV_NODE_CA;
+	info->transport_type = IBV_TRANSPORT_IB;
+	info->index = dev->ifindex;
+	info->phys_port_cnt = dev->nports;
+}
+
+
+/* ---- LIST_DEVICES ----------------------------------------------------- */
+
+int ibvd_req_list_devices(struct ibvd_call *call)
+{
+	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	Ibvd__ListDevicesReply reply = IBVD__LIST_DEVICES_REPLY__INIT;
+	Ibvd__DeviceInfo infos[IBVD_MAX_DEVICES];
+	Ibvd__DeviceInfo *ptrs[IBVD_MAX_DEVICES];
+	struct ibvd_device *dev;
+	size_t n = 0;
+
+	TAILQ_FOREACH(dev, &d->devices, link) {
+		if (n == ARRAY_SIZE(infos))
+			break;
+		ibvd_device_info(dev, &infos[n]);
+		ptrs[n] = &infos[n];
+		n++;
+	}
+	reply.n_devices = n;
+	reply.devices = ptrs;
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
+}

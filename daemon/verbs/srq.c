@@ -1,0 +1,203 @@
+/*
+ * Shared receive queues: CREATE_SRQ, MODIFY_SRQ, QUERY_SRQ, DESTROY_SRQ.
+ *
+ * An SRQ is one work-queue ring (ring.h) of receive WQEs.  Its limit is
+ * one-shot: MODIFY_SRQ with IBV_SRQ_LIMIT arms it, the engine disarms it
+ * when it sends IBV_EVENT_SRQ_LIMIT_REACHED.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "barrier.h"
+#include "context.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs.h"
+
+struct srq_geom {
+	uint32_t nslots, stride, max_sge;
+};
+
+static int srq_geometry(struct ibvd_call *call, const Ibvd__CreateSrq *req,
+			struct srq_geom *g)
+{
+	struct ibvd_limits lim;
+	uint32_t sge;
+
+	ibvd_ctx_limits(ibvd_call_ctx(call), &lim);
+	if (req->max_wr < 1 || req->max_wr > lim.max_srq_wr)
+		return ibvd_call_error(call, -EINVAL, "max_wr %u outside 1..%u",
+				       req->max_wr, lim.max_srq_wr);
+	if (req->max_sge > lim.max_srq_sge)
+		return ibvd_call_error(call, -EINVAL, "max_sge %u above %u",
+				       req->max_sge, lim.max_srq_sge);
+	sge = req->max_sge ? req->max_sge : 1;
+	g->nslots = ibvd_roundup_pow2(req->max_wr);
+	g->stride = ibvd_roundup_pow2(IBVD_RECV_WQE_HDR +
+				      sge * (uint32_t)sizeof(struct ibvd_sge));
+	/* Whatever fits the slot is usable, up to the device's limit. */
+	g->max_sge = (g->stride - IBVD_RECV_WQE_HDR) / sizeof(struct ibvd_sge);
+	if (g->max_sge > lim.max_srq_sge)
+		g->max_sge = lim.max_srq_sge;
+	return 0;
+}
+
+static int reply_srq(struct ibvd_call *call, const struct ibvd_srq *srq,
+		     int fd)
+{
+	Ibvd__CreateSrqReply reply = IBVD__CREATE_SRQ_REPLY__INIT;
+	int ret;
+
+	reply.handle = srq->handle;
+	reply.max_wr = srq->max_wr;
+	reply.max_sge = srq->max_sge;
+	reply.nslots = srq->ring.nslots;
+	reply.stride = srq->ring.stride;
+	reply.srq_num = srq->srq_num;
+	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
+	close(fd);
+	return ret;
+}
+
+static int srq_new(struct ibvd_context *ctx, struct ibvd_pd *pd,
+		   const struct srq_geom *g, int *fd, struct ibvd_srq **ret_srq)
+{
+	struct ibvd_srq *srq = calloc(1, sizeof(*srq));
+	void *map;
+	int ret;
+
+	if (!srq)
+		return -ENOMEM;
+	ret = ibvd_ring_memfd(ctx, "ibvd-srq", ibvd_ring_bytes(g->nslots, g->stride),
+			      fd, &map);
+	if (ret < 0) {
+		free(srq);
+		return ret;
+	}
+	ibvd_ring_init(&srq->ring, map, g->nslots, g->stride);
+	srq->ctx = ctx;
+	srq->pd = pd;
+	srq->max_wr = g->nslots;
+	srq->max_sge = g->max_sge;
+	/* srq_num names XRC SRQs only; these have none. */
+	pthread_mutex_init(&srq->lock, NULL);
+	*ret_srq = srq;
+	return 0;
+}
+
+int ibvd_req_create_srq(struct ibvd_call *call)
+{
+	const Ibvd__CreateSrq *req = (const Ibvd__CreateSrq *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_pd *pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
+	struct ibvd_srq *srq;
+	struct srq_geom g = { 0 };
+	int fd, ret;
+
+	if (!pd)
+		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	ret = srq_geometry(call, req, &g);
+	if (ret < 0)
+		return ret;
+	/* req->srq_limit is ignored, as ibv_create_srq(3) says. */
+	ret = srq_new(ctx, pd, &g, &fd, &srq);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "cannot create the SRQ ring");
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_SRQ, srq, &srq->handle);
+	if (ret < 0) {
+		close(fd);
+		ibvd_ring_unmap(ctx, srq->ring.map, srq->ring.map_len);
+		pthread_mutex_destroy(&srq->lock);
+		free(srq);
+		return ibvd_call_error(call, ret, "too many SRQs");
+	}
+	pd->users++;
+	ret = reply_srq(call, srq, fd);
+	if (ret < 0 && ibvd_call_ctx(call))
+		ibvd_srq_destroy(srq);
+	return ret;
+}
+
+static struct ibvd_srq *call_srq(struct ibvd_call *call, uint32_t handle)
+{
+	struct ibvd_srq *srq = ibvd_handle_lookup(&ibvd_call_ctx(call)->handles,
+						  handle, IBVD_OBJ_SRQ);
+
+	if (!srq)
+		ibvd_call_error(call, -EINVAL, "no SRQ %#x", handle);
+	return srq;
+}
+
+int ibvd_req_modify_srq(struct ibvd_call *call)
+{
+	const Ibvd__ModifySrq *req = (const Ibvd__ModifySrq *)call->msg;
+	struct ibvd_srq *srq = call_srq(call, req->handle);
+	struct ibvd_wq_engine *ep;
+
+	if (!srq)
+		return -EINVAL;
+	if (req->attr_mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return ibvd_call_error(call, -EINVAL, "unknown attr_mask bits %#x",
+				       req->attr_mask);
+	/* A bigger ring would need a new memfd, which MODIFY_SRQ cannot return. */
+	if (req->attr_mask & IBV_SRQ_MAX_WR)
+		return ibvd_call_error(call, -EOPNOTSUPP, "SRQs cannot be resized");
+	if (!(req->attr_mask & IBV_SRQ_LIMIT))
+		return 0;
+	if (req->srq_limit > srq->max_wr)
+		return ibvd_call_error(call, -EINVAL, "srq_limit %u above max_wr %u",
+				       req->srq_limit, srq->max_wr);
+	ep = srq->ring.engine_page;
+	pthread_mutex_lock(&srq->lock);
+	srq->srq_limit = req->srq_limit;
+	ibvd_write_once(&ep->srq_limit, req->srq_limit);
+	pthread_mutex_unlock(&srq->lock);
+	return 0;
+}
+
+int ibvd_req_query_srq(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_srq *srq = call_srq(call, req->handle);
+	Ibvd__SrqAttr attr = IBVD__SRQ_ATTR__INIT;
+
+	if (!srq)
+		return -EINVAL;
+	attr.max_wr = srq->max_wr;
+	attr.max_sge = srq->max_sge;
+	pthread_mutex_lock(&srq->lock);
+	attr.srq_limit = srq->srq_limit;	/* 0 once the event fired */
+	pthread_mutex_unlock(&srq->lock);
+	return ibvd_call_reply(call, &attr.base, NULL, 0);
+}
+
+/* The objects lock is held for writing, unless no QP ever used srq. */
+void ibvd_srq_destroy(struct ibvd_srq *srq)
+{
+	ibvd_handle_remove(&srq->ctx->handles, srq->handle, IBVD_OBJ_SRQ);
+	srq->pd->users--;
+	ibvd_ring_unmap(srq->ctx, srq->ring.map, srq->ring.map_len);
+	pthread_mutex_destroy(&srq->lock);
+	free(srq);
+}
+
+int ibvd_req_destroy_srq(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_srq *srq = call_srq(call, req->handle);
+
+	if (!srq)
+		return -EINVAL;
+	if (srq->users)
+		return ibvd_call_error(call, -EBUSY, "SRQ %#x is used by %u QPs",
+				       req->handle, srq->users);
+	ibvd_objects_write_lock();
+	ibvd_srq_destroy(srq);
+	ibvd_objects_write_unlock();
+	return 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * The control path of the verbs objects (PD, MR, completion channel, CQ,
+ * QP, SRQ, AH, multicast): request handlers for the 0x04xx messages and
+ * what their files share.  The object model itself, and the locking rules
+ * the engine relies on, are in objects.h.
+ *
+ * Every handler runs on the control thread, on a device-context session
+ * (request.c's table), and returns 0 or a negative errno.  Objects are
+ * found by handle in the context's table, so a handle of another
+ * connection, a stale one or one of the wrong kind is simply not found
+ * (EINVAL, as the kernel answers an unknown uverbs handle).
+ */
+#ifndef IBVD_VERBS_H
+#define IBVD_VERBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/handle.h"
+#include "ibverbsd.pb-c.h"
+#include "core/objects.h"
+
+struct ibvd_call;
+struct ibvd_context;
+
+/*
+ * Limits on what one context may hold, so that no client can exhaust the
+ * daemon's memory or fds.  Object counts per kind are the device's
+ * max_* attributes (query.c), applied per context; these are the rest.
+ */
+#define IBVD_CTX_MAX_RING_BYTES	(256ull << 20)	/* all its queue memfds */
+/*
+ * Each channel holds a daemon fd; librdmacm makes two per QP it creates
+ * CQs for (cmtime opens hundreds of connections in one context).
+ */
+#define IBVD_CTX_MAX_CHANNELS	4096
+#define IBVD_CTX_MAX_MCAST	1024		/* multicast attachments */
+#define IBVD_MAX_INLINE		1024		/* max_inline_data of a QP */
+
+/* ---- context.c: what every handler asks of its context ------------------ */
+
+/*
+ * The context of the calling session (the table admits only contexts).
+ * NULL after a reply failed to go out: the session closed, and freed the
+ * context with every object in it, so the handler must not touch them.
+ */
+struct ibvd_context *ibvd_call_ctx(const struct ibvd_call *call);
+
+/*
+ * Give obj a handle of the given kind in ctx, unless the context already
+ * holds the device's maximum of that kind (-ENOMEM).
+ */
+int ibvd_obj_add(struct ibvd_context *ctx, enum ibvd_obj_kind kind,
+		 void *obj, uint32_t *ret_handle);
+
+/* Device limits, as QUERY_DEVICE/QUERY_PORT report them. */
+struct ibvd_limits {
+	uint64_t max_mr_size;
+	uint32_t max_qp_wr;
+	uint32_t max_sge;
+	uint32_t max_cqe;
+	uint32_t max_srq_wr;
+	uint32_t max_srq_sge;
+	uint32_t max_qp_rd_atom;
+	uint32_t max_qp_init_rd_atom;
+	uint32_t max_mcast_grp;
+	uint32_t max_mcast_qp_attach;
+	uint32_t max_mtu;		/* enum ibv_mtu */
+	uint32_t pkey_tbl_len;
+	uint32_t gid_tbl_len;
+};
+void ibvd_ctx_limits(const struct ibvd_context *ctx, struct ibvd_limits *lim);
+
+/* ---- rings.c: queue memfds ------------------------------------------- */
+
+/*
+ * A new sealed memfd of len bytes (page multiple), mapped read-write in
+ * the daemon, charged to ctx's ring budget (-ENOMEM past it).  *ret_fd is
+ * for the reply; the caller closes it after sending.
+ */
+int ibvd_ring_memfd(struct ibvd_context *ctx, const char *name, size_t len,
+		    int *ret_fd, void **ret_map);
+/* Unmap a ring mapping and give its bytes back to ctx's budget. */
+void ibvd_ring_unmap(struct ibvd_context *ctx, void *map, size_t len);
+/* Point r at the queue laid out (ring.h) at base. */
+void ibvd_ring_init(struct ibvd_ring *r, void *base, uint32_t nslots,
+		    uint32_t stride);
+size_t ibvd_page_align(size_t len);
+
+/* ---- mem.c: client memory and RLIMIT_MEMLOCK -------------------------- */
+
+int ibvd_req_attach_memory(struct ibvd_call *call);
+void ibvd_mem_get(struct ibvd_mem *mem);
+void ibvd_mem_put(struct ibvd_mem *mem);
+/*
+ * Check that [addr, addr + len) is mapped in the client with read (and,
+ * if writable, write) permission: 0, -EFAULT, or -ESRCH if the process
+ * is gone.
+ */
+int ibvd_mem_check_range(struct ibvd_call *call, struct ibvd_mem *mem,
+			 uint64_t addr, uint64_t len, bool writable);
+/* Pages spanned by [addr, addr + len). */
+uint64_t ibvd_mem_pages(uint64_t addr, uint64_t len);
+/*
+ * Charge `pages` more to the client process's pinned total, releasing
+ * `release` pages of a registration being replaced, under its
+ * RLIMIT_MEMLOCK as the kernel would: -ENOMEM past it.
+ */
+int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
+		    uint64_t pages, uint64_t release);
+/*
+ * Undo ibvd_mem_charge(call, mem, charged, pages): the process and tenant
+ * hold pages again, without limit checks, so it cannot fail.
+ */
+void ibvd_mem_restore(struct ibvd_mem *mem, uint64_t pages, uint64_t charged);
+void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages);
+
+/* ---- handlers and destructors, per object family ------------------- */
+
+int ibvd_req_alloc_pd(struct ibvd_call *call);
+int ibvd_req_dealloc_pd(struct ibvd_call *call);
+void ibvd_pd_destroy(struct ibvd_pd *pd);
+
+int ibvd_req_reg_mr(struct ibvd_call *call);
+int ibvd_req_rereg_mr(struct ibvd_call *call);
+int ibvd_req_dereg_mr(struct ibvd_call *call);
+void ibvd_mr_destroy(struct ibvd_mr *mr);
+int ibvd_req_alloc_mw(struct ibvd_call *call);
+int ibvd_req_dealloc_mw(struct ibvd_call *call);
+void ibvd_mw_destroy(struct ibvd_mw *mw);
+void ibvd_mw_qp_gone(struct ibvd_qp *qp);
+
+int ibvd_req_create_comp_channel(struct ibvd_call *call);
+int ibvd_req_destroy_comp_channel(struct ibvd_call *call);
+void ibvd_channel_destroy(struct ibvd_comp_channel *ch);
+
+int ibvd_req_create_cq(struct ibvd_call *call);
+int ibvd_req_resize_cq(struct ibvd_call *call);
+int ibvd_req_destroy_cq(struct ibvd_call *call);
+void ibvd_cq_destroy(struct ibvd_cq *cq);
+
+/* The QP a handle names in the caller's context, or NULL (EINVAL noted). */
+struct ibvd_qp *ibvd_call_qp(struct ibvd_call *call, uint32_t handle);
+int ibvd_req_create_qp(struct ibvd_call *call);
+int ibvd_req_modify_qp(struct ibvd_call *call);
+int ibvd_req_query_qp(struct ibvd_call *call);
+int ibvd_req_destroy_qp(struct ibvd_call *call);
+void ibvd_qp_destroy(struct ibvd_qp *qp);
+
+int ibvd_req_create_srq(struct ibvd_call *call);
+int ibvd_req_modify_srq(struct ibvd_call *call);
+int ibvd_req_query_srq(struct ibvd_call *call);
+int ibvd_req_destroy_srq(struct ibvd_call *call);
+void ibvd_srq_destroy(struct ibvd_srq *srq);
+
+int ibvd_req_create_ah(struct ibvd_call *call);
+int ibvd_req_destroy_ah(struct ibvd_call *call);
+void ibvd_ah_destroy(struct ibvd_ah *ah);
+/*
+ * Check an address vector against the caller's device and fill av:
+ * -EINVAL with a message if it is not one the device can reach.
+ * `connected`: an RC/UC path, which must name one unicast destination.
+ */
+int ibvd_av_from_msg(struct ibvd_call *call, const Ibvd__AhAttr *msg,
+		     bool connected, struct ibvd_av *av);
+
+int ibvd_req_attach_mcast(struct ibvd_call *call);
+int ibvd_req_detach_mcast(struct ibvd_call *call);
+/* Leave every group qp joined (QP destruction); objects lock held. */
+void ibvd_mcast_detach_all(struct ibvd_qp *qp);
+
+/* Destroy every object of ctx, children first (context teardown). */
+void ibvd_objects_free_all(struct ibvd_context *ctx);
+
+#endif /* IBVD_VERBS_H */
