@@ -6,8 +6,8 @@
  * exported verbs convert once, at the public boundary, to whatever their
  * man page promises (positive errno, -1 + errno, or NULL + errno).
  */
-#ifndef IBVD_VERBS_H
-#define IBVD_VERBS_H
+#ifndef IBVC_VERBS_H
+#define IBVC_VERBS_H
 
 #include <errno.h>
 #include <stdbool.h>
@@ -373,4 +373,4 @@ static inline void *ibvd_null_ret(int ret)
 	return NULL;
 }
 
-#endif /* IBVD_VERBS_H */
+#endif /* IBVC_VERBS_H */
