@@ -28,12 +28,12 @@ static void av_from_attr(struct ibvd_av *av, const struct ibv_ah_attr *a)
 }
 
 static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
-		     struct ibvd_ah **ret_ah)
+		     struct ibvc_ah **ret_ah)
 {
 	Ibvd__CreateAh req = IBVD__CREATE_AH__INIT;
 	Ibvd__AhAttr m = IBVD__AH_ATTR__INIT;
 	Ibvd__Handle *reply = NULL;
-	struct ibvd_ah *ah;
+	struct ibvc_ah *ah;
 	int ret;
 
 	ah = calloc(1, sizeof(*ah));
@@ -42,7 +42,7 @@ static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
 	ibvd_ah_attr_to_msg(attr, &m);
 	req.pd = pd->handle;
 	req.attr = &m;
-	ret = ibvd_conn_call(ibvd_conn_of(pd->context), IBVD_MSG_CREATE_AH,
+	ret = ibvd_conn_call(ibvc_conn_of(pd->context), IBVD_MSG_CREATE_AH,
 			     &req.base, &ibvd__handle__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0) {
@@ -60,13 +60,13 @@ static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
 
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	struct ibvd_ah *ah;
+	struct ibvc_ah *ah;
 	int ret;
 
 	if (!pd || !attr)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = create_ah(pd, attr, &ah);
-	return ret < 0 ? ibvd_null_ret(ret) : &ah->ah;
+	return ret < 0 ? ibvc_null_ret(ret) : &ah->ah;
 }
 
 int ibv_destroy_ah(struct ibv_ah *ah)
@@ -75,10 +75,10 @@ int ibv_destroy_ah(struct ibv_ah *ah)
 
 	if (!ah)
 		return EINVAL;
-	ret = ibvd_destroy_handle(ah->context, IBVD_MSG_DESTROY_AH, ah->handle);
+	ret = ibvc_destroy_handle(ah->context, IBVD_MSG_DESTROY_AH, ah->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
-	free(to_ibvd_ah(ah));
+		return ibvc_errno_ret(ret);
+	free(to_ibvc_ah(ah));
 	return 0;
 }
 
@@ -107,7 +107,7 @@ static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 	 * answer from our first one.
 	 */
 	index = grh->dgid.raw[0] == 0xff ? 0 :
-		ibvd_find_gid_index(ctx, port_num, &grh->dgid);
+		ibvc_find_gid_index(ctx, port_num, &grh->dgid);
 	if (index < 0)
 		return index;
 	ah_attr->is_global = 1;
@@ -126,7 +126,7 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 {
 	if (!context || !wc || !ah_attr)
 		return EINVAL;
-	return ibvd_errno_ret(init_ah_from_wc(context, port_num, wc, grh,
+	return ibvc_errno_ret(init_ah_from_wc(context, port_num, wc, grh,
 					      ah_attr));
 }
 
@@ -134,13 +134,13 @@ struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
 				     struct ibv_grh *grh, uint8_t port_num)
 {
 	struct ibv_ah_attr attr;
-	struct ibvd_ah *ah;
+	struct ibvc_ah *ah;
 	int ret;
 
 	if (!pd || !wc)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = init_ah_from_wc(pd->context, port_num, wc, grh, &attr);
 	if (ret == 0)
 		ret = create_ah(pd, &attr, &ah);
-	return ret < 0 ? ibvd_null_ret(ret) : &ah->ah;
+	return ret < 0 ? ibvc_null_ret(ret) : &ah->ah;
 }

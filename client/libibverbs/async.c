@@ -58,7 +58,7 @@ static enum event_element element_of(enum ibv_event_type type)
 }
 
 /* Returns true for the first fatal event of ictx, false afterwards. */
-static bool claim_fatal(struct ibvd_context *ictx)
+static bool claim_fatal(struct ibvc_context *ictx)
 {
 	bool first;
 
@@ -69,7 +69,7 @@ static bool claim_fatal(struct ibvd_context *ictx)
 	return first;
 }
 
-static bool fatal_was_delivered(struct ibvd_context *ictx)
+static bool fatal_was_delivered(struct ibvc_context *ictx)
 {
 	bool delivered;
 
@@ -80,12 +80,12 @@ static bool fatal_was_delivered(struct ibvd_context *ictx)
 }
 
 /* The daemon closed the async socket: it is gone. */
-static int daemon_gone(struct ibvd_context *ictx,
+static int daemon_gone(struct ibvc_context *ictx,
 		       struct ibv_async_event *event)
 {
 	if (!claim_fatal(ictx))
 		return -EIO;
-	ibvd_context_mark_dead(ictx);
+	ibvc_context_mark_dead(ictx);
 	event->event_type = IBV_EVENT_DEVICE_FATAL;
 	event->element.port_num = 0;
 	return 1;
@@ -105,20 +105,20 @@ static void count_delivery(pthread_mutex_t *mutex, uint32_t *delivered)
  * gone (destroyed while the event was queued) and the event is dropped.
  * WQs do not exist here.
  */
-static int object_event(struct ibvd_context *ictx, enum event_element kind,
+static int object_event(struct ibvc_context *ictx, enum event_element kind,
 			uint32_t handle, struct ibv_async_event *event)
 {
-	struct ibvd_cq *cq = NULL;
-	struct ibvd_qp *qp = NULL;
-	struct ibvd_srq *srq = NULL;
+	struct ibvc_cq *cq = NULL;
+	struct ibvc_qp *qp = NULL;
+	struct ibvc_srq *srq = NULL;
 
 	pthread_mutex_lock(&ictx->obj_lock);
 	if (kind == ELEMENT_CQ)
-		cq = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_CQ);
+		cq = ibvc_obj_lookup_locked(ictx, handle, IBVC_OBJ_CQ);
 	else if (kind == ELEMENT_QP)
-		qp = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_QP);
+		qp = ibvc_obj_lookup_locked(ictx, handle, IBVC_OBJ_QP);
 	else if (kind == ELEMENT_SRQ)
-		srq = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_SRQ);
+		srq = ibvc_obj_lookup_locked(ictx, handle, IBVC_OBJ_SRQ);
 	if (cq) {
 		count_delivery(&cq->cq.mutex, &cq->async_delivered);
 		event->element.cq = &cq->cq;
@@ -137,7 +137,7 @@ static int object_event(struct ibvd_context *ictx, enum event_element kind,
  * Turn the daemon's message into an event: 1 if there is one for the app,
  * 0 if the message is to be dropped.
  */
-static int event_from_msg(struct ibvd_context *ictx, const Ibvd__AsyncEvent *m,
+static int event_from_msg(struct ibvc_context *ictx, const Ibvd__AsyncEvent *m,
 			  struct ibv_async_event *event)
 {
 	enum ibv_event_type type = (enum ibv_event_type)m->event_type;
@@ -162,7 +162,7 @@ static int event_from_msg(struct ibvd_context *ictx, const Ibvd__AsyncEvent *m,
  * consumed but holds nothing for the app, or a negative errno (-EAGAIN when
  * another thread took the frame we were woken for).
  */
-static int read_event(struct ibvd_context *ictx, void *buf,
+static int read_event(struct ibvc_context *ictx, void *buf,
 		      struct ibv_async_event *event)
 {
 	int fd = ictx->vctx.context.async_fd;
@@ -189,7 +189,7 @@ static int read_event(struct ibvd_context *ictx, void *buf,
 	return ret;
 }
 
-static int get_event(struct ibvd_context *ictx, struct ibv_async_event *event)
+static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event)
 {
 	void *buf;
 	int ret;
@@ -216,8 +216,8 @@ static int get_event(struct ibvd_context *ictx, struct ibv_async_event *event)
 int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
 	if (!ctx || !event)
-		return ibvd_minus_one_ret(-EINVAL);
-	return ibvd_minus_one_ret(get_event(to_ibvd_context(ctx), event));
+		return ibvc_minus_one_ret(-EINVAL);
+	return ibvc_minus_one_ret(get_event(to_ibvc_context(ctx), event));
 }
 
 /* Count one acknowledged event and wake a destroy waiting for it. */

@@ -16,13 +16,13 @@
 #include "ibvd_verbs.h"
 
 static int create_on_daemon(struct ibv_context *ctx,
-			    struct ibvd_comp_channel *ch)
+			    struct ibvc_comp_channel *ch)
 {
 	Ibvd__Handle *reply = NULL;
 	unsigned int nfds = 1;
 	int fd = -1, ret;
 
-	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_COMP_CHANNEL,
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_COMP_CHANNEL,
 			     NULL, &ibvd__handle__descriptor,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
 	if (ret < 0)
@@ -30,7 +30,7 @@ static int create_on_daemon(struct ibv_context *ctx,
 	ch->handle = reply->handle;
 	ibvd__handle__free_unpacked(reply, NULL);
 	if (nfds != 1) {
-		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_COMP_CHANNEL,
+		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_COMP_CHANNEL,
 				    ch->handle);
 		return -EPROTO;
 	}
@@ -38,7 +38,7 @@ static int create_on_daemon(struct ibv_context *ctx,
 	return 0;
 }
 
-static void channel_free(struct ibvd_comp_channel *ch)
+static void channel_free(struct ibvc_comp_channel *ch)
 {
 	pthread_mutex_destroy(&ch->recv_lock);
 	free(ch->buf);
@@ -46,9 +46,9 @@ static void channel_free(struct ibvd_comp_channel *ch)
 }
 
 static int create_channel(struct ibv_context *ctx,
-			  struct ibvd_comp_channel **ret_ch)
+			  struct ibvc_comp_channel **ret_ch)
 {
-	struct ibvd_comp_channel *ch;
+	struct ibvc_comp_channel *ch;
 	int ret;
 
 	ch = calloc(1, sizeof(*ch));
@@ -74,13 +74,13 @@ fail:
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 {
-	struct ibvd_comp_channel *ch;
+	struct ibvc_comp_channel *ch;
 	int ret;
 
 	if (!ctx)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = create_channel(ctx, &ch);
-	return ret < 0 ? ibvd_null_ret(ret) : &ch->channel;
+	return ret < 0 ? ibvc_null_ret(ret) : &ch->channel;
 }
 
 /* CQs hold the channel through refcnt, under the context mutex. */
@@ -97,18 +97,18 @@ static bool channel_in_use(struct ibv_comp_channel *channel)
 
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
-	struct ibvd_comp_channel *ch;
+	struct ibvc_comp_channel *ch;
 	int ret;
 
 	if (!channel)
 		return EINVAL;
 	if (channel_in_use(channel))
 		return EBUSY;
-	ch = to_ibvd_channel(channel);
-	ret = ibvd_destroy_handle(channel->context,
+	ch = to_ibvc_channel(channel);
+	ret = ibvc_destroy_handle(channel->context,
 				  IBVD_MSG_DESTROY_COMP_CHANNEL, ch->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	close(channel->fd);
 	channel_free(ch);
 	return 0;
@@ -121,7 +121,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
  * frame to skip, -EAGAIN when another thread took the frame we were woken
  * for, -EIO when the daemon is gone.
  */
-static int recv_comp_event(struct ibvd_comp_channel *ch, uint32_t *handle)
+static int recv_comp_event(struct ibvc_comp_channel *ch, uint32_t *handle)
 {
 	struct ibvd_frame frame;
 	Ibvd__CompEvent *m;
@@ -161,12 +161,12 @@ out:
  * The CQ an event names, counted as delivered so that ibv_destroy_cq waits
  * for its ack; NULL if the CQ is gone (events queued before its destroy).
  */
-static struct ibvd_cq *claim_event(struct ibvd_context *ictx, uint32_t handle)
+static struct ibvc_cq *claim_event(struct ibvc_context *ictx, uint32_t handle)
 {
-	struct ibvd_cq *cq;
+	struct ibvc_cq *cq;
 
 	pthread_mutex_lock(&ictx->obj_lock);
-	cq = ibvd_obj_lookup_locked(ictx, handle, IBVD_OBJ_CQ);
+	cq = ibvc_obj_lookup_locked(ictx, handle, IBVC_OBJ_CQ);
 	if (cq) {
 		pthread_mutex_lock(&cq->cq.mutex);
 		cq->comp_delivered++;
@@ -176,9 +176,9 @@ static struct ibvd_cq *claim_event(struct ibvd_context *ictx, uint32_t handle)
 	return cq;
 }
 
-static int get_cq_event(struct ibvd_comp_channel *ch, struct ibvd_cq **ret_cq)
+static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 {
-	struct ibvd_context *ictx = to_ibvd_context(ch->channel.context);
+	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
 	uint32_t handle;
 	int ret;
 
@@ -200,14 +200,14 @@ static int get_cq_event(struct ibvd_comp_channel *ch, struct ibvd_cq **ret_cq)
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 		     void **cq_context)
 {
-	struct ibvd_cq *icq = NULL;
+	struct ibvc_cq *icq = NULL;
 	int ret;
 
 	if (!channel || !cq || !cq_context)
-		return ibvd_minus_one_ret(-EINVAL);
-	ret = get_cq_event(to_ibvd_channel(channel), &icq);
+		return ibvc_minus_one_ret(-EINVAL);
+	ret = get_cq_event(to_ibvc_channel(channel), &icq);
 	if (ret < 0)
-		return ibvd_minus_one_ret(ret);
+		return ibvc_minus_one_ret(ret);
 	*cq = &icq->cq;
 	*cq_context = icq->cq.cq_context;
 	return 0;

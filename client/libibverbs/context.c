@@ -35,9 +35,9 @@ _Static_assert(offsetof(struct verbs_context, context) == 320,
 	       "verbs_context.context offset");
 _Static_assert(sizeof(struct verbs_context) == 648, "verbs_context size");
 _Static_assert(sizeof(struct ibv_device) == 664, "ibv_device size");
-_Static_assert(offsetof(struct ibvd_context, vctx) == 0,
+_Static_assert(offsetof(struct ibvc_context, vctx) == 0,
 	       "verbs_context must start our context");
-_Static_assert(offsetof(struct ibvd_device, device) == 0,
+_Static_assert(offsetof(struct ibvc_device, device) == 0,
 	       "ibv_device must start our device");
 
 /*
@@ -47,25 +47,25 @@ _Static_assert(offsetof(struct ibvd_device, device) == 0,
  * Extended ops left NULL make their inline return EOPNOTSUPP.
  */
 static const struct verbs_context context_template = {
-	.query_port = ibvd_query_port_op,
-	.query_device_ex = ibvd_query_device_ex_op,
-	.create_cq_ex = ibvd_create_cq_ex_op,
-	.create_qp_ex = ibvd_create_qp_ex_op,
-	.create_srq_ex = ibvd_create_srq_ex_op,
-	.close_xrcd = ibvd_close_xrcd_unsupported,
+	.query_port = ibvc_query_port_op,
+	.query_device_ex = ibvc_query_device_ex_op,
+	.create_cq_ex = ibvc_create_cq_ex_op,
+	.create_qp_ex = ibvc_create_qp_ex_op,
+	.create_srq_ex = ibvc_create_srq_ex_op,
+	.close_xrcd = ibvc_close_xrcd_unsupported,
 	.sz = sizeof(struct verbs_context),
 	.context = {
 		.ops = {
 			._compat_query_device = ibv_query_device,
 			._compat_query_port = ibv_query_port,
-			.alloc_mw = ibvd_alloc_mw_op,
-			.bind_mw = ibvd_bind_mw_op,
-			.dealloc_mw = ibvd_dealloc_mw_op,
-			.poll_cq = ibvd_poll_cq_op,
-			.req_notify_cq = ibvd_req_notify_cq_op,
-			.post_srq_recv = ibvd_post_srq_recv_op,
-			.post_send = ibvd_post_send_op,
-			.post_recv = ibvd_post_recv_op,
+			.alloc_mw = ibvc_alloc_mw_op,
+			.bind_mw = ibvc_bind_mw_op,
+			.dealloc_mw = ibvc_dealloc_mw_op,
+			.poll_cq = ibvc_poll_cq_op,
+			.req_notify_cq = ibvc_req_notify_cq_op,
+			.post_srq_recv = ibvc_post_srq_recv_op,
+			.post_send = ibvc_post_send_op,
+			.post_recv = ibvc_post_recv_op,
 		},
 		.cmd_fd = -1,
 		.async_fd = -1,
@@ -73,9 +73,9 @@ static const struct verbs_context context_template = {
 	},
 };
 
-static struct ibvd_context *context_new(struct ibvd_device *dev)
+static struct ibvc_context *context_new(struct ibvc_device *dev)
 {
-	struct ibvd_context *ictx = calloc(1, sizeof(*ictx));
+	struct ibvc_context *ictx = calloc(1, sizeof(*ictx));
 
 	if (!ictx)
 		return NULL;
@@ -87,11 +87,11 @@ static struct ibvd_context *context_new(struct ibvd_device *dev)
 	pthread_mutex_init(&ictx->async_lock, NULL);
 	pthread_mutex_init(&ictx->obj_lock, NULL);
 	ictx->dev = dev;
-	ibvd_device_get(dev);
+	ibvc_device_get(dev);
 	return ictx;
 }
 
-static void context_free(struct ibvd_context *ictx)
+static void context_free(struct ibvc_context *ictx)
 {
 	ibvd_conn_close(&ictx->conn);
 	if (ictx->vctx.context.async_fd >= 0)
@@ -100,11 +100,11 @@ static void context_free(struct ibvd_context *ictx)
 		munmap(ictx->ctx_page, IBVD_CTX_PAGE_SIZE);
 	if (ictx->kick_fd >= 0)
 		close(ictx->kick_fd);
-	ibvd_obj_free_all(ictx);
+	ibvc_obj_free_all(ictx);
 	pthread_mutex_destroy(&ictx->obj_lock);
 	pthread_mutex_destroy(&ictx->async_lock);
 	pthread_mutex_destroy(&ictx->vctx.context.mutex);
-	ibvd_device_put(ictx->dev);
+	ibvc_device_put(ictx->dev);
 	free(ictx);
 }
 
@@ -127,17 +127,17 @@ static int comp_vectors(uint32_t from_daemon)
  * writes there can mislead us about the engine sleeping), our half, the
  * doorbells, read-write.
  */
-static int map_ctx_page(struct ibvd_context *ictx, int fd)
+static int map_ctx_page(struct ibvc_context *ictx, int fd)
 {
-	struct ibvd_map map;
+	struct ibvc_map map;
 	int ret;
 
-	ret = ibvd_map_fd(fd, IBVD_CTX_PAGE_SIZE, &map);
+	ret = ibvc_map_fd(fd, IBVD_CTX_PAGE_SIZE, &map);
 	if (ret < 0)
 		return ret;
-	ret = ibvd_map_writable(&map, fd, IBVD_PAGE_SIZE, IBVD_PAGE_SIZE);
+	ret = ibvc_map_writable(&map, fd, IBVD_PAGE_SIZE, IBVD_PAGE_SIZE);
 	if (ret < 0) {
-		ibvd_unmap(&map);
+		ibvc_unmap(&map);
 		return ret;
 	}
 	ictx->ctx_page = map.addr;
@@ -148,7 +148,7 @@ static int map_ctx_page(struct ibvd_context *ictx, int fd)
 }
 
 /* Take the reply's fds; close every one that is not kept. */
-static int take_open_fds(struct ibvd_context *ictx, int *fds, unsigned int nfds)
+static int take_open_fds(struct ibvc_context *ictx, int *fds, unsigned int nfds)
 {
 	unsigned int i;
 	int ret = -EPROTO;
@@ -169,7 +169,7 @@ out:
 }
 
 /* Connect, send OPEN_DEVICE and take the fds of the reply. */
-static int open_on_daemon(struct ibvd_context *ictx)
+static int open_on_daemon(struct ibvc_context *ictx)
 {
 	Ibvd__OpenDevice req = IBVD__OPEN_DEVICE__INIT;
 	Ibvd__OpenDeviceReply *reply = NULL;
@@ -199,18 +199,18 @@ out:
 
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
-	struct ibvd_context *ictx;
+	struct ibvc_context *ictx;
 	int ret;
 
 	if (!device)
-		return ibvd_null_ret(-EINVAL);
-	ictx = context_new(to_ibvd_device(device));
+		return ibvc_null_ret(-EINVAL);
+	ictx = context_new(to_ibvc_device(device));
 	if (!ictx)
-		return ibvd_null_ret(-ENOMEM);
+		return ibvc_null_ret(-ENOMEM);
 	ret = open_on_daemon(ictx);
 	if (ret < 0) {
 		context_free(ictx);
-		return ibvd_null_ret(ret);
+		return ibvc_null_ret(ret);
 	}
 	return &ictx->vctx.context;
 }
@@ -224,11 +224,11 @@ int ibv_close_device(struct ibv_context *ctx)
 {
 	if (!ctx)
 		return 0;
-	context_free(to_ibvd_context(ctx));
+	context_free(to_ibvc_context(ctx));
 	return 0;
 }
 
-void ibvd_context_mark_dead(struct ibvd_context *ictx)
+void ibvc_context_mark_dead(struct ibvc_context *ictx)
 {
 	/*
 	 * shutdown() first: a call blocked waiting for a reply wakes up with

@@ -13,26 +13,26 @@
 #include "ibvd_verbs.h"
 
 /* Map a CQ memfd of nslots CQEs into map (read-only but the client page). */
-static int map_cq_fd(int fd, uint32_t nslots, struct ibvd_map *map)
+static int map_cq_fd(int fd, uint32_t nslots, struct ibvc_map *map)
 {
 	int ret;
 
 	if (!nslots || (nslots & (nslots - 1)) || nslots > IBVD_RING_MAX_SLOTS)
 		return -EPROTO;
-	ret = ibvd_map_fd(fd, ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), map);
+	ret = ibvc_map_fd(fd, ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), map);
 	if (ret < 0)
 		return ret;
-	ret = ibvd_map_writable(map, fd, IBVD_RING_CLIENT_PAGE, IBVD_PAGE_SIZE);
+	ret = ibvc_map_writable(map, fd, IBVD_RING_CLIENT_PAGE, IBVD_PAGE_SIZE);
 	if (ret < 0)
-		ibvd_unmap(map);
+		ibvc_unmap(map);
 	return ret;
 }
 
 /* The reply's geometry and fd become the CQ's ring (under cq->lock). */
-static int take_cq_reply(struct ibvd_cq *cq, const Ibvd__CreateCqReply *reply,
+static int take_cq_reply(struct ibvc_cq *cq, const Ibvd__CreateCqReply *reply,
 			 int fd)
 {
-	struct ibvd_map map;
+	struct ibvc_map map;
 	int ret;
 
 	if (reply->cqe > INT_MAX || reply->cqe > reply->nslots)
@@ -40,14 +40,14 @@ static int take_cq_reply(struct ibvd_cq *cq, const Ibvd__CreateCqReply *reply,
 	ret = map_cq_fd(fd, reply->nslots, &map);
 	if (ret < 0)
 		return ret;
-	ibvd_unmap(&cq->map);
+	ibvc_unmap(&cq->map);
 	cq->map = map;
-	ibvd_cq_ring_setup(&cq->ring, &cq->map, reply->nslots);
+	ibvc_cq_ring_setup(&cq->ring, &cq->map, reply->nslots);
 	cq->cq.cqe = (int)reply->cqe;
 	return 0;
 }
 
-static int create_on_daemon(struct ibvd_cq *cq, int cqe, int comp_vector)
+static int create_on_daemon(struct ibvc_cq *cq, int cqe, int comp_vector)
 {
 	Ibvd__CreateCq req = IBVD__CREATE_CQ__INIT;
 	Ibvd__CreateCqReply *reply = NULL;
@@ -56,9 +56,9 @@ static int create_on_daemon(struct ibvd_cq *cq, int cqe, int comp_vector)
 	int fd = -1, ret;
 
 	req.cqe = (uint32_t)cqe;
-	req.channel = cq->cq.channel ? to_ibvd_channel(cq->cq.channel)->handle : 0;
+	req.channel = cq->cq.channel ? to_ibvc_channel(cq->cq.channel)->handle : 0;
 	req.comp_vector = (uint32_t)comp_vector;
-	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_CQ, &req.base,
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_CQ, &req.base,
 			     &ibvd__create_cq_reply__descriptor,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
 	if (ret < 0)
@@ -68,15 +68,15 @@ static int create_on_daemon(struct ibvd_cq *cq, int cqe, int comp_vector)
 	if (nfds == 1)
 		close(fd);	/* the mapping keeps the memory */
 	if (ret < 0)
-		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, reply->handle);
+		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, reply->handle);
 	ibvd__create_cq_reply__free_unpacked(reply, NULL);
 	return ret;
 }
 
-static struct ibvd_cq *cq_new(struct ibv_context *ctx, void *cq_context,
+static struct ibvc_cq *cq_new(struct ibv_context *ctx, void *cq_context,
 			      struct ibv_comp_channel *channel)
 {
-	struct ibvd_cq *cq = calloc(1, sizeof(*cq));
+	struct ibvc_cq *cq = calloc(1, sizeof(*cq));
 
 	if (!cq)
 		return NULL;
@@ -89,9 +89,9 @@ static struct ibvd_cq *cq_new(struct ibv_context *ctx, void *cq_context,
 	return cq;
 }
 
-static void cq_free(struct ibvd_cq *cq)
+static void cq_free(struct ibvc_cq *cq)
 {
-	ibvd_unmap(&cq->map);
+	ibvc_unmap(&cq->map);
 	pthread_mutex_destroy(&cq->lock);
 	pthread_cond_destroy(&cq->cq.cond);
 	pthread_mutex_destroy(&cq->cq.mutex);
@@ -108,11 +108,11 @@ static void channel_ref(struct ibv_comp_channel *channel, int delta)
 }
 
 /* Shared by ibv_create_cq and ibv_create_cq_ex (cq_ex.c). */
-int ibvd_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+int ibvc_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 		   struct ibv_comp_channel *channel, int comp_vector,
-		   struct ibvd_cq **ret_cq)
+		   struct ibvc_cq **ret_cq)
 {
-	struct ibvd_cq *cq;
+	struct ibvc_cq *cq;
 	int ret;
 
 	if (cqe < 1 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors)
@@ -125,9 +125,9 @@ int ibvd_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 	ret = create_on_daemon(cq, cqe, comp_vector);
 	if (ret < 0)
 		goto fail;
-	ret = ibvd_obj_add(to_ibvd_context(ctx), cq->cq.handle, IBVD_OBJ_CQ, cq);
+	ret = ibvc_obj_add(to_ibvc_context(ctx), cq->cq.handle, IBVC_OBJ_CQ, cq);
 	if (ret < 0) {
-		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, cq->cq.handle);
+		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, cq->cq.handle);
 		goto fail;
 	}
 	channel_ref(channel, 1);
@@ -141,13 +141,13 @@ fail:
 struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 			     struct ibv_comp_channel *channel, int comp_vector)
 {
-	struct ibvd_cq *cq;
+	struct ibvc_cq *cq;
 	int ret;
 
 	if (!ctx)
-		return ibvd_null_ret(-EINVAL);
-	ret = ibvd_create_cq(ctx, cqe, cq_context, channel, comp_vector, &cq);
-	return ret < 0 ? ibvd_null_ret(ret) : &cq->cq;
+		return ibvc_null_ret(-EINVAL);
+	ret = ibvc_create_cq(ctx, cqe, cq_context, channel, comp_vector, &cq);
+	return ret < 0 ? ibvc_null_ret(ret) : &cq->cq;
 }
 
 /*
@@ -155,7 +155,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
  * polled yet, and its client page says where our head is now.  Holding the
  * CQ lock through the call keeps pollers off both rings meanwhile.
  */
-static int resize_cq(struct ibvd_cq *cq, int cqe)
+static int resize_cq(struct ibvc_cq *cq, int cqe)
 {
 	Ibvd__ResizeCq req = IBVD__RESIZE_CQ__INIT;
 	Ibvd__CreateCqReply *reply = NULL;
@@ -167,7 +167,7 @@ static int resize_cq(struct ibvd_cq *cq, int cqe)
 	req.handle = cq->cq.handle;
 	req.cqe = (uint32_t)cqe;
 	pthread_mutex_lock(&cq->lock);
-	ret = ibvd_conn_call(ibvd_conn_of(cq->cq.context), IBVD_MSG_RESIZE_CQ,
+	ret = ibvd_conn_call(ibvc_conn_of(cq->cq.context), IBVD_MSG_RESIZE_CQ,
 			     &req.base, &ibvd__create_cq_reply__descriptor,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
 	if (ret == 0) {
@@ -184,26 +184,26 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
 	if (!cq)
 		return EINVAL;
-	return ibvd_errno_ret(resize_cq(to_ibvd_cq(cq), cqe));
+	return ibvc_errno_ret(resize_cq(to_ibvc_cq(cq), cqe));
 }
 
 int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
-	struct ibvd_cq *cq;
+	struct ibvc_cq *cq;
 	int ret;
 
 	if (!ibcq)
 		return EINVAL;
-	cq = to_ibvd_cq(ibcq);
-	ret = ibvd_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
+	cq = to_ibvc_cq(ibcq);
+	ret = ibvc_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
 				  ibcq->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	/* No event can name it from now on; wait for those handed out. */
-	ibvd_obj_remove(to_ibvd_context(ibcq->context), ibcq->handle);
-	ibvd_wait_acked(&ibcq->mutex, &ibcq->cond,
+	ibvc_obj_remove(to_ibvc_context(ibcq->context), ibcq->handle);
+	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
 			&ibcq->comp_events_completed, &cq->comp_delivered);
-	ibvd_wait_acked(&ibcq->mutex, &ibcq->cond,
+	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
 			&ibcq->async_events_completed, &cq->async_delivered);
 	channel_ref(ibcq->channel, -1);
 	cq_free(cq);

@@ -19,8 +19,8 @@
 #include "ibvd_verbs.h"
 
 /* ibv_cq_ex_to_cq() is a cast: the ibv_cq fields are its prefix. */
-_Static_assert(offsetof(struct ibvd_cq, cq) == 0 &&
-	       offsetof(struct ibvd_cq, cq_ex) == 0, "CQ must start our CQ");
+_Static_assert(offsetof(struct ibvc_cq, cq) == 0 &&
+	       offsetof(struct ibvc_cq, cq_ex) == 0, "CQ must start our CQ");
 _Static_assert(offsetof(struct ibv_cq_ex, comp_mask) == sizeof(struct ibv_cq),
 	       "ibv_cq_ex extends ibv_cq");
 _Static_assert(offsetof(struct ibv_cq_ex, async_events_completed) ==
@@ -39,30 +39,30 @@ _Static_assert(offsetof(struct ibv_cq_ex, async_events_completed) ==
 #define CREATE_FLAGS_KNOWN	(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | \
 				 IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)
 
-static struct ibvd_cq *cqx_to_cq(struct ibv_cq_ex *cqx)
+static struct ibvc_cq *cqx_to_cq(struct ibv_cq_ex *cqx)
 {
-	return container_of(cqx, struct ibvd_cq, cq_ex);
+	return container_of(cqx, struct ibvc_cq, cq_ex);
 }
 
 /* ---- polling ------------------------------------------------------------ */
 
 /* Without IBV_CREATE_CQ_ATTR_SINGLE_THREADED a batch holds the CQ lock. */
-static void lock(struct ibvd_cq *cq)
+static void lock(struct ibvc_cq *cq)
 {
 	if (!cq->single_threaded)
 		pthread_mutex_lock(&cq->lock);
 }
 
-static void unlock(struct ibvd_cq *cq)
+static void unlock(struct ibvc_cq *cq)
 {
 	if (!cq->single_threaded)
 		pthread_mutex_unlock(&cq->lock);
 }
 
 /* Make the next CQE current; false if there is none. */
-static bool take(struct ibvd_cq *cq)
+static bool take(struct ibvc_cq *cq)
 {
-	if (!ibvd_cq_ring_take(&cq->ring, &cq->seen_tail, &cq->cur))
+	if (!ibvc_cq_ring_take(&cq->ring, &cq->seen_tail, &cq->cur))
 		return false;
 	/* Apps read these two straight from the struct. */
 	cq->cq_ex.wr_id = cq->cur.wr_id;
@@ -73,7 +73,7 @@ static bool take(struct ibvd_cq *cq)
 /* The poll ops are public: they return 0 or a positive errno. */
 static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
-	struct ibvd_cq *cq = cqx_to_cq(cqx);
+	struct ibvc_cq *cq = cqx_to_cq(cqx);
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
@@ -93,9 +93,9 @@ static int next_poll(struct ibv_cq_ex *cqx)
 
 static void end_poll(struct ibv_cq_ex *cqx)
 {
-	struct ibvd_cq *cq = cqx_to_cq(cqx);
+	struct ibvc_cq *cq = cqx_to_cq(cqx);
 
-	ibvd_cq_ring_release(&cq->ring);
+	ibvc_cq_ring_release(&cq->ring);
 	unlock(cq);
 }
 
@@ -157,7 +157,7 @@ static uint8_t read_dlid_path_bits(struct ibv_cq_ex *cqx)
  * readers of fields we cannot report stay NULL, as with any provider that
  * was not asked for them; create_cq_ex refused those flags.
  */
-static void cq_ex_init(struct ibvd_cq *cq, uint32_t flags)
+static void cq_ex_init(struct ibvc_cq *cq, uint32_t flags)
 {
 	struct ibv_cq_ex *cqx = &cq->cq_ex;
 
@@ -213,9 +213,9 @@ static int check_attr(const struct ibv_cq_init_attr_ex *attr)
 
 static int create_cq_ex(struct ibv_context *ctx,
 			const struct ibv_cq_init_attr_ex *attr,
-			struct ibvd_cq **ret_cq)
+			struct ibvc_cq **ret_cq)
 {
-	struct ibvd_cq *cq;
+	struct ibvc_cq *cq;
 	int ret;
 
 	if (!ctx || !attr)
@@ -223,7 +223,7 @@ static int create_cq_ex(struct ibv_context *ctx,
 	ret = check_attr(attr);
 	if (ret < 0)
 		return ret;
-	ret = ibvd_create_cq(ctx, (int)attr->cqe, attr->cq_context,
+	ret = ibvc_create_cq(ctx, (int)attr->cqe, attr->cq_context,
 			     attr->channel, (int)attr->comp_vector, &cq);
 	if (ret < 0)
 		return ret;
@@ -233,12 +233,12 @@ static int create_cq_ex(struct ibv_context *ctx,
 }
 
 /* verbs_context op behind ibv_create_cq_ex(). */
-struct ibv_cq_ex *ibvd_create_cq_ex_op(struct ibv_context *ctx,
+struct ibv_cq_ex *ibvc_create_cq_ex_op(struct ibv_context *ctx,
 				       struct ibv_cq_init_attr_ex *attr)
 {
-	struct ibvd_cq *cq;
+	struct ibvc_cq *cq;
 	int ret;
 
 	ret = create_cq_ex(ctx, attr, &cq);
-	return ret < 0 ? ibvd_null_ret(ret) : &cq->cq_ex;
+	return ret < 0 ? ibvc_null_ret(ret) : &cq->cq_ex;
 }

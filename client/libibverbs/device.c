@@ -19,30 +19,30 @@
 #include "ibvd_verbs.h"
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ibvd_device *cache_head;
+static struct ibvc_device *cache_head;
 
 /* ---- reference counting ------------------------------------------------ */
 
-static void device_get_locked(struct ibvd_device *dev)
+static void device_get_locked(struct ibvc_device *dev)
 {
 	dev->refcount++;
 }
 
 /* A device with no references is never in the cache (the cache holds one). */
-static void device_put_locked(struct ibvd_device *dev)
+static void device_put_locked(struct ibvc_device *dev)
 {
 	if (--dev->refcount == 0)
 		free(dev);
 }
 
-void ibvd_device_get(struct ibvd_device *dev)
+void ibvc_device_get(struct ibvc_device *dev)
 {
 	pthread_mutex_lock(&cache_lock);
 	device_get_locked(dev);
 	pthread_mutex_unlock(&cache_lock);
 }
 
-void ibvd_device_put(struct ibvd_device *dev)
+void ibvc_device_put(struct ibvc_device *dev)
 {
 	pthread_mutex_lock(&cache_lock);
 	device_put_locked(dev);
@@ -51,10 +51,10 @@ void ibvd_device_put(struct ibvd_device *dev)
 
 /* ---- the cache --------------------------------------------------------- */
 
-static struct ibvd_device *cache_find_locked(const char *socket_path,
+static struct ibvc_device *cache_find_locked(const char *socket_path,
 					     const Ibvd__DeviceInfo *info)
 {
-	struct ibvd_device *dev;
+	struct ibvc_device *dev;
 
 	for (dev = cache_head; dev; dev = dev->next)
 		if (!strcmp(dev->socket_path, socket_path) &&
@@ -66,7 +66,7 @@ static struct ibvd_device *cache_find_locked(const char *socket_path,
 	return NULL;
 }
 
-static void cache_insert_locked(struct ibvd_device *dev)
+static void cache_insert_locked(struct ibvc_device *dev)
 {
 	dev->cached = true;
 	device_get_locked(dev);
@@ -80,7 +80,7 @@ static void cache_insert_locked(struct ibvd_device *dev)
  */
 static void cache_prune_locked(const char *socket_path)
 {
-	struct ibvd_device **link = &cache_head, *dev;
+	struct ibvc_device **link = &cache_head, *dev;
 
 	while ((dev = *link)) {
 		if (strcmp(dev->socket_path, socket_path) || dev->seen) {
@@ -96,7 +96,7 @@ static void cache_prune_locked(const char *socket_path)
 
 static void cache_clear_seen_locked(const char *socket_path)
 {
-	struct ibvd_device *dev;
+	struct ibvc_device *dev;
 
 	for (dev = cache_head; dev; dev = dev->next)
 		if (!strcmp(dev->socket_path, socket_path))
@@ -105,10 +105,10 @@ static void cache_clear_seen_locked(const char *socket_path)
 
 /* ---- building devices -------------------------------------------------- */
 
-static struct ibvd_device *device_new(const char *socket_path,
+static struct ibvc_device *device_new(const char *socket_path,
 				      const Ibvd__DeviceInfo *info)
 {
-	struct ibvd_device *dev = calloc(1, sizeof(*dev));
+	struct ibvc_device *dev = calloc(1, sizeof(*dev));
 	struct ibv_device *pub;
 
 	if (!dev)
@@ -141,10 +141,10 @@ static struct ibvd_device *device_new(const char *socket_path,
  * another index), the listing gets a new one and the old one leaves the
  * cache, living on while a list or context still holds it.
  */
-static struct ibvd_device *device_lookup_locked(const char *socket_path,
+static struct ibvc_device *device_lookup_locked(const char *socket_path,
 						const Ibvd__DeviceInfo *info)
 {
-	struct ibvd_device *dev = cache_find_locked(socket_path, info);
+	struct ibvc_device *dev = cache_find_locked(socket_path, info);
 
 	if (!dev) {
 		dev = device_new(socket_path, info);
@@ -161,7 +161,7 @@ static void put_list_locked(struct ibv_device **list)
 	size_t i;
 
 	for (i = 0; list[i]; i++)
-		device_put_locked(to_ibvd_device(list[i]));
+		device_put_locked(to_ibvc_device(list[i]));
 }
 
 /* A NULL-terminated list holding one reference per device. */
@@ -179,7 +179,7 @@ static int build_list(const char *socket_path,
 	pthread_mutex_lock(&cache_lock);
 	cache_clear_seen_locked(socket_path);
 	for (i = 0; i < reply->n_devices; i++) {
-		struct ibvd_device *dev;
+		struct ibvc_device *dev;
 
 		dev = device_lookup_locked(socket_path, reply->devices[i]);
 		if (!dev)
@@ -290,7 +290,7 @@ struct ibv_device **ibv_get_device_list(int *num_devices)
 		*num_devices = 0;
 	ret = list_devices(ibvd_socket_path(), &list);
 	if (ret < 0)
-		return ibvd_null_ret(ret);
+		return ibvc_null_ret(ret);
 	while (list[n])
 		n++;
 	if (num_devices)
@@ -315,7 +315,7 @@ const char *ibv_get_device_name(struct ibv_device *device)
 
 __be64 ibv_get_device_guid(struct ibv_device *device)
 {
-	return device ? htobe64(to_ibvd_device(device)->node_guid) : 0;
+	return device ? htobe64(to_ibvc_device(device)->node_guid) : 0;
 }
 
 int ibv_get_device_index(struct ibv_device *device)
@@ -324,6 +324,6 @@ int ibv_get_device_index(struct ibv_device *device)
 
 	if (!device)
 		return -1;
-	index = to_ibvd_device(device)->index;
+	index = to_ibvc_device(device)->index;
 	return index <= INT32_MAX ? (int)index : -1;
 }

@@ -8,7 +8,7 @@
 
 #include "ibvd_verbs.h"
 
-int ibvd_close_xrcd_unsupported(struct ibv_xrcd *xrcd)
+int ibvc_close_xrcd_unsupported(struct ibv_xrcd *xrcd)
 {
 	return EOPNOTSUPP;
 }

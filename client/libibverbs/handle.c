@@ -18,10 +18,10 @@
 /* The slot bits of a daemon handle (daemon/handle.h). */
 #define HANDLE_INDEX_MASK	((1u << 20) - 1)
 
-static int grow(struct ibvd_context *ictx, uint32_t need)
+static int grow(struct ibvc_context *ictx, uint32_t need)
 {
 	uint32_t n = ictx->nobjs ? ictx->nobjs : 64;
-	struct ibvd_obj_ref *objs;
+	struct ibvc_obj_ref *objs;
 
 	while (n < need)
 		n *= 2;
@@ -34,8 +34,8 @@ static int grow(struct ibvd_context *ictx, uint32_t need)
 	return 0;
 }
 
-int ibvd_obj_add(struct ibvd_context *ictx, uint32_t handle,
-		 enum ibvd_obj_kind kind, void *obj)
+int ibvc_obj_add(struct ibvc_context *ictx, uint32_t handle,
+		 enum ibvc_obj_kind kind, void *obj)
 {
 	uint32_t index = handle & HANDLE_INDEX_MASK;
 	int ret = 0;
@@ -54,7 +54,7 @@ int ibvd_obj_add(struct ibvd_context *ictx, uint32_t handle,
 	return ret;
 }
 
-void ibvd_obj_remove(struct ibvd_context *ictx, uint32_t handle)
+void ibvc_obj_remove(struct ibvc_context *ictx, uint32_t handle)
 {
 	uint32_t index = handle & HANDLE_INDEX_MASK;
 
@@ -64,11 +64,11 @@ void ibvd_obj_remove(struct ibvd_context *ictx, uint32_t handle)
 	pthread_mutex_unlock(&ictx->obj_lock);
 }
 
-void *ibvd_obj_lookup_locked(struct ibvd_context *ictx, uint32_t handle,
-			     enum ibvd_obj_kind kind)
+void *ibvc_obj_lookup_locked(struct ibvc_context *ictx, uint32_t handle,
+			     enum ibvc_obj_kind kind)
 {
 	uint32_t index = handle & HANDLE_INDEX_MASK;
-	const struct ibvd_obj_ref *ref;
+	const struct ibvc_obj_ref *ref;
 
 	if (handle == 0 || index >= ictx->nobjs)
 		return NULL;
@@ -76,14 +76,14 @@ void *ibvd_obj_lookup_locked(struct ibvd_context *ictx, uint32_t handle,
 	return ref->handle == handle && ref->kind == kind ? ref->obj : NULL;
 }
 
-void ibvd_obj_free_all(struct ibvd_context *ictx)
+void ibvc_obj_free_all(struct ibvc_context *ictx)
 {
 	free(ictx->objs);
 	ictx->objs = NULL;
 	ictx->nobjs = 0;
 }
 
-void ibvd_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
+void ibvc_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
 		     const uint32_t *completed, const uint32_t *delivered)
 {
 	pthread_mutex_lock(mutex);

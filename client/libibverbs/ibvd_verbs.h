@@ -29,7 +29,7 @@
  * One device of one daemon.  The public part is what ibv_get_device_list()
  * hands out; everything after it is ours.
  */
-struct ibvd_device {
+struct ibvc_device {
 	struct ibv_device device;	/* must be first: apps hold &device */
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint64_t node_guid;		/* host byte order */
@@ -43,16 +43,16 @@ struct ibvd_device {
 	unsigned int refcount;
 	bool cached;
 	bool seen;			/* listed by the current listing */
-	struct ibvd_device *next;	/* in the cache */
+	struct ibvc_device *next;	/* in the cache */
 };
 
-static inline struct ibvd_device *to_ibvd_device(struct ibv_device *device)
+static inline struct ibvc_device *to_ibvc_device(struct ibv_device *device)
 {
-	return container_of(device, struct ibvd_device, device);
+	return container_of(device, struct ibvc_device, device);
 }
 
-void ibvd_device_get(struct ibvd_device *dev);
-void ibvd_device_put(struct ibvd_device *dev);
+void ibvc_device_get(struct ibvc_device *dev);
+void ibvc_device_put(struct ibvc_device *dev);
 
 /* ---- contexts (context.c) ---------------------------------------------- */
 
@@ -61,10 +61,10 @@ void ibvd_device_put(struct ibvd_device *dev);
  * public ibv_context, so that the header inlines find the extended ops
  * right before the pointer we return (abi.md §2.2).
  */
-struct ibvd_context {
+struct ibvc_context {
 	struct verbs_context vctx;	/* must be first; ends with .context */
 	struct ibvd_conn conn;		/* the RPC connection; cmd_fd is its socket */
-	struct ibvd_device *dev;	/* holds a reference */
+	struct ibvc_device *dev;	/* holds a reference */
 
 	/* async events (async.c) */
 	pthread_mutex_t async_lock;
@@ -81,21 +81,21 @@ struct ibvd_context {
 
 	/* handle -> CQ/QP/SRQ, for completion and async events (handle.c) */
 	pthread_mutex_t obj_lock;
-	struct ibvd_obj_ref *objs;	/* indexed by the handle's slot bits */
+	struct ibvc_obj_ref *objs;	/* indexed by the handle's slot bits */
 	uint32_t nobjs;
 };
 
-static inline struct ibvd_context *to_ibvd_context(struct ibv_context *ctx)
+static inline struct ibvc_context *to_ibvc_context(struct ibv_context *ctx)
 {
-	return container_of(ctx, struct ibvd_context, vctx.context);
+	return container_of(ctx, struct ibvc_context, vctx.context);
 }
 
 /* The daemon went away: make every later RPC of ctx fail fast with EIO. */
-void ibvd_context_mark_dead(struct ibvd_context *ictx);
+void ibvc_context_mark_dead(struct ibvc_context *ictx);
 
-static inline struct ibvd_conn *ibvd_conn_of(struct ibv_context *ctx)
+static inline struct ibvd_conn *ibvc_conn_of(struct ibv_context *ctx)
 {
-	return &to_ibvd_context(ctx)->conn;
+	return &to_ibvc_context(ctx)->conn;
 }
 
 /* ---- the handle -> object map (handle.c) -------------------------------- */
@@ -105,31 +105,31 @@ static inline struct ibvd_conn *ibvd_conn_of(struct ibv_context *ctx)
  * connection across kinds and never reused (daemon/handle.h), so a stale
  * handle in a queued event simply finds nothing.
  */
-enum ibvd_obj_kind {
-	IBVD_OBJ_NONE,
-	IBVD_OBJ_CQ,
-	IBVD_OBJ_QP,
-	IBVD_OBJ_SRQ,
+enum ibvc_obj_kind {
+	IBVC_OBJ_NONE,
+	IBVC_OBJ_CQ,
+	IBVC_OBJ_QP,
+	IBVC_OBJ_SRQ,
 };
 
-struct ibvd_obj_ref {
+struct ibvc_obj_ref {
 	uint32_t handle;		/* 0: free */
-	enum ibvd_obj_kind kind;
+	enum ibvc_obj_kind kind;
 	void *obj;
 };
 
-int ibvd_obj_add(struct ibvd_context *ictx, uint32_t handle,
-		 enum ibvd_obj_kind kind, void *obj);
-void ibvd_obj_remove(struct ibvd_context *ictx, uint32_t handle);
+int ibvc_obj_add(struct ibvc_context *ictx, uint32_t handle,
+		 enum ibvc_obj_kind kind, void *obj);
+void ibvc_obj_remove(struct ibvc_context *ictx, uint32_t handle);
 /* Under obj_lock: the live object of that kind named by handle, or NULL. */
-void *ibvd_obj_lookup_locked(struct ibvd_context *ictx, uint32_t handle,
-			     enum ibvd_obj_kind kind);
-void ibvd_obj_free_all(struct ibvd_context *ictx);
+void *ibvc_obj_lookup_locked(struct ibvc_context *ictx, uint32_t handle,
+			     enum ibvc_obj_kind kind);
+void ibvc_obj_free_all(struct ibvc_context *ictx);
 
 /* ---- shared queues (queue.c) -------------------------------------------- */
 
 /* The client's side of one work queue (SQ, RQ or SRQ ring, ring.h). */
-struct ibvd_wq {
+struct ibvc_wq {
 	const struct ibvd_wq_engine *engine;	/* read-only mapping */
 	struct ibvd_wq_client *client;
 	uint8_t *slots;
@@ -141,7 +141,7 @@ struct ibvd_wq {
 };
 
 /* The client's side of a CQ ring. */
-struct ibvd_cq_ring {
+struct ibvc_cq_ring {
 	const struct ibvd_cq_engine *engine;	/* read-only mapping */
 	struct ibvd_cq_client *client;
 	const struct ibvd_cqe *slots;		/* read-only mapping */
@@ -150,27 +150,27 @@ struct ibvd_cq_ring {
 };
 
 /* A mapping of one queue memfd. */
-struct ibvd_map {
+struct ibvc_map {
 	void *addr;
 	size_t len;
 };
 
-int ibvd_map_fd(int fd, size_t len, struct ibvd_map *map);
-int ibvd_map_writable(struct ibvd_map *map, int fd, size_t off, size_t len);
-void ibvd_unmap(struct ibvd_map *map);
-bool ibvd_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr);
+int ibvc_map_fd(int fd, size_t len, struct ibvc_map *map);
+int ibvc_map_writable(struct ibvc_map *map, int fd, size_t off, size_t len);
+void ibvc_unmap(struct ibvc_map *map);
+bool ibvc_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr);
 /* Map a work-queue ring at off inside map (already mapped read-only). */
-int ibvd_wq_setup(struct ibvd_wq *wq, struct ibvd_map *map, int fd,
+int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_map *map, int fd,
 		  size_t off, uint32_t nslots, uint32_t stride, uint32_t limit);
-void ibvd_wq_destroy(struct ibvd_wq *wq);
+void ibvc_wq_destroy(struct ibvc_wq *wq);
 /* After a reset the daemon may have rewound the counters: follow them. */
-void ibvd_wq_resync(struct ibvd_wq *wq);
-void ibvd_cq_ring_setup(struct ibvd_cq_ring *ring, struct ibvd_map *map,
+void ibvc_wq_resync(struct ibvc_wq *wq);
+void ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_map *map,
 			uint32_t nslots);
 /* Tell the engine that queue slot `bit` of ictx has work (ring.h). */
-void ibvd_ring_doorbell(struct ibvd_context *ictx, uint32_t bit);
+void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit);
 
-static inline void *ibvd_wq_slot(const struct ibvd_wq *wq, uint32_t counter)
+static inline void *ibvc_wq_slot(const struct ibvc_wq *wq, uint32_t counter)
 {
 	return wq->slots + (size_t)(counter & (wq->nslots - 1)) * wq->stride;
 }
@@ -183,30 +183,30 @@ static inline void *ibvd_wq_slot(const struct ibvd_wq *wq, uint32_t counter)
 extern bool verbs_allow_disassociate_destroy;
 
 /* pd.c: send a destroying request (DEALLOC_PD, DESTROY_*) for handle */
-int ibvd_destroy_handle(struct ibv_context *ctx, uint16_t type,
+int ibvc_destroy_handle(struct ibv_context *ctx, uint16_t type,
 			uint32_t handle);
 
-struct ibvd_comp_channel {
+struct ibvc_comp_channel {
 	struct ibv_comp_channel channel;	/* must be first */
 	uint32_t handle;
 	pthread_mutex_t recv_lock;		/* one reader of buf at a time */
 	uint8_t *buf;				/* IBVD_FRAME_MAX bytes */
 };
 
-static inline struct ibvd_comp_channel *
-to_ibvd_channel(struct ibv_comp_channel *channel)
+static inline struct ibvc_comp_channel *
+to_ibvc_channel(struct ibv_comp_channel *channel)
 {
-	return container_of(channel, struct ibvd_comp_channel, channel);
+	return container_of(channel, struct ibvc_comp_channel, channel);
 }
 
-struct ibvd_cq {
+struct ibvc_cq {
 	union {
 		struct ibv_cq cq;		/* must be first */
 		struct ibv_cq_ex cq_ex;		/* ibv_create_cq_ex()'s CQs */
 	};
 	pthread_mutex_t lock;			/* pollers, arming, resize */
-	struct ibvd_cq_ring ring;
-	struct ibvd_map map;
+	struct ibvc_cq_ring ring;
+	struct ibvc_map map;
 	/* under cq.mutex: events handed to the app, for destroy's wait */
 	uint32_t comp_delivered;
 	uint32_t async_delivered;
@@ -216,19 +216,19 @@ struct ibvd_cq {
 	struct ibvd_cqe cur;			/* what the read_* ops report */
 };
 
-static inline struct ibvd_cq *to_ibvd_cq(struct ibv_cq *cq)
+static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
 {
-	return container_of(cq, struct ibvd_cq, cq);
+	return container_of(cq, struct ibvc_cq, cq);
 }
 
-struct ibvd_qp {
+struct ibvc_qp {
 	union {
 		struct ibv_qp qp;		/* must be first */
 		struct ibv_qp_ex qp_ex;		/* room for ibv_qp_to_qp_ex() */
 	};
-	struct ibvd_wq sq;
-	struct ibvd_wq rq;			/* unused with an SRQ */
-	struct ibvd_map map;
+	struct ibvc_wq sq;
+	struct ibvc_wq rq;			/* unused with an SRQ */
+	struct ibvc_map map;
 	struct ibv_qp_cap cap;			/* actual, as the daemon reported */
 	uint32_t doorbell;			/* the QP's bit in the context page */
 	uint32_t async_delivered;		/* under qp.mutex */
@@ -243,32 +243,32 @@ struct ibvd_qp {
 	} batch;
 };
 
-static inline struct ibvd_qp *to_ibvd_qp(struct ibv_qp *qp)
+static inline struct ibvc_qp *to_ibvc_qp(struct ibv_qp *qp)
 {
-	return container_of(qp, struct ibvd_qp, qp);
+	return container_of(qp, struct ibvc_qp, qp);
 }
 
-struct ibvd_srq {
+struct ibvc_srq {
 	struct ibv_srq srq;			/* must be first */
-	struct ibvd_wq rq;
-	struct ibvd_map map;
+	struct ibvc_wq rq;
+	struct ibvc_map map;
 	uint32_t max_sge;
 	uint32_t async_delivered;		/* under srq.mutex */
 };
 
-static inline struct ibvd_srq *to_ibvd_srq(struct ibv_srq *srq)
+static inline struct ibvc_srq *to_ibvc_srq(struct ibv_srq *srq)
 {
-	return container_of(srq, struct ibvd_srq, srq);
+	return container_of(srq, struct ibvc_srq, srq);
 }
 
-struct ibvd_ah {
+struct ibvc_ah {
 	struct ibv_ah ah;			/* must be first */
 	struct ibvd_av av;			/* copied into every UD send WQE */
 };
 
-static inline struct ibvd_ah *to_ibvd_ah(struct ibv_ah *ah)
+static inline struct ibvc_ah *to_ibvc_ah(struct ibv_ah *ah)
 {
-	return container_of(ah, struct ibvd_ah, ah);
+	return container_of(ah, struct ibvc_ah, ah);
 }
 
 /*
@@ -276,24 +276,24 @@ static inline struct ibvd_ah *to_ibvd_ah(struct ibv_ah *ah)
  * it was handed (ibv_destroy_cq(3)); the counters are compared under the
  * object's public mutex, which the acks take too.
  */
-void ibvd_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
+void ibvc_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
 		     const uint32_t *completed, const uint32_t *delivered);
 
 /* cq.c: a CQ made by the daemon, registered for its events */
-int ibvd_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+int ibvc_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 		   struct ibv_comp_channel *channel, int comp_vector,
-		   struct ibvd_cq **ret_cq);
+		   struct ibvc_cq **ret_cq);
 
 /* cq_ex.c, qp.c, srq.c: extended creators (verbs_context ops) */
-struct ibv_cq_ex *ibvd_create_cq_ex_op(struct ibv_context *ctx,
+struct ibv_cq_ex *ibvc_create_cq_ex_op(struct ibv_context *ctx,
 				       struct ibv_cq_init_attr_ex *attr);
-struct ibv_qp *ibvd_create_qp_ex_op(struct ibv_context *ctx,
+struct ibv_qp *ibvc_create_qp_ex_op(struct ibv_context *ctx,
 				    struct ibv_qp_init_attr_ex *attr);
-struct ibv_srq *ibvd_create_srq_ex_op(struct ibv_context *ctx,
+struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,
 				      struct ibv_srq_init_attr_ex *attr);
 
 /* query.c: the index of gid in port_num's GID table, or a negative errno */
-int ibvd_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
+int ibvc_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 			const union ibv_gid *gid);
 
 /* ah.c: address attributes on the wire (AhAttr's dgid points into a) */
@@ -301,64 +301,64 @@ int ibvd_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 /* ---- the data path (post.c, poll.c) ------------------------------------- */
 
 /* The posting checks the ibv_qp_ex API shares (post.c, qp_ex.c). */
-bool ibvd_wq_has_room(struct ibvd_wq *wq, uint32_t *head, uint32_t tail);
-bool ibvd_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op);
-bool ibvd_sq_state_ok(const struct ibvd_qp *qp);
+bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail);
+bool ibvc_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op);
+bool ibvc_sq_state_ok(const struct ibvc_qp *qp);
 /* qp_ex.c: give a QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS its API */
-int ibvd_qp_ex_init(struct ibvd_qp *qp, enum ibv_qp_type type,
+int ibvc_qp_ex_init(struct ibvc_qp *qp, enum ibv_qp_type type,
 		    uint64_t send_ops_flags);
 
-int ibvd_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
+int ibvc_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);
-int ibvd_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+int ibvc_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr);
-int ibvd_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+int ibvc_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr);
-int ibvd_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int ibvc_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 /*
  * The CQ consumer both poll APIs share (poll.c), under the CQ lock: take
  * the next CQE into *cqe (false: none), reading the engine's tail into
  * *seen only once all CQEs below it were taken; then release the taken
  * slots to the engine once per batch.
  */
-bool ibvd_cq_ring_take(struct ibvd_cq_ring *ring, uint32_t *seen,
+bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 		       struct ibvd_cqe *cqe);
-void ibvd_cq_ring_release(struct ibvd_cq_ring *ring);
-int ibvd_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
+void ibvc_cq_ring_release(struct ibvc_cq_ring *ring);
+int ibvc_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
 
 /* ---- queries (query.c) ------------------------------------------------- */
 
 /* verbs_context ops (size-aware). */
-int ibvd_query_port_op(struct ibv_context *ctx, uint8_t port_num,
+int ibvc_query_port_op(struct ibv_context *ctx, uint8_t port_num,
 		       struct ibv_port_attr *attr, size_t attr_len);
-int ibvd_query_device_ex_op(struct ibv_context *ctx,
+int ibvc_query_device_ex_op(struct ibv_context *ctx,
 			    const struct ibv_query_device_ex_input *input,
 			    struct ibv_device_attr_ex *attr, size_t attr_size);
 
 /* ---- memory windows (mw.c; binding in post.c) ---------------------------- */
 
-struct ibv_mw *ibvd_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type);
-int ibvd_dealloc_mw_op(struct ibv_mw *mw);
-int ibvd_bind_mw_op(struct ibv_qp *qp, struct ibv_mw *mw,
+struct ibv_mw *ibvc_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type);
+int ibvc_dealloc_mw_op(struct ibv_mw *mw);
+int ibvc_bind_mw_op(struct ibv_qp *qp, struct ibv_mw *mw,
 		    struct ibv_mw_bind *mw_bind);
 /* The BIND_MW fields of a send WQE header. */
-void ibvd_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
+void ibvc_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
 		    uint32_t rkey, const struct ibv_mw_bind_info *info);
 
 /* ---- operations we do not implement (dummy_ops.c) ---------------------- */
 
-int ibvd_close_xrcd_unsupported(struct ibv_xrcd *xrcd);
+int ibvc_close_xrcd_unsupported(struct ibv_xrcd *xrcd);
 
 /* ---- public-boundary error conversion ---------------------------------- */
 
 /* For verbs that return a positive errno ("int" verbs, abi.md §5.8). */
-static inline int ibvd_errno_ret(int ret)
+static inline int ibvc_errno_ret(int ret)
 {
 	return ret < 0 ? -ret : ret;
 }
 
 /* For verbs that return -1 and set errno. */
-static inline int ibvd_minus_one_ret(int ret)
+static inline int ibvc_minus_one_ret(int ret)
 {
 	if (ret >= 0)
 		return ret;
@@ -367,7 +367,7 @@ static inline int ibvd_minus_one_ret(int ret)
 }
 
 /* For creators: NULL with errno set from a negative errno. */
-static inline void *ibvd_null_ret(int ret)
+static inline void *ibvc_null_ret(int ret)
 {
 	errno = -ret;
 	return NULL;

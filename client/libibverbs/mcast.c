@@ -17,16 +17,16 @@ static int mcast(struct ibv_qp *qp, uint16_t type, const union ibv_gid *gid,
 	req.gid.data = (uint8_t *)gid->raw;
 	req.gid.len = sizeof(gid->raw);
 	req.lid = lid;
-	return ibvd_conn_call(ibvd_conn_of(qp->context), type, &req.base, NULL,
+	return ibvd_conn_call(ibvc_conn_of(qp->context), type, &req.base, NULL,
 			      NULL, NULL, NULL);
 }
 
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return ibvd_errno_ret(mcast(qp, IBVD_MSG_ATTACH_MCAST, gid, lid));
+	return ibvc_errno_ret(mcast(qp, IBVD_MSG_ATTACH_MCAST, gid, lid));
 }
 
 int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return ibvd_errno_ret(mcast(qp, IBVD_MSG_DETACH_MCAST, gid, lid));
+	return ibvc_errno_ret(mcast(qp, IBVD_MSG_DETACH_MCAST, gid, lid));
 }

@@ -30,7 +30,7 @@
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
 
 /* Send the process's memory to the daemon, once per context. */
-static int attach_memory(struct ibvd_context *ictx)
+static int attach_memory(struct ibvc_context *ictx)
 {
 	Ibvd__AttachMemory req = IBVD__ATTACH_MEMORY__INIT;
 	int fd, ret;
@@ -46,7 +46,7 @@ static int attach_memory(struct ibvd_context *ictx)
 	return ret;
 }
 
-static int ensure_memory_attached(struct ibvd_context *ictx)
+static int ensure_memory_attached(struct ibvc_context *ictx)
 {
 	pthread_mutex_t *mutex = &ictx->vctx.context.mutex;
 	int ret = 0;
@@ -82,7 +82,7 @@ static int reg_on_daemon(struct ibv_mr *mr, uint64_t iova, unsigned int access)
 	req.length = mr->length;
 	req.iova = iova;
 	req.access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
-	ret = ibvd_conn_call(ibvd_conn_of(mr->context), IBVD_MSG_REG_MR,
+	ret = ibvd_conn_call(ibvc_conn_of(mr->context), IBVD_MSG_REG_MR,
 			     &req.base, &ibvd__reg_mr_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
@@ -105,7 +105,7 @@ static int reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 	ret = check_access(access);
 	if (ret < 0)
 		return ret;
-	ret = ensure_memory_attached(to_ibvd_context(pd->context));
+	ret = ensure_memory_attached(to_ibvc_context(pd->context));
 	if (ret < 0)
 		return ret;
 	mr = calloc(1, sizeof(*mr));
@@ -131,7 +131,7 @@ static struct ibv_mr *reg_mr_public(struct ibv_pd *pd, void *addr,
 	struct ibv_mr *mr = NULL;
 	int ret = reg_mr(pd, addr, length, iova, access, &mr);
 
-	return ret < 0 ? ibvd_null_ret(ret) : mr;
+	return ret < 0 ? ibvc_null_ret(ret) : mr;
 }
 
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
@@ -187,7 +187,7 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	req.addr = (uintptr_t)addr;
 	req.length = length;
 	req.access = (uint32_t)access & ~IBV_ACCESS_OPTIONAL_RANGE;
-	ret = ibvd_conn_call(ibvd_conn_of(mr->context), IBVD_MSG_REREG_MR,
+	ret = ibvd_conn_call(ibvc_conn_of(mr->context), IBVD_MSG_REREG_MR,
 			     &req.base, &ibvd__reg_mr_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
@@ -231,9 +231,9 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 
 	if (!mr)
 		return EINVAL;
-	ret = ibvd_destroy_handle(mr->context, IBVD_MSG_DEREG_MR, mr->handle);
+	ret = ibvc_destroy_handle(mr->context, IBVD_MSG_DEREG_MR, mr->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	free(mr);
 	return 0;
 }

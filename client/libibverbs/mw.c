@@ -20,7 +20,7 @@ static int alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
 
 	req.pd = pd->handle;
 	req.type = type;
-	ret = ibvd_conn_call(ibvd_conn_of(pd->context), IBVD_MSG_ALLOC_MW,
+	ret = ibvd_conn_call(ibvc_conn_of(pd->context), IBVD_MSG_ALLOC_MW,
 			     &req.base, &ibvd__alloc_mw_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
@@ -34,31 +34,31 @@ static int alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
 	return 0;
 }
 
-struct ibv_mw *ibvd_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type)
+struct ibv_mw *ibvc_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	struct ibv_mw *mw;
 	int ret;
 
 	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	mw = calloc(1, sizeof(*mw));
 	if (!mw)
-		return ibvd_null_ret(-ENOMEM);
+		return ibvc_null_ret(-ENOMEM);
 	ret = alloc_mw(pd, type, mw);
 	if (ret < 0) {
 		free(mw);
-		return ibvd_null_ret(ret);
+		return ibvc_null_ret(ret);
 	}
 	return mw;
 }
 
-int ibvd_dealloc_mw_op(struct ibv_mw *mw)
+int ibvc_dealloc_mw_op(struct ibv_mw *mw)
 {
 	int ret;
 
-	ret = ibvd_destroy_handle(mw->context, IBVD_MSG_DEALLOC_MW, mw->handle);
+	ret = ibvc_destroy_handle(mw->context, IBVD_MSG_DEALLOC_MW, mw->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	free(mw);
 	return 0;
 }

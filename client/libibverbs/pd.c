@@ -18,7 +18,7 @@ static int alloc_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
 	pd = calloc(1, sizeof(*pd));
 	if (!pd)
 		return -ENOMEM;
-	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_ALLOC_PD, NULL,
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_ALLOC_PD, NULL,
 			     &ibvd__handle__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
@@ -39,18 +39,18 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	int ret;
 
 	if (!ctx)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = alloc_pd(ctx, &pd);
-	return ret < 0 ? ibvd_null_ret(ret) : pd;
+	return ret < 0 ? ibvc_null_ret(ret) : pd;
 }
 
-int ibvd_destroy_handle(struct ibv_context *ctx, uint16_t type, uint32_t handle)
+int ibvc_destroy_handle(struct ibv_context *ctx, uint16_t type, uint32_t handle)
 {
 	Ibvd__Handle req = IBVD__HANDLE__INIT;
 	int ret;
 
 	req.handle = handle;
-	ret = ibvd_conn_call(ibvd_conn_of(ctx), type, &req.base, NULL, NULL,
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), type, &req.base, NULL, NULL,
 			     NULL, NULL);
 	/*
 	 * A dead daemon already freed everything the context owned.  Like
@@ -68,9 +68,9 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 
 	if (!pd)
 		return EINVAL;
-	ret = ibvd_destroy_handle(pd->context, IBVD_MSG_DEALLOC_PD, pd->handle);
+	ret = ibvc_destroy_handle(pd->context, IBVD_MSG_DEALLOC_PD, pd->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	free(pd);
 	return 0;
 }

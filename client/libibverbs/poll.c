@@ -27,7 +27,7 @@ static void wc_from_cqe(struct ibv_wc *wc, const struct ibvd_cqe *cqe)
 	wc->dlid_path_bits = cqe->dlid_path_bits;
 }
 
-bool ibvd_cq_ring_take(struct ibvd_cq_ring *ring, uint32_t *seen,
+bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 		       struct ibvd_cqe *cqe)
 {
 	uint32_t head = ring->head;
@@ -54,29 +54,29 @@ bool ibvd_cq_ring_take(struct ibvd_cq_ring *ring, uint32_t *seen,
 	return true;
 }
 
-void ibvd_cq_ring_release(struct ibvd_cq_ring *ring)
+void ibvc_cq_ring_release(struct ibvc_cq_ring *ring)
 {
 	/* Release: done reading these slots; the engine may reuse them. */
 	ibvd_publish(&ring->client->head, ring->head);
 }
 
 /* Copy up to num CQEs out of ring; returns how many (under the CQ lock). */
-static int poll_ring(struct ibvd_cq_ring *ring, int num, struct ibv_wc *wc)
+static int poll_ring(struct ibvc_cq_ring *ring, int num, struct ibv_wc *wc)
 {
 	uint32_t seen = ring->head;	/* read the tail first thing */
 	struct ibvd_cqe cqe;
 	int n = 0;
 
-	while (n < num && ibvd_cq_ring_take(ring, &seen, &cqe))
+	while (n < num && ibvc_cq_ring_take(ring, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
 	if (n)
-		ibvd_cq_ring_release(ring);
+		ibvc_cq_ring_release(ring);
 	return n;
 }
 
-int ibvd_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
-	struct ibvd_cq *cq = to_ibvd_cq(ibcq);
+	struct ibvc_cq *cq = to_ibvc_cq(ibcq);
 	int n;
 
 	if (num_entries < 0 || (num_entries > 0 && !wc))
@@ -92,9 +92,9 @@ int ibvd_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
  * fired one.  An arm for any completion that is still pending is not
  * narrowed to solicited-only by a later request, as on a NIC.
  */
-int ibvd_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
+int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 {
-	struct ibvd_cq *cq = to_ibvd_cq(ibcq);
+	struct ibvc_cq *cq = to_ibvc_cq(ibcq);
 	struct ibvd_cq_client *client;
 	uint32_t fired, flags;
 

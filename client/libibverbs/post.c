@@ -20,7 +20,7 @@
 	 IBV_SEND_INLINE)
 
 /* Room for one more WQE, re-reading the engine's head only when needed. */
-bool ibvd_wq_has_room(struct ibvd_wq *wq, uint32_t *head, uint32_t tail)
+bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail)
 {
 	if (tail - *head < wq->limit)
 		return true;
@@ -32,7 +32,7 @@ bool ibvd_wq_has_room(struct ibvd_wq *wq, uint32_t *head, uint32_t tail)
 /* ---- sends ------------------------------------------------------------- */
 
 /* IB spec 10.8.2: which opcodes each transport has. */
-bool ibvd_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op)
+bool ibvc_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_SEND:
@@ -86,7 +86,7 @@ static uint64_t sge_bytes(const struct ibv_sge *sge, int num_sge)
  * Posting is allowed from RTS on (RTS, SQD, SQE, ERR: the engine flushes
  * what arrives in ERR), never before.
  */
-bool ibvd_sq_state_ok(const struct ibvd_qp *qp)
+bool ibvc_sq_state_ok(const struct ibvc_qp *qp)
 {
 	enum ibv_qp_state s = __atomic_load_n(&qp->qp.state, __ATOMIC_RELAXED);
 
@@ -107,11 +107,11 @@ static bool bind_ok(const struct ibv_send_wr *wr, bool type1)
 	return mw && mw->type == (type1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
 }
 
-static int check_send_wr(const struct ibvd_qp *qp, const struct ibv_send_wr *wr,
+static int check_send_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 			 bool type1)
 {
-	if (!ibvd_sq_state_ok(qp) ||
-	    !ibvd_send_opcode_valid(qp->qp.qp_type, wr->opcode) ||
+	if (!ibvc_sq_state_ok(qp) ||
+	    !ibvc_send_opcode_valid(qp->qp.qp_type, wr->opcode) ||
 	    !bind_ok(wr, type1))
 		return -EINVAL;
 	if (is_local_op(wr->opcode))
@@ -127,7 +127,7 @@ static int check_send_wr(const struct ibvd_qp *qp, const struct ibv_send_wr *wr,
 	return 0;
 }
 
-static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvd_qp *qp,
+static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvc_qp *qp,
 			     const struct ibv_send_wr *wr)
 {
 	memset(h, 0, sizeof(*h));
@@ -150,7 +150,7 @@ static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvd_qp *qp,
 		h->swap = wr->wr.atomic.swap;
 		break;
 	case IBV_WR_BIND_MW:
-		ibvd_fill_bind(h, wr->bind_mw.mw, wr->bind_mw.rkey,
+		ibvc_fill_bind(h, wr->bind_mw.mw, wr->bind_mw.rkey,
 			       &wr->bind_mw.bind_info);
 		break;
 	case IBV_WR_LOCAL_INV:
@@ -162,7 +162,7 @@ static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvd_qp *qp,
 	if (qp->qp.qp_type == IBV_QPT_UD) {
 		h->remote_qpn = wr->wr.ud.remote_qpn;
 		h->remote_qkey = wr->wr.ud.remote_qkey;
-		h->av = to_ibvd_ah(wr->wr.ud.ah)->av;
+		h->av = to_ibvc_ah(wr->wr.ud.ah)->av;
 	}
 }
 
@@ -192,7 +192,7 @@ static void copy_sges(struct ibvd_sge *dst, const struct ibv_sge *sge,
 	}
 }
 
-static void write_send_wqe(struct ibvd_qp *qp, void *slot,
+static void write_send_wqe(struct ibvc_qp *qp, void *slot,
 			   const struct ibv_send_wr *wr)
 {
 	struct ibvd_send_wqe *wqe = slot;
@@ -210,22 +210,22 @@ static void write_send_wqe(struct ibvd_qp *qp, void *slot,
 	}
 }
 
-static int post_send_locked(struct ibvd_qp *qp, struct ibv_send_wr *wr,
+static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 			    struct ibv_send_wr **bad_wr, bool type1)
 {
-	struct ibvd_wq *sq = &qp->sq;
+	struct ibvc_wq *sq = &qp->sq;
 	uint32_t tail = sq->tail, head = tail - sq->limit;
 	int ret = 0;
 
 	for (; wr; wr = wr->next) {
 		ret = check_send_wr(qp, wr, type1);
-		if (ret == 0 && !ibvd_wq_has_room(sq, &head, tail))
+		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;
 			break;
 		}
-		write_send_wqe(qp, ibvd_wq_slot(sq, tail), wr);
+		write_send_wqe(qp, ibvc_wq_slot(sq, tail), wr);
 		tail++;
 	}
 	if (tail == sq->tail)
@@ -233,23 +233,23 @@ static int post_send_locked(struct ibvd_qp *qp, struct ibv_send_wr *wr,
 	sq->tail = tail;
 	/* Release: the WQEs are written before the engine sees tail. */
 	ibvd_publish(&sq->client->tail, tail);
-	ibvd_ring_doorbell(to_ibvd_context(qp->qp.context), qp->doorbell);
+	ibvc_ring_doorbell(to_ibvc_context(qp->qp.context), qp->doorbell);
 	return ret;
 }
 
-int ibvd_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+int ibvc_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr)
 {
-	struct ibvd_qp *qp = to_ibvd_qp(ibqp);
+	struct ibvc_qp *qp = to_ibvc_qp(ibqp);
 	int ret;
 
 	pthread_mutex_lock(&qp->sq.lock);
 	ret = post_send_locked(qp, wr, bad_wr, false);
 	pthread_mutex_unlock(&qp->sq.lock);
-	return ibvd_errno_ret(ret);
+	return ibvc_errno_ret(ret);
 }
 
-void ibvd_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
+void ibvc_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
 		    uint32_t rkey, const struct ibv_mw_bind_info *info)
 {
 	h->mw_key = mw ? mw->rkey : 0;
@@ -266,10 +266,10 @@ void ibvd_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
  * window's old key stops working once the engine executes it; the app
  * sees the new key in mw->rkey as soon as the request is posted.
  */
-int ibvd_bind_mw_op(struct ibv_qp *ibqp, struct ibv_mw *mw,
+int ibvc_bind_mw_op(struct ibv_qp *ibqp, struct ibv_mw *mw,
 		    struct ibv_mw_bind *mw_bind)
 {
-	struct ibvd_qp *qp = to_ibvd_qp(ibqp);
+	struct ibvc_qp *qp = to_ibvc_qp(ibqp);
 	struct ibv_send_wr wr = {
 		.wr_id = mw_bind->wr_id,
 		.opcode = IBV_WR_BIND_MW,
@@ -285,7 +285,7 @@ int ibvd_bind_mw_op(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	pthread_mutex_unlock(&qp->sq.lock);
 	if (ret == 0)
 		mw->rkey = wr.bind_mw.rkey;
-	return ibvd_errno_ret(ret);
+	return ibvc_errno_ret(ret);
 }
 
 /* ---- receives ---------------------------------------------------------- */
@@ -305,7 +305,7 @@ static void write_recv_wqe(void *slot, const struct ibv_recv_wr *wr)
  * Post a list of receive WQEs to a receive ring; returns 0 or a negative
  * errno with *bad_wr set, and whether anything was published.
  */
-static int post_recv_locked(struct ibvd_wq *rq, uint32_t max_sge,
+static int post_recv_locked(struct ibvc_wq *rq, uint32_t max_sge,
 			    struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
 			    bool *published)
 {
@@ -316,13 +316,13 @@ static int post_recv_locked(struct ibvd_wq *rq, uint32_t max_sge,
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge ||
 		    (wr->num_sge && !wr->sg_list))
 			ret = -EINVAL;
-		else if (!ibvd_wq_has_room(rq, &head, tail))
+		else if (!ibvc_wq_has_room(rq, &head, tail))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;
 			break;
 		}
-		write_recv_wqe(ibvd_wq_slot(rq, tail), wr);
+		write_recv_wqe(ibvc_wq_slot(rq, tail), wr);
 		tail++;
 	}
 	*published = tail != rq->tail;
@@ -339,7 +339,7 @@ static int post_recv_locked(struct ibvd_wq *rq, uint32_t max_sge,
  * doorbell for them, except on a queue it stopped (QP in error): what is
  * posted there must be flushed, so tell it.
  */
-static void recv_rang(struct ibvd_qp *qp)
+static void recv_rang(struct ibvc_qp *qp)
 {
 	/*
 	 * Store (tail) -> load (error) needs a full fence: the engine stores
@@ -348,22 +348,22 @@ static void recv_rang(struct ibvd_qp *qp)
 	 */
 	ibvd_full_fence();
 	if (ibvd_read_once(&qp->rq.engine->error))
-		ibvd_ring_doorbell(to_ibvd_context(qp->qp.context),
+		ibvc_ring_doorbell(to_ibvc_context(qp->qp.context),
 				   qp->doorbell);
 }
 
 /* Receives may be posted from INIT on; RESET queues do not exist yet. */
-static bool rq_state_ok(const struct ibvd_qp *qp)
+static bool rq_state_ok(const struct ibvc_qp *qp)
 {
 	enum ibv_qp_state s = __atomic_load_n(&qp->qp.state, __ATOMIC_RELAXED);
 
 	return s != IBV_QPS_RESET;
 }
 
-int ibvd_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr)
 {
-	struct ibvd_qp *qp = to_ibvd_qp(ibqp);
+	struct ibvc_qp *qp = to_ibvc_qp(ibqp);
 	bool published;
 	int ret;
 
@@ -377,18 +377,18 @@ int ibvd_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	pthread_mutex_unlock(&qp->rq.lock);
 	if (published)
 		recv_rang(qp);
-	return ibvd_errno_ret(ret);
+	return ibvc_errno_ret(ret);
 }
 
-int ibvd_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+int ibvc_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr)
 {
-	struct ibvd_srq *srq = to_ibvd_srq(ibsrq);
+	struct ibvc_srq *srq = to_ibvc_srq(ibsrq);
 	bool published;
 	int ret;
 
 	pthread_mutex_lock(&srq->rq.lock);
 	ret = post_recv_locked(&srq->rq, srq->max_sge, wr, bad_wr, &published);
 	pthread_mutex_unlock(&srq->rq.lock);
-	return ibvd_errno_ret(ret);
+	return ibvc_errno_ret(ret);
 }

@@ -29,7 +29,7 @@ static bool sq_fits(const Ibvd__CreateQpReply *r, const struct ibv_qp_cap *cap)
 {
 	uint64_t room = (uint64_t)r->sq_stride - IBVD_SEND_WQE_HDR;
 
-	return ibvd_wq_geometry_ok(r->sq_nslots, r->sq_stride, IBVD_SEND_WQE_HDR) &&
+	return ibvc_wq_geometry_ok(r->sq_nslots, r->sq_stride, IBVD_SEND_WQE_HDR) &&
 	       (uint64_t)cap->max_send_sge * sizeof(struct ibvd_sge) <= room &&
 	       cap->max_inline_data <= room;
 }
@@ -38,7 +38,7 @@ static bool rq_fits(const Ibvd__CreateQpReply *r, const struct ibv_qp_cap *cap)
 {
 	uint64_t room = (uint64_t)r->rq_stride - IBVD_RECV_WQE_HDR;
 
-	return ibvd_wq_geometry_ok(r->rq_nslots, r->rq_stride, IBVD_RECV_WQE_HDR) &&
+	return ibvc_wq_geometry_ok(r->rq_nslots, r->rq_stride, IBVD_RECV_WQE_HDR) &&
 	       (uint64_t)cap->max_recv_sge * sizeof(struct ibvd_sge) <= room &&
 	       r->rq_offset % IBVD_PAGE_SIZE == 0;
 }
@@ -60,7 +60,7 @@ static uint64_t qp_map_len(const Ibvd__CreateQpReply *r, bool has_rq)
 	return r->rq_offset + ring_len(r->rq_nslots, r->rq_stride);
 }
 
-static int map_qp_rings(struct ibvd_qp *qp, const Ibvd__CreateQpReply *r,
+static int map_qp_rings(struct ibvc_qp *qp, const Ibvd__CreateQpReply *r,
 			int fd)
 {
 	bool has_rq = !qp->qp.srq;
@@ -70,32 +70,32 @@ static int map_qp_rings(struct ibvd_qp *qp, const Ibvd__CreateQpReply *r,
 	if (!sq_fits(r, &qp->cap) || (has_rq && !rq_fits(r, &qp->cap)) ||
 	    len == 0 || len > SIZE_MAX || r->doorbell >= IBVD_DOORBELL_BITS)
 		return -EPROTO;
-	ret = ibvd_map_fd(fd, (size_t)len, &qp->map);
+	ret = ibvc_map_fd(fd, (size_t)len, &qp->map);
 	if (ret < 0)
 		return ret;
-	ret = ibvd_wq_setup(&qp->sq, &qp->map, fd, 0, r->sq_nslots,
+	ret = ibvc_wq_setup(&qp->sq, &qp->map, fd, 0, r->sq_nslots,
 			    r->sq_stride, qp->cap.max_send_wr);
 	if (ret == 0 && has_rq)
-		ret = ibvd_wq_setup(&qp->rq, &qp->map, fd, (size_t)r->rq_offset,
+		ret = ibvc_wq_setup(&qp->rq, &qp->map, fd, (size_t)r->rq_offset,
 				    r->rq_nslots, r->rq_stride,
 				    qp->cap.max_recv_wr);
 	return ret;
 }
 
-static void qp_free(struct ibvd_qp *qp)
+static void qp_free(struct ibvc_qp *qp)
 {
-	ibvd_wq_destroy(&qp->sq);
-	ibvd_wq_destroy(&qp->rq);
-	ibvd_unmap(&qp->map);
+	ibvc_wq_destroy(&qp->sq);
+	ibvc_wq_destroy(&qp->rq);
+	ibvc_unmap(&qp->map);
 	pthread_cond_destroy(&qp->qp.cond);
 	pthread_mutex_destroy(&qp->qp.mutex);
 	free(qp);
 }
 
-static struct ibvd_qp *qp_new(struct ibv_pd *pd,
+static struct ibvc_qp *qp_new(struct ibv_pd *pd,
 			      const struct ibv_qp_init_attr *attr)
 {
-	struct ibvd_qp *qp = calloc(1, sizeof(*qp));
+	struct ibvc_qp *qp = calloc(1, sizeof(*qp));
 
 	if (!qp)
 		return NULL;
@@ -126,7 +126,7 @@ static void create_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap,
 	req->cap = cap;
 }
 
-static int create_on_daemon(struct ibvd_qp *qp,
+static int create_on_daemon(struct ibvc_qp *qp,
 			    const struct ibv_qp_init_attr *attr)
 {
 	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
@@ -137,7 +137,7 @@ static int create_on_daemon(struct ibvd_qp *qp,
 	int fd = -1, ret;
 
 	create_req(&req, &cap, qp->qp.pd, attr);
-	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
 			     &ibvd__create_qp_reply__descriptor,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
 	if (ret < 0)
@@ -150,7 +150,7 @@ static int create_on_daemon(struct ibvd_qp *qp,
 	if (nfds == 1)
 		close(fd);	/* the mapping keeps the memory */
 	if (ret < 0)
-		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, reply->handle);
+		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, reply->handle);
 	ibvd__create_qp_reply__free_unpacked(reply, NULL);
 	return ret;
 }
@@ -168,9 +168,9 @@ static int check_init_attr(struct ibv_pd *pd, const struct ibv_qp_init_attr *a)
 }
 
 static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
-		     struct ibvd_qp **ret_qp)
+		     struct ibvc_qp **ret_qp)
 {
-	struct ibvd_qp *qp;
+	struct ibvc_qp *qp;
 	int ret;
 
 	ret = check_init_attr(pd, attr);
@@ -182,10 +182,10 @@ static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
 	ret = create_on_daemon(qp, attr);
 	if (ret < 0)
 		goto fail;
-	ret = ibvd_obj_add(to_ibvd_context(pd->context), qp->qp.handle,
-			   IBVD_OBJ_QP, qp);
+	ret = ibvc_obj_add(to_ibvc_context(pd->context), qp->qp.handle,
+			   IBVC_OBJ_QP, qp);
 	if (ret < 0) {
-		ibvd_destroy_handle(pd->context, IBVD_MSG_DESTROY_QP,
+		ibvc_destroy_handle(pd->context, IBVD_MSG_DESTROY_QP,
 				    qp->qp.handle);
 		goto fail;
 	}
@@ -201,13 +201,13 @@ fail:
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 			     struct ibv_qp_init_attr *qp_init_attr)
 {
-	struct ibvd_qp *qp;
+	struct ibvc_qp *qp;
 	int ret;
 
 	if (!pd || !qp_init_attr)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = create_qp(pd, qp_init_attr, &qp);
-	return ret < 0 ? ibvd_null_ret(ret) : &qp->qp;
+	return ret < 0 ? ibvc_null_ret(ret) : &qp->qp;
 }
 
 /*
@@ -231,7 +231,7 @@ static int check_init_attr_ex(const struct ibv_qp_init_attr_ex *attr)
 
 static int create_qp_ex(struct ibv_context *ctx,
 			struct ibv_qp_init_attr_ex *attr_ex,
-			struct ibvd_qp **ret_qp)
+			struct ibvc_qp **ret_qp)
 {
 	struct ibv_qp_init_attr attr;
 	int ret;
@@ -253,7 +253,7 @@ static int create_qp_ex(struct ibv_context *ctx,
 	if (ret < 0)
 		return ret;
 	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-		ret = ibvd_qp_ex_init(*ret_qp, attr.qp_type,
+		ret = ibvc_qp_ex_init(*ret_qp, attr.qp_type,
 				      attr_ex->send_ops_flags);
 		if (ret < 0) {
 			ibv_destroy_qp(&(*ret_qp)->qp);
@@ -264,26 +264,26 @@ static int create_qp_ex(struct ibv_context *ctx,
 	return 0;
 }
 
-struct ibv_qp *ibvd_create_qp_ex_op(struct ibv_context *ctx,
+struct ibv_qp *ibvc_create_qp_ex_op(struct ibv_context *ctx,
 				    struct ibv_qp_init_attr_ex *attr)
 {
-	struct ibvd_qp *qp;
+	struct ibvc_qp *qp;
 	int ret;
 
 	if (!attr)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = create_qp_ex(ctx, attr, &qp);
-	return ret < 0 ? ibvd_null_ret(ret) : &qp->qp;
+	return ret < 0 ? ibvc_null_ret(ret) : &qp->qp;
 }
 
 /* Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS have the ex API. */
 struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	struct ibvd_qp *iqp;
+	struct ibvc_qp *iqp;
 
 	if (!qp)
 		return NULL;
-	iqp = to_ibvd_qp(qp);
+	iqp = to_ibvc_qp(qp);
 	return iqp->has_qp_ex ? &iqp->qp_ex : NULL;
 }
 
@@ -294,16 +294,16 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
  * QP's locks.  Back in RESET the daemon emptied the queues and may have
  * rewound their counters, so the rings' private tails follow.
  */
-static void set_state(struct ibvd_qp *qp, enum ibv_qp_state state)
+static void set_state(struct ibvc_qp *qp, enum ibv_qp_state state)
 {
 	__atomic_store_n(&qp->qp.state, state, __ATOMIC_RELAXED);
 	if (state == IBV_QPS_RESET) {
-		ibvd_wq_resync(&qp->sq);
-		ibvd_wq_resync(&qp->rq);
+		ibvc_wq_resync(&qp->sq);
+		ibvc_wq_resync(&qp->rq);
 	}
 }
 
-static int modify_qp(struct ibvd_qp *qp, const struct ibv_qp_attr *attr,
+static int modify_qp(struct ibvc_qp *qp, const struct ibv_qp_attr *attr,
 		     int attr_mask)
 {
 	Ibvd__ModifyQp req = IBVD__MODIFY_QP__INIT;
@@ -322,7 +322,7 @@ static int modify_qp(struct ibvd_qp *qp, const struct ibv_qp_attr *attr,
 	req.handle = qp->qp.handle;
 	req.attr_mask = (uint32_t)attr_mask;
 	req.attr = &m;
-	ret = ibvd_conn_call(ibvd_conn_of(qp->qp.context), IBVD_MSG_MODIFY_QP,
+	ret = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_MODIFY_QP,
 			     &req.base, NULL, NULL, NULL, NULL);
 	if (ret == 0 && (attr_mask & IBV_QP_STATE))
 		set_state(qp, attr->qp_state);
@@ -333,10 +333,10 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	if (!qp || !attr)
 		return EINVAL;
-	return ibvd_errno_ret(modify_qp(to_ibvd_qp(qp), attr, attr_mask));
+	return ibvc_errno_ret(modify_qp(to_ibvc_qp(qp), attr, attr_mask));
 }
 
-static void init_attr_from_reply(const struct ibvd_qp *qp,
+static void init_attr_from_reply(const struct ibvc_qp *qp,
 				 const Ibvd__QueryQpReply *r,
 				 struct ibv_qp_init_attr *init)
 {
@@ -353,7 +353,7 @@ static void init_attr_from_reply(const struct ibvd_qp *qp,
 		init->cap = qp->cap;
 }
 
-static int query_qp(struct ibvd_qp *qp, struct ibv_qp_attr *attr,
+static int query_qp(struct ibvc_qp *qp, struct ibv_qp_attr *attr,
 		    int attr_mask, struct ibv_qp_init_attr *init)
 {
 	Ibvd__QueryQp req = IBVD__QUERY_QP__INIT;
@@ -362,7 +362,7 @@ static int query_qp(struct ibvd_qp *qp, struct ibv_qp_attr *attr,
 
 	req.handle = qp->qp.handle;
 	req.attr_mask = (uint32_t)attr_mask;
-	ret = ibvd_conn_call(ibvd_conn_of(qp->qp.context), IBVD_MSG_QUERY_QP,
+	ret = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QUERY_QP,
 			     &req.base, &ibvd__query_qp_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
@@ -387,7 +387,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 {
 	if (!qp || !attr || !init_attr)
 		return EINVAL;
-	return ibvd_errno_ret(query_qp(to_ibvd_qp(qp), attr, attr_mask,
+	return ibvc_errno_ret(query_qp(to_ibvc_qp(qp), attr, attr_mask,
 				       init_attr));
 }
 
@@ -395,19 +395,19 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 
 int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
-	struct ibvd_qp *qp;
+	struct ibvc_qp *qp;
 	int ret;
 
 	if (!ibqp)
 		return EINVAL;
-	qp = to_ibvd_qp(ibqp);
-	ret = ibvd_destroy_handle(ibqp->context, IBVD_MSG_DESTROY_QP,
+	qp = to_ibvc_qp(ibqp);
+	ret = ibvc_destroy_handle(ibqp->context, IBVD_MSG_DESTROY_QP,
 				  ibqp->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	/* No event can name it from now on; wait for those handed out. */
-	ibvd_obj_remove(to_ibvd_context(ibqp->context), ibqp->handle);
-	ibvd_wait_acked(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
+	ibvc_obj_remove(to_ibvc_context(ibqp->context), ibqp->handle);
+	ibvc_wait_acked(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,
 			&qp->async_delivered);
 	qp_free(qp);
 	return 0;

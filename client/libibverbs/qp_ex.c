@@ -38,12 +38,12 @@ static const struct {
 	{ IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV },
 };
 
-static struct ibvd_qp *qpx_to_qp(struct ibv_qp_ex *qpx)
+static struct ibvc_qp *qpx_to_qp(struct ibv_qp_ex *qpx)
 {
-	return container_of(qpx, struct ibvd_qp, qp_ex);
+	return container_of(qpx, struct ibvc_qp, qp_ex);
 }
 
-static void batch_fail(struct ibvd_qp *qp, int err)
+static void batch_fail(struct ibvc_qp *qp, int err)
 {
 	if (!qp->batch.err)
 		qp->batch.err = err;
@@ -53,21 +53,21 @@ static void batch_fail(struct ibvd_qp *qp, int err)
 /* Start a WQE of opcode op in the next slot; NULL if the batch failed. */
 static struct ibvd_send_wqe *begin(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 	struct ibvd_send_wqe *w;
 
 	if (qp->batch.err)
 		return NULL;
-	if (!ibvd_sq_state_ok(qp) ||
-	    !ibvd_send_opcode_valid(qp->qp.qp_type, op)) {
+	if (!ibvc_sq_state_ok(qp) ||
+	    !ibvc_send_opcode_valid(qp->qp.qp_type, op)) {
 		batch_fail(qp, EINVAL);
 		return NULL;
 	}
-	if (!ibvd_wq_has_room(&qp->sq, &qp->batch.head, qp->batch.tail)) {
+	if (!ibvc_wq_has_room(&qp->sq, &qp->batch.head, qp->batch.tail)) {
 		batch_fail(qp, ENOMEM);
 		return NULL;
 	}
-	w = ibvd_wq_slot(&qp->sq, qp->batch.tail++);
+	w = ibvc_wq_slot(&qp->sq, qp->batch.tail++);
 	memset(w, 0, sizeof(*w));
 	w->wr_id = qpx->wr_id;
 	w->opcode = op;
@@ -160,7 +160,7 @@ static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
 	}
 	w = begin(qpx, IBV_WR_BIND_MW);
 	if (w)
-		ibvd_fill_bind(w, mw, rkey, bind_info);
+		ibvc_fill_bind(w, mw, rkey, bind_info);
 }
 
 static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
@@ -204,7 +204,7 @@ static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 			   uint32_t remote_qpn, uint32_t remote_qkey)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 	struct ibvd_send_wqe *w = qp->batch.cur;
 
 	if (!w)
@@ -215,13 +215,13 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	}
 	w->remote_qpn = remote_qpn;
 	w->remote_qkey = remote_qkey;
-	w->av = to_ibvd_ah(ah)->av;
+	w->av = to_ibvc_ah(ah)->av;
 }
 
 static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 			    const struct ibv_sge *sg_list)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 	struct ibvd_send_wqe *w = qp->batch.cur;
 	struct ibvd_sge *dst;
 	size_t i;
@@ -254,7 +254,7 @@ static void wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
 static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 				    const struct ibv_data_buf *buf_list)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 	struct ibvd_send_wqe *w = qp->batch.cur;
 	uint8_t *dst;
 	uint64_t total = 0;
@@ -289,7 +289,7 @@ static void wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t length)
 
 static void wr_start(struct ibv_qp_ex *qpx)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 
 	pthread_mutex_lock(&qp->sq.lock);
 	qp->batch.tail = qp->sq.tail;
@@ -301,7 +301,7 @@ static void wr_start(struct ibv_qp_ex *qpx)
 
 static int wr_complete(struct ibv_qp_ex *qpx)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 	int err = qp->batch.err;
 
 	qp->batch.cur = NULL;
@@ -309,7 +309,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 		qp->sq.tail = qp->batch.tail;
 		/* Release: the WQEs are written before the engine sees tail. */
 		ibvd_publish(&qp->sq.client->tail, qp->sq.tail);
-		ibvd_ring_doorbell(to_ibvd_context(qp->qp.context), qp->doorbell);
+		ibvc_ring_doorbell(to_ibvc_context(qp->qp.context), qp->doorbell);
 	}
 	pthread_mutex_unlock(&qp->sq.lock);
 	return err;
@@ -318,7 +318,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 /* The slots written stay unpublished: the next batch overwrites them. */
 static void wr_abort(struct ibv_qp_ex *qpx)
 {
-	struct ibvd_qp *qp = qpx_to_qp(qpx);
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
 
 	qp->batch.cur = NULL;
 	pthread_mutex_unlock(&qp->sq.lock);
@@ -331,14 +331,14 @@ static bool send_ops_supported(enum ibv_qp_type type, uint64_t flags)
 	for (i = 0; i < ARRAY_SIZE(send_ops); i++) {
 		if (!(flags & send_ops[i].flag))
 			continue;
-		if (!ibvd_send_opcode_valid(type, send_ops[i].op))
+		if (!ibvc_send_opcode_valid(type, send_ops[i].op))
 			return false;
 		flags &= ~send_ops[i].flag;
 	}
 	return flags == 0;
 }
 
-int ibvd_qp_ex_init(struct ibvd_qp *qp, enum ibv_qp_type type,
+int ibvc_qp_ex_init(struct ibvc_qp *qp, enum ibv_qp_type type,
 		    uint64_t send_ops_flags)
 {
 	struct ibv_qp_ex *qpx = &qp->qp_ex;

@@ -65,14 +65,14 @@ static int call(struct ibv_context *ctx, uint16_t type,
 		const ProtobufCMessageDescriptor *reply_desc,
 		ProtobufCMessage **reply)
 {
-	return ibvd_conn_call(&to_ibvd_context(ctx)->conn, type, req,
+	return ibvd_conn_call(&to_ibvc_context(ctx)->conn, type, req,
 			      reply_desc, reply, NULL, NULL);
 }
 
 /* Ports are numbered from 1; the device knows how many it has. */
 static int check_port(struct ibv_context *ctx, uint32_t port_num)
 {
-	uint32_t count = to_ibvd_context(ctx)->dev->phys_port_cnt;
+	uint32_t count = to_ibvc_context(ctx)->dev->phys_port_cnt;
 
 	return port_num >= 1 && port_num <= count ? 0 : -EINVAL;
 }
@@ -179,11 +179,11 @@ static int query_device_ex(struct ibv_context *ctx,
 }
 
 /* verbs_context op behind ibv_query_device_ex(). */
-int ibvd_query_device_ex_op(struct ibv_context *ctx,
+int ibvc_query_device_ex_op(struct ibv_context *ctx,
 			    const struct ibv_query_device_ex_input *input,
 			    struct ibv_device_attr_ex *attr, size_t attr_size)
 {
-	return ibvd_errno_ret(query_device_ex(ctx, input, attr, attr_size));
+	return ibvc_errno_ret(query_device_ex(ctx, input, attr, attr_size));
 }
 
 int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
@@ -194,7 +194,7 @@ int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
 	ret = ctx && attr ? fetch_device_attr(ctx, &ex) : -EINVAL;
 	if (ret == 0)
 		*attr = ex.orig_attr;
-	return ibvd_errno_ret(ret);
+	return ibvc_errno_ret(ret);
 }
 
 /* ---- port -------------------------------------------------------------- */
@@ -272,17 +272,17 @@ static int query_port(struct ibv_context *ctx, uint8_t port_num, void *attr,
  * verbs_context op behind the ibv_query_port() macro: v44 apps pass 52
  * bytes, newer headers pass more.
  */
-int ibvd_query_port_op(struct ibv_context *ctx, uint8_t port_num,
+int ibvc_query_port_op(struct ibv_context *ctx, uint8_t port_num,
 		       struct ibv_port_attr *attr, size_t attr_len)
 {
-	return ibvd_errno_ret(query_port(ctx, port_num, attr, attr_len));
+	return ibvc_errno_ret(query_port(ctx, port_num, attr, attr_len));
 }
 
 /* The exported symbol: old binaries call it with a 48-byte struct. */
 int ibv_query_port(struct ibv_context *ctx, uint8_t port_num,
 		   struct _compat_ibv_port_attr *attr)
 {
-	return ibvd_errno_ret(query_port(ctx, port_num, attr, sizeof(*attr)));
+	return ibvc_errno_ret(query_port(ctx, port_num, attr, sizeof(*attr)));
 }
 
 /* ---- GIDs -------------------------------------------------------------- */
@@ -350,7 +350,7 @@ static int read_gid(struct ibv_context *ctx, uint32_t port_num,
 }
 
 /* The index of gid in the port's table: -ENOENT if it is not ours. */
-int ibvd_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
+int ibvc_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 			const union ibv_gid *gid)
 {
 	Ibvd__GidTable *table = NULL;
@@ -379,7 +379,7 @@ int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index,
 	int ret;
 
 	if (!ctx || !gid || index < 0)
-		return ibvd_minus_one_ret(-EINVAL);
+		return ibvc_minus_one_ret(-EINVAL);
 	ret = read_gid(ctx, port_num, (uint32_t)index, &entry);
 	if (ret == -ENODATA) {
 		/* An empty slot reads as the zero GID, as from sysfs. */
@@ -387,7 +387,7 @@ int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index,
 		return 0;
 	}
 	if (ret < 0)
-		return ibvd_minus_one_ret(ret);
+		return ibvc_minus_one_ret(ret);
 	*gid = entry.gid;
 	return 0;
 }
@@ -425,7 +425,7 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		      uint32_t gid_index, struct ibv_gid_entry *entry,
 		      uint32_t flags, size_t entry_size)
 {
-	return ibvd_errno_ret(query_gid_ex(context, port_num, gid_index, entry,
+	return ibvc_errno_ret(query_gid_ex(context, port_num, gid_index, entry,
 					   flags, entry_size));
 }
 
@@ -474,7 +474,7 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	if (!context || !entries || !max_entries ||
 	    entry_size < sizeof(*entries))
 		return -EINVAL;
-	port_cnt = to_ibvd_context(context)->dev->phys_port_cnt;
+	port_cnt = to_ibvc_context(context)->dev->phys_port_cnt;
 	for (port = 1; port <= port_cnt; port++) {
 		int ret = append_port_gids(context, port, (char *)entries,
 					   max_entries, entry_size, &count);
@@ -495,14 +495,14 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 	int ret;
 
 	if (!context || !type)
-		return ibvd_minus_one_ret(-EINVAL);
+		return ibvc_minus_one_ret(-EINVAL);
 	ret = read_gid(context, port_num, index, &entry);
 	if (ret == -ENODATA) {
 		*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
 		return 0;
 	}
 	if (ret < 0)
-		return ibvd_minus_one_ret(ret);
+		return ibvc_minus_one_ret(ret);
 	*type = entry.gid_type == IBV_GID_TYPE_ROCE_V2 ?
 		IBV_GID_TYPE_SYSFS_ROCE_V2 : IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
 	return 0;
@@ -538,8 +538,8 @@ int ibv_query_pkey(struct ibv_context *ctx, uint8_t port_num, int index,
 		   __be16 *pkey)
 {
 	if (!ctx || !pkey)
-		return ibvd_minus_one_ret(-EINVAL);
-	return ibvd_minus_one_ret(fetch_pkey(ctx, port_num, index, pkey));
+		return ibvc_minus_one_ret(-EINVAL);
+	return ibvc_minus_one_ret(fetch_pkey(ctx, port_num, index, pkey));
 }
 
 /* ibv_get_pkey_index(3): the index holding pkey, or -1. */
@@ -551,16 +551,16 @@ int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
 	int index, ret;
 
 	if (!context)
-		return ibvd_minus_one_ret(-EINVAL);
+		return ibvc_minus_one_ret(-EINVAL);
 	ret = fetch_port_attr(context, port_num, &port);
 	if (ret < 0)
-		return ibvd_minus_one_ret(ret);
+		return ibvc_minus_one_ret(ret);
 	for (index = 0; index < port.pkey_tbl_len; index++) {
 		ret = fetch_pkey(context, port_num, index, &entry);
 		if (ret < 0)
-			return ibvd_minus_one_ret(ret);
+			return ibvc_minus_one_ret(ret);
 		if (entry == pkey)
 			return index;
 	}
-	return ibvd_minus_one_ret(-ENOENT);
+	return ibvc_minus_one_ret(-ENOENT);
 }

@@ -21,7 +21,7 @@
 /* Largest WQE slot we accept from the daemon: guards our size arithmetic. */
 #define MAX_STRIDE	(1u << 20)
 
-int ibvd_map_fd(int fd, size_t len, struct ibvd_map *map)
+int ibvc_map_fd(int fd, size_t len, struct ibvc_map *map)
 {
 	struct stat st;
 	void *addr;
@@ -47,7 +47,7 @@ int ibvd_map_fd(int fd, size_t len, struct ibvd_map *map)
 	return 0;
 }
 
-int ibvd_map_writable(struct ibvd_map *map, int fd, size_t off, size_t len)
+int ibvc_map_writable(struct ibvc_map *map, int fd, size_t off, size_t len)
 {
 	void *want = (uint8_t *)map->addr + off;
 	void *got;
@@ -63,7 +63,7 @@ int ibvd_map_writable(struct ibvd_map *map, int fd, size_t off, size_t len)
 	return 0;
 }
 
-void ibvd_unmap(struct ibvd_map *map)
+void ibvc_unmap(struct ibvc_map *map)
 {
 	if (map->addr)
 		munmap(map->addr, map->len);
@@ -76,13 +76,13 @@ static bool is_pow2(uint32_t v)
 	return v && !(v & (v - 1));
 }
 
-bool ibvd_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr)
+bool ibvc_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr)
 {
 	return is_pow2(nslots) && nslots <= IBVD_RING_MAX_SLOTS &&
 	       is_pow2(stride) && stride >= hdr && stride <= MAX_STRIDE;
 }
 
-int ibvd_wq_setup(struct ibvd_wq *wq, struct ibvd_map *map, int fd,
+int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_map *map, int fd,
 		  size_t off, uint32_t nslots, uint32_t stride, uint32_t limit)
 {
 	size_t slots_len = (size_t)nslots * stride;
@@ -90,7 +90,7 @@ int ibvd_wq_setup(struct ibvd_wq *wq, struct ibvd_map *map, int fd,
 	int ret;
 
 	/* The client page and the slots are ours to write; the rest is not. */
-	ret = ibvd_map_writable(map, fd, off + IBVD_RING_CLIENT_PAGE,
+	ret = ibvc_map_writable(map, fd, off + IBVD_RING_CLIENT_PAGE,
 				IBVD_PAGE_SIZE + slots_len);
 	if (ret < 0)
 		return ret;
@@ -105,14 +105,14 @@ int ibvd_wq_setup(struct ibvd_wq *wq, struct ibvd_map *map, int fd,
 	return 0;
 }
 
-void ibvd_wq_destroy(struct ibvd_wq *wq)
+void ibvc_wq_destroy(struct ibvc_wq *wq)
 {
 	if (wq->slots)
 		pthread_mutex_destroy(&wq->lock);
 	wq->slots = NULL;
 }
 
-void ibvd_wq_resync(struct ibvd_wq *wq)
+void ibvc_wq_resync(struct ibvc_wq *wq)
 {
 	if (!wq->slots)
 		return;
@@ -121,7 +121,7 @@ void ibvd_wq_resync(struct ibvd_wq *wq)
 	pthread_mutex_unlock(&wq->lock);
 }
 
-void ibvd_cq_ring_setup(struct ibvd_cq_ring *ring, struct ibvd_map *map,
+void ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_map *map,
 			uint32_t nslots)
 {
 	uint8_t *base = map->addr;
@@ -136,7 +136,7 @@ void ibvd_cq_ring_setup(struct ibvd_cq_ring *ring, struct ibvd_map *map,
 }
 
 /* The only system call of the data path, made only while the engine sleeps. */
-static void kick(struct ibvd_context *ictx)
+static void kick(struct ibvc_context *ictx)
 {
 	uint64_t one = 1;
 	ssize_t n;
@@ -147,7 +147,7 @@ static void kick(struct ibvd_context *ictx)
 	/* EAGAIN: the counter is saturated: the engine is being woken anyway. */
 }
 
-void ibvd_ring_doorbell(struct ibvd_context *ictx, uint32_t bit)
+void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit)
 {
 	struct ibvd_ctx_client *db = ictx->db_client;
 	uint32_t word = bit / 64;

@@ -12,24 +12,24 @@
 
 #include "ibvd_verbs.h"
 
-static int map_srq_ring(struct ibvd_srq *srq, const Ibvd__CreateSrqReply *r,
+static int map_srq_ring(struct ibvc_srq *srq, const Ibvd__CreateSrqReply *r,
 			int fd)
 {
 	uint64_t len = IBVD_RING_SLOTS + (uint64_t)r->nslots * r->stride;
 	int ret;
 
-	if (!ibvd_wq_geometry_ok(r->nslots, r->stride, IBVD_RECV_WQE_HDR) ||
+	if (!ibvc_wq_geometry_ok(r->nslots, r->stride, IBVD_RECV_WQE_HDR) ||
 	    (uint64_t)r->max_sge * sizeof(struct ibvd_sge) >
 	    r->stride - IBVD_RECV_WQE_HDR || len > SIZE_MAX)
 		return -EPROTO;
-	ret = ibvd_map_fd(fd, (size_t)len, &srq->map);
+	ret = ibvc_map_fd(fd, (size_t)len, &srq->map);
 	if (ret < 0)
 		return ret;
-	return ibvd_wq_setup(&srq->rq, &srq->map, fd, 0, r->nslots, r->stride,
+	return ibvc_wq_setup(&srq->rq, &srq->map, fd, 0, r->nslots, r->stride,
 			     r->max_wr);
 }
 
-static int create_on_daemon(struct ibvd_srq *srq, struct ibv_srq_attr *attr)
+static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
 {
 	Ibvd__CreateSrq req = IBVD__CREATE_SRQ__INIT;
 	Ibvd__CreateSrqReply *reply = NULL;
@@ -41,7 +41,7 @@ static int create_on_daemon(struct ibvd_srq *srq, struct ibv_srq_attr *attr)
 	req.max_wr = attr->max_wr;
 	req.max_sge = attr->max_sge;
 	req.srq_limit = attr->srq_limit;
-	ret = ibvd_conn_call(ibvd_conn_of(ctx), IBVD_MSG_CREATE_SRQ, &req.base,
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_SRQ, &req.base,
 			     &ibvd__create_srq_reply__descriptor,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
 	if (ret < 0)
@@ -52,7 +52,7 @@ static int create_on_daemon(struct ibvd_srq *srq, struct ibv_srq_attr *attr)
 	if (nfds == 1)
 		close(fd);	/* the mapping keeps the memory */
 	if (ret < 0)
-		ibvd_destroy_handle(ctx, IBVD_MSG_DESTROY_SRQ, reply->handle);
+		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_SRQ, reply->handle);
 	/* Callers learn what they got (ibv_create_srq(3)). */
 	if (ret == 0) {
 		attr->max_wr = reply->max_wr;
@@ -62,19 +62,19 @@ static int create_on_daemon(struct ibvd_srq *srq, struct ibv_srq_attr *attr)
 	return ret;
 }
 
-static void srq_free(struct ibvd_srq *srq)
+static void srq_free(struct ibvc_srq *srq)
 {
-	ibvd_wq_destroy(&srq->rq);
-	ibvd_unmap(&srq->map);
+	ibvc_wq_destroy(&srq->rq);
+	ibvc_unmap(&srq->map);
 	pthread_cond_destroy(&srq->srq.cond);
 	pthread_mutex_destroy(&srq->srq.mutex);
 	free(srq);
 }
 
 static int create_srq(struct ibv_pd *pd, void *srq_context,
-		      struct ibv_srq_attr *attr, struct ibvd_srq **ret_srq)
+		      struct ibv_srq_attr *attr, struct ibvc_srq **ret_srq)
 {
-	struct ibvd_srq *srq;
+	struct ibvc_srq *srq;
 	int ret;
 
 	srq = calloc(1, sizeof(*srq));
@@ -88,10 +88,10 @@ static int create_srq(struct ibv_pd *pd, void *srq_context,
 	ret = create_on_daemon(srq, attr);
 	if (ret < 0)
 		goto fail;
-	ret = ibvd_obj_add(to_ibvd_context(pd->context), srq->srq.handle,
-			   IBVD_OBJ_SRQ, srq);
+	ret = ibvc_obj_add(to_ibvc_context(pd->context), srq->srq.handle,
+			   IBVC_OBJ_SRQ, srq);
 	if (ret < 0) {
-		ibvd_destroy_handle(pd->context, IBVD_MSG_DESTROY_SRQ,
+		ibvc_destroy_handle(pd->context, IBVD_MSG_DESTROY_SRQ,
 				    srq->srq.handle);
 		goto fail;
 	}
@@ -105,14 +105,14 @@ fail:
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 			       struct ibv_srq_init_attr *srq_init_attr)
 {
-	struct ibvd_srq *srq;
+	struct ibvc_srq *srq;
 	int ret;
 
 	if (!pd || !srq_init_attr)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = create_srq(pd, srq_init_attr->srq_context, &srq_init_attr->attr,
 			 &srq);
-	return ret < 0 ? ibvd_null_ret(ret) : &srq->srq;
+	return ret < 0 ? ibvc_null_ret(ret) : &srq->srq;
 }
 
 /*
@@ -122,7 +122,7 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
  */
 static int create_srq_ex(struct ibv_context *ctx,
 			 struct ibv_srq_init_attr_ex *attr,
-			 struct ibvd_srq **ret_srq)
+			 struct ibvc_srq **ret_srq)
 {
 	uint32_t known = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
 
@@ -137,16 +137,16 @@ static int create_srq_ex(struct ibv_context *ctx,
 	return create_srq(attr->pd, attr->srq_context, &attr->attr, ret_srq);
 }
 
-struct ibv_srq *ibvd_create_srq_ex_op(struct ibv_context *ctx,
+struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,
 				      struct ibv_srq_init_attr_ex *attr)
 {
-	struct ibvd_srq *srq;
+	struct ibvc_srq *srq;
 	int ret;
 
 	if (!attr)
-		return ibvd_null_ret(-EINVAL);
+		return ibvc_null_ret(-EINVAL);
 	ret = create_srq_ex(ctx, attr, &srq);
-	return ret < 0 ? ibvd_null_ret(ret) : &srq->srq;
+	return ret < 0 ? ibvc_null_ret(ret) : &srq->srq;
 }
 
 int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
@@ -160,7 +160,7 @@ int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 	req.attr_mask = (uint32_t)srq_attr_mask;
 	req.max_wr = srq_attr->max_wr;
 	req.srq_limit = srq_attr->srq_limit;
-	return ibvd_errno_ret(ibvd_conn_call(ibvd_conn_of(srq->context),
+	return ibvc_errno_ret(ibvd_conn_call(ibvc_conn_of(srq->context),
 					     IBVD_MSG_MODIFY_SRQ, &req.base,
 					     NULL, NULL, NULL, NULL));
 }
@@ -172,7 +172,7 @@ static int query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 	int ret;
 
 	req.handle = srq->handle;
-	ret = ibvd_conn_call(ibvd_conn_of(srq->context), IBVD_MSG_QUERY_SRQ,
+	ret = ibvd_conn_call(ibvc_conn_of(srq->context), IBVD_MSG_QUERY_SRQ,
 			     &req.base, &ibvd__srq_attr__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
@@ -188,24 +188,24 @@ int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 {
 	if (!srq || !srq_attr)
 		return EINVAL;
-	return ibvd_errno_ret(query_srq(srq, srq_attr));
+	return ibvc_errno_ret(query_srq(srq, srq_attr));
 }
 
 int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
-	struct ibvd_srq *srq;
+	struct ibvc_srq *srq;
 	int ret;
 
 	if (!ibsrq)
 		return EINVAL;
-	srq = to_ibvd_srq(ibsrq);
-	ret = ibvd_destroy_handle(ibsrq->context, IBVD_MSG_DESTROY_SRQ,
+	srq = to_ibvc_srq(ibsrq);
+	ret = ibvc_destroy_handle(ibsrq->context, IBVD_MSG_DESTROY_SRQ,
 				  ibsrq->handle);
 	if (ret < 0)
-		return ibvd_errno_ret(ret);
+		return ibvc_errno_ret(ret);
 	/* No event can name it from now on; wait for those handed out. */
-	ibvd_obj_remove(to_ibvd_context(ibsrq->context), ibsrq->handle);
-	ibvd_wait_acked(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
+	ibvc_obj_remove(to_ibvc_context(ibsrq->context), ibsrq->handle);
+	ibvc_wait_acked(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
 			&srq->async_delivered);
 	srq_free(srq);
 	return 0;
