@@ -14,7 +14,7 @@
 
 #include "cma.h"
 
-/* ---- the id table of a channel ------------------------------------------- */
+/* ---- the id table of a channel, and the events counted on ids ------------ */
 
 static unsigned int bucket(uint32_t handle)
 {
@@ -86,6 +86,26 @@ void cma_id_wait_acked(struct cma_id *cid)
 	while (cid->events_acked != cid->events_delivered)
 		pthread_cond_wait(&cid->cond, &cid->mut);
 	pthread_mutex_unlock(&cid->mut);
+}
+
+/*
+ * Acking an event gives its count back to the id it was counted on: here
+ * and not with the events, because destroying or migrating an id acks the
+ * event a synchronous id keeps.
+ */
+void cma_ack_event(struct cma_event *ev)
+{
+	if (ev->owner)
+		cma_id_release(ev->owner);
+	free(ev);
+}
+
+void cma_put_event(struct cma_id *cid)
+{
+	if (cid->id.event) {
+		cma_ack_event((struct cma_event *)cid->id.event);
+		cid->id.event = NULL;
+	}
 }
 
 /* ---- requests and the daemon's view of an id ------------------------------ */

@@ -173,14 +173,11 @@ void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 
 /* Next event of ch for the app (blocking unless the fd is O_NONBLOCK). */
 int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev);
-void cma_ack_event(struct cma_event *ev);
 /*
  * Synchronous mode: wait on a sync id's private channel for the event its
  * operation produces and keep it in id->event; its failure as an errno.
  */
 int cma_sync_wait(struct cma_id *cid);
-/* Ack the event a synchronous id keeps in id->event, if any. */
-void cma_put_event(struct cma_id *cid);
 
 /* ---- ids (cma.c) --------------------------------------------------------- */
 
@@ -202,6 +199,10 @@ void cma_id_hold(struct cma_id *cid);
 void cma_id_release(struct cma_id *cid);
 /* Wait until the app acked every event it was handed on cid. */
 void cma_id_wait_acked(struct cma_id *cid);
+/* Free an event and give its count back to its id. */
+void cma_ack_event(struct cma_event *ev);
+/* Ack the event a synchronous id keeps in id->event, if any. */
+void cma_put_event(struct cma_id *cid);
 /* A request of the id's session. */
 int cma_call(struct cma_id *cid, uint16_t type, const ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *reply_desc,

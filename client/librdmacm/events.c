@@ -456,13 +456,6 @@ int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 	return ret;
 }
 
-void cma_ack_event(struct cma_event *ev)
-{
-	if (ev->owner)
-		cma_id_release(ev->owner);
-	free(ev);
-}
-
 int rdma_get_cm_event(struct rdma_event_channel *channel,
 		      struct rdma_cm_event **event)
 {
@@ -487,14 +480,6 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
 }
 
 /* ---- synchronous mode ----------------------------------------------------------------- */
-
-void cma_put_event(struct cma_id *cid)
-{
-	if (cid->id.event) {
-		cma_ack_event((struct cma_event *)cid->id.event);
-		cid->id.event = NULL;
-	}
-}
 
 /* What a failed event means to the call that waited for it. */
 static int event_errno(const struct rdma_cm_event *e)
