@@ -253,10 +253,29 @@ int cma_resolve_route(struct cma_id *cid, int timeout_ms);
 
 uint32_t cma_random_psn(void);
 
-/* ---- multicast (mcast.c) --------------------------------------------------- */
+/* ---- an id's multicast joins (mcast_joins.c) ---------------------------- */
 
-/* Under cid->op_lock: the join an event's user value names, or NULL. */
+/*
+ * All under cid->op_lock, except cma_mcast_free_all() on an id that nobody
+ * holds any more.
+ */
+
+/* List mc on cid, numbering it for the daemon (mc->user). */
+void cma_mcast_add(struct cma_id *cid, struct cma_mcast *mc);
+/* The join an event's user value names, or NULL. */
 struct cma_mcast *cma_mcast_find(struct cma_id *cid, uint64_t user);
+/* The join of the group at addr, or NULL. */
+struct cma_mcast *cma_mcast_find_addr(struct cma_id *cid,
+				      const struct sockaddr *addr,
+				      socklen_t len);
+void cma_mcast_unlink(struct cma_id *cid, struct cma_mcast *mc);
+/* The join's group is known (group: its address vector): attach the QP. */
+int cma_mcast_attach(struct cma_id *cid, struct cma_mcast *mc,
+		     const struct ibv_ah_attr *group);
+/* Detach the id's QP from mc's group, if it was attached. */
+int cma_mcast_detach(struct cma_id *cid, struct cma_mcast *mc);
+/* The id's QP is being destroyed, which detaches it from every group. */
+void cma_mcast_qp_gone(struct cma_id *cid);
 void cma_mcast_free_all(struct cma_id *cid);
 
 #endif /* IBVD_CMA_H */

@@ -223,7 +223,7 @@ static int mcast_event(struct cma_id *cid, const Ibvd__CmEvent *m,
 {
 	struct rdma_ud_param *p = &ev->event.param.ud;
 	struct cma_mcast *mc;
-	int ret = 1;
+	int ret = 1, err;
 
 	pthread_mutex_lock(&cid->op_lock);
 	mc = cma_mcast_find(cid, m->mcast_user);
@@ -238,19 +238,10 @@ static int mcast_event(struct cma_id *cid, const Ibvd__CmEvent *m,
 	p->private_data_len = 0;
 	if (ev->event.event != RDMA_CM_EVENT_MULTICAST_JOIN)
 		goto out;
-	mc->mgid = p->ah_attr.grh.dgid;
-	mc->mlid = p->ah_attr.dlid;
-	/* A send-only member's QP is not attached (join_multicast_ex(3)). */
-	if (cid->id.qp && !mc->attached &&
-	    mc->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
-		int err = ibv_attach_mcast(cid->id.qp, &mc->mgid, mc->mlid);
-
-		if (err) {
-			ev->event.event = RDMA_CM_EVENT_MULTICAST_ERROR;
-			ev->event.status = -err;
-		} else {
-			mc->attached = true;
-		}
+	err = cma_mcast_attach(cid, mc, &p->ah_attr);
+	if (err < 0) {
+		ev->event.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+		ev->event.status = err;
 	}
 out:
 	pthread_mutex_unlock(&cid->op_lock);

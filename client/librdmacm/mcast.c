@@ -1,10 +1,11 @@
 /*
- * Multicast (CM.md "Multicast"): the daemon keeps the groups and answers a
- * join with MULTICAST_JOIN carrying the group's address vector (MGID,
- * MLID) and QKey; when the app takes that event, the id's QP is attached
- * to the group (events.c), and leaving detaches it.  Joins are listed on
- * their id, named to the daemon by a number of the id that the events
- * echo; the list is changed and read under the id's op_lock.
+ * Multicast (CM.md "Multicast"): rdma_join_multicast(_ex) and
+ * rdma_leave_multicast.  The daemon keeps the groups and answers a join
+ * with MULTICAST_JOIN carrying the group's address vector (MGID, MLID) and
+ * QKey; when the app takes that event, the id's QP is attached to the
+ * group (events.c), and leaving detaches it.  The joins themselves, named
+ * to the daemon by a number the events echo, and the QP's attachments are
+ * kept on the id by mcast_joins.c.
  */
 #include "config.h"
 
@@ -12,39 +13,6 @@
 #include <string.h>
 
 #include "cma.h"
-
-/* Under cid->op_lock. */
-struct cma_mcast *cma_mcast_find(struct cma_id *cid, uint64_t user)
-{
-	struct cma_mcast *mc;
-
-	for (mc = cid->mcast; mc; mc = mc->next)
-		if (mc->user == user)
-			return mc;
-	return NULL;
-}
-
-void cma_mcast_free_all(struct cma_id *cid)
-{
-	struct cma_mcast *mc;
-
-	while ((mc = cid->mcast)) {
-		cid->mcast = mc->next;
-		free(mc);
-	}
-}
-
-static void unlink_mcast(struct cma_id *cid, struct cma_mcast *mc)
-{
-	struct cma_mcast **p;
-
-	for (p = &cid->mcast; *p; p = &(*p)->next) {
-		if (*p == mc) {
-			*p = mc->next;
-			return;
-		}
-	}
-}
 
 static int join(struct cma_id *cid, struct sockaddr *addr, uint32_t flags,
 		void *context)
@@ -68,9 +36,7 @@ static int join(struct cma_id *cid, struct sockaddr *addr, uint32_t flags,
 	mc->join_flags = flags;
 	/* Listed before the request, so that its event finds it. */
 	pthread_mutex_lock(&cid->op_lock);
-	mc->user = ++cid->mcast_seq;
-	mc->next = cid->mcast;
-	cid->mcast = mc;
+	cma_mcast_add(cid, mc);
 	pthread_mutex_unlock(&cid->op_lock);
 
 	req.id = cid->handle;
@@ -81,7 +47,7 @@ static int join(struct cma_id *cid, struct sockaddr *addr, uint32_t flags,
 	ret = cma_call(cid, IBVD_MSG_CM_JOIN_MCAST, &req.base, NULL, NULL);
 	if (ret < 0) {
 		pthread_mutex_lock(&cid->op_lock);
-		unlink_mcast(cid, mc);
+		cma_mcast_unlink(cid, mc);
 		pthread_mutex_unlock(&cid->op_lock);
 		free(mc);
 		return ret;
@@ -124,14 +90,10 @@ static int leave(struct cma_id *cid, struct sockaddr *addr)
 	if (!len)
 		return -EINVAL;
 	pthread_mutex_lock(&cid->op_lock);
-	for (mc = cid->mcast; mc; mc = mc->next)
-		if (mc->addr_len == len && memcmp(&mc->addr, addr, len) == 0)
-			break;
+	mc = cma_mcast_find_addr(cid, addr, len);
 	if (mc) {
-		unlink_mcast(cid, mc);
-		if (mc->attached && cid->id.qp)
-			ret = -ibv_detach_mcast(cid->id.qp, &mc->mgid,
-						mc->mlid);
+		cma_mcast_unlink(cid, mc);
+		ret = cma_mcast_detach(cid, mc);
 	}
 	pthread_mutex_unlock(&cid->op_lock);
 	if (!mc)

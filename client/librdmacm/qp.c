@@ -275,15 +275,12 @@ int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 void rdma_destroy_qp(struct rdma_cm_id *id)
 {
 	struct cma_id *cid;
-	struct cma_mcast *mc;
 
 	if (!id || !id->qp)
 		return;
 	cid = to_cma_id(id);
 	pthread_mutex_lock(&cid->op_lock);
-	/* Destroying a QP detaches it from every group. */
-	for (mc = cid->mcast; mc; mc = mc->next)
-		mc->attached = false;
+	cma_mcast_qp_gone(cid);
 	ibv_destroy_qp(id->qp);
 	id->qp = NULL;
 	pthread_mutex_unlock(&cid->op_lock);

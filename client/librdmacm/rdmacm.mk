@@ -12,6 +12,7 @@ LIBRDMACM_SOURCES += \
 	client/librdmacm/qp.c \
 	client/librdmacm/ep.c \
 	client/librdmacm/mcast.c \
+	client/librdmacm/mcast_joins.c \
 	client/librdmacm/msg.c \
 	client/librdmacm/devices.c \
 	client/librdmacm/addrinfo.c \
