@@ -230,7 +230,6 @@ int cma_device_rd_atom(struct ibv_context *ctx, uint8_t *max_resp,
  * rd_atomic, if not 0xFF, overrides the negotiated max_(dest_)rd_atomic. */
 int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic);
 int cma_qp_to_err(struct cma_id *cid);
-bool cma_qp_connected(enum ibv_qp_type type);
 int cma_init_qp_attr(struct cma_id *cid, enum ibv_qp_state state,
 		     struct ibv_qp_attr *attr, int *mask);
 int cma_create_qp(struct cma_id *cid, struct ibv_pd *pd,
@@ -248,10 +247,6 @@ int cma_bind_addr(struct cma_id *cid, struct sockaddr *addr);
 int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
 		     struct sockaddr *dst, int timeout_ms);
 int cma_resolve_route(struct cma_id *cid, int timeout_ms);
-
-/* ---- connections (conn.c) ------------------------------------------------ */
-
-uint32_t cma_random_psn(void);
 
 /* ---- an id's multicast joins (mcast_joins.c) ---------------------------- */
 

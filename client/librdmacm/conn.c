@@ -17,7 +17,7 @@
 #include "cma.h"
 
 /* A random 24-bit starting PSN, as an IB CM picks one. */
-uint32_t cma_random_psn(void)
+static uint32_t random_psn(void)
 {
 	static __thread unsigned int seed;
 	uint32_t psn;
@@ -114,7 +114,7 @@ static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
 		m->srq = p->srq;
 	}
 	m->qkey = cid->qkey ? cid->qkey : RDMA_UDP_QKEY;
-	m->psn = cma_random_psn();
+	m->psn = random_psn();
 	return 0;
 }
 

@@ -19,7 +19,7 @@
 
 /* ---- states ------------------------------------------------------------------- */
 
-bool cma_qp_connected(enum ibv_qp_type type)
+static bool qp_connected(enum ibv_qp_type type)
 {
 	return type == IBV_QPT_RC || type == IBV_QPT_UC ||
 	       type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
@@ -211,7 +211,7 @@ static int create_qp_ex(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
 	}
 	id->qp = qp;
 	ret = 0;
-	if (cma_qp_connected(attr->qp_type))
+	if (qp_connected(attr->qp_type))
 		ret = cma_qp_to(cid, IBV_QPS_INIT, 0xff);
 	else if (attr->qp_type == IBV_QPT_UD)
 		ret = ud_qp_ready(cid);
