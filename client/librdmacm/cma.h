@@ -1,10 +1,56 @@
 /*
- * Private state of our librdmacm (proto/CM.md is the design).
+ * Our librdmacm.so.1: rdma-core's connection manager API (rdma_cma.h; the
+ * export table is Debian's, librdmacm.map) with ibverbsd in place of the
+ * kernel's rdma_cm.  proto/CM.md is the design.  The daemon runs the CM:
+ * port spaces, address and route resolution, the IB CM handshake between
+ * ids, multicast groups.  This library turns the calls into requests on a
+ * CM session, turns the daemon's CmEvent frames into struct rdma_cm_event,
+ * and creates and moves the QPs of ids through libibverbs' public API
+ * only.  There is no data path here: apps post and poll with libibverbs
+ * directly.
  *
  * An event channel is a CM session of the daemon: its own connection for
  * requests and replies, and the event socket the daemon writes CmEvent
  * frames to (channel->fd).  Every rdma_cm_id belongs to one channel and is
  * named there by the daemon's handle.
+ *
+ * The files, lowest first; each calls only files listed before it (to
+ * check: nm on the objects; no file may leave undefined a symbol that a
+ * file listed after it defines).  The declarations below keep this order.
+ *   msg.c          wire conversions: socket addresses (sizes, from the
+ *                  daemon's raw bytes)
+ *   channel.c      event channels: the CM session (CM_OPEN), the event
+ *                  socket, migrated events queued locally, the fd apps poll
+ *   devices.c      the verbs devices, opened once per process for the CM
+ *                  (rdma_get_devices), with their default PD and limits
+ *   mcast_joins.c  an id's multicast joins and its QP's group attachments
+ *   cma.c          ids: a channel's id table, the events counted on ids and
+ *                  their acks, cma_call(), the daemon's view of an id
+ *                  (id->route, id->verbs), create/destroy/migrate,
+ *                  options, ports
+ *   qp.c           QPs and SRQs on an id (default PD and CQs) and the QP's
+ *                  state moves with the daemon's attributes
+ *   events.c       CmEvent frames into rdma_cm_events (a request's new id,
+ *                  the active side's RTU), rdma_get/ack_cm_event,
+ *                  rdma_event_str, and synchronous mode (cma_sync_wait)
+ *   addr.c         bind, resolve address, resolve route
+ *   conn.c         listen, connect, accept, reject, establish, disconnect,
+ *                  rdma_init_qp_attr, rdma_notify, ECE
+ *   mcast.c        rdma_join_multicast(_ex), rdma_leave_multicast
+ *   ep.c           the endpoint API: rdma_create_ep, rdma_get_request
+ *   addrinfo.c     rdma_getaddrinfo over getaddrinfo(3); no daemon needed
+ *   rsocket.c      the rsockets, all failing with ENOSYS (unsupported.h)
+ * So events.c, which creates ids for connection requests and finishes the
+ * active side's QP, sits above ids and QPs; everything that waits for an
+ * event (the calls of synchronous ids) sits above events.c; and what both
+ * sides touch (an event's ack, an id's joins) lives below both.
+ *
+ * Who talks to the daemon: requests go through cma_call() (cma.c) on the
+ * connection of the id's channel, or straight on a channel's connection
+ * where no id of that channel is involved yet: CM_OPEN (channel.c), create
+ * and migrate (cma.c), refusing a request (events.c).  Events arrive only
+ * through channel.c.  devices.c and qp.c reach the daemon only through
+ * libibverbs, whose device contexts have connections of their own.
  *
  * Error convention: internal functions return 0 or a negative errno; the
  * exported functions convert once, with cma_ret()/cma_null_ret(), to the
@@ -151,6 +197,14 @@ static inline void *cma_null_ret(int ret)
 	return NULL;
 }
 
+/* ---- wire conversions (msg.c) -------------------------------------------- */
+
+/* The size of an address of a family we handle, else 0. */
+socklen_t cma_addr_len(const struct sockaddr *addr);
+/* Copy a raw sockaddr from the wire; false if it is not one we know. */
+bool cma_sockaddr_from_msg(const ProtobufCBinaryData *b,
+			   struct sockaddr_storage *ss);
+
 /* ---- channels (channel.c) ---------------------------------------------- */
 
 int cma_channel_create(struct cma_channel **ret_ch);
@@ -169,51 +223,6 @@ bool cma_channel_dead(struct cma_channel *ch);
 void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 			     struct cma_channel *to, uint32_t new_handle);
 
-/* ---- events (events.c) -------------------------------------------------- */
-
-/* Next event of ch for the app (blocking unless the fd is O_NONBLOCK). */
-int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev);
-/*
- * Synchronous mode: wait on a sync id's private channel for the event its
- * operation produces and keep it in id->event; its failure as an errno.
- */
-int cma_sync_wait(struct cma_id *cid);
-
-/* ---- ids (cma.c) --------------------------------------------------------- */
-
-int cma_id_alloc(struct cma_channel *ch, void *context,
-		 enum rdma_port_space ps, enum ibv_qp_type qp_type,
-		 struct cma_id **ret_id);
-void cma_id_free(struct cma_id *cid);
-int cma_create_id(struct rdma_event_channel *channel, void *context,
-		  enum rdma_port_space ps, enum ibv_qp_type qp_type,
-		  struct cma_id **ret_id);
-int cma_destroy_id(struct cma_id *cid);
-int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel);
-/* The id table of a channel. */
-void cma_ids_add(struct cma_channel *ch, struct cma_id *cid);
-void cma_ids_remove(struct cma_channel *ch, struct cma_id *cid);
-/* Find handle's id and count one event on it (cma_event_release undoes). */
-struct cma_id *cma_ids_hold(struct cma_channel *ch, uint32_t handle);
-void cma_id_hold(struct cma_id *cid);
-void cma_id_release(struct cma_id *cid);
-/* Wait until the app acked every event it was handed on cid. */
-void cma_id_wait_acked(struct cma_id *cid);
-/* Free an event and give its count back to its id. */
-void cma_ack_event(struct cma_event *ev);
-/* Ack the event a synchronous id keeps in id->event, if any. */
-void cma_put_event(struct cma_id *cid);
-/* A request of the id's session. */
-int cma_call(struct cma_id *cid, uint16_t type, const ProtobufCMessage *req,
-	     const ProtobufCMessageDescriptor *reply_desc,
-	     ProtobufCMessage **reply);
-/* Take the daemon's view of where an id is (addresses, device, path). */
-int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info);
-int cma_query(struct cma_id *cid);
-bool cma_is_ud_ps(enum rdma_port_space ps);
-int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);
-socklen_t cma_addr_len(const struct sockaddr *addr);
-
 /* ---- devices (devices.c) ----------------------------------------------- */
 
 /* The process-wide context of the device named name. */
@@ -223,30 +232,6 @@ int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd);
 /* max_qp_rd_atom / max_qp_init_rd_atom of ctx's device. */
 int cma_device_rd_atom(struct ibv_context *ctx, uint8_t *max_resp,
 		       uint8_t *max_init);
-
-/* ---- QPs (qp.c) ---------------------------------------------------------- */
-
-/* Move cid's QP to state with the daemon's attributes (CM_INIT_QP_ATTR);
- * rd_atomic, if not 0xFF, overrides the negotiated max_(dest_)rd_atomic. */
-int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic);
-int cma_qp_to_err(struct cma_id *cid);
-int cma_init_qp_attr(struct cma_id *cid, enum ibv_qp_state state,
-		     struct ibv_qp_attr *attr, int *mask);
-int cma_create_qp(struct cma_id *cid, struct ibv_pd *pd,
-		  struct ibv_qp_init_attr *attr);
-
-/* ---- wire conversions (msg.c) -------------------------------------------- */
-
-/* Copy a raw sockaddr from the wire; false if it is not one we know. */
-bool cma_sockaddr_from_msg(const ProtobufCBinaryData *b,
-			   struct sockaddr_storage *ss);
-
-/* ---- addresses (addr.c) --------------------------------------------------- */
-
-int cma_bind_addr(struct cma_id *cid, struct sockaddr *addr);
-int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
-		     struct sockaddr *dst, int timeout_ms);
-int cma_resolve_route(struct cma_id *cid, int timeout_ms);
 
 /* ---- an id's multicast joins (mcast_joins.c) ---------------------------- */
 
@@ -272,5 +257,67 @@ int cma_mcast_detach(struct cma_id *cid, struct cma_mcast *mc);
 /* The id's QP is being destroyed, which detaches it from every group. */
 void cma_mcast_qp_gone(struct cma_id *cid);
 void cma_mcast_free_all(struct cma_id *cid);
+
+/* ---- ids (cma.c) --------------------------------------------------------- */
+
+int cma_id_alloc(struct cma_channel *ch, void *context,
+		 enum rdma_port_space ps, enum ibv_qp_type qp_type,
+		 struct cma_id **ret_id);
+void cma_id_free(struct cma_id *cid);
+int cma_create_id(struct rdma_event_channel *channel, void *context,
+		  enum rdma_port_space ps, enum ibv_qp_type qp_type,
+		  struct cma_id **ret_id);
+int cma_destroy_id(struct cma_id *cid);
+int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel);
+/* The id table of a channel. */
+void cma_ids_add(struct cma_channel *ch, struct cma_id *cid);
+void cma_ids_remove(struct cma_channel *ch, struct cma_id *cid);
+/* Find handle's id and count one event on it (cma_ack_event gives it back). */
+struct cma_id *cma_ids_hold(struct cma_channel *ch, uint32_t handle);
+void cma_id_hold(struct cma_id *cid);
+void cma_id_release(struct cma_id *cid);
+/* Wait until the app acked every event it was handed on cid. */
+void cma_id_wait_acked(struct cma_id *cid);
+/* Free an event and give its count back to its id. */
+void cma_ack_event(struct cma_event *ev);
+/* Ack the event a synchronous id keeps in id->event, if any. */
+void cma_put_event(struct cma_id *cid);
+/* A request of the id's session. */
+int cma_call(struct cma_id *cid, uint16_t type, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *reply_desc,
+	     ProtobufCMessage **reply);
+/* Take the daemon's view of where an id is (addresses, device, path). */
+int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info);
+int cma_query(struct cma_id *cid);
+bool cma_is_ud_ps(enum rdma_port_space ps);
+int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);
+
+/* ---- QPs (qp.c) ---------------------------------------------------------- */
+
+/* Move cid's QP to state with the daemon's attributes (CM_INIT_QP_ATTR);
+ * rd_atomic, if not 0xFF, overrides the negotiated max_(dest_)rd_atomic. */
+int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic);
+int cma_qp_to_err(struct cma_id *cid);
+int cma_init_qp_attr(struct cma_id *cid, enum ibv_qp_state state,
+		     struct ibv_qp_attr *attr, int *mask);
+int cma_create_qp(struct cma_id *cid, struct ibv_pd *pd,
+		  struct ibv_qp_init_attr *attr);
+
+/* ---- events (events.c) -------------------------------------------------- */
+
+/* Next event of ch for the app (blocking unless the fd is O_NONBLOCK). */
+int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev);
+/*
+ * Synchronous mode: wait on a sync id's private channel for the event its
+ * operation produces and keep it in id->event; its failure as an errno.
+ */
+int cma_sync_wait(struct cma_id *cid);
+
+/* ---- addresses (addr.c) ------------------------------------------------- */
+
+int cma_bind_addr(struct cma_id *cid, struct sockaddr *addr);
+int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
+		     struct sockaddr *dst, int timeout_ms);
+int cma_resolve_route(struct cma_id *cid, int timeout_ms);
 
 #endif /* IBVD_CMA_H */
