@@ -1,6 +1,64 @@
 /*
- * Private state of our libibverbs: the structs that wrap the public ones
- * (abi.md §2.3), and what the implementation files share.
+ * Our libibverbs.so.1: rdma-core's verbs API, with Debian 44's export table
+ * (libibverbs.map, abi.md), for the devices ibverbsd provides.  The control
+ * path is RPCs to the daemon; the data path is shared memory with the
+ * daemon's engine (common/ring.h) and makes no system call while the
+ * engine is awake.
+ *
+ * This header is the library's private state: the structs that wrap the
+ * public ones (abi.md §2.3) and what the implementation files share.
+ * ibvc_ names are this library's own; ibvd_ names come from common/ and
+ * the protocol and mean the same in the daemon (ibvd_conn, the ring
+ * structs, ibvd_av, the verbs_msg conversions).
+ *
+ * The files, lowest first; each calls only files listed before it (to
+ * check: nm on the objects; no file may leave undefined a symbol that a
+ * file listed after it defines).
+ * The export table (abi.mk; they do not include this header):
+ *   exports.h    prototypes Debian's headers lack (driver.h, marshall.h)
+ *   stubs.c      exported verbs not implemented: EOPNOTSUPP
+ *   compat_1_0.c the hidden IBVERBS_1.0 twins: ENOSYS
+ *   private.c    IBVERBS_PRIVATE_34, the provider interface: inert
+ *   strings.c    ibv_*_str: names of enums, worded as rdma-core's
+ *   rate.c       static rate conversions
+ *   fork.c       ibv_fork_init and the fork range calls
+ *   sysfs.c      the 1.0 sysfs helpers
+ *   marshall.c   kernel uverbs/SA structs to verbs structs and back
+ * Shared by the verbs (impl.mk, like all below):
+ *   device.c     ibv_get_device_list: the daemon's devices, cached
+ *   handle.c     a context's daemon handle -> CQ/QP/SRQ map, for events
+ *   queue.c      mapping the daemon's queue memfds; the doorbell
+ *   pd.c         PDs, and ibvc_destroy_handle(), every object's destroy
+ *   query.c      device, port, GID and P_Key queries
+ *   dummy_ops.c  context ops we do not implement (XRC): EOPNOTSUPP
+ * The data path:
+ *   post.c       ibv_post_send/recv/srq_recv and memory window binds
+ *   qp_ex.c      the ibv_wr_* posting API, on post.c's checks
+ *   poll.c       ibv_poll_cq and ibv_req_notify_cq: the CQ ring's consumer
+ * The verbs objects:
+ *   mr.c         memory regions; the daemon gets the app's /proc/self/mem
+ *   mw.c         memory windows: allocation (binding is in post.c)
+ *   ah.c         address handles, whose address vector UD WQEs carry
+ *   mcast.c      ibv_attach/detach_mcast
+ *   cq.c         CQs: the ring the daemon makes, mapped here
+ *   cq_ex.c      ibv_create_cq_ex and its start/next/end poll API
+ *   qp.c         QPs: SQ and RQ rings, modify, query, destroy
+ *   srq.c        SRQs: one receive ring shared by QPs
+ *   channel.c    completion channels: ibv_get_cq_event
+ * On top:
+ *   context.c    ibv_open_device: the connection, the context page, and
+ *                the ops table header inlines call (every file's *_op)
+ *   async.c      ibv_get_async_event; a daemon gone is DEVICE_FATAL
+ * So there is no loop between files.  Nothing calls context.c but
+ * async.c, which marks a context dead: the object files reach their
+ * context through the struct (to_ibvc_context), never its functions.
+ *
+ * What talks to the daemon: each context's connection (ibvc_conn_of)
+ * carries the RPCs of query.c and of every object file; device.c lists
+ * devices on a connection of its own; async.c and channel.c read the
+ * sockets the daemon writes events to; queue.c's doorbell wakes a
+ * sleeping engine through the context's eventfd.  post.c and poll.c only
+ * read and write shared memory.
  *
  * Error convention: internal functions return 0 or a negative errno; the
  * exported verbs convert once, at the public boundary, to whatever their
