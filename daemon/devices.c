@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "devices.h"
+#include "transport/transport.h"
 #include "util.h"
 
 /* ---- identity -------------------------------------------------------- */
@@ -107,6 +108,8 @@ static struct ibvd_device *device_new(const struct ibvd_config_device *cd,
 	dev->node_guid = cd->guid ? cd->guid : ibvd_guid_derive(host_id, cd->name);
 	dev->sys_image_guid = dev->node_guid;
 	dev->nports = cd->ports;
+	/* every device of today serves QPs of this daemon only */
+	dev->transport = &ibvd_transport_local;
 	TAILQ_INIT(&dev->contexts);
 	for (i = 0; i < dev->nports; i++) {
 		struct ibvd_port *port = &dev->ports[i];

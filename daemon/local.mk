@@ -25,3 +25,4 @@ include daemon/verbs/local.mk
 include daemon/cm/local.mk
 include daemon/admin/local.mk
 include daemon/engine/local.mk
+include daemon/transport/local.mk

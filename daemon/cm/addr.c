@@ -430,20 +430,11 @@ uint16_t cm_port_lid(const struct ibvd_cm_id *id)
 void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16])
 {
 	const struct ibvd_port *port;
-	uint64_t prefix = IBVD_SUBNET_PREFIX, guid;
-	int i;
 
 	memset(gid, 0, 16);
 	port = id->dev ? ibvd_device_port(id->dev, id->port_num) : NULL;
-	if (!port)
-		return;
-	guid = port->guid;
-	for (i = 7; i >= 0; i--) {
-		gid[i] = (uint8_t)prefix;
-		gid[8 + i] = (uint8_t)guid;
-		prefix >>= 8;
-		guid >>= 8;
-	}
+	if (port)
+		ibvd_port_gid0(port, gid);
 }
 
 uint32_t cm_port_mtu(const struct ibvd_cm_id *id)

@@ -157,16 +157,26 @@ static void refresh_ip_gids(void)
 	ip_gids.read_at = now;
 }
 
+void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16])
+{
+	uint64_t prefix = IBVD_SUBNET_PREFIX, guid = port->guid;
+	int i;
+
+	for (i = 7; i >= 0; i--) {
+		gid[i] = (uint8_t)prefix;
+		gid[8 + i] = (uint8_t)guid;
+		prefix >>= 8;
+		guid >>= 8;
+	}
+}
+
 unsigned int ibvd_port_gids(const struct ibvd_port *port,
 			    struct ibvd_gid gids[IBVD_GID_TBL_LEN])
 {
 	unsigned int i, n;
 
 	memset(gids, 0, sizeof(*gids) * IBVD_GID_TBL_LEN);
-	gids[0].raw[0] = 0xfe;
-	gids[0].raw[1] = 0x80;
-	for (i = 0; i < 8; i++)
-		gids[0].raw[8 + i] = (uint8_t)(port->guid >> (56 - 8 * i));
+	ibvd_port_gid0(port, gids[0].raw);
 	refresh_ip_gids();
 	for (i = 0, n = 1; i < ip_gids.n; i++)
 		if (memcmp(ip_gids.gids[i].raw, gids[0].raw, 16) != 0)

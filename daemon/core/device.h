@@ -16,6 +16,8 @@
 
 #include "objects.h"
 
+struct ibvd_transport;
+
 #define IBVD_DEV_NAME_MAX	64	/* including NUL, like ibv_device.name */
 #define IBVD_MAX_DEVICES	16
 #define IBVD_MAX_PORTS		8
@@ -48,6 +50,8 @@ struct ibvd_device {
 	struct ibvd_port ports[IBVD_MAX_PORTS];
 	struct ibvd_context_list contexts;
 	unsigned int ncontexts;
+	/* what carries its QPs' messages (engine/transport.h) */
+	const struct ibvd_transport *transport;
 };
 
 /* One GID table entry. */
@@ -65,6 +69,9 @@ struct ibvd_device *ibvd_device_find(const struct ibvd_device_list *devs,
 /* The port numbered port_num (1-based), or NULL if there is none. */
 const struct ibvd_port *ibvd_device_port(const struct ibvd_device *dev,
 					 uint32_t port_num);
+
+/* GID[0] of a port, fe80::<port GUID> (network order). */
+void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16]);
 
 /*
  * Current GID table of a port: GID[0] = fe80::<port GUID>, then

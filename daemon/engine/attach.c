@@ -110,9 +110,8 @@ static int note_orphan(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 
 	if (qp->qp_type != IBV_QPT_RC)
 		return 0;
-	peer = ibvd_eng_route(qp, qp->attr.dest_qp_num, &qp->attr.av);
-	if (!peer || peer->ctx == qp->ctx || peer->qp_type != IBV_QPT_RC ||
-	    peer->attr.dest_qp_num != qp->qp_num)
+	peer = ibvd_eng_transport(qp)->peer(qp);
+	if (!peer || peer->ctx == qp->ctx)
 		return 0;
 	o = realloc(ectx->orphans, (ectx->norphans + 1) * sizeof(*o));
 	if (!o)

@@ -25,9 +25,10 @@
 
 #include <infiniband/verbs.h>
 
-#include "engine.h"
 #include "core/objects.h"
+#include "engine.h"
 #include "ring.h"
+#include "transport.h"
 
 struct ibvd_engine;
 
@@ -63,10 +64,6 @@ struct ibvd_engine;
 #define ENG_UNCHUNKED_BUDGET_BYTES	(4u << 20)
 /* Ports a context keeps counters for (at least IBVD_MAX_PORTS, counters.c). */
 #define ENG_PORTS		8u
-/* Most SGEs a WQE may carry (the device's max_sge, query.c). */
-#define ENG_MAX_SGE		32u
-/* Scatter/gather list of one side of a transfer: SGEs plus a GRH slot. */
-#define ENG_MAX_SEGS		(ENG_MAX_SGE + 1u)
 /* Size of the GRH a UD receive buffer starts with. */
 #define ENG_GRH_BYTES		40u
 /* Retry period of a transport retry whose QP timeout is 0 (infinite). */
@@ -79,23 +76,6 @@ struct ibvd_engine;
 #define ENG_RATE_RECHECK_NS	(50ull * 1000 * 1000)
 
 /* ---- memory.c: the bytes of registered memory --------------------------- */
-
-/*
- * One contiguous piece of a transfer: addr in a client's address space
- * reached through fd (its /proc/PID/mem), or, with fd < 0, engine-private
- * memory at (uintptr_t)addr (inline data, a GRH, an atomic operand).
- */
-struct eng_seg {
-	int fd;
-	uint64_t addr;
-	uint64_t len;
-};
-
-struct eng_sgl {
-	unsigned int n;
-	uint64_t total;			/* sum of seg[].len, overflow-checked */
-	struct eng_seg seg[ENG_MAX_SEGS];
-};
 
 /* Which side of a copy failed. */
 enum eng_copy_result {
@@ -126,29 +106,6 @@ int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
 void ibvd_eng_sgl_private(struct eng_sgl *sgl, const void *buf, uint64_t len);
 
 /* ---- wqe.c: copy, then validate ------------------------------------------ */
-
-/* A send WQE and the local side of its transfer. */
-struct eng_req {
-	struct ibvd_send_wqe w;		/* private copy of the header */
-	struct eng_sgl local;		/* gather (SEND/WRITE) or scatter (READ/atomic) */
-	uint64_t length;		/* message length */
-	bool signaled;			/* a success completion is wanted */
-	/* the bytes this step moves: [off, off + step) of the message */
-	uint64_t off;
-	uint64_t step;
-};
-
-/* A step that is the whole message: the unchunked paths. */
-static inline bool eng_req_whole(const struct eng_req *req)
-{
-	return req->off == 0 && req->step == req->length;
-}
-
-/* The step that ends the message. */
-static inline bool eng_req_last(const struct eng_req *req)
-{
-	return req->off + req->step == req->length;
-}
 
 /* A receive WQE, copied out of its RQ or SRQ and checked. */
 struct eng_recv {
@@ -240,24 +197,9 @@ extern const struct ibvd_engine_events *ibvd_eng_events;
 /* Send an asynchronous event about object `handle` to ctx (thread-safe). */
 void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle);
 
-/* ---- transport.c: addressing, QP states, timers ------------------------- */
+/* ---- qp_state.c: QP states, flushes, timers, ports ---------------------- */
 
-static inline uint32_t eng_qp_state(const struct ibvd_qp *qp)
-{
-	return __atomic_load_n(&qp->state, __ATOMIC_RELAXED);
-}
-
-/* A QP in this state accepts incoming messages (RTR and later, not ERR). */
-bool ibvd_eng_can_receive(uint32_t state);
-
-/*
- * The QP a packet from src addressed to (dest_qpn, av) reaches on this
- * daemon, or NULL: routing by DLID to a port, or by DGID without a DLID.
- */
-struct ibvd_qp *ibvd_eng_route(const struct ibvd_qp *src, uint32_t dest_qpn,
-			       const struct ibvd_av *av);
-
-/* An RC/UC peer connected back to src and able to receive, or NULL. */
+/* An RC/UC peer (ibvd_transport.peer) able to receive, or NULL. */
 struct ibvd_qp *ibvd_eng_connected_peer(const struct ibvd_qp *src);
 
 /*
@@ -355,19 +297,6 @@ void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
 void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 			const struct eng_recv *rwqe, enum ibv_wc_status status);
 
-/* ---- responder outcomes --------------------------------------------------- */
-
-/* What the responder side of one message did, as the requester sees it. */
-enum eng_resp {
-	RESP_OK,			/* delivered (or, UC/UD, dropped) */
-	RESP_RNR,			/* RC: no receive WQE: RNR NAK */
-	RESP_NO_ACK,			/* RC: nobody answered: retry */
-	RESP_INV_REQ,			/* REM_INV_REQ_ERR */
-	RESP_ACCESS,			/* REM_ACCESS_ERR */
-	RESP_OP_ERR,			/* REM_OP_ERR */
-	RESP_LOCAL_FAULT,		/* our own memory failed: LOC_PROT_ERR */
-};
-
 /*
  * recv.c: what an RC/UC requester hears when target has no receive WQE to
  * take (peek_ret from ibvd_eng_rq_peek: < 0 the RQ is broken and the
@@ -376,28 +305,6 @@ enum eng_resp {
  */
 enum eng_resp ibvd_eng_no_recv(struct ibvd_qp *src, struct ibvd_qp *target,
 			       struct eng_rq *rq, int peek_ret);
-
-/* recv.c: deliver a SEND or SEND_WITH_IMM (RC/UC) to target. */
-enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
-				    struct ibvd_qp *src, struct ibvd_qp *target,
-				    const struct eng_req *req);
-
-/* rdma.c: RDMA WRITE (+IMM) and READ against target (RC/UC). */
-enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
-				  struct ibvd_qp *target,
-				  const struct eng_req *req);
-enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
-				 struct ibvd_qp *target,
-				 const struct eng_req *req);
-
-/* atomic.c: CMP_AND_SWP and FETCH_AND_ADD against target (RC). */
-enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
-			      struct ibvd_qp *target, const struct eng_req *req);
-
-/* ud.c: a UD SEND, unicast or multicast.  Returns the sender's status. */
-enum ibv_wc_status ibvd_eng_ud_send(struct ibvd_engine *eng,
-				    struct ibvd_qp *src,
-				    const struct eng_req *req);
 
 /* A responder-side error on target: its completion, its state, its event. */
 void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
@@ -435,14 +342,6 @@ extern uint64_t ibvd_eng_turn_bytes;
  */
 enum ibv_wc_status ibvd_eng_chunk_plan(struct ibvd_qp *src,
 				       struct eng_req *req);
-
-/*
- * Before a step of a chunked message to peer: the first step makes peer
- * its responder; a later one is only for that QP, in the incarnation the
- * first step found (false: the responder lost the message to a RESET).
- */
-bool ibvd_eng_chunk_responder(struct ibvd_qp *src, const struct ibvd_qp *peer,
-			      const struct eng_req *req);
 
 /*
  * Under rq->lock, once the first step's bytes are in rwqe (peeked from
@@ -682,23 +581,6 @@ static inline void eng_count(uint64_t *c, uint64_t n)
 /* Add n to counter c of qp's port (any engine thread). */
 void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
 			 uint64_t n);
-
-/*
- * The events of one message, at the step of it that req describes:
- * request: src sent it (packets, rdma_sends);
- * arrival: it reached target, a QP that may receive (packets, rdma_recvs);
- * response: target answered a READ or atomic with data;
- * rnr: target had no receive WQE and sent src an RNR NAK.
- */
-void ibvd_eng_count_request(const struct ibvd_qp *src,
-			    const struct eng_req *req);
-void ibvd_eng_count_arrival(const struct ibvd_qp *src,
-			    const struct ibvd_qp *target,
-			    const struct eng_req *req);
-void ibvd_eng_count_response(const struct ibvd_qp *src,
-			     const struct ibvd_qp *target,
-			     const struct eng_req *req);
-void ibvd_eng_count_rnr(const struct ibvd_qp *src, const struct ibvd_qp *target);
 
 /* A send WQE of qp retired with status (thread and port counters). */
 void ibvd_eng_count_retired(struct ibvd_engine *eng, const struct ibvd_qp *qp,

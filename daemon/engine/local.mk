@@ -2,6 +2,7 @@
 # against the object model (core/).
 daemon_ibverbsd_SOURCES += \
 	daemon/engine/engine.h daemon/engine/internal.h \
+	daemon/engine/transport.h \
 	daemon/engine/engine.c \
 	daemon/engine/attach.c \
 	daemon/engine/doorbell.c \
@@ -10,12 +11,10 @@ daemon_ibverbsd_SOURCES += \
 	daemon/engine/memory.c \
 	daemon/engine/wqe.c \
 	daemon/engine/completion.c \
-	daemon/engine/transport.c \
+	daemon/engine/qp_state.c \
 	daemon/engine/send.c \
 	daemon/engine/chunk.c \
 	daemon/engine/recv.c \
 	daemon/engine/rdma.c \
-	daemon/engine/atomic.c \
 	daemon/engine/mw.c \
-	daemon/engine/ud.c \
 	daemon/engine/counters.c

@@ -97,36 +97,6 @@ static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	return STEP_WAIT;
 }
 
-/* RC/UC: execute against the connected peer; *rnr_timer for RNR NAKs. */
-static enum eng_resp execute_connected(struct ibvd_engine *eng,
-				       struct ibvd_qp *qp,
-				       const struct eng_req *req,
-				       uint8_t *rnr_timer)
-{
-	struct ibvd_qp *peer = ibvd_eng_connected_peer(qp);
-
-	/* A responder reset since the message began knows nothing of it. */
-	if (!eng_req_whole(req) && !ibvd_eng_chunk_responder(qp, peer, req))
-		peer = NULL;
-	/* Nobody answers: RC retries, UC's packets are lost. */
-	if (!peer)
-		return qp->qp_type == IBV_QPT_UC ? RESP_OK : RESP_NO_ACK;
-	*rnr_timer = peer->attr.min_rnr_timer;
-	switch (req->w.opcode) {
-	case IBV_WR_SEND:
-	case IBV_WR_SEND_WITH_IMM:
-	case IBV_WR_SEND_WITH_INV:
-		return ibvd_eng_deliver_send(eng, qp, peer, req);
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return ibvd_eng_rdma_write(eng, qp, peer, req);
-	case IBV_WR_RDMA_READ:
-		return ibvd_eng_rdma_read(eng, qp, peer, req);
-	default:
-		return ibvd_eng_atomic(eng, qp, peer, req);
-	}
-}
-
 static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			  enum eng_resp r, uint8_t rnr_timer,
 			  enum ibv_wc_status *status)
@@ -229,12 +199,13 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		return *status == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}
 	if (qp->qp_type == IBV_QPT_UD) {
-		st = ibvd_eng_ud_send(eng, qp, req);
+		st = ibvd_eng_transport(qp)->send_ud(eng, qp, req);
 		*status = st;
 		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}
 	ibvd_eng_count_request(qp, req);
-	s = conclude(eng, qp, execute_connected(eng, qp, req, &rnr_timer),
+	s = conclude(eng, qp,
+		     ibvd_eng_transport(qp)->send(eng, qp, req, &rnr_timer),
 		     rnr_timer, status);
 	if (s == STEP_DONE && !eng_req_last(req)) {
 		qp->wqe_done += req->step;

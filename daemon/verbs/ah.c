@@ -45,7 +45,7 @@ static int check_dlid(struct ibvd_call *call, const Ibvd__AhAttr *m,
 {
 	if (m->dlid > 0xffff || m->dlid == LID_PERMISSIVE)
 		return ibvd_call_error(call, -EINVAL, "bad DLID %#x", m->dlid);
-	/* Without a LID, the GID is the route (engine: ibvd_eng_route). */
+	/* Without a LID, the GID is the route (transport/local.c routes so). */
 	if (m->dlid == 0 && !m->is_global)
 		return ibvd_call_error(call, -EINVAL, "no DLID and no GRH");
 	if (m->dlid >= LID_MULTICAST_MIN && (connected || !m->is_global))

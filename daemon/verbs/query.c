@@ -88,7 +88,7 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->max_qp_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_qp_init_rd_atom = IBVD_MAX_QP_RD_ATOM;
 	attr->max_res_rd_atom = IBVD_MAX_QP_RD_ATOM * IBVD_MAX_QP;
-	/* Atomic among the engine's own operations (engine/atomic.c). */
+	/* Atomic among the engine's own operations (engine/rdma.c). */
 	attr->atomic_cap = IBV_ATOMIC_HCA;
 	attr->max_mcast_grp = IBVD_MAX_MCAST_GRP;
 	attr->max_mcast_qp_attach = IBVD_MAX_MCAST_QP_ATTACH;

@@ -1,12 +1,8 @@
 /*
- * Transport rules shared by the requester and responder sides: who a
- * packet reaches, when a QP may receive, how QPs enter the error states
- * and flush, and the IB encodings of the RNR and ACK timers.
- *
- * Addressing (DESIGN.md §3.1): a packet goes to (DLID or DGID, QPN).  The
- * DLID names one port of one device of this daemon; without a DLID, a
- * global address names a port by GID.  A QP number alone is never enough:
- * the QP must sit on the addressed port, as on a fabric.
+ * QP states as the engine moves them, shared by the requester and
+ * responder sides: when a QP may receive, how QPs enter the error states
+ * and flush, the IB encodings of the RNR and ACK timers, and the port
+ * addresses a QP sends from.
  */
 #include <config.h>
 
@@ -27,67 +23,11 @@ static const struct ibvd_port *qp_port(const struct ibvd_qp *qp)
 	return ibvd_device_port(qp->ctx->dev, qp->attr.port_num);
 }
 
-static void gid0(const struct ibvd_port *port, uint8_t gid[16])
-{
-	uint64_t prefix = IBVD_SUBNET_PREFIX, guid = port->guid;
-	int i;
-
-	for (i = 7; i >= 0; i--) {
-		gid[i] = (uint8_t)prefix;
-		gid[8 + i] = (uint8_t)guid;
-		prefix >>= 8;
-		guid >>= 8;
-	}
-}
-
-/*
- * A GID names port if it is the port's link-local GID; the IP-derived
- * GIDs (::ffff:a.b.c.d, IPv6) are this host's addresses, which every
- * local port carries (device.c), so they match any port.
- */
-static bool gid_names_port(const struct ibvd_port *port, const uint8_t dgid[16])
-{
-	uint8_t own[16];
-
-	gid0(port, own);
-	if (memcmp(dgid, own, 8) != 0)
-		return true;
-	return memcmp(dgid + 8, own + 8, 8) == 0;
-}
-
-static bool address_reaches(const struct ibvd_qp *t, const struct ibvd_av *av)
-{
-	const struct ibvd_port *port = qp_port(t);
-
-	if (!port)
-		return false;
-	if (av->dlid)
-		return av->dlid == port->lid;
-	return av->is_global && gid_names_port(port, av->dgid);
-}
-
-struct ibvd_qp *ibvd_eng_route(const struct ibvd_qp *src, uint32_t dest_qpn,
-			       const struct ibvd_av *av)
-{
-	struct ibvd_qp *t = ibvd_qp_by_num(dest_qpn & 0xFFFFFFu);
-
-	return t && address_reaches(t, av) ? t : NULL;
-}
-
 struct ibvd_qp *ibvd_eng_connected_peer(const struct ibvd_qp *src)
 {
-	struct ibvd_qp *t = ibvd_eng_route(src, src->attr.dest_qp_num,
-					   &src->attr.av);
+	struct ibvd_qp *t = ibvd_eng_transport(src)->peer(src);
 
-	/*
-	 * RC acknowledges to the responder's own destination: a peer not
-	 * connected back never acks, which the requester sees as a timeout.
-	 * UC is held to the same rule, as its PSN check would drop the
-	 * stream of a stranger.
-	 */
-	if (!t || t->qp_type != src->qp_type || t->attr.dest_qp_num != src->qp_num)
-		return NULL;
-	return ibvd_eng_can_receive(eng_qp_state(t)) ? t : NULL;
+	return t && ibvd_eng_can_receive(eng_qp_state(t)) ? t : NULL;
 }
 
 static void mark_queues(struct ibvd_qp *qp, bool rq_too)
@@ -174,7 +114,7 @@ void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
 	if (!port)
 		return;
 	if (sgid_index == 0) {
-		gid0(port, gid);
+		ibvd_port_gid0(port, gid);
 		return;
 	}
 	/* The IP-derived entries follow the host's addresses: ask each time. */

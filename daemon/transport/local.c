@@ -1,0 +1,154 @@
+/*
+ * The same-daemon transport: both QPs are this daemon's, so a message is
+ * carried by calling the engine's responder on the target directly, on
+ * the requester's engine thread, and the answer is known at once.
+ *
+ * Addressing (DESIGN.md §3.1): a packet goes to (DLID or DGID, QPN).  The
+ * DLID names one port of one device of this daemon; without a DLID, a
+ * global address names a port by GID.  A QP number alone is never enough:
+ * the QP must sit on the addressed port, as on a fabric.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "core/device.h"
+#include "core/objects.h"
+#include "engine/transport.h"
+#include "transport.h"
+
+/* The port's MTU (query.c: active_mtu IBV_MTU_4096). */
+#define UD_MTU		4096u
+/* A Q_Key with the high bit set in the WQE means "the QP's own". */
+#define QKEY_USE_QP	0x80000000u
+
+static const struct ibvd_port *qp_port(const struct ibvd_qp *qp)
+{
+	return ibvd_device_port(qp->ctx->dev, qp->attr.port_num);
+}
+
+/*
+ * A GID names port if it is the port's link-local GID; the IP-derived
+ * GIDs (::ffff:a.b.c.d, IPv6) are this host's addresses, which every
+ * local port carries (device.c), so they match any port.
+ */
+static bool gid_names_port(const struct ibvd_port *port, const uint8_t dgid[16])
+{
+	uint8_t own[16];
+
+	ibvd_port_gid0(port, own);
+	if (memcmp(dgid, own, 8) != 0)
+		return true;
+	return memcmp(dgid + 8, own + 8, 8) == 0;
+}
+
+static bool address_reaches(const struct ibvd_qp *t, const struct ibvd_av *av)
+{
+	const struct ibvd_port *port = qp_port(t);
+
+	if (!port)
+		return false;
+	if (av->dlid)
+		return av->dlid == port->lid;
+	return av->is_global && gid_names_port(port, av->dgid);
+}
+
+static struct ibvd_qp *route(uint32_t dest_qpn, const struct ibvd_av *av)
+{
+	struct ibvd_qp *t = ibvd_qp_by_num(dest_qpn & 0xFFFFFFu);
+
+	return t && address_reaches(t, av) ? t : NULL;
+}
+
+static struct ibvd_qp *local_peer(const struct ibvd_qp *src)
+{
+	struct ibvd_qp *t = route(src->attr.dest_qp_num, &src->attr.av);
+
+	/*
+	 * RC acknowledges to the responder's own destination: a peer not
+	 * connected back never acks, which the requester sees as a timeout.
+	 * UC is held to the same rule, as its PSN check would drop the
+	 * stream of a stranger.
+	 */
+	if (!t || t->qp_type != src->qp_type || t->attr.dest_qp_num != src->qp_num)
+		return NULL;
+	return t;
+}
+
+/* RC/UC: the connected peer executes the step as it arrives. */
+static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
+				const struct eng_req *req, uint8_t *rnr_timer)
+{
+	struct ibvd_qp *peer = local_peer(src);
+
+	if (peer && !ibvd_eng_can_receive(eng_qp_state(peer)))
+		peer = NULL;
+	/* A responder reset since the message began knows nothing of it. */
+	if (!eng_req_whole(req) && !ibvd_eng_chunk_responder(src, peer, req))
+		peer = NULL;
+	/* Nobody answers: RC retries, UC's packets are lost. */
+	if (!peer)
+		return src->qp_type == IBV_QPT_UC ? RESP_OK : RESP_NO_ACK;
+	*rnr_timer = peer->attr.min_rnr_timer;
+	switch (req->w.opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+		return ibvd_eng_deliver_send(eng, src, peer, req);
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return ibvd_eng_rdma_write(eng, src, peer, req);
+	case IBV_WR_RDMA_READ:
+		return ibvd_eng_rdma_read(eng, src, peer, req);
+	default:
+		return ibvd_eng_atomic(eng, src, peer, req);
+	}
+}
+
+/* Every member of the group the destination GID names. */
+static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src,
+				    const struct eng_req *req, uint32_t qkey)
+{
+	const struct ibvd_mcast_group *grp;
+	const struct ibvd_mcast_member *m;
+
+	if (!req->w.av.is_global)
+		return IBV_WC_SUCCESS;
+	grp = ibvd_mcast_group_find(req->w.av.dgid);
+	if (!grp)
+		return IBV_WC_SUCCESS;
+	LIST_FOREACH(m, &grp->members, group_link) {
+		enum ibv_wc_status st = ibvd_eng_ud_deliver(eng, src, m->qp,
+							   req, qkey);
+
+		if (st != IBV_WC_SUCCESS)
+			return st;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+static enum ibv_wc_status local_send_ud(struct ibvd_engine *eng,
+					struct ibvd_qp *src,
+					const struct eng_req *req)
+{
+	uint32_t qkey = req->w.remote_qkey;
+	struct ibvd_qp *target;
+
+	if (req->length > UD_MTU)
+		return IBV_WC_LOC_LEN_ERR;
+	ibvd_eng_count_request(src, req);
+	if (qkey & QKEY_USE_QP)
+		qkey = src->attr.qkey;
+	if ((req->w.remote_qpn & 0xFFFFFFu) == IBVD_MCAST_QPN)
+		return multicast(eng, src, req, qkey);
+	target = route(req->w.remote_qpn, &req->w.av);
+	return target ? ibvd_eng_ud_deliver(eng, src, target, req, qkey) :
+			IBV_WC_SUCCESS;
+}
+
+const struct ibvd_transport ibvd_transport_local = {
+	.name = "local",
+	.send = local_send,
+	.send_ud = local_send_ud,
+	.peer = local_peer,
+};

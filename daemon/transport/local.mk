@@ -1,0 +1,5 @@
+# daemon/transport/: what carries messages between QPs for the engine
+# (engine/transport.h is the interface).
+daemon_ibverbsd_SOURCES += \
+	daemon/transport/transport.h \
+	daemon/transport/local.c

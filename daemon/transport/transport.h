@@ -1,0 +1,15 @@
+/*
+ * The transports this daemon has (engine/transport.h is the interface
+ * they implement).  A device gets one when it is made (devices.c).
+ *
+ * - local: both QPs are this daemon's; the engine thread of the requester
+ *   executes the message at the responder directly (local.c).
+ */
+#ifndef IBVD_TRANSPORT_H
+#define IBVD_TRANSPORT_H
+
+struct ibvd_transport;
+
+extern const struct ibvd_transport ibvd_transport_local;
+
+#endif /* IBVD_TRANSPORT_H */
