@@ -19,7 +19,7 @@
 #include "log.h"
 #include "server/call.h"
 #include "res.h"
-#include "server/session.h"
+#include "server/clients.h"
 #include "stat.h"
 #include "util.h"
 
@@ -293,12 +293,13 @@ static int daemon_reload(struct ibvd_call *call, const struct admin_args *args,
 			 json_t *out)
 {
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	struct ibvd_client_info me;
 	char err[512];
 	int ret;
 
+	ibvd_client_info(call->session, &me);
 	log_info("reload requested by client %llu (uid %u)",
-		 (unsigned long long)call->session->id,
-		 (unsigned int)call->session->cred.uid);
+		 (unsigned long long)me.id, (unsigned int)me.uid);
 	ret = d->up.reload(d, err, sizeof(err));
 	return ret < 0 ? ibvd_call_error(call, ret, "%s", err) : 0;
 }
@@ -375,18 +376,19 @@ out:
 int ibvd_req_admin(struct ibvd_call *call)
 {
 	const Ibvd__AdminRequest *req = (const Ibvd__AdminRequest *)call->msg;
-	struct ibvd_session *s = call->session;
+	struct ibvd_client_info me;
 	const struct admin_cmd *cmd;
 	struct admin_args args;
 
-	s->state = IBVD_SESSION_ADMIN;
+	ibvd_client_become_admin(call->session);
+	ibvd_client_info(call->session, &me);
 	if (req->n_argv == 0)
 		return ibvd_call_error(call, -EINVAL, "missing object");
 	/* ibvctl always sends the command; "show" is rdma(8)'s default. */
 	cmd = admin_find(call, req->argv[0], req->n_argv > 1 ? req->argv[1] : "show");
 	if (!cmd)
 		return -EINVAL;
-	if (cmd->needs_admin && !s->privileged)
+	if (cmd->needs_admin && !me.privileged)
 		return ibvd_call_error(call, -EPERM,
 				       "%s %s requires root or group " IBVD_ADMIN_GROUP,
 				       cmd->object, cmd->command);

@@ -20,13 +20,12 @@
 
 #include <jansson.h>
 
-#include "cm/internal.h"
-#include "verbs/context.h"
+#include "cm/cm.h"
 #include "server/daemon.h"
 #include "core/objects.h"
 #include "server/call.h"
 #include "res.h"
-#include "server/session.h"
+#include "server/clients.h"
 #include "tenant/tenant.h"
 #include "util.h"
 
@@ -81,21 +80,21 @@ static int add_pinned(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	return 0;
 }
 
-static void session_use(struct ibvd_session *s, struct client_use *u)
+static void session_use(const struct ibvd_client_info *s,
+			struct client_use *u)
 {
 	size_t i;
 
 	memset(u, 0, sizeof(*u));
-	if (s->state == IBVD_SESSION_CONTEXT && s->ctx) {
+	if (s->ctx) {
 		u->contexts = 1;
 		for (i = 0; i < ARRAY_SIZE(hca_objects); i++)
 			u->objects += ibvd_handle_count(&s->ctx->handles,
 							hca_objects[i]);
 		ibvd_handle_foreach(&s->ctx->handles, IBVD_OBJ_MR, add_pinned,
 				    &u->pinned);
-	} else if (s->state == IBVD_SESSION_CM && s->cm) {
-		u->cm_ids = ibvd_handle_count(&s->cm->ids, IBVD_OBJ_CM_ID);
 	}
+	u->cm_ids = ibvd_cm_session_ids(s->session);
 }
 
 /* The row already made for pid (pid 0 never matches), or NULL. */
@@ -128,13 +127,13 @@ static json_t *limit_value(uint64_t max)
 	return json_integer((json_int_t)max);
 }
 
-static int new_row(json_t *out, const struct ibvd_session *s, json_t **ret)
+static int new_row(json_t *out, const struct ibvd_client_info *s, json_t **ret)
 {
 	json_t *o = json_pack("{s:I, s:I, s:I}",
-			      "pid", (json_int_t)s->cred.pid,
-			      "uid", (json_int_t)s->cred.uid,
-			      "gid", (json_int_t)s->cred.gid);
-	const char *cgroup = s->ident.cgroup[0] ? s->ident.cgroup : "-";
+			      "pid", (json_int_t)s->pid,
+			      "uid", (json_int_t)s->uid,
+			      "gid", (json_int_t)s->gid);
+	const char *cgroup = s->cgroup[0] ? s->cgroup : "-";
 	json_t *v;
 	size_t i;
 
@@ -164,27 +163,27 @@ static int add_to(json_t *o, const char *key, json_int_t n)
 	return json_object_set_new(o, key, json_integer(v + n)) ? -ENOMEM : 0;
 }
 
-static bool client_selected(const struct ibvd_session *s,
+static bool client_selected(const struct ibvd_client_info *s,
 			    const struct client_sel *sel)
 {
 	/* ibvctl's own connection and half-open ones are not clients */
 	if (s->state != IBVD_SESSION_CONTEXT && s->state != IBVD_SESSION_CM)
 		return false;
-	if (!sel->admin && s->cred.uid != sel->caller)
+	if (!sel->admin && s->uid != sel->caller)
 		return false;
-	if (sel->pid >= 0 && s->cred.pid != sel->pid)
+	if (sel->pid >= 0 && s->pid != sel->pid)
 		return false;
-	if (sel->uid >= 0 && s->cred.uid != sel->uid)
+	if (sel->uid >= 0 && s->uid != sel->uid)
 		return false;
 	/* an unknown cgroup ("") matches no prefix, which starts with '/' */
 	return !sel->cgroup ||
-	       !strncmp(s->ident.cgroup, sel->cgroup, strlen(sel->cgroup));
+	       !strncmp(s->cgroup, sel->cgroup, strlen(sel->cgroup));
 }
 
-static int add_session(json_t *out, struct ibvd_session *s)
+static int add_session(json_t *out, const struct ibvd_client_info *s)
 {
 	struct client_use u;
-	json_t *o = row_of(out, s->cred.pid);
+	json_t *o = row_of(out, s->pid);
 	int ret;
 
 	if (!o) {
@@ -227,11 +226,13 @@ static int parse_cgroup(struct ibvd_call *call, const char *value,
 static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 			    struct client_sel *sel)
 {
+	struct ibvd_client_info caller;
 	size_t i;
 	int ret;
 
-	sel->admin = call->session->privileged;
-	sel->caller = call->session->cred.uid;
+	ibvd_client_info(call->session, &caller);
+	sel->admin = caller.privileged;
+	sel->caller = caller.uid;
 	sel->pid = sel->uid = -1;
 	sel->cgroup = NULL;
 	for (i = 0; i < argc; i += 2) {
@@ -254,23 +255,29 @@ static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 	return 0;
 }
 
+struct client_walk {
+	const struct client_sel *sel;
+	json_t *out;
+};
+
+static int add_selected(const struct ibvd_client_info *c, void *arg)
+{
+	const struct client_walk *w = arg;
+
+	if (!client_selected(c, w->sel))
+		return 0;
+	return add_session(w->out, c) ? -ENOMEM : 0;
+}
+
 int ibvd_client_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 			   json_t *out)
 {
-	struct ibvd_daemon *d = ibvd_call_daemon(call);
-	struct ibvd_session *s;
 	struct client_sel sel;
+	struct client_walk w = { &sel, out };
 	int ret;
 
 	ret = parse_client_sel(call, argc, argv, &sel);
 	if (ret < 0)
 		return ret;
-	TAILQ_FOREACH(s, &d->sessions, link) {
-		if (!client_selected(s, &sel))
-			continue;
-		ret = add_session(out, s);
-		if (ret)
-			return -ENOMEM;
-	}
-	return 0;
+	return ibvd_clients_foreach(ibvd_call_daemon(call), add_selected, &w);
 }

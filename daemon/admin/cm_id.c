@@ -6,21 +6,23 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <infiniband/verbs.h>
 #include <jansson.h>
 
-#include "cm/internal.h"
+#include "args.h"
+#include "cm/cm.h"
 #include "core/device.h"
 #include "server/call.h"
 #include "res.h"
-#include "server/session.h"
+#include "server/clients.h"
 #include "util.h"
 
 #define MAX_FILTERS	8
-#define ADDR_STR_LEN	64
 
 enum filter_kind { F_NUM, F_STR, F_ADDR };
 
@@ -58,24 +60,14 @@ static const char *qp_type_name(uint32_t t)
 }
 
 /* The address without ":port", for the src-addr/dst-addr filters. */
-static void host_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+static void host_str(const char *addr, char *buf, size_t len)
 {
 	char *colon;
 
-	cm_addr_str(ss, buf, len);
+	snprintf(buf, len, "%s", addr);
 	colon = strrchr(buf, ':');
 	if (colon)
 		*colon = '\0';
-}
-
-/*
- * The device an id is listed under: its own, else the one its wildcard
- * address stands for (the first: every local address is there), shown
- * without a port as rdma(8) shows a listener on every device.
- */
-static const struct ibvd_device *shown_dev(const struct ibvd_cm_id *id)
-{
-	return id->dev ? id->dev : cm_default_device(id->cm);
 }
 
 /* ---- filters -------------------------------------------------------- */
@@ -131,13 +123,15 @@ static int filter_add(struct ibvd_call *call, struct selection *sel,
 static int parse_selection(struct ibvd_call *call, size_t argc, char **argv,
 			   struct selection *sel)
 {
+	struct ibvd_client_info caller;
 	size_t i;
 	int ret;
 
 	memset(sel, 0, sizeof(*sel));
 	sel->port = -1;
-	sel->all_users = call->session->privileged;
-	sel->uid = call->session->cred.uid;
+	ibvd_client_info(call->session, &caller);
+	sel->all_users = caller.privileged;
+	sel->uid = caller.uid;
 	for (i = 0; i < argc; i += 2) {
 		if (i + 1 == argc)
 			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
@@ -155,65 +149,71 @@ static int parse_selection(struct ibvd_call *call, size_t argc, char **argv,
 	return 0;
 }
 
-static unsigned long num_of(const struct ibvd_cm_id *id, const char *key)
+/* An id with its owner, as the filters and the row read them. */
+struct id_row {
+	const struct ibvd_cm_id_info *id;
+	struct ibvd_client_info owner;
+};
+
+static unsigned long num_of(const struct id_row *r, const char *key)
 {
 	if (!strcmp(key, "cm-idn"))
-		return id->idn;
+		return r->id->idn;
 	if (!strcmp(key, "lqpn"))
-		return id->lqpn;
+		return r->id->lqpn;
 	if (!strcmp(key, "pid"))
-		return (unsigned long)id->cm->session->cred.pid;
+		return (unsigned long)r->owner.pid;
 	if (!strcmp(key, "src-port"))
-		return cm_addr_port(&id->src);
-	return cm_addr_port(&id->dst);
+		return r->id->src_port;
+	return r->id->dst_port;
 }
 
-static const char *str_of(const struct ibvd_cm_id *id, const char *key)
+static const char *str_of(const struct id_row *r, const char *key)
 {
 	if (!strcmp(key, "qp-type"))
-		return qp_type_name(id->qp_type);
+		return qp_type_name(r->id->qp_type);
 	if (!strcmp(key, "state"))
-		return cm_state_name(id->state);
+		return r->id->state;
 	if (!strcmp(key, "ps"))
-		return cm_ps_name(id->ps);
-	return id->cm->session->comm;
+		return r->id->ps;
+	return r->owner.comm;
 }
 
-static bool filter_match(const struct ibvd_cm_id *id, const struct filter *f)
+static bool filter_match(const struct id_row *r, const struct filter *f)
 {
-	const struct sockaddr_storage *ss;
-	char host[ADDR_STR_LEN];
+	const char *addr;
+	char host[IBVD_CM_ADDR_STR];
 	bool match;
 
 	switch (f->kind) {
 	case F_NUM:
-		num_spec_ok(f->value, num_of(id, f->key), &match);
+		num_spec_ok(f->value, num_of(r, f->key), &match);
 		return match;
 	case F_STR:
-		return !strcasecmp(f->value, str_of(id, f->key));
+		return !strcasecmp(f->value, str_of(r, f->key));
 	case F_ADDR:
-		ss = !strcmp(f->key, "src-addr") ? &id->src : &id->dst;
-		if (!ss->ss_family)
+		addr = !strcmp(f->key, "src-addr") ? r->id->src : r->id->dst;
+		if (!addr[0])
 			return false;
-		host_str(ss, host, sizeof(host));
+		host_str(addr, host, sizeof(host));
 		return !strcmp(f->value, host);
 	}
 	return false;
 }
 
-static bool selected(const struct ibvd_cm_id *id, const struct selection *sel)
+static bool selected(const struct id_row *r, const struct selection *sel)
 {
+	const struct ibvd_cm_id_info *id = r->id;
 	size_t i;
 
-	if (!sel->all_users && id->cm->session->cred.uid != sel->uid)
+	if (!sel->all_users && r->owner.uid != sel->uid)
 		return false;
-	if (sel->dev && (!shown_dev(id) ||
-			 strcmp(sel->dev, shown_dev(id)->name)))
+	if (sel->dev && (!id->dev || strcmp(sel->dev, id->dev->name)))
 		return false;
-	if (sel->port >= 0 && (!id->dev || id->port_num != sel->port))
+	if (sel->port >= 0 && (!id->bound || id->port_num != sel->port))
 		return false;
 	for (i = 0; i < sel->n; i++)
-		if (!filter_match(id, &sel->f[i]))
+		if (!filter_match(r, &sel->f[i]))
 			return false;
 	return true;
 }
@@ -233,67 +233,70 @@ static int set_str(json_t *o, const char *key, const char *v)
 	return json_object_set_new(o, key, s ? s : json_string("?"));
 }
 
-static int set_addr(json_t *o, const char *key,
-		    const struct sockaddr_storage *ss)
+static int set_addr(json_t *o, const char *key, const char *addr)
 {
-	char buf[ADDR_STR_LEN];
-
-	if (!ss->ss_family)
-		return 0;
-	cm_addr_str(ss, buf, sizeof(buf));
-	return set_str(o, key, buf);
+	return addr[0] ? set_str(o, key, addr) : 0;
 }
 
 /* Keys in rdma's order; those it omits for an id are omitted here too. */
-static int fill_id(json_t *o, const struct ibvd_cm_id *id)
+static int fill_id(json_t *o, const struct id_row *r)
 {
-	const struct ibvd_session *s = id->cm->session;
-	const struct ibvd_device *dev = shown_dev(id);
+	const struct ibvd_cm_id_info *id = r->id;
 	int ret = 0;
 
-	if (dev) {
-		ret |= set_int(o, "ifindex", dev->ifindex);
-		ret |= set_str(o, "ifname", dev->name);
+	if (id->dev) {
+		ret |= set_int(o, "ifindex", id->dev->ifindex);
+		ret |= set_str(o, "ifname", id->dev->name);
 	}
-	if (id->dev)
+	if (id->bound)
 		ret |= set_int(o, "port", id->port_num);
 	ret |= set_int(o, "cm-idn", id->idn);
 	if (id->lqpn)
 		ret |= set_int(o, "lqpn", id->lqpn);
 	ret |= set_str(o, "qp-type", qp_type_name(id->qp_type));
-	ret |= set_str(o, "state", cm_state_name(id->state));
-	ret |= set_str(o, "ps", cm_ps_name(id->ps));
-	ret |= set_int(o, "pid", s->cred.pid);
-	ret |= set_str(o, "comm", s->comm);
-	ret |= set_addr(o, "src-addr", &id->src);
-	ret |= set_addr(o, "dst-addr", &id->dst);
+	ret |= set_str(o, "state", id->state);
+	ret |= set_str(o, "ps", id->ps);
+	ret |= set_int(o, "pid", r->owner.pid);
+	ret |= set_str(o, "comm", r->owner.comm);
+	ret |= set_addr(o, "src-addr", id->src);
+	ret |= set_addr(o, "dst-addr", id->dst);
 	return ret ? -ENOMEM : 0;
 }
 
-int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
-		       struct json_t *out)
+struct listing {
+	const struct selection *sel;
+	json_t *out;
+};
+
+static int list_one(const struct ibvd_cm_id_info *id, void *arg)
 {
-	const struct ibvd_cm_id *id;
-	struct selection sel;
+	struct listing *l = arg;
+	struct id_row r = { .id = id };
 	json_t *o;
+
+	ibvd_client_info(id->owner, &r.owner);
+	if (!selected(&r, l->sel))
+		return 0;
+	o = json_object();
+	if (!o)
+		return -ENOMEM;
+	if (fill_id(o, &r) < 0) {
+		json_decref(o);
+		return -ENOMEM;
+	}
+	/* Takes o, even when it fails. */
+	return json_array_append_new(l->out, o) < 0 ? -ENOMEM : 0;
+}
+
+int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
+		       json_t *out)
+{
+	struct selection sel;
+	struct listing l = { &sel, out };
 	int ret;
 
 	ret = parse_selection(call, argc, argv, &sel);
 	if (ret < 0)
 		return ret;
-	TAILQ_FOREACH(id, &cm_world.ids, all_link) {
-		if (!selected(id, &sel))
-			continue;
-		o = json_object();
-		if (!o)
-			return -ENOMEM;
-		if (fill_id(o, id) < 0) {
-			json_decref(o);
-			return -ENOMEM;
-		}
-		/* Takes o, even when it fails. */
-		if (json_array_append_new(out, o) < 0)
-			return -ENOMEM;
-	}
-	return 0;
+	return ibvd_cm_foreach_id(list_one, &l);
 }

@@ -29,7 +29,8 @@
 #include "limit.h"
 #include "log.h"
 #include "server/call.h"
-#include "server/session.h"
+#include "server/clients.h"
+#include "tenant/tenant.h"
 #include "util.h"
 
 /* Client words echoed in messages are cut short. */
@@ -258,16 +259,17 @@ static int by_uid(const void *a, const void *b)
 static int visible_uid(struct ibvd_call *call, const struct show_sel *sel,
 		       long long *only)
 {
-	struct ibvd_session *s = call->session;
+	struct ibvd_client_info me;
 
+	ibvd_client_info(call->session, &me);
 	*only = sel->uid;
-	if (s->privileged)
+	if (me.privileged)
 		return 0;
-	if (sel->uid >= 0 && sel->uid != s->cred.uid)
+	if (sel->uid >= 0 && sel->uid != me.uid)
 		return ibvd_call_error(call, -EPERM,
 				       "limits of uid %lld are for root or group "
 				       IBVD_ADMIN_GROUP " only", sel->uid);
-	*only = s->cred.uid;
+	*only = me.uid;
 	return 0;
 }
 
@@ -508,6 +510,7 @@ int ibvd_limit_admin_set(struct ibvd_call *call, size_t argc, char **argv)
 {
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
 	struct ibvd_limit_entry *e = &d->cfg->limit_default;
+	struct ibvd_client_info me;
 	char err[256], words[512];
 	struct set_req req;
 	int ret;
@@ -528,9 +531,10 @@ int ibvd_limit_admin_set(struct ibvd_call *call, size_t argc, char **argv)
 	/* existing objects stay; every tenant's next request sees these */
 	ibvd_tenants_apply(d->cfg);
 	join_words(argc, argv, words, sizeof(words));
+	ibvd_client_info(call->session, &me);
 	log_info("limit set by uid %u (client %llu): %s; runtime only, a reload "
-		 "or restart returns to %s", (unsigned int)call->session->cred.uid,
-		 (unsigned long long)call->session->id, words,
+		 "or restart returns to %s", (unsigned int)me.uid,
+		 (unsigned long long)me.id, words,
 		 ibvd_daemon_config_name(d));
 	return 0;
 }

@@ -1,6 +1,7 @@
 # daemon/admin/: the ibvctl service, one file per ibvctl object.
 daemon_ibverbsd_SOURCES += \
 	daemon/admin/admin.c daemon/admin/admin.h \
+	daemon/admin/args.c daemon/admin/args.h \
 	daemon/admin/res.c daemon/admin/res.h \
 	daemon/admin/cm_id.c \
 	daemon/admin/client.c \

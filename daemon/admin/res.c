@@ -34,8 +34,9 @@
 #include "server/daemon.h"
 #include "core/objects.h"
 #include "server/call.h"
+#include "args.h"
 #include "res.h"
-#include "server/session.h"
+#include "server/clients.h"
 #include "util.h"
 
 #define MAX_FILTERS	8
@@ -63,6 +64,7 @@ struct res_walk {
 	const struct res_sel *sel;
 	const struct res_kind *kind;
 	const struct ibvd_context *ctx;
+	struct ibvd_client_info owner;	/* of ctx */
 	json_t *out;
 };
 
@@ -109,14 +111,13 @@ static int set_dev(json_t *o, const struct ibvd_context *ctx)
 /* The keys every row ends with: rdma's pid and comm, then -d extras. */
 static int set_owner(json_t *o, const struct res_walk *w)
 {
-	const struct ibvd_session *s = w->ctx->session;
+	const struct ibvd_client_info *s = &w->owner;
 	int ret;
 
-	ret = set_int(o, "pid", s->cred.pid) | set_str(o, "comm", s->comm);
+	ret = set_int(o, "pid", s->pid) | set_str(o, "comm", s->comm);
 	if (w->sel->details)
-		ret |= set_int(o, "uid", s->cred.uid) |
-		       set_str(o, "cgroup", s->ident.cgroup[0] ?
-					    s->ident.cgroup : "-");
+		ret |= set_int(o, "uid", s->uid) |
+		       set_str(o, "cgroup", s->cgroup[0] ? s->cgroup : "-");
 	return ret;
 }
 
@@ -359,22 +360,6 @@ static bool key_allowed(const struct res_kind *k, const char *key)
 	return false;
 }
 
-int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
-			  const char **dev, long *port)
-{
-	char *slash = strchr(value, '/'), *end;
-
-	*dev = value;
-	if (!slash)
-		return 0;
-	*slash = '\0';
-	*port = strtol(slash + 1, &end, 10);
-	if (end == slash + 1 || *end || *port < 1)
-		return ibvd_call_error(call, -EINVAL, "invalid port %.64s/%.64s",
-				       value, slash + 1);
-	return 0;
-}
-
 static int add_filter(struct ibvd_call *call, const struct res_kind *k,
 		      struct res_sel *sel, const char *key, const char *value)
 {
@@ -398,13 +383,15 @@ static int add_filter(struct ibvd_call *call, const struct res_kind *k,
 static int parse_sel(struct ibvd_call *call, const struct res_kind *k,
 		     size_t argc, char **argv, int details, struct res_sel *sel)
 {
+	struct ibvd_client_info caller;
 	size_t i;
 	int ret;
 
 	memset(sel, 0, sizeof(*sel));
 	sel->port = -1;
-	sel->admin = call->session->privileged;
-	sel->uid = call->session->cred.uid;
+	ibvd_client_info(call->session, &caller);
+	sel->admin = caller.privileged;
+	sel->uid = caller.uid;
 	sel->details = details;
 	for (i = 0; i < argc; i += 2) {
 		if (i + 1 == argc)
@@ -458,10 +445,10 @@ static bool row_matches(const json_t *o, const struct res_sel *sel,
 
 /* ---- walking ----------------------------------------------------------- */
 
-static bool ctx_visible(const struct ibvd_context *ctx,
+static bool ctx_visible(const struct ibvd_client_info *owner,
 			const struct res_sel *sel)
 {
-	return sel->admin || ctx->session->cred.uid == sel->uid;
+	return sel->admin || owner->uid == sel->uid;
 }
 
 static int emit(struct res_walk *w, uint32_t handle, const void *obj)
@@ -474,7 +461,7 @@ static int emit(struct res_walk *w, uint32_t handle, const void *obj)
 		json_decref(o);
 		return -ENOMEM;
 	}
-	if (!row_matches(o, w->sel, w->ctx->session->cred.uid)) {
+	if (!row_matches(o, w->sel, w->owner.uid)) {
 		json_decref(o);
 		return 0;
 	}
@@ -490,7 +477,6 @@ static int emit_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 
 static int walk_ctx(struct res_walk *w, struct ibvd_context *ctx)
 {
-	w->ctx = ctx;
 	if (w->kind->obj == IBVD_OBJ_ANY)
 		return emit(w, 0, ctx);
 	return ibvd_handle_foreach(&ctx->handles, w->kind->obj, emit_cb, w);
@@ -500,7 +486,7 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 		const struct res_sel *sel, json_t *out)
 {
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
-	struct res_walk w = { call, sel, k, NULL, out };
+	struct res_walk w = { .call = call, .sel = sel, .kind = k, .out = out };
 	struct ibvd_device *dev;
 	struct ibvd_context *ctx;
 	int ret;
@@ -512,7 +498,9 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 		if (sel->dev && strcmp(sel->dev, dev->name))
 			continue;
 		TAILQ_FOREACH(ctx, &dev->contexts, dev_link) {
-			if (!ctx_visible(ctx, sel))
+			w.ctx = ctx;
+			ibvd_client_info(ctx->session, &w.owner);
+			if (!ctx_visible(&w.owner, sel))
 				continue;
 			ret = walk_ctx(&w, ctx);
 			if (ret)

@@ -1,7 +1,7 @@
 /*
- * ibvctl resource show for the verbs objects (res_admin.c): the per-device
- * summary and the qp, cq, mr, pd, ctx and srq listings.  cm_id is the CM's
- * (cm_admin.c).  Also ibvctl client show (client_admin.c).
+ * ibvctl resource show: the per-device summary and the qp, cq, mr, pd, ctx
+ * and srq listings (res.c), the cm_id listing (cm_id.c, from what the CM
+ * lets us read); and ibvctl client show (client.c).
  */
 #ifndef IBVD_RES_ADMIN_H
 #define IBVD_RES_ADMIN_H
@@ -17,13 +17,6 @@ struct ibvd_call;
  * "ctx", "srq") that matches the filters in argv ("KEY VALUE" pairs,
  * "link DEV/PORT", "dev DEV"); details adds our extra columns.
  */
-/*
- * A "link DEV[/PORT]" value: *dev points into value (cut at the '/'),
- * *port is set only when a port is given.  0, or -EINVAL recorded on call.
- */
-int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
-			  const char **dev, long *port);
-
 int ibvd_res_admin_show(struct ibvd_call *call, const char *kind,
 			size_t argc, char **argv, int details, json_t *out);
 
@@ -34,9 +27,16 @@ int ibvd_res_admin_summary(struct ibvd_call *call, const char *dev_name,
 /*
  * "client show [pid PID] [uid UID] [cgroup PREFIX]": one row per client
  * process with its cgroup, what it holds and its tenant's limits
- * (client_admin.c).
+ * (client.c).
  */
 int ibvd_client_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 			   json_t *out);
+
+/*
+ * "resource show cm_id [link DEV/PORT | dev DEV] [FILTER VALUE]...":
+ * append one object per id the caller may see to out (cm_id.c).
+ */
+int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
+		       json_t *out);
 
 #endif /* IBVD_RES_ADMIN_H */

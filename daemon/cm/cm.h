@@ -6,14 +6,15 @@
 #ifndef IBVD_CM_H
 #define IBVD_CM_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct ibvd_call;
 struct ibvd_cm;
 struct ibvd_daemon;
 struct ibvd_device;
 struct ibvd_session;
-struct json_t;
 
 /* Request handlers (request.c's table). */
 int ibvd_req_cm_open(struct ibvd_call *call);
@@ -45,11 +46,40 @@ void ibvd_cm_session_free(struct ibvd_session *s);
 /* A reload removed dev: its ids get DEVICE_REMOVAL and lose the device. */
 void ibvd_cm_device_removed(struct ibvd_device *dev);
 
+/* ---- what ibvctl may read (info.c) ------------------------------------ */
+
+#define IBVD_CM_ADDR_STR	64	/* "a.b.c.d:port", "[v6 addr]:port" */
+
+/* A CM id as "resource show cm_id" lists it: a snapshot. */
+struct ibvd_cm_id_info {
+	const struct ibvd_session *owner;	/* its CM session */
+	uint32_t idn;			/* daemon-wide, as rdma's cm-idn */
+	uint32_t lqpn;			/* its QP, 0 if none */
+	uint32_t qp_type;		/* enum ibv_qp_type */
+	const char *state;		/* rdma(8)'s names */
+	const char *ps;
+	/*
+	 * The device it is listed under: its own, else the one its wildcard
+	 * address stands for (every local address is there); bound says
+	 * which, and port_num counts only when it is its own.
+	 */
+	const struct ibvd_device *dev;
+	bool bound;
+	uint8_t port_num;
+	/* addresses, "" when it has none yet */
+	char src[IBVD_CM_ADDR_STR];
+	char dst[IBVD_CM_ADDR_STR];
+	uint16_t src_port, dst_port;
+};
+
 /*
- * "resource show cm_id [link DEV/PORT | dev DEV] [FILTER VALUE]...":
- * append one object per id the caller may see to out (admin.c).
+ * Call fn for every CM id, oldest first, until it returns non-zero;
+ * returns that value, or 0.
  */
-int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
-		       struct json_t *out);
+int ibvd_cm_foreach_id(int (*fn)(const struct ibvd_cm_id_info *id, void *arg),
+		       void *arg);
+
+/* The CM ids session s holds (0 if it is not a CM session). */
+unsigned int ibvd_cm_session_ids(const struct ibvd_session *s);
 
 #endif /* IBVD_CM_H */

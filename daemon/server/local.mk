@@ -3,6 +3,7 @@
 daemon_ibverbsd_SOURCES += \
 	daemon/server/daemon.h \
 	daemon/server/call.c daemon/server/call.h \
+	daemon/server/clients.c daemon/server/clients.h \
 	daemon/server/server.c daemon/server/server.h \
 	daemon/server/session.c daemon/server/session.h \
 	daemon/server/notify.c daemon/server/notify.h

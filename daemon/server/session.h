@@ -20,15 +20,10 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "clients.h"
 #include "daemon.h"
 #include "tenant/tenant.h"
 
-enum ibvd_session_state {
-	IBVD_SESSION_FRESH	= 1 << 0,
-	IBVD_SESSION_CONTEXT	= 1 << 1,	/* has opened a device */
-	IBVD_SESSION_ADMIN	= 1 << 2,	/* has sent an ADMIN request */
-	IBVD_SESSION_CM		= 1 << 3,	/* has sent CM_OPEN (cm.h) */
-};
 #define IBVD_SESSION_ANY	(IBVD_SESSION_FRESH | IBVD_SESSION_CONTEXT | \
 				 IBVD_SESSION_ADMIN | IBVD_SESSION_CM)
 /*
