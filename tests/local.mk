@@ -4,8 +4,9 @@ include tests/unit/unit.mk
 include tests/compat/compat.mk
 include tests/integration/integration.mk
 
-# The layers of daemon/ (rules in tests/layers.rules).  layers-selftest.sh
+# The layers of daemon/ (rules in tests/layers.rules): layers.sh checks the
+# built daemon's includes and symbols against them; layers-selftest.sh
 # shows on a synthetic tree that the checker finds each kind of forbidden
 # dependency.
-TESTS += tests/layers-selftest.sh
+TESTS += tests/layers.sh tests/layers-selftest.sh
 EXTRA_DIST += tests/layers.sh tests/layers-selftest.sh tests/layers.rules
