@@ -1,7 +1,7 @@
-# The ibverbsd daemon, in layers (DESIGN notes: doc/layers in README's
-# layout section).  Each folder lists its own files in its local.mk; the
-# top level holds only what ties the layers together: main (argv, signals,
-# start), the daemon object (config load, reload) and the request table.
+# The ibverbsd daemon, one folder per layer (daemon/README.md).  Each
+# folder lists its own files in its local.mk; the top level holds only
+# what ties the layers together: main (argv, signals, start, upcalls), the
+# request table, config load and reload, the device set.
 # tests/layers.sh checks that no dependency runs against the layers.
 sbin_PROGRAMS += daemon/ibverbsd
 daemon_ibverbsd_SOURCES = \

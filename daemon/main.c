@@ -19,21 +19,21 @@
 
 #include <event2/event.h>
 
+#include "cm/cm.h"
 #include "config/config.h"
 #include "core/device.h"
-#include "engine/engine.h"
-#include "verbs/async.h"
-#include "frame.h"
 #include "devices.h"
+#include "engine/engine.h"
+#include "frame.h"
+#include "log.h"
 #include "reload.h"
 #include "request.h"
-#include "cm/cm.h"
-#include "verbs/context.h"
 #include "server/daemon.h"
-#include "log.h"
 #include "server/notify.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "verbs/async.h"
+#include "verbs/context.h"
 
 #define EXIT_USAGE	2
 

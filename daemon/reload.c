@@ -17,16 +17,16 @@
 
 #include <infiniband/verbs.h>
 
-#include "verbs/async.h"
 #include "cm/cm.h"
-#include "verbs/context.h"
 #include "config/config.h"
 #include "devices.h"
-#include "reload.h"
 #include "log.h"
+#include "reload.h"
 #include "server/notify.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "verbs/async.h"
+#include "verbs/context.h"
 
 enum ibvd_log_level ibvd_log_level_for(int base, unsigned int verbosity)
 {

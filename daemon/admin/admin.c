@@ -17,8 +17,8 @@
 #include "ibverbsd.pb-c.h"
 #include "limit.h"
 #include "log.h"
-#include "server/call.h"
 #include "res.h"
+#include "server/call.h"
 #include "server/clients.h"
 #include "stat.h"
 #include "util.h"
@@ -190,7 +190,7 @@ static int link_show(struct ibvd_call *call, const struct admin_args *args,
 /*
  * "resource show [DEV]" is the summary, "resource show KIND [FILTERS]" a
  * listing: KIND by any unambiguous prefix.  cm ids are the CM's; the verbs
- * objects are res_admin.c's.
+ * objects are res.c's.
  */
 static const char *const resource_kinds[] = {
 	"qp", "cq", "mr", "pd", "cm_id", "ctx", "srq",

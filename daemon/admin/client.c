@@ -21,11 +21,11 @@
 #include <jansson.h>
 
 #include "cm/cm.h"
-#include "server/daemon.h"
 #include "core/objects.h"
-#include "server/call.h"
 #include "res.h"
+#include "server/call.h"
 #include "server/clients.h"
+#include "server/daemon.h"
 #include "tenant/tenant.h"
 #include "util.h"
 

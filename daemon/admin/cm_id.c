@@ -17,8 +17,8 @@
 #include "args.h"
 #include "cm/cm.h"
 #include "core/device.h"
-#include "server/call.h"
 #include "res.h"
+#include "server/call.h"
 #include "server/clients.h"
 #include "util.h"
 

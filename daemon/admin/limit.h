@@ -1,5 +1,5 @@
 /*
- * ibvctl limit show / limit set (limit_admin.c).
+ * ibvctl limit show / limit set (limit.c).
  *
  * show: one row per tenant and scope ("all", then each device), with the
  * limits in force ("max") or what the tenant holds ("current").

@@ -28,16 +28,16 @@
 #include <infiniband/verbs.h>
 #include <jansson.h>
 
-#include "cm/cm.h"
-#include "verbs/context.h"
-#include "core/device.h"
-#include "server/daemon.h"
-#include "core/objects.h"
-#include "server/call.h"
 #include "args.h"
+#include "cm/cm.h"
+#include "core/device.h"
+#include "core/objects.h"
 #include "res.h"
+#include "server/call.h"
 #include "server/clients.h"
+#include "server/daemon.h"
 #include "util.h"
+#include "verbs/context.h"
 
 #define MAX_FILTERS	8
 

@@ -22,8 +22,8 @@
 
 #include "core/device.h"
 #include "engine/engine.h"
-#include "server/daemon.h"
 #include "server/call.h"
+#include "server/daemon.h"
 #include "stat.h"
 
 /* Client words echoed in messages are cut short, as in admin.c. */

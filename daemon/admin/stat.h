@@ -1,5 +1,5 @@
 /*
- * ibvctl statistic show (stat_admin.c): the engine's counters per device
+ * ibvctl statistic show (stat.c): the engine's counters per device
  * port, as rdma statistic show prints rxe's, and per engine thread.
  */
 #ifndef IBVD_STAT_ADMIN_H

@@ -20,11 +20,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
 #include "core/device.h"
-#include "verbs/query.h"
+#include "internal.h"
 #include "server/call.h"
 #include "server/session.h"
+#include "verbs/query.h"
 #include "verbs/verbs.h"
 
 /* ---- sockaddrs ------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /*
  * The connection manager: CM sessions, ids, options, migration, device
- * removal.  See cm_internal.h for how the CM files divide the work.
+ * removal.  See internal.h for how the CM files divide the work.
  */
 #include <config.h>
 
@@ -14,9 +14,9 @@
 
 #include <event2/event.h>
 
-#include "internal.h"
 #include "core/device.h"
 #include "frame.h"
+#include "internal.h"
 #include "log.h"
 #include "server/call.h"
 #include "server/session.h"

@@ -2,6 +2,10 @@
  * The RDMA connection manager (proto/CM.md): what the rest of the daemon
  * sees of it.  A CM session is a connection that sent CM_OPEN; it owns
  * ids, named by handles of that connection, and an event socket.
+ *
+ * Layer cm/: it calls verbs/ (queries, devices), server/, tenant/, core/
+ * and common/; never admin/.  ibvctl reads it through the snapshots below
+ * (info.c); cm/internal.h stays inside the folder.
  */
 #ifndef IBVD_CM_H
 #define IBVD_CM_H

@@ -5,7 +5,7 @@
  * The daemon plays the IB CM of both ends.  A connect finds the listener
  * and makes the passive id on the listener's session at once (REQ); the
  * two ids are then linked as peers and move through the phases of
- * cm_internal.h together: accept is the REP (the active side's library
+ * internal.h together: accept is the REP (the active side's library
  * gets the internal CONNECT_REPLY), establish the RTU, disconnect the
  * DREQ/DREP.  When one end disappears its peer hears what the IB CM would
  * send: a REJ before the connection is established, a DREQ after.
@@ -23,11 +23,11 @@
 
 #include <infiniband/verbs.h>
 
-#include "internal.h"
 #include "core/device.h"
-#include "verbs/query.h"
+#include "internal.h"
 #include "server/call.h"
 #include "server/session.h"
+#include "verbs/query.h"
 #include "verbs/verbs.h"
 
 #define PSN_MASK	0xFFFFFFu

@@ -14,8 +14,8 @@
 
 #include <event2/event.h>
 
-#include "internal.h"
 #include "frame.h"
+#include "internal.h"
 #include "log.h"
 #include "server/session.h"
 

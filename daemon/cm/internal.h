@@ -3,12 +3,12 @@
  *
  * proto/CM.md is the design.  Its pieces:
  *   cm.c        CM sessions (CM_OPEN, teardown, migration), ids, options
- *   cm_addr.c   addresses, local-address check, port spaces, resolution
- *   cm_conn.c   listen/connect/accept/reject/establish/disconnect, the
+ *   addr.c      addresses, local-address check, port spaces, resolution
+ *   conn.c      listen/connect/accept/reject/establish/disconnect, the
  *               connection state of id pairs, CM_INIT_QP_ATTR
- *   cm_event.c  CmEvent frames on the event sockets, timers
- *   cm_mcast.c  multicast joins
- *   cm_admin.c  ibvctl resource show cm_id
+ *   event.c     CmEvent frames on the event sockets, timers
+ *   mcast.c     multicast joins
+ *   info.c      snapshots of ids for ibvctl (admin/cm_id.c lists them)
  *
  * Everything runs on the control thread; nothing here is seen by the
  * engine.  An id is reachable from the wire only through the handle table
@@ -244,7 +244,7 @@ const char *cm_state_name(enum cm_state state);
 /* The device all local addresses belong to (the first one), or NULL. */
 struct ibvd_device *cm_default_device(const struct ibvd_cm *cm);
 
-/* ---- cm_addr.c ------------------------------------------------------ */
+/* ---- addr.c --------------------------------------------------------- */
 
 /* Parse a raw sockaddr of the wire into ss (AF_INET or AF_INET6). */
 int cm_addr_parse(struct ibvd_call *call, const ProtobufCBinaryData *b,
@@ -290,12 +290,12 @@ void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16]);
 /* The address-resolution timer fired: ADDR_ERROR. */
 void cm_addr_timeout(struct ibvd_cm_id *id);
 
-/* ---- cm_conn.c ------------------------------------------------------ */
+/* ---- conn.c --------------------------------------------------------- */
 
 /* id is going away: tell its peer, leave its listener, free its children. */
 void cm_conn_abandon(struct ibvd_cm_id *id);
 
-/* ---- cm_event.c ----------------------------------------------------- */
+/* ---- event.c -------------------------------------------------------- */
 
 /* An event for id; fields the sender fills, others default. */
 struct cm_event {
@@ -325,7 +325,7 @@ void cm_timer_free(struct ibvd_cm_id *id);
  */
 void cm_session_kill(struct ibvd_cm *cm, const char *why);
 
-/* ---- cm_mcast.c ----------------------------------------------------- */
+/* ---- mcast.c -------------------------------------------------------- */
 
 /* Leave every group id joined. */
 void cm_mcast_leave_all(struct ibvd_cm_id *id);

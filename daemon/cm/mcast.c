@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "core/objects.h"
+#include "internal.h"
 #include "server/call.h"
 
 #define MLID_FIRST	0xC001u

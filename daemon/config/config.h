@@ -19,7 +19,11 @@
  * device without "name" is called ibvdN, N its index in the array.  Names,
  * explicit GUIDs and LIDs are unique across devices.
  *
- * In daemon/, "config.h" is this file; the generated one is <config.h>.
+ * In daemon/, "config/config.h" is this file; autoconf's is <config.h>.
+ *
+ * Layer config/: parses and checks this file.  It calls core/ (the limits
+ * of the object model, device.h) and common/; only startup and reload
+ * (main.c, reload.c) call its parsers, everyone else reads the result.
  */
 #ifndef IBVD_CONFIG_H
 #define IBVD_CONFIG_H

@@ -20,6 +20,11 @@
  *
  * Lifetime: an object's handle (handle.h) is its only name on the wire; a
  * context's objects die with it (context.c), children before parents.
+ *
+ * Layer core/ (daemon/README.md), the bottom of the daemon: the object
+ * model (this file), its registries (registry.c), handle tables
+ * (handle.h), devices and ports (device.h), tenants' token buckets
+ * (rate.h).  It calls nothing else in daemon/, only common/.
  */
 #ifndef IBVD_OBJECTS_H
 #define IBVD_OBJECTS_H

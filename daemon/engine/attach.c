@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "barrier.h"
+#include "core/rate.h"
 #include "engine.h"
 #include "internal.h"
-#include "core/rate.h"
 
 /* Make room for one more context (objects lock held for writing). */
 static int grow(struct ibvd_engine *eng)

@@ -18,6 +18,10 @@
  * thread.  The engine knows the object model (core/) and nothing above it:
  * what it has to tell the control side leaves through the events below,
  * and what it needs of a tenant (its bandwidth bucket) is handed in.
+ *
+ * Layer engine/: it calls core/ and common/ only.  Above it, the control
+ * side calls this header; below it, transports plug in through
+ * transport.h.  internal.h stays inside the folder.
  */
 #ifndef IBVD_ENGINE_H
 #define IBVD_ENGINE_H

@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "barrier.h"
+#include "core/rate.h"
 #include "engine.h"
 #include "internal.h"
-#include "core/rate.h"
 
 /* What became of the WQE in front. */
 enum step {

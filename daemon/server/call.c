@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
-#include "call.h"
 #include "session.h"
 
 /* Protocol violations are the client's bug; log them, but not endlessly. */

@@ -16,6 +16,15 @@
  * negative errno becomes a wire error; the only other Errors the daemon
  * sends are about a connection, not a request (an unsupported version in
  * session.c, a refused connection in server.c).
+ *
+ * Layer server/: the listener (server.c), sessions (session.c), calls and
+ * their dispatch (call.c), systemd notification (notify.c), the daemon's
+ * state (daemon.h).  It calls tenant/, config/ (types only), core/ and
+ * common/; what lies above (the request table, freeing a session's
+ * context and CM ids, reloading) it reaches through the upcalls main.c
+ * sets (struct ibvd_upcalls, daemon.h).  Handlers see the server through
+ * this header and their own session (session.h); ibvctl reads the
+ * clients through clients.h only.
  */
 #ifndef IBVD_CALL_H
 #define IBVD_CALL_H
@@ -24,8 +33,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "frame.h"
 #include "daemon.h"
+#include "frame.h"
 
 struct ibvd_session;
 struct ibvd_call;

@@ -17,8 +17,8 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
-#include "frame.h"
 #include "daemon.h"
+#include "frame.h"
 #include "log.h"
 #include "server.h"
 #include "session.h"

@@ -14,10 +14,10 @@
 
 #include <event2/event.h>
 
+#include "call.h"
 #include "frame.h"
 #include "log.h"
 #include "notify.h"
-#include "call.h"
 #include "session.h"
 
 /* Framing violations and slow readers: one line each, but not a flood. */

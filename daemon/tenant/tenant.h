@@ -15,6 +15,10 @@
  * Stable API for readers (ibvctl's client/limit commands): struct
  * ibvd_tenant, struct ibvd_tenant_dev, ibvd_tenant_foreach(),
  * ibvd_limit_names[] (config.h).
+ *
+ * Layer tenant/: tenants, their limits and their charges.  It calls
+ * config/ (the limit rules), core/ (the bandwidth bucket) and common/;
+ * what is charged (verbs objects, memory, cm_ids) is not its business.
  */
 #ifndef IBVD_TENANT_H
 #define IBVD_TENANT_H
@@ -96,7 +100,7 @@ struct ibvd_tenant {
 	struct ibvd_quota limits;		/* in force now, all devices */
 	uint64_t usage[IBVD_LIMIT_NKINDS];	/* memlock in bytes */
 	unsigned int refs;			/* sessions, contexts, memory */
-	struct ibvd_eng_rate *rate;		/* its bandwidth bucket (engine/rate.h),
+	struct ibvd_eng_rate *rate;		/* its bandwidth bucket (core/rate.h),
 						 * kept at limits' bandwidth */
 	struct ibvd_tenant_dev *devs;		/* devices it has used */
 	struct ibvd_tenant *next;

@@ -30,7 +30,7 @@ static const struct ibvd_port *qp_port(const struct ibvd_qp *qp)
 /*
  * A GID names port if it is the port's link-local GID; the IP-derived
  * GIDs (::ffff:a.b.c.d, IPv6) are this host's addresses, which every
- * local port carries (device.c), so they match any port.
+ * local port carries (core/device.c), so they match any port.
  */
 static bool gid_names_port(const struct ibvd_port *port, const uint8_t dgid[16])
 {

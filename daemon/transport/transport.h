@@ -4,6 +4,10 @@
  *
  * - local: both QPs are this daemon's; the engine thread of the requester
  *   executes the message at the responder directly (local.c).
+ *
+ * Layer transport/: each transport implements engine/transport.h and
+ * calls the engine's responder side through it, core/ and common/;
+ * never the control side.
  */
 #ifndef IBVD_TRANSPORT_H
 #define IBVD_TRANSPORT_H

@@ -1,7 +1,7 @@
 /*
  * Multicast: ATTACH_MCAST, DETACH_MCAST.
  *
- * Groups are daemon-wide by MGID (objects.c) and exist while they have
+ * Groups are daemon-wide by MGID (core/registry.c) and exist while they have
  * members; the engine fans a UD send to IBVD_MCAST_QPN out to every member
  * (objects.h).  As the kernel checks for an InfiniBand port: UD QPs only,
  * an MGID in ff00::/8, an MLID in the multicast range.  Attaching a QP to a

@@ -9,6 +9,10 @@
  * found by handle in the context's table, so a handle of another
  * connection, a stale one or one of the wrong kind is simply not found
  * (EINVAL, as the kernel answers an unknown uverbs handle).
+ *
+ * Layer verbs/: it calls server/ (call.h, its session), engine/ (engine.h),
+ * tenant/, core/, common/ and the protocol; never cm/ or admin/, which
+ * build on it.
  */
 #ifndef IBVD_VERBS_H
 #define IBVD_VERBS_H
@@ -18,8 +22,8 @@
 #include <stdint.h>
 
 #include "core/handle.h"
-#include "ibverbsd.pb-c.h"
 #include "core/objects.h"
+#include "ibverbsd.pb-c.h"
 
 struct ibvd_call;
 struct ibvd_context;

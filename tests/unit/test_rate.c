@@ -1,5 +1,5 @@
 /*
- * The per-tenant token bucket (daemon/engine/rate.c) on a fake clock: the
+ * The per-tenant token bucket (daemon/core/rate.c) on a fake clock: the
  * engine passes "now" to every take, so time here is just a number.
  */
 #include "config.h"
