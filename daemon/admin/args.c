@@ -10,8 +10,12 @@
 #include "args.h"
 #include "server/call.h"
 
-int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
-			  const char **dev, long *port)
+/*
+ * A "link DEV[/PORT]" value: *dev points into value (cut at the '/'),
+ * *port is set only when a port is given.  0, or -EINVAL recorded on call.
+ */
+static int parse_link(struct ibvd_call *call, char *value, const char **dev,
+		      long *port)
 {
 	char *slash = strchr(value, '/'), *end;
 
@@ -23,5 +27,31 @@ int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
 	if (end == slash + 1 || *end || *port < 1)
 		return ibvd_call_error(call, -EINVAL, "invalid port %.64s/%.64s",
 				       value, slash + 1);
+	return 0;
+}
+
+int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
+			   struct ibvd_admin_place *place,
+			   ibvd_admin_filter_fn filter, void *arg)
+{
+	size_t i;
+	int ret;
+
+	place->dev = NULL;
+	place->port = -1;
+	for (i = 0; i < argc; i += 2) {
+		if (i + 1 == argc)
+			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
+					       argv[i]);
+		if (!strcmp(argv[i], "link"))
+			ret = parse_link(call, argv[i + 1], &place->dev,
+					 &place->port);
+		else if (!strcmp(argv[i], "dev"))
+			ret = (place->dev = argv[i + 1], 0);
+		else
+			ret = filter(call, argv[i], argv[i + 1], arg);
+		if (ret < 0)
+			return ret;
+	}
 	return 0;
 }

@@ -7,11 +7,23 @@
 
 struct ibvd_call;
 
+/* Where a listing looks: "dev DEV" or "link DEV[/PORT]". */
+struct ibvd_admin_place {
+	const char *dev;		/* NULL: every device */
+	long port;			/* -1: every port */
+};
+
+/* A filter pair ("KEY VALUE") of a listing: 0 or -EINVAL recorded on call. */
+typedef int (*ibvd_admin_filter_fn)(struct ibvd_call *call, const char *key,
+				    const char *value, void *arg);
+
 /*
- * A "link DEV[/PORT]" value: *dev points into value (cut at the '/'),
- * *port is set only when a port is given.  0, or -EINVAL recorded on call.
+ * A listing's "KEY VALUE" pairs: "link" and "dev" set *place (which starts
+ * as everywhere), every other pair goes to filter.  0, or -EINVAL recorded
+ * on call (a key without a value, a bad link, what filter refused).
  */
-int ibvd_admin_parse_link(struct ibvd_call *call, char *value,
-			  const char **dev, long *port);
+int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
+			   struct ibvd_admin_place *place,
+			   ibvd_admin_filter_fn filter, void *arg);
 
 #endif /* IBVD_ADMIN_ARGS_H */

@@ -44,8 +44,7 @@ struct filter {
 };
 
 struct selection {
-	const char *dev;		/* NULL: every device */
-	long port;			/* -1: every port */
+	struct ibvd_admin_place place;
 	struct filter f[MAX_FILTERS];
 	size_t n;
 	bool all_users;
@@ -100,9 +99,10 @@ static bool num_spec_ok(const char *spec, unsigned long v, bool *match)
 	}
 }
 
-static int filter_add(struct ibvd_call *call, struct selection *sel,
-		      const char *key, const char *value)
+static int filter_add(struct ibvd_call *call, const char *key,
+		      const char *value, void *arg)
 {
+	struct selection *sel = arg;
 	bool dummy;
 	size_t i;
 
@@ -124,29 +124,13 @@ static int parse_selection(struct ibvd_call *call, size_t argc, char **argv,
 			   struct selection *sel)
 {
 	struct ibvd_client_info caller;
-	size_t i;
-	int ret;
 
 	memset(sel, 0, sizeof(*sel));
-	sel->port = -1;
 	ibvd_client_info(call->session, &caller);
 	sel->all_users = caller.privileged;
 	sel->uid = caller.uid;
-	for (i = 0; i < argc; i += 2) {
-		if (i + 1 == argc)
-			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
-					       argv[i]);
-		if (!strcmp(argv[i], "link"))
-			ret = ibvd_admin_parse_link(call, argv[i + 1], &sel->dev,
-						    &sel->port);
-		else if (!strcmp(argv[i], "dev"))
-			ret = (sel->dev = argv[i + 1], 0);
-		else
-			ret = filter_add(call, sel, argv[i], argv[i + 1]);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	return ibvd_admin_parse_pairs(call, argc, argv, &sel->place, filter_add,
+				      sel);
 }
 
 /* An id with its owner, as the filters and the row read them. */
@@ -208,9 +192,10 @@ static bool selected(const struct id_row *r, const struct selection *sel)
 
 	if (!sel->all_users && r->owner.uid != sel->uid)
 		return false;
-	if (sel->dev && (!id->dev || strcmp(sel->dev, id->dev->name)))
+	if (sel->place.dev && (!id->dev || strcmp(sel->place.dev, id->dev->name)))
 		return false;
-	if (sel->port >= 0 && (!id->bound || id->port_num != sel->port))
+	if (sel->place.port >= 0 &&
+	    (!id->bound || id->port_num != sel->place.port))
 		return false;
 	for (i = 0; i < sel->n; i++)
 		if (!filter_match(r, &sel->f[i]))

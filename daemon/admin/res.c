@@ -47,8 +47,8 @@ struct res_filter {
 };
 
 struct res_sel {
-	const char *dev;		/* NULL: every device */
-	long port;			/* -1: every port */
+	struct ibvd_admin_place place;
+	const struct res_kind *kind;
 	struct res_filter f[MAX_FILTERS];
 	size_t n;
 	bool admin;			/* sees every uid, and keys */
@@ -360,9 +360,11 @@ static bool key_allowed(const struct res_kind *k, const char *key)
 	return false;
 }
 
-static int add_filter(struct ibvd_call *call, const struct res_kind *k,
-		      struct res_sel *sel, const char *key, const char *value)
+static int add_filter(struct ibvd_call *call, const char *key,
+		      const char *value, void *arg)
 {
+	struct res_sel *sel = arg;
+	const struct res_kind *k = sel->kind;
 	bool dummy;
 
 	if (!key_allowed(k, key))
@@ -384,30 +386,15 @@ static int parse_sel(struct ibvd_call *call, const struct res_kind *k,
 		     size_t argc, char **argv, int details, struct res_sel *sel)
 {
 	struct ibvd_client_info caller;
-	size_t i;
-	int ret;
 
 	memset(sel, 0, sizeof(*sel));
-	sel->port = -1;
 	ibvd_client_info(call->session, &caller);
+	sel->kind = k;
 	sel->admin = caller.privileged;
 	sel->uid = caller.uid;
 	sel->details = details;
-	for (i = 0; i < argc; i += 2) {
-		if (i + 1 == argc)
-			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
-					       argv[i]);
-		if (!strcmp(argv[i], "link"))
-			ret = ibvd_admin_parse_link(call, argv[i + 1], &sel->dev,
-						    &sel->port);
-		else if (!strcmp(argv[i], "dev"))
-			ret = (sel->dev = argv[i + 1], 0);
-		else
-			ret = add_filter(call, k, sel, argv[i], argv[i + 1]);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	return ibvd_admin_parse_pairs(call, argc, argv, &sel->place, add_filter,
+				      sel);
 }
 
 /*
@@ -421,9 +408,9 @@ static bool row_matches(const json_t *o, const struct res_sel *sel,
 	bool match;
 	size_t i;
 
-	if (sel->port >= 0) {
+	if (sel->place.port >= 0) {
 		v = json_object_get(o, "port");
-		if (!json_is_integer(v) || json_integer_value(v) != sel->port)
+		if (!json_is_integer(v) || json_integer_value(v) != sel->place.port)
 			return false;
 	}
 	for (i = 0; i < sel->n; i++) {
@@ -491,11 +478,11 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 	struct ibvd_context *ctx;
 	int ret;
 
-	if (sel->dev && !ibvd_device_find(&d->devices, sel->dev))
+	if (sel->place.dev && !ibvd_device_find(&d->devices, sel->place.dev))
 		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
-				       sel->dev);
+				       sel->place.dev);
 	TAILQ_FOREACH(dev, &d->devices, link) {
-		if (sel->dev && strcmp(sel->dev, dev->name))
+		if (sel->place.dev && strcmp(sel->place.dev, dev->name))
 			continue;
 		TAILQ_FOREACH(ctx, &dev->contexts, dev_link) {
 			w.ctx = ctx;
