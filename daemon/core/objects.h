@@ -35,6 +35,8 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
+#include <infiniband/verbs.h>
+
 #include "handle.h"
 #include "ring.h"
 
@@ -224,14 +226,6 @@ struct ibvd_qp_attr {
 	uint8_t en_sqd_async_notify;
 };
 
-struct ibvd_qp_cap {
-	uint32_t max_send_wr;
-	uint32_t max_recv_wr;
-	uint32_t max_send_sge;
-	uint32_t max_recv_sge;
-	uint32_t max_inline_data;
-};
-
 struct ibvd_qp {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
@@ -243,7 +237,7 @@ struct ibvd_qp {
 	uint32_t qp_type;		/* enum ibv_qp_type */
 	uint32_t state;			/* enum ibv_qp_state */
 	bool sq_sig_all;
-	struct ibvd_qp_cap cap;
+	struct ibv_qp_cap cap;		/* as granted at create */
 	struct ibvd_qp_attr attr;
 	uint32_t doorbell;		/* bit in the context's doorbells */
 

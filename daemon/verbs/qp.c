@@ -22,6 +22,7 @@
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
 #include "verbs.h"
+#include "verbs_msg.h"
 
 #define SGE_BYTES	((uint32_t)sizeof(struct ibvd_sge))
 
@@ -36,7 +37,7 @@ struct qp_refs {
 struct qp_geom {
 	uint32_t sq_nslots, sq_stride, rq_nslots, rq_stride;
 	size_t rq_offset, map_len;
-	struct ibvd_qp_cap cap;
+	struct ibv_qp_cap cap;
 };
 
 static int check_type(struct ibvd_call *call, uint32_t type)
@@ -86,7 +87,7 @@ static uint32_t max1(uint32_t v)
 	return v ? v : 1;
 }
 
-static int check_caps(struct ibvd_call *call, const struct ibvd_qp_cap *c,
+static int check_caps(struct ibvd_call *call, const struct ibv_qp_cap *c,
 		      bool has_rq)
 {
 	struct ibvd_limits lim;
@@ -105,7 +106,7 @@ static int check_caps(struct ibvd_call *call, const struct ibvd_qp_cap *c,
 
 /* Round the requested caps up to rings, and report what those hold. */
 static void qp_geometry(const struct ibvd_context *ctx,
-			const struct ibvd_qp_cap *want, bool has_rq,
+			const struct ibv_qp_cap *want, bool has_rq,
 			struct qp_geom *g)
 {
 	struct ibvd_limits lim;
@@ -225,29 +226,17 @@ static int reply_qp(struct ibvd_call *call, const struct ibvd_qp *qp,
 	return ret;
 }
 
-static void cap_from_msg(const Ibvd__QpCap *m, struct ibvd_qp_cap *c)
-{
-	memset(c, 0, sizeof(*c));
-	if (!m)
-		return;
-	c->max_send_wr = m->max_send_wr;
-	c->max_recv_wr = m->max_recv_wr;
-	c->max_send_sge = m->max_send_sge;
-	c->max_recv_sge = m->max_recv_sge;
-	c->max_inline_data = m->max_inline_data;
-}
-
 /* Build a QP from a checked request: 0 with *ret_qp published, *fd set. */
 static int qp_create(struct ibvd_call *call, const Ibvd__CreateQp *req,
 		     const struct qp_refs *r, struct ibvd_qp **ret_qp, int *fd,
 		     struct qp_geom *g)
 {
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
-	struct ibvd_qp_cap want;
+	struct ibv_qp_cap want;
 	struct ibvd_qp *qp;
 	int ret;
 
-	cap_from_msg(req->cap, &want);
+	ibvd_qp_cap_from_msg(req->cap, &want);
 	ret = check_caps(call, &want, !r->srq);
 	if (ret < 0)
 		return ret;
@@ -369,7 +358,7 @@ static void av_to_msg(const struct ibvd_av *av, uint8_t static_rate,
 	m->port_num = av->port_num;
 }
 
-static void cap_to_msg(const struct ibvd_qp_cap *c, Ibvd__QpCap *m)
+static void cap_to_msg(const struct ibv_qp_cap *c, Ibvd__QpCap *m)
 {
 	ibvd__qp_cap__init(m);
 	m->max_send_wr = c->max_send_wr;
