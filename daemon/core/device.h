@@ -52,6 +52,7 @@ struct ibvd_device {
 	unsigned int ncontexts;
 	/* what carries its QPs' messages (engine/transport.h) */
 	const struct ibvd_transport *transport;
+	void *transport_priv;		/* the transport's per-device state */
 };
 
 /* One GID table entry. */

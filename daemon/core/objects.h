@@ -256,6 +256,15 @@ struct ibvd_qp {
 	bool last_wqe_sent;		/* LAST_WQE_REACHED sent since ERR */
 	bool drained_sent;		/* SQ_DRAINED sent since SQD */
 	uint64_t wqe_done;		/* bytes of it moved (chunked, while started) */
+	uint32_t wire_psn;		/* next PSN a wire transport sends UD */
+	/*
+	 * Atomic, set from any thread: the transport has the answer to the
+	 * message in front (engine/transport.h, ibvd_eng_answered), so a
+	 * wait for it ends now.
+	 */
+	uint32_t answered;
+	/* what a wire transport keeps for this QP (transport/roce/) */
+	void *wire;
 	struct {			/* that message, fixed at its first step */
 		uint64_t length;
 		uint32_t opcode;

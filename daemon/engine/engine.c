@@ -446,9 +446,20 @@ void ibvd_eng_unwatch(struct ibvd_engine *eng, int fd)
 	epoll_ctl(eng->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+/* A wire transport's state of qp goes with its messages. */
+static void transport_forget(struct ibvd_qp *qp)
+{
+	const struct ibvd_transport *t = ibvd_eng_transport(qp);
+
+	if (t && t->qp_forget)
+		t->qp_forget(qp);
+	qp->answered = 0;
+}
+
 void ibvd_engine_qp_reset(struct ibvd_qp *qp)
 {
 	ibvd_eng_chunk_forget(qp);
+	transport_forget(qp);
 	qp->incarnation++;
 }
 
@@ -457,11 +468,18 @@ void ibvd_engine_qp_destroy(struct ibvd_qp *qp)
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
 
 	ibvd_eng_chunk_forget(qp);
+	transport_forget(qp);
 	/* The heap points at qp (a detached context's QPs left it already). */
 	if (eng)
 		ibvd_eng_timer_cancel(&eng->timers, qp);
 	free(qp->inbound);
 	qp->inbound = NULL;
+}
+
+void ibvd_eng_answered(struct ibvd_qp *qp)
+{
+	__atomic_store_n(&qp->answered, 1, __ATOMIC_RELEASE);
+	ibvd_eng_qp_ring(qp);
 }
 
 void ibvd_engine_qp_kick(struct ibvd_qp *qp)

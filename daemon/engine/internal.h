@@ -98,24 +98,10 @@ enum eng_copy_result ibvd_eng_copy_at(struct ibvd_engine *eng,
 				      const struct eng_sgl *src, uint64_t src_off,
 				      uint64_t len);
 
-/* Read or write exactly len bytes of client memory: 0 or -EFAULT. */
-int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
-int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
-
 /* Append a private buffer as a segment. */
 void ibvd_eng_sgl_private(struct eng_sgl *sgl, const void *buf, uint64_t len);
 
 /* ---- wqe.c: copy, then validate ------------------------------------------ */
-
-/* A receive WQE, copied out of its RQ or SRQ and checked. */
-struct eng_recv {
-	uint64_t wr_id;
-	enum ibv_wc_status status;	/* a bad WQE completes with this */
-	struct eng_sgl sgl;
-	/* its SGEs as posted, for a chunked message to resolve again */
-	unsigned int nsge;
-	struct ibvd_sge sge[ENG_MAX_SGE];
-};
 
 /*
  * Copy the send WQE at ring slot index `counter` of qp's SQ into req and
@@ -139,16 +125,6 @@ void ibvd_eng_recv_take(const struct ibvd_ring *ring, uint32_t counter,
 			uint32_t max_sge, const struct ibvd_pd *pd,
 			struct eng_recv *out);
 
-/*
- * Resolve an rkey for an operation needing `access` (IBV_ACCESS_REMOTE_*)
- * on target's side: the MR must be in target's PD, allow access, and hold
- * [raddr, raddr + len) of its iova range; target's qp_access_flags must
- * allow it too.  Appends one segment to out.  0 or -EACCES.
- */
-int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
-			  uint64_t raddr, uint64_t len, uint32_t access,
-			  struct eng_sgl *out);
-
 /* ---- mw.c: memory windows ------------------------------------------------ */
 
 /* Execute a BIND_MW WQE of qp: IBV_WC_SUCCESS or IBV_WC_MW_BIND_ERR. */
@@ -157,13 +133,6 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 
 /* LOCAL_INV of key by qp: IBV_WC_SUCCESS or IBV_WC_MW_BIND_ERR. */
 enum ibv_wc_status ibvd_eng_local_inv(const struct ibvd_qp *qp, uint32_t key);
-
-/*
- * SEND_WITH_INV arriving at target invalidates key (only checks that it
- * could, if !commit): 0 or -EINVAL.
- */
-int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key,
-			bool commit);
 
 /*
  * The MR behind window key rkey if the window, bound, lets target's side
@@ -218,10 +187,6 @@ void ibvd_eng_mark_stopped(struct ibvd_qp *qp);
 /* UC/UD send-side error: RTS -> SQE (the RQ keeps working). */
 void ibvd_eng_qp_sq_error(struct ibvd_qp *qp);
 
-/* Durations of the IB encodings: min_rnr_timer and the local ACK timeout. */
-uint64_t ibvd_eng_rnr_ns(uint8_t min_rnr_timer);
-uint64_t ibvd_eng_timeout_ns(uint8_t timeout);
-
 /* Port LID and GID[sgid_index] of qp's port (GID: network order). */
 uint16_t ibvd_eng_port_lid(const struct ibvd_qp *qp);
 void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
@@ -235,35 +200,6 @@ void ibvd_eng_flush_sq(struct ibvd_qp *qp);
 void ibvd_eng_flush_rq(struct ibvd_qp *qp);
 
 /* ---- recv.c: the responder's receive queues ------------------------------ */
-
-/* Where a QP's receive WQEs come from: its own RQ or its SRQ. */
-struct eng_rq {
-	struct ibvd_qp *qp;		/* whose receive queue it is */
-	pthread_mutex_t *lock;
-	const struct ibvd_ring *ring;
-	uint32_t *head;			/* private consumer counter */
-	uint32_t max_sge;
-	const struct ibvd_pd *pd;
-	struct ibvd_srq *srq;		/* NULL: the QP's own RQ */
-};
-
-void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq);
-
-/*
- * Under rq->lock: copy and check the next receive WQE (a WQE the QP kept
- * from a UC message cut short comes first, chunk.c).  1 with *out filled,
- * 0 if the queue is empty, -EPROTO if its tail is impossible.
- */
-int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out);
-
-/* Under rq->lock: consume the WQE just peeked (SRQ limit event included). */
-void ibvd_eng_rq_consume(const struct eng_rq *rq);
-
-/*
- * Under rq->lock, after a peek: the queue's tail was impossible.  An RQ
- * takes its QP to ERR (QP_FATAL), an SRQ reports SRQ_ERR once.
- */
-void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq);
 
 /*
  * Under rq->lock: consume the peeked WQE and complete it on target's
@@ -291,13 +227,6 @@ void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
 		       enum ibv_wc_status status);
 
 /*
- * Under rq->lock: consume the peeked WQE, complete it with `status` and
- * move target to ERR (a responder-side local error).
- */
-void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
-			const struct eng_recv *rwqe, enum ibv_wc_status status);
-
-/*
  * recv.c: what an RC/UC requester hears when target has no receive WQE to
  * take (peek_ret from ibvd_eng_rq_peek: < 0 the RQ is broken and the
  * responder errs; 0 it is empty: RC RNR NAK, UC silent drop).  Called with
@@ -305,9 +234,6 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
  */
 enum eng_resp ibvd_eng_no_recv(struct ibvd_qp *src, struct ibvd_qp *target,
 			       struct eng_rq *rq, int peek_ret);
-
-/* A responder-side error on target: its completion, its state, its event. */
-void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
 
 /* ---- chunk.c: messages that take several turns ----------------------------- */
 
@@ -558,9 +484,6 @@ void ibvd_eng_qp_ring(struct ibvd_qp *qp);
 /* Wait for qp's RNR or retry deadline (serving thread only). */
 void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		      uint64_t deadline);
-
-/* Atomics are atomic among the engine's own operations: this orders them. */
-extern pthread_mutex_t ibvd_eng_atomic_lock;
 
 /* Engine thread index, or NULL past the last (control thread). */
 struct ibvd_engine *ibvd_eng_nth(unsigned int index);

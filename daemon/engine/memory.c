@@ -202,3 +202,21 @@ enum eng_copy_result ibvd_eng_copy_at(struct ibvd_engine *eng,
 	}
 	return ENG_COPY_OK;
 }
+
+int ibvd_eng_copy_out(const struct eng_sgl *src, uint64_t off, void *buf,
+		      uint64_t len)
+{
+	struct cursor in;
+
+	cursor_init(&in, src, off);
+	return gather(&in, buf, (size_t)len);
+}
+
+int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
+		     uint64_t len)
+{
+	struct cursor out;
+
+	cursor_init(&out, dst, off);
+	return scatter(&out, buf, (size_t)len);
+}

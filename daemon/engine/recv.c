@@ -432,3 +432,78 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 	pthread_mutex_unlock(rq.lock);
 	return st;
 }
+
+/* ---- datagrams from outside --------------------------------------------- */
+
+void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
+			const struct eng_rcv_done *d)
+{
+	struct ibvd_cqe cqe;
+
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = wr_id;
+	cqe.status = IBV_WC_SUCCESS;
+	cqe.opcode = d->opcode;
+	cqe.byte_len = d->byte_len;
+	cqe.wc_flags = d->wc_flags;
+	cqe.imm_data = d->imm;
+	cqe.qp_num = target->qp_num;
+	cqe.src_qp = d->src_qp;
+	push_recv_cqe(target, &cqe, d->solicited);
+}
+
+static void wire_cqe(struct ibvd_qp *target, uint64_t wr_id,
+		     const struct eng_datagram *dg)
+{
+	struct eng_rcv_done d = {
+		.opcode = IBV_WC_RECV,
+		.byte_len = ENG_GRH_BYTES + dg->len,
+		/* Every RoCE packet has an IP header: the GRH slot counts. */
+		.wc_flags = IBV_WC_GRH | (dg->has_imm ? IBV_WC_WITH_IMM : 0),
+		.imm = dg->imm,
+		.src_qp = dg->src_qp,
+		.solicited = dg->solicited,
+	};
+
+	ibvd_eng_recv_done(target, wr_id, &d);
+}
+
+/* Under the receive lock, with a valid WQE peeked: GRH slot, then data. */
+static void wire_place(struct ibvd_qp *target, const struct eng_rq *rq,
+		       const struct eng_recv *rwqe,
+		       const struct eng_datagram *dg)
+{
+	if (ibvd_eng_copy_in(&rwqe->sgl, 0, dg->grh, ENG_GRH_BYTES) < 0 ||
+	    ibvd_eng_copy_in(&rwqe->sgl, ENG_GRH_BYTES, dg->payload, dg->len) < 0) {
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	ibvd_eng_rq_consume(rq);
+	wire_cqe(target, rwqe->wr_id, dg);
+}
+
+void ibvd_eng_ud_receive(struct ibvd_qp *target, const struct eng_datagram *dg)
+{
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+	int ret;
+
+	if (target->qp_type != IBV_QPT_UD ||
+	    !ibvd_eng_can_receive(eng_qp_state(target)) ||
+	    target->attr.qkey != dg->qkey)
+		return;
+	ibvd_eng_port_count(target, IBVD_PC_RCVD_PKTS, 1);
+	ibvd_eng_rq_of(target, &rq);
+	pthread_mutex_lock(rq.lock);
+	ret = ibvd_eng_rq_peek(&rq, &rwqe);
+	if (ret < 0)
+		ibvd_eng_rq_broken(target, &rq);
+	else if (ret > 0 && rwqe.status != IBV_WC_SUCCESS)
+		ibvd_eng_recv_fail(target, &rq, &rwqe, rwqe.status);
+	else if (ret > 0 && ENG_GRH_BYTES + (uint64_t)dg->len > rwqe.sgl.total)
+		ibvd_eng_recv_fail(target, &rq, &rwqe, IBV_WC_LOC_LEN_ERR);
+	else if (ret > 0)
+		wire_place(target, &rq, &rwqe, dg);
+	/* ret == 0: no receive WQE, the datagram is dropped. */
+	pthread_mutex_unlock(rq.lock);
+}

@@ -117,6 +117,11 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		return failed(status, IBV_WC_REM_OP_ERR);
 	case RESP_LOCAL_FAULT:
 		return failed(status, IBV_WC_LOC_PROT_ERR);
+	case RESP_PENDING:
+		/* The ACK timeout starts: no retry is spent until it fires. */
+		ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() +
+				 ibvd_eng_timeout_ns(qp->attr.timeout));
+		return STEP_WAIT;
 	}
 	return failed(status, IBV_WC_GENERAL_ERR);
 }
@@ -420,11 +425,13 @@ void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 			return;
 		}
 	}
-	/* A waiting QP moves only when its timer says so. */
+	/* A waiting QP moves when its timer says so, or its answer came. */
 	if (qp->rnr_deadline_ns) {
-		if (now < qp->rnr_deadline_ns)
+		if (now < qp->rnr_deadline_ns &&
+		    !__atomic_exchange_n(&qp->answered, 0, __ATOMIC_ACQUIRE))
 			return;
 		qp->rnr_deadline_ns = 0;
+		ibvd_eng_timer_cancel(&eng->timers, qp);
 	}
 	run_sq(eng, qp, true);
 }

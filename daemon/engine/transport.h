@@ -25,7 +25,9 @@
 #ifndef IBVD_ENGINE_TRANSPORT_H
 #define IBVD_ENGINE_TRANSPORT_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
@@ -92,12 +94,43 @@ enum eng_resp {
 	RESP_ACCESS,			/* REM_ACCESS_ERR */
 	RESP_OP_ERR,			/* REM_OP_ERR */
 	RESP_LOCAL_FAULT,		/* our own memory failed: LOC_PROT_ERR */
+	/*
+	 * On its way: the answer comes later.  The transport calls
+	 * ibvd_eng_answered() when it has it; the requester asks again then,
+	 * or at the QP's local ACK timeout, whichever comes first.
+	 */
+	RESP_PENDING,
+};
+
+/*
+ * A datagram that arrived from outside this daemon, as a wire transport's
+ * receive path hands it to the responder: everything a UD receive WQE and
+ * its completion need, with the payload in the transport's own buffer.
+ */
+struct eng_datagram {
+	uint32_t src_qp;		/* the sender's QPN (DETH) */
+	uint32_t qkey;			/* the Q_Key it carried */
+	bool solicited;
+	bool has_imm;
+	uint32_t imm;			/* as the wire carried it (big-endian word) */
+	uint8_t grh[40];		/* what the receive buffer starts with */
+	const uint8_t *payload;
+	uint32_t len;
 };
 
 /* ---- the interface -------------------------------------------------------- */
 
 struct ibvd_transport {
 	const char *name;
+	/*
+	 * A device of this transport appears (dev->transport is set) or goes
+	 * (no context is left on it), on the control thread: what the
+	 * transport keeps per device (sockets, threads) lives in
+	 * dev->transport_priv.  0 or a negative errno; NULL hooks: nothing
+	 * to do.
+	 */
+	int (*dev_open)(struct ibvd_device *dev);
+	void (*dev_close)(struct ibvd_device *dev);
 	/*
 	 * RC/UC: carry one step of src's WQE in front (req) to src's
 	 * connected peer and return its answer.  *rnr_timer gets the
@@ -123,6 +156,11 @@ struct ibvd_transport {
 	 * timing out) and when a peer was reported gone.
 	 */
 	struct ibvd_qp *(*peer)(const struct ibvd_qp *qp);
+	/*
+	 * qp was reset or is being destroyed, objects lock held for writing:
+	 * drop what the transport keeps for it (qp->wire).  NULL: nothing.
+	 */
+	void (*qp_forget)(struct ibvd_qp *qp);
 };
 
 /* The transport of qp (its device's). */
@@ -132,7 +170,135 @@ ibvd_eng_transport(const struct ibvd_qp *qp)
 	return qp->ctx->dev->transport;
 }
 
+/* ---- what transports call: the requester side ------------------------------ */
+
+/* Durations of the IB encodings: min_rnr_timer and the local ACK timeout. */
+uint64_t ibvd_eng_rnr_ns(uint8_t min_rnr_timer);
+uint64_t ibvd_eng_timeout_ns(uint8_t timeout);
+
+
+/*
+ * The answer to qp's message in front arrived (any thread, objects lock
+ * held for reading): its serving thread stops waiting and asks the
+ * transport again.
+ */
+void ibvd_eng_answered(struct ibvd_qp *qp);
+
 /* ---- what transports call: the responder side ------------------------------ */
+
+/*
+ * The pieces a wire transport's responder is built of: receive queues,
+ * keys, memory, errors.  The same-daemon transport needs none of them: it
+ * calls the whole operations further down.
+ */
+/* A receive WQE, copied out of its RQ or SRQ and checked. */
+struct eng_recv {
+	uint64_t wr_id;
+	enum ibv_wc_status status;	/* a bad WQE completes with this */
+	struct eng_sgl sgl;
+	/* its SGEs as posted, for a chunked message to resolve again */
+	unsigned int nsge;
+	struct ibvd_sge sge[ENG_MAX_SGE];
+};
+
+/* Where a QP's receive WQEs come from: its own RQ or its SRQ. */
+struct eng_rq {
+	struct ibvd_qp *qp;		/* whose receive queue it is */
+	pthread_mutex_t *lock;
+	const struct ibvd_ring *ring;
+	uint32_t *head;			/* private consumer counter */
+	uint32_t max_sge;
+	const struct ibvd_pd *pd;
+	struct ibvd_srq *srq;		/* NULL: the QP's own RQ */
+};
+
+void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq);
+
+/*
+ * Under rq->lock: copy and check the next receive WQE (a WQE the QP kept
+ * from a UC message cut short comes first, chunk.c).  1 with *out filled,
+ * 0 if the queue is empty, -EPROTO if its tail is impossible.
+ */
+int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out);
+
+/* Under rq->lock: consume the WQE just peeked (SRQ limit event included). */
+void ibvd_eng_rq_consume(const struct eng_rq *rq);
+
+/*
+ * Under rq->lock, after a peek: the queue's tail was impossible.  An RQ
+ * takes its QP to ERR (QP_FATAL), an SRQ reports SRQ_ERR once.
+ */
+void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq);
+
+/*
+ * Under rq->lock: consume the peeked WQE, complete it with `status` and
+ * move target to ERR (a responder-side local error).
+ */
+void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
+			const struct eng_recv *rwqe, enum ibv_wc_status status);
+
+/*
+ * Resolve an rkey for an operation needing `access` (IBV_ACCESS_REMOTE_*)
+ * on target's side: the MR must be in target's PD, allow access, and hold
+ * [raddr, raddr + len) of its iova range; target's qp_access_flags must
+ * allow it too.  Appends one segment to out.  0 or -EACCES.
+ */
+int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
+			  uint64_t raddr, uint64_t len, uint32_t access,
+			  struct eng_sgl *out);
+
+/*
+ * SEND_WITH_INV arriving at target invalidates key (only checks that it
+ * could, if !commit): 0 or -EINVAL.
+ */
+int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key,
+			bool commit);
+
+/* A responder-side error on target: its completion, its state, its event. */
+void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
+
+/* Atomics are atomic among the engine's own operations: this orders them. */
+extern pthread_mutex_t ibvd_eng_atomic_lock;
+
+/* Read or write exactly len bytes of client memory: 0 or -EFAULT. */
+int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
+int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
+
+
+/* A receive completion as a wire transport's responder reports it. */
+struct eng_rcv_done {
+	uint32_t opcode;		/* IBV_WC_RECV or IBV_WC_RECV_RDMA_WITH_IMM */
+	uint32_t byte_len;
+	uint32_t wc_flags;		/* IBV_WC_GRH, IBV_WC_WITH_IMM, ..._INV */
+	uint32_t imm;			/* or the invalidated key */
+	uint32_t src_qp;
+	bool solicited;
+};
+
+/*
+ * recv.c: complete receive WQE wr_id of target (consumed already), and
+ * move target to ERR if its receive CQ overran.
+ */
+void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
+			const struct eng_rcv_done *d);
+
+/*
+ * memory.c: the bytes [off, off + len) of a message out of, or into, a
+ * scatter/gather list and a private buffer (a packet being built or one
+ * that arrived).  0, or -EFAULT if the list's memory failed.
+ */
+int ibvd_eng_copy_out(const struct eng_sgl *src, uint64_t off, void *buf,
+		      uint64_t len);
+int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
+		     uint64_t len);
+
+/*
+ * recv.c: a datagram from outside arriving at target, a UD QP of this
+ * daemon.  It lands as a local one would (GRH slot, then data), or is
+ * dropped silently: wrong Q_Key, a QP that may not receive, no receive
+ * WQE, too small a buffer (that WQE completes in error).
+ */
+void ibvd_eng_ud_receive(struct ibvd_qp *target, const struct eng_datagram *dg);
 
 static inline uint32_t eng_qp_state(const struct ibvd_qp *qp)
 {
