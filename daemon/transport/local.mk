@@ -3,3 +3,5 @@
 daemon_ibverbsd_SOURCES += \
 	daemon/transport/transport.h \
 	daemon/transport/local.c
+
+include daemon/transport/roce/local.mk
