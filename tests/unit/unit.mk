@@ -5,3 +5,4 @@ include tests/unit/core.mk
 include tests/unit/config.mk
 include tests/unit/client.mk
 include tests/unit/engine.mk
+include tests/unit/roce.mk
