@@ -1,8 +1,10 @@
 # Every test: Check unit tests, ABI checks, integration tests with a real
-# daemon and real (also Debian's unmodified) client programs.
+# daemon and real (also Debian's unmodified) client programs, fuzz targets
+# on their seeds.
 include tests/unit/unit.mk
 include tests/compat/compat.mk
 include tests/integration/integration.mk
+include tests/fuzz/fuzz.mk
 
 # The layers of daemon/ (rules in tests/layers.rules): layers.sh checks the
 # built daemon's includes and symbols against them; layers-selftest.sh
