@@ -1,7 +1,8 @@
 /*
  * Devices as the object model knows them: ports, LIDs, GUIDs and GID
  * tables.  Which devices exist is decided at startup and on reload
- * (devices.c, from the config); this file only describes them.
+ * (devices.c, from the config); this file only describes them.  A RoCE
+ * device's own rules are in roce.c.
  */
 #include <config.h>
 
@@ -30,6 +31,9 @@ char *ibvd_guid_str(uint64_t guid, char *buf, size_t len)
 
 void ibvd_device_free(struct ibvd_device *dev)
 {
+	if (!dev)
+		return;
+	free(dev->roce.gids);
 	free(dev);
 }
 
@@ -181,5 +185,60 @@ unsigned int ibvd_port_gids(const struct ibvd_port *port,
 	for (i = 0, n = 1; i < ip_gids.n; i++)
 		if (memcmp(ip_gids.gids[i].raw, gids[0].raw, 16) != 0)
 			gids[n++] = ip_gids.gids[i];
+	return n;
+}
+
+
+/* ---- either kind ------------------------------------------------------- */
+
+bool ibvd_gid_empty(const struct ibvd_gid *gid)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(gid->raw, zero, sizeof(zero)) == 0;
+}
+
+unsigned int ibvd_device_gid_tbl_len(const struct ibvd_device *dev)
+{
+	return dev->kind == IBVD_DEV_ROCE ? IBVD_ROCE_GID_TBL_LEN : IBVD_GID_TBL_LEN;
+}
+
+int ibvd_device_gid(const struct ibvd_device *dev, const struct ibvd_port *port,
+		    unsigned int index, struct ibvd_gid *gid)
+{
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
+
+	if (dev->kind == IBVD_DEV_ROCE) {
+		if (index >= IBVD_ROCE_GID_TBL_LEN ||
+		    ibvd_gid_empty(&dev->roce.gids[index]))
+			return -ENOENT;
+		*gid = dev->roce.gids[index];
+		return 0;
+	}
+	if (index == 0) {
+		/* no need to look at the addresses */
+		memset(gid, 0, sizeof(*gid));
+		ibvd_port_gid0(port, gid->raw);
+		return 0;
+	}
+	if (index >= ibvd_port_gids(port, gids))
+		return -ENOENT;
+	*gid = gids[index];
+	return 0;
+}
+
+unsigned int ibvd_device_gids(const struct ibvd_device *dev,
+			      const struct ibvd_port *port,
+			      struct ibvd_gid *gids)
+{
+	unsigned int i, n = 0;
+
+	if (dev->kind != IBVD_DEV_ROCE)
+		return ibvd_port_gids(port, gids);
+	for (i = 0; i < IBVD_ROCE_GID_TBL_LEN; i++) {
+		gids[i] = dev->roce.gids[i];
+		if (!ibvd_gid_empty(&gids[i]))
+			n = i + 1;
+	}
 	return n;
 }

@@ -11,3 +11,14 @@ tests_unit_test_handle_SOURCES = tests/unit/test_handle.c \
 	daemon/core/handle.c daemon/core/handle.h
 tests_unit_test_handle_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_handle_LDADD = $(UNIT_LIBS)
+
+# A RoCE device's rules (daemon/core/roce.c): default GID, MTU, speed,
+# peer CIDRs, and the GID table as addresses come and go.
+check_PROGRAMS += tests/unit/test_roce
+TESTS += tests/unit/test_roce
+tests_unit_test_roce_SOURCES = tests/unit/test_roce.c \
+	daemon/core/roce.c daemon/core/roce.h \
+	daemon/core/device.c daemon/core/device.h
+tests_unit_test_roce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_roce_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_roce_LDADD = $(UNIT_LIBS)
