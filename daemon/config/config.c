@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <net/if.h>
 #include <sys/un.h>
 
 #include <jansson.h>
 
 #include "config.h"
 #include "config_pos.h"
+#include "core/roce.h"
 #include "log.h"
 #include "util.h"
 
@@ -487,11 +489,98 @@ static int device_guid(struct parser *p, json_t *v, void *obj)
 	return dev->guid ? 0 : wrong(p, expected, v);
 }
 
+/*
+ * The kernel's rule for interface names (dev_valid_name()): 1..15 bytes,
+ * not "." or "..", no '/', ':' or white space.
+ */
+static bool valid_ifname(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n < IFNAMSIZ && strcmp(s, ".") != 0 &&
+	       strcmp(s, "..") != 0 && strcspn(s, "/: \t\n\v\f\r") == n;
+}
+
+/*
+ * Now rather than when the device is built: a typo must fail the load,
+ * with its position.  rxe cannot be added on a missing interface either.
+ */
+static int device_netdev(struct parser *p, json_t *v, void *obj)
+{
+	static const char expected[] =
+		"a network interface name of 1..15 characters";
+	struct ibvd_config_device *dev = obj;
+	const char *s;
+
+	s = get_string(p, v, expected);
+	if (!s)
+		return -EINVAL;
+	if (!valid_ifname(s))
+		return wrong(p, expected, v);
+	if (if_nametoindex(s) == 0)
+		return errno == ENODEV ?
+		       fail(p, "no such network interface \"%s\"", s) :
+		       fail(p, "cannot look up network interface \"%s\": %s",
+			    s, strerror(errno));
+	snprintf(dev->netdev, sizeof(dev->netdev), "%s", s);
+	return 0;
+}
+
+static int parse_peer(struct parser *p, json_t *v, struct ibvd_cidr *c)
+{
+	static const char expected[] =
+		"a CIDR such as \"10.0.0.0/8\" or \"fd00::/64\"";
+	char meant[64];
+	const char *s;
+	int ret;
+
+	s = get_string(p, v, expected);
+	if (!s)
+		return -EINVAL;
+	ret = ibvd_cidr_parse(s, c);
+	if (ret == -ERANGE)
+		return fail(p, "prefix length of \"%s\" is past the address (/32 for IPv4, /128 for IPv6)",
+			    s);
+	if (ret == -EDOM) {
+		ibvd_cidr_clear_host_bits(c);
+		return fail(p, "\"%s\" has host bits set: the block is \"%s\"",
+			    s, ibvd_cidr_str(c, meant, sizeof(meant)));
+	}
+	return ret ? wrong(p, expected, v) : 0;
+}
+
+static int device_peers(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config_device *dev = obj;
+	json_t *pv;
+	size_t i;
+	int ret = 0;
+
+	if (!json_is_array(v))
+		return wrong(p, "an array of CIDRs", v);
+	if (json_array_size(v) == 0)
+		return fail(p, "expected at least one CIDR (leave \"peers\" out for the interface's own subnets)");
+	json_array_foreach(v, i, pv) {
+		push_index(p, i);
+		if (i >= IBVD_MAX_PEERS)
+			ret = fail(p, "too many peers (at most %d)", IBVD_MAX_PEERS);
+		else
+			ret = parse_peer(p, pv, &dev->peers[i]);
+		pop(p);
+		if (ret)
+			return ret;
+	}
+	dev->npeers = (unsigned int)i;
+	return 0;
+}
+
 static const struct member device_members[] = {
 	{ "name", device_name },
 	{ "ports", device_ports },
 	{ "lid", device_lid },
 	{ "guid", device_guid },
+	{ "netdev", device_netdev },
+	{ "peers", device_peers },
 };
 
 static void set_default_device(struct ibvd_config_device *dev, size_t index)
@@ -521,12 +610,28 @@ static int check_unique(struct parser *p, const struct ibvd_config *cfg,
 		if (dev->guid && o->guid == dev->guid)
 			return fail_at(p, "guid", "GUID is already used by devices[%zu] \"%s\"",
 				       j, o->name);
+		if (dev->netdev[0] && strcmp(o->netdev, dev->netdev) == 0)
+			return fail_at(p, "netdev", "interface \"%s\" is already used by devices[%zu] \"%s\"",
+				       dev->netdev, j, o->name);
 		if (dev->lid && o->lid && dev->lid <= last_lid(o) &&
 		    o->lid <= last_lid(dev))
 			return fail_at(p, "lid", "LIDs %u..%u overlap LIDs %u..%u of devices[%zu] \"%s\"",
 				       dev->lid, last_lid(dev), o->lid,
 				       last_lid(o), j, o->name);
 	}
+	return 0;
+}
+
+/* What a RoCE device (with "netdev") may have, and only it. */
+static int check_kind(struct parser *p, const struct ibvd_config_device *dev)
+{
+	if (!dev->netdev[0])
+		return dev->npeers ?
+		       fail_at(p, "peers", "only a RoCE device (one with \"netdev\") has peers") : 0;
+	if (dev->ports != 1)
+		return fail_at(p, "ports", "a RoCE device has one port");
+	if (dev->lid)
+		return fail_at(p, "lid", "a RoCE device has no LID (its port's LID is 0)");
 	return 0;
 }
 
@@ -541,6 +646,9 @@ static int parse_device(struct parser *p, json_t *v, struct ibvd_config *cfg,
 	if (ret)
 		return ret;
 	cfg->ndevices = (unsigned int)i + 1;
+	ret = check_kind(p, dev);
+	if (ret)
+		return ret;
 	if (dev->lid && last_lid(dev) > IBVD_MAX_LID)
 		return fail_at(p, "lid", "LIDs %u..%u of %u ports run past the last unicast LID %u",
 			       dev->lid, last_lid(dev), dev->ports, IBVD_MAX_LID);

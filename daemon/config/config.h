@@ -5,7 +5,8 @@
  *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
  *   "engine":  { "threads": 1 },
  *   "log":     { "level": "info" },
- *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" } ],
+ *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" },
+ *                { "name": "roce0", "netdev": "eth0", "peers": [ "10.0.0.0/8" ] } ],
  *   "limits":  { "default": { "qp": 64, "bandwidth": 1048576,
  *                             "devices": { "ibvd0": { "qp": 16 } } },
  *                "uid": { "1001": { "memlock": "max" } },
@@ -17,7 +18,12 @@
  * or 0 means "assign one"; "guid" is "auto" (derived from /etc/machine-id and
  * the device name, stable across restarts) or "xxxx:xxxx:xxxx:xxxx".  A
  * device without "name" is called ibvdN, N its index in the array.  Names,
- * explicit GUIDs and LIDs are unique across devices.
+ * explicit GUIDs and LIDs are unique across devices.  A device with
+ * "netdev" is a RoCEv2 device on that network interface, which must exist
+ * when the file is loaded: one port, no LID, "guid" "auto" meaning the
+ * modified EUI-64 of the interface's MAC (as rxe's); no two devices share
+ * an interface.  Its "peers" are the CIDRs packets may come from (default:
+ * the interface's own subnets).
  *
  * In daemon/, "config/config.h" is this file; autoconf's is <config.h>.
  *
@@ -42,6 +48,10 @@ struct ibvd_config_device {
 					 * lid..lid+ports-1 of all devices are
 					 * unique and <= IBVD_MAX_LID */
 	uint64_t guid;			/* 0 = derive */
+	char netdev[IFNAMSIZ];		/* "": a software device; else a RoCE
+					 * device on this interface */
+	struct ibvd_cidr peers[IBVD_MAX_PEERS];	/* RoCE: "peers" */
+	unsigned int npeers;		/* 0: the interface's own subnets */
 };
 
 /*

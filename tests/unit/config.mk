@@ -5,7 +5,9 @@ TESTS += tests/unit/test_config tests/unit/check-man
 tests_unit_test_config_SOURCES = tests/unit/test_config.c daemon/config/config.c \
 	daemon/config/config.h daemon/config/config_pos.c daemon/config/config_pos.h \
 	daemon/tenant/tenant.c daemon/tenant/tenant.h \
-	daemon/core/rate.c daemon/core/rate.h
+	daemon/core/rate.c daemon/core/rate.h \
+	daemon/core/roce.c daemon/core/roce.h \
+	daemon/core/device.c daemon/core/device.h
 # top_srcdir from the environment wins; the built-in one lets the program
 # run by hand from the build tree.
 tests_unit_test_config_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon

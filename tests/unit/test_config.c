@@ -19,6 +19,7 @@
 
 #include "daemon/config/config.h"
 #include "daemon/config/config_pos.h"
+#include "daemon/core/roce.h"
 #include "daemon/tenant/tenant.h"
 #include "log.h"
 
@@ -590,6 +591,65 @@ START_TEST(overlapping_lids)
 		"t.conf:1:52: devices[1].lid: LIDs 4..5 overlap LIDs 5..5 of devices[0] \"ibvd0\"");
 	ck_assert_str_eq(load_error(input("bad-overlap.conf")),
 		at("bad-overlap.conf", ":5:36: devices[2].lid: LIDs 4..5 overlap LIDs 1..4 of devices[0] \"ibvd0\""));
+}
+END_TEST
+
+/* --- RoCE devices: "netdev" and "peers" (lo exists everywhere) --- */
+
+START_TEST(roce_devices)
+{
+	struct ibvd_config *cfg = good("{'devices': [{}, {'name': 'roce0', 'netdev': 'lo', "
+				       "'peers': ['10.0.0.0/8', 'fd00::/64', '192.168.1.7']}]}");
+	char buf[64];
+
+	ck_assert_uint_eq(cfg->ndevices, 2);
+	ck_assert_str_eq(cfg->devices[0].netdev, "");
+	ck_assert_uint_eq(cfg->devices[0].npeers, 0);
+	ck_assert_str_eq(cfg->devices[1].netdev, "lo");
+	ck_assert_uint_eq(cfg->devices[1].ports, 1);
+	ck_assert_uint_eq(cfg->devices[1].npeers, 3);
+	ck_assert_str_eq(ibvd_cidr_str(&cfg->devices[1].peers[0], buf, sizeof(buf)),
+			 "10.0.0.0/8");
+	ck_assert_str_eq(ibvd_cidr_str(&cfg->devices[1].peers[1], buf, sizeof(buf)),
+			 "fd00::/64");
+	ck_assert_str_eq(ibvd_cidr_str(&cfg->devices[1].peers[2], buf, sizeof(buf)),
+			 "192.168.1.7/32");
+	ibvd_config_free(cfg);
+	/* without "peers": the interface's own subnets; "ports": 1 and "lid": 0 are fine */
+	cfg = good("{'devices': [{'netdev': 'lo', 'ports': 1, 'lid': 0, 'guid': 'auto'}]}");
+	ck_assert_uint_eq(cfg->devices[0].npeers, 0);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+START_TEST(bad_roce_devices)
+{
+	ck_assert_str_eq(parse_error("{'devices': [{}, {'netdev': 'nosuchif0'}]}"),
+		"t.conf:1:19: devices[1].netdev: no such network interface \"nosuchif0\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'a/b'}]}"),
+		"t.conf:1:15: devices[0].netdev: expected a network interface name of 1..15 characters, got \"a/b\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'abcdefghijklmnop'}]}"),
+		"t.conf:1:15: devices[0].netdev: expected a network interface name of 1..15 characters, got \"abcdefghijklmnop\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 7}]}"),
+		"t.conf:1:15: devices[0].netdev: expected a network interface name of 1..15 characters, got 7");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo', 'peers': ['10.0.0.0/8', '10.0.0.0/33']}]}"),
+		"t.conf:1:55: devices[0].peers[1]: prefix length of \"10.0.0.0/33\" is past the address (/32 for IPv4, /128 for IPv6)");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo', 'peers': ['10.1.2.3/8']}]}"),
+		"t.conf:1:41: devices[0].peers[0]: \"10.1.2.3/8\" has host bits set: the block is \"10.0.0.0/8\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo', 'peers': ['lo']}]}"),
+		"t.conf:1:41: devices[0].peers[0]: expected a CIDR such as \"10.0.0.0/8\" or \"fd00::/64\", got \"lo\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo', 'peers': []}]}"),
+		"t.conf:1:31: devices[0].peers: expected at least one CIDR (leave \"peers\" out for the interface's own subnets)");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo', 'peers': '10.0.0.0/8'}]}"),
+		"t.conf:1:31: devices[0].peers: expected an array of CIDRs, got \"10.0.0.0/8\"");
+	ck_assert_str_eq(parse_error("{'devices': [{'peers': ['10.0.0.0/8']}]}"),
+		"t.conf:1:15: devices[0].peers: only a RoCE device (one with \"netdev\") has peers");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo', 'ports': 2}]}"),
+		"t.conf:1:31: devices[0].ports: a RoCE device has one port");
+	ck_assert_str_eq(parse_error("{'devices': [{'lid': 3, 'netdev': 'lo'}]}"),
+		"t.conf:1:15: devices[0].lid: a RoCE device has no LID (its port's LID is 0)");
+	ck_assert_str_eq(parse_error("{'devices': [{'netdev': 'lo'}, {'name': 'b', 'netdev': 'lo'}]}"),
+		"t.conf:1:46: devices[1].netdev: interface \"lo\" is already used by devices[0] \"ibvd0\"");
 }
 END_TEST
 
@@ -1193,6 +1253,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, limits_runtime_rules);
 	tcase_add_test(ok, tenant_per_device);
 	tcase_add_test(ok, identity_groups);
+	tcase_add_test(ok, roce_devices);
 	suite_add_tcase(s, ok);
 
 	tcase_add_test(syntax, syntax_errors);
@@ -1213,6 +1274,7 @@ static Suite *config_suite(void)
 	tcase_add_test(bad, overlapping_lids);
 	tcase_add_test(bad, bad_limits);
 	tcase_add_test(bad, bad_device_limits);
+	tcase_add_test(bad, bad_roce_devices);
 	suite_add_tcase(s, bad);
 
 	tcase_add_test(files, unreadable_files);
