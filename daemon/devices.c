@@ -1,6 +1,7 @@
 /*
  * The device set: built from the config at startup and reconciled with it
- * on reload, with identities (GUIDs derived from the machine) and LIDs.
+ * on reload, with identities (GUIDs derived from the machine, or for a
+ * RoCE device from its interface's MAC) and LIDs.
  */
 #include <config.h>
 
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "core/roce.h"
 #include "devices.h"
+#include "netdev.h"
 #include "transport/transport.h"
 #include "util.h"
 
@@ -96,8 +99,32 @@ static void host_identity(char *buf, size_t len)
 
 /* ---- construction from the config ------------------------------------- */
 
+/*
+ * A RoCE device's port, GID table and peers from its interface as it is
+ * now (st).  Its node GUID, unless configured, is rxe's: the EUI-64 of
+ * the MAC, fixed from here on (the identity must not move under clients);
+ * an interface without a MAC gets a derived one like a software device.
+ */
+static int roce_init(struct ibvd_device *dev, const struct ibvd_config_device *cd,
+		     const struct ibvd_netdev_state *st)
+{
+	static const uint8_t no_mac[6];
+
+	dev->kind = IBVD_DEV_ROCE;
+	dev->roce.gids = calloc(IBVD_ROCE_GID_TBL_LEN, sizeof(*dev->roce.gids));
+	if (!dev->roce.gids)
+		return -ENOMEM;
+	memcpy(dev->roce.peers, cd->peers, sizeof(dev->roce.peers));
+	dev->roce.npeers = cd->npeers;
+	ibvd_roce_update(&dev->roce, &st->link, st->addrs, st->naddrs);
+	if (!cd->guid && memcmp(st->link.mac, no_mac, sizeof(no_mac)) != 0)
+		dev->node_guid = ibvd_roce_guid(st->link.mac);
+	return 0;
+}
+
 static struct ibvd_device *device_new(const struct ibvd_config_device *cd,
-				      const char *host_id)
+				      const char *host_id,
+				      const struct ibvd_netdev_state *st)
 {
 	struct ibvd_device *dev = calloc(1, sizeof(*dev));
 	unsigned int i;
@@ -106,9 +133,17 @@ static struct ibvd_device *device_new(const struct ibvd_config_device *cd,
 		return NULL;
 	snprintf(dev->name, sizeof(dev->name), "%s", cd->name);
 	dev->node_guid = cd->guid ? cd->guid : ibvd_guid_derive(host_id, cd->name);
+	dev->guid_auto = !cd->guid;
+	if (st && roce_init(dev, cd, st) < 0) {
+		ibvd_device_free(dev);
+		return NULL;
+	}
 	dev->sys_image_guid = dev->node_guid;
 	dev->nports = cd->ports;
-	/* every device of today serves QPs of this daemon only */
+	/*
+	 * Every device of today serves QPs of this daemon only; RoCE devices
+	 * move to the RoCE transport when it exists.
+	 */
 	dev->transport = &ibvd_transport_local;
 	TAILQ_INIT(&dev->contexts);
 	for (i = 0; i < dev->nports; i++) {
@@ -153,6 +188,16 @@ static int check_lid_range(const struct ibvd_device *dev, char *err, size_t errl
 }
 
 /*
+ * An automatic RoCE GUID: RoCE devices on interfaces that share a MAC (a
+ * NIC and its VLANs) share it, as rxe devices do.  Nothing routes by it:
+ * a RoCE port is found by its addresses.
+ */
+static bool mac_guid(const struct ibvd_device *dev)
+{
+	return dev->kind == IBVD_DEV_ROCE && dev->guid_auto;
+}
+
+/*
  * The config parser checks these too; the daemon checks again because
  * two devices clashing would break routing, whoever built the config.
  */
@@ -170,7 +215,8 @@ static int check_clashes(struct ibvd_device **fresh, unsigned int n,
 					 fresh[i]->name);
 				return -EINVAL;
 			}
-			if (fresh[i]->node_guid == fresh[j]->node_guid) {
+			if (fresh[i]->node_guid == fresh[j]->node_guid &&
+			    !(mac_guid(fresh[i]) && mac_guid(fresh[j]))) {
 				snprintf(err, errlen, "devices %s and %s have the same GUID",
 					 fresh[i]->name, fresh[j]->name);
 				return -EINVAL;
@@ -183,33 +229,73 @@ static int check_clashes(struct ibvd_device **fresh, unsigned int n,
 	return 0;
 }
 
+/*
+ * One device from its config entry; a RoCE device's interface is read now
+ * and must exist (the config parser checked it a moment ago).
+ */
+static int build_one(const struct ibvd_config_device *cd, const char *host_id,
+		     struct ibvd_device **dev, char *err, size_t errlen)
+{
+	struct ibvd_netdev_state st = { .naddrs = 0 };
+	int ret = 0;
+
+	if (cd->ports < 1 || cd->ports > IBVD_MAX_PORTS) {
+		snprintf(err, errlen, "device %s: %u ports (1..%d)", cd->name,
+			 cd->ports, IBVD_MAX_PORTS);
+		return -EINVAL;
+	}
+	if (cd->netdev[0] && cd->ports != 1) {
+		snprintf(err, errlen, "device %s: %u ports (a RoCE device has one)",
+			 cd->name, cd->ports);
+		return -EINVAL;
+	}
+	if (cd->netdev[0]) {
+		ret = ibvd_netdev_read(cd->netdev, &st);
+		if (ret < 0) {
+			snprintf(err, errlen, "device %s: interface %s: %s",
+				 cd->name, cd->netdev, strerror(-ret));
+			goto out;
+		}
+	}
+	*dev = device_new(cd, host_id, cd->netdev[0] ? &st : NULL);
+	if (!*dev) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+	}
+out:
+	ibvd_netdev_state_free(&st);
+	return ret == -ENODEV ? -EINVAL : ret;
+}
+
 static int build_fresh(const struct ibvd_config *cfg, struct ibvd_device **fresh,
 		       char *err, size_t errlen)
 {
 	char host_id[256];
 	unsigned int i;
+	int ret;
 
 	host_identity(host_id, sizeof(host_id));
 	for (i = 0; i < cfg->ndevices; i++) {
-		if (cfg->devices[i].ports < 1 || cfg->devices[i].ports > IBVD_MAX_PORTS) {
-			snprintf(err, errlen, "device %s: %u ports (1..%d)",
-				 cfg->devices[i].name, cfg->devices[i].ports,
-				 IBVD_MAX_PORTS);
-			return -EINVAL;
-		}
-		fresh[i] = device_new(&cfg->devices[i], host_id);
-		if (!fresh[i]) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
+		ret = build_one(&cfg->devices[i], host_id, &fresh[i], err, errlen);
+		if (ret < 0)
+			return ret;
 	}
 	return check_clashes(fresh, cfg->ndevices, err, errlen);
 }
 
-/* An existing device keeps its object (and contexts) if its identity holds. */
+/*
+ * An existing device keeps its object (and contexts) if its identity
+ * holds: the same GUID, ports, kind and interface.  A RoCE device's
+ * automatic GUID is the MAC's of the moment it was made: an interface
+ * that got a new MAC since is still the same device.
+ */
 static int same_identity(const struct ibvd_device *a, const struct ibvd_device *b)
 {
-	return a->node_guid == b->node_guid && a->nports == b->nports;
+	bool mac_guids = a->kind == IBVD_DEV_ROCE && a->guid_auto && b->guid_auto;
+
+	return (a->node_guid == b->node_guid || mac_guids) &&
+	       a->nports == b->nports && a->kind == b->kind &&
+	       strcmp(a->roce.netdev.ifname, b->roce.netdev.ifname) == 0;
 }
 
 /*
@@ -262,20 +348,26 @@ static void assign_lids(struct ibvd_device **devs, unsigned int n,
 		for (p = 0; p < devs[i]->nports; p++) {
 			struct ibvd_port *port = &devs[i]->ports[p];
 
-			if (!lid[i][p])
+			/* RoCE ports have LID 0, as on any Ethernet link */
+			if (!lid[i][p] && devs[i]->kind != IBVD_DEV_ROCE)
 				lid[i][p] = lid_take_free(map);
 			port->lid_changed = port->lid && port->lid != lid[i][p];
 			port->lid = lid[i][p];
 		}
 }
 
-/* Take over the new config's LID settings into a kept device. */
+/*
+ * Take over the new config's LID settings and peers into a kept device;
+ * its interface state stays what netdev_watch.c made it.
+ */
 static void keep_device(struct ibvd_device *old, const struct ibvd_device *fresh)
 {
 	unsigned int p;
 
 	for (p = 0; p < old->nports; p++)
 		old->ports[p].config_lid = fresh->ports[p].config_lid;
+	memcpy(old->roce.peers, fresh->roce.peers, sizeof(old->roce.peers));
+	old->roce.npeers = fresh->roce.npeers;
 }
 
 /*
@@ -336,8 +428,13 @@ int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 	ret = build_fresh(cfg, fresh, err, errlen);
 	if (ret < 0)
 		goto out;
-	/* Everything is checked: from here on nothing fails. */
+	/*
+	 * Everything is checked: from here on nothing fails.  Engine threads
+	 * read LIDs and transports read peers of kept devices.
+	 */
+	ibvd_objects_write_lock();
 	commit_devices(devs, fresh, n, next_ifindex, removed, map);
+	ibvd_objects_write_unlock();
 	*ndevs = n;
 out:
 	for (i = 0; i < n; i++)

@@ -1,13 +1,15 @@
 # The ibverbsd daemon, one folder per layer (daemon/README.md).  Each
 # folder lists its own files in its local.mk; the top level holds only
 # what ties the layers together: main (argv, signals, start, upcalls), the
-# request table, config load and reload, the device set.
+# request table, config load and reload, the device set and the network
+# interfaces under RoCE devices.
 # tests/layers.sh checks that no dependency runs against the layers.
 sbin_PROGRAMS += daemon/ibverbsd
 daemon_ibverbsd_SOURCES = \
 	daemon/main.c \
 	daemon/reload.c daemon/reload.h \
 	daemon/devices.c daemon/devices.h \
+	daemon/netdev.c daemon/netdev.h \
 	daemon/request.c daemon/request.h
 # Includes are written from daemon/ ("engine/engine.h"), or bare within
 # one folder.
