@@ -444,7 +444,7 @@ uint32_t cm_port_mtu(const struct ibvd_cm_id *id)
 
 	if (!port)
 		return IBV_MTU_1024;
-	ibvd_port_attr(port, &pa);
+	ibvd_port_attr(id->dev, port, &pa);
 	return pa.active_mtu;
 }
 

@@ -108,18 +108,12 @@ void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
 		       uint8_t gid[16])
 {
 	const struct ibvd_port *port = qp_port(qp);
-	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
+	struct ibvd_gid entry;
 
 	memset(gid, 0, 16);
-	if (!port)
-		return;
-	if (sgid_index == 0) {
-		ibvd_port_gid0(port, gid);
-		return;
-	}
-	/* The IP-derived entries follow the host's addresses: ask each time. */
-	if (sgid_index < ibvd_port_gids(port, gids))
-		memcpy(gid, gids[sgid_index].raw, 16);
+	/* The entries follow the host's addresses: ask each time. */
+	if (port && ibvd_device_gid(qp->ctx->dev, port, sgid_index, &entry) == 0)
+		memcpy(gid, entry.raw, 16);
 }
 
 uint32_t ibvd_eng_wc_opcode(uint32_t wr_opcode)

@@ -24,8 +24,7 @@
 static int check_grh(struct ibvd_call *call, const Ibvd__AhAttr *m,
 		     const struct ibvd_port *port)
 {
-	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
-	unsigned int n;
+	struct ibvd_gid gid;
 
 	if (m->dgid.len != 16)
 		return ibvd_call_error(call, -EINVAL, "dgid must be 16 bytes");
@@ -33,8 +32,7 @@ static int check_grh(struct ibvd_call *call, const Ibvd__AhAttr *m,
 	    m->traffic_class > 0xff)
 		return ibvd_call_error(call, -EINVAL, "GRH field out of range");
 	/* The source GID must exist: the engine puts it in the GRH it sends. */
-	n = ibvd_port_gids(port, gids);
-	if (m->sgid_index >= n)
+	if (ibvd_device_gid(ibvd_call_ctx(call)->dev, port, m->sgid_index, &gid) < 0)
 		return ibvd_call_error(call, -EINVAL, "no GID %u on port %u",
 				       m->sgid_index, port->num);
 	return 0;

@@ -45,7 +45,7 @@ void ibvd_ctx_limits(const struct ibvd_context *ctx, struct ibvd_limits *lim)
 	lim->max_mcast_grp = (uint32_t)da.max_mcast_grp;
 	lim->max_mcast_qp_attach = (uint32_t)da.max_mcast_qp_attach;
 	/* Every port of a device has the same attributes. */
-	ibvd_port_attr(port, &pa);
+	ibvd_port_attr(ctx->dev, port, &pa);
 	lim->max_mtu = pa.max_mtu;
 	lim->pkey_tbl_len = pa.pkey_tbl_len;
 	lim->gid_tbl_len = (uint32_t)pa.gid_tbl_len;

@@ -1,6 +1,6 @@
 /*
- * Device and port attributes of an ibverbsd software HCA, and the query
- * requests that return them.
+ * Device and port attributes of an ibverbsd HCA, software or RoCE, and
+ * the query requests that return them.
  *
  * The limits are what the daemon promises to accept; they are modest
  * enough to be enforced (quotas come on top) and large enough for
@@ -11,12 +11,14 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <infiniband/verbs.h>
 
 #include "context.h"
 #include "core/device.h"
+#include "core/roce.h"
 #include "query.h"
 #include "ring.h"
 #include "server/call.h"
@@ -58,6 +60,8 @@
 				 IBV_DEVICE_MEM_WINDOW_TYPE_2B)
 
 /* Port constants missing from <infiniband/verbs.h> (IB spec values). */
+#define IB_PHYS_STATE_POLLING	2
+#define IB_PHYS_STATE_DISABLED	3
 #define IB_PHYS_STATE_LINK_UP	5
 #define IB_WIDTH_4X		2
 #define IB_SPEED_EDR		32
@@ -104,20 +108,54 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	/* EE, RDD, MW, FMR, raw QPs, timestamps, DM: all zero. */
 }
 
-void ibvd_port_attr(const struct ibvd_port *port, Ibvd__PortAttr *attr)
+/* What a software port and a RoCE port have in common. */
+static void port_attr_common(const struct ibvd_device *dev, Ibvd__PortAttr *attr)
 {
 	ibvd__port_attr__init(attr);
-	attr->state = IBV_PORT_ACTIVE;
 	attr->max_mtu = IBV_MTU_4096;
-	attr->active_mtu = IBV_MTU_4096;
-	attr->gid_tbl_len = IBVD_GID_TBL_LEN;
+	attr->gid_tbl_len = (int32_t)ibvd_device_gid_tbl_len(dev);
+	/* no subnet manager, no SM agent: the CM is all a port offers */
 	attr->port_cap_flags = IBV_PORT_CM_SUP;
 	attr->max_msg_sz = IBVD_MAX_MSG_SZ;
 	attr->pkey_tbl_len = IBVD_PKEY_TBL_LEN;
-	attr->lid = port->lid;
 	attr->sm_lid = 0;
 	attr->lmc = 0;
 	attr->max_vl_num = IB_MAX_VL_NUM_VL0;
+}
+
+/*
+ * A RoCE port is its interface, as rxe's: ACTIVE while the interface is up
+ * with a carrier (physically POLLING when only the carrier is missing),
+ * the largest IB MTU that fits the interface's, speed and width from its
+ * link speed, LID 0.
+ */
+static void roce_port_attr(const struct ibvd_netdev *nd, Ibvd__PortAttr *attr)
+{
+	uint8_t speed, width;
+
+	attr->state = nd->up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	attr->phys_state = nd->up ? IB_PHYS_STATE_LINK_UP :
+			   nd->admin_up ? IB_PHYS_STATE_POLLING :
+			   IB_PHYS_STATE_DISABLED;
+	attr->active_mtu = ibvd_roce_mtu(nd->mtu);
+	ibvd_roce_speed(nd->speed_mbps, &speed, &width);
+	attr->active_speed = speed;
+	attr->active_width = width;
+	attr->lid = 0;
+	attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+void ibvd_port_attr(const struct ibvd_device *dev, const struct ibvd_port *port,
+		    Ibvd__PortAttr *attr)
+{
+	port_attr_common(dev, attr);
+	if (dev->kind == IBVD_DEV_ROCE) {
+		roce_port_attr(&dev->roce.netdev, attr);
+		return;
+	}
+	attr->state = IBV_PORT_ACTIVE;
+	attr->active_mtu = IBV_MTU_4096;
+	attr->lid = port->lid;
 	attr->active_width = IB_WIDTH_4X;
 	attr->active_speed = IB_SPEED_EDR;
 	attr->phys_state = IB_PHYS_STATE_LINK_UP;
@@ -159,36 +197,71 @@ int ibvd_req_query_port(struct ibvd_call *call)
 
 	if (!port)
 		return -EINVAL;
-	ibvd_port_attr(port, &attr);
+	ibvd_port_attr(call_device(call), port, &attr);
 	return ibvd_call_reply(call, &attr.base, NULL, 0);
+}
+
+/* The message form of a table's non-empty slots; -ENOMEM. */
+struct gid_reply {
+	Ibvd__GidTable table;
+	struct ibvd_gid *gids;
+	Ibvd__GidEntry *entries;
+	Ibvd__GidEntry **ptrs;
+};
+
+static int gid_reply_build(const struct ibvd_device *dev,
+			   const struct ibvd_port *port, struct gid_reply *r)
+{
+	unsigned int len = ibvd_device_gid_tbl_len(dev), i, n, used = 0;
+
+	r->gids = calloc(len, sizeof(*r->gids));
+	r->entries = calloc(len, sizeof(*r->entries));
+	r->ptrs = calloc(len, sizeof(*r->ptrs));
+	if (!r->gids || !r->entries || !r->ptrs)
+		return -ENOMEM;
+	n = ibvd_device_gids(dev, port, r->gids);
+	for (i = 0; i < n; i++) {
+		Ibvd__GidEntry *e = &r->entries[used];
+
+		if (ibvd_gid_empty(&r->gids[i]))
+			continue;
+		ibvd__gid_entry__init(e);
+		e->index = i;
+		e->gid.data = r->gids[i].raw;
+		e->gid.len = sizeof(r->gids[i].raw);
+		e->gid_type = r->gids[i].type;
+		e->ndev_ifindex = r->gids[i].ifindex;
+		r->ptrs[used++] = e;
+	}
+	ibvd__gid_table__init(&r->table);
+	r->table.port_num = port->num;
+	r->table.gid_tbl_len = len;
+	r->table.n_entries = used;
+	r->table.entries = r->ptrs;
+	return 0;
+}
+
+static void gid_reply_free(struct gid_reply *r)
+{
+	free(r->gids);
+	free(r->entries);
+	free(r->ptrs);
 }
 
 int ibvd_req_query_gid_table(struct ibvd_call *call)
 {
 	const Ibvd__QueryGidTable *req = (const Ibvd__QueryGidTable *)call->msg;
 	const struct ibvd_port *port = call_port(call, req->port_num);
-	Ibvd__GidTable table = IBVD__GID_TABLE__INIT;
-	Ibvd__GidEntry entries[IBVD_GID_TBL_LEN], *ptrs[IBVD_GID_TBL_LEN];
-	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
-	unsigned int i, n;
+	struct gid_reply r = { .gids = NULL };
+	int ret;
 
 	if (!port)
 		return -EINVAL;
-	n = ibvd_port_gids(port, gids);
-	for (i = 0; i < n; i++) {
-		ibvd__gid_entry__init(&entries[i]);
-		entries[i].index = i;
-		entries[i].gid.data = gids[i].raw;
-		entries[i].gid.len = sizeof(gids[i].raw);
-		entries[i].gid_type = IBV_GID_TYPE_IB;
-		entries[i].ndev_ifindex = gids[i].ifindex;
-		ptrs[i] = &entries[i];
-	}
-	table.port_num = port->num;
-	table.gid_tbl_len = IBVD_GID_TBL_LEN;
-	table.n_entries = n;
-	table.entries = ptrs;
-	return ibvd_call_reply(call, &table.base, NULL, 0);
+	ret = gid_reply_build(call_device(call), port, &r);
+	if (ret == 0)
+		ret = ibvd_call_reply(call, &r.table.base, NULL, 0);
+	gid_reply_free(&r);
+	return ret;
 }
 
 int ibvd_req_query_pkey(struct ibvd_call *call)
