@@ -10,6 +10,7 @@ daemon_ibverbsd_SOURCES = \
 	daemon/reload.c daemon/reload.h \
 	daemon/devices.c daemon/devices.h \
 	daemon/netdev.c daemon/netdev.h \
+	daemon/netdev_watch.c daemon/netdev_watch.h \
 	daemon/request.c daemon/request.h
 # Includes are written from daemon/ ("engine/engine.h"), or bare within
 # one folder.

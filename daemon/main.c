@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "frame.h"
 #include "log.h"
+#include "netdev_watch.h"
 #include "reload.h"
 #include "request.h"
 #include "server/daemon.h"
@@ -282,6 +283,10 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 	ret = ibvd_engine_start(d->cfg->engine_threads, &ibvd_verbs_engine_events);
 	if (ret < 0)
 		return ret;
+	/* Even without RoCE devices: a reload may add some. */
+	ret = ibvd_netdev_watch_start(d, &d->netdev_watch);
+	if (ret < 0)
+		return ret;
 	return ibvd_server_start(d->server, d);
 }
 
@@ -292,6 +297,7 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	ibvd_session_close_all(d);
 	/* Every context is gone, so no engine thread serves anything. */
 	ibvd_engine_stop();
+	ibvd_netdev_watch_free(d->netdev_watch);
 	free_devices(d);
 	ibvd_notify_free(d->notify);
 	free_signals(sigs);

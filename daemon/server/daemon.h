@@ -23,6 +23,7 @@
 struct event_base;
 struct ibvd_config;
 struct ibvd_server;
+struct ibvd_netdev_watch;
 struct ibvd_notify;
 struct ibvd_session;
 struct ibvd_device;
@@ -93,6 +94,8 @@ struct ibvd_daemon {
 	struct ibvd_upcalls up;
 
 	struct ibvd_notify *notify;
+	/* the top level's: RoCE devices' interfaces (netdev_watch.c) */
+	struct ibvd_netdev_watch *netdev_watch;
 	struct timespec started;	/* CLOCK_MONOTONIC */
 	uint8_t *rxbuf;			/* IBVD_FRAME_MAX bytes, one frame at a time */
 };
