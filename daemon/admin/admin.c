@@ -20,8 +20,10 @@
 #include "res.h"
 #include "server/call.h"
 #include "server/clients.h"
+#include "server/daemon.h"
 #include "stat.h"
 #include "util.h"
+#include "verbs/query.h"
 
 /* What a command gets: the words after "OBJECT COMMAND", and -d. */
 struct admin_args {
@@ -121,9 +123,67 @@ static int dev_show(struct ibvd_call *call, const struct admin_args *args,
 
 static const char subnet_prefix[] = "fe80:0000:0000:0000";
 
-static int link_json(struct ibvd_call *call, const struct ibvd_device *dev,
-		     const struct ibvd_port *port, json_t *out)
+/* rdma(8)'s words for enum ibv_port_state and the physical states. */
+static const char *const port_states[] = {
+	"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER",
+};
+static const char *const phys_states[] = {
+	"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP",
+	"LINK_ERROR_RECOVER", "PHY_TEST",
+};
+
+static const char *state_name(const char *const *names, size_t n, uint32_t v)
 {
+	return v < n ? names[v] : "UNKNOWN";
+}
+
+/* What "link show" asks: one port ("DEV/PORT") or all, and -d. */
+struct link_req {
+	const char *port_arg;
+	int details;
+};
+
+/*
+ * A RoCE port as rdma shows rxe's: no subnet prefix nor LIDs, its
+ * interface as "netdev", and with -d its index (absent while there is no
+ * interface of that name).
+ */
+static int roce_link_json(struct ibvd_call *call, const struct ibvd_device *dev,
+			  const struct ibvd_port *port, const Ibvd__PortAttr *pa,
+			  const struct link_req *req, json_t *out)
+{
+	const struct ibvd_netdev *nd = &dev->roce.netdev;
+
+	if (req->details && nd->ifindex)
+		return append(call, out, "{s:I, s:s, s:I, s:s, s:s, s:s, s:I}",
+			      "ifindex", (json_int_t)dev->ifindex,
+			      "ifname", dev->name,
+			      "port", (json_int_t)port->num,
+			      "state", state_name(port_states, ARRAY_SIZE(port_states), pa->state),
+			      "physical_state", state_name(phys_states, ARRAY_SIZE(phys_states),
+							   pa->phys_state),
+			      "netdev", nd->ifname,
+			      "netdev_index", (json_int_t)nd->ifindex);
+	return append(call, out, "{s:I, s:s, s:I, s:s, s:s, s:s}",
+		      "ifindex", (json_int_t)dev->ifindex,
+		      "ifname", dev->name,
+		      "port", (json_int_t)port->num,
+		      "state", state_name(port_states, ARRAY_SIZE(port_states), pa->state),
+		      "physical_state", state_name(phys_states, ARRAY_SIZE(phys_states),
+						   pa->phys_state),
+		      "netdev", nd->ifname);
+}
+
+static int link_json(struct ibvd_call *call, const struct ibvd_device *dev,
+		     const struct ibvd_port *port, const struct link_req *req,
+		     json_t *out)
+{
+	Ibvd__PortAttr pa;
+
+	/* one source of truth: what QUERY_PORT reports */
+	ibvd_port_attr(dev, port, &pa);
+	if (dev->kind == IBVD_DEV_ROCE)
+		return roce_link_json(call, dev, port, &pa, req, out);
 	return append(call, out, "{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:s, s:s}",
 		      "ifindex", (json_int_t)dev->ifindex,
 		      "ifname", dev->name,
@@ -132,13 +192,14 @@ static int link_json(struct ibvd_call *call, const struct ibvd_device *dev,
 		      "lid", (json_int_t)port->lid,
 		      "sm_lid", (json_int_t)0,
 		      "lmc", (json_int_t)0,
-		      "state", "ACTIVE",
-		      "physical_state", "LINK_UP");
+		      "state", state_name(port_states, ARRAY_SIZE(port_states), pa.state),
+		      "physical_state", state_name(phys_states, ARRAY_SIZE(phys_states),
+						   pa.phys_state));
 }
 
-/* Every port of dev, or the one numbered port_arg ("DEV/PORT"). */
+/* Every port of dev, or the one req names. */
 static int link_ports(struct ibvd_call *call, const struct ibvd_device *dev,
-		      const char *port_arg, json_t *out)
+		      const struct link_req *req, json_t *out)
 {
 	const struct ibvd_port *port;
 	unsigned long num;
@@ -146,43 +207,57 @@ static int link_ports(struct ibvd_call *call, const struct ibvd_device *dev,
 	char *end;
 	int ret;
 
-	if (!port_arg) {
+	if (!req->port_arg) {
 		for (p = 0; p < dev->nports; p++) {
-			ret = link_json(call, dev, &dev->ports[p], out);
+			ret = link_json(call, dev, &dev->ports[p], req, out);
 			if (ret < 0)
 				return ret;
 		}
 		return 0;
 	}
-	num = strtoul(port_arg, &end, 10);
-	if (*end || end == port_arg || num > UINT32_MAX)
+	num = strtoul(req->port_arg, &end, 10);
+	if (*end || end == req->port_arg || num > UINT32_MAX)
 		port = NULL;
 	else
 		port = ibvd_device_port(dev, (uint32_t)num);
 	if (!port)
 		return ibvd_call_error(call, -EINVAL, "invalid port %s/" ARG_FMT,
-				       dev->name, port_arg);
-	return link_json(call, dev, port, out);
+				       dev->name, req->port_arg);
+	return link_json(call, dev, port, req, out);
 }
 
 static int link_show(struct ibvd_call *call, const struct admin_args *args,
 		     json_t *out)
 {
+	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	struct link_req req = { .details = args->details };
 	char name[IBVD_DEV_NAME_MAX];
+	const struct ibvd_device *dev;
 	const char *arg, *slash;
+	size_t len;
+	int ret;
 
-	if (!args->argc)
-		return each_device(call, NULL, NULL, link_ports, out);
+	if (!args->argc) {
+		TAILQ_FOREACH(dev, &d->devices, link) {
+			ret = link_ports(call, dev, &req, out);
+			if (ret < 0)
+				return ret;
+		}
+		return 0;
+	}
 	/* "DEV" or "DEV/PORT" */
 	arg = args->argv[0];
 	slash = strchr(arg, '/');
-	if (!slash)
-		return each_device(call, arg, NULL, link_ports, out);
-	if ((size_t)(slash - arg) >= sizeof(name))
+	len = slash ? (size_t)(slash - arg) : strlen(arg);
+	if (len >= sizeof(name))
 		return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT, arg);
-	memcpy(name, arg, (size_t)(slash - arg));
-	name[slash - arg] = '\0';
-	return each_device(call, name, slash + 1, link_ports, out);
+	memcpy(name, arg, len);
+	name[len] = '\0';
+	dev = ibvd_device_find(&d->devices, name);
+	if (!dev)
+		return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT, name);
+	req.port_arg = slash ? slash + 1 : NULL;
+	return link_ports(call, dev, &req, out);
 }
 
 /* ---- resource --------------------------------------------------------- */
