@@ -13,10 +13,19 @@
  *	query [PORT]	ibv_query_device + ibv_query_port
  *	fatal SECONDS	wait up to SECONDS for an async event on the async fd;
  *			"ok" only for IBV_EVENT_DEVICE_FATAL
+ *	event SECONDS NAME
+ *			wait up to SECONDS for the async event NAME
+ *			(IBV_EVENT_GID_CHANGE, ...; "any": the next one),
+ *			skipping others: "ok event NAME (N) port P ..."
+ *	drain		ack the events already there: "ok drained N"
+ *	gids [PORT]	the GID table through ibv_query_gid_table, each entry
+ *			checked against ibv_query_gid_ex and ibv_query_gid:
+ *			"ok gids INDEX=GID,TYPE ..." (TYPE ib, v1 or v2)
  *	quit		close the device and exit 0
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -102,6 +111,124 @@ static void cmd_fatal(int seconds)
 	ibv_ack_async_event(&ev);
 }
 
+/* Wait for the async fd to be readable until deadline (ms): 1, 0, -1. */
+static int wait_async(long deadline)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	long left;
+	int n;
+
+	do {
+		left = deadline - now_ms();
+		n = poll(&pfd, 1, left > 0 ? (int)left : 0);
+	} while (n < 0 && errno == EINTR);
+	return n;
+}
+
+static void cmd_event(int seconds, const char *want)
+{
+	long t0 = now_ms(), deadline = t0 + seconds * 1000L;
+	char skipped[512] = "";
+	struct ibv_async_event ev;
+	const char *name;
+	size_t used = 0;
+	int n;
+
+	for (;;) {
+		n = wait_async(deadline);
+		if (n <= 0) {
+			printf("error event: no %s within %d s%s%s\n", want, seconds,
+			       used ? "; skipped" : "", skipped);
+			return;
+		}
+		if (ibv_get_async_event(ctx, &ev)) {
+			printf("error event: ibv_get_async_event: %s\n", strerror(errno));
+			return;
+		}
+		name = event_name(ev.event_type);
+		if (strcmp(want, "any") == 0 || strcmp(want, name) == 0)
+			break;
+		if (used < sizeof(skipped))
+			used += (size_t)snprintf(skipped + used, sizeof(skipped) - used,
+						 " %s", name);
+		ibv_ack_async_event(&ev);
+	}
+	printf("ok event %s (%d) port %d after %ld ms%s%s\n", name,
+	       (int)ev.event_type, ev.element.port_num, now_ms() - t0,
+	       used ? "; skipped" : "", skipped);
+	ibv_ack_async_event(&ev);
+}
+
+static void cmd_drain(void)
+{
+	struct ibv_async_event ev;
+	unsigned int n = 0;
+
+	while (wait_async(now_ms()) > 0 && ibv_get_async_event(ctx, &ev) == 0) {
+		ibv_ack_async_event(&ev);
+		n++;
+	}
+	printf("ok drained %u\n", n);
+}
+
+static const char *gid_type_name(uint32_t type)
+{
+	switch (type) {
+	case IBV_GID_TYPE_IB:		return "ib";
+	case IBV_GID_TYPE_ROCE_V1:	return "v1";
+	case IBV_GID_TYPE_ROCE_V2:	return "v2";
+	default:			return "?";
+	}
+}
+
+/* entry e as ibv_query_gid_ex and ibv_query_gid see it: 0, or prints why not. */
+static int check_gid(unsigned int port, const struct ibv_gid_entry *e)
+{
+	struct ibv_gid_entry ex;
+	union ibv_gid gid;
+
+	if (ibv_query_gid_ex(ctx, port, e->gid_index, &ex, 0) ||
+	    ibv_query_gid(ctx, (uint8_t)port, (int)e->gid_index, &gid)) {
+		printf("error gids: GID %u: %s\n", e->gid_index, strerror(errno));
+		return -1;
+	}
+	if (memcmp(&ex.gid, &e->gid, sizeof(gid)) || ex.gid_type != e->gid_type ||
+	    memcmp(&gid, &e->gid, sizeof(gid)) || ex.port_num != port) {
+		printf("error gids: GID %u differs between the table, _ex and ibv_query_gid\n",
+		       e->gid_index);
+		return -1;
+	}
+	return 0;
+}
+
+static void cmd_gids(unsigned int port)
+{
+	struct ibv_gid_entry entries[64];
+	char line[4096], text[INET6_ADDRSTRLEN];
+	size_t used = 0;
+	ssize_t n, i;
+
+	n = ibv_query_gid_table(ctx, entries, 64, 0);
+	if (n < 0) {
+		printf("error gids: ibv_query_gid_table: %s\n", strerror((int)-n));
+		return;
+	}
+	line[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (entries[i].port_num != port)
+			continue;
+		if (check_gid(port, &entries[i]))
+			return;
+		inet_ntop(AF_INET6, entries[i].gid.raw, text, sizeof(text));
+		used += (size_t)snprintf(line + used, sizeof(line) - used, " %u=%s,%s",
+					 entries[i].gid_index, text,
+					 gid_type_name(entries[i].gid_type));
+		if (used >= sizeof(line))
+			break;
+	}
+	printf("ok gids%s\n", line);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -148,6 +275,16 @@ int main(int argc, char **argv)
 		} else if (strncmp(line, "fatal", 5) == 0) {
 			sscanf(line + 5, "%d", &seconds);
 			cmd_fatal(seconds);
+		} else if (strncmp(line, "event", 5) == 0) {
+			char name[64] = "any";
+
+			sscanf(line + 5, "%d %63s", &seconds, name);
+			cmd_event(seconds, name);
+		} else if (strncmp(line, "drain", 5) == 0) {
+			cmd_drain();
+		} else if (strncmp(line, "gids", 4) == 0) {
+			sscanf(line + 4, "%u", &port);
+			cmd_gids(port);
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;
 		} else {

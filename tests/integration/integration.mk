@@ -19,6 +19,11 @@ INTEGRATION_TESTS = \
 	tests/integration/verbs-api.sh
 TESTS += $(INTEGRATION_TESTS)
 
+# RoCEv2 devices (issue 10): a daemon in a network namespace with a veth
+# pair, its device, port and GID table as Debian's ibv_devinfo, ibvctl and
+# a client holding a context (ctxclient-helper) see them.
+INTEGRATION_TESTS += tests/integration/roce-device.sh
+
 # A raw protocol client that misbehaves on purpose (bad-input.sh).
 check_PROGRAMS += tests/integration/badclient-helper
 tests_integration_badclient_helper_SOURCES = tests/integration/badclient.c

@@ -1,0 +1,306 @@
+#!/bin/bash
+# A RoCEv2 device bound to a network interface, next to a software device:
+# a daemon in a network namespace of its own with a veth pair.  Debian's
+# unmodified ibv_devinfo sees it as it sees rxe (Ethernet link layer, LID
+# 0, active_mtu from the interface's MTU, GIDs "RoCE v2" made of the MAC
+# and the addresses); ibvctl link show names the interface; address
+# changes reach a client as IBV_EVENT_GID_CHANGE with stable GID indexes,
+# carrier and link changes as IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE
+# with the port DOWN in between; an interface that goes away and comes
+# back (by name) takes the device with it.  A config naming an interface
+# that does not exist, or a bad "peers" CIDR, fails with its position.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd ip /usr/bin/ibv_devinfo
+is_root || skip "network namespaces need root"
+ibvd_init
+O=$T/out
+
+# ---- a namespace with a veth pair, removed whatever happens ---------------
+
+NS=ibvd-roce-$$
+VA=ivr$$a		# the RoCE device's interface
+VB=ivr$$b		# its peer
+NS_MADE=""
+# The namespace and its veths live on until the daemon in it is gone too
+# (ibvd_cleanup kills it).
+roce_cleanup() {
+	local rc=$?
+	[ -n "$NS_MADE" ] && ip netns delete "$NS" 2>/dev/null
+	(exit "$rc")
+	ibvd_cleanup
+}
+trap roce_cleanup EXIT
+
+nsip() { ip -n "$NS" "$@"; }
+
+make_veth() {
+	nsip link add "$VA" type veth peer name "$VB" || fail "ip link add $VA type veth"
+	nsip link set "$VA" up && nsip link set "$VB" up || fail "ip link set up"
+	nsip addr add 10.77.0.1/24 dev "$VA" || fail "ip addr add"
+}
+
+ip netns add "$NS" 2>"$O/netns.err" || { show "ip netns add" "$O/netns.err"; skip "cannot create a network namespace"; }
+NS_MADE=1
+nsip link set lo up
+make_veth
+
+# The daemon runs in the namespace (ip netns exec keeps the pid); clients
+# reach its socket by path from outside.
+cat >"$T/bin/ibverbsd-in-ns" <<EOF
+#!/bin/sh
+exec ip netns exec "$NS" "$IBVERBSD" "\$@"
+EOF
+chmod 755 "$T/bin/ibverbsd-in-ns"
+IBVERBSD=$T/bin/ibverbsd-in-ns
+
+conf=$T/roce.conf
+cat >"$conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [
+    { "name": "ibvd0" },
+    { "name": "roce0", "netdev": "$VA", "peers": [ "10.77.0.0/16", "fd00:77::/64" ] }
+  ]
+}
+EOF
+daemon_start -c "$conf"
+daemon_wait_ready
+
+# fe80:: and the modified EUI-64 of the interface's MAC, as inet_ntop
+# (and so ibv_devinfo) writes it.
+mac_gid() {
+	local mac
+	mac=$(nsip -o link show "$VA" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	"$PYTHON" - "$mac" <<-'EOF'
+	import ipaddress, sys
+	b = bytes.fromhex(sys.argv[1].replace(":", ""))
+	eui = bytes([b[0] ^ 2]) + b[1:3] + b"\xff\xfe" + b[3:6]
+	print(ipaddress.IPv6Address(b"\xfe\x80" + bytes(6) + eui))
+	EOF
+}
+va_index() { nsip -o link show "$VA" | cut -d: -f1; }
+
+devinfo() {
+	run_debian "$USER1" /usr/bin/ibv_devinfo -v "$@" >"$O/devinfo" 2>"$O/devinfo.err" ||
+		{ show stderr "$O/devinfo.err"; fail "ibv_devinfo -v $* exited with $?"; }
+}
+
+# wait_devinfo REGEX WHAT: poll ibv_devinfo -v -d roce0 until a line matches.
+wait_devinfo() {
+	local i
+	for i in $(seq $((50 * TMUL))); do
+		devinfo -d roce0
+		grep -Eq -- "$1" "$O/devinfo" && return 0
+		sleep 0.1
+	done
+	show "ibv_devinfo -v -d roce0" "$O/devinfo"
+	fail "$2: no line matching /$1/ within $((5 * TMUL)) s"
+}
+
+check "Debian's ibv_devinfo -v shows roce0 as rxe's: Ethernet, LID 0, RoCE v2 GIDs"
+gid0=$(mac_gid)
+devinfo -d roce0
+show "ibv_devinfo -v -d roce0" "$O/devinfo"
+expect_grep '^hca_id:	roce0$' "$O/devinfo" "hca_id"
+expect_grep '^	transport:			InfiniBand \(0\)$' "$O/devinfo" "transport"
+expect_grep '^			state:			PORT_ACTIVE \(4\)$' "$O/devinfo" "state"
+expect_grep '^			max_mtu:		4096 \(5\)$' "$O/devinfo" "max_mtu"
+expect_grep '^			active_mtu:		1024 \(3\)$' "$O/devinfo" "active_mtu for MTU 1500"
+expect_grep '^			port_lid:		0$' "$O/devinfo" "port_lid"
+expect_grep '^			link_layer:		Ethernet$' "$O/devinfo" "link_layer"
+expect_grep '^			port_cap_flags:		0x00010000$' "$O/devinfo" "port_cap_flags (CM only)"
+expect_grep '^			gid_tbl_len:		1024$' "$O/devinfo" "gid_tbl_len as rxe's"
+expect_grep '^			phys_state:		LINK_UP \(5\)$' "$O/devinfo" "phys_state"
+expect_grep "^			GID\[  0\]:		$gid0, RoCE v2$" "$O/devinfo" "GID[0] from the MAC"
+expect_grep '^			GID\[  1\]:		::ffff:10.77.0.1, RoCE v2$' "$O/devinfo" "GID[1] the IPv4 address"
+[ "$(grep -c 'GID\[' "$O/devinfo")" -eq 2 ] || fail "roce0: expected exactly 2 GIDs"
+speed=$(ip netns exec "$NS" cat "/sys/class/net/$VA/speed" 2>/dev/null)
+if [ "$speed" = 10000 ]; then
+	expect_grep '^			active_width:		1X \(1\)$' "$O/devinfo" "active_width of a 10G link"
+	expect_grep '^			active_speed:		10.0 Gbps \(8\)$' "$O/devinfo" "active_speed of a 10G link"
+fi
+ok "roce0: Ethernet, PORT_ACTIVE, 1024 (3), GID[0] $gid0, GID[1] ::ffff:10.77.0.1"
+
+check "the software device next to it is unchanged: InfiniBand, LID, GIDs without a RoCE type"
+devinfo -d ibvd0
+expect_grep '^			link_layer:		InfiniBand$' "$O/devinfo" "ibvd0 link_layer"
+expect_grep '^			port_lid:		[1-9]' "$O/devinfo" "ibvd0 LID"
+expect_grep '^			GID\[  0\]:		fe80:0000:0000:0000:' "$O/devinfo" "ibvd0 GID[0]"
+expect_no_grep 'RoCE' "$O/devinfo" "ibvd0 GIDs"
+ok "ibvd0 as before"
+
+check "ibvctl link show names the interface, as rdma does for rxe"
+ibvctl link show >"$O/link" 2>&1 || { show "ibvctl link show" "$O/link"; fail "ibvctl link show"; }
+show "ibvctl link show" "$O/link"
+expect_grep '^link ibvd0/1 subnet_prefix fe80:0000:0000:0000 lid [0-9]+ sm_lid 0 lmc 0 state ACTIVE physical_state LINK_UP$' "$O/link" "ibvd0 line"
+expect_grep "^link roce0/1 state ACTIVE physical_state LINK_UP netdev $VA\$" "$O/link" "roce0 line"
+ibvctl -d link show roce0 >"$O/link-d" 2>&1 || fail "ibvctl -d link show roce0"
+expect_grep "^link roce0/1 state ACTIVE physical_state LINK_UP netdev $VA netdev_index $(va_index)\$" "$O/link-d" "-d: netdev_index"
+ibvctl -j link show roce0/1 >"$O/link-j" 2>&1 || fail "ibvctl -j link show roce0/1"
+expect_grep "\"netdev\":\"$VA\"" "$O/link-j" "-j: netdev"
+ibvctl_as "$USER1" link show >"$O/link-u" 2>&1 || { show "ibvctl link show as $USER1" "$O/link-u"; fail "ibvctl link show as $USER1"; }
+expect_grep "netdev $VA" "$O/link-u" "link show as uid $USER1"
+ok "link roce0/1 ... netdev $VA"
+
+check "MTU 9000: active_mtu 4096"
+nsip link set "$VA" mtu 9000 || fail "ip link set mtu 9000"
+wait_devinfo '^			active_mtu:		4096 \(5\)$' "active_mtu after MTU 9000"
+nsip link set "$VA" mtu 1500
+wait_devinfo '^			active_mtu:		1024 \(3\)$' "active_mtu after MTU 1500 again"
+ok "9000 -> 4096 (5), 1500 -> 1024 (3)"
+
+# ---- a client sees the changes -------------------------------------------
+
+ctx_start "$USER1" -d roce0
+gids() { ctx_cmd gids || fail "gids: $CTX_ANSWER"; }
+expect_event() {
+	ctx_cmd "event $((10 * TMUL)) $1" || fail "waiting for $1: $CTX_ANSWER"
+	case $CTX_ANSWER in "ok event $1 "*" port 1 "*) ;; *) fail "$2: $CTX_ANSWER" ;; esac
+}
+# expect_gids TABLE WHAT: the client's table is TABLE (" 0=GID,v2 ..."),
+# now or within a few seconds (one interface change may take several
+# rtnetlink messages, and the events of the first may come before the last).
+expect_gids() {
+	local i
+	for i in $(seq $((50 * TMUL))); do
+		gids
+		[ "$CTX_ANSWER" = "ok gids$1" ] && return 0
+		sleep 0.1
+	done
+	fail "$2: '$CTX_ANSWER', want 'ok gids$1'"
+}
+
+check "ibv_query_gid_table, _ex and ibv_query_gid agree: RoCE v2 entries"
+expect_gids " 0=$gid0,v2 1=::ffff:10.77.0.1,v2" "first table"
+ok "$CTX_ANSWER"
+
+check "an address added: IBV_EVENT_GID_CHANGE, the new GID at the next index"
+ctx_cmd drain
+nsip addr add 10.78.0.1/16 dev "$VA" || fail "ip addr add 10.78.0.1/16"
+expect_event IBV_EVENT_GID_CHANGE "after ip addr add"
+expect_gids " 0=$gid0,v2 1=::ffff:10.77.0.1,v2 2=::ffff:10.78.0.1,v2" "after adding 10.78.0.1"
+ok "$CTX_ANSWER"
+
+check "an address removed: IBV_EVENT_GID_CHANGE, the others keep their indexes"
+ctx_cmd drain
+nsip addr del 10.77.0.1/24 dev "$VA" || fail "ip addr del 10.77.0.1/24"
+expect_event IBV_EVENT_GID_CHANGE "after ip addr del"
+expect_gids " 0=$gid0,v2 2=::ffff:10.78.0.1,v2" "after removing 10.77.0.1"
+ok "$CTX_ANSWER"
+
+check "an IPv6 address takes the lowest free index"
+ctx_cmd drain
+nsip addr add fd00:77::1/64 dev "$VA" nodad || fail "ip addr add fd00:77::1/64"
+expect_event IBV_EVENT_GID_CHANGE "after ip -6 addr add"
+expect_gids " 0=$gid0,v2 1=fd00:77::1,v2 2=::ffff:10.78.0.1,v2" "after adding fd00:77::1"
+devinfo -d roce0
+expect_grep '^			GID\[  1\]:		fd00:77::1, RoCE v2$' "$O/devinfo" "ibv_devinfo GID[1] (IPv6)"
+ok "$CTX_ANSWER"
+
+check "the peer goes down: IBV_EVENT_PORT_ERR, PORT_DOWN, POLLING (no carrier)"
+ctx_cmd drain
+nsip link set "$VB" down
+expect_event IBV_EVENT_PORT_ERR "after the peer went down"
+ctx_cmd query || fail "query: $CTX_ANSWER"
+case $CTX_ANSWER in *" state=1 "*) ;; *) fail "port not DOWN: $CTX_ANSWER" ;; esac
+devinfo -d roce0
+expect_grep '^			state:			PORT_DOWN \(1\)$' "$O/devinfo" "state without carrier"
+expect_grep '^			phys_state:		POLLING \(2\)$' "$O/devinfo" "phys_state without carrier"
+ibvctl link show roce0 >"$O/link" 2>&1
+expect_grep "^link roce0/1 state DOWN physical_state POLLING netdev $VA\$" "$O/link" "link show without carrier"
+ok "PORT_ERR; state DOWN, physical_state POLLING"
+
+check "the peer comes back: IBV_EVENT_PORT_ACTIVE, PORT_ACTIVE"
+ctx_cmd drain
+nsip link set "$VB" up
+expect_event IBV_EVENT_PORT_ACTIVE "after the peer came back"
+ctx_cmd query || fail "query: $CTX_ANSWER"
+case $CTX_ANSWER in *" state=4 "*) ;; *) fail "port not ACTIVE: $CTX_ANSWER" ;; esac
+ok "PORT_ACTIVE; state ACTIVE"
+
+check "the interface goes down: IBV_EVENT_PORT_ERR, DISABLED; up again: IBV_EVENT_PORT_ACTIVE"
+ctx_cmd drain
+nsip link set "$VA" down
+expect_event IBV_EVENT_PORT_ERR "after ip link set down"
+devinfo -d roce0
+expect_grep '^			state:			PORT_DOWN \(1\)$' "$O/devinfo" "state when down"
+expect_grep '^			phys_state:		DISABLED \(3\)$' "$O/devinfo" "phys_state when down"
+ibvctl link show roce0 >"$O/link" 2>&1
+expect_grep "^link roce0/1 state DOWN physical_state DISABLED netdev $VA\$" "$O/link" "link show when down"
+nsip link set "$VA" up
+expect_event IBV_EVENT_PORT_ACTIVE "after ip link set up"
+wait_devinfo '^			state:			PORT_ACTIVE \(4\)$' "state after ip link set up"
+ok "down: PORT_ERR, DISABLED; up: PORT_ACTIVE"
+
+check "the interface is deleted: PORT_ERR, an empty table; one of that name comes back: PORT_ACTIVE"
+ctx_cmd drain
+nsip link del "$VA" || fail "ip link del"
+expect_event IBV_EVENT_PORT_ERR "after ip link del"
+expect_gids "" "table without the interface"
+ibvctl -d link show roce0 >"$O/link" 2>&1
+expect_grep "^link roce0/1 state DOWN physical_state DISABLED netdev $VA\$" "$O/link" "link show without the interface"
+make_veth
+expect_event IBV_EVENT_PORT_ACTIVE "after the interface came back"
+gid0=$(mac_gid)
+expect_gids " 0=$gid0,v2 1=::ffff:10.77.0.1,v2" "table of the new interface"
+ibvctl -d link show roce0 >"$O/link" 2>&1
+expect_grep "^link roce0/1 state ACTIVE physical_state LINK_UP netdev $VA netdev_index $(va_index)\$" "$O/link" "link show with the new interface"
+ok "$CTX_ANSWER"
+
+ctx_stop
+daemon_alive "after the interface changes"
+
+check "SIGHUP naming a missing interface keeps the running configuration"
+cp "$conf" "$T/good.conf"
+sed -i "s/\"netdev\": \"$VA\"/\"netdev\": \"nosuch$$\"/" "$conf"
+kill -HUP "$DAEMON_PID"
+logged=no
+for _ in $(seq $((50 * TMUL))); do
+	grep -q "reload failed" "$DAEMON_LOG" && { logged=yes; break; }
+	sleep 0.1
+done
+[ "$logged" = yes ] || { show "daemon log" "$DAEMON_LOG"; fail "no 'reload failed' in the log"; }
+expect_grep "$conf:[0-9]+:[0-9]+: devices\[1\]\.netdev: no such network interface \"nosuch$$\"" "$DAEMON_LOG" "reload error"
+ibvctl link show roce0 >"$O/link" 2>&1 || fail "roce0 gone after a failed reload"
+ok "roce0 stays"
+daemon_stop
+
+# ---- configs the daemon refuses ---------------------------------------------
+
+# start_fails CONF REGEX WHAT: the daemon exits non-zero at start with REGEX.
+start_fails() {
+	local rc
+	timeout $((10 * TMUL)) "$IBVERBSD" -f -c "$1" >"$O/bad.log" 2>&1
+	rc=$?
+	expect_failed "$rc" "$3"
+	expect_grep "$2" "$O/bad.log" "$3"
+	ok "$3: $(grep -E -- "$2" "$O/bad.log" | head -n 1)"
+}
+
+check "an interface that does not exist is an error at start, with its position"
+cat >"$T/bad1.conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [ { "name": "ibvd0" },
+               { "name": "roce0", "netdev": "nosuch$$" } ]
+}
+EOF
+start_fails "$T/bad1.conf" "$T/bad1.conf:4:35: devices\[1\]\.netdev: no such network interface \"nosuch$$\"" "missing interface"
+
+check "a bad peers CIDR is an error at start, with its position"
+cat >"$T/bad2.conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [ { "name": "roce0", "netdev": "$VA",
+                 "peers": [ "10.77.0.0/16", "10.77.0.1/8" ] } ]
+}
+EOF
+start_fails "$T/bad2.conf" "$T/bad2.conf:4:45: devices\[0\]\.peers\[1\]: \"10.77.0.1/8\" has host bits set: the block is \"10.0.0.0/8\"" "host bits in a CIDR"
+cat >"$T/bad3.conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [ { "name": "roce0", "netdev": "$VA", "peers": [ "10.77.0.0/40" ] } ]
+}
+EOF
+start_fails "$T/bad3.conf" "$T/bad3.conf:3:[0-9]+: devices\[0\]\.peers\[0\]: prefix length" "prefix past the address"
