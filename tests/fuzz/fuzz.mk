@@ -4,12 +4,9 @@
 # hold on real packets.
 check_PROGRAMS += tests/fuzz/fuzz_roce_wire
 TESTS += tests/fuzz/fuzz_roce_wire
+# ROCE_WIRE_SOURCES: tests/unit/roce.mk
 tests_fuzz_fuzz_roce_wire_SOURCES = tests/fuzz/fuzz_roce_wire.c \
-	tests/fuzz/replay.c \
-	daemon/transport/roce/wire.c daemon/transport/roce/wire.h \
-	daemon/transport/roce/ip.c daemon/transport/roce/icrc.c \
-	daemon/transport/roce/crc32.c daemon/transport/roce/crc32.h \
-	daemon/transport/roce/be.h
+	tests/fuzz/replay.c $(ROCE_WIRE_SOURCES)
 tests_fuzz_fuzz_roce_wire_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 	-DFUZZ_TARGET='"roce_wire"' -DFUZZ_SRCDIR='"$(abs_top_srcdir)"'
 
