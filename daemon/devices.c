@@ -16,6 +16,7 @@
 #include "core/roce.h"
 #include "devices.h"
 #include "netdev.h"
+#include "engine/transport.h"
 #include "transport/transport.h"
 #include "util.h"
 
@@ -140,11 +141,9 @@ static struct ibvd_device *device_new(const struct ibvd_config_device *cd,
 	}
 	dev->sys_image_guid = dev->node_guid;
 	dev->nports = cd->ports;
-	/*
-	 * Every device of today serves QPs of this daemon only; RoCE devices
-	 * move to the RoCE transport when it exists.
-	 */
-	dev->transport = &ibvd_transport_local;
+	/* A RoCE device's QPs reach their peers on the wire. */
+	dev->transport = dev->kind == IBVD_DEV_ROCE ? &ibvd_transport_roce :
+						       &ibvd_transport_local;
 	TAILQ_INIT(&dev->contexts);
 	for (i = 0; i < dev->nports; i++) {
 		struct ibvd_port *port = &dev->ports[i];
@@ -405,6 +404,43 @@ static void commit_devices(struct ibvd_device_list *devs,
 		TAILQ_INSERT_TAIL(devs, result[i], link);
 }
 
+void ibvd_devices_drop(struct ibvd_device *dev)
+{
+	if (!dev)
+		return;
+	if (dev->transport_priv && dev->transport->dev_close)
+		dev->transport->dev_close(dev);
+	ibvd_device_free(dev);
+}
+
+/*
+ * The transports of the devices that are new (not kept from devs): what
+ * may fail (sockets, threads) fails before anything changes.
+ */
+static int open_transports(const struct ibvd_device_list *devs,
+			   struct ibvd_device **fresh, unsigned int n,
+			   char *err, size_t errlen)
+{
+	const struct ibvd_device *old;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		old = ibvd_device_find(devs, fresh[i]->name);
+		if ((old && same_identity(old, fresh[i])) ||
+		    !fresh[i]->transport->dev_open)
+			continue;
+		ret = fresh[i]->transport->dev_open(fresh[i]);
+		if (ret < 0) {
+			snprintf(err, errlen, "device %s: %s transport: %s",
+				 fresh[i]->name, fresh[i]->transport->name,
+				 strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 		       const struct ibvd_config *cfg, uint32_t *next_ifindex,
 		       struct ibvd_device_list *removed,
@@ -426,6 +462,8 @@ int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 		goto out;
 	}
 	ret = build_fresh(cfg, fresh, err, errlen);
+	if (ret == 0)
+		ret = open_transports(devs, fresh, n, err, errlen);
 	if (ret < 0)
 		goto out;
 	/*
@@ -438,7 +476,7 @@ int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 	*ndevs = n;
 out:
 	for (i = 0; i < n; i++)
-		ibvd_device_free(fresh[i]);
+		ibvd_devices_drop(fresh[i]);
 	free(map);
 	return ret;
 }

@@ -26,6 +26,12 @@ int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 		       char *err, size_t errlen);
 
 /*
+ * Free a device that no context refers to any more, its transport's
+ * per-device state (sockets, threads) first.
+ */
+void ibvd_devices_drop(struct ibvd_device *dev);
+
+/*
  * Node GUID of a device without a configured one: an FNV-1a hash of the
  * machine id (/etc/machine-id, /var/lib/dbus/machine-id, else the host
  * name) and the device name, marked as a locally administered EUI-64.

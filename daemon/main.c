@@ -235,7 +235,7 @@ static void free_devices(struct ibvd_daemon *d)
 
 	while ((dev = TAILQ_FIRST(&d->devices))) {
 		TAILQ_REMOVE(&d->devices, dev, link);
-		ibvd_device_free(dev);
+		ibvd_devices_drop(dev);
 	}
 	d->ndevices = 0;
 }

@@ -100,7 +100,7 @@ static void drop_removed_devices(struct ibvd_device_list *removed)
 		/* Closing a session frees its context, which unlinks it. */
 		while ((ctx = TAILQ_FIRST(&dev->contexts)))
 			ibvd_session_close(ctx->session);
-		ibvd_device_free(dev);
+		ibvd_devices_drop(dev);
 	}
 }
 

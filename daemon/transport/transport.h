@@ -15,5 +15,6 @@
 struct ibvd_transport;
 
 extern const struct ibvd_transport ibvd_transport_local;
+extern const struct ibvd_transport ibvd_transport_roce;
 
 #endif /* IBVD_TRANSPORT_H */

@@ -8,3 +8,11 @@ daemon_ibverbsd_SOURCES += \
 	daemon/transport/roce/crc32.c \
 	daemon/transport/roce/crc32.h \
 	daemon/transport/roce/be.h
+daemon_ibverbsd_SOURCES += \
+	daemon/transport/roce/internal.h \
+	daemon/transport/roce/roce.c \
+	daemon/transport/roce/rc.c \
+	daemon/transport/roce/rc_resp.c \
+	daemon/transport/roce/packet.c \
+	daemon/transport/roce/io.c \
+	daemon/transport/roce/rx.c

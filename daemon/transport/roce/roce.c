@@ -1,0 +1,252 @@
+/*
+ * The RoCEv2 transport (engine/transport.h): QPs of a device bound to a
+ * netdev reach their peers with IBTA transport packets over UDP port 4791,
+ * as Linux rxe and RoCE NICs do.  Addresses are GIDs: a QP's source is the
+ * IP address of its GID index, its destination the IP of the path's or the
+ * AH's destination GID.
+ *
+ * A destination that is one of the device's own addresses is a peer on
+ * this device: as a NIC's loopback does, its messages never reach the
+ * wire.  RC and UC peers there are served by the same-daemon transport;
+ * UD datagrams are built and received as packets, so that receivers see
+ * what a datagram from the wire brings (its IPv4 header in the GRH slot).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/device.h"
+#include "core/roce.h"
+#include "engine/transport.h"
+#include "internal.h"
+#include "log.h"
+#include "transport/transport.h"
+
+/* Headroom of a packet being built: IP, UDP, BTH, DETH, ImmDt. */
+#define UD_HDRS		(20 + 8 + ROCE_BTH_LEN + 8 + 4)
+
+static struct roce_dev *roce_of(const struct ibvd_qp *qp)
+{
+	return qp->ctx->dev->transport_priv;
+}
+
+/* The IPv4 address of GID index i of the QP's port, or false. */
+static bool gid_ipv4(const struct ibvd_qp *qp, unsigned int i, uint8_t ip[4])
+{
+	const struct ibvd_device *dev = qp->ctx->dev;
+	const struct ibvd_port *port = ibvd_device_port(dev, 1);
+	struct ibvd_gid gid;
+	uint8_t addr[16];
+
+	if (!port || ibvd_device_gid(dev, port, i, &gid) < 0 ||
+	    roce_gid_family(gid.raw) != AF_INET)
+		return false;
+	roce_gid_to_ip(gid.raw, addr);
+	memcpy(ip, addr, 4);
+	return true;
+}
+
+bool roce_is_local(const struct roce_dev *rd, const uint8_t addr[4])
+{
+	uint8_t gid[16];
+	unsigned int i;
+
+	if (!rd->dev->roce.gids)
+		return false;
+	roce_ip_to_gid(AF_INET, addr, gid);
+	for (i = 0; i < IBVD_ROCE_GID_TBL_LEN; i++)
+		if (!memcmp(rd->dev->roce.gids[i].raw, gid, 16))
+			return true;
+	return false;
+}
+
+/* The destination of a GID-addressed peer is this device itself. */
+static bool dgid_local(const struct ibvd_qp *qp, const struct ibvd_av *av)
+{
+	uint8_t addr[16];
+
+	if (!av->is_global || roce_gid_family(av->dgid) != AF_INET)
+		return false;
+	roce_gid_to_ip(av->dgid, addr);
+	return roce_is_local(roce_of(qp), addr);
+}
+
+/* ---- RC and UC ---------------------------------------------------------- */
+
+static enum eng_resp roce_send(struct ibvd_engine *eng, struct ibvd_qp *src,
+			       const struct eng_req *req, uint8_t *rnr_timer)
+{
+	if (dgid_local(src, &src->attr.av))
+		return ibvd_transport_local.send(eng, src, req, rnr_timer);
+	return roce_rc_send(eng, src, req, rnr_timer);
+}
+
+void roce_qp_path(const struct ibvd_qp *qp, struct roce_path *path)
+{
+	const struct ibvd_av *av = &qp->attr.av;
+	uint8_t dst[16];
+
+	memset(path, 0, sizeof(*path));
+	/* a path without an IPv4 source or destination goes nowhere */
+	if (!gid_ipv4(qp, av->sgid_index, path->src) ||
+	    roce_gid_family(av->dgid) != AF_INET)
+		return;
+	roce_gid_to_ip(av->dgid, dst);
+	memcpy(path->dst, dst, 4);
+	path->tclass = av->traffic_class;
+	path->hop_limit = av->hop_limit;
+	path->sport = roce_udp_sport_connected(av->flow_label, qp->qp_num,
+					       qp->attr.dest_qp_num);
+}
+
+static struct ibvd_qp *roce_peer(const struct ibvd_qp *qp)
+{
+	return dgid_local(qp, &qp->attr.av) ? ibvd_transport_local.peer(qp) : NULL;
+}
+
+/* ---- UD --------------------------------------------------------------- */
+
+/* The port's active MTU in bytes: UD payloads above it never leave. */
+static uint32_t port_mtu_bytes(const struct ibvd_qp *qp)
+{
+	/* enum ibv_mtu: IBV_MTU_256 is 1 */
+	return 128u << ibvd_roce_mtu(qp->ctx->dev->roce.netdev.mtu);
+}
+
+/* BTH, DETH and ImmDt of src's datagram. */
+static void ud_headers(struct ibvd_qp *src, const struct eng_req *req,
+		       struct roce_pkt *p)
+{
+	bool imm = req->w.opcode == IBV_WR_SEND_WITH_IMM;
+	uint32_t qkey = req->w.remote_qkey;
+
+	roce_pkt_init(p, imm ? ROCE_UD_SEND_ONLY_IMM : ROCE_UD_SEND_ONLY);
+	p->se = req->w.send_flags & IBV_SEND_SOLICITED;
+	p->dest_qp = req->w.remote_qpn & 0xFFFFFFu;
+	p->psn = src->wire_psn++ & 0xFFFFFFu;
+	p->pad = (uint8_t)(-req->length & 3);
+	/* IBTA: a Q_Key with the high bit set means the QP's own. */
+	if (qkey & 0x80000000u)
+		qkey = src->attr.qkey;
+	p->deth.qkey = qkey;
+	p->deth.src_qp = src->qp_num;
+	/* imm_data is stored as the wire carries it. */
+	if (imm)
+		p->imm = be32toh(req->w.imm_data);
+}
+
+/*
+ * Build src's datagram into buf: the whole IP packet, ICRC included.
+ * Returns its length, or 0 if src's memory failed (*status says).
+ */
+static size_t ud_build(struct ibvd_qp *src, const struct eng_req *req,
+		       const uint8_t sip[4], const uint8_t dip[4], uint8_t *buf,
+		       enum ibv_wc_status *status)
+{
+	struct roce_dev *rd = roce_of(src);
+	const struct ibvd_av *av = &req->w.av;
+	struct roce_ip ip = { .family = AF_INET };
+	struct roce_pkt p;
+	size_t hdrs, iph, udp_len, total;
+
+	ud_headers(src, req, &p);
+	hdrs = roce_encode(&p, buf + 28);
+	udp_len = hdrs + req->length + p.pad + ROCE_ICRC_LEN;
+	memcpy(ip.src, sip, 4);
+	memcpy(ip.dst, dip, 4);
+	ip.tclass = av->traffic_class;
+	ip.hop_limit = av->hop_limit;
+	/* never 0: the kernel would choose one, and the ICRC covers it */
+	ip.ip_id = __atomic_add_fetch(&rd->ip_id, 1, __ATOMIC_RELAXED) | 1;
+	ip.sport = roce_udp_sport(src->qp_num);
+	ip.dport = ROCE_UDP_PORT;
+	iph = roce_build_ip(&ip, udp_len, buf);
+	if (ibvd_eng_copy_out(&req->local, 0, buf + iph + hdrs, req->length) < 0) {
+		*status = IBV_WC_LOC_PROT_ERR;
+		return 0;
+	}
+	total = iph + udp_len;
+	memset(buf + iph + hdrs + req->length, 0, p.pad);
+	roce_icrc_set(buf, total);
+	return total;
+}
+
+static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
+				       struct ibvd_qp *src,
+				       const struct eng_req *req)
+{
+	const struct ibvd_av *av = &req->w.av;
+	enum ibv_wc_status status = IBV_WC_SUCCESS;
+	uint8_t buf[UD_HDRS + ROCE_MAX_PAYLOAD + 3 + ROCE_ICRC_LEN];
+	uint8_t sip[4], dip[16];
+	size_t len;
+
+	(void)eng;
+	if (req->length > ROCE_MAX_PAYLOAD)
+		return IBV_WC_LOC_LEN_ERR;
+	ibvd_eng_count_request(src, req);
+	/*
+	 * As rxe: larger than the port's MTU, or with no IPv4 route of ours
+	 * (no GRH, a source GID that is not IPv4), the datagram is dropped
+	 * and the send still completes.
+	 */
+	if (req->length > port_mtu_bytes(src) || !av->is_global ||
+	    roce_gid_family(av->dgid) != AF_INET ||
+	    !gid_ipv4(src, av->sgid_index, sip))
+		return IBV_WC_SUCCESS;
+	roce_gid_to_ip(av->dgid, dip);
+	len = ud_build(src, req, sip, dip, buf, &status);
+	if (!len)
+		return status;
+	if (roce_is_local(roce_of(src), dip))
+		roce_rx_packet(roce_of(src), buf, len);
+	else
+		roce_io_send(roce_of(src), buf, len, dip);
+	return IBV_WC_SUCCESS;
+}
+
+/* ---- devices ------------------------------------------------------------ */
+
+static int roce_dev_open(struct ibvd_device *dev)
+{
+	struct roce_dev *rd = calloc(1, sizeof(*rd));
+	int ret;
+
+	if (!rd)
+		return -ENOMEM;
+	rd->dev = dev;
+	snprintf(rd->ifname, sizeof(rd->ifname), "%s", dev->roce.netdev.ifname);
+	ret = roce_io_open(rd);
+	if (ret < 0) {
+		log_err("%s: RoCE on %s: %s", dev->name, rd->ifname, strerror(-ret));
+		free(rd);
+		return ret;
+	}
+	dev->transport_priv = rd;
+	return 0;
+}
+
+static void roce_dev_close(struct ibvd_device *dev)
+{
+	struct roce_dev *rd = dev->transport_priv;
+
+	if (!rd)
+		return;
+	roce_io_close(rd);
+	free(rd);
+	dev->transport_priv = NULL;
+}
+
+const struct ibvd_transport ibvd_transport_roce = {
+	.name = "roce",
+	.dev_open = roce_dev_open,
+	.dev_close = roce_dev_close,
+	.send = roce_send,
+	.send_ud = roce_send_ud,
+	.peer = roce_peer,
+	.qp_forget = roce_rc_forget,
+};

@@ -1,0 +1,119 @@
+/*
+ * An arriving RoCEv2 packet: checked as rxe checks one (IP and UDP
+ * lengths, ICRC, BTH version, an opcode we speak, a destination QP of
+ * this device that may take it), then handed to the engine's responder.
+ * Everything else is dropped without a word, as a NIC drops what is not
+ * for it: the network is hostile, and an answer would be an amplifier.
+ */
+#include <config.h>
+
+#include <endian.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/device.h"
+#include "core/objects.h"
+#include "core/roce.h"
+#include "engine/transport.h"
+#include "internal.h"
+
+/* A UD QP of rd's device that a datagram to qpn may reach, or NULL. */
+static struct ibvd_qp *ud_target(const struct roce_dev *rd, uint32_t qpn)
+{
+	struct ibvd_qp *qp = ibvd_qp_by_num(qpn);
+
+	if (!qp || qp->ctx->dev != rd->dev || qp->qp_type != IBV_QPT_UD)
+		return NULL;
+	return qp;
+}
+
+/*
+ * The 40 bytes a UD receive buffer starts with: for IPv4, 20 zero bytes
+ * then the IPv4 header as it arrived (consumers find it at offset 20).
+ */
+static void ud_grh(const uint8_t *pkt, uint8_t grh[40])
+{
+	memset(grh, 0, 20);
+	memcpy(grh + 20, pkt, 20);
+}
+
+static void rx_ud(struct roce_dev *rd, const uint8_t *pkt,
+		  const struct roce_pkt *p)
+{
+	struct eng_datagram dg;
+	struct ibvd_qp *target;
+
+	/* QP1 carries the IB CM's MADs: not spoken yet. */
+	if (p->dest_qp <= 1)
+		return;
+	target = ud_target(rd, p->dest_qp);
+	if (!target)
+		return;
+	memset(&dg, 0, sizeof(dg));
+	dg.src_qp = p->deth.src_qp;
+	dg.qkey = p->deth.qkey;
+	dg.solicited = p->se;
+	if (p->hdrs & ROCE_HDR_IMM) {
+		dg.has_imm = true;
+		/* the CQE holds the word as the wire carried it */
+		dg.imm = htobe32(p->imm);
+	}
+	ud_grh(pkt, dg.grh);
+	dg.payload = p->payload;
+	dg.len = p->payload_len;
+	ibvd_eng_ud_receive(target, &dg);
+}
+
+static bool peer_allowed(const struct roce_dev *rd, const uint8_t src[4])
+{
+	uint8_t gid[16];
+
+	roce_ip_to_gid(AF_INET, src, gid);
+	return ibvd_roce_peer_allowed(&rd->dev->roce, gid);
+}
+
+/*
+ * An RC or UC packet: for a QP of this device of that type, able to
+ * receive, connected to the address it came from.
+ */
+static void rx_connected(struct roce_dev *rd, const struct roce_ip *ip,
+			 const struct roce_pkt *p)
+{
+	uint32_t type = ROCE_OP_TRANSPORT(p->opcode) == ROCE_OP_RC ?
+			IBV_QPT_RC : IBV_QPT_UC;
+	struct ibvd_qp *qp = ibvd_qp_by_num(p->dest_qp);
+
+	if (!qp || qp->ctx->dev != rd->dev || qp->qp_type != type ||
+	    !ibvd_eng_can_receive(eng_qp_state(qp)))
+		return;
+	roce_rc_rx(rd, qp, ip, p);
+}
+
+void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
+{
+	size_t off, udp_len;
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	if (roce_parse_ip(pkt, len, &ip, &off, &udp_len) < 0 ||
+	    ip.family != AF_INET || ip.dport != ROCE_UDP_PORT)
+		return;
+	/* Only what was sent to one of this device's addresses, from a peer. */
+	if (!roce_is_local(rd, ip.dst) || !peer_allowed(rd, ip.src))
+		return;
+	if (!roce_icrc_ok(pkt, off + udp_len))
+		return;
+	if (roce_decode(pkt + off, udp_len, &p) < 0)
+		return;
+	switch (ROCE_OP_TRANSPORT(p.opcode)) {
+	case ROCE_OP_UD:
+		rx_ud(rd, pkt, &p);
+		break;
+	case ROCE_OP_RC:
+	case ROCE_OP_UC:
+		rx_connected(rd, &ip, &p);
+		break;
+	default:
+		break;
+	}
+}
