@@ -501,10 +501,6 @@ static inline void eng_count(uint64_t *c, uint64_t n)
 	__atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
 }
 
-/* Add n to counter c of qp's port (any engine thread). */
-void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
-			 uint64_t n);
-
 /* A send WQE of qp retired with status (thread and port counters). */
 void ibvd_eng_count_retired(struct ibvd_engine *eng, const struct ibvd_qp *qp,
 			    const struct eng_req *req, enum ibv_wc_status status);

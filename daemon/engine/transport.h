@@ -34,6 +34,7 @@
 
 #include "core/device.h"
 #include "core/objects.h"
+#include "engine.h"
 #include "ring.h"
 
 struct ibvd_engine;
@@ -171,6 +172,11 @@ ibvd_eng_transport(const struct ibvd_qp *qp)
 }
 
 /* ---- what transports call: the requester side ------------------------------ */
+
+/* Add n to counter c of qp's port (any thread holding the objects lock). */
+void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
+			 uint64_t n);
+
 
 /* Durations of the IB encodings: min_rnr_timer and the local ACK timeout. */
 uint64_t ibvd_eng_rnr_ns(uint8_t min_rnr_timer);

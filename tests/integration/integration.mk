@@ -22,7 +22,7 @@ TESTS += $(INTEGRATION_TESTS)
 # RoCEv2 devices (issue 10): a daemon in a network namespace with a veth
 # pair, its device, port and GID table as Debian's ibv_devinfo, ibvctl and
 # a client holding a context (ctxclient-helper) see them.
-INTEGRATION_TESTS += tests/integration/roce-device.sh
+INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wire.sh
 
 # A raw protocol client that misbehaves on purpose (bad-input.sh).
 check_PROGRAMS += tests/integration/badclient-helper

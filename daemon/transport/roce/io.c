@@ -38,6 +38,8 @@
  * twice its size; the defaults (~200 KiB) drop part of every such burst.
  */
 #define IO_BUFFER_BYTES	(8u << 20)
+/* How long a sender waits for room in a full send buffer. */
+#define IO_SEND_WAIT_MS	10
 
 /* Keep IPv4 datagrams whose UDP destination port is 4791. */
 static struct sock_filter roce_port_code[] = {
@@ -151,19 +153,30 @@ int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
 		 const uint8_t dst[4])
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct pollfd pfd = { .fd = rd->tx_fd, .events = POLLOUT };
+	bool waited = false;
 	ssize_t n;
 
 	memcpy(&sin.sin_addr, dst, 4);
 	/*
-	 * Blocking: a full send buffer holds the sender back, as a NIC's
-	 * full transmit ring does.  No neighbour yet or no route: the packet
-	 * is lost, as on a wire, and the retry timer sends it again.
+	 * A full send buffer holds the sender back a moment, as a NIC's full
+	 * transmit ring does, but never for long: a link without carrier
+	 * drains nothing, and an engine thread must not hang on it.  No
+	 * neighbour, no route, still full: the packet is lost, as on a wire,
+	 * and the retry timer sends it again.
 	 */
-	do
-		n = sendto(rd->tx_fd, pkt, len, 0, (struct sockaddr *)&sin,
-			   sizeof(sin));
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
+	for (;;) {
+		n = sendto(rd->tx_fd, pkt, len, MSG_DONTWAIT,
+			   (struct sockaddr *)&sin, sizeof(sin));
+		if (n >= 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN || waited)
+			return -errno;
+		waited = true;
+		poll(&pfd, 1, IO_SEND_WAIT_MS);
+	}
 }
 
 struct rx_batch {

@@ -331,6 +331,8 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		    now_ns() - w->tx.sent_ns >= ibvd_eng_timeout_ns(src->attr.timeout);
 	if (w->tx.resend || timed_out) {
 		w->tx.resend = false;
+		if (timed_out)
+			ibvd_eng_port_count(src, IBVD_PC_COMPLETER_RETRY_ERR, 1);
 		if (transmit(rd, src, w, req, w->tx.resend_psn) < 0) {
 			w->tx.active = false;
 			r = RESP_LOCAL_FAULT;

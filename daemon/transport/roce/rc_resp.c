@@ -440,6 +440,7 @@ static void rx_nak(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 	case OUT_RNR:
 		send_aeth(rd, qp, w, ip, p->psn,
 			  ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1F));
+		ibvd_eng_port_count(qp, IBVD_PC_SEND_RNR_ERR, 1);
 		break;
 	case OUT_INV:
 		send_aeth(rd, qp, w, ip, p->psn, ROCE_AETH_NAK_INV);
@@ -487,6 +488,7 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 	}
 	d = roce_psn_diff(p->psn, w->rx.epsn);
 	if (d < 0) {
+		ibvd_eng_port_count(qp, IBVD_PC_DUPLICATE_REQUEST, 1);
 		if (!uc)
 			rx_duplicate(rd, qp, w, ip, p);
 		return;
@@ -499,8 +501,10 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 				return;
 			w->rx.epsn = p->psn;
 		} else {
-			if (!w->rx.nak_sent)
+			if (!w->rx.nak_sent) {
 				send_aeth(rd, qp, w, ip, w->rx.epsn, ROCE_AETH_NAK_PSN);
+				ibvd_eng_port_count(qp, IBVD_PC_OUT_OF_SEQ_REQUEST, 1);
+			}
 			w->rx.nak_sent = true;
 			return;
 		}
@@ -556,6 +560,7 @@ static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 		}
 		return;
 	case ROCE_AETH_RNR_NAK:
+		ibvd_eng_port_count(qp, IBVD_PC_RCVD_RNR_ERR, 1);
 		w->tx.rnr_timer = syn & 0x1F;
 		w->tx.resend_psn = p->psn;
 		answer(qp, w, RESP_RNR);
@@ -565,6 +570,7 @@ static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 	}
 	switch (syn) {
 	case ROCE_AETH_NAK_PSN:
+		ibvd_eng_port_count(qp, IBVD_PC_RCVD_SEQ_ERR, 1);
 		w->tx.resend_psn = p->psn;
 		answer(qp, w, RESP_NO_ACK);
 		return;
@@ -644,6 +650,7 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 	/* only from the address the QP is connected to */
 	if (!w || memcmp(w->path.dst, ip->src, 4) != 0)
 		return;
+	ibvd_eng_port_count(qp, IBVD_PC_RCVD_PKTS, 1);
 	pthread_mutex_lock(&w->lock);
 	if (is_answer(p->opcode))
 		rx_answer(qp, w, p);

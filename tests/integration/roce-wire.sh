@@ -1,0 +1,270 @@
+#!/bin/bash
+# Two hosts on a RoCEv2 wire: two network namespaces joined by a veth
+# pair, one daemon in each with a RoCE device on its end.  Debian's
+# unmodified programs talk across, between two unprivileged uids (the
+# server as uid 1001 in one namespace, the client as uid 1002 in the
+# other): ibv_ud/rc/uc/srq_pingpong with -g 1 (the IPv4 GID), with data
+# checked (-c) from one packet to 1 MiB (a thousand packets a message),
+# and perftest's ib_write_bw, ib_read_bw, ib_atomic_bw and ib_send_lat
+# with -x 1.  Then the same with 2 % of the RoCE packets into one
+# namespace dropped by nftables: the data still arrives whole, and the
+# counters show what the wire did (PSN sequence NAKs, retries).  Last, a
+# peer whose link goes down mid-transfer: its partner's sends end with
+# IBV_WC_RETRY_EXC_ERR and the daemons stay up.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd ip ss
+for p in ud rc uc srq; do
+	need_cmd "/usr/bin/ibv_${p}_pingpong"
+done
+is_root || skip "network namespaces need root"
+ibvd_init
+O=$T/out
+
+# ---- two namespaces and a veth pair, removed whatever happens ------------
+
+NSA=ibvd-wa-$$
+NSB=ibvd-wb-$$
+VA=iwa$$
+VB=iwb$$
+IPA=10.79.0.1
+IPB=10.79.0.2
+NS_MADE=""
+PID_B=""
+wire_cleanup() {
+	local rc=$?
+	[ -n "$PID_B" ] && { kill -KILL "$PID_B"; wait "$PID_B"; } 2>/dev/null
+	if [ -n "$NS_MADE" ]; then
+		ip netns delete "$NSA" 2>/dev/null
+		ip netns delete "$NSB" 2>/dev/null
+	fi
+	(exit "$rc")
+	ibvd_cleanup
+}
+trap wire_cleanup EXIT
+
+ip netns add "$NSA" 2>"$O/netns.err" || { show "ip netns add" "$O/netns.err"; skip "cannot create a network namespace"; }
+NS_MADE=1
+ip netns add "$NSB" || fail "ip netns add $NSB"
+ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB" ||
+	fail "ip link add $VA type veth"
+for ns in "$NSA" "$NSB"; do
+	ip -n "$ns" link set lo up || fail "lo up in $ns"
+done
+ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up || fail "veth up"
+ip -n "$NSA" addr add "$IPA/24" dev "$VA" && ip -n "$NSB" addr add "$IPB/24" dev "$VB" ||
+	fail "ip addr add"
+
+# ---- a daemon in each --------------------------------------------------
+
+SOCK_A=$T/run/a.sock
+SOCK_B=$T/run/b.sock
+conf_for() {	# NAME NETDEV SOCKET
+	cat >"$T/$1.conf" <<-EOF
+	{
+	  "socket": { "path": "$3" },
+	  "devices": [ { "name": "roce0", "netdev": "$2" } ]
+	}
+	EOF
+	printf '%s\n' "$T/$1.conf"
+}
+in_ns_daemon() {	# NS: a wrapper that starts the daemon in NS
+	cat >"$T/bin/ibverbsd-$1" <<-EOF
+	#!/bin/sh
+	exec ip netns exec "$1" "$IBVERBSD_BUILT" "\$@"
+	EOF
+	chmod 755 "$T/bin/ibverbsd-$1"
+	printf '%s\n' "$T/bin/ibverbsd-$1"
+}
+IBVERBSD_BUILT=$IBVERBSD
+
+IBVERBSD=$(in_ns_daemon "$NSB")
+daemon_start -c "$(conf_for b "$VB" "$SOCK_B")"
+daemon_wait_ready "$SOCK_B"
+PID_B=$DAEMON_PID
+IBVERBSD=$(in_ns_daemon "$NSA")
+daemon_start -c "$(conf_for a "$VA" "$SOCK_A")"
+daemon_wait_ready "$SOCK_A"
+
+# ns_debian NS UID SOCKET PROG ARGS...: a Debian program in NS as UID,
+# through ibverbsd-run against SOCKET, within $TMO seconds.
+ns_debian() {
+	local ns=$1 uid=$2
+	SOCK=$3
+	shift 3
+	debian_env
+	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 "$TMO" \
+		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+		env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" "$@")
+}
+
+# wait_listen_ns NS PORT PID: until something listens on PORT in NS.
+wait_listen_ns() {
+	local i
+	for i in $(seq $((TMO * 20))); do
+		[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
+		pid_running "$3" || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+MEMLOCK=8388608
+NRUN=0
+PORT=18600
+
+# across WHAT EXPECT PROG ARGS...: PROG ARGS as the server in A (uid
+# $USER1), PROG ARGS $IPA as the client in B (uid $USER2); both must exit
+# 0 and both outputs must match EXPECT (an extended regex).
+across() {
+	local what=$1 expect=$2 s c spid rc_c rc_s
+	shift 2
+	NRUN=$((NRUN + 1))
+	PORT=$((PORT + 1))
+	s=$O/$NRUN.server
+	c=$O/$NRUN.client
+	check "#$NRUN $what"
+	ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
+		"$@" -p "$PORT" >"$s" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	if ! wait_listen_ns "$NSA" "$PORT" "$spid"; then
+		wait_exit "$spid" 1
+		show server "$s"
+		fail "$what: the server never listened on port $PORT"
+	fi
+	ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+		"$@" -p "$PORT" "$IPA" >"$c" 2>&1
+	rc_c=$?
+	if wait_exit "$spid" "$TMO"; then
+		rc_s=$EXIT_STATUS
+	else
+		kill -TERM "$spid" 2>/dev/null
+		wait_exit "$spid" 5
+		rc_s=124
+	fi
+	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
+		show "server (uid $USER1, $NSA)" "$s"
+		show "client (uid $USER2, $NSB)" "$c"
+		fail "$what: server exited $rc_s, client $rc_c"
+	fi
+	expect_grep "$expect" "$s" "$what (server)"
+	expect_grep "$expect" "$c" "$what (client)"
+	expect_no_grep 'invalid data|Failed status' "$s" "$what (server)"
+	expect_no_grep 'invalid data|Failed status' "$c" "$what (client)"
+	daemon_alive "after $what"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
+	ok "$what: $(grep -E "$expect" "$c" | head -n 1)"
+}
+
+PP_RE='^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter$'
+PT_RE='^ *[0-9]+ +[0-9]+ +[0-9.]+'
+
+pingpongs() {
+	across "UD pingpong, 1 KiB (the port MTU), data checked" "$PP_RE" \
+		/usr/bin/ibv_ud_pingpong -g 1 -s 1024 -n 200 -c
+	across "UD pingpong, 1 B, completion events" "$PP_RE" \
+		/usr/bin/ibv_ud_pingpong -g 1 -s 1 -n 200 -e
+	across "RC pingpong, default 4 KiB (4 packets a message)" "$PP_RE" \
+		/usr/bin/ibv_rc_pingpong -g 1 -n 500
+	across "RC pingpong, 64 KiB, data checked" "$PP_RE" \
+		/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 100 -c
+	across "RC pingpong, 1 MiB (1024 packets a message), data checked" "$PP_RE" \
+		/usr/bin/ibv_rc_pingpong -g 1 -s 1048576 -n 10 -c
+	across "RC pingpong, completion events" "$PP_RE" \
+		/usr/bin/ibv_rc_pingpong -g 1 -n 200 -e
+	across "UC pingpong, 4 KiB, data checked" "$PP_RE" \
+		/usr/bin/ibv_uc_pingpong -g 1 -n 200 -c
+	across "SRQ pingpong (4 QPs on a shared receive queue)" "$PP_RE" \
+		/usr/bin/ibv_srq_pingpong -g 1 -n 200
+}
+
+perftests() {
+	command -v ib_write_bw >/dev/null 2>&1 || { log "perftest is not installed"; return 0; }
+	across "ib_write_bw 64 KiB" "$PT_RE" ib_write_bw -d roce0 -x 1 -s 65536 -n 200
+	across "ib_read_bw 64 KiB" "$PT_RE" ib_read_bw -d roce0 -x 1 -s 65536 -n 200
+	across "ib_atomic_bw" "$PT_RE" ib_atomic_bw -d roce0 -x 1 -n 200
+	across "ib_send_lat 2 B" "$PT_RE" ib_send_lat -d roce0 -x 1 -n 200
+}
+
+# counter NAME: the value of one of roce0/1's counters in namespace B's daemon.
+counter() {
+	SOCK=$SOCK_B ibvctl -j statistic show link roce0/1 >"$O/stat.json" 2>&1 ||
+		{ show "statistic show" "$O/stat.json"; fail "ibvctl statistic show link roce0/1"; }
+	"$PYTHON" - "$O/stat.json" "$1" <<-'EOF'
+	import json, sys
+	rows = json.load(open(sys.argv[1]))
+	print(sum(int(r.get(sys.argv[2], 0)) for r in rows))
+	EOF
+}
+
+pingpongs
+perftests
+
+# ---- a lossy wire --------------------------------------------------------
+
+if command -v nft >/dev/null 2>&1; then
+	check "2 % of the RoCE packets into $NSB dropped (nftables numgen)"
+	ip netns exec "$NSB" nft -f - <<-EOF || fail "nft rules"
+	table inet ibvdloss {
+		chain in {
+			type filter hook input priority 0;
+			udp dport 4791 numgen random mod 100 < 2 drop
+		}
+	}
+	EOF
+	seq0=$(counter out_of_seq_request)
+	across "RC pingpong, 64 KiB, data checked, lossy" "$PP_RE" \
+		/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 100 -c
+	if command -v ib_write_bw >/dev/null 2>&1; then
+		across "ib_write_bw 64 KiB, lossy" "$PT_RE" ib_write_bw -d roce0 -x 1 -s 65536 -n 200
+	fi
+	seq1=$(counter out_of_seq_request)
+	drops=$(ip netns exec "$NSB" nft list table inet ibvdloss | grep -c drop)
+	[ "$seq1" -gt "$seq0" ] ||
+		fail "no out_of_seq_request NAK in $NSB after a lossy run ($seq0 -> $seq1)"
+	ok "lossy runs delivered every byte; out_of_seq_request $seq0 -> $seq1 ($drops drop rule)"
+	ip netns exec "$NSB" nft delete table inet ibvdloss
+else
+	log "nftables is not installed: no lossy runs"
+fi
+
+# ---- a link that goes down -----------------------------------------------
+
+check "the link goes down under a transfer: retries run out, the daemons stay"
+# Both sides send in turn; whichever has a message in flight when the link
+# goes sees its retries run out (the other may wait for a receive, as on
+# any fabric, and is stopped here).
+ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
+	/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 100000 -p 18599 >"$O/down.server" 2>&1 &
+spid=$!
+BG_PIDS+=("$spid")
+wait_listen_ns "$NSA" 18599 "$spid" || fail "down: the server never listened"
+ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+	/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 100000 -p 18599 "$IPA" >"$O/down.client" 2>&1 &
+cpid=$!
+BG_PIDS+=("$cpid")
+sleep 1
+ip -n "$NSB" link set "$VB" down
+for i in $(seq $((TMO * 10))); do
+	grep -Eq 'retry counter exceeded' "$O/down.server" "$O/down.client" && break
+	sleep 0.1
+done
+kill -TERM "$spid" "$cpid" 2>/dev/null
+wait_exit "$spid" 5
+wait_exit "$cpid" 5
+if ! grep -Eq 'retry counter exceeded' "$O/down.server" "$O/down.client"; then
+	show "server" "$O/down.server"
+	show "client" "$O/down.client"
+	fail "down: no side saw its retries run out"
+fi
+daemon_alive "after the link went down"
+pid_running "$PID_B" || fail "the daemon in $NSB died when its link went down"
+ok "down: $(grep -hE 'retry counter exceeded' "$O/down.server" "$O/down.client" | head -n 1)"
+
+check "the link comes back: a new connection works"
+ip -n "$NSB" link set "$VB" up
+sleep 1
+across "RC pingpong after the link came back" "$PP_RE" /usr/bin/ibv_rc_pingpong -g 1 -n 100
+
+ok "$NRUN runs across the wire passed"
