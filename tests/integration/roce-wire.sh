@@ -6,7 +6,9 @@
 # other): ibv_ud/rc/uc/srq_pingpong with -g 1 (the IPv4 GID), with data
 # checked (-c) from one packet to 1 MiB (a thousand packets a message),
 # and perftest's ib_write_bw, ib_read_bw, ib_atomic_bw and ib_send_lat
-# with -x 1.  Then the same with 2 % of the RoCE packets into one
+# with -x 1.  Then hostile packets from addresses that are not the
+# connected peer, at the QPs of a running pingpong (roce-hostile.py).
+# Then the same with 2 % of the RoCE packets into one
 # namespace dropped by nftables: the data still arrives whole, and the
 # counters show what the wire did (PSN sequence NAKs, retries).  Last, a
 # peer whose link goes down mid-transfer: its partner's sends end with
@@ -200,6 +202,62 @@ counter() {
 
 pingpongs
 perftests
+
+# ---- a hostile wire -------------------------------------------------------
+
+# While an RC pingpong with checked data runs between the daemons, another
+# address on B's side (10.79.0.3, not the connected peer) and one outside
+# every peer subnet (10.80.0.9) send garbage, mutated captures (some with
+# their ICRC made good again) and well-formed packets aimed at the
+# pingpong's own QPs.  None of it may reach a QP: the pingpong's data must
+# stay whole, and both daemons up.
+check "hostile packets at both devices under a running pingpong"
+ip -n "$NSB" addr add 10.79.0.3/24 dev "$VB" || fail "ip addr add 10.79.0.3"
+PORT=$((PORT + 1))
+ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
+	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 400 -p "$PORT" >"$O/hostile.server" 2>&1 &
+spid=$!
+BG_PIDS+=("$spid")
+wait_listen_ns "$NSA" "$PORT" "$spid" || fail "hostile: the server never listened"
+ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 400 -p "$PORT" "$IPA" >"$O/hostile.client" 2>&1 &
+cpid=$!
+BG_PIDS+=("$cpid")
+# the pingpong's QPs, as each daemon lists them once they are connected
+rts_qpns() {
+	SOCK=$1 ibvctl -j resource show qp 2>/dev/null | "$PYTHON" -c '
+import json, sys
+print(" ".join(hex(r["lqpn"]) for r in json.load(sys.stdin) if r.get("state") == "RTS"))'
+}
+qpns=""
+for _ in $(seq $((TMO * 10))); do
+	qa=$(rts_qpns "$SOCK_A")
+	qb=$(rts_qpns "$SOCK_B")
+	[ -n "$qa" ] && [ -n "$qb" ] && { qpns="$qa $qb"; break; }
+	sleep 0.1
+done
+[ -n "$qpns" ] || fail "hostile: the pingpong never connected"
+pcap=$top_srcdir/tests/data/rxe-pair.pcap
+# shellcheck disable=SC2086 # qpns are words
+sent1=$(ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
+	"$pcap" 10.79.0.3 "$IPA" 6000 1 $qpns) || fail "hostile: the sender failed"
+# shellcheck disable=SC2086
+sent2=$(ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
+	"$pcap" 10.80.0.9 "$IPA" 2000 2 $qpns) || fail "hostile: the sender failed"
+# shellcheck disable=SC2086
+sent3=$(ip netns exec "$NSA" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
+	"$pcap" "$IPA" "$IPB" 2000 3) || fail "hostile: the sender failed"
+for p in "$spid" "$cpid"; do
+	wait_exit "$p" "$TMO" || fail "hostile: the pingpong hung"
+	[ "$EXIT_STATUS" -eq 0 ] || { show server "$O/hostile.server"; show client "$O/hostile.client"; fail "hostile: the pingpong failed ($EXIT_STATUS)"; }
+done
+expect_grep "$PP_RE" "$O/hostile.client" "hostile: pingpong"
+expect_no_grep 'invalid data|Failed status' "$O/hostile.server" "hostile: server data"
+expect_no_grep 'invalid data|Failed status' "$O/hostile.client" "hostile: client data"
+daemon_alive "after hostile packets"
+pid_running "$PID_B" || fail "the daemon in $NSB died from hostile packets"
+ip -n "$NSB" addr del 10.79.0.3/24 dev "$VB"
+ok "hostile: $sent1 + $sent2 + $sent3 packets sent at QPs $qpns; pingpong data whole, daemons up"
 
 # ---- a lossy wire --------------------------------------------------------
 

@@ -325,6 +325,9 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 	return OUT_OK;
 }
 
+/* The longest READ one request may ask for: rxe's largest message. */
+#define ROCE_MAX_READ	(8u << 20)
+
 static enum outcome rx_read(struct roce_dev *rd, struct ibvd_qp *qp,
 			    struct roce_qp *w, const struct roce_ip *ip,
 			    const struct roce_pkt *p)
@@ -333,7 +336,13 @@ static enum outcome rx_read(struct roce_dev *rd, struct ibvd_qp *qp,
 				qp->attr.path_mtu : 1);
 	struct roce_resource *r;
 
-	if (!(qp->attr.access & IBV_ACCESS_REMOTE_READ))
+	/*
+	 * The receive thread sends a READ's responses at once, holding the
+	 * objects lock: a request may ask for at most a message's worth, as
+	 * rxe's largest, not for the 2 GiB the header could name.
+	 */
+	if (!(qp->attr.access & IBV_ACCESS_REMOTE_READ) ||
+	    p->reth.len > ROCE_MAX_READ)
 		return OUT_INV;
 	r = resource_new(w);
 	r->psn = p->psn;
