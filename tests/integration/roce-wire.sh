@@ -117,7 +117,11 @@ PORT=18600
 
 # across WHAT EXPECT PROG ARGS...: PROG ARGS as the server in A (uid
 # $USER1), PROG ARGS $IPA as the client in B (uid $USER2); both must exit
-# 0 and both outputs must match EXPECT (an extended regex).
+# 0 and both outputs must match EXPECT (an extended regex).  The client's
+# side can be changed (CLIENT_NS, CLIENT_SOCK, CLIENT_TO).
+CLIENT_NS=$NSB
+CLIENT_SOCK=$SOCK_B
+CLIENT_TO=$IPA
 across() {
 	local what=$1 expect=$2 s c spid rc_c rc_s
 	shift 2
@@ -135,8 +139,8 @@ across() {
 		show server "$s"
 		fail "$what: the server never listened on port $PORT"
 	fi
-	ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
-		"$@" -p "$PORT" "$IPA" >"$c" 2>&1
+	ns_debian "$CLIENT_NS" "$USER2" "$CLIENT_SOCK" prlimit --memlock="$MEMLOCK" \
+		"$@" -p "$PORT" "$CLIENT_TO" >"$c" 2>&1
 	rc_c=$?
 	if wait_exit "$spid" "$TMO"; then
 		rc_s=$EXIT_STATUS
@@ -202,6 +206,21 @@ counter() {
 
 pingpongs
 perftests
+
+# Two QPs of the same RoCE device: a NIC's loopback, no packet on the wire.
+check "both ends on A's roce0: delivered without the wire"
+CLIENT_NS=$NSA CLIENT_SOCK=$SOCK_A CLIENT_TO=127.0.0.1
+before=$(ip -n "$NSA" -s -j link show "$VA" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["packets"])')
+across "RC pingpong on one device, data checked" "$PP_RE" \
+	/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 200 -c
+across "UD pingpong on one device, data checked" "$PP_RE" \
+	/usr/bin/ibv_ud_pingpong -g 1 -s 1024 -n 200 -c
+after=$(ip -n "$NSA" -s -j link show "$VA" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["packets"])')
+# 400 messages of up to 64 KiB would be thousands of packets; allow a few
+# stray ones (neighbour discovery, IPv6 autoconfiguration)
+[ $((after - before)) -lt 50 ] || fail "loopback: $((after - before)) packets left $VA"
+ok "loopback: $((after - before)) packets on $VA while 400 messages went between QPs of roce0"
+CLIENT_NS=$NSB CLIENT_SOCK=$SOCK_B CLIENT_TO=$IPA
 
 # ---- a hostile wire -------------------------------------------------------
 
