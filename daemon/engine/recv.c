@@ -121,29 +121,27 @@ void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
 		       const struct ibvd_qp *src, const struct eng_req *req,
 		       const struct eng_rcv_info *info)
 {
-	struct ibvd_cqe cqe;
+	struct eng_rcv_done d = {
+		.opcode = info->opcode,
+		.byte_len = info->byte_len,
+		.wc_flags = info->wc_flags,
+		.src_qp = src->qp_num,
+		.slid = ibvd_eng_port_lid(src),
+		.sl = src->qp_type == IBV_QPT_UD ? req->w.av.sl : src->attr.av.sl,
+		.solicited = info->solicited,
+	};
 
-	memset(&cqe, 0, sizeof(cqe));
-	cqe.wr_id = wr_id;
-	cqe.status = IBV_WC_SUCCESS;
-	cqe.opcode = info->opcode;
-	cqe.byte_len = info->byte_len;
-	cqe.wc_flags = info->wc_flags;
 	if (req->w.opcode == IBV_WR_SEND_WITH_IMM ||
 	    req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-		cqe.imm_data = req->w.imm_data;
-		cqe.wc_flags |= IBV_WC_WITH_IMM;
+		d.imm = req->w.imm_data;
+		d.wc_flags |= IBV_WC_WITH_IMM;
 	}
 	/* verbs.h: the invalidated key shares imm_data's place. */
 	if (req->w.opcode == IBV_WR_SEND_WITH_INV) {
-		cqe.imm_data = req->w.imm_data;
-		cqe.wc_flags |= IBV_WC_WITH_INV;
+		d.imm = req->w.imm_data;
+		d.wc_flags |= IBV_WC_WITH_INV;
 	}
-	cqe.qp_num = target->qp_num;
-	cqe.src_qp = src->qp_num;
-	cqe.slid = ibvd_eng_port_lid(src);
-	cqe.sl = src->qp_type == IBV_QPT_UD ? req->w.av.sl : src->attr.av.sl;
-	push_recv_cqe(target, &cqe, info->solicited);
+	ibvd_eng_recv_done(target, wr_id, &d);
 }
 
 void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
@@ -403,6 +401,26 @@ static enum ibv_wc_status place(struct ibvd_engine *eng, struct ibvd_qp *src,
 	return IBV_WC_SUCCESS;
 }
 
+/*
+ * Under the receive lock: the WQE a datagram of len bytes lands in, true
+ * with *rwqe peeked; false when it cannot land: no WQE (dropped), a broken
+ * queue, a bad WQE or one too small (it completes in error).
+ */
+static bool ud_take(struct ibvd_qp *target, const struct eng_rq *rq,
+		    struct eng_recv *rwqe, uint64_t len)
+{
+	int ret = ibvd_eng_rq_peek(rq, rwqe);
+
+	if (ret < 0)
+		ibvd_eng_rq_broken(target, rq);
+	else if (ret > 0 && rwqe->status != IBV_WC_SUCCESS)
+		ibvd_eng_recv_fail(target, rq, rwqe, rwqe->status);
+	else if (ret > 0 && ENG_GRH_BYTES + len > rwqe->sgl.total)
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_LEN_ERR);
+	return ret > 0 && rwqe->status == IBV_WC_SUCCESS &&
+	       ENG_GRH_BYTES + len <= rwqe->sgl.total;
+}
+
 enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *src,
 				       struct ibvd_qp *target,
@@ -412,23 +430,14 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 	struct eng_recv rwqe;
 	struct eng_rq rq;
-	int ret;
 
 	if (!accepts(target, qkey))
 		return IBV_WC_SUCCESS;
 	ibvd_eng_count_arrival(src, target, req);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
-	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret < 0)
-		ibvd_eng_rq_broken(target, &rq);
-	else if (ret > 0 && rwqe.status != IBV_WC_SUCCESS)
-		ibvd_eng_recv_fail(target, &rq, &rwqe, rwqe.status);
-	else if (ret > 0 && ENG_GRH_BYTES + req->length > rwqe.sgl.total)
-		ibvd_eng_recv_fail(target, &rq, &rwqe, IBV_WC_LOC_LEN_ERR);
-	else if (ret > 0)
+	if (ud_take(target, &rq, &rwqe, req->length))
 		st = place(eng, src, target, &rq, &rwqe, req);
-	/* ret == 0: no receive WQE, the datagram is dropped. */
 	pthread_mutex_unlock(rq.lock);
 	return st;
 }
@@ -449,6 +458,8 @@ void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
 	cqe.imm_data = d->imm;
 	cqe.qp_num = target->qp_num;
 	cqe.src_qp = d->src_qp;
+	cqe.slid = d->slid;
+	cqe.sl = d->sl;
 	push_recv_cqe(target, &cqe, d->solicited);
 }
 
@@ -486,7 +497,6 @@ void ibvd_eng_ud_receive(struct ibvd_qp *target, const struct eng_datagram *dg)
 {
 	struct eng_recv rwqe;
 	struct eng_rq rq;
-	int ret;
 
 	if (target->qp_type != IBV_QPT_UD ||
 	    !ibvd_eng_can_receive(eng_qp_state(target)) ||
@@ -495,15 +505,7 @@ void ibvd_eng_ud_receive(struct ibvd_qp *target, const struct eng_datagram *dg)
 	ibvd_eng_port_count(target, IBVD_PC_RCVD_PKTS, 1);
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
-	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	if (ret < 0)
-		ibvd_eng_rq_broken(target, &rq);
-	else if (ret > 0 && rwqe.status != IBV_WC_SUCCESS)
-		ibvd_eng_recv_fail(target, &rq, &rwqe, rwqe.status);
-	else if (ret > 0 && ENG_GRH_BYTES + (uint64_t)dg->len > rwqe.sgl.total)
-		ibvd_eng_recv_fail(target, &rq, &rwqe, IBV_WC_LOC_LEN_ERR);
-	else if (ret > 0)
+	if (ud_take(target, &rq, &rwqe, dg->len))
 		wire_place(target, &rq, &rwqe, dg);
-	/* ret == 0: no receive WQE, the datagram is dropped. */
 	pthread_mutex_unlock(rq.lock);
 }

@@ -278,6 +278,8 @@ struct eng_rcv_done {
 	uint32_t wc_flags;		/* IBV_WC_GRH, IBV_WC_WITH_IMM, ..._INV */
 	uint32_t imm;			/* or the invalidated key */
 	uint32_t src_qp;
+	uint16_t slid;			/* 0 on RoCE */
+	uint8_t sl;
 	bool solicited;
 };
 
