@@ -1,7 +1,7 @@
 # unit tests (transport/roce): the RoCEv2 packet codec, compiled into each
 # test: on packets made in the test (test_roce_wire) and on a capture of
 # two Linux rxe peers (test_roce_capture, tests/data/rxe-pair.pcap, read
-# by pcap.c).
+# by tests/common/pcap.c).
 ROCE_WIRE_SOURCES = \
 	daemon/transport/roce/wire.c daemon/transport/roce/wire.h \
 	daemon/transport/roce/ip.c daemon/transport/roce/icrc.c \
@@ -19,7 +19,7 @@ tests_unit_test_roce_wire_LDADD = $(UNIT_LIBS)
 # top_srcdir from the environment wins; the built-in one lets the program
 # run by hand from the build tree.
 tests_unit_test_roce_capture_SOURCES = tests/unit/test_roce_capture.c \
-	tests/unit/pcap.c tests/unit/pcap.h $(ROCE_WIRE_SOURCES)
+	tests/common/pcap.c tests/common/pcap.h $(ROCE_WIRE_SOURCES)
 tests_unit_test_roce_capture_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_capture_CFLAGS = $(UNIT_CFLAGS) \
 	-DIBVD_TEST_SRCDIR='"$(abs_top_srcdir)"'

@@ -11,12 +11,13 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "daemon/transport/roce/wire.h"
-#include "pcap.h"
+#include "tests/common/pcap.h"
 
 static uint16_t be16(const uint8_t *p)
 {
@@ -51,6 +52,20 @@ static struct {
 	struct cap_pkt roce[MAX_ROCE];	/* in capture order */
 } cap;
 
+/*
+ * $top_srcdir/tests/data/name (the test harness exports top_srcdir;
+ * IBVD_TEST_SRCDIR when the program runs by hand) into pcap.
+ */
+static void pcap_load(const char *name)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], err[256];
+
+	snprintf(path, sizeof(path), "%s/tests/data/%s",
+		 top && *top ? top : IBVD_TEST_SRCDIR, name);
+	ck_assert_msg(pcap_read(path, &pcap, err, sizeof(err)) == 0, "%s", err);
+}
+
 /* The capture, read once per test process (Check forks each test) */
 static void load_capture(void)
 {
@@ -58,7 +73,7 @@ static void load_capture(void)
 
 	if (pcap.file)
 		return;
-	pcap_load("rxe-pair.pcap", &pcap);
+	pcap_load("rxe-pair.pcap");
 	for (i = 0; i < pcap.nip; i++) {
 		struct cap_pkt *p = &cap.roce[cap.nroce];
 
