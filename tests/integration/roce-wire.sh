@@ -14,8 +14,8 @@
 # peer whose link goes down mid-transfer: its partner's sends end with
 # IBV_WC_RETRY_EXC_ERR and the daemons stay up.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/netns.sh"
 
-need_cmd ip ss
 for p in ud rc uc srq; do
 	need_cmd "/usr/bin/ibv_${p}_pingpong"
 done
@@ -23,148 +23,7 @@ is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
 
-# ---- two namespaces and a veth pair, removed whatever happens ------------
-
-NSA=ibvd-wa-$$
-NSB=ibvd-wb-$$
-VA=iwa$$
-VB=iwb$$
-IPA=10.79.0.1
-IPB=10.79.0.2
-NS_MADE=""
-PID_B=""
-wire_cleanup() {
-	local rc=$?
-	[ -n "$PID_B" ] && { kill -KILL "$PID_B"; wait "$PID_B"; } 2>/dev/null
-	if [ -n "$NS_MADE" ]; then
-		ip netns delete "$NSA" 2>/dev/null
-		ip netns delete "$NSB" 2>/dev/null
-	fi
-	(exit "$rc")
-	ibvd_cleanup
-}
-trap wire_cleanup EXIT
-
-ip netns add "$NSA" 2>"$O/netns.err" || { show "ip netns add" "$O/netns.err"; skip "cannot create a network namespace"; }
-NS_MADE=1
-ip netns add "$NSB" || fail "ip netns add $NSB"
-ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB" ||
-	fail "ip link add $VA type veth"
-for ns in "$NSA" "$NSB"; do
-	ip -n "$ns" link set lo up || fail "lo up in $ns"
-done
-ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up || fail "veth up"
-ip -n "$NSA" addr add "$IPA/24" dev "$VA" && ip -n "$NSB" addr add "$IPB/24" dev "$VB" ||
-	fail "ip addr add"
-
-# ---- a daemon in each --------------------------------------------------
-
-SOCK_A=$T/run/a.sock
-SOCK_B=$T/run/b.sock
-conf_for() {	# NAME NETDEV SOCKET
-	cat >"$T/$1.conf" <<-EOF
-	{
-	  "socket": { "path": "$3" },
-	  "devices": [ { "name": "roce0", "netdev": "$2" } ]
-	}
-	EOF
-	printf '%s\n' "$T/$1.conf"
-}
-in_ns_daemon() {	# NS: a wrapper that starts the daemon in NS
-	cat >"$T/bin/ibverbsd-$1" <<-EOF
-	#!/bin/sh
-	exec ip netns exec "$1" "$IBVERBSD_BUILT" "\$@"
-	EOF
-	chmod 755 "$T/bin/ibverbsd-$1"
-	printf '%s\n' "$T/bin/ibverbsd-$1"
-}
-IBVERBSD_BUILT=$IBVERBSD
-
-IBVERBSD=$(in_ns_daemon "$NSB")
-daemon_start -c "$(conf_for b "$VB" "$SOCK_B")"
-daemon_wait_ready "$SOCK_B"
-PID_B=$DAEMON_PID
-IBVERBSD=$(in_ns_daemon "$NSA")
-daemon_start -c "$(conf_for a "$VA" "$SOCK_A")"
-daemon_wait_ready "$SOCK_A"
-
-# ns_debian NS UID SOCKET PROG ARGS...: a Debian program in NS as UID,
-# through ibverbsd-run against SOCKET, within $TMO seconds.
-ns_debian() {
-	local ns=$1 uid=$2
-	SOCK=$3
-	shift 3
-	debian_env
-	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 "$TMO" \
-		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
-		env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" "$@")
-}
-
-# wait_listen_ns NS PORT PID: until something listens on PORT in NS.
-wait_listen_ns() {
-	local i
-	for i in $(seq $((TMO * 20))); do
-		[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
-		pid_running "$3" || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
-MEMLOCK=8388608
-NRUN=0
-PORT=18600
-
-# across WHAT EXPECT PROG ARGS...: PROG ARGS as the server in A (uid
-# $USER1), PROG ARGS $IPA as the client in B (uid $USER2); both must exit
-# 0 and both outputs must match EXPECT (an extended regex).  The client's
-# side can be changed (CLIENT_NS, CLIENT_SOCK, CLIENT_TO).
-CLIENT_NS=$NSB
-CLIENT_SOCK=$SOCK_B
-CLIENT_TO=$IPA
-across() {
-	local what=$1 expect=$2 s c spid rc_c rc_s
-	shift 2
-	NRUN=$((NRUN + 1))
-	PORT=$((PORT + 1))
-	s=$O/$NRUN.server
-	c=$O/$NRUN.client
-	check "#$NRUN $what"
-	ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
-		"$@" -p "$PORT" >"$s" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	if ! wait_listen_ns "$NSA" "$PORT" "$spid"; then
-		wait_exit "$spid" 1
-		show server "$s"
-		fail "$what: the server never listened on port $PORT"
-	fi
-	ns_debian "$CLIENT_NS" "$USER2" "$CLIENT_SOCK" prlimit --memlock="$MEMLOCK" \
-		"$@" -p "$PORT" "$CLIENT_TO" >"$c" 2>&1
-	rc_c=$?
-	if wait_exit "$spid" "$TMO"; then
-		rc_s=$EXIT_STATUS
-	else
-		kill -TERM "$spid" 2>/dev/null
-		wait_exit "$spid" 5
-		rc_s=124
-	fi
-	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
-		show "server (uid $USER1, $NSA)" "$s"
-		show "client (uid $USER2, $NSB)" "$c"
-		fail "$what: server exited $rc_s, client $rc_c"
-	fi
-	expect_grep "$expect" "$s" "$what (server)"
-	expect_grep "$expect" "$c" "$what (client)"
-	expect_no_grep 'invalid data|Failed status' "$s" "$what (server)"
-	expect_no_grep 'invalid data|Failed status' "$c" "$what (client)"
-	daemon_alive "after $what"
-	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
-	ok "$what: $(grep -E "$expect" "$c" | head -n 1)"
-}
-
-PP_RE='^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter$'
-PT_RE='^ *[0-9]+ +[0-9]+ +[0-9.]+'
+wire_up
 
 pingpongs() {
 	across "UD pingpong, 1 KiB (the port MTU), data checked" "$PP_RE" \
