@@ -24,6 +24,16 @@ TESTS += $(INTEGRATION_TESTS)
 # a client holding a context (ctxclient-helper) see them.
 INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wire.sh
 
+# Our codec's verdict on a capture (roce-pcap-check-helper): every RoCEv2
+# packet parses, has a good ICRC and decodes.  ROCE_WIRE_SOURCES:
+# tests/unit/roce.mk.
+check_PROGRAMS += tests/integration/roce-pcap-check-helper
+tests_integration_roce_pcap_check_helper_SOURCES = \
+	tests/integration/roce-pcap-check.c \
+	tests/common/pcap.c tests/common/pcap.h $(ROCE_WIRE_SOURCES)
+tests_integration_roce_pcap_check_helper_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/daemon
+
 # A raw protocol client that misbehaves on purpose (bad-input.sh).
 check_PROGRAMS += tests/integration/badclient-helper
 tests_integration_badclient_helper_SOURCES = tests/integration/badclient.c
