@@ -24,9 +24,10 @@ TESTS += $(INTEGRATION_TESTS)
 # a client holding a context (ctxclient-helper) see them.
 INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wire.sh
 
-# Our codec's verdict on a capture (roce-pcap-check-helper): every RoCEv2
-# packet parses, has a good ICRC and decodes.  ROCE_WIRE_SOURCES:
-# tests/unit/roce.mk.
+# The wire captured (roce-capture.sh): tshark decodes every packet, and
+# our codec's verdict (roce-pcap-check-helper) is that every one parses,
+# has a good ICRC and decodes.  ROCE_WIRE_SOURCES: tests/unit/roce.mk.
+INTEGRATION_TESTS += tests/integration/roce-capture.sh
 check_PROGRAMS += tests/integration/roce-pcap-check-helper
 tests_integration_roce_pcap_check_helper_SOURCES = \
 	tests/integration/roce-pcap-check.c \
