@@ -9,6 +9,8 @@
  *   event.c     CmEvent frames on the event sockets, timers
  *   mcast.c     multicast joins
  *   info.c      snapshots of ids for ibvctl (admin/cm_id.c lists them)
+ *   mad.c       the IB CM's MADs, for peers on other hosts (mad.h)
+ *   cma_hdr.c   rdma_cm's header, service IDs, flow labels in them
  *
  * Everything runs on the control thread; nothing here is seen by the
  * engine.  An id is reachable from the wire only through the handle table
