@@ -6,3 +6,4 @@ include tests/unit/config.mk
 include tests/unit/client.mk
 include tests/unit/engine.mk
 include tests/unit/roce.mk
+include tests/unit/cm.mk

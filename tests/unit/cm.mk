@@ -1,0 +1,17 @@
+# unit tests (cm): the IB CM's MADs and rdma_cm's private-data header,
+# compiled into the test with the RoCEv2 codec that finds the MADs in the
+# capture of two rxe peers (tests/data/rxe-pair.pcap; ROCE_WIRE_SOURCES
+# from roce.mk).
+CM_MAD_SOURCES = \
+	daemon/cm/mad.c daemon/cm/mad.h \
+	daemon/cm/cma_hdr.c daemon/cm/cma_hdr.h
+check_PROGRAMS += tests/unit/test_cm_mad
+TESTS += tests/unit/test_cm_mad
+
+tests_unit_test_cm_mad_SOURCES = tests/unit/test_cm_mad.c \
+	tests/common/pcap.c tests/common/pcap.h $(CM_MAD_SOURCES) \
+	$(ROCE_WIRE_SOURCES)
+tests_unit_test_cm_mad_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_cm_mad_CFLAGS = $(UNIT_CFLAGS) \
+	-DIBVD_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_cm_mad_LDADD = $(UNIT_LIBS)
