@@ -10,4 +10,12 @@ tests_fuzz_fuzz_roce_wire_SOURCES = tests/fuzz/fuzz_roce_wire.c \
 tests_fuzz_fuzz_roce_wire_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 	-DFUZZ_TARGET='"roce_wire"' -DFUZZ_SRCDIR='"$(abs_top_srcdir)"'
 
+check_PROGRAMS += tests/fuzz/fuzz_cm_mad
+TESTS += tests/fuzz/fuzz_cm_mad
+# CM_MAD_SOURCES: tests/unit/cm.mk
+tests_fuzz_fuzz_cm_mad_SOURCES = tests/fuzz/fuzz_cm_mad.c \
+	tests/fuzz/replay.c $(CM_MAD_SOURCES)
+tests_fuzz_fuzz_cm_mad_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+	-DFUZZ_TARGET='"cm_mad"' -DFUZZ_SRCDIR='"$(abs_top_srcdir)"'
+
 EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus

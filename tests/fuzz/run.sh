@@ -2,7 +2,7 @@
 # Fuzz one target with libFuzzer (clang, ASan + UBSan) for a while.
 #
 # usage: tests/fuzz/run.sh TARGET [SECONDS]     (default 60)
-#   TARGET   roce_wire (tests/fuzz/fuzz_TARGET.c)
+#   TARGET   roce_wire or cm_mad (tests/fuzz/fuzz_TARGET.c)
 # Environment:
 #   BUILD_DIR  a configured build directory, for config.h (default build/)
 #   CLANG      the compiler (default clang)
@@ -10,7 +10,9 @@
 #
 # Seeds come from tests/fuzz/corpus/TARGET (for roce_wire: the first
 # RoCEv2 packet of each opcode in tests/data/rxe-pair.pcap, as the IP
-# packet ip-* and as the UDP payload udp-*, and an IPv6 packet ip6-*);
+# packet ip-* and as the UDP payload udp-*, and an IPv6 packet ip6-*; for
+# cm_mad: the first MAD of each attribute there, mad-*, and the private
+# data of its REQ and SIDR REQ, cma-*);
 # what the fuzzer finds goes to BUILD_DIR/tests/fuzz/TARGET/corpus, crashes
 # to .../crashes.  Replay a crash with the make check build:
 # BUILD_DIR/tests/fuzz/fuzz_TARGET FILE.  Exits 77 (skipped) without clang.
@@ -32,6 +34,9 @@ roce_wire)
 	sources="daemon/transport/roce/wire.c daemon/transport/roce/ip.c
 		daemon/transport/roce/icrc.c daemon/transport/roce/crc32.c"
 	max_len=4200 ;;
+cm_mad)
+	sources="daemon/cm/mad.c daemon/cm/cma_hdr.c"
+	max_len=300 ;;
 *)	die "unknown target '$target'" ;;
 esac
 command -v "$clang" >/dev/null 2>&1 || { echo "no $clang: skipped"; exit 77; }
