@@ -12,3 +12,8 @@ include tests/fuzz/fuzz.mk
 # dependency.
 TESTS += tests/layers.sh tests/layers-selftest.sh
 EXTRA_DIST += tests/layers.sh tests/layers-selftest.sh tests/layers.rules
+
+# tests/interop/rxe: Debian's programs between ibverbsd and the Linux
+# kernel's rxe under qemu.  Not in make check (minutes, qemu, apt-get):
+# scripts/test --interop runs it.
+EXTRA_DIST += tests/interop/rxe tests/interop/guest-init
