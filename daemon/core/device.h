@@ -121,6 +121,8 @@ struct ibvd_roce {
 	 * (core/roce.c, ibvd_roce_update()).
 	 */
 	struct ibvd_gid *gids;
+	/* slots up to the last one in use: what per-packet lookups scan */
+	unsigned int ngids;
 	/*
 	 * The RoCE transport drops packets from addresses outside these
 	 * blocks.  npeers 0 means "the interface's own subnets": the blocks

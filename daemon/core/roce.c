@@ -222,7 +222,7 @@ bool ibvd_roce_peer_allowed(const struct ibvd_roce *r, const uint8_t addr[16])
 	if (r->npeers || !r->gids)
 		return false;
 	/* No "peers": the subnets the interface's addresses are in. */
-	for (i = 0; i < IBVD_ROCE_GID_TBL_LEN; i++) {
+	for (i = 0; i < r->ngids; i++) {
 		if (ibvd_gid_empty(&r->gids[i]))
 			continue;
 		memcpy(own.addr, r->gids[i].raw, 16);
@@ -346,6 +346,16 @@ static unsigned int add_new(struct ibvd_gid *tbl, const struct ibvd_cidr *addrs,
 	return changed;
 }
 
+/* Slots up to the last one in use (0: the table is empty). */
+static unsigned int used_slots(const struct ibvd_gid *gids)
+{
+	unsigned int n = IBVD_ROCE_GID_TBL_LEN;
+
+	while (n && ibvd_gid_empty(&gids[n - 1]))
+		n--;
+	return n;
+}
+
 unsigned int ibvd_roce_update(struct ibvd_roce *r, const struct ibvd_netdev *nd,
 			      const struct ibvd_cidr *addrs, size_t naddrs)
 {
@@ -364,6 +374,7 @@ unsigned int ibvd_roce_update(struct ibvd_roce *r, const struct ibvd_netdev *nd,
 		r->netdev.ifindex = 0;
 		r->netdev.admin_up = r->netdev.up = false;
 	}
+	r->ngids = used_slots(r->gids);
 	if (was_up && !r->netdev.up)
 		changed |= IBVD_ROCE_PORT_DOWN;
 	if (!was_up && r->netdev.up)

@@ -58,7 +58,7 @@ bool roce_is_local(const struct roce_dev *rd, const uint8_t addr[4])
 	if (!rd->dev->roce.gids)
 		return false;
 	roce_ip_to_gid(AF_INET, addr, gid);
-	for (i = 0; i < IBVD_ROCE_GID_TBL_LEN; i++)
+	for (i = 0; i < rd->dev->roce.ngids; i++)
 		if (!memcmp(rd->dev->roce.gids[i].raw, gid, 16))
 			return true;
 	return false;
