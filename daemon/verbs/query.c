@@ -38,7 +38,12 @@
 #define IBVD_MAX_MW		65536
 #define IBVD_MAX_MR_SIZE	(1ull << 40)
 #define IBVD_MAX_PD		65536
-#define IBVD_MAX_QP_RD_ATOM	16
+/*
+ * Outstanding READs and atomics per QP, as rxe's: perftest gives a QP the
+ * peer's value, and a device refuses more than its own, so a RoCE peer
+ * with rxe's 128 needs ours to be as large.
+ */
+#define IBVD_MAX_QP_RD_ATOM	128
 #define IBVD_MAX_SRQ		65536
 #define IBVD_MAX_SRQ_WR		16384
 #define IBVD_MAX_AH		65536

@@ -70,8 +70,11 @@ struct roce_path {
 	uint16_t sport;
 };
 
-/* READ and atomic results the responder keeps for duplicate requests. */
-#define ROCE_RESOURCES		16
+/*
+ * READ and atomic results the responder keeps for duplicate requests: as
+ * many as a requester may have outstanding (max_qp_rd_atom).
+ */
+#define ROCE_RESOURCES		128
 
 struct roce_resource {
 	bool valid;
