@@ -9,6 +9,7 @@ check_PROGRAMS += tests/unit/test_cm_mad
 TESTS += tests/unit/test_cm_mad
 
 tests_unit_test_cm_mad_SOURCES = tests/unit/test_cm_mad.c \
+	tests/unit/capture.c tests/unit/capture.h \
 	tests/common/pcap.c tests/common/pcap.h $(CM_MAD_SOURCES) \
 	$(ROCE_WIRE_SOURCES)
 tests_unit_test_cm_mad_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon

@@ -19,6 +19,7 @@ tests_unit_test_roce_wire_LDADD = $(UNIT_LIBS)
 # top_srcdir from the environment wins; the built-in one lets the program
 # run by hand from the build tree.
 tests_unit_test_roce_capture_SOURCES = tests/unit/test_roce_capture.c \
+	tests/unit/capture.c tests/unit/capture.h \
 	tests/common/pcap.c tests/common/pcap.h $(ROCE_WIRE_SOURCES)
 tests_unit_test_roce_capture_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_capture_CFLAGS = $(UNIT_CFLAGS) \

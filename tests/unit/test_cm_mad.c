@@ -21,7 +21,7 @@
 #include "daemon/cm/cma_hdr.h"
 #include "daemon/cm/mad.h"
 #include "daemon/transport/roce/wire.h"
-#include "tests/common/pcap.h"
+#include "tests/unit/capture.h"
 
 /* ---- the capture's MADs ------------------------------------------------- */
 
@@ -39,20 +39,6 @@ static struct pcap pcap;
 static struct cap_mad mads[CAP_MADS];
 static size_t nmads;
 
-/*
- * $top_srcdir/tests/data/name (the test harness exports top_srcdir;
- * IBVD_TEST_SRCDIR when the program runs by hand) into pcap.
- */
-static void pcap_load(const char *name)
-{
-	const char *top = getenv("top_srcdir");
-	char path[4096], err[256];
-
-	snprintf(path, sizeof(path), "%s/tests/data/%s",
-		 top && *top ? top : IBVD_TEST_SRCDIR, name);
-	ck_assert_msg(pcap_read(path, &pcap, err, sizeof(err)) == 0, "%s", err);
-}
-
 /* Every UD SEND_ONLY to QP1 in the capture, read once per test process */
 static void load_mads(void)
 {
@@ -60,7 +46,7 @@ static void load_mads(void)
 
 	if (pcap.file)
 		return;
-	pcap_load("rxe-pair.pcap");
+	capture_load("rxe-pair.pcap", &pcap);
 	for (i = 0; i < pcap.nip; i++) {
 		struct cap_mad c;
 
@@ -649,16 +635,6 @@ START_TEST(rej_mra_encoded)
 END_TEST
 
 /* ---- malformed input ---------------------------------------------------- */
-
-/* A copy of n bytes in a buffer of exactly n, so ASan sees any overread */
-static uint8_t *exact_copy(const uint8_t *src, size_t n)
-{
-	uint8_t *b = malloc(n ? n : 1);
-
-	ck_assert_ptr_nonnull(b);
-	memcpy(b, src, n);
-	return b;
-}
 
 START_TEST(truncated)
 {

@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 
 #include "daemon/transport/roce/wire.h"
-#include "tests/common/pcap.h"
+#include "tests/unit/capture.h"
 
 static uint16_t be16(const uint8_t *p)
 {
@@ -52,20 +52,6 @@ static struct {
 	struct cap_pkt roce[MAX_ROCE];	/* in capture order */
 } cap;
 
-/*
- * $top_srcdir/tests/data/name (the test harness exports top_srcdir;
- * IBVD_TEST_SRCDIR when the program runs by hand) into pcap.
- */
-static void pcap_load(const char *name)
-{
-	const char *top = getenv("top_srcdir");
-	char path[4096], err[256];
-
-	snprintf(path, sizeof(path), "%s/tests/data/%s",
-		 top && *top ? top : IBVD_TEST_SRCDIR, name);
-	ck_assert_msg(pcap_read(path, &pcap, err, sizeof(err)) == 0, "%s", err);
-}
-
 /* The capture, read once per test process (Check forks each test) */
 static void load_capture(void)
 {
@@ -73,7 +59,7 @@ static void load_capture(void)
 
 	if (pcap.file)
 		return;
-	pcap_load("rxe-pair.pcap");
+	capture_load("rxe-pair.pcap", &pcap);
 	for (i = 0; i < pcap.nip; i++) {
 		struct cap_pkt *p = &cap.roce[cap.nroce];
 
@@ -531,16 +517,6 @@ START_TEST(sport_connected)
 END_TEST
 
 /* ---- malformed input ------------------------------------------------------- */
-
-/* A copy of n bytes in a buffer of exactly n, so ASan sees any overread */
-static uint8_t *exact_copy(const uint8_t *src, size_t n)
-{
-	uint8_t *b = malloc(n ? n : 1);
-
-	ck_assert_ptr_nonnull(b);
-	memcpy(b, src, n);
-	return b;
-}
 
 /*
  * Every truncation of every UDP payload: rejected, or decoded into headers
