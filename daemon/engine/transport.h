@@ -119,6 +119,23 @@ struct eng_datagram {
 	uint32_t len;
 };
 
+/*
+ * A management datagram between the QP1s of two hosts: the 256 bytes of
+ * one MAD and its addresses.  Local is this device's end (the source of
+ * what we send, the destination of what arrived), remote the other host's.
+ */
+#define IBVD_MAD_LEN		256
+
+struct ibvd_mad {
+	struct ibvd_device *dev;
+	uint8_t local_gid[16];
+	uint8_t remote_gid[16];
+	uint32_t remote_qpn;		/* the peer's GSI QP: 1 */
+	uint8_t traffic_class;
+	uint8_t hop_limit;
+	uint8_t data[IBVD_MAD_LEN];
+};
+
 /* ---- the interface -------------------------------------------------------- */
 
 struct ibvd_transport {
@@ -162,6 +179,13 @@ struct ibvd_transport {
 	 * drop what the transport keeps for it (qp->wire).  NULL: nothing.
 	 */
 	void (*qp_forget)(struct ibvd_qp *qp);
+	/*
+	 * QP1: send one management datagram (an IB CM MAD) to another
+	 * host's QP1, on the control thread.  0 or a negative errno; NULL:
+	 * the device reaches no other host (-EOPNOTSUPP).  What arrives on
+	 * QP1 goes to the mailbox of transport/gsi.h.
+	 */
+	int (*send_mad)(const struct ibvd_mad *mad);
 };
 
 /* The transport of qp (its device's). */

@@ -2,6 +2,8 @@
 # (engine/transport.h is the interface).
 daemon_ibverbsd_SOURCES += \
 	daemon/transport/transport.h \
-	daemon/transport/local.c
+	daemon/transport/local.c \
+	daemon/transport/gsi.h \
+	daemon/transport/gsi.c
 
 include daemon/transport/roce/local.mk

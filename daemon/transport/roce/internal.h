@@ -20,8 +20,9 @@
  * Done today: UD, RC and UC (SEND, WRITE, READ, atomics) in both
  * directions, and to QPs of the same device without the wire.  An RC
  * requester keeps one message in flight per QP (its packets pipelined,
- * the next message after its ACK).  Not yet: QP1 (the IB CM's MADs),
- * IPv6 GIDs.
+ * the next message after its ACK).  QP1 carries the IB CM's
+ * MADs between the CM and other hosts (transport/gsi.h).  Not yet: IPv6
+ * GIDs.
  *
  * Locking: a QP's wire state (struct roce_qp, qp->wire) is shared by its
  * serving engine thread (the requester) and the receive thread (ACKs and
@@ -59,6 +60,7 @@ struct roce_dev {
 	pthread_t rx_thread;
 	bool rx_running;
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
+	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
 };
 
 /* Where a QP's packets go: IPv4 addresses and the IP/UDP header values. */

@@ -24,6 +24,7 @@
 #include "engine/transport.h"
 #include "internal.h"
 #include "log.h"
+#include "transport/gsi.h"
 #include "transport/transport.h"
 
 /* Headroom of a packet being built: IP, UDP, BTH, DETH, ImmDt. */
@@ -209,6 +210,41 @@ static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
 	return IBV_WC_SUCCESS;
 }
 
+/* ---- QP1 ------------------------------------------------------------------ */
+
+/*
+ * One MAD from QP1 to the peer's GSI QP, as rxe's QP1 sends it: UD
+ * SEND_ONLY, the GSI Q_Key, QP1's UDP source port.  IPv4 GIDs only, as
+ * the rest of this transport.
+ */
+static int roce_send_mad(const struct ibvd_mad *mad)
+{
+	struct roce_dev *rd = mad->dev->transport_priv;
+	struct roce_path path = {
+		.tclass = mad->traffic_class,
+		.hop_limit = mad->hop_limit,
+		.sport = roce_udp_sport(1),
+	};
+	uint8_t src[16], dst[16];
+	struct roce_pkt p;
+
+	if (!rd)
+		return -ENODEV;
+	if (roce_gid_family(mad->local_gid) != AF_INET ||
+	    roce_gid_family(mad->remote_gid) != AF_INET)
+		return -EAFNOSUPPORT;
+	roce_gid_to_ip(mad->local_gid, src);
+	roce_gid_to_ip(mad->remote_gid, dst);
+	memcpy(path.src, src, 4);
+	memcpy(path.dst, dst, 4);
+	roce_pkt_init(&p, ROCE_UD_SEND_ONLY);
+	p.dest_qp = mad->remote_qpn & 0xFFFFFFu;
+	p.psn = __atomic_fetch_add(&rd->gsi_psn, 1, __ATOMIC_RELAXED) & 0xFFFFFFu;
+	p.deth.qkey = ROCE_GSI_QKEY;
+	p.deth.src_qp = 1;
+	return roce_send_pkt(rd, &path, &p, mad->data, IBVD_MAD_LEN);
+}
+
 /* ---- devices ------------------------------------------------------------ */
 
 static int roce_dev_open(struct ibvd_device *dev)
@@ -237,6 +273,8 @@ static void roce_dev_close(struct ibvd_device *dev)
 	if (!rd)
 		return;
 	roce_io_close(rd);
+	/* The receive thread is gone: nothing more arrives from dev. */
+	ibvd_gsi_purge(dev);
 	free(rd);
 	dev->transport_priv = NULL;
 }
@@ -249,4 +287,5 @@ const struct ibvd_transport ibvd_transport_roce = {
 	.send_ud = roce_send_ud,
 	.peer = roce_peer,
 	.qp_forget = roce_rc_forget,
+	.send_mad = roce_send_mad,
 };

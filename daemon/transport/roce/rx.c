@@ -16,6 +16,7 @@
 #include "core/roce.h"
 #include "engine/transport.h"
 #include "internal.h"
+#include "transport/gsi.h"
 
 /* A UD QP of rd's device that a datagram to qpn may reach, or NULL. */
 static struct ibvd_qp *ud_target(const struct roce_dev *rd, uint32_t qpn)
@@ -37,14 +38,41 @@ static void ud_grh(const uint8_t *pkt, uint8_t grh[40])
 	memcpy(grh + 20, pkt, 20);
 }
 
+/*
+ * QP1: one MAD to QP1 with the GSI Q_Key, as rxe's GSI QP takes them, for
+ * the connection manager (the mailbox of transport/gsi.h).
+ */
+static void rx_gsi(struct roce_dev *rd, const struct roce_ip *ip,
+		   const struct roce_pkt *p)
+{
+	struct ibvd_mad mad;
+
+	if (p->opcode != ROCE_UD_SEND_ONLY || p->deth.qkey != ROCE_GSI_QKEY ||
+	    p->payload_len != IBVD_MAD_LEN)
+		return;
+	memset(&mad, 0, sizeof(mad));
+	mad.dev = rd->dev;
+	roce_ip_to_gid(AF_INET, ip->dst, mad.local_gid);
+	roce_ip_to_gid(AF_INET, ip->src, mad.remote_gid);
+	mad.remote_qpn = p->deth.src_qp;
+	mad.traffic_class = ip->tclass;
+	mad.hop_limit = ip->hop_limit;
+	memcpy(mad.data, p->payload, IBVD_MAD_LEN);
+	ibvd_gsi_deliver(&mad);
+}
+
 static void rx_ud(struct roce_dev *rd, const uint8_t *pkt,
-		  const struct roce_pkt *p)
+		  const struct roce_ip *ip, const struct roce_pkt *p)
 {
 	struct eng_datagram dg;
 	struct ibvd_qp *target;
 
-	/* QP1 carries the IB CM's MADs: not spoken yet. */
-	if (p->dest_qp <= 1)
+	if (p->dest_qp == 1) {
+		rx_gsi(rd, ip, p);
+		return;
+	}
+	/* QP0 is InfiniBand's subnet management: nothing on RoCE. */
+	if (p->dest_qp == 0)
 		return;
 	target = ud_target(rd, p->dest_qp);
 	if (!target)
@@ -107,7 +135,7 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 		return;
 	switch (ROCE_OP_TRANSPORT(p.opcode)) {
 	case ROCE_OP_UD:
-		rx_ud(rd, pkt, &p);
+		rx_ud(rd, pkt, &ip, &p);
 		break;
 	case ROCE_OP_RC:
 	case ROCE_OP_UC:
