@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,31 @@ int ibv_destroy_ah(struct ibv_ah *ah)
 }
 
 /*
+ * A RoCEv2 datagram that came over IPv4 has no GRH: its 40 bytes are 20
+ * zero bytes, then the IPv4 header (IHL 5, no options, as RoCE sends).
+ */
+static bool grh_is_ipv4(const struct ibv_grh *grh)
+{
+	static const uint8_t zeros[20];
+	const uint8_t *b = (const uint8_t *)grh;
+
+	return !memcmp(b, zeros, sizeof(zeros)) && b[20] == 0x45;
+}
+
+/* The IPv4 header's addresses as GIDs (::ffff:a.b.c.d), and its TOS. */
+static void grh_from_ipv4(const struct ibv_grh *grh, struct ibv_grh *out)
+{
+	const uint8_t *ip = (const uint8_t *)grh + 20;
+
+	memset(out, 0, sizeof(*out));
+	out->sgid.raw[10] = out->sgid.raw[11] = 0xff;
+	out->dgid.raw[10] = out->dgid.raw[11] = 0xff;
+	memcpy(out->sgid.raw + 12, ip + 12, 4);
+	memcpy(out->dgid.raw + 12, ip + 16, 4);
+	out->version_tclass_flow = htonl((uint32_t)ip[1] << 20);
+}
+
+/*
  * The reply path to the sender of wc (ibv_init_ah_from_wc(3)): its LID,
  * and with a GRH its GID as destination, our GID it was sent to as source.
  */
@@ -90,6 +116,7 @@ static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 			   const struct ibv_wc *wc, const struct ibv_grh *grh,
 			   struct ibv_ah_attr *ah_attr)
 {
+	struct ibv_grh v4;
 	uint32_t flow_class;
 	int index;
 
@@ -102,6 +129,10 @@ static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 		return 0;
 	if (!grh)
 		return -EINVAL;
+	if (grh_is_ipv4(grh)) {
+		grh_from_ipv4(grh, &v4);
+		grh = &v4;
+	}
 	/*
 	 * A multicast message was sent to the group, not to one of our GIDs:
 	 * answer from our first one.
