@@ -287,6 +287,10 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 	ret = ibvd_netdev_watch_start(d, &d->netdev_watch);
 	if (ret < 0)
 		return ret;
+	/* The CM hears other hosts on the RoCE devices' QP1. */
+	ret = ibvd_cm_start(d);
+	if (ret < 0)
+		return ret;
 	return ibvd_server_start(d->server, d);
 }
 
@@ -298,6 +302,7 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	/* Every context is gone, so no engine thread serves anything. */
 	ibvd_engine_stop();
 	ibvd_netdev_watch_free(d->netdev_watch);
+	ibvd_cm_stop();
 	free_devices(d);
 	ibvd_notify_free(d->notify);
 	free_signals(sigs);

@@ -3,9 +3,12 @@
  * port spaces (bind, ephemeral ports, listener lookup), address and route
  * resolution, and the CmIdInfo that tells the client where an id is.
  *
- * This daemon is one host's fabric: every local address (127.0.0.1 and
- * ::1 included) belongs to the first device, port 1; any other address is
- * unreachable.  Binding follows the kernel's RDMA CM: a port of a port
+ * This daemon is one host's fabric: an address of a RoCE device's
+ * interface belongs to that device, every other local address (127.0.0.1
+ * and ::1 included) to the first device, port 1.  Another host is
+ * reachable through a RoCE device: the kernel's routing table says which
+ * source address (so which device) a destination is reached from, and the
+ * IB CM's MADs go there (remote.c).  Binding follows the kernel's RDMA CM: a port of a port
  * space is shared only by ids whose addresses differ, or that both set
  * REUSEADDR (never by a listener); a wildcard overlaps every address
  * unless both ids are AFONLY and of different families.
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/device.h"
 #include "internal.h"
@@ -332,7 +336,7 @@ static bool default_afonly(sa_family_t family)
 int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	    const struct sockaddr_storage *addr)
 {
-	struct ibvd_device *dev = cm_default_device(id->cm);
+	struct ibvd_device *dev = cm_addr_device(id->cm, addr);
 	struct sockaddr_storage ss = *addr;
 	uint16_t port = cm_addr_port(addr);
 
@@ -412,6 +416,72 @@ struct ibvd_cm_id *cm_find_listener(uint32_t ps,
 
 /* ---- devices and paths ---------------------------------------------- */
 
+bool cm_dev_is_roce(const struct ibvd_device *dev)
+{
+	return dev && dev->kind == IBVD_DEV_ROCE;
+}
+
+void cm_addr_to_gid(const struct sockaddr_storage *ss, uint8_t gid[16])
+{
+	memset(gid, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &sin4(ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(gid, &sin6(ss)->sin6_addr, 16);
+	}
+}
+
+/* Index of gid in port 1's table of dev, or -1. */
+static int dev_gid_index(const struct ibvd_device *dev, const uint8_t gid[16])
+{
+	const struct ibvd_port *port = ibvd_device_port(dev, 1);
+	unsigned int i, n = ibvd_device_gid_tbl_len(dev);
+	struct ibvd_gid g;
+
+	for (i = 0; port && i < n; i++)
+		if (ibvd_device_gid(dev, port, i, &g) == 0 &&
+		    !memcmp(g.raw, gid, 16))
+			return (int)i;
+	return -1;
+}
+
+int cm_gid_index(const struct ibvd_cm_id *id, const uint8_t gid[16])
+{
+	return id->dev ? dev_gid_index(id->dev, gid) : -1;
+}
+
+struct ibvd_device *cm_addr_device(const struct ibvd_cm *cm,
+				   const struct sockaddr_storage *ss)
+{
+	struct ibvd_device *dev;
+	uint8_t gid[16];
+
+	cm_addr_to_gid(ss, gid);
+	TAILQ_FOREACH(dev, &cm->session->daemon->devices, link)
+		if (cm_dev_is_roce(dev) && dev->roce.gids &&
+		    dev_gid_index(dev, gid) >= 0)
+			return dev;
+	return cm_default_device(cm);
+}
+
+void cm_path_gids(const struct ibvd_cm_id *id, uint8_t sgid[16],
+		  uint8_t dgid[16])
+{
+	if (cm_dev_is_roce(id->dev)) {
+		cm_addr_to_gid(&id->src, sgid);
+		cm_addr_to_gid(&id->dst, dgid);
+		return;
+	}
+	cm_port_gid0(id, sgid);
+	memcpy(dgid, sgid, 16);
+}
+
+bool cm_dst_is_far(const struct ibvd_cm_id *id)
+{
+	return cm_dev_is_roce(id->dev) && !cm_addr_is_local(&id->dst);
+}
+
 void cm_attach_device(struct ibvd_cm_id *id, struct ibvd_device *dev,
 		      uint8_t port_num)
 {
@@ -463,14 +533,12 @@ void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
 	if (!id->dev)
 		return;
 	info->port_num = id->port_num;
-	cm_port_gid0(id, buf->sgid);
+	cm_path_gids(id, buf->sgid, buf->dgid);
 	info->sgid.data = buf->sgid;
 	info->sgid.len = 16;
 	info->pkey = IBVD_DEFAULT_PKEY;
 	if (!id->route_valid)
 		return;
-	/* Every peer is a port of this daemon: the same port, here. */
-	memcpy(buf->dgid, buf->sgid, 16);
 	info->dgid.data = buf->dgid;
 	info->dgid.len = 16;
 	info->slid = id->slid;
@@ -568,7 +636,8 @@ static void resolve_local(struct ibvd_cm_id *id)
 /* After the reply: the outcome of a resolution that needs no waiting. */
 static void resolve_now(struct ibvd_cm_id *id)
 {
-	struct ibvd_device *dev = id->dev ? id->dev : cm_default_device(id->cm);
+	struct ibvd_device *dev = id->dev ? id->dev :
+					    cm_addr_device(id->cm, &id->dst);
 
 	if (!dev) {
 		id->state = CM_ADDR_BOUND;
@@ -578,6 +647,63 @@ static void resolve_now(struct ibvd_cm_id *id)
 	resolve_local(id);
 	if (!id->dev)
 		cm_attach_device(id, dev, 1);
+	id->state = CM_ADDR_RESOLVED;
+	cm_event_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+}
+
+/*
+ * The source address the kernel's routing table picks toward dst (in the
+ * daemon's network namespace): connecting a datagram socket looks the
+ * route up and sends nothing.
+ */
+static int route_source(const struct sockaddr_storage *dst,
+			struct sockaddr_storage *src)
+{
+	struct sockaddr_storage to = *dst;
+	socklen_t len = sizeof(*src);
+	int fd, ret = 0;
+
+	fd = socket(dst->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	cm_addr_set_port(&to, CM_ROUTE_PROBE_PORT);
+	memset(src, 0, sizeof(*src));
+	if (connect(fd, (struct sockaddr *)&to, cm_addr_len(&to)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)src, &len) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * Another host's address: the RoCE device of the source address toward
+ * it (the id's own if it is bound to one), with that address in *src; or
+ * NULL when no RoCE device of ours reaches it.
+ */
+static struct ibvd_device *far_device(const struct ibvd_cm_id *id,
+				      const struct sockaddr_storage *dst,
+				      struct sockaddr_storage *src)
+{
+	struct ibvd_device *dev;
+
+	if (!cm_addr_is_any(&id->src))
+		*src = id->src;
+	else if (route_source(dst, src) < 0)
+		return NULL;
+	dev = cm_addr_device(id->cm, src);
+	return cm_dev_is_roce(dev) ? dev : NULL;
+}
+
+/* After the reply: dst is another host's, reached from src on dev. */
+static void resolve_far(struct ibvd_cm_id *id, struct ibvd_device *dev,
+			const struct sockaddr_storage *src)
+{
+	uint16_t port = cm_addr_port(&id->src);
+
+	/* Still in the bucket of its port: only the address gets specific. */
+	id->src = *src;
+	cm_addr_set_port(&id->src, port);
+	cm_attach_device(id, dev, 1);
 	id->state = CM_ADDR_RESOLVED;
 	cm_event_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
 }
@@ -594,7 +720,8 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 {
 	const Ibvd__CmAddr *req = (const Ibvd__CmAddr *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id);
-	struct sockaddr_storage dst;
+	struct sockaddr_storage dst, far_src;
+	struct ibvd_device *far_dev = NULL;
 	bool reachable;
 	int ret;
 
@@ -615,8 +742,10 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL,
 				       "the id is bound to another family");
 	reachable = cm_addr_is_local(&dst) || cm_addr_is_multicast(&dst);
+	if (!reachable)
+		far_dev = far_device(id, &dst, &far_src);
 	/* Arm before replying: a timer that cannot be armed is an error. */
-	if (!reachable) {
+	if (!reachable && !far_dev) {
 		ret = cm_timer_arm(id, CM_TIMER_ADDR, req->timeout_ms);
 		if (ret < 0)
 			return ret;
@@ -626,7 +755,9 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	if (ret < 0)
 		return ret;
-	if (reachable)
+	if (far_dev)
+		resolve_far(id, far_dev, &far_src);
+	else if (reachable)
 		resolve_now(id);
 	return 0;
 }

@@ -483,14 +483,26 @@ void ibvd_cm_device_removed(struct ibvd_device *dev)
 {
 	struct ibvd_cm_id *id;
 
+	cm_wire_device_removed(dev);
 	TAILQ_FOREACH(id, &cm_world.ids, all_link) {
 		if (id->dev != dev)
 			continue;
 		/* Nothing may reach the freed device through the id. */
+		cm_wire_forget(id);
 		id->dev = NULL;
 		id->port_num = 0;
 		id->route_valid = false;
 		id->state = CM_DEVICE_REMOVAL;
 		cm_event_simple(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0);
 	}
+}
+
+int ibvd_cm_start(struct ibvd_daemon *d)
+{
+	return cm_wire_start(d->base);
+}
+
+void ibvd_cm_stop(void)
+{
+	cm_wire_stop();
 }

@@ -47,6 +47,13 @@ int ibvd_req_cm_notify(struct ibvd_call *call);
  */
 void ibvd_cm_session_free(struct ibvd_session *s);
 
+/*
+ * Start taking the IB CM's MADs from the devices' QP1s (connections with
+ * other hosts), on d's event loop; stop before the loop goes.
+ */
+int ibvd_cm_start(struct ibvd_daemon *d);
+void ibvd_cm_stop(void);
+
 /* A reload removed dev: its ids get DEVICE_REMOVAL and lose the device. */
 void ibvd_cm_device_removed(struct ibvd_device *dev);
 

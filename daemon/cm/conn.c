@@ -24,6 +24,7 @@
 #include <infiniband/verbs.h>
 
 #include "core/device.h"
+#include "cma_hdr.h"
 #include "internal.h"
 #include "server/call.h"
 #include "server/session.h"
@@ -36,7 +37,7 @@
 
 /* ---- parameters ----------------------------------------------------- */
 
-static uint32_t max_rd_atom(const struct ibvd_cm_id *id)
+uint32_t cm_max_rd_atom(const struct ibvd_cm_id *id)
 {
 	Ibvd__DeviceAttr da;
 
@@ -74,7 +75,7 @@ static int conn_param(struct ibvd_call *call, const struct ibvd_cm_id *id,
 				       "%zu bytes of private data, at most %zu",
 				       m->private_data.len, pdata_max);
 	memset(p, 0, sizeof(*p));
-	max = max_rd_atom(id);
+	max = cm_max_rd_atom(id);
 	ret = rd_atom(call, "responder_resources", m->responder_resources, max,
 		      &p->responder_resources);
 	if (ret == 0)
@@ -123,7 +124,7 @@ static void unlink_peers(struct ibvd_cm_id *id)
 	id->peer = NULL;
 }
 
-static void pending_leave(struct ibvd_cm_id *id)
+void cm_pending_leave(struct ibvd_cm_id *id)
 {
 	struct ibvd_cm_id *l = id->listener;
 
@@ -142,14 +143,14 @@ static void start_timewait(struct ibvd_cm_id *id)
 }
 
 /* An error event carrying the full (zero) private data of its message. */
-static void send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
-			 const ProtobufCBinaryData *pdata, size_t full)
+void cm_send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
+		     const uint8_t *pdata, size_t len, size_t full)
 {
 	struct cm_event ev = {
 		.event = event,
 		.status = status,
-		.pdata = pdata ? pdata->data : NULL,
-		.pdata_len = pdata ? pdata->len : 0,
+		.pdata = pdata,
+		.pdata_len = len,
 		.pdata_full = full,
 	};
 
@@ -157,19 +158,19 @@ static void send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
 }
 
 /* The active side's request failed: REJ (RC/UC) or SIDR REP (UD). */
-static void refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
-			  int32_t sidr_status, const ProtobufCBinaryData *pdata)
+void cm_refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
+		      int32_t sidr_status, const uint8_t *pdata, size_t len)
 {
 	a->phase = CM_PH_CLOSED;
 	if (cm_is_ud(a))
-		send_refusal(a, RDMA_CM_EVENT_UNREACHABLE, sidr_status, pdata,
-			     CM_PDATA_SIDR_REP);
+		cm_send_refusal(a, RDMA_CM_EVENT_UNREACHABLE, sidr_status, pdata,
+				len, CM_PDATA_SIDR_REP);
 	else
-		send_refusal(a, RDMA_CM_EVENT_REJECTED, rej_reason, pdata,
-			     CM_PDATA_REJ);
+		cm_send_refusal(a, RDMA_CM_EVENT_REJECTED, rej_reason, pdata,
+				len, CM_PDATA_REJ);
 }
 
-static void send_disconnected(struct ibvd_cm_id *id)
+void cm_send_disconnected(struct ibvd_cm_id *id)
 {
 	id->phase = CM_PH_CLOSED;
 	id->state = CM_DISCONNECT;
@@ -183,7 +184,8 @@ static void peer_lost(struct ibvd_cm_id *y)
 	switch (y->phase) {
 	case CM_PH_REQ_SENT:
 		/* The passive id died before answering: REJ, consumer. */
-		refuse_active(y, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT, NULL);
+		cm_refuse_active(y, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT, NULL,
+				 0);
 		break;
 	case CM_PH_REQ_RCVD:
 		/*
@@ -196,17 +198,17 @@ static void peer_lost(struct ibvd_cm_id *y)
 		if (cm_is_ud(y))
 			break;	/* its answer will go nowhere: sidr_orphan() */
 		y->phase = CM_PH_CLOSED;
-		send_refusal(y, RDMA_CM_EVENT_REJECTED, CM_REJ_TIMEOUT, NULL,
-			     CM_PDATA_REJ);
+		cm_send_refusal(y, RDMA_CM_EVENT_REJECTED, CM_REJ_TIMEOUT, NULL,
+				0, CM_PDATA_REJ);
 		break;
 	case CM_PH_REP_RCVD:
 	case CM_PH_REP_SENT:
 		y->phase = CM_PH_CLOSED;
-		send_refusal(y, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED,
-			     NULL, CM_PDATA_REJ);
+		cm_send_refusal(y, RDMA_CM_EVENT_REJECTED,
+				CM_REJ_CONSUMER_DEFINED, NULL, 0, CM_PDATA_REJ);
 		break;
 	case CM_PH_ESTABLISHED:
-		send_disconnected(y);
+		cm_send_disconnected(y);
 		break;
 	case CM_PH_NONE:
 	case CM_PH_CLOSED:
@@ -218,10 +220,11 @@ void cm_conn_abandon(struct ibvd_cm_id *id)
 {
 	struct ibvd_cm_id *child, *peer = id->peer;
 
-	pending_leave(id);
+	cm_pending_leave(id);
 	/* A listener's requests live on as ids of their own. */
 	while ((child = TAILQ_FIRST(&id->pending)))
-		pending_leave(child);
+		cm_pending_leave(child);
+	cm_wire_abandon(id);
 	if (peer) {
 		unlink_peers(id);
 		peer_lost(peer);
@@ -273,10 +276,16 @@ int ibvd_req_cm_listen(struct ibvd_call *call)
 
 /* ---- connect -------------------------------------------------------- */
 
-/* The passive id for a's request on listener l, or NULL. */
-static struct ibvd_cm_id *child_new(struct ibvd_cm_id *l, struct ibvd_cm_id *a)
+bool cm_listener_takes(const struct ibvd_cm_id *l, bool ud)
 {
-	struct ibvd_device *dev = l->dev ? l->dev : cm_default_device(l->cm);
+	return cm_is_ud(l) == ud && l->npending < (unsigned int)l->backlog;
+}
+
+struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
+				const struct sockaddr_storage *src,
+				const struct sockaddr_storage *dst,
+				const struct cm_conn_param *req)
+{
 	struct ibvd_cm_id *c;
 	int err;
 
@@ -285,10 +294,10 @@ static struct ibvd_cm_id *child_new(struct ibvd_cm_id *l, struct ibvd_cm_id *a)
 	c = cm_id_new(l->cm, l->ps, l->qp_type, 0, &err);
 	if (!c)
 		return NULL;
-	/* Its own address is the one a asked for, whatever l is bound to. */
-	c->src = a->dst;
-	c->dst = a->src;
-	cm_attach_device(c, dev, l->dev ? l->port_num : 1);
+	/* Its own address is the one asked for, whatever l is bound to. */
+	c->src = *dst;
+	c->dst = *src;
+	cm_attach_device(c, dev, l->dev == dev ? l->port_num : 1);
 	c->slid = c->dlid = cm_port_lid(c);
 	c->route_valid = true;
 	c->tos = l->tos;
@@ -296,24 +305,23 @@ static struct ibvd_cm_id *child_new(struct ibvd_cm_id *l, struct ibvd_cm_id *a)
 	c->timeout_set = l->timeout_set;
 	c->state = CM_CONNECT;
 	c->phase = CM_PH_REQ_RCVD;
-	c->remote = a->local;
+	c->remote = *req;
 	c->remote_valid = true;
 	/* Until it accepts: the request's values, as the device allows. */
-	c->local.responder_resources = min_u8(a->local.initiator_depth,
-					      (uint8_t)max_rd_atom(c));
-	c->local.initiator_depth = min_u8(a->local.responder_resources,
-					  (uint8_t)max_rd_atom(c));
+	c->local.responder_resources = min_u8(req->initiator_depth,
+					      (uint8_t)cm_max_rd_atom(c));
+	c->local.initiator_depth = min_u8(req->responder_resources,
+					  (uint8_t)cm_max_rd_atom(c));
 	c->local.psn = ibvd_random32() & PSN_MASK;
 	c->local.qkey = c->qkey;
 	c->listener = l;
 	TAILQ_INSERT_TAIL(&l->pending, c, pending_link);
 	l->npending++;
-	link_peers(a, c);
 	return c;
 }
 
-static void send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
-			 const ProtobufCBinaryData *pdata)
+void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
+		     const uint8_t *pdata, size_t len)
 {
 	struct cm_conn_param view = seen_by_peer(&c->remote);
 	Ibvd__CmUdParam ud = IBVD__CM_UD_PARAM__INIT;
@@ -322,8 +330,8 @@ static void send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
 		.listen_id = l->handle,
 		.user = l->user,
 		.conn = &view,
-		.pdata = pdata->data,
-		.pdata_len = pdata->len,
+		.pdata = pdata,
+		.pdata_len = len,
 		.pdata_full = cm_is_ud(c) ? CM_PDATA_SIDR_REQ : CM_PDATA_REQ,
 	};
 
@@ -339,20 +347,25 @@ static void send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
 static void deliver_request(struct ibvd_cm_id *a,
 			    const ProtobufCBinaryData *pdata)
 {
-	struct ibvd_cm_id *l = cm_find_listener(a->ps, &a->dst), *c;
+	struct ibvd_cm_id *l = cm_find_listener(a->ps, &a->dst), *c = NULL;
+	struct ibvd_device *dev;
 
 	if (!l || cm_is_ud(l) != cm_is_ud(a)) {
-		refuse_active(a, CM_REJ_INVALID_SERVICE_ID, CM_SIDR_UNSUPPORTED,
-			      NULL);
+		cm_refuse_active(a, CM_REJ_INVALID_SERVICE_ID,
+				 CM_SIDR_UNSUPPORTED, NULL, 0);
 		return;
 	}
-	c = l->npending < (unsigned int)l->backlog ? child_new(l, a) : NULL;
+	dev = l->dev ? l->dev : cm_addr_device(l->cm, &a->dst);
+	if (cm_listener_takes(l, cm_is_ud(a)))
+		c = cm_child_new(l, dev, &a->src, &a->dst, &a->local);
 	if (!c) {
 		/* Backlog full, or the listener's session out of ids. */
-		refuse_active(a, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT, NULL);
+		cm_refuse_active(a, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
+				 NULL, 0);
 		return;
 	}
-	send_request(c, l, pdata);
+	link_peers(a, c);
+	cm_send_request(c, l, pdata->data, pdata->len);
 }
 
 int ibvd_req_cm_connect(struct ibvd_call *call)
@@ -380,9 +393,14 @@ int ibvd_req_cm_connect(struct ibvd_call *call)
 	id->phase = CM_PH_REQ_SENT;
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	/* Our session is closing if that failed: no request worth making. */
-	if (ret == 0)
+	if (ret < 0)
+		return ret;
+	if (cm_dst_is_far(id))
+		cm_wire_connect(id, req->param->private_data.data,
+				req->param->private_data.len);
+	else
 		deliver_request(id, &req->param->private_data);
-	return ret;
+	return 0;
 }
 
 /* ---- accept --------------------------------------------------------- */
@@ -403,14 +421,18 @@ static void accept_ud(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
 		.ud = &ud,
 	};
 
-	cm_port_gid0(c, dgid);
 	ah.dlid = cm_port_lid(c);
 	ah.port_num = a->port_num;
-	ah.is_global = true;
-	ah.dgid.data = dgid;
-	ah.dgid.len = sizeof(dgid);
-	ah.hop_limit = CM_GRH_HOP_LIMIT;
-	ah.traffic_class = a->tos;
+	if (cm_dev_is_roce(a->dev)) {
+		cm_path_grh(a, &ah, dgid);
+	} else {
+		cm_port_gid0(c, dgid);
+		ah.is_global = true;
+		ah.dgid.data = dgid;
+		ah.dgid.len = sizeof(dgid);
+		ah.hop_limit = CM_GRH_HOP_LIMIT;
+		ah.traffic_class = a->tos;
+	}
 	ud.ah_attr = &ah;
 	ud.qp_num = p->qp_num;
 	ud.qkey = p->qkey;
@@ -421,25 +443,31 @@ static void accept_ud(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
 	cm_event_send(a, &ev);
 }
 
-/* An RC/UC answer (REP): the active side's library finishes the QP. */
-static void accept_rc(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
-		      const ProtobufCBinaryData *pdata)
+void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
+		       const uint8_t *pdata, size_t len)
 {
-	struct cm_conn_param view = seen_by_peer(&c->local);
+	struct cm_conn_param view = seen_by_peer(rep);
 	struct cm_event ev = {
 		.event = IBVD_CM_EVENT_CONNECT_REPLY,
 		.conn = &view,
-		.pdata = pdata->data,
-		.pdata_len = pdata->len,
+		.pdata = pdata,
+		.pdata_len = len,
 		.pdata_full = CM_PDATA_REP,
 	};
 
-	a->remote = c->local;
+	a->remote = *rep;
 	a->remote_valid = true;
 	a->local.responder_resources = view.responder_resources;
 	a->local.initiator_depth = view.initiator_depth;
 	a->phase = CM_PH_REP_RCVD;
 	cm_event_send(a, &ev);
+}
+
+/* An RC/UC answer (REP): the active side's library finishes the QP. */
+static void accept_rc(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
+		      const ProtobufCBinaryData *pdata)
+{
+	cm_reply_received(a, &c->local, pdata->data, pdata->len);
 }
 
 /* Take the accept's values; the PSN stays the one the QP was given. */
@@ -458,9 +486,10 @@ static void accept_params(struct ibvd_cm_id *c, const struct cm_conn_param *p)
  */
 static bool sidr_orphan(struct ibvd_cm_id *id)
 {
-	if (!cm_is_ud(id) || id->phase != CM_PH_REQ_RCVD || id->peer)
+	if (!cm_is_ud(id) || id->phase != CM_PH_REQ_RCVD || id->peer ||
+	    id->wire)
 		return false;
-	pending_leave(id);
+	cm_pending_leave(id);
 	id->phase = CM_PH_CLOSED;
 	return true;
 }
@@ -476,7 +505,7 @@ int ibvd_req_cm_accept(struct ibvd_call *call)
 		return -EINVAL;
 	if (sidr_orphan(id))
 		return 0;
-	if (id->phase != CM_PH_REQ_RCVD || !id->peer)
+	if (id->phase != CM_PH_REQ_RCVD || (!id->peer && !id->wire))
 		return ibvd_call_error(call, -EINVAL,
 				       "the id has no request to accept");
 	ret = conn_param(call, id, req->param,
@@ -488,12 +517,15 @@ int ibvd_req_cm_accept(struct ibvd_call *call)
 		id->qkey = p.qkey;
 	}
 	a = id->peer;
-	pending_leave(id);
+	cm_pending_leave(id);
 	accept_params(id, &p);
 	id->phase = CM_PH_REP_SENT;
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
-	if (cm_is_ud(id))
+	if (!a)
+		cm_wire_accept(id, req->param->private_data.data,
+			       req->param->private_data.len);
+	else if (cm_is_ud(id))
 		accept_ud(id, a, &p, &req->param->private_data);
 	else
 		accept_rc(id, a, &req->param->private_data);
@@ -515,7 +547,7 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 		return 0;
 	/* The passive side refuses a request, or the active side a reply. */
 	if ((id->phase != CM_PH_REQ_RCVD && id->phase != CM_PH_REP_RCVD) ||
-	    !id->peer)
+	    (!id->peer && !id->wire))
 		return ibvd_call_error(call, -EINVAL, "the id has nothing to reject");
 	max = cm_is_ud(id) ? CM_PDATA_SIDR_REP : CM_PDATA_REJ;
 	if (req->private_data.len > max)
@@ -523,18 +555,24 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 				       "%zu bytes of private data, at most %zu",
 				       req->private_data.len, max);
 	peer = id->peer;
-	pending_leave(id);
+	cm_pending_leave(id);
+	if (!peer) {
+		cm_wire_reject(id, req->private_data.data, req->private_data.len);
+		id->phase = CM_PH_CLOSED;
+		return ibvd_call_reply(call, NULL, NULL, 0);
+	}
 	unlink_peers(id);
 	id->phase = CM_PH_CLOSED;
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	if (peer->phase == CM_PH_REQ_SENT) {
-		refuse_active(peer, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
-			      &req->private_data);
+		cm_refuse_active(peer, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
+				 req->private_data.data, req->private_data.len);
 	} else {
 		peer->phase = CM_PH_CLOSED;
-		send_refusal(peer, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED,
-			     &req->private_data, CM_PDATA_REJ);
+		cm_send_refusal(peer, RDMA_CM_EVENT_REJECTED,
+				CM_REJ_CONSUMER_DEFINED, req->private_data.data,
+				req->private_data.len, CM_PDATA_REJ);
 	}
 	return ret;
 }
@@ -548,9 +586,14 @@ int ibvd_req_cm_establish(struct ibvd_call *call)
 
 	if (!id)
 		return -EINVAL;
-	if (id->phase != CM_PH_REP_RCVD || !id->peer)
+	if (id->phase != CM_PH_REP_RCVD || (!id->peer && !id->wire))
 		return ibvd_call_error(call, -EINVAL, "the id has no reply to confirm");
 	p = id->peer;
+	if (!p) {
+		id->phase = CM_PH_ESTABLISHED;
+		cm_wire_establish(id);
+		return ibvd_call_reply(call, NULL, NULL, 0);
+	}
 	id->phase = CM_PH_ESTABLISHED;
 	/* The passive side may have established already (rdma_notify). */
 	tell = p->phase == CM_PH_REP_SENT;
@@ -583,13 +626,17 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 		return 0;
 	peer = id->peer;
 	unlink_peers(id);
+	/* Across hosts our DISCONNECTED waits for the DREP (remote.c). */
+	if (!peer && id->wire)
+		cm_wire_disconnect(id);
 	id->phase = CM_PH_CLOSED;
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	/* The peer's DREQ, then our DREP. */
 	if (peer && connected(peer->phase))
-		send_disconnected(peer);
-	send_disconnected(id);
+		cm_send_disconnected(peer);
+	if (peer || !id->wire)
+		cm_send_disconnected(id);
 	return ret;
 }
 
@@ -645,10 +692,37 @@ static void qp_attr_init(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 	*mask |= IBV_QP_ACCESS_FLAGS;
 }
 
+/*
+ * On a RoCE device a path is a pair of GIDs made of the two addresses:
+ * the address vector carries them (a GRH), as rdma_cm's does for RoCE.
+ */
+void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
+		 uint8_t dgid[16])
+{
+	uint8_t sgid[16];
+	int index;
+
+	if (!id->dev || !cm_dev_is_roce(id->dev))
+		return;
+	cm_path_gids(id, sgid, dgid);
+	index = cm_gid_index(id, sgid);
+	ah->is_global = true;
+	ah->dgid.data = dgid;
+	ah->dgid.len = 16;
+	ah->sgid_index = index < 0 ? 0 : (uint32_t)index;
+	ah->hop_limit = CM_GRH_HOP_LIMIT;
+	ah->traffic_class = id->tos;
+	ah->flow_label = cma_flow_label(cm_addr_port(id->active ? &id->src :
+						     &id->dst),
+					cm_addr_port(id->active ? &id->dst :
+						     &id->src));
+}
+
 static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
-			Ibvd__AhAttr *ah, uint32_t *mask)
+			Ibvd__AhAttr *ah, uint8_t dgid[16], uint32_t *mask)
 {
 	const struct ibvd_cm_id *p = id->peer;
+	uint32_t far_mtu = cm_wire_mtu(id);
 
 	*mask = IBV_QP_STATE;
 	if (cm_is_ud(id))
@@ -656,8 +730,9 @@ static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 	/* The peer's port now, if it is still there; else the route's. */
 	ah->dlid = p ? cm_port_lid(p) : id->dlid;
 	ah->port_num = id->port_num;
+	cm_path_grh(id, ah, dgid);
 	a->ah_attr = ah;
-	a->path_mtu = cm_port_mtu(id);
+	a->path_mtu = far_mtu ? far_mtu : cm_port_mtu(id);
 	a->dest_qp_num = id->remote.qp_num;
 	a->rq_psn = id->remote.psn;
 	/*
@@ -699,6 +774,7 @@ int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
 	Ibvd__CmInitQpAttrReply reply = IBVD__CM_INIT_QP_ATTR_REPLY__INIT;
 	Ibvd__QpAttr attr = IBVD__QP_ATTR__INIT;
 	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
+	uint8_t dgid[16];
 	uint32_t mask = 0;
 
 	if (!id)
@@ -716,7 +792,7 @@ int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
 	if (req->qp_state == IBV_QPS_INIT)
 		qp_attr_init(id, &attr, &mask);
 	else if (req->qp_state == IBV_QPS_RTR)
-		qp_attr_rtr(id, &attr, &ah, &mask);
+		qp_attr_rtr(id, &attr, &ah, dgid, &mask);
 	else
 		qp_attr_rts(id, &attr, &mask);
 	reply.attr_mask = mask;

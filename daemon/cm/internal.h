@@ -9,6 +9,8 @@
  *   event.c     CmEvent frames on the event sockets, timers
  *   mcast.c     multicast joins
  *   info.c      snapshots of ids for ibvctl (admin/cm_id.c lists them)
+ *   remote.c    the IB CM on the wire: ids whose peer is on another
+ *               host, their MADs, retransmissions and arrivals
  *   mad.c       the IB CM's MADs, for peers on other hosts (mad.h)
  *   cma_hdr.c   rdma_cm's header, service IDs, flow labels in them
  *
@@ -33,6 +35,7 @@
 #include "ibverbsd.pb-c.h"
 
 struct event;
+struct event_base;
 struct ibvd_call;
 struct ibvd_device;
 struct ibvd_session;
@@ -83,6 +86,8 @@ struct ibvd_session;
 #define CM_EPHEMERAL_LOW	32768	/* Linux's ip_local_port_range */
 #define CM_EPHEMERAL_HIGH	60999
 #define CM_PRIVILEGED_PORT	1024	/* below: root only, as for sockets */
+/* Any port will do to look a route up; RoCEv2's own, for the record. */
+#define CM_ROUTE_PROBE_PORT	4791
 
 /* ---- ids ------------------------------------------------------------ */
 
@@ -137,6 +142,7 @@ enum cm_timer_kind {
 };
 
 struct cm_join;
+struct cm_wire;
 
 struct ibvd_cm_id {
 	struct ibvd_cm *cm;		/* the session that owns it */
@@ -188,6 +194,9 @@ struct ibvd_cm_id {
 
 	struct event *timer;		/* made on first use */
 	enum cm_timer_kind timer_kind;
+
+	/* The IB CM exchange with a peer on another host (remote.c). */
+	struct cm_wire *wire;
 
 	TAILQ_ENTRY(ibvd_cm_id) all_link;	/* cm_world.ids */
 };
@@ -292,10 +301,81 @@ void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16]);
 /* The address-resolution timer fired: ADDR_ERROR. */
 void cm_addr_timeout(struct ibvd_cm_id *id);
 
+/* Is dev a RoCE device (its ids' paths carry GIDs made of addresses)? */
+bool cm_dev_is_roce(const struct ibvd_device *dev);
+/* The device of this daemon that owns a local address (else the first). */
+struct ibvd_device *cm_addr_device(const struct ibvd_cm *cm,
+				   const struct sockaddr_storage *ss);
+/* ss as a GID: IPv4 as ::ffff:a.b.c.d, IPv6 as it is. */
+void cm_addr_to_gid(const struct sockaddr_storage *ss, uint8_t gid[16]);
+/* Index of gid in the GID table of id's port, or -1. */
+int cm_gid_index(const struct ibvd_cm_id *id, const uint8_t gid[16]);
+/*
+ * The GIDs of id's path: on a RoCE device, its addresses as GIDs; on a
+ * software device, its port's GID[0] both.
+ */
+void cm_path_gids(const struct ibvd_cm_id *id, uint8_t sgid[16],
+		  uint8_t dgid[16]);
+/* Is id's destination on another host (a RoCE path off this daemon)? */
+bool cm_dst_is_far(const struct ibvd_cm_id *id);
+
 /* ---- conn.c --------------------------------------------------------- */
 
 /* id is going away: tell its peer, leave its listener, free its children. */
 void cm_conn_abandon(struct ibvd_cm_id *id);
+
+/* What remote.c shares with conn.c: the steps of the state machine. */
+void cm_refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
+		      int32_t sidr_status, const uint8_t *pdata, size_t len);
+void cm_send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
+		     const uint8_t *pdata, size_t len, size_t full);
+void cm_send_disconnected(struct ibvd_cm_id *id);
+void cm_pending_leave(struct ibvd_cm_id *id);
+/* A passive id on l for a request from src to dst on dev (REQ_RCVD). */
+struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
+				const struct sockaddr_storage *src,
+				const struct sockaddr_storage *dst,
+				const struct cm_conn_param *req);
+/* The CONNECT_REQUEST event of child c of listener l. */
+void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
+		     const uint8_t *pdata, size_t len);
+/* The active side got the passive side's REP (rep: its values). */
+void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
+		       const uint8_t *pdata, size_t len);
+/* Does a listener take this request (its kind, its backlog)? */
+bool cm_listener_takes(const struct ibvd_cm_id *l, bool ud);
+uint32_t cm_max_rd_atom(const struct ibvd_cm_id *id);
+/* The GRH of id's path on a RoCE device into ah (dgid: its buffer). */
+void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
+		 uint8_t dgid[16]);
+
+/* ---- remote.c ------------------------------------------------------- */
+
+/*
+ * Active side, after the reply to CM_CONNECT: send the REQ (SIDR REQ for
+ * UD) of a to its peer's host, with the user's private data.  Failing,
+ * a hears it as a refusal.
+ */
+void cm_wire_connect(struct ibvd_cm_id *a, const uint8_t *pdata, size_t len);
+/* Passive side: the REP (SIDR REP) of an accepted far request. */
+void cm_wire_accept(struct ibvd_cm_id *c, const uint8_t *pdata, size_t len);
+/* REJ of a far request or reply (SIDR REP "rejected" for UD). */
+void cm_wire_reject(struct ibvd_cm_id *id, const uint8_t *pdata, size_t len);
+/* Active side: the RTU. */
+void cm_wire_establish(struct ibvd_cm_id *a);
+/* DREQ (retransmitted until the DREP). */
+void cm_wire_disconnect(struct ibvd_cm_id *id);
+/* id goes away: tell the far end what the IB CM would, then forget it. */
+void cm_wire_abandon(struct ibvd_cm_id *id);
+/* The device went away: forget the far end without a word. */
+void cm_wire_forget(struct ibvd_cm_id *id);
+/* ... and the DREQs still resent for ids already gone on dev. */
+void cm_wire_device_removed(const struct ibvd_device *dev);
+/* The path MTU a far connection settled on (enum ibv_mtu), or 0. */
+uint32_t cm_wire_mtu(const struct ibvd_cm_id *id);
+/* Start and stop taking MADs from the devices' QP1s. */
+int cm_wire_start(struct event_base *base);
+void cm_wire_stop(void);
 
 /* ---- event.c -------------------------------------------------------- */
 

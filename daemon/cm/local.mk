@@ -5,4 +5,5 @@ daemon_ibverbsd_SOURCES += \
 	daemon/cm/cm.h daemon/cm/internal.h \
 	daemon/cm/cm.c daemon/cm/addr.c daemon/cm/conn.c \
 	daemon/cm/event.c daemon/cm/mcast.c daemon/cm/info.c \
+	daemon/cm/remote.c \
 	daemon/cm/mad.h daemon/cm/mad.c daemon/cm/cma_hdr.h daemon/cm/cma_hdr.c
