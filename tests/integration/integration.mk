@@ -23,6 +23,8 @@ TESTS += $(INTEGRATION_TESTS)
 # pair, its device, port and GID table as Debian's ibv_devinfo, ibvctl and
 # a client holding a context (ctxclient-helper) see them.
 INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wire.sh
+# The RDMA CM across the two namespaces: the IB CM's MADs on QP1.
+INTEGRATION_TESTS += tests/integration/roce-cm.sh
 
 # The wire captured (roce-capture.sh): tshark decodes every packet, and
 # our codec's verdict (roce-pcap-check-helper) is that every one parses,

@@ -26,6 +26,8 @@ SOCK_B=""
 CLIENT_NS=""
 CLIENT_SOCK=""
 CLIENT_TO=""
+# extra arguments of both daemons (roce-cm.sh: -v -v, the MADs in the log)
+WIRE_DAEMON_ARGS=${WIRE_DAEMON_ARGS:-}
 IBVERBSD_BUILT=$IBVERBSD
 
 # The namespaces and their veths live on until the daemons in them are
@@ -49,11 +51,11 @@ wire_up() {
 	SOCK_A=$T/run/a.sock
 	SOCK_B=$T/run/b.sock
 	IBVERBSD=$(in_ns_daemon "$NSB")
-	daemon_start -c "$(conf_for b "$VB" "$SOCK_B")"
+	daemon_start $WIRE_DAEMON_ARGS -c "$(conf_for b "$VB" "$SOCK_B")"
 	daemon_wait_ready "$SOCK_B"
 	PID_B=$DAEMON_PID
 	IBVERBSD=$(in_ns_daemon "$NSA")
-	daemon_start -c "$(conf_for a "$VA" "$SOCK_A")"
+	daemon_start $WIRE_DAEMON_ARGS -c "$(conf_for a "$VA" "$SOCK_A")"
 	daemon_wait_ready "$SOCK_A"
 	CLIENT_NS=$NSB
 	CLIENT_SOCK=$SOCK_B

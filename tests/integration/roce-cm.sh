@@ -1,0 +1,220 @@
+#!/bin/bash
+# The RDMA CM across hosts: two network namespaces joined by a veth pair,
+# one daemon in each with a RoCE device on its end (netns.sh), and
+# Debian's unmodified librdmacm programs between two unprivileged uids,
+# the server in namespace A, the client in B.  Their connections go
+# through the IB CM's MADs on QP1 (REQ/REP/RTU, DREQ/DREP, REJ, SIDR
+# REQ/REP for UD) with rdma_cm's private-data header, as two kernels'
+# rdma_cm over rxe would exchange them:
+#
+#   rping -V (data checked), ucmatose (10 RC connections with data),
+#   udaddy (UD, SIDR), rdma_server/rdma_client (rdma_create_ep);
+#   a connect to a port nobody listens on: REJ, "Connection refused";
+#   a connect to an address no host answers: no hang, the client fails;
+#   then rping and ucmatose again with a third of the MADs into A
+#   dropped (the CM's retransmissions).
+#
+# Every MAD each daemon took is counted by nothing but the outcome: the
+# programs' own checks, their exit status, and the cm_ids both daemons
+# list afterwards (none left).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/netns.sh"
+
+for t in rping ucmatose udaddy rdma_server rdma_client; do
+	need_cmd "/usr/bin/$t"
+done
+is_root || skip "network namespaces need root"
+ibvd_init
+O=$T/out
+
+# Debug logs: each daemon's log shows every MAD it sent and took.
+WIRE_DAEMON_ARGS="-v -v"
+wire_up
+
+# cm_listening SOCK PORT PID: until the daemon on SOCK lists a LISTEN
+# cm_id on PORT (the programs listen through the CM, not on a socket).
+cm_listening() {
+	local i
+	for i in $(seq $((TMO * 10))); do
+		pid_running "$3" || return 1
+		SOCK=$1 ibvctl -j resource show cm_id 2>/dev/null |
+			"$PYTHON" -c '
+import json, sys
+port = sys.argv[1]
+ids = json.load(sys.stdin)
+sys.exit(0 if any(e.get("state") == "LISTEN" and
+		  str(e.get("src-addr", "")).endswith(":" + port) for e in ids) else 1)
+' "$2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# cm_across WHAT PORT SERVER-EXPECT CLIENT-EXPECT SERVER-ARGS... -- CLIENT-ARGS...:
+# the server (uid $USER1) in A, then the client (uid $USER2) in B; both
+# must exit 0 and print what they must (extended regexes).
+cm_across() {
+	local what=$1 port=$2 sre=$3 cre=$4 s c spid rc_c rc_s
+	local -a sargs=() cargs=()
+	shift 4
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do sargs+=("$1"); shift; done
+	shift
+	cargs=("$@")
+	NRUN=$((NRUN + 1))
+	s=$O/$NRUN.server
+	c=$O/$NRUN.client
+	check "#$NRUN $what"
+	ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
+		"${sargs[@]}" >"$s" 2>"$s.err" &
+	spid=$!
+	BG_PIDS+=("$spid")
+	if ! cm_listening "$SOCK_A" "$port" "$spid"; then
+		wait_exit "$spid" 1
+		show server "$s.err"
+		fail "$what: the server never listened on port $port"
+	fi
+	ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+		"${cargs[@]}" >"$c" 2>"$c.err"
+	rc_c=$?
+	if wait_exit "$spid" "$TMO"; then
+		rc_s=$EXIT_STATUS
+	else
+		kill -TERM "$spid" 2>/dev/null
+		wait_exit "$spid" 5
+		rc_s=124
+	fi
+	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
+		wire_state >"$O/state" 2>&1
+		show "the daemons' QPs and counters" "$O/state"
+		show_tail "server (uid $USER1, $NSA)" "$s"
+		show_tail "server's stderr" "$s.err"
+		show_tail "client (uid $USER2, $NSB)" "$c"
+		show_tail "client's stderr" "$c.err"
+		fail "$what: server exited $rc_s, client $rc_c"
+	fi
+	expect_grep "$sre" "$s" "$what (server)"
+	expect_grep "$cre" "$c" "$what (client)"
+	expect_no_grep 'mismatch|error|failed' "$c.err" "$what (client)"
+	daemon_alive "after $what"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
+	ok "$what"
+}
+
+# show_tail WHAT FILE: its last lines, cut short (rping prints whole pings).
+show_tail() {
+	tail -n 20 "$2" | cut -c1-200 >"$2.tail"
+	show "$1" "$2.tail"
+}
+
+# What both daemons say of their QPs and their port's counters.
+wire_state() {
+	local sock
+	for sock in "$SOCK_A" "$SOCK_B"; do
+		echo "== $sock"
+		SOCK=$sock ibvctl resource show qp
+		SOCK=$sock ibvctl statistic show link roce0/1
+	done
+}
+
+# rping_across WHAT PORT COUNT SIZE: rping -v -V, and every ping's data on
+# both sides exactly what rping sends.
+rping_across() {
+	local what=$1 port=$2 count=$3 size=$4 n
+	cm_across "$what" "$port" '^server ping data: ' '^ping data: ' \
+		/usr/bin/rping -s -a "$IPA" -p "$port" -v -V -C "$count" -S "$size" -- \
+		/usr/bin/rping -c -a "$IPA" -p "$port" -v -V -C "$count" -S "$size"
+	n=$(grep -ac '^ping data: ' "$O/$NRUN.client")
+	[ "$n" -eq "$count" ] || fail "$what: the client printed $n pings, not $count"
+	n=$(grep -ac '^server ping data: ' "$O/$NRUN.server")
+	[ "$n" -eq "$count" ] || fail "$what: the server printed $n pings, not $count"
+	expected_rping "$count" "$size" "ping data: " >"$O/$NRUN.want"
+	grep -a '^ping data: ' "$O/$NRUN.client" | cmp -s - "$O/$NRUN.want" ||
+		fail "$what: the client's ping data is not rping's pattern"
+}
+
+# expected_rping COUNT SIZE PREFIX: what rping -v prints for COUNT pings.
+expected_rping() {
+	"$PYTHON" - "$@" <<-'EOF'
+	import sys
+	count, size, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+	for n in range(count):
+	    s = "rdma-ping-%d: " % n
+	    c = 65 + n % 58
+	    while len(s) < size - 1:
+	        s += chr(c)
+	        c = 65 if c == 122 else c + 1
+	    print(prefix + s[:size - 1])
+	EOF
+}
+
+# No cm_id left in either daemon once the programs are gone.
+no_ids_left() {
+	local sock n
+	for sock in "$SOCK_A" "$SOCK_B"; do
+		n=$(SOCK=$sock ibvctl -j resource show cm_id | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)))')
+		[ "$n" -eq 0 ] || { SOCK=$sock ibvctl resource show cm_id; fail "$n cm_ids left on $sock after $1"; }
+	done
+}
+
+rping_across "rping -V, 10 pings of 64 B" 7001 10 64
+rping_across "rping -V, 100 pings of 1000 B" 7002 100 1000
+
+cm_across "ucmatose: 10 RC connections with data" 7003 \
+	'^data transfers complete' '^data transfers complete' \
+	/usr/bin/ucmatose -c 10 -p 7003 -- \
+	/usr/bin/ucmatose -c 10 -p 7003 -s "$IPA"
+expect_grep '^return status 0$' "$O/$NRUN.client" "ucmatose client"
+
+cm_across "udaddy: UD through SIDR REQ/REP" 7174 \
+	'^data transfers complete' '^data transfers complete' \
+	/usr/bin/udaddy -- \
+	/usr/bin/udaddy -s "$IPA"
+expect_grep '^return status 0$' "$O/$NRUN.client" "udaddy client"
+
+cm_across "rdma_server and rdma_client (rdma_create_ep)" 7005 \
+	'^rdma_server: end 0$' '^rdma_client: end 0$' \
+	/usr/bin/rdma_server -p 7005 -- \
+	/usr/bin/rdma_client -s "$IPA" -p 7005
+
+check "rdma_client towards a port nobody listens on: REJ, connection refused"
+ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/rdma_client -s "$IPA" -p 7006 >"$O/refused" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { show client "$O/refused"; fail "rdma_client towards no listener exited $rc"; }
+expect_grep 'Connection refused' "$O/refused" "rdma_client towards no listener"
+ok "rdma_client: $(grep -m1 'Connection refused' "$O/refused")"
+
+check "rping towards an address nobody has: the client fails, no hang"
+ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/rping -c -a 10.79.1.1 -p 7007 -C 1 >"$O/nohost" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { show client "$O/nohost"; fail "rping towards nobody exited $rc"; }
+ok "rping towards nobody exited $rc"
+
+no_ids_left "the programs above"
+
+# A third of the MADs into A dropped (QP1's packets: BTH destination QP
+# 1, 24 bits at bit 104 of the UDP datagram): every exchange still ends,
+# through the CM's retransmissions (REQ, REP, DREQ resent; a resent REP
+# answered with the RTU again, a resent DREQ with the DREP).
+need_cmd nft
+ip netns exec "$NSA" nft -f - <<-EOF || fail "nft in $NSA"
+table inet ibvdcm {
+	chain in {
+		type filter hook input priority 0;
+		udp dport 4791 @th,104,24 1 numgen random mod 3 == 0 counter drop
+	}
+}
+EOF
+for i in 1 2 3; do
+	rping_across "rping -V with a third of the MADs into A lost (run $i)" $((7010 + i)) 20 64
+done
+cm_across "ucmatose with a third of the MADs into A lost" 7020 \
+	'^data transfers complete' '^data transfers complete' \
+	/usr/bin/ucmatose -c 5 -p 7020 -- \
+	/usr/bin/ucmatose -c 5 -p 7020 -s "$IPA"
+drops=$(ip netns exec "$NSA" nft list table inet ibvdcm | grep -o 'packets [0-9]*' | head -n 1 | cut -d' ' -f2)
+[ "${drops:-0}" -gt 0 ] || fail "nftables dropped no MAD: the loss case tested nothing"
+ok "nftables dropped $drops MADs on the way into A"
+ip netns exec "$NSA" nft delete table inet ibvdcm
+
+no_ids_left "the lossy runs"
+ok "$NRUN connections across the wire passed"
