@@ -59,6 +59,7 @@ tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 # install-check.sh runs from scripts/test against a `make install`ed prefix.
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh \
 	tests/integration/roce-hostile.py tests/integration/netns.sh \
+	tests/integration/roce-mad-hostile.py \
 	tests/integration/notify-listen.py tests/integration/install-check.sh
 
 # The verbs data path (issue 3): Check programs and two-process helpers on

@@ -11,6 +11,7 @@
 #   udaddy (UD, SIDR), rdma_server/rdma_client (rdma_create_ep);
 #   a connect to a port nobody listens on: REJ, "Connection refused";
 #   a connect to an address no host answers: no hang, the client fails;
+#   hostile MADs at both QP1s under a running rping (roce-mad-hostile.py);
 #   then rping and ucmatose again with a third of the MADs into A
 #   dropped (the CM's retransmissions).
 #
@@ -191,6 +192,28 @@ ok "rping towards nobody exited $rc"
 
 no_ids_left "the programs above"
 
+# Hostile MADs at both QP1s while an rping runs: garbage, mutated
+# captures, requests for ports nobody listens on, and answers naming
+# random comm IDs, all with good ICRCs and sent from the connected peer's
+# own address.  The rping's data stays whole, both daemons stay up, and
+# none of it leaves an id behind.
+check "hostile MADs at both daemons' QP1 under a running rping"
+pcap=$top_srcdir/tests/data/rxe-pair.pcap
+ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
+	"$pcap" "$IPB" "$IPA" 20000 1 7009 >"$O/hostile.a" 2>&1 &
+h1=$!
+ip netns exec "$NSA" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
+	"$pcap" "$IPA" "$IPB" 20000 2 7009 >"$O/hostile.b" 2>&1 &
+h2=$!
+BG_PIDS+=("$h1" "$h2")
+rping_across "rping -V under hostile MADs, 300 pings" 7009 300 64
+for p in "$h1" "$h2"; do
+	wait_exit "$p" "$TMO" || fail "the hostile MAD sender hung"
+	[ "$EXIT_STATUS" -eq 0 ] || { show sender "$O/hostile.a"; show sender "$O/hostile.b"; fail "the hostile MAD sender failed"; }
+done
+no_ids_left "hostile MADs"
+ok "hostile MADs: $(cat "$O/hostile.a") at A and $(cat "$O/hostile.b") at B; rping whole, no id left"
+
 # A third of the MADs into A dropped (QP1's packets: BTH destination QP
 # 1, 24 bits at bit 104 of the UDP datagram): every exchange still ends,
 # through the CM's retransmissions (REQ, REP, DREQ resent; a resent REP
@@ -204,13 +227,16 @@ table inet ibvdcm {
 	}
 }
 EOF
+# Each lost MAD costs its sender a retransmission timeout (4.6 s, from
+# the CM response timeout rdma_cm announces): room for several in a row.
+TMO=$((TMO * 4))
 for i in 1 2 3; do
 	rping_across "rping -V with a third of the MADs into A lost (run $i)" $((7010 + i)) 20 64
 done
 cm_across "ucmatose with a third of the MADs into A lost" 7020 \
 	'^data transfers complete' '^data transfers complete' \
-	/usr/bin/ucmatose -c 5 -p 7020 -- \
-	/usr/bin/ucmatose -c 5 -p 7020 -s "$IPA"
+	stdbuf -oL /usr/bin/ucmatose -c 3 -p 7020 -- \
+	/usr/bin/ucmatose -c 3 -p 7020 -s "$IPA"
 drops=$(ip netns exec "$NSA" nft list table inet ibvdcm | grep -o 'packets [0-9]*' | head -n 1 | cut -d' ' -f2)
 [ "${drops:-0}" -gt 0 ] || fail "nftables dropped no MAD: the loss case tested nothing"
 ok "nftables dropped $drops MADs on the way into A"

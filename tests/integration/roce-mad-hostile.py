@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Hostile MADs at a daemon's QP1 (roce-cm.sh).
+
+Sends, through a raw IPv4 socket, from SRC (any address: the connected
+peer's own included) to DST's QP1, every packet with a good ICRC so that
+the CM's decoder and state machine see it:
+  - random 256-byte MADs, and MADs of other sizes or another Q_Key;
+  - the CM MADs of the reference capture with random bytes changed;
+  - well-formed REQs and SIDR REQs with rdma_cm's header for ports in
+    AVOID's complement (nobody listens there: each earns a REJ or a SIDR
+    REP, no state);
+  - REP, RTU, REJ, MRA, DREQ and DREP naming random comm IDs (an
+    attacker who cannot see the connection cannot know them).
+Usage: roce-mad-hostile.py PCAP SRC DST COUNT SEED AVOID-PORT...
+Prints how many packets it sent.
+"""
+import importlib.util
+import os
+import random
+import socket
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("roce_hostile",
+                                               os.path.join(HERE, "roce-hostile.py"))
+rh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rh)
+
+GSI_QKEY = 0x80010000
+UD_SEND_ONLY = 0x64
+MAD_LEN = 256
+# MAD header: base 1, class CM (7), version 2, method Send (3)
+ATTRS = [0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0017, 0x0018]
+
+
+def qp1_packet(mad, qkey=GSI_QKEY, src_qp=1):
+    """BTH (UD SEND_ONLY to QP1), DETH, the MAD, room for the ICRC."""
+    bth = struct.pack("!BBHII", UD_SEND_ONLY, 0, 0xFFFF, 1, random.randrange(1 << 24))
+    deth = struct.pack("!II", qkey, src_qp)
+    return bth + deth + mad + b"\0\0\0\0"
+
+
+def mad_header(attr, tid):
+    return struct.pack("!BBBBHHQHHI", 1, 7, 2, 3, 0, 0, tid, attr, 0, 0)
+
+
+def capture_mads(caps):
+    """The MADs of the capture's QP1 packets."""
+    out = []
+    for ip in caps:
+        ihl = (ip[0] & 0xF) * 4
+        udp = ip[ihl + 8:]
+        if len(udp) >= 12 + 8 + MAD_LEN + 4 and udp[0] == UD_SEND_ONLY and \
+                struct.unpack("!I", udp[4:8])[0] & 0xFFFFFF == 1:
+            out.append(udp[20:20 + MAD_LEN])
+    return out
+
+
+def forged_request(rng, avoid, src, dst):
+    """A REQ or SIDR REQ to a TCP/UDP port nobody listens on."""
+    port = rng.randrange(1, 65536)
+    while port in avoid:
+        port = rng.randrange(1, 65536)
+    sidr = rng.randrange(2)
+    ps = 0x0111 if sidr else 0x0106
+    sid = (ps << 16) | port
+    cma = struct.pack("!BBH", 0, 0x40, rng.randrange(1 << 16)) + \
+        b"\0" * 12 + socket.inet_aton(src) + b"\0" * 12 + socket.inet_aton(dst)
+    if sidr:
+        body = struct.pack("!IHHQ", rng.randrange(1 << 32), 0xFFFF, 0, sid) + cma
+        attr = 0x0017
+    else:
+        body = struct.pack("!IIQ", rng.randrange(1 << 32), 0, sid) + bytes(124) + cma
+        attr = 0x0010
+    mad = mad_header(attr, rng.randrange(1 << 64)) + body
+    return mad + bytes(MAD_LEN - len(mad))
+
+
+def forged_answer(rng):
+    """An answer of some kind naming random comm IDs."""
+    attr = rng.choice(ATTRS[1:7])
+    body = struct.pack("!II", rng.randrange(1 << 32), rng.randrange(1 << 32))
+    body += bytes(rng.randrange(256) for _ in range(rng.randrange(0, 32)))
+    mad = mad_header(attr, rng.randrange(1 << 64)) + body
+    return mad + bytes(MAD_LEN - len(mad))
+
+
+def main():
+    path, src, dst, count, seed = sys.argv[1:6]
+    avoid = {int(p) for p in sys.argv[6:]}
+    rng = random.Random(int(seed))
+    random.seed(int(seed))
+    mads = capture_mads(rh.read_pcap(path))
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sent = 0
+    for n in range(int(count)):
+        kind = n % 6
+        if kind == 0:
+            payload = qp1_packet(bytes(rng.randrange(256) for _ in range(MAD_LEN)))
+        elif kind == 1:
+            size = rng.choice([0, 24, 255, 257, 512])
+            qkey = rng.choice([GSI_QKEY, 0, 0x80010001])
+            payload = qp1_packet(bytes(rng.randrange(256) for _ in range(size)), qkey)
+        elif kind == 2 and mads:
+            mad = bytearray(rng.choice(mads))
+            for _ in range(rng.randint(1, 8)):
+                mad[rng.randrange(MAD_LEN)] = rng.randrange(256)
+            payload = qp1_packet(bytes(mad))
+        elif kind == 3:
+            payload = qp1_packet(forged_request(rng, avoid, src, dst))
+        else:
+            payload = qp1_packet(forged_answer(rng))
+        pkt = rh.icrc(rh.ip_udp(src, dst, payload, (n % 0xFFFE) + 1))
+        try:
+            s.sendto(pkt, (dst, 0))
+            sent += 1
+        except OSError:
+            pass
+    print(sent)
+
+
+if __name__ == "__main__":
+    main()
