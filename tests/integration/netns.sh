@@ -119,6 +119,25 @@ wait_listen_ns() {
 	return 1
 }
 
+# cm_listening SOCK PORT PID: until the daemon on SOCK lists a LISTEN
+# cm_id on PORT (the programs listen through the CM, not on a socket).
+cm_listening() {
+	local i
+	for i in $(seq $((TMO * 10))); do
+		pid_running "$3" || return 1
+		SOCK=$1 ibvctl -j resource show cm_id 2>/dev/null |
+			"$PYTHON" -c '
+import json, sys
+port = sys.argv[1]
+ids = json.load(sys.stdin)
+sys.exit(0 if any(e.get("state") == "LISTEN" and
+		  str(e.get("src-addr", "")).endswith(":" + port) for e in ids) else 1)
+' "$2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 MEMLOCK=8388608
 NRUN=0
 PORT=18600

@@ -67,6 +67,16 @@ across "ib_write_bw 64 KiB" "$PT_RE" ib_write_bw -d roce0 -x 1 -s 65536 -n 20
 across "ib_atomic_bw fetch and add" "$PT_RE" ib_atomic_bw -d roce0 -x 1 -n 20
 across "ib_atomic_bw compare and swap" "$PT_RE" \
 	ib_atomic_bw -d roce0 -x 1 -n 20 -A CMP_AND_SWAP
+# The RDMA CM across: rping's REQ, REP, RTU, DREQ and DREP on QP1.
+check "rping across (the IB CM's MADs on the wire)"
+ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/rping -s -a "$IPA" -p 7300 -C 3 -V >"$O/rping.server" 2>&1 &
+spid=$!
+BG_PIDS+=("$spid")
+cm_listening "$SOCK_A" 7300 "$spid" || { show server "$O/rping.server"; fail "rping -s never listened"; }
+ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/rping -c -a "$IPA" -p 7300 -C 3 -V >"$O/rping.client" 2>&1 ||
+	{ show client "$O/rping.client"; fail "rping -c failed"; }
+wait_exit "$spid" "$TMO" && [ "$EXIT_STATUS" -eq 0 ] || { show server "$O/rping.server"; fail "rping -s failed"; }
+ok "rping across"
 capture_stop
 
 # ---- our codec's verdict -----------------------------------------------
@@ -126,3 +136,17 @@ tshark_read -Y '_ws.malformed || _ws.expert.severity >= warning' \
 	>"$O/tshark.bad" || { show "tshark" "$O/tshark.err"; fail "tshark cannot read the capture"; }
 [ -s "$O/tshark.bad" ] && { show "tshark" "$O/tshark.bad"; fail "tshark finds fault with $(wc -l <"$O/tshark.bad") packets"; }
 ok "none"
+
+check "tshark decodes rping's connection: the IB CM's messages, rdma_cm's service ID"
+tshark_read -Y 'infiniband.mad.mgmtclass == 0x07' -T fields -E separator=/s \
+	-e infiniband.mad.attributeid >"$O/cm.attrs" ||
+	{ show "tshark" "$O/tshark.err"; fail "tshark cannot read the capture"; }
+for attr in 0x0010 0x0013 0x0014 0x0015 0x0016; do
+	grep -qx "$attr" "$O/cm.attrs" || { show "CM attributes" "$O/cm.attrs"; fail "no CM MAD $attr in the capture"; }
+done
+# TCP port space 0x0106, port 7300 (0x1c84)
+tshark_read -Y 'infiniband.mad.attributeid == 0x0010' -T fields \
+	-e infiniband.cm.req.serviceid.dport -e infiniband.cm.req.serviceid.protocol >"$O/cm.req" ||
+	{ show "tshark" "$O/tshark.err"; fail "tshark cannot read the REQ"; }
+grep -Eq '^(0x1c84|7300)\s+(0x06|6)$' "$O/cm.req" || { show "REQ service ID" "$O/cm.req"; fail "tshark reads another service ID in the REQ"; }
+ok "REQ, REP, RTU, DREQ, DREP decoded; the REQ's service ID is TCP port 7300"

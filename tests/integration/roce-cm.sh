@@ -32,25 +32,6 @@ O=$T/out
 WIRE_DAEMON_ARGS="-v -v"
 wire_up
 
-# cm_listening SOCK PORT PID: until the daemon on SOCK lists a LISTEN
-# cm_id on PORT (the programs listen through the CM, not on a socket).
-cm_listening() {
-	local i
-	for i in $(seq $((TMO * 10))); do
-		pid_running "$3" || return 1
-		SOCK=$1 ibvctl -j resource show cm_id 2>/dev/null |
-			"$PYTHON" -c '
-import json, sys
-port = sys.argv[1]
-ids = json.load(sys.stdin)
-sys.exit(0 if any(e.get("state") == "LISTEN" and
-		  str(e.get("src-addr", "")).endswith(":" + port) for e in ids) else 1)
-' "$2" && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 # cm_across WHAT PORT SERVER-EXPECT CLIENT-EXPECT SERVER-ARGS... -- CLIENT-ARGS...:
 # the server (uid $USER1) in A, then the client (uid $USER2) in B; both
 # must exit 0 and print what they must (extended regexes).
