@@ -256,6 +256,9 @@ struct ibvd_qp {
 	bool last_wqe_sent;		/* LAST_WQE_REACHED sent since ERR */
 	bool drained_sent;		/* SQ_DRAINED sent since SQD */
 	uint64_t wqe_done;		/* bytes of it moved (chunked, while started) */
+	/* the wait is for the transport's answer only (RESP_PENDING): a
+	 * doorbell lets the transport send what was posted since */
+	bool awaiting;
 	uint32_t wire_psn;		/* next PSN a wire transport sends UD */
 	/*
 	 * Atomic, set from any thread: the transport has the answer to the

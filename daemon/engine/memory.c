@@ -19,7 +19,9 @@
 
 #include <errno.h>
 #include <string.h>
+#include <limits.h>
 #include <unistd.h>
+#include <sys/uio.h>
 
 #include "internal.h"
 
@@ -66,6 +68,38 @@ int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len)
 		p += n;
 		addr += (uint64_t)n;
 		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
+			unsigned int n)
+{
+	uint64_t total = 0;
+	ssize_t done;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (!addr_ok(addr, total) || n > IOV_MAX)
+		return -EFAULT;
+	do
+		done = pwritev(fd, iov, (int)n, (off_t)addr);
+	while (done < 0 && errno == EINTR);
+	if (done < 0)
+		return -EFAULT;
+	/* Short: the rest one piece at a time, which finds the fault. */
+	for (i = 0; i < n; i++) {
+		size_t len = iov[i].iov_len, skip;
+
+		skip = (uint64_t)done < len ? (size_t)done : len;
+		done -= (ssize_t)skip;
+		if (skip < len &&
+		    ibvd_eng_mem_write(fd, addr + skip,
+				       (const uint8_t *)iov[i].iov_base + skip,
+				       len - skip) < 0)
+			return -EFAULT;
+		addr += len;
 	}
 	return 0;
 }

@@ -152,6 +152,7 @@ void ibvd_eng_flush_sq(struct ibvd_qp *qp)
 	struct ibvd_cqe cqe;
 
 	qp->rnr_deadline_ns = 0;
+	qp->awaiting = false;
 	qp->wqe_started = false;
 	qp->wqe_done = 0;
 	/* A chunked message in front: its receiver's WQE completes too. */

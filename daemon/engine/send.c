@@ -101,6 +101,7 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			  enum eng_resp r, uint8_t rnr_timer,
 			  enum ibv_wc_status *status)
 {
+	qp->awaiting = r == RESP_PENDING;
 	switch (r) {
 	case RESP_OK:
 		*status = IBV_WC_SUCCESS;
@@ -208,7 +209,9 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		*status = st;
 		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}
-	ibvd_eng_count_request(qp, req);
+	/* asked again for an answer: the request was counted when it went */
+	if (!qp->awaiting)
+		ibvd_eng_count_request(qp, req);
 	s = conclude(eng, qp,
 		     ibvd_eng_transport(qp)->send(eng, qp, req, &rnr_timer),
 		     rnr_timer, status);
@@ -238,6 +241,33 @@ static void retire(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	complete(qp, req, status);
 	if (status != IBV_WC_SUCCESS)
 		leave_rts(qp);
+}
+
+bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,
+			 uint32_t counter, struct eng_req *req)
+{
+	const struct ibvd_wq_client *cp = src->sq.client_page;
+	struct ibvd_eng_rate *rate = src->ctx->engine->rate;
+	uint32_t posted = ibvd_observe(&cp->tail) - src->sq_head;
+
+	/*
+	 * Paced tenants pay per step at the front; SQD starts nothing new;
+	 * a chunked front is still the engine's to step through.
+	 */
+	if (src->qp_type != IBV_QPT_RC || eng_qp_state(src) != IBV_QPS_RTS ||
+	    src->wqe_done || (rate && ibvd_eng_rate_get_limit(rate) !=
+				   IBVD_RATE_UNLIMITED))
+		return false;
+	if (posted > src->sq.nslots || counter - src->sq_head >= posted ||
+	    counter == src->sq_head)
+		return false;
+	if (ibvd_eng_send_take(eng, src, counter, req) != IBV_WC_SUCCESS ||
+	    is_local_op(req->w.opcode) || (req->w.send_flags & IBV_SEND_FENCE) ||
+	    req->length > ibvd_eng_chunk_bytes)
+		return false;
+	req->off = 0;
+	req->step = req->length;
+	return true;
 }
 
 /* The SQ's tail went impossible: the QP cannot be trusted any further. */
@@ -348,6 +378,7 @@ static void left_error_states(struct ibvd_qp *qp, uint32_t state)
 	}
 	if (state == IBV_QPS_RESET || state == IBV_QPS_INIT) {
 		qp->rnr_deadline_ns = 0;
+		qp->awaiting = false;
 		qp->wqe_started = false;
 		qp->wqe_done = 0;
 		qp->peer_gone = false;
@@ -425,10 +456,15 @@ void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 			return;
 		}
 	}
-	/* A waiting QP moves when its timer says so, or its answer came. */
+	/*
+	 * A waiting QP moves when its timer says so, or its answer came; one
+	 * that awaits only an answer also when rung, so that its transport
+	 * sends what the client posted since, with the front in flight.
+	 */
 	if (qp->rnr_deadline_ns) {
 		if (now < qp->rnr_deadline_ns &&
-		    !__atomic_exchange_n(&qp->answered, 0, __ATOMIC_ACQUIRE))
+		    !__atomic_exchange_n(&qp->answered, 0, __ATOMIC_ACQUIRE) &&
+		    !qp->awaiting)
 			return;
 		qp->rnr_deadline_ns = 0;
 		ibvd_eng_timer_cancel(&eng->timers, qp);

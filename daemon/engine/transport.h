@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/uio.h>
+
 #include <infiniband/verbs.h>
 
 #include "core/device.h"
@@ -214,6 +216,18 @@ uint64_t ibvd_eng_timeout_ns(uint8_t timeout);
  */
 void ibvd_eng_answered(struct ibvd_qp *qp);
 
+/*
+ * The WQE `counter` of src's send queue, behind the one in front, as the
+ * requester will take it when its turn comes (serving thread only): true
+ * with *req filled, the whole message as one step, if a transport may send
+ * it ahead of its turn: src is an RC QP in RTS, the WQE is posted and
+ * valid, no longer than a chunk, neither FENCEd nor a local operation, and
+ * src's tenant has no bandwidth limit to pace it by.  Its completion still
+ * comes in order, when it reaches the front and the transport answers.
+ */
+bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,
+			 uint32_t counter, struct eng_req *req);
+
 /* ---- what transports call: the responder side ------------------------------ */
 
 /*
@@ -293,6 +307,9 @@ extern pthread_mutex_t ibvd_eng_atomic_lock;
 /* Read or write exactly len bytes of client memory: 0 or -EFAULT. */
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
 int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
+/* The same for n pieces that land one after the other from addr on. */
+int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
+			unsigned int n);
 
 
 /* A receive completion as a wire transport's responder reports it. */

@@ -19,10 +19,9 @@
  *
  * Done today: UD, RC and UC (SEND, WRITE, READ, atomics) in both
  * directions, and to QPs of the same device without the wire.  An RC
- * requester keeps one message in flight per QP (its packets pipelined,
- * the next message after its ACK).  QP1 carries the IB CM's
- * MADs between the CM and other hosts (transport/gsi.h).  Not yet: IPv6
- * GIDs.
+ * requester keeps a window of messages in flight per QP (struct
+ * roce_txm).  QP1 carries the IB CM's MADs between the CM and other
+ * hosts (transport/gsi.h).  Not yet: IPv6 GIDs.
  *
  * Locking: a QP's wire state (struct roce_qp, qp->wire) is shared by its
  * serving engine thread (the requester) and the receive thread (ACKs and
@@ -37,6 +36,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "engine/transport.h"
 #include "wire.h"
@@ -48,6 +48,35 @@ struct ibvd_qp;
 #define ROCE_MAX_PACKET		9216u
 /* The largest payload of one packet: IB MTU 4096. */
 #define ROCE_MAX_PAYLOAD	4096u
+
+/* Where a QP's packets go: IPv4 addresses and the IP/UDP header values. */
+struct roce_path {
+	uint8_t src[4];
+	uint8_t dst[4];
+	uint8_t tclass;
+	uint8_t hop_limit;
+	uint16_t sport;
+};
+
+/*
+ * WRITE payloads the receive thread has taken but not yet written
+ * (rc_resp.c): packets of one QP that land one after the other go to its
+ * memory in one system call, before anything else is done for that QP
+ * (an ACK, a NAK, a completion, another request) and before the batch
+ * they arrived in ends.
+ */
+#define ROCE_WRUN_MAX		64u
+
+struct roce_wrun {
+	struct ibvd_qp *qp;		/* NULL: empty */
+	struct roce_path reply;		/* a NAK's way back, should it fail */
+	uint32_t psn;			/* its first packet's */
+	int fd;
+	uint64_t addr;			/* where it lands */
+	uint64_t len;
+	unsigned int n;
+	struct iovec iov[ROCE_WRUN_MAX];
+};
 
 /* A RoCE device's own state (dev->transport_priv). */
 struct roce_dev {
@@ -61,16 +90,12 @@ struct roce_dev {
 	bool rx_running;
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
+	struct roce_wrun wrun;		/* the receive thread's only */
 };
 
-/* Where a QP's packets go: IPv4 addresses and the IP/UDP header values. */
-struct roce_path {
-	uint8_t src[4];
-	uint8_t dst[4];
-	uint8_t tclass;
-	uint8_t hop_limit;
-	uint16_t sport;
-};
+/* io.c: the device whose receive thread this is, on that thread; else NULL. */
+extern __thread struct roce_dev *roce_rx_self;
+
 
 /*
  * READ and atomic results the responder keeps for duplicate requests: as
@@ -89,29 +114,50 @@ struct roce_resource {
 	uint64_t orig;			/* atomic: the value returned */
 };
 
+/*
+ * An RC requester keeps up to ROCE_TX_SLOTS messages (steps, for a chunked
+ * one) in flight per QP, spanning at most ROCE_TX_WINDOW PSNs, as rxe
+ * keeps a window of PSNs: the engine's WQE in front and those behind it
+ * that it lets the transport send ahead (ibvd_eng_send_ahead).  A data
+ * packet asks for an ACK at the end of its message and every
+ * ROCE_ACK_EVERY packets of a long one, so the window moves on before a
+ * long message ends.
+ */
+#define ROCE_TX_SLOTS		64u
+#define ROCE_TX_WINDOW		512u
+#define ROCE_ACK_EVERY		64u
+/* The inline data a message in flight keeps (the daemon's max_inline_data). */
+#define ROCE_TX_INLINE		1024u
+
+/* One message (or step of one) in flight. */
+struct roce_txm {
+	struct eng_req req;		/* as sent: a retransmission sends it again */
+	uint32_t head;			/* its WQE's counter in the SQ */
+	uint32_t first_psn;		/* its PSNs: first_psn .. + npsn - 1 */
+	uint32_t npsn;
+	int answer;			/* -1 none yet, else an enum eng_resp */
+	uint64_t sent_ns;		/* when it last went out */
+	uint64_t got;			/* READ bytes arrived, in order */
+	uint8_t inl[ROCE_TX_INLINE];	/* its inline data, req.local points here */
+};
+
 /* What the RoCE transport keeps for an RC or UC QP (qp->wire). */
 struct roce_qp {
 	pthread_mutex_t lock;
 	struct roce_path path;		/* to the connected peer */
-	/* requester: the step of the message in front that is in flight */
+	/* requester: the messages in flight, oldest (the engine's front) first */
 	struct {
 		bool started;		/* next_psn set from sq_psn */
 		uint32_t next_psn;	/* the next new PSN */
-		bool active;
-		uint32_t head;		/* its WQE: qp->sq_head then */
-		uint64_t off;		/* its offset in the message */
-		uint32_t first_psn;	/* its PSNs: first_psn .. + npsn - 1 */
-		uint32_t npsn;
-		uint64_t sent_ns;	/* when it last went out */
-		int answer;		/* -1 none yet, else an enum eng_resp */
+		uint32_t una_psn;	/* the oldest PSN not acknowledged */
+		struct roce_txm *m;	/* ROCE_TX_SLOTS, made at the first send */
+		uint32_t first;		/* the oldest's index in m */
+		uint32_t n;		/* how many are in flight */
+		uint32_t rd_atomic;	/* READs and atomics among them */
 		uint8_t rnr_timer;
+		bool rnr_wait;		/* an RNR NAK's: PSN NAKs are its echo */
 		bool resend;		/* go again at the next call */
 		uint32_t resend_psn;	/* from this PSN */
-		/* READ and atomics: where the data that comes back goes */
-		uint32_t opcode;
-		uint64_t length;	/* bytes of this step */
-		uint64_t got;		/* READ bytes arrived, in order */
-		struct eng_sgl *local;
 	} tx;
 	/* responder */
 	struct {
@@ -136,6 +182,12 @@ void roce_qp_path(const struct ibvd_qp *qp, struct roce_path *path);
 
 /* rc.c: qp's wire state, made on first use; NULL only without memory. */
 struct roce_qp *roce_qp_of(struct ibvd_qp *qp);
+
+/* rc.c: the step in flight i places behind the oldest. */
+static inline struct roce_txm *roce_txm_at(struct roce_qp *w, uint32_t i)
+{
+	return &w->tx.m[(w->tx.first + i) % ROCE_TX_SLOTS];
+}
 
 /* rc.c: the transport's operations for RC and UC. */
 enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
@@ -165,6 +217,30 @@ int roce_send_sgl(struct roce_dev *rd, const struct roce_path *path,
 		  struct roce_pkt *p, const struct eng_sgl *sgl, uint64_t off,
 		  uint32_t len);
 
+/*
+ * packet.c: a batch of packets to one path, built one by one and sent in
+ * one system call when it is full or flushed.  Large: a sender keeps one
+ * for the duration of a burst.
+ */
+#define ROCE_TXQ_PKTS		16u
+/* A built packet: headers (at most 64 bytes), payload, pad and ICRC. */
+#define ROCE_TXQ_SLOT		(ROCE_MAX_PAYLOAD + 128u)
+
+struct roce_txq {
+	struct roce_dev *rd;
+	const struct roce_path *path;
+	unsigned int n;
+	size_t len[ROCE_TXQ_PKTS];
+	uint8_t buf[ROCE_TXQ_PKTS * ROCE_TXQ_SLOT];
+};
+
+void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
+		   const struct roce_path *path);
+/* Build p with len payload bytes from data (NULL: none) into q. */
+void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
+		  uint32_t len);
+void roce_txq_flush(struct roce_txq *q);
+
 /* io.c: sockets and the receive thread of rd (rd->ifname set). */
 int roce_io_open(struct roce_dev *rd);
 void roce_io_close(struct roce_dev *rd);
@@ -173,11 +249,19 @@ void roce_io_close(struct roce_dev *rd);
 int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
 		 const uint8_t dst[4]);
 
+/* io.c: put n IP packets to dst on the wire in one call where it can. */
+void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
+			const size_t *lens, unsigned int n, const uint8_t dst[4]);
+
 /*
  * rx.c: one IP packet arrived at rd (or was sent to one of rd's own
  * addresses); ibvd_objects_lock is held for reading.
  */
 void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
+
+/* rc_resp.c: write rd's deferred WRITE payloads out (receive thread, no
+ * QP lock held). */
+void roce_wrun_flush(struct roce_dev *rd);
 
 /* roce.c: is addr (IPv4, 4 bytes) one of rd's own addresses? */
 bool roce_is_local(const struct roce_dev *rd, const uint8_t addr[4]);

@@ -179,6 +179,47 @@ int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
 	}
 }
 
+void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
+			const size_t *lens, unsigned int n, const uint8_t dst[4])
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct pollfd pfd = { .fd = rd->tx_fd, .events = POLLOUT };
+	struct mmsghdr msgs[ROCE_TXQ_PKTS];
+	struct iovec iov[ROCE_TXQ_PKTS];
+	unsigned int i, done = 0;
+	bool waited = false;
+	int ret;
+
+	memcpy(&sin.sin_addr, dst, 4);
+	memset(msgs, 0, sizeof(msgs));
+	for (i = 0; i < n && i < ROCE_TXQ_PKTS; i++) {
+		iov[i].iov_base = (void *)pkts[i];
+		iov[i].iov_len = lens[i];
+		msgs[i].msg_hdr.msg_name = &sin;
+		msgs[i].msg_hdr.msg_namelen = sizeof(sin);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	n = i;
+	/* As roce_io_send: a full buffer is waited for once, briefly. */
+	while (done < n) {
+		ret = sendmmsg(rd->tx_fd, msgs + done, n - done, MSG_DONTWAIT);
+		if (ret > 0) {
+			done += (unsigned int)ret;
+			continue;
+		}
+		if (ret < 0 && errno == EINTR)
+			continue;
+		if (ret < 0 && errno == EAGAIN && !waited) {
+			waited = true;
+			poll(&pfd, 1, IO_SEND_WAIT_MS);
+			continue;
+		}
+		/* lost, as on a wire: the rest of the batch too */
+		return;
+	}
+}
+
 struct rx_batch {
 	struct mmsghdr msgs[RX_BATCH];
 	struct iovec iov[RX_BATCH];
@@ -212,11 +253,15 @@ static bool rx_drain(struct roce_dev *rd, struct rx_batch *b)
 			/* Truncated: longer than any packet we take. */
 			if (!(b->msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
 				roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
+		/* the batch's buffers are about to be reused */
+		roce_wrun_flush(rd);
 		pthread_rwlock_unlock(&ibvd_objects_lock);
 		if (n < RX_BATCH)
 			return true;
 	}
 }
+
+__thread struct roce_dev *roce_rx_self;
 
 static void *rx_main(void *arg)
 {
@@ -232,6 +277,7 @@ static void *rx_main(void *arg)
 		return NULL;
 	}
 	rx_batch_init(b);
+	roce_rx_self = rd;
 	for (;;) {
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			break;

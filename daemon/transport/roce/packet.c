@@ -3,6 +3,11 @@
  * transport headers, the payload (from a private buffer, or gathered from
  * registered memory), pad and ICRC; then the wire, or, for one of the
  * device's own addresses, straight into its receive path.
+ *
+ * The packets of a message go out in batches (struct roce_txq): their
+ * payload is read from registered memory in one piece, and the batch is
+ * handed to the kernel in one system call, which on a software device is
+ * most of what a packet costs.
  */
 #include <config.h>
 
@@ -48,6 +53,47 @@ static size_t build(struct roce_dev *rd, const struct roce_path *path,
 	total = iph + udp_len;
 	roce_icrc_set(buf, total);
 	return total;
+}
+
+/* Where a built packet lies in the batch that sends it. */
+static uint8_t *txq_slot(struct roce_txq *q, unsigned int i)
+{
+	return q->buf + (size_t)i * ROCE_TXQ_SLOT;
+}
+
+void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
+		   const struct roce_path *path)
+{
+	q->rd = rd;
+	q->path = path;
+	q->n = 0;
+}
+
+void roce_txq_flush(struct roce_txq *q)
+{
+	const uint8_t *pkts[ROCE_TXQ_PKTS];
+	unsigned int i;
+
+	if (!q->n)
+		return;
+	if (roce_is_local(q->rd, q->path->dst)) {
+		for (i = 0; i < q->n; i++)
+			roce_rx_packet(q->rd, txq_slot(q, i), q->len[i]);
+	} else {
+		for (i = 0; i < q->n; i++)
+			pkts[i] = txq_slot(q, i);
+		roce_io_send_batch(q->rd, pkts, q->len, q->n, q->path->dst);
+	}
+	q->n = 0;
+}
+
+void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
+		  uint32_t len)
+{
+	q->len[q->n] = build(q->rd, q->path, p, data, NULL, 0, len,
+			     txq_slot(q, q->n));
+	if (++q->n == ROCE_TXQ_PKTS)
+		roce_txq_flush(q);
 }
 
 static void emit(struct roce_dev *rd, const struct roce_path *path,

@@ -4,17 +4,24 @@
  * The engine hands the transport one step of the message in front of a
  * send queue (all of it, or one chunk of a long one) and asks again until
  * it has an answer.  The first call sends the step's packets, PSNs from
- * the QP's next one, the last of them asking for an ACK, and answers
- * RESP_PENDING; the receive thread records what the responder said
- * (rc_resp.c) and wakes the QP; the next call returns it.  No answer by
- * the QP's local ACK timeout: the step goes again from its first
- * unacknowledged PSN (go-back-N), and the engine spends a retry.  An RNR
- * NAK sends it again after the engine's RNR wait.  UC has no answers: its
- * packets go, and the step is done.
+ * the QP's next one, and answers RESP_PENDING; every call then also sends
+ * the WQEs the client posted behind it, as far as the window goes
+ * (internal.h): an RC requester keeps several messages in flight, as a
+ * NIC does, and the engine still completes them one by one, in order, as
+ * their answers come.  The receive thread records what the responder said
+ * for each (rc_resp.c: an ACK answers every message up to its PSN) and
+ * wakes the QP when the front's answer is there or something must go
+ * again.  No answer by the QP's local ACK timeout: everything from the
+ * first unacknowledged PSN goes again (go-back-N), and the engine spends a
+ * retry of the front.  A PSN sequence NAK sends everything from its PSN
+ * again at once; an RNR NAK does, after the engine's RNR wait.  UC has no
+ * answers: its packets go, and the step is done.
  *
  * A message's packets carry its position in it (FIRST, MIDDLE, LAST,
  * ONLY) whatever the steps: a chunk boundary is invisible on the wire.
- * A READ asks for one step's bytes per request; an atomic is one packet.
+ * A READ asks for one step's bytes per request; an atomic is one packet;
+ * no more READs and atomics are in flight than the QP's max_rd_atomic,
+ * what its responder keeps results for.
  */
 #include <config.h>
 
@@ -42,24 +49,20 @@ static struct roce_qp *roce_qp_new(struct ibvd_qp *qp)
 
 	if (!w)
 		return NULL;
-	w->tx.local = calloc(1, sizeof(*w->tx.local));
 	w->rx.wqe = calloc(1, sizeof(*w->rx.wqe));
-	if (!w->tx.local || !w->rx.wqe) {
-		free(w->tx.local);
-		free(w->rx.wqe);
+	if (!w->rx.wqe) {
 		free(w);
 		return NULL;
 	}
 	pthread_mutex_init(&w->lock, NULL);
 	roce_qp_path(qp, &w->path);
-	w->tx.answer = -1;
 	return w;
 }
 
 static void roce_qp_free(struct roce_qp *w)
 {
 	pthread_mutex_destroy(&w->lock);
-	free(w->tx.local);
+	free(w->tx.m);
 	free(w->rx.wqe);
 	free(w);
 }
@@ -158,20 +161,27 @@ static void pkt_for(struct roce_pkt *p, uint8_t opcode, const struct ibvd_qp *qp
 	p->psn = psn & 0xFFFFFFu;
 }
 
-/* Packet k of a SEND or WRITE step. */
-static int send_data_pkt(struct roce_dev *rd, struct ibvd_qp *qp,
-			 struct roce_qp *w, const struct eng_req *req,
-			 uint32_t k, uint32_t mtu)
+/* Is the k-th of npsn packets one that asks for an ACK? */
+static bool asks_ack(uint32_t k, uint32_t npsn)
 {
+	return k + 1 == npsn || (k + 1) % ROCE_ACK_EVERY == 0;
+}
+
+/* Packet k of a SEND or WRITE step, its payload at data, into q. */
+static void send_data_pkt(struct roce_txq *q, const struct ibvd_qp *qp,
+			  const struct roce_txm *m, uint32_t k, uint32_t mtu,
+			  const uint8_t *data)
+{
+	const struct eng_req *req = &m->req;
 	uint64_t at = (uint64_t)k * mtu;
 	uint32_t len = (uint32_t)(req->step - at < mtu ? req->step - at : mtu);
 	bool first = req->off == 0 && k == 0;
-	bool last = eng_req_last(req) && k + 1 == w->tx.npsn;
+	bool last = eng_req_last(req) && k + 1 == m->npsn;
 	struct roce_pkt p;
 
 	pkt_for(&p, data_opcode(req->w.opcode, first, last,
 				qp->qp_type == IBV_QPT_UC),
-		qp, roce_psn_add(w->tx.first_psn, k));
+		qp, roce_psn_add(m->first_psn, k));
 	if (p.hdrs & ROCE_HDR_RETH) {
 		p.reth.va = req->w.remote_addr;
 		p.reth.rkey = req->w.rkey;
@@ -182,17 +192,47 @@ static int send_data_pkt(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (p.hdrs & ROCE_HDR_IETH)
 		p.ieth = req->w.imm_data;
 	p.se = last && (req->w.send_flags & IBV_SEND_SOLICITED);
-	/* the step's last packet asks for the ACK that ends the wait */
-	p.ack_req = k + 1 == w->tx.npsn;
-	return roce_send_sgl(rd, &w->path, &p, &req->local, at, len);
+	p.ack_req = asks_ack(k, m->npsn);
+	roce_txq_add(q, &p, data, len);
+}
+
+/*
+ * Packets from..npsn - 1 of a SEND or WRITE step: a batch's payload is
+ * read in one piece, and the batch goes in one call.  0 or -EFAULT.
+ */
+static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
+		     struct roce_qp *w, const struct roce_txm *m, uint32_t from,
+		     uint32_t mtu)
+{
+	uint8_t stage[ROCE_TXQ_PKTS * ROCE_MAX_PAYLOAD];
+	struct roce_txq q;
+	uint32_t k, i, n;
+	uint64_t at, bytes;
+
+	roce_txq_init(&q, rd, &w->path);
+	for (k = from; k < m->npsn; k += n) {
+		n = m->npsn - k < ROCE_TXQ_PKTS ? m->npsn - k : ROCE_TXQ_PKTS;
+		at = (uint64_t)k * mtu;
+		bytes = m->req.step - at < (uint64_t)n * mtu ?
+			m->req.step - at : (uint64_t)n * mtu;
+		if (bytes && ibvd_eng_copy_out(&m->req.local, at, stage, bytes) < 0) {
+			roce_txq_flush(&q);
+			return -EFAULT;
+		}
+		for (i = 0; i < n; i++)
+			send_data_pkt(&q, qp, m, k + i, mtu, stage + (size_t)i * mtu);
+	}
+	roce_txq_flush(&q);
+	return 0;
 }
 
 static void send_read_req(struct roce_dev *rd, struct ibvd_qp *qp,
-			  struct roce_qp *w, const struct eng_req *req)
+			  struct roce_qp *w, const struct roce_txm *m)
 {
+	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
 
-	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp, w->tx.first_psn);
+	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp, m->first_psn);
 	p.reth.va = req->w.remote_addr + req->off;
 	p.reth.rkey = req->w.rkey;
 	p.reth.len = (uint32_t)req->step;
@@ -201,12 +241,13 @@ static void send_read_req(struct roce_dev *rd, struct ibvd_qp *qp,
 }
 
 static void send_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
-			struct roce_qp *w, const struct eng_req *req)
+			struct roce_qp *w, const struct roce_txm *m)
 {
+	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
 
 	pkt_for(&p, req->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
-		ROCE_RC_COMPARE_SWAP : ROCE_RC_FETCH_ADD, qp, w->tx.first_psn);
+		ROCE_RC_COMPARE_SWAP : ROCE_RC_FETCH_ADD, qp, m->first_psn);
 	p.atomic.va = req->w.remote_addr;
 	p.atomic.rkey = req->w.rkey;
 	if (req->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
@@ -219,90 +260,251 @@ static void send_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 	roce_send_pkt(rd, &w->path, &p, NULL, 0);
 }
 
-/* Send the step from PSN from on; 0 or -EFAULT (our own memory failed). */
+/* Send step m from PSN from on; 0 or -EFAULT (our own memory failed). */
 static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
-		    const struct eng_req *req, uint32_t from)
+		    struct roce_txm *m, uint32_t from)
 {
-	uint32_t mtu = path_mtu(qp), k;
-	int32_t skip = roce_psn_diff(from, w->tx.first_psn);
+	uint32_t mtu = path_mtu(qp);
+	int32_t skip = roce_psn_diff(from, m->first_psn);
 
-	w->tx.sent_ns = now_ns();
-	if (is_read(req->w.opcode)) {
+	m->sent_ns = now_ns();
+	if (is_read(m->req.w.opcode)) {
 		/* responses come again from the first */
-		w->tx.got = 0;
-		send_read_req(rd, qp, w, req);
+		m->got = 0;
+		send_read_req(rd, qp, w, m);
 		return 0;
 	}
-	if (is_atomic(req->w.opcode)) {
-		send_atomic(rd, qp, w, req);
+	if (is_atomic(m->req.w.opcode)) {
+		send_atomic(rd, qp, w, m);
 		return 0;
 	}
-	for (k = skip > 0 ? (uint32_t)skip : 0; k < w->tx.npsn; k++)
-		if (send_data_pkt(rd, qp, w, req, k, mtu) < 0)
+	return send_data(rd, qp, w, m, skip > 0 ? (uint32_t)skip : 0, mtu);
+}
+
+/* ---- the window -------------------------------------------------------------- */
+
+/*
+ * Keep req in m for retransmissions: inline data lives in the engine's
+ * scratch buffer only for this call, so it moves into m.  False if it
+ * does not fit (only a step that goes at once may use it).
+ */
+static bool keep_req(struct roce_txm *m, const struct eng_req *req)
+{
+	unsigned int i;
+	uint64_t used = 0;
+
+	m->req = *req;
+	for (i = 0; i < m->req.local.n; i++) {
+		struct eng_seg *s = &m->req.local.seg[i];
+
+		if (s->fd >= 0)
+			continue;
+		if (s->len > ROCE_TX_INLINE - used)
+			return false;
+		memcpy(m->inl + used, (const void *)(uintptr_t)s->addr, s->len);
+		s->addr = (uint64_t)(uintptr_t)(m->inl + used);
+		used += s->len;
+	}
+	return true;
+}
+
+static bool reads_back(uint32_t op)
+{
+	return is_read(op) || is_atomic(op);
+}
+
+/* Give up everything in flight (the engine's front is not ours any more). */
+static void forget_all(struct roce_qp *w)
+{
+	w->tx.n = 0;
+	w->tx.rd_atomic = 0;
+	w->tx.resend = false;
+	w->tx.rnr_wait = false;
+	w->tx.una_psn = w->tx.next_psn;
+}
+
+/* The step in front is done: the next one is the engine's front. */
+static void pop_front(struct roce_qp *w)
+{
+	struct roce_txm *m = roce_txm_at(w, 0);
+	uint32_t end = roce_psn_add(m->first_psn, m->npsn);
+
+	if (reads_back(m->req.w.opcode))
+		w->tx.rd_atomic--;
+	if (roce_psn_diff(end, w->tx.una_psn) > 0)
+		w->tx.una_psn = end;
+	w->tx.first = (w->tx.first + 1) % ROCE_TX_SLOTS;
+	w->tx.n--;
+}
+
+/* READs and atomics a requester may have in flight (max_rd_atomic). */
+static uint32_t rd_atomic_max(const struct ibvd_qp *qp)
+{
+	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+}
+
+/* May req go now, behind what is in flight? */
+static bool fits(const struct ibvd_qp *qp, const struct roce_qp *w,
+		 const struct eng_req *req, uint32_t npsn)
+{
+	if (!w->tx.n)
+		return true;
+	if (w->tx.n >= ROCE_TX_SLOTS ||
+	    roce_psn_diff(roce_psn_add(w->tx.next_psn, npsn), w->tx.una_psn) >
+	    (int32_t)ROCE_TX_WINDOW)
+		return false;
+	return !reads_back(req->w.opcode) || w->tx.rd_atomic < rd_atomic_max(qp);
+}
+
+/*
+ * Put req (WQE head) in flight behind the others and send it: 0,
+ * -EAGAIN if it must wait for room, -EFAULT if our own memory failed.
+ */
+static int launch(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
+		  uint32_t head, const struct eng_req *req)
+{
+	uint32_t npsn = step_psns(req, path_mtu(qp));
+	struct roce_txm *m = roce_txm_at(w, w->tx.n);
+
+	if (!fits(qp, w, req, npsn) || !keep_req(m, req))
+		return -EAGAIN;
+	if (!w->tx.started) {
+		w->tx.next_psn = qp->attr.sq_psn & 0xFFFFFFu;
+		w->tx.una_psn = w->tx.next_psn;
+		w->tx.started = true;
+	}
+	m->head = head;
+	m->first_psn = w->tx.next_psn;
+	m->npsn = npsn;
+	m->answer = -1;
+	m->got = 0;
+	if (transmit(rd, qp, w, m, m->first_psn) < 0)
+		return -EFAULT;
+	w->tx.next_psn = roce_psn_add(w->tx.next_psn, npsn);
+	if (reads_back(req->w.opcode))
+		w->tx.rd_atomic++;
+	w->tx.n++;
+	return 0;
+}
+
+/*
+ * Send the WQEs posted behind the last one in flight, while the window
+ * has room.  A chunked message's steps stay the engine's, one at a time.
+ */
+static void send_ahead(struct ibvd_engine *eng, struct roce_dev *rd,
+		       struct ibvd_qp *qp, struct roce_qp *w)
+{
+	struct roce_txm *last;
+	struct eng_req req;
+
+	while (w->tx.n && w->tx.n < ROCE_TX_SLOTS) {
+		last = roce_txm_at(w, w->tx.n - 1);
+		if (!eng_req_last(&last->req) ||
+		    !ibvd_eng_send_ahead(eng, qp, last->head + 1, &req) ||
+		    launch(rd, qp, w, last->head + 1, &req) < 0)
+			return;
+	}
+}
+
+/* Send everything in flight again from PSN from on (go-back-N). */
+static int resend_from(struct roce_dev *rd, struct ibvd_qp *qp,
+		       struct roce_qp *w, uint32_t from)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->tx.n; i++) {
+		struct roce_txm *m = roce_txm_at(w, i);
+		int32_t d = roce_psn_diff(from, m->first_psn);
+
+		/* answered already, or wholly before the PSN */
+		if (m->answer >= 0 || d >= (int32_t)m->npsn)
+			continue;
+		if (transmit(rd, qp, w, m, d > 0 ? from : m->first_psn) < 0)
 			return -EFAULT;
+	}
 	return 0;
 }
 
 /* ---- one call of the engine ------------------------------------------------- */
 
-static bool same_step(const struct roce_qp *w, const struct ibvd_qp *qp,
-		      const struct eng_req *req)
+static bool is_front(struct roce_qp *w, const struct ibvd_qp *qp,
+		     const struct eng_req *req)
 {
-	return w->tx.active && w->tx.head == qp->sq_head && w->tx.off == req->off;
+	const struct roce_txm *m = roce_txm_at(w, 0);
+
+	return w->tx.n && m->head == qp->sq_head && m->req.off == req->off;
 }
 
-/* A new step: PSNs, where READ and atomic data go, and out it goes. */
-static enum eng_resp start_step(struct roce_dev *rd, struct ibvd_qp *qp,
-				struct roce_qp *w, const struct eng_req *req)
+/* The answer recorded for the step in front. */
+static enum eng_resp take_answer(struct roce_qp *w, struct roce_txm *m,
+				 uint8_t *rnr_timer)
 {
+	enum eng_resp r = (enum eng_resp)m->answer;
+
+	m->answer = -1;
+	if (r == RESP_RNR) {
+		/* after the engine's wait, everything from its PSN goes again */
+		*rnr_timer = w->tx.rnr_timer;
+		w->tx.resend = true;
+		return r;
+	}
+	pop_front(w);
+	return r;
+}
+
+/* UC: the packets are the whole story; nothing is kept. */
+static enum eng_resp uc_send(struct roce_dev *rd, struct ibvd_qp *qp,
+			     struct roce_qp *w, const struct eng_req *req)
+{
+	struct roce_txm *m = roce_txm_at(w, 0);
+
 	if (!w->tx.started) {
 		w->tx.next_psn = qp->attr.sq_psn & 0xFFFFFFu;
 		w->tx.started = true;
 	}
-	w->tx.active = true;
-	w->tx.head = qp->sq_head;
-	w->tx.off = req->off;
-	w->tx.first_psn = w->tx.next_psn;
-	w->tx.npsn = step_psns(req, path_mtu(qp));
-	w->tx.next_psn = roce_psn_add(w->tx.next_psn, w->tx.npsn);
-	w->tx.answer = -1;
-	w->tx.resend = false;
-	w->tx.resend_psn = w->tx.first_psn;
-	w->tx.opcode = req->w.opcode;
-	w->tx.length = req->step;
-	w->tx.got = 0;
-	*w->tx.local = req->local;
-	if (transmit(rd, qp, w, req, w->tx.first_psn) < 0) {
-		w->tx.active = false;
-		return RESP_LOCAL_FAULT;
-	}
-	/* UC: nothing comes back, the packets are the whole story */
-	if (qp->qp_type == IBV_QPT_UC) {
-		w->tx.active = false;
-		return RESP_OK;
-	}
-	return RESP_PENDING;
+	m->req = *req;
+	m->first_psn = w->tx.next_psn;
+	m->npsn = step_psns(req, path_mtu(qp));
+	w->tx.next_psn = roce_psn_add(w->tx.next_psn, m->npsn);
+	return transmit(rd, qp, w, m, m->first_psn) < 0 ? RESP_LOCAL_FAULT : RESP_OK;
 }
 
-/* The answer recorded for the step in flight, or RESP_PENDING. */
-static enum eng_resp take_answer(struct roce_qp *w, uint8_t *rnr_timer)
+static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
+				struct roce_qp *w, const struct eng_req *req,
+				uint8_t *rnr_timer)
 {
-	enum eng_resp r = (enum eng_resp)w->tx.answer;
+	struct roce_txm *m;
+	bool timed_out;
+	uint32_t from;
 
-	w->tx.answer = -1;
-	switch (r) {
-	case RESP_RNR:
-		*rnr_timer = w->tx.rnr_timer;
-		w->tx.resend = true;
-		return r;
-	case RESP_NO_ACK:
-		/* a PSN NAK: go again at once from where the responder is */
-		w->tx.resend = true;
-		return RESP_PENDING;
-	default:
-		w->tx.active = false;
-		return r;
+	if (!is_front(w, qp, req)) {
+		forget_all(w);
+		return launch(rd, qp, w, qp->sq_head, req) < 0 ?
+		       RESP_LOCAL_FAULT : RESP_PENDING;
 	}
+	m = roce_txm_at(w, 0);
+	if (m->answer >= 0)
+		return take_answer(w, m, rnr_timer);
+	/* a NAK's resend goes at once and spends nothing; a timeout a retry */
+	timed_out = !w->tx.resend &&
+		    now_ns() - m->sent_ns >= ibvd_eng_timeout_ns(qp->attr.timeout);
+	if (!w->tx.resend && !timed_out)
+		return RESP_PENDING;
+	from = w->tx.resend ? w->tx.resend_psn : w->tx.una_psn;
+	w->tx.resend = false;
+	w->tx.rnr_wait = false;
+	if (timed_out)
+		ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
+	if (resend_from(rd, qp, w, from) < 0)
+		return RESP_LOCAL_FAULT;
+	return timed_out ? RESP_NO_ACK : RESP_PENDING;
+}
+
+static bool tx_slots(struct roce_qp *w)
+{
+	if (!w->tx.m)
+		w->tx.m = calloc(ROCE_TX_SLOTS, sizeof(*w->tx.m));
+	return w->tx.m != NULL;
 }
 
 enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
@@ -310,37 +512,20 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 {
 	struct roce_dev *rd = src->ctx->dev->transport_priv;
 	struct roce_qp *w = roce_qp_of(src);
-	enum eng_resp r = RESP_PENDING;
-	bool timed_out;
+	enum eng_resp r;
 
-	(void)eng;
 	if (!w)
 		return RESP_NO_ACK;	/* no memory: as if nobody answered */
 	pthread_mutex_lock(&w->lock);
-	if (!same_step(w, src, req)) {
-		r = start_step(rd, src, w, req);
-		goto out;
+	if (!tx_slots(w)) {
+		r = RESP_NO_ACK;
+	} else if (src->qp_type == IBV_QPT_UC) {
+		r = uc_send(rd, src, w, req);
+	} else {
+		r = front_step(rd, src, w, req, rnr_timer);
+		if (r == RESP_PENDING)
+			send_ahead(eng, rd, src, w);
 	}
-	if (w->tx.answer >= 0) {
-		r = take_answer(w, rnr_timer);
-		if (r != RESP_PENDING || !w->tx.resend)
-			goto out;
-	}
-	/* a NAK's resend goes at once and spends nothing; a timeout a retry */
-	timed_out = !w->tx.resend &&
-		    now_ns() - w->tx.sent_ns >= ibvd_eng_timeout_ns(src->attr.timeout);
-	if (w->tx.resend || timed_out) {
-		w->tx.resend = false;
-		if (timed_out)
-			ibvd_eng_port_count(src, IBVD_PC_COMPLETER_RETRY_ERR, 1);
-		if (transmit(rd, src, w, req, w->tx.resend_psn) < 0) {
-			w->tx.active = false;
-			r = RESP_LOCAL_FAULT;
-			goto out;
-		}
-		r = timed_out ? RESP_NO_ACK : RESP_PENDING;
-	}
-out:
 	pthread_mutex_unlock(&w->lock);
 	return r;
 }

@@ -12,10 +12,11 @@
  * an RNR NAK and moves nothing; a bad key or range a remote access NAK, and
  * the responder QP goes to ERR as the verbs say.
  *
- * Requester side: an ACK up to the step's last PSN, a READ's last response
- * or an atomic's ACK answers the step in flight (rc.c); a NAK answers it
- * with its error; READ data and atomic results land in the requester's
- * buffers as they arrive.
+ * Requester side: an ACK answers every step in flight (rc.c) up to its
+ * PSN, a READ's last response or an atomic's ACK its own step and those
+ * before it; a NAK answers its step with its error, or, for a PSN
+ * sequence error, has everything from its PSN sent again; READ data and
+ * atomic results land in the requester's buffers as they arrive.
  */
 #include <config.h>
 
@@ -43,20 +44,96 @@ static void reply_path(const struct roce_qp *w, const struct roce_ip *ip,
 	memcpy(path->dst, ip->src, 4);
 }
 
-static void send_aeth(struct roce_dev *rd, struct ibvd_qp *qp,
-		      struct roce_qp *w, const struct roce_ip *ip,
-		      uint32_t psn, uint8_t syndrome)
+static void wrun_flush_locked(struct roce_dev *rd);
+
+static void send_aeth_on(struct roce_dev *rd, struct ibvd_qp *qp,
+			 struct roce_qp *w, const struct roce_path *path,
+			 uint32_t psn, uint8_t syndrome)
 {
-	struct roce_path path;
 	struct roce_pkt p;
 
-	reply_path(w, ip, &path);
 	roce_pkt_init(&p, ROCE_RC_ACKNOWLEDGE);
 	p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
 	p.psn = psn & 0xFFFFFFu;
 	p.aeth.syndrome = syndrome;
 	p.aeth.msn = w->rx.msn & 0xFFFFFFu;
-	roce_send_pkt(rd, &path, &p, NULL, 0);
+	roce_send_pkt(rd, path, &p, NULL, 0);
+}
+
+/* An answer promises the data before it landed: what is deferred goes first. */
+static void send_aeth(struct roce_dev *rd, struct ibvd_qp *qp,
+		      struct roce_qp *w, const struct roce_ip *ip,
+		      uint32_t psn, uint8_t syndrome)
+{
+	struct roce_path path;
+
+	if (roce_rx_self == rd)
+		wrun_flush_locked(rd);
+	reply_path(w, ip, &path);
+	send_aeth_on(rd, qp, w, &path, psn, syndrome);
+}
+
+/* ---- responder: WRITE payloads in one piece ------------------------------- */
+
+/* Under the lock of the run's QP (the only one it may be for). */
+static void wrun_flush_locked(struct roce_dev *rd)
+{
+	struct roce_wrun *r = &rd->wrun;
+	struct ibvd_qp *qp = r->qp;
+
+	if (!qp)
+		return;
+	r->qp = NULL;
+	if (ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n) == 0)
+		return;
+	/* its memory went: the first packet of the run could not land */
+	send_aeth_on(rd, qp, qp->wire, &r->reply, r->psn, ROCE_AETH_NAK_ACCESS);
+	ibvd_eng_responder_error(qp, IBV_EVENT_QP_ACCESS_ERR);
+}
+
+void roce_wrun_flush(struct roce_dev *rd)
+{
+	struct ibvd_qp *qp = rd->wrun.qp;
+	struct roce_qp *w;
+
+	if (!qp)
+		return;
+	w = qp->wire;
+	pthread_mutex_lock(&w->lock);
+	wrun_flush_locked(rd);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * Take a WRITE packet's payload, bound for dst, into the run instead of
+ * writing it now: true if it is there (only on the receive thread, whose
+ * buffers last until the run is written, and for client memory).
+ */
+static bool wrun_take(struct roce_dev *rd, struct ibvd_qp *qp,
+		      struct roce_qp *w, const struct roce_ip *ip,
+		      const struct roce_pkt *p, const struct eng_sgl *dst)
+{
+	struct roce_wrun *r = &rd->wrun;
+
+	if (roce_rx_self != rd || dst->n != 1 || dst->seg[0].fd < 0)
+		return false;
+	if (r->qp && (r->fd != dst->seg[0].fd || r->n == ROCE_WRUN_MAX ||
+		      r->addr + r->len != dst->seg[0].addr))
+		wrun_flush_locked(rd);
+	if (!r->qp) {
+		r->qp = qp;
+		reply_path(w, ip, &r->reply);
+		r->psn = p->psn;
+		r->fd = dst->seg[0].fd;
+		r->addr = dst->seg[0].addr;
+		r->len = 0;
+		r->n = 0;
+	}
+	r->iov[r->n].iov_base = (void *)p->payload;
+	r->iov[r->n].iov_len = p->payload_len;
+	r->n++;
+	r->len += p->payload_len;
+	return true;
 }
 
 /* ---- responder: SEND ----------------------------------------------------- */
@@ -212,9 +289,11 @@ static bool recv_available(struct ibvd_qp *qp)
 	return ret != 0;
 }
 
-static enum outcome rx_write(struct ibvd_qp *qp, struct roce_qp *w,
+static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
+			     struct roce_qp *w, const struct roce_ip *ip,
 			     const struct roce_pkt *p)
 {
+	bool imm_last;
 	bool first = op_first(p->opcode), last = op_last(p->opcode);
 	struct eng_sgl dst = { 0 };
 
@@ -237,8 +316,12 @@ static enum outcome rx_write(struct ibvd_qp *qp, struct roce_qp *w,
 	if (ibvd_eng_rkey_resolve(qp, w->rx.w_rkey, w->rx.w_va, p->payload_len,
 				  IBV_ACCESS_REMOTE_WRITE, &dst) < 0)
 		return OUT_ACCESS;
-	if (p->payload_len && ibvd_eng_copy_in(&dst, 0, p->payload,
-					       p->payload_len) < 0)
+	/* with immediate, the completion follows: it lands now, after the run */
+	imm_last = last && (p->hdrs & ROCE_HDR_IMM);
+	if (imm_last && roce_rx_self == rd)
+		wrun_flush_locked(rd);
+	if (p->payload_len && (imm_last || !wrun_take(rd, qp, w, ip, p, &dst)) &&
+	    ibvd_eng_copy_in(&dst, 0, p->payload, p->payload_len) < 0)
 		return OUT_ACCESS;
 	w->rx.w_va += p->payload_len;
 	w->rx.w_left -= p->payload_len;
@@ -476,7 +559,7 @@ static enum outcome execute(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (op_send(op))
 		return rx_send(qp, w, p);
 	if (op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY_IMM)
-		return rx_write(qp, w, p);
+		return rx_write(rd, qp, w, ip, p);
 	if (op == ROCE_RC_RDMA_READ_REQUEST)
 		return rx_read(rd, qp, w, ip, p);
 	return rx_atomic(rd, qp, w, ip, p);
@@ -542,55 +625,132 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 
 /* ---- requester: answers ---------------------------------------------------- */
 
-static void answer(struct ibvd_qp *qp, struct roce_qp *w, enum eng_resp r)
+/*
+ * The step in flight that PSN psn belongs to, and its place behind the
+ * oldest; NULL if none.
+ */
+static struct roce_txm *txm_of(struct roce_qp *w, uint32_t psn, uint32_t *at)
 {
-	w->tx.answer = (int)r;
+	uint32_t i;
+
+	for (i = 0; i < w->tx.n; i++) {
+		struct roce_txm *m = roce_txm_at(w, i);
+		int32_t d = roce_psn_diff(psn, m->first_psn);
+
+		if (d >= 0 && (uint32_t)d < m->npsn) {
+			*at = i;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+/* m has its answer; the engine hears of it if m is its front. */
+static void answer(struct ibvd_qp *qp, struct roce_qp *w, struct roce_txm *m,
+		   enum eng_resp r)
+{
+	if (m->answer >= 0)
+		return;
+	m->answer = (int)r;
+	if (m == roce_txm_at(w, 0))
+		ibvd_eng_answered(qp);
+}
+
+/*
+ * The responder has everything before PSN end (an ACK of end - 1, or a
+ * NAK or response at end): those steps are answered.  A READ or atomic
+ * without its data stops the walk: its responses were lost, and the
+ * timeout asks for them again.
+ */
+static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->tx.n; i++) {
+		struct roce_txm *m = roce_txm_at(w, i);
+		uint32_t m_end = roce_psn_add(m->first_psn, m->npsn);
+
+		if (roce_psn_diff(end, m->first_psn) <= 0)
+			break;
+		if (roce_psn_diff(end, m_end) < 0) {
+			/* part of it: the window moves on */
+			if (roce_psn_diff(end, w->tx.una_psn) > 0)
+				w->tx.una_psn = end;
+			break;
+		}
+		if (m->answer < 0 && is_read_or_atomic(m->req.w.opcode))
+			break;
+		answer(qp, w, m, RESP_OK);
+		if (roce_psn_diff(m_end, w->tx.una_psn) > 0)
+			w->tx.una_psn = m_end;
+	}
+}
+
+/* Something must go again from psn: the engine sends it at its next call. */
+static void resend(struct ibvd_qp *qp, struct roce_qp *w, uint32_t psn)
+{
+	w->tx.resend = true;
+	w->tx.resend_psn = psn;
 	ibvd_eng_answered(qp);
+}
+
+static void rx_ack_nak(struct ibvd_qp *qp, struct roce_qp *w,
+		   const struct roce_pkt *p)
+{
+	uint8_t syn = p->aeth.syndrome;
+	struct roce_txm *m;
+	uint32_t at;
+
+	if (syn == ROCE_AETH_NAK_PSN) {
+		/* an RNR NAK's echo: later packets found the responder waiting */
+		if (w->tx.rnr_wait)
+			return;
+		ibvd_eng_port_count(qp, IBVD_PC_RCVD_SEQ_ERR, 1);
+		acked_before(qp, w, p->psn);
+		resend(qp, w, p->psn);
+		return;
+	}
+	m = txm_of(w, p->psn, &at);
+	if (!m || m->answer >= 0)
+		return;
+	acked_before(qp, w, p->psn);
+	switch (syn) {
+	case ROCE_AETH_NAK_INV:
+		answer(qp, w, m, RESP_INV_REQ);
+		return;
+	case ROCE_AETH_NAK_ACCESS:
+		answer(qp, w, m, RESP_ACCESS);
+		return;
+	default:
+		answer(qp, w, m, RESP_OP_ERR);
+		return;
+	}
 }
 
 static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 		   const struct roce_pkt *p)
 {
-	uint32_t last = roce_psn_add(w->tx.first_psn, w->tx.npsn - 1);
 	uint8_t syn = p->aeth.syndrome;
-	int32_t to_first = roce_psn_diff(p->psn, w->tx.first_psn);
+	struct roce_txm *m;
+	uint32_t at;
 
 	switch (ROCE_AETH_KIND(syn)) {
 	case 0x00:			/* ACK */
-		if (to_first < 0)
-			return;		/* of an earlier step */
-		if (roce_psn_diff(p->psn, last) >= 0) {
-			if (is_read_or_atomic(w->tx.opcode))
-				answer(qp, w, RESP_NO_ACK);	/* its response was lost */
-			else
-				answer(qp, w, RESP_OK);
-		} else {
-			w->tx.resend_psn = roce_psn_add(p->psn, 1);
-		}
+		acked_before(qp, w, roce_psn_add(p->psn, 1));
 		return;
 	case ROCE_AETH_RNR_NAK:
+		m = txm_of(w, p->psn, &at);
+		if (!m || m->answer >= 0 || w->tx.rnr_wait)
+			return;
 		ibvd_eng_port_count(qp, IBVD_PC_RCVD_RNR_ERR, 1);
+		acked_before(qp, w, p->psn);
 		w->tx.rnr_timer = syn & 0x1F;
 		w->tx.resend_psn = p->psn;
-		answer(qp, w, RESP_RNR);
+		w->tx.rnr_wait = true;
+		answer(qp, w, m, RESP_RNR);
 		return;
 	default:
-		break;
-	}
-	switch (syn) {
-	case ROCE_AETH_NAK_PSN:
-		ibvd_eng_port_count(qp, IBVD_PC_RCVD_SEQ_ERR, 1);
-		w->tx.resend_psn = p->psn;
-		answer(qp, w, RESP_NO_ACK);
-		return;
-	case ROCE_AETH_NAK_INV:
-		answer(qp, w, RESP_INV_REQ);
-		return;
-	case ROCE_AETH_NAK_ACCESS:
-		answer(qp, w, RESP_ACCESS);
-		return;
-	default:
-		answer(qp, w, RESP_OP_ERR);
+		rx_ack_nak(qp, w, p);
 		return;
 	}
 }
@@ -598,35 +758,47 @@ static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 			     const struct roce_pkt *p)
 {
-	int32_t k = roce_psn_diff(p->psn, w->tx.first_psn);
 	uint32_t mtu = 128u << (qp->attr.path_mtu >= 1 && qp->attr.path_mtu <= 5 ?
 				qp->attr.path_mtu : 1);
+	struct roce_txm *m;
+	uint32_t at;
+	int32_t k;
 
-	/* in order only: a gap waits for the timeout's new request */
-	if (w->tx.opcode != IBV_WR_RDMA_READ || k < 0 ||
-	    (uint64_t)k * mtu != w->tx.got || w->tx.got + p->payload_len > w->tx.length)
+	m = txm_of(w, p->psn, &at);
+	if (!m || m->answer >= 0 || m->req.w.opcode != IBV_WR_RDMA_READ)
 		return;
+	k = roce_psn_diff(p->psn, m->first_psn);
+	/* in order only: a gap waits for the timeout's new request */
+	if ((uint64_t)k * mtu != m->got || m->got + p->payload_len > m->req.step)
+		return;
+	/* the responder executed everything before the READ */
+	acked_before(qp, w, m->first_psn);
 	if (p->payload_len &&
-	    ibvd_eng_copy_in(w->tx.local, w->tx.got, p->payload, p->payload_len) < 0) {
-		answer(qp, w, RESP_LOCAL_FAULT);
+	    ibvd_eng_copy_in(&m->req.local, m->got, p->payload, p->payload_len) < 0) {
+		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
-	w->tx.got += p->payload_len;
-	if (w->tx.got == w->tx.length && (uint32_t)k + 1 == w->tx.npsn)
-		answer(qp, w, RESP_OK);
+	m->got += p->payload_len;
+	if (m->got == m->req.step && (uint32_t)k + 1 == m->npsn)
+		answer(qp, w, m, RESP_OK);
 }
 
 static void rx_atomic_ack(struct ibvd_qp *qp, struct roce_qp *w,
 			  const struct roce_pkt *p)
 {
-	if (!is_read_or_atomic(w->tx.opcode) || w->tx.opcode == IBV_WR_RDMA_READ ||
-	    p->psn != w->tx.first_psn)
+	struct roce_txm *m;
+	uint32_t at;
+
+	m = txm_of(w, p->psn, &at);
+	if (!m || m->answer >= 0 || !is_read_or_atomic(m->req.w.opcode) ||
+	    m->req.w.opcode == IBV_WR_RDMA_READ)
 		return;
-	if (ibvd_eng_copy_in(w->tx.local, 0, &p->atomic_ack, 8) < 0) {
-		answer(qp, w, RESP_LOCAL_FAULT);
+	acked_before(qp, w, m->first_psn);
+	if (ibvd_eng_copy_in(&m->req.local, 0, &p->atomic_ack, 8) < 0) {
+		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
-	answer(qp, w, RESP_OK);
+	answer(qp, w, m, RESP_OK);
 }
 
 static void rx_answer(struct ibvd_qp *qp, struct roce_qp *w,
@@ -634,7 +806,7 @@ static void rx_answer(struct ibvd_qp *qp, struct roce_qp *w,
 {
 	uint8_t op = p->opcode;
 
-	if (!w->tx.active || w->tx.answer >= 0)
+	if (!w->tx.n)
 		return;
 	if (op == ROCE_RC_ACKNOWLEDGE)
 		rx_ack(qp, w, p);
@@ -645,6 +817,13 @@ static void rx_answer(struct ibvd_qp *qp, struct roce_qp *w,
 }
 
 /* ---- entry ----------------------------------------------------------------- */
+
+static bool is_write_data(uint8_t op)
+{
+	op &= 0x1F;
+	return op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY &&
+	       op != ROCE_RC_RDMA_WRITE_LAST_IMM;
+}
 
 static bool is_answer(uint8_t op)
 {
@@ -659,6 +838,10 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 	/* only from the address the QP is connected to */
 	if (!w || memcmp(w->path.dst, ip->src, 4) != 0)
 		return;
+	/* a run of another QP's WRITE, or before anything but a WRITE packet */
+	if (roce_rx_self == rd && rd->wrun.qp &&
+	    (rd->wrun.qp != qp || !is_write_data(p->opcode)))
+		roce_wrun_flush(rd);
 	ibvd_eng_port_count(qp, IBVD_PC_RCVD_PKTS, 1);
 	pthread_mutex_lock(&w->lock);
 	if (is_answer(p->opcode))
