@@ -8,7 +8,8 @@
 # rdma_cm over rxe would exchange them:
 #
 #   rping -V (data checked), ucmatose (10 RC connections with data),
-#   udaddy (UD, SIDR), rdma_server/rdma_client (rdma_create_ep);
+#   udaddy (UD, SIDR), rdma_server/rdma_client (rdma_create_ep),
+#   perftest's ib_send_bw -R and ib_read_lat -R;
 #   a connect to a port nobody listens on: REJ, "Connection refused";
 #   a connect to an address no host answers: no hang, the client fails;
 #   hostile MADs at both QP1s under a running rping (roce-mad-hostile.py);
@@ -157,6 +158,17 @@ cm_across "rdma_server and rdma_client (rdma_create_ep)" 7005 \
 	'^rdma_server: end 0$' '^rdma_client: end 0$' \
 	/usr/bin/rdma_server -p 7005 -- \
 	/usr/bin/rdma_client -s "$IPA" -p 7005
+
+if command -v ib_send_bw >/dev/null 2>&1; then
+	cm_across "perftest over the RDMA CM: ib_send_bw -R" 7030 \
+		'^ *65536 +200 ' '^ *65536 +200 ' \
+		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 -- \
+		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 "$IPA"
+	cm_across "perftest over the RDMA CM: ib_read_lat -R" 7031 \
+		'RDMA_Read Latency Test' '^ *2 +200 ' \
+		ib_read_lat -R -d roce0 -s 2 -n 200 -p 7031 -- \
+		ib_read_lat -R -d roce0 -s 2 -n 200 -p 7031 "$IPA"
+fi
 
 check "rdma_client towards a port nobody listens on: REJ, connection refused"
 ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/rdma_client -s "$IPA" -p 7006 >"$O/refused" 2>&1
