@@ -424,3 +424,20 @@ expect_no_grep() {
 field() {
 	sed -n "s/^[[:space:]]*$2:[[:space:]]*//p" "$1" | head -n 1
 }
+
+# expected_pings COUNT SIZE PREFIX: the lines rping -v prints for pings
+# 0..COUNT-1 of SIZE bytes: "rdma-ping-N: " then letters A..z cycling from
+# A+N (mod 58), up to SIZE-1 characters.
+expected_pings() {
+	"$PYTHON" - "$@" <<-'EOF'
+	import sys
+	count, size, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+	for n in range(count):
+	    s = "rdma-ping-%d: " % n
+	    c = 65 + n % 58
+	    while len(s) < size - 1:
+	        s += chr(c)
+	        c = 65 if c == 122 else c + 1
+	    print(prefix + s[:size - 1])
+	EOF
+}

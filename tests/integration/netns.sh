@@ -142,6 +142,18 @@ MEMLOCK=8388608
 NRUN=0
 PORT=18600
 
+# server_rc PID: the server's exit status once it ends, in SERVER_RC (124
+# when it still runs $TMO s later and is stopped).
+server_rc() {
+	if wait_exit "$1" "$TMO"; then
+		SERVER_RC=$EXIT_STATUS
+	else
+		kill -TERM "$1" 2>/dev/null
+		wait_exit "$1" 5
+		SERVER_RC=124
+	fi
+}
+
 # across WHAT EXPECT PROG ARGS...: PROG ARGS as the server in A (uid
 # $USER1), PROG ARGS $IPA as the client in B (uid $USER2); both must exit
 # 0 and both outputs must match EXPECT (an extended regex).  The client's
@@ -167,13 +179,8 @@ across() {
 	ns_debian "$CLIENT_NS" "$USER2" "$CLIENT_SOCK" prlimit --memlock="$MEMLOCK" \
 		"$@" -p "$PORT" "$CLIENT_TO" >"$c" 2>&1
 	rc_c=$?
-	if wait_exit "$spid" "$TMO"; then
-		rc_s=$EXIT_STATUS
-	else
-		kill -TERM "$spid" 2>/dev/null
-		wait_exit "$spid" 5
-		rc_s=124
-	fi
+	server_rc "$spid"
+	rc_s=$SERVER_RC
 	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
 		show "server (uid $USER1, $NSA)" "$s"
 		show "client (uid $USER2, $NSB)" "$c"

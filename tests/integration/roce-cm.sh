@@ -59,13 +59,8 @@ cm_across() {
 	ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
 		"${cargs[@]}" >"$c" 2>"$c.err"
 	rc_c=$?
-	if wait_exit "$spid" "$TMO"; then
-		rc_s=$EXIT_STATUS
-	else
-		kill -TERM "$spid" 2>/dev/null
-		wait_exit "$spid" 5
-		rc_s=124
-	fi
+	server_rc "$spid"
+	rc_s=$SERVER_RC
 	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
 		wire_state >"$O/state" 2>&1
 		show "the daemons' QPs and counters" "$O/state"
@@ -110,24 +105,9 @@ rping_across() {
 	[ "$n" -eq "$count" ] || fail "$what: the client printed $n pings, not $count"
 	n=$(grep -ac '^server ping data: ' "$O/$NRUN.server")
 	[ "$n" -eq "$count" ] || fail "$what: the server printed $n pings, not $count"
-	expected_rping "$count" "$size" "ping data: " >"$O/$NRUN.want"
+	expected_pings "$count" "$size" "ping data: " >"$O/$NRUN.want"
 	grep -a '^ping data: ' "$O/$NRUN.client" | cmp -s - "$O/$NRUN.want" ||
 		fail "$what: the client's ping data is not rping's pattern"
-}
-
-# expected_rping COUNT SIZE PREFIX: what rping -v prints for COUNT pings.
-expected_rping() {
-	"$PYTHON" - "$@" <<-'EOF'
-	import sys
-	count, size, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-	for n in range(count):
-	    s = "rdma-ping-%d: " % n
-	    c = 65 + n % 58
-	    while len(s) < size - 1:
-	        s += chr(c)
-	        c = 65 if c == 122 else c + 1
-	    print(prefix + s[:size - 1])
-	EOF
 }
 
 # No cm_id left in either daemon once the programs are gone.
