@@ -711,6 +711,75 @@ START_TEST(crc32_lengths_alignments)
 }
 END_TEST
 
+/*
+ * Every way crc32.c has (the portable ones everywhere, folding where the
+ * CPU runs it; elsewhere roce_crc32_clmul is the sliced way again)
+ * against one bit at a time: random bytes, every length to 300 at every
+ * alignment to 15, a few large buffers, and each continued from a CRC of
+ * a first part cut anywhere, by itself or by another way.
+ */
+static uint32_t (*const crc32_ways[])(uint32_t, const uint8_t *, size_t) = {
+	roce_crc32_update, roce_crc32_bytewise, roce_crc32_sliced,
+	roce_crc32_clmul,
+};
+#define N_CRC32_WAYS	(sizeof(crc32_ways) / sizeof(crc32_ways[0]))
+
+static uint64_t crc32_rand_state = 0x9E3779B97F4A7C15u;
+
+/* xorshift64: the same bytes on every run */
+static uint8_t crc32_rand(void)
+{
+	crc32_rand_state ^= crc32_rand_state << 13;
+	crc32_rand_state ^= crc32_rand_state >> 7;
+	crc32_rand_state ^= crc32_rand_state << 17;
+	return (uint8_t)(crc32_rand_state >> 32);
+}
+
+START_TEST(crc32_every_way)
+{
+	static uint8_t buf[70000 + 16];
+	static const size_t large[] = { 1024, 4096 + 7, 9000, 65536, 70000 };
+	size_t i, off, n, w, v, cut;
+	uint32_t seed, want;
+
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = crc32_rand();
+	for (off = 0; off < 16; off++) {
+		for (n = 0; n <= 300; n++) {
+			seed = n & 1 ? ~0u : 0xDEBB20E3u ^ (uint32_t)off;
+			want = crc32_bitwise(seed, buf + off, n);
+			for (w = 0; w < N_CRC32_WAYS; w++)
+				ck_assert_uint_eq(crc32_ways[w](seed, buf + off, n),
+						  want);
+			/* continued: the first part by one way, the rest by another */
+			cut = (n * 7 + off) % (n + 1);
+			for (w = 0; w < N_CRC32_WAYS; w++) {
+				v = (w + 1 + n) % N_CRC32_WAYS;
+				ck_assert_uint_eq(crc32_ways[v](crc32_ways[w](seed,
+					buf + off, cut), buf + off + cut, n - cut),
+					want);
+			}
+		}
+	}
+	for (i = 0; i < sizeof(large) / sizeof(large[0]); i++) {
+		for (off = 0; off < 16; off += 5) {
+			n = large[i];
+			want = crc32_bitwise(~0u, buf + off, n);
+			for (w = 0; w < N_CRC32_WAYS; w++)
+				ck_assert_uint_eq(crc32_ways[w](~0u, buf + off, n),
+						  want);
+			for (cut = 0; cut <= n; cut += n / 3 + 13)
+				ck_assert_uint_eq(roce_crc32_clmul(
+					roce_crc32_update(~0u, buf + off, cut),
+					buf + off + cut, n - cut), want);
+		}
+	}
+	/* which ways ran, for whoever reads the log */
+	printf("crc32_every_way: folding with PCLMULQDQ %s\n",
+		       roce_crc32_clmul_usable() ? "tested" : "not on this CPU");
+}
+END_TEST
+
 /* The register after the eight 0xFF bytes is rxe's seed */
 START_TEST(crc32_icrc_seed)
 {
@@ -752,6 +821,7 @@ int main(void)
 	tcase_add_test(tc, crc32_check_value);
 	tcase_add_test(tc, crc32_lengths_alignments);
 	tcase_add_test(tc, crc32_icrc_seed);
+	tcase_add_test(tc, crc32_every_way);
 	suite_add_tcase(s, tc);
 
 	sr = srunner_create(s);
