@@ -19,7 +19,7 @@ uint32_t roce_crc32_update(uint32_t reg, const uint8_t *buf, size_t len);
 /*
  * The ways themselves, each with roce_crc32_update's result, so that the
  * unit tests and bench/crc32 can reach every one on any CPU: a byte a
- * step, sixteen bytes a step, and folding with carry-less multiplies,
+ * step, eight bytes a step, and folding with carry-less multiplies,
  * which only x86-64 with PCLMULQDQ runs (roce_crc32_clmul_usable());
  * elsewhere, and below 64 bytes, roce_crc32_clmul is roce_crc32_sliced.
  */
