@@ -734,7 +734,12 @@ static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 	a->ah_attr = ah;
 	a->path_mtu = far_mtu ? far_mtu : cm_port_mtu(id);
 	a->dest_qp_num = id->remote.qp_num;
-	a->rq_psn = id->remote.psn;
+	/*
+	 * The IB CM's "starting PSN" (REQ and REP) is the PSN its sender
+	 * expects to receive, as Linux's ib_cm reads it: ours is where our
+	 * receive queue starts, the peer's where our send queue does.
+	 */
+	a->rq_psn = id->local.psn;
 	/*
 	 * A QP made before the request went out reached INIT with no remote
 	 * access; librdmacm repeats INIT before RTR to fix that, and RTR
@@ -753,7 +758,7 @@ static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 static void qp_attr_rts(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 			uint32_t *mask)
 {
-	a->sq_psn = id->local.psn;
+	a->sq_psn = id->remote.psn;
 	*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 	if (id->qp_type != IBV_QPT_RC)
 		return;
