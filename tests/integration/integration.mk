@@ -26,6 +26,12 @@ INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wir
 # The RDMA CM across the two namespaces: the IB CM's MADs on QP1.
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
 
+# A link that reorders and duplicates (roce-relay.sh): the two namespaces
+# joined by relay-helper through a tap device in each instead of a veth.
+INTEGRATION_TESTS += tests/integration/roce-relay.sh
+check_PROGRAMS += tests/integration/relay-helper
+tests_integration_relay_helper_SOURCES = tests/integration/relay.c
+
 # The wire captured (roce-capture.sh): tshark decodes every packet, and
 # our codec's verdict (roce-pcap-check-helper) is that every one parses,
 # has a good ICRC and decodes.  ROCE_WIRE_SOURCES: tests/unit/roce.mk.
