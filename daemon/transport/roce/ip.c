@@ -134,7 +134,8 @@ static size_t build_ipv4(const struct roce_ip *ip, size_t datagram, uint8_t *h)
 	return IPV4_LEN;
 }
 
-static size_t build_ipv6(const struct roce_ip *ip, size_t datagram, uint8_t *h)
+void roce_build_ipv6_hdr(const struct roce_ip *ip, size_t datagram,
+			 uint8_t *h)
 {
 	put_be32(h, 6u << 28 | (uint32_t)ip->tclass << 20 |
 		 (ip->flow_label & IPV6_FLOW_LABEL));
@@ -143,7 +144,6 @@ static size_t build_ipv6(const struct roce_ip *ip, size_t datagram, uint8_t *h)
 	h[7] = ip->hop_limit;
 	memcpy(h + 8, ip->src, 16);
 	memcpy(h + 24, ip->dst, 16);
-	return IPV6_LEN;
 }
 
 size_t roce_build_ip(const struct roce_ip *ip, size_t udp_payload_len,
@@ -155,14 +155,21 @@ size_t roce_build_ip(const struct roce_ip *ip, size_t udp_payload_len,
 
 	if (ip->family == AF_INET)
 		hl = build_ipv4(ip, datagram, buf);
-	else
-		hl = build_ipv6(ip, datagram, buf);
+	else {
+		roce_build_ipv6_hdr(ip, datagram, buf);
+		hl = IPV6_LEN;
+	}
 	udp = buf + hl;
 	put_be16(udp, ip->sport);
 	put_be16(udp + 2, ip->dport);
 	put_be16(udp + 4, (uint16_t)datagram);
 	put_be16(udp + 6, 0);
 	return hl + UDP_LEN;
+}
+
+size_t roce_ip_hdrs_len(int family)
+{
+	return (family == AF_INET ? IPV4_LEN : IPV6_LEN) + UDP_LEN;
 }
 
 /* ---- UDP source ports ------------------------------------------------------ */

@@ -207,6 +207,17 @@ int roce_parse_ip(const uint8_t *pkt, size_t len, struct roce_ip *ip,
 size_t roce_build_ip(const struct roce_ip *ip, size_t udp_payload_len,
 		     uint8_t *buf);
 
+/* The bytes roce_build_ip writes for family: 28 for AF_INET, else 48. */
+size_t roce_ip_hdrs_len(int family);
+
+/*
+ * The 40-byte IPv6 header alone of a datagram of datagram bytes (next
+ * header UDP) from ip: what a raw IPv6 socket, which hands over only the
+ * datagram, leaves a receiver to put back in front of it.
+ */
+void roce_build_ipv6_hdr(const struct roce_ip *ip, size_t datagram,
+			 uint8_t *h);
+
 /*
  * The ICRC of a whole IP packet (IP header first) of len bytes whose last
  * 4 are the ICRC or room for it: the CRC-32 of eight 0xFF bytes, the IP,
