@@ -25,6 +25,8 @@ TESTS += $(INTEGRATION_TESTS)
 INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wire.sh
 # The RDMA CM across the two namespaces: the IB CM's MADs on QP1.
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
+# The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).
+INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
 
 # A link that reorders and duplicates (roce-relay.sh): the two namespaces
 # joined by relay-helper through a tap device in each instead of a veth.

@@ -10,18 +10,20 @@
  *   rx.c       what an arriving packet is for, and handing it on
  *   wire.c, ip.c, icrc.c, crc32.c   the packet codec (wire.h)
  *
- * A RoCE device sends IPv4 packets it builds whole (IP, UDP, BTH, ICRC)
- * through a raw socket, because the ICRC covers the IP header, the IP ID
- * included, which only the sender of the whole header knows; and it
- * receives through a raw UDP socket filtered to port 4791, because
- * checking the ICRC of an arriving packet needs its IP header as well.
- * Both sockets are bound to the device's netdev.
+ * A RoCE device sends IPv4 and IPv6 packets it builds whole (IP, UDP,
+ * BTH, ICRC) through raw sockets, because the ICRC covers the IP header,
+ * the IPv4 ID included, which only the sender of the whole header knows;
+ * and it receives through raw UDP sockets filtered to port 4791, because
+ * checking the ICRC of an arriving packet needs its IP header as well
+ * (io.c: how an IPv6 one gets its header back).  All are bound to the
+ * device's netdev.  The family of a QP's source GID is the family of its
+ * packets; a destination GID of the other family goes nowhere.
  *
  * Done today: UD, RC and UC (SEND, WRITE, READ, atomics) in both
- * directions, and to QPs of the same device without the wire.  An RC
- * requester keeps a window of messages in flight per QP (struct
- * roce_txm).  QP1 carries the IB CM's MADs between the CM and other
- * hosts (transport/gsi.h).  Not yet: IPv6 GIDs.
+ * directions, and to QPs of the same device without the wire, over IPv4
+ * and IPv6 GIDs.  An RC requester keeps a window of messages in flight
+ * per QP (struct roce_txm).  QP1 carries the IB CM's MADs between the CM
+ * and other hosts (transport/gsi.h), over either family.
  *
  * Locking: a QP's wire state (struct roce_qp, qp->wire) is shared by its
  * serving engine thread (the requester) and the receive thread (ACKs and
@@ -49,10 +51,14 @@ struct ibvd_qp;
 /* The largest payload of one packet: IB MTU 4096. */
 #define ROCE_MAX_PAYLOAD	4096u
 
-/* Where a QP's packets go: IPv4 addresses and the IP/UDP header values. */
+/*
+ * Where a QP's packets go: addresses (IPv4 in the first 4 bytes, the rest
+ * zero) and the IP/UDP header values.  Family 0: nowhere.
+ */
 struct roce_path {
-	uint8_t src[4];
-	uint8_t dst[4];
+	int family;
+	uint8_t src[16];
+	uint8_t dst[16];
 	uint8_t tclass;
 	uint8_t hop_limit;
 	uint16_t sport;
@@ -85,6 +91,7 @@ struct roce_dev {
 	int tx_fd;			/* raw IPv4, IP_HDRINCL */
 	int rx_fd;			/* raw IPv4/UDP, filtered to port 4791 */
 	int sink_fd;			/* UDP :4791, so no ICMP answers */
+	int tx6_fd, rx6_fd, sink6_fd;	/* the same for IPv6; -1 without it */
 	int stop_fd;			/* eventfd: the receive thread ends */
 	pthread_t rx_thread;
 	bool rx_running;
@@ -95,7 +102,6 @@ struct roce_dev {
 
 /* io.c: the device whose receive thread this is, on that thread; else NULL. */
 extern __thread struct roce_dev *roce_rx_self;
-
 
 /*
  * READ and atomic results the responder keeps for duplicate requests: as
@@ -223,8 +229,13 @@ int roce_send_sgl(struct roce_dev *rd, const struct roce_path *path,
  * for the duration of a burst.
  */
 #define ROCE_TXQ_PKTS		16u
-/* A built packet: headers (at most 64 bytes), payload, pad and ICRC. */
+/*
+ * A built packet: headers (IP and UDP, then transport: at most 88 bytes
+ * over IPv6), payload, pad and ICRC.
+ */
 #define ROCE_TXQ_SLOT		(ROCE_MAX_PAYLOAD + 128u)
+_Static_assert(ROCE_MAX_IP_HDRS + ROCE_MAX_HDRS + ROCE_MAX_PAYLOAD + 3 +
+	       ROCE_ICRC_LEN <= ROCE_TXQ_SLOT, "a packet fits its batch slot");
 
 struct roce_txq {
 	struct roce_dev *rd;
@@ -245,13 +256,20 @@ void roce_txq_flush(struct roce_txq *q);
 int roce_io_open(struct roce_dev *rd);
 void roce_io_close(struct roce_dev *rd);
 
-/* io.c: put one IP packet on the wire (any thread); 0 or a negative errno. */
+/*
+ * io.c: put one IP packet on the wire (any thread) to dst (4 or 16 bytes,
+ * as the packet's IP version says); 0 or a negative errno.
+ */
 int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
-		 const uint8_t dst[4]);
+		 const uint8_t *dst);
 
-/* io.c: put n IP packets to dst on the wire in one call where it can. */
+/*
+ * io.c: put n IP packets of family to dst (4 or 16 bytes) on the wire in
+ * one call where it can.
+ */
 void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
-			const size_t *lens, unsigned int n, const uint8_t dst[4]);
+			const size_t *lens, unsigned int n, int family,
+			const uint8_t *dst);
 
 /*
  * rx.c: one IP packet arrived at rd (or was sent to one of rd's own
@@ -263,7 +281,7 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
  * QP lock held). */
 void roce_wrun_flush(struct roce_dev *rd);
 
-/* roce.c: is addr (IPv4, 4 bytes) one of rd's own addresses? */
-bool roce_is_local(const struct roce_dev *rd, const uint8_t addr[4]);
+/* roce.c: is addr (of family: 4 or 16 bytes) one of rd's own addresses? */
+bool roce_is_local(const struct roce_dev *rd, int family, const uint8_t *addr);
 
 #endif /* IBVD_ROCE_INTERNAL_H */

@@ -9,6 +9,22 @@
  * 4791 stands beside it so that the kernel has a taker for the port and
  * answers no ICMP port-unreachable; its own filter drops everything.
  *
+ * IPv6 has the same three sockets, with one difference: a raw IPv6 socket
+ * hands over what follows the IPv6 header, never the header, and the ICRC
+ * covers it.  Its parts that the ICRC does not mask (addresses, payload
+ * length, next header) are all known from the datagram and the ancillary
+ * data the socket is asked for (the sender's address, IPV6_PKTINFO's
+ * destination), so the header is put back in front of the datagram, with
+ * the masked fields the packet came with (IPV6_FLOWINFO, IPV6_HOPLIMIT)
+ * for a UD receiver's GRH.  A packet socket (AF_PACKET) would give the
+ * header as it was, but beside the IP stack: no netfilter (a firewall's
+ * rules would not hold for RoCE), frames to other hosts and our own
+ * outgoing ones to sort out.  Sending, IPV6_HDRINCL takes our header as it
+ * is; a link-local destination is scoped to the device's interface.  The
+ * UDP checksum stays 0 over IPv6 too, as rxe sends it (RoCEv2 receivers
+ * ignore it; the ICRC covers the datagram).  A kernel without IPv6 leaves
+ * the device IPv4 only.
+ *
  * The receive thread takes packets in batches (recvmmsg) and hands each to
  * rx.c with ibvd_objects_lock held for reading, once per batch, as an
  * engine pass does.
@@ -20,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -40,6 +57,12 @@
 #define IO_BUFFER_BYTES	(8u << 20)
 /* How long a sender waits for room in a full send buffer. */
 #define IO_SEND_WAIT_MS	10
+#define IPV6_HDR_LEN	40
+
+/* linux/in6.h's, which glibc's headers leave out */
+#ifndef IPV6_FLOWINFO
+#define IPV6_FLOWINFO	11
+#endif
 
 /* Keep IPv4 datagrams whose UDP destination port is 4791. */
 static struct sock_filter roce_port_code[] = {
@@ -47,6 +70,14 @@ static struct sock_filter roce_port_code[] = {
 	BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),
 	/* UDP destination port */
 	BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ROCE_UDP_PORT, 0, 1),
+	BPF_STMT(BPF_RET | BPF_K, 0x40000),
+	BPF_STMT(BPF_RET | BPF_K, 0),
+};
+
+/* IPv6: a raw socket's data starts at the UDP header. */
+static struct sock_filter roce_port6_code[] = {
+	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 2),
 	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ROCE_UDP_PORT, 0, 1),
 	BPF_STMT(BPF_RET | BPF_K, 0x40000),
 	BPF_STMT(BPF_RET | BPF_K, 0),
@@ -82,9 +113,17 @@ static int bind_to(int fd, const char *ifname)
 	return 0;
 }
 
-static int open_tx(struct roce_dev *rd)
+static int set_int(int fd, int level, int opt, int value)
 {
-	int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (setsockopt(fd, level, opt, &value, sizeof(value)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* A raw socket of family and protocol, bound to rd's netdev, into *out. */
+static int open_raw(struct roce_dev *rd, int family, int protocol, int *out)
+{
+	int fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, protocol);
 	int ret;
 
 	if (fd < 0)
@@ -94,9 +133,28 @@ static int open_tx(struct roce_dev *rd)
 		close(fd);
 		return ret;
 	}
-	grow_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
-	rd->tx_fd = fd;
+	*out = fd;
 	return 0;
+}
+
+static int open_tx(struct roce_dev *rd)
+{
+	int ret = open_raw(rd, AF_INET, IPPROTO_RAW, &rd->tx_fd);
+
+	if (ret == 0)
+		grow_buffer(rd->tx_fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	return ret;
+}
+
+static int open_tx6(struct roce_dev *rd)
+{
+	int ret = open_raw(rd, AF_INET6, IPPROTO_RAW, &rd->tx6_fd);
+
+	if (ret == 0)
+		ret = set_int(rd->tx6_fd, IPPROTO_IPV6, IPV6_HDRINCL, 1);
+	if (ret == 0)
+		grow_buffer(rd->tx6_fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	return ret;
 }
 
 static int open_rx(struct roce_dev *rd)
@@ -120,15 +178,47 @@ static int open_rx(struct roce_dev *rd)
 	return 0;
 }
 
-static int open_sink(struct roce_dev *rd)
+/* What an IPv6 datagram's header is rebuilt from (rx_ipv6_header). */
+static int open_rx6(struct roce_dev *rd)
+{
+	int fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = set_filter(fd, roce_port6_code,
+			 sizeof(roce_port6_code) / sizeof(roce_port6_code[0]));
+	if (ret == 0)
+		ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+	if (ret == 0)
+		ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
+	if (ret == 0)
+		ret = set_int(fd, IPPROTO_IPV6, IPV6_FLOWINFO, 1);
+	if (ret == 0)
+		ret = bind_to(fd, rd->ifname);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	grow_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+	rd->rx6_fd = fd;
+	return 0;
+}
+
+static int open_sink(struct roce_dev *rd, int family, int *out)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
 		.sin_port = htons(ROCE_UDP_PORT),
 		.sin_addr.s_addr = htonl(INADDR_ANY),
 	};
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
-	int one = 1, ret;
+	struct sockaddr_in6 sin6 = {
+		.sin6_family = AF_INET6,
+		.sin6_port = htons(ROCE_UDP_PORT),
+		.sin6_addr = IN6ADDR_ANY_INIT,
+	};
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+	int ret;
 
 	if (fd < 0)
 		return -errno;
@@ -136,28 +226,50 @@ static int open_sink(struct roce_dev *rd)
 	if (ret == 0)
 		ret = bind_to(fd, rd->ifname);
 	/* Another device's sink may hold the port on another netdev. */
-	if (ret == 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
-				   sizeof(one)) < 0)
-		ret = -errno;
-	if (ret == 0 && bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+	if (ret == 0)
+		ret = set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	/* The IPv4 sink has IPv4's port; this one IPv6's only. */
+	if (ret == 0 && family == AF_INET6)
+		ret = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+	if (ret == 0 && (family == AF_INET6 ?
+			 bind(fd, (struct sockaddr *)&sin6, sizeof(sin6)) :
+			 bind(fd, (struct sockaddr *)&sin, sizeof(sin))) < 0)
 		ret = -errno;
 	if (ret < 0) {
 		close(fd);
 		return ret;
 	}
-	rd->sink_fd = fd;
+	*out = fd;
 	return 0;
 }
 
-int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
-		 const uint8_t dst[4])
+/*
+ * IPv6's sockets; a kernel without IPv6 (no AF_INET6 sockets at all)
+ * leaves the device IPv4 only.
+ */
+static int open_ipv6(struct roce_dev *rd)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct pollfd pfd = { .fd = rd->tx_fd, .events = POLLOUT };
+	int ret = open_tx6(rd);
+
+	if (ret == -EAFNOSUPPORT) {
+		log_info("%s: no IPv6 in this kernel: RoCE over IPv4 only",
+			 rd->ifname);
+		return 0;
+	}
+	if (ret == 0)
+		ret = open_rx6(rd);
+	if (ret == 0)
+		ret = open_sink(rd, AF_INET6, &rd->sink6_fd);
+	return ret;
+}
+
+static int send_wait(int fd, const uint8_t *pkt, size_t len,
+		     const struct sockaddr *sa, socklen_t salen)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 	bool waited = false;
 	ssize_t n;
 
-	memcpy(&sin.sin_addr, dst, 4);
 	/*
 	 * A full send buffer holds the sender back a moment, as a NIC's full
 	 * transmit ring does, but never for long: a link without carrier
@@ -166,8 +278,7 @@ int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
 	 * and the retry timer sends it again.
 	 */
 	for (;;) {
-		n = sendto(rd->tx_fd, pkt, len, MSG_DONTWAIT,
-			   (struct sockaddr *)&sin, sizeof(sin));
+		n = sendto(fd, pkt, len, MSG_DONTWAIT, sa, salen);
 		if (n >= 0)
 			return 0;
 		if (errno == EINTR)
@@ -179,31 +290,74 @@ int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
 	}
 }
 
-void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
-			const size_t *lens, unsigned int n, const uint8_t dst[4])
+/*
+ * The socket and the address (into *sa) that packets of family go out
+ * through to dst; the socket is -1 without IPv6.
+ */
+static int tx_dest(struct roce_dev *rd, int family, const uint8_t *dst,
+		   struct sockaddr_storage *sa, socklen_t *salen)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct pollfd pfd = { .fd = rd->tx_fd, .events = POLLOUT };
+	struct sockaddr_in *sin = (struct sockaddr_in *)sa;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)sa;
+
+	memset(sa, 0, sizeof(*sa));
+	if (family == AF_INET6) {
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, dst, 16);
+		/* only a link-local destination reads it: our interface's */
+		sin6->sin6_scope_id = (uint32_t)rd->dev->roce.netdev.ifindex;
+		*salen = sizeof(*sin6);
+		return rd->tx6_fd;
+	}
+	sin->sin_family = AF_INET;
+	memcpy(&sin->sin_addr, dst, 4);
+	*salen = sizeof(*sin);
+	return rd->tx_fd;
+}
+
+int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
+		 const uint8_t *dst)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	int fd;
+
+	fd = tx_dest(rd, len && pkt[0] >> 4 == 6 ? AF_INET6 : AF_INET, dst,
+		     &sa, &salen);
+	if (fd < 0)
+		return -EAFNOSUPPORT;
+	return send_wait(fd, pkt, len, (struct sockaddr *)&sa, salen);
+}
+
+void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
+			const size_t *lens, unsigned int n, int family,
+			const uint8_t *dst)
+{
+	struct sockaddr_storage sa;
+	struct pollfd pfd = { .events = POLLOUT };
 	struct mmsghdr msgs[ROCE_TXQ_PKTS];
 	struct iovec iov[ROCE_TXQ_PKTS];
 	unsigned int i, done = 0;
 	bool waited = false;
+	socklen_t salen;
 	int ret;
 
-	memcpy(&sin.sin_addr, dst, 4);
+	pfd.fd = tx_dest(rd, family, dst, &sa, &salen);
+	if (pfd.fd < 0)
+		return;
 	memset(msgs, 0, sizeof(msgs));
 	for (i = 0; i < n && i < ROCE_TXQ_PKTS; i++) {
 		iov[i].iov_base = (void *)pkts[i];
 		iov[i].iov_len = lens[i];
-		msgs[i].msg_hdr.msg_name = &sin;
-		msgs[i].msg_hdr.msg_namelen = sizeof(sin);
+		msgs[i].msg_hdr.msg_name = &sa;
+		msgs[i].msg_hdr.msg_namelen = salen;
 		msgs[i].msg_hdr.msg_iov = &iov[i];
 		msgs[i].msg_hdr.msg_iovlen = 1;
 	}
 	n = i;
 	/* As roce_io_send: a full buffer is waited for once, briefly. */
 	while (done < n) {
-		ret = sendmmsg(rd->tx_fd, msgs + done, n - done, MSG_DONTWAIT);
+		ret = sendmmsg(pfd.fd, msgs + done, n - done, MSG_DONTWAIT);
 		if (ret > 0) {
 			done += (unsigned int)ret;
 			continue;
@@ -220,39 +374,107 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
 	}
 }
 
+/* Room for IPV6_PKTINFO, IPV6_HOPLIMIT and IPV6_FLOWINFO. */
+#define RX_CMSG_BYTES	(CMSG_SPACE(sizeof(struct in6_pktinfo)) + \
+			 2 * CMSG_SPACE(sizeof(int)))
+
 struct rx_batch {
 	struct mmsghdr msgs[RX_BATCH];
 	struct iovec iov[RX_BATCH];
+	struct sockaddr_in6 from[RX_BATCH];
+	uint8_t ctl[RX_BATCH][RX_CMSG_BYTES];
 	uint8_t buf[RX_BATCH][ROCE_MAX_PACKET];
 };
 
-static void rx_batch_init(struct rx_batch *b)
+/*
+ * Ready for a receive call on an IPv4 socket (the packet from the buffer's
+ * start) or an IPv6 one (the datagram after room for its header, with the
+ * sender's address and ancillary data).
+ */
+static void rx_batch_arm(struct rx_batch *b, bool v6)
 {
+	size_t at = v6 ? IPV6_HDR_LEN : 0;
 	unsigned int i;
 
 	memset(b->msgs, 0, sizeof(b->msgs));
 	for (i = 0; i < RX_BATCH; i++) {
-		b->iov[i].iov_base = b->buf[i];
-		b->iov[i].iov_len = sizeof(b->buf[i]);
-		b->msgs[i].msg_hdr.msg_iov = &b->iov[i];
-		b->msgs[i].msg_hdr.msg_iovlen = 1;
+		struct msghdr *m = &b->msgs[i].msg_hdr;
+
+		b->iov[i].iov_base = b->buf[i] + at;
+		b->iov[i].iov_len = sizeof(b->buf[i]) - at;
+		m->msg_iov = &b->iov[i];
+		m->msg_iovlen = 1;
+		if (v6) {
+			m->msg_name = &b->from[i];
+			m->msg_namelen = sizeof(b->from[i]);
+			m->msg_control = b->ctl[i];
+			m->msg_controllen = sizeof(b->ctl[i]);
+		}
 	}
 }
 
-/* Take what is queued, one batch at a time; false when the socket failed. */
-static bool rx_drain(struct roce_dev *rd, struct rx_batch *b)
+/*
+ * The IPv6 header of a datagram of len bytes, as it came (io.c's comment
+ * at the top), into h; false if the socket did not say where it went.
+ */
+static bool rx_ipv6_header(struct msghdr *m, size_t len, uint8_t *h)
 {
+	const struct sockaddr_in6 *from = m->msg_name;
+	struct roce_ip ip = { .family = AF_INET6 };
+	struct in6_pktinfo pi;
+	struct cmsghdr *c;
+	bool have_dst = false;
+	uint32_t flowinfo;
+	int hops;
+
+	if (m->msg_namelen < sizeof(*from) || len > 0xFFFF)
+		return false;
+	memcpy(ip.src, &from->sin6_addr, 16);
+	for (c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != IPPROTO_IPV6)
+			continue;
+		if (c->cmsg_type == IPV6_PKTINFO) {
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(ip.dst, &pi.ipi6_addr, 16);
+			have_dst = true;
+		} else if (c->cmsg_type == IPV6_HOPLIMIT) {
+			memcpy(&hops, CMSG_DATA(c), sizeof(hops));
+			ip.hop_limit = (uint8_t)hops;
+		} else if (c->cmsg_type == IPV6_FLOWINFO) {
+			/* traffic class and flow label, in network order */
+			memcpy(&flowinfo, CMSG_DATA(c), sizeof(flowinfo));
+			flowinfo = ntohl(flowinfo);
+			ip.tclass = (uint8_t)(flowinfo >> 20);
+			ip.flow_label = flowinfo & 0xFFFFFu;
+		}
+	}
+	roce_build_ipv6_hdr(&ip, len, h);
+	return have_dst;
+}
+
+/* Take what fd has queued, one batch at a time; false when it failed. */
+static bool rx_drain(struct roce_dev *rd, int fd, bool v6, struct rx_batch *b)
+{
+	struct msghdr *m;
 	int n, i;
 
 	for (;;) {
-		n = recvmmsg(rd->rx_fd, b->msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+		rx_batch_arm(b, v6);
+		n = recvmmsg(fd, b->msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR;
 		pthread_rwlock_rdlock(&ibvd_objects_lock);
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
+			m = &b->msgs[i].msg_hdr;
 			/* Truncated: longer than any packet we take. */
-			if (!(b->msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
+			if (m->msg_flags & MSG_TRUNC)
+				continue;
+			if (!v6)
 				roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
+			else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
+				roce_rx_packet(rd, b->buf[i],
+					       IPV6_HDR_LEN + b->msgs[i].msg_len);
+		}
 		/* the batch's buffers are about to be reused */
 		roce_wrun_flush(rd);
 		pthread_rwlock_unlock(&ibvd_objects_lock);
@@ -267,8 +489,10 @@ static void *rx_main(void *arg)
 {
 	struct roce_dev *rd = arg;
 	struct rx_batch *b = malloc(sizeof(*b));
-	struct pollfd pfd[2] = {
+	/* a negative fd (no IPv6) is one poll leaves alone */
+	struct pollfd pfd[3] = {
 		{ .fd = rd->rx_fd, .events = POLLIN },
+		{ .fd = rd->rx6_fd, .events = POLLIN },
 		{ .fd = rd->stop_fd, .events = POLLIN },
 	};
 
@@ -276,14 +500,14 @@ static void *rx_main(void *arg)
 		log_err("%s: no memory for the receive thread", rd->ifname);
 		return NULL;
 	}
-	rx_batch_init(b);
 	roce_rx_self = rd;
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
 			break;
-		if (pfd[1].revents)
+		if (pfd[2].revents)
 			break;
-		if (pfd[0].revents && !rx_drain(rd, b)) {
+		if ((pfd[0].revents && !rx_drain(rd, rd->rx_fd, false, b)) ||
+		    (pfd[1].revents && !rx_drain(rd, rd->rx6_fd, true, b))) {
 			log_err("%s: receiving RoCE packets: %s", rd->ifname,
 				strerror(errno));
 			break;
@@ -305,11 +529,14 @@ int roce_io_open(struct roce_dev *rd)
 	int ret;
 
 	rd->tx_fd = rd->rx_fd = rd->sink_fd = rd->stop_fd = -1;
+	rd->tx6_fd = rd->rx6_fd = rd->sink6_fd = -1;
 	ret = open_tx(rd);
 	if (ret == 0)
 		ret = open_rx(rd);
 	if (ret == 0)
-		ret = open_sink(rd);
+		ret = open_sink(rd, AF_INET, &rd->sink_fd);
+	if (ret == 0)
+		ret = open_ipv6(rd);
 	if (ret == 0) {
 		rd->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (rd->stop_fd < 0)
@@ -340,5 +567,8 @@ void roce_io_close(struct roce_dev *rd)
 	close_fd(&rd->tx_fd);
 	close_fd(&rd->rx_fd);
 	close_fd(&rd->sink_fd);
+	close_fd(&rd->tx6_fd);
+	close_fd(&rd->rx6_fd);
+	close_fd(&rd->sink6_fd);
 	close_fd(&rd->stop_fd);
 }

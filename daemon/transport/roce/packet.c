@@ -29,7 +29,7 @@ static size_t build(struct roce_dev *rd, const struct roce_path *path,
 		    uint8_t *buf)
 {
 	struct roce_ip ip = {
-		.family = AF_INET,
+		.family = path->family,
 		.tclass = path->tclass,
 		.hop_limit = path->hop_limit,
 		.sport = path->sport,
@@ -38,11 +38,12 @@ static size_t build(struct roce_dev *rd, const struct roce_path *path,
 	size_t iph, hdrs, udp_len, total;
 
 	p->pad = (uint8_t)(-len & 3);
-	memcpy(ip.src, path->src, 4);
-	memcpy(ip.dst, path->dst, 4);
+	memcpy(ip.src, path->src, 16);
+	memcpy(ip.dst, path->dst, 16);
 	/* never 0: the kernel would choose one, and the ICRC covers it */
-	ip.ip_id = __atomic_add_fetch(&rd->ip_id, 1, __ATOMIC_RELAXED) | 1;
-	hdrs = roce_encode(p, buf + 28);
+	if (path->family == AF_INET)
+		ip.ip_id = __atomic_add_fetch(&rd->ip_id, 1, __ATOMIC_RELAXED) | 1;
+	hdrs = roce_encode(p, buf + roce_ip_hdrs_len(path->family));
 	udp_len = hdrs + len + p->pad + ROCE_ICRC_LEN;
 	iph = roce_build_ip(&ip, udp_len, buf);
 	if (data)
@@ -74,15 +75,19 @@ void roce_txq_flush(struct roce_txq *q)
 	const uint8_t *pkts[ROCE_TXQ_PKTS];
 	unsigned int i;
 
-	if (!q->n)
+	/* as emit: a path that goes nowhere (no family) sends nothing */
+	if (!q->n || !q->path->family) {
+		q->n = 0;
 		return;
-	if (roce_is_local(q->rd, q->path->dst)) {
+	}
+	if (roce_is_local(q->rd, q->path->family, q->path->dst)) {
 		for (i = 0; i < q->n; i++)
 			roce_rx_packet(q->rd, txq_slot(q, i), q->len[i]);
 	} else {
 		for (i = 0; i < q->n; i++)
 			pkts[i] = txq_slot(q, i);
-		roce_io_send_batch(q->rd, pkts, q->len, q->n, q->path->dst);
+		roce_io_send_batch(q->rd, pkts, q->len, q->n, q->path->family,
+				   q->path->dst);
 	}
 	q->n = 0;
 }
@@ -99,7 +104,10 @@ void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 static void emit(struct roce_dev *rd, const struct roce_path *path,
 		 const uint8_t *buf, size_t len)
 {
-	if (roce_is_local(rd, path->dst))
+	/* a path that goes nowhere (no family) sends nothing */
+	if (!path->family)
+		return;
+	if (roce_is_local(rd, path->family, path->dst))
 		roce_rx_packet(rd, buf, len);
 	else
 		roce_io_send(rd, buf, len, path->dst);

@@ -40,8 +40,8 @@ static void reply_path(const struct roce_qp *w, const struct roce_ip *ip,
 		       struct roce_path *path)
 {
 	*path = w->path;
-	memcpy(path->src, ip->dst, 4);
-	memcpy(path->dst, ip->src, 4);
+	memcpy(path->src, ip->dst, 16);
+	memcpy(path->dst, ip->src, 16);
 }
 
 static void wrun_flush_locked(struct roce_dev *rd);
@@ -836,7 +836,8 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct roce_qp *w = roce_qp_of(qp);
 
 	/* only from the address the QP is connected to */
-	if (!w || memcmp(w->path.dst, ip->src, 4) != 0)
+	if (!w || w->path.family != ip->family ||
+	    memcmp(w->path.dst, ip->src, 16) != 0)
 		return;
 	/* a run of another QP's WRITE, or before anything but a WRITE packet */
 	if (roce_rx_self == rd && rd->wrun.qp &&

@@ -9,7 +9,7 @@
  * this device: as a NIC's loopback does, its messages never reach the
  * wire.  RC and UC peers there are served by the same-daemon transport;
  * UD datagrams are built and received as packets, so that receivers see
- * what a datagram from the wire brings (its IPv4 header in the GRH slot).
+ * what a datagram from the wire brings (its IP header in the GRH slot).
  */
 #include <config.h>
 
@@ -28,37 +28,39 @@
 #include "transport/transport.h"
 
 /* Headroom of a packet being built: IP, UDP, BTH, DETH, ImmDt. */
-#define UD_HDRS		(20 + 8 + ROCE_BTH_LEN + 8 + 4)
+#define UD_HDRS		(ROCE_MAX_IP_HDRS + ROCE_BTH_LEN + 8 + 4)
 
 static struct roce_dev *roce_of(const struct ibvd_qp *qp)
 {
 	return qp->ctx->dev->transport_priv;
 }
 
-/* The IPv4 address of GID index i of the QP's port, or false. */
-static bool gid_ipv4(const struct ibvd_qp *qp, unsigned int i, uint8_t ip[4])
+/*
+ * The address of GID index i of the QP's port (as struct roce_path keeps
+ * it) and its family, or 0 for an empty or absent entry.
+ */
+static int gid_addr(const struct ibvd_qp *qp, unsigned int i, uint8_t ip[16])
 {
 	const struct ibvd_device *dev = qp->ctx->dev;
 	const struct ibvd_port *port = ibvd_device_port(dev, 1);
+	static const uint8_t zero[16];
 	struct ibvd_gid gid;
-	uint8_t addr[16];
 
 	if (!port || ibvd_device_gid(dev, port, i, &gid) < 0 ||
-	    roce_gid_family(gid.raw) != AF_INET)
-		return false;
-	roce_gid_to_ip(gid.raw, addr);
-	memcpy(ip, addr, 4);
-	return true;
+	    !memcmp(gid.raw, zero, 16))
+		return 0;
+	roce_gid_to_ip(gid.raw, ip);
+	return roce_gid_family(gid.raw);
 }
 
-bool roce_is_local(const struct roce_dev *rd, const uint8_t addr[4])
+bool roce_is_local(const struct roce_dev *rd, int family, const uint8_t *addr)
 {
 	uint8_t gid[16];
 	unsigned int i;
 
 	if (!rd->dev->roce.gids)
 		return false;
-	roce_ip_to_gid(AF_INET, addr, gid);
+	roce_ip_to_gid(family, addr, gid);
 	for (i = 0; i < rd->dev->roce.ngids; i++)
 		if (!memcmp(rd->dev->roce.gids[i].raw, gid, 16))
 			return true;
@@ -70,10 +72,10 @@ static bool dgid_local(const struct ibvd_qp *qp, const struct ibvd_av *av)
 {
 	uint8_t addr[16];
 
-	if (!av->is_global || roce_gid_family(av->dgid) != AF_INET)
+	if (!av->is_global)
 		return false;
 	roce_gid_to_ip(av->dgid, addr);
-	return roce_is_local(roce_of(qp), addr);
+	return roce_is_local(roce_of(qp), roce_gid_family(av->dgid), addr);
 }
 
 /* ---- RC and UC ---------------------------------------------------------- */
@@ -89,15 +91,15 @@ static enum eng_resp roce_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 void roce_qp_path(const struct ibvd_qp *qp, struct roce_path *path)
 {
 	const struct ibvd_av *av = &qp->attr.av;
-	uint8_t dst[16];
+	int family;
 
 	memset(path, 0, sizeof(*path));
-	/* a path without an IPv4 source or destination goes nowhere */
-	if (!gid_ipv4(qp, av->sgid_index, path->src) ||
-	    roce_gid_family(av->dgid) != AF_INET)
+	/* a path from an empty GID, or across families, goes nowhere */
+	family = gid_addr(qp, av->sgid_index, path->src);
+	if (!family || roce_gid_family(av->dgid) != family)
 		return;
-	roce_gid_to_ip(av->dgid, dst);
-	memcpy(path->dst, dst, 4);
+	path->family = family;
+	roce_gid_to_ip(av->dgid, path->dst);
 	path->tclass = av->traffic_class;
 	path->hop_limit = av->hop_limit;
 	path->sport = roce_udp_sport_connected(av->flow_label, qp->qp_num,
@@ -145,20 +147,20 @@ static void ud_headers(struct ibvd_qp *src, const struct eng_req *req,
  * Returns its length, or 0 if src's memory failed (*status says).
  */
 static size_t ud_build(struct ibvd_qp *src, const struct eng_req *req,
-		       const uint8_t sip[4], const uint8_t dip[4], uint8_t *buf,
-		       enum ibv_wc_status *status)
+		       int family, const uint8_t sip[16], const uint8_t dip[16],
+		       uint8_t *buf, enum ibv_wc_status *status)
 {
 	struct roce_dev *rd = roce_of(src);
 	const struct ibvd_av *av = &req->w.av;
-	struct roce_ip ip = { .family = AF_INET };
+	struct roce_ip ip = { .family = family };
 	struct roce_pkt p;
 	size_t hdrs, iph, udp_len, total;
 
 	ud_headers(src, req, &p);
-	hdrs = roce_encode(&p, buf + 28);
+	hdrs = roce_encode(&p, buf + roce_ip_hdrs_len(family));
 	udp_len = hdrs + req->length + p.pad + ROCE_ICRC_LEN;
-	memcpy(ip.src, sip, 4);
-	memcpy(ip.dst, dip, 4);
+	memcpy(ip.src, sip, 16);
+	memcpy(ip.dst, dip, 16);
 	ip.tclass = av->traffic_class;
 	ip.hop_limit = av->hop_limit;
 	/* never 0: the kernel would choose one, and the ICRC covers it */
@@ -183,27 +185,29 @@ static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
 	const struct ibvd_av *av = &req->w.av;
 	enum ibv_wc_status status = IBV_WC_SUCCESS;
 	uint8_t buf[UD_HDRS + ROCE_MAX_PAYLOAD + 3 + ROCE_ICRC_LEN];
-	uint8_t sip[4], dip[16];
+	uint8_t sip[16], dip[16];
 	size_t len;
+	int family;
 
 	(void)eng;
 	if (req->length > ROCE_MAX_PAYLOAD)
 		return IBV_WC_LOC_LEN_ERR;
 	ibvd_eng_count_request(src, req);
 	/*
-	 * As rxe: larger than the port's MTU, or with no IPv4 route of ours
-	 * (no GRH, a source GID that is not IPv4), the datagram is dropped
-	 * and the send still completes.
+	 * As rxe: larger than the port's MTU, or with no route of ours (no
+	 * GRH, an empty source GID, a destination of the other family), the
+	 * datagram is dropped and the send still completes.
 	 */
-	if (req->length > port_mtu_bytes(src) || !av->is_global ||
-	    roce_gid_family(av->dgid) != AF_INET ||
-	    !gid_ipv4(src, av->sgid_index, sip))
+	if (req->length > port_mtu_bytes(src) || !av->is_global)
+		return IBV_WC_SUCCESS;
+	family = gid_addr(src, av->sgid_index, sip);
+	if (!family || roce_gid_family(av->dgid) != family)
 		return IBV_WC_SUCCESS;
 	roce_gid_to_ip(av->dgid, dip);
-	len = ud_build(src, req, sip, dip, buf, &status);
+	len = ud_build(src, req, family, sip, dip, buf, &status);
 	if (!len)
 		return status;
-	if (roce_is_local(roce_of(src), dip))
+	if (roce_is_local(roce_of(src), family, dip))
 		roce_rx_packet(roce_of(src), buf, len);
 	else
 		roce_io_send(roce_of(src), buf, len, dip);
@@ -214,8 +218,8 @@ static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
 
 /*
  * One MAD from QP1 to the peer's GSI QP, as rxe's QP1 sends it: UD
- * SEND_ONLY, the GSI Q_Key, QP1's UDP source port.  IPv4 GIDs only, as
- * the rest of this transport.
+ * SEND_ONLY, the GSI Q_Key, QP1's UDP source port; over the family of its
+ * GIDs (an IPv6 one is its own address, an IPv4 one ::ffff:a.b.c.d).
  */
 static int roce_send_mad(const struct ibvd_mad *mad)
 {
@@ -225,18 +229,18 @@ static int roce_send_mad(const struct ibvd_mad *mad)
 		.hop_limit = mad->hop_limit,
 		.sport = roce_udp_sport(1),
 	};
-	uint8_t src[16], dst[16];
 	struct roce_pkt p;
+	int family;
 
 	if (!rd)
 		return -ENODEV;
-	if (roce_gid_family(mad->local_gid) != AF_INET ||
-	    roce_gid_family(mad->remote_gid) != AF_INET)
+	family = roce_gid_family(mad->local_gid);
+	if (roce_gid_family(mad->remote_gid) != family ||
+	    (family == AF_INET6 && rd->tx6_fd < 0))
 		return -EAFNOSUPPORT;
-	roce_gid_to_ip(mad->local_gid, src);
-	roce_gid_to_ip(mad->remote_gid, dst);
-	memcpy(path.src, src, 4);
-	memcpy(path.dst, dst, 4);
+	path.family = family;
+	roce_gid_to_ip(mad->local_gid, path.src);
+	roce_gid_to_ip(mad->remote_gid, path.dst);
 	roce_pkt_init(&p, ROCE_UD_SEND_ONLY);
 	p.dest_qp = mad->remote_qpn & 0xFFFFFFu;
 	p.psn = __atomic_fetch_add(&rd->gsi_psn, 1, __ATOMIC_RELAXED) & 0xFFFFFFu;

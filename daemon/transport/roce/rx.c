@@ -29,11 +29,16 @@ static struct ibvd_qp *ud_target(const struct roce_dev *rd, uint32_t qpn)
 }
 
 /*
- * The 40 bytes a UD receive buffer starts with: for IPv4, 20 zero bytes
- * then the IPv4 header as it arrived (consumers find it at offset 20).
+ * The 40 bytes a UD receive buffer starts with: the IPv6 header as it
+ * arrived, or for IPv4 20 zero bytes then the IPv4 header (consumers find
+ * it at offset 20).
  */
-static void ud_grh(const uint8_t *pkt, uint8_t grh[40])
+static void ud_grh(const uint8_t *pkt, int family, uint8_t grh[40])
 {
+	if (family == AF_INET6) {
+		memcpy(grh, pkt, 40);
+		return;
+	}
 	memset(grh, 0, 20);
 	memcpy(grh + 20, pkt, 20);
 }
@@ -52,8 +57,9 @@ static void rx_gsi(struct roce_dev *rd, const struct roce_ip *ip,
 		return;
 	memset(&mad, 0, sizeof(mad));
 	mad.dev = rd->dev;
-	roce_ip_to_gid(AF_INET, ip->dst, mad.local_gid);
-	roce_ip_to_gid(AF_INET, ip->src, mad.remote_gid);
+	/* IPv6 addresses are their GIDs, IPv4 ones ::ffff:a.b.c.d */
+	roce_ip_to_gid(ip->family, ip->dst, mad.local_gid);
+	roce_ip_to_gid(ip->family, ip->src, mad.remote_gid);
 	mad.remote_qpn = p->deth.src_qp;
 	mad.traffic_class = ip->tclass;
 	mad.hop_limit = ip->hop_limit;
@@ -86,17 +92,18 @@ static void rx_ud(struct roce_dev *rd, const uint8_t *pkt,
 		/* the CQE holds the word as the wire carried it */
 		dg.imm = htobe32(p->imm);
 	}
-	ud_grh(pkt, dg.grh);
+	ud_grh(pkt, ip->family, dg.grh);
 	dg.payload = p->payload;
 	dg.len = p->payload_len;
 	ibvd_eng_ud_receive(target, &dg);
 }
 
-static bool peer_allowed(const struct roce_dev *rd, const uint8_t src[4])
+static bool peer_allowed(const struct roce_dev *rd, int family,
+			 const uint8_t *src)
 {
 	uint8_t gid[16];
 
-	roce_ip_to_gid(AF_INET, src, gid);
+	roce_ip_to_gid(family, src, gid);
 	return ibvd_roce_peer_allowed(&rd->dev->roce, gid);
 }
 
@@ -124,10 +131,11 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 	struct roce_pkt p;
 
 	if (roce_parse_ip(pkt, len, &ip, &off, &udp_len) < 0 ||
-	    ip.family != AF_INET || ip.dport != ROCE_UDP_PORT)
+	    ip.dport != ROCE_UDP_PORT)
 		return;
 	/* Only what was sent to one of this device's addresses, from a peer. */
-	if (!roce_is_local(rd, ip.dst) || !peer_allowed(rd, ip.src))
+	if (!roce_is_local(rd, ip.family, ip.dst) ||
+	    !peer_allowed(rd, ip.family, ip.src))
 		return;
 	if (!roce_icrc_ok(pkt, off + udp_len))
 		return;
