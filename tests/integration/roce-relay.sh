@@ -13,7 +13,8 @@
 # inside a UC message loses the message, as the IBTA says it must.  Then
 # the daemons' counters must show what the link did (duplicate requests
 # seen and dropped, PSN sequence NAKs sent and received), and the relay's
-# own counts must show it reordered and duplicated frames at all.
+# own counts must show it reordered and duplicated frames at all.  An RC
+# pingpong over the IPv6 link-local GID goes through the same relay too.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -108,6 +109,17 @@ if command -v ib_write_bw >/dev/null 2>&1; then
 	iterations 200
 else
 	log "perftest is not installed: no ib_*_bw runs"
+fi
+
+# IPv6 through the relay as well: the link-local GID 0 (duplicate address
+# detection on the taps was over long ago; waited for if not).
+if [ -e /proc/net/if_inet6 ]; then
+	for _ in $(seq $((TMO * 10))); do
+		[ -z "$(ip -n "$NSA" -6 addr show dev "$VA" tentative)$(ip -n "$NSB" -6 addr show dev "$VB" tentative)" ] && break
+		sleep 0.1
+	done
+	across "RC pingpong over IPv6 (link-local GID 0), 64 KiB, data checked" "$PP_RE" \
+		/usr/bin/ibv_rc_pingpong -g 0 -s 65536 -n 20 -c
 fi
 
 # What the link did, as the relay counted it.
