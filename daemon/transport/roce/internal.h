@@ -144,6 +144,9 @@ struct roce_txm {
 	int answer;			/* -1 none yet, else an enum eng_resp */
 	uint64_t sent_ns;		/* when it last went out */
 	uint64_t got;			/* READ bytes arrived, in order */
+	uint64_t read_from;		/* READ: the byte its last request began at */
+	bool read_again;		/* READ: a gap: ask for the rest at the next call */
+	bool read_gap;			/* READ: asked again past a gap: wait for it */
 	uint8_t inl[ROCE_TX_INLINE];	/* its inline data, req.local points here */
 };
 

@@ -19,9 +19,12 @@
  *
  * A message's packets carry its position in it (FIRST, MIDDLE, LAST,
  * ONLY) whatever the steps: a chunk boundary is invisible on the wire.
- * A READ asks for one step's bytes per request; an atomic is one packet;
- * no more READs and atomics are in flight than the QP's max_rd_atomic,
- * what its responder keeps results for.
+ * A READ asks for one step's bytes per request, and when it goes again for
+ * the bytes that have not come back in order yet; a gap in its responses
+ * has it go again at the next call, without waiting for the timeout
+ * (rc_resp.c).  An atomic is one packet; no more READs and atomics are in
+ * flight than the QP's max_rd_atomic, what its responder keeps results
+ * for.
  */
 #include <config.h>
 
@@ -226,16 +229,23 @@ static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
 	return 0;
 }
 
+/*
+ * A READ request for what has not arrived yet: the whole step at first,
+ * its remainder when it goes again (the responses in order so far are
+ * kept, the rest is asked for with the PSN it takes in the step).
+ */
 static void send_read_req(struct roce_dev *rd, struct ibvd_qp *qp,
-			  struct roce_qp *w, const struct roce_txm *m)
+			  struct roce_qp *w, const struct roce_txm *m,
+			  uint32_t mtu)
 {
 	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
 
-	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp, m->first_psn);
-	p.reth.va = req->w.remote_addr + req->off;
+	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp,
+		roce_psn_add(m->first_psn, (uint32_t)(m->got / mtu)));
+	p.reth.va = req->w.remote_addr + req->off + m->got;
 	p.reth.rkey = req->w.rkey;
-	p.reth.len = (uint32_t)req->step;
+	p.reth.len = (uint32_t)(req->step - m->got);
 	p.ack_req = true;
 	roce_send_pkt(rd, &w->path, &p, NULL, 0);
 }
@@ -269,9 +279,9 @@ static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 
 	m->sent_ns = now_ns();
 	if (is_read(m->req.w.opcode)) {
-		/* responses come again from the first */
-		m->got = 0;
-		send_read_req(rd, qp, w, m);
+		m->read_again = false;
+		m->read_from = m->got;
+		send_read_req(rd, qp, w, m, mtu);
 		return 0;
 	}
 	if (is_atomic(m->req.w.opcode)) {
@@ -378,6 +388,7 @@ static int launch(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 	m->npsn = npsn;
 	m->answer = -1;
 	m->got = 0;
+	m->read_again = m->read_gap = false;
 	if (transmit(rd, qp, w, m, m->first_psn) < 0)
 		return -EFAULT;
 	w->tx.next_psn = roce_psn_add(w->tx.next_psn, npsn);
@@ -423,6 +434,24 @@ static int resend_from(struct roce_dev *rd, struct ibvd_qp *qp,
 			return -EFAULT;
 	}
 	return 0;
+}
+
+/*
+ * The READs in flight whose responses had a gap (rc_resp.c) ask again for
+ * their remainder, and only they: what follows them needs nothing.
+ */
+static void read_again(struct roce_dev *rd, struct ibvd_qp *qp,
+		       struct roce_qp *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->tx.n; i++) {
+		struct roce_txm *m = roce_txm_at(w, i);
+
+		/* a READ's transmit reads no memory of ours: it cannot fail */
+		if (m->read_again && m->answer < 0)
+			(void)transmit(rd, qp, w, m, m->first_psn);
+	}
 }
 
 /* ---- one call of the engine ------------------------------------------------- */
@@ -475,7 +504,7 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	struct roce_txm *m;
 	bool timed_out;
-	uint32_t from;
+	uint32_t from, i;
 
 	if (!is_front(w, qp, req)) {
 		forget_all(w);
@@ -493,8 +522,12 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 	from = w->tx.resend ? w->tx.resend_psn : w->tx.una_psn;
 	w->tx.resend = false;
 	w->tx.rnr_wait = false;
-	if (timed_out)
+	if (timed_out) {
 		ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
+		/* a READ's gap may ask again once more */
+		for (i = 0; i < w->tx.n; i++)
+			roce_txm_at(w, i)->read_gap = false;
+	}
 	if (resend_from(rd, qp, w, from) < 0)
 		return RESP_LOCAL_FAULT;
 	return timed_out ? RESP_NO_ACK : RESP_PENDING;
@@ -523,8 +556,10 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		r = uc_send(rd, src, w, req);
 	} else {
 		r = front_step(rd, src, w, req, rnr_timer);
-		if (r == RESP_PENDING)
+		if (r == RESP_PENDING) {
+			read_again(rd, src, w);
 			send_ahead(eng, rd, src, w);
+		}
 	}
 	pthread_mutex_unlock(&w->lock);
 	return r;

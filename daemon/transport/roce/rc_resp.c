@@ -16,7 +16,8 @@
  * PSN, a READ's last response or an atomic's ACK its own step and those
  * before it; a NAK answers its step with its error, or, for a PSN
  * sequence error, has everything from its PSN sent again; READ data and
- * atomic results land in the requester's buffers as they arrive.
+ * atomic results land in the requester's buffers as they arrive, a READ's
+ * responses in order only, a gap in them asking again for the rest.
  */
 #include <config.h>
 
@@ -705,6 +706,13 @@ static void rx_ack_nak(struct ibvd_qp *qp, struct roce_qp *w,
 		/* an RNR NAK's echo: later packets found the responder waiting */
 		if (w->tx.rnr_wait)
 			return;
+		/*
+		 * of steps acknowledged since (arriving late, or twice): the
+		 * steps in flight have nothing to send again
+		 */
+		if (roce_psn_diff(p->psn, w->tx.una_psn) < 0 ||
+		    roce_psn_diff(p->psn, w->tx.next_psn) >= 0)
+			return;
 		ibvd_eng_port_count(qp, IBVD_PC_RCVD_SEQ_ERR, 1);
 		acked_before(qp, w, p->psn);
 		resend(qp, w, p->psn);
@@ -755,6 +763,27 @@ static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 	}
 }
 
+/*
+ * A response of READ m arrived past one still missing: the missing one was
+ * lost or is late.  As rxe's completer does, the requester asks again at
+ * once (at the engine's next call, rc.c) for the rest from the first
+ * missing byte, keeping what came in order, rather than waiting out its
+ * timeout and spending a retry.  Once: the responses already on their way
+ * past the gap would each ask again, so the next request waits until one
+ * of the new request's responses comes in order (past its first, which may
+ * be the late one), or for the timeout if they were lost as well.  Only m
+ * goes again: the steps behind it need nothing.
+ */
+static void read_gap(struct ibvd_qp *qp, struct roce_txm *m)
+{
+	if (m->read_gap)
+		return;
+	m->read_gap = true;
+	m->read_again = true;
+	ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
+	ibvd_eng_answered(qp);
+}
+
 static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 			     const struct roce_pkt *p)
 {
@@ -767,12 +796,18 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 	m = txm_of(w, p->psn, &at);
 	if (!m || m->answer >= 0 || m->req.w.opcode != IBV_WR_RDMA_READ)
 		return;
-	k = roce_psn_diff(p->psn, m->first_psn);
-	/* in order only: a gap waits for the timeout's new request */
-	if ((uint64_t)k * mtu != m->got || m->got + p->payload_len > m->req.step)
-		return;
 	/* the responder executed everything before the READ */
 	acked_before(qp, w, m->first_psn);
+	k = roce_psn_diff(p->psn, m->first_psn);
+	if ((uint64_t)k * mtu > m->got) {
+		read_gap(qp, m);
+		return;
+	}
+	/* in order only; an earlier one is a duplicate */
+	if ((uint64_t)k * mtu != m->got || m->got + p->payload_len > m->req.step)
+		return;
+	if (m->got > m->read_from)
+		m->read_gap = false;
 	if (p->payload_len &&
 	    ibvd_eng_copy_in(&m->req.local, m->got, p->payload, p->payload_len) < 0) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
