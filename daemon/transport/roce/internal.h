@@ -167,6 +167,7 @@ struct roce_qp {
 		bool rnr_wait;		/* an RNR NAK's: PSN NAKs are its echo */
 		bool resend;		/* go again at the next call */
 		uint32_t resend_psn;	/* from this PSN */
+		uint64_t heard_ns;	/* when an answer last moved things on */
 	} tx;
 	/* responder */
 	struct {
@@ -185,6 +186,9 @@ struct roce_qp {
 		unsigned int res_next;
 	} rx;
 };
+
+/* rc.c: CLOCK_MONOTONIC in nanoseconds, the requester's timer's clock. */
+uint64_t roce_now_ns(void);
 
 /* roce.c: the path of a connected QP (its AV), to fill struct roce_qp. */
 void roce_qp_path(const struct ibvd_qp *qp, struct roce_path *path);

@@ -13,9 +13,13 @@
  * wakes the QP when the front's answer is there or something must go
  * again.  No answer by the QP's local ACK timeout: everything from the
  * first unacknowledged PSN goes again (go-back-N), and the engine spends a
- * retry of the front.  A PSN sequence NAK sends everything from its PSN
- * again at once; an RNR NAK does, after the engine's RNR wait.  UC has no
- * answers: its packets go, and the step is done.
+ * retry of the front.  The timeout runs from the front's last sending or
+ * the last answer that moved anything in flight on, whichever is later:
+ * what a READ asks again for comes behind the responses to the window's
+ * other READs, which may take longer than the timeout while they flow.
+ * A PSN sequence NAK sends everything from its PSN again at once; an RNR
+ * NAK does, after the engine's RNR wait.  UC has no answers: its packets
+ * go, and the step is done.
  *
  * A message's packets carry its position in it (FIRST, MIDDLE, LAST,
  * ONLY) whatever the steps: a chunk boundary is invisible on the wire.
@@ -36,7 +40,7 @@
 #include "core/objects.h"
 #include "internal.h"
 
-static uint64_t now_ns(void)
+uint64_t roce_now_ns(void)
 {
 	struct timespec ts;
 
@@ -277,7 +281,7 @@ static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 	uint32_t mtu = path_mtu(qp);
 	int32_t skip = roce_psn_diff(from, m->first_psn);
 
-	m->sent_ns = now_ns();
+	m->sent_ns = roce_now_ns();
 	if (is_read(m->req.w.opcode)) {
 		m->read_again = false;
 		m->read_from = m->got;
@@ -503,6 +507,7 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 				uint8_t *rnr_timer)
 {
 	struct roce_txm *m;
+	uint64_t since;
 	bool timed_out;
 	uint32_t from, i;
 
@@ -515,8 +520,9 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (m->answer >= 0)
 		return take_answer(w, m, rnr_timer);
 	/* a NAK's resend goes at once and spends nothing; a timeout a retry */
+	since = m->sent_ns > w->tx.heard_ns ? m->sent_ns : w->tx.heard_ns;
 	timed_out = !w->tx.resend &&
-		    now_ns() - m->sent_ns >= ibvd_eng_timeout_ns(qp->attr.timeout);
+		    roce_now_ns() - since >= ibvd_eng_timeout_ns(qp->attr.timeout);
 	if (!w->tx.resend && !timed_out)
 		return RESP_PENDING;
 	from = w->tx.resend ? w->tx.resend_psn : w->tx.una_psn;

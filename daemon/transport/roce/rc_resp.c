@@ -653,6 +653,7 @@ static void answer(struct ibvd_qp *qp, struct roce_qp *w, struct roce_txm *m,
 	if (m->answer >= 0)
 		return;
 	m->answer = (int)r;
+	w->tx.heard_ns = roce_now_ns();
 	if (m == roce_txm_at(w, 0))
 		ibvd_eng_answered(qp);
 }
@@ -675,8 +676,10 @@ static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
 			break;
 		if (roce_psn_diff(end, m_end) < 0) {
 			/* part of it: the window moves on */
-			if (roce_psn_diff(end, w->tx.una_psn) > 0)
+			if (roce_psn_diff(end, w->tx.una_psn) > 0) {
 				w->tx.una_psn = end;
+				w->tx.heard_ns = roce_now_ns();
+			}
 			break;
 		}
 		if (m->answer < 0 && is_read_or_atomic(m->req.w.opcode))
@@ -808,6 +811,7 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 		return;
 	if (m->got > m->read_from)
 		m->read_gap = false;
+	w->tx.heard_ns = roce_now_ns();
 	if (p->payload_len &&
 	    ibvd_eng_copy_in(&m->req.local, m->got, p->payload, p->payload_len) < 0) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
