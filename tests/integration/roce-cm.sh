@@ -10,6 +10,7 @@
 #   rping -V (data checked), ucmatose (10 RC connections with data),
 #   udaddy (UD, SIDR), rdma_server/rdma_client (rdma_create_ep),
 #   perftest's ib_send_bw -R and ib_read_lat -R;
+#   rping -V over IPv6, to a global and to a link-local address;
 #   a connect to a port nobody listens on: REJ, "Connection refused";
 #   a connect to an address no host answers: no hang, the client fails;
 #   hostile MADs at both QP1s under a running rping (roce-mad-hostile.py);
@@ -94,13 +95,14 @@ wire_state() {
 	done
 }
 
-# rping_across WHAT PORT COUNT SIZE: rping -v -V, and every ping's data on
-# both sides exactly what rping sends.
+# rping_across WHAT PORT COUNT SIZE [ADDR]: rping -v -V to A's ADDR
+# (default $IPA), and every ping's data on both sides exactly what rping
+# sends.
 rping_across() {
-	local what=$1 port=$2 count=$3 size=$4 n
+	local what=$1 port=$2 count=$3 size=$4 addr=${5:-$IPA} n
 	cm_across "$what" "$port" '^server ping data: ' '^ping data: ' \
-		/usr/bin/rping -s -a "$IPA" -p "$port" -v -V -C "$count" -S "$size" -- \
-		/usr/bin/rping -c -a "$IPA" -p "$port" -v -V -C "$count" -S "$size"
+		/usr/bin/rping -s -a "$addr" -p "$port" -v -V -C "$count" -S "$size" -- \
+		/usr/bin/rping -c -a "$addr" -p "$port" -v -V -C "$count" -S "$size"
 	n=$(grep -ac '^ping data: ' "$O/$NRUN.client")
 	[ "$n" -eq "$count" ] || fail "$what: the client printed $n pings, not $count"
 	n=$(grep -ac '^server ping data: ' "$O/$NRUN.server")
@@ -148,6 +150,59 @@ if command -v ib_send_bw >/dev/null 2>&1; then
 		'RDMA_Read Latency Test' '^ *2 +200 ' \
 		ib_read_lat -R -d roce0 -s 2 -n 200 -p 7031 -- \
 		ib_read_lat -R -d roce0 -s 2 -n 200 -p 7031 "$IPA"
+fi
+
+# have_gid NS SOCK ADDR: until NS's roce0 lists ADDR's GID, as Debian's
+# ibv_devinfo shows the table; false (and the table shown) if it never does.
+have_gid() {
+	for _ in $(seq $((TMO * 10))); do
+		ns_debian "$1" "$USER1" "$2" /usr/bin/ibv_devinfo -v >"$O/devinfo" 2>&1
+		grep -q "[[:space:]]$3, RoCE v2\$" "$O/devinfo" && return 0
+		sleep 0.1
+	done
+	show "ibv_devinfo -v in $1" "$O/devinfo"
+	return 1
+}
+
+# The same over IPv6: a global address on each end (as roce-ipv6.sh), so
+# that the CM resolves the route to A's, its MADs go between the two IPv6
+# GIDs with the addresses in rdma_cm's header, and so do the connection's
+# packets, as the count of IPv6 packets B's kernel took in shows; then
+# between the link-local addresses.
+if [ -e /proc/net/if_inet6 ]; then
+	IP6A=fd79::1
+	IP6B=fd79::2
+	ip -n "$NSA" addr add "$IP6A/64" dev "$VA" nodad &&
+		ip -n "$NSB" addr add "$IP6B/64" dev "$VB" nodad || fail "ip -6 addr add"
+	check "IPv6 addresses usable, and GIDs of both devices"
+	for _ in $(seq $((TMO * 10))); do
+		[ -z "$(ip -n "$NSA" -6 addr show dev "$VA" tentative)$(ip -n "$NSB" -6 addr show dev "$VB" tentative)" ] && break
+		sleep 0.1
+	done
+	[ -z "$(ip -n "$NSA" -6 addr show dev "$VA" tentative)$(ip -n "$NSB" -6 addr show dev "$VB" tentative)" ] ||
+		fail "IPv6 addresses stay tentative"
+	# the daemons take addresses in as they come (rtnetlink)
+	have_gid "$NSA" "$SOCK_A" "$IP6A" && have_gid "$NSB" "$SOCK_B" "$IP6B" ||
+		fail "an IPv6 address without its GID"
+	ok "$IP6A in $NSA and $IP6B in $NSB, both in their device's GID table"
+	v6_before=$(ip netns exec "$NSB" cat /proc/net/snmp6 | awk '$1 == "Ip6InReceives" { print $2 }')
+	rping_across "rping -V over IPv6 ($IP6A), 50 pings of 1000 B" 7008 50 1000 "$IP6A"
+	v6_after=$(ip netns exec "$NSB" cat /proc/net/snmp6 | awk '$1 == "Ip6InReceives" { print $2 }')
+	# each ping brings B the server's READ request, WRITE and two SENDs
+	[ $((v6_after - v6_before)) -ge 200 ] ||
+		fail "only $((v6_after - v6_before)) IPv6 packets reached $NSB"
+	ok "$((v6_after - v6_before)) IPv6 packets reached $NSB"
+	# and to A's link-local address, scoped to each end's own interface
+	lla=$(ip -n "$NSA" -6 addr show dev "$VA" scope link |
+		sed -n 's/.*inet6 \(fe80::[0-9a-f:]*\)\/64.*/\1/p')
+	[ -n "$lla" ] || fail "no link-local address on $VA"
+	have_gid "$NSA" "$SOCK_A" "$lla" || fail "no GID for $lla in $NSA"
+	cm_across "rping -V over IPv6 link-local ($lla), 10 pings of 64 B" 7018 \
+		'^server ping data: ' '^ping data: ' \
+		/usr/bin/rping -s -a "$lla%$VA" -p 7018 -v -V -C 10 -S 64 -- \
+		/usr/bin/rping -c -a "$lla%$VB" -p 7018 -v -V -C 10 -S 64
+	n=$(grep -ac '^ping data: ' "$O/$NRUN.client")
+	[ "$n" -eq 10 ] || fail "over IPv6 link-local: the client printed $n pings, not 10"
 fi
 
 check "rdma_client towards a port nobody listens on: REJ, connection refused"
