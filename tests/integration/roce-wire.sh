@@ -88,17 +88,19 @@ CLIENT_NS=$NSB CLIENT_SOCK=$SOCK_B CLIENT_TO=$IPA
 # every peer subnet (10.80.0.9) send garbage, mutated captures (some with
 # their ICRC made good again) and well-formed packets aimed at the
 # pingpong's own QPs.  None of it may reach a QP: the pingpong's data must
-# stay whole, and both daemons up.
+# stay whole, and both daemons up.  The pingpong runs long enough (a few
+# seconds) to be seen connected and to be running while the packets come:
+# 400 iterations took half a second once RC kept a window in flight.
 check "hostile packets at both devices under a running pingpong"
 ip -n "$NSB" addr add 10.79.0.3/24 dev "$VB" || fail "ip addr add 10.79.0.3"
 PORT=$((PORT + 1))
 ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
-	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 400 -p "$PORT" >"$O/hostile.server" 2>&1 &
+	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 4000 -p "$PORT" >"$O/hostile.server" 2>&1 &
 spid=$!
 BG_PIDS+=("$spid")
 wait_listen_ns "$NSA" "$PORT" "$spid" || fail "hostile: the server never listened"
 ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
-	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 400 -p "$PORT" "$IPA" >"$O/hostile.client" 2>&1 &
+	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 4000 -p "$PORT" "$IPA" >"$O/hostile.client" 2>&1 &
 cpid=$!
 BG_PIDS+=("$cpid")
 # the pingpong's QPs, as each daemon lists them once they are connected
