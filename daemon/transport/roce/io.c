@@ -157,16 +157,24 @@ static int open_tx6(struct roce_dev *rd)
 	return ret;
 }
 
-static int open_rx(struct roce_dev *rd)
+/*
+ * A raw UDP socket of family on rd's interface, filtered by code (n
+ * instructions), its receive buffer grown; opts (may be NULL) sets what
+ * else it needs before it is bound.
+ */
+static int open_filtered(struct roce_dev *rd, int family,
+			 struct sock_filter *code, unsigned short n,
+			 int (*opts)(int fd), int *out)
 {
-	int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+	int fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
 	int ret;
 
 	if (fd < 0)
 		return -errno;
 	/* The filter first: nothing else may queue before it is in place. */
-	ret = set_filter(fd, roce_port_code,
-			 sizeof(roce_port_code) / sizeof(roce_port_code[0]));
+	ret = set_filter(fd, code, n);
+	if (ret == 0 && opts)
+		ret = opts(fd);
 	if (ret == 0)
 		ret = bind_to(fd, rd->ifname);
 	if (ret < 0) {
@@ -174,35 +182,34 @@ static int open_rx(struct roce_dev *rd)
 		return ret;
 	}
 	grow_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
-	rd->rx_fd = fd;
+	*out = fd;
 	return 0;
 }
 
-/* What an IPv6 datagram's header is rebuilt from (rx_ipv6_header). */
-static int open_rx6(struct roce_dev *rd)
+static int open_rx(struct roce_dev *rd)
 {
-	int fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
-	int ret;
+	return open_filtered(rd, AF_INET, roce_port_code,
+			     sizeof(roce_port_code) / sizeof(roce_port_code[0]),
+			     NULL, &rd->rx_fd);
+}
 
-	if (fd < 0)
-		return -errno;
-	ret = set_filter(fd, roce_port6_code,
-			 sizeof(roce_port6_code) / sizeof(roce_port6_code[0]));
-	if (ret == 0)
-		ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+/* What an IPv6 datagram's header is rebuilt from (rx_ipv6_header). */
+static int rx6_opts(int fd)
+{
+	int ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+
 	if (ret == 0)
 		ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
 	if (ret == 0)
 		ret = set_int(fd, IPPROTO_IPV6, IPV6_FLOWINFO, 1);
-	if (ret == 0)
-		ret = bind_to(fd, rd->ifname);
-	if (ret < 0) {
-		close(fd);
-		return ret;
-	}
-	grow_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
-	rd->rx6_fd = fd;
-	return 0;
+	return ret;
+}
+
+static int open_rx6(struct roce_dev *rd)
+{
+	return open_filtered(rd, AF_INET6, roce_port6_code,
+			     sizeof(roce_port6_code) / sizeof(roce_port6_code[0]),
+			     rx6_opts, &rd->rx6_fd);
 }
 
 static int open_sink(struct roce_dev *rd, int family, int *out)
