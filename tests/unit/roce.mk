@@ -26,3 +26,16 @@ tests_unit_test_roce_capture_CFLAGS = $(UNIT_CFLAGS) \
 	-DIBVD_TEST_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_roce_capture_LDADD = $(UNIT_LIBS)
 EXTRA_DIST += tests/data/rxe-pair.pcap
+
+# RC requester and responder (rc.c, rc_resp.c, packet.c) with the engine
+# and the sockets stubbed in the test: what goes out is kept as IP
+# packets, and the test hands each one to the other QP, or loses it.
+check_PROGRAMS += tests/unit/test_roce_rc
+TESTS += tests/unit/test_roce_rc
+tests_unit_test_roce_rc_SOURCES = tests/unit/test_roce_rc.c \
+	daemon/transport/roce/rc.c daemon/transport/roce/rc_resp.c \
+	daemon/transport/roce/packet.c daemon/transport/roce/internal.h \
+	$(ROCE_WIRE_SOURCES)
+tests_unit_test_roce_rc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_roce_rc_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_roce_rc_LDADD = $(UNIT_LIBS)

@@ -1,0 +1,653 @@
+/*
+ * RC over RoCE, requester and responder (transport/roce/rc.c, rc_resp.c,
+ * packet.c), with the engine and the sockets stubbed out: the IP packets
+ * a QP sends, one by one or in batches, are kept here, and the test hands
+ * each one to the other QP as the receive thread would (parsed, ICRC
+ * checked, WRITE payloads landing in runs), or loses it.
+ *
+ * What is checked: a READ whose responses come with a hole asks again at
+ * once, from the first missing response, for the rest of its bytes, and
+ * the responder replays exactly those; a READ that timed out after part
+ * of its responses arrived asks for the rest only; a READ whose request
+ * was lost asks for all of it again; and with two WRITEs in flight, the
+ * first's last packet lost, everything from it goes again (go-back-N) at
+ * the responder's NAK, and both complete, in order, their data whole.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "engine/transport.h"
+#include "transport/roce/internal.h"
+
+/* ---- the stubbed world ----------------------------------------------------- */
+
+#define REMOTE_VA	0x10000ull
+#define REMOTE_RKEY	0x77u
+#define READ_LEN	4000u		/* 4 responses at MTU 1024 */
+#define WRITE_LEN	3000u		/* 3 packets at MTU 1024 */
+/*
+ * Both QPs' buffers are "client memory" behind this fd (their addresses
+ * ours): the requester keeps only a pointer to them for a step in flight,
+ * and WRITEs land at the responder in runs.
+ */
+#define CLIENT_FD	1000
+
+static uint8_t remote_mem[8192];	/* the responder's MR */
+static uint8_t local_mem[8192];		/* the requester's buffers */
+
+/* An IP packet a QP sent. */
+struct sent {
+	size_t len;
+	uint8_t buf[ROCE_MAX_PACKET];
+};
+
+static struct sent sent[48];
+static unsigned int nsent;
+static unsigned int answered;
+static unsigned int writevs;		/* WRITE runs landed */
+static uint64_t counters[64];
+
+/* The requester's send queue, as ibvd_eng_send_ahead sees it. */
+static struct eng_req sq[4];
+static unsigned int sq_posted;
+
+static struct roce_dev rd;
+static struct ibvd_device dev;
+static struct ibvd_context ctx;
+static struct ibvd_qp req_qp, resp_qp;	/* requester 0x11, responder 0x22 */
+
+static const uint8_t ip_req[4] = { 10, 0, 0, 1 };
+static const uint8_t ip_resp[4] = { 10, 0, 0, 2 };
+
+pthread_mutex_t ibvd_eng_atomic_lock = PTHREAD_MUTEX_INITIALIZER;
+__thread struct roce_dev *roce_rx_self;
+
+void roce_qp_path(const struct ibvd_qp *qp, struct roce_path *path)
+{
+	bool is_req = qp == &req_qp;
+
+	memset(path, 0, sizeof(*path));
+	path->family = AF_INET;
+	memcpy(path->src, is_req ? ip_req : ip_resp, 4);
+	memcpy(path->dst, is_req ? ip_resp : ip_req, 4);
+	path->hop_limit = 64;
+	path->sport = 0xC000;
+}
+
+static void keep(const uint8_t *pkt, size_t len)
+{
+	ck_assert_uint_lt(nsent, sizeof(sent) / sizeof(sent[0]));
+	ck_assert_uint_le(len, ROCE_MAX_PACKET);
+	sent[nsent].len = len;
+	memcpy(sent[nsent].buf, pkt, len);
+	nsent++;
+}
+
+int roce_io_send(struct roce_dev *r, const uint8_t *pkt, size_t len,
+		 const uint8_t *dst)
+{
+	ck_assert_ptr_eq(r, &rd);
+	(void)dst;
+	keep(pkt, len);
+	return 0;
+}
+
+void roce_io_send_batch(struct roce_dev *r, const uint8_t *const *pkts,
+			const size_t *lens, unsigned int n, int family,
+			const uint8_t *dst)
+{
+	unsigned int i;
+
+	ck_assert_ptr_eq(r, &rd);
+	ck_assert_int_eq(family, AF_INET);
+	(void)dst;
+	for (i = 0; i < n; i++)
+		keep(pkts[i], lens[i]);
+}
+
+bool roce_is_local(const struct roce_dev *r, int family, const uint8_t *addr)
+{
+	(void)r;
+	(void)family;
+	(void)addr;
+	return false;
+}
+
+void roce_rx_packet(struct roce_dev *r, const uint8_t *pkt, size_t len)
+{
+	(void)r;
+	(void)pkt;
+	(void)len;
+	ck_abort_msg("no packet goes to the device's own address here");
+}
+
+/* Segments with fd < 0 are plain pointers (transport.h allows it); so are
+ * CLIENT_FD's. */
+static void sgl_move(const struct eng_sgl *sgl, uint64_t off, uint8_t *buf,
+		     uint64_t len, bool in)
+{
+	unsigned int i;
+
+	for (i = 0; i < sgl->n && len; i++) {
+		const struct eng_seg *s = &sgl->seg[i];
+		uint64_t n;
+
+		if (off >= s->len) {
+			off -= s->len;
+			continue;
+		}
+		n = s->len - off < len ? s->len - off : len;
+		ck_assert(s->fd < 0 || s->fd == CLIENT_FD);
+		if (in)
+			memcpy((uint8_t *)(uintptr_t)s->addr + off, buf, n);
+		else
+			memcpy(buf, (const uint8_t *)(uintptr_t)s->addr + off, n);
+		buf += n;
+		len -= n;
+		off = 0;
+	}
+	ck_assert_uint_eq(len, 0);
+}
+
+int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
+		     uint64_t len)
+{
+	sgl_move(dst, off, (uint8_t *)(uintptr_t)buf, len, true);
+	return 0;
+}
+
+int ibvd_eng_copy_out(const struct eng_sgl *src, uint64_t off, void *buf,
+		      uint64_t len)
+{
+	sgl_move(src, off, buf, len, false);
+	return 0;
+}
+
+int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
+			  uint64_t raddr, uint64_t len, uint32_t access,
+			  struct eng_sgl *out)
+{
+	ck_assert_ptr_eq(target, &resp_qp);
+	if (rkey != REMOTE_RKEY || raddr < REMOTE_VA ||
+	    raddr + len > REMOTE_VA + sizeof(remote_mem) ||
+	    !(target->attr.access & access))
+		return -EACCES;
+	out->seg[out->n].fd = CLIENT_FD;
+	out->seg[out->n].addr = (uintptr_t)(remote_mem + (raddr - REMOTE_VA));
+	out->seg[out->n].len = len;
+	out->n++;
+	out->total += len;
+	return 0;
+}
+
+void ibvd_eng_answered(struct ibvd_qp *qp)
+{
+	ck_assert_ptr_eq(qp, &req_qp);
+	answered++;
+}
+
+bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,
+			 uint32_t counter, struct eng_req *req)
+{
+	(void)eng;
+	ck_assert_ptr_eq(src, &req_qp);
+	ck_assert_uint_gt(counter, src->sq_head);
+	if (counter >= sq_posted)
+		return false;
+	*req = sq[counter];
+	return true;
+}
+
+void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
+			 uint64_t n)
+{
+	(void)qp;
+	ck_assert_uint_lt((unsigned int)c, 64);
+	counters[c] += n;
+}
+
+uint64_t ibvd_eng_timeout_ns(uint8_t timeout)
+{
+	return 4096ull << timeout;
+}
+
+/* The responder paths these tests never take: no SEND, no immediate. */
+void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq)
+{
+	(void)qp;
+	(void)rq;
+	ck_abort_msg("no receive queue in these tests");
+}
+
+int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
+{
+	(void)rq;
+	(void)out;
+	return 0;
+}
+
+void ibvd_eng_rq_consume(const struct eng_rq *rq)
+{
+	(void)rq;
+}
+
+void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq)
+{
+	(void)target;
+	(void)rq;
+}
+
+void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
+			const struct eng_recv *rwqe, enum ibv_wc_status status)
+{
+	(void)target;
+	(void)rq;
+	(void)rwqe;
+	(void)status;
+}
+
+void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
+			const struct eng_rcv_done *d)
+{
+	(void)target;
+	(void)wr_id;
+	(void)d;
+}
+
+int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key, bool commit)
+{
+	(void)target;
+	(void)key;
+	(void)commit;
+	return -EINVAL;
+}
+
+void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event)
+{
+	(void)target;
+	ck_abort_msg("responder error %u", event);
+}
+
+int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
+{
+	ck_assert_int_eq(fd, CLIENT_FD);
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len)
+{
+	ck_assert_int_eq(fd, CLIENT_FD);
+	memcpy((void *)(uintptr_t)addr, buf, len);
+	return 0;
+}
+
+int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
+			unsigned int n)
+{
+	unsigned int i;
+
+	ck_assert_int_eq(fd, CLIENT_FD);
+	for (i = 0; i < n; i++) {
+		memcpy((void *)(uintptr_t)addr, iov[i].iov_base, iov[i].iov_len);
+		addr += iov[i].iov_len;
+	}
+	writevs++;
+	return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static void setup(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(remote_mem); i++)
+		remote_mem[i] = (uint8_t)(i * 7 + 3);
+	memset(local_mem, 0, sizeof(local_mem));
+	nsent = 0;
+	answered = 0;
+	writevs = 0;
+	sq_posted = 0;
+	memset(counters, 0, sizeof(counters));
+	memset(&rd, 0, sizeof(rd));
+	memset(&dev, 0, sizeof(dev));
+	memset(&ctx, 0, sizeof(ctx));
+	dev.transport_priv = &rd;
+	ctx.dev = &dev;
+	memset(&req_qp, 0, sizeof(req_qp));
+	memset(&resp_qp, 0, sizeof(resp_qp));
+	req_qp.ctx = resp_qp.ctx = &ctx;
+	req_qp.qp_type = resp_qp.qp_type = IBV_QPT_RC;
+	req_qp.qp_num = 0x11;
+	resp_qp.qp_num = 0x22;
+	req_qp.attr.dest_qp_num = 0x22;
+	resp_qp.attr.dest_qp_num = 0x11;
+	req_qp.attr.path_mtu = resp_qp.attr.path_mtu = IBV_MTU_1024;
+	req_qp.attr.max_rd_atomic = 4;
+	/* 4.3 s: nothing in a test waits that long unless it must */
+	req_qp.attr.timeout = 20;
+	req_qp.attr.sq_psn = resp_qp.attr.rq_psn = 0xFFFFFE;	/* wraps */
+	resp_qp.attr.access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+}
+
+static void teardown(void)
+{
+	roce_rx_self = NULL;
+	roce_rc_forget(&req_qp);
+	roce_rc_forget(&resp_qp);
+}
+
+/* A READ of READ_LEN bytes from REMOTE_VA into local_mem. */
+static void read_req(struct eng_req *er)
+{
+	memset(er, 0, sizeof(*er));
+	er->w.opcode = IBV_WR_RDMA_READ;
+	er->w.remote_addr = REMOTE_VA;
+	er->w.rkey = REMOTE_RKEY;
+	er->length = er->step = READ_LEN;
+	er->signaled = true;
+	er->local.n = 1;
+	er->local.seg[0].fd = CLIENT_FD;
+	er->local.seg[0].addr = (uintptr_t)local_mem;
+	er->local.seg[0].len = sizeof(local_mem);
+	er->local.total = sizeof(local_mem);
+}
+
+/* A WRITE of WRITE_LEN bytes from local_mem + at to REMOTE_VA + at. */
+static void write_req(struct eng_req *er, uint64_t at)
+{
+	memset(er, 0, sizeof(*er));
+	er->w.opcode = IBV_WR_RDMA_WRITE;
+	er->w.remote_addr = REMOTE_VA + at;
+	er->w.rkey = REMOTE_RKEY;
+	er->length = er->step = WRITE_LEN;
+	er->signaled = true;
+	er->local.n = 1;
+	er->local.seg[0].fd = CLIENT_FD;
+	er->local.seg[0].addr = (uintptr_t)(local_mem + at);
+	er->local.seg[0].len = WRITE_LEN;
+	er->local.total = WRITE_LEN;
+}
+
+/* Sent packet i, decoded (payload pointing into sent[i]). */
+static void decode(unsigned int i, struct roce_ip *ip, struct roce_pkt *p)
+{
+	size_t off, len;
+
+	ck_assert_uint_lt(i, nsent);
+	ck_assert_int_eq(roce_parse_ip(sent[i].buf, sent[i].len, ip, &off, &len), 0);
+	ck_assert(roce_icrc_ok(sent[i].buf, off + len));
+	ck_assert_int_eq(roce_decode(sent[i].buf + off, len, p), 0);
+}
+
+/*
+ * Hand sent packets idx[0..n-1] to the QPs they were for, as one batch of
+ * the receive thread: WRITE payloads land in runs by the batch's end.
+ */
+static void deliver_batch(const unsigned int *idx, unsigned int n)
+{
+	unsigned int i;
+
+	roce_rx_self = &rd;
+	for (i = 0; i < n; i++) {
+		struct roce_ip ip;
+		struct roce_pkt p;
+
+		decode(idx[i], &ip, &p);
+		roce_rc_rx(&rd, p.dest_qp == req_qp.qp_num ? &req_qp : &resp_qp,
+			   &ip, &p);
+	}
+	roce_wrun_flush(&rd);
+	roce_rx_self = NULL;
+}
+
+static void deliver(unsigned int i)
+{
+	deliver_batch(&i, 1);
+}
+
+/* The engine's call for the WQE in front of the requester's queue. */
+static enum eng_resp call(const struct eng_req *er)
+{
+	uint8_t rnr = 0;
+
+	return roce_rc_send(NULL, &req_qp, er, &rnr);
+}
+
+static void expect_pkt(unsigned int i, uint8_t opcode, uint32_t psn)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	decode(i, &ip, &p);
+	ck_assert_uint_eq(p.opcode, opcode);
+	ck_assert_uint_eq(p.psn, psn);
+}
+
+static void expect_read_request(unsigned int i, uint32_t psn, uint64_t va,
+				uint32_t len)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	decode(i, &ip, &p);
+	ck_assert_uint_eq(p.opcode, ROCE_RC_RDMA_READ_REQUEST);
+	ck_assert_uint_eq(p.dest_qp, 0x22);
+	ck_assert_uint_eq(p.psn, psn);
+	ck_assert_uint_eq(p.reth.va, va);
+	ck_assert_uint_eq(p.reth.rkey, REMOTE_RKEY);
+	ck_assert_uint_eq(p.reth.len, len);
+}
+
+/* ---- the tests ----------------------------------------------------------------- */
+
+START_TEST(read_hole_retried_at_once_from_it)
+{
+	struct eng_req er;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 1);
+	expect_read_request(0, 0xFFFFFE, REMOTE_VA, READ_LEN);
+
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);		/* PSNs FFFFFE, FFFFFF, 0, 1 */
+	expect_pkt(1, ROCE_RC_READ_RESPONSE_FIRST, 0xFFFFFE);
+	expect_pkt(4, ROCE_RC_READ_RESPONSE_LAST, 1);
+
+	/* the second response is lost; the third shows the hole at once */
+	deliver(1);
+	ck_assert_uint_eq(answered, 0);
+	deliver(3);
+	ck_assert_uint_eq(answered, 1);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+	/* the last one, past the same hole, asks for nothing more */
+	deliver(4);
+	ck_assert_uint_eq(answered, 1);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+
+	/* the engine's next call asks again, long before the timeout */
+	first = nsent;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, first + 1);
+	expect_read_request(first, 0xFFFFFF, REMOTE_VA + 1024, READ_LEN - 1024);
+	/* and only once */
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, first + 1);
+
+	/* a duplicate to the responder: it replays responses 1..3 only */
+	deliver(first);
+	ck_assert_uint_eq(nsent, first + 4);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+	expect_pkt(first + 1, ROCE_RC_READ_RESPONSE_MIDDLE, 0xFFFFFF);
+	expect_pkt(first + 3, ROCE_RC_READ_RESPONSE_LAST, 1);
+
+	deliver(first + 1);
+	deliver(first + 2);
+	deliver(first + 3);
+	ck_assert_uint_eq(answered, 2);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+	ck_assert_uint_eq(local_mem[READ_LEN], 0);
+
+	/* a late copy of the old last response starts nothing */
+	deliver(4);
+	ck_assert_uint_eq(answered, 2);
+}
+END_TEST
+
+START_TEST(read_timeout_asks_for_the_rest_only)
+{
+	struct eng_req er;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+
+	/* the last two are lost: nothing shows it but the timeout */
+	deliver(1);
+	deliver(2);
+	ck_assert_uint_eq(answered, 0);
+	first = nsent;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, first);
+
+	req_qp.attr.timeout = 1;		/* 8 us */
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+	ck_assert_uint_eq(nsent, first + 1);
+	expect_read_request(first, 0, REMOTE_VA + 2048, READ_LEN - 2048);
+
+	req_qp.attr.timeout = 20;
+	deliver(first);
+	ck_assert_uint_eq(nsent, first + 3);
+	deliver(first + 1);
+	deliver(first + 2);
+	ck_assert_uint_eq(answered, 1);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+}
+END_TEST
+
+START_TEST(read_whole_again_when_nothing_came)
+{
+	struct eng_req er;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	/* the request itself is lost */
+	req_qp.attr.timeout = 1;
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(nsent, 2);
+	expect_read_request(1, 0xFFFFFE, REMOTE_VA, READ_LEN);
+	req_qp.attr.timeout = 20;
+	deliver(1);
+	ck_assert_uint_eq(nsent, 6);
+	deliver(2);
+	deliver(3);
+	deliver(4);
+	deliver(5);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+}
+END_TEST
+
+START_TEST(window_go_back_n_from_the_lost_packet)
+{
+	unsigned int burst[] = { 0, 1, 3, 4, 5 };
+	unsigned int again[] = { 7, 8, 9, 10 };
+	size_t i;
+
+	/* two WRITEs posted: 3000 B each, to REMOTE_VA and REMOTE_VA + 4096 */
+	for (i = 0; i < sizeof(local_mem); i++)
+		local_mem[i] = (uint8_t)(i * 13 + 1);
+	write_req(&sq[0], 0);
+	write_req(&sq[1], 4096);
+	sq_posted = 2;
+	req_qp.sq_head = 0;
+
+	/* the front goes, and the second behind it: six packets in flight */
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 6);
+	expect_pkt(0, ROCE_RC_RDMA_WRITE_FIRST, 0xFFFFFE);
+	expect_pkt(2, ROCE_RC_RDMA_WRITE_LAST, 0);
+	expect_pkt(3, ROCE_RC_RDMA_WRITE_FIRST, 1);
+	expect_pkt(5, ROCE_RC_RDMA_WRITE_LAST, 3);
+
+	/* the first's last packet is lost: the responder NAKs the gap once */
+	deliver_batch(burst, 5);
+	ck_assert_uint_eq(nsent, 7);
+	expect_pkt(6, ROCE_RC_ACKNOWLEDGE, 0);
+	ck_assert_uint_eq(counters[IBVD_PC_OUT_OF_SEQ_REQUEST], 1);
+	/* what came in order landed, in one run, before the NAK went */
+	ck_assert_uint_eq(writevs, 1);
+	ck_assert_mem_eq(remote_mem, local_mem, 2048);
+
+	deliver(6);
+	ck_assert_uint_eq(counters[IBVD_PC_RCVD_SEQ_ERR], 1);
+	ck_assert_uint_eq(answered, 1);
+
+	/* everything from PSN 0 goes again at once, spending no retry */
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 11);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 0);
+	expect_pkt(7, ROCE_RC_RDMA_WRITE_LAST, 0);
+	expect_pkt(8, ROCE_RC_RDMA_WRITE_FIRST, 1);
+	expect_pkt(9, ROCE_RC_RDMA_WRITE_MIDDLE, 2);
+	expect_pkt(10, ROCE_RC_RDMA_WRITE_LAST, 3);
+
+	/* an ACK for each message's end */
+	deliver_batch(again, 4);
+	ck_assert_uint_eq(nsent, 13);
+	expect_pkt(11, ROCE_RC_ACKNOWLEDGE, 0);
+	expect_pkt(12, ROCE_RC_ACKNOWLEDGE, 3);
+	deliver(11);
+	deliver(12);
+
+	/* both done, in order: the front first, then the one behind it */
+	ck_assert_int_eq(call(&sq[0]), RESP_OK);
+	req_qp.sq_head = 1;
+	ck_assert_int_eq(call(&sq[1]), RESP_OK);
+	ck_assert_uint_eq(nsent, 13);
+	ck_assert_mem_eq(remote_mem, local_mem, WRITE_LEN);
+	ck_assert_mem_eq(remote_mem + 4096, local_mem + 4096, WRITE_LEN);
+	/* the bytes between them untouched */
+	ck_assert_uint_eq(remote_mem[WRITE_LEN], (uint8_t)(WRITE_LEN * 7 + 3));
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("roce_rc");
+	TCase *tc = tcase_create("loss");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, read_hole_retried_at_once_from_it);
+	tcase_add_test(tc, read_timeout_asks_for_the_rest_only);
+	tcase_add_test(tc, read_whole_again_when_nothing_came);
+	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
