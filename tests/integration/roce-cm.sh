@@ -15,7 +15,8 @@
 #   a connect to an address no host answers: no hang, the client fails;
 #   hostile MADs at both QP1s under a running rping (roce-mad-hostile.py);
 #   then rping and ucmatose again with a third of the MADs into A
-#   dropped (the CM's retransmissions).
+#   dropped (the CM's retransmissions); last rping with 2 % of all the
+#   RoCE packets into A dropped (RC's retransmissions, READ included).
 #
 # Every MAD each daemon took is counted by nothing but the outcome: the
 # programs' own checks, their exit status, and the cm_ids both daemons
@@ -271,4 +272,37 @@ ok "nftables dropped $drops MADs on the way into A"
 ip netns exec "$NSA" nft delete table inet ibvdcm
 
 no_ids_left "the lossy runs"
+
+# 2 % of the RoCE packets into A dropped, under rping's READs, WRITEs and
+# SENDs both ways: every ping's data whole, every loss recovered by a
+# retransmission (a lost READ response asked for again at once when a
+# later one shows the gap, a lost ACK or last response at the ACK
+# timeout, 0.5 s with rdma_cm's timeout 17; a lost MAD at the CM's).
+# TMO stays four times the default, as the lossy MADs above set it.
+ip netns exec "$NSA" nft -f - <<-EOF || fail "nft in $NSA"
+table inet ibvdloss {
+	chain in {
+		type filter hook input priority 0;
+		udp dport 4791 numgen random mod 100 < 2 counter drop
+	}
+}
+EOF
+retries() {
+	local sock n=0
+	for sock in "$SOCK_A" "$SOCK_B"; do
+		n=$((n + $(SOCK=$sock ibvctl -j statistic show link roce0/1 | "$PYTHON" -c '
+import json, sys
+print(sum(int(r.get("completer_retry_err", 0)) for r in json.load(sys.stdin)))')))
+	done
+	echo "$n"
+}
+retry0=$(retries)
+rping_across "rping -V, 50 pings of 4000 B, 2 % of the packets into A lost" 7040 50 4000
+retry1=$(retries)
+drops=$(ip netns exec "$NSA" nft list table inet ibvdloss | grep -o 'packets [0-9]*' | head -n 1 | cut -d' ' -f2)
+[ "${drops:-0}" -gt 0 ] || fail "nftables dropped no packet: the loss case tested nothing"
+[ "$retry1" -gt "$retry0" ] || fail "$drops packets lost and no retry ($retry0 -> $retry1)"
+ok "rping through $drops lost packets: completer_retry_err $retry0 -> $retry1"
+ip netns exec "$NSA" nft delete table inet ibvdloss
+no_ids_left "the lossy rping"
 ok "$NRUN connections across the wire passed"

@@ -8,11 +8,11 @@
 # and perftest's ib_write_bw, ib_read_bw, ib_atomic_bw and ib_send_lat
 # with -x 1.  Then hostile packets from addresses that are not the
 # connected peer, at the QPs of a running pingpong (roce-hostile.py).
-# Then the same with 2 % of the RoCE packets into one
-# namespace dropped by nftables: the data still arrives whole, and the
-# counters show what the wire did (PSN sequence NAKs, retries).  Last, a
-# peer whose link goes down mid-transfer: its partner's sends end with
-# IBV_WC_RETRY_EXC_ERR and the daemons stay up.
+# Then the same with 2 % of the RoCE packets into one namespace dropped
+# by nftables, ib_read_bw's READs too: the data still arrives whole, and
+# the counters show what the wire did (PSN sequence NAKs, READ retries).
+# Last, a peer whose link goes down mid-transfer: its partner's sends end
+# with IBV_WC_RETRY_EXC_ERR and the daemons stay up.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -156,6 +156,17 @@ if command -v nft >/dev/null 2>&1; then
 		/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 100 -c
 	if command -v ib_write_bw >/dev/null 2>&1; then
 		across "ib_write_bw 64 KiB, lossy" "$PT_RE" ib_write_bw -d roce0 -x 1 -s 65536 -n 200
+	fi
+	# READs of 64 responses each, the client in B reading: most lose
+	# one on the way in, and each asks again from the first lost one at
+	# once (a whole new READ at every timeout would run out of retries).
+	if command -v ib_read_bw >/dev/null 2>&1; then
+		retry0=$(counter completer_retry_err)
+		across "ib_read_bw 64 KiB, lossy" "$PT_RE" ib_read_bw -d roce0 -x 1 -s 65536 -n 200
+		retry1=$(counter completer_retry_err)
+		[ "$retry1" -gt "$retry0" ] ||
+			fail "no READ retry in $NSB after a lossy ib_read_bw ($retry0 -> $retry1)"
+		ok "ib_read_bw: completer_retry_err $retry0 -> $retry1 in $NSB"
 	fi
 	seq1=$(counter out_of_seq_request)
 	drops=$(ip netns exec "$NSB" nft list table inet ibvdloss | grep -c drop)
