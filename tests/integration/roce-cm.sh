@@ -9,7 +9,7 @@
 #
 #   rping -V (data checked), ucmatose (10 RC connections with data),
 #   udaddy (UD, SIDR), rdma_server/rdma_client (rdma_create_ep),
-#   perftest's ib_send_bw -R and ib_read_lat -R;
+#   perftest's ib_send_bw -R;
 #   rping -V over IPv6, to a global and to a link-local address;
 #   a connect to a port nobody listens on: REJ, "Connection refused";
 #   a connect to an address no host answers: no hang, the client fails;
@@ -147,10 +147,6 @@ if command -v ib_send_bw >/dev/null 2>&1; then
 		'^ *65536 +200 ' '^ *65536 +200 ' \
 		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 -- \
 		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 "$IPA"
-	cm_across "perftest over the RDMA CM: ib_read_lat -R" 7031 \
-		'RDMA_Read Latency Test' '^ *2 +200 ' \
-		ib_read_lat -R -d roce0 -s 2 -n 200 -p 7031 -- \
-		ib_read_lat -R -d roce0 -s 2 -n 200 -p 7031 "$IPA"
 fi
 
 # have_gid NS SOCK ADDR: until NS's roce0 lists ADDR's GID, as Debian's
