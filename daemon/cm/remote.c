@@ -286,6 +286,17 @@ static void sidr_answer_stranger(const struct ibvd_mad *in,
 	answer_stranger(in, &m);
 }
 
+/* The user's private data into a message's field of room bytes. */
+static void pdata_copy(uint8_t *field, size_t room, const uint8_t *pdata,
+		       size_t len)
+{
+	if (len > room)
+		len = room;
+	/* memcpy's source may not be NULL, even for no bytes */
+	if (len)
+		memcpy(field, pdata, len);
+}
+
 /* A REQ's or SIDR REQ's private data: rdma_cm's header, then the user's. */
 static size_t request_pdata(const struct ibvd_cm_id *a, const uint8_t *pdata,
 			    size_t len, uint8_t *out, size_t room)
@@ -296,10 +307,7 @@ static size_t request_pdata(const struct ibvd_cm_id *a, const uint8_t *pdata,
 			       (const struct sockaddr *)&a->dst) < 0)
 		return 0;
 	cma_hdr_encode(&h, out);
-	if (len > room - CMA_HDR_LEN)
-		len = room - CMA_HDR_LEN;
-	if (len)
-		memcpy(out + CMA_HDR_LEN, pdata, len);
+	pdata_copy(out + CMA_HDR_LEN, room - CMA_HDR_LEN, pdata, len);
 	return room;
 }
 
@@ -389,7 +397,7 @@ void cm_wire_accept(struct ibvd_cm_id *c, const uint8_t *pdata, size_t len)
 		m.sidr_rep.qpn = p->qp_num;
 		m.sidr_rep.service_id = w->service_id;
 		m.sidr_rep.qkey = p->qkey;
-		memcpy(m.sidr_rep.pdata, pdata, len);
+		pdata_copy(m.sidr_rep.pdata, IBCM_SIDR_REP_PDATA, pdata, len);
 		/* SIDR is one exchange: the REP is kept for duplicates only. */
 		c->phase = CM_PH_CLOSED;
 		wire_send(w, &m, 0);
@@ -408,7 +416,7 @@ void cm_wire_accept(struct ibvd_cm_id *c, const uint8_t *pdata, size_t len)
 	m.rep.rnr_retry_count = p->rnr_retry_count;
 	m.rep.srq = p->srq;
 	m.rep.local_ca_guid = c->dev ? c->dev->node_guid : 0;
-	memcpy(m.rep.pdata, pdata, len);
+	pdata_copy(m.rep.pdata, IBCM_REP_PDATA, pdata, len);
 	wire_send(w, &m, ibcm_req_wait_ms(CM_PACKET_LIFETIME,
 					  w->peer_response_timeout));
 }
@@ -424,10 +432,7 @@ static void send_rej(struct cm_wire *w, uint8_t msg, uint16_t reason,
 	m.rej.remote_comm_id = w->remote_comm_id;
 	m.rej.msg_rejected = msg;
 	m.rej.reason = reason;
-	if (len > IBCM_REJ_PDATA)
-		len = IBCM_REJ_PDATA;
-	if (len)
-		memcpy(m.rej.pdata, pdata, len);
+	pdata_copy(m.rej.pdata, IBCM_REJ_PDATA, pdata, len);
 	wire_send(w, &m, 0);
 }
 
@@ -440,10 +445,7 @@ static void send_sidr_refusal(struct cm_wire *w, uint8_t status,
 	m.sidr_rep.request_id = w->remote_comm_id;
 	m.sidr_rep.status = status;
 	m.sidr_rep.service_id = w->service_id;
-	if (len > IBCM_SIDR_REP_PDATA)
-		len = IBCM_SIDR_REP_PDATA;
-	if (len)
-		memcpy(m.sidr_rep.pdata, pdata, len);
+	pdata_copy(m.sidr_rep.pdata, IBCM_SIDR_REP_PDATA, pdata, len);
 	wire_send(w, &m, 0);
 }
 
