@@ -9,6 +9,7 @@ daemon_ibverbsd_SOURCES = \
 	daemon/main.c \
 	daemon/reload.c daemon/reload.h \
 	daemon/devices.c daemon/devices.h \
+	daemon/devlinks.c daemon/devlinks.h \
 	daemon/netdev.c daemon/netdev.h \
 	daemon/netdev_watch.c daemon/netdev_watch.h \
 	daemon/request.c daemon/request.h

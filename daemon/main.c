@@ -27,6 +27,7 @@
 #include "frame.h"
 #include "log.h"
 #include "netdev_watch.h"
+#include "devlinks.h"
 #include "reload.h"
 #include "request.h"
 #include "server/daemon.h"
@@ -38,13 +39,14 @@
 
 #define EXIT_USAGE	2
 
-enum { OPT_SOCKET = 256, OPT_SYSTEMD };
+enum { OPT_SOCKET = 256, OPT_SYSTEMD, OPT_DEVICE_LINKS };
 
 static const struct option long_options[] = {
 	{ "foreground",	no_argument,		NULL, 'f' },
 	{ "config",	required_argument,	NULL, 'c' },
 	{ "socket",	required_argument,	NULL, OPT_SOCKET },
 	{ "systemd",	no_argument,		NULL, OPT_SYSTEMD },
+	{ "device-links", required_argument,	NULL, OPT_DEVICE_LINKS },
 	{ "verbose",	no_argument,		NULL, 'v' },
 	{ "help",	no_argument,		NULL, 'h' },
 	{ "version",	no_argument,		NULL, 'V' },
@@ -56,12 +58,14 @@ struct options {
 	const char *config;
 	const char *socket;
 	int systemd;
+	const char *device_links;	/* "make", "remove": one shot */
 	unsigned int verbosity;
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ibverbsd [-fv] [-c file] [--socket path] [--systemd]\n");
+	fprintf(f, "usage: ibverbsd [-fv] [-c file] [--socket path] [--systemd]\n"
+		   "       ibverbsd [-c file] --device-links make|remove\n");
 }
 
 static void parse_options(int argc, char **argv, struct options *opts)
@@ -74,6 +78,7 @@ static void parse_options(int argc, char **argv, struct options *opts)
 		case 'c':		opts->config = optarg; break;
 		case OPT_SOCKET:	opts->socket = optarg; break;
 		case OPT_SYSTEMD:	opts->systemd = 1; break;
+		case OPT_DEVICE_LINKS:	opts->device_links = optarg; break;
 		case 'v':		opts->verbosity++; break;
 		case 'h':
 			usage(stdout);
@@ -86,6 +91,12 @@ static void parse_options(int argc, char **argv, struct options *opts)
 			usage(stderr);
 			exit(EXIT_USAGE);
 		}
+	}
+	if (opts->device_links && strcmp(opts->device_links, "make") != 0 &&
+	    strcmp(opts->device_links, "remove") != 0) {
+		fprintf(stderr, "ibverbsd: --device-links takes make or remove\n");
+		usage(stderr);
+		exit(EXIT_USAGE);
 	}
 	if (optind < argc) {
 		fprintf(stderr, "ibverbsd: unexpected argument '%s'\n", argv[optind]);
@@ -256,6 +267,7 @@ static void prepare(struct ibvd_daemon *d)
 				 &d->next_ifindex, &removed, err, sizeof(err));
 	if (ret < 0)
 		fatal_startup(-ret, err);
+	ibvd_devlinks_sync(IBVD_DEVLINKS_DIR, &d->devices, d->cfg->device_links);
 	path = d->socket_arg ? d->socket_arg :
 	       d->cfg->socket_path ? d->cfg->socket_path : IBVERBSD_DEFAULT_SOCKET;
 	ret = ibvd_server_open(&d->server, path, d->cfg->socket_mode,
@@ -303,6 +315,7 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	ibvd_engine_stop();
 	ibvd_netdev_watch_free(d->netdev_watch);
 	ibvd_cm_stop();
+	ibvd_devlinks_remove_all();
 	free_devices(d);
 	ibvd_notify_free(d->notify);
 	free_signals(sigs);
@@ -314,6 +327,24 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	free((char *)d->config_arg);
 	free((char *)d->socket_arg);
 	libevent_global_shutdown();
+}
+
+/* ibverbsd --device-links make|remove: the links alone, then exit. */
+static int device_links_oneshot(struct ibvd_daemon *d, bool make)
+{
+	char err[512];
+	int ret;
+
+	d->cfg = ibvd_daemon_load_config(d, err, sizeof(err));
+	if (!d->cfg) {
+		log_err("%s", err);
+		return EXIT_FAILURE;
+	}
+	ret = ibvd_devlinks_oneshot(IBVD_DEVLINKS_DIR, d->cfg, make);
+	ibvd_config_free(d->cfg);
+	free((char *)d->config_arg);
+	free((char *)d->socket_arg);
+	return ret < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 int main(int argc, char **argv)
@@ -337,6 +368,8 @@ int main(int argc, char **argv)
 	d.socket_arg = opts.socket ? absolute_path(opts.socket) : NULL;
 	if ((opts.config && !d.config_arg) || (opts.socket && !d.socket_arg))
 		fatal_startup(ENOMEM, "out of memory");
+	if (opts.device_links)
+		return device_links_oneshot(&d, strcmp(opts.device_links, "make") == 0);
 	raise_fd_limit();
 	prepare(&d);
 	if (!opts.foreground && !opts.systemd) {

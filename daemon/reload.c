@@ -20,7 +20,9 @@
 #include "cm/cm.h"
 #include "config/config.h"
 #include "devices.h"
+#include "devlinks.h"
 #include "log.h"
+#include "devlinks.h"
 #include "reload.h"
 #include "server/notify.h"
 #include "server/server.h"
@@ -152,6 +154,7 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	ibvd_tenants_apply(cfg);
 	ibvd_config_free(old);
 	drop_removed_devices(&removed);
+	ibvd_devlinks_sync(IBVD_DEVLINKS_DIR, &d->devices, cfg->device_links);
 	announce_changes(d, first_new_ifindex);
 	log_info("configuration reloaded from %s: %u device%s",
 		 ibvd_daemon_config_name(d), d->ndevices, d->ndevices == 1 ? "" : "s");

@@ -1226,10 +1226,42 @@ static int parse_log(struct parser *p, json_t *v, void *cfg)
 	return parse_object(p, v, log_members, ARRAY_SIZE(log_members), cfg);
 }
 
+/* --- the memlock emulation and device links --- */
+
+static int rlimit_memlock(struct parser *p, json_t *v, void *obj)
+{
+	static const char expected[] = "\"enforce\" or \"ignore\"";
+	struct ibvd_config *cfg = obj;
+	const char *s;
+
+	s = get_string(p, v, expected);
+	if (!s)
+		return -EINVAL;
+	if (strcmp(s, "enforce") == 0)
+		cfg->rlimit_memlock_enforce = true;
+	else if (strcmp(s, "ignore") == 0)
+		cfg->rlimit_memlock_enforce = false;
+	else
+		return wrong(p, expected, v);
+	return 0;
+}
+
+static int device_links(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+
+	if (!json_is_boolean(v))
+		return wrong(p, "true or false", v);
+	cfg->device_links = json_is_true(v);
+	return 0;
+}
+
 static const struct member top_members[] = {
 	{ "socket", parse_socket },
 	{ "engine", parse_engine },
 	{ "log", parse_log },
+	{ "rlimit_memlock", rlimit_memlock },
+	{ "device_links", device_links },
 	{ "devices", parse_devices },
 	{ "limits", parse_limits },
 };
@@ -1274,6 +1306,8 @@ static struct ibvd_config *config_new(void)
 	cfg->socket_mode = 0666;
 	cfg->engine_threads = 1;
 	cfg->log_level = IBVD_LOG_INFO;
+	cfg->rlimit_memlock_enforce = true;
+	cfg->device_links = true;
 	cfg->ndevices = 1;
 	set_default_device(&cfg->devices[0], 0);
 	entry_init(&cfg->limit_default);

@@ -5,6 +5,8 @@
  *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
  *   "engine":  { "threads": 1 },
  *   "log":     { "level": "info" },
+ *   "rlimit_memlock": "enforce",
+ *   "device_links": true,
  *   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1, "guid": "auto" },
  *                { "name": "roce0", "netdev": "eth0", "peers": [ "10.0.0.0/8" ] } ],
  *   "limits":  { "default": { "qp": 64, "bandwidth": 1048576,
@@ -25,6 +27,12 @@
  * an interface.  Its "peers" are the CIDRs packets may come from (default:
  * the interface's own subnets).
  *
+ * "rlimit_memlock": "enforce" holds a client's registered memory to its
+ * process's RLIMIT_MEMLOCK, as the kernel would although nothing is
+ * pinned; "ignore" leaves only the tenant quotas ("limits").
+ * "device_links": true makes /dev/infiniband/<device> exist for each
+ * device (a link to /dev/null: UCX looks for a node there).
+ *
  * In daemon/, "config/config.h" is this file; autoconf's is <config.h>.
  *
  * Layer config/: parses and checks this file.  It calls core/ (the limits
@@ -34,6 +42,7 @@
 #ifndef IBVD_CONFIG_H
 #define IBVD_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -136,6 +145,10 @@ struct ibvd_config {
 					 * name that existed at load time */
 	unsigned int engine_threads;	/* default 1 */
 	int log_level;			/* enum ibvd_log_level, default info */
+	bool rlimit_memlock_enforce;	/* "rlimit_memlock": hold clients to
+					 * their RLIMIT_MEMLOCK (default) */
+	bool device_links;		/* /dev/infiniband/<device> links
+					 * (devlinks.h), default true */
 	unsigned int ndevices;
 	struct ibvd_config_device devices[IBVD_MAX_DEVICES];
 	struct ibvd_limit_entry limit_default;	/* nothing set: all "max" */

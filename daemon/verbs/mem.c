@@ -23,7 +23,9 @@
 #include "core/device.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
+#include "config/config.h"
 #include "server/call.h"
+#include "server/daemon.h"
 #include "server/session.h"
 #include "verbs.h"
 
@@ -251,6 +253,8 @@ int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "over the memlock limit of uid %u",
 				       (unsigned int)mem->account->tenant->uid);
+	if (!ibvd_call_daemon(call)->cfg->rlimit_memlock_enforce)
+		goto charge;
 	ret = proc_memlock_limit(mem->pid, &limit);
 	if (ret < 0)
 		goto refuse;

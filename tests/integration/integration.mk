@@ -93,6 +93,7 @@ tests_integration_peers_helper_LDADD = -libverbs
 # verbs-api-helper, on the vt library.
 INTEGRATION_TESTS += \
 	tests/integration/pingpong.sh \
+	tests/integration/memlock-mode.sh \
 	tests/integration/nosyscall.sh \
 	tests/integration/stress.sh \
 	tests/integration/hostile.sh \

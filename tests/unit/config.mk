@@ -25,3 +25,16 @@ EXTRA_DIST += tests/unit/check-man \
 	tests/unit/config/bad-lid.conf \
 	tests/unit/config/bad-overlap.conf \
 	tests/unit/config/bad-guid.conf
+
+# the /dev/infiniband links (daemon/devlinks.c), in a temporary directory
+check_PROGRAMS += tests/unit/test_devlinks
+TESTS += tests/unit/test_devlinks
+tests_unit_test_devlinks_SOURCES = tests/unit/test_devlinks.c \
+	daemon/devlinks.c daemon/devlinks.h \
+	daemon/config/config.c daemon/config/config.h \
+	daemon/config/config_pos.c daemon/config/config_pos.h \
+	daemon/core/roce.c daemon/core/roce.h \
+	daemon/core/device.c daemon/core/device.h
+tests_unit_test_devlinks_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_devlinks_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_devlinks_LDADD = $(UNIT_LIBS) $(JANSSON_LIBS)

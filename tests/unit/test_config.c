@@ -113,6 +113,8 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert_ptr_null(cfg->socket_group);
 	ck_assert_uint_eq(cfg->engine_threads, 1);
 	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
+	ck_assert(cfg->rlimit_memlock_enforce);
+	ck_assert(cfg->device_links);
 	ck_assert_uint_eq(cfg->ndevices, 1);
 	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
 	ck_assert_uint_eq(cfg->devices[0].ports, 1);
@@ -248,6 +250,15 @@ START_TEST(accepted_values)
 	cfg = good("{'devices': [{'guid': 'fedc:BA98:7654:3210', 'lid': 49151}]}");
 	ck_assert_uint_eq(cfg->devices[0].guid, 0xfedcba9876543210ULL);
 	ck_assert_uint_eq(cfg->devices[0].lid, 49151);
+	ibvd_config_free(cfg);
+
+	cfg = good("{'rlimit_memlock': 'ignore', 'device_links': false}");
+	ck_assert(!cfg->rlimit_memlock_enforce);
+	ck_assert(!cfg->device_links);
+	ibvd_config_free(cfg);
+	cfg = good("{'rlimit_memlock': 'enforce', 'device_links': true}");
+	ck_assert(cfg->rlimit_memlock_enforce);
+	ck_assert(cfg->device_links);
 	ibvd_config_free(cfg);
 
 	/* an escaped key is the same key */
@@ -462,6 +473,14 @@ START_TEST(wrong_types)
 		"t.conf:1:15: devices[0].guid: expected \"auto\" or a non-zero \"xxxx:xxxx:xxxx:xxxx\" in hex, got 1");
 	ck_assert_str_eq(load_error(input("bad-lid.conf")),
 		at("bad-lid.conf", ":6:7: devices[0].lid: expected an integer 0..49151, got \"x\""));
+	ck_assert_str_eq(parse_error("{'rlimit_memlock': 'off'}"),
+		"t.conf:1:2: rlimit_memlock: expected \"enforce\" or \"ignore\", got \"off\"");
+	ck_assert_str_eq(parse_error("{'rlimit_memlock': false}"),
+		"t.conf:1:2: rlimit_memlock: expected \"enforce\" or \"ignore\", got false");
+	ck_assert_str_eq(parse_error("{'device_links': 'yes'}"),
+		"t.conf:1:2: device_links: expected true or false, got \"yes\"");
+	ck_assert_str_eq(parse_error("{'device_links': 1}"),
+		"t.conf:1:2: device_links: expected true or false, got 1");
 }
 END_TEST
 
