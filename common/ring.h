@@ -42,6 +42,13 @@
 #define IBVD_RING_SLOTS		(2u * IBVD_PAGE_SIZE)
 
 #define IBVD_RING_MAX_SLOTS	(1u << 16)
+/*
+ * CQs may be larger: middleware sizes one CQ for many peers (libfabric's
+ * ofi_rxm asks for 262,144 entries), and a CQ's slots are read-only to the
+ * client, so its unused part is never more than untouched file pages.
+ * 4 Mi entries of 64 bytes, as large as common NICs allow.
+ */
+#define IBVD_CQ_MAX_SLOTS	(1u << 22)
 
 /* ---- work queues: SQ, RQ, SRQ -------------------------------------- */
 

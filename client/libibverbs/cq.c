@@ -17,7 +17,7 @@ static int map_cq_fd(int fd, uint32_t nslots, struct ibvc_map *map)
 {
 	int ret;
 
-	if (!nslots || (nslots & (nslots - 1)) || nslots > IBVD_RING_MAX_SLOTS)
+	if (!nslots || (nslots & (nslots - 1)) || nslots > IBVD_CQ_MAX_SLOTS)
 		return -EPROTO;
 	ret = ibvc_map_fd(fd, ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), map);
 	if (ret < 0)

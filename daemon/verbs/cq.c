@@ -29,7 +29,7 @@ static uint32_t cq_slots(const struct ibvd_context *ctx, uint32_t cqe)
 	if (cqe < 1 || cqe > lim.max_cqe)
 		return 0;
 	n = ibvd_roundup_pow2(cqe);
-	return n <= IBVD_RING_MAX_SLOTS ? n : 0;
+	return n <= IBVD_CQ_MAX_SLOTS ? n : 0;
 }
 
 /* A new, empty CQ ring; *fd for the reply. */

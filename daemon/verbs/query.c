@@ -33,7 +33,7 @@
 #define IBVD_MAX_SGE		32
 #define IBVD_MAX_CQ		65536
 /* A CQ is one ring: it cannot hold more CQEs than a ring has slots. */
-#define IBVD_MAX_CQE		IBVD_RING_MAX_SLOTS
+#define IBVD_MAX_CQE		(IBVD_CQ_MAX_SLOTS - 1)
 #define IBVD_MAX_MR		262144
 #define IBVD_MAX_MW		65536
 #define IBVD_MAX_MR_SIZE	(1ull << 40)
