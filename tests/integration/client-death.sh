@@ -19,13 +19,6 @@ rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/s
 # The daemon's own object counts, if ibvctl has them ("" otherwise).
 resources() { ibvctl -j resource show 2>/dev/null || true; }
 
-free_port() {
-	"$PYTHON" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])' || fail "cannot pick a free TCP port"
-}
-
 # prog_pid PID NAME: the process called NAME among PID's descendants (a
 # background run_debian is a subshell, timeout(1), then the program).
 prog_pid() {

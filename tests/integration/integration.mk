@@ -94,6 +94,7 @@ tests_integration_peers_helper_LDADD = -libverbs
 INTEGRATION_TESTS += \
 	tests/integration/pingpong.sh \
 	tests/integration/memlock-mode.sh \
+	tests/integration/ucx.sh \
 	tests/integration/nosyscall.sh \
 	tests/integration/stress.sh \
 	tests/integration/hostile.sh \

@@ -280,6 +280,41 @@ daemon_alive() {
 	fi
 }
 
+# ---- TCP rendezvous -------------------------------------------------------
+
+# free_port: a TCP port nobody listens on or is connected from now (the
+# kernel picks it; the program given it binds it a moment later), never
+# one this test handed out before.
+USED_PORTS=" "
+free_port() {
+	local p
+	for _ in $(seq 20); do
+		p=$("$PYTHON" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])') || fail "cannot pick a free TCP port"
+		case $USED_PORTS in
+		*" $p "*) continue ;;
+		esac
+		USED_PORTS="$USED_PORTS$p "
+		printf '%s\n' "$p"
+		return 0
+	done
+	fail "no unused TCP port after 20 tries"
+}
+
+# wait_tcp_listen PORT PID: until something listens on TCP PORT (0), or
+# PID exits first (1).
+wait_tcp_listen() {
+	local port=$1 pid=$2
+	for _ in $(seq $((TMO * 20))); do
+		[ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
+		pid_running "$pid" || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
 # ---- clients -------------------------------------------------------------
 
 # run_as UID CMD...: run CMD as UID/GID (no supplementary groups), in $T,

@@ -30,37 +30,6 @@ MEMLOCK=65536
 # (milliseconds), and 1000 iterations take seconds.  Generous bounds.
 TMO=$((TMO * 3))
 
-# free_port: a TCP port nobody listens on or is connected from now (the
-# kernel picks it; the pingpong server binds it a moment later).
-USED_PORTS=" "
-free_port() {
-	local p
-	for _ in $(seq 20); do
-		p=$("$PYTHON" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])') || fail "cannot pick a free TCP port"
-		case $USED_PORTS in
-		*" $p "*) continue ;;
-		esac
-		USED_PORTS="$USED_PORTS$p "
-		printf '%s\n' "$p"
-		return 0
-	done
-	fail "no unused TCP port after 20 tries"
-}
-
-# wait_listen PORT PID: until something listens on PORT (or PID exits).
-wait_listen() {
-	local port=$1 pid=$2
-	for _ in $(seq $((TMO * 20))); do
-		[ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
-		pid_running "$pid" || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
 # memlock_for ARGS...: the limit for a run: 64 KiB, or the page-rounded
 # message size when that is larger.
 memlock_for() {
@@ -101,7 +70,7 @@ pp() {
 	run_debian "$USER1" prlimit --memlock="$lim" "$bin" -p "$port" "$@" >"$s" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
-	if ! wait_listen "$port" "$spid"; then
+	if ! wait_tcp_listen "$port" "$spid"; then
 		wait_exit "$spid" 1
 		show "server" "$s"
 		fail "$what: the server never listened on port $port"

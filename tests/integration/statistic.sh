@@ -124,22 +124,6 @@ expect_grep '^link ibvd1/1 sent_pkts 0 ' "$O/user" "statistic show as uid $USER1
 ok "uid $USER1 reads them"
 
 # ---- ibv_rc_pingpong across two devices ------------------------------------------------
-free_port() {
-	"$PYTHON" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])' || fail "cannot pick a free TCP port"
-}
-
-wait_listen() {
-	for _ in $(seq $((TMO * 20))); do
-		[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && return 0
-		pid_running "$2" || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
 # server_client NAME "SERVER ARGS" "CLIENT ARGS": a TCP-rendezvous pair of
 # Debian programs (pingpong, perftest), server as $USER1, client as $USER2.
 server_client() {
@@ -149,7 +133,7 @@ server_client() {
 	run_debian "$USER1" $sargs -p "$port" >"$O/$name.server" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
-	wait_listen "$port" "$spid" || { show server "$O/$name.server"; fail "$name: the server never listened"; }
+	wait_tcp_listen "$port" "$spid" || { show server "$O/$name.server"; fail "$name: the server never listened"; }
 	# shellcheck disable=SC2086
 	run_debian "$USER2" $cargs -p "$port" localhost >"$O/$name.client" 2>&1
 	rc_c=$?

@@ -1,0 +1,110 @@
+#!/bin/bash
+# UCX over ibverbsd (issue 11): Debian's unmodified UCX 1.13 (ucx-utils)
+# through ibverbsd-run, between uid 1001 (server) and uid 1002 (client).
+#   - the daemon makes /dev/infiniband/DEV, which UCX requires, and removes
+#     it when it stops; with "device_links": false UCX does not list DEV;
+#   - ucx_info -d lists rc_verbs and ud_verbs on DEV:1;
+#   - ucx_perftest tag_lat, tag_bw, ucp_put_bw, ucp_get with UCX_TLS=rc_v
+#     (rc_verbs with ud_verbs for wireup: UCX 1.13 cannot connect rc_verbs
+#     alone) and with ud_v, and the UCT test am_lat on rc_verbs and
+#     ud_verbs; each run ends with its "Final:" line on both sides, and the
+#     device's packet counter shows the traffic went through the daemon.
+# UCX registers tens of MiB at start, over this machine's 8 MiB
+# RLIMIT_MEMLOCK: the daemon runs with "rlimit_memlock": "ignore".
+. "$(dirname "$0")/lib.sh"
+
+need_cmd ucx_info ucx_perftest ss
+ibvd_init
+is_root || skip "needs root to run clients as uids $USER1 and $USER2"
+O=$T/out
+mkdir -p "$O"
+# A name of our own: other tests' daemons make /dev/infiniband/ibvd0.
+DEV=ucx$$
+LINK=/dev/infiniband/$DEV
+ITERS=2000
+[ -n "$SANITIZERS" ] && ITERS=300
+
+# write_conf LINKS: the configuration, with "device_links" LINKS
+write_conf() {
+	cat >"$T/ucx.conf" <<-EOF
+	{
+	  "socket": { "path": "$SOCK" },
+	  "rlimit_memlock": "ignore",
+	  "device_links": $1,
+	  "devices": [ { "name": "$DEV" } ]
+	}
+	EOF
+	chmod 644 "$T/ucx.conf"
+}
+
+sent_pkts() {
+	ibvctl statistic show link "$DEV/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
+}
+
+check "without device links UCX does not list $DEV"
+write_conf false
+daemon_start -c "$T/ucx.conf"
+daemon_wait_ready
+[ ! -e "$LINK" ] || fail "$LINK exists with device_links false"
+run_debian "$USER1" ucx_info -d >"$O/info-nolink" 2>&1 || { show ucx_info "$O/info-nolink"; fail "ucx_info -d"; }
+expect_no_grep "Device: $DEV:1" "$O/info-nolink" "ucx_info -d without $LINK"
+ok "not listed"
+daemon_stop
+
+check "the daemon makes $LINK; ucx_info -d lists rc_verbs and ud_verbs on it"
+write_conf true
+daemon_start -c "$T/ucx.conf"
+daemon_wait_ready
+[ -L "$LINK" ] && [ -c "$LINK" ] || fail "$LINK is not a link to a character device"
+run_debian "$USER1" ucx_info -d >"$O/info" 2>&1 || { show ucx_info "$O/info"; fail "ucx_info -d"; }
+for tl in rc_verbs ud_verbs; do
+	grep -A1 "Transport: $tl\$" "$O/info" | grep -q "Device: $DEV:1\$" ||
+		{ show ucx_info "$O/info"; fail "ucx_info -d lists no $tl on $DEV:1"; }
+done
+ok "rc_verbs and ud_verbs on $DEV:1"
+
+# perftest TLS TEST ARGS...: ucx_perftest TEST, server uid 1001, client uid
+# 1002, both with UCX_TLS=TLS on DEV:1.
+NRUN=0
+perftest() {
+	local tls=$1 test=$2 port spid rc_s rc_c s c before after what
+	shift 2
+	NRUN=$((NRUN + 1))
+	s=$O/$NRUN.server
+	c=$O/$NRUN.client
+	what="ucx_perftest -t $test${*:+ $*} (UCX_TLS=$tls)"
+	check "$what"
+	port=$(free_port) || exit 1
+	before=$(sent_pkts)
+	local env=(env UCX_TLS="$tls" UCX_NET_DEVICES="$DEV:1")
+	run_debian "$USER1" "${env[@]}" ucx_perftest -p "$port" -t "$test" -n "$ITERS" "$@" >"$s" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	wait_tcp_listen "$port" "$spid" || { show server "$s"; fail "$what: the server never listened"; }
+	run_debian "$USER2" "${env[@]}" ucx_perftest -p "$port" -t "$test" -n "$ITERS" "$@" 127.0.0.1 >"$c" 2>&1
+	rc_c=$?
+	wait_exit "$spid" "$TMO" && rc_s=$EXIT_STATUS || { kill -TERM "$spid"; rc_s=124; }
+	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
+		show "server (uid $USER1)" "$s"
+		show "client (uid $USER2)" "$c"
+		fail "$what: server exited $rc_s, client $rc_c"
+	fi
+	expect_grep "^Final: +$ITERS " "$c" "$what: the client's result"
+	after=$(sent_pkts)
+	[ "$after" -gt "$before" ] || fail "$what: no packets through $DEV ($before -> $after)"
+	ok "$what: $(grep '^Final:' "$c" | tr -s ' '); $((after - before)) packets"
+}
+
+for tls in rc_v,self ud_v,self; do
+	for test in tag_lat tag_bw ucp_put_bw ucp_get; do
+		perftest "$tls" "$test"
+	done
+done
+perftest rc_v,self am_lat -d "$DEV:1" -x rc_verbs
+perftest ud_v,self am_lat -d "$DEV:1" -x ud_verbs
+daemon_alive "after UCX"
+
+check "the link goes with the daemon"
+daemon_stop
+[ ! -e "$LINK" ] && [ ! -L "$LINK" ] || fail "$LINK left behind"
+ok "$LINK removed"
