@@ -95,6 +95,7 @@ INTEGRATION_TESTS += \
 	tests/integration/pingpong.sh \
 	tests/integration/memlock-mode.sh \
 	tests/integration/ucx.sh \
+	tests/integration/libfabric.sh \
 	tests/integration/nosyscall.sh \
 	tests/integration/stress.sh \
 	tests/integration/hostile.sh \

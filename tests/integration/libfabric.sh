@@ -1,0 +1,87 @@
+#!/bin/bash
+# libfabric over ibverbsd (issue 11): Debian's unmodified libfabric 1.17
+# (libfabric-bin) through ibverbsd-run, between uid 1001 (server) and uid
+# 1002 (client).  fi_info lists the verbs provider's FI_EP_MSG and
+# FI_EP_DGRAM domains and verbs;ofi_rxm's FI_EP_RDM on our device;
+# fi_pingpong runs over FI_EP_MSG (rdma_cm, RC) and FI_EP_RDM (ofi_rxm on
+# verbs), every buffer checked (-c), both
+# sides exit 0, and the device's packet counter shows the traffic.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd fi_info fi_pingpong fi_strerror ss
+ibvd_init
+is_root || skip "needs root to run clients as uids $USER1 and $USER2"
+O=$T/out
+mkdir -p "$O"
+DEV=ibvd0
+ITERS=500
+[ -n "$SANITIZERS" ] && ITERS=100
+
+# ofi_rxm sizes its CQs and buffers for many peers: over the 8 MiB
+# RLIMIT_MEMLOCK of this machine, so the rlimit is not emulated here.
+cat >"$T/fi.conf" <<-EOF
+{
+  "socket": { "path": "$SOCK" },
+  "rlimit_memlock": "ignore",
+  "devices": [ { "name": "$DEV" } ]
+}
+EOF
+chmod 644 "$T/fi.conf"
+daemon_start -c "$T/fi.conf"
+daemon_wait_ready
+
+sent_pkts() {
+	ibvctl statistic show link "$DEV/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
+}
+
+check "fi_info: the verbs provider and verbs;ofi_rxm on $DEV"
+run_debian "$USER1" fi_info -p verbs >"$O/info" 2>&1 || { show fi_info "$O/info"; fail "fi_info -p verbs"; }
+for want in "verbs $DEV FI_EP_MSG" "verbs $DEV-dgram FI_EP_DGRAM" "verbs;ofi_rxm $DEV FI_EP_RDM"; do
+	awk '/^provider:/{p=$2} /^ *domain:/{d=$2} /^ *type:/{print p, d, $2}' "$O/info" |
+		grep -qx "$want" || { show fi_info "$O/info"; fail "fi_info lists no '$want'"; }
+done
+ok "$(awk '/^provider:/{p=$2} /^ *domain:/{d=$2} /^ *type:/{print p "/" d "/" $2}' "$O/info" | sort -u | tr '\n' ' ')"
+
+check "fi_strerror runs on our library"
+run_debian "$USER1" fi_strerror 22 >"$O/strerror" 2>&1 || { show fi_strerror "$O/strerror"; fail "fi_strerror 22"; }
+expect_grep "Invalid argument" "$O/strerror" "fi_strerror 22"
+
+# pingpong PROVIDER EP: fi_pingpong, server uid 1001, client uid 1002.
+pingpong() {
+	local prov=$1 ep=$2 port spid rc_s rc_c s c before after what
+	s=$O/${prov#*;}-$ep.server
+	c=$O/${prov#*;}-$ep.client
+	what="fi_pingpong -p '$prov' -e $ep"
+	check "$what"
+	port=$(free_port) || exit 1
+	before=$(sent_pkts)
+	run_debian "$USER1" fi_pingpong -p "$prov" -e "$ep" -B "$port" -I "$ITERS" -c >"$s" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	sleep 1
+	pid_running "$spid" || { show server "$s"; fail "$what: the server exited"; }
+	run_debian "$USER2" fi_pingpong -p "$prov" -e "$ep" -P "$port" -I "$ITERS" -c 127.0.0.1 >"$c" 2>&1
+	rc_c=$?
+	wait_exit "$spid" "$TMO" && rc_s=$EXIT_STATUS || { kill -TERM "$spid"; rc_s=124; }
+	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
+		show "server (uid $USER1)" "$s"
+		show "client (uid $USER2)" "$c"
+		fail "$what: server exited $rc_s, client $rc_c"
+	fi
+	# one result line per size, 64 B to 1 MiB: "bytes iters total time MB/sec usec/xfer Mxfers/sec"
+	for f in "$s" "$c"; do
+		expect_grep "^1m +$ITERS +=" "$f" "$what: the 1 MiB line"
+		expect_no_grep "[Ee]rror|mismatch|corrupt" "$f" "$what: no data error"
+	done
+	after=$(sent_pkts)
+	[ "$after" -gt "$before" ] || fail "$what: no packets through $DEV ($before -> $after)"
+	ok "$what: $(grep -E '^(64|1m) ' "$c" | tr -s ' ' | tr '\n' ';') $((after - before)) packets"
+}
+
+pingpong verbs msg
+pingpong "verbs;ofi_rxm" rdm
+# RDM over UD datagrams, slow (ofi_rxd's own windows): fewer iterations
+ITERS=$((ITERS / 5))
+pingpong "verbs;ofi_rxd" rdm
+daemon_alive "after libfabric"
+daemon_stop
