@@ -65,7 +65,7 @@ tests_integration_verbs_api_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 
 # install-check.sh runs from scripts/test against a `make install`ed prefix.
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh \
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/mpi/mpi-pingpong.c \
 	tests/integration/roce-hostile.py tests/integration/netns.sh \
 	tests/integration/roce-mad-hostile.py \
 	tests/integration/notify-listen.py tests/integration/install-check.sh
@@ -96,6 +96,7 @@ INTEGRATION_TESTS += \
 	tests/integration/memlock-mode.sh \
 	tests/integration/ucx.sh \
 	tests/integration/libfabric.sh \
+	tests/integration/mpi.sh \
 	tests/integration/nosyscall.sh \
 	tests/integration/stress.sh \
 	tests/integration/hostile.sh \
