@@ -52,6 +52,8 @@ static const struct ibvd_request_type request_types[] = {
 	  CTX, ibvd_req_rereg_mr },
 	{ IBVD_MSG_DEREG_MR, "DEREG_MR", &ibvd__handle__descriptor, 0,
 	  CTX, ibvd_req_dereg_mr },
+	{ IBVD_MSG_ADVISE_MR, "ADVISE_MR", &ibvd__advise_mr__descriptor, 0,
+	  CTX, ibvd_req_advise_mr },
 	{ IBVD_MSG_ALLOC_MW, "ALLOC_MW", &ibvd__alloc_mw__descriptor, 0,
 	  CTX, ibvd_req_alloc_mw },
 	{ IBVD_MSG_DEALLOC_MW, "DEALLOC_MW", &ibvd__handle__descriptor, 0,

@@ -52,6 +52,7 @@ static const struct verbs_context context_template = {
 	.create_cq_ex = ibvc_create_cq_ex_op,
 	.create_qp_ex = ibvc_create_qp_ex_op,
 	.create_srq_ex = ibvc_create_srq_ex_op,
+	.advise_mr = ibvc_advise_mr_op,
 	.close_xrcd = ibvc_close_xrcd_unsupported,
 	.sz = sizeof(struct verbs_context),
 	.context = {

@@ -373,6 +373,8 @@ int ibvc_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int ibvc_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr);
 int ibvc_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		      uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 /*
  * The CQ consumer both poll APIs share (poll.c), under the CQ lock: take
  * the next CQE into *cqe (false: none), reading the engine's tail into

@@ -12,8 +12,10 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
@@ -235,5 +237,91 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
 	free(mr);
+	return 0;
+}
+
+/* ---- ibv_advise_mr -------------------------------------------------------- */
+
+/* Populate [addr, addr + len) of our own address space (Linux 5.14+). */
+static int populate(uint64_t addr, uint32_t len, bool write)
+{
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ	22
+#define MADV_POPULATE_WRITE	23
+#endif
+	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = addr & ~(psz - 1);
+	uint64_t end = (addr + len + psz - 1) & ~(psz - 1);
+
+	if (!len)
+		return 0;
+	if (madvise((void *)(uintptr_t)start, end - start,
+		    write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) < 0)
+		return -errno;
+	return 0;
+}
+
+static int advise_on_daemon(struct ibv_pd *pd, uint32_t advice, uint32_t flags,
+			    const struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	Ibvd__AdviseMr req = IBVD__ADVISE_MR__INIT;
+	Ibvd__Sge *sges, **ptrs;
+	uint32_t i;
+	int ret;
+
+	sges = calloc(num_sge, sizeof(*sges));
+	ptrs = calloc(num_sge, sizeof(*ptrs));
+	if (!sges || !ptrs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < num_sge; i++) {
+		ibvd__sge__init(&sges[i]);
+		sges[i].addr = sg_list[i].addr;
+		sges[i].length = sg_list[i].length;
+		sges[i].lkey = sg_list[i].lkey;
+		ptrs[i] = &sges[i];
+	}
+	req.pd = pd->handle;
+	req.advice = advice;
+	req.flags = flags;
+	req.n_sges = num_sge;
+	req.sges = ptrs;
+	ret = ibvd_conn_call(ibvc_conn_of(pd->context), IBVD_MSG_ADVISE_MR,
+			     &req.base, NULL, NULL, NULL, NULL);
+out:
+	free(ptrs);
+	free(sges);
+	return ret;
+}
+
+/*
+ * The daemon checks that every range lies in an on-demand MR of pd; the
+ * prefetch is then ours to do, in our own address space: the engine
+ * reads and writes whatever is mapped when it needs it, so faulting the
+ * pages in now is all a prefetch can save.  It stays advice: a range that
+ * cannot be populated fails the call only when the app asked to wait
+ * (IBV_ADVISE_MR_FLAG_FLUSH).
+ */
+int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		      uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	uint32_t i;
+	int ret;
+
+	if (!pd || !num_sge || !sg_list)
+		return EINVAL;
+	ret = advise_on_daemon(pd, (uint32_t)advice, flags, sg_list, num_sge);
+	if (ret < 0)
+		return -ret;
+	/* NO_FAULT maps only what is present: nothing to do here. */
+	if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return 0;
+	for (i = 0; i < num_sge; i++) {
+		ret = populate(sg_list[i].addr, sg_list[i].length, write);
+		if (ret < 0 && (flags & IBV_ADVISE_MR_FLAG_FLUSH))
+			return -ret;
+	}
 	return 0;
 }

@@ -142,6 +142,11 @@ static void device_attr_ex_from_msg(const Ibvd__DeviceAttr *m,
 	ex->raw_packet_caps = m->raw_packet_caps;
 	ex->max_dm_size = m->max_dm_size;
 	ex->phys_port_cnt_ex = m->phys_port_cnt;
+	ex->odp_caps.general_caps = m->odp_general_caps;
+	ex->odp_caps.per_transport_caps.rc_odp_caps = m->odp_rc_caps;
+	ex->odp_caps.per_transport_caps.uc_odp_caps = m->odp_uc_caps;
+	ex->odp_caps.per_transport_caps.ud_odp_caps = m->odp_ud_caps;
+	ex->xrc_odp_caps = m->odp_xrc_caps;
 }
 
 static int fetch_device_attr(struct ibv_context *ctx,

@@ -7,6 +7,13 @@
  * random key.  The engine reaches the bytes through the context's
  * /proc/self/mem fd (IBVD_MR_TIER_MEMFD); nothing is pinned or prefaulted,
  * since that fd works on whatever the address maps to when it is used.
+ *
+ * So every MR is on-demand underneath, and IBV_ACCESS_ON_DEMAND only drops
+ * what emulates pinning: the range need not be mapped yet, and nothing is
+ * charged to RLIMIT_MEMLOCK or the tenant's memlock quota.  An implicit
+ * on-demand MR (address 0, length SIZE_MAX) covers the whole address
+ * space.  A page that is not mapped when an operation needs it fails that
+ * operation (a protection error), as a NIC's unresolvable fault would.
  */
 #include <config.h>
 
@@ -28,7 +35,7 @@
 			 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |	    \
 			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
 /* Known, but not something this device does. */
-#define MR_ACCESS_UNSUPPORTED	(IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND)
+#define MR_ACCESS_UNSUPPORTED	IBV_ACCESS_ZERO_BASED
 
 /* Bits that need the pages writable (the kernel pins them for write). */
 #define MR_ACCESS_WRITABLE	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -48,7 +55,7 @@ static int check_access(struct ibvd_call *call, uint32_t access,
 				       "remote write or atomic access needs local write");
 	if (access & MR_ACCESS_UNSUPPORTED)
 		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "zero-based and on-demand MRs are not supported");
+				       "zero-based MRs are not supported");
 	*ret = access;
 	return 0;
 }
@@ -82,23 +89,42 @@ struct mr_spec {
 	uint64_t pages;		/* to charge */
 };
 
+/* The whole address space, on demand (ibv_reg_mr(3), "implicit ODP"). */
+static bool spec_implicit(const struct mr_spec *sp)
+{
+	return (sp->access & IBV_ACCESS_ON_DEMAND) && sp->addr == 0 &&
+	       sp->length == UINT64_MAX;
+}
+
+static int check_implicit(struct ibvd_call *call, const struct mr_spec *sp)
+{
+	if (sp->iova != 0)
+		return ibvd_call_error(call, -EINVAL,
+				       "an implicit on-demand MR has iova 0");
+	return 0;
+}
+
 /*
- * Validate spec's range (against the client's mappings too if check_maps)
- * and charge its pages, replacing `release` pages of an old registration.
+ * Validate spec's range (against the client's mappings too if check_maps,
+ * unless on demand) and charge its pages (none on demand), replacing
+ * `release` pages of an old registration.
  */
 static int spec_admit(struct ibvd_call *call, struct ibvd_mem *mem,
 		      struct mr_spec *sp, uint64_t release, bool check_maps)
 {
+	bool odp = sp->access & IBV_ACCESS_ON_DEMAND;
 	int ret;
 
-	ret = check_range(call, sp->addr, sp->length, sp->iova);
+	ret = spec_implicit(sp) ? check_implicit(call, sp) :
+	      check_range(call, sp->addr, sp->length, sp->iova);
 	if (ret < 0)
 		return ret;
-	ret = check_maps ? ibvd_mem_check_range(call, mem, sp->addr, sp->length,
-						sp->access & MR_ACCESS_WRITABLE) : 0;
+	ret = check_maps && !odp ?
+	      ibvd_mem_check_range(call, mem, sp->addr, sp->length,
+				   sp->access & MR_ACCESS_WRITABLE) : 0;
 	if (ret < 0)
 		return ret;
-	sp->pages = ibvd_mem_pages(sp->addr, sp->length);
+	sp->pages = odp ? 0 : ibvd_mem_pages(sp->addr, sp->length);
 	return ibvd_mem_charge(call, mem, sp->pages, release);
 }
 
@@ -317,4 +343,67 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 	ibvd_objects_write_unlock();
 	/* Keys stay: a NIC may change them, ours need not. */
 	return reply_keys(call, mr);
+}
+
+/* Largest sg_list one ADVISE_MR takes: it is only checked, never kept. */
+#define ADVISE_MAX_SGES	4096
+
+static bool sge_in_mr(const struct ibvd_mr *mr, uint64_t addr, uint64_t len)
+{
+	return addr >= mr->addr && len <= mr->length &&
+	       addr - mr->addr <= mr->length - len;
+}
+
+/* One range of an ADVISE_MR: in an on-demand MR of this context's pd. */
+static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
+		      const Ibvd__Sge *sge)
+{
+	/* The control thread is the registry's only writer: no lock needed. */
+	const struct ibvd_mr *mr = ibvd_mr_by_lkey(sge->lkey);
+
+	if (!mr || mr->ctx != ibvd_call_ctx(call) || mr->pd != pd)
+		return ibvd_call_error(call, -EINVAL,
+				       "lkey %#x is not an MR of this PD", sge->lkey);
+	if (!(mr->access & IBV_ACCESS_ON_DEMAND))
+		return ibvd_call_error(call, -EINVAL,
+				       "MR %#x is not on demand", sge->lkey);
+	if (!sge_in_mr(mr, sge->addr, sge->length))
+		return ibvd_call_error(call, -EINVAL,
+				       "range %#" PRIx64 "+%u outside MR %#x",
+				       sge->addr, sge->length, sge->lkey);
+	return 0;
+}
+
+/*
+ * ibv_advise_mr: every range must lie in an on-demand MR of the PD, as
+ * the kernel checks.  Prefetching is then the client's own business (it
+ * faults in the pages of its address space, client/libibverbs/mr.c): the
+ * engine needs nothing prepared.
+ */
+int ibvd_req_advise_mr(struct ibvd_call *call)
+{
+	const Ibvd__AdviseMr *req = (const Ibvd__AdviseMr *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	const struct ibvd_pd *pd = ibvd_handle_lookup(&ctx->handles, req->pd,
+						      IBVD_OBJ_PD);
+	size_t i;
+	int ret;
+
+	if (!pd)
+		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	if (req->advice > IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return ibvd_call_error(call, -EINVAL, "unknown advice %u",
+				       req->advice);
+	if (req->flags & ~(uint32_t)IB_UVERBS_ADVISE_MR_FLAG_FLUSH)
+		return ibvd_call_error(call, -EINVAL, "unknown flags %#x",
+				       req->flags);
+	if (!req->n_sges || req->n_sges > ADVISE_MAX_SGES)
+		return ibvd_call_error(call, -EINVAL, "%zu ranges, not 1..%u",
+				       req->n_sges, ADVISE_MAX_SGES);
+	for (i = 0; i < req->n_sges; i++) {
+		ret = advise_sge(call, pd, req->sges[i]);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }

@@ -51,6 +51,11 @@
 #define IBVD_MAX_MCAST_QP_ATTACH 56
 #define IBVD_PAGE_SIZE_CAP	0xfffff000ull	/* 4 KiB .. 2 GiB pages */
 #define IBVD_LOCAL_CA_ACK_DELAY	15
+#define IBVD_ODP_UD_CAPS	(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | \
+				 IBV_ODP_SUPPORT_SRQ_RECV)
+#define IBVD_ODP_UC_CAPS	(IBVD_ODP_UD_CAPS | IBV_ODP_SUPPORT_WRITE)
+#define IBVD_ODP_RC_CAPS	(IBVD_ODP_UC_CAPS | IBV_ODP_SUPPORT_READ | \
+				 IBV_ODP_SUPPORT_ATOMIC)
 
 /*
  * What the engine implements.  Not (yet) MEM_MGT_EXTENSIONS: it promises
@@ -110,6 +115,14 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->local_ca_ack_delay = IBVD_LOCAL_CA_ACK_DELAY;
 	attr->phys_port_cnt = dev->nports;
 	attr->device_cap_flags_ex = IBVD_DEVICE_CAP_FLAGS;
+	/*
+	 * On-demand paging is how the engine always reaches memory (mr.c):
+	 * every operation of every transport, and implicit MRs.
+	 */
+	attr->odp_general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	attr->odp_rc_caps = IBVD_ODP_RC_CAPS;
+	attr->odp_uc_caps = IBVD_ODP_UC_CAPS;
+	attr->odp_ud_caps = IBVD_ODP_UD_CAPS;
 	/* EE, RDD, MW, FMR, raw QPs, timestamps, DM: all zero. */
 }
 

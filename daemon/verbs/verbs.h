@@ -128,6 +128,7 @@ void ibvd_pd_destroy(struct ibvd_pd *pd);
 
 int ibvd_req_reg_mr(struct ibvd_call *call);
 int ibvd_req_rereg_mr(struct ibvd_call *call);
+int ibvd_req_advise_mr(struct ibvd_call *call);
 int ibvd_req_dereg_mr(struct ibvd_call *call);
 void ibvd_mr_destroy(struct ibvd_mr *mr);
 int ibvd_req_alloc_mw(struct ibvd_call *call);

@@ -82,6 +82,14 @@ tests_integration_datapath_helper_SOURCES = tests/integration/datapath.c \
 tests_integration_datapath_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_datapath_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
+# On-demand paging (issue 11), like datapath-helper.
+INTEGRATION_TESTS += tests/integration/odp.sh
+check_PROGRAMS += tests/integration/odp-helper
+tests_integration_odp_helper_SOURCES = tests/integration/odp.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_odp_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_integration_odp_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
+
 check_PROGRAMS += tests/integration/peers-helper
 tests_integration_peers_helper_SOURCES = tests/integration/peers.c \
 	tests/integration/vt.c tests/integration/vt.h

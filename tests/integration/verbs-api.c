@@ -497,7 +497,6 @@ START_TEST(extended_ops_unsupported)
 	struct ibv_counter_attach_attr attach = { 0 };
 	struct ibv_qp_rate_limit_attr rate = { 0 };
 	struct ibv_ops_wr op = { 0 }, *bad_op = NULL;
-	struct ibv_sge sge = { 0 };
 	uint64_t counter_values[1];
 	uint32_t srq_num;
 
@@ -529,7 +528,6 @@ START_TEST(extended_ops_unsupported)
 	ASSERT_EOPNOTSUPP(ibv_free_dm(&dm));
 	ASSERT_NULL_EOPNOTSUPP(ibv_reg_dm_mr(&pd, &dm, 0, 64, IBV_ACCESS_ZERO_BASED));
 	ASSERT_NULL_EOPNOTSUPP(ibv_alloc_null_mr(&pd));
-	ASSERT_EOPNOTSUPP(ibv_advise_mr(&pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1));
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_counters(ctx, &counters_attr));
 	ASSERT_EOPNOTSUPP(ibv_destroy_counters(&counters));
 	ASSERT_EOPNOTSUPP(ibv_attach_counters_point_flow(&counters, &attach, &flow));
