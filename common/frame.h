@@ -15,7 +15,8 @@
 #include <protobuf-c/protobuf-c.h>
 
 #define IBVD_FRAME_MAGIC	0x44564249u	/* "IBVD" in memory on LE hosts */
-#define IBVD_PROTO_VERSION	1
+/* 2: CQEs carry a completion timestamp (ring.h) */
+#define IBVD_PROTO_VERSION	2
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
@@ -24,7 +25,8 @@
 
 /*
  * Message types.  Numbered in blocks by family; a retired number is never
- * reused.  Bump IBVD_PROTO_VERSION when a payload changes incompatibly.
+ * reused.  Bump IBVD_PROTO_VERSION when a payload or a shared ring's
+ * layout changes incompatibly.
  */
 enum ibvd_msg_type {
 	IBVD_MSG_ERROR		= 0x0001,	/* reply only: Error */

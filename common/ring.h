@@ -172,8 +172,9 @@ struct ibvd_cqe {
 	uint8_t sl;
 	uint8_t dlid_path_bits;
 	uint8_t pad0[2];
+	uint64_t timestamp;	/* CLOCK_MONOTONIC ns when the engine pushed it */
 	uint32_t seq;		/* tail value when written, +1: never 0 in a used slot */
-	uint8_t pad1[12];
+	uint8_t pad1[4];
 };
 
 #define IBVD_CQE_SIZE		64u

@@ -53,6 +53,7 @@ static const struct verbs_context context_template = {
 	.create_qp_ex = ibvc_create_qp_ex_op,
 	.create_srq_ex = ibvc_create_srq_ex_op,
 	.advise_mr = ibvc_advise_mr_op,
+	.query_rt_values = ibvc_query_rt_values_op,
 	.close_xrcd = ibvc_close_xrcd_unsupported,
 	.sz = sizeof(struct verbs_context),
 	.context = {

@@ -28,12 +28,13 @@ _Static_assert(offsetof(struct ibv_cq_ex, async_events_completed) ==
 	       "ibv_cq_ex begins like ibv_cq");
 
 /*
- * What a CQE carries is what struct ibv_wc carries.  Timestamps would need
- * the engine to stamp each CQE, which the ring format has no room for
- * (query_device_ex says completion_timestamp_mask = 0); CVLAN, flow tags
- * and tag matching do not exist on our devices.
+ * What a CQE carries is what struct ibv_wc carries, plus the engine's
+ * timestamp (clock.c); CVLAN, flow tags and tag matching do not exist on
+ * our devices.
  */
-#define WC_FLAGS_SUPPORTED	((uint64_t)IBV_WC_STANDARD_FLAGS)
+#define WC_FLAGS_SUPPORTED	((uint64_t)IBV_WC_STANDARD_FLAGS |		\
+				 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |		\
+				 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 #define COMP_MASK_KNOWN		(IBV_CQ_INIT_ATTR_MASK_FLAGS | \
 				 IBV_CQ_INIT_ATTR_MASK_PD)
 #define CREATE_FLAGS_KNOWN	(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | \
@@ -152,6 +153,16 @@ static uint8_t read_dlid_path_bits(struct ibv_cq_ex *cqx)
 	return cqx_to_cq(cqx)->cur.dlid_path_bits;
 }
 
+static uint64_t read_completion_ts(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.timestamp;
+}
+
+static uint64_t read_completion_wallclock_ns(struct ibv_cq_ex *cqx)
+{
+	return ibvc_clock_to_wallclock_ns(cqx_to_cq(cqx)->cur.timestamp);
+}
+
 /*
  * Every reader is set whatever wc_flags asked for: they cost nothing.  The
  * readers of fields we cannot report stay NULL, as with any provider that
@@ -175,6 +186,8 @@ static void cq_ex_init(struct ibvc_cq *cq, uint32_t flags)
 	cqx->read_slid = read_slid;
 	cqx->read_sl = read_sl;
 	cqx->read_dlid_path_bits = read_dlid_path_bits;
+	cqx->read_completion_ts = read_completion_ts;
+	cqx->read_completion_wallclock_ns = read_completion_wallclock_ns;
 }
 
 /* ---- creation ----------------------------------------------------------- */

@@ -373,6 +373,9 @@ int ibvc_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int ibvc_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr);
 int ibvc_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+/* clock.c: the device clock of CQE timestamps */
+uint64_t ibvc_clock_to_wallclock_ns(uint64_t stamp);
+int ibvc_query_rt_values_op(struct ibv_context *ctx, struct ibv_values_ex *values);
 int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		      uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 /*

@@ -14,6 +14,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \
 	client/libibverbs/cq.c \
+	client/libibverbs/clock.c \
 	client/libibverbs/cq_ex.c \
 	client/libibverbs/qp.c \
 	client/libibverbs/qp_ex.c \

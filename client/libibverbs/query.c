@@ -130,11 +130,7 @@ static void device_attr_ex_from_msg(const Ibvd__DeviceAttr *m,
 {
 	memset(ex, 0, sizeof(*ex));
 	device_attr_from_msg(m, &ex->orig_attr);
-	/*
-	 * Our CQEs carry no timestamp (ring.h), so ibv_create_cq_ex refuses
-	 * the timestamp wc_flags whatever the daemon says here.
-	 */
-	ex->completion_timestamp_mask = 0;
+	ex->completion_timestamp_mask = m->completion_timestamp_mask;
 	ex->hca_core_clock = m->hca_core_clock;
 	/* The 64-bit flags include the legacy 32 bits, as the kernel reports. */
 	ex->device_cap_flags_ex = m->device_cap_flags_ex | m->device_cap_flags;

@@ -90,6 +90,8 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 		goto full;
 	}
 	slot = cq_slot(cq, cq->tail);
+	/* the "HCA clock" of ibv_create_cq_ex's timestamps (query.c) */
+	cqe->timestamp = ibvd_eng_now();
 	cqe->seq = 0;
 	memcpy(slot, cqe, offsetof(struct ibvd_cqe, seq));
 	/* Fields before seq: a poller that sees the new seq sees the CQE. */

@@ -123,7 +123,13 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->odp_rc_caps = IBVD_ODP_RC_CAPS;
 	attr->odp_uc_caps = IBVD_ODP_UC_CAPS;
 	attr->odp_ud_caps = IBVD_ODP_UD_CAPS;
-	/* EE, RDD, MW, FMR, raw QPs, timestamps, DM: all zero. */
+	/*
+	 * The engine stamps each CQE with CLOCK_MONOTONIC in ns (ring.h): a
+	 * 64-bit "HCA clock" of 1 GHz, which hca_core_clock gives in kHz.
+	 */
+	attr->completion_timestamp_mask = UINT64_MAX;
+	attr->hca_core_clock = 1000000;
+	/* EE, RDD, MW, FMR, raw QPs, DM: all zero. */
 }
 
 /* What a software port and a RoCE port have in common. */

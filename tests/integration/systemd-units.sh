@@ -1,5 +1,5 @@
 #!/bin/bash
-# The generated systemd units pass `systemd-analyze verify` (with ExecStart
+# The generated systemd units pass `systemd-analyze verify` (with the Exec lines
 # pointed at the built daemon, since verify needs the binary), say what the
 # daemon relies on (Type=notify, --systemd, reload by SIGHUP, the seqpacket
 # socket named "control"), and keep their hardening score.
@@ -36,7 +36,7 @@ ok "seqpacket socket /run/ibverbsd/ibverbsd.sock named control"
 
 check "systemd-analyze verify --man=no"
 mkdir -p "$T/units"
-sed "s|^ExecStart=$sbindir/ibverbsd|ExecStart=$IBVERBSD|" "$svc" >"$T/units/ibverbsd.service"
+sed -E "s|^(Exec[A-Za-z]*=\\+?)$sbindir/ibverbsd|\\1$IBVERBSD|" "$svc" >"$T/units/ibverbsd.service"
 cp "$sck" "$T/units/ibverbsd.socket"
 grep -q "^ExecStart=$IBVERBSD " "$T/units/ibverbsd.service" || fail "could not point ExecStart at $IBVERBSD"
 (cd "$T/units" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ibverbsd.socket ibverbsd.service) >"$O/verify" 2>&1
