@@ -373,6 +373,29 @@ int ibvc_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int ibvc_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr);
 int ibvc_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+/* mr.c, dm.c: memory regions, device memory */
+struct ibvc_dm {
+	struct ibv_dm dm;			/* must be first */
+	void *base;				/* our own mapping */
+	size_t len;
+	unsigned int nmrs;			/* MRs on it, under dm_lock */
+};
+
+struct ibvc_mr {
+	struct ibv_mr mr;			/* must be first */
+	struct ibvc_dm *dm;			/* the device memory it is on */
+};
+
+int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+		unsigned int access, struct ibv_mr **ret_mr);
+void ibvc_dm_put(struct ibvc_dm *dm);
+struct ibv_dm *ibvc_alloc_dm_op(struct ibv_context *ctx,
+				struct ibv_alloc_dm_attr *attr);
+int ibvc_free_dm_op(struct ibv_dm *dm);
+struct ibv_mr *ibvc_reg_dm_mr_op(struct ibv_pd *pd, struct ibv_dm *dm,
+				 uint64_t dm_offset, size_t length,
+				 unsigned int access);
+
 /* clock.c: the device clock of CQE timestamps */
 uint64_t ibvc_clock_to_wallclock_ns(uint64_t stamp);
 int ibvc_query_rt_values_op(struct ibv_context *ctx, struct ibv_values_ex *values);

@@ -16,6 +16,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/cq.c \
 	client/libibverbs/clock.c \
 	client/libibverbs/cq_ex.c \
+	client/libibverbs/dm.c \
 	client/libibverbs/qp.c \
 	client/libibverbs/qp_ex.c \
 	client/libibverbs/srq.c \

@@ -96,9 +96,10 @@ static int reg_on_daemon(struct ibv_mr *mr, uint64_t iova, unsigned int access)
 	return 0;
 }
 
-static int reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
-		  unsigned int access, struct ibv_mr **ret_mr)
+int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+		unsigned int access, struct ibv_mr **ret_mr)
 {
+	struct ibvc_mr *imr;
 	struct ibv_mr *mr;
 	int ret;
 
@@ -110,16 +111,17 @@ static int reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 	ret = ensure_memory_attached(to_ibvc_context(pd->context));
 	if (ret < 0)
 		return ret;
-	mr = calloc(1, sizeof(*mr));
-	if (!mr)
+	imr = calloc(1, sizeof(*imr));
+	if (!imr)
 		return -ENOMEM;
+	mr = &imr->mr;
 	mr->context = pd->context;
 	mr->pd = pd;
 	mr->addr = addr;
 	mr->length = length;
 	ret = reg_on_daemon(mr, iova, access);
 	if (ret < 0) {
-		free(mr);
+		free(imr);
 		return ret;
 	}
 	*ret_mr = mr;
@@ -131,7 +133,7 @@ static struct ibv_mr *reg_mr_public(struct ibv_pd *pd, void *addr,
 				    unsigned int access)
 {
 	struct ibv_mr *mr = NULL;
-	int ret = reg_mr(pd, addr, length, iova, access, &mr);
+	int ret = ibvc_reg_mr(pd, addr, length, iova, access, &mr);
 
 	return ret < 0 ? ibvc_null_ret(ret) : mr;
 }
@@ -229,6 +231,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 
 int ibv_dereg_mr(struct ibv_mr *mr)
 {
+	struct ibvc_mr *imr;
 	int ret;
 
 	if (!mr)
@@ -236,7 +239,10 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	ret = ibvc_destroy_handle(mr->context, IBVD_MSG_DEREG_MR, mr->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
-	free(mr);
+	imr = container_of(mr, struct ibvc_mr, mr);
+	if (imr->dm)
+		ibvc_dm_put(imr->dm);
+	free(imr);
 	return 0;
 }
 

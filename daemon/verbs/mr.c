@@ -14,6 +14,9 @@
  * on-demand MR (address 0, length SIZE_MAX) covers the whole address
  * space.  A page that is not mapped when an operation needs it fails that
  * operation (a protection error), as a NIC's unresolvable fault would.
+ *
+ * IBV_ACCESS_ZERO_BASED makes the MR's iova 0: local and remote addresses
+ * are offsets into it (device memory's MRs, client/libibverbs/dm.c).
  */
 #include <config.h>
 
@@ -34,8 +37,6 @@
 			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 			 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |	    \
 			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
-/* Known, but not something this device does. */
-#define MR_ACCESS_UNSUPPORTED	IBV_ACCESS_ZERO_BASED
 
 /* Bits that need the pages writable (the kernel pins them for write). */
 #define MR_ACCESS_WRITABLE	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -53,16 +54,17 @@ static int check_access(struct ibvd_call *call, uint32_t access,
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return ibvd_call_error(call, -EINVAL,
 				       "remote write or atomic access needs local write");
-	if (access & MR_ACCESS_UNSUPPORTED)
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "zero-based MRs are not supported");
 	*ret = access;
 	return 0;
 }
 
-/* Check a range: non-empty, within max_mr_size, no wrap-around. */
+/*
+ * Check a range: non-empty, within max_mr_size, no wrap-around.  A
+ * zero-based MR (iova 0 whatever the address, as device memory's are)
+ * skips the page-offset rule: its offsets are not addresses.
+ */
 static int check_range(struct ibvd_call *call, uint64_t addr, uint64_t len,
-		       uint64_t iova)
+		       uint64_t iova, bool zero_based)
 {
 	struct ibvd_limits lim;
 	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -75,7 +77,7 @@ static int check_range(struct ibvd_call *call, uint64_t addr, uint64_t len,
 	if (addr + len < addr || iova + len < iova)
 		return ibvd_call_error(call, -EINVAL, "range wraps around");
 	/* As the kernel: the iova keeps the address's offset in its page. */
-	if ((addr ^ iova) & (psz - 1))
+	if (!zero_based && ((addr ^ iova) & (psz - 1)))
 		return ibvd_call_error(call, -EINVAL,
 				       "iova and address differ in page offset");
 	return 0;
@@ -115,8 +117,12 @@ static int spec_admit(struct ibvd_call *call, struct ibvd_mem *mem,
 	bool odp = sp->access & IBV_ACCESS_ON_DEMAND;
 	int ret;
 
+	/* zero-based: remote addresses are offsets into the MR */
+	if (sp->access & IBV_ACCESS_ZERO_BASED)
+		sp->iova = 0;
 	ret = spec_implicit(sp) ? check_implicit(call, sp) :
-	      check_range(call, sp->addr, sp->length, sp->iova);
+	      check_range(call, sp->addr, sp->length, sp->iova,
+			  sp->access & IBV_ACCESS_ZERO_BASED);
 	if (ret < 0)
 		return ret;
 	ret = check_maps && !odp ?

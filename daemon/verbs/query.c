@@ -51,6 +51,7 @@
 #define IBVD_MAX_MCAST_QP_ATTACH 56
 #define IBVD_PAGE_SIZE_CAP	0xfffff000ull	/* 4 KiB .. 2 GiB pages */
 #define IBVD_LOCAL_CA_ACK_DELAY	15
+#define IBVD_MAX_DM_SIZE	(256u * 1024u)
 #define IBVD_ODP_UD_CAPS	(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | \
 				 IBV_ODP_SUPPORT_SRQ_RECV)
 #define IBVD_ODP_UC_CAPS	(IBVD_ODP_UD_CAPS | IBV_ODP_SUPPORT_WRITE)
@@ -129,7 +130,9 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	 */
 	attr->completion_timestamp_mask = UINT64_MAX;
 	attr->hca_core_clock = 1000000;
-	/* EE, RDD, MW, FMR, raw QPs, DM: all zero. */
+	/* per allocation; device memory is the client's own (client/dm.c) */
+	attr->max_dm_size = IBVD_MAX_DM_SIZE;
+	/* EE, RDD, MW, FMR, raw QPs: all zero. */
 }
 
 /* What a software port and a RoCE port have in common. */

@@ -280,6 +280,20 @@ daemon_alive() {
 	fi
 }
 
+# run_check_suite NAME UID: the Check program $T/bin/NAME-helper as UID;
+# every case must pass.  Its output is in $O/NAME.
+run_check_suite() {
+	local name=$1 uid=$2 helper=$T/bin/$1-helper rc
+	[ -x "$helper" ] || fail "tests/integration/$name-helper not built"
+	check "the $name suite as uid $uid"
+	VT_TMUL=$TMUL run_ours "$uid" "$helper" >"$O/$name" 2>&1
+	rc=$?
+	show "$name-helper" "$O/$name"
+	[ "$rc" -eq 0 ] || fail "the $name suite failed (exit $rc)"
+	expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/$name" "Check summary"
+	ok "$(grep -E '^[0-9]+%: Checks' "$O/$name")"
+}
+
 # ---- TCP rendezvous -------------------------------------------------------
 
 # free_port: a TCP port nobody listens on or is connected from now (the

@@ -10,20 +10,11 @@
 need_cmd ss ib_write_bw ib_read_bw ib_send_bw
 ibvd_init
 O=$T/out
-HELPER=$T/bin/odp-helper
-[ -x "$HELPER" ] || fail "tests/integration/odp-helper not built"
-export VT_TMUL=$TMUL
+mkdir -p "$O"
 
 daemon_start -c "$(default_conf)"
 daemon_wait_ready
-
-check "the ODP suite as uid $USER1"
-run_ours "$USER1" "$HELPER" >"$O/odp" 2>&1
-rc=$?
-show "odp-helper" "$O/odp"
-[ "$rc" -eq 0 ] || fail "the ODP suite failed (exit $rc)"
-expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/odp" "Check summary"
-ok "$(grep -E '^[0-9]+%: Checks' "$O/odp")"
+run_check_suite odp "$USER1"
 
 # perftest PROG: server uid 1001, client uid 1002, both --odp
 perftest() {

@@ -462,7 +462,6 @@ START_TEST(extended_ops_unsupported)
 	struct ibv_wq wq = { .context = ctx };
 	struct ibv_rwq_ind_table ind = { .context = ctx };
 	struct ibv_td td = { .context = ctx };
-	struct ibv_dm dm = { .context = ctx };
 	struct ibv_counters counters = { .context = ctx };
 	struct ibv_xrcd_init_attr xrcd_attr = { 0 };
 	/* Has an op, but our CQEs carry no timestamp (datapath.c cq_ex_attrs). */
@@ -491,7 +490,6 @@ START_TEST(extended_ops_unsupported)
 	struct ibv_wq_init_attr wq_attr = { .wq_type = IBV_WQT_RQ, .pd = &pd, .cq = &cq };
 	struct ibv_wq_attr wq_mod = { 0 };
 	struct ibv_rwq_ind_table_init_attr ind_attr = { 0 };
-	struct ibv_alloc_dm_attr dm_attr = { .length = 64 };
 	struct ibv_counters_init_attr counters_attr = { 0 };
 	struct ibv_counter_attach_attr attach = { 0 };
 	struct ibv_qp_rate_limit_attr rate = { 0 };
@@ -522,9 +520,6 @@ START_TEST(extended_ops_unsupported)
 	ASSERT_EOPNOTSUPP(ibv_destroy_wq(&wq));
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_rwq_ind_table(ctx, &ind_attr));
 	ASSERT_EOPNOTSUPP(ibv_destroy_rwq_ind_table(&ind));
-	ASSERT_NULL_EOPNOTSUPP(ibv_alloc_dm(ctx, &dm_attr));
-	ASSERT_EOPNOTSUPP(ibv_free_dm(&dm));
-	ASSERT_NULL_EOPNOTSUPP(ibv_reg_dm_mr(&pd, &dm, 0, 64, IBV_ACCESS_ZERO_BASED));
 	ASSERT_NULL_EOPNOTSUPP(ibv_alloc_null_mr(&pd));
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_counters(ctx, &counters_attr));
 	ASSERT_EOPNOTSUPP(ibv_destroy_counters(&counters));

@@ -1,0 +1,164 @@
+/*
+ * dm-helper: device memory against a real daemon (dm.sh), one process,
+ * loopback RC QPs: ibv_alloc_dm and its limits, ibv_memcpy_to/from_dm,
+ * zero-based MRs on it (ibv_reg_dm_mr) as RDMA targets and sources and as
+ * a local buffer, and ibv_free_dm refusing while an MR is on it.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "vt.h"
+
+#define DM_ACCESS	(VT_ACCESS_ALL | IBV_ACCESS_ZERO_BASED)
+
+static struct vt_dev D;
+static uint64_t max_dm;
+
+static void setup(void)
+{
+	struct ibv_device_attr_ex ex;
+
+	vt_open(&D);
+	ck_assert_int_eq(ibv_query_device_ex(D.ctx, NULL, &ex), 0);
+	max_dm = ex.max_dm_size;
+}
+
+static void teardown(void)
+{
+	vt_close(&D);
+}
+
+static struct ibv_dm *dm_alloc(size_t len)
+{
+	struct ibv_alloc_dm_attr a = { .length = len };
+	struct ibv_dm *dm = ibv_alloc_dm(D.ctx, &a);
+
+	ck_assert_msg(dm != NULL, "ibv_alloc_dm(%zu): %s", len, strerror(errno));
+	return dm;
+}
+
+START_TEST(limits)
+{
+	struct ibv_alloc_dm_attr a = { .length = 4096 };
+	struct ibv_dm *dm;
+	uint8_t buf[16] = { 0 };
+
+	ck_assert_uint_eq(max_dm, 256 * 1024);
+	a.comp_mask = 1;
+	ck_assert_ptr_null(ibv_alloc_dm(D.ctx, &a));
+	ck_assert_int_eq(errno, EINVAL);
+	a.comp_mask = 0;
+	a.length = 0;
+	ck_assert_ptr_null(ibv_alloc_dm(D.ctx, &a));
+	ck_assert_int_eq(errno, EINVAL);
+	a.length = max_dm + 1;
+	ck_assert_ptr_null(ibv_alloc_dm(D.ctx, &a));
+	ck_assert_int_eq(errno, ENOMEM);
+	a.length = 4096;
+	a.log_align_req = 13;
+	ck_assert_ptr_null(ibv_alloc_dm(D.ctx, &a));
+	ck_assert_int_eq(errno, EINVAL);
+
+	dm = dm_alloc(max_dm);
+	ck_assert_int_eq(ibv_memcpy_to_dm(dm, max_dm - 8, buf, 16), EINVAL);
+	ck_assert_int_eq(ibv_memcpy_from_dm(buf, dm, max_dm + 1, 0), EINVAL);
+	ck_assert_int_eq(ibv_memcpy_to_dm(dm, max_dm - 16, buf, 16), 0);
+	ck_assert_int_eq(ibv_free_dm(dm), 0);
+}
+END_TEST
+
+START_TEST(copy)
+{
+	struct ibv_dm *dm = dm_alloc(8192);
+	uint8_t in[3000], out[3000];
+
+	vt_fill(in, sizeof(in), 0, 21);
+	ck_assert_int_eq(ibv_memcpy_to_dm(dm, 1001, in, sizeof(in)), 0);
+	memset(out, 0, sizeof(out));
+	ck_assert_int_eq(ibv_memcpy_from_dm(out, dm, 1001, sizeof(out)), 0);
+	vt_expect_pat(out, sizeof(out), 0, 21, "read back from device memory");
+	ck_assert_int_eq(ibv_free_dm(dm), 0);
+}
+END_TEST
+
+START_TEST(zero_based_mr)
+{
+	const size_t len = 8192, off = 100;
+	struct ibv_dm *dm = dm_alloc(len);
+	struct ibv_mr *mr, *host;
+	struct vt_pair p;
+	uint8_t *out = calloc(1, len);
+
+	ck_assert_ptr_nonnull(out);
+	/* zero-based only, and inside the allocation */
+	ck_assert_ptr_null(ibv_reg_dm_mr(D.pd, dm, 0, len, VT_ACCESS_ALL));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(ibv_reg_dm_mr(D.pd, dm, off, len, DM_ACCESS));
+	ck_assert_int_eq(errno, EINVAL);
+	mr = ibv_reg_dm_mr(D.pd, dm, off, len - off, DM_ACCESS);
+	ck_assert_msg(mr != NULL, "ibv_reg_dm_mr: %s", strerror(errno));
+	ck_assert_ptr_null(mr->addr);
+	ck_assert_int_eq(ibv_free_dm(dm), EBUSY);
+
+	vt_pair(&p, &D, NULL, 16);
+	host = vt_reg(D.pd, len, VT_ACCESS_ALL);
+	vt_fill(host->addr, len, 0, 33);
+	/* remote addresses are offsets into the MR: 0 is dm byte `off` */
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, host->addr,
+		4000, host->lkey, 50, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, "WRITE into device memory");
+	ck_assert_int_eq(ibv_memcpy_from_dm(out, dm, off + 50, 4000), 0);
+	vt_expect_pat(out, 4000, 0, 33, "device memory after the WRITE");
+	/* past its end: refused */
+	vt_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, host->addr,
+		64, host->lkey, len - off - 32, mr->rkey);
+	vt_expect_wc(p.scq[0], NULL, 2, IBV_WC_REM_ACCESS_ERR, "WRITE past its end");
+	vt_pair_free(&p);
+
+	/* a local buffer too, by offset: SEND from it */
+	vt_pair(&p, &D, NULL, 16);
+	memset(host->addr, 0, len);
+	vt_recv(p.qp[1], 3, host->addr, (uint32_t)len, host->lkey);
+	vt_send(p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED, (void *)50, 4000,
+		mr->lkey, 0, 0);
+	vt_expect_ok(p.scq[0], NULL, 4, IBV_WC_SEND, "SEND from device memory");
+	vt_expect_ok(p.rcq[1], NULL, 3, IBV_WC_RECV, "its RECV");
+	vt_expect_pat(host->addr, 4000, 0, 33, "what the SEND carried");
+
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	ck_assert_int_eq(ibv_free_dm(dm), 0);
+	vt_dereg(host);
+	vt_pair_free(&p);
+	free(out);
+}
+END_TEST
+
+static Suite *dm_suite(void)
+{
+	Suite *s = suite_create("dm");
+	TCase *tc = tcase_create("dm");
+
+	tcase_set_timeout(tc, 30.0 * vt_tmul());
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, limits);
+	tcase_add_test(tc, copy);
+	tcase_add_test(tc, zero_based_mr);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(dm_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
