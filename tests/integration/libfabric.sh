@@ -14,8 +14,8 @@ is_root || skip "needs root to run clients as uids $USER1 and $USER2"
 O=$T/out
 mkdir -p "$O"
 DEV=ibvd0
-ITERS=500
-[ -n "$SANITIZERS" ] && ITERS=100
+ITERS=200
+[ -n "$SANITIZERS" ] && ITERS=50
 
 # ofi_rxm sizes its CQs and buffers for many peers: over the 8 MiB
 # RLIMIT_MEMLOCK of this machine, so the rlimit is not emulated here.

@@ -21,7 +21,7 @@ mkdir -p "$O"
 # A name of our own: other tests' daemons make /dev/infiniband/ibvd0.
 DEV=ucx$$
 LINK=/dev/infiniband/$DEV
-ITERS=2000
+ITERS=1000
 [ -n "$SANITIZERS" ] && ITERS=300
 
 # write_conf LINKS: the configuration, with "device_links" LINKS
