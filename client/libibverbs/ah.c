@@ -53,6 +53,7 @@ static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
 	ah->ah.context = pd->context;
 	ah->ah.pd = pd;
 	ah->ah.handle = reply->handle;
+	ibvc_pd_hold(pd);
 	av_from_attr(&ah->av, attr);
 	ibvd__handle__free_unpacked(reply, NULL);
 	*ret_ah = ah;
@@ -79,6 +80,7 @@ int ibv_destroy_ah(struct ibv_ah *ah)
 	ret = ibvc_destroy_handle(ah->context, IBVD_MSG_DESTROY_AH, ah->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
+	ibvc_pd_release(ah->pd);
 	free(to_ibvc_ah(ah));
 	return 0;
 }

@@ -206,6 +206,8 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
 			&ibcq->async_events_completed, &cq->async_delivered);
 	channel_ref(ibcq->channel, -1);
+	if (cq->parent_domain)
+		ibvc_pd_release(cq->parent_domain);
 	cq_free(cq);
 	return 0;
 }

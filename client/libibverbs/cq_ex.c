@@ -210,9 +210,10 @@ static int check_attr(const struct ibv_cq_init_attr_ex *attr)
 		return -EINVAL;
 	if (attr->wc_flags & ~WC_FLAGS_SUPPORTED)
 		return -EOPNOTSUPP;
-	/* We have no parent domains (ibv_alloc_parent_domain fails). */
-	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
-		return -EOPNOTSUPP;
+	/* a parent domain, as verbs requires, of this context */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!attr->parent_domain || !to_ibvc_pd(attr->parent_domain)->parent))
+		return -EINVAL;
 	/*
 	 * An overrun is a CQ error that the engine reports as an async event
 	 * (ring.h); it cannot be told to overwrite CQEs instead.
@@ -229,6 +230,7 @@ static int create_cq_ex(struct ibv_context *ctx,
 			struct ibvc_cq **ret_cq)
 {
 	struct ibvc_cq *cq;
+	uint32_t flags;
 	int ret;
 
 	if (!ctx || !attr)
@@ -240,7 +242,15 @@ static int create_cq_ex(struct ibv_context *ctx,
 			     attr->channel, (int)attr->comp_vector, &cq);
 	if (ret < 0)
 		return ret;
-	cq_ex_init(cq, create_flags(attr));
+	flags = create_flags(attr);
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+		cq->parent_domain = attr->parent_domain;
+		ibvc_pd_hold(cq->parent_domain);
+		/* a thread domain's promise: one thread at a time */
+		if (ibvc_pd_single_threaded(cq->parent_domain))
+			flags |= IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+	}
+	cq_ex_init(cq, flags);
 	*ret_cq = cq;
 	return 0;
 }

@@ -68,6 +68,7 @@
 #define IBVC_VERBS_H
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -272,6 +273,7 @@ struct ibvc_cq {
 	bool single_threaded;			/* start_poll takes no lock */
 	uint32_t seen_tail;			/* the engine's tail, last read */
 	struct ibvd_cqe cur;			/* what the read_* ops report */
+	struct ibv_pd *parent_domain;		/* held, or NULL */
 };
 
 static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
@@ -373,6 +375,36 @@ int ibvc_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int ibvc_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr);
 int ibvc_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+/* pd.c, domain.c: protection, thread and parent domains */
+struct ibvc_td;
+struct ibvc_pd {
+	struct ibv_pd pd;			/* must be first */
+	atomic_uint users;			/* parent domains and objects on it */
+	/* a parent domain: */
+	struct ibvc_pd *parent;			/* its PD, or NULL for a PD */
+	struct ibvc_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type);
+	void *pd_context;
+};
+
+static inline struct ibvc_pd *to_ibvc_pd(struct ibv_pd *pd)
+{
+	return container_of(pd, struct ibvc_pd, pd);
+}
+
+void ibvc_pd_hold(struct ibv_pd *pd);
+void ibvc_pd_release(struct ibv_pd *pd);
+bool ibvc_pd_single_threaded(struct ibv_pd *pd);
+int ibvc_dealloc_parent_domain(struct ibvc_pd *pd);
+struct ibv_td *ibvc_alloc_td_op(struct ibv_context *ctx,
+				struct ibv_td_init_attr *attr);
+int ibvc_dealloc_td_op(struct ibv_td *td);
+struct ibv_pd *ibvc_alloc_parent_domain_op(struct ibv_context *ctx,
+					   struct ibv_parent_domain_init_attr *attr);
+
 /* mr.c, dm.c: memory regions, device memory */
 struct ibvc_dm {
 	struct ibv_dm dm;			/* must be first */

@@ -17,6 +17,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/clock.c \
 	client/libibverbs/cq_ex.c \
 	client/libibverbs/dm.c \
+	client/libibverbs/domain.c \
 	client/libibverbs/qp.c \
 	client/libibverbs/qp_ex.c \
 	client/libibverbs/srq.c \

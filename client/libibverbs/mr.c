@@ -124,6 +124,7 @@ int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 		free(imr);
 		return ret;
 	}
+	ibvc_pd_hold(pd);
 	*ret_mr = mr;
 	return 0;
 }
@@ -196,8 +197,11 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
 		return ret;
-	if (flags & IBV_REREG_MR_CHANGE_PD)
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		ibvc_pd_hold(pd);
+		ibvc_pd_release(mr->pd);
 		mr->pd = pd;
+	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		mr->addr = addr;
 		mr->length = length;
@@ -239,6 +243,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	ret = ibvc_destroy_handle(mr->context, IBVD_MSG_DEREG_MR, mr->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
+	ibvc_pd_release(mr->pd);
 	imr = container_of(mr, struct ibvc_mr, mr);
 	if (imr->dm)
 		ibvc_dm_put(imr->dm);

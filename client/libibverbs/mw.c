@@ -30,6 +30,7 @@ static int alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
 	mw->type = type;
 	mw->handle = reply->handle;
 	mw->rkey = reply->rkey;
+	ibvc_pd_hold(pd);
 	ibvd__alloc_mw_reply__free_unpacked(reply, NULL);
 	return 0;
 }
@@ -59,6 +60,7 @@ int ibvc_dealloc_mw_op(struct ibv_mw *mw)
 	ret = ibvc_destroy_handle(mw->context, IBVD_MSG_DEALLOC_MW, mw->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
+	ibvc_pd_release(mw->pd);
 	free(mw);
 	return 0;
 }

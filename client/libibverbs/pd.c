@@ -1,6 +1,7 @@
 /*
  * Protection domains: one ALLOC_PD/DEALLOC_PD round trip each.  The daemon
- * refuses to free a PD that MRs, QPs, SRQs or AHs still use (EBUSY).
+ * refuses to free a PD that MRs, QPs, SRQs or AHs still use (EBUSY); we
+ * refuse one that parent domains use (domain.c).
  */
 #include "config.h"
 
@@ -12,12 +13,14 @@
 static int alloc_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
 {
 	Ibvd__Handle *reply = NULL;
+	struct ibvc_pd *ipd;
 	struct ibv_pd *pd;
 	int ret;
 
-	pd = calloc(1, sizeof(*pd));
-	if (!pd)
+	ipd = calloc(1, sizeof(*ipd));
+	if (!ipd)
 		return -ENOMEM;
+	pd = &ipd->pd;
 	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_ALLOC_PD, NULL,
 			     &ibvd__handle__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
@@ -29,7 +32,7 @@ static int alloc_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
 	*ret_pd = pd;
 	return 0;
 fail:
-	free(pd);
+	free(ipd);
 	return ret;
 }
 
@@ -64,13 +67,20 @@ int ibvc_destroy_handle(struct ibv_context *ctx, uint16_t type, uint32_t handle)
 
 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
+	struct ibvc_pd *ipd;
 	int ret;
 
 	if (!pd)
 		return EINVAL;
+	ipd = to_ibvc_pd(pd);
+	if (ipd->parent)
+		return ibvc_errno_ret(ibvc_dealloc_parent_domain(ipd));
+	/* the daemon knows the objects on it, not our parent domains */
+	if (atomic_load(&ipd->users))
+		return EBUSY;
 	ret = ibvc_destroy_handle(pd->context, IBVD_MSG_DEALLOC_PD, pd->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
-	free(pd);
+	free(ipd);
 	return 0;
 }

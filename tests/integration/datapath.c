@@ -3179,7 +3179,7 @@ static const struct cqx_bad {
 	  EINVAL },
 	{ "IGNORE_OVERRUN", 16, 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
 	  IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN, EOPNOTSUPP },
-	{ "parent domain", 16, 0, IBV_CQ_INIT_ATTR_MASK_PD, 0, EOPNOTSUPP },
+	{ "no parent domain", 16, 0, IBV_CQ_INIT_ATTR_MASK_PD, 0, EINVAL },
 	{ "no entries", 0, IBV_WC_STANDARD_FLAGS, 0, 0, EINVAL },
 	{ "cqe beyond int", 1u << 31, 0, 0, 0, EINVAL },
 };

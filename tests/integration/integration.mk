@@ -83,7 +83,13 @@ tests_integration_datapath_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_datapath_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
 # On-demand paging (issue 11), like datapath-helper.
-INTEGRATION_TESTS += tests/integration/odp.sh tests/integration/dm.sh
+INTEGRATION_TESTS += tests/integration/odp.sh tests/integration/dm.sh \
+	tests/integration/domain.sh
+check_PROGRAMS += tests/integration/domain-helper
+tests_integration_domain_helper_SOURCES = tests/integration/domain.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_domain_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_integration_domain_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 check_PROGRAMS += tests/integration/dm-helper
 tests_integration_dm_helper_SOURCES = tests/integration/dm.c \
 	tests/integration/vt.c tests/integration/vt.h

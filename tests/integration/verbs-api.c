@@ -461,7 +461,6 @@ START_TEST(extended_ops_unsupported)
 	struct ibv_flow_action action = { .context = ctx };
 	struct ibv_wq wq = { .context = ctx };
 	struct ibv_rwq_ind_table ind = { .context = ctx };
-	struct ibv_td td = { .context = ctx };
 	struct ibv_counters counters = { .context = ctx };
 	struct ibv_xrcd_init_attr xrcd_attr = { 0 };
 	/* Has an op, but our CQEs carry no timestamp (datapath.c cq_ex_attrs). */
@@ -483,8 +482,6 @@ START_TEST(extended_ops_unsupported)
 		.qp_type = IBV_QPT_RAW_PACKET,
 	};
 	struct ibv_qp_open_attr open_attr = { 0 };
-	struct ibv_td_init_attr td_attr = { 0 };
-	struct ibv_parent_domain_init_attr pd_attr = { .pd = &pd };
 	struct ibv_flow_attr flow_attr = { .size = sizeof(flow_attr) };
 	struct ibv_flow_action_esp_attr esp = { 0 };
 	struct ibv_wq_init_attr wq_attr = { .wq_type = IBV_WQT_RQ, .pd = &pd, .cq = &cq };
@@ -507,9 +504,6 @@ START_TEST(extended_ops_unsupported)
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_qp_ex(ctx, &qp_attr));
 	ASSERT_NULL_EOPNOTSUPP(ibv_open_qp(ctx, &open_attr));
 	ASSERT_EOPNOTSUPP(ibv_modify_qp_rate_limit(&qp, &rate));
-	ASSERT_NULL_EOPNOTSUPP(ibv_alloc_td(ctx, &td_attr));
-	ASSERT_EOPNOTSUPP(ibv_dealloc_td(&td));
-	ASSERT_NULL_EOPNOTSUPP(ibv_alloc_parent_domain(ctx, &pd_attr));
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_flow(&qp, &flow_attr));
 	ASSERT_EOPNOTSUPP(ibv_destroy_flow(&flow));
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_flow_action_esp(ctx, &esp));

@@ -1,0 +1,146 @@
+/*
+ * domain-helper: thread and parent domains against a real daemon
+ * (domain.sh): what ibv_alloc_td and ibv_alloc_parent_domain accept and
+ * refuse, a parent domain standing in for its PD (an MR, a CQ on it), and
+ * the lifetimes verbs gives them: nothing in use is freed (EBUSY).
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "vt.h"
+
+static struct vt_dev D;
+
+static void setup(void)
+{
+	vt_open(&D);
+}
+
+static void teardown(void)
+{
+	vt_close(&D);
+}
+
+static void *my_alloc(struct ibv_pd *pd, void *pd_context, size_t size,
+		      size_t alignment, uint64_t resource_type)
+{
+	(void)pd; (void)pd_context; (void)size; (void)alignment;
+	(void)resource_type;
+	return IBV_ALLOCATOR_USE_DEFAULT;
+}
+
+static void my_free(struct ibv_pd *pd, void *pd_context, void *ptr,
+		    uint64_t resource_type)
+{
+	(void)pd; (void)pd_context; (void)ptr; (void)resource_type;
+}
+
+START_TEST(refused)
+{
+	struct ibv_td_init_attr ta = { .comp_mask = 1 };
+	struct ibv_parent_domain_init_attr pa = { .pd = NULL };
+	struct ibv_td *td;
+	struct ibv_pd *parent;
+
+	ck_assert_ptr_null(ibv_alloc_td(D.ctx, &ta));
+	ck_assert_int_eq(errno, EINVAL);
+	ta.comp_mask = 0;
+	td = ibv_alloc_td(D.ctx, &ta);
+	ck_assert_ptr_nonnull(td);
+	ck_assert_ptr_null(ibv_alloc_parent_domain(D.ctx, &pa));
+	ck_assert_int_eq(errno, EINVAL);
+	pa.pd = D.pd;
+	pa.comp_mask = 1u << 5;
+	ck_assert_ptr_null(ibv_alloc_parent_domain(D.ctx, &pa));
+	ck_assert_int_eq(errno, EINVAL);
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;	/* no functions */
+	ck_assert_ptr_null(ibv_alloc_parent_domain(D.ctx, &pa));
+	ck_assert_int_eq(errno, EINVAL);
+	pa.comp_mask = 0;
+	pa.td = td;
+	parent = ibv_alloc_parent_domain(D.ctx, &pa);
+	ck_assert_ptr_nonnull(parent);
+	/* a parent domain's PD must be a PD */
+	pa.pd = parent;
+	ck_assert_ptr_null(ibv_alloc_parent_domain(D.ctx, &pa));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(ibv_dealloc_pd(parent), 0);
+	ck_assert_int_eq(ibv_dealloc_td(td), 0);
+}
+END_TEST
+
+START_TEST(stands_for_its_pd)
+{
+	struct ibv_td_init_attr ta = { 0 };
+	struct ibv_td *td = ibv_alloc_td(D.ctx, &ta);
+	struct ibv_parent_domain_init_attr pa = {
+		.pd = D.pd, .td = td,
+		.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+			     IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT,
+		.alloc = my_alloc, .free = my_free, .pd_context = &D,
+	};
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 16, .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_pd *parent;
+	struct ibv_cq_ex *cq;
+	struct ibv_mr *mr;
+	void *buf = calloc(1, 4096);
+
+	ck_assert_ptr_nonnull(td);
+	parent = ibv_alloc_parent_domain(D.ctx, &pa);
+	ck_assert_ptr_nonnull(parent);
+	ck_assert_ptr_eq(parent->context, D.ctx);
+
+	mr = ibv_reg_mr(parent, buf, 4096, VT_ACCESS_ALL);
+	ck_assert_msg(mr != NULL, "MR on a parent domain: %s", strerror(errno));
+	ck_assert_ptr_eq(mr->pd, parent);
+	/* a CQ takes a parent domain, not a plain PD */
+	ca.parent_domain = D.pd;
+	ck_assert_ptr_null(ibv_create_cq_ex(D.ctx, &ca));
+	ck_assert_int_eq(errno, EINVAL);
+	ca.parent_domain = parent;
+	cq = ibv_create_cq_ex(D.ctx, &ca);
+	ck_assert_msg(cq != NULL, "CQ on a parent domain: %s", strerror(errno));
+
+	/* in use: nothing goes */
+	ck_assert_int_eq(ibv_dealloc_td(td), EBUSY);
+	ck_assert_int_eq(ibv_dealloc_pd(D.pd), EBUSY);
+	ck_assert_int_eq(ibv_dealloc_pd(parent), EBUSY);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(parent), EBUSY);
+	ck_assert_int_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(parent), 0);
+	ck_assert_int_eq(ibv_dealloc_td(td), 0);
+	free(buf);
+}
+END_TEST
+
+static Suite *domain_suite(void)
+{
+	Suite *s = suite_create("domain");
+	TCase *tc = tcase_create("domain");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, refused);
+	tcase_add_test(tc, stands_for_its_pd);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(domain_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
