@@ -60,12 +60,16 @@ enum ibvd_msg_type {
 	IBVD_MSG_MODIFY_QP	= 0x0451,	/* ModifyQp -> Empty */
 	IBVD_MSG_QUERY_QP	= 0x0452,	/* QueryQp -> QueryQpReply */
 	IBVD_MSG_DESTROY_QP	= 0x0453,	/* Handle -> Empty */
+	IBVD_MSG_OPEN_QP	= 0x0454,	/* OpenQp -> CreateQpReply (no fd) */
 	IBVD_MSG_CREATE_SRQ	= 0x0460,	/* CreateSrq -> CreateSrqReply + 1 fd */
 	IBVD_MSG_MODIFY_SRQ	= 0x0461,	/* ModifySrq -> Empty */
 	IBVD_MSG_QUERY_SRQ	= 0x0462,	/* Handle -> SrqAttr */
 	IBVD_MSG_DESTROY_SRQ	= 0x0463,	/* Handle -> Empty */
 	IBVD_MSG_CREATE_AH	= 0x0470,	/* CreateAh -> Handle */
 	IBVD_MSG_DESTROY_AH	= 0x0471,	/* Handle -> Empty */
+	IBVD_MSG_OPEN_XRCD	= 0x0490,	/* OpenXrcd + 1 fd -> Handle */
+	IBVD_MSG_CLOSE_XRCD	= 0x0491,	/* Handle -> Empty */
+	IBVD_MSG_ALLOC_XRCD	= 0x0492,	/* Empty -> Handle: a private domain */
 	IBVD_MSG_ATTACH_MCAST	= 0x0480,	/* Mcast -> Empty */
 	IBVD_MSG_DETACH_MCAST	= 0x0481,	/* Mcast -> Empty */
 

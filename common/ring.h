@@ -113,7 +113,7 @@ struct ibvd_send_wqe {
 	uint32_t mw_key;	/* the window's key as the client knows it */
 	uint32_t mr_lkey;	/* the MR the window is bound to */
 	uint32_t mw_access;	/* IBV_ACCESS_REMOTE_* */
-	uint32_t pad;
+	uint32_t xrc_srqn;	/* XRC: the SRQ at the target it lands in */
 	/* struct ibvd_sge sge[num_sge] or uint8_t inline_data[inline_len] */
 };
 

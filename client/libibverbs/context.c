@@ -43,7 +43,7 @@ _Static_assert(offsetof(struct ibvc_device, device) == 0,
 /*
  * Every op a context offers.  Hot-path ops are called by header inlines
  * without a NULL check, so each is set; so is close_xrcd (ibv_close_xrcd
- * calls it unchecked), as an EOPNOTSUPP stub, like the memory-window ops.
+ * calls it unchecked).
  * Extended ops left NULL make their inline return EOPNOTSUPP.
  */
 static const struct verbs_context context_template = {
@@ -60,7 +60,10 @@ static const struct verbs_context context_template = {
 	.alloc_dm = ibvc_alloc_dm_op,
 	.free_dm = ibvc_free_dm_op,
 	.reg_dm_mr = ibvc_reg_dm_mr_op,
-	.close_xrcd = ibvc_close_xrcd_unsupported,
+	.open_xrcd = ibvc_open_xrcd_op,
+	.close_xrcd = ibvc_close_xrcd_op,
+	.get_srq_num = ibvc_get_srq_num_op,
+	.open_qp = ibvc_open_qp_op,
 	.sz = sizeof(struct verbs_context),
 	.context = {
 		.ops = {

@@ -30,7 +30,6 @@
  *   queue.c      mapping the daemon's queue memfds; the doorbell
  *   pd.c         PDs, and ibvc_destroy_handle(), every object's destroy
  *   query.c      device, port, GID and P_Key queries
- *   dummy_ops.c  context ops we do not implement (XRC): EOPNOTSUPP
  * The data path:
  *   post.c       ibv_post_send/recv/srq_recv and memory window binds
  *   qp_ex.c      the ibv_wr_* posting API, on post.c's checks
@@ -43,7 +42,8 @@
  *   cq.c         CQs: the ring the daemon makes, mapped here
  *   cq_ex.c      ibv_create_cq_ex and its start/next/end poll API
  *   qp.c         QPs: SQ and RQ rings, modify, query, destroy
- *   srq.c        SRQs: one receive ring shared by QPs
+ *   srq.c        SRQs: one receive ring shared by QPs (XRC SRQs too)
+ *   xrcd.c       XRC domains, shared through a file by the daemon
  *   channel.c    completion channels: ibv_get_cq_event
  * On top:
  *   context.c    ibv_open_device: the connection, the context page, and
@@ -281,11 +281,33 @@ static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
 	return container_of(cq, struct ibvc_cq, cq);
 }
 
+/*
+ * An XRC domain, laid out as rdma-core's struct verbs_xrcd (ibv_xrcd,
+ * comp_mask, handle).
+ */
+struct ibvc_xrcd {
+	struct ibv_xrcd xrcd;			/* must be first */
+	uint32_t comp_mask;
+	uint32_t handle;			/* the daemon's */
+};
+
+static inline struct ibvc_xrcd *to_ibvc_xrcd(struct ibv_xrcd *xrcd)
+{
+	return container_of(xrcd, struct ibvc_xrcd, xrcd);
+}
+
+/*
+ * The head is rdma-core's struct verbs_qp (the QP, room for ibv_qp_ex,
+ * comp_mask, the XRC domain of a target QP).  An XRC target has no queues
+ * the app may use; one opened with ibv_open_qp has no rings mapped at all.
+ */
 struct ibvc_qp {
 	union {
 		struct ibv_qp qp;		/* must be first */
 		struct ibv_qp_ex qp_ex;		/* room for ibv_qp_to_qp_ex() */
 	};
+	uint32_t comp_mask;
+	struct ibvc_xrcd *xrcd;			/* XRC_RECV */
 	struct ibvc_wq sq;
 	struct ibvc_wq rq;			/* unused with an SRQ */
 	struct ibvc_map map;
@@ -308,8 +330,16 @@ static inline struct ibvc_qp *to_ibvc_qp(struct ibv_qp *qp)
 	return container_of(qp, struct ibvc_qp, qp);
 }
 
+/*
+ * The head is rdma-core's struct verbs_srq (the SRQ, its type, XRC domain,
+ * CQ and number).
+ */
 struct ibvc_srq {
 	struct ibv_srq srq;			/* must be first */
+	enum ibv_srq_type srq_type;
+	struct ibvc_xrcd *xrcd;			/* XRC only */
+	struct ibv_cq *cq;			/* XRC only */
+	uint32_t srq_num;			/* XRC only */
 	struct ibvc_wq rq;
 	struct ibvc_map map;
 	uint32_t max_sge;
@@ -351,6 +381,14 @@ struct ibv_qp *ibvc_create_qp_ex_op(struct ibv_context *ctx,
 				    struct ibv_qp_init_attr_ex *attr);
 struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,
 				      struct ibv_srq_init_attr_ex *attr);
+int ibvc_get_srq_num_op(struct ibv_srq *srq, uint32_t *srq_num);
+struct ibv_qp *ibvc_open_qp_op(struct ibv_context *ctx,
+			       struct ibv_qp_open_attr *attr);
+
+/* xrcd.c: XRC domains */
+struct ibv_xrcd *ibvc_open_xrcd_op(struct ibv_context *ctx,
+				   struct ibv_xrcd_init_attr *attr);
+int ibvc_close_xrcd_op(struct ibv_xrcd *xrcd);
 
 /* query.c: the index of gid in port_num's GID table, or a negative errno */
 int ibvc_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
@@ -462,10 +500,6 @@ int ibvc_bind_mw_op(struct ibv_qp *qp, struct ibv_mw *mw,
 /* The BIND_MW fields of a send WQE header. */
 void ibvc_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
 		    uint32_t rkey, const struct ibv_mw_bind_info *info);
-
-/* ---- operations we do not implement (dummy_ops.c) ---------------------- */
-
-int ibvc_close_xrcd_unsupported(struct ibv_xrcd *xrcd);
 
 /* ---- public-boundary error conversion ---------------------------------- */
 

@@ -4,7 +4,6 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/ibvd_verbs.h \
 	client/libibverbs/device.c \
 	client/libibverbs/context.c \
-	client/libibverbs/dummy_ops.c \
 	client/libibverbs/query.c \
 	client/libibverbs/async.c \
 	client/libibverbs/handle.c \
@@ -21,6 +20,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/qp.c \
 	client/libibverbs/qp_ex.c \
 	client/libibverbs/srq.c \
+	client/libibverbs/xrcd.c \
 	client/libibverbs/ah.c \
 	client/libibverbs/mcast.c \
 	client/libibverbs/post.c \

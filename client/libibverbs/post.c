@@ -31,26 +31,33 @@ bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail)
 
 /* ---- sends ------------------------------------------------------------- */
 
-/* IB spec 10.8.2: which opcodes each transport has. */
+/*
+ * IB spec 10.8.2: which opcodes each transport has.  An XRC initiator
+ * sends what RC sends; an XRC target sends nothing.
+ */
 bool ibvc_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
+	bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+
+	if (type == IBV_QPT_XRC_RECV)
+		return false;
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return type == IBV_QPT_RC || type == IBV_QPT_UC;
+		return rc || type == IBV_QPT_UC;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return type == IBV_QPT_RC;
+		return rc;
 	case IBV_WR_SEND_WITH_INV:
 	case IBV_WR_BIND_MW:
 	case IBV_WR_LOCAL_INV:
-		return type == IBV_QPT_RC || type == IBV_QPT_UC;
+		return rc || type == IBV_QPT_UC;
 	default:
-		return false;	/* no TSO or XRC here */
+		return false;	/* no TSO here */
 	}
 }
 
@@ -159,6 +166,8 @@ static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvc_qp *qp,
 	default:
 		break;
 	}
+	if (qp->qp.qp_type == IBV_QPT_XRC_SEND)
+		h->xrc_srqn = wr->qp_type.xrc.remote_srqn;
 	if (qp->qp.qp_type == IBV_QPT_UD) {
 		h->remote_qpn = wr->wr.ud.remote_qpn;
 		h->remote_qkey = wr->wr.ud.remote_qkey;
@@ -367,7 +376,8 @@ int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	bool published;
 	int ret;
 
-	if (ibqp->srq || !rq_state_ok(qp)) {
+	/* XRC QPs, like those with an SRQ, have no receive queue. */
+	if (ibqp->srq || !qp->rq.slots || !rq_state_ok(qp)) {
 		*bad_wr = wr;
 		return EINVAL;
 	}

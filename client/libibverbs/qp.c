@@ -60,10 +60,15 @@ static uint64_t qp_map_len(const Ibvd__CreateQpReply *r, bool has_rq)
 	return r->rq_offset + ring_len(r->rq_nslots, r->rq_stride);
 }
 
+static bool is_xrc(enum ibv_qp_type type)
+{
+	return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
+}
+
 static int map_qp_rings(struct ibvc_qp *qp, const Ibvd__CreateQpReply *r,
 			int fd)
 {
-	bool has_rq = !qp->qp.srq;
+	bool has_rq = !qp->qp.srq && !is_xrc(qp->qp.qp_type);
 	uint64_t len = qp_map_len(r, has_rq);
 	int ret;
 
@@ -92,14 +97,15 @@ static void qp_free(struct ibvc_qp *qp)
 	free(qp);
 }
 
-static struct ibvc_qp *qp_new(struct ibv_pd *pd,
+/* pd is NULL for an XRC target, which belongs to its domain. */
+static struct ibvc_qp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd,
 			      const struct ibv_qp_init_attr *attr)
 {
 	struct ibvc_qp *qp = calloc(1, sizeof(*qp));
 
 	if (!qp)
 		return NULL;
-	qp->qp.context = pd->context;
+	qp->qp.context = ctx;
 	qp->qp.qp_context = attr->qp_context;
 	qp->qp.pd = pd;
 	qp->qp.send_cq = attr->send_cq;
@@ -114,11 +120,17 @@ static struct ibvc_qp *qp_new(struct ibv_pd *pd,
 }
 
 static void create_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap,
-		       struct ibv_pd *pd, const struct ibv_qp_init_attr *attr)
+		       const struct ibvc_qp *qp, const struct ibv_qp_init_attr *attr)
 {
-	req->pd = pd->handle;
-	req->send_cq = attr->send_cq->handle;
-	req->recv_cq = attr->recv_cq->handle;
+	/* An XRC target names its domain only; an initiator no receive side. */
+	if (qp->xrcd) {
+		req->xrcd = qp->xrcd->handle;
+	} else {
+		req->pd = qp->qp.pd->handle;
+		req->send_cq = attr->send_cq->handle;
+		if (attr->qp_type != IBV_QPT_XRC_SEND)
+			req->recv_cq = attr->recv_cq->handle;
+	}
 	req->srq = attr->srq ? attr->srq->handle : 0;
 	req->qp_type = attr->qp_type;
 	req->sq_sig_all = attr->sq_sig_all != 0;
@@ -136,7 +148,7 @@ static int create_on_daemon(struct ibvc_qp *qp,
 	unsigned int nfds = 1;
 	int fd = -1, ret;
 
-	create_req(&req, &cap, qp->qp.pd, attr);
+	create_req(&req, &cap, qp, attr);
 	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
 			     &ibvd__create_qp_reply__descriptor,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
@@ -155,16 +167,36 @@ static int create_on_daemon(struct ibvc_qp *qp,
 	return ret;
 }
 
+/* An XRC initiator has a send CQ only (its recv_cq is ignored). */
 static int check_init_attr(struct ibv_pd *pd, const struct ibv_qp_init_attr *a)
 {
 	struct ibv_context *ctx = pd->context;
+	bool ini = a->qp_type == IBV_QPT_XRC_SEND;
 
-	if (!a->send_cq || !a->recv_cq)
+	if (a->qp_type == IBV_QPT_XRC_RECV)
+		return -EINVAL;		/* ibv_create_qp_ex with a domain */
+	if (!a->send_cq || (!ini && !a->recv_cq) || (ini && a->srq))
 		return -EINVAL;
-	if (a->send_cq->context != ctx || a->recv_cq->context != ctx ||
+	if (a->send_cq->context != ctx ||
+	    (!ini && a->recv_cq->context != ctx) ||
 	    (a->srq && a->srq->context != ctx))
 		return -EINVAL;
 	return 0;
+}
+
+/* Make qp on the daemon and register it for events. */
+static int qp_make(struct ibvc_qp *qp, const struct ibv_qp_init_attr *attr)
+{
+	struct ibv_context *ctx = qp->qp.context;
+	int ret;
+
+	ret = create_on_daemon(qp, attr);
+	if (ret < 0)
+		return ret;
+	ret = ibvc_obj_add(to_ibvc_context(ctx), qp->qp.handle, IBVC_OBJ_QP, qp);
+	if (ret < 0)
+		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, qp->qp.handle);
+	return ret;
 }
 
 static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
@@ -176,19 +208,12 @@ static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
 	ret = check_init_attr(pd, attr);
 	if (ret < 0)
 		return ret;
-	qp = qp_new(pd, attr);
+	qp = qp_new(pd->context, pd, attr);
 	if (!qp)
 		return -ENOMEM;
-	ret = create_on_daemon(qp, attr);
+	ret = qp_make(qp, attr);
 	if (ret < 0)
 		goto fail;
-	ret = ibvc_obj_add(to_ibvc_context(pd->context), qp->qp.handle,
-			   IBVC_OBJ_QP, qp);
-	if (ret < 0) {
-		ibvc_destroy_handle(pd->context, IBVD_MSG_DESTROY_QP,
-				    qp->qp.handle);
-		goto fail;
-	}
 	/* Callers learn the caps they got, rounded up (ibv_create_qp(3)). */
 	attr->cap = qp->cap;
 	*ret_qp = qp;
@@ -211,12 +236,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 }
 
 /*
- * The extended attributes we support: a PD, no creation flags, and the
- * ibv_qp_ex posting API (qp_ex.c).
+ * The extended attributes we support: a PD (an XRC domain for an XRC
+ * target), no creation flags, and the ibv_qp_ex posting API (qp_ex.c).
  */
-static int check_init_attr_ex(const struct ibv_qp_init_attr_ex *attr)
+static int check_init_attr_ex(struct ibv_context *ctx,
+			      const struct ibv_qp_init_attr_ex *attr)
 {
-	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+			 IBV_QP_INIT_ATTR_CREATE_FLAGS |
 			 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 
 	if (attr->comp_mask & ~known)
@@ -224,8 +251,35 @@ static int check_init_attr_ex(const struct ibv_qp_init_attr_ex *attr)
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 	    attr->create_flags)
 		return -EOPNOTSUPP;
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
+	if (attr->qp_type == IBV_QPT_XRC_RECV)
+		return (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && attr->xrcd &&
+		       attr->xrcd->context == ctx ? 0 : -EINVAL;
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+	    attr->pd->context != ctx)
 		return -EINVAL;
+	return 0;
+}
+
+/* An XRC target: made in its domain, with no PD, CQs or SRQ of its own. */
+static int create_tgt(struct ibv_context *ctx, struct ibv_qp_init_attr *attr,
+		      struct ibv_xrcd *xrcd, struct ibvc_qp **ret_qp)
+{
+	struct ibvc_qp *qp;
+	int ret;
+
+	attr->send_cq = attr->recv_cq = NULL;
+	attr->srq = NULL;
+	qp = qp_new(ctx, NULL, attr);
+	if (!qp)
+		return -ENOMEM;
+	qp->xrcd = to_ibvc_xrcd(xrcd);
+	ret = qp_make(qp, attr);
+	if (ret < 0) {
+		qp_free(qp);
+		return ret;
+	}
+	attr->cap = qp->cap;
+	*ret_qp = qp;
 	return 0;
 }
 
@@ -236,11 +290,9 @@ static int create_qp_ex(struct ibv_context *ctx,
 	struct ibv_qp_init_attr attr;
 	int ret;
 
-	ret = check_init_attr_ex(attr_ex);
+	ret = check_init_attr_ex(ctx, attr_ex);
 	if (ret < 0)
 		return ret;
-	if (attr_ex->pd->context != ctx)
-		return -EINVAL;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_context = attr_ex->qp_context;
 	attr.send_cq = attr_ex->send_cq;
@@ -249,7 +301,10 @@ static int create_qp_ex(struct ibv_context *ctx,
 	attr.cap = attr_ex->cap;
 	attr.qp_type = attr_ex->qp_type;
 	attr.sq_sig_all = attr_ex->sq_sig_all;
-	ret = create_qp(attr_ex->pd, &attr, ret_qp);
+	if (attr.qp_type == IBV_QPT_XRC_RECV)
+		ret = create_tgt(ctx, &attr, attr_ex->xrcd, ret_qp);
+	else
+		ret = create_qp(attr_ex->pd, &attr, ret_qp);
 	if (ret < 0)
 		return ret;
 	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
@@ -273,6 +328,88 @@ struct ibv_qp *ibvc_create_qp_ex_op(struct ibv_context *ctx,
 	if (!attr)
 		return ibvc_null_ret(-EINVAL);
 	ret = create_qp_ex(ctx, attr, &qp);
+	return ret < 0 ? ibvc_null_ret(ret) : &qp->qp;
+}
+
+/* ---- ibv_open_qp ----------------------------------------------------------- */
+
+static int check_open_attr(struct ibv_context *ctx,
+			   const struct ibv_qp_open_attr *attr)
+{
+	uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			IBV_QP_OPEN_ATTR_TYPE;
+
+	if (attr->comp_mask & ~(need | IBV_QP_OPEN_ATTR_CONTEXT))
+		return -EINVAL;
+	if ((attr->comp_mask & need) != need || !attr->xrcd ||
+	    attr->xrcd->context != ctx)
+		return -EINVAL;
+	/* Only XRC targets live in a domain to be opened from. */
+	return attr->qp_type == IBV_QPT_XRC_RECV ? 0 : -EINVAL;
+}
+
+static int open_on_daemon(struct ibvc_qp *qp, const struct ibv_qp_open_attr *a)
+{
+	Ibvd__OpenQp req = IBVD__OPEN_QP__INIT;
+	Ibvd__CreateQpReply *reply = NULL;
+	int ret;
+
+	req.xrcd = qp->xrcd->handle;
+	req.qp_num = a->qp_num;
+	req.qp_type = a->qp_type;
+	ret = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_OPEN_QP,
+			     &req.base, &ibvd__create_qp_reply__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	qp->qp.handle = reply->handle;
+	qp->qp.qp_num = reply->qp_num;
+	ibvd__create_qp_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+/* A handle on a target QP of the domain: no rings, nothing to post. */
+static int open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *attr,
+		   struct ibvc_qp **ret_qp)
+{
+	struct ibv_qp_init_attr init = { .qp_type = IBV_QPT_XRC_RECV };
+	struct ibvc_qp *qp;
+	int ret;
+
+	ret = check_open_attr(ctx, attr);
+	if (ret < 0)
+		return ret;
+	if (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT)
+		init.qp_context = attr->qp_context;
+	qp = qp_new(ctx, NULL, &init);
+	if (!qp)
+		return -ENOMEM;
+	qp->xrcd = to_ibvc_xrcd(attr->xrcd);
+	ret = open_on_daemon(qp, attr);
+	if (ret == 0) {
+		ret = ibvc_obj_add(to_ibvc_context(ctx), qp->qp.handle,
+				   IBVC_OBJ_QP, qp);
+		if (ret < 0)
+			ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_QP,
+					    qp->qp.handle);
+	}
+	if (ret < 0) {
+		qp_free(qp);
+		return ret;
+	}
+	*ret_qp = qp;
+	return 0;
+}
+
+struct ibv_qp *ibvc_open_qp_op(struct ibv_context *ctx,
+			       struct ibv_qp_open_attr *attr)
+{
+	struct ibvc_qp *qp;
+	int ret;
+
+	if (!ctx || !attr)
+		return ibvc_null_ret(-EINVAL);
+	ret = open_qp(ctx, attr, &qp);
 	return ret < 0 ? ibvc_null_ret(ret) : &qp->qp;
 }
 

@@ -180,7 +180,7 @@ static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 		w->imm_data = rkey;
 }
 
-/* Operations we do not have (TSO, XRC): fail the batch. */
+/* Operations we do not have (TSO, atomic write): fail the batch. */
 
 static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
 			uint16_t mss)
@@ -188,10 +188,6 @@ static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
 	batch_fail(qpx_to_qp(qpx), EOPNOTSUPP);
 }
 
-static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
-{
-	batch_fail(qpx_to_qp(qpx), EOPNOTSUPP);
-}
 
 static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 			    uint64_t remote_addr, const void *atomic_wr)
@@ -216,6 +212,21 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	w->remote_qpn = remote_qpn;
 	w->remote_qkey = remote_qkey;
 	w->av = to_ibvc_ah(ah)->av;
+}
+
+/* XRC: the SRQ at the target that the current WQE lands in. */
+static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct ibvc_qp *qp = qpx_to_qp(qpx);
+	struct ibvd_send_wqe *w = qp->batch.cur;
+
+	if (!w)
+		return;
+	if (qp->qp.qp_type != IBV_QPT_XRC_SEND) {
+		batch_fail(qp, EINVAL);
+		return;
+	}
+	w->xrc_srqn = remote_srqn;
 }
 
 static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,

@@ -38,6 +38,11 @@ static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
 	int fd = -1, ret;
 
 	req.pd = srq->srq.pd->handle;
+	req.srq_type = srq->srq_type;
+	if (srq->xrcd) {
+		req.xrcd = srq->xrcd->handle;
+		req.cq = srq->cq->handle;
+	}
 	req.max_wr = attr->max_wr;
 	req.max_sge = attr->max_sge;
 	req.srq_limit = attr->srq_limit;
@@ -47,6 +52,7 @@ static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
 	if (ret < 0)
 		return ret;
 	srq->srq.handle = reply->handle;
+	srq->srq_num = reply->srq_num;
 	srq->max_sge = reply->max_sge;
 	ret = nfds == 1 ? map_srq_ring(srq, reply, fd) : -EPROTO;
 	if (nfds == 1)
@@ -71,8 +77,15 @@ static void srq_free(struct ibvc_srq *srq)
 	free(srq);
 }
 
+/* What an XRC SRQ adds to a basic one: its domain and CQ. */
+struct srq_xrc {
+	struct ibvc_xrcd *xrcd;
+	struct ibv_cq *cq;
+};
+
 static int create_srq(struct ibv_pd *pd, void *srq_context,
-		      struct ibv_srq_attr *attr, struct ibvc_srq **ret_srq)
+		      struct ibv_srq_attr *attr, const struct srq_xrc *xrc,
+		      struct ibvc_srq **ret_srq)
 {
 	struct ibvc_srq *srq;
 	int ret;
@@ -83,6 +96,11 @@ static int create_srq(struct ibv_pd *pd, void *srq_context,
 	srq->srq.context = pd->context;
 	srq->srq.srq_context = srq_context;
 	srq->srq.pd = pd;
+	srq->srq_type = xrc ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	if (xrc) {
+		srq->xrcd = xrc->xrcd;
+		srq->cq = xrc->cq;
+	}
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
 	ret = create_on_daemon(srq, attr);
@@ -111,30 +129,70 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	if (!pd || !srq_init_attr)
 		return ibvc_null_ret(-EINVAL);
 	ret = create_srq(pd, srq_init_attr->srq_context, &srq_init_attr->attr,
-			 &srq);
+			 NULL, &srq);
 	return ret < 0 ? ibvc_null_ret(ret) : &srq->srq;
+}
+
+/* XRC SRQs name their domain and CQ, both of ctx. */
+static int xrc_attr(struct ibv_context *ctx,
+		    const struct ibv_srq_init_attr_ex *attr, struct srq_xrc *x)
+{
+	uint32_t need = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+
+	if ((attr->comp_mask & need) != need || !attr->xrcd || !attr->cq ||
+	    attr->xrcd->context != ctx || attr->cq->context != ctx)
+		return -EINVAL;
+	x->xrcd = to_ibvc_xrcd(attr->xrcd);
+	x->cq = attr->cq;
+	return 0;
 }
 
 /*
  * The header inline sends basic SRQs with a PD to ibv_create_srq itself;
- * what reaches this op is the rest: XRC and tag-matching SRQs, which we do
- * not have, or a basic one described with more attributes.
+ * what reaches this op is the rest: XRC SRQs, tag-matching SRQs, which we
+ * do not have, or a basic one described with more attributes.
  */
 static int create_srq_ex(struct ibv_context *ctx,
 			 struct ibv_srq_init_attr_ex *attr,
 			 struct ibvc_srq **ret_srq)
 {
-	uint32_t known = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+	uint32_t known = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+			 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	enum ibv_srq_type type = IBV_SRQT_BASIC;
+	struct srq_xrc x;
+	int ret;
 
 	if (attr->comp_mask & ~known)
 		return -EOPNOTSUPP;
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    attr->srq_type != IBV_SRQT_BASIC)
+	if (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)
+		type = attr->srq_type;
+	if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC)
 		return -EOPNOTSUPP;
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
 	    attr->pd->context != ctx)
 		return -EINVAL;
-	return create_srq(attr->pd, attr->srq_context, &attr->attr, ret_srq);
+	if (type == IBV_SRQT_BASIC)
+		return create_srq(attr->pd, attr->srq_context, &attr->attr,
+				  NULL, ret_srq);
+	ret = xrc_attr(ctx, attr, &x);
+	if (ret < 0)
+		return ret;
+	return create_srq(attr->pd, attr->srq_context, &attr->attr, &x,
+			  ret_srq);
+}
+
+int ibvc_get_srq_num_op(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct ibvc_srq *srq;
+
+	if (!ibsrq || !srq_num)
+		return EINVAL;
+	srq = to_ibvc_srq(ibsrq);
+	/* Only XRC SRQs have a number senders can name. */
+	if (srq->srq_type != IBV_SRQT_XRC)
+		return EOPNOTSUPP;
+	*srq_num = srq->srq_num;
+	return 0;
 }
 
 struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,

@@ -178,13 +178,42 @@ struct ibvd_cq {
 	bool overflowed;		/* locked */
 };
 
+/* ---- XRC domains ------------------------------------------------------ */
+
+/*
+ * An XRC domain (verbs/xrcd.c): groups XRC SRQs and XRC target QPs so that
+ * a target QP may deliver into any SRQ of its domain.  A shared domain is
+ * named by a file, (st_dev, st_ino) of an fd the client passed, on one
+ * device; a private one by nothing.  Contexts hold it through handles of
+ * kind IBVD_OBJ_XRCD (opens); its SRQs and target QPs use it (users).  It
+ * is freed when both counts reach 0, so a target QP may outlive every
+ * context that opened the domain only if another context holds the QP,
+ * which needs the domain open.  Control thread only; the engine compares
+ * pointers.
+ */
+struct ibvd_xrcd {
+	struct ibvd_device *dev;
+	bool shared;
+	dev_t st_dev;
+	ino_t st_ino;
+	uint32_t id;			/* daemon-wide, for logs and ibvctl */
+	unsigned int opens;		/* handles in contexts */
+	unsigned int users;		/* XRC SRQs and target QPs */
+	LIST_HEAD(, ibvd_qp) tgts;	/* its target QPs, via xrc.link */
+	LIST_ENTRY(ibvd_xrcd) link;	/* in the shared-domain registry */
+};
+
 /* ---- shared receive queues ------------------------------------------- */
 
 struct ibvd_srq {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
 	uint32_t handle;
-	uint32_t srq_num;
+	uint32_t srq_num;		/* XRC: unique daemon-wide, else 0 */
+	uint32_t srq_type;		/* enum ibv_srq_type */
+	struct ibvd_xrcd *xrcd;		/* XRC only */
+	struct ibvd_cq *cq;		/* XRC only: its receive completions */
+	LIST_ENTRY(ibvd_srq) srqn_link;	/* XRC: in the SRQ-number registry */
 	uint32_t max_wr;
 	uint32_t max_sge;
 	unsigned int users;		/* QPs attached */
@@ -226,12 +255,43 @@ struct ibvd_qp_attr {
 	uint8_t en_sqd_async_notify;
 };
 
+/* A context's handle on an XRC target QP (creator or ibv_open_qp). */
+struct ibvd_xrc_hold {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	LIST_ENTRY(ibvd_xrc_hold) link;
+};
+
+/*
+ * XRC QPs.  An initiator (XRC_SEND) is an RC requester without a receive
+ * side: pd and send_cq, recv_cq and srq NULL; each send names the SRQ it
+ * lands in (the WQE's xrc_srqn).  A target (XRC_RECV) belongs to its
+ * domain, not to a context: it has no PD, CQs or SRQ of its own and its
+ * owner `ctx` is only the context whose engine thread serves it (a one-slot
+ * SQ that nothing posts to, so it flushes like any QP) and gets its events.
+ * Every context holding a handle on it is in `holds`; when the owner lets
+ * go, another holder's context becomes the owner, and the QP dies with
+ * the last hold.
+ *
+ * A target's pd, recv_cq and srq are those of the SRQ the message in
+ * progress named: set by the engine thread delivering to it (only the
+ * requester connected to it sends, so only that thread) under the objects
+ * lock held for reading, cleared by the control thread under the write
+ * lock when that SRQ goes.  The control thread never reads them otherwise.
+ */
+struct ibvd_qp_xrc {
+	struct ibvd_xrcd *xrcd;		/* XRC_RECV */
+	LIST_HEAD(, ibvd_xrc_hold) holds;
+	LIST_ENTRY(ibvd_qp) link;	/* in xrcd->tgts */
+};
+
 struct ibvd_qp {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
 	struct ibvd_cq *send_cq;
 	struct ibvd_cq *recv_cq;
 	struct ibvd_srq *srq;		/* NULL: the QP has its own RQ */
+	struct ibvd_qp_xrc xrc;		/* XRC_RECV only */
 	uint32_t handle;
 	uint32_t qp_num;		/* unique daemon-wide, never 0 or 1 */
 	uint32_t qp_type;		/* enum ibv_qp_type */
@@ -349,6 +409,12 @@ struct ibvd_mw *ibvd_mw_by_index(uint32_t rkey);
 
 /* The QP with that number, or NULL. */
 struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num);
+
+/* XRC SRQs by number: register picks srq_num; under the write lock. */
+int ibvd_srq_register(struct ibvd_srq *srq);
+void ibvd_srq_unregister(struct ibvd_srq *srq);
+/* The XRC SRQ with that number, or NULL. */
+struct ibvd_srq *ibvd_srq_by_num(uint32_t srq_num);
 
 /*
  * The QP that owns doorbell bit `bit` of ctx (ring.h), or NULL: bits of

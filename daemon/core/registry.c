@@ -280,6 +280,48 @@ void ibvd_qp_unregister(struct ibvd_qp *qp)
 	qps.count--;
 }
 
+/* ---- XRC SRQ numbers --------------------------------------------------- */
+
+/*
+ * XRC SRQs are few (a handful per process in every XRC program we know):
+ * a fixed table, keyed like QP numbers by random 24-bit values so that no
+ * tenant can guess another's.
+ */
+#define SRQ_BUCKETS	1024u
+#define SRQN_MASK	0xFFFFFFu
+
+LIST_HEAD(srq_bucket, ibvd_srq);
+static struct srq_bucket srq_table[SRQ_BUCKETS];
+
+struct ibvd_srq *ibvd_srq_by_num(uint32_t srq_num)
+{
+	struct ibvd_srq *srq;
+
+	LIST_FOREACH(srq, &srq_table[srq_num % SRQ_BUCKETS], srqn_link)
+		if (srq->srq_num == srq_num)
+			return srq;
+	return NULL;
+}
+
+int ibvd_srq_register(struct ibvd_srq *srq)
+{
+	uint32_t n;
+
+	ASSERT_WRITE_HELD();
+	do
+		n = ibvd_random32() & SRQN_MASK;
+	while (n == 0 || ibvd_srq_by_num(n));
+	srq->srq_num = n;
+	LIST_INSERT_HEAD(&srq_table[n % SRQ_BUCKETS], srq, srqn_link);
+	return 0;
+}
+
+void ibvd_srq_unregister(struct ibvd_srq *srq)
+{
+	ASSERT_WRITE_HELD();
+	LIST_REMOVE(srq, srqn_link);
+}
+
 /* ---- doorbells -------------------------------------------------------- */
 
 struct ibvd_qp *ibvd_qp_by_doorbell(const struct ibvd_context *ctx,

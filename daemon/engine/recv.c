@@ -318,6 +318,28 @@ enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 	return r;
 }
 
+/* ---- XRC ------------------------------------------------------------------- */
+
+/*
+ * Only the requester connected to target sends to it, on its own engine
+ * thread, so setting target's receive side here races with no other
+ * delivery; the control thread changes it only under the write lock
+ * (objects.h, struct ibvd_qp_xrc).
+ */
+bool ibvd_eng_xrc_enter(struct ibvd_qp *target, const struct eng_req *req)
+{
+	struct ibvd_srq *srq = ibvd_srq_by_num(req->w.xrc_srqn & 0xFFFFFFu);
+
+	if (!srq || srq->xrcd != target->xrc.xrcd) {
+		ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);
+		return false;
+	}
+	target->srq = srq;
+	target->pd = srq->pd;
+	target->recv_cq = srq->cq;
+	return true;
+}
+
 /* ---- UD datagrams --------------------------------------------------------- */
 
 /*

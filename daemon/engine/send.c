@@ -60,7 +60,7 @@ static void complete(struct ibvd_qp *qp, const struct eng_req *req,
 static void leave_rts(struct ibvd_qp *qp)
 {
 	/* UC and UD send errors stop the SQ only; RC errors stop the QP. */
-	if (qp->qp_type == IBV_QPT_RC)
+	if (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)
 		ibvd_eng_qp_error(qp);
 	else
 		ibvd_eng_qp_sq_error(qp);

@@ -366,6 +366,14 @@ bool ibvd_eng_can_receive(uint32_t state);
 bool ibvd_eng_chunk_responder(struct ibvd_qp *src, const struct ibvd_qp *peer,
 			      const struct eng_req *req);
 
+/*
+ * recv.c: before an XRC initiator's step reaches target, an XRC target
+ * QP: make the SRQ the WQE names (xrc_srqn) target's receive queue, PD and
+ * CQ for this message.  False if that SRQ is not one of target's domain:
+ * target goes to ERR and the requester gets RESP_INV_REQ.
+ */
+bool ibvd_eng_xrc_enter(struct ibvd_qp *target, const struct eng_req *req);
+
 /* recv.c: deliver a SEND or SEND_WITH_IMM (RC/UC) to target. */
 enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 				    struct ibvd_qp *src, struct ibvd_qp *target,

@@ -33,6 +33,9 @@ static bool in_range(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
 
 static bool opcode_ok(uint32_t qp_type, uint32_t opcode)
 {
+	/* An XRC initiator is an RC requester; a target never sends. */
+	if (qp_type == IBV_QPT_XRC_SEND)
+		qp_type = IBV_QPT_RC;
 	switch (opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:

@@ -60,6 +60,16 @@ static struct ibvd_qp *route(uint32_t dest_qpn, const struct ibvd_av *av)
 	return t && address_reaches(t, av) ? t : NULL;
 }
 
+/* The type of QP a connected QP of this type talks to. */
+static uint32_t peer_type(uint32_t type)
+{
+	if (type == IBV_QPT_XRC_SEND)
+		return IBV_QPT_XRC_RECV;
+	if (type == IBV_QPT_XRC_RECV)
+		return IBV_QPT_XRC_SEND;
+	return type;
+}
+
 static struct ibvd_qp *local_peer(const struct ibvd_qp *src)
 {
 	struct ibvd_qp *t = route(src->attr.dest_qp_num, &src->attr.av);
@@ -70,7 +80,8 @@ static struct ibvd_qp *local_peer(const struct ibvd_qp *src)
 	 * UC is held to the same rule, as its PSN check would drop the
 	 * stream of a stranger.
 	 */
-	if (!t || t->qp_type != src->qp_type || t->attr.dest_qp_num != src->qp_num)
+	if (!t || t->qp_type != peer_type(src->qp_type) ||
+	    t->attr.dest_qp_num != src->qp_num)
 		return NULL;
 	return t;
 }
@@ -90,6 +101,9 @@ static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	if (!peer)
 		return src->qp_type == IBV_QPT_UC ? RESP_OK : RESP_NO_ACK;
 	*rnr_timer = peer->attr.min_rnr_timer;
+	/* XRC: each message names the SRQ, PD and CQ it lands in. */
+	if (peer->qp_type == IBV_QPT_XRC_RECV && !ibvd_eng_xrc_enter(peer, req))
+		return RESP_INV_REQ;
 	switch (req->w.opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:

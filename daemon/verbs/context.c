@@ -65,6 +65,7 @@ static uint32_t kind_max(const struct ibvd_context *ctx, enum ibvd_obj_kind kind
 	case IBVD_OBJ_QP:		return (uint32_t)da.max_qp;
 	case IBVD_OBJ_SRQ:		return (uint32_t)da.max_srq;
 	case IBVD_OBJ_AH:		return (uint32_t)da.max_ah;
+	case IBVD_OBJ_XRCD:		return (uint32_t)da.max_pd;
 	case IBVD_OBJ_COMP_CHANNEL:	return IBVD_CTX_MAX_CHANNELS;
 	default:			return 0;
 	}
@@ -229,8 +230,10 @@ int ibvd_req_open_device(struct ibvd_call *call)
 static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 		       void *arg)
 {
+	struct ibvd_context *ctx = arg;
+
 	switch (kind) {
-	case IBVD_OBJ_QP:		ibvd_qp_destroy(obj); break;
+	case IBVD_OBJ_QP:		ibvd_qp_release(ctx, handle, obj); break;
 	case IBVD_OBJ_SRQ:		ibvd_srq_destroy(obj); break;
 	case IBVD_OBJ_AH:		ibvd_ah_destroy(obj); break;
 	case IBVD_OBJ_MW:		ibvd_mw_destroy(obj); break;
@@ -238,6 +241,7 @@ static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	case IBVD_OBJ_CQ:		ibvd_cq_destroy(obj); break;
 	case IBVD_OBJ_COMP_CHANNEL:	ibvd_channel_destroy(obj); break;
 	case IBVD_OBJ_PD:		ibvd_pd_destroy(obj); break;
+	case IBVD_OBJ_XRCD:		ibvd_xrcd_close(ctx, handle, obj); break;
 	default:			break;
 	}
 	return 0;
@@ -249,6 +253,7 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 	static const enum ibvd_obj_kind order[] = {
 		IBVD_OBJ_QP, IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_MW,
 		IBVD_OBJ_MR, IBVD_OBJ_CQ, IBVD_OBJ_COMP_CHANNEL, IBVD_OBJ_PD,
+		IBVD_OBJ_XRCD,
 	};
 	size_t i;
 
@@ -258,7 +263,7 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 	 */
 	ibvd_objects_write_lock();
 	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-		ibvd_handle_foreach(&ctx->handles, order[i], destroy_one, NULL);
+		ibvd_handle_foreach(&ctx->handles, order[i], destroy_one, ctx);
 	ibvd_objects_write_unlock();
 	if (ctx->objs.mem) {
 		ibvd_mem_put(ctx->objs.mem);

@@ -9,4 +9,5 @@ daemon_ibverbsd_SOURCES += \
 	daemon/verbs/pd.c daemon/verbs/mr.c daemon/verbs/mw.c \
 	daemon/verbs/channel.c daemon/verbs/cq.c \
 	daemon/verbs/qp.c daemon/verbs/qp_modify.c daemon/verbs/srq.c \
-	daemon/verbs/ah.c daemon/verbs/mcast.c
+	daemon/verbs/ah.c daemon/verbs/mcast.c \
+	daemon/verbs/xrc/xrcd.c daemon/verbs/xrc/qp.c

@@ -18,6 +18,7 @@
 #include <infiniband/verbs.h>
 
 #include "context.h"
+#include "core/device.h"
 #include "engine/engine.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
@@ -31,7 +32,19 @@ struct qp_refs {
 	struct ibvd_pd *pd;
 	struct ibvd_cq *send_cq, *recv_cq;
 	struct ibvd_srq *srq;
+	struct ibvd_xrcd *xrcd;		/* XRC_RECV only */
 };
+
+static bool is_xrc(uint32_t type)
+{
+	return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
+}
+
+/* Does a QP of this type have a receive queue of its own (or an SRQ)? */
+static bool has_recv_side(uint32_t type)
+{
+	return !is_xrc(type);
+}
 
 /* Ring geometry and the capacities it gives. */
 struct qp_geom {
@@ -47,9 +60,14 @@ static int check_type(struct ibvd_call *call, uint32_t type)
 	case IBV_QPT_UC:
 	case IBV_QPT_UD:
 		return 0;
-	case IBV_QPT_RAW_PACKET:
 	case IBV_QPT_XRC_SEND:
 	case IBV_QPT_XRC_RECV:
+		/* The RoCE wire speaks no XRC headers (XRCETH) yet. */
+		if (ibvd_call_ctx(call)->dev->kind == IBVD_DEV_ROCE)
+			return ibvd_call_error(call, -EOPNOTSUPP,
+					       "no XRC on a RoCE device");
+		return 0;
+	case IBV_QPT_RAW_PACKET:
 	case IBV_QPT_DRIVER:
 		return ibvd_call_error(call, -EOPNOTSUPP, "QP type %u is not supported",
 				       type);
@@ -58,11 +76,49 @@ static int check_type(struct ibvd_call *call, uint32_t type)
 	}
 }
 
+/* XRC_RECV: its domain only; nothing else is its own. */
+static int lookup_tgt_refs(struct ibvd_call *call, const Ibvd__CreateQp *req,
+			   struct qp_refs *r)
+{
+	memset(r, 0, sizeof(*r));
+	if (req->pd || req->send_cq || req->recv_cq || req->srq)
+		return ibvd_call_error(call, -EINVAL,
+				       "an XRC target QP has no PD, CQs or SRQ");
+	r->xrcd = ibvd_call_xrcd(call, req->xrcd);
+	return r->xrcd ? 0 : -EINVAL;
+}
+
+/* XRC_SEND: a PD and a send CQ, no receive side. */
+static int lookup_ini_refs(struct ibvd_call *call, const Ibvd__CreateQp *req,
+			   struct qp_refs *r)
+{
+	struct ibvd_handle_table *h = &ibvd_call_ctx(call)->handles;
+
+	memset(r, 0, sizeof(*r));
+	if (req->srq || req->xrcd)
+		return ibvd_call_error(call, -EINVAL,
+				       "an XRC initiator QP has no SRQ or domain");
+	r->pd = ibvd_handle_lookup(h, req->pd, IBVD_OBJ_PD);
+	r->send_cq = ibvd_handle_lookup(h, req->send_cq, IBVD_OBJ_CQ);
+	if (!r->pd)
+		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	if (!r->send_cq)
+		return ibvd_call_error(call, -EINVAL, "no CQ %#x", req->send_cq);
+	return 0;
+}
+
 static int lookup_refs(struct ibvd_call *call, const Ibvd__CreateQp *req,
 		       struct qp_refs *r)
 {
 	struct ibvd_handle_table *h = &ibvd_call_ctx(call)->handles;
 
+	if (req->qp_type == IBV_QPT_XRC_RECV)
+		return lookup_tgt_refs(call, req, r);
+	if (req->qp_type == IBV_QPT_XRC_SEND)
+		return lookup_ini_refs(call, req, r);
+	r->xrcd = NULL;
+	if (req->xrcd)
+		return ibvd_call_error(call, -EINVAL, "only XRC QPs have a domain");
 	r->pd = ibvd_handle_lookup(h, req->pd, IBVD_OBJ_PD);
 	r->send_cq = ibvd_handle_lookup(h, req->send_cq, IBVD_OBJ_CQ);
 	r->recv_cq = ibvd_handle_lookup(h, req->recv_cq, IBVD_OBJ_CQ);
@@ -191,11 +247,15 @@ static int qp_publish(struct ibvd_qp *qp)
 	return ret;
 }
 
+/* A target's pd, CQ and SRQ are the engine's of the moment: none counted. */
 static void users_add(struct ibvd_qp *qp, int d)
 {
+	if (qp->qp_type == IBV_QPT_XRC_RECV)
+		return;
 	qp->pd->users += d;
 	qp->send_cq->users += d;
-	qp->recv_cq->users += d;
+	if (qp->recv_cq)
+		qp->recv_cq->users += d;
 	if (qp->srq)
 		qp->srq->users += d;
 }
@@ -236,11 +296,16 @@ static int qp_create(struct ibvd_call *call, const Ibvd__CreateQp *req,
 	struct ibvd_qp *qp;
 	int ret;
 
+	bool has_rq = !r->srq && has_recv_side(req->qp_type);
+
 	ibvd_qp_cap_from_msg(req->cap, &want);
-	ret = check_caps(call, &want, !r->srq);
+	/* A target sends nothing: its one-slot SQ only lets it flush. */
+	if (req->qp_type == IBV_QPT_XRC_RECV)
+		memset(&want, 0, sizeof(want));
+	ret = check_caps(call, &want, has_rq);
 	if (ret < 0)
 		return ret;
-	qp_geometry(ctx, &want, !r->srq, g);
+	qp_geometry(ctx, &want, has_rq, g);
 	qp = qp_alloc(ctx, req, r, g);
 	if (!qp)
 		return -ENOMEM;
@@ -253,9 +318,19 @@ static int qp_create(struct ibvd_call *call, const Ibvd__CreateQp *req,
 	ret = qp_publish(qp);
 	if (ret < 0)
 		goto fail_rings;
+	if (r->xrcd) {
+		ret = ibvd_xrc_tgt_init(qp, r->xrcd);
+		if (ret < 0)
+			goto fail_publish;
+	}
 	users_add(qp, 1);
 	*ret_qp = qp;
 	return 0;
+fail_publish:
+	ibvd_objects_write_lock();
+	ibvd_qp_unregister(qp);
+	ibvd_doorbell_free(ctx, qp);
+	ibvd_objects_write_unlock();
 fail_rings:
 	close(*fd);
 	ibvd_ring_unmap(ctx, qp->sq.map, qp->ctl.map_len);
@@ -309,6 +384,10 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 	ibvd_mcast_detach_all(qp);
 	ibvd_handle_remove(&ctx->handles, qp->handle, IBVD_OBJ_QP);
 	users_add(qp, -1);
+	if (qp->qp_type == IBV_QPT_XRC_RECV && qp->xrc.xrcd) {
+		LIST_REMOVE(qp, xrc.link);
+		ibvd_xrcd_use(qp->xrc.xrcd, -1);
+	}
 	ibvd_ring_unmap(ctx, qp->sq.map, qp->ctl.map_len);
 	pthread_mutex_destroy(&qp->recv_lock);
 	free(qp);
@@ -324,6 +403,16 @@ struct ibvd_qp *ibvd_call_qp(struct ibvd_call *call, uint32_t handle)
 	return qp;
 }
 
+void ibvd_qp_release(struct ibvd_context *ctx, uint32_t handle,
+		     struct ibvd_qp *qp)
+{
+	/* Another context still holds a target: it lives on. */
+	if (qp->qp_type == IBV_QPT_XRC_RECV &&
+	    ibvd_xrc_tgt_release(qp, ctx, handle))
+		return;
+	ibvd_qp_destroy(qp);
+}
+
 int ibvd_req_destroy_qp(struct ibvd_call *call)
 {
 	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
@@ -333,7 +422,7 @@ int ibvd_req_destroy_qp(struct ibvd_call *call)
 		return -EINVAL;
 	ibvd_objects_write_lock();
 	ibvd_engine_qp_finish_ud(qp);
-	ibvd_qp_destroy(qp);
+	ibvd_qp_release(ibvd_call_ctx(call), req->handle, qp);
 	ibvd_objects_write_unlock();
 	return 0;
 }
@@ -408,10 +497,13 @@ static void attr_to_msg(const struct ibvd_qp *qp, Ibvd__QpAttr *m)
 
 static void init_to_msg(const struct ibvd_qp *qp, Ibvd__CreateQp *m)
 {
-	m->pd = qp->pd->handle;
-	m->send_cq = qp->send_cq->handle;
-	m->recv_cq = qp->recv_cq->handle;
-	m->srq = qp->srq ? qp->srq->handle : 0;
+	/* A target's are the engine's (objects.h): it reports none. */
+	if (qp->qp_type != IBV_QPT_XRC_RECV) {
+		m->pd = qp->pd->handle;
+		m->send_cq = qp->send_cq->handle;
+		m->recv_cq = qp->recv_cq ? qp->recv_cq->handle : 0;
+		m->srq = qp->srq ? qp->srq->handle : 0;
+	}
 	m->qp_type = qp->qp_type;
 	m->sq_sig_all = qp->sq_sig_all;
 }

@@ -116,9 +116,29 @@ static const char *const state_names[NSTATES] = {
 	"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR",
 };
 
+/* XRC QPs are RC halves: the RC column, less what their half lacks. */
 static unsigned int type_col(uint32_t qp_type)
 {
-	return qp_type == IBV_QPT_RC ? T_RC : qp_type == IBV_QPT_UC ? T_UC : T_UD;
+	if (qp_type == IBV_QPT_RC || qp_type == IBV_QPT_XRC_SEND ||
+	    qp_type == IBV_QPT_XRC_RECV)
+		return T_RC;
+	return qp_type == IBV_QPT_UC ? T_UC : T_UD;
+}
+
+/*
+ * What an XRC half need not give of RC's required attributes (as Linux
+ * asks of XRC_INI and XRC_TGT): an initiator receives nothing (no access
+ * flags, responder resources or RNR timer), a target sends nothing (no
+ * retry counts or initiator depth).  Still accepted when given.
+ */
+static uint32_t xrc_not_required(uint32_t qp_type, uint32_t next)
+{
+	if (qp_type == IBV_QPT_XRC_SEND)
+		return next == S(INIT) ? QP(ACCESS_FLAGS) :
+		       next == S(RTR) ? QP(MAX_DEST_RD_ATOMIC) | QP(MIN_RNR_TIMER) : 0;
+	if (qp_type == IBV_QPT_XRC_RECV && next == S(RTS))
+		return QP(RETRY_CNT) | QP(RNR_RETRY) | QP(MAX_QP_RD_ATOMIC);
+	return 0;
 }
 
 static int check_transition(struct ibvd_call *call, const struct ibvd_qp *qp,
@@ -127,6 +147,8 @@ static int check_transition(struct ibvd_call *call, const struct ibvd_qp *qp,
 	unsigned int col = type_col(qp->qp_type);
 	const struct transition *t = &table[cur][next];
 	uint32_t req = t->req[col], allowed = req | t->opt[col] | QP(STATE);
+
+	req &= ~xrc_not_required(qp->qp_type, next);
 
 	if (!(t->types & 1u << col))
 		return ibvd_call_error(call, -EINVAL, "%s -> %s is not a valid transition",

@@ -4,6 +4,10 @@
  * An SRQ is one work-queue ring (ring.h) of receive WQEs.  Its limit is
  * one-shot: MODIFY_SRQ with IBV_SRQ_LIMIT arms it, the engine disarms it
  * when it sends IBV_EVENT_SRQ_LIMIT_REACHED.
+ *
+ * An XRC SRQ also belongs to an XRC domain, completes on a CQ of its own
+ * and has a daemon-wide number, which XRC senders name (xrc/qp.c and the
+ * engine's responder find it by that number).
  */
 #include <config.h>
 
@@ -84,10 +88,61 @@ static int srq_new(struct ibvd_context *ctx, struct ibvd_pd *pd,
 	srq->pd = pd;
 	srq->max_wr = g->nslots;
 	srq->max_sge = g->max_sge;
-	/* srq_num names XRC SRQs only; these have none. */
 	pthread_mutex_init(&srq->lock, NULL);
 	*ret_srq = srq;
 	return 0;
+}
+
+/* What an XRC SRQ names besides its PD: its domain and CQ. */
+struct srq_xrc_refs {
+	struct ibvd_xrcd *xrcd;
+	struct ibvd_cq *cq;
+};
+
+static int lookup_xrc(struct ibvd_call *call, const Ibvd__CreateSrq *req,
+		      struct srq_xrc_refs *x)
+{
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+
+	x->xrcd = NULL;
+	x->cq = NULL;
+	if (req->srq_type == IBV_SRQT_BASIC)
+		return req->xrcd || req->cq ?
+		       ibvd_call_error(call, -EINVAL,
+				       "a basic SRQ has no domain or CQ") : 0;
+	if (req->srq_type != IBV_SRQT_XRC)
+		return ibvd_call_error(call, -EOPNOTSUPP, "SRQ type %u",
+				       req->srq_type);
+	x->xrcd = ibvd_call_xrcd(call, req->xrcd);
+	if (!x->xrcd)
+		return -EINVAL;
+	x->cq = ibvd_handle_lookup(&ctx->handles, req->cq, IBVD_OBJ_CQ);
+	if (!x->cq)
+		return ibvd_call_error(call, -EINVAL, "no CQ %#x", req->cq);
+	return 0;
+}
+
+/* Undo srq_new. */
+static void srq_free(struct ibvd_srq *srq)
+{
+	ibvd_ring_unmap(srq->ctx, srq->ring.map, srq->ring.map_len);
+	pthread_mutex_destroy(&srq->lock);
+	free(srq);
+}
+
+/* XRC: take the domain and CQ, and a number senders can name. */
+static void srq_join_xrc(struct ibvd_srq *srq, const struct srq_xrc_refs *x)
+{
+	srq->srq_type = x->xrcd ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	if (!x->xrcd)
+		return;
+	srq->xrcd = x->xrcd;
+	srq->cq = x->cq;
+	x->cq->users++;
+	ibvd_xrcd_use(x->xrcd, 1);
+	ibvd_objects_write_lock();
+	ibvd_srq_register(srq);
+	ibvd_objects_write_unlock();
 }
 
 int ibvd_req_create_srq(struct ibvd_call *call)
@@ -95,12 +150,16 @@ int ibvd_req_create_srq(struct ibvd_call *call)
 	const Ibvd__CreateSrq *req = (const Ibvd__CreateSrq *)call->msg;
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
 	struct ibvd_pd *pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
+	struct srq_xrc_refs x;
 	struct ibvd_srq *srq;
 	struct srq_geom g = { 0 };
 	int fd, ret;
 
 	if (!pd)
 		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
+	ret = lookup_xrc(call, req, &x);
+	if (ret < 0)
+		return ret;
 	ret = srq_geometry(call, req, &g);
 	if (ret < 0)
 		return ret;
@@ -111,15 +170,17 @@ int ibvd_req_create_srq(struct ibvd_call *call)
 	ret = ibvd_obj_add(ctx, IBVD_OBJ_SRQ, srq, &srq->handle);
 	if (ret < 0) {
 		close(fd);
-		ibvd_ring_unmap(ctx, srq->ring.map, srq->ring.map_len);
-		pthread_mutex_destroy(&srq->lock);
-		free(srq);
+		srq_free(srq);
 		return ibvd_call_error(call, ret, "too many SRQs");
 	}
 	pd->users++;
+	srq_join_xrc(srq, &x);
 	ret = reply_srq(call, srq, fd);
-	if (ret < 0 && ibvd_call_ctx(call))
+	if (ret < 0 && ibvd_call_ctx(call)) {
+		ibvd_objects_write_lock();
 		ibvd_srq_destroy(srq);
+		ibvd_objects_write_unlock();
+	}
 	return ret;
 }
 
@@ -176,14 +237,18 @@ int ibvd_req_query_srq(struct ibvd_call *call)
 	return ibvd_call_reply(call, &attr.base, NULL, 0);
 }
 
-/* The objects lock is held for writing, unless no QP ever used srq. */
+/* The objects lock is held for writing: the engine finds XRC SRQs by number. */
 void ibvd_srq_destroy(struct ibvd_srq *srq)
 {
 	ibvd_handle_remove(&srq->ctx->handles, srq->handle, IBVD_OBJ_SRQ);
 	srq->pd->users--;
-	ibvd_ring_unmap(srq->ctx, srq->ring.map, srq->ring.map_len);
-	pthread_mutex_destroy(&srq->lock);
-	free(srq);
+	if (srq->xrcd) {
+		ibvd_srq_unregister(srq);
+		ibvd_xrc_srq_gone(srq);
+		srq->cq->users--;
+		ibvd_xrcd_use(srq->xrcd, -1);
+	}
+	srq_free(srq);
 }
 
 int ibvd_req_destroy_srq(struct ibvd_call *call)

@@ -152,12 +152,45 @@ int ibvd_req_modify_qp(struct ibvd_call *call);
 int ibvd_req_query_qp(struct ibvd_call *call);
 int ibvd_req_destroy_qp(struct ibvd_call *call);
 void ibvd_qp_destroy(struct ibvd_qp *qp);
+/*
+ * ctx lets go of its handle on qp (DESTROY_QP, teardown), objects lock
+ * held for writing: qp is destroyed, unless it is an XRC target another
+ * context still holds.
+ */
+void ibvd_qp_release(struct ibvd_context *ctx, uint32_t handle,
+		     struct ibvd_qp *qp);
 
 int ibvd_req_create_srq(struct ibvd_call *call);
 int ibvd_req_modify_srq(struct ibvd_call *call);
 int ibvd_req_query_srq(struct ibvd_call *call);
 int ibvd_req_destroy_srq(struct ibvd_call *call);
 void ibvd_srq_destroy(struct ibvd_srq *srq);
+
+int ibvd_req_alloc_xrcd(struct ibvd_call *call);
+int ibvd_req_open_xrcd(struct ibvd_call *call);
+int ibvd_req_close_xrcd(struct ibvd_call *call);
+/* The XRC domain a handle names in the caller's context, or NULL (EINVAL). */
+struct ibvd_xrcd *ibvd_call_xrcd(struct ibvd_call *call, uint32_t handle);
+/* ctx lets go of handle on x (CLOSE_XRCD, teardown); x may be freed. */
+void ibvd_xrcd_close(struct ibvd_context *ctx, uint32_t handle,
+		     struct ibvd_xrcd *x);
+/* An SRQ or target QP of x comes (+1) or goes (-1); x may be freed. */
+void ibvd_xrcd_use(struct ibvd_xrcd *x, int d);
+
+/* xrc/qp.c: XRC target QPs, shared by the contexts that hold them. */
+int ibvd_req_open_qp(struct ibvd_call *call);
+/* Join a new target QP to its domain, held by its creator. */
+int ibvd_xrc_tgt_init(struct ibvd_qp *qp, struct ibvd_xrcd *x);
+/*
+ * ctx lets go of its handle on target qp (DESTROY_QP, teardown); objects
+ * lock held for writing.  True if qp lives on (another context holds it:
+ * it may have a new owner), false if this was the last hold and the
+ * caller destroys it.
+ */
+bool ibvd_xrc_tgt_release(struct ibvd_qp *qp, struct ibvd_context *ctx,
+			  uint32_t handle);
+/* The SRQ goes: no target QP of its domain points at it any more. */
+void ibvd_xrc_srq_gone(struct ibvd_srq *srq);
 
 int ibvd_req_create_ah(struct ibvd_call *call);
 int ibvd_req_destroy_ah(struct ibvd_call *call);

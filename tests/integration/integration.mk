@@ -101,6 +101,14 @@ tests_integration_odp_helper_SOURCES = tests/integration/odp.c \
 tests_integration_odp_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_odp_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
+# XRC (domains, XRC SRQs, initiator/target QPs), like odp-helper.
+INTEGRATION_TESTS += tests/integration/xrc.sh
+check_PROGRAMS += tests/integration/xrc-helper
+tests_integration_xrc_helper_SOURCES = tests/integration/xrc.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_xrc_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_integration_xrc_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
+
 check_PROGRAMS += tests/integration/peers-helper
 tests_integration_peers_helper_SOURCES = tests/integration/peers.c \
 	tests/integration/vt.c tests/integration/vt.h

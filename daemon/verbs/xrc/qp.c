@@ -1,0 +1,177 @@
+/*
+ * XRC target QPs: OPEN_QP, and how a target outlives the context that
+ * made it.  A target belongs to its XRC domain; every context that made or
+ * opened it holds a handle on it (struct ibvd_xrc_hold), and one of them
+ * owns it (qp->ctx: its engine thread serves the QP, its client gets the
+ * QP's events).  When the owner lets go, another holder takes over; the
+ * QP is destroyed with the last hold (objects.h, struct ibvd_qp_xrc).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include <infiniband/verbs.h>
+
+#include "log.h"
+#include "server/call.h"
+#include "verbs/context.h"
+#include "verbs/verbs.h"
+
+static int hold_add(struct ibvd_qp *qp, struct ibvd_context *ctx,
+		    uint32_t handle)
+{
+	struct ibvd_xrc_hold *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->ctx = ctx;
+	h->handle = handle;
+	LIST_INSERT_HEAD(&qp->xrc.holds, h, link);
+	return 0;
+}
+
+static struct ibvd_xrc_hold *hold_find(struct ibvd_qp *qp,
+				       const struct ibvd_context *ctx,
+				       uint32_t handle)
+{
+	struct ibvd_xrc_hold *h;
+
+	LIST_FOREACH(h, &qp->xrc.holds, link)
+		if (h->ctx == ctx && h->handle == handle)
+			return h;
+	return NULL;
+}
+
+int ibvd_xrc_tgt_init(struct ibvd_qp *qp, struct ibvd_xrcd *x)
+{
+	int ret;
+
+	LIST_INIT(&qp->xrc.holds);
+	ret = hold_add(qp, qp->ctx, qp->handle);
+	if (ret < 0)
+		return ret;
+	qp->xrc.xrcd = x;
+	LIST_INSERT_HEAD(&x->tgts, qp, xrc.link);
+	ibvd_xrcd_use(x, 1);
+	return 0;
+}
+
+/* Move what the owner keeps for qp (doorbell, ring bytes) to h's context. */
+static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
+{
+	struct ibvd_context *old = qp->ctx;
+	int ret;
+
+	ibvd_doorbell_free(old, qp);
+	ret = ibvd_doorbell_alloc(h->ctx, qp);
+	if (ret < 0) {
+		/* Keep the old bit until a holder has room. */
+		ibvd_doorbell_alloc(old, qp);
+		return ret;
+	}
+	old->objs.ring_bytes -= qp->ctl.map_len;
+	h->ctx->objs.ring_bytes += qp->ctl.map_len;
+	qp->ctx = h->ctx;
+	qp->handle = h->handle;
+	return 0;
+}
+
+/*
+ * Only if no holder can take a doorbell: the QP cannot be served, so it
+ * goes, and the holders' handles with it (their next use is EINVAL).
+ */
+static void drop_all_holds(struct ibvd_qp *qp)
+{
+	struct ibvd_xrc_hold *h;
+
+	while ((h = LIST_FIRST(&qp->xrc.holds))) {
+		LIST_REMOVE(h, link);
+		if (h->ctx != qp->ctx || h->handle != qp->handle)
+			ibvd_handle_remove(&h->ctx->handles, h->handle,
+					   IBVD_OBJ_QP);
+		free(h);
+	}
+}
+
+bool ibvd_xrc_tgt_release(struct ibvd_qp *qp, struct ibvd_context *ctx,
+			  uint32_t handle)
+{
+	struct ibvd_xrc_hold *h = hold_find(qp, ctx, handle);
+
+	if (h) {
+		LIST_REMOVE(h, link);
+		free(h);
+	}
+	if (LIST_EMPTY(&qp->xrc.holds))
+		return false;
+	ibvd_handle_remove(&ctx->handles, handle, IBVD_OBJ_QP);
+	if (qp->ctx != ctx || qp->handle != handle)
+		return true;
+	LIST_FOREACH(h, &qp->xrc.holds, link)
+		if (move_owner(qp, h) == 0)
+			return true;
+	log_err("XRC target QP %#x: no holder has a doorbell left; destroyed",
+		qp->qp_num);
+	/* The caller destroys it; removing the owner's handle twice is harmless. */
+	drop_all_holds(qp);
+	return false;
+}
+
+void ibvd_xrc_srq_gone(struct ibvd_srq *srq)
+{
+	struct ibvd_qp *qp;
+
+	LIST_FOREACH(qp, &srq->xrcd->tgts, xrc.link)
+		if (qp->srq == srq) {
+			qp->srq = NULL;
+			qp->pd = NULL;
+			qp->recv_cq = NULL;
+		}
+}
+
+/* ---- OPEN_QP ------------------------------------------------------------ */
+
+static int reply_open(struct ibvd_call *call, const struct ibvd_qp *qp,
+		      uint32_t handle)
+{
+	Ibvd__CreateQpReply reply = IBVD__CREATE_QP_REPLY__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+
+	reply.handle = handle;
+	reply.qp_num = qp->qp_num;
+	reply.cap = &cap;
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
+}
+
+int ibvd_req_open_qp(struct ibvd_call *call)
+{
+	const Ibvd__OpenQp *req = (const Ibvd__OpenQp *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_xrcd *x = ibvd_call_xrcd(call, req->xrcd);
+	struct ibvd_qp *qp;
+	uint32_t handle;
+	int ret;
+
+	if (!x)
+		return -EINVAL;
+	if (req->qp_type != IBV_QPT_XRC_RECV)
+		return ibvd_call_error(call, -EINVAL,
+				       "only XRC target QPs can be opened");
+	qp = ibvd_qp_by_num(req->qp_num & 0xFFFFFFu);
+	if (!qp || qp->qp_type != IBV_QPT_XRC_RECV || qp->xrc.xrcd != x)
+		return ibvd_call_error(call, -ENOENT,
+				       "no XRC target QP %#x in that domain",
+				       req->qp_num);
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_QP, qp, &handle);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "too many QPs");
+	ret = hold_add(qp, ctx, handle);
+	if (ret < 0) {
+		ibvd_handle_remove(&ctx->handles, handle, IBVD_OBJ_QP);
+		return ret;
+	}
+	ret = reply_open(call, qp, handle);
+	/* A failed send tore the context down, our hold with it. */
+	return ret;
+}

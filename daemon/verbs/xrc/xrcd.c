@@ -1,0 +1,176 @@
+/*
+ * XRC domains: ALLOC_XRCD (private), OPEN_XRCD (shared through a file),
+ * CLOSE_XRCD.  The object is in objects.h; what uses it: XRC SRQs
+ * (srq.c) and XRC target QPs (xrc/qp.c).
+ *
+ * A shared domain is keyed by the device and the (st_dev, st_ino) of the
+ * file whose fd the client passed: we fstat() that fd ourselves, so a
+ * client can only reach domains of files it could open, as with the
+ * kernel's inode-keyed table.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "verbs/context.h"
+#include "ibverbsd.pb-c.h"
+#include "server/call.h"
+#include "verbs/verbs.h"
+
+/* Shared domains of every device; control thread only. */
+static LIST_HEAD(, ibvd_xrcd) shared_xrcds = LIST_HEAD_INITIALIZER(shared_xrcds);
+static uint32_t next_xrcd_id;
+
+static struct ibvd_xrcd *xrcd_find(const struct ibvd_device *dev,
+				   const struct stat *st)
+{
+	struct ibvd_xrcd *x;
+
+	LIST_FOREACH(x, &shared_xrcds, link)
+		if (x->dev == dev && x->st_dev == st->st_dev &&
+		    x->st_ino == st->st_ino)
+			return x;
+	return NULL;
+}
+
+static struct ibvd_xrcd *xrcd_new(struct ibvd_device *dev,
+				  const struct stat *st)
+{
+	struct ibvd_xrcd *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->dev = dev;
+	x->id = ++next_xrcd_id;
+	LIST_INIT(&x->tgts);
+	if (st) {
+		x->shared = true;
+		x->st_dev = st->st_dev;
+		x->st_ino = st->st_ino;
+		LIST_INSERT_HEAD(&shared_xrcds, x, link);
+	}
+	return x;
+}
+
+/* Free x once no context holds it and nothing of it is left. */
+static void xrcd_maybe_free(struct ibvd_xrcd *x)
+{
+	if (x->opens || x->users)
+		return;
+	if (x->shared)
+		LIST_REMOVE(x, link);
+	free(x);
+}
+
+void ibvd_xrcd_use(struct ibvd_xrcd *x, int d)
+{
+	x->users += d;
+	if (d < 0)
+		xrcd_maybe_free(x);
+}
+
+struct ibvd_xrcd *ibvd_call_xrcd(struct ibvd_call *call, uint32_t handle)
+{
+	struct ibvd_xrcd *x = ibvd_handle_lookup(&ibvd_call_ctx(call)->handles,
+						 handle, IBVD_OBJ_XRCD);
+
+	if (!x)
+		ibvd_call_error(call, -EINVAL, "no XRC domain %#x", handle);
+	return x;
+}
+
+/* Give x a handle in the caller's context and reply with it. */
+static int xrcd_reply(struct ibvd_call *call, struct ibvd_xrcd *x)
+{
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	Ibvd__Handle reply = IBVD__HANDLE__INIT;
+	int ret;
+
+	ret = ibvd_obj_add(ctx, IBVD_OBJ_XRCD, x, &reply.handle);
+	if (ret < 0) {
+		xrcd_maybe_free(x);
+		return ibvd_call_error(call, ret, "too many XRC domains");
+	}
+	x->opens++;
+	ret = ibvd_call_reply(call, &reply.base, NULL, 0);
+	/* A failed send closed the session: its context let go of x. */
+	if (ret < 0 && ibvd_call_ctx(call))
+		ibvd_xrcd_close(ctx, reply.handle, x);
+	return ret;
+}
+
+int ibvd_req_alloc_xrcd(struct ibvd_call *call)
+{
+	struct ibvd_xrcd *x = xrcd_new(ibvd_call_ctx(call)->dev, NULL);
+
+	if (!x)
+		return -ENOMEM;
+	return xrcd_reply(call, x);
+}
+
+/* The domain the file names, as oflags ask: found, made, or an error. */
+static int xrcd_lookup(struct ibvd_call *call, const struct stat *st,
+		       uint32_t oflags, struct ibvd_xrcd **ret)
+{
+	struct ibvd_device *dev = ibvd_call_ctx(call)->dev;
+	struct ibvd_xrcd *x = xrcd_find(dev, st);
+
+	if (x && (oflags & O_CREAT) && (oflags & O_EXCL))
+		return ibvd_call_error(call, -EEXIST, "the XRC domain exists");
+	if (!x && !(oflags & O_CREAT))
+		return ibvd_call_error(call, -ENOENT, "no XRC domain for that file");
+	if (!x)
+		x = xrcd_new(dev, st);
+	if (!x)
+		return -ENOMEM;
+	*ret = x;
+	return 0;
+}
+
+int ibvd_req_open_xrcd(struct ibvd_call *call)
+{
+	const Ibvd__OpenXrcd *req = (const Ibvd__OpenXrcd *)call->msg;
+	struct ibvd_xrcd *x = NULL;
+	struct stat st;
+	int fd, ret;
+
+	if (req->oflags & ~(uint32_t)(O_CREAT | O_EXCL))
+		return ibvd_call_error(call, -EINVAL, "oflags %#x", req->oflags);
+	fd = ibvd_call_take_fd(call, 0);
+	ret = fstat(fd, &st) < 0 ? -errno : 0;
+	close(fd);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "cannot stat the domain's file");
+	ret = xrcd_lookup(call, &st, req->oflags, &x);
+	if (ret < 0)
+		return ret;
+	return xrcd_reply(call, x);
+}
+
+void ibvd_xrcd_close(struct ibvd_context *ctx, uint32_t handle,
+		     struct ibvd_xrcd *x)
+{
+	ibvd_handle_remove(&ctx->handles, handle, IBVD_OBJ_XRCD);
+	x->opens--;
+	xrcd_maybe_free(x);
+}
+
+int ibvd_req_close_xrcd(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_xrcd *x = ibvd_call_xrcd(call, req->handle);
+
+	if (!x)
+		return -EINVAL;
+	/* As the kernel: the last close of a domain still in use fails. */
+	if (x->opens == 1 && x->users)
+		return ibvd_call_error(call, -EBUSY,
+				       "XRC domain %#x still has %u SRQs and QPs",
+				       req->handle, x->users);
+	ibvd_xrcd_close(ibvd_call_ctx(call), req->handle, x);
+	return 0;
+}

@@ -1,0 +1,115 @@
+#!/bin/bash
+# XRC on a software device (issue: XRC): the Check program xrc-helper
+# (tests/integration/xrc.c) as uids $USER1 and $USER2 against a real daemon,
+# then Debian's unmodified ibv_xsrq_pingpong and perftest's ib_send_bw and
+# ib_write_bw with -c XRC between uid $USER1 (server) and $USER2 (client).
+# The daemon holds no XRC object afterwards.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd ss ibv_xsrq_pingpong ib_send_bw ib_write_bw
+ibvd_init
+O=$T/out
+HELPER=$T/bin/xrc-helper
+export VT_TMUL=$TMUL
+
+daemon_start -c "$(default_conf)"
+daemon_wait_ready
+
+# nothing_left WHEN: no QP, SRQ or context is left once every client went.
+nothing_left() {
+	local kind
+	for kind in qp srq ctx; do
+		ibvctl -j resource show "$kind" >"$O/res-$kind.json" 2>&1 ||
+			{ show "resource show $kind" "$O/res-$kind.json"; fail "ibvctl resource show $kind"; }
+		if grep -q '[^][[:space:]]' "$O/res-$kind.json"; then
+			show "resource show $kind" "$O/res-$kind.json"
+			fail "$1: ${kind}s left in the daemon"
+		fi
+	done
+	ok "$1: no QP, SRQ or context left"
+}
+if [ -x "$HELPER" ]; then
+	check "the XRC suite as uid $USER1"
+	run_ours "$USER1" "$HELPER" >"$O/xrc" 2>&1
+	rc=$?
+	show "xrc-helper" "$O/xrc"
+	[ "$rc" -eq 0 ] || fail "the XRC suite failed (exit $rc)"
+	expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/xrc" "Check summary"
+	ok "$(grep -E '^[0-9]+%: Checks' "$O/xrc")"
+	nothing_left "after the XRC suite"
+fi
+
+# xsrq ARGS...: ibv_xsrq_pingpong server (uid 1001) and client (uid 1002).
+# Each opens its XRC domain through /tmp/xrc_domain (O_CREAT, mode 0440):
+# the client, another uid, cannot open the server's file and so works in a
+# private domain, as it would on a NIC.  None is left before or after.
+xsrq() {
+	local port spid rc_c what="ibv_xsrq_pingpong${*:+ $*}"
+	check "$what"
+	[ -n "${XSRQ_KEEP:-}" ] || rm -f /tmp/xrc_domain
+	port=$(free_port) || exit 1
+	run_debian "$USER1" ibv_xsrq_pingpong -p "$port" "$@" >"$O/xsrq.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	wait_tcp_listen "$port" "$spid" || { show server "$O/xsrq.server"; fail "$what: no server"; }
+	run_debian "$USER2" ibv_xsrq_pingpong -p "$port" "$@" localhost >"$O/xsrq.client" 2>&1
+	rc_c=$?
+	wait_exit "$spid" "$TMO" || kill -TERM "$spid"
+	[ -n "${XSRQ_KEEP:-}" ] || rm -f /tmp/xrc_domain
+	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
+		show server "$O/xsrq.server"
+		show client "$O/xsrq.client"
+		fail "$what: client exited $rc_c, server $EXIT_STATUS"
+	fi
+	show client "$O/xsrq.client"
+	ok "$what"
+}
+xsrq
+xsrq -n 1000 -s 4096
+xsrq -n 200 -s 65536
+xsrq -e -n 200
+# A domain file both uids can read (root's, 0444): one domain, both sides.
+shared_xsrq() {
+	rm -f /tmp/xrc_domain
+	install -m 0444 /dev/null /tmp/xrc_domain
+	XSRQ_KEEP=1 xsrq -n 500
+	expect_no_grep "Couldn't create the file" "$O/xsrq.client" "the client opened the shared file"
+	expect_no_grep "Couldn't create the file" "$O/xsrq.server" "the server opened the shared file"
+	rm -f /tmp/xrc_domain
+	ok "both uids in one XRC domain"
+}
+shared_xsrq
+
+# perftest PROG: server uid 1001, client uid 1002, -c XRC.  perftest keeps
+# each side's XRC domain in a file of its own, /tmp/xrc_domain_server and
+# /tmp/xrc_domain_client (open O_CREAT, mode 0440): one left by another uid
+# would make open() fail, so none is left before or after.
+XRC_FILES=(/tmp/xrc_domain_server /tmp/xrc_domain_client)
+perftest() {
+	local prog=$1 port spid rc_c
+	check "$prog -c XRC"
+	rm -f "${XRC_FILES[@]}"
+	port=$(free_port) || exit 1
+	run_debian "$USER1" "$prog" -d ibvd0 -c XRC -n 1000 -p "$port" >"$O/$prog.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	wait_tcp_listen "$port" "$spid" || { show server "$O/$prog.server"; fail "$prog: no server"; }
+	run_debian "$USER2" "$prog" -d ibvd0 -c XRC -n 1000 -p "$port" 127.0.0.1 >"$O/$prog.client" 2>&1
+	rc_c=$?
+	wait_exit "$spid" "$TMO" || kill -TERM "$spid"
+	rm -f "${XRC_FILES[@]}"
+	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
+		show server "$O/$prog.server"
+		show client "$O/$prog.client"
+		fail "$prog -c XRC: client exited $rc_c, server $EXIT_STATUS"
+	fi
+	expect_grep '^ *65536 +1000 ' "$O/$prog.client" "$prog -c XRC: the result line"
+	ok "$(grep -E '^ *65536 +1000 ' "$O/$prog.client" | tr -s ' ')"
+}
+perftest ib_send_bw
+perftest ib_write_bw
+
+daemon_alive "after XRC"
+
+nothing_left "after everything"
+daemon_stop
