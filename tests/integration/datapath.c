@@ -2417,6 +2417,109 @@ START_TEST(mr_rereg_bad)
 }
 END_TEST
 
+/* ---- pyverbs' rereg flows: an error, the QPs restated, traffic again ---- */
+
+/* Back from ERR through RESET to RTS, as pyverbs' restate_qps. */
+static void rr_restate(struct vt_pair *p)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	struct vt_addr addr[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(ibv_modify_qp(p->qp[i], &a, IBV_QP_STATE), 0);
+		vt_qp_addr(p->d, p->qp[i], &p->o[i], &addr[i]);
+	}
+	vt_connect(p->d, p->qp[0], &addr[1], &p->o[0]);
+	vt_connect(p->d, p->qp[1], &addr[0], &p->o[1]);
+}
+
+/*
+ * pyverbs' traffic on QPs with one CQ each: both sides post a receive,
+ * then a SEND each way; every completion must be the one expected.
+ */
+static void rr_pingpong(struct vt_pair *p, struct ibv_cq *cq[2],
+			struct ibv_mr *mr[2], uint64_t id, const char *what)
+{
+	int s;
+
+	for (s = 0; s < 2; s++)
+		vt_recv(p->qp[s], id + 10 + s, mr[s]->addr, 1024, mr[s]->lkey);
+	for (s = 0; s < 2; s++) {
+		vt_fill(mr[s]->addr, 1024, 0, (uint32_t)id + s);
+		vt_send(p->qp[s], id + s, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			mr[s]->addr, 1024, mr[s]->lkey, 0, 0);
+		vt_expect_ok(cq[s], NULL, id + s, IBV_WC_SEND, what);
+		vt_expect_ok(cq[!s], NULL, id + 10 + !s, IBV_WC_RECV, what);
+		vt_expect_pat(mr[!s]->addr, 1024, 0, (uint32_t)id + s, what);
+	}
+}
+
+/*
+ * Side 0 SENDs into a receive of side 1 that names memory its QP may not
+ * use: LOC_PROT_ERR there, REM_OP_ERR here; both QPs end in ERR, and what
+ * else was posted is flushed into the CQs.
+ */
+static void rr_refused_send(struct vt_pair *p, struct ibv_cq *cq[2],
+			    struct ibv_mr *mr[2], const char *what)
+{
+	vt_recv(p->qp[0], 20, mr[0]->addr, 1024, mr[0]->lkey);
+	vt_recv(p->qp[1], 21, mr[1]->addr, 1024, mr[1]->lkey);
+	vt_send(p->qp[0], 22, IBV_WR_SEND, IBV_SEND_SIGNALED, mr[0]->addr,
+		1024, mr[0]->lkey, 0, 0);
+	vt_expect_wc(cq[0], NULL, 22, IBV_WC_REM_OP_ERR, what);
+	vt_expect_state(p->qp[0], IBV_QPS_ERR, what);
+	vt_expect_state(p->qp[1], IBV_QPS_ERR, what);
+}
+
+/*
+ * test_mr_rereg_pd and test_mr_rereg_addr of rdma-core's tests (_i 0, 1):
+ * the MR moved away from its QP's PD, or off a posted receive, fails the
+ * traffic; once the QPs are restated (and the MR is back on its PD) the
+ * next traffic completes, with none of the completions left from before
+ * the RESET in its way.
+ */
+START_TEST(mr_rereg_restate)
+{
+	struct ibv_cq *cq[2] = { mkcq(64, NULL, NULL), mkcq(64, NULL, NULL) };
+	struct ibv_pd *pd2 = ibv_alloc_pd(D.ctx);
+	uint8_t *fresh = rr_alloc(4096, 0);
+	struct ibv_mr *mr[2];
+	struct vt_pair p;
+	void *old;
+
+	ck_assert_ptr_nonnull(pd2);
+	vt_pair_on(&p, &D, NULL, NULL, cq[0], cq[1]);
+	mr[0] = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	mr[1] = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	old = mr[1]->addr;
+	rr_pingpong(&p, cq, mr, 100, "traffic before the rereg");
+	if (_i == 0) {
+		rr_rereg_ok(mr[1], IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
+		rr_refused_send(&p, cq, mr, "traffic with the MR on another PD");
+	} else {
+		vt_recv(p.qp[1], 23, mr[1]->addr, 1024, mr[1]->lkey);
+		rr_rereg_ok(mr[1], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, fresh,
+			    4096, 0);
+		rr_refused_send(&p, cq, mr, "traffic onto a receive of the old range");
+	}
+	rr_restate(&p);
+	if (_i == 0)
+		rr_rereg_ok(mr[1], IBV_REREG_MR_CHANGE_PD, D.pd, NULL, 0, 0);
+	rr_pingpong(&p, cq, mr, 200, "traffic after the QPs were restated");
+	vt_expect_none(cq[0], 0, "side 0 CQ after the traffic");
+	vt_expect_none(cq[1], 0, "side 1 CQ after the traffic");
+	vt_pair_free(&p);
+	vt_dereg(mr[0]);
+	ck_assert_int_eq(ibv_dereg_mr(mr[1]), 0);
+	free(old);
+	free(fresh);
+	ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	rmcq(cq[0]);
+	rmcq(cq[1]);
+}
+END_TEST
+
 /* Signaled zero-length WRITEs on qp: n CQEs on its send CQ. */
 static void make_cqes(struct fx *f, uint64_t first, int n)
 {
@@ -2790,6 +2893,71 @@ START_TEST(srq_limit)
 	vt_pair_free(&p);
 	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
 	vt_dereg(mr);
+}
+END_TEST
+
+/* Spin until side 0's WRITE of marker m into b's last byte landed. */
+static void wait_marker(struct fx *f, uint8_t m)
+{
+	volatile const uint8_t *p = BUF(f->b) + 4095;
+	long until = vt_now_ms() + vt_tmo_ms();
+
+	while (*p != m)
+		ck_assert_msg(vt_now_ms() < until, "the marker WRITE never landed");
+}
+
+/*
+ * n signaled WRITEs from side 0 (wr_id 0..n-1), the last one carrying
+ * marker m; back when it landed, so all of them have completed (RC order).
+ */
+static void write_n(struct fx *f, int n, uint8_t m)
+{
+	BUF(f->a)[4095] = m;
+	make_cqes(f, 0, n - 1);
+	vt_send(f->p.qp[0], (uint64_t)n - 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		BUF(f->a) + 4095, 1, f->a->lkey, ADDR(f->b, 4095), f->b->rkey);
+	wait_marker(f, m);
+}
+
+/*
+ * Back in RESET a QP starts afresh: its completions not polled yet are
+ * gone from its CQs, as NIC providers clean them, but for receives taken
+ * from an SRQ (_i 1), the app's only news that the buffer is free.  The
+ * slots of those skipped go back: a full CQ fits again.
+ */
+START_TEST(qp_reset_purge)
+{
+	struct ibv_srq *srq = _i ? mksrq(8, 1) : NULL;
+	struct vt_qp_opts o1;
+	struct ibv_wc wc;
+	struct fx f;
+	int i, n;
+
+	memset(&o1, 0, sizeof(o1));
+	o1.srq = srq;
+	vt_pair2(&f.p, &D, NULL, &o1, 8);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	n = f.p.scq[0]->cqe;
+	if (srq)
+		vt_srq_recv(srq, 100, f.b->addr, 64, f.b->lkey);
+	else
+		vt_recv(f.p.qp[1], 100, f.b->addr, 64, f.b->lkey);
+	vt_send(f.p.qp[0], 99, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
+		f.a->lkey, 0, 0);
+	write_n(&f, n - 1, 1);		/* the send CQ is full now */
+	rr_restate(&f.p);
+	vt_expect_none(f.p.scq[0], 0, "the send CQ after RESET");
+	if (srq)
+		vt_expect_ok(f.p.rcq[1], &wc, 100, IBV_WC_RECV, "the SRQ receive");
+	vt_expect_none(f.p.rcq[1], 0, "the receive CQ after RESET");
+	write_n(&f, n, 2);
+	for (i = 0; i < n; i++)
+		vt_expect_ok(f.p.scq[0], NULL, (uint64_t)i, IBV_WC_RDMA_WRITE,
+			     "a full CQ after RESET");
+	fx_free(&f);
+	if (srq)
+		ck_assert_int_eq(ibv_destroy_srq(srq), 0);
 }
 END_TEST
 
@@ -4456,6 +4624,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, qp_states, 0, 3);
 	tcase_add_loop_test(tc, qp_missing_attr, 0, N(missing));
 	tcase_add_test(tc, qp_bad_transition);
+	tcase_add_loop_test(tc, qp_reset_purge, 0, 2);
 
 	tc = new_case(s, "objects");
 	tcase_add_test(tc, pd_busy);
@@ -4467,6 +4636,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mr_rereg_posted_recv);
 	tcase_add_loop_test(tc, mr_rereg_iova2, 0, 2);
 	tcase_add_loop_test(tc, mr_rereg_bad, 0, N(rr_bad));
+	tcase_add_loop_test(tc, mr_rereg_restate, 0, 2);
 
 	tc = new_case(s, "cq");
 	tcase_add_test(tc, cq_resize);
