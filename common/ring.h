@@ -174,10 +174,18 @@ struct ibvd_cqe {
 	uint8_t pad0[2];
 	uint64_t timestamp;	/* CLOCK_MONOTONIC ns when the engine pushed it */
 	uint32_t seq;		/* tail value when written, +1: never 0 in a used slot */
-	uint8_t pad1[4];
+	uint32_t flags;		/* IBVD_CQE_*: 0 when written */
 };
 
 #define IBVD_CQE_SIZE		64u
+
+/*
+ * Set by the daemon on the CQEs the client has not polled yet of a QP that
+ * went back to RESET: the library skips them, so completions of the QP's
+ * previous life never reach the app after it was reset (NIC providers
+ * clean the CQ there likewise).
+ */
+#define IBVD_CQE_PURGED		1u
 
 /* ---- the context page: per device context --------------------------- */
 

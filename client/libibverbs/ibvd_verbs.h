@@ -475,7 +475,7 @@ int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
  * The CQ consumer both poll APIs share (poll.c), under the CQ lock: take
  * the next CQE into *cqe (false: none), reading the engine's tail into
  * *seen only once all CQEs below it were taken; then release the taken
- * slots to the engine once per batch.
+ * slots to the engine once per batch.  Purged CQEs (ring.h) are skipped.
  */
 bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 		       struct ibvd_cqe *cqe);

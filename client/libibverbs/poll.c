@@ -27,8 +27,8 @@ static void wc_from_cqe(struct ibv_wc *wc, const struct ibvd_cqe *cqe)
 	wc->dlid_path_bits = cqe->dlid_path_bits;
 }
 
-bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
-		       struct ibvd_cqe *cqe)
+static bool take_one(struct ibvc_cq_ring *ring, uint32_t *seen,
+		     struct ibvd_cqe *cqe)
 {
 	uint32_t head = ring->head;
 
@@ -52,6 +52,25 @@ bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 		return false;
 	ring->head = head + 1;
 	return true;
+}
+
+bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
+		       struct ibvd_cqe *cqe)
+{
+	bool skipped = false;
+
+	while (take_one(ring, seen, cqe)) {
+		if (!(cqe->flags & IBVD_CQE_PURGED))
+			return true;
+		skipped = true;	/* its QP was reset since (ring.h) */
+	}
+	/*
+	 * A caller that got nothing releases nothing: hand the skipped slots
+	 * back here, or CQs full of purged CQEs would overrun.
+	 */
+	if (skipped)
+		ibvc_cq_ring_release(ring);
+	return false;
 }
 
 void ibvc_cq_ring_release(struct ibvc_cq_ring *ring)

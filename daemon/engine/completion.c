@@ -94,6 +94,8 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 	cqe->timestamp = ibvd_eng_now();
 	cqe->seq = 0;
 	memcpy(slot, cqe, offsetof(struct ibvd_cqe, seq));
+	/* The slot may hold a purged CQE of an earlier lap. */
+	__atomic_store_n(&slot->flags, 0, __ATOMIC_RELAXED);
 	/* Fields before seq: a poller that sees the new seq sees the CQE. */
 	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
 	cq->tail++;
@@ -106,6 +108,36 @@ full:
 	if (overran)
 		ibvd_eng_async(cq->ctx, IBV_EVENT_CQ_ERR, cq->handle);
 	return -ENOSPC;
+}
+
+/*
+ * Receive completions of a QP on an SRQ stay: the WQE came from the SRQ,
+ * and its completion is the app's only news that the buffer is free.
+ */
+static bool purgeable(const struct ibvd_cqe *cqe, const struct ibvd_qp *qp)
+{
+	return cqe->qp_num == qp->qp_num &&
+	       !(qp->srq && (cqe->opcode & IBV_WC_RECV));
+}
+
+void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp)
+{
+	struct ibvd_cq_client *cp = cq->ring.client_page;
+	uint32_t head, c;
+
+	pthread_mutex_lock(&cq->lock);
+	head = ibvd_read_once(&cp->head);
+	/* An impossible head (the client's word) costs only the client. */
+	if (cq->tail - head > cq->ring.nslots)
+		head = cq->tail - cq->ring.nslots;
+	for (c = head; c != cq->tail; c++) {
+		struct ibvd_cqe *slot = cq_slot(cq, c);
+
+		if (purgeable(slot, qp))
+			__atomic_store_n(&slot->flags, IBVD_CQE_PURGED,
+					 __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&cq->lock);
 }
 
 void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle)

@@ -458,9 +458,13 @@ static void transport_forget(struct ibvd_qp *qp)
 
 void ibvd_engine_qp_reset(struct ibvd_qp *qp)
 {
+	/* First: forgetting a chunked receive may flush its SRQ WQE. */
 	ibvd_eng_chunk_forget(qp);
 	transport_forget(qp);
 	qp->incarnation++;
+	ibvd_eng_cq_purge(qp->send_cq, qp);
+	if (qp->recv_cq != qp->send_cq)
+		ibvd_eng_cq_purge(qp->recv_cq, qp);
 }
 
 void ibvd_engine_qp_destroy(struct ibvd_qp *qp)

@@ -97,7 +97,8 @@ void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp);
  * what qp was doing (chunk.c): a message it was sending in chunks is
  * aborted at its receiver, a receive WQE it held for one arriving is
  * dropped with its RQ (or flushed, if it came from an SRQ), and messages
- * begun before do not reach it any more.
+ * begun before do not reach it any more.  Its completions the client has
+ * not polled yet are purged from its CQs (those of SRQ receives stay).
  */
 void ibvd_engine_qp_reset(struct ibvd_qp *qp);
 

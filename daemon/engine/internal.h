@@ -160,6 +160,13 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
  */
 int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited);
 
+/*
+ * Mark qp's CQEs in cq that the client has not polled yet IBVD_CQE_PURGED
+ * (ring.h), but for the receives it took from an SRQ.  Objects lock held
+ * for writing, so no engine thread adds any of qp's meanwhile.
+ */
+void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp);
+
 /* The control side's hooks (engine.h), set once at ibvd_engine_start. */
 extern const struct ibvd_engine_events *ibvd_eng_events;
 

@@ -2061,6 +2061,463 @@ START_TEST(mr_rereg)
 }
 END_TEST
 
+/* ---- ibv_rereg_mr: every flag combination, then the MR in use ---------- */
+
+#define RR_LEN		8192u
+#define RR_NEW_LEN	12288u	/* the new translation's, unlike the old */
+
+/* An MR reregistered with one combination of flags, and its ranges. */
+struct rr {
+	int flags;
+	struct vt_dev d;	/* D with the PD the MR has now */
+	struct ibv_pd *pd2;	/* the new PD (CHANGE_PD), else NULL */
+	uint8_t *old, *fresh;	/* the range before and the new one */
+	struct ibv_mr *mr;
+};
+
+static uint8_t *rr_alloc(size_t len, uint8_t c)
+{
+	uint8_t *buf = aligned_alloc(4096, len);
+
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, c, len);
+	return buf;
+}
+
+/* The fields ibv_rereg_mr(3) changes, and those it must leave alone. */
+static void rr_expect_fields(const struct rr *r, uint32_t handle)
+{
+	const struct ibv_mr *mr = r->mr;
+
+	ck_assert_ptr_eq(mr->context, D.ctx);
+	ck_assert_ptr_eq(mr->pd, r->d.pd);
+	ck_assert_uint_eq(mr->handle, handle);
+	ck_assert_ptr_eq(mr->addr, r->fresh ? r->fresh : r->old);
+	ck_assert_uint_eq(mr->length, r->fresh ? RR_NEW_LEN : RR_LEN);
+	ck_assert_uint_ne(mr->lkey, 0);
+	ck_assert_uint_ne(mr->rkey, 0);
+}
+
+/*
+ * Register on D.pd, then rereg with flags: to a new PD, a new range, and
+ * (CHANGE_ACCESS) from no access at all to every right, so that whatever
+ * works afterwards works by the new rights.
+ */
+static void rr_make(struct rr *r, int flags)
+{
+	int access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? 0 : VT_ACCESS_ALL;
+	uint32_t handle;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->flags = flags;
+	r->d = D;
+	r->old = rr_alloc(RR_LEN, CANARY);
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		r->fresh = rr_alloc(RR_NEW_LEN, 0);
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		r->pd2 = ibv_alloc_pd(D.ctx);
+		ck_assert_ptr_nonnull(r->pd2);
+		r->d.pd = r->pd2;
+	}
+	r->mr = ibv_reg_mr(D.pd, r->old, RR_LEN, access);
+	ck_assert_msg(r->mr, "ibv_reg_mr: %s", strerror(errno));
+	handle = r->mr->handle;
+	ret = ibv_rereg_mr(r->mr, flags, r->pd2, r->fresh, RR_NEW_LEN,
+			   VT_ACCESS_ALL);
+	ck_assert_msg(ret == 0, "ibv_rereg_mr(flags %#x): %d (%s)", flags, ret,
+		      strerror(errno));
+	rr_expect_fields(r, handle);
+}
+
+static void rr_free(struct rr *r)
+{
+	ck_assert_int_eq(ibv_dereg_mr(r->mr), 0);
+	if (r->pd2)
+		ck_assert_int_eq(ibv_dealloc_pd(r->pd2), 0);
+	free(r->old);
+	free(r->fresh);
+}
+
+/*
+ * side's QP moves bytes with op between local (its lkey) and remote (its
+ * rkey; for SEND the receive buffer), from a source filled with seed; the
+ * destination must hold exactly that.
+ */
+static void rr_op(struct vt_pair *p, int side, enum ibv_wr_opcode op,
+		  struct ibv_mr *local, struct ibv_mr *remote, uint32_t seed,
+		  const char *what)
+{
+	uint32_t len = (uint32_t)(local->length < remote->length ?
+				  local->length : remote->length);
+	struct ibv_mr *src = op == IBV_WR_RDMA_READ ? remote : local;
+	struct ibv_mr *dst = src == local ? remote : local;
+
+	vt_fill(src->addr, len, 0, seed);
+	memset(dst->addr, 0, dst->length);
+	if (op == IBV_WR_SEND)
+		vt_recv(p->qp[!side], seed, dst->addr, len, dst->lkey);
+	vt_send(p->qp[side], seed, op, IBV_SEND_SIGNALED, local->addr, len,
+		local->lkey, ADDR(remote, 0), remote->rkey);
+	vt_expect_wc(p->scq[side], NULL, seed, IBV_WC_SUCCESS, what);
+	if (op == IBV_WR_SEND)
+		vt_expect_wc(p->rcq[!side], NULL, seed, IBV_WC_SUCCESS, what);
+	vt_expect_pat(dst->addr, len, 0, seed, what);
+}
+
+/* mr as each kind of local SGE and as remote target, on QPs of d's PD. */
+static void rr_traffic(struct vt_dev *d, struct ibv_mr *mr)
+{
+	struct ibv_mr *peer = vt_reg(d->pd, RR_NEW_LEN, VT_ACCESS_ALL);
+	struct vt_pair p;
+
+	vt_pair(&p, d, NULL, 0);
+	rr_op(&p, 0, IBV_WR_SEND, mr, peer, 80, "SEND from the MR");
+	rr_op(&p, 1, IBV_WR_SEND, peer, mr, 81, "receive into the MR");
+	rr_op(&p, 0, IBV_WR_RDMA_WRITE, mr, peer, 82, "WRITE from the MR");
+	rr_op(&p, 0, IBV_WR_RDMA_READ, mr, peer, 83, "READ into the MR");
+	rr_op(&p, 1, IBV_WR_RDMA_WRITE, peer, mr, 84, "WRITE to the rkey");
+	rr_op(&p, 1, IBV_WR_RDMA_READ, peer, mr, 85, "READ from the rkey");
+	vt_pair_free(&p);
+	vt_dereg(peer);
+}
+
+/*
+ * mr's keys at addr, from QPs of d's PD: refused locally (LOC_PROT_ERR)
+ * and remotely (REM_ACCESS_ERR), each on a pair of its own since an error
+ * ends a QP.  No byte of mr's memory at addr moves.
+ */
+static void rr_expect_refused(struct vt_dev *d, const struct ibv_mr *mr,
+			      uint8_t *addr, const char *what)
+{
+	struct ibv_mr *peer = vt_reg(d->pd, RR_LEN, VT_ACCESS_ALL);
+	struct vt_pair p;
+
+	memset(addr, CANARY, 100);
+	vt_pair(&p, d, NULL, 0);
+	vt_send(p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, addr, 100,
+		mr->lkey, ADDR(peer, 0), peer->rkey);
+	vt_expect_wc(p.scq[0], NULL, 2, IBV_WC_LOC_PROT_ERR, what);
+	vt_pair_free(&p);
+
+	vt_pair(&p, d, NULL, 0);
+	vt_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, peer->addr,
+		100, peer->lkey, (uintptr_t)addr, mr->rkey);
+	vt_expect_wc(p.scq[0], NULL, 3, IBV_WC_REM_ACCESS_ERR, what);
+	vt_expect_async(D.ctx, IBV_EVENT_QP_ACCESS_ERR, p.qp[1], what);
+	vt_pair_free(&p);
+	vt_expect_byte(addr, 100, CANARY, what);
+	vt_dereg(peer);
+}
+
+/*
+ * _i is the flags (1..7).  Afterwards the MR works as every local SGE and
+ * as a remote target on QPs of its (new) PD; its old range and QPs of its
+ * old PD are refused.
+ */
+START_TEST(mr_rereg_flags)
+{
+	struct rr r;
+
+	rr_make(&r, _i);
+	rr_traffic(&r.d, r.mr);
+	if (r.fresh) {
+		vt_expect_byte(r.old, RR_LEN, CANARY, "the old range after traffic");
+		rr_expect_refused(&r.d, r.mr, r.old, "the old range");
+	}
+	if (r.pd2)
+		rr_expect_refused(&D, r.mr, r.mr->addr, "a QP of the old PD");
+	rr_free(&r);
+}
+END_TEST
+
+/*
+ * A receive posted on the old range before CHANGE_TRANSLATION names memory
+ * the MR no longer covers: the message arriving for it is refused there
+ * (LOC_PROT_ERR), as pyverbs' test_mr_rereg_addr expects.
+ */
+START_TEST(mr_rereg_posted_recv)
+{
+	uint8_t *old = rr_alloc(RR_LEN, CANARY), *fresh = rr_alloc(RR_LEN, 0);
+	struct ibv_mr *mr;
+	struct fx f;
+	int ret;
+
+	fx_init(&f, NULL, RR_LEN, RR_LEN);
+	mr = ibv_reg_mr(D.pd, old, RR_LEN, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+	vt_recv(f.p.qp[1], 1, old, RR_LEN, mr->lkey);
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, fresh,
+			   RR_LEN, 0);
+	ck_assert_msg(ret == 0, "ibv_rereg_mr: %d (%s)", ret, strerror(errno));
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 100,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.rcq[1], NULL, 1, IBV_WC_LOC_PROT_ERR,
+		     "receive posted on the old range");
+	vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_REM_OP_ERR, "its requester");
+	vt_expect_byte(old, RR_LEN, CANARY, "the old range");
+	vt_expect_byte(fresh, RR_LEN, 0, "the new range");
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	free(old);
+	free(fresh);
+	fx_free(&f);
+}
+END_TEST
+
+static void rr_rereg_ok(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+			void *addr, size_t len, int access)
+{
+	int ret = ibv_rereg_mr(mr, flags, pd, addr, len, access);
+
+	ck_assert_msg(ret == 0, "ibv_rereg_mr(flags %#x): %d (%s)", flags, ret,
+		      strerror(errno));
+}
+
+/* WRITE then READ 1000 bytes at iova + 100 of mr from QPs of d's PD. */
+static void rr_remote_at(struct vt_dev *d, struct ibv_mr *mr, uint64_t iova,
+			 uint32_t seed, const char *what)
+{
+	struct ibv_mr *peer = vt_reg(d->pd, 4096, VT_ACCESS_ALL);
+	struct vt_pair p;
+
+	vt_pair(&p, d, NULL, 0);
+	vt_fill(peer->addr, 1000, 0, seed);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, peer->addr,
+		1000, peer->lkey, iova + 100, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, what);
+	vt_expect_pat(BUF(mr) + 100, 1000, 0, seed, what);
+	memset(peer->addr, 0, 4096);
+	vt_send(p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, peer->addr,
+		1000, peer->lkey, iova + 100, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 2, IBV_WC_RDMA_READ, what);
+	vt_expect_pat(peer->addr, 1000, 0, seed, what);
+	vt_pair_free(&p);
+	vt_dereg(peer);
+}
+
+/*
+ * pyverbs registers through ibv_reg_mr_iova2 (its access is no constant),
+ * with optional bits at times.  Rereg keeps the iova (_i: one apart from
+ * the address) until the translation changes; the new address is then the
+ * iova too, as rdma-core's providers pass it.
+ */
+START_TEST(mr_rereg_iova2)
+{
+	const unsigned int access = VT_ACCESS_ALL | IBV_ACCESS_RELAXED_ORDERING;
+	uint8_t *old = rr_alloc(RR_LEN, 0), *fresh = rr_alloc(RR_LEN, 0);
+	uint64_t iova = _i ? 0x10000000ull : (uintptr_t)old;
+	struct vt_dev d2 = D;
+	struct ibv_mr *mr;
+
+	d2.pd = ibv_alloc_pd(D.ctx);
+	ck_assert_ptr_nonnull(d2.pd);
+	mr = ibv_reg_mr_iova2(D.pd, old, RR_LEN, iova, access);
+	ck_assert_msg(mr, "ibv_reg_mr_iova2: %s", strerror(errno));
+	rr_rereg_ok(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, (int)access);
+	rr_remote_at(&D, mr, iova, 90, "at the iova after CHANGE_ACCESS");
+	rr_rereg_ok(mr, IBV_REREG_MR_CHANGE_PD, d2.pd, NULL, 0, 0);
+	ck_assert_ptr_eq(mr->pd, d2.pd);
+	rr_remote_at(&d2, mr, iova, 91, "at the iova after CHANGE_PD");
+	rr_rereg_ok(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
+		    NULL, fresh, RR_LEN, (int)access);
+	ck_assert_ptr_eq(mr->addr, fresh);
+	rr_remote_at(&d2, mr, (uintptr_t)fresh, 92, "after CHANGE_TRANSLATION");
+	rr_traffic(&d2, mr);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(d2.pd), 0);
+	free(old);
+	free(fresh);
+}
+END_TEST
+
+/* Refused reregistrations; where the new range is: */
+enum { RR_NULL, RR_MAPPED, RR_UNMAPPED };
+
+static const struct rr_bad {
+	int flags, access;
+	int pd;			/* pass a PD (a new one) */
+	int where;		/* RR_*: the new range's address */
+	size_t len;
+	int ret;		/* 0: either error code */
+	int err;
+} rr_bad[] = {
+	/* No flag; one verbs 44 lacks (later rdma-core's KEEP_VALID); all. */
+	{ 0, 0, 0, RR_NULL, 0, IBV_REREG_MR_ERR_INPUT, EINVAL },
+	{ 1 << 3, 0, 0, RR_NULL, 0, IBV_REREG_MR_ERR_INPUT, EINVAL },
+	{ -1, VT_ACCESS_ALL, 1, RR_MAPPED, RR_LEN, IBV_REREG_MR_ERR_INPUT, EINVAL },
+	/* What libibverbs itself checks: a translation, a PD to change to. */
+	{ IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, RR_NULL, RR_LEN,
+	  IBV_REREG_MR_ERR_INPUT, EINVAL },
+	{ IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, RR_MAPPED, 0,
+	  IBV_REREG_MR_ERR_INPUT, EINVAL },
+	{ IBV_REREG_MR_CHANGE_PD, 0, 0, RR_NULL, 0, IBV_REREG_MR_ERR_INPUT, EINVAL },
+	/* rdma-core leaves access to the kernel: ERR_CMD there, INPUT here */
+	{ IBV_REREG_MR_CHANGE_ACCESS, IBV_ACCESS_REMOTE_WRITE, 0, RR_NULL, 0,
+	  0, EINVAL },
+	{ IBV_REREG_MR_CHANGE_ACCESS, IBV_ACCESS_LOCAL_WRITE | (1 << 12), 0,
+	  RR_NULL, 0, 0, EINVAL },
+	/* What the daemon refuses: memory not mapped. */
+	{ IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, RR_UNMAPPED, RR_LEN,
+	  IBV_REREG_MR_ERR_CMD, EFAULT },
+	{ IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD, 0, 1,
+	  RR_UNMAPPED, RR_LEN, IBV_REREG_MR_ERR_CMD, EFAULT },
+};
+
+/* Address space that nothing maps. */
+static void *rr_hole(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	ck_assert_int_eq(munmap(p, len), 0);
+	return p;
+}
+
+/* A refused rereg leaves the MR as it was (fields, keys) and usable. */
+START_TEST(mr_rereg_bad)
+{
+	const struct rr_bad *b = &rr_bad[_i];
+	uint8_t *old = rr_alloc(RR_LEN, 0), *fresh = rr_alloc(RR_LEN, 0);
+	struct ibv_pd *pd2 = b->pd ? ibv_alloc_pd(D.ctx) : NULL;
+	void *addr = b->where == RR_MAPPED ? fresh :
+		     b->where == RR_UNMAPPED ? rr_hole(RR_LEN) : NULL;
+	struct ibv_mr *mr;
+	uint32_t handle, lkey, rkey;
+	struct rr was;
+	int ret;
+
+	mr = ibv_reg_mr(D.pd, old, RR_LEN, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+	memset(&was, 0, sizeof(was));
+	was.d = D;
+	was.old = old;
+	was.mr = mr;
+	handle = mr->handle;
+	lkey = mr->lkey;
+	rkey = mr->rkey;
+	errno = 0;
+	ret = ibv_rereg_mr(mr, b->flags, pd2, addr, b->len, b->access);
+	if (b->ret)
+		ck_assert_int_eq(ret, b->ret);
+	else
+		ck_assert(ret == IBV_REREG_MR_ERR_INPUT || ret == IBV_REREG_MR_ERR_CMD);
+	ck_assert_int_eq(errno, b->err);
+	rr_expect_fields(&was, handle);
+	ck_assert_uint_eq(mr->lkey, lkey);
+	ck_assert_uint_eq(mr->rkey, rkey);
+	rr_traffic(&D, mr);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	if (pd2)
+		ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	free(old);
+	free(fresh);
+}
+END_TEST
+
+/* ---- pyverbs' rereg flows: an error, the QPs restated, traffic again ---- */
+
+/* Back from ERR through RESET to RTS, as pyverbs' restate_qps. */
+static void rr_restate(struct vt_pair *p)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	struct vt_addr addr[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(ibv_modify_qp(p->qp[i], &a, IBV_QP_STATE), 0);
+		vt_qp_addr(p->d, p->qp[i], &p->o[i], &addr[i]);
+	}
+	vt_connect(p->d, p->qp[0], &addr[1], &p->o[0]);
+	vt_connect(p->d, p->qp[1], &addr[0], &p->o[1]);
+}
+
+/*
+ * pyverbs' traffic on QPs with one CQ each: both sides post a receive,
+ * then a SEND each way; every completion must be the one expected.
+ */
+static void rr_pingpong(struct vt_pair *p, struct ibv_cq *cq[2],
+			struct ibv_mr *mr[2], uint64_t id, const char *what)
+{
+	int s;
+
+	for (s = 0; s < 2; s++)
+		vt_recv(p->qp[s], id + 10 + s, mr[s]->addr, 1024, mr[s]->lkey);
+	for (s = 0; s < 2; s++) {
+		vt_fill(mr[s]->addr, 1024, 0, (uint32_t)id + s);
+		vt_send(p->qp[s], id + s, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			mr[s]->addr, 1024, mr[s]->lkey, 0, 0);
+		vt_expect_ok(cq[s], NULL, id + s, IBV_WC_SEND, what);
+		vt_expect_ok(cq[!s], NULL, id + 10 + !s, IBV_WC_RECV, what);
+		vt_expect_pat(mr[!s]->addr, 1024, 0, (uint32_t)id + s, what);
+	}
+}
+
+/*
+ * Side 0 SENDs into a receive of side 1 that names memory its QP may not
+ * use: LOC_PROT_ERR there, REM_OP_ERR here; both QPs end in ERR, and what
+ * else was posted is flushed into the CQs.
+ */
+static void rr_refused_send(struct vt_pair *p, struct ibv_cq *cq[2],
+			    struct ibv_mr *mr[2], const char *what)
+{
+	vt_recv(p->qp[0], 20, mr[0]->addr, 1024, mr[0]->lkey);
+	vt_recv(p->qp[1], 21, mr[1]->addr, 1024, mr[1]->lkey);
+	vt_send(p->qp[0], 22, IBV_WR_SEND, IBV_SEND_SIGNALED, mr[0]->addr,
+		1024, mr[0]->lkey, 0, 0);
+	vt_expect_wc(cq[0], NULL, 22, IBV_WC_REM_OP_ERR, what);
+	vt_expect_state(p->qp[0], IBV_QPS_ERR, what);
+	vt_expect_state(p->qp[1], IBV_QPS_ERR, what);
+}
+
+/*
+ * test_mr_rereg_pd and test_mr_rereg_addr of rdma-core's tests (_i 0, 1):
+ * the MR moved away from its QP's PD, or off a posted receive, fails the
+ * traffic; once the QPs are restated (and the MR is back on its PD) the
+ * next traffic completes, with none of the completions left from before
+ * the RESET in its way.
+ */
+START_TEST(mr_rereg_restate)
+{
+	struct ibv_cq *cq[2] = { mkcq(64, NULL, NULL), mkcq(64, NULL, NULL) };
+	struct ibv_pd *pd2 = ibv_alloc_pd(D.ctx);
+	uint8_t *fresh = rr_alloc(4096, 0);
+	struct ibv_mr *mr[2];
+	struct vt_pair p;
+	void *old;
+
+	ck_assert_ptr_nonnull(pd2);
+	vt_pair_on(&p, &D, NULL, NULL, cq[0], cq[1]);
+	mr[0] = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	mr[1] = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	old = mr[1]->addr;
+	rr_pingpong(&p, cq, mr, 100, "traffic before the rereg");
+	if (_i == 0) {
+		rr_rereg_ok(mr[1], IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
+		rr_refused_send(&p, cq, mr, "traffic with the MR on another PD");
+	} else {
+		vt_recv(p.qp[1], 23, mr[1]->addr, 1024, mr[1]->lkey);
+		rr_rereg_ok(mr[1], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, fresh,
+			    4096, 0);
+		rr_refused_send(&p, cq, mr, "traffic onto a receive of the old range");
+	}
+	rr_restate(&p);
+	if (_i == 0)
+		rr_rereg_ok(mr[1], IBV_REREG_MR_CHANGE_PD, D.pd, NULL, 0, 0);
+	rr_pingpong(&p, cq, mr, 200, "traffic after the QPs were restated");
+	vt_expect_none(cq[0], 0, "side 0 CQ after the traffic");
+	vt_expect_none(cq[1], 0, "side 1 CQ after the traffic");
+	vt_pair_free(&p);
+	vt_dereg(mr[0]);
+	ck_assert_int_eq(ibv_dereg_mr(mr[1]), 0);
+	free(old);
+	free(fresh);
+	ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	rmcq(cq[0]);
+	rmcq(cq[1]);
+}
+END_TEST
+
 /* Signaled zero-length WRITEs on qp: n CQEs on its send CQ. */
 static void make_cqes(struct fx *f, uint64_t first, int n)
 {
@@ -2434,6 +2891,71 @@ START_TEST(srq_limit)
 	vt_pair_free(&p);
 	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
 	vt_dereg(mr);
+}
+END_TEST
+
+/* Spin until side 0's WRITE of marker m into b's last byte landed. */
+static void wait_marker(struct fx *f, uint8_t m)
+{
+	volatile const uint8_t *p = BUF(f->b) + 4095;
+	long until = vt_now_ms() + vt_tmo_ms();
+
+	while (*p != m)
+		ck_assert_msg(vt_now_ms() < until, "the marker WRITE never landed");
+}
+
+/*
+ * n signaled WRITEs from side 0 (wr_id 0..n-1), the last one carrying
+ * marker m; back when it landed, so all of them have completed (RC order).
+ */
+static void write_n(struct fx *f, int n, uint8_t m)
+{
+	BUF(f->a)[4095] = m;
+	make_cqes(f, 0, n - 1);
+	vt_send(f->p.qp[0], (uint64_t)n - 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		BUF(f->a) + 4095, 1, f->a->lkey, ADDR(f->b, 4095), f->b->rkey);
+	wait_marker(f, m);
+}
+
+/*
+ * Back in RESET a QP starts afresh: its completions not polled yet are
+ * gone from its CQs, as NIC providers clean them, but for receives taken
+ * from an SRQ (_i 1), the app's only news that the buffer is free.  The
+ * slots of those skipped go back: a full CQ fits again.
+ */
+START_TEST(qp_reset_purge)
+{
+	struct ibv_srq *srq = _i ? mksrq(8, 1) : NULL;
+	struct vt_qp_opts o1;
+	struct ibv_wc wc;
+	struct fx f;
+	int i, n;
+
+	memset(&o1, 0, sizeof(o1));
+	o1.srq = srq;
+	vt_pair2(&f.p, &D, NULL, &o1, 8);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	n = f.p.scq[0]->cqe;
+	if (srq)
+		vt_srq_recv(srq, 100, f.b->addr, 64, f.b->lkey);
+	else
+		vt_recv(f.p.qp[1], 100, f.b->addr, 64, f.b->lkey);
+	vt_send(f.p.qp[0], 99, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
+		f.a->lkey, 0, 0);
+	write_n(&f, n - 1, 1);		/* the send CQ is full now */
+	rr_restate(&f.p);
+	vt_expect_none(f.p.scq[0], 0, "the send CQ after RESET");
+	if (srq)
+		vt_expect_ok(f.p.rcq[1], &wc, 100, IBV_WC_RECV, "the SRQ receive");
+	vt_expect_none(f.p.rcq[1], 0, "the receive CQ after RESET");
+	write_n(&f, n, 2);
+	for (i = 0; i < n; i++)
+		vt_expect_ok(f.p.scq[0], NULL, (uint64_t)i, IBV_WC_RDMA_WRITE,
+			     "a full CQ after RESET");
+	fx_free(&f);
+	if (srq)
+		ck_assert_int_eq(ibv_destroy_srq(srq), 0);
 }
 END_TEST
 
@@ -3961,6 +4483,90 @@ START_TEST(mw_type1)
 }
 END_TEST
 
+/* Bind mw (type 1 or 2) to the test window of t from qp; returns its key. */
+static uint32_t mw_bind_any(struct fx *f, struct ibv_mw *mw, struct ibv_mr *t)
+{
+	struct ibv_mw_bind bind;
+	struct ibv_wc wc;
+
+	if (mw->type == IBV_MW_TYPE_2)
+		return mw_bind_ok(f->p.qp[1], f->p.scq[1], mw, t, MW_RW);
+	memset(&bind, 0, sizeof(bind));
+	bind.wr_id = 71;
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_info.mr = t;
+	bind.bind_info.addr = ADDR(t, MW_OFF);
+	bind.bind_info.length = MW_LEN;
+	bind.bind_info.mw_access_flags = MW_RW;
+	ck_assert_int_eq(ibv_bind_mw(f->p.qp[1], mw, &bind), 0);
+	vt_expect_ok(f->p.scq[1], &wc, 71, IBV_WC_BIND_MW, "ibv_bind_mw");
+	return mw->rkey;
+}
+
+/* Free the window again: LOCAL_INV (type 2) or an empty bind (type 1). */
+static void mw_unbind_any(struct fx *f, struct ibv_mw *mw, uint32_t rkey)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_mw_bind bind;
+	struct ibv_wc wc;
+
+	memset(&bind, 0, sizeof(bind));
+	memset(&wr, 0, sizeof(wr));
+	bind.wr_id = wr.wr_id = 72;
+	bind.send_flags = wr.send_flags = IBV_SEND_SIGNALED;
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = rkey;
+	if (mw->type == IBV_MW_TYPE_2)
+		ck_assert_int_eq(ibv_post_send(f->p.qp[1], &wr, &bad), 0);
+	else
+		ck_assert_int_eq(ibv_bind_mw(f->p.qp[1], mw, &bind), 0);
+	vt_expect_wc(f->p.scq[1], &wc, 72, IBV_WC_SUCCESS, "unbind");
+}
+
+/*
+ * An MR with a window bound cannot be reregistered, whatever the flags:
+ * EBUSY, the MR and the window as they were.  Unbound, it can.
+ */
+START_TEST(mw_rereg_busy)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, _i ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
+	struct ibv_pd *pd2 = ibv_alloc_pd(D.ctx);
+	uint8_t *fresh = aligned_alloc(4096, 8192);
+	struct ibv_mr *t, was;
+	uint32_t rkey;
+	struct fx f;
+	int flags;
+
+	ck_assert(mw && pd2 && fresh);
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	rkey = mw_bind_any(&f, mw, t);
+	was = *t;
+	for (flags = 1; flags <= 7; flags++) {
+		errno = 0;
+		ck_assert_int_eq(ibv_rereg_mr(t, flags, pd2, fresh, 8192, MW_MR_ACCESS),
+				 IBV_REREG_MR_ERR_CMD);
+		ck_assert_int_eq(errno, EBUSY);
+		ck_assert(t->pd == was.pd && t->addr == was.addr &&
+			  t->length == was.length && t->lkey == was.lkey &&
+			  t->rkey == was.rkey);
+	}
+	vt_fill(f.a->addr, MW_LEN, 0, 56);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		MW_LEN, f.a->lkey, ADDR(t, MW_OFF), rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_WRITE, "WRITE through the window");
+	vt_expect_pat(BUF(t) + MW_OFF, MW_LEN, 0, 56, "written through the window");
+	mw_unbind_any(&f, mw, rkey);
+	ck_assert_int_eq(ibv_rereg_mr(t, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				      VT_ACCESS_ALL), 0);
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+	free(fresh);
+	fx_free(&f);
+}
+END_TEST
+
 /* The ibv_qp_ex calls: wr_bind_mw, wr_local_inv; destroying the QP unbinds. */
 START_TEST(mw_wr_api)
 {
@@ -4092,6 +4698,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, qp_states, 0, 3);
 	tcase_add_loop_test(tc, qp_missing_attr, 0, N(missing));
 	tcase_add_test(tc, qp_bad_transition);
+	tcase_add_loop_test(tc, qp_reset_purge, 0, 2);
 
 	tc = new_case(s, "objects");
 	tcase_add_test(tc, pd_busy);
@@ -4099,6 +4706,11 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mr_relaxed_ordering);
 	tcase_add_test(tc, mr_iova);
 	tcase_add_test(tc, mr_rereg);
+	tcase_add_loop_test(tc, mr_rereg_flags, 1, IBV_REREG_MR_FLAGS_SUPPORTED + 1);
+	tcase_add_test(tc, mr_rereg_posted_recv);
+	tcase_add_loop_test(tc, mr_rereg_iova2, 0, 2);
+	tcase_add_loop_test(tc, mr_rereg_bad, 0, N(rr_bad));
+	tcase_add_loop_test(tc, mr_rereg_restate, 0, 2);
 
 	tc = new_case(s, "cq");
 	tcase_add_test(tc, cq_resize);
@@ -4135,6 +4747,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, mw_only_remote, 0, 2);
 	tcase_add_loop_test(tc, mw_bind_err, 0, 5);
 	tcase_add_test(tc, mw_type1);
+	tcase_add_loop_test(tc, mw_rereg_busy, 0, 2);
 	tcase_add_test(tc, mw_wr_api);
 
 	tc = new_case(s, "memory");
