@@ -87,7 +87,6 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
 	for (i = 0; i < n; i++) {
 		const struct ibvd_mr *mr;
 		struct eng_seg *s;
-		uint64_t base;
 
 		if (!sge[i].length)
 			continue;
@@ -96,13 +95,15 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
 			return IBV_WC_LOC_PROT_ERR;
 		if (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
-		/* a zero-based MR's local addresses are offsets too */
-		base = mr->access & IBV_ACCESS_ZERO_BASED ? 0 : mr->addr;
-		if (!in_range(base, mr->length, sge[i].addr, sge[i].length))
+		/*
+		 * Local addresses are in the MR's iova space, as remote ones
+		 * (ibv_reg_mr_iova2(3)); zero-based MRs have iova 0.
+		 */
+		if (!in_range(mr->iova, mr->length, sge[i].addr, sge[i].length))
 			return IBV_WC_LOC_PROT_ERR;
 		s = &out->seg[out->n++];
 		s->fd = mr->mem->fd;
-		s->addr = mr->addr + (sge[i].addr - base);
+		s->addr = mr->addr + (sge[i].addr - mr->iova);
 		s->len = sge[i].length;
 		/* At most 32 lengths below 2^32 each: no overflow in 64 bits. */
 		out->total += sge[i].length;

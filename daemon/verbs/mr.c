@@ -354,10 +354,11 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 /* Largest sg_list one ADVISE_MR takes: it is only checked, never kept. */
 #define ADVISE_MAX_SGES	4096
 
+/* lkey addresses are in the MR's iova space (engine/wqe.c) */
 static bool sge_in_mr(const struct ibvd_mr *mr, uint64_t addr, uint64_t len)
 {
-	return addr >= mr->addr && len <= mr->length &&
-	       addr - mr->addr <= mr->length - len;
+	return addr >= mr->iova && len <= mr->length &&
+	       addr - mr->iova <= mr->length - len;
 }
 
 /* One range of an ADVISE_MR: in an on-demand MR of this context's pd. */

@@ -2301,6 +2301,40 @@ static void rr_remote_at(struct vt_dev *d, struct ibv_mr *mr, uint64_t iova,
  * the address) until the translation changes; the new address is then the
  * iova too, as rdma-core's providers pass it.
  */
+/*
+ * An MR whose iova is not its address: local SGEs are iova addresses too,
+ * as remote ones are (ibv_reg_mr_iova2(3)); its process addresses are not.
+ */
+START_TEST(mr_iova_local)
+{
+	const uint64_t iova = 0x5a5a0000000ull;
+	uint8_t *buf = aligned_alloc(4096, 8192);
+	struct ibv_mr *mr, *dst;
+	struct vt_pair p;
+
+	ck_assert_ptr_nonnull(buf);
+	vt_fill(buf, 8192, 0, 71);
+	mr = ibv_reg_mr_iova2(D.pd, buf, 8192, iova, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+	dst = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	vt_pair(&p, &D, NULL, 16);
+	vt_recv(p.qp[1], 1, dst->addr, 8192, dst->lkey);
+	vt_send(p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED,
+		(void *)(uintptr_t)(iova + 100), 3000, mr->lkey, 0, 0);
+	vt_expect_ok(p.scq[0], NULL, 2, IBV_WC_SEND, "SEND from iova + 100");
+	vt_expect_ok(p.rcq[1], NULL, 1, IBV_WC_RECV, "its RECV");
+	vt_expect_pat(dst->addr, 3000, 100, 71, "bytes 100.. of the MR");
+	vt_send(p.qp[0], 3, IBV_WR_SEND, IBV_SEND_SIGNALED, buf, 64, mr->lkey,
+		0, 0);
+	vt_expect_wc(p.scq[0], NULL, 3, IBV_WC_LOC_PROT_ERR,
+		     "SEND from the process address");
+	vt_pair_free(&p);
+	vt_dereg(dst);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	free(buf);
+}
+END_TEST
+
 START_TEST(mr_rereg_iova2)
 {
 	const unsigned int access = VT_ACCESS_ALL | IBV_ACCESS_RELAXED_ORDERING;
@@ -4710,6 +4744,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mr_rereg_posted_recv);
 	tcase_add_loop_test(tc, mr_rereg_iova2, 0, 2);
 	tcase_add_loop_test(tc, mr_rereg_bad, 0, N(rr_bad));
+	tcase_add_test(tc, mr_iova_local);
 	tcase_add_loop_test(tc, mr_rereg_restate, 0, 2);
 
 	tc = new_case(s, "cq");
