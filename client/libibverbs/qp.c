@@ -92,6 +92,8 @@ static void qp_free(struct ibvc_qp *qp)
 	ibvc_wq_destroy(&qp->sq);
 	ibvc_wq_destroy(&qp->rq);
 	ibvc_unmap(&qp->map);
+	if (qp->qp.pd)
+		ibvc_pd_release(qp->qp.pd);
 	pthread_cond_destroy(&qp->qp.cond);
 	pthread_mutex_destroy(&qp->qp.mutex);
 	free(qp);
@@ -108,6 +110,8 @@ static struct ibvc_qp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd,
 	qp->qp.context = ctx;
 	qp->qp.qp_context = attr->qp_context;
 	qp->qp.pd = pd;
+	if (pd)
+		ibvc_pd_hold(pd);	/* released by qp_free */
 	qp->qp.send_cq = attr->send_cq;
 	qp->qp.recv_cq = attr->recv_cq;
 	qp->qp.srq = attr->srq;

@@ -72,6 +72,8 @@ static void srq_free(struct ibvc_srq *srq)
 {
 	ibvc_wq_destroy(&srq->rq);
 	ibvc_unmap(&srq->map);
+	if (srq->srq.pd)
+		ibvc_pd_release(srq->srq.pd);
 	pthread_cond_destroy(&srq->srq.cond);
 	pthread_mutex_destroy(&srq->srq.mutex);
 	free(srq);
@@ -96,6 +98,7 @@ static int create_srq(struct ibv_pd *pd, void *srq_context,
 	srq->srq.context = pd->context;
 	srq->srq.srq_context = srq_context;
 	srq->srq.pd = pd;
+	ibvc_pd_hold(pd);	/* released by srq_free */
 	srq->srq_type = xrc ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
 	if (xrc) {
 		srq->xrcd = xrc->xrcd;

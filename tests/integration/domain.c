@@ -109,6 +109,21 @@ START_TEST(stands_for_its_pd)
 	cq = ibv_create_cq_ex(D.ctx, &ca);
 	ck_assert_msg(cq != NULL, "CQ on a parent domain: %s", strerror(errno));
 
+	{
+		struct ibv_qp_init_attr qa = {
+			.send_cq = ibv_cq_ex_to_cq(cq), .recv_cq = ibv_cq_ex_to_cq(cq),
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.qp_type = IBV_QPT_RC,
+		};
+		struct ibv_qp *qp = ibv_create_qp(parent, &qa);
+
+		ck_assert_msg(qp != NULL, "QP on a parent domain: %s",
+			      strerror(errno));
+		ck_assert_ptr_eq(qp->pd, parent);
+		ck_assert_int_eq(ibv_dealloc_pd(parent), EBUSY);
+		ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	}
 	/* in use: nothing goes */
 	ck_assert_int_eq(ibv_dealloc_td(td), EBUSY);
 	ck_assert_int_eq(ibv_dealloc_pd(D.pd), EBUSY);
