@@ -376,6 +376,11 @@ ibvctl() {
 		timeout -k 2 "$TMO" "$T/tools/ibvctl" "$@")
 }
 
+# sent_pkts DEV: the packets port 1 of DEV has sent (ibvctl's counter)
+sent_pkts() {
+	ibvctl statistic show link "$1/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
+}
+
 # ibvctl_as UID ARGS...
 ibvctl_as() {
 	local uid=$1

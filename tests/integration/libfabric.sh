@@ -30,10 +30,6 @@ chmod 644 "$T/fi.conf"
 daemon_start -c "$T/fi.conf"
 daemon_wait_ready
 
-sent_pkts() {
-	ibvctl statistic show link "$DEV/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
-}
-
 check "fi_info: the verbs provider and verbs;ofi_rxm on $DEV"
 run_debian "$USER1" fi_info -p verbs >"$O/info" 2>&1 || { show fi_info "$O/info"; fail "fi_info -p verbs"; }
 for want in "verbs $DEV FI_EP_MSG" "verbs $DEV-dgram FI_EP_DGRAM" "verbs;ofi_rxm $DEV FI_EP_RDM"; do
@@ -54,7 +50,7 @@ pingpong() {
 	what="fi_pingpong -p '$prov' -e $ep"
 	check "$what"
 	port=$(free_port) || exit 1
-	before=$(sent_pkts)
+	before=$(sent_pkts "$DEV")
 	run_debian "$USER1" fi_pingpong -p "$prov" -e "$ep" -B "$port" -I "$ITERS" -c >"$s" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
@@ -73,7 +69,7 @@ pingpong() {
 		expect_grep "^1m +$ITERS +=" "$f" "$what: the 1 MiB line"
 		expect_no_grep "[Ee]rror|mismatch|corrupt" "$f" "$what: no data error"
 	done
-	after=$(sent_pkts)
+	after=$(sent_pkts "$DEV")
 	[ "$after" -gt "$before" ] || fail "$what: no packets through $DEV ($before -> $after)"
 	ok "$what: $(grep -E '^(64|1m) ' "$c" | tr -s ' ' | tr '\n' ';') $((after - before)) packets"
 }

@@ -34,10 +34,6 @@ chmod 644 "$T/mpi.conf"
 daemon_start -c "$T/mpi.conf"
 daemon_wait_ready
 
-sent_pkts() {
-	ibvctl statistic show link "$DEV/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
-}
-
 # job NAME MPICC MPIRUN ARGS...: build with MPICC, run with MPIRUN ARGS
 job() {
 	local name=$1 mpicc=$2 mpirun=$3 bin before after out
@@ -53,12 +49,12 @@ job() {
 	"$mpicc" -O2 -Wall -Wextra -Werror -o "$bin" "$SRC" >"$out.cc" 2>&1 ||
 		{ show "$mpicc" "$out.cc"; fail "$name: $mpicc failed"; }
 	chmod 755 "$bin"
-	before=$(sent_pkts)
+	before=$(sent_pkts "$DEV")
 	run_debian "$USER1" env HOME="$T" UCX_TLS=rc_v,self UCX_NET_DEVICES="$DEV:1" \
 		"$mpirun" -np 2 "$@" "$bin" "$LAT_ITERS" "$BW_ITERS" >"$out" 2>&1 ||
 		{ show "$name" "$out"; fail "$name: the job failed"; }
 	expect_grep "^verified $WANT_BYTES bytes\$" "$out" "$name: every byte checked"
-	after=$(sent_pkts)
+	after=$(sent_pkts "$DEV")
 	[ $((after - before)) -ge "$MIN_PKTS" ] ||
 		fail "$name: $((after - before)) packets through $DEV, fewer than the $MIN_PKTS messages"
 	ok "$name: $(grep -E '^(latency 8 |bandwidth)' "$out" | tr '\n' ';') $((after - before)) packets"

@@ -37,10 +37,6 @@ write_conf() {
 	chmod 644 "$T/ucx.conf"
 }
 
-sent_pkts() {
-	ibvctl statistic show link "$DEV/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
-}
-
 check "without device links UCX does not list $DEV"
 write_conf false
 daemon_start -c "$T/ucx.conf"
@@ -75,7 +71,7 @@ perftest() {
 	what="ucx_perftest -t $test${*:+ $*} (UCX_TLS=$tls)"
 	check "$what"
 	port=$(free_port) || exit 1
-	before=$(sent_pkts)
+	before=$(sent_pkts "$DEV")
 	local env=(env UCX_TLS="$tls" UCX_NET_DEVICES="$DEV:1")
 	run_debian "$USER1" "${env[@]}" ucx_perftest -p "$port" -t "$test" -n "$ITERS" "$@" >"$s" 2>&1 &
 	spid=$!
@@ -90,7 +86,7 @@ perftest() {
 		fail "$what: server exited $rc_s, client $rc_c"
 	fi
 	expect_grep "^Final: +$ITERS " "$c" "$what: the client's result"
-	after=$(sent_pkts)
+	after=$(sent_pkts "$DEV")
 	[ "$after" -gt "$before" ] || fail "$what: no packets through $DEV ($before -> $after)"
 	ok "$what: $(grep '^Final:' "$c" | tr -s ' '); $((after - before)) packets"
 }

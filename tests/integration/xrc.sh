@@ -1,5 +1,5 @@
 #!/bin/bash
-# XRC on a software device (issue: XRC): the Check program xrc-helper
+# XRC on a software device (issue 11): the Check program xrc-helper
 # (tests/integration/xrc.c) as uids $USER1 and $USER2 against a real daemon,
 # then Debian's unmodified ibv_xsrq_pingpong and perftest's ib_send_bw and
 # ib_write_bw with -c XRC between uid $USER1 (server) and $USER2 (client).
@@ -30,7 +30,11 @@ nothing_left() {
 }
 if [ -x "$HELPER" ]; then
 	check "the XRC suite as uid $USER1"
-	run_ours "$USER1" "$HELPER" >"$O/xrc" 2>&1
+	# Some cases close a context with its objects alive, as a dying app
+	# does: the daemon must free them, the app's own structs are its to
+	# leak, which a sanitizer build would otherwise report.
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		run_ours "$USER1" "$HELPER" >"$O/xrc" 2>&1
 	rc=$?
 	show "xrc-helper" "$O/xrc"
 	[ "$rc" -eq 0 ] || fail "the XRC suite failed (exit $rc)"
