@@ -5,8 +5,8 @@
  * A parent domain is a PD in every respect (it carries its PD's daemon
  * handle, so everything that takes a PD takes it) plus a thread domain and
  * the app's allocators.  A thread domain promises that one thread at a
- * time uses what is created with it: a CQ made on such a parent domain is
- * single-threaded (its polls take no lock).  Queue memory comes from the
+ * time uses what is created with it: a CQ or a QP made on such a parent
+ * domain takes no lock to poll or post.  Queue memory comes from the
  * daemon's shared rings, never from our own heap, so the allocators are
  * kept and offered nothing to allocate, as a provider may.
  *

@@ -315,6 +315,8 @@ struct ibvc_qp {
 	uint32_t doorbell;			/* the QP's bit in the context page */
 	uint32_t async_delivered;		/* under qp.mutex */
 	bool sq_sig_all;
+	/* on a parent domain with a thread domain: posts take no lock */
+	bool single_threaded;
 	/* the ibv_qp_ex API (qp_ex.c); the batch runs under sq.lock */
 	bool has_qp_ex;
 	struct {

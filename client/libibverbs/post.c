@@ -246,15 +246,28 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* A queue's lock, unless the QP's thread domain makes it needless. */
+static void wq_lock(const struct ibvc_qp *qp, struct ibvc_wq *wq)
+{
+	if (!qp->single_threaded)
+		pthread_mutex_lock(&wq->lock);
+}
+
+static void wq_unlock(const struct ibvc_qp *qp, struct ibvc_wq *wq)
+{
+	if (!qp->single_threaded)
+		pthread_mutex_unlock(&wq->lock);
+}
+
 int ibvc_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr)
 {
 	struct ibvc_qp *qp = to_ibvc_qp(ibqp);
 	int ret;
 
-	pthread_mutex_lock(&qp->sq.lock);
+	wq_lock(qp, &qp->sq);
 	ret = post_send_locked(qp, wr, bad_wr, false);
-	pthread_mutex_unlock(&qp->sq.lock);
+	wq_unlock(qp, &qp->sq);
 	return ibvc_errno_ret(ret);
 }
 
@@ -381,10 +394,10 @@ int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&qp->rq.lock);
+	wq_lock(qp, &qp->rq);
 	ret = post_recv_locked(&qp->rq, qp->cap.max_recv_sge, wr, bad_wr,
 			       &published);
-	pthread_mutex_unlock(&qp->rq.lock);
+	wq_unlock(qp, &qp->rq);
 	if (published)
 		recv_rang(qp);
 	return ibvc_errno_ret(ret);

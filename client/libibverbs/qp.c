@@ -112,6 +112,8 @@ static struct ibvc_qp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd,
 	qp->qp.pd = pd;
 	if (pd)
 		ibvc_pd_hold(pd);	/* released by qp_free */
+	/* a thread domain's promise: one thread at a time posts */
+	qp->single_threaded = ibvc_pd_single_threaded(pd);
 	qp->qp.send_cq = attr->send_cq;
 	qp->qp.recv_cq = attr->recv_cq;
 	qp->qp.srq = attr->srq;

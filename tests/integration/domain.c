@@ -137,6 +137,41 @@ START_TEST(stands_for_its_pd)
 }
 END_TEST
 
+/* QPs on a parent domain with a thread domain post without locking. */
+START_TEST(thread_domain_traffic)
+{
+	struct ibv_td_init_attr ta = { 0 };
+	struct ibv_td *td = ibv_alloc_td(D.ctx, &ta);
+	struct ibv_parent_domain_init_attr pa = { .pd = D.pd, .td = td };
+	struct vt_dev P = D;
+	struct ibv_mr *a, *b;
+	struct vt_pair p;
+	int i;
+
+	ck_assert_ptr_nonnull(td);
+	P.pd = ibv_alloc_parent_domain(D.ctx, &pa);
+	ck_assert_ptr_nonnull(P.pd);
+	vt_pair(&p, &P, NULL, 64);
+	ck_assert_ptr_eq(p.qp[0]->pd, P.pd);
+	a = vt_reg(P.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(P.pd, 4096, VT_ACCESS_ALL);
+	vt_fill(a->addr, 4096, 0, 55);
+	for (i = 0; i < 16; i++) {
+		vt_recv(p.qp[1], 100 + (uint64_t)i, b->addr, 4096, b->lkey);
+		vt_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			a->addr, 4096, a->lkey, 0, 0);
+		vt_expect_ok(p.scq[0], NULL, (uint64_t)i, IBV_WC_SEND, "SEND");
+		vt_expect_ok(p.rcq[1], NULL, 100 + (uint64_t)i, IBV_WC_RECV, "RECV");
+		vt_expect_pat(b->addr, 4096, 0, 55, "what arrived");
+	}
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_dealloc_pd(P.pd), 0);
+	ck_assert_int_eq(ibv_dealloc_td(td), 0);
+}
+END_TEST
+
 static Suite *domain_suite(void)
 {
 	Suite *s = suite_create("domain");
@@ -145,6 +180,7 @@ static Suite *domain_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, refused);
 	tcase_add_test(tc, stands_for_its_pd);
+	tcase_add_test(tc, thread_domain_traffic);
 	suite_add_tcase(s, tc);
 	return s;
 }
