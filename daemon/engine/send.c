@@ -187,6 +187,7 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 {
 	enum ibv_wc_status st;
 	uint8_t rnr_timer = 0;
+	enum eng_resp r;
 	enum step s;
 
 	st = ibvd_eng_send_take(eng, qp, qp->sq_head, req);
@@ -212,9 +213,13 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	/* asked again for an answer: the request was counted when it went */
 	if (!qp->awaiting)
 		ibvd_eng_count_request(qp, req);
-	s = conclude(eng, qp,
-		     ibvd_eng_transport(qp)->send(eng, qp, req, &rnr_timer),
-		     rnr_timer, status);
+	/*
+	 * Apart: as one call's arguments, rnr_timer could be read before
+	 * send() sets it (C leaves the order open; GCC reads it first), and
+	 * every RNR NAK waited 655 ms, the timer value 0's.
+	 */
+	r = ibvd_eng_transport(qp)->send(eng, qp, req, &rnr_timer);
+	s = conclude(eng, qp, r, rnr_timer, status);
 	if (s == STEP_DONE && !eng_req_last(req)) {
 		qp->wqe_done += req->step;
 		return STEP_PARTIAL;

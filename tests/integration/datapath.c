@@ -1193,6 +1193,34 @@ START_TEST(rnr_retry_exc)
 }
 END_TEST
 
+/*
+ * The responder's min_rnr_timer is what the requester waits: six RNR NAKs
+ * at 0.01 ms each end in RNR_RETRY_EXC_ERR at once.  The bound is not a
+ * benchmark: waiting the timer value 0's 655 ms instead (an engine bug
+ * that read the responder's value before the responder had given it)
+ * takes 3.9 s, more than twice the bound even on the slowest machine.
+ */
+START_TEST(rnr_timer_honoured)
+{
+	struct vt_qp_opts o;
+	struct fx f;
+	long t0, ms;
+
+	memset(&o, 0, sizeof(o));
+	o.rnr_retry = 6;
+	o.min_rnr_timer = 1;
+	fx_init(&f, &o, 4096, 4096);
+	t0 = vt_now_ms();
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 100,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_RNR_RETRY_EXC_ERR,
+		     "six RNR NAKs, no receive");
+	ms = vt_now_ms() - t0;
+	ck_assert_msg(ms < 1500, "6 RNR waits of 0.01 ms took %ld ms", ms);
+	fx_free(&f);
+}
+END_TEST
+
 /* rnr_retry 7 retries forever: a receive posted late still gets the SEND. */
 START_TEST(rnr_retry_infinite)
 {
@@ -4716,6 +4744,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, rem_access_err, 0, 6);
 	tcase_add_loop_test(tc, rnr_retry_exc, 0, 2);
 	tcase_add_test(tc, rnr_retry_infinite);
+	tcase_add_test(tc, rnr_timer_honoured);
 	tcase_add_test(tc, retry_exc);
 	tcase_add_test(tc, uc_drop);
 	tcase_add_test(tc, flush);
