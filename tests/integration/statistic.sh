@@ -210,14 +210,15 @@ if [ -x "$HELPER" ]; then
 		"$HELPER" >"$O/status" 2>&1 || { show datapath "$O/status"; fail "the status case failed"; }
 	snap status
 	# rnr_retry_exc (SEND, WRITE_WITH_IMM): rnr_retry 0, one RNR NAK each;
-	# rnr_retry_infinite: at least one more; retry_exc: RETRY_EXC_ERR;
+	# rnr_retry_infinite: at least one more; rnr_timer_honoured: 7 (rnr_retry
+	# 6) and a third RNR_RETRY_EXC_ERR; retry_exc: RETRY_EXC_ERR;
 	# rem_access_err: 6 refused WRITE/READ/atomic (wrong rkey, ...).
 	judge "$last" status '
-		d("ibvd1/1", "rcvd_rnr_err") >= 3
+		d("ibvd1/1", "rcvd_rnr_err") >= 3 + 7
 		d("ibvd1/1", "send_rnr_err") == d("ibvd1/1", "rcvd_rnr_err")
-		d("ibvd1/1", "retry_rnr_exceeded_err") == 2
+		d("ibvd1/1", "retry_rnr_exceeded_err") == 3
 		d("ibvd1/1", "retry_exceeded_err") >= 1
-		d("ibvd1/1", "send_err") >= 6 + 2 + 1
+		d("ibvd1/1", "send_err") >= 6 + 3 + 1
 		d("ibvd1/1", "rdma_recvs") >= 6
 		all(d(p, n) == 0 for p in a for n in ("duplicate_request", "out_of_seq_request", "rcvd_seq_err", "ack_deferred", "completer_retry_err", "link_downed"))
 		all(d("ibvd0/1", n) == 0 for n in a["ibvd0/1"] if n != "ifname")
