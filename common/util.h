@@ -4,7 +4,9 @@
 #ifndef IBVD_UTIL_H
 #define IBVD_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -14,5 +16,12 @@
 #endif
 
 #define IBVD_UNUSED	__attribute__((unused))
+
+/* [addr, addr + len) lies in [base, base + size), with no overflow. */
+static inline bool ibvd_in_range(uint64_t base, uint64_t size, uint64_t addr,
+				 uint64_t len)
+{
+	return addr >= base && len <= size && addr - base <= size - len;
+}
 
 #endif /* IBVD_UTIL_H */

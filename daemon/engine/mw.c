@@ -24,15 +24,10 @@
 #include <config.h>
 
 #include "internal.h"
+#include "util.h"
 
 #define MW_RIGHTS	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | \
 			 IBV_ACCESS_REMOTE_ATOMIC)
-
-/* [addr, addr + len) lies within [base, base + size), without wrapping. */
-static bool in_range(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
-{
-	return addr >= base && len <= size && addr - base <= size - len;
-}
 
 static bool same_index(uint32_t a, uint32_t b)
 {
@@ -63,7 +58,7 @@ static struct ibvd_mr *bind_target(const struct ibvd_qp *qp,
 		return NULL;
 	if (rights & writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 		return NULL;
-	if (!in_range(mr->iova, mr->length, w->remote_addr, w->compare_add))
+	if (!ibvd_in_range(mr->iova, mr->length, w->remote_addr, w->compare_add))
 		return NULL;
 	return mr;
 }
@@ -157,7 +152,7 @@ const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
 		return NULL;
 	pthread_mutex_lock(&mw->lock);
 	if (mw->mr && mw->rkey == rkey && (mw->access & access) == access &&
-	    in_range(mw->addr, mw->length, raddr, len) &&
+	    ibvd_in_range(mw->addr, mw->length, raddr, len) &&
 	    (mw->type == IBV_MW_TYPE_1 || mw->qp_num == target->qp_num))
 		mr = mw->mr;
 	pthread_mutex_unlock(&mw->lock);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "util.h"
 
 /* Largest message (the port's max_msg_sz, query.c). */
 #define ENG_MAX_MSG		(1ull << 30)
@@ -23,12 +24,6 @@
 static const uint8_t *ring_slot(const struct ibvd_ring *r, uint32_t counter)
 {
 	return r->slots + (size_t)(counter & (r->nslots - 1)) * r->stride;
-}
-
-/* [addr, addr + len) lies within [base, base + size), without wrapping. */
-static bool in_range(uint64_t base, uint64_t size, uint64_t addr, uint64_t len)
-{
-	return addr >= base && len <= size && addr - base <= size - len;
 }
 
 static bool opcode_ok(uint32_t qp_type, uint32_t opcode)
@@ -99,7 +94,7 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
 		 * Local addresses are in the MR's iova space, as remote ones
 		 * (ibv_reg_mr_iova2(3)); zero-based MRs have iova 0.
 		 */
-		if (!in_range(mr->iova, mr->length, sge[i].addr, sge[i].length))
+		if (!ibvd_in_range(mr->iova, mr->length, sge[i].addr, sge[i].length))
 			return IBV_WC_LOC_PROT_ERR;
 		s = &out->seg[out->n++];
 		s->fd = mr->mem->fd;
@@ -246,7 +241,7 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 		mr = ibvd_eng_mw_resolve(target, rkey, raddr, len, access);
 	if (!mr || mr->pd != target->pd || !mr->mem)
 		return -EACCES;
-	if (!in_range(mr->iova, mr->length, raddr, len))
+	if (!ibvd_in_range(mr->iova, mr->length, raddr, len))
 		return -EACCES;
 	s = &out->seg[out->n++];
 	s->fd = mr->mem->fd;

@@ -30,6 +30,7 @@
 #include "context.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "util.h"
 #include "verbs.h"
 
 /* Access bits a registration may carry; the optional range is ignored. */
@@ -354,13 +355,6 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 /* Largest sg_list one ADVISE_MR takes: it is only checked, never kept. */
 #define ADVISE_MAX_SGES	4096
 
-/* lkey addresses are in the MR's iova space (engine/wqe.c) */
-static bool sge_in_mr(const struct ibvd_mr *mr, uint64_t addr, uint64_t len)
-{
-	return addr >= mr->iova && len <= mr->length &&
-	       addr - mr->iova <= mr->length - len;
-}
-
 /* One range of an ADVISE_MR: in an on-demand MR of this context's pd. */
 static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
 		      const Ibvd__Sge *sge)
@@ -374,7 +368,8 @@ static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
 	if (!(mr->access & IBV_ACCESS_ON_DEMAND))
 		return ibvd_call_error(call, -EINVAL,
 				       "MR %#x is not on demand", sge->lkey);
-	if (!sge_in_mr(mr, sge->addr, sge->length))
+	/* lkey addresses are in the MR's iova space (engine/wqe.c) */
+	if (!ibvd_in_range(mr->iova, mr->length, sge->addr, sge->length))
 		return ibvd_call_error(call, -EINVAL,
 				       "range %#" PRIx64 "+%u outside MR %#x",
 				       sge->addr, sge->length, sge->lkey);
