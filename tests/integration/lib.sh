@@ -194,6 +194,24 @@ default_conf() {
 	printf '%s\n' "$out"
 }
 
+# middleware_conf DEV [LINKS]: a configuration for middleware tests, one
+# software device DEV, "device_links" LINKS (default true), and no
+# RLIMIT_MEMLOCK emulation: UCX, libfabric and MPI register tens of MiB at
+# start, over this machine's 8 MiB limit.  Prints its path.
+middleware_conf() {
+	local out="$T/middleware.conf"
+	cat >"$out" <<-EOF
+	{
+	  "socket": { "path": "$SOCK" },
+	  "rlimit_memlock": "ignore",
+	  "device_links": ${2:-true},
+	  "devices": [ { "name": "$1" } ]
+	}
+	EOF
+	chmod 644 "$out"
+	printf '%s\n' "$out"
+}
+
 # ---- the daemon --------------------------------------------------------
 
 # daemon_start ARGS...: start the daemon ($IBVERBSD, the built one unless

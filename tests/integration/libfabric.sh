@@ -17,17 +17,8 @@ DEV=ibvd0
 ITERS=200
 [ -n "$SANITIZERS" ] && ITERS=50
 
-# ofi_rxm sizes its CQs and buffers for many peers: over the 8 MiB
-# RLIMIT_MEMLOCK of this machine, so the rlimit is not emulated here.
-cat >"$T/fi.conf" <<-EOF
-{
-  "socket": { "path": "$SOCK" },
-  "rlimit_memlock": "ignore",
-  "devices": [ { "name": "$DEV" } ]
-}
-EOF
-chmod 644 "$T/fi.conf"
-daemon_start -c "$T/fi.conf"
+# ofi_rxm sizes its CQs and buffers for many peers (middleware_conf)
+daemon_start -c "$(middleware_conf "$DEV")"
 daemon_wait_ready
 
 check "fi_info: the verbs provider and verbs;ofi_rxm on $DEV"

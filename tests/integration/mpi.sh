@@ -23,15 +23,7 @@ WANT_BYTES=$((2 * LAT_ITERS * (8 + 4096 + 65536) + BW_ITERS * 1048576))
 MIN_PKTS=$((2 * 3 * LAT_ITERS))
 SRC=$top_srcdir/tests/mpi/mpi-pingpong.c
 
-cat >"$T/mpi.conf" <<-EOF
-{
-  "socket": { "path": "$SOCK" },
-  "rlimit_memlock": "ignore",
-  "devices": [ { "name": "$DEV" } ]
-}
-EOF
-chmod 644 "$T/mpi.conf"
-daemon_start -c "$T/mpi.conf"
+daemon_start -c "$(middleware_conf "$DEV")"
 daemon_wait_ready
 
 # job NAME MPICC MPIRUN ARGS...: build with MPICC, run with MPIRUN ARGS

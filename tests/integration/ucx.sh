@@ -24,22 +24,8 @@ LINK=/dev/infiniband/$DEV
 ITERS=1000
 [ -n "$SANITIZERS" ] && ITERS=300
 
-# write_conf LINKS: the configuration, with "device_links" LINKS
-write_conf() {
-	cat >"$T/ucx.conf" <<-EOF
-	{
-	  "socket": { "path": "$SOCK" },
-	  "rlimit_memlock": "ignore",
-	  "device_links": $1,
-	  "devices": [ { "name": "$DEV" } ]
-	}
-	EOF
-	chmod 644 "$T/ucx.conf"
-}
-
 check "without device links UCX does not list $DEV"
-write_conf false
-daemon_start -c "$T/ucx.conf"
+daemon_start -c "$(middleware_conf "$DEV" false)"
 daemon_wait_ready
 [ ! -e "$LINK" ] || fail "$LINK exists with device_links false"
 run_debian "$USER1" ucx_info -d >"$O/info-nolink" 2>&1 || { show ucx_info "$O/info-nolink"; fail "ucx_info -d"; }
@@ -48,8 +34,7 @@ ok "not listed"
 daemon_stop
 
 check "the daemon makes $LINK; ucx_info -d lists rc_verbs and ud_verbs on it"
-write_conf true
-daemon_start -c "$T/ucx.conf"
+daemon_start -c "$(middleware_conf "$DEV")"
 daemon_wait_ready
 [ -L "$LINK" ] && [ -c "$LINK" ] || fail "$LINK is not a link to a character device"
 run_debian "$USER1" ucx_info -d >"$O/info" 2>&1 || { show ucx_info "$O/info"; fail "ucx_info -d"; }
