@@ -76,6 +76,7 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_WAKEUPS] = "wakeups",
 	[IBVD_EC_TIMERS] = "timers",
 	[IBVD_EC_CROWDED] = "crowded",
+	[IBVD_EC_RNR_WAIT_US] = "rnr_wait_us",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -293,6 +294,8 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 	out[IBVD_EC_WAKEUPS] = __atomic_load_n(&eng->wakeups, __ATOMIC_RELAXED);
 	out[IBVD_EC_TIMERS] = __atomic_load_n(&eng->timers_fired, __ATOMIC_RELAXED);
 	out[IBVD_EC_CROWDED] = __atomic_load_n(&eng->crowded, __ATOMIC_RELAXED);
+	out[IBVD_EC_RNR_WAIT_US] = __atomic_load_n(&eng->rnr_wait_us,
+						   __ATOMIC_RELAXED);
 	/* Changed only by this (the control) thread, under the write lock. */
 	*contexts = eng->nctx;
 }

@@ -144,6 +144,7 @@ enum ibvd_engine_counter {
 	IBVD_EC_WAKEUPS,
 	IBVD_EC_TIMERS,
 	IBVD_EC_CROWDED,
+	IBVD_EC_RNR_WAIT_US,
 	IBVD_EC_MAX
 };
 

@@ -466,6 +466,7 @@ struct ibvd_engine {
 
 	/* statistics, this thread's only */
 	uint64_t passes, wqes, sleeps, crowded;
+	uint64_t rnr_wait_us;		/* RNR NAK waits scheduled, summed */
 	/* the same, counters.c; all of them read by the control thread */
 	uint64_t turns, bytes, wakeups, timers_fired;
 };

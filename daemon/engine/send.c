@@ -75,12 +75,17 @@ static enum step failed(enum ibv_wc_status *status, enum ibv_wc_status st)
 static enum step rnr_nak(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			 uint8_t rnr_timer, enum ibv_wc_status *status)
 {
+	uint64_t wait_ns;
+
 	if (qp->attr.rnr_retry != RNR_RETRY_INFINITE) {
 		if (!qp->rnr_left)
 			return failed(status, IBV_WC_RNR_RETRY_EXC_ERR);
 		qp->rnr_left--;
 	}
-	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + ibvd_eng_rnr_ns(rnr_timer));
+	wait_ns = ibvd_eng_rnr_ns(rnr_timer);
+	/* What was asked for, not what passed: a count tests can hold exact. */
+	eng_count(&eng->rnr_wait_us, wait_ns / 1000);
+	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + wait_ns);
 	return STEP_WAIT;
 }
 
