@@ -15,8 +15,11 @@
 #include <protobuf-c/protobuf-c.h>
 
 #define IBVD_FRAME_MAGIC	0x44564249u	/* "IBVD" in memory on LE hosts */
-/* 2: CQEs carry a completion timestamp (ring.h) */
-#define IBVD_PROTO_VERSION	2
+/*
+ * 2: CQEs carry a completion timestamp (ring.h)
+ * 3: ATTACH_MEMORY carries /proc/self/maps beside /proc/self/mem
+ */
+#define IBVD_PROTO_VERSION	3
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
@@ -42,7 +45,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_QUERY_PKEY	= 0x0203,	/* QueryPkey -> Pkey */
 
 	/* verbs objects: 0x0400 (payloads in proto/ibverbsd.proto) */
-	IBVD_MSG_ATTACH_MEMORY	= 0x0400,	/* AttachMemory + 1 fd -> Empty */
+	IBVD_MSG_ATTACH_MEMORY	= 0x0400,	/* AttachMemory + 2 fds -> Empty */
 	IBVD_MSG_ALLOC_PD	= 0x0410,	/* Empty -> Handle */
 	IBVD_MSG_DEALLOC_PD	= 0x0411,	/* Handle -> Empty */
 	IBVD_MSG_REG_MR		= 0x0420,	/* RegMr -> RegMrReply */

@@ -42,7 +42,7 @@ static const struct ibvd_request_type request_types[] = {
 	/* verbs objects (verbs.h): only on a device context */
 #define CTX IBVD_SESSION_CONTEXT
 	{ IBVD_MSG_ATTACH_MEMORY, "ATTACH_MEMORY",
-	  &ibvd__attach_memory__descriptor, 1, CTX, ibvd_req_attach_memory },
+	  &ibvd__attach_memory__descriptor, 2, CTX, ibvd_req_attach_memory },
 	{ IBVD_MSG_ALLOC_PD, "ALLOC_PD", NULL, 0, CTX, ibvd_req_alloc_pd },
 	{ IBVD_MSG_DEALLOC_PD, "DEALLOC_PD", &ibvd__handle__descriptor, 0,
 	  CTX, ibvd_req_dealloc_pd },

@@ -31,20 +31,31 @@
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |			\
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
 
-/* Send the process's memory to the daemon, once per context. */
+/*
+ * Send the process's memory to the daemon, once per context: its mem,
+ * and its maps for the daemon's registration checks.  Opened here, by the
+ * process itself, they need no privilege over it on the daemon's side.
+ */
 static int attach_memory(struct ibvc_context *ictx)
 {
 	Ibvd__AttachMemory req = IBVD__ATTACH_MEMORY__INIT;
-	int fd, ret;
+	int fds[2], ret;
 
-	fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	if (fd < 0)
+	fds[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	if (fds[0] < 0)
 		return -errno;
+	fds[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fds[1] < 0) {
+		ret = -errno;
+		close(fds[0]);
+		return ret;
+	}
 	req.pid = (uint32_t)getpid();
 	ret = ibvd_conn_call_fds(&ictx->conn, IBVD_MSG_ATTACH_MEMORY, &req.base,
-				 &fd, 1, NULL, NULL, NULL, NULL);
-	/* The daemon has its own copy now; ours would only leak. */
-	close(fd);
+				 fds, 2, NULL, NULL, NULL, NULL);
+	/* The daemon has its own copies now; ours would only leak. */
+	close(fds[0]);
+	close(fds[1]);
 	return ret;
 }
 

@@ -65,7 +65,8 @@ void ibvd_objects_write_unlock(void);
  * Shared by the context and its MRs; the last reference closes the fd.
  */
 struct ibvd_mem {
-	int fd;
+	int fd;				/* /proc/PID/mem, read-write */
+	int maps_fd;			/* /proc/PID/maps (control thread) */
 	pid_t pid;
 	unsigned int refs;		/* atomic */
 	/* control thread only (mem.c): */

@@ -1,7 +1,9 @@
 /*
  * Client memory: ATTACH_MEMORY (the client's /proc/self/mem fd, through
  * which the engine reaches registered memory), the checks a registration
- * makes against the client's address space (/proc/PID/maps), and
+ * makes against the client's address space (the /proc/self/maps fd it
+ * sent beside it: the daemon, an unprivileged user, could not open another
+ * uid's maps itself), and
  * RLIMIT_MEMLOCK accounting as the kernel's ib_umem does it: pages spanned,
  * charged per client process across all its contexts, checked against the
  * process's own soft limit unless it has CAP_IPC_LOCK.
@@ -219,6 +221,7 @@ void ibvd_mem_put(struct ibvd_mem *mem)
 	if (__atomic_sub_fetch(&mem->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	close(mem->fd);
+	close(mem->maps_fd);
 	memlock_put(mem->memlock);
 	free(mem);
 }
@@ -304,8 +307,6 @@ void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages)
 
 /* ---- address-space checks --------------------------------------------- */
 
-static struct ibvd_ratelimit maps_rl = IBVD_RATELIMIT_INIT(1);
-
 /* Is one /proc/PID/maps line's mapping fit for registration? */
 static bool vma_ok(const char *perms, const char *line, bool writable)
 {
@@ -354,34 +355,28 @@ static int mem_alive(const struct ibvd_mem *mem)
 int ibvd_mem_check_range(struct ibvd_call *call, struct ibvd_mem *mem,
 			 uint64_t addr, uint64_t len, bool writable)
 {
-	char path[64];
-	unsigned int missed;
 	FILE *f;
-	int ret;
+	int fd, ret;
 
-	if (mem_alive(mem) < 0)
-		return ibvd_call_error(call, -ESRCH, "client process %d is gone",
-				       (int)mem->pid);
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)mem->pid);
-	f = fopen(path, "re");
-	if (!f && (errno == EACCES || errno == EPERM)) {
-		/*
-		 * A daemon without CAP_SYS_PTRACE cannot read another uid's
-		 * maps.  The engine reaches memory only through the client's
-		 * own mem fd, so skipping the check can only hurt the client.
-		 */
-		if (ibvd_ratelimit_ok(&maps_rl, &missed))
-			log_notice("cannot read %s (%s): registrations are not checked against the client's mappings",
-				   path, strerror(errno));
-		return 0;
+	/*
+	 * The fd is bound to the client's mm, as its mem fd is: read again
+	 * from the start, it shows the mappings as they are now; a client
+	 * that has exited shows none.
+	 */
+	fd = dup(mem->maps_fd);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "re");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
 	}
-	if (!f)
-		return ibvd_call_error(call, -ESRCH, "client process %d is gone",
-				       (int)mem->pid);
+	rewind(f);
 	ret = maps_cover(f, addr, addr + len, writable);
 	fclose(f);
-	if (ret == 0 && mem_alive(mem) < 0)
-		ret = -ESRCH;	/* PID reused while we read: not its maps */
+	if (ret == -EFAULT && mem_alive(mem) < 0)
+		return ibvd_call_error(call, -ESRCH, "client process %d is gone",
+				       (int)mem->pid);
 	if (ret == -EFAULT)
 		return ibvd_call_error(call, ret,
 				       "[0x%" PRIx64 ", +%" PRIu64 ") is not mapped %s",
@@ -405,6 +400,31 @@ static int check_mem_fd(int fd)
 		return -EINVAL;
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || (fl & O_ACCMODE) != O_RDWR)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Is fd a /proc/PID/maps?  0 or -EINVAL.  Many /proc files share its
+ * mode, so its name decides: the link /proc/self/fd/N, as the client's
+ * own /proc mount named it.
+ */
+static int check_maps_fd(int fd)
+{
+	char link[64], name[64];
+	struct statfs sfs;
+	unsigned int pid;
+	int end = 0;
+	ssize_t n;
+
+	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC)
+		return -EINVAL;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, name, sizeof(name) - 1);
+	if (n <= 0)
+		return -EINVAL;
+	name[n] = '\0';
+	if (sscanf(name, "/proc/%u/maps%n", &pid, &end) != 1 || end != n)
 		return -EINVAL;
 	return 0;
 }
@@ -440,6 +460,9 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	if (check_mem_fd(call->frame->fds[0]) < 0)
 		return ibvd_call_error(call, -EINVAL,
 				       "the fd is not a read-write /proc/PID/mem");
+	if (check_maps_fd(call->frame->fds[1]) < 0)
+		return ibvd_call_error(call, -EINVAL,
+				       "the second fd is not a /proc/PID/maps");
 	if (proc_start_time(pid, &start) < 0)
 		return ibvd_call_error(call, -ESRCH, "client process %d is gone",
 				       (int)pid);
@@ -455,6 +478,7 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	}
 	fd = ibvd_call_take_fd(call, 0);
 	mem->fd = fd;
+	mem->maps_fd = ibvd_call_take_fd(call, 1);
 	mem->pid = pid;
 	mem->start_time = start;
 	mem->refs = 1;

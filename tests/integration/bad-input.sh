@@ -43,7 +43,7 @@ after_case() {
 # /proc/PID/fd and so runs as the daemon's user.
 # fuzz: 40000 random/mutated requests from seed 1 (IBVD_FUZZ_SEED=N for another).
 for c in malformed oversized truncated badmagic badversion badlen unknowntype \
-	 reqid fds notopen silent idle flood lingerfd fuzz; do
+	 reqid fds attachfds notopen silent idle flood lingerfd fuzz; do
 	check "case $c"
 	arg=""
 	uid=$USER1

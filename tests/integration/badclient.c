@@ -21,6 +21,10 @@
  *	reqid		replies echo whatever request id came, pipelined too
  *	fds		fds on a type that takes none -> error reply, and the
  *			daemon closes them (needs DAEMON_PID for /proc/PID/fd)
+ *	attachfds	ATTACH_MEMORY with the wrong fds (one only, maps and
+ *			mem swapped, /dev/null or /proc/self/status for the
+ *			maps) -> EINVAL or a count error each, then the right
+ *			two -> accepted, once (EBUSY after)
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
@@ -822,6 +826,82 @@ out:
 	close(fd);
 }
 
+/* ATTACH_MEMORY carrying fds[0..n); its reply's errno (0: accepted) or -1. */
+static int attach_with(int fd, const int *fds, unsigned int n)
+{
+	Ibvd__AttachMemory am = IBVD__ATTACH_MEMORY__INIT;
+	uint32_t id = next_id++;
+	char msg[256];
+	int r;
+
+	am.pid = (uint32_t)getpid();
+	if (send_msg(fd, IBVD_MSG_ATTACH_MEMORY, id, &am.base, fds, n, 0) < 0) {
+		bad("ATTACH_MEMORY: send failed");
+		return -1;
+	}
+	r = recv_frame(fd, TIMEOUT_MS);
+	if (r <= 0 || rep.hdr.req_id != id) {
+		bad("ATTACH_MEMORY: no reply");
+		return -1;
+	}
+	if (rep.hdr.type == (IBVD_MSG_ATTACH_MEMORY | IBVD_REPLY))
+		return 0;
+	return rep_errnum(msg, sizeof(msg));
+}
+
+static void case_attachfds(void)
+{
+	static const struct {
+		const char *what, *first, *second;
+		int flags0, flags1;
+		int want;		/* errno; -1: any error */
+	} bad_sets[] = {
+		{ "mem alone", "/proc/self/mem", NULL, O_RDWR, 0, -1 },
+		{ "maps then mem", "/proc/self/maps", "/proc/self/mem", O_RDONLY, O_RDWR, EINVAL },
+		{ "mem and /dev/null", "/proc/self/mem", "/dev/null", O_RDWR, O_RDONLY, EINVAL },
+		{ "mem and status", "/proc/self/mem", "/proc/self/status", O_RDWR, O_RDONLY, EINVAL },
+		{ "read-only mem and maps", "/proc/self/mem", "/proc/self/maps", O_RDONLY, O_RDONLY, EINVAL },
+	};
+	int fd, fds[2], r;
+	unsigned int i, n;
+
+	fd = conn_open();
+	if (fd < 0 || open_device(fd) < 0)
+		goto out;
+	for (i = 0; i < sizeof(bad_sets) / sizeof(bad_sets[0]); i++) {
+		n = bad_sets[i].second ? 2 : 1;
+		fds[0] = open(bad_sets[i].first, bad_sets[i].flags0 | O_CLOEXEC);
+		fds[1] = n > 1 ? open(bad_sets[i].second, bad_sets[i].flags1 | O_CLOEXEC) : -1;
+		r = fds[0] < 0 || (n > 1 && fds[1] < 0) ? -1 : attach_with(fd, fds, n);
+		close(fds[0]);
+		if (n > 1)
+			close(fds[1]);
+		if (r == 0)
+			bad("ATTACH_MEMORY with %s was accepted", bad_sets[i].what);
+		else if (r > 0 && bad_sets[i].want > 0 && r != bad_sets[i].want)
+			bad("ATTACH_MEMORY with %s: errno %d, expected %d",
+			    bad_sets[i].what, r, bad_sets[i].want);
+		else if (r > 0)
+			say("ATTACH_MEMORY with %s: refused (%s)", bad_sets[i].what,
+			    strerror(r));
+	}
+	fds[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	fds[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	r = attach_with(fd, fds, 2);
+	if (r != 0)
+		bad("ATTACH_MEMORY with mem and maps: errno %d", r);
+	else if ((r = attach_with(fd, fds, 2)) != EBUSY)
+		bad("a second ATTACH_MEMORY: errno %d, expected EBUSY", r);
+	else
+		say("mem and maps accepted, a second attach refused (EBUSY)");
+	close(fds[0]);
+	close(fds[1]);
+	check_usable(fd, "ATTACH_MEMORY with wrong fds");
+out:
+	if (fd >= 0)
+		close(fd);
+}
+
 static void case_notopen(void)
 {
 	Ibvd__QueryPort qp = IBVD__QUERY_PORT__INIT;
@@ -1511,6 +1591,8 @@ int main(int argc, char **argv)
 		case_fds(arg);
 	else if (strcmp(case_name, "notopen") == 0)
 		case_notopen();
+	else if (strcmp(case_name, "attachfds") == 0)
+		case_attachfds();
 	else if (strcmp(case_name, "silent") == 0)
 		case_silent(witness);
 	else if (strcmp(case_name, "idle") == 0)
