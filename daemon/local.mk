@@ -10,6 +10,9 @@ daemon_ibverbsd_SOURCES = \
 	daemon/reload.c daemon/reload.h \
 	daemon/devices.c daemon/devices.h \
 	daemon/devlinks.c daemon/devlinks.h \
+	daemon/privilege.c daemon/privilege.h \
+	daemon/netraw.c daemon/netraw.h \
+	daemon/leftovers.c daemon/leftovers.h \
 	daemon/netdev.c daemon/netdev.h \
 	daemon/netdev_watch.c daemon/netdev_watch.h \
 	daemon/request.c daemon/request.h

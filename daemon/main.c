@@ -28,6 +28,9 @@
 #include "log.h"
 #include "netdev_watch.h"
 #include "devlinks.h"
+#include "leftovers.h"
+#include "netraw.h"
+#include "privilege.h"
 #include "reload.h"
 #include "request.h"
 #include "server/daemon.h"
@@ -39,7 +42,7 @@
 
 #define EXIT_USAGE	2
 
-enum { OPT_SOCKET = 256, OPT_SYSTEMD, OPT_DEVICE_LINKS };
+enum { OPT_SOCKET = 256, OPT_SYSTEMD, OPT_DEVICE_LINKS, OPT_USER };
 
 static const struct option long_options[] = {
 	{ "foreground",	no_argument,		NULL, 'f' },
@@ -47,6 +50,7 @@ static const struct option long_options[] = {
 	{ "socket",	required_argument,	NULL, OPT_SOCKET },
 	{ "systemd",	no_argument,		NULL, OPT_SYSTEMD },
 	{ "device-links", required_argument,	NULL, OPT_DEVICE_LINKS },
+	{ "user",	required_argument,	NULL, OPT_USER },
 	{ "verbose",	no_argument,		NULL, 'v' },
 	{ "help",	no_argument,		NULL, 'h' },
 	{ "version",	no_argument,		NULL, 'V' },
@@ -59,12 +63,13 @@ struct options {
 	const char *socket;
 	int systemd;
 	const char *device_links;	/* "make", "remove": one shot */
+	const char *user;		/* overrides the config's "user" */
 	unsigned int verbosity;
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ibverbsd [-fv] [-c file] [--socket path] [--systemd]\n"
+	fprintf(f, "usage: ibverbsd [-fv] [-c file] [--socket path] [--user name] [--systemd]\n"
 		   "       ibverbsd [-c file] --device-links make|remove\n");
 }
 
@@ -79,6 +84,7 @@ static void parse_options(int argc, char **argv, struct options *opts)
 		case OPT_SOCKET:	opts->socket = optarg; break;
 		case OPT_SYSTEMD:	opts->systemd = 1; break;
 		case OPT_DEVICE_LINKS:	opts->device_links = optarg; break;
+		case OPT_USER:		opts->user = optarg; break;
 		case 'v':		opts->verbosity++; break;
 		case 'h':
 			usage(stdout);
@@ -279,6 +285,22 @@ static void prepare(struct ibvd_daemon *d)
 		fatal_startup(ENOMEM, "out of memory");
 }
 
+/*
+ * Everything privileged is done (socket, devices, links): give it all up
+ * (privilege.h).  Under socket activation the socket is systemd's.
+ */
+static void drop_privileges(struct ibvd_daemon *d, const char *user_arg)
+{
+	const char *user = user_arg ? user_arg : d->cfg->user;
+	char err[512];
+	int ret;
+
+	ret = ibvd_privilege_drop(user, ibvd_server_activated(d->server) ?
+				  NULL : d->socket_path, err, sizeof(err));
+	if (ret < 0)
+		fatal_startup(-ret, err);
+}
+
 static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 {
 	int ret;
@@ -317,6 +339,8 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	ibvd_cm_stop();
 	ibvd_devlinks_remove_all();
 	free_devices(d);
+	ibvd_netraw_stop();
+	ibvd_leftovers_finish();
 	ibvd_notify_free(d->notify);
 	free_signals(sigs);
 	if (d->base)
@@ -377,6 +401,8 @@ int main(int argc, char **argv)
 		if (ret < 0)
 			fatal_startup(-ret, "cannot detach from the terminal");
 	}
+	/* Before any thread starts: the broker is forked here. */
+	drop_privileges(&d, opts.user);
 	ret = start_loop(&d, &sigs);
 	if (ret < 0) {
 		log_err("cannot set up the event loop: %s", strerror(-ret));

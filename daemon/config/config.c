@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -337,6 +338,7 @@ static int socket_group(struct parser *p, json_t *v, void *obj)
 		return -EINVAL;
 	if (s[0] == '\0') {
 		free(cfg->socket_group);
+	free(cfg->user);
 		cfg->socket_group = NULL;
 		return 0;
 	}
@@ -1256,7 +1258,29 @@ static int device_links(struct parser *p, json_t *v, void *obj)
 	return 0;
 }
 
+/* A user that must exist at load time, as the socket's group must. */
+static int daemon_user(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	const char *s;
+
+	s = get_string(p, v, "a user name or uid");
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '\0') {
+		free(cfg->user);
+		cfg->user = NULL;
+		return 0;
+	}
+	errno = 0;
+	if (!getpwnam(s) && !(s[strspn(s, "0123456789")] == '\0' &&
+			      strlen(s) < 10))
+		return fail(p, "no such user \"%s\"", s);
+	return replace_string(p, &cfg->user, s);
+}
+
 static const struct member top_members[] = {
+	{ "user", daemon_user },
 	{ "socket", parse_socket },
 	{ "engine", parse_engine },
 	{ "log", parse_log },

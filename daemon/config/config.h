@@ -2,6 +2,7 @@
  * ibverbsd.conf: the daemon's JSON configuration (man ibverbsd.conf(5)).
  *
  * {
+ *   "user": "ibverbsd",
  *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
  *   "engine":  { "threads": 1 },
  *   "log":     { "level": "info" },
@@ -27,6 +28,9 @@
  * an interface.  Its "peers" are the CIDRs packets may come from (default:
  * the interface's own subnets).
  *
+ * "user": started as root, the daemon becomes this user (a name, or a
+ * numeric uid) once its socket is bound and its devices are open, and
+ * keeps no capability (daemon/privilege.c); default: stay who it is.
  * "rlimit_memlock": "enforce" holds a client's registered memory to its
  * process's RLIMIT_MEMLOCK, as the kernel would although nothing is
  * pinned; "ignore" leaves only the tenant quotas ("limits").
@@ -139,6 +143,7 @@ struct ibvd_config_limit_rule {
 
 struct ibvd_config {
 	char *path;			/* file it was read from, or NULL */
+	char *user;			/* "user", or NULL */
 	char *socket_path;
 	mode_t socket_mode;		/* default 0666 */
 	char *socket_group;		/* NULL = leave the group alone; a

@@ -215,18 +215,28 @@ middleware_conf() {
 # ---- the daemon --------------------------------------------------------
 
 # daemon_start ARGS...: start the daemon ($IBVERBSD, the built one unless
-# changed) in the foreground (-f) in the background of this shell, as uid
-# $DAEMON_UID if set; its output goes to $DAEMON_LOG.
+# changed) in the foreground (-f) in the background of this shell; its
+# output goes to $DAEMON_LOG.  As uid $DAEMON_UID from the start if set
+# (setpriv, no capabilities); otherwise, run by root, it binds its socket
+# and opens its devices as root, then becomes uid $DAEMON_USER (default
+# 1003; IBVD_DAEMON_USER=root keeps it root) with no capability, as
+# ibverbsd(8) SECURITY describes: every test runs against that daemon.
 DAEMON_UID=""
+DAEMON_USER=${IBVD_DAEMON_USER:-1003}
 daemon_start() {
+	local as=()
 	IBVD_NLOG=$((IBVD_NLOG + 1))
 	DAEMON_LOG="$T/daemon$IBVD_NLOG.log"
-	log "starting${DAEMON_UID:+ as uid $DAEMON_UID}: $IBVERBSD -f $*"
+	if is_root && [ -z "$DAEMON_UID" ] && [ "$DAEMON_USER" != root ]; then
+		as=(--user "$DAEMON_USER")
+	fi
+	log "starting${DAEMON_UID:+ as uid $DAEMON_UID}: $IBVERBSD -f ${as[*]} $*"
 	if [ -n "$DAEMON_UID" ] && is_root; then
-		setpriv --reuid="$DAEMON_UID" --regid="$DAEMON_UID" --clear-groups -- \
+		setpriv --reuid="$DAEMON_UID" --regid="$DAEMON_UID" --clear-groups \
+			--inh-caps=-all --bounding-set=-all -- \
 			"$IBVERBSD" -f "$@" >"$DAEMON_LOG" 2>&1 &
 	else
-		"$IBVERBSD" -f "$@" >"$DAEMON_LOG" 2>&1 &
+		"$IBVERBSD" -f "${as[@]}" "$@" >"$DAEMON_LOG" 2>&1 &
 	fi
 	DAEMON_PID=$!
 }

@@ -44,6 +44,7 @@
 #include <sys/socket.h>
 
 #include "core/objects.h"
+#include "core/rawsock.h"
 #include "internal.h"
 #include "log.h"
 
@@ -123,11 +124,11 @@ static int set_int(int fd, int level, int opt, int value)
 /* A raw socket of family and protocol, bound to rd's netdev, into *out. */
 static int open_raw(struct roce_dev *rd, int family, int protocol, int *out)
 {
-	int fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, protocol);
+	int fd = ibvd_rawsock_open(family, protocol);
 	int ret;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	ret = bind_to(fd, rd->ifname);
 	if (ret < 0) {
 		close(fd);
@@ -166,11 +167,11 @@ static int open_filtered(struct roce_dev *rd, int family,
 			 struct sock_filter *code, unsigned short n,
 			 int (*opts)(int fd), int *out)
 {
-	int fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+	int fd = ibvd_rawsock_open(family, IPPROTO_UDP);
 	int ret;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	/* The filter first: nothing else may queue before it is in place. */
 	ret = set_filter(fd, code, n);
 	if (ret == 0 && opts)
