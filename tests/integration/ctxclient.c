@@ -21,6 +21,9 @@
  *	gids [PORT]	the GID table through ibv_query_gid_table, each entry
  *			checked against ibv_query_gid_ex and ibv_query_gid:
  *			"ok gids INDEX=GID,TYPE ..." (TYPE ib, v1 or v2)
+ *	regunmapped	ibv_reg_mr of two pages just unmapped: "ok regunmapped
+ *			EFAULT" when refused with EFAULT (after the same
+ *			registration succeeded while they were mapped)
  *	quit		close the device and exit 0
  */
 #include "config.h"
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include <infiniband/verbs.h>
 
@@ -229,6 +233,43 @@ static void cmd_gids(unsigned int port)
 	printf("ok gids%s\n", line);
 }
 
+static void cmd_regunmapped(void)
+{
+	size_t len = 2 * 4096;
+	struct ibv_mr *mr;
+	struct ibv_pd *pd;
+	void *p;
+
+	pd = ibv_alloc_pd(ctx);
+	if (!pd) {
+		printf("error regunmapped: ibv_alloc_pd: %s\n", strerror(errno));
+		return;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		printf("error regunmapped: mmap: %s\n", strerror(errno));
+		goto out;
+	}
+	mr = ibv_reg_mr(pd, p, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr) {
+		printf("error regunmapped: mapped pages refused: %s\n", strerror(errno));
+		munmap(p, len);
+		goto out;
+	}
+	ibv_dereg_mr(mr);
+	munmap(p, len);
+	mr = ibv_reg_mr(pd, p, len, IBV_ACCESS_LOCAL_WRITE);
+	if (mr) {
+		printf("error regunmapped: unmapped pages registered\n");
+		ibv_dereg_mr(mr);
+	} else {
+		printf("%s regunmapped %s\n", errno == EFAULT ? "ok" : "error",
+		       errno == EFAULT ? "EFAULT" : strerror(errno));
+	}
+out:
+	ibv_dealloc_pd(pd);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -285,6 +326,8 @@ int main(int argc, char **argv)
 		} else if (strncmp(line, "gids", 4) == 0) {
 			sscanf(line + 4, "%u", &port);
 			cmd_gids(port);
+		} else if (strncmp(line, "regunmapped", 11) == 0) {
+			cmd_regunmapped();
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;
 		} else {

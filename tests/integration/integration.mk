@@ -13,6 +13,7 @@ INTEGRATION_TESTS = \
 	tests/integration/systemd-units.sh \
 	tests/integration/sd-notify.sh \
 	tests/integration/socket-activation.sh \
+	tests/integration/privilege.sh \
 	tests/integration/ibvctl.sh \
 	tests/integration/ibvctl-resource.sh \
 	tests/integration/ibvctl-cli.sh \

@@ -38,3 +38,17 @@ tests_unit_test_devlinks_SOURCES = tests/unit/test_devlinks.c \
 tests_unit_test_devlinks_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_devlinks_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS)
 tests_unit_test_devlinks_LDADD = $(UNIT_LIBS) $(JANSSON_LIBS)
+
+# the raw-socket broker and the privilege drop (daemon/netraw.c,
+# privilege.c), in forked children; skipped without root
+check_PROGRAMS += tests/unit/test_netraw
+TESTS += tests/unit/test_netraw
+tests_unit_test_netraw_SOURCES = tests/unit/test_netraw.c \
+	daemon/netraw.c daemon/netraw.h \
+	daemon/privilege.c daemon/privilege.h \
+	daemon/leftovers.c daemon/leftovers.h \
+	daemon/devlinks.c daemon/devlinks.h \
+	daemon/core/rawsock.c daemon/core/rawsock.h
+tests_unit_test_netraw_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_netraw_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_netraw_LDADD = $(UNIT_LIBS) -lpthread
