@@ -24,6 +24,11 @@
  *	regunmapped	ibv_reg_mr of two pages just unmapped: "ok regunmapped
  *			EFAULT" when refused with EFAULT (after the same
  *			registration succeeded while they were mapped)
+ *	reopen		close the context, fetch the device list again and open
+ *			the same device: "ok reopen NAME" (after a daemon
+ *			restart: the same process works again)
+ *	loopback	a message between two RC QPs of this context, data
+ *			checked: "ok loopback 4096 bytes"
  *	quit		close the device and exit 0
  */
 #include "config.h"
@@ -40,6 +45,8 @@
 #include <infiniband/verbs.h>
 
 static struct ibv_context *ctx;
+static struct ibv_device **list;
+static const char *want_device;	/* -d DEVICE, or NULL: the first */
 
 static long now_ms(void)
 {
@@ -270,41 +277,177 @@ out:
 	ibv_dealloc_pd(pd);
 }
 
+/* Open want_device (NULL: the first) from a fresh device list. */
+static int open_wanted(const char *what)
+{
+	int i, n;
+
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		printf("error %s: ibv_get_device_list: %s\n", what, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		if (!want_device ||
+		    strcmp(ibv_get_device_name(list[i]), want_device) == 0)
+			break;
+	if (i == n) {
+		printf("error %s: device %s not found among %d\n", what,
+		       want_device ? want_device : "(any)", n);
+		return -1;
+	}
+	ctx = ibv_open_device(list[i]);
+	if (!ctx) {
+		printf("error %s: ibv_open_device(%s): %s\n", what,
+		       ibv_get_device_name(list[i]), strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void cmd_reopen(void)
+{
+	if (ctx && ibv_close_device(ctx))
+		fprintf(stderr, "ibv_close_device: %s\n", strerror(errno));
+	ctx = NULL;
+	if (list)
+		ibv_free_device_list(list);
+	list = NULL;
+	if (open_wanted("reopen") == 0)
+		printf("ok reopen %s\n", ibv_get_device_name(ctx->device));
+}
+
+struct lb {
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp[2];
+	struct ibv_mr *mr;
+	uint8_t *buf;
+};
+
+static int lb_connect(struct ibv_qp *qp, uint32_t dqpn, uint16_t dlid)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dqpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 1;
+	a.ah_attr.dlid = dlid;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) ? -1 : 0;
+}
+
+/* One 4096-byte SEND from qp[0] into qp[1]'s receive: "" or what failed. */
+static const char *lb_run(struct lb *l)
+{
+	struct ibv_sge rs = { (uintptr_t)l->buf + 4096, 4096, l->mr->lkey };
+	struct ibv_sge ss = { (uintptr_t)l->buf, 4096, l->mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 2, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_send_wr swr = { .wr_id = 1, .sg_list = &ss, .num_sge = 1,
+				   .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_port_attr pa;
+	struct ibv_wc wc;
+	long deadline = now_ms() + 10000;
+	int got = 0, i, n;
+
+	if (ibv_query_port(ctx, 1, &pa))
+		return "ibv_query_port";
+	if (lb_connect(l->qp[0], l->qp[1]->qp_num, pa.lid) ||
+	    lb_connect(l->qp[1], l->qp[0]->qp_num, pa.lid))
+		return "ibv_modify_qp";
+	for (i = 0; i < 4096; i++) {
+		l->buf[i] = (uint8_t)(i * 7 + 3);
+		l->buf[4096 + i] = 0;
+	}
+	if (ibv_post_recv(l->qp[1], &rwr, &rbad) || ibv_post_send(l->qp[0], &swr, &sbad))
+		return "post";
+	while (got < 2 && now_ms() < deadline) {
+		n = ibv_poll_cq(l->cq, 1, &wc);
+		if (n < 0)
+			return "ibv_poll_cq";
+		if (n && wc.status != IBV_WC_SUCCESS)
+			return ibv_wc_status_str(wc.status);
+		got += n;
+	}
+	if (got < 2)
+		return "no completion within 10 s";
+	return memcmp(l->buf, l->buf + 4096, 4096) ? "data differs" : "";
+}
+
+static void cmd_loopback(void)
+{
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct lb l = { 0 };
+	const char *err = "allocation";
+
+	l.buf = calloc(1, 8192);
+	l.pd = l.buf ? ibv_alloc_pd(ctx) : NULL;
+	l.cq = l.pd ? ibv_create_cq(ctx, 8, NULL, NULL, 0) : NULL;
+	l.mr = l.cq ? ibv_reg_mr(l.pd, l.buf, 8192, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	qa.send_cq = qa.recv_cq = l.cq;
+	l.qp[0] = l.mr ? ibv_create_qp(l.pd, &qa) : NULL;
+	l.qp[1] = l.qp[0] ? ibv_create_qp(l.pd, &qa) : NULL;
+	if (l.qp[1])
+		err = lb_run(&l);
+	if (*err)
+		printf("error loopback: %s (errno %s)\n", err, strerror(errno));
+	else
+		printf("ok loopback 4096 bytes\n");
+	if (l.qp[1])
+		ibv_destroy_qp(l.qp[1]);
+	if (l.qp[0])
+		ibv_destroy_qp(l.qp[0]);
+	if (l.mr)
+		ibv_dereg_mr(l.mr);
+	if (l.cq)
+		ibv_destroy_cq(l.cq);
+	if (l.pd)
+		ibv_dealloc_pd(l.pd);
+	free(l.buf);
+}
+
 int main(int argc, char **argv)
 {
-	struct ibv_device **list;
-	const char *want = NULL;
 	char line[256];
-	int i, n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && strcmp(argv[1], "-d") == 0) {
-		want = argv[2];
+		want_device = argv[2];
 	} else if (argc != 1) {
 		fprintf(stderr, "usage: %s [-d DEVICE]\n", argv[0]);
 		return 2;
 	}
 
-	list = ibv_get_device_list(&n);
-	if (!list) {
-		printf("error open: ibv_get_device_list: %s\n", strerror(errno));
+	if (open_wanted("open") < 0)
 		return 1;
-	}
-	for (i = 0; i < n; i++)
-		if (!want || strcmp(ibv_get_device_name(list[i]), want) == 0)
-			break;
-	if (i == n) {
-		printf("error open: device %s not found among %d\n",
-		       want ? want : "(any)", n);
-		return 1;
-	}
-	ctx = ibv_open_device(list[i]);
-	if (!ctx) {
-		printf("error open: ibv_open_device(%s): %s\n",
-		       ibv_get_device_name(list[i]), strerror(errno));
-		return 1;
-	}
-	printf("ready %s\n", ibv_get_device_name(list[i]));
+	printf("ready %s\n", ibv_get_device_name(ctx->device));
 
 	while (fgets(line, sizeof(line), stdin)) {
 		unsigned int port = 1;
@@ -326,6 +469,10 @@ int main(int argc, char **argv)
 		} else if (strncmp(line, "gids", 4) == 0) {
 			sscanf(line + 4, "%u", &port);
 			cmd_gids(port);
+		} else if (strncmp(line, "reopen", 6) == 0) {
+			cmd_reopen();
+		} else if (strncmp(line, "loopback", 8) == 0) {
+			cmd_loopback();
 		} else if (strncmp(line, "regunmapped", 11) == 0) {
 			cmd_regunmapped();
 		} else if (strncmp(line, "quit", 4) == 0) {
@@ -334,8 +481,9 @@ int main(int argc, char **argv)
 			printf("error unknown command: %s", line);
 		}
 	}
-	if (ibv_close_device(ctx))
+	if (ctx && ibv_close_device(ctx))
 		fprintf(stderr, "ibv_close_device: %s\n", strerror(errno));
-	ibv_free_device_list(list);
+	if (list)
+		ibv_free_device_list(list);
 	return 0;
 }

@@ -3,13 +3,24 @@
 # a clean SIGTERM stop) gets IBV_EVENT_DEVICE_FATAL on its async fd, and a
 # later ibv_query_port fails with an error instead of hanging.  Debian's
 # ibv_asyncwatch sees the event too.  A new daemon can then start on the
-# same socket path.
+# same socket path, and the same client process, without restarting,
+# opens the device again and moves data through it.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd /usr/bin/ibv_asyncwatch
 ibvd_init
 O=$T/out
 conf=$(default_conf) || exit 1
+
+# ctx_ok COMMAND PREFIX: the context client answers COMMAND with a line
+# starting with PREFIX.
+ctx_ok() {
+	ctx_cmd "$1" || fail "$1: $CTX_ANSWER"
+	case $CTX_ANSWER in
+	"$2"*) ;;
+	*) fail "$1: $CTX_ANSWER" ;;
+	esac
+}
 
 # one_death SIGNAL: start a daemon, a context client waiting for the event,
 # send SIGNAL to the daemon, check the client.
@@ -25,6 +36,7 @@ one_death() {
 	"ok query dev=ibvd0 ports=1 port=1 state=4 lid="[1-9]*) ok "$CTX_ANSWER" ;;
 	*) fail "query before SIG$sig: $CTX_ANSWER" ;;
 	esac
+	ctx_ok loopback "ok loopback 4096 bytes"
 
 	# Debian's ibv_asyncwatch on the same device, as the other uid.
 	run_debian "$USER2" /usr/bin/ibv_asyncwatch -d ibvd0 >"$O/watch" 2>&1 &
@@ -62,6 +74,15 @@ one_death() {
 		ok "$CTX_ANSWER" ;;
 	*) fail "query after SIG$sig: $CTX_ANSWER" ;;
 	esac
+
+	check "SIG$sig: a daemon started again; the same client process opens the device again and works"
+	daemon_start -c "$conf"
+	daemon_wait_ready
+	ctx_ok reopen "ok reopen ibvd0"
+	ctx_ok query "ok query dev=ibvd0 ports=1 port=1 state=4 lid="
+	ctx_ok loopback "ok loopback 4096 bytes"
+	ok "$CTX_ANSWER, in the process that saw the old daemon die"
+	daemon_stop
 	ctx_stop
 	ok "ibv_close_device after the daemon's death returned and the client exited 0"
 
