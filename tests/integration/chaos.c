@@ -161,7 +161,8 @@ struct conn {
 /* Receive slots: 0..NRECV-1 for the RC QP, NRECV.. for the UD QP. */
 #define RECV_AT(c, i)	((c)->buf + REGION + (size_t)(i) * (MSG + 40))
 #define SCRATCH(c)	((c)->buf + REGION + (size_t)2 * NRECV * (MSG + 40))
-#define BUF_LEN		(REGION + 2 * NRECV * (MSG + 40) + REGION)
+/* A multiple of the page: aligned_alloc wants its size one of the alignment. */
+#define BUF_LEN		((REGION + 2 * NRECV * (MSG + 40) + REGION + 4095) & ~4095)
 
 static int post_recv(struct conn *c, struct ibv_qp *qp, unsigned int slot)
 {
