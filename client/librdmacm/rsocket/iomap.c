@@ -39,7 +39,8 @@ static int64_t map_locked(struct rsocket *rs, void *buf, size_t len, int prot,
 	struct rs_iomap_mr *m;
 	int index = -1;
 
-	if (!(rs->state & RS_CONNECTED) || !rs->id->pd)
+	/* From raccept() on (the endpoint exists), as rdma-core. */
+	if (!rs->cq || !rs->id->pd)
 		return -ENOTCONN;
 	if (prot & PROT_WRITE) {
 		index = free_index(rs);

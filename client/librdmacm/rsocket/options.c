@@ -4,8 +4,8 @@
  * SOL_SOCKET and IPPROTO_TCP options keep what TCP keeps (SO_RCVBUF and
  * SO_SNDBUF size the buffers, doubled as Linux reports them, while there
  * is no endpoint yet); SOL_RDMA's size the queues and the iomap table.
- * Keepalive is accepted and reported but not sent (the peer's keepalives
- * are understood).  rfcntl() knows F_GETFL and F_SETFL (O_NONBLOCK).
+ * Keepalive (SO_KEEPALIVE, TCP_KEEPIDLE) is accepted and reported but not
+ * sent (the peer's keepalives are understood).  rfcntl() knows F_GETFL and F_SETFL (O_NONBLOCK).
  */
 #include "config.h"
 
@@ -125,11 +125,15 @@ static int set_opt(struct rsocket *rs, int level, int name,
 	case SOL_SOCKET:
 		return set_socket_opt(rs, name, optval, optlen);
 	case IPPROTO_TCP:
-		if (name != TCP_NODELAY)
+		if (name != TCP_NODELAY && name != TCP_KEEPIDLE)
 			return -ENOPROTOOPT;
 		ret = int_arg(optval, optlen, &val);
-		if (!ret)
+		if (!ret && name == TCP_KEEPIDLE && val <= 0)
+			ret = -EINVAL;
+		if (!ret && name == TCP_NODELAY)
 			rs->nodelay = val != 0;
+		else if (!ret)
+			rs->keepidle = val;
 		return ret;
 	case IPPROTO_IPV6:
 		if (name != IPV6_V6ONLY || rs->domain != AF_INET6)
@@ -261,6 +265,8 @@ static int get_opt(struct rsocket *rs, int level, int name, void *optval,
 	case IPPROTO_TCP:
 		if (name == TCP_NODELAY)
 			return put_int(optval, optlen, rs->nodelay);
+		if (name == TCP_KEEPIDLE)
+			return put_int(optval, optlen, rs->keepidle);
 		if (name == TCP_MAXSEG)
 			return put_int(optval, optlen, max_seg(rs));
 		return -ENOPROTOOPT;

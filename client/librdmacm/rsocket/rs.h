@@ -192,6 +192,7 @@ struct rsocket {
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
 	uint16_t target_iomap_size;	/* our table the peer writes */
 	bool nodelay, keepalive, reuseaddr, oobinline;
+	int keepidle;			/* TCP_KEEPIDLE, seconds */
 	struct linger linger;
 
 	/* endpoint (endpoint.c) */
