@@ -68,6 +68,10 @@ static int set_socket_opt(struct rsocket *rs, int name, const void *optval,
 		return set_size(rs, &rs->rbuf_size, val, 2);
 	case SO_SNDBUF:
 		return set_size(rs, &rs->sbuf_size, val, 2);
+	case SO_REUSEPORT:
+		/* Kept only: a CM port has one listener. */
+		rs->reuseport = val != 0;
+		return 0;
 	case SO_KEEPALIVE:
 		rs->keepalive = val != 0;
 		return 0;
@@ -189,6 +193,8 @@ static int get_socket_opt(struct rsocket *rs, int name, void *optval,
 	switch (name) {
 	case SO_REUSEADDR:
 		return put_int(optval, optlen, rs->reuseaddr);
+	case SO_REUSEPORT:
+		return put_int(optval, optlen, rs->reuseport);
 	case SO_KEEPALIVE:
 		return put_int(optval, optlen, rs->keepalive);
 	case SO_OOBINLINE:

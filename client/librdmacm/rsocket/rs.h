@@ -191,7 +191,7 @@ struct rsocket {
 	/* options, fixed once the endpoint exists */
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
 	uint16_t target_iomap_size;	/* our table the peer writes */
-	bool nodelay, keepalive, reuseaddr, oobinline;
+	bool nodelay, keepalive, reuseaddr, reuseport, oobinline;
 	int keepidle;			/* TCP_KEEPIDLE, seconds */
 	struct linger linger;
 
