@@ -21,11 +21,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 
 #include "rs.h"
 
 #define RS_WAIT_SLICE_MS	100
 #define RS_CQ_BATCH		16
+#define RS_SPIN_NS		50000
 
 bool rs_nonblocking(struct rsocket *rs, int flags)
 {
@@ -319,8 +321,38 @@ static int sleep_on(struct rsocket *rs)
 	return ret < 0 && errno == EINTR ? -EINTR : 0;
 }
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Poll the CQ alone for up to RS_SPIN_NS: a reply that is on its way
+ * arrives well within it, and a sleep costs a round trip through the
+ * daemon's completion channel (rdma-core polls likewise, polling_time).
+ */
+bool rs_spin(struct rsocket *rs, rs_test_fn test)
+{
+	int64_t end = now_ns() + RS_SPIN_NS;
+
+	if (!rs->cq)
+		return false;
+	do {
+		rs_update_credits(rs);
+		poll_cq(rs);
+		rs_update_credits(rs);
+		if (test(rs))
+			return true;
+	} while (now_ns() < end);
+	return false;
+}
+
 int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
 {
+	bool spun = false;
 	int ret;
 
 	for (;;) {
@@ -330,6 +362,11 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
 			return 0;
 		if (nonblock)
 			return -EAGAIN;
+		if (!spun) {
+			spun = true;
+			if (rs_spin(rs, test))
+				return 0;
+		}
 		/* Newly armed: look again, a completion may have come first. */
 		if (rs_arm_cq(rs))
 			continue;

@@ -228,6 +228,28 @@ static int max_seg(struct rsocket *rs)
 	return 2048;
 }
 
+/*
+ * TCP_INFO: the state and segment sizes; the congestion figures TCP keeps
+ * have no meaning here and are 0 (iperf3 reports them).
+ */
+static int put_tcp_info(struct rsocket *rs, void *optval, socklen_t *optlen)
+{
+	struct tcp_info info;
+
+	memset(&info, 0, sizeof(info));
+	if (rs->state & RS_CONNECTED)
+		info.tcpi_state = TCP_ESTABLISHED;
+	else if (rs->state == RS_LISTENING)
+		info.tcpi_state = TCP_LISTEN;
+	else if (rs->state & RS_OPENING)
+		info.tcpi_state = TCP_SYN_SENT;
+	else
+		info.tcpi_state = TCP_CLOSE;
+	info.tcpi_snd_mss = (uint32_t)max_seg(rs);
+	info.tcpi_rcv_mss = (uint32_t)max_seg(rs);
+	return put(optval, optlen, &info, sizeof(info));
+}
+
 static int get_rdma_opt(struct rsocket *rs, int name, void *optval,
 			socklen_t *optlen)
 {
@@ -275,6 +297,8 @@ static int get_opt(struct rsocket *rs, int level, int name, void *optval,
 			return put_int(optval, optlen, rs->keepidle);
 		if (name == TCP_MAXSEG)
 			return put_int(optval, optlen, max_seg(rs));
+		if (name == TCP_INFO)
+			return put_tcp_info(rs, optval, optlen);
 		return -ENOPROTOOPT;
 	case SOL_RDMA:
 		return get_rdma_opt(rs, name, optval, optlen);

@@ -291,6 +291,8 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock);
 /* For a sleep in poll(): take the channel's events, arm the CQ (true if it
  * was not armed: progress again before sleeping), the fds to watch. */
 void rs_drain_cq_events(struct rsocket *rs);
+/* Poll the CQ alone a little while until test(rs) holds (rs_wait, rpoll). */
+bool rs_spin(struct rsocket *rs, rs_test_fn test);
 bool rs_arm_cq(struct rsocket *rs);
 int rs_wait_fds(struct rsocket *rs, int fds[2]);
 void rs_update_credits(struct rsocket *rs);
