@@ -178,7 +178,96 @@ case_nc() {
 	done
 }
 
-ALL_CASES="nc"
+# pair NAME PROG SRVARGS -- CLIARGS: PROG's server as uid 1001 and client
+# as uid 1002 (-s 127.0.0.1) on a fresh port; both must exit 0 and the
+# device must have sent packets.
+pair() {
+	local name=$1 prog=$2 port before n spid rc srv=() cli=()
+	shift 2
+	while [ "$1" != "--" ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	port=$(free_port)
+	check "$name: $prog ${srv[*]} (uid $USER1) / $prog -s 127.0.0.1 ${cli[*]} (uid $USER2)"
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/$name.srv" -- "/usr/bin/$prog" -p "$port" "${srv[@]}"
+	spid=$BG
+	wait_listen "$port" "$spid" || { show_out "$name server" "$O/$name.srv"; fail "$name: the server did not listen"; }
+	fg "$USER2" "$O/$name.cli" -- "/usr/bin/$prog" -s 127.0.0.1 -p "$port" "${cli[@]}"
+	rc=$?
+	client_ok "$rc" "$O/$name.cli" "$name client"
+	server_done "$spid" "$O/$name.srv" "$name server"
+	n=$(moved "$before" "$name")
+	ok "$name: $(tail -n 1 "$O/$name.cli" | tr -s ' '), $n packets on $DEV"
+}
+
+# Debian's rstream: sizes from 1 byte to 1 MB; blocking (b), nonblocking
+# (n) and rpoll-driven (a) calls; -T v verifies every byte.
+case_rstream() {
+	pair rs-1-b rstream -S 1 -C 1000 -T b -T v -- -S 1 -C 1000 -T b -T v
+	pair rs-100-n rstream -S 100 -C 500 -T n -T v -- -S 100 -C 500 -T n -T v
+	pair rs-4k-a rstream -S 4096 -C 200 -T a -T v -- -S 4096 -C 200 -T a -T v
+	pair rs-64k-b rstream -S 65536 -C 100 -T b -T v -- -S 65536 -C 100 -T b -T v
+	pair rs-1m-n rstream -S 1000000 -C 10 -T n -T v -- -S 1000000 -C 10 -T n -T v
+	pair rs-lat-a rstream -S 64 -C 1 -I 300 -T a -T v -- -S 64 -C 1 -I 300 -T a -T v
+	pair rs-buf rstream -S 100000 -C 20 -B 16384 -T b -T v -- -S 100000 -C 20 -B 16384 -T b -T v
+}
+
+# Debian's riostream: riomap on each side, riowrite into it.
+case_riostream() {
+	pair rio-4k-b riostream -S 4096 -C 100 -T b -T v -- -S 4096 -C 100 -T b -T v
+	pair rio-1m-n riostream -S 1000000 -C 10 -T n -T v -- -S 1000000 -C 10 -T n -T v
+	pair rio-lat-a riostream -S 100 -C 1 -I 200 -T a -T v -- -S 100 -C 1 -I 200 -T a -T v
+}
+
+# Debian's rcopy: a 5 MB file to a server that writes it out.
+case_rcopy() {
+	local port before n spid
+	port=$(free_port)
+	head -c $((5 * 1000 * 1000 + 7)) /dev/urandom >"$O/rcopy.data"
+	chmod 644 "$O/rcopy.data"
+	check "rcopy: server uid $USER1 -p $port, client uid $USER2 copies 5 MB"
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/rcopy.srv" -- /usr/bin/rcopy -p "$port"
+	spid=$BG
+	wait_listen "$port" "$spid" || { show_out "rcopy server" "$O/rcopy.srv"; fail "rcopy: the server did not listen"; }
+	fg "$USER2" "$O/rcopy.cli" -- /usr/bin/rcopy "$O/rcopy.data" "127.0.0.1:$O/rcopy.dst" -p "$port"
+	client_ok $? "$O/rcopy.cli" "rcopy client"
+	kill -TERM "$spid" 2>/dev/null
+	wait_exit "$spid" "$TMO" || fail "rcopy server did not stop on SIGTERM"
+	[ -f "$O/rcopy.dst" ] || { show_out "rcopy server" "$O/rcopy.srv"; fail "rcopy: no $O/rcopy.dst"; }
+	[ "$(sha256sum <"$O/rcopy.dst")" = "$(sha256sum <"$O/rcopy.data")" ] ||
+		fail "rcopy: the copy ($(wc -c <"$O/rcopy.dst") bytes) differs from the 5 MB source"
+	n=$(moved "$before" rcopy)
+	ok "rcopy: $(wc -c <"$O/rcopy.dst") bytes, same sha256, $n packets on $DEV"
+}
+
+# iperf3 under LD_PRELOAD: its control and data connections are rsockets.
+case_iperf3() {
+	local port before n spid dir rc
+	for dir in "" -R; do
+		port=$(free_port)
+		check "iperf3 ${dir:-(client sends)}: server uid $USER1 -s -1 -p $port, client uid $USER2 -t 2, LD_PRELOAD=librspreload.so"
+		before=$(sent_pkts "$DEV")
+		bg "$USER1" "$O/iperf3.srv$dir" "$(preload_env)" -- iperf3 -s -1 -p "$port"
+		spid=$BG
+		wait_listen "$port" "$spid" || { show_out "iperf3 server" "$O/iperf3.srv$dir"; fail "iperf3 server did not listen on rsocket port $port"; }
+		no_tcp_listener "$port" "iperf3 server"
+		fg "$USER2" "$O/iperf3.cli$dir" "$(preload_env)" -- iperf3 -c 127.0.0.1 -p "$port" -t 2 $dir
+		rc=$?
+		client_ok "$rc" "$O/iperf3.cli$dir" "iperf3 client $dir"
+		server_done "$spid" "$O/iperf3.srv$dir" "iperf3 server $dir"
+		grep -q 'receiver$' "$O/iperf3.cli$dir" || { show_out "iperf3 client" "$O/iperf3.cli$dir"; fail "iperf3 $dir: no receiver summary"; }
+		n=$(moved "$before" "iperf3 $dir")
+		ok "iperf3 ${dir:-(client sends)}: $(grep 'receiver$' "$O/iperf3.cli$dir" | tr -s ' '), $n packets on $DEV"
+	done
+}
+
+case_api() {
+	run_check_suite rsocket "$USER1"
+}
+
+ALL_CASES="api rstream riostream rcopy nc iperf3"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

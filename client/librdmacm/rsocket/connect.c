@@ -335,7 +335,8 @@ static int connect_result(struct rsocket *rs)
 {
 	int err;
 
-	if (rs->state & RS_CONNECTED)
+	/* Connected, if maybe already left by the peer: reads tell. */
+	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED))
 		return 0;
 	err = rs->err ? rs->err : ENOTCONN;
 	rs->err = 0;

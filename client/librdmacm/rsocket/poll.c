@@ -32,7 +32,11 @@ static short conn_revents(struct rsocket *rs, short events)
 		rev |= POLLIN;
 	if ((events & POLLOUT) && rs_conn_can_send(rs))
 		rev |= POLLOUT;
-	if (rs->state & RS_DISCONNECTED)
+	/*
+	 * A peer that left is, as TCP's FIN, first an end of file to read;
+	 * the hangup shows once what it sent before is read.
+	 */
+	if ((rs->state & RS_DISCONNECTED) && !rs_have_rdata(rs))
 		rev |= POLLHUP;
 	if (rs->state & RS_ERROR)
 		rev |= POLLERR;
