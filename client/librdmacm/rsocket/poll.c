@@ -4,8 +4,9 @@
  * An rsocket's readiness is its state, not its fd's: each round takes
  * every rsocket's completions and CM events (without blocking) and
  * derives POLLIN/POLLOUT/POLLHUP/POLLERR as a TCP socket would report
- * them, and polls the ordinary fds without waiting.  When nothing is
- * ready, it arms the rsockets' CQs and sleeps in one poll() over the
+ * them, and polls the ordinary fds without waiting.  Rounds repeat for
+ * RS_POLL_SPIN_NS (a reply on its way comes sooner than a wakeup through
+ * the daemon's completion channel).  When nothing is ready, it arms the rsockets' CQs and sleeps in one poll() over the
  * ordinary fds and each rsocket's CM and completion channels, then goes
  * round again.  Sleeps are cut into RS_POLL_SLICE_MS slices for the same
  * reason as rs_wait's (cq.c).
@@ -23,6 +24,7 @@
 #include "rs.h"
 
 #define RS_POLL_SLICE_MS	100
+#define RS_POLL_SPIN_NS		50000
 
 static short conn_revents(struct rsocket *rs, short events)
 {
@@ -79,12 +81,17 @@ static short check(struct rsocket *rs, short events, bool arm, int fds[2],
 	return rev;
 }
 
-static int64_t now_ms(void)
+static int64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t now_ms(void)
+{
+	return now_ns() / 1000000;
 }
 
 /*
@@ -128,7 +135,7 @@ static int round_once(struct pollfd *fds, nfds_t nfds, bool arm,
 
 static int do_rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
-	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0, spin_end;
 	struct pollfd *sleep_fds;
 	nfds_t nsleep;
 	int ready, slice;
@@ -138,9 +145,14 @@ static int do_rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 	sleep_fds = calloc(nfds ? 2 * nfds : 1, sizeof(*sleep_fds));
 	if (!sleep_fds)
 		return -ENOMEM;
-	for (;;) {
-		ready = round_once(fds, nfds, timeout != 0, sleep_fds, &nsleep);
-		if (ready || timeout == 0)
+	/* As rs_wait: look without sleeping for a little while first. */
+	spin_end = now_ns() + RS_POLL_SPIN_NS;
+	do {
+		ready = round_once(fds, nfds, false, sleep_fds, &nsleep);
+	} while (!ready && timeout != 0 && now_ns() < spin_end);
+	while (!ready && timeout != 0) {
+		ready = round_once(fds, nfds, true, sleep_fds, &nsleep);
+		if (ready)
 			break;
 		slice = RS_POLL_SLICE_MS;
 		if (timeout > 0) {
