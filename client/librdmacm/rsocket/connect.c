@@ -297,8 +297,11 @@ static int accept_locked(struct rsocket *ls, struct rsocket **ret_rs)
 			continue;
 		}
 		ret = accept_request(ls, req, ret_rs);
-		if (req->id)
+		if (req->id) {
+			/* Not taken over: tell the peer rather than let it wait. */
+			rdma_reject(req->id, NULL, 0);
 			rdma_destroy_id(req->id);
+		}
 		free(req);
 		return ret;
 	}

@@ -247,7 +247,8 @@ static void poll_cq(struct rsocket *rs)
 			}
 		}
 	}
-	if (!(rs->state & RS_CONNECTED))
+	/* Data may come before we see ESTABLISHED (accepting): repost then too. */
+	if (!(rs->state & (RS_CONNECTED | RS_OPENING)))
 		return;
 	for (ret = 0; recvs && !ret; recvs--)
 		ret = rs_post_recv(rs);
