@@ -13,8 +13,8 @@
  * runs (in_rsockets) everything passes straight through.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
- * socket.  Not intercepted: dup(2) of an rsocket fails with ENOTSUP,
- * sendfile(2) from an rsocket and fork(2) sharing one are not supported.
+ * socket.  Not followed: dup(2) of an rsocket fails with ENOTSUP;
+ * sendfile(2), fork(2), epoll, ppoll and pselect do not know rsockets.
  */
 #include "config.h"
 
