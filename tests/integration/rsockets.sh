@@ -13,8 +13,9 @@
 #   nc         netcat-openbsd under LD_PRELOAD of our librspreload.so: a
 #              file both ways, checksums compared
 #   iperf3     iperf3 under LD_PRELOAD: a short run both directions
+#   fallback   nc under LD_PRELOAD with no daemon: ordinary TCP sockets
 #
-# Every case checks that port 1 of the device sent packets meanwhile
+# Every other case checks that port 1 of the device sent packets meanwhile
 # (ibvctl's counters), so the bytes went over ibverbsd, not TCP; the
 # preload cases also check that no TCP socket was listening on the port.
 # RS_CASES="a b" runs some only.
@@ -263,11 +264,32 @@ case_iperf3() {
 	done
 }
 
+# Without a daemon the preloaded program still works, on the kernel's TCP.
+case_fallback() {
+	local port before after spid
+	port=$(free_port)
+	head -c 100000 /dev/urandom >"$O/fb.data"
+	chmod 644 "$O/fb.data"
+	check "nc under LD_PRELOAD with no daemon at IBVERBSD_SOCKET: ordinary TCP sockets"
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/fb.srv" "$(preload_env)" IBVERBSD_SOCKET="$T/run/nobody.sock" -- nc -l "$port"
+	spid=$BG
+	wait_tcp_listen "$port" "$spid" || { show_out "nc server" "$O/fb.srv"; fail "no TCP listener on $port"; }
+	fg "$USER2" "$O/fb.cli" "$(preload_env)" IBVERBSD_SOCKET="$T/run/nobody.sock" -- \
+		sh -c "exec nc -N 127.0.0.1 $port < $O/fb.data"
+	client_ok $? "$O/fb.cli" "nc client (no daemon)"
+	server_done "$spid" "$O/fb.srv" "nc server (no daemon)"
+	cmp -s "$O/fb.srv" "$O/fb.data" || fail "nc over TCP: the data differs"
+	after=$(sent_pkts "$DEV")
+	[ "$after" = "$before" ] || fail "the device sent packets ($before -> $after) for a TCP transfer"
+	ok "no daemon: nc moved $(wc -c <"$O/fb.srv") bytes over TCP, $DEV untouched"
+}
+
 case_api() {
 	run_check_suite rsocket "$USER1"
 }
 
-ALL_CASES="api rstream riostream rcopy nc iperf3"
+ALL_CASES="api rstream riostream rcopy nc iperf3 fallback"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"
