@@ -457,6 +457,23 @@ START_TEST(partial_reads)
 	recv_all(srv, got + off, sizeof(got) - off);
 	vt_expect_pat(got, sizeof(got), 0, 7, "the stream");
 	ck_fails_with(rrecv(srv, got, sizeof(got), MSG_DONTWAIT), EAGAIN);
+
+	/* rwrite/rread and rrecvfrom (which names the peer) are the same. */
+	ck_assert_int_eq(rwrite(cli, "12345", 5), 5);
+	wait_for(srv, POLLIN);
+	ck_assert_int_eq(rread(srv, got, 2), 2);
+	ck_assert(!memcmp(got, "12", 2));
+	{
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+
+		memset(&from, 0, sizeof(from));
+		ck_assert_int_eq(rrecvfrom(srv, got, 3, MSG_WAITALL,
+					   (struct sockaddr *)&from, &len), 3);
+		ck_assert(!memcmp(got, "345", 3));
+		ck_assert_int_eq(from.sin_family, AF_INET);
+		ck_assert_int_eq(from.sin_port, htons(local_port(cli)));
+	}
 	ck_ok(rclose(cli));
 	ck_ok(rclose(srv));
 	ck_ok(rclose(lfd));
