@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -136,6 +137,21 @@ static int adopt(int fd)
 	return fd;
 }
 
+/*
+ * TCP raises SIGPIPE for a write on a connection the peer has left,
+ * unless told not to; rsend() only fails with EPIPE.
+ */
+static ssize_t pipe_signal(ssize_t ret, int flags)
+{
+	int err = errno;
+
+	if (ret < 0 && err == EPIPE && !(flags & MSG_NOSIGNAL)) {
+		raise(SIGPIPE);
+		errno = err;
+	}
+	return ret;
+}
+
 static bool wants_rsocket(int domain, int type, int protocol)
 {
 	int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -219,13 +235,15 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 EXPORT ssize_t write(int fd, const void *buf, size_t count)
 {
 	init();
-	return rs_fd(fd) ? RS(rwrite, fd, buf, count) : real.write(fd, buf, count);
+	return rs_fd(fd) ? pipe_signal(RS(rwrite, fd, buf, count), 0) :
+			   real.write(fd, buf, count);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	init();
-	return rs_fd(fd) ? RS(rwritev, fd, iov, cnt) : real.writev(fd, iov, cnt);
+	return rs_fd(fd) ? pipe_signal(RS(rwritev, fd, iov, cnt), 0) :
+			   real.writev(fd, iov, cnt);
 }
 
 EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -252,7 +270,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	init();
-	return rs_fd(fd) ? RS(rsend, fd, buf, len, flags) :
+	return rs_fd(fd) ? pipe_signal(RS(rsend, fd, buf, len, flags), flags) :
 			   real.send(fd, buf, len, flags);
 }
 
@@ -263,13 +281,50 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	if (!rs_fd(fd))
 		return real.sendto(fd, buf, len, flags, dst, dstlen);
 	/* TCP ignores a destination on a connected socket. */
-	return RS(rsend, fd, buf, len, flags);
+	return pipe_signal(RS(rsend, fd, buf, len, flags), flags);
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	init();
-	return rs_fd(fd) ? RS(rsendmsg, fd, msg, flags) : real.sendmsg(fd, msg, flags);
+	return rs_fd(fd) ? pipe_signal(RS(rsendmsg, fd, msg, flags), flags) :
+			   real.sendmsg(fd, msg, flags);
+}
+
+/*
+ * The _FORTIFY_SOURCE entry points a program calls instead of read(2),
+ * recv(2), recvfrom(2) and poll(2) when it knows its buffer's size.
+ */
+void __chk_fail(void) __attribute__((noreturn));
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen);
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
+{
+	if (count > buflen)
+		__chk_fail();
+	return read(fd, buf, count);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+			  int flags);
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+			  int flags)
+{
+	if (len > buflen)
+		__chk_fail();
+	return recv(fd, buf, len, flags);
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+			      int flags, struct sockaddr *src,
+			      socklen_t *srclen);
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+			      int flags, struct sockaddr *src,
+			      socklen_t *srclen)
+{
+	if (len > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, len, flags, src, srclen);
 }
 
 static bool any_rs_pollfd(const struct pollfd *fds, nfds_t n)
@@ -287,6 +342,14 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	init();
 	return any_rs_pollfd(fds, n) ? RS(rpoll, fds, n, timeout) :
 				       real.poll(fds, n, timeout);
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
 }
 
 static bool any_rs_set(int nfds, fd_set *r, fd_set *w, fd_set *e)
