@@ -20,8 +20,8 @@ LIBRDMACM_SOURCES += \
 	client/librdmacm/rsocket/endpoint.c \
 	client/librdmacm/rsocket/cm.c \
 	client/librdmacm/rsocket/cq.c \
-	client/librdmacm/rsocket/connect.c \
 	client/librdmacm/rsocket/iomap.c \
+	client/librdmacm/rsocket/connect.c \
 	client/librdmacm/rsocket/data.c \
 	client/librdmacm/rsocket/poll.c \
 	client/librdmacm/rsocket/options.c

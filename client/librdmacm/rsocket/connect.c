@@ -211,16 +211,6 @@ static struct rs_request *pop_request(struct rsocket *rs)
 	return req;
 }
 
-static void copy_name(struct sockaddr *dst, socklen_t *dst_len,
-		      const struct sockaddr *src)
-{
-	socklen_t len = src->sa_family == AF_INET6 ?
-			sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-
-	memcpy(dst, src, *dst_len < len ? *dst_len : len);
-	*dst_len = len;
-}
-
 /* The accepted connection's rsocket: the listener's options, our channel. */
 static int accept_request(struct rsocket *ls, struct rs_request *req,
 			  struct rsocket **ret_rs)
@@ -322,7 +312,8 @@ int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	if (ret)
 		return rs_ret(ret);
 	if (addr)
-		copy_name(addr, addrlen, rdma_get_peer_addr(rs->id));
+		*addrlen = rs_copy_sockaddr(addr, *addrlen,
+					    rdma_get_peer_addr(rs->id));
 	return rs->fd;
 }
 

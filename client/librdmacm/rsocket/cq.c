@@ -335,7 +335,7 @@ static int64_t now_ns(void)
  * arrives well within it, and a sleep costs a round trip through the
  * daemon's completion channel (rdma-core polls likewise, polling_time).
  */
-bool rs_spin(struct rsocket *rs, rs_test_fn test)
+static bool rs_spin(struct rsocket *rs, rs_test_fn test)
 {
 	int64_t end = now_ns() + RS_SPIN_NS;
 

@@ -350,10 +350,13 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 		  struct sockaddr *src_addr, socklen_t *addrlen)
 {
+	struct rsocket *rs = rs_lookup(socket);
 	ssize_t ret = rrecv(socket, buf, len, flags);
 
-	if (ret >= 0 && src_addr && addrlen)
-		rgetpeername(socket, src_addr, addrlen);
+	/* A stream's data comes from its peer (rdma-core names it too). */
+	if (ret >= 0 && rs && src_addr && addrlen)
+		*addrlen = rs_copy_sockaddr(src_addr, *addrlen,
+					    rdma_get_peer_addr(rs->id));
 	return ret;
 }
 

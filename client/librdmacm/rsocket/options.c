@@ -358,7 +358,6 @@ static int copy_name(struct rsocket *rs, const struct sockaddr *src,
 		     struct sockaddr *addr, socklen_t *addrlen)
 {
 	struct sockaddr_storage any;
-	socklen_t len;
 
 	if (!addr || !addrlen)
 		return -EFAULT;
@@ -367,10 +366,7 @@ static int copy_name(struct rsocket *rs, const struct sockaddr *src,
 		any.ss_family = (sa_family_t)rs->domain;
 		src = (struct sockaddr *)&any;
 	}
-	len = src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-					   sizeof(struct sockaddr_in);
-	memcpy(addr, src, *addrlen < len ? *addrlen : len);
-	*addrlen = len;
+	*addrlen = rs_copy_sockaddr(addr, *addrlen, src);
 	return 0;
 }
 

@@ -21,16 +21,16 @@
  *  - riowrite() is a plain RDMA WRITE into a region the peer announced
  *    with RS_OP_IOMAP_SGL (riomap()).
  *
- * The files, lowest first:
+ * The files, lowest first; each calls only files listed before it:
  *   wire.c      the protocol's formats: messages, connection data, SGEs
  *   table.c     the fd -> rsocket map
  *   endpoint.c  an rsocket's QP, CQ, buffers and their registrations
  *   cm.c        the events of an rsocket's CM channel: the connection's
  *               steps, requests queued on a listener, disconnects
  *   cq.c        completions, credits, control messages, waiting
+ *   iomap.c     riomap, riounmap, announcing maps to the peer
  *   connect.c   rsocket, rbind, rlisten, raccept, rconnect, rshutdown,
  *               rclose
- *   iomap.c     riomap, riounmap, announcing maps to the peer
  *   data.c      rsend/rrecv and their variants, riowrite
  *   poll.c      rpoll, rselect
  *   options.c   rsetsockopt, rgetsockopt, rfcntl, rgetpeername, ...
@@ -123,6 +123,12 @@ static inline uint32_t rs_msg_data(uint32_t msg)
 
 uint8_t rs_scale_encode(uint16_t value);
 uint16_t rs_scale_decode(uint8_t scaled);
+/*
+ * An AF_INET or AF_INET6 address into a caller's buffer of dst_len bytes,
+ * truncated as getsockname(2) does; returns its full length.
+ */
+socklen_t rs_copy_sockaddr(struct sockaddr *dst, socklen_t dst_len,
+			   const struct sockaddr *src);
 /* An SGE or iomap entry we write into the peer's memory, in its order. */
 void rs_sge_to_peer(struct rs_sge *dst, const struct rs_sge *src, bool swap);
 void rs_iomap_to_peer(struct rs_iomap *dst, const struct rs_iomap *src,
@@ -291,8 +297,6 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock);
 /* For a sleep in poll(): take the channel's events, arm the CQ (true if it
  * was not armed: progress again before sleeping), the fds to watch. */
 void rs_drain_cq_events(struct rsocket *rs);
-/* Poll the CQ alone a little while until test(rs) holds (rs_wait, rpoll). */
-bool rs_spin(struct rsocket *rs, rs_test_fn test);
 bool rs_arm_cq(struct rsocket *rs);
 int rs_wait_fds(struct rsocket *rs, int fds[2]);
 void rs_update_credits(struct rsocket *rs);
@@ -304,14 +308,14 @@ bool rs_all_sends_done(struct rsocket *rs);
 bool rs_ctrl_avail(struct rsocket *rs);
 bool rs_nonblocking(struct rsocket *rs, int flags);
 
-/* ---- connect.c ----------------------------------------------------------- */
-
-/* Finish an opening rsocket: 0 once connected, -EAGAIN if nonblock. */
-int rs_finish_connect(struct rsocket *rs, bool nonblock);
-
 /* ---- iomap.c ------------------------------------------------------------- */
 
 int rs_send_iomaps(struct rsocket *rs, bool nonblock);
 void rs_free_iomaps(struct rsocket *rs);
+
+/* ---- connect.c ----------------------------------------------------------- */
+
+/* Finish an opening rsocket: 0 once connected, -EAGAIN if nonblock. */
+int rs_finish_connect(struct rsocket *rs, bool nonblock);
 
 #endif /* IBVD_RS_H */

@@ -8,6 +8,8 @@
 
 #include <assert.h>
 #include <byteswap.h>
+#include <netinet/in.h>
+#include <string.h>
 
 #include "rs.h"
 
@@ -46,4 +48,14 @@ void rs_iomap_to_peer(struct rs_iomap *dst, const struct rs_iomap *src,
 {
 	dst->offset = swap ? bswap_64(src->offset) : src->offset;
 	sge_swap(&dst->sge, &src->sge, swap);
+}
+
+socklen_t rs_copy_sockaddr(struct sockaddr *dst, socklen_t dst_len,
+			   const struct sockaddr *src)
+{
+	socklen_t len = src->sa_family == AF_INET6 ?
+			sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+
+	memcpy(dst, src, dst_len < len ? dst_len : len);
+	return len;
 }
