@@ -202,10 +202,12 @@ pair() {
 	ok "$name: $(tail -n 1 "$O/$name.cli" | tr -s ' '), $n packets on $DEV"
 }
 
-# Debian's rstream: sizes from 1 byte to 1 MB; blocking (b), nonblocking
-# (n) and rpoll-driven (a) calls; -T v verifies every byte.
+# Debian's rstream: sizes from 16 bytes to 1 MB; blocking (b), nonblocking
+# (n) and rpoll-driven (a) calls; -T v verifies every byte.  (Not below 16:
+# rstream's 16-byte sync message reads past a smaller buffer, which ASan
+# reports in a sanitizer build; rsocket-helper sends single bytes.)
 case_rstream() {
-	pair rs-1-b rstream -S 1 -C 1000 -T b -T v -- -S 1 -C 1000 -T b -T v
+	pair rs-16-b rstream -S 16 -C 1000 -T b -T v -- -S 16 -C 1000 -T b -T v
 	pair rs-100-n rstream -S 100 -C 500 -T n -T v -- -S 100 -C 500 -T n -T v
 	pair rs-4k-a rstream -S 4096 -C 200 -T a -T v -- -S 4096 -C 200 -T a -T v
 	pair rs-64k-b rstream -S 65536 -C 100 -T b -T v -- -S 65536 -C 100 -T b -T v
