@@ -29,16 +29,29 @@ client_librdmacm_la_LDFLAGS = $(AM_LDFLAGS) -no-undefined -version-info 4:44:3 \
 EXTRA_client_librdmacm_la_DEPENDENCIES = $(top_srcdir)/client/librdmacm/librdmacm.map
 EXTRA_DIST += client/librdmacm/librdmacm.map
 
+# librspreload.so: TCP programs on rsockets by LD_PRELOAD, in an rsocket/
+# directory of our libdir as Debian has it in its ($(libdir)/rsocket/),
+# with Debian's file names (librspreload.so.1.0.0).
+rspreloaddir = $(ibverbsdlibdir)/rsocket
+rspreload_LTLIBRARIES = client/librspreload.la
+client_librspreload_la_SOURCES = client/rspreload/preload.c
+client_librspreload_la_CFLAGS = $(AM_CFLAGS) -pthread
+client_librspreload_la_LIBADD = client/librdmacm.la -ldl -lpthread
+client_librspreload_la_LDFLAGS = $(AM_LDFLAGS) -no-undefined -version-info 1:0:0
+
 # Programs load our libraries by SONAME only; libtool archives would just be
 # clutter in a directory users put on LD_LIBRARY_PATH.  (automake installs
 # the private libdir with the data, hence the data hook.)
 install-data-hook: remove-client-la
 remove-client-la:
-	rm -f $(DESTDIR)$(ibverbsdlibdir)/libibverbs.la $(DESTDIR)$(ibverbsdlibdir)/librdmacm.la
+	rm -f $(DESTDIR)$(ibverbsdlibdir)/libibverbs.la $(DESTDIR)$(ibverbsdlibdir)/librdmacm.la \
+	      $(DESTDIR)$(rspreloaddir)/librspreload.la
 # Without the archives libtool cannot tell what to uninstall: name it.
 uninstall-hook: uninstall-client-libs
 uninstall-client-libs:
 	cd $(DESTDIR)$(ibverbsdlibdir) 2>/dev/null && \
 	rm -f libibverbs.so libibverbs.so.1 libibverbs.so.1.14.44 \
 	      librdmacm.so librdmacm.so.1 librdmacm.so.1.3.44 || :
+	cd $(DESTDIR)$(rspreloaddir) 2>/dev/null && \
+	rm -f librspreload.so librspreload.so.1 librspreload.so.1.0.0 || :
 .PHONY: remove-client-la uninstall-client-libs

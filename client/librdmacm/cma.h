@@ -39,7 +39,7 @@
  *   mcast.c        rdma_join_multicast(_ex), rdma_leave_multicast
  *   ep.c           the endpoint API: rdma_create_ep, rdma_get_request
  *   addrinfo.c     rdma_getaddrinfo over getaddrinfo(3); no daemon needed
- *   rsocket.c      the rsockets, all failing with ENOSYS (unsupported.h)
+ *   rsocket/       the rsockets, on the public calls above only (rsocket/rs.h)
  * So events.c, which creates ids for connection requests and finishes the
  * active side's QP, sits above ids and QPs; everything that waits for an
  * event (the calls of synchronous ids) sits above events.c; and what both

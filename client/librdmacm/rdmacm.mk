@@ -1,9 +1,7 @@
 # librdmacm: export table and implementation, one file per part of the API
-# (cma.h describes the whole).  rsockets still fail with ENOSYS
-# (unsupported.h).
+# (cma.h describes the whole); the rsockets in rsocket/ (rsocket/rs.h).
 LIBRDMACM_SOURCES += \
 	client/librdmacm/cma.h \
-	client/librdmacm/unsupported.h \
 	client/librdmacm/cma.c \
 	client/librdmacm/channel.c \
 	client/librdmacm/events.c \
@@ -16,4 +14,14 @@ LIBRDMACM_SOURCES += \
 	client/librdmacm/msg.c \
 	client/librdmacm/devices.c \
 	client/librdmacm/addrinfo.c \
-	client/librdmacm/rsocket.c
+	client/librdmacm/rsocket/rs.h \
+	client/librdmacm/rsocket/wire.c \
+	client/librdmacm/rsocket/table.c \
+	client/librdmacm/rsocket/endpoint.c \
+	client/librdmacm/rsocket/cm.c \
+	client/librdmacm/rsocket/cq.c \
+	client/librdmacm/rsocket/iomap.c \
+	client/librdmacm/rsocket/connect.c \
+	client/librdmacm/rsocket/data.c \
+	client/librdmacm/rsocket/poll.c \
+	client/librdmacm/rsocket/options.c

@@ -11,8 +11,7 @@
 #                 server with several clients at once, and Debian's -P
 #   ucmatose, udaddy, rdma_server_client, cmtime, mckey
 #                 Debian's rdmacm-utils, server uid 1001, client uid 1002
-#   rsockets      rstream/riostream when rsockets are real, else their
-#                 clean ENOSYS failure
+#   rsockets      rstream and riostream once (rsockets.sh has the rest)
 #   peer_death    a peer SIGKILLed while connected: DISCONNECTED on the
 #                 survivor, its CM ids gone from `ibvctl resource show
 #                 cm_id` (whose rdma-tool fields are checked while the
@@ -597,21 +596,7 @@ case_rsockets() {
 	local probe port=22301 spid rc
 	run_ours "$USER1" "$API" rsocket-probe >"$O/rsprobe" 2>&1 || { show_out probe "$O/rsprobe"; fail "rsocket probe failed"; }
 	probe=$(cat "$O/rsprobe")
-	if [ "$probe" != "rsocket: ok" ]; then
-		check "rsockets are not implemented ($probe): rstream and riostream must fail cleanly with ENOSYS"
-		[ "$probe" = "rsocket: Function not implemented" ] || fail "rsocket() failed with something else than ENOSYS: $probe"
-		for t in rstream riostream; do
-			run_debian "$USER1" "/usr/bin/$t" -p "$port" >"$O/$t.srv" 2>&1
-			expect_failed $? "$t server"
-			expect_grep 'Function not implemented' "$O/$t.srv" "$t server"
-			run_debian "$USER2" "/usr/bin/$t" -s 127.0.0.1 -p "$port" >"$O/$t.cli" 2>&1
-			expect_failed $? "$t client"
-			expect_grep 'Function not implemented' "$O/$t.cli" "$t client"
-			ok "$t: $(grep -m1 'Function not implemented' "$O/$t.srv") (server), exits non-zero at once"
-		done
-		log "NOTE: rsockets (rsocket, rbind, ..., riomap) fail with ENOSYS by design for now (issue 4)"
-		return 0
-	fi
+	[ "$probe" = "rsocket: ok" ] || fail "rsocket() fails: $probe"
 	for t in rstream riostream; do
 		port=$((port + 1))
 		check "$t server (uid $USER1), client (uid $USER2) -C 100 -S 4096 -T v"

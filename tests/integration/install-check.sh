@@ -55,6 +55,7 @@ for f in "$sbindir/ibverbsd" "$bindir/ibvctl" "$bindir/ibverbsd-run" \
 	[ -x "$f" ] || fail "missing program $f"
 done
 for f in "$privlibdir/libibverbs.so.1" "$privlibdir/librdmacm.so.1" \
+	 "$privlibdir/rsocket/librspreload.so" \
 	 "$confdir/ibverbsd.conf" "$mandir/man8/ibverbsd.8" "$mandir/man8/ibvctl.8" \
 	 "$mandir/man5/ibverbsd.conf.5" "$mandir/man1/ibverbsd-run.1"; do
 	[ -e "$f" ] || fail "missing $f"

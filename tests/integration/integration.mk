@@ -159,6 +159,16 @@ check_PROGRAMS += tests/integration/cmsum-helper
 tests_integration_cmsum_helper_SOURCES = tests/integration/cmsum.c
 tests_integration_cmsum_helper_LDADD = -lrdmacm -libverbs
 
+# rsockets: the rsocket API as a Check program (rsocket-helper), Debian's
+# rstream, riostream and rcopy, and nc and iperf3 under LD_PRELOAD of our
+# librspreload.so, between two uids (rsockets.sh).
+INTEGRATION_TESTS += tests/integration/rsockets.sh
+check_PROGRAMS += tests/integration/rsocket-helper
+tests_integration_rsocket_helper_SOURCES = tests/integration/rsocket.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_rsocket_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_integration_rsocket_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthread
+
 # Per-tenant quotas (issue 5): every limit kind as two uids at once,
 # release on exit and kill -9, live reload (quota.sh).
 INTEGRATION_TESTS += tests/integration/quota.sh

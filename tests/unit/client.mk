@@ -12,3 +12,11 @@ tests_unit_test_abi_SOURCES = tests/unit/test_abi.c
 tests_unit_test_abi_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_abi_LDADD = client/libibverbs.la client/librdmacm.la \
 	$(UNIT_LIBS)
+
+# The rsocket protocol's formats (client/librdmacm/rsocket/wire.c).
+check_PROGRAMS += tests/unit/test_rsocket_wire
+TESTS += tests/unit/test_rsocket_wire
+tests_unit_test_rsocket_wire_SOURCES = tests/unit/test_rsocket_wire.c \
+	client/librdmacm/rsocket/wire.c client/librdmacm/rsocket/rs.h
+tests_unit_test_rsocket_wire_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_rsocket_wire_LDADD = $(UNIT_LIBS)

@@ -1,0 +1,472 @@
+/*
+ * An rsocket's life: rsocket, rbind, rlisten, raccept, rconnect,
+ * rshutdown, rclose.  The steps of a connection happen in cm.c as its
+ * events arrive; here the calls start them and, when blocking, wait for
+ * them (rs_wait).  Errors are the ones socket(2), bind(2), listen(2),
+ * accept(2) and connect(2) give.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/rsocket.h>
+
+#include "rs.h"
+
+static struct rsocket *rs_alloc(void)
+{
+	struct rsocket *rs = calloc(1, sizeof(*rs));
+
+	if (!rs)
+		return NULL;
+	rs->fd = -1;
+	pthread_mutex_init(&rs->lock, NULL);
+	rs_set_defaults(rs);
+	return rs;
+}
+
+static void rs_free(struct rsocket *rs)
+{
+	rs_free_requests(rs);
+	rs_free_iomaps(rs);
+	rs_destroy_ep(rs);
+	if (rs->id)
+		rdma_destroy_id(rs->id);
+	if (rs->ch)
+		rdma_destroy_event_channel(rs->ch);
+	pthread_mutex_destroy(&rs->lock);
+	free(rs);
+}
+
+/* A CM channel of its own, non-blocking: its fd is the rsocket's name. */
+static int open_channel(struct rsocket *rs, int fd_flags)
+{
+	int flags;
+
+	rs->ch = rdma_create_event_channel();
+	if (!rs->ch)
+		return -errno;
+	rs->fd = rs->ch->fd;
+	flags = fcntl(rs->fd, F_GETFL);
+	if (flags < 0 || fcntl(rs->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	if (fd_flags && fcntl(rs->fd, F_SETFD, fd_flags) < 0)
+		return -errno;
+	return 0;
+}
+
+static int check_type(int domain, int type, int protocol)
+{
+	int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (domain != AF_INET && domain != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (kind == SOCK_DGRAM)
+		return -EOPNOTSUPP;	/* datagram rsockets: not implemented */
+	if (kind != SOCK_STREAM)
+		return -ESOCKTNOSUPPORT;
+	if (protocol && protocol != IPPROTO_TCP)
+		return -EPROTONOSUPPORT;
+	return 0;
+}
+
+static int do_rsocket(int domain, int type, int protocol)
+{
+	struct rsocket *rs;
+	int ret;
+
+	ret = check_type(domain, type, protocol);
+	if (ret)
+		return ret;
+	rs = rs_alloc();
+	if (!rs)
+		return -ENOMEM;
+	rs->domain = domain;
+	if (type & SOCK_NONBLOCK)
+		rs->fl_flags |= O_NONBLOCK;
+	ret = open_channel(rs, type & SOCK_CLOEXEC ? FD_CLOEXEC : 0);
+	if (!ret && rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP))
+		ret = -errno;
+	if (!ret)
+		ret = rs_table_insert(rs);
+	if (ret) {
+		rs_free(rs);
+		return ret;
+	}
+	return rs->fd;
+}
+
+int rsocket(int domain, int type, int protocol)
+{
+	return rs_ret(do_rsocket(domain, type, protocol));
+}
+
+/* An address as bind(2) and connect(2) check it. */
+static int check_addr(struct rsocket *rs, const struct sockaddr *addr,
+		      socklen_t len)
+{
+	if (!addr)
+		return -EFAULT;
+	if (len < sizeof(sa_family_t))
+		return -EINVAL;
+	if (addr->sa_family != rs->domain)
+		return -EAFNOSUPPORT;
+	if (addr->sa_family == AF_INET && len < sizeof(struct sockaddr_in))
+		return -EINVAL;
+	if (addr->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6))
+		return -EINVAL;
+	return 0;
+}
+
+static int bind_locked(struct rsocket *rs, const struct sockaddr *addr)
+{
+	if (rs->state != RS_INIT)
+		return -EINVAL;
+	if (rdma_bind_addr(rs->id, (struct sockaddr *)addr))
+		return -errno;
+	rs->state = RS_BOUND;
+	return 0;
+}
+
+int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	int ret;
+
+	if (!rs)
+		return rs_ret(-EBADF);
+	pthread_mutex_lock(&rs->lock);
+	ret = check_addr(rs, addr, addrlen);
+	if (!ret)
+		ret = bind_locked(rs, addr);
+	pthread_mutex_unlock(&rs->lock);
+	return rs_ret(ret);
+}
+
+/* listen(2) on an unbound socket binds it to the wildcard, any port. */
+static int bind_any(struct rsocket *rs)
+{
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	ss.ss_family = (sa_family_t)rs->domain;
+	return bind_locked(rs, (struct sockaddr *)&ss);
+}
+
+static int listen_locked(struct rsocket *rs, int backlog)
+{
+	int ret;
+
+	if (rs->state == RS_LISTENING) {
+		rs->backlog = backlog;
+		return 0;
+	}
+	if (rs->state == RS_INIT) {
+		ret = bind_any(rs);
+		if (ret)
+			return ret;
+	}
+	if (rs->state != RS_BOUND)
+		return -EINVAL;
+	if (rdma_listen(rs->id, backlog))
+		return -errno;
+	rs->backlog = backlog;
+	rs->state = RS_LISTENING;
+	return 0;
+}
+
+int rlisten(int socket, int backlog)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	int ret;
+
+	if (!rs)
+		return rs_ret(-EBADF);
+	pthread_mutex_lock(&rs->lock);
+	ret = listen_locked(rs, backlog);
+	pthread_mutex_unlock(&rs->lock);
+	return rs_ret(ret);
+}
+
+/* ---- raccept --------------------------------------------------------------- */
+
+static bool have_request(struct rsocket *rs)
+{
+	return rs->req_head || rs->state != RS_LISTENING;
+}
+
+static struct rs_request *pop_request(struct rsocket *rs)
+{
+	struct rs_request *req = rs->req_head;
+
+	if (req) {
+		rs->req_head = req->next;
+		if (!rs->req_head)
+			rs->req_tail = NULL;
+	}
+	return req;
+}
+
+/* The accepted connection's rsocket: the listener's options, our channel. */
+static int accept_request(struct rsocket *ls, struct rs_request *req,
+			  struct rsocket **ret_rs)
+{
+	struct rdma_conn_param param = req->param;
+	struct rs_conn_data data;
+	struct rsocket *rs = rs_alloc();
+	int ret;
+
+	if (!rs)
+		return -ENOMEM;
+	rs->domain = ls->domain;
+	rs->sq_size = ls->sq_size;
+	rs->rq_size = ls->rq_size;
+	rs->sq_inline = ls->sq_inline;
+	rs->sbuf_size = ls->sbuf_size;
+	rs->rbuf_size = ls->rbuf_size;
+	rs->target_iomap_size = ls->target_iomap_size;
+	rs->nodelay = ls->nodelay;
+	rs->keepalive = ls->keepalive;
+	ret = open_channel(rs, 0);
+	if (!ret && rdma_migrate_id(req->id, rs->ch))
+		ret = -errno;
+	if (ret)
+		goto fail;
+	rs->id = req->id;
+	rs->id->context = rs;
+	req->id = NULL;
+	ret = rs_create_ep(rs);
+	if (ret)
+		goto fail;
+	rs_save_conn_data(rs, &req->data);
+	rs_format_conn_data(rs, &data);
+	param.private_data = &data;
+	param.private_data_len = sizeof(data);
+	param.rnr_retry_count = 7;
+	if (rdma_accept(rs->id, &param)) {
+		ret = -errno;
+		goto fail;
+	}
+	/* Sends wait for ESTABLISHED: the peer's QP is not ready before. */
+	rs->state = RS_ACCEPTING;
+	ret = rs_table_insert(rs);
+	if (ret)
+		goto fail;
+	*ret_rs = rs;
+	return 0;
+fail:
+	if (!req->id && rs->id)
+		rdma_reject(rs->id, NULL, 0);
+	rs_free(rs);
+	return ret;
+}
+
+static int accept_locked(struct rsocket *ls, struct rsocket **ret_rs)
+{
+	struct rs_request *req;
+	int ret;
+
+	for (;;) {
+		if (ls->state != RS_LISTENING)
+			return -EINVAL;
+		ret = rs_wait(ls, have_request, rs_nonblocking(ls, 0));
+		if (ret)
+			return ret;
+		req = pop_request(ls);
+		if (!req)
+			continue;
+		if (!req->data_ok) {
+			/* Not an rsocket: refuse it and wait for the next. */
+			rdma_reject(req->id, NULL, 0);
+			rdma_destroy_id(req->id);
+			free(req);
+			continue;
+		}
+		ret = accept_request(ls, req, ret_rs);
+		if (req->id) {
+			/* Not taken over: tell the peer rather than let it wait. */
+			rdma_reject(req->id, NULL, 0);
+			rdma_destroy_id(req->id);
+		}
+		free(req);
+		return ret;
+	}
+}
+
+int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
+{
+	struct rsocket *ls = rs_lookup(socket), *rs = NULL;
+	int ret;
+
+	if (!ls)
+		return rs_ret(-EBADF);
+	if (addr && !addrlen)
+		return rs_ret(-EFAULT);
+	pthread_mutex_lock(&ls->lock);
+	ret = accept_locked(ls, &rs);
+	pthread_mutex_unlock(&ls->lock);
+	if (ret)
+		return rs_ret(ret);
+	if (addr)
+		*addrlen = rs_copy_sockaddr(addr, *addrlen,
+					    rdma_get_peer_addr(rs->id));
+	return rs->fd;
+}
+
+/* ---- rconnect ------------------------------------------------------------- */
+
+static bool opened(struct rsocket *rs)
+{
+	return !(rs->state & RS_OPENING);
+}
+
+/* How an ended attempt reports: its error once, then ENOTCONN. */
+static int connect_result(struct rsocket *rs)
+{
+	int err;
+
+	/* Connected, if maybe already left by the peer: reads tell. */
+	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED))
+		return 0;
+	err = rs->err ? rs->err : ENOTCONN;
+	rs->err = 0;
+	return -err;
+}
+
+int rs_finish_connect(struct rsocket *rs, bool nonblock)
+{
+	int ret = rs_wait(rs, opened, nonblock);
+
+	return ret ? ret : connect_result(rs);
+}
+
+static int start_connect(struct rsocket *rs, const struct sockaddr *addr,
+			 socklen_t len)
+{
+	memcpy(&rs->dst, addr, len);
+	if (rdma_resolve_addr(rs->id, NULL, (struct sockaddr *)&rs->dst,
+			      RS_RESOLVE_MS))
+		return -errno;
+	rs->state = RS_RESOLVING_ADDR;
+	return 0;
+}
+
+static int connect_locked(struct rsocket *rs, const struct sockaddr *addr,
+			  socklen_t len)
+{
+	bool nonblock = rs_nonblocking(rs, 0);
+	int ret;
+
+	if (rs->state & RS_CONNECTED)
+		return -EISCONN;
+	if (rs->state == RS_LISTENING)
+		return -EINVAL;
+	if (rs->state & RS_OPENING) {
+		if (nonblock)
+			return -EALREADY;
+	} else if (rs->state == RS_INIT || rs->state == RS_BOUND) {
+		ret = start_connect(rs, addr, len);
+		if (ret)
+			return ret;
+	} else {
+		return connect_result(rs);
+	}
+	ret = rs_finish_connect(rs, nonblock);
+	return ret == -EAGAIN ? -EINPROGRESS : ret;
+}
+
+int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	int ret;
+
+	if (!rs)
+		return rs_ret(-EBADF);
+	pthread_mutex_lock(&rs->lock);
+	ret = check_addr(rs, addr, addrlen);
+	if (!ret)
+		ret = connect_locked(rs, addr, addrlen);
+	pthread_mutex_unlock(&rs->lock);
+	return rs_ret(ret);
+}
+
+/* ---- rshutdown, rclose ------------------------------------------------------ */
+
+static bool ctrl_ready(struct rsocket *rs)
+{
+	return rs_ctrl_avail(rs) || !(rs->state & RS_CONNECTED);
+}
+
+/* The control message that tells the peer what is left of us, if any. */
+static int shutdown_ctrl(struct rsocket *rs, int how)
+{
+	if (how == SHUT_RDWR) {
+		rs->state &= ~(RS_READABLE | RS_WRITABLE);
+		return RS_CTRL_DISCONNECT;
+	}
+	if (how == SHUT_WR) {
+		rs->state &= ~RS_WRITABLE;
+		return rs->state & RS_READABLE ? RS_CTRL_SHUTDOWN :
+						 RS_CTRL_DISCONNECT;
+	}
+	rs->state &= ~RS_READABLE;
+	return rs->state & RS_WRITABLE ? -1 : RS_CTRL_DISCONNECT;
+}
+
+static int shutdown_locked(struct rsocket *rs, int how)
+{
+	int ctrl, ret = 0;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
+		return -ENOTCONN;
+	if (rs->state & RS_CONNECTED) {
+		ctrl = shutdown_ctrl(rs, how);
+		if (ctrl < 0)
+			return 0;
+		/* Blocking even on a non-blocking socket, as rdma-core. */
+		ret = rs_wait(rs, ctrl_ready, false);
+		if (!ret && (rs->state & RS_CONNECTED)) {
+			rs->ctrl_seqno++;
+			ret = rs_post_msg(rs, rs_msg(RS_OP_CTRL, (uint32_t)ctrl));
+		}
+		if (!ret && (rs->state & RS_CONNECTED))
+			ret = rs_wait(rs, rs_all_sends_done, false);
+	}
+	if (rs->state & RS_DISCONNECTED)
+		rdma_disconnect(rs->id);
+	return ret;
+}
+
+int rshutdown(int socket, int how)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	int ret;
+
+	if (!rs)
+		return rs_ret(-EBADF);
+	pthread_mutex_lock(&rs->lock);
+	ret = shutdown_locked(rs, how);
+	pthread_mutex_unlock(&rs->lock);
+	return rs_ret(ret);
+}
+
+int rclose(int socket)
+{
+	struct rsocket *rs = rs_lookup(socket);
+
+	if (!rs)
+		return rs_ret(-EBADF);
+	rs_table_remove(rs);
+	pthread_mutex_lock(&rs->lock);
+	if (rs->state & RS_CONNECTED)
+		shutdown_locked(rs, SHUT_RDWR);
+	pthread_mutex_unlock(&rs->lock);
+	rs_free(rs);
+	return 0;
+}

@@ -1,0 +1,484 @@
+/*
+ * Moving bytes: rsend/rrecv and their variants, all on two iovec paths.
+ *
+ * Sending copies into the sbuf ring (or inlines small pieces) and writes
+ * each piece with immediate into the current entry of the peer's target
+ * SGL; pieces start at RS_OLAP_START and double up to RS_MAX_TRANSFER so
+ * that the first bytes leave early and large sends need few completions.
+ * Receiving copies out of rbuf in the order the messages were queued.
+ * Both return what was moved before an error, else the error, as
+ * send(2)/recv(2) do.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <rdma/rsocket.h>
+
+#include "rs.h"
+
+#define RS_OLAP_START		2048
+#define RS_MAX_TRANSFER		65536
+#define RS_INLINE_STAGE		256	/* inline pieces are gathered here */
+
+static void iov_copy_in(struct iov_pos *p, const uint8_t *src, size_t len)
+{
+	while (len) {
+		size_t n = p->iov->iov_len - p->off;
+
+		if (n > len)
+			n = len;
+		memcpy((uint8_t *)p->iov->iov_base + p->off, src, n);
+		src += n;
+		len -= n;
+		p->off += n;
+		if (p->off == p->iov->iov_len) {
+			p->iov++;
+			p->cnt--;
+			p->off = 0;
+		}
+	}
+}
+
+/* The total of an iovec array, as the socket calls check it. */
+static ssize_t iov_total(const struct iovec *iov, int cnt)
+{
+	size_t total = 0;
+	int i;
+
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -EINVAL;
+	if (cnt && !iov)
+		return -EFAULT;
+	for (i = 0; i < cnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EFAULT;
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	return (ssize_t)total;
+}
+
+/* Finish an opening connection first; ENOTCONN if there is none. */
+static int ready(struct rsocket *rs, bool nonblock)
+{
+	if (rs->state & RS_OPENING)
+		return rs_finish_connect(rs, nonblock);
+	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR)))
+		return -ENOTCONN;
+	return 0;
+}
+
+/* ---- sending --------------------------------------------------------------- */
+
+static int write_data(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
+		      uint32_t len, int flags)
+{
+	struct rs_sge *t = &rs->target_sgl[rs->target_sge];
+	uint64_t addr = t->addr;
+	uint32_t rkey = t->key;
+
+	rs->sseq_no++;
+	rs->sqe_avail--;
+	rs->sbuf_bytes_avail -= len;
+	t->addr += len;
+	t->length -= len;
+	if (!t->length && ++rs->target_sge == RS_SGL_SIZE)
+		rs->target_sge = 0;
+	return rs_post_write(rs, sgl, nsge, rs_msg(RS_OP_DATA, len), true, flags,
+			     addr, rkey);
+}
+
+static int send_piece(struct rsocket *rs, struct iov_pos *p, uint32_t len)
+{
+	uint8_t inl[RS_INLINE_STAGE];
+	struct ibv_sge sgl[2];
+	int n;
+
+	if (len <= rs->sq_inline && len <= sizeof(inl)) {
+		iov_copy_out(p, inl, len);
+		sgl[0].addr = (uintptr_t)inl;
+		sgl[0].length = len;
+		sgl[0].lkey = 0;
+		return write_data(rs, sgl, 1, len, IBV_SEND_INLINE);
+	}
+	n = rs_sbuf_stage(rs, p, len, sgl);
+	return write_data(rs, sgl, n, len, 0);
+}
+
+/* Why nothing more can be sent: the peer left, or the connection broke. */
+static int send_error(struct rsocket *rs)
+{
+	if (rs->state & RS_ERROR)
+		return -(rs->err ? rs->err : ECONNRESET);
+	return -EPIPE;
+}
+
+static ssize_t sendv_locked(struct rsocket *rs, const struct iovec *iov,
+			    int cnt, size_t total, int flags)
+{
+	bool nonblock = rs_nonblocking(rs, flags);
+	struct iov_pos p = { iov, cnt, 0 };
+	uint32_t olen = RS_OLAP_START, xfer;
+	size_t left = total;
+	int ret;
+
+	ret = ready(rs, nonblock);
+	if (!ret && !(rs->state & RS_WRITABLE))
+		ret = send_error(rs);
+	if (!ret && rs->iomap_pending)
+		ret = rs_send_iomaps(rs, nonblock);
+	while (!ret && left) {
+		if (!rs_can_send(rs)) {
+			ret = rs_wait(rs, rs_conn_can_send, nonblock);
+			if (!ret && !(rs->state & RS_WRITABLE))
+				ret = send_error(rs);
+			if (ret)
+				break;
+		}
+		xfer = left < olen ? (uint32_t)left : olen;
+		if (olen < RS_MAX_TRANSFER)
+			olen <<= 1;
+		if (xfer > rs->sbuf_bytes_avail)
+			xfer = rs->sbuf_bytes_avail;
+		if (xfer > rs->target_sgl[rs->target_sge].length)
+			xfer = rs->target_sgl[rs->target_sge].length;
+		ret = send_piece(rs, &p, xfer);
+		if (!ret)
+			left -= xfer;
+	}
+	return ret && left == total ? ret : (ssize_t)(total - left);
+}
+
+static ssize_t do_sendv(int socket, const struct iovec *iov, int cnt, int flags)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	ssize_t total, ret;
+
+	if (!rs)
+		return -EBADF;
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	total = iov_total(iov, cnt);
+	if (total < 0)
+		return total;
+	pthread_mutex_lock(&rs->lock);
+	ret = sendv_locked(rs, iov, cnt, (size_t)total, flags);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
+}
+
+static ssize_t ssize_ret(ssize_t ret)
+{
+	if (ret >= 0)
+		return ret;
+	errno = (int)-ret;
+	return -1;
+}
+
+ssize_t rsend(int socket, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ssize_ret(do_sendv(socket, &iov, 1, flags));
+}
+
+ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
+		const struct sockaddr *dest_addr, socklen_t addrlen)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	if (!rs_lookup(socket))
+		return ssize_ret(-EBADF);
+	/* A stream socket has its peer; naming one is an error (rdma-core). */
+	if (dest_addr || addrlen)
+		return ssize_ret(-EISCONN);
+	return ssize_ret(do_sendv(socket, &iov, 1, flags));
+}
+
+ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
+{
+	if (!rs_lookup(socket))
+		return ssize_ret(-EBADF);
+	if (!msg)
+		return ssize_ret(-EFAULT);
+	if (msg->msg_name || msg->msg_namelen)
+		return ssize_ret(-EISCONN);
+	return ssize_ret(do_sendv(socket, msg->msg_iov, (int)msg->msg_iovlen,
+				  flags));
+}
+
+ssize_t rwrite(int socket, const void *buf, size_t count)
+{
+	return rsend(socket, buf, count, 0);
+}
+
+ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
+{
+	return ssize_ret(do_sendv(socket, iov, iovcnt, 0));
+}
+
+/* ---- receiving ------------------------------------------------------------- */
+
+/* Copy len bytes of rbuf from off on, wrapping at its end. */
+static void rbuf_copy(struct rsocket *rs, uint32_t off, struct iov_pos *p,
+		      uint32_t len)
+{
+	uint32_t first = rs->rbuf_size - off;
+
+	if (first > len)
+		first = len;
+	iov_copy_in(p, rs->rbuf + off, first);
+	if (first < len)
+		iov_copy_in(p, rs->rbuf, len - first);
+}
+
+/* MSG_PEEK: copy what is queued without consuming it. */
+static size_t peek(struct rsocket *rs, struct iov_pos *p, size_t left)
+{
+	uint32_t head = rs->rmsg_head, off = rs->rbuf_offset, n;
+	size_t got = 0;
+
+	while (left && head != rs->rmsg_tail) {
+		n = rs->rmsg[head].len;
+		if (n > left)
+			n = (uint32_t)left;
+		rbuf_copy(rs, off, p, n);
+		off = (off + n) % rs->rbuf_size;
+		got += n;
+		left -= n;
+		if (++head == rs->rq_size + 1)
+			head = 0;
+	}
+	return got;
+}
+
+static size_t consume(struct rsocket *rs, struct iov_pos *p, size_t left)
+{
+	size_t got = 0;
+	uint32_t n;
+
+	while (left && rs_have_rdata(rs)) {
+		struct rs_rmsg *m = &rs->rmsg[rs->rmsg_head];
+
+		n = m->len;
+		if (n > left)
+			n = (uint32_t)left;
+		rbuf_copy(rs, rs->rbuf_offset, p, n);
+		rs->rbuf_offset = (rs->rbuf_offset + n) % rs->rbuf_size;
+		rs->rbuf_bytes_avail += n;
+		m->len -= n;
+		if (!m->len) {
+			rs->rseq_no++;
+			if (++rs->rmsg_head == rs->rq_size + 1)
+				rs->rmsg_head = 0;
+		}
+		got += n;
+		left -= n;
+	}
+	return got;
+}
+
+/* Nothing queued and nothing more coming: end of file, or the error. */
+static int recv_end(struct rsocket *rs)
+{
+	if ((rs->state & RS_ERROR) && rs->err)
+		return -rs->err;
+	return 0;
+}
+
+static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
+			    int cnt, size_t total, int flags)
+{
+	bool nonblock = rs_nonblocking(rs, flags);
+	struct iov_pos p = { iov, cnt, 0 };
+	size_t left = total;
+	int ret;
+
+	ret = ready(rs, nonblock);
+	if (ret || !total)
+		return ret;
+	do {
+		if (!rs_have_rdata(rs)) {
+			ret = rs_wait(rs, rs_conn_have_rdata, nonblock);
+			if (ret)
+				break;
+			if (!rs_have_rdata(rs)) {
+				ret = recv_end(rs);
+				break;
+			}
+		}
+		if (flags & MSG_PEEK) {
+			left -= peek(rs, &p, left);
+			break;
+		}
+		left -= consume(rs, &p, left);
+	} while (left && (flags & MSG_WAITALL) && (rs->state & RS_READABLE));
+	rs_update_credits(rs);
+	return ret && left == total ? ret : (ssize_t)(total - left);
+}
+
+static ssize_t do_recvv(int socket, const struct iovec *iov, int cnt, int flags)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	ssize_t total, ret;
+
+	if (!rs)
+		return -EBADF;
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	total = iov_total(iov, cnt);
+	if (total < 0)
+		return total;
+	pthread_mutex_lock(&rs->lock);
+	ret = recvv_locked(rs, iov, cnt, (size_t)total, flags);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
+}
+
+ssize_t rrecv(int socket, void *buf, size_t len, int flags)
+{
+	struct iovec iov = { buf, len };
+
+	return ssize_ret(do_recvv(socket, &iov, 1, flags));
+}
+
+ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
+		  struct sockaddr *src_addr, socklen_t *addrlen)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	ssize_t ret = rrecv(socket, buf, len, flags);
+
+	/* A stream's data comes from its peer (rdma-core names it too). */
+	if (ret >= 0 && rs && src_addr && addrlen)
+		*addrlen = rs_copy_sockaddr(src_addr, *addrlen,
+					    rdma_get_peer_addr(rs->id));
+	return ret;
+}
+
+ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
+{
+	if (!rs_lookup(socket))
+		return ssize_ret(-EBADF);
+	if (!msg)
+		return ssize_ret(-EFAULT);
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	return ssize_ret(do_recvv(socket, msg->msg_iov, (int)msg->msg_iovlen,
+				  flags));
+}
+
+ssize_t rread(int socket, void *buf, size_t count)
+{
+	return rrecv(socket, buf, count, 0);
+}
+
+ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
+{
+	return ssize_ret(do_recvv(socket, iov, iovcnt, 0));
+}
+
+/* ---- riowrite ---------------------------------------------------------------- */
+
+/* The peer's map that holds offset, or NULL. */
+static const struct rs_iomap *find_iomap(struct rsocket *rs, uint64_t offset)
+{
+	uint32_t i;
+
+	for (i = 0; i < rs->target_iomap_size && rs->target_iomap; i++) {
+		const struct rs_iomap *m = &rs->target_iomap[i];
+
+		if (m->sge.length && offset >= m->offset &&
+		    offset - m->offset < m->sge.length)
+			return m;
+	}
+	return NULL;
+}
+
+/* A plain RDMA WRITE into the peer's map: no message, no credit. */
+static int write_direct(struct rsocket *rs, const struct rs_iomap *m,
+			uint64_t offset, struct iov_pos *p, uint32_t len)
+{
+	uint8_t inl[RS_INLINE_STAGE];
+	struct ibv_sge sgl[2];
+	int n = 1, flags = 0;
+
+	if (len <= rs->sq_inline && len <= sizeof(inl)) {
+		iov_copy_out(p, inl, len);
+		sgl[0].addr = (uintptr_t)inl;
+		sgl[0].length = len;
+		sgl[0].lkey = 0;
+		flags = IBV_SEND_INLINE;
+	} else {
+		n = rs_sbuf_stage(rs, p, len, sgl);
+	}
+	rs->sqe_avail--;
+	rs->sbuf_bytes_avail -= len;
+	return rs_post_write(rs, sgl, n, rs_msg(RS_OP_WRITE, len), false, flags,
+			     m->sge.addr + (offset - m->offset), m->sge.key);
+}
+
+static ssize_t iowrite_locked(struct rsocket *rs, const void *buf, size_t count,
+			      uint64_t offset, int flags)
+{
+	bool nonblock = rs_nonblocking(rs, flags);
+	struct iovec iov = { (void *)buf, count };
+	struct iov_pos p = { &iov, 1, 0 };
+	uint32_t olen = RS_OLAP_START, xfer;
+	const struct rs_iomap *m;
+	size_t left = count;
+	int ret;
+
+	ret = ready(rs, nonblock);
+	if (!ret && !(rs->state & RS_WRITABLE))
+		ret = send_error(rs);
+	if (!ret && rs->iomap_pending)
+		ret = rs_send_iomaps(rs, nonblock);
+	while (!ret && left) {
+		m = find_iomap(rs, offset);
+		if (!m) {
+			ret = -EINVAL;	/* the peer mapped nothing there */
+			break;
+		}
+		if (!rs_can_send(rs)) {
+			ret = rs_wait(rs, rs_conn_can_send, nonblock);
+			if (!ret && !(rs->state & RS_WRITABLE))
+				ret = send_error(rs);
+			if (ret)
+				break;
+		}
+		xfer = left < olen ? (uint32_t)left : olen;
+		if (olen < RS_MAX_TRANSFER)
+			olen <<= 1;
+		if (xfer > rs->sbuf_bytes_avail)
+			xfer = rs->sbuf_bytes_avail;
+		if (xfer > m->sge.length - (offset - m->offset))
+			xfer = (uint32_t)(m->sge.length - (offset - m->offset));
+		ret = write_direct(rs, m, offset, &p, xfer);
+		if (!ret) {
+			left -= xfer;
+			offset += xfer;
+		}
+	}
+	return ret && left == count ? ret : (ssize_t)(count - left);
+}
+
+size_t riowrite(int socket, const void *buf, size_t count, off_t offset,
+		int flags)
+{
+	struct rsocket *rs = rs_lookup(socket);
+	ssize_t ret;
+
+	if (!rs)
+		return (size_t)ssize_ret(-EBADF);
+	if ((!buf && count) || offset < 0 || count > SSIZE_MAX)
+		return (size_t)ssize_ret(buf || !count ? -EINVAL : -EFAULT);
+	pthread_mutex_lock(&rs->lock);
+	ret = iowrite_locked(rs, buf, count, (uint64_t)offset, flags);
+	pthread_mutex_unlock(&rs->lock);
+	return (size_t)ssize_ret(ret);
+}

@@ -1,0 +1,268 @@
+/*
+ * rpoll and rselect over any mix of rsocket fds and ordinary fds.
+ *
+ * An rsocket's readiness is its state, not its fd's: each round takes
+ * every rsocket's completions and CM events (without blocking) and
+ * derives POLLIN/POLLOUT/POLLHUP/POLLERR as a TCP socket would report
+ * them, and polls the ordinary fds without waiting.  Rounds repeat for
+ * RS_POLL_SPIN_NS (a reply on its way comes sooner than a wakeup through
+ * the daemon's completion channel).  When nothing is ready, it arms the rsockets' CQs and sleeps in one poll() over the
+ * ordinary fds and each rsocket's CM and completion channels, then goes
+ * round again.  Sleeps are cut into RS_POLL_SLICE_MS slices for the same
+ * reason as rs_wait's (cq.c).
+ */
+#include "config.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include <rdma/rsocket.h>
+
+#include "rs.h"
+
+#define RS_POLL_SLICE_MS	100
+#define RS_POLL_SPIN_NS		50000
+
+static short conn_revents(struct rsocket *rs, short events)
+{
+	short rev = 0;
+
+	if ((events & POLLIN) && rs_conn_have_rdata(rs))
+		rev |= POLLIN;
+	if ((events & POLLOUT) && rs_conn_can_send(rs))
+		rev |= POLLOUT;
+	/*
+	 * A peer that left is, as TCP's FIN, first an end of file to read;
+	 * the hangup shows once what it sent before is read.
+	 */
+	if ((rs->state & RS_DISCONNECTED) && !rs_have_rdata(rs))
+		rev |= POLLHUP;
+	if (rs->state & RS_ERROR)
+		rev |= POLLERR;
+	return rev;
+}
+
+/* What poll(2) would say of a TCP socket in rs's state. */
+static short state_revents(struct rsocket *rs, short events)
+{
+	if (rs->state == RS_LISTENING)
+		return rs->req_head ? (events & POLLIN) : 0;
+	if (rs->state & RS_OPENING)
+		return 0;
+	if (rs->state & RS_CONNECT_ERROR)
+		return (short)((events & (POLLIN | POLLOUT)) | POLLERR | POLLHUP);
+	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR))
+		return conn_revents(rs, events);
+	return (short)((events & POLLOUT) | POLLHUP);	/* never connected */
+}
+
+/*
+ * rs's revents after progress; with arm, also the fds to sleep on (n) and
+ * the CQ armed, looked at once more if the arm is new.
+ */
+static short check(struct rsocket *rs, short events, bool arm, int fds[2],
+		   int *n)
+{
+	short rev;
+
+	pthread_mutex_lock(&rs->lock);
+	rs_drain_cq_events(rs);
+	rs_progress(rs);
+	rev = state_revents(rs, events);
+	if (!rev && arm && rs_arm_cq(rs)) {
+		rs_progress(rs);
+		rev = state_revents(rs, events);
+	}
+	*n = arm ? rs_wait_fds(rs, fds) : 0;
+	pthread_mutex_unlock(&rs->lock);
+	return rev;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t now_ms(void)
+{
+	return now_ns() / 1000000;
+}
+
+/*
+ * One round: rsockets checked, ordinary fds polled (timeout 0), and, if
+ * arm, the sleep set built in sleep_fds (3 entries per fd).  Returns the
+ * number of fds with revents.
+ */
+static int round_once(struct pollfd *fds, nfds_t nfds, bool arm,
+		      struct pollfd *sleep_fds, nfds_t *nsleep)
+{
+	int ready = 0, rsfds[2], n, j;
+	nfds_t i;
+
+	*nsleep = 0;
+	for (i = 0; i < nfds; i++) {
+		struct rsocket *rs = fds[i].fd >= 0 ? rs_lookup(fds[i].fd) : NULL;
+
+		fds[i].revents = 0;
+		if (fds[i].fd < 0)
+			continue;
+		if (!rs) {
+			struct pollfd one = { fds[i].fd, fds[i].events, 0 };
+
+			if (poll(&one, 1, 0) > 0)
+				fds[i].revents = one.revents;
+			if (arm)
+				sleep_fds[(*nsleep)++] = one;
+		} else {
+			fds[i].revents = check(rs, fds[i].events, arm, rsfds, &n);
+			for (j = 0; j < n; j++) {
+				sleep_fds[*nsleep].fd = rsfds[j];
+				sleep_fds[*nsleep].events = POLLIN;
+				sleep_fds[(*nsleep)++].revents = 0;
+			}
+		}
+		if (fds[i].revents)
+			ready++;
+	}
+	return ready;
+}
+
+static int do_rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0, spin_end;
+	struct pollfd *sleep_fds;
+	nfds_t nsleep;
+	int ready, slice;
+
+	if (nfds && !fds)
+		return -EFAULT;
+	sleep_fds = calloc(nfds ? 2 * nfds : 1, sizeof(*sleep_fds));
+	if (!sleep_fds)
+		return -ENOMEM;
+	/* As rs_wait: look without sleeping for a little while first. */
+	spin_end = now_ns() + RS_POLL_SPIN_NS;
+	do {
+		ready = round_once(fds, nfds, false, sleep_fds, &nsleep);
+	} while (!ready && timeout != 0 && now_ns() < spin_end);
+	while (!ready && timeout != 0) {
+		ready = round_once(fds, nfds, true, sleep_fds, &nsleep);
+		if (ready)
+			break;
+		slice = RS_POLL_SLICE_MS;
+		if (timeout > 0) {
+			int64_t left = deadline - now_ms();
+
+			if (left <= 0)
+				break;
+			if (left < slice)
+				slice = (int)left;
+		}
+		if (poll(sleep_fds, nsleep, slice) < 0 && errno == EINTR) {
+			ready = -EINTR;
+			break;
+		}
+	}
+	free(sleep_fds);
+	return ready;
+}
+
+int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	return rs_ret(do_rpoll(fds, nfds, timeout));
+}
+
+/* ---- rselect, on rpoll ---------------------------------------------------- */
+
+static nfds_t fds_from_sets(int nfds, fd_set *r, fd_set *w, fd_set *e,
+			    struct pollfd *fds)
+{
+	nfds_t n = 0;
+	int fd;
+
+	for (fd = 0; fd < nfds; fd++) {
+		short events = 0;
+
+		if (r && FD_ISSET(fd, r))
+			events |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			events |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			events |= POLLPRI;
+		if (!events)
+			continue;
+		fds[n].fd = fd;
+		fds[n].events = events;
+		fds[n++].revents = 0;
+	}
+	return n;
+}
+
+/* select(2)'s view: hangups and errors make a descriptor readable. */
+static int sets_from_fds(struct pollfd *fds, nfds_t n, fd_set *r, fd_set *w,
+			 fd_set *e)
+{
+	int count = 0;
+	nfds_t i;
+
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (e)
+		FD_ZERO(e);
+	for (i = 0; i < n; i++) {
+		short rev = fds[i].revents;
+
+		if (r && (fds[i].events & POLLIN) &&
+		    (rev & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(fds[i].fd, r);
+			count++;
+		}
+		if (w && (fds[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR))) {
+			FD_SET(fds[i].fd, w);
+			count++;
+		}
+		if (e && (rev & POLLPRI)) {
+			FD_SET(fds[i].fd, e);
+			count++;
+		}
+	}
+	return count;
+}
+
+static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		      struct timeval *tv)
+{
+	struct pollfd *fds;
+	int timeout, ret;
+	nfds_t n;
+
+	if (nfds < 0 || nfds > FD_SETSIZE)
+		return -EINVAL;
+	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0))
+		return -EINVAL;
+	timeout = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
+	fds = calloc(nfds ? (size_t)nfds : 1, sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	n = fds_from_sets(nfds, r, w, e, fds);
+	ret = do_rpoll(fds, n, timeout);
+	if (ret >= 0)
+		ret = sets_from_fds(fds, n, r, w, e);
+	free(fds);
+	if (ret == 0 && tv)
+		tv->tv_sec = tv->tv_usec = 0;
+	return ret;
+}
+
+int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
+	    struct timeval *timeout)
+{
+	return rs_ret(do_rselect(nfds, readfds, writefds, exceptfds, timeout));
+}

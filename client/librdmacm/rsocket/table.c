@@ -1,0 +1,68 @@
+/*
+ * The fd -> rsocket map.  An rsocket's fd is its CM channel's, so fds are
+ * small and unique while the rsocket lives: a growing array indexed by fd.
+ * Lookups take a read lock only; rclose() removes the entry before the fd
+ * is closed, so a reused fd never finds a stale rsocket.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rs.h"
+
+static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct rsocket **table;
+static size_t table_len;
+
+static int grow(size_t need)
+{
+	size_t len = table_len ? table_len : 64;
+	struct rsocket **t;
+
+	while (len <= need)
+		len *= 2;
+	t = realloc(table, len * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	memset(t + table_len, 0, (len - table_len) * sizeof(*t));
+	table = t;
+	table_len = len;
+	return 0;
+}
+
+int rs_table_insert(struct rsocket *rs)
+{
+	int ret = 0;
+
+	if (rs->fd < 0)
+		return -EBADF;
+	pthread_rwlock_wrlock(&table_lock);
+	if ((size_t)rs->fd >= table_len)
+		ret = grow((size_t)rs->fd);
+	if (!ret)
+		table[rs->fd] = rs;
+	pthread_rwlock_unlock(&table_lock);
+	return ret;
+}
+
+void rs_table_remove(struct rsocket *rs)
+{
+	pthread_rwlock_wrlock(&table_lock);
+	if (rs->fd >= 0 && (size_t)rs->fd < table_len && table[rs->fd] == rs)
+		table[rs->fd] = NULL;
+	pthread_rwlock_unlock(&table_lock);
+}
+
+struct rsocket *rs_lookup(int fd)
+{
+	struct rsocket *rs = NULL;
+
+	if (fd < 0)
+		return NULL;
+	pthread_rwlock_rdlock(&table_lock);
+	if ((size_t)fd < table_len)
+		rs = table[fd];
+	pthread_rwlock_unlock(&table_lock);
+	return rs;
+}

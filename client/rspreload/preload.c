@@ -1,0 +1,476 @@
+/*
+ * librspreload.so: an unmodified TCP program on rsockets, by LD_PRELOAD.
+ *
+ * socket(2) of an AF_INET or AF_INET6 stream socket makes an rsocket
+ * instead; every call below on such an fd goes to its r* function, every
+ * other fd to the C library (found with dlsym(RTLD_NEXT)).  An rsocket's
+ * fd is a real fd (its CM channel's), so fd numbers never clash; which
+ * fds are rsockets is a byte per fd here.  poll(2) and select(2) go to
+ * rpoll/rselect when any of their fds is an rsocket.
+ *
+ * Our own libraries call the same symbols for their internal fds (the
+ * daemon's sockets, channels, the rsocket's own fd): while an r* call
+ * runs (in_rsockets) everything passes straight through.
+ *
+ * If rsocket() fails (no daemon, no device) the program gets an ordinary
+ * socket.  Not followed: dup(2) of an rsocket fails with ENOTSUP;
+ * sendfile(2), fork(2), epoll, ppoll and pselect do not know rsockets.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <rdma/rsocket.h>
+
+#define PRELOAD_MAX_FD	65536	/* rsocket fds above are given back */
+#define EXPORT		__attribute__((visibility("default")))
+
+static struct {
+	int (*socket)(int, int, int);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*listen)(int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+			    socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int,
+			  const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	int (*fcntl)(int, int, ...);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+} real;
+
+static atomic_uchar is_rs[PRELOAD_MAX_FD];
+/*
+ * Inside an r* call, every call that lands here is our libraries' own, on
+ * their internal fds -- among them the rsocket's fd itself, the CM
+ * channel our librdmacm polls and fcntl()s: all go to the C library.
+ */
+static __thread int in_rsockets;
+
+#define RS(fn, ...) ({						\
+	__typeof__(fn(__VA_ARGS__)) rs_ret_;			\
+	in_rsockets++;						\
+	rs_ret_ = fn(__VA_ARGS__);				\
+	in_rsockets--;						\
+	rs_ret_;						\
+})
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+#define LOOKUP(name) (real.name = dlsym(RTLD_NEXT, #name))
+
+static void init_real(void)
+{
+	LOOKUP(socket); LOOKUP(bind); LOOKUP(listen); LOOKUP(accept);
+	LOOKUP(accept4); LOOKUP(connect); LOOKUP(read); LOOKUP(readv);
+	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
+	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
+	LOOKUP(poll); LOOKUP(select); LOOKUP(close); LOOKUP(shutdown);
+	LOOKUP(fcntl); LOOKUP(setsockopt); LOOKUP(getsockopt);
+	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
+}
+
+static void init(void)
+{
+	pthread_once(&init_once, init_real);
+}
+
+__attribute__((constructor)) static void preload_init(void)
+{
+	init();
+}
+
+static bool rs_fd(int fd)
+{
+	return !in_rsockets && fd >= 0 && fd < PRELOAD_MAX_FD &&
+	       atomic_load(&is_rs[fd]);
+}
+
+static void mark(int fd, bool on)
+{
+	if (fd >= 0 && fd < PRELOAD_MAX_FD)
+		atomic_store(&is_rs[fd], on);
+}
+
+/* An rsocket made here: marked, or given back if the table cannot name it. */
+static int adopt(int fd)
+{
+	if (fd < 0)
+		return fd;
+	if (fd >= PRELOAD_MAX_FD) {
+		RS(rclose, fd);
+		errno = EMFILE;
+		return -1;
+	}
+	mark(fd, true);
+	return fd;
+}
+
+/*
+ * TCP raises SIGPIPE for a write on a connection the peer has left,
+ * unless told not to; rsend() only fails with EPIPE.
+ */
+static ssize_t pipe_signal(ssize_t ret, int flags)
+{
+	int err = errno;
+
+	if (ret < 0 && err == EPIPE && !(flags & MSG_NOSIGNAL)) {
+		raise(SIGPIPE);
+		errno = err;
+	}
+	return ret;
+}
+
+static bool wants_rsocket(int domain, int type, int protocol)
+{
+	int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	return (domain == AF_INET || domain == AF_INET6) &&
+	       kind == SOCK_STREAM && (!protocol || protocol == IPPROTO_TCP);
+}
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd, err;
+
+	init();
+	if (wants_rsocket(domain, type, protocol)) {
+		err = errno;
+		fd = adopt(RS(rsocket, domain, type, protocol));
+		if (fd >= 0)
+			return fd;
+		errno = err;	/* no rsockets here: an ordinary socket */
+	}
+	return real.socket(domain, type, protocol);
+}
+
+EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	init();
+	return rs_fd(fd) ? RS(rbind, fd, addr, len) : real.bind(fd, addr, len);
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	init();
+	return rs_fd(fd) ? RS(rlisten, fd, backlog) : real.listen(fd, backlog);
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int nfd;
+
+	init();
+	if (!rs_fd(fd))
+		return real.accept4(fd, addr, len, flags);
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
+		errno = EINVAL;
+		return -1;
+	}
+	nfd = adopt(RS(raccept, fd, addr, len));
+	if (nfd < 0)
+		return nfd;
+	if (flags & SOCK_NONBLOCK)
+		RS(rfcntl, nfd, F_SETFL, O_NONBLOCK);
+	if (flags & SOCK_CLOEXEC)
+		real.fcntl(nfd, F_SETFD, FD_CLOEXEC);
+	return nfd;
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	init();
+	return rs_fd(fd) ? accept4(fd, addr, len, 0) : real.accept(fd, addr, len);
+}
+
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	init();
+	return rs_fd(fd) ? RS(rconnect, fd, addr, len) : real.connect(fd, addr, len);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t count)
+{
+	init();
+	return rs_fd(fd) ? RS(rread, fd, buf, count) : real.read(fd, buf, count);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	init();
+	return rs_fd(fd) ? RS(rreadv, fd, iov, cnt) : real.readv(fd, iov, cnt);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t count)
+{
+	init();
+	return rs_fd(fd) ? pipe_signal(RS(rwrite, fd, buf, count), 0) :
+			   real.write(fd, buf, count);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	init();
+	return rs_fd(fd) ? pipe_signal(RS(rwritev, fd, iov, cnt), 0) :
+			   real.writev(fd, iov, cnt);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	init();
+	return rs_fd(fd) ? RS(rrecv, fd, buf, len, flags) :
+			   real.recv(fd, buf, len, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+			struct sockaddr *src, socklen_t *srclen)
+{
+	init();
+	return rs_fd(fd) ? RS(rrecvfrom, fd, buf, len, flags, src, srclen) :
+			   real.recvfrom(fd, buf, len, flags, src, srclen);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	init();
+	return rs_fd(fd) ? RS(rrecvmsg, fd, msg, flags) : real.recvmsg(fd, msg, flags);
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	init();
+	return rs_fd(fd) ? pipe_signal(RS(rsend, fd, buf, len, flags), flags) :
+			   real.send(fd, buf, len, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+		      const struct sockaddr *dst, socklen_t dstlen)
+{
+	init();
+	if (!rs_fd(fd))
+		return real.sendto(fd, buf, len, flags, dst, dstlen);
+	/* TCP ignores a destination on a connected socket. */
+	return pipe_signal(RS(rsend, fd, buf, len, flags), flags);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	init();
+	return rs_fd(fd) ? pipe_signal(RS(rsendmsg, fd, msg, flags), flags) :
+			   real.sendmsg(fd, msg, flags);
+}
+
+/*
+ * The _FORTIFY_SOURCE entry points a program calls instead of read(2),
+ * recv(2), recvfrom(2) and poll(2) when it knows its buffer's size.
+ */
+void __chk_fail(void) __attribute__((noreturn));
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen);
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
+{
+	if (count > buflen)
+		__chk_fail();
+	return read(fd, buf, count);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+			  int flags);
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+			  int flags)
+{
+	if (len > buflen)
+		__chk_fail();
+	return recv(fd, buf, len, flags);
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+			      int flags, struct sockaddr *src,
+			      socklen_t *srclen);
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+			      int flags, struct sockaddr *src,
+			      socklen_t *srclen)
+{
+	if (len > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, len, flags, src, srclen);
+}
+
+static bool any_rs_pollfd(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	for (i = 0; fds && i < n; i++)
+		if (rs_fd(fds[i].fd))
+			return true;
+	return false;
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	init();
+	return any_rs_pollfd(fds, n) ? RS(rpoll, fds, n, timeout) :
+				       real.poll(fds, n, timeout);
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
+}
+
+static bool any_rs_set(int nfds, fd_set *r, fd_set *w, fd_set *e)
+{
+	int fd;
+
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		if (!rs_fd(fd))
+			continue;
+		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
+		    (e && FD_ISSET(fd, e)))
+			return true;
+	}
+	return false;
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		  struct timeval *tv)
+{
+	init();
+	return any_rs_set(nfds, r, w, e) ? RS(rselect, nfds, r, w, e, tv) :
+					   real.select(nfds, r, w, e, tv);
+}
+
+EXPORT int close(int fd)
+{
+	init();
+	if (!rs_fd(fd))
+		return real.close(fd);
+	mark(fd, false);
+	return RS(rclose, fd);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	init();
+	return rs_fd(fd) ? RS(rshutdown, fd, how) : real.shutdown(fd, how);
+}
+
+static int do_fcntl(int fd, int cmd, uintptr_t arg)
+{
+	if (rs_fd(fd) && (cmd == F_GETFL || cmd == F_SETFL))
+		return RS(rfcntl, fd, cmd, (int)arg);
+	/* F_GETFD/F_SETFD and the rest: the rsocket's fd is a real one. */
+	return real.fcntl(fd, cmd, arg);
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	uintptr_t arg;
+	va_list ap;
+
+	init();
+	va_start(ap, cmd);
+	arg = va_arg(ap, uintptr_t);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	uintptr_t arg;
+	va_list ap;
+
+	init();
+	va_start(ap, cmd);
+	arg = va_arg(ap, uintptr_t);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void *val,
+		      socklen_t len)
+{
+	init();
+	return rs_fd(fd) ? RS(rsetsockopt, fd, level, name, val, len) :
+			   real.setsockopt(fd, level, name, val, len);
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	init();
+	return rs_fd(fd) ? RS(rgetsockopt, fd, level, name, val, len) :
+			   real.getsockopt(fd, level, name, val, len);
+}
+
+EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	init();
+	return rs_fd(fd) ? RS(rgetpeername, fd, addr, len) :
+			   real.getpeername(fd, addr, len);
+}
+
+EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	init();
+	return rs_fd(fd) ? RS(rgetsockname, fd, addr, len) :
+			   real.getsockname(fd, addr, len);
+}
+
+EXPORT int dup(int fd)
+{
+	init();
+	if (rs_fd(fd)) {
+		errno = ENOTSUP;	/* one rsocket, one fd */
+		return -1;
+	}
+	return real.dup(fd);
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	init();
+	if (rs_fd(oldfd)) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	if (rs_fd(newfd) && oldfd != newfd) {
+		/* dup2 closes what newfd was: the rsocket goes first. */
+		mark(newfd, false);
+		RS(rclose, newfd);
+	}
+	return real.dup2(oldfd, newfd);
+}

@@ -1,0 +1,980 @@
+/*
+ * rsocket-helper: the rsocket API of our librdmacm against a real daemon
+ * (rsockets.sh), as an ordinary application built against the system
+ * <rdma/rsocket.h> and -lrdmacm, run through ibverbsd-run so that it loads
+ * ours.  Every case runs in a process of its own (Check's fork mode); both
+ * ends of a connection live in that process: a listener on 127.0.0.1, a
+ * client connecting without blocking, and rpoll() driving both until the
+ * connection is up.  Bulk transfers use a second thread for one end.
+ *
+ * What is expected is what the socket calls give for the same misuse
+ * (EBADF, EFAULT, EINVAL, ENOTCONN, EISCONN, EPIPE, ECONNREFUSED, ...)
+ * and, for rsockets' own calls, rdma-core's rsocket(7).
+ *
+ *   rsocket-helper [TEST...]	the suite, or the named cases only
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <rdma/rsocket.h>
+
+#include "vt.h"
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define NOT_AN_RSOCKET	1000	/* an fd number nobody opened */
+
+#define ck_fails_with(call, e) do {					\
+	long r_ = (long)(call);						\
+	int en_ = errno;						\
+	ck_assert_msg(r_ == -1 && en_ == (e),				\
+		      "%s: returned %ld (errno %d %s), want -1 with errno %s", \
+		      #call, r_, en_, strerror(en_), #e);		\
+} while (0)
+
+#define ck_ok(call) do {						\
+	long r_ = (long)(call);						\
+	ck_assert_msg(r_ >= 0, "%s: returned %ld: %s", #call, r_,	\
+		      strerror(errno));					\
+} while (0)
+
+/* ---- connections -------------------------------------------------------- */
+
+static void loopback(struct sockaddr_in *sin, uint16_t port)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(port);
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
+static uint16_t local_port(int fd)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+
+	ck_ok(rgetsockname(fd, (struct sockaddr *)&sin, &len));
+	ck_assert_int_eq(len, sizeof(sin));
+	return ntohs(sin.sin_port);
+}
+
+/* A listener on 127.0.0.1, a port of the CM's choosing. */
+static int listener(uint16_t *port)
+{
+	struct sockaddr_in sin;
+	int fd = rsocket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_msg(fd >= 0, "rsocket: %s", strerror(errno));
+	loopback(&sin, 0);
+	ck_ok(rbind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ck_ok(rlisten(fd, 8));
+	*port = local_port(fd);
+	ck_assert_int_ne(*port, 0);
+	return fd;
+}
+
+static void set_nonblock(int fd, bool on)
+{
+	ck_ok(rfcntl(fd, F_SETFL, on ? O_NONBLOCK : 0));
+}
+
+/* Poll one fd for events until they show (or fail after the bound). */
+static short wait_for(int fd, short events)
+{
+	struct pollfd p = { fd, events, 0 };
+	int n = rpoll(&p, 1, vt_tmo_ms());
+
+	ck_assert_msg(n == 1, "rpoll on %d for %#x: %d (%s)", fd, events, n,
+		      n < 0 ? strerror(errno) : "timed out");
+	return p.revents;
+}
+
+/* RDMA_IOMAPSIZE for the next client connect_pair() makes (0: none). */
+static uint32_t client_iomap_size;
+
+/*
+ * A connected pair: *srv (from raccept) and *cli, both blocking again.
+ * The client connects without blocking; rpoll drives both ends.
+ */
+static void connect_pair(int lfd, uint16_t port, int *srv, int *cli)
+{
+	struct sockaddr_in sin;
+	struct pollfd p[2];
+	long end = vt_now_ms() + vt_tmo_ms();
+	int err = -1;
+	socklen_t len = sizeof(err);
+
+	*srv = -1;
+	*cli = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_msg(*cli >= 0, "rsocket: %s", strerror(errno));
+	if (client_iomap_size)
+		ck_ok(rsetsockopt(*cli, SOL_RDMA, RDMA_IOMAPSIZE,
+				  &client_iomap_size, sizeof(client_iomap_size)));
+	set_nonblock(*cli, true);
+	loopback(&sin, port);
+	ck_fails_with(rconnect(*cli, (struct sockaddr *)&sin, sizeof(sin)),
+		      EINPROGRESS);
+	p[0].fd = lfd;
+	p[0].events = POLLIN;
+	p[1].fd = *cli;
+	p[1].events = POLLOUT;
+	while (*srv < 0 || p[1].events) {
+		ck_assert_msg(vt_now_ms() < end, "no connection within the bound");
+		ck_ok(rpoll(p, 2, 100));
+		if (p[0].revents & POLLIN) {
+			*srv = raccept(lfd, NULL, NULL);
+			ck_assert_msg(*srv >= 0, "raccept: %s", strerror(errno));
+			p[0].fd = -1;
+		}
+		if (p[1].revents & POLLOUT)
+			p[1].events = 0;
+		ck_assert_msg(!(p[1].revents & POLLERR), "the connect failed");
+	}
+	ck_ok(rgetsockopt(*cli, SOL_SOCKET, SO_ERROR, &err, &len));
+	ck_assert_int_eq(err, 0);
+	set_nonblock(*cli, false);
+}
+
+static void pair(int *lfd, int *srv, int *cli)
+{
+	uint16_t port;
+
+	*lfd = listener(&port);
+	connect_pair(*lfd, port, srv, cli);
+}
+
+static void send_all(int fd, const void *buf, size_t len)
+{
+	ck_assert_int_eq(rsend(fd, buf, len, 0), (ssize_t)len);
+}
+
+static void recv_all(int fd, void *buf, size_t len)
+{
+	ck_assert_int_eq(rrecv(fd, buf, len, MSG_WAITALL), (ssize_t)len);
+}
+
+/* ---- bad descriptors and arguments ------------------------------------- */
+
+START_TEST(bad_fds)
+{
+	const int fds[] = { -1, NOT_AN_RSOCKET, STDERR_FILENO };
+	struct sockaddr_in sin;
+	struct iovec iov;
+	struct msghdr msg;
+	char buf[8];
+	socklen_t len;
+	int v = 1;
+	unsigned int i;
+
+	loopback(&sin, 1);
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf);
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	for (i = 0; i < ARRAY_SIZE(fds); i++) {
+		int fd = fds[i];
+
+		len = sizeof(sin);
+		ck_fails_with(rbind(fd, (struct sockaddr *)&sin, sizeof(sin)), EBADF);
+		ck_fails_with(rlisten(fd, 1), EBADF);
+		ck_fails_with(raccept(fd, NULL, NULL), EBADF);
+		ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)), EBADF);
+		ck_fails_with(rshutdown(fd, SHUT_RDWR), EBADF);
+		ck_fails_with(rclose(fd), EBADF);
+		ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), EBADF);
+		ck_fails_with(rrecvfrom(fd, buf, sizeof(buf), 0, NULL, NULL), EBADF);
+		ck_fails_with(rrecvmsg(fd, &msg, 0), EBADF);
+		ck_fails_with(rsend(fd, buf, sizeof(buf), 0), EBADF);
+		ck_fails_with(rsendto(fd, buf, sizeof(buf), 0, NULL, 0), EBADF);
+		ck_fails_with(rsendmsg(fd, &msg, 0), EBADF);
+		ck_fails_with(rread(fd, buf, sizeof(buf)), EBADF);
+		ck_fails_with(rreadv(fd, &iov, 1), EBADF);
+		ck_fails_with(rwrite(fd, buf, sizeof(buf)), EBADF);
+		ck_fails_with(rwritev(fd, &iov, 1), EBADF);
+		ck_fails_with(rgetpeername(fd, (struct sockaddr *)&sin, &len), EBADF);
+		ck_fails_with(rgetsockname(fd, (struct sockaddr *)&sin, &len), EBADF);
+		ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof(v)), EBADF);
+		len = sizeof(v);
+		ck_fails_with(rgetsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, &len), EBADF);
+		ck_fails_with(rfcntl(fd, F_GETFL), EBADF);
+		ck_fails_with(riomap(fd, buf, sizeof(buf), PROT_WRITE, 0, 0), EBADF);
+		ck_fails_with(riounmap(fd, buf, sizeof(buf)), EBADF);
+		ck_fails_with((ssize_t)riowrite(fd, buf, sizeof(buf), 0, 0), EBADF);
+	}
+	/* The standard error stream is untouched by all this. */
+	ck_assert_int_ge(fcntl(STDERR_FILENO, F_GETFD), 0);
+}
+END_TEST
+
+START_TEST(socket_args)
+{
+	int fd;
+
+	ck_fails_with(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
+	ck_fails_with(rsocket(AF_INET, SOCK_DGRAM, 0), EOPNOTSUPP);
+	ck_fails_with(rsocket(AF_INET, SOCK_RAW, 0), ESOCKTNOSUPPORT);
+	ck_fails_with(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);
+
+	fd = rsocket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		     IPPROTO_TCP);
+	ck_assert_msg(fd >= 0, "rsocket: %s", strerror(errno));
+	/* A real fd, close-on-exec as asked, and non-blocking. */
+	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	ck_assert_int_eq(rfcntl(fd, F_GETFL) & O_NONBLOCK, O_NONBLOCK);
+	ck_ok(rclose(fd));
+	ck_fails_with(rclose(fd), EBADF);
+}
+END_TEST
+
+START_TEST(bind_args)
+{
+	struct sockaddr_in sin, got;
+	struct sockaddr_in6 sin6;
+	socklen_t len = sizeof(got);
+	uint16_t port;
+	int fd, other, lfd;
+
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	loopback(&sin, 0);
+	ck_fails_with(rbind(fd, NULL, sizeof(sin)), EFAULT);
+	ck_fails_with(rbind(fd, (struct sockaddr *)&sin, 4), EINVAL);
+	memset(&sin6, 0, sizeof(sin6));
+	sin6.sin6_family = AF_INET6;
+	ck_fails_with(rbind(fd, (struct sockaddr *)&sin6, sizeof(sin6)), EAFNOSUPPORT);
+	/* Unbound: the wildcard of the socket's family, port 0. */
+	ck_ok(rgetsockname(fd, (struct sockaddr *)&got, &len));
+	ck_assert_int_eq(got.sin_family, AF_INET);
+	ck_assert_int_eq(got.sin_port, 0);
+	ck_fails_with(rgetsockname(fd, NULL, &len), EFAULT);
+	ck_ok(rbind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ck_fails_with(rbind(fd, (struct sockaddr *)&sin, sizeof(sin)), EINVAL);
+	ck_assert_int_ne(local_port(fd), 0);
+
+	/* A port a listener holds is in use. */
+	lfd = listener(&port);
+	other = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(other, 0);
+	loopback(&sin, port);
+	ck_fails_with(rbind(other, (struct sockaddr *)&sin, sizeof(sin)), EADDRINUSE);
+	ck_ok(rclose(other));
+	ck_ok(rclose(lfd));
+	ck_ok(rclose(fd));
+}
+END_TEST
+
+START_TEST(listen_accept_args)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int fd, lfd;
+	uint16_t port;
+
+	/* listen(2) on an unbound socket picks a port. */
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_fails_with(raccept(fd, NULL, NULL), EINVAL);
+	ck_ok(rlisten(fd, 4));
+	ck_assert_int_ne(local_port(fd), 0);
+	ck_ok(rlisten(fd, 16));		/* again: a new backlog only */
+	ck_ok(rclose(fd));
+
+	lfd = listener(&port);
+	set_nonblock(lfd, true);
+	loopback(&sin, port);
+	ck_fails_with(raccept(lfd, (struct sockaddr *)&sin, &len), EAGAIN);
+	ck_fails_with(raccept(lfd, (struct sockaddr *)&sin, NULL), EFAULT);
+	ck_fails_with(rconnect(lfd, (struct sockaddr *)&sin, sizeof(sin)), EINVAL);
+	/* Nothing pending: rpoll times out without POLLIN. */
+	{
+		struct pollfd p = { lfd, POLLIN, 0 };
+
+		ck_assert_int_eq(rpoll(&p, 1, 50), 0);
+		ck_assert_int_eq(p.revents, 0);
+	}
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+START_TEST(connect_refused)
+{
+	struct sockaddr_in sin;
+	socklen_t len;
+	char buf[4];
+	short rev;
+	int fd, err;
+	uint16_t port;
+
+	/* A port that was listened on and is free again: nobody there. */
+	fd = listener(&port);
+	ck_ok(rclose(fd));
+	loopback(&sin, port);
+
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	len = sizeof(sin);
+	ck_fails_with(rgetpeername(fd, (struct sockaddr *)&sin, &len), ENOTCONN);
+	ck_fails_with(rsend(fd, "x", 1, 0), ENOTCONN);
+	ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), ENOTCONN);
+	ck_fails_with(rshutdown(fd, SHUT_WR), ENOTCONN);
+	ck_fails_with(rconnect(fd, NULL, sizeof(sin)), EFAULT);
+	ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, 2), EINVAL);
+	ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)), ECONNREFUSED);
+	ck_ok(rclose(fd));
+
+	/*
+	 * Without blocking: EINPROGRESS, then POLLOUT|POLLERR and SO_ERROR;
+	 * or, when the refusal is back before rconnect returns (as TCP on
+	 * loopback), ECONNREFUSED at once.
+	 */
+	fd = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)), -1);
+	if (errno == EINPROGRESS) {
+		err = rconnect(fd, (struct sockaddr *)&sin, sizeof(sin));
+		ck_assert_msg(err == -1 && (errno == EALREADY || errno == ECONNREFUSED),
+			      "rconnect again: %d (%s)", err, strerror(errno));
+		if (errno == EALREADY) {
+			rev = wait_for(fd, POLLOUT);
+			ck_assert_msg(rev & POLLERR, "revents %#x lack POLLERR", rev);
+			err = 0;
+			len = sizeof(err);
+			ck_ok(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len));
+			ck_assert_int_eq(err, ECONNREFUSED);
+		}
+	} else {
+		ck_assert_int_eq(errno, ECONNREFUSED);
+	}
+	/* Reported once, then cleared. */
+	len = sizeof(err);
+	ck_ok(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len));
+	ck_assert_int_eq(err, 0);
+	ck_ok(rclose(fd));
+}
+END_TEST
+
+START_TEST(connect_and_names)
+{
+	struct sockaddr_in peer, self;
+	socklen_t len;
+	int lfd, srv, cli;
+	uint16_t port;
+
+	lfd = listener(&port);
+	connect_pair(lfd, port, &srv, &cli);
+	loopback(&peer, port);
+	ck_fails_with(rconnect(cli, (struct sockaddr *)&peer, sizeof(peer)), EISCONN);
+
+	len = sizeof(peer);
+	ck_ok(rgetpeername(cli, (struct sockaddr *)&peer, &len));
+	ck_assert_int_eq(len, sizeof(peer));
+	ck_assert_int_eq(ntohs(peer.sin_port), port);
+	ck_assert_int_eq(ntohl(peer.sin_addr.s_addr), INADDR_LOOPBACK);
+	/* The server's peer is the client's own name. */
+	len = sizeof(self);
+	ck_ok(rgetsockname(cli, (struct sockaddr *)&self, &len));
+	len = sizeof(peer);
+	ck_ok(rgetpeername(srv, (struct sockaddr *)&peer, &len));
+	ck_assert_int_eq(peer.sin_port, self.sin_port);
+	ck_assert_int_ne(self.sin_port, 0);
+	/* A short buffer gets the start and the full length. */
+	len = 4;
+	memset(&peer, 0, sizeof(peer));
+	ck_ok(rgetpeername(cli, (struct sockaddr *)&peer, &len));
+	ck_assert_int_eq(len, sizeof(peer));
+	ck_assert_int_eq(peer.sin_family, AF_INET);
+	ck_assert_int_eq(peer.sin_addr.s_addr, 0);
+
+	send_all(cli, "ping", 4);
+	{
+		char buf[4];
+
+		recv_all(srv, buf, 4);
+		ck_assert(!memcmp(buf, "ping", 4));
+	}
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+START_TEST(partial_reads)
+{
+	uint8_t data[10000], got[10000];
+	struct iovec iov[3];
+	size_t off = 0;
+	int lfd, srv, cli;
+	ssize_t n;
+
+	pair(&lfd, &srv, &cli);
+	ck_fails_with(rrecv(srv, got, sizeof(got), MSG_DONTWAIT), EAGAIN);
+	vt_fill(data, sizeof(data), 0, 7);
+	send_all(cli, data, sizeof(data));
+
+	/* MSG_PEEK shows without taking. */
+	wait_for(srv, POLLIN);
+	n = rrecv(srv, got, 10, MSG_PEEK);
+	ck_assert_int_eq(n, 10);
+	vt_expect_pat(got, 10, 0, 7, "peeked bytes");
+	/* Small reads take the stream piece by piece, in order. */
+	while (off < 3000) {
+		n = rrecv(srv, got + off, 100, 0);
+		ck_assert_int_ge(n, 1);
+		ck_assert_int_le(n, 100);
+		off += (size_t)n;
+	}
+	/* A vector read spreads over its buffers. */
+	iov[0].iov_base = got + off;
+	iov[0].iov_len = 1;
+	iov[1].iov_base = got + off + 1;
+	iov[1].iov_len = 0;
+	iov[2].iov_base = got + off + 1;
+	iov[2].iov_len = 999;
+	n = rreadv(srv, iov, 3);
+	ck_assert_int_gt(n, 0);
+	off += (size_t)n;
+	/* Whatever came: the rest with MSG_WAITALL. */
+	recv_all(srv, got + off, sizeof(got) - off);
+	vt_expect_pat(got, sizeof(got), 0, 7, "the stream");
+	ck_fails_with(rrecv(srv, got, sizeof(got), MSG_DONTWAIT), EAGAIN);
+
+	/* rwrite/rread and rrecvfrom (which names the peer) are the same. */
+	ck_assert_int_eq(rwrite(cli, "12345", 5), 5);
+	wait_for(srv, POLLIN);
+	ck_assert_int_eq(rread(srv, got, 2), 2);
+	ck_assert(!memcmp(got, "12", 2));
+	{
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+
+		memset(&from, 0, sizeof(from));
+		ck_assert_int_eq(rrecvfrom(srv, got, 3, MSG_WAITALL,
+					   (struct sockaddr *)&from, &len), 3);
+		ck_assert(!memcmp(got, "345", 3));
+		ck_assert_int_eq(from.sin_family, AF_INET);
+		ck_assert_int_eq(from.sin_port, htons(local_port(cli)));
+	}
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/* ---- large transfers ----------------------------------------------------- */
+
+#define BIG (24u << 20)
+
+struct sender {
+	int fd;
+	size_t len;
+	uint32_t seed;
+	bool vector;
+	ssize_t sent;
+};
+
+/* Sends len bytes of the pattern in uneven pieces (a thread). */
+static void *send_pattern(void *arg)
+{
+	struct sender *s = arg;
+	size_t chunk = 100003, off = 0;
+	uint8_t *buf = malloc(s->len);
+	ssize_t n;
+
+	if (!buf)
+		return NULL;
+	vt_fill(buf, s->len, 0, s->seed);
+	while (off < s->len) {
+		size_t len = s->len - off < chunk ? s->len - off : chunk;
+
+		if (s->vector) {
+			struct iovec iov[2] = {
+				{ buf + off, len / 3 }, { buf + off + len / 3, len - len / 3 }
+			};
+			n = rwritev(s->fd, iov, 2);
+		} else {
+			n = rsend(s->fd, buf + off, len, 0);
+		}
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	s->sent = (ssize_t)off;
+	free(buf);
+	return NULL;
+}
+
+static void recv_pattern(int fd, size_t len, uint32_t seed)
+{
+	uint8_t *buf = malloc(len);
+	size_t off = 0;
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	while (off < len) {
+		n = rrecv(fd, buf + off, len - off < 77777 ? len - off : 77777, 0);
+		ck_assert_msg(n > 0, "rrecv at %zu of %zu: %zd (%s)", off, len, n,
+			      n < 0 ? strerror(errno) : "end of file");
+		off += (size_t)n;
+	}
+	vt_expect_pat(buf, len, 0, seed, "the received stream");
+	free(buf);
+}
+
+START_TEST(large_transfer)
+{
+	struct sender up, down;
+	pthread_t tu, td;
+	int lfd, srv, cli;
+
+	pair(&lfd, &srv, &cli);
+	/* Both directions at once: credits flow while data does. */
+	up = (struct sender){ cli, BIG, 11, false, 0 };
+	down = (struct sender){ srv, BIG / 2, 12, true, 0 };
+	ck_assert_int_eq(pthread_create(&tu, NULL, send_pattern, &up), 0);
+	ck_assert_int_eq(pthread_create(&td, NULL, send_pattern, &down), 0);
+	recv_pattern(srv, BIG, 11);
+	recv_pattern(cli, BIG / 2, 12);
+	pthread_join(tu, NULL);
+	pthread_join(td, NULL);
+	ck_assert_int_eq(up.sent, BIG);
+	ck_assert_int_eq(down.sent, BIG / 2);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/* ---- the end of a connection --------------------------------------------- */
+
+START_TEST(peer_close)
+{
+	char buf[16];
+	short rev;
+	int lfd, srv, cli, i;
+	ssize_t n = 0;
+
+	pair(&lfd, &srv, &cli);
+	send_all(cli, "hello", 5);
+	ck_ok(rclose(cli));
+	/* What was sent before the close is read first, then end of file. */
+	recv_all(srv, buf, 5);
+	ck_assert(!memcmp(buf, "hello", 5));
+	rev = wait_for(srv, POLLIN);
+	ck_assert(rev & POLLIN);
+	ck_assert_int_eq(rrecv(srv, buf, sizeof(buf), 0), 0);
+	ck_assert_int_eq(rrecv(srv, buf, sizeof(buf), 0), 0);
+	rev = wait_for(srv, POLLIN);
+	ck_assert_msg(rev & POLLHUP, "revents %#x lack POLLHUP", rev);
+	/* Nobody to send to. */
+	for (i = 0; i < 3 && n >= 0; i++)
+		n = rsend(srv, "x", 1, 0);
+	ck_assert_int_eq(n, -1);
+	ck_assert_int_eq(errno, EPIPE);
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+START_TEST(shutdown_directions)
+{
+	char buf[16];
+	int lfd, srv, cli;
+
+	pair(&lfd, &srv, &cli);
+	ck_fails_with(rshutdown(cli, 42), EINVAL);
+	send_all(cli, "last", 4);
+	ck_ok(rshutdown(cli, SHUT_WR));
+	ck_fails_with(rsend(cli, "x", 1, 0), EPIPE);
+	/* The server reads the rest, then end of file ... */
+	recv_all(srv, buf, 4);
+	ck_assert(!memcmp(buf, "last", 4));
+	ck_assert_int_eq(rrecv(srv, buf, sizeof(buf), 0), 0);
+	/* ... and can still talk to the client, which still listens. */
+	send_all(srv, "reply", 5);
+	recv_all(cli, buf, 5);
+	ck_assert(!memcmp(buf, "reply", 5));
+	/* The server stops reading: its reads end at once. */
+	ck_ok(rshutdown(srv, SHUT_RD));
+	ck_assert_int_eq(rrecv(srv, buf, sizeof(buf), 0), 0);
+	/* Both sides shut: the client sees the end too. */
+	ck_ok(rshutdown(srv, SHUT_WR));
+	ck_assert_int_eq(rrecv(cli, buf, sizeof(buf), 0), 0);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/* ---- riomap / riowrite ------------------------------------------------- */
+
+START_TEST(iomap)
+{
+	static uint8_t target[1 << 20], data[1 << 20];
+	uint32_t size = 4;
+	uint16_t port;
+	int lfd, srv, cli;
+	char b;
+	off_t off;
+
+	/*
+	 * A map is announced into the peer's iomap table, so the writer
+	 * needs one: both ends take tables (raccept's from the listener).
+	 */
+	lfd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_ok(rsetsockopt(lfd, SOL_RDMA, RDMA_IOMAPSIZE, &size, sizeof(size)));
+	{
+		struct sockaddr_in sin;
+
+		loopback(&sin, 0);
+		ck_ok(rbind(lfd, (struct sockaddr *)&sin, sizeof(sin)));
+		ck_ok(rlisten(lfd, 4));
+		port = local_port(lfd);
+	}
+	client_iomap_size = size;
+	connect_pair(lfd, port, &srv, &cli);
+
+	ck_fails_with(riomap(srv, target, sizeof(target), PROT_READ, 0, 0), EINVAL);
+	ck_fails_with(riomap(srv, NULL, sizeof(target), PROT_WRITE, 0, 0), EINVAL);
+	ck_fails_with(riomap(srv, target, 0, PROT_WRITE, 0, 0), EINVAL);
+	ck_fails_with(riomap(srv, target, sizeof(target), PROT_WRITE, 1, 0), EINVAL);
+	ck_fails_with(riounmap(srv, data, sizeof(data)), EINVAL);
+	/* Nothing mapped by the peer yet: nowhere to write. */
+	ck_fails_with((ssize_t)riowrite(cli, data, 16, 0, 0), EINVAL);
+
+	off = riomap(srv, target, sizeof(target), PROT_WRITE, 0, 4096);
+	ck_assert_int_eq(off, 4096);
+	/* The map goes out before the server's next message. */
+	send_all(srv, "m", 1);
+	recv_all(cli, &b, 1);
+
+	vt_fill(data, sizeof(data), 0, 21);
+	ck_assert_int_eq((ssize_t)riowrite(cli, data, sizeof(data), 4096, 0),
+			 (ssize_t)sizeof(data));
+	/* Past the map's end: the part inside is written, then nothing. */
+	ck_fails_with((ssize_t)riowrite(cli, data, 16, 4096 + sizeof(target), 0),
+		      EINVAL);
+	ck_fails_with((ssize_t)riowrite(cli, data, 16, -5, 0), EINVAL);
+	ck_fails_with((ssize_t)riowrite(cli, NULL, 16, 4096, 0), EFAULT);
+	/* Writes are ordered before a later message: then the data is there. */
+	send_all(cli, "d", 1);
+	recv_all(srv, &b, 1);
+	vt_expect_pat(target, sizeof(target), 0, 21, "the riowritten map");
+	ck_ok(riounmap(srv, target, sizeof(target)));
+	ck_fails_with(riounmap(srv, target, sizeof(target)), EINVAL);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/* ---- options ------------------------------------------------------------ */
+
+static int get_int(int fd, int level, int name)
+{
+	int v = -12345;
+	socklen_t len = sizeof(v);
+
+	ck_ok(rgetsockopt(fd, level, name, &v, &len));
+	ck_assert_int_eq(len, sizeof(v));
+	return v;
+}
+
+static void set_int(int fd, int level, int name, int v)
+{
+	ck_ok(rsetsockopt(fd, level, name, &v, sizeof(v)));
+}
+
+START_TEST(options)
+{
+	struct linger lg = { 1, 7 }, lg2;
+	struct tcp_info info;
+	socklen_t len;
+	uint32_t u = 0;
+	int fd, lfd, srv, cli, v = 1;
+
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	set_int(fd, SOL_SOCKET, SO_RCVBUF, 65536);
+	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_RCVBUF), 131072);
+	set_int(fd, SOL_SOCKET, SO_SNDBUF, 32768);
+	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_SNDBUF), 65536);
+	set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+	ck_assert_int_eq(get_int(fd, IPPROTO_TCP, TCP_NODELAY), 1);
+	set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+	set_int(fd, IPPROTO_TCP, TCP_KEEPIDLE, 30);
+	ck_assert_int_eq(get_int(fd, IPPROTO_TCP, TCP_KEEPIDLE), 30);
+	set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_REUSEADDR), 1);
+	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_TYPE), SOCK_STREAM);
+	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_ERROR), 0);
+	ck_ok(rsetsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	len = sizeof(lg2);
+	ck_ok(rgetsockopt(fd, SOL_SOCKET, SO_LINGER, &lg2, &len));
+	ck_assert_int_eq(lg2.l_onoff, 1);
+	ck_assert_int_eq(lg2.l_linger, 7);
+	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, 2), EINVAL);
+
+	for (v = RDMA_SQSIZE; v <= RDMA_IOMAPSIZE; v++) {
+		u = 32;
+		ck_ok(rsetsockopt(fd, SOL_RDMA, v, &u, sizeof(u)));
+		u = 0;
+		len = sizeof(u);
+		ck_ok(rgetsockopt(fd, SOL_RDMA, v, &u, &len));
+		ck_assert_int_eq(u, 32);
+	}
+
+	/* Bad arguments. */
+	v = 1;
+	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, NULL, sizeof(v)), EFAULT);
+	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, 1), EINVAL);
+	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){ -1 }, sizeof(int)), EINVAL);
+	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_BROADCAST, &v, sizeof(v)), ENOPROTOOPT);
+	ck_fails_with(rsetsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)), ENOPROTOOPT);
+	ck_fails_with(rsetsockopt(fd, 4242, 1, &v, sizeof(v)), ENOPROTOOPT);
+	ck_fails_with(rsetsockopt(fd, SOL_RDMA, 99, &u, sizeof(u)), ENOPROTOOPT);
+	ck_fails_with(rsetsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &u, 2), EINVAL);
+	len = sizeof(v);
+	ck_fails_with(rgetsockopt(fd, SOL_SOCKET, SO_BROADCAST, &v, &len), ENOPROTOOPT);
+	ck_fails_with(rgetsockopt(fd, SOL_SOCKET, SO_TYPE, NULL, &len), EFAULT);
+	ck_fails_with(rgetsockopt(fd, SOL_SOCKET, SO_TYPE, &v, NULL), EFAULT);
+	ck_fails_with(rgetsockopt(fd, SOL_RDMA, RDMA_ROUTE, &info, &len), ENOTCONN);
+
+	/* File status flags. */
+	ck_assert_int_eq(rfcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	ck_ok(rfcntl(fd, F_SETFL, O_NONBLOCK));
+	ck_assert_int_eq(rfcntl(fd, F_GETFL) & O_NONBLOCK, O_NONBLOCK);
+	ck_fails_with(rfcntl(fd, F_DUPFD, 0), EINVAL);
+	ck_ok(rclose(fd));
+
+	/* Once connected, the queues are fixed; TCP_INFO says established. */
+	pair(&lfd, &srv, &cli);
+	u = 64;
+	ck_fails_with(rsetsockopt(cli, SOL_RDMA, RDMA_SQSIZE, &u, sizeof(u)), EINVAL);
+	len = sizeof(info);
+	ck_ok(rgetsockopt(cli, IPPROTO_TCP, TCP_INFO, &info, &len));
+	ck_assert_int_eq(info.tcpi_state, TCP_ESTABLISHED);
+	ck_assert_int_ge(get_int(cli, IPPROTO_TCP, TCP_MAXSEG), 256);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+START_TEST(bad_data_args)
+{
+	struct sockaddr_in sin;
+	struct iovec iov = { NULL, 8 };
+	struct msghdr msg;
+	char buf[8];
+	int lfd, srv, cli;
+
+	pair(&lfd, &srv, &cli);
+	loopback(&sin, 1);
+	ck_fails_with(rsend(cli, NULL, 8, 0), EFAULT);
+	ck_fails_with(rrecv(srv, NULL, 8, 0), EFAULT);
+	ck_fails_with(rwritev(cli, &iov, 1), EFAULT);
+	ck_fails_with(rreadv(srv, &iov, -1), EINVAL);
+	ck_fails_with(rreadv(srv, NULL, 1), EFAULT);
+	ck_fails_with(rsend(cli, buf, 1, MSG_OOB), EOPNOTSUPP);
+	ck_fails_with(rsendto(cli, buf, 1, 0, (struct sockaddr *)&sin, sizeof(sin)), EISCONN);
+	ck_fails_with(rsendmsg(cli, NULL, 0), EFAULT);
+	ck_fails_with(rrecvmsg(srv, NULL, 0), EFAULT);
+	/* Nothing was lost by the refusals: the connection still works. */
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = "abc";
+	iov.iov_len = 3;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	ck_assert_int_eq(rsendmsg(cli, &msg, 0), 3);
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf);
+	wait_for(srv, POLLIN);
+	ck_assert_int_eq(rrecvmsg(srv, &msg, 0), 3);
+	ck_assert(!memcmp(buf, "abc", 3));
+	ck_assert_int_eq(rsend(cli, buf, 0, 0), 0);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/* ---- rpoll and rselect over rsockets and ordinary fds ------------------ */
+
+struct delayed {
+	int fd;
+	bool rsock;
+	long ms;
+};
+
+static void *write_later(void *arg)
+{
+	struct delayed *d = arg;
+
+	vt_sleep_ms(d->ms);
+	if (d->rsock)
+		rsend(d->fd, "z", 1, 0);
+	else if (write(d->fd, "z", 1) != 1)
+		abort();
+	return NULL;
+}
+
+START_TEST(poll_mixed)
+{
+	struct delayed d;
+	struct pollfd p[2];
+	pthread_t t;
+	int lfd, srv, cli, pfd[2];
+	long t0;
+	char b;
+
+	pair(&lfd, &srv, &cli);
+	ck_ok(pipe(pfd));
+	p[0] = (struct pollfd){ pfd[0], POLLIN, 0 };
+	p[1] = (struct pollfd){ srv, POLLIN | POLLOUT, 0 };
+	/* The rsocket can send at once; nothing is readable. */
+	ck_assert_int_eq(rpoll(p, 2, 0), 1);
+	ck_assert_int_eq(p[0].revents, 0);
+	ck_assert_int_eq(p[1].revents, POLLOUT);
+	/* A timeout with nothing to report. */
+	p[1].events = POLLIN;
+	t0 = vt_now_ms();
+	ck_assert_int_eq(rpoll(p, 2, 300), 0);
+	ck_assert_int_ge(vt_now_ms() - t0, 250);
+	/* Data on the rsocket wakes a sleeping rpoll ... */
+	d = (struct delayed){ cli, true, 200 };
+	pthread_create(&t, NULL, write_later, &d);
+	ck_assert_int_eq(rpoll(p, 2, vt_tmo_ms()), 1);
+	ck_assert_int_eq(p[1].revents, POLLIN);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(rrecv(srv, &b, 1, 0), 1);
+	/* ... and so does the pipe. */
+	d = (struct delayed){ pfd[1], false, 200 };
+	pthread_create(&t, NULL, write_later, &d);
+	ck_assert_int_eq(rpoll(p, 2, vt_tmo_ms()), 1);
+	ck_assert_int_eq(p[0].revents, POLLIN);
+	pthread_join(t, NULL);
+	/* Negative fds are skipped. */
+	p[0].fd = -1;
+	ck_assert_int_eq(rpoll(p, 2, 0), 0);
+	ck_fails_with(rpoll(NULL, 2, 0), EFAULT);
+	close(pfd[0]);
+	close(pfd[1]);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+START_TEST(select_mixed)
+{
+	struct timeval tv;
+	fd_set r, w;
+	int lfd, srv, cli, pfd[2], nfds;
+
+	pair(&lfd, &srv, &cli);
+	ck_ok(pipe(pfd));
+	nfds = (srv > pfd[0] ? srv : pfd[0]) + 1;
+	FD_ZERO(&r);
+	FD_SET(pfd[0], &r);
+	FD_SET(srv, &r);
+	tv = (struct timeval){ 0, 100000 };
+	ck_assert_int_eq(rselect(nfds, &r, NULL, NULL, &tv), 0);
+	ck_assert(!FD_ISSET(srv, &r));
+
+	send_all(cli, "q", 1);
+	if (write(pfd[1], "p", 1) != 1)
+		ck_abort_msg("pipe write");
+	/* rselect returns once any is ready: let the byte arrive first. */
+	wait_for(srv, POLLIN);
+	FD_ZERO(&r);
+	FD_SET(pfd[0], &r);
+	FD_SET(srv, &r);
+	FD_ZERO(&w);
+	FD_SET(cli, &w);
+	nfds = (nfds > cli ? nfds : cli + 1);
+	tv = (struct timeval){ vt_tmo_ms() / 1000, 0 };
+	ck_assert_int_eq(rselect(nfds, &r, &w, NULL, &tv), 3);
+	ck_assert(FD_ISSET(srv, &r) && FD_ISSET(pfd[0], &r) && FD_ISSET(cli, &w));
+	tv = (struct timeval){ -1, 0 };
+	ck_fails_with(rselect(nfds, &r, NULL, NULL, &tv), EINVAL);
+	ck_fails_with(rselect(-1, &r, NULL, NULL, NULL), EINVAL);
+	close(pfd[0]);
+	close(pfd[1]);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/* ---- the suite ------------------------------------------------------------ */
+
+struct test {
+	const char *name;
+	const TTest *fn;
+};
+
+static Suite *rsocket_suite(int argc, char **argv)
+{
+#define T(f)	{ #f, f }
+	const struct test tests[] = {
+		T(bad_fds), T(socket_args), T(bind_args), T(listen_accept_args),
+		T(connect_refused), T(connect_and_names), T(partial_reads),
+		T(large_transfer), T(peer_close), T(shutdown_directions),
+		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
+		T(select_mixed),
+	};
+#undef T
+	Suite *s = suite_create("rsocket");
+	TCase *tc = tcase_create("rsocket");
+	unsigned int i;
+	int j, n = 0;
+
+	tcase_set_timeout(tc, 60 * vt_tmul());
+	for (i = 0; i < ARRAY_SIZE(tests); i++) {
+		bool want = argc == 0;
+
+		for (j = 0; j < argc; j++)
+			want |= !strcmp(argv[j], tests[i].name);
+		if (want) {
+			tcase_add_test(tc, tests[i].fn);
+			n++;
+		}
+	}
+	if (!n) {
+		fprintf(stderr, "rsocket-helper: no such test\n");
+		exit(2);
+	}
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	SRunner *sr = srunner_create(rsocket_suite(argc - 1, argv + 1));
+	int failed;
+
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
