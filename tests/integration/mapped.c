@@ -279,8 +279,11 @@ static void truncated(struct backing *dst, struct backing *src,
 	    src->kind);
 }
 
-/* Rereg onto private memory: writes land there, not in the file. */
-static void rereg_private(struct backing *b, struct ibv_mr *priv)
+/*
+ * Rereg onto private memory: writes land there, not in the file.  Returns
+ * that memory, for the caller to free once the MR is gone.
+ */
+static uint8_t *rereg_private(struct backing *b, struct ibv_mr *priv)
 {
 	uint8_t *other = aligned_alloc(4096, LEN);
 
@@ -297,6 +300,7 @@ static void rereg_private(struct backing *b, struct ibv_mr *priv)
 	vt_expect_pat(other, LEN, 0, 0x33, "the new private range");
 	vt_expect_byte(b->addr, LEN, 0x5a, "the file after rereg");
 	say("%s: rereg to private memory leaves the file alone", b->kind);
+	return other;
 }
 
 int main(int argc, char **argv)
@@ -305,6 +309,7 @@ int main(int argc, char **argv)
 	char *paths[4] = { NULL };
 	struct ibv_mr *priv;
 	char buf[512], list[512] = "";
+	uint8_t *reregged;
 	int n, i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -330,7 +335,7 @@ int main(int argc, char **argv)
 		exercise(&b[i], &b[(i + 1) % n], priv, 0x10 + (uint32_t)i);
 	unmapped_by_client(&b[0], priv);
 	truncated(&b[1], &b[2], priv);
-	rereg_private(&b[0], priv);
+	reregged = rereg_private(&b[0], priv);
 
 	for (i = 0; i < n; i++) {
 		vt_assert(ibv_dereg_mr(b[i].mr) == 0, "ibv_dereg_mr");
@@ -339,6 +344,7 @@ int main(int argc, char **argv)
 			unlink(paths[i]);
 		free(paths[i]);
 	}
+	free(reregged);
 	vt_put(dir, "deregistered", "deregistered\n");
 	get("done", buf, sizeof(buf));
 	vt_dereg(priv);
