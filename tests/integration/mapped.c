@@ -128,8 +128,9 @@ static int backings_make(struct backing *b, char *paths[])
 	snprintf(path, sizeof(path), "/dev/shm/ibvd-mapped-%d", (int)getpid());
 	b[n].kind = "shm";
 	b[n].fd = open_new(path);
-	paths[n] = strdup(path);
 	backing_map(&b[n++], LEN);
+	/* Registered (the library reopened it by its path): nothing to leave. */
+	unlink(path);
 
 	snprintf(path, sizeof(path), "%s/file", dir);
 	b[n].kind = "file";
