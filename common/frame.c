@@ -236,6 +236,8 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_REG_MR:		return "REG_MR";
 	case IBVD_MSG_REREG_MR:		return "REREG_MR";
 	case IBVD_MSG_DEREG_MR:		return "DEREG_MR";
+	case IBVD_MSG_REG_MR_SHARED:	return "REG_MR_SHARED";
+	case IBVD_MSG_REREG_MR_SHARED:	return "REREG_MR_SHARED";
 	case IBVD_MSG_CREATE_COMP_CHANNEL: return "CREATE_COMP_CHANNEL";
 	case IBVD_MSG_DESTROY_COMP_CHANNEL: return "DESTROY_COMP_CHANNEL";
 	case IBVD_MSG_CREATE_CQ:	return "CREATE_CQ";

@@ -52,6 +52,8 @@ enum ibvd_msg_type {
 	IBVD_MSG_REREG_MR	= 0x0421,	/* ReregMr -> RegMrReply */
 	IBVD_MSG_DEREG_MR	= 0x0422,	/* Handle -> Empty */
 	IBVD_MSG_ADVISE_MR	= 0x0423,	/* AdviseMr -> Empty */
+	IBVD_MSG_REG_MR_SHARED	= 0x0424,	/* RegMr + 1 fd -> RegMrReply */
+	IBVD_MSG_REREG_MR_SHARED = 0x0425,	/* ReregMr + 1 fd -> RegMrReply */
 	IBVD_MSG_ALLOC_MW	= 0x0428,	/* AllocMw -> AllocMwReply */
 	IBVD_MSG_DEALLOC_MW	= 0x0429,	/* Handle -> Empty */
 	IBVD_MSG_CREATE_COMP_CHANNEL = 0x0430,	/* Empty -> Handle + 1 fd */

@@ -36,6 +36,7 @@
  *   poll.c       ibv_poll_cq and ibv_req_notify_cq: the CQ ring's consumer
  * The verbs objects:
  *   mr.c         memory regions; the daemon gets the app's /proc/self/mem
+ *   backing.c    the shared file behind a range, if any (for mr.c)
  *   mw.c         memory windows: allocation (binding is in post.c)
  *   ah.c         address handles, whose address vector UD WQEs carry
  *   mcast.c      ibv_attach/detach_mcast
@@ -456,7 +457,17 @@ struct ibvc_dm {
 struct ibvc_mr {
 	struct ibv_mr mr;			/* must be first */
 	struct ibvc_dm *dm;			/* the device memory it is on */
+	unsigned int access;			/* as registered (rereg needs it) */
 };
+
+/*
+ * backing.c: if [addr, addr + len) lies in one MAP_SHARED mapping of a
+ * file: a new fd of that file (read-write if `writable`, the caller
+ * closes it) and the file offset of addr.  Else a negative errno
+ * (-ENOENT: not such a range).
+ */
+int ibvc_backing_file(const void *addr, size_t len, bool writable, int *fd,
+		      uint64_t *offset);
 
 int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 		unsigned int access, struct ibv_mr **ret_mr);

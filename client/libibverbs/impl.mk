@@ -10,6 +10,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/queue.c \
 	client/libibverbs/pd.c \
 	client/libibverbs/mr.c \
+	client/libibverbs/backing.c \
 	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \
 	client/libibverbs/cq.c \

@@ -84,20 +84,43 @@ static int check_access(unsigned int access)
 	return 0;
 }
 
+/*
+ * The file behind [addr, addr + length) if the app maps one shared and
+ * the MR is pinned (on-demand MRs are never mapped by the daemon): -1
+ * otherwise.  REG_MR_SHARED then lets the daemon map it (backing.c).
+ */
+static int shared_backing(const void *addr, size_t length, unsigned int access,
+			  uint64_t *offset)
+{
+	int fd;
+
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return -1;
+	if (ibvc_backing_file(addr, length, access & IBV_ACCESS_LOCAL_WRITE,
+			      &fd, offset) < 0)
+		return -1;
+	return fd;
+}
+
 static int reg_on_daemon(struct ibv_mr *mr, uint64_t iova, unsigned int access)
 {
 	Ibvd__RegMr req = IBVD__REG_MR__INIT;
 	Ibvd__RegMrReply *reply = NULL;
-	int ret;
+	int fd, ret;
 
 	req.pd = mr->pd->handle;
 	req.addr = (uintptr_t)mr->addr;
 	req.length = mr->length;
 	req.iova = iova;
 	req.access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
-	ret = ibvd_conn_call(ibvc_conn_of(mr->context), IBVD_MSG_REG_MR,
-			     &req.base, &ibvd__reg_mr_reply__descriptor,
-			     (ProtobufCMessage **)&reply, NULL, NULL);
+	fd = shared_backing(mr->addr, mr->length, access, &req.file_offset);
+	ret = ibvd_conn_call_fds(ibvc_conn_of(mr->context),
+				 fd < 0 ? IBVD_MSG_REG_MR : IBVD_MSG_REG_MR_SHARED,
+				 &req.base, &fd, fd < 0 ? 0 : 1,
+				 &ibvd__reg_mr_reply__descriptor,
+				 (ProtobufCMessage **)&reply, NULL, NULL);
+	if (fd >= 0)
+		close(fd);
 	if (ret < 0)
 		return ret;
 	mr->handle = reply->handle;
@@ -130,6 +153,7 @@ int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 	mr->pd = pd;
 	mr->addr = addr;
 	mr->length = length;
+	imr->access = access;
 	ret = reg_on_daemon(mr, iova, access);
 	if (ret < 0) {
 		free(imr);
@@ -193,9 +217,12 @@ static int rereg_check(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			   void *addr, size_t length, int access)
 {
+	struct ibvc_mr *imr = container_of(mr, struct ibvc_mr, mr);
 	Ibvd__ReregMr req = IBVD__REREG_MR__INIT;
 	Ibvd__RegMrReply *reply = NULL;
-	int ret;
+	unsigned int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ?
+				  (unsigned int)access : imr->access;
+	int fd = -1, ret;
 
 	req.handle = mr->handle;
 	req.flags = (uint32_t)flags;
@@ -203,11 +230,19 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	req.addr = (uintptr_t)addr;
 	req.length = length;
 	req.access = (uint32_t)access & ~IBV_ACCESS_OPTIONAL_RANGE;
-	ret = ibvd_conn_call(ibvc_conn_of(mr->context), IBVD_MSG_REREG_MR,
-			     &req.base, &ibvd__reg_mr_reply__descriptor,
-			     (ProtobufCMessage **)&reply, NULL, NULL);
+	/* A new range may be shared memory too (the old mapping goes). */
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		fd = shared_backing(addr, length, new_access, &req.file_offset);
+	ret = ibvd_conn_call_fds(ibvc_conn_of(mr->context),
+				 fd < 0 ? IBVD_MSG_REREG_MR : IBVD_MSG_REREG_MR_SHARED,
+				 &req.base, &fd, fd < 0 ? 0 : 1,
+				 &ibvd__reg_mr_reply__descriptor,
+				 (ProtobufCMessage **)&reply, NULL, NULL);
+	if (fd >= 0)
+		close(fd);
 	if (ret < 0)
 		return ret;
+	imr->access = new_access;
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		ibvc_pd_hold(pd);
 		ibvc_pd_release(mr->pd);

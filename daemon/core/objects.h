@@ -110,6 +110,18 @@ struct ibvd_mr {
 	uint64_t pinned;		/* bytes charged to the client */
 	enum ibvd_mr_tier tier;
 	struct ibvd_mem *mem;		/* holds a reference */
+	/*
+	 * IBVD_MR_TIER_MAPPED: the MR's own MAP_SHARED mapping of the file
+	 * behind the client's range (verbs/mr/map.c), made at registration
+	 * and unmapped by dereg or rereg under the write lock, so an engine
+	 * pass (read lock) never sees it go.  The byte at addr is at
+	 * map_base.  A truncated file makes its missing pages SIGBUS: the
+	 * engine copies under a recovery point (engine/memory.c).
+	 */
+	void *map;
+	size_t map_len;
+	uint8_t *map_base;
+	bool map_writable;
 	/* windows bound to it (atomic: engine threads bind and invalidate
 	 * under the read lock); DEREG_MR and REREG_MR are EBUSY meanwhile */
 	unsigned int mw_binds;

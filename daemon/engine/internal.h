@@ -85,9 +85,9 @@ enum eng_copy_result {
 };
 
 /*
- * Copy len bytes from src to dst, starting dst_off bytes into dst, through
- * the thread's bounce buffer.  The caller checked both lists are long
- * enough.
+ * Copy len bytes from src to dst, starting dst_off bytes into dst, with as
+ * few copies as the two sides' tiers allow.  The caller checked both lists
+ * are long enough.
  */
 enum eng_copy_result ibvd_eng_copy(struct ibvd_engine *eng,
 				   const struct eng_sgl *dst, uint64_t dst_off,
@@ -100,6 +100,15 @@ enum eng_copy_result ibvd_eng_copy_at(struct ibvd_engine *eng,
 
 /* Append a private buffer as a segment. */
 void ibvd_eng_sgl_private(struct eng_sgl *sgl, const void *buf, uint64_t len);
+
+/*
+ * Read the 64-bit word at seg into *old and store apply(arg, *old) there
+ * unless that is *old: 0, or -EFAULT if the memory failed.  Not atomic by
+ * itself: the caller holds ibvd_eng_atomic_lock.
+ */
+int ibvd_eng_word_rmw(const struct eng_seg *seg,
+		      uint64_t (*apply)(const void *arg, uint64_t old),
+		      const void *arg, uint64_t *old);
 
 /* ---- wqe.c: copy, then validate ------------------------------------------ */
 
@@ -141,6 +150,10 @@ enum ibv_wc_status ibvd_eng_local_inv(const struct ibvd_qp *qp, uint32_t key);
 const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
 					  uint32_t rkey, uint64_t raddr,
 					  uint64_t len, uint32_t access);
+
+/* The segment of [iova, iova + len) of mr, in range, to write if `write`. */
+void ibvd_eng_seg_of(const struct ibvd_mr *mr, uint64_t iova, uint64_t len,
+		     bool write, struct eng_seg *s);
 
 /*
  * Resolve n SGEs (private copies) against pd, for writing if `write`:

@@ -3,7 +3,8 @@
  * immediate), RDMA READ and the atomics (at the end), on its memory, checked against the rkey's MR
  * (protection domain of the target QP, access rights, bounds) and the
  * target QP's own access flags.  The responder's process does not run:
- * its memory is reached through its /proc/PID/mem (memory.c).
+ * its memory is reached through its /proc/PID/mem or the MR's own mapping
+ * (memory.c).
  *
  * Errors as an RC responder reports them: a key or bounds violation NAKs
  * with a remote access error and takes the responder QP to ERR with
@@ -171,13 +172,16 @@ enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
  *
  * The device reports IBV_ATOMIC_HCA: atomics are atomic with respect to
  * each other as this engine executes them (one engine-wide mutex around
- * read-modify-write), not with respect to the CPU of the memory's owner,
- * exactly the guarantee an HCA gives.  Values are in host byte order.
+ * read-modify-write, whichever tier reaches the word), not with respect to
+ * the CPU of the memory's owner, exactly the guarantee an HCA gives.
+ * Values are in host byte order.
  */
 pthread_mutex_t ibvd_eng_atomic_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t apply(const struct ibvd_send_wqe *w, uint64_t old)
+static uint64_t apply(const void *arg, uint64_t old)
 {
+	const struct ibvd_send_wqe *w = arg;
+
 	if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		return old + w->compare_add;
 	return old == w->compare_add ? w->swap : old;
@@ -187,21 +191,12 @@ static uint64_t apply(const struct ibvd_send_wqe *w, uint64_t old)
 static bool rmw(const struct eng_seg *seg, const struct ibvd_send_wqe *w,
 		uint64_t *old)
 {
-	uint64_t new;
-	bool ok = false;
+	int ret;
 
 	pthread_mutex_lock(&ibvd_eng_atomic_lock);
-	if (ibvd_eng_mem_read(seg->fd, seg->addr, old, sizeof(*old)) < 0)
-		goto out;
-	new = apply(w, *old);
-	/* An unsuccessful compare writes nothing, as on a NIC. */
-	if (new != *old &&
-	    ibvd_eng_mem_write(seg->fd, seg->addr, &new, sizeof(new)) < 0)
-		goto out;
-	ok = true;
-out:
+	ret = ibvd_eng_word_rmw(seg, apply, w, old);
 	pthread_mutex_unlock(&ibvd_eng_atomic_lock);
-	return ok;
+	return ret == 0;
 }
 
 enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,

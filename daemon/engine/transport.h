@@ -52,11 +52,15 @@ struct ibvd_engine;
  * One contiguous piece of a transfer: addr in a client's address space
  * reached through fd (its /proc/PID/mem), or, with fd < 0, engine-private
  * memory at (uintptr_t)addr (inline data, a GRH, an atomic operand).
+ * With map set, the same bytes are also at map in the MR's own mapping
+ * (tier 1), valid only while the objects lock is held: whoever keeps a
+ * segment beyond that clears map, and fd and addr still reach the bytes.
  */
 struct eng_seg {
 	int fd;
 	uint64_t addr;
 	uint64_t len;
+	uint8_t *map;
 };
 
 struct eng_sgl {

@@ -67,6 +67,22 @@ static bool is_atomic(uint32_t opcode)
 }
 
 /*
+ * The segment of [iova, iova + len) of mr (checked in range): through its
+ * mapping too if it has one that allows what will be done.
+ */
+void ibvd_eng_seg_of(const struct ibvd_mr *mr, uint64_t iova, uint64_t len,
+		     bool write, struct eng_seg *s)
+{
+	uint64_t off = iova - mr->iova;
+
+	s->fd = mr->mem->fd;
+	s->addr = mr->addr + off;
+	s->len = len;
+	s->map = mr->map_base && (!write || mr->map_writable) ?
+		 mr->map_base + off : NULL;
+}
+
+/*
  * Resolve n local SGEs (already private) against pd.  Zero-length SGEs
  * carry no data and are skipped, keys included, as NICs do.
  */
@@ -97,9 +113,7 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
 		if (!ibvd_in_range(mr->iova, mr->length, sge[i].addr, sge[i].length))
 			return IBV_WC_LOC_PROT_ERR;
 		s = &out->seg[out->n++];
-		s->fd = mr->mem->fd;
-		s->addr = mr->addr + (sge[i].addr - mr->iova);
-		s->len = sge[i].length;
+		ibvd_eng_seg_of(mr, sge[i].addr, sge[i].length, write, s);
 		/* At most 32 lengths below 2^32 each: no overflow in 64 bits. */
 		out->total += sge[i].length;
 	}
@@ -244,9 +258,9 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 	if (!ibvd_in_range(mr->iova, mr->length, raddr, len))
 		return -EACCES;
 	s = &out->seg[out->n++];
-	s->fd = mr->mem->fd;
-	s->addr = mr->addr + (raddr - mr->iova);
-	s->len = len;
+	ibvd_eng_seg_of(mr, raddr, len,
+			access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC),
+			s);
 	out->total += len;
 	return 0;
 }

@@ -6,7 +6,7 @@ daemon_ibverbsd_SOURCES += \
 	daemon/verbs/query.c daemon/verbs/query.h \
 	daemon/verbs/async.c daemon/verbs/async.h \
 	daemon/verbs/rings.c daemon/verbs/mem.c \
-	daemon/verbs/pd.c daemon/verbs/mr.c daemon/verbs/mw.c \
+	daemon/verbs/pd.c daemon/verbs/mr.c daemon/verbs/mr/map.c daemon/verbs/mw.c \
 	daemon/verbs/channel.c daemon/verbs/cq.c \
 	daemon/verbs/qp.c daemon/verbs/qp_modify.c daemon/verbs/srq.c \
 	daemon/verbs/ah.c daemon/verbs/mcast.c \

@@ -17,18 +17,24 @@
  *
  * IBV_ACCESS_ZERO_BASED makes the MR's iova 0: local and remote addresses
  * are offsets into it (device memory's MRs, client/libibverbs/dm.c).
+ *
+ * REG_MR_SHARED and REREG_MR_SHARED are the same with an fd of the file
+ * the client's range is a shared mapping of: the MR then gets a mapping
+ * of its own (mr/map.c, IBVD_MR_TIER_MAPPED) if it can have one.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
 
 #include "context.h"
 #include "ibverbsd.pb-c.h"
+#include "log.h"
 #include "server/call.h"
 #include "util.h"
 #include "verbs.h"
@@ -135,6 +141,30 @@ static int spec_admit(struct ibvd_call *call, struct ibvd_mem *mem,
 	return ibvd_mem_charge(call, mem, sp->pages, release);
 }
 
+/*
+ * The MR of sp its own mapping of the file that came with the request, at
+ * file_offset, if it can have one (not on demand: those are not charged,
+ * and the charge is what bounds the daemon's mappings).  No mapping is
+ * no error: the engine uses the /proc/self/mem tier then.
+ */
+static void spec_map(struct ibvd_call *call, const struct mr_spec *sp,
+		     uint64_t file_offset, struct ibvd_mr_mapping *m)
+{
+	int fd = ibvd_call_take_fd(call, 0);
+	int ret;
+
+	*m = (struct ibvd_mr_mapping){ 0 };
+	if (fd < 0)
+		return;
+	ret = sp->access & IBV_ACCESS_ON_DEMAND ? -EOPNOTSUPP :
+	      ibvd_mr_map_file(fd, file_offset, sp->length,
+			       sp->access & IBV_ACCESS_LOCAL_WRITE, m);
+	close(fd);
+	if (ret < 0)
+		log_debug("MR range %#" PRIx64 "+%" PRIu64 " not mapped: %s",
+			  sp->addr, sp->length, strerror(-ret));
+}
+
 static int reply_keys(struct ibvd_call *call, const struct ibvd_mr *mr)
 {
 	Ibvd__RegMrReply reply = IBVD__REG_MR_REPLY__INIT;
@@ -183,12 +213,13 @@ static int mr_publish(struct ibvd_context *ctx, struct ibvd_mr *mr)
 	return 0;
 }
 
-int ibvd_req_reg_mr(struct ibvd_call *call)
+static int reg_mr(struct ibvd_call *call, bool shared)
 {
 	const Ibvd__RegMr *req = (const Ibvd__RegMr *)call->msg;
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
 	struct mr_spec sp = { .addr = req->addr, .length = req->length,
 			      .iova = req->iova };
+	struct ibvd_mr_mapping map = { 0 };
 	struct ibvd_mr *mr;
 	int ret;
 
@@ -203,10 +234,17 @@ int ibvd_req_reg_mr(struct ibvd_call *call)
 	ret = spec_admit(call, ctx->objs.mem, &sp, 0, true);
 	if (ret < 0)
 		return ret;
+	if (shared)
+		spec_map(call, &sp, req->file_offset, &map);
 	mr = mr_new(ctx, &sp);
+	if (mr)
+		ibvd_mr_mapping_install(mr, &map);
 	ret = mr ? mr_publish(ctx, mr) : -ENOMEM;
 	if (ret < 0) {
 		ibvd_mem_uncharge(ctx->objs.mem, sp.pages);
+		ibvd_mr_mapping_drop(&map);
+		if (mr)
+			ibvd_mr_mapping_install(mr, &map);
 		free(mr);
 		return ibvd_call_error(call, ret, "cannot create the MR");
 	}
@@ -219,12 +257,24 @@ int ibvd_req_reg_mr(struct ibvd_call *call)
 	return ret;
 }
 
+int ibvd_req_reg_mr(struct ibvd_call *call)
+{
+	return reg_mr(call, false);
+}
+
+int ibvd_req_reg_mr_shared(struct ibvd_call *call)
+{
+	return reg_mr(call, true);
+}
+
 /* The objects lock is held for writing (the engine looks MRs up). */
 void ibvd_mr_destroy(struct ibvd_mr *mr)
 {
 	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct ibvd_mr_mapping none = { 0 };
 
 	ibvd_mr_unregister(mr);
+	ibvd_mr_mapping_install(mr, &none);
 	ibvd_handle_remove(&mr->ctx->handles, mr->handle, IBVD_OBJ_MR);
 	ibvd_mem_uncharge(mr->mem, mr->pinned / psz);
 	ibvd_mem_put(mr->mem);
@@ -303,14 +353,31 @@ static int rereg_spec(struct ibvd_call *call, const Ibvd__ReregMr *req,
 	return 0;
 }
 
-int ibvd_req_rereg_mr(struct ibvd_call *call)
+/*
+ * Whether a rereg to sp keeps mr's mapping: not with a new range (that
+ * brings its own fd, or none), nor on demand, nor when the MR becomes
+ * writable and the mapping is not.
+ */
+static bool rereg_keeps_map(const struct ibvd_mr *mr, const struct mr_spec *sp,
+			    uint32_t flags)
+{
+	if (!mr->map || (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		return false;
+	if (sp->access & IBV_ACCESS_ON_DEMAND)
+		return false;
+	return !(sp->access & IBV_ACCESS_LOCAL_WRITE) || mr->map_writable;
+}
+
+static int rereg_mr(struct ibvd_call *call, bool shared)
 {
 	const Ibvd__ReregMr *req = (const Ibvd__ReregMr *)call->msg;
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
 	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct ibvd_mr *mr = ibvd_handle_lookup(&ctx->handles, req->handle,
 						IBVD_OBJ_MR);
+	struct ibvd_mr_mapping map = { 0 };
 	struct mr_spec sp;
+	bool keep_map;
 	int ret;
 
 	if (!mr)
@@ -331,9 +398,13 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 				       IBV_REREG_MR_CHANGE_ACCESS));
 	if (ret < 0)
 		return ret;
+	keep_map = rereg_keeps_map(mr, &sp, req->flags);
+	if (shared && (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		spec_map(call, &sp, req->file_offset, &map);
 	ibvd_objects_write_lock();
 	if (mr_check_unbound(call, mr) < 0) {
 		ibvd_objects_write_unlock();
+		ibvd_mr_mapping_drop(&map);
 		/* Bound since the first check: undo spec_admit's charge. */
 		ibvd_mem_restore(mr->mem, mr->pinned / psz, sp.pages);
 		return ibvd_call_error(call, -EBUSY, "MR %#x got a window bound",
@@ -347,9 +418,22 @@ int ibvd_req_rereg_mr(struct ibvd_call *call)
 	mr->iova = sp.iova;
 	mr->access = sp.access;
 	mr->pinned = sp.pages * psz;
+	/* The old mapping goes before the engine can see the new range. */
+	if (!keep_map)
+		ibvd_mr_mapping_install(mr, &map);
 	ibvd_objects_write_unlock();
 	/* Keys stay: a NIC may change them, ours need not. */
 	return reply_keys(call, mr);
+}
+
+int ibvd_req_rereg_mr(struct ibvd_call *call)
+{
+	return rereg_mr(call, false);
+}
+
+int ibvd_req_rereg_mr_shared(struct ibvd_call *call)
+{
+	return rereg_mr(call, true);
 }
 
 /* Largest sg_list one ADVISE_MR takes: it is only checked, never kept. */

@@ -120,6 +120,32 @@ int ibvd_mem_charge(struct ibvd_call *call, struct ibvd_mem *mem,
 void ibvd_mem_restore(struct ibvd_mem *mem, uint64_t pages, uint64_t charged);
 void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages);
 
+/* ---- mr/map.c: an MR's mapping of the client's shared file ----------- */
+
+/* A mapping made for an MR, not installed yet. */
+struct ibvd_mr_mapping {
+	void *map;			/* NULL: none */
+	size_t map_len;
+	uint8_t *base;			/* the byte at file offset `offset` */
+	bool writable;
+};
+
+/*
+ * Map [offset, offset + length) of the regular file fd, writable if asked
+ * (which the fd's open mode must allow): 0, or a negative errno and *m
+ * empty.
+ */
+int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
+		     struct ibvd_mr_mapping *m);
+/* Unmap a mapping never installed. */
+void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m);
+/*
+ * Give mr the mapping m (empty: none; m is emptied), unmapping its old
+ * one, and set its tier.  Objects lock held for writing once mr is
+ * registered.
+ */
+void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m);
+
 /* ---- handlers and destructors, per object family ------------------- */
 
 int ibvd_req_alloc_pd(struct ibvd_call *call);
@@ -127,7 +153,9 @@ int ibvd_req_dealloc_pd(struct ibvd_call *call);
 void ibvd_pd_destroy(struct ibvd_pd *pd);
 
 int ibvd_req_reg_mr(struct ibvd_call *call);
+int ibvd_req_reg_mr_shared(struct ibvd_call *call);
 int ibvd_req_rereg_mr(struct ibvd_call *call);
+int ibvd_req_rereg_mr_shared(struct ibvd_call *call);
 int ibvd_req_advise_mr(struct ibvd_call *call);
 int ibvd_req_dereg_mr(struct ibvd_call *call);
 void ibvd_mr_destroy(struct ibvd_mr *mr);

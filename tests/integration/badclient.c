@@ -25,6 +25,11 @@
  *			mem swapped, /dev/null or /proc/self/status for the
  *			maps) -> EINVAL or a count error each, then the right
  *			two -> accepted, once (EBUSY after)
+ *	sharedmr	REG_MR_SHARED without its fd -> error reply; with a
+ *			pipe, a file shorter than the range, a read-only fd
+ *			for a writable MR -> registered all the same, none
+ *			mapped by the daemon; a good one mapped (needs
+ *			DAEMON_PID for /proc/PID/maps)
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
@@ -61,6 +66,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +74,13 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+
+#include <infiniband/verbs.h>
 
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
@@ -760,6 +770,154 @@ static int count_fds(const char *pid)
 			n++;
 	closedir(d);
 	return n;
+}
+
+/* ---- sharedmr ------------------------------------------------------------ */
+
+/* Send type with msg (and fds) and expect its reply: 0, or -1 (reported). */
+static int call_ok(int fd, uint16_t type, const ProtobufCMessage *msg,
+		   const int *fds, unsigned int nfds, const char *what)
+{
+	uint32_t id = next_id++;
+
+	if (send_msg(fd, type, id, msg, fds, nfds, 0) < 0 ||
+	    recv_frame(fd, TIMEOUT_MS) <= 0 || rep.hdr.req_id != id ||
+	    rep.hdr.type != (type | IBVD_REPLY)) {
+		bad("%s: no reply (type %#x)", what, rep.hdr.type);
+		return -1;
+	}
+	return 0;
+}
+
+/* Lines of the daemon's /proc/PID/maps naming inode ino. */
+static int maps_with_inode(const char *pid, ino_t ino)
+{
+	char path[64], line[512];
+	unsigned long long i;
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %*s %*s %*s %llu", &i) == 1 && i == ino)
+			n++;
+	fclose(f);
+	return n;
+}
+
+static ino_t inode_of(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+/* A memfd of len bytes, and an fd of it reopened with flags. */
+static int memfd_reopened(size_t len, int flags, int *memfd)
+{
+	char path[64];
+
+	*memfd = memfd_create("badclient", MFD_CLOEXEC);
+	if (*memfd < 0 || ftruncate(*memfd, (off_t)len) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", *memfd);
+	return open(path, flags | O_CLOEXEC);
+}
+
+/*
+ * Register buf (mapped and writable here, whatever the fd says) with fd
+ * as its shared backing: the daemon must accept it and map the file
+ * exactly when want_mapped.
+ */
+static void reg_shared(int conn, const char *pid, uint32_t pd, void *buf,
+		       uint64_t len, int fd, bool want_mapped, const char *what)
+{
+	Ibvd__RegMr r = IBVD__REG_MR__INIT;
+	int n;
+
+	r.pd = pd;
+	r.addr = (uintptr_t)buf;
+	r.length = len;
+	r.iova = (uintptr_t)buf;
+	r.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	if (call_ok(conn, IBVD_MSG_REG_MR_SHARED, &r.base, &fd, 1, what) < 0)
+		return;
+	n = maps_with_inode(pid, inode_of(fd));
+	if (n != (want_mapped ? 1 : 0))
+		bad("%s: the daemon maps the file %d times, want %d", what, n,
+		    want_mapped ? 1 : 0);
+	else
+		say("%s: registered, %s", what, want_mapped ? "mapped" : "not mapped");
+}
+
+static void case_sharedmr(const char *pid)
+{
+	static uint8_t buf[2 * 4096] __attribute__((aligned(4096)));
+	Ibvd__AttachMemory am = IBVD__ATTACH_MEMORY__INIT;
+	Ibvd__RegMr r = IBVD__REG_MR__INIT;
+	Ibvd__Handle *h;
+	int conn, mem[2], p[2], memfd, fd;
+	uint32_t pd;
+
+	if (!pid) {
+		bad("needs the daemon's pid");
+		return;
+	}
+	conn = conn_open();
+	if (conn < 0 || open_device(conn) < 0)
+		return;
+	mem[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	mem[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	am.pid = (uint32_t)getpid();
+	if (call_ok(conn, IBVD_MSG_ATTACH_MEMORY, &am.base, mem, 2, "ATTACH_MEMORY") < 0 ||
+	    call_ok(conn, IBVD_MSG_ALLOC_PD, NULL, NULL, 0, "ALLOC_PD") < 0)
+		goto out;
+	h = ibvd__handle__unpack(NULL, rep.len, rep.payload);
+	if (!h) {
+		bad("ALLOC_PD: bad reply");
+		goto out;
+	}
+	pd = h->handle;
+	ibvd__handle__free_unpacked(h, NULL);
+	memset(buf, 1, sizeof(buf));
+
+	r.pd = pd;
+	r.addr = (uintptr_t)buf;
+	r.length = 4096;
+	r.iova = (uintptr_t)buf;
+	r.access = IBV_ACCESS_LOCAL_WRITE;
+	if (send_msg(conn, IBVD_MSG_REG_MR_SHARED, next_id, &r.base, NULL, 0, 0) == 0)
+		expect_error(conn, next_id++, EBADF, "REG_MR_SHARED without its fd");
+
+	if (pipe2(p, O_CLOEXEC) == 0) {
+		reg_shared(conn, pid, pd, buf, 4096, p[0], false,
+			   "REG_MR_SHARED with a pipe");
+		close(p[0]);
+		close(p[1]);
+	}
+	fd = memfd_reopened(4096, O_RDWR, &memfd);
+	reg_shared(conn, pid, pd, buf, 8192, fd, false,
+		   "REG_MR_SHARED of 8 KiB on a 4 KiB file");
+	close(fd);
+	close(memfd);
+	fd = memfd_reopened(8192, O_RDONLY, &memfd);
+	reg_shared(conn, pid, pd, buf, 8192, fd, false,
+		   "REG_MR_SHARED, writable, with a read-only fd");
+	close(fd);
+	close(memfd);
+	fd = memfd_reopened(8192, O_RDWR, &memfd);
+	reg_shared(conn, pid, pd, buf, 8192, fd, true,
+		   "REG_MR_SHARED with a good fd");
+	close(fd);
+	close(memfd);
+	check_usable(conn, "REG_MR_SHARED with bad fds");
+out:
+	close(mem[0]);
+	close(mem[1]);
+	close(conn);
 }
 
 static void case_fds(const char *pid)
@@ -1589,6 +1747,8 @@ int main(int argc, char **argv)
 		case_reqid();
 	else if (strcmp(case_name, "fds") == 0)
 		case_fds(arg);
+	else if (strcmp(case_name, "sharedmr") == 0)
+		case_sharedmr(arg);
 	else if (strcmp(case_name, "notopen") == 0)
 		case_notopen();
 	else if (strcmp(case_name, "attachfds") == 0)

@@ -102,6 +102,13 @@ tests_integration_odp_helper_SOURCES = tests/integration/odp.c \
 tests_integration_odp_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_odp_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
+# MRs on shared memory mapped by the daemon (tier 1).
+INTEGRATION_TESTS += tests/integration/mapped.sh
+check_PROGRAMS += tests/integration/mapped-helper
+tests_integration_mapped_helper_SOURCES = tests/integration/mapped.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_mapped_helper_LDADD = -libverbs
+
 # XRC (domains, XRC SRQs, initiator/target QPs), like odp-helper.
 INTEGRATION_TESTS += tests/integration/xrc.sh
 check_PROGRAMS += tests/integration/xrc-helper

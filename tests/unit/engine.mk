@@ -17,3 +17,13 @@ tests_unit_test_rate_SOURCES = tests/unit/test_rate.c \
 tests_unit_test_rate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_rate_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_rate_LDADD = $(UNIT_LIBS)
+
+# The engine's copies between memory tiers (daemon/engine/memory.c), and
+# its recovery from files truncated under an MR's mapping.
+check_PROGRAMS += tests/unit/test_memory
+TESTS += tests/unit/test_memory
+tests_unit_test_memory_SOURCES = tests/unit/test_memory.c \
+	daemon/engine/memory.c daemon/engine/internal.h
+tests_unit_test_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_memory_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_memory_LDADD = $(UNIT_LIBS) -lpthread

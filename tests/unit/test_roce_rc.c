@@ -184,6 +184,7 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 	out->seg[out->n].fd = CLIENT_FD;
 	out->seg[out->n].addr = (uintptr_t)(remote_mem + (raddr - REMOTE_VA));
 	out->seg[out->n].len = len;
+	out->seg[out->n].map = NULL;
 	out->n++;
 	out->total += len;
 	return 0;

@@ -300,7 +300,9 @@ static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 /*
  * Keep req in m for retransmissions: inline data lives in the engine's
  * scratch buffer only for this call, so it moves into m.  False if it
- * does not fit (only a step that goes at once may use it).
+ * does not fit (only a step that goes at once may use it).  An MR's
+ * mapping may be gone by the next retransmission (the objects lock is
+ * released between turns): kept segments reach memory through fd only.
  */
 static bool keep_req(struct roce_txm *m, const struct eng_req *req)
 {
@@ -311,6 +313,7 @@ static bool keep_req(struct roce_txm *m, const struct eng_req *req)
 	for (i = 0; i < m->req.local.n; i++) {
 		struct eng_seg *s = &m->req.local.seg[i];
 
+		s->map = NULL;
 		if (s->fd >= 0)
 			continue;
 		if (s->len > ROCE_TX_INLINE - used)

@@ -1,0 +1,95 @@
+/*
+ * An MR's own mapping of the file behind a client's range (REG_MR_SHARED,
+ * DESIGN.md §3.5 tier 1).  The client found its range backed by a file it
+ * shares (a MAP_SHARED regular file, a /dev/shm or hugetlbfs file, a
+ * memfd) and passed an fd of it: the daemon maps the same bytes, and the
+ * engine copies into and out of them with one memcpy instead of going
+ * through the client's /proc/self/mem.
+ *
+ * Why it is safe to take the client's word for it: the daemon maps only
+ * what the fd lets it (the client's own open mode decides whether the
+ * mapping may be written), only regular files (a device's mmap could do
+ * anything), and a file other than the one the client maps at addr only
+ * sends the MR's bytes somewhere the client could write anyway.  The
+ * mapping belongs to the MR: what the client does to its own mapping
+ * afterwards (unmap, remap) changes only the client's view, as with a
+ * NIC's pinned pages.  A file truncated under the mapping makes the
+ * missing pages SIGBUS, which the engine recovers from (engine/memory.c).
+ *
+ * Its cost (address space, one map count) is bounded by the memlock
+ * charge of the MR: on-demand MRs, which are not charged, are never
+ * mapped.  Whatever cannot be mapped falls back to the /proc/self/mem
+ * tier, silently: the mapping is an optimisation, never a requirement.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "core/objects.h"
+#include "log.h"
+#include "verbs/verbs.h"
+
+/* The alignment mmap needs in this file: its huge page size on hugetlbfs. */
+static uint64_t map_align(const struct stat *st)
+{
+	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t blk = (uint64_t)st->st_blksize;
+
+	if (blk > psz && blk <= (1ull << 30) && !(blk & (blk - 1)))
+		return blk;
+	return psz;
+}
+
+int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
+		     struct ibvd_mr_mapping *m)
+{
+	struct stat st;
+	uint64_t align, start, len;
+	void *p;
+
+	*m = (struct ibvd_mr_mapping){ 0 };
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	/* The range must lie in the file now: past its end it would fault. */
+	if (length > (uint64_t)st.st_size ||
+	    offset > (uint64_t)st.st_size - length)
+		return -EINVAL;
+	align = map_align(&st);
+	start = offset & ~(align - 1);
+	len = (offset - start + length + align - 1) & ~(align - 1);
+	if (len > SIZE_MAX || start > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	p = mmap(NULL, (size_t)len, PROT_READ | (writable ? PROT_WRITE : 0),
+		 MAP_SHARED, fd, (off_t)start);
+	if (p == MAP_FAILED)
+		return -errno;
+	m->map = p;
+	m->map_len = (size_t)len;
+	m->base = (uint8_t *)p + (offset - start);
+	m->writable = writable;
+	return 0;
+}
+
+void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m)
+{
+	if (m->map)
+		munmap(m->map, m->map_len);
+	*m = (struct ibvd_mr_mapping){ 0 };
+}
+
+void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m)
+{
+	if (mr->map)
+		munmap(mr->map, mr->map_len);
+	mr->map = m->map;
+	mr->map_len = m->map_len;
+	mr->map_base = m->base;
+	mr->map_writable = m->writable;
+	mr->tier = m->map ? IBVD_MR_TIER_MAPPED : IBVD_MR_TIER_MEMFD;
+	*m = (struct ibvd_mr_mapping){ 0 };
+}
