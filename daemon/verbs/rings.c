@@ -1,90 +1,95 @@
 /*
- * Queue memory: the memfds that hold the shared rings of CQs, QPs and SRQs
- * (layout in common/ring.h), and each context's budget for them.
+ * Queue memory: the rings of CQs, QPs and SRQs (layout in common/ring.h),
+ * carved from their context's ring arena (arena.h), and each context's
+ * budget for them.
  */
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
-#include <sys/mman.h>
+#include <string.h>
 
+#include "arena.h"
 #include "context.h"
 #include "verbs.h"
 
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL	0x0008u		/* Linux 6.3 */
-#endif
-
-size_t ibvd_page_align(size_t len)
+size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride)
 {
-	return (len + IBVD_PAGE_SIZE - 1) & ~(size_t)(IBVD_PAGE_SIZE - 1);
+	size_t slots = ibvd_arena_block((size_t)nslots * stride);
+
+	return slots ? 2 * IBVD_RING_HDR + slots : SIZE_MAX;
 }
 
-static int memfd_new(const char *name)
+static void ring_point(struct ibvd_ring *r)
 {
-	int fd;
-
-	/* Nothing here is ever executed; newer kernels want that said. */
-	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
-	if (fd < 0 && errno == EINVAL)
-		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	return fd < 0 ? -errno : fd;
+	r->engine_page = ibvd_arena_ptr(r->arena, r->engine_off);
+	r->client_page = ibvd_arena_ptr(r->arena, r->client_off);
+	r->slots = ibvd_arena_ptr(r->arena, r->slots_off);
 }
 
-int ibvd_ring_memfd(struct ibvd_context *ctx, const char *name, size_t len,
-		    int *ret_fd, void **ret_map)
+int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
+		    uint32_t nslots, uint32_t stride, bool engine_slots)
 {
-	void *map;
-	int fd, ret;
+	struct ibvd_arena *a = ctx->objs.arena;
+	size_t charge = ibvd_ring_charge(nslots, stride);
+	int ret;
 
-	len = ibvd_page_align(len);
-	if (len > IBVD_CTX_MAX_RING_BYTES ||
-	    ctx->objs.ring_bytes + len > IBVD_CTX_MAX_RING_BYTES)
+	memset(r, 0, sizeof(*r));
+	if (!a)
+		return -ENODEV;
+	if (charge > IBVD_CTX_MAX_RING_BYTES ||
+	    ctx->objs.ring_bytes + charge > IBVD_CTX_MAX_RING_BYTES)
 		return -ENOMEM;
-	fd = memfd_new(name);
-	if (fd < 0)
-		return fd;
-	if (ftruncate(fd, (off_t)len) < 0)
-		goto fail_errno;
-	/*
-	 * The client gets this fd: sealed, it can never shrink the file under
-	 * our mapping (SIGBUS in the daemon) nor grow it, nor lift the seals.
-	 */
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail_errno;
-	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		goto fail_errno;
-	ctx->objs.ring_bytes += len;
-	*ret_fd = fd;
-	*ret_map = map;
+	ret = ibvd_arena_alloc(a, IBVD_HALF_ENGINE, IBVD_RING_HDR, &r->engine_off);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_arena_alloc(a, IBVD_HALF_CLIENT, IBVD_RING_HDR, &r->client_off);
+	if (ret < 0)
+		goto fail_engine;
+	ret = ibvd_arena_alloc(a, engine_slots ? IBVD_HALF_ENGINE : IBVD_HALF_CLIENT,
+			       (size_t)nslots * stride, &r->slots_off);
+	if (ret < 0)
+		goto fail_client;
+	r->arena = a;
+	r->nslots = nslots;
+	r->stride = stride;
+	ring_point(r);
+	ctx->objs.ring_bytes += charge;
 	return 0;
-fail_errno:
-	ret = -errno;
-	close(fd);
+fail_client:
+	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
+fail_engine:
+	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);
 	return ret;
 }
 
-void ibvd_ring_unmap(struct ibvd_context *ctx, void *map, size_t len)
+void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r)
 {
-	if (!map)
+	struct ibvd_arena *a = r->arena;
+
+	if (!a)
 		return;
-	len = ibvd_page_align(len);
-	munmap(map, len);
-	ctx->objs.ring_bytes -= len;
+	ctx->objs.ring_bytes -= ibvd_ring_charge(r->nslots, r->stride);
+	ibvd_arena_free(a, r->slots_off, (size_t)r->nslots * r->stride);
+	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
+	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);
+	memset(r, 0, sizeof(*r));
 }
 
-void ibvd_ring_init(struct ibvd_ring *r, void *base, uint32_t nslots,
-		    uint32_t stride)
+void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place)
 {
-	uint8_t *p = base;
+	ibvd__ring_place__init(place);
+	place->engine = r->engine_off;
+	place->client = r->client_off;
+	place->slots = r->slots_off;
+}
 
-	r->map = base;
-	r->map_len = ibvd_page_align(ibvd_ring_bytes(nslots, stride));
-	r->nslots = nslots;
-	r->stride = stride;
-	r->engine_page = p + IBVD_RING_ENGINE_PAGE;
-	r->client_page = p + IBVD_RING_CLIENT_PAGE;
-	r->slots = p + IBVD_RING_SLOTS;
+int ibvd_ctx_rings_open(struct ibvd_context *ctx, int *ret_fd)
+{
+	return ibvd_arena_new(&ctx->objs.arena, ret_fd);
+}
+
+void ibvd_ctx_rings_close(struct ibvd_context *ctx)
+{
+	ibvd_arena_put(ctx->objs.arena);
+	ctx->objs.arena = NULL;
 }

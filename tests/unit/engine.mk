@@ -17,3 +17,12 @@ tests_unit_test_rate_SOURCES = tests/unit/test_rate.c \
 tests_unit_test_rate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_rate_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_rate_LDADD = $(UNIT_LIBS)
+
+# Ring arenas (daemon/verbs/arena.c): carving, reuse, limits, lifetime.
+check_PROGRAMS += tests/unit/test_arena
+TESTS += tests/unit/test_arena
+tests_unit_test_arena_SOURCES = tests/unit/test_arena.c \
+	daemon/verbs/arena.c daemon/verbs/arena.h
+tests_unit_test_arena_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_arena_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_arena_LDADD = $(UNIT_LIBS)
