@@ -388,6 +388,18 @@ static void qp_enter(struct ibvd_qp *qp, uint32_t cur, uint32_t next)
 	__atomic_store_n(&qp->state, next, __ATOMIC_RELEASE);
 }
 
+/*
+ * Has the engine anything to do about a QP entering `next`?  Not in INIT
+ * or RTR, which only RESET or INIT lead to: nothing can be on the send
+ * queue yet (sends are posted from RTS on), and receives wait for a
+ * message, which finds them without a kick.  Waking a sleeping engine
+ * for nothing costs a context switch and its idle spin per QP set up.
+ */
+static bool engine_concerned(uint32_t next)
+{
+	return next != IBV_QPS_INIT && next != IBV_QPS_RTR;
+}
+
 static const Ibvd__QpAttr no_attr = IBVD__QP_ATTR__INIT;
 
 /* Under the write lock: is the transition valid from the current state? */
@@ -434,7 +446,7 @@ int ibvd_req_modify_qp(struct ibvd_call *call)
 		qp_enter(qp, cur, next);
 	}
 	ibvd_objects_write_unlock();
-	if (ret == 0)
+	if (ret == 0 && engine_concerned(next))
 		ibvd_engine_qp_kick(qp);
 	return ret;
 }
