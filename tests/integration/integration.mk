@@ -180,3 +180,10 @@ check_PROGRAMS += tests/integration/fairness-helper
 tests_integration_fairness_helper_SOURCES = tests/integration/fairness.c \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_fairness_helper_LDADD = -libverbs
+
+# Many QPs in one daemon (scale.sh; bench/scale for the full 65,536):
+# scale-helper creates RC QPs with a CQ each and destroys them again.
+INTEGRATION_TESTS += tests/integration/scale.sh
+check_PROGRAMS += tests/integration/scale-helper
+tests_integration_scale_helper_SOURCES = tests/integration/scale.c
+tests_integration_scale_helper_LDADD = -libverbs
