@@ -150,7 +150,7 @@ struct ibvd_arena;
 
 /*
  * One shared queue (ring.h) and the engine's private view of it: three
- * blocks of a context's ring arena (verbs/arena.h).  arena is NULL when
+ * blocks of a context's ring arena (verbs/rings/arena.h).  arena is NULL when
  * the queue does not exist (a QP on an SRQ has no RQ).
  */
 struct ibvd_ring {
@@ -468,7 +468,7 @@ struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
  */
 struct ibvd_ctx_objs {
 	struct ibvd_mem *mem;		/* ATTACH_MEMORY; NULL before */
-	struct ibvd_arena *arena;	/* its rings' memory (verbs/arena.h) */
+	struct ibvd_arena *arena;	/* its rings' memory (verbs/rings/arena.h) */
 	uint64_t ring_bytes;		/* arena bytes of all its rings */
 	unsigned int mcast_members;	/* multicast attachments of its QPs */
 	uint32_t db_next;		/* where the next free-bit search starts */

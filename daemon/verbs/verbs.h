@@ -76,7 +76,7 @@ struct ibvd_limits {
 };
 void ibvd_ctx_limits(const struct ibvd_context *ctx, struct ibvd_limits *lim);
 
-/* ---- rings.c: queue memfds ------------------------------------------- */
+/* ---- rings/: queue memory (the ring arena, rings carved from it) ---- */
 
 /*
  * Bytes a ring of nslots slots of stride bytes charges to its context's

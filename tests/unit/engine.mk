@@ -18,11 +18,11 @@ tests_unit_test_rate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_rate_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_rate_LDADD = $(UNIT_LIBS)
 
-# Ring arenas (daemon/verbs/arena.c): carving, reuse, limits, lifetime.
+# Ring arenas (daemon/verbs/rings/arena.c): carving, reuse, limits, lifetime.
 check_PROGRAMS += tests/unit/test_arena
 TESTS += tests/unit/test_arena
 tests_unit_test_arena_SOURCES = tests/unit/test_arena.c \
-	daemon/verbs/arena.c daemon/verbs/arena.h
+	daemon/verbs/rings/arena.c daemon/verbs/rings/arena.h
 tests_unit_test_arena_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_arena_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_arena_LDADD = $(UNIT_LIBS)

@@ -1,5 +1,5 @@
 /*
- * Ring arenas (daemon/verbs/arena.c): blocks carved from the two halves,
+ * Ring arenas (daemon/verbs/rings/arena.c): blocks carved from the two halves,
  * aligned and zeroed, reused after free, refused past a half or above the
  * largest size, and the arena freed with its last reference.
  */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/verbs/arena.h"
+#include "daemon/verbs/rings/arena.h"
 
 static struct ibvd_arena *a;
 static int fd;

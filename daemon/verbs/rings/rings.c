@@ -8,9 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "arena.h"
-#include "context.h"
-#include "verbs.h"
+#include "verbs/context.h"
+#include "verbs/rings/arena.h"
+#include "verbs/verbs.h"
 
 size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride)
 {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
-#include "arena.h"
+#include "verbs/rings/arena.h"
 #include "log.h"
 
 #ifndef MFD_NOEXEC_SEAL
