@@ -288,8 +288,9 @@ static void find_kick_fds(void)
 
 /*
  * May we store to [off, off + n) of r?  Everything, once mprotect made it
- * writable; otherwise what the library mapped read-write: the client page
- * of every memfd, and the slots of a work queue (not a CQ's).
+ * writable; otherwise what the library mapped read-write: the ring
+ * arena's client half (client headers, work-queue slots) and the context
+ * page's client half (the doorbells).
  */
 static int can_write(const struct region *r, size_t off, size_t n)
 {
@@ -299,11 +300,7 @@ static int can_write(const struct region *r, size_t off, size_t n)
 		return 1;
 	if (r->arena)
 		return r->arena_client;
-	if (off < 4096)
-		return 0;
-	if (r->ctx_page || strstr(r->name, "ibvd-cq"))
-		return off + n <= 8192;
-	return 1;
+	return off >= 4096;
 }
 
 /* One random act of vandalism. */
