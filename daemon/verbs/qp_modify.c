@@ -389,15 +389,16 @@ static void qp_enter(struct ibvd_qp *qp, uint32_t cur, uint32_t next)
 }
 
 /*
- * Has the engine anything to do about a QP entering `next`?  Not in INIT
- * or RTR, which only RESET or INIT lead to: nothing can be on the send
- * queue yet (sends are posted from RTS on), and receives wait for a
- * message, which finds them without a kick.  Waking a sleeping engine
- * for nothing costs a context switch and its idle spin per QP set up.
+ * Has the engine anything to do about a QP entering `next`?  Not in INIT,
+ * which only RESET (whose kick reset the engine's view) or INIT lead to:
+ * its queues are empty or hold receives, which wait for RTR, and nothing
+ * can be sent before RTS.  (RTR still kicks: the engine takes the
+ * receives posted in INIT then.)  Waking a sleeping engine for nothing
+ * costs a context switch and its idle spin per QP set up.
  */
 static bool engine_concerned(uint32_t next)
 {
-	return next != IBV_QPS_INIT && next != IBV_QPS_RTR;
+	return next != IBV_QPS_INIT;
 }
 
 static const Ibvd__QpAttr no_attr = IBVD__QP_ATTR__INIT;
