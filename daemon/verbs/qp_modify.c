@@ -388,19 +388,6 @@ static void qp_enter(struct ibvd_qp *qp, uint32_t cur, uint32_t next)
 	__atomic_store_n(&qp->state, next, __ATOMIC_RELEASE);
 }
 
-/*
- * Has the engine anything to do about a QP entering `next`?  Not in INIT,
- * which only RESET (whose kick reset the engine's view) or INIT lead to:
- * its queues are empty or hold receives, which wait for RTR, and nothing
- * can be sent before RTS.  (RTR still kicks: the engine takes the
- * receives posted in INIT then.)  Waking a sleeping engine for nothing
- * costs a context switch and its idle spin per QP set up.
- */
-static bool engine_concerned(uint32_t next)
-{
-	return next != IBV_QPS_INIT;
-}
-
 static const Ibvd__QpAttr no_attr = IBVD__QP_ATTR__INIT;
 
 /* Under the write lock: is the transition valid from the current state? */
@@ -447,7 +434,7 @@ int ibvd_req_modify_qp(struct ibvd_call *call)
 		qp_enter(qp, cur, next);
 	}
 	ibvd_objects_write_unlock();
-	if (ret == 0 && engine_concerned(next))
+	if (ret == 0)
 		ibvd_engine_qp_kick(qp);
 	return ret;
 }
