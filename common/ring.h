@@ -7,16 +7,34 @@
  * does the opposite.  Both sides include it; nothing else about the data
  * path is shared.
  *
- * Every queue (SQ, RQ, SRQ, CQ) is one memfd created by the daemon and passed
- * to the client with SCM_RIGHTS.  Its layout:
+ * Every queue (SQ, RQ, SRQ, CQ) lives in its device context's ring arena:
+ * one sealed memfd of IBVD_ARENA_BYTES per context, which the daemon maps
+ * once and passes to the client once (OPEN_DEVICE), so a queue costs no
+ * file, no mapping and no system call on either side.  The arena has two
+ * halves:
  *
- *	[0, 4096)		engine page: written only by the engine; the client
- *				maps it read-only, so it cannot forge what is here
- *	[4096, 8192)		client page: written by the client; the engine
- *				reads it and never trusts it
- *	[8192, 8192 + size)	slots: nslots * stride bytes, both powers of two.
- *				Work-queue slots are written by the client, CQ
- *				slots by the engine (mapped read-only in the client)
+ *	[0, IBVD_ARENA_HALF)	engine half: written only by the engine; the
+ *				client maps it read-only, so it cannot forge
+ *				what is here
+ *	[IBVD_ARENA_HALF, IBVD_ARENA_BYTES)
+ *				client half: written by the client; the
+ *				engine reads it and never trusts it
+ *
+ * A queue is three blocks, each given by its offset from the arena's start
+ * (the daemon names them in the create reply, proto RingPlace):
+ *
+ *	engine header	IBVD_RING_HDR bytes in the engine half:
+ *			struct ibvd_{wq,cq}_engine
+ *	client header	IBVD_RING_HDR bytes in the client half:
+ *			struct ibvd_{wq,cq}_client
+ *	slots		nslots * stride bytes, both powers of two: work-queue
+ *			slots in the client half (the client writes them),
+ *			CQ slots in the engine half (read-only to the client)
+ *
+ * Blocks are aligned to their size (to a page at most), so a header or a
+ * slot never straddles a cache line it shares with another queue's.  A
+ * destroyed queue's blocks are reused for later queues of the same
+ * context, zeroed first.
  *
  * Counters are free-running 32-bit values ("produced so far", "consumed so
  * far"); a slot index is counter & (nslots - 1), and the number of entries
@@ -37,9 +55,11 @@
 #define IBVD_PAGE_SIZE		4096u
 #define IBVD_CACHELINE		64u
 
-#define IBVD_RING_ENGINE_PAGE	0u
-#define IBVD_RING_CLIENT_PAGE	IBVD_PAGE_SIZE
-#define IBVD_RING_SLOTS		(2u * IBVD_PAGE_SIZE)
+#define IBVD_ARENA_HALF		(1ull << 30)
+#define IBVD_ARENA_BYTES	(2 * IBVD_ARENA_HALF)
+#define IBVD_ARENA_ENGINE	0ull			/* engine half */
+#define IBVD_ARENA_CLIENT	IBVD_ARENA_HALF		/* client half */
+#define IBVD_RING_HDR		128u	/* an engine or a client header */
 
 #define IBVD_RING_MAX_SLOTS	(1u << 16)
 /*
@@ -52,7 +72,7 @@
 
 /* ---- work queues: SQ, RQ, SRQ -------------------------------------- */
 
-/* Engine page of a work queue. */
+/* Engine header of a work queue. */
 struct ibvd_wq_engine {
 	uint32_t head;		/* WQEs the engine has taken (copied out) */
 	uint32_t error;		/* non-zero: the engine stopped this queue */
@@ -61,7 +81,7 @@ struct ibvd_wq_engine {
 	uint32_t srq_limit;
 };
 
-/* Client page of a work queue. */
+/* Client header of a work queue. */
 struct ibvd_wq_client {
 	uint32_t tail;		/* WQEs the client has published */
 };
@@ -140,7 +160,7 @@ struct ibvd_recv_wqe {
 #define IBVD_ARM_NEXT		1u	/* any completion */
 #define IBVD_ARM_SOLICITED	2u	/* solicited or error completions only */
 
-/* Engine page of a CQ. */
+/* Engine header of a CQ. */
 struct ibvd_cq_engine {
 	uint32_t tail;		/* CQEs written so far */
 	uint32_t overflow;	/* non-zero once the CQ overran (CQ error) */
@@ -148,7 +168,7 @@ struct ibvd_cq_engine {
 	uint32_t fired_seq;	/* last arm_seq an event was sent for */
 };
 
-/* Client page of a CQ. */
+/* Client header of a CQ. */
 struct ibvd_cq_client {
 	uint32_t head;		/* CQEs the client has consumed */
 	uint8_t pad[IBVD_CACHELINE - 4];
@@ -226,11 +246,6 @@ struct ibvd_ctx_client {
 
 /* ---- helpers both sides use ------------------------------------------ */
 
-static inline uint32_t ibvd_ring_bytes(uint32_t nslots, uint32_t stride)
-{
-	return IBVD_RING_SLOTS + nslots * stride;
-}
-
 static inline uint32_t ibvd_roundup_pow2(uint32_t v)
 {
 	uint32_t p = 1;
@@ -245,6 +260,9 @@ _Static_assert(sizeof(struct ibvd_recv_wqe) == 16, "recv WQE header layout");
 _Static_assert(sizeof(struct ibvd_sge) == 16, "SGE layout");
 _Static_assert(sizeof(struct ibvd_cqe) == IBVD_CQE_SIZE, "CQE layout");
 _Static_assert(sizeof(struct ibvd_ctx_client) <= IBVD_PAGE_SIZE, "doorbells fit a page");
-_Static_assert(sizeof(struct ibvd_wq_engine) <= IBVD_PAGE_SIZE, "engine page");
+_Static_assert(sizeof(struct ibvd_wq_engine) <= IBVD_RING_HDR, "WQ engine header");
+_Static_assert(sizeof(struct ibvd_wq_client) <= IBVD_RING_HDR, "WQ client header");
+_Static_assert(sizeof(struct ibvd_cq_engine) <= IBVD_RING_HDR, "CQ engine header");
+_Static_assert(sizeof(struct ibvd_cq_client) <= IBVD_RING_HDR, "CQ client header");
 
 #endif /* IBVD_RING_H */

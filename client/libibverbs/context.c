@@ -26,6 +26,7 @@ enum {
 	OPEN_FD_ASYNC,
 	OPEN_FD_CTX_PAGE,
 	OPEN_FD_KICK,
+	OPEN_FD_RINGS,
 	OPEN_NFDS,
 };
 
@@ -112,6 +113,8 @@ static void context_free(struct ibvc_context *ictx)
 	if (ictx->kick_fd >= 0)
 		close(ictx->kick_fd);
 	ibvc_obj_free_all(ictx);
+	/* after the objects: nothing polls or posts into the arena now */
+	ibvc_unmap(&ictx->rings);
 	pthread_mutex_destroy(&ictx->obj_lock);
 	pthread_mutex_destroy(&ictx->async_lock);
 	pthread_mutex_destroy(&ictx->vctx.context.mutex);
@@ -167,6 +170,9 @@ static int take_open_fds(struct ibvc_context *ictx, int *fds, unsigned int nfds)
 	if (nfds != OPEN_NFDS)
 		goto out;
 	ret = map_ctx_page(ictx, fds[OPEN_FD_CTX_PAGE]);
+	if (ret < 0)
+		goto out;
+	ret = ibvc_map_rings(ictx, fds[OPEN_FD_RINGS]);
 	if (ret < 0)
 		goto out;
 	ictx->vctx.context.async_fd = fds[OPEN_FD_ASYNC];

@@ -1,7 +1,8 @@
 /*
- * Completion queues.  The daemon creates the CQ ring (ring.h) in a memfd;
- * we map it with only the client page writable: the engine page and the
- * CQEs are the engine's, and polling them needs no system call (poll.c).
+ * Completion queues.  The daemon carves the CQ ring (ring.h) from the
+ * context's ring arena, which we map with only its client half writable:
+ * the engine header and the CQEs are the engine's, and polling them needs
+ * no system call (poll.c).
  */
 #include "config.h"
 
@@ -12,37 +13,21 @@
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
 
-/* Map a CQ memfd of nslots CQEs into map (read-only but the client page). */
-static int map_cq_fd(int fd, uint32_t nslots, struct ibvc_map *map)
+/* The reply's geometry and place become the CQ's ring (under cq->lock). */
+static int take_cq_reply(struct ibvc_cq *cq, const Ibvd__CreateCqReply *reply)
 {
+	struct ibvc_context *ictx = to_ibvc_context(cq->cq.context);
+	struct ibvc_cq_ring ring;
+	uint32_t n = reply->nslots;
 	int ret;
 
-	if (!nslots || (nslots & (nslots - 1)) || nslots > IBVD_CQ_MAX_SLOTS)
+	if (reply->cqe > INT_MAX || reply->cqe > n || !n || (n & (n - 1)) ||
+	    n > IBVD_CQ_MAX_SLOTS)
 		return -EPROTO;
-	ret = ibvc_map_fd(fd, ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), map);
+	ret = ibvc_cq_ring_setup(&ring, ictx, reply->ring, n);
 	if (ret < 0)
 		return ret;
-	ret = ibvc_map_writable(map, fd, IBVD_RING_CLIENT_PAGE, IBVD_PAGE_SIZE);
-	if (ret < 0)
-		ibvc_unmap(map);
-	return ret;
-}
-
-/* The reply's geometry and fd become the CQ's ring (under cq->lock). */
-static int take_cq_reply(struct ibvc_cq *cq, const Ibvd__CreateCqReply *reply,
-			 int fd)
-{
-	struct ibvc_map map;
-	int ret;
-
-	if (reply->cqe > INT_MAX || reply->cqe > reply->nslots)
-		return -EPROTO;
-	ret = map_cq_fd(fd, reply->nslots, &map);
-	if (ret < 0)
-		return ret;
-	ibvc_unmap(&cq->map);
-	cq->map = map;
-	ibvc_cq_ring_setup(&cq->ring, &cq->map, reply->nslots);
+	cq->ring = ring;
 	cq->cq.cqe = (int)reply->cqe;
 	return 0;
 }
@@ -52,21 +37,18 @@ static int create_on_daemon(struct ibvc_cq *cq, int cqe, int comp_vector)
 	Ibvd__CreateCq req = IBVD__CREATE_CQ__INIT;
 	Ibvd__CreateCqReply *reply = NULL;
 	struct ibv_context *ctx = cq->cq.context;
-	unsigned int nfds = 1;
-	int fd = -1, ret;
+	int ret;
 
 	req.cqe = (uint32_t)cqe;
 	req.channel = cq->cq.channel ? to_ibvc_channel(cq->cq.channel)->handle : 0;
 	req.comp_vector = (uint32_t)comp_vector;
 	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_CQ, &req.base,
 			     &ibvd__create_cq_reply__descriptor,
-			     (ProtobufCMessage **)&reply, &fd, &nfds);
+			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
 		return ret;
 	cq->cq.handle = reply->handle;
-	ret = nfds == 1 ? take_cq_reply(cq, reply, fd) : -EPROTO;
-	if (nfds == 1)
-		close(fd);	/* the mapping keeps the memory */
+	ret = take_cq_reply(cq, reply);
 	if (ret < 0)
 		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, reply->handle);
 	ibvd__create_cq_reply__free_unpacked(reply, NULL);
@@ -91,7 +73,6 @@ static struct ibvc_cq *cq_new(struct ibv_context *ctx, void *cq_context,
 
 static void cq_free(struct ibvc_cq *cq)
 {
-	ibvc_unmap(&cq->map);
 	pthread_mutex_destroy(&cq->lock);
 	pthread_cond_destroy(&cq->cq.cond);
 	pthread_mutex_destroy(&cq->cq.mutex);
@@ -159,8 +140,7 @@ static int resize_cq(struct ibvc_cq *cq, int cqe)
 {
 	Ibvd__ResizeCq req = IBVD__RESIZE_CQ__INIT;
 	Ibvd__CreateCqReply *reply = NULL;
-	unsigned int nfds = 1;
-	int fd = -1, ret;
+	int ret;
 
 	if (cqe < 1)
 		return -EINVAL;
@@ -169,11 +149,9 @@ static int resize_cq(struct ibvc_cq *cq, int cqe)
 	pthread_mutex_lock(&cq->lock);
 	ret = ibvd_conn_call(ibvc_conn_of(cq->cq.context), IBVD_MSG_RESIZE_CQ,
 			     &req.base, &ibvd__create_cq_reply__descriptor,
-			     (ProtobufCMessage **)&reply, &fd, &nfds);
+			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret == 0) {
-		ret = nfds == 1 ? take_cq_reply(cq, reply, fd) : -EPROTO;
-		if (nfds == 1)
-			close(fd);
+		ret = take_cq_reply(cq, reply);
 		ibvd__create_cq_reply__free_unpacked(reply, NULL);
 	}
 	pthread_mutex_unlock(&cq->lock);

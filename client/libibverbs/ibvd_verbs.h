@@ -27,7 +27,7 @@
  * Shared by the verbs (impl.mk, like all below):
  *   device.c     ibv_get_device_list: the daemon's devices, cached
  *   handle.c     a context's daemon handle -> CQ/QP/SRQ map, for events
- *   queue.c      mapping the daemon's queue memfds; the doorbell
+ *   queue.c      mapping the context page and ring arena; the doorbell
  *   pd.c         PDs, and ibvc_destroy_handle(), every object's destroy
  *   query.c      device, port, GID and P_Key queries
  * The data path:
@@ -121,6 +121,12 @@ void ibvc_device_put(struct ibvc_device *dev);
  * public ibv_context, so that the header inlines find the extended ops
  * right before the pointer we return (abi.md §2.2).
  */
+/* A mapping of one memfd the daemon sent (context page, ring arena). */
+struct ibvc_map {
+	void *addr;
+	size_t len;
+};
+
 struct ibvc_context {
 	struct verbs_context vctx;	/* must be first; ends with .context */
 	struct ibvd_conn conn;		/* the RPC connection; cmd_fd is its socket */
@@ -135,6 +141,9 @@ struct ibvc_context {
 	const struct ibvd_ctx_engine *db_engine;	/* read-only mapping */
 	struct ibvd_ctx_client *db_client;
 	int kick_fd;			/* eventfd that wakes a sleeping engine */
+
+	/* the ring arena (ring.h): every CQ, QP and SRQ ring of the context */
+	struct ibvc_map rings;
 
 	/* reg_mr: /proc/self/mem went to the daemon (under vctx.context.mutex) */
 	bool mem_attached;
@@ -209,24 +218,25 @@ struct ibvc_cq_ring {
 	uint32_t head;			/* private copy of client->head */
 };
 
-/* A mapping of one queue memfd. */
-struct ibvc_map {
-	void *addr;
-	size_t len;
-};
-
 int ibvc_map_fd(int fd, size_t len, struct ibvc_map *map);
 int ibvc_map_writable(struct ibvc_map *map, int fd, size_t off, size_t len);
 void ibvc_unmap(struct ibvc_map *map);
+/* The context's ring arena: read-only but for its client half. */
+int ibvc_map_rings(struct ibvc_context *ictx, int fd);
 bool ibvc_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr);
-/* Map a work-queue ring at off inside map (already mapped read-only). */
-int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_map *map, int fd,
-		  size_t off, uint32_t nslots, uint32_t stride, uint32_t limit);
+/*
+ * Point wq at the work-queue ring the daemon placed in ictx's arena:
+ * 0, or -EPROTO if the place is not one.
+ */
+int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
+		  const Ibvd__RingPlace *place, uint32_t nslots,
+		  uint32_t stride, uint32_t limit);
 void ibvc_wq_destroy(struct ibvc_wq *wq);
 /* After a reset the daemon may have rewound the counters: follow them. */
 void ibvc_wq_resync(struct ibvc_wq *wq);
-void ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_map *map,
-			uint32_t nslots);
+/* The same for a CQ ring of nslots CQEs. */
+int ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_context *ictx,
+		       const Ibvd__RingPlace *place, uint32_t nslots);
 /* Tell the engine that queue slot `bit` of ictx has work (ring.h). */
 void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit);
 
@@ -266,7 +276,6 @@ struct ibvc_cq {
 	};
 	pthread_mutex_t lock;			/* pollers, arming, resize */
 	struct ibvc_cq_ring ring;
-	struct ibvc_map map;
 	/* under cq.mutex: events handed to the app, for destroy's wait */
 	uint32_t comp_delivered;
 	uint32_t async_delivered;
@@ -311,7 +320,6 @@ struct ibvc_qp {
 	struct ibvc_xrcd *xrcd;			/* XRC_RECV */
 	struct ibvc_wq sq;
 	struct ibvc_wq rq;			/* unused with an SRQ */
-	struct ibvc_map map;
 	struct ibv_qp_cap cap;			/* actual, as the daemon reported */
 	uint32_t doorbell;			/* the QP's bit in the context page */
 	uint32_t async_delivered;		/* under qp.mutex */
@@ -344,7 +352,6 @@ struct ibvc_srq {
 	struct ibv_cq *cq;			/* XRC only */
 	uint32_t srq_num;			/* XRC only */
 	struct ibvc_wq rq;
-	struct ibvc_map map;
 	uint32_t max_sge;
 	uint32_t async_delivered;		/* under srq.mutex */
 };

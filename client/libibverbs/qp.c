@@ -1,7 +1,7 @@
 /*
- * Queue pairs.  CREATE_QP answers with one memfd holding the SQ ring at
- * offset 0 and the RQ ring at rq_offset (none with an SRQ); we map both
- * with only the client pages and WQE slots writable (queue.c).  The state
+ * Queue pairs.  CREATE_QP answers with where the SQ ring and the RQ ring
+ * (none with an SRQ) lie in the context's ring arena, which is mapped with
+ * only the client headers and WQE slots writable (queue.c).  The state
  * machine and attribute checks of ibv_modify_qp live in the daemon; we keep
  * qp->state, which apps read, and the posting checks need (post.c).
  */
@@ -39,25 +39,7 @@ static bool rq_fits(const Ibvd__CreateQpReply *r, const struct ibv_qp_cap *cap)
 	uint64_t room = (uint64_t)r->rq_stride - IBVD_RECV_WQE_HDR;
 
 	return ibvc_wq_geometry_ok(r->rq_nslots, r->rq_stride, IBVD_RECV_WQE_HDR) &&
-	       (uint64_t)cap->max_recv_sge * sizeof(struct ibvd_sge) <= room &&
-	       r->rq_offset % IBVD_PAGE_SIZE == 0;
-}
-
-static uint64_t ring_len(uint32_t nslots, uint32_t stride)
-{
-	return IBVD_RING_SLOTS + (uint64_t)nslots * stride;
-}
-
-/* Size of the QP memfd the reply describes, or 0 if it makes no sense. */
-static uint64_t qp_map_len(const Ibvd__CreateQpReply *r, bool has_rq)
-{
-	uint64_t sq_len = ring_len(r->sq_nslots, r->sq_stride);
-
-	if (!has_rq)
-		return sq_len;
-	if (r->rq_offset < sq_len)
-		return 0;
-	return r->rq_offset + ring_len(r->rq_nslots, r->rq_stride);
+	       (uint64_t)cap->max_recv_sge * sizeof(struct ibvd_sge) <= room;
 }
 
 static bool is_xrc(enum ibv_qp_type type)
@@ -65,25 +47,20 @@ static bool is_xrc(enum ibv_qp_type type)
 	return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
 }
 
-static int map_qp_rings(struct ibvc_qp *qp, const Ibvd__CreateQpReply *r,
-			int fd)
+static int take_qp_rings(struct ibvc_qp *qp, const Ibvd__CreateQpReply *r)
 {
+	struct ibvc_context *ictx = to_ibvc_context(qp->qp.context);
 	bool has_rq = !qp->qp.srq && !is_xrc(qp->qp.qp_type);
-	uint64_t len = qp_map_len(r, has_rq);
 	int ret;
 
 	if (!sq_fits(r, &qp->cap) || (has_rq && !rq_fits(r, &qp->cap)) ||
-	    len == 0 || len > SIZE_MAX || r->doorbell >= IBVD_DOORBELL_BITS)
+	    r->doorbell >= IBVD_DOORBELL_BITS)
 		return -EPROTO;
-	ret = ibvc_map_fd(fd, (size_t)len, &qp->map);
-	if (ret < 0)
-		return ret;
-	ret = ibvc_wq_setup(&qp->sq, &qp->map, fd, 0, r->sq_nslots,
-			    r->sq_stride, qp->cap.max_send_wr);
+	ret = ibvc_wq_setup(&qp->sq, ictx, r->sq, r->sq_nslots, r->sq_stride,
+			    qp->cap.max_send_wr);
 	if (ret == 0 && has_rq)
-		ret = ibvc_wq_setup(&qp->rq, &qp->map, fd, (size_t)r->rq_offset,
-				    r->rq_nslots, r->rq_stride,
-				    qp->cap.max_recv_wr);
+		ret = ibvc_wq_setup(&qp->rq, ictx, r->rq, r->rq_nslots,
+				    r->rq_stride, qp->cap.max_recv_wr);
 	return ret;
 }
 
@@ -91,7 +68,6 @@ static void qp_free(struct ibvc_qp *qp)
 {
 	ibvc_wq_destroy(&qp->sq);
 	ibvc_wq_destroy(&qp->rq);
-	ibvc_unmap(&qp->map);
 	if (qp->qp.pd)
 		ibvc_pd_release(qp->qp.pd);
 	pthread_cond_destroy(&qp->qp.cond);
@@ -151,22 +127,19 @@ static int create_on_daemon(struct ibvc_qp *qp,
 	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
 	Ibvd__CreateQpReply *reply = NULL;
 	struct ibv_context *ctx = qp->qp.context;
-	unsigned int nfds = 1;
-	int fd = -1, ret;
+	int ret;
 
 	create_req(&req, &cap, qp, attr);
 	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
 			     &ibvd__create_qp_reply__descriptor,
-			     (ProtobufCMessage **)&reply, &fd, &nfds);
+			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
 		return ret;
 	qp->qp.handle = reply->handle;
 	qp->qp.qp_num = reply->qp_num;
 	qp->doorbell = reply->doorbell;
 	ibvd_qp_cap_from_msg(reply->cap, &qp->cap);
-	ret = nfds == 1 && reply->cap ? map_qp_rings(qp, reply, fd) : -EPROTO;
-	if (nfds == 1)
-		close(fd);	/* the mapping keeps the memory */
+	ret = reply->cap ? take_qp_rings(qp, reply) : -EPROTO;
 	if (ret < 0)
 		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, reply->handle);
 	ibvd__create_qp_reply__free_unpacked(reply, NULL);

@@ -1,13 +1,14 @@
 /*
  * The client's side of the shared queues (common/ring.h): mapping the
- * daemon's memfds with the protections the contract asks for, and the
- * doorbell.
+ * daemon's memfds with the protections the contract asks for, finding a
+ * queue in the context's ring arena, and the doorbell.
  *
- * Every queue memfd is mapped read-only as a whole first, then the ranges
- * the client writes (its client page, and a work queue's slots) are mapped
- * again read-write on top with MAP_FIXED.  So a stray store by the app into
- * an engine page or a CQE faults instead of confusing the library, and the
- * mapping is one range to unmap.
+ * A memfd is mapped read-only as a whole first, then the range the client
+ * writes (the context page's client half, the ring arena's client half)
+ * is mapped again read-write on top with MAP_FIXED.  So a stray store by
+ * the app into an engine header or a CQE faults instead of confusing the
+ * library, and the mapping is one range to unmap.  The arena is mapped
+ * once per context: a queue costs no mapping.
  */
 #include "config.h"
 
@@ -82,21 +83,54 @@ bool ibvc_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr)
 	       is_pow2(stride) && stride >= hdr && stride <= MAX_STRIDE;
 }
 
-int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_map *map, int fd,
-		  size_t off, uint32_t nslots, uint32_t stride, uint32_t limit)
+int ibvc_map_rings(struct ibvc_context *ictx, int fd)
 {
-	size_t slots_len = (size_t)nslots * stride;
-	uint8_t *base = (uint8_t *)map->addr + off;
 	int ret;
 
-	/* The client page and the slots are ours to write; the rest is not. */
-	ret = ibvc_map_writable(map, fd, off + IBVD_RING_CLIENT_PAGE,
-				IBVD_PAGE_SIZE + slots_len);
+	ret = ibvc_map_fd(fd, IBVD_ARENA_BYTES, &ictx->rings);
 	if (ret < 0)
 		return ret;
-	wq->engine = (const struct ibvd_wq_engine *)(base + IBVD_RING_ENGINE_PAGE);
-	wq->client = (struct ibvd_wq_client *)(base + IBVD_RING_CLIENT_PAGE);
-	wq->slots = base + IBVD_RING_SLOTS;
+	ret = ibvc_map_writable(&ictx->rings, fd, IBVD_ARENA_CLIENT,
+				IBVD_ARENA_HALF);
+	if (ret < 0)
+		ibvc_unmap(&ictx->rings);
+	return ret;
+}
+
+/* Is [off, off + len) inside the half that starts at half, aligned? */
+static bool in_half(uint64_t off, uint64_t len, uint64_t half)
+{
+	return off >= half && off - half <= IBVD_ARENA_HALF &&
+	       len <= IBVD_ARENA_HALF - (off - half) &&
+	       off % IBVD_CACHELINE == 0;
+}
+
+/* Does the daemon's place fit the arena, each block in its half? */
+static bool place_ok(const struct ibvc_context *ictx,
+		     const Ibvd__RingPlace *p, uint64_t slots_len,
+		     uint64_t slots_half)
+{
+	return ictx->rings.addr && p &&
+	       in_half(p->engine, IBVD_RING_HDR, IBVD_ARENA_ENGINE) &&
+	       in_half(p->client, IBVD_RING_HDR, IBVD_ARENA_CLIENT) &&
+	       in_half(p->slots, slots_len, slots_half);
+}
+
+static uint8_t *arena_at(const struct ibvc_context *ictx, uint64_t off)
+{
+	return (uint8_t *)ictx->rings.addr + off;
+}
+
+int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
+		  const Ibvd__RingPlace *place, uint32_t nslots,
+		  uint32_t stride, uint32_t limit)
+{
+	/* The client header and the slots are ours to write; the rest is not. */
+	if (!place_ok(ictx, place, (uint64_t)nslots * stride, IBVD_ARENA_CLIENT))
+		return -EPROTO;
+	wq->engine = (const struct ibvd_wq_engine *)arena_at(ictx, place->engine);
+	wq->client = (struct ibvd_wq_client *)arena_at(ictx, place->client);
+	wq->slots = arena_at(ictx, place->slots);
 	wq->nslots = nslots;
 	wq->stride = stride;
 	wq->limit = limit < nslots ? limit : nslots;
@@ -121,18 +155,19 @@ void ibvc_wq_resync(struct ibvc_wq *wq)
 	pthread_mutex_unlock(&wq->lock);
 }
 
-void ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_map *map,
-			uint32_t nslots)
+int ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_context *ictx,
+		       const Ibvd__RingPlace *place, uint32_t nslots)
 {
-	uint8_t *base = map->addr;
-
-	ring->engine = (const struct ibvd_cq_engine *)
-		(base + IBVD_RING_ENGINE_PAGE);
-	ring->client = (struct ibvd_cq_client *)(base + IBVD_RING_CLIENT_PAGE);
-	ring->slots = (const struct ibvd_cqe *)(base + IBVD_RING_SLOTS);
+	if (!place_ok(ictx, place, (uint64_t)nslots * IBVD_CQE_SIZE,
+		      IBVD_ARENA_ENGINE))
+		return -EPROTO;
+	ring->engine = (const struct ibvd_cq_engine *)arena_at(ictx, place->engine);
+	ring->client = (struct ibvd_cq_client *)arena_at(ictx, place->client);
+	ring->slots = (const struct ibvd_cqe *)arena_at(ictx, place->slots);
 	ring->nslots = nslots;
 	/* A fresh ring starts at 0; a resized one wherever the daemon left it. */
 	ring->head = ibvd_read_once(&ring->client->head);
+	return 0;
 }
 
 /* The only system call of the data path, made only while the engine sleeps. */

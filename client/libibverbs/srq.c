@@ -1,7 +1,7 @@
 /*
- * Shared receive queues: one receive ring (ring.h) in a daemon memfd,
- * posted to by ibv_post_srq_recv (post.c) and consumed by the engine for
- * every QP attached.  The limit event (IBV_EVENT_SRQ_LIMIT_REACHED) is the
+ * Shared receive queues: one receive ring (ring.h) in the context's ring
+ * arena, posted to by ibv_post_srq_recv (post.c) and consumed by the
+ * engine for every QP attached.  The limit event (IBV_EVENT_SRQ_LIMIT_REACHED) is the
  * engine's: it knows the ring's fill level when it takes a WQE.
  */
 #include "config.h"
@@ -12,21 +12,14 @@
 
 #include "ibvd_verbs.h"
 
-static int map_srq_ring(struct ibvc_srq *srq, const Ibvd__CreateSrqReply *r,
-			int fd)
+static int take_srq_ring(struct ibvc_srq *srq, const Ibvd__CreateSrqReply *r)
 {
-	uint64_t len = IBVD_RING_SLOTS + (uint64_t)r->nslots * r->stride;
-	int ret;
-
 	if (!ibvc_wq_geometry_ok(r->nslots, r->stride, IBVD_RECV_WQE_HDR) ||
 	    (uint64_t)r->max_sge * sizeof(struct ibvd_sge) >
-	    r->stride - IBVD_RECV_WQE_HDR || len > SIZE_MAX)
+	    r->stride - IBVD_RECV_WQE_HDR)
 		return -EPROTO;
-	ret = ibvc_map_fd(fd, (size_t)len, &srq->map);
-	if (ret < 0)
-		return ret;
-	return ibvc_wq_setup(&srq->rq, &srq->map, fd, 0, r->nslots, r->stride,
-			     r->max_wr);
+	return ibvc_wq_setup(&srq->rq, to_ibvc_context(srq->srq.context),
+			     r->ring, r->nslots, r->stride, r->max_wr);
 }
 
 static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
@@ -34,8 +27,7 @@ static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
 	Ibvd__CreateSrq req = IBVD__CREATE_SRQ__INIT;
 	Ibvd__CreateSrqReply *reply = NULL;
 	struct ibv_context *ctx = srq->srq.context;
-	unsigned int nfds = 1;
-	int fd = -1, ret;
+	int ret;
 
 	req.pd = srq->srq.pd->handle;
 	req.srq_type = srq->srq_type;
@@ -48,15 +40,13 @@ static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
 	req.srq_limit = attr->srq_limit;
 	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_SRQ, &req.base,
 			     &ibvd__create_srq_reply__descriptor,
-			     (ProtobufCMessage **)&reply, &fd, &nfds);
+			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0)
 		return ret;
 	srq->srq.handle = reply->handle;
 	srq->srq_num = reply->srq_num;
 	srq->max_sge = reply->max_sge;
-	ret = nfds == 1 ? map_srq_ring(srq, reply, fd) : -EPROTO;
-	if (nfds == 1)
-		close(fd);	/* the mapping keeps the memory */
+	ret = take_srq_ring(srq, reply);
 	if (ret < 0)
 		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_SRQ, reply->handle);
 	/* Callers learn what they got (ibv_create_srq(3)). */
@@ -71,7 +61,6 @@ static int create_on_daemon(struct ibvc_srq *srq, struct ibv_srq_attr *attr)
 static void srq_free(struct ibvc_srq *srq)
 {
 	ibvc_wq_destroy(&srq->rq);
-	ibvc_unmap(&srq->map);
 	if (srq->srq.pd)
 		ibvc_pd_release(srq->srq.pd);
 	pthread_cond_destroy(&srq->srq.cond);

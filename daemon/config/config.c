@@ -362,16 +362,20 @@ static const struct member socket_members[] = {
 
 /* --- engine, log --- */
 
+/* An integer 1..64, or "auto": the engine decides at start (engine.c). */
 static int engine_threads(struct parser *p, json_t *v, void *obj)
 {
 	struct ibvd_config *cfg = obj;
-	long long n;
-	int ret;
 
-	ret = get_int(p, v, 1, IBVD_MAX_ENGINE_THREADS, &n);
-	if (!ret)
-		cfg->engine_threads = (unsigned int)n;
-	return ret;
+	if (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
+		cfg->engine_threads = IBVD_ENGINE_THREADS_AUTO;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > IBVD_MAX_ENGINE_THREADS)
+		return wrong(p, "an integer 1..64 or \"auto\"", v);
+	cfg->engine_threads = (unsigned int)json_integer_value(v);
+	return 0;
 }
 
 static const struct member engine_members[] = {
@@ -1328,7 +1332,7 @@ static struct ibvd_config *config_new(void)
 		return NULL;
 	}
 	cfg->socket_mode = 0666;
-	cfg->engine_threads = 1;
+	cfg->engine_threads = IBVD_ENGINE_THREADS_AUTO;
 	cfg->log_level = IBVD_LOG_INFO;
 	cfg->rlimit_memlock_enforce = true;
 	cfg->device_links = true;

@@ -4,7 +4,7 @@
  * {
  *   "user": "ibverbsd",
  *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
- *   "engine":  { "threads": 1 },
+ *   "engine":  { "threads": "auto" },
  *   "log":     { "level": "info" },
  *   "rlimit_memlock": "enforce",
  *   "device_links": true,
@@ -53,6 +53,8 @@
 #include "core/device.h"	/* the model's own limits */
 
 #define IBVD_MAX_ENGINE_THREADS	64
+/* engine.threads "auto" (the default): the CPUs we may run on, less one */
+#define IBVD_ENGINE_THREADS_AUTO	0u
 
 struct ibvd_config_device {
 	char name[IBVD_DEV_NAME_MAX];
@@ -148,7 +150,7 @@ struct ibvd_config {
 	mode_t socket_mode;		/* default 0666 */
 	char *socket_group;		/* NULL = leave the group alone; a
 					 * name that existed at load time */
-	unsigned int engine_threads;	/* default 1 */
+	unsigned int engine_threads;	/* default IBVD_ENGINE_THREADS_AUTO */
 	int log_level;			/* enum ibvd_log_level, default info */
 	bool rlimit_memlock_enforce;	/* "rlimit_memlock": hold clients to
 					 * their RLIMIT_MEMLOCK (default) */

@@ -159,12 +159,21 @@ struct ibvd_mw {
 /* ---- rings as the daemon keeps them ----------------------------------- */
 
 /* One shared queue (ring.h) and the engine's private view of it. */
+struct ibvd_arena;
+
+/*
+ * One shared queue (ring.h) and the engine's private view of it: three
+ * blocks of a context's ring arena (verbs/rings/arena.h).  arena is NULL when
+ * the queue does not exist (a QP on an SRQ has no RQ).
+ */
 struct ibvd_ring {
-	void *map;			/* the whole memfd mapping */
-	size_t map_len;
+	struct ibvd_arena *arena;	/* the one it was carved from */
+	uint64_t engine_off;		/* the blocks' offsets in it */
+	uint64_t client_off;
+	uint64_t slots_off;
 	uint32_t nslots;		/* power of two */
 	uint32_t stride;		/* bytes per slot, power of two */
-	void *engine_page;		/* struct ibvd_{wq,cq}_engine */
+	void *engine_page;		/* struct ibvd_{wq,cq}_engine header */
 	void *client_page;		/* struct ibvd_{wq,cq}_client: untrusted */
 	uint8_t *slots;
 };
@@ -387,7 +396,6 @@ struct ibvd_qp {
 		uint8_t alt_src_path_bits;
 		uint16_t alt_pkey_index;
 		struct ibvd_av alt_av;
-		size_t map_len;		/* the SQ+RQ memfd mapping (sq.map) */
 	} ctl;
 };
 
@@ -473,7 +481,8 @@ struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
  */
 struct ibvd_ctx_objs {
 	struct ibvd_mem *mem;		/* ATTACH_MEMORY; NULL before */
-	uint64_t ring_bytes;		/* memfd bytes of all its rings */
+	struct ibvd_arena *arena;	/* its rings' memory (verbs/rings/arena.h) */
+	uint64_t ring_bytes;		/* arena bytes of all its rings */
 	unsigned int mcast_members;	/* multicast attachments of its QPs */
 	uint32_t db_next;		/* where the next free-bit search starts */
 	uint64_t db_used[IBVD_DOORBELL_WORDS];	/* doorbell bits owned by QPs */

@@ -1,8 +1,8 @@
 /*
  * Contexts on engine threads: OPEN_DEVICE attaches a context (its page,
- * its kick eventfd) to a thread, round-robin; teardown detaches it before
- * its objects die, then breaks the RC connections other contexts had into
- * it, then frees the page.
+ * its kick eventfd) to the thread serving the fewest contexts; teardown
+ * detaches it before its objects die, then breaks the RC connections
+ * other contexts had into it, then frees the page.
  *
  * Every change to a thread's context set happens under ibvd_objects_lock
  * held for writing, so a pass (which holds it for reading) never sees a

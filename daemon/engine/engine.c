@@ -35,7 +35,6 @@
 
 static struct ibvd_engine *engines;
 static unsigned int nengines;
-static unsigned int next_engine;	/* round-robin for new contexts */
 static uint64_t spin_ns;	/* non-zero: fixed idle budget (spin_fixed) */
 
 uint64_t ibvd_eng_now(void)
@@ -364,6 +363,25 @@ static void chunk_config(void)
 
 const struct ibvd_engine_events *ibvd_eng_events;
 
+/*
+ * "auto" (0): one thread per CPU we may run on, less one for the control
+ * thread and the clients themselves, and at least one.  Engine threads
+ * spin only while they have work, so an idle one costs nothing.
+ */
+static unsigned int auto_threads(void)
+{
+	cpu_set_t set;
+	int ncpus = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		ncpus = CPU_COUNT(&set);
+	if (ncpus <= 0)
+		ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpus - 1 > IBVD_ENGINE_MAX_THREADS)
+		return IBVD_ENGINE_MAX_THREADS;
+	return ncpus > 2 ? (unsigned int)ncpus - 1 : 1;
+}
+
 int ibvd_engine_start(unsigned int nthreads,
 		      const struct ibvd_engine_events *events)
 {
@@ -372,7 +390,7 @@ int ibvd_engine_start(unsigned int nthreads,
 
 	ibvd_eng_events = events;
 	if (!nthreads)
-		nthreads = 1;
+		nthreads = auto_threads();
 	spin_ns = spin_fixed();
 	chunk_config();
 	engines = calloc(nthreads, sizeof(*engines));
@@ -431,9 +449,20 @@ struct ibvd_engine *ibvd_eng_nth(unsigned int index)
 	return index < nengines ? &engines[index] : NULL;
 }
 
+/*
+ * The thread serving the fewest contexts (the lowest index among equals),
+ * so contexts stay spread when others close.  The control thread calls
+ * it, and only the control thread changes nctx.
+ */
 struct ibvd_engine *ibvd_eng_pick(void)
 {
-	return nengines ? &engines[next_engine++ % nengines] : NULL;
+	struct ibvd_engine *best = NULL;
+	unsigned int i;
+
+	for (i = 0; i < nengines; i++)
+		if (!best || engines[i].nctx < best->nctx)
+			best = &engines[i];
+	return best;
 }
 
 int ibvd_eng_watch(struct ibvd_engine *eng, int fd)

@@ -4,10 +4,10 @@
  * Engine threads consume the work queues clients fill in shared memory
  * (common/ring.h), move bytes between registered memory of the processes
  * involved and write completions.  Each device context is served by one
- * engine thread, chosen round-robin when the context opens; a thread polls
- * while there is work, spins for a bounded idle budget, then sleeps until
- * a client kicks its context's eventfd or a timer (RNR or transport retry)
- * expires.
+ * engine thread, the one serving the fewest contexts when it opens; a
+ * thread polls while there is work, spins for a bounded idle budget, then
+ * sleeps until a client kicks its context's eventfd or a timer (RNR or
+ * transport retry) expires.
  *
  * Fair sharing: a thread serves the QPs with work in turn, each for at
  * most one chunk of data (128 KiB) per turn; longer transfers run a chunk
@@ -47,9 +47,12 @@ struct ibvd_engine_events {
 	void (*completion)(const struct ibvd_cq *cq);
 };
 
+#define IBVD_ENGINE_MAX_THREADS	64
+
 /*
- * Start nthreads engine threads (0 means 1), reporting through events
- * (which must outlive the engine).  0 or a negative errno.
+ * Start nthreads engine threads (0: one per CPU the daemon may run on,
+ * less one, at least one; at most IBVD_ENGINE_MAX_THREADS), reporting
+ * through events (which must outlive the engine).  0 or a negative errno.
  */
 int ibvd_engine_start(unsigned int nthreads,
 		      const struct ibvd_engine_events *events);

@@ -486,7 +486,7 @@ struct ibvd_engine {
 
 uint64_t ibvd_eng_now(void);
 
-/* The next thread for a new context (round-robin), or NULL if none runs. */
+/* The thread for a new context (serving the fewest), or NULL if none runs. */
 struct ibvd_engine *ibvd_eng_pick(void);
 
 /* Add or remove a kick eventfd in eng's epoll set: 0 or a negative errno. */

@@ -107,12 +107,14 @@ enum {
 	OPEN_FD_ASYNC,			/* client end of the async socket */
 	OPEN_FD_CTX_PAGE,		/* context page memfd (ring.h) */
 	OPEN_FD_KICK,			/* eventfd that wakes the engine: ours */
+	OPEN_FD_RINGS,			/* ring arena memfd (ring.h) */
 	OPEN_NFDS,
 };
 
 /*
- * A new context with its async socket and its engine part (context page,
- * kick eventfd, serving thread); fds[] gets the reply's descriptors.
+ * A new context with its async socket, its ring arena and its engine part
+ * (context page, kick eventfd, serving thread); fds[] gets the reply's
+ * descriptors.
  */
 static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 		       struct ibvd_tenant_dev *account, int fds[OPEN_NFDS])
@@ -130,15 +132,14 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 	}
 	ctx->dev = dev;
 	ctx->session = s;
+	ret = ibvd_ctx_rings_open(ctx, &fds[OPEN_FD_RINGS]);
+	if (ret < 0)
+		goto fail_async;
 	/* its tenant's bandwidth bucket, shared with the tenant's others */
 	ret = ibvd_engine_ctx_open(ctx, s->tenant ? s->tenant->rate : NULL,
 				   &fds[OPEN_FD_CTX_PAGE], &fds[OPEN_FD_KICK]);
-	if (ret < 0) {
-		close(ctx->async_fd);
-		close(fds[OPEN_FD_ASYNC]);
-		free(ctx);
-		return ret;
-	}
+	if (ret < 0)
+		goto fail_rings;
 	ctx->id = ++d->next_context_id;
 	ibvd_handle_table_init(&ctx->handles, IBVD_MAX_OBJECTS_PER_CONTEXT);
 	/* objects count against the device's limits and all devices' */
@@ -150,6 +151,14 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 	s->ctx = ctx;
 	s->state = IBVD_SESSION_CONTEXT;
 	return 0;
+fail_rings:
+	close(fds[OPEN_FD_RINGS]);
+	ibvd_ctx_rings_close(ctx);
+fail_async:
+	close(ctx->async_fd);
+	close(fds[OPEN_FD_ASYNC]);
+	free(ctx);
+	return ret;
 }
 
 void ibvd_context_free(struct ibvd_context *ctx)
@@ -166,6 +175,7 @@ void ibvd_context_free(struct ibvd_context *ctx)
 	 */
 	ibvd_engine_ctx_detach(ctx);
 	ibvd_objects_free_all(ctx);
+	ibvd_ctx_rings_close(ctx);
 	ibvd_engine_ctx_free(ctx);
 	ibvd_handle_table_release(&ctx->handles);
 	close(ctx->async_fd);
@@ -214,6 +224,7 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	/* The kick eventfd stays open here: the engine polls it. */
 	close(fds[OPEN_FD_ASYNC]);
 	close(fds[OPEN_FD_CTX_PAGE]);
+	close(fds[OPEN_FD_RINGS]);
 	if (ret < 0 && s->ctx) {
 		/* Nothing was sent: the connection stays fresh. */
 		ibvd_context_free(s->ctx);

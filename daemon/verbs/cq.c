@@ -1,7 +1,7 @@
 /*
  * Completion queues: CREATE_CQ, RESIZE_CQ, DESTROY_CQ.
  *
- * A CQ is one ring of nslots 64-byte CQEs in a sealed memfd (ring.h).
+ * A CQ is one ring of nslots 64-byte CQEs in its context's ring arena (ring.h).
  * Counters are free-running and no slot is wasted, so a CQ of nslots
  * slots holds nslots completions: the reported cqe is nslots, the
  * requested count rounded up to a power of two.
@@ -32,32 +32,24 @@ static uint32_t cq_slots(const struct ibvd_context *ctx, uint32_t cqe)
 	return n <= IBVD_CQ_MAX_SLOTS ? n : 0;
 }
 
-/* A new, empty CQ ring; *fd for the reply. */
+/* A new, empty CQ ring: its slots are the engine's. */
 static int cq_ring_new(struct ibvd_context *ctx, uint32_t nslots,
-		       struct ibvd_ring *ring, int *fd)
+		       struct ibvd_ring *ring)
 {
-	void *map;
-	int ret;
-
-	ret = ibvd_ring_memfd(ctx, "ibvd-cq",
-			      ibvd_ring_bytes(nslots, IBVD_CQE_SIZE), fd, &map);
-	if (ret < 0)
-		return ret;
-	ibvd_ring_init(ring, map, nslots, IBVD_CQE_SIZE);
-	return 0;
+	return ibvd_ring_alloc(ctx, ring, nslots, IBVD_CQE_SIZE, true);
 }
 
-static int reply_cq(struct ibvd_call *call, const struct ibvd_cq *cq, int fd)
+static int reply_cq(struct ibvd_call *call, const struct ibvd_cq *cq)
 {
 	Ibvd__CreateCqReply reply = IBVD__CREATE_CQ_REPLY__INIT;
-	int ret;
+	Ibvd__RingPlace place;
 
+	ibvd_ring_place(&cq->ring, &place);
 	reply.handle = cq->handle;
 	reply.cqe = cq->cqe;
 	reply.nslots = cq->ring.nslots;
-	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
-	close(fd);
-	return ret;
+	reply.ring = &place;
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
 }
 
 static int cq_args(struct ibvd_call *call, const Ibvd__CreateCq *req,
@@ -91,7 +83,7 @@ int ibvd_req_create_cq(struct ibvd_call *call)
 	struct ibvd_comp_channel *ch;
 	struct ibvd_cq *cq;
 	uint32_t nslots;
-	int fd, ret;
+	int ret;
 
 	ret = cq_args(call, req, &nslots, &ch);
 	if (ret < 0)
@@ -99,7 +91,7 @@ int ibvd_req_create_cq(struct ibvd_call *call)
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
-	ret = cq_ring_new(ctx, nslots, &cq->ring, &fd);
+	ret = cq_ring_new(ctx, nslots, &cq->ring);
 	if (ret < 0) {
 		free(cq);
 		return ibvd_call_error(call, ret, "cannot create the CQ ring");
@@ -110,8 +102,7 @@ int ibvd_req_create_cq(struct ibvd_call *call)
 	pthread_mutex_init(&cq->lock, NULL);
 	ret = ibvd_obj_add(ctx, IBVD_OBJ_CQ, cq, &cq->handle);
 	if (ret < 0) {
-		close(fd);
-		ibvd_ring_unmap(ctx, cq->ring.map, cq->ring.map_len);
+		ibvd_ring_free(ctx, &cq->ring);
 		pthread_mutex_destroy(&cq->lock);
 		free(cq);
 		return ibvd_call_error(call, ret, "too many CQs");
@@ -119,7 +110,7 @@ int ibvd_req_create_cq(struct ibvd_call *call)
 	if (ch)
 		ch->users++;
 	/* No QP uses it yet, so the engine cannot see it: no lock needed. */
-	ret = reply_cq(call, cq, fd);
+	ret = reply_cq(call, cq);
 	if (ret < 0 && ibvd_call_ctx(call))
 		ibvd_cq_destroy(cq);
 	return ret;
@@ -169,14 +160,14 @@ int ibvd_req_resize_cq(struct ibvd_call *call)
 						IBVD_OBJ_CQ);
 	struct ibvd_ring ring, old;
 	uint32_t nslots;
-	int fd, ret;
+	int ret;
 
 	if (!cq)
 		return ibvd_call_error(call, -EINVAL, "no CQ %#x", req->handle);
 	nslots = cq_slots(ctx, req->cqe);
 	if (!nslots)
 		return ibvd_call_error(call, -EINVAL, "cqe %u out of range", req->cqe);
-	ret = cq_ring_new(ctx, nslots, &ring, &fd);
+	ret = cq_ring_new(ctx, nslots, &ring);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot create the CQ ring");
 	ibvd_objects_write_lock();
@@ -190,14 +181,13 @@ int ibvd_req_resize_cq(struct ibvd_call *call)
 	pthread_mutex_unlock(&cq->lock);
 	ibvd_objects_write_unlock();
 	if (ret < 0) {
-		close(fd);
-		ibvd_ring_unmap(ctx, ring.map, ring.map_len);
+		ibvd_ring_free(ctx, &ring);
 		return ibvd_call_error(call, ret,
 				       "cqe %u is less than the completions in the CQ",
 				       req->cqe);
 	}
-	ibvd_ring_unmap(ctx, old.map, old.map_len);
-	return reply_cq(call, cq, fd);
+	ibvd_ring_free(ctx, &old);
+	return reply_cq(call, cq);
 }
 
 /* The objects lock is held for writing, unless no QP ever used cq. */
@@ -206,7 +196,7 @@ void ibvd_cq_destroy(struct ibvd_cq *cq)
 	ibvd_handle_remove(&cq->ctx->handles, cq->handle, IBVD_OBJ_CQ);
 	if (cq->channel)
 		cq->channel->users--;
-	ibvd_ring_unmap(cq->ctx, cq->ring.map, cq->ring.map_len);
+	ibvd_ring_free(cq->ctx, &cq->ring);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq);
 }

@@ -2,8 +2,8 @@
  * Queue pairs: CREATE_QP, QUERY_QP, DESTROY_QP.  MODIFY_QP and the state
  * machine are in qp_modify.c.
  *
- * A QP is one sealed memfd: the SQ ring at offset 0 and, without an SRQ,
- * the RQ ring at rq_offset (page aligned), each laid out as ring.h says.
+ * A QP has an SQ ring and, without an SRQ, an RQ ring, both carved from
+ * its context's ring arena as ring.h says.
  * Capacities are rounded up to what the rings really hold and reported:
  * max_send_wr is the SQ's slot count, max_inline_data and max_send_sge
  * what fits the slot after the WQE header.
@@ -49,7 +49,6 @@ static bool has_recv_side(uint32_t type)
 /* Ring geometry and the capacities it gives. */
 struct qp_geom {
 	uint32_t sq_nslots, sq_stride, rq_nslots, rq_stride;
-	size_t rq_offset, map_len;
 	struct ibv_qp_cap cap;
 };
 
@@ -179,7 +178,6 @@ static void qp_geometry(const struct ibvd_context *ctx,
 	g->cap.max_send_wr = g->sq_nslots;
 	g->cap.max_send_sge = min_u32(room / SGE_BYTES, lim.max_sge);
 	g->cap.max_inline_data = min_u32(room, IBVD_MAX_INLINE);
-	g->map_len = ibvd_page_align(ibvd_ring_bytes(g->sq_nslots, g->sq_stride));
 	if (!has_rq)
 		return;
 	g->rq_nslots = ibvd_roundup_pow2(max1(want->max_recv_wr));
@@ -188,8 +186,6 @@ static void qp_geometry(const struct ibvd_context *ctx,
 	g->cap.max_recv_wr = g->rq_nslots;
 	g->cap.max_recv_sge = min_u32((g->rq_stride - IBVD_RECV_WQE_HDR) / SGE_BYTES,
 				      lim.max_sge);
-	g->rq_offset = g->map_len;
-	g->map_len += ibvd_page_align(ibvd_ring_bytes(g->rq_nslots, g->rq_stride));
 }
 
 static struct ibvd_qp *qp_alloc(struct ibvd_context *ctx,
@@ -214,21 +210,25 @@ static struct ibvd_qp *qp_alloc(struct ibvd_context *ctx,
 	return qp;
 }
 
-/* Map the QP's memfd and lay out its rings; *fd for the reply. */
-static int qp_rings(struct ibvd_qp *qp, const struct qp_geom *g, int *fd)
+/* The QP's SQ and (without an SRQ) RQ rings. */
+static int qp_rings(struct ibvd_qp *qp, const struct qp_geom *g)
 {
-	void *map;
 	int ret;
 
-	ret = ibvd_ring_memfd(qp->ctx, "ibvd-qp", g->map_len, fd, &map);
-	if (ret < 0)
+	ret = ibvd_ring_alloc(qp->ctx, &qp->sq, g->sq_nslots, g->sq_stride, false);
+	if (ret < 0 || !g->rq_nslots)
 		return ret;
-	qp->ctl.map_len = g->map_len;
-	ibvd_ring_init(&qp->sq, map, g->sq_nslots, g->sq_stride);
-	if (g->rq_nslots)
-		ibvd_ring_init(&qp->rq, (uint8_t *)map + g->rq_offset,
-			       g->rq_nslots, g->rq_stride);
-	return 0;
+	ret = ibvd_ring_alloc(qp->ctx, &qp->rq, g->rq_nslots, g->rq_stride, false);
+	if (ret < 0)
+		ibvd_ring_free(qp->ctx, &qp->sq);
+	return ret;
+}
+
+/* Give the rings back to whichever context holds the QP now. */
+static void qp_rings_free(struct ibvd_qp *qp)
+{
+	ibvd_ring_free(qp->ctx, &qp->rq);
+	ibvd_ring_free(qp->ctx, &qp->sq);
 }
 
 /* Make qp reachable: doorbell bit and QP number, under the lock. */
@@ -261,11 +261,11 @@ static void users_add(struct ibvd_qp *qp, int d)
 }
 
 static int reply_qp(struct ibvd_call *call, const struct ibvd_qp *qp,
-		    const struct qp_geom *g, int fd)
+		    const struct qp_geom *g)
 {
 	Ibvd__CreateQpReply reply = IBVD__CREATE_QP_REPLY__INIT;
 	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
-	int ret;
+	Ibvd__RingPlace sq, rq;
 
 	cap.max_send_wr = qp->cap.max_send_wr;
 	cap.max_recv_wr = qp->cap.max_recv_wr;
@@ -279,16 +279,19 @@ static int reply_qp(struct ibvd_call *call, const struct ibvd_qp *qp,
 	reply.sq_stride = g->sq_stride;
 	reply.rq_nslots = g->rq_nslots;
 	reply.rq_stride = g->rq_stride;
-	reply.rq_offset = g->rq_offset;
 	reply.doorbell = qp->doorbell;
-	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
-	close(fd);
-	return ret;
+	ibvd_ring_place(&qp->sq, &sq);
+	reply.sq = &sq;
+	if (qp->rq.arena) {
+		ibvd_ring_place(&qp->rq, &rq);
+		reply.rq = &rq;
+	}
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
 }
 
-/* Build a QP from a checked request: 0 with *ret_qp published, *fd set. */
+/* Build a QP from a checked request: 0 with *ret_qp published. */
 static int qp_create(struct ibvd_call *call, const Ibvd__CreateQp *req,
-		     const struct qp_refs *r, struct ibvd_qp **ret_qp, int *fd,
+		     const struct qp_refs *r, struct ibvd_qp **ret_qp,
 		     struct qp_geom *g)
 {
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
@@ -312,7 +315,7 @@ static int qp_create(struct ibvd_call *call, const Ibvd__CreateQp *req,
 	ret = ibvd_obj_add(ctx, IBVD_OBJ_QP, qp, &qp->handle);
 	if (ret < 0)
 		goto fail_free;
-	ret = qp_rings(qp, g, fd);
+	ret = qp_rings(qp, g);
 	if (ret < 0)
 		goto fail_handle;
 	ret = qp_publish(qp);
@@ -332,8 +335,7 @@ fail_publish:
 	ibvd_doorbell_free(ctx, qp);
 	ibvd_objects_write_unlock();
 fail_rings:
-	close(*fd);
-	ibvd_ring_unmap(ctx, qp->sq.map, qp->ctl.map_len);
+	qp_rings_free(qp);
 fail_handle:
 	ibvd_handle_remove(&ctx->handles, qp->handle, IBVD_OBJ_QP);
 fail_free:
@@ -348,7 +350,7 @@ int ibvd_req_create_qp(struct ibvd_call *call)
 	struct ibvd_qp *qp = NULL;
 	struct qp_refs r;
 	struct qp_geom g;
-	int fd = -1, ret;
+	int ret;
 
 	ret = check_type(call, req->qp_type);
 	if (ret < 0)
@@ -356,10 +358,10 @@ int ibvd_req_create_qp(struct ibvd_call *call)
 	ret = lookup_refs(call, req, &r);
 	if (ret < 0)
 		return ret;
-	ret = qp_create(call, req, &r, &qp, &fd, &g);
+	ret = qp_create(call, req, &r, &qp, &g);
 	if (ret < 0)
 		return ret;
-	ret = reply_qp(call, qp, &g, fd);
+	ret = reply_qp(call, qp, &g);
 	if (ret < 0 && ibvd_call_ctx(call)) {
 		ibvd_objects_write_lock();
 		ibvd_qp_destroy(qp);
@@ -388,7 +390,7 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 		LIST_REMOVE(qp, xrc.link);
 		ibvd_xrcd_use(qp->xrc.xrcd, -1);
 	}
-	ibvd_ring_unmap(ctx, qp->sq.map, qp->ctl.map_len);
+	qp_rings_free(qp);
 	pthread_mutex_destroy(&qp->recv_lock);
 	free(qp);
 }

@@ -343,7 +343,7 @@ static void wq_rewind(struct ibvd_ring *r)
 	struct ibvd_wq_engine *e = r->engine_page;
 	struct ibvd_wq_client *c = r->client_page;
 
-	if (!r->map)
+	if (!r->arena)
 		return;
 	ibvd_write_once(&e->error, 0);
 	ibvd_write_once(&e->head, 0);

@@ -51,11 +51,10 @@ static int srq_geometry(struct ibvd_call *call, const Ibvd__CreateSrq *req,
 	return 0;
 }
 
-static int reply_srq(struct ibvd_call *call, const struct ibvd_srq *srq,
-		     int fd)
+static int reply_srq(struct ibvd_call *call, const struct ibvd_srq *srq)
 {
 	Ibvd__CreateSrqReply reply = IBVD__CREATE_SRQ_REPLY__INIT;
-	int ret;
+	Ibvd__RingPlace place;
 
 	reply.handle = srq->handle;
 	reply.max_wr = srq->max_wr;
@@ -63,27 +62,24 @@ static int reply_srq(struct ibvd_call *call, const struct ibvd_srq *srq,
 	reply.nslots = srq->ring.nslots;
 	reply.stride = srq->ring.stride;
 	reply.srq_num = srq->srq_num;
-	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
-	close(fd);
-	return ret;
+	ibvd_ring_place(&srq->ring, &place);
+	reply.ring = &place;
+	return ibvd_call_reply(call, &reply.base, NULL, 0);
 }
 
 static int srq_new(struct ibvd_context *ctx, struct ibvd_pd *pd,
-		   const struct srq_geom *g, int *fd, struct ibvd_srq **ret_srq)
+		   const struct srq_geom *g, struct ibvd_srq **ret_srq)
 {
 	struct ibvd_srq *srq = calloc(1, sizeof(*srq));
-	void *map;
 	int ret;
 
 	if (!srq)
 		return -ENOMEM;
-	ret = ibvd_ring_memfd(ctx, "ibvd-srq", ibvd_ring_bytes(g->nslots, g->stride),
-			      fd, &map);
+	ret = ibvd_ring_alloc(ctx, &srq->ring, g->nslots, g->stride, false);
 	if (ret < 0) {
 		free(srq);
 		return ret;
 	}
-	ibvd_ring_init(&srq->ring, map, g->nslots, g->stride);
 	srq->ctx = ctx;
 	srq->pd = pd;
 	srq->max_wr = g->nslots;
@@ -125,7 +121,7 @@ static int lookup_xrc(struct ibvd_call *call, const Ibvd__CreateSrq *req,
 /* Undo srq_new. */
 static void srq_free(struct ibvd_srq *srq)
 {
-	ibvd_ring_unmap(srq->ctx, srq->ring.map, srq->ring.map_len);
+	ibvd_ring_free(srq->ctx, &srq->ring);
 	pthread_mutex_destroy(&srq->lock);
 	free(srq);
 }
@@ -153,7 +149,7 @@ int ibvd_req_create_srq(struct ibvd_call *call)
 	struct srq_xrc_refs x;
 	struct ibvd_srq *srq;
 	struct srq_geom g = { 0 };
-	int fd, ret;
+	int ret;
 
 	if (!pd)
 		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
@@ -164,18 +160,17 @@ int ibvd_req_create_srq(struct ibvd_call *call)
 	if (ret < 0)
 		return ret;
 	/* req->srq_limit is ignored, as ibv_create_srq(3) says. */
-	ret = srq_new(ctx, pd, &g, &fd, &srq);
+	ret = srq_new(ctx, pd, &g, &srq);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot create the SRQ ring");
 	ret = ibvd_obj_add(ctx, IBVD_OBJ_SRQ, srq, &srq->handle);
 	if (ret < 0) {
-		close(fd);
 		srq_free(srq);
 		return ibvd_call_error(call, ret, "too many SRQs");
 	}
 	pd->users++;
 	srq_join_xrc(srq, &x);
-	ret = reply_srq(call, srq, fd);
+	ret = reply_srq(call, srq);
 	if (ret < 0 && ibvd_call_ctx(call)) {
 		ibvd_objects_write_lock();
 		ibvd_srq_destroy(srq);
@@ -205,7 +200,7 @@ int ibvd_req_modify_srq(struct ibvd_call *call)
 	if (req->attr_mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
 		return ibvd_call_error(call, -EINVAL, "unknown attr_mask bits %#x",
 				       req->attr_mask);
-	/* A bigger ring would need a new memfd, which MODIFY_SRQ cannot return. */
+	/* A bigger ring would need a new place, which MODIFY_SRQ cannot return. */
 	if (req->attr_mask & IBV_SRQ_MAX_WR)
 		return ibvd_call_error(call, -EOPNOTSUPP, "SRQs cannot be resized");
 	if (!(req->attr_mask & IBV_SRQ_LIMIT))

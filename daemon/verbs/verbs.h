@@ -33,7 +33,7 @@ struct ibvd_context;
  * daemon's memory or fds.  Object counts per kind are the device's
  * max_* attributes (query.c), applied per context; these are the rest.
  */
-#define IBVD_CTX_MAX_RING_BYTES	(256ull << 20)	/* all its queue memfds */
+#define IBVD_CTX_MAX_RING_BYTES	(256ull << 20)	/* all its rings together */
 /*
  * Each channel holds a daemon fd; librdmacm makes two per QP it creates
  * CQs for (cmtime opens hundreds of connections in one context).
@@ -76,21 +76,28 @@ struct ibvd_limits {
 };
 void ibvd_ctx_limits(const struct ibvd_context *ctx, struct ibvd_limits *lim);
 
-/* ---- rings.c: queue memfds ------------------------------------------- */
+/* ---- rings/: queue memory (the ring arena, rings carved from it) ---- */
 
 /*
- * A new sealed memfd of len bytes (page multiple), mapped read-write in
- * the daemon, charged to ctx's ring budget (-ENOMEM past it).  *ret_fd is
- * for the reply; the caller closes it after sending.
+ * Bytes a ring of nslots slots of stride bytes charges to its context's
+ * ring budget (SIZE_MAX if it could never fit).
  */
-int ibvd_ring_memfd(struct ibvd_context *ctx, const char *name, size_t len,
-		    int *ret_fd, void **ret_map);
-/* Unmap a ring mapping and give its bytes back to ctx's budget. */
-void ibvd_ring_unmap(struct ibvd_context *ctx, void *map, size_t len);
-/* Point r at the queue laid out (ring.h) at base. */
-void ibvd_ring_init(struct ibvd_ring *r, void *base, uint32_t nslots,
-		    uint32_t stride);
-size_t ibvd_page_align(size_t len);
+size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride);
+/*
+ * Carve a ring of nslots x stride from ctx's arena, its slots in the
+ * engine half (CQs) or the client half (work queues), zeroed, charged to
+ * ctx's ring budget: 0, or -ENOMEM past the budget or the arena.
+ */
+int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
+		    uint32_t nslots, uint32_t stride, bool engine_slots);
+/* Give r's blocks back to its arena and its bytes to ctx's budget. */
+void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r);
+/* Where r lies, for a create reply. */
+void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place);
+/* ctx's ring arena, made at OPEN_DEVICE (*ret_fd for the reply) and
+ * dropped at teardown (rings that outlive ctx keep it). */
+int ibvd_ctx_rings_open(struct ibvd_context *ctx, int *ret_fd);
+void ibvd_ctx_rings_close(struct ibvd_context *ctx);
 
 /* ---- mem.c: client memory and RLIMIT_MEMLOCK -------------------------- */
 

@@ -645,26 +645,44 @@ static void cut_source_fault(void)
 	vt_assert(ibv_dereg_mr(gone) == 0, "ibv_dereg_mr");
 }
 
-/* The send WQE with this wr_id in slot 0 of a QP's ring in our memory. */
+/* The send WQE with this wr_id in page of our ring arena's client half. */
+static struct ibvd_send_wqe *wqe_in_page(uint8_t *page, uint64_t wr_id)
+{
+	struct ibvd_send_wqe *c;
+	size_t off;
+
+	for (off = 0; off + sizeof(*c) <= IBVD_PAGE_SIZE; off += IBVD_CACHELINE) {
+		c = (struct ibvd_send_wqe *)(page + off);
+		if (c->wr_id == wr_id && c->opcode == IBV_WR_SEND)
+			return c;
+	}
+	return NULL;
+}
+
+/*
+ * The send WQE with this wr_id in a QP's ring in our memory: the writable
+ * part of the context's ring arena, only the pages that are there (mincore:
+ * reading the others would fill the file).
+ */
 static struct ibvd_send_wqe *find_wqe(uint64_t wr_id)
 {
+	static unsigned char resident[IBVD_ARENA_HALF / IBVD_PAGE_SIZE];
 	struct ibvd_send_wqe *w = NULL;
-	char line[512], name[256];
+	char line[512], name[256], perms[8];
 	FILE *f = fopen("/proc/self/maps", "r");
 
 	vt_assert(f, "/proc/self/maps");
 	while (!w && fgets(line, sizeof(line), f)) {
-		unsigned long start, end, off;
-		struct ibvd_send_wqe *c;
+		unsigned long start, end, i;
 
-		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %255s", &start, &end, &off,
-			   name) != 4 || strcmp(name, "/memfd:ibvd-qp") != 0)
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &start, &end, perms,
+			   name) != 4 || strcmp(name, "/memfd:ibvd-rings") != 0 ||
+		    perms[1] != 'w' || end - start != IBVD_ARENA_HALF)
 			continue;
-		c = (struct ibvd_send_wqe *)(start - off + IBVD_RING_SLOTS);
-		if ((unsigned long)c >= start &&
-		    (unsigned long)(c + 1) + sizeof(struct ibvd_sge) <= end &&
-		    c->wr_id == wr_id && c->opcode == IBV_WR_SEND)
-			w = c;
+		vt_assert(mincore((void *)start, end - start, resident) == 0, "mincore");
+		for (i = 0; !w && i < (end - start) / IBVD_PAGE_SIZE; i++)
+			if (resident[i] & 1)
+				w = wqe_in_page((uint8_t *)start + i * IBVD_PAGE_SIZE, wr_id);
 	}
 	fclose(f);
 	vt_assert(w, "no send WQE %llu in our QP rings", (unsigned long long)wr_id);

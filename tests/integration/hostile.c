@@ -6,9 +6,10 @@
  * hostile-helper hostile SECONDS
  *	Creates RC, UC and UD QPs, an SRQ and CQs (one with a completion
  *	channel), posts valid work, then for SECONDS: finds every memfd our
- *	library mapped (/proc/self/maps: the queues' "ibvd-qp", "ibvd-cq",
- *	"ibvd-srq" and the context's "ibverbsd-context" page), makes the
- *	read-only parts writable where the kernel lets it (mprotect), and
+ *	library mapped (/proc/self/maps: the context's ring arena
+ *	"ibvd-rings", whose pages in use hold every queue, and its
+ *	"ibverbsd-context" page), makes the read-only parts writable where
+ *	the kernel lets it (mprotect), and
  *	writes random bytes and random counter values all over them: WQE and
  *	CQE slots, producer and consumer counters, arm words, doorbell bits;
  *	writes and reads the context's kick eventfd; and keeps posting and
@@ -38,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ring.h"
 #include "vt.h"
 
 /* ---- random numbers (xorshift64*) ------------------------------------------ */
@@ -161,6 +163,8 @@ struct region {
 	unsigned long ino;
 	char name[32];
 	int ctx_page;		/* the context page */
+	int arena;		/* pages in use of the ring arena: */
+	int arena_client;	/* ... in its client half */
 	int all_writable;	/* mprotect to read-write worked */
 };
 
@@ -169,12 +173,58 @@ static unsigned int nregions;
 static int kick_fds[16];
 static unsigned int nkick;
 
+static unsigned char resident[IBVD_ARENA_BYTES / IBVD_PAGE_SIZE];
+
+/* A run of n pages of the arena at base, in its engine or client half. */
+static void add_arena_run(uint8_t *base, size_t n, int client)
+{
+	struct region *r;
+
+	if (nregions == MAX_REGIONS)
+		return;
+	r = &R[nregions++];
+	memset(r, 0, sizeof(*r));
+	r->base = base;
+	r->len = n * IBVD_PAGE_SIZE;
+	snprintf(r->name, sizeof(r->name), "ibvd-rings %s", client ? "client" : "engine");
+	r->arena = 1;
+	r->arena_client = client;
+}
+
+/*
+ * The ring arena as regions: only its pages in use (mincore), so that the
+ * scribbling lands on queues and never fills the 2 GiB file; runs split at
+ * the halves.
+ */
+static void split_arena(struct region *a)
+{
+	size_t half = IBVD_ARENA_HALF / IBVD_PAGE_SIZE, i, start;
+	uint8_t *base = a->base;
+	int h;
+
+	vt_assert(a->len == IBVD_ARENA_BYTES, "ring arena of %zu bytes", a->len);
+	vt_assert(mincore(base, a->len, resident) == 0, "mincore: %s", strerror(errno));
+	nregions--;			/* a is the last region: replaced by runs */
+	for (h = 0; h < 2; h++) {
+		for (i = h * half; i < (h + 1) * half;) {
+			if (!(resident[i] & 1)) {
+				i++;
+				continue;
+			}
+			for (start = i; i < (h + 1) * half && (resident[i] & 1); i++)
+				;
+			add_arena_run(base + start * IBVD_PAGE_SIZE, i - start, h);
+		}
+	}
+}
+
 /* The memfd mappings, one region per file (the library maps each memfd
  * read-only and then parts of it read-write on top: several VMAs). */
 static void find_regions(void)
 {
 	char line[512];
 	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned int r;
 
 	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
 	nregions = 0;
@@ -206,6 +256,15 @@ static void find_regions(void)
 			R[i].len = end - (unsigned long)R[i].base;
 	}
 	fclose(f);
+	for (r = 0; r < nregions; r++)
+		if (strcmp(R[r].name, "ibvd-rings") == 0) {
+			struct region a = R[r];
+
+			R[r] = R[nregions - 1];
+			R[nregions - 1] = a;
+			split_arena(&R[nregions - 1]);
+			break;
+		}
 }
 
 static void find_kick_fds(void)
@@ -229,8 +288,9 @@ static void find_kick_fds(void)
 
 /*
  * May we store to [off, off + n) of r?  Everything, once mprotect made it
- * writable; otherwise what the library mapped read-write: the client page
- * of every memfd, and the slots of a work queue (not a CQ's).
+ * writable; otherwise what the library mapped read-write: the ring
+ * arena's client half (client headers, work-queue slots) and the context
+ * page's client half (the doorbells).
  */
 static int can_write(const struct region *r, size_t off, size_t n)
 {
@@ -238,11 +298,9 @@ static int can_write(const struct region *r, size_t off, size_t n)
 		return 0;
 	if (r->all_writable)
 		return 1;
-	if (off < 4096)
-		return 0;
-	if (r->ctx_page || strstr(r->name, "ibvd-cq"))
-		return off + n <= 8192;
-	return 1;
+	if (r->arena)
+		return r->arena_client;
+	return off >= 4096;
 }
 
 /* One random act of vandalism. */
@@ -274,6 +332,8 @@ static void scribble(unsigned long *nwrites, unsigned long *nkicks)
 		 * or a doorbell word of the context page */
 		if (r->ctx_page)
 			off = 4096 + ((x >> 24) % 512) * 8;
+		else if (r->arena)	/* headers are 128-byte blocks */
+			off = ((x >> 24) % (r->len / 128)) * 128 + ((x >> 32) % 32) * 4;
 		else
 			off = ((x >> 24) % 2) * 4096 + ((x >> 32) % 32) * 4;
 		n = (x >> 36) % 2 ? 8 : 4;
@@ -383,9 +443,11 @@ static int hostile(double secs)
 		       (void *)R[i].base, R[i].all_writable ? ", made writable" :
 		       ", read-only parts stay so");
 	}
-	vt_assert(nregions >= 1 + 9 + 5, "found only %u memfd mappings, want the context "
-		  "page, 9 CQs, 4 QPs and an SRQ", nregions);
-	printf("hostile: %u memfd mappings (%u made fully writable), %u eventfds\n",
+	for (i = 0, n = 0; i < nregions; i++)
+		n |= R[i].ctx_page ? 1 : R[i].arena_client ? 2 : R[i].arena ? 4 : 0;
+	vt_assert(n == 7, "want the context page and the ring arena's pages in use "
+		  "in both its halves; found %u regions", nregions);
+	printf("hostile: %u memfd regions (%u made fully writable), %u eventfds\n",
 	       nregions, writable, nkick);
 
 	end = vt_now_ms() + (long)(secs * 1000);

@@ -208,3 +208,10 @@ INTEGRATION_TESTS += tests/integration/chaos.sh
 check_PROGRAMS += tests/integration/chaos-helper
 tests_integration_chaos_helper_SOURCES = tests/integration/chaos.c
 tests_integration_chaos_helper_LDADD = -lrdmacm -libverbs
+
+# Many QPs in one daemon (scale.sh; bench/scale for the full 65,536):
+# scale-helper creates RC QPs with a CQ each and destroys them again.
+INTEGRATION_TESTS += tests/integration/scale.sh
+check_PROGRAMS += tests/integration/scale-helper
+tests_integration_scale_helper_SOURCES = tests/integration/scale.c
+tests_integration_scale_helper_LDADD = -libverbs

@@ -27,3 +27,12 @@ tests_unit_test_memory_SOURCES = tests/unit/test_memory.c \
 tests_unit_test_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_memory_CFLAGS = $(UNIT_CFLAGS) -pthread
 tests_unit_test_memory_LDADD = $(UNIT_LIBS) -lpthread
+
+# Ring arenas (daemon/verbs/rings/arena.c): carving, reuse, limits, lifetime.
+check_PROGRAMS += tests/unit/test_arena
+TESTS += tests/unit/test_arena
+tests_unit_test_arena_SOURCES = tests/unit/test_arena.c \
+	daemon/verbs/rings/arena.c daemon/verbs/rings/arena.h
+tests_unit_test_arena_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_arena_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_arena_LDADD = $(UNIT_LIBS)

@@ -111,7 +111,7 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert_str_eq(cfg->socket_path, IBVERBSD_DEFAULT_SOCKET);
 	ck_assert_uint_eq(cfg->socket_mode, 0666);
 	ck_assert_ptr_null(cfg->socket_group);
-	ck_assert_uint_eq(cfg->engine_threads, 1);
+	ck_assert_uint_eq(cfg->engine_threads, IBVD_ENGINE_THREADS_AUTO);
 	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
 	ck_assert(cfg->rlimit_memlock_enforce);
 	ck_assert(cfg->device_links);
@@ -135,7 +135,7 @@ START_TEST(shipped_config)
 	ck_assert_str_eq(cfg->socket_path, "/run/ibverbsd/ibverbsd.sock");
 	ck_assert_uint_eq(cfg->socket_mode, 0666);
 	ck_assert_ptr_null(cfg->socket_group);
-	ck_assert_uint_eq(cfg->engine_threads, 1);
+	ck_assert_uint_eq(cfg->engine_threads, IBVD_ENGINE_THREADS_AUTO);
 	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
 	ck_assert_uint_eq(cfg->ndevices, 1);
 	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
@@ -218,6 +218,13 @@ START_TEST(accepted_values)
 	char name63[64], path107[108], buf[256];
 	struct ibvd_config *cfg;
 	size_t i;
+
+	cfg = good("{'engine': {'threads': 'auto'}}");
+	ck_assert_uint_eq(cfg->engine_threads, IBVD_ENGINE_THREADS_AUTO);
+	ibvd_config_free(cfg);
+	cfg = good("{'engine': {'threads': 64}}");
+	ck_assert_uint_eq(cfg->engine_threads, 64);
+	ibvd_config_free(cfg);
 
 	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
 		cfg = good(levels[i].text);
@@ -452,9 +459,11 @@ START_TEST(wrong_types)
 	ck_assert_str_eq(parse_error("{'engine': []}"),
 		"t.conf:1:2: engine: expected an object, got an array");
 	ck_assert_str_eq(parse_error("{'engine': {'threads': '1'}}"),
-		"t.conf:1:13: engine.threads: expected an integer 1..64, got \"1\"");
+		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got \"1\"");
+	ck_assert_str_eq(parse_error("{'engine': {'threads': 'Auto'}}"),
+		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got \"Auto\"");
 	ck_assert_str_eq(parse_error("{'engine': {'threads': 1.0}}"),
-		"t.conf:1:13: engine.threads: expected an integer 1..64, got 1.0");
+		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got 1.0");
 	ck_assert_str_eq(parse_error("{'log': null}"),
 		"t.conf:1:2: log: expected an object, got null");
 	ck_assert_str_eq(parse_error("{'log': {'level': 6}}"),
@@ -489,11 +498,11 @@ END_TEST
 START_TEST(out_of_range)
 {
 	ck_assert_str_eq(parse_error("{'engine': {'threads': 0}}"),
-		"t.conf:1:13: engine.threads: expected an integer 1..64, got 0");
+		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got 0");
 	ck_assert_str_eq(parse_error("{'engine': {'threads': 65}}"),
-		"t.conf:1:13: engine.threads: expected an integer 1..64, got 65");
+		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got 65");
 	ck_assert_str_eq(parse_error("{'engine': {'threads': -1}}"),
-		"t.conf:1:13: engine.threads: expected an integer 1..64, got -1");
+		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got -1");
 	ck_assert_str_eq(parse_error("{'devices': [{'ports': 0}]}"),
 		"t.conf:1:15: devices[0].ports: expected an integer 1..8, got 0");
 	ck_assert_str_eq(parse_error("{'devices': [{'ports': 9}]}"),

@@ -61,6 +61,7 @@ int ibvd_xrc_tgt_init(struct ibvd_qp *qp, struct ibvd_xrcd *x)
 static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 {
 	struct ibvd_context *old = qp->ctx;
+	size_t bytes;
 	int ret;
 
 	ibvd_doorbell_free(old, qp);
@@ -70,8 +71,10 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 		ibvd_doorbell_alloc(old, qp);
 		return ret;
 	}
-	old->objs.ring_bytes -= qp->ctl.map_len;
-	h->ctx->objs.ring_bytes += qp->ctl.map_len;
+	/* The rings stay where they are: their arena lives while they do. */
+	bytes = ibvd_ring_charge(qp->sq.nslots, qp->sq.stride);
+	old->objs.ring_bytes -= bytes;
+	h->ctx->objs.ring_bytes += bytes;
 	qp->ctx = h->ctx;
 	qp->handle = h->handle;
 	return 0;

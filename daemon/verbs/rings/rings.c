@@ -1,0 +1,95 @@
+/*
+ * Queue memory: the rings of CQs, QPs and SRQs (layout in common/ring.h),
+ * carved from their context's ring arena (arena.h), and each context's
+ * budget for them.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "verbs/context.h"
+#include "verbs/rings/arena.h"
+#include "verbs/verbs.h"
+
+size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride)
+{
+	size_t slots = ibvd_arena_block((size_t)nslots * stride);
+
+	return slots ? 2 * IBVD_RING_HDR + slots : SIZE_MAX;
+}
+
+static void ring_point(struct ibvd_ring *r)
+{
+	r->engine_page = ibvd_arena_ptr(r->arena, r->engine_off);
+	r->client_page = ibvd_arena_ptr(r->arena, r->client_off);
+	r->slots = ibvd_arena_ptr(r->arena, r->slots_off);
+}
+
+int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
+		    uint32_t nslots, uint32_t stride, bool engine_slots)
+{
+	struct ibvd_arena *a = ctx->objs.arena;
+	size_t charge = ibvd_ring_charge(nslots, stride);
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	if (!a)
+		return -ENODEV;
+	if (charge > IBVD_CTX_MAX_RING_BYTES ||
+	    ctx->objs.ring_bytes + charge > IBVD_CTX_MAX_RING_BYTES)
+		return -ENOMEM;
+	ret = ibvd_arena_alloc(a, IBVD_HALF_ENGINE, IBVD_RING_HDR, &r->engine_off);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_arena_alloc(a, IBVD_HALF_CLIENT, IBVD_RING_HDR, &r->client_off);
+	if (ret < 0)
+		goto fail_engine;
+	ret = ibvd_arena_alloc(a, engine_slots ? IBVD_HALF_ENGINE : IBVD_HALF_CLIENT,
+			       (size_t)nslots * stride, &r->slots_off);
+	if (ret < 0)
+		goto fail_client;
+	r->arena = a;
+	r->nslots = nslots;
+	r->stride = stride;
+	ring_point(r);
+	ctx->objs.ring_bytes += charge;
+	return 0;
+fail_client:
+	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
+fail_engine:
+	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);
+	return ret;
+}
+
+void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r)
+{
+	struct ibvd_arena *a = r->arena;
+
+	if (!a)
+		return;
+	ctx->objs.ring_bytes -= ibvd_ring_charge(r->nslots, r->stride);
+	ibvd_arena_free(a, r->slots_off, (size_t)r->nslots * r->stride);
+	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
+	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);
+	memset(r, 0, sizeof(*r));
+}
+
+void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place)
+{
+	ibvd__ring_place__init(place);
+	place->engine = r->engine_off;
+	place->client = r->client_off;
+	place->slots = r->slots_off;
+}
+
+int ibvd_ctx_rings_open(struct ibvd_context *ctx, int *ret_fd)
+{
+	return ibvd_arena_new(&ctx->objs.arena, ret_fd);
+}
+
+void ibvd_ctx_rings_close(struct ibvd_context *ctx)
+{
+	ibvd_arena_put(ctx->objs.arena);
+	ctx->objs.arena = NULL;
+}
