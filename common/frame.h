@@ -18,8 +18,10 @@
 /*
  * 2: CQEs carry a completion timestamp (ring.h)
  * 3: ATTACH_MEMORY carries /proc/self/maps beside /proc/self/mem
+ * 4: rings are carved from one arena per context (OPEN_DEVICE passes it;
+ *    create replies place rings in it, RingPlace); REG_MR_SHARED
  */
-#define IBVD_PROTO_VERSION	3
+#define IBVD_PROTO_VERSION	4
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
