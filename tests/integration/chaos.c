@@ -454,11 +454,22 @@ static void run_server(void)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *listen_id;
 	struct rdma_cm_event *ev;
+	long deadline = now_ms() + WAIT_MS;
 	struct conn c;
 
 	role = "server";
-	if (!ch || rdma_create_id(ch, &listen_id, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(listen_id, (struct sockaddr *)&sin) || rdma_listen(listen_id, 8))
+	if (!ch || rdma_create_id(ch, &listen_id, NULL, RDMA_PS_TCP))
+		fail("rdma_create_id: %s", strerror(errno));
+	/*
+	 * A worker restarted after a kill -9 may find its port still held
+	 * until the daemon has seen the old one's connection close.
+	 */
+	while (rdma_bind_addr(listen_id, (struct sockaddr *)&sin)) {
+		if (errno != EADDRINUSE || now_ms() > deadline)
+			fail("cannot bind port %d: %s", port, strerror(errno));
+		usleep(100000);
+	}
+	if (rdma_listen(listen_id, 8))
 		fail("cannot listen on port %d: %s", port, strerror(errno));
 	while (!stopping) {
 		if (cm_event(ch, &ev, 200) != 1)
