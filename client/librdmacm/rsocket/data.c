@@ -154,7 +154,12 @@ static ssize_t sendv_locked(struct rsocket *rs, const struct iovec *iov,
 	return ret && left == total ? ret : (ssize_t)(total - left);
 }
 
-static ssize_t do_sendv(int socket, const struct iovec *iov, int cnt, int flags)
+typedef ssize_t (*iov_op)(struct rsocket *rs, const struct iovec *iov,
+			  int cnt, size_t total, int flags);
+
+/* What every send and receive call does around its locked part. */
+static ssize_t do_iov(int socket, const struct iovec *iov, int cnt, int flags,
+		      iov_op locked)
 {
 	struct rsocket *rs = rs_lookup(socket);
 	ssize_t total, ret;
@@ -167,9 +172,14 @@ static ssize_t do_sendv(int socket, const struct iovec *iov, int cnt, int flags)
 	if (total < 0)
 		return total;
 	pthread_mutex_lock(&rs->lock);
-	ret = sendv_locked(rs, iov, cnt, (size_t)total, flags);
+	ret = locked(rs, iov, cnt, (size_t)total, flags);
 	pthread_mutex_unlock(&rs->lock);
 	return ret;
+}
+
+static ssize_t do_sendv(int socket, const struct iovec *iov, int cnt, int flags)
+{
+	return do_iov(socket, iov, cnt, flags, sendv_locked);
 }
 
 static ssize_t ssize_ret(ssize_t ret)
@@ -324,20 +334,7 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 
 static ssize_t do_recvv(int socket, const struct iovec *iov, int cnt, int flags)
 {
-	struct rsocket *rs = rs_lookup(socket);
-	ssize_t total, ret;
-
-	if (!rs)
-		return -EBADF;
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
-	total = iov_total(iov, cnt);
-	if (total < 0)
-		return total;
-	pthread_mutex_lock(&rs->lock);
-	ret = recvv_locked(rs, iov, cnt, (size_t)total, flags);
-	pthread_mutex_unlock(&rs->lock);
-	return ret;
+	return do_iov(socket, iov, cnt, flags, recvv_locked);
 }
 
 ssize_t rrecv(int socket, void *buf, size_t len, int flags)
