@@ -12,8 +12,8 @@
  *   0 and IP version 4 or 6, encodes back to its bytes but the reserved
  *   nibble, and goes through socket addresses and back unchanged but for
  *   an IPv4 address's twelve leading bytes, which are zero.
- * tests/fuzz/run.sh runs it under libFuzzer; tests/fuzz/replay.c runs the
- * seed corpus through it in make check.
+ * tests/fuzz/run runs it under libFuzzer; make check runs it on its
+ * seed corpus (tests/fuzz/fuzz.mk).
  */
 #include <config.h>
 

@@ -9,8 +9,8 @@
  * - a parsed IP packet fits in the input, and building its headers again
  *   gives them back, but for what the parser ignores (DF, checksums);
  * - an ICRC set is an ICRC that checks.
- * tests/fuzz/run.sh runs it under libFuzzer; tests/fuzz/replay.c runs the
- * seed corpus through it in make check.
+ * tests/fuzz/run runs it under libFuzzer; make check runs it on its
+ * seed corpus (tests/fuzz/fuzz.mk).
  */
 #include <config.h>
 
