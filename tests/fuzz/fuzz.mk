@@ -13,7 +13,7 @@
 # (scripts/test does this in a second build directory).
 TEST_EXTENSIONS = .fuzz
 FUZZ_TESTS = tests/fuzz/frame.fuzz tests/fuzz/config.fuzz \
-	tests/fuzz/ibvctl_args.fuzz \
+	tests/fuzz/ibvctl_args.fuzz tests/fuzz/handlers.fuzz \
 	tests/fuzz/roce_wire.fuzz tests/fuzz/cm_mad.fuzz
 check_PROGRAMS += $(FUZZ_TESTS)
 TESTS += $(FUZZ_TESTS)
@@ -67,6 +67,14 @@ tests_fuzz_ibvctl_args_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -I$(top_srcdir)/tools \
 	-DFUZZ_TARGET='"ibvctl_args"'
 tests_fuzz_ibvctl_args_fuzz_CFLAGS = $(FUZZ_COMPILE)
 tests_fuzz_ibvctl_args_fuzz_LDFLAGS = $(FUZZ_LINK)
+
+# handlers: every request handler in-process, behind a real session
+tests_fuzz_handlers_fuzz_SOURCES = tests/fuzz/handlers.c $(FUZZ_MAIN)
+tests_fuzz_handlers_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"handlers"'
+tests_fuzz_handlers_fuzz_CFLAGS = $(FUZZ_COMPILE) $(PROTOBUF_C_CFLAGS) \
+	$(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS) -pthread
+tests_fuzz_handlers_fuzz_LDFLAGS = $(FUZZ_LINK)
+tests_fuzz_handlers_fuzz_LDADD = $(FUZZ_DAEMON_LIBS)
 
 # roce_wire: RoCEv2 packets (ROCE_WIRE_SOURCES: tests/unit/roce.mk)
 tests_fuzz_roce_wire_fuzz_SOURCES = tests/fuzz/roce_wire.c \
