@@ -8,18 +8,20 @@
  * one is broken:
  * - a frame parses exactly when it has a whole header with our magic and
  *   version and a len equal to what follows it;
- * - a payload that unpacks, and has no field the descriptor does not
- *   know, packs again to bytes that unpack to the same packing
+ * - a payload that unpacks, and has no field its descriptors do not
+ *   know (at any depth), packs again to bytes that unpack to the same packing
  *   (protobuf-c's canonical form is a fixed point).  Unknown fields are
  *   left out: protobuf-c 1.4 accepts a payload with an unknown field
  *   whose tag is 80 00 (field number 0, in two bytes) and then refuses
- *   its own packing of it (regressions/frame/unknown-field-zero).  The
+ *   its own packing of it (regressions/frame/unknown-field-zero, and
+ *   unknown-field-zero-nested inside MODIFY_QP's attr).  The
  *   daemon never packs a client's message again: nothing of ours
  *   depends on it.
  */
 #include <config.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,37 @@ static int expected_parse(const uint8_t *data, size_t size)
 	if (hdr.version != IBVD_PROTO_VERSION)
 		return -EPROTO;
 	return hdr.len == size - sizeof(hdr) ? 0 : -EBADMSG;
+}
+
+/* Whether msg or any message inside it kept fields its descriptor lacks */
+static bool has_unknown_fields(const ProtobufCMessage *msg)
+{
+	const ProtobufCMessageDescriptor *desc = msg->descriptor;
+	const ProtobufCMessage *const *subs;
+	const ProtobufCFieldDescriptor *f;
+	unsigned int i;
+	size_t n, j;
+
+	if (msg->n_unknown_fields)
+		return true;
+	for (i = 0; i < desc->n_fields; i++) {
+		f = &desc->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+			subs = *(const ProtobufCMessage *const *const *)
+				((const char *)msg + f->offset);
+		} else {
+			n = 1;
+			subs = (const ProtobufCMessage *const *)
+				((const char *)msg + f->offset);
+		}
+		for (j = 0; j < n; j++)
+			if (subs[j] && has_unknown_fields(subs[j]))
+				return true;
+	}
+	return false;
 }
 
 /* Packing what was unpacked is stable: pack, unpack, pack gives the same */
@@ -93,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!msg)
 		return 0;
 	CHECK(msg->descriptor == desc);
-	if (msg->n_unknown_fields == 0)
+	if (!has_unknown_fields(msg))
 		repack(desc, msg);
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return 0;
