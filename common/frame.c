@@ -136,14 +136,20 @@ static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 	return ret;
 }
 
-static int check_header(const struct ibvd_frame_hdr *hdr, size_t got)
+int ibvd_frame_parse(const void *buf, size_t size, struct ibvd_frame *frame)
 {
+	struct ibvd_frame_hdr *hdr = &frame->hdr;
+
+	if (size < sizeof(*hdr))
+		return -EBADMSG;
+	memcpy(hdr, buf, sizeof(*hdr));
 	if (hdr->magic != IBVD_FRAME_MAGIC)
 		return -EBADMSG;
 	if (hdr->version != IBVD_PROTO_VERSION)
 		return -EPROTO;
-	if (hdr->len != got - sizeof(*hdr))
+	if (hdr->len != size - sizeof(*hdr))
 		return -EBADMSG;
+	frame->payload = (const uint8_t *)buf + sizeof(*hdr);
 	return 0;
 }
 
@@ -175,17 +181,12 @@ int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
 		ret = -EMSGSIZE;
 	if (ret == 0 && n == 0 && frame->nfds == 0)
 		return 0;		/* orderly shutdown */
-	if (ret == 0 && (size_t)n < sizeof(frame->hdr))
-		ret = -EBADMSG;
-	if (ret == 0) {
-		memcpy(&frame->hdr, buf, sizeof(frame->hdr));
-		ret = check_header(&frame->hdr, (size_t)n);
-	}
+	if (ret == 0)
+		ret = ibvd_frame_parse(buf, (size_t)n, frame);
 	if (ret < 0) {
 		ibvd_frame_close_fds(frame);
 		return ret;
 	}
-	frame->payload = (const uint8_t *)buf + sizeof(frame->hdr);
 	return 1;
 }
 

@@ -153,6 +153,14 @@ int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
 int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
 		    struct ibvd_frame *frame, int extra_flags);
 
+/*
+ * The header and payload of one received message of size bytes in buf
+ * (what ibvd_frame_recv does after recvmsg; fds are left alone).
+ * Returns 0 with frame->hdr and frame->payload set, or -EBADMSG (short
+ * header, bad magic, len disagreeing with size) or -EPROTO (version).
+ */
+int ibvd_frame_parse(const void *buf, size_t size, struct ibvd_frame *frame);
+
 /* Close the fds still held by frame (ibvd_frame_close_fd) and forget them. */
 void ibvd_frame_close_fds(struct ibvd_frame *frame);
 

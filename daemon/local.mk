@@ -4,9 +4,11 @@
 # request table, config load and reload, the device set and the network
 # interfaces under RoCE devices.
 # tests/layers.sh checks that no dependency runs against the layers.
+# DAEMON_SOURCES: all but main.c, which the fuzz harnesses link too
+# (tests/fuzz/fuzz.mk).
 sbin_PROGRAMS += daemon/ibverbsd
-daemon_ibverbsd_SOURCES = \
-	daemon/main.c \
+daemon_ibverbsd_SOURCES = daemon/main.c $(DAEMON_SOURCES)
+DAEMON_SOURCES = \
 	daemon/reload.c daemon/reload.h \
 	daemon/devices.c daemon/devices.h \
 	daemon/devlinks.c daemon/devlinks.h \

@@ -1,5 +1,5 @@
 # daemon/admin/: the ibvctl service, one file per ibvctl object.
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/admin/admin.c daemon/admin/admin.h \
 	daemon/admin/args.c daemon/admin/args.h \
 	daemon/admin/res.c daemon/admin/res.h \

@@ -1,5 +1,5 @@
 # daemon/config/: the configuration file, parsed and checked (JSON, with
 # line:column errors).  Only startup and reload parse it.
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/config/config.c daemon/config/config.h \
 	daemon/config/config_pos.c daemon/config/config_pos.h

@@ -2,7 +2,7 @@
 # the registries the engine looks them up in, handle tables, devices and
 # their ports (and the rules of RoCE ones, and how their raw sockets are
 # opened), the token bucket of a tenant's bandwidth.
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/core/objects.h daemon/core/registry.c \
 	daemon/core/handle.c daemon/core/handle.h \
 	daemon/core/device.c daemon/core/device.h \

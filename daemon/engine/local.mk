@@ -1,6 +1,6 @@
 # daemon/engine/: the threads that play the NIC, executing work requests
 # against the object model (core/).
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/engine/engine.h daemon/engine/internal.h \
 	daemon/engine/transport.h \
 	daemon/engine/engine.c \

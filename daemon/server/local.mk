@@ -1,6 +1,6 @@
 # daemon/server/: the listener, client sessions and their frames, the call
 # API request handlers use, systemd notification.
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/server/daemon.h \
 	daemon/server/call.c daemon/server/call.h \
 	daemon/server/clients.c daemon/server/clients.h \

@@ -1,6 +1,6 @@
 # daemon/transport/: what carries messages between QPs for the engine
 # (engine/transport.h is the interface).
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/transport/transport.h \
 	daemon/transport/local.c \
 	daemon/transport/gsi.h \

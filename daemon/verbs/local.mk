@@ -1,6 +1,6 @@
 # daemon/verbs/: the verbs request handlers, one file per object family,
 # and the device context that owns the objects.
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/verbs/verbs.h \
 	daemon/verbs/context.c daemon/verbs/context.h \
 	daemon/verbs/query.c daemon/verbs/query.h \

@@ -4,10 +4,11 @@
  * seed corpus with the ordinary compiler, and so that a crash libFuzzer
  * found can be replayed in a debugger.
  *
- * usage: fuzz_TARGET [FILE|DIR]...
- * Without arguments: $top_srcdir/tests/fuzz/corpus/TARGET, TARGET being
- * FUZZ_TARGET, set at build time.  Exits 1 if an input cannot be read (a
- * failing check aborts).
+ * usage: tests/fuzz/TARGET.fuzz [FILE|DIR]...
+ * Without arguments: $top_srcdir/tests/fuzz/corpus/TARGET and, if it
+ * exists, tests/fuzz/regressions/TARGET, TARGET being FUZZ_TARGET, set at
+ * build time.  Exits 1 if an input cannot be read (a failing check
+ * aborts).
  */
 #include <config.h>
 
@@ -20,6 +21,8 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* A harness that sets something up once defines it, as libFuzzer expects */
+int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
 /* One input, exactly its size on the heap so ASan sees overreads */
 static int run_file(const char *path)
@@ -84,23 +87,41 @@ static int run(const char *path)
 	return run_file(path) == 0 ? 1 : -1;
 }
 
-int main(int argc, char **argv)
+/* The seed corpus (which must hold inputs) and the regression inputs */
+static int run_default(void)
 {
 	const char *top = getenv("top_srcdir");
-	char corpus[4096];
+	char dir[4096];
+	struct stat st;
+	int n, more;
+
+	top = top && *top ? top : FUZZ_SRCDIR;
+	snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/%s", top, FUZZ_TARGET);
+	n = run(dir);
+	if (n <= 0) {
+		fprintf(stderr, "%s: no inputs\n", dir);
+		return 1;
+	}
+	snprintf(dir, sizeof(dir), "%s/tests/fuzz/regressions/%s", top,
+		 FUZZ_TARGET);
+	if (stat(dir, &st) == 0) {
+		more = run(dir);
+		if (more < 0)
+			return 1;
+		n += more;
+	}
+	printf("%s: %d inputs\n", FUZZ_TARGET, n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
 	int i, n, total = 0;
 
-	if (argc < 2) {
-		snprintf(corpus, sizeof(corpus), "%s/tests/fuzz/corpus/%s",
-			 top && *top ? top : FUZZ_SRCDIR, FUZZ_TARGET);
-		n = run(corpus);
-		if (n <= 0) {
-			fprintf(stderr, "%s: no inputs\n", corpus);
-			return 1;
-		}
-		printf("%s: %d inputs\n", FUZZ_TARGET, n);
-		return 0;
-	}
+	if (LLVMFuzzerInitialize)
+		LLVMFuzzerInitialize(&argc, &argv);
+	if (argc < 2)
+		return run_default();
 	for (i = 1; i < argc; i++) {
 		n = run(argv[i]);
 		if (n < 0)

@@ -1,6 +1,6 @@
 # daemon/transport/roce/: the RoCEv2 transport.  wire.h is its packet
 # codec, a pure library (no I/O) the unit tests and the fuzzer build alone.
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/transport/roce/wire.h \
 	daemon/transport/roce/wire.c \
 	daemon/transport/roce/ip.c \
@@ -8,7 +8,7 @@ daemon_ibverbsd_SOURCES += \
 	daemon/transport/roce/crc32.c \
 	daemon/transport/roce/crc32.h \
 	daemon/transport/roce/be.h
-daemon_ibverbsd_SOURCES += \
+DAEMON_SOURCES += \
 	daemon/transport/roce/internal.h \
 	daemon/transport/roce/roce.c \
 	daemon/transport/roce/rc.c \
