@@ -515,6 +515,11 @@ void ibvd_eng_answered(struct ibvd_qp *qp)
 	ibvd_eng_qp_ring(qp);
 }
 
+void ibvd_eng_turn_soon(struct ibvd_qp *qp)
+{
+	ibvd_eng_qp_ring(qp);
+}
+
 void ibvd_engine_qp_kick(struct ibvd_qp *qp)
 {
 	/*

@@ -442,12 +442,22 @@ void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp)
 	}
 }
 
-void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
+static void turn_done(struct ibvd_qp *qp)
+{
+	const struct ibvd_transport *t = ibvd_eng_transport(qp);
+
+	if (t->turn_done)
+		t->turn_done(qp);
+}
+
+static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 {
 	uint32_t state = eng_qp_state(qp);
 
 	eng_count(&eng->turns, 1);
 	if (state == IBV_QPS_ERR) {
+		/* what the transport held completes before the flush */
+		turn_done(qp);
 		run_error(qp);
 		return;
 	}
@@ -480,4 +490,10 @@ void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 		ibvd_eng_timer_cancel(&eng->timers, qp);
 	}
 	run_sq(eng, qp, true);
+}
+
+void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
+{
+	qp_turn(eng, qp, now);
+	turn_done(qp);
 }

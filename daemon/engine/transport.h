@@ -186,6 +186,12 @@ struct ibvd_transport {
 	 */
 	void (*qp_forget)(struct ibvd_qp *qp);
 	/*
+	 * RC/UC: the serving thread ended a turn of qp's send queue (what it
+	 * retired is completed), or found qp in error; for completions the
+	 * transport held back to keep them behind those.  NULL: nothing.
+	 */
+	void (*turn_done)(struct ibvd_qp *qp);
+	/*
 	 * QP1: send one management datagram (an IB CM MAD) to another
 	 * host's QP1, on the control thread.  0 or a negative errno; NULL:
 	 * the device reaches no other host (-EOPNOTSUPP).  What arrives on
@@ -219,6 +225,12 @@ uint64_t ibvd_eng_timeout_ns(uint8_t timeout);
  * transport again.
  */
 void ibvd_eng_answered(struct ibvd_qp *qp);
+
+/*
+ * Give qp a turn on its serving thread soon (any thread, objects lock
+ * held for reading), with no answer for it: the turn's turn_done.
+ */
+void ibvd_eng_turn_soon(struct ibvd_qp *qp);
 
 /*
  * The WQE `counter` of src's send queue, behind the one in front, as the

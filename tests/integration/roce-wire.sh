@@ -6,8 +6,9 @@
 # other): ibv_ud/rc/uc/srq_pingpong with -g 1 (the IPv4 GID), with data
 # checked (-c) from one packet to 1 MiB (a thousand packets a message),
 # and perftest's ib_write_bw, ib_read_bw, ib_atomic_bw and ib_send_lat
-# with -x 1.  Then hostile packets from addresses that are not the
-# connected peer, at the QPs of a running pingpong (roce-hostile.py).
+# with -x 1 (ib_send_lat also with completion events).  Then hostile
+# packets from addresses that are not the connected peer, at the QPs of a
+# running pingpong (roce-hostile.py).
 # Then the same with 2 % of the RoCE packets into one namespace dropped
 # by nftables, ib_read_bw's READs too: the data still arrives whole, and
 # the counters show what the wire did (PSN sequence NAKs, READ retries).
@@ -50,6 +51,9 @@ perftests() {
 	across "ib_read_bw 64 KiB" "$PT_RE" ib_read_bw -d roce0 -x 1 -s 65536 -n 200
 	across "ib_atomic_bw" "$PT_RE" ib_atomic_bw -d roce0 -x 1 -n 200
 	across "ib_send_lat 2 B" "$PT_RE" ib_send_lat -d roce0 -x 1 -n 200
+	# one channel for both CQs: the send's event must come before the reply's
+	across "ib_send_lat 2 B, completion events" "$PT_RE" \
+		ib_send_lat -d roce0 -x 1 -n 500 -e
 }
 
 # counter NAME: the value of one of roce0/1's counters in namespace B's daemon.

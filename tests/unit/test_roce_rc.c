@@ -12,6 +12,9 @@
  * was lost asks for all of it again; and with two WRITEs in flight, the
  * first's last packet lost, everything from it goes again (go-back-N) at
  * the responder's NAK, and both complete, in order, their data whole.
+ * And a reply's receive completion never comes before the completion of
+ * the SEND it answers: held while the SEND's ACK is in but the engine has
+ * not yet completed it, written when the engine's turn ends.
  */
 #include "config.h"
 
@@ -158,6 +161,18 @@ static void sgl_move(const struct eng_sgl *sgl, uint64_t off, uint8_t *buf,
 	ck_assert_uint_eq(len, 0);
 }
 
+/* A one-segment list over our own buffer. */
+static void sgl_over(struct eng_sgl *sgl, uint8_t *buf,
+				      uint64_t len)
+{
+	sgl->seg[0].fd = -1;
+	sgl->seg[0].addr = (uintptr_t)buf;
+	sgl->seg[0].len = len;
+	sgl->seg[0].map = NULL;
+	sgl->n = 1;
+	sgl->total = len;
+}
+
 int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
 		     uint64_t len)
 {
@@ -200,7 +215,8 @@ bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,
 			 uint32_t counter, struct eng_req *req)
 {
 	(void)eng;
-	ck_assert_ptr_eq(src, &req_qp);
+	if (src != &req_qp)
+		return false;
 	ck_assert_uint_gt(counter, src->sq_head);
 	if (counter >= sq_posted)
 		return false;
@@ -221,30 +237,49 @@ uint64_t ibvd_eng_timeout_ns(uint8_t timeout)
 	return 4096ull << timeout;
 }
 
-/* The responder paths these tests never take: no SEND, no immediate. */
+/*
+ * Each QP's receive queue: how many WQEs are posted (wr_ids from 100 on,
+ * buffers in local_mem), and the receive completions written, in order.
+ */
+static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int rq_posted[2], rq_taken[2];
+static struct { const struct ibvd_qp *qp; uint64_t wr_id; } recvs_done[8];
+static unsigned int nrecvs_done, turns_asked;
+
+static unsigned int rq_index(const struct ibvd_qp *qp)
+{
+	return qp == &req_qp ? 0 : 1;
+}
+
 void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq)
 {
-	(void)qp;
-	(void)rq;
-	ck_abort_msg("no receive queue in these tests");
+	memset(rq, 0, sizeof(*rq));
+	rq->qp = qp;
+	rq->lock = &rq_lock;
 }
 
 int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 {
-	(void)rq;
-	(void)out;
-	return 0;
+	unsigned int q = rq_index(rq->qp);
+
+	if (rq_taken[q] == rq_posted[q])
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->wr_id = 100 + rq_taken[q];
+	sgl_over(&out->sgl, local_mem + 4096, 1024);
+	return 1;
 }
 
 void ibvd_eng_rq_consume(const struct eng_rq *rq)
 {
-	(void)rq;
+	rq_taken[rq_index(rq->qp)]++;
 }
 
 void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq)
 {
 	(void)target;
 	(void)rq;
+	ck_abort_msg("the receive queue is never broken here");
 }
 
 void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
@@ -253,15 +288,23 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 	(void)target;
 	(void)rq;
 	(void)rwqe;
-	(void)status;
+	ck_abort_msg("receive failed: status %d", status);
 }
 
 void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
 			const struct eng_rcv_done *d)
 {
-	(void)target;
-	(void)wr_id;
-	(void)d;
+	ck_assert_uint_eq(d->opcode, IBV_WC_RECV);
+	ck_assert_uint_lt(nrecvs_done, sizeof(recvs_done) / sizeof(recvs_done[0]));
+	recvs_done[nrecvs_done].qp = target;
+	recvs_done[nrecvs_done].wr_id = wr_id;
+	nrecvs_done++;
+}
+
+void ibvd_eng_turn_soon(struct ibvd_qp *qp)
+{
+	ck_assert_ptr_eq(qp, &req_qp);
+	turns_asked++;
 }
 
 int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key, bool commit)
@@ -319,6 +362,9 @@ static void setup(void)
 	answered = 0;
 	writevs = 0;
 	sq_posted = 0;
+	memset(rq_posted, 0, sizeof(rq_posted));
+	memset(rq_taken, 0, sizeof(rq_taken));
+	nrecvs_done = turns_asked = 0;
 	memset(counters, 0, sizeof(counters));
 	memset(&rd, 0, sizeof(rd));
 	memset(&dev, 0, sizeof(dev));
@@ -338,6 +384,8 @@ static void setup(void)
 	/* 4.3 s: nothing in a test waits that long unless it must */
 	req_qp.attr.timeout = 20;
 	req_qp.attr.sq_psn = resp_qp.attr.rq_psn = 0xFFFFFE;	/* wraps */
+	resp_qp.attr.sq_psn = req_qp.attr.rq_psn = 0x100;
+	req_qp.state = resp_qp.state = IBV_QPS_RTS;
 	resp_qp.attr.access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
 }
 
@@ -378,6 +426,20 @@ static void write_req(struct eng_req *er, uint64_t at)
 	er->local.seg[0].addr = (uintptr_t)(local_mem + at);
 	er->local.seg[0].len = WRITE_LEN;
 	er->local.total = WRITE_LEN;
+}
+
+/* A SEND of len bytes from local_mem + at. */
+static void send_req(struct eng_req *er, uint64_t at, uint32_t len)
+{
+	memset(er, 0, sizeof(*er));
+	er->w.opcode = IBV_WR_SEND;
+	er->length = er->step = len;
+	er->signaled = true;
+	er->local.n = 1;
+	er->local.seg[0].fd = CLIENT_FD;
+	er->local.seg[0].addr = (uintptr_t)(local_mem + at);
+	er->local.seg[0].len = len;
+	er->local.total = len;
 }
 
 /* Sent packet i, decoded (payload pointing into sent[i]). */
@@ -633,6 +695,76 @@ START_TEST(window_go_back_n_from_the_lost_packet)
 }
 END_TEST
 
+START_TEST(reply_completes_after_the_send_it_answers)
+{
+	struct eng_req ping, pong;
+	uint8_t rnr = 0;
+
+	rq_posted[0] = rq_posted[1] = 1;
+	send_req(&ping, 0, 16);
+	send_req(&pong, 64, 16);
+
+	/* A's SEND goes; B takes it (its receive completes at once) and ACKs */
+	ck_assert_int_eq(call(&ping), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 1);
+	expect_pkt(0, ROCE_RC_SEND_ONLY, 0xFFFFFE);
+	deliver(0);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_ptr_eq(recvs_done[0].qp, &resp_qp);
+	ck_assert_uint_eq(nsent, 2);
+	expect_pkt(1, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
+
+	/* B replies at once; A's receive thread has the ACK, then the reply */
+	ck_assert_int_eq(roce_rc_send(NULL, &resp_qp, &pong, &rnr), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	expect_pkt(2, ROCE_RC_SEND_ONLY, 0x100);
+	deliver(1);
+	ck_assert_uint_eq(answered, 1);
+	deliver(2);
+	/* the reply landed and was ACKed, its completion waits for the SEND's */
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0x100);
+	ck_assert_mem_eq(local_mem + 4096, local_mem + 64, 16);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_uint_eq(turns_asked, 1);
+
+	/* A's engine takes the answer; the reply still waits for its CQE ... */
+	ck_assert_int_eq(call(&ping), RESP_OK);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	/* ... written when the turn ends, after the SEND's completion */
+	roce_rc_turn_done(&req_qp);
+	ck_assert_uint_eq(nrecvs_done, 2);
+	ck_assert_ptr_eq(recvs_done[1].qp, &req_qp);
+	ck_assert_uint_eq(recvs_done[1].wr_id, 100);
+	roce_rc_turn_done(&req_qp);
+	ck_assert_uint_eq(nrecvs_done, 2);
+}
+END_TEST
+
+START_TEST(held_receives_complete_before_the_flush)
+{
+	struct eng_req ping, pong;
+	uint8_t rnr = 0;
+
+	rq_posted[0] = rq_posted[1] = 1;
+	send_req(&ping, 0, 16);
+	send_req(&pong, 64, 16);
+	ck_assert_int_eq(call(&ping), RESP_PENDING);
+	deliver(0);
+	ck_assert_int_eq(roce_rc_send(NULL, &resp_qp, &pong, &rnr), RESP_PENDING);
+	deliver(1);
+	deliver(2);
+	ck_assert_uint_eq(nrecvs_done, 1);
+
+	/* A went to ERR before its engine took the answer: the turn that
+	 * finds it so writes what was held (then the engine flushes) */
+	req_qp.state = IBV_QPS_ERR;
+	roce_rc_turn_done(&req_qp);
+	ck_assert_uint_eq(nrecvs_done, 2);
+	ck_assert_uint_eq(recvs_done[1].wr_id, 100);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("roce_rc");
@@ -645,6 +777,11 @@ int main(void)
 	tcase_add_test(tc, read_timeout_asks_for_the_rest_only);
 	tcase_add_test(tc, read_whole_again_when_nothing_came);
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("order");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, reply_completes_after_the_send_it_answers);
+	tcase_add_test(tc, held_receives_complete_before_the_flush);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -150,6 +150,23 @@ struct roce_txm {
 	uint8_t inl[ROCE_TX_INLINE];	/* its inline data, req.local points here */
 };
 
+/*
+ * Receive completions the receive thread holds back while the engine has
+ * an answered send of the same QP still to complete: a NIC completes a
+ * SEND at its ACK, which comes before any reply the peer makes to it, and
+ * programs count on it (perftest's latency tests with completion events
+ * share one channel between the two CQs and take the first event after
+ * posting for the send's).  Here the ACK reaches the receive thread but
+ * the send completes on its QP's engine thread, so the reply behind it
+ * waits for that (roce_rc_turn_done) rather than overtake it.
+ */
+#define ROCE_HELD_RECVS		32u
+
+struct roce_held_recv {
+	uint64_t wr_id;
+	struct eng_rcv_done done;
+};
+
 /* What the RoCE transport keeps for an RC or UC QP (qp->wire). */
 struct roce_qp {
 	pthread_mutex_t lock;
@@ -168,6 +185,9 @@ struct roce_qp {
 		bool resend;		/* go again at the next call */
 		uint32_t resend_psn;	/* from this PSN */
 		uint64_t heard_ns;	/* when an answer last moved things on */
+		bool retiring;		/* an answer taken, its completion not
+					 * yet written: until the engine's turn
+					 * ends (roce_rc_turn_done) */
 	} tx;
 	/* responder */
 	struct {
@@ -184,6 +204,9 @@ struct roce_qp {
 		uint64_t w_left;
 		struct roce_resource res[ROCE_RESOURCES];
 		unsigned int res_next;
+		/* completions held behind the requester's (ROCE_HELD_RECVS) */
+		uint32_t nheld;
+		struct roce_held_recv held[ROCE_HELD_RECVS];
 	} rx;
 };
 
@@ -206,6 +229,19 @@ static inline struct roce_txm *roce_txm_at(struct roce_qp *w, uint32_t i)
 enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   const struct eng_req *req, uint8_t *rnr_timer);
 void roce_rc_forget(struct ibvd_qp *qp);
+
+/*
+ * rc.c: the engine ended a turn of qp's send queue, its completions
+ * written (engine/transport.h's turn_done): what was held behind them
+ * goes now.
+ */
+void roce_rc_turn_done(struct ibvd_qp *qp);
+
+/*
+ * rc_resp.c: write the receive completions held for qp (w->lock held),
+ * in the order they were made.
+ */
+void roce_rc_held_flush(struct ibvd_qp *qp, struct roce_qp *w);
 
 /* rc_resp.c: a request or response that arrived for qp (RC or UC). */
 void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,

@@ -485,6 +485,8 @@ static enum eng_resp take_answer(struct roce_qp *w, struct roce_txm *m,
 		return r;
 	}
 	pop_front(w);
+	/* its completion is the engine's to write now: held ones wait */
+	w->tx.retiring = true;
 	return r;
 }
 
@@ -540,6 +542,34 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (resend_from(rd, qp, w, from) < 0)
 		return RESP_LOCAL_FAULT;
 	return timed_out ? RESP_NO_ACK : RESP_PENDING;
+}
+
+/* An answer in front that the engine has still to take. */
+static bool front_answered(struct roce_qp *w)
+{
+	return w->tx.n && roce_txm_at(w, 0)->answer >= 0 &&
+	       roce_txm_at(w, 0)->answer != RESP_RNR;
+}
+
+void roce_rc_turn_done(struct ibvd_qp *qp)
+{
+	struct roce_qp *w = __atomic_load_n(&qp->wire, __ATOMIC_ACQUIRE);
+	uint32_t state = eng_qp_state(qp);
+
+	/*
+	 * Only this thread sets retiring, and the receive thread holds a
+	 * completion only while it is set or with the QP rung: no lock
+	 * needed to see there is nothing to do, the common case.
+	 */
+	if (!w || (!w->tx.retiring &&
+		   !__atomic_load_n(&w->rx.nheld, __ATOMIC_RELAXED)))
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->tx.retiring = false;
+	if (!front_answered(w) ||
+	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD))
+		roce_rc_held_flush(qp, w);
+	pthread_mutex_unlock(&w->lock);
 }
 
 static bool tx_slots(struct roce_qp *w)

@@ -172,6 +172,44 @@ enum outcome {
 	OUT_DROP,			/* say nothing (UC, or a broken RQ) */
 };
 
+/*
+ * Should a receive completion of qp wait for the engine (internal.h,
+ * ROCE_HELD_RECVS)?  While a send is answered and not yet completed, and
+ * behind what already waits.
+ */
+static bool must_hold(struct roce_qp *w)
+{
+	const struct roce_txm *front = w->tx.n ? roce_txm_at(w, 0) : NULL;
+
+	return w->rx.nheld || w->tx.retiring ||
+	       (front && front->answer >= 0 && front->answer != RESP_RNR);
+}
+
+void roce_rc_held_flush(struct ibvd_qp *qp, struct roce_qp *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->rx.nheld; i++)
+		ibvd_eng_recv_done(qp, w->rx.held[i].wr_id, &w->rx.held[i].done);
+	__atomic_store_n(&w->rx.nheld, 0, __ATOMIC_RELAXED);
+}
+
+/* Complete receive WQE wr_id of qp now, or after its answered sends. */
+static void recv_done(struct ibvd_qp *qp, struct roce_qp *w, uint64_t wr_id,
+		      const struct eng_rcv_done *d)
+{
+	if (must_hold(w) && w->rx.nheld < ROCE_HELD_RECVS) {
+		w->rx.held[w->rx.nheld] = (struct roce_held_recv){ wr_id, *d };
+		__atomic_store_n(&w->rx.nheld, w->rx.nheld + 1, __ATOMIC_RELAXED);
+		/* the engine comes round to qp and writes it (rc.c) */
+		ibvd_eng_turn_soon(qp);
+		return;
+	}
+	/* full: order among the receives still holds */
+	roce_rc_held_flush(qp, w);
+	ibvd_eng_recv_done(qp, wr_id, d);
+}
+
 static void send_complete(struct ibvd_qp *qp, struct roce_qp *w,
 			  const struct roce_pkt *p, uint64_t wr_id)
 {
@@ -190,7 +228,7 @@ static void send_complete(struct ibvd_qp *qp, struct roce_qp *w,
 		d.wc_flags |= IBV_WC_WITH_INV;
 		d.imm = p->ieth;
 	}
-	ibvd_eng_recv_done(qp, wr_id, &d);
+	recv_done(qp, w, wr_id, &d);
 }
 
 /*
@@ -346,7 +384,7 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 		ret = ibvd_eng_rq_peek(&rq, &rwqe);
 		if (ret > 0) {
 			ibvd_eng_rq_consume(&rq);
-			ibvd_eng_recv_done(qp, rwqe.wr_id, &d);
+			recv_done(qp, w, rwqe.wr_id, &d);
 		} else if (ret < 0) {
 			ibvd_eng_rq_broken(qp, &rq);
 		}

@@ -291,5 +291,6 @@ const struct ibvd_transport ibvd_transport_roce = {
 	.send_ud = roce_send_ud,
 	.peer = roce_peer,
 	.qp_forget = roce_rc_forget,
+	.turn_done = roce_rc_turn_done,
 	.send_mad = roce_send_mad,
 };
