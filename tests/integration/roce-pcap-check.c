@@ -6,7 +6,10 @@
  * each opcode there were and every bad one with its frame number (as
  * tshark counts); -l lists "FRAME OPCODE" for each packet first, the
  * opcode in decimal as tshark prints infiniband.bth.opcode, so that a
- * test can compare tshark's reading with ours.
+ * test can compare tshark's reading with ours.  Also counts the IPv4
+ * packets of identification 0: the first of each run a daemon sent as one
+ * datagram (transport/roce/gso.c) and the kernel cut on its way, as a
+ * daemon's single packets never carry 0.
  *
  * Exit status: 0 every packet good, 1 one is not, 2 no capture read.
  */
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include "daemon/transport/roce/wire.h"
 #include "tests/common/pcap.h"
@@ -67,6 +71,7 @@ static const char *const opcode_names[256] = {
 
 struct census {
 	size_t roce, bad;
+	size_t run_starts;		/* IPv4 identification 0: a run's first */
 	size_t opcodes[256];
 };
 
@@ -137,6 +142,8 @@ static void check_packet(struct census *c, const struct pcap_ip *p)
 		return;
 	}
 	c->opcodes[pkt.opcode]++;
+	if (hdr.family == AF_INET && hdr.ip_id == 0)
+		c->run_starts++;
 	if (list)
 		printf("%zu %u\n", p->frame, pkt.opcode);
 }
@@ -151,6 +158,7 @@ static void print_census(const struct census *c, const struct pcap *cap)
 			       opcode_names[op] ? opcode_names[op] : "?",
 			       c->opcodes[op]);
 	}
+	printf("%zu runs cut into packets on the way\n", c->run_starts);
 	printf("%zu frames, %zu RoCEv2 packets, %zu bad\n", cap->frames,
 	       c->roce, c->bad);
 }

@@ -34,8 +34,20 @@ check_PROGRAMS += tests/unit/test_roce_rc
 TESTS += tests/unit/test_roce_rc
 tests_unit_test_roce_rc_SOURCES = tests/unit/test_roce_rc.c \
 	daemon/transport/roce/rc.c daemon/transport/roce/rc_resp.c \
-	daemon/transport/roce/packet.c daemon/transport/roce/internal.h \
-	$(ROCE_WIRE_SOURCES)
+	daemon/transport/roce/packet.c daemon/transport/roce/gso.c \
+	daemon/transport/roce/internal.h $(ROCE_WIRE_SOURCES)
 tests_unit_test_roce_rc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_rc_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_roce_rc_LDADD = $(UNIT_LIBS)
+
+# Runs of packets as one datagram (gso.c): what a run is, its packets'
+# identifications and ICRCs, and cutting one back into its packets,
+# hostile ones included.
+check_PROGRAMS += tests/unit/test_roce_gso
+TESTS += tests/unit/test_roce_gso
+tests_unit_test_roce_gso_SOURCES = tests/unit/test_roce_gso.c \
+	daemon/transport/roce/gso.c daemon/transport/roce/internal.h \
+	$(ROCE_WIRE_SOURCES)
+tests_unit_test_roce_gso_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_roce_gso_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_roce_gso_LDADD = $(UNIT_LIBS)

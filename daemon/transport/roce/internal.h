@@ -84,6 +84,19 @@ struct roce_wrun {
 	struct iovec iov[ROCE_WRUN_MAX];
 };
 
+/*
+ * A flow's UDP socket (io.c): bound to its source address and port, so
+ * that a run's segments carry them.
+ */
+#define ROCE_FLOWS		256u
+
+struct roce_flow {
+	uint8_t src[4];
+	uint16_t sport;
+	int fd;				/* -1: none could be made */
+	bool refused;			/* the kernel refused a run */
+};
+
 /* A RoCE device's own state (dev->transport_priv). */
 struct roce_dev {
 	struct ibvd_device *dev;
@@ -98,6 +111,10 @@ struct roce_dev {
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
 	struct roce_wrun wrun;		/* the receive thread's only */
+	/* UDP sockets runs go out through, one per flow (io.c) */
+	pthread_mutex_t flows_lock;
+	struct roce_flow *flows;	/* ROCE_FLOWS, made at the first run */
+	unsigned int nflows;
 };
 
 /* io.c: the device whose receive thread this is, on that thread; else NULL. */
@@ -294,6 +311,49 @@ void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
 void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 		  uint32_t len);
 void roce_txq_flush(struct roce_txq *q);
+
+/*
+ * gso.c: runs of packets as one UDP datagram (its comment).  A run is
+ * longer than any single packet, and at most what one IPv4 packet holds.
+ */
+#define ROCE_GSO_MIN		(ROCE_MAX_PACKET + 1)
+#define ROCE_GSO_MAX		65535u
+
+/*
+ * The length of the run that starts the n IPv4 packets of lens (equal
+ * lengths, the last maybe shorter, ROCE_GSO_MIN..ROCE_GSO_MAX bytes in
+ * all as one), or 0 if they start none.
+ */
+unsigned int roce_gso_run_len(const size_t *lens, unsigned int n);
+
+/* Identification and ICRC of the n packets of a run, for their segments. */
+void roce_gso_stamp_run(uint8_t *const *pkts, const size_t *lens,
+			unsigned int n);
+
+/* Where the packets cut from a run go (roce_gso_split). */
+struct roce_gso_sink {
+	void (*packet)(void *arg, const uint8_t *pkt, size_t len);
+	/* the packets handed over so far are about to be overwritten */
+	void (*reuse)(void *arg);
+	void *arg;
+};
+
+/*
+ * Cut the IPv4 packet pkt (len bytes), a run, into the packets it was
+ * made of, built in out (out_len bytes, at least one whole packet), each
+ * handed to sink; -EBADMSG if it is no run we can cut.
+ */
+int roce_gso_split(const uint8_t *pkt, size_t len, uint8_t *out,
+		   size_t out_len, const struct roce_gso_sink *sink);
+
+/*
+ * io.c: send the n IPv4 packets of a run (built, roce_gso_stamp_run'ed)
+ * as one datagram through path's flow socket; 0, or a negative errno when
+ * they must go as packets (no socket for the flow, or the kernel would
+ * not: that flow sends packets from then on).
+ */
+int roce_io_send_run(struct roce_dev *rd, const struct roce_path *path,
+		     uint8_t *const *pkts, const size_t *lens, unsigned int n);
 
 /* io.c: sockets and the receive thread of rd (rd->ifname set). */
 int roce_io_open(struct roce_dev *rd);

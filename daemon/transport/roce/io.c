@@ -25,6 +25,12 @@
  * ignore it; the ICRC covers the datagram).  A kernel without IPv6 leaves
  * the device IPv4 only.
  *
+ * Runs of packets of one message (gso.c) go out as one datagram through
+ * an ordinary UDP socket per flow, bound to the flow's source address and
+ * port, with UDP_SEGMENT; a flow whose run the kernel refuses (a device
+ * without checksum offload) sends packets from then on.  Arriving runs a
+ * link left whole are cut back into packets here (roce_gso_split).
+ *
  * The receive thread takes packets in batches (recvmmsg) and hands each to
  * rx.c with ibvd_objects_lock held for reading, once per batch, as an
  * engine pass does.
@@ -40,6 +46,7 @@
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
@@ -59,6 +66,15 @@
 /* How long a sender waits for room in a full send buffer. */
 #define IO_SEND_WAIT_MS	10
 #define IPV6_HDR_LEN	40
+#define IPV4_UDP_HDRS	28
+
+/* linux/udp.h's: a datagram cut every so many bytes; GSO datagrams taken */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT	103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO		104
+#endif
 
 /* linux/in6.h's, which glibc's headers leave out */
 #ifndef IPV6_FLOWINFO
@@ -236,6 +252,9 @@ static int open_sink(struct roce_dev *rd, int family, int *out)
 	/* Another device's sink may hold the port on another netdev. */
 	if (ret == 0)
 		ret = set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	/* Runs arriving whole stay whole: it drops them anyway. */
+	if (ret == 0)
+		(void)set_int(fd, IPPROTO_UDP, UDP_GRO, 1);
 	/* The IPv4 sink has IPv4's port; this one IPv6's only. */
 	if (ret == 0 && family == AF_INET6)
 		ret = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
@@ -382,6 +401,162 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
 	}
 }
 
+/* ---- runs: one datagram cut into packets ------------------------------- */
+
+/* An unconnected UDP socket for the flow from src:sport, or -errno. */
+static int open_flow(struct roce_dev *rd, const uint8_t *src, uint16_t sport)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_port = htons(sport),
+	};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	memcpy(&sin.sin_addr, src, 4);
+	/* nothing is received here: peers send to 4791 */
+	ret = set_filter(fd, drop_all_code, 1);
+	if (ret == 0)
+		ret = bind_to(fd, rd->ifname);
+	/* DF: identification 0, as the runs' ICRCs were computed with */
+	if (ret == 0)
+		ret = set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	if (ret == 0 && bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		ret = -errno;
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	grow_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	return fd;
+}
+
+/* The socket of path's flow, made on first use; -1: send packets. */
+static int flow_fd(struct roce_dev *rd, const struct roce_path *path)
+{
+	struct roce_flow *f;
+	unsigned int i;
+	int fd = -1;
+
+	pthread_mutex_lock(&rd->flows_lock);
+	for (i = 0; i < rd->nflows; i++) {
+		f = &rd->flows[i];
+		if (f->sport == path->sport && !memcmp(f->src, path->src, 4)) {
+			fd = f->refused ? -1 : f->fd;
+			goto out;
+		}
+	}
+	if (!rd->flows)
+		rd->flows = calloc(ROCE_FLOWS, sizeof(*rd->flows));
+	/* out of room: the flows beyond send packets */
+	if (!rd->flows || rd->nflows == ROCE_FLOWS)
+		goto out;
+	f = &rd->flows[rd->nflows++];
+	memcpy(f->src, path->src, 4);
+	f->sport = path->sport;
+	/* a port someone else holds: that flow sends packets */
+	f->fd = fd = open_flow(rd, path->src, path->sport);
+	if (fd < 0)
+		f->fd = fd = -1;
+out:
+	pthread_mutex_unlock(&rd->flows_lock);
+	return fd;
+}
+
+/* The kernel refused a run of fd's flow: packets from now on. */
+static void flow_refused(struct roce_dev *rd, int fd, int err)
+{
+	unsigned int i;
+
+	pthread_mutex_lock(&rd->flows_lock);
+	for (i = 0; i < rd->nflows; i++) {
+		if (rd->flows[i].fd != fd)
+			continue;
+		if (!rd->flows[i].refused)
+			log_info("%s: runs of packets refused (%s): this flow sends them one by one",
+				 rd->ifname, strerror(-err));
+		/* kept open: another sender may be using it right now */
+		rd->flows[i].refused = true;
+	}
+	pthread_mutex_unlock(&rd->flows_lock);
+}
+
+int roce_io_send_run(struct roce_dev *rd, const struct roce_path *path,
+		     uint8_t *const *pkts, const size_t *lens, unsigned int n)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct sockaddr_in to = {
+		.sin_family = AF_INET,
+		.sin_port = htons(ROCE_UDP_PORT),
+	};
+	struct iovec iov[ROCE_TXQ_PKTS];
+	struct msghdr m = {
+		.msg_name = &to,
+		.msg_namelen = sizeof(to),
+		.msg_iov = iov,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
+	};
+	struct pollfd pfd = { .events = POLLOUT };
+	uint16_t seg = (uint16_t)(lens[0] - IPV4_UDP_HDRS);
+	int ttl = path->hop_limit, tos = path->tclass;
+	struct cmsghdr *c;
+	unsigned int i;
+	bool waited = false;
+
+	if (n > ROCE_TXQ_PKTS)
+		return -EINVAL;
+	pfd.fd = flow_fd(rd, path);
+	if (pfd.fd < 0)
+		return -ENOTCONN;
+	memcpy(&to.sin_addr, path->dst, 4);
+	for (i = 0; i < n; i++) {
+		iov[i].iov_base = pkts[i] + IPV4_UDP_HDRS;
+		iov[i].iov_len = lens[i] - IPV4_UDP_HDRS;
+	}
+	m.msg_iovlen = n;
+	memset(&ctl, 0, sizeof(ctl));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = IPPROTO_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	c = CMSG_NXTHDR(&m, c);
+	c->cmsg_level = IPPROTO_IP;
+	c->cmsg_type = IP_TTL;
+	c->cmsg_len = CMSG_LEN(sizeof(ttl));
+	memcpy(CMSG_DATA(c), &ttl, sizeof(ttl));
+	c = CMSG_NXTHDR(&m, c);
+	c->cmsg_level = IPPROTO_IP;
+	c->cmsg_type = IP_TOS;
+	c->cmsg_len = CMSG_LEN(sizeof(tos));
+	memcpy(CMSG_DATA(c), &tos, sizeof(tos));
+	/* as send_wait: a full buffer is waited for once, briefly */
+	for (;;) {
+		if (sendmsg(pfd.fd, &m, MSG_DONTWAIT) >= 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN && !waited) {
+			waited = true;
+			poll(&pfd, 1, IO_SEND_WAIT_MS);
+			continue;
+		}
+		break;
+	}
+	/* lost, as on a wire; or refused: then packets */
+	if (errno == EAGAIN || errno == ENOBUFS || errno == EHOSTUNREACH ||
+	    errno == ENETUNREACH || errno == ENETDOWN)
+		return 0;
+	flow_refused(rd, pfd.fd, -errno);
+	return -EOPNOTSUPP;
+}
+
 /* Room for IPV6_PKTINFO, IPV6_HOPLIMIT and IPV6_FLOWINFO. */
 #define RX_CMSG_BYTES	(CMSG_SPACE(sizeof(struct in6_pktinfo)) + \
 			 2 * CMSG_SPACE(sizeof(int)))
@@ -391,7 +566,8 @@ struct rx_batch {
 	struct iovec iov[RX_BATCH];
 	struct sockaddr_in6 from[RX_BATCH];
 	uint8_t ctl[RX_BATCH][RX_CMSG_BYTES];
-	uint8_t buf[RX_BATCH][ROCE_MAX_PACKET];
+	uint8_t buf[RX_BATCH][IPV6_HDR_LEN + ROCE_GSO_MAX];
+	uint8_t cut[2 * ROCE_GSO_MAX];		/* a run's packets */
 };
 
 /*
@@ -460,6 +636,32 @@ static bool rx_ipv6_header(struct msghdr *m, size_t len, uint8_t *h)
 	return have_dst;
 }
 
+static void rx_cut_packet(void *arg, const uint8_t *pkt, size_t len)
+{
+	roce_rx_packet(arg, pkt, len);
+}
+
+/* The cut packets' WRITE payloads land before their buffer is reused. */
+static void rx_cut_reuse(void *arg)
+{
+	roce_wrun_flush(arg);
+}
+
+/* A run a link left whole (gso.c): its packets, one by one. */
+static void rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
+		   size_t len)
+{
+	const struct roce_gso_sink sink = {
+		.packet = rx_cut_packet,
+		.reuse = rx_cut_reuse,
+		.arg = rd,
+	};
+
+	/* the last run's packets may still be pointed at */
+	roce_wrun_flush(rd);
+	(void)roce_gso_split(pkt, len, b->cut, sizeof(b->cut), &sink);
+}
+
 /* Take what fd has queued, one batch at a time; false when it failed. */
 static bool rx_drain(struct roce_dev *rd, int fd, bool v6, struct rx_batch *b)
 {
@@ -477,7 +679,9 @@ static bool rx_drain(struct roce_dev *rd, int fd, bool v6, struct rx_batch *b)
 			/* Truncated: longer than any packet we take. */
 			if (m->msg_flags & MSG_TRUNC)
 				continue;
-			if (!v6)
+			if (!v6 && b->msgs[i].msg_len > ROCE_MAX_PACKET)
+				rx_run(rd, b, b->buf[i], b->msgs[i].msg_len);
+			else if (!v6)
 				roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
 			else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
 				roce_rx_packet(rd, b->buf[i],
@@ -538,6 +742,7 @@ int roce_io_open(struct roce_dev *rd)
 
 	rd->tx_fd = rd->rx_fd = rd->sink_fd = rd->stop_fd = -1;
 	rd->tx6_fd = rd->rx6_fd = rd->sink6_fd = -1;
+	pthread_mutex_init(&rd->flows_lock, NULL);
 	ret = open_tx(rd);
 	if (ret == 0)
 		ret = open_rx(rd);
@@ -564,6 +769,7 @@ int roce_io_open(struct roce_dev *rd)
 void roce_io_close(struct roce_dev *rd)
 {
 	uint64_t one = 1;
+	unsigned int i;
 
 	if (rd->rx_running) {
 		if (write(rd->stop_fd, &one, sizeof(one)) < 0)
@@ -579,4 +785,10 @@ void roce_io_close(struct roce_dev *rd)
 	close_fd(&rd->rx6_fd);
 	close_fd(&rd->sink6_fd);
 	close_fd(&rd->stop_fd);
+	for (i = 0; i < rd->nflows; i++)
+		close_fd(&rd->flows[i].fd);
+	free(rd->flows);
+	rd->flows = NULL;
+	rd->nflows = 0;
+	pthread_mutex_destroy(&rd->flows_lock);
 }

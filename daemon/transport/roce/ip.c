@@ -167,6 +167,25 @@ size_t roce_build_ip(const struct roce_ip *ip, size_t udp_payload_len,
 	return hl + UDP_LEN;
 }
 
+static void ipv4_resum(uint8_t *h)
+{
+	put_be16(h + 10, 0);
+	put_be16(h + 10, (uint16_t)~ipv4_sum(h));
+}
+
+void roce_ipv4_set_id(uint8_t *pkt, uint16_t id)
+{
+	put_be16(pkt + 4, id);
+	ipv4_resum(pkt);
+}
+
+void roce_ipv4_set_lengths(uint8_t *pkt, size_t udp_payload_len)
+{
+	put_be16(pkt + 2, (uint16_t)(IPV4_LEN + UDP_LEN + udp_payload_len));
+	put_be16(pkt + IPV4_LEN + 4, (uint16_t)(UDP_LEN + udp_payload_len));
+	ipv4_resum(pkt);
+}
+
 size_t roce_ip_hdrs_len(int family)
 {
 	return (family == AF_INET ? IPV4_LEN : IPV6_LEN) + UDP_LEN;

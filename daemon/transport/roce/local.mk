@@ -14,5 +14,6 @@ DAEMON_SOURCES += \
 	daemon/transport/roce/rc.c \
 	daemon/transport/roce/rc_resp.c \
 	daemon/transport/roce/packet.c \
+	daemon/transport/roce/gso.c \
 	daemon/transport/roce/io.c \
 	daemon/transport/roce/rx.c

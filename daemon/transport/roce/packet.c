@@ -7,7 +7,9 @@
  * The packets of a message go out in batches (struct roce_txq): their
  * payload is read from registered memory in one piece, and the batch is
  * handed to the kernel in one system call, which on a software device is
- * most of what a packet costs.
+ * most of what a packet costs; runs of equal packets in it as a single
+ * datagram the kernel cuts (gso.c), which costs the IP stack and the link
+ * one packet's work for the whole run.
  */
 #include <config.h>
 
@@ -19,14 +21,26 @@
 #include "internal.h"
 
 /*
- * Build into buf (ROCE_MAX_PACKET bytes): p's headers and len payload
- * bytes, from data if it is not NULL, else from sgl at offset off.
- * Returns the packet's length, 0 if sgl's memory failed.
+ * A built packet's identification (IPv4: never 0, which the kernel would
+ * replace, and the ICRC covers it) and ICRC, to go out on its own.
  */
-static size_t build(struct roce_dev *rd, const struct roce_path *path,
-		    struct roce_pkt *p, const void *data,
-		    const struct eng_sgl *sgl, uint64_t off, uint32_t len,
-		    uint8_t *buf)
+static void stamp(struct roce_dev *rd, uint8_t *pkt, size_t len)
+{
+	if (pkt[0] >> 4 == 4)
+		roce_ipv4_set_id(pkt, (uint16_t)(__atomic_add_fetch(
+			&rd->ip_id, 1, __ATOMIC_RELAXED) | 1));
+	roce_icrc_set(pkt, len);
+}
+
+/*
+ * Build into buf (ROCE_MAX_PACKET bytes): p's headers and len payload
+ * bytes, from data if it is not NULL, else from sgl at offset off, with
+ * neither identification nor ICRC (stamp, or a run's).  Returns the
+ * packet's length, 0 if sgl's memory failed.
+ */
+static size_t build(const struct roce_path *path, struct roce_pkt *p,
+		    const void *data, const struct eng_sgl *sgl, uint64_t off,
+		    uint32_t len, uint8_t *buf)
 {
 	struct roce_ip ip = {
 		.family = path->family,
@@ -35,14 +49,11 @@ static size_t build(struct roce_dev *rd, const struct roce_path *path,
 		.sport = path->sport,
 		.dport = ROCE_UDP_PORT,
 	};
-	size_t iph, hdrs, udp_len, total;
+	size_t iph, hdrs, udp_len;
 
 	p->pad = (uint8_t)(-len & 3);
 	memcpy(ip.src, path->src, 16);
 	memcpy(ip.dst, path->dst, 16);
-	/* never 0: the kernel would choose one, and the ICRC covers it */
-	if (path->family == AF_INET)
-		ip.ip_id = __atomic_add_fetch(&rd->ip_id, 1, __ATOMIC_RELAXED) | 1;
 	hdrs = roce_encode(p, buf + roce_ip_hdrs_len(path->family));
 	udp_len = hdrs + len + p->pad + ROCE_ICRC_LEN;
 	iph = roce_build_ip(&ip, udp_len, buf);
@@ -51,9 +62,7 @@ static size_t build(struct roce_dev *rd, const struct roce_path *path,
 	else if (len && ibvd_eng_copy_out(sgl, off, buf + iph + hdrs, len) < 0)
 		return 0;
 	memset(buf + iph + hdrs + len, 0, p->pad);
-	total = iph + udp_len;
-	roce_icrc_set(buf, total);
-	return total;
+	return iph + udp_len;
 }
 
 /* Where a built packet lies in the batch that sends it. */
@@ -70,9 +79,46 @@ void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
 	q->n = 0;
 }
 
-void roce_txq_flush(struct roce_txq *q)
+/* Packets from..to - 1 of q, one by one (a system call for them all). */
+static void txq_send_packets(struct roce_txq *q, unsigned int from,
+			     unsigned int to)
 {
 	const uint8_t *pkts[ROCE_TXQ_PKTS];
+	unsigned int i;
+
+	for (i = from; i < to; i++) {
+		stamp(q->rd, txq_slot(q, i), q->len[i]);
+		pkts[i - from] = txq_slot(q, i);
+	}
+	if (to > from)
+		roce_io_send_batch(q->rd, pkts, q->len + from, to - from,
+				   q->path->family, q->path->dst);
+}
+
+/* Send q's packets, runs of them as one datagram where they make one. */
+static void txq_send(struct roce_txq *q)
+{
+	uint8_t *pkts[ROCE_TXQ_PKTS];
+	unsigned int i, run, from = 0;
+
+	for (i = 0; i < q->n; i++)
+		pkts[i] = txq_slot(q, i);
+	for (i = 0; q->path->family == AF_INET && i < q->n; i += run ? run : 1) {
+		run = roce_gso_run_len(q->len + i, q->n - i);
+		if (!run)
+			continue;
+		/* what comes before it goes first */
+		txq_send_packets(q, from, i);
+		roce_gso_stamp_run(pkts + i, q->len + i, run);
+		from = i;
+		if (roce_io_send_run(q->rd, q->path, pkts + i, q->len + i, run) == 0)
+			from = i + run;
+	}
+	txq_send_packets(q, from, q->n);
+}
+
+void roce_txq_flush(struct roce_txq *q)
+{
 	unsigned int i;
 
 	/* as emit: a path that goes nowhere (no family) sends nothing */
@@ -81,13 +127,12 @@ void roce_txq_flush(struct roce_txq *q)
 		return;
 	}
 	if (roce_is_local(q->rd, q->path->family, q->path->dst)) {
-		for (i = 0; i < q->n; i++)
+		for (i = 0; i < q->n; i++) {
+			stamp(q->rd, txq_slot(q, i), q->len[i]);
 			roce_rx_packet(q->rd, txq_slot(q, i), q->len[i]);
+		}
 	} else {
-		for (i = 0; i < q->n; i++)
-			pkts[i] = txq_slot(q, i);
-		roce_io_send_batch(q->rd, pkts, q->len, q->n, q->path->family,
-				   q->path->dst);
+		txq_send(q);
 	}
 	q->n = 0;
 }
@@ -95,8 +140,7 @@ void roce_txq_flush(struct roce_txq *q)
 void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 		  uint32_t len)
 {
-	q->len[q->n] = build(q->rd, q->path, p, data, NULL, 0, len,
-			     txq_slot(q, q->n));
+	q->len[q->n] = build(q->path, p, data, NULL, 0, len, txq_slot(q, q->n));
 	if (++q->n == ROCE_TXQ_PKTS)
 		roce_txq_flush(q);
 }
@@ -117,8 +161,9 @@ int roce_send_pkt(struct roce_dev *rd, const struct roce_path *path,
 		  struct roce_pkt *p, const void *data, uint32_t len)
 {
 	uint8_t buf[ROCE_MAX_PACKET];
-	size_t n = build(rd, path, p, data, NULL, 0, len, buf);
+	size_t n = build(path, p, data, NULL, 0, len, buf);
 
+	stamp(rd, buf, n);
 	emit(rd, path, buf, n);
 	return 0;
 }
@@ -128,10 +173,11 @@ int roce_send_sgl(struct roce_dev *rd, const struct roce_path *path,
 		  uint32_t len)
 {
 	uint8_t buf[ROCE_MAX_PACKET];
-	size_t n = build(rd, path, p, NULL, sgl, off, len, buf);
+	size_t n = build(path, p, NULL, sgl, off, len, buf);
 
 	if (!n)
 		return -EFAULT;
+	stamp(rd, buf, n);
 	emit(rd, path, buf, n);
 	return 0;
 }

@@ -90,6 +90,13 @@ static size_t hdrs_len(unsigned int hdrs)
 	       (hdrs & ROCE_HDR_IETH ? IETH_LEN : 0);
 }
 
+int roce_opcode_hdrs_len(uint8_t opcode)
+{
+	int hdrs = roce_opcode_hdrs(opcode);
+
+	return hdrs < 0 ? -1 : (int)(ROCE_BTH_LEN + hdrs_len((unsigned int)hdrs));
+}
+
 void roce_pkt_init(struct roce_pkt *p, uint8_t opcode)
 {
 	memset(p, 0, sizeof(*p));

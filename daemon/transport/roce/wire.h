@@ -116,6 +116,9 @@ enum roce_hdr {
  */
 int roce_opcode_hdrs(uint8_t opcode);
 
+/* The bytes of the BTH and the headers an opcode carries, or -1 (above). */
+int roce_opcode_hdrs_len(uint8_t opcode);
+
 /* BTH flags and fields plus the extension headers of one packet */
 struct roce_pkt {
 	uint8_t opcode;
@@ -206,6 +209,14 @@ int roce_parse_ip(const uint8_t *pkt, size_t len, struct roce_ip *ip,
  */
 size_t roce_build_ip(const struct roce_ip *ip, size_t udp_payload_len,
 		     uint8_t *buf);
+
+/*
+ * An IPv4 packet's identification, or its total and UDP lengths for
+ * udp_payload_len bytes of UDP payload, changed in place (pkt: its IPv4
+ * header, then the UDP header); the header checksum follows.
+ */
+void roce_ipv4_set_id(uint8_t *pkt, uint16_t id);
+void roce_ipv4_set_lengths(uint8_t *pkt, size_t udp_payload_len);
 
 /* The bytes roce_build_ip writes for family: 28 for AF_INET, else 48. */
 size_t roce_ip_hdrs_len(int family);

@@ -1,0 +1,215 @@
+/*
+ * Runs of RoCE packets as one UDP datagram (transport/roce/gso.c): which
+ * packets of a batch make a run, the identification and ICRC each packet
+ * of a run is given, and cutting a run that arrived whole back into
+ * exactly those packets, as the kernel's segmentation would have made
+ * them.  Hostile datagrams (no BTH where the next segment should start,
+ * garbage, IPv6) are refused, and cut packets with a corrupt byte fail
+ * their ICRC.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/roce/internal.h"
+
+#define MTU		1024u
+#define NPKTS		15u		/* a WRITE's MIDDLE packets and its LAST */
+#define LAST_LEN	300u
+#define HDRS		28u		/* IPv4 and UDP */
+
+static uint8_t pkts[NPKTS][ROCE_MAX_PACKET];
+static size_t lens[NPKTS];
+static uint8_t *ptrs[NPKTS];
+
+/* What a cut handed over, and how often its buffer was to be reused. */
+static uint8_t got[64][ROCE_MAX_PACKET];
+static size_t got_len[64];
+static unsigned int ngot, reuses;
+
+static void take(void *arg, const uint8_t *pkt, size_t len)
+{
+	(void)arg;
+	ck_assert_uint_lt(ngot, 64);
+	ck_assert_uint_le(len, ROCE_MAX_PACKET);
+	memcpy(got[ngot], pkt, len);
+	got_len[ngot++] = len;
+}
+
+static void reuse(void *arg)
+{
+	(void)arg;
+	reuses++;
+}
+
+static const struct roce_gso_sink sink = { take, reuse, NULL };
+
+/* Packet k of a WRITE step from PSN 100, built as packet.c builds it. */
+static void build(unsigned int k, uint8_t opcode, uint32_t len)
+{
+	struct roce_ip ip = {
+		.family = AF_INET,
+		.src = { 10, 0, 0, 1 },
+		.dst = { 10, 0, 0, 2 },
+		.hop_limit = 64,
+		.sport = 0xC123,
+		.dport = ROCE_UDP_PORT,
+	};
+	struct roce_pkt p;
+	size_t hdrs, i;
+
+	roce_pkt_init(&p, opcode);
+	p.dest_qp = 0x000abc;
+	p.psn = 100 + k;
+	hdrs = roce_encode(&p, pkts[k] + HDRS);
+	roce_build_ip(&ip, hdrs + len + ROCE_ICRC_LEN, pkts[k]);
+	for (i = 0; i < len; i++)
+		pkts[k][HDRS + hdrs + i] = (uint8_t)(k * 31 + i);
+	lens[k] = HDRS + hdrs + len + ROCE_ICRC_LEN;
+	ptrs[k] = pkts[k];
+}
+
+static void setup(void)
+{
+	unsigned int k;
+
+	for (k = 0; k + 1 < NPKTS; k++)
+		build(k, ROCE_RC_RDMA_WRITE_MIDDLE, MTU);
+	build(NPKTS - 1, ROCE_RC_RDMA_WRITE_LAST, LAST_LEN);
+	ngot = reuses = 0;
+}
+
+/*
+ * The run as one datagram that a link left whole: packet 0's headers
+ * (identification 0, lengths of the whole), then every packet's UDP
+ * payload, as the kernel sends what UDP_SEGMENT was given.
+ */
+static size_t whole(const unsigned int n, uint8_t *out)
+{
+	size_t at = HDRS;
+	unsigned int k;
+
+	for (k = 0; k < n; k++) {
+		memcpy(out + at, pkts[k] + HDRS, lens[k] - HDRS);
+		at += lens[k] - HDRS;
+	}
+	memcpy(out, pkts[0], HDRS);
+	roce_ipv4_set_lengths(out, at - HDRS);
+	roce_ipv4_set_id(out, 0);
+	return at;
+}
+
+static uint8_t datagram[ROCE_GSO_MAX];
+
+START_TEST(equal_packets_make_a_run)
+{
+	size_t l[4] = { 1000, 1000, 1000, 1000 };
+	size_t big[80];
+	unsigned int i;
+
+	ck_assert_uint_eq(roce_gso_run_len(lens, NPKTS), NPKTS);
+	/* a longer first packet (a FIRST with its RETH) starts none */
+	l[0] = 1016;
+	ck_assert_uint_eq(roce_gso_run_len(l, 4), 0);
+	/* no longer than one packet may be: packets */
+	ck_assert_uint_eq(roce_gso_run_len(l + 1, 3), 0);
+	ck_assert_uint_eq(roce_gso_run_len(lens, 1), 0);
+	/* the shorter one ends it */
+	ck_assert_uint_eq(roce_gso_run_len(lens + 1, NPKTS - 1), NPKTS - 1);
+	/* never more than one IPv4 packet holds */
+	for (i = 0; i < 80; i++)
+		big[i] = 4124;
+	ck_assert_uint_eq(roce_gso_run_len(big, 80), (ROCE_GSO_MAX - HDRS) / (4124 - HDRS));
+}
+END_TEST
+
+START_TEST(a_whole_run_is_cut_into_its_packets)
+{
+	size_t n;
+	unsigned int k;
+
+	roce_gso_stamp_run(ptrs, lens, NPKTS);
+	n = whole(NPKTS, datagram);
+	ck_assert_uint_gt(n, ROCE_MAX_PACKET);
+	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink), 0);
+	/* take() copied each one out of the cut buffer: slot 63 is scratch */
+	ck_assert_uint_eq(ngot, NPKTS);
+	for (k = 0; k < NPKTS; k++) {
+		ck_assert_uint_eq(got_len[k], lens[k]);
+		ck_assert_mem_eq(got[k], pkts[k], lens[k]);
+		ck_assert(roce_icrc_ok(got[k], got_len[k]));
+		/* the identification segmentation gives: 0, 1, 2, ... */
+		ck_assert_uint_eq(got[k][4] << 8 | got[k][5], k);
+	}
+	/* eight 1 KiB packets fit the buffer at a time */
+	ck_assert_uint_eq(reuses, 1);
+}
+END_TEST
+
+START_TEST(a_corrupt_byte_fails_its_packet_only)
+{
+	size_t n;
+	unsigned int k;
+
+	roce_gso_stamp_run(ptrs, lens, NPKTS);
+	n = whole(NPKTS, datagram);
+	datagram[HDRS + 3 * (lens[0] - HDRS) + 100] ^= 0x40;
+	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink), 0);
+	ck_assert_uint_eq(ngot, NPKTS);
+	for (k = 0; k < NPKTS; k++)
+		ck_assert(roce_icrc_ok(got[k], got_len[k]) == (k != 3));
+}
+END_TEST
+
+START_TEST(hostile_datagrams_are_refused)
+{
+	size_t n;
+
+	roce_gso_stamp_run(ptrs, lens, NPKTS);
+	n = whole(NPKTS, datagram);
+	/* the second packet's PSN is not the first's next */
+	datagram[HDRS + (lens[0] - HDRS) + 11] ^= 1;
+	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
+			 -EBADMSG);
+	/* nor its QP */
+	datagram[HDRS + (lens[0] - HDRS) + 11] ^= 1;
+	datagram[HDRS + (lens[0] - HDRS) + 7] ^= 1;
+	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
+			 -EBADMSG);
+	/* garbage, an opcode we don't speak, a length the header denies */
+	memset(datagram + HDRS, 0xEE, n - HDRS);
+	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
+			 -EBADMSG);
+	ck_assert_int_eq(roce_gso_split(datagram, HDRS + 4, got[63], sizeof(got[63]), &sink),
+			 -EBADMSG);
+	memset(datagram, 0x60, 64);
+	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
+			 -EBADMSG);
+	ck_assert_uint_eq(ngot, 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("roce_gso");
+	TCase *tc = tcase_create("runs");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, equal_packets_make_a_run);
+	tcase_add_test(tc, a_whole_run_is_cut_into_its_packets);
+	tcase_add_test(tc, a_corrupt_byte_fails_its_packet_only);
+	tcase_add_test(tc, hostile_datagrams_are_refused);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
