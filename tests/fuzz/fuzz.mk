@@ -76,9 +76,9 @@ tests_fuzz_handlers_fuzz_CFLAGS = $(FUZZ_COMPILE) $(PROTOBUF_C_CFLAGS) \
 tests_fuzz_handlers_fuzz_LDFLAGS = $(FUZZ_LINK)
 tests_fuzz_handlers_fuzz_LDADD = $(FUZZ_DAEMON_LIBS)
 
-# roce_wire: RoCEv2 packets (ROCE_WIRE_SOURCES: tests/unit/roce.mk)
+# roce_wire: RoCEv2 packets (ROCE_WIRE_SOURCES: tests/unit/roce.mk), runs cut
 tests_fuzz_roce_wire_fuzz_SOURCES = tests/fuzz/roce_wire.c \
-	$(ROCE_WIRE_SOURCES) $(FUZZ_MAIN)
+	daemon/transport/roce/gso.c $(ROCE_WIRE_SOURCES) $(FUZZ_MAIN)
 tests_fuzz_roce_wire_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"roce_wire"'
 tests_fuzz_roce_wire_fuzz_CFLAGS = $(FUZZ_COMPILE)
 tests_fuzz_roce_wire_fuzz_LDFLAGS = $(FUZZ_LINK)

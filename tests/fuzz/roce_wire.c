@@ -8,7 +8,10 @@
  *   decoder ignores (FECN, BECN, reserved);
  * - a parsed IP packet fits in the input, and building its headers again
  *   gives them back, but for what the parser ignores (DF, checksums);
- * - an ICRC set is an ICRC that checks.
+ * - an ICRC set is an ICRC that checks;
+ * - a run cut into packets (gso.c, the input as a datagram a link left
+ *   whole) gives packets that parse, hold every byte of its UDP payload
+ *   in order, and pass the checks above.
  * tests/fuzz/run runs it under libFuzzer; make check runs it on its
  * seed corpus (tests/fuzz/fuzz.mk).
  */
@@ -20,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "transport/roce/internal.h"
 #include "transport/roce/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -117,9 +121,54 @@ static void ip_packet(const uint8_t *data, size_t size)
 	free(copy);
 }
 
+/* What cutting a run gave: its packets' UDP payloads, end to end. */
+struct cut {
+	uint8_t payload[ROCE_GSO_MAX];
+	size_t len;
+	unsigned int reuses;
+};
+
+static void cut_packet(void *arg, const uint8_t *pkt, size_t len)
+{
+	struct cut *c = arg;
+	struct roce_ip ip;
+	size_t off, udp_len;
+
+	CHECK(roce_parse_ip(pkt, len, &ip, &off, &udp_len) == 0);
+	CHECK(ip.family == AF_INET && off == 28 && off + udp_len == len);
+	CHECK(c->len + udp_len <= sizeof(c->payload));
+	memcpy(c->payload + c->len, pkt + off, udp_len);
+	c->len += udp_len;
+	ip_packet(pkt, len);
+}
+
+static void cut_reuse(void *arg)
+{
+	((struct cut *)arg)->reuses++;
+}
+
+static void run_cut(const uint8_t *data, size_t size)
+{
+	static uint8_t out[2 * ROCE_GSO_MAX];
+	static struct cut c;
+	const struct roce_gso_sink sink = { cut_packet, cut_reuse, &c };
+	struct roce_ip ip;
+	size_t off, udp_len;
+
+	c.len = 0;
+	c.reuses = 0;
+	if (roce_gso_split(data, size, out, sizeof(out), &sink) != 0) {
+		CHECK(c.len == 0);
+		return;
+	}
+	CHECK(roce_parse_ip(data, size, &ip, &off, &udp_len) == 0);
+	CHECK(c.len == udp_len && memcmp(c.payload, data + off, udp_len) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	udp_payload(data, size);
 	ip_packet(data, size);
+	run_cut(data, size);
 	return 0;
 }
