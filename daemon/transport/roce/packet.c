@@ -145,6 +145,40 @@ void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 		roce_txq_flush(q);
 }
 
+int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
+		      const struct eng_sgl *sgl, uint64_t len, uint32_t mtu,
+		      uint32_t from, uint32_t npkts,
+		      void (*headers)(void *arg, uint32_t k, struct roce_pkt *p),
+		      void *arg)
+{
+	uint8_t stage[ROCE_TXQ_PKTS * ROCE_MAX_PAYLOAD];
+	struct roce_txq q;
+	uint32_t k, i, n;
+	uint64_t at, bytes;
+	int ret = 0;
+
+	roce_txq_init(&q, rd, path);
+	for (k = from; k < npkts; k += n) {
+		n = npkts - k < ROCE_TXQ_PKTS ? npkts - k : ROCE_TXQ_PKTS;
+		at = (uint64_t)k * mtu;
+		bytes = len - at < (uint64_t)n * mtu ? len - at : (uint64_t)n * mtu;
+		if (bytes && ibvd_eng_copy_out(sgl, at, stage, bytes) < 0) {
+			ret = -EFAULT;
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			uint64_t off = (uint64_t)i * mtu;
+			struct roce_pkt p;
+
+			headers(arg, k + i, &p);
+			roce_txq_add(&q, &p, stage + off,
+				     (uint32_t)(bytes - off < mtu ? bytes - off : mtu));
+		}
+	}
+	roce_txq_flush(&q);
+	return ret;
+}
+
 static void emit(struct roce_dev *rd, const struct roce_path *path,
 		 const uint8_t *buf, size_t len)
 {

@@ -174,63 +174,45 @@ static bool asks_ack(uint32_t k, uint32_t npsn)
 	return k + 1 == npsn || (k + 1) % ROCE_ACK_EVERY == 0;
 }
 
-/* Packet k of a SEND or WRITE step, its payload at data, into q. */
-static void send_data_pkt(struct roce_txq *q, const struct ibvd_qp *qp,
-			  const struct roce_txm *m, uint32_t k, uint32_t mtu,
-			  const uint8_t *data)
-{
-	const struct eng_req *req = &m->req;
-	uint64_t at = (uint64_t)k * mtu;
-	uint32_t len = (uint32_t)(req->step - at < mtu ? req->step - at : mtu);
-	bool first = req->off == 0 && k == 0;
-	bool last = eng_req_last(req) && k + 1 == m->npsn;
-	struct roce_pkt p;
+/* What packet k of a SEND or WRITE step needs besides its payload. */
+struct data_pkts {
+	const struct ibvd_qp *qp;
+	const struct roce_txm *m;
+};
 
-	pkt_for(&p, data_opcode(req->w.opcode, first, last,
-				qp->qp_type == IBV_QPT_UC),
-		qp, roce_psn_add(m->first_psn, k));
-	if (p.hdrs & ROCE_HDR_RETH) {
-		p.reth.va = req->w.remote_addr;
-		p.reth.rkey = req->w.rkey;
-		p.reth.len = (uint32_t)req->length;
+/* Headers of packet k of a SEND or WRITE step (roce_send_message). */
+static void data_headers(void *arg, uint32_t k, struct roce_pkt *p)
+{
+	const struct data_pkts *d = arg;
+	const struct eng_req *req = &d->m->req;
+	bool first = req->off == 0 && k == 0;
+	bool last = eng_req_last(req) && k + 1 == d->m->npsn;
+
+	pkt_for(p, data_opcode(req->w.opcode, first, last,
+			       d->qp->qp_type == IBV_QPT_UC),
+		d->qp, roce_psn_add(d->m->first_psn, k));
+	if (p->hdrs & ROCE_HDR_RETH) {
+		p->reth.va = req->w.remote_addr;
+		p->reth.rkey = req->w.rkey;
+		p->reth.len = (uint32_t)req->length;
 	}
-	if (p.hdrs & ROCE_HDR_IMM)
-		p.imm = be32toh(req->w.imm_data);
-	if (p.hdrs & ROCE_HDR_IETH)
-		p.ieth = req->w.imm_data;
-	p.se = last && (req->w.send_flags & IBV_SEND_SOLICITED);
-	p.ack_req = asks_ack(k, m->npsn);
-	roce_txq_add(q, &p, data, len);
+	if (p->hdrs & ROCE_HDR_IMM)
+		p->imm = be32toh(req->w.imm_data);
+	if (p->hdrs & ROCE_HDR_IETH)
+		p->ieth = req->w.imm_data;
+	p->se = last && (req->w.send_flags & IBV_SEND_SOLICITED);
+	p->ack_req = asks_ack(k, d->m->npsn);
 }
 
-/*
- * Packets from..npsn - 1 of a SEND or WRITE step: a batch's payload is
- * read in one piece, and the batch goes in one call.  0 or -EFAULT.
- */
+/* Packets from..npsn - 1 of a SEND or WRITE step; 0 or -EFAULT. */
 static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
 		     struct roce_qp *w, const struct roce_txm *m, uint32_t from,
 		     uint32_t mtu)
 {
-	uint8_t stage[ROCE_TXQ_PKTS * ROCE_MAX_PAYLOAD];
-	struct roce_txq q;
-	uint32_t k, i, n;
-	uint64_t at, bytes;
+	struct data_pkts d = { .qp = qp, .m = m };
 
-	roce_txq_init(&q, rd, &w->path);
-	for (k = from; k < m->npsn; k += n) {
-		n = m->npsn - k < ROCE_TXQ_PKTS ? m->npsn - k : ROCE_TXQ_PKTS;
-		at = (uint64_t)k * mtu;
-		bytes = m->req.step - at < (uint64_t)n * mtu ?
-			m->req.step - at : (uint64_t)n * mtu;
-		if (bytes && ibvd_eng_copy_out(&m->req.local, at, stage, bytes) < 0) {
-			roce_txq_flush(&q);
-			return -EFAULT;
-		}
-		for (i = 0; i < n; i++)
-			send_data_pkt(&q, qp, m, k + i, mtu, stage + (size_t)i * mtu);
-	}
-	roce_txq_flush(&q);
-	return 0;
+	return roce_send_message(rd, &w->path, &m->req.local, m->req.step, mtu,
+				 from, m->npsn, data_headers, &d);
 }
 
 /*

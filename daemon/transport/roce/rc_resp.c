@@ -414,6 +414,25 @@ static uint8_t read_opcode(uint32_t k, uint32_t n)
 	return k + 1 == n ? ROCE_RC_READ_RESPONSE_LAST : ROCE_RC_READ_RESPONSE_MIDDLE;
 }
 
+/* What a READ's response packets need besides their payload. */
+struct read_pkts {
+	const struct ibvd_qp *qp;
+	const struct roce_qp *w;
+	const struct roce_resource *r;
+};
+
+/* Headers of response k of a READ (roce_send_message). */
+static void read_headers(void *arg, uint32_t k, struct roce_pkt *p)
+{
+	const struct read_pkts *d = arg;
+
+	roce_pkt_init(p, read_opcode(k, d->r->npsn));
+	p->dest_qp = d->qp->attr.dest_qp_num & 0xFFFFFFu;
+	p->psn = roce_psn_add(d->r->psn, k);
+	p->aeth.syndrome = ROCE_AETH_ACK;
+	p->aeth.msn = d->w->rx.msn & 0xFFFFFFu;
+}
+
 /* Send the responses of READ r from its packet `from` on. */
 static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 				 struct roce_qp *w, const struct roce_ip *ip,
@@ -421,29 +440,17 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	uint32_t mtu = 128u << (qp->attr.path_mtu >= 1 && qp->attr.path_mtu <= 5 ?
 				qp->attr.path_mtu : 1);
+	struct read_pkts d = { .qp = qp, .w = w, .r = r };
 	struct eng_sgl src = { 0 };
 	struct roce_path path;
-	uint32_t k;
 
 	if (ibvd_eng_rkey_resolve(qp, r->rkey, r->va, r->len,
 				  IBV_ACCESS_REMOTE_READ, &src) < 0)
 		return OUT_ACCESS;
 	reply_path(w, ip, &path);
-	for (k = from; k < r->npsn; k++) {
-		uint64_t at = (uint64_t)k * mtu;
-		uint32_t len = (uint32_t)(r->len - at < mtu ? r->len - at : mtu);
-		struct roce_pkt p;
-
-		roce_pkt_init(&p, read_opcode(k, r->npsn));
-		p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
-		p.psn = roce_psn_add(r->psn, k);
-		p.aeth.syndrome = ROCE_AETH_ACK;
-		p.aeth.msn = w->rx.msn & 0xFFFFFFu;
-		if (r->len && roce_send_sgl(rd, &path, &p, &src, at, len) < 0)
-			return OUT_ACCESS;
-		if (!r->len)
-			roce_send_pkt(rd, &path, &p, NULL, 0);
-	}
+	if (roce_send_message(rd, &path, &src, r->len, mtu, from, r->npsn,
+			      read_headers, &d) < 0)
+		return OUT_ACCESS;
 	return OUT_OK;
 }
 
