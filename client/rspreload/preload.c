@@ -12,15 +12,23 @@
  * daemon's sockets, channels, the rsocket's own fd): while an r* call
  * runs (in_rsockets) everything passes straight through.
  *
+ * ppoll(2) and pselect(2) too: the signal mask is set around rpoll or
+ * rselect rather than atomically with the wait (a signal that comes just
+ * before the wait is taken at once; the wait then runs its course), and
+ * the timeout is rounded up to whole milliseconds.  sendfile(2) to an
+ * rsocket reads the file here and writes it to the rsocket.
+ *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
- * socket.  Not followed: dup(2) of an rsocket fails with ENOTSUP;
- * sendfile(2), fork(2), epoll, ppoll and pselect do not know rsockets.
+ * socket.  Not followed: dup(2) of an rsocket fails with ENOTSUP; fork(2)
+ * leaves the child without the parent's rsockets, and epoll does not know
+ * them (an rsocket's fd is its CM channel's: epoll would wait on that).
  */
 #include "config.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -30,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -60,6 +69,11 @@ static struct {
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+		     const sigset_t *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
+		       const struct timespec *, const sigset_t *);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
 	int (*close)(int);
 	int (*shutdown)(int, int);
 	int (*fcntl)(int, int, ...);
@@ -96,7 +110,8 @@ static void init_real(void)
 	LOOKUP(accept4); LOOKUP(connect); LOOKUP(read); LOOKUP(readv);
 	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
-	LOOKUP(poll); LOOKUP(select); LOOKUP(close); LOOKUP(shutdown);
+	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
+	LOOKUP(sendfile); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(setsockopt); LOOKUP(getsockopt);
 	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
 }
@@ -372,6 +387,160 @@ EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	init();
 	return any_rs_set(nfds, r, w, e) ? RS(rselect, nfds, r, w, e, tv) :
 					   real.select(nfds, r, w, e, tv);
+}
+
+/* A ppoll/pselect timeout as rpoll's milliseconds, rounded up; -1: none. */
+static int timeout_ms(const struct timespec *ts)
+{
+	long long ms;
+
+	if (!ts)
+		return -1;
+	ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/*
+ * ppoll's and pselect's signal mask, in force for the wait (not
+ * atomically: see the top): 0, or an errno value.
+ */
+static int mask_enter(const sigset_t *sigmask, sigset_t *old)
+{
+	return sigmask ? pthread_sigmask(SIG_SETMASK, sigmask, old) : 0;
+}
+
+static void mask_leave(const sigset_t *sigmask, const sigset_t *old)
+{
+	int err = errno;
+
+	if (sigmask)
+		pthread_sigmask(SIG_SETMASK, old, NULL);
+	errno = err;
+}
+
+static bool bad_timespec(const struct timespec *ts)
+{
+	return ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000);
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		 const sigset_t *sigmask)
+{
+	sigset_t old;
+	int ret;
+
+	init();
+	if (!any_rs_pollfd(fds, n))
+		return real.ppoll(fds, n, ts, sigmask);
+	if (bad_timespec(ts)) {
+		errno = EINVAL;
+		return -1;
+	}
+	ret = mask_enter(sigmask, &old);
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	ret = RS(rpoll, fds, n, timeout_ms(ts));
+	mask_leave(sigmask, &old);
+	return ret;
+}
+
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+			const sigset_t *sigmask, size_t fdslen);
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+			const sigset_t *sigmask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, sigmask);
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		   const struct timespec *ts, const sigset_t *sigmask)
+{
+	struct timeval tv, *tvp = NULL;
+	sigset_t old;
+	int ret;
+
+	init();
+	if (!any_rs_set(nfds, r, w, e))
+		return real.pselect(nfds, r, w, e, ts, sigmask);
+	if (bad_timespec(ts)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (ts) {
+		tv.tv_sec = ts->tv_sec;
+		tv.tv_usec = (ts->tv_nsec + 999) / 1000;
+		if (tv.tv_usec == 1000000) {
+			tv.tv_sec++;
+			tv.tv_usec = 0;
+		}
+		tvp = &tv;
+	}
+	ret = mask_enter(sigmask, &old);
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	ret = RS(rselect, nfds, r, w, e, tvp);
+	mask_leave(sigmask, &old);
+	return ret;
+}
+
+/* Bytes sendfile moves through its buffer at a time. */
+#define SENDFILE_CHUNK	(64u << 10)
+
+/*
+ * sendfile to an rsocket: the file read here (from *offset, which moves,
+ * or from in_fd's own offset), written with rwrite until count bytes, the
+ * file's end, or the rsocket takes no more (nonblocking).  As sendfile:
+ * the bytes moved, or -1 if none could be and errno says why.
+ */
+static ssize_t rs_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	static __thread char buf[SENDFILE_CHUNK];
+	size_t done = 0;
+
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		ssize_t got, put;
+
+		got = offset ? pread(in_fd, buf, want, *offset) :
+			       real.read(in_fd, buf, want);
+		if (got <= 0) {
+			if (got < 0 && done == 0)
+				return -1;
+			break;
+		}
+		put = RS(rwrite, out_fd, buf, (size_t)got);
+		if (put < 0) {
+			if (done == 0) {
+				/* nothing went: the file's offset stays */
+				if (!offset)
+					lseek(in_fd, -got, SEEK_CUR);
+				return -1;
+			}
+			put = 0;
+		}
+		/* what the rsocket did not take stays in the file */
+		if (!offset && put < got)
+			lseek(in_fd, put - got, SEEK_CUR);
+		if (offset)
+			*offset += put;
+		done += (size_t)put;
+		if (put < got)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	init();
+	return rs_fd(out_fd) ? rs_sendfile(out_fd, in_fd, offset, count) :
+			       real.sendfile(out_fd, in_fd, offset, count);
 }
 
 EXPORT int close(int fd)

@@ -175,6 +175,9 @@ tests_integration_rsocket_helper_SOURCES = tests/integration/rsocket.c \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_rsocket_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_rsocket_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthread
+# A plain TCP program run under LD_PRELOAD: ppoll, pselect, sendfile.
+check_PROGRAMS += tests/integration/preload-calls-helper
+tests_integration_preload_calls_helper_SOURCES = tests/integration/preload-calls.c
 
 # Per-tenant quotas (issue 5): every limit kind as two uids at once,
 # release on exit and kill -9, live reload (quota.sh).

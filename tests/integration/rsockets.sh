@@ -13,6 +13,10 @@
 #   nc         netcat-openbsd under LD_PRELOAD of our librspreload.so: a
 #              file both ways, checksums compared
 #   iperf3     iperf3 under LD_PRELOAD: a short run both directions
+#   calls      a plain TCP program of ours under LD_PRELOAD
+#              (preload-calls-helper): the server waits with ppoll and
+#              pselect, refuses a bad ppoll timeout; the client sends a
+#              file with sendfile(2); the bytes compared
 #   fallback   nc under LD_PRELOAD with no daemon: ordinary TCP sockets
 #
 # Every other case checks that port 1 of the device sent packets meanwhile
@@ -245,6 +249,30 @@ case_rcopy() {
 	ok "rcopy: $(wc -c <"$O/rcopy.dst") bytes, same sha256, $n packets on $DEV"
 }
 
+# ppoll, pselect and sendfile under LD_PRELOAD (preload-calls-helper).
+case_calls() {
+	local port before n spid prog=$T/bin/preload-calls-helper
+	[ -x "$prog" ] || fail "tests/integration/preload-calls-helper not built"
+	head -c $((2 * 1024 * 1024 + 77)) /dev/urandom >"$O/calls.data"
+	chmod 644 "$O/calls.data"
+	port=$(free_port)
+	check "calls: ppoll, pselect (server uid $USER1), sendfile of 2 MiB (client uid $USER2), LD_PRELOAD=librspreload.so"
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/calls.srv" "$(preload_env)" -- "$prog" server "$port"
+	spid=$BG
+	wait_listen "$port" "$spid" || { show_out "preload-calls server" "$O/calls.srv"; fail "calls: the server did not listen on rsocket port $port"; }
+	no_tcp_listener "$port" "preload-calls server"
+	fg "$USER2" "$O/calls.cli" "$(preload_env)" -- "$prog" client "$port" "$O/calls.data"
+	client_ok $? "$O/calls.cli" "preload-calls client"
+	server_done "$spid" "$O/calls.srv" "preload-calls server"
+	grep -q "^sent $(wc -c <"$O/calls.data") fnv " "$O/calls.cli" ||
+		{ show_out "preload-calls client" "$O/calls.cli"; fail "calls: the client did not send the whole file"; }
+	[ "$(sed 's/^sent/received/' "$O/calls.cli")" = "$(cat "$O/calls.srv")" ] ||
+		{ show_out "preload-calls server" "$O/calls.srv"; fail "calls: the server received other bytes than were sent"; }
+	n=$(moved "$before" calls)
+	ok "calls: $(cat "$O/calls.srv"), $n packets on $DEV"
+}
+
 # iperf3 under LD_PRELOAD: its control and data connections are rsockets.
 case_iperf3() {
 	local port before n spid dir rc
@@ -291,7 +319,7 @@ case_api() {
 	run_check_suite rsocket "$USER1"
 }
 
-ALL_CASES="api rstream riostream rcopy nc iperf3 fallback"
+ALL_CASES="api rstream riostream rcopy nc iperf3 calls fallback"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

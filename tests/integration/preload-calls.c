@@ -1,0 +1,192 @@
+/*
+ * preload-calls: a plain TCP program for librspreload's less common calls
+ * (rsockets.sh, case "calls").  Nothing here knows of rsockets.
+ *
+ *   preload-calls server PORT   accept one connection on 127.0.0.1:PORT;
+ *                               check that ppoll refuses a bad timeout
+ *                               (EINVAL); then wait for data with ppoll
+ *                               and pselect in turn (a signal mask given),
+ *                               read to the end; print
+ *                               "received BYTES fnv HASH"
+ *   preload-calls client PORT FILE   connect, sendfile(2) FILE whole (with
+ *                               an offset for the first half, the file's
+ *                               own offset for the rest); print
+ *                               "sent BYTES fnv HASH"
+ * Exit status 0, or 1 with a message on stderr.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FNV_START	0xcbf29ce484222325ull
+
+static int die(const char *what)
+{
+	fprintf(stderr, "preload-calls: %s: %s\n", what, strerror(errno));
+	return 1;
+}
+
+static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n)
+{
+	while (n--) {
+		h ^= *p++;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static struct sockaddr_in loopback(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	sin.sin_port = htons((uint16_t)port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return sin;
+}
+
+/* Wait for fd to be readable: ppoll on even turns, pselect on odd ones. */
+static int wait_readable(int fd, unsigned int turn)
+{
+	struct timespec ten = { .tv_sec = 10 };
+	sigset_t mask;
+	int n;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGUSR1);
+	if (turn % 2 == 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		n = ppoll(&pfd, 1, &ten, &mask);
+		if (n == 1 && !(pfd.revents & (POLLIN | POLLHUP)))
+			n = -1;
+	} else {
+		fd_set r;
+
+		FD_ZERO(&r);
+		FD_SET(fd, &r);
+		n = pselect(fd + 1, &r, NULL, NULL, &ten, &mask);
+		if (n == 1 && !FD_ISSET(fd, &r))
+			n = -1;
+	}
+	if (n == 0)
+		errno = ETIMEDOUT;
+	return n == 1 ? 0 : -1;
+}
+
+static int server(int port)
+{
+	struct sockaddr_in sin = loopback(port);
+	struct timespec bad = { .tv_nsec = 2000000000 };
+	unsigned char buf[65536];
+	uint64_t h = FNV_START, total = 0;
+	struct pollfd pfd;
+	unsigned int turn;
+	int one = 1, lfd, fd;
+	ssize_t n;
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0)
+		return die("socket");
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 1) < 0)
+		return die("bind/listen");
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		return die("accept");
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	if (ppoll(&pfd, 1, &bad, NULL) != -1 || errno != EINVAL) {
+		fprintf(stderr, "preload-calls: ppoll took a timeout of 2e9 ns\n");
+		return 1;
+	}
+	for (turn = 0;; turn++) {
+		if (wait_readable(fd, turn) < 0)
+			return die(turn % 2 ? "pselect" : "ppoll");
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0)
+			return die("read");
+		if (n == 0)
+			break;
+		h = fnv(h, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	printf("received %" PRIu64 " fnv %016" PRIx64 "\n", total, h);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+/* sendfile all of count bytes, from *offset or (NULL) the file's own. */
+static int send_all(int out, int in, off_t *offset, size_t count)
+{
+	while (count) {
+		ssize_t n = sendfile(out, in, offset, count);
+
+		if (n <= 0) {
+			if (n == 0)
+				errno = EPIPE;
+			return -1;
+		}
+		count -= (size_t)n;
+	}
+	return 0;
+}
+
+static int client(int port, const char *path)
+{
+	struct sockaddr_in sin = loopback(port);
+	unsigned char buf[65536];
+	uint64_t h = FNV_START;
+	struct stat st;
+	off_t off = 0;
+	size_t half;
+	ssize_t n;
+	int fd, in;
+
+	in = open(path, O_RDONLY);
+	if (in < 0 || fstat(in, &st) < 0)
+		return die(path);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		h = fnv(h, buf, (size_t)n);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		return die("connect");
+	half = (size_t)st.st_size / 2;
+	/* the first half by offset (the file's own stays), the rest by it */
+	if (send_all(fd, in, &off, half) < 0)
+		return die("sendfile with an offset");
+	if (lseek(in, off, SEEK_SET) != off ||
+	    send_all(fd, in, NULL, (size_t)st.st_size - half) < 0)
+		return die("sendfile");
+	if (lseek(in, 0, SEEK_CUR) != st.st_size) {
+		fprintf(stderr, "preload-calls: the file's offset is not at its end\n");
+		return 1;
+	}
+	printf("sent %jd fnv %016" PRIx64 "\n", (intmax_t)st.st_size, h);
+	close(fd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "server"))
+		return server(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "client"))
+		return client(atoi(argv[2]), argv[3]);
+	fprintf(stderr, "usage: preload-calls server PORT | client PORT FILE\n");
+	return 2;
+}
