@@ -106,6 +106,18 @@ static size_t whole(const unsigned int n, uint8_t *out)
 
 static uint8_t datagram[ROCE_GSO_MAX];
 
+/* The run stamped and sent whole into datagram; its length. */
+static size_t run_whole(void)
+{
+	roce_gso_stamp_run(ptrs, lens, NPKTS);
+	return whole(NPKTS, datagram);
+}
+
+static int cut(size_t n)
+{
+	return roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink);
+}
+
 START_TEST(equal_packets_make_a_run)
 {
 	size_t l[4] = { 1000, 1000, 1000, 1000 };
@@ -130,13 +142,11 @@ END_TEST
 
 START_TEST(a_whole_run_is_cut_into_its_packets)
 {
-	size_t n;
+	size_t n = run_whole();
 	unsigned int k;
 
-	roce_gso_stamp_run(ptrs, lens, NPKTS);
-	n = whole(NPKTS, datagram);
 	ck_assert_uint_gt(n, ROCE_MAX_PACKET);
-	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink), 0);
+	ck_assert_int_eq(cut(n), 0);
 	/* take() copied each one out of the cut buffer: slot 63 is scratch */
 	ck_assert_uint_eq(ngot, NPKTS);
 	for (k = 0; k < NPKTS; k++) {
@@ -153,13 +163,11 @@ END_TEST
 
 START_TEST(a_corrupt_byte_fails_its_packet_only)
 {
-	size_t n;
+	size_t n = run_whole();
 	unsigned int k;
 
-	roce_gso_stamp_run(ptrs, lens, NPKTS);
-	n = whole(NPKTS, datagram);
 	datagram[HDRS + 3 * (lens[0] - HDRS) + 100] ^= 0x40;
-	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink), 0);
+	ck_assert_int_eq(cut(n), 0);
 	ck_assert_uint_eq(ngot, NPKTS);
 	for (k = 0; k < NPKTS; k++)
 		ck_assert(roce_icrc_ok(got[k], got_len[k]) == (k != 3));
@@ -168,28 +176,21 @@ END_TEST
 
 START_TEST(hostile_datagrams_are_refused)
 {
-	size_t n;
+	size_t n = run_whole();
 
-	roce_gso_stamp_run(ptrs, lens, NPKTS);
-	n = whole(NPKTS, datagram);
 	/* the second packet's PSN is not the first's next */
 	datagram[HDRS + (lens[0] - HDRS) + 11] ^= 1;
-	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
-			 -EBADMSG);
+	ck_assert_int_eq(cut(n), -EBADMSG);
 	/* nor its QP */
 	datagram[HDRS + (lens[0] - HDRS) + 11] ^= 1;
 	datagram[HDRS + (lens[0] - HDRS) + 7] ^= 1;
-	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
-			 -EBADMSG);
+	ck_assert_int_eq(cut(n), -EBADMSG);
 	/* garbage, an opcode we don't speak, a length the header denies */
 	memset(datagram + HDRS, 0xEE, n - HDRS);
-	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
-			 -EBADMSG);
-	ck_assert_int_eq(roce_gso_split(datagram, HDRS + 4, got[63], sizeof(got[63]), &sink),
-			 -EBADMSG);
+	ck_assert_int_eq(cut(n), -EBADMSG);
+	ck_assert_int_eq(cut(HDRS + 4), -EBADMSG);
 	memset(datagram, 0x60, 64);
-	ck_assert_int_eq(roce_gso_split(datagram, n, got[63], sizeof(got[63]), &sink),
-			 -EBADMSG);
+	ck_assert_int_eq(cut(n), -EBADMSG);
 	ck_assert_uint_eq(ngot, 0);
 }
 END_TEST

@@ -708,16 +708,20 @@ START_TEST(window_go_back_n_from_the_lost_packet)
 }
 END_TEST
 
-START_TEST(reply_completes_after_the_send_it_answers)
+static struct eng_req ping, pong;
+
+/*
+ * A's SEND (ping) goes; B takes it, its receive completes at once, and it
+ * ACKs; B replies at once (pong); A's receive thread has the ACK, then
+ * the reply, whose completion is held for the engine.
+ */
+static void ping_answered_then_pong(void)
 {
-	struct eng_req ping, pong;
 	uint8_t rnr = 0;
 
 	rq_posted[0] = rq_posted[1] = 1;
 	send_req(&ping, 0, 16);
 	send_req(&pong, 64, 16);
-
-	/* A's SEND goes; B takes it (its receive completes at once) and ACKs */
 	ck_assert_int_eq(call(&ping), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 1);
 	expect_pkt(0, ROCE_RC_SEND_ONLY, 0xFFFFFE);
@@ -727,7 +731,6 @@ START_TEST(reply_completes_after_the_send_it_answers)
 	ck_assert_uint_eq(nsent, 2);
 	expect_pkt(1, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
 
-	/* B replies at once; A's receive thread has the ACK, then the reply */
 	ck_assert_int_eq(roce_rc_send(NULL, &resp_qp, &pong, &rnr), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 3);
 	expect_pkt(2, ROCE_RC_SEND_ONLY, 0x100);
@@ -740,7 +743,11 @@ START_TEST(reply_completes_after_the_send_it_answers)
 	ck_assert_mem_eq(local_mem + 4096, local_mem + 64, 16);
 	ck_assert_uint_eq(nrecvs_done, 1);
 	ck_assert_uint_eq(turns_asked, 1);
+}
 
+START_TEST(reply_completes_after_the_send_it_answers)
+{
+	ping_answered_then_pong();
 	/* A's engine takes the answer; the reply still waits for its CQE ... */
 	ck_assert_int_eq(call(&ping), RESP_OK);
 	ck_assert_uint_eq(nrecvs_done, 1);
@@ -756,19 +763,7 @@ END_TEST
 
 START_TEST(held_receives_complete_before_the_flush)
 {
-	struct eng_req ping, pong;
-	uint8_t rnr = 0;
-
-	rq_posted[0] = rq_posted[1] = 1;
-	send_req(&ping, 0, 16);
-	send_req(&pong, 64, 16);
-	ck_assert_int_eq(call(&ping), RESP_PENDING);
-	deliver(0);
-	ck_assert_int_eq(roce_rc_send(NULL, &resp_qp, &pong, &rnr), RESP_PENDING);
-	deliver(1);
-	deliver(2);
-	ck_assert_uint_eq(nrecvs_done, 1);
-
+	ping_answered_then_pong();
 	/* A went to ERR before its engine took the answer: the turn that
 	 * finds it so writes what was held (then the engine flushes) */
 	req_qp.state = IBV_QPS_ERR;
