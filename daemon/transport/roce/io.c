@@ -68,12 +68,9 @@
 #define IPV6_HDR_LEN	40
 #define IPV4_UDP_HDRS	28
 
-/* linux/udp.h's: a datagram cut every so many bytes; GSO datagrams taken */
+/* linux/udp.h's: a datagram cut every so many bytes */
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT	103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO		104
 #endif
 
 /* linux/in6.h's, which glibc's headers leave out */
@@ -252,9 +249,11 @@ static int open_sink(struct roce_dev *rd, int family, int *out)
 	/* Another device's sink may hold the port on another netdev. */
 	if (ret == 0)
 		ret = set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
-	/* Runs arriving whole stay whole: it drops them anyway. */
-	if (ret == 0)
-		(void)set_int(fd, IPPROTO_UDP, UDP_GRO, 1);
+	/*
+	 * No UDP_GRO here, though it drops everything: a socket that takes
+	 * GRO lets the kernel merge the port's arriving packets, and the raw
+	 * socket would see merged ones it cannot tell apart.
+	 */
 	/* The IPv4 sink has IPv4's port; this one IPv6's only. */
 	if (ret == 0 && family == AF_INET6)
 		ret = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
