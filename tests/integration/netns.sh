@@ -97,13 +97,14 @@ in_ns_daemon() {	# NS: a wrapper that starts the daemon in NS
 }
 
 # ns_debian NS UID SOCKET PROG ARGS...: a Debian program in NS as UID,
-# through ibverbsd-run against SOCKET, within $TMO seconds.
+# through ibverbsd-run against SOCKET, within $NS_TMO seconds (default
+# $TMO).
 ns_debian() {
 	local ns=$1 uid=$2
 	SOCK=$3
 	shift 3
 	debian_env
-	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 "$TMO" \
+	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 "${NS_TMO:-$TMO}" \
 		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
 		env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" "$@")
 }

@@ -94,16 +94,18 @@ CLIENT_NS=$NSB CLIENT_SOCK=$SOCK_B CLIENT_TO=$IPA
 # pingpong's own QPs.  None of it may reach a QP: the pingpong's data must
 # stay whole, and both daemons up.  The pingpong runs long enough (a few
 # seconds) to be seen connected and to be running while the packets come:
-# 400 iterations took half a second once RC kept a window in flight.
+# 400 iterations took half a second once RC kept a window in flight.  On a
+# loaded machine (CI beside other jobs, a 2-CPU host) 4000 may take longer
+# than the usual 20 s: the pingpong and the wait for it get 4 times that.
 check "hostile packets at both devices under a running pingpong"
 ip -n "$NSB" addr add 10.79.0.3/24 dev "$VB" || fail "ip addr add 10.79.0.3"
 PORT=$((PORT + 1))
-ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
+NS_TMO=$((4 * TMO)) ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
 	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 4000 -p "$PORT" >"$O/hostile.server" 2>&1 &
 spid=$!
 BG_PIDS+=("$spid")
 wait_listen_ns "$NSA" "$PORT" "$spid" || fail "hostile: the server never listened"
-ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+NS_TMO=$((4 * TMO)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
 	/usr/bin/ibv_rc_pingpong -g 1 -s 4096 -c -n 4000 -p "$PORT" "$IPA" >"$O/hostile.client" 2>&1 &
 cpid=$!
 BG_PIDS+=("$cpid")
@@ -132,7 +134,7 @@ sent2=$(ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-hosti
 sent3=$(ip netns exec "$NSA" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
 	"$pcap" "$IPA" "$IPB" 2000 3) || fail "hostile: the sender failed"
 for p in "$spid" "$cpid"; do
-	wait_exit "$p" "$TMO" || fail "hostile: the pingpong hung"
+	wait_exit "$p" $((4 * TMO)) || fail "hostile: the pingpong hung"
 	[ "$EXIT_STATUS" -eq 0 ] || { show server "$O/hostile.server"; show client "$O/hostile.client"; fail "hostile: the pingpong failed ($EXIT_STATUS)"; }
 done
 expect_grep "$PP_RE" "$O/hostile.client" "hostile: pingpong"
