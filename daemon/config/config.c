@@ -710,8 +710,10 @@ const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS] = {
  * Far above what rping, cmtime, perftest, UCX or an MPI job on one host
  * use, far below what would starve the other uids: 1024 connections (the
  * old fixed per-uid cap), a completion channel and a multicast group per
- * connection.
+ * connection; as many CM ids as one event channel may hold (each may
+ * arm timers: they are bounded with it).
  */
+#define BUILTIN_CM_ID		65536
 #define BUILTIN_SESSION		1024
 #define BUILTIN_COMP_CHANNEL	1024
 #define BUILTIN_MCAST_ATTACH	1024
@@ -720,6 +722,7 @@ const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS] = {
 uint64_t ibvd_limit_builtin(enum ibvd_limit_kind kind)
 {
 	switch (kind) {
+	case IBVD_LIMIT_CM_ID:		return BUILTIN_CM_ID;
 	case IBVD_LIMIT_SESSION:	return BUILTIN_SESSION;
 	case IBVD_LIMIT_COMP_CHANNEL:	return BUILTIN_COMP_CHANNEL;
 	case IBVD_LIMIT_MCAST_ATTACH:	return BUILTIN_MCAST_ATTACH;

@@ -84,11 +84,11 @@ enum ibvd_limit_kind {
 	IBVD_LIMIT_PD,
 	IBVD_LIMIT_SRQ,
 	IBVD_LIMIT_AH,
-	IBVD_LIMIT_CM_ID,
+	IBVD_LIMIT_CM_ID,		/* built-in default 65536 */
 	/*
 	 * What a client makes the daemon hold besides verbs objects
-	 * (daemon/LIMITS.md).  Unlike the kinds above, these have a
-	 * built-in default (ibvd_limit_builtin()), not "max".
+	 * (daemon/LIMITS.md).  Like cm_id, unlike the rdma cgroup's kinds,
+	 * these have a built-in default (ibvd_limit_builtin()), not "max".
 	 */
 	IBVD_LIMIT_SESSION,		/* connections to the daemon */
 	IBVD_LIMIT_COMP_CHANNEL,	/* completion channels (a socket each) */
@@ -109,10 +109,11 @@ enum ibvd_limit_kind {
 extern const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS];
 
 /*
- * A kind's limit where no rule and no "default" key sets it: "max" for
- * the rdma cgroup's kinds (an administrator chooses those), a number no
- * honest program reaches for the rest, so that one uid cannot take all
- * of the daemon's sockets, groups or connections by default.
+ * A kind's limit over all devices where no rule and no "default" key
+ * sets it: "max" for the rdma cgroup's kinds (an administrator chooses
+ * those), a number no honest program reaches for the rest, so that one
+ * uid cannot take all of the daemon's ids, sockets, groups or
+ * connections by default.
  */
 uint64_t ibvd_limit_builtin(enum ibvd_limit_kind kind);
 

@@ -776,7 +776,7 @@ static const struct ibvd_quota *limits_for(const struct ibvd_config *cfg,
 	return &q;
 }
 
-/* The rdma cgroup's kinds default to max, the daemon's own to a number. */
+/* The rdma cgroup's kinds default to max, cm_id and the daemon's own to a number. */
 START_TEST(limits_absent_mean_max)
 {
 	struct ibvd_config *cfg = good("{}");
@@ -784,8 +784,9 @@ START_TEST(limits_absent_mean_max)
 	struct ibvd_quota dev;
 	int k;
 
-	for (k = 0; k <= IBVD_LIMIT_CM_ID; k++)
+	for (k = 0; k < IBVD_LIMIT_CM_ID; k++)
 		ck_assert(l->max[k] == MAX);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_CM_ID], 65536);
 	for (k = IBVD_LIMIT_SESSION; k < IBVD_LIMIT_NKINDS; k++) {
 		ck_assert(l->max[k] != MAX);
 		ck_assert_uint_eq(l->max[k], ibvd_limit_builtin(k));
