@@ -16,6 +16,9 @@
  *	noread		N multicast join/leave pairs on an event channel it
  *			never reads: "created K" is how many went through
  *			before the daemon hung up (E: how the next failed)
+ *	compevents	N completion notifications (a UD send to itself
+ *			each, the CQ armed before) on a completion channel it
+ *			never reads: "created K" completions polled
  * With "hold" it then keeps everything until stdin closes.
  */
 #include <arpa/inet.h>
@@ -128,6 +131,85 @@ static void mcast_attach(long n, struct result *r)
 	}
 }
 
+/* A UD QP of its own, in RTS, with its CQ on channel ch (may be NULL). */
+static struct ibv_qp *ud_qp(struct ibv_context *ctx, struct ibv_pd *pd,
+			    struct ibv_comp_channel *ch, struct ibv_cq **cq)
+{
+	struct ibv_qp_init_attr a = {
+		.qp_type = IBV_QPT_UD,
+		.sq_sig_all = 1,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = 16 },
+	};
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111,
+	};
+	struct ibv_qp *qp;
+
+	*cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	a.send_cq = a.recv_cq = *cq;
+	qp = *cq ? ibv_create_qp(pd, &a) : NULL;
+	if (!qp ||
+	    ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_QKEY))
+		die("a UD QP");
+	attr.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &attr, IBV_QP_STATE))
+		die("UD QP to RTR");
+	attr.qp_state = IBV_QPS_RTS;
+	attr.sq_psn = 1;
+	if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		die("UD QP to RTS");
+	return qp;
+}
+
+/* Each send completes and fires the armed CQ's channel, never read. */
+static void compevents(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_port_attr port;
+	struct ibv_ah_attr ah_attr = { .port_num = 1 };
+	char msg[8] = "event";
+	struct ibv_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_INLINE,
+	}, *bad;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	struct ibv_ah *ah;
+	int got;
+
+	if (!ch || !pd || ibv_query_port(ctx, 1, &port))
+		die("a channel, a PD and port 1");
+	qp = ud_qp(ctx, pd, ch, &cq);
+	ah_attr.dlid = port.lid;
+	ah = ibv_create_ah(pd, &ah_attr);
+	if (!ah)
+		die("ibv_create_ah");
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	while (r->made < n) {
+		if (ibv_req_notify_cq(cq, 0) || ibv_post_send(qp, &wr, &bad)) {
+			refused(r, errno);
+			return;
+		}
+		do
+			got = ibv_poll_cq(cq, 1, &wc);
+		while (got == 0);
+		if (got < 0 || wc.status != IBV_WC_SUCCESS) {
+			refused(r, got < 0 ? EIO : (int)wc.status);
+			return;
+		}
+		r->made++;
+	}
+}
+
 static struct sockaddr_in ipv4(const char *addr)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -226,6 +308,8 @@ int main(int argc, char **argv)
 		mcast_join(n, &r);
 	else if (!strcmp(kind, "noread"))
 		noread(n, &r);
+	else if (!strcmp(kind, "compevents"))
+		compevents(n, &r);
 	else {
 		fprintf(stderr, "limits-helper: unknown kind %s\n", kind);
 		return 2;

@@ -166,6 +166,19 @@ expect "$(count refused "$USER2" slow_reader)" 0 "uid $USER2: not a slow reader"
 release n
 back_to_zero "$USER1" mcast_join
 
+check "completion events a client does not read are dropped and counted"
+hold e "$USER1" compevents 3000
+expect "$HELD" "created 3000 errno 0" "uid $USER1: 3000 notified completions"
+dropped=$(count refused "$USER1" events_dropped)
+[ "$dropped" -gt 0 ] && [ "$dropped" -lt 3000 ] ||
+	fail "uid $USER1: $dropped of 3000 events dropped, want some, not all"
+ok "uid $USER1: $dropped of 3000 events dropped (the socket holds the rest), counted"
+ibvctl limit show refused uid "$USER1" dev ibvd0 >"$O/text" 2>&1 ||
+	fail "ibvctl limit show refused (text)"
+expect_grep "^uid $USER1 dev ibvd0 rule default .* events_dropped $dropped slow_reader 0 log_suppressed 0\$" "$O/text" "the device row, as text"
+expect "$(count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
+release e
+
 check "a flood of refusals: its uid's lines are capped and counted, another uid's still logged"
 before=$(grep -c "uid $USER1: creating a comp_channel refused" "$DAEMON_LOG")
 hold f "$USER1" flood 400
@@ -189,3 +202,4 @@ back_to_zero "$USER1" session
 expect_no_grep "still charged|only [0-9]+ charged" "$DAEMON_LOG" "no accounting errors"
 
 daemon_alive "at the end"
+daemon_stop	# a clean exit: under the sanitizers, no leak either
