@@ -5,7 +5,8 @@
 # the refusal is counted in "ibvctl limit show refused", uid 1002 gets its
 # whole limit meanwhile, and uid 1001's usage is back to 0 once its client
 # is gone.  A client that never reads its CM events is disconnected and
-# counted (slow_reader); a flood of refusals is logged at most
+# counted (slow_reader), one that never reads its completion channel loses
+# the events that do not fit, counted (events_dropped); a flood of refusals is logged at most
 # IBVD_TENANT_LOG_BURST lines a second for its uid, the rest counted
 # (log_suppressed), and another uid's refusal in the same second is still
 # logged.
