@@ -142,28 +142,36 @@ int ibvd_ratelimit_ok(struct ibvd_ratelimit *rl, unsigned int *missed)
 	return 1;
 }
 
-void ibvd_log_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
-			  const char *fmt, ...)
+int ibvd_vlog_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
+			  const char *fmt, va_list ap)
 {
 	/* Engine threads log through here too. */
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	char msg[1024];
 	unsigned int missed;
-	va_list ap;
 	int ok;
 
 	if (level > log_level)
-		return;
+		return 1;
 	pthread_mutex_lock(&lock);
 	ok = ibvd_ratelimit_ok(rl, &missed);
 	pthread_mutex_unlock(&lock);
 	if (!ok)
-		return;
-	va_start(ap, fmt);
+		return 0;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (missed)
 		ibvd_log(level, "%s (%u similar messages suppressed)", msg, missed);
 	else
 		ibvd_log(level, "%s", msg);
+	return 1;
+}
+
+void ibvd_log_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
+			  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ibvd_vlog_ratelimited(rl, level, fmt, ap);
+	va_end(ap);
 }

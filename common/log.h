@@ -56,6 +56,14 @@ void ibvd_log_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
 			  const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * The same with a va_list; 0 if rl suppressed the line (a line below the
+ * log level is not suppressed, only not wanted), else 1.
+ */
+int ibvd_vlog_ratelimited(struct ibvd_ratelimit *rl, enum ibvd_log_level level,
+			  const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
 #define log_err(...)	ibvd_log(IBVD_LOG_ERR, __VA_ARGS__)
 #define log_warn(...)	ibvd_log(IBVD_LOG_WARNING, __VA_ARGS__)
 #define log_notice(...)	ibvd_log(IBVD_LOG_NOTICE, __VA_ARGS__)

@@ -67,13 +67,16 @@ static const struct ibvctl_object objects[] = {
 	  "         limits of the client's uid, a number or max).\n"
 	  "Non-admins see only their own uid's processes.\n" },
 	{ "limit", limit_cmds,
-	  "Usage: ibvctl limit [ show [ max | current ] [ uid UID ] [ dev DEV ] ]\n"
+	  "Usage: ibvctl limit [ show [ max | current | refused ] [ uid UID ] [ dev DEV ] ]\n"
 	  "       ibvctl limit set { default | uid UID | group NAME | cgroup PREFIX }\n"
 	  "                        [ dev DEV ] KEY=VALUE...\n"
 	  "       ibvctl limit help\n"
 	  "where  KEY := { memlock | hca_handle | hca_object | qp | cq | mr | pd | srq |\n"
-	  "                ah | cm_id | bandwidth }\n"
+	  "                ah | cm_id | session | comp_channel | mcast_attach |\n"
+	  "                mcast_join | bandwidth }\n"
 	  "       VALUE := { N | max }; memlock and bandwidth (bytes/s) also N[k|m|g]\n"
+	  "refused counts what each limit refused, then events_dropped,\n"
+	  "slow_reader and log_suppressed (see ibvctl-limit(8)).\n"
 	  "limit set changes the running daemon only: a reload or restart returns\n"
 	  "to the configuration file.\n" },
 	{ "daemon", daemon_cmds,

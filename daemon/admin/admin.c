@@ -388,7 +388,7 @@ static const struct admin_cmd admin_cmds[] = {
 	{ "resource",	"show",		19, 0, resource_show },
 	{ "statistic",	"show",		2, 0, statistic_show },
 	{ "client",	"show",		6, 0, client_show },
-	/* [max|current] [uid UID] [dev DEV] */
+	/* [max|current|refused] [uid UID] [dev DEV] */
 	{ "limit",	"show",		5, 0, limit_show },
 	/* SCOPE [dev DEV] KEY=VALUE...: every key, and a few repeated */
 	{ "limit",	"set",		32, 1, limit_set },

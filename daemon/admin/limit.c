@@ -2,8 +2,10 @@
  * ibvctl limit show and limit set.
  *
  * show prints, per tenant, one row for all devices and one per device:
- * the limits in force ("max", rdma.max's vocabulary) or the usage
- * ("current", rdma.current's).  A uid asked for by number is shown even
+ * the limits in force ("max", rdma.max's vocabulary), the usage
+ * ("current", rdma.current's), or what was refused ("refused": charges
+ * over each limit, then the events dropped, the sessions closed for not
+ * reading, the log lines suppressed; every row has every key).  A uid asked for by number is shown even
  * without sessions: its rule is then chosen from its passwd entry (gid
  * and getgrouplist(3)), as a client of that uid would be matched, minus
  * the cgroup it cannot have yet.
@@ -46,8 +48,14 @@ struct subject {
 	const struct ibvd_tenant *t;		/* NULL: no session */
 };
 
+enum show_what {
+	SHOW_MAX,
+	SHOW_CURRENT,
+	SHOW_REFUSED,
+};
+
 struct show_sel {
-	bool current;			/* else max */
+	enum show_what what;
 	long long uid;			/* -1: every visible tenant */
 	const char *dev;		/* NULL: all devices, then each */
 };
@@ -76,11 +84,16 @@ static int parse_show(struct ibvd_call *call, size_t argc, char **argv,
 	size_t i = 0;
 	uid_t uid;
 
-	sel->current = false;
+	sel->what = SHOW_MAX;
 	sel->uid = -1;
 	sel->dev = NULL;
-	if (argc && (!strcmp(argv[0], "max") || !strcmp(argv[0], "current"))) {
-		sel->current = argv[0][0] == 'c';
+	if (argc && !strcmp(argv[0], "max")) {
+		i = 1;
+	} else if (argc && !strcmp(argv[0], "current")) {
+		sel->what = SHOW_CURRENT;
+		i = 1;
+	} else if (argc && !strcmp(argv[0], "refused")) {
+		sel->what = SHOW_REFUSED;
 		i = 1;
 	}
 	for (; i < argc; i += 2) {
@@ -111,18 +124,48 @@ static json_t *limit_json(uint64_t v)
 	return json_integer((json_int_t)v);
 }
 
-/* Every counted kind, then (for limits) bandwidth. */
-static int put_values(json_t *row, const struct show_sel *sel,
-		      const struct ibvd_quota *q, const uint64_t *usage)
+static int put_count(json_t *row, const char *key, uint64_t v)
+{
+	return json_object_set_new(row, key, json_integer((json_int_t)v)) ?
+	       -ENOMEM : 0;
+}
+
+/* Engine threads add to events_dropped while we read. */
+static uint64_t load(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
 {
 	int k;
 
 	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
-		if (json_object_set_new(row, ibvd_limit_names[k], sel->current ?
+		if (put_count(row, ibvd_limit_names[k], c->refused[k]) < 0)
+			return -ENOMEM;
+	if (put_count(row, "events_dropped", load(&c->events_dropped)) < 0 ||
+	    put_count(row, "slow_reader", c->slow_reader) < 0 ||
+	    put_count(row, "log_suppressed", load(&c->log_suppressed)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Every counted kind, then (for limits) bandwidth; or the refusals. */
+static int put_values(json_t *row, const struct show_sel *sel,
+		      const struct ibvd_quota *q, const uint64_t *usage,
+		      const struct ibvd_tenant_counters *c)
+{
+	int k;
+
+	if (sel->what == SHOW_REFUSED)
+		return put_refused(row, c);
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		if (json_object_set_new(row, ibvd_limit_names[k],
+					sel->what == SHOW_CURRENT ?
 					json_integer((json_int_t)usage[k]) :
 					limit_json(q->max[k])))
 			return -ENOMEM;
-	if (!sel->current &&
+	if (sel->what == SHOW_MAX &&
 	    json_object_set_new(row, "bandwidth", limit_json(q->bandwidth)))
 		return -ENOMEM;
 	return 0;
@@ -131,7 +174,7 @@ static int put_values(json_t *row, const struct show_sel *sel,
 static int add_row(struct ibvd_call *call, json_t *out,
 		   const struct subject *who, const char *dev,
 		   const struct show_sel *sel, const struct ibvd_quota *q,
-		   const uint64_t *usage)
+		   const uint64_t *usage, const struct ibvd_tenant_counters *c)
 {
 	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
 	char rule[IBVD_CGROUP_MAX + 32];
@@ -144,7 +187,7 @@ static int add_row(struct ibvd_call *call, json_t *out,
 		rule_json = json_string("?");
 	row = json_pack("{s:I, s:s, s:o}", "uid", (json_int_t)who->uid,
 			"dev", dev, "rule", rule_json);
-	if (!row || put_values(row, sel, q, usage)) {
+	if (!row || put_values(row, sel, q, usage, c)) {
 		json_decref(row);
 		return -ENOMEM;
 	}
@@ -156,6 +199,7 @@ static int device_row(struct ibvd_call *call, json_t *out,
 		      const struct show_sel *sel)
 {
 	static const uint64_t none[IBVD_LIMIT_NKINDS];
+	static const struct ibvd_tenant_counters nothing;
 	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
 	const struct ibvd_tenant_dev *td = NULL;
 	struct ibvd_quota q;
@@ -163,7 +207,8 @@ static int device_row(struct ibvd_call *call, json_t *out,
 	if (who->t)
 		td = ibvd_tenant_dev_find(who->t, dev);
 	ibvd_config_limits_dev(cfg, who->rule, dev, &q);
-	return add_row(call, out, who, dev, sel, &q, td ? td->usage : none);
+	return add_row(call, out, who, dev, sel, &q, td ? td->usage : none,
+		       td ? &td->counters : &nothing);
 }
 
 /* "all", then the selected device or every device. */
@@ -171,6 +216,7 @@ static int subject_rows(struct ibvd_call *call, json_t *out,
 			const struct subject *who, const struct show_sel *sel)
 {
 	static const uint64_t none[IBVD_LIMIT_NKINDS];
+	static const struct ibvd_tenant_counters nothing;
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
 	struct ibvd_device *dev;
 	struct ibvd_quota q;
@@ -183,7 +229,8 @@ static int subject_rows(struct ibvd_call *call, json_t *out,
 	else
 		ibvd_config_limits_all(d->cfg, who->rule, &q);
 	ret = add_row(call, out, who, "all", sel, &q,
-		      who->t ? who->t->usage : none);
+		      who->t ? who->t->usage : none,
+		      who->t ? &who->t->counters : &nothing);
 	TAILQ_FOREACH(dev, &d->devices, link) {
 		if (ret < 0)
 			break;
@@ -373,8 +420,8 @@ static int parse_key_value(struct ibvd_call *call, const char *word,
 	kind = ibvd_limit_key(key);
 	if (kind < 0)
 		return ibvd_call_error(call, -EINVAL, "unknown key " ARG_FMT, key);
-	/* a CM id has no device when it is made: nothing to count there */
-	if (req->dev && (kind == IBVD_LIMIT_BANDWIDTH || kind == IBVD_LIMIT_CM_ID))
+	/* a CM id or a connection has no device: nothing to count there */
+	if (req->dev && ibvd_limit_all_devices_only(kind))
 		return ibvd_call_error(call, -EINVAL,
 				       "%s limits all devices together, not one", key);
 	if (parse_value(kind, eq + 1, &v) < 0)

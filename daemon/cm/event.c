@@ -19,9 +19,6 @@
 #include "log.h"
 #include "server/session.h"
 
-/* Slow readers: one line each, but not a flood. */
-static struct ibvd_ratelimit kill_rl = IBVD_RATELIMIT_INIT(10);
-
 void cm_session_kill(struct ibvd_cm *cm, const char *why)
 {
 	const struct ibvd_session *s = cm->session;
@@ -31,10 +28,10 @@ void cm_session_kill(struct ibvd_cm *cm, const char *why)
 		return;
 	cm->dead = true;
 	if (why)
-		ibvd_log_ratelimited(&kill_rl, IBVD_LOG_NOTICE,
-				     "client %llu (pid %d uid %u %s): %s; disconnecting",
-				     (unsigned long long)s->id, (int)s->cred.pid,
-				     (unsigned int)s->cred.uid, s->comm, why);
+		ibvd_tenant_log(s->tenant, IBVD_LOG_NOTICE,
+				"client %llu (pid %d uid %u %s): %s; disconnecting",
+				(unsigned long long)s->id, (int)s->cred.pid,
+				(unsigned int)s->cred.uid, s->comm, why);
 	else
 		log_debug("client %llu: closed its event channel",
 			  (unsigned long long)s->id);
@@ -110,10 +107,11 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 		cm_session_kill(cm, NULL);
 		return;
 	}
-	if (ret == -EAGAIN)
+	if (ret == -EAGAIN) {
+		ibvd_tenant_slow_reader(cm->session->tenant);
 		snprintf(why, sizeof(why),
 			 "not reading its CM events (event socket full)");
-	else
+	} else
 		snprintf(why, sizeof(why), "CM event not sent: %s", strerror(-ret));
 	cm_session_kill(cm, why);
 }

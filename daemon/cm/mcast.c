@@ -18,6 +18,7 @@
 #include "core/objects.h"
 #include "internal.h"
 #include "server/call.h"
+#include "server/session.h"
 
 #define MLID_FIRST	0xC001u
 #define MLID_LAST	0xFFFEu
@@ -125,8 +126,15 @@ static struct cm_join *join_find(const struct ibvd_cm_id *id,
 	return NULL;
 }
 
+/* Joins count against the owner's uid: groups are the daemon's to share. */
+static struct ibvd_tenant *tenant_of(const struct ibvd_cm_id *id)
+{
+	return id->cm->session->tenant;
+}
+
 static void join_free(struct ibvd_cm_id *id, struct cm_join *j)
 {
+	ibvd_tenant_uncharge(tenant_of(id), IBVD_LIMIT_MCAST_JOIN, 1);
 	LIST_REMOVE(j, link);
 	id->njoins--;
 	j->group->njoins--;
@@ -223,12 +231,20 @@ int ibvd_req_cm_join_mcast(struct ibvd_call *call)
 	ret = join_check(call, id, req, &ss);
 	if (ret < 0)
 		return ret;
-	ret = group_get(id, &ss, &g);
+	ret = ibvd_tenant_charge(tenant_of(id), IBVD_LIMIT_MCAST_JOIN, 1,
+				 "joining a multicast group");
 	if (ret < 0)
-		return ibvd_call_error(call, ret, "too many multicast groups");
+		return ibvd_call_error(call, ret, "over the mcast_join limit of uid %u",
+				       (unsigned int)tenant_of(id)->uid);
+	ret = group_get(id, &ss, &g);
+	if (ret < 0) {
+		ibvd_call_error(call, ret, "too many multicast groups");
+		goto uncharge;
+	}
 	/* A full group is the SA's answer, which comes as an event. */
 	if (full && g->nmembers >= CM_MAX_GROUP_MEMBERS) {
 		group_put(g);
+		ibvd_tenant_uncharge(tenant_of(id), IBVD_LIMIT_MCAST_JOIN, 1);
 		ret = ibvd_call_reply(call, NULL, NULL, 0);
 		if (ret == 0)
 			send_join_error(id, req->user, -ENOSPC);
@@ -237,7 +253,8 @@ int ibvd_req_cm_join_mcast(struct ibvd_call *call)
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		group_put(g);
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto uncharge;
 	}
 	j->group = g;
 	j->full = full;
@@ -248,6 +265,9 @@ int ibvd_req_cm_join_mcast(struct ibvd_call *call)
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	if (ret == 0)
 		send_join(id, g, req->user);
+	return ret;
+uncharge:
+	ibvd_tenant_uncharge(tenant_of(id), IBVD_LIMIT_MCAST_JOIN, 1);
 	return ret;
 }
 

@@ -700,7 +700,42 @@ const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS] = {
 	[IBVD_LIMIT_SRQ] = "srq",
 	[IBVD_LIMIT_AH] = "ah",
 	[IBVD_LIMIT_CM_ID] = "cm_id",
+	[IBVD_LIMIT_SESSION] = "session",
+	[IBVD_LIMIT_COMP_CHANNEL] = "comp_channel",
+	[IBVD_LIMIT_MCAST_ATTACH] = "mcast_attach",
+	[IBVD_LIMIT_MCAST_JOIN] = "mcast_join",
 };
+
+/*
+ * Far above what rping, cmtime, perftest, UCX or an MPI job on one host
+ * use, far below what would starve the other uids: 1024 connections (the
+ * old fixed per-uid cap), a completion channel and a multicast group per
+ * connection; as many CM ids as one event channel may hold (each may
+ * arm timers: they are bounded with it).
+ */
+#define BUILTIN_CM_ID		65536
+#define BUILTIN_SESSION		1024
+#define BUILTIN_COMP_CHANNEL	1024
+#define BUILTIN_MCAST_ATTACH	1024
+#define BUILTIN_MCAST_JOIN	1024
+
+uint64_t ibvd_limit_builtin(enum ibvd_limit_kind kind)
+{
+	switch (kind) {
+	case IBVD_LIMIT_CM_ID:		return BUILTIN_CM_ID;
+	case IBVD_LIMIT_SESSION:	return BUILTIN_SESSION;
+	case IBVD_LIMIT_COMP_CHANNEL:	return BUILTIN_COMP_CHANNEL;
+	case IBVD_LIMIT_MCAST_ATTACH:	return BUILTIN_MCAST_ATTACH;
+	case IBVD_LIMIT_MCAST_JOIN:	return BUILTIN_MCAST_JOIN;
+	default:			return IBVD_LIMIT_UNLIMITED;
+	}
+}
+
+int ibvd_limit_all_devices_only(int kind)
+{
+	return kind == IBVD_LIMIT_BANDWIDTH || kind == IBVD_LIMIT_CM_ID ||
+	       kind == IBVD_LIMIT_SESSION || kind == IBVD_LIMIT_MCAST_JOIN;
+}
 
 static const char *const match_names[] = {
 	[IBVD_LIMIT_MATCH_UID] = "uid",
@@ -773,7 +808,7 @@ static int parse_limit_key(struct parser *p, const char *key, json_t *v,
 
 	if (kind < 0)
 		return fail(p, "unknown limit");
-	if (!all && (kind == IBVD_LIMIT_BANDWIDTH || kind == IBVD_LIMIT_CM_ID))
+	if (!all && ibvd_limit_all_devices_only(kind))
 		return fail(p, "%s limits all devices together, not one", key);
 	/* the engine would run "0 bytes/s" at 1: say so rather than do it */
 	if (kind == IBVD_LIMIT_BANDWIDTH)
@@ -1103,9 +1138,13 @@ ibvd_config_limit_rule_for(const struct ibvd_config *cfg,
 	return r;
 }
 
-/* own's key if it sets it, else dflt's, else "max". */
+/*
+ * own's key if it sets it, else dflt's, else the built-in default over
+ * all devices (builtin) or "max" on one device.
+ */
 static uint64_t key_value(const struct ibvd_limit_keys *own,
-			  const struct ibvd_limit_keys *dflt, int kind)
+			  const struct ibvd_limit_keys *dflt, int kind,
+			  bool builtin)
 {
 	const struct ibvd_limit_keys *ks = NULL;
 	unsigned int bit = 1u << kind;
@@ -1114,26 +1153,31 @@ static uint64_t key_value(const struct ibvd_limit_keys *own,
 		ks = own;
 	else if (dflt && (dflt->given & bit))
 		ks = dflt;
-	if (!ks)
-		return IBVD_LIMIT_UNLIMITED;
-	return kind == IBVD_LIMIT_BANDWIDTH ? ks->q.bandwidth : ks->q.max[kind];
+	if (ks)
+		return kind == IBVD_LIMIT_BANDWIDTH ? ks->q.bandwidth :
+		       ks->q.max[kind];
+	if (builtin && kind != IBVD_LIMIT_BANDWIDTH)
+		return ibvd_limit_builtin((enum ibvd_limit_kind)kind);
+	return IBVD_LIMIT_UNLIMITED;
 }
 
 static void resolve(const struct ibvd_limit_keys *own,
-		    const struct ibvd_limit_keys *dflt, struct ibvd_quota *out)
+		    const struct ibvd_limit_keys *dflt, bool builtin,
+		    struct ibvd_quota *out)
 {
 	int k;
 
 	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
-		out->max[k] = key_value(own, dflt, k);
-	out->bandwidth = key_value(own, dflt, IBVD_LIMIT_BANDWIDTH);
+		out->max[k] = key_value(own, dflt, k, builtin);
+	out->bandwidth = key_value(own, dflt, IBVD_LIMIT_BANDWIDTH, builtin);
 }
 
 void ibvd_config_limits_all(const struct ibvd_config *cfg,
 			    const struct ibvd_config_limit_rule *rule,
 			    struct ibvd_quota *out)
 {
-	resolve(rule ? &rule->limits.all : NULL, &cfg->limit_default.all, out);
+	resolve(rule ? &rule->limits.all : NULL, &cfg->limit_default.all, true,
+		out);
 }
 
 void ibvd_config_limits_dev(const struct ibvd_config *cfg,
@@ -1143,10 +1187,10 @@ void ibvd_config_limits_dev(const struct ibvd_config *cfg,
 	int i = ibvd_config_device_index(cfg, dev);
 
 	if (i < 0)
-		resolve(NULL, NULL, out);
+		resolve(NULL, NULL, false, out);
 	else
 		resolve(rule ? &rule->limits.dev[i] : NULL,
-			&cfg->limit_default.dev[i], out);
+			&cfg->limit_default.dev[i], false, out);
 	out->bandwidth = IBVD_LIMIT_UNLIMITED;
 }
 

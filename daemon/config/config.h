@@ -84,7 +84,16 @@ enum ibvd_limit_kind {
 	IBVD_LIMIT_PD,
 	IBVD_LIMIT_SRQ,
 	IBVD_LIMIT_AH,
-	IBVD_LIMIT_CM_ID,
+	IBVD_LIMIT_CM_ID,		/* built-in default 65536 */
+	/*
+	 * What a client makes the daemon hold besides verbs objects
+	 * (daemon/LIMITS.md).  Like cm_id, unlike the rdma cgroup's kinds,
+	 * these have a built-in default (ibvd_limit_builtin()), not "max".
+	 */
+	IBVD_LIMIT_SESSION,		/* connections to the daemon */
+	IBVD_LIMIT_COMP_CHANNEL,	/* completion channels (a socket each) */
+	IBVD_LIMIT_MCAST_ATTACH,	/* QP multicast attachments */
+	IBVD_LIMIT_MCAST_JOIN,		/* CM multicast joins */
 	IBVD_LIMIT_NKINDS
 };
 
@@ -98,6 +107,21 @@ enum ibvd_limit_kind {
 #define IBVD_LIMIT_UNLIMITED	UINT64_MAX	/* "max" */
 
 extern const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS];
+
+/*
+ * A kind's limit over all devices where no rule and no "default" key
+ * sets it: "max" for the rdma cgroup's kinds (an administrator chooses
+ * those), a number no honest program reaches for the rest, so that one
+ * uid cannot take all of the daemon's ids, sockets, groups or
+ * connections by default.
+ */
+uint64_t ibvd_limit_builtin(enum ibvd_limit_kind kind);
+
+/*
+ * 1 for what belongs to no device and is limited over all devices only
+ * (cm_ids, connections, CM joins; bandwidth too, which is not a kind).
+ */
+int ibvd_limit_all_devices_only(int kind);
 
 struct ibvd_quota {
 	uint64_t max[IBVD_LIMIT_NKINDS];

@@ -401,9 +401,6 @@ static int peer_privileged(const struct ibvd_server *srv, int fd,
 static const char *over_limit(const struct ibvd_daemon *d,
 			      const struct ucred *cred, int privileged)
 {
-	const struct ibvd_session *s;
-	unsigned int same_uid = 0;
-
 	if (d->nsessions >= IBVD_MAX_SESSIONS)
 		return "too many clients";
 	if (privileged)
@@ -411,10 +408,7 @@ static const char *over_limit(const struct ibvd_daemon *d,
 	/* The last slots stay free for root to look at what is going on. */
 	if (d->nsessions >= IBVD_MAX_SESSIONS - IBVD_SESSIONS_RESERVED)
 		return "too many clients";
-	TAILQ_FOREACH(s, &d->sessions, link)
-		if (s->cred.uid == cred->uid &&
-		    ++same_uid >= IBVD_MAX_SESSIONS_PER_UID)
-			return "too many clients of this uid";
+	/* a uid's own share is its "session" limit (ibvd_session_new) */
 	return NULL;
 }
 
@@ -472,7 +466,8 @@ static void accept_client(struct ibvd_server *srv, int fd)
 		return;
 	}
 	ret = ibvd_session_new(srv->d, fd, &cred, privileged);
-	if (ret < 0)
+	/* over its uid's session limit: the tenant's log line says so */
+	if (ret < 0 && ret != -EAGAIN)
 		log_warn("cannot set up a client: %s", strerror(-ret));
 }
 

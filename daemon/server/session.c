@@ -20,9 +20,6 @@
 #include "notify.h"
 #include "session.h"
 
-/* Framing violations and slow readers: one line each, but not a flood. */
-static struct ibvd_ratelimit drop_rl = IBVD_RATELIMIT_INIT(10);
-
 /* ---- the closer thread ------------------------------------------------ */
 
 /*
@@ -263,12 +260,13 @@ static void read_comm(pid_t pid, char *comm, size_t len)
 
 /* ---- sessions ---------------------------------------------------------- */
 
+/* Its uid's log budget: one uid's broken clients cannot hide another's. */
 static void log_drop(const struct ibvd_session *s, const char *why)
 {
-	ibvd_log_ratelimited(&drop_rl, IBVD_LOG_NOTICE,
-			     "client %llu (pid %d uid %u %s): %s; disconnecting",
-			     (unsigned long long)s->id, (int)s->cred.pid,
-			     (unsigned int)s->cred.uid, s->comm, why);
+	ibvd_tenant_log(s->tenant, IBVD_LOG_NOTICE,
+			"client %llu (pid %d uid %u %s): %s; disconnecting",
+			(unsigned long long)s->id, (int)s->cred.pid,
+			(unsigned int)s->cred.uid, s->comm, why);
 }
 
 static void session_destroy(struct ibvd_session *s)
@@ -289,6 +287,7 @@ static void session_destroy(struct ibvd_session *s)
 	TAILQ_REMOVE(&d->sessions, s, link);
 	d->nsessions--;
 	log_debug("client %llu: closed", (unsigned long long)s->id);
+	ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_SESSION, 1);
 	ibvd_tenant_put(s->tenant);
 	free(s);
 	ibvd_notify_status(d->notify);
@@ -341,6 +340,7 @@ int ibvd_session_send(struct ibvd_session *s, uint16_t type, uint32_t req_id,
 		return ret;
 	}
 	if (ret == -EAGAIN) {
+		ibvd_tenant_slow_reader(s->tenant);
 		log_drop(s, "not reading its replies (socket full)");
 	} else if (ret != -EPIPE && ret != -ECONNRESET) {
 		snprintf(why, sizeof(why), "send failed: %s", strerror(-ret));
@@ -456,6 +456,28 @@ static int session_events(struct ibvd_session *s)
 	return 0;
 }
 
+/*
+ * One of its uid's "session" limit; root and the admin group are counted
+ * but never refused, so that they can always look at what is going on.
+ * Over the limit the client is told why (EAGAIN, as the server's own
+ * "too many clients") before the connection closes.
+ */
+static int charge_session(struct ibvd_session *s)
+{
+	int ret;
+
+	if (s->privileged) {
+		ibvd_tenant_charge_always(s->tenant, IBVD_LIMIT_SESSION, 1);
+		return 0;
+	}
+	ret = ibvd_tenant_charge(s->tenant, IBVD_LIMIT_SESSION, 1, "connecting");
+	if (ret < 0)
+		ibvd_frame_send_error(s->fd, 0, EAGAIN,
+				      "too many clients of this uid",
+				      MSG_DONTWAIT);
+	return ret;
+}
+
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 		     int privileged)
 {
@@ -482,9 +504,12 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 		ret = -ENOMEM;
 		goto fail;
 	}
-	ret = session_events(s);
+	ret = charge_session(s);
 	if (ret < 0)
 		goto fail;
+	ret = session_events(s);
+	if (ret < 0)
+		goto fail_charged;
 	TAILQ_INSERT_TAIL(&d->sessions, s, link);
 	d->nsessions++;
 	log_debug("client %llu: connected: pid %d uid %u gid %u comm %s cgroup %s%s",
@@ -494,6 +519,8 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 		  privileged ? " (admin)" : "");
 	ibvd_notify_status(d->notify);
 	return 0;
+fail_charged:
+	ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_SESSION, 1);
 fail:
 	if (s->read_ev)
 		event_free(s->read_ev);

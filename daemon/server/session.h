@@ -70,7 +70,8 @@ int ibvd_sessions_start(struct ibvd_daemon *d);
 
 /*
  * Set up a session for an accepted socket whose peer is cred (takes
- * ownership of fd).
+ * ownership of fd).  -EAGAIN: its uid is at its "session" limit; the
+ * client was told so and the socket is closed.
  */
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 		     int privileged);

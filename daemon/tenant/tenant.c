@@ -143,7 +143,6 @@ int ibvd_peer_identity_alive(const struct ibvd_peer_identity *id,
 
 /* A handful of uids per host: a list is plenty. */
 static struct ibvd_tenant *tenants;
-static struct ibvd_ratelimit quota_rl = IBVD_RATELIMIT_INIT(5);
 
 static const struct ibvd_config_limit_rule *
 rule_of(const struct ibvd_config *cfg, const struct ibvd_tenant *t)
@@ -187,6 +186,7 @@ struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,
 	}
 	t->uid = id->uid;
 	t->ident = *id;
+	t->log_rl.burst = IBVD_TENANT_LOG_BURST;
 	set_limits(t, cfg);
 	t->refs = 1;
 	t->next = tenants;
@@ -269,21 +269,41 @@ const struct ibvd_tenant_dev *ibvd_tenant_dev_find(const struct ibvd_tenant *t,
 struct account {
 	const struct ibvd_quota *limits;
 	uint64_t *usage;
+	uint64_t *refused;
 	const char *dev;		/* NULL: all devices */
 };
 
-static int over(const struct ibvd_tenant *t, const struct account *a,
+void ibvd_tenant_log(struct ibvd_tenant *t, enum ibvd_log_level level,
+		     const char *fmt, ...)
+{
+	va_list ap;
+	int logged;
+
+	va_start(ap, fmt);
+	logged = ibvd_vlog_ratelimited(&t->log_rl, level, fmt, ap);
+	va_end(ap);
+	if (!logged)
+		__atomic_add_fetch(&t->counters.log_suppressed, 1,
+				   __ATOMIC_RELAXED);
+}
+
+/* Every account of the charge counts the refusal: the device's and all. */
+static int over(struct ibvd_tenant *t, struct account *accounts,
+		size_t naccounts, const struct account *a,
 		enum ibvd_limit_kind kind, uint64_t n, const char *what)
 {
 	int err = kind == IBVD_LIMIT_MEMLOCK ? -ENOMEM : -EAGAIN;
+	size_t i;
 
-	ibvd_log_ratelimited(&quota_rl, IBVD_LOG_NOTICE,
-			     "uid %u: %s refused: %s limit %" PRIu64
-			     "%s%s, in use %" PRIu64 ", asked %" PRIu64 ": %s",
-			     (unsigned int)t->uid, what, ibvd_limit_names[kind],
-			     a->limits->max[kind], a->dev ? " on " : "",
-			     a->dev ? a->dev : "", a->usage[kind], n,
-			     err == -ENOMEM ? "ENOMEM" : "EAGAIN");
+	for (i = 0; i < naccounts; i++)
+		accounts[i].refused[kind]++;
+	ibvd_tenant_log(t, IBVD_LOG_NOTICE,
+			"uid %u: %s refused: %s limit %" PRIu64
+			"%s%s, in use %" PRIu64 ", asked %" PRIu64 ": %s",
+			(unsigned int)t->uid, what, ibvd_limit_names[kind],
+			a->limits->max[kind], a->dev ? " on " : "",
+			a->dev ? a->dev : "", a->usage[kind], n,
+			err == -ENOMEM ? "ENOMEM" : "EAGAIN");
 	return err;
 }
 
@@ -296,13 +316,14 @@ static bool fits(const struct account *a, enum ibvd_limit_kind kind,
 	       (n <= max && a->usage[kind] <= max - n);
 }
 
+/* The verbs objects of the rdma cgroup, which hca_object sums. */
 static bool is_object(enum ibvd_limit_kind kind)
 {
-	return kind >= IBVD_LIMIT_QP && kind != IBVD_LIMIT_CM_ID;
+	return kind >= IBVD_LIMIT_QP && kind <= IBVD_LIMIT_AH;
 }
 
 /* All of accounts take n, or none does (then the first refusal says why). */
-static int charge(const struct ibvd_tenant *t, struct account *accounts,
+static int charge(struct ibvd_tenant *t, struct account *accounts,
 		  size_t naccounts, enum ibvd_limit_kind kind, uint64_t n,
 		  const char *what)
 {
@@ -312,9 +333,10 @@ static int charge(const struct ibvd_tenant *t, struct account *accounts,
 	for (i = 0; i < naccounts; i++) {
 		a = &accounts[i];
 		if (!fits(a, kind, n))
-			return over(t, a, kind, n, what);
+			return over(t, accounts, naccounts, a, kind, n, what);
 		if (is_object(kind) && !fits(a, IBVD_LIMIT_HCA_OBJECT, n))
-			return over(t, a, IBVD_LIMIT_HCA_OBJECT, n, what);
+			return over(t, accounts, naccounts, a,
+				    IBVD_LIMIT_HCA_OBJECT, n, what);
 	}
 	for (i = 0; i < naccounts; i++) {
 		accounts[i].usage[kind] += n;
@@ -348,9 +370,18 @@ static void uncharge(uint64_t *usage, uid_t uid, enum ibvd_limit_kind kind,
 int ibvd_tenant_charge(struct ibvd_tenant *t, enum ibvd_limit_kind kind,
 		       uint64_t n, const char *what)
 {
-	struct account all = { .limits = &t->limits, .usage = t->usage };
+	struct account all = { .limits = &t->limits, .usage = t->usage,
+			       .refused = t->counters.refused };
 
 	return charge(t, &all, 1, kind, n, what);
+}
+
+void ibvd_tenant_charge_always(struct ibvd_tenant *t, enum ibvd_limit_kind kind,
+			       uint64_t n)
+{
+	t->usage[kind] += n;
+	if (is_object(kind))
+		t->usage[IBVD_LIMIT_HCA_OBJECT] += n;
 }
 
 void ibvd_tenant_uncharge(struct ibvd_tenant *t, enum ibvd_limit_kind kind,
@@ -366,8 +397,10 @@ int ibvd_tenant_dev_charge(struct ibvd_tenant_dev *td,
 {
 	struct ibvd_tenant *t = td->tenant;
 	struct account accounts[] = {
-		{ .limits = &td->limits, .usage = td->usage, .dev = td->name },
-		{ .limits = &t->limits, .usage = t->usage },
+		{ .limits = &td->limits, .usage = td->usage,
+		  .refused = td->counters.refused, .dev = td->name },
+		{ .limits = &t->limits, .usage = t->usage,
+		  .refused = t->counters.refused },
 	};
 
 	return charge(t, accounts, ARRAY_SIZE(accounts), kind, n, what);
@@ -401,6 +434,7 @@ static int limit_of_obj(enum ibvd_obj_kind kind)
 	case IBVD_OBJ_SRQ:	return IBVD_LIMIT_SRQ;
 	case IBVD_OBJ_AH:	return IBVD_LIMIT_AH;
 	case IBVD_OBJ_CM_ID:	return IBVD_LIMIT_CM_ID;
+	case IBVD_OBJ_COMP_CHANNEL:	return IBVD_LIMIT_COMP_CHANNEL;
 	/* No limit of their own (as in the rdma cgroup): objects only. */
 	case IBVD_OBJ_MW:	return IBVD_LIMIT_HCA_OBJECT;
 	default:		return -1;
@@ -440,6 +474,18 @@ int ibvd_tenant_dev_charge_obj(void *owner, enum ibvd_obj_kind kind, int delta)
 	}
 	describe_creation(what, sizeof(what), limit);
 	return ibvd_tenant_dev_charge(owner, (enum ibvd_limit_kind)limit, 1, what);
+}
+
+void ibvd_tenant_dev_event_dropped(struct ibvd_tenant_dev *td)
+{
+	__atomic_add_fetch(&td->counters.events_dropped, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&td->tenant->counters.events_dropped, 1,
+			   __ATOMIC_RELAXED);
+}
+
+void ibvd_tenant_slow_reader(struct ibvd_tenant *t)
+{
+	t->counters.slow_reader++;
 }
 
 void ibvd_tenants_apply(const struct ibvd_config *cfg)

@@ -23,11 +23,13 @@
 #ifndef IBVD_TENANT_H
 #define IBVD_TENANT_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "config/config.h"
 #include "core/handle.h"
+#include "log.h"
 
 struct ibvd_eng_rate;
 
@@ -69,6 +71,25 @@ int ibvd_peer_identity_alive(const struct ibvd_peer_identity *id,
 struct ibvd_tenant;
 
 /*
+ * What a tenant was refused or lost, for "ibvctl limit show refused".
+ * refused[] counts charges over a limit, by the kind that refused; the
+ * others count what a client made happen that is not a charge.  Engine
+ * threads add to events_dropped: atomics.
+ */
+struct ibvd_tenant_counters {
+	uint64_t refused[IBVD_LIMIT_NKINDS];
+	uint64_t events_dropped;	/* async and completion events that did
+					 * not fit in a socket the client
+					 * does not read */
+	uint64_t slow_reader;		/* sessions closed: it did not read its
+					 * replies or CM events */
+	uint64_t log_suppressed;	/* its log lines over the per-uid rate */
+};
+
+/* Log lines a uid's clients may cause per second; more are counted. */
+#define IBVD_TENANT_LOG_BURST	10
+
+/*
  * One tenant's use of one device (by name: it outlives a reload that
  * renumbers devices).  Made on the tenant's first context on the device,
  * kept as long as the tenant.  cm_id usage stays 0 here.
@@ -78,6 +99,7 @@ struct ibvd_tenant_dev {
 	char name[IBVD_DEV_NAME_MAX];
 	struct ibvd_quota limits;		/* this device's, in force */
 	uint64_t usage[IBVD_LIMIT_NKINDS];	/* memlock in bytes */
+	struct ibvd_tenant_counters counters;	/* on this device */
 	struct ibvd_tenant_dev *next;
 };
 
@@ -103,6 +125,8 @@ struct ibvd_tenant {
 	struct ibvd_eng_rate *rate;		/* its bandwidth bucket (core/rate.h),
 						 * kept at limits' bandwidth */
 	struct ibvd_tenant_dev *devs;		/* devices it has used */
+	struct ibvd_tenant_counters counters;	/* all devices */
+	struct ibvd_ratelimit log_rl;		/* IBVD_TENANT_LOG_BURST */
 	struct ibvd_tenant *next;
 };
 
@@ -149,11 +173,34 @@ void ibvd_tenant_dev_restore(struct ibvd_tenant_dev *td,
 /*
  * Handle-table hooks (handle.h).  ibvd_tenant_charge_obj: owner is a
  * struct ibvd_tenant (CM sessions); ibvd_tenant_dev_charge_obj: owner is
- * a struct ibvd_tenant_dev (device contexts).  Kinds without a limit
- * (completion channels) pass untouched.
+ * a struct ibvd_tenant_dev (device contexts).  Memory windows count as
+ * hca_object only, completion channels as comp_channel only.
  */
 int ibvd_tenant_charge_obj(void *owner, enum ibvd_obj_kind kind, int delta);
 int ibvd_tenant_dev_charge_obj(void *owner, enum ibvd_obj_kind kind, int delta);
+
+/*
+ * Charge what no limit may refuse (root's connections, which the session
+ * limit does not apply to): counted in usage all the same.
+ */
+void ibvd_tenant_charge_always(struct ibvd_tenant *t, enum ibvd_limit_kind kind,
+			       uint64_t n);
+
+/*
+ * A log line a client of t caused: at most IBVD_TENANT_LOG_BURST a second
+ * per uid, so that one uid can neither flood the journal nor use up a
+ * shared budget and silence the lines about others.  Suppressed lines are
+ * counted (counters.log_suppressed).  Any thread.
+ */
+void ibvd_tenant_log(struct ibvd_tenant *t, enum ibvd_log_level level,
+		     const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* An event for a context of td's dropped (socket full).  Any thread. */
+void ibvd_tenant_dev_event_dropped(struct ibvd_tenant_dev *td);
+
+/* A session of t closed for not reading what the daemon sent it. */
+void ibvd_tenant_slow_reader(struct ibvd_tenant *t);
 
 /*
  * Reload or ibvctl limit set: every tenant (and each of its devices) gets

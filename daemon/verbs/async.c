@@ -4,7 +4,6 @@
 #include <config.h>
 
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -15,26 +14,32 @@
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
+#include "tenant/tenant.h"
 
-/* Engine threads send events too: the rate limit is shared state. */
-static struct ibvd_ratelimit dropped_rl = IBVD_RATELIMIT_INIT(10);
-static pthread_mutex_t dropped_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int may_log_drop(unsigned int *missed)
+/*
+ * A dropped event is the client's loss, counted for its uid; the line
+ * about it spends its uid's log budget.  Any thread: the context's
+ * account outlives it.
+ */
+static void event_dropped(struct ibvd_context *ctx, uint32_t event_type,
+			  int err)
 {
-	int ok;
+	struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
 
-	pthread_mutex_lock(&dropped_lock);
-	ok = ibvd_ratelimit_ok(&dropped_rl, missed);
-	pthread_mutex_unlock(&dropped_lock);
-	return ok;
+	if (!account)
+		return;
+	ibvd_tenant_dev_event_dropped(account);
+	ibvd_tenant_log(account->tenant, IBVD_LOG_NOTICE,
+			"context %u on %s: async event %u dropped: %s",
+			ctx->id, ctx->dev->name, event_type,
+			err == -EAGAIN ? "client is not reading its events" :
+			strerror(-err));
 }
 
 int ibvd_async_send(struct ibvd_context *ctx, uint32_t event_type,
 		    uint32_t port_num, uint32_t handle)
 {
 	Ibvd__AsyncEvent ev = IBVD__ASYNC_EVENT__INIT;
-	unsigned int missed;
 	int ret;
 
 	ev.event_type = event_type;
@@ -48,12 +53,8 @@ int ibvd_async_send(struct ibvd_context *ctx, uint32_t event_type,
 	ret = ibvd_frame_send(ctx->async_fd, IBVD_MSG_ASYNC_EVENT,
 			      __atomic_add_fetch(&ctx->async_seq, 1, __ATOMIC_RELAXED),
 			      &ev.base, NULL, 0, MSG_DONTWAIT);
-	if (ret < 0 && may_log_drop(&missed))
-		log_notice("context %u on %s: async event %u dropped: %s%s",
-			   ctx->id, ctx->dev->name, event_type,
-			   ret == -EAGAIN ? "client is not reading its events" :
-			   strerror(-ret),
-			   missed ? " (more not logged)" : "");
+	if (ret < 0)
+		event_dropped(ctx, event_type, ret);
 	return ret;
 }
 

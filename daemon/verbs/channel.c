@@ -20,16 +20,25 @@
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "tenant/tenant.h"
 #include "verbs.h"
 
 void ibvd_channel_fire(const struct ibvd_cq *cq)
 {
 	Ibvd__CompEvent ev = IBVD__COMP_EVENT__INIT;
 
+	struct ibvd_tenant_dev *account = cq->channel->ctx->handles.charge_owner;
+
 	ev.cq = cq->handle;
-	/* Never blocks: a full socket means the app stopped reading events. */
-	ibvd_frame_send(cq->channel->sock, IBVD_MSG_COMP_EVENT, 0, &ev.base,
-			NULL, 0, MSG_DONTWAIT);
+	/*
+	 * Never blocks: a full socket means the app stopped reading events,
+	 * and the ones it has not read already wake it up.  What does not fit
+	 * is dropped and counted for its uid (no log line: an engine thread
+	 * may drop thousands a second, and the count says it all).
+	 */
+	if (ibvd_frame_send(cq->channel->sock, IBVD_MSG_COMP_EVENT, 0, &ev.base,
+			    NULL, 0, MSG_DONTWAIT) < 0 && account)
+		ibvd_tenant_dev_event_dropped(account);
 }
 
 static int channel_pair(int *ours, int *theirs)

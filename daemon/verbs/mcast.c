@@ -20,6 +20,7 @@
 #include "context.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "tenant/tenant.h"
 #include "verbs.h"
 
 #define MLID_MIN	0xC000u
@@ -89,10 +90,23 @@ static int join(struct ibvd_call *call, struct ibvd_qp *qp,
 	return 0;
 }
 
+/*
+ * Attachments count against the uid's mcast_attach limit: groups are the
+ * daemon's (max_mcast_grp is daemon-wide), not one tenant's to fill.
+ */
+static struct ibvd_tenant_dev *account_of(const struct ibvd_context *ctx)
+{
+	return ctx->handles.charge_owner;
+}
+
 /* Leave; the objects lock is held for writing. */
 static void leave(struct ibvd_mcast_member *m)
 {
 	struct ibvd_mcast_group *grp = m->group;
+
+	if (account_of(m->qp->ctx))
+		ibvd_tenant_dev_uncharge(account_of(m->qp->ctx),
+					 IBVD_LIMIT_MCAST_ATTACH, 1);
 
 	LIST_REMOVE(m, group_link);
 	LIST_REMOVE(m, qp_link);
@@ -113,15 +127,30 @@ void ibvd_mcast_detach_all(struct ibvd_qp *qp)
 int ibvd_req_attach_mcast(struct ibvd_call *call)
 {
 	const Ibvd__Mcast *req = (const Ibvd__Mcast *)call->msg;
+	struct ibvd_tenant_dev *account;
 	struct ibvd_qp *qp;
 	int ret;
 
 	ret = mcast_args(call, req, &qp);
 	if (ret < 0)
 		return ret;
+	/* attaching twice changes nothing, and charges nothing */
+	if (member_of(qp, req->gid.data))
+		return 0;
+	account = account_of(qp->ctx);
+	if (account) {
+		ret = ibvd_tenant_dev_charge(account, IBVD_LIMIT_MCAST_ATTACH, 1,
+					     "attaching a QP to a multicast group");
+		if (ret < 0)
+			return ibvd_call_error(call, ret,
+					       "over the mcast_attach limit of uid %u",
+					       (unsigned int)account->tenant->uid);
+	}
 	ibvd_objects_write_lock();
 	ret = join(call, qp, req->gid.data, (uint16_t)req->lid);
 	ibvd_objects_write_unlock();
+	if (ret < 0 && account)
+		ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_MCAST_ATTACH, 1);
 	return ret;
 }
 

@@ -60,7 +60,7 @@ for c in malformed oversized truncated badmagic badversion badlen unknowntype \
 	after_case "$c"
 done
 
-# One uid holds at most 1024 connections (IBVD_MAX_SESSIONS_PER_UID); root
+# One uid holds at most 1024 connections (the built-in "session" limit); root
 # and other uids are still served meanwhile, and the library says why it
 # fails for that uid.  Root only: otherwise the test shares that uid.
 if is_root; then

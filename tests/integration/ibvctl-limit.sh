@@ -108,7 +108,8 @@ expect "$(row "$O/cur" "$USER1" ibvd1 pd)" 0 "ibvd1: pd"
 "$PYTHON" - "$O/cur" <<'EOF' || fail "limit show current rows are not as documented"
 import json, sys
 names = ["memlock", "hca_handle", "hca_object", "qp", "cq", "mr", "pd",
-         "srq", "ah", "cm_id"]
+         "srq", "ah", "cm_id", "session", "comp_channel", "mcast_attach",
+         "mcast_join"]
 rows = json.load(open(sys.argv[1]))
 for r in rows:
     assert list(r) == ["uid", "dev", "rule"] + names, list(r)
@@ -117,7 +118,7 @@ for r in rows:
 for i in range(0, len(rows), 3):
     assert [r["dev"] for r in rows[i:i + 3]] == ["all", "ibvd0", "ibvd1"], rows
 EOF
-ok "every row: uid dev rule and the ten counters, integers, \"all\" first"
+ok "every row: uid dev rule and the fourteen counters, integers, \"all\" first"
 
 check "limit show (max): the rules in force"
 show_json "$O/max"

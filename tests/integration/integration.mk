@@ -190,6 +190,14 @@ check_PROGRAMS += tests/integration/quota-helper
 tests_integration_quota_helper_SOURCES = tests/integration/quota.c
 tests_integration_quota_helper_LDADD = -lrdmacm -libverbs
 
+# Limits on what else a client makes the daemon hold: connections,
+# completion channels, multicast attachments and joins, unread CM events,
+# log lines; refusals counted in ibvctl limit show refused (limits.sh).
+INTEGRATION_TESTS += tests/integration/limits.sh
+check_PROGRAMS += tests/integration/limits-helper
+tests_integration_limits_helper_SOURCES = tests/integration/limits.c
+tests_integration_limits_helper_LDADD = -lrdmacm -libverbs
+
 # ibvctl statistic show: the engine's counters against known workloads.
 INTEGRATION_TESTS += tests/integration/statistic.sh
 

@@ -776,14 +776,47 @@ static const struct ibvd_quota *limits_for(const struct ibvd_config *cfg,
 	return &q;
 }
 
+/* The rdma cgroup's kinds default to max, cm_id and the daemon's own to a number. */
 START_TEST(limits_absent_mean_max)
 {
 	struct ibvd_config *cfg = good("{}");
 	const struct ibvd_quota *l = limits_for(cfg, 1001, 1001, "/x");
+	struct ibvd_quota dev;
 	int k;
 
-	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+	for (k = 0; k < IBVD_LIMIT_CM_ID; k++)
 		ck_assert(l->max[k] == MAX);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_CM_ID], 65536);
+	for (k = IBVD_LIMIT_SESSION; k < IBVD_LIMIT_NKINDS; k++) {
+		ck_assert(l->max[k] != MAX);
+		ck_assert_uint_eq(l->max[k], ibvd_limit_builtin(k));
+		ck_assert_uint_ge(l->max[k], 1024);
+	}
+	ck_assert(l->bandwidth == MAX);
+	/* on one device, what the sum over devices leaves */
+	ibvd_config_limits_dev(cfg, NULL, "ibvd0", &dev);
+	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
+		ck_assert(dev.max[k] == MAX);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
+/* "max" and a number replace the built-in default; a rule's beats both. */
+START_TEST(limits_builtin_overridden)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'session': 'max',"
+		"'comp_channel': 7}, 'uid': {'1001': {'comp_channel': 2,"
+		"'mcast_join': 0}}}}");
+	const struct ibvd_quota *l = limits_for(cfg, 1002, 1002, NULL);
+
+	ck_assert(l->max[IBVD_LIMIT_SESSION] == MAX);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_COMP_CHANNEL], 7);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_MCAST_JOIN],
+			  ibvd_limit_builtin(IBVD_LIMIT_MCAST_JOIN));
+	l = limits_for(cfg, 1001, 1001, NULL);
+	ck_assert(l->max[IBVD_LIMIT_SESSION] == MAX);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_COMP_CHANNEL], 2);
+	ck_assert_uint_eq(l->max[IBVD_LIMIT_MCAST_JOIN], 0);
 	ibvd_config_free(cfg);
 }
 END_TEST
@@ -831,11 +864,13 @@ START_TEST(limits_every_key)
 {
 	struct ibvd_config *cfg = good("{'limits': {'default': {'memlock': 1, "
 		"'hca_handle': 2, 'hca_object': 3, 'qp': 4, 'cq': 5, 'mr': 6, "
-		"'pd': 7, 'srq': 8, 'ah': 9, 'cm_id': 0}}}");
+		"'pd': 7, 'srq': 8, 'ah': 9, 'cm_id': 10, 'session': 11, "
+		"'comp_channel': 12, 'mcast_attach': 13, 'mcast_join': 0}}}");
 	int k;
 
+	ck_assert_int_eq(IBVD_LIMIT_NKINDS, 14);
 	for (k = 0; k < IBVD_LIMIT_NKINDS; k++)
-		ck_assert_uint_eq(cfg->limit_default.all.q.max[k], (k + 1) % 10);
+		ck_assert_uint_eq(cfg->limit_default.all.q.max[k], (k + 1) % 14);
 	ck_assert(cfg->limit_default.all.q.bandwidth == MAX);
 	ibvd_config_free(cfg);
 }
@@ -935,6 +970,14 @@ START_TEST(bad_device_limits)
 	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'devices': "
 		"{'ibvd0': {'cm_id': 1}}}}}}"),
 		"t.conf:1:49: limits.uid.5.devices.ibvd0.cm_id: cm_id limits all devices together, not one");
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'devices': "
+		"{'ibvd0': {'session': 1}}}}}}"),
+		"t.conf:1:49: limits.uid.5.devices.ibvd0.session: session limits all devices together, not one");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': "
+		"{'ibvd0': {'mcast_join': 1}}}}}"),
+		"t.conf:1:47: limits.default.devices.ibvd0.mcast_join: mcast_join limits all devices together, not one");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'session': -1}}}"),
+		"t.conf:1:25: limits.default.session: expected a non-negative integer or \"max\", got -1");
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': []}}}"),
 		"t.conf:1:25: limits.default.devices: expected an object of devices, got an array");
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': {'ibvd0': 3}}}}"),
@@ -1238,6 +1281,79 @@ START_TEST(tenant_per_device)
 }
 END_TEST
 
+/*
+ * Refusals are counted in every account of the charge, by the kind that
+ * refused; comp_channel is not a verbs object; root's sessions are
+ * counted past the limit; lines over the per-uid log rate are counted.
+ */
+START_TEST(tenant_counters)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'hca_object': 1,"
+		"'session': 1, 'devices': {'ibvd0': {'comp_channel': 1}}}}, "
+		TWO_DEVICES "}");
+	struct ibvd_peer_identity a = { .uid = 7 };
+	struct ibvd_tenant *t = ibvd_tenant_get(cfg, &a);
+	struct ibvd_tenant_dev *d0 = ibvd_tenant_dev_get(t, cfg, "ibvd0");
+	struct ibvd_tenant_dev *d1 = ibvd_tenant_dev_get(t, cfg, "ibvd1");
+	enum ibvd_log_level level;
+	uint64_t suppressed;
+	int i;
+
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_COMP_CHANNEL, 1), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_COMP_CHANNEL, 1),
+			 -EAGAIN);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_COMP_CHANNEL, 1), 0);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_COMP_CHANNEL], 2);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_HCA_OBJECT], 0);
+	ck_assert_uint_eq(d0->counters.refused[IBVD_LIMIT_COMP_CHANNEL], 1);
+	ck_assert_uint_eq(d1->counters.refused[IBVD_LIMIT_COMP_CHANNEL], 0);
+	ck_assert_uint_eq(t->counters.refused[IBVD_LIMIT_COMP_CHANNEL], 1);
+	/* a qp over hca_object counts as hca_object's refusal */
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, 1), 0);
+	ck_assert_int_eq(ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, 1), -EAGAIN);
+	ck_assert_uint_eq(t->counters.refused[IBVD_LIMIT_HCA_OBJECT], 1);
+	ck_assert_uint_eq(d1->counters.refused[IBVD_LIMIT_HCA_OBJECT], 1);
+	ck_assert_uint_eq(t->counters.refused[IBVD_LIMIT_QP], 0);
+	/* mcast_attach: per device and all, not an object */
+	ck_assert_int_eq(ibvd_tenant_dev_charge(d0, IBVD_LIMIT_MCAST_ATTACH, 1, "t"), 0);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_HCA_OBJECT], 1);
+	ibvd_tenant_dev_uncharge(d0, IBVD_LIMIT_MCAST_ATTACH, 1);
+	/* sessions: one, then refused; root's counted anyway */
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_SESSION, 1, "t"), 0);
+	ck_assert_int_eq(ibvd_tenant_charge(t, IBVD_LIMIT_SESSION, 1, "t"), -EAGAIN);
+	ibvd_tenant_charge_always(t, IBVD_LIMIT_SESSION, 1);
+	ck_assert_uint_eq(t->usage[IBVD_LIMIT_SESSION], 2);
+	ck_assert_uint_eq(t->counters.refused[IBVD_LIMIT_SESSION], 1);
+	ibvd_tenant_uncharge(t, IBVD_LIMIT_SESSION, 2);
+	/* events dropped count on the device and over all */
+	ibvd_tenant_dev_event_dropped(d1);
+	ibvd_tenant_slow_reader(t);
+	ck_assert_uint_eq(d1->counters.events_dropped, 1);
+	ck_assert_uint_eq(d0->counters.events_dropped, 0);
+	ck_assert_uint_eq(t->counters.events_dropped, 1);
+	ck_assert_uint_eq(t->counters.slow_reader, 1);
+	/* a burst of lines: at most IBVD_TENANT_LOG_BURST in one second */
+	/* (the refusals above spent some of it: only the growth is exact) */
+	level = ibvd_log_get_level();
+	ibvd_log_set_level(IBVD_LOG_DEBUG);
+	suppressed = t->counters.log_suppressed;
+	for (i = 0; i < 3 * IBVD_TENANT_LOG_BURST; i++)
+		ibvd_tenant_log(t, IBVD_LOG_DEBUG, "line %d", i);
+	suppressed = t->counters.log_suppressed - suppressed;
+	ibvd_log_set_level(level);
+	/* two windows at most: 10 to 30 of the 30 suppressed */
+	ck_assert_uint_ge(suppressed, IBVD_TENANT_LOG_BURST);
+	ck_assert_uint_le(suppressed, 3 * IBVD_TENANT_LOG_BURST);
+	ibvd_tenant_dev_charge_obj(d0, IBVD_OBJ_COMP_CHANNEL, -1);
+	ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_COMP_CHANNEL, -1);
+	ibvd_tenant_dev_charge_obj(d1, IBVD_OBJ_QP, -1);
+	for (i = 0; i < IBVD_LIMIT_NKINDS; i++)
+		ck_assert_uint_eq(t->usage[i], 0);
+	ibvd_tenant_put(t);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
 /* "Groups:" from status; a pid that changed hands leaves them unknown. */
 START_TEST(identity_groups)
 {
@@ -1270,6 +1386,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, good_files);
 	tcase_add_test(ok, sixteen_devices);
 	tcase_add_test(ok, limits_absent_mean_max);
+	tcase_add_test(ok, limits_builtin_overridden);
 	tcase_add_test(ok, limits_most_specific_wins);
 	tcase_add_test(ok, limits_every_key);
 	tcase_add_test(ok, identity_of_self);
@@ -1280,6 +1397,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, limits_runtime_group_order);
 	tcase_add_test(ok, limits_runtime_rules);
 	tcase_add_test(ok, tenant_per_device);
+	tcase_add_test(ok, tenant_counters);
 	tcase_add_test(ok, identity_groups);
 	tcase_add_test(ok, roce_devices);
 	suite_add_tcase(s, ok);

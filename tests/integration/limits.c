@@ -1,0 +1,328 @@
+/*
+ * limits-helper: an ordinary verbs and rdma_cm application for limits.sh,
+ * driving one of the daemon's allocations other than verbs objects.
+ *
+ *	limits-helper KIND N [hold]
+ *
+ * makes up to N of KIND, stops at the first refusal and prints
+ *	created K errno E pid P
+ * (E 0: all N made).  KIND is
+ *	session		connections (rdma event channels, one each)
+ *	comp_channel	completion channels on one context
+ *	mcast_attach	attachments of one UD QP to N groups
+ *	mcast_join	rdma_cm joins of one UD id to N groups
+ *	flood		comp_channel, but it keeps trying after a refusal:
+ *			"created K refused R errno E pid P"
+ *	noread		N multicast join/leave pairs on an event channel it
+ *			never reads: "created K" is how many went through
+ *			before the daemon hung up (E: how the next failed)
+ *	compevents	N completion notifications (a UD send to itself
+ *			each, the CQ armed before) on a completion channel it
+ *			never reads: "created K" completions polled
+ * With "hold" it then keeps everything until stdin closes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#define MAX_N	100000
+
+static void die(const char *what)
+{
+	fprintf(stderr, "limits-helper: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static struct ibv_context *open_first(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *c;
+
+	if (!list || !list[0])
+		die("no device");
+	c = ibv_open_device(list[0]);
+	if (!c)
+		die("ibv_open_device");
+	ibv_free_device_list(list);
+	return c;
+}
+
+struct result {
+	long made, refused;
+	int err;			/* the first refusal's errno */
+};
+
+static void refused(struct result *r, int err)
+{
+	if (!r->err)
+		r->err = err ? err : EIO;
+	r->refused++;
+}
+
+static void sessions(long n, struct result *r)
+{
+	static struct rdma_event_channel *ch[MAX_N];
+
+	while (r->made < n) {
+		errno = 0;
+		ch[r->made] = rdma_create_event_channel();
+		if (!ch[r->made]) {
+			refused(r, errno);
+			return;
+		}
+		r->made++;
+	}
+}
+
+/* comp_channel (stop: stop at the first refusal) and flood. */
+static void comp_channels(long n, int stop, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	long i;
+
+	for (i = 0; i < n; i++) {
+		errno = 0;
+		if (ibv_create_comp_channel(ctx)) {
+			r->made++;
+			continue;
+		}
+		refused(r, errno);
+		if (stop)
+			return;
+	}
+}
+
+static void mcast_attach(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr a = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	union ibv_gid gid;
+	struct ibv_qp *qp;
+	int ret;
+
+	a.send_cq = a.recv_cq = cq;
+	qp = cq ? ibv_create_qp(pd, &a) : NULL;
+	if (!qp)
+		die("the UD QP to attach");
+	memset(&gid, 0, sizeof(gid));
+	gid.raw[0] = 0xff;
+	gid.raw[1] = 0x12;
+	while (r->made < n) {
+		gid.raw[14] = (uint8_t)(r->made >> 8);
+		gid.raw[15] = (uint8_t)r->made;
+		ret = ibv_attach_mcast(qp, &gid, (uint16_t)(0xc001 + r->made));
+		if (ret) {
+			refused(r, ret);
+			return;
+		}
+		r->made++;
+	}
+}
+
+/* A UD QP of its own, in RTS, with its CQ on channel ch (may be NULL). */
+static struct ibv_qp *ud_qp(struct ibv_context *ctx, struct ibv_pd *pd,
+			    struct ibv_comp_channel *ch, struct ibv_cq **cq)
+{
+	struct ibv_qp_init_attr a = {
+		.qp_type = IBV_QPT_UD,
+		.sq_sig_all = 1,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = 16 },
+	};
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111,
+	};
+	struct ibv_qp *qp;
+
+	*cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	a.send_cq = a.recv_cq = *cq;
+	qp = *cq ? ibv_create_qp(pd, &a) : NULL;
+	if (!qp ||
+	    ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_QKEY))
+		die("a UD QP");
+	attr.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &attr, IBV_QP_STATE))
+		die("UD QP to RTR");
+	attr.qp_state = IBV_QPS_RTS;
+	attr.sq_psn = 1;
+	if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		die("UD QP to RTS");
+	return qp;
+}
+
+/* Each send completes and fires the armed CQ's channel, never read. */
+static void compevents(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_port_attr port;
+	struct ibv_ah_attr ah_attr = { .port_num = 1 };
+	char msg[8] = "event";
+	struct ibv_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_INLINE,
+	}, *bad;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	struct ibv_ah *ah;
+	int got;
+
+	if (!ch || !pd || ibv_query_port(ctx, 1, &port))
+		die("a channel, a PD and port 1");
+	qp = ud_qp(ctx, pd, ch, &cq);
+	ah_attr.dlid = port.lid;
+	ah = ibv_create_ah(pd, &ah_attr);
+	if (!ah)
+		die("ibv_create_ah");
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	while (r->made < n) {
+		if (ibv_req_notify_cq(cq, 0) || ibv_post_send(qp, &wr, &bad)) {
+			refused(r, errno);
+			return;
+		}
+		do
+			got = ibv_poll_cq(cq, 1, &wc);
+		while (got == 0);
+		if (got < 0 || wc.status != IBV_WC_SUCCESS) {
+			refused(r, got < 0 ? EIO : (int)wc.status);
+			return;
+		}
+		r->made++;
+	}
+}
+
+static struct sockaddr_in ipv4(const char *addr)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, addr, &sin.sin_addr);
+	return sin;
+}
+
+/* A UD id on 127.0.0.1 resolved towards 239.1.0.1: ready to join. */
+static struct rdma_cm_id *ud_id(struct rdma_event_channel **ch)
+{
+	struct sockaddr_in src = ipv4("127.0.0.1"), mc = ipv4("239.1.0.1");
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	*ch = rdma_create_event_channel();
+	if (!*ch || rdma_create_id(*ch, &id, NULL, RDMA_PS_UDP) ||
+	    rdma_bind_addr(id, (struct sockaddr *)&src) ||
+	    rdma_resolve_addr(id, (struct sockaddr *)&src,
+			      (struct sockaddr *)&mc, 2000))
+		die("a UD id to join with");
+	if (rdma_get_cm_event(*ch, &ev))
+		die("rdma_get_cm_event");
+	if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED) {
+		errno = EPROTO;
+		die(rdma_event_str(ev->event));
+	}
+	rdma_ack_cm_event(ev);
+	return id;
+}
+
+static struct sockaddr_in group(long i)
+{
+	struct sockaddr_in g = ipv4("239.1.0.0");
+
+	g.sin_addr.s_addr = htonl(ntohl(g.sin_addr.s_addr) + 1 + (uint32_t)i);
+	return g;
+}
+
+static void mcast_join(long n, struct result *r)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id = ud_id(&ch);
+	struct sockaddr_in g;
+
+	while (r->made < n) {
+		g = group(r->made);
+		errno = 0;
+		if (rdma_join_multicast(id, (struct sockaddr *)&g, NULL)) {
+			refused(r, errno);
+			return;
+		}
+		r->made++;
+	}
+}
+
+/* Its events pile up in the daemon's socket until it hangs up on us. */
+static void noread(long n, struct result *r)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id = ud_id(&ch);
+	struct sockaddr_in g = group(0);
+
+	while (r->made < n) {
+		errno = 0;
+		if (rdma_join_multicast(id, (struct sockaddr *)&g, NULL) ||
+		    rdma_leave_multicast(id, (struct sockaddr *)&g)) {
+			refused(r, errno);
+			return;
+		}
+		r->made++;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct result r = { 0 };
+	const char *kind;
+	long n;
+	char c;
+
+	if (argc < 3 || (n = atol(argv[2])) < 0 || n > MAX_N) {
+		fprintf(stderr, "usage: limits-helper KIND N [hold]\n");
+		return 2;
+	}
+	kind = argv[1];
+	if (!strcmp(kind, "session"))
+		sessions(n, &r);
+	else if (!strcmp(kind, "comp_channel"))
+		comp_channels(n, 1, &r);
+	else if (!strcmp(kind, "flood"))
+		comp_channels(n, 0, &r);
+	else if (!strcmp(kind, "mcast_attach"))
+		mcast_attach(n, &r);
+	else if (!strcmp(kind, "mcast_join"))
+		mcast_join(n, &r);
+	else if (!strcmp(kind, "noread"))
+		noread(n, &r);
+	else if (!strcmp(kind, "compevents"))
+		compevents(n, &r);
+	else {
+		fprintf(stderr, "limits-helper: unknown kind %s\n", kind);
+		return 2;
+	}
+	if (!strcmp(kind, "flood"))
+		printf("created %ld refused %ld errno %d pid %d\n", r.made,
+		       r.refused, r.err, (int)getpid());
+	else
+		printf("created %ld errno %d pid %d\n", r.made, r.err,
+		       (int)getpid());
+	fflush(stdout);
+	if (argc > 3 && !strcmp(argv[3], "hold"))
+		while (read(0, &c, 1) > 0)
+			;
+	return 0;
+}

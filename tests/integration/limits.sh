@@ -1,0 +1,206 @@
+#!/bin/bash
+# Limits on what a client makes the daemon hold besides verbs objects
+# (daemon/LIMITS.md): for session, comp_channel, mcast_attach and
+# mcast_join, uid 1001 is driven over its limit and refused with EAGAIN,
+# the refusal is counted in "ibvctl limit show refused", uid 1002 gets its
+# whole limit meanwhile, and uid 1001's usage is back to 0 once its client
+# is gone.  A client that never reads its CM events is disconnected and
+# counted (slow_reader), one that never reads its completion channel loses
+# the events that do not fit, counted (events_dropped); a flood of refusals is logged at most
+# IBVD_TENANT_LOG_BURST lines a second for its uid, the rest counted
+# (log_suppressed), and another uid's refusal in the same second is still
+# logged.
+. "$(dirname "$0")/lib.sh"
+
+ibvd_init
+is_root || skip "needs root to run clients as uids $USER1 and $USER2"
+O=$T/out
+HELPER=$T/bin/limits-helper
+[ -x "$HELPER" ] || fail "tests/integration/limits-helper not built"
+conf=$T/limits.conf
+EAGAIN=11
+
+cat >"$conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1 } ],
+  "limits": { "default": { "session": 4, "comp_channel": 3,
+                           "mcast_attach": 3, "mcast_join": 3 } }
+}
+EOF
+chmod 644 "$conf"
+daemon_start -c "$conf"
+daemon_wait_ready
+
+# hold NAME UID ARGS...: run the helper with ARGS keeping what it made;
+# its line is left in HELD.
+declare -A HOLD_FD HOLD_PID
+hold() {
+	local name=$1 uid=$2 fd
+	shift 2
+	rm -f "$T/$name.in"
+	mkfifo "$T/$name.in" && chmod 644 "$T/$name.in" || fail "mkfifo"
+	run_ours "$uid" "$HELPER" "$@" hold <"$T/$name.in" >"$O/$name" 2>&1 &
+	BG_PIDS+=("$!")
+	HOLD_PID[$name]=$!
+	exec {fd}>"$T/$name.in"
+	HOLD_FD[$name]=$fd
+	for _ in $(seq $((TMO * 10))); do
+		grep -q '^created' "$O/$name" && break
+		pid_running "${HOLD_PID[$name]}" || break
+		sleep 0.1
+	done
+	HELD=$(grep '^created' "$O/$name" | sed 's/ pid .*//')
+	[ -n "$HELD" ] || { show "$name" "$O/$name"; fail "$name: no answer"; }
+}
+
+# release NAME: close its stdin; it exits and the daemon releases all.
+release() {
+	local fd=${HOLD_FD[$1]}
+	exec {fd}>&-
+	wait_exit "${HOLD_PID[$1]}" "$TMO" || fail "$1 did not exit"
+}
+
+# once UID ARGS...: run the helper without holding; its line in GOT.
+once() {
+	local uid=$1
+	shift
+	run_ours "$uid" "$HELPER" "$@" >"$O/once" 2>&1
+	GOT=$(grep '^created' "$O/once" | sed 's/ pid .*//')
+	[ -n "$GOT" ] || { show once "$O/once"; fail "$uid $*: no answer"; }
+}
+
+expect() {
+	[ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"
+	ok "$3: $1"
+}
+
+# count WHAT UID KEY: KEY of uid UID's "all" row of limit show WHAT.
+count() {
+	ibvctl -j limit show "$1" uid "$2" >"$O/show" 2>&1 ||
+		{ show "limit show $1" "$O/show"; fail "ibvctl limit show $1 failed"; }
+	"$PYTHON" -c 'import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"]
+print(rows[0][sys.argv[2]])' "$O/show" "$3"
+}
+
+# back_to_zero UID KEY: its usage drops to 0 once its client is gone
+# (the daemon sees the socket close a moment after the exit).
+back_to_zero() {
+	local n
+	for _ in $(seq $((50 * TMUL))); do
+		n=$(count current "$1" "$2")
+		[ "$n" = 0 ] && break
+		sleep 0.1
+	done
+	expect "$n" 0 "uid $1: $2 in use after its client went"
+}
+
+check "refused rows: every key, integers, also for a uid without sessions"
+ibvctl -j limit show refused uid "$USER1" >"$O/refused" ||
+	fail "ibvctl limit show refused"
+"$PYTHON" - "$O/refused" <<'EOF' || fail "limit show refused rows are not as documented"
+import json, sys
+names = ["memlock", "hca_handle", "hca_object", "qp", "cq", "mr", "pd",
+         "srq", "ah", "cm_id", "session", "comp_channel", "mcast_attach",
+         "mcast_join", "events_dropped", "slow_reader", "log_suppressed"]
+rows = json.load(open(sys.argv[1]))
+assert [r["dev"] for r in rows] == ["all", "ibvd0"], rows
+for r in rows:
+    assert list(r) == ["uid", "dev", "rule"] + names, list(r)
+    assert all(r[k] == 0 for k in names), r
+EOF
+ok "uid dev rule, the fourteen kinds and three counters, all 0"
+expect "$(count max "$USER1" session)" 4 "the configured session limit"
+ibvctl -j limit show max uid 4242 >"$O/max" || fail "ibvctl limit show max"
+"$PYTHON" - "$O/max" <<'EOF' || fail "the built-in defaults are not as documented"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert rows[0]["dev"] == "all"
+# this config's default sets them; the built-in values show on ibvd0 as max
+assert [rows[0][k] for k in ("session", "comp_channel", "mcast_attach",
+                             "mcast_join")] == [4, 3, 3, 3], rows[0]
+assert rows[1]["comp_channel"] == "max", rows[1]
+EOF
+ok "limit show max: the default's values"
+
+for kind in session comp_channel mcast_attach mcast_join; do
+	lim=3
+	[ $kind = session ] && lim=4
+	check "$kind: limit $lim per uid; uid $USER2 served while uid $USER1 is over it"
+	hold a "$USER1" $kind $((lim + 1))
+	expect "$HELD" "created $lim errno $EAGAIN" "uid $USER1, $((lim + 1)) ${kind}s"
+	expect "$(count refused "$USER1" $kind)" 1 "uid $USER1: one $kind refusal counted"
+	expect "$(count current "$USER1" $kind)" $lim "uid $USER1: $kind in use"
+	once "$USER2" $kind $lim
+	expect "$GOT" "created $lim errno 0" "uid $USER2: its whole limit meanwhile"
+	expect "$(count refused "$USER2" $kind)" 0 "uid $USER2: nothing refused"
+	release a
+	back_to_zero "$USER1" $kind
+	once "$USER1" $kind $lim
+	expect "$GOT" "created $lim errno 0" "uid $USER1: its whole limit again"
+done
+expect_grep "uid $USER1: connecting refused: session limit 4, in use 4" "$DAEMON_LOG" "the session refusal is logged"
+expect_grep "uid $USER1: creating a comp_channel refused: comp_channel limit 3 on ibvd0|uid $USER1: creating a comp_channel refused: comp_channel limit 3," "$DAEMON_LOG" "the comp_channel refusal is logged"
+expect_grep "uid $USER1: attaching a QP to a multicast group refused: mcast_attach limit 3" "$DAEMON_LOG" "the mcast_attach refusal is logged"
+expect_grep "uid $USER1: joining a multicast group refused: mcast_join limit 3" "$DAEMON_LOG" "the mcast_join refusal is logged"
+
+check "root is counted but not refused at the session limit"
+hold r root session 6
+expect "$HELD" "created 6 errno 0" "root: 6 connections over a limit of 4"
+release r
+
+check "a client that does not read its CM events is disconnected, counted, alone"
+hold k "$USER1" session 1		# keeps uid $USER1's counters alive
+hold n "$USER1" noread 100000
+case $HELD in
+"created 100000 "*) fail "100000 join/leave pairs with no event read: never disconnected" ;;
+"created "*" errno 0") fail "noread: $HELD" ;;
+esac
+pairs=${HELD#created }
+ok "uid $USER1: disconnected after ${pairs%% *} (join, leave) pairs, then errno ${HELD##* }"
+expect "$(count refused "$USER1" slow_reader)" 1 "uid $USER1: one slow reader counted"
+expect_grep "uid $USER1 .*not reading its CM events \(event socket full\); disconnecting" "$DAEMON_LOG" "the disconnect is logged"
+once "$USER2" mcast_join 3
+expect "$GOT" "created 3 errno 0" "uid $USER2 joins meanwhile"
+expect "$(count refused "$USER2" slow_reader)" 0 "uid $USER2: not a slow reader"
+release n
+back_to_zero "$USER1" mcast_join
+
+check "completion events a client does not read are dropped and counted"
+hold e "$USER1" compevents 3000
+expect "$HELD" "created 3000 errno 0" "uid $USER1: 3000 notified completions"
+dropped=$(count refused "$USER1" events_dropped)
+[ "$dropped" -gt 0 ] && [ "$dropped" -lt 3000 ] ||
+	fail "uid $USER1: $dropped of 3000 events dropped, want some, not all"
+ok "uid $USER1: $dropped of 3000 events dropped (the socket holds the rest), counted"
+ibvctl limit show refused uid "$USER1" dev ibvd0 >"$O/text" 2>&1 ||
+	fail "ibvctl limit show refused (text)"
+expect_grep "^uid $USER1 dev ibvd0 rule default .* events_dropped $dropped slow_reader 0 log_suppressed 0\$" "$O/text" "the device row, as text"
+expect "$(count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
+release e
+
+check "a flood of refusals: its uid's lines are capped and counted, another uid's still logged"
+before=$(grep -c "uid $USER1: creating a comp_channel refused" "$DAEMON_LOG")
+hold f "$USER1" flood 400
+expect "${HELD% errno *}" "created 3 refused 397" "uid $USER1: 397 refusals"
+once "$USER2" comp_channel 4
+expect "$GOT" "created 3 errno $EAGAIN" "uid $USER2 refused once, right after"
+expect_grep "uid $USER2: creating a comp_channel refused" "$DAEMON_LOG" "uid $USER2's refusal is logged"
+after=$(grep -c "uid $USER1: creating a comp_channel refused" "$DAEMON_LOG")
+lines=$((after - before))
+[ "$lines" -le 30 ] || fail "uid $USER1: $lines log lines for 397 refusals"
+ok "uid $USER1: $lines log lines for 397 refusals"
+expect "$(count refused "$USER1" comp_channel)" 397 "uid $USER1: every refusal counted"
+suppressed=$(count refused "$USER1" log_suppressed)
+[ "$suppressed" -ge $((397 - lines)) ] ||
+	fail "uid $USER1: $suppressed lines counted as suppressed, want >= $((397 - lines))"
+ok "uid $USER1: $suppressed lines suppressed, counted"
+release f
+release k
+back_to_zero "$USER1" comp_channel
+back_to_zero "$USER1" session
+expect_no_grep "still charged|only [0-9]+ charged" "$DAEMON_LOG" "no accounting errors"
+
+daemon_alive "at the end"
+daemon_stop	# a clean exit: under the sanitizers, no leak either
