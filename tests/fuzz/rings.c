@@ -16,17 +16,20 @@
  * (ibvd_engine_start_unthreaded): the harness runs its passes itself,
  * so what the engine did to the rings is over when they return.
  *
- * Between inputs: QPs the input touched go RESET -> RTS again through
- * MODIFY_QP (which rewinds their rings), the SRQ and CQs are emptied,
- * the windows are allocated again if a WQE may have bound them, and the
- * registered memory is refilled.  A CQ overrun, which no modify undoes,
- * makes a new session.
+ * Between inputs: a QP that is not idle in RTS (in error, waiting, in the
+ * middle of a message, its headers written raw) goes RESET -> RTS again
+ * through MODIFY_QP, which rewinds its rings; the queues of the others,
+ * the SRQ and the CQs are emptied as a client may (tails back to the
+ * engine's heads, CQ heads to its tails); the windows are allocated again
+ * if a WQE may have bound them, and the registered memory is refilled.
+ * A CQ overrun, which nothing undoes, makes a new session.
  *
  * After each input, beyond what ASan and UBSan see: the guard pages
  * around the registered buffers are untouched (the engine reaches them
- * through /proc/self/mem, where ASan does not look), no queue was
- * consumed past what was posted (or its QP left RTS), and every new CQE
- * is whole: its sequence number, a QP of ours, a known status.
+ * through /proc/self/mem, where ASan does not look), no queue's head
+ * moved further than the input could have posted, each engine header
+ * agrees with the engine's private head, and every new CQE is whole: its
+ * sequence number, a QP of ours, a known status.
  *
  * Input: records of u8 command, u8 target, u8 len, len bytes:
  *   0 post send:  WQE bytes into the next SQ slot of QP target % 6,
@@ -39,8 +42,9 @@
  *   4 CQ:         CQ target % 2's client header: u32s, as many as given,
  *                 for head (the engine's tail less it, within the ring),
  *                 arm_seq and arm_flags
- *   5 raw:        header target % 32 (the 16 queues' client headers, then
- *                 their engine headers): the bytes at offset bytes[0]
+ *   5 raw:        header target % 32 (0-9 the queues' client headers,
+ *                 10-11 the CQs'; 16 more: their engine headers): the
+ *                 bytes after the first at offset bytes[0]
  *   6 run:        the engine's passes until idle
  * In a WQE, a key (lkey, rkey, mw_key, mr_lkey) below 8 names one of ours
  * (MR lkeys and rkeys, windows) and a remote_qpn below 8 one of the QPs,
@@ -144,7 +148,8 @@ static struct world {
 	uint32_t keys[8];		/* lkey0 rkey0 lkey1 rkey1 lkey2 rkey2 mw1 mw2 */
 	uint32_t mw[2];			/* handles */
 	struct cq cq[NCQS];
-	uint32_t qp_handle[NQPS], qpn[NQPS + 2], doorbell[NQPS];
+	uint32_t qp_handle[NQPS], doorbell[NQPS];
+	uint32_t qpn[NQPS + 2];		/* then 0 and the multicast QPN */
 	struct ibvd_qp *qp[NQPS];
 	struct ibvd_srq *srq_obj;
 	struct wq wq[NWQS];		/* SQ i, RQ of QP 0/2/4, SRQ */
@@ -518,7 +523,6 @@ static void world_up(void)
 	for (i = 0; i < NCQS; i++)
 		create_cq(&w.cq[i]);
 	create_srq();
-	w.srq_obj = NULL;
 	for (i = 0; i < NQPS; i++)
 		create_qp(i);
 	w.srq_obj = w.qp[1]->srq;
