@@ -1464,6 +1464,7 @@ void ibvd_config_free(struct ibvd_config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->path);
+	free(cfg->user);
 	free(cfg->socket_path);
 	free(cfg->socket_group);
 	for (size_t i = 0; i < cfg->nlimit_rules; i++) {
