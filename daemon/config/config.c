@@ -338,7 +338,6 @@ static int socket_group(struct parser *p, json_t *v, void *obj)
 		return -EINVAL;
 	if (s[0] == '\0') {
 		free(cfg->socket_group);
-	free(cfg->user);
 		cfg->socket_group = NULL;
 		return 0;
 	}
