@@ -338,7 +338,6 @@ static int socket_group(struct parser *p, json_t *v, void *obj)
 		return -EINVAL;
 	if (s[0] == '\0') {
 		free(cfg->socket_group);
-	free(cfg->user);
 		cfg->socket_group = NULL;
 		return 0;
 	}
@@ -1508,6 +1507,7 @@ void ibvd_config_free(struct ibvd_config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->path);
+	free(cfg->user);
 	free(cfg->socket_path);
 	free(cfg->socket_group);
 	for (size_t i = 0; i < cfg->nlimit_rules; i++) {

@@ -35,6 +35,7 @@
 
 static struct ibvd_engine *engines;
 static unsigned int nengines;
+static bool threaded;		/* false: ibvd_engine_start_unthreaded */
 static uint64_t spin_ns;	/* non-zero: fixed idle budget (spin_fixed) */
 
 uint64_t ibvd_eng_now(void)
@@ -382,8 +383,8 @@ static unsigned int auto_threads(void)
 	return ncpus > 2 ? (unsigned int)ncpus - 1 : 1;
 }
 
-int ibvd_engine_start(unsigned int nthreads,
-		      const struct ibvd_engine_events *events)
+static int engines_start(unsigned int nthreads,
+			 const struct ibvd_engine_events *events)
 {
 	unsigned int i;
 	int ret;
@@ -400,7 +401,7 @@ int ibvd_engine_start(unsigned int nthreads,
 		engines[i].epfd = engines[i].wake_fd = -1;
 		engines[i].load.stat_fd = engines[i].load.loadavg_fd = -1;
 		ret = engine_init(&engines[i], i);
-		if (ret == 0)
+		if (ret == 0 && threaded)
 			ret = spawn(&engines[i]);
 		if (ret < 0) {
 			engine_free(&engines[i]);
@@ -414,18 +415,47 @@ int ibvd_engine_start(unsigned int nthreads,
 	return 0;
 }
 
+int ibvd_engine_start(unsigned int nthreads,
+		      const struct ibvd_engine_events *events)
+{
+	threaded = true;
+	return engines_start(nthreads, events);
+}
+
+int ibvd_engine_start_unthreaded(unsigned int nengines_wanted,
+				 const struct ibvd_engine_events *events)
+{
+	threaded = false;
+	return engines_start(nengines_wanted ? nengines_wanted : 1, events);
+}
+
+unsigned int ibvd_engine_run_passes(unsigned int max_passes)
+{
+	unsigned int i, n = 0;
+	bool busy = true;
+
+	while (busy && n < max_passes) {
+		busy = false;
+		for (i = 0; i < nengines; i++)
+			busy |= engine_pass(&engines[i]);
+		n++;
+	}
+	return n;
+}
+
 void ibvd_engine_stop(void)
 {
 	uint64_t one = 1;
 	unsigned int i;
 
-	for (i = 0; i < nengines; i++) {
+	for (i = 0; i < nengines && threaded; i++) {
 		__atomic_store_n(&engines[i].stop, true, __ATOMIC_RELEASE);
 		if (write(engines[i].wake_fd, &one, sizeof(one)) < 0)
 			log_warn("engine %u: cannot wake it: %s", i, strerror(errno));
 	}
 	for (i = 0; i < nengines; i++) {
-		pthread_join(engines[i].thread, NULL);
+		if (threaded)
+			pthread_join(engines[i].thread, NULL);
 		log_debug("engine %u: %llu passes, %llu WQEs, %llu sleeps, "
 			  "%llu crowded idle periods", i,
 			  (unsigned long long)engines[i].passes,

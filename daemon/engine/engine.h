@@ -57,6 +57,22 @@ struct ibvd_engine_events {
 int ibvd_engine_start(unsigned int nthreads,
 		      const struct ibvd_engine_events *events);
 
+/*
+ * In-process harnesses (tests/fuzz/): n engines (0: one) as
+ * ibvd_engine_start makes them, but no thread runs them; the caller runs
+ * their passes on its own thread with ibvd_engine_run_passes, so that
+ * what the engine does to a queue is over when that returns.
+ */
+int ibvd_engine_start_unthreaded(unsigned int n,
+				 const struct ibvd_engine_events *events);
+
+/*
+ * Unthreaded engines: run a pass of each (doorbells, then due timers)
+ * until a round finds no work or max_passes rounds ran; the rounds run.
+ * Takes ibvd_objects_lock for reading, as a thread's pass does.
+ */
+unsigned int ibvd_engine_run_passes(unsigned int max_passes);
+
 /* Stop and join every engine thread; contexts must be gone already. */
 void ibvd_engine_stop(void);
 

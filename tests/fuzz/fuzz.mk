@@ -14,7 +14,7 @@
 TEST_EXTENSIONS = .fuzz
 FUZZ_TESTS = tests/fuzz/frame.fuzz tests/fuzz/config.fuzz \
 	tests/fuzz/ibvctl_args.fuzz tests/fuzz/handlers.fuzz \
-	tests/fuzz/roce_wire.fuzz tests/fuzz/cm_mad.fuzz
+	tests/fuzz/roce_wire.fuzz tests/fuzz/cm_mad.fuzz tests/fuzz/rings.fuzz
 check_PROGRAMS += $(FUZZ_TESTS)
 TESTS += $(FUZZ_TESTS)
 
@@ -75,6 +75,15 @@ tests_fuzz_handlers_fuzz_CFLAGS = $(FUZZ_COMPILE) $(PROTOBUF_C_CFLAGS) \
 	$(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS) -pthread
 tests_fuzz_handlers_fuzz_LDFLAGS = $(FUZZ_LINK)
 tests_fuzz_handlers_fuzz_LDADD = $(FUZZ_DAEMON_LIBS)
+
+# rings: the shared rings as the engine reads them (WQEs, tails,
+# doorbells, CQ heads), the engine run synchronously on them
+tests_fuzz_rings_fuzz_SOURCES = tests/fuzz/rings.c $(FUZZ_MAIN)
+tests_fuzz_rings_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"rings"'
+tests_fuzz_rings_fuzz_CFLAGS = $(FUZZ_COMPILE) $(PROTOBUF_C_CFLAGS) \
+	$(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS) -pthread
+tests_fuzz_rings_fuzz_LDFLAGS = $(FUZZ_LINK)
+tests_fuzz_rings_fuzz_LDADD = $(FUZZ_DAEMON_LIBS)
 
 # roce_wire: RoCEv2 packets (ROCE_WIRE_SOURCES: tests/unit/roce.mk), runs cut
 tests_fuzz_roce_wire_fuzz_SOURCES = tests/fuzz/roce_wire.c \

@@ -17,7 +17,8 @@
  * Type 0xffff opens the next connection (at most MAX_SESSIONS).  fds 0
  * sends what the request's row wants, else (fds - 1) % 5: placeholders,
  * /dev/null but for ATTACH_MEMORY's two, which are this process's own
- * /proc/self/mem and maps, as a client sends its own.
+ * /proc/self/mem (read-write, as the daemon requires) and maps, as a
+ * client sends its own.  They are opened once: a frame carries copies.
  */
 #include <config.h>
 
@@ -58,6 +59,8 @@ static const char config_text[] =
 	"  \"limits\": { \"uid\": { \"1002\": { \"qp\": 2, \"hca_object\": 8 } } } }";
 
 static struct ibvd_daemon daemon_state;
+/* What frames carry as fds: /dev/null, /proc/self/mem, /proc/self/maps */
+static int devnull_fd, mem_fd, maps_fd;
 static uint8_t reply_buf[IBVD_FRAME_MAX];
 
 /* A reload from "ibvctl daemon reload" re-reads nothing here */
@@ -96,6 +99,10 @@ static void daemon_setup(struct ibvd_daemon *d)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	signal(SIGPIPE, SIG_IGN);
+	devnull_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	CHECK(devnull_fd >= 0 && mem_fd >= 0 && maps_fd >= 0);
 	daemon_setup(&daemon_state);
 	return 0;
 }
@@ -110,12 +117,17 @@ static void drain(int sock)
 		ibvd_frame_close_fds(&frame);
 }
 
-/* Let the daemon's loop handle what is pending on its sockets */
+/*
+ * Let the daemon's loop handle what is pending on its sockets: one turn
+ * reads and answers every frame sent (session.c reads until EAGAIN); a
+ * second runs what the first made active (deferred CM events, the
+ * closer's retries).
+ */
 static void daemon_turn(struct ibvd_daemon *d)
 {
 	int i;
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 2; i++)
 		event_base_loop(d->base, EVLOOP_NONBLOCK);
 }
 
@@ -138,7 +150,7 @@ static int open_session(struct ibvd_daemon *d, uint8_t flags, int *client)
 }
 
 /* The fds one request carries: placeholders, or our own memory for ATTACH */
-static unsigned int open_fds(uint16_t type, uint8_t sel, int *fds)
+static unsigned int pick_fds(uint16_t type, uint8_t sel, int *fds)
 {
 	const struct ibvd_request_type *rt = ibvd_request_type_find(type);
 	unsigned int n, i;
@@ -146,11 +158,9 @@ static unsigned int open_fds(uint16_t type, uint8_t sel, int *fds)
 	n = sel ? (sel - 1u) % (IBVD_FRAME_MAX_FDS + 1) : rt ? rt->nfds : 0;
 	for (i = 0; i < n; i++) {
 		if (type == IBVD_MSG_ATTACH_MEMORY && i < 2)
-			fds[i] = open(i ? "/proc/self/maps" : "/proc/self/mem",
-				      O_RDONLY | O_CLOEXEC);
+			fds[i] = i ? maps_fd : mem_fd;
 		else
-			fds[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
-		CHECK(fds[i] >= 0);
+			fds[i] = devnull_fd;
 	}
 	return n;
 }
@@ -165,7 +175,7 @@ static void send_record(int client, uint16_t type, uint8_t sel,
 	};
 	uint8_t buf[sizeof(hdr) + 65535];
 	int fds[IBVD_FRAME_MAX_FDS];
-	unsigned int nfds = open_fds(type, sel, fds), i;
+	unsigned int nfds = pick_fds(type, sel, fds);
 	union {
 		struct cmsghdr align;
 		char buf[CMSG_SPACE(sizeof(fds))];
@@ -188,8 +198,6 @@ static void send_record(int client, uint16_t type, uint8_t sel,
 	}
 	/* The daemon may have hung up: that is an answer too */
 	(void)!sendmsg(client, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	for (i = 0; i < nfds; i++)
-		close(fds[i]);
 }
 
 static void close_sessions(struct ibvd_daemon *d, int *clients, int n)

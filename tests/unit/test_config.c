@@ -290,6 +290,20 @@ START_TEST(existing_group)
 }
 END_TEST
 
+/*
+ * An empty socket group is no group; the user named before it stays (it
+ * was freed there once, and freed again with the config).
+ */
+START_TEST(empty_group_keeps_user)
+{
+	struct ibvd_config *cfg = good("{'user': '4321', 'socket': {'group': ''}}");
+
+	ck_assert_ptr_null(cfg->socket_group);
+	ck_assert_str_eq(cfg->user, "4321");
+	ibvd_config_free(cfg);
+}
+END_TEST
+
 START_TEST(good_files)
 {
 	struct ibvd_config *cfg;
@@ -1383,6 +1397,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, device_defaults);
 	tcase_add_test(ok, accepted_values);
 	tcase_add_test(ok, existing_group);
+	tcase_add_test(ok, empty_group_keeps_user);
 	tcase_add_test(ok, good_files);
 	tcase_add_test(ok, sixteen_devices);
 	tcase_add_test(ok, limits_absent_mean_max);
