@@ -127,7 +127,7 @@ static const struct ibvd_request_type request_types[] = {
 	  CM, ibvd_req_cm_accept },
 	{ IBVD_MSG_CM_REJECT, "CM_REJECT", &ibvd__cm_reject__descriptor, 0,
 	  CM, ibvd_req_cm_reject },
-	{ IBVD_MSG_CM_ESTABLISH, "CM_ESTABLISH", &ibvd__cm_id__descriptor, 0,
+	{ IBVD_MSG_CM_ESTABLISH, "CM_ESTABLISH", &ibvd__cm_establish__descriptor, 0,
 	  CM, ibvd_req_cm_establish },
 	{ IBVD_MSG_CM_DISCONNECT, "CM_DISCONNECT", &ibvd__cm_id__descriptor, 0,
 	  CM, ibvd_req_cm_disconnect },

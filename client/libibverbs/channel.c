@@ -72,6 +72,27 @@ fail:
 	return ret;
 }
 
+int ibvc_channel_adopt(struct ibv_context *ctx, uint32_t handle, int fd,
+		       struct ibvc_comp_channel **ret_ch)
+{
+	struct ibvc_comp_channel *ch;
+
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	pthread_mutex_init(&ch->recv_lock, NULL);
+	ch->buf = malloc(IBVD_FRAME_MAX);
+	if (!ch->buf) {
+		channel_free(ch);
+		return -ENOMEM;
+	}
+	ch->channel.context = ctx;
+	ch->channel.fd = fd;
+	ch->handle = handle;
+	*ret_ch = ch;
+	return 0;
+}
+
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 {
 	struct ibvc_comp_channel *ch;
