@@ -4,9 +4,11 @@
  * ibverbsd.proto).  Neither library may export a symbol rdma-core's does
  * not, so the ask travels through the public ibv_create_qp_ex(): a
  * comp_mask bit no rdma-core release defines, on an ibv_qp_init_attr_ex
- * that is the first member of struct ibvd_cm_qp_init, confirmed by a
- * magic number.  An application setting that bit gets EOPNOTSUPP as
- * before, unless it also forged the magic.
+ * that is the first member of struct ibvd_cm_qp_init and whose xrcd field
+ * (meaningless without IBV_QP_INIT_ATTR_XRCD) points at itself, then a
+ * magic number.  Nothing beyond the caller's struct is read unless that
+ * pointer says it is ours, so an application that sets the bit gets
+ * EOPNOTSUPP as before.
  */
 #ifndef IBVD_CM_QP_H
 #define IBVD_CM_QP_H
@@ -22,7 +24,8 @@
 
 struct ibvd_cm_qp_init {
 	struct ibv_qp_init_attr_ex ex;	/* must be first; send_cq/recv_cq
-					 * NULL on the sides to make */
+					 * NULL on the sides to make, xrcd
+					 * = this struct */
 	uint32_t magic;
 	/* in: the CM id whose INIT attributes the QP takes */
 	uint8_t token[IBVD_CM_TOKEN_MAX];	/* its session's (CM_OPEN) */

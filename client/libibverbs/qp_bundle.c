@@ -17,7 +17,9 @@ struct ibvd_cm_qp_init *ibvc_bundle_of(struct ibv_qp_init_attr_ex *attr)
 {
 	struct ibvd_cm_qp_init *ci;
 
-	if (!(attr->comp_mask & IBVD_QP_INIT_ATTR_CM))
+	/* Only what points at itself is ours to read further. */
+	if (!(attr->comp_mask & IBVD_QP_INIT_ATTR_CM) ||
+	    (void *)attr->xrcd != (void *)attr)
 		return NULL;
 	ci = (struct ibvd_cm_qp_init *)attr;
 	return ci->magic == IBVD_CM_QP_INIT_MAGIC ? ci : NULL;

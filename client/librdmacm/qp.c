@@ -171,6 +171,7 @@ static int create_bundled(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
 	memset(&ci, 0, sizeof(ci));
 	ci.ex = *attr;
 	ci.ex.comp_mask |= IBVD_QP_INIT_ATTR_CM;
+	ci.ex.xrcd = (struct ibv_xrcd *)&ci;
 	ci.magic = IBVD_CM_QP_INIT_MAGIC;
 	if (cid->ch->token_len > sizeof(ci.token))
 		return -EPROTO;
