@@ -55,11 +55,6 @@ static int create_channel(struct ibv_context *ctx,
 	if (!ch)
 		return -ENOMEM;
 	pthread_mutex_init(&ch->recv_lock, NULL);
-	ch->buf = malloc(IBVD_FRAME_MAX);
-	if (!ch->buf) {
-		ret = -ENOMEM;
-		goto fail;
-	}
 	ch->channel.context = ctx;
 	ch->channel.fd = -1;
 	ret = create_on_daemon(ctx, ch);
@@ -81,11 +76,6 @@ int ibvc_channel_adopt(struct ibv_context *ctx, uint32_t handle, int fd,
 	if (!ch)
 		return -ENOMEM;
 	pthread_mutex_init(&ch->recv_lock, NULL);
-	ch->buf = malloc(IBVD_FRAME_MAX);
-	if (!ch->buf) {
-		channel_free(ch);
-		return -ENOMEM;
-	}
 	ch->channel.context = ctx;
 	ch->channel.fd = fd;
 	ch->handle = handle;
@@ -149,6 +139,14 @@ static int recv_comp_event(struct ibvc_comp_channel *ch, uint32_t *handle)
 	int ret;
 
 	pthread_mutex_lock(&ch->recv_lock);
+	/*
+	 * The frame buffer comes with the first event: librdmacm makes two
+	 * channels per QP it creates, most of which never see one.
+	 */
+	if (!ch->buf && !(ch->buf = malloc(IBVD_FRAME_MAX))) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	ret = ibvd_frame_recv(ch->channel.fd, ch->buf, IBVD_FRAME_MAX, &frame,
 			      MSG_DONTWAIT);
 	if (ret == 0 || ret == -ECONNRESET) {

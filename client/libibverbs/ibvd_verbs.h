@@ -260,7 +260,8 @@ struct ibvc_comp_channel {
 	struct ibv_comp_channel channel;	/* must be first */
 	uint32_t handle;
 	pthread_mutex_t recv_lock;		/* one reader of buf at a time */
-	uint8_t *buf;				/* IBVD_FRAME_MAX bytes */
+	uint8_t *buf;				/* IBVD_FRAME_MAX bytes, from the
+						 * first event on (channel.c) */
 };
 
 static inline struct ibvc_comp_channel *
