@@ -129,7 +129,7 @@ static const struct ibvd_request_type request_types[] = {
 	  CM, ibvd_req_cm_reject },
 	{ IBVD_MSG_CM_ESTABLISH, "CM_ESTABLISH", &ibvd__cm_establish__descriptor, 0,
 	  CM, ibvd_req_cm_establish },
-	{ IBVD_MSG_CM_DISCONNECT, "CM_DISCONNECT", &ibvd__cm_id__descriptor, 0,
+	{ IBVD_MSG_CM_DISCONNECT, "CM_DISCONNECT", &ibvd__cm_disconnect__descriptor, 0,
 	  CM, ibvd_req_cm_disconnect },
 	{ IBVD_MSG_CM_INIT_QP_ATTR, "CM_INIT_QP_ATTR",
 	  &ibvd__cm_init_qp_attr__descriptor, 0, CM, ibvd_req_cm_init_qp_attr },

@@ -275,14 +275,20 @@ int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
 
 static int disconnect_id(struct cma_id *cid)
 {
-	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	Ibvd__CmDisconnect req = IBVD__CM_DISCONNECT__INIT;
 	bool wait;
 	int ret;
 
-	/* Flush what is posted, as a DREQ would on the wire. */
-	ret = cma_qp_to_err(cid);
-	if (ret < 0)
-		return ret;
+	/*
+	 * Flush what is posted, as a DREQ would on the wire: the daemon moves
+	 * a QP made with the id to ERR inside CM_DISCONNECT.
+	 */
+	req.move_qp = cid->id.qp && cid->qp_bundled;
+	if (!req.move_qp) {
+		ret = cma_qp_to_err(cid);
+		if (ret < 0)
+			return ret;
+	}
 	/*
 	 * A synchronous id sees every one of its events here, so it knows
 	 * whether a DISCONNECTED is still to come: only for a connection
@@ -293,6 +299,11 @@ static int disconnect_id(struct cma_id *cid)
 	pthread_mutex_unlock(&cid->mut);
 	req.id = cid->handle;
 	ret = cma_call(cid, IBVD_MSG_CM_DISCONNECT, &req.base, NULL, NULL);
+	/* Refused (never connected): the QP goes to ERR all the same. */
+	if (req.move_qp && ret == 0)
+		cma_qp_at_err(cid);
+	else if (req.move_qp)
+		(void)cma_qp_to_err(cid);
 	if (ret < 0)
 		return ret;
 	return wait ? cma_sync_wait(cid) : 0;

@@ -90,6 +90,11 @@ void cma_qp_at_rts(struct cma_id *cid)
 	__atomic_store_n(&cid->id.qp->state, IBV_QPS_RTS, __ATOMIC_RELAXED);
 }
 
+void cma_qp_at_err(struct cma_id *cid)
+{
+	__atomic_store_n(&cid->id.qp->state, IBV_QPS_ERR, __ATOMIC_RELAXED);
+}
+
 int cma_qp_to_err(struct cma_id *cid)
 {
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };

@@ -649,7 +649,7 @@ static bool connected(enum cm_phase phase)
 
 int ibvd_req_cm_disconnect(struct ibvd_call *call)
 {
-	const Ibvd__CmId *req = (const Ibvd__CmId *)call->msg;
+	const Ibvd__CmDisconnect *req = (const Ibvd__CmDisconnect *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id), *peer;
 	int ret;
 
@@ -657,6 +657,11 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 		return -EINVAL;
 	if (id->phase == CM_PH_NONE)
 		return ibvd_call_error(call, -EINVAL, "the id was never connected");
+	if (req->move_qp) {
+		ret = cm_qp_to_err(call, id);
+		if (ret < 0)
+			return ret;
+	}
 	/* Before the REP, or after the end, a DREQ has nothing to do. */
 	if (!connected(id->phase))
 		return 0;

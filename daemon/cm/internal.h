@@ -363,6 +363,8 @@ void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
  * connection's attributes; 0 or a negative errno noted on call.
  */
 int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id);
+/* Move it to ERR (CM_DISCONNECT); 0 or a negative errno noted on call. */
+int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id);
 /* The number of the QP made with id, 0 if none. */
 uint32_t cm_own_qp_num(const struct ibvd_cm_id *id);
 

@@ -2,7 +2,8 @@
  * The QP of a connection: the attributes each state needs (CM_INIT_QP_ATTR)
  * and, for a QP made with its id (CREATE_QP naming it, verbs/qp_bundle.c),
  * its moves done here: INIT at creation, RTR and RTS inside CM_ACCEPT and
- * CM_ESTABLISH, where the CM knows the attributes already.  Each move is a
+ * CM_ESTABLISH, where the CM knows the attributes already, ERR inside
+ * CM_DISCONNECT.  Each move is a
  * round trip fewer for the library, and fails as its MODIFY_QP would.
  */
 #include <config.h>
@@ -233,4 +234,15 @@ int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id)
 	attr.qp_state = IBV_QPS_RTS;
 	qp_attr_rts(id, &attr, &mask);
 	return ibvd_qp_modify(call, qp, &attr, mask);
+}
+
+int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id)
+{
+	Ibvd__QpAttr attr = IBVD__QP_ATTR__INIT;
+	struct ibvd_qp *qp = own_qp(call, id);
+
+	if (!qp)
+		return -EINVAL;
+	attr.qp_state = IBV_QPS_ERR;
+	return ibvd_qp_modify(call, qp, &attr, IBV_QP_STATE);
 }

@@ -34,8 +34,9 @@
  *			with a CQ both named and asked for, on an XRC QP, with
  *			a wrong token or an unbound id -> EINVAL, no daemon
  *			fd left; CM_ACCEPT and CM_ESTABLISH moving a QP the id
- *			did not make -> EINVAL, the id accepts and
- *			establishes after (needs DAEMON_PID)
+ *			did not make, CM_DISCONNECT likewise -> EINVAL, the
+ *			ids accept, establish and disconnect after (needs
+ *			DAEMON_PID)
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
@@ -996,11 +997,15 @@ static uint32_t cmqp_request(int cm, int evfd, uint32_t *active)
 	return cm_event(evfd, RDMA_CM_EVENT_CONNECT_REQUEST, "CONNECT_REQUEST");
 }
 
-/* Moves of a QP the ids did not make are refused; the ids go on without. */
+/*
+ * Moves of a QP the ids did not make (CM_ACCEPT, CM_ESTABLISH and
+ * CM_DISCONNECT) are refused; the ids go on without.
+ */
 static void cmqp_moves(int cm, int evfd)
 {
 	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
 	Ibvd__CmEstablish est = IBVD__CM_ESTABLISH__INIT;
+	Ibvd__CmDisconnect dis = IBVD__CM_DISCONNECT__INIT;
 	Ibvd__CmConnect acc = IBVD__CM_CONNECT__INIT;
 	uint32_t a = 0, p = cmqp_request(cm, evfd, &a);
 
@@ -1025,9 +1030,19 @@ static void cmqp_moves(int cm, int evfd)
 		say("CM_ESTABLISH moving a QP the id did not make: EINVAL");
 	est.move_qp = false;
 	if (call_ok(cm, IBVD_MSG_CM_ESTABLISH, &est.base, NULL, 0,
-		    "CM_ESTABLISH after the refused one") == 0 &&
-	    cm_event(evfd, RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED"))
-		say("the ids accepted and established after the refusals");
+		    "CM_ESTABLISH after the refused one") < 0 ||
+	    !cm_event(evfd, RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED"))
+		return;
+	dis.id = a;
+	dis.move_qp = true;
+	if (refused(cm, IBVD_MSG_CM_DISCONNECT, &dis.base, EINVAL,
+		    "CM_DISCONNECT moving a QP the id did not make") == 0)
+		say("CM_DISCONNECT moving a QP the id did not make: EINVAL");
+	dis.move_qp = false;
+	if (call_ok(cm, IBVD_MSG_CM_DISCONNECT, &dis.base, NULL, 0,
+		    "CM_DISCONNECT after the refused one") == 0 &&
+	    cm_event(evfd, RDMA_CM_EVENT_DISCONNECTED, "DISCONNECTED"))
+		say("the ids accepted, established and disconnected after the refusals");
 }
 
 /* A good bundle: the QP, its CQs, two channel fds and the INIT attributes. */
