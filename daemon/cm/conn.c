@@ -481,28 +481,19 @@ static void accept_params(struct ibvd_cm_id *c, const struct cm_conn_param *p)
 }
 
 /*
- * The QP made with the id goes to RTS before the REP leaves, with what
- * this accept settles (its resources); a failure leaves the id as it was,
- * with the request still to accept or reject.
+ * The QP made with the id goes to RTS before the REP leaves, with the
+ * request's attributes and the resources this accept grants, as
+ * librdmacm did before the accept; a failure leaves the id as it was, with
+ * the request still to accept or reject.
  */
 static int accept_move_qp(struct ibvd_call *call, struct ibvd_cm_id *id,
 			  const struct cm_conn_param *p)
 {
-	struct cm_conn_param was = id->local;
-	uint32_t lqpn = id->lqpn;
-	int ret;
-
 	if (p->qp_num != cm_own_qp_num(id))
 		return ibvd_call_error(call, -EINVAL,
 				       "QP %#x is not the one made with the id",
 				       p->qp_num);
-	accept_params(id, p);
-	ret = cm_qp_move(call, id);
-	if (ret < 0) {
-		id->local = was;
-		id->lqpn = lqpn;
-	}
-	return ret;
+	return cm_qp_move(call, id, p);
 }
 
 /*
@@ -620,7 +611,7 @@ int ibvd_req_cm_establish(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL, "the id has no reply to confirm");
 	/* The QP made with the id is ready before the RTU goes. */
 	if (req->move_qp) {
-		ret = cm_qp_move(call, id);
+		ret = cm_qp_move(call, id, NULL);
 		if (ret < 0)
 			return ret;
 	}

@@ -360,9 +360,11 @@ void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
 
 /*
  * Move the QP made with id (verbs/qp_bundle.c) to RTR and RTS with the
- * connection's attributes; 0 or a negative errno noted on call.
+ * connection's attributes, and for the passive side the resources its
+ * accept grants; 0 or a negative errno noted on call.
  */
-int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id);
+int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id,
+	       const struct cm_conn_param *accept);
 /* Move it to ERR (CM_DISCONNECT); 0 or a negative errno noted on call. */
 int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id);
 /* The number of the QP made with id, 0 if none. */

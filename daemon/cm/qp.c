@@ -211,7 +211,8 @@ uint32_t cm_own_qp_num(const struct ibvd_cm_id *id)
 	return id->own_qp.num;
 }
 
-int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id)
+int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id,
+	       const struct cm_conn_param *accept)
 {
 	Ibvd__QpAttr attr = IBVD__QP_ATTR__INIT;
 	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
@@ -225,14 +226,22 @@ int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id)
 	if (cm_is_ud(id) || !id->remote_valid)
 		return ibvd_call_error(call, -EINVAL,
 				       "the id has no connection for its QP");
+	/*
+	 * As the kernel's RDMA CM does: the attributes of the request (its
+	 * access flags too), with the resources the accept grants.
+	 */
 	attr.qp_state = IBV_QPS_RTR;
 	qp_attr_rtr(id, &attr, &ah, dgid, &mask);
+	if (accept && (mask & IBV_QP_MAX_DEST_RD_ATOMIC))
+		attr.max_dest_rd_atomic = accept->responder_resources;
 	ret = ibvd_qp_modify(call, qp, &attr, mask);
 	if (ret < 0)
 		return ret;
 	attr = (Ibvd__QpAttr)IBVD__QP_ATTR__INIT;
 	attr.qp_state = IBV_QPS_RTS;
 	qp_attr_rts(id, &attr, &mask);
+	if (accept && (mask & IBV_QP_MAX_QP_RD_ATOMIC))
+		attr.max_rd_atomic = accept->initiator_depth;
 	return ibvd_qp_modify(call, qp, &attr, mask);
 }
 
