@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +42,12 @@ static int timeout_errno(int err)
 		-ETIMEDOUT : err;
 }
 
-static int set_send_timeout(int sock, int timeout_ms)
+/*
+ * Both directions: SO_RCVTIMEO bounds the wait for a reply, so a call is
+ * one sendmsg() and one blocking recvmsg(), with no poll() between (a
+ * round trip costs two wakeups already; a third system call adds to it).
+ */
+static int set_timeouts(int sock, int timeout_ms)
 {
 	struct timeval tv = {
 		.tv_sec = timeout_ms / 1000,
@@ -52,8 +56,10 @@ static int set_send_timeout(int sock, int timeout_ms)
 
 	if (timeout_ms <= 0)
 		return 0;
-	return setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ?
-		-errno : 0;
+	if (setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+		return -errno;
+	return 0;
 }
 
 int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
@@ -78,7 +84,7 @@ int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
 		ret = -errno;
 		goto fail;
 	}
-	ret = set_send_timeout(conn->sock, conn->timeout_ms);
+	ret = set_timeouts(conn->sock, conn->timeout_ms);
 	if (ret < 0)
 		goto fail;
 	if (connect(conn->sock, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
@@ -108,20 +114,6 @@ void ibvd_conn_close(struct ibvd_conn *conn)
 	conn->buf = NULL;
 }
 
-/* Wait until the socket is readable; -ETIMEDOUT or -errno on failure. */
-static int wait_readable(struct ibvd_conn *conn)
-{
-	struct pollfd pfd = { .fd = conn->sock, .events = POLLIN };
-	int n;
-
-	do
-		n = poll(&pfd, 1, conn->timeout_ms > 0 ? conn->timeout_ms : -1);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	return n == 0 ? -ETIMEDOUT : 0;
-}
-
 /*
  * The daemon closed the connection.  If it refused us, its Error (req_id 0)
  * may still be queued behind the ECONNRESET or EPIPE we got (the kernel
@@ -147,11 +139,11 @@ static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
 	int ret;
 
 	for (;;) {
-		ret = wait_readable(conn);
-		if (ret < 0)
-			return ret;
+		/* Blocks up to the timeout (SO_RCVTIMEO), then EAGAIN. */
 		ret = ibvd_frame_recv(conn->sock, conn->buf, IBVD_FRAME_MAX,
 				      frame, 0);
+		if (ret == -EAGAIN || ret == -EWOULDBLOCK)
+			return -ETIMEDOUT;
 		if (ret == -ECONNRESET)
 			return parting_error(conn, frame);
 		if (ret == 0)

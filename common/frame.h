@@ -20,8 +20,11 @@
  * 3: ATTACH_MEMORY carries /proc/self/maps beside /proc/self/mem
  * 4: rings are carved from one arena per context (OPEN_DEVICE passes it;
  *    create replies place rings in it, RingPlace); REG_MR_SHARED
+ * 5: CREATE_QP may make its CQs and channels and take a CM id's INIT
+ *    attributes; CM_ACCEPT and CM_ESTABLISH may move that QP to RTS (an
+ *    older daemon would ignore those fields, so the version says it)
  */
-#define IBVD_PROTO_VERSION	4
+#define IBVD_PROTO_VERSION	5
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 

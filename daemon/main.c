@@ -39,6 +39,7 @@
 #include "server/session.h"
 #include "verbs/async.h"
 #include "verbs/context.h"
+#include "verbs/verbs.h"
 
 #define EXIT_USAGE	2
 
@@ -384,6 +385,7 @@ int main(int argc, char **argv)
 	d.up.context_free = ibvd_context_free;
 	d.up.cm_free = ibvd_cm_session_free;
 	d.up.reload = ibvd_daemon_reload;
+	ibvd_verbs_cm.qp_init = ibvd_cm_qp_init;
 	TAILQ_INIT(&d.devices);
 	TAILQ_INIT(&d.sessions);
 	d.verbosity = opts.verbosity;

@@ -55,11 +55,6 @@ static int create_channel(struct ibv_context *ctx,
 	if (!ch)
 		return -ENOMEM;
 	pthread_mutex_init(&ch->recv_lock, NULL);
-	ch->buf = malloc(IBVD_FRAME_MAX);
-	if (!ch->buf) {
-		ret = -ENOMEM;
-		goto fail;
-	}
 	ch->channel.context = ctx;
 	ch->channel.fd = -1;
 	ret = create_on_daemon(ctx, ch);
@@ -70,6 +65,22 @@ static int create_channel(struct ibv_context *ctx,
 fail:
 	channel_free(ch);
 	return ret;
+}
+
+int ibvc_channel_adopt(struct ibv_context *ctx, uint32_t handle, int fd,
+		       struct ibvc_comp_channel **ret_ch)
+{
+	struct ibvc_comp_channel *ch;
+
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	pthread_mutex_init(&ch->recv_lock, NULL);
+	ch->channel.context = ctx;
+	ch->channel.fd = fd;
+	ch->handle = handle;
+	*ret_ch = ch;
+	return 0;
 }
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
@@ -128,6 +139,14 @@ static int recv_comp_event(struct ibvc_comp_channel *ch, uint32_t *handle)
 	int ret;
 
 	pthread_mutex_lock(&ch->recv_lock);
+	/*
+	 * The frame buffer comes with the first event: librdmacm makes two
+	 * channels per QP it creates, most of which never see one.
+	 */
+	if (!ch->buf && !(ch->buf = malloc(IBVD_FRAME_MAX))) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	ret = ibvd_frame_recv(ch->channel.fd, ch->buf, IBVD_FRAME_MAX, &frame,
 			      MSG_DONTWAIT);
 	if (ret == 0 || ret == -ECONNRESET) {

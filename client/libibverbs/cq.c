@@ -119,6 +119,30 @@ fail:
 	return ret;
 }
 
+int ibvc_cq_adopt(struct ibv_context *ctx, void *cq_context,
+		  struct ibv_comp_channel *channel,
+		  const Ibvd__CreateCqReply *reply, struct ibvc_cq **ret_cq)
+{
+	struct ibvc_cq *cq;
+	int ret;
+
+	cq = cq_new(ctx, cq_context, channel);
+	if (!cq)
+		return -ENOMEM;
+	cq->cq.handle = reply->handle;
+	ret = take_cq_reply(cq, reply);
+	if (ret == 0)
+		ret = ibvc_obj_add(to_ibvc_context(ctx), cq->cq.handle,
+				   IBVC_OBJ_CQ, cq);
+	if (ret < 0) {
+		cq_free(cq);
+		return ret;
+	}
+	channel_ref(channel, 1);
+	*ret_cq = cq;
+	return 0;
+}
+
 struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 			     struct ibv_comp_channel *channel, int comp_vector)
 {

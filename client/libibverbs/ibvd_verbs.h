@@ -260,7 +260,8 @@ struct ibvc_comp_channel {
 	struct ibv_comp_channel channel;	/* must be first */
 	uint32_t handle;
 	pthread_mutex_t recv_lock;		/* one reader of buf at a time */
-	uint8_t *buf;				/* IBVD_FRAME_MAX bytes */
+	uint8_t *buf;				/* IBVD_FRAME_MAX bytes, from the
+						 * first event on (channel.c) */
 };
 
 static inline struct ibvc_comp_channel *
@@ -383,6 +384,33 @@ void ibvc_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
 int ibvc_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 		   struct ibv_comp_channel *channel, int comp_vector,
 		   struct ibvc_cq **ret_cq);
+/* The same for a CQ the daemon made with a QP (qp_bundle.c). */
+int ibvc_cq_adopt(struct ibv_context *ctx, void *cq_context,
+		  struct ibv_comp_channel *channel,
+		  const Ibvd__CreateCqReply *reply, struct ibvc_cq **ret_cq);
+/* qp_bundle.c: rdma_create_qp in one request (common/cm_qp.h) */
+struct ibvd_cm_qp_init;
+struct ibvc_bundle_msgs {
+	Ibvd__NewCq send, recv;
+	Ibvd__CmQpRef cm;
+};
+/* attr's bundle, if it carries one (IBVD_QP_INIT_ATTR_CM and the magic). */
+struct ibvd_cm_qp_init *ibvc_bundle_of(struct ibv_qp_init_attr_ex *attr);
+/* The bundle's asks into req (m holds them). */
+void ibvc_bundle_req(const struct ibvd_cm_qp_init *ci,
+		     struct ibvc_bundle_msgs *m, Ibvd__CreateQp *req);
+/* The reply's fds (got) as fds[0] send channel, fds[1] receive, or -1. */
+void ibvc_bundle_fds(const Ibvd__CreateQpReply *r, const int *got,
+		     unsigned int ngot, int fds[2]);
+/* The reply's CQs and channels become objects in ci; fds taken. */
+int ibvc_bundle_take(struct ibv_context *ctx, struct ibvd_cm_qp_init *ci,
+		     const Ibvd__CreateQpReply *r, int fds[2]);
+/* Destroy what the reply made (the QP is gone already). */
+void ibvc_bundle_drop(struct ibv_context *ctx, struct ibvd_cm_qp_init *ci,
+		      const Ibvd__CreateQpReply *r, int fds[2]);
+/* channel.c: a channel the daemon made with a QP, fd its socket. */
+int ibvc_channel_adopt(struct ibv_context *ctx, uint32_t handle, int fd,
+		       struct ibvc_comp_channel **ret_ch);
 
 /* cq_ex.c, qp.c, srq.c: extended creators (verbs_context ops) */
 struct ibv_cq_ex *ibvc_create_cq_ex_op(struct ibv_context *ctx,

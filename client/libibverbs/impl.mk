@@ -19,6 +19,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/dm.c \
 	client/libibverbs/domain.c \
 	client/libibverbs/qp.c \
+	client/libibverbs/qp_bundle.c \
 	client/libibverbs/qp_ex.c \
 	client/libibverbs/srq.c \
 	client/libibverbs/xrcd.c \

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm_qp.h"
 #include "ibvd_verbs.h"
 
 /* ---- creation ----------------------------------------------------------- */
@@ -109,8 +110,9 @@ static void create_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap,
 		req->xrcd = qp->xrcd->handle;
 	} else {
 		req->pd = qp->qp.pd->handle;
-		req->send_cq = attr->send_cq->handle;
-		if (attr->qp_type != IBV_QPT_XRC_SEND)
+		/* none: a CQ the bundle makes (qp_bundle.c) */
+		req->send_cq = attr->send_cq ? attr->send_cq->handle : 0;
+		if (attr->qp_type != IBV_QPT_XRC_SEND && attr->recv_cq)
 			req->recv_cq = attr->recv_cq->handle;
 	}
 	req->srq = attr->srq ? attr->srq->handle : 0;
@@ -120,77 +122,123 @@ static void create_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap,
 	req->cap = cap;
 }
 
-static int create_on_daemon(struct ibvc_qp *qp,
-			    const struct ibv_qp_init_attr *attr)
+/* The reply's rings, and the bundle's CQs and channels if ci asked. */
+static int take_reply(struct ibvc_qp *qp, const Ibvd__CreateQpReply *reply,
+		      struct ibvd_cm_qp_init *ci, int fds[2])
 {
-	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
-	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
-	Ibvd__CreateQpReply *reply = NULL;
-	struct ibv_context *ctx = qp->qp.context;
 	int ret;
 
-	create_req(&req, &cap, qp, attr);
-	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
-			     &ibvd__create_qp_reply__descriptor,
-			     (ProtobufCMessage **)&reply, NULL, NULL);
-	if (ret < 0)
-		return ret;
 	qp->qp.handle = reply->handle;
 	qp->qp.qp_num = reply->qp_num;
 	qp->doorbell = reply->doorbell;
 	ibvd_qp_cap_from_msg(reply->cap, &qp->cap);
 	ret = reply->cap ? take_qp_rings(qp, reply) : -EPROTO;
+	if (ret == 0 && ci)
+		ret = ibvc_bundle_take(qp->qp.context, ci, reply, fds);
+	return ret;
+}
+
+static int create_on_daemon(struct ibvc_qp *qp,
+			    const struct ibv_qp_init_attr *attr,
+			    struct ibvd_cm_qp_init *ci)
+{
+	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__CreateQpReply *reply = NULL;
+	struct ibv_context *ctx = qp->qp.context;
+	struct ibvc_bundle_msgs bundle;
+	int got[2], fds[2] = { -1, -1 };
+	unsigned int ngot = 2;
+	int ret;
+
+	create_req(&req, &cap, qp, attr);
+	if (ci)
+		ibvc_bundle_req(ci, &bundle, &req);
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_CREATE_QP, &req.base,
+			     &ibvd__create_qp_reply__descriptor,
+			     (ProtobufCMessage **)&reply, got, &ngot);
 	if (ret < 0)
+		return ret;
+	ibvc_bundle_fds(reply, got, ngot, fds);
+	ret = take_reply(qp, reply, ci, fds);
+	if (ret < 0) {
 		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, reply->handle);
+		if (ci)
+			ibvc_bundle_drop(ctx, ci, reply, fds);
+	}
 	ibvd__create_qp_reply__free_unpacked(reply, NULL);
 	return ret;
 }
 
-/* An XRC initiator has a send CQ only (its recv_cq is ignored). */
-static int check_init_attr(struct ibv_pd *pd, const struct ibv_qp_init_attr *a)
+/*
+ * An XRC initiator has a send CQ only (its recv_cq is ignored).  A bundle
+ * (ci) makes the CQs it has a cqe for, of RC, UC and UD QPs.
+ */
+static int check_init_attr(struct ibv_pd *pd, const struct ibv_qp_init_attr *a,
+			   const struct ibvd_cm_qp_init *ci)
 {
 	struct ibv_context *ctx = pd->context;
 	bool ini = a->qp_type == IBV_QPT_XRC_SEND;
+	bool make_send = ci && ci->send_cqe, make_recv = ci && ci->recv_cqe;
 
 	if (a->qp_type == IBV_QPT_XRC_RECV)
 		return -EINVAL;		/* ibv_create_qp_ex with a domain */
-	if (!a->send_cq || (!ini && !a->recv_cq) || (ini && a->srq))
+	if (ci && (ini || (make_send && a->send_cq) || (make_recv && a->recv_cq)))
 		return -EINVAL;
-	if (a->send_cq->context != ctx ||
-	    (!ini && a->recv_cq->context != ctx) ||
+	if ((!a->send_cq && !make_send) || (!ini && !a->recv_cq && !make_recv) ||
+	    (ini && a->srq))
+		return -EINVAL;
+	if ((a->send_cq && a->send_cq->context != ctx) ||
+	    (!ini && a->recv_cq && a->recv_cq->context != ctx) ||
 	    (a->srq && a->srq->context != ctx))
 		return -EINVAL;
 	return 0;
 }
 
-/* Make qp on the daemon and register it for events. */
-static int qp_make(struct ibvc_qp *qp, const struct ibv_qp_init_attr *attr)
+/*
+ * Make qp on the daemon and register it for events.  With a bundle (ci)
+ * the QP has its new CQs and is in INIT already.
+ */
+static int qp_make(struct ibvc_qp *qp, const struct ibv_qp_init_attr *attr,
+		   struct ibvd_cm_qp_init *ci)
 {
 	struct ibv_context *ctx = qp->qp.context;
+	int fds[2] = { -1, -1 };
 	int ret;
 
-	ret = create_on_daemon(qp, attr);
+	ret = create_on_daemon(qp, attr, ci);
 	if (ret < 0)
 		return ret;
 	ret = ibvc_obj_add(to_ibvc_context(ctx), qp->qp.handle, IBVC_OBJ_QP, qp);
-	if (ret < 0)
+	if (ret < 0) {
 		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_QP, qp->qp.handle);
-	return ret;
+		if (ci)
+			ibvc_bundle_drop(ctx, ci, NULL, fds);
+		return ret;
+	}
+	if (!ci)
+		return 0;
+	if (ci->send_cq)
+		qp->qp.send_cq = ci->send_cq;
+	if (ci->recv_cq)
+		qp->qp.recv_cq = ci->recv_cq;
+	__atomic_store_n(&qp->qp.state, IBV_QPS_INIT, __ATOMIC_RELAXED);
+	return 0;
 }
 
 static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
-		     struct ibvc_qp **ret_qp)
+		     struct ibvd_cm_qp_init *ci, struct ibvc_qp **ret_qp)
 {
 	struct ibvc_qp *qp;
 	int ret;
 
-	ret = check_init_attr(pd, attr);
+	ret = check_init_attr(pd, attr, ci);
 	if (ret < 0)
 		return ret;
 	qp = qp_new(pd->context, pd, attr);
 	if (!qp)
 		return -ENOMEM;
-	ret = qp_make(qp, attr);
+	ret = qp_make(qp, attr, ci);
 	if (ret < 0)
 		goto fail;
 	/* Callers learn the caps they got, rounded up (ibv_create_qp(3)). */
@@ -210,7 +258,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 
 	if (!pd || !qp_init_attr)
 		return ibvc_null_ret(-EINVAL);
-	ret = create_qp(pd, qp_init_attr, &qp);
+	ret = create_qp(pd, qp_init_attr, NULL, &qp);
 	return ret < 0 ? ibvc_null_ret(ret) : &qp->qp;
 }
 
@@ -219,11 +267,13 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
  * target), no creation flags, and the ibv_qp_ex posting API (qp_ex.c).
  */
 static int check_init_attr_ex(struct ibv_context *ctx,
-			      const struct ibv_qp_init_attr_ex *attr)
+			      const struct ibv_qp_init_attr_ex *attr,
+			      const struct ibvd_cm_qp_init *ci)
 {
 	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
 			 IBV_QP_INIT_ATTR_CREATE_FLAGS |
-			 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+			 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			 (ci ? IBVD_QP_INIT_ATTR_CM : 0);
 
 	if (attr->comp_mask & ~known)
 		return -EOPNOTSUPP;
@@ -252,7 +302,7 @@ static int create_tgt(struct ibv_context *ctx, struct ibv_qp_init_attr *attr,
 	if (!qp)
 		return -ENOMEM;
 	qp->xrcd = to_ibvc_xrcd(xrcd);
-	ret = qp_make(qp, attr);
+	ret = qp_make(qp, attr, NULL);
 	if (ret < 0) {
 		qp_free(qp);
 		return ret;
@@ -266,10 +316,11 @@ static int create_qp_ex(struct ibv_context *ctx,
 			struct ibv_qp_init_attr_ex *attr_ex,
 			struct ibvc_qp **ret_qp)
 {
+	struct ibvd_cm_qp_init *ci = ibvc_bundle_of(attr_ex);
 	struct ibv_qp_init_attr attr;
 	int ret;
 
-	ret = check_init_attr_ex(ctx, attr_ex);
+	ret = check_init_attr_ex(ctx, attr_ex, ci);
 	if (ret < 0)
 		return ret;
 	memset(&attr, 0, sizeof(attr));
@@ -281,16 +332,20 @@ static int create_qp_ex(struct ibv_context *ctx,
 	attr.qp_type = attr_ex->qp_type;
 	attr.sq_sig_all = attr_ex->sq_sig_all;
 	if (attr.qp_type == IBV_QPT_XRC_RECV)
-		ret = create_tgt(ctx, &attr, attr_ex->xrcd, ret_qp);
+		ret = ci ? -EINVAL : create_tgt(ctx, &attr, attr_ex->xrcd, ret_qp);
 	else
-		ret = create_qp(attr_ex->pd, &attr, ret_qp);
+		ret = create_qp(attr_ex->pd, &attr, ci, ret_qp);
 	if (ret < 0)
 		return ret;
 	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		ret = ibvc_qp_ex_init(*ret_qp, attr.qp_type,
 				      attr_ex->send_ops_flags);
 		if (ret < 0) {
+			int fds[2] = { -1, -1 };
+
 			ibv_destroy_qp(&(*ret_qp)->qp);
+			if (ci)
+				ibvc_bundle_drop(ctx, ci, NULL, fds);
 			return ret;
 		}
 	}

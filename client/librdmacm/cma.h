@@ -162,6 +162,8 @@ struct cma_id {
 	uint8_t responder_resources;
 	uint8_t initiator_depth;
 	uint32_t qkey;				/* our UD QP's, for rdma_accept() */
+	/* id.qp was made with the id (qp.c): the daemon moves it to RTS */
+	bool qp_bundled;
 	struct ibv_ece local_ece;		/* rdma_set_local_ece(): kept only */
 
 	/* rdma_create_ep(RAI_PASSIVE): what rdma_get_request() gives new ids */
@@ -298,6 +300,10 @@ int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);
  * rd_atomic, if not 0xFF, overrides the negotiated max_(dest_)rd_atomic. */
 int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic);
 int cma_qp_to_err(struct cma_id *cid);
+/* The daemon moved the id's QP to RTS (CM_ACCEPT, CM_ESTABLISH move_qp). */
+void cma_qp_at_rts(struct cma_id *cid);
+/* ... or to ERR (CM_DISCONNECT move_qp). */
+void cma_qp_at_err(struct cma_id *cid);
 int cma_init_qp_attr(struct cma_id *cid, enum ibv_qp_state state,
 		     struct ibv_qp_attr *attr, int *mask);
 int cma_create_qp(struct cma_id *cid, struct ibv_pd *pd,

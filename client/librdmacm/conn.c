@@ -160,7 +160,7 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 /* The RTU of an id without a QP, after CONNECT_RESPONSE. */
 int rdma_establish(struct rdma_cm_id *id)
 {
-	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	Ibvd__CmEstablish req = IBVD__CM_ESTABLISH__INIT;
 
 	if (!id)
 		return cma_ret(-EINVAL);
@@ -193,8 +193,12 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 		return ret;
 	param.responder_resources = resp;
 	param.initiator_depth = init;
-	/* A UD QP is ready already; a connected one must be before the REP. */
-	if (cid->id.qp && !ud) {
+	/*
+	 * A UD QP is ready already; a connected one must be before the REP:
+	 * the daemon moves one made with the id inside CM_ACCEPT.
+	 */
+	req.move_qp = cid->id.qp && !ud && cid->qp_bundled;
+	if (cid->id.qp && !ud && !req.move_qp) {
 		ret = cma_qp_to(cid, IBV_QPS_RTR, resp);
 		if (ret == 0)
 			ret = cma_qp_to(cid, IBV_QPS_RTS, init);
@@ -206,6 +210,8 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 	ret = cma_call(cid, IBVD_MSG_CM_ACCEPT, &req.base, NULL, NULL);
 	if (ret < 0)
 		goto fail;
+	if (req.move_qp)
+		cma_qp_at_rts(cid);
 	if (!ud)
 		return cma_sync_wait(cid);
 	/*
@@ -269,14 +275,20 @@ int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
 
 static int disconnect_id(struct cma_id *cid)
 {
-	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	Ibvd__CmDisconnect req = IBVD__CM_DISCONNECT__INIT;
 	bool wait;
 	int ret;
 
-	/* Flush what is posted, as a DREQ would on the wire. */
-	ret = cma_qp_to_err(cid);
-	if (ret < 0)
-		return ret;
+	/*
+	 * Flush what is posted, as a DREQ would on the wire: the daemon moves
+	 * a QP made with the id to ERR inside CM_DISCONNECT.
+	 */
+	req.move_qp = cid->id.qp && cid->qp_bundled;
+	if (!req.move_qp) {
+		ret = cma_qp_to_err(cid);
+		if (ret < 0)
+			return ret;
+	}
 	/*
 	 * A synchronous id sees every one of its events here, so it knows
 	 * whether a DISCONNECTED is still to come: only for a connection
@@ -287,6 +299,11 @@ static int disconnect_id(struct cma_id *cid)
 	pthread_mutex_unlock(&cid->mut);
 	req.id = cid->handle;
 	ret = cma_call(cid, IBVD_MSG_CM_DISCONNECT, &req.base, NULL, NULL);
+	/* Refused (never connected): the QP goes to ERR all the same. */
+	if (req.move_qp && ret == 0)
+		cma_qp_at_err(cid);
+	else if (req.move_qp)
+		(void)cma_qp_to_err(cid);
 	if (ret < 0)
 		return ret;
 	return wait ? cma_sync_wait(cid) : 0;

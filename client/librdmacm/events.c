@@ -180,7 +180,7 @@ static int connect_reply(struct cma_channel *ch, const Ibvd__CmEvent *m,
 			 struct cma_event *ev)
 {
 	Ibvd__CmReject rej = IBVD__CM_REJECT__INIT;
-	Ibvd__CmId req = IBVD__CM_ID__INIT;
+	Ibvd__CmEstablish req = IBVD__CM_ESTABLISH__INIT;
 	struct cma_id *cid;
 	int ret;
 
@@ -195,15 +195,19 @@ static int connect_reply(struct cma_channel *ch, const Ibvd__CmEvent *m,
 		ev->event.event = RDMA_CM_EVENT_CONNECT_RESPONSE;
 		return 1;
 	}
-	if (ret == 0)
+	/* The daemon moves a QP made with the id inside CM_ESTABLISH. */
+	req.move_qp = cid->qp_bundled;
+	if (ret == 0 && !req.move_qp)
 		ret = cma_qp_to(cid, IBV_QPS_RTR, RDMA_MAX_RESP_RES);
-	if (ret == 0)
+	if (ret == 0 && !req.move_qp)
 		ret = cma_qp_to(cid, IBV_QPS_RTS, RDMA_MAX_INIT_DEPTH);
 	if (ret == 0) {
 		req.id = cid->handle;
 		ret = cma_call(cid, IBVD_MSG_CM_ESTABLISH, &req.base, NULL,
 			       NULL);
 	}
+	if (ret == 0 && req.move_qp)
+		cma_qp_at_rts(cid);
 	if (ret < 0) {
 		/* As a REJ would: the passive side hears of it too. */
 		cma_qp_to_err(cid);

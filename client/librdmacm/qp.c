@@ -6,6 +6,11 @@
  * goes to INIT at once and to RTR/RTS inside rdma_accept() or when the
  * connection reply arrives; a UD QP is ready to send right away.  The
  * attributes come from the daemon (CM_INIT_QP_ATTR), which knows the peer.
+ *
+ * An RC, UC or UD QP is made in one request (common/cm_qp.h): the daemon
+ * makes the CQs and channels with it and moves it to INIT with the id's
+ * attributes, and the id remembers that the daemon may move it on
+ * (cid->qp_bundled: RTR and RTS inside CM_ACCEPT and CM_ESTABLISH).
  */
 #include "config.h"
 
@@ -15,6 +20,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "cm_qp.h"
 #include "cma.h"
 
 /* ---- states ------------------------------------------------------------------- */
@@ -78,6 +84,17 @@ int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic)
 	return modify(cid->id.qp, &attr, mask);
 }
 
+void cma_qp_at_rts(struct cma_id *cid)
+{
+	/* Apps read it; posters check it without a lock (libibverbs). */
+	__atomic_store_n(&cid->id.qp->state, IBV_QPS_RTS, __ATOMIC_RELAXED);
+}
+
+void cma_qp_at_err(struct cma_id *cid)
+{
+	__atomic_store_n(&cid->id.qp->state, IBV_QPS_ERR, __ATOMIC_RELAXED);
+}
+
 int cma_qp_to_err(struct cma_id *cid)
 {
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
@@ -85,24 +102,6 @@ int cma_qp_to_err(struct cma_id *cid)
 	if (!cid->id.qp)
 		return 0;
 	return modify(cid->id.qp, &attr, IBV_QP_STATE);
-}
-
-/* Unconnected QPs need nothing from a peer: INIT, RTR, RTS in one go. */
-static int ud_qp_ready(struct cma_id *cid)
-{
-	struct ibv_qp_attr attr = { 0 };
-	int ret;
-
-	ret = cma_qp_to(cid, IBV_QPS_INIT, 0xff);
-	if (ret < 0)
-		return ret;
-	attr.qp_state = IBV_QPS_RTR;
-	ret = modify(cid->id.qp, &attr, IBV_QP_STATE);
-	if (ret < 0)
-		return ret;
-	attr.qp_state = IBV_QPS_RTS;
-	attr.sq_psn = 0;
-	return modify(cid->id.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 /* ---- default PD and CQs -------------------------------------------------------- */
@@ -159,6 +158,71 @@ static void destroy_cqs(struct cma_id *cid)
 
 /* ---- QPs ------------------------------------------------------------------------- */
 
+static bool bundle_type(enum ibv_qp_type type)
+{
+	return type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_UD;
+}
+
+/*
+ * The QP, the CQs the id lacks (each with a channel; cq_context = the
+ * id, as rdma_get_send/recv_comp() assert) and INIT, in one request.
+ */
+static int create_bundled(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
+{
+	struct rdma_cm_id *id = &cid->id;
+	struct ibvd_cm_qp_init ci;
+	struct ibv_qp *qp;
+
+	memset(&ci, 0, sizeof(ci));
+	ci.ex = *attr;
+	ci.ex.comp_mask |= IBVD_QP_INIT_ATTR_CM;
+	ci.ex.xrcd = (struct ibv_xrcd *)&ci;
+	ci.magic = IBVD_CM_QP_INIT_MAGIC;
+	if (cid->ch->token_len > sizeof(ci.token))
+		return -EPROTO;
+	memcpy(ci.token, cid->ch->token, cid->ch->token_len);
+	ci.token_len = (uint32_t)cid->ch->token_len;
+	ci.id = cid->handle;
+	ci.cq_context = id;
+	if (!ci.ex.send_cq)
+		ci.send_cqe = attr->cap.max_send_wr ? attr->cap.max_send_wr : 1;
+	if (!ci.ex.recv_cq)
+		ci.recv_cqe = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
+	qp = ibv_create_qp_ex(id->verbs, &ci.ex);
+	if (!qp)
+		return -errno;
+	if (ci.send_cq) {
+		id->send_cq = ci.send_cq;
+		id->send_cq_channel = ci.send_channel;
+	}
+	if (ci.recv_cq) {
+		id->recv_cq = ci.recv_cq;
+		id->recv_cq_channel = ci.recv_channel;
+	}
+	if (ci.init_mask & IBV_QP_QKEY)
+		cid->qkey = ci.init_attr.qkey;
+	attr->send_cq = qp->send_cq;
+	attr->recv_cq = qp->recv_cq;
+	attr->cap = ci.ex.cap;
+	id->qp = qp;
+	cid->qp_bundled = true;
+	return 0;
+}
+
+/* A UD QP from INIT to RTS: it needs nothing from a peer. */
+static int ud_init_to_rts(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RTR };
+	int ret;
+
+	ret = modify(qp, &attr, IBV_QP_STATE);
+	if (ret < 0)
+		return ret;
+	attr.qp_state = IBV_QPS_RTS;
+	attr.sq_psn = 0;
+	return modify(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
 static int create_qp_ex(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
 {
 	struct rdma_cm_id *id = &cid->id;
@@ -181,6 +245,21 @@ static int create_qp_ex(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
 		return -EINVAL;
 	if (!attr->srq && id->srq)
 		attr->srq = id->srq;
+	if (!attr->send_cq)
+		attr->send_cq = id->send_cq;
+	if (!attr->recv_cq)
+		attr->recv_cq = id->recv_cq;
+	if (bundle_type(attr->qp_type)) {
+		ret = create_bundled(cid, attr);
+		if (ret == 0 && attr->qp_type == IBV_QPT_UD) {
+			ret = ud_init_to_rts(id->qp);
+			if (ret < 0)
+				rdma_destroy_qp(id);
+		}
+		if (ret == 0)
+			id->pd = attr->pd;
+		return ret;
+	}
 
 	if (!attr->send_cq && !id->send_cq &&
 	    attr->qp_type != IBV_QPT_XRC_RECV) {
@@ -211,10 +290,9 @@ static int create_qp_ex(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
 	}
 	id->qp = qp;
 	ret = 0;
+	/* XRC QPs, the ones made without the bundle, are all connected. */
 	if (qp_connected(attr->qp_type))
 		ret = cma_qp_to(cid, IBV_QPS_INIT, 0xff);
-	else if (attr->qp_type == IBV_QPT_UD)
-		ret = ud_qp_ready(cid);
 	if (ret < 0) {
 		id->qp = NULL;
 		ibv_destroy_qp(qp);
@@ -283,6 +361,7 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 	cma_mcast_qp_gone(cid);
 	ibv_destroy_qp(id->qp);
 	id->qp = NULL;
+	cid->qp_bundled = false;
 	pthread_mutex_unlock(&cid->op_lock);
 	destroy_cqs(cid);
 }

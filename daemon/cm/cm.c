@@ -417,7 +417,7 @@ int ibvd_req_cm_set_option(struct ibvd_call *call)
 /* ---- migration ------------------------------------------------------ */
 
 /* The live session with that token (compared in full, whatever matches). */
-static struct ibvd_cm *cm_by_token(const uint8_t *token)
+struct ibvd_cm *cm_session_by_token(const uint8_t *token)
 {
 	struct ibvd_cm *cm;
 	uint8_t diff;
@@ -458,7 +458,7 @@ int ibvd_req_cm_migrate_id(struct ibvd_call *call)
 	if (req->token.len != CM_TOKEN_LEN)
 		return ibvd_call_error(call, -EINVAL, "token must be %d bytes",
 				       CM_TOKEN_LEN);
-	from = cm_by_token(req->token.data);
+	from = cm_session_by_token(req->token.data);
 	if (!from)
 		return ibvd_call_error(call, -EINVAL, "no CM session with that token");
 	/* A token alone is not enough: the ids are their uid's. */

@@ -14,10 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ibverbsd.pb-c.h"
+
 struct ibvd_call;
 struct ibvd_cm;
 struct ibvd_daemon;
 struct ibvd_device;
+struct ibvd_qp;
 struct ibvd_session;
 
 /* Request handlers (request.c's table). */
@@ -40,6 +43,13 @@ int ibvd_req_cm_migrate_id(struct ibvd_call *call);
 int ibvd_req_cm_join_mcast(struct ibvd_call *call);
 int ibvd_req_cm_leave_mcast(struct ibvd_call *call);
 int ibvd_req_cm_notify(struct ibvd_call *call);
+
+/*
+ * CREATE_QP naming a CM id (verbs.h, struct ibvd_verbs_cm): the id's INIT
+ * attributes for qp, which it owns from then on.
+ */
+int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
+		    const struct ibvd_qp *qp, Ibvd__QpAttr *attr, uint32_t *mask);
 
 /*
  * The session is being destroyed: destroy its ids (connected peers get

@@ -1,6 +1,6 @@
 /*
  * Connections: listen, connect, accept, reject, establish, disconnect,
- * notify, and the QP attributes that go with them (CM_INIT_QP_ATTR).
+ * notify.  The QP attributes that go with them are in qp.c.
  *
  * The daemon plays the IB CM of both ends.  A connect finds the listener
  * and makes the passive id on the listener's session at once (REQ); the
@@ -481,6 +481,22 @@ static void accept_params(struct ibvd_cm_id *c, const struct cm_conn_param *p)
 }
 
 /*
+ * The QP made with the id goes to RTS before the REP leaves, with the
+ * request's attributes and the resources this accept grants, as
+ * librdmacm did before the accept; a failure leaves the id as it was, with
+ * the request still to accept or reject.
+ */
+static int accept_move_qp(struct ibvd_call *call, struct ibvd_cm_id *id,
+			  const struct cm_conn_param *p)
+{
+	if (p->qp_num != cm_own_qp_num(id))
+		return ibvd_call_error(call, -EINVAL,
+				       "QP %#x is not the one made with the id",
+				       p->qp_num);
+	return cm_qp_move(call, id, p);
+}
+
+/*
  * A UD request whose requester is gone: SIDR has no cancel, so the answer
  * succeeds and reaches nobody, as a SIDR REP sent into the fabric would.
  */
@@ -515,6 +531,11 @@ int ibvd_req_cm_accept(struct ibvd_call *call)
 	if (cm_is_ud(id)) {
 		p.qkey = p.qkey ? p.qkey : id->qkey;
 		id->qkey = p.qkey;
+	}
+	if (req->move_qp) {
+		ret = accept_move_qp(call, id, &p);
+		if (ret < 0)
+			return ret;
 	}
 	a = id->peer;
 	cm_pending_leave(id);
@@ -579,7 +600,7 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 
 int ibvd_req_cm_establish(struct ibvd_call *call)
 {
-	const Ibvd__CmId *req = (const Ibvd__CmId *)call->msg;
+	const Ibvd__CmEstablish *req = (const Ibvd__CmEstablish *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id), *p;
 	bool tell;
 	int ret;
@@ -588,6 +609,12 @@ int ibvd_req_cm_establish(struct ibvd_call *call)
 		return -EINVAL;
 	if (id->phase != CM_PH_REP_RCVD || (!id->peer && !id->wire))
 		return ibvd_call_error(call, -EINVAL, "the id has no reply to confirm");
+	/* The QP made with the id is ready before the RTU goes. */
+	if (req->move_qp) {
+		ret = cm_qp_move(call, id, NULL);
+		if (ret < 0)
+			return ret;
+	}
 	p = id->peer;
 	if (!p) {
 		id->phase = CM_PH_ESTABLISHED;
@@ -613,7 +640,7 @@ static bool connected(enum cm_phase phase)
 
 int ibvd_req_cm_disconnect(struct ibvd_call *call)
 {
-	const Ibvd__CmId *req = (const Ibvd__CmId *)call->msg;
+	const Ibvd__CmDisconnect *req = (const Ibvd__CmDisconnect *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id), *peer;
 	int ret;
 
@@ -621,6 +648,11 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 		return -EINVAL;
 	if (id->phase == CM_PH_NONE)
 		return ibvd_call_error(call, -EINVAL, "the id was never connected");
+	if (req->move_qp) {
+		ret = cm_qp_to_err(call, id);
+		if (ret < 0)
+			return ret;
+	}
 	/* Before the REP, or after the end, a DREQ has nothing to do. */
 	if (!connected(id->phase))
 		return 0;
@@ -659,148 +691,4 @@ int ibvd_req_cm_notify(struct ibvd_call *call)
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	cm_event_simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);
 	return ret;
-}
-
-/* ---- CM_INIT_QP_ATTR ------------------------------------------------ */
-
-/* What a remote end may do to the QP: the IB CM's rule. */
-static uint32_t conn_access(const struct ibvd_cm_id *id)
-{
-	uint32_t access;
-
-	/* Before a request exists nothing remote may touch the QP. */
-	if (id->phase == CM_PH_NONE)
-		return 0;
-	access = IBV_ACCESS_REMOTE_WRITE;
-	if (id->local.responder_resources)
-		access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	return access;
-}
-
-static void qp_attr_init(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
-			 uint32_t *mask)
-{
-	a->pkey_index = 0;
-	a->port_num = id->port_num;
-	*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-	if (cm_is_ud(id)) {
-		a->qkey = id->qkey;
-		*mask |= IBV_QP_QKEY;
-		return;
-	}
-	a->qp_access_flags = conn_access(id);
-	*mask |= IBV_QP_ACCESS_FLAGS;
-}
-
-/*
- * On a RoCE device a path is a pair of GIDs made of the two addresses:
- * the address vector carries them (a GRH), as rdma_cm's does for RoCE.
- */
-void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
-		 uint8_t dgid[16])
-{
-	uint8_t sgid[16];
-	int index;
-
-	if (!id->dev || !cm_dev_is_roce(id->dev))
-		return;
-	cm_path_gids(id, sgid, dgid);
-	index = cm_gid_index(id, sgid);
-	ah->is_global = true;
-	ah->dgid.data = dgid;
-	ah->dgid.len = 16;
-	ah->sgid_index = index < 0 ? 0 : (uint32_t)index;
-	ah->hop_limit = CM_GRH_HOP_LIMIT;
-	ah->traffic_class = id->tos;
-	ah->flow_label = cma_flow_label(cm_addr_port(id->active ? &id->src :
-						     &id->dst),
-					cm_addr_port(id->active ? &id->dst :
-						     &id->src));
-}
-
-static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
-			Ibvd__AhAttr *ah, uint8_t dgid[16], uint32_t *mask)
-{
-	const struct ibvd_cm_id *p = id->peer;
-	uint32_t far_mtu = cm_wire_mtu(id);
-
-	*mask = IBV_QP_STATE;
-	if (cm_is_ud(id))
-		return;
-	/* The peer's port now, if it is still there; else the route's. */
-	ah->dlid = p ? cm_port_lid(p) : id->dlid;
-	ah->port_num = id->port_num;
-	cm_path_grh(id, ah, dgid);
-	a->ah_attr = ah;
-	a->path_mtu = far_mtu ? far_mtu : cm_port_mtu(id);
-	a->dest_qp_num = id->remote.qp_num;
-	/*
-	 * The IB CM's "starting PSN" (REQ and REP) is the PSN its sender
-	 * expects to receive, as Linux's ib_cm reads it: ours is where our
-	 * receive queue starts, the peer's where our send queue does.
-	 */
-	a->rq_psn = id->local.psn;
-	/*
-	 * A QP made before the request went out reached INIT with no remote
-	 * access; librdmacm repeats INIT before RTR to fix that, and RTR
-	 * takes the flags too, so a caller that goes straight on is right.
-	 */
-	a->qp_access_flags = conn_access(id);
-	*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-		 IBV_QP_ACCESS_FLAGS;
-	if (id->qp_type != IBV_QPT_RC)
-		return;
-	a->max_dest_rd_atomic = id->local.responder_resources;
-	a->min_rnr_timer = CM_MIN_RNR_TIMER;
-	*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-}
-
-static void qp_attr_rts(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
-			uint32_t *mask)
-{
-	a->sq_psn = id->remote.psn;
-	*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (id->qp_type != IBV_QPT_RC)
-		return;
-	a->timeout = id->timeout_set ? id->timeout : CM_DEFAULT_TIMEOUT;
-	/* Both ends use the requester's retry count, each the other's RNR. */
-	a->retry_cnt = id->active ? id->local.retry_count :
-				    id->remote.retry_count;
-	a->rnr_retry = id->remote.rnr_retry_count;
-	a->max_rd_atomic = id->local.initiator_depth;
-	*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-		 IBV_QP_MAX_QP_RD_ATOMIC;
-}
-
-int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
-{
-	const Ibvd__CmInitQpAttr *req = (const Ibvd__CmInitQpAttr *)call->msg;
-	struct ibvd_cm_id *id = cm_id_get(call, req->id);
-	Ibvd__CmInitQpAttrReply reply = IBVD__CM_INIT_QP_ATTR_REPLY__INIT;
-	Ibvd__QpAttr attr = IBVD__QP_ATTR__INIT;
-	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
-	uint8_t dgid[16];
-	uint32_t mask = 0;
-
-	if (!id)
-		return -EINVAL;
-	if (!id->dev)
-		return ibvd_call_error(call, -EINVAL, "the id has no device");
-	if (req->qp_state != IBV_QPS_INIT && req->qp_state != IBV_QPS_RTR &&
-	    req->qp_state != IBV_QPS_RTS)
-		return ibvd_call_error(call, -EINVAL, "no attributes for QP state %u",
-				       req->qp_state);
-	/* RTR and RTS need the other end's QP and PSN (a REP or a REQ). */
-	if (req->qp_state != IBV_QPS_INIT && !cm_is_ud(id) && !id->remote_valid)
-		return ibvd_call_error(call, -EINVAL, "the id has no peer yet");
-	attr.qp_state = req->qp_state;
-	if (req->qp_state == IBV_QPS_INIT)
-		qp_attr_init(id, &attr, &mask);
-	else if (req->qp_state == IBV_QPS_RTR)
-		qp_attr_rtr(id, &attr, &ah, dgid, &mask);
-	else
-		qp_attr_rts(id, &attr, &mask);
-	reply.attr_mask = mask;
-	reply.attr = &attr;
-	return ibvd_call_reply(call, &reply.base, NULL, 0);
 }

@@ -181,6 +181,11 @@ struct ibvd_cm_id {
 	struct cm_conn_param remote;	/* what the peer sent */
 	bool remote_valid;		/* remote.qp_num/psn are known */
 	uint32_t lqpn;			/* this side's QP (ibvctl) */
+	struct {			/* the QP made with it (qp.c), 0s: none */
+		uint32_t ctx;		/* its context's daemon-wide id */
+		uint32_t handle;
+		uint32_t num;
+	} own_qp;
 
 	/* listening, and requests pending on a listener */
 	int backlog;
@@ -254,6 +259,8 @@ const char *cm_ps_name(uint32_t ps);
 const char *cm_state_name(enum cm_state state);
 /* The device all local addresses belong to (the first one), or NULL. */
 struct ibvd_device *cm_default_device(const struct ibvd_cm *cm);
+/* The live session with that token (CM_TOKEN_LEN bytes), or NULL. */
+struct ibvd_cm *cm_session_by_token(const uint8_t *token);
 
 /* ---- addr.c --------------------------------------------------------- */
 
@@ -348,6 +355,20 @@ uint32_t cm_max_rd_atom(const struct ibvd_cm_id *id);
 /* The GRH of id's path on a RoCE device into ah (dgid: its buffer). */
 void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
 		 uint8_t dgid[16]);
+
+/* ---- qp.c ----------------------------------------------------------- */
+
+/*
+ * Move the QP made with id (verbs/qp_bundle.c) to RTR and RTS with the
+ * connection's attributes, and for the passive side the resources its
+ * accept grants; 0 or a negative errno noted on call.
+ */
+int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id,
+	       const struct cm_conn_param *accept);
+/* Move it to ERR (CM_DISCONNECT); 0 or a negative errno noted on call. */
+int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id);
+/* The number of the QP made with id, 0 if none. */
+uint32_t cm_own_qp_num(const struct ibvd_cm_id *id);
 
 /* ---- remote.c ------------------------------------------------------- */
 

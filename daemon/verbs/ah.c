@@ -21,8 +21,8 @@
 #define FLOW_LABEL_MAX		0xFFFFFu
 #define SL_MAX			15u
 
-static int check_grh(struct ibvd_call *call, const Ibvd__AhAttr *m,
-		     const struct ibvd_port *port)
+static int check_grh(struct ibvd_call *call, const struct ibvd_device *dev,
+		     const Ibvd__AhAttr *m, const struct ibvd_port *port)
 {
 	struct ibvd_gid gid;
 
@@ -32,7 +32,7 @@ static int check_grh(struct ibvd_call *call, const Ibvd__AhAttr *m,
 	    m->traffic_class > 0xff)
 		return ibvd_call_error(call, -EINVAL, "GRH field out of range");
 	/* The source GID must exist: the engine puts it in the GRH it sends. */
-	if (ibvd_device_gid(ibvd_call_ctx(call)->dev, port, m->sgid_index, &gid) < 0)
+	if (ibvd_device_gid(dev, port, m->sgid_index, &gid) < 0)
 		return ibvd_call_error(call, -EINVAL, "no GID %u on port %u",
 				       m->sgid_index, port->num);
 	return 0;
@@ -53,22 +53,22 @@ static int check_dlid(struct ibvd_call *call, const Ibvd__AhAttr *m,
 	return 0;
 }
 
-int ibvd_av_from_msg(struct ibvd_call *call, const Ibvd__AhAttr *m,
-		     bool connected, struct ibvd_av *av)
+int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
+		     const Ibvd__AhAttr *m, bool connected, struct ibvd_av *av)
 {
 	const struct ibvd_port *port;
 	int ret;
 
 	if (!m)
 		return ibvd_call_error(call, -EINVAL, "no address vector");
-	port = ibvd_device_port(ibvd_call_ctx(call)->dev, m->port_num);
+	port = ibvd_device_port(dev, m->port_num);
 	if (!port)
 		return ibvd_call_error(call, -EINVAL, "no port %u", m->port_num);
 	if (m->sl > SL_MAX)
 		return ibvd_call_error(call, -EINVAL, "SL %u above 15", m->sl);
 	ret = check_dlid(call, m, connected);
 	if (ret == 0 && m->is_global)
-		ret = check_grh(call, m, port);
+		ret = check_grh(call, dev, m, port);
 	if (ret < 0)
 		return ret;
 	memset(av, 0, sizeof(*av));
@@ -98,7 +98,7 @@ int ibvd_req_create_ah(struct ibvd_call *call)
 
 	if (!pd)
 		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
-	ret = ibvd_av_from_msg(call, req->attr, false, &av);
+	ret = ibvd_av_from_msg(call, ctx->dev, req->attr, false, &av);
 	if (ret < 0)
 		return ret;
 	ah = calloc(1, sizeof(*ah));

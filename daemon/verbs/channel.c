@@ -58,28 +58,41 @@ static int channel_pair(int *ours, int *theirs)
 	return 0;
 }
 
-int ibvd_req_create_comp_channel(struct ibvd_call *call)
+int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
+		     int *theirs)
 {
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
-	Ibvd__Handle reply = IBVD__HANDLE__INIT;
 	struct ibvd_comp_channel *ch = calloc(1, sizeof(*ch));
-	int theirs, ret;
+	int ret;
 
 	if (!ch)
 		return -ENOMEM;
 	ch->ctx = ctx;
-	ret = channel_pair(&ch->sock, &theirs);
+	ret = channel_pair(&ch->sock, theirs);
 	if (ret < 0) {
 		free(ch);
 		return ibvd_call_error(call, ret, "cannot create the channel socket");
 	}
 	ret = ibvd_obj_add(ctx, IBVD_OBJ_COMP_CHANNEL, ch, &ch->handle);
 	if (ret < 0) {
-		close(theirs);
+		close(*theirs);
 		close(ch->sock);
 		free(ch);
 		return ibvd_call_error(call, ret, "too many completion channels");
 	}
+	*ret_ch = ch;
+	return 0;
+}
+
+int ibvd_req_create_comp_channel(struct ibvd_call *call)
+{
+	Ibvd__Handle reply = IBVD__HANDLE__INIT;
+	struct ibvd_comp_channel *ch;
+	int theirs, ret;
+
+	ret = ibvd_channel_new(call, &ch, &theirs);
+	if (ret < 0)
+		return ret;
 	reply.handle = ch->handle;
 	ret = ibvd_call_reply(call, &reply.base, &theirs, 1);
 	close(theirs);

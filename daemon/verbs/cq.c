@@ -39,16 +39,22 @@ static int cq_ring_new(struct ibvd_context *ctx, uint32_t nslots,
 	return ibvd_ring_alloc(ctx, ring, nslots, IBVD_CQE_SIZE, true);
 }
 
+void ibvd_cq_to_msg(const struct ibvd_cq *cq, Ibvd__CreateCqReply *m,
+		    Ibvd__RingPlace *place)
+{
+	ibvd_ring_place(&cq->ring, place);
+	m->handle = cq->handle;
+	m->cqe = cq->cqe;
+	m->nslots = cq->ring.nslots;
+	m->ring = place;
+}
+
 static int reply_cq(struct ibvd_call *call, const struct ibvd_cq *cq)
 {
 	Ibvd__CreateCqReply reply = IBVD__CREATE_CQ_REPLY__INIT;
 	Ibvd__RingPlace place;
 
-	ibvd_ring_place(&cq->ring, &place);
-	reply.handle = cq->handle;
-	reply.cqe = cq->cqe;
-	reply.nslots = cq->ring.nslots;
-	reply.ring = &place;
+	ibvd_cq_to_msg(cq, &reply, &place);
 	return ibvd_call_reply(call, &reply.base, NULL, 0);
 }
 
@@ -76,18 +82,20 @@ static int cq_args(struct ibvd_call *call, const Ibvd__CreateCq *req,
 	return 0;
 }
 
-int ibvd_req_create_cq(struct ibvd_call *call)
+int ibvd_cq_new(struct ibvd_call *call, const Ibvd__CreateCq *req,
+		struct ibvd_comp_channel *ch, struct ibvd_cq **ret_cq)
 {
-	const Ibvd__CreateCq *req = (const Ibvd__CreateCq *)call->msg;
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
-	struct ibvd_comp_channel *ch;
+	struct ibvd_comp_channel *named;
 	struct ibvd_cq *cq;
 	uint32_t nslots;
 	int ret;
 
-	ret = cq_args(call, req, &nslots, &ch);
+	ret = cq_args(call, req, &nslots, &named);
 	if (ret < 0)
 		return ret;
+	if (!ch)
+		ch = named;
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
@@ -109,6 +117,19 @@ int ibvd_req_create_cq(struct ibvd_call *call)
 	}
 	if (ch)
 		ch->users++;
+	*ret_cq = cq;
+	return 0;
+}
+
+int ibvd_req_create_cq(struct ibvd_call *call)
+{
+	const Ibvd__CreateCq *req = (const Ibvd__CreateCq *)call->msg;
+	struct ibvd_cq *cq;
+	int ret;
+
+	ret = ibvd_cq_new(call, req, NULL, &cq);
+	if (ret < 0)
+		return ret;
 	/* No QP uses it yet, so the engine cannot see it: no lock needed. */
 	ret = reply_cq(call, cq);
 	if (ret < 0 && ibvd_call_ctx(call))

@@ -261,7 +261,7 @@ static void users_add(struct ibvd_qp *qp, int d)
 }
 
 static int reply_qp(struct ibvd_call *call, const struct ibvd_qp *qp,
-		    const struct qp_geom *g)
+		    const struct qp_geom *g, struct ibvd_qp_bundle *b)
 {
 	Ibvd__CreateQpReply reply = IBVD__CREATE_QP_REPLY__INIT;
 	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
@@ -286,7 +286,8 @@ static int reply_qp(struct ibvd_call *call, const struct ibvd_qp *qp,
 		ibvd_ring_place(&qp->rq, &rq);
 		reply.rq = &rq;
 	}
-	return ibvd_call_reply(call, &reply.base, NULL, 0);
+	ibvd_qp_bundle_to_msg(b, &reply);
+	return ibvd_call_reply(call, &reply.base, b->fds, b->nfds);
 }
 
 /* Build a QP from a checked request: 0 with *ret_qp published. */
@@ -344,29 +345,49 @@ fail_free:
 	return ibvd_call_error(call, ret, "cannot create the QP");
 }
 
+/* Undo a QP made in this request, then the bundle's CQs and channels. */
+static void create_undo(struct ibvd_qp *qp, struct ibvd_qp_bundle *b)
+{
+	if (!qp) {
+		ibvd_qp_bundle_undo(b);
+		return;
+	}
+	/* The QP used the CQs: they go under the lock too. */
+	ibvd_objects_write_lock();
+	ibvd_qp_destroy(qp);
+	ibvd_qp_bundle_undo(b);
+	ibvd_objects_write_unlock();
+}
+
 int ibvd_req_create_qp(struct ibvd_call *call)
 {
-	const Ibvd__CreateQp *req = (const Ibvd__CreateQp *)call->msg;
+	const Ibvd__CreateQp *asked = (const Ibvd__CreateQp *)call->msg;
+	struct ibvd_qp_bundle b;
 	struct ibvd_qp *qp = NULL;
+	Ibvd__CreateQp req;
 	struct qp_refs r;
 	struct qp_geom g;
 	int ret;
 
-	ret = check_type(call, req->qp_type);
+	ret = check_type(call, asked->qp_type);
 	if (ret < 0)
 		return ret;
-	ret = lookup_refs(call, req, &r);
+	ret = ibvd_qp_bundle_make(call, asked, &b, &req);
 	if (ret < 0)
 		return ret;
-	ret = qp_create(call, req, &r, &qp, &g);
-	if (ret < 0)
+	ret = lookup_refs(call, &req, &r);
+	if (ret == 0)
+		ret = qp_create(call, &req, &r, &qp, &g);
+	if (ret == 0)
+		ret = ibvd_qp_bundle_init(call, &req, qp, &b);
+	if (ret < 0) {
+		create_undo(qp, &b);
 		return ret;
-	ret = reply_qp(call, qp, &g);
-	if (ret < 0 && ibvd_call_ctx(call)) {
-		ibvd_objects_write_lock();
-		ibvd_qp_destroy(qp);
-		ibvd_objects_write_unlock();
 	}
+	ret = reply_qp(call, qp, &g, &b);
+	ibvd_qp_bundle_sent(&b);
+	if (ret < 0 && ibvd_call_ctx(call))
+		create_undo(qp, &b);
 	return ret;
 }
 

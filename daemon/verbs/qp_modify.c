@@ -170,6 +170,7 @@ static int check_transition(struct ibvd_call *call, const struct ibvd_qp *qp,
 
 /* The QP as it will be if the request is valid. */
 struct qp_next {
+	const struct ibvd_device *dev;	/* the QP's (a CM call has no context) */
 	struct ibvd_qp_attr attr;
 	__typeof__(((struct ibvd_qp *)0)->ctl) ctl;
 };
@@ -191,7 +192,7 @@ static int set_local(struct ibvd_call *call, const Ibvd__QpAttr *m,
 		     struct qp_next *n)
 {
 	if (mask & QP(PORT)) {
-		if (!ibvd_device_port(ibvd_call_ctx(call)->dev, m->port_num))
+		if (!ibvd_device_port(n->dev, m->port_num))
 			return bad(call, "port", m->port_num);
 		n->attr.port_num = (uint8_t)m->port_num;
 	}
@@ -218,7 +219,7 @@ static int set_path(struct ibvd_call *call, const Ibvd__QpAttr *m,
 	int ret;
 
 	if (mask & QP(AV)) {
-		ret = ibvd_av_from_msg(call, m->ah_attr, true, &n->attr.av);
+		ret = ibvd_av_from_msg(call, n->dev, m->ah_attr, true, &n->attr.av);
 		if (ret < 0)
 			return ret;
 		n->ctl.static_rate = (uint8_t)m->ah_attr->static_rate;
@@ -300,10 +301,10 @@ static int set_alt(struct ibvd_call *call, const Ibvd__QpAttr *m,
 	}
 	if (!(mask & QP(ALT_PATH)))
 		return 0;
-	ret = ibvd_av_from_msg(call, m->alt_ah_attr, true, &n->ctl.alt_av);
+	ret = ibvd_av_from_msg(call, n->dev, m->alt_ah_attr, true, &n->ctl.alt_av);
 	if (ret < 0)
 		return ret;
-	if (!ibvd_device_port(ibvd_call_ctx(call)->dev, m->alt_port_num))
+	if (!ibvd_device_port(n->dev, m->alt_port_num))
 		return bad(call, "alt_port_num", m->alt_port_num);
 	if (m->alt_pkey_index >= lim->pkey_tbl_len)
 		return bad(call, "alt_pkey_index", m->alt_pkey_index);
@@ -324,6 +325,7 @@ static int build_next(struct ibvd_call *call, const struct ibvd_qp *qp,
 	int ret;
 
 	ibvd_ctx_limits(qp->ctx, &lim);
+	n->dev = qp->ctx->dev;
 	n->attr = qp->attr;
 	n->ctl = qp->ctl;
 	ret = set_local(call, m, mask, &lim, n);
@@ -408,17 +410,15 @@ static int check_state(struct ibvd_call *call, const struct ibvd_qp *qp,
 	return check_transition(call, qp, *cur, *next, mask);
 }
 
-int ibvd_req_modify_qp(struct ibvd_call *call)
+int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
+		   const Ibvd__QpAttr *m, uint32_t mask)
 {
-	const Ibvd__ModifyQp *req = (const Ibvd__ModifyQp *)call->msg;
-	const Ibvd__QpAttr *m = req->attr ? req->attr : &no_attr;
-	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
-	uint32_t mask = req->attr_mask, cur, next;
+	uint32_t cur, next;
 	struct qp_next n;
 	int ret;
 
-	if (!qp)
-		return -EINVAL;
+	if (!m)
+		m = &no_attr;
 	/*
 	 * Values first, outside the lock: only this thread writes what they
 	 * are built on, and checking a GID reads the host's addresses.
@@ -437,4 +437,14 @@ int ibvd_req_modify_qp(struct ibvd_call *call)
 	if (ret == 0)
 		ibvd_engine_qp_kick(qp);
 	return ret;
+}
+
+int ibvd_req_modify_qp(struct ibvd_call *call)
+{
+	const Ibvd__ModifyQp *req = (const Ibvd__ModifyQp *)call->msg;
+	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
+
+	if (!qp)
+		return -EINVAL;
+	return ibvd_qp_modify(call, qp, req->attr, req->attr_mask);
 }

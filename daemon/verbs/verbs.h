@@ -174,16 +174,31 @@ void ibvd_mw_qp_gone(struct ibvd_qp *qp);
 int ibvd_req_create_comp_channel(struct ibvd_call *call);
 int ibvd_req_destroy_comp_channel(struct ibvd_call *call);
 void ibvd_channel_destroy(struct ibvd_comp_channel *ch);
+/* A new channel in the caller's context; *theirs is the client's end. */
+int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
+		     int *theirs);
 
 int ibvd_req_create_cq(struct ibvd_call *call);
 int ibvd_req_resize_cq(struct ibvd_call *call);
 int ibvd_req_destroy_cq(struct ibvd_call *call);
 void ibvd_cq_destroy(struct ibvd_cq *cq);
+/*
+ * A new CQ in the caller's context as req asks; ch, if not NULL, is its
+ * channel instead of req->channel.
+ */
+int ibvd_cq_new(struct ibvd_call *call, const Ibvd__CreateCq *req,
+		struct ibvd_comp_channel *ch, struct ibvd_cq **ret_cq);
+/* What CREATE_CQ answers about cq; place is filled and linked. */
+void ibvd_cq_to_msg(const struct ibvd_cq *cq, Ibvd__CreateCqReply *m,
+		    Ibvd__RingPlace *place);
 
 /* The QP a handle names in the caller's context, or NULL (EINVAL noted). */
 struct ibvd_qp *ibvd_call_qp(struct ibvd_call *call, uint32_t handle);
 int ibvd_req_create_qp(struct ibvd_call *call);
 int ibvd_req_modify_qp(struct ibvd_call *call);
+/* MODIFY_QP's work on qp (m NULL: no attributes); errors noted on call. */
+int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
+		   const Ibvd__QpAttr *m, uint32_t mask);
 int ibvd_req_query_qp(struct ibvd_call *call);
 int ibvd_req_destroy_qp(struct ibvd_call *call);
 void ibvd_qp_destroy(struct ibvd_qp *qp);
@@ -194,6 +209,59 @@ void ibvd_qp_destroy(struct ibvd_qp *qp);
  */
 void ibvd_qp_release(struct ibvd_context *ctx, uint32_t handle,
 		     struct ibvd_qp *qp);
+
+/* ---- qp_bundle.c: rdma_create_qp in one CREATE_QP --------------------- */
+
+/*
+ * What cm/, which builds on verbs/, does for CREATE_QP (main.c fills it):
+ * the INIT attributes (attr, *mask) of the CM id ref names, if it is the
+ * caller's (its session's token) and on qp's device; the id then owns qp
+ * (CM_ACCEPT, CM_ESTABLISH may move it).  0 or a negative errno noted on
+ * call.
+ */
+struct ibvd_verbs_cm {
+	int (*qp_init)(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
+		       const struct ibvd_qp *qp, Ibvd__QpAttr *attr,
+		       uint32_t *mask);
+};
+extern struct ibvd_verbs_cm ibvd_verbs_cm;
+
+/* A CQ made with the QP, and its channel (theirs: the client's end). */
+struct ibvd_qp_bundle_side {
+	struct ibvd_cq *cq;
+	struct ibvd_comp_channel *channel;
+	int theirs;
+};
+
+struct ibvd_qp_bundle {
+	struct ibvd_qp_bundle_side send, recv;
+	bool has_init;
+	uint32_t init_mask;
+	Ibvd__QpAttr init_attr;
+	/* the reply's parts */
+	Ibvd__NewCqReply send_msg, recv_msg;
+	Ibvd__CreateCqReply send_cq, recv_cq;
+	Ibvd__RingPlace send_place, recv_place;
+	Ibvd__CmInitQpAttrReply init_msg;
+	int fds[2];
+	unsigned int nfds;
+};
+
+/*
+ * The CQs (and channels) req asks for; named is req with their handles
+ * in send_cq/recv_cq, for the QP to find.
+ */
+int ibvd_qp_bundle_make(struct ibvd_call *call, const Ibvd__CreateQp *req,
+			struct ibvd_qp_bundle *b, Ibvd__CreateQp *named);
+/* The new qp to INIT with its CM id's attributes, if req names one. */
+int ibvd_qp_bundle_init(struct ibvd_call *call, const Ibvd__CreateQp *req,
+			struct ibvd_qp *qp, struct ibvd_qp_bundle *b);
+/* The bundle's parts in the reply, its fds in b->fds. */
+void ibvd_qp_bundle_to_msg(struct ibvd_qp_bundle *b, Ibvd__CreateQpReply *m);
+/* After the reply: close our copies of the client's channel ends. */
+void ibvd_qp_bundle_sent(struct ibvd_qp_bundle *b);
+/* Destroy what was made (no QP uses the CQs any more). */
+void ibvd_qp_bundle_undo(struct ibvd_qp_bundle *b);
 
 int ibvd_req_create_srq(struct ibvd_call *call);
 int ibvd_req_modify_srq(struct ibvd_call *call);
@@ -231,12 +299,12 @@ int ibvd_req_create_ah(struct ibvd_call *call);
 int ibvd_req_destroy_ah(struct ibvd_call *call);
 void ibvd_ah_destroy(struct ibvd_ah *ah);
 /*
- * Check an address vector against the caller's device and fill av:
- * -EINVAL with a message if it is not one the device can reach.
- * `connected`: an RC/UC path, which must name one unicast destination.
+ * Check an address vector against dev and fill av: -EINVAL with a
+ * message on call if it is not one the device can reach.  `connected`:
+ * an RC/UC path, which must name one unicast destination.
  */
-int ibvd_av_from_msg(struct ibvd_call *call, const Ibvd__AhAttr *msg,
-		     bool connected, struct ibvd_av *av);
+int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
+		     const Ibvd__AhAttr *msg, bool connected, struct ibvd_av *av);
 
 int ibvd_req_attach_mcast(struct ibvd_call *call);
 int ibvd_req_detach_mcast(struct ibvd_call *call);

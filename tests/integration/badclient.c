@@ -30,6 +30,13 @@
  *			for a writable MR -> registered all the same, none
  *			mapped by the daemon; a good one mapped (needs
  *			DAEMON_PID for /proc/PID/maps)
+ *	cmqp		CREATE_QP's bundle (its CQs, channels and CM id)
+ *			with a CQ both named and asked for, on an XRC QP, with
+ *			a wrong token or an unbound id -> EINVAL, no daemon
+ *			fd left; CM_ACCEPT and CM_ESTABLISH moving a QP the id
+ *			did not make, CM_DISCONNECT likewise -> EINVAL, the
+ *			ids accept, establish and disconnect after (needs
+ *			DAEMON_PID)
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
@@ -81,6 +88,7 @@
 #include <sys/un.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
@@ -240,7 +248,11 @@ struct reply {
 	uint8_t payload[IBVD_FRAME_MAX];
 	size_t len;
 	unsigned int nfds;
+	int fd;			/* with keep_fd: the first fd, else -1 */
 };
+
+/* recv_frame keeps the first fd that comes (rep.fd) instead of closing it. */
+static bool keep_fd;
 
 static struct reply rep;
 
@@ -277,6 +289,7 @@ static int recv_frame(int fd, int timeout_ms)
 	if (n < 0)
 		return errno == ECONNRESET ? 0 : -errno;
 	rep.nfds = 0;
+	rep.fd = -1;
 	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		size_t i, k;
 
@@ -287,7 +300,10 @@ static int recv_frame(int fd, int timeout_ms)
 			int rfd;
 
 			memcpy(&rfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			close(rfd);
+			if (keep_fd && rep.fd < 0)
+				rep.fd = rfd;
+			else
+				close(rfd);
 			rep.nfds++;
 		}
 	}
@@ -787,6 +803,311 @@ static int call_ok(int fd, uint16_t type, const ProtobufCMessage *msg,
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- cmqp ------------------------------------------------------------------ */
+
+/* call_ok, then the reply unpacked as desc (NULL reported). */
+static void *call_unpack(int fd, uint16_t type, const ProtobufCMessage *msg,
+			 const ProtobufCMessageDescriptor *desc, const char *what)
+{
+	void *m;
+
+	if (call_ok(fd, type, msg, NULL, 0, what) < 0)
+		return NULL;
+	m = protobuf_c_message_unpack(desc, NULL, rep.len, rep.payload);
+	if (!m)
+		bad("%s: undecodable reply", what);
+	return m;
+}
+
+/* Send msg and expect Error want to it: 0, or -1 (reported). */
+static int refused(int fd, uint16_t type, const ProtobufCMessage *msg,
+		   int want, const char *what)
+{
+	uint32_t id = next_id++;
+
+	if (send_msg(fd, type, id, msg, NULL, 0, 0) < 0) {
+		bad("%s: send failed", what);
+		return -1;
+	}
+	return expect_error(fd, id, want, what) == want ? 0 : -1;
+}
+
+/* The next CM event on the event socket, of type want: its id, or 0. */
+static uint32_t cm_event(int evfd, uint32_t want, const char *what)
+{
+	Ibvd__CmEvent *ev;
+	uint32_t id = 0;
+
+	if (recv_frame(evfd, TIMEOUT_MS) <= 0 || rep.hdr.type != IBVD_MSG_CM_EVENT) {
+		bad("%s: no CM event", what);
+		return 0;
+	}
+	ev = ibvd__cm_event__unpack(NULL, rep.len, rep.payload);
+	if (!ev || ev->event != want || ev->status != 0)
+		bad("%s: event %u status %d, not %u", what, ev ? ev->event : 0,
+		    ev ? ev->status : 0, want);
+	else
+		id = ev->id;
+	if (ev)
+		ibvd__cm_event__free_unpacked(ev, NULL);
+	return id;
+}
+
+/* A new RC id of the TCP port space on the CM connection: its handle, or 0. */
+static uint32_t cm_new_id(int cm)
+{
+	Ibvd__CmCreateId req = IBVD__CM_CREATE_ID__INIT;
+	Ibvd__CmId *reply;
+	uint32_t id;
+
+	req.ps = 0x0106;		/* RDMA_PS_TCP */
+	req.qp_type = IBV_QPT_RC;
+	reply = call_unpack(cm, IBVD_MSG_CM_CREATE_ID, &req.base,
+			    &ibvd__cm_id__descriptor, "CM_CREATE_ID");
+	if (!reply)
+		return 0;
+	id = reply->id;
+	ibvd__cm_id__free_unpacked(reply, NULL);
+	return id;
+}
+
+/* Bind id to 127.0.0.1:port (0: any) and return the port it got, or 0. */
+static uint16_t cm_bind(int cm, uint32_t id, uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	Ibvd__CmAddr req = IBVD__CM_ADDR__INIT;
+	Ibvd__CmIdInfo *info;
+	struct sockaddr_in got;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	req.id = id;
+	req.src.data = (uint8_t *)&sin;
+	req.src.len = sizeof(sin);
+	info = call_unpack(cm, IBVD_MSG_CM_BIND_ADDR, &req.base,
+			   &ibvd__cm_id_info__descriptor, "CM_BIND_ADDR");
+	if (!info)
+		return 0;
+	memset(&got, 0, sizeof(got));
+	if (info->src.len >= sizeof(got))
+		memcpy(&got, info->src.data, sizeof(got));
+	ibvd__cm_id_info__free_unpacked(info, NULL);
+	return ntohs(got.sin_port);
+}
+
+/* A CREATE_QP of an RC QP on pd, CQs to be made (each with a channel). */
+static void bundle_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap, Ibvd__NewCq *cq,
+		       uint32_t pd)
+{
+	cap->max_send_wr = cap->max_recv_wr = 4;
+	cap->max_send_sge = cap->max_recv_sge = 1;
+	cq->cqe = 4;
+	cq->channel = true;
+	req->pd = pd;
+	req->qp_type = IBV_QPT_RC;
+	req->cap = cap;
+	req->new_send_cq = cq;
+	req->new_recv_cq = cq;
+}
+
+/* A bundle refused with EINVAL, and no daemon fd (a channel) left behind. */
+static void bundle_refused(int ctx, const char *pid, Ibvd__CreateQp *req,
+			   const char *what)
+{
+	int before = count_fds(pid);
+
+	if (refused(ctx, IBVD_MSG_CREATE_QP, &req->base, EINVAL, what) == 0 &&
+	    count_fds(pid) != before)
+		bad("%s: the daemon has %d fds, %d before", what, count_fds(pid),
+		    before);
+	else
+		say("%s: EINVAL, nothing left", what);
+}
+
+static void cmqp_bundles(int ctx, const char *pid, uint32_t pd,
+			 const Ibvd__CmOpenReply *open, uint32_t unbound)
+{
+	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__NewCq cq = IBVD__NEW_CQ__INIT;
+	Ibvd__CmQpRef ref = IBVD__CM_QP_REF__INIT;
+	uint8_t zeros[16] = { 0 };
+
+	bundle_req(&req, &cap, &cq, pd);
+	req.send_cq = 1;
+	bundle_refused(ctx, pid, &req, "a send CQ named and asked for");
+	req.send_cq = 0;
+	req.qp_type = IBV_QPT_XRC_SEND;
+	req.new_recv_cq = NULL;
+	bundle_refused(ctx, pid, &req, "CQs asked for an XRC QP");
+	bundle_req(&req, &cap, &cq, pd);
+	ref.token.data = zeros;
+	ref.token.len = sizeof(zeros);
+	ref.id = unbound;
+	req.cm = &ref;
+	bundle_refused(ctx, pid, &req, "a CM id under a wrong token");
+	ref.token = open->token;
+	ref.id = unbound + 1000;
+	bundle_refused(ctx, pid, &req, "a CM id that does not exist");
+	ref.id = unbound;
+	bundle_refused(ctx, pid, &req, "a CM id on no device");
+}
+
+/*
+ * L listens on cm, A connects to it from the same session: the passive
+ * id (returned) has a request to accept; *active is A.
+ */
+static uint32_t cmqp_request(int cm, int evfd, uint32_t *active)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET };
+	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
+	Ibvd__CmConnect conn = IBVD__CM_CONNECT__INIT;
+	Ibvd__CmListen listen = IBVD__CM_LISTEN__INIT;
+	Ibvd__CmAddr addr = IBVD__CM_ADDR__INIT;
+	uint32_t l = cm_new_id(cm), a = cm_new_id(cm);
+	uint16_t port;
+
+	port = l ? cm_bind(cm, l, 0) : 0;
+	listen.id = l;
+	listen.backlog = 4;
+	if (!port || !a || call_ok(cm, IBVD_MSG_CM_LISTEN, &listen.base, NULL, 0,
+				   "CM_LISTEN") < 0)
+		return 0;
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	dst.sin_port = htons(port);
+	addr.id = a;
+	addr.dst.data = (uint8_t *)&dst;
+	addr.dst.len = sizeof(dst);
+	addr.timeout_ms = 1000;
+	if (call_ok(cm, IBVD_MSG_CM_RESOLVE_ADDR, &addr.base, NULL, 0,
+		    "CM_RESOLVE_ADDR") < 0 ||
+	    !cm_event(evfd, RDMA_CM_EVENT_ADDR_RESOLVED, "ADDR_RESOLVED") ||
+	    call_ok(cm, IBVD_MSG_CM_RESOLVE_ROUTE, &addr.base, NULL, 0,
+		    "CM_RESOLVE_ROUTE") < 0 ||
+	    !cm_event(evfd, RDMA_CM_EVENT_ROUTE_RESOLVED, "ROUTE_RESOLVED"))
+		return 0;
+	param.qp_num = 0x1234;
+	param.retry_count = 7;
+	conn.id = a;
+	conn.param = &param;
+	if (call_ok(cm, IBVD_MSG_CM_CONNECT, &conn.base, NULL, 0, "CM_CONNECT") < 0)
+		return 0;
+	*active = a;
+	return cm_event(evfd, RDMA_CM_EVENT_CONNECT_REQUEST, "CONNECT_REQUEST");
+}
+
+/*
+ * Moves of a QP the ids did not make (CM_ACCEPT, CM_ESTABLISH and
+ * CM_DISCONNECT) are refused; the ids go on without.
+ */
+static void cmqp_moves(int cm, int evfd)
+{
+	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
+	Ibvd__CmEstablish est = IBVD__CM_ESTABLISH__INIT;
+	Ibvd__CmDisconnect dis = IBVD__CM_DISCONNECT__INIT;
+	Ibvd__CmConnect acc = IBVD__CM_CONNECT__INIT;
+	uint32_t a = 0, p = cmqp_request(cm, evfd, &a);
+
+	if (!p)
+		return;
+	param.qp_num = 0x5678;
+	acc.id = p;
+	acc.param = &param;
+	acc.move_qp = true;
+	if (refused(cm, IBVD_MSG_CM_ACCEPT, &acc.base, EINVAL,
+		    "CM_ACCEPT moving a QP the id did not make") == 0)
+		say("CM_ACCEPT moving a QP the id did not make: EINVAL");
+	acc.move_qp = false;
+	if (call_ok(cm, IBVD_MSG_CM_ACCEPT, &acc.base, NULL, 0,
+		    "CM_ACCEPT after the refused one") < 0 ||
+	    !cm_event(evfd, 0x100, "CONNECT_REPLY"))
+		return;
+	est.id = a;
+	est.move_qp = true;
+	if (refused(cm, IBVD_MSG_CM_ESTABLISH, &est.base, EINVAL,
+		    "CM_ESTABLISH moving a QP the id did not make") == 0)
+		say("CM_ESTABLISH moving a QP the id did not make: EINVAL");
+	est.move_qp = false;
+	if (call_ok(cm, IBVD_MSG_CM_ESTABLISH, &est.base, NULL, 0,
+		    "CM_ESTABLISH after the refused one") < 0 ||
+	    !cm_event(evfd, RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED"))
+		return;
+	dis.id = a;
+	dis.move_qp = true;
+	if (refused(cm, IBVD_MSG_CM_DISCONNECT, &dis.base, EINVAL,
+		    "CM_DISCONNECT moving a QP the id did not make") == 0)
+		say("CM_DISCONNECT moving a QP the id did not make: EINVAL");
+	dis.move_qp = false;
+	if (call_ok(cm, IBVD_MSG_CM_DISCONNECT, &dis.base, NULL, 0,
+		    "CM_DISCONNECT after the refused one") == 0 &&
+	    cm_event(evfd, RDMA_CM_EVENT_DISCONNECTED, "DISCONNECTED"))
+		say("the ids accepted, established and disconnected after the refusals");
+}
+
+/* A good bundle: the QP, its CQs, two channel fds and the INIT attributes. */
+static void cmqp_good(int ctx, int cm, uint32_t pd, const Ibvd__CmOpenReply *open)
+{
+	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__NewCq cq = IBVD__NEW_CQ__INIT;
+	Ibvd__CmQpRef ref = IBVD__CM_QP_REF__INIT;
+	Ibvd__CreateQpReply *r;
+	uint32_t id = cm_new_id(cm);
+
+	if (!id || !cm_bind(cm, id, 0))
+		return;
+	bundle_req(&req, &cap, &cq, pd);
+	ref.token = open->token;
+	ref.id = id;
+	req.cm = &ref;
+	r = call_unpack(ctx, IBVD_MSG_CREATE_QP, &req.base,
+			&ibvd__create_qp_reply__descriptor, "a good bundle");
+	if (!r)
+		return;
+	if (rep.nfds != 2 || !r->new_send_cq || !r->new_recv_cq ||
+	    !r->new_send_cq->channel || !r->cm_init || !r->cm_init->attr ||
+	    r->cm_init->attr->qp_state != IBV_QPS_INIT)
+		bad("a good bundle: %u fds, CQs %p %p, INIT %p", rep.nfds,
+		    (void *)r->new_send_cq, (void *)r->new_recv_cq,
+		    (void *)r->cm_init);
+	else
+		say("a good bundle: QP, two CQs, two channels, INIT");
+	ibvd__create_qp_reply__free_unpacked(r, NULL);
+}
+
+static void case_cmqp(const char *pid)
+{
+	Ibvd__CmOpenReply *open;
+	Ibvd__Handle *pd;
+	int ctx = conn_open(), cm = conn_open(), evfd;
+	uint32_t unbound;
+
+	if (!pid) {
+		bad("cmqp needs the daemon's pid");
+		return;
+	}
+	if (ctx < 0 || cm < 0 || open_device(ctx) < 0)
+		return;
+	pd = call_unpack(ctx, IBVD_MSG_ALLOC_PD, NULL, &ibvd__handle__descriptor,
+			 "ALLOC_PD");
+	keep_fd = true;
+	open = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
+			   &ibvd__cm_open_reply__descriptor, "CM_OPEN");
+	keep_fd = false;
+	evfd = rep.fd;
+	unbound = open ? cm_new_id(cm) : 0;
+	if (!pd || !open || evfd < 0 || !unbound)
+		return;
+	cmqp_bundles(ctx, pid, pd->handle, open, unbound);
+	cmqp_good(ctx, cm, pd->handle, open);
+	cmqp_moves(cm, evfd);
+	check_usable(ctx, "the refused bundles");
+	ibvd__cm_open_reply__free_unpacked(open, NULL);
+	ibvd__handle__free_unpacked(pd, NULL);
+	close(evfd);
+	close(cm);
+	close(ctx);
 }
 
 /* Lines of the daemon's /proc/PID/maps naming inode ino. */
@@ -1751,6 +2072,8 @@ int main(int argc, char **argv)
 		case_sharedmr(arg);
 	else if (strcmp(case_name, "notopen") == 0)
 		case_notopen();
+	else if (strcmp(case_name, "cmqp") == 0)
+		case_cmqp(arg);
 	else if (strcmp(case_name, "attachfds") == 0)
 		case_attachfds();
 	else if (strcmp(case_name, "silent") == 0)

@@ -345,7 +345,12 @@ static void default_qp(struct rdma_cm_id *id, enum ibv_qp_type type)
 	ck_assert_ptr_nonnull(id->recv_cq_channel);
 	ck_assert_ptr_eq(id->send_cq->cq_context, id);
 	ck_assert_ptr_eq(id->recv_cq->cq_context, id);
+	ck_assert_ptr_eq(id->qp->send_cq, id->send_cq);
+	ck_assert_ptr_eq(id->qp->recv_cq, id->recv_cq);
 	ck_assert_int_eq(id->qp->qp_type, type);
+	/* Made in one request: INIT already, a UD QP ready to send. */
+	ck_assert_int_eq(id->qp->state,
+			 type == IBV_QPT_UD ? IBV_QPS_RTS : IBV_QPS_INIT);
 }
 
 struct pair {
@@ -364,6 +369,25 @@ static void pair_prepare(struct pair *p, const char *ip, enum rdma_port_space ps
 	p->port = listen_on(p->listen, strchr(ip, ':') ? "::" : "0.0.0.0", 8);
 	p->client = new_id(p->cch, NULL, ps);
 	resolve(p->cch, p->client, ip, p->port);
+}
+
+/*
+ * The daemon moved qp to RTS (inside rdma_accept, or inside the event that
+ * completes rdma_connect) towards peer, with the resources asked (1 each).
+ */
+static void ck_qp_connected(struct ibv_qp *qp, const struct ibv_qp *peer)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	ck_assert_int_eq(qp->state, IBV_QPS_RTS);
+	ck_assert_int_eq(ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN |
+				      IBV_QP_MAX_QP_RD_ATOMIC |
+				      IBV_QP_MAX_DEST_RD_ATOMIC, &init), 0);
+	ck_assert_int_eq(a.qp_state, IBV_QPS_RTS);
+	ck_assert_uint_eq(a.dest_qp_num, peer->qp_num);
+	ck_assert_uint_eq(a.max_rd_atomic, 1);
+	ck_assert_uint_eq(a.max_dest_rd_atomic, 1);
 }
 
 /*
@@ -410,6 +434,8 @@ static void pair_connect(struct pair *p, const char *req, const char *rep)
 	ck_assert_uint_eq(ev->param.conn.qp_num, p->server->qp->qp_num);
 	ck_ok(rdma_ack_cm_event(ev));
 	expect_ack(p->sch, RDMA_CM_EVENT_ESTABLISHED, p->server);
+	ck_qp_connected(p->client->qp, p->server->qp);
+	ck_qp_connected(p->server->qp, p->client->qp);
 }
 
 static void pair_free(struct pair *p)

@@ -479,6 +479,12 @@ START_TEST(extended_ops_unsupported)
 		.pd = &pd,
 		.qp_type = IBV_QPT_RAW_PACKET,
 	};
+	/* Our libraries' private bit (common/cm_qp.h) on an ordinary struct. */
+	struct ibv_qp_init_attr_ex cm_bit = {
+		.comp_mask = IBV_QP_INIT_ATTR_PD | (1u << 31),
+		.pd = &pd,
+		.qp_type = IBV_QPT_RC,
+	};
 	struct ibv_qp_open_attr open_attr = { 0 };
 	struct ibv_flow_attr flow_attr = { .size = sizeof(flow_attr) };
 	struct ibv_flow_action_esp_attr esp = { 0 };
@@ -504,6 +510,7 @@ START_TEST(extended_ops_unsupported)
 	ASSERT_EOPNOTSUPP(ibv_post_srq_ops(&srq, &op, &bad_op));
 	ck_assert_ptr_eq(bad_op, &op);
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_qp_ex(ctx, &qp_attr));
+	ASSERT_NULL_EOPNOTSUPP(ibv_create_qp_ex(ctx, &cm_bit));
 	ASSERT_EOPNOTSUPP(ibv_modify_qp_rate_limit(&qp, &rate));
 	ASSERT_NULL_EOPNOTSUPP(ibv_create_flow(&qp, &flow_attr));
 	ASSERT_EOPNOTSUPP(ibv_destroy_flow(&flow));
