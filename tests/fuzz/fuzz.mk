@@ -69,7 +69,8 @@ tests_fuzz_ibvctl_args_fuzz_CFLAGS = $(FUZZ_COMPILE)
 tests_fuzz_ibvctl_args_fuzz_LDFLAGS = $(FUZZ_LINK)
 
 # handlers: every request handler in-process, behind a real session
-tests_fuzz_handlers_fuzz_SOURCES = tests/fuzz/handlers.c $(FUZZ_MAIN)
+tests_fuzz_handlers_fuzz_SOURCES = tests/fuzz/handlers.c \
+	tests/fuzz/fake_daemon.c tests/fuzz/fake_daemon.h $(FUZZ_MAIN)
 tests_fuzz_handlers_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"handlers"'
 tests_fuzz_handlers_fuzz_CFLAGS = $(FUZZ_COMPILE) $(PROTOBUF_C_CFLAGS) \
 	$(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS) -pthread
@@ -78,7 +79,8 @@ tests_fuzz_handlers_fuzz_LDADD = $(FUZZ_DAEMON_LIBS)
 
 # rings: the shared rings as the engine reads them (WQEs, tails,
 # doorbells, CQ heads), the engine run synchronously on them
-tests_fuzz_rings_fuzz_SOURCES = tests/fuzz/rings.c $(FUZZ_MAIN)
+tests_fuzz_rings_fuzz_SOURCES = tests/fuzz/rings.c \
+	tests/fuzz/fake_daemon.c tests/fuzz/fake_daemon.h $(FUZZ_MAIN)
 tests_fuzz_rings_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"rings"'
 tests_fuzz_rings_fuzz_CFLAGS = $(FUZZ_COMPILE) $(PROTOBUF_C_CFLAGS) \
 	$(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS) -pthread

@@ -37,6 +37,7 @@
 #include "config/config.h"
 #include "devices.h"
 #include "engine/engine.h"
+#include "fake_daemon.h"
 #include "frame.h"
 #include "log.h"
 #include "request.h"
@@ -63,38 +64,6 @@ static struct ibvd_daemon daemon_state;
 static int devnull_fd, mem_fd, maps_fd;
 static uint8_t reply_buf[IBVD_FRAME_MAX];
 
-/* A reload from "ibvctl daemon reload" re-reads nothing here */
-static int no_reload(struct ibvd_daemon *d, char *err, size_t errlen)
-{
-	snprintf(err, errlen, "no reload in the fuzz harness");
-	return -EOPNOTSUPP;
-}
-
-static void daemon_setup(struct ibvd_daemon *d)
-{
-	struct ibvd_device_list removed = TAILQ_HEAD_INITIALIZER(removed);
-	char err[512];
-
-	ibvd_log_init("fuzz", getenv("FUZZ_VERBOSE") ? IBVD_LOG_DEBUG : IBVD_LOG_ERR);
-	d->up.request_find = ibvd_request_type_find;
-	d->up.context_free = ibvd_context_free;
-	d->up.cm_free = ibvd_cm_session_free;
-	d->up.reload = no_reload;
-	TAILQ_INIT(&d->devices);
-	TAILQ_INIT(&d->sessions);
-	d->cfg = ibvd_config_parse(config_text, "fuzz", err, sizeof(err));
-	CHECK(d->cfg);
-	CHECK(ibvd_devices_apply(&d->devices, &d->ndevices, d->cfg,
-				 &d->next_ifindex, &removed, err,
-				 sizeof(err)) == 0);
-	d->base = event_base_new();
-	d->rxbuf = malloc(IBVD_FRAME_MAX);
-	CHECK(d->base && d->rxbuf);
-	clock_gettime(CLOCK_MONOTONIC, &d->started);
-	CHECK(ibvd_engine_start(1, &ibvd_verbs_engine_events) == 0);
-	CHECK(ibvd_sessions_start(d) == 0);
-	CHECK(ibvd_cm_start(d) == 0);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -103,7 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
 	maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	CHECK(devnull_fd >= 0 && mem_fd >= 0 && maps_fd >= 0);
-	daemon_setup(&daemon_state);
+	fuzz_daemon_setup(&daemon_state, config_text, true);
 	return 0;
 }
 

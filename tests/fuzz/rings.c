@@ -70,6 +70,7 @@
 #include "core/objects.h"
 #include "devices.h"
 #include "engine/engine.h"
+#include "fake_daemon.h"
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
@@ -163,38 +164,6 @@ static const uint32_t qp_types[NQPS] = {
 
 /* ---- the session --------------------------------------------------------- */
 
-static int no_reload(struct ibvd_daemon *d, char *err, size_t errlen)
-{
-	snprintf(err, errlen, "no reload in the fuzz harness");
-	return -EOPNOTSUPP;
-}
-
-static void daemon_setup(struct ibvd_daemon *d)
-{
-	struct ibvd_device_list removed = TAILQ_HEAD_INITIALIZER(removed);
-	char err[512];
-
-	verbose = getenv("FUZZ_VERBOSE") != NULL;
-	ibvd_log_init("fuzz", verbose ? IBVD_LOG_DEBUG : IBVD_LOG_ERR);
-	d->up.request_find = ibvd_request_type_find;
-	d->up.context_free = ibvd_context_free;
-	d->up.cm_free = ibvd_cm_session_free;
-	d->up.reload = no_reload;
-	TAILQ_INIT(&d->devices);
-	TAILQ_INIT(&d->sessions);
-	d->cfg = ibvd_config_parse(config_text, "fuzz", err, sizeof(err));
-	CHECK(d->cfg);
-	CHECK(ibvd_devices_apply(&d->devices, &d->ndevices, d->cfg,
-				 &d->next_ifindex, &removed, err,
-				 sizeof(err)) == 0);
-	d->base = event_base_new();
-	d->rxbuf = malloc(IBVD_FRAME_MAX);
-	CHECK(d->base && d->rxbuf);
-	clock_gettime(CLOCK_MONOTONIC, &d->started);
-	CHECK(ibvd_engine_start_unthreaded(1, &ibvd_verbs_engine_events) == 0);
-	CHECK(ibvd_sessions_start(d) == 0);
-	CHECK(ibvd_cm_start(d) == 0);
-}
 
 /*
  * One request and its reply, unpacked with desc (NULL: none wanted).
@@ -551,7 +520,8 @@ static void world_down(void)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	daemon_setup(&daemon_state);
+	verbose = getenv("FUZZ_VERBOSE") != NULL;
+	fuzz_daemon_setup(&daemon_state, config_text, false);
 	world_up();
 	return 0;
 }
