@@ -62,23 +62,44 @@ static int set_timeouts(int sock, int timeout_ms)
 	return 0;
 }
 
+/* A connection's state around no socket yet: its buffer and timeout. */
+static int conn_init(struct ibvd_conn *conn)
+{
+	memset(conn, 0, sizeof(*conn));
+	conn->sock = -1;
+	conn->buf = malloc(IBVD_FRAME_MAX);
+	if (!conn->buf)
+		return -ENOMEM;
+	conn->timeout_ms = timeout_from_env();
+	conn->next_req_id = 1;
+	return 0;
+}
+
+static void conn_fail(struct ibvd_conn *conn)
+{
+	if (conn->sock >= 0)
+		close(conn->sock);
+	conn->sock = -1;
+	free(conn->buf);
+	conn->buf = NULL;
+}
+
 int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int ret;
 
-	memset(conn, 0, sizeof(*conn));
-	conn->sock = -1;
 	if (!path)
 		path = ibvd_socket_path();
-	if (strlen(path) >= sizeof(sun.sun_path))
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		memset(conn, 0, sizeof(*conn));
+		conn->sock = -1;
 		return -ENAMETOOLONG;
+	}
 	strcpy(sun.sun_path, path);
-
-	conn->buf = malloc(IBVD_FRAME_MAX);
-	if (!conn->buf)
-		return -ENOMEM;
-	conn->timeout_ms = timeout_from_env();
+	ret = conn_init(conn);
+	if (ret < 0)
+		return ret;
 	conn->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (conn->sock < 0) {
 		ret = -errno;
@@ -92,15 +113,26 @@ int ibvd_conn_open(struct ibvd_conn *conn, const char *path)
 		goto fail;
 	}
 	pthread_mutex_init(&conn->lock, NULL);
-	conn->next_req_id = 1;
 	return 0;
 fail:
-	if (conn->sock >= 0)
-		close(conn->sock);
-	conn->sock = -1;
-	free(conn->buf);
-	conn->buf = NULL;
+	conn_fail(conn);
 	return ret;
+}
+
+int ibvd_conn_adopt(struct ibvd_conn *conn, int sock)
+{
+	int ret = conn_init(conn);
+
+	if (ret < 0)
+		return ret;
+	ret = set_timeouts(sock, conn->timeout_ms);
+	if (ret < 0) {
+		conn_fail(conn);
+		return ret;
+	}
+	conn->sock = sock;
+	pthread_mutex_init(&conn->lock, NULL);
+	return 0;
 }
 
 void ibvd_conn_close(struct ibvd_conn *conn)
@@ -199,6 +231,27 @@ static void hand_over_fds(struct ibvd_frame *frame, int *fds, unsigned int *nfds
 	frame->nfds = 0;
 }
 
+/*
+ * What a call got back (ret: 0 with the reply in frame, or an error):
+ * the reply unpacked and its fds handed over.  conn->lock held.
+ */
+static int finish_locked(struct ibvd_conn *conn, int ret,
+			 struct ibvd_frame *frame, uint16_t type,
+			 const ProtobufCMessageDescriptor *reply_desc,
+			 ProtobufCMessage **reply, int *fds, unsigned int *nfds)
+{
+	if (ret == -EIO)
+		conn->dead = 1;
+	if (ret < 0)
+		return ret;
+	ret = unpack_reply(conn, frame, type, reply_desc, reply);
+	if (ret == 0)
+		hand_over_fds(frame, fds, nfds);
+	else
+		ibvd_frame_close_fds(frame);
+	return ret;
+}
+
 int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		   const ProtobufCMessage *req,
 		   const ProtobufCMessageDescriptor *reply_desc,
@@ -238,18 +291,40 @@ int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
 		ret = recv_reply(conn, req_id, &frame);
 	else if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
 		ret = parting_error(conn, &frame);
-	if (ret == -EIO)
-		conn->dead = 1;
-	if (ret < 0)
-		goto out;
-	ret = unpack_reply(conn, &frame, type, reply_desc, reply);
-	if (ret == 0)
-		hand_over_fds(&frame, fds, nfds);
-	else
-		ibvd_frame_close_fds(&frame);
+	ret = finish_locked(conn, ret, &frame, type, reply_desc, reply, fds,
+			    nfds);
 out:
 	if (ret < 0 && nfds)
 		*nfds = 0;
 	pthread_mutex_unlock(&conn->lock);
 	return ret;
+}
+
+int ibvd_conn_await(struct ibvd_conn *conn, uint32_t req_id, uint16_t type,
+		    const ProtobufCMessageDescriptor *reply_desc,
+		    ProtobufCMessage **reply, int *fds, unsigned int *nfds)
+{
+	struct ibvd_frame frame;
+	int ret;
+
+	if (reply)
+		*reply = NULL;
+	pthread_mutex_lock(&conn->lock);
+	conn->err_msg[0] = '\0';
+	ret = recv_reply(conn, req_id, &frame);
+	ret = finish_locked(conn, ret, &frame, type, reply_desc, reply, fds,
+			    nfds);
+	if (ret < 0 && nfds)
+		*nfds = 0;
+	pthread_mutex_unlock(&conn->lock);
+	return ret;
+}
+
+void ibvd_conn_move(struct ibvd_conn *to, struct ibvd_conn *from)
+{
+	pthread_mutex_destroy(&from->lock);
+	*to = *from;
+	pthread_mutex_init(&to->lock, NULL);
+	memset(from, 0, sizeof(*from));
+	from->sock = -1;
 }

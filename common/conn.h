@@ -40,6 +40,9 @@ const char *ibvd_socket_path(void);
 int ibvd_conn_open(struct ibvd_conn *conn, const char *path);
 
 /* Close and free; safe on a connection whose open failed. */
+/* A connection on sock, already connected (takes it, unless it fails). */
+int ibvd_conn_adopt(struct ibvd_conn *conn, int sock);
+
 void ibvd_conn_close(struct ibvd_conn *conn);
 
 /*
@@ -69,5 +72,17 @@ int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
 		       unsigned int nreq_fds,
 		       const ProtobufCMessageDescriptor *reply_desc,
 		       ProtobufCMessage **reply, int *fds, unsigned int *nfds);
+
+/*
+ * Wait for the reply to a request sent some other way, as req_id
+ * (IMPORT_DEVICE goes out on the context's connection; its reply comes on
+ * the importer's new one).
+ */
+int ibvd_conn_await(struct ibvd_conn *conn, uint32_t req_id, uint16_t type,
+		    const ProtobufCMessageDescriptor *reply_desc,
+		    ProtobufCMessage **reply, int *fds, unsigned int *nfds);
+
+/* Hand from's connection over to to; from is left closed and empty. */
+void ibvd_conn_move(struct ibvd_conn *to, struct ibvd_conn *from);
 
 #endif /* IBVD_CONN_H */

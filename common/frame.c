@@ -227,6 +227,7 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_ERROR:		return "ERROR";
 	case IBVD_MSG_LIST_DEVICES:	return "LIST_DEVICES";
 	case IBVD_MSG_OPEN_DEVICE:	return "OPEN_DEVICE";
+	case IBVD_MSG_IMPORT_DEVICE:	return "IMPORT_DEVICE";
 	case IBVD_MSG_QUERY_DEVICE:	return "QUERY_DEVICE";
 	case IBVD_MSG_QUERY_PORT:	return "QUERY_PORT";
 	case IBVD_MSG_QUERY_GID_TABLE:	return "QUERY_GID_TABLE";
@@ -234,11 +235,13 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_ATTACH_MEMORY:	return "ATTACH_MEMORY";
 	case IBVD_MSG_ALLOC_PD:		return "ALLOC_PD";
 	case IBVD_MSG_DEALLOC_PD:	return "DEALLOC_PD";
+	case IBVD_MSG_IMPORT_PD:	return "IMPORT_PD";
 	case IBVD_MSG_REG_MR:		return "REG_MR";
 	case IBVD_MSG_REREG_MR:		return "REREG_MR";
 	case IBVD_MSG_DEREG_MR:		return "DEREG_MR";
 	case IBVD_MSG_REG_MR_SHARED:	return "REG_MR_SHARED";
 	case IBVD_MSG_REREG_MR_SHARED:	return "REREG_MR_SHARED";
+	case IBVD_MSG_IMPORT_MR:	return "IMPORT_MR";
 	case IBVD_MSG_CREATE_COMP_CHANNEL: return "CREATE_COMP_CHANNEL";
 	case IBVD_MSG_DESTROY_COMP_CHANNEL: return "DESTROY_COMP_CHANNEL";
 	case IBVD_MSG_CREATE_CQ:	return "CREATE_CQ";

@@ -42,6 +42,7 @@ enum ibvd_msg_type {
 	/* device discovery and contexts: 0x0100 */
 	IBVD_MSG_LIST_DEVICES	= 0x0100,	/* Empty -> ListDevicesReply */
 	IBVD_MSG_OPEN_DEVICE	= 0x0101,	/* OpenDevice -> OpenDeviceReply + 1 fd */
+	IBVD_MSG_IMPORT_DEVICE	= 0x0102,	/* ImportDevice + 1 fd -> OpenDeviceReply + 4 fds, on that fd */
 
 	/* queries: 0x0200 */
 	IBVD_MSG_QUERY_DEVICE	= 0x0200,	/* Empty -> DeviceAttr */
@@ -53,12 +54,14 @@ enum ibvd_msg_type {
 	IBVD_MSG_ATTACH_MEMORY	= 0x0400,	/* AttachMemory + 2 fds -> Empty */
 	IBVD_MSG_ALLOC_PD	= 0x0410,	/* Empty -> Handle */
 	IBVD_MSG_DEALLOC_PD	= 0x0411,	/* Handle -> Empty */
+	IBVD_MSG_IMPORT_PD	= 0x0412,	/* Handle -> Empty */
 	IBVD_MSG_REG_MR		= 0x0420,	/* RegMr -> RegMrReply */
 	IBVD_MSG_REREG_MR	= 0x0421,	/* ReregMr -> RegMrReply */
 	IBVD_MSG_DEREG_MR	= 0x0422,	/* Handle -> Empty */
 	IBVD_MSG_ADVISE_MR	= 0x0423,	/* AdviseMr -> Empty */
 	IBVD_MSG_REG_MR_SHARED	= 0x0424,	/* RegMr + 1 fd -> RegMrReply */
 	IBVD_MSG_REREG_MR_SHARED = 0x0425,	/* ReregMr + 1 fd -> RegMrReply */
+	IBVD_MSG_IMPORT_MR	= 0x0426,	/* ImportMr -> ImportMrReply */
 	IBVD_MSG_ALLOC_MW	= 0x0428,	/* AllocMw -> AllocMwReply */
 	IBVD_MSG_DEALLOC_MW	= 0x0429,	/* Handle -> Empty */
 	IBVD_MSG_CREATE_COMP_CHANNEL = 0x0430,	/* Empty -> Handle + 1 fd */

@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, &opts);
 	ibvd_log_init("ibverbsd", ibvd_log_level_for(IBVD_LOG_INFO, opts.verbosity));
 	d.up.request_find = ibvd_request_type_find;
-	d.up.context_free = ibvd_context_free;
+	d.up.context_leave = ibvd_context_leave;
 	d.up.cm_free = ibvd_cm_session_free;
 	d.up.reload = ibvd_daemon_reload;
 	ibvd_verbs_cm.qp_init = ibvd_cm_qp_init;

@@ -12,11 +12,14 @@
 #include "config.h"
 
 #include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
@@ -95,6 +98,7 @@ static struct ibvc_context *context_new(struct ibvc_device *dev)
 	ictx->vctx.context.device = &dev->device;
 	ictx->conn.sock = -1;
 	ictx->kick_fd = -1;
+	ictx->imported_fd = -1;
 	pthread_mutex_init(&ictx->vctx.context.mutex, NULL);
 	pthread_mutex_init(&ictx->async_lock, NULL);
 	pthread_mutex_init(&ictx->obj_lock, NULL);
@@ -112,6 +116,8 @@ static void context_free(struct ibvc_context *ictx)
 		munmap(ictx->ctx_page, IBVD_CTX_PAGE_SIZE);
 	if (ictx->kick_fd >= 0)
 		close(ictx->kick_fd);
+	if (ictx->imported_fd >= 0)
+		close(ictx->imported_fd);
 	ibvc_obj_free_all(ictx);
 	/* after the objects: nothing polls or posts into the arena now */
 	ibvc_unmap(&ictx->rings);
@@ -185,12 +191,27 @@ out:
 	return ret;
 }
 
+/* Take an OPEN_DEVICE or IMPORT_DEVICE reply: its fds and what it says. */
+static int take_open_reply(struct ibvc_context *ictx,
+			   const Ibvd__OpenDeviceReply *reply, int *fds,
+			   unsigned int nfds)
+{
+	struct ibv_context *ctx = &ictx->vctx.context;
+	int ret;
+
+	ret = take_open_fds(ictx, fds, nfds);
+	if (ret < 0)
+		return ret;
+	ctx->cmd_fd = ictx->conn.sock;
+	ctx->num_comp_vectors = comp_vectors(reply->num_comp_vectors);
+	return 0;
+}
+
 /* Connect, send OPEN_DEVICE and take the fds of the reply. */
 static int open_on_daemon(struct ibvc_context *ictx)
 {
 	Ibvd__OpenDevice req = IBVD__OPEN_DEVICE__INIT;
 	Ibvd__OpenDeviceReply *reply = NULL;
-	struct ibv_context *ctx = &ictx->vctx.context;
 	int fds[OPEN_NFDS];
 	unsigned int nfds = OPEN_NFDS;
 	int ret;
@@ -204,12 +225,7 @@ static int open_on_daemon(struct ibvc_context *ictx)
 			     (ProtobufCMessage **)&reply, fds, &nfds);
 	if (ret < 0)
 		return ret;
-	ret = take_open_fds(ictx, fds, nfds);
-	if (ret < 0)
-		goto out;
-	ctx->cmd_fd = ictx->conn.sock;
-	ctx->num_comp_vectors = comp_vectors(reply->num_comp_vectors);
-out:
+	ret = take_open_reply(ictx, reply, fds, nfds);
 	ibvd__open_device_reply__free_unpacked(reply, NULL);
 	return ret;
 }
@@ -229,6 +245,104 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		context_free(ictx);
 		return ibvc_null_ret(ret);
 	}
+	return &ictx->vctx.context;
+}
+
+/* ---- ibv_import_device ------------------------------------------------ */
+
+/*
+ * The daemon socket cmd_fd is connected to, for the device struct (later
+ * opens of it); a context that was itself imported has an unnamed peer,
+ * and then it is the one this process would use anyway.
+ */
+static void daemon_path_of(int cmd_fd, char *path, size_t len)
+{
+	struct sockaddr_un sun;
+	socklen_t slen = sizeof(sun);
+
+	memset(&sun, 0, sizeof(sun));
+	if (getpeername(cmd_fd, (struct sockaddr *)&sun, &slen) == 0 &&
+	    sun.sun_family == AF_UNIX && slen > offsetof(struct sockaddr_un, sun_path) &&
+	    sun.sun_path[0])
+		snprintf(path, len, "%.*s", (int)sizeof(sun.sun_path), sun.sun_path);
+	else
+		snprintf(path, len, "%s", ibvd_socket_path());
+}
+
+/*
+ * Ask, on cmd_fd, for a connection of our own to its context: IMPORT_DEVICE
+ * carries one end of a new socket pair and the reply comes on the other
+ * (conn).  Our copy of the end we send is closed before waiting, so a
+ * daemon that drops it ends the wait at once.
+ */
+static int import_request(int cmd_fd, struct ibvd_conn *conn,
+			  Ibvd__OpenDeviceReply **reply, int *fds,
+			  unsigned int *nfds)
+{
+	Ibvd__ImportDevice req = IBVD__IMPORT_DEVICE__INIT;
+	const uint32_t req_id = 1;
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	ret = ibvd_conn_adopt(conn, sv[0]);
+	if (ret < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return ret;
+	}
+	ret = ibvd_frame_send(cmd_fd, IBVD_MSG_IMPORT_DEVICE, req_id, &req.base,
+			      &sv[1], 1, MSG_DONTWAIT);
+	close(sv[1]);
+	if (ret == -ENOTSOCK || ret == -EDESTADDRREQ || ret == -ENOTCONN)
+		ret = -EINVAL;
+	if (ret == 0)
+		ret = ibvd_conn_await(conn, req_id, IBVD_MSG_IMPORT_DEVICE,
+				      &ibvd__open_device_reply__descriptor,
+				      (ProtobufCMessage **)reply, fds, nfds);
+	if (ret < 0)
+		ibvd_conn_close(conn);
+	return ret;
+}
+
+struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	Ibvd__OpenDeviceReply *reply = NULL;
+	struct ibvc_context *ictx = NULL;
+	struct ibvc_device *dev;
+	struct ibvd_conn conn;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	int fds[OPEN_NFDS], ret;
+	unsigned int nfds = OPEN_NFDS, i;
+
+	if (cmd_fd < 0)
+		return ibvc_null_ret(-EBADF);
+	daemon_path_of(cmd_fd, path, sizeof(path));
+	ret = import_request(cmd_fd, &conn, &reply, fds, &nfds);
+	if (ret < 0)
+		return ibvc_null_ret(ret == -EIO ? -EINVAL : ret);
+	dev = reply->device ? ibvc_device_for(path, reply->device) : NULL;
+	if (dev) {
+		ictx = context_new(dev);
+		ibvc_device_put(dev);
+	}
+	if (!ictx) {
+		ret = reply->device ? -ENOMEM : -EPROTO;
+		for (i = 0; i < nfds; i++)
+			close(fds[i]);
+		ibvd_conn_close(&conn);
+		ibvd__open_device_reply__free_unpacked(reply, NULL);
+		return ibvc_null_ret(ret);
+	}
+	ibvd_conn_move(&ictx->conn, &conn);
+	ret = take_open_reply(ictx, reply, fds, nfds);
+	ibvd__open_device_reply__free_unpacked(reply, NULL);
+	if (ret < 0) {
+		context_free(ictx);
+		return ibvc_null_ret(ret);
+	}
+	/* Ours now, as rdma-core's import takes it: closed with the context. */
+	ictx->imported_fd = cmd_fd;
 	return &ictx->vctx.context;
 }
 

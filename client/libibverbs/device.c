@@ -156,6 +156,19 @@ static struct ibvc_device *device_lookup_locked(const char *socket_path,
 	return dev;
 }
 
+struct ibvc_device *ibvc_device_for(const char *socket_path,
+				    const Ibvd__DeviceInfo *info)
+{
+	struct ibvc_device *dev;
+
+	pthread_mutex_lock(&cache_lock);
+	dev = device_lookup_locked(socket_path, info);
+	if (dev)
+		device_get_locked(dev);
+	pthread_mutex_unlock(&cache_lock);
+	return dev;
+}
+
 static void put_list_locked(struct ibv_device **list)
 {
 	size_t i;

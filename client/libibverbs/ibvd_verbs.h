@@ -113,6 +113,13 @@ static inline struct ibvc_device *to_ibvc_device(struct ibv_device *device)
 
 void ibvc_device_get(struct ibvc_device *dev);
 void ibvc_device_put(struct ibvc_device *dev);
+/*
+ * The device info describes, as the daemon at socket_path lists it, with
+ * a reference for the caller (ibv_import_device); NULL without memory.
+ */
+struct Ibvd__DeviceInfo;
+struct ibvc_device *ibvc_device_for(const char *socket_path,
+				    const struct Ibvd__DeviceInfo *info);
 
 /* ---- contexts (context.c) ---------------------------------------------- */
 
@@ -131,6 +138,7 @@ struct ibvc_context {
 	struct verbs_context vctx;	/* must be first; ends with .context */
 	struct ibvd_conn conn;		/* the RPC connection; cmd_fd is its socket */
 	struct ibvc_device *dev;	/* holds a reference */
+	int imported_fd;		/* ibv_import_device's cmd_fd, or -1 */
 
 	/* async events (async.c) */
 	pthread_mutex_t async_lock;

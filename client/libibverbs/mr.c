@@ -297,6 +297,55 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
+/* ---- ibv_import_mr --------------------------------------------------------- */
+
+/*
+ * ibv_import_mr(3): an MR of a shared context, by handle, on pd.  Its
+ * addr is not ours to know (NULL, as the man page says); its keys and
+ * length are.  Its memory stays the registering process's: our work
+ * requests address it by iova, as a NIC would.
+ */
+struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	Ibvd__ImportMr req = IBVD__IMPORT_MR__INIT;
+	Ibvd__ImportMrReply *reply = NULL;
+	struct ibvc_mr *imr;
+	int ret;
+
+	if (!pd)
+		return ibvc_null_ret(-EINVAL);
+	imr = calloc(1, sizeof(*imr));
+	if (!imr)
+		return ibvc_null_ret(-ENOMEM);
+	req.handle = mr_handle;
+	req.pd = pd->handle;
+	ret = ibvd_conn_call(ibvc_conn_of(pd->context), IBVD_MSG_IMPORT_MR,
+			     &req.base, &ibvd__import_mr_reply__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0) {
+		free(imr);
+		return ibvc_null_ret(ret);
+	}
+	imr->mr.context = pd->context;
+	imr->mr.pd = pd;
+	imr->mr.handle = mr_handle;
+	imr->mr.lkey = reply->lkey;
+	imr->mr.rkey = reply->rkey;
+	imr->mr.length = (size_t)reply->length;
+	imr->access = reply->access;
+	ibvd__import_mr_reply__free_unpacked(reply, NULL);
+	ibvc_pd_hold(pd);
+	return &imr->mr;
+}
+
+void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	if (!mr)
+		return;
+	ibvc_pd_release(mr->pd);
+	free(container_of(mr, struct ibvc_mr, mr));
+}
+
 /* ---- ibv_advise_mr -------------------------------------------------------- */
 
 /* Populate [addr, addr + len) of our own address space (Linux 5.14+). */

@@ -84,3 +84,43 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 	free(ipd);
 	return 0;
 }
+
+/*
+ * ibv_import_pd(3): a PD of a shared context, by handle.  The daemon only
+ * confirms it exists; ibv_unimport_pd frees our struct, ibv_dealloc_pd
+ * (from any process sharing the context) destroys the PD for all.
+ */
+struct ibv_pd *ibv_import_pd(struct ibv_context *ctx, uint32_t pd_handle)
+{
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+	struct ibvc_pd *ipd;
+	int ret;
+
+	if (!ctx)
+		return ibvc_null_ret(-EINVAL);
+	ipd = calloc(1, sizeof(*ipd));
+	if (!ipd)
+		return ibvc_null_ret(-ENOMEM);
+	req.handle = pd_handle;
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_IMPORT_PD, &req.base,
+			     NULL, NULL, NULL, NULL);
+	if (ret < 0) {
+		free(ipd);
+		return ibvc_null_ret(ret);
+	}
+	ipd->pd.context = ctx;
+	ipd->pd.handle = pd_handle;
+	return &ipd->pd;
+}
+
+void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	struct ibvc_pd *ipd;
+
+	if (!pd)
+		return;
+	ipd = to_ibvc_pd(pd);
+	/* parent domains are this process's own: nothing to unimport */
+	if (!ipd->parent)
+		free(ipd);
+}

@@ -65,30 +65,7 @@ int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 	return unsupported();
 }
 
-/* Sharing objects between processes (rdma-core 1.10/1.13) */
-
-struct ibv_context *ibv_import_device(int cmd_fd)
-{
-	return unsupported_ptr();
-}
-
-struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
-{
-	return unsupported_ptr();
-}
-
-void ibv_unimport_pd(struct ibv_pd *pd)
-{
-}
-
-struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
-{
-	return unsupported_ptr();
-}
-
-void ibv_unimport_mr(struct ibv_mr *mr)
-{
-}
+/* Sharing device memory between processes (rdma-core 1.13) */
 
 struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
 {

@@ -480,7 +480,6 @@ struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
  * under ibvd_objects_lock.
  */
 struct ibvd_ctx_objs {
-	struct ibvd_mem *mem;		/* ATTACH_MEMORY; NULL before */
 	struct ibvd_arena *arena;	/* its rings' memory (verbs/rings/arena.h) */
 	uint64_t ring_bytes;		/* arena bytes of all its rings */
 	unsigned int mcast_members;	/* multicast attachments of its QPs */
@@ -504,15 +503,39 @@ TAILQ_HEAD(ibvd_context_list, ibvd_context);
  * through it; freeing it destroys them all.  The session is opaque here:
  * only the layers above look into it.
  */
+/*
+ * A process using a context: the one that opened it, and each one that
+ * imported it (ibv_import_device), each through its own connection.
+ */
+struct ibvd_ctx_member {
+	struct ibvd_session *session;
+	int async_fd;			/* our end of its async socket */
+	struct ibvd_mem *mem;		/* its ATTACH_MEMORY; NULL before */
+};
+
+/* Processes that may share one context: the opener and 15 importers. */
+#define IBVD_CTX_MAX_MEMBERS	16
+
 struct ibvd_context {
 	TAILQ_ENTRY(ibvd_context) dev_link;	/* in dev->contexts */
 	struct ibvd_device *dev;
-	struct ibvd_session *session;
+	struct ibvd_session *session;	/* members[0]'s: logs, ibvctl, reload */
 	uint32_t id;			/* daemon-wide, for logs and ibvctl */
-	int async_fd;			/* our end of the async socket */
+	/*
+	 * The members: control thread; engine threads read the async fds
+	 * (events go to every member) under async_lock, which the control
+	 * thread takes to change the list.
+	 */
+	pthread_mutex_t async_lock;
+	struct ibvd_ctx_member members[IBVD_CTX_MAX_MEMBERS];
+	unsigned int nmembers;
 	uint32_t async_seq;		/* req_id of the last AsyncEvent */
+	/* what an importer maps: context page and ring arena memfds, ours */
+	int page_fd;
+	int rings_fd;
+	int kick_fd;			/* the engine's: not ours to close */
 	struct ibvd_handle_table handles;
-	struct ibvd_ctx_objs objs;	/* memory, rings, doorbells (below) */
+	struct ibvd_ctx_objs objs;	/* rings, doorbells (below) */
 	struct ibvd_ectx *engine;	/* engine/: doorbells, serving thread */
 };
 

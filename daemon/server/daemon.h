@@ -59,8 +59,9 @@ TAILQ_HEAD(ibvd_session_list, ibvd_session);
 struct ibvd_upcalls {
 	/* the request table's row for a message type (request.c) */
 	const struct ibvd_request_type *(*request_find)(uint16_t type);
-	/* free a session's device context (verbs/context.c) */
-	void (*context_free)(struct ibvd_context *ctx);
+	/* a session leaves its device context, the last one frees it
+	 * (verbs/context.c) */
+	void (*context_leave)(struct ibvd_session *s);
 	/* free a session's CM ids, if it has any (cm/cm.c) */
 	void (*cm_free)(struct ibvd_session *s);
 	/* re-read and apply the config (reload.c), for "ibvctl daemon reload" */

@@ -465,7 +465,7 @@ static void accept_client(struct ibvd_server *srv, int fd)
 		refuse(srv, fd, &cred, why);
 		return;
 	}
-	ret = ibvd_session_new(srv->d, fd, &cred, privileged);
+	ret = ibvd_session_new(srv->d, fd, &cred, privileged, NULL);
 	/* over its uid's session limit: the tenant's log line says so */
 	if (ret < 0 && ret != -EAGAIN)
 		log_warn("cannot set up a client: %s", strerror(-ret));

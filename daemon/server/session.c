@@ -274,7 +274,7 @@ static void session_destroy(struct ibvd_session *s)
 	struct ibvd_daemon *d = s->daemon;
 
 	if (s->ctx)
-		s->daemon->up.context_free(s->ctx);
+		s->daemon->up.context_leave(s);
 	/*
 	 * CM ids go here, not in ibvd_session_close(): a handler of this
 	 * session may still hold one, and the session's own events stop as
@@ -301,7 +301,7 @@ void ibvd_session_close(struct ibvd_session *s)
 	 * only the session itself waits for its callback to return.
 	 */
 	if (s->ctx)
-		s->daemon->up.context_free(s->ctx);
+		s->daemon->up.context_leave(s);
 	if (s->in_callback) {
 		/* No request may find a context session without its context. */
 		s->state = IBVD_SESSION_CLOSED;
@@ -479,7 +479,7 @@ static int charge_session(struct ibvd_session *s)
 }
 
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
-		     int privileged)
+		     int privileged, struct ibvd_session **ret_s)
 {
 	struct ibvd_session *s = calloc(1, sizeof(*s));
 	int ret;
@@ -518,6 +518,8 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 		  s->ident.cgroup[0] ? s->ident.cgroup : "?",
 		  privileged ? " (admin)" : "");
 	ibvd_notify_status(d->notify);
+	if (ret_s)
+		*ret_s = s;
 	return 0;
 fail_charged:
 	ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_SESSION, 1);

@@ -70,11 +70,11 @@ int ibvd_sessions_start(struct ibvd_daemon *d);
 
 /*
  * Set up a session for an accepted socket whose peer is cred (takes
- * ownership of fd).  -EAGAIN: its uid is at its "session" limit; the
- * client was told so and the socket is closed.
+ * ownership of fd); *ret_s (if not NULL) gets it.  -EAGAIN: its uid is at
+ * its "session" limit; the client was told so and the socket is closed.
  */
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
-		     int privileged);
+		     int privileged, struct ibvd_session **ret_s);
 
 /*
  * Disconnect and destroy the session and all it owns.  From inside the

@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -40,7 +41,9 @@ int ibvd_async_send(struct ibvd_context *ctx, uint32_t event_type,
 		    uint32_t port_num, uint32_t handle)
 {
 	Ibvd__AsyncEvent ev = IBVD__ASYNC_EVENT__INIT;
-	int ret;
+	uint32_t seq;
+	unsigned int i;
+	int ret = 0, err;
 
 	ev.event_type = event_type;
 	ev.port_num = port_num;
@@ -49,12 +52,22 @@ int ibvd_async_send(struct ibvd_context *ctx, uint32_t event_type,
 	 * req_id numbers the events so that a client can spot a gap.  The
 	 * control thread and engine threads may send at once: the counter is
 	 * atomic, and one sendmsg on a SEQPACKET socket is one message.
+	 * Every process sharing the context hears every event, as they would
+	 * from one kernel context: an object another member made is unknown
+	 * to the others' libraries, which pass such events over.
 	 */
-	ret = ibvd_frame_send(ctx->async_fd, IBVD_MSG_ASYNC_EVENT,
-			      __atomic_add_fetch(&ctx->async_seq, 1, __ATOMIC_RELAXED),
-			      &ev.base, NULL, 0, MSG_DONTWAIT);
-	if (ret < 0)
-		event_dropped(ctx, event_type, ret);
+	seq = __atomic_add_fetch(&ctx->async_seq, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&ctx->async_lock);
+	for (i = 0; i < ctx->nmembers; i++) {
+		err = ibvd_frame_send(ctx->members[i].async_fd,
+				      IBVD_MSG_ASYNC_EVENT, seq, &ev.base,
+				      NULL, 0, MSG_DONTWAIT);
+		if (err < 0) {
+			event_dropped(ctx, event_type, err);
+			ret = err;
+		}
+	}
+	pthread_mutex_unlock(&ctx->async_lock);
 	return ret;
 }
 

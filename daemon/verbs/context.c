@@ -26,6 +26,33 @@ struct ibvd_context *ibvd_call_ctx(const struct ibvd_call *call)
 	return call->session->ctx;
 }
 
+/* The member entry of session s in its context, or NULL. */
+static struct ibvd_ctx_member *member_of(struct ibvd_context *ctx,
+					 const struct ibvd_session *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < ctx->nmembers; i++)
+		if (ctx->members[i].session == s)
+			return &ctx->members[i];
+	return NULL;
+}
+
+struct ibvd_mem *ibvd_call_mem(const struct ibvd_call *call)
+{
+	struct ibvd_ctx_member *m = member_of(ibvd_call_ctx(call), call->session);
+
+	return m ? m->mem : NULL;
+}
+
+void ibvd_call_set_mem(const struct ibvd_call *call, struct ibvd_mem *mem)
+{
+	struct ibvd_ctx_member *m = member_of(ibvd_call_ctx(call), call->session);
+
+	if (m)
+		m->mem = mem;
+}
+
 void ibvd_ctx_limits(const struct ibvd_context *ctx, struct ibvd_limits *lim)
 {
 	const struct ibvd_port *port = ibvd_device_port(ctx->dev, 1);
@@ -102,22 +129,66 @@ static int async_pair(int *ours, int *theirs)
 	return 0;
 }
 
-/* OPEN_DEVICE's reply fds, in this order (PROTOCOL.md). */
-enum {
-	OPEN_FD_ASYNC,			/* client end of the async socket */
-	OPEN_FD_CTX_PAGE,		/* context page memfd (ring.h) */
-	OPEN_FD_KICK,			/* eventfd that wakes the engine: ours */
-	OPEN_FD_RINGS,			/* ring arena memfd (ring.h) */
-	OPEN_NFDS,
-};
+/*
+ * Make session s a member of ctx, with its own async socket: the client
+ * end goes to *async_client.  -EMFILE when the context has all the members
+ * it may have.
+ */
+static int member_add(struct ibvd_context *ctx, struct ibvd_session *s,
+		      int *async_client)
+{
+	struct ibvd_ctx_member *m;
+	int ours = -1, ret;
+
+	if (ctx->nmembers == IBVD_CTX_MAX_MEMBERS)
+		return -EMFILE;
+	ret = async_pair(&ours, async_client);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&ctx->async_lock);
+	m = &ctx->members[ctx->nmembers++];
+	m->session = s;
+	m->async_fd = ours;
+	m->mem = NULL;
+	pthread_mutex_unlock(&ctx->async_lock);
+	ctx->session = ctx->members[0].session;
+	s->ctx = ctx;
+	s->state = IBVD_SESSION_CONTEXT;
+	return 0;
+}
+
+/* Forget member m: its memory reference and its async socket. */
+static void member_remove(struct ibvd_context *ctx, struct ibvd_ctx_member *m)
+{
+	struct ibvd_session *s = m->session;
+
+	if (m->mem)
+		ibvd_mem_put(m->mem);
+	pthread_mutex_lock(&ctx->async_lock);
+	close(m->async_fd);
+	*m = ctx->members[--ctx->nmembers];
+	pthread_mutex_unlock(&ctx->async_lock);
+	ctx->session = ctx->nmembers ? ctx->members[0].session : NULL;
+	s->ctx = NULL;
+}
+
+/* The fds an OPEN_DEVICE or IMPORT_DEVICE reply carries, in this order. */
+static void reply_fds(const struct ibvd_context *ctx, int async_client,
+		      int fds[IBVD_OPEN_NFDS])
+{
+	fds[IBVD_OPEN_FD_ASYNC] = async_client;
+	fds[IBVD_OPEN_FD_CTX_PAGE] = ctx->page_fd;
+	fds[IBVD_OPEN_FD_KICK] = ctx->kick_fd;
+	fds[IBVD_OPEN_FD_RINGS] = ctx->rings_fd;
+}
 
 /*
- * A new context with its async socket, its ring arena and its engine part
- * (context page, kick eventfd, serving thread); fds[] gets the reply's
- * descriptors.
+ * A new context with its ring arena and its engine part (context page,
+ * kick eventfd, serving thread), s its first member; *async_client gets
+ * the client end of s's async socket.
  */
 static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
-		       struct ibvd_tenant_dev *account, int fds[OPEN_NFDS])
+		       struct ibvd_tenant_dev *account, int *async_client)
 {
 	struct ibvd_daemon *d = s->daemon;
 	struct ibvd_context *ctx = calloc(1, sizeof(*ctx));
@@ -125,21 +196,20 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 
 	if (!ctx)
 		return -ENOMEM;
-	ret = async_pair(&ctx->async_fd, &fds[OPEN_FD_ASYNC]);
-	if (ret < 0) {
-		free(ctx);
-		return ret;
-	}
+	pthread_mutex_init(&ctx->async_lock, NULL);
 	ctx->dev = dev;
-	ctx->session = s;
-	ret = ibvd_ctx_rings_open(ctx, &fds[OPEN_FD_RINGS]);
+	ctx->page_fd = ctx->rings_fd = ctx->kick_fd = -1;
+	ret = ibvd_ctx_rings_open(ctx, &ctx->rings_fd);
 	if (ret < 0)
-		goto fail_async;
+		goto fail;
 	/* its tenant's bandwidth bucket, shared with the tenant's others */
 	ret = ibvd_engine_ctx_open(ctx, s->tenant ? s->tenant->rate : NULL,
-				   &fds[OPEN_FD_CTX_PAGE], &fds[OPEN_FD_KICK]);
+				   &ctx->page_fd, &ctx->kick_fd);
 	if (ret < 0)
 		goto fail_rings;
+	ret = member_add(ctx, s, async_client);
+	if (ret < 0)
+		goto fail_engine;
 	ctx->id = ++d->next_context_id;
 	ibvd_handle_table_init(&ctx->handles, IBVD_MAX_OBJECTS_PER_CONTEXT);
 	/* objects count against the device's limits and all devices' */
@@ -148,22 +218,23 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 	TAILQ_INSERT_TAIL(&dev->contexts, ctx, dev_link);
 	dev->ncontexts++;
 	d->ncontexts++;
-	s->ctx = ctx;
-	s->state = IBVD_SESSION_CONTEXT;
 	return 0;
+fail_engine:
+	ibvd_engine_ctx_detach(ctx);
+	ibvd_engine_ctx_free(ctx);
+	close(ctx->page_fd);
 fail_rings:
-	close(fds[OPEN_FD_RINGS]);
+	close(ctx->rings_fd);
 	ibvd_ctx_rings_close(ctx);
-fail_async:
-	close(ctx->async_fd);
-	close(fds[OPEN_FD_ASYNC]);
+fail:
+	pthread_mutex_destroy(&ctx->async_lock);
 	free(ctx);
 	return ret;
 }
 
-void ibvd_context_free(struct ibvd_context *ctx)
+/* Destroy ctx and everything it owns; its members are gone already. */
+static void context_destroy(struct ibvd_context *ctx, struct ibvd_daemon *d)
 {
-	struct ibvd_session *s = ctx->session;
 	/* releasing the handle table forgets its hook: keep the account */
 	struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
 
@@ -178,13 +249,48 @@ void ibvd_context_free(struct ibvd_context *ctx)
 	ibvd_ctx_rings_close(ctx);
 	ibvd_engine_ctx_free(ctx);
 	ibvd_handle_table_release(&ctx->handles);
-	close(ctx->async_fd);
+	close(ctx->page_fd);
+	close(ctx->rings_fd);
 	TAILQ_REMOVE(&ctx->dev->contexts, ctx, dev_link);
 	ctx->dev->ncontexts--;
-	s->daemon->ncontexts--;
+	d->ncontexts--;
 	ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_HCA_HANDLE, 1);
-	s->ctx = NULL;
+	pthread_mutex_destroy(&ctx->async_lock);
 	free(ctx);
+}
+
+void ibvd_context_leave(struct ibvd_session *s)
+{
+	struct ibvd_context *ctx = s->ctx;
+	struct ibvd_ctx_member *m = member_of(ctx, s);
+
+	if (m)
+		member_remove(ctx, m);
+	s->ctx = NULL;
+	/* The objects are the context's: they stay while a member does. */
+	if (!ctx->nmembers)
+		context_destroy(ctx, s->daemon);
+}
+
+int ibvd_context_join(struct ibvd_context *ctx, struct ibvd_session *s,
+		      int fds[IBVD_OPEN_NFDS])
+{
+	int async_client, ret;
+
+	ret = member_add(ctx, s, &async_client);
+	if (ret < 0)
+		return ret;
+	reply_fds(ctx, async_client, fds);
+	return 0;
+}
+
+void ibvd_context_reply_info(const struct ibvd_context *ctx,
+			     Ibvd__OpenDeviceReply *reply, Ibvd__DeviceInfo *info)
+{
+	ibvd_device_info(ctx->dev, info);
+	reply->device = info;
+	reply->num_comp_vectors = IBVD_NUM_COMP_VECTORS;
+	reply->context_id = ctx->id;
 }
 
 int ibvd_req_open_device(struct ibvd_call *call)
@@ -195,7 +301,7 @@ int ibvd_req_open_device(struct ibvd_call *call)
 	struct ibvd_tenant_dev *account;
 	Ibvd__DeviceInfo info;
 	struct ibvd_device *dev;
-	int fds[OPEN_NFDS], ret;
+	int fds[IBVD_OPEN_NFDS], async_client, ret;
 
 	dev = req->name ? ibvd_device_find(&s->daemon->devices, req->name) : NULL;
 	if (!dev)
@@ -209,25 +315,21 @@ int ibvd_req_open_device(struct ibvd_call *call)
 				     "opening a device");
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "over the hca_handle limit");
-	ret = context_new(s, dev, account, fds);
+	ret = context_new(s, dev, account, &async_client);
 	if (ret < 0)
 		ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_HCA_HANDLE, 1);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot create the context: %s",
 				       strerror(-ret));
-	ibvd_device_info(dev, &info);
-	reply.device = &info;
-	reply.num_comp_vectors = IBVD_NUM_COMP_VECTORS;
-	reply.context_id = s->ctx->id;
+	ibvd_context_reply_info(s->ctx, &reply, &info);
+	reply_fds(s->ctx, async_client, fds);
 	/* If this fails the session is closing and takes the context along. */
-	ret = ibvd_call_reply(call, &reply.base, fds, OPEN_NFDS);
-	/* The kick eventfd stays open here: the engine polls it. */
-	close(fds[OPEN_FD_ASYNC]);
-	close(fds[OPEN_FD_CTX_PAGE]);
-	close(fds[OPEN_FD_RINGS]);
+	ret = ibvd_call_reply(call, &reply.base, fds, IBVD_OPEN_NFDS);
+	/* The others stay open here: the context keeps them for importers. */
+	close(async_client);
 	if (ret < 0 && s->ctx) {
 		/* Nothing was sent: the connection stays fresh. */
-		ibvd_context_free(s->ctx);
+		ibvd_context_leave(s);
 		s->state = IBVD_SESSION_FRESH;
 	}
 	if (ret == 0)
@@ -276,10 +378,6 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
 		ibvd_handle_foreach(&ctx->handles, order[i], destroy_one, ctx);
 	ibvd_objects_write_unlock();
-	if (ctx->objs.mem) {
-		ibvd_mem_put(ctx->objs.mem);
-		ctx->objs.mem = NULL;
-	}
 	free(ctx->objs.db_qp);
 	ctx->objs.db_qp = NULL;
 	ctx->objs.db_qp_len = 0;

@@ -93,6 +93,7 @@ static int check_range(struct ibvd_call *call, uint64_t addr, uint64_t len,
 /* What a registration (or a reregistration) asks for, checked. */
 struct mr_spec {
 	struct ibvd_pd *pd;
+	struct ibvd_mem *mem;	/* the process whose memory it is */
 	uint64_t addr, length, iova;
 	uint32_t access;
 	uint64_t pages;		/* to charge */
@@ -189,7 +190,7 @@ static struct ibvd_mr *mr_new(struct ibvd_context *ctx, const struct mr_spec *sp
 	mr->iova = sp->iova;
 	mr->pinned = sp->pages * (uint64_t)sysconf(_SC_PAGESIZE);
 	mr->tier = IBVD_MR_TIER_MEMFD;
-	mr->mem = ctx->objs.mem;
+	mr->mem = sp->mem;
 	return mr;
 }
 
@@ -226,12 +227,13 @@ static int reg_mr(struct ibvd_call *call, bool shared)
 	sp.pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
 	if (!sp.pd)
 		return ibvd_call_error(call, -EINVAL, "no PD %#x", req->pd);
-	if (!ctx->objs.mem)
+	sp.mem = ibvd_call_mem(call);
+	if (!sp.mem)
 		return ibvd_call_error(call, -EPERM, "ATTACH_MEMORY must come first");
 	ret = check_access(call, req->access, &sp.access);
 	if (ret < 0)
 		return ret;
-	ret = spec_admit(call, ctx->objs.mem, &sp, 0, true);
+	ret = spec_admit(call, sp.mem, &sp, 0, true);
 	if (ret < 0)
 		return ret;
 	if (shared)
@@ -241,7 +243,7 @@ static int reg_mr(struct ibvd_call *call, bool shared)
 		ibvd_mr_mapping_install(mr, &map);
 	ret = mr ? mr_publish(ctx, mr) : -ENOMEM;
 	if (ret < 0) {
-		ibvd_mem_uncharge(ctx->objs.mem, sp.pages);
+		ibvd_mem_uncharge(sp.mem, sp.pages);
 		ibvd_mr_mapping_drop(&map);
 		if (mr)
 			ibvd_mr_mapping_install(mr, &map);
@@ -345,6 +347,12 @@ static int rereg_spec(struct ibvd_call *call, const Ibvd__ReregMr *req,
 		if (ret < 0)
 			return ret;
 	}
+	sp->mem = mr->mem;
+	if ((req->flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+	    ibvd_call_mem(call) != mr->mem)
+		return ibvd_call_error(call, -EPERM,
+				       "MR %#x is in the memory of another process "
+				       "sharing the context", mr->handle);
 	if (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		sp->addr = req->addr;
 		sp->length = req->length;

@@ -46,10 +46,19 @@ struct ibvd_context;
 
 /*
  * The context of the calling session (the table admits only contexts).
- * NULL after a reply failed to go out: the session closed, and freed the
- * context with every object in it, so the handler must not touch them.
+ * NULL after a reply failed to go out: the session closed and left its
+ * context, which, if it was the last member, freed every object in it; so
+ * the handler must not touch them.  (An object whose reply was lost in a
+ * context that other processes share stays until the context goes.)
  */
 struct ibvd_context *ibvd_call_ctx(const struct ibvd_call *call);
+
+/*
+ * The memory the calling process attached (ATTACH_MEMORY), or NULL: each
+ * process sharing a context attaches its own, and its MRs are in it.
+ */
+struct ibvd_mem *ibvd_call_mem(const struct ibvd_call *call);
+void ibvd_call_set_mem(const struct ibvd_call *call, struct ibvd_mem *mem);
 
 /*
  * Give obj a handle of the given kind in ctx, unless the context already
@@ -158,6 +167,11 @@ void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m);
 int ibvd_req_alloc_pd(struct ibvd_call *call);
 int ibvd_req_dealloc_pd(struct ibvd_call *call);
 void ibvd_pd_destroy(struct ibvd_pd *pd);
+
+/* import.c: sharing a context between processes */
+int ibvd_req_import_device(struct ibvd_call *call);
+int ibvd_req_import_pd(struct ibvd_call *call);
+int ibvd_req_import_mr(struct ibvd_call *call);
 
 int ibvd_req_reg_mr(struct ibvd_call *call);
 int ibvd_req_reg_mr_shared(struct ibvd_call *call);

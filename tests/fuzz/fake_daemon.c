@@ -38,7 +38,7 @@ void fuzz_daemon_setup(struct ibvd_daemon *d, const char *config_text,
 
 	ibvd_log_init("fuzz", getenv("FUZZ_VERBOSE") ? IBVD_LOG_DEBUG : IBVD_LOG_ERR);
 	d->up.request_find = ibvd_request_type_find;
-	d->up.context_free = ibvd_context_free;
+	d->up.context_leave = ibvd_context_leave;
 	d->up.cm_free = ibvd_cm_session_free;
 	d->up.reload = no_reload;
 	TAILQ_INIT(&d->devices);

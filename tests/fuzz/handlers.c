@@ -110,7 +110,7 @@ static int open_session(struct ibvd_daemon *d, uint8_t flags, int *client)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
 	CHECK(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
-	if (ibvd_session_new(d, sv[0], &cred, flags & 1) < 0) {
+	if (ibvd_session_new(d, sv[0], &cred, flags & 1, NULL) < 0) {
 		close(sv[1]);
 		return -ENOMEM;
 	}

@@ -475,7 +475,7 @@ static void world_up(void)
 	memset(&w, 0, sizeof(w));
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
 	CHECK(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
-	CHECK(ibvd_session_new(&daemon_state, sv[0], &cred, false) == 0);
+	CHECK(ibvd_session_new(&daemon_state, sv[0], &cred, false, NULL) == 0);
 	w.client = sv[1];
 	open_context();
 	w.pd = call_handle(IBVD_MSG_ALLOC_PD, &e.base);

@@ -117,6 +117,13 @@ tests_integration_xrc_helper_SOURCES = tests/integration/xrc.c \
 tests_integration_xrc_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_xrc_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
+# Sharing a context between processes (ibv_import_device/pd/mr).
+INTEGRATION_TESTS += tests/integration/import.sh
+check_PROGRAMS += tests/integration/import-helper
+tests_integration_import_helper_SOURCES = tests/integration/import.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_import_helper_LDADD = -libverbs
+
 check_PROGRAMS += tests/integration/peers-helper
 tests_integration_peers_helper_SOURCES = tests/integration/peers.c \
 	tests/integration/vt.c tests/integration/vt.h

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-#include "context.h"
+#include "verbs/context.h"
 #include "core/device.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
@@ -29,7 +29,7 @@
 #include "server/call.h"
 #include "server/daemon.h"
 #include "server/session.h"
-#include "verbs.h"
+#include "verbs/verbs.h"
 
 #define CAP_IPC_LOCK_BIT	14
 
@@ -452,7 +452,7 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	struct ibvd_mem *mem;
 	int fd, ret;
 
-	if (ctx->objs.mem)
+	if (ibvd_call_mem(call))
 		return ibvd_call_error(call, -EBUSY, "memory already attached");
 	ret = check_pid(call, req->pid);
 	if (ret < 0)
@@ -482,6 +482,6 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	mem->pid = pid;
 	mem->start_time = start;
 	mem->refs = 1;
-	ctx->objs.mem = mem;
+	ibvd_call_set_mem(call, mem);
 	return 0;
 }

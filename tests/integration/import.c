@@ -1,0 +1,316 @@
+/*
+ * import-helper: sharing one device context between two processes of two
+ * uids (import.sh), as ibv_import_device(3), ibv_import_pd(3) and
+ * ibv_import_mr(3) define it.
+ *
+ *   import-helper owner DIR      opens the device, makes a PD, an MR and a
+ *                                QP, hands its cmd_fd over DIR/cmd.sock
+ *   import-helper importer DIR   imports the context, the PD and the MR,
+ *                                makes a QP of its own on that PD and
+ *                                talks to the owner's QP
+ *
+ * What it shows: the importer's work requests reach the owner's memory
+ * through the imported MR's lkey (its memory is the owner's, addressed by
+ * iova), its own MR is its own memory, both processes' QPs are one
+ * context's, bad handles and fds fail cleanly, the context outlives the
+ * owner's ibv_close_device while the importer still uses it, and the
+ * importer hears the async events about its own objects.
+ * The two meet through files in DIR (vt_put/vt_get).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <infiniband/verbs.h>
+
+#include "vt.h"
+
+#define HALF		4096u
+#define SEED_SRC	11u	/* owner's first half: what the importer SENDs */
+#define SEED_WRITE	22u	/* importer's WRITE into the owner's second half */
+#define SEED_LATE	33u	/* importer's WRITE after the owner closed */
+
+static void sock_path(const char *dir, struct sockaddr_un *sun)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	vt_assert(strlen(dir) + 10 < sizeof(sun->sun_path), "%s: too long", dir);
+	snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/cmd.sock", dir);
+}
+
+/* Owner: hand fd to the first process that connects to DIR/cmd.sock. */
+static void give_fd(const char *dir, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct sockaddr_un sun;
+	char byte = 'f';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *c;
+	int ls, cs;
+
+	sock_path(dir, &sun);
+	ls = socket(AF_UNIX, SOCK_STREAM, 0);
+	vt_assert(ls >= 0, "socket: %s", strerror(errno));
+	vt_assert(bind(ls, (struct sockaddr *)&sun, sizeof(sun)) == 0,
+		  "bind %s: %s", sun.sun_path, strerror(errno));
+	vt_assert(chmod(sun.sun_path, 0777) == 0, "chmod: %s", strerror(errno));
+	vt_assert(listen(ls, 1) == 0, "listen: %s", strerror(errno));
+	vt_put(dir, "listening", "1\n");
+	cs = accept(ls, NULL, NULL);
+	vt_assert(cs >= 0, "accept: %s", strerror(errno));
+	memset(&cm, 0, sizeof(cm));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	vt_assert(sendmsg(cs, &mh, 0) == 1, "sendmsg: %s", strerror(errno));
+	close(cs);
+	close(ls);
+}
+
+/* Importer: the fd the owner hands over. */
+static int take_fd(const char *dir)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct sockaddr_un sun;
+	char byte, buf[8];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *c;
+	int s, fd;
+
+	vt_assert(vt_get(dir, "listening", buf, sizeof(buf), vt_tmo_ms()),
+		  "the owner never listened");
+	sock_path(dir, &sun);
+	s = socket(AF_UNIX, SOCK_STREAM, 0);
+	vt_assert(s >= 0, "socket: %s", strerror(errno));
+	vt_assert(connect(s, (struct sockaddr *)&sun, sizeof(sun)) == 0,
+		  "connect %s: %s", sun.sun_path, strerror(errno));
+	vt_assert(recvmsg(s, &mh, 0) == 1, "recvmsg: %s", strerror(errno));
+	c = CMSG_FIRSTHDR(&mh);
+	vt_assert(c && c->cmsg_type == SCM_RIGHTS, "no fd came");
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	close(s);
+	return fd;
+}
+
+/* ---- the owner ---------------------------------------------------------- */
+
+static int owner(const char *dir)
+{
+	struct vt_qp_opts o = { 0 };
+	struct vt_addr me, peer;
+	struct vt_dev d;
+	struct ibv_mr *mr, *rmr;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	char buf[256];
+	int fd;
+
+	vt_open(&d);
+	mr = vt_reg(d.pd, 2 * HALF, VT_ACCESS_ALL);
+	rmr = vt_reg(d.pd, HALF, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(mr->addr, HALF, 0, SEED_SRC);
+	cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
+	qp = vt_qp(&d, cq, cq, &o);
+	vt_qp_addr(&d, qp, &o, &me);
+	vt_addr_str(&me, buf, sizeof(buf));
+	vt_put(dir, "owner", "%u %u %u %u %llu %s\n", d.pd->handle, mr->handle,
+	       mr->lkey, mr->rkey, (unsigned long long)(uintptr_t)mr->addr, buf);
+	fd = dup(d.ctx->cmd_fd);
+	vt_assert(fd >= 0, "dup: %s", strerror(errno));
+	give_fd(dir, fd);
+	close(fd);
+
+	vt_assert(vt_get(dir, "importer", buf, sizeof(buf), vt_tmo_ms()),
+		  "the importer never made its QP");
+	vt_assert(vt_addr_parse(buf, &peer) == 0, "bad address '%s'", buf);
+	vt_connect(&d, qp, &peer, &o);
+	vt_recv(qp, 1, rmr->addr, HALF, rmr->lkey);
+	vt_put(dir, "ready", "1\n");
+
+	vt_expect_ok(cq, &wc, 1, IBV_WC_RECV, "the importer's SEND");
+	vt_assert(wc.byte_len == HALF, "SEND of %u bytes", wc.byte_len);
+	vt_expect_pat(rmr->addr, HALF, 0, SEED_SRC,
+		      "the SEND the importer made from our MR, by its imported lkey");
+	vt_assert(vt_get(dir, "sent", buf, sizeof(buf), vt_tmo_ms()),
+		  "the importer never finished sending");
+	vt_expect_pat((uint8_t *)mr->addr + HALF, HALF, 0, SEED_WRITE,
+		      "the importer's WRITE from its own MR");
+	printf("owner: the importer's SEND and WRITE landed\n");
+
+	/* Our close leaves the context to the importer: our objects stay. */
+	vt_assert(ibv_close_device(d.ctx) == 0, "ibv_close_device: %s",
+		  strerror(errno));
+	vt_put(dir, "closed", "1\n");
+	vt_assert(vt_get(dir, "late", buf, sizeof(buf), vt_tmo_ms()),
+		  "the importer never wrote after our close");
+	vt_expect_pat(mr->addr, HALF, 0, SEED_LATE,
+		      "the importer's WRITE after our ibv_close_device");
+	printf("owner: after our ibv_close_device the importer still wrote into our MR\n");
+	vt_put(dir, "done", "1\n");
+	return 0;
+}
+
+/* ---- the importer ------------------------------------------------------- */
+
+/* Bad fds and handles fail cleanly, with the errno the man pages imply. */
+static void bad_imports(struct ibv_context *ctx, struct ibv_pd *pd,
+			uint32_t mr_handle)
+{
+	struct ibv_pd *other;
+	int p[2];
+
+	errno = 0;
+	vt_assert(!ibv_import_device(-1) && errno == EBADF,
+		  "import_device(-1): errno %d", errno);
+	vt_assert(pipe(p) == 0, "pipe: %s", strerror(errno));
+	errno = 0;
+	vt_assert(!ibv_import_device(p[0]) && errno == EINVAL,
+		  "import_device(a pipe): errno %d", errno);
+	close(p[0]);
+	close(p[1]);
+	errno = 0;
+	vt_assert(!ibv_import_pd(ctx, 0xdeadbeef) && errno == EINVAL,
+		  "import_pd(bad handle): errno %d", errno);
+	errno = 0;
+	vt_assert(!ibv_import_mr(pd, 0xdeadbeef) && errno == EINVAL,
+		  "import_mr(bad handle): errno %d", errno);
+	other = ibv_alloc_pd(ctx);
+	vt_assert(other, "ibv_alloc_pd: %s", strerror(errno));
+	errno = 0;
+	vt_assert(!ibv_import_mr(other, mr_handle) && errno == EINVAL,
+		  "import_mr on another PD: errno %d", errno);
+	vt_assert(ibv_dealloc_pd(other) == 0, "ibv_dealloc_pd");
+	printf("importer: bad fds and handles fail cleanly\n");
+}
+
+/* RTS -> SQD, asking for IBV_EVENT_SQ_DRAINED. */
+static void drain_sq(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD,
+				 .en_sqd_async_notify = 1 };
+
+	vt_assert(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY) == 0,
+		  "modify to SQD: %s", strerror(errno));
+}
+
+static int importer(const char *dir)
+{
+	unsigned int pd_handle, mr_handle, lkey, rkey;
+	unsigned long long raddr;
+	struct vt_qp_opts o = { 0 };
+	struct vt_addr me, peer;
+	struct vt_dev d = { 0 };
+	struct ibv_mr *imr, *mr;
+	struct ibv_sge sge;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	char buf[256], addr[200];
+	int fd;
+
+	fd = take_fd(dir);
+	vt_assert(vt_get(dir, "owner", buf, sizeof(buf), vt_tmo_ms()),
+		  "no word from the owner");
+	vt_assert(sscanf(buf, "%u %u %u %u %llu %199[^\n]", &pd_handle,
+			 &mr_handle, &lkey, &rkey, &raddr, addr) == 6,
+		  "bad owner line '%s'", buf);
+	vt_assert(vt_addr_parse(addr, &peer) == 0, "bad address '%s'", addr);
+
+	d.ctx = ibv_import_device(fd);
+	vt_assert(d.ctx, "ibv_import_device: %s", strerror(errno));
+	d.pd = ibv_import_pd(d.ctx, pd_handle);
+	vt_assert(d.pd, "ibv_import_pd: %s", strerror(errno));
+	vt_assert(d.pd->handle == pd_handle, "imported PD handle");
+	d.port_num = 1;
+	vt_assert(ibv_query_device(d.ctx, &d.attr) == 0, "ibv_query_device");
+	vt_assert(ibv_query_port(d.ctx, 1, &d.port) == 0, "ibv_query_port");
+	vt_assert(ibv_query_gid(d.ctx, 1, 0, &d.gid) == 0, "ibv_query_gid");
+	imr = ibv_import_mr(d.pd, mr_handle);
+	vt_assert(imr, "ibv_import_mr: %s", strerror(errno));
+	vt_assert(imr->lkey == lkey && imr->rkey == rkey && imr->length == 2 * HALF &&
+		  imr->addr == NULL && imr->pd == d.pd,
+		  "imported MR: lkey %#x rkey %#x length %zu addr %p",
+		  imr->lkey, imr->rkey, imr->length, imr->addr);
+	bad_imports(d.ctx, d.pd, mr_handle);
+
+	cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
+	qp = vt_qp(&d, cq, cq, &o);
+	mr = vt_reg(d.pd, HALF, VT_ACCESS_ALL);
+	vt_fill(mr->addr, HALF, 0, SEED_WRITE);
+	vt_qp_addr(&d, qp, &o, &me);
+	vt_addr_str(&me, buf, sizeof(buf));
+	vt_put(dir, "importer", "%s\n", buf);
+	vt_assert(vt_get(dir, "ready", buf, sizeof(buf), vt_tmo_ms()),
+		  "the owner never connected");
+	vt_connect(&d, qp, &peer, &o);
+
+	/* The imported MR's memory is the owner's: its addresses are iovas. */
+	sge.addr = raddr;
+	sge.length = HALF;
+	sge.lkey = imr->lkey;
+	vt_assert(vt_post_sgl(qp, 10, IBV_WR_SEND, IBV_SEND_SIGNALED, &sge, 1,
+			      0, 0) == 0, "post SEND");
+	vt_expect_ok(cq, &wc, 10, IBV_WC_SEND, "SEND from the imported MR");
+	vt_send(qp, 11, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, HALF,
+		mr->lkey, raddr + HALF, rkey);
+	vt_expect_ok(cq, &wc, 11, IBV_WC_RDMA_WRITE, "WRITE from our own MR");
+	vt_put(dir, "sent", "1\n");
+
+	vt_assert(vt_get(dir, "closed", buf, sizeof(buf), vt_tmo_ms()),
+		  "the owner never closed");
+	vt_fill(mr->addr, HALF, 0, SEED_LATE);
+	vt_send(qp, 12, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, HALF,
+		mr->lkey, raddr, imr->rkey);
+	vt_expect_ok(cq, &wc, 12, IBV_WC_RDMA_WRITE,
+		     "WRITE after the owner's ibv_close_device");
+	vt_put(dir, "late", "1\n");
+	vt_assert(vt_get(dir, "done", buf, sizeof(buf), vt_tmo_ms()),
+		  "the owner never finished");
+
+	/* Our own connection hears the context's events about our objects. */
+	drain_sq(qp);
+	vt_expect_async(d.ctx, IBV_EVENT_SQ_DRAINED, qp, "our QP drained");
+	printf("importer: async events reach the importer\n");
+
+	/* Destroying through an import destroys for everyone. */
+	vt_assert(ibv_dereg_mr(imr) == 0, "ibv_dereg_mr of the imported MR");
+	vt_dereg(mr);
+	vt_assert(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	/* The owner's QP is still on the PD: it stays, we let go of it. */
+	vt_assert(ibv_dealloc_pd(d.pd) == EBUSY, "dealloc of a PD in use");
+	ibv_unimport_pd(d.pd);
+	vt_assert(ibv_close_device(d.ctx) == 0, "ibv_close_device");
+	printf("importer: imported, used, and let go of the owner's context\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "owner"))
+		return owner(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "importer"))
+		return importer(argv[2]);
+	fprintf(stderr, "usage: import-helper owner|importer DIR\n");
+	return 2;
+}
