@@ -708,13 +708,15 @@ const char *const ibvd_limit_names[IBVD_LIMIT_NKINDS] = {
 /*
  * Far above what rping, cmtime, perftest, UCX or an MPI job on one host
  * use, far below what would starve the other uids: 1024 connections (the
- * old fixed per-uid cap), a completion channel and a multicast group per
- * connection; as many CM ids as one event channel may hold (each may
- * arm timers: they are bounded with it).
+ * old fixed per-uid cap) and a multicast group per connection; as many
+ * CM ids as one event channel may hold (each may arm timers: they are
+ * bounded with it).  Completion channels: librdmacm's rdma_create_qp
+ * makes two per connection, so `cmtime -c 8000` fits (a socket each: the
+ * daemon's fd budget, 1048576 under the unit, holds 64 uids at the limit).
  */
 #define BUILTIN_CM_ID		65536
 #define BUILTIN_SESSION		1024
-#define BUILTIN_COMP_CHANNEL	1024
+#define BUILTIN_COMP_CHANNEL	16384
 #define BUILTIN_MCAST_ATTACH	1024
 #define BUILTIN_MCAST_JOIN	1024
 
