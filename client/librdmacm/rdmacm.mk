@@ -23,5 +23,6 @@ LIBRDMACM_SOURCES += \
 	client/librdmacm/rsocket/iomap.c \
 	client/librdmacm/rsocket/connect.c \
 	client/librdmacm/rsocket/data.c \
+	client/librdmacm/rsocket/dgram.c \
 	client/librdmacm/rsocket/poll.c \
 	client/librdmacm/rsocket/options.c

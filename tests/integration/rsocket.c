@@ -229,7 +229,7 @@ START_TEST(socket_args)
 	int fd;
 
 	ck_fails_with(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
-	ck_fails_with(rsocket(AF_INET, SOCK_DGRAM, 0), EOPNOTSUPP);
+	ck_fails_with(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), EPROTONOSUPPORT);
 	ck_fails_with(rsocket(AF_INET, SOCK_RAW, 0), ESOCKTNOSUPPORT);
 	ck_fails_with(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);
 
@@ -930,6 +930,150 @@ START_TEST(select_mixed)
 }
 END_TEST
 
+/* ---- datagram rsockets ----------------------------------------------------- */
+
+/* A datagram rsocket bound to 127.0.0.1, a port of the kernel's choosing. */
+static int dgram(uint16_t *port)
+{
+	struct sockaddr_in sin;
+	int fd = rsocket(AF_INET, SOCK_DGRAM, 0);
+
+	ck_assert_msg(fd >= 0, "rsocket(SOCK_DGRAM): %s", strerror(errno));
+	loopback(&sin, 0);
+	ck_ok(rbind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	*port = local_port(fd);
+	ck_assert_int_ne(*port, 0);
+	return fd;
+}
+
+/* One datagram of pattern seed, len bytes, from fd to port. */
+static void dg_send(int fd, uint16_t port, size_t len, uint32_t seed)
+{
+	struct sockaddr_in to;
+	uint8_t buf[2048];
+
+	loopback(&to, port);
+	vt_fill(buf, len, 0, seed);
+	ck_assert_int_eq(rsendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to)),
+			 (ssize_t)len);
+}
+
+/* The next datagram on fd: len bytes of seed, from port. */
+static void dg_expect(int fd, uint16_t port, size_t len, uint32_t seed)
+{
+	struct sockaddr_in from;
+	socklen_t flen = sizeof(from);
+	uint8_t buf[2048];
+	ssize_t n;
+
+	ck_assert(wait_for(fd, POLLIN) & POLLIN);
+	n = rrecvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+	ck_assert_msg(n == (ssize_t)len, "rrecvfrom: %zd (%s), want %zu", n,
+		      n < 0 ? strerror(errno) : "", len);
+	ck_assert_int_eq(vt_check(buf, len, 0, seed), -1);
+	ck_assert_int_eq(flen, sizeof(from));
+	ck_assert_int_eq(ntohs(from.sin_port), port);
+	ck_assert_int_eq(from.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+}
+
+/*
+ * Datagrams both ways between two rsockets: the first ones go over UDP
+ * until each side has the other's QP number, the rest over the UD QP;
+ * every byte and every source address checked.
+ */
+START_TEST(dgram_exchange)
+{
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), i;
+
+	for (i = 0; i < 200; i++) {
+		size_t len = 1 + (size_t)(i * 37) % 2000;
+
+		dg_send(a, pb, len, (uint32_t)i);
+		dg_expect(b, pa, len, (uint32_t)i);
+		dg_send(b, pa, len, 1000u + (uint32_t)i);
+		dg_expect(a, pb, len, 1000u + (uint32_t)i);
+	}
+	/* a burst, then all of it in order */
+	for (i = 0; i < 32; i++)
+		dg_send(a, pb, 100, 5000u + (uint32_t)i);
+	for (i = 0; i < 32; i++)
+		dg_expect(b, pa, 100, 5000u + (uint32_t)i);
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
+/* rconnect() names the peer of rsend/rrecv; MSG_PEEK; the calls that make no sense. */
+START_TEST(dgram_connected)
+{
+	struct sockaddr_in sin, peer;
+	socklen_t len = sizeof(peer);
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb);
+	char buf[4000], got[16];
+
+	ck_fails_with(rsend(a, "x", 1, 0), EDESTADDRREQ);
+	ck_fails_with(rgetpeername(a, (struct sockaddr *)&peer, &len), ENOTCONN);
+	ck_fails_with(rlisten(a, 1), EOPNOTSUPP);
+	ck_fails_with(raccept(a, NULL, NULL), EOPNOTSUPP);
+	ck_fails_with(rsend(a, buf, 1, MSG_OOB), EOPNOTSUPP);
+	loopback(&sin, pb);
+	ck_ok(rconnect(a, (struct sockaddr *)&sin, sizeof(sin)));
+	len = sizeof(peer);
+	ck_ok(rgetpeername(a, (struct sockaddr *)&peer, &len));
+	ck_assert_int_eq(ntohs(peer.sin_port), pb);
+	memset(buf, 'x', sizeof(buf));
+	ck_fails_with(rsend(a, buf, sizeof(buf), 0), EMSGSIZE);
+	ck_assert_int_eq(rsend(a, "hello", 6, 0), 6);
+	ck_assert(wait_for(b, POLLIN) & POLLIN);
+	ck_assert_int_eq(rrecv(b, got, sizeof(got), MSG_PEEK), 6);
+	ck_assert_int_eq(rrecv(b, got, 3, 0), 3);	/* the rest is cut off */
+	ck_assert_int_eq(memcmp(got, "hel", 3), 0);
+	ck_fails_with(rrecv(b, got, sizeof(got), MSG_DONTWAIT), EAGAIN);
+	set_nonblock(b, true);
+	ck_fails_with(rrecvfrom(b, got, sizeof(got), 0, NULL, NULL), EAGAIN);
+	ck_assert(wait_for(a, POLLOUT) & POLLOUT);
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
+/* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
+START_TEST(dgram_garbage)
+{
+	static const uint8_t tag[4] = { 0x55, 0x55, 0x55, 0x55 };
+	struct sockaddr_in to;
+	uint8_t junk[64];
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), u, i;
+	char got[16];
+
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(u, 0);
+	loopback(&to, pb);
+	for (i = 0; i < 64; i++) {
+		size_t len = (size_t)i % sizeof(junk);
+
+		vt_fill(junk, sizeof(junk), 0, (uint32_t)i);
+		if (i % 2)
+			memcpy(junk, tag, sizeof(tag));	/* the tag, a bad rest */
+		if (i % 4 == 1)
+			junk[4] = 6;	/* IPv6 header from an IPv4 sender */
+		ck_assert_int_ge(sendto(u, junk, len, 0, (struct sockaddr *)&to,
+					sizeof(to)), 0);
+	}
+	vt_sleep_ms(50);
+	ck_fails_with(rrecvfrom(b, got, sizeof(got), MSG_DONTWAIT, NULL, NULL), EAGAIN);
+	/* and the real thing still works */
+	dg_send(a, pb, 10, 7);
+	dg_expect(b, pa, 10, 7);
+	close(u);
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------ */
 
 struct test {
@@ -945,7 +1089,8 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(connect_refused), T(connect_and_names), T(partial_reads),
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
-		T(select_mixed),
+		T(select_mixed), T(dgram_exchange), T(dgram_connected),
+		T(dgram_garbage),
 	};
 #undef T
 	Suite *s = suite_create("rsocket");

@@ -18,6 +18,9 @@
 #              pselect, refuses a bad ppoll timeout; the client sends a
 #              file with sendfile(2); the bytes compared
 #   fallback   nc under LD_PRELOAD with no daemon: ordinary TCP sockets
+#   udpong     Debian's udpong (datagram rsockets: a UD QP, UDP until the
+#              peers know each other's QP numbers): bandwidth runs of 64,
+#              1024 and 1500 bytes, nonblocking, blocking and rpoll-driven
 #
 # Every other case checks that port 1 of the device sent packets meanwhile
 # (ibvctl's counters), so the bytes went over ibverbsd, not TCP; the
@@ -25,7 +28,7 @@
 # RS_CASES="a b" runs some only.
 . "$(dirname "$0")/lib.sh"
 
-for t in rstream riostream rcopy; do
+for t in rstream riostream rcopy udpong; do
 	need_cmd "/usr/bin/$t"
 done
 need_cmd nc iperf3 ss sha256sum
@@ -315,11 +318,46 @@ case_fallback() {
 	ok "no daemon: nc moved $(wc -c <"$O/fb.srv") bytes over TCP, $DEV untouched"
 }
 
+# Debian's udpong: the server (uid $USER1) bound to 127.0.0.1 runs until
+# killed; the client (uid $USER2) logs in and runs one custom bandwidth
+# test per run: it sends -C datagrams, then asks the server how many
+# arrived (a datagram may be dropped; none arriving fails).  Not its echo
+# tests: udpong resends after 1 ms and reads the reply into the buffer it
+# resends, so a single late echo on a loaded host makes it loop for ever.
+case_udpong() {
+	local port spid before name args n v
+	port=$(free_port)
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/udp.srv" -- /usr/bin/udpong -b 127.0.0.1 -p "$port"
+	spid=$BG
+	for _ in $(seq $((TMO * 10))); do
+		[ -n "$(ss -Hlun "sport = :$port" 2>/dev/null)" ] && break
+		pid_running "$spid" || break
+		sleep 0.1
+	done
+	[ -n "$(ss -Hlun "sport = :$port" 2>/dev/null)" ] ||
+		{ show_out "udpong server" "$O/udp.srv"; fail "udpong: the server did not bind UDP port $port"; }
+	for v in "1k-n|-S 1024 -C 5000" "64-b|-S 64 -C 5000 -T blocking" \
+		 "1500-a|-S 1500 -C 2000 -T async"; do
+		name=${v%%|*}
+		args=${v#*|}
+		check "udpong $name: udpong -s 127.0.0.1 $args (uid $USER2) to udpong -b 127.0.0.1 (uid $USER1)"
+		# shellcheck disable=SC2086 # the options are words
+		fg "$USER2" "$O/udp.$name" -- /usr/bin/udpong -s 127.0.0.1 -p "$port" $args
+		client_ok $? "$O/udp.$name" "udpong $name client"
+		expect_grep '^custom +[0-9.]+[kmg]? +[0-9.]*[1-9][0-9.]*[kmg]? ' "$O/udp.$name" "udpong $name: datagrams arrived"
+		ok "udpong $name: $(grep '^custom' "$O/udp.$name" | tr -s ' ')"
+	done
+	kill -TERM "$spid" 2>/dev/null
+	n=$(moved "$before" udpong)
+	ok "udpong: $n packets on $DEV"
+}
+
 case_api() {
 	run_check_suite rsocket "$USER1"
 }
 
-ALL_CASES="api rstream riostream rcopy nc iperf3 calls fallback"
+ALL_CASES="api rstream riostream rcopy nc iperf3 calls fallback udpong"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

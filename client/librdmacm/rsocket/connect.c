@@ -31,6 +31,7 @@ static struct rsocket *rs_alloc(void)
 
 static void rs_free(struct rsocket *rs)
 {
+	rs_dgram_close(rs);
 	rs_free_requests(rs);
 	rs_free_iomaps(rs);
 	rs_destroy_ep(rs);
@@ -66,7 +67,7 @@ static int check_type(int domain, int type, int protocol)
 	if (domain != AF_INET && domain != AF_INET6)
 		return -EAFNOSUPPORT;
 	if (kind == SOCK_DGRAM)
-		return -EOPNOTSUPP;	/* datagram rsockets: not implemented */
+		return protocol && protocol != IPPROTO_UDP ? -EPROTONOSUPPORT : 0;
 	if (kind != SOCK_STREAM)
 		return -ESOCKTNOSUPPORT;
 	if (protocol && protocol != IPPROTO_TCP)
@@ -88,9 +89,13 @@ static int do_rsocket(int domain, int type, int protocol)
 	rs->domain = domain;
 	if (type & SOCK_NONBLOCK)
 		rs->fl_flags |= O_NONBLOCK;
-	ret = open_channel(rs, type & SOCK_CLOEXEC ? FD_CLOEXEC : 0);
-	if (!ret && rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP))
-		ret = -errno;
+	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_DGRAM) {
+		ret = rs_dgram_open(rs, type);
+	} else {
+		ret = open_channel(rs, type & SOCK_CLOEXEC ? FD_CLOEXEC : 0);
+		if (!ret && rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP))
+			ret = -errno;
+	}
 	if (!ret)
 		ret = rs_table_insert(rs);
 	if (ret) {
@@ -142,7 +147,8 @@ int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 	pthread_mutex_lock(&rs->lock);
 	ret = check_addr(rs, addr, addrlen);
 	if (!ret)
-		ret = bind_locked(rs, addr);
+		ret = rs->dg ? rs_dgram_bind(rs, addr, addrlen) :
+			       bind_locked(rs, addr);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }
@@ -187,7 +193,7 @@ int rlisten(int socket, int backlog)
 	if (!rs)
 		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
-	ret = listen_locked(rs, backlog);
+	ret = rs->dg ? -EOPNOTSUPP : listen_locked(rs, backlog);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }
@@ -307,7 +313,7 @@ int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	if (addr && !addrlen)
 		return rs_ret(-EFAULT);
 	pthread_mutex_lock(&ls->lock);
-	ret = accept_locked(ls, &rs);
+	ret = ls->dg ? -EOPNOTSUPP : accept_locked(ls, &rs);
 	pthread_mutex_unlock(&ls->lock);
 	if (ret)
 		return rs_ret(ret);
@@ -389,7 +395,8 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 	pthread_mutex_lock(&rs->lock);
 	ret = check_addr(rs, addr, addrlen);
 	if (!ret)
-		ret = connect_locked(rs, addr, addrlen);
+		ret = rs->dg ? rs_dgram_connect(rs, addr, addrlen) :
+			       connect_locked(rs, addr, addrlen);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }
@@ -451,7 +458,9 @@ int rshutdown(int socket, int how)
 	if (!rs)
 		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
-	ret = shutdown_locked(rs, how);
+	/* A datagram rsocket has no connection to shut down (as UDP's). */
+	ret = rs->dg ? (how < SHUT_RD || how > SHUT_RDWR ? -EINVAL : 0) :
+		       shutdown_locked(rs, how);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }

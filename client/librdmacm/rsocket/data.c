@@ -127,6 +127,9 @@ static ssize_t sendv_locked(struct rsocket *rs, const struct iovec *iov,
 	size_t left = total;
 	int ret;
 
+	if (rs->dg)
+		return rs_dgram_sendv(rs, iov, cnt, flags, NULL, 0);
+
 	ret = ready(rs, nonblock);
 	if (!ret && !(rs->state & RS_WRITABLE))
 		ret = send_error(rs);
@@ -177,6 +180,26 @@ static ssize_t do_iov(int socket, const struct iovec *iov, int cnt, int flags,
 	return ret;
 }
 
+/* A datagram rsocket's send or receive with an address (dgram.c). */
+static ssize_t do_dgram(struct rsocket *rs, const struct iovec *iov, int cnt,
+			int flags, bool send, const struct sockaddr *to,
+			socklen_t tolen, struct sockaddr *from,
+			socklen_t *fromlen)
+{
+	ssize_t ret;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	ret = iov_total(iov, cnt);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&rs->lock);
+	ret = send ? rs_dgram_sendv(rs, iov, cnt, flags, to, tolen) :
+		     rs_dgram_recvv(rs, iov, cnt, flags, from, fromlen);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
+}
+
 static ssize_t do_sendv(int socket, const struct iovec *iov, int cnt, int flags)
 {
 	return do_iov(socket, iov, cnt, flags, sendv_locked);
@@ -201,9 +224,13 @@ ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 		const struct sockaddr *dest_addr, socklen_t addrlen)
 {
 	struct iovec iov = { (void *)buf, len };
+	struct rsocket *rs = rs_lookup(socket);
 
-	if (!rs_lookup(socket))
+	if (!rs)
 		return ssize_ret(-EBADF);
+	if (rs->dg)
+		return ssize_ret(do_dgram(rs, &iov, 1, flags, true, dest_addr,
+					  addrlen, NULL, NULL));
 	/* A stream socket has its peer; naming one is an error (rdma-core). */
 	if (dest_addr || addrlen)
 		return ssize_ret(-EISCONN);
@@ -212,10 +239,16 @@ ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 
 ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 {
-	if (!rs_lookup(socket))
+	struct rsocket *rs = rs_lookup(socket);
+
+	if (!rs)
 		return ssize_ret(-EBADF);
 	if (!msg)
 		return ssize_ret(-EFAULT);
+	if (rs->dg)
+		return ssize_ret(do_dgram(rs, msg->msg_iov, (int)msg->msg_iovlen,
+					  flags, true, msg->msg_name,
+					  msg->msg_namelen, NULL, NULL));
 	if (msg->msg_name || msg->msg_namelen)
 		return ssize_ret(-EISCONN);
 	return ssize_ret(do_sendv(socket, msg->msg_iov, (int)msg->msg_iovlen,
@@ -309,6 +342,9 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 	size_t left = total;
 	int ret;
 
+	if (rs->dg)
+		return rs_dgram_recvv(rs, iov, cnt, flags, NULL, NULL);
+
 	ret = ready(rs, nonblock);
 	if (ret || !total)
 		return ret;
@@ -348,7 +384,13 @@ ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 		  struct sockaddr *src_addr, socklen_t *addrlen)
 {
 	struct rsocket *rs = rs_lookup(socket);
-	ssize_t ret = rrecv(socket, buf, len, flags);
+	struct iovec iov = { buf, len };
+	ssize_t ret;
+
+	if (rs && rs->dg)
+		return ssize_ret(do_dgram(rs, &iov, 1, flags, false, NULL, 0,
+					  src_addr, addrlen));
+	ret = rrecv(socket, buf, len, flags);
 
 	/* A stream's data comes from its peer (rdma-core names it too). */
 	if (ret >= 0 && rs && src_addr && addrlen)
@@ -359,12 +401,18 @@ ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 
 ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 {
-	if (!rs_lookup(socket))
+	struct rsocket *rs = rs_lookup(socket);
+
+	if (!rs)
 		return ssize_ret(-EBADF);
 	if (!msg)
 		return ssize_ret(-EFAULT);
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
+	if (rs->dg)
+		return ssize_ret(do_dgram(rs, msg->msg_iov, (int)msg->msg_iovlen,
+					  flags, false, NULL, 0, msg->msg_name,
+					  msg->msg_name ? &msg->msg_namelen : NULL));
 	return ssize_ret(do_recvv(socket, msg->msg_iov, (int)msg->msg_iovlen,
 				  flags));
 }

@@ -164,7 +164,12 @@ int rsetsockopt(int socket, int level, int optname, const void *optval,
 	if (!rs)
 		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
-	ret = set_opt(rs, level, optname, optval, optlen);
+	/* A datagram rsocket's options are its UDP socket's. */
+	if (rs->dg)
+		ret = level == SOL_RDMA ? -ENOPROTOOPT :
+		      setsockopt(rs->fd, level, optname, optval, optlen) ? -errno : 0;
+	else
+		ret = set_opt(rs, level, optname, optval, optlen);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }
@@ -318,7 +323,11 @@ int rgetsockopt(int socket, int level, int optname, void *optval,
 	if (!optval || !optlen)
 		return rs_ret(-EFAULT);
 	pthread_mutex_lock(&rs->lock);
-	ret = get_opt(rs, level, optname, optval, optlen);
+	if (rs->dg)
+		ret = level == SOL_RDMA ? -ENOPROTOOPT :
+		      getsockopt(rs->fd, level, optname, optval, optlen) ? -errno : 0;
+	else
+		ret = get_opt(rs, level, optname, optval, optlen);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }
@@ -378,8 +387,11 @@ int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	if (!rs)
 		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
-	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)) &&
-	    rs->state != RS_ACCEPTING)
+	if (rs->dg)
+		ret = !addr || !addrlen ? -EFAULT :
+		      rs_dgram_getpeername(rs, addr, addrlen);
+	else if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)) &&
+		 rs->state != RS_ACCEPTING)
 		ret = -ENOTCONN;
 	else
 		ret = copy_name(rs, rdma_get_peer_addr(rs->id), addr, addrlen);
@@ -395,7 +407,11 @@ int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	if (!rs)
 		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
-	ret = copy_name(rs, rdma_get_local_addr(rs->id), addr, addrlen);
+	if (rs->dg)
+		ret = !addr || !addrlen ? -EFAULT :
+		      rs_dgram_getsockname(rs, addr, addrlen);
+	else
+		ret = copy_name(rs, rdma_get_local_addr(rs->id), addr, addrlen);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_ret(ret);
 }

@@ -69,6 +69,11 @@ static short check(struct rsocket *rs, short events, bool arm, int fds[2],
 	short rev;
 
 	pthread_mutex_lock(&rs->lock);
+	if (rs->dg) {
+		rev = rs_dgram_revents(rs, events, arm, fds, n);
+		pthread_mutex_unlock(&rs->lock);
+		return rev;
+	}
 	rs_drain_cq_events(rs);
 	rs_progress(rs);
 	rev = state_revents(rs, events);
@@ -87,11 +92,6 @@ static int64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t now_ms(void)
-{
-	return now_ns() / 1000000;
 }
 
 /*
@@ -135,7 +135,9 @@ static int round_once(struct pollfd *fds, nfds_t nfds, bool arm,
 
 static int do_rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
-	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0, spin_end;
+	/* In nanoseconds: a 1 ms timeout waits 1 ms, not to the next tick. */
+	int64_t deadline = timeout > 0 ? now_ns() + timeout * 1000000ll : 0;
+	int64_t spin_end;
 	struct pollfd *sleep_fds;
 	nfds_t nsleep;
 	int ready, slice;
@@ -156,10 +158,12 @@ static int do_rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			break;
 		slice = RS_POLL_SLICE_MS;
 		if (timeout > 0) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - now_ns();
 
 			if (left <= 0)
 				break;
+			/* rounded up: poll(2) waits at least its timeout */
+			left = (left + 999999) / 1000000;
 			if (left < slice)
 				slice = (int)left;
 		}

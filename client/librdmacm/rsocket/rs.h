@@ -34,11 +34,13 @@
  *   data.c      rsend/rrecv and their variants, riowrite
  *   poll.c      rpoll, rselect
  *   options.c   rsetsockopt, rgetsockopt, rfcntl, rgetpeername, ...
+ *   dgram.c     datagram rsockets: a UD QP and a UDP socket (the calls
+ *               above hand SOCK_DGRAM rsockets to it)
  *
  * An rsocket's fd is the fd of its own CM event channel: a real fd, unique
  * while the rsocket lives, that the app may pass to rpoll().  Datagram
- * rsockets (SOCK_DGRAM) are not implemented: rsocket() fails with
- * EOPNOTSUPP.
+ * rsockets (SOCK_DGRAM) are a file of their own, dgram.c, whose fd is
+ * their UDP socket's; the calls above hand them over where they differ.
  *
  * Errors: internal functions return 0 (or a count) or a negative errno;
  * the exported calls convert once with rs_ret().  One mutex per rsocket
@@ -179,9 +181,12 @@ struct rs_iomap_mr {
 	bool sent;		/* announced to the peer */
 };
 
+struct rs_dgram;
+
 struct rsocket {
-	int fd;				/* the app's name: ch->fd */
+	int fd;				/* the app's name: ch->fd (dg: its UDP socket) */
 	int domain;
+	struct rs_dgram *dg;		/* SOCK_DGRAM (dgram.c); NULL for a stream */
 	pthread_mutex_t lock;		/* everything below */
 	unsigned int state;
 	int err;			/* SO_ERROR, cleared when read */
@@ -317,5 +322,31 @@ void rs_free_iomaps(struct rsocket *rs);
 
 /* Finish an opening rsocket: 0 once connected, -EAGAIN if nonblock. */
 int rs_finish_connect(struct rsocket *rs, bool nonblock);
+
+/* ---- dgram.c --------------------------------------------------------------- */
+
+#define RS_DS_SLOT		2048	/* a datagram with its header, at most */
+#define RS_DS_MAX_IOV		8	/* iovec entries of one datagram */
+
+/* rs->dg and its UDP socket, which becomes rs->fd (type: socket(2)'s). */
+int rs_dgram_open(struct rsocket *rs, int type);
+void rs_dgram_close(struct rsocket *rs);
+int rs_dgram_bind(struct rsocket *rs, const struct sockaddr *addr,
+		  socklen_t len);
+/* Sets the destination of rsend() (connect(2) on a UDP socket). */
+int rs_dgram_connect(struct rsocket *rs, const struct sockaddr *addr,
+		     socklen_t len);
+/* One datagram out (to: NULL for rconnect()'s), or in; under rs->lock. */
+ssize_t rs_dgram_sendv(struct rsocket *rs, const struct iovec *iov, int cnt,
+		       int flags, const struct sockaddr *to, socklen_t tolen);
+ssize_t rs_dgram_recvv(struct rsocket *rs, const struct iovec *iov, int cnt,
+		       int flags, struct sockaddr *from, socklen_t *fromlen);
+/* rpoll's view (poll.c's check()): revents, and with arm the fds to sleep on. */
+short rs_dgram_revents(struct rsocket *rs, short events, bool arm, int fds[2],
+		       int *nfds);
+int rs_dgram_getsockname(struct rsocket *rs, struct sockaddr *addr,
+			 socklen_t *len);
+int rs_dgram_getpeername(struct rsocket *rs, struct sockaddr *addr,
+			 socklen_t *len);
 
 #endif /* IBVD_RS_H */
