@@ -24,5 +24,6 @@ LIBRDMACM_SOURCES += \
 	client/librdmacm/rsocket/connect.c \
 	client/librdmacm/rsocket/data.c \
 	client/librdmacm/rsocket/dgram.c \
+	client/librdmacm/rsocket/keepalive.c \
 	client/librdmacm/rsocket/poll.c \
 	client/librdmacm/rsocket/options.c

@@ -1074,16 +1074,72 @@ START_TEST(dgram_garbage)
 }
 END_TEST
 
+/* ---- keepalives -------------------------------------------------------------- */
+
+/*
+ * An idle connected pair for 4.2 s between the files ready and done in
+ * $KA_DIR, with SO_KEEPALIVE and TCP_KEEPIDLE 1 on both ends or without:
+ * rsockets.sh counts the device's packets in between (keepalives every
+ * second each way, or none).  Then the connection still works.
+ */
+static void keepalive_idle(bool on)
+{
+	const char *dir = getenv("KA_DIR");
+	int lfd, srv, cli, one = 1, v;
+	socklen_t len = sizeof(v);
+	char c = 'k';
+
+	ck_assert_msg(dir, "KA_DIR names the directory of the markers");
+	pair(&lfd, &srv, &cli);
+	if (on) {
+		ck_ok(rsetsockopt(cli, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)));
+		ck_ok(rsetsockopt(cli, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof(one)));
+		ck_ok(rsetsockopt(srv, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof(one)));
+		ck_ok(rsetsockopt(srv, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)));
+		ck_ok(rgetsockopt(cli, SOL_SOCKET, SO_KEEPALIVE, &v, &len));
+		ck_assert_int_eq(v, 1);
+	}
+	/* the connection's own first messages (credits) are over first */
+	send_all(cli, &c, 1);
+	recv_all(srv, &c, 1);
+	send_all(srv, &c, 1);
+	recv_all(cli, &c, 1);
+	vt_sleep_ms(300);
+	vt_put(dir, "ready", "1\n");
+	vt_sleep_ms(4200);
+	vt_put(dir, "done", "1\n");
+	vt_sleep_ms(500);	/* rsockets.sh reads the counter meanwhile */
+	send_all(cli, &c, 1);
+	recv_all(srv, &c, 1);
+	ck_assert_int_eq(c, 'k');
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+
+START_TEST(keepalive_on)
+{
+	keepalive_idle(true);
+}
+END_TEST
+
+START_TEST(keepalive_off)
+{
+	keepalive_idle(false);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------ */
 
 struct test {
 	const char *name;
 	const TTest *fn;
+	bool named_only;	/* runs only when asked for by name */
 };
 
 static Suite *rsocket_suite(int argc, char **argv)
 {
-#define T(f)	{ #f, f }
+#define T(f)	{ #f, f, false }
 	const struct test tests[] = {
 		T(bad_fds), T(socket_args), T(bind_args), T(listen_accept_args),
 		T(connect_refused), T(connect_and_names), T(partial_reads),
@@ -1091,6 +1147,8 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(dgram_exchange), T(dgram_connected),
 		T(dgram_garbage),
+		{ "keepalive_on", keepalive_on, true },
+		{ "keepalive_off", keepalive_off, true },
 	};
 #undef T
 	Suite *s = suite_create("rsocket");
@@ -1100,7 +1158,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 
 	tcase_set_timeout(tc, 60 * vt_tmul());
 	for (i = 0; i < ARRAY_SIZE(tests); i++) {
-		bool want = argc == 0;
+		bool want = argc == 0 && !tests[i].named_only;
 
 		for (j = 0; j < argc; j++)
 			want |= !strcmp(argv[j], tests[i].name);

@@ -18,6 +18,9 @@
 #              pselect, refuses a bad ppoll timeout; the client sends a
 #              file with sendfile(2); the bytes compared
 #   fallback   nc under LD_PRELOAD with no daemon: ordinary TCP sockets
+#   keepalive  an idle connected pair with SO_KEEPALIVE and TCP_KEEPIDLE 1
+#              (rsocket-helper keepalive_on) sends keepalives each second
+#              each way; without (keepalive_off) nothing
 #   udpong     Debian's udpong (datagram rsockets: a UD QP, UDP until the
 #              peers know each other's QP numbers): bandwidth runs of 64,
 #              1024 and 1500 bytes, nonblocking, blocking and rpoll-driven
@@ -353,11 +356,44 @@ case_udpong() {
 	ok "udpong: $n packets on $DEV"
 }
 
+# ka_packets MODE: KA_N, the device's packets while rsocket-helper
+# keepalive_MODE holds its pair idle (between its files ready and done).
+KA_N=0
+ka_packets() {
+	local d=$O/ka-$1 hpid before after
+	mkdir -p "$d" && chmod 1777 "$d" || fail "mkdir $d"
+	run_as "$USER1" env IBVERBSD_SOCKET="$SOCK" KA_DIR="$d" VT_TMUL="$TMUL" \
+		"$T/tools/ibverbsd-run" "$T/bin/rsocket-helper" "keepalive_$1" >"$O/ka-$1.out" 2>&1 &
+	hpid=$!
+	BG_PIDS+=("$hpid")
+	for _ in $(seq $((TMO * 10))); do [ -e "$d/ready" ] && break; sleep 0.1; done
+	[ -e "$d/ready" ] || { show "keepalive_$1" "$O/ka-$1.out"; fail "keepalive_$1 never got ready"; }
+	before=$(sent_pkts "$DEV")
+	for _ in $(seq $((TMO * 10))); do [ -e "$d/done" ] && break; sleep 0.1; done
+	after=$(sent_pkts "$DEV")
+	wait_exit "$hpid" "$TMO" && [ "$EXIT_STATUS" -eq 0 ] ||
+		{ show "keepalive_$1" "$O/ka-$1.out"; fail "keepalive_$1 failed"; }
+	KA_N=$((after - before))
+}
+
+case_keepalive() {
+	local on off
+	check "keepalives: an idle connection for 4.2 s, TCP_KEEPIDLE 1, with and without SO_KEEPALIVE"
+	ka_packets off
+	off=$KA_N
+	ka_packets on
+	on=$KA_N
+	log "packets while idle: $off without keepalives, $on with"
+	[ "$off" -le 2 ] || fail "an idle connection without keepalives sent $off packets"
+	[ "$on" -ge $((off + 4)) ] || fail "keepalives every second each way sent only $on packets in 4.2 s"
+	ok "keepalives: $on packets in 4.2 s idle (without: $off)"
+}
+
 case_api() {
 	run_check_suite rsocket "$USER1"
 }
 
-ALL_CASES="api rstream riostream rcopy nc iperf3 calls fallback udpong"
+ALL_CASES="api rstream riostream rcopy nc iperf3 calls fallback udpong keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

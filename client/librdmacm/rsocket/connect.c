@@ -31,6 +31,7 @@ static struct rsocket *rs_alloc(void)
 
 static void rs_free(struct rsocket *rs)
 {
+	rs_keepalive_forget(rs);
 	rs_dgram_close(rs);
 	rs_free_requests(rs);
 	rs_free_iomaps(rs);
@@ -237,6 +238,7 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	rs->target_iomap_size = ls->target_iomap_size;
 	rs->nodelay = ls->nodelay;
 	rs->keepalive = ls->keepalive;
+	rs->keepidle = ls->keepidle;
 	ret = open_channel(rs, 0);
 	if (!ret && rdma_migrate_id(req->id, rs->ch))
 		ret = -errno;
@@ -260,6 +262,8 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	/* Sends wait for ESTABLISHED: the peer's QP is not ready before. */
 	rs->state = RS_ACCEPTING;
 	ret = rs_table_insert(rs);
+	if (!ret && rs->keepalive)
+		ret = rs_keepalive_update(rs);
 	if (ret)
 		goto fail;
 	*ret_rs = rs;

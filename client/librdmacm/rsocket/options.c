@@ -4,8 +4,8 @@
  * SOL_SOCKET and IPPROTO_TCP options keep what TCP keeps (SO_RCVBUF and
  * SO_SNDBUF size the buffers, doubled as Linux reports them, while there
  * is no endpoint yet); SOL_RDMA's size the queues and the iomap table.
- * Keepalive (SO_KEEPALIVE, TCP_KEEPIDLE) is accepted and reported but not
- * sent (the peer's keepalives are understood).  rfcntl() knows F_GETFL and F_SETFL (O_NONBLOCK).
+ * Keepalive (SO_KEEPALIVE, TCP_KEEPIDLE) starts and times the keepalive
+ * messages (keepalive.c).  rfcntl() knows F_GETFL and F_SETFL (O_NONBLOCK).
  */
 #include "config.h"
 
@@ -74,7 +74,7 @@ static int set_socket_opt(struct rsocket *rs, int name, const void *optval,
 		return 0;
 	case SO_KEEPALIVE:
 		rs->keepalive = val != 0;
-		return 0;
+		return rs_keepalive_update(rs);
 	case SO_OOBINLINE:
 		rs->oobinline = val != 0;
 		return 0;
@@ -138,6 +138,8 @@ static int set_opt(struct rsocket *rs, int level, int name,
 			rs->nodelay = val != 0;
 		else if (!ret)
 			rs->keepidle = val;
+		if (!ret && name == TCP_KEEPIDLE && rs->keepalive)
+			ret = rs_keepalive_update(rs);	/* the next one is due then */
 		return ret;
 	case IPPROTO_IPV6:
 		if (name != IPV6_V6ONLY || rs->domain != AF_INET6)

@@ -36,6 +36,7 @@
  *   options.c   rsetsockopt, rgetsockopt, rfcntl, rgetpeername, ...
  *   dgram.c     datagram rsockets: a UD QP and a UDP socket (the calls
  *               above hand SOCK_DGRAM rsockets to it)
+ *   keepalive.c the keepalive thread (SO_KEEPALIVE)
  *
  * An rsocket's fd is the fd of its own CM event channel: a real fd, unique
  * while the rsocket lives, that the app may pass to rpoll().  Datagram
@@ -322,6 +323,13 @@ void rs_free_iomaps(struct rsocket *rs);
 
 /* Finish an opening rsocket: 0 once connected, -EAGAIN if nonblock. */
 int rs_finish_connect(struct rsocket *rs, bool nonblock);
+
+/* ---- keepalive.c ------------------------------------------------------------ */
+
+/* rs->keepalive and rs->keepidle changed: (un)schedule its keepalives. */
+int rs_keepalive_update(struct rsocket *rs);
+/* rs goes away: its keepalives stop (before it is freed). */
+void rs_keepalive_forget(struct rsocket *rs);
 
 /* ---- dgram.c --------------------------------------------------------------- */
 
