@@ -18,7 +18,10 @@
  * sends what the request's row wants, else (fds - 1) % 5: placeholders,
  * /dev/null but for ATTACH_MEMORY's two, which are this process's own
  * /proc/self/mem (read-write, as the daemon requires) and maps, as a
- * client sends its own.  They are opened once: a frame carries copies.
+ * client sends its own, and IMPORT_DEVICE's first, one end of a fresh
+ * socket pair (the daemon makes it a session sharing the context; ours
+ * are closed with the input).  The others are opened once: a frame
+ * carries copies.
  */
 #include <config.h>
 
@@ -118,16 +121,44 @@ static int open_session(struct ibvd_daemon *d, uint8_t flags, int *client)
 	return 0;
 }
 
-/* The fds one request carries: placeholders, or our own memory for ATTACH */
-static unsigned int pick_fds(uint16_t type, uint8_t sel, int *fds)
+/*
+ * The importers' ends of the socket pairs IMPORT_DEVICE frames carried:
+ * the daemon makes the other ends sessions; closed with the input.
+ */
+static int import_ends[MAX_RECORDS];
+static unsigned int nimport_ends;
+
+/* A fresh pair for IMPORT_DEVICE: ours kept, the other end to send. */
+static int import_pair(void)
+{
+	int sv[2];
+
+	if (nimport_ends == MAX_RECORDS ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return dup(devnull_fd);
+	CHECK(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
+	import_ends[nimport_ends++] = sv[0];
+	return sv[1];
+}
+
+/*
+ * The fds one request carries: placeholders, our own memory for ATTACH,
+ * a socket pair's end for IMPORT_DEVICE (the caller closes those, n_own
+ * of them, first in fds).
+ */
+static unsigned int pick_fds(uint16_t type, uint8_t sel, int *fds,
+			     unsigned int *n_own)
 {
 	const struct ibvd_request_type *rt = ibvd_request_type_find(type);
 	unsigned int n, i;
 
 	n = sel ? (sel - 1u) % (IBVD_FRAME_MAX_FDS + 1) : rt ? rt->nfds : 0;
+	*n_own = 0;
 	for (i = 0; i < n; i++) {
 		if (type == IBVD_MSG_ATTACH_MEMORY && i < 2)
 			fds[i] = i ? maps_fd : mem_fd;
+		else if (type == IBVD_MSG_IMPORT_DEVICE && i == 0)
+			fds[(*n_own)++] = import_pair();
 		else
 			fds[i] = devnull_fd;
 	}
@@ -144,7 +175,7 @@ static void send_record(int client, uint16_t type, uint8_t sel,
 	};
 	uint8_t buf[sizeof(hdr) + 65535];
 	int fds[IBVD_FRAME_MAX_FDS];
-	unsigned int nfds = pick_fds(type, sel, fds);
+	unsigned int n_own, nfds = pick_fds(type, sel, fds, &n_own), i;
 	union {
 		struct cmsghdr align;
 		char buf[CMSG_SPACE(sizeof(fds))];
@@ -167,6 +198,8 @@ static void send_record(int client, uint16_t type, uint8_t sel,
 	}
 	/* The daemon may have hung up: that is an answer too */
 	(void)!sendmsg(client, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	for (i = 0; i < n_own; i++)
+		close(fds[i]);
 }
 
 static void close_sessions(struct ibvd_daemon *d, int *clients, int n)
@@ -176,6 +209,9 @@ static void close_sessions(struct ibvd_daemon *d, int *clients, int n)
 
 	for (i = 0; i < n; i++)
 		close(clients[i]);
+	for (i = 0; i < (int)nimport_ends; i++)
+		close(import_ends[i]);
+	nimport_ends = 0;
 	/* Hang-ups are seen by the loop; close whatever is left */
 	daemon_turn(d);
 	while ((s = TAILQ_FIRST(&d->sessions)))
