@@ -215,6 +215,12 @@ static int context_new(struct ibvd_session *s, struct ibvd_device *dev,
 	/* objects count against the device's limits and all devices' */
 	ctx->handles.charge = ibvd_tenant_dev_charge_obj;
 	ctx->handles.charge_owner = account;
+	/*
+	 * The account's tenant (and the rate bucket the engine was given)
+	 * must live as long as the context, which may outlive the session
+	 * that opened it (a member that imported it stays).
+	 */
+	ibvd_tenant_ref(account->tenant);
 	TAILQ_INSERT_TAIL(&dev->contexts, ctx, dev_link);
 	dev->ncontexts++;
 	d->ncontexts++;
@@ -255,6 +261,7 @@ static void context_destroy(struct ibvd_context *ctx, struct ibvd_daemon *d)
 	ctx->dev->ncontexts--;
 	d->ncontexts--;
 	ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_HCA_HANDLE, 1);
+	ibvd_tenant_put(account->tenant);
 	pthread_mutex_destroy(&ctx->async_lock);
 	free(ctx);
 }
