@@ -180,6 +180,34 @@ static void free_bufs(struct rs_dgram *dg)
 	free(dg->rdone);
 }
 
+/* The QP and all that serves it, made or half made: none left after. */
+static void drop_qp(struct rs_dgram *dg)
+{
+	if (dg->id && dg->id->qp)
+		rdma_destroy_qp(dg->id);
+	free_bufs(dg);
+	dg->sbuf = dg->rbuf = NULL;
+	dg->sfree = NULL;
+	dg->rdone = NULL;
+	dg->smr = dg->rmr = NULL;
+	dg->nsfree = 0;
+	if (dg->cq && dg->cq_unacked)
+		ibv_ack_cq_events(dg->cq, dg->cq_unacked);
+	dg->cq_unacked = 0;
+	if (dg->cq)
+		ibv_destroy_cq(dg->cq);
+	if (dg->cch)
+		ibv_destroy_comp_channel(dg->cch);
+	if (dg->pd)
+		ibv_dealloc_pd(dg->pd);
+	if (dg->id)
+		rdma_destroy_id(dg->id);
+	dg->cq = NULL;
+	dg->cch = NULL;
+	dg->pd = NULL;
+	dg->id = NULL;
+}
+
 void rs_dgram_close(struct rsocket *rs)
 {
 	struct rs_dgram *dg = rs->dg;
@@ -196,20 +224,7 @@ void rs_dgram_close(struct rsocket *rs)
 		dg->pend_head = p->next;
 		free(p);
 	}
-	if (dg->id && dg->id->qp)
-		rdma_destroy_qp(dg->id);
-	free_bufs(dg);
-	if (dg->cq) {
-		if (dg->cq_unacked)
-			ibv_ack_cq_events(dg->cq, dg->cq_unacked);
-		ibv_destroy_cq(dg->cq);
-	}
-	if (dg->cch)
-		ibv_destroy_comp_channel(dg->cch);
-	if (dg->pd)
-		ibv_dealloc_pd(dg->pd);
-	if (dg->id)
-		rdma_destroy_id(dg->id);
+	drop_qp(dg);
 	close(dg->udp);
 	free(dg);
 	rs->dg = NULL;
@@ -271,31 +286,6 @@ static uint32_t queue_slots(int udp)
 	if (getsockopt(udp, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) == 0 && rcvbuf > 0)
 		n = (uint32_t)rcvbuf / 2 / RS_DS_SLOT;
 	return n < DS_MIN_SLOTS ? DS_MIN_SLOTS : n > DS_MAX_SLOTS ? DS_MAX_SLOTS : n;
-}
-
-/* Undo a make_qp() that failed half-way: no QP, as before. */
-static void drop_qp(struct rs_dgram *dg)
-{
-	if (dg->id && dg->id->qp)
-		rdma_destroy_qp(dg->id);
-	free_bufs(dg);
-	dg->sbuf = dg->rbuf = NULL;
-	dg->sfree = NULL;
-	dg->rdone = NULL;
-	dg->smr = dg->rmr = NULL;
-	dg->nsfree = 0;
-	if (dg->cq)
-		ibv_destroy_cq(dg->cq);
-	if (dg->cch)
-		ibv_destroy_comp_channel(dg->cch);
-	if (dg->pd)
-		ibv_dealloc_pd(dg->pd);
-	if (dg->id)
-		rdma_destroy_id(dg->id);
-	dg->cq = NULL;
-	dg->cch = NULL;
-	dg->pd = NULL;
-	dg->id = NULL;
 }
 
 /* The QP, on the device of src (our address, port ignored). */
