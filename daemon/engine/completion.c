@@ -122,9 +122,14 @@ static bool purgeable(const struct ibvd_cqe *cqe, const struct ibvd_qp *qp)
 
 void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp)
 {
-	struct ibvd_cq_client *cp = cq->ring.client_page;
+	struct ibvd_cq_client *cp;
 	uint32_t head, c;
 
+	/* XRC: a target QP has no send CQ (nor a receive one before its
+	 * first message), an initiator no receive CQ */
+	if (!cq)
+		return;
+	cp = cq->ring.client_page;
 	pthread_mutex_lock(&cq->lock);
 	head = ibvd_read_once(&cp->head);
 	/* An impossible head (the client's word) costs only the client. */

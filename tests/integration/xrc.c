@@ -336,6 +336,57 @@ START_TEST(route_by_srqn)
 }
 END_TEST
 
+/*
+ * Back to RESET, both ends, before and after traffic: a target QP has no
+ * send CQ and an initiator no receive CQ (the daemon once dereferenced
+ * them there; found by the handlers fuzz harness), and a reset pair can be
+ * connected again.
+ */
+static void to_reset(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	vt_expect_state(qp, IBV_QPS_RESET, "after the reset");
+}
+
+START_TEST(reset_both_ends)
+{
+	struct ibv_xrcd *x = xrcd_must(A.ctx, NULL, 0);
+	struct ibv_cq *rc = ibv_create_cq(A.ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *sc = ibv_create_cq(A.ctx, 16, NULL, NULL, 0);
+	struct ibv_srq *srq = xsrq(&A, x, rc);
+	struct ibv_qp *tgt = tgt_qp(&A, x), *ini = ini_qp(&A, sc);
+	struct ibv_mr *r = vt_reg(A.pd, 4096, VT_ACCESS_ALL);
+	struct ibv_mr *s = vt_reg(A.pd, 4096, VT_ACCESS_ALL);
+	struct ibv_wc wc;
+	int round;
+
+	xconnect(ini, tgt, A.port.lid);
+	to_reset(tgt);
+	to_reset(ini);
+	for (round = 0; round < 2; round++) {
+		xconnect(ini, tgt, A.port.lid);
+		vt_srq_recv(srq, 10 + (uint64_t)round, r->addr, 4096, r->lkey);
+		vt_fill(s->addr, 64, 0, (uint32_t)round);
+		ck_assert_int_eq(xpost(ini, 1, IBV_WR_SEND, s, 64, srqn(srq), 0, 0), 0);
+		vt_expect_ok(sc, &wc, 1, IBV_WC_SEND, "send after a reset");
+		vt_expect_ok(rc, &wc, 10 + (uint64_t)round, IBV_WC_RECV, "its receive");
+		vt_expect_pat(r->addr, 64, 0, (uint32_t)round, "the SRQ's buffer");
+		to_reset(tgt);
+		to_reset(ini);
+	}
+	ck_assert_int_eq(ibv_destroy_qp(ini), 0);
+	ck_assert_int_eq(ibv_destroy_qp(tgt), 0);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	vt_dereg(r);
+	vt_dereg(s);
+	ck_assert_int_eq(ibv_destroy_cq(rc), 0);
+	ck_assert_int_eq(ibv_destroy_cq(sc), 0);
+	ck_assert_int_eq(ibv_close_xrcd(x), 0);
+}
+END_TEST
+
 /* An SRQ of another domain (or none at all): remote error, target in ERR. */
 START_TEST(wrong_srqn)
 {
@@ -612,6 +663,7 @@ static Suite *xrc_suite(void)
 	tcase_add_test(tc, xrcd_shared_delivery);
 	tcase_add_test(tc, route_by_srqn);
 	tcase_add_test(tc, wrong_srqn);
+	tcase_add_test(tc, reset_both_ends);
 	tcase_add_test(tc, open_qp_outlives_creator);
 	tcase_add_test(tc, rdma_through_xrc);
 	tcase_add_test(tc, bad_arguments);
