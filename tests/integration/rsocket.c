@@ -1074,6 +1074,51 @@ START_TEST(dgram_garbage)
 }
 END_TEST
 
+/*
+ * More senders than an rsocket remembers (4,096): the oldest peers are
+ * forgotten, what they sent still arrives while the queue has room, and a
+ * known peer goes on working.  Each sender is a plain UDP socket speaking
+ * the protocol's UDP header (made-up QP numbers).
+ */
+START_TEST(dgram_many_peers)
+{
+	struct {
+		uint8_t tag[4], version, op, length, reserved;
+		uint32_t qpn, addr;
+		uint8_t data[8];
+	} __attribute__((packed)) h = {
+		{ 0x55, 0x55, 0x55, 0x55 }, 4, 0, 16, 0, 0, 0, "peer" };
+	struct sockaddr_in to;
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), u, i, got = 0;
+	char buf[64];
+
+	loopback(&to, pb);
+	h.addr = htonl(INADDR_LOOPBACK);
+	for (i = 0; i < 4200; i++) {
+		u = socket(AF_INET, SOCK_DGRAM, 0);
+		ck_assert_int_ge(u, 0);
+		h.qpn = htonl(0x100 + (uint32_t)i);
+		ck_assert_int_eq(sendto(u, &h, sizeof(h), 0, (struct sockaddr *)&to,
+					sizeof(to)), (ssize_t)sizeof(h));
+		close(u);
+		/* b reads as it goes, as an app would */
+		while (rrecvfrom(b, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL) == 8)
+			got++;
+	}
+	vt_sleep_ms(50);
+	while (rrecvfrom(b, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL) == 8)
+		got++;
+	ck_assert_msg(got > 256, "only %d of 4200 datagrams read", got);
+	dg_send(a, pb, 100, 9);
+	dg_expect(b, pa, 100, 9);
+	dg_send(b, pa, 100, 10);
+	dg_expect(a, pb, 100, 10);
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* ---- keepalives -------------------------------------------------------------- */
 
 /*
@@ -1146,7 +1191,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(dgram_exchange), T(dgram_connected),
-		T(dgram_garbage),
+		T(dgram_garbage), T(dgram_many_peers),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
 	};

@@ -52,6 +52,7 @@
 #define DS_MIN_SLOTS		64	/* send and receive slots, each */
 #define DS_MAX_SLOTS		1024
 #define RS_DS_PENDING		256	/* UDP datagrams waiting to be read */
+#define DS_MAX_DESTS		4096	/* peers remembered; beyond, the oldest go */
 #define DS_RESOLVE_MS		2000
 #define DS_WR_SEND		(1ull << 32)	/* in a send's wr_id, beside its slot */
 
@@ -122,6 +123,7 @@ struct rs_dgram {
 	unsigned int npend;
 	struct ds_dest *dests;
 	unsigned int ndests, cap;
+	unsigned int evict_next;	/* reuse_dest()'s turn */
 	int conn;			/* rconnect()'s dest, or -1 */
 };
 
@@ -400,6 +402,28 @@ static int bind_any(struct rsocket *rs)
 	return 0;
 }
 
+/*
+ * A dest slot for addr when all are taken: the next in turn (never
+ * rconnect()'s), its address handle dropped; that peer, if it comes back,
+ * is learnt again over UDP.
+ */
+static int reuse_dest(struct rs_dgram *dg, const struct sockaddr_storage *addr,
+		      const struct sockaddr_storage *src)
+{
+	unsigned int i = dg->evict_next++ % DS_MAX_DESTS;
+	struct ds_dest *d;
+
+	if ((int)i == dg->conn)
+		i = dg->evict_next++ % DS_MAX_DESTS;
+	d = &dg->dests[i];
+	if (d->ah)
+		ibv_destroy_ah(d->ah);
+	memset(d, 0, sizeof(*d));
+	d->addr = *addr;
+	fill_hdr(&d->hdr, src);
+	return (int)i;
+}
+
 /* The dest entry for addr, made (with our QP, if we had none) if new. */
 static int get_dest(struct rsocket *rs, const struct sockaddr_storage *addr)
 {
@@ -419,6 +443,9 @@ static int get_dest(struct rsocket *rs, const struct sockaddr_storage *addr)
 		ret = make_qp(rs, &src);
 	if (ret)
 		return ret;
+	/* Anyone may send to a UDP port: past the bound, reuse a slot. */
+	if (dg->ndests == DS_MAX_DESTS)
+		return reuse_dest(dg, addr, &src);
 	if (dg->ndests == dg->cap) {
 		unsigned int cap = dg->cap ? 2 * dg->cap : 8;
 
