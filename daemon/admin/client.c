@@ -86,8 +86,13 @@ static void session_use(const struct ibvd_client_info *s,
 	size_t i;
 
 	memset(u, 0, sizeof(*u));
-	if (s->ctx) {
+	if (s->ctx)
 		u->contexts = 1;
+	/*
+	 * A context shared between processes (ibv_import_device) has its
+	 * objects counted once, with the member that stands for it.
+	 */
+	if (s->ctx && s->ctx->session == s->session) {
 		for (i = 0; i < ARRAY_SIZE(hca_objects); i++)
 			u->objects += ibvd_handle_count(&s->ctx->handles,
 							hca_objects[i]);
