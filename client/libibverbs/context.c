@@ -1,8 +1,10 @@
 /*
  * Device contexts: ibv_open_device() opens one daemon connection per
- * context (DESIGN.md §3.3); the daemon answers OPEN_DEVICE with three fds:
- * the async event socket, the context page (doorbells, ring.h) and the
- * eventfd that wakes a sleeping engine.
+ * context (DESIGN.md §3.3); the daemon answers OPEN_DEVICE with four fds:
+ * the async event socket, the context page (doorbells, ring.h), the
+ * eventfd that wakes a sleeping engine and the ring arena.
+ * ibv_import_device() gets a connection of its own to an existing context
+ * and the same four fds (PROTOCOL.md, IMPORT_DEVICE).
  *
  * The context is laid out as rdma-core does it (abi.md §2.3): our private
  * struct starts with struct verbs_context, whose last member is the public

@@ -498,10 +498,12 @@ TAILQ_HEAD(ibvd_context_list, ibvd_context);
 
 /*
  * A device context: what OPEN_DEVICE makes of a connection (verbs/
- * context.c).  It belongs to one session and one device, owns the daemon
- * end of the async-event socket and the handle table of every object made
- * through it; freeing it destroys them all.  The session is opaque here:
- * only the layers above look into it.
+ * context.c).  It belongs to one device and to its members: the session
+ * that opened it and those that imported it (IMPORT_DEVICE), each with its
+ * own async socket and attached memory; it owns the handle table of every
+ * object made through any of them, and goes, destroying them all, when the
+ * last member leaves.  Sessions are opaque here: only the layers above
+ * look into them.
  */
 /*
  * A process using a context: the one that opened it, and each one that
