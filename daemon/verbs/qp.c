@@ -407,10 +407,8 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 	ibvd_mcast_detach_all(qp);
 	ibvd_handle_remove(&ctx->handles, qp->handle, IBVD_OBJ_QP);
 	users_add(qp, -1);
-	if (qp->qp_type == IBV_QPT_XRC_RECV && qp->xrc.xrcd) {
-		LIST_REMOVE(qp, xrc.link);
-		ibvd_xrcd_use(qp->xrc.xrcd, -1);
-	}
+	if (qp->qp_type == IBV_QPT_XRC_RECV && qp->xrc.xrcd)
+		ibvd_xrc_tgt_fini(qp);
 	qp_rings_free(qp);
 	pthread_mutex_destroy(&qp->recv_lock);
 	free(qp);

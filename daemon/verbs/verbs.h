@@ -298,6 +298,8 @@ void ibvd_xrcd_use(struct ibvd_xrcd *x, int d);
 int ibvd_req_open_qp(struct ibvd_call *call);
 /* Join a new target QP to its domain, held by its creator. */
 int ibvd_xrc_tgt_init(struct ibvd_qp *qp, struct ibvd_xrcd *x);
+/* The target leaves its domain, its holds freed (ibvd_qp_destroy). */
+void ibvd_xrc_tgt_fini(struct ibvd_qp *qp);
 /*
  * ctx lets go of its handle on target qp (DESTROY_QP, teardown); objects
  * lock held for writing.  True if qp lives on (another context holds it:

@@ -57,6 +57,23 @@ int ibvd_xrc_tgt_init(struct ibvd_qp *qp, struct ibvd_xrcd *x)
 	return 0;
 }
 
+void ibvd_xrc_tgt_fini(struct ibvd_qp *qp)
+{
+	struct ibvd_xrc_hold *h;
+
+	/*
+	 * Holds left here are a creation undone (the request failed after
+	 * the QP was made); a released QP has none.  Their handles went
+	 * with the QP's.
+	 */
+	while ((h = LIST_FIRST(&qp->xrc.holds))) {
+		LIST_REMOVE(h, link);
+		free(h);
+	}
+	LIST_REMOVE(qp, xrc.link);
+	ibvd_xrcd_use(qp->xrc.xrcd, -1);
+}
+
 /* Move what the owner keeps for qp (doorbell, ring bytes) to h's context. */
 static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 {
