@@ -78,7 +78,7 @@ static int nl_send(struct nl *nl, struct nlmsghdr *h)
 }
 
 /* One datagram of the answer: 1 when it is complete, 0 for more, or < 0. */
-static int nl_parse(struct nl *nl, int len, bool dump, nl_msg_fn fn, void *arg)
+static int nl_parse(struct nl *nl, unsigned int len, bool dump, nl_msg_fn fn, void *arg)
 {
 	const struct nlmsghdr *h;
 	int ret;
@@ -116,7 +116,7 @@ static int nl_recv(struct nl *nl, bool dump, nl_msg_fn fn, void *arg)
 			continue;
 		if (n < 0)
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		ret = nl_parse(nl, (int)n, dump, fn, arg);
+		ret = nl_parse(nl, (unsigned int)n, dump, fn, arg);
 	} while (n < 0 || ret == 0);
 	return ret < 0 ? ret : 0;
 }

@@ -186,7 +186,7 @@ static int read_one(struct ibvd_netdev_watch *w, struct todo *t)
 {
 	const struct nlmsghdr *h;
 	ssize_t n;
-	int len;
+	unsigned int len;
 
 	n = recv(w->fd, w->buf, sizeof(w->buf), MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0)
@@ -196,7 +196,7 @@ static int read_one(struct ibvd_netdev_watch *w, struct todo *t)
 		t->all = true;
 		n = sizeof(w->buf);
 	}
-	len = (int)n;
+	len = (unsigned int)n;
 	for (h = (const void *)w->buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len))
 		note_message(w, h, t);
 	return 0;

@@ -1,7 +1,9 @@
 # unit tests (core): framing and fd passing (common/frame.c), handle tables
-# (daemon/core/handle.c, compiled into the test).
-check_PROGRAMS += tests/unit/test_frame tests/unit/test_handle
-TESTS += tests/unit/test_frame tests/unit/test_handle
+# (daemon/core/handle.c, compiled into the test), the transit ring
+# (common/transit.c).
+check_PROGRAMS += tests/unit/test_frame tests/unit/test_handle \
+	tests/unit/test_transit
+TESTS += tests/unit/test_frame tests/unit/test_handle tests/unit/test_transit
 
 tests_unit_test_frame_SOURCES = tests/unit/test_frame.c
 tests_unit_test_frame_CFLAGS = $(UNIT_CFLAGS)
@@ -22,3 +24,7 @@ tests_unit_test_roce_SOURCES = tests/unit/test_roce.c \
 tests_unit_test_roce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_roce_LDADD = $(UNIT_LIBS)
+
+tests_unit_test_transit_SOURCES = tests/unit/test_transit.c
+tests_unit_test_transit_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_transit_LDADD = $(UNIT_LIBS)

@@ -1,0 +1,203 @@
+/*
+ * The direct transport's transit ring: messages from one local QP to its
+ * connected peer that no engine thread carries (DESIGN.md §5, item 2).
+ *
+ * Today every message goes client -> engine -> client: the engine thread
+ * reads the sender's memory and writes the receiver's, and on a host with
+ * few CPUs it waits for a scheduler slice between two busy-polling
+ * clients.  For a SEND between two QPs of this daemon there is a shorter
+ * way: the sender's library copies the payload into a ring it shares with
+ * the receiver only, and the receiver's library copies it out into its
+ * posted receive buffer when it polls its CQ.  This header is that ring's
+ * contract; what follows is the whole design it serves, so that each part
+ * built on it keeps the verbs' rules.
+ *
+ * Who shares what.  When the two QPs of an RC pair are both this daemon's
+ * and both past RTR, connected to each other, the daemon makes one sealed
+ * memfd for the pair holding two rings (A to B, B to A) and turns on
+ * "direct mode" for each direction whose receiver has no SRQ and whose
+ * sender has rnr_retry 7 (the verbs' "retry for ever", what librdmacm,
+ * perftest, UCX and the pingpongs use; a finite RNR budget needs a clock
+ * on the sender's side that no library poll can promise, so those stay on
+ * the engine).  Each library learns it from its QP's engine header and
+ * fetches the fd once (one call), lazily, at its next post or poll.
+ *
+ * Nothing in a transit ring is trusted by anyone.  Both clients can map
+ * the whole memfd writable, so either can write any byte of it; the
+ * design only has to make every lie hurt the liar's own traffic:
+ *  - the receiver validates every fragment header it reads (a stale
+ *    sequence word, a length past what was produced, a record that would
+ *    wrap, an unknown kind: the ring is garbage, see below), copies the
+ *    header once and uses only the copy, and copies payload only into the
+ *    receive WQE it took from its own RQ, bounded by that WQE's SGEs.  A
+ *    sender that rewrites a payload while it is copied changes only its
+ *    own message; one that claims more bytes than the WQE holds gets what
+ *    a real responder gives it (local length error at the receiver,
+ *    remote invalid request at the sender, both QPs in error);
+ *  - the sender reads `consumed` only to complete its own sends: a
+ *    receiver that lies about it loses its own messages;
+ *  - what only the daemon may say (this direction failed from message N,
+ *    with status S) it says in each QP's own engine header, in that
+ *    client's own arena, never in the transit memory.
+ * A ring found to be garbage is a protocol error of the sender: the
+ * receiver's library reports it to the daemon, which moves both QPs to
+ * the error state as for any fatal transport error.
+ *
+ * Producers.  A direction has two possible producers, never at once: the
+ * sender's library, for a SEND or SEND_WITH_IMM posted while its SQ has
+ * nothing the engine has not finished (the SQ's `done` counter equals its
+ * tail) and that fits the ring's free space, and the engine, for every
+ * receive-consuming request it executes for that QP (SENDs queued behind
+ * one-sided operations or larger than the free space; SEND_WITH_INV,
+ * whose invalidation is the daemon's to make, sent here once made; RDMA
+ * WRITE with immediate, whose data the engine writes and whose immediate
+ * it then sends here as a zero-length notice).  The library produces only when the engine has nothing of the
+ * SQ left and the QP's lock keeps other posters out, so the two never
+ * race.  The receiver's RQ then belongs to its library alone: the engine
+ * takes no WQE from it, so the order in which the receiver's library
+ * takes messages is the order the sender posted them.
+ *
+ * Ordering against one-sided operations.  RC places requests in order:
+ * a SEND after a WRITE must not be seen before the WRITE's data, and a
+ * WRITE after a SEND must not land before the SEND.  The first holds
+ * because a SEND goes direct only when the engine has finished every
+ * earlier request; the second because the engine executes a request of a
+ * direct QP only when the transit ring is empty (consumed == produced),
+ * waiting for the receiver as it waits for an RNR'd one.
+ *
+ * Completions.  The receiver's library makes the receive completion from
+ * its own WQE and the fragment headers.  The sender's library completes a
+ * direct SEND once `consumed` has passed its last cell.  Each library
+ * merges these with the engine's CQEs so that one QP's completions come
+ * out in the order its requests were posted: a direct completion is
+ * remembered with the CQ's engine tail at posting; it is handed out
+ * before any engine CQE at or after that position and after every one
+ * before it.  (The engine writes the CQE of a request that waited for the
+ * ring only after it saw the ring empty, and a library that reads the CQ
+ * tail before reading `consumed` sees at least what the engine saw.)
+ *
+ * Blocking.  A receiver that arms its CQ writes `arm_seq` in the ring's
+ * consumer line, fences, and re-reads `produced`; a sender, after
+ * publishing `produced`, fences and reads `arm_seq`.  Whichever sees the
+ * other rings its own QP's doorbell, and the engine, which watches the
+ * transit rings of the direct QPs whose doorbells rang, sends the event on
+ * the receiver's completion channel as it does for its own CQEs.
+ *
+ * Errors, teardown and dead peers.  When either QP leaves RTS/RTR (error,
+ * reset, destroy, its process gone), the daemon turns direct mode off and
+ * writes, in the sender's QP engine header, the first message that
+ * failed (the receiver's `consumed` at that moment) and its status
+ * (retry exceeded for a peer that is gone, flushed for a sender in
+ * error).  The sender's library completes its direct sends before that
+ * point as successful and the rest with that status then
+ * IBV_WC_WR_FLUSH_ERR, which is correct whichever side of the line a
+ * racing post landed on.  The engine flushes the receiver's RQ from the
+ * head its library published.
+ *
+ * The ring.  A free-running 32-bit count of 64-byte cells written
+ * (`produced`) and taken (`consumed`), in a power-of-two number of cells
+ * that the daemon sets and each side keeps from the reply, never from
+ * shared memory.  A message is one or more fragments (FIRST .. LAST, as
+ * IB packets are), each a 32-byte header then its payload, rounded up to
+ * whole cells, never wrapping: a fragment that would cross the ring's end
+ * is preceded by a PAD record that fills the rest.  The header's `seq`
+ * is the cell count at its first cell plus one, so a slot left from an
+ * earlier lap never passes for a new one.
+ */
+#ifndef IBVD_TRANSIT_H
+#define IBVD_TRANSIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define IBVD_TRANSIT_CELL	64u
+#define IBVD_TRANSIT_MIN_CELLS	64u		/* 4 KiB */
+#define IBVD_TRANSIT_MAX_CELLS	(1u << 20)	/* 64 MiB */
+
+/* The control block of one direction: two cache lines, one per writer. */
+struct ibvd_transit_ctl {
+	/* written by the producer: the sender's library or the engine */
+	uint32_t produced;	/* cells written so far */
+	uint8_t pad0[60];
+	/* written by the consumer: the receiver's library */
+	uint32_t consumed;	/* cells taken so far */
+	uint32_t arm_seq;	/* non-zero: the receiver waits for an event */
+	uint8_t pad1[56];
+};
+
+enum ibvd_transit_kind {
+	IBVD_TRANSIT_PAD = 1,		/* fills to the ring's end; no payload */
+	IBVD_TRANSIT_SEND,
+	IBVD_TRANSIT_SEND_IMM,
+	IBVD_TRANSIT_SEND_INV,		/* imm: the rkey to invalidate */
+	IBVD_TRANSIT_WRITE_IMM,		/* a notice: the data went by the engine */
+};
+
+#define IBVD_TRANSIT_FIRST	1u
+#define IBVD_TRANSIT_LAST	2u
+#define IBVD_TRANSIT_SOLICITED	4u
+#define IBVD_TRANSIT_FLAGS	7u
+
+/* A fragment's header; its payload follows in the same cells. */
+struct ibvd_transit_frag {
+	uint32_t seq;		/* cell count at this header + 1 */
+	uint16_t kind;		/* enum ibvd_transit_kind */
+	uint16_t flags;		/* IBVD_TRANSIT_* */
+	uint32_t len;		/* payload bytes of this fragment */
+	uint32_t imm;		/* network order; SEND_INV: host-order rkey */
+	uint64_t wr_id;		/* the sender's, for its own bookkeeping */
+	uint32_t msg_len;	/* FIRST: the whole message's bytes */
+	uint32_t pad;
+};
+
+#define IBVD_TRANSIT_HDR	((uint32_t)sizeof(struct ibvd_transit_frag))
+
+/* One direction as one side sees it. */
+struct ibvd_transit {
+	struct ibvd_transit_ctl *ctl;
+	uint8_t *cells;
+	uint32_t ncells;	/* a power of two, kept from the daemon's reply */
+};
+
+/* Cells a fragment of len payload bytes takes. */
+static inline uint32_t ibvd_transit_frag_cells(uint32_t len)
+{
+	return (IBVD_TRANSIT_HDR + len + IBVD_TRANSIT_CELL - 1) /
+	       IBVD_TRANSIT_CELL;
+}
+
+bool ibvd_transit_geometry_ok(uint32_t ncells);
+void ibvd_transit_init(struct ibvd_transit *t, void *ctl, void *cells,
+		       uint32_t ncells);
+
+/*
+ * Producer: the largest payload one fragment can carry now (0: no room),
+ * given `consumed` as read; counts a PAD it would need first.
+ */
+uint32_t ibvd_transit_room(const struct ibvd_transit *t, uint32_t produced,
+			   uint32_t consumed);
+/*
+ * Producer: write one fragment (header *f, its payload gathered from iov)
+ * at *produced and advance *produced; nothing is visible until
+ * ibvd_transit_publish.  -EAGAIN if it does not fit now, -EINVAL for a
+ * header the ring cannot carry.
+ */
+int ibvd_transit_write(const struct ibvd_transit *t, uint32_t *produced,
+		       uint32_t consumed, const struct ibvd_transit_frag *f,
+		       const struct iovec *iov, int iovcnt);
+void ibvd_transit_publish(const struct ibvd_transit *t, uint32_t produced);
+
+/*
+ * Consumer: the next fragment after `consumed`.  1: *f holds a checked
+ * copy of its header, *payload points at its f->len bytes in the ring and
+ * *next is `consumed` past it (and past a PAD before it); 0: nothing yet;
+ * -EPROTO: what the producer wrote is not a ring.
+ */
+int ibvd_transit_next(const struct ibvd_transit *t, uint32_t consumed,
+		      struct ibvd_transit_frag *f, const uint8_t **payload,
+		      uint32_t *next);
+/* Consumer: hand the cells up to `consumed` back to the producer. */
+void ibvd_transit_release(const struct ibvd_transit *t, uint32_t consumed);
+
+#endif /* IBVD_TRANSIT_H */
