@@ -43,38 +43,51 @@
  * receiver's library reports it to the daemon, which moves both QPs to
  * the error state as for any fatal transport error.
  *
- * Producers.  A direction has two possible producers, never at once: the
- * sender's library, for a SEND or SEND_WITH_IMM posted while its SQ has
- * nothing the engine has not finished (the SQ's `done` counter equals its
- * tail) and that fits the ring's free space, and the engine, for every
- * receive-consuming request it executes for that QP (SENDs queued behind
- * one-sided operations or larger than the free space; SEND_WITH_INV,
- * whose invalidation is the daemon's to make, sent here once made; RDMA
- * WRITE with immediate, whose data the engine writes and whose immediate
- * it then sends here as a zero-length notice).  The library produces only when the engine has nothing of the
- * SQ left and the QP's lock keeps other posters out, so the two never
- * race.  The receiver's RQ then belongs to its library alone: the engine
- * takes no WQE from it, so the order in which the receiver's library
- * takes messages is the order the sender posted them.
+ * Producers.  Only the sender's library writes a ring, and only a SEND or
+ * SEND_WITH_IMM posted while its SQ holds nothing the engine has not
+ * finished (the SQ's engine `head`, which the engine publishes only once
+ * a WQE is done, equals the tail) and that fits the ring's free space.
+ * Everything else goes to the SQ as today: SENDs behind one-sided
+ * operations or larger than the free space, SEND_WITH_INV (the
+ * invalidation is the daemon's), RDMA WRITE with immediate, READs,
+ * atomics.  The QP's lock keeps other posters out, and the engine never
+ * writes a ring, so a ring has one producer.
+ *
+ * Consumers.  A message in the ring is placed by whoever holds the
+ * receiving RQ's claim word: the receiver's library when it polls, or the
+ * engine.  The claim word and the RQ's head while direct mode lasts live
+ * in the RQ's client header, in the receiver's own arena (the sender
+ * cannot touch them); the library and the engine take the claim with a
+ * compare-and-swap and hand it back with a release store.  Whoever holds
+ * it takes the next receive WQE, copies the fragment into it (the library
+ * with memcpy, the engine as for any SEND), completes it and moves
+ * `consumed` and the head, in that order.  The engine trusts neither word
+ * (a receiver can only confuse its own receives) and never waits on the
+ * claim: a claim it cannot take now it tries again on its next turn.
  *
  * Ordering against one-sided operations.  RC places requests in order:
  * a SEND after a WRITE must not be seen before the WRITE's data, and a
  * WRITE after a SEND must not land before the SEND.  The first holds
  * because a SEND goes direct only when the engine has finished every
- * earlier request; the second because the engine executes a request of a
- * direct QP only when the transit ring is empty (consumed == produced),
- * waiting for the receiver as it waits for an RNR'd one.
+ * earlier request.  For the second, the engine executes a request of a
+ * direct QP only when the ring is empty (consumed == produced), and if it
+ * is not, it places what is there itself: a receiver that spins on the
+ * WRITE's bytes without polling its CQ still gets them, after the SEND's.
+ * A message with no receive WQE posted waits, as an RNR-NAKed one retries
+ * for ever (rnr_retry 7).
  *
- * Completions.  The receiver's library makes the receive completion from
- * its own WQE and the fragment headers.  The sender's library completes a
- * direct SEND once `consumed` has passed its last cell.  Each library
+ * Completions.  The library makes the receive completions of what it
+ * placed from its own WQE and the fragment headers; the engine's go to
+ * the CQ ring as always.  The sender's library completes a direct SEND
+ * once `consumed` has passed its last cell.  Each library
  * merges these with the engine's CQEs so that one QP's completions come
  * out in the order its requests were posted: a direct completion is
- * remembered with the CQ's engine tail at posting; it is handed out
- * before any engine CQE at or after that position and after every one
+ * remembered with the CQ's engine tail when it was made (a receive: read
+ * after taking the claim; a send: after reading `consumed`); it is handed
+ * out before any engine CQE at or after that position and after every one
  * before it.  (The engine writes the CQE of a request that waited for the
- * ring only after it saw the ring empty, and a library that reads the CQ
- * tail before reading `consumed` sees at least what the engine saw.)
+ * ring only after it saw the ring empty, and publishes a CQE it made
+ * under the claim before handing the claim back.)
  *
  * Blocking.  A receiver that arms its CQ writes `arm_seq` in the ring's
  * consumer line, fences, and re-reads `produced`; a sender, after
@@ -91,8 +104,8 @@
  * error).  The sender's library completes its direct sends before that
  * point as successful and the rest with that status then
  * IBV_WC_WR_FLUSH_ERR, which is correct whichever side of the line a
- * racing post landed on.  The engine flushes the receiver's RQ from the
- * head its library published.
+ * racing post landed on.  The engine, holding the claim, flushes the
+ * receiver's RQ from the head in its client header.
  *
  * The ring.  A free-running 32-bit count of 64-byte cells written
  * (`produced`) and taken (`consumed`), in a power-of-two number of cells
@@ -117,10 +130,10 @@
 
 /* The control block of one direction: two cache lines, one per writer. */
 struct ibvd_transit_ctl {
-	/* written by the producer: the sender's library or the engine */
+	/* written by the producer: the sender's library */
 	uint32_t produced;	/* cells written so far */
 	uint8_t pad0[60];
-	/* written by the consumer: the receiver's library */
+	/* written by the claim's holder: the receiver's library or the engine */
 	uint32_t consumed;	/* cells taken so far */
 	uint32_t arm_seq;	/* non-zero: the receiver waits for an event */
 	uint8_t pad1[56];
