@@ -79,12 +79,36 @@ struct ibvd_wq_engine {
 	uint8_t pad[IBVD_CACHELINE - 8];
 	/* SRQ only: the limit armed by ibv_modify_srq, as the engine sees it */
 	uint32_t srq_limit;
+	/*
+	 * SQ of an RC QP, the direct transport (transit.h): non-zero while
+	 * the QP shares transit rings with its peer, a number the library
+	 * passes to QP_DIRECT to map them; 0 once they are gone.
+	 */
+	uint32_t direct_gen;
+	/* non-zero: the library may send SENDs on the ring (RTS, rnr_retry 7,
+	 * the peer still there) */
+	uint32_t direct_send_ok;
+	/* non-zero: the first direct SEND the peer has not taken failed with
+	 * this ibv_wc_status, and the later ones were flushed */
+	uint32_t direct_fail_status;
 };
 
 /* Client header of a work queue. */
 struct ibvd_wq_client {
 	uint32_t tail;		/* WQEs the client has published */
+	uint8_t pad[IBVD_CACHELINE - 4];
+	/*
+	 * RQ of a QP in direct mode (transit.h): who takes its WQEs now
+	 * (IBVD_RQ_CLAIM_*), and how many have been taken, the claim's
+	 * holder's to move.
+	 */
+	uint32_t claim;
+	uint32_t direct_head;
 };
+
+#define IBVD_RQ_CLAIM_FREE	0u
+#define IBVD_RQ_CLAIM_LIBRARY	1u
+#define IBVD_RQ_CLAIM_ENGINE	2u
 
 struct ibvd_sge {
 	uint64_t addr;

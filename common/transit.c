@@ -29,6 +29,18 @@ void ibvd_transit_init(struct ibvd_transit *t, void *ctl, void *cells,
 	t->ncells = ncells;
 }
 
+void ibvd_transit_pair(void *base, uint32_t ncells, unsigned int side,
+		       struct ibvd_transit *out, struct ibvd_transit *in)
+{
+	struct ibvd_transit_ctl *ctl = base;
+	uint8_t *cells = (uint8_t *)base + IBVD_TRANSIT_CTL_BYTES;
+	size_t ring_bytes = (size_t)ncells * IBVD_TRANSIT_CELL;
+
+	side &= 1;
+	ibvd_transit_init(out, &ctl[side], cells + side * ring_bytes, ncells);
+	ibvd_transit_init(in, &ctl[!side], cells + !side * ring_bytes, ncells);
+}
+
 static uint8_t *cell(const struct ibvd_transit *t, uint32_t count)
 {
 	return t->cells + (size_t)(count & (t->ncells - 1)) * IBVD_TRANSIT_CELL;

@@ -92,9 +92,16 @@
  * Blocking.  A receiver that arms its CQ writes `arm_seq` in the ring's
  * consumer line, fences, and re-reads `produced`; a sender, after
  * publishing `produced`, fences and reads `arm_seq`.  Whichever sees the
- * other rings its own QP's doorbell, and the engine, which watches the
- * transit rings of the direct QPs whose doorbells rang, sends the event on
- * the receiver's completion channel as it does for its own CQEs.
+ * other rings its own QP's doorbell, and the engine, on a direct QP's
+ * doorbell, places what is in the ring itself: its CQE raises the event
+ * as any does.  A sender whose send CQ is armed says so in
+ * `sender_waits`, and whoever moves `consumed` then rings (the library)
+ * or sends the event (the engine) for it.
+ *
+ * Mapping.  A library maps the rings when it sees direct_gen at a post or
+ * a modify of the QP, and only then says `rx_ready`; a sender sends on
+ * the ring only to a receiver that said so, so a receiver never has
+ * messages waiting in a ring it does not know of.
  *
  * Errors, teardown and dead peers.  When either QP leaves RTS/RTR (error,
  * reset, destroy, its process gone), the daemon turns direct mode off and
@@ -132,11 +139,14 @@
 struct ibvd_transit_ctl {
 	/* written by the producer: the sender's library */
 	uint32_t produced;	/* cells written so far */
-	uint8_t pad0[60];
+	uint32_t sender_waits;	/* non-zero: its send CQ is armed */
+	uint8_t pad0[56];
 	/* written by the claim's holder: the receiver's library or the engine */
 	uint32_t consumed;	/* cells taken so far */
-	uint32_t arm_seq;	/* non-zero: the receiver waits for an event */
-	uint8_t pad1[56];
+	/* written by the receiver's library */
+	uint32_t arm_seq;	/* non-zero: its receive CQ is armed */
+	uint32_t rx_ready;	/* non-zero: it has the rings mapped */
+	uint8_t pad1[52];
 };
 
 enum ibvd_transit_kind {
@@ -173,6 +183,17 @@ struct ibvd_transit {
 	uint32_t ncells;	/* a power of two, kept from the daemon's reply */
 };
 
+/*
+ * The pair's memfd: both control blocks in its first page, then ring 0
+ * (from the QP on side 0 to its peer) and ring 1.
+ */
+#define IBVD_TRANSIT_CTL_BYTES	4096u
+
+static inline uint64_t ibvd_transit_pair_bytes(uint32_t ncells)
+{
+	return IBVD_TRANSIT_CTL_BYTES + 2ull * ncells * IBVD_TRANSIT_CELL;
+}
+
 /* Cells a fragment of len payload bytes takes. */
 static inline uint32_t ibvd_transit_frag_cells(uint32_t len)
 {
@@ -183,6 +204,9 @@ static inline uint32_t ibvd_transit_frag_cells(uint32_t len)
 bool ibvd_transit_geometry_ok(uint32_t ncells);
 void ibvd_transit_init(struct ibvd_transit *t, void *ctl, void *cells,
 		       uint32_t ncells);
+/* The two rings of a pair mapped at base, as side `side` (0 or 1) sees them. */
+void ibvd_transit_pair(void *base, uint32_t ncells, unsigned int side,
+		       struct ibvd_transit *out, struct ibvd_transit *in);
 
 /*
  * Producer: the largest payload one fragment can carry now (0: no room),

@@ -318,6 +318,7 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 	ret = ibvd_engine_start(d->cfg->engine_threads, &ibvd_verbs_engine_events);
 	if (ret < 0)
 		return ret;
+	ibvd_direct_configure(d->cfg->engine_direct);
 	/* Even without RoCE devices: a reload may add some. */
 	ret = ibvd_netdev_watch_start(d, &d->netdev_watch);
 	if (ret < 0)

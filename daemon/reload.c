@@ -29,6 +29,7 @@
 #include "server/session.h"
 #include "verbs/async.h"
 #include "verbs/context.h"
+#include "verbs/verbs.h"
 
 enum ibvd_log_level ibvd_log_level_for(int base, unsigned int verbosity)
 {
@@ -152,6 +153,8 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	apply_socket_settings(d, old, cfg);
 	/* live: what tenants hold stays, their next requests see these */
 	ibvd_tenants_apply(cfg);
+	/* pairs made from now on; those that exist stay */
+	ibvd_direct_configure(cfg->engine_direct);
 	ibvd_config_free(old);
 	drop_removed_devices(&removed);
 	ibvd_devlinks_sync(IBVD_DEVLINKS_DIR, &d->devices, cfg->device_links);

@@ -104,6 +104,7 @@ static struct ibvc_context *context_new(struct ibvc_device *dev)
 	pthread_mutex_init(&ictx->vctx.context.mutex, NULL);
 	pthread_mutex_init(&ictx->async_lock, NULL);
 	pthread_mutex_init(&ictx->obj_lock, NULL);
+	pthread_mutex_init(&ictx->mrs.lock, NULL);
 	ictx->dev = dev;
 	ibvc_device_get(dev);
 	return ictx;
@@ -124,6 +125,7 @@ static void context_free(struct ibvc_context *ictx)
 	/* after the objects: nothing polls or posts into the arena now */
 	ibvc_unmap(&ictx->rings);
 	pthread_mutex_destroy(&ictx->obj_lock);
+	ibvc_mrtab_fini(ictx);
 	pthread_mutex_destroy(&ictx->async_lock);
 	pthread_mutex_destroy(&ictx->vctx.context.mutex);
 	ibvc_device_put(ictx->dev);

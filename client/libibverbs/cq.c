@@ -73,6 +73,7 @@ static struct ibvc_cq *cq_new(struct ibv_context *ctx, void *cq_context,
 
 static void cq_free(struct ibvc_cq *cq)
 {
+	ibvc_direct_cq_fini(cq);
 	pthread_mutex_destroy(&cq->lock);
 	pthread_cond_destroy(&cq->cq.cond);
 	pthread_mutex_destroy(&cq->cq.mutex);

@@ -63,7 +63,7 @@ static void unlock(struct ibvc_cq *cq)
 /* Make the next CQE current; false if there is none. */
 static bool take(struct ibvc_cq *cq)
 {
-	if (!ibvc_cq_ring_take(&cq->ring, &cq->seen_tail, &cq->cur))
+	if (!ibvc_direct_next(cq, &cq->seen_tail, &cq->cur))
 		return false;
 	/* Apps read these two straight from the struct. */
 	cq->cq_ex.wr_id = cq->cur.wr_id;
@@ -80,6 +80,7 @@ static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 		return EINVAL;
 	lock(cq);
 	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
+	ibvc_direct_poll_begin(cq, &cq->seen_tail);
 	if (take(cq))
 		return 0;
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */

@@ -134,6 +134,22 @@ struct ibvc_map {
 	size_t len;
 };
 
+/* The context's own MRs by lkey (mrtab.c). */
+struct ibvc_mrtab_entry {
+	bool used;
+	uint32_t lkey;
+	const struct ibv_pd *pd;
+	uint64_t addr;
+	uint64_t length;
+	unsigned int access;
+};
+
+struct ibvc_mrtab {
+	pthread_mutex_t lock;
+	struct ibvc_mrtab_entry *slots;
+	uint32_t cap, n;		/* cap: 0 or a power of two */
+};
+
 struct ibvc_context {
 	struct verbs_context vctx;	/* must be first; ends with .context */
 	struct ibvd_conn conn;		/* the RPC connection; cmd_fd is its socket */
@@ -160,7 +176,19 @@ struct ibvc_context {
 	pthread_mutex_t obj_lock;
 	struct ibvc_obj_ref *objs;	/* indexed by the handle's slot bits */
 	uint32_t nobjs;
+
+	/* this process's MRs, for the direct transport's checks (mrtab.c) */
+	struct ibvc_mrtab mrs;
 };
+
+/* mrtab.c: remember an MR of this process (ibvc_reg_mr, rereg), forget it. */
+void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
+		    unsigned int access);
+void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey);
+/* Is [addr, addr + len) inside an MR of pd with key lkey (and writable)? */
+bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
+		       uint32_t lkey, uint64_t addr, uint64_t len, bool write);
+void ibvc_mrtab_fini(struct ibvc_context *ictx);
 
 static inline struct ibvc_context *to_ibvc_context(struct ibv_context *ctx)
 {
@@ -278,6 +306,14 @@ to_ibvc_channel(struct ibv_comp_channel *channel)
 	return container_of(channel, struct ibvc_comp_channel, channel);
 }
 
+/* A completion the library made itself (direct.c), waiting in its CQ. */
+struct ibvc_local_cqe {
+	struct ibvd_cqe cqe;
+	uint32_t mark;			/* the CQ's engine tail it follows */
+};
+
+struct ibvc_qp;
+
 struct ibvc_cq {
 	union {
 		struct ibv_cq cq;		/* must be first */
@@ -293,6 +329,15 @@ struct ibvc_cq {
 	uint32_t seen_tail;			/* the engine's tail, last read */
 	struct ibvd_cqe cur;			/* what the read_* ops report */
 	struct ibv_pd *parent_domain;		/* held, or NULL */
+	/* the direct transport (direct.c), under lock */
+	struct {
+		struct ibvc_qp *senders;	/* direct QPs sending on this CQ */
+		struct ibvc_qp *receivers;	/* ... receiving on it */
+		struct ibvc_local_cqe *fifo;	/* power-of-two slots */
+		uint32_t cap, head, tail;
+		uint32_t limit;			/* engine CQEs this poll may take */
+		bool polling;			/* limit applies */
+	} direct;
 };
 
 static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
@@ -343,7 +388,42 @@ struct ibvc_qp {
 		uint32_t head;			/* engine's head, last seen */
 		int err;			/* first error: the batch fails */
 	} batch;
+	/* the direct transport's rings, once mapped (direct.c) */
+	pthread_mutex_t direct_lock;		/* mapping and unmapping */
+	struct ibvc_direct *direct;		/* NULL: everything via the engine */
+	struct ibvc_qp *next_sender;		/* in send_cq's direct.senders */
+	struct ibvc_qp *next_receiver;		/* in recv_cq's direct.receivers */
 };
+
+/*
+ * direct.c: the library's side of the direct transport (common/transit.h).
+ * Every entry point is cheap for a QP that has no rings.
+ */
+void ibvc_direct_qp_init(struct ibvc_qp *qp);
+/* Drop the rings (QP reset or destroyed); the QP's queues are quiet. */
+void ibvc_direct_detach(struct ibvc_qp *qp);
+/* Map the rings if the daemon made some since (no QP or CQ lock held). */
+void ibvc_direct_refresh(struct ibvc_qp *qp);
+/*
+ * post_send, under the SQ lock: send wr through the ring if it can go
+ * that way now.  1 sent, 0 not for the ring (post it to the SQ).
+ */
+int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
+		     uint32_t sq_tail);
+/* After a post_send list put something in the ring: publish it. */
+void ibvc_direct_send_done(struct ibvc_qp *qp);
+/* SENDs in the ring not completed yet: they hold SQ room. */
+uint32_t ibvc_direct_inflight(const struct ibvc_qp *qp);
+/* After post_recv published: a waiting message may have its WQE now. */
+void ibvc_direct_recv_posted(struct ibvc_qp *qp);
+/* A poll begins (CQ lock held): make the library's completions. */
+void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen);
+/* The next completion, the library's and the engine's in order. */
+bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
+		      struct ibvd_cqe *cqe);
+/* The CQ was armed (CQ lock held): tell the rings of its direct QPs. */
+void ibvc_direct_armed(struct ibvc_cq *cq);
+void ibvc_direct_cq_fini(struct ibvc_cq *cq);
 
 static inline struct ibvc_qp *to_ibvc_qp(struct ibv_qp *qp)
 {

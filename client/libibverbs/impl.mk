@@ -10,6 +10,8 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/queue.c \
 	client/libibverbs/pd.c \
 	client/libibverbs/mr.c \
+	client/libibverbs/mrtab.c \
+	client/libibverbs/direct.c \
 	client/libibverbs/backing.c \
 	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \

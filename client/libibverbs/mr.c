@@ -159,6 +159,9 @@ int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 		free(imr);
 		return ret;
 	}
+	/* addressed by iova elsewhere: the direct transport copies only at addr */
+	if (iova == (uintptr_t)addr)
+		ibvc_mrtab_add(to_ibvc_context(pd->context), mr, access);
 	ibvc_pd_hold(pd);
 	*ret_mr = mr;
 	return 0;
@@ -242,6 +245,7 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		close(fd);
 	if (ret < 0)
 		return ret;
+	ibvc_mrtab_remove(to_ibvc_context(mr->context), mr->lkey);
 	imr->access = new_access;
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		ibvc_pd_hold(pd);
@@ -255,6 +259,8 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	mr->lkey = reply->lkey;
 	mr->rkey = reply->rkey;
 	ibvd__reg_mr_reply__free_unpacked(reply, NULL);
+	if (!imr->dm)
+		ibvc_mrtab_add(to_ibvc_context(mr->context), mr, imr->access);
 	return 0;
 }
 
@@ -286,6 +292,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 
 	if (!mr)
 		return EINVAL;
+	ibvc_mrtab_remove(to_ibvc_context(mr->context), mr->lkey);
 	ret = ibvc_destroy_handle(mr->context, IBVD_MSG_DEREG_MR, mr->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);

@@ -79,17 +79,18 @@ void ibvc_cq_ring_release(struct ibvc_cq_ring *ring)
 	ibvd_publish(&ring->client->head, ring->head);
 }
 
-/* Copy up to num CQEs out of ring; returns how many (under the CQ lock). */
-static int poll_ring(struct ibvc_cq_ring *ring, int num, struct ibv_wc *wc)
+/* Copy up to num completions out of cq; returns how many (CQ lock held). */
+static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
 {
-	uint32_t seen = ring->head;	/* read the tail first thing */
+	uint32_t seen = cq->ring.head;	/* read the tail first thing */
 	struct ibvd_cqe cqe;
 	int n = 0;
 
-	while (n < num && ibvc_cq_ring_take(ring, &seen, &cqe))
+	ibvc_direct_poll_begin(cq, &seen);
+	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
 	if (n)
-		ibvc_cq_ring_release(ring);
+		ibvc_cq_ring_release(&cq->ring);
 	return n;
 }
 
@@ -101,7 +102,7 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	if (num_entries < 0 || (num_entries > 0 && !wc))
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
-	n = poll_ring(&cq->ring, num_entries, wc);
+	n = poll_ring(cq, num_entries, wc);
 	pthread_mutex_unlock(&cq->lock);
 	return n;
 }
@@ -134,6 +135,7 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	 * app would sleep on a CQE that produced no event.
 	 */
 	ibvd_full_fence();
+	ibvc_direct_armed(cq);
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }

@@ -22,10 +22,19 @@
 /* Room for one more WQE, re-reading the engine's head only when needed. */
 bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail)
 {
+	uint32_t taken;
+
 	if (tail - *head < wq->limit)
 		return true;
 	/* Acquire: the engine copied those WQEs out before moving head. */
 	*head = ibvd_observe(&wq->engine->head);
+	/*
+	 * A direct QP's RQ is also taken by its library (direct.c), which
+	 * keeps its count in our own header: whichever is further.
+	 */
+	taken = ibvd_observe(&wq->client->direct_head);
+	if (taken - *head <= tail - *head)
+		*head = taken;
 	return tail - *head < wq->limit;
 }
 
@@ -224,19 +233,27 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 {
 	struct ibvc_wq *sq = &qp->sq;
 	uint32_t tail = sq->tail, head = tail - sq->limit;
+	/* SENDs in a direct ring hold SQ room until they complete */
+	uint32_t direct = ibvc_direct_inflight(qp);
 	int ret = 0;
 
 	for (; wr; wr = wr->next) {
 		ret = check_send_wr(qp, wr, type1);
-		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail))
+		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail + direct))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;
 			break;
 		}
+		if (ibvc_direct_send(qp, wr, tail)) {
+			direct++;
+			continue;
+		}
 		write_send_wqe(qp, ibvc_wq_slot(sq, tail), wr);
 		tail++;
 	}
+	/* The ring first: the engine runs no WQE of ours while it holds any. */
+	ibvc_direct_send_done(qp);
 	if (tail == sq->tail)
 		return ret;
 	sq->tail = tail;
@@ -265,6 +282,7 @@ int ibvc_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct ibvc_qp *qp = to_ibvc_qp(ibqp);
 	int ret;
 
+	ibvc_direct_refresh(qp);
 	wq_lock(qp, &qp->sq);
 	ret = post_send_locked(qp, wr, bad_wr, false);
 	wq_unlock(qp, &qp->sq);
@@ -394,12 +412,15 @@ int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
+	ibvc_direct_refresh(qp);
 	wq_lock(qp, &qp->rq);
 	ret = post_recv_locked(&qp->rq, qp->cap.max_recv_sge, wr, bad_wr,
 			       &published);
 	wq_unlock(qp, &qp->rq);
-	if (published)
+	if (published) {
 		recv_rang(qp);
+		ibvc_direct_recv_posted(qp);
+	}
 	return ibvc_errno_ret(ret);
 }
 

@@ -67,6 +67,8 @@ static int take_qp_rings(struct ibvc_qp *qp, const Ibvd__CreateQpReply *r)
 
 static void qp_free(struct ibvc_qp *qp)
 {
+	ibvc_direct_detach(qp);
+	pthread_mutex_destroy(&qp->direct_lock);
 	ibvc_wq_destroy(&qp->sq);
 	ibvc_wq_destroy(&qp->rq);
 	if (qp->qp.pd)
@@ -85,6 +87,7 @@ static struct ibvc_qp *qp_new(struct ibv_context *ctx, struct ibv_pd *pd,
 	if (!qp)
 		return NULL;
 	qp->qp.context = ctx;
+	ibvc_direct_qp_init(qp);
 	qp->qp.qp_context = attr->qp_context;
 	qp->qp.pd = pd;
 	if (pd)
@@ -497,6 +500,12 @@ static int modify_qp(struct ibvc_qp *qp, const struct ibv_qp_attr *attr,
 			     &req.base, NULL, NULL, NULL, NULL);
 	if (ret == 0 && (attr_mask & IBV_QP_STATE))
 		set_state(qp, attr->qp_state);
+	/* RESET forgets the peer; RTR and RTS may have found it */
+	if (ret == 0 && (attr_mask & IBV_QP_STATE) &&
+	    attr->qp_state == IBV_QPS_RESET)
+		ibvc_direct_detach(qp);
+	else if (ret == 0)
+		ibvc_direct_refresh(qp);
 	return ret;
 }
 

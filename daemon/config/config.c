@@ -377,8 +377,20 @@ static int engine_threads(struct parser *p, json_t *v, void *obj)
 	return 0;
 }
 
+/* Same-host SENDs through transit rings (common/transit.h), no engine. */
+static int engine_direct(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+
+	if (!json_is_boolean(v))
+		return wrong(p, "true or false", v);
+	cfg->engine_direct = json_is_true(v);
+	return 0;
+}
+
 static const struct member engine_members[] = {
 	{ "threads", engine_threads },
+	{ "direct", engine_direct },
 };
 
 static int log_level(struct parser *p, json_t *v, void *obj)

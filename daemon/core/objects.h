@@ -39,6 +39,7 @@
 
 #include "handle.h"
 #include "ring.h"
+#include "transit.h"
 
 struct ibvd_context;
 struct ibvd_device;
@@ -307,6 +308,22 @@ struct ibvd_qp_xrc {
 	LIST_ENTRY(ibvd_qp) link;	/* in xrcd->tgts */
 };
 
+/*
+ * Two local RC QPs connected to each other share transit rings (the
+ * direct transport, common/transit.h): made by verbs/direct.c, held by
+ * both QPs, freed when the second one lets go.  Changed only under the
+ * objects lock held for writing.
+ */
+struct ibvd_direct {
+	int fd;				/* the sealed memfd both libraries map */
+	void *map;			/* the daemon's mapping of all of it */
+	size_t map_len;
+	uint32_t ncells;
+	uint32_t gen;			/* never 0; QP_DIRECT names it */
+	struct ibvd_transit ring[2];	/* ring[i]: from qp[i] to qp[!i] */
+	struct ibvd_qp *qp[2];		/* NULL once that side let go */
+};
+
 struct ibvd_qp {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
@@ -374,6 +391,12 @@ struct ibvd_qp {
 	/* set by the control thread (write lock) when the RC peer's
 	 * context died: the engine breaks the connection */
 	bool peer_gone;
+	/* write lock: the transit rings shared with the peer, or NULL, and
+	 * which side of them this QP is */
+	struct ibvd_direct *direct;
+	unsigned int direct_side;
+	/* engine, serving thread: waits in a row for a busy RQ claim */
+	uint8_t claim_waits;
 	/*
 	 * The engine also moves `state` to ERR (or RTS to SQE) on its own,
 	 * from any engine thread, with an atomic store while holding the

@@ -110,6 +110,15 @@ full:
 	return -ENOSPC;
 }
 
+void ibvd_eng_cq_nudge(struct ibvd_cq *cq)
+{
+	struct ibvd_cqe none = { .status = IBV_WC_SUCCESS };
+
+	pthread_mutex_lock(&cq->lock);
+	notify(cq, &none, false);
+	pthread_mutex_unlock(&cq->lock);
+}
+
 /*
  * Receive completions of a QP on an SRQ stay: the WQE came from the SRQ,
  * and its completion is the app's only news that the buffer is free.

@@ -105,6 +105,9 @@ void ibvd_engine_ctx_free(struct ibvd_context *ctx);
  */
 void ibvd_engine_qp_kick(struct ibvd_qp *qp);
 
+/* The RC/UC peer qp is connected to, if it is this daemon's and can receive. */
+struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp);
+
 /*
  * DESTROY_QP, objects lock held for writing: send what the client posted
  * to a UD QP and the engine has not run yet.

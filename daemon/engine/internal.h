@@ -180,11 +180,52 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited);
  */
 void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp);
 
+/*
+ * Send cq's armed event (ARM_NEXT) without a CQE of ours: a library has
+ * completions of its own there (the direct transport's sends).
+ */
+void ibvd_eng_cq_nudge(struct ibvd_cq *cq);
+
 /* The control side's hooks (engine.h), set once at ibvd_engine_start. */
 extern const struct ibvd_engine_events *ibvd_eng_events;
 
 /* Send an asynchronous event about object `handle` to ctx (thread-safe). */
 void ibvd_eng_async(struct ibvd_context *ctx, uint32_t event, uint32_t handle);
+
+/* ---- direct.c: the direct transport's rings (common/transit.h) ---------- */
+
+/* What placing a direct QP's ring came to. */
+enum eng_drain {
+	DRAIN_EMPTY,			/* nothing (left) in it */
+	DRAIN_WAIT,			/* the receiver has no WQE: an RNR wait */
+	DRAIN_BUSY,			/* its library holds the claim: soon */
+	DRAIN_MORE,			/* the budget ran out: another turn */
+	DRAIN_FAILED,			/* the sender's QP went to ERR */
+};
+
+/*
+ * Place what src's library left in the ring src sends on, in order, into
+ * its peer's RQ (rnr_timer: the receiver's, for DRAIN_WAIT).
+ */
+enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
+				     struct ibvd_qp *src, uint8_t *rnr_timer);
+/* qp's doorbell rang: place what its peer left in the ring to it. */
+void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp);
+/* qp is in ERR: the SENDs its library has in the ring are flushed. */
+void ibvd_eng_direct_flush(struct ibvd_qp *qp);
+/*
+ * The claim on a direct QP's RQ (ring.h): take it with the library's head
+ * (0, -EBUSY, or -EPROTO for a head the library could not have left), and
+ * give it back with the engine's.
+ */
+int ibvd_eng_claim_take(struct ibvd_qp *t);
+void ibvd_eng_claim_give(struct ibvd_qp *t);
+/*
+ * Before taking a WQE of t's RQ: the claim if t is direct.  1 taken, 0 not
+ * needed, -EBUSY, or -EPROTO (t went to ERR); unclaim with the same value.
+ */
+int ibvd_eng_rq_claim(struct ibvd_qp *t);
+void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held);
 
 /* ---- qp_state.c: QP states, flushes, timers, ports ---------------------- */
 
@@ -215,9 +256,13 @@ void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
 /* The ibv_wc_opcode of a send WQE's completion. */
 uint32_t ibvd_eng_wc_opcode(uint32_t wr_opcode);
 
-/* Flush every outstanding WQE of qp (which is in ERR, or SQE: SQ only). */
+/*
+ * Flush every outstanding WQE of qp (which is in ERR, or SQE: SQ only).
+ * The RQ's flush is false if it must wait: a direct QP's library holds
+ * its claim (ring.h).
+ */
 void ibvd_eng_flush_sq(struct ibvd_qp *qp);
-void ibvd_eng_flush_rq(struct ibvd_qp *qp);
+bool ibvd_eng_flush_rq(struct ibvd_qp *qp);
 
 /* ---- recv.c: the responder's receive queues ------------------------------ */
 

@@ -181,17 +181,22 @@ static void flush_srq_taken(struct ibvd_qp *qp)
 	pthread_mutex_unlock(&qp->srq->lock);
 }
 
-void ibvd_eng_flush_rq(struct ibvd_qp *qp)
+bool ibvd_eng_flush_rq(struct ibvd_qp *qp)
 {
 	struct ibvd_cqe cqe;
 	int64_t n;
+	int held;
 
 	if (qp->srq) {
 		flush_srq_taken(qp);
-		return;
+		return true;
 	}
 	if (!qp->rq.slots)
-		return;
+		return true;
+	/* A direct QP's library may be taking a WQE right now: later. */
+	held = ibvd_eng_rq_claim(qp);
+	if (held == -EBUSY)
+		return false;
 	pthread_mutex_lock(&qp->recv_lock);
 	/* The WQE a chunked message holds was taken first: it goes first. */
 	ibvd_eng_inbound_flush(qp, true);
@@ -210,4 +215,6 @@ void ibvd_eng_flush_rq(struct ibvd_qp *qp)
 	}
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->rq.engine_page)->head, qp->rq_head);
 	pthread_mutex_unlock(&qp->recv_lock);
+	ibvd_eng_rq_unclaim(qp, held);
+	return true;
 }

@@ -12,6 +12,8 @@
  */
 #include <config.h>
 
+#include <errno.h>
+
 #include "internal.h"
 
 static enum eng_resp access_violation(struct ibvd_qp *target, bool uc)
@@ -101,8 +103,11 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_recv rwqe;
 	struct eng_rq rq;
 	enum eng_resp r;
-	int ret;
+	int ret, held;
 
+	held = ibvd_eng_rq_claim(target);
+	if (held < 0)
+		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	if (req->off) {
@@ -116,6 +121,7 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 					    req, &info);
 	}
 	pthread_mutex_unlock(rq.lock);
+	ibvd_eng_rq_unclaim(target, held);
 	return r;
 }
 

@@ -102,11 +102,27 @@ static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	return STEP_WAIT;
 }
 
+/*
+ * A direct receiver's library holds its RQ's claim (ring.h): for the
+ * microseconds of one message's copy, or as long as its process is
+ * stopped mid-poll; the waits double from 20 us to 10 ms.
+ */
+static void claim_wait(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	uint64_t wait_ns = 20000ull << (qp->claim_waits < 9 ? qp->claim_waits : 9);
+
+	if (qp->claim_waits < UINT8_MAX)
+		qp->claim_waits++;
+	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + wait_ns);
+}
+
 static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			  enum eng_resp r, uint8_t rnr_timer,
 			  enum ibv_wc_status *status)
 {
 	qp->awaiting = r == RESP_PENDING;
+	if (r != RESP_BUSY)
+		qp->claim_waits = 0;
 	switch (r) {
 	case RESP_OK:
 		*status = IBV_WC_SUCCESS;
@@ -127,6 +143,9 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		/* The ACK timeout starts: no retry is spent until it fires. */
 		ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() +
 				 ibvd_eng_timeout_ns(qp->attr.timeout));
+		return STEP_WAIT;
+	case RESP_BUSY:
+		claim_wait(eng, qp);
 		return STEP_WAIT;
 	}
 	return failed(status, IBV_WC_GENERAL_ERR);
@@ -309,6 +328,35 @@ static int64_t sq_depth(const struct ibvd_qp *qp)
 	return n > qp->sq.nslots ? -1 : (int64_t)n;
 }
 
+/*
+ * A direct QP runs no WQE while its library's SENDs are still in the ring
+ * it sends on (RC order, transit.h): place them first, or wait.
+ */
+static bool direct_clear(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	uint8_t rnr_timer = 0;
+
+	switch (ibvd_eng_direct_drain(eng, qp, &rnr_timer)) {
+	case DRAIN_EMPTY:
+		qp->claim_waits = 0;
+		return true;
+	case DRAIN_WAIT:
+		/* direct SENDs are made only with rnr_retry 7: no budget */
+		ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() +
+				 ibvd_eng_rnr_ns(rnr_timer));
+		return false;
+	case DRAIN_BUSY:
+		claim_wait(eng, qp);
+		return false;
+	case DRAIN_MORE:
+		ibvd_eng_qp_ring(qp);
+		return false;
+	case DRAIN_FAILED:
+		return false;
+	}
+	return false;
+}
+
 static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 {
 	enum ibv_wc_status status;
@@ -318,6 +366,8 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 	int64_t depth = 0;
 	uint32_t after;
 
+	if (qp->direct && !direct_clear(eng, qp))
+		return;
 	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ibvd_eng_turn_bytes; n++) {
 		uint32_t state = eng_qp_state(qp);
 		enum step s;
@@ -351,7 +401,7 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 }
 
 /* ERR: flush everything; an SRQ user hears its last WQE was reached. */
-static void run_error(struct ibvd_qp *qp)
+static void run_error(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
 	ibvd_eng_mark_stopped(qp);
 	/*
@@ -361,7 +411,12 @@ static void run_error(struct ibvd_qp *qp)
 	 */
 	ibvd_full_fence();
 	ibvd_eng_flush_sq(qp);
-	ibvd_eng_flush_rq(qp);
+	ibvd_eng_direct_flush(qp);
+	if (!ibvd_eng_flush_rq(qp)) {
+		claim_wait(eng, qp);
+		return;
+	}
+	qp->claim_waits = 0;
 	qp->flush_pending = false;
 	qp->peer_gone = false;
 	if (qp->srq && !qp->last_wqe_sent) {
@@ -458,10 +513,12 @@ static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 	if (state == IBV_QPS_ERR) {
 		/* what the transport held completes before the flush */
 		turn_done(qp);
-		run_error(qp);
+		run_error(eng, qp);
 		return;
 	}
 	left_error_states(qp, state);
+	if (qp->direct && ibvd_eng_can_receive(state))
+		ibvd_eng_direct_rung(eng, qp);
 	if (state == IBV_QPS_SQE) {
 		ibvd_eng_flush_sq(qp);
 		return;

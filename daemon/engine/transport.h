@@ -107,6 +107,12 @@ enum eng_resp {
 	 * or at the QP's local ACK timeout, whichever comes first.
 	 */
 	RESP_PENDING,
+	/*
+	 * The receiver's library is placing a message into the same RQ
+	 * right now (the direct transport's claim, ring.h): ask again in a
+	 * moment, no retry spent.
+	 */
+	RESP_BUSY,
 };
 
 /*
@@ -394,6 +400,11 @@ bool ibvd_eng_xrc_enter(struct ibvd_qp *target, const struct eng_req *req);
 enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 				    struct ibvd_qp *src, struct ibvd_qp *target,
 				    const struct eng_req *req);
+/* The same, with target's RQ claim already held (direct.c). */
+enum eng_resp ibvd_eng_deliver_send_claimed(struct ibvd_engine *eng,
+					    struct ibvd_qp *src,
+					    struct ibvd_qp *target,
+					    const struct eng_req *req);
 
 /* rdma.c: RDMA WRITE (+IMM) and READ against target (RC/UC). */
 enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,

@@ -400,6 +400,7 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 {
 	struct ibvd_context *ctx = qp->ctx;
 
+	ibvd_direct_leave(qp);
 	ibvd_engine_qp_destroy(qp);
 	ibvd_mw_qp_gone(qp);
 	ibvd_qp_unregister(qp);

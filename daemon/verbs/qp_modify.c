@@ -351,6 +351,8 @@ static void wq_rewind(struct ibvd_ring *r)
 	ibvd_write_once(&e->head, 0);
 	/* The client library resyncs its tail from here after RESET. */
 	ibvd_write_once(&c->tail, 0);
+	ibvd_write_once(&c->claim, IBVD_RQ_CLAIM_FREE);
+	ibvd_write_once(&c->direct_head, 0);
 }
 
 /*
@@ -380,14 +382,19 @@ static void qp_rewind(struct ibvd_qp *qp)
 /* Enter `next`; the write lock is held. */
 static void qp_enter(struct ibvd_qp *qp, uint32_t cur, uint32_t next)
 {
-	if (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)
+	if (next == IBV_QPS_RESET && cur != IBV_QPS_RESET) {
+		ibvd_direct_leave(qp);
 		qp_rewind(qp);
+	}
 	if (next == IBV_QPS_ERR)
 		qp->flush_pending = true;	/* the engine flushes both queues */
 	/* The engine finishes what it started, then sets drained_sent. */
 	if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD)
 		qp->drained_sent = false;
 	__atomic_store_n(&qp->state, next, __ATOMIC_RELEASE);
+	if (next == IBV_QPS_RTR || next == IBV_QPS_RTS)
+		ibvd_direct_pair_try(qp);
+	ibvd_direct_update(qp);
 }
 
 static const Ibvd__QpAttr no_attr = IBVD__QP_ATTR__INIT;

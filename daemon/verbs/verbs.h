@@ -215,6 +215,22 @@ int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		   const Ibvd__QpAttr *m, uint32_t mask);
 int ibvd_req_query_qp(struct ibvd_call *call);
 int ibvd_req_destroy_qp(struct ibvd_call *call);
+
+/* ---- direct.c: the direct transport's transit rings --------------------- */
+
+/* The config's "engine": { "direct": ... }: pair QPs from now on or not. */
+void ibvd_direct_configure(bool enabled);
+/*
+ * qp entered RTR or RTS (write lock held): if its peer is a QP of this
+ * daemon connected back to it, give both transit rings.
+ */
+void ibvd_direct_pair_try(struct ibvd_qp *qp);
+/* qp's state or attributes changed (write lock held): may it send direct? */
+void ibvd_direct_update(struct ibvd_qp *qp);
+/* qp is reset or destroyed (write lock held): it lets go of its rings. */
+void ibvd_direct_leave(struct ibvd_qp *qp);
+int ibvd_req_qp_direct(struct ibvd_call *call);
+
 void ibvd_qp_destroy(struct ibvd_qp *qp);
 /*
  * ctx lets go of its handle on qp (DESTROY_QP, teardown), objects lock

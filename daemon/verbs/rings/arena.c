@@ -18,7 +18,7 @@
 #define MFD_NOEXEC_SEAL	0x0008u		/* Linux 6.3 */
 #endif
 
-static int memfd_new(const char *name)
+int ibvd_memfd_new(const char *name)
 {
 	int fd;
 
@@ -37,7 +37,7 @@ static int memfd_new(const char *name)
  */
 static int arena_file(int *ret_fd)
 {
-	int fd = memfd_new("ibvd-rings"), ret;
+	int fd = ibvd_memfd_new("ibvd-rings"), ret;
 
 	if (fd < 0)
 		return fd;

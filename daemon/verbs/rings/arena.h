@@ -44,6 +44,9 @@ struct ibvd_arena {
 	struct ibvd_arena_free free[2][IBVD_ARENA_ORDERS];
 };
 
+/* A memfd that may be sealed, close-on-exec: its fd or a negative errno. */
+int ibvd_memfd_new(const char *name);
+
 /*
  * A new arena, mapped; *ret_fd is the memfd for the client (the caller
  * closes it once sent).  0 or a negative errno.

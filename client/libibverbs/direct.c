@@ -1,0 +1,715 @@
+/*
+ * The direct transport, the library's side (common/transit.h has the
+ * design): SENDs between two RC QPs of the same daemon go through transit
+ * rings the two libraries share, with no engine thread in between.
+ *
+ * - Sending (ibv_post_send, SQ lock): a SEND or SEND_WITH_IMM goes on the
+ *   ring when the engine has finished every earlier WQE of the QP, the
+ *   receiver has the rings mapped, the message fits the free space and
+ *   its SGEs are this process's MRs; anything else takes the SQ.  It is
+ *   remembered until the receiver has taken it, then completed here.
+ * - Receiving (ibv_poll_cq, CQ lock): under the RQ's claim (ring.h), the
+ *   next message goes into the next receive WQE, checked as the engine
+ *   would; whatever this side will not place (an unknown key, a message
+ *   longer than its WQE, a ring that makes no sense) is left for the
+ *   engine, which fails it properly, and so is everything of a QP in
+ *   error.
+ * - Completions made here wait in the CQ's small FIFO, each with the
+ *   engine tail it follows, and come out merged with the engine's CQEs so
+ *   that one QP's completions keep their order.  While a CQ has direct
+ *   QPs, a poll takes engine CQEs only up to the tail it saw first, so a
+ *   CQE the engine wrote after a ring moved never passes a completion
+ *   made from that move.
+ *
+ * Locks: the SQ lock for what posters touch, the CQ lock for what pollers
+ * touch; the sends in flight are a single-producer single-consumer ring
+ * between the two.  Mapping and unmapping take the QP's direct_lock, then
+ * its queue locks and both CQ locks, so nobody sees rings half there.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "barrier.h"
+#include "ibvd_verbs.h"
+#include "transit.h"
+
+#define DIRECT_MAX_SGE	16u
+
+/* A SEND on the ring, not completed yet. */
+struct ibvc_direct_send {
+	uint64_t wr_id;
+	uint32_t end;			/* `consumed` once it was taken */
+	uint32_t byte_len;
+	uint32_t mark;			/* its send CQ's engine tail at posting */
+	bool signaled;
+};
+
+struct ibvc_direct {
+	uint32_t gen;
+	struct ibvc_map map;
+	struct ibvd_transit out;	/* we send on it */
+	struct ibvd_transit in;		/* we receive from it */
+	uint32_t peer_qpn;
+	uint16_t peer_slid;
+	uint8_t peer_sl;
+	/* posters (SQ lock) */
+	uint32_t produced;
+	bool produced_now;		/* this post_send list used the ring */
+	/* the sends in flight: posters add at tail, pollers take at head */
+	struct ibvc_direct_send *sends;
+	uint32_t sends_cap;		/* a power of two */
+	uint32_t sends_tail;
+	uint32_t sends_head;
+	bool fail_reported;		/* pollers: the first failure went out */
+	/* pollers of the receive CQ: `consumed` + 1 where the engine must
+	 * place the next message (0: none) */
+	uint32_t handed_at;
+};
+
+void ibvc_direct_qp_init(struct ibvc_qp *qp)
+{
+	pthread_mutex_init(&qp->direct_lock, NULL);
+}
+
+static struct ibvc_direct *direct_of(const struct ibvc_qp *qp)
+{
+	return __atomic_load_n(&qp->direct, __ATOMIC_ACQUIRE);
+}
+
+static struct ibvc_context *ctx_of(const struct ibvc_qp *qp)
+{
+	return to_ibvc_context(qp->qp.context);
+}
+
+static void ring_own(const struct ibvc_qp *qp)
+{
+	ibvc_ring_doorbell(ctx_of(qp), qp->doorbell);
+}
+
+/* ---- mapping ------------------------------------------------------------ */
+
+/*
+ * Every lock a poster or poller of qp may hold, in one order: the queue
+ * locks, then the CQ locks by address (one CQ may be both).
+ */
+static void lock_all(struct ibvc_qp *qp)
+{
+	struct ibvc_cq *a = to_ibvc_cq(qp->qp.send_cq);
+	struct ibvc_cq *b = to_ibvc_cq(qp->qp.recv_cq);
+
+	pthread_mutex_lock(&qp->sq.lock);
+	pthread_mutex_lock(&qp->rq.lock);
+	if (a > b) {
+		struct ibvc_cq *t = a;
+
+		a = b;
+		b = t;
+	}
+	pthread_mutex_lock(&a->lock);
+	if (b != a)
+		pthread_mutex_lock(&b->lock);
+}
+
+static void unlock_all(struct ibvc_qp *qp)
+{
+	struct ibvc_cq *a = to_ibvc_cq(qp->qp.send_cq);
+	struct ibvc_cq *b = to_ibvc_cq(qp->qp.recv_cq);
+
+	if (b != a)
+		pthread_mutex_unlock(&b->lock);
+	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_unlock(&qp->rq.lock);
+	pthread_mutex_unlock(&qp->sq.lock);
+}
+
+static void unlink_qp(struct ibvc_qp **head, struct ibvc_qp *qp, bool sender)
+{
+	struct ibvc_qp **p;
+
+	for (p = head; *p; p = sender ? &(*p)->next_sender : &(*p)->next_receiver)
+		if (*p == qp) {
+			*p = sender ? qp->next_sender : qp->next_receiver;
+			return;
+		}
+}
+
+static bool cq_armed(const struct ibvc_cq *cq)
+{
+	return ibvd_read_once(&cq->ring.client->arm_seq) ==
+	       ibvd_observe(&cq->ring.engine->fired_seq) + 1;
+}
+
+static int fifo_init(struct ibvc_cq *cq)
+{
+	uint32_t cap = ibvd_roundup_pow2((uint32_t)cq->cq.cqe + 1);
+
+	if (cq->direct.fifo)
+		return 0;
+	cq->direct.fifo = calloc(cap, sizeof(*cq->direct.fifo));
+	if (!cq->direct.fifo)
+		return -ENOMEM;
+	cq->direct.cap = cap;
+	cq->direct.head = cq->direct.tail = 0;
+	return 0;
+}
+
+/* Under lock_all: qp's rings are d from now on. */
+static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
+{
+	struct ibvc_cq *scq = to_ibvc_cq(qp->qp.send_cq);
+	struct ibvc_cq *rcq = to_ibvc_cq(qp->qp.recv_cq);
+
+	if (fifo_init(scq) < 0 || fifo_init(rcq) < 0)
+		return -ENOMEM;
+	__atomic_store_n(&qp->direct, d, __ATOMIC_RELEASE);
+	qp->next_sender = scq->direct.senders;
+	scq->direct.senders = qp;
+	qp->next_receiver = rcq->direct.receivers;
+	rcq->direct.receivers = qp;
+	/* armed before we knew of the rings: the sender must know it */
+	if (cq_armed(rcq))
+		ibvd_write_once(&d->in.ctl->arm_seq, 1);
+	return 0;
+}
+
+static void direct_free(struct ibvc_direct *d)
+{
+	ibvc_unmap(&d->map);
+	free(d->sends);
+	free(d);
+}
+
+static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
+		     struct ibvc_direct **ret)
+{
+	size_t bytes = (size_t)ibvd_transit_pair_bytes(r->ncells);
+	struct ibvc_direct *d = calloc(1, sizeof(*d));
+	int err;
+
+	if (!d)
+		return -ENOMEM;
+	d->sends_cap = ibvd_roundup_pow2(qp->sq.limit ? qp->sq.limit : 1);
+	d->sends = calloc(d->sends_cap, sizeof(*d->sends));
+	err = d->sends ? ibvc_map_fd(fd, bytes, &d->map) : -ENOMEM;
+	if (err == 0)
+		err = ibvc_map_writable(&d->map, fd, 0, bytes);
+	if (err < 0) {
+		direct_free(d);
+		return err;
+	}
+	d->gen = r->gen;
+	d->peer_qpn = r->peer_qpn;
+	d->peer_slid = (uint16_t)r->peer_slid;
+	d->peer_sl = (uint8_t)r->peer_sl;
+	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
+	d->produced = ibvd_read_once(&d->out.ctl->produced);
+	*ret = d;
+	return 0;
+}
+
+/* Ask the daemon for the rings of generation gen and map them. */
+static int fetch(struct ibvc_qp *qp, uint32_t gen, struct ibvc_direct **ret)
+{
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+	Ibvd__QpDirectReply *reply = NULL;
+	unsigned int nfds = 1;
+	int fd = -1, err;
+
+	req.handle = qp->qp.handle;
+	err = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QP_DIRECT,
+			     &req.base, &ibvd__qp_direct_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	if (err < 0)
+		return err;
+	if (nfds != 1 || reply->gen != gen || reply->side > 1 ||
+	    !ibvd_transit_geometry_ok(reply->ncells))
+		err = -EPROTO;
+	else
+		err = map_rings(qp, reply, fd, ret);
+	if (nfds == 1)
+		close(fd);
+	ibvd__qp_direct_reply__free_unpacked(reply, NULL);
+	return err;
+}
+
+static void detach_locked(struct ibvc_qp *qp)
+{
+	struct ibvc_direct *d = qp->direct;
+
+	if (!d)
+		return;
+	lock_all(qp);
+	unlink_qp(&to_ibvc_cq(qp->qp.send_cq)->direct.senders, qp, true);
+	unlink_qp(&to_ibvc_cq(qp->qp.recv_cq)->direct.receivers, qp, false);
+	__atomic_store_n(&qp->direct, NULL, __ATOMIC_RELEASE);
+	unlock_all(qp);
+	direct_free(d);
+}
+
+void ibvc_direct_detach(struct ibvc_qp *qp)
+{
+	pthread_mutex_lock(&qp->direct_lock);
+	detach_locked(qp);
+	pthread_mutex_unlock(&qp->direct_lock);
+}
+
+static bool may_be_direct(const struct ibvc_qp *qp)
+{
+	return qp->qp.qp_type == IBV_QPT_RC && !qp->qp.srq && qp->rq.slots &&
+	       qp->sq.engine;
+}
+
+void ibvc_direct_refresh(struct ibvc_qp *qp)
+{
+	struct ibvc_direct *d, *cur;
+	uint32_t gen;
+
+	if (!may_be_direct(qp))
+		return;
+	gen = ibvd_observe(&qp->sq.engine->direct_gen);
+	cur = direct_of(qp);
+	if (!gen || (cur && cur->gen == gen))
+		return;
+	pthread_mutex_lock(&qp->direct_lock);
+	if (qp->direct && qp->direct->gen == gen)
+		goto out;
+	detach_locked(qp);
+	/* A failure leaves the QP on the engine's path: slower, not wrong. */
+	if (fetch(qp, gen, &d) < 0)
+		goto out;
+	lock_all(qp);
+	if (install(qp, d) < 0) {
+		unlock_all(qp);
+		direct_free(d);
+		goto out;
+	}
+	unlock_all(qp);
+	/* Release: we are on the CQs' lists; the sender may use the ring. */
+	ibvd_publish(&d->in.ctl->rx_ready, 1);
+out:
+	pthread_mutex_unlock(&qp->direct_lock);
+}
+
+/* ---- sending (SQ lock) ---------------------------------------------------- */
+
+uint32_t ibvc_direct_inflight(const struct ibvc_qp *qp)
+{
+	const struct ibvc_direct *d = qp->direct;
+
+	return d ? d->sends_tail - ibvd_observe(&d->sends_head) : 0;
+}
+
+static uint64_t gather(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
+		       struct iovec *iov)
+{
+	bool inline_data = wr->send_flags & IBV_SEND_INLINE;
+	uint64_t total = 0;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		const struct ibv_sge *s = &wr->sg_list[i];
+
+		/* inline data needs no key: the app's buffer, read now */
+		if (s->length && !inline_data &&
+		    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, s->lkey, s->addr,
+				       s->length, false))
+			return UINT64_MAX;
+		iov[i].iov_base = (void *)(uintptr_t)s->addr;
+		iov[i].iov_len = s->length;
+		total += s->length;
+	}
+	return total;
+}
+
+static bool ring_open(const struct ibvc_qp *qp, const struct ibvc_direct *d,
+		      uint32_t sq_tail)
+{
+	/* Acquire: the engine finished the WQEs below its head. */
+	return ibvd_read_once(&qp->sq.engine->direct_send_ok) &&
+	       ibvd_observe(&d->out.ctl->rx_ready) &&
+	       ibvd_observe(&qp->sq.engine->head) == sq_tail &&
+	       d->sends_tail - ibvd_observe(&d->sends_head) < qp->sq.limit;
+}
+
+int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
+		     uint32_t sq_tail)
+{
+	struct ibvc_direct *d = qp->direct;
+	struct iovec iov[DIRECT_MAX_SGE];
+	struct ibvd_transit_frag f;
+	struct ibvc_direct_send *s;
+	uint32_t consumed;
+	uint64_t len;
+
+	if (!d || (wr->opcode != IBV_WR_SEND &&
+		   wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    (uint32_t)wr->num_sge > DIRECT_MAX_SGE || !ring_open(qp, d, sq_tail))
+		return 0;
+	len = gather(qp, wr, iov);
+	consumed = ibvd_read_once(&d->out.ctl->consumed);
+	if (len > ibvd_transit_room(&d->out, d->produced, consumed))
+		return 0;
+	memset(&f, 0, sizeof(f));
+	f.kind = wr->opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
+		 IBVD_TRANSIT_SEND_IMM;
+	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		f.flags |= IBVD_TRANSIT_SOLICITED;
+	f.len = f.msg_len = (uint32_t)len;
+	f.imm = wr->imm_data;
+	f.wr_id = wr->wr_id;
+	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, iov,
+			       wr->num_sge) < 0)
+		return 0;
+	s = &d->sends[d->sends_tail & (d->sends_cap - 1)];
+	s->wr_id = wr->wr_id;
+	s->end = d->produced;
+	s->byte_len = (uint32_t)len;
+	s->mark = ibvd_observe(&to_ibvc_cq(qp->qp.send_cq)->ring.engine->tail);
+	s->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	/* Release: the pollers see the entry before the new tail. */
+	ibvd_publish(&d->sends_tail, d->sends_tail + 1);
+	d->produced_now = true;
+	return 1;
+}
+
+void ibvc_direct_send_done(struct ibvc_qp *qp)
+{
+	struct ibvc_direct *d = qp->direct;
+
+	if (!d || !d->produced_now)
+		return;
+	d->produced_now = false;
+	ibvd_transit_publish(&d->out, d->produced);
+	/*
+	 * Store (produced) -> load (arm_seq, send_ok) needs a full fence,
+	 * mirrored by the receiver arming and the daemon letting go of the
+	 * pair: whoever stores last sees the other's store.
+	 */
+	ibvd_full_fence();
+	if (ibvd_read_once(&d->out.ctl->arm_seq) ||
+	    !ibvd_read_once(&qp->sq.engine->direct_send_ok))
+		ring_own(qp);
+}
+
+/* ---- completions made here (CQ lock) --------------------------------- */
+
+static bool fifo_full(const struct ibvc_cq *cq)
+{
+	return cq->direct.tail - cq->direct.head >= cq->direct.cap;
+}
+
+static void fifo_push(struct ibvc_cq *cq, const struct ibvd_cqe *cqe,
+		      uint32_t mark)
+{
+	struct ibvc_local_cqe *l;
+
+	l = &cq->direct.fifo[cq->direct.tail++ & (cq->direct.cap - 1)];
+	l->cqe = *cqe;
+	l->mark = mark;
+}
+
+static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
+		     const struct ibvc_direct_send *s, enum ibv_wc_status st)
+{
+	memset(cqe, 0, sizeof(*cqe));
+	cqe->wr_id = s->wr_id;
+	cqe->status = st;
+	cqe->opcode = IBV_WC_SEND;
+	cqe->byte_len = s->byte_len;
+	cqe->qp_num = qp->qp.qp_num;
+}
+
+/* Is `consumed`, as the receiver says, past `end` (and possible)? */
+static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
+{
+	uint32_t produced = ibvd_read_once(&d->out.ctl->produced);
+
+	if (produced - consumed > d->out.ncells)
+		return false;	/* a receiver's lie: nothing moves */
+	return (int32_t)(consumed - end) >= 0;
+}
+
+static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
+{
+	struct ibvc_direct *d = qp->direct;
+	uint32_t tail = ibvd_observe(&d->sends_tail);
+	uint32_t head = d->sends_head;
+	uint32_t fail, consumed;
+
+	if (head == tail)
+		return;
+	fail = ibvd_observe(&qp->sq.engine->direct_fail_status);
+	consumed = ibvd_observe(&d->out.ctl->consumed);
+	while (head != tail && !fifo_full(cq)) {
+		const struct ibvc_direct_send *s = &d->sends[head & (d->sends_cap - 1)];
+		enum ibv_wc_status st = IBV_WC_SUCCESS;
+		struct ibvd_cqe cqe;
+
+		if (!taken(d, consumed, s->end)) {
+			if (!fail)
+				break;
+			st = d->fail_reported ? IBV_WC_WR_FLUSH_ERR :
+						(enum ibv_wc_status)fail;
+			d->fail_reported = true;
+		}
+		if (st != IBV_WC_SUCCESS || s->signaled) {
+			send_cqe(&cqe, qp, s, st);
+			fifo_push(cq, &cqe, s->mark);
+		}
+		head++;
+	}
+	/* Release: done with the entries; posters may reuse them. */
+	ibvd_publish(&d->sends_head, head);
+}
+
+/* ---- receiving (receive CQ lock) ------------------------------------------- */
+
+/* What this side places: a whole SEND into registered memory it owns. */
+static bool wqe_sges(struct ibvc_qp *qp, const uint8_t *slot,
+		     struct ibvd_sge *sge, uint32_t *nsge, uint64_t *total)
+{
+	struct ibvd_recv_wqe w;
+	uint32_t i;
+
+	memcpy(&w, slot, sizeof(w));
+	if (w.num_sge > qp->cap.max_recv_sge || w.num_sge > DIRECT_MAX_SGE)
+		return false;
+	memcpy(sge, slot + IBVD_RECV_WQE_HDR, w.num_sge * sizeof(*sge));
+	*total = 0;
+	for (i = 0; i < w.num_sge; i++) {
+		if (sge[i].length &&
+		    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, sge[i].lkey,
+				       sge[i].addr, sge[i].length, true))
+			return false;
+		*total += sge[i].length;
+	}
+	*nsge = w.num_sge;
+	return true;
+}
+
+static void scatter(const struct ibvd_sge *sge, uint32_t nsge,
+		    const uint8_t *src, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < nsge && len; i++) {
+		uint32_t n = sge[i].length < len ? sge[i].length : len;
+
+		memcpy((void *)(uintptr_t)sge[i].addr, src, n);
+		src += n;
+		len -= n;
+	}
+}
+
+static void recv_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
+		     const struct ibvc_direct *d, uint64_t wr_id,
+		     const struct ibvd_transit_frag *f)
+{
+	memset(cqe, 0, sizeof(*cqe));
+	cqe->wr_id = wr_id;
+	cqe->status = IBV_WC_SUCCESS;
+	cqe->opcode = IBV_WC_RECV;
+	cqe->byte_len = f->len;
+	cqe->qp_num = qp->qp.qp_num;
+	cqe->src_qp = d->peer_qpn;
+	cqe->slid = d->peer_slid;
+	cqe->sl = d->peer_sl;
+	if (f->kind == IBVD_TRANSIT_SEND_IMM) {
+		cqe->imm_data = f->imm;
+		cqe->wc_flags = IBV_WC_WITH_IMM;
+	}
+}
+
+struct placing {
+	uint32_t consumed;		/* the ring's, as we move it */
+	uint32_t head;			/* the RQ's direct head */
+	uint32_t tail;			/* what the app posted */
+	uint32_t mark;
+	bool hand_off;			/* the next message is the engine's */
+};
+
+/* Place one message; false when there is nothing more to do now. */
+static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
+		      struct ibvc_direct *d, struct placing *p)
+{
+	struct ibvd_sge sge[DIRECT_MAX_SGE];
+	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	struct ibvd_transit_frag f;
+	const uint8_t *payload;
+	struct ibvd_cqe cqe;
+	uint32_t next, nsge;
+	uint64_t total, wr_id;
+	const uint8_t *slot;
+	int ret;
+
+	ret = ibvd_transit_next(&d->in, p->consumed, &f, &payload, &next);
+	if (ret == 0 || p->head == p->tail || fifo_full(cq))
+		return false;	/* nothing, or no WQE (RNR: it waits) */
+	slot = ibvc_wq_slot(&qp->rq, p->head);
+	memcpy(&wr_id, slot, sizeof(wr_id));
+	if (ret < 0 || (f.flags & whole) != whole ||
+	    (f.kind != IBVD_TRANSIT_SEND && f.kind != IBVD_TRANSIT_SEND_IMM) ||
+	    !wqe_sges(qp, slot, sge, &nsge, &total) || f.len > total) {
+		p->hand_off = true;
+		return false;
+	}
+	scatter(sge, nsge, payload, f.len);
+	recv_cqe(&cqe, qp, d, wr_id, &f);
+	fifo_push(cq, &cqe, p->mark);
+	p->head++;
+	p->consumed = next;
+	return true;
+}
+
+static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
+{
+	struct ibvc_direct *d = qp->direct;
+	struct ibvd_wq_client *rc = qp->rq.client;
+	uint32_t expect = IBVD_RQ_CLAIM_FREE, start;
+	struct placing p;
+
+	start = ibvd_read_once(&d->in.ctl->consumed);
+	if (ibvd_observe(&d->in.ctl->produced) == start ||
+	    ibvd_read_once(&qp->rq.engine->error) || d->handed_at == start + 1)
+		return;
+	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
+					 IBVD_RQ_CLAIM_LIBRARY, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	/* After the claim: the engine's CQEs made under it are below this. */
+	p.mark = ibvd_observe(&cq->ring.engine->tail);
+	p.consumed = ibvd_read_once(&d->in.ctl->consumed);
+	p.head = ibvd_read_once(&rc->direct_head);
+	/* Acquire: the WQEs below the published tail are written. */
+	p.tail = ibvd_observe(&rc->tail);
+	p.hand_off = false;
+	start = p.consumed;
+	if (p.tail - p.head <= qp->rq.nslots)
+		while (place_one(cq, qp, d, &p))
+			;
+	ibvd_write_once(&rc->direct_head, p.head);
+	ibvd_transit_release(&d->in, p.consumed);
+	/* Release: the WQEs, the head and `consumed` before the claim. */
+	ibvd_publish(&rc->claim, IBVD_RQ_CLAIM_FREE);
+	d->handed_at = p.hand_off ? p.consumed + 1 : 0;
+	if (p.hand_off ||
+	    (p.consumed != start && ibvd_read_once(&d->in.ctl->sender_waits)))
+		ring_own(qp);
+}
+
+void ibvc_direct_recv_posted(struct ibvc_qp *qp)
+{
+	struct ibvc_direct *d = direct_of(qp);
+
+	if (!d)
+		return;
+	/* a message that waited for a WQE, for a receiver that sleeps */
+	ibvd_full_fence();
+	if (ibvd_read_once(&d->in.ctl->arm_seq) &&
+	    ibvd_observe(&d->in.ctl->produced) !=
+	    ibvd_read_once(&d->in.ctl->consumed))
+		ring_own(qp);
+}
+
+/* ---- polling and arming (CQ lock) -------------------------------------- */
+
+/* The CQ's event fired: the rings need not ring for it any more. */
+static void disarm(struct ibvc_cq *cq)
+{
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
+		if (ibvd_read_once(&qp->direct->in.ctl->arm_seq))
+			ibvd_write_once(&qp->direct->in.ctl->arm_seq, 0);
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
+		if (ibvd_read_once(&qp->direct->out.ctl->sender_waits))
+			ibvd_write_once(&qp->direct->out.ctl->sender_waits, 0);
+}
+
+void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
+{
+	struct ibvc_qp *qp;
+
+	cq->direct.polling = cq->direct.senders || cq->direct.receivers ||
+			     cq->direct.tail != cq->direct.head;
+	if (!cq->direct.polling)
+		return;
+	/* First: no engine CQE written after what follows is taken now. */
+	cq->direct.limit = ibvd_observe(&cq->ring.engine->tail);
+	*seen = cq->ring.head;
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
+		harvest_sends(cq, qp);
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
+		place_received(cq, qp);
+	if (!cq_armed(cq))
+		disarm(cq);
+}
+
+static bool fifo_pop(struct ibvc_cq *cq, struct ibvd_cqe *cqe)
+{
+	if (cq->direct.tail == cq->direct.head)
+		return false;
+	*cqe = cq->direct.fifo[cq->direct.head++ & (cq->direct.cap - 1)].cqe;
+	return true;
+}
+
+bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen, struct ibvd_cqe *cqe)
+{
+	const struct ibvc_local_cqe *l;
+
+	if (!cq->direct.polling)
+		return ibvc_cq_ring_take(&cq->ring, seen, cqe);
+	for (;;) {
+		l = &cq->direct.fifo[cq->direct.head & (cq->direct.cap - 1)];
+		if (cq->direct.tail != cq->direct.head &&
+		    (int32_t)(l->mark - cq->ring.head) <= 0)
+			return fifo_pop(cq, cqe);
+		if (cq->ring.head == cq->direct.limit)
+			return fifo_pop(cq, cqe);
+		/* below the limit: no re-read of the engine's tail */
+		*seen = cq->direct.limit;
+		if (ibvc_cq_ring_take(&cq->ring, seen, cqe))
+			return true;
+		/* purged ones skipped to the limit, or an overrun: stop there */
+		if (cq->ring.head != cq->direct.limit)
+			return fifo_pop(cq, cqe);
+	}
+}
+
+void ibvc_direct_armed(struct ibvc_cq *cq)
+{
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver) {
+		struct ibvc_direct *d = qp->direct;
+
+		ibvd_write_once(&d->in.ctl->arm_seq, 1);
+		ibvd_full_fence();
+		if (ibvd_observe(&d->in.ctl->produced) !=
+		    ibvd_read_once(&d->in.ctl->consumed))
+			ring_own(qp);
+	}
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
+		struct ibvc_direct *d = qp->direct;
+		uint32_t head = d->sends_head;
+
+		if (head == ibvd_observe(&d->sends_tail))
+			continue;
+		ibvd_write_once(&d->out.ctl->sender_waits, 1);
+		ibvd_full_fence();
+		if (taken(d, ibvd_observe(&d->out.ctl->consumed),
+			  d->sends[head & (d->sends_cap - 1)].end) ||
+		    ibvd_read_once(&qp->sq.engine->direct_fail_status))
+			ring_own(qp);
+	}
+}
+
+void ibvc_direct_cq_fini(struct ibvc_cq *cq)
+{
+	free(cq->direct.fifo);
+	cq->direct.fifo = NULL;
+}

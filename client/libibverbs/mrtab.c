@@ -1,0 +1,137 @@
+/*
+ * The context's own MRs by lkey, for the direct transport (direct.c),
+ * which copies between registered memory and a transit ring itself and
+ * must check each SGE as the engine would: the key is one of this
+ * process's MRs, on the QP's PD, with the access the copy needs, and the
+ * range lies inside it.  An MR that is not here (imported from another
+ * process, on-demand paging) is not an error: the message then goes the
+ * engine's way, which knows every MR.
+ *
+ * Open addressing with linear probing on the key, under one mutex; the
+ * table doubles when half full and never shrinks (a context's MR count).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "ibvd_verbs.h"
+
+#define MRTAB_MIN	64u
+
+static uint32_t slot_of(uint32_t lkey, uint32_t cap)
+{
+	/* keys are random 32-bit values in the daemon: their bits mix well */
+	return (lkey * 2654435761u) & (cap - 1);
+}
+
+static void put(struct ibvc_mrtab_entry *slots, uint32_t cap,
+		const struct ibvc_mrtab_entry *e)
+{
+	uint32_t i = slot_of(e->lkey, cap);
+
+	while (slots[i].used)
+		i = (i + 1) & (cap - 1);
+	slots[i] = *e;
+}
+
+static int grow(struct ibvc_mrtab *t)
+{
+	uint32_t cap = t->cap ? 2 * t->cap : MRTAB_MIN, i;
+	struct ibvc_mrtab_entry *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (i = 0; i < t->cap; i++)
+		if (t->slots[i].used)
+			put(slots, cap, &t->slots[i]);
+	free(t->slots);
+	t->slots = slots;
+	t->cap = cap;
+	return 0;
+}
+
+static bool kept(const struct ibv_mr *mr, unsigned int access)
+{
+	/* on-demand MRs may cover memory that is not there */
+	return !(access & IBV_ACCESS_ON_DEMAND) && mr->addr;
+}
+
+void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
+		    unsigned int access)
+{
+	struct ibvc_mrtab *t = &ictx->mrs;
+	struct ibvc_mrtab_entry e = {
+		.used = true, .lkey = mr->lkey, .pd = mr->pd,
+		.addr = (uintptr_t)mr->addr, .length = mr->length,
+		.access = access,
+	};
+
+	if (!kept(mr, access))
+		return;
+	pthread_mutex_lock(&t->lock);
+	/* no room: the MR stays the engine's, which is only slower */
+	if (2 * (t->n + 1) <= t->cap || grow(t) == 0) {
+		put(t->slots, t->cap, &e);
+		t->n++;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey)
+{
+	struct ibvc_mrtab *t = &ictx->mrs;
+	uint32_t i, j;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->cap)
+		goto out;
+	for (i = slot_of(lkey, t->cap); t->slots[i].used; i = (i + 1) & (t->cap - 1))
+		if (t->slots[i].lkey == lkey)
+			break;
+	if (!t->slots[i].used)
+		goto out;
+	t->slots[i].used = false;
+	t->n--;
+	/* put back the rest of the cluster, so no probe stops short */
+	for (j = (i + 1) & (t->cap - 1); t->slots[j].used; j = (j + 1) & (t->cap - 1)) {
+		struct ibvc_mrtab_entry e = t->slots[j];
+
+		t->slots[j].used = false;
+		put(t->slots, t->cap, &e);
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
+		       uint32_t lkey, uint64_t addr, uint64_t len, bool write)
+{
+	struct ibvc_mrtab *t = &ictx->mrs;
+	bool ok = false;
+	uint32_t i;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->cap)
+		goto out;
+	for (i = slot_of(lkey, t->cap); t->slots[i].used; i = (i + 1) & (t->cap - 1)) {
+		const struct ibvc_mrtab_entry *e = &t->slots[i];
+
+		if (e->lkey != lkey)
+			continue;
+		ok = e->pd == pd && addr >= e->addr && len <= e->length &&
+		     addr - e->addr <= e->length - len &&
+		     (!write || (e->access & IBV_ACCESS_LOCAL_WRITE));
+		break;
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
+void ibvc_mrtab_fini(struct ibvc_context *ictx)
+{
+	free(ictx->mrs.slots);
+	ictx->mrs.slots = NULL;
+	ictx->mrs.cap = ictx->mrs.n = 0;
+	pthread_mutex_destroy(&ictx->mrs.lock);
+}

@@ -1,0 +1,264 @@
+/*
+ * The engine's part in the direct transport (common/transit.h): the
+ * libraries pass SENDs between two local QPs through transit rings, and
+ * the engine places what they cannot or should not wait for:
+ *  - before a direct QP's next SQ WQE runs, the ring it sends on must be
+ *    empty (RC order: a WRITE never lands before an earlier SEND), so the
+ *    engine places what is still there itself;
+ *  - a doorbell on a direct QP asks the same for both of its rings: the
+ *    sender rings it after a SEND to a receiver that waits for an event,
+ *    the receiver when it armed its CQ with messages waiting, or found
+ *    one it will not place itself (a key it does not know, a message
+ *    longer than its WQE, a ring that makes no sense);
+ *  - what fails fails here, with the statuses a responder gives, and the
+ *    sender's library learns it from its SQ's direct_fail_status.
+ * The receiving RQ's WQEs are taken under its claim word (ring.h), which
+ * the receiver's library takes the same way; the engine never waits for
+ * it: a claim it cannot take now it asks again for later.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "barrier.h"
+#include "engine.h"
+#include "internal.h"
+
+/* Messages placed per call; a QP with more comes back after the others. */
+#define DRAIN_BUDGET	64u
+
+static struct ibvd_wq_engine *sq_engine(const struct ibvd_qp *qp)
+{
+	return qp->sq.engine_page;
+}
+
+static struct ibvd_wq_client *rq_client(const struct ibvd_qp *qp)
+{
+	return qp->rq.client_page;
+}
+
+struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp)
+{
+	return ibvd_eng_connected_peer(qp);
+}
+
+/*
+ * Take the claim on t's RQ and the head its library left there: 0, -EBUSY
+ * (the library holds it), or -EPROTO for a head the library could not
+ * have written (the claim is given back).
+ */
+int ibvd_eng_claim_take(struct ibvd_qp *t)
+{
+	struct ibvd_wq_client *c = rq_client(t);
+	uint32_t expect = IBVD_RQ_CLAIM_FREE;
+	uint32_t head, tail;
+
+	if (!__atomic_compare_exchange_n(&c->claim, &expect,
+					 IBVD_RQ_CLAIM_ENGINE, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return -EBUSY;
+	head = ibvd_read_once(&c->direct_head);
+	tail = ibvd_read_once(&c->tail);
+	/*
+	 * The library only ever moves it forward from ours, and not past its
+	 * tail (which may be a ring ahead of where we last looked).
+	 */
+	if ((int32_t)(head - t->rq_head) < 0 || tail - head > t->rq.nslots) {
+		ibvd_publish(&c->claim, IBVD_RQ_CLAIM_FREE);
+		return -EPROTO;
+	}
+	t->rq_head = head;
+	return 0;
+}
+
+void ibvd_eng_claim_give(struct ibvd_qp *t)
+{
+	struct ibvd_wq_client *c = rq_client(t);
+
+	ibvd_write_once(&c->direct_head, t->rq_head);
+	ibvd_publish(&((struct ibvd_wq_engine *)t->rq.engine_page)->head,
+		     t->rq_head);
+	/* Release: the WQEs taken, their CQEs and the head, then the claim. */
+	ibvd_publish(&c->claim, IBVD_RQ_CLAIM_FREE);
+}
+
+static bool ring_empty(const struct ibvd_transit *r)
+{
+	return ibvd_observe(&r->ctl->produced) ==
+	       ibvd_read_once(&r->ctl->consumed);
+}
+
+/*
+ * The sender's direct SENDs from the first one not taken fail: `st` for
+ * that one, flushed after it (its library reads direct_fail_status).
+ */
+static enum eng_drain drain_failed(struct ibvd_qp *src, enum ibv_wc_status st)
+{
+	ibvd_publish(&sq_engine(src)->direct_fail_status, st);
+	ibvd_eng_qp_error(src);
+	return DRAIN_FAILED;
+}
+
+static enum ibv_wc_status resp_status(enum eng_resp r)
+{
+	switch (r) {
+	case RESP_INV_REQ:
+		return IBV_WC_REM_INV_REQ_ERR;
+	case RESP_ACCESS:
+		return IBV_WC_REM_ACCESS_ERR;
+	case RESP_OP_ERR:
+		return IBV_WC_REM_OP_ERR;
+	case RESP_LOCAL_FAULT:
+		return IBV_WC_LOC_PROT_ERR;
+	default:
+		return IBV_WC_RETRY_EXC_ERR;
+	}
+}
+
+/* A fragment as the SEND it stands for; false if it is no such thing. */
+static bool frag_request(const struct ibvd_transit_frag *f,
+			 const uint8_t *payload, struct eng_req *req)
+{
+	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+
+	/* libraries send whole messages only (transit.h, "Producers") */
+	if ((f->flags & whole) != whole ||
+	    (f->kind != IBVD_TRANSIT_SEND && f->kind != IBVD_TRANSIT_SEND_IMM))
+		return false;
+	memset(req, 0, sizeof(*req));
+	req->w.opcode = f->kind == IBVD_TRANSIT_SEND ? IBV_WR_SEND :
+			IBV_WR_SEND_WITH_IMM;
+	req->w.imm_data = f->imm;
+	if (f->flags & IBVD_TRANSIT_SOLICITED)
+		req->w.send_flags = IBV_SEND_SOLICITED;
+	req->length = f->len;
+	req->step = f->len;
+	if (f->len)
+		ibvd_eng_sgl_private(&req->local, payload, f->len);
+	return true;
+}
+
+/* Under the claim: place what the ring holds, in order. */
+static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
+				 struct ibvd_qp *target,
+				 const struct ibvd_transit *ring,
+				 uint8_t *rnr_timer)
+{
+	uint32_t consumed = ibvd_read_once(&ring->ctl->consumed);
+	unsigned int n;
+
+	for (n = 0; n < DRAIN_BUDGET; n++) {
+		struct ibvd_transit_frag f;
+		const uint8_t *payload;
+		struct eng_req req;
+		enum eng_resp r;
+		uint32_t next;
+		int ret;
+
+		ret = ibvd_transit_next(ring, consumed, &f, &payload, &next);
+		if (ret == 0)
+			return DRAIN_EMPTY;
+		/* The sender's own library wrote nonsense: its QP fails. */
+		if (ret < 0 || !frag_request(&f, payload, &req))
+			return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
+		r = ibvd_eng_deliver_send_claimed(eng, src, target, &req);
+		if (r == RESP_RNR) {
+			*rnr_timer = target->attr.min_rnr_timer;
+			return DRAIN_WAIT;
+		}
+		if (r != RESP_OK)
+			return drain_failed(src, resp_status(r));
+		consumed = next;
+		ibvd_transit_release(ring, consumed);
+		if (ibvd_read_once(&ring->ctl->sender_waits))
+			ibvd_eng_cq_nudge(src->send_cq);
+	}
+	return DRAIN_MORE;
+}
+
+enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
+				     struct ibvd_qp *src, uint8_t *rnr_timer)
+{
+	struct ibvd_direct *d = src->direct;
+	const struct ibvd_transit *ring;
+	struct ibvd_qp *target;
+	enum eng_drain res;
+	int ret;
+
+	if (!d)
+		return DRAIN_EMPTY;
+	ring = &d->ring[src->direct_side];
+	if (ring_empty(ring))
+		return DRAIN_EMPTY;
+	/* A sender in error sends nothing more; its library flushes. */
+	if (eng_qp_state(src) == IBV_QPS_ERR)
+		return DRAIN_FAILED;
+	target = d->qp[!src->direct_side];
+	if (!target || !ibvd_eng_can_receive(eng_qp_state(target)))
+		return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+	ret = ibvd_eng_claim_take(target);
+	if (ret == -EBUSY)
+		return DRAIN_BUSY;
+	if (ret < 0) {
+		ibvd_eng_responder_error(target, IBV_EVENT_QP_FATAL);
+		return drain_failed(src, IBV_WC_REM_OP_ERR);
+	}
+	res = place_ring(eng, src, target, ring, rnr_timer);
+	ibvd_eng_claim_give(target);
+	return res;
+}
+
+int ibvd_eng_rq_claim(struct ibvd_qp *t)
+{
+	int ret;
+
+	if (!t->direct)
+		return 0;
+	ret = ibvd_eng_claim_take(t);
+	if (ret == -EPROTO)
+		ibvd_eng_responder_error(t, IBV_EVENT_QP_FATAL);
+	return ret < 0 ? ret : 1;
+}
+
+void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held)
+{
+	if (held > 0)
+		ibvd_eng_claim_give(t);
+}
+
+void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	struct ibvd_direct *d = qp->direct;
+	struct ibvd_qp *peer;
+	uint8_t rnr_timer;
+
+	if (!d)
+		return;
+	/*
+	 * Our own ring is placed by run_sq before any WQE, with the waits
+	 * that needs; the peer's, from here, as far as it goes now: what
+	 * waits for a WQE is the peer's requester's to come back to.
+	 */
+	peer = d->qp[!qp->direct_side];
+	if (peer && ibvd_eng_direct_drain(eng, peer, &rnr_timer) == DRAIN_MORE)
+		ibvd_eng_qp_ring(qp);
+	/*
+	 * A sender asleep on its send CQ, whose SENDs a library took: it
+	 * completes them itself once awake.  (A spare event is harmless:
+	 * apps poll after each.)
+	 */
+	if (peer && ibvd_read_once(&d->ring[!qp->direct_side].ctl->sender_waits))
+		ibvd_eng_cq_nudge(peer->send_cq);
+	if (ibvd_read_once(&d->ring[qp->direct_side].ctl->sender_waits))
+		ibvd_eng_cq_nudge(qp->send_cq);
+}
+
+void ibvd_eng_direct_flush(struct ibvd_qp *qp)
+{
+	struct ibvd_wq_engine *e = sq_engine(qp);
+
+	/* the library flushes its SENDs the receiver has not taken */
+	if (qp->direct && !ibvd_read_once(&e->direct_fail_status))
+		ibvd_publish(&e->direct_fail_status, IBV_WC_WR_FLUSH_ERR);
+}

@@ -1,0 +1,213 @@
+/*
+ * The direct transport's pairs (common/transit.h): when two RC QPs of
+ * this daemon are connected to each other, they get one sealed memfd
+ * holding a transit ring each way, which their libraries map (QP_DIRECT)
+ * to pass SENDs without an engine thread.  Made at RTR/RTS, dropped by
+ * each side at its reset or destroy; freed when both have let go.
+ *
+ * Everything here runs on the control thread with the objects lock held
+ * for writing, so no engine pass sees a pair half made or half gone.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "barrier.h"
+#include "core/device.h"
+#include "engine/engine.h"
+#include "ibverbsd.pb-c.h"
+#include "log.h"
+#include "server/call.h"
+#include "verbs.h"
+#include "verbs/rings/arena.h"
+
+/*
+ * 256 KiB each way: a 64 KiB message and a few behind it, as perftest's
+ * bandwidth tests keep them.  The pages cost nothing until used.
+ */
+#define DIRECT_CELLS	4096u
+
+static bool direct_enabled;
+static uint32_t last_gen;
+
+void ibvd_direct_configure(bool enabled)
+{
+	direct_enabled = enabled;
+}
+
+static struct ibvd_wq_engine *sq_engine(const struct ibvd_qp *qp)
+{
+	return qp->sq.engine_page;
+}
+
+static struct ibvd_wq_client *rq_client(const struct ibvd_qp *qp)
+{
+	return qp->rq.client_page;
+}
+
+static bool pairable(const struct ibvd_qp *qp)
+{
+	uint32_t state = __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE);
+
+	return qp->qp_type == IBV_QPT_RC && !qp->direct && !qp->srq &&
+	       qp->ctx->dev->kind == IBVD_DEV_SOFT && qp->rq.client_page &&
+	       (state == IBV_QPS_RTR || state == IBV_QPS_RTS);
+}
+
+static int pair_file(struct ibvd_direct *d)
+{
+	uint64_t bytes = ibvd_transit_pair_bytes(DIRECT_CELLS);
+	int fd = ibvd_memfd_new("ibvd-transit"), ret;
+	void *map;
+
+	if (fd < 0)
+		return fd;
+	if (ftruncate(fd, (off_t)bytes) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	map = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   fd, 0);
+	if (map == MAP_FAILED)
+		goto fail;
+	d->fd = fd;
+	d->map = map;
+	d->map_len = (size_t)bytes;
+	d->ncells = DIRECT_CELLS;
+	return 0;
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* qp becomes side `side` of d; its RQ's WQEs are taken under the claim. */
+static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
+{
+	struct ibvd_wq_client *rc = rq_client(qp);
+
+	d->qp[side] = qp;
+	qp->direct = d;
+	qp->direct_side = side;
+	ibvd_write_once(&rc->claim, IBVD_RQ_CLAIM_FREE);
+	ibvd_write_once(&rc->direct_head, qp->rq_head);
+	ibvd_write_once(&sq_engine(qp)->direct_fail_status, 0);
+	/* Release: the claim words are set before a library may use them. */
+	ibvd_publish(&sq_engine(qp)->direct_gen, d->gen);
+}
+
+/*
+ * The library sends on the ring only from RTS, with RNR retried for ever
+ * (the engine cannot count RNR retries of SENDs it never saw), and while
+ * the peer is there.  The library checks this word after each SEND it
+ * puts in the ring, so one that raced with a peer leaving is seen by the
+ * engine (ibvd_direct_leave kicks it) or rings for it.
+ */
+void ibvd_direct_update(struct ibvd_qp *qp)
+{
+	struct ibvd_direct *d = qp->direct;
+	uint32_t ok = d && d->qp[!qp->direct_side] &&
+		      __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) == IBV_QPS_RTS &&
+		      qp->attr.rnr_retry == 7;
+
+	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
+}
+
+void ibvd_direct_pair_try(struct ibvd_qp *qp)
+{
+	struct ibvd_direct *d;
+	struct ibvd_qp *peer;
+	int ret;
+
+	if (!direct_enabled || !pairable(qp))
+		return;
+	peer = ibvd_engine_qp_peer(qp);
+	if (!peer || !pairable(peer) || peer->ctx->dev != qp->ctx->dev ||
+	    peer->attr.dest_qp_num != qp->qp_num)
+		return;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return;
+	ret = pair_file(d);
+	if (ret < 0) {
+		/* the engine carries their messages as before */
+		log_debug("QPs %u and %u: no transit rings: %s",
+			 qp->qp_num, peer->qp_num, strerror(-ret));
+		free(d);
+		return;
+	}
+	if (++last_gen == 0)
+		last_gen = 1;
+	d->gen = last_gen;
+	ibvd_transit_pair(d->map, d->ncells, 0, &d->ring[0], &d->ring[1]);
+	join(d, qp, 0);
+	join(d, peer, 1);
+	ibvd_direct_update(qp);
+	ibvd_direct_update(peer);
+}
+
+static void pair_free(struct ibvd_direct *d)
+{
+	munmap(d->map, d->map_len);
+	if (d->fd >= 0)
+		close(d->fd);
+	free(d);
+}
+
+void ibvd_direct_leave(struct ibvd_qp *qp)
+{
+	struct ibvd_direct *d = qp->direct;
+	struct ibvd_qp *peer;
+
+	if (!d)
+		return;
+	peer = d->qp[!qp->direct_side];
+	d->qp[qp->direct_side] = NULL;
+	qp->direct = NULL;
+	ibvd_publish(&sq_engine(qp)->direct_send_ok, 0);
+	ibvd_publish(&sq_engine(qp)->direct_gen, 0);
+	if (!peer) {
+		pair_free(d);
+		return;
+	}
+	/*
+	 * What the peer sent and we never took fails at the peer, as
+	 * retries to a responder that went away do: its engine finds the
+	 * ring with nobody behind it.
+	 */
+	ibvd_direct_update(peer);
+	ibvd_full_fence();
+	ibvd_engine_qp_kick(peer);
+}
+
+int ibvd_req_qp_direct(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	Ibvd__QpDirectReply reply = IBVD__QP_DIRECT_REPLY__INIT;
+	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
+	const struct ibvd_port *port;
+	struct ibvd_qp *peer;
+	int fd;
+
+	if (!qp)
+		return -EINVAL;
+	/* Pairs change on this thread only: no lock needed to read them. */
+	peer = qp->direct ? qp->direct->qp[!qp->direct_side] : NULL;
+	if (!peer)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u shares no transit rings",
+				       qp->qp_num);
+	reply.gen = qp->direct->gen;
+	reply.ncells = qp->direct->ncells;
+	reply.side = qp->direct_side;
+	reply.peer_qpn = peer->qp_num;
+	port = ibvd_device_port(peer->ctx->dev, peer->attr.port_num);
+	reply.peer_slid = port ? port->lid : 0;
+	reply.peer_sl = peer->attr.av.sl;
+	fd = qp->direct->fd;
+	return ibvd_call_reply(call, &reply.base, &fd, 1);
+}
