@@ -30,6 +30,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "barrier.h"
@@ -37,6 +38,11 @@
 #include "transit.h"
 
 #define DIRECT_MAX_SGE	16u
+/*
+ * A receiver that does not poll would hold our SENDs for ever, where a
+ * NIC's responder takes them at once: past this the engine places them.
+ */
+#define DIRECT_STALL_NS	20000u
 
 /* A SEND on the ring, not completed yet. */
 struct ibvc_direct_send {
@@ -64,6 +70,9 @@ struct ibvc_direct {
 	uint32_t sends_tail;
 	uint32_t sends_head;
 	bool fail_reported;		/* pollers: the first failure went out */
+	/* pollers: since when the oldest send waits, and the engine knows */
+	uint64_t stall_ns;
+	bool stall_rung;
 	/* pollers of the receive CQ: `consumed` + 1 where the engine must
 	 * place the next message (0: none) */
 	uint32_t handed_at;
@@ -433,11 +442,40 @@ static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 	return (int32_t)(consumed - end) >= 0;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the vDSO's: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The oldest send waits: after DIRECT_STALL_NS, ask the engine, once. */
+static void stalled(struct ibvc_qp *qp, struct ibvc_direct *d, bool moved)
+{
+	uint64_t now;
+
+	if (moved) {
+		d->stall_ns = 0;
+		d->stall_rung = false;
+		return;
+	}
+	if (d->stall_rung)
+		return;
+	now = now_ns();
+	if (!d->stall_ns) {
+		d->stall_ns = now;
+	} else if (now - d->stall_ns > DIRECT_STALL_NS) {
+		d->stall_rung = true;
+		ring_own(qp);
+	}
+}
+
 static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
 	uint32_t tail = ibvd_observe(&d->sends_tail);
-	uint32_t head = d->sends_head;
+	uint32_t head = d->sends_head, first = head;
 	uint32_t fail, consumed;
 
 	if (head == tail)
@@ -464,6 +502,8 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	}
 	/* Release: done with the entries; posters may reuse them. */
 	ibvd_publish(&d->sends_head, head);
+	if (head != tail || head != first)
+		stalled(qp, d, head != first);
 }
 
 /* ---- receiving (receive CQ lock) ------------------------------------------- */
@@ -699,12 +739,13 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 
 		if (head == ibvd_observe(&d->sends_tail))
 			continue;
+		/*
+		 * The engine sends the event once they are taken, and takes
+		 * them itself if the receiver does not: it is told of both.
+		 */
 		ibvd_write_once(&d->out.ctl->sender_waits, 1);
 		ibvd_full_fence();
-		if (taken(d, ibvd_observe(&d->out.ctl->consumed),
-			  d->sends[head & (d->sends_cap - 1)].end) ||
-		    ibvd_read_once(&qp->sq.engine->direct_fail_status))
-			ring_own(qp);
+		ring_own(qp);
 	}
 }
 

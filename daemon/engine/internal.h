@@ -205,10 +205,12 @@ enum eng_drain {
 
 /*
  * Place what src's library left in the ring src sends on, in order, into
- * its peer's RQ (rnr_timer: the receiver's, for DRAIN_WAIT).
+ * its peer's RQ (rnr_timer: the receiver's, for DRAIN_WAIT).  requester:
+ * src's own turn, which RNR-NAKs a message with no WQE to go to.
  */
 enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
-				     struct ibvd_qp *src, uint8_t *rnr_timer);
+				     struct ibvd_qp *src, bool requester,
+				     uint8_t *rnr_timer);
 /* qp's doorbell rang: place what its peer left in the ring to it. */
 void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp);
 /* qp is in ERR: the SENDs its library has in the ring are flushed. */

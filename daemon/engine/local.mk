@@ -10,7 +10,7 @@ DAEMON_SOURCES += \
 	daemon/engine/load.c \
 	daemon/engine/memory.c \
 	daemon/engine/wqe.c \
-	daemon/engine/direct.c \
+	daemon/engine/direct/direct.c \
 	daemon/engine/completion.c \
 	daemon/engine/qp_state.c \
 	daemon/engine/send.c \

@@ -335,15 +335,17 @@ static int64_t sq_depth(const struct ibvd_qp *qp)
 static bool direct_clear(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
 	uint8_t rnr_timer = 0;
+	uint64_t wait_ns;
 
-	switch (ibvd_eng_direct_drain(eng, qp, &rnr_timer)) {
+	switch (ibvd_eng_direct_drain(eng, qp, true, &rnr_timer)) {
 	case DRAIN_EMPTY:
 		qp->claim_waits = 0;
 		return true;
 	case DRAIN_WAIT:
 		/* direct SENDs are made only with rnr_retry 7: no budget */
-		ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() +
-				 ibvd_eng_rnr_ns(rnr_timer));
+		wait_ns = ibvd_eng_rnr_ns(rnr_timer);
+		eng_count(&eng->rnr_wait_us, wait_ns / 1000);
+		ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + wait_ns);
 		return false;
 	case DRAIN_BUSY:
 		claim_wait(eng, qp);
@@ -410,8 +412,9 @@ static void run_error(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	 * now is either flushed here or rung for the next pass.
 	 */
 	ibvd_full_fence();
-	ibvd_eng_flush_sq(qp);
+	/* before the SQ's CQEs: a poller that sees them sees this */
 	ibvd_eng_direct_flush(qp);
+	ibvd_eng_flush_sq(qp);
 	if (!ibvd_eng_flush_rq(qp)) {
 		claim_wait(eng, qp);
 		return;

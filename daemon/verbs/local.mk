@@ -6,11 +6,11 @@ DAEMON_SOURCES += \
 	daemon/verbs/query.c daemon/verbs/query.h \
 	daemon/verbs/async.c daemon/verbs/async.h \
 	daemon/verbs/rings/arena.c daemon/verbs/rings/arena.h \
-	daemon/verbs/rings/rings.c daemon/verbs/mr/mem.c \
+	daemon/verbs/rings/rings.c daemon/verbs/rings/direct.c \
+	daemon/verbs/mr/mem.c \
 	daemon/verbs/pd.c daemon/verbs/import.c daemon/verbs/mr.c daemon/verbs/mr/map.c daemon/verbs/mw.c \
 	daemon/verbs/channel.c daemon/verbs/cq.c \
 	daemon/verbs/qp.c daemon/verbs/qp_modify.c daemon/verbs/qp_bundle.c \
-	daemon/verbs/direct.c \
 	daemon/verbs/srq.c \
 	daemon/verbs/ah.c daemon/verbs/mcast.c \
 	daemon/verbs/xrc/xrcd.c daemon/verbs/xrc/qp.c

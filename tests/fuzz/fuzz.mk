@@ -35,7 +35,8 @@ FUZZ_INCLUDES = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 # (instrumented when fuzzing); a harness takes the objects it reaches.
 check_LIBRARIES = tests/fuzz/libfuzzdaemon.a
 tests_fuzz_libfuzzdaemon_a_SOURCES = $(DAEMON_SOURCES) \
-	common/frame.c common/conn.c common/log.c common/verbs_msg.c
+	common/frame.c common/conn.c common/log.c common/verbs_msg.c \
+	common/transit.c
 nodist_tests_fuzz_libfuzzdaemon_a_SOURCES = proto/ibverbsd.pb-c.c
 tests_fuzz_libfuzzdaemon_a_CPPFLAGS = $(FUZZ_INCLUDES)
 tests_fuzz_libfuzzdaemon_a_CFLAGS = $(FUZZ_COMPILE) \

@@ -236,6 +236,13 @@ static void find_regions(void)
 
 		if (!m || (!strstr(m, "ibvd-") && !strstr(m, "ibverbsd-context")))
 			continue;
+		/*
+		 * Transit rings come and go with connections (the library
+		 * unmaps them at reset), so a list made once cannot keep
+		 * them; direct-helper's hostile case writes garbage there.
+		 */
+		if (strstr(m, "ibvd-transit"))
+			continue;
 		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %255s", &start, &end, perms, &off,
 			   &ino, name) != 6)
 			continue;

@@ -23,7 +23,7 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "server/call.h"
-#include "verbs.h"
+#include "verbs/verbs.h"
 #include "verbs/rings/arena.h"
 
 /*

@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "barrier.h"
-#include "engine.h"
-#include "internal.h"
+#include "engine/engine.h"
+#include "engine/internal.h"
 
 /* Messages placed per call; a QP with more comes back after the others. */
 #define DRAIN_BUDGET	64u
@@ -139,11 +139,23 @@ static bool frag_request(const struct ibvd_transit_frag *f,
 	return true;
 }
 
-/* Under the claim: place what the ring holds, in order. */
+/* Under the claim: has target a receive WQE posted? */
+static bool rq_has_wqe(const struct ibvd_qp *t)
+{
+	const struct ibvd_wq_client *c = t->rq.client_page;
+
+	return ibvd_read_once(&c->tail) != t->rq_head;
+}
+
+/*
+ * Under the claim: place what the ring holds, in order.  Only the
+ * requester's turn answers "no WQE" with an RNR NAK (counted, and waited
+ * out on its timers); another turn just stops there.
+ */
 static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 struct ibvd_qp *target,
 				 const struct ibvd_transit *ring,
-				 uint8_t *rnr_timer)
+				 bool requester, uint8_t *rnr_timer)
 {
 	uint32_t consumed = ibvd_read_once(&ring->ctl->consumed);
 	unsigned int n;
@@ -162,6 +174,8 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		/* The sender's own library wrote nonsense: its QP fails. */
 		if (ret < 0 || !frag_request(&f, payload, &req))
 			return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
+		if (!requester && !rq_has_wqe(target))
+			return DRAIN_WAIT;
 		r = ibvd_eng_deliver_send_claimed(eng, src, target, &req);
 		if (r == RESP_RNR) {
 			*rnr_timer = target->attr.min_rnr_timer;
@@ -178,7 +192,8 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 }
 
 enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
-				     struct ibvd_qp *src, uint8_t *rnr_timer)
+				     struct ibvd_qp *src, bool requester,
+				     uint8_t *rnr_timer)
 {
 	struct ibvd_direct *d = src->direct;
 	const struct ibvd_transit *ring;
@@ -204,7 +219,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_FATAL);
 		return drain_failed(src, IBV_WC_REM_OP_ERR);
 	}
-	res = place_ring(eng, src, target, ring, rnr_timer);
+	res = place_ring(eng, src, target, ring, requester, rnr_timer);
 	ibvd_eng_claim_give(target);
 	return res;
 }
@@ -241,7 +256,8 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	 * waits for a WQE is the peer's requester's to come back to.
 	 */
 	peer = d->qp[!qp->direct_side];
-	if (peer && ibvd_eng_direct_drain(eng, peer, &rnr_timer) == DRAIN_MORE)
+	if (peer && ibvd_eng_direct_drain(eng, peer, false, &rnr_timer) ==
+		    DRAIN_MORE)
 		ibvd_eng_qp_ring(qp);
 	/*
 	 * A sender asleep on its send CQ, whose SENDs a library took: it
