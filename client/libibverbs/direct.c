@@ -400,8 +400,13 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 	 */
 	ibvd_full_fence();
 	if (ibvd_read_once(&d->out.ctl->arm_seq) ||
-	    !ibvd_read_once(&qp->sq.engine->direct_send_ok))
+	    !ibvd_read_once(&qp->sq.engine->direct_send_ok)) {
 		ring_own(qp);
+	} else if (cq_armed(to_ibvc_cq(qp->qp.send_cq))) {
+		/* a sender that sleeps on its CQ: the engine sees to it */
+		ibvd_write_once(&d->out.ctl->sender_waits, 1);
+		ring_own(qp);
+	}
 }
 
 /* ---- completions made here (CQ lock) --------------------------------- */

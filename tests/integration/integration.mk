@@ -75,7 +75,15 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/mpi/mpi-pingpo
 # the vt library (vt.c, vt.h), built and run like verbs-api-helper.
 INTEGRATION_TESTS += \
 	tests/integration/datapath.sh \
+	tests/integration/direct.sh \
 	tests/integration/peers.sh
+
+# The direct transport (issue 12), like datapath-helper.
+check_PROGRAMS += tests/integration/direct-helper
+tests_integration_direct_helper_SOURCES = tests/integration/direct.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_direct_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_integration_direct_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
 check_PROGRAMS += tests/integration/datapath-helper
 tests_integration_datapath_helper_SOURCES = tests/integration/datapath.c \

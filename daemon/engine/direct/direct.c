@@ -266,7 +266,9 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	 */
 	if (peer && ibvd_read_once(&d->ring[!qp->direct_side].ctl->sender_waits))
 		ibvd_eng_cq_nudge(peer->send_cq);
-	if (ibvd_read_once(&d->ring[qp->direct_side].ctl->sender_waits))
+	/* ours, if its library took them (what it has not, run_sq places) */
+	if (ibvd_read_once(&d->ring[qp->direct_side].ctl->sender_waits) &&
+	    ring_empty(&d->ring[qp->direct_side]))
 		ibvd_eng_cq_nudge(qp->send_cq);
 }
 

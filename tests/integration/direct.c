@@ -1,0 +1,742 @@
+/*
+ * direct-helper: the direct transport (common/transit.h) against a real
+ * daemon (direct.sh): SENDs between two local RC QPs through transit
+ * rings, with every verbs rule the engine keeps.
+ *
+ * usage: direct-helper			the Check suite (CK_RUN_CASE=NAME
+ *					runs one case)
+ *        direct-helper pingpong N	N SEND ping-pongs between two QPs of
+ *					this process, busy polling; prints
+ *					"pingpong: N messages" (DIRECT_RINGS=0:
+ *					the QPs must have no rings)
+ *
+ * Every case first checks that the pair really has its rings
+ * ("ibvd-transit" in /proc/self/maps), so a daemon that quietly stopped
+ * pairing QPs fails here instead of passing on the engine's path.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "vt.h"
+
+#define BUF(mr)		((uint8_t *)(mr)->addr)
+#define ADDR(mr, off)	((uint64_t)(uintptr_t)(mr)->addr + (uint64_t)(off))
+#define QUIET_MS	100
+#define LEN		(64 * 1024)
+
+static struct vt_dev D;
+static const struct vt_qp_opts DEF;	/* vt's defaults: RC, rnr_retry 7 */
+
+static void check_hook(const char *msg)
+{
+	ck_abort_msg("%s", msg);
+}
+
+static void setup(void)
+{
+	vt_fail_hook = check_hook;
+	vt_open(&D);
+}
+
+static void teardown(void)
+{
+	vt_close(&D);
+}
+
+/* DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false). */
+static bool expect_rings(void)
+{
+	const char *v = getenv("DIRECT_RINGS");
+
+	return !v || strcmp(v, "0") != 0;
+}
+
+/* How many transit ring mappings this process has. */
+static int transit_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "/memfd:ibvd-transit"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* A connected pair, a buffer on each side (a: QP 0's, b: QP 1's). */
+struct fx {
+	struct vt_pair p;
+	struct ibv_mr *a, *b;
+};
+
+static void fx_init(struct fx *f, const struct vt_qp_opts *o)
+{
+	vt_pair(&f->p, &D, o, 256);
+	f->a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f->b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);	/* room to look past */
+	/* the libraries map the rings at RTR/RTS: both QPs are ours */
+	vt_assert((transit_maps() > 0) == expect_rings(),
+		  "the pair has %d transit ring mappings", transit_maps());
+}
+
+static void fx_free(struct fx *f)
+{
+	vt_dereg(f->a);
+	vt_dereg(f->b);
+	vt_pair_free(&f->p);
+}
+
+/* ---- what goes through the ring --------------------------------------- */
+
+/* SENDs of every size up to 64 KiB, each checked byte for byte. */
+START_TEST(sizes)
+{
+	static const uint32_t len[] = { 0, 1, 31, 32, 33, 63, 64, 1000, 4096,
+					 4097, 30000, LEN };
+	struct ibv_wc wc;
+	char what[64];
+	struct fx f;
+	unsigned int i;
+
+	fx_init(&f, NULL);
+	for (i = 0; i < VT_ARRAY_SIZE(len); i++) {
+		vt_fill(BUF(f.a), len[i], 0, i + 1);
+		memset(BUF(f.b), 0, LEN);
+		vt_recv(f.p.qp[1], 100 + i, BUF(f.b), LEN, f.b->lkey);
+		vt_send(f.p.qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a),
+			len[i], f.a->lkey, 0, 0);
+		vt_expect_ok(f.p.rcq[1], &wc, 100 + i, IBV_WC_RECV, "receive");
+		ck_assert_msg(wc.byte_len == len[i], "byte_len %u, sent %u",
+			      wc.byte_len, len[i]);
+		ck_assert_uint_eq(wc.src_qp, f.p.qp[0]->qp_num);
+		ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+		ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_IMM, 0);
+		snprintf(what, sizeof(what), "%u bytes received", len[i]);
+		vt_expect_pat(BUF(f.b), len[i], 0, i + 1, what);
+		snprintf(what, sizeof(what), "past a message of %u bytes", len[i]);
+		vt_expect_byte(BUF(f.b) + len[i], 64, 0, what);
+		vt_expect_ok(f.p.scq[0], &wc, i, IBV_WC_SEND, "send");
+		ck_assert_uint_eq(wc.byte_len, len[i]);
+	}
+	fx_free(&f);
+}
+END_TEST
+
+/* Immediate data, several SGEs on both sides, inline data. */
+START_TEST(imm_sgl_inline)
+{
+	struct ibv_sge s[3], r[2];
+	struct ibv_wc wc;
+	struct fx f;
+	struct vt_qp_opts o = { .max_inline = 256 };
+
+	fx_init(&f, &o);
+	vt_fill(BUF(f.a), 3000, 0, 7);
+	s[0] = (struct ibv_sge){ ADDR(f.a, 0), 1000, f.a->lkey };
+	s[1] = (struct ibv_sge){ ADDR(f.a, 1000), 1000, f.a->lkey };
+	s[2] = (struct ibv_sge){ ADDR(f.a, 2000), 1000, f.a->lkey };
+	r[0] = (struct ibv_sge){ ADDR(f.b, 0), 1500, f.b->lkey };
+	r[1] = (struct ibv_sge){ ADDR(f.b, 1500), 1500, f.b->lkey };
+	vt_recv_sgl(f.p.qp[1], 1, r, 2);
+	ck_assert_int_eq(vt_post_sgl(f.p.qp[0], 2, IBV_WR_SEND_WITH_IMM,
+				     IBV_SEND_SIGNALED, s, 3, 0, 0), 0);
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "receive with imm");
+	ck_assert_uint_eq(wc.byte_len, 3000);
+	ck_assert(wc.wc_flags & IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(wc.imm_data, htobe32(2 ^ 0x5a5a0000u));
+	vt_expect_pat(BUF(f.b), 3000, 0, 7, "gathered, scattered");
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "send with imm");
+
+	/* inline: the buffer may change as soon as post_send returns */
+	vt_fill(BUF(f.a), 200, 0, 9);
+	vt_recv(f.p.qp[1], 3, BUF(f.b), LEN, f.b->lkey);
+	vt_send(f.p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+		BUF(f.a), 200, 0, 0, 0);
+	memset(BUF(f.a), 0xff, 200);
+	vt_expect_ok(f.p.rcq[1], &wc, 3, IBV_WC_RECV, "inline receive");
+	vt_expect_pat(BUF(f.b), 200, 0, 9, "inline bytes as they were");
+	vt_expect_ok(f.p.scq[0], &wc, 4, IBV_WC_SEND, "inline send");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * RC order with one-sided operations: a SEND after a WRITE is not seen
+ * before the WRITE's bytes; a WRITE after a SEND lands after the SEND's,
+ * even for a receiver that watches memory and never polls its CQ.
+ */
+START_TEST(order_with_writes)
+{
+	volatile uint8_t *flag;
+	struct ibv_wc wc;
+	struct fx f;
+	unsigned int i;
+	long end;
+
+	fx_init(&f, NULL);
+	flag = BUF(f.b) + LEN - 1;
+	for (i = 0; i < 50; i++) {
+		/* WRITE then SEND */
+		vt_fill(BUF(f.a), 4096, 0, 100 + i);
+		vt_recv(f.p.qp[1], i, BUF(f.b) + 8192, 64, f.b->lkey);
+		vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, 0, BUF(f.a), 4096,
+			f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+		vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a) + 4096, 8, f.a->lkey, 0, 0);
+		vt_expect_ok(f.p.rcq[1], &wc, i, IBV_WC_RECV, "SEND after WRITE");
+		vt_expect_pat(BUF(f.b), 4096, 0, 100 + i, "the WRITE before the SEND");
+		vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "SEND after WRITE");
+
+		/* SEND then WRITE, watched without polling */
+		vt_fill(BUF(f.a) + 16384, 1000, 0, 200 + i);
+		*flag = 0;
+		vt_recv(f.p.qp[1], 1000 + i, BUF(f.b) + 16384, 1000, f.b->lkey);
+		vt_send(f.p.qp[0], 3, IBV_WR_SEND, 0, BUF(f.a) + 16384, 1000,
+			f.a->lkey, 0, 0);
+		BUF(f.a)[LEN - 1] = (uint8_t)(i + 1);
+		vt_send(f.p.qp[0], 4, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			BUF(f.a) + LEN - 1, 1, f.a->lkey, ADDR(f.b, LEN - 1),
+			f.b->rkey);
+		end = vt_now_ms() + vt_tmo_ms();
+		while (*flag != (uint8_t)(i + 1) && vt_now_ms() < end)
+			;
+		ck_assert_msg(*flag == (uint8_t)(i + 1), "round %u: the WRITE never landed", i);
+		vt_expect_pat(BUF(f.b) + 16384, 1000, 0, 200 + i,
+			      "the SEND's bytes before the WRITE's");
+		vt_expect_ok(f.p.rcq[1], &wc, 1000 + i, IBV_WC_RECV, "SEND before WRITE");
+		vt_expect_ok(f.p.scq[0], &wc, 4, IBV_WC_RDMA_WRITE, "WRITE after SEND");
+	}
+	fx_free(&f);
+}
+END_TEST
+
+/* SENDs wait for receives posted late (rnr_retry 7), in order. */
+START_TEST(late_receives)
+{
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	fx_init(&f, NULL);
+	for (i = 0; i < 3; i++) {
+		vt_fill(BUF(f.a) + 1024 * i, 1024, 0, 30 + i);
+		vt_send(f.p.qp[0], 10 + i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a) + 1024 * i, 1024, f.a->lkey, 0, 0);
+	}
+	vt_expect_none(f.p.scq[0], QUIET_MS, "SENDs with no receive posted");
+	vt_expect_none(f.p.rcq[1], 0, "nothing received yet");
+	for (i = 0; i < 3; i++)
+		vt_recv(f.p.qp[1], 20 + i, BUF(f.b) + 1024 * i, 1024, f.b->lkey);
+	for (i = 0; i < 3; i++) {
+		vt_expect_ok(f.p.rcq[1], &wc, 20 + (uint64_t)i, IBV_WC_RECV, "late receive");
+		vt_expect_pat(BUF(f.b) + 1024 * i, 1024, 0, 30 + (uint32_t)i, "in order");
+	}
+	for (i = 0; i < 3; i++)
+		vt_expect_ok(f.p.scq[0], &wc, 10 + (uint64_t)i, IBV_WC_SEND, "send");
+	vt_expect_state(f.p.qp[0], IBV_QPS_RTS, "sender after the wait");
+	fx_free(&f);
+}
+END_TEST
+
+/* A sender whose receiver never polls still completes (the engine places). */
+START_TEST(receiver_never_polls)
+{
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	fx_init(&f, NULL);
+	for (i = 0; i < 20; i++) {
+		vt_fill(BUF(f.a) + 100 * i, 100, 0, (uint32_t)i);
+		vt_recv(f.p.qp[1], (uint64_t)i, BUF(f.b) + 100 * i, 100, f.b->lkey);
+		vt_send(f.p.qp[0], (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a) + 100 * i, 100, f.a->lkey, 0, 0);
+		vt_expect_ok(f.p.scq[0], &wc, (uint64_t)i, IBV_WC_SEND,
+			     "send, receiver not polling");
+	}
+	for (i = 0; i < 20; i++) {
+		vt_expect_ok(f.p.rcq[1], &wc, (uint64_t)i, IBV_WC_RECV, "then polled");
+		vt_expect_pat(BUF(f.b) + 100 * i, 100, 0, (uint32_t)i, "bytes");
+	}
+	fx_free(&f);
+}
+END_TEST
+
+static int channel_ready(struct ibv_comp_channel *ch, int ms)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) > 0;
+}
+
+static void take_event(struct ibv_comp_channel *ch, struct ibv_cq *want,
+		       const char *what)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	ck_assert_msg(channel_ready(ch, vt_tmo_ms()), "no completion event: %s", what);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &cq, &ctx), 0);
+	ck_assert_ptr_eq(cq, want);
+	ibv_ack_cq_events(cq, 1);
+}
+
+/* Events: solicited-only arms wait for a solicited SEND; senders sleep. */
+START_TEST(events)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *scq, *rcq;
+	struct vt_pair p;
+	struct ibv_mr *a, *b;
+	struct ibv_wc wc;
+
+	ck_assert_ptr_nonnull(ch);
+	scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	rcq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	ck_assert(scq && rcq);
+	vt_pair_on(&p, &D, NULL, NULL, scq, rcq);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_msg(transit_maps() > 0, "the pair has no transit rings");
+
+	/* solicited only: an unsolicited SEND raises nothing */
+	vt_recv(p.qp[1], 1, b->addr, 4096, b->lkey);
+	vt_recv(p.qp[1], 2, b->addr, 4096, b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(rcq, 1), 0);
+	vt_send(p.qp[0], 3, IBV_WR_SEND, 0, a->addr, 8, a->lkey, 0, 0);
+	ck_assert_msg(!channel_ready(ch, QUIET_MS), "event for an unsolicited SEND");
+	vt_send(p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SOLICITED, a->addr, 8,
+		a->lkey, 0, 0);
+	take_event(ch, rcq, "a solicited SEND");
+	vt_expect_ok(rcq, &wc, 1, IBV_WC_RECV, "unsolicited");
+	vt_expect_ok(rcq, &wc, 2, IBV_WC_RECV, "solicited");
+
+	/* a sender asleep on its CQ hears of its SEND, receiver not polling */
+	vt_recv(p.qp[1], 5, b->addr, 4096, b->lkey);
+	vt_expect_none(scq, 0, "send CQ before");
+	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+	vt_send(p.qp[0], 6, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
+		a->lkey, 0, 0);
+	take_event(ch, scq, "a sleeping sender");
+	vt_expect_ok(scq, &wc, 6, IBV_WC_SEND, "the sleeping sender's SEND");
+	vt_expect_ok(rcq, &wc, 5, IBV_WC_RECV, "its receive");
+
+	/* a receiver asleep with a receive posted hears of the next SEND */
+	vt_recv(p.qp[1], 8, b->addr, 4096, b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
+	vt_send(p.qp[0], 7, IBV_WR_SEND, 0, a->addr, 8, a->lkey, 0, 0);
+	take_event(ch, rcq, "a sleeping receiver");
+	vt_expect_ok(rcq, &wc, 8, IBV_WC_RECV, "the sleeping receiver's");
+
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
+/* ---- errors, which the engine makes ------------------------------------ */
+
+/* Longer than the receive WQE: the responder's length error. */
+START_TEST(too_long)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 16, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 64,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_LOC_LEN_ERR, "receiver");
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_INV_REQ_ERR, "sender");
+	vt_expect_byte(BUF(f.b) + 16, 48, 0, "nothing past the WQE");
+	fx_free(&f);
+}
+END_TEST
+
+/* A receive WQE with a key the receiver does not own. */
+START_TEST(bad_receive_key)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey ^ 0x55aa00u);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 64,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_LOC_PROT_ERR, "receiver");
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_OP_ERR, "sender");
+	vt_expect_byte(BUF(f.b), 64, 0, "nothing written");
+	fx_free(&f);
+}
+END_TEST
+
+/* A send SGE outside the sender's MR fails locally, on the engine's path. */
+START_TEST(bad_send_key)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a) + LEN - 8,
+		64, f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_LOC_PROT_ERR, "sender");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "nothing received");
+	fx_free(&f);
+}
+END_TEST
+
+/* A sender moved to ERR: its SENDs nobody took are flushed, in order. */
+START_TEST(flush)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	fx_init(&f, NULL);
+	for (i = 0; i < 4; i++)
+		vt_send(f.p.qp[0], 40 + (uint64_t)i, IBV_WR_SEND, 0, BUF(f.a),
+			8, f.a->lkey, 0, 0);
+	vt_expect_none(f.p.scq[0], QUIET_MS, "unsignaled SENDs waiting");
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE), 0);
+	for (i = 0; i < 4; i++)
+		vt_expect_wc(f.p.scq[0], &wc, 40 + (uint64_t)i,
+			     IBV_WC_WR_FLUSH_ERR, "flushed");
+	vt_expect_none(f.p.scq[0], QUIET_MS, "after the flush");
+	fx_free(&f);
+}
+END_TEST
+
+/* ---- other processes ------------------------------------------------------ */
+
+/* One end of a pair in a child process; its address through a pipe. */
+struct remote {
+	pid_t pid;
+	int to_child, from_child;
+};
+
+static void send_addr(int fd, const struct vt_addr *a)
+{
+	ck_assert_int_eq(write(fd, a, sizeof(*a)), (ssize_t)sizeof(*a));
+}
+
+static void recv_addr(int fd, struct vt_addr *a)
+{
+	ck_assert_int_eq(read(fd, a, sizeof(*a)), (ssize_t)sizeof(*a));
+}
+
+/*
+ * The child: open the device, a QP connected to the parent's, post
+ * `recvs` receives (which maps the rings), say "ready", then run fn.
+ */
+static void child_end(struct remote *r, int recvs,
+		      void (*fn)(struct vt_dev *, struct ibv_qp *, struct ibv_mr *))
+{
+	int down[2], up[2];
+
+	ck_assert_int_eq(pipe(down), 0);
+	ck_assert_int_eq(pipe(up), 0);
+	r->pid = fork();
+	ck_assert_int_ge(r->pid, 0);
+	if (r->pid == 0) {
+		struct vt_dev d;
+		struct vt_addr mine, theirs;
+		struct ibv_cq *cq;
+		struct ibv_qp *qp;
+		struct ibv_mr *mr;
+		char ok = 'r';
+		int i;
+
+		vt_open(&d);
+		cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+		qp = vt_qp(&d, cq, cq, &DEF);
+		vt_qp_addr(&d, qp, &DEF, &mine);
+		send_addr(up[1], &mine);
+		recv_addr(down[0], &theirs);
+		vt_connect(&d, qp, &theirs, &DEF);
+		mr = vt_reg(d.pd, LEN, VT_ACCESS_ALL);
+		for (i = 0; i < recvs; i++)
+			vt_recv(qp, (uint64_t)i, mr->addr, LEN, mr->lkey);
+		ck_assert_int_eq(write(up[1], &ok, 1), 1);
+		fn(&d, qp, mr);
+		_exit(0);
+	}
+	close(down[0]);
+	close(up[1]);
+	r->to_child = down[1];
+	r->from_child = up[0];
+}
+
+static struct ibv_qp *parent_end(struct remote *r, struct ibv_cq *cq)
+{
+	struct vt_addr mine, theirs;
+	struct ibv_qp *qp = vt_qp(&D, cq, cq, &DEF);
+	char ok;
+
+	vt_qp_addr(&D, qp, &DEF, &mine);
+	recv_addr(r->from_child, &theirs);
+	send_addr(r->to_child, &mine);
+	vt_connect(&D, qp, &theirs, &DEF);
+	ck_assert_int_eq(read(r->from_child, &ok, 1), 1);
+	return qp;
+}
+
+static void wait_forever(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *mr)
+{
+	(void)d, (void)qp, (void)mr;
+	for (;;)
+		pause();
+}
+
+/* The receiver's process dies with our SENDs in the ring: they fail. */
+START_TEST(peer_killed)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_mr *a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	struct remote r;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	int i, st;
+
+	child_end(&r, 1, wait_forever);
+	qp = parent_end(&r, cq);
+	/* the first is taken (the engine places it: the child never polls) */
+	vt_send(qp, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8, a->lkey, 0, 0);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_SEND, "taken by the child");
+	ck_assert_msg(transit_maps() > 0, "the pair has no transit rings");
+	for (i = 0; i < 3; i++)
+		vt_send(qp, 2 + (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			a->addr, 8, a->lkey, 0, 0);
+	vt_expect_none(cq, QUIET_MS, "no receive for them");
+	kill(r.pid, SIGKILL);
+	ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
+	vt_expect_wc(cq, &wc, 2, IBV_WC_RETRY_EXC_ERR, "the first after the death");
+	vt_expect_wc(cq, &wc, 3, IBV_WC_WR_FLUSH_ERR, "then flushed");
+	vt_expect_wc(cq, &wc, 4, IBV_WC_WR_FLUSH_ERR, "then flushed");
+	vt_expect_state(qp, IBV_QPS_ERR, "the sender");
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	vt_dereg(a);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
+/* ---- a hostile sender ------------------------------------------------------ */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545f4914f6cdd1dull;
+}
+
+/* Every transit mapping of this process, made writable, gets garbage. */
+static void scribble_rings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end, i;
+
+		if (!strstr(line, "/memfd:ibvd-transit") ||
+		    sscanf(line, "%lx-%lx", &start, &end) != 2)
+			continue;
+		mprotect((void *)start, end - start, PROT_READ | PROT_WRITE);
+		for (i = 0; i < 2000; i++) {
+			uint64_t v = rnd();
+			/* counters and headers often, anywhere else sometimes */
+			unsigned long off = i % 2 ? (rnd() % 4096) & ~3ul :
+					    rnd() % (end - start - 8);
+
+			memcpy((void *)(start + off), &v, 1 + rnd() % 8);
+		}
+	}
+	fclose(f);
+}
+
+/* The child: honest SENDs first, then garbage in the ring for a while. */
+static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *mr)
+{
+	long end = vt_now_ms() + 1500;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge = { (uintptr_t)mr->addr, 512, mr->lkey };
+
+	(void)d;
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	while (vt_now_ms() < end) {
+		ibv_post_send(qp, &wr, &bad);	/* fails once the SQ is full */
+		scribble_rings();
+	}
+	_exit(0);
+}
+
+/*
+ * A sender that writes garbage over the rings it shares with us corrupts
+ * at most what it sends: our process lives, our other connection (an
+ * honest pair of our own) moves checked data all along, and memory of
+ * ours outside the hostile QP's receive buffers is never written.
+ */
+START_TEST(hostile_sender_ring)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 512, NULL, NULL, 0);
+	struct ibv_mr *rx = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	struct ibv_mr *canary = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	struct ibv_wc wc[16];
+	struct remote r;
+	struct ibv_qp *qp;
+	struct fx f;
+	unsigned long rounds = 0, garbage = 0, errors = 0;
+	long end;
+	int st, n, i;
+
+	memset(canary->addr, 0xc5, LEN);
+	child_end(&r, 0, hostile_sender);
+	qp = parent_end(&r, cq);
+	fx_init(&f, NULL);
+	end = vt_now_ms() + 2000;
+	while (vt_now_ms() < end) {
+		struct ibv_recv_wr rwr = { .wr_id = rounds }, *bad;
+		struct ibv_sge sge = { (uintptr_t)rx->addr, LEN, rx->lkey };
+
+		rwr.sg_list = &sge;
+		rwr.num_sge = 1;
+		ibv_post_recv(qp, &rwr, &bad);	/* fails once in ERR: fine */
+		n = ibv_poll_cq(cq, 16, wc);
+		ck_assert_int_ge(n, 0);
+		for (i = 0; i < n; i++) {
+			garbage++;
+			ck_assert_uint_eq(wc[i].qp_num, qp->qp_num);
+			if (wc[i].status != IBV_WC_SUCCESS)
+				errors++;
+			else
+				ck_assert_uint_le(wc[i].byte_len, LEN);
+		}
+		/* the honest pair, checked */
+		vt_fill(BUF(f.a), 2048, 0, (uint32_t)rounds);
+		vt_recv(f.p.qp[1], rounds, BUF(f.b), 2048, f.b->lkey);
+		vt_send(f.p.qp[0], rounds, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a), 2048, f.a->lkey, 0, 0);
+		vt_expect_ok(f.p.rcq[1], &wc[0], rounds, IBV_WC_RECV, "honest");
+		vt_expect_pat(BUF(f.b), 2048, 0, (uint32_t)rounds, "honest bytes");
+		vt_expect_ok(f.p.scq[0], &wc[0], rounds, IBV_WC_SEND, "honest send");
+		rounds++;
+	}
+	ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
+	vt_expect_byte(canary->addr, LEN, 0xc5, "memory nobody sends to");
+	printf("hostile: %lu honest rounds; %lu completions from the hostile QP (%lu errors)\n",
+	       rounds, garbage, errors);
+	ck_assert_uint_gt(rounds, 10);
+	fx_free(&f);
+	ibv_destroy_qp(qp);
+	vt_dereg(rx);
+	vt_dereg(canary);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
+/* ---- the counting workload ---------------------------------------------- */
+
+static int pingpong(unsigned long n)
+{
+	struct ibv_wc wc;
+	struct fx f;
+	unsigned long i;
+
+	vt_open(&D);
+	fx_init(&f, NULL);
+	for (i = 0; i < n; i++) {
+		int from = (int)(i & 1), to = !from;
+
+		vt_recv(f.p.qp[to], i, BUF(f.b), 64, f.b->lkey);
+		vt_send(f.p.qp[from], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a), 8, f.a->lkey, 0, 0);
+		vt_expect_ok(f.p.rcq[to], &wc, i, IBV_WC_RECV, "pingpong");
+		vt_expect_ok(f.p.scq[from], &wc, i, IBV_WC_SEND, "pingpong");
+	}
+	fx_free(&f);
+	vt_close(&D);
+	printf("pingpong: %lu messages\n", n);
+	return 0;
+}
+
+/* ---- the suite ------------------------------------------------------------- */
+
+static TCase *new_case(Suite *s, const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+static Suite *direct_suite(void)
+{
+	Suite *s = suite_create("direct");
+	TCase *tc;
+
+	tc = new_case(s, "ring");
+	tcase_add_test(tc, sizes);
+	tcase_add_test(tc, imm_sgl_inline);
+	tcase_add_test(tc, order_with_writes);
+	tcase_add_test(tc, late_receives);
+	tcase_add_test(tc, receiver_never_polls);
+	tcase_add_test(tc, events);
+	tc = new_case(s, "errors");
+	tcase_add_test(tc, too_long);
+	tcase_add_test(tc, bad_receive_key);
+	tcase_add_test(tc, bad_send_key);
+	tcase_add_test(tc, flush);
+	tcase_add_test(tc, peer_killed);
+	tcase_add_test(tc, hostile_sender_ring);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	SRunner *sr;
+	int failed;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "pingpong") == 0)
+		return pingpong(strtoul(argv[2], NULL, 0));
+	if (argc != 1) {
+		fprintf(stderr, "usage: direct-helper [pingpong N]\n");
+		return 2;
+	}
+	sr = srunner_create(direct_suite());
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

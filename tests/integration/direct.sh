@@ -1,0 +1,88 @@
+#!/bin/bash
+# The direct transport (common/transit.h): SENDs between two RC QPs of one
+# daemon through transit rings their libraries share, with no engine thread
+# in between.
+#  1. direct-helper's suite (tests/integration/direct.c) as uid $USER1:
+#     sizes up to 64 KiB with every byte checked, immediate data, SGE lists
+#     and inline data; RC order against RDMA WRITEs both ways (also for a
+#     receiver that watches memory and never polls); SENDs waiting for
+#     late receives; a receiver that never polls; completion events
+#     (solicited-only arms, sleeping senders and receivers); the errors the
+#     engine makes (too long, bad keys, flush); a receiver's process killed
+#     with SENDs in the ring; a sender writing garbage over the rings.
+#  2. Counting, not timing: 20,000 ping-pong SENDs cost the engine fewer
+#     than one turn per 100 messages through the rings (its "turns"
+#     counter, ibvctl statistic show engine), and at least one per message
+#     with "engine": { "direct": false }, which also maps no rings.
+# Debian's ibv_rc_pingpong between two uids (pingpong.sh) and perftest
+# (perftest.sh) go through the rings too: the default config pairs QPs.
+. "$(dirname "$0")/lib.sh"
+
+ibvd_init
+O=$T/out
+HELPER=$T/bin/direct-helper
+[ -x "$HELPER" ] || fail "tests/integration/direct-helper not built"
+export VT_TMUL=$TMUL
+
+# conf DIRECT: the default config with "engine": { "direct": DIRECT }.
+conf() {
+	local out="$T/direct-$1.conf"
+
+	"$PYTHON" - "$(default_conf)" "$out" "$1" <<-'EOF' || fail "cannot write $out"
+	import json, sys
+	src, out, direct = sys.argv[1:4]
+	with open(src) as f:
+	    cfg = json.load(f)
+	cfg.setdefault("engine", {})["direct"] = direct == "true"
+	with open(out, "w") as f:
+	    json.dump(cfg, f, indent=2)
+	EOF
+	chmod 644 "$out"
+	printf '%s\n' "$out"
+}
+
+# turns: the engine threads' turns so far, all threads summed.
+turns() {
+	ibvctl statistic show engine |
+		awk '{ for (i = 1; i < NF; i++) if ($i == "turns") n += $(i + 1) } END { print n + 0 }'
+}
+
+daemon_start -c "$(conf true)"
+daemon_wait_ready
+
+check "direct-helper's suite as uid $USER1"
+TMO=$((TMO * 6)) run_ours "$USER1" "$HELPER" >"$O/suite" 2>&1
+rc=$?
+show "direct-helper" "$O/suite"
+[ "$rc" -eq 0 ] || fail "the direct suite failed (exit $rc): $(grep -cE ':[EF]:' "$O/suite") failing cases"
+expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/suite" "Check summary"
+daemon_alive "after the direct suite"
+ok "$(grep -E '^[0-9]+%: Checks' "$O/suite"); $(sed -n 's/^hostile: //p' "$O/suite")"
+
+N=20000
+# pingpong direct|engine: the engine turns $N ping-pong SENDs cost.
+pingpong() {
+	local t0 t1 rings=1
+	[ "$1" = engine ] && rings=0
+	t0=$(turns)
+	TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_RINGS=$rings "$HELPER" pingpong "$N" \
+		>"$O/pp-$1" 2>&1 ||
+		{ show pingpong "$O/pp-$1"; fail "pingpong ($1) failed"; }
+	expect_grep "^pingpong: $N messages$" "$O/pp-$1" "pingpong ($1)"
+	t1=$(turns)
+	echo $((t1 - t0))
+}
+
+check "$N SENDs through the rings: fewer than $((N / 100)) engine turns"
+n=$(pingpong direct) || exit 1
+[ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N SENDs through the rings"
+ok "$n engine turns for $N SENDs"
+daemon_stop
+
+check "\"direct\": false: the engine carries them, one turn each at least"
+daemon_start -c "$(conf false)"
+daemon_wait_ready
+n=$(pingpong engine) || exit 1
+[ "$n" -ge "$N" ] || fail "only $n engine turns for $N SENDs without rings: did they go direct?"
+ok "$n engine turns for $N SENDs"
+daemon_stop
