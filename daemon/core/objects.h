@@ -315,7 +315,9 @@ struct ibvd_qp_xrc {
  * objects lock held for writing.
  */
 struct ibvd_direct {
-	int fd;				/* the sealed memfd both libraries map */
+	int fd;				/* the sealed memfd both libraries map,
+					 * -1 once both have it */
+	unsigned int fetched;		/* bit i: side i took the fd */
 	void *map;			/* the daemon's mapping of all of it */
 	size_t map_len;
 	uint32_t ncells;

@@ -31,9 +31,16 @@
  * bandwidth tests keep them.  The pages cost nothing until used.
  */
 #define DIRECT_CELLS	4096u
+/*
+ * Pairs alive at once, daemon-wide: each costs the daemon a mapping (of
+ * vm.max_map_count's 65,530) and, until both libraries took it, an fd.
+ * Past this, connections use the engine: slower, never wrong.
+ */
+#define DIRECT_MAX_PAIRS	4096u
 
 static bool direct_enabled;
 static uint32_t last_gen;
+static unsigned int npairs;
 
 void ibvd_direct_configure(bool enabled)
 {
@@ -123,7 +130,7 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 	struct ibvd_qp *peer;
 	int ret;
 
-	if (!direct_enabled || !pairable(qp))
+	if (!direct_enabled || !pairable(qp) || npairs >= DIRECT_MAX_PAIRS)
 		return;
 	peer = ibvd_engine_qp_peer(qp);
 	if (!peer || !pairable(peer) || peer->ctx->dev != qp->ctx->dev ||
@@ -143,6 +150,7 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 	if (++last_gen == 0)
 		last_gen = 1;
 	d->gen = last_gen;
+	npairs++;
 	ibvd_transit_pair(d->map, d->ncells, 0, &d->ring[0], &d->ring[1]);
 	join(d, qp, 0);
 	join(d, peer, 1);
@@ -156,6 +164,7 @@ static void pair_free(struct ibvd_direct *d)
 	if (d->fd >= 0)
 		close(d->fd);
 	free(d);
+	npairs--;
 }
 
 void ibvd_direct_leave(struct ibvd_qp *qp)
@@ -191,7 +200,7 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
 	const struct ibvd_port *port;
 	struct ibvd_qp *peer;
-	int fd;
+	int fd, ret;
 
 	if (!qp)
 		return -EINVAL;
@@ -209,5 +218,18 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 	reply.peer_slid = port ? port->lid : 0;
 	reply.peer_sl = peer->attr.av.sl;
 	fd = qp->direct->fd;
-	return ibvd_call_reply(call, &reply.base, &fd, 1);
+	if (fd < 0 || (qp->direct->fetched & (1u << qp->direct_side)))
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u took its transit rings already",
+				       qp->qp_num);
+	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
+	if (ret < 0)
+		return ret;
+	/* Each side maps them once: the fd is not kept for nothing. */
+	qp->direct->fetched |= 1u << qp->direct_side;
+	if (qp->direct->fetched == 3) {
+		close(qp->direct->fd);
+		qp->direct->fd = -1;
+	}
+	return 0;
 }
