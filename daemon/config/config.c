@@ -202,6 +202,14 @@ static int wrong(struct parser *p, const char *expected, json_t *v)
 		    describe(v, what, sizeof(what)));
 }
 
+static int get_bool(struct parser *p, json_t *v, bool *out)
+{
+	if (!json_is_boolean(v))
+		return wrong(p, "true or false", v);
+	*out = json_is_true(v);
+	return 0;
+}
+
 static int get_int(struct parser *p, json_t *v, long long min, long long max,
 		   long long *out)
 {
@@ -382,10 +390,7 @@ static int engine_direct(struct parser *p, json_t *v, void *obj)
 {
 	struct ibvd_config *cfg = obj;
 
-	if (!json_is_boolean(v))
-		return wrong(p, "true or false", v);
-	cfg->engine_direct = json_is_true(v);
-	return 0;
+	return get_bool(p, v, &cfg->engine_direct);
 }
 
 static const struct member engine_members[] = {
@@ -1313,10 +1318,7 @@ static int device_links(struct parser *p, json_t *v, void *obj)
 {
 	struct ibvd_config *cfg = obj;
 
-	if (!json_is_boolean(v))
-		return wrong(p, "true or false", v);
-	cfg->device_links = json_is_true(v);
-	return 0;
+	return get_bool(p, v, &cfg->device_links);
 }
 
 /* A user that must exist at load time, as the socket's group must. */
