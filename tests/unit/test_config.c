@@ -115,6 +115,7 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
 	ck_assert(cfg->rlimit_memlock_enforce);
 	ck_assert(cfg->device_links);
+	ck_assert(cfg->engine_direct);
 	ck_assert_uint_eq(cfg->ndevices, 1);
 	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
 	ck_assert_uint_eq(cfg->devices[0].ports, 1);
@@ -266,6 +267,9 @@ START_TEST(accepted_values)
 	cfg = good("{'rlimit_memlock': 'enforce', 'device_links': true}");
 	ck_assert(cfg->rlimit_memlock_enforce);
 	ck_assert(cfg->device_links);
+	ibvd_config_free(cfg);
+	cfg = good("{'engine': {'direct': false}}");
+	ck_assert(!cfg->engine_direct);
 	ibvd_config_free(cfg);
 
 	/* an escaped key is the same key */
@@ -504,6 +508,8 @@ START_TEST(wrong_types)
 		"t.conf:1:2: device_links: expected true or false, got \"yes\"");
 	ck_assert_str_eq(parse_error("{'device_links': 1}"),
 		"t.conf:1:2: device_links: expected true or false, got 1");
+	ck_assert_str_eq(parse_error("{'engine': {'direct': 'on'}}"),
+		"t.conf:1:13: engine.direct: expected true or false, got \"on\"");
 }
 END_TEST
 
