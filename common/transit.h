@@ -209,8 +209,9 @@ void ibvd_transit_pair(void *base, uint32_t ncells, unsigned int side,
 		       struct ibvd_transit *out, struct ibvd_transit *in);
 
 /*
- * Producer: the largest payload one fragment can carry now (0: no room),
- * given `consumed` as read; counts a PAD it would need first.
+ * Producer: the largest payload one fragment can carry now, given
+ * `consumed` as read, counting a PAD it would need first; 0 when not even
+ * an empty fragment fits (one cell carries 32 bytes).
  */
 uint32_t ibvd_transit_room(const struct ibvd_transit *t, uint32_t produced,
 			   uint32_t consumed);

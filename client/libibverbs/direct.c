@@ -350,7 +350,7 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 	struct iovec iov[DIRECT_MAX_SGE];
 	struct ibvd_transit_frag f;
 	struct ibvc_direct_send *s;
-	uint32_t consumed;
+	uint32_t consumed, room;
 	uint64_t len;
 
 	if (!d || (wr->opcode != IBV_WR_SEND &&
@@ -359,7 +359,8 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		return 0;
 	len = gather(qp, wr, iov);
 	consumed = ibvd_read_once(&d->out.ctl->consumed);
-	if (len > ibvd_transit_room(&d->out, d->produced, consumed))
+	room = ibvd_transit_room(&d->out, d->produced, consumed);
+	if (!room || len > room)
 		return 0;
 	memset(&f, 0, sizeof(f));
 	f.kind = wr->opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :

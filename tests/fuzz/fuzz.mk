@@ -14,7 +14,8 @@
 TEST_EXTENSIONS = .fuzz
 FUZZ_TESTS = tests/fuzz/frame.fuzz tests/fuzz/config.fuzz \
 	tests/fuzz/ibvctl_args.fuzz tests/fuzz/handlers.fuzz \
-	tests/fuzz/roce_wire.fuzz tests/fuzz/cm_mad.fuzz tests/fuzz/rings.fuzz
+	tests/fuzz/roce_wire.fuzz tests/fuzz/cm_mad.fuzz tests/fuzz/rings.fuzz \
+	tests/fuzz/transit.fuzz
 check_PROGRAMS += $(FUZZ_TESTS)
 TESTS += $(FUZZ_TESTS)
 
@@ -101,6 +102,14 @@ tests_fuzz_cm_mad_fuzz_SOURCES = tests/fuzz/cm_mad.c \
 tests_fuzz_cm_mad_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"cm_mad"'
 tests_fuzz_cm_mad_fuzz_CFLAGS = $(FUZZ_COMPILE)
 tests_fuzz_cm_mad_fuzz_LDFLAGS = $(FUZZ_LINK)
+
+# transit: the direct transport's rings (common/transit.c) as a receiver
+# reads what a hostile sender wrote, and the writer against the reader
+tests_fuzz_transit_fuzz_SOURCES = tests/fuzz/transit.c common/transit.c \
+	$(FUZZ_MAIN)
+tests_fuzz_transit_fuzz_CPPFLAGS = $(FUZZ_INCLUDES) -DFUZZ_TARGET='"transit"'
+tests_fuzz_transit_fuzz_CFLAGS = $(FUZZ_COMPILE)
+tests_fuzz_transit_fuzz_LDFLAGS = $(FUZZ_LINK)
 
 # Only the harnesses and their tests, not the rest of the tree
 # (check-TESTS would first build every check program).
