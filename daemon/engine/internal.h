@@ -216,6 +216,12 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp);
 /* qp is in ERR: the SENDs its library has in the ring are flushed. */
 void ibvd_eng_direct_flush(struct ibvd_qp *qp);
 /*
+ * qp's peer went away: if SENDs wait in qp's ring, the first of them
+ * fails with RETRY_EXC_ERR (they are older than anything in its SQ);
+ * true if so.
+ */
+bool ibvd_eng_direct_break(struct ibvd_qp *qp);
+/*
  * The claim on a direct QP's RQ (ring.h): take it with the library's head
  * (0, -EBUSY, or -EPROTO for a head the library could not have left), and
  * give it back with the engine's.

@@ -468,6 +468,11 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		sq_fatal(qp);
 		return;
 	}
+	/* SENDs in a direct ring came first: they take the retry error */
+	if (ibvd_eng_direct_break(qp)) {
+		ibvd_eng_qp_error(qp);
+		return;
+	}
 	if (depth > 0 && (qp->wqe_started || eng_qp_state(qp) == IBV_QPS_RTS)) {
 		st = ibvd_eng_send_take(eng, qp, qp->sq_head, &req);
 		retire(eng, qp, &req, st != IBV_WC_SUCCESS ? st : IBV_WC_RETRY_EXC_ERR);

@@ -272,6 +272,18 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		ibvd_eng_cq_nudge(qp->send_cq);
 }
 
+bool ibvd_eng_direct_break(struct ibvd_qp *qp)
+{
+	struct ibvd_direct *d = qp->direct;
+	struct ibvd_wq_engine *e = sq_engine(qp);
+
+	if (!d || ring_empty(&d->ring[qp->direct_side]) ||
+	    ibvd_read_once(&e->direct_fail_status))
+		return false;
+	ibvd_publish(&e->direct_fail_status, IBV_WC_RETRY_EXC_ERR);
+	return true;
+}
+
 void ibvd_eng_direct_flush(struct ibvd_qp *qp)
 {
 	struct ibvd_wq_engine *e = sq_engine(qp);
