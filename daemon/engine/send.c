@@ -368,6 +368,7 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 	int64_t depth = 0;
 	uint32_t after;
 
+	/* also with nothing in the SQ: a doorbell may ask for the ring */
 	if (qp->direct && !direct_clear(eng, qp))
 		return;
 	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ibvd_eng_turn_bytes; n++) {
@@ -387,6 +388,13 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 				sq_drained(qp);
 			break;
 		}
+		/*
+		 * Before each new WQE, not only at the turn's start: the
+		 * library may have put SENDs in the ring since the last look
+		 * (and then posted this WQE behind them).
+		 */
+		if (qp->direct && !qp->wqe_started && !direct_clear(eng, qp))
+			return;
 		s = step_front(eng, qp, paced, &req, &bytes, &status);
 		if (s == STEP_WAIT || s == STEP_PARTIAL)
 			break;
