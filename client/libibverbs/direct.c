@@ -389,6 +389,7 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 void ibvc_direct_send_done(struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
+	bool ring;
 
 	if (!d || !d->produced_now)
 		return;
@@ -400,14 +401,15 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 	 * pair: whoever stores last sees the other's store.
 	 */
 	ibvd_full_fence();
-	if (ibvd_read_once(&d->out.ctl->arm_seq) ||
-	    !ibvd_read_once(&qp->sq.engine->direct_send_ok)) {
-		ring_own(qp);
-	} else if (cq_armed(to_ibvc_cq(qp->qp.send_cq))) {
+	ring = ibvd_read_once(&d->out.ctl->arm_seq) ||
+	       !ibvd_read_once(&qp->sq.engine->direct_send_ok);
+	if (cq_armed(to_ibvc_cq(qp->qp.send_cq))) {
 		/* a sender that sleeps on its CQ: the engine sees to it */
 		ibvd_write_once(&d->out.ctl->sender_waits, 1);
-		ring_own(qp);
+		ring = true;
 	}
+	if (ring)
+		ring_own(qp);
 }
 
 /* ---- completions made here (CQ lock) --------------------------------- */
@@ -510,6 +512,19 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	ibvd_publish(&d->sends_head, head);
 	if (head != tail || head != first)
 		stalled(qp, d, head != first);
+}
+
+uint32_t ibvc_direct_reclaim(struct ibvc_qp *qp)
+{
+	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
+
+	if (!qp->direct)
+		return 0;
+	/* SQ lock, then the CQ's: the order lock_all takes them in */
+	pthread_mutex_lock(&cq->lock);
+	harvest_sends(cq, qp);
+	pthread_mutex_unlock(&cq->lock);
+	return ibvc_direct_inflight(qp);
 }
 
 /* ---- receiving (receive CQ lock) ------------------------------------------- */

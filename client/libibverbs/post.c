@@ -239,7 +239,9 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 
 	for (; wr; wr = wr->next) {
 		ret = check_send_wr(qp, wr, type1);
-		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail + direct))
+		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail + direct) &&
+		    (!direct || !ibvc_wq_has_room(sq, &head, tail +
+					(direct = ibvc_direct_reclaim(qp)))))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;

@@ -176,7 +176,7 @@ struct ibvd_config {
 					 * name that existed at load time */
 	unsigned int engine_threads;	/* default IBVD_ENGINE_THREADS_AUTO */
 	bool engine_direct;		/* "direct": transit rings between
-					 * local RC QPs (default true) */
+					 * local RC QPs (default false) */
 	int log_level;			/* enum ibvd_log_level, default info */
 	bool rlimit_memlock_enforce;	/* "rlimit_memlock": hold clients to
 					 * their RLIMIT_MEMLOCK (default) */

@@ -14,8 +14,10 @@
 #     than one turn per 100 messages through the rings (its "turns"
 #     counter, ibvctl statistic show engine), and at least one per message
 #     with "engine": { "direct": false }, which also maps no rings.
-# Debian's ibv_rc_pingpong between two uids (pingpong.sh) and perftest
-# (perftest.sh) go through the rings too: the default config pairs QPs.
+#  3. Debian's ibv_rc_pingpong (-c: data checked) between uids $USER1 and
+#     $USER2 through the rings, busy polling, with events, and 64 KiB.
+# The transport is off by default ("direct": false in ibverbsd.conf(5));
+# this test turns it on.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -58,6 +60,32 @@ show "direct-helper" "$O/suite"
 expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/suite" "Check summary"
 daemon_alive "after the direct suite"
 ok "$(grep -E '^[0-9]+%: Checks' "$O/suite"); $(sed -n 's/^hostile: //p' "$O/suite")"
+
+# rc_pingpong ARGS...: Debian's ibv_rc_pingpong, server uid $USER1,
+# client uid $USER2, data checked (-c); both must exit 0.
+rc_pingpong() {
+	local port spid rc
+	port=$(free_port) || exit 1
+	run_debian "$USER1" /usr/bin/ibv_rc_pingpong -c -p "$port" "$@" >"$O/pp.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	wait_tcp_listen "$port" "$spid" || { show server "$O/pp.server"; fail "ibv_rc_pingpong $*: no server"; }
+	run_debian "$USER2" /usr/bin/ibv_rc_pingpong -c -p "$port" "$@" localhost >"$O/pp.client" 2>&1
+	rc=$?
+	wait "$spid" || { show server "$O/pp.server"; fail "ibv_rc_pingpong $*: server failed"; }
+	[ "$rc" -eq 0 ] || { show client "$O/pp.client"; fail "ibv_rc_pingpong $*: client failed"; }
+	grep -E 'iters in' "$O/pp.client"
+}
+
+if [ -x /usr/bin/ibv_rc_pingpong ]; then
+	for args in "-n 5000" "-n 2000 -e" "-n 500 -s 65536"; do
+		# shellcheck disable=SC2086 # words
+		check "Debian's ibv_rc_pingpong -c $args between uids $USER1 and $USER2"
+		# shellcheck disable=SC2086 # words
+		line=$(rc_pingpong $args) || exit 1
+		ok "$line"
+	done
+fi
 
 N=20000
 # pingpong direct|engine: the engine turns $N ping-pong SENDs cost.
