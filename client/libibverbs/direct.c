@@ -200,7 +200,14 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 
 	if (!d)
 		return -ENOMEM;
-	d->sends_cap = ibvd_roundup_pow2(qp->sq.limit ? qp->sq.limit : 1);
+	/*
+	 * SENDs in flight, which hold ring room but not SQ room: the SQ's
+	 * depth, at least 256 (small messages outrun the receiver), at most
+	 * a ring's cells (one each at least).
+	 */
+	d->sends_cap = ibvd_roundup_pow2(qp->sq.limit > 256 ? qp->sq.limit : 256);
+	if (d->sends_cap > r->ncells)
+		d->sends_cap = r->ncells;
 	d->sends = calloc(d->sends_cap, sizeof(*d->sends));
 	err = d->sends ? ibvc_map_fd(fd, bytes, &d->map) : -ENOMEM;
 	if (err == 0)
@@ -304,13 +311,6 @@ out:
 
 /* ---- sending (SQ lock) ---------------------------------------------------- */
 
-uint32_t ibvc_direct_inflight(const struct ibvc_qp *qp)
-{
-	const struct ibvc_direct *d = qp->direct;
-
-	return d ? d->sends_tail - ibvd_observe(&d->sends_head) : 0;
-}
-
 static uint64_t gather(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		       struct iovec *iov)
 {
@@ -340,7 +340,7 @@ static bool ring_open(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 	return ibvd_read_once(&qp->sq.engine->direct_send_ok) &&
 	       ibvd_observe(&d->out.ctl->rx_ready) &&
 	       ibvd_observe(&qp->sq.engine->head) == sq_tail &&
-	       d->sends_tail - ibvd_observe(&d->sends_head) < qp->sq.limit;
+	       d->sends_tail - ibvd_observe(&d->sends_head) < d->sends_cap;
 }
 
 int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
@@ -512,19 +512,6 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	ibvd_publish(&d->sends_head, head);
 	if (head != tail || head != first)
 		stalled(qp, d, head != first);
-}
-
-uint32_t ibvc_direct_reclaim(struct ibvc_qp *qp)
-{
-	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
-
-	if (!qp->direct)
-		return 0;
-	/* SQ lock, then the CQ's: the order lock_all takes them in */
-	pthread_mutex_lock(&cq->lock);
-	harvest_sends(cq, qp);
-	pthread_mutex_unlock(&cq->lock);
-	return ibvc_direct_inflight(qp);
 }
 
 /* ---- receiving (receive CQ lock) ------------------------------------------- */

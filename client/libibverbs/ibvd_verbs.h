@@ -412,14 +412,7 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		     uint32_t sq_tail);
 /* After a post_send list put something in the ring: publish it. */
 void ibvc_direct_send_done(struct ibvc_qp *qp);
-/* SENDs in the ring not completed yet: they hold SQ room. */
-uint32_t ibvc_direct_inflight(const struct ibvc_qp *qp);
-/*
- * SQ lock held: complete what the receiver took (the completions wait in
- * the send CQ), as a NIC frees an unsignaled WQE's slot without a poll;
- * returns the SENDs still in flight.
- */
-uint32_t ibvc_direct_reclaim(struct ibvc_qp *qp);
+
 /* After post_recv published: a waiting message may have its WQE now. */
 void ibvc_direct_recv_posted(struct ibvc_qp *qp);
 /* A poll begins (CQ lock held): make the library's completions. */

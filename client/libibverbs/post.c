@@ -233,24 +233,23 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 {
 	struct ibvc_wq *sq = &qp->sq;
 	uint32_t tail = sq->tail, head = tail - sq->limit;
-	/* SENDs in a direct ring hold SQ room until they complete */
-	uint32_t direct = ibvc_direct_inflight(qp);
 	int ret = 0;
 
 	for (; wr; wr = wr->next) {
 		ret = check_send_wr(qp, wr, type1);
-		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail + direct) &&
-		    (!direct || !ibvc_wq_has_room(sq, &head, tail +
-					(direct = ibvc_direct_reclaim(qp)))))
+		/*
+		 * A SEND in a direct ring has left the SQ, as one a NIC has
+		 * sent: it holds ring room, not SQ room, until the receiver
+		 * takes it (a NIC frees the slot at the ACK, app polling or not).
+		 */
+		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;
 			break;
 		}
-		if (ibvc_direct_send(qp, wr, tail)) {
-			direct++;
+		if (ibvc_direct_send(qp, wr, tail))
 			continue;
-		}
 		write_send_wqe(qp, ibvc_wq_slot(sq, tail), wr);
 		tail++;
 	}

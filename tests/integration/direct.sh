@@ -14,8 +14,9 @@
 #     than one turn per 100 messages through the rings (its "turns"
 #     counter, ibvctl statistic show engine), and at least one per message
 #     with "engine": { "direct": false }, which also maps no rings.
-#  3. Debian's ibv_rc_pingpong (-c: data checked) between uids $USER1 and
-#     $USER2 through the rings, busy polling, with events, and 64 KiB.
+#  3. Debian's perftest (ib_send_lat, ib_send_bw) and ibv_rc_pingpong (-c:
+#     data checked; busy polling, with events, 64 KiB) between uids $USER1
+#     and $USER2 through the rings.
 # The transport is off by default ("direct": false in ibverbsd.conf(5));
 # this test turns it on.
 . "$(dirname "$0")/lib.sh"
@@ -76,6 +77,35 @@ rc_pingpong() {
 	[ "$rc" -eq 0 ] || { show client "$O/pp.client"; fail "ibv_rc_pingpong $*: client failed"; }
 	grep -E 'iters in' "$O/pp.client"
 }
+
+# perftest PROG ARGS...: Debian's perftest PROG, server uid $USER1, client
+# uid $USER2; both must exit 0 and the client print its result line.
+perftest() {
+	local prog=$1 port spid rc
+	shift
+	port=$(free_port) || exit 1
+	run_debian "$USER1" "/usr/bin/$prog" -p "$port" "$@" >"$O/pt.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	wait_tcp_listen "$port" "$spid" || { show server "$O/pt.server"; fail "$prog $*: no server"; }
+	run_debian "$USER2" "/usr/bin/$prog" -p "$port" "$@" localhost >"$O/pt.client" 2>&1
+	rc=$?
+	wait "$spid" || { show server "$O/pt.server"; fail "$prog $*: server failed"; }
+	[ "$rc" -eq 0 ] || { show client "$O/pt.client"; fail "$prog $*: client failed ($rc)"; }
+	grep -E '^ *[0-9]+ +[0-9]+ ' "$O/pt.client" | tail -1
+}
+
+if [ -x /usr/bin/ib_send_lat ]; then
+	# Not with -e yet: ib_send_lat -e hangs now and then on the rings
+	# (bench/RESULTS.md, "The direct transport"), which is why they are
+	# off by default.
+	for t in "ib_send_lat -n 1000" "ib_send_bw -n 2000"; do
+		check "Debian's $t between uids $USER1 and $USER2"
+		# shellcheck disable=SC2086 # words
+		line=$(perftest $t) || exit 1
+		ok "$line"
+	done
+fi
 
 if [ -x /usr/bin/ibv_rc_pingpong ]; then
 	for args in "-n 5000" "-n 2000 -e" "-n 500 -s 65536"; do
