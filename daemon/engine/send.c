@@ -368,20 +368,15 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 	int64_t depth = 0;
 	uint32_t after;
 
+	/* also with nothing in the SQ: a doorbell may ask for the ring */
+	if (qp->direct && !direct_clear(eng, qp))
+		return;
 	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ibvd_eng_turn_bytes; n++) {
 		uint32_t state = eng_qp_state(qp);
 		enum step s;
 
 		if (state != IBV_QPS_RTS && state != IBV_QPS_SQD)
 			break;
-		/*
-		 * A direct QP's ring first (transit.h), before each new WQE
-		 * and with none (a doorbell may ask for the ring alone): the
-		 * library may have put SENDs there since the last look, then
-		 * posted this WQE behind them.
-		 */
-		if (qp->direct && !qp->wqe_started && !direct_clear(eng, qp))
-			return;
 		depth = sq_depth(qp);
 		if (depth < 0) {
 			sq_fatal(qp);
@@ -393,6 +388,13 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 				sq_drained(qp);
 			break;
 		}
+		/*
+		 * Before each new WQE, not only at the turn's start: the
+		 * library may have put SENDs in the ring since the last look
+		 * (and then posted this WQE behind them).
+		 */
+		if (qp->direct && !qp->wqe_started && !direct_clear(eng, qp))
+			return;
 		s = step_front(eng, qp, paced, &req, &bytes, &status);
 		if (s == STEP_WAIT || s == STEP_PARTIAL)
 			break;
