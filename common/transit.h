@@ -95,8 +95,13 @@
  * other rings its own QP's doorbell, and the engine, on a direct QP's
  * doorbell, places what is in the ring itself: its CQE raises the event
  * as any does.  A sender whose send CQ is armed says so in
- * `sender_waits`, and whoever moves `consumed` then rings (the library)
- * or sends the event (the engine) for it.
+ * `sender_waits`, with `wake`: the arm it sleeps on and the end of its
+ * first signalled SEND not taken yet.  Whoever moves `consumed` to that
+ * end rings (the library) or sends the event (the engine) for it, and
+ * only then: an event stands for a completion that happened after the
+ * arm, as on a NIC, never for one the sender could already see when it
+ * armed.  Apps that count events (one poll per event, as perftest's -e)
+ * depend on that.  A failure of the direction wakes any sleeping sender.
  *
  * Mapping.  A library maps the rings when it sees direct_gen at a post or
  * a modify of the QP, and only then says `rx_ready`; a sender sends on
@@ -139,8 +144,9 @@
 struct ibvd_transit_ctl {
 	/* written by the producer: the sender's library */
 	uint32_t produced;	/* cells written so far */
-	uint32_t sender_waits;	/* non-zero: its send CQ is armed */
-	uint8_t pad0[56];
+	uint32_t sender_waits;	/* IBVD_TRANSIT_WAKE_*: its send CQ is armed */
+	uint64_t wake;		/* WAKE_AT: the arm << 32 | `consumed` due */
+	uint8_t pad0[48];
 	/* written by the claim's holder: the receiver's library or the engine */
 	uint32_t consumed;	/* cells taken so far */
 	/* written by the receiver's library */
@@ -148,6 +154,28 @@ struct ibvd_transit_ctl {
 	uint32_t rx_ready;	/* non-zero: it has the rings mapped */
 	uint8_t pad1[52];
 };
+
+/* sender_waits: on failures only, or also once `consumed` reaches wake */
+#define IBVD_TRANSIT_WAKE_ON_FAIL	1u
+#define IBVD_TRANSIT_WAKE_AT		2u
+
+/*
+ * Does a sleeping sender want its event now that `consumed` is this?
+ * *arm: the send CQ arm it wants it on (a later arm is not woken).
+ */
+static inline bool ibvd_transit_wake_due(const struct ibvd_transit_ctl *ctl,
+					 uint32_t consumed, uint32_t *arm)
+{
+	uint64_t wake;
+
+	/* Acquire: `wake` was stored before the mode that says to read it. */
+	if (__atomic_load_n(&ctl->sender_waits, __ATOMIC_ACQUIRE) !=
+	    IBVD_TRANSIT_WAKE_AT)
+		return false;
+	wake = __atomic_load_n(&ctl->wake, __ATOMIC_RELAXED);
+	*arm = (uint32_t)(wake >> 32);
+	return (int32_t)(consumed - (uint32_t)wake) >= 0;
+}
 
 enum ibvd_transit_kind {
 	IBVD_TRANSIT_PAD = 1,		/* fills to the ring's end; no payload */

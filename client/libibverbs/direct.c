@@ -70,6 +70,8 @@ struct ibvc_direct {
 	uint32_t sends_tail;
 	uint32_t sends_head;
 	bool fail_reported;		/* pollers: the first failure went out */
+	/* what a sender asleep on its send CQ waits for (update_wake) */
+	pthread_mutex_t wake_lock;
 	/* pollers: since when the oldest send waits, and the engine knows */
 	uint64_t stall_ns;
 	bool stall_rung;
@@ -186,6 +188,7 @@ static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
 
 static void direct_free(struct ibvc_direct *d)
 {
+	pthread_mutex_destroy(&d->wake_lock);
 	ibvc_unmap(&d->map);
 	free(d->sends);
 	free(d);
@@ -200,6 +203,7 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 
 	if (!d)
 		return -ENOMEM;
+	pthread_mutex_init(&d->wake_lock, NULL);
 	/*
 	 * SENDs in flight, which hold ring room but not SQ room: the SQ's
 	 * depth, at least 256 (small messages outrun the receiver), at most
@@ -386,6 +390,80 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 	return 1;
 }
 
+/* Is `consumed`, as the receiver says, past `end` (and possible)? */
+static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
+{
+	uint32_t produced = ibvd_read_once(&d->out.ctl->produced);
+
+	if (produced - consumed > d->out.ncells)
+		return false;	/* a receiver's lie: nothing moves */
+	return (int32_t)(consumed - end) >= 0;
+}
+
+/* The end of the first signalled SEND not taken yet; false: none. */
+static bool first_untaken(const struct ibvc_direct *d, uint32_t *end)
+{
+	/* Acquire: the entries below the tail are written. */
+	uint32_t tail = ibvd_observe(&d->sends_tail);
+	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed);
+	uint32_t i;
+
+	for (i = ibvd_observe(&d->sends_head); i != tail; i++) {
+		const struct ibvc_direct_send *s = &d->sends[i & (d->sends_cap - 1)];
+
+		if (s->signaled && !taken(d, consumed, s->end)) {
+			*end = s->end;
+			return true;
+		}
+	}
+	return false;
+}
+
+enum wake_kind { WAKE_NONE, WAKE_ON_FAIL, WAKE_AT };
+
+/*
+ * The send CQ is armed: tell the engine (through the ring's producer
+ * line, transit.h "Blocking") which `consumed` completes the first
+ * signalled SEND the sender has not seen taken, so that it sends the
+ * event then and only then.  A wake already set for this arm stays: its
+ * SEND is the earliest (and if it was taken, its event is on the way).
+ * Posters and arming pollers both come here, under wake_lock.
+ */
+static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d)
+{
+	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
+	struct ibvd_transit_ctl *ctl = d->out.ctl;
+	enum wake_kind kind = WAKE_NONE;
+	uint32_t arm, end, was;
+
+	pthread_mutex_lock(&d->wake_lock);
+	if (!cq_armed(cq))
+		goto out;
+	arm = ibvd_read_once(&cq->ring.client->arm_seq);
+	was = ibvd_read_once(&ctl->sender_waits);
+	kind = WAKE_AT;
+	if (was == IBVD_TRANSIT_WAKE_AT &&
+	    (uint32_t)(__atomic_load_n(&ctl->wake, __ATOMIC_RELAXED) >> 32) == arm)
+		goto out;
+	if (first_untaken(d, &end)) {
+		__atomic_store_n(&ctl->wake, (uint64_t)arm << 32 | end,
+				 __ATOMIC_RELAXED);
+		/* Release: the engine that sees the mode sees the wake. */
+		ibvd_publish(&ctl->sender_waits, IBVD_TRANSIT_WAKE_AT);
+	} else {
+		kind = WAKE_ON_FAIL;
+		ibvd_publish(&ctl->sender_waits, IBVD_TRANSIT_WAKE_ON_FAIL);
+	}
+out:
+	pthread_mutex_unlock(&d->wake_lock);
+	/*
+	 * Store (wake) -> load (consumed, in the engine after the caller
+	 * rings): a SEND taken while we looked is seen due there.
+	 */
+	ibvd_full_fence();
+	return kind;
+}
+
 void ibvc_direct_send_done(struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
@@ -403,11 +481,12 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 	ibvd_full_fence();
 	ring = ibvd_read_once(&d->out.ctl->arm_seq) ||
 	       !ibvd_read_once(&qp->sq.engine->direct_send_ok);
-	if (cq_armed(to_ibvc_cq(qp->qp.send_cq))) {
-		/* a sender that sleeps on its CQ: the engine sees to it */
-		ibvd_write_once(&d->out.ctl->sender_waits, 1);
+	/*
+	 * A sender that sleeps on its CQ: the engine sees to it (and places
+	 * the SENDs itself if the receiver does not poll for them).
+	 */
+	if (update_wake(qp, d) != WAKE_NONE)
 		ring = true;
-	}
 	if (ring)
 		ring_own(qp);
 }
@@ -438,16 +517,6 @@ static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 	cqe->opcode = IBV_WC_SEND;
 	cqe->byte_len = s->byte_len;
 	cqe->qp_num = qp->qp.qp_num;
-}
-
-/* Is `consumed`, as the receiver says, past `end` (and possible)? */
-static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
-{
-	uint32_t produced = ibvd_read_once(&d->out.ctl->produced);
-
-	if (produced - consumed > d->out.ncells)
-		return false;	/* a receiver's lie: nothing moves */
-	return (int32_t)(consumed - end) >= 0;
 }
 
 static uint64_t now_ns(void)
@@ -617,7 +686,7 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
 	struct ibvd_wq_client *rc = qp->rq.client;
-	uint32_t expect = IBVD_RQ_CLAIM_FREE, start;
+	uint32_t expect = IBVD_RQ_CLAIM_FREE, start, arm;
 	struct placing p;
 
 	start = ibvd_read_once(&d->in.ctl->consumed);
@@ -644,8 +713,8 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	/* Release: the WQEs, the head and `consumed` before the claim. */
 	ibvd_publish(&rc->claim, IBVD_RQ_CLAIM_FREE);
 	d->handed_at = p.hand_off ? p.consumed + 1 : 0;
-	if (p.hand_off ||
-	    (p.consumed != start && ibvd_read_once(&d->in.ctl->sender_waits)))
+	if (p.hand_off || (p.consumed != start &&
+			   ibvd_transit_wake_due(d->in.ctl, p.consumed, &arm)))
 		ring_own(qp);
 }
 
@@ -743,17 +812,14 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 	}
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
 		struct ibvc_direct *d = qp->direct;
-		uint32_t head = d->sends_head;
 
-		if (head == ibvd_observe(&d->sends_tail))
-			continue;
 		/*
-		 * The engine sends the event once they are taken, and takes
+		 * The engine sends the event once the SEND is taken, and takes
 		 * them itself if the receiver does not: it is told of both.
 		 */
-		ibvd_write_once(&d->out.ctl->sender_waits, 1);
-		ibvd_full_fence();
-		ring_own(qp);
+		if (update_wake(qp, d) == WAKE_AT ||
+		    d->sends_head != ibvd_observe(&d->sends_tail))
+			ring_own(qp);
 	}
 }
 

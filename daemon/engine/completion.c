@@ -110,13 +110,30 @@ full:
 	return -ENOSPC;
 }
 
-void ibvd_eng_cq_nudge(struct ibvd_cq *cq)
+/* An event without a CQE of ours (the library made the completion). */
+static void nudge(struct ibvd_cq *cq, const uint32_t *arm)
 {
-	struct ibvd_cqe none = { .status = IBV_WC_SUCCESS };
+	struct ibvd_cq_client *cp = cq->ring.client_page;
+	/* as a failed completion: it wakes a solicited-only arm too */
+	struct ibvd_cqe failed = { .status = IBV_WC_GENERAL_ERR };
+	struct ibvd_cqe done = { .status = IBV_WC_SUCCESS };
 
 	pthread_mutex_lock(&cq->lock);
-	notify(cq, &none, false);
+	if (!arm)
+		notify(cq, &failed, false);
+	else if (ibvd_observe(&cp->arm_seq) == *arm)
+		notify(cq, &done, false);
 	pthread_mutex_unlock(&cq->lock);
+}
+
+void ibvd_eng_cq_nudge(struct ibvd_cq *cq, uint32_t arm)
+{
+	nudge(cq, &arm);
+}
+
+void ibvd_eng_cq_nudge_failed(struct ibvd_cq *cq)
+{
+	nudge(cq, NULL);
 }
 
 /*

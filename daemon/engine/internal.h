@@ -181,10 +181,13 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited);
 void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp);
 
 /*
- * Send cq's armed event (ARM_NEXT) without a CQE of ours: a library has
- * completions of its own there (the direct transport's sends).
+ * Send cq's armed event without a CQE of ours: a library has completions
+ * of its own there (the direct transport's sends).  _nudge: a successful
+ * one, and only if the CQ is still armed with `arm` (what the library
+ * asked for); _nudge_failed: a failed one, on whatever arm there is.
  */
-void ibvd_eng_cq_nudge(struct ibvd_cq *cq);
+void ibvd_eng_cq_nudge(struct ibvd_cq *cq, uint32_t arm);
+void ibvd_eng_cq_nudge_failed(struct ibvd_cq *cq);
 
 /* The control side's hooks (engine.h), set once at ibvd_engine_start. */
 extern const struct ibvd_engine_events *ibvd_eng_events;

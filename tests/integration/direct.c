@@ -356,6 +356,91 @@ START_TEST(events)
 }
 END_TEST
 
+/* The next event on ch must be cq's; it is armed again, as perftest does. */
+static void next_event(struct ibv_comp_channel *ch, struct ibv_cq *cq,
+		       const char *what)
+{
+	take_event(ch, cq, what);
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+}
+
+/* Exactly one completion in cq now, wr_id's, of opcode op, successful. */
+static void poll_once(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op,
+		      const char *what)
+{
+	struct ibv_wc wc;
+	int n = ibv_poll_cq(cq, 1, &wc);
+
+	ck_assert_msg(n == 1, "%s: an event, then %d completions", what, n);
+	ck_assert_msg(wc.status == IBV_WC_SUCCESS && wc.opcode == op &&
+		      wc.wr_id == wr_id, "%s: status %d opcode %d wr_id %llu",
+		      what, wc.status, wc.opcode, (unsigned long long)wc.wr_id);
+}
+
+/*
+ * One event per completion, as apps that count them expect (perftest's
+ * -e polls once per event): side 0 sleeps on one channel for its own send
+ * and receive CQs, side 1 answers each SEND, busy polling.  An event for
+ * a SEND the sender saw taken before it armed again, or one raised before
+ * its SEND was taken, shows as the wrong CQ's event or an empty poll.
+ */
+START_TEST(one_event_each)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct vt_qp_opts o[2] = { { .psn = 0x111 }, { .psn = 0x222 } };
+	struct ibv_cq *scq, *rcq, *cq1;
+	struct vt_addr addr[2];
+	struct ibv_qp *qp[2];
+	struct ibv_mr *a, *b;
+	struct ibv_wc wc;
+	uint64_t i;
+	int k;
+
+	ck_assert_ptr_nonnull(ch);
+	scq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
+	rcq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
+	cq1 = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	ck_assert(scq && rcq && cq1);
+	qp[0] = vt_qp(&D, scq, rcq, &o[0]);
+	qp[1] = vt_qp(&D, cq1, cq1, &o[1]);
+	for (k = 0; k < 2; k++)
+		vt_qp_addr(&D, qp[k], &o[k], &addr[k]);
+	vt_connect(&D, qp[0], &addr[1], &o[0]);
+	vt_connect(&D, qp[1], &addr[0], &o[1]);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_msg(transit_maps() > 0, "the pair has no transit rings");
+
+	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+	ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
+	vt_recv(qp[1], 0, b->addr, 64, b->lkey);
+	for (i = 0; i < 300; i++) {
+		vt_recv(qp[0], i, BUF(a) + 64, 64, a->lkey);
+		vt_send(qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
+			a->lkey, 0, 0);
+		vt_expect_ok(cq1, &wc, i, IBV_WC_RECV, "side 1 receives");
+		vt_recv(qp[1], i + 1, b->addr, 64, b->lkey);
+		next_event(ch, scq, "side 0's SEND");
+		poll_once(scq, i, IBV_WC_SEND, "side 0's send CQ");
+		vt_send(qp[1], i, IBV_WR_SEND, IBV_SEND_SIGNALED, b->addr, 8,
+			b->lkey, 0, 0);
+		vt_expect_ok(cq1, &wc, i, IBV_WC_SEND, "side 1's answer");
+		next_event(ch, rcq, "side 1's answer");
+		poll_once(rcq, i, IBV_WC_RECV, "side 0's receive CQ");
+	}
+	ck_assert_msg(!channel_ready(ch, QUIET_MS), "an event with no completion");
+
+	vt_dereg(a);
+	vt_dereg(b);
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -714,6 +799,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, late_receives);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
+	tcase_add_test(tc, one_event_each);
 	tc = new_case(s, "errors");
 	tcase_add_test(tc, too_long);
 	tcase_add_test(tc, bad_receive_key);

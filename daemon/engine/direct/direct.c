@@ -100,6 +100,16 @@ static enum eng_drain drain_failed(struct ibvd_qp *src, enum ibv_wc_status st)
 	return DRAIN_FAILED;
 }
 
+/* The sender of ring r sleeps on its send CQ: is its SEND taken now? */
+static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
+{
+	uint32_t arm;
+
+	if (ibvd_transit_wake_due(r->ctl, ibvd_read_once(&r->ctl->consumed),
+				  &arm))
+		ibvd_eng_cq_nudge(src->send_cq, arm);
+}
+
 static enum ibv_wc_status resp_status(enum eng_resp r)
 {
 	switch (r) {
@@ -185,8 +195,7 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 			return drain_failed(src, resp_status(r));
 		consumed = next;
 		ibvd_transit_release(ring, consumed);
-		if (ibvd_read_once(&ring->ctl->sender_waits))
-			ibvd_eng_cq_nudge(src->send_cq);
+		wake_sender(src, ring);
 	}
 	return DRAIN_MORE;
 }
@@ -260,16 +269,13 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		    DRAIN_MORE)
 		ibvd_eng_qp_ring(qp);
 	/*
-	 * A sender asleep on its send CQ, whose SENDs a library took: it
-	 * completes them itself once awake.  (A spare event is harmless:
-	 * apps poll after each.)
+	 * A sender asleep on its send CQ whose SEND a library took: it
+	 * completes it itself once awake.  Ours too (what its receiver has
+	 * not taken, run_sq places).
 	 */
-	if (peer && ibvd_read_once(&d->ring[!qp->direct_side].ctl->sender_waits))
-		ibvd_eng_cq_nudge(peer->send_cq);
-	/* ours, if its library took them (what it has not, run_sq places) */
-	if (ibvd_read_once(&d->ring[qp->direct_side].ctl->sender_waits) &&
-	    ring_empty(&d->ring[qp->direct_side]))
-		ibvd_eng_cq_nudge(qp->send_cq);
+	if (peer)
+		wake_sender(peer, &d->ring[!qp->direct_side]);
+	wake_sender(qp, &d->ring[qp->direct_side]);
 }
 
 bool ibvd_eng_direct_break(struct ibvd_qp *qp)
@@ -288,7 +294,12 @@ void ibvd_eng_direct_flush(struct ibvd_qp *qp)
 {
 	struct ibvd_wq_engine *e = sq_engine(qp);
 
+	if (!qp->direct)
+		return;
 	/* the library flushes its SENDs the receiver has not taken */
-	if (qp->direct && !ibvd_read_once(&e->direct_fail_status))
+	if (!ibvd_read_once(&e->direct_fail_status))
 		ibvd_publish(&e->direct_fail_status, IBV_WC_WR_FLUSH_ERR);
+	/* and a sender asleep on its CQ must hear of them */
+	if (ibvd_read_once(&qp->direct->ring[qp->direct_side].ctl->sender_waits))
+		ibvd_eng_cq_nudge_failed(qp->send_cq);
 }
