@@ -91,6 +91,13 @@ struct ibvd_wq_engine {
 	/* non-zero: the first direct SEND the peer has not taken failed with
 	 * this ibv_wc_status, and the later ones were flushed */
 	uint32_t direct_fail_status;
+	/*
+	 * SQ: WQEs whose completion the engine has written (head moves
+	 * first, so that a client that sees a completion finds its slot
+	 * free): a library completing SENDs of its own after them waits
+	 * for this, not for head.
+	 */
+	uint32_t direct_retired;
 };
 
 /* Client header of a work queue. */
@@ -98,17 +105,19 @@ struct ibvd_wq_client {
 	uint32_t tail;		/* WQEs the client has published */
 	uint8_t pad[IBVD_CACHELINE - 4];
 	/*
-	 * RQ of a QP in direct mode (transit.h): who takes its WQEs now
-	 * (IBVD_RQ_CLAIM_*), and how many have been taken, the claim's
-	 * holder's to move.
+	 * RQ or SQ of a QP in direct mode (transit.h): who takes its WQEs
+	 * now (IBVD_WQ_CLAIM_*), and how many have been taken, the claim's
+	 * holder's to move.  An RQ's receives are placed by the receiver's
+	 * library or the engine; an SQ's SENDs that the engine has not
+	 * started may go to the ring after all, moved by the library.
 	 */
 	uint32_t claim;
 	uint32_t direct_head;
 };
 
-#define IBVD_RQ_CLAIM_FREE	0u
-#define IBVD_RQ_CLAIM_LIBRARY	1u
-#define IBVD_RQ_CLAIM_ENGINE	2u
+#define IBVD_WQ_CLAIM_FREE	0u
+#define IBVD_WQ_CLAIM_LIBRARY	1u
+#define IBVD_WQ_CLAIM_ENGINE	2u
 
 struct ibvd_sge {
 	uint64_t addr;

@@ -45,13 +45,28 @@
  *
  * Producers.  Only the sender's library writes a ring, and only a SEND or
  * SEND_WITH_IMM posted while its SQ holds nothing the engine has not
- * finished (the SQ's engine `head`, which the engine publishes only once
- * a WQE is done, equals the tail) and that fits the ring's free space.
+ * finished (the SQ's engine `direct_retired`, which the engine publishes
+ * once a WQE's completion is written, equals the tail) and that fits the
+ * ring's free space; a SEND that does not fit waits for room while the
+ * receiver (or the engine, asked after a while) takes messages.
  * Everything else goes to the SQ as today: SENDs behind one-sided
  * operations or larger than the free space, SEND_WITH_INV (the
  * invalidation is the daemon's), RDMA WRITE with immediate, READs,
  * atomics.  The QP's lock keeps other posters out, and the engine never
  * writes a ring, so a ring has one producer.
+ *
+ * Back from the SQ.  A SEND that took the SQ (the ring was full, or it
+ * queued behind one that did) would keep every later one there for as
+ * long as the app keeps its SQ busy, as a streaming sender does.  So the
+ * library moves SENDs the engine has not started from the SQ to the
+ * ring, in order from the first one the engine has not taken, when it
+ * posts or polls the send CQ.  It does so holding the SQ's claim word
+ * (ring.h), which the engine holds while it runs the SQ and while a WQE
+ * is started, and only when the engine has written the completion of
+ * every WQE it took; it says how far it went in the SQ's `direct_head`,
+ * and the engine, taking the claim, goes on after that (a count it could
+ * not have written means nothing).  The SENDs it moved are its own to
+ * complete, as any it put on the ring.
  *
  * Consumers.  A message in the ring is placed by whoever holds the
  * receiving RQ's claim word: the receiver's library when it polls, or the

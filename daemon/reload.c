@@ -153,6 +153,8 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	apply_socket_settings(d, old, cfg);
 	/* live: what tenants hold stays, their next requests see these */
 	ibvd_tenants_apply(cfg);
+	/* a bandwidth limit holds at once: no SENDs past the engine */
+	ibvd_direct_limits_changed();
 	/* pairs made from now on; those that exist stay */
 	ibvd_direct_configure(cfg->engine_direct);
 	ibvd_config_free(old);

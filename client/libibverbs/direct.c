@@ -43,6 +43,13 @@
  * NIC's responder takes them at once: past this the engine places them.
  */
 #define DIRECT_STALL_NS	20000u
+/*
+ * A SEND that does not fit waits while messages are taken (wait_room):
+ * past the first interval without one taken the engine is asked to take
+ * them, past the second the SEND goes without the ring.
+ */
+#define DIRECT_ROOM_ASK_NS	20000u
+#define DIRECT_ROOM_GIVE_UP_NS	200000u
 
 /* A SEND on the ring, not completed yet. */
 struct ibvc_direct_send {
@@ -315,79 +322,265 @@ out:
 
 /* ---- sending (SQ lock) ---------------------------------------------------- */
 
-static uint64_t gather(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
-		       struct iovec *iov)
+/* A SEND for the ring, from a work request or from a WQE in the SQ. */
+struct ring_msg {
+	uint64_t wr_id;
+	uint32_t opcode;
+	uint32_t send_flags;
+	uint32_t imm;			/* network order */
+	struct iovec iov[DIRECT_MAX_SGE];
+	int iovcnt;
+	uint64_t len;
+};
+
+static bool ring_opcode(uint32_t opcode)
 {
-	bool inline_data = wr->send_flags & IBV_SEND_INLINE;
-	uint64_t total = 0;
-	int i;
-
-	for (i = 0; i < wr->num_sge; i++) {
-		const struct ibv_sge *s = &wr->sg_list[i];
-
-		/* inline data needs no key: the app's buffer, read now */
-		if (s->length && !inline_data &&
-		    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, s->lkey, s->addr,
-				       s->length, false))
-			return UINT64_MAX;
-		iov[i].iov_base = (void *)(uintptr_t)s->addr;
-		iov[i].iov_len = s->length;
-		total += s->length;
-	}
-	return total;
+	return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
 }
 
-static bool ring_open(const struct ibvc_qp *qp, const struct ibvc_direct *d,
-		      uint32_t sq_tail)
+/* Add one SGE; false if it is not this process's registered memory. */
+static bool msg_add(const struct ibvc_qp *qp, struct ring_msg *m,
+		    uint64_t addr, uint32_t len, uint32_t lkey, bool keyless)
 {
-	/* Acquire: the engine finished the WQEs below its head. */
+	if (len && !keyless &&
+	    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, lkey, addr, len, false))
+		return false;
+	m->iov[m->iovcnt].iov_base = (void *)(uintptr_t)addr;
+	m->iov[m->iovcnt].iov_len = len;
+	m->iovcnt++;
+	m->len += len;
+	return true;
+}
+
+/* wr as a ring message; false if it cannot be one. */
+static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
+			struct ring_msg *m)
+{
+	/* inline data needs no key: the app's buffer, read now */
+	bool inline_data = wr->send_flags & IBV_SEND_INLINE;
+	int i;
+
+	if (!ring_opcode(wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE)
+		return false;
+	m->wr_id = wr->wr_id;
+	m->opcode = wr->opcode;
+	m->send_flags = wr->send_flags;
+	m->imm = wr->imm_data;
+	m->iovcnt = 0;
+	m->len = 0;
+	for (i = 0; i < wr->num_sge; i++)
+		if (!msg_add(qp, m, wr->sg_list[i].addr, wr->sg_list[i].length,
+			     wr->sg_list[i].lkey, inline_data))
+			return false;
+	return true;
+}
+
+/* The WQE in an SQ slot as a ring message (it is ours: post.c wrote it). */
+static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
+			  struct ring_msg *m)
+{
+	const uint8_t *body = slot + IBVD_SEND_WQE_HDR;
+	struct ibvd_send_wqe h;
+	struct ibvd_sge sge;
+	uint32_t i;
+
+	memcpy(&h, slot, sizeof(h));
+	if (!ring_opcode(h.opcode))
+		return false;
+	m->wr_id = h.wr_id;
+	m->opcode = h.opcode;
+	m->send_flags = h.send_flags;
+	m->imm = h.imm_data;
+	m->iovcnt = 0;
+	m->len = 0;
+	if (h.send_flags & IBV_SEND_INLINE)
+		return h.inline_len <= qp->cap.max_inline_data &&
+		       msg_add(qp, m, (uint64_t)(uintptr_t)body, h.inline_len,
+			       0, true);
+	if (h.num_sge > DIRECT_MAX_SGE)
+		return false;
+	for (i = 0; i < h.num_sge; i++) {
+		memcpy(&sge, body + i * sizeof(sge), sizeof(sge));
+		if (!msg_add(qp, m, sge.addr, sge.length, sge.lkey, false))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Has the engine nothing of this SQ left to do, its completions
+ * written?  Either it retired every WQE, or it retired every one it
+ * started and the library moved the rest to the ring (take_back).
+ */
+static bool sq_drained(const struct ibvc_qp *qp, uint32_t sq_tail)
+{
+	/* Acquire: the completions below it are written. */
+	uint32_t retired = ibvd_observe(&qp->sq.engine->direct_retired);
+
+	return retired == sq_tail ||
+	       (ibvd_read_once(&qp->sq.client->direct_head) == sq_tail &&
+		retired == ibvd_observe(&qp->sq.engine->head));
+}
+
+/* May SENDs go on the ring now (but for their size)? */
+static bool ring_usable(const struct ibvc_qp *qp, const struct ibvc_direct *d)
+{
 	return ibvd_read_once(&qp->sq.engine->direct_send_ok) &&
 	       ibvd_observe(&d->out.ctl->rx_ready) &&
-	       ibvd_observe(&qp->sq.engine->head) == sq_tail &&
 	       d->sends_tail - ibvd_observe(&d->sends_head) < d->sends_cap;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the vDSO's: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool fits(const struct ibvc_direct *d, uint32_t consumed, uint64_t len)
+{
+	uint32_t room = ibvd_transit_room(&d->out, d->produced, consumed);
+
+	return room && len <= room;
+}
+
+/*
+ * Room for len bytes, waiting for it while messages are taken: a SEND
+ * that took the SQ instead would put every later one behind it on the
+ * engine's path (RC order) for as long as the app keeps its SQ busy, as
+ * a streaming sender does.  When the receiver takes nothing for a while
+ * (it does not poll, it is not running, or it is this very thread) the
+ * engine is asked to place what is there; when nothing moves even then
+ * (no receive posted), or the empty ring cannot hold the message, the
+ * SEND takes the SQ.  False: take the SQ; *consumed is the last read.
+ */
+static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
+		      uint64_t len, uint32_t *consumed)
+{
+	uint64_t since = 0, now;
+	bool asked = false;
+	uint32_t c;
+
+	while (!fits(d, *consumed, len)) {
+		if (*consumed == d->produced)
+			return false;
+		now = now_ns();
+		c = ibvd_read_once(&d->out.ctl->consumed);
+		if (!since || c != *consumed) {
+			*consumed = c;
+			since = now;
+			asked = false;
+		} else if (!asked && now - since > DIRECT_ROOM_ASK_NS) {
+			ring_own(qp);
+			asked = true;
+			since = now;
+		} else if (asked && now - since > DIRECT_ROOM_GIVE_UP_NS) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * Write m on the ring (it fits at `consumed` as read) and remember it
+ * until the receiver takes it; mark: its send CQ's engine tail, which
+ * holds every completion of the QP's earlier WQEs.
+ */
+static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
+		     const struct ring_msg *m, uint32_t consumed, uint32_t mark)
+{
+	struct ibvd_transit_frag f;
+	struct ibvc_direct_send *s;
+
+	memset(&f, 0, sizeof(f));
+	f.kind = m->opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
+		 IBVD_TRANSIT_SEND_IMM;
+	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	if (m->send_flags & IBV_SEND_SOLICITED)
+		f.flags |= IBVD_TRANSIT_SOLICITED;
+	f.len = f.msg_len = (uint32_t)m->len;
+	f.imm = m->imm;
+	f.wr_id = m->wr_id;
+	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, m->iov,
+			       m->iovcnt) < 0)
+		return false;
+	s = &d->sends[d->sends_tail & (d->sends_cap - 1)];
+	s->wr_id = m->wr_id;
+	s->end = d->produced;
+	s->byte_len = (uint32_t)m->len;
+	s->mark = mark;
+	s->signaled = qp->sq_sig_all || (m->send_flags & IBV_SEND_SIGNALED);
+	/* Release: the pollers see the entry before the new tail. */
+	ibvd_publish(&d->sends_tail, d->sends_tail + 1);
+	d->produced_now = true;
+	return true;
+}
+
+static uint32_t send_cq_tail(const struct ibvc_qp *qp)
+{
+	return ibvd_observe(&to_ibvc_cq(qp->qp.send_cq)->ring.engine->tail);
 }
 
 int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		     uint32_t sq_tail)
 {
 	struct ibvc_direct *d = qp->direct;
-	struct iovec iov[DIRECT_MAX_SGE];
-	struct ibvd_transit_frag f;
-	struct ibvc_direct_send *s;
-	uint32_t consumed, room;
-	uint64_t len;
+	struct ring_msg m;
+	uint32_t consumed;
 
-	if (!d || (wr->opcode != IBV_WR_SEND &&
-		   wr->opcode != IBV_WR_SEND_WITH_IMM) ||
-	    (uint32_t)wr->num_sge > DIRECT_MAX_SGE || !ring_open(qp, d, sq_tail))
+	if (!d || !ring_usable(qp, d) || !sq_drained(qp, sq_tail) ||
+	    !msg_from_wr(qp, wr, &m))
 		return 0;
-	len = gather(qp, wr, iov);
 	consumed = ibvd_read_once(&d->out.ctl->consumed);
-	room = ibvd_transit_room(&d->out, d->produced, consumed);
-	if (!room || len > room)
+	if (!wait_room(qp, d, m.len, &consumed) ||
+	    !ring_put(qp, d, &m, consumed, send_cq_tail(qp)))
 		return 0;
-	memset(&f, 0, sizeof(f));
-	f.kind = wr->opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
-		 IBVD_TRANSIT_SEND_IMM;
-	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
-		f.flags |= IBVD_TRANSIT_SOLICITED;
-	f.len = f.msg_len = (uint32_t)len;
-	f.imm = wr->imm_data;
-	f.wr_id = wr->wr_id;
-	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, iov,
-			       wr->num_sge) < 0)
-		return 0;
-	s = &d->sends[d->sends_tail & (d->sends_cap - 1)];
-	s->wr_id = wr->wr_id;
-	s->end = d->produced;
-	s->byte_len = (uint32_t)len;
-	s->mark = ibvd_observe(&to_ibvc_cq(qp->qp.send_cq)->ring.engine->tail);
-	s->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-	/* Release: the pollers see the entry before the new tail. */
-	ibvd_publish(&d->sends_tail, d->sends_tail + 1);
-	d->produced_now = true;
 	return 1;
+}
+
+/*
+ * SENDs that went to the SQ (the ring was full, or they queued behind
+ * some that were) go on the ring after all when the engine has not
+ * started them: otherwise a sender that keeps its SQ busy, as a
+ * streaming one does, would never come back to the ring.  Under the SQ's
+ * claim (ring.h), which the engine holds while it runs the SQ, from the
+ * first WQE it has not taken, in order, as long as each is a SEND the
+ * ring takes now; the engine skips them when it next takes the claim.
+ */
+void ibvc_direct_take_back(struct ibvc_qp *qp, uint32_t sq_tail)
+{
+	struct ibvc_direct *d = qp->direct;
+	struct ibvd_wq_client *c = qp->sq.client;
+	const struct ibvd_wq_engine *e = qp->sq.engine;
+	uint32_t expect = IBVD_WQ_CLAIM_FREE;
+	uint32_t head, from, consumed, mark;
+	struct ring_msg m;
+
+	if (!d || ibvd_observe(&e->head) == sq_tail ||
+	    ibvd_read_once(&c->direct_head) == sq_tail || !ring_usable(qp, d))
+		return;
+	if (!__atomic_compare_exchange_n(&c->claim, &expect,
+					 IBVD_WQ_CLAIM_LIBRARY, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	head = ibvd_observe(&e->head);
+	/* Acquire: the engine's completions before ours are written. */
+	if (ibvd_observe(&e->direct_retired) != head)
+		goto out;
+	mark = send_cq_tail(qp);
+	from = ibvd_read_once(&c->direct_head);
+	if (from - head > sq_tail - head)
+		from = head;		/* the engine took all we took before */
+	consumed = ibvd_read_once(&d->out.ctl->consumed);
+	while (from != sq_tail && ring_usable(qp, d) &&
+	       msg_from_slot(qp, ibvc_wq_slot(&qp->sq, from), &m) &&
+	       fits(d, consumed, m.len) && ring_put(qp, d, &m, consumed, mark))
+		from++;
+	ibvd_write_once(&c->direct_head, from);
+out:
+	/* Release: the ring's records and our head before the claim. */
+	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
 
 /* Is `consumed`, as the receiver says, past `end` (and possible)? */
@@ -519,14 +712,6 @@ static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 	cqe->qp_num = qp->qp.qp_num;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the vDSO's: no system call */
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The oldest send waits: after DIRECT_STALL_NS, ask the engine, once. */
 static void stalled(struct ibvc_qp *qp, struct ibvc_direct *d, bool moved)
 {
@@ -581,6 +766,20 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	ibvd_publish(&d->sends_head, head);
 	if (head != tail || head != first)
 		stalled(qp, d, head != first);
+}
+
+/*
+ * A poller of the send CQ moves SENDs waiting in the SQ to the ring too
+ * (a streaming sender polls far more often than it posts), if no poster
+ * holds the SQ: the SQ lock comes before the CQ's, so only a try.
+ */
+static void take_back_polling(struct ibvc_qp *qp)
+{
+	if (qp->single_threaded || pthread_mutex_trylock(&qp->sq.lock))
+		return;
+	ibvc_direct_take_back(qp, qp->sq.tail);
+	ibvc_direct_send_done(qp);
+	pthread_mutex_unlock(&qp->sq.lock);
 }
 
 /* ---- receiving (receive CQ lock) ------------------------------------------- */
@@ -686,7 +885,7 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
 	struct ibvd_wq_client *rc = qp->rq.client;
-	uint32_t expect = IBVD_RQ_CLAIM_FREE, start, arm;
+	uint32_t expect = IBVD_WQ_CLAIM_FREE, start, arm;
 	struct placing p;
 
 	start = ibvd_read_once(&d->in.ctl->consumed);
@@ -694,7 +893,7 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	    ibvd_read_once(&qp->rq.engine->error) || d->handed_at == start + 1)
 		return;
 	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
-					 IBVD_RQ_CLAIM_LIBRARY, false,
+					 IBVD_WQ_CLAIM_LIBRARY, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	/* After the claim: the engine's CQEs made under it are below this. */
@@ -711,7 +910,7 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	ibvd_write_once(&rc->direct_head, p.head);
 	ibvd_transit_release(&d->in, p.consumed);
 	/* Release: the WQEs, the head and `consumed` before the claim. */
-	ibvd_publish(&rc->claim, IBVD_RQ_CLAIM_FREE);
+	ibvd_publish(&rc->claim, IBVD_WQ_CLAIM_FREE);
 	d->handed_at = p.hand_off ? p.consumed + 1 : 0;
 	if (p.hand_off || (p.consumed != start &&
 			   ibvd_transit_wake_due(d->in.ctl, p.consumed, &arm)))
@@ -758,8 +957,10 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
 	/* First: no engine CQE written after what follows is taken now. */
 	cq->direct.limit = ibvd_observe(&cq->ring.engine->tail);
 	*seen = cq->ring.head;
-	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
 		harvest_sends(cq, qp);
+		take_back_polling(qp);
+	}
 	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
 		place_received(cq, qp);
 	if (!cq_armed(cq))

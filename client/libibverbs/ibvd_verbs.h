@@ -410,6 +410,11 @@ void ibvc_direct_refresh(struct ibvc_qp *qp);
  */
 int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		     uint32_t sq_tail);
+/*
+ * post_send, under the SQ lock, first: SENDs still in the SQ that the
+ * engine has not started go to the ring if they can now.
+ */
+void ibvc_direct_take_back(struct ibvc_qp *qp, uint32_t sq_tail);
 /* After a post_send list put something in the ring: publish it. */
 void ibvc_direct_send_done(struct ibvc_qp *qp);
 

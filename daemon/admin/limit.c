@@ -34,6 +34,7 @@
 #include "server/clients.h"
 #include "tenant/tenant.h"
 #include "util.h"
+#include "verbs/verbs.h"
 
 /* Client words echoed in messages are cut short. */
 #define ARG_FMT	"%.64s"
@@ -577,6 +578,8 @@ int ibvd_limit_admin_set(struct ibvd_call *call, size_t argc, char **argv)
 	set_keys(e, &req);
 	/* existing objects stay; every tenant's next request sees these */
 	ibvd_tenants_apply(d->cfg);
+	/* but a bandwidth limit holds at once: no SENDs past the engine */
+	ibvd_direct_limits_changed();
 	join_words(argc, argv, words, sizeof(words));
 	ibvd_client_info(call->session, &me);
 	log_info("limit set by uid %u (client %llu): %s; runtime only, a reload "

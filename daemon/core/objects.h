@@ -324,6 +324,7 @@ struct ibvd_direct {
 	uint32_t gen;			/* never 0; QP_DIRECT names it */
 	struct ibvd_transit ring[2];	/* ring[i]: from qp[i] to qp[!i] */
 	struct ibvd_qp *qp[2];		/* NULL once that side let go */
+	LIST_ENTRY(ibvd_direct) link;	/* among the pairs alive */
 };
 
 struct ibvd_qp {
@@ -397,8 +398,10 @@ struct ibvd_qp {
 	 * which side of them this QP is */
 	struct ibvd_direct *direct;
 	unsigned int direct_side;
-	/* engine, serving thread: waits in a row for a busy RQ claim */
+	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
+	/* engine, serving thread: it holds the SQ's claim (direct QPs) */
+	bool sq_claimed;
 	/*
 	 * The engine also moves `state` to ERR (or RTS to SQE) on its own,
 	 * from any engine thread, with an atomic store while holding the

@@ -63,6 +63,14 @@ static int attach(struct ibvd_ectx *ectx, struct ibvd_engine *eng)
 	return ret;
 }
 
+bool ibvd_engine_ctx_paced(const struct ibvd_context *ctx)
+{
+	const struct ibvd_ectx *ectx = ctx->engine;
+
+	return ectx && ectx->rate &&
+	       ibvd_eng_rate_get_limit(ectx->rate) != IBVD_RATE_UNLIMITED;
+}
+
 int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
 			 int *page_fd, int *kick_fd)
 {

@@ -26,6 +26,7 @@
 #ifndef IBVD_ENGINE_H
 #define IBVD_ENGINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct ibvd_context;
@@ -94,6 +95,11 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
  * be reached by other contexts' traffic until they are destroyed.
  */
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx);
+/*
+ * Is ctx's tenant held to a bandwidth limit now?  (Its SENDs must then
+ * all pass the engine, which charges them: no direct transport.)
+ */
+bool ibvd_engine_ctx_paced(const struct ibvd_context *ctx);
 
 /* Context teardown, last step, after every object of ctx is destroyed. */
 void ibvd_engine_ctx_free(struct ibvd_context *ctx);

@@ -225,6 +225,15 @@ void ibvd_eng_direct_flush(struct ibvd_qp *qp);
  */
 bool ibvd_eng_direct_break(struct ibvd_qp *qp);
 /*
+ * The claim on a direct QP's SQ (ring.h), held while the engine runs the
+ * SQ and while a WQE is started: the library moves SENDs the engine has
+ * not started to the ring only without it.  Taking it skips what the
+ * library moved.  false: the library holds it (try later).  Not a direct
+ * QP: nothing to take, true.
+ */
+bool ibvd_eng_sq_claim(struct ibvd_qp *qp);
+void ibvd_eng_sq_unclaim(struct ibvd_qp *qp);
+/*
  * The claim on a direct QP's RQ (ring.h): take it with the library's head
  * (0, -EBUSY, or -EPROTO for a head the library could not have left), and
  * give it back with the engine's.

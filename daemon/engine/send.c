@@ -268,6 +268,9 @@ static void retire(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	/* Release: we are done with the slots below the new head. */
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
 	complete(qp, req, status);
+	/* Release: the completion is written (a direct library waits for it). */
+	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->direct_retired,
+		     qp->sq_head);
 	if (status != IBV_WC_SUCCESS)
 		leave_rts(qp);
 }
@@ -359,7 +362,8 @@ static bool direct_clear(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	return false;
 }
 
-static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
+static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			   bool paced)
 {
 	enum ibv_wc_status status;
 	struct eng_req req;
@@ -410,6 +414,21 @@ static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
 		ibvd_eng_qp_ring(qp);
 }
 
+/*
+ * A direct QP's library may move SENDs the engine has not started from
+ * the SQ to the ring (the SQ's claim, ring.h): the engine holds the claim
+ * while it runs the SQ and while a WQE is started.
+ */
+static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
+{
+	if (!ibvd_eng_sq_claim(qp)) {
+		claim_wait(eng, qp);
+		return;
+	}
+	run_sq_claimed(eng, qp, paced);
+	ibvd_eng_sq_unclaim(qp);
+}
+
 /* ERR: flush everything; an SRQ user hears its last WQE was reached. */
 static void run_error(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
@@ -422,7 +441,13 @@ static void run_error(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	ibvd_full_fence();
 	/* before the SQ's CQEs: a poller that sees them sees this */
 	ibvd_eng_direct_flush(qp);
+	/* what the library moved to the ring is its own to complete */
+	if (!ibvd_eng_sq_claim(qp)) {
+		claim_wait(eng, qp);
+		return;
+	}
 	ibvd_eng_flush_sq(qp);
+	ibvd_eng_sq_unclaim(qp);
 	if (!ibvd_eng_flush_rq(qp)) {
 		claim_wait(eng, qp);
 		return;
@@ -466,7 +491,8 @@ static void left_error_states(struct ibvd_qp *qp, uint32_t state)
  * WQE in front fails as if its retries ran out, and the QP goes to ERR,
  * flushing the rest and every receive, which nothing will ever fill.
  */
-static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
+static void break_connection_claimed(struct ibvd_engine *eng,
+				     struct ibvd_qp *qp)
 {
 	enum ibv_wc_status st;
 	struct eng_req req;
@@ -486,6 +512,17 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		retire(eng, qp, &req, st != IBV_WC_SUCCESS ? st : IBV_WC_RETRY_EXC_ERR);
 	}
 	ibvd_eng_qp_error(qp);
+}
+
+static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	if (!ibvd_eng_sq_claim(qp)) {
+		qp->peer_gone = true;	/* again after the wait */
+		claim_wait(eng, qp);
+		return;
+	}
+	break_connection_claimed(eng, qp);
+	ibvd_eng_sq_unclaim(qp);
 }
 
 /*
@@ -536,7 +573,12 @@ static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 	if (qp->direct && ibvd_eng_can_receive(state))
 		ibvd_eng_direct_rung(eng, qp);
 	if (state == IBV_QPS_SQE) {
-		ibvd_eng_flush_sq(qp);
+		if (ibvd_eng_sq_claim(qp)) {
+			ibvd_eng_flush_sq(qp);
+			ibvd_eng_sq_unclaim(qp);
+		} else {
+			claim_wait(eng, qp);
+		}
 		return;
 	}
 	if (state != IBV_QPS_RTS && state != IBV_QPS_SQD)

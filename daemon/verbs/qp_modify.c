@@ -349,9 +349,10 @@ static void wq_rewind(struct ibvd_ring *r)
 		return;
 	ibvd_write_once(&e->error, 0);
 	ibvd_write_once(&e->head, 0);
+	ibvd_write_once(&e->direct_retired, 0);
 	/* The client library resyncs its tail from here after RESET. */
 	ibvd_write_once(&c->tail, 0);
-	ibvd_write_once(&c->claim, IBVD_RQ_CLAIM_FREE);
+	ibvd_write_once(&c->claim, IBVD_WQ_CLAIM_FREE);
 	ibvd_write_once(&c->direct_head, 0);
 }
 
@@ -367,6 +368,7 @@ static void qp_rewind(struct ibvd_qp *qp)
 	wq_rewind(&qp->sq);
 	wq_rewind(&qp->rq);
 	qp->sq_head = 0;
+	qp->sq_claimed = false;
 	qp->rq_head = 0;
 	qp->rnr_deadline_ns = 0;
 	qp->awaiting = false;

@@ -227,6 +227,12 @@ void ibvd_direct_configure(bool enabled);
 void ibvd_direct_pair_try(struct ibvd_qp *qp);
 /* qp's state or attributes changed (write lock held): may it send direct? */
 void ibvd_direct_update(struct ibvd_qp *qp);
+/*
+ * Tenants' limits changed (control thread): a QP whose tenant has a
+ * bandwidth limit now sends every SEND through the engine, which charges
+ * it; one whose limit was lifted may use its rings again.
+ */
+void ibvd_direct_limits_changed(void);
 /* qp is reset or destroyed (write lock held): it lets go of its rings. */
 void ibvd_direct_leave(struct ibvd_qp *qp);
 int ibvd_req_qp_direct(struct ibvd_call *call);

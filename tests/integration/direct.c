@@ -8,7 +8,14 @@
  *        direct-helper pingpong N	N SEND ping-pongs between two QPs of
  *					this process, busy polling; prints
  *					"pingpong: N messages" (DIRECT_RINGS=0:
- *					the QPs must have no rings)
+ *					the QPs must have no rings;
+ *					DIRECT_HALFWAY=FILE: halfway it prints
+ *					"halfway" and waits for FILE)
+ *        direct-helper takeback	SENDs that went to the SQ while the
+ *					ring was full go on the ring once it
+ *					has room; prints "takeback: N
+ *					messages" (direct.sh counts the WQEs
+ *					the engine ran meanwhile: none)
  *
  * Every case first checks that the pair really has its rings
  * ("ibvd-transit" in /proc/self/maps), so a daemon that quietly stopped
@@ -65,20 +72,6 @@ static bool expect_rings(void)
 	return !v || strcmp(v, "0") != 0;
 }
 
-/* How many transit ring mappings this process has. */
-static int transit_maps(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "/memfd:ibvd-transit"))
-			n++;
-	fclose(f);
-	return n;
-}
 
 /* A connected pair, a buffer on each side (a: QP 0's, b: QP 1's). */
 struct fx {
@@ -92,8 +85,8 @@ static void fx_init(struct fx *f, const struct vt_qp_opts *o)
 	f->a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
 	f->b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);	/* room to look past */
 	/* the libraries map the rings at RTR/RTS: both QPs are ours */
-	vt_assert((transit_maps() > 0) == expect_rings(),
-		  "the pair has %d transit ring mappings", transit_maps());
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "the pair has %d transit ring mappings", vt_transit_maps());
 }
 
 static void fx_free(struct fx *f)
@@ -316,7 +309,7 @@ START_TEST(events)
 	vt_pair_on(&p, &D, NULL, NULL, scq, rcq);
 	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-	ck_assert_msg(transit_maps() > 0, "the pair has no transit rings");
+	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
 
 	/* solicited only: an unsolicited SEND raises nothing */
 	vt_recv(p.qp[1], 1, b->addr, 4096, b->lkey);
@@ -409,7 +402,7 @@ START_TEST(one_event_each)
 	vt_connect(&D, qp[1], &addr[0], &o[1]);
 	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-	ck_assert_msg(transit_maps() > 0, "the pair has no transit rings");
+	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
 
 	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
 	ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
@@ -611,7 +604,7 @@ START_TEST(peer_killed)
 	/* the first is taken (the engine places it: the child never polls) */
 	vt_send(qp, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8, a->lkey, 0, 0);
 	vt_expect_ok(cq, &wc, 1, IBV_WC_SEND, "taken by the child");
-	ck_assert_msg(transit_maps() > 0, "the pair has no transit rings");
+	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
 	for (i = 0; i < 3; i++)
 		vt_send(qp, 2 + (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
 			a->addr, 8, a->lkey, 0, 0);
@@ -752,6 +745,21 @@ END_TEST
 
 /* ---- the counting workload ---------------------------------------------- */
 
+/* DIRECT_HALFWAY=FILE: say so, and wait for FILE (the shell's turn). */
+static void halfway(void)
+{
+	const char *file = getenv("DIRECT_HALFWAY");
+	int ms;
+
+	if (!file)
+		return;
+	printf("halfway\n");
+	for (ms = 0; access(file, F_OK) != 0; ms += 10) {
+		vt_assert(ms < vt_tmo_ms(), "%s never came", file);
+		vt_sleep_ms(10);
+	}
+}
+
 static int pingpong(unsigned long n)
 {
 	struct ibv_wc wc;
@@ -762,6 +770,9 @@ static int pingpong(unsigned long n)
 	fx_init(&f, NULL);
 	for (i = 0; i < n; i++) {
 		int from = (int)(i & 1), to = !from;
+
+		if (i == n / 2)
+			halfway();
 
 		vt_recv(f.p.qp[to], i, BUF(f.b), 64, f.b->lkey);
 		vt_send(f.p.qp[from], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
@@ -810,6 +821,65 @@ static Suite *direct_suite(void)
 	return s;
 }
 
+/*
+ * A stream that found the ring full comes back to it.  The receiver has
+ * no receive posted (and a responder RNR timer of 491 ms, so the engine
+ * waits that long before it looks again): the first SENDs fill the ring,
+ * the rest wait a moment each for room, then take the SQ.  Then the
+ * receiver posts and polls, the sender polls, and the SENDs in the SQ go
+ * on the ring after all: direct.sh checks that the engine ran none of
+ * them.  Every message is checked, in order.
+ */
+#define TB_MSGS		100
+#define TB_LEN		(16 * 1024)
+
+static int takeback(void)
+{
+	struct vt_qp_opts o[2] = { { .max_send_wr = 128 },
+				   { .max_recv_wr = 128, .min_rnr_timer = 31 } };
+	struct ibv_mr *src, *dst;
+	struct vt_pair p;
+	struct ibv_wc wc;
+	int i, sent = 0, got = 0;
+
+	vt_open(&D);
+	vt_pair2(&p, &D, &o[0], &o[1], 256);
+	vt_assert(vt_transit_maps() > 0, "the pair has no transit rings");
+	src = vt_reg(D.pd, (size_t)TB_MSGS * TB_LEN, VT_ACCESS_ALL);
+	dst = vt_reg(D.pd, (size_t)TB_MSGS * TB_LEN, VT_ACCESS_ALL);
+	vt_fill(BUF(src), (size_t)TB_MSGS * TB_LEN, 0, 77);
+	for (i = 0; i < TB_MSGS; i++)
+		vt_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(src) + (size_t)i * TB_LEN, TB_LEN, src->lkey, 0, 0);
+	for (i = 0; i < TB_MSGS; i++)
+		vt_recv(p.qp[1], (uint64_t)i, BUF(dst) + (size_t)i * TB_LEN,
+			TB_LEN, dst->lkey);
+	/* well before the engine's RNR timer: only the libraries move */
+	while (sent < TB_MSGS || got < TB_MSGS) {
+		if (got < TB_MSGS && ibv_poll_cq(p.rcq[1], 1, &wc) == 1) {
+			vt_assert(wc.status == IBV_WC_SUCCESS &&
+				  wc.wr_id == (uint64_t)got && wc.byte_len == TB_LEN,
+				  "receive %d: status %d wr_id %llu", got, wc.status,
+				  (unsigned long long)wc.wr_id);
+			got++;
+		}
+		if (sent < TB_MSGS && ibv_poll_cq(p.scq[0], 1, &wc) == 1) {
+			vt_assert(wc.status == IBV_WC_SUCCESS &&
+				  wc.wr_id == (uint64_t)sent,
+				  "send %d: status %d wr_id %llu", sent, wc.status,
+				  (unsigned long long)wc.wr_id);
+			sent++;
+		}
+	}
+	vt_expect_pat(BUF(dst), (size_t)TB_MSGS * TB_LEN, 0, 77, "the stream");
+	vt_dereg(src);
+	vt_dereg(dst);
+	vt_pair_free(&p);
+	vt_close(&D);
+	printf("takeback: %d messages\n", TB_MSGS);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	SRunner *sr;
@@ -818,8 +888,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && strcmp(argv[1], "pingpong") == 0)
 		return pingpong(strtoul(argv[2], NULL, 0));
+	if (argc == 2 && strcmp(argv[1], "takeback") == 0)
+		return takeback();
 	if (argc != 1) {
-		fprintf(stderr, "usage: direct-helper [pingpong N]\n");
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback]\n");
 		return 2;
 	}
 	sr = srunner_create(direct_suite());

@@ -45,11 +45,13 @@ conf() {
 	printf '%s\n' "$out"
 }
 
-# turns: the engine threads' turns so far, all threads summed.
-turns() {
+# engine_count NAME: an engine counter so far ("turns", "wqes"), all
+# threads summed.
+engine_count() {
 	ibvctl statistic show engine |
-		awk '{ for (i = 1; i < NF; i++) if ($i == "turns") n += $(i + 1) } END { print n + 0 }'
+		awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) n += $(i + 1) } END { print n + 0 }'
 }
+turns() { engine_count turns; }
 
 daemon_start -c "$(conf true)"
 daemon_wait_ready
@@ -135,6 +137,47 @@ check "$N SENDs through the rings: fewer than $((N / 100)) engine turns"
 n=$(pingpong direct) || exit 1
 [ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N SENDs through the rings"
 ok "$n engine turns for $N SENDs"
+
+# A tenant held to a bandwidth limit sends every SEND through the engine,
+# which charges it, from the moment the limit is set.
+check "a bandwidth limit set halfway through: the rest of the SENDs take the engine"
+rm -f "$T/go"
+t0=$(turns)
+run_ours "$USER1" env DIRECT_HALFWAY="$T/go" "$HELPER" pingpong 4000 >"$O/pp-limit" 2>&1 &
+ppid=$!
+BG_PIDS+=("$ppid")
+for _ in $(seq $((100 * TMUL))); do
+	grep -q '^halfway$' "$O/pp-limit" && break
+	sleep 0.1
+done
+grep -q '^halfway$' "$O/pp-limit" || { show pingpong "$O/pp-limit"; fail "pingpong never got halfway"; }
+t1=$(turns)
+ibvctl limit set uid "$USER1" bandwidth=1g >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=1g"; }
+touch "$T/go"
+wait_exit "$ppid" "$TMO" || fail "pingpong did not finish after the limit was set"
+[ "$EXIT_STATUS" -eq 0 ] || { show pingpong "$O/pp-limit"; fail "pingpong under a limit failed"; }
+t2=$(turns)
+[ $((t1 - t0)) -lt 100 ] || fail "$((t1 - t0)) engine turns for the first 2000 SENDs, before the limit"
+[ $((t2 - t1)) -ge 2000 ] || fail "only $((t2 - t1)) engine turns for 2000 SENDs under a limit: did they go past the engine?"
+ok "$((t1 - t0)) engine turns before the limit, $((t2 - t1)) after, for 2000 SENDs each"
+
+check "the limit lifted: SENDs take the rings again"
+ibvctl limit set uid "$USER1" bandwidth=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=max"; }
+n=$(pingpong direct) || exit 1
+[ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N SENDs after the limit was lifted"
+ok "$n engine turns for $N SENDs"
+
+check "SENDs that took the SQ while the ring was full go on the ring once it has room"
+w0=$(engine_count wqes)
+TMO=$((TMO * 3)) run_ours "$USER1" "$HELPER" takeback >"$O/takeback" 2>&1 ||
+	{ show takeback "$O/takeback"; fail "takeback failed"; }
+expect_grep '^takeback: [0-9]+ messages$' "$O/takeback" "takeback"
+n=$(($(engine_count wqes) - w0))
+# the stream's 100 SENDs, of which some 37 went to the SQ: none by the engine
+[ "$n" -eq 0 ] || fail "the engine ran $n WQEs of the stream"
+ok "$(sed -n 's/^takeback: //p' "$O/takeback"), the engine ran $n WQEs"
 daemon_stop
 
 check "\"direct\": false: the engine carries them, one turn each at least"

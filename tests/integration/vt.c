@@ -694,6 +694,20 @@ void vt_pair_on(struct vt_pair *p, struct vt_dev *d, const struct vt_qp_opts *o0
 	vt_connect(d, p->qp[1], &a[0], &p->o[1]);
 }
 
+int vt_transit_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "/memfd:ibvd-transit"))
+			n++;
+	fclose(f);
+	return n;
+}
+
 struct ibv_ah *vt_ah(struct vt_dev *d, uint16_t dlid, const union ibv_gid *dgid)
 {
 	struct ibv_ah_attr a;

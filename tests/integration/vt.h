@@ -207,6 +207,12 @@ int vt_addr_parse(const char *s, struct vt_addr *a);
 void vt_pair_on(struct vt_pair *p, struct vt_dev *d, const struct vt_qp_opts *o0,
 		const struct vt_qp_opts *o1, struct ibv_cq *cq0, struct ibv_cq *cq1);
 
+/*
+ * How many transit ring mappings (the direct transport's, "ibvd-transit"
+ * in /proc/self/maps) this process has: its connected local RC pairs.
+ */
+int vt_transit_maps(void);
+
 /* An address handle on d's port: LID-only if dgid is NULL, else global
  * (sgid_index 0, hop_limit 64); dlid may be 0 with a dgid. */
 struct ibv_ah *vt_ah(struct vt_dev *d, uint16_t dlid, const union ibv_gid *dgid);

@@ -51,11 +51,11 @@ struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp)
 int ibvd_eng_claim_take(struct ibvd_qp *t)
 {
 	struct ibvd_wq_client *c = rq_client(t);
-	uint32_t expect = IBVD_RQ_CLAIM_FREE;
+	uint32_t expect = IBVD_WQ_CLAIM_FREE;
 	uint32_t head, tail;
 
 	if (!__atomic_compare_exchange_n(&c->claim, &expect,
-					 IBVD_RQ_CLAIM_ENGINE, false,
+					 IBVD_WQ_CLAIM_ENGINE, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return -EBUSY;
 	head = ibvd_read_once(&c->direct_head);
@@ -65,7 +65,7 @@ int ibvd_eng_claim_take(struct ibvd_qp *t)
 	 * tail (which may be a ring ahead of where we last looked).
 	 */
 	if ((int32_t)(head - t->rq_head) < 0 || tail - head > t->rq.nslots) {
-		ibvd_publish(&c->claim, IBVD_RQ_CLAIM_FREE);
+		ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 		return -EPROTO;
 	}
 	t->rq_head = head;
@@ -80,7 +80,7 @@ void ibvd_eng_claim_give(struct ibvd_qp *t)
 	ibvd_publish(&((struct ibvd_wq_engine *)t->rq.engine_page)->head,
 		     t->rq_head);
 	/* Release: the WQEs taken, their CQEs and the head, then the claim. */
-	ibvd_publish(&c->claim, IBVD_RQ_CLAIM_FREE);
+	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
 
 static bool ring_empty(const struct ibvd_transit *r)
@@ -231,6 +231,49 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	res = place_ring(eng, src, target, ring, requester, rnr_timer);
 	ibvd_eng_claim_give(target);
 	return res;
+}
+
+bool ibvd_eng_sq_claim(struct ibvd_qp *qp)
+{
+	struct ibvd_wq_client *c = qp->sq.client_page;
+	struct ibvd_wq_engine *e = sq_engine(qp);
+	uint32_t expect = IBVD_WQ_CLAIM_FREE;
+	uint32_t taken, posted;
+
+	if (!qp->direct || qp->sq_claimed)
+		return true;
+	if (!__atomic_compare_exchange_n(&c->claim, &expect,
+					 IBVD_WQ_CLAIM_ENGINE, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return false;
+	qp->sq_claimed = true;
+	/*
+	 * What the library moved to the ring since we last looked: its
+	 * completions are the library's, the engine goes on after them (and
+	 * the app may have posted a ring's worth past them).  A count behind
+	 * ours (an old one) or past the tail means nothing new.
+	 */
+	taken = ibvd_read_once(&c->direct_head) - qp->sq_head;
+	posted = ibvd_observe(&c->tail) - qp->sq_head;
+	if (taken && taken <= posted && posted - taken <= qp->sq.nslots &&
+	    !qp->wqe_started) {
+		qp->sq_head += taken;
+		ibvd_publish(&e->head, qp->sq_head);
+		ibvd_publish(&e->direct_retired, qp->sq_head);
+	}
+	return true;
+}
+
+void ibvd_eng_sq_unclaim(struct ibvd_qp *qp)
+{
+	struct ibvd_wq_client *c = qp->sq.client_page;
+
+	/* a started WQE keeps it: nothing behind it may pass it */
+	if (!qp->sq_claimed || qp->wqe_started)
+		return;
+	qp->sq_claimed = false;
+	/* Release: our head and its WQEs' completions before the claim. */
+	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
 
 int ibvd_eng_rq_claim(struct ibvd_qp *t)

@@ -27,20 +27,24 @@
 #include "verbs/rings/arena.h"
 
 /*
- * 256 KiB each way: a 64 KiB message and a few behind it, as perftest's
- * bandwidth tests keep them.  The pages cost nothing until used.
+ * 1 MiB each way: sixteen 64 KiB messages in flight, which keeps a
+ * streaming sender and its receiver copying at once (256 KiB gave
+ * ib_send_bw 64 KiB about 5 GB/s, 1 MiB 6-9, bench/RESULTS.md).  The
+ * pages cost nothing until used.
  */
-#define DIRECT_CELLS	4096u
+#define DIRECT_CELLS	16384u
 /*
  * Pairs alive at once, daemon-wide: each costs the daemon a mapping (of
- * vm.max_map_count's 65,530) and, until both libraries took it, an fd.
- * Past this, connections use the engine: slower, never wrong.
+ * vm.max_map_count's 65,530), 2 MiB of shared memory once its rings
+ * have wrapped (2 GiB for all), and, until both libraries took it, an
+ * fd.  Past this, connections use the engine: slower, never wrong.
  */
-#define DIRECT_MAX_PAIRS	4096u
+#define DIRECT_MAX_PAIRS	1024u
 
 static bool direct_enabled;
 static uint32_t last_gen;
 static unsigned int npairs;
+static LIST_HEAD(, ibvd_direct) pairs = LIST_HEAD_INITIALIZER(pairs);
 
 void ibvd_direct_configure(bool enabled)
 {
@@ -100,7 +104,7 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 	d->qp[side] = qp;
 	qp->direct = d;
 	qp->direct_side = side;
-	ibvd_write_once(&rc->claim, IBVD_RQ_CLAIM_FREE);
+	ibvd_write_once(&rc->claim, IBVD_WQ_CLAIM_FREE);
 	ibvd_write_once(&rc->direct_head, qp->rq_head);
 	ibvd_write_once(&sq_engine(qp)->direct_fail_status, 0);
 	/* Release: the claim words are set before a library may use them. */
@@ -119,7 +123,7 @@ void ibvd_direct_update(struct ibvd_qp *qp)
 	struct ibvd_direct *d = qp->direct;
 	uint32_t ok = d && d->qp[!qp->direct_side] &&
 		      __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) == IBV_QPS_RTS &&
-		      qp->attr.rnr_retry == 7;
+		      qp->attr.rnr_retry == 7 && !ibvd_engine_ctx_paced(qp->ctx);
 
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
 }
@@ -151,6 +155,7 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 		last_gen = 1;
 	d->gen = last_gen;
 	npairs++;
+	LIST_INSERT_HEAD(&pairs, d, link);
 	ibvd_transit_pair(d->map, d->ncells, 0, &d->ring[0], &d->ring[1]);
 	join(d, qp, 0);
 	join(d, peer, 1);
@@ -163,8 +168,22 @@ static void pair_free(struct ibvd_direct *d)
 	munmap(d->map, d->map_len);
 	if (d->fd >= 0)
 		close(d->fd);
+	LIST_REMOVE(d, link);
 	free(d);
 	npairs--;
+}
+
+void ibvd_direct_limits_changed(void)
+{
+	struct ibvd_direct *d;
+	unsigned int i;
+
+	ibvd_objects_write_lock();
+	LIST_FOREACH(d, &pairs, link)
+		for (i = 0; i < 2; i++)
+			if (d->qp[i])
+				ibvd_direct_update(d->qp[i]);
+	ibvd_objects_write_unlock();
 }
 
 void ibvd_direct_leave(struct ibvd_qp *qp)
