@@ -1392,8 +1392,7 @@ static struct ibvd_config *config_new(void)
 	}
 	cfg->socket_mode = 0666;
 	cfg->engine_threads = IBVD_ENGINE_THREADS_AUTO;
-	/* not yet by default: perftest's -e loses a SEND (bench/RESULTS.md) */
-	cfg->engine_direct = false;
+	cfg->engine_direct = true;
 	cfg->log_level = IBVD_LOG_INFO;
 	cfg->rlimit_memlock_enforce = true;
 	cfg->device_links = true;

@@ -115,7 +115,7 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
 	ck_assert(cfg->rlimit_memlock_enforce);
 	ck_assert(cfg->device_links);
-	ck_assert(!cfg->engine_direct);
+	ck_assert(cfg->engine_direct);
 	ck_assert_uint_eq(cfg->ndevices, 1);
 	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
 	ck_assert_uint_eq(cfg->devices[0].ports, 1);
@@ -268,8 +268,8 @@ START_TEST(accepted_values)
 	ck_assert(cfg->rlimit_memlock_enforce);
 	ck_assert(cfg->device_links);
 	ibvd_config_free(cfg);
-	cfg = good("{'engine': {'direct': true}}");
-	ck_assert(cfg->engine_direct);
+	cfg = good("{'engine': {'direct': false}}");
+	ck_assert(!cfg->engine_direct);
 	ibvd_config_free(cfg);
 
 	/* an escaped key is the same key */
