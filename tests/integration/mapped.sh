@@ -5,8 +5,8 @@
 # one.  Here, meanwhile: ibvctl says each is "tier mapped" (the private
 # one "memfd"), the daemon's /proc/PID/maps holds each file, and after
 # deregistration none, with the daemon's mappings of files back to what
-# they were before the registrations.  The helper checks the data path through the
-# mappings, the client's munmap, truncated files and rereg.
+# they were before the registrations.  The helper checks the data path
+# through the mappings, the client's munmap, truncated files and rereg.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
