@@ -103,9 +103,10 @@ static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
 }
 
 /*
- * A direct receiver's library holds its RQ's claim (ring.h): for the
- * microseconds of one message's copy, or as long as its process is
- * stopped mid-poll; the waits double from 20 us to 10 ms.
+ * A direct QP's library holds its RQ's claim (ring.h) for the
+ * microseconds of one message's copy, its SQ's while it moves SENDs to
+ * the ring, or either as long as its process is stopped mid-call; the
+ * waits double from 20 us to 10 ms.
  */
 static void claim_wait(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
