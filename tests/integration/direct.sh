@@ -65,59 +65,36 @@ expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/suite" "Ch
 daemon_alive "after the direct suite"
 ok "$(grep -E '^[0-9]+%: Checks' "$O/suite"); $(sed -n 's/^hostile: //p' "$O/suite")"
 
-# rc_pingpong ARGS...: Debian's ibv_rc_pingpong, server uid $USER1,
-# client uid $USER2, data checked (-c); both must exit 0.
-rc_pingpong() {
-	local port spid rc
-	port=$(free_port) || exit 1
-	run_debian "$USER1" /usr/bin/ibv_rc_pingpong -c -p "$port" "$@" >"$O/pp.server" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	wait_tcp_listen "$port" "$spid" || { show server "$O/pp.server"; fail "ibv_rc_pingpong $*: no server"; }
-	run_debian "$USER2" /usr/bin/ibv_rc_pingpong -c -p "$port" "$@" localhost >"$O/pp.client" 2>&1
-	rc=$?
-	wait "$spid" || { show server "$O/pp.server"; fail "ibv_rc_pingpong $*: server failed"; }
-	[ "$rc" -eq 0 ] || { show client "$O/pp.client"; fail "ibv_rc_pingpong $*: client failed"; }
-	grep -E 'iters in' "$O/pp.client"
-}
-
-# perftest PROG ARGS...: Debian's perftest PROG, server uid $USER1, client
-# uid $USER2; both must exit 0 and the client print its result line.
-perftest() {
+# debian_pair PROG ARGS...: Debian's PROG, server uid $USER1, client uid
+# $USER2 (-p: a free port); both must exit 0.  Prints the client's result
+# line (perftest's numbers, ibv_rc_pingpong's "iters in").
+debian_pair() {
 	local prog=$1 port spid rc
 	shift
 	port=$(free_port) || exit 1
-	run_debian "$USER1" "/usr/bin/$prog" -p "$port" "$@" >"$O/pt.server" 2>&1 &
+	run_debian "$USER1" "/usr/bin/$prog" -p "$port" "$@" >"$O/pair.server" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
-	wait_tcp_listen "$port" "$spid" || { show server "$O/pt.server"; fail "$prog $*: no server"; }
-	run_debian "$USER2" "/usr/bin/$prog" -p "$port" "$@" localhost >"$O/pt.client" 2>&1
+	wait_tcp_listen "$port" "$spid" || { show server "$O/pair.server"; fail "$prog $*: no server"; }
+	run_debian "$USER2" "/usr/bin/$prog" -p "$port" "$@" localhost >"$O/pair.client" 2>&1
 	rc=$?
-	wait "$spid" || { show server "$O/pt.server"; fail "$prog $*: server failed"; }
-	[ "$rc" -eq 0 ] || { show client "$O/pt.client"; fail "$prog $*: client failed ($rc)"; }
-	grep -E '^ *[0-9]+ +[0-9]+ ' "$O/pt.client" | tail -1
+	wait "$spid" || { show server "$O/pair.server"; fail "$prog $*: server failed"; }
+	[ "$rc" -eq 0 ] || { show client "$O/pair.client"; fail "$prog $*: client failed ($rc)"; }
+	grep -E '^ *[0-9]+ +[0-9]+ |iters in' "$O/pair.client" | tail -1
 }
 
-if [ -x /usr/bin/ib_send_lat ]; then
-	# -e: one completion channel for both CQs, one poll per event (an
-	# event with no completion behind it fails it, or hangs it)
-	for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" "ib_send_bw -n 2000"; do
-		check "Debian's $t between uids $USER1 and $USER2"
-		# shellcheck disable=SC2086 # words
-		line=$(perftest $t) || exit 1
-		ok "$line"
-	done
-fi
-
-if [ -x /usr/bin/ibv_rc_pingpong ]; then
-	for args in "-n 5000" "-n 2000 -e" "-n 500 -s 65536"; do
-		# shellcheck disable=SC2086 # words
-		check "Debian's ibv_rc_pingpong -c $args between uids $USER1 and $USER2"
-		# shellcheck disable=SC2086 # words
-		line=$(rc_pingpong $args) || exit 1
-		ok "$line"
-	done
-fi
+# perftest's -e: one completion channel for both CQs, one poll per event
+# (an event with no completion behind it fails it, or hangs it);
+# ibv_rc_pingpong -c checks the data: busy polling, with events, 64 KiB.
+for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" "ib_send_bw -n 2000" \
+	 "ibv_rc_pingpong -c -n 5000" "ibv_rc_pingpong -c -n 2000 -e" \
+	 "ibv_rc_pingpong -c -n 500 -s 65536"; do
+	[ -x "/usr/bin/${t%% *}" ] || continue
+	check "Debian's $t between uids $USER1 and $USER2"
+	# shellcheck disable=SC2086 # words
+	line=$(debian_pair $t) || exit 1
+	ok "$line"
+done
 
 N=20000
 # pingpong direct|engine: the engine turns $N ping-pong SENDs cost.
