@@ -775,7 +775,10 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
  */
 static void take_back_polling(struct ibvc_qp *qp)
 {
-	if (qp->single_threaded || pthread_mutex_trylock(&qp->sq.lock))
+	/* the common case, nothing in the SQ: no lock for it */
+	if (ibvd_observe(&qp->sq.engine->head) ==
+	    ibvd_read_once(&qp->sq.client->tail) ||
+	    qp->single_threaded || pthread_mutex_trylock(&qp->sq.lock))
 		return;
 	ibvc_direct_take_back(qp, qp->sq.tail);
 	ibvc_direct_send_done(qp);
