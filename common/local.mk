@@ -8,6 +8,7 @@ common_libibvd_common_la_SOURCES = \
 	common/util.h \
 	common/ring.h common/barrier.h \
 	common/transit.c common/transit.h \
+	common/lease.c common/lease.h \
 	common/verbs_msg.c common/verbs_msg.h \
 	common/cm_qp.h
 nodist_common_libibvd_common_la_SOURCES = proto/ibverbsd.pb-c.c proto/ibverbsd.pb-c.h

@@ -49,9 +49,14 @@
  * once a WQE's completion is written, equals the tail) and that fits the
  * ring's free space; a SEND that does not fit waits for room while the
  * receiver (or the engine, asked after a while) takes messages.
- * Everything else goes to the SQ as today: SENDs behind one-sided
- * operations or larger than the free space, SEND_WITH_INV (the
- * invalidation is the daemon's), RDMA WRITE with immediate, READs,
+ * An RDMA WRITE or READ into a peer's MR on shared file memory that the
+ * daemon granted (lease.h) is the library's own memcpy under the same
+ * conditions, and only when the ring is empty too (consumed ==
+ * produced: a WRITE never lands before an earlier SEND); its completion
+ * waits its turn with the SENDs'.  Everything else goes to the SQ as
+ * today: SENDs behind one-sided operations the engine runs or larger
+ * than the free space, SEND_WITH_INV (the invalidation is the daemon's),
+ * RDMA WRITE with immediate, WRITEs and READs to memory not granted,
  * atomics.  The QP's lock keeps other posters out, and the engine never
  * writes a ring, so a ring has one producer.
  *
@@ -151,6 +156,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "lease.h"
+
 #define IBVD_TRANSIT_CELL	64u
 #define IBVD_TRANSIT_MIN_CELLS	64u		/* 4 KiB */
 #define IBVD_TRANSIT_MAX_CELLS	(1u << 20)	/* 64 MiB */
@@ -231,6 +238,20 @@ struct ibvd_transit {
  * (from the QP on side 0 to its peer) and ring 1.
  */
 #define IBVD_TRANSIT_CTL_BYTES	4096u
+
+/*
+ * The pair's leases on one-sided direct access (lease.h), in the same
+ * first page: side i's, for what side i's library does to side !i's
+ * memory, at IBVD_TRANSIT_LEASE_OFF + i * sizeof(struct ibvd_lease).
+ */
+#define IBVD_TRANSIT_LEASE_OFF	1024u
+
+static inline struct ibvd_lease *ibvd_transit_lease(void *base,
+						     unsigned int side)
+{
+	return (struct ibvd_lease *)((uint8_t *)base + IBVD_TRANSIT_LEASE_OFF) +
+	       (side & 1);
+}
 
 static inline uint64_t ibvd_transit_pair_bytes(uint32_t ncells)
 {

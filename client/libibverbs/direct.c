@@ -51,12 +51,16 @@
 #define DIRECT_ROOM_ASK_NS	20000u
 #define DIRECT_ROOM_GIVE_UP_NS	200000u
 
-/* A SEND on the ring, not completed yet. */
+/*
+ * A SEND on the ring, not completed yet, or a WRITE or READ done under a
+ * grant (direct_rdma.c), whose completion waits its turn here.
+ */
 struct ibvc_direct_send {
 	uint64_t wr_id;
 	uint32_t end;			/* `consumed` once it was taken */
 	uint32_t byte_len;
 	uint32_t mark;			/* its send CQ's engine tail at posting */
+	uint8_t opcode;			/* enum ibv_wc_opcode */
 	bool signaled;
 };
 
@@ -68,9 +72,13 @@ struct ibvc_direct {
 	uint32_t peer_qpn;
 	uint16_t peer_slid;
 	uint8_t peer_sl;
+	unsigned int side;		/* ours in the pair */
 	/* posters (SQ lock) */
 	uint32_t produced;
 	bool produced_now;		/* this post_send list used the ring */
+	struct ibvc_grants *grants;	/* the peer's MRs we copy to and from */
+	bool done_now;			/* and completed a signalled one so */
+	uint32_t done_end;		/* `produced` then */
 	/* the sends in flight: posters add at tail, pollers take at head */
 	struct ibvc_direct_send *sends;
 	uint32_t sends_cap;		/* a power of two */
@@ -196,6 +204,7 @@ static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
 static void direct_free(struct ibvc_direct *d)
 {
 	pthread_mutex_destroy(&d->wake_lock);
+	ibvc_grants_free(d->grants);
 	ibvc_unmap(&d->map);
 	free(d->sends);
 	free(d);
@@ -231,6 +240,7 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 	d->peer_qpn = r->peer_qpn;
 	d->peer_slid = (uint16_t)r->peer_slid;
 	d->peer_sl = (uint8_t)r->peer_sl;
+	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
 	d->produced = ibvd_read_once(&d->out.ctl->produced);
 	*ret = d;
@@ -422,12 +432,21 @@ static bool sq_drained(const struct ibvc_qp *qp, uint32_t sq_tail)
 		retired == ibvd_observe(&qp->sq.engine->head));
 }
 
-/* May SENDs go on the ring now (but for their size)? */
-static bool ring_usable(const struct ibvc_qp *qp, const struct ibvc_direct *d)
+/*
+ * May requests be done here now: the daemon says so, and there is room
+ * to remember one until its completion?
+ */
+static bool direct_usable(const struct ibvc_qp *qp, const struct ibvc_direct *d)
 {
 	return ibvd_read_once(&qp->sq.engine->direct_send_ok) &&
-	       ibvd_observe(&d->out.ctl->rx_ready) &&
 	       d->sends_tail - ibvd_observe(&d->sends_head) < d->sends_cap;
+}
+
+/* May SENDs go on the ring now (but for their size)?  The receiver must
+ * know of the ring too. */
+static bool ring_usable(const struct ibvc_qp *qp, const struct ibvc_direct *d)
+{
+	return direct_usable(qp, d) && ibvd_observe(&d->out.ctl->rx_ready);
 }
 
 static uint64_t now_ns(void)
@@ -483,6 +502,28 @@ static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 }
 
 /*
+ * A request the ring or a grant carries: its completion waits until the
+ * receiver took what the ring holds up to here (`produced` now).
+ */
+static bool remember(struct ibvc_qp *qp, struct ibvc_direct *d,
+		     uint64_t wr_id, enum ibv_wc_opcode opcode,
+		     uint32_t byte_len, unsigned int send_flags, uint32_t mark)
+{
+	struct ibvc_direct_send *s;
+
+	s = &d->sends[d->sends_tail & (d->sends_cap - 1)];
+	s->wr_id = wr_id;
+	s->end = d->produced;
+	s->byte_len = byte_len;
+	s->mark = mark;
+	s->opcode = (uint8_t)opcode;
+	s->signaled = qp->sq_sig_all || (send_flags & IBV_SEND_SIGNALED);
+	/* Release: the pollers see the entry before the new tail. */
+	ibvd_publish(&d->sends_tail, d->sends_tail + 1);
+	return s->signaled;
+}
+
+/*
  * Write m on the ring (it fits at `consumed` as read) and remember it
  * until the receiver takes it; mark: its send CQ's engine tail, which
  * holds every completion of the QP's earlier WQEs.
@@ -491,7 +532,6 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 		     const struct ring_msg *m, uint32_t consumed, uint32_t mark)
 {
 	struct ibvd_transit_frag f;
-	struct ibvc_direct_send *s;
 
 	memset(&f, 0, sizeof(f));
 	f.kind = m->opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
@@ -505,14 +545,8 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, m->iov,
 			       m->iovcnt) < 0)
 		return false;
-	s = &d->sends[d->sends_tail & (d->sends_cap - 1)];
-	s->wr_id = m->wr_id;
-	s->end = d->produced;
-	s->byte_len = (uint32_t)m->len;
-	s->mark = mark;
-	s->signaled = qp->sq_sig_all || (m->send_flags & IBV_SEND_SIGNALED);
-	/* Release: the pollers see the entry before the new tail. */
-	ibvd_publish(&d->sends_tail, d->sends_tail + 1);
+	remember(qp, d, m->wr_id, IBV_WC_SEND, (uint32_t)m->len, m->send_flags,
+		 mark);
 	d->produced_now = true;
 	return true;
 }
@@ -522,6 +556,37 @@ static uint32_t send_cq_tail(const struct ibvc_qp *qp)
 	return ibvd_observe(&to_ibvc_cq(qp->qp.send_cq)->ring.engine->tail);
 }
 
+/*
+ * A WRITE or READ into the peer's memory by a grant (direct_rdma.c), done
+ * now.  RC order: only when the engine has finished every earlier
+ * request and the receiver took every SEND before it (a WRITE must not
+ * land before an earlier SEND); otherwise the engine does it, after
+ * placing those SENDs itself.
+ */
+static int direct_rdma(struct ibvc_qp *qp, struct ibvc_direct *d,
+		       const struct ibv_send_wr *wr)
+{
+	uint32_t byte_len;
+
+	if (ibvd_read_once(&d->out.ctl->consumed) != d->produced)
+		return 0;
+	if (!d->grants) {
+		d->grants = ibvc_grants_new(ibvd_transit_lease(d->map.addr,
+							       d->side));
+		if (!d->grants)
+			return 0;
+	}
+	if (!ibvc_grants_rdma(qp, d->grants, d->gen, wr, &byte_len))
+		return 0;
+	if (remember(qp, d, wr->wr_id, wr->opcode == IBV_WR_RDMA_READ ?
+		     IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE, byte_len,
+		     wr->send_flags, send_cq_tail(qp))) {
+		d->done_now = true;
+		d->done_end = d->produced;
+	}
+	return 1;
+}
+
 int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		     uint32_t sq_tail)
 {
@@ -529,8 +594,12 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 	struct ring_msg m;
 	uint32_t consumed;
 
-	if (!d || !ring_usable(qp, d) || !sq_drained(qp, sq_tail) ||
-	    !msg_from_wr(qp, wr, &m))
+	if (!d || !direct_usable(qp, d) || !sq_drained(qp, sq_tail))
+		return 0;
+	/* one-sided: the target's library has no part in it */
+	if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_READ)
+		return direct_rdma(qp, d, wr);
+	if (!ibvd_observe(&d->out.ctl->rx_ready) || !msg_from_wr(qp, wr, &m))
 		return 0;
 	consumed = ibvd_read_once(&d->out.ctl->consumed);
 	if (!wait_room(qp, d, m.len, &consumed) ||
@@ -622,7 +691,8 @@ enum wake_kind { WAKE_NONE, WAKE_ON_FAIL, WAKE_AT };
  * SEND is the earliest (and if it was taken, its event is on the way).
  * Posters and arming pollers both come here, under wake_lock.
  */
-static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d)
+static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
+				  bool done)
 {
 	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
 	struct ibvd_transit_ctl *ctl = d->out.ctl;
@@ -638,7 +708,10 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d)
 	if (was == IBVD_TRANSIT_WAKE_AT &&
 	    (uint32_t)(__atomic_load_n(&ctl->wake, __ATOMIC_RELAXED) >> 32) == arm)
 		goto out;
-	if (first_untaken(d, &end)) {
+	/* a completion made by this post comes first: it is due now */
+	if (done)
+		end = d->done_end;
+	if (done || first_untaken(d, &end)) {
 		__atomic_store_n(&ctl->wake, (uint64_t)arm << 32 | end,
 				 __ATOMIC_RELAXED);
 		/* Release: the engine that sees the mode sees the wake. */
@@ -660,25 +733,31 @@ out:
 void ibvc_direct_send_done(struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
-	bool ring;
+	bool ring = false, done;
 
-	if (!d || !d->produced_now)
+	if (!d || !(d->produced_now || d->done_now))
 		return;
-	d->produced_now = false;
-	ibvd_transit_publish(&d->out, d->produced);
-	/*
-	 * Store (produced) -> load (arm_seq, send_ok) needs a full fence,
-	 * mirrored by the receiver arming and the daemon letting go of the
-	 * pair: whoever stores last sees the other's store.
-	 */
-	ibvd_full_fence();
-	ring = ibvd_read_once(&d->out.ctl->arm_seq) ||
-	       !ibvd_read_once(&qp->sq.engine->direct_send_ok);
+	done = d->done_now;
+	d->done_now = false;
+	if (d->produced_now) {
+		d->produced_now = false;
+		ibvd_transit_publish(&d->out, d->produced);
+		/*
+		 * Store (produced) -> load (arm_seq, send_ok) needs a full
+		 * fence, mirrored by the receiver arming and the daemon
+		 * letting go of the pair: whoever stores last sees the
+		 * other's store.
+		 */
+		ibvd_full_fence();
+		ring = ibvd_read_once(&d->out.ctl->arm_seq) ||
+		       !ibvd_read_once(&qp->sq.engine->direct_send_ok);
+	}
 	/*
 	 * A sender that sleeps on its CQ: the engine sees to it (and places
-	 * the SENDs itself if the receiver does not poll for them).
+	 * the SENDs itself if the receiver does not poll for them, or sends
+	 * the event of a WRITE or READ done here).
 	 */
-	if (update_wake(qp, d) != WAKE_NONE)
+	if (update_wake(qp, d, done) != WAKE_NONE)
 		ring = true;
 	if (ring)
 		ring_own(qp);
@@ -707,7 +786,7 @@ static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 	memset(cqe, 0, sizeof(*cqe));
 	cqe->wr_id = s->wr_id;
 	cqe->status = st;
-	cqe->opcode = IBV_WC_SEND;
+	cqe->opcode = s->opcode;
 	cqe->byte_len = s->byte_len;
 	cqe->qp_num = qp->qp.qp_num;
 }
@@ -1021,7 +1100,7 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 		 * The engine sends the event once the SEND is taken, and takes
 		 * them itself if the receiver does not: it is told of both.
 		 */
-		if (update_wake(qp, d) == WAKE_AT ||
+		if (update_wake(qp, d, false) == WAKE_AT ||
 		    d->sends_head != ibvd_observe(&d->sends_tail))
 			ring_own(qp);
 	}

@@ -429,6 +429,22 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
 void ibvc_direct_armed(struct ibvc_cq *cq);
 void ibvc_direct_cq_fini(struct ibvc_cq *cq);
 
+/*
+ * direct_rdma.c: one-sided direct access to the peer's MRs (common/
+ * lease.h), the grants of one pair under its lease.
+ */
+struct ibvd_lease;
+struct ibvc_grants;
+struct ibvc_grants *ibvc_grants_new(struct ibvd_lease *lease);
+void ibvc_grants_free(struct ibvc_grants *gs);
+/*
+ * Do wr, an RDMA WRITE or READ, by copying under a grant of the pair of
+ * generation gen (SQ lock held): true, with its bytes in *byte_len, if it
+ * is done (its completion is the caller's); false if it must take the SQ.
+ */
+bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
+		      const struct ibv_send_wr *wr, uint32_t *byte_len);
+
 static inline struct ibvc_qp *to_ibvc_qp(struct ibv_qp *qp)
 {
 	return container_of(qp, struct ibvc_qp, qp);

@@ -12,6 +12,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/mr.c \
 	client/libibverbs/mrtab.c \
 	client/libibverbs/direct.c \
+	client/libibverbs/direct_rdma.c \
 	client/libibverbs/backing.c \
 	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \

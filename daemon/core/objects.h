@@ -123,6 +123,16 @@ struct ibvd_mr {
 	size_t map_len;
 	uint8_t *map_base;
 	bool map_writable;
+	/*
+	 * One-sided direct access (common/lease.h): the file and where map
+	 * starts in it, kept while the MR allows remote access (map_fd_kept),
+	 * and whether a peer's library was ever granted it, so that dereg
+	 * and rereg revoke first.
+	 */
+	uint64_t map_file_offset;
+	int map_fd;
+	bool map_fd_kept;
+	bool granted;
 	/* windows bound to it (atomic: engine threads bind and invalidate
 	 * under the read lock); DEREG_MR and REREG_MR are EBUSY meanwhile */
 	unsigned int mw_binds;
@@ -324,6 +334,9 @@ struct ibvd_direct {
 	uint32_t gen;			/* never 0; QP_DIRECT names it */
 	struct ibvd_transit ring[2];	/* ring[i]: from qp[i] to qp[!i] */
 	struct ibvd_qp *qp[2];		/* NULL once that side let go */
+	/* side i's library held its lease past a revocation's wait: it
+	 * gets no more grants, and is not waited for again (lease.c) */
+	bool lease_broken[2];
 	LIST_ENTRY(ibvd_direct) link;	/* among the pairs alive */
 };
 

@@ -218,6 +218,8 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp);
 /* qp is in ERR: the SENDs its library has in the ring are flushed. */
 void ibvd_eng_direct_flush(struct ibvd_qp *qp);
+/* qp enters an error state: the pair's grants (common/lease.h) are void. */
+void ibvd_eng_direct_void(struct ibvd_qp *qp);
 /*
  * qp's peer went away: if SENDs wait in qp's ring, the first of them
  * fails with RETRY_EXC_ERR (they are older than anything in its SQ);

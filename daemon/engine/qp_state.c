@@ -32,6 +32,7 @@ struct ibvd_qp *ibvd_eng_connected_peer(const struct ibvd_qp *src)
 
 static void mark_queues(struct ibvd_qp *qp, bool rq_too)
 {
+	ibvd_eng_direct_void(qp);
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->error, 1);
 	if (rq_too && !qp->srq && qp->rq.engine_page)
 		ibvd_publish(&((struct ibvd_wq_engine *)qp->rq.engine_page)->error, 1);

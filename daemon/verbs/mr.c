@@ -160,7 +160,14 @@ static void spec_map(struct ibvd_call *call, const struct mr_spec *sp,
 	ret = sp->access & IBV_ACCESS_ON_DEMAND ? -EOPNOTSUPP :
 	      ibvd_mr_map_file(fd, file_offset, sp->length,
 			       sp->access & IBV_ACCESS_LOCAL_WRITE, m);
-	close(fd);
+	/* remote access may be granted to a peer's library: keep the file */
+	if (ret == 0 && (sp->access & (IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_REMOTE_WRITE))) {
+		m->fd = fd;
+		m->keeps_fd = true;
+	} else {
+		close(fd);
+	}
 	if (ret < 0)
 		log_debug("MR range %#" PRIx64 "+%" PRIu64 " not mapped: %s",
 			  sp->addr, sp->length, strerror(-ret));
@@ -275,6 +282,9 @@ void ibvd_mr_destroy(struct ibvd_mr *mr)
 	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct ibvd_mr_mapping none = { 0 };
 
+	/* no peer's library copies to or from it past here (lease.h) */
+	if (mr->granted)
+		ibvd_direct_revoke_into(mr->ctx);
 	ibvd_mr_unregister(mr);
 	ibvd_mr_mapping_install(mr, &none);
 	ibvd_handle_remove(&mr->ctx->handles, mr->handle, IBVD_OBJ_MR);
@@ -418,6 +428,10 @@ static int rereg_mr(struct ibvd_call *call, bool shared)
 		return ibvd_call_error(call, -EBUSY, "MR %#x got a window bound",
 				       req->handle);
 	}
+	/* grants of the old registration end before it changes */
+	if (mr->granted)
+		ibvd_direct_revoke_into(mr->ctx);
+	mr->granted = false;
 	mr->pd->users--;
 	sp.pd->users++;
 	mr->pd = sp.pd;

@@ -144,6 +144,11 @@ struct ibvd_mr_mapping {
 	size_t map_len;
 	uint8_t *base;			/* the byte at file offset `offset` */
 	bool writable;
+	uint64_t file_offset;		/* of map's first byte */
+	/* the file itself, kept for grants (lease.h) of an MR with remote
+	 * access; closed with the mapping */
+	int fd;
+	bool keeps_fd;
 };
 
 /*
@@ -236,6 +241,19 @@ void ibvd_direct_limits_changed(void);
 /* qp is reset or destroyed (write lock held): it lets go of its rings. */
 void ibvd_direct_leave(struct ibvd_qp *qp);
 int ibvd_req_qp_direct(struct ibvd_call *call);
+/*
+ * Revoke every grant (common/lease.h) into ctx's memory and wait for
+ * copies under them to end: before a granted MR of ctx changes or goes.
+ */
+void ibvd_direct_revoke_into(const struct ibvd_context *ctx);
+
+/* ---- lease.c: one-sided direct access to a peer's MR ------------------ */
+
+struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
+				     unsigned int side);
+/* Void side's grants in d, waiting for a copy under one to end. */
+void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side);
+int ibvd_req_qp_remote_mr(struct ibvd_call *call);
 
 void ibvd_qp_destroy(struct ibvd_qp *qp);
 /*

@@ -37,7 +37,7 @@ FUZZ_INCLUDES = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 check_LIBRARIES = tests/fuzz/libfuzzdaemon.a
 tests_fuzz_libfuzzdaemon_a_SOURCES = $(DAEMON_SOURCES) \
 	common/frame.c common/conn.c common/log.c common/verbs_msg.c \
-	common/transit.c
+	common/transit.c common/lease.c
 nodist_tests_fuzz_libfuzzdaemon_a_SOURCES = proto/ibverbsd.pb-c.c
 tests_fuzz_libfuzzdaemon_a_CPPFLAGS = $(FUZZ_INCLUDES)
 tests_fuzz_libfuzzdaemon_a_CFLAGS = $(FUZZ_COMPILE) \

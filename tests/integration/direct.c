@@ -38,6 +38,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "transit.h"
 #include "vt.h"
 
 #define BUF(mr)		((uint8_t *)(mr)->addr)
@@ -270,6 +271,278 @@ START_TEST(receiver_never_polls)
 		vt_expect_ok(f.p.rcq[1], &wc, (uint64_t)i, IBV_WC_RECV, "then polled");
 		vt_expect_pat(BUF(f.b) + 100 * i, 100, 0, (uint32_t)i, "bytes");
 	}
+	fx_free(&f);
+}
+END_TEST
+
+/* ---- one-sided direct access (common/lease.h) ----------------------------- */
+
+#define GRANTED	"ibvd-granted"
+
+/* How many mappings of the granted memfd: ours, plus one per grant. */
+static int granted_maps(int *writable)
+{
+	return vt_memfd_maps(GRANTED, writable, NULL);
+}
+
+/* One completion on cq of wr_id, anything but success. */
+static void expect_failed(struct ibv_cq *cq, uint64_t wr_id, const char *what)
+{
+	struct ibv_wc wc;
+
+	ck_assert_msg(vt_poll(cq, &wc, 1, vt_tmo_ms()) == 1, "%s: no completion", what);
+	ck_assert_msg(wc.wr_id == wr_id && wc.status != IBV_WC_SUCCESS,
+		      "%s: wr_id %llu status %s", what,
+		      (unsigned long long)wc.wr_id, vt_status(wc.status));
+}
+
+/*
+ * WRITEs and READs of every size into an MR on a memfd: the initiator's
+ * library maps the file (a second mapping of it shows) and copies itself;
+ * every byte checked, completions in order with the right opcodes.
+ */
+START_TEST(rdma_granted)
+{
+	static const uint32_t len[] = { 1, 63, 64, 4096, 30000, LEN };
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+	unsigned int i;
+	int w;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	ck_assert_int_eq(granted_maps(NULL), 1);
+	for (i = 0; i < VT_ARRAY_SIZE(len); i++) {
+		uint32_t off = LEN - len[i];
+
+		vt_fill(BUF(f.a), len[i], 0, 50 + i);
+		vt_send(f.p.qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			BUF(f.a), len[i], f.a->lkey, ADDR(t, off), t->rkey);
+		vt_expect_ok(f.p.scq[0], &wc, i, IBV_WC_RDMA_WRITE, "WRITE");
+		vt_expect_pat(BUF(t) + off, len[i], 0, 50 + i, "written");
+		memset(BUF(f.a), 0, len[i]);
+		vt_send(f.p.qp[0], 100 + i, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED,
+			BUF(f.a), len[i], f.a->lkey, ADDR(t, off), t->rkey);
+		vt_expect_ok(f.p.scq[0], &wc, 100 + i, IBV_WC_RDMA_READ, "READ");
+		ck_assert_uint_eq(wc.byte_len, len[i]);
+		vt_expect_pat(BUF(f.a), len[i], 0, 50 + i, "read back");
+	}
+	ck_assert_msg(granted_maps(&w) == 2 && w == 2,
+		      "the grant maps the file writable once: %d mappings",
+		      granted_maps(NULL));
+	/* past the MR's end: not the grant's, the engine fails it */
+	vt_send(f.p.qp[0], 9, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, LEN - 32), t->rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 9, IBV_WC_REM_ACCESS_ERR, "past the end");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/* RC order as in order_with_writes, the WRITEs into a granted MR. */
+START_TEST(rdma_granted_order)
+{
+	volatile uint8_t *flag;
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+	unsigned int i;
+	long end;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	flag = BUF(t) + LEN - 1;
+	for (i = 0; i < 400; i++) {
+		/* SEND then WRITE, the receiver watching memory, not polling */
+		vt_fill(BUF(f.a), 1000, 0, 300 + i);
+		*flag = 0;
+		vt_recv(f.p.qp[1], i, BUF(t), 1000, t->lkey);
+		vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, BUF(f.a), 1000,
+			f.a->lkey, 0, 0);
+		BUF(f.a)[LEN - 1] = (uint8_t)(i % 255 + 1);
+		vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			BUF(f.a) + LEN - 1, 1, f.a->lkey, ADDR(t, LEN - 1),
+			t->rkey);
+		end = vt_now_ms() + vt_tmo_ms();
+		while (*flag != (uint8_t)(i % 255 + 1) && vt_now_ms() < end)
+			;
+		ck_assert_msg(*flag == (uint8_t)(i % 255 + 1),
+			      "round %u: the WRITE never landed", i);
+		vt_expect_pat(BUF(t), 1000, 0, 300 + i,
+			      "the SEND's bytes before the WRITE's");
+		vt_expect_ok(f.p.rcq[1], &wc, i, IBV_WC_RECV, "SEND before WRITE");
+		vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_WRITE, "WRITE after SEND");
+		/* WRITE then SEND: the receiver finds the WRITE's bytes */
+		vt_fill(BUF(f.a), 4096, 0, 600 + i);
+		vt_recv(f.p.qp[1], 1000 + i, BUF(f.b), 64, f.b->lkey);
+		vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, 0, BUF(f.a), 4096,
+			f.a->lkey, ADDR(t, 8192), t->rkey);
+		vt_send(f.p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a),
+			8, f.a->lkey, 0, 0);
+		vt_expect_ok(f.p.rcq[1], &wc, 1000 + i, IBV_WC_RECV, "SEND after WRITE");
+		vt_expect_pat(BUF(t) + 8192, 4096, 0, 600 + i, "the WRITE before the SEND");
+		vt_expect_ok(f.p.scq[0], &wc, 4, IBV_WC_SEND, "SEND after WRITE");
+	}
+	ck_assert_int_eq(granted_maps(NULL), 2);
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Deregistration revokes: the memory stays mapped by its process, but a
+ * WRITE with the old key fails (the engine knows no such key) and lands
+ * nothing, and the initiator's library let go of its mapping.
+ */
+START_TEST(rdma_revoked_by_dereg)
+{
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	uint32_t rkey;
+	uint8_t *mem;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	mem = BUF(t);
+	rkey = t->rkey;
+	vt_fill(BUF(f.a), 4096, 0, 5);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	ck_assert_int_eq(granted_maps(NULL), 2);
+	ck_assert_int_eq(ibv_dereg_mr(t), 0);
+	memset(mem, 0, LEN);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, (uint64_t)(uintptr_t)mem, rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_ACCESS_ERR, "after dereg");
+	vt_expect_byte(mem, LEN, 0, "the deregistered memory");
+	ck_assert_msg(granted_maps(NULL) == 1, "the grant still mapped: %d",
+		      granted_maps(NULL));
+	munmap(mem, LEN);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Re-registration revokes too, and a grant follows the MR's access: read
+ * only now, the file mapped read-only, a WRITE fails and lands nothing.
+ */
+START_TEST(rdma_revoked_by_rereg)
+{
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+	int w;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_fill(BUF(f.a), 4096, 0, 6);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	ck_assert_int_eq(ibv_rereg_mr(t, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL,
+				      0, IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_REMOTE_READ), 0);
+	memset(BUF(f.a), 0, 4096);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_READ, "READ after rereg");
+	vt_expect_pat(BUF(f.a), 4096, 0, 6, "read back");
+	ck_assert_msg(granted_maps(&w) == 2 && w == 1,
+		      "a read-only grant: %d mappings, %d writable",
+		      granted_maps(NULL), w);
+	vt_fill(BUF(f.a), 4096, 0, 7);
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 3, IBV_WC_REM_ACCESS_ERR, "WRITE, read only");
+	vt_expect_pat(BUF(t), 4096, 0, 6, "the MR after a refused WRITE");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/* A target QP in error: a WRITE from its peer fails and lands nothing. */
+START_TEST(rdma_target_in_error)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_fill(BUF(f.a), 4096, 0, 8);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE), 0);
+	memset(BUF(t), 0, LEN);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	expect_failed(f.p.scq[0], 2, "WRITE to a QP in error");
+	vt_expect_byte(BUF(t), LEN, 0, "the target's memory");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Private memory is never granted: the engine does the WRITE (the daemon
+ * refuses once, the library remembers), and the bytes arrive all the same.
+ */
+START_TEST(rdma_private_not_granted)
+{
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	fx_init(&f, NULL);
+	for (i = 0; i < 3; i++) {
+		vt_fill(BUF(f.a), 4096, 0, 10 + (uint32_t)i);
+		vt_send(f.p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE,
+			IBV_SEND_SIGNALED, BUF(f.a), 4096, f.a->lkey,
+			ADDR(f.b, 0), f.b->rkey);
+		vt_expect_ok(f.p.scq[0], &wc, (uint64_t)i, IBV_WC_RDMA_WRITE,
+			     "WRITE to private memory");
+		vt_expect_pat(BUF(f.b), 4096, 0, 10 + (uint32_t)i, "written");
+	}
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * A library that claims to copy for ever (in_use stuck, as a stopped or
+ * lying one would): deregistration waits its bounded while, then goes on
+ * (direct.sh finds the daemon's warning), and the daemon serves on.
+ */
+START_TEST(rdma_lease_held)
+{
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct ibvd_lease *lease;
+	void *base = NULL;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	ck_assert_int_gt(vt_memfd_maps("ibvd-transit", NULL, &base), 0);
+	lease = (struct ibvd_lease *)((uint8_t *)base + IBVD_TRANSIT_LEASE_OFF);
+	__atomic_store_n(&lease[0].in_use, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lease[1].in_use, 1, __ATOMIC_SEQ_CST);
+	ck_assert_int_eq(ibv_dereg_mr(t), 0);
+	__atomic_store_n(&lease[0].in_use, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lease[1].in_use, 0, __ATOMIC_SEQ_CST);
+	/* the pair still works, through the engine or not */
+	vt_fill(BUF(f.a), 4096, 0, 11);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_WRITE, "WRITE afterwards");
+	vt_expect_pat(BUF(f.b), 4096, 0, 11, "written afterwards");
 	fx_free(&f);
 }
 END_TEST
@@ -811,6 +1084,14 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
+	tc = new_case(s, "granted");
+	tcase_add_test(tc, rdma_granted);
+	tcase_add_test(tc, rdma_granted_order);
+	tcase_add_test(tc, rdma_revoked_by_dereg);
+	tcase_add_test(tc, rdma_revoked_by_rereg);
+	tcase_add_test(tc, rdma_target_in_error);
+	tcase_add_test(tc, rdma_private_not_granted);
+	tcase_add_test(tc, rdma_lease_held);
 	tc = new_case(s, "errors");
 	tcase_add_test(tc, too_long);
 	tcase_add_test(tc, bad_receive_key);

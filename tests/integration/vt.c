@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -694,18 +695,63 @@ void vt_pair_on(struct vt_pair *p, struct vt_dev *d, const struct vt_qp_opts *o0
 	vt_connect(d, p->qp[1], &a[0], &p->o[1]);
 }
 
-int vt_transit_maps(void)
+int vt_memfd_maps(const char *name, int *writable, void **first)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
+	char line[512], want[128], perms[5];
+	unsigned long start;
 	int n = 0;
 
 	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "/memfd:ibvd-transit"))
-			n++;
+	snprintf(want, sizeof(want), "/memfd:%s ", name);
+	if (writable)
+		*writable = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, want) ||
+		    sscanf(line, "%lx-%*x %4s", &start, perms) != 2)
+			continue;
+		if (first && n == 0)
+			*first = (void *)start;
+		if (writable && perms[1] == 'w')
+			(*writable)++;
+		n++;
+	}
 	fclose(f);
 	return n;
+}
+
+int vt_transit_maps(void)
+{
+	return vt_memfd_maps("ibvd-transit", NULL, NULL);
+}
+
+struct ibv_mr *vt_reg_memfd(struct ibv_pd *pd, size_t len, int access,
+			    const char *name)
+{
+	struct ibv_mr *mr;
+	void *buf;
+	int fd;
+
+	fd = memfd_create(name, MFD_CLOEXEC);
+	vt_assert(fd >= 0, "memfd_create: %s", strerror(errno));
+	vt_assert(ftruncate(fd, (off_t)len) == 0, "ftruncate: %s", strerror(errno));
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	vt_assert(buf != MAP_FAILED, "mmap: %s", strerror(errno));
+	mr = ibv_reg_mr(pd, buf, len, access);
+	vt_assert(mr, "ibv_reg_mr(memfd %s): %s", name, strerror(errno));
+	/* the library passed the daemon a copy of the fd: ours may go */
+	close(fd);
+	return mr;
+}
+
+void vt_dereg_memfd(struct ibv_mr *mr)
+{
+	void *buf = mr->addr;
+	size_t len = mr->length;
+	int ret = ibv_dereg_mr(mr);
+
+	vt_assert(ret == 0, "ibv_dereg_mr: %s", strerror(ret));
+	munmap(buf, len);
 }
 
 struct ibv_ah *vt_ah(struct vt_dev *d, uint16_t dlid, const union ibv_gid *dgid)

@@ -212,6 +212,18 @@ void vt_pair_on(struct vt_pair *p, struct vt_dev *d, const struct vt_qp_opts *o0
  * in /proc/self/maps) this process has: its connected local RC pairs.
  */
 int vt_transit_maps(void);
+/*
+ * Mappings of memfds named `name` in this process; *writable (if not
+ * NULL): how many of them are writable, *first (if not NULL): where the
+ * first starts.
+ */
+int vt_memfd_maps(const char *name, int *writable, void **first);
+
+/* An MR on len bytes of a new memfd `name`, mapped shared (the daemon and
+ * a peer's library may map it too); vt_dereg_memfd unmaps it. */
+struct ibv_mr *vt_reg_memfd(struct ibv_pd *pd, size_t len, int access,
+			    const char *name);
+void vt_dereg_memfd(struct ibv_mr *mr);
 
 /* An address handle on d's port: LID-only if dgid is NULL, else global
  * (sgid_index 0, hop_limit 64); dlid may be 0 with a dgid. */

@@ -3,11 +3,16 @@
  * reads back in order, byte for byte, across the ring's end and the
  * counters' wrap; and what a hostile sender or receiver writes into the
  * shared memory never makes the other side read or write outside the ring.
+ * The leases on one-sided direct access (common/lease.c): a revocation
+ * returns only once a copy under the lease ended, and a copy begun after
+ * it is refused.
  */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,6 +316,84 @@ START_TEST(hostile_sender)
 }
 END_TEST
 
+/* ---- leases (common/lease.c) ------------------------------------------ */
+
+static struct ibvd_lease lease;
+
+/* A copy under a grant of the current epoch; void or revoke: none. */
+START_TEST(lease_epochs)
+{
+	uint32_t e;
+
+	memset(&lease, 0, sizeof(lease));
+	e = lease.epoch;
+	ck_assert(ibvd_lease_begin(&lease, e));
+	ck_assert_uint_eq(lease.in_use, 1);
+	ibvd_lease_end(&lease);
+	ck_assert_uint_eq(lease.in_use, 0);
+	ibvd_lease_void(&lease);
+	ck_assert(!ibvd_lease_begin(&lease, e));
+	ck_assert_uint_eq(lease.in_use, 0);	/* a refusal holds nothing */
+	ck_assert_int_eq(ibvd_lease_revoke(&lease), 0);
+	ck_assert(!ibvd_lease_begin(&lease, e + 1));
+	ck_assert(ibvd_lease_begin(&lease, e + 2));
+	ibvd_lease_end(&lease);
+}
+END_TEST
+
+/*
+ * A copier that begins, signals, then copies slowly: the revocation
+ * returns only after its copy ended, whatever the interleaving, and
+ * its next begin is refused.
+ */
+static volatile int copy_started, copy_done;
+
+static void *copier(void *arg)
+{
+	uint32_t epoch = *(uint32_t *)arg;
+	int i;
+
+	if (!ibvd_lease_begin(&lease, epoch))
+		return NULL;
+	__atomic_store_n(&copy_started, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < 1000; i++)
+		sched_yield();
+	__atomic_store_n(&copy_done, 1, __ATOMIC_SEQ_CST);
+	ibvd_lease_end(&lease);
+	return (void *)1;
+}
+
+START_TEST(lease_revoke_waits)
+{
+	uint32_t epoch;
+	pthread_t t;
+	void *began;
+
+	memset(&lease, 0, sizeof(lease));
+	epoch = lease.epoch;
+	copy_started = copy_done = 0;
+	ck_assert_int_eq(pthread_create(&t, NULL, copier, &epoch), 0);
+	while (!__atomic_load_n(&copy_started, __ATOMIC_SEQ_CST))
+		sched_yield();
+	ck_assert_int_eq(ibvd_lease_revoke(&lease), 0);
+	ck_assert_msg(__atomic_load_n(&copy_done, __ATOMIC_SEQ_CST),
+		      "the revocation returned during a copy");
+	pthread_join(t, &began);
+	ck_assert_ptr_nonnull(began);
+	ck_assert(!ibvd_lease_begin(&lease, epoch));
+}
+END_TEST
+
+/* A lease held for ever (a stopped or lying library): bounded, told. */
+START_TEST(lease_held_for_ever)
+{
+	memset(&lease, 0, sizeof(lease));
+	ck_assert(ibvd_lease_begin(&lease, 0));
+	ck_assert_int_eq(ibvd_lease_revoke(&lease), -ETIMEDOUT);
+	ck_assert_uint_eq(lease.epoch, 1);
+}
+END_TEST
+
 static Suite *transit_suite(void)
 {
 	Suite *s = suite_create("transit");
@@ -325,6 +408,11 @@ static Suite *transit_suite(void)
 	tcase_add_test(tc, lying_receiver);
 	tcase_add_test(tc, garbage_cases);
 	tcase_add_test(tc, hostile_sender);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("lease");
+	tcase_add_test(tc, lease_epochs);
+	tcase_add_test(tc, lease_revoke_waits);
+	tcase_add_test(tc, lease_held_for_ever);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -346,3 +346,14 @@ void ibvd_eng_direct_flush(struct ibvd_qp *qp)
 	if (ibvd_read_once(&qp->direct->ring[qp->direct_side].ctl->sender_waits))
 		ibvd_eng_cq_nudge_failed(qp->send_cq);
 }
+
+void ibvd_eng_direct_void(struct ibvd_qp *qp)
+{
+	struct ibvd_direct *d = qp->direct;
+
+	/* a WRITE or READ the libraries start from now takes the SQ */
+	if (d) {
+		ibvd_lease_void(ibvd_transit_lease(d->map, 0));
+		ibvd_lease_void(ibvd_transit_lease(d->map, 1));
+	}
+}

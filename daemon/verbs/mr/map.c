@@ -18,7 +18,9 @@
  *
  * Its cost (address space, one map count) is bounded by the memlock
  * charge of the MR: on-demand MRs, which are not charged, are never
- * mapped.  Whatever cannot be mapped falls back to the /proc/self/mem
+ * mapped.  An MR with remote access also keeps the fd, so that the
+ * daemon can grant a peer of the same uid the same file (common/
+ * lease.h): one fd per such MR, bounded by the tenant's MR quota.  Whatever cannot be mapped falls back to the /proc/self/mem
  * tier, silently: the mapping is an optimisation, never a requirement.
  */
 #include <config.h>
@@ -72,6 +74,7 @@ int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
 	m->map_len = (size_t)len;
 	m->base = (uint8_t *)p + (offset - start);
 	m->writable = writable;
+	m->file_offset = start;
 	return 0;
 }
 
@@ -79,6 +82,8 @@ void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m)
 {
 	if (m->map)
 		munmap(m->map, m->map_len);
+	if (m->keeps_fd)
+		close(m->fd);
 	*m = (struct ibvd_mr_mapping){ 0 };
 }
 
@@ -86,10 +91,15 @@ void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m)
 {
 	if (mr->map)
 		munmap(mr->map, mr->map_len);
+	if (mr->map_fd_kept)
+		close(mr->map_fd);
 	mr->map = m->map;
 	mr->map_len = m->map_len;
 	mr->map_base = m->base;
 	mr->map_writable = m->writable;
+	mr->map_file_offset = m->file_offset;
+	mr->map_fd = m->fd;
+	mr->map_fd_kept = m->keeps_fd;
 	mr->tier = m->map ? IBVD_MR_TIER_MAPPED : IBVD_MR_TIER_MEMFD;
 	*m = (struct ibvd_mr_mapping){ 0 };
 }

@@ -1,0 +1,346 @@
+/*
+ * One-sided direct access, the library's side (common/lease.h): an RDMA
+ * WRITE or READ on a QP with transit rings whose target MR the daemon
+ * granted us (its peer's memory, shared with a file, same uid) is one
+ * memcpy into or out of our own mapping of that file, under the pair's
+ * lease.  direct.c decides when a request may go this way (RC order) and
+ * completes it; this file keeps the grants and does the copy.
+ *
+ * Grants are asked for once per rkey (QP_REMOTE_MR), kept per pair, and
+ * all dropped when the lease says they were revoked; a refusal is kept
+ * too, so an MR that cannot be granted costs one call, not one per post.
+ *
+ * A file the target shrinks under its MR makes our copy fault (SIGBUS),
+ * as it makes the engine's (engine/memory.c): the copy runs under a
+ * recovery point, and a request that faulted goes to the engine, which
+ * fails it as a NIC would.  That takes a SIGBUS handler, installed at the
+ * first grant, which hands every fault that is not ours to what the
+ * process had before; a thread that blocks SIGBUS (a blocked fault would
+ * kill the process) copies nothing itself.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "ibvd_verbs.h"
+#include "lease.h"
+
+#define GRANTS_MAX	16u
+#define GRANT_MAX_SGE	16u
+/*
+ * Larger requests take the engine: a revocation waits for a copy under
+ * the lease, and this bounds how long (1 MiB is well under a millisecond).
+ */
+#define GRANT_MAX_BYTES	(1u << 20)
+
+struct grant {
+	uint32_t rkey;
+	uint32_t epoch;			/* the lease's when granted */
+	uint32_t access;		/* the MR's; 0: refused */
+	uint64_t iova;
+	uint64_t length;
+	uint8_t *at_iova;		/* the byte at iova in map */
+	void *map;
+	size_t map_len;
+	uint64_t used;			/* for eviction */
+};
+
+struct ibvc_grants {
+	struct ibvd_lease *lease;
+	uint64_t clock;
+	unsigned int n;
+	struct grant g[GRANTS_MAX];
+};
+
+struct ibvc_grants *ibvc_grants_new(struct ibvd_lease *lease)
+{
+	struct ibvc_grants *gs = calloc(1, sizeof(*gs));
+
+	if (gs)
+		gs->lease = lease;
+	return gs;
+}
+
+static void grant_drop(struct grant *g)
+{
+	if (g->map)
+		munmap(g->map, g->map_len);
+	memset(g, 0, sizeof(*g));
+}
+
+static void drop_all(struct ibvc_grants *gs)
+{
+	unsigned int i;
+
+	for (i = 0; i < gs->n; i++)
+		grant_drop(&gs->g[i]);
+	gs->n = 0;
+}
+
+void ibvc_grants_free(struct ibvc_grants *gs)
+{
+	if (!gs)
+		return;
+	drop_all(gs);
+	free(gs);
+}
+
+/* A free entry: a new one, or the least recently used one dropped. */
+static struct grant *grant_slot(struct ibvc_grants *gs)
+{
+	struct grant *old;
+	unsigned int i;
+
+	if (gs->n < GRANTS_MAX)
+		return &gs->g[gs->n++];
+	old = &gs->g[0];
+	for (i = 1; i < GRANTS_MAX; i++)
+		if (gs->g[i].used < old->used)
+			old = &gs->g[i];
+	grant_drop(old);
+	return old;
+}
+
+static int grant_map(struct grant *g, const Ibvd__QpRemoteMrReply *r, int fd)
+{
+	int prot = PROT_READ;
+	void *p;
+
+	if (r->map_len > SIZE_MAX || r->length > r->map_len ||
+	    r->delta > r->map_len - r->length || r->file_offset > INT64_MAX)
+		return -EPROTO;
+	if (r->access & IBV_ACCESS_REMOTE_WRITE)
+		prot |= PROT_WRITE;
+	p = mmap(NULL, (size_t)r->map_len, prot, MAP_SHARED, fd,
+		 (off_t)r->file_offset);
+	if (p == MAP_FAILED)
+		return -errno;
+	g->map = p;
+	g->map_len = (size_t)r->map_len;
+	g->at_iova = (uint8_t *)p + r->delta;
+	g->iova = r->iova;
+	g->length = r->length;
+	g->access = r->access;
+	g->epoch = r->epoch;
+	return 0;
+}
+
+/*
+ * Ask the daemon for the peer's MR of rkey, for the pair of generation
+ * gen.  0: *g holds it (or, access 0, the refusal); < 0: nothing to keep
+ * (the pair changed, the call failed).
+ */
+static int grant_fetch(struct ibvc_qp *qp, uint32_t gen, uint32_t rkey,
+		       struct grant *g)
+{
+	Ibvd__QpRemoteMr req = IBVD__QP_REMOTE_MR__INIT;
+	Ibvd__QpRemoteMrReply *reply = NULL;
+	unsigned int nfds = 1;
+	int fd = -1, err;
+
+	req.handle = qp->qp.handle;
+	req.rkey = rkey;
+	err = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QP_REMOTE_MR,
+			     &req.base, &ibvd__qp_remote_mr_reply__descriptor,
+			     (ProtobufCMessage **)&reply, &fd, &nfds);
+	memset(g, 0, sizeof(*g));
+	g->rkey = rkey;
+	if (err == -EPERM || err == -EOPNOTSUPP || err == -ENOENT)
+		return 0;		/* refused: remembered as such */
+	if (err < 0)
+		return err;
+	if (nfds != 1 || reply->gen != gen)
+		err = -EPROTO;
+	else
+		err = grant_map(g, reply, fd);
+	if (nfds == 1)
+		close(fd);
+	ibvd__qp_remote_mr_reply__free_unpacked(reply, NULL);
+	return err;
+}
+
+static struct grant *grant_find(struct ibvc_qp *qp, struct ibvc_grants *gs,
+				uint32_t gen, uint32_t rkey)
+{
+	struct grant *g;
+	unsigned int i;
+
+	for (i = 0; i < gs->n; i++)
+		if (gs->g[i].rkey == rkey) {
+			g = &gs->g[i];
+			goto found;
+		}
+	g = grant_slot(gs);
+	if (grant_fetch(qp, gen, rkey, g) < 0) {
+		/* nothing kept: the entry goes back */
+		*g = gs->g[--gs->n];
+		memset(&gs->g[gs->n], 0, sizeof(gs->g[gs->n]));
+		return NULL;
+	}
+found:
+	g->used = ++gs->clock;
+	return g->access ? g : NULL;
+}
+
+/* The local side of wr: registered memory we may read (or write, READ). */
+static bool local_ok(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
+		     bool write, uint64_t *len)
+{
+	bool keyless = !write && (wr->send_flags & IBV_SEND_INLINE);
+	int i;
+
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > GRANT_MAX_SGE)
+		return false;
+	*len = 0;
+	for (i = 0; i < wr->num_sge; i++) {
+		const struct ibv_sge *s = &wr->sg_list[i];
+
+		if (s->length && !keyless &&
+		    !ibvc_mrtab_covers(to_ibvc_context(qp->qp.context),
+				       qp->qp.pd, s->lkey, s->addr, s->length,
+				       write))
+			return false;
+		*len += s->length;
+	}
+	return *len <= GRANT_MAX_BYTES;
+}
+
+static bool remote_ok(const struct grant *g, uint32_t need, uint64_t addr,
+		      uint64_t len)
+{
+	return (g->access & need) && addr >= g->iova &&
+	       len <= g->length && addr - g->iova <= g->length - len;
+}
+
+/* Not inlined: what it changes must not live in guarded_copy's frame,
+ * which a fault returns to. */
+static __attribute__((noinline)) void copy(const struct ibv_send_wr *wr,
+					   uint8_t *remote, bool read)
+{
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		void *local = (void *)(uintptr_t)wr->sg_list[i].addr;
+		uint32_t n = wr->sg_list[i].length;
+
+		if (read)
+			memcpy(local, remote, n);
+		else
+			memcpy(remote, local, n);
+		remote += n;
+	}
+}
+
+/* ---- copies that survive a shrunk file ---------------------------------- */
+
+/*
+ * This thread's recovery point while it copies.  Volatile: the compiler
+ * knows memcpy does not read it and would drop the store before it.
+ */
+static __thread sigjmp_buf *volatile copy_jump;
+static __thread int bus_state;		/* 0: not asked, 1: usable, -1: not */
+static struct sigaction before;		/* the process's SIGBUS action */
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	if (copy_jump)
+		siglongjmp(*copy_jump, 1);
+	/* Not ours: as the process would have had it. */
+	if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction) {
+		before.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (!(before.sa_flags & SA_SIGINFO) && before.sa_handler != SIG_DFL &&
+	    before.sa_handler != SIG_IGN) {
+		before.sa_handler(sig);
+		return;
+	}
+	sigaction(SIGBUS, &before, NULL);
+	if (si->si_code <= 0)
+		raise(sig);		/* sent, not a fault */
+	/* a fault: the access faults again, now with the old action */
+}
+
+static void bus_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	/* no mask to restore on the way out: sigsetjmp need not save it */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &before);
+}
+
+static bool bus_usable(void)
+{
+	sigset_t mask;
+
+	if (bus_state == 0) {
+		pthread_once(&bus_once, bus_install);
+		bus_state = pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 &&
+			    !sigismember(&mask, SIGBUS) ? 1 : -1;
+	}
+	return bus_state > 0;
+}
+
+/* Copy under a recovery point: false if a page of either side faulted. */
+static bool guarded_copy(const struct ibv_send_wr *wr, uint8_t *remote,
+			 bool read)
+{
+	sigjmp_buf jump;
+
+	if (sigsetjmp(jump, 0)) {
+		copy_jump = NULL;
+		return false;
+	}
+	copy_jump = &jump;
+	copy(wr, remote, read);
+	copy_jump = NULL;
+	return true;
+}
+
+bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
+		      const struct ibv_send_wr *wr, uint32_t *byte_len)
+{
+	bool read = wr->opcode == IBV_WR_RDMA_READ;
+	uint64_t addr = wr->wr.rdma.remote_addr, len;
+	struct grant *g;
+	int tries = 0;
+
+	if ((!read && wr->opcode != IBV_WR_RDMA_WRITE) ||
+	    !local_ok(qp, wr, read, &len) || !bus_usable())
+		return false;
+	do {
+		g = grant_find(qp, gs, gen, wr->wr.rdma.rkey);
+		if (!g || !remote_ok(g, read ? IBV_ACCESS_REMOTE_READ :
+					       IBV_ACCESS_REMOTE_WRITE,
+				     addr, len))
+			return false;
+		if (ibvd_lease_begin(gs->lease, g->epoch))
+			break;
+		/* revoked since: ask again, once (the MR may have changed) */
+		drop_all(gs);
+		g = NULL;
+	} while (++tries < 2);
+	if (!g)
+		return false;
+	if (!guarded_copy(wr, g->at_iova + (addr - g->iova), read)) {
+		/* the engine fails it properly; the grant is asked again */
+		ibvd_lease_end(gs->lease);
+		drop_all(gs);
+		return false;
+	}
+	ibvd_lease_end(gs->lease);
+	*byte_len = (uint32_t)len;
+	return true;
+}

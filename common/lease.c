@@ -1,0 +1,65 @@
+/*
+ * Leases on direct access to a peer's memory (lease.h): the library's
+ * begin/end around a copy, the daemon's revocation that waits for it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+
+#include "lease.h"
+
+_Static_assert(sizeof(struct ibvd_lease) == 2 * 64, "lease");
+
+bool ibvd_lease_begin(struct ibvd_lease *l, uint32_t epoch)
+{
+	/*
+	 * Store (in_use) -> load (epoch), mirrored by the revoker's store
+	 * (epoch) -> load (in_use): sequentially consistent, so one of the
+	 * two sees the other.
+	 */
+	__atomic_store_n(&l->in_use, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&l->epoch, __ATOMIC_SEQ_CST) == epoch)
+		return true;
+	__atomic_store_n(&l->in_use, 0, __ATOMIC_RELEASE);
+	return false;
+}
+
+void ibvd_lease_end(struct ibvd_lease *l)
+{
+	/* Release: the copy is done before the revoker may go on. */
+	__atomic_store_n(&l->in_use, 0, __ATOMIC_RELEASE);
+}
+
+void ibvd_lease_void(struct ibvd_lease *l)
+{
+	__atomic_fetch_add(&l->epoch, 1, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int ibvd_lease_revoke(struct ibvd_lease *l)
+{
+	uint64_t start = 0;
+
+	ibvd_lease_void(l);
+	/* Acquire: what the copy wrote is done once we see it end. */
+	while (__atomic_load_n(&l->in_use, __ATOMIC_SEQ_CST)) {
+		uint64_t now = now_ns();
+
+		if (!start)
+			start = now;
+		else if (now - start > IBVD_LEASE_WAIT_NS)
+			return -ETIMEDOUT;
+		/* a copy is microseconds; its thread may need our CPU */
+		sched_yield();
+	}
+	return 0;
+}

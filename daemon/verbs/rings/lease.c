@@ -1,0 +1,147 @@
+/*
+ * One-sided direct access (common/lease.h): the daemon grants the library
+ * of a QP with transit rings an MR of its peer that lies in shared file
+ * memory (QP_REMOTE_MR), and revokes the grants before the MR or the pair
+ * changes.  Control thread only.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/objects.h"
+#include "ibverbsd.pb-c.h"
+#include "lease.h"
+#include "log.h"
+#include "server/call.h"
+#include "server/session.h"
+#include "verbs/verbs.h"
+
+#define REMOTE_ACCESS	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+
+struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
+				     unsigned int side)
+{
+	return ibvd_transit_lease(d->map, side);
+}
+
+/*
+ * Void side `side`'s grants in d and wait for a copy under one to end: a
+ * library that does not end it is the target's own uid (lease.h), logged.
+ */
+void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side)
+{
+	struct ibvd_lease *l = ibvd_direct_lease(d, side);
+
+	/*
+	 * Once is enough: a library that holds its lease for ever must not
+	 * hold the control thread (every tenant's requests) at each turn.
+	 */
+	if (d->lease_broken[side]) {
+		ibvd_lease_void(l);
+		return;
+	}
+	if (ibvd_lease_revoke(l) < 0) {
+		d->lease_broken[side] = true;
+		log_warn("transit pair %u, side %u: its library still copied under a revoked grant after %llu ms; going on, no more grants to it",
+			 d->gen, side,
+			 (unsigned long long)(IBVD_LEASE_WAIT_NS / 1000000));
+	}
+}
+
+static bool state_receives(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS;
+}
+
+/*
+ * The fd to give: the MR's own if the peer may write, else the same file
+ * opened again read-only, so the grant cannot write what the MR only lets
+ * be read.  The caller closes it.
+ */
+static int grant_fd(const struct ibvd_mr *mr)
+{
+	char path[64];
+	int fd;
+
+	if (mr->access & IBV_ACCESS_REMOTE_WRITE) {
+		fd = fcntl(mr->map_fd, F_DUPFD_CLOEXEC, 3);
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", mr->map_fd);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static int grant_check(struct ibvd_call *call, const struct ibvd_qp *peer,
+		       const struct ibvd_mr *mr, uint32_t rkey)
+{
+	if (!mr || mr->pd != peer->pd)
+		return ibvd_call_error(call, -ENOENT,
+				       "no MR of key %#x in QP %u's PD",
+				       rkey, peer->qp_num);
+	if (!(mr->access & REMOTE_ACCESS) || !mr->map_fd_kept ||
+	    ((mr->access & IBV_ACCESS_REMOTE_WRITE) && !mr->map_writable))
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "MR of key %#x: no remote access to shared file memory",
+				       rkey);
+	if (call->session->cred.uid != mr->ctx->session->cred.uid)
+		return ibvd_call_error(call, -EPERM,
+				       "MR of key %#x belongs to another uid",
+				       rkey);
+	return 0;
+}
+
+int ibvd_req_qp_remote_mr(struct ibvd_call *call)
+{
+	const Ibvd__QpRemoteMr *req = (const Ibvd__QpRemoteMr *)call->msg;
+	Ibvd__QpRemoteMrReply reply = IBVD__QP_REMOTE_MR_REPLY__INIT;
+	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
+	struct ibvd_qp *peer;
+	struct ibvd_mr *mr;
+	int fd, ret;
+
+	if (!qp)
+		return -EINVAL;
+	/* Pairs and MRs change on this thread only: no lock to read them. */
+	peer = qp->direct ? qp->direct->qp[!qp->direct_side] : NULL;
+	if (!peer)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u shares no transit rings",
+				       qp->qp_num);
+	/* as a NIC's responder would take the request (an error voids) */
+	if (__atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) != IBV_QPS_RTS ||
+	    !state_receives(__atomic_load_n(&peer->state, __ATOMIC_ACQUIRE)))
+		return ibvd_call_error(call, -ENOTCONN,
+				       "QP %u or its peer %u is not connected",
+				       qp->qp_num, peer->qp_num);
+	if (qp->direct->lease_broken[qp->direct_side])
+		return ibvd_call_error(call, -EPERM,
+				       "QP %u's library held its lease too long",
+				       qp->qp_num);
+	mr = ibvd_mr_by_rkey(req->rkey);
+	ret = grant_check(call, peer, mr, req->rkey);
+	if (ret < 0)
+		return ret;
+	fd = grant_fd(mr);
+	if (fd < 0)
+		return ibvd_call_error(call, fd, "MR of key %#x: %s", req->rkey,
+				       "cannot open its file again");
+	reply.gen = qp->direct->gen;
+	reply.epoch = __atomic_load_n(&ibvd_direct_lease(qp->direct,
+							 qp->direct_side)->epoch,
+				      __ATOMIC_SEQ_CST);
+	reply.access = mr->access;
+	reply.iova = mr->iova;
+	reply.length = mr->length;
+	reply.file_offset = mr->map_file_offset;
+	reply.map_len = mr->map_len;
+	reply.delta = (uint64_t)(mr->map_base - (uint8_t *)mr->map);
+	/* from here on, changing the MR revokes first */
+	mr->granted = true;
+	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
+	close(fd);
+	return ret;
+}
