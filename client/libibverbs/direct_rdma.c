@@ -134,11 +134,13 @@ static int grant_map(struct grant *g, const Ibvd__QpRemoteMrReply *r, int fd)
 
 /*
  * Ask the daemon for the peer's MR of rkey, for the pair of generation
- * gen.  0: *g holds it (or, access 0, the refusal); < 0: nothing to keep
- * (the pair changed, the call failed).
+ * gen: *g holds it, or (access 0) a refusal.  Any failure is one: the
+ * engine does what this rkey asks from then on (the grants go with the
+ * pair, and all of them when the lease is revoked), and a daemon that
+ * does not know the request costs one call, not one per post.
  */
-static int grant_fetch(struct ibvc_qp *qp, uint32_t gen, uint32_t rkey,
-		       struct grant *g)
+static void grant_fetch(struct ibvc_qp *qp, uint32_t gen, uint32_t rkey,
+			struct grant *g)
 {
 	Ibvd__QpRemoteMr req = IBVD__QP_REMOTE_MR__INIT;
 	Ibvd__QpRemoteMrReply *reply = NULL;
@@ -152,18 +154,14 @@ static int grant_fetch(struct ibvc_qp *qp, uint32_t gen, uint32_t rkey,
 			     (ProtobufCMessage **)&reply, &fd, &nfds);
 	memset(g, 0, sizeof(*g));
 	g->rkey = rkey;
-	if (err == -EPERM || err == -EOPNOTSUPP || err == -ENOENT)
-		return 0;		/* refused: remembered as such */
 	if (err < 0)
-		return err;
-	if (nfds != 1 || reply->gen != gen)
-		err = -EPROTO;
-	else
-		err = grant_map(g, reply, fd);
+		return;
+	if (nfds == 1 && reply->gen == gen && grant_map(g, reply, fd) < 0)
+		memset(g, 0, sizeof(*g));
+	g->rkey = rkey;
 	if (nfds == 1)
 		close(fd);
 	ibvd__qp_remote_mr_reply__free_unpacked(reply, NULL);
-	return err;
 }
 
 static struct grant *grant_find(struct ibvc_qp *qp, struct ibvc_grants *gs,
@@ -178,12 +176,7 @@ static struct grant *grant_find(struct ibvc_qp *qp, struct ibvc_grants *gs,
 			goto found;
 		}
 	g = grant_slot(gs);
-	if (grant_fetch(qp, gen, rkey, g) < 0) {
-		/* nothing kept: the entry goes back */
-		*g = gs->g[--gs->n];
-		memset(&gs->g[gs->n], 0, sizeof(gs->g[gs->n]));
-		return NULL;
-	}
+	grant_fetch(qp, gen, rkey, g);
 found:
 	g->used = ++gs->clock;
 	return g->access ? g : NULL;
