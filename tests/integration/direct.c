@@ -11,6 +11,10 @@
  *					the QPs must have no rings;
  *					DIRECT_HALFWAY=FILE: halfway it prints
  *					"halfway" and waits for FILE)
+ *        direct-helper sigbus app|default
+ *					after a grant, a fault of the app's
+ *					own: its handler runs ("app"), or it
+ *					dies of SIGBUS ("default")
  *        direct-helper takeback	SENDs that went to the SQ while the
  *					ring was full go on the ring once it
  *					has room; prints "takeback: N
@@ -1161,6 +1165,52 @@ static int takeback(void)
 	return 0;
 }
 
+/*
+ * The library's SIGBUS handler (direct_rdma.c) hands on every fault that
+ * is not its copy's: after a granted WRITE, this process touches a page
+ * of a file it shrank itself.  With "app" it had a handler of its own
+ * first, which must be the one called (it prints and exits 3); without,
+ * the process must die of SIGBUS as it would have (direct.sh checks).
+ */
+static void app_on_sigbus(int sig)
+{
+	static const char msg[] = "sigbus: the app's handler\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(4);
+	_exit(3);
+}
+
+static int sigbus_elsewhere(bool app_handler)
+{
+	struct ibv_mr *a, *t;
+	struct vt_pair p;
+	struct ibv_wc wc;
+	volatile uint8_t *page;
+	int fd;
+
+	if (app_handler)
+		signal(SIGBUS, app_on_sigbus);
+	vt_open(&D);
+	vt_pair(&p, &D, NULL, 16);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(a), 64,
+		a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	vt_assert(vt_memfd_maps(GRANTED, NULL, NULL) == 2, "no grant was made");
+	fd = memfd_create("ibvd-shrunk", MFD_CLOEXEC);
+	vt_assert(fd >= 0 && ftruncate(fd, 4096) == 0, "memfd");
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	vt_assert(page != MAP_FAILED, "mmap");
+	vt_assert(ftruncate(fd, 0) == 0, "ftruncate");
+	printf("sigbus: touching\n");
+	page[0] = 1;
+	printf("sigbus: survived\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	SRunner *sr;
@@ -1171,8 +1221,10 @@ int main(int argc, char **argv)
 		return pingpong(strtoul(argv[2], NULL, 0));
 	if (argc == 2 && strcmp(argv[1], "takeback") == 0)
 		return takeback();
+	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
+		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
 	if (argc != 1) {
-		fprintf(stderr, "usage: direct-helper [pingpong N | takeback]\n");
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | sigbus app|default]\n");
 		return 2;
 	}
 	sr = srunner_create(direct_suite());

@@ -139,6 +139,18 @@ if [ -x /usr/bin/ib_write_lat ]; then
 	ok "$line; the engine ran $n WQEs"
 fi
 
+check "a fault of the app's own after a grant: the library's SIGBUS handler hands it on"
+run_ours "$USER1" "$HELPER" sigbus default >"$O/sigbus-default" 2>&1
+rc=$?
+[ "$rc" -eq $((128 + 7)) ] || { show sigbus "$O/sigbus-default"; fail "exit $rc, not killed by SIGBUS (135)"; }
+expect_grep '^sigbus: touching$' "$O/sigbus-default" "sigbus default"
+! grep -q survived "$O/sigbus-default" || fail "the fault was swallowed"
+run_ours "$USER1" "$HELPER" sigbus app >"$O/sigbus-app" 2>&1
+rc=$?
+[ "$rc" -eq 3 ] || { show sigbus "$O/sigbus-app"; fail "exit $rc, not the app's handler's 3"; }
+expect_grep "^sigbus: the app's handler$" "$O/sigbus-app" "sigbus app"
+ok "killed by SIGBUS without a handler, the app's handler with one"
+
 N=20000
 # pingpong direct|engine: the engine turns $N ping-pong SENDs cost.
 pingpong() {
