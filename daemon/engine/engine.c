@@ -228,11 +228,22 @@ static void short_slices(void)
 		log_debug("engine: no custom scheduler slice: %s", strerror(errno));
 }
 
-/* How long to spin, now that the thread has run out of work. */
-static uint64_t idle_budget(struct ibvd_engine *eng)
+/*
+ * How long to spin, now that the thread has run out of work; wqes: its
+ * WQE count when it last woke up.  A wakeup that was only the control
+ * thread's (a QP changed state) ran no WQE and promises no traffic: a
+ * client setting up connections, whose every call is a round trip with
+ * the control thread, needs that CPU more (cmtime, bench/scale).
+ */
+static uint64_t idle_budget(struct ibvd_engine *eng, uint64_t wqes)
 {
+	bool control = __atomic_exchange_n(&eng->control_kick, false,
+					   __ATOMIC_RELAXED);
+
 	if (spin_ns)
 		return spin_ns;
+	if (control && eng->wqes == wqes)
+		return ENG_SPIN_CONTENDED_NS;
 	if (!ibvd_eng_crowded(&eng->load, eng->now))
 		return ENG_SPIN_NS;
 	eng_count(&eng->crowded, 1);
@@ -242,7 +253,7 @@ static uint64_t idle_budget(struct ibvd_engine *eng)
 static void *engine_main(void *arg)
 {
 	struct ibvd_engine *eng = arg;
-	uint64_t idle_since = 0, budget = 0;
+	uint64_t idle_since = 0, budget = 0, woke_wqes = 0;
 
 	short_slices();
 	while (!__atomic_load_n(&eng->stop, __ATOMIC_ACQUIRE)) {
@@ -252,7 +263,7 @@ static void *engine_main(void *arg)
 		}
 		if (!idle_since) {
 			idle_since = eng->now;
-			budget = idle_budget(eng);
+			budget = idle_budget(eng, woke_wqes);
 		}
 		if (eng->now - idle_since < budget) {
 			cpu_relax();
@@ -260,6 +271,7 @@ static void *engine_main(void *arg)
 		}
 		engine_sleep(eng);
 		idle_since = 0;
+		woke_wqes = eng->wqes;
 	}
 	return NULL;
 }
@@ -556,6 +568,10 @@ void ibvd_engine_qp_kick(struct ibvd_qp *qp)
 	 * Before MODIFY_QP's reply: once the app knows the QP is in ERR, its
 	 * receive posts must already see that they need the doorbell.
 	 */
+	struct ibvd_ectx *ectx = qp->ctx->engine;
+
 	ibvd_eng_mark_stopped(qp);
+	if (ectx && ectx->eng)
+		__atomic_store_n(&ectx->eng->control_kick, true, __ATOMIC_RELAXED);
 	ibvd_eng_qp_ring(qp);
 }

@@ -543,6 +543,8 @@ struct ibvd_engine {
 	uint8_t *wqe_buf;		/* scratch copy of one send WQE */
 	size_t wqe_buf_len;
 	uint64_t now;			/* CLOCK_MONOTONIC ns at the pass start */
+	/* the control thread rang a QP (a state change), not a client */
+	bool control_kick;		/* atomic */
 
 	/* statistics, this thread's only */
 	uint64_t passes, wqes, sleeps, crowded;
