@@ -417,7 +417,7 @@ int main(int argc, char **argv)
 		   d.ndevices, d.ndevices == 1 ? "" : "s", d.socket_path,
 		   ibvd_server_activated(d.server) ? " (socket activation)" : "");
 	ibvd_notify_ready(d.notify);
-	ret = event_base_dispatch(d.base);
+	ret = ibvd_server_run(d.base);
 	if (ret < 0)
 		log_err("event loop failed");
 	shutdown_daemon(&d, &sigs);

@@ -149,6 +149,14 @@ static void call_finish(struct ibvd_call *call, int ret)
 	ibvd_session_send(s, IBVD_MSG_ERROR, call->req_id, &err.base, NULL, 0);
 }
 
+/* Requests dispatched so far (control thread): loop.c polls while they come. */
+static uint64_t calls;
+
+uint64_t ibvd_call_count(void)
+{
+	return calls;
+}
+
 void ibvd_call_dispatch(struct ibvd_session *s, struct ibvd_frame *frame)
 {
 	struct ibvd_call call = {
@@ -159,6 +167,7 @@ void ibvd_call_dispatch(struct ibvd_session *s, struct ibvd_frame *frame)
 	};
 	int ret;
 
+	calls++;
 	ret = call_prepare(&call);
 	if (ret < 0) {
 		log_violation(&call);

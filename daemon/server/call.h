@@ -90,4 +90,7 @@ int ibvd_call_take_fd(struct ibvd_call *call, unsigned int i);
 
 struct ibvd_daemon *ibvd_call_daemon(const struct ibvd_call *call);
 
+/* How many requests were dispatched so far (control thread). */
+uint64_t ibvd_call_count(void);
+
 #endif /* IBVD_CALL_H */

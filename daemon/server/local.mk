@@ -5,5 +5,6 @@ DAEMON_SOURCES += \
 	daemon/server/call.c daemon/server/call.h \
 	daemon/server/clients.c daemon/server/clients.h \
 	daemon/server/server.c daemon/server/server.h \
+	daemon/server/loop.c \
 	daemon/server/session.c daemon/server/session.h \
 	daemon/server/notify.c daemon/server/notify.h

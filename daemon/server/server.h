@@ -41,4 +41,12 @@ int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 /* Stop listening; remove the socket file if we created it.  NULL is fine. */
 void ibvd_server_free(struct ibvd_server *srv);
 
+struct event_base;
+/*
+ * loop.c: run the control thread's event loop until it is broken or
+ * exited (event_base_dispatch, with a short poll after requests).  0, or
+ * -1 if libevent failed.
+ */
+int ibvd_server_run(struct event_base *base);
+
 #endif /* IBVD_SERVER_H */

@@ -1,0 +1,81 @@
+/*
+ * The control thread's loop: libevent's, with a short poll after each
+ * burst of requests.
+ *
+ * A client setting up connections makes one call after another, each a
+ * round trip, and a control thread that goes to sleep in epoll between
+ * them pays a wakeup per call: two context switches, which in a virtual
+ * machine cost more than handling the request.  So after handling
+ * requests the thread keeps looking for more without sleeping, for
+ * CONTROL_POLL_NS after the last one, yielding the CPU between looks so
+ * that whoever is runnable (the client it waits for, on a small machine)
+ * runs.  With the library polling for its reply the same way
+ * (common/conn.c), a burst runs with no wakeups at all: 3,000 CQs and
+ * QPs created and destroyed in 0.51 s instead of 0.90 (bench/scale).
+ * An idle daemon sleeps as before: nothing polls without requests.
+ */
+#include <config.h>
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "call.h"
+#include "server.h"
+
+#define CONTROL_POLL_NS	50000u
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Did the last turn of the loop end it (an error, no events, a break)? */
+static bool ended(struct event_base *base, int ret)
+{
+	return ret != 0 || event_base_got_break(base) ||
+	       event_base_got_exit(base);
+}
+
+/* Requests keep coming: poll for them until none came for a while. */
+static int poll_more(struct event_base *base)
+{
+	uint64_t seen = ibvd_call_count(), last = mono_ns();
+	int ret;
+
+	while (mono_ns() - last < CONTROL_POLL_NS) {
+		sched_yield();
+		ret = event_base_loop(base, EVLOOP_NONBLOCK);
+		if (ended(base, ret))
+			return ret < 0 ? -1 : 1;
+		if (ibvd_call_count() != seen) {
+			seen = ibvd_call_count();
+			last = mono_ns();
+		}
+	}
+	return 0;
+}
+
+int ibvd_server_run(struct event_base *base)
+{
+	uint64_t before;
+	int ret;
+
+	for (;;) {
+		before = ibvd_call_count();
+		ret = event_base_loop(base, EVLOOP_ONCE);
+		if (ended(base, ret))
+			return ret < 0 ? -1 : 0;
+		if (ibvd_call_count() == before)
+			continue;
+		ret = poll_more(base);
+		if (ret)
+			return ret < 0 ? -1 : 0;
+	}
+}
