@@ -242,6 +242,12 @@ void ibvd_direct_limits_changed(void);
 void ibvd_direct_leave(struct ibvd_qp *qp);
 int ibvd_req_qp_direct(struct ibvd_call *call);
 /*
+ * The QP of handle and its peer in a direct pair, for a request about
+ * them: 0, or the request's error (no such QP, no pair).
+ */
+int ibvd_direct_call_pair(struct ibvd_call *call, uint32_t handle,
+			  struct ibvd_qp **qp, struct ibvd_qp **peer);
+/*
  * Revoke every grant (common/lease.h) into ctx's memory and wait for
  * copies under them to end: before a granted MR of ctx changes or goes.
  */

@@ -226,23 +226,32 @@ void ibvd_direct_leave(struct ibvd_qp *qp)
 	ibvd_engine_qp_kick(peer);
 }
 
+int ibvd_direct_call_pair(struct ibvd_call *call, uint32_t handle,
+			  struct ibvd_qp **qp, struct ibvd_qp **peer)
+{
+	*qp = ibvd_call_qp(call, handle);
+	if (!*qp)
+		return -EINVAL;
+	/* Pairs change on this thread only: no lock needed to read them. */
+	*peer = (*qp)->direct ? (*qp)->direct->qp[!(*qp)->direct_side] : NULL;
+	if (!*peer)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u shares no transit rings",
+				       (*qp)->qp_num);
+	return 0;
+}
+
 int ibvd_req_qp_direct(struct ibvd_call *call)
 {
 	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
 	Ibvd__QpDirectReply reply = IBVD__QP_DIRECT_REPLY__INIT;
-	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
 	const struct ibvd_port *port;
-	struct ibvd_qp *peer;
+	struct ibvd_qp *qp, *peer;
 	int fd, ret;
 
-	if (!qp)
-		return -EINVAL;
-	/* Pairs change on this thread only: no lock needed to read them. */
-	peer = qp->direct ? qp->direct->qp[!qp->direct_side] : NULL;
-	if (!peer)
-		return ibvd_call_error(call, -ENOENT,
-				       "QP %u shares no transit rings",
-				       qp->qp_num);
+	ret = ibvd_direct_call_pair(call, req->handle, &qp, &peer);
+	if (ret < 0)
+		return ret;
 	reply.gen = qp->direct->gen;
 	reply.ncells = qp->direct->ncells;
 	reply.side = qp->direct_side;

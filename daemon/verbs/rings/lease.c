@@ -98,19 +98,14 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 {
 	const Ibvd__QpRemoteMr *req = (const Ibvd__QpRemoteMr *)call->msg;
 	Ibvd__QpRemoteMrReply reply = IBVD__QP_REMOTE_MR_REPLY__INIT;
-	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
-	struct ibvd_qp *peer;
+	struct ibvd_qp *qp, *peer;
 	struct ibvd_mr *mr;
 	int fd, ret;
 
-	if (!qp)
-		return -EINVAL;
 	/* Pairs and MRs change on this thread only: no lock to read them. */
-	peer = qp->direct ? qp->direct->qp[!qp->direct_side] : NULL;
-	if (!peer)
-		return ibvd_call_error(call, -ENOENT,
-				       "QP %u shares no transit rings",
-				       qp->qp_num);
+	ret = ibvd_direct_call_pair(call, req->handle, &qp, &peer);
+	if (ret < 0)
+		return ret;
 	/* as a NIC's responder would take the request (an error voids) */
 	if (__atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) != IBV_QPS_RTS ||
 	    !state_receives(__atomic_load_n(&peer->state, __ATOMIC_ACQUIRE)))
