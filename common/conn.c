@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <time.h>
 
 #include "conn.h"
+#include "util.h"
 #include "ibverbsd.pb-c.h"
 
 #define IBVD_DEFAULT_TIMEOUT_MS	30000
@@ -176,25 +176,17 @@ static int parting_error(struct ibvd_conn *conn, struct ibvd_frame *frame)
  */
 #define REPLY_POLL_NS	50000u
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the vDSO's: no system call */
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A frame if one comes within REPLY_POLL_NS, else -EAGAIN. */
 static int poll_reply(struct ibvd_conn *conn, struct ibvd_frame *frame)
 {
-	uint64_t start = mono_ns();
+	uint64_t start = ibvd_mono_ns();
 	int ret;
 
 	for (;;) {
 		ret = ibvd_frame_recv(conn->sock, conn->buf, IBVD_FRAME_MAX,
 				      frame, MSG_DONTWAIT);
 		if ((ret != -EAGAIN && ret != -EWOULDBLOCK) ||
-		    mono_ns() - start > REPLY_POLL_NS)
+		    ibvd_mono_ns() - start > REPLY_POLL_NS)
 			return ret;
 		sched_yield();
 	}

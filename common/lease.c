@@ -6,9 +6,9 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <time.h>
 
 #include "lease.h"
+#include "util.h"
 
 _Static_assert(sizeof(struct ibvd_lease) == 2 * 64, "lease");
 
@@ -37,26 +37,23 @@ void ibvd_lease_void(struct ibvd_lease *l)
 	__atomic_fetch_add(&l->epoch, 1, __ATOMIC_SEQ_CST);
 }
 
-static uint64_t now_ns(void)
+int ibvd_lease_revoke(struct ibvd_lease *l)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ibvd_lease_revoke_for(l, IBVD_LEASE_WAIT_NS);
 }
 
-int ibvd_lease_revoke(struct ibvd_lease *l)
+int ibvd_lease_revoke_for(struct ibvd_lease *l, uint64_t wait_ns)
 {
 	uint64_t start = 0;
 
 	ibvd_lease_void(l);
 	/* Acquire: what the copy wrote is done once we see it end. */
 	while (__atomic_load_n(&l->in_use, __ATOMIC_SEQ_CST)) {
-		uint64_t now = now_ns();
+		uint64_t now = ibvd_mono_ns();
 
 		if (!start)
 			start = now;
-		else if (now - start > IBVD_LEASE_WAIT_NS)
+		else if (now - start > wait_ns)
 			return -ETIMEDOUT;
 		/* a copy is microseconds; its thread may need our CPU */
 		sched_yield();

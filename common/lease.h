@@ -67,5 +67,7 @@ void ibvd_lease_void(struct ibvd_lease *l);
  * in progress, at most IBVD_LEASE_WAIT_NS.  0, or -ETIMEDOUT.
  */
 int ibvd_lease_revoke(struct ibvd_lease *l);
+/* The same, waiting at most wait_ns. */
+int ibvd_lease_revoke_for(struct ibvd_lease *l, uint64_t wait_ns);
 
 #endif /* IBVD_LEASE_H */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -22,6 +23,15 @@ static inline bool ibvd_in_range(uint64_t base, uint64_t size, uint64_t addr,
 				 uint64_t len)
 {
 	return addr >= base && len <= size && addr - base <= size - len;
+}
+
+/* CLOCK_MONOTONIC in ns (the vDSO's: no system call). */
+static inline uint64_t ibvd_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 #endif /* IBVD_UTIL_H */

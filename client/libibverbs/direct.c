@@ -30,12 +30,12 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "barrier.h"
 #include "ibvd_verbs.h"
 #include "transit.h"
+#include "util.h"
 
 #define DIRECT_MAX_SGE	16u
 /*
@@ -449,14 +449,6 @@ static bool ring_usable(const struct ibvc_qp *qp, const struct ibvc_direct *d)
 	return direct_usable(qp, d) && ibvd_observe(&d->out.ctl->rx_ready);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the vDSO's: no system call */
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static bool fits(const struct ibvc_direct *d, uint32_t consumed, uint64_t len)
 {
 	uint32_t room = ibvd_transit_room(&d->out, d->produced, consumed);
@@ -484,7 +476,7 @@ static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 	while (!fits(d, *consumed, len)) {
 		if (*consumed == d->produced)
 			return false;
-		now = now_ns();
+		now = ibvd_mono_ns();
 		c = ibvd_read_once(&d->out.ctl->consumed);
 		if (!since || c != *consumed) {
 			*consumed = c;
@@ -803,7 +795,7 @@ static void stalled(struct ibvc_qp *qp, struct ibvc_direct *d, bool moved)
 	}
 	if (d->stall_rung)
 		return;
-	now = now_ns();
+	now = ibvd_mono_ns();
 	if (!d->stall_ns) {
 		d->stall_ns = now;
 	} else if (now - d->stall_ns > DIRECT_STALL_NS) {

@@ -19,22 +19,14 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include <event2/event.h>
 
 #include "call.h"
 #include "server.h"
+#include "util.h"
 
 #define CONTROL_POLL_NS	50000u
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Did the last turn of the loop end it (an error, no events, a break)? */
 static bool ended(struct event_base *base, int ret)
@@ -46,17 +38,17 @@ static bool ended(struct event_base *base, int ret)
 /* Requests keep coming: poll for them until none came for a while. */
 static int poll_more(struct event_base *base)
 {
-	uint64_t seen = ibvd_call_count(), last = mono_ns();
+	uint64_t seen = ibvd_call_count(), last = ibvd_mono_ns();
 	int ret;
 
-	while (mono_ns() - last < CONTROL_POLL_NS) {
+	while (ibvd_mono_ns() - last < CONTROL_POLL_NS) {
 		sched_yield();
 		ret = event_base_loop(base, EVLOOP_NONBLOCK);
 		if (ended(base, ret))
 			return ret < 0 ? -1 : 1;
 		if (ibvd_call_count() != seen) {
 			seen = ibvd_call_count();
-			last = mono_ns();
+			last = ibvd_mono_ns();
 		}
 	}
 	return 0;
