@@ -31,6 +31,7 @@
 
 #include "ibvd_verbs.h"
 #include "lease.h"
+#include "util.h"
 
 #define GRANTS_MAX	16u
 #define GRANT_MAX_SGE	16u
@@ -156,9 +157,9 @@ static void grant_fetch(struct ibvc_qp *qp, uint32_t gen, uint32_t rkey,
 	g->rkey = rkey;
 	if (err < 0)
 		return;
-	if (nfds == 1 && reply->gen == gen && grant_map(g, reply, fd) < 0)
-		memset(g, 0, sizeof(*g));
-	g->rkey = rkey;
+	/* grant_map fills g only once the file is mapped */
+	if (nfds == 1 && reply->gen == gen)
+		grant_map(g, reply, fd);
 	if (nfds == 1)
 		close(fd);
 	ibvd__qp_remote_mr_reply__free_unpacked(reply, NULL);
@@ -208,8 +209,7 @@ static bool local_ok(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 static bool remote_ok(const struct grant *g, uint32_t need, uint64_t addr,
 		      uint64_t len)
 {
-	return (g->access & need) && addr >= g->iova &&
-	       len <= g->length && addr - g->iova <= g->length - len;
+	return (g->access & need) && ibvd_in_range(g->iova, g->length, addr, len);
 }
 
 /* Not inlined: what it changes must not live in guarded_copy's frame,
