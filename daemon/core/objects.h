@@ -328,8 +328,11 @@ struct ibvd_direct {
 	int fd;				/* the sealed memfd both libraries map,
 					 * -1 once both have it */
 	unsigned int fetched;		/* bit i: side i took the fd */
-	void *map;			/* the daemon's mapping of all of it */
+	void *map;			/* the daemon's mapping of all of it,
+					 * NULL until a library asks for it */
 	size_t map_len;
+	void *ctl;			/* the rings' and leases' block: map,
+					 * or a zeroed one of the daemon's */
 	uint32_t ncells;
 	uint32_t gen;			/* never 0; QP_DIRECT names it */
 	struct ibvd_transit ring[2];	/* ring[i]: from qp[i] to qp[!i] */

@@ -353,7 +353,7 @@ void ibvd_eng_direct_void(struct ibvd_qp *qp)
 
 	/* a WRITE or READ the libraries start from now takes the SQ */
 	if (d) {
-		ibvd_lease_void(ibvd_transit_lease(d->map, 0));
-		ibvd_lease_void(ibvd_transit_lease(d->map, 1));
+		ibvd_lease_void(ibvd_transit_lease(d->ctl, 0));
+		ibvd_lease_void(ibvd_transit_lease(d->ctl, 1));
 	}
 }

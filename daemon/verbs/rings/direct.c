@@ -2,8 +2,17 @@
  * The direct transport's pairs (common/transit.h): when two RC QPs of
  * this daemon are connected to each other, they get one sealed memfd
  * holding a transit ring each way, which their libraries map (QP_DIRECT)
- * to pass SENDs without an engine thread.  Made at RTR/RTS, dropped by
+ * to pass SENDs without an engine thread.  Paired at RTR/RTS, dropped by
  * each side at its reset or destroy; freed when both have let go.
+ *
+ * The file itself is made when a library first asks for it.  Until then
+ * the pair's rings and leases are a zeroed block of the daemon's own
+ * (idle_ctl) that no library can write: the rings stay empty, and what
+ * the engine reads or voids there changes nothing anyone sees.  Unmapping
+ * a pair's file once the engine has touched it costs the control thread
+ * about 110 us here (TLB shootdowns), so a connection that never sends
+ * on the rings is spared that, with the file, its fd and its mapping
+ * (bench/RESULTS.md, "where cmtime's connect goes").
  *
  * Everything here runs on the control thread with the objects lock held
  * for writing, so no engine pass sees a pair half made or half gone.
@@ -40,6 +49,10 @@
  * fd.  Past this, connections use the engine: slower, never wrong.
  */
 #define DIRECT_MAX_PAIRS	1024u
+
+/* The rings and leases of every pair whose file is not made yet. */
+static uint8_t idle_ctl[IBVD_TRANSIT_CTL_BYTES]
+	__attribute__((aligned(IBVD_CACHELINE)));
 
 static bool direct_enabled;
 static uint32_t last_gen;
@@ -85,10 +98,14 @@ static int pair_file(struct ibvd_direct *d)
 		   fd, 0);
 	if (map == MAP_FAILED)
 		goto fail;
+	/* Engine passes read the rings: they move under the write lock. */
+	ibvd_objects_write_lock();
 	d->fd = fd;
 	d->map = map;
 	d->map_len = (size_t)bytes;
-	d->ncells = DIRECT_CELLS;
+	d->ctl = map;
+	ibvd_transit_pair(map, d->ncells, 0, &d->ring[0], &d->ring[1]);
+	ibvd_objects_write_unlock();
 	return 0;
 fail:
 	ret = -errno;
@@ -132,7 +149,6 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d;
 	struct ibvd_qp *peer;
-	int ret;
 
 	if (!direct_enabled || !pairable(qp) || npairs >= DIRECT_MAX_PAIRS)
 		return;
@@ -143,20 +159,16 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return;
-	ret = pair_file(d);
-	if (ret < 0) {
-		/* the engine carries their messages as before */
-		log_debug("QPs %u and %u: no transit rings: %s",
-			 qp->qp_num, peer->qp_num, strerror(-ret));
-		free(d);
-		return;
-	}
+	d->fd = -1;
+	d->ncells = DIRECT_CELLS;
+	d->ctl = idle_ctl;
 	if (++last_gen == 0)
 		last_gen = 1;
 	d->gen = last_gen;
 	npairs++;
 	LIST_INSERT_HEAD(&pairs, d, link);
-	ibvd_transit_pair(d->map, d->ncells, 0, &d->ring[0], &d->ring[1]);
+	/* Empty rings that stay empty: nobody can write idle_ctl. */
+	ibvd_transit_pair(idle_ctl, d->ncells, 0, &d->ring[0], &d->ring[1]);
 	join(d, qp, 0);
 	join(d, peer, 1);
 	ibvd_direct_update(qp);
@@ -165,7 +177,8 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 
 static void pair_free(struct ibvd_direct *d)
 {
-	munmap(d->map, d->map_len);
+	if (d->map)
+		munmap(d->map, d->map_len);
 	if (d->fd >= 0)
 		close(d->fd);
 	LIST_REMOVE(d, link);
@@ -259,11 +272,19 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 	port = ibvd_device_port(peer->ctx->dev, peer->attr.port_num);
 	reply.peer_slid = port ? port->lid : 0;
 	reply.peer_sl = peer->attr.av.sl;
-	fd = qp->direct->fd;
-	if (fd < 0 || (qp->direct->fetched & (1u << qp->direct_side)))
+	if (qp->direct->fetched & (1u << qp->direct_side))
 		return ibvd_call_error(call, -ENOENT,
 				       "QP %u took its transit rings already",
 				       qp->qp_num);
+	if (!qp->direct->map) {
+		ret = pair_file(qp->direct);
+		/* the engine carries their messages as before */
+		if (ret < 0)
+			return ibvd_call_error(call, ret,
+					       "QPs %u and %u: no transit rings",
+					       qp->qp_num, peer->qp_num);
+	}
+	fd = qp->direct->fd;
 	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
 	if (ret < 0)
 		return ret;

@@ -24,7 +24,7 @@
 struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
 				     unsigned int side)
 {
-	return ibvd_transit_lease(d->map, side);
+	return ibvd_transit_lease(d->ctl, side);
 }
 
 /*
@@ -112,6 +112,11 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 		return ibvd_call_error(call, -ENOTCONN,
 				       "QP %u or its peer %u is not connected",
 				       qp->qp_num, peer->qp_num);
+	/* Its library's lease lives in the rings' file: it maps them first. */
+	if (!qp->direct->map)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u has not mapped its transit rings",
+				       qp->qp_num);
 	if (qp->direct->lease_broken[qp->direct_side])
 		return ibvd_call_error(call, -EPERM,
 				       "QP %u's library held its lease too long",
