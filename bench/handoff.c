@@ -63,7 +63,7 @@ static void pin(int cpu)
 }
 
 /* Microseconds per pass of one batch; the child echoes every token. */
-static double batch(uint32_t *word, int one_cpu)
+static double batch(uint32_t *word)
 {
 	uint64_t t0;
 	pid_t child;
@@ -77,8 +77,7 @@ static double batch(uint32_t *word, int one_cpu)
 		exit(1);
 	}
 	if (child == 0) {
-		if (one_cpu)
-			pin(0);
+		/* pinned or not, as the parent is (fork keeps the affinity) */
 		for (i = 0; i < ROUNDS; i++) {
 			wait_for(word, 2 * i + 1);
 			hand_over(word, 2 * i + 2);
@@ -114,7 +113,7 @@ static double median(uint32_t *word, int one_cpu)
 	if (one_cpu)
 		pin(0);
 	for (i = 0; i < BATCHES; i++)
-		v[i] = batch(word, one_cpu);
+		v[i] = batch(word);
 	/* Back to every CPU for the next measurement. */
 	CPU_ZERO(&all);
 	for (i = 0; i < CPU_SETSIZE; i++)

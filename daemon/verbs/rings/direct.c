@@ -9,13 +9,15 @@
  * the pair's rings and leases are a zeroed block of the daemon's own
  * (idle_ctl) that no library can write: the rings stay empty, and what
  * the engine reads or voids there changes nothing anyone sees.  Unmapping
- * a pair's file once the engine has touched it costs the control thread
- * about 110 us here (TLB shootdowns), so a connection that never sends
- * on the rings is spared that, with the file, its fd and its mapping
+ * a pair's file once the engine has touched it cost the control thread
+ * about 110 us per pair here, so a connection that never sends on the
+ * rings is spared that, with the file, its fd and its mapping
  * (bench/RESULTS.md, "where cmtime's connect goes").
  *
- * Everything here runs on the control thread with the objects lock held
- * for writing, so no engine pass sees a pair half made or half gone.
+ * Everything here runs on the control thread.  Pairs are made and
+ * dropped with the objects lock held for writing by the caller; a file
+ * made later (QP_DIRECT) takes that lock itself to switch the rings over,
+ * so no engine pass sees a pair half made or half gone.
  */
 #include <config.h>
 
