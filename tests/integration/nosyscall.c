@@ -213,6 +213,35 @@ static const volatile uint32_t *find_sleeping(void)
 	return p;
 }
 
+/*
+ * One RDMA WRITE with nothing else in flight, before any count: the first
+ * WRITE to an rkey that finds the pair idle asks the daemon once whether
+ * the library may copy into that MR itself (QP_REMOTE_MR; W.dst is private
+ * memory, so no), and that one call must not land in a counted round.
+ */
+static void first_write(void)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	int r;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)W.src->addr;
+	sge.length = MSG;
+	sge.lkey = W.src->lkey;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)W.dst->addr;
+	wr.wr.rdma.rkey = W.dst->rkey;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	r = ibv_post_send(W.qp[0], &wr, &bad);
+	vt_assert(r == 0, "ibv_post_send (first WRITE): %s", strerror(r));
+	vt_assert(vt_poll(W.scq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS,
+		  "the first WRITE did not complete");
+}
+
 static void setup(void)
 {
 	struct vt_qp_opts o;
@@ -241,6 +270,7 @@ static void setup(void)
 	W.dst = vt_reg(W.d.pd, (size_t)DEPTH * MSG, VT_ACCESS_ALL);
 	W.rbuf = vt_reg(W.d.pd, (size_t)DEPTH * MSG, VT_ACCESS_ALL);
 	vt_fill(W.src->addr, (size_t)DEPTH * MSG, 0, 7);
+	first_write();
 	W.sleeping = find_sleeping();
 }
 
