@@ -153,17 +153,22 @@ void *ibvd_handle_remove(struct ibvd_handle_table *t, uint32_t handle,
 int ibvd_handle_foreach(struct ibvd_handle_table *t, enum ibvd_obj_kind kind,
 			ibvd_handle_fn fn, void *arg)
 {
-	uint32_t i;
+	/*
+	 * At most as many as live now: a walk for a kind the table holds
+	 * few of (MWs, on every QP's destroy) stops early.
+	 */
+	uint32_t i, left = ibvd_handle_count(t, kind);
 	int ret;
 
 	/* Index-based so that fn may remove entries while we walk. */
-	for (i = 0; i < t->nslots && t->nused; i++) {
+	for (i = 0; i < t->nslots && left; i++) {
 		struct ibvd_handle_slot *slot = &t->slots[i];
 
 		if (!slot->obj)
 			continue;
 		if (kind != IBVD_OBJ_ANY && slot->kind != kind)
 			continue;
+		left--;
 		ret = fn(handle_make(i, slot->gen), slot->kind, slot->obj, arg);
 		if (ret)
 			return ret;

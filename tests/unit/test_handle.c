@@ -331,6 +331,31 @@ START_TEST(test_foreach_remove)
 }
 END_TEST
 
+/* The walk counts what it has left to find: holes and other kinds skip. */
+START_TEST(test_foreach_holes)
+{
+	struct walk w = { .table = &t };
+	uint32_t qps[10];
+	int i;
+
+	for (i = 0; i < 30; i++) {
+		if (i % 3 == 0)
+			qps[i / 3] = alloc_ok(IBVD_OBJ_QP, &objs[i]);
+		else
+			alloc_ok(IBVD_OBJ_MR, &objs[i]);
+	}
+	/* Only the last QP is left, behind nine holes and twenty MRs. */
+	for (i = 0; i < 9; i++)
+		ck_assert_ptr_eq(ibvd_handle_remove(&t, qps[i], IBVD_OBJ_QP),
+				 &objs[i * 3]);
+	ck_assert_int_eq(ibvd_handle_foreach(&t, IBVD_OBJ_QP, walk_fn, &w), 0);
+	ck_assert_uint_eq(w.visits, 1);
+	w.visits = 0;
+	ck_assert_int_eq(ibvd_handle_foreach(&t, IBVD_OBJ_MR, walk_fn, &w), 0);
+	ck_assert_uint_eq(w.visits, 20);
+}
+END_TEST
+
 START_TEST(test_foreach_stop)
 {
 	struct walk w = { .table = &t, .stop_after = 5 };
@@ -375,6 +400,7 @@ static Suite *handle_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_foreach_kind);
 	tcase_add_test(tc, test_foreach_remove);
+	tcase_add_test(tc, test_foreach_holes);
 	tcase_add_test(tc, test_foreach_stop);
 	suite_add_tcase(s, tc);
 	return s;
