@@ -15,6 +15,7 @@
 
 #include "cma_hdr.h"
 #include "core/device.h"
+#include "engine/engine.h"
 #include "internal.h"
 #include "server/call.h"
 #include "verbs/verbs.h"
@@ -234,7 +235,7 @@ int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	qp_attr_rtr(id, &attr, &ah, dgid, &mask);
 	if (accept && (mask & IBV_QP_MAX_DEST_RD_ATOMIC))
 		attr.max_dest_rd_atomic = accept->responder_resources;
-	ret = ibvd_qp_modify(call, qp, &attr, mask);
+	ret = ibvd_qp_modify_first(call, qp, &attr, mask);
 	if (ret < 0)
 		return ret;
 	attr = (Ibvd__QpAttr)IBVD__QP_ATTR__INIT;
@@ -242,7 +243,11 @@ int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	qp_attr_rts(id, &attr, &mask);
 	if (accept && (mask & IBV_QP_MAX_QP_RD_ATOMIC))
 		attr.max_rd_atomic = accept->initiator_depth;
-	return ibvd_qp_modify(call, qp, &attr, mask);
+	ret = ibvd_qp_modify(call, qp, &attr, mask);
+	/* Left in RTR: the engine must still hear of that move. */
+	if (ret < 0)
+		ibvd_engine_qp_kick(qp);
+	return ret;
 }
 
 int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id)

@@ -431,8 +431,8 @@ static int check_state(struct ibvd_call *call, const struct ibvd_qp *qp,
 	return check_transition(call, qp, *cur, *next, mask);
 }
 
-int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
-		   const Ibvd__QpAttr *m, uint32_t mask)
+static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
+		  const Ibvd__QpAttr *m, uint32_t mask, bool tell_engine)
 {
 	uint32_t cur, next;
 	struct qp_next n;
@@ -454,12 +454,24 @@ int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
 		qp_enter(qp, cur, next);
-		kick = engine_has_work(next);
+		kick = tell_engine && engine_has_work(next);
 	}
 	ibvd_objects_write_unlock();
 	if (kick)
 		ibvd_engine_qp_kick(qp);
 	return ret;
+}
+
+int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
+		   const Ibvd__QpAttr *m, uint32_t mask)
+{
+	return modify(call, qp, m, mask, true);
+}
+
+int ibvd_qp_modify_first(struct ibvd_call *call, struct ibvd_qp *qp,
+			 const Ibvd__QpAttr *m, uint32_t mask)
+{
+	return modify(call, qp, m, mask, false);
 }
 
 int ibvd_req_modify_qp(struct ibvd_call *call)

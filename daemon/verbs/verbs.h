@@ -193,6 +193,13 @@ void ibvd_mw_qp_gone(struct ibvd_qp *qp);
 int ibvd_req_create_comp_channel(struct ibvd_call *call);
 int ibvd_req_destroy_comp_channel(struct ibvd_call *call);
 void ibvd_channel_destroy(struct ibvd_comp_channel *ch);
+/*
+ * Make one spare channel socket pair ahead of need, on the control
+ * thread's idle time (server/loop.c): false when the spares are all made
+ * or one cannot be.  ibvd_channel_spares_free closes them (shutdown).
+ */
+bool ibvd_channel_spare_make(void);
+void ibvd_channel_spares_free(void);
 /* A new channel in the caller's context; *theirs is the client's end. */
 int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
 		     int *theirs);
@@ -218,6 +225,13 @@ int ibvd_req_modify_qp(struct ibvd_call *call);
 /* MODIFY_QP's work on qp (m NULL: no attributes); errors noted on call. */
 int ibvd_qp_modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		   const Ibvd__QpAttr *m, uint32_t mask);
+/*
+ * The same, for a caller that moves qp again at once (the CM's RTR before
+ * RTS): the engine is not woken for this move, only for the next one.  A
+ * wakeup of its thread takes a CPU that the caller's client needs.
+ */
+int ibvd_qp_modify_first(struct ibvd_call *call, struct ibvd_qp *qp,
+			 const Ibvd__QpAttr *m, uint32_t mask);
 int ibvd_req_query_qp(struct ibvd_call *call);
 int ibvd_req_destroy_qp(struct ibvd_call *call);
 
