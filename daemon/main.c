@@ -337,6 +337,7 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	ibvd_session_close_all(d);
 	/* Every context is gone, so no engine thread serves anything. */
 	ibvd_engine_stop();
+	ibvd_channel_spares_free();
 	ibvd_netdev_watch_free(d->netdev_watch);
 	ibvd_cm_stop();
 	ibvd_devlinks_remove_all();
@@ -417,7 +418,7 @@ int main(int argc, char **argv)
 		   d.ndevices, d.ndevices == 1 ? "" : "s", d.socket_path,
 		   ibvd_server_activated(d.server) ? " (socket activation)" : "");
 	ibvd_notify_ready(d.notify);
-	ret = ibvd_server_run(d.base);
+	ret = ibvd_server_run(d.base, ibvd_channel_spare_make);
 	if (ret < 0)
 		log_err("event loop failed");
 	shutdown_daemon(&d, &sigs);

@@ -5,6 +5,8 @@
 #ifndef IBVD_SERVER_H
 #define IBVD_SERVER_H
 
+#include <stdbool.h>
+
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -45,8 +47,9 @@ struct event_base;
 /*
  * loop.c: run the control thread's event loop until it is broken or
  * exited (event_base_dispatch, with a short poll after requests).  0, or
- * -1 if libevent failed.
+ * -1 if libevent failed.  idle_work (may be NULL) runs in that poll, while
+ * no request is waiting; it returns false when it had nothing to do.
  */
-int ibvd_server_run(struct event_base *base);
+int ibvd_server_run(struct event_base *base, bool (*idle_work)(void));
 
 #endif /* IBVD_SERVER_H */
