@@ -14,8 +14,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include <sys/socket.h>
 
 #include "cma.h"
+#include "util.h"
 
 struct cma_queued {
 	struct cma_queued *next;
@@ -293,19 +296,49 @@ static int take(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 	return ret;
 }
 
+/*
+ * Events come in bursts while an app sets up connections, a few tens of
+ * microseconds apart, and a thread asleep in poll() costs the daemon a
+ * wakeup per event (expensive in a virtual machine, cmtime).  So a
+ * blocking channel looks for the next event for a while first, yielding
+ * the CPU between looks, as the library does for its replies
+ * (common/conn.c); a non-blocking one never waits.
+ */
+#define EVENT_POLL_NS	50000u
+
+static int wait_event(struct cma_channel *ch, uint64_t *spin_start)
+{
+	int flags = fcntl(ch->channel.fd, F_GETFL);
+
+	if (flags < 0)
+		return -errno;
+	if (flags & O_NONBLOCK)
+		return -EAGAIN;
+	if (!*spin_start)
+		*spin_start = ibvd_mono_ns();
+	if (ibvd_mono_ns() - *spin_start < EVENT_POLL_NS) {
+		sched_yield();
+		return 0;
+	}
+	return ibvd_wait_readable(ch->channel.fd);
+}
+
 int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 {
+	uint64_t spin_start = 0;
 	int ret;
 
 	for (;;) {
-		ret = ibvd_wait_readable(ch->channel.fd);
+		ret = take(ch, ret_m);
+		/* Skipped a frame: look again at once. */
+		if (ret == 0)
+			continue;
+		/* Nothing yet, or another thread took what woke us. */
+		if (ret != -EAGAIN)
+			return ret;
+		ret = wait_event(ch, &spin_start);
 		if (ret < 0)
 			return ret;
-		ret = take(ch, ret_m);
-		/* Skipped, or another thread took what woke us. */
-		if (ret == 0 || ret == -EAGAIN)
-			continue;
-		return ret;
 	}
 }
 
