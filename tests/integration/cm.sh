@@ -621,16 +621,17 @@ info_get() {
 	sed -n "s/.*\\b$2=\\([0-9]*\\).*/\\1/p" "$1"
 }
 
-# peer_pair NAME PORT: a cmapi-helper listener (uid 1001) and connector
-# (uid 1002) connected to each other; sets LPID/CPID (the timeout(1)
-# processes), L_PID/C_PID (the helpers), L_QPN/C_QPN, C_SPORT.
+# peer_pair NAME PORT [post]: a cmapi-helper listener (uid 1001) and connector
+# (uid 1002) connected to each other, each with one receive posted if
+# "post"; sets LPID/CPID (the timeout(1) processes), L_PID/C_PID (the
+# helpers), L_QPN/C_QPN, C_SPORT.
 peer_pair() {
-	local name=$1 port=$2 d=$O/$1
+	local name=$1 port=$2 d=$O/$1 post=${3:-}
 	mkdir -p "$d" && chmod 1777 "$d"
-	bg_run ours "$USER1" "$d/listen.out" "$API" peer listen "$port" "$d"
+	bg_run ours "$USER1" "$d/listen.out" "$API" peer listen "$port" "$d" $post
 	LPID=$BG
 	wait_line "$d/listen.out" '^listening' "$LPID" || { show_out listener "$d/listen.out"; fail "$name: no listener"; }
-	bg_run ours "$USER2" "$d/connect.out" "$API" peer connect 127.0.0.1 "$port" "$d"
+	bg_run ours "$USER2" "$d/connect.out" "$API" peer connect 127.0.0.1 "$port" "$d" $post
 	CPID=$BG
 	for _ in $(seq $((BOUND * 20))); do
 		[ -e "$d/listen.info" ] && [ -e "$d/connect.info" ] && break
@@ -676,6 +677,34 @@ survivor() {
 	expect_grep "^event: RDMA_CM_EVENT_$want status" "$out" "$what"
 	server_done "$pid" "$out" "$what"
 	ok "$what: $(grep '^event: ' "$out") ($(((t1 - t0) / 1000000)) ms after the kill)"
+}
+
+# transit_files: the direct-pair files (memfd "ibvd-transit") the daemon has
+# mapped (it closes a pair's fd once both libraries took it)
+transit_files() {
+	awk '/memfd:ibvd-transit/ { print $5 }' /proc/"$DAEMON_PID"/maps | sort -u | wc -l
+}
+
+# The daemon pairs two local RC QPs at RTR/RTS, but makes the pair's file
+# (2 MiB, and a costly unmap) only when a library asks for the rings: an
+# rdma_cm connection that never posts, as cmtime's, has none.
+case_lazy_pair() {
+	local before n
+	is_root || { ok "skipped: reading the daemon's maps needs root"; return 0; }
+	check "a connection nobody posts on has no transit file; one with a receive posted has one"
+	before=$(transit_files)
+	peer_pair lazy-idle 23011
+	n=$(transit_files)
+	[ "$n" -eq "$before" ] || fail "an idle connected pair made $((n - before)) transit file(s)"
+	kill -TERM "$L_PID" "$C_PID" 2>/dev/null
+	wait "$LPID" "$CPID" 2>/dev/null
+	peer_pair lazy-post 23012 post
+	expect_grep '^posted a receive' "$O/lazy-post/listen.out" "listener"
+	expect_grep '^posted a receive' "$O/lazy-post/connect.out" "connector"
+	n=$(transit_files)
+	[ "$n" -eq $((before + 1)) ] ||
+		fail "a pair whose libraries fetched the rings: $((n - before)) transit files, want 1"
+	ok "idle pair: no file; after a receive on each side: one file for the pair"
 }
 
 case_peer_death() {
@@ -729,7 +758,7 @@ case_peer_death() {
 
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
 	   rping_persistent rping_errors ucmatose udaddy rdma_server_client cmtime
-	   mckey rsockets peer_death)
+	   mckey rsockets lazy_pair peer_death)
 CASES=("${ALL_CASES[@]}")
 [ -n "${CM_CASES:-}" ] && read -ra CASES <<<"$CM_CASES"
 PASSED=()

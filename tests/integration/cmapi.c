@@ -1799,9 +1799,25 @@ static struct rdma_cm_event *peer_event(struct rdma_event_channel *ch, int ms)
 	return ev;
 }
 
+/*
+ * "post": one receive on the connection once it is up, which makes the
+ * library fetch the QP's direct rings (the daemon makes their file then).
+ */
+static struct ibv_mr *peer_post_recv(struct rdma_cm_id *conn)
+{
+	static char buf[64];
+	struct ibv_mr *mr = rdma_reg_msgs(conn, buf, sizeof(buf));
+
+	if (!mr || rdma_post_recv(conn, NULL, buf, sizeof(buf), mr))
+		PEER_FAIL("reg/post_recv: %s", strerror(errno));
+	printf("posted a receive\n");
+	return mr;
+}
+
 static int peer(int argc, char **argv)
 {
-	bool server = argc == 3 && !strcmp(argv[0], "listen");
+	bool post = argc > 0 && !strcmp(argv[argc - 1], "post");
+	bool server;
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
 				      .retry_count = 7, .rnr_retry_count = 7 };
@@ -1809,11 +1825,14 @@ static int peer(int argc, char **argv)
 	struct rdma_cm_id *id, *conn;
 	struct rdma_cm_event *ev;
 	struct sockaddr_storage ss;
+	struct ibv_mr *mr = NULL;
 	const char *dir;
 	long t0;
 
+	argc -= post;
+	server = argc == 3 && !strcmp(argv[0], "listen");
 	if (!(server || (argc == 4 && !strcmp(argv[0], "connect"))))
-		PEER_FAIL("usage: peer listen PORT DIR | peer connect HOST PORT DIR");
+		PEER_FAIL("usage: peer listen PORT DIR [post] | peer connect HOST PORT DIR [post]");
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		PEER_FAIL("channel/id: %s", strerror(errno));
@@ -1854,6 +1873,8 @@ static int peer(int argc, char **argv)
 		PEER_FAIL("got %s (status %d), want ESTABLISHED", rdma_event_str(ev->event),
 			  ev->status);
 	rdma_ack_cm_event(ev);
+	if (post)
+		mr = peer_post_recv(conn);
 	printf("established: qpn %u sport %u dport %u\n", conn->qp->qp_num,
 	       src_port(conn), dst_port(conn));
 	put_info(dir, server ? "listen" : "connect", conn);
@@ -1867,6 +1888,8 @@ static int peer(int argc, char **argv)
 	/* the library and the daemon must still be usable for teardown
 	 * (the daemon may be gone: DEVICE_REMOVAL) */
 	rdma_disconnect(conn);
+	if (mr)
+		rdma_dereg_mr(mr);
 	rdma_destroy_qp(conn);
 	rdma_destroy_id(conn);
 	if (conn != id)
