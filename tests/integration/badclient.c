@@ -788,6 +788,26 @@ static int count_fds(const char *pid)
 	return n;
 }
 
+/*
+ * The daemon's fd count once it stopped moving: after requests its control
+ * thread makes spare channel socket pairs while idle (verbs/channel.c),
+ * up to a fixed number, so the count settles within a millisecond or so.
+ * With want >= 0, wait (up to 2 s) for the count to come back to want.
+ */
+static int settled_fds(const char *pid, int want)
+{
+	int last = count_fds(pid), n, i;
+
+	for (i = 0; i < 100 && last >= 0; i++) {
+		usleep(20000);
+		n = count_fds(pid);
+		if (n == last && (want < 0 || n == want))
+			break;
+		last = n;
+	}
+	return last;
+}
+
 /* ---- sharedmr ------------------------------------------------------------ */
 
 /* Send type with msg (and fds) and expect its reply: 0, or -1 (reported). */
@@ -915,12 +935,13 @@ static void bundle_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap, Ibvd__NewCq *cq,
 static void bundle_refused(int ctx, const char *pid, Ibvd__CreateQp *req,
 			   const char *what)
 {
-	int before = count_fds(pid);
+	int before = settled_fds(pid, -1), after;
 
-	if (refused(ctx, IBVD_MSG_CREATE_QP, &req->base, EINVAL, what) == 0 &&
-	    count_fds(pid) != before)
-		bad("%s: the daemon has %d fds, %d before", what, count_fds(pid),
-		    before);
+	if (refused(ctx, IBVD_MSG_CREATE_QP, &req->base, EINVAL, what) < 0)
+		return;
+	after = settled_fds(pid, before);
+	if (after != before)
+		bad("%s: the daemon has %d fds, %d before", what, after, before);
 	else
 		say("%s: EINVAL, nothing left", what);
 }
@@ -1254,7 +1275,7 @@ static void case_fds(const char *pid)
 		return;
 	if (list_devices(fd, next_id++, 0, "before sending fds") < 0)
 		goto out;
-	before = count_fds(pid);
+	before = settled_fds(pid, -1);
 	if (before < 0)
 		goto out;
 	for (i = 0; i < 100; i++) {
@@ -1294,7 +1315,7 @@ static void case_fds(const char *pid)
 		}
 	}
 	say("100 requests carrying 2 fds each: 100 error replies, every passed pipe closed");
-	after = count_fds(pid);
+	after = settled_fds(pid, before);
 	if (after < 0)
 		goto out;
 	say("daemon fds: %d before, %d after", before, after);
