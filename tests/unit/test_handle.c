@@ -290,12 +290,22 @@ static int walk_fn(uint32_t handle, enum ibvd_obj_kind kind, void *obj, void *ar
 	return 0;
 }
 
-static void fill_mixed(void)
+/* 10 QPs (objs[0], [3], ...; their handles in qps unless NULL), 20 MRs. */
+static void fill_mixed_qps(uint32_t *qps)
 {
+	uint32_t h;
 	int i;
 
-	for (i = 0; i < 30; i++)
-		alloc_ok(i % 3 == 0 ? IBVD_OBJ_QP : IBVD_OBJ_MR, &objs[i]);
+	for (i = 0; i < 30; i++) {
+		h = alloc_ok(i % 3 == 0 ? IBVD_OBJ_QP : IBVD_OBJ_MR, &objs[i]);
+		if (qps && i % 3 == 0)
+			qps[i / 3] = h;
+	}
+}
+
+static void fill_mixed(void)
+{
+	fill_mixed_qps(NULL);
 }
 
 START_TEST(test_foreach_kind)
@@ -338,12 +348,7 @@ START_TEST(test_foreach_holes)
 	uint32_t qps[10];
 	int i;
 
-	for (i = 0; i < 30; i++) {
-		if (i % 3 == 0)
-			qps[i / 3] = alloc_ok(IBVD_OBJ_QP, &objs[i]);
-		else
-			alloc_ok(IBVD_OBJ_MR, &objs[i]);
-	}
+	fill_mixed_qps(qps);
 	/* Only the last QP is left, behind nine holes and twenty MRs. */
 	for (i = 0; i < 9; i++)
 		ck_assert_ptr_eq(ibvd_handle_remove(&t, qps[i], IBVD_OBJ_QP),
