@@ -308,14 +308,16 @@ static int take(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 
 static int wait_event(struct cma_channel *ch, uint64_t *spin_start)
 {
-	int flags = fcntl(ch->channel.fd, F_GETFL);
+	/* Its mode once per call: a thread in poll() would not see it change. */
+	if (!*spin_start) {
+		int flags = fcntl(ch->channel.fd, F_GETFL);
 
-	if (flags < 0)
-		return -errno;
-	if (flags & O_NONBLOCK)
-		return -EAGAIN;
-	if (!*spin_start)
+		if (flags < 0)
+			return -errno;
+		if (flags & O_NONBLOCK)
+			return -EAGAIN;
 		*spin_start = ibvd_mono_ns();
+	}
 	if (ibvd_mono_ns() - *spin_start < EVENT_POLL_NS) {
 		sched_yield();
 		return 0;
