@@ -87,6 +87,7 @@ struct ibvc_direct {
 	bool fail_reported;		/* pollers: the first failure went out */
 	/* what a sender asleep on its send CQ waits for (update_wake) */
 	pthread_mutex_t wake_lock;
+	uint32_t arm_since;		/* send CQ lock: `consumed` before an arm */
 	/* pollers: since when the oldest send waits, and the engine knows */
 	uint64_t stall_ns;
 	bool stall_rung;
@@ -654,18 +655,22 @@ static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 	return (int32_t)(consumed - end) >= 0;
 }
 
-/* The end of the first signalled SEND not taken yet; false: none. */
-static bool first_untaken(const struct ibvc_direct *d, uint32_t *end)
+/*
+ * The end of the first signalled SEND not taken when `consumed` was
+ * `since`; false: none.  It may be taken by now: if so, its event is due
+ * at once (update_wake).
+ */
+static bool first_untaken(const struct ibvc_direct *d, uint32_t since,
+			  uint32_t *end)
 {
 	/* Acquire: the entries below the tail are written. */
 	uint32_t tail = ibvd_observe(&d->sends_tail);
-	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed);
 	uint32_t i;
 
 	for (i = ibvd_observe(&d->sends_head); i != tail; i++) {
 		const struct ibvc_direct_send *s = &d->sends[i & (d->sends_cap - 1)];
 
-		if (s->signaled && !taken(d, consumed, s->end)) {
+		if (s->signaled && !taken(d, since, s->end)) {
 			*end = s->end;
 			return true;
 		}
@@ -678,13 +683,18 @@ enum wake_kind { WAKE_NONE, WAKE_ON_FAIL, WAKE_AT };
 /*
  * The send CQ is armed: tell the engine (through the ring's producer
  * line, transit.h "Blocking") which `consumed` completes the first
- * signalled SEND the sender has not seen taken, so that it sends the
- * event then and only then.  A wake already set for this arm stays: its
- * SEND is the earliest (and if it was taken, its event is on the way).
- * Posters and arming pollers both come here, under wake_lock.
+ * signalled SEND not taken before the arm, so that it sends the event
+ * then, or at once if it was taken since.  `since` is `consumed` as read
+ * before the arm or the SENDs' publication, whichever the caller did
+ * last: a SEND the receiver (or the engine) takes between that and our
+ * look completes on the armed CQ and must fire it, as a NIC's CQE would;
+ * one taken before it is a completion the arm did not ask about.  A wake
+ * already set for this arm stays: its SEND is the earliest (and if it was
+ * taken, its event is on the way).  Posters and arming pollers both come
+ * here, under wake_lock.
  */
 static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
-				  bool done)
+				  bool done, uint32_t since)
 {
 	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
 	struct ibvd_transit_ctl *ctl = d->out.ctl;
@@ -703,7 +713,7 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 	/* a completion made by this post comes first: it is due now */
 	if (done)
 		end = d->done_end;
-	if (done || first_untaken(d, &end)) {
+	if (done || first_untaken(d, since, &end)) {
 		__atomic_store_n(&ctl->wake, (uint64_t)arm << 32 | end,
 				 __ATOMIC_RELAXED);
 		/* Release: the engine that sees the mode sees the wake. */
@@ -726,11 +736,14 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
 	bool ring = false, done;
+	uint32_t since;
 
 	if (!d || !(d->produced_now || d->done_now))
 		return;
 	done = d->done_now;
 	d->done_now = false;
+	/* nothing of this list can be taken before it is published */
+	since = ibvd_read_once(&d->out.ctl->consumed);
 	if (d->produced_now) {
 		d->produced_now = false;
 		ibvd_transit_publish(&d->out, d->produced);
@@ -749,7 +762,7 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 	 * the SENDs itself if the receiver does not poll for them, or sends
 	 * the event of a WRITE or READ done here).
 	 */
-	if (update_wake(qp, d, done) != WAKE_NONE)
+	if (update_wake(qp, d, done, since) != WAKE_NONE)
 		ring = true;
 	if (ring)
 		ring_own(qp);
@@ -1072,6 +1085,15 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen, struct ibvd_cqe *cqe)
 	}
 }
 
+void ibvc_direct_arming(struct ibvc_cq *cq)
+{
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
+		qp->direct->arm_since =
+			ibvd_read_once(&qp->direct->out.ctl->consumed);
+}
+
 void ibvc_direct_armed(struct ibvc_cq *cq)
 {
 	struct ibvc_qp *qp;
@@ -1092,7 +1114,7 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 		 * The engine sends the event once the SEND is taken, and takes
 		 * them itself if the receiver does not: it is told of both.
 		 */
-		if (update_wake(qp, d, false) == WAKE_AT ||
+		if (update_wake(qp, d, false, d->arm_since) == WAKE_AT ||
 		    d->sends_head != ibvd_observe(&d->sends_tail))
 			ring_own(qp);
 	}

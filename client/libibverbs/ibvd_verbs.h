@@ -425,7 +425,11 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen);
 /* The next completion, the library's and the engine's in order. */
 bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
 		      struct ibvd_cqe *cqe);
-/* The CQ was armed (CQ lock held): tell the rings of its direct QPs. */
+/*
+ * Around arming the CQ (CQ lock held): note where its direct QPs' rings
+ * are before, and tell them of the arm after.
+ */
+void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);
 void ibvc_direct_cq_fini(struct ibvc_cq *cq);
 

@@ -126,6 +126,7 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	    ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT)
 		flags = IBVD_ARM_NEXT;
 	ibvd_write_once(&client->arm_flags, flags);
+	ibvc_direct_arming(cq);
 	/* Release: the engine that sees the new arm_seq sees its flags too. */
 	ibvd_publish(&client->arm_seq, fired + 1);
 	/*

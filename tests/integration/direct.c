@@ -31,6 +31,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -711,6 +712,103 @@ START_TEST(one_event_each)
 }
 END_TEST
 
+/*
+ * Side 1 of racing_taker: receives side 0's SENDs as fast as it can, on
+ * the other CPU, and posts each receive again.
+ */
+struct taker {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	volatile bool stop;
+	int failed;			/* a status, or -1: a post failed */
+};
+
+static void *taker_main(void *arg)
+{
+	struct taker *t = arg;
+	struct ibv_sge sge = { .addr = ADDR(t->mr, 0), .length = 64,
+			       .lkey = t->mr->lkey };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_wc wc;
+
+	while (!t->stop && !t->failed) {
+		if (ibv_poll_cq(t->cq, 1, &wc) != 1)
+			continue;
+		if (wc.status != IBV_WC_SUCCESS)
+			t->failed = (int)wc.status;
+		else if (ibv_post_recv(t->qp, &wr, &bad))
+			t->failed = -1;
+	}
+	return NULL;
+}
+
+/*
+ * An armed send CQ fires for a SEND taken after the arm, even when the
+ * receiver takes it in the instant between its publication and the
+ * sender's library telling the engine what to wait for (perftest's -e,
+ * one poll per event, hung on that).  Side 1 busy-polls in a thread, so
+ * it often takes the SEND in that instant; each SEND's event must come.
+ */
+#define RACE_SENDS	30000
+
+START_TEST(racing_taker)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct vt_qp_opts o[2] = { { .psn = 0x333 }, { .psn = 0x444 } };
+	struct ibv_cq *scq, *rcq, *cq1;
+	struct taker t = { 0 };
+	struct vt_addr addr[2];
+	struct ibv_qp *qp[2];
+	struct ibv_mr *a;
+	pthread_t thread;
+	uint64_t i;
+	int k;
+
+	ck_assert_ptr_nonnull(ch);
+	scq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
+	rcq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	ck_assert(scq && rcq && cq1);
+	qp[0] = vt_qp(&D, scq, rcq, &o[0]);
+	qp[1] = vt_qp(&D, cq1, cq1, &o[1]);
+	for (k = 0; k < 2; k++)
+		vt_qp_addr(&D, qp[k], &o[k], &addr[k]);
+	vt_connect(&D, qp[0], &addr[1], &o[0]);
+	vt_connect(&D, qp[1], &addr[0], &o[1]);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
+	for (k = 0; k < 32; k++)
+		vt_recv(qp[1], (uint64_t)k, BUF(a) + 2048, 64, a->lkey);
+
+	t.qp = qp[1];
+	t.cq = cq1;
+	t.mr = a;
+	ck_assert_int_eq(pthread_create(&thread, NULL, taker_main, &t), 0);
+	for (i = 0; i < RACE_SENDS && !t.failed; i++) {
+		ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+		vt_send(qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
+			a->lkey, 0, 0);
+		if (!channel_ready(ch, vt_tmo_ms()))
+			break;
+		take_event(ch, scq, "side 0's SEND");
+		poll_once(scq, i, IBV_WC_SEND, "side 0's send CQ");
+	}
+	t.stop = true;
+	pthread_join(thread, NULL);
+	ck_assert_msg(i == RACE_SENDS, "SEND %llu of %d: no event (side 1: %d)",
+		      (unsigned long long)i, RACE_SENDS, t.failed);
+
+	vt_dereg(a);
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -1088,6 +1186,8 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
+	tc = new_case(s, "race");
+	tcase_add_test(tc, racing_taker);
 	tc = new_case(s, "granted");
 	tcase_add_test(tc, rdma_granted);
 	tcase_add_test(tc, rdma_granted_order);
