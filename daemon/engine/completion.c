@@ -31,9 +31,14 @@ static bool arm_matches(uint32_t flags, const struct ibvd_cqe *cqe,
 	       (solicited || cqe->status != IBV_WC_SUCCESS);
 }
 
-/* Under cq->lock, after a CQE was published. */
+/*
+ * Under cq->lock, after a CQE was published; `want`: fire only that arm
+ * (NULL: whichever is pending).  The arm is read once, here: a caller that
+ * looked at it before could see the one the app is about to replace,
+ * and fire the new one for a completion it already polled.
+ */
 static void notify(struct ibvd_cq *cq, const struct ibvd_cqe *cqe,
-		   bool solicited)
+		   bool solicited, const uint32_t *want)
 {
 	struct ibvd_cq_engine *ep = cq->ring.engine_page;
 	struct ibvd_cq_client *cp = cq->ring.client_page;
@@ -50,7 +55,7 @@ static void notify(struct ibvd_cq *cq, const struct ibvd_cqe *cqe,
 	ibvd_full_fence();
 	/* Acquire: arm_flags was written before arm_seq. */
 	arm = ibvd_observe(&cp->arm_seq);
-	if (arm != cq->fired_seq + 1)
+	if (arm != cq->fired_seq + 1 || (want && arm != *want))
 		return;
 	if (!arm_matches(ibvd_read_once(&cp->arm_flags), cqe, solicited))
 		return;
@@ -100,7 +105,7 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
 	cq->tail++;
 	ibvd_publish(&ep->tail, cq->tail);
-	notify(cq, cqe, solicited);
+	notify(cq, cqe, solicited, NULL);
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 full:
@@ -110,19 +115,21 @@ full:
 	return -ENOSPC;
 }
 
-/* An event without a CQE of ours (the library made the completion). */
+/*
+ * An event without a CQE of ours (the library made the completion), for
+ * that arm only when one is named (a later arm waits for a later one).
+ */
 static void nudge(struct ibvd_cq *cq, const uint32_t *arm)
 {
-	struct ibvd_cq_client *cp = cq->ring.client_page;
 	/* as a failed completion: it wakes a solicited-only arm too */
 	struct ibvd_cqe failed = { .status = IBV_WC_GENERAL_ERR };
 	struct ibvd_cqe done = { .status = IBV_WC_SUCCESS };
 
 	pthread_mutex_lock(&cq->lock);
 	if (!arm)
-		notify(cq, &failed, false);
-	else if (ibvd_observe(&cp->arm_seq) == *arm)
-		notify(cq, &done, false);
+		notify(cq, &failed, false, NULL);
+	else
+		notify(cq, &done, false, arm);
 	pthread_mutex_unlock(&cq->lock);
 }
 
