@@ -221,6 +221,14 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	target = d->qp[!src->direct_side];
 	if (!target || !ibvd_eng_can_receive(eng_qp_state(target)))
 		return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+	/*
+	 * The target's own SENDs that src's library took come first, as on
+	 * a NIC, where a SEND's ACK reaches its sender before the answer the
+	 * receiver sends after taking it: an app sleeping on one channel for
+	 * both CQs and polling once per event (perftest's -e) must hear of
+	 * its SEND before it hears of the answer.
+	 */
+	wake_sender(target, &d->ring[target->direct_side]);
 	ret = ibvd_eng_claim_take(target);
 	if (ret == -EBUSY)
 		return DRAIN_BUSY;
