@@ -117,6 +117,19 @@ for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" "ib_send_bw -n 2000" \
 	ok "$line"
 done
 
+# Events under load: perftest's -e sleeps on one channel for both CQs and
+# polls once per event, so one lost event hangs it and one extra event
+# makes it poll an empty CQ and drift until it hangs.  A few runs here;
+# scripts/events-soak runs many (DIRECT_EVENT_RUNS).
+if [ -x /usr/bin/ib_send_lat ]; then
+	runs=${DIRECT_EVENT_RUNS:-3}
+	check "Debian's ib_send_lat -e -n 1000, $runs runs"
+	for i in $(seq "$runs"); do
+		debian_pair ib_send_lat -e -n 1000 >/dev/null || exit 1
+	done
+	ok "$runs runs of 1,000 ping-pongs on events, none hung"
+fi
+
 # One-sided direct access (common/lease.h): WRITEs and READs into a peer's
 # MR on shared file memory are its library's own memcpy when both run as
 # one uid, and the engine's otherwise.  Counted in the engine's WQEs.
