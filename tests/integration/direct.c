@@ -649,6 +649,47 @@ static void poll_once(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op,
 }
 
 /*
+ * Side 0 with its send CQ on a completion channel (and its receive CQ
+ * too if rcq_events), side 1 on a CQ of its own; connected, with rings.
+ */
+struct event_pair {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *scq, *rcq, *cq1;
+	struct ibv_qp *qp[2];
+};
+
+static void event_pair_open(struct event_pair *e, bool rcq_events,
+			    uint32_t psn)
+{
+	struct vt_qp_opts o[2] = { { .psn = psn }, { .psn = psn + 0x111 } };
+	struct vt_addr addr[2];
+	int k;
+
+	e->ch = ibv_create_comp_channel(D.ctx);
+	ck_assert_ptr_nonnull(e->ch);
+	e->scq = ibv_create_cq(D.ctx, 16, NULL, e->ch, 0);
+	e->rcq = ibv_create_cq(D.ctx, 16, NULL, rcq_events ? e->ch : NULL, 0);
+	e->cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	ck_assert(e->scq && e->rcq && e->cq1);
+	e->qp[0] = vt_qp(&D, e->scq, e->rcq, &o[0]);
+	e->qp[1] = vt_qp(&D, e->cq1, e->cq1, &o[1]);
+	for (k = 0; k < 2; k++)
+		vt_qp_addr(&D, e->qp[k], &o[k], &addr[k]);
+	vt_connect(&D, e->qp[0], &addr[1], &o[0]);
+	vt_connect(&D, e->qp[1], &addr[0], &o[1]);
+}
+
+static void event_pair_close(struct event_pair *e)
+{
+	ck_assert_int_eq(ibv_destroy_qp(e->qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(e->qp[1]), 0);
+	ck_assert_int_eq(ibv_destroy_cq(e->scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(e->rcq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(e->cq1), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(e->ch), 0);
+}
+
+/*
  * One event per completion, as apps that count them expect (perftest's
  * -e polls once per event): side 0 sleeps on one channel for its own send
  * and receive CQs, side 1 answers each SEND, busy polling.  An event for
@@ -657,27 +698,19 @@ static void poll_once(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op,
  */
 START_TEST(one_event_each)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct vt_qp_opts o[2] = { { .psn = 0x111 }, { .psn = 0x222 } };
+	struct event_pair e;
+	struct ibv_comp_channel *ch;
 	struct ibv_cq *scq, *rcq, *cq1;
-	struct vt_addr addr[2];
-	struct ibv_qp *qp[2];
+	struct ibv_qp **qp = e.qp;
 	struct ibv_mr *a, *b;
 	struct ibv_wc wc;
 	uint64_t i;
-	int k;
 
-	ck_assert_ptr_nonnull(ch);
-	scq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
-	rcq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
-	cq1 = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
-	ck_assert(scq && rcq && cq1);
-	qp[0] = vt_qp(&D, scq, rcq, &o[0]);
-	qp[1] = vt_qp(&D, cq1, cq1, &o[1]);
-	for (k = 0; k < 2; k++)
-		vt_qp_addr(&D, qp[k], &o[k], &addr[k]);
-	vt_connect(&D, qp[0], &addr[1], &o[0]);
-	vt_connect(&D, qp[1], &addr[0], &o[1]);
+	event_pair_open(&e, true, 0x111);
+	ch = e.ch;
+	scq = e.scq;
+	rcq = e.rcq;
+	cq1 = e.cq1;
 	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
@@ -703,12 +736,7 @@ START_TEST(one_event_each)
 
 	vt_dereg(a);
 	vt_dereg(b);
-	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
-	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
-	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	event_pair_close(&e);
 }
 END_TEST
 
@@ -754,45 +782,31 @@ static void *taker_main(void *arg)
 
 START_TEST(racing_taker)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct vt_qp_opts o[2] = { { .psn = 0x333 }, { .psn = 0x444 } };
-	struct ibv_cq *scq, *rcq, *cq1;
 	struct taker t = { 0 };
-	struct vt_addr addr[2];
-	struct ibv_qp *qp[2];
+	struct event_pair e;
 	struct ibv_mr *a;
 	pthread_t thread;
 	uint64_t i;
 	int k;
 
-	ck_assert_ptr_nonnull(ch);
-	scq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
-	rcq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
-	cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
-	ck_assert(scq && rcq && cq1);
-	qp[0] = vt_qp(&D, scq, rcq, &o[0]);
-	qp[1] = vt_qp(&D, cq1, cq1, &o[1]);
-	for (k = 0; k < 2; k++)
-		vt_qp_addr(&D, qp[k], &o[k], &addr[k]);
-	vt_connect(&D, qp[0], &addr[1], &o[0]);
-	vt_connect(&D, qp[1], &addr[0], &o[1]);
+	event_pair_open(&e, false, 0x333);
 	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
 	for (k = 0; k < 32; k++)
-		vt_recv(qp[1], (uint64_t)k, BUF(a) + 2048, 64, a->lkey);
+		vt_recv(e.qp[1], (uint64_t)k, BUF(a) + 2048, 64, a->lkey);
 
-	t.qp = qp[1];
-	t.cq = cq1;
+	t.qp = e.qp[1];
+	t.cq = e.cq1;
 	t.mr = a;
 	ck_assert_int_eq(pthread_create(&thread, NULL, taker_main, &t), 0);
 	for (i = 0; i < RACE_SENDS && !t.failed; i++) {
-		ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
-		vt_send(qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
+		ck_assert_int_eq(ibv_req_notify_cq(e.scq, 0), 0);
+		vt_send(e.qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
 			a->lkey, 0, 0);
-		if (!channel_ready(ch, vt_tmo_ms()))
+		if (!channel_ready(e.ch, vt_tmo_ms()))
 			break;
-		take_event(ch, scq, "side 0's SEND");
-		poll_once(scq, i, IBV_WC_SEND, "side 0's send CQ");
+		take_event(e.ch, e.scq, "side 0's SEND");
+		poll_once(e.scq, i, IBV_WC_SEND, "side 0's send CQ");
 	}
 	t.stop = true;
 	pthread_join(thread, NULL);
@@ -800,12 +814,7 @@ START_TEST(racing_taker)
 		      (unsigned long long)i, RACE_SENDS, t.failed);
 
 	vt_dereg(a);
-	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
-	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
-	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	event_pair_close(&e);
 }
 END_TEST
 
