@@ -111,6 +111,14 @@ void ibvd_engine_ctx_free(struct ibvd_context *ctx);
  */
 void ibvd_engine_qp_kick(struct ibvd_qp *qp);
 
+/*
+ * MODIFY_QP from RTR to RTS, objects lock held for writing, the new state
+ * stored: has the engine anything to do for qp?  Only what waited for RTS
+ * (SENDs posted before it, whose doorbell a pass already took while the
+ * QP could not send), a dead peer to report, or a direct ring in use.
+ */
+bool ibvd_engine_qp_rts_work(const struct ibvd_qp *qp);
+
 /* The RC/UC peer qp is connected to, if it is this daemon's and can receive. */
 struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp);
 

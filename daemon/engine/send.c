@@ -332,6 +332,21 @@ static int64_t sq_depth(const struct ibvd_qp *qp)
 	return n > qp->sq.nslots ? -1 : (int64_t)n;
 }
 
+bool ibvd_engine_qp_rts_work(const struct ibvd_qp *qp)
+{
+	/*
+	 * No pass runs now (the write lock).  A pass that took a doorbell
+	 * rung before our lock left the WQE in the SQ, where sq_depth sees
+	 * it: the client stored the tail before ringing.  A doorbell rung
+	 * later is taken by a pass that starts after our unlock, and so sees
+	 * RTS.  Either way nothing posted is left behind unrun.
+	 */
+	if (qp->direct && qp->direct->map)
+		return true;
+	return sq_depth(qp) != 0 || qp->peer_gone || qp->rnr_deadline_ns ||
+	       qp->awaiting || qp->wqe_started;
+}
+
 /*
  * A direct QP runs no WQE while its library's SENDs are still in the ring
  * it sends on (RC order, transit.h): place them first, or wait.

@@ -400,15 +400,24 @@ static void qp_enter(struct ibvd_qp *qp, uint32_t cur, uint32_t next)
 }
 
 /*
- * Has the engine anything to do for qp now that it entered `next`?  Not
- * for INIT: nothing runs there, and a wakeup of an engine thread costs a
- * CPU for its spin, which a client setting up many QPs needs (3,000 QPs
- * to INIT: 0.56 s instead of 1.0, bench/scale).  Every other state it
- * looks at (flush, drain, SENDs posted before RTS, the CM's connections).
+ * Has the engine anything to do for qp now that it went from `cur` to
+ * `next`?  Not for INIT: nothing runs there, and a wakeup of an engine
+ * thread costs a CPU for its spin, which a client setting up many QPs
+ * needs (3,000 QPs to INIT: 0.56 s instead of 1.0, bench/scale).  From RTR
+ * to RTS on this daemon's own devices, only if something waited for RTS:
+ * the wakeup was most of the CM's RTS move (cmtime).  Every other state it
+ * looks at (flush, drain, a RoCE transport's connection).  Called under
+ * the write lock, the state stored.
  */
-static bool engine_has_work(uint32_t next)
+static bool engine_has_work(const struct ibvd_qp *qp, uint32_t cur,
+			    uint32_t next)
 {
-	return next != IBV_QPS_INIT;
+	if (next == IBV_QPS_INIT)
+		return false;
+	if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS &&
+	    qp->ctx->dev->kind == IBVD_DEV_SOFT)
+		return ibvd_engine_qp_rts_work(qp);
+	return true;
 }
 
 static const Ibvd__QpAttr no_attr = IBVD__QP_ATTR__INIT;
@@ -454,7 +463,7 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
 		qp_enter(qp, cur, next);
-		kick = tell_engine && engine_has_work(next);
+		kick = tell_engine && engine_has_work(qp, cur, next);
 	}
 	ibvd_objects_write_unlock();
 	if (kick)
