@@ -1245,6 +1245,14 @@ static int takeback(void)
 	for (i = 0; i < TB_MSGS; i++)
 		vt_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
 			BUF(src) + (size_t)i * TB_LEN, TB_LEN, src->lkey, 0, 0);
+	/*
+	 * Let the engine take the SQ's doorbell first and meet the empty RQ
+	 * (then it waits its RNR timer): looking while the receiver's library
+	 * held its RQ to post, it would come back in 20 us, find the ring
+	 * drained and run the SQ's front itself, which is right but not what
+	 * this case is about (seen with the sanitizers' slower libraries).
+	 */
+	usleep(50 * 1000);
 	for (i = 0; i < TB_MSGS; i++)
 		vt_recv(p.qp[1], (uint64_t)i, BUF(dst) + (size_t)i * TB_LEN,
 			TB_LEN, dst->lkey);
