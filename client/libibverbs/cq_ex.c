@@ -85,6 +85,7 @@ static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 		return 0;
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
 	unlock(cq);
+	ibvc_yield_to_woken_engine(to_ibvc_context(cqx->context));
 	return ENOENT;
 }
 

@@ -165,6 +165,7 @@ struct ibvc_context {
 	const struct ibvd_ctx_engine *db_engine;	/* read-only mapping */
 	struct ibvd_ctx_client *db_client;
 	int kick_fd;			/* eventfd that wakes a sleeping engine */
+	uint32_t kicked;		/* woke the engine; it has not run yet */
 
 	/* the ring arena (ring.h): every CQ, QP and SRQ ring of the context */
 	struct ibvc_map rings;
@@ -275,6 +276,8 @@ int ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_context *ictx,
 		       const Ibvd__RingPlace *place, uint32_t nslots);
 /* Tell the engine that queue slot `bit` of ictx has work (ring.h). */
 void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit);
+/* An empty poll: yield once if we woke the engine and it has not run. */
+void ibvc_yield_to_woken_engine(struct ibvc_context *ictx);
 
 static inline void *ibvc_wq_slot(const struct ibvc_wq *wq, uint32_t counter)
 {

@@ -1,7 +1,8 @@
 /*
  * The completion side of the data path: ibv_poll_cq and ibv_req_notify_cq
  * (context ops reached through header inlines).  Plain loads and stores on
- * the CQ ring (ring.h); no system call.
+ * the CQ ring (ring.h); no system call, but for one sched_yield in an empty
+ * poll after the library woke a sleeping engine (queue.c).
  */
 #include "config.h"
 
@@ -104,6 +105,8 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	pthread_mutex_lock(&cq->lock);
 	n = poll_ring(cq, num_entries, wc);
 	pthread_mutex_unlock(&cq->lock);
+	if (!n)
+		ibvc_yield_to_woken_engine(to_ibvc_context(ibcq->context));
 	return n;
 }
 

@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <sched.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -179,7 +180,25 @@ static void kick(struct ibvc_context *ictx)
 	do
 		n = write(ictx->kick_fd, &one, sizeof(one));
 	while (n < 0 && errno == EINTR);
+	ibvd_write_once(&ictx->kicked, 1);
 	/* EAGAIN: the counter is saturated: the engine is being woken anyway. */
+}
+
+/*
+ * An empty poll after this context woke its sleeping engine, which has not
+ * run yet: give it our CPU, once.  Where every CPU is taken by a
+ * busy-polling client, the woken thread otherwise waits for the end of a
+ * poller's slice (tens of microseconds, bench/RESULTS.md) for the very
+ * work the poller waits for.  Only after a kick, itself a system call: an
+ * awake engine costs the data path none.
+ */
+void ibvc_yield_to_woken_engine(struct ibvc_context *ictx)
+{
+	if (!ibvd_read_once(&ictx->kicked))
+		return;
+	ibvd_write_once(&ictx->kicked, 0);
+	if (ibvd_read_once(&ictx->db_engine->sleeping))
+		sched_yield();
 }
 
 void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit)
