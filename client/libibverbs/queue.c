@@ -171,7 +171,7 @@ int ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_context *ictx,
 	return 0;
 }
 
-/* The only system call of the data path, made only while the engine sleeps. */
+/* A system call of the data path, made only while the engine sleeps. */
 static void kick(struct ibvc_context *ictx)
 {
 	uint64_t one = 1;
