@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,9 @@ void cma_channel_destroy(struct cma_channel *ch)
 	pthread_mutex_lock(&ch->recv_lock);
 	ch->closing = true;
 	waiters = ch->waiters;
+	/* Wake them: they see `closing`, and the last one frees ch. */
+	if (waiters)
+		queue_signal(ch, true);
 	pthread_mutex_unlock(&ch->recv_lock);
 	if (!waiters)
 		channel_free(ch);
@@ -219,14 +223,15 @@ int cma_channel_enter(struct cma_channel *ch)
 
 bool cma_channel_leave(struct cma_channel *ch)
 {
-	bool last;
+	bool closing, last;
 
 	pthread_mutex_lock(&ch->recv_lock);
-	last = --ch->waiters == 0 && ch->closing;
+	closing = ch->closing;
+	last = --ch->waiters == 0 && closing;
 	pthread_mutex_unlock(&ch->recv_lock);
 	if (last)
 		channel_free(ch);
-	return last;
+	return closing;
 }
 
 struct rdma_event_channel *rdma_create_event_channel(void)
@@ -306,6 +311,35 @@ static int take(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
  */
 #define EVENT_POLL_NS	50000u
 
+/*
+ * Cancellation (pthread_cancel(3)) acts in rdma_get_cm_event only where a
+ * read() of the kernel's rdma_cm file would take it: while blocked.  Else
+ * it could strike in a system call made under a lock (a non-blocking
+ * recvmsg, a close of a frame's fds) and leave the lock held for ever.
+ * The caller's own setting is kept for those moments.
+ */
+static __thread int app_cancel_state = PTHREAD_CANCEL_ENABLE;
+
+void cma_cancel_hold(void)
+{
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &app_cancel_state);
+}
+
+void cma_cancel_release(void)
+{
+	pthread_setcancelstate(app_cancel_state, NULL);
+}
+
+int cma_blocked_wait(int fd)
+{
+	int held, ret;
+
+	pthread_setcancelstate(app_cancel_state, &held);
+	ret = fd < 0 ? pause() : ibvd_wait_readable(fd);
+	pthread_setcancelstate(held, NULL);
+	return ret;
+}
+
 static int wait_event(struct cma_channel *ch, uint64_t *spin_start)
 {
 	/* Its mode once per call: a thread in poll() would not see it change. */
@@ -322,7 +356,7 @@ static int wait_event(struct cma_channel *ch, uint64_t *spin_start)
 		sched_yield();
 		return 0;
 	}
-	return ibvd_wait_readable(ch->channel.fd);
+	return cma_blocked_wait(ch->channel.fd);
 }
 
 int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m)

@@ -213,8 +213,16 @@ int cma_channel_create(struct cma_channel **ret_ch);
 void cma_channel_destroy(struct cma_channel *ch);
 /* A thread waits on ch (-EBADF if destroyed) ... */
 int cma_channel_enter(struct cma_channel *ch);
-/* ... and is done with it: true if ch was destroyed meanwhile and freed. */
+/* ... and is done with it: true if ch was destroyed meanwhile (and is gone). */
 bool cma_channel_leave(struct cma_channel *ch);
+/*
+ * rdma_get_cm_event's cancellation: none between hold and release but in
+ * cma_blocked_wait, which waits for fd to be readable (for ever if fd < 0)
+ * as the caller's own setting allows.
+ */
+void cma_cancel_hold(void);
+void cma_cancel_release(void);
+int cma_blocked_wait(int fd);
 /*
  * The next CmEvent of ch (blocking unless the fd is O_NONBLOCK: -EAGAIN;
  * a signal: -EINTR); -EIO when the daemon is gone, -EBADF if destroyed.

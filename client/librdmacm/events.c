@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cma.h"
@@ -434,20 +435,45 @@ static int get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 	}
 }
 
+/*
+ * The channel was destroyed while this thread waited on it.  A thread
+ * blocked in read() on the kernel's rdma_cm file when another one closes
+ * it stays blocked: the file lives until the read returns, and no event
+ * comes any more.  Programs count on that without knowing it: rping
+ * destroys the channel its event thread waits on, and that thread exits
+ * the process with -1 on any error, racing main's return 0.  So this
+ * thread waits on too, in a cancellation point, as the read would.
+ */
+static _Noreturn void wait_forever(void)
+{
+	for (;;)
+		cma_blocked_wait(-1);
+}
+
+/* Cancelled while blocked: this thread waits no more. */
+static void left_by_cancel(void *ch)
+{
+	cma_channel_leave(ch);
+}
+
 int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 {
 	int ret;
 
+	cma_cancel_hold();
 	ret = cma_channel_enter(ch);
-	if (ret < 0)
-		return ret;
-	ret = get_event(ch, ret_ev);
-	if (cma_channel_leave(ch)) {
-		/* Destroyed under us: what we got has nowhere to go. */
-		if (ret == 0)
-			cma_ack_event(*ret_ev);
-		return -EBADF;
+	if (ret == 0) {
+		pthread_cleanup_push(left_by_cancel, ch);
+		ret = get_event(ch, ret_ev);
+		pthread_cleanup_pop(0);
+		if (cma_channel_leave(ch)) {
+			/* Destroyed under us: what we got has nowhere to go. */
+			if (ret == 0)
+				cma_ack_event(*ret_ev);
+			wait_forever();
+		}
 	}
+	cma_cancel_release();
 	return ret;
 }
 

@@ -30,6 +30,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1406,6 +1407,65 @@ START_TEST(sync_mode_connect)
 }
 END_TEST
 
+/*
+ * A thread blocked in rdma_get_cm_event when another thread destroys the
+ * channel stays blocked, as a read() of the kernel's rdma_cm file does:
+ * rping's event thread exits the process with -1 on any error while its
+ * main thread destroys that channel and returns 0.  The waiter can still
+ * be cancelled, and the channel's descriptors are closed all the same.
+ */
+struct waiter_arg {
+	struct rdma_event_channel *ch;
+	int returned;
+	int ret, err;
+};
+
+static void *waiter_thread(void *arg)
+{
+	struct waiter_arg *w = arg;
+	struct rdma_cm_event *ev;
+
+	w->ret = rdma_get_cm_event(w->ch, &ev);
+	w->err = errno;
+	__atomic_store_n(&w->returned, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	ck_assert_msg(d, "/proc/self/fd: %s", strerror(errno));
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+START_TEST(destroyed_under_waiter)
+{
+	int fds = open_fds();
+	struct waiter_arg w = { .ch = channel() };
+	pthread_t t;
+	void *res;
+
+	ck_assert_int_gt(open_fds(), fds);
+	ck_assert_int_eq(pthread_create(&t, NULL, waiter_thread, &w), 0);
+	/* past the library's look for a coming event: asleep in poll() */
+	vt_sleep_ms(100);
+	rdma_destroy_event_channel(w.ch);
+	vt_sleep_ms(300L * vt_tmul());
+	ck_assert_msg(!__atomic_load_n(&w.returned, __ATOMIC_SEQ_CST),
+		      "rdma_get_cm_event returned %d (%s) when its channel was destroyed",
+		      w.ret, strerror(w.err));
+	ck_assert_int_eq(open_fds(), fds);
+	ck_assert_int_eq(pthread_cancel(t), 0);
+	ck_assert_int_eq(pthread_join(t, &res), 0);
+	ck_assert_msg(res == PTHREAD_CANCELED, "the waiter was not cancelled");
+}
+END_TEST
+
 /* rdma_destroy_id waits until every event reported on the id is acked. */
 struct destroy_arg {
 	struct rdma_cm_id *id;
@@ -1732,7 +1792,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(connect_addresses_and_data), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
-		T(destroy_waits_for_ack),
+		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
 		T(ud_sidr), T(multicast),
 	};
