@@ -100,6 +100,8 @@ void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	qp->rnr_deadline_ns = deadline;
 }
 
+static unsigned int look_rx(struct ibvd_engine *eng);
+
 /* ---- one pass ------------------------------------------------------------ */
 
 struct pass {
@@ -149,10 +151,163 @@ static bool engine_pass(struct ibvd_engine *eng)
 		p.ctx = eng->ectxs[i]->ctx;
 		n += ibvd_eng_db_drain(eng->dbs[i], rung, &p);
 	}
+	n += look_rx(eng);
 	n += run_timers(eng);
 	pthread_rwlock_unlock(&ibvd_objects_lock);
 	eng_count(&eng->passes, 1);
 	return n > 0;
+}
+
+/* ---- receive sides (transport.h) ------------------------------------------ */
+
+/* In an epoll set beside the kick eventfds, which carry 0. */
+#define RX_EPOLL_TAG	1u
+
+/*
+ * Drain the receive sides with packets waiting, at most every
+ * ENG_RX_LOOK_NS while awake and at once after a wakeup.  A side that
+ * used its whole budget is looked at again in the next pass.
+ */
+static unsigned int look_rx(struct ibvd_engine *eng)
+{
+	struct epoll_event ev[IBVD_MAX_DEVICES];
+	unsigned int taken = 0;
+	int i, n;
+
+	if (!eng->nrx || (!eng->rx_due && eng->now - eng->rx_looked < ENG_RX_LOOK_NS))
+		return 0;
+	eng->rx_due = false;
+	eng->rx_looked = eng->now;
+	n = epoll_wait(eng->rx_epfd, ev, IBVD_MAX_DEVICES, 0);
+	for (i = 0; i < n; i++) {
+		struct ibvd_eng_rx *rx = ev[i].data.ptr;
+
+		taken += rx->drain(rx);
+	}
+	/* More may wait: a level-triggered set says so again at once. */
+	if (n > 0)
+		eng->rx_due = true;
+	return taken;
+}
+
+/* Where rx waits while no engine runs (before the start, after the stop). */
+static struct ibvd_eng_rx *rx_waiting[IBVD_MAX_DEVICES];
+static unsigned int nrx_waiting;
+
+static int rx_watch(struct ibvd_engine *eng, struct ibvd_eng_rx *rx, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = rx };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++)
+		if (rx->fd[i] >= 0 && epoll_ctl(eng->rx_epfd, op, rx->fd[i],
+						op == EPOLL_CTL_DEL ? NULL : &ev) < 0)
+			return -errno;
+	return 0;
+}
+
+/* The thread draining the fewest sides, or NULL if none runs. */
+static struct ibvd_engine *rx_pick(void)
+{
+	struct ibvd_engine *best = NULL;
+	unsigned int i;
+
+	for (i = 0; i < nengines; i++)
+		if (!best || engines[i].nrx < best->nrx)
+			best = &engines[i];
+	return best;
+}
+
+static int rx_join(struct ibvd_engine *eng, struct ibvd_eng_rx *rx)
+{
+	uint64_t one = 1;
+	int ret;
+
+	if (eng->nrx == IBVD_MAX_DEVICES)
+		return -ENOSPC;
+	ret = rx_watch(eng, rx, EPOLL_CTL_ADD);
+	if (ret < 0) {
+		rx_watch(eng, rx, EPOLL_CTL_DEL);
+		return ret;
+	}
+	ibvd_objects_write_lock();
+	eng->rx[eng->nrx++] = rx;
+	rx->eng = eng;
+	eng->rx_due = true;
+	ibvd_objects_write_unlock();
+	/* What arrived before it was watched: the next pass takes it. */
+	if (threaded && write(eng->wake_fd, &one, sizeof(one)) < 0)
+		log_warn("engine %u: cannot wake it: %s", eng->index, strerror(errno));
+	return 0;
+}
+
+int ibvd_eng_rx_attach(struct ibvd_eng_rx *rx)
+{
+	struct ibvd_engine *eng = rx_pick();
+
+	rx->eng = NULL;
+	if (eng)
+		return rx_join(eng, rx);
+	if (nrx_waiting == IBVD_MAX_DEVICES)
+		return -ENOSPC;
+	rx_waiting[nrx_waiting++] = rx;
+	return 0;
+}
+
+/* Take rx out of list[*n], if there. */
+static void rx_unlist(struct ibvd_eng_rx **list, unsigned int *n,
+		      const struct ibvd_eng_rx *rx)
+{
+	unsigned int i;
+
+	for (i = 0; i < *n; i++) {
+		if (list[i] == rx) {
+			list[i] = list[--*n];
+			return;
+		}
+	}
+}
+
+void ibvd_eng_rx_detach(struct ibvd_eng_rx *rx)
+{
+	struct ibvd_engine *eng = rx->eng;
+
+	if (!eng) {
+		rx_unlist(rx_waiting, &nrx_waiting, rx);
+		return;
+	}
+	/* No pass runs under the write lock: none is draining rx. */
+	ibvd_objects_write_lock();
+	rx_watch(eng, rx, EPOLL_CTL_DEL);
+	rx_unlist(eng->rx, &eng->nrx, rx);
+	rx->eng = NULL;
+	ibvd_objects_write_unlock();
+}
+
+/* The engines started: the sides that waited for them join them. */
+static int rx_start_waiting(void)
+{
+	int ret;
+
+	while (nrx_waiting) {
+		ret = rx_join(rx_pick(), rx_waiting[nrx_waiting - 1]);
+		if (ret < 0)
+			return ret;
+		nrx_waiting--;
+	}
+	return 0;
+}
+
+/* An engine going away: its sides wait again (their owners detach them). */
+static void rx_leave_all(struct ibvd_engine *eng)
+{
+	while (eng->nrx) {
+		struct ibvd_eng_rx *rx = eng->rx[--eng->nrx];
+
+		rx->eng = NULL;
+		if (nrx_waiting < IBVD_MAX_DEVICES)
+			rx_waiting[nrx_waiting++] = rx;
+	}
 }
 
 /* ---- sleeping ------------------------------------------------------------ */
@@ -193,9 +348,10 @@ static void engine_sleep(struct ibvd_engine *eng)
 	 */
 	nev = epoll_pwait2(eng->epfd, ev, (int)(sizeof(ev) / sizeof(ev[0])), tsp,
 			   NULL);
-	/* A kick, not the timer, ended the sleep. */
+	/* A kick or a packet, not the timer, ended the sleep. */
 	if (nev > 0)
 		eng_count(&eng->wakeups, 1);
+	eng->rx_due = true;
 	if (nev < 0 && errno != EINTR)
 		log_warn("engine %u: epoll_pwait2: %s", eng->index, strerror(errno));
 }
@@ -287,6 +443,9 @@ static int epoll_add(int epfd, int fd)
 
 static void engine_free(struct ibvd_engine *eng)
 {
+	rx_leave_all(eng);
+	if (eng->rx_epfd >= 0)
+		close(eng->rx_epfd);
 	if (eng->epfd >= 0)
 		close(eng->epfd);
 	if (eng->wake_fd >= 0)
@@ -301,12 +460,19 @@ static void engine_free(struct ibvd_engine *eng)
 
 static int engine_init(struct ibvd_engine *eng, unsigned int index)
 {
+	struct epoll_event rx_ev = { .events = EPOLLIN,
+				     .data.u64 = RX_EPOLL_TAG };
+
 	eng->index = index;
 	eng->epfd = epoll_create1(EPOLL_CLOEXEC);
+	eng->rx_epfd = epoll_create1(EPOLL_CLOEXEC);
 	eng->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (eng->epfd < 0 || eng->wake_fd < 0)
+	if (eng->epfd < 0 || eng->rx_epfd < 0 || eng->wake_fd < 0)
 		return -errno;
 	if (epoll_add(eng->epfd, eng->wake_fd) < 0)
+		return -errno;
+	/* Level-triggered: asleep with packets waiting, we do not sleep. */
+	if (epoll_ctl(eng->epfd, EPOLL_CTL_ADD, eng->rx_epfd, &rx_ev) < 0)
 		return -errno;
 	ibvd_eng_load_init(&eng->load);
 	eng->bounce = aligned_alloc(IBVD_PAGE_SIZE, ENG_BOUNCE_BYTES);
@@ -410,7 +576,7 @@ static int engines_start(unsigned int nthreads,
 	if (!engines)
 		return -ENOMEM;
 	for (i = 0; i < nthreads; i++) {
-		engines[i].epfd = engines[i].wake_fd = -1;
+		engines[i].epfd = engines[i].rx_epfd = engines[i].wake_fd = -1;
 		engines[i].load.stat_fd = engines[i].load.loadavg_fd = -1;
 		ret = engine_init(&engines[i], i);
 		if (ret == 0 && threaded)
@@ -424,6 +590,11 @@ static int engines_start(unsigned int nthreads,
 	}
 	nengines = nthreads;
 	log_info("%u engine thread%s", nthreads, nthreads == 1 ? "" : "s");
+	ret = rx_start_waiting();
+	if (ret < 0) {
+		ibvd_engine_stop();
+		return ret;
+	}
 	return 0;
 }
 

@@ -45,6 +45,11 @@ struct ibvd_engine;
 /* How often that is judged, from /proc/stat. */
 #define ENG_LOAD_WINDOW_NS	(50ull * 1000 * 1000)
 /*
+ * How often a thread that is awake looks at its receive sides (a system
+ * call); asleep, an arriving packet wakes it at once.
+ */
+#define ENG_RX_LOOK_NS		(10u * 1000u)
+/*
  * A transfer longer than a chunk runs as several steps of at most that
  * many bytes, one per turn of its QP (chunk.c), so the time one step holds
  * the thread bounds the wait of every other QP's small message: 128 KiB is
@@ -545,6 +550,13 @@ struct ibvd_engine {
 	uint64_t now;			/* CLOCK_MONOTONIC ns at the pass start */
 	/* the control thread rang a QP (a state change), not a client */
 	bool control_kick;		/* atomic */
+
+	/* receive sides drained here (transport.h); under the write lock */
+	int rx_epfd;			/* epoll over their fds, in epfd */
+	struct ibvd_eng_rx *rx[IBVD_MAX_DEVICES];
+	unsigned int nrx;
+	uint64_t rx_looked;		/* when they were last looked at */
+	bool rx_due;			/* look at the next pass */
 
 	/* statistics, this thread's only */
 	uint64_t passes, wqes, sleeps, crowded;

@@ -239,6 +239,32 @@ void ibvd_eng_answered(struct ibvd_qp *qp);
 void ibvd_eng_turn_soon(struct ibvd_qp *qp);
 
 /*
+ * A wire transport's receive side: the descriptors its packets arrive on,
+ * which an engine thread drains between its passes and sleeps on beside
+ * its doorbells.  So one thread does a device's sending and its receiving,
+ * and an answer that moves a send queue on is taken up in that thread's
+ * next pass, not after a wakeup of another thread (bench/RESULTS-roce.md).
+ */
+struct ibvd_eng_rx {
+	int fd[2];			/* -1: none */
+	/*
+	 * Take up to a budget of what the fds hold (objects lock held for
+	 * reading, on the engine thread); how many packets it took.
+	 */
+	unsigned int (*drain)(struct ibvd_eng_rx *rx);
+	struct ibvd_engine *eng;	/* the engine's: who drains it */
+};
+
+/*
+ * Control thread, objects lock not held: 0 or a negative errno.  Before
+ * the engine threads start, rx waits for them (a daemon that forks to the
+ * background starts them after the fork).
+ */
+int ibvd_eng_rx_attach(struct ibvd_eng_rx *rx);
+/* Control thread, lock not held: once it returns, no drain of rx runs. */
+void ibvd_eng_rx_detach(struct ibvd_eng_rx *rx);
+
+/*
  * The WQE `counter` of src's send queue, behind the one in front, as the
  * requester will take it when its turn comes (serving thread only): true
  * with *req filled, the whole message as one step, if a transport may send

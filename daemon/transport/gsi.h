@@ -1,7 +1,8 @@
 /*
  * QP1's mailbox: management datagrams (the IB CM's MADs) that arrive on
  * any device's QP1 wait here for the connection manager, which runs on
- * the control thread, while the devices' receive threads deliver them.
+ * the control thread, while the engine threads draining the devices'
+ * sockets deliver them.
  * Bounded: a peer that floods QP1 loses its own MADs (counted), never the
  * daemon's memory.  Sending goes the other way, through the device's
  * transport (struct ibvd_transport.send_mad).

@@ -12,8 +12,9 @@
 # Then the same with 2 % of the RoCE packets into one namespace dropped
 # by nftables, ib_read_bw's READs too: the data still arrives whole, and
 # the counters show what the wire did (PSN sequence NAKs, READ retries).
-# Last, a peer whose link goes down mid-transfer: its partner's sends end
-# with IBV_WC_RETRY_EXC_ERR and the daemons stay up.
+# Then a peer whose link goes down mid-transfer: its partner's sends end
+# with IBV_WC_RETRY_EXC_ERR and the daemons stay up.  Last, one daemon
+# restarted without -f (it forks to the background): pingpong again.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -230,5 +231,20 @@ check "the link comes back: a new connection works"
 ip -n "$NSB" link set "$VB" up
 sleep 1
 across "RC pingpong after the link came back" "$PP_RE" /usr/bin/ibv_rc_pingpong -g 1 -n 100
+
+# Its threads start after the fork (a thread does not survive one): the
+# device's sockets must still be drained.
+check "B's daemon started without -f, in the background: packets still reach it"
+kill -TERM "$PID_B"
+wait_exit "$PID_B" "$((5 * TMUL))" || fail "the daemon in $NSB did not stop"
+PID_B=""
+bg_as=()
+if [ "$DAEMON_USER" != root ]; then bg_as=(--user "$DAEMON_USER"); fi
+ip netns exec "$NSB" "$IBVERBSD_BUILT" "${bg_as[@]}" -c "$T/b.conf" 2>"$O/bg.log" ||
+	{ show "the daemon in the background" "$O/bg.log"; fail "ibverbsd without -f did not start"; }
+PID_B=$(pgrep -f -- "$IBVERBSD_BUILT.* -c $T/b.conf\$" | head -n 1)
+[ -n "$PID_B" ] || fail "no daemon in the background after ibverbsd without -f"
+daemon_wait_ready "$SOCK_B" "$PID_B"
+across "RC pingpong to a daemon in the background" "$PP_RE" /usr/bin/ibv_rc_pingpong -g 1 -n 100
 
 ok "$NRUN runs across the wire passed"

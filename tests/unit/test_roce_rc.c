@@ -2,7 +2,7 @@
  * RC over RoCE, requester and responder (transport/roce/rc.c, rc_resp.c,
  * packet.c), with the engine and the sockets stubbed out: the IP packets
  * a QP sends, one by one or in batches, are kept here, and the test hands
- * each one to the other QP as the receive thread would (parsed, ICRC
+ * each one to the other QP as the draining thread would (parsed, ICRC
  * checked, WRITE payloads landing in runs), or loses it.
  *
  * What is checked: a READ whose responses come with a hole asks again at
@@ -468,7 +468,7 @@ static void decode(unsigned int i, struct roce_ip *ip, struct roce_pkt *p)
 
 /*
  * Hand sent packets idx[0..n-1] to the QPs they were for, as one batch of
- * the receive thread: WRITE payloads land in runs by the batch's end.
+ * the draining thread: WRITE payloads land in runs by the batch's end.
  */
 static void deliver_batch(const unsigned int *idx, unsigned int n)
 {
@@ -712,7 +712,7 @@ static struct eng_req ping, pong;
 
 /*
  * A's SEND (ping) goes; B takes it, its receive completes at once, and it
- * ACKs; B replies at once (pong); A's receive thread has the ACK, then
+ * ACKs; B replies at once (pong); A's draining thread has the ACK, then
  * the reply, whose completion is held for the engine.
  */
 static void ping_answered_then_pong(void)

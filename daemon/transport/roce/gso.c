@@ -17,7 +17,7 @@
  *
  * Receiving: a link that does not cut datagrams (a veth between two
  * namespaces passes them whole) delivers the run as one IP packet, and the
- * receive thread cuts it as the kernel would have: segment i gets the
+ * draining thread cuts it as the kernel would have: segment i gets the
  * header above, and each is then parsed, checked (ICRC included) and
  * handled as if it had come alone.  The segment size is not on the wire.
  * Every segment but the last is a whole packet of one message, so it is

@@ -6,7 +6,7 @@
  *   rc.c       RC and UC requesters: packets of a message, ACK waits
  *   rc_resp.c  RC and UC responders: PSNs, SENDs, WRITEs, READs, atomics
  *   packet.c   one packet put together and sent
- *   io.c       the device's sockets and its receive thread
+ *   io.c       the device's sockets, drained by an engine thread
  *   rx.c       what an arriving packet is for, and handing it on
  *   wire.c, ip.c, icrc.c, crc32.c   the packet codec (wire.h)
  *
@@ -26,10 +26,12 @@
  * and other hosts (transport/gsi.h), over either family.
  *
  * Locking: a QP's wire state (struct roce_qp, qp->wire) is shared by its
- * serving engine thread (the requester) and the receive thread (ACKs and
- * responses for it, requests to it), under its own mutex; both hold
- * ibvd_objects_lock for reading, so the QP cannot go meanwhile.  It is
- * made on first use and freed by qp_forget (write lock held).
+ * serving engine thread (the requester) and the draining thread, the
+ * engine thread that takes the device's packets (io.c: ACKs and responses
+ * for it, requests to it; the same thread unless several engines run),
+ * under its own mutex; both hold ibvd_objects_lock for reading, so the
+ * QP cannot go meanwhile.  It is made on first use and freed by qp_forget
+ * (write lock held).
  */
 #ifndef IBVD_ROCE_INTERNAL_H
 #define IBVD_ROCE_INTERNAL_H
@@ -65,7 +67,7 @@ struct roce_path {
 };
 
 /*
- * WRITE payloads the receive thread has taken but not yet written
+ * WRITE payloads the draining thread has taken but not yet written
  * (rc_resp.c): packets of one QP that land one after the other go to its
  * memory in one system call, before anything else is done for that QP
  * (an ACK, a NAK, a completion, another request) and before the batch
@@ -98,6 +100,8 @@ struct roce_flow {
 };
 
 /* A RoCE device's own state (dev->transport_priv). */
+struct rx_batch;
+
 struct roce_dev {
 	struct ibvd_device *dev;
 	char ifname[IF_NAMESIZE];
@@ -105,19 +109,20 @@ struct roce_dev {
 	int rx_fd;			/* raw IPv4/UDP, filtered to port 4791 */
 	int sink_fd;			/* UDP :4791, so no ICMP answers */
 	int tx6_fd, rx6_fd, sink6_fd;	/* the same for IPv6; -1 without it */
-	int stop_fd;			/* eventfd: the receive thread ends */
-	pthread_t rx_thread;
-	bool rx_running;
+	struct ibvd_eng_rx rx;		/* drained by an engine thread (io.c) */
+	struct rx_batch *rx_batch;	/* its buffers */
+	bool rx_attached;
+	bool rx_failed;			/* said so once */
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
-	struct roce_wrun wrun;		/* the receive thread's only */
+	struct roce_wrun wrun;		/* the draining thread's only */
 	/* UDP sockets runs go out through, one per flow (io.c) */
 	pthread_mutex_t flows_lock;
 	struct roce_flow *flows;	/* ROCE_FLOWS, made at the first run */
 	unsigned int nflows;
 };
 
-/* io.c: the device whose receive thread this is, on that thread; else NULL. */
+/* io.c: the device whose sockets this thread is draining now; else NULL. */
 extern __thread struct roce_dev *roce_rx_self;
 
 /*
@@ -168,12 +173,12 @@ struct roce_txm {
 };
 
 /*
- * Receive completions the receive thread holds back while the engine has
+ * Receive completions the draining thread holds back while the engine has
  * an answered send of the same QP still to complete: a NIC completes a
  * SEND at its ACK, which comes before any reply the peer makes to it, and
  * programs count on it (perftest's latency tests with completion events
  * share one channel between the two CQs and take the first event after
- * posting for the send's).  Here the ACK reaches the receive thread but
+ * posting for the send's).  Here the ACK reaches the draining thread but
  * the send completes on its QP's engine thread, so the reply behind it
  * waits for that (roce_rc_turn_done) rather than overtake it.
  */
@@ -368,7 +373,7 @@ int roce_gso_split(const uint8_t *pkt, size_t len, uint8_t *out,
 int roce_io_send_run(struct roce_dev *rd, const struct roce_path *path,
 		     uint8_t *const *pkts, const size_t *lens, unsigned int n);
 
-/* io.c: sockets and the receive thread of rd (rd->ifname set). */
+/* io.c: rd's sockets, given to an engine thread to drain (rd->ifname set). */
 int roce_io_open(struct roce_dev *rd);
 void roce_io_close(struct roce_dev *rd);
 
@@ -393,7 +398,7 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
  */
 void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 
-/* rc_resp.c: write rd's deferred WRITE payloads out (receive thread, no
+/* rc_resp.c: write rd's deferred WRITE payloads out (draining thread, no
  * QP lock held). */
 void roce_wrun_flush(struct roce_dev *rd);
 

@@ -1,5 +1,5 @@
 /*
- * A RoCE device's sockets and its receive thread.
+ * A RoCE device's sockets, and how an engine thread drains them.
  *
  * Sending: one raw IPv4 socket with IP_HDRINCL per device; the packet is
  * complete when it is handed over (the ICRC covers the IP header), and the
@@ -31,9 +31,11 @@
  * without checksum offload) sends packets from then on.  Arriving runs a
  * link left whole are cut back into packets here (roce_gso_split).
  *
- * The receive thread takes packets in batches (recvmmsg) and hands each to
- * rx.c with ibvd_objects_lock held for reading, once per batch, as an
- * engine pass does.
+ * There is no receive thread: an engine thread drains the receive sockets
+ * between its passes (engine/transport.h, struct ibvd_eng_rx), in batches
+ * (recvmmsg), and hands each packet to rx.c under its pass's hold of
+ * ibvd_objects_lock.  So the thread that takes an ACK is the one that
+ * completes the send and sends what the window lets out next.
  */
 #include <config.h>
 
@@ -57,6 +59,8 @@
 
 /* Packets one receive call takes. */
 #define RX_BATCH	16
+/* Receive calls per socket in one of the engine's looks (rx_drain). */
+#define RX_BUDGET	4
 /*
  * Socket buffers: a step of a message is up to 128 packets sent at once
  * (a 128 KiB chunk at MTU 1024), and a packet costs its socket about
@@ -661,71 +665,71 @@ static void rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
 	(void)roce_gso_split(pkt, len, b->cut, sizeof(b->cut), &sink);
 }
 
-/* Take what fd has queued, one batch at a time; false when it failed. */
-static bool rx_drain(struct roce_dev *rd, int fd, bool v6, struct rx_batch *b)
+/*
+ * One batch of what fd has queued (objects lock held for reading): how
+ * many datagrams it held, or -1 when the socket failed.
+ */
+static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *b)
 {
 	struct msghdr *m;
 	int n, i;
 
-	for (;;) {
-		rx_batch_arm(b, v6);
-		n = recvmmsg(fd, b->msgs, RX_BATCH, MSG_DONTWAIT, NULL);
-		if (n < 0)
-			return errno == EAGAIN || errno == EINTR;
-		pthread_rwlock_rdlock(&ibvd_objects_lock);
-		for (i = 0; i < n; i++) {
-			m = &b->msgs[i].msg_hdr;
-			/* Truncated: longer than any packet we take. */
-			if (m->msg_flags & MSG_TRUNC)
-				continue;
-			if (!v6 && b->msgs[i].msg_len > ROCE_MAX_PACKET)
-				rx_run(rd, b, b->buf[i], b->msgs[i].msg_len);
-			else if (!v6)
-				roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
-			else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
-				roce_rx_packet(rd, b->buf[i],
-					       IPV6_HDR_LEN + b->msgs[i].msg_len);
-		}
-		/* the batch's buffers are about to be reused */
-		roce_wrun_flush(rd);
-		pthread_rwlock_unlock(&ibvd_objects_lock);
-		if (n < RX_BATCH)
-			return true;
+	rx_batch_arm(b, v6);
+	n = recvmmsg(fd, b->msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	for (i = 0; i < n; i++) {
+		m = &b->msgs[i].msg_hdr;
+		/* Truncated: longer than any packet we take. */
+		if (m->msg_flags & MSG_TRUNC)
+			continue;
+		if (!v6 && b->msgs[i].msg_len > ROCE_MAX_PACKET)
+			rx_run(rd, b, b->buf[i], b->msgs[i].msg_len);
+		else if (!v6)
+			roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
+		else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
+			roce_rx_packet(rd, b->buf[i],
+				       IPV6_HDR_LEN + b->msgs[i].msg_len);
 	}
+	/* the batch's buffers are about to be reused */
+	roce_wrun_flush(rd);
+	return n;
 }
 
 __thread struct roce_dev *roce_rx_self;
 
-static void *rx_main(void *arg)
+/*
+ * The engine thread's turn at the device's sockets (engine/transport.h):
+ * up to RX_BUDGET batches from each, so its doorbells wait little.
+ */
+static unsigned int rx_drain(struct ibvd_eng_rx *rx)
 {
-	struct roce_dev *rd = arg;
-	struct rx_batch *b = malloc(sizeof(*b));
-	/* a negative fd (no IPv6) is one poll leaves alone */
-	struct pollfd pfd[3] = {
-		{ .fd = rd->rx_fd, .events = POLLIN },
-		{ .fd = rd->rx6_fd, .events = POLLIN },
-		{ .fd = rd->stop_fd, .events = POLLIN },
-	};
+	struct roce_dev *rd = (struct roce_dev *)((char *)rx -
+						  offsetof(struct roce_dev, rx));
+	unsigned int taken = 0, i, k;
+	int n;
 
-	if (!b) {
-		log_err("%s: no memory for the receive thread", rd->ifname);
-		return NULL;
-	}
 	roce_rx_self = rd;
-	for (;;) {
-		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
-			break;
-		if (pfd[2].revents)
-			break;
-		if ((pfd[0].revents && !rx_drain(rd, rd->rx_fd, false, b)) ||
-		    (pfd[1].revents && !rx_drain(rd, rd->rx6_fd, true, b))) {
-			log_err("%s: receiving RoCE packets: %s", rd->ifname,
-				strerror(errno));
-			break;
+	for (i = 0; i < 2; i++) {
+		if (rx->fd[i] < 0)
+			continue;
+		for (k = 0; k < RX_BUDGET; k++) {
+			n = rx_batch_take(rd, rx->fd[i], rx->fd[i] == rd->rx6_fd,
+					  rd->rx_batch);
+			if (n < 0 && !rd->rx_failed) {
+				rd->rx_failed = true;
+				log_err("%s: receiving RoCE packets: %s", rd->ifname,
+					strerror(errno));
+			}
+			if (n <= 0)
+				break;
+			taken += (unsigned int)n;
+			if (n < RX_BATCH)
+				break;
 		}
 	}
-	free(b);
-	return NULL;
+	roce_rx_self = NULL;
+	return taken;
 }
 
 static void close_fd(int *fd)
@@ -739,7 +743,7 @@ int roce_io_open(struct roce_dev *rd)
 {
 	int ret;
 
-	rd->tx_fd = rd->rx_fd = rd->sink_fd = rd->stop_fd = -1;
+	rd->tx_fd = rd->rx_fd = rd->sink_fd = -1;
 	rd->tx6_fd = rd->rx6_fd = rd->sink6_fd = -1;
 	pthread_mutex_init(&rd->flows_lock, NULL);
 	ret = open_tx(rd);
@@ -750,40 +754,40 @@ int roce_io_open(struct roce_dev *rd)
 	if (ret == 0)
 		ret = open_ipv6(rd);
 	if (ret == 0) {
-		rd->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (rd->stop_fd < 0)
-			ret = -errno;
+		rd->rx_batch = malloc(sizeof(*rd->rx_batch));
+		if (!rd->rx_batch)
+			ret = -ENOMEM;
 	}
-	if (ret == 0)
-		ret = -pthread_create(&rd->rx_thread, NULL, rx_main, rd);
+	if (ret == 0) {
+		rd->rx.fd[0] = rd->rx_fd;
+		rd->rx.fd[1] = rd->rx6_fd;
+		rd->rx.drain = rx_drain;
+		ret = ibvd_eng_rx_attach(&rd->rx);
+	}
 	if (ret < 0) {
 		roce_io_close(rd);
 		return ret;
 	}
-	rd->rx_running = true;
-	pthread_setname_np(rd->rx_thread, "ibvd-roce-rx");
+	rd->rx_attached = true;
 	return 0;
 }
 
 void roce_io_close(struct roce_dev *rd)
 {
-	uint64_t one = 1;
 	unsigned int i;
 
-	if (rd->rx_running) {
-		if (write(rd->stop_fd, &one, sizeof(one)) < 0)
-			log_err("%s: stopping the receive thread: %s", rd->ifname,
-				strerror(errno));
-		pthread_join(rd->rx_thread, NULL);
-		rd->rx_running = false;
+	if (rd->rx_attached) {
+		ibvd_eng_rx_detach(&rd->rx);
+		rd->rx_attached = false;
 	}
+	free(rd->rx_batch);
+	rd->rx_batch = NULL;
 	close_fd(&rd->tx_fd);
 	close_fd(&rd->rx_fd);
 	close_fd(&rd->sink_fd);
 	close_fd(&rd->tx6_fd);
 	close_fd(&rd->rx6_fd);
 	close_fd(&rd->sink6_fd);
-	close_fd(&rd->stop_fd);
 	for (i = 0; i < rd->nflows; i++)
 		close_fd(&rd->flows[i].fd);
 	free(rd->flows);

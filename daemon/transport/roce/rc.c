@@ -8,7 +8,7 @@
  * the WQEs the client posted behind it, as far as the window goes
  * (internal.h): an RC requester keeps several messages in flight, as a
  * NIC does, and the engine still completes them one by one, in order, as
- * their answers come.  The receive thread records what the responder said
+ * their answers come.  The draining thread records what the responder said
  * for each (rc_resp.c: an ACK answers every message up to its PSN) and
  * wakes the QP when the front's answer is there or something must go
  * again.  No answer by the QP's local ACK timeout: everything from the
@@ -81,7 +81,7 @@ struct roce_qp *roce_qp_of(struct ibvd_qp *qp)
 
 	if (w)
 		return w;
-	/* The serving thread and the receive thread may both be first. */
+	/* The serving thread and the draining thread may both be first. */
 	w = roce_qp_new(qp);
 	if (!w)
 		return NULL;
@@ -539,7 +539,7 @@ void roce_rc_turn_done(struct ibvd_qp *qp)
 	uint32_t state = eng_qp_state(qp);
 
 	/*
-	 * Only this thread sets retiring, and the receive thread holds a
+	 * Only this thread sets retiring, and the draining thread holds a
 	 * completion only while it is set or with the QP rung: no lock
 	 * needed to see there is nothing to do, the common case.
 	 */

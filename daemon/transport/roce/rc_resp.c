@@ -1,5 +1,5 @@
 /*
- * RC and UC on the receive thread: requests arriving at a responder QP,
+ * RC and UC on the draining thread: requests arriving at a responder QP,
  * and the answers arriving back at a requester.
  *
  * Responder, as rxe is one (roce-wire.md §4): a packet with the expected
@@ -107,7 +107,7 @@ void roce_wrun_flush(struct roce_dev *rd)
 
 /*
  * Take a WRITE packet's payload, bound for dst, into the run instead of
- * writing it now: true if it is there (only on the receive thread, whose
+ * writing it now: true if it is there (only on the draining thread, whose
  * buffers last until the run is written, and for client memory).
  */
 static bool wrun_take(struct roce_dev *rd, struct ibvd_qp *qp,
@@ -466,7 +466,7 @@ static enum outcome rx_read(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct roce_resource *r;
 
 	/*
-	 * The receive thread sends a READ's responses at once, holding the
+	 * The draining thread sends a READ's responses at once, holding the
 	 * objects lock: a request may ask for at most a message's worth, as
 	 * rxe's largest, not for the 2 GiB the header could name.
 	 */

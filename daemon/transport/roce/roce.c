@@ -277,7 +277,7 @@ static void roce_dev_close(struct ibvd_device *dev)
 	if (!rd)
 		return;
 	roce_io_close(rd);
-	/* The receive thread is gone: nothing more arrives from dev. */
+	/* Detached from its engine: nothing more arrives from dev. */
 	ibvd_gsi_purge(dev);
 	free(rd);
 	dev->transport_priv = NULL;
