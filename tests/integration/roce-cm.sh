@@ -57,13 +57,25 @@ cm_pair() {
 	SPID=$spid
 }
 
+# port_next ARRAY PORT: the elements of ARRAY (a name) that are PORT become PORT + 1.
+port_next() {
+	local -n args=$1
+	local i
+
+	for i in "${!args[@]}"; do
+		if [ "${args[$i]}" = "$2" ]; then
+			args[$i]=$(($2 + 1))
+		fi
+	done
+}
+
 # cm_across WHAT PORT SERVER-EXPECT CLIENT-EXPECT SERVER-ARGS... -- CLIENT-ARGS...:
 # the server (uid $USER1) in A, then the client (uid $USER2) in B; both
 # must exit 0 and print what they must (extended regexes).  perftest's -R
 # connects its data QPs with no sync after its first connection: its
 # client's REQ may come before its server listens again, and is refused
 # ("REJECTED; error: 8", no listener) as by any rdma_cm.  That one refusal
-# has the pair run once more.
+# has the pair run once more, on PORT + 1.
 cm_across() {
 	local what=$1 port=$2 sre=$3 cre=$4 s c rc_c rc_s
 	local -a SARGS=() CARGS=()
@@ -78,10 +90,14 @@ cm_across() {
 	cm_pair "$s" "$c" "$port"
 	if [ "$RC_C" -ne 0 ] && [ "${SARGS[0]}" = ib_send_bw ] &&
 	   grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$c.err"; then
-		log "$what: the client's data REQ came before the server's second listen (no listener: REJ); once more"
-		kill -TERM "$SPID" 2>/dev/null
-		wait_exit "$SPID" 5
-		cm_pair "$s" "$c" "$port"
+		log "$what: the client's data REQ came before the server's second listen (no listener: REJ); once more, on port $((port + 1))"
+		# SPID is the shell around timeout, which passes TERM on
+		pkill -TERM -P "$SPID" 2>/dev/null
+		wait_exit "$SPID" 5 || fail "$what: the first server did not stop"
+		# the first server's ids may outlive it a moment: another port
+		port_next SARGS "$port"
+		port_next CARGS "$port"
+		cm_pair "$s" "$c" "$((port + 1))"
 	fi
 	rc_c=$RC_C
 	server_rc "$SPID"
