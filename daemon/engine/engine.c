@@ -206,16 +206,27 @@ static int rx_watch(struct ibvd_engine *eng, struct ibvd_eng_rx *rx, int op)
 	return 0;
 }
 
-/* The thread draining the fewest sides, or NULL if none runs. */
-static struct ibvd_engine *rx_pick(void)
+/* The thread with the lowest count (the lowest index among equals), or NULL. */
+static struct ibvd_engine *fewest(unsigned int (*count)(const struct ibvd_engine *))
 {
 	struct ibvd_engine *best = NULL;
 	unsigned int i;
 
 	for (i = 0; i < nengines; i++)
-		if (!best || engines[i].nrx < best->nrx)
+		if (!best || count(&engines[i]) < count(best))
 			best = &engines[i];
 	return best;
+}
+
+static unsigned int rx_count(const struct ibvd_engine *eng)
+{
+	return eng->nrx;
+}
+
+/* The thread draining the fewest sides, or NULL if none runs. */
+static struct ibvd_engine *rx_pick(void)
+{
+	return fewest(rx_count);
 }
 
 static int rx_join(struct ibvd_engine *eng, struct ibvd_eng_rx *rx)
@@ -662,6 +673,11 @@ struct ibvd_engine *ibvd_eng_nth(unsigned int index)
 	return index < nengines ? &engines[index] : NULL;
 }
 
+static unsigned int ctx_count(const struct ibvd_engine *eng)
+{
+	return eng->nctx;
+}
+
 /*
  * The thread serving the fewest contexts (the lowest index among equals),
  * so contexts stay spread when others close.  The control thread calls
@@ -669,13 +685,7 @@ struct ibvd_engine *ibvd_eng_nth(unsigned int index)
  */
 struct ibvd_engine *ibvd_eng_pick(void)
 {
-	struct ibvd_engine *best = NULL;
-	unsigned int i;
-
-	for (i = 0; i < nengines; i++)
-		if (!best || engines[i].nctx < best->nctx)
-			best = &engines[i];
-	return best;
+	return fewest(ctx_count);
 }
 
 int ibvd_eng_watch(struct ibvd_engine *eng, int fd)
