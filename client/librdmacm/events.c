@@ -10,8 +10,9 @@
  */
 #include "config.h"
 
-#include <stdlib.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cma.h"
@@ -460,9 +461,13 @@ int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 {
 	int ret;
 
+	bool blocking;
+
 	cma_cancel_hold();
 	ret = cma_channel_enter(ch);
 	if (ret == 0) {
+		/* Read while we hold it: once left, ch may be gone. */
+		blocking = !(fcntl(ch->channel.fd, F_GETFL) & O_NONBLOCK);
 		pthread_cleanup_push(left_by_cancel, ch);
 		ret = get_event(ch, ret_ev);
 		pthread_cleanup_pop(0);
@@ -470,7 +475,10 @@ int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 			/* Destroyed under us: what we got has nowhere to go. */
 			if (ret == 0)
 				cma_ack_event(*ret_ev);
-			wait_forever();
+			/* A non-blocking read returns; a blocking one would not. */
+			if (blocking)
+				wait_forever();
+			ret = -EBADF;
 		}
 	}
 	cma_cancel_release();

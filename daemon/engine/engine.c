@@ -174,9 +174,9 @@ static unsigned int look_rx(struct ibvd_engine *eng)
 	unsigned int taken = 0;
 	int i, n;
 
-	if (!eng->nrx || (!eng->rx_due && eng->now - eng->rx_looked < ENG_RX_LOOK_NS))
+	if (!eng->nrx || (!__atomic_exchange_n(&eng->rx_due, false, __ATOMIC_RELAXED) &&
+			  eng->now - eng->rx_looked < ENG_RX_LOOK_NS))
 		return 0;
-	eng->rx_due = false;
 	eng->rx_looked = eng->now;
 	n = epoll_wait(eng->rx_epfd, ev, IBVD_MAX_DEVICES, 0);
 	for (i = 0; i < n; i++) {
@@ -186,7 +186,7 @@ static unsigned int look_rx(struct ibvd_engine *eng)
 	}
 	/* More may wait: a level-triggered set says so again at once. */
 	if (n > 0)
-		eng->rx_due = true;
+		__atomic_store_n(&eng->rx_due, true, __ATOMIC_RELAXED);
 	return taken;
 }
 
@@ -236,15 +236,17 @@ static int rx_join(struct ibvd_engine *eng, struct ibvd_eng_rx *rx)
 
 	if (eng->nrx == IBVD_MAX_DEVICES)
 		return -ENOSPC;
+	/* Once one fd is watched a pass may drain rx: none runs meanwhile. */
+	ibvd_objects_write_lock();
 	ret = rx_watch(eng, rx, EPOLL_CTL_ADD);
 	if (ret < 0) {
 		rx_watch(eng, rx, EPOLL_CTL_DEL);
+		ibvd_objects_write_unlock();
 		return ret;
 	}
-	ibvd_objects_write_lock();
 	eng->rx[eng->nrx++] = rx;
 	rx->eng = eng;
-	eng->rx_due = true;
+	__atomic_store_n(&eng->rx_due, true, __ATOMIC_RELAXED);
 	ibvd_objects_write_unlock();
 	/* What arrived before it was watched: the next pass takes it. */
 	if (threaded && write(eng->wake_fd, &one, sizeof(one)) < 0)
@@ -263,6 +265,13 @@ int ibvd_eng_rx_attach(struct ibvd_eng_rx *rx)
 		return -ENOSPC;
 	rx_waiting[nrx_waiting++] = rx;
 	return 0;
+}
+
+void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i)
+{
+	if (rx->eng && rx->fd[i] >= 0)
+		epoll_ctl(rx->eng->rx_epfd, EPOLL_CTL_DEL, rx->fd[i], NULL);
+	rx->fd[i] = -1;
 }
 
 /* Take rx out of list[*n], if there. */
@@ -362,7 +371,7 @@ static void engine_sleep(struct ibvd_engine *eng)
 	/* A kick or a packet, not the timer, ended the sleep. */
 	if (nev > 0)
 		eng_count(&eng->wakeups, 1);
-	eng->rx_due = true;
+	__atomic_store_n(&eng->rx_due, true, __ATOMIC_RELAXED);
 	if (nev < 0 && errno != EINTR)
 		log_warn("engine %u: epoll_pwait2: %s", eng->index, strerror(errno));
 }

@@ -556,7 +556,7 @@ struct ibvd_engine {
 	struct ibvd_eng_rx *rx[IBVD_MAX_DEVICES];
 	unsigned int nrx;
 	uint64_t rx_looked;		/* when they were last looked at */
-	bool rx_due;			/* look at the next pass */
+	bool rx_due;			/* atomic: look at the next pass */
 
 	/* statistics, this thread's only */
 	uint64_t passes, wqes, sleeps, crowded;

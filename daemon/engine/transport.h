@@ -263,6 +263,11 @@ struct ibvd_eng_rx {
 int ibvd_eng_rx_attach(struct ibvd_eng_rx *rx);
 /* Control thread, lock not held: once it returns, no drain of rx runs. */
 void ibvd_eng_rx_detach(struct ibvd_eng_rx *rx);
+/*
+ * From drain: fd[i] failed for good; it is no longer looked at (a
+ * level-triggered error would keep the thread from ever sleeping).
+ */
+void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i);
 
 /*
  * The WQE `counter` of src's send queue, behind the one in front, as the

@@ -112,7 +112,6 @@ struct roce_dev {
 	struct ibvd_eng_rx rx;		/* drained by an engine thread (io.c) */
 	struct rx_batch *rx_batch;	/* its buffers */
 	bool rx_attached;
-	bool rx_failed;			/* said so once */
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
 	struct roce_wrun wrun;		/* the draining thread's only */

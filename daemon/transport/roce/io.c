@@ -716,10 +716,11 @@ static unsigned int rx_drain(struct ibvd_eng_rx *rx)
 		for (k = 0; k < RX_BUDGET; k++) {
 			n = rx_batch_take(rd, rx->fd[i], rx->fd[i] == rd->rx6_fd,
 					  rd->rx_batch);
-			if (n < 0 && !rd->rx_failed) {
-				rd->rx_failed = true;
+			if (n < 0) {
+				/* a socket that failed is looked at no more */
 				log_err("%s: receiving RoCE packets: %s", rd->ifname,
 					strerror(errno));
+				ibvd_eng_rx_drop_fd(rx, i);
 			}
 			if (n <= 0)
 				break;
