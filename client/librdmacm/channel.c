@@ -89,20 +89,49 @@ static void queue_free_all(struct cma_channel *ch)
 
 /* ---- creation and destruction -------------------------------------------------- */
 
+/*
+ * A freed channel's struct stays a while, closed, as a tombstone: rping's
+ * event thread acks its last event and calls rdma_get_cm_event() again
+ * while main destroys the channel.  The kernel answers that late call with
+ * EBADF (its fd is closed), and so does the tombstone (`closing`), rather
+ * than the call reading freed memory.  The oldest goes when a new one
+ * comes: only a thread stalled across that many destroys could miss it.
+ */
+#define CHANNEL_TOMBSTONES	16
+
+static pthread_mutex_t tombs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cma_channel *tombs[CHANNEL_TOMBSTONES];
+static unsigned int tombs_next;
+
+static void close_once(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 static void channel_free(struct cma_channel *ch)
 {
-	if (ch->channel.fd >= 0)
-		close(ch->channel.fd);
-	if (ch->efd >= 0)
-		close(ch->efd);
-	if (ch->sock >= 0)
-		close(ch->sock);
+	struct cma_channel *old;
+
+	close_once(&ch->channel.fd);
+	close_once(&ch->efd);
+	close_once(&ch->sock);
 	ibvd_conn_close(&ch->conn);
 	queue_free_all(ch);
-	pthread_mutex_destroy(&ch->ids_lock);
-	pthread_mutex_destroy(&ch->recv_lock);
 	free(ch->buf);
-	free(ch);
+	ch->buf = NULL;
+	ch->closing = true;
+	pthread_mutex_lock(&tombs_lock);
+	old = tombs[tombs_next];
+	tombs[tombs_next] = ch;
+	tombs_next = (tombs_next + 1) % CHANNEL_TOMBSTONES;
+	pthread_mutex_unlock(&tombs_lock);
+	if (old) {
+		pthread_mutex_destroy(&old->ids_lock);
+		pthread_mutex_destroy(&old->recv_lock);
+		free(old);
+	}
 }
 
 static int open_session(struct cma_channel *ch)
@@ -190,8 +219,9 @@ fail:
  * leaves that thread blocked in rdma_get_cm_event() until it exits, which
  * with the kernel's rdma_cm stays blocked on the file it holds, and must
  * neither wake up with an error (rping would exit with it) nor touch freed
- * memory.  So a channel with waiters is only marked: it stays open, and
- * the last waiter to come back (if one ever does) frees it.
+ * memory.  So a channel with waiters is marked and they are woken: each
+ * leaves it, the last one frees it, and a blocking call then waits on for
+ * ever (events.c).
  */
 void cma_channel_destroy(struct cma_channel *ch)
 {

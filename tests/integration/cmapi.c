@@ -1466,6 +1466,23 @@ START_TEST(destroyed_under_waiter)
 }
 END_TEST
 
+/*
+ * A call on a channel destroyed just before fails with EBADF, as a read()
+ * of the kernel's closed file does (rping's event thread may make it),
+ * and touches no freed memory (the sanitizer builds would say).
+ */
+START_TEST(get_event_after_destroy)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_event *ev;
+
+	rdma_destroy_event_channel(ch);
+	errno = 0;
+	ck_assert_int_eq(rdma_get_cm_event(ch, &ev), -1);
+	ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
 /* rdma_destroy_id waits until every event reported on the id is acked. */
 struct destroy_arg {
 	struct rdma_cm_id *id;
@@ -1793,6 +1810,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(disconnect_timewait), T(connect_no_listener), T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
+		T(get_event_after_destroy),
 		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
 		T(ud_sidr), T(multicast),
 	};
