@@ -29,7 +29,7 @@ run_ours "$USER1" env VT_TMUL="$TMUL" "$HELPER" honest "$O" 1 >"$O/honest0" 2>&1
 	{ show honest "$O/honest0"; fail "the honest client fails even alone"; }
 ok "$(sed -n 's/^honest: ok //p' "$O/honest0")"
 rm -f "$O/honest.ready"
-fds0=$(nfds)
+fds0=$(daemon_fds_settled)
 rss0=$(rss_kb)
 log "daemon baseline: $fds0 fds, VmRSS $rss0 kB"
 

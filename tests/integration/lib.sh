@@ -241,6 +241,26 @@ daemon_start() {
 	DAEMON_PID=$!
 }
 
+# daemon_fds_settled [PID]: the daemon's open fds, counted once the count
+# has held for 0.3 s (5 s at most).  After requests the control thread fills
+# a pool of spare socket pairs while it is idle (daemon/verbs/channel.c), so
+# a baseline counted right after the first requests may miss part of it.
+daemon_fds_settled() {
+	local fd_dir=/proc/${1:-$DAEMON_PID}/fd n last=-1 same=0 i
+	for i in $(seq 50); do
+		n=$(find "$fd_dir" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+		if [ "$n" -eq "$last" ]; then
+			same=$((same + 1))
+			[ "$same" -ge 3 ] && break
+		else
+			same=0
+			last=$n
+		fi
+		sleep 0.1
+	done
+	printf '%s\n' "$n"
+}
+
 # True while PID exists and is not a zombie.
 pid_running() {
 	[ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null

@@ -15,7 +15,7 @@ daemon_start -c "$conf"
 daemon_wait_ready
 
 nfds() { find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-fds0=$(nfds)
+fds0=$(daemon_fds_settled)
 
 SECS=4
 check "stress as uid $USER1 for $SECS s"
