@@ -94,7 +94,7 @@ static uint32_t min7(uint8_t v)
 
 /* The wire form of p; private data over max_pdata is EINVAL. */
 static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
-		     size_t max_pdata, Ibvd__CmConnParam *m)
+		     bool active, size_t max_pdata, Ibvd__CmConnParam *m)
 {
 	if (p && p->private_data_len) {
 		if (!p->private_data || p->private_data_len > max_pdata)
@@ -103,7 +103,12 @@ static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
 		m->private_data.len = p->private_data_len;
 	}
 	m->flow_control = p ? p->flow_control : 1;
-	m->retry_count = p ? min7(p->retry_count) : 7;
+	/*
+	 * A REP has no retry count (the passive QP takes the REQ's), so an
+	 * rdma_accept caller may leave it unset (libfabric's verbs does):
+	 * only a connect reads it.
+	 */
+	m->retry_count = !p || !active ? 7 : min7(p->retry_count);
 	m->rnr_retry_count = p ? min7(p->rnr_retry_count) : 7;
 	/* A QP made on the id speaks for itself (rdma_connect(3)). */
 	if (cid->id.qp) {
@@ -136,7 +141,7 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 		if (ret < 0)
 			return ret;
 	}
-	ret = param_msg(cid, p, ud ? CMA_PDATA_SIDR_REQ : CMA_PDATA_REQ,
+	ret = param_msg(cid, p, true, ud ? CMA_PDATA_SIDR_REQ : CMA_PDATA_REQ,
 			&param);
 	if (ret < 0)
 		return ret;
@@ -187,7 +192,7 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 		if (ret < 0)
 			return ret;
 	}
-	ret = param_msg(cid, p, ud ? CMA_PDATA_SIDR_REP : CMA_PDATA_REP,
+	ret = param_msg(cid, p, false, ud ? CMA_PDATA_SIDR_REP : CMA_PDATA_REP,
 			&param);
 	if (ret < 0)
 		return ret;
