@@ -124,9 +124,9 @@ struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp);
 
 /*
  * DESTROY_QP, objects lock held for writing: send what the client posted
- * to a UD QP and the engine has not run yet.
+ * and the engine has not run yet, as far as it goes without waiting.
  */
-void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp);
+void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp);
 
 /*
  * MODIFY_QP to RESET, objects lock held for writing: the engine forgets

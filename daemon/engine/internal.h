@@ -67,6 +67,8 @@ struct ibvd_engine;
 #define ENG_QP_BUDGET_BYTES	ENG_CHUNK_BYTES
 /* The byte budget when chunking is switched off (as before chunking). */
 #define ENG_UNCHUNKED_BUDGET_BYTES	(4u << 20)
+/* What a destroyed QP's SQ may still move (ibvd_engine_qp_finish_sends). */
+#define ENG_FINISH_BYTES		(16u << 20)
 /* Ports a context keeps counters for (at least IBVD_MAX_PORTS, counters.c). */
 #define ENG_PORTS		8u
 /* Size of the GRH a UD receive buffer starts with. */

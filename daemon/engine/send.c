@@ -542,27 +542,44 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 }
 
 /*
- * A NIC puts a datagram on the wire as soon as it is rung, so apps post UD
- * sends unsignaled and destroy the QP at once (mckey -s does): what the
- * engine has not run yet would silently never be sent.  Run it now.  The
- * objects lock is held for writing, so no pass is running this QP.
+ * A NIC puts what it is rung for on the wire at once, so apps destroy a
+ * QP right after their last post: UD datagrams sent unsignaled (mckey -s
+ * does), or the last SEND on a connection whose peer has already said
+ * its last word (libfabric's verbs;ofi_rxm "fin", with FI_INJECT, then
+ * the close).  What the engine has not run yet would silently never be
+ * sent.  Run it now, as far as it goes without waiting: the direct ring's
+ * SENDs first (run_sq places them), then the SQ.  A SEND the peer has no
+ * receive for, or one waiting for its ACK on the wire, goes with the QP,
+ * as it would on a NIC told to destroy it.  The objects lock is held for
+ * writing, so no pass is running this QP.
  */
-void ibvd_engine_qp_finish_ud(struct ibvd_qp *qp)
+void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
-	uint32_t turns;
+	uint64_t done, turns, max_turns;
+	int64_t depth;
 
-	if (!eng || qp->qp_type != IBV_QPT_UD)
+	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
 		return;
 	/*
-	 * Each turn retires at least one WQE or leaves RTS; a ring's worth
-	 * covers what is posted now, whatever another client thread adds.
+	 * Each turn that goes on retired a WQE or moved part of a long one
+	 * (at most a turn's bytes).  The control thread waits meanwhile, so
+	 * what it runs here is bounded: a ring's worth of WQEs, about
+	 * ENG_FINISH_BYTES, whatever another client thread adds.  Waits (RNR,
+	 * a claim the library holds, an ACK) end it too.
 	 */
-	for (turns = 0; turns < qp->sq.nslots; turns++) {
-		if (eng_qp_state(qp) != IBV_QPS_RTS || sq_depth(qp) <= 0)
+	max_turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes;
+	for (turns = 0; turns < max_turns; turns++) {
+		if (eng_qp_state(qp) != IBV_QPS_RTS)
 			break;
-		/* Unpaced: a destroyed QP's datagrams go now or never. */
+		depth = sq_depth(qp);
+		if (depth < 0 || (depth == 0 && (turns || !qp->direct)))
+			break;
+		done = qp->wqe_done;
+		/* Unpaced: a destroyed QP's messages go now or never. */
 		run_sq(eng, qp, false);
+		if (sq_depth(qp) >= depth && qp->wqe_done == done)
+			break;
 	}
 }
 

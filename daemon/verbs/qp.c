@@ -443,7 +443,7 @@ int ibvd_req_destroy_qp(struct ibvd_call *call)
 	if (!qp)
 		return -EINVAL;
 	ibvd_objects_write_lock();
-	ibvd_engine_qp_finish_ud(qp);
+	ibvd_engine_qp_finish_sends(qp);
 	ibvd_qp_release(ibvd_call_ctx(call), req->handle, qp);
 	ibvd_objects_write_unlock();
 	return 0;

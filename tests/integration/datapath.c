@@ -706,6 +706,42 @@ START_TEST(unsignaled)
 }
 END_TEST
 
+/*
+ * A NIC sends what it was rung for at once, so apps destroy a QP right
+ * after their last post (libfabric's verbs;ofi_rxm closes right after an
+ * unsignaled "fin"): the SEND behind a WRITE the engine is still moving
+ * arrives all the same, after the WRITE's bytes.
+ */
+START_TEST(destroy_after_post)
+{
+	/* a few milliseconds of copying: the destroy comes while it goes on */
+	enum { BIG = 1 << 20, MSG = 64, WRITES = 15, ROUNDS = 3 };
+	struct ibv_wc wc;
+	struct fx f;
+	int i, r, ret;
+
+	for (r = 0; r < ROUNDS; r++) {
+		fx_init(&f, NULL, BIG + MSG, BIG + MSG);
+		vt_fill(f.a->addr, BIG + MSG, 0, 40 + r);
+		vt_recv(f.p.qp[1], 100, BUF(f.b) + BIG, MSG, f.b->lkey);
+		for (i = 0; i < WRITES; i++)
+			vt_send(f.p.qp[0], i, IBV_WR_RDMA_WRITE, 0, f.a->addr,
+				BIG, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+		vt_send(f.p.qp[0], WRITES, IBV_WR_SEND, 0, BUF(f.a) + BIG, MSG,
+			f.a->lkey, 0, 0);
+		ret = ibv_destroy_qp(f.p.qp[0]);
+		ck_assert_msg(ret == 0, "ibv_destroy_qp: %s", strerror(ret));
+		f.p.qp[0] = NULL;
+		vt_expect_ok(f.p.rcq[1], &wc, 100, IBV_WC_RECV,
+			     "the SEND posted before the destroy");
+		ck_assert_uint_eq(wc.byte_len, MSG);
+		vt_expect_pat(f.b->addr, BIG + MSG, 0, 40 + r,
+			      "the WRITEs' bytes, then the SEND's");
+		fx_free(&f);
+	}
+}
+END_TEST
+
 START_TEST(sq_sig_all)
 {
 	struct vt_qp_opts o;
@@ -4736,6 +4772,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "flags");
 	tcase_add_test(tc, unsignaled);
+	tcase_add_test(tc, destroy_after_post);
 	tcase_add_test(tc, sq_sig_all);
 	tcase_add_test(tc, solicited);
 	tcase_add_loop_test(tc, inline_data, 0, 2);
