@@ -128,7 +128,11 @@
  * the ring only to a receiver that said so, so a receiver never has
  * messages waiting in a ring it does not know of.
  *
- * Errors, teardown and dead peers.  When either QP leaves RTS/RTR (error,
+ * Errors, teardown and dead peers.  A QP destroyed while in RTS first
+ * takes what its peer left in the ring into the receives it has posted
+ * (a NIC took those on arrival, and its peer's sends succeeded), and its
+ * own ring's SENDs and SQ go to the peer (engine/send.c,
+ * ibvd_engine_qp_finish_sends).  When either QP leaves RTS/RTR (error,
  * reset, destroy, its process gone), the daemon turns direct mode off and
  * writes, in the sender's QP engine header, the first message that
  * failed (the receiver's `consumed` at that moment) and its status

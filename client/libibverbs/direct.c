@@ -1120,6 +1120,26 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 	}
 }
 
+/*
+ * As the engine's CQEs of a destroyed QP are (IBVD_CQE_PURGED), and as a
+ * NIC's provider cleans its CQ: an app that closes a connection and then
+ * drains the CQ (libfabric's rxm) must not meet the QP again.  Kept in
+ * order; the CQ lock keeps pollers out.
+ */
+void ibvc_direct_cq_forget(struct ibvc_cq *cq, uint32_t qp_num)
+{
+	uint32_t i, keep, mask;
+
+	pthread_mutex_lock(&cq->lock);
+	mask = cq->direct.cap - 1;
+	keep = cq->direct.head;
+	for (i = cq->direct.head; cq->direct.fifo && i != cq->direct.tail; i++)
+		if (cq->direct.fifo[i & mask].cqe.qp_num != qp_num)
+			cq->direct.fifo[keep++ & mask] = cq->direct.fifo[i & mask];
+	cq->direct.tail = keep;
+	pthread_mutex_unlock(&cq->lock);
+}
+
 void ibvc_direct_cq_fini(struct ibvc_cq *cq)
 {
 	free(cq->direct.fifo);

@@ -435,6 +435,8 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
 void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);
 void ibvc_direct_cq_fini(struct ibvc_cq *cq);
+/* A QP of cq was destroyed: its completions made here go with it. */
+void ibvc_direct_cq_forget(struct ibvc_cq *cq, uint32_t qp_num);
 
 /*
  * direct_rdma.c: one-sided direct access to the peer's MRs (common/

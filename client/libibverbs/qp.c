@@ -585,6 +585,10 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 				  ibqp->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
+	if (ibqp->send_cq)
+		ibvc_direct_cq_forget(to_ibvc_cq(ibqp->send_cq), ibqp->qp_num);
+	if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
+		ibvc_direct_cq_forget(to_ibvc_cq(ibqp->recv_cq), ibqp->qp_num);
 	/* No event can name it from now on; wait for those handed out. */
 	ibvc_obj_remove(to_ibvc_context(ibqp->context), ibqp->handle);
 	ibvc_wait_acked(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,

@@ -734,6 +734,15 @@ void ibvd_engine_qp_destroy(struct ibvd_qp *qp)
 
 	ibvd_eng_chunk_forget(qp);
 	transport_forget(qp);
+	/*
+	 * Its CQEs go with it, as a NIC's provider cleans its CQs: an app
+	 * that closes a connection and then drains the CQ (libfabric's rxm)
+	 * must not meet the QP again.  An SRQ's receives stay (their WQEs
+	 * are the SRQ's).
+	 */
+	ibvd_eng_cq_purge(qp->send_cq, qp);
+	if (qp->recv_cq != qp->send_cq)
+		ibvd_eng_cq_purge(qp->recv_cq, qp);
 	/* The heap points at qp (a detached context's QPs left it already). */
 	if (eng)
 		ibvd_eng_timer_cancel(&eng->timers, qp);

@@ -223,6 +223,11 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 				     uint8_t *rnr_timer);
 /* qp's doorbell rang: place what its peer left in the ring to it. */
 void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp);
+/*
+ * qp is being destroyed: place what its peer left in the ring to it, as
+ * far as its posted receives go (a NIC took those on arrival).
+ */
+void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp);
 /* qp is in ERR: the SENDs its library has in the ring are flushed. */
 void ibvd_eng_direct_flush(struct ibvd_qp *qp);
 /* qp enters an error state: the pair's grants (common/lease.h) are void. */

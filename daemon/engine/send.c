@@ -542,16 +542,19 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 }
 
 /*
- * A NIC puts what it is rung for on the wire at once, so apps destroy a
- * QP right after their last post: UD datagrams sent unsignaled (mckey -s
- * does), or the last SEND on a connection whose peer has already said
- * its last word (libfabric's verbs;ofi_rxm "fin", with FI_INJECT, then
- * the close).  What the engine has not run yet would silently never be
- * sent.  Run it now, as far as it goes without waiting: the direct ring's
- * SENDs first (run_sq places them), then the SQ.  A SEND the peer has no
- * receive for, or one waiting for its ACK on the wire, goes with the QP,
- * as it would on a NIC told to destroy it.  The objects lock is held for
- * writing, so no pass is running this QP.
+ * A NIC puts what it is rung for on the wire at once, and takes what
+ * arrives for a posted receive at once, so apps destroy a QP right after
+ * their last post or receive: UD datagrams sent unsignaled (mckey -s
+ * does), the last SEND on a connection whose peer has already said its
+ * last word (libfabric's verbs;ofi_rxm "fin", with FI_INJECT, then the
+ * close), or a peer's last message the app never polled for.  What the
+ * engine has not run yet would silently never be sent, and the peer's
+ * SENDs left in the direct ring would fail at the peer.  Do both now, as
+ * far as they go without waiting: the peer's ring into our posted
+ * receives, our ring's SENDs (run_sq places them), then the SQ, when the
+ * peer is this daemon's.  A SEND the peer has no receive for goes with
+ * the QP, as it would on a NIC told to destroy it.  The objects
+ * lock is held for writing, so no pass is running this QP.
  */
 void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 {
@@ -560,6 +563,15 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 	int64_t depth;
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
+		return;
+	if (qp->direct && ibvd_eng_can_receive(eng_qp_state(qp)))
+		ibvd_eng_direct_take_last(eng, qp);
+	/*
+	 * Only to a peer that takes it now: a destroy makes no completion
+	 * of its own, and one whose peer is gone (or on the wire, where
+	 * nothing would retransmit) would only fail its sends.
+	 */
+	if (qp->qp_type != IBV_QPT_UD && !ibvd_eng_connected_peer(qp))
 		return;
 	/*
 	 * Each turn that goes on retired a WQE or moved part of a long one

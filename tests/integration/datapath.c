@@ -742,6 +742,34 @@ START_TEST(destroy_after_post)
 }
 END_TEST
 
+/*
+ * A destroyed QP's completions go with it, as a NIC's provider cleans
+ * its CQs: an app that closes a connection and then drains the CQ
+ * (libfabric's rxm) must not meet the QP again.
+ */
+START_TEST(destroy_cleans_cq)
+{
+	struct fx f;
+	int i, ret;
+
+	fx_init(&f, NULL, 4096, 4096);
+	vt_fill(f.a->addr, 100, 0, 50);
+	memset(f.b->addr, 0, 100);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		100, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	/* done when its bytes are there; its CQE is written right after */
+	for (i = 0; i < vt_tmo_ms() && memcmp(f.a->addr, f.b->addr, 100); i++)
+		usleep(1000);
+	vt_expect_pat(f.b->addr, 100, 0, 50, "the WRITE's bytes");
+	usleep(20000);
+	ret = ibv_destroy_qp(f.p.qp[0]);
+	ck_assert_msg(ret == 0, "ibv_destroy_qp: %s", strerror(ret));
+	f.p.qp[0] = NULL;
+	vt_expect_none(f.p.scq[0], QUIET_MS, "the destroyed QP's send CQ");
+	fx_free(&f);
+}
+END_TEST
+
 START_TEST(sq_sig_all)
 {
 	struct vt_qp_opts o;
@@ -4773,6 +4801,7 @@ static Suite *datapath_suite(void)
 	tc = new_case(s, "flags");
 	tcase_add_test(tc, unsignaled);
 	tcase_add_test(tc, destroy_after_post);
+	tcase_add_test(tc, destroy_cleans_cq);
 	tcase_add_test(tc, sq_sig_all);
 	tcase_add_test(tc, solicited);
 	tcase_add_loop_test(tc, inline_data, 0, 2);

@@ -27,6 +27,8 @@
 
 /* Messages placed per call; a QP with more comes back after the others. */
 #define DRAIN_BUDGET	64u
+/* Calls a destroy makes: a full ring's worth, with room for a busy claim. */
+#define DIRECT_LAST_TURNS	1024u
 
 static struct ibvd_wq_engine *sq_engine(const struct ibvd_qp *qp)
 {
@@ -363,5 +365,26 @@ void ibvd_eng_direct_void(struct ibvd_qp *qp)
 	if (d) {
 		ibvd_lease_void(ibvd_transit_lease(d->ctl, 0));
 		ibvd_lease_void(ibvd_transit_lease(d->ctl, 1));
+	}
+}
+
+void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	struct ibvd_qp *peer = qp->direct ? qp->direct->qp[!qp->direct_side] :
+					    NULL;
+	uint8_t rnr_timer;
+	unsigned int turns;
+
+	/*
+	 * Each DRAIN_MORE placed a budget's worth; a claim our own library
+	 * holds (another of its threads polling) is let go of soon.  Both
+	 * bounded: the control thread waits meanwhile.
+	 */
+	for (turns = 0; peer && turns < DIRECT_LAST_TURNS; turns++) {
+		enum eng_drain res = ibvd_eng_direct_drain(eng, peer, false,
+							   &rnr_timer);
+
+		if (res != DRAIN_MORE && res != DRAIN_BUSY)
+			break;
 	}
 }
