@@ -6,6 +6,9 @@
 # fi_pingpong runs over FI_EP_MSG (rdma_cm, RC) and FI_EP_RDM (ofi_rxm on
 # verbs), every buffer checked (-c), both
 # sides exit 0, and the device's packet counter shows the traffic.
+# LIBFABRIC_RXM_RUNS (default 1) repeats the verbs;ofi_rxm case, with the
+# server pinned to CPU 0 at nice 10 when LIBFABRIC_STARVE is set: the long
+# form, scripts/libfabric-soak, for the teardown races a starved CPU shows.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd fi_info fi_pingpong fi_strerror ss
@@ -42,7 +45,7 @@ pingpong() {
 	check "$what"
 	port=$(free_port) || exit 1
 	before=$(sent_pkts "$DEV")
-	run_debian "$USER1" fi_pingpong -p "$prov" -e "$ep" -B "$port" -I "$ITERS" -c >"$s" 2>&1 &
+	run_debian "$USER1" "${STARVE[@]}" fi_pingpong -p "$prov" -e "$ep" -B "$port" -I "$ITERS" -c >"$s" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
 	sleep 1
@@ -65,8 +68,13 @@ pingpong() {
 	ok "$what: $(grep -E '^(64|1m) ' "$c" | tr -s ' ' | tr '\n' ';') $((after - before)) packets"
 }
 
+STARVE=()
 pingpong verbs msg
-pingpong "verbs;ofi_rxm" rdm
+[ -n "${LIBFABRIC_STARVE:-}" ] && STARVE=(taskset -c 0 nice -n 10)
+for _ in $(seq "${LIBFABRIC_RXM_RUNS:-1}"); do
+	pingpong "verbs;ofi_rxm" rdm
+done
+STARVE=()
 # RDM over UD datagrams, slow (ofi_rxd's own windows): fewer iterations
 ITERS=$((ITERS / 5))
 pingpong "verbs;ofi_rxd" rdm
