@@ -1062,25 +1062,35 @@ static bool fifo_pop(struct ibvc_cq *cq, struct ibvd_cqe *cqe)
 	return true;
 }
 
+/*
+ * The next completion in the order the QPs' requests were posted: the
+ * engine's CQEs up to the next local one's mark, then that one; with no
+ * local one left, the engine's up to this poll's limit.  A mark past the
+ * limit moves the limit: the engine's CQEs below a mark were published
+ * before the mark was read, and they come first.
+ */
 bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen, struct ibvd_cqe *cqe)
 {
-	const struct ibvc_local_cqe *l;
-
 	if (!cq->direct.polling)
 		return ibvc_cq_ring_take(&cq->ring, seen, cqe);
 	for (;;) {
-		l = &cq->direct.fifo[cq->direct.head & (cq->direct.cap - 1)];
-		if (cq->direct.tail != cq->direct.head &&
-		    (int32_t)(l->mark - cq->ring.head) <= 0)
-			return fifo_pop(cq, cqe);
-		if (cq->ring.head == cq->direct.limit)
-			return fifo_pop(cq, cqe);
-		/* below the limit: no re-read of the engine's tail */
+		uint32_t end = cq->direct.limit;
+
+		if (cq->direct.tail != cq->direct.head) {
+			end = cq->direct.fifo[cq->direct.head &
+					      (cq->direct.cap - 1)].mark;
+			if ((int32_t)(end - cq->ring.head) <= 0)
+				return fifo_pop(cq, cqe);
+			if ((int32_t)(end - cq->direct.limit) > 0)
+				cq->direct.limit = end;
+		}
 		*seen = cq->direct.limit;
-		if (ibvc_cq_ring_take(&cq->ring, seen, cqe))
+		if (cq->ring.head == end)
+			return fifo_pop(cq, cqe);
+		if (ibvc_cq_ring_take_below(&cq->ring, end, cqe))
 			return true;
-		/* purged ones skipped to the limit, or an overrun: stop there */
-		if (cq->ring.head != cq->direct.limit)
+		/* purged ones skipped to the end, or an overrun: stop there */
+		if (cq->ring.head != end)
 			return fifo_pop(cq, cqe);
 	}
 }

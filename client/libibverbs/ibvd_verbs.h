@@ -644,6 +644,9 @@ int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
  */
 bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 		       struct ibvd_cqe *cqe);
+/* The same, stopping at `end`, a position the engine has published. */
+bool ibvc_cq_ring_take_below(struct ibvc_cq_ring *ring, uint32_t end,
+			     struct ibvd_cqe *cqe);
 void ibvc_cq_ring_release(struct ibvc_cq_ring *ring);
 int ibvc_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
 

@@ -55,12 +55,13 @@ static bool take_one(struct ibvc_cq_ring *ring, uint32_t *seen,
 	return true;
 }
 
-bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
-		       struct ibvd_cqe *cqe)
+/* end: where to stop, or NULL to go as far as the engine's tail. */
+static bool take_live(struct ibvc_cq_ring *ring, uint32_t *seen,
+		      const uint32_t *end, struct ibvd_cqe *cqe)
 {
 	bool skipped = false;
 
-	while (take_one(ring, seen, cqe)) {
+	while ((!end || ring->head != *end) && take_one(ring, seen, cqe)) {
 		if (!(cqe->flags & IBVD_CQE_PURGED))
 			return true;
 		skipped = true;	/* its QP was reset since (ring.h) */
@@ -72,6 +73,20 @@ bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 	if (skipped)
 		ibvc_cq_ring_release(ring);
 	return false;
+}
+
+bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
+		       struct ibvd_cqe *cqe)
+{
+	return take_live(ring, seen, NULL, cqe);
+}
+
+bool ibvc_cq_ring_take_below(struct ibvc_cq_ring *ring, uint32_t end,
+			     struct ibvd_cqe *cqe)
+{
+	uint32_t seen = end;	/* published: no need to read the tail */
+
+	return take_live(ring, &seen, &end, cqe);
 }
 
 void ibvc_cq_ring_release(struct ibvc_cq_ring *ring)

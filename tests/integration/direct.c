@@ -11,6 +11,10 @@
  *					the QPs must have no rings;
  *					DIRECT_HALFWAY=FILE: halfway it prints
  *					"halfway" and waits for FILE)
+ *        direct-helper stream SECONDS [SEED]
+ *					a streaming sender and a receiver
+ *					that stalls at random, every message
+ *					checked (direct-stream.c)
  *        direct-helper sigbus app|default
  *					after a grant, a fault of the app's
  *					own: its handler runs ("app"), or it
@@ -43,6 +47,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "direct-stream.h"
 #include "transit.h"
 #include "vt.h"
 
@@ -1338,10 +1343,14 @@ int main(int argc, char **argv)
 		return pingpong(strtoul(argv[2], NULL, 0));
 	if (argc == 2 && strcmp(argv[1], "takeback") == 0)
 		return takeback();
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "stream") == 0)
+		return direct_stream((unsigned int)strtoul(argv[2], NULL, 0),
+				     argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 0)
+					       : (uint32_t)getpid());
 	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
 		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
 	if (argc != 1) {
-		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | sigbus app|default]\n");
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED] | sigbus app|default]\n");
 		return 2;
 	}
 	sr = srunner_create(direct_suite());

@@ -18,8 +18,12 @@
 #  3. Debian's perftest (ib_send_lat, also with events, ib_send_bw) and
 #     ibv_rc_pingpong (-c: data checked; busy polling, with events, 64 KiB)
 #     between uids $USER1 and $USER2 through the rings.
-# The transport is off by default ("direct": false in ibverbsd.conf(5));
-# this test turns it on.
+#  4. A stream of SENDs of mixed sizes, RDMA WRITEs cutting in, to a
+#     receiver that stalls at random (direct-stream.c): SENDs move between
+#     the ring and the SQ, receives are placed by the library and by the
+#     engine, and every completion comes in order with its bytes.
+# The transport is on by default ("direct" in ibverbsd.conf(5)); this test
+# says which it wants.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -228,6 +232,20 @@ n=$(($(engine_count wqes) - w0))
 # the stream's 100 SENDs, of which some 37 went to the SQ: none by the engine
 [ "$n" -eq 0 ] || fail "the engine ran $n WQEs of the stream"
 ok "$(sed -n 's/^takeback: //p' "$O/takeback"), the engine ran $n WQEs"
+
+# Receives placed by the library and by the engine, and SENDs moving
+# between the ring and the SQ, must complete in order with their bytes.
+check "a stream to a receiver that stalls at random, RDMA WRITEs cutting in"
+w0=$(engine_count wqes)
+TMO=$((TMO * 3)) run_ours "$USER1" "$HELPER" stream "${DIRECT_STREAM_SECS:-5}" \
+	>"$O/stream" 2>&1 || { show stream "$O/stream"; fail "the stream failed"; }
+expect_grep '^stream: [0-9]+ sends, [0-9]+ writes \(seed [0-9]+\)$' "$O/stream" "stream"
+n=$(($(engine_count wqes) - w0))
+read -r sends writes < <(sed -nE 's/^stream: ([0-9]+) sends, ([0-9]+) writes.*/\1 \2/p' "$O/stream")
+# the WRITEs are the engine's (private memory); SENDs went on the ring too
+[ "$n" -ge "$writes" ] && [ "$n" -lt $((writes + sends)) ] ||
+	fail "the engine ran $n WQEs for $writes WRITEs and $sends SENDs"
+ok "$(sed -n 's/^stream: //p' "$O/stream" | tail -1), the engine ran $n WQEs"
 daemon_stop
 
 check "\"direct\": false: the engine carries them, one turn each at least"

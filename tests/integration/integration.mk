@@ -81,6 +81,7 @@ INTEGRATION_TESTS += \
 # The direct transport (issue 12), like datapath-helper.
 check_PROGRAMS += tests/integration/direct-helper
 tests_integration_direct_helper_SOURCES = tests/integration/direct.c \
+	tests/integration/direct-stream.c tests/integration/direct-stream.h \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_direct_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_direct_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
