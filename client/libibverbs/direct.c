@@ -640,6 +640,13 @@ void ibvc_direct_take_back(struct ibvc_qp *qp, uint32_t sq_tail)
 	       fits(d, consumed, m.len) && ring_put(qp, d, &m, consumed, mark))
 		from++;
 	ibvd_write_once(&c->direct_head, from);
+	/*
+	 * Published before the claim goes: the engine, taking it, skips
+	 * these SENDs in the SQ and runs the WQE behind them once it sees
+	 * the ring empty, which it must not while they are not in it.
+	 */
+	if (d->produced_now)
+		ibvd_transit_publish(&d->out, d->produced);
 out:
 	/* Release: the ring's records and our head before the claim. */
 	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
