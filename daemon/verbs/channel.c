@@ -91,6 +91,19 @@ void ibvd_channel_spares_free(void)
 	}
 }
 
+/* A pair nobody used: a spare again, or closed if the spares are full. */
+static void pair_unused(int ours, int theirs)
+{
+	if (nspares == SPARE_PAIRS) {
+		close(ours);
+		close(theirs);
+		return;
+	}
+	spares[nspares].ours = ours;
+	spares[nspares].theirs = theirs;
+	nspares++;
+}
+
 static int channel_pair(int *ours, int *theirs)
 {
 	if (!nspares)
@@ -118,8 +131,7 @@ int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
 	}
 	ret = ibvd_obj_add(ctx, IBVD_OBJ_COMP_CHANNEL, ch, &ch->handle);
 	if (ret < 0) {
-		close(*theirs);
-		close(ch->sock);
+		pair_unused(ch->sock, *theirs);
 		free(ch);
 		return ibvd_call_error(call, ret, "too many completion channels");
 	}
@@ -152,6 +164,13 @@ void ibvd_channel_destroy(struct ibvd_comp_channel *ch)
 {
 	ibvd_handle_remove(&ch->ctx->handles, ch->handle, IBVD_OBJ_COMP_CHANNEL);
 	close(ch->sock);
+	free(ch);
+}
+
+void ibvd_channel_unmake(struct ibvd_comp_channel *ch, int theirs)
+{
+	ibvd_handle_remove(&ch->ctx->handles, ch->handle, IBVD_OBJ_COMP_CHANNEL);
+	pair_unused(ch->sock, theirs);
 	free(ch);
 }
 

@@ -28,9 +28,12 @@ static void side_undo(struct ibvd_qp_bundle_side *s)
 {
 	if (s->cq)
 		ibvd_cq_destroy(s->cq);
-	if (s->channel)
+	/* the reply never went: the client's end is still ours */
+	if (s->channel && s->theirs >= 0)
+		ibvd_channel_unmake(s->channel, s->theirs);
+	else if (s->channel)
 		ibvd_channel_destroy(s->channel);
-	if (s->theirs >= 0)
+	else if (s->theirs >= 0)
 		close(s->theirs);
 	s->cq = NULL;
 	s->channel = NULL;

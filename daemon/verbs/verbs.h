@@ -203,6 +203,12 @@ void ibvd_channel_spares_free(void);
 /* A new channel in the caller's context; *theirs is the client's end. */
 int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
 		     int *theirs);
+/*
+ * Undo ibvd_channel_new before `theirs` went anywhere: the socket pair
+ * goes back to the spares, so a refused request leaves the daemon as it
+ * found it.
+ */
+void ibvd_channel_unmake(struct ibvd_comp_channel *ch, int theirs);
 
 int ibvd_req_create_cq(struct ibvd_call *call);
 int ibvd_req_resize_cq(struct ibvd_call *call);
