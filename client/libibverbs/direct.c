@@ -782,14 +782,26 @@ static bool fifo_full(const struct ibvc_cq *cq)
 	return cq->direct.tail - cq->direct.head >= cq->direct.cap;
 }
 
+/*
+ * Kept in the order of their marks.  One QP's completions are made with
+ * marks in order, but those of QPs sharing the CQ are not (a SEND taken
+ * late keeps the mark of its post): one with an earlier mark must not
+ * wait behind another's later one while the engine's CQEs between the
+ * two marks, its own QP's among them, go out first.  Equal marks keep
+ * the order they came in.
+ */
 static void fifo_push(struct ibvc_cq *cq, const struct ibvd_cqe *cqe,
 		      uint32_t mark)
 {
-	struct ibvc_local_cqe *l;
+	uint32_t mask = cq->direct.cap - 1, at = cq->direct.tail;
+	struct ibvc_local_cqe *fifo = cq->direct.fifo;
 
-	l = &cq->direct.fifo[cq->direct.tail++ & (cq->direct.cap - 1)];
-	l->cqe = *cqe;
-	l->mark = mark;
+	for (; at != cq->direct.head &&
+	       (int32_t)(fifo[(at - 1) & mask].mark - mark) > 0; at--)
+		fifo[at & mask] = fifo[(at - 1) & mask];
+	fifo[at & mask].cqe = *cqe;
+	fifo[at & mask].mark = mark;
+	cq->direct.tail++;
 }
 
 static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,

@@ -1,18 +1,22 @@
 /*
- * direct-helper stream SECONDS [SEED]: a streaming sender against a
- * receiver that is slow at random, on one RC pair of this process, one
- * thread each, for SECONDS.
+ * direct-helper stream SECONDS [SEED [FLOWS]]: streaming senders against
+ * a receiver that is slow at random, for SECONDS.  FLOWS (default 2) RC
+ * pairs of this process share one send CQ and one receive CQ, as apps
+ * and middleware share a CQ among their connections; one thread posts on
+ * every flow and polls the send CQ, another polls the receive CQ.
  *
- * What it is after: message order and payloads while SENDs move between
- * the transit ring, the SQ and back (common/transit.h, "Back from the
- * SQ").  The ring fills whenever the receiver stalls; an RDMA WRITE now
- * and then puts the engine in front of the SENDs behind it; sizes run
- * from a byte (inline) to 64 KiB.  Message n is pattern n over its whole
- * length, and its length and kind follow from n alone, so the receiver
+ * What it is after: each QP's completion order and payloads while SENDs
+ * move between the transit ring, the SQ and back (common/transit.h,
+ * "Back from the SQ"), and while the library's completions of several
+ * QPs merge with the engine's in one CQ.  The ring fills whenever the
+ * receiver stalls; an RDMA WRITE now and then puts the engine in front
+ * of the SENDs behind it; sizes run from a byte (inline) to 64 KiB.
+ * Message n of a flow is pattern n over its whole length, and its length
+ * and kind follow from the flow's seed and n alone, so the receiver
  * checks each completion's order, length, immediate data and every byte
- * without being told anything; the sender checks that its completions
- * come in the order it posted.  A third
- * thread spins meanwhile (crowd(); DIRECT_STREAM_CROWD=0: none).
+ * without being told anything; the sender checks that each QP's
+ * completions come in the order it posted.  A third thread spins
+ * meanwhile (crowd(); DIRECT_STREAM_CROWD=0: none).
  *
  * Prints "stream: N sends, W writes (seed S)" and exits 0; any wrong
  * byte, length, order or status fails at once with what was expected.
@@ -20,11 +24,11 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -32,24 +36,35 @@
 #include "direct-stream.h"
 #include "vt.h"
 
-#define ST_WINDOW	64		/* SENDs and WRITEs in flight */
+#define ST_WINDOW	16		/* SENDs and WRITEs in flight, per flow */
 #define ST_SLOT		(64 * 1024)	/* one message's buffer */
-#define ST_RECVS	32		/* receives the receiver keeps posted */
+#define ST_RECVS	16		/* receives kept posted, per flow */
+#define ST_MAX_FLOWS	8
+#define ST_FLOW_SHIFT	56		/* wr_id: flow << 56 | number */
 
-struct stream {
-	struct vt_dev dev;
-	struct vt_pair pair;
+struct flow {
+	struct ibv_qp *qp[2];		/* sender, receiver */
 	struct ibv_mr *src;		/* ST_WINDOW slots, the sender's */
 	struct ibv_mr *dst;		/* ST_RECVS slots, the receiver's */
 	struct ibv_mr *wdst;		/* where the WRITEs land */
 	uint32_t seed;
-	long deadline_ms;
-	uint64_t sends;			/* set by the sender when it stops */
-	bool sender_done;
-	uint64_t writes;
+	/* the sender's thread */
+	uint64_t posted, done, sends, writes;
+	/* the receiver's thread */
+	uint64_t received, op_n, next_slot;
 };
 
-/* What op number n is: deterministic, so both threads agree. */
+struct stream {
+	struct vt_dev dev;
+	struct ibv_cq *scq, *rcq;
+	struct flow flow[ST_MAX_FLOWS];
+	unsigned int nflows;
+	uint32_t seed;
+	long deadline_ms;
+	bool sender_done;		/* flows' sends are final */
+};
+
+/* What op number n of a flow is: deterministic, so both threads agree. */
 struct st_op {
 	bool write;
 	bool imm;
@@ -78,6 +93,21 @@ static struct st_op st_op(uint32_t seed, uint64_t n)
 	return op;
 }
 
+static uint64_t wr_id(unsigned int f, uint64_t n)
+{
+	return (uint64_t)f << ST_FLOW_SHIFT | n;
+}
+
+static unsigned int wr_flow(uint64_t id)
+{
+	return (unsigned int)(id >> ST_FLOW_SHIFT);
+}
+
+static uint64_t wr_num(uint64_t id)
+{
+	return id & ((1ull << ST_FLOW_SHIFT) - 1);
+}
+
 /* A pause now and then: nothing, a yield, or up to 2 ms asleep. */
 static void stall(unsigned int *rs, unsigned int sleep_in)
 {
@@ -89,72 +119,95 @@ static void stall(unsigned int *rs, unsigned int sleep_in)
 		sched_yield();
 }
 
+/* Post the flow's next op. */
+static void post_op(struct flow *fl, unsigned int f)
+{
+	struct st_op op = st_op(fl->seed, fl->posted);
+	uint8_t *buf = (uint8_t *)fl->src->addr +
+		       (fl->posted % ST_WINDOW) * ST_SLOT;
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge;
+
+	vt_fill(buf, op.len, 0, (uint32_t)(op.write ? fl->posted : fl->sends));
+	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)buf, op.len,
+				fl->src->lkey };
+	wr.wr_id = wr_id(f, fl->posted);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (op.write) {
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)fl->wdst->addr;
+		wr.wr.rdma.rkey = fl->wdst->rkey;
+		fl->writes++;
+	} else {
+		wr.opcode = op.imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+		wr.imm_data = (uint32_t)fl->sends;
+		if (op.len <= 64)
+			wr.send_flags |= IBV_SEND_INLINE;
+		fl->sends++;
+	}
+	vt_assert(ibv_post_send(fl->qp[0], &wr, &bad) == 0,
+		  "flow %u: post op %llu", f, (unsigned long long)fl->posted);
+	fl->posted++;
+}
+
+static void check_send_wc(struct stream *st, const struct ibv_wc *wc)
+{
+	unsigned int f = wr_flow(wc->wr_id);
+	struct flow *fl;
+
+	vt_assert(f < st->nflows, "send completion of no flow: wr_id %#llx",
+		  (unsigned long long)wc->wr_id);
+	fl = &st->flow[f];
+	vt_assert(wc->status == IBV_WC_SUCCESS && wr_num(wc->wr_id) == fl->done,
+		  "flow %u: send completion %llu (%s): got %llu (%s) status %s",
+		  f, (unsigned long long)fl->done,
+		  st_op(fl->seed, fl->done).write ? "write" : "send",
+		  (unsigned long long)wr_num(wc->wr_id),
+		  st_op(fl->seed, wr_num(wc->wr_id)).write ? "write" : "send",
+		  vt_status(wc->status));
+	fl->done++;
+}
+
+static bool flows_idle(const struct stream *st)
+{
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++)
+		if (st->flow[f].done != st->flow[f].posted)
+			return false;
+	return true;
+}
+
 static void *sender(void *arg)
 {
 	struct stream *st = arg;
-	struct vt_pair *p = &st->pair;
-	uint64_t n = 0, done = 0, sends = 0;
 	unsigned int rs = st->seed ^ 0x5e4d;
-	struct ibv_wc wc[16];
 	long last = vt_now_ms();
+	struct ibv_wc wc[16];
 
-	while (vt_now_ms() < st->deadline_ms || done < n) {
+	while (vt_now_ms() < st->deadline_ms || !flows_idle(st)) {
+		unsigned int f;
 		int i, got;
 
-		if (n - done < ST_WINDOW && vt_now_ms() < st->deadline_ms) {
-			struct st_op op = st_op(st->seed, n);
-			uint8_t *buf = (uint8_t *)st->src->addr +
-				       (n % ST_WINDOW) * ST_SLOT;
-			unsigned int flags = IBV_SEND_SIGNALED;
+		for (f = 0; f < st->nflows; f++) {
+			struct flow *fl = &st->flow[f];
 
-			if (op.write) {
-				vt_fill(buf, op.len, 0, (uint32_t)n);
-				vt_send(p->qp[0], n, IBV_WR_RDMA_WRITE, flags,
-					buf, op.len, st->src->lkey,
-					(uint64_t)(uintptr_t)st->wdst->addr,
-					st->wdst->rkey);
-				st->writes++;
-			} else {
-				struct ibv_send_wr wr = { 0 }, *bad;
-				struct ibv_sge sge;
-
-				vt_fill(buf, op.len, 0, (uint32_t)sends);
-				sge = (struct ibv_sge){ (uint64_t)(uintptr_t)buf,
-							op.len, st->src->lkey };
-				if (op.len <= 64)
-					flags |= IBV_SEND_INLINE;
-				wr.wr_id = n;
-				wr.sg_list = &sge;
-				wr.num_sge = 1;
-				wr.opcode = op.imm ? IBV_WR_SEND_WITH_IMM
-						   : IBV_WR_SEND;
-				wr.imm_data = (uint32_t)sends;
-				wr.send_flags = flags;
-				vt_assert(ibv_post_send(p->qp[0], &wr, &bad) == 0,
-					  "post op %llu", (unsigned long long)n);
-				sends++;
-			}
-			n++;
+			if (fl->posted - fl->done < ST_WINDOW &&
+			    vt_now_ms() < st->deadline_ms)
+				post_op(fl, f);
 		}
-		got = ibv_poll_cq(p->scq[0], 16, wc);
+		got = ibv_poll_cq(st->scq, 16, wc);
 		vt_assert(got >= 0, "poll the send CQ");
 		if (got > 0)
 			last = vt_now_ms();
 		vt_assert(vt_now_ms() - last < vt_tmo_ms(),
-			  "send completion %llu: nothing for %d ms",
-			  (unsigned long long)done, vt_tmo_ms());
-		for (i = 0; i < got; i++, done++)
-			vt_assert(wc[i].status == IBV_WC_SUCCESS &&
-				  wc[i].wr_id == done,
-				  "send completion %llu (%s): wr_id %llu (%s) status %s",
-				  (unsigned long long)done,
-				  st_op(st->seed, done).write ? "write" : "send",
-				  (unsigned long long)wc[i].wr_id,
-				  st_op(st->seed, wc[i].wr_id).write ? "write" : "send",
-				  vt_status(wc[i].status));
+			  "send completions: nothing for %d ms", vt_tmo_ms());
+		for (i = 0; i < got; i++)
+			check_send_wc(st, &wc[i]);
 		stall(&rs, 4000);
 	}
-	__atomic_store_n(&st->sends, sends, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->sender_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -167,7 +220,6 @@ static void *sender(void *arg)
 static void *crowd(void *arg)
 {
 	const struct stream *st = arg;
-
 	const char *v = getenv("DIRECT_STREAM_CROWD");
 
 	if (v && strcmp(v, "0") == 0)
@@ -177,96 +229,154 @@ static void *crowd(void *arg)
 	return NULL;
 }
 
-static void post_slot(struct stream *st, uint64_t slot)
+static void post_slot(struct flow *fl, unsigned int f, uint64_t slot)
 {
-	vt_recv(st->pair.qp[1], slot,
-		(uint8_t *)st->dst->addr + slot * ST_SLOT, ST_SLOT,
-		st->dst->lkey);
+	vt_recv(fl->qp[1], wr_id(f, slot),
+		(uint8_t *)fl->dst->addr + slot * ST_SLOT, ST_SLOT,
+		fl->dst->lkey);
 }
 
-/* Send number `k` is op number n: walk the ops to find its length. */
-static void check_recv(struct stream *st, const struct ibv_wc *wc,
-		       uint64_t k, uint64_t *op_n)
+/* The flow's next SEND: its length and kind from the ops it follows. */
+static void check_recv(struct flow *fl, unsigned int f, const struct ibv_wc *wc)
 {
-	struct st_op op;
+	uint64_t k = fl->received, slot = wr_num(wc->wr_id);
 	const uint8_t *buf;
+	struct st_op op;
 	long bad;
 
 	do
-		op = st_op(st->seed, (*op_n)++);
+		op = st_op(fl->seed, fl->op_n++);
 	while (op.write);
 	vt_assert(wc->status == IBV_WC_SUCCESS,
-		  "receive %llu: status %s", (unsigned long long)k,
+		  "flow %u: receive %llu: status %s", f, (unsigned long long)k,
 		  vt_status(wc->status));
+	/* receives complete in the order they were posted */
+	vt_assert(slot == fl->next_slot,
+		  "flow %u: receive %llu in slot %llu, expected slot %llu", f,
+		  (unsigned long long)k, (unsigned long long)slot,
+		  (unsigned long long)fl->next_slot);
+	fl->next_slot = (fl->next_slot + 1) % ST_RECVS;
 	vt_assert(wc->byte_len == op.len,
-		  "receive %llu: %u bytes, sent %u", (unsigned long long)k,
-		  wc->byte_len, op.len);
+		  "flow %u: receive %llu: %u bytes, sent %u", f,
+		  (unsigned long long)k, wc->byte_len, op.len);
 	vt_assert(!!(wc->wc_flags & IBV_WC_WITH_IMM) == op.imm &&
 		  (!op.imm || wc->imm_data == (uint32_t)k),
-		  "receive %llu: immediate data wrong (flags %#x imm %u)",
-		  (unsigned long long)k, wc->wc_flags, wc->imm_data);
-	buf = (const uint8_t *)st->dst->addr + wc->wr_id * ST_SLOT;
+		  "flow %u: receive %llu: immediate data wrong (flags %#x imm %u)",
+		  f, (unsigned long long)k, wc->wc_flags, wc->imm_data);
+	buf = (const uint8_t *)fl->dst->addr + slot * ST_SLOT;
 	bad = vt_check(buf, op.len, 0, (uint32_t)k);
-	vt_assert(bad < 0, "receive %llu (%u bytes, slot %llu): byte %ld wrong",
-		  (unsigned long long)k, op.len,
-		  (unsigned long long)wc->wr_id, bad);
+	vt_assert(bad < 0, "flow %u: receive %llu (%u bytes, slot %llu): byte %ld wrong",
+		  f, (unsigned long long)k, op.len, (unsigned long long)slot, bad);
+	fl->received++;
+}
+
+static bool all_received(const struct stream *st)
+{
+	unsigned int f;
+
+	if (!__atomic_load_n(&st->sender_done, __ATOMIC_ACQUIRE))
+		return false;
+	for (f = 0; f < st->nflows; f++)
+		if (st->flow[f].received != st->flow[f].sends)
+			return false;
+	return true;
 }
 
 static void *receiver(void *arg)
 {
 	struct stream *st = arg;
-	unsigned int rs = st->seed ^ 0xa11ce;
-	uint64_t k = 0, op_n = 0, slot, next_slot = 0;
+	unsigned int rs = st->seed ^ 0xa11ce, f;
 	long last = vt_now_ms();
 	struct ibv_wc wc;
+	uint64_t slot;
 
-	for (slot = 0; slot < ST_RECVS; slot++)
-		post_slot(st, slot);
-	for (;;) {
-		int got = ibv_poll_cq(st->pair.rcq[1], 1, &wc);
+	for (f = 0; f < st->nflows; f++)
+		for (slot = 0; slot < ST_RECVS; slot++)
+			post_slot(&st->flow[f], f, slot);
+	while (!all_received(st)) {
+		int got = ibv_poll_cq(st->rcq, 1, &wc);
 
 		vt_assert(got >= 0, "poll the receive CQ");
 		if (got == 0) {
-			if (__atomic_load_n(&st->sender_done, __ATOMIC_ACQUIRE) &&
-			    k == __atomic_load_n(&st->sends, __ATOMIC_RELAXED))
-				break;
 			vt_assert(vt_now_ms() - last < vt_tmo_ms(),
-				  "receive %llu: nothing for %d ms",
-				  (unsigned long long)k, vt_tmo_ms());
+				  "receives: nothing for %d ms", vt_tmo_ms());
 			continue;
 		}
 		last = vt_now_ms();
-		/* receives complete in the order they were posted */
-		vt_assert(wc.wr_id == next_slot,
-			  "receive %llu in slot %llu, expected slot %llu",
-			  (unsigned long long)k, (unsigned long long)wc.wr_id,
-			  (unsigned long long)next_slot);
-		next_slot = (next_slot + 1) % ST_RECVS;
-		check_recv(st, &wc, k++, &op_n);
+		f = wr_flow(wc.wr_id);
+		vt_assert(f < st->nflows, "receive of no flow: wr_id %#llx",
+			  (unsigned long long)wc.wr_id);
+		check_recv(&st->flow[f], f, &wc);
 		stall(&rs, 200);
-		post_slot(st, wc.wr_id);
+		post_slot(&st->flow[f], f, wr_num(wc.wr_id));
 	}
 	return NULL;
 }
 
-int direct_stream(unsigned int seconds, uint32_t seed)
+static void flows_open(struct stream *st)
 {
 	struct vt_qp_opts o[2] = {
 		{ .max_send_wr = ST_WINDOW, .max_inline = 64 },
 		{ .max_recv_wr = ST_RECVS },
 	};
-	struct stream st = { .seed = seed };
-	pthread_t t[3];
+	unsigned int f, i;
 
-	printf("stream: seed %u\n", seed);
+	st->scq = ibv_create_cq(st->dev.ctx, 1024, NULL, NULL, 0);
+	st->rcq = ibv_create_cq(st->dev.ctx, 1024, NULL, NULL, 0);
+	vt_assert(st->scq && st->rcq, "ibv_create_cq");
+	for (f = 0; f < st->nflows; f++) {
+		struct flow *fl = &st->flow[f];
+		struct vt_addr a[2];
+
+		for (i = 0; i < 2; i++) {
+			fl->qp[i] = vt_qp(&st->dev, st->scq, st->rcq, &o[i]);
+			vt_qp_addr(&st->dev, fl->qp[i], &o[i], &a[i]);
+		}
+		vt_connect(&st->dev, fl->qp[0], &a[1], &o[0]);
+		vt_connect(&st->dev, fl->qp[1], &a[0], &o[1]);
+		fl->src = vt_reg(st->dev.pd, (size_t)ST_WINDOW * ST_SLOT,
+				 VT_ACCESS_ALL);
+		fl->dst = vt_reg(st->dev.pd, (size_t)ST_RECVS * ST_SLOT,
+				 VT_ACCESS_ALL);
+		fl->wdst = vt_reg(st->dev.pd, ST_SLOT, VT_ACCESS_ALL);
+		fl->seed = st->seed + f * 7919u;
+	}
+}
+
+static void flows_close(struct stream *st)
+{
+	unsigned int f, i;
+
+	for (f = 0; f < st->nflows; f++) {
+		struct flow *fl = &st->flow[f];
+
+		for (i = 0; i < 2; i++)
+			vt_assert(ibv_destroy_qp(fl->qp[i]) == 0, "ibv_destroy_qp");
+		vt_dereg(fl->src);
+		vt_dereg(fl->dst);
+		vt_dereg(fl->wdst);
+	}
+	vt_assert(ibv_destroy_cq(st->scq) == 0 && ibv_destroy_cq(st->rcq) == 0,
+		  "ibv_destroy_cq");
+}
+
+int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
+{
+	static struct stream st;	/* large; one per process */
+	uint64_t sends = 0, writes = 0;
+	pthread_t t[3];
+	unsigned int f;
+
+	vt_assert(nflows >= 1 && nflows <= ST_MAX_FLOWS, "1 to %d flows",
+		  ST_MAX_FLOWS);
+	printf("stream: seed %u, %u flows\n", seed, nflows);
+	st.seed = seed;
+	st.nflows = nflows;
 	vt_open(&st.dev);
-	vt_pair2(&st.pair, &st.dev, &o[0], &o[1], 256);
+	flows_open(&st);
 	/* DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false) */
 	vt_assert((vt_transit_maps() > 0) == !getenv("DIRECT_RINGS"),
-		  "the pair has %d transit ring maps", vt_transit_maps());
-	st.src = vt_reg(st.dev.pd, (size_t)ST_WINDOW * ST_SLOT, VT_ACCESS_ALL);
-	st.dst = vt_reg(st.dev.pd, (size_t)ST_RECVS * ST_SLOT, VT_ACCESS_ALL);
-	st.wdst = vt_reg(st.dev.pd, ST_SLOT, VT_ACCESS_ALL);
+		  "the pairs have %d transit ring maps", vt_transit_maps());
 	st.deadline_ms = vt_now_ms() + (long)seconds * 1000;
 	vt_assert(pthread_create(&t[1], NULL, receiver, &st) == 0 &&
 		  pthread_create(&t[2], NULL, crowd, &st) == 0 &&
@@ -274,13 +384,13 @@ int direct_stream(unsigned int seconds, uint32_t seed)
 	pthread_join(t[0], NULL);
 	pthread_join(t[2], NULL);
 	pthread_join(t[1], NULL);
+	for (f = 0; f < nflows; f++) {
+		sends += st.flow[f].sends;
+		writes += st.flow[f].writes;
+	}
 	printf("stream: %llu sends, %llu writes (seed %u)\n",
-	       (unsigned long long)st.sends, (unsigned long long)st.writes,
-	       seed);
-	vt_dereg(st.src);
-	vt_dereg(st.dst);
-	vt_dereg(st.wdst);
-	vt_pair_free(&st.pair);
+	       (unsigned long long)sends, (unsigned long long)writes, seed);
+	flows_close(&st);
 	vt_close(&st.dev);
 	return 0;
 }

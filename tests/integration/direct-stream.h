@@ -4,6 +4,6 @@
 #include <stdint.h>
 
 /* direct-helper stream: see direct-stream.c.  Returns the exit status. */
-int direct_stream(unsigned int seconds, uint32_t seed);
+int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows);
 
 #endif

@@ -11,9 +11,10 @@
  *					the QPs must have no rings;
  *					DIRECT_HALFWAY=FILE: halfway it prints
  *					"halfway" and waits for FILE)
- *        direct-helper stream SECONDS [SEED]
- *					a streaming sender and a receiver
- *					that stalls at random, every message
+ *        direct-helper stream SECONDS [SEED [FLOWS]]
+ *					streaming senders and a receiver
+ *					that stalls at random, FLOWS pairs
+ *					on two shared CQs, every message
  *					checked (direct-stream.c)
  *        direct-helper sigbus app|default
  *					after a grant, a fault of the app's
@@ -1343,14 +1344,16 @@ int main(int argc, char **argv)
 		return pingpong(strtoul(argv[2], NULL, 0));
 	if (argc == 2 && strcmp(argv[1], "takeback") == 0)
 		return takeback();
-	if ((argc == 3 || argc == 4) && strcmp(argv[1], "stream") == 0)
+	if (argc >= 3 && argc <= 5 && strcmp(argv[1], "stream") == 0)
 		return direct_stream((unsigned int)strtoul(argv[2], NULL, 0),
-				     argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 0)
-					       : (uint32_t)getpid());
+				     argc >= 4 ? (uint32_t)strtoul(argv[3], NULL, 0)
+					       : (uint32_t)getpid(),
+				     argc >= 5 ? (unsigned int)strtoul(argv[4], NULL, 0)
+					       : 2);
 	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
 		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
 	if (argc != 1) {
-		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED] | sigbus app|default]\n");
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default]\n");
 		return 2;
 	}
 	sr = srunner_create(direct_suite());

@@ -18,10 +18,11 @@
 #  3. Debian's perftest (ib_send_lat, also with events, ib_send_bw) and
 #     ibv_rc_pingpong (-c: data checked; busy polling, with events, 64 KiB)
 #     between uids $USER1 and $USER2 through the rings.
-#  4. A stream of SENDs of mixed sizes, RDMA WRITEs cutting in, to a
-#     receiver that stalls at random (direct-stream.c): SENDs move between
-#     the ring and the SQ, receives are placed by the library and by the
-#     engine, and every completion comes in order with its bytes.
+#  4. Streams of SENDs of mixed sizes, RDMA WRITEs cutting in, on three
+#     pairs sharing two CQs, to a receiver that stalls at random
+#     (direct-stream.c): SENDs move between the ring and the SQ, receives
+#     are placed by the library and by the engine, and every QP's
+#     completions come in order with their bytes.
 # The transport is on by default ("direct" in ibverbsd.conf(5)); this test
 # says which it wants.
 . "$(dirname "$0")/lib.sh"
@@ -233,13 +234,14 @@ n=$(($(engine_count wqes) - w0))
 [ "$n" -eq 0 ] || fail "the engine ran $n WQEs of the stream"
 ok "$(sed -n 's/^takeback: //p' "$O/takeback"), the engine ran $n WQEs"
 
-# Receives placed by the library and by the engine, and SENDs moving
-# between the ring and the SQ, must complete in order with their bytes.
+# Receives placed by the library and by the engine, SENDs moving between
+# the ring and the SQ, several QPs' completions in one CQ: each QP's must
+# come in order, with their bytes.
 for crowd in 1 0; do
-	check "a stream to a receiver that stalls at random, RDMA WRITEs cutting in (crowd $crowd)"
+	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, RDMA WRITEs cutting in (crowd $crowd)"
 	w0=$(engine_count wqes)
 	TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_STREAM_CROWD=$crowd "$HELPER" stream \
-		"${DIRECT_STREAM_SECS:-5}" >"$O/stream" 2>&1 ||
+		"${DIRECT_STREAM_SECS:-5}" "${DIRECT_STREAM_SEED:-$RANDOM}" 3 >"$O/stream" 2>&1 ||
 		{ show stream "$O/stream"; fail "the stream failed"; }
 	expect_grep '^stream: [0-9]+ sends, [0-9]+ writes \(seed [0-9]+\)$' "$O/stream" "stream"
 	n=$(($(engine_count wqes) - w0))
