@@ -103,11 +103,17 @@
  * merges these with the engine's CQEs so that one QP's completions come
  * out in the order its requests were posted: a direct completion is
  * remembered with the CQ's engine tail when it was made (a receive: read
- * after taking the claim; a send: after reading `consumed`); it is handed
- * out before any engine CQE at or after that position and after every one
- * before it.  (The engine writes the CQE of a request that waited for the
- * ring only after it saw the ring empty, and publishes a CQE it made
- * under the claim before handing the claim back.)
+ * after taking the claim; a send: read when it was posted, after the SQ
+ * was seen drained); it is handed out before any engine CQE at or after
+ * that position and after every one before it, also those written after
+ * the poll began (they were written before the tail was read).  The
+ * completions waiting in a CQ are kept sorted by that position: those of
+ * QPs sharing the CQ are made out of its order (a SEND taken late keeps
+ * the position of its post).  (The engine writes the CQE of a request
+ * that waited for the ring only after it saw the ring empty, and
+ * publishes a CQE it made under the claim before handing the claim back;
+ * a library that moves SENDs from the SQ to the ring publishes them
+ * before it hands back the SQ's claim.)
  *
  * Blocking.  A receiver that arms its CQ writes `arm_seq` in the ring's
  * consumer line, fences, and re-reads `produced`; a sender, after

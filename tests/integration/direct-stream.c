@@ -16,13 +16,18 @@
  * checks each completion's order, length, immediate data and every byte
  * without being told anything; the sender checks that each QP's
  * completions come in the order it posted.  A third thread spins
- * meanwhile (crowd(); DIRECT_STREAM_CROWD=0: none).
+ * meanwhile (crowd(); DIRECT_STREAM_CROWD=0: none).  The receiver polls
+ * with ibv_poll_cq, or with ibv_start_poll on an extended CQ
+ * (DIRECT_STREAM_CQ_EX=1); with DIRECT_STREAM_EVENTS=1 it sleeps on a
+ * completion channel whenever its CQ is empty.
  *
  * Prints "stream: N sends, W writes (seed S)" and exits 0; any wrong
  * byte, length, order or status fails at once with what was expected.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -57,6 +62,10 @@ struct flow {
 struct stream {
 	struct vt_dev dev;
 	struct ibv_cq *scq, *rcq;
+	struct ibv_cq_ex *rcq_ex;	/* DIRECT_STREAM_CQ_EX=1: rcq's */
+	struct ibv_comp_channel *channel; /* DIRECT_STREAM_EVENTS=1 */
+	bool armed;
+	uint64_t events;		/* taken from the channel */
 	struct flow flow[ST_MAX_FLOWS];
 	unsigned int nflows;
 	uint32_t seed;
@@ -212,6 +221,13 @@ static void *sender(void *arg)
 	return NULL;
 }
 
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && strcmp(v, "1") == 0;
+}
+
 /*
  * A thread that only spins: with it the sender, the receiver and the
  * engine are more runnable threads than a small machine has CPUs, so the
@@ -282,6 +298,60 @@ static bool all_received(const struct stream *st)
 	return true;
 }
 
+/* One receive completion through the extended CQ API. */
+static int poll_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc)
+{
+	struct ibv_poll_cq_attr attr = { 0 };
+	int ret = ibv_start_poll(cq, &attr);
+
+	if (ret == ENOENT)
+		return 0;
+	vt_assert(ret == 0, "ibv_start_poll: %d", ret);
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = cq->wr_id;
+	wc->status = cq->status;
+	wc->byte_len = ibv_wc_read_byte_len(cq);
+	wc->wc_flags = ibv_wc_read_wc_flags(cq);
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		wc->imm_data = ibv_wc_read_imm_data(cq);
+	ibv_end_poll(cq);
+	return 1;
+}
+
+static int poll_recv(struct stream *st, struct ibv_wc *wc)
+{
+	int got = st->rcq_ex ? poll_ex(st->rcq_ex, wc) :
+			       ibv_poll_cq(st->rcq, 1, wc);
+
+	vt_assert(got >= 0, "poll the receive CQ");
+	return got;
+}
+
+/*
+ * Nothing to poll, with events: arm, and poll once more before sleeping
+ * (what came between the last poll and the arm raises no event); then
+ * sleep on the channel, 100 ms at most (the sender may be done).
+ */
+static void sleep_for_event(struct stream *st)
+{
+	struct pollfd pfd = { st->channel->fd, POLLIN, 0 };
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (!st->armed) {
+		vt_assert(ibv_req_notify_cq(st->rcq, 0) == 0, "ibv_req_notify_cq");
+		st->armed = true;
+		return;
+	}
+	if (poll(&pfd, 1, 100) <= 0)
+		return;
+	vt_assert(ibv_get_cq_event(st->channel, &cq, &ctx) == 0 && cq == st->rcq,
+		  "ibv_get_cq_event");
+	ibv_ack_cq_events(cq, 1);
+	st->armed = false;
+	st->events++;
+}
+
 static void *receiver(void *arg)
 {
 	struct stream *st = arg;
@@ -294,12 +364,11 @@ static void *receiver(void *arg)
 		for (slot = 0; slot < ST_RECVS; slot++)
 			post_slot(&st->flow[f], f, slot);
 	while (!all_received(st)) {
-		int got = ibv_poll_cq(st->rcq, 1, &wc);
-
-		vt_assert(got >= 0, "poll the receive CQ");
-		if (got == 0) {
+		if (poll_recv(st, &wc) == 0) {
 			vt_assert(vt_now_ms() - last < vt_tmo_ms(),
 				  "receives: nothing for %d ms", vt_tmo_ms());
+			if (st->channel)
+				sleep_for_event(st);
 			continue;
 		}
 		last = vt_now_ms();
@@ -321,8 +390,24 @@ static void flows_open(struct stream *st)
 	};
 	unsigned int f, i;
 
+	if (env_on("DIRECT_STREAM_EVENTS")) {
+		st->channel = ibv_create_comp_channel(st->dev.ctx);
+		vt_assert(st->channel, "ibv_create_comp_channel");
+	}
 	st->scq = ibv_create_cq(st->dev.ctx, 1024, NULL, NULL, 0);
-	st->rcq = ibv_create_cq(st->dev.ctx, 1024, NULL, NULL, 0);
+	if (env_on("DIRECT_STREAM_CQ_EX")) {
+		struct ibv_cq_init_attr_ex attr = {
+			.cqe = 1024,
+			.channel = st->channel,
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM,
+		};
+
+		st->rcq_ex = ibv_create_cq_ex(st->dev.ctx, &attr);
+		vt_assert(st->rcq_ex, "ibv_create_cq_ex");
+		st->rcq = ibv_cq_ex_to_cq(st->rcq_ex);
+	} else {
+		st->rcq = ibv_create_cq(st->dev.ctx, 1024, NULL, st->channel, 0);
+	}
 	vt_assert(st->scq && st->rcq, "ibv_create_cq");
 	for (f = 0; f < st->nflows; f++) {
 		struct flow *fl = &st->flow[f];
@@ -358,6 +443,9 @@ static void flows_close(struct stream *st)
 	}
 	vt_assert(ibv_destroy_cq(st->scq) == 0 && ibv_destroy_cq(st->rcq) == 0,
 		  "ibv_destroy_cq");
+	if (st->channel)
+		vt_assert(ibv_destroy_comp_channel(st->channel) == 0,
+			  "ibv_destroy_comp_channel");
 }
 
 int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
@@ -388,6 +476,9 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		sends += st.flow[f].sends;
 		writes += st.flow[f].writes;
 	}
+	if (st.channel)
+		printf("stream: %llu completion events\n",
+		       (unsigned long long)st.events);
 	printf("stream: %llu sends, %llu writes (seed %u)\n",
 	       (unsigned long long)sends, (unsigned long long)writes, seed);
 	flows_close(&st);

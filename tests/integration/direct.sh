@@ -237,13 +237,21 @@ ok "$(sed -n 's/^takeback: //p' "$O/takeback"), the engine ran $n WQEs"
 # Receives placed by the library and by the engine, SENDs moving between
 # the ring and the SQ, several QPs' completions in one CQ: each QP's must
 # come in order, with their bytes.
-for crowd in 1 0; do
-	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, RDMA WRITEs cutting in (crowd $crowd)"
+# Three mixes: a spinning thread beside them; none; none, with the
+# receiver on an extended CQ sleeping on completion events.
+for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
+	   "DIRECT_STREAM_CROWD=0 DIRECT_STREAM_CQ_EX=1 DIRECT_STREAM_EVENTS=1"; do
+	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, RDMA WRITEs cutting in (${mix//DIRECT_STREAM_/})"
 	w0=$(engine_count wqes)
-	TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_STREAM_CROWD=$crowd "$HELPER" stream \
-		"${DIRECT_STREAM_SECS:-5}" "${DIRECT_STREAM_SEED:-$RANDOM}" 3 >"$O/stream" 2>&1 ||
-		{ show stream "$O/stream"; fail "the stream failed"; }
+	# shellcheck disable=SC2086 # one word per variable
+	TMO=$((TMO * 3)) run_ours "$USER1" env $mix \
+		"$HELPER" stream "${DIRECT_STREAM_SECS:-5}" "${DIRECT_STREAM_SEED:-$RANDOM}" 3 \
+		>"$O/stream" 2>&1 || { show stream "$O/stream"; fail "the stream failed"; }
 	expect_grep '^stream: [0-9]+ sends, [0-9]+ writes \(seed [0-9]+\)$' "$O/stream" "stream"
+	case $mix in
+	*EVENTS=1*) expect_grep '^stream: [1-9][0-9]* completion events$' "$O/stream" \
+			"the receiver slept on its channel" ;;
+	esac
 	n=$(($(engine_count wqes) - w0))
 	read -r sends writes < <(sed -nE 's/^stream: ([0-9]+) sends, ([0-9]+) writes.*/\1 \2/p' "$O/stream")
 	# the WRITEs are the engine's (private memory); SENDs went on the ring too
