@@ -10,7 +10,10 @@
  * "Back from the SQ"), and while the library's completions of several
  * QPs merge with the engine's in one CQ.  The ring fills whenever the
  * receiver stalls; an RDMA WRITE now and then puts the engine in front
- * of the SENDs behind it; sizes run from a byte (inline) to 64 KiB.
+ * of the SENDs behind it, and so does an RDMA READ; sizes run from a
+ * byte (inline) to 64 KiB.  With DIRECT_STREAM_GRANTED=1 the WRITEs and
+ * READs target shared file memory, which the library reaches itself
+ * while the ring is empty (a grant, common/lease.h).
  * Message n of a flow is pattern n over its whole length, and its length
  * and kind follow from the flow's seed and n alone, so the receiver
  * checks each completion's order, length, immediate data and every byte
@@ -21,8 +24,9 @@
  * (DIRECT_STREAM_CQ_EX=1); with DIRECT_STREAM_EVENTS=1 it sleeps on a
  * completion channel whenever its CQ is empty.
  *
- * Prints "stream: N sends, W writes (seed S)" and exits 0; any wrong
- * byte, length, order or status fails at once with what was expected.
+ * Prints "stream: N sends, W writes, R reads (seed S)" and exits 0; any
+ * wrong byte, length, order or status fails at once with what was
+ * expected.
  */
 #include "config.h"
 
@@ -46,6 +50,7 @@
 #define ST_RECVS	16		/* receives kept posted, per flow */
 #define ST_MAX_FLOWS	8
 #define ST_FLOW_SHIFT	56		/* wr_id: flow << 56 | number */
+#define ST_MEMFD	"ibvd-stream"	/* the WRITEs' target, when granted */
 
 struct flow {
 	struct ibv_qp *qp[2];		/* sender, receiver */
@@ -54,7 +59,7 @@ struct flow {
 	struct ibv_mr *wdst;		/* where the WRITEs land */
 	uint32_t seed;
 	/* the sender's thread */
-	uint64_t posted, done, sends, writes;
+	uint64_t posted, done, sends, writes, reads;
 	/* the receiver's thread */
 	uint64_t received, op_n, next_slot;
 };
@@ -66,6 +71,7 @@ struct stream {
 	struct ibv_comp_channel *channel; /* DIRECT_STREAM_EVENTS=1 */
 	bool armed;
 	uint64_t events;		/* taken from the channel */
+	bool granted;			/* DIRECT_STREAM_GRANTED=1 */
 	struct flow flow[ST_MAX_FLOWS];
 	unsigned int nflows;
 	uint32_t seed;
@@ -75,10 +81,21 @@ struct stream {
 
 /* What op number n of a flow is: deterministic, so both threads agree. */
 struct st_op {
-	bool write;
+	enum ibv_wr_opcode kind;	/* RDMA_WRITE, RDMA_READ or a SEND */
 	bool imm;
 	uint32_t len;
 };
+
+static bool one_sided(struct st_op op)
+{
+	return op.kind == IBV_WR_RDMA_WRITE || op.kind == IBV_WR_RDMA_READ;
+}
+
+static const char *op_name(struct st_op op)
+{
+	return op.kind == IBV_WR_RDMA_WRITE ? "write" :
+	       op.kind == IBV_WR_RDMA_READ ? "read" : "send";
+}
 
 static uint64_t mix(uint64_t x)
 {
@@ -96,8 +113,10 @@ static struct st_op st_op(uint32_t seed, uint64_t n)
 	uint64_t r = mix(n * 2654435761u + seed);
 	struct st_op op;
 
-	op.write = r % 16 == 0;
 	op.imm = (r >> 8) % 4 == 0;
+	op.kind = r % 16 == 0 ? IBV_WR_RDMA_WRITE :
+		  r % 32 == 1 ? IBV_WR_RDMA_READ :
+		  op.imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
 	op.len = lens[(r >> 16) % (sizeof(lens) / sizeof(lens[0]))];
 	return op;
 }
@@ -137,20 +156,23 @@ static void post_op(struct flow *fl, unsigned int f)
 	struct ibv_send_wr wr = { 0 }, *bad;
 	struct ibv_sge sge;
 
-	vt_fill(buf, op.len, 0, (uint32_t)(op.write ? fl->posted : fl->sends));
+	vt_fill(buf, op.len, 0, (uint32_t)(one_sided(op) ? fl->posted : fl->sends));
 	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)buf, op.len,
 				fl->src->lkey };
 	wr.wr_id = wr_id(f, fl->posted);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	if (op.write) {
-		wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.opcode = op.kind;
+	if (one_sided(op)) {
+		/* a READ reads what the WRITEs left there into our slot */
 		wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)fl->wdst->addr;
 		wr.wr.rdma.rkey = fl->wdst->rkey;
-		fl->writes++;
+		if (op.kind == IBV_WR_RDMA_WRITE)
+			fl->writes++;
+		else
+			fl->reads++;
 	} else {
-		wr.opcode = op.imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
 		wr.imm_data = (uint32_t)fl->sends;
 		if (op.len <= 64)
 			wr.send_flags |= IBV_SEND_INLINE;
@@ -172,9 +194,9 @@ static void check_send_wc(struct stream *st, const struct ibv_wc *wc)
 	vt_assert(wc->status == IBV_WC_SUCCESS && wr_num(wc->wr_id) == fl->done,
 		  "flow %u: send completion %llu (%s): got %llu (%s) status %s",
 		  f, (unsigned long long)fl->done,
-		  st_op(fl->seed, fl->done).write ? "write" : "send",
+		  op_name(st_op(fl->seed, fl->done)),
 		  (unsigned long long)wr_num(wc->wr_id),
-		  st_op(fl->seed, wr_num(wc->wr_id)).write ? "write" : "send",
+		  op_name(st_op(fl->seed, wr_num(wc->wr_id))),
 		  vt_status(wc->status));
 	fl->done++;
 }
@@ -262,7 +284,7 @@ static void check_recv(struct flow *fl, unsigned int f, const struct ibv_wc *wc)
 
 	do
 		op = st_op(fl->seed, fl->op_n++);
-	while (op.write);
+	while (one_sided(op));
 	vt_assert(wc->status == IBV_WC_SUCCESS,
 		  "flow %u: receive %llu: status %s", f, (unsigned long long)k,
 		  vt_status(wc->status));
@@ -423,7 +445,9 @@ static void flows_open(struct stream *st)
 				 VT_ACCESS_ALL);
 		fl->dst = vt_reg(st->dev.pd, (size_t)ST_RECVS * ST_SLOT,
 				 VT_ACCESS_ALL);
-		fl->wdst = vt_reg(st->dev.pd, ST_SLOT, VT_ACCESS_ALL);
+		fl->wdst = st->granted ?
+			   vt_reg_memfd(st->dev.pd, ST_SLOT, VT_ACCESS_ALL, ST_MEMFD) :
+			   vt_reg(st->dev.pd, ST_SLOT, VT_ACCESS_ALL);
 		fl->seed = st->seed + f * 7919u;
 	}
 }
@@ -439,7 +463,10 @@ static void flows_close(struct stream *st)
 			vt_assert(ibv_destroy_qp(fl->qp[i]) == 0, "ibv_destroy_qp");
 		vt_dereg(fl->src);
 		vt_dereg(fl->dst);
-		vt_dereg(fl->wdst);
+		if (st->granted)
+			vt_dereg_memfd(fl->wdst);
+		else
+			vt_dereg(fl->wdst);
 	}
 	vt_assert(ibv_destroy_cq(st->scq) == 0 && ibv_destroy_cq(st->rcq) == 0,
 		  "ibv_destroy_cq");
@@ -451,7 +478,7 @@ static void flows_close(struct stream *st)
 int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 {
 	static struct stream st;	/* large; one per process */
-	uint64_t sends = 0, writes = 0;
+	uint64_t sends = 0, writes = 0, reads = 0;
 	pthread_t t[3];
 	unsigned int f;
 
@@ -460,6 +487,7 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	printf("stream: seed %u, %u flows\n", seed, nflows);
 	st.seed = seed;
 	st.nflows = nflows;
+	st.granted = env_on("DIRECT_STREAM_GRANTED");
 	vt_open(&st.dev);
 	flows_open(&st);
 	/* DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false) */
@@ -475,12 +503,18 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	for (f = 0; f < nflows; f++) {
 		sends += st.flow[f].sends;
 		writes += st.flow[f].writes;
+		reads += st.flow[f].reads;
 	}
+	/* a grant maps the peer's file a second time in this process */
+	if (st.granted)
+		vt_assert(vt_memfd_maps(ST_MEMFD, NULL, NULL) > (int)nflows,
+			  "no grant was made");
 	if (st.channel)
 		printf("stream: %llu completion events\n",
 		       (unsigned long long)st.events);
-	printf("stream: %llu sends, %llu writes (seed %u)\n",
-	       (unsigned long long)sends, (unsigned long long)writes, seed);
+	printf("stream: %llu sends, %llu writes, %llu reads (seed %u)\n",
+	       (unsigned long long)sends, (unsigned long long)writes,
+	       (unsigned long long)reads, seed);
 	flows_close(&st);
 	vt_close(&st.dev);
 	return 0;

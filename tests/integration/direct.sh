@@ -18,7 +18,8 @@
 #  3. Debian's perftest (ib_send_lat, also with events, ib_send_bw) and
 #     ibv_rc_pingpong (-c: data checked; busy polling, with events, 64 KiB)
 #     between uids $USER1 and $USER2 through the rings.
-#  4. Streams of SENDs of mixed sizes, RDMA WRITEs cutting in, on three
+#  4. Streams of SENDs of mixed sizes, RDMA WRITEs and READs cutting in
+#     (into private memory, or shared file memory by grants), on three
 #     pairs sharing two CQs, to a receiver that stalls at random
 #     (direct-stream.c): SENDs move between the ring and the SQ, receives
 #     are placed by the library and by the engine, and every QP's
@@ -237,26 +238,36 @@ ok "$(sed -n 's/^takeback: //p' "$O/takeback"), the engine ran $n WQEs"
 # Receives placed by the library and by the engine, SENDs moving between
 # the ring and the SQ, several QPs' completions in one CQ: each QP's must
 # come in order, with their bytes.
-# Three mixes: a spinning thread beside them; none; none, with the
-# receiver on an extended CQ sleeping on completion events.
+# Four mixes: a spinning thread beside them; none; none, with the
+# receiver on an extended CQ sleeping on completion events; WRITEs and
+# READs into shared file memory, which the library does itself.
 for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
-	   "DIRECT_STREAM_CROWD=0 DIRECT_STREAM_CQ_EX=1 DIRECT_STREAM_EVENTS=1"; do
-	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, RDMA WRITEs cutting in (${mix//DIRECT_STREAM_/})"
+	   "DIRECT_STREAM_CROWD=0 DIRECT_STREAM_CQ_EX=1 DIRECT_STREAM_EVENTS=1" \
+	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_GRANTED=1"; do
+	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, WRITEs and READs cutting in (${mix//DIRECT_STREAM_/})"
 	w0=$(engine_count wqes)
 	# shellcheck disable=SC2086 # one word per variable
 	TMO=$((TMO * 3)) run_ours "$USER1" env $mix \
 		"$HELPER" stream "${DIRECT_STREAM_SECS:-5}" "${DIRECT_STREAM_SEED:-$RANDOM}" 3 \
 		>"$O/stream" 2>&1 || { show stream "$O/stream"; fail "the stream failed"; }
-	expect_grep '^stream: [0-9]+ sends, [0-9]+ writes \(seed [0-9]+\)$' "$O/stream" "stream"
+	expect_grep '^stream: [0-9]+ sends, [0-9]+ writes, [0-9]+ reads \(seed [0-9]+\)$' \
+		"$O/stream" "stream"
 	case $mix in
 	*EVENTS=1*) expect_grep '^stream: [1-9][0-9]* completion events$' "$O/stream" \
 			"the receiver slept on its channel" ;;
 	esac
 	n=$(($(engine_count wqes) - w0))
-	read -r sends writes < <(sed -nE 's/^stream: ([0-9]+) sends, ([0-9]+) writes.*/\1 \2/p' "$O/stream")
-	# the WRITEs are the engine's (private memory); SENDs went on the ring too
-	[ "$n" -ge "$writes" ] && [ "$n" -lt $((writes + sends)) ] ||
-		fail "the engine ran $n WQEs for $writes WRITEs and $sends SENDs"
+	read -r sends one < <(sed -nE \
+		's/^stream: ([0-9]+) sends, ([0-9]+) writes, ([0-9]+) reads.*/\1 \2+\3/p' "$O/stream")
+	one=$((one))
+	# WRITEs and READs on private memory are the engine's, on shared file
+	# memory mostly the library's; SENDs went on the ring too
+	case $mix in
+	*GRANTED=1*) least=0 ;;
+	*) least=$one ;;
+	esac
+	[ "$n" -ge "$least" ] && [ "$n" -lt $((one + sends)) ] ||
+		fail "the engine ran $n WQEs for $one WRITEs and READs and $sends SENDs"
 	ok "$(sed -n 's/^stream: //p' "$O/stream" | tail -1), the engine ran $n WQEs"
 done
 daemon_stop
