@@ -24,9 +24,14 @@
  * (DIRECT_STREAM_CQ_EX=1); with DIRECT_STREAM_EVENTS=1 it sleeps on a
  * completion channel whenever its CQ is empty.
  *
- * Prints "stream: N sends, W writes, R reads (seed S)" and exits 0; any
- * wrong byte, length, order or status fails at once with what was
- * expected.
+ * Two processes: DIRECT_STREAM_SIDE=send or recv with DIRECT_STREAM_DIR
+ * runs one end (the same SECONDS, SEED and FLOWS on both); the ends
+ * trade their QPs' addresses and the WRITEs' target in files there, and
+ * the sender writes how many SENDs each flow sent when it is done.
+ *
+ * Prints "stream: N sends, W writes, R reads (seed S)" (the receiving
+ * end: "stream: N received (seed S)") and exits 0; any wrong byte,
+ * length, order or status fails at once with what was expected.
  */
 #include "config.h"
 
@@ -53,10 +58,12 @@
 #define ST_MEMFD	"ibvd-stream"	/* the WRITEs' target, when granted */
 
 struct flow {
-	struct ibv_qp *qp[2];		/* sender, receiver */
+	struct ibv_qp *qp[2];		/* sender, receiver (NULL: not ours) */
 	struct ibv_mr *src;		/* ST_WINDOW slots, the sender's */
 	struct ibv_mr *dst;		/* ST_RECVS slots, the receiver's */
 	struct ibv_mr *wdst;		/* where the WRITEs land */
+	uint64_t waddr;			/* wdst as the sender knows it */
+	uint32_t wrkey;
 	uint32_t seed;
 	/* the sender's thread */
 	uint64_t posted, done, sends, writes, reads;
@@ -72,6 +79,9 @@ struct stream {
 	bool armed;
 	uint64_t events;		/* taken from the channel */
 	bool granted;			/* DIRECT_STREAM_GRANTED=1 */
+	/* DIRECT_STREAM_SIDE: this process is one end, files in `dir` */
+	enum { BOTH, SEND_SIDE, RECV_SIDE } side;
+	const char *dir;
 	struct flow flow[ST_MAX_FLOWS];
 	unsigned int nflows;
 	uint32_t seed;
@@ -166,8 +176,8 @@ static void post_op(struct flow *fl, unsigned int f)
 	wr.opcode = op.kind;
 	if (one_sided(op)) {
 		/* a READ reads what the WRITEs left there into our slot */
-		wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)fl->wdst->addr;
-		wr.wr.rdma.rkey = fl->wdst->rkey;
+		wr.wr.rdma.remote_addr = fl->waddr;
+		wr.wr.rdma.rkey = fl->wrkey;
 		if (op.kind == IBV_WR_RDMA_WRITE)
 			fl->writes++;
 		else
@@ -211,6 +221,79 @@ static bool flows_idle(const struct stream *st)
 	return true;
 }
 
+/* ---- two processes: what one end tells the other, in files -------------- */
+
+static void put_sends(const struct stream *st)
+{
+	char line[ST_MAX_FLOWS * 24] = "", *p = line;
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++)
+		p += sprintf(p, "%llu ", (unsigned long long)st->flow[f].sends);
+	vt_put(st->dir, "sends", "%s\n", line);
+}
+
+/* The receiver, idle: has the sender said how many it sent? */
+static void get_sends(struct stream *st)
+{
+	char buf[ST_MAX_FLOWS * 24];
+	unsigned long long n;
+	unsigned int f;
+	char *p = buf;
+	int used;
+
+	if (st->sender_done || !vt_exists(st->dir, "sends") ||
+	    !vt_get(st->dir, "sends", buf, sizeof(buf), 0))
+		return;
+	for (f = 0; f < st->nflows; f++, p += used) {
+		vt_assert(sscanf(p, "%llu%n", &n, &used) == 1, "the sends file");
+		st->flow[f].sends = n;
+	}
+	__atomic_store_n(&st->sender_done, true, __ATOMIC_RELEASE);
+}
+
+/* Our QPs' addresses (and the receiver's WRITE target) for the other end. */
+static void put_addrs(const struct stream *st, const struct vt_addr *a)
+{
+	char text[ST_MAX_FLOWS * 128] = "", *p = text;
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++) {
+		const struct flow *fl = &st->flow[f];
+
+		vt_addr_str(&a[f], p, 80);
+		p += strlen(p);
+		p += sprintf(p, " %llu %u\n", (unsigned long long)fl->waddr,
+			     fl->wrkey);
+	}
+	vt_put(st->dir, st->side == SEND_SIDE ? "send-addrs" : "recv-addrs",
+	       "%s", text);
+}
+
+static void get_addrs(struct stream *st, struct vt_addr *a)
+{
+	const char *name = st->side == SEND_SIDE ? "recv-addrs" : "send-addrs";
+	char text[ST_MAX_FLOWS * 128], *line = text, *nl;
+	unsigned long long waddr;
+	unsigned int f, rkey;
+
+	vt_assert(vt_get(st->dir, name, text, sizeof(text), vt_tmo_ms()),
+		  "no %s from the other end", name);
+	for (f = 0; f < st->nflows; f++, line = nl + 1) {
+		nl = strchr(line, '\n');
+		vt_assert(nl, "%s: %u lines for %u flows", name, f, st->nflows);
+		*nl = '\0';
+		vt_assert(vt_addr_parse(line, &a[f]) == 0, "%s: %s", name, line);
+		/* the address's four words, then ours */
+		vt_assert(sscanf(line, "%*u %*u %*u %*s %llu %u", &waddr,
+				 &rkey) == 2, "%s: %s", name, line);
+		if (st->side == SEND_SIDE) {
+			st->flow[f].waddr = waddr;
+			st->flow[f].wrkey = rkey;
+		}
+	}
+}
+
 static void *sender(void *arg)
 {
 	struct stream *st = arg;
@@ -239,6 +322,8 @@ static void *sender(void *arg)
 			check_send_wc(st, &wc[i]);
 		stall(&rs, 4000);
 	}
+	if (st->side == SEND_SIDE)
+		put_sends(st);
 	__atomic_store_n(&st->sender_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -391,6 +476,8 @@ static void *receiver(void *arg)
 				  "receives: nothing for %d ms", vt_tmo_ms());
 			if (st->channel)
 				sleep_for_event(st);
+			if (st->side == RECV_SIDE)
+				get_sends(st);
 			continue;
 		}
 		last = vt_now_ms();
@@ -410,6 +497,7 @@ static void flows_open(struct stream *st)
 		{ .max_send_wr = ST_WINDOW, .max_inline = 64 },
 		{ .max_recv_wr = ST_RECVS },
 	};
+	struct vt_addr a[2][ST_MAX_FLOWS];
 	unsigned int f, i;
 
 	if (env_on("DIRECT_STREAM_EVENTS")) {
@@ -433,23 +521,38 @@ static void flows_open(struct stream *st)
 	vt_assert(st->scq && st->rcq, "ibv_create_cq");
 	for (f = 0; f < st->nflows; f++) {
 		struct flow *fl = &st->flow[f];
-		struct vt_addr a[2];
 
+		fl->seed = st->seed + f * 7919u;
 		for (i = 0; i < 2; i++) {
+			if (st->side == (i ? SEND_SIDE : RECV_SIDE))
+				continue;
 			fl->qp[i] = vt_qp(&st->dev, st->scq, st->rcq, &o[i]);
-			vt_qp_addr(&st->dev, fl->qp[i], &o[i], &a[i]);
+			vt_qp_addr(&st->dev, fl->qp[i], &o[i], &a[i][f]);
 		}
-		vt_connect(&st->dev, fl->qp[0], &a[1], &o[0]);
-		vt_connect(&st->dev, fl->qp[1], &a[0], &o[1]);
-		fl->src = vt_reg(st->dev.pd, (size_t)ST_WINDOW * ST_SLOT,
-				 VT_ACCESS_ALL);
+		if (st->side != RECV_SIDE)
+			fl->src = vt_reg(st->dev.pd, (size_t)ST_WINDOW * ST_SLOT,
+					 VT_ACCESS_ALL);
+		if (st->side == SEND_SIDE)
+			continue;
 		fl->dst = vt_reg(st->dev.pd, (size_t)ST_RECVS * ST_SLOT,
 				 VT_ACCESS_ALL);
 		fl->wdst = st->granted ?
 			   vt_reg_memfd(st->dev.pd, ST_SLOT, VT_ACCESS_ALL, ST_MEMFD) :
 			   vt_reg(st->dev.pd, ST_SLOT, VT_ACCESS_ALL);
-		fl->seed = st->seed + f * 7919u;
+		fl->waddr = (uint64_t)(uintptr_t)fl->wdst->addr;
+		fl->wrkey = fl->wdst->rkey;
 	}
+	if (st->side != BOTH) {
+		unsigned int ours = st->side == SEND_SIDE ? 0 : 1;
+
+		put_addrs(st, a[ours]);
+		get_addrs(st, a[!ours]);
+	}
+	for (f = 0; f < st->nflows; f++)
+		for (i = 0; i < 2; i++)
+			if (st->flow[f].qp[i])
+				vt_connect(&st->dev, st->flow[f].qp[i], &a[!i][f],
+					   &o[i]);
 }
 
 static void flows_close(struct stream *st)
@@ -460,8 +563,12 @@ static void flows_close(struct stream *st)
 		struct flow *fl = &st->flow[f];
 
 		for (i = 0; i < 2; i++)
-			vt_assert(ibv_destroy_qp(fl->qp[i]) == 0, "ibv_destroy_qp");
-		vt_dereg(fl->src);
+			vt_assert(!fl->qp[i] || ibv_destroy_qp(fl->qp[i]) == 0,
+				  "ibv_destroy_qp");
+		if (fl->src)
+			vt_dereg(fl->src);
+		if (!fl->dst)
+			continue;
 		vt_dereg(fl->dst);
 		if (st->granted)
 			vt_dereg_memfd(fl->wdst);
@@ -473,6 +580,20 @@ static void flows_close(struct stream *st)
 	if (st->channel)
 		vt_assert(ibv_destroy_comp_channel(st->channel) == 0,
 			  "ibv_destroy_comp_channel");
+}
+
+/* DIRECT_STREAM_SIDE=send|recv with DIRECT_STREAM_DIR: one end only. */
+static void stream_side(struct stream *st)
+{
+	const char *side = getenv("DIRECT_STREAM_SIDE");
+
+	st->side = BOTH;
+	if (!side)
+		return;
+	st->dir = getenv("DIRECT_STREAM_DIR");
+	vt_assert(st->dir && (strcmp(side, "send") == 0 || strcmp(side, "recv") == 0),
+		  "DIRECT_STREAM_SIDE=send|recv needs DIRECT_STREAM_DIR");
+	st->side = strcmp(side, "send") == 0 ? SEND_SIDE : RECV_SIDE;
 }
 
 int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
@@ -488,33 +609,52 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	st.seed = seed;
 	st.nflows = nflows;
 	st.granted = env_on("DIRECT_STREAM_GRANTED");
+	stream_side(&st);
 	vt_open(&st.dev);
 	flows_open(&st);
-	/* DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false) */
-	vt_assert((vt_transit_maps() > 0) == !getenv("DIRECT_RINGS"),
-		  "the pairs have %d transit ring maps", vt_transit_maps());
 	st.deadline_ms = vt_now_ms() + (long)seconds * 1000;
-	vt_assert(pthread_create(&t[1], NULL, receiver, &st) == 0 &&
-		  pthread_create(&t[2], NULL, crowd, &st) == 0 &&
-		  pthread_create(&t[0], NULL, sender, &st) == 0, "threads");
-	pthread_join(t[0], NULL);
-	pthread_join(t[2], NULL);
-	pthread_join(t[1], NULL);
+	vt_assert((st.side == SEND_SIDE ||
+		   pthread_create(&t[1], NULL, receiver, &st) == 0) &&
+		  (st.side == RECV_SIDE ||
+		   (pthread_create(&t[2], NULL, crowd, &st) == 0 &&
+		    pthread_create(&t[0], NULL, sender, &st) == 0)), "threads");
+	if (st.side != RECV_SIDE) {
+		pthread_join(t[0], NULL);
+		pthread_join(t[2], NULL);
+	}
+	if (st.side != SEND_SIDE)
+		pthread_join(t[1], NULL);
+	/* the ends part when the receiver has taken everything */
+	if (st.side == RECV_SIDE)
+		vt_put(st.dir, "received", "1\n");
+	if (st.side == SEND_SIDE)
+		vt_assert(vt_get(st.dir, "received", (char[8]){ 0 }, 8, vt_tmo_ms()),
+			  "the receiving end did not finish");
 	for (f = 0; f < nflows; f++) {
 		sends += st.flow[f].sends;
 		writes += st.flow[f].writes;
 		reads += st.flow[f].reads;
 	}
+	/*
+	 * DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false).  Two
+	 * processes map the rings at a post or poll once both QPs are ready.
+	 */
+	vt_assert((vt_transit_maps() > 0) == !getenv("DIRECT_RINGS"),
+		  "the pairs have %d transit ring maps", vt_transit_maps());
 	/* a grant maps the peer's file a second time in this process */
-	if (st.granted)
+	if (st.granted && st.side == BOTH)
 		vt_assert(vt_memfd_maps(ST_MEMFD, NULL, NULL) > (int)nflows,
 			  "no grant was made");
 	if (st.channel)
 		printf("stream: %llu completion events\n",
 		       (unsigned long long)st.events);
-	printf("stream: %llu sends, %llu writes, %llu reads (seed %u)\n",
-	       (unsigned long long)sends, (unsigned long long)writes,
-	       (unsigned long long)reads, seed);
+	if (st.side == RECV_SIDE)
+		printf("stream: %llu received (seed %u)\n",
+		       (unsigned long long)sends, seed);
+	else
+		printf("stream: %llu sends, %llu writes, %llu reads (seed %u)\n",
+		       (unsigned long long)sends, (unsigned long long)writes,
+		       (unsigned long long)reads, seed);
 	flows_close(&st);
 	vt_close(&st.dev);
 	return 0;

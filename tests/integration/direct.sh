@@ -23,7 +23,8 @@
 #     pairs sharing two CQs, to a receiver that stalls at random
 #     (direct-stream.c): SENDs move between the ring and the SQ, receives
 #     are placed by the library and by the engine, and every QP's
-#     completions come in order with their bytes.
+#     completions come in order with their bytes; in one process, then
+#     between uids $USER1 and $USER2.
 # The transport is on by default ("direct" in ibverbsd.conf(5)); this test
 # says which it wants.
 . "$(dirname "$0")/lib.sh"
@@ -270,6 +271,26 @@ for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
 		fail "the engine ran $n WQEs for $one WRITEs and READs and $sends SENDs"
 	ok "$(sed -n 's/^stream: //p' "$O/stream" | tail -1), the engine ran $n WQEs"
 done
+
+# The same between two processes of two uids: each library sees one end.
+check "streams on 3 pairs from uid $USER1 to uid $USER2, WRITEs and READs cutting in"
+xdir=$T/stream-x
+mkdir -p "$xdir" && chmod 777 "$xdir" || fail "mkdir $xdir"
+seed=${DIRECT_STREAM_SEED:-$RANDOM}
+TMO=$((TMO * 3)) run_ours "$USER2" env DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
+	"$HELPER" stream "${DIRECT_STREAM_SECS:-5}" "$seed" 3 >"$O/stream-recv" 2>&1 &
+rpid=$!
+BG_PIDS+=("$rpid")
+TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
+	"$HELPER" stream "${DIRECT_STREAM_SECS:-5}" "$seed" 3 >"$O/stream-send" 2>&1 ||
+	{ show sender "$O/stream-send"; show receiver "$O/stream-recv"; fail "the sending end failed"; }
+wait_exit "$rpid" "$TMO" || fail "the receiving end did not finish"
+[ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/stream-recv"; fail "the receiving end failed"; }
+sends=$(sed -nE 's/^stream: ([0-9]+) sends.*/\1/p' "$O/stream-send")
+got=$(sed -nE 's/^stream: ([0-9]+) received.*/\1/p' "$O/stream-recv")
+[ -n "$sends" ] && [ "$sends" -gt 0 ] && [ "$got" = "$sends" ] ||
+	fail "sent ${sends:-?}, received ${got:-?}"
+ok "$(sed -n 's/^stream: //p' "$O/stream-send" | tail -1); all received"
 daemon_stop
 
 check "\"direct\": false: the engine carries them, one turn each at least"
