@@ -299,4 +299,15 @@ daemon_wait_ready
 n=$(pingpong engine) || exit 1
 [ "$n" -ge "$N" ] || fail "only $n engine turns for $N SENDs without rings: did they go direct?"
 ok "$n engine turns for $N SENDs"
+check "\"direct\": false: the streams on the engine alone, in order"
+w0=$(engine_count wqes)
+TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_RINGS=0 "$HELPER" stream 3 \
+	"${DIRECT_STREAM_SEED:-$RANDOM}" 3 >"$O/stream-engine" 2>&1 ||
+	{ show stream "$O/stream-engine"; fail "the stream on the engine failed"; }
+read -r sends one < <(sed -nE \
+	's/^stream: ([0-9]+) sends, ([0-9]+) writes, ([0-9]+) reads.*/\1 \2+\3/p' "$O/stream-engine")
+n=$(($(engine_count wqes) - w0))
+[ -n "$sends" ] && [ "$n" -eq $((sends + one)) ] ||
+	fail "the engine ran $n WQEs for ${sends:-?} SENDs and $((one)) WRITEs and READs"
+ok "$(sed -n 's/^stream: //p' "$O/stream-engine" | tail -1), every one by the engine"
 daemon_stop
