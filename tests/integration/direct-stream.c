@@ -21,8 +21,10 @@
  * completions come in the order it posted.  A third thread spins
  * meanwhile (crowd(); DIRECT_STREAM_CROWD=0: none).  The receiver polls
  * with ibv_poll_cq, or with ibv_start_poll on an extended CQ
- * (DIRECT_STREAM_CQ_EX=1); with DIRECT_STREAM_EVENTS=1 it sleeps on a
- * completion channel whenever its CQ is empty.
+ * (DIRECT_STREAM_CQ_EX=1).  With DIRECT_STREAM_EVENTS=1 the receiver
+ * sleeps on a completion channel whenever its CQ is empty, and the
+ * sender whenever its windows are full and its CQ empty; a completion
+ * that must come (something is in flight) must raise its event.
  *
  * Two processes: DIRECT_STREAM_SIDE=send or recv with DIRECT_STREAM_DIR
  * runs one end (the same SECONDS, SEED and FLOWS on both); the ends
@@ -75,9 +77,10 @@ struct stream {
 	struct vt_dev dev;
 	struct ibv_cq *scq, *rcq;
 	struct ibv_cq_ex *rcq_ex;	/* DIRECT_STREAM_CQ_EX=1: rcq's */
-	struct ibv_comp_channel *channel; /* DIRECT_STREAM_EVENTS=1 */
-	bool armed;
-	uint64_t events;		/* taken from the channel */
+	/* DIRECT_STREAM_EVENTS=1: both threads sleep on completion events */
+	struct ibv_comp_channel *channel, *schannel;
+	bool armed, sarmed;
+	uint64_t events, sevents;	/* taken from the channels */
 	bool granted;			/* DIRECT_STREAM_GRANTED=1 */
 	/* DIRECT_STREAM_SIDE: this process is one end, files in `dir` */
 	enum { BOTH, SEND_SIDE, RECV_SIDE } side;
@@ -157,6 +160,45 @@ static void stall(unsigned int *rs, unsigned int sleep_in)
 		sched_yield();
 }
 
+struct sleeper {
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *channel;
+	bool *armed;
+	uint64_t *events;
+	const char *what;
+};
+
+/*
+ * Nothing to poll: arm, and poll once more before sleeping (what came
+ * between the last poll and the arm raises no event); then sleep on the
+ * channel.  `due`: a completion must come (something is in flight), so
+ * its event must too, within the test's bound; otherwise 100 ms at most.
+ */
+static void sleep_on(const struct sleeper *s, bool due)
+{
+	struct pollfd pfd = { s->channel->fd, POLLIN, 0 };
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	void *ctx;
+
+	if (!*s->armed) {
+		vt_assert(ibv_req_notify_cq(s->cq, 0) == 0, "ibv_req_notify_cq");
+		*s->armed = true;
+		return;
+	}
+	if (poll(&pfd, 1, due ? vt_tmo_ms() : 100) <= 0) {
+		vt_assert(!due, "%s: no event for %d ms, and %s", s->what,
+			  vt_tmo_ms(), ibv_poll_cq(s->cq, 1, &wc) ?
+			  "a completion is there" : "no completion");
+		return;
+	}
+	vt_assert(ibv_get_cq_event(s->channel, &cq, &ctx) == 0 && cq == s->cq,
+		  "%s: ibv_get_cq_event", s->what);
+	ibv_ack_cq_events(cq, 1);
+	*s->armed = false;
+	(*s->events)++;
+}
+
 /* Post the flow's next op. */
 static void post_op(struct flow *fl, unsigned int f)
 {
@@ -186,7 +228,8 @@ static void post_op(struct flow *fl, unsigned int f)
 		wr.imm_data = (uint32_t)fl->sends;
 		if (op.len <= 64)
 			wr.send_flags |= IBV_SEND_INLINE;
-		fl->sends++;
+		/* read by the receiver's thread to know what must come */
+		__atomic_store_n(&fl->sends, fl->sends + 1, __ATOMIC_RELEASE);
 	}
 	vt_assert(ibv_post_send(fl->qp[0], &wr, &bad) == 0,
 		  "flow %u: post op %llu", f, (unsigned long long)fl->posted);
@@ -294,6 +337,26 @@ static void get_addrs(struct stream *st, struct vt_addr *a)
 	}
 }
 
+static bool windows_full(const struct stream *st)
+{
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++)
+		if (st->flow[f].posted - st->flow[f].done < ST_WINDOW &&
+		    vt_now_ms() < st->deadline_ms)
+			return false;
+	return !flows_idle(st);
+}
+
+/* Every window full, nothing polled: what is in flight must complete. */
+static void sender_sleep(struct stream *st)
+{
+	const struct sleeper s = { st->scq, st->schannel, &st->sarmed,
+				   &st->sevents, "send CQ" };
+
+	sleep_on(&s, true);
+}
+
 static void *sender(void *arg)
 {
 	struct stream *st = arg;
@@ -316,6 +379,8 @@ static void *sender(void *arg)
 		vt_assert(got >= 0, "poll the send CQ");
 		if (got > 0)
 			last = vt_now_ms();
+		else if (st->schannel && windows_full(st))
+			sender_sleep(st);
 		vt_assert(vt_now_ms() - last < vt_tmo_ms(),
 			  "send completions: nothing for %d ms", vt_tmo_ms());
 		for (i = 0; i < got; i++)
@@ -439,24 +504,26 @@ static int poll_recv(struct stream *st, struct ibv_wc *wc)
  * (what came between the last poll and the arm raises no event); then
  * sleep on the channel, 100 ms at most (the sender may be done).
  */
+/* Is a SEND posted that the receiver has not taken yet? */
+static bool recv_due(const struct stream *st)
+{
+	unsigned int f;
+
+	if (st->side == RECV_SIDE)
+		return false;	/* the sender's counts are not ours to read */
+	for (f = 0; f < st->nflows; f++)
+		if (st->flow[f].received !=
+		    __atomic_load_n(&st->flow[f].sends, __ATOMIC_ACQUIRE))
+			return true;
+	return false;
+}
+
 static void sleep_for_event(struct stream *st)
 {
-	struct pollfd pfd = { st->channel->fd, POLLIN, 0 };
-	struct ibv_cq *cq;
-	void *ctx;
+	const struct sleeper s = { st->rcq, st->channel, &st->armed,
+				   &st->events, "receive CQ" };
 
-	if (!st->armed) {
-		vt_assert(ibv_req_notify_cq(st->rcq, 0) == 0, "ibv_req_notify_cq");
-		st->armed = true;
-		return;
-	}
-	if (poll(&pfd, 1, 100) <= 0)
-		return;
-	vt_assert(ibv_get_cq_event(st->channel, &cq, &ctx) == 0 && cq == st->rcq,
-		  "ibv_get_cq_event");
-	ibv_ack_cq_events(cq, 1);
-	st->armed = false;
-	st->events++;
+	sleep_on(&s, recv_due(st));
 }
 
 static void *receiver(void *arg)
@@ -502,9 +569,10 @@ static void flows_open(struct stream *st)
 
 	if (env_on("DIRECT_STREAM_EVENTS")) {
 		st->channel = ibv_create_comp_channel(st->dev.ctx);
-		vt_assert(st->channel, "ibv_create_comp_channel");
+		st->schannel = ibv_create_comp_channel(st->dev.ctx);
+		vt_assert(st->channel && st->schannel, "ibv_create_comp_channel");
 	}
-	st->scq = ibv_create_cq(st->dev.ctx, 1024, NULL, NULL, 0);
+	st->scq = ibv_create_cq(st->dev.ctx, 1024, NULL, st->schannel, 0);
 	if (env_on("DIRECT_STREAM_CQ_EX")) {
 		struct ibv_cq_init_attr_ex attr = {
 			.cqe = 1024,
@@ -578,7 +646,8 @@ static void flows_close(struct stream *st)
 	vt_assert(ibv_destroy_cq(st->scq) == 0 && ibv_destroy_cq(st->rcq) == 0,
 		  "ibv_destroy_cq");
 	if (st->channel)
-		vt_assert(ibv_destroy_comp_channel(st->channel) == 0,
+		vt_assert(ibv_destroy_comp_channel(st->channel) == 0 &&
+			  ibv_destroy_comp_channel(st->schannel) == 0,
 			  "ibv_destroy_comp_channel");
 }
 
@@ -647,7 +716,7 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 			  "no grant was made");
 	if (st.channel)
 		printf("stream: %llu completion events\n",
-		       (unsigned long long)st.events);
+		       (unsigned long long)(st.events + st.sevents));
 	if (st.side == RECV_SIDE)
 		printf("stream: %llu received (seed %u)\n",
 		       (unsigned long long)sends, seed);

@@ -273,15 +273,18 @@ for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
 done
 
 # The same between two processes of two uids: each library sees one end.
-check "streams on 3 pairs from uid $USER1 to uid $USER2, WRITEs and READs cutting in"
+# Both sleep on completion events when they have nothing to do.
+check "streams on 3 pairs from uid $USER1 to uid $USER2, WRITEs and READs cutting in, events"
 xdir=$T/stream-x
 mkdir -p "$xdir" && chmod 777 "$xdir" || fail "mkdir $xdir"
 seed=${DIRECT_STREAM_SEED:-$RANDOM}
-TMO=$((TMO * 3)) run_ours "$USER2" env DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
+TMO=$((TMO * 3)) run_ours "$USER2" env DIRECT_STREAM_EVENTS=1 \
+	DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
 	"$HELPER" stream "${DIRECT_STREAM_SECS:-5}" "$seed" 3 >"$O/stream-recv" 2>&1 &
 rpid=$!
 BG_PIDS+=("$rpid")
-TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
+TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_STREAM_EVENTS=1 \
+	DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
 	"$HELPER" stream "${DIRECT_STREAM_SECS:-5}" "$seed" 3 >"$O/stream-send" 2>&1 ||
 	{ show sender "$O/stream-send"; show receiver "$O/stream-recv"; fail "the sending end failed"; }
 wait_exit "$rpid" "$TMO" || fail "the receiving end did not finish"
