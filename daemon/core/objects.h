@@ -416,8 +416,13 @@ struct ibvd_qp {
 	unsigned int direct_side;
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
-	/* engine, serving thread: it holds the SQ's claim (direct QPs) */
+	/*
+	 * engine, serving thread: it holds the SQ's claim, and the SQ's
+	 * direct_head as it last read it (the library moves it when it takes
+	 * SENDs to the ring)
+	 */
 	bool sq_claimed;
+	uint32_t sq_direct_seen;
 	/*
 	 * The engine also moves `state` to ERR (or RTS to SQE) on its own,
 	 * from any engine thread, with an atomic store while holding the

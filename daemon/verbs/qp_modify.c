@@ -369,6 +369,7 @@ static void qp_rewind(struct ibvd_qp *qp)
 	wq_rewind(&qp->rq);
 	qp->sq_head = 0;
 	qp->sq_claimed = false;
+	qp->sq_direct_seen = 0;
 	qp->rq_head = 0;
 	qp->rnr_deadline_ns = 0;
 	qp->awaiting = false;

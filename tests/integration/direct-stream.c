@@ -29,7 +29,10 @@
  * Two processes: DIRECT_STREAM_SIDE=send or recv with DIRECT_STREAM_DIR
  * runs one end (the same SECONDS, SEED and FLOWS on both); the ends
  * trade their QPs' addresses and the WRITEs' target in files there, and
- * the sender writes how many SENDs each flow sent when it is done.
+ * the sender writes how many SENDs each flow sent when it is done.  The
+ * receiving end writes its pid there too: with DIRECT_STREAM_PEER_DIES=1
+ * the sender expects it to be killed, and each QP's completions to be
+ * successes, then errors, in order, every flow failing in the end.
  *
  * Prints "stream: N sends, W writes, R reads (seed S)" (the receiving
  * end: "stream: N received (seed S)") and exits 0; any wrong byte,
@@ -69,6 +72,7 @@ struct flow {
 	uint32_t seed;
 	/* the sender's thread */
 	uint64_t posted, done, sends, writes, reads;
+	enum ibv_wc_status failed;	/* the first error (peer_dies) */
 	/* the receiver's thread */
 	uint64_t received, op_n, next_slot;
 };
@@ -85,6 +89,7 @@ struct stream {
 	/* DIRECT_STREAM_SIDE: this process is one end, files in `dir` */
 	enum { BOTH, SEND_SIDE, RECV_SIDE } side;
 	const char *dir;
+	bool peer_dies;			/* DIRECT_STREAM_PEER_DIES=1 */
 	struct flow flow[ST_MAX_FLOWS];
 	unsigned int nflows;
 	uint32_t seed;
@@ -244,7 +249,16 @@ static void check_send_wc(struct stream *st, const struct ibv_wc *wc)
 	vt_assert(f < st->nflows, "send completion of no flow: wr_id %#llx",
 		  (unsigned long long)wc->wr_id);
 	fl = &st->flow[f];
-	vt_assert(wc->status == IBV_WC_SUCCESS && wr_num(wc->wr_id) == fl->done,
+	/*
+	 * A receiving end killed on purpose: each QP's completions are
+	 * successes, then errors (the first of them says why), in order.
+	 */
+	if (st->peer_dies && wc->status != IBV_WC_SUCCESS && !fl->failed)
+		fl->failed = wc->status;
+	vt_assert((wc->status == IBV_WC_SUCCESS ||
+		   (st->peer_dies && fl->failed)) &&
+		  !(wc->status == IBV_WC_SUCCESS && fl->failed) &&
+		  wr_num(wc->wr_id) == fl->done,
 		  "flow %u: send completion %llu (%s): got %llu (%s) status %s",
 		  f, (unsigned long long)fl->done,
 		  op_name(st_op(fl->seed, fl->done)),
@@ -371,7 +385,7 @@ static void *sender(void *arg)
 		for (f = 0; f < st->nflows; f++) {
 			struct flow *fl = &st->flow[f];
 
-			if (fl->posted - fl->done < ST_WINDOW &&
+			if (fl->posted - fl->done < ST_WINDOW && !fl->failed &&
 			    vt_now_ms() < st->deadline_ms)
 				post_op(fl, f);
 		}
@@ -651,6 +665,18 @@ static void flows_close(struct stream *st)
 			  "ibv_destroy_comp_channel");
 }
 
+/* The receiving end was killed: every flow must have seen it. */
+static void report_failed(const struct stream *st)
+{
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++)
+		vt_assert(st->flow[f].failed,
+			  "flow %u: no error completion after the peer died", f);
+	printf("stream: every flow failed after the peer died (flow 0: %s)\n",
+	       vt_status(st->flow[0].failed));
+}
+
 /* DIRECT_STREAM_SIDE=send|recv with DIRECT_STREAM_DIR: one end only. */
 static void stream_side(struct stream *st)
 {
@@ -663,6 +689,9 @@ static void stream_side(struct stream *st)
 	vt_assert(st->dir && (strcmp(side, "send") == 0 || strcmp(side, "recv") == 0),
 		  "DIRECT_STREAM_SIDE=send|recv needs DIRECT_STREAM_DIR");
 	st->side = strcmp(side, "send") == 0 ? SEND_SIDE : RECV_SIDE;
+	st->peer_dies = st->side == SEND_SIDE && env_on("DIRECT_STREAM_PEER_DIES");
+	if (st->side == RECV_SIDE)
+		vt_put(st->dir, "recv-pid", "%d\n", (int)getpid());
 }
 
 int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
@@ -696,7 +725,9 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	/* the ends part when the receiver has taken everything */
 	if (st.side == RECV_SIDE)
 		vt_put(st.dir, "received", "1\n");
-	if (st.side == SEND_SIDE)
+	if (st.peer_dies)
+		report_failed(&st);
+	else if (st.side == SEND_SIDE)
 		vt_assert(vt_get(st.dir, "received", (char[8]){ 0 }, 8, vt_tmo_ms()),
 			  "the receiving end did not finish");
 	for (f = 0; f < nflows; f++) {

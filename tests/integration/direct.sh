@@ -24,7 +24,8 @@
 #     (direct-stream.c): SENDs move between the ring and the SQ, receives
 #     are placed by the library and by the engine, and every QP's
 #     completions come in order with their bytes; in one process, then
-#     between uids $USER1 and $USER2.
+#     between uids $USER1 and $USER2, then with the receiving process
+#     killed early (every completion once, successes then errors).
 # The transport is on by default ("direct" in ibverbsd.conf(5)); this test
 # says which it wants.
 . "$(dirname "$0")/lib.sh"
@@ -294,6 +295,48 @@ got=$(sed -nE 's/^stream: ([0-9]+) received.*/\1/p' "$O/stream-recv")
 [ -n "$sends" ] && [ "$sends" -gt 0 ] && [ "$got" = "$sends" ] ||
 	fail "sent ${sends:-?}, received ${got:-?}"
 ok "$(sed -n 's/^stream: //p' "$O/stream-send" | tail -1); all received"
+
+# The receiving process killed early, as the pairs form and fill: each
+# QP's completions at the sender are successes, then errors, in order,
+# each once (a SEND the engine had started before its QP was paired
+# completed twice: the library took it to the ring as well).
+check "the receiving end killed mid-stream: every completion once, in order, errors last"
+# Two spinners crowd the CPUs, so that pairs form while the engine is late
+# (the duplicate above showed in 4 rounds of 10 with them, none without).
+spinners=()
+for _ in 1 2; do
+	timeout $((20 * TMUL)) sh -c 'while :; do :; done' &
+	spinners+=("$!")
+	BG_PIDS+=("$!")
+done
+for round in 1 2 3 4 5; do
+	# a fresh daemon each round: its engine asleep as the pairs form
+	daemon_stop
+	daemon_start -c "$(conf true)"
+	daemon_wait_ready
+	xdir=$T/stream-kill-$round
+	mkdir -p "$xdir" && chmod 777 "$xdir" || fail "mkdir $xdir"
+	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
+	run_ours "$USER2" env DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
+		"$HELPER" stream 3 "$seed" 3 >"$O/kill-recv" 2>&1 &
+	BG_PIDS+=("$!")
+	run_ours "$USER1" env DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
+		DIRECT_STREAM_PEER_DIES=1 "$HELPER" stream 3 "$seed" 3 >"$O/kill-send" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	for _ in $(seq $((100 * TMUL))); do
+		[ -f "$xdir/send-addrs" ] && [ -f "$xdir/recv-pid" ] && break
+		sleep 0.05
+	done
+	sleep "0.$((round % 5))"
+	kill -9 "$(cat "$xdir/recv-pid")" 2>/dev/null ||
+		{ show receiver "$O/kill-recv"; show sender "$O/kill-send"; fail "the receiving end ended before it was killed, in round $round"; }
+	wait_exit "$spid" "$TMO" || fail "the sending end did not finish after its peer died"
+	[ "$EXIT_STATUS" -eq 0 ] || { show sender "$O/kill-send"; fail "the sending end failed"; }
+	expect_grep '^stream: every flow failed after the peer died' "$O/kill-send" "errors at the sender"
+done
+kill "${spinners[@]}" 2>/dev/null
+ok "5 rounds: $(sed -n 's/^stream: every flow failed after the peer died //p' "$O/kill-send")"
 daemon_stop
 
 check "\"direct\": false: the engine carries them, one turn each at least"

@@ -243,14 +243,20 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	return res;
 }
 
+/*
+ * Taken for every QP, not only while it is paired: a WQE the engine
+ * started before the pair was made (waiting out an RNR, say) keeps the
+ * claim, so the library cannot move it to the ring as well; and SENDs
+ * the library moved before the pair came apart stay its own.
+ */
 bool ibvd_eng_sq_claim(struct ibvd_qp *qp)
 {
 	struct ibvd_wq_client *c = qp->sq.client_page;
 	struct ibvd_wq_engine *e = sq_engine(qp);
 	uint32_t expect = IBVD_WQ_CLAIM_FREE;
-	uint32_t taken, posted;
+	uint32_t taken, posted, moved;
 
-	if (!qp->direct || qp->sq_claimed)
+	if (!c || qp->sq_claimed)
 		return true;
 	if (!__atomic_compare_exchange_n(&c->claim, &expect,
 					 IBVD_WQ_CLAIM_ENGINE, false,
@@ -260,13 +266,17 @@ bool ibvd_eng_sq_claim(struct ibvd_qp *qp)
 	/*
 	 * What the library moved to the ring since we last looked: its
 	 * completions are the library's, the engine goes on after them (and
-	 * the app may have posted a ring's worth past them).  A count behind
-	 * ours (an old one) or past the tail means nothing new.
+	 * the app may have posted a ring's worth past them).  Only a count
+	 * that changed says anything (one never written stays 0, however far
+	 * the SQ has come); one behind ours or past the tail means nothing.
 	 */
-	taken = ibvd_read_once(&c->direct_head) - qp->sq_head;
+	moved = ibvd_read_once(&c->direct_head);
+	if (moved == qp->sq_direct_seen || qp->wqe_started)
+		return true;
+	qp->sq_direct_seen = moved;
+	taken = moved - qp->sq_head;
 	posted = ibvd_observe(&c->tail) - qp->sq_head;
-	if (taken && taken <= posted && posted - taken <= qp->sq.nslots &&
-	    !qp->wqe_started) {
+	if (taken && taken <= posted && posted - taken <= qp->sq.nslots) {
 		qp->sq_head += taken;
 		ibvd_publish(&e->head, qp->sq_head);
 		ibvd_publish(&e->direct_retired, qp->sq_head);
