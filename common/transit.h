@@ -67,10 +67,12 @@
  * ring, in order from the first one the engine has not taken, when it
  * posts or polls the send CQ.  It does so holding the SQ's claim word
  * (ring.h), which the engine holds while it runs the SQ and while a WQE
- * is started, and only when the engine has written the completion of
- * every WQE it took; it says how far it went in the SQ's `direct_head`,
- * and the engine, taking the claim, goes on after that (a count it could
- * not have written means nothing).  The SENDs it moved are its own to
+ * is started (for every QP, paired or not: a WQE started before the
+ * pair was made keeps it), and only when the engine has written the
+ * completion of every WQE it took; it says how far it went in the SQ's
+ * `direct_head`, and the engine, taking the claim, goes on after that (a
+ * count it could not have written, or one it has seen before, means
+ * nothing).  The SENDs it moved are its own to
  * complete, as any it put on the ring.
  *
  * Consumers.  A message in the ring is placed by whoever holds the
