@@ -109,7 +109,9 @@ struct ibvd_wq_client {
 	 * now (IBVD_WQ_CLAIM_*), and how many have been taken, the claim's
 	 * holder's to move.  An RQ's receives are placed by the receiver's
 	 * library or the engine; an SQ's SENDs that the engine has not
-	 * started may go to the ring after all, moved by the library.
+	 * started may go to the ring after all, moved by the library.  The
+	 * engine takes an SQ's claim whatever the mode, so that a WQE it
+	 * started before the QP was paired is never moved.
 	 */
 	uint32_t claim;
 	uint32_t direct_head;
