@@ -237,6 +237,16 @@ n=$(($(engine_count wqes) - w0))
 [ "$n" -eq 0 ] || fail "the engine ran $n WQEs of the stream"
 ok "$(sed -n 's/^takeback: //p' "$O/takeback"), the engine ran $n WQEs"
 
+# stream_counts FILE: $sends, and $one (its WRITEs and READs), from a
+# sending end's last line.
+stream_counts() {
+	local w r
+
+	read -r sends w r < <(sed -nE \
+		's/^stream: ([0-9]+) sends, ([0-9]+) writes, ([0-9]+) reads.*/\1 \2 \3/p' "$1")
+	one=$((w + r))
+}
+
 # Receives placed by the library and by the engine, SENDs moving between
 # the ring and the SQ, several QPs' completions in one CQ: each QP's must
 # come in order, with their bytes.
@@ -259,9 +269,7 @@ for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
 			"the receiver slept on its channel" ;;
 	esac
 	n=$(($(engine_count wqes) - w0))
-	read -r sends one < <(sed -nE \
-		's/^stream: ([0-9]+) sends, ([0-9]+) writes, ([0-9]+) reads.*/\1 \2+\3/p' "$O/stream")
-	one=$((one))
+	stream_counts "$O/stream"
 	# WRITEs and READs on private memory are the engine's, on shared file
 	# memory mostly the library's; SENDs went on the ring too
 	case $mix in
@@ -345,13 +353,13 @@ daemon_wait_ready
 n=$(pingpong engine) || exit 1
 [ "$n" -ge "$N" ] || fail "only $n engine turns for $N SENDs without rings: did they go direct?"
 ok "$n engine turns for $N SENDs"
+
 check "\"direct\": false: the streams on the engine alone, in order"
 w0=$(engine_count wqes)
 TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_RINGS=0 "$HELPER" stream 3 \
 	"${DIRECT_STREAM_SEED:-$RANDOM}" 3 >"$O/stream-engine" 2>&1 ||
 	{ show stream "$O/stream-engine"; fail "the stream on the engine failed"; }
-read -r sends one < <(sed -nE \
-	's/^stream: ([0-9]+) sends, ([0-9]+) writes, ([0-9]+) reads.*/\1 \2+\3/p' "$O/stream-engine")
+stream_counts "$O/stream-engine"
 n=$(($(engine_count wqes) - w0))
 [ -n "$sends" ] && [ "$n" -eq $((sends + one)) ] ||
 	fail "the engine ran $n WQEs for ${sends:-?} SENDs and $((one)) WRITEs and READs"
