@@ -417,6 +417,13 @@ int main(int argc, char **argv)
 	log_notice("ibverbsd %s serving %u device%s on %s%s", PACKAGE_VERSION,
 		   d.ndevices, d.ndevices == 1 ? "" : "s", d.socket_path,
 		   ibvd_server_activated(d.server) ? " (socket activation)" : "");
+	/*
+	 * The spare channel pairs are all made before the first client, so
+	 * the daemon's fds are as many idle as after any load (idle polls
+	 * only put back what requests took).
+	 */
+	while (ibvd_channel_spare_make())
+		;
 	ibvd_notify_ready(d.notify);
 	ret = ibvd_server_run(d.base, ibvd_channel_spare_make);
 	if (ret < 0)
