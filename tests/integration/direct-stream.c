@@ -32,7 +32,16 @@
  * the sender writes how many SENDs each flow sent when it is done.  The
  * receiving end writes its pid there too: with DIRECT_STREAM_PEER_DIES=1
  * the sender expects it to be killed, and each QP's completions to be
- * successes, then errors, in order, every flow failing in the end.
+ * successes, then errors, in order, every flow failing in the end.  The
+ * other way round, DIRECT_STREAM_PEER_DIES=1 at the receiving end: the
+ * sender writes its pid, the test kills it and then writes "send-dead";
+ * what the receiver got until then must be whole and in order, and
+ * receives may only be flushed after it.
+ *
+ * DIRECT_STREAM_SRQ=1: the receiving QPs share one SRQ, whose receives go
+ * to messages in arrival order, whatever their flow; the checks are then
+ * by content (each flow's messages in order), not by slot.  Those QPs
+ * are the engine's (no transit ring serves an SRQ), the senders' too.
  *
  * Prints "stream: N sends, W writes, R reads (seed S)" (the receiving
  * end: "stream: N received (seed S)") and exits 0; any wrong byte,
@@ -75,6 +84,7 @@ struct flow {
 	enum ibv_wc_status failed;	/* the first error (peer_dies) */
 	/* the receiver's thread */
 	uint64_t received, op_n, next_slot;
+	bool flushed;			/* sender_dies: a receive was flushed */
 };
 
 struct stream {
@@ -89,7 +99,10 @@ struct stream {
 	/* DIRECT_STREAM_SIDE: this process is one end, files in `dir` */
 	enum { BOTH, SEND_SIDE, RECV_SIDE } side;
 	const char *dir;
-	bool peer_dies;			/* DIRECT_STREAM_PEER_DIES=1 */
+	bool peer_dies;			/* DIRECT_STREAM_PEER_DIES=1, sender */
+	bool sender_dies;		/* DIRECT_STREAM_PEER_DIES=1, receiver */
+	bool sender_dead;		/* "send-dead" seen */
+	struct ibv_srq *srq;		/* DIRECT_STREAM_SRQ=1 */
 	struct flow flow[ST_MAX_FLOWS];
 	unsigned int nflows;
 	uint32_t seed;
@@ -431,15 +444,68 @@ static void *crowd(void *arg)
 	return NULL;
 }
 
-static void post_slot(struct flow *fl, unsigned int f, uint64_t slot)
+/*
+ * Receive buffer `slot` of flow f's buffers, which the SRQ (if any) may
+ * give to a message of any flow: wr_id names the buffer, not the flow.
+ */
+static uint8_t *slot_buf(const struct stream *st, uint64_t id)
 {
-	vt_recv(fl->qp[1], wr_id(f, slot),
-		(uint8_t *)fl->dst->addr + slot * ST_SLOT, ST_SLOT,
-		fl->dst->lkey);
+	return (uint8_t *)st->flow[wr_flow(id)].dst->addr +
+	       wr_num(id) * ST_SLOT;
+}
+
+static void post_slot(const struct stream *st, unsigned int f, uint64_t slot)
+{
+	const struct flow *fl = &st->flow[f];
+	uint64_t id = wr_id(f, slot);
+
+	if (st->srq)
+		vt_srq_recv(st->srq, id, slot_buf(st, id), ST_SLOT,
+			    fl->dst->lkey);
+	else
+		vt_recv(fl->qp[1], id, slot_buf(st, id), ST_SLOT, fl->dst->lkey);
+}
+
+/* Whose message a receive completion holds: its QP's flow. */
+static unsigned int recv_flow(const struct stream *st, const struct ibv_wc *wc)
+{
+	unsigned int f;
+
+	if (!st->srq)
+		f = wr_flow(wc->wr_id);
+	else
+		for (f = 0; f < st->nflows; f++)
+			if (st->flow[f].qp[1]->qp_num == wc->qp_num)
+				break;
+	vt_assert(f < st->nflows, "receive of no flow: wr_id %#llx qp %u",
+		  (unsigned long long)wc->wr_id, wc->qp_num);
+	return f;
+}
+
+/*
+ * A sending end killed on purpose: the receives still posted may be
+ * flushed (the QP put in error), and then nothing more may succeed.
+ * Returns true if wc is such a flush.
+ */
+static bool flushed(const struct stream *st, struct flow *fl, unsigned int f,
+		    const struct ibv_wc *wc)
+{
+	vt_assert(wc->status == IBV_WC_SUCCESS ||
+		  (st->sender_dies && wc->status == IBV_WC_WR_FLUSH_ERR),
+		  "flow %u: receive %llu: status %s", f,
+		  (unsigned long long)fl->received, vt_status(wc->status));
+	vt_assert(wc->status != IBV_WC_SUCCESS || !fl->flushed,
+		  "flow %u: receive %llu succeeded after a flush", f,
+		  (unsigned long long)fl->received);
+	if (wc->status == IBV_WC_SUCCESS)
+		return false;
+	fl->flushed = true;
+	return true;
 }
 
 /* The flow's next SEND: its length and kind from the ops it follows. */
-static void check_recv(struct flow *fl, unsigned int f, const struct ibv_wc *wc)
+static void check_recv(const struct stream *st, struct flow *fl,
+		       unsigned int f, const struct ibv_wc *wc)
 {
 	uint64_t k = fl->received, slot = wr_num(wc->wr_id);
 	const uint8_t *buf;
@@ -449,11 +515,8 @@ static void check_recv(struct flow *fl, unsigned int f, const struct ibv_wc *wc)
 	do
 		op = st_op(fl->seed, fl->op_n++);
 	while (one_sided(op));
-	vt_assert(wc->status == IBV_WC_SUCCESS,
-		  "flow %u: receive %llu: status %s", f, (unsigned long long)k,
-		  vt_status(wc->status));
-	/* receives complete in the order they were posted */
-	vt_assert(slot == fl->next_slot,
+	/* receives complete in the order they were posted (an SRQ's: any) */
+	vt_assert(st->srq || slot == fl->next_slot,
 		  "flow %u: receive %llu in slot %llu, expected slot %llu", f,
 		  (unsigned long long)k, (unsigned long long)slot,
 		  (unsigned long long)fl->next_slot);
@@ -465,17 +528,23 @@ static void check_recv(struct flow *fl, unsigned int f, const struct ibv_wc *wc)
 		  (!op.imm || wc->imm_data == (uint32_t)k),
 		  "flow %u: receive %llu: immediate data wrong (flags %#x imm %u)",
 		  f, (unsigned long long)k, wc->wc_flags, wc->imm_data);
-	buf = (const uint8_t *)fl->dst->addr + slot * ST_SLOT;
+	buf = slot_buf(st, wc->wr_id);
 	bad = vt_check(buf, op.len, 0, (uint32_t)k);
 	vt_assert(bad < 0, "flow %u: receive %llu (%u bytes, slot %llu): byte %ld wrong",
 		  f, (unsigned long long)k, op.len, (unsigned long long)slot, bad);
 	fl->received++;
 }
 
-static bool all_received(const struct stream *st)
+/*
+ * Done: every SEND received; or, the sender killed, nothing more for
+ * 300 ms after the test said it is dead.
+ */
+static bool all_received(const struct stream *st, long last)
 {
 	unsigned int f;
 
+	if (st->sender_dies)
+		return st->sender_dead && vt_now_ms() - last > 300;
 	if (!__atomic_load_n(&st->sender_done, __ATOMIC_ACQUIRE))
 		return false;
 	for (f = 0; f < st->nflows; f++)
@@ -497,6 +566,7 @@ static int poll_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc)
 	wc->wr_id = cq->wr_id;
 	wc->status = cq->status;
 	wc->byte_len = ibv_wc_read_byte_len(cq);
+	wc->qp_num = ibv_wc_read_qp_num(cq);
 	wc->wc_flags = ibv_wc_read_wc_flags(cq);
 	if (wc->wc_flags & IBV_WC_WITH_IMM)
 		wc->imm_data = ibv_wc_read_imm_data(cq);
@@ -550,24 +620,26 @@ static void *receiver(void *arg)
 
 	for (f = 0; f < st->nflows; f++)
 		for (slot = 0; slot < ST_RECVS; slot++)
-			post_slot(&st->flow[f], f, slot);
-	while (!all_received(st)) {
+			post_slot(st, f, slot);
+	while (!all_received(st, last)) {
 		if (poll_recv(st, &wc) == 0) {
-			vt_assert(vt_now_ms() - last < vt_tmo_ms(),
+			vt_assert(st->sender_dead || vt_now_ms() - last < vt_tmo_ms(),
 				  "receives: nothing for %d ms", vt_tmo_ms());
 			if (st->channel)
 				sleep_for_event(st);
-			if (st->side == RECV_SIDE)
+			if (st->sender_dies)
+				st->sender_dead = vt_exists(st->dir, "send-dead");
+			else if (st->side == RECV_SIDE)
 				get_sends(st);
 			continue;
 		}
 		last = vt_now_ms();
-		f = wr_flow(wc.wr_id);
-		vt_assert(f < st->nflows, "receive of no flow: wr_id %#llx",
-			  (unsigned long long)wc.wr_id);
-		check_recv(&st->flow[f], f, &wc);
+		f = recv_flow(st, &wc);
+		if (flushed(st, &st->flow[f], f, &wc))
+			continue;
+		check_recv(st, &st->flow[f], f, &wc);
 		stall(&rs, 200);
-		post_slot(&st->flow[f], f, wr_num(wc.wr_id));
+		post_slot(st, wr_flow(wc.wr_id), wr_num(wc.wr_id));
 	}
 	return NULL;
 }
@@ -591,7 +663,8 @@ static void flows_open(struct stream *st)
 		struct ibv_cq_init_attr_ex attr = {
 			.cqe = 1024,
 			.channel = st->channel,
-			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM,
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+				    IBV_WC_EX_WITH_QP_NUM,
 		};
 
 		st->rcq_ex = ibv_create_cq_ex(st->dev.ctx, &attr);
@@ -601,6 +674,15 @@ static void flows_open(struct stream *st)
 		st->rcq = ibv_create_cq(st->dev.ctx, 1024, NULL, st->channel, 0);
 	}
 	vt_assert(st->scq && st->rcq, "ibv_create_cq");
+	if (env_on("DIRECT_STREAM_SRQ") && st->side != SEND_SIDE) {
+		struct ibv_srq_init_attr attr = {
+			.attr = { .max_wr = ST_RECVS * st->nflows, .max_sge = 1 },
+		};
+
+		st->srq = ibv_create_srq(st->dev.pd, &attr);
+		vt_assert(st->srq, "ibv_create_srq");
+		o[1].srq = st->srq;
+	}
 	for (f = 0; f < st->nflows; f++) {
 		struct flow *fl = &st->flow[f];
 
@@ -657,6 +739,7 @@ static void flows_close(struct stream *st)
 		else
 			vt_dereg(fl->wdst);
 	}
+	vt_assert(!st->srq || ibv_destroy_srq(st->srq) == 0, "ibv_destroy_srq");
 	vt_assert(ibv_destroy_cq(st->scq) == 0 && ibv_destroy_cq(st->rcq) == 0,
 		  "ibv_destroy_cq");
 	if (st->channel)
@@ -677,6 +760,16 @@ static void report_failed(const struct stream *st)
 	       vt_status(st->flow[0].failed));
 }
 
+static uint64_t received(const struct stream *st)
+{
+	uint64_t n = 0;
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++)
+		n += st->flow[f].received;
+	return n;
+}
+
 /* DIRECT_STREAM_SIDE=send|recv with DIRECT_STREAM_DIR: one end only. */
 static void stream_side(struct stream *st)
 {
@@ -690,8 +783,9 @@ static void stream_side(struct stream *st)
 		  "DIRECT_STREAM_SIDE=send|recv needs DIRECT_STREAM_DIR");
 	st->side = strcmp(side, "send") == 0 ? SEND_SIDE : RECV_SIDE;
 	st->peer_dies = st->side == SEND_SIDE && env_on("DIRECT_STREAM_PEER_DIES");
-	if (st->side == RECV_SIDE)
-		vt_put(st->dir, "recv-pid", "%d\n", (int)getpid());
+	st->sender_dies = st->side == RECV_SIDE && env_on("DIRECT_STREAM_PEER_DIES");
+	vt_put(st->dir, st->side == RECV_SIDE ? "recv-pid" : "send-pid", "%d\n",
+	       (int)getpid());
 }
 
 int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
@@ -736,10 +830,13 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		reads += st.flow[f].reads;
 	}
 	/*
-	 * DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false).  Two
-	 * processes map the rings at a post or poll once both QPs are ready.
+	 * DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false); nor does
+	 * it pair a QP on an SRQ.  Two processes map the rings at a post or
+	 * poll once both QPs are ready; a dead sender's go with it.
 	 */
-	vt_assert((vt_transit_maps() > 0) == !getenv("DIRECT_RINGS"),
+	vt_assert(st.sender_dies ||
+		  (vt_transit_maps() > 0) == (!getenv("DIRECT_RINGS") && !st.srq &&
+					      !env_on("DIRECT_STREAM_SRQ")),
 		  "the pairs have %d transit ring maps", vt_transit_maps());
 	/* a grant maps the peer's file a second time in this process */
 	if (st.granted && st.side == BOTH)
@@ -748,7 +845,10 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	if (st.channel)
 		printf("stream: %llu completion events\n",
 		       (unsigned long long)(st.events + st.sevents));
-	if (st.side == RECV_SIDE)
+	if (st.sender_dies)
+		printf("stream: %llu received before the sender died (seed %u)\n",
+		       (unsigned long long)received(&st), seed);
+	else if (st.side == RECV_SIDE)
 		printf("stream: %llu received (seed %u)\n",
 		       (unsigned long long)sends, seed);
 	else

@@ -250,12 +250,14 @@ stream_counts() {
 # Receives placed by the library and by the engine, SENDs moving between
 # the ring and the SQ, several QPs' completions in one CQ: each QP's must
 # come in order, with their bytes.
-# Four mixes: a spinning thread beside them; none; none, with the
+# Five mixes: a spinning thread beside them; none; none, with the
 # receiver on an extended CQ sleeping on completion events; WRITEs and
-# READs into shared file memory, which the library does itself.
+# READs into shared file memory, which the library does itself; the
+# receiving QPs on one SRQ (the engine's path, checked by content).
 for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
 	   "DIRECT_STREAM_CROWD=0 DIRECT_STREAM_CQ_EX=1 DIRECT_STREAM_EVENTS=1" \
-	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_GRANTED=1"; do
+	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_GRANTED=1" \
+	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_SRQ=1"; do
 	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, WRITEs and READs cutting in (${mix//DIRECT_STREAM_/})"
 	w0=$(engine_count wqes)
 	# shellcheck disable=SC2086 # one word per variable
@@ -271,12 +273,14 @@ for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
 	n=$(($(engine_count wqes) - w0))
 	stream_counts "$O/stream"
 	# WRITEs and READs on private memory are the engine's, on shared file
-	# memory mostly the library's; SENDs went on the ring too
+	# memory mostly the library's; SENDs went on the ring too, except to
+	# an SRQ, where the engine runs every WQE
 	case $mix in
-	*GRANTED=1*) least=0 ;;
-	*) least=$one ;;
+	*GRANTED=1*) least=0 most=$((one + sends - 1)) ;;
+	*SRQ=1*) least=$((one + sends)) most=$least ;;
+	*) least=$one most=$((one + sends - 1)) ;;
 	esac
-	[ "$n" -ge "$least" ] && [ "$n" -lt $((one + sends)) ] ||
+	[ "$n" -ge "$least" ] && [ "$n" -le "$most" ] ||
 		fail "the engine ran $n WQEs for $one WRITEs and READs and $sends SENDs"
 	ok "$(sed -n 's/^stream: //p' "$O/stream" | tail -1), the engine ran $n WQEs"
 done
@@ -313,7 +317,7 @@ check "the receiving end killed mid-stream: every completion once, in order, err
 # (the duplicate above showed in 4 rounds of 10 with them, none without).
 spinners=()
 for _ in 1 2; do
-	timeout $((20 * TMUL)) sh -c 'while :; do :; done' &
+	timeout $((40 * TMUL)) sh -c 'while :; do :; done' &
 	spinners+=("$!")
 	BG_PIDS+=("$!")
 done
@@ -343,8 +347,48 @@ for round in 1 2 3 4 5; do
 	[ "$EXIT_STATUS" -eq 0 ] || { show sender "$O/kill-send"; fail "the sending end failed"; }
 	expect_grep '^stream: every flow failed after the peer died' "$O/kill-send" "errors at the sender"
 done
-kill "${spinners[@]}" 2>/dev/null
 ok "5 rounds: $(sed -n 's/^stream: every flow failed after the peer died //p' "$O/kill-send")"
+
+# The sending process killed instead, beside the same spinners: what the
+# receiver got must be whole and in order (a message half written into
+# the ring when its writer died must not show), and receives may only be
+# flushed after it; on the rings, with events, and on an SRQ.
+check "the sending end killed mid-stream: what came is whole and in order"
+killsend_mixes=(DIRECT_STREAM_CROWD=1 DIRECT_STREAM_EVENTS=1 DIRECT_STREAM_SRQ=1)
+for round in 1 2 3; do
+	daemon_stop
+	daemon_start -c "$(conf true)"
+	daemon_wait_ready
+	xdir=$T/stream-killsend-$round
+	mkdir -p "$xdir" && chmod 777 "$xdir" || fail "mkdir $xdir"
+	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
+	mix=${killsend_mixes[round - 1]}
+	# shellcheck disable=SC2086 # one word per variable
+	run_ours "$USER2" env $mix DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
+		DIRECT_STREAM_PEER_DIES=1 "$HELPER" stream 3 "$seed" 3 >"$O/killsend-recv" 2>&1 &
+	rpid=$!
+	BG_PIDS+=("$rpid")
+	# shellcheck disable=SC2086
+	run_ours "$USER1" env $mix DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
+		"$HELPER" stream 3 "$seed" 3 >"$O/killsend-send" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	for _ in $(seq $((100 * TMUL))); do
+		[ -f "$xdir/recv-addrs" ] && [ -f "$xdir/send-pid" ] && break
+		sleep 0.05
+	done
+	sleep "0.$((round * 3))"
+	kill -9 "$(cat "$xdir/send-pid")" 2>/dev/null ||
+		{ show receiver "$O/killsend-recv"; show sender "$O/killsend-send"; fail "the sending end ended before it was killed, in round $round"; }
+	wait_exit "$spid" "$TMO" || fail "the killed sending end did not go"
+	echo 1 >"$xdir/send-dead"
+	wait_exit "$rpid" "$TMO" || fail "the receiving end did not finish after its peer died"
+	[ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/killsend-recv"; fail "the receiving end failed in round $round ($mix)"; }
+	expect_grep '^stream: [0-9]+ received before the sender died' "$O/killsend-recv" "the receiving end's count"
+	daemon_alive "after a sending end was killed"
+done
+kill "${spinners[@]}" 2>/dev/null
+ok "3 rounds: $(sed -n 's/^stream: //p' "$O/killsend-recv" | tail -1)"
 daemon_stop
 
 check "\"direct\": false: the engine carries them, one turn each at least"
