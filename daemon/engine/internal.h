@@ -84,11 +84,19 @@ struct ibvd_engine;
 
 /* ---- memory.c: the bytes of registered memory --------------------------- */
 
-/* Which side of a copy failed. */
+/*
+ * Which side of a copy failed, and how: a fault (an address its process
+ * does not map, a file that lost its pages), or the process gone, its mm
+ * torn down before the daemon tore down its objects.  A responder whose
+ * process is gone answers nothing, as a NIC whose host died: its
+ * requesters retry, then fail with RETRY_EXC_ERR.
+ */
 enum eng_copy_result {
 	ENG_COPY_OK = 0,
 	ENG_COPY_SRC_FAULT,
 	ENG_COPY_DST_FAULT,
+	ENG_COPY_SRC_GONE,
+	ENG_COPY_DST_GONE,
 };
 
 /*
@@ -110,8 +118,9 @@ void ibvd_eng_sgl_private(struct eng_sgl *sgl, const void *buf, uint64_t len);
 
 /*
  * Read the 64-bit word at seg into *old and store apply(arg, *old) there
- * unless that is *old: 0, or -EFAULT if the memory failed.  Not atomic by
- * itself: the caller holds ibvd_eng_atomic_lock.
+ * unless that is *old: 0, -EFAULT if the memory failed, -ESRCH if its
+ * process is gone.  Not atomic by itself: the caller holds
+ * ibvd_eng_atomic_lock.
  */
 int ibvd_eng_word_rmw(const struct eng_seg *seg,
 		      uint64_t (*apply)(const void *arg, uint64_t old),

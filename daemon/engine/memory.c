@@ -87,7 +87,7 @@ int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
 			continue;
 		/* 0: the process is gone (its mm was torn down). */
 		if (n <= 0)
-			return -EFAULT;
+			return n ? -EFAULT : -ESRCH;
 		p += n;
 		addr += (uint64_t)n;
 		len -= (size_t)n;
@@ -107,7 +107,7 @@ int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return -EFAULT;
+			return n ? -EFAULT : -ESRCH;
 		p += n;
 		addr += (uint64_t)n;
 		len -= (size_t)n;
@@ -344,12 +344,20 @@ static enum eng_copy_result bounce_piece(struct ibvd_engine *eng,
 					 const struct piece *dst,
 					 const struct piece *src, size_t n)
 {
-	if (src->ptr ? guarded_copy(eng->bounce, src->ptr, n) != ENG_COPY_OK :
-	    ibvd_eng_mem_read(src->fd, src->addr, eng->bounce, n) < 0)
-		return ENG_COPY_SRC_FAULT;
-	if (dst->ptr ? guarded_copy(dst->ptr, eng->bounce, n) != ENG_COPY_OK :
-	    ibvd_eng_mem_write(dst->fd, dst->addr, eng->bounce, n) < 0)
-		return ENG_COPY_DST_FAULT;
+	int ret;
+
+	if (src->ptr) {
+		if (guarded_copy(eng->bounce, src->ptr, n) != ENG_COPY_OK)
+			return ENG_COPY_SRC_FAULT;
+	} else if ((ret = ibvd_eng_mem_read(src->fd, src->addr, eng->bounce, n))) {
+		return ret == -ESRCH ? ENG_COPY_SRC_GONE : ENG_COPY_SRC_FAULT;
+	}
+	if (dst->ptr) {
+		if (guarded_copy(dst->ptr, eng->bounce, n) != ENG_COPY_OK)
+			return ENG_COPY_DST_FAULT;
+	} else if ((ret = ibvd_eng_mem_write(dst->fd, dst->addr, eng->bounce, n))) {
+		return ret == -ESRCH ? ENG_COPY_DST_GONE : ENG_COPY_DST_FAULT;
+	}
 	return ENG_COPY_OK;
 }
 
@@ -434,8 +442,11 @@ int ibvd_eng_word_rmw(const struct eng_seg *seg,
 	if (seg->map) {
 		if (guarded_copy(old, seg->map, sizeof(*old)) != ENG_COPY_OK)
 			return -EFAULT;
-	} else if (ibvd_eng_mem_read(seg->fd, seg->addr, old, sizeof(*old)) < 0) {
-		return -EFAULT;
+	} else {
+		int ret = ibvd_eng_mem_read(seg->fd, seg->addr, old, sizeof(*old));
+
+		if (ret < 0)
+			return ret;
 	}
 	new = apply(arg, *old);
 	/* An unsuccessful compare writes nothing, as on a NIC. */

@@ -31,10 +31,13 @@ static enum eng_resp write_data(struct ibvd_engine *eng, struct ibvd_qp *target,
 	switch (ibvd_eng_copy_at(eng, dst, req->off, &req->local, req->off,
 				 req->step)) {
 	case ENG_COPY_SRC_FAULT:
+	case ENG_COPY_SRC_GONE:
 		return RESP_LOCAL_FAULT;
 	case ENG_COPY_DST_FAULT:
 		/* The registered range is no longer mapped by its owner. */
 		return access_violation(target, uc);
+	case ENG_COPY_DST_GONE:
+		return uc ? RESP_OK : RESP_NO_ACK;
 	case ENG_COPY_OK:
 		break;
 	}
@@ -160,7 +163,10 @@ enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 req->step)) {
 	case ENG_COPY_SRC_FAULT:
 		return access_violation(target, false);
+	case ENG_COPY_SRC_GONE:
+		return RESP_NO_ACK;
 	case ENG_COPY_DST_FAULT:
+	case ENG_COPY_DST_GONE:
 		return RESP_LOCAL_FAULT;
 	case ENG_COPY_OK:
 		break;
@@ -193,16 +199,16 @@ static uint64_t apply(const void *arg, uint64_t old)
 	return old == w->compare_add ? w->swap : old;
 }
 
-/* Read-modify-write the word at seg; false if the memory failed. */
-static bool rmw(const struct eng_seg *seg, const struct ibvd_send_wqe *w,
-		uint64_t *old)
+/* Read-modify-write the word at seg: 0, -EFAULT, or -ESRCH (gone). */
+static int rmw(const struct eng_seg *seg, const struct ibvd_send_wqe *w,
+	       uint64_t *old)
 {
 	int ret;
 
 	pthread_mutex_lock(&ibvd_eng_atomic_lock);
 	ret = ibvd_eng_word_rmw(seg, apply, w, old);
 	pthread_mutex_unlock(&ibvd_eng_atomic_lock);
-	return ret == 0;
+	return ret;
 }
 
 enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
@@ -210,6 +216,7 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 {
 	struct eng_sgl remote, result;
 	uint64_t old;
+	int ret;
 
 	ibvd_eng_count_arrival(src, target, req);
 	remote.n = result.n = 0;
@@ -219,9 +226,13 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);
 		return RESP_INV_REQ;
 	}
-	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
-				  sizeof(old), IBV_ACCESS_REMOTE_ATOMIC, &remote) < 0 ||
-	    !rmw(&remote.seg[0], &req->w, &old)) {
+	ret = ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
+				    sizeof(old), IBV_ACCESS_REMOTE_ATOMIC, &remote);
+	if (ret == 0)
+		ret = rmw(&remote.seg[0], &req->w, &old);
+	if (ret == -ESRCH)
+		return RESP_NO_ACK;	/* the responder's process is gone */
+	if (ret < 0) {
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_ACCESS_ERR);
 		return RESP_ACCESS;
 	}

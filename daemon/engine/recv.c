@@ -211,10 +211,13 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	}
 	switch (ibvd_eng_copy_at(eng, &rwqe->sgl, 0, &req->local, 0, req->step)) {
 	case ENG_COPY_SRC_FAULT:
+	case ENG_COPY_SRC_GONE:
 		return RESP_LOCAL_FAULT;
 	case ENG_COPY_DST_FAULT:
 		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_PROT_ERR);
 		return uc ? RESP_OK : RESP_OP_ERR;
+	case ENG_COPY_DST_GONE:
+		return uc ? RESP_OK : RESP_NO_ACK;
 	case ENG_COPY_OK:
 		break;
 	}
@@ -274,10 +277,13 @@ static enum eng_resp place_next(struct ibvd_engine *eng, struct ibvd_qp *src,
 	switch (ibvd_eng_copy_at(eng, &sgl, req->off, &req->local, req->off,
 				 req->step)) {
 	case ENG_COPY_SRC_FAULT:
+	case ENG_COPY_SRC_GONE:
 		return RESP_LOCAL_FAULT;	/* the WQE fails: held_abort */
 	case ENG_COPY_DST_FAULT:
 		ibvd_eng_held_fail(src, target, IBV_WC_LOC_PROT_ERR);
 		return uc ? RESP_OK : RESP_OP_ERR;
+	case ENG_COPY_DST_GONE:
+		return uc ? RESP_OK : RESP_NO_ACK;
 	case ENG_COPY_OK:
 		break;
 	}
@@ -429,8 +435,10 @@ static enum ibv_wc_status place(struct ibvd_engine *eng, struct ibvd_qp *src,
 	if (c == ENG_COPY_OK)
 		c = ibvd_eng_copy(eng, &rwqe->sgl, ENG_GRH_BYTES, &req->local,
 				  req->length);
-	if (c == ENG_COPY_SRC_FAULT)
+	if (c == ENG_COPY_SRC_FAULT || c == ENG_COPY_SRC_GONE)
 		return IBV_WC_LOC_PROT_ERR;	/* the WQE stays posted */
+	if (c == ENG_COPY_DST_GONE)
+		return IBV_WC_SUCCESS;		/* dropped, as by a dead host */
 	if (c == ENG_COPY_DST_FAULT)
 		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_PROT_ERR);
 	else

@@ -357,7 +357,10 @@ void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event);
 /* Atomics are atomic among the engine's own operations: this orders them. */
 extern pthread_mutex_t ibvd_eng_atomic_lock;
 
-/* Read or write exactly len bytes of client memory: 0 or -EFAULT. */
+/*
+ * Read or write exactly len bytes of client memory: 0, -EFAULT, or -ESRCH
+ * when the process is gone.
+ */
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
 int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
 /* The same for n pieces that land one after the other from addr on. */

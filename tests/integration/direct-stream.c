@@ -264,10 +264,19 @@ static void check_send_wc(struct stream *st, const struct ibv_wc *wc)
 	fl = &st->flow[f];
 	/*
 	 * A receiving end killed on purpose: each QP's completions are
-	 * successes, then errors (the first of them says why), in order.
+	 * successes, then errors, in order.  The first says why: a peer
+	 * that died answers nothing, so retries run out, as on a NIC; or,
+	 * when nothing was in flight as the daemon saw it die, the QP went
+	 * to ERR with it and everything is flushed.  Never an error the
+	 * peer would have sent (remote access, remote operation).
 	 */
-	if (st->peer_dies && wc->status != IBV_WC_SUCCESS && !fl->failed)
+	if (st->peer_dies && wc->status != IBV_WC_SUCCESS && !fl->failed) {
 		fl->failed = wc->status;
+		vt_assert(wc->status == IBV_WC_RETRY_EXC_ERR ||
+			  wc->status == IBV_WC_WR_FLUSH_ERR,
+			  "flow %u: the first error after the peer died: %s", f,
+			  vt_status(wc->status));
+	}
 	vt_assert((wc->status == IBV_WC_SUCCESS ||
 		   (st->peer_dies && fl->failed)) &&
 		  !(wc->status == IBV_WC_SUCCESS && fl->failed) &&
@@ -753,11 +762,14 @@ static void report_failed(const struct stream *st)
 {
 	unsigned int f;
 
-	for (f = 0; f < st->nflows; f++)
+	printf("stream: every flow failed after the peer died (");
+	for (f = 0; f < st->nflows; f++) {
 		vt_assert(st->flow[f].failed,
 			  "flow %u: no error completion after the peer died", f);
-	printf("stream: every flow failed after the peer died (flow 0: %s)\n",
-	       vt_status(st->flow[0].failed));
+		printf("%sflow %u: %s", f ? ", " : "", f,
+		       vt_status(st->flow[f].failed));
+	}
+	printf(")\n");
 }
 
 static uint64_t received(const struct stream *st)
