@@ -80,13 +80,13 @@ struct ibvd_wq_engine {
 	/* SRQ only: the limit armed by ibv_modify_srq, as the engine sees it */
 	uint32_t srq_limit;
 	/*
-	 * SQ of an RC QP, the direct transport (transit.h): non-zero while
+	 * SQ of an RC or UC QP, the direct transport (transit.h): non-zero while
 	 * the QP shares transit rings with its peer, a number the library
 	 * passes to QP_DIRECT to map them; 0 once they are gone.
 	 */
 	uint32_t direct_gen;
-	/* non-zero: the library may send SENDs on the ring (RTS, rnr_retry 7,
-	 * the peer still there) */
+	/* non-zero: the library may send SENDs on the ring (RTS, RC with
+	 * rnr_retry 7 or UC, the peer still there) */
 	uint32_t direct_send_ok;
 	/* non-zero: the first direct SEND the peer has not taken failed with
 	 * this ibv_wc_status, and the later ones were flushed */

@@ -12,14 +12,18 @@
  * contract; what follows is the whole design it serves, so that each part
  * built on it keeps the verbs' rules.
  *
- * Who shares what.  When the two QPs of an RC pair are both this daemon's
- * and both past RTR, connected to each other, the daemon makes one sealed
- * memfd for the pair holding two rings (A to B, B to A) and turns on
- * "direct mode" for each direction whose receiver has no SRQ and whose
- * sender has rnr_retry 7 (the verbs' "retry for ever", what librdmacm,
- * perftest, UCX and the pingpongs use; a finite RNR budget needs a clock
- * on the sender's side that no library poll can promise, so those stay on
- * the engine).  Each library learns it from its QP's engine header and
+ * Who shares what.  When the two QPs of an RC pair (or a UC pair) are
+ * both this daemon's and both past RTR, connected to each other, the
+ * daemon makes one sealed memfd for the pair holding two rings (A to B,
+ * B to A) and turns on "direct mode" for each direction whose receiver
+ * has no SRQ and whose sender, on RC, has rnr_retry 7 (the verbs' "retry
+ * for ever", what librdmacm, perftest, UCX and the pingpongs use; a
+ * finite RNR budget needs a clock on the sender's side that no library
+ * poll can promise, so those stay on the engine).  UC has no RNR: a
+ * message that finds no receive posted when the receiver's library or
+ * the engine takes it is dropped (it still counts as taken, and its SEND
+ * completes), as is everything in a ring whose receiver is gone or in
+ * error; UC's SENDs never fail for the receiver's sake.  Each library learns it from its QP's engine header and
  * fetches the fd once (one call), lazily, at its next post or poll.
  *
  * Nothing in a transit ring is trusted by anyone.  Both clients can map

@@ -296,7 +296,8 @@ void ibvc_direct_detach(struct ibvc_qp *qp)
 
 static bool may_be_direct(const struct ibvc_qp *qp)
 {
-	return qp->qp.qp_type == IBV_QPT_RC && !qp->qp.srq && qp->rq.slots &&
+	return (qp->qp.qp_type == IBV_QPT_RC || qp->qp.qp_type == IBV_QPT_UC) &&
+	       !qp->qp.srq && qp->rq.slots &&
 	       qp->sq.engine;
 }
 
@@ -969,8 +970,15 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	int ret;
 
 	ret = ibvd_transit_next(&d->in, p->consumed, &f, &payload, &next);
-	if (ret == 0 || p->head == p->tail || fifo_full(cq))
-		return false;	/* nothing, or no WQE (RNR: it waits) */
+	if (ret == 0 || fifo_full(cq))
+		return false;
+	if (p->head == p->tail) {
+		/* No WQE: on RC the message waits (RNR); UC drops it. */
+		if (qp->qp.qp_type != IBV_QPT_UC || ret < 0)
+			return false;
+		p->consumed = next;
+		return true;
+	}
 	slot = ibvc_wq_slot(&qp->rq, p->head);
 	memcpy(&wr_id, slot, sizeof(wr_id));
 	if (ret < 0 || (f.flags & whole) != whole ||

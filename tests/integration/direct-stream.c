@@ -38,6 +38,11 @@
  * what the receiver got until then must be whole and in order, and
  * receives may only be flushed after it.
  *
+ * DIRECT_STREAM_UC=1: UC pairs.  UC drops a message that finds no
+ * receive posted, so the receiver expects gaps: every SEND carries its
+ * number as immediate data, each flow's numbers must rise, and what
+ * came is checked as before; no READs (UC has none).
+ *
  * DIRECT_STREAM_SRQ=1: the receiving QPs share one SRQ, whose receives go
  * to messages in arrival order, whatever their flow; the checks are then
  * by content (each flow's messages in order), not by slot.  Those QPs
@@ -84,6 +89,7 @@ struct flow {
 	enum ibv_wc_status failed;	/* the first error (peer_dies) */
 	/* the receiver's thread */
 	uint64_t received, op_n, next_slot;
+	uint64_t dropped;		/* UC: SENDs that never came */
 	bool flushed;			/* sender_dies: a receive was flushed */
 };
 
@@ -103,6 +109,7 @@ struct stream {
 	bool sender_dies;		/* DIRECT_STREAM_PEER_DIES=1, receiver */
 	bool sender_dead;		/* "send-dead" seen */
 	struct ibv_srq *srq;		/* DIRECT_STREAM_SRQ=1 */
+	bool uc;			/* DIRECT_STREAM_UC=1 */
 	struct flow flow[ST_MAX_FLOWS];
 	unsigned int nflows;
 	uint32_t seed;
@@ -137,6 +144,9 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 33);
 }
 
+/* UC pairs (DIRECT_STREAM_UC=1): set before any thread starts. */
+static bool st_uc;
+
 static struct st_op st_op(uint32_t seed, uint64_t n)
 {
 	static const uint32_t lens[] = { 1, 8, 60, 200, 1000, 4096, 16384,
@@ -144,9 +154,9 @@ static struct st_op st_op(uint32_t seed, uint64_t n)
 	uint64_t r = mix(n * 2654435761u + seed);
 	struct st_op op;
 
-	op.imm = (r >> 8) % 4 == 0;
+	op.imm = st_uc || (r >> 8) % 4 == 0;
 	op.kind = r % 16 == 0 ? IBV_WR_RDMA_WRITE :
-		  r % 32 == 1 ? IBV_WR_RDMA_READ :
+		  r % 32 == 1 ? (st_uc ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ) :
 		  op.imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
 	op.len = lens[(r >> 16) % (sizeof(lens) / sizeof(lens[0]))];
 	return op;
@@ -521,6 +531,15 @@ static void check_recv(const struct stream *st, struct flow *fl,
 	struct st_op op;
 	long bad;
 
+	/* UC: the SENDs between the last one and this one were dropped */
+	if (st->uc && (wc->wc_flags & IBV_WC_WITH_IMM) &&
+	    wc->imm_data > (uint32_t)k) {
+		for (; k < wc->imm_data; k++, fl->dropped++)
+			do
+				op = st_op(fl->seed, fl->op_n++);
+			while (one_sided(op));
+		fl->received = k;
+	}
 	do
 		op = st_op(fl->seed, fl->op_n++);
 	while (one_sided(op));
@@ -546,7 +565,8 @@ static void check_recv(const struct stream *st, struct flow *fl,
 
 /*
  * Done: every SEND received; or, the sender killed, nothing more for
- * 300 ms after the test said it is dead.
+ * 300 ms after the test said it is dead; or, on UC, nothing more for
+ * 300 ms after the sender finished.
  */
 static bool all_received(const struct stream *st, long last)
 {
@@ -556,6 +576,9 @@ static bool all_received(const struct stream *st, long last)
 		return st->sender_dead && vt_now_ms() - last > 300;
 	if (!__atomic_load_n(&st->sender_done, __ATOMIC_ACQUIRE))
 		return false;
+	/* UC: the last ones may have been dropped too */
+	if (st->uc && vt_now_ms() - last > 300)
+		return true;
 	for (f = 0; f < st->nflows; f++)
 		if (st->flow[f].received != st->flow[f].sends)
 			return false;
@@ -602,8 +625,8 @@ static bool recv_due(const struct stream *st)
 {
 	unsigned int f;
 
-	if (st->side == RECV_SIDE)
-		return false;	/* the sender's counts are not ours to read */
+	if (st->side == RECV_SIDE || st->uc)
+		return false;	/* not ours to read; or UC, which may drop */
 	for (f = 0; f < st->nflows; f++)
 		if (st->flow[f].received !=
 		    __atomic_load_n(&st->flow[f].sends, __ATOMIC_ACQUIRE))
@@ -655,9 +678,10 @@ static void *receiver(void *arg)
 
 static void flows_open(struct stream *st)
 {
+	enum ibv_qp_type type = st->uc ? IBV_QPT_UC : IBV_QPT_RC;
 	struct vt_qp_opts o[2] = {
-		{ .max_send_wr = ST_WINDOW, .max_inline = 64 },
-		{ .max_recv_wr = ST_RECVS },
+		{ .type = type, .max_send_wr = ST_WINDOW, .max_inline = 64 },
+		{ .type = type, .max_recv_wr = ST_RECVS },
 	};
 	struct vt_addr a[2][ST_MAX_FLOWS];
 	unsigned int f, i;
@@ -782,6 +806,16 @@ static uint64_t received(const struct stream *st)
 	return n;
 }
 
+static uint64_t dropped(const struct stream *st)
+{
+	uint64_t n = 0;
+	unsigned int f;
+
+	for (f = 0; f < st->nflows; f++)
+		n += st->flow[f].dropped;
+	return n;
+}
+
 /* DIRECT_STREAM_SIDE=send|recv with DIRECT_STREAM_DIR: one end only. */
 static void stream_side(struct stream *st)
 {
@@ -813,6 +847,7 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	st.seed = seed;
 	st.nflows = nflows;
 	st.granted = env_on("DIRECT_STREAM_GRANTED");
+	st.uc = st_uc = env_on("DIRECT_STREAM_UC");
 	stream_side(&st);
 	vt_open(&st.dev);
 	flows_open(&st);
@@ -867,6 +902,10 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		printf("stream: %llu sends, %llu writes, %llu reads (seed %u)\n",
 		       (unsigned long long)sends, (unsigned long long)writes,
 		       (unsigned long long)reads, seed);
+	if (st.uc)
+		printf("stream: UC, %llu received, %llu dropped\n",
+		       (unsigned long long)received(&st),
+		       (unsigned long long)dropped(&st));
 	flows_close(&st);
 	vt_close(&st.dev);
 	return 0;

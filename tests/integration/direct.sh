@@ -1,7 +1,7 @@
 #!/bin/bash
-# The direct transport (common/transit.h): SENDs between two RC QPs of one
-# daemon through transit rings their libraries share, with no engine thread
-# in between.
+# The direct transport (common/transit.h): SENDs between two RC (or UC) QPs
+# of one daemon through transit rings their libraries share, with no
+# engine thread in between.
 #  1. direct-helper's suite (tests/integration/direct.c) as uid $USER1:
 #     sizes up to 64 KiB with every byte checked, immediate data, SGE lists
 #     and inline data; RC order against RDMA WRITEs both ways (also for a
@@ -15,17 +15,20 @@
 #     than one turn per 100 messages through the rings (its "turns"
 #     counter, ibvctl statistic show engine), and at least one per message
 #     with "engine": { "direct": false }, which also maps no rings.
-#  3. Debian's perftest (ib_send_lat, also with events, ib_send_bw) and
-#     ibv_rc_pingpong (-c: data checked; busy polling, with events, 64 KiB)
-#     between uids $USER1 and $USER2 through the rings.
+#  3. Debian's perftest (ib_send_lat, also with events and over UC,
+#     ib_send_bw), ibv_rc_pingpong (-c: data checked; busy polling, with
+#     events, 64 KiB) and ibv_uc_pingpong between uids $USER1 and $USER2
+#     through the rings.
 #  4. Streams of SENDs of mixed sizes, RDMA WRITEs and READs cutting in
 #     (into private memory, or shared file memory by grants), on three
 #     pairs sharing two CQs, to a receiver that stalls at random
 #     (direct-stream.c): SENDs move between the ring and the SQ, receives
 #     are placed by the library and by the engine, and every QP's
-#     completions come in order with their bytes; in one process, then
+#     completions come in order with their bytes; also on an SRQ and on
+#     UC pairs (which drop what finds no receive); in one process, then
 #     between uids $USER1 and $USER2, then with the receiving process
-#     killed early (every completion once, successes then errors).
+#     killed early (every completion once, successes then errors), and
+#     the sending one (what came is whole and in order).
 # The transport is on by default ("direct" in ibverbsd.conf(5)); this test
 # says which it wants.
 . "$(dirname "$0")/lib.sh"
@@ -115,15 +118,26 @@ mkshm() {
 # perftest's -e: one completion channel for both CQs, one poll per event
 # (an event with no completion behind it fails it, or hangs it);
 # ibv_rc_pingpong -c checks the data: busy polling, with events, 64 KiB.
+# UC pairs go on the rings too.
 for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" "ib_send_bw -n 2000" \
 	 "ibv_rc_pingpong -c -n 5000" "ibv_rc_pingpong -c -n 2000 -e" \
-	 "ibv_rc_pingpong -c -n 500 -s 65536"; do
+	 "ibv_rc_pingpong -c -n 500 -s 65536" "ib_send_lat -c UC -n 1000" \
+	 "ibv_uc_pingpong -c -n 2000 -e"; do
 	[ -x "/usr/bin/${t%% *}" ] || continue
 	check "Debian's $t between uids $USER1 and $USER2"
 	# shellcheck disable=SC2086 # words
 	line=$(debian_pair $t) || exit 1
 	ok "$line"
 done
+
+if [ -x /usr/bin/ibv_uc_pingpong ]; then
+	check "Debian's ibv_uc_pingpong -c -n 5000 between uids $USER1 and $USER2: 10,000 SENDs on the rings"
+	w0=$(engine_count wqes)
+	line=$(debian_pair ibv_uc_pingpong -c -n 5000) || exit 1
+	n=$(($(engine_count wqes) - w0))
+	[ "$n" -lt 100 ] || fail "the engine ran $n WQEs of ibv_uc_pingpong's 10,000 SENDs"
+	ok "$line; the engine ran $n WQEs"
+fi
 
 # Events under load: perftest's -e sleeps on one channel for both CQs and
 # polls once per event, so one lost event hangs it and one extra event
@@ -250,14 +264,16 @@ stream_counts() {
 # Receives placed by the library and by the engine, SENDs moving between
 # the ring and the SQ, several QPs' completions in one CQ: each QP's must
 # come in order, with their bytes.
-# Five mixes: a spinning thread beside them; none; none, with the
+# Six mixes: a spinning thread beside them; none; none, with the
 # receiver on an extended CQ sleeping on completion events; WRITEs and
 # READs into shared file memory, which the library does itself; the
-# receiving QPs on one SRQ (the engine's path, checked by content).
+# receiving QPs on one SRQ (the engine's path, checked by content); UC
+# pairs, which drop what finds no receive (gaps allowed, order checked).
 for mix in "DIRECT_STREAM_CROWD=1" "DIRECT_STREAM_CROWD=0" \
 	   "DIRECT_STREAM_CROWD=0 DIRECT_STREAM_CQ_EX=1 DIRECT_STREAM_EVENTS=1" \
 	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_GRANTED=1" \
-	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_SRQ=1"; do
+	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_SRQ=1" \
+	   "DIRECT_STREAM_CROWD=1 DIRECT_STREAM_UC=1"; do
 	check "streams on 3 pairs sharing CQs to a receiver that stalls at random, WRITEs and READs cutting in (${mix//DIRECT_STREAM_/})"
 	w0=$(engine_count wqes)
 	# shellcheck disable=SC2086 # one word per variable

@@ -151,6 +151,34 @@ static bool frag_request(const struct ibvd_transit_frag *f,
 	return true;
 }
 
+/*
+ * UC, with no receiver to take them (gone, or in error): what the ring
+ * holds is dropped, as packets to such a QP are, and its SENDs complete
+ * (UC has no acknowledgements to tell the sender otherwise).
+ */
+static enum eng_drain drop_ring(struct ibvd_qp *src,
+				const struct ibvd_transit *ring)
+{
+	uint32_t consumed = ibvd_read_once(&ring->ctl->consumed);
+	unsigned int n;
+
+	for (n = 0; n < DRAIN_BUDGET; n++) {
+		struct ibvd_transit_frag f;
+		const uint8_t *payload;
+		uint32_t next;
+		int ret = ibvd_transit_next(ring, consumed, &f, &payload, &next);
+
+		if (ret == 0)
+			break;
+		if (ret < 0)
+			return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
+		consumed = next;
+	}
+	ibvd_transit_release(ring, consumed);
+	wake_sender(src, ring);
+	return n == DRAIN_BUDGET ? DRAIN_MORE : DRAIN_EMPTY;
+}
+
 /* Under the claim: has target a receive WQE posted? */
 static bool rq_has_wqe(const struct ibvd_qp *t)
 {
@@ -186,7 +214,9 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		/* The sender's own library wrote nonsense: its QP fails. */
 		if (ret < 0 || !frag_request(&f, payload, &req))
 			return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
-		if (!requester && !rq_has_wqe(target))
+		/* RC waits for a WQE; UC drops a message with none */
+		if (!requester && src->qp_type != IBV_QPT_UC &&
+		    !rq_has_wqe(target))
 			return DRAIN_WAIT;
 		r = ibvd_eng_deliver_send_claimed(eng, src, target, &req);
 		if (r == RESP_RNR) {
@@ -210,6 +240,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	const struct ibvd_transit *ring;
 	struct ibvd_qp *target;
 	enum eng_drain res;
+	bool uc;
 	int ret;
 
 	if (!d)
@@ -221,8 +252,10 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	if (eng_qp_state(src) == IBV_QPS_ERR)
 		return DRAIN_FAILED;
 	target = d->qp[!src->direct_side];
+	uc = src->qp_type == IBV_QPT_UC;
 	if (!target || !ibvd_eng_can_receive(eng_qp_state(target)))
-		return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+		return uc ? drop_ring(src, ring) :
+			    drain_failed(src, IBV_WC_RETRY_EXC_ERR);
 	/*
 	 * The target's own SENDs that src's library took come first, as on
 	 * a NIC, where a SEND's ACK reaches its sender before the answer the
@@ -236,7 +269,8 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 		return DRAIN_BUSY;
 	if (ret < 0) {
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_FATAL);
-		return drain_failed(src, IBV_WC_REM_OP_ERR);
+		return uc ? drop_ring(src, ring) :
+			    drain_failed(src, IBV_WC_REM_OP_ERR);
 	}
 	res = place_ring(eng, src, target, ring, requester, rnr_timer);
 	ibvd_eng_claim_give(target);

@@ -80,7 +80,8 @@ static bool pairable(const struct ibvd_qp *qp)
 {
 	uint32_t state = __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE);
 
-	return qp->qp_type == IBV_QPT_RC && !qp->direct && !qp->srq &&
+	return (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC) &&
+	       !qp->direct && !qp->srq &&
 	       qp->ctx->dev->kind == IBVD_DEV_SOFT && qp->rq.client_page &&
 	       (state == IBV_QPS_RTR || state == IBV_QPS_RTS);
 }
@@ -132,8 +133,9 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 
 /*
  * The library sends on the ring only from RTS, with RNR retried for ever
- * (the engine cannot count RNR retries of SENDs it never saw), and while
- * the peer is there.  The library checks this word after each SEND it
+ * on RC (the engine cannot count RNR retries of SENDs it never saw; UC
+ * has none: a message with no WQE to go to is dropped), and while the
+ * peer is there.  The library checks this word after each SEND it
  * puts in the ring, so one that raced with a peer leaving is seen by the
  * engine (ibvd_direct_leave kicks it) or rings for it.
  */
@@ -142,7 +144,8 @@ void ibvd_direct_update(struct ibvd_qp *qp)
 	struct ibvd_direct *d = qp->direct;
 	uint32_t ok = d && d->qp[!qp->direct_side] &&
 		      __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) == IBV_QPS_RTS &&
-		      qp->attr.rnr_retry == 7 && !ibvd_engine_ctx_paced(qp->ctx);
+		      (qp->qp_type == IBV_QPT_UC || qp->attr.rnr_retry == 7) &&
+		      !ibvd_engine_ctx_paced(qp->ctx);
 
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
 }
@@ -155,7 +158,8 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 	if (!direct_enabled || !pairable(qp) || npairs >= DIRECT_MAX_PAIRS)
 		return;
 	peer = ibvd_engine_qp_peer(qp);
-	if (!peer || !pairable(peer) || peer->ctx->dev != qp->ctx->dev ||
+	if (!peer || !pairable(peer) || peer->qp_type != qp->qp_type ||
+	    peer->ctx->dev != qp->ctx->dev ||
 	    peer->attr.dest_qp_num != qp->qp_num)
 		return;
 	d = calloc(1, sizeof(*d));
