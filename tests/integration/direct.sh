@@ -352,8 +352,9 @@ for round in 1 2 3 4 5; do
 		DIRECT_STREAM_PEER_DIES=1 "$HELPER" stream 3 "$seed" 3 >"$O/kill-send" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
+	# both ends wrote their addresses: neither waits for a dead one
 	for _ in $(seq $((100 * TMUL))); do
-		[ -f "$xdir/send-addrs" ] && [ -f "$xdir/recv-pid" ] && break
+		[ -f "$xdir/send-addrs" ] && [ -f "$xdir/recv-addrs" ] && break
 		sleep 0.05
 	done
 	sleep "0.$((round % 5))"
@@ -390,7 +391,7 @@ for round in 1 2 3; do
 	spid=$!
 	BG_PIDS+=("$spid")
 	for _ in $(seq $((100 * TMUL))); do
-		[ -f "$xdir/recv-addrs" ] && [ -f "$xdir/send-pid" ] && break
+		[ -f "$xdir/send-addrs" ] && [ -f "$xdir/recv-addrs" ] && break
 		sleep 0.05
 	done
 	sleep "0.$((round * 3))"
