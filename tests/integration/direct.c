@@ -262,6 +262,41 @@ START_TEST(late_receives)
 }
 END_TEST
 
+/*
+ * UC: a message that finds no receive posted is dropped, its SEND
+ * completes all the same, and the next receive takes the next message.
+ */
+START_TEST(uc_no_receive_drops)
+{
+	static const struct vt_qp_opts uc = { .type = IBV_QPT_UC };
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	fx_init(&f, &uc);
+	for (i = 0; i < 3; i++) {
+		vt_fill(BUF(f.a) + 1024 * i, 1024, 0, 30 + i);
+		vt_send(f.p.qp[0], 10 + i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(f.a) + 1024 * i, 1024, f.a->lkey, 0, 0);
+	}
+	/* the receiver's polls take them, with nowhere to put them */
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "no receive posted");
+	for (i = 0; i < 3; i++)
+		vt_expect_ok(f.p.scq[0], &wc, 10 + (uint64_t)i, IBV_WC_SEND,
+			     "a dropped SEND");
+	vt_recv(f.p.qp[1], 20, BUF(f.b), 1024, f.b->lkey);
+	vt_fill(BUF(f.a), 1024, 0, 40);
+	vt_send(f.p.qp[0], 13, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 1024,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.rcq[1], &wc, 20, IBV_WC_RECV, "the next message");
+	vt_expect_pat(BUF(f.b), 1024, 0, 40, "the next message's bytes");
+	vt_expect_ok(f.p.scq[0], &wc, 13, IBV_WC_SEND, "its SEND");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "none of the dropped ones");
+	vt_expect_state(f.p.qp[1], IBV_QPS_RTS, "the UC receiver after drops");
+	fx_free(&f);
+}
+END_TEST
+
 /* A sender whose receiver never polls still completes (the engine places). */
 START_TEST(receiver_never_polls)
 {
@@ -920,6 +955,9 @@ static void recv_addr(int fd, struct vt_addr *a)
  * The child: open the device, a QP connected to the parent's, post
  * `recvs` receives (which maps the rings), say "ready", then run fn.
  */
+/* The QPs child_end and parent_end make (the hostile case runs on UC too). */
+static const struct vt_qp_opts *end_opts = &DEF;
+
 static void child_end(struct remote *r, int recvs,
 		      void (*fn)(struct vt_dev *, struct ibv_qp *, struct ibv_mr *))
 {
@@ -940,11 +978,11 @@ static void child_end(struct remote *r, int recvs,
 
 		vt_open(&d);
 		cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
-		qp = vt_qp(&d, cq, cq, &DEF);
-		vt_qp_addr(&d, qp, &DEF, &mine);
+		qp = vt_qp(&d, cq, cq, end_opts);
+		vt_qp_addr(&d, qp, end_opts, &mine);
 		send_addr(up[1], &mine);
 		recv_addr(down[0], &theirs);
-		vt_connect(&d, qp, &theirs, &DEF);
+		vt_connect(&d, qp, &theirs, end_opts);
 		mr = vt_reg(d.pd, LEN, VT_ACCESS_ALL);
 		for (i = 0; i < recvs; i++)
 			vt_recv(qp, (uint64_t)i, mr->addr, LEN, mr->lkey);
@@ -961,13 +999,13 @@ static void child_end(struct remote *r, int recvs,
 static struct ibv_qp *parent_end(struct remote *r, struct ibv_cq *cq)
 {
 	struct vt_addr mine, theirs;
-	struct ibv_qp *qp = vt_qp(&D, cq, cq, &DEF);
+	struct ibv_qp *qp = vt_qp(&D, cq, cq, end_opts);
 	char ok;
 
-	vt_qp_addr(&D, qp, &DEF, &mine);
+	vt_qp_addr(&D, qp, end_opts, &mine);
 	recv_addr(r->from_child, &theirs);
 	send_addr(r->to_child, &mine);
-	vt_connect(&D, qp, &theirs, &DEF);
+	vt_connect(&D, qp, &theirs, end_opts);
 	ck_assert_int_eq(read(r->from_child, &ok, 1), 1);
 	return qp;
 }
@@ -1075,7 +1113,7 @@ static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *m
  * honest pair of our own) moves checked data all along, and memory of
  * ours outside the hostile QP's receive buffers is never written.
  */
-START_TEST(hostile_sender_ring)
+static void hostile_sender_run(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(D.ctx, 512, NULL, NULL, 0);
 	struct ibv_mr *rx = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
@@ -1130,6 +1168,22 @@ START_TEST(hostile_sender_ring)
 	vt_dereg(rx);
 	vt_dereg(canary);
 	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+
+START_TEST(hostile_sender_ring)
+{
+	hostile_sender_run();
+}
+END_TEST
+
+/* The same on UC, whose receiver drops what finds no receive. */
+START_TEST(hostile_sender_ring_uc)
+{
+	static const struct vt_qp_opts uc = { .type = IBV_QPT_UC };
+
+	end_opts = &uc;
+	hostile_sender_run();
+	end_opts = &DEF;
 }
 END_TEST
 
@@ -1198,6 +1252,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, imm_sgl_inline);
 	tcase_add_test(tc, order_with_writes);
 	tcase_add_test(tc, late_receives);
+	tcase_add_test(tc, uc_no_receive_drops);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
@@ -1218,6 +1273,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, flush);
 	tcase_add_test(tc, peer_killed);
 	tcase_add_test(tc, hostile_sender_ring);
+	tcase_add_test(tc, hostile_sender_ring_uc);
 	return s;
 }
 

@@ -78,7 +78,7 @@ daemon_alive "after the direct suite"
 # left, with a word in the log
 expect_grep "still copied under a revoked grant after [0-9]+ ms; going on" \
 	"$DAEMON_LOG" "the daemon's warning for a lease held too long"
-ok "$(grep -E '^[0-9]+%: Checks' "$O/suite"); $(sed -n 's/^hostile: //p' "$O/suite")"
+ok "$(grep -E '^[0-9]+%: Checks' "$O/suite"); $(sed -n 's/^hostile: //p' "$O/suite" | paste -sd ';')"
 
 # debian_pair PROG ARGS...: Debian's PROG, server uid $USER1, client uid
 # $CLIENT_USER ($USER2 unless set) (-p: a free port); both must exit 0.
