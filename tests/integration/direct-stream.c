@@ -680,8 +680,10 @@ static void flows_open(struct stream *st)
 {
 	enum ibv_qp_type type = st->uc ? IBV_QPT_UC : IBV_QPT_RC;
 	struct vt_qp_opts o[2] = {
-		{ .type = type, .max_send_wr = ST_WINDOW, .max_inline = 64 },
-		{ .type = type, .max_recv_wr = ST_RECVS },
+		/* retries as librdmacm's, for a lossy wire (roce-stream.sh) */
+		{ .type = type, .max_send_wr = ST_WINDOW, .max_inline = 64,
+		  .retry_cnt = 7 },
+		{ .type = type, .max_recv_wr = ST_RECVS, .retry_cnt = 7 },
 	};
 	struct vt_addr a[2][ST_MAX_FLOWS];
 	unsigned int f, i;

@@ -29,6 +29,9 @@ INTEGRATION_TESTS += tests/integration/roce-cm.sh
 # The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
 
+# direct-helper's stream across the wire, clean and lossy (roce-stream.sh).
+INTEGRATION_TESTS += tests/integration/roce-stream.sh
+
 # A link that reorders and duplicates (roce-relay.sh): the two namespaces
 # joined by relay-helper through a tap device in each instead of a veth.
 INTEGRATION_TESTS += tests/integration/roce-relay.sh

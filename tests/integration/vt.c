@@ -151,9 +151,12 @@ void vt_open(struct vt_dev *d)
 	vt_assert(ibv_query_port(d->ctx, d->port_num, &d->port) == 0,
 		  "ibv_query_port");
 	vt_assert(d->port.state == IBV_PORT_ACTIVE, "port state %d", d->port.state);
-	vt_assert(d->port.lid != 0, "port LID 0");
-	vt_assert(ibv_query_gid(d->ctx, d->port_num, 0, &d->gid) == 0,
-		  "ibv_query_gid");
+	d->roce = d->port.link_layer == IBV_LINK_LAYER_ETHERNET;
+	vt_assert(d->roce || d->port.lid != 0, "port LID 0");
+	if (getenv("VT_GID_INDEX"))
+		d->gid_index = (uint8_t)atoi(getenv("VT_GID_INDEX"));
+	vt_assert(ibv_query_gid(d->ctx, d->port_num, d->gid_index, &d->gid) == 0,
+		  "ibv_query_gid %u", d->gid_index);
 	d->pd = ibv_alloc_pd(d->ctx);
 	vt_assert(d->pd, "ibv_alloc_pd: %s", strerror(errno));
 }
@@ -274,10 +277,19 @@ void vt_connect(struct vt_dev *d, struct ibv_qp *qp, const struct vt_addr *remot
 	mask = IBV_QP_STATE;
 	if (type != IBV_QPT_UD) {
 		a.path_mtu = o->mtu ? o->mtu : IBV_MTU_4096;
+		/* a wire's MTU is the link's */
+		if (d->roce && a.path_mtu > d->port.active_mtu)
+			a.path_mtu = d->port.active_mtu;
 		a.dest_qp_num = remote->qpn;
 		a.rq_psn = remote->psn;
 		a.ah_attr.dlid = remote->lid;
 		a.ah_attr.port_num = d->port_num;
+		if (d->roce) {
+			a.ah_attr.is_global = 1;
+			a.ah_attr.grh.dgid = remote->gid;
+			a.ah_attr.grh.sgid_index = d->gid_index;
+			a.ah_attr.grh.hop_limit = 64;
+		}
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		if (type == IBV_QPT_RC) {
 			a.max_dest_rd_atomic = (uint8_t)def(o->rd_atomic, 4);

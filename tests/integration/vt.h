@@ -11,6 +11,7 @@
 #ifndef IBVD_TESTS_VT_H
 #define IBVD_TESTS_VT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,10 +67,16 @@ struct vt_dev {
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port;
 	uint8_t port_num;
-	union ibv_gid gid;		/* GID[0] of the port */
+	union ibv_gid gid;		/* GID[gid_index] of the port */
+	uint8_t gid_index;		/* $VT_GID_INDEX, default 0 */
+	bool roce;			/* an Ethernet port: GRHs, no LIDs */
 };
 
-/* Open the first device (or $VT_DEVICE), port 1, with one PD. */
+/*
+ * Open the first device (or $VT_DEVICE), port 1, with one PD.  On a RoCE
+ * device, connections are routed by GID ($VT_GID_INDEX: 1 is the IPv4
+ * one of a veth's address).
+ */
 void vt_open(struct vt_dev *d);
 void vt_close(struct vt_dev *d);
 

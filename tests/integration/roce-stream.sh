@@ -1,0 +1,115 @@
+#!/bin/bash
+# Streams across a RoCEv2 wire: direct-helper's stream (direct-stream.c)
+# with its two ends in the two network namespaces of netns.sh, a daemon
+# in each with a RoCE device on its veth, the receiving end as uid $USER1
+# in A, the sending end as uid $USER2 in B.  Three RC pairs sharing two
+# CQs carry SENDs of 1 B to 64 KiB (64 packets each at the veth's IB MTU
+# of 1024), some with immediate data, some inline, with RDMA WRITEs and
+# READs cutting in, to a receiver that stalls at random (so RNR NAKs come
+# and go); the receiving end checks each message's order, length,
+# immediate data and every byte, the sending end each QP's completion
+# order, and both that nothing was lost or came twice.  Also with the
+# receiving QPs on one SRQ and both ends sleeping on completion events,
+# and on UC pairs (which lose what finds no receive: gaps allowed, order
+# and bytes checked).  Then RC and UC again with 2 % of the RoCE packets
+# into A dropped by nftables, whose retransmissions the counters must
+# show.  DIRECT_STREAM_SECS sets how
+# long each stream runs (default 4 s), DIRECT_STREAM_SEED its seed.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/netns.sh"
+
+is_root || skip "network namespaces need root"
+ibvd_init
+O=$T/out
+HELPER=$T/bin/direct-helper
+[ -x "$HELPER" ] || fail "tests/integration/direct-helper not built"
+export VT_TMUL=$TMUL
+SECS=${DIRECT_STREAM_SECS:-4}
+
+wire_up
+
+# stream_end NS UID SOCKET SIDE DIR SEED: one end of the stream, in NS as
+# UID, on roce0's IPv4 GID (index 1), with the variables in $MIX.  No
+# transit rings on a wire (DIRECT_RINGS=0 tells the stream not to expect
+# them).
+MIX=""
+stream_end() {
+	local ns=$1 uid=$2 sock=$3 side=$4 dir=$5 seed=$6
+
+	# shellcheck disable=SC2086 # one word per variable
+	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 $((TMO * 3)) \
+		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+		env $MIX IBVERBSD_SOCKET="$sock" VT_DEVICE=roce0 VT_GID_INDEX=1 \
+		VT_TMUL="$TMUL" DIRECT_RINGS=0 DIRECT_STREAM_SIDE="$side" \
+		DIRECT_STREAM_DIR="$dir" prlimit --memlock="$MEMLOCK" \
+		"$T/tools/ibverbsd-run" "$HELPER" stream "$SECS" "$seed" 3)
+}
+
+# stream_across WHAT: one stream from B to A; both ends must agree.
+stream_across() {
+	local what=$1 dir seed rpid sends got
+
+	NRUN=$((NRUN + 1))
+	check "#$NRUN $what"
+	dir=$T/stream-$NRUN
+	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+	seed=${DIRECT_STREAM_SEED:-$RANDOM}
+	stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" >"$O/$NRUN.recv" 2>&1 &
+	rpid=$!
+	BG_PIDS+=("$rpid")
+	stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" >"$O/$NRUN.send" 2>&1 ||
+		{ show "sending end (uid $USER2, $NSB)" "$O/$NRUN.send";
+		  show "receiving end" "$O/$NRUN.recv"; fail "$what: the sending end failed"; }
+	wait_exit "$rpid" "$TMO" || fail "$what: the receiving end did not finish"
+	[ "$EXIT_STATUS" -eq 0 ] ||
+		{ show "receiving end (uid $USER1, $NSA)" "$O/$NRUN.recv"; fail "$what: the receiving end failed"; }
+	sends=$(sed -nE 's/^stream: ([0-9]+) sends.*/\1/p' "$O/$NRUN.send")
+	got=$(sed -nE 's/^stream: ([0-9]+) received.*/\1/p' "$O/$NRUN.recv")
+	[ -n "$sends" ] && [ "$sends" -gt 0 ] && [ "$got" = "$sends" ] ||
+		fail "$what: sent ${sends:-?}, received ${got:-?}"
+	daemon_alive "after $what"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
+	case $MIX in
+	*UC=1*) ok "$what: $(sed -n 's/^stream: UC, //p' "$O/$NRUN.recv")" ;;
+	*) ok "$what: $(sed -n 's/^stream: //p' "$O/$NRUN.send" | tail -1), all received" ;;
+	esac
+}
+
+# counter NAME: a port counter of roce0 in A (the receiving side).
+counter() {
+	SOCK=$SOCK_A ibvctl statistic show link roce0/1 |
+		sed -n "s/.* $1 \([0-9]*\).*/\1/p"
+}
+
+stream_across "SENDs, WRITEs and READs on 3 RC pairs across the wire, the receiver stalling"
+MIX="DIRECT_STREAM_SRQ=1 DIRECT_STREAM_EVENTS=1"
+stream_across "the same to receivers on an SRQ, both ends sleeping on events"
+MIX="DIRECT_STREAM_UC=1"
+stream_across "SENDs and WRITEs on 3 UC pairs across the wire"
+MIX=""
+
+if command -v nft >/dev/null 2>&1; then
+	seq0=$(counter out_of_seq_request)
+	dup0=$(counter duplicate_request)
+	ip netns exec "$NSA" nft -f - <<-EOF || fail "nft rules"
+	table inet ibvdloss {
+		chain in {
+			type filter hook input priority 0;
+			udp dport 4791 numgen random mod 100 < 2 drop
+		}
+	}
+	EOF
+	stream_across "RC with 2 % of the packets into $NSA dropped"
+	MIX="DIRECT_STREAM_UC=1"
+	stream_across "UC with 2 % of the packets into $NSA dropped"
+	MIX=""
+	seq1=$(counter out_of_seq_request)
+	dup1=$(counter duplicate_request)
+	ip netns exec "$NSA" nft delete table inet ibvdloss
+	check "the receiving side saw the losses"
+	[ "$((seq1 + dup1))" -gt "$((seq0 + dup0))" ] ||
+		fail "out_of_seq_request $seq0 -> $seq1, duplicate_request $dup0 -> $dup1: no retransmission seen"
+	ok "out_of_seq_request $seq0 -> $seq1, duplicate_request $dup0 -> $dup1"
+else
+	log "nftables is not installed: no lossy stream"
+fi
