@@ -199,3 +199,57 @@ across() {
 # What Debian's pingpongs and perftest print on success
 PP_RE='^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter$'
 PT_RE='^ *[0-9]+ +[0-9]+ +[0-9.]+'
+
+# direct-helper's stream (direct-stream.c) across the wire: its
+# receiving end in A as uid $USER1, its sending end in B as uid $USER2.
+# DIRECT_STREAM_SECS sets how long (default 4 s), DIRECT_STREAM_SEED the
+# seed.
+#
+# stream_end NS UID SOCKET SIDE DIR SEED: one end of the stream, in NS as
+# UID, on roce0's IPv4 GID (index 1), with the variables in $MIX.  No
+# transit rings on a wire (DIRECT_RINGS=0 tells the stream not to expect
+# them).
+MIX=""
+stream_end() {
+	local ns=$1 uid=$2 sock=$3 side=$4 dir=$5 seed=$6
+
+	# shellcheck disable=SC2086 # one word per variable
+	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 $((TMO * 3)) \
+		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+		env $MIX IBVERBSD_SOCKET="$sock" VT_DEVICE=roce0 VT_GID_INDEX=1 \
+		VT_TMUL="$TMUL" DIRECT_RINGS=0 DIRECT_STREAM_SIDE="$side" \
+		DIRECT_STREAM_DIR="$dir" prlimit --memlock="$MEMLOCK" \
+		"$T/tools/ibverbsd-run" "$T/bin/direct-helper" stream \
+		"${DIRECT_STREAM_SECS:-4}" "$seed" 3)
+}
+
+# stream_across WHAT: one stream from B to A; both ends must agree.
+stream_across() {
+	local what=$1 dir seed rpid sends got
+
+	[ -x "$T/bin/direct-helper" ] || fail "tests/integration/direct-helper not built"
+	NRUN=$((NRUN + 1))
+	check "#$NRUN $what"
+	dir=$T/stream-$NRUN
+	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+	seed=${DIRECT_STREAM_SEED:-$RANDOM}
+	stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" >"$O/$NRUN.recv" 2>&1 &
+	rpid=$!
+	BG_PIDS+=("$rpid")
+	stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" >"$O/$NRUN.send" 2>&1 ||
+		{ show "sending end (uid $USER2, $NSB)" "$O/$NRUN.send";
+		  show "receiving end" "$O/$NRUN.recv"; fail "$what: the sending end failed"; }
+	wait_exit "$rpid" "$TMO" || fail "$what: the receiving end did not finish"
+	[ "$EXIT_STATUS" -eq 0 ] ||
+		{ show "receiving end (uid $USER1, $NSA)" "$O/$NRUN.recv"; fail "$what: the receiving end failed"; }
+	sends=$(sed -nE 's/^stream: ([0-9]+) sends.*/\1/p' "$O/$NRUN.send")
+	got=$(sed -nE 's/^stream: ([0-9]+) received.*/\1/p' "$O/$NRUN.recv")
+	[ -n "$sends" ] && [ "$sends" -gt 0 ] && [ "$got" = "$sends" ] ||
+		fail "$what: sent ${sends:-?}, received ${got:-?}"
+	daemon_alive "after $what"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
+	case $MIX in
+	*UC=1*) ok "$what: $(sed -n 's/^stream: UC, //p' "$O/$NRUN.recv")" ;;
+	*) ok "$what: $(sed -n 's/^stream: //p' "$O/$NRUN.send" | tail -1), all received" ;;
+	esac
+}

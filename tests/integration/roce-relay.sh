@@ -9,7 +9,7 @@
 # Debian's pingpongs and perftest's RC tests run across between two
 # unprivileged uids, with data checked where they can (-c): every message
 # must arrive once and whole (the programs count their completions and
-# check their data).  UC messages are one packet each: a reordered packet
+# check their data); so does our stream test (direct-stream.c), RC and UC.  UC messages are one packet each: a reordered packet
 # inside a UC message loses the message, as the IBTA says it must.  Then
 # the daemons' counters must show what the link did (duplicate requests
 # seen and dropped, PSN sequence NAKs sent and received), and the relay's
@@ -110,6 +110,14 @@ if command -v ib_write_bw >/dev/null 2>&1; then
 else
 	log "perftest is not installed: no ib_*_bw runs"
 fi
+
+# Our stream test through the relay (netns.sh, stream_across): SENDs of
+# 1 B to 64 KiB on RC pairs sharing CQs, WRITEs and READs cutting in,
+# every byte and each QP's completion order checked; then on UC pairs.
+stream_across "a stream of mixed SENDs, WRITEs and READs on 3 RC pairs"
+MIX="DIRECT_STREAM_UC=1"
+stream_across "a stream of SENDs and WRITEs on 3 UC pairs"
+MIX=""
 
 # IPv6 through the relay as well: the link-local GID 0 (duplicate address
 # detection on the taps was over long ago; waited for if not).

@@ -13,67 +13,15 @@
 # and on UC pairs (which lose what finds no receive: gaps allowed, order
 # and bytes checked).  Then RC and UC again with 2 % of the RoCE packets
 # into A dropped by nftables, whose retransmissions the counters must
-# show.  DIRECT_STREAM_SECS sets how
-# long each stream runs (default 4 s), DIRECT_STREAM_SEED its seed.
+# show.  DIRECT_STREAM_SECS sets how long each stream runs (default 4 s),
+# DIRECT_STREAM_SEED its seed (netns.sh, stream_across).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
 is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
-HELPER=$T/bin/direct-helper
-[ -x "$HELPER" ] || fail "tests/integration/direct-helper not built"
-export VT_TMUL=$TMUL
-SECS=${DIRECT_STREAM_SECS:-4}
-
 wire_up
-
-# stream_end NS UID SOCKET SIDE DIR SEED: one end of the stream, in NS as
-# UID, on roce0's IPv4 GID (index 1), with the variables in $MIX.  No
-# transit rings on a wire (DIRECT_RINGS=0 tells the stream not to expect
-# them).
-MIX=""
-stream_end() {
-	local ns=$1 uid=$2 sock=$3 side=$4 dir=$5 seed=$6
-
-	# shellcheck disable=SC2086 # one word per variable
-	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 $((TMO * 3)) \
-		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
-		env $MIX IBVERBSD_SOCKET="$sock" VT_DEVICE=roce0 VT_GID_INDEX=1 \
-		VT_TMUL="$TMUL" DIRECT_RINGS=0 DIRECT_STREAM_SIDE="$side" \
-		DIRECT_STREAM_DIR="$dir" prlimit --memlock="$MEMLOCK" \
-		"$T/tools/ibverbsd-run" "$HELPER" stream "$SECS" "$seed" 3)
-}
-
-# stream_across WHAT: one stream from B to A; both ends must agree.
-stream_across() {
-	local what=$1 dir seed rpid sends got
-
-	NRUN=$((NRUN + 1))
-	check "#$NRUN $what"
-	dir=$T/stream-$NRUN
-	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
-	seed=${DIRECT_STREAM_SEED:-$RANDOM}
-	stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" >"$O/$NRUN.recv" 2>&1 &
-	rpid=$!
-	BG_PIDS+=("$rpid")
-	stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" >"$O/$NRUN.send" 2>&1 ||
-		{ show "sending end (uid $USER2, $NSB)" "$O/$NRUN.send";
-		  show "receiving end" "$O/$NRUN.recv"; fail "$what: the sending end failed"; }
-	wait_exit "$rpid" "$TMO" || fail "$what: the receiving end did not finish"
-	[ "$EXIT_STATUS" -eq 0 ] ||
-		{ show "receiving end (uid $USER1, $NSA)" "$O/$NRUN.recv"; fail "$what: the receiving end failed"; }
-	sends=$(sed -nE 's/^stream: ([0-9]+) sends.*/\1/p' "$O/$NRUN.send")
-	got=$(sed -nE 's/^stream: ([0-9]+) received.*/\1/p' "$O/$NRUN.recv")
-	[ -n "$sends" ] && [ "$sends" -gt 0 ] && [ "$got" = "$sends" ] ||
-		fail "$what: sent ${sends:-?}, received ${got:-?}"
-	daemon_alive "after $what"
-	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
-	case $MIX in
-	*UC=1*) ok "$what: $(sed -n 's/^stream: UC, //p' "$O/$NRUN.recv")" ;;
-	*) ok "$what: $(sed -n 's/^stream: //p' "$O/$NRUN.send" | tail -1), all received" ;;
-	esac
-}
 
 # counter NAME: a port counter of roce0 in A (the receiving side).
 counter() {
