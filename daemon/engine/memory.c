@@ -131,17 +131,22 @@ int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
 	while (done < 0 && errno == EINTR);
 	if (done < 0)
 		return -EFAULT;
+	if (done == 0 && total)
+		return -ESRCH;		/* the process is gone */
 	/* Short: the rest one piece at a time, which finds the fault. */
 	for (i = 0; i < n; i++) {
 		size_t len = iov[i].iov_len, skip;
 
 		skip = (uint64_t)done < len ? (size_t)done : len;
 		done -= (ssize_t)skip;
-		if (skip < len &&
-		    ibvd_eng_mem_write(fd, addr + skip,
-				       (const uint8_t *)iov[i].iov_base + skip,
-				       len - skip) < 0)
-			return -EFAULT;
+		if (skip < len) {
+			int ret = ibvd_eng_mem_write(fd, addr + skip,
+					(const uint8_t *)iov[i].iov_base + skip,
+					len - skip);
+
+			if (ret < 0)
+				return ret;
+		}
 		addr += len;
 	}
 	return 0;
@@ -303,13 +308,15 @@ static void cursor_skip(struct cursor *c, size_t n)
 static int gather(struct cursor *c, uint8_t *buf, size_t len)
 {
 	struct piece p;
+	int ret;
 
 	while (len) {
 		if (!cursor_peek(c, len, &p))
 			return -EFAULT;
-		if (p.ptr ? guarded_copy(buf, p.ptr, p.len) != ENG_COPY_OK :
-		    ibvd_eng_mem_read(p.fd, p.addr, buf, p.len) < 0)
+		if (p.ptr && guarded_copy(buf, p.ptr, p.len) != ENG_COPY_OK)
 			return -EFAULT;
+		if (!p.ptr && (ret = ibvd_eng_mem_read(p.fd, p.addr, buf, p.len)))
+			return ret;
 		cursor_skip(c, p.len);
 		buf += p.len;
 		len -= p.len;
@@ -321,13 +328,15 @@ static int gather(struct cursor *c, uint8_t *buf, size_t len)
 static int scatter(struct cursor *c, const uint8_t *buf, size_t len)
 {
 	struct piece p;
+	int ret;
 
 	while (len) {
 		if (!cursor_peek(c, len, &p))
 			return -EFAULT;
-		if (p.ptr ? guarded_copy(p.ptr, buf, p.len) != ENG_COPY_OK :
-		    ibvd_eng_mem_write(p.fd, p.addr, buf, p.len) < 0)
+		if (p.ptr && guarded_copy(p.ptr, buf, p.len) != ENG_COPY_OK)
 			return -EFAULT;
+		if (!p.ptr && (ret = ibvd_eng_mem_write(p.fd, p.addr, buf, p.len)))
+			return ret;
 		cursor_skip(c, p.len);
 		buf += p.len;
 		len -= p.len;

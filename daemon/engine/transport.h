@@ -363,7 +363,8 @@ extern pthread_mutex_t ibvd_eng_atomic_lock;
  */
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len);
 int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len);
-/* The same for n pieces that land one after the other from addr on. */
+/* The same for n pieces that land one after the other from addr on
+ * (0, -EFAULT or -ESRCH too). */
 int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
 			unsigned int n);
 
@@ -390,7 +391,8 @@ void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
 /*
  * memory.c: the bytes [off, off + len) of a message out of, or into, a
  * scatter/gather list and a private buffer (a packet being built or one
- * that arrived).  0, or -EFAULT if the list's memory failed.
+ * that arrived).  0, -EFAULT if the list's memory failed, or -ESRCH if
+ * its process is gone.
  */
 int ibvd_eng_copy_out(const struct eng_sgl *src, uint64_t off, void *buf,
 		      uint64_t len);

@@ -61,3 +61,34 @@ if command -v nft >/dev/null 2>&1; then
 else
 	log "nftables is not installed: no lossy stream"
 fi
+
+# The receiving process killed mid-stream: its daemon tears its QPs down,
+# and what the sender has in flight meets a host that does not answer:
+# each QP's completions are successes, then errors, the first of them a
+# retry exceeded (or a flush, when nothing was in flight), never an
+# error a responder sends (direct-stream.c, check_send_wc).
+check "the receiving end killed mid-stream, 3 rounds"
+for round in 1 2 3; do
+	dir=$T/stream-kill-$round
+	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
+	stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" >"$O/kill-$round.recv" 2>&1 &
+	BG_PIDS+=("$!")
+	MIX=DIRECT_STREAM_PEER_DIES=1 stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" \
+		>"$O/kill-$round.send" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	for _ in $(seq $((100 * TMUL))); do
+		[ -f "$dir/send-addrs" ] && [ -f "$dir/recv-addrs" ] && break
+		sleep 0.05
+	done
+	sleep "0.$((round * 3))"
+	kill -9 "$(cat "$dir/recv-pid")" 2>/dev/null ||
+		{ show receiver "$O/kill-$round.recv"; fail "the receiving end ended before it was killed, in round $round"; }
+	wait_exit "$spid" "$TMO" || fail "the sending end did not finish after its peer died"
+	[ "$EXIT_STATUS" -eq 0 ] || { show sender "$O/kill-$round.send"; fail "the sending end failed in round $round"; }
+	expect_grep '^stream: every flow failed after the peer died' "$O/kill-$round.send" "errors at the sender"
+	daemon_alive "after a receiving end was killed"
+	pid_running "$PID_B" || fail "the daemon in $NSB died"
+done
+ok "$(sed -n 's/^stream: every flow failed after the peer died //p' "$O/kill-3.send")"

@@ -162,10 +162,8 @@ int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
 		n = npkts - k < ROCE_TXQ_PKTS ? npkts - k : ROCE_TXQ_PKTS;
 		at = (uint64_t)k * mtu;
 		bytes = len - at < (uint64_t)n * mtu ? len - at : (uint64_t)n * mtu;
-		if (bytes && ibvd_eng_copy_out(sgl, at, stage, bytes) < 0) {
-			ret = -EFAULT;
+		if (bytes && (ret = ibvd_eng_copy_out(sgl, at, stage, bytes)) < 0)
 			break;
-		}
 		for (i = 0; i < n; i++) {
 			uint64_t off = (uint64_t)i * mtu;
 			struct roce_pkt p;

@@ -82,10 +82,14 @@ static void wrun_flush_locked(struct roce_dev *rd)
 	struct roce_wrun *r = &rd->wrun;
 	struct ibvd_qp *qp = r->qp;
 
+	int ret;
+
 	if (!qp)
 		return;
 	r->qp = NULL;
-	if (ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n) == 0)
+	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
+	/* landed; or its process is gone, and a dead host answers nothing */
+	if (ret == 0 || ret == -ESRCH)
 		return;
 	/* its memory went: the first packet of the run could not land */
 	send_aeth_on(rd, qp, qp->wire, &r->reply, r->psn, ROCE_AETH_NAK_ACCESS);
@@ -169,7 +173,7 @@ enum outcome {
 	OUT_INV,			/* invalid request: NAK 0x61 */
 	OUT_ACCESS,			/* remote access: NAK 0x62 */
 	OUT_OP,				/* remote operation: NAK 0x63 */
-	OUT_DROP,			/* say nothing (UC, or a broken RQ) */
+	OUT_DROP,			/* say nothing (UC, a broken RQ, a dead process) */
 };
 
 /*
@@ -280,10 +284,17 @@ static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 	}
 	if (first)
 		w->rx.done = 0;
+	if (rwqe.status == IBV_WC_SUCCESS &&
+	    w->rx.done + p->payload_len <= rwqe.sgl.total)
+		ret = ibvd_eng_copy_in(&rwqe.sgl, w->rx.done, p->payload,
+				       p->payload_len);
+	/* the receiver's process is gone: nobody answers (rx_request) */
+	if (ret == -ESRCH) {
+		out = OUT_DROP;
+		goto out;
+	}
 	if (rwqe.status != IBV_WC_SUCCESS ||
-	    w->rx.done + p->payload_len > rwqe.sgl.total ||
-	    ibvd_eng_copy_in(&rwqe.sgl, w->rx.done, p->payload,
-			     p->payload_len) < 0) {
+	    w->rx.done + p->payload_len > rwqe.sgl.total || ret < 0) {
 		enum ibv_wc_status st = rwqe.status != IBV_WC_SUCCESS ?
 					rwqe.status : IBV_WC_LOC_LEN_ERR;
 
@@ -359,9 +370,13 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 	imm_last = last && (p->hdrs & ROCE_HDR_IMM);
 	if (imm_last && roce_rx_self == rd)
 		wrun_flush_locked(rd);
-	if (p->payload_len && (imm_last || !wrun_take(rd, qp, w, ip, p, &dst)) &&
-	    ibvd_eng_copy_in(&dst, 0, p->payload, p->payload_len) < 0)
-		return OUT_ACCESS;
+	if (p->payload_len && (imm_last || !wrun_take(rd, qp, w, ip, p, &dst))) {
+		int ret = ibvd_eng_copy_in(&dst, 0, p->payload, p->payload_len);
+
+		/* the target's process gone: nobody answers */
+		if (ret < 0)
+			return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
+	}
 	w->rx.w_va += p->payload_len;
 	w->rx.w_left -= p->payload_len;
 	w->rx.done += p->payload_len;
@@ -443,14 +458,17 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct read_pkts d = { .qp = qp, .w = w, .r = r };
 	struct eng_sgl src = { 0 };
 	struct roce_path path;
+	int ret;
 
 	if (ibvd_eng_rkey_resolve(qp, r->rkey, r->va, r->len,
 				  IBV_ACCESS_REMOTE_READ, &src) < 0)
 		return OUT_ACCESS;
 	reply_path(w, ip, &path);
-	if (roce_send_message(rd, &path, &src, r->len, mtu, from, r->npsn,
-			      read_headers, &d) < 0)
-		return OUT_ACCESS;
+	ret = roce_send_message(rd, &path, &src, r->len, mtu, from, r->npsn,
+				read_headers, &d);
+	/* the target's process gone: nobody answers */
+	if (ret < 0)
+		return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
 	return OUT_OK;
 }
 
@@ -508,6 +526,7 @@ static enum outcome rx_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct eng_sgl dst = { 0 };
 	struct roce_resource *r;
 	uint64_t old, val;
+	int ret;
 
 	if (p->atomic.va & 7)
 		return OUT_INV;
@@ -515,18 +534,19 @@ static enum outcome rx_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 				  IBV_ACCESS_REMOTE_ATOMIC, &dst) < 0)
 		return OUT_ACCESS;
 	pthread_mutex_lock(&ibvd_eng_atomic_lock);
-	if (ibvd_eng_mem_read(dst.seg[0].fd, dst.seg[0].addr, &old, 8) < 0) {
+	ret = ibvd_eng_mem_read(dst.seg[0].fd, dst.seg[0].addr, &old, 8);
+	if (ret < 0) {
 		pthread_mutex_unlock(&ibvd_eng_atomic_lock);
-		return OUT_ACCESS;
+		return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
 	}
 	if (p->opcode == ROCE_RC_COMPARE_SWAP)
 		val = old == p->atomic.compare ? p->atomic.swap_add : old;
 	else
 		val = old + p->atomic.swap_add;
 	if (val != old &&
-	    ibvd_eng_mem_write(dst.seg[0].fd, dst.seg[0].addr, &val, 8) < 0) {
+	    (ret = ibvd_eng_mem_write(dst.seg[0].fd, dst.seg[0].addr, &val, 8)) < 0) {
 		pthread_mutex_unlock(&ibvd_eng_atomic_lock);
-		return OUT_ACCESS;
+		return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
 	}
 	pthread_mutex_unlock(&ibvd_eng_atomic_lock);
 	r = resource_new(w);
