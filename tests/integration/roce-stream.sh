@@ -13,7 +13,9 @@
 # and on UC pairs (which lose what finds no receive: gaps allowed, order
 # and bytes checked).  Then RC and UC again with 2 % of the RoCE packets
 # into A dropped by nftables, whose retransmissions the counters must
-# show.  DIRECT_STREAM_SECS sets how long each stream runs (default 4 s),
+# show.  Last, the receiving process killed mid-stream, three times: the
+# sender's QPs end in retry exceeded, as against a host that died.
+# DIRECT_STREAM_SECS sets how long each stream runs (default 4 s),
 # DIRECT_STREAM_SEED its seed (netns.sh, stream_across).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
