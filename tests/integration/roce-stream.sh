@@ -14,7 +14,8 @@
 # and bytes checked).  Then RC and UC again with 2 % of the RoCE packets
 # into A dropped by nftables, whose retransmissions the counters must
 # show.  Last, the receiving process killed mid-stream, three times: the
-# sender's QPs end in retry exceeded, as against a host that died.
+# sender's QPs end in retry exceeded, as against a host that died;
+# then the sending process, and what came must be whole and in order.
 # DIRECT_STREAM_SECS sets how long each stream runs (default 4 s),
 # DIRECT_STREAM_SEED its seed (netns.sh, stream_across).
 . "$(dirname "$0")/lib.sh"
@@ -94,3 +95,34 @@ for round in 1 2 3; do
 	pid_running "$PID_B" || fail "the daemon in $NSB died"
 done
 ok "$(sed -n 's/^stream: every flow failed after the peer died //p' "$O/kill-3.send")"
+
+# The sending process killed instead: what reached the receiver must be
+# whole and in order (a message cut short by its sender's death must not
+# complete), and receives may only be flushed after it.
+check "the sending end killed mid-stream, 2 rounds"
+for round in 1 2; do
+	dir=$T/stream-killsend-$round
+	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
+	MIX=DIRECT_STREAM_PEER_DIES=1 stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" \
+		>"$O/killsend-$round.recv" 2>&1 &
+	rpid=$!
+	BG_PIDS+=("$rpid")
+	stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" >"$O/killsend-$round.send" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	for _ in $(seq $((100 * TMUL))); do
+		[ -f "$dir/send-addrs" ] && [ -f "$dir/recv-addrs" ] && break
+		sleep 0.05
+	done
+	sleep "0.$((round * 4))"
+	kill -9 "$(cat "$dir/send-pid")" 2>/dev/null ||
+		{ show sender "$O/killsend-$round.send"; fail "the sending end ended before it was killed, in round $round"; }
+	wait_exit "$spid" "$TMO" || fail "the killed sending end did not go"
+	echo 1 >"$dir/send-dead"
+	wait_exit "$rpid" "$TMO" || fail "the receiving end did not finish after its peer died"
+	[ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/killsend-$round.recv"; fail "the receiving end failed in round $round"; }
+	expect_grep '^stream: [0-9]+ received before the sender died' "$O/killsend-$round.recv" "the receiving end's count"
+	daemon_alive "after a sending end was killed"
+done
+ok "$(sed -n 's/^stream: //p' "$O/killsend-2.recv" | tail -1)"
