@@ -28,7 +28,9 @@
 #     UC pairs (which drop what finds no receive); in one process, then
 #     between uids $USER1 and $USER2, then with the receiving process
 #     killed early (every completion once, successes then errors), and
-#     the sending one (what came is whole and in order).
+#     the sending one (what came is whole and in order); and under a
+#     bandwidth limit set and lifted meanwhile (SENDs moving between the
+#     rings and the engine).
 # The transport is on by default ("direct" in ibverbsd.conf(5)); this test
 # says which it wants.
 . "$(dirname "$0")/lib.sh"
@@ -240,6 +242,26 @@ ibvctl limit set uid "$USER1" bandwidth=max >"$O/set" 2>&1 ||
 n=$(pingpong direct) || exit 1
 [ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N SENDs after the limit was lifted"
 ok "$n engine turns for $N SENDs"
+
+# A limit set, lifted and set again while a stream runs: its SENDs move
+# from the rings to the engine and back, with WRITEs and READs between
+# them and three QPs' completions in two CQs; each QP's must stay in
+# order, every byte where it belongs.
+check "a bandwidth limit set, lifted and set again under a stream"
+run_ours "$USER1" "$HELPER" stream 6 "${DIRECT_STREAM_SEED:-$RANDOM}" 3 \
+	>"$O/stream-limit" 2>&1 &
+spid=$!
+BG_PIDS+=("$spid")
+for bw in 100m max 1g; do
+	sleep 1.5
+	ibvctl limit set uid "$USER1" bandwidth=$bw >"$O/set" 2>&1 ||
+		{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=$bw"; }
+done
+wait_exit "$spid" $((TMO * 3)) || fail "the stream under a limit did not finish"
+[ "$EXIT_STATUS" -eq 0 ] || { show stream "$O/stream-limit"; fail "the stream under a changing limit failed"; }
+ibvctl limit set uid "$USER1" bandwidth=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=max"; }
+ok "$(sed -n 's/^stream: //p' "$O/stream-limit" | tail -1)"
 
 check "SENDs that took the SQ while the ring was full go on the ring once it has room"
 w0=$(engine_count wqes)
