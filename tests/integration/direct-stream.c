@@ -798,26 +798,6 @@ static void report_failed(const struct stream *st)
 	printf(")\n");
 }
 
-static uint64_t received(const struct stream *st)
-{
-	uint64_t n = 0;
-	unsigned int f;
-
-	for (f = 0; f < st->nflows; f++)
-		n += st->flow[f].received;
-	return n;
-}
-
-static uint64_t dropped(const struct stream *st)
-{
-	uint64_t n = 0;
-	unsigned int f;
-
-	for (f = 0; f < st->nflows; f++)
-		n += st->flow[f].dropped;
-	return n;
-}
-
 /* DIRECT_STREAM_SIDE=send|recv with DIRECT_STREAM_DIR: one end only. */
 static void stream_side(struct stream *st)
 {
@@ -839,7 +819,7 @@ static void stream_side(struct stream *st)
 int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 {
 	static struct stream st;	/* large; one per process */
-	uint64_t sends = 0, writes = 0, reads = 0;
+	uint64_t sends = 0, writes = 0, reads = 0, received = 0, dropped = 0;
 	pthread_t t[3];
 	unsigned int f;
 
@@ -877,6 +857,8 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		sends += st.flow[f].sends;
 		writes += st.flow[f].writes;
 		reads += st.flow[f].reads;
+		received += st.flow[f].received;
+		dropped += st.flow[f].dropped;
 	}
 	/*
 	 * DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false); nor does
@@ -896,7 +878,7 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		       (unsigned long long)(st.events + st.sevents));
 	if (st.sender_dies)
 		printf("stream: %llu received before the sender died (seed %u)\n",
-		       (unsigned long long)received(&st), seed);
+		       (unsigned long long)received, seed);
 	else if (st.side == RECV_SIDE)
 		printf("stream: %llu received (seed %u)\n",
 		       (unsigned long long)sends, seed);
@@ -906,8 +888,7 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		       (unsigned long long)reads, seed);
 	if (st.uc)
 		printf("stream: UC, %llu received, %llu dropped\n",
-		       (unsigned long long)received(&st),
-		       (unsigned long long)dropped(&st));
+		       (unsigned long long)received, (unsigned long long)dropped);
 	flows_close(&st);
 	vt_close(&st.dev);
 	return 0;

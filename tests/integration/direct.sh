@@ -346,6 +346,17 @@ got=$(sed -nE 's/^stream: ([0-9]+) received.*/\1/p' "$O/stream-recv")
 	fail "sent ${sends:-?}, received ${got:-?}"
 ok "$(sed -n 's/^stream: //p' "$O/stream-send" | tail -1); all received"
 
+# stream_local SIDE DIR MIX: one end of a 3 s stream, the sending end as
+# uid $USER1, the receiving one as $USER2.
+stream_local() {
+	local uid=$USER1
+
+	[ "$1" = recv ] && uid=$USER2
+	# shellcheck disable=SC2086 # one word per variable
+	run_ours "$uid" env $3 DIRECT_STREAM_SIDE="$1" DIRECT_STREAM_DIR="$2" \
+		"$HELPER" stream 3 "$seed" 3
+}
+
 # The receiving process killed early, as the pairs form and fill: each
 # QP's completions at the sender are successes, then errors, in order,
 # each once (a SEND the engine had started before its QP was paired
@@ -364,29 +375,10 @@ for round in 1 2 3 4 5; do
 	daemon_stop
 	daemon_start -c "$(conf true)"
 	daemon_wait_ready
-	xdir=$T/stream-kill-$round
-	mkdir -p "$xdir" && chmod 777 "$xdir" || fail "mkdir $xdir"
 	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
-	run_ours "$USER2" env DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
-		"$HELPER" stream 3 "$seed" 3 >"$O/kill-recv" 2>&1 &
-	BG_PIDS+=("$!")
-	run_ours "$USER1" env DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
-		DIRECT_STREAM_PEER_DIES=1 "$HELPER" stream 3 "$seed" 3 >"$O/kill-send" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	# both ends wrote their addresses: neither waits for a dead one
-	for _ in $(seq $((100 * TMUL))); do
-		[ -f "$xdir/send-addrs" ] && [ -f "$xdir/recv-addrs" ] && break
-		sleep 0.05
-	done
-	sleep "0.$((round % 5))"
-	kill -9 "$(cat "$xdir/recv-pid")" 2>/dev/null ||
-		{ show receiver "$O/kill-recv"; show sender "$O/kill-send"; fail "the receiving end ended before it was killed, in round $round"; }
-	wait_exit "$spid" "$TMO" || fail "the sending end did not finish after its peer died"
-	[ "$EXIT_STATUS" -eq 0 ] || { show sender "$O/kill-send"; fail "the sending end failed"; }
-	expect_grep '^stream: every flow failed after the peer died' "$O/kill-send" "errors at the sender"
+	stream_kill_round recv "$T/stream-kill-$round" stream_local "0.$((round % 5))"
 done
-ok "5 rounds: $(sed -n 's/^stream: every flow failed after the peer died //p' "$O/kill-send")"
+ok "5 rounds: $(sed -n 's/^stream: every flow failed after the peer died //p' "$O/stream-kill.send")"
 
 # The sending process killed instead, beside the same spinners: what the
 # receiver got must be whole and in order (a message half written into
@@ -398,36 +390,13 @@ for round in 1 2 3; do
 	daemon_stop
 	daemon_start -c "$(conf true)"
 	daemon_wait_ready
-	xdir=$T/stream-killsend-$round
-	mkdir -p "$xdir" && chmod 777 "$xdir" || fail "mkdir $xdir"
 	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
-	mix=${killsend_mixes[round - 1]}
-	# shellcheck disable=SC2086 # one word per variable
-	run_ours "$USER2" env $mix DIRECT_STREAM_SIDE=recv DIRECT_STREAM_DIR="$xdir" \
-		DIRECT_STREAM_PEER_DIES=1 "$HELPER" stream 3 "$seed" 3 >"$O/killsend-recv" 2>&1 &
-	rpid=$!
-	BG_PIDS+=("$rpid")
-	# shellcheck disable=SC2086
-	run_ours "$USER1" env $mix DIRECT_STREAM_SIDE=send DIRECT_STREAM_DIR="$xdir" \
-		"$HELPER" stream 3 "$seed" 3 >"$O/killsend-send" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	for _ in $(seq $((100 * TMUL))); do
-		[ -f "$xdir/send-addrs" ] && [ -f "$xdir/recv-addrs" ] && break
-		sleep 0.05
-	done
-	sleep "0.$((round * 3))"
-	kill -9 "$(cat "$xdir/send-pid")" 2>/dev/null ||
-		{ show receiver "$O/killsend-recv"; show sender "$O/killsend-send"; fail "the sending end ended before it was killed, in round $round"; }
-	wait_exit "$spid" "$TMO" || fail "the killed sending end did not go"
-	echo 1 >"$xdir/send-dead"
-	wait_exit "$rpid" "$TMO" || fail "the receiving end did not finish after its peer died"
-	[ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/killsend-recv"; fail "the receiving end failed in round $round ($mix)"; }
-	expect_grep '^stream: [0-9]+ received before the sender died' "$O/killsend-recv" "the receiving end's count"
+	stream_kill_round send "$T/stream-killsend-$round" stream_local \
+		"0.$((round * 3))" "${killsend_mixes[round - 1]}"
 	daemon_alive "after a sending end was killed"
 done
 kill "${spinners[@]}" 2>/dev/null
-ok "3 rounds: $(sed -n 's/^stream: //p' "$O/killsend-recv" | tail -1)"
+ok "3 rounds: $(sed -n 's/^stream: //p' "$O/stream-kill.recv" | tail -1)"
 daemon_stop
 
 check "\"direct\": false: the engine carries them, one turn each at least"

@@ -287,6 +287,45 @@ daemon_wait_ready() {
 	fail "daemon $pid did not answer on $sock within $((10 * TMUL)) s"
 }
 
+# stream_kill_round WHO DIR LAUNCH DELAY [MIX]: a stream of direct-helper
+# (direct-stream.c) in two processes whose WHO end (recv or send) is
+# killed DELAY seconds after both ends wrote their addresses to DIR; the
+# other end expects it (DIRECT_STREAM_PEER_DIES=1) and must end well: a
+# sender with every flow failed, a receiver with what came before.
+# LAUNCH SIDE DIR MIX runs one end (the variables in MIX set for it);
+# the outputs are $O/stream-kill.recv and .send.
+stream_kill_round() {
+	local who=$1 dir=$2 launch=$3 delay=$4 mix=${5:-} other=send pid_who pid_other
+
+	[ "$who" = send ] && other=recv
+	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+	"$launch" "$other" "$dir" "$mix DIRECT_STREAM_PEER_DIES=1" >"$O/stream-kill.$other" 2>&1 &
+	pid_other=$!
+	"$launch" "$who" "$dir" "$mix" >"$O/stream-kill.$who" 2>&1 &
+	pid_who=$!
+	BG_PIDS+=("$pid_other" "$pid_who")
+	# both ends wrote their addresses: neither waits for a dead one
+	for _ in $(seq $((100 * TMUL))); do
+		[ -f "$dir/send-addrs" ] && [ -f "$dir/recv-addrs" ] && break
+		sleep 0.05
+	done
+	sleep "$delay"
+	kill -9 "$(cat "$dir/$who-pid")" 2>/dev/null ||
+		{ show "$who end" "$O/stream-kill.$who"; show "$other end" "$O/stream-kill.$other";
+		  fail "the $who end ended before it was killed ($mix)"; }
+	wait_exit "$pid_who" "$TMO" || fail "the killed $who end did not go"
+	echo 1 >"$dir/send-dead"
+	wait_exit "$pid_other" "$TMO" || fail "the $other end did not finish after its peer died"
+	[ "$EXIT_STATUS" -eq 0 ] ||
+		{ show "$other end" "$O/stream-kill.$other"; fail "the $other end failed ($mix)"; }
+	case $who in
+	recv)	expect_grep '^stream: every flow failed after the peer died' \
+			"$O/stream-kill.send" "errors at the sender" ;;
+	send)	expect_grep '^stream: [0-9]+ received before the sender died' \
+			"$O/stream-kill.recv" "the receiving end's count" ;;
+	esac
+}
+
 # wait_exit PID SECONDS: wait for a child to exit; sets EXIT_STATUS, or
 # returns 1 if it is still running after SECONDS.
 wait_exit() {

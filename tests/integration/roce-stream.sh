@@ -65,6 +65,15 @@ else
 	log "nftables is not installed: no lossy stream"
 fi
 
+# stream_wire SIDE DIR MIX: one end of the stream, the receiving one in A.
+stream_wire() {
+	if [ "$1" = recv ]; then
+		MIX=$3 stream_end "$NSA" "$USER1" "$SOCK_A" recv "$2" "$seed"
+	else
+		MIX=$3 stream_end "$NSB" "$USER2" "$SOCK_B" send "$2" "$seed"
+	fi
+}
+
 # The receiving process killed mid-stream: its daemon tears its QPs down,
 # and what the sender has in flight meets a host that does not answer:
 # each QP's completions are successes, then errors, the first of them a
@@ -72,57 +81,20 @@ fi
 # error a responder sends (direct-stream.c, check_send_wc).
 check "the receiving end killed mid-stream, 3 rounds"
 for round in 1 2 3; do
-	dir=$T/stream-kill-$round
-	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
 	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
-	stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" >"$O/kill-$round.recv" 2>&1 &
-	BG_PIDS+=("$!")
-	MIX=DIRECT_STREAM_PEER_DIES=1 stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" \
-		>"$O/kill-$round.send" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	for _ in $(seq $((100 * TMUL))); do
-		[ -f "$dir/send-addrs" ] && [ -f "$dir/recv-addrs" ] && break
-		sleep 0.05
-	done
-	sleep "0.$((round * 3))"
-	kill -9 "$(cat "$dir/recv-pid")" 2>/dev/null ||
-		{ show receiver "$O/kill-$round.recv"; fail "the receiving end ended before it was killed, in round $round"; }
-	wait_exit "$spid" "$TMO" || fail "the sending end did not finish after its peer died"
-	[ "$EXIT_STATUS" -eq 0 ] || { show sender "$O/kill-$round.send"; fail "the sending end failed in round $round"; }
-	expect_grep '^stream: every flow failed after the peer died' "$O/kill-$round.send" "errors at the sender"
+	stream_kill_round recv "$T/stream-kill-$round" stream_wire "0.$((round * 3))"
 	daemon_alive "after a receiving end was killed"
 	pid_running "$PID_B" || fail "the daemon in $NSB died"
 done
-ok "$(sed -n 's/^stream: every flow failed after the peer died //p' "$O/kill-3.send")"
+ok "$(sed -n 's/^stream: every flow failed after the peer died //p' "$O/stream-kill.send")"
 
 # The sending process killed instead: what reached the receiver must be
 # whole and in order (a message cut short by its sender's death must not
 # complete), and receives may only be flushed after it.
 check "the sending end killed mid-stream, 2 rounds"
 for round in 1 2; do
-	dir=$T/stream-killsend-$round
-	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
 	seed=$((${DIRECT_STREAM_SEED:-$RANDOM} + round))
-	MIX=DIRECT_STREAM_PEER_DIES=1 stream_end "$NSA" "$USER1" "$SOCK_A" recv "$dir" "$seed" \
-		>"$O/killsend-$round.recv" 2>&1 &
-	rpid=$!
-	BG_PIDS+=("$rpid")
-	stream_end "$NSB" "$USER2" "$SOCK_B" send "$dir" "$seed" >"$O/killsend-$round.send" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	for _ in $(seq $((100 * TMUL))); do
-		[ -f "$dir/send-addrs" ] && [ -f "$dir/recv-addrs" ] && break
-		sleep 0.05
-	done
-	sleep "0.$((round * 4))"
-	kill -9 "$(cat "$dir/send-pid")" 2>/dev/null ||
-		{ show sender "$O/killsend-$round.send"; fail "the sending end ended before it was killed, in round $round"; }
-	wait_exit "$spid" "$TMO" || fail "the killed sending end did not go"
-	echo 1 >"$dir/send-dead"
-	wait_exit "$rpid" "$TMO" || fail "the receiving end did not finish after its peer died"
-	[ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/killsend-$round.recv"; fail "the receiving end failed in round $round"; }
-	expect_grep '^stream: [0-9]+ received before the sender died' "$O/killsend-$round.recv" "the receiving end's count"
+	stream_kill_round send "$T/stream-killsend-$round" stream_wire "0.$((round * 4))"
 	daemon_alive "after a sending end was killed"
 done
-ok "$(sed -n 's/^stream: //p' "$O/killsend-2.recv" | tail -1)"
+ok "$(sed -n 's/^stream: //p' "$O/stream-kill.recv" | tail -1)"
