@@ -47,8 +47,9 @@
  * receiver's library reports it to the daemon, which moves both QPs to
  * the error state as for any fatal transport error.
  *
- * Producers.  Only the sender's library writes a ring, and only a SEND or
- * SEND_WITH_IMM posted while its SQ holds nothing the engine has not
+ * Producers.  Only the sender's library writes a ring, and only a SEND,
+ * SEND_WITH_IMM or SEND_WITH_INV posted while its SQ holds nothing the
+ * engine has not
  * finished (the SQ's engine `direct_retired`, which the engine publishes
  * once a WQE's completion is written, equals the tail) and that fits the
  * ring's free space; a SEND that does not fit waits for room while the
@@ -59,8 +60,7 @@
  * produced: a WRITE never lands before an earlier SEND); its completion
  * waits its turn with the SENDs'.  Everything else goes to the SQ as
  * today: SENDs behind one-sided operations the engine runs or larger
- * than the free space, SEND_WITH_INV (the invalidation is the daemon's),
- * RDMA WRITE with immediate, WRITEs and READs to memory not granted,
+ * than the free space, RDMA WRITE with immediate, WRITEs and READs to memory not granted,
  * atomics.  The QP's lock keeps other posters out, and the engine never
  * writes a ring, so a ring has one producer.
  *
@@ -90,6 +90,9 @@
  * `consumed` and the head, in that order.  The engine trusts neither word
  * (a receiver can only confuse its own receives) and never waits on the
  * claim: a claim it cannot take now it tries again on its next turn.
+ * A SEND_INV the library leaves to the engine (it asks, as for a message
+ * longer than its WQE): the invalidation is the daemon's, which owns the
+ * keys; the messages behind it wait for it.
  *
  * Ordering against one-sided operations.  RC places requests in order:
  * a SEND after a WRITE must not be seen before the WRITE's data, and a

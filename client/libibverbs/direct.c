@@ -345,9 +345,22 @@ struct ring_msg {
 	uint64_t len;
 };
 
+/*
+ * What goes on a ring.  A SEND with invalidate too: the receiver's
+ * library hands it to the engine, which owns the keys, and the messages
+ * behind it wait their turn.
+ */
 static bool ring_opcode(uint32_t opcode)
 {
-	return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
+	return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
+	       opcode == IBV_WR_SEND_WITH_INV;
+}
+
+static uint16_t ring_kind(uint32_t opcode)
+{
+	return opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
+	       opcode == IBV_WR_SEND_WITH_IMM ? IBVD_TRANSIT_SEND_IMM :
+					      IBVD_TRANSIT_SEND_INV;
 }
 
 /* Add one SGE; false if it is not this process's registered memory. */
@@ -528,8 +541,7 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	struct ibvd_transit_frag f;
 
 	memset(&f, 0, sizeof(f));
-	f.kind = m->opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
-		 IBVD_TRANSIT_SEND_IMM;
+	f.kind = ring_kind(m->opcode);
 	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
 	if (m->send_flags & IBV_SEND_SOLICITED)
 		f.flags |= IBVD_TRANSIT_SOLICITED;

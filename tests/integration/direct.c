@@ -297,6 +297,78 @@ START_TEST(uc_no_receive_drops)
 }
 END_TEST
 
+/*
+ * A SEND with invalidate goes on the ring too; the receiver's library
+ * hands it to the engine, which owns the keys: it lands between the
+ * SENDs around it, reports the key, and the key is dead after it.
+ */
+START_TEST(send_inv_in_order)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_mr *t = vt_reg(D.pd, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	uint32_t rkey;
+	struct fx f;
+	int i;
+
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL);
+	rkey = ibv_inc_rkey(mw->rkey);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 70;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = t;
+	wr.bind_mw.bind_info.addr = (uintptr_t)t->addr;
+	wr.bind_mw.bind_info.length = 4096;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), 0);
+	vt_expect_ok(f.p.scq[1], &wc, 70, IBV_WC_BIND_MW, "BIND_MW");
+	for (i = 0; i < 3; i++) {
+		vt_recv(f.p.qp[1], 20 + (uint64_t)i, BUF(f.b) + 1024 * i, 1024,
+			f.b->lkey);
+		vt_fill(BUF(f.a) + 1024 * i, 100, 0, 60 + (uint32_t)i);
+	}
+	vt_send(f.p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 100,
+		f.a->lkey, 0, 0);
+	sge = (struct ibv_sge){ (uintptr_t)(BUF(f.a) + 1024), 100, f.a->lkey };
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 11;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.invalidate_rkey = rkey;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[0], &wr, &bad), 0);
+	vt_send(f.p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a) + 2048,
+		100, f.a->lkey, 0, 0);
+	for (i = 0; i < 3; i++) {
+		vt_expect_ok(f.p.rcq[1], &wc, 20 + (uint64_t)i, IBV_WC_RECV,
+			     "in posted order");
+		ck_assert_uint_eq(wc.byte_len, 100);
+		ck_assert_uint_eq(!!(wc.wc_flags & IBV_WC_WITH_INV), i == 1);
+		if (i == 1)
+			ck_assert_uint_eq(wc.invalidated_rkey, rkey);
+		vt_expect_pat(BUF(f.b) + 1024 * i, 100, 0, 60 + (uint32_t)i,
+			      "in order");
+	}
+	for (i = 0; i < 3; i++)
+		vt_expect_ok(f.p.scq[0], &wc, 10 + (uint64_t)i, IBV_WC_SEND, "send");
+	/* the window is gone */
+	vt_send(f.p.qp[0], 13, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a), 8,
+		f.a->lkey, (uintptr_t)t->addr, rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 13, IBV_WC_REM_ACCESS_ERR,
+		     "a WRITE through the invalidated window");
+	fx_free(&f);
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+}
+END_TEST
+
 /* A sender whose receiver never polls still completes (the engine places). */
 START_TEST(receiver_never_polls)
 {
@@ -1253,6 +1325,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, order_with_writes);
 	tcase_add_test(tc, late_receives);
 	tcase_add_test(tc, uc_no_receive_drops);
+	tcase_add_test(tc, send_inv_in_order);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);

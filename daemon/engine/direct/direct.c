@@ -136,11 +136,14 @@ static bool frag_request(const struct ibvd_transit_frag *f,
 
 	/* libraries send whole messages only (transit.h, "Producers") */
 	if ((f->flags & whole) != whole ||
-	    (f->kind != IBVD_TRANSIT_SEND && f->kind != IBVD_TRANSIT_SEND_IMM))
+	    (f->kind != IBVD_TRANSIT_SEND && f->kind != IBVD_TRANSIT_SEND_IMM &&
+	     f->kind != IBVD_TRANSIT_SEND_INV))
 		return false;
 	memset(req, 0, sizeof(*req));
 	req->w.opcode = f->kind == IBVD_TRANSIT_SEND ? IBV_WR_SEND :
-			IBV_WR_SEND_WITH_IMM;
+			f->kind == IBVD_TRANSIT_SEND_IMM ? IBV_WR_SEND_WITH_IMM :
+							   IBV_WR_SEND_WITH_INV;
+	/* SEND_INV: the key to invalidate, where the engine's WQE has it */
 	req->w.imm_data = f->imm;
 	if (f->flags & IBVD_TRANSIT_SOLICITED)
 		req->w.send_flags = IBV_SEND_SOLICITED;
