@@ -38,6 +38,10 @@
  * what the receiver got until then must be whole and in order, and
  * receives may only be flushed after it.
  *
+ * DIRECT_STREAM_TIMEOUT=N: the senders' local ACK timeout exponent (vt's
+ * default otherwise: 12, 16.8 ms), for a slow link whose round trip under
+ * a full window is longer than that (roce-relay.sh).
+ *
  * DIRECT_STREAM_UC=1: UC pairs.  UC drops a message that finds no
  * receive posted, so the receiver expects gaps: every SEND carries its
  * number as immediate data, each flow's numbers must rise, and what
@@ -446,6 +450,14 @@ static bool env_on(const char *name)
 	return v && strcmp(v, "1") == 0;
 }
 
+/* A number in the environment; 0 if unset. */
+static int env_int(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? atoi(v) : 0;
+}
+
 /*
  * A thread that only spins: with it the sender, the receiver and the
  * engine are more runnable threads than a small machine has CPUs, so the
@@ -682,7 +694,7 @@ static void flows_open(struct stream *st)
 	struct vt_qp_opts o[2] = {
 		/* retries as librdmacm's, for a lossy wire (roce-stream.sh) */
 		{ .type = type, .max_send_wr = ST_WINDOW, .max_inline = 64,
-		  .retry_cnt = 7 },
+		  .retry_cnt = 7, .timeout = env_int("DIRECT_STREAM_TIMEOUT") },
 		{ .type = type, .max_recv_wr = ST_RECVS, .retry_cnt = 7 },
 	};
 	struct vt_addr a[2][ST_MAX_FLOWS];
