@@ -4404,8 +4404,6 @@ END_TEST
 START_TEST(mw_send_inv)
 {
 	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
-	struct ibv_send_wr wr, *bad = NULL;
-	struct ibv_sge sge;
 	struct ibv_wc wc;
 	struct ibv_mr *t;
 	uint32_t rkey;
@@ -4416,17 +4414,8 @@ START_TEST(mw_send_inv)
 	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
 	vt_recv(f.p.qp[1], 30, f.b->addr, 4096, f.b->lkey);
 	vt_fill(f.a->addr, 64, 0, 53);
-	sge.addr = ADDR(f.a, 0);
-	sge.length = 64;
-	sge.lkey = f.a->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 31;
-	wr.opcode = IBV_WR_SEND_WITH_INV;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.invalidate_rkey = rkey;
-	ck_assert_int_eq(ibv_post_send(f.p.qp[0], &wr, &bad), 0);
+	vt_send(f.p.qp[0], 31, IBV_WR_SEND_WITH_INV, IBV_SEND_SIGNALED,
+		f.a->addr, 64, f.a->lkey, 0, rkey);
 	vt_expect_ok(f.p.scq[0], &wc, 31, IBV_WC_SEND, "SEND_WITH_INV");
 	vt_expect_ok(f.p.rcq[1], &wc, 30, IBV_WC_RECV, "its receive");
 	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_INV, IBV_WC_WITH_INV);
@@ -4451,8 +4440,6 @@ START_TEST(mw_send_inv_long)
 {
 	const uint32_t len = 256 * 1024 + 100;
 	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
-	struct ibv_send_wr wr, *bad = NULL;
-	struct ibv_sge sge;
 	struct ibv_wc wc;
 	struct ibv_mr *t;
 	uint32_t rkey;
@@ -4463,17 +4450,8 @@ START_TEST(mw_send_inv_long)
 	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t, MW_RW);
 	vt_recv(f.p.qp[1], 40, f.b->addr, len, f.b->lkey);
 	vt_fill(f.a->addr, len, 0, 54);
-	sge.addr = ADDR(f.a, 0);
-	sge.length = len;
-	sge.lkey = f.a->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 41;
-	wr.opcode = IBV_WR_SEND_WITH_INV;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.invalidate_rkey = rkey;
-	ck_assert_int_eq(ibv_post_send(f.p.qp[0], &wr, &bad), 0);
+	vt_send(f.p.qp[0], 41, IBV_WR_SEND_WITH_INV, IBV_SEND_SIGNALED,
+		f.a->addr, len, f.a->lkey, 0, rkey);
 	vt_expect_ok(f.p.scq[0], &wc, 41, IBV_WC_SEND, "long SEND_WITH_INV");
 	vt_expect_ok(f.p.rcq[1], &wc, 40, IBV_WC_RECV, "its receive");
 	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_INV, IBV_WC_WITH_INV);

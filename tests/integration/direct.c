@@ -307,7 +307,6 @@ START_TEST(send_inv_in_order)
 	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
 	struct ibv_mr *t = vt_reg(D.pd, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
 	struct ibv_send_wr wr, *bad = NULL;
-	struct ibv_sge sge;
 	struct ibv_wc wc;
 	uint32_t rkey;
 	struct fx f;
@@ -335,15 +334,8 @@ START_TEST(send_inv_in_order)
 	}
 	vt_send(f.p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 100,
 		f.a->lkey, 0, 0);
-	sge = (struct ibv_sge){ (uintptr_t)(BUF(f.a) + 1024), 100, f.a->lkey };
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 11;
-	wr.opcode = IBV_WR_SEND_WITH_INV;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.invalidate_rkey = rkey;
-	ck_assert_int_eq(ibv_post_send(f.p.qp[0], &wr, &bad), 0);
+	vt_send(f.p.qp[0], 11, IBV_WR_SEND_WITH_INV, IBV_SEND_SIGNALED,
+		BUF(f.a) + 1024, 100, f.a->lkey, 0, rkey);
 	vt_send(f.p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a) + 2048,
 		100, f.a->lkey, 0, 0);
 	for (i = 0; i < 3; i++) {

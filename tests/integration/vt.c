@@ -406,6 +406,8 @@ int vt_post(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op,
 	wr.wr.rdma.rkey = rkey;
 	if (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htobe32((uint32_t)wr_id ^ 0x5a5a0000u);
+	if (op == IBV_WR_SEND_WITH_INV)
+		wr.invalidate_rkey = rkey;
 	ret = ibv_post_send(qp, &wr, &bad);
 	if (ret)
 		vt_assert(bad == &wr, "ibv_post_send failed (%d) with bad_wr %p, not the WR %p",
@@ -810,6 +812,8 @@ int vt_post_sgl(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op,
 	wr.wr.rdma.rkey = rkey;
 	if (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htobe32((uint32_t)wr_id ^ 0x5a5a0000u);
+	if (op == IBV_WR_SEND_WITH_INV)
+		wr.invalidate_rkey = rkey;
 	ret = ibv_post_send(qp, &wr, &bad);
 	if (ret)
 		vt_assert(bad == &wr, "ibv_post_send failed (%d) with bad_wr %p, not the WR %p",

@@ -153,7 +153,10 @@ void vt_pair_free(struct vt_pair *p);
 
 /* ---- posting and polling ------------------------------------------------ */
 
-/* One-SGE send WR (len 0: no SGE). Returns ibv_post_send's value. */
+/*
+ * One-SGE send WR (len 0: no SGE). Returns ibv_post_send's value.  rkey
+ * is the key to invalidate for SEND_WITH_INV, the target's otherwise.
+ */
 int vt_post(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op,
 	    unsigned int flags, const void *addr, uint32_t len, uint32_t lkey,
 	    uint64_t raddr, uint32_t rkey);
