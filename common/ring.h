@@ -80,9 +80,9 @@ struct ibvd_wq_engine {
 	/* SRQ only: the limit armed by ibv_modify_srq, as the engine sees it */
 	uint32_t srq_limit;
 	/*
-	 * SQ of an RC or UC QP, the direct transport (transit.h): non-zero while
-	 * the QP shares transit rings with its peer, a number the library
-	 * passes to QP_DIRECT to map them; 0 once they are gone.
+	 * SQ of an RC or UC QP, the direct transport (transit.h): non-zero
+	 * while the QP shares transit rings with its peer, a number the
+	 * library passes to QP_DIRECT to map them; 0 once they are gone.
 	 */
 	uint32_t direct_gen;
 	/* non-zero: the library may send SENDs on the ring (RTS, RC with

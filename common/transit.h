@@ -23,8 +23,9 @@
  * message that finds no receive posted when the receiver's library or
  * the engine takes it is dropped (it still counts as taken, and its SEND
  * completes), as is everything in a ring whose receiver is gone or in
- * error; UC's SENDs never fail for the receiver's sake.  Each library learns it from its QP's engine header and
- * fetches the fd once (one call), lazily, at its next post or poll.
+ * error; UC's SENDs never fail for the receiver's sake.  Each library
+ * learns it from its QP's engine header and fetches the fd once (one
+ * call), lazily, at its next post or poll.
  *
  * Nothing in a transit ring is trusted by anyone.  Both clients can map
  * the whole memfd writable, so either can write any byte of it; the
@@ -49,20 +50,20 @@
  *
  * Producers.  Only the sender's library writes a ring, and only a SEND,
  * SEND_WITH_IMM or SEND_WITH_INV posted while its SQ holds nothing the
- * engine has not
- * finished (the SQ's engine `direct_retired`, which the engine publishes
- * once a WQE's completion is written, equals the tail) and that fits the
- * ring's free space; a SEND that does not fit waits for room while the
- * receiver (or the engine, asked after a while) takes messages.
+ * engine has not finished (the SQ's engine `direct_retired`, which the
+ * engine publishes once a WQE's completion is written, equals the tail)
+ * and that fits the ring's free space; a SEND that does not fit waits
+ * for room while the receiver (or the engine, asked after a while) takes
+ * messages.
  * An RDMA WRITE or READ into a peer's MR on shared file memory that the
  * daemon granted (lease.h) is the library's own memcpy under the same
  * conditions, and only when the ring is empty too (consumed ==
  * produced: a WRITE never lands before an earlier SEND); its completion
  * waits its turn with the SENDs'.  Everything else goes to the SQ as
  * today: SENDs behind one-sided operations the engine runs or larger
- * than the free space, RDMA WRITE with immediate, WRITEs and READs to memory not granted,
- * atomics.  The QP's lock keeps other posters out, and the engine never
- * writes a ring, so a ring has one producer.
+ * than the free space, RDMA WRITE with immediate, WRITEs and READs to
+ * memory not granted, atomics.  The QP's lock keeps other posters out,
+ * and the engine never writes a ring, so a ring has one producer.
  *
  * Back from the SQ.  A SEND that took the SQ (the ring was full, or it
  * queued behind one that did) would keep every later one there for as

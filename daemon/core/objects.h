@@ -319,10 +319,10 @@ struct ibvd_qp_xrc {
 };
 
 /*
- * Two local RC (or UC) QPs connected to each other share transit rings (the
- * direct transport, common/transit.h): made by verbs/direct.c, held by
- * both QPs, freed when the second one lets go.  Changed only under the
- * objects lock held for writing.
+ * Two local RC (or UC) QPs connected to each other share transit rings
+ * (the direct transport, common/transit.h): made by verbs/direct.c, held
+ * by both QPs, freed when the second one lets go.  Changed only under
+ * the objects lock held for writing.
  */
 struct ibvd_direct {
 	int fd;				/* the sealed memfd both libraries map,
