@@ -81,7 +81,6 @@ static void wrun_flush_locked(struct roce_dev *rd)
 {
 	struct roce_wrun *r = &rd->wrun;
 	struct ibvd_qp *qp = r->qp;
-
 	int ret;
 
 	if (!qp)
@@ -173,7 +172,7 @@ enum outcome {
 	OUT_INV,			/* invalid request: NAK 0x61 */
 	OUT_ACCESS,			/* remote access: NAK 0x62 */
 	OUT_OP,				/* remote operation: NAK 0x63 */
-	OUT_DROP,			/* say nothing (UC, a broken RQ, a dead process) */
+	OUT_DROP,			/* say nothing (UC, broken RQ, dead process) */
 };
 
 /*
