@@ -76,15 +76,18 @@ static bool is_local_op(enum ibv_wr_opcode op)
 	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
 }
 
+/* The opcodes whose local SGEs are data for the responder */
+static bool carries_data(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE ||
+	       op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
 /* Inline data applies to the opcodes that carry data to the responder. */
 static bool is_inline(const struct ibv_send_wr *wr)
 {
-	if (!(wr->send_flags & IBV_SEND_INLINE))
-		return false;
-	return wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
-	       wr->opcode == IBV_WR_SEND_WITH_INV ||
-	       wr->opcode == IBV_WR_RDMA_WRITE ||
-	       wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	return (wr->send_flags & IBV_SEND_INLINE) && carries_data(wr->opcode);
 }
 
 /* Total length of the SGEs, in 64 bits: no sum of uint32s overflows it. */
@@ -210,6 +213,33 @@ static void copy_sges(struct ibvd_sge *dst, const struct ibv_sge *sge,
 	}
 }
 
+/*
+ * A small payload in this process's registered memory is copied into the
+ * WQE now, as if posted inline: the engine would otherwise read it from
+ * our memory with a syscall of its own, which costs more than the copy
+ * (bench/RESULTS.md, "Small payloads copied at post").  The app may not
+ * touch a buffer before its completion, so when it is read changes
+ * nothing it can see.  A key, range or PD the library does not know
+ * stays an SGE, and the engine reports it as before.
+ */
+static bool copy_early(const struct ibvc_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
+	uint64_t total = sge_bytes(wr->sg_list, wr->num_sge);
+	int i;
+
+	if (!carries_data(wr->opcode) || !total ||
+	    total > qp->cap.max_inline_data)
+		return false;
+	for (i = 0; i < wr->num_sge; i++)
+		if (wr->sg_list[i].length &&
+		    !ibvc_mrtab_covers(ctx, qp->qp.pd, wr->sg_list[i].lkey,
+				       wr->sg_list[i].addr,
+				       wr->sg_list[i].length, false))
+			return false;
+	return true;
+}
+
 static void write_send_wqe(struct ibvc_qp *qp, void *slot,
 			   const struct ibv_send_wr *wr)
 {
@@ -220,6 +250,9 @@ static void write_send_wqe(struct ibvc_qp *qp, void *slot,
 	if (is_local_op(wr->opcode)) {
 		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
 	} else if (is_inline(wr)) {
+		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
+	} else if (copy_early(qp, wr)) {
+		wqe->send_flags |= IBV_SEND_INLINE;
 		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
 	} else {
 		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;

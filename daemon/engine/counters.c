@@ -77,6 +77,7 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_TIMERS] = "timers",
 	[IBVD_EC_CROWDED] = "crowded",
 	[IBVD_EC_RNR_WAIT_US] = "rnr_wait_us",
+	[IBVD_EC_MEM_CALLS] = "mem_calls",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -296,6 +297,8 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 	out[IBVD_EC_CROWDED] = __atomic_load_n(&eng->crowded, __ATOMIC_RELAXED);
 	out[IBVD_EC_RNR_WAIT_US] = __atomic_load_n(&eng->rnr_wait_us,
 						   __ATOMIC_RELAXED);
+	out[IBVD_EC_MEM_CALLS] = __atomic_load_n(&eng->mem_calls,
+						 __ATOMIC_RELAXED);
 	/* Changed only by this (the control) thread, under the write lock. */
 	*contexts = eng->nctx;
 }

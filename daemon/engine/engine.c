@@ -432,6 +432,7 @@ static void *engine_main(void *arg)
 	uint64_t idle_since = 0, budget = 0, woke_wqes = 0;
 
 	short_slices();
+	ibvd_eng_mem_calls = &eng->mem_calls;
 	while (!__atomic_load_n(&eng->stop, __ATOMIC_ACQUIRE)) {
 		if (engine_pass(eng)) {
 			idle_since = 0;

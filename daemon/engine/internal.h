@@ -579,6 +579,7 @@ struct ibvd_engine {
 	uint64_t rnr_wait_us;		/* RNR NAK waits scheduled, summed */
 	/* the same, counters.c; all of them read by the control thread */
 	uint64_t turns, bytes, wakeups, timers_fired;
+	uint64_t mem_calls;		/* system calls on clients' memory */
 };
 
 uint64_t ibvd_eng_now(void);
@@ -618,6 +619,13 @@ static inline void eng_count(uint64_t *c, uint64_t n)
 {
 	__atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
 }
+
+/*
+ * The running engine thread's mem_calls (NULL on other threads): the
+ * memory calls (memory.c) count themselves, deep under callers that have
+ * no engine at hand.
+ */
+extern __thread uint64_t *ibvd_eng_mem_calls;
 
 /* A send WQE of qp retired with status (thread and port counters). */
 void ibvd_eng_count_retired(struct ibvd_engine *eng, const struct ibvd_qp *qp,

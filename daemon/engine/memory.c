@@ -68,6 +68,14 @@
 
 #include "internal.h"
 
+__thread uint64_t *ibvd_eng_mem_calls;
+
+static void count_call(void)
+{
+	if (ibvd_eng_mem_calls)
+		eng_count(ibvd_eng_mem_calls, 1);
+}
+
 /* /proc/PID/mem offsets are addresses; the top half would be negative. */
 static bool addr_ok(uint64_t addr, size_t len)
 {
@@ -81,7 +89,10 @@ int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
 	if (!addr_ok(addr, len))
 		return -EFAULT;
 	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)addr);
+		ssize_t n;
+
+		count_call();
+		n = pread(fd, p, len, (off_t)addr);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -102,7 +113,10 @@ int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len)
 	if (!addr_ok(addr, len))
 		return -EFAULT;
 	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)addr);
+		ssize_t n;
+
+		count_call();
+		n = pwrite(fd, p, len, (off_t)addr);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -126,9 +140,10 @@ int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
 		total += iov[i].iov_len;
 	if (!addr_ok(addr, total) || n > IOV_MAX)
 		return -EFAULT;
-	do
+	do {
+		count_call();
 		done = pwritev(fd, iov, (int)n, (off_t)addr);
-	while (done < 0 && errno == EINTR);
+	} while (done < 0 && errno == EINTR);
 	if (done < 0)
 		return -EFAULT;
 	if (done == 0 && total)

@@ -10,7 +10,9 @@
 #     packets (plus 4 per RNR NAK, which pingpong should not see), and the
 #     idle port ibvd0/1 stays as it was;
 #   - perftest's ib_write_bw -n 100 on ibvd0/1: at least 100 rdma_sends,
-#     as many rdma_recvs, every packet sent is received;
+#     as many rdma_recvs, every packet sent is received; then -s 8, whose
+#     payloads the sender's library puts in the WQEs: one call on a
+#     client's memory per WRITE (mem_calls), not two;
 #   - the "status" case of datapath-helper on ibvd1/1: RNR NAKs with
 #     rnr_retry 0 and 7, RNR and transport retries exceeded, remote access
 #     errors (wrong rkeys): the error counters grow by what those cases do;
@@ -41,7 +43,7 @@ TMO=$((TMO * 3))
 NAMES="sent_pkts rcvd_pkts duplicate_request out_of_seq_request rcvd_rnr_err
 send_rnr_err rcvd_seq_err ack_deferred retry_exceeded_err retry_rnr_exceeded_err
 completer_retry_err send_err link_downed rdma_sends rdma_recvs"
-ENGINE_NAMES="contexts passes turns wqes bytes sleeps wakeups timers crowded rnr_wait_us"
+ENGINE_NAMES="contexts passes turns wqes bytes sleeps wakeups timers crowded rnr_wait_us mem_calls"
 
 # snap NAME: save `ibvctl -j statistic show` and the engine rows as NAME.
 snap() {
@@ -72,7 +74,7 @@ judge() {
 	    moved = {k: v - b[p][k] for k, v in a[p].items()
 	             if isinstance(v, int) and k not in ("ifindex", "port") and v != b[p][k]}
 	    print("  %s: %s" % (p, moved or "no change"))
-	print("  engines: %s" % {k: e(k) for k in ("turns", "wqes", "bytes", "passes", "rnr_wait_us")})
+	print("  engines: %s" % {k: e(k) for k in ("turns", "wqes", "bytes", "passes", "rnr_wait_us", "mem_calls")})
 	failed = []
 	for line in sys.argv[5].strip().splitlines():
 	    if not eval(line.strip()):
@@ -114,7 +116,7 @@ want="link ibvd0/2"
 for n in $NAMES; do want="$want $n 0"; done
 [ "$(cat "$O/text")" = "$want" ] || { show out "$O/text"; fail "text line is not '$want'"; }
 ibvctl statistic show engine >"$O/text" 2>&1 || fail "statistic show engine"
-expect_grep '^engine 0 contexts [0-9]+ passes [0-9]+ turns [0-9]+ wqes [0-9]+ bytes [0-9]+ sleeps [0-9]+ wakeups [0-9]+ timers [0-9]+ crowded [0-9]+ rnr_wait_us [0-9]+$' \
+expect_grep '^engine 0 contexts [0-9]+ passes [0-9]+ turns [0-9]+ wqes [0-9]+ bytes [0-9]+ sleeps [0-9]+ wakeups [0-9]+ timers [0-9]+ crowded [0-9]+ rnr_wait_us [0-9]+ mem_calls [0-9]+$' \
 	"$O/text" "engine text line"
 ok "$(head -n 1 "$O/text")"
 
@@ -192,10 +194,26 @@ if command -v ib_write_bw >/dev/null 2>&1; then
 		d("ibvd0/1", "send_err") == 0
 		d("ibvd0/2", "sent_pkts") == 0 and d("ibvd1/1", "sent_pkts") == 0
 		e("bytes") >= 100 * 4096
+		e("mem_calls") >= 2 * 100
 	' >"$O/judge" 2>&1 || { show deltas "$O/judge"; fail "counters after ib_write_bw"; }
 	show deltas "$O/judge"
 	ok "RDMA WRITEs counted"
-	last=write_bw
+
+	# 8 bytes fit in the WQE: the sender's library copies them in when it
+	# posts (client/libibverbs/post.c, copy_early), so the engine only
+	# writes the target's memory, one call per WRITE instead of two.
+	check "ib_write_bw -n 1000 -s 8: the engine only writes"
+	server_client write_small "$(command -v ib_write_bw) -d ibvd0 -i 1 -n 1000 -s 8" \
+		"$(command -v ib_write_bw) -d ibvd0 -i 1 -n 1000 -s 8"
+	snap write_small
+	judge write_bw write_small '
+		d("ibvd0/1", "rdma_sends") >= 1000
+		e("wqes") >= 1000
+		e("wqes") <= e("mem_calls") <= e("wqes") + 10
+	' >"$O/judge" 2>&1 || { show deltas "$O/judge"; fail "counters after ib_write_bw -s 8"; }
+	show deltas "$O/judge"
+	ok "1000 small WRITEs, one memory call each"
+	last=write_small
 else
 	log "perftest (ib_write_bw) is not installed: no RDMA WRITE workload"
 	last=bigpong
