@@ -46,18 +46,6 @@ uint64_t ibvd_eng_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Tell the core we are spinning (lets an SMT sibling or the host run). */
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 int ibvd_eng_scratch(struct ibvd_engine *eng, size_t len)
 {
 	uint8_t *buf;

@@ -627,6 +627,18 @@ static inline void eng_count(uint64_t *c, uint64_t n)
  */
 extern __thread uint64_t *ibvd_eng_mem_calls;
 
+/* Tell the core we are spinning (lets an SMT sibling or the host run). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 /* A send WQE of qp retired with status (thread and port counters). */
 void ibvd_eng_count_retired(struct ibvd_engine *eng, const struct ibvd_qp *qp,
 			    const struct eng_req *req, enum ibv_wc_status status);

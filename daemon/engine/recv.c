@@ -466,11 +466,11 @@ static bool ud_take(struct ibvd_qp *target, const struct eng_rq *rq,
 	       ENG_GRH_BYTES + len <= rwqe->sgl.total;
 }
 
-enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
-				       struct ibvd_qp *src,
-				       struct ibvd_qp *target,
-				       const struct eng_req *req,
-				       uint32_t qkey)
+enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
+					       struct ibvd_qp *src,
+					       struct ibvd_qp *target,
+					       const struct eng_req *req,
+					       uint32_t qkey)
 {
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 	struct eng_recv rwqe;
@@ -484,6 +484,40 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 	if (ud_take(target, &rq, &rwqe, req->length))
 		st = place(eng, src, target, &rq, &rwqe, req);
 	pthread_mutex_unlock(rq.lock);
+	return st;
+}
+
+/*
+ * The RQ of a UD QP with transit rings is also its library's (the claim,
+ * ring.h), which holds it for one message's copy at a time: a datagram
+ * waits that long for it, no longer (a library stopped mid-copy loses
+ * it, as a NIC's full receive path would).
+ */
+#define UD_CLAIM_WAIT_NS	50000u
+
+enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
+				       struct ibvd_qp *src,
+				       struct ibvd_qp *target,
+				       const struct eng_req *req,
+				       uint32_t qkey)
+{
+	uint64_t until = 0;
+	enum ibv_wc_status st;
+	int held;
+
+	while ((held = ibvd_eng_rq_claim(target)) == -EBUSY) {
+		uint64_t now = ibvd_eng_now();
+
+		if (!until)
+			until = now + UD_CLAIM_WAIT_NS;
+		else if (now > until)
+			return IBV_WC_SUCCESS;
+		cpu_relax();
+	}
+	if (held < 0)
+		return IBV_WC_SUCCESS;
+	st = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
+	ibvd_eng_rq_unclaim(target, held);
 	return st;
 }
 

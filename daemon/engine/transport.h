@@ -464,6 +464,12 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *target,
 				       const struct eng_req *req,
 				       uint32_t qkey);
+/* The same, with target's RQ claim held (or target without rings). */
+enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
+					       struct ibvd_qp *src,
+					       struct ibvd_qp *target,
+					       const struct eng_req *req,
+					       uint32_t qkey);
 
 /*
  * The events of one message, at the step of it that req describes:
