@@ -76,6 +76,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_OPEN_QP	= 0x0454,	/* OpenQp -> CreateQpReply (no fd) */
 	IBVD_MSG_QP_DIRECT	= 0x0455,	/* Handle -> QpDirectReply + 1 fd */
 	IBVD_MSG_QP_REMOTE_MR	= 0x0456,	/* QpRemoteMr -> QpRemoteMrReply + 1 fd */
+	IBVD_MSG_QP_DIRECT_UD	= 0x0457,	/* QpDirectUd -> Empty */
 	IBVD_MSG_CREATE_SRQ	= 0x0460,	/* CreateSrq -> CreateSrqReply + 1 fd */
 	IBVD_MSG_MODIFY_SRQ	= 0x0461,	/* ModifySrq -> Empty */
 	IBVD_MSG_QUERY_SRQ	= 0x0462,	/* Handle -> SrqAttr */

@@ -27,6 +27,25 @@
  * learns it from its QP's engine header and fetches the fd once (one
  * call), lazily, at its next post or poll.
  *
+ * UD.  A UD QP has no peer until it sends, and may send to many; it
+ * pairs with one: the first local UD QP it sends to that is free to pair
+ * (its library asks, QP_DIRECT_UD, at that first send, which the engine
+ * carries; it asks about a few peers at most).  Datagrams to that peer,
+ * through an address handle by its LID without a GRH (whose GRH the
+ * receiver's library would have to make), go on the ring, with the
+ * Q_Key and the SL in the fragment; all others, and datagrams from other
+ * senders, go through the engine, which takes the receiving RQ's claim
+ * for each (waiting a moment for a library that holds it, then dropping
+ * the datagram).  The receiver's library places a datagram after the
+ * receive's 40-byte GRH slot, and drops one for another Q_Key or longer
+ * than a port's MTU; one that finds no receive waits until its sender's
+ * library asks the engine to take it (at most about 20 us), which drops
+ * it: a NIC keeps a datagram about as long.  Sends complete when taken,
+ * dropped or not.  Garbage in a ring does not fail a UD QP, whose peer
+ * may have written it (either side can write both rings), and whose
+ * other peers would lose it too: the pair stops carrying datagrams, and
+ * what its ring held is lost.
+ *
  * Nothing in a transit ring is trusted by anyone.  Both clients can map
  * the whole memfd writable, so either can write any byte of it; the
  * design only has to make every lie hurt the liar's own traffic:
@@ -230,7 +249,12 @@ enum ibvd_transit_kind {
 #define IBVD_TRANSIT_FIRST	1u
 #define IBVD_TRANSIT_LAST	2u
 #define IBVD_TRANSIT_SOLICITED	4u
-#define IBVD_TRANSIT_FLAGS	7u
+/* UD: the largest datagram a ring carries (a soft port's MTU) */
+#define IBVD_TRANSIT_UD_MAX	4096u
+/* UD: the service level of the sender's address handle */
+#define IBVD_TRANSIT_SL_SHIFT	8u
+#define IBVD_TRANSIT_SL_MASK	0xF00u
+#define IBVD_TRANSIT_FLAGS	(7u | IBVD_TRANSIT_SL_MASK)
 
 /* A fragment's header; its payload follows in the same cells. */
 struct ibvd_transit_frag {
@@ -241,7 +265,7 @@ struct ibvd_transit_frag {
 	uint32_t imm;		/* network order; SEND_INV: host-order rkey */
 	uint64_t wr_id;		/* the sender's, for its own bookkeeping */
 	uint32_t msg_len;	/* FIRST: the whole message's bytes */
-	uint32_t pad;
+	uint32_t qkey;		/* UD: the Q_Key the sender gave; else 0 */
 };
 
 #define IBVD_TRANSIT_HDR	((uint32_t)sizeof(struct ibvd_transit_frag))

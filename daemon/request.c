@@ -90,6 +90,8 @@ static const struct ibvd_request_type request_types[] = {
 	  CTX, ibvd_req_qp_direct },
 	{ IBVD_MSG_QP_REMOTE_MR, "QP_REMOTE_MR", &ibvd__qp_remote_mr__descriptor,
 	  0, CTX, ibvd_req_qp_remote_mr },
+	{ IBVD_MSG_QP_DIRECT_UD, "QP_DIRECT_UD", &ibvd__qp_direct_ud__descriptor,
+	  0, CTX, ibvd_req_qp_direct_ud },
 	{ IBVD_MSG_OPEN_QP, "OPEN_QP", &ibvd__open_qp__descriptor, 0,
 	  CTX, ibvd_req_open_qp },
 	{ IBVD_MSG_CREATE_SRQ, "CREATE_SRQ", &ibvd__create_srq__descriptor, 0,

@@ -38,6 +38,10 @@
 #include "util.h"
 
 #define DIRECT_MAX_SGE	16u
+/* UD: a receive's GRH slot */
+#define DIRECT_GRH	40u
+/* A Q_Key with this bit set means the sending QP's own (verbs.h) */
+#define DIRECT_QKEY_OWN	0x80000000u
 /*
  * A receiver that does not poll would hold our SENDs for ever, where a
  * NIC's responder takes them at once: past this the engine places them.
@@ -290,15 +294,42 @@ static void detach_locked(struct ibvc_qp *qp)
 void ibvc_direct_detach(struct ibvc_qp *qp)
 {
 	pthread_mutex_lock(&qp->direct_lock);
+	qp->ud_asks = 0;
+	qp->ud_asked_qpn = 0;
 	detach_locked(qp);
 	pthread_mutex_unlock(&qp->direct_lock);
 }
 
 static bool may_be_direct(const struct ibvc_qp *qp)
 {
-	return (qp->qp.qp_type == IBV_QPT_RC || qp->qp.qp_type == IBV_QPT_UC) &&
+	return (qp->qp.qp_type == IBV_QPT_RC || qp->qp.qp_type == IBV_QPT_UC ||
+		qp->qp.qp_type == IBV_QPT_UD) &&
 	       !qp->qp.srq && qp->rq.slots &&
 	       qp->sq.engine;
+}
+
+/* Peers of one UD QP it asks rings for, at most: then it stops asking. */
+#define DIRECT_UD_ASKS	4u
+/* Datagrams to it go to a multicast group, never one QP */
+#define DIRECT_MCAST_QPN	0xFFFFFFu
+
+void ibvc_direct_ud_ask(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
+{
+	Ibvd__QpDirectUd req = IBVD__QP_DIRECT_UD__INIT;
+
+	if (qp->qp.qp_type != IBV_QPT_UD || !wr || direct_of(qp) ||
+	    !may_be_direct(qp) || qp->ud_asks >= DIRECT_UD_ASKS ||
+	    qp->ud_asked_qpn == wr->wr.ud.remote_qpn + 1 ||
+	    (wr->wr.ud.remote_qpn & 0xFFFFFFu) == DIRECT_MCAST_QPN ||
+	    !ibvc_sq_state_ok(qp))
+		return;
+	qp->ud_asks++;
+	qp->ud_asked_qpn = wr->wr.ud.remote_qpn + 1;
+	req.handle = qp->qp.handle;
+	req.remote_qpn = wr->wr.ud.remote_qpn;
+	/* refused (not local, not free to pair): the engine's way, as before */
+	ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QP_DIRECT_UD,
+		       &req.base, NULL, NULL, NULL, NULL);
 }
 
 void ibvc_direct_refresh(struct ibvc_qp *qp)
@@ -340,6 +371,8 @@ struct ring_msg {
 	uint32_t opcode;
 	uint32_t send_flags;
 	uint32_t imm;			/* network order */
+	uint32_t qkey;			/* UD */
+	uint8_t sl;			/* UD */
 	struct iovec iov[DIRECT_MAX_SGE];
 	int iovcnt;
 	uint64_t len;
@@ -377,6 +410,36 @@ static bool msg_add(const struct ibvc_qp *qp, struct ring_msg *m,
 	return true;
 }
 
+/*
+ * UD: may a datagram to qpn through av go on the ring?  Only to the peer,
+ * by its LID and without a GRH (its library builds none), as the engine
+ * would route it; the Q_Key resolved as the engine does (transit.h,
+ * "UD").  Other QP types: yes, with neither.
+ */
+static bool ud_dest(const struct ibvc_qp *qp, uint32_t qpn,
+		    const struct ibvd_av *av, uint32_t qkey, struct ring_msg *m)
+{
+	const struct ibvc_direct *d = qp->direct;
+
+	m->qkey = 0;
+	m->sl = 0;
+	if (qp->qp.qp_type != IBV_QPT_UD)
+		return true;
+	if ((qpn & 0xFFFFFFu) != d->peer_qpn || av->is_global || !av->dlid ||
+	    av->dlid != d->peer_slid)
+		return false;
+	m->qkey = (qkey & DIRECT_QKEY_OWN) ?
+		  __atomic_load_n(&qp->qkey, __ATOMIC_RELAXED) : qkey;
+	m->sl = av->sl;
+	return true;
+}
+
+/* The whole message gathered: no longer than a UD datagram may be. */
+static bool msg_size_ok(const struct ibvc_qp *qp, const struct ring_msg *m)
+{
+	return qp->qp.qp_type != IBV_QPT_UD || m->len <= IBVD_TRANSIT_UD_MAX;
+}
+
 /* wr as a ring message; false if it cannot be one. */
 static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 			struct ring_msg *m)
@@ -386,6 +449,11 @@ static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 	int i;
 
 	if (!ring_opcode(wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE)
+		return false;
+	if (qp->qp.qp_type == IBV_QPT_UD ?
+	    !ud_dest(qp, wr->wr.ud.remote_qpn, &to_ibvc_ah(wr->wr.ud.ah)->av,
+		     wr->wr.ud.remote_qkey, m) :
+	    !ud_dest(qp, 0, NULL, 0, m))
 		return false;
 	m->wr_id = wr->wr_id;
 	m->opcode = wr->opcode;
@@ -397,7 +465,7 @@ static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		if (!msg_add(qp, m, wr->sg_list[i].addr, wr->sg_list[i].length,
 			     wr->sg_list[i].lkey, inline_data))
 			return false;
-	return true;
+	return msg_size_ok(qp, m);
 }
 
 /* The WQE in an SQ slot as a ring message (it is ours: post.c wrote it). */
@@ -410,7 +478,8 @@ static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
 	uint32_t i;
 
 	memcpy(&h, slot, sizeof(h));
-	if (!ring_opcode(h.opcode))
+	if (!ring_opcode(h.opcode) ||
+	    !ud_dest(qp, h.remote_qpn, &h.av, h.remote_qkey, m))
 		return false;
 	m->wr_id = h.wr_id;
 	m->opcode = h.opcode;
@@ -421,7 +490,7 @@ static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
 	if (h.send_flags & IBV_SEND_INLINE)
 		return h.inline_len <= qp->cap.max_inline_data &&
 		       msg_add(qp, m, (uint64_t)(uintptr_t)body, h.inline_len,
-			       0, true);
+			       0, true) && msg_size_ok(qp, m);
 	if (h.num_sge > DIRECT_MAX_SGE)
 		return false;
 	for (i = 0; i < h.num_sge; i++) {
@@ -429,7 +498,7 @@ static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
 		if (!msg_add(qp, m, sge.addr, sge.length, sge.lkey, false))
 			return false;
 	}
-	return true;
+	return msg_size_ok(qp, m);
 }
 
 /*
@@ -545,6 +614,9 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
 	if (m->send_flags & IBV_SEND_SOLICITED)
 		f.flags |= IBVD_TRANSIT_SOLICITED;
+	f.flags |= (uint16_t)((m->sl << IBVD_TRANSIT_SL_SHIFT) &
+			      IBVD_TRANSIT_SL_MASK);
+	f.qkey = m->qkey;
 	f.len = f.msg_len = (uint32_t)m->len;
 	f.imm = m->imm;
 	f.wr_id = m->wr_id;
@@ -926,15 +998,23 @@ static bool wqe_sges(struct ibvc_qp *qp, const uint8_t *slot,
 	return true;
 }
 
-static void scatter(const struct ibvd_sge *sge, uint32_t nsge,
+/* len bytes into the SGEs from byte `skip` of them on (UD: its GRH slot) */
+static void scatter(const struct ibvd_sge *sge, uint32_t nsge, uint32_t skip,
 		    const uint8_t *src, uint32_t len)
 {
 	uint32_t i;
 
 	for (i = 0; i < nsge && len; i++) {
-		uint32_t n = sge[i].length < len ? sge[i].length : len;
+		uint32_t room = sge[i].length, n;
 
-		memcpy((void *)(uintptr_t)sge[i].addr, src, n);
+		if (skip >= room) {
+			skip -= room;
+			continue;
+		}
+		room -= skip;
+		n = room < len ? room : len;
+		memcpy((uint8_t *)(uintptr_t)sge[i].addr + skip, src, n);
+		skip = 0;
 		src += n;
 		len -= n;
 	}
@@ -953,6 +1033,12 @@ static void recv_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 	cqe->src_qp = d->peer_qpn;
 	cqe->slid = d->peer_slid;
 	cqe->sl = d->peer_sl;
+	if (qp->qp.qp_type == IBV_QPT_UD) {
+		/* the GRH slot counts, left untouched (no GRH came) */
+		cqe->byte_len += DIRECT_GRH;
+		cqe->sl = (uint8_t)((f->flags & IBVD_TRANSIT_SL_MASK) >>
+				    IBVD_TRANSIT_SL_SHIFT);
+	}
 	if (f->kind == IBVD_TRANSIT_SEND_IMM) {
 		cqe->imm_data = f->imm;
 		cqe->wc_flags = IBV_WC_WITH_IMM;
@@ -973,6 +1059,8 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 {
 	struct ibvd_sge sge[DIRECT_MAX_SGE];
 	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	bool ud = qp->qp.qp_type == IBV_QPT_UD;
+	uint64_t skip = ud ? DIRECT_GRH : 0;
 	struct ibvd_transit_frag f;
 	const uint8_t *payload;
 	struct ibvd_cqe cqe;
@@ -984,10 +1072,22 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	ret = ibvd_transit_next(&d->in, p->consumed, &f, &payload, &next);
 	if (ret == 0 || fifo_full(cq))
 		return false;
+	/*
+	 * No WQE: on RC the message waits (RNR); UC drops it; a UD datagram
+	 * waits until its sender asks the engine to take it, which drops it
+	 * (a NIC's receive buffer holds a datagram about as long).  UD drops
+	 * one for another Q_Key, and one longer than any port's MTU, which
+	 * no wire would carry (its sender chose them: only its own is lost).
+	 */
 	if (p->head == p->tail) {
-		/* No WQE: on RC the message waits (RNR); UC drops it. */
 		if (qp->qp.qp_type != IBV_QPT_UC || ret < 0)
 			return false;
+		p->consumed = next;
+		return true;
+	}
+	if (ud && ret > 0 && (f.len > IBVD_TRANSIT_UD_MAX ||
+			      f.qkey != __atomic_load_n(&qp->qkey,
+							__ATOMIC_RELAXED))) {
 		p->consumed = next;
 		return true;
 	}
@@ -995,11 +1095,11 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	memcpy(&wr_id, slot, sizeof(wr_id));
 	if (ret < 0 || (f.flags & whole) != whole ||
 	    (f.kind != IBVD_TRANSIT_SEND && f.kind != IBVD_TRANSIT_SEND_IMM) ||
-	    !wqe_sges(qp, slot, sge, &nsge, &total) || f.len > total) {
+	    !wqe_sges(qp, slot, sge, &nsge, &total) || f.len + skip > total) {
 		p->hand_off = true;
 		return false;
 	}
-	scatter(sge, nsge, payload, f.len);
+	scatter(sge, nsge, skip, payload, f.len);
 	recv_cqe(&cqe, qp, d, wr_id, &f);
 	fifo_push(cq, &cqe, p->mark);
 	p->head++;

@@ -396,6 +396,10 @@ struct ibvc_qp {
 	struct ibvc_direct *direct;		/* NULL: everything via the engine */
 	struct ibvc_qp *next_sender;		/* in send_cq's direct.senders */
 	struct ibvc_qp *next_receiver;		/* in recv_cq's direct.receivers */
+	/* UD: its Q_Key as last set, and the peers it asked rings for */
+	uint32_t qkey;				/* atomic */
+	uint32_t ud_asked_qpn;			/* SQ lock */
+	unsigned int ud_asks;			/* SQ lock */
 };
 
 /*
@@ -407,6 +411,11 @@ void ibvc_direct_qp_init(struct ibvc_qp *qp);
 void ibvc_direct_detach(struct ibvc_qp *qp);
 /* Map the rings if the daemon made some since (no QP or CQ lock held). */
 void ibvc_direct_refresh(struct ibvc_qp *qp);
+/*
+ * post_send of a UD QP without rings, SQ lock held: ask the daemon for
+ * rings with the QP wr sends to, if it has not asked for that one.
+ */
+void ibvc_direct_ud_ask(struct ibvc_qp *qp, const struct ibv_send_wr *wr);
 /*
  * post_send, under the SQ lock: send wr through the ring if it can go
  * that way now.  1 sent, 0 not for the ring (post it to the SQ).

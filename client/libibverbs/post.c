@@ -268,6 +268,7 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 	uint32_t tail = sq->tail, head = tail - sq->limit;
 	int ret = 0;
 
+	ibvc_direct_ud_ask(qp, wr);
 	ibvc_direct_take_back(qp, tail);
 	for (; wr; wr = wr->next) {
 		ret = check_send_wr(qp, wr, type1);

@@ -138,6 +138,10 @@ static int take_reply(struct ibvc_qp *qp, const Ibvd__CreateQpReply *reply,
 	ret = reply->cap ? take_qp_rings(qp, reply) : -EPROTO;
 	if (ret == 0 && ci)
 		ret = ibvc_bundle_take(qp->qp.context, ci, reply, fds);
+	/* the bundle took the QP to INIT: its Q_Key, as a modify would */
+	if (ret == 0 && ci && (ci->init_mask & IBV_QP_QKEY))
+		__atomic_store_n(&qp->qkey, ci->init_attr.qkey,
+				 __ATOMIC_RELAXED);
 	return ret;
 }
 
@@ -500,6 +504,8 @@ static int modify_qp(struct ibvc_qp *qp, const struct ibv_qp_attr *attr,
 			     &req.base, NULL, NULL, NULL, NULL);
 	if (ret == 0 && (attr_mask & IBV_QP_STATE))
 		set_state(qp, attr->qp_state);
+	if (ret == 0 && (attr_mask & IBV_QP_QKEY))
+		__atomic_store_n(&qp->qkey, attr->qkey, __ATOMIC_RELAXED);
 	/* RESET forgets the peer; RTR and RTS may have found it */
 	if (ret == 0 && (attr_mask & IBV_QP_STATE) &&
 	    attr->qp_state == IBV_QPS_RESET)

@@ -340,6 +340,9 @@ struct ibvd_direct {
 	/* side i's library held its lease past a revocation's wait: it
 	 * gets no more grants, and is not waited for again (lease.c) */
 	bool lease_broken[2];
+	/* UD: a ring held garbage, which either side may have written; its
+	 * datagrams go through the engine from then on (atomic) */
+	bool ud_broken;
 	LIST_ENTRY(ibvd_direct) link;	/* among the pairs alive */
 };
 

@@ -923,6 +923,202 @@ START_TEST(racing_taker)
 }
 END_TEST
 
+/* ---- UD: one pair per QP, made when it first sends to the other --------- */
+
+static const struct vt_qp_opts UD = { .type = IBV_QPT_UD };
+
+/* A UD pair with its rings: f->p.qp[0] sends to f->p.qp[1] through *ah. */
+static void ud_init(struct fx *f, struct ibv_ah **ah)
+{
+	struct ibv_wc wc;
+
+	vt_pair(&f->p, &D, &UD, 256);
+	f->a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f->b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
+	*ah = vt_ah(&D, D.port.lid, NULL);
+	vt_assert(vt_transit_maps() == 0, "UD QPs with rings before a send");
+	/* the first datagram asks for the rings and takes the engine */
+	vt_recv(f->p.qp[1], 999, BUF(f->b), 64, f->b->lkey);
+	vt_ud_send(f->p.qp[0], 999, *ah, f->p.qp[1]->qp_num, VT_QKEY,
+		   BUF(f->a), 8, f->a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f->p.rcq[1], &wc, 999, IBV_WC_RECV, "the first datagram");
+	vt_expect_ok(f->p.scq[0], &wc, 999, IBV_WC_SEND, "its send");
+	/* each library maps them at its next post */
+	vt_recv(f->p.qp[1], 998, BUF(f->b), 64, f->b->lkey);
+	vt_ud_send(f->p.qp[0], 998, *ah, f->p.qp[1]->qp_num, VT_QKEY,
+		   BUF(f->a), 8, f->a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f->p.rcq[1], &wc, 998, IBV_WC_RECV, "the second datagram");
+	vt_expect_ok(f->p.scq[0], &wc, 998, IBV_WC_SEND, "its send");
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "the UD pair has %d transit ring mappings", vt_transit_maps());
+}
+
+static void ud_free(struct fx *f, struct ibv_ah *ah)
+{
+	vt_ah_free(ah);
+	fx_free(f);
+}
+
+/*
+ * Datagrams of every size up to the MTU: after the receive's 40-byte GRH
+ * slot (left as it was: no GRH on the rings), byte_len counting it, the
+ * sender's QPN, immediate data; one past the MTU fails at the sender.
+ */
+START_TEST(ud_sizes)
+{
+	static const uint32_t len[] = { 0, 1, 24, 40, 1000, 4056, 4096 };
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+	unsigned int i;
+
+	ud_init(&f, &ah);
+	for (i = 0; i < VT_ARRAY_SIZE(len); i++) {
+		vt_fill(BUF(f.a), len[i], 0, i + 1);
+		memset(BUF(f.b), 0xee, 8192);
+		vt_recv(f.p.qp[1], 100 + i, BUF(f.b), 40 + len[i], f.b->lkey);
+		vt_ud_send(f.p.qp[0], i, ah, f.p.qp[1]->qp_num, VT_QKEY,
+			   BUF(f.a), len[i], f.a->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(f.p.rcq[1], &wc, 100 + i, IBV_WC_RECV, "datagram");
+		ck_assert_uint_eq(wc.byte_len, 40 + len[i]);
+		ck_assert_uint_eq(wc.src_qp, f.p.qp[0]->qp_num);
+		ck_assert_uint_eq(wc.slid, D.port.lid);
+		ck_assert_uint_eq(wc.wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM), 0);
+		vt_expect_byte(BUF(f.b), 40, 0xee, "the GRH slot");
+		vt_expect_pat(BUF(f.b) + 40, len[i], 0, i + 1, "the datagram");
+		vt_expect_byte(BUF(f.b) + 40 + len[i], 64, 0xee, "past it");
+		vt_expect_ok(f.p.scq[0], &wc, i, IBV_WC_SEND, "its send");
+	}
+	/* immediate data, and the reverse direction on the same pair */
+	vt_recv(f.p.qp[0], 7, BUF(f.a), 1024, f.a->lkey);
+	{
+		struct ibv_sge sge = { (uintptr_t)BUF(f.b), 100, f.b->lkey };
+		struct ibv_send_wr wr = { .wr_id = 8, .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_SEND_WITH_IMM,
+					  .send_flags = IBV_SEND_SIGNALED,
+					  .imm_data = htobe32(0xabcd1234) }, *bad;
+
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = f.p.qp[0]->qp_num;
+		wr.wr.ud.remote_qkey = VT_QKEY;
+		ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), 0);
+	}
+	vt_expect_ok(f.p.rcq[0], &wc, 7, IBV_WC_RECV, "with immediate");
+	ck_assert_uint_eq(wc.byte_len, 140);
+	ck_assert(wc.wc_flags & IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(be32toh(wc.imm_data), 0xabcd1234);
+	ck_assert_uint_eq(wc.src_qp, f.p.qp[1]->qp_num);
+	vt_expect_ok(f.p.scq[1], &wc, 8, IBV_WC_SEND, "its send");
+	/* past the MTU: the engine refuses it, as before */
+	vt_recv(f.p.qp[1], 200, BUF(f.b), 8192, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 9, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a),
+		   4097, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_wc(f.p.scq[0], &wc, 9, IBV_WC_LOC_LEN_ERR, "past the MTU");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "nothing past the MTU");
+	ud_free(&f, ah);
+}
+END_TEST
+
+/*
+ * A datagram with another Q_Key is dropped and its send completes; a
+ * Q_Key with the high bit set is the sending QP's own.
+ */
+START_TEST(ud_qkey)
+{
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+
+	ud_init(&f, &ah);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 1024, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY + 1,
+		   BUF(f.a), 100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "a wrong Q_Key's send");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "a wrong Q_Key");
+	vt_fill(BUF(f.a), 100, 0, 5);
+	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, 0x80000000u,
+		   BUF(f.a), 100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the QP's own Q_Key");
+	vt_expect_pat(BUF(f.b) + 40, 100, 0, 5, "its bytes");
+	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_SEND, "its send");
+	ud_free(&f, ah);
+}
+END_TEST
+
+/*
+ * Datagrams that find no receive posted are dropped (after a moment in
+ * the ring), their sends complete, and the next receive takes the next
+ * datagram.
+ */
+START_TEST(ud_no_receive_drops)
+{
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	ud_init(&f, &ah);
+	for (i = 0; i < 3; i++)
+		vt_ud_send(f.p.qp[0], 10 + (uint64_t)i, ah, f.p.qp[1]->qp_num,
+			   VT_QKEY, BUF(f.a), 512, f.a->lkey,
+			   IBV_SEND_SIGNALED);
+	for (i = 0; i < 3; i++)
+		vt_expect_ok(f.p.scq[0], &wc, 10 + (uint64_t)i, IBV_WC_SEND,
+			     "a dropped datagram's send");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "no receive posted");
+	vt_recv(f.p.qp[1], 20, BUF(f.b), 1024, f.b->lkey);
+	vt_fill(BUF(f.a), 512, 0, 40);
+	vt_ud_send(f.p.qp[0], 13, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a),
+		   512, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.rcq[1], &wc, 20, IBV_WC_RECV, "the next datagram");
+	vt_expect_pat(BUF(f.b) + 40, 512, 0, 40, "its bytes");
+	vt_expect_ok(f.p.scq[0], &wc, 13, IBV_WC_SEND, "its send");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "none of the dropped ones");
+	vt_expect_state(f.p.qp[1], IBV_QPS_RTS, "the receiver after drops");
+	ud_free(&f, ah);
+}
+END_TEST
+
+/*
+ * A QP paired with one sender still hears from others, through the
+ * engine (which takes the RQ's claim as the library does), and the
+ * paired sender's datagrams land between them in order of arrival.
+ */
+START_TEST(ud_third_party)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *third = vt_qp(&D, cq, cq, &UD);
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	vt_connect(&D, third, NULL, &UD);
+	ud_init(&f, &ah);
+	for (i = 0; i < 20; i++) {
+		struct ibv_qp *from = i % 2 ? third : f.p.qp[0];
+
+		vt_fill(BUF(f.a) + 256 * i, 256, 0, 60 + i);
+		vt_recv(f.p.qp[1], 30 + (uint64_t)i, BUF(f.b) + 512 * i, 512,
+			f.b->lkey);
+		vt_ud_send(from, (uint64_t)i, ah, f.p.qp[1]->qp_num, VT_QKEY,
+			   BUF(f.a) + 256 * i, 256, f.a->lkey,
+			   IBV_SEND_SIGNALED);
+		vt_expect_ok(f.p.rcq[1], &wc, 30 + (uint64_t)i, IBV_WC_RECV,
+			     "a datagram");
+		ck_assert_uint_eq(wc.src_qp, from->qp_num);
+		vt_expect_pat(BUF(f.b) + 512 * i + 40, 256, 0, 60 + i,
+			      "its bytes");
+		vt_expect_ok(i % 2 ? cq : f.p.scq[0], &wc, (uint64_t)i,
+			     IBV_WC_SEND, "its send");
+	}
+	ud_free(&f, ah);
+	ck_assert_int_eq(ibv_destroy_qp(third), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -1021,6 +1217,8 @@ static void recv_addr(int fd, struct vt_addr *a)
  */
 /* The QPs child_end and parent_end make (the hostile case runs on UC too). */
 static const struct vt_qp_opts *end_opts = &DEF;
+/* In the child: the parent's QP (a UD child addresses it by hand). */
+static struct vt_addr child_peer;
 
 static void child_end(struct remote *r, int recvs,
 		      void (*fn)(struct vt_dev *, struct ibv_qp *, struct ibv_mr *))
@@ -1047,6 +1245,7 @@ static void child_end(struct remote *r, int recvs,
 		send_addr(up[1], &mine);
 		recv_addr(down[0], &theirs);
 		vt_connect(&d, qp, &theirs, end_opts);
+		child_peer = theirs;
 		mr = vt_reg(d.pd, LEN, VT_ACCESS_ALL);
 		for (i = 0; i < recvs; i++)
 			vt_recv(qp, (uint64_t)i, mr->addr, LEN, mr->lkey);
@@ -1159,11 +1358,16 @@ static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *m
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge = { (uintptr_t)mr->addr, 512, mr->lkey };
 
-	(void)d;
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_SEND;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
+	/* UD: to the parent's QP, which the first send asks rings with */
+	if (qp->qp_type == IBV_QPT_UD) {
+		wr.wr.ud.ah = vt_ah(d, child_peer.lid, NULL);
+		wr.wr.ud.remote_qpn = child_peer.qpn;
+		wr.wr.ud.remote_qkey = VT_QKEY;
+	}
 	while (vt_now_ms() < end) {
 		ibv_post_send(qp, &wr, &bad);	/* fails once the SQ is full */
 		scribble_rings();
@@ -1187,6 +1391,7 @@ static void hostile_sender_run(void)
 	struct ibv_qp *qp;
 	struct fx f;
 	unsigned long rounds = 0, garbage = 0, errors = 0;
+	int maps_before;
 	long end;
 	int st, n, i;
 
@@ -1194,6 +1399,7 @@ static void hostile_sender_run(void)
 	child_end(&r, 0, hostile_sender);
 	qp = parent_end(&r, cq);
 	fx_init(&f, NULL);
+	maps_before = vt_transit_maps();
 	end = vt_now_ms() + 2000;
 	while (vt_now_ms() < end) {
 		struct ibv_recv_wr rwr = { .wr_id = rounds }, *bad;
@@ -1222,6 +1428,18 @@ static void hostile_sender_run(void)
 		vt_expect_ok(f.p.scq[0], &wc[0], rounds, IBV_WC_SEND, "honest send");
 		rounds++;
 	}
+	/*
+	 * UD: the hostile QP's rings came with its sends, to be scribbled on,
+	 * and our QP, which others may send to, lived through it all: it got
+	 * the datagrams that made sense, and no error.
+	 */
+	if (end_opts == &UD) {
+		vt_assert(vt_transit_maps() > maps_before || !expect_rings(),
+			  "the hostile UD QP never got rings");
+		ck_assert_uint_gt(garbage, 0);
+		ck_assert_uint_eq(errors, 0);
+		vt_expect_state(qp, IBV_QPS_RTS, "our UD QP after the garbage");
+	}
 	ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
 	vt_expect_byte(canary->addr, LEN, 0xc5, "memory nobody sends to");
 	printf("hostile: %lu honest rounds; %lu completions from the hostile QP (%lu errors)\n",
@@ -1246,6 +1464,19 @@ START_TEST(hostile_sender_ring_uc)
 	static const struct vt_qp_opts uc = { .type = IBV_QPT_UC };
 
 	end_opts = &uc;
+	hostile_sender_run();
+	end_opts = &DEF;
+}
+END_TEST
+
+/*
+ * The same on UD: a sender that asks for rings only to write garbage
+ * there (both rings: ours to it as well) must not stop our QP, which
+ * others may be sending to.
+ */
+START_TEST(hostile_sender_ring_ud)
+{
+	end_opts = &UD;
 	hostile_sender_run();
 	end_opts = &DEF;
 }
@@ -1339,6 +1570,12 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, peer_killed);
 	tcase_add_test(tc, hostile_sender_ring);
 	tcase_add_test(tc, hostile_sender_ring_uc);
+	tcase_add_test(tc, hostile_sender_ring_ud);
+	tc = new_case(s, "ud");
+	tcase_add_test(tc, ud_sizes);
+	tcase_add_test(tc, ud_qkey);
+	tcase_add_test(tc, ud_no_receive_drops);
+	tcase_add_test(tc, ud_third_party);
 	return s;
 }
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The direct transport (common/transit.h): SENDs between two RC (or UC) QPs
-# of one daemon through transit rings their libraries share, with no
-# engine thread in between.
+# of one daemon, and datagrams between two UD QPs, through transit rings
+# their libraries share, with no engine thread in between.
 #  1. direct-helper's suite (tests/integration/direct.c) as uid $USER1:
 #     sizes up to 64 KiB with every byte checked, immediate data, SGE lists
 #     and inline data; RC order against RDMA WRITEs both ways (also for a
@@ -10,15 +10,17 @@
 #     (solicited-only arms, sleeping senders and receivers, one event per
 #     completion as apps that count them expect); the errors the
 #     engine makes (too long, bad keys, flush); a receiver's process killed
-#     with SENDs in the ring; a sender writing garbage over the rings.
+#     with SENDs in the ring; a sender writing garbage over the rings
+#     (on UD it must not stop the receiving QP); UD pairs: sizes to the
+#     MTU after the GRH slot, Q_Keys, drops, a third sender.
 #  2. Counting, not timing: 20,000 ping-pong SENDs cost the engine fewer
 #     than one turn per 100 messages through the rings (its "turns"
 #     counter, ibvctl statistic show engine), and at least one per message
 #     with "engine": { "direct": false }, which also maps no rings.
-#  3. Debian's perftest (ib_send_lat, also with events and over UC,
-#     ib_send_bw), ibv_rc_pingpong (-c: data checked; busy polling, with
-#     events, 64 KiB) and ibv_uc_pingpong between uids $USER1 and $USER2
-#     through the rings.
+#  3. Debian's perftest (ib_send_lat, also with events and over UC and
+#     UD, ib_send_bw), ibv_rc_pingpong (-c: data checked; busy polling,
+#     with events, 64 KiB), ibv_uc_pingpong and ibv_ud_pingpong between
+#     uids $USER1 and $USER2 through the rings.
 #  4. Streams of SENDs of mixed sizes, RDMA WRITEs and READs cutting in
 #     (into private memory, or shared file memory by grants), on three
 #     pairs sharing two CQs, to a receiver that stalls at random
@@ -124,7 +126,8 @@ mkshm() {
 for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" "ib_send_bw -n 2000" \
 	 "ibv_rc_pingpong -c -n 5000" "ibv_rc_pingpong -c -n 2000 -e" \
 	 "ibv_rc_pingpong -c -n 500 -s 65536" "ib_send_lat -c UC -n 1000" \
-	 "ibv_uc_pingpong -c -n 2000 -e"; do
+	 "ibv_uc_pingpong -c -n 2000 -e" "ib_send_lat -c UD -n 1000" \
+	 "ibv_ud_pingpong -n 2000 -e"; do
 	[ -x "/usr/bin/${t%% *}" ] || continue
 	check "Debian's $t between uids $USER1 and $USER2"
 	# shellcheck disable=SC2086 # words
@@ -138,6 +141,17 @@ if [ -x /usr/bin/ibv_uc_pingpong ]; then
 	line=$(debian_pair ibv_uc_pingpong -c -n 5000) || exit 1
 	n=$(($(engine_count wqes) - w0))
 	[ "$n" -lt 100 ] || fail "the engine ran $n WQEs of ibv_uc_pingpong's 10,000 SENDs"
+	ok "$line; the engine ran $n WQEs"
+fi
+
+# UD: a QP pairs with the first local UD QP it sends to (it asks at its
+# first send, which the engine carries, as it may the first few).
+if [ -x /usr/bin/ibv_ud_pingpong ]; then
+	check "Debian's ibv_ud_pingpong -n 5000 between uids $USER1 and $USER2: 10,000 datagrams on the rings"
+	w0=$(engine_count wqes)
+	line=$(debian_pair ibv_ud_pingpong -n 5000) || exit 1
+	n=$(($(engine_count wqes) - w0))
+	[ "$n" -lt 100 ] || fail "the engine ran $n WQEs of ibv_ud_pingpong's 10,000 SENDs"
 	ok "$line; the engine ran $n WQEs"
 fi
 

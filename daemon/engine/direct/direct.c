@@ -27,6 +27,8 @@
 
 /* Messages placed per call; a QP with more comes back after the others. */
 #define DRAIN_BUDGET	64u
+/* UD: busy claims waited out (20 us doubling: 0.6 ms in all) before a drop */
+#define DIRECT_UD_CLAIM_WAITS	5u
 /* Calls a destroy makes: a full ring's worth, with room for a busy claim. */
 #define DIRECT_LAST_TURNS	1024u
 
@@ -102,6 +104,31 @@ static enum eng_drain drain_failed(struct ibvd_qp *src, enum ibv_wc_status st)
 	return DRAIN_FAILED;
 }
 
+/*
+ * A ring that is not one.  On RC and UC its sender's QP fails: the ring
+ * is its connection's, and either end may break a connection.  A UD QP
+ * talks to others too, and its peer can write its rings as well as it
+ * can, so that would let any local process stop any UD QP: instead the
+ * pair stops carrying datagrams (both sides' go through the engine from
+ * now on) and what the ring holds is lost, as datagrams may be.
+ */
+static enum eng_drain drain_garbage(struct ibvd_qp *src,
+				    const struct ibvd_transit *ring)
+{
+	struct ibvd_direct *d = src->direct;
+	unsigned int i;
+
+	if (src->qp_type != IBV_QPT_UD)
+		return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
+	__atomic_store_n(&d->ud_broken, true, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		if (d->qp[i])
+			ibvd_publish(&sq_engine(d->qp[i])->direct_send_ok, 0);
+	/* its sender's datagrams count as sent: it completes them */
+	ibvd_transit_release(ring, ibvd_observe(&ring->ctl->produced));
+	return DRAIN_EMPTY;
+}
+
 /* The sender of ring r sleeps on its send CQ: is its SEND taken now? */
 static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
 {
@@ -129,7 +156,8 @@ static enum ibv_wc_status resp_status(enum eng_resp r)
 }
 
 /* A fragment as the SEND it stands for; false if it is no such thing. */
-static bool frag_request(const struct ibvd_transit_frag *f,
+static bool frag_request(const struct ibvd_qp *src,
+			 const struct ibvd_transit_frag *f,
 			 const uint8_t *payload, struct eng_req *req)
 {
 	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
@@ -137,7 +165,7 @@ static bool frag_request(const struct ibvd_transit_frag *f,
 	/* libraries send whole messages only (transit.h, "Producers") */
 	if ((f->flags & whole) != whole ||
 	    (f->kind != IBVD_TRANSIT_SEND && f->kind != IBVD_TRANSIT_SEND_IMM &&
-	     f->kind != IBVD_TRANSIT_SEND_INV))
+	     (f->kind != IBVD_TRANSIT_SEND_INV || src->qp_type == IBV_QPT_UD)))
 		return false;
 	memset(req, 0, sizeof(*req));
 	req->w.opcode = f->kind == IBVD_TRANSIT_SEND ? IBV_WR_SEND :
@@ -149,10 +177,14 @@ static bool frag_request(const struct ibvd_transit_frag *f,
 		req->w.send_flags = IBV_SEND_SOLICITED;
 	req->length = f->len;
 	req->step = f->len;
+	/* UD: no GRH on the rings (the library sends none there) */
+	req->w.av.sl = (uint8_t)((f->flags & IBVD_TRANSIT_SL_MASK) >>
+				 IBVD_TRANSIT_SL_SHIFT);
 	if (f->len)
 		ibvd_eng_sgl_private(&req->local, payload, f->len);
 	return true;
 }
+
 
 /*
  * UC, with no receiver to take them (gone, or in error): what the ring
@@ -174,7 +206,7 @@ static enum eng_drain drop_ring(struct ibvd_qp *src,
 		if (ret == 0)
 			break;
 		if (ret < 0)
-			return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
+			return drain_garbage(src, ring);
 		consumed = next;
 	}
 	ibvd_transit_release(ring, consumed);
@@ -215,13 +247,28 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		if (ret == 0)
 			return DRAIN_EMPTY;
 		/* The sender's own library wrote nonsense: its QP fails. */
-		if (ret < 0 || !frag_request(&f, payload, &req))
-			return drain_failed(src, IBV_WC_LOC_QP_OP_ERR);
-		/* RC waits for a WQE; UC drops a message with none */
+		if (ret < 0 || !frag_request(src, &f, payload, &req))
+			return drain_garbage(src, ring);
+		/*
+		 * RC waits for a WQE; UC drops a message with none, UD only
+		 * when its sender asks (the library left it for a moment)
+		 */
 		if (!requester && src->qp_type != IBV_QPT_UC &&
 		    !rq_has_wqe(target))
 			return DRAIN_WAIT;
-		r = ibvd_eng_deliver_send_claimed(eng, src, target, &req);
+		/*
+		 * UD: whatever becomes of a datagram, its sender hears
+		 * nothing; one longer than a port's MTU no wire would carry
+		 */
+		if (src->qp_type == IBV_QPT_UD) {
+			if (req.length <= IBVD_TRANSIT_UD_MAX)
+				ibvd_eng_ud_deliver_claimed(eng, src, target,
+							    &req, f.qkey);
+			r = RESP_OK;
+		} else {
+			r = ibvd_eng_deliver_send_claimed(eng, src, target,
+							  &req);
+		}
 		if (r == RESP_RNR) {
 			*rnr_timer = target->attr.min_rnr_timer;
 			return DRAIN_WAIT;
@@ -255,7 +302,8 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	if (eng_qp_state(src) == IBV_QPS_ERR)
 		return DRAIN_FAILED;
 	target = d->qp[!src->direct_side];
-	uc = src->qp_type == IBV_QPT_UC;
+	/* UC and UD drop what nobody takes; RC's sender hears of it */
+	uc = src->qp_type == IBV_QPT_UC || src->qp_type == IBV_QPT_UD;
 	if (!target || !ibvd_eng_can_receive(eng_qp_state(target)))
 		return uc ? drop_ring(src, ring) :
 			    drain_failed(src, IBV_WC_RETRY_EXC_ERR);
@@ -268,6 +316,14 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	 */
 	wake_sender(target, &d->ring[target->direct_side]);
 	ret = ibvd_eng_claim_take(target);
+	/*
+	 * A UD receiver that holds its claim for long (its library stopped
+	 * mid-poll, or it never lets go) loses what waits: its sender's
+	 * other datagrams must not wait behind them for ever.
+	 */
+	if (ret == -EBUSY && src->qp_type == IBV_QPT_UD &&
+	    src->claim_waits >= DIRECT_UD_CLAIM_WAITS)
+		return drop_ring(src, ring);
 	if (ret == -EBUSY)
 		return DRAIN_BUSY;
 	if (ret < 0) {

@@ -80,7 +80,8 @@ static bool pairable(const struct ibvd_qp *qp)
 {
 	uint32_t state = __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE);
 
-	return (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC) &&
+	return (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC ||
+		qp->qp_type == IBV_QPT_UD) &&
 	       !qp->direct && !qp->srq &&
 	       qp->ctx->dev->kind == IBVD_DEV_SOFT && qp->rq.client_page &&
 	       (state == IBV_QPS_RTR || state == IBV_QPS_RTS);
@@ -143,28 +144,24 @@ void ibvd_direct_update(struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d = qp->direct;
 	uint32_t ok = d && d->qp[!qp->direct_side] &&
+		      !__atomic_load_n(&d->ud_broken, __ATOMIC_RELAXED) &&
 		      __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) == IBV_QPS_RTS &&
-		      (qp->qp_type == IBV_QPT_UC || qp->attr.rnr_retry == 7) &&
+		      (qp->qp_type != IBV_QPT_RC || qp->attr.rnr_retry == 7) &&
 		      !ibvd_engine_ctx_paced(qp->ctx);
 
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
 }
 
-void ibvd_direct_pair_try(struct ibvd_qp *qp)
+/* qp and peer (both pairable, of one type and device) share rings now. */
+static int pair_make(struct ibvd_qp *qp, struct ibvd_qp *peer)
 {
 	struct ibvd_direct *d;
-	struct ibvd_qp *peer;
 
-	if (!direct_enabled || !pairable(qp) || npairs >= DIRECT_MAX_PAIRS)
-		return;
-	peer = ibvd_engine_qp_peer(qp);
-	if (!peer || !pairable(peer) || peer->qp_type != qp->qp_type ||
-	    peer->ctx->dev != qp->ctx->dev ||
-	    peer->attr.dest_qp_num != qp->qp_num)
-		return;
+	if (npairs >= DIRECT_MAX_PAIRS)
+		return -ENOSPC;
 	d = calloc(1, sizeof(*d));
 	if (!d)
-		return;
+		return -ENOMEM;
 	d->fd = -1;
 	d->ncells = DIRECT_CELLS;
 	d->ctl = idle_ctl;
@@ -179,6 +176,55 @@ void ibvd_direct_pair_try(struct ibvd_qp *qp)
 	join(d, peer, 1);
 	ibvd_direct_update(qp);
 	ibvd_direct_update(peer);
+	return 0;
+}
+
+void ibvd_direct_pair_try(struct ibvd_qp *qp)
+{
+	struct ibvd_qp *peer;
+
+	/* UD QPs pair when one asks to (ibvd_req_qp_direct_ud) */
+	if (!direct_enabled || !pairable(qp) || qp->qp_type == IBV_QPT_UD)
+		return;
+	peer = ibvd_engine_qp_peer(qp);
+	if (!peer || !pairable(peer) || peer->qp_type != qp->qp_type ||
+	    peer->ctx->dev != qp->ctx->dev ||
+	    peer->attr.dest_qp_num != qp->qp_num)
+		return;
+	pair_make(qp, peer);
+}
+
+/*
+ * A UD QP pairs with the first local UD QP it sends to that is free to
+ * pair too: one pair per QP, as for RC, so its messages to others keep
+ * going through the engine (transit.h, "UD").  Both must be on the same
+ * soft device, without an SRQ, the asking QP in RTS and its peer in RTR
+ * or RTS (a QP that only receives may stay in RTR).
+ */
+int ibvd_req_qp_direct_ud(struct ibvd_call *call)
+{
+	const Ibvd__QpDirectUd *req = (const Ibvd__QpDirectUd *)call->msg;
+	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle), *peer;
+	int ret;
+
+	if (!qp || qp->qp_type != IBV_QPT_UD)
+		return ibvd_call_error(call, -EINVAL, "handle %u is no UD QP",
+				       req->handle);
+	peer = ibvd_qp_by_num(req->remote_qpn & 0xFFFFFFu);
+	if (!direct_enabled || !peer || peer == qp || !pairable(qp) ||
+	    !pairable(peer) || peer->qp_type != IBV_QPT_UD ||
+	    peer->ctx->dev != qp->ctx->dev ||
+	    __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) != IBV_QPS_RTS)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u: no transit rings with QP %u",
+				       qp->qp_num, req->remote_qpn);
+	ibvd_objects_write_lock();
+	ret = pair_make(qp, peer);
+	ibvd_objects_write_unlock();
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "QP %u: no transit rings",
+				       qp->qp_num);
+	return 0;
 }
 
 static void pair_free(struct ibvd_direct *d)
