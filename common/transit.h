@@ -30,7 +30,8 @@
  * UD.  A UD QP has no peer until it sends, and may send to many; it
  * pairs with one: the first local UD QP it sends to that is free to pair
  * (its library asks, QP_DIRECT_UD, at that first send, which the engine
- * carries; it asks about a few peers at most).  Datagrams to that peer,
+ * carries, if its AH could take a ring; it asks about a few peers at
+ * most).  Datagrams to that peer,
  * through an address handle by its LID without a GRH (whose GRH the
  * receiver's library would have to make), go on the ring, with the
  * Q_Key and the SL in the fragment; all others, and datagrams from other

@@ -313,11 +313,20 @@ static bool may_be_direct(const struct ibvc_qp *qp)
 /* Datagrams to it go to a multicast group, never one QP */
 #define DIRECT_MCAST_QPN	0xFFFFFFu
 
+/* Could datagrams through this AH take a pair's ring (ud_dest)? */
+static bool ud_ah_ok(struct ibv_ah *ah)
+{
+	const struct ibvd_av *av = &to_ibvc_ah(ah)->av;
+
+	return !av->is_global && av->dlid;
+}
+
 void ibvc_direct_ud_ask(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
 {
 	Ibvd__QpDirectUd req = IBVD__QP_DIRECT_UD__INIT;
 
-	if (qp->qp.qp_type != IBV_QPT_UD || !wr || direct_of(qp) ||
+	if (qp->qp.qp_type != IBV_QPT_UD || !wr || !wr->wr.ud.ah ||
+	    !ud_ah_ok(wr->wr.ud.ah) || direct_of(qp) ||
 	    !may_be_direct(qp) || qp->ud_asks >= DIRECT_UD_ASKS ||
 	    qp->ud_asked_qpn == wr->wr.ud.remote_qpn + 1 ||
 	    (wr->wr.ud.remote_qpn & 0xFFFFFFu) == DIRECT_MCAST_QPN ||

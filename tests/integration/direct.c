@@ -1119,6 +1119,41 @@ START_TEST(ud_third_party)
 }
 END_TEST
 
+/*
+ * Datagrams through an AH with a GRH stay with the engine, which fills
+ * the GRH slot: the QPs ask for no rings for them.
+ */
+START_TEST(ud_grh_engine)
+{
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+	int i;
+
+	vt_pair(&f.p, &D, &UD, 256);
+	f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
+	ah = vt_ah(&D, D.port.lid, &D.gid);
+	for (i = 0; i < 3; i++) {
+		vt_fill(BUF(f.a), 300, 0, 70 + i);
+		vt_recv(f.p.qp[1], (uint64_t)i, BUF(f.b), 1024, f.b->lkey);
+		vt_ud_send(f.p.qp[0], (uint64_t)i, ah, f.p.qp[1]->qp_num,
+			   VT_QKEY, BUF(f.a), 300, f.a->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(f.p.rcq[1], &wc, (uint64_t)i, IBV_WC_RECV,
+			     "a datagram with a GRH");
+		ck_assert(wc.wc_flags & IBV_WC_GRH);
+		ck_assert_uint_eq(wc.byte_len, 340);
+		ck_assert_mem_eq(BUF(f.b) + 24, D.gid.raw, 16);	/* its DGID */
+		vt_expect_pat(BUF(f.b) + 40, 300, 0, 70 + i, "its bytes");
+		vt_expect_ok(f.p.scq[0], &wc, (uint64_t)i, IBV_WC_SEND,
+			     "its send");
+	}
+	vt_assert(vt_transit_maps() == 0,
+		  "UD QPs got rings for datagrams with a GRH");
+	ud_free(&f, ah);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -1576,6 +1611,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_qkey);
 	tcase_add_test(tc, ud_no_receive_drops);
 	tcase_add_test(tc, ud_third_party);
+	tcase_add_test(tc, ud_grh_engine);
 	return s;
 }
 
