@@ -423,7 +423,7 @@ static bool msg_add(const struct ibvc_qp *qp, struct ring_msg *m,
  * UD: may a datagram to qpn through av go on the ring?  Only to the peer,
  * by its LID and without a GRH (its library builds none), as the engine
  * would route it; the Q_Key resolved as the engine does (transit.h,
- * "UD").  Other QP types: yes, with neither.
+ * "UD").  Other QP types (av NULL): yes, with neither.
  */
 static bool ud_dest(const struct ibvc_qp *qp, uint32_t qpn,
 		    const struct ibvd_av *av, uint32_t qkey, struct ring_msg *m)
@@ -455,14 +455,12 @@ static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 {
 	/* inline data needs no key: the app's buffer, read now */
 	bool inline_data = wr->send_flags & IBV_SEND_INLINE;
+	const struct ibvd_av *av = qp->qp.qp_type == IBV_QPT_UD ?
+				   &to_ibvc_ah(wr->wr.ud.ah)->av : NULL;
 	int i;
 
-	if (!ring_opcode(wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE)
-		return false;
-	if (qp->qp.qp_type == IBV_QPT_UD ?
-	    !ud_dest(qp, wr->wr.ud.remote_qpn, &to_ibvc_ah(wr->wr.ud.ah)->av,
-		     wr->wr.ud.remote_qkey, m) :
-	    !ud_dest(qp, 0, NULL, 0, m))
+	if (!ring_opcode(wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE ||
+	    !ud_dest(qp, wr->wr.ud.remote_qpn, av, wr->wr.ud.remote_qkey, m))
 		return false;
 	m->wr_id = wr->wr_id;
 	m->opcode = wr->opcode;
@@ -1069,7 +1067,7 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	struct ibvd_sge sge[DIRECT_MAX_SGE];
 	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
 	bool ud = qp->qp.qp_type == IBV_QPT_UD;
-	uint64_t skip = ud ? DIRECT_GRH : 0;
+	uint32_t skip = ud ? DIRECT_GRH : 0;
 	struct ibvd_transit_frag f;
 	const uint8_t *payload;
 	struct ibvd_cqe cqe;
@@ -1104,7 +1102,8 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	memcpy(&wr_id, slot, sizeof(wr_id));
 	if (ret < 0 || (f.flags & whole) != whole ||
 	    (f.kind != IBVD_TRANSIT_SEND && f.kind != IBVD_TRANSIT_SEND_IMM) ||
-	    !wqe_sges(qp, slot, sge, &nsge, &total) || f.len + skip > total) {
+	    !wqe_sges(qp, slot, sge, &nsge, &total) ||
+	    (uint64_t)f.len + skip > total) {
 		p->hand_off = true;
 		return false;
 	}
