@@ -290,7 +290,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	const struct ibvd_transit *ring;
 	struct ibvd_qp *target;
 	enum eng_drain res;
-	bool uc;
+	bool lossy;
 	int ret;
 
 	if (!d)
@@ -303,9 +303,9 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 		return DRAIN_FAILED;
 	target = d->qp[!src->direct_side];
 	/* UC and UD drop what nobody takes; RC's sender hears of it */
-	uc = src->qp_type == IBV_QPT_UC || src->qp_type == IBV_QPT_UD;
+	lossy = src->qp_type == IBV_QPT_UC || src->qp_type == IBV_QPT_UD;
 	if (!target || !ibvd_eng_can_receive(eng_qp_state(target)))
-		return uc ? drop_ring(src, ring) :
+		return lossy ? drop_ring(src, ring) :
 			    drain_failed(src, IBV_WC_RETRY_EXC_ERR);
 	/*
 	 * The target's own SENDs that src's library took come first, as on
@@ -328,7 +328,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 		return DRAIN_BUSY;
 	if (ret < 0) {
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_FATAL);
-		return uc ? drop_ring(src, ring) :
+		return lossy ? drop_ring(src, ring) :
 			    drain_failed(src, IBV_WC_REM_OP_ERR);
 	}
 	res = place_ring(eng, src, target, ring, requester, rnr_timer);
