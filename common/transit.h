@@ -45,7 +45,13 @@
  * dropped or not.  Garbage in a ring does not fail a UD QP, whose peer
  * may have written it (either side can write both rings), and whose
  * other peers would lose it too: the pair stops carrying datagrams, and
- * what its ring held is lost.
+ * what its ring held is lost.  A pair whose one side leaves (reset,
+ * destroy) dies: the survivor's direct_gen goes back to 0, the engine
+ * drops what it had sent on the ring, and once its library has
+ * completed those sends it lets go of the pair (QP_DIRECT_LEAVE, at its
+ * next post or modify) and may pair again, with the next QP it sends to
+ * or that sends to it; a QP refused because the other held a pair
+ * asks again at its next sends.
  *
  * Nothing in a transit ring is trusted by anyone.  Both clients can map
  * the whole memfd writable, so either can write any byte of it; the

@@ -324,6 +324,7 @@ static bool ud_ah_ok(struct ibv_ah *ah)
 void ibvc_direct_ud_ask(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
 {
 	Ibvd__QpDirectUd req = IBVD__QP_DIRECT_UD__INIT;
+	int err;
 
 	if (qp->qp.qp_type != IBV_QPT_UD || !wr || !wr->wr.ud.ah ||
 	    !ud_ah_ok(wr->wr.ud.ah) || direct_of(qp) ||
@@ -332,13 +333,56 @@ void ibvc_direct_ud_ask(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
 	    (wr->wr.ud.remote_qpn & 0xFFFFFFu) == DIRECT_MCAST_QPN ||
 	    !ibvc_sq_state_ok(qp))
 		return;
-	qp->ud_asks++;
-	qp->ud_asked_qpn = wr->wr.ud.remote_qpn + 1;
 	req.handle = qp->qp.handle;
 	req.remote_qpn = wr->wr.ud.remote_qpn;
 	/* refused (not local, not free to pair): the engine's way, as before */
-	ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QP_DIRECT_UD,
-		       &req.base, NULL, NULL, NULL, NULL);
+	err = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QP_DIRECT_UD,
+			     &req.base, NULL, NULL, NULL, NULL);
+	if (err == 0) {
+		qp->ud_asks = 0;	/* a new budget once this pair is gone */
+		return;
+	}
+	qp->ud_asks++;
+	/* paired, perhaps with a peer that just left: ask it again later */
+	if (err != -EBUSY)
+		qp->ud_asked_qpn = wr->wr.ud.remote_qpn + 1;
+}
+
+/*
+ * Under direct_lock: a UD pair whose peer left (ibvd_direct_leave set
+ * direct_gen back to 0) is let go of once every send put on it is
+ * completed here, so the QP may pair again.  Meanwhile its datagrams go
+ * through the engine, which takes what the ring still holds; what the
+ * peer had left for us in the other ring is lost, as datagrams are.
+ */
+static void ud_let_go(struct ibvc_qp *qp)
+{
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+	struct ibvc_direct *d = qp->direct;
+	bool done;
+	int err;
+
+	/* direct_send_ok went 0 first: no poster adds a send after this */
+	if (!d || ibvd_observe(&qp->sq.engine->direct_gen) ||
+	    ibvd_observe(&d->sends_head) != ibvd_read_once(&d->sends_tail))
+		return;
+	lock_all(qp);
+	done = d->sends_head == d->sends_tail;
+	unlock_all(qp);
+	if (!done)
+		return;
+	req.handle = qp->qp.handle;
+	err = ibvd_conn_call(ibvc_conn_of(qp->qp.context),
+			     IBVD_MSG_QP_DIRECT_LEAVE, &req.base, NULL, NULL,
+			     NULL, NULL);
+	/* ENOENT: the daemon let go already (a reset raced with us) */
+	if (err < 0 && err != -ENOENT)
+		return;
+	detach_locked(qp);
+	pthread_mutex_lock(&qp->sq.lock);
+	qp->ud_asks = 0;
+	qp->ud_asked_qpn = 0;
+	pthread_mutex_unlock(&qp->sq.lock);
 }
 
 void ibvc_direct_refresh(struct ibvc_qp *qp)
@@ -350,6 +394,12 @@ void ibvc_direct_refresh(struct ibvc_qp *qp)
 		return;
 	gen = ibvd_observe(&qp->sq.engine->direct_gen);
 	cur = direct_of(qp);
+	if (!gen && cur && qp->qp.qp_type == IBV_QPT_UD) {
+		pthread_mutex_lock(&qp->direct_lock);
+		ud_let_go(qp);
+		pthread_mutex_unlock(&qp->direct_lock);
+		return;
+	}
 	if (!gen || (cur && cur->gen == gen))
 		return;
 	pthread_mutex_lock(&qp->direct_lock);

@@ -123,6 +123,15 @@ bool ibvd_engine_qp_rts_work(const struct ibvd_qp *qp);
 struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp);
 
 /*
+ * A UD qp leaves its pair and goes on without a reset (objects lock held
+ * for writing): its RQ's WQEs are the engine's alone from now on, from
+ * where its library left them, and the claim stays the engine's.  0,
+ * -EBUSY while the library holds the claim (mid-copy: ask again), or
+ * -EPROTO for a head it could not have written (qp goes to ERR).
+ */
+int ibvd_engine_rq_reclaim(struct ibvd_qp *qp);
+
+/*
  * DESTROY_QP, objects lock held for writing: send what the client posted
  * and the engine has not run yet, as far as it goes without waiting.
  */

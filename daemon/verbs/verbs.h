@@ -262,6 +262,7 @@ void ibvd_direct_limits_changed(void);
 void ibvd_direct_leave(struct ibvd_qp *qp);
 int ibvd_req_qp_direct(struct ibvd_call *call);
 int ibvd_req_qp_direct_ud(struct ibvd_call *call);
+int ibvd_req_qp_direct_leave(struct ibvd_call *call);
 /*
  * The QP of handle and its peer in a direct pair, for a request about
  * them: 0, or the request's error (no such QP, no pair).

@@ -37,6 +37,13 @@
  *			did not make, CM_DISCONNECT likewise -> EINVAL, the
  *			ids accept, establish and disconnect after (needs
  *			DAEMON_PID)
+ *	direct		QP_DIRECT_LEAVE of no QP, of an RC QP -> EINVAL, of a
+ *			UD QP without rings -> ENOENT; QP_DIRECT_UD of an RC
+ *			QP -> EINVAL, of a UD QP in RESET, to an RC QP, to
+ *			itself -> ENOENT; two UD QPs in RTS pair, then
+ *			QP_DIRECT_UD and QP_DIRECT_LEAVE -> EBUSY while both
+ *			are there; the peer destroyed, QP_DIRECT_LEAVE works
+ *			once (ENOENT after)
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
@@ -1131,6 +1138,140 @@ static void case_cmqp(const char *pid)
 	close(ctx);
 }
 
+/* ---- direct ---------------------------------------------------------------- */
+
+/* A QP of type on pd with two CQs of its own: its handle and number, or 0. */
+static uint32_t direct_qp(int ctx, uint32_t pd, uint32_t type, uint32_t *qpn)
+{
+	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__NewCq cq = IBVD__NEW_CQ__INIT;
+	Ibvd__CreateQpReply *r;
+	uint32_t handle;
+
+	bundle_req(&req, &cap, &cq, pd);
+	cq.channel = false;
+	req.qp_type = type;
+	r = call_unpack(ctx, IBVD_MSG_CREATE_QP, &req.base,
+			&ibvd__create_qp_reply__descriptor, "CREATE_QP");
+	if (!r)
+		return 0;
+	handle = r->handle;
+	*qpn = r->qp_num;
+	ibvd__create_qp_reply__free_unpacked(r, NULL);
+	return handle;
+}
+
+/* A UD QP through INIT and RTR to RTS: 0, or -1 (reported). */
+static int direct_ud_rts(int ctx, uint32_t qp)
+{
+	static const uint32_t states[] = { IBV_QPS_INIT, IBV_QPS_RTR,
+					   IBV_QPS_RTS };
+	Ibvd__ModifyQp m = IBVD__MODIFY_QP__INIT;
+	Ibvd__QpAttr a = IBVD__QP_ATTR__INIT;
+	unsigned int i;
+
+	m.handle = qp;
+	m.attr = &a;
+	a.port_num = 1;
+	a.qkey = 0x11111111;
+	for (i = 0; i < 3; i++) {
+		a.qp_state = states[i];
+		m.attr_mask = IBV_QP_STATE;
+		if (states[i] == IBV_QPS_INIT)
+			m.attr_mask |= IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				       IBV_QP_QKEY;
+		if (states[i] == IBV_QPS_RTS)
+			m.attr_mask |= IBV_QP_SQ_PSN;
+		if (call_ok(ctx, IBVD_MSG_MODIFY_QP, &m.base, NULL, 0,
+			    "MODIFY_QP") < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void direct_refused(int ctx, uint16_t type, uint32_t handle,
+			   uint32_t remote_qpn, int want, const char *what)
+{
+	Ibvd__QpDirectUd ud = IBVD__QP_DIRECT_UD__INIT;
+	Ibvd__Handle h = IBVD__HANDLE__INIT;
+	const ProtobufCMessage *msg = &h.base;
+
+	h.handle = handle;
+	ud.handle = handle;
+	ud.remote_qpn = remote_qpn;
+	if (type == IBVD_MSG_QP_DIRECT_UD)
+		msg = &ud.base;
+	if (refused(ctx, type, msg, want, what) == 0)
+		say("%s: %s", what, strerror(want));
+}
+
+/*
+ * The direct transport's requests on QPs they do not fit; a UD pair
+ * whose peer is still there cannot be left; once the peer is destroyed
+ * it can, once.
+ */
+static void case_direct(void)
+{
+	uint32_t rc, a, b, rcn, an, bn;
+	Ibvd__QpDirectUd ud = IBVD__QP_DIRECT_UD__INIT;
+	Ibvd__Handle h = IBVD__HANDLE__INIT;
+	Ibvd__Handle *pd;
+	int ctx = conn_open();
+
+	if (ctx < 0 || open_device(ctx) < 0)
+		return;
+	pd = call_unpack(ctx, IBVD_MSG_ALLOC_PD, NULL, &ibvd__handle__descriptor,
+			 "ALLOC_PD");
+	if (!pd)
+		return;
+	rc = direct_qp(ctx, pd->handle, IBV_QPT_RC, &rcn);
+	a = direct_qp(ctx, pd->handle, IBV_QPT_UD, &an);
+	b = direct_qp(ctx, pd->handle, IBV_QPT_UD, &bn);
+	ibvd__handle__free_unpacked(pd, NULL);
+	if (!rc || !a || !b)
+		return;
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_LEAVE, 999999, 0, EINVAL,
+		       "QP_DIRECT_LEAVE of no QP");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_LEAVE, rc, 0, EINVAL,
+		       "QP_DIRECT_LEAVE of an RC QP");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_LEAVE, a, 0, ENOENT,
+		       "QP_DIRECT_LEAVE of a UD QP without rings");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT, a, 0, ENOENT,
+		       "QP_DIRECT of a UD QP without rings");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_UD, rc, bn, EINVAL,
+		       "QP_DIRECT_UD of an RC QP");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_UD, a, bn, ENOENT,
+		       "QP_DIRECT_UD of a UD QP in RESET");
+	if (direct_ud_rts(ctx, a) < 0 || direct_ud_rts(ctx, b) < 0)
+		return;
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_UD, a, rcn, ENOENT,
+		       "QP_DIRECT_UD to an RC QP");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_UD, a, an, ENOENT,
+		       "QP_DIRECT_UD to itself");
+	ud.handle = a;
+	ud.remote_qpn = bn;
+	if (call_ok(ctx, IBVD_MSG_QP_DIRECT_UD, &ud.base, NULL, 0,
+		    "QP_DIRECT_UD of two UD QPs in RTS") < 0)
+		return;
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_UD, a, bn, EBUSY,
+		       "QP_DIRECT_UD of a paired QP");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_LEAVE, a, 0, EBUSY,
+		       "QP_DIRECT_LEAVE while the peer is there");
+	h.handle = b;
+	if (call_ok(ctx, IBVD_MSG_DESTROY_QP, &h.base, NULL, 0,
+		    "DESTROY_QP of the peer") < 0)
+		return;
+	h.handle = a;
+	if (call_ok(ctx, IBVD_MSG_QP_DIRECT_LEAVE, &h.base, NULL, 0,
+		    "QP_DIRECT_LEAVE once the peer is gone") == 0)
+		say("QP_DIRECT_LEAVE once the peer is gone: left");
+	direct_refused(ctx, IBVD_MSG_QP_DIRECT_LEAVE, a, 0, ENOENT,
+		       "QP_DIRECT_LEAVE again");
+	check_usable(ctx, "the refused direct requests");
+	close(ctx);
+}
+
 /* Lines of the daemon's /proc/PID/maps naming inode ino. */
 static int maps_with_inode(const char *pid, ino_t ino)
 {
@@ -2095,6 +2236,8 @@ int main(int argc, char **argv)
 		case_notopen();
 	else if (strcmp(case_name, "cmqp") == 0)
 		case_cmqp(arg);
+	else if (strcmp(case_name, "direct") == 0)
+		case_direct();
 	else if (strcmp(case_name, "attachfds") == 0)
 		case_attachfds();
 	else if (strcmp(case_name, "silent") == 0)

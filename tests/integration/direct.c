@@ -1154,6 +1154,86 @@ START_TEST(ud_grh_engine)
 }
 END_TEST
 
+/* A UD QP in RTS on cq, free to pair. */
+static struct ibv_qp *ud_qp(struct ibv_cq *cq)
+{
+	struct ibv_qp *qp = vt_qp(&D, cq, cq, &UD);
+
+	vt_connect(&D, qp, NULL, &UD);
+	return qp;
+}
+
+/* One datagram from `from` to `to`, each with its own CQ, checked. */
+static void ud_one(struct fx *f, struct ibv_ah *ah, struct ibv_qp *from,
+		   struct ibv_cq *scq, struct ibv_qp *to, struct ibv_cq *rcq,
+		   uint64_t id)
+{
+	struct ibv_wc wc;
+
+	vt_fill(BUF(f->a), 200, 0, (uint32_t)id);
+	vt_recv(to, id, BUF(f->b), 1024, f->b->lkey);
+	vt_ud_send(from, id, ah, to->qp_num, VT_QKEY, BUF(f->a), 200,
+		   f->a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(rcq, &wc, id, IBV_WC_RECV, "a datagram");
+	ck_assert_uint_eq(wc.src_qp, from->qp_num);
+	vt_expect_pat(BUF(f->b) + 40, 200, 0, (uint32_t)id, "its bytes");
+	vt_expect_ok(scq, &wc, id, IBV_WC_SEND, "its send");
+}
+
+/*
+ * A UD QP whose peer left pairs again.  The sender lets go of the dead
+ * pair at its next post and pairs with the next QP it sends to; a
+ * receiver whose sender left lets go at its next post too, and the new
+ * sender, refused while the dead pair was held, asks again.  Each time
+ * the new pair's rings are the only ones mapped: two (one per side).
+ */
+START_TEST(ud_pair_again)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *cq2 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	int pairs = expect_rings() ? 2 : 0;
+	struct ibv_qp *c, *e;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+	uint64_t i;
+
+	ud_init(&f, &ah);
+	vt_assert(vt_transit_maps() == pairs, "%d transit ring mappings",
+		  vt_transit_maps());
+	/* the receiver goes; its sender's next peer is c */
+	ck_assert_int_eq(ibv_destroy_qp(f.p.qp[1]), 0);
+	f.p.qp[1] = NULL;
+	c = ud_qp(cq);
+	for (i = 0; i < 3; i++)
+		ud_one(&f, ah, f.p.qp[0], f.p.scq[0], c, cq, 10 + i);
+	vt_assert(vt_transit_maps() == pairs,
+		  "the sender did not pair again: %d mappings",
+		  vt_transit_maps());
+	/* the sender goes now; c's next sender, e, is refused at first */
+	vt_recv(c, 20, BUF(f.b), 1024, f.b->lkey);
+	ck_assert_int_eq(ibv_destroy_qp(f.p.qp[0]), 0);
+	f.p.qp[0] = NULL;
+	e = ud_qp(cq2);
+	vt_fill(BUF(f.a), 200, 0, 20);
+	vt_ud_send(e, 20, ah, c->qp_num, VT_QKEY, BUF(f.a), 200, f.a->lkey,
+		   IBV_SEND_SIGNALED);
+	vt_expect_ok(cq, &wc, 20, IBV_WC_RECV, "the new sender's first");
+	vt_expect_pat(BUF(f.b) + 40, 200, 0, 20, "its bytes");
+	vt_expect_ok(cq2, &wc, 20, IBV_WC_SEND, "its send");
+	for (i = 0; i < 3; i++)
+		ud_one(&f, ah, e, cq2, c, cq, 21 + i);
+	vt_assert(vt_transit_maps() == pairs,
+		  "the receiver did not pair again: %d mappings",
+		  vt_transit_maps());
+	ck_assert_int_eq(ibv_destroy_qp(c), 0);
+	ck_assert_int_eq(ibv_destroy_qp(e), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq2), 0);
+	ud_free(&f, ah);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -1612,6 +1692,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_no_receive_drops);
 	tcase_add_test(tc, ud_third_party);
 	tcase_add_test(tc, ud_grh_engine);
+	tcase_add_test(tc, ud_pair_again);
 	return s;
 }
 

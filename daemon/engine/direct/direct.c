@@ -401,6 +401,15 @@ int ibvd_eng_rq_claim(struct ibvd_qp *t)
 	return ret < 0 ? ret : 1;
 }
 
+int ibvd_engine_rq_reclaim(struct ibvd_qp *qp)
+{
+	int ret = ibvd_eng_claim_take(qp);
+
+	if (ret == -EPROTO)
+		ibvd_eng_responder_error(qp, IBV_EVENT_QP_FATAL);
+	return ret;
+}
+
 void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held)
 {
 	if (held > 0)

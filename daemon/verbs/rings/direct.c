@@ -211,10 +211,18 @@ int ibvd_req_qp_direct_ud(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL, "handle %u is no UD QP",
 				       req->handle);
 	peer = ibvd_qp_by_num(req->remote_qpn & 0xFFFFFFu);
-	if (!direct_enabled || !peer || peer == qp || !pairable(qp) ||
-	    !pairable(peer) || peer->qp_type != IBV_QPT_UD ||
-	    peer->ctx->dev != qp->ctx->dev ||
+	if (!direct_enabled || !peer || peer == qp ||
+	    peer->qp_type != IBV_QPT_UD || peer->ctx->dev != qp->ctx->dev ||
 	    __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) != IBV_QPS_RTS)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u: no transit rings with QP %u",
+				       qp->qp_num, req->remote_qpn);
+	/* paired now, perhaps not for long (ibvd_req_qp_direct_leave) */
+	if (qp->direct || peer->direct)
+		return ibvd_call_error(call, -EBUSY,
+				       "QP %u or QP %u has transit rings already",
+				       qp->qp_num, peer->qp_num);
+	if (!pairable(qp) || !pairable(peer))
 		return ibvd_call_error(call, -ENOENT,
 				       "QP %u: no transit rings with QP %u",
 				       qp->qp_num, req->remote_qpn);
@@ -287,8 +295,49 @@ void ibvd_direct_leave(struct ibvd_qp *qp)
 	 * ring with nobody behind it.
 	 */
 	ibvd_direct_update(peer);
+	/*
+	 * A UD peer talks to others too: its library lets go of the pair
+	 * once its sends on it are completed (ibvd_req_qp_direct_leave), and
+	 * may pair again.  Published after direct_send_ok, which its library
+	 * reads after this: nothing new goes on the ring.
+	 */
+	if (peer->qp_type == IBV_QPT_UD)
+		ibvd_publish(&sq_engine(peer)->direct_gen, 0);
 	ibvd_full_fence();
 	ibvd_engine_qp_kick(peer);
+}
+
+/*
+ * A UD QP whose peer left lets go of their pair (its library asks once
+ * its own sends on the ring are completed, transit.h "UD").  A library
+ * that asks early loses only its own datagrams still in the ring.
+ */
+int ibvd_req_qp_direct_leave(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_qp *qp = ibvd_call_qp(call, req->handle);
+	int ret;
+
+	if (!qp || qp->qp_type != IBV_QPT_UD)
+		return ibvd_call_error(call, -EINVAL, "handle %u is no UD QP",
+				       req->handle);
+	if (!qp->direct)
+		return ibvd_call_error(call, -ENOENT,
+				       "QP %u shares no transit rings",
+				       qp->qp_num);
+	if (qp->direct->qp[!qp->direct_side])
+		return ibvd_call_error(call, -EBUSY,
+				       "QP %u's peer still shares its rings",
+				       qp->qp_num);
+	ibvd_objects_write_lock();
+	ret = ibvd_engine_rq_reclaim(qp);
+	if (ret == 0)
+		ibvd_direct_leave(qp);
+	ibvd_objects_write_unlock();
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "QP %u: its library holds "
+				       "its receive queue", qp->qp_num);
+	return 0;
 }
 
 int ibvd_direct_call_pair(struct ibvd_call *call, uint32_t handle,
