@@ -447,9 +447,25 @@ static enum ibv_wc_status place(struct ibvd_engine *eng, struct ibvd_qp *src,
 }
 
 /*
+ * A datagram longer than the receive WQE it would take is the sender's
+ * fault, and any sender that knows the Q_Key may send one: it never
+ * stops the QP.  As rxe's responder does (class D; E on an SRQ), it is
+ * dropped and the WQE stays posted, or, taken from an SRQ, the WQE
+ * completes with REM_INV_REQ_ERR.
+ */
+static void ud_too_long(struct ibvd_qp *target, const struct eng_rq *rq,
+			const struct eng_recv *rwqe)
+{
+	if (!target->srq)
+		return;
+	ibvd_eng_rq_consume(rq);
+	ibvd_eng_recv_err(target, rwqe->wr_id, IBV_WC_REM_INV_REQ_ERR);
+}
+
+/*
  * Under the receive lock: the WQE a datagram of len bytes lands in, true
- * with *rwqe peeked; false when it cannot land: no WQE (dropped), a broken
- * queue, a bad WQE or one too small (it completes in error).
+ * with *rwqe peeked; false when it cannot land: no WQE or one too small
+ * (dropped), a broken queue, a bad WQE (it completes in error).
  */
 static bool ud_take(struct ibvd_qp *target, const struct eng_rq *rq,
 		    struct eng_recv *rwqe, uint64_t len)
@@ -461,7 +477,7 @@ static bool ud_take(struct ibvd_qp *target, const struct eng_rq *rq,
 	else if (ret > 0 && rwqe->status != IBV_WC_SUCCESS)
 		ibvd_eng_recv_fail(target, rq, rwqe, rwqe->status);
 	else if (ret > 0 && ENG_GRH_BYTES + len > rwqe->sgl.total)
-		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_LEN_ERR);
+		ud_too_long(target, rq, rwqe);
 	return ret > 0 && rwqe->status == IBV_WC_SUCCESS &&
 	       ENG_GRH_BYTES + len <= rwqe->sgl.total;
 }

@@ -2898,6 +2898,56 @@ static struct ibv_srq *mksrq(uint32_t max_wr, uint32_t max_sge)
 }
 
 /*
+ * A datagram longer than the receive it would take (loop 1: from an SRQ)
+ * is the sender's fault, which any sender with the Q_Key may commit: the
+ * receiver's QP stays in RTS and nothing lands.  As rxe does, the
+ * receive stays posted for the next datagram that fits, or, taken from
+ * an SRQ, completes with REM_INV_REQ_ERR.  The send succeeds (no ACKs).
+ */
+START_TEST(ud_too_long)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_srq *srq = _i ? mksrq(16, 1) : NULL;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+
+	o.srq = srq;
+	fx_init(&f, &o, 4096, 4096);
+	ah = ah_of(AH_LID);
+	memset(f.b->addr, CANARY, 4096);
+	vt_fill(f.a->addr, 64, 0, 21);
+	if (srq)
+		vt_srq_recv(srq, 1, f.b->addr, GRH + 16, f.b->lkey);
+	else
+		vt_recv(f.p.qp[1], 1, f.b->addr, GRH + 16, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr,
+		   64, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UD SEND too long for it");
+	if (srq) {
+		vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_REM_INV_REQ_ERR,
+			     "SRQ receive of a datagram too long");
+		ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+		vt_srq_recv(srq, 1, f.b->addr, GRH + 16, f.b->lkey);
+	} else {
+		vt_expect_none(f.p.rcq[1], QUIET_MS, "receive of a datagram too long");
+	}
+	vt_expect_byte(f.b->addr, 4096, CANARY, "the receive buffer");
+	vt_expect_state(f.p.qp[1], IBV_QPS_RTS, "receiver of a datagram too long");
+	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr,
+		   16, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_SEND, "UD SEND that fits");
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the receive, after");
+	ck_assert_uint_eq(wc.byte_len, GRH + 16);
+	vt_expect_pat(BUF(f.b) + GRH, 16, 0, 21, "the datagram that fits");
+	vt_ah_free(ah);
+	fx_free(&f);
+	if (srq)
+		ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+}
+END_TEST
+
+/*
  * ibv_srq_pingpong-like: 4 RC QPs receive through one SRQ; every message is
  * reported on the right QP, in order per QP, with the right bytes.
  */
@@ -4788,6 +4838,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "status");
 	tcase_add_loop_test(tc, loc_len_err, 0, 2);
+	tcase_add_loop_test(tc, ud_too_long, 0, 2);
 	tcase_add_loop_test(tc, loc_prot_err, 0, 5);
 	tcase_add_loop_test(tc, rem_access_err, 0, 6);
 	tcase_add_loop_test(tc, rnr_retry_exc, 0, 2);

@@ -1081,6 +1081,36 @@ START_TEST(ud_no_receive_drops)
 END_TEST
 
 /*
+ * A datagram longer than the receive it would take: the library leaves
+ * it to the engine, which drops it (as rxe does); the QP stays in RTS and
+ * the receive takes the next datagram that fits.
+ */
+START_TEST(ud_too_long)
+{
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+
+	ud_init(&f, &ah);
+	memset(BUF(f.b), 0xee, 4096);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 40 + 16, f.b->lkey);
+	vt_fill(BUF(f.a), 64, 0, 30);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a), 64,
+		   f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "a datagram too long");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "a datagram too long");
+	vt_expect_byte(BUF(f.b), 4096, 0xee, "the receive buffer");
+	vt_expect_state(f.p.qp[1], IBV_QPS_RTS, "the receiver");
+	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a), 16,
+		   f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the next datagram");
+	vt_expect_pat(BUF(f.b) + 40, 16, 0, 30, "its bytes");
+	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_SEND, "its send");
+	ud_free(&f, ah);
+}
+END_TEST
+
+/*
  * A QP paired with one sender still hears from others, through the
  * engine (which takes the RQ's claim as the library does), and the
  * paired sender's datagrams land between them in order of arrival.
@@ -1690,6 +1720,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_sizes);
 	tcase_add_test(tc, ud_qkey);
 	tcase_add_test(tc, ud_no_receive_drops);
+	tcase_add_test(tc, ud_too_long);
 	tcase_add_test(tc, ud_third_party);
 	tcase_add_test(tc, ud_grh_engine);
 	tcase_add_test(tc, ud_pair_again);
