@@ -31,11 +31,13 @@
  * pairs with one: the first local UD QP it sends to that is free to pair
  * (its library asks, QP_DIRECT_UD, at that first send, which the engine
  * carries, if its AH could take a ring; it asks about a few peers at
- * most).  Datagrams to that peer,
- * through an address handle by its LID without a GRH (whose GRH the
- * receiver's library would have to make), go on the ring, with the
- * Q_Key and the SL in the fragment; all others, and datagrams from other
- * senders, go through the engine, which takes the receiving RQ's claim
+ * most).  Datagrams to that peer through an address handle by its LID
+ * go on the ring, with the Q_Key and the SL in the fragment, and, for an
+ * address handle with a GRH, what the GRH is made of
+ * (struct ibvd_transit_grh), from which the receiver's library makes the
+ * GRH as the engine would, with the SGID from the sending port's GID
+ * table that the daemon gave it with the rings; all others, and
+ * datagrams from other senders, go through the engine, which takes the receiving RQ's claim
  * for each (waiting a moment for a library that holds it, then dropping
  * the datagram).  The receiver's library places a datagram after the
  * receive's 40-byte GRH slot, and drops one for another Q_Key or longer
@@ -261,7 +263,27 @@ enum ibvd_transit_kind {
 /* UD: the service level of the sender's address handle */
 #define IBVD_TRANSIT_SL_SHIFT	8u
 #define IBVD_TRANSIT_SL_MASK	0xF00u
-#define IBVD_TRANSIT_FLAGS	(7u | IBVD_TRANSIT_SL_MASK)
+/* UD: the payload starts with a struct ibvd_transit_grh */
+#define IBVD_TRANSIT_GRH	8u
+#define IBVD_TRANSIT_FLAGS	(15u | IBVD_TRANSIT_SL_MASK)
+
+/*
+ * UD through an address handle with a GRH: what of it the sender's work
+ * request named, ahead of the datagram's bytes in the fragment (its len
+ * counts it).  The receiver builds the GRH from it as the engine does,
+ * taking the SGID from the sending port's GID table as the daemon gave
+ * it (QP_DIRECT), never from the sender.
+ */
+struct ibvd_transit_grh {
+	uint8_t dgid[16];
+	uint32_t flow_label;	/* the low 20 bits */
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint8_t pad;
+};
+
+#define IBVD_TRANSIT_GRH_INFO	((uint32_t)sizeof(struct ibvd_transit_grh))
 
 /* A fragment's header; its payload follows in the same cells. */
 struct ibvd_transit_frag {

@@ -28,6 +28,7 @@
  */
 #include "config.h"
 
+#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,6 +43,11 @@
 #define DIRECT_GRH	40u
 /* A Q_Key with this bit set means the sending QP's own (verbs.h) */
 #define DIRECT_QKEY_OWN	0x80000000u
+/* UD: the entries of the peer's port GID table kept (a soft port's all) */
+#define DIRECT_PEER_GIDS	16u
+/* UD: a GRH's IP version and next header (BTH), as the engine makes it */
+#define DIRECT_GRH_VERSION	6u
+#define DIRECT_GRH_NEXT_HDR	0x1Bu
 /*
  * A receiver that does not poll would hold our SENDs for ever, where a
  * NIC's responder takes them at once: past this the engine places them.
@@ -76,6 +82,8 @@ struct ibvc_direct {
 	uint32_t peer_qpn;
 	uint16_t peer_slid;
 	uint8_t peer_sl;
+	/* UD: the SGIDs of the peer's GRHs, by index (zero where none) */
+	uint8_t peer_gids[DIRECT_PEER_GIDS][16];
 	unsigned int side;		/* ours in the pair */
 	/* posters (SQ lock) */
 	uint32_t produced;
@@ -220,6 +228,7 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 {
 	size_t bytes = (size_t)ibvd_transit_pair_bytes(r->ncells);
 	struct ibvc_direct *d = calloc(1, sizeof(*d));
+	size_t i;
 	int err;
 
 	if (!d)
@@ -245,6 +254,10 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 	d->peer_qpn = r->peer_qpn;
 	d->peer_slid = (uint16_t)r->peer_slid;
 	d->peer_sl = (uint8_t)r->peer_sl;
+	for (i = 0; i < r->n_peer_gids && i < DIRECT_PEER_GIDS; i++)
+		if (r->peer_gids[i].len == sizeof(d->peer_gids[i]))
+			memcpy(d->peer_gids[i], r->peer_gids[i].data,
+			       sizeof(d->peer_gids[i]));
 	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
 	d->produced = ibvd_read_once(&d->out.ctl->produced);
@@ -316,9 +329,7 @@ static bool may_be_direct(const struct ibvc_qp *qp)
 /* Could datagrams through this AH take a pair's ring (ud_dest)? */
 static bool ud_ah_ok(struct ibv_ah *ah)
 {
-	const struct ibvd_av *av = &to_ibvc_ah(ah)->av;
-
-	return !av->is_global && av->dlid;
+	return to_ibvc_ah(ah)->av.dlid != 0;
 }
 
 void ibvc_direct_ud_ask(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
@@ -432,10 +443,18 @@ struct ring_msg {
 	uint32_t imm;			/* network order */
 	uint32_t qkey;			/* UD */
 	uint8_t sl;			/* UD */
+	bool has_grh;			/* UD: grh goes ahead of the bytes */
+	struct ibvd_transit_grh grh;
 	struct iovec iov[DIRECT_MAX_SGE];
 	int iovcnt;
-	uint64_t len;
+	uint64_t len;			/* the message's bytes */
 };
+
+/* What m takes of a ring's payload room. */
+static uint64_t ring_len(const struct ring_msg *m)
+{
+	return m->len + (m->has_grh ? IBVD_TRANSIT_GRH_INFO : 0);
+}
 
 /*
  * What goes on a ring.  A SEND with invalidate too: the receiver's
@@ -469,11 +488,22 @@ static bool msg_add(const struct ibvc_qp *qp, struct ring_msg *m,
 	return true;
 }
 
+/* UD: what the receiver makes the GRH of (transit.h, "UD"). */
+static void grh_info(struct ibvd_transit_grh *g, const struct ibvd_av *av)
+{
+	memset(g, 0, sizeof(*g));
+	memcpy(g->dgid, av->dgid, sizeof(g->dgid));
+	g->flow_label = av->flow_label & 0xFFFFFu;
+	g->sgid_index = av->sgid_index;
+	g->hop_limit = av->hop_limit;
+	g->traffic_class = av->traffic_class;
+}
+
 /*
  * UD: may a datagram to qpn through av go on the ring?  Only to the peer,
- * by its LID and without a GRH (its library builds none), as the engine
- * would route it; the Q_Key resolved as the engine does (transit.h,
- * "UD").  Other QP types (av NULL): yes, with neither.
+ * by its LID, as the engine would route it; the Q_Key resolved as the
+ * engine does, and with a GRH what the receiver makes it of (transit.h,
+ * "UD").  Other QP types (av NULL): yes, with none of those.
  */
 static bool ud_dest(const struct ibvc_qp *qp, uint32_t qpn,
 		    const struct ibvd_av *av, uint32_t qkey, struct ring_msg *m)
@@ -482,14 +512,18 @@ static bool ud_dest(const struct ibvc_qp *qp, uint32_t qpn,
 
 	m->qkey = 0;
 	m->sl = 0;
+	m->has_grh = false;
 	if (qp->qp.qp_type != IBV_QPT_UD)
 		return true;
-	if ((qpn & 0xFFFFFFu) != d->peer_qpn || av->is_global || !av->dlid ||
+	if ((qpn & 0xFFFFFFu) != d->peer_qpn || !av->dlid ||
 	    av->dlid != d->peer_slid)
 		return false;
 	m->qkey = (qkey & DIRECT_QKEY_OWN) ?
 		  __atomic_load_n(&qp->qkey, __ATOMIC_RELAXED) : qkey;
 	m->sl = av->sl;
+	m->has_grh = av->is_global;
+	if (m->has_grh)
+		grh_info(&m->grh, av);
 	return true;
 }
 
@@ -664,7 +698,10 @@ static bool remember(struct ibvc_qp *qp, struct ibvc_direct *d,
 static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 		     const struct ring_msg *m, uint32_t consumed, uint32_t mark)
 {
+	struct iovec iov[DIRECT_MAX_SGE + 1];
+	const struct iovec *from = m->iov;
 	struct ibvd_transit_frag f;
+	int iovcnt = m->iovcnt;
 
 	memset(&f, 0, sizeof(f));
 	f.kind = ring_kind(m->opcode);
@@ -673,12 +710,20 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 		f.flags |= IBVD_TRANSIT_SOLICITED;
 	f.flags |= (uint16_t)((m->sl << IBVD_TRANSIT_SL_SHIFT) &
 			      IBVD_TRANSIT_SL_MASK);
+	if (m->has_grh) {
+		f.flags |= IBVD_TRANSIT_GRH;
+		iov[0].iov_base = (void *)&m->grh;
+		iov[0].iov_len = sizeof(m->grh);
+		memcpy(iov + 1, m->iov, (size_t)m->iovcnt * sizeof(*iov));
+		from = iov;
+		iovcnt++;
+	}
 	f.qkey = m->qkey;
-	f.len = f.msg_len = (uint32_t)m->len;
+	f.len = f.msg_len = (uint32_t)ring_len(m);
 	f.imm = m->imm;
 	f.wr_id = m->wr_id;
-	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, m->iov,
-			       m->iovcnt) < 0)
+	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, from,
+			       iovcnt) < 0)
 		return false;
 	remember(qp, d, m->wr_id, IBV_WC_SEND, (uint32_t)m->len, m->send_flags,
 		 mark);
@@ -737,7 +782,7 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 	if (!ibvd_observe(&d->out.ctl->rx_ready) || !msg_from_wr(qp, wr, &m))
 		return 0;
 	consumed = ibvd_read_once(&d->out.ctl->consumed);
-	if (!wait_room(qp, d, m.len, &consumed) ||
+	if (!wait_room(qp, d, ring_len(&m), &consumed) ||
 	    !ring_put(qp, d, &m, consumed, send_cq_tail(qp)))
 		return 0;
 	return 1;
@@ -779,7 +824,8 @@ void ibvc_direct_take_back(struct ibvc_qp *qp, uint32_t sq_tail)
 	consumed = ibvd_read_once(&d->out.ctl->consumed);
 	while (from != sq_tail && ring_usable(qp, d) &&
 	       msg_from_slot(qp, ibvc_wq_slot(&qp->sq, from), &m) &&
-	       fits(d, consumed, m.len) && ring_put(qp, d, &m, consumed, mark))
+	       fits(d, consumed, ring_len(&m)) &&
+	       ring_put(qp, d, &m, consumed, mark))
 		from++;
 	ibvd_write_once(&c->direct_head, from);
 	/*
@@ -1077,28 +1123,57 @@ static void scatter(const struct ibvd_sge *sge, uint32_t nsge, uint32_t skip,
 	}
 }
 
+/*
+ * UD: the GRH of a datagram of len bytes whose address the sender put
+ * ahead of it (at info, in the ring: read once), as the engine makes it,
+ * with the SGID from the peer's port GID table.
+ */
+static void make_grh(uint8_t grh[DIRECT_GRH], const struct ibvc_direct *d,
+		     const uint8_t *info, uint32_t len)
+{
+	struct ibvd_transit_grh g;
+	uint32_t w;
+
+	memcpy(&g, info, sizeof(g));
+	w = htobe32(DIRECT_GRH_VERSION << 28 | (uint32_t)g.traffic_class << 20 |
+		    (g.flow_label & 0xFFFFFu));
+	memcpy(grh, &w, sizeof(w));
+	grh[4] = (uint8_t)(len >> 8);
+	grh[5] = (uint8_t)len;
+	grh[6] = DIRECT_GRH_NEXT_HDR;
+	grh[7] = g.hop_limit;
+	if (g.sgid_index < DIRECT_PEER_GIDS)
+		memcpy(grh + 8, d->peer_gids[g.sgid_index], 16);
+	else
+		memset(grh + 8, 0, 16);
+	memcpy(grh + 24, g.dgid, 16);
+}
+
+/* len: the message's bytes (info: what of the payload came before them) */
 static void recv_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 		     const struct ibvc_direct *d, uint64_t wr_id,
-		     const struct ibvd_transit_frag *f)
+		     const struct ibvd_transit_frag *f, uint32_t len)
 {
 	memset(cqe, 0, sizeof(*cqe));
 	cqe->wr_id = wr_id;
 	cqe->status = IBV_WC_SUCCESS;
 	cqe->opcode = IBV_WC_RECV;
-	cqe->byte_len = f->len;
+	cqe->byte_len = len;
 	cqe->qp_num = qp->qp.qp_num;
 	cqe->src_qp = d->peer_qpn;
 	cqe->slid = d->peer_slid;
 	cqe->sl = d->peer_sl;
 	if (qp->qp.qp_type == IBV_QPT_UD) {
-		/* the GRH slot counts, left untouched (no GRH came) */
+		/* the GRH slot counts, filled or not */
 		cqe->byte_len += DIRECT_GRH;
 		cqe->sl = (uint8_t)((f->flags & IBVD_TRANSIT_SL_MASK) >>
 				    IBVD_TRANSIT_SL_SHIFT);
+		if (f->flags & IBVD_TRANSIT_GRH)
+			cqe->wc_flags = IBV_WC_GRH;
 	}
 	if (f->kind == IBVD_TRANSIT_SEND_IMM) {
 		cqe->imm_data = f->imm;
-		cqe->wc_flags = IBV_WC_WITH_IMM;
+		cqe->wc_flags |= IBV_WC_WITH_IMM;
 	}
 }
 
@@ -1117,7 +1192,8 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	struct ibvd_sge sge[DIRECT_MAX_SGE];
 	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
 	bool ud = qp->qp.qp_type == IBV_QPT_UD;
-	uint32_t skip = ud ? DIRECT_GRH : 0;
+	uint32_t skip = ud ? DIRECT_GRH : 0, info = 0, len;
+	uint8_t grh[DIRECT_GRH];
 	struct ibvd_transit_frag f;
 	const uint8_t *payload;
 	struct ibvd_cqe cqe;
@@ -1142,23 +1218,33 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		p->consumed = next;
 		return true;
 	}
-	if (ud && ret > 0 && (f.len > IBVD_TRANSIT_UD_MAX ||
+	if (ud && ret > 0 && (f.flags & IBVD_TRANSIT_GRH))
+		info = IBVD_TRANSIT_GRH_INFO;
+	if (ud && ret > 0 && (f.len < info ||
+			      f.len - info > IBVD_TRANSIT_UD_MAX ||
 			      f.qkey != __atomic_load_n(&qp->qkey,
 							__ATOMIC_RELAXED))) {
 		p->consumed = next;
 		return true;
 	}
+	len = ret > 0 ? f.len - info : 0;
 	slot = ibvc_wq_slot(&qp->rq, p->head);
 	memcpy(&wr_id, slot, sizeof(wr_id));
+	/* a GRH on RC or UC is nonsense: the engine says so */
 	if (ret < 0 || (f.flags & whole) != whole ||
 	    (f.kind != IBVD_TRANSIT_SEND && f.kind != IBVD_TRANSIT_SEND_IMM) ||
+	    (!ud && (f.flags & IBVD_TRANSIT_GRH)) ||
 	    !wqe_sges(qp, slot, sge, &nsge, &total) ||
-	    (uint64_t)f.len + skip > total) {
+	    (uint64_t)len + skip > total) {
 		p->hand_off = true;
 		return false;
 	}
-	scatter(sge, nsge, skip, payload, f.len);
-	recv_cqe(&cqe, qp, d, wr_id, &f);
+	if (info) {
+		make_grh(grh, d, payload, len);
+		scatter(sge, nsge, 0, grh, DIRECT_GRH);
+	}
+	scatter(sge, nsge, skip, payload + info, len);
+	recv_cqe(&cqe, qp, d, wr_id, &f, len);
 	fifo_push(cq, &cqe, p->mark);
 	p->head++;
 	p->consumed = next;

@@ -1149,38 +1149,85 @@ START_TEST(ud_third_party)
 }
 END_TEST
 
-/*
- * Datagrams through an AH with a GRH stay with the engine, which fills
- * the GRH slot: the QPs ask for no rings for them.
- */
-START_TEST(ud_grh_engine)
+/* An AH to our port with a GRH: SGID index, traffic class, flow label. */
+static struct ibv_ah *ud_grh_ah(uint8_t sgid_index, uint8_t tclass,
+				uint32_t flow)
 {
+	struct ibv_ah_attr a;
+	struct ibv_ah *ah;
+
+	memset(&a, 0, sizeof(a));
+	a.dlid = D.port.lid;
+	a.port_num = D.port_num;
+	a.is_global = 1;
+	a.grh.dgid = D.gid;
+	a.grh.sgid_index = sgid_index;
+	a.grh.hop_limit = 9;
+	a.grh.traffic_class = tclass;
+	a.grh.flow_label = flow;
+	ah = ibv_create_ah(D.pd, &a);
+	vt_assert(ah, "ibv_create_ah: %s", strerror(errno));
+	return ah;
+}
+
+/*
+ * Datagrams through an AH with a GRH take the rings too, and the
+ * receiver's library makes their GRH byte for byte as the engine does
+ * (the first datagram, which asks for the rings, is the engine's): its
+ * SGID the sending port's GID at the AH's index, as the daemon gave it.
+ */
+START_TEST(ud_grh)
+{
+	int nidx = 1, i, k;
+	union ibv_gid g1;
+	uint8_t first[40];
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
 	struct fx f;
-	int i;
 
+	/* a second GID (an address of this host), if the port has one */
+	if (ibv_query_gid(D.ctx, D.port_num, 1, &g1) == 0 &&
+	    memcmp(g1.raw, (uint8_t[16]){ 0 }, 16) != 0)
+		nidx = 2;
 	vt_pair(&f.p, &D, &UD, 256);
 	f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
 	f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
-	ah = vt_ah(&D, D.port.lid, &D.gid);
-	for (i = 0; i < 3; i++) {
-		vt_fill(BUF(f.a), 300, 0, 70 + i);
-		vt_recv(f.p.qp[1], (uint64_t)i, BUF(f.b), 1024, f.b->lkey);
-		vt_ud_send(f.p.qp[0], (uint64_t)i, ah, f.p.qp[1]->qp_num,
-			   VT_QKEY, BUF(f.a), 300, f.a->lkey, IBV_SEND_SIGNALED);
-		vt_expect_ok(f.p.rcq[1], &wc, (uint64_t)i, IBV_WC_RECV,
-			     "a datagram with a GRH");
-		ck_assert(wc.wc_flags & IBV_WC_GRH);
-		ck_assert_uint_eq(wc.byte_len, 340);
-		ck_assert_mem_eq(BUF(f.b) + 24, D.gid.raw, 16);	/* its DGID */
-		vt_expect_pat(BUF(f.b) + 40, 300, 0, 70 + i, "its bytes");
-		vt_expect_ok(f.p.scq[0], &wc, (uint64_t)i, IBV_WC_SEND,
-			     "its send");
+	for (k = 0; k < nidx; k++) {
+		ah = ud_grh_ah((uint8_t)k, (uint8_t)(0x20 + k), 0x12345u + (uint32_t)k);
+		for (i = 0; i < 4; i++) {
+			vt_fill(BUF(f.a), 300, 0, 70 + i);
+			memset(BUF(f.b), 0xee, 1024);
+			vt_recv(f.p.qp[1], (uint64_t)i, BUF(f.b), 1024, f.b->lkey);
+			vt_ud_send(f.p.qp[0], (uint64_t)i, ah, f.p.qp[1]->qp_num,
+				   VT_QKEY, BUF(f.a), 300, f.a->lkey,
+				   IBV_SEND_SIGNALED);
+			vt_expect_ok(f.p.rcq[1], &wc, (uint64_t)i, IBV_WC_RECV,
+				     "a datagram with a GRH");
+			ck_assert(wc.wc_flags & IBV_WC_GRH);
+			ck_assert_uint_eq(wc.byte_len, 340);
+			ck_assert_uint_eq(wc.src_qp, f.p.qp[0]->qp_num);
+			vt_expect_pat(BUF(f.b) + 40, 300, 0, 70 + i, "its bytes");
+			vt_expect_ok(f.p.scq[0], &wc, (uint64_t)i, IBV_WC_SEND,
+				     "its send");
+			if (k == 0 && i == 0)
+				memcpy(first, BUF(f.b), 40);
+			if (k == 0)
+				ck_assert_mem_eq(BUF(f.b), first, 40);
+			ck_assert_mem_eq(BUF(f.b) + 24, D.gid.raw, 16);	/* DGID */
+			ck_assert_uint_eq(BUF(f.b)[7], 9);		/* hop limit */
+			ck_assert_uint_eq(BUF(f.b)[1] >> 4 | (BUF(f.b)[0] & 0xf) << 4,
+					  0x20 + k);		/* traffic class */
+			if (k == 1)
+				ck_assert_mem_eq(BUF(f.b) + 8, g1.raw, 16);
+			else
+				ck_assert_mem_eq(BUF(f.b) + 8, D.gid.raw, 16);
+		}
+		vt_ah_free(ah);
 	}
-	vt_assert(vt_transit_maps() == 0,
-		  "UD QPs got rings for datagrams with a GRH");
-	ud_free(&f, ah);
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "UD QPs with a GRH have %d transit ring mappings",
+		  vt_transit_maps());
+	fx_free(&f);
 }
 END_TEST
 
@@ -1722,7 +1769,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_no_receive_drops);
 	tcase_add_test(tc, ud_too_long);
 	tcase_add_test(tc, ud_third_party);
-	tcase_add_test(tc, ud_grh_engine);
+	tcase_add_test(tc, ud_grh);
 	tcase_add_test(tc, ud_pair_again);
 	return s;
 }

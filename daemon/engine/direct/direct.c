@@ -155,17 +155,37 @@ static enum ibv_wc_status resp_status(enum eng_resp r)
 	}
 }
 
+/*
+ * UD with a GRH: the address it names, copied once out of the ring (the
+ * sender may rewrite it meanwhile); the SGID is the sending port's.
+ */
+static void frag_grh(struct ibvd_av *av, const uint8_t *payload)
+{
+	struct ibvd_transit_grh g;
+
+	memcpy(&g, payload, sizeof(g));
+	av->is_global = 1;
+	memcpy(av->dgid, g.dgid, sizeof(av->dgid));
+	av->flow_label = g.flow_label & 0xFFFFFu;
+	av->sgid_index = g.sgid_index;
+	av->hop_limit = g.hop_limit;
+	av->traffic_class = g.traffic_class;
+}
+
 /* A fragment as the SEND it stands for; false if it is no such thing. */
 static bool frag_request(const struct ibvd_qp *src,
 			 const struct ibvd_transit_frag *f,
 			 const uint8_t *payload, struct eng_req *req)
 {
 	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	bool grh = f->flags & IBVD_TRANSIT_GRH;
+	uint32_t len = f->len;
 
 	/* libraries send whole messages only (transit.h, "Producers") */
 	if ((f->flags & whole) != whole ||
 	    (f->kind != IBVD_TRANSIT_SEND && f->kind != IBVD_TRANSIT_SEND_IMM &&
-	     (f->kind != IBVD_TRANSIT_SEND_INV || src->qp_type == IBV_QPT_UD)))
+	     (f->kind != IBVD_TRANSIT_SEND_INV || src->qp_type == IBV_QPT_UD)) ||
+	    (grh && (src->qp_type != IBV_QPT_UD || len < IBVD_TRANSIT_GRH_INFO)))
 		return false;
 	memset(req, 0, sizeof(*req));
 	req->w.opcode = f->kind == IBVD_TRANSIT_SEND ? IBV_WR_SEND :
@@ -175,13 +195,17 @@ static bool frag_request(const struct ibvd_qp *src,
 	req->w.imm_data = f->imm;
 	if (f->flags & IBVD_TRANSIT_SOLICITED)
 		req->w.send_flags = IBV_SEND_SOLICITED;
-	req->length = f->len;
-	req->step = f->len;
-	/* UD: no GRH on the rings (the library sends none there) */
 	req->w.av.sl = (uint8_t)((f->flags & IBVD_TRANSIT_SL_MASK) >>
 				 IBVD_TRANSIT_SL_SHIFT);
-	if (f->len)
-		ibvd_eng_sgl_private(&req->local, payload, f->len);
+	if (grh) {
+		frag_grh(&req->w.av, payload);
+		payload += IBVD_TRANSIT_GRH_INFO;
+		len -= IBVD_TRANSIT_GRH_INFO;
+	}
+	req->length = len;
+	req->step = len;
+	if (len)
+		ibvd_eng_sgl_private(&req->local, payload, len);
 	return true;
 }
 

@@ -355,10 +355,31 @@ int ibvd_direct_call_pair(struct ibvd_call *call, uint32_t handle,
 	return 0;
 }
 
+/*
+ * UD: the GID table of the peer's port (a soft port's, pairs are made on
+ * soft devices only), from which its datagrams' GRHs take their SGID.
+ */
+static void peer_gids(Ibvd__QpDirectReply *reply, const struct ibvd_qp *peer,
+		      const struct ibvd_port *port,
+		      struct ibvd_gid gids[IBVD_GID_TBL_LEN],
+		      ProtobufCBinaryData bytes[IBVD_GID_TBL_LEN])
+{
+	unsigned int i, n = ibvd_device_gids(peer->ctx->dev, port, gids);
+
+	for (i = 0; i < n && i < IBVD_GID_TBL_LEN; i++) {
+		bytes[i].data = gids[i].raw;
+		bytes[i].len = ibvd_gid_empty(&gids[i]) ? 0 : sizeof(gids[i].raw);
+	}
+	reply->n_peer_gids = i;
+	reply->peer_gids = bytes;
+}
+
 int ibvd_req_qp_direct(struct ibvd_call *call)
 {
 	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
 	Ibvd__QpDirectReply reply = IBVD__QP_DIRECT_REPLY__INIT;
+	ProtobufCBinaryData gid_bytes[IBVD_GID_TBL_LEN];
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
 	const struct ibvd_port *port;
 	struct ibvd_qp *qp, *peer;
 	int fd, ret;
@@ -373,6 +394,8 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 	port = ibvd_device_port(peer->ctx->dev, peer->attr.port_num);
 	reply.peer_slid = port ? port->lid : 0;
 	reply.peer_sl = peer->attr.av.sl;
+	if (port && qp->qp_type == IBV_QPT_UD)
+		peer_gids(&reply, peer, port, gids, gid_bytes);
 	if (qp->direct->fetched & (1u << qp->direct_side))
 		return ibvd_call_error(call, -ENOENT,
 				       "QP %u took its transit rings already",
