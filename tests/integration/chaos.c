@@ -15,7 +15,8 @@
  * client: connects to a random PEER_PORT, and for a few rounds: WRITE a
  *	pattern then SEND "wrote", wait for the ack; READ the range back and
  *	check it; FETCH_AND_ADD 1 and CMP_AND_SWP on the counter, whose old
- *	values must follow exactly; send UD datagrams to the server's UD QP.
+ *	values must follow exactly; send UD datagrams to the server's UD QP
+ *	(through an AH with a GRH on every other connection).
  *	It registers a fresh MR for every connection and deregisters it
  *	after, so memory comes and goes under traffic.
  *
@@ -334,6 +335,26 @@ static int expect_send(struct conn *c, struct rdma_event_channel *ch, uint64_t w
 
 /* ---- server ---------------------------------------------------------------- */
 
+/*
+ * A datagram's GRH, if it came with one: both ends are on one port, so
+ * its SGID and DGID are the port's GID 0 (the client's AH names it).
+ */
+static bool grh_ok(struct conn *c, const struct ibv_wc *wc)
+{
+	static union ibv_gid gid;	/* one device, one port: asked once */
+	static bool have_gid;
+	const uint8_t *grh = RECV_AT(c, wc->wr_id);
+
+	if (!(wc->wc_flags & IBV_WC_GRH))
+		return true;
+	if (!have_gid &&
+	    ibv_query_gid(c->id->verbs, c->id->port_num, 0, &gid) == 0)
+		have_gid = true;
+	return have_gid && grh[0] >> 4 == 6 && grh[6] == 0x1B &&
+	       memcmp(grh + 8, gid.raw, 16) == 0 &&
+	       memcmp(grh + 24, gid.raw, 16) == 0;
+}
+
 static void serve_ud(struct conn *c)
 {
 	struct ibv_wc wc;
@@ -348,6 +369,8 @@ static void serve_ud(struct conn *c)
 		    check((const uint8_t *)(d + 1), d->len, d->seed) >= 0)
 			fail("UD datagram %u bytes, magic %#x: not what was sent",
 			     wc.byte_len, d->magic);
+		if (!grh_ok(c, &wc))
+			fail("UD datagram with a GRH that is not the port's");
 		ud_ok++;
 		if (post_recv(c, c->ud, (unsigned int)wc.wr_id))
 			return;
@@ -549,6 +572,23 @@ static int send_ud(struct conn *c, const struct offer *o, uint32_t seed)
 	return 0;
 }
 
+/*
+ * The server's UD QP by its LID; every other connection with a GRH too
+ * (to the port's GID 0), so datagrams take both forms through the rings.
+ */
+static struct ibv_ah *server_ah(struct conn *c, const struct offer *o)
+{
+	struct ibv_ah_attr aa = { .dlid = o->lid, .port_num = c->id->port_num };
+
+	if (random() & 1) {
+		aa.is_global = 1;
+		aa.grh.hop_limit = 1;
+		if (ibv_query_gid(c->id->verbs, aa.port_num, 0, &aa.grh.dgid))
+			return NULL;
+	}
+	return ibv_create_ah(c->pd, &aa);
+}
+
 /* One round: write+send, ack, read back, two atomics, UD.  0 or -1 (lost). */
 static int round_trip(struct conn *c, struct rdma_event_channel *ch,
 		      const struct offer *o, uint64_t *counter)
@@ -636,11 +676,7 @@ static int connect_to(struct conn *c, struct rdma_event_channel *ch, int peer,
 	rdma_ack_cm_event(ev);
 	if (!ok)
 		return -1;
-	{
-		struct ibv_ah_attr aa = { .dlid = o->lid, .port_num = c->id->port_num };
-
-		c->ah = ibv_create_ah(c->pd, &aa);
-	}
+	c->ah = server_ah(c, o);
 	return c->ah ? 0 : -1;
 }
 
