@@ -1549,18 +1549,26 @@ static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *m
 	long end = vt_now_ms() + 1500;
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge = { (uintptr_t)mr->addr, 512, mr->lkey };
+	struct ibv_ah *ah[2] = { NULL, NULL };
+	unsigned long n = 0;
 
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_SEND;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	/* UD: to the parent's QP, which the first send asks rings with */
+	/*
+	 * UD: to the parent's QP, which the first send asks rings with;
+	 * every other datagram with a GRH, whose makings go ahead of its
+	 * bytes in the ring (garbage there too)
+	 */
 	if (qp->qp_type == IBV_QPT_UD) {
-		wr.wr.ud.ah = vt_ah(d, child_peer.lid, NULL);
+		ah[0] = vt_ah(d, child_peer.lid, NULL);
+		ah[1] = vt_ah(d, child_peer.lid, &d->gid);
 		wr.wr.ud.remote_qpn = child_peer.qpn;
 		wr.wr.ud.remote_qkey = VT_QKEY;
 	}
 	while (vt_now_ms() < end) {
+		wr.wr.ud.ah = ah[n++ % 2];
 		ibv_post_send(qp, &wr, &bad);	/* fails once the SQ is full */
 		scribble_rings();
 	}
