@@ -105,13 +105,14 @@ struct ibvd_wq_client {
 	uint32_t tail;		/* WQEs the client has published */
 	uint8_t pad[IBVD_CACHELINE - 4];
 	/*
-	 * RQ or SQ of a QP in direct mode (transit.h): who takes its WQEs
-	 * now (IBVD_WQ_CLAIM_*), and how many have been taken, the claim's
-	 * holder's to move.  An RQ's receives are placed by the receiver's
-	 * library or the engine; an SQ's SENDs that the engine has not
-	 * started may go to the ring after all, moved by the library.  The
-	 * engine takes an SQ's claim whatever the mode, so that a WQE it
-	 * started before the QP was paired is never moved.
+	 * RQ or SQ of a QP in direct mode, or a basic SRQ of a soft device
+	 * (transit.h): who takes its WQEs now (IBVD_WQ_CLAIM_*), and how
+	 * many have been taken, the claim's holder's to move.  An RQ's or
+	 * SRQ's receives are placed by a receiver's library or the engine;
+	 * an SQ's SENDs that the engine has not started may go to the ring
+	 * after all, moved by the library.  The engine takes an SQ's claim
+	 * whatever the mode, so that a WQE it started before the QP was
+	 * paired is never moved, and such an SRQ's for every message.
 	 */
 	uint32_t claim;
 	uint32_t direct_head;

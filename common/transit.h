@@ -15,8 +15,8 @@
  * Who shares what.  When the two QPs of an RC pair (or a UC pair) are
  * both this daemon's and both past RTR, connected to each other, the
  * daemon makes one sealed memfd for the pair holding two rings (A to B,
- * B to A) and turns on "direct mode" for each direction whose receiver
- * has no SRQ and whose sender, on RC, has rnr_retry 7 (the verbs' "retry
+ * B to A) and turns on "direct mode" for each direction whose sender,
+ * on RC, has rnr_retry 7 (the verbs' "retry
  * for ever", what librdmacm, perftest, UCX and the pingpongs use; a
  * finite RNR budget needs a clock on the sender's side that no library
  * poll can promise, so those stay on the engine).  UC has no RNR: a
@@ -26,6 +26,16 @@
  * error; UC's SENDs never fail for the receiver's sake.  Each library
  * learns it from its QP's engine header and fetches the fd once (one
  * call), lazily, at its next post or poll.
+ *
+ * SRQs.  A receiver on a basic SRQ (UCX's rc_verbs has one) places into
+ * the SRQ's WQEs, under the SRQ's claim word, which the engine takes for
+ * every message it delivers into a soft device's basic SRQ, paired QPs
+ * or not: the libraries of the SRQ's direct QPs (each polling its own
+ * CQ) and the engine threads delivering to any of its QPs take turns at
+ * it.  A library that took the SRQ below the limit its owner armed rings
+ * its QP's doorbell, and the engine raises the event.  Such a QP has no
+ * RQ header to say it is in error: its library stops placing when its
+ * SQ's says so.  XRC SRQs stay on the engine.
  *
  * UD.  A UD QP has no peer until it sends, and may send to many; it
  * pairs with one: the first local UD QP it sends to that is free to pair

@@ -140,7 +140,8 @@ static void lock_all(struct ibvc_qp *qp)
 	struct ibvc_cq *b = to_ibvc_cq(qp->qp.recv_cq);
 
 	pthread_mutex_lock(&qp->sq.lock);
-	pthread_mutex_lock(&qp->rq.lock);
+	if (!qp->qp.srq)		/* an SRQ's posters touch no QP's state */
+		pthread_mutex_lock(&qp->rq.lock);
 	if (a > b) {
 		struct ibvc_cq *t = a;
 
@@ -160,7 +161,8 @@ static void unlock_all(struct ibvc_qp *qp)
 	if (b != a)
 		pthread_mutex_unlock(&b->lock);
 	pthread_mutex_unlock(&a->lock);
-	pthread_mutex_unlock(&qp->rq.lock);
+	if (!qp->qp.srq)
+		pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&qp->sq.lock);
 }
 
@@ -313,12 +315,19 @@ void ibvc_direct_detach(struct ibvc_qp *qp)
 	pthread_mutex_unlock(&qp->direct_lock);
 }
 
+/* Its own RQ, or a basic SRQ (transit.h, "SRQs"). */
+static bool receives_ok(const struct ibvc_qp *qp)
+{
+	if (qp->qp.srq)
+		return to_ibvc_srq(qp->qp.srq)->srq_type == IBV_SRQT_BASIC;
+	return qp->rq.slots;
+}
+
 static bool may_be_direct(const struct ibvc_qp *qp)
 {
 	return (qp->qp.qp_type == IBV_QPT_RC || qp->qp.qp_type == IBV_QPT_UC ||
 		qp->qp.qp_type == IBV_QPT_UD) &&
-	       !qp->qp.srq && qp->rq.slots &&
-	       qp->sq.engine;
+	       receives_ok(qp) && qp->sq.engine;
 }
 
 /* Peers of one UD QP it asks rings for, at most: then it stops asking. */
@@ -1078,21 +1087,42 @@ static void take_back_polling(struct ibvc_qp *qp)
 
 /* ---- receiving (receive CQ lock) ------------------------------------------- */
 
+/*
+ * Where qp's receive WQEs come from: its RQ, or its SRQ, whose claim
+ * word and head the daemon keeps for every message (ring.h), so that
+ * the libraries of its direct QPs and the engine take turns at it.
+ */
+struct recv_queue {
+	struct ibvc_wq *wq;
+	struct ibvc_srq *srq;		/* or NULL */
+	uint32_t max_sge;
+	struct ibv_pd *pd;
+};
+
+static void recv_queue_of(struct ibvc_qp *qp, struct recv_queue *q)
+{
+	q->srq = qp->qp.srq ? to_ibvc_srq(qp->qp.srq) : NULL;
+	q->wq = q->srq ? &q->srq->rq : &qp->rq;
+	q->max_sge = q->srq ? q->srq->max_sge : qp->cap.max_recv_sge;
+	q->pd = q->srq ? q->srq->srq.pd : qp->qp.pd;
+}
+
 /* What this side places: a whole SEND into registered memory it owns. */
-static bool wqe_sges(struct ibvc_qp *qp, const uint8_t *slot,
-		     struct ibvd_sge *sge, uint32_t *nsge, uint64_t *total)
+static bool wqe_sges(struct ibvc_qp *qp, const struct recv_queue *q,
+		     const uint8_t *slot, struct ibvd_sge *sge, uint32_t *nsge,
+		     uint64_t *total)
 {
 	struct ibvd_recv_wqe w;
 	uint32_t i;
 
 	memcpy(&w, slot, sizeof(w));
-	if (w.num_sge > qp->cap.max_recv_sge || w.num_sge > DIRECT_MAX_SGE)
+	if (w.num_sge > q->max_sge || w.num_sge > DIRECT_MAX_SGE)
 		return false;
 	memcpy(sge, slot + IBVD_RECV_WQE_HDR, w.num_sge * sizeof(*sge));
 	*total = 0;
 	for (i = 0; i < w.num_sge; i++) {
 		if (sge[i].length &&
-		    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, sge[i].lkey,
+		    !ibvc_mrtab_covers(ctx_of(qp), q->pd, sge[i].lkey,
 				       sge[i].addr, sge[i].length, true))
 			return false;
 		*total += sge[i].length;
@@ -1178,6 +1208,7 @@ static void recv_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 }
 
 struct placing {
+	struct recv_queue q;
 	uint32_t consumed;		/* the ring's, as we move it */
 	uint32_t head;			/* the RQ's direct head */
 	uint32_t tail;			/* what the app posted */
@@ -1228,13 +1259,13 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		return true;
 	}
 	len = ret > 0 ? f.len - info : 0;
-	slot = ibvc_wq_slot(&qp->rq, p->head);
+	slot = ibvc_wq_slot(p->q.wq, p->head);
 	memcpy(&wr_id, slot, sizeof(wr_id));
 	/* a GRH on RC or UC is nonsense: the engine says so */
 	if (ret < 0 || (f.flags & whole) != whole ||
 	    (f.kind != IBVD_TRANSIT_SEND && f.kind != IBVD_TRANSIT_SEND_IMM) ||
 	    (!ud && (f.flags & IBVD_TRANSIT_GRH)) ||
-	    !wqe_sges(qp, slot, sge, &nsge, &total) ||
+	    !wqe_sges(qp, &p->q, slot, sge, &nsge, &total) ||
 	    (uint64_t)len + skip > total) {
 		p->hand_off = true;
 		return false;
@@ -1251,16 +1282,44 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	return true;
 }
 
+/*
+ * An SRQ we took from has dropped below the limit its owner armed: the
+ * engine raises the event (it looks at the SRQ when our doorbell rings).
+ */
+static bool srq_below_limit(const struct placing *p)
+{
+	uint32_t limit;
+
+	if (!p->q.srq)
+		return false;
+	limit = ibvd_read_once(&p->q.wq->engine->srq_limit);
+	return limit && p->tail - p->head < limit;
+}
+
+/*
+ * Is qp's receiving stopped (the engine's from now on)?  A QP on an SRQ
+ * has no RQ header of its own to say it is in error: its SQ's says so
+ * (for UC and UD also in SQE, when the engine could still place: it
+ * does so, only slower), and the SRQ's that the SRQ is broken.
+ */
+static bool recv_stopped(const struct ibvc_qp *qp, const struct recv_queue *q)
+{
+	return ibvd_read_once(&q->wq->engine->error) ||
+	       (q->srq && ibvd_read_once(&qp->sq.engine->error));
+}
+
 static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
-	struct ibvd_wq_client *rc = qp->rq.client;
-	uint32_t expect = IBVD_WQ_CLAIM_FREE, start, arm;
+	uint32_t expect = IBVD_WQ_CLAIM_FREE, start, arm, from;
+	struct ibvd_wq_client *rc;
 	struct placing p;
 
+	recv_queue_of(qp, &p.q);
+	rc = p.q.wq->client;
 	start = ibvd_read_once(&d->in.ctl->consumed);
 	if (ibvd_observe(&d->in.ctl->produced) == start ||
-	    ibvd_read_once(&qp->rq.engine->error) || d->handed_at == start + 1)
+	    recv_stopped(qp, &p.q) || d->handed_at == start + 1)
 		return;
 	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
 					 IBVD_WQ_CLAIM_LIBRARY, false,
@@ -1274,7 +1333,8 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	p.tail = ibvd_observe(&rc->tail);
 	p.hand_off = false;
 	start = p.consumed;
-	if (p.tail - p.head <= qp->rq.nslots)
+	from = p.head;
+	if (p.tail - p.head <= p.q.wq->nslots)
 		while (place_one(cq, qp, d, &p))
 			;
 	ibvd_write_once(&rc->direct_head, p.head);
@@ -1282,8 +1342,9 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	/* Release: the WQEs, the head and `consumed` before the claim. */
 	ibvd_publish(&rc->claim, IBVD_WQ_CLAIM_FREE);
 	d->handed_at = p.hand_off ? p.consumed + 1 : 0;
-	if (p.hand_off || (p.consumed != start &&
-			   ibvd_transit_wake_due(d->in.ctl, p.consumed, &arm)))
+	if (p.hand_off || (p.head != from && srq_below_limit(&p)) ||
+	    (p.consumed != start &&
+	     ibvd_transit_wake_due(d->in.ctl, p.consumed, &arm)))
 		ring_own(qp);
 }
 

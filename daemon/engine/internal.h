@@ -268,6 +268,11 @@ void ibvd_eng_claim_give(struct ibvd_qp *t);
  * needed, -EBUSY, or -EPROTO (t went to ERR); unclaim with the same value.
  */
 int ibvd_eng_rq_claim(struct ibvd_qp *t);
+/*
+ * SRQ limit, srq's lock held: one event when the posted count drops below
+ * the armed limit.
+ */
+void ibvd_eng_srq_limit_check(struct ibvd_srq *srq);
 void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held);
 
 /* ---- qp_state.c: QP states, flushes, timers, ports ---------------------- */

@@ -59,8 +59,7 @@ int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 	return 1;
 }
 
-/* SRQ limit: one event when the posted count drops below the armed limit. */
-static void srq_limit_check(struct ibvd_srq *srq)
+void ibvd_eng_srq_limit_check(struct ibvd_srq *srq)
 {
 	const struct ibvd_wq_client *cp = srq->ring.client_page;
 	uint32_t posted;
@@ -83,7 +82,7 @@ void ibvd_eng_rq_consume(const struct eng_rq *rq)
 	/* The client reuses the slot once it sees this. */
 	ibvd_publish(&((struct ibvd_wq_engine *)rq->ring->engine_page)->head, *rq->head);
 	if (rq->srq)
-		srq_limit_check(rq->srq);
+		ibvd_eng_srq_limit_check(rq->srq);
 }
 
 void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq)

@@ -49,8 +49,9 @@
  *
  * DIRECT_STREAM_SRQ=1: the receiving QPs share one SRQ, whose receives go
  * to messages in arrival order, whatever their flow; the checks are then
- * by content (each flow's messages in order), not by slot.  Those QPs
- * are the engine's (no transit ring serves an SRQ), the senders' too.
+ * by content (each flow's messages in order), not by slot.  The
+ * receivers' libraries place into the SRQ from their rings, taking turns
+ * with the engine and with each other.
  *
  * Prints "stream: N sends, W writes, R reads (seed S)" (the receiving
  * end: "stream: N received (seed S)") and exits 0; any wrong byte,
@@ -873,13 +874,12 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 		dropped += st.flow[f].dropped;
 	}
 	/*
-	 * DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false); nor does
-	 * it pair a QP on an SRQ.  Two processes map the rings at a post or
-	 * poll once both QPs are ready; a dead sender's go with it.
+	 * DIRECT_RINGS=0: the daemon pairs no QPs ("direct": false).  Two
+	 * processes map the rings at a post or poll once both QPs are ready;
+	 * a dead sender's go with it.
 	 */
 	vt_assert(st.sender_dies ||
-		  (vt_transit_maps() > 0) == (!getenv("DIRECT_RINGS") && !st.srq &&
-					      !env_on("DIRECT_STREAM_SRQ")),
+		  (vt_transit_maps() > 0) == !getenv("DIRECT_RINGS"),
 		  "the pairs have %d transit ring maps", vt_transit_maps());
 	/* a grant maps the peer's file a second time in this process */
 	if (st.granted && st.side == BOTH)

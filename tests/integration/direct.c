@@ -1311,6 +1311,102 @@ START_TEST(ud_pair_again)
 }
 END_TEST
 
+/* ---- SRQs: receivers sharing one, on the rings ------------------------- */
+
+#define SRQ_SLOT	1024u
+
+/* Post receives first..last-1 into srq, SRQ_SLOT bytes each of mr. */
+static void srq_post(struct ibv_srq *srq, struct ibv_mr *mr, unsigned int first,
+		     unsigned int last)
+{
+	unsigned int i;
+
+	for (i = first; i < last; i++)
+		vt_srq_recv(srq, i, BUF(mr) + (size_t)i * SRQ_SLOT, SRQ_SLOT,
+			    mr->lkey);
+}
+
+/* A SEND of len bytes on pair q, into the SRQ's WQE `id`, checked. */
+static void srq_one(struct vt_pair *q, struct ibv_mr *a, struct ibv_mr *b,
+		    unsigned int id, uint32_t len)
+{
+	struct ibv_wc wc;
+
+	vt_fill(BUF(a), len, 0, 100 + id);
+	vt_send(q->qp[0], id, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(a), len,
+		a->lkey, 0, 0);
+	vt_expect_ok(q->rcq[1], &wc, id, IBV_WC_RECV, "a SEND into the SRQ");
+	ck_assert_uint_eq(wc.qp_num, q->qp[1]->qp_num);
+	ck_assert_uint_eq(wc.byte_len, len);
+	vt_expect_pat(BUF(b) + (size_t)id * SRQ_SLOT, len, 0, 100 + id,
+		      "its bytes");
+	vt_expect_ok(q->scq[0], &wc, id, IBV_WC_SEND, "its send");
+}
+
+/*
+ * Two pairs whose receivers share one SRQ have their rings, and SENDs of
+ * both land in the SRQ's WQEs in the order taken, each completion on the
+ * QP it came to; a WRITE_WITH_IMM the engine carries takes the next WQE
+ * between them; a SEND that finds the SRQ empty waits for a WQE (RNR);
+ * the SRQ's limit event comes when the libraries took it below the limit.
+ */
+START_TEST(srq_shared)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 64, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	struct vt_qp_opts rx = { .srq = srq };
+	struct ibv_srq_attr limit = { .srq_limit = 5 };
+	struct ibv_mr *a, *b;
+	struct vt_pair p[2];
+	struct ibv_wc wc;
+	unsigned int i;
+
+	ck_assert_ptr_nonnull(srq);
+	vt_pair2(&p[0], &D, &DEF, &rx, 256);
+	vt_pair2(&p[1], &D, &DEF, &rx, 256);
+	a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 64 * SRQ_SLOT, VT_ACCESS_ALL);
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "pairs on an SRQ have %d transit ring mappings",
+		  vt_transit_maps());
+	srq_post(srq, b, 0, 16);
+	for (i = 0; i < 16; i++)
+		srq_one(&p[i % 2], a, b, i, 64 + 37 * i);
+	/* the engine's WRITE_WITH_IMM takes WQE 16, the rings' SEND 17 */
+	srq_post(srq, b, 16, 18);
+	vt_send(p[0].qp[0], 16, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(a), 64, a->lkey, ADDR(b, 40 * SRQ_SLOT), b->rkey);
+	vt_expect_ok(p[0].rcq[1], &wc, 16, IBV_WC_RECV_RDMA_WITH_IMM,
+		     "the engine's WRITE_WITH_IMM");
+	vt_expect_ok(p[0].scq[0], &wc, 16, IBV_WC_RDMA_WRITE, "its send");
+	srq_one(&p[1], a, b, 17, 500);
+	/* empty: the SEND waits, then takes the WQE posted after it */
+	vt_fill(BUF(a), 300, 0, 118);
+	vt_send(p[1].qp[0], 18, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(a), 300,
+		a->lkey, 0, 0);
+	vt_expect_none(p[1].rcq[1], QUIET_MS, "a SEND with the SRQ empty");
+	srq_post(srq, b, 18, 19);
+	vt_expect_ok(p[1].rcq[1], &wc, 18, IBV_WC_RECV, "the SEND, after");
+	vt_expect_pat(BUF(b) + 18 * SRQ_SLOT, 300, 0, 118, "its bytes");
+	vt_expect_ok(p[1].scq[0], &wc, 18, IBV_WC_SEND, "its send");
+	/* 6 posted, limit 5: two SENDs on the rings take it to 4 */
+	srq_post(srq, b, 19, 25);
+	ck_assert_int_eq(ibv_modify_srq(srq, &limit, IBV_SRQ_LIMIT), 0);
+	srq_one(&p[0], a, b, 19, 100);
+	vt_expect_no_async(D.ctx, QUIET_MS, "5 posted, limit 5");
+	srq_one(&p[1], a, b, 20, 100);
+	vt_expect_async(D.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, srq,
+			"4 posted, limit 5");
+	for (i = 21; i < 25; i++)
+		srq_one(&p[i % 2], a, b, i, 200);
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p[0]);
+	vt_pair_free(&p[1]);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -1779,6 +1875,8 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_third_party);
 	tcase_add_test(tc, ud_grh);
 	tcase_add_test(tc, ud_pair_again);
+	tc = new_case(s, "srq");
+	tcase_add_test(tc, srq_shared);
 	return s;
 }
 

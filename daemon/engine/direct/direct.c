@@ -29,6 +29,8 @@
 #define DRAIN_BUDGET	64u
 /* UD: busy claims waited out (20 us doubling: 0.6 ms in all) before a drop */
 #define DIRECT_UD_CLAIM_WAITS	5u
+/* An SRQ's claim held by another engine thread: waited for this long. */
+#define SRQ_CLAIM_SPIN_NS	20000u
 /* Calls a destroy makes: a full ring's worth, with room for a busy claim. */
 #define DIRECT_LAST_TURNS	1024u
 
@@ -37,9 +39,44 @@ static struct ibvd_wq_engine *sq_engine(const struct ibvd_qp *qp)
 	return qp->sq.engine_page;
 }
 
-static struct ibvd_wq_client *rq_client(const struct ibvd_qp *qp)
+/* Where t's receives come from: its own RQ, or its SRQ. */
+static struct ibvd_ring *recv_ring(struct ibvd_qp *t)
 {
-	return qp->rq.client_page;
+	return t->srq ? &t->srq->ring : &t->rq;
+}
+
+static uint32_t *recv_head(struct ibvd_qp *t)
+{
+	return t->srq ? &t->srq->head : &t->rq_head;
+}
+
+/*
+ * The claim word of t's receive queue: FREE taken, or what holds it.  An
+ * SRQ's may be held by another engine thread delivering to another of
+ * its QPs, for one message's copy: that is waited out a moment.
+ */
+static uint32_t claim_cas(struct ibvd_qp *t, struct ibvd_wq_client *c)
+{
+	uint64_t until = 0;
+
+	for (;;) {
+		uint32_t expect = IBVD_WQ_CLAIM_FREE;
+		uint64_t now;
+
+		if (__atomic_compare_exchange_n(&c->claim, &expect,
+						IBVD_WQ_CLAIM_ENGINE, false,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return IBVD_WQ_CLAIM_FREE;
+		if (!t->srq || expect != IBVD_WQ_CLAIM_ENGINE)
+			return expect;
+		now = ibvd_eng_now();
+		if (!until)
+			until = now + SRQ_CLAIM_SPIN_NS;
+		else if (now > until)
+			return expect;
+		cpu_relax();
+	}
 }
 
 struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp)
@@ -47,42 +84,61 @@ struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp)
 	return ibvd_eng_connected_peer(qp);
 }
 
-/*
- * Take the claim on t's RQ and the head its library left there: 0, -EBUSY
- * (the library holds it), or -EPROTO for a head the library could not
- * have written (the claim is given back).
- */
-int ibvd_eng_claim_take(struct ibvd_qp *t)
+/* Under the claim: the head the library left, if it could have. */
+static int claim_sync(struct ibvd_qp *t, struct ibvd_ring *ring,
+		      struct ibvd_wq_client *c)
 {
-	struct ibvd_wq_client *c = rq_client(t);
-	uint32_t expect = IBVD_WQ_CLAIM_FREE;
-	uint32_t head, tail;
+	uint32_t head = ibvd_read_once(&c->direct_head);
+	uint32_t tail = ibvd_read_once(&c->tail);
+	uint32_t *ours = recv_head(t);
+	bool moved = head != *ours;
 
-	if (!__atomic_compare_exchange_n(&c->claim, &expect,
-					 IBVD_WQ_CLAIM_ENGINE, false,
-					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return -EBUSY;
-	head = ibvd_read_once(&c->direct_head);
-	tail = ibvd_read_once(&c->tail);
 	/*
 	 * The library only ever moves it forward from ours, and not past its
 	 * tail (which may be a ring ahead of where we last looked).
 	 */
-	if ((int32_t)(head - t->rq_head) < 0 || tail - head > t->rq.nslots) {
-		ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
+	if ((int32_t)(head - *ours) < 0 || tail - head > ring->nslots)
 		return -EPROTO;
-	}
-	t->rq_head = head;
+	*ours = head;
+	/* an SRQ the library took from may have dropped below its limit */
+	if (t->srq && moved)
+		ibvd_eng_srq_limit_check(t->srq);
 	return 0;
+}
+
+/*
+ * Take the claim on t's receive queue (its RQ, or its SRQ) and the head
+ * its library left there: 0, -EBUSY (the library holds it), or -EPROTO
+ * for a head the library could not have written (the claim is given
+ * back).
+ */
+int ibvd_eng_claim_take(struct ibvd_qp *t)
+{
+	struct ibvd_ring *ring = recv_ring(t);
+	struct ibvd_wq_client *c = ring->client_page;
+	int ret;
+
+	if (claim_cas(t, c) != IBVD_WQ_CLAIM_FREE)
+		return -EBUSY;
+	/* an SRQ's head is its lock's (another thread may have just let go) */
+	if (t->srq)
+		pthread_mutex_lock(&t->srq->lock);
+	ret = claim_sync(t, ring, c);
+	if (t->srq)
+		pthread_mutex_unlock(&t->srq->lock);
+	if (ret < 0)
+		ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
+	return ret;
 }
 
 void ibvd_eng_claim_give(struct ibvd_qp *t)
 {
-	struct ibvd_wq_client *c = rq_client(t);
+	struct ibvd_ring *ring = recv_ring(t);
+	struct ibvd_wq_client *c = ring->client_page;
+	uint32_t head = *recv_head(t);
 
-	ibvd_write_once(&c->direct_head, t->rq_head);
-	ibvd_publish(&((struct ibvd_wq_engine *)t->rq.engine_page)->head,
-		     t->rq_head);
+	ibvd_write_once(&c->direct_head, head);
+	ibvd_publish(&((struct ibvd_wq_engine *)ring->engine_page)->head, head);
 	/* Release: the WQEs taken, their CQEs and the head, then the claim. */
 	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
@@ -238,12 +294,12 @@ static enum eng_drain drop_ring(struct ibvd_qp *src,
 	return n == DRAIN_BUDGET ? DRAIN_MORE : DRAIN_EMPTY;
 }
 
-/* Under the claim: has target a receive WQE posted? */
-static bool rq_has_wqe(const struct ibvd_qp *t)
+/* Under the claim: has target a receive WQE posted (its SRQ, if any)? */
+static bool rq_has_wqe(struct ibvd_qp *t)
 {
-	const struct ibvd_wq_client *c = t->rq.client_page;
+	const struct ibvd_wq_client *c = recv_ring(t)->client_page;
 
-	return ibvd_read_once(&c->tail) != t->rq_head;
+	return ibvd_read_once(&c->tail) != *recv_head(t);
 }
 
 /*
@@ -413,24 +469,54 @@ void ibvd_eng_sq_unclaim(struct ibvd_qp *qp)
 	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
 
+/*
+ * A basic SRQ's WQEs may be taken by the library of any of its direct
+ * QPs: the engine takes its claim for every one, direct or not, so its
+ * words never need setting up or tearing down as QPs pair and part.
+ * Only on soft devices, where pairs are made: a wire transport's receive
+ * path takes WQEs without claims.
+ */
+static bool srq_claimed(const struct ibvd_qp *t)
+{
+	return t->srq && t->srq->srq_type == IBV_SRQT_BASIC &&
+	       t->srq->ctx->dev->kind == IBVD_DEV_SOFT;
+}
+
+/* A head the library could not have written: its queue is broken. */
+static void claim_broken(struct ibvd_qp *t)
+{
+	struct eng_rq rq;
+
+	if (!t->srq) {
+		ibvd_eng_responder_error(t, IBV_EVENT_QP_FATAL);
+		return;
+	}
+	ibvd_eng_rq_of(t, &rq);
+	ibvd_eng_rq_broken(t, &rq);
+}
+
 int ibvd_eng_rq_claim(struct ibvd_qp *t)
 {
 	int ret;
 
-	if (!t->direct)
+	if (!t->direct && !srq_claimed(t))
 		return 0;
 	ret = ibvd_eng_claim_take(t);
 	if (ret == -EPROTO)
-		ibvd_eng_responder_error(t, IBV_EVENT_QP_FATAL);
+		claim_broken(t);
 	return ret < 0 ? ret : 1;
 }
 
 int ibvd_engine_rq_reclaim(struct ibvd_qp *qp)
 {
-	int ret = ibvd_eng_claim_take(qp);
+	int ret;
 
+	/* an SRQ's claim is taken for every message anyway */
+	if (qp->srq)
+		return 0;
+	ret = ibvd_eng_claim_take(qp);
 	if (ret == -EPROTO)
-		ibvd_eng_responder_error(qp, IBV_EVENT_QP_FATAL);
+		claim_broken(qp);
 	return ret;
 }
 
@@ -448,6 +534,9 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 
 	if (!d)
 		return;
+	/* the library took from our SRQ: has it dropped below its limit? */
+	if (qp->srq && ibvd_eng_claim_take(qp) == 0)
+		ibvd_eng_claim_give(qp);
 	/*
 	 * Our own ring is placed by run_sq before any WQE, with the waits
 	 * that needs; the peer's, from here, as far as it goes now: what

@@ -76,14 +76,23 @@ static struct ibvd_wq_client *rq_client(const struct ibvd_qp *qp)
 	return qp->rq.client_page;
 }
 
+/* Its own RQ, or a basic SRQ (whose claim the engine always takes). */
+static bool receives_pairable(const struct ibvd_qp *qp)
+{
+	if (qp->srq)
+		return qp->srq->srq_type == IBV_SRQT_BASIC &&
+		       qp->srq->ring.client_page;
+	return qp->rq.client_page;
+}
+
 static bool pairable(const struct ibvd_qp *qp)
 {
 	uint32_t state = __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE);
 
 	return (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC ||
 		qp->qp_type == IBV_QPT_UD) &&
-	       !qp->direct && !qp->srq &&
-	       qp->ctx->dev->kind == IBVD_DEV_SOFT && qp->rq.client_page &&
+	       !qp->direct && receives_pairable(qp) &&
+	       qp->ctx->dev->kind == IBVD_DEV_SOFT &&
 	       (state == IBV_QPS_RTR || state == IBV_QPS_RTS);
 }
 
@@ -117,7 +126,10 @@ fail:
 	return ret;
 }
 
-/* qp becomes side `side` of d; its RQ's WQEs are taken under the claim. */
+/*
+ * qp becomes side `side` of d; its RQ's WQEs are taken under the claim
+ * from now on (an SRQ's always are).
+ */
 static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 {
 	struct ibvd_wq_client *rc = rq_client(qp);
@@ -125,8 +137,10 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 	d->qp[side] = qp;
 	qp->direct = d;
 	qp->direct_side = side;
-	ibvd_write_once(&rc->claim, IBVD_WQ_CLAIM_FREE);
-	ibvd_write_once(&rc->direct_head, qp->rq_head);
+	if (!qp->srq) {
+		ibvd_write_once(&rc->claim, IBVD_WQ_CLAIM_FREE);
+		ibvd_write_once(&rc->direct_head, qp->rq_head);
+	}
 	ibvd_write_once(&sq_engine(qp)->direct_fail_status, 0);
 	/* Release: the claim words are set before a library may use them. */
 	ibvd_publish(&sq_engine(qp)->direct_gen, d->gen);
