@@ -202,6 +202,12 @@ struct ibvd_cq_engine {
 	uint32_t overflow;	/* non-zero once the CQ overran (CQ error) */
 	uint8_t pad[IBVD_CACHELINE - 8];
 	uint32_t fired_seq;	/* last arm_seq an event was sent for */
+	/*
+	 * The daemon's count of the times a QP receiving on this CQ joined
+	 * or left a direct pair (transit.h): a library that only polls
+	 * looks for its QPs' rings when it changes, not just at a post.
+	 */
+	uint32_t direct_moves;
 };
 
 /* Client header of a CQ. */

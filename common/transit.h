@@ -25,7 +25,10 @@
  * completes), as is everything in a ring whose receiver is gone or in
  * error; UC's SENDs never fail for the receiver's sake.  Each library
  * learns it from its QP's engine header and fetches the fd once (one
- * call), lazily, at its next post or poll.
+ * call), lazily, at its next post or modify, or at a poll of the QP's
+ * receive CQ, whose engine header counts its QPs' pairings
+ * (direct_moves, ring.h): a receiver that posted all its receives first
+ * and only polls gets the rings too.
  *
  * SRQs.  A receiver on a basic SRQ (UCX's rc_verbs has one) places into
  * the SRQ's WQEs, under the SRQ's claim word, which the engine takes for

@@ -78,6 +78,7 @@ static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
+	ibvc_direct_cq_check(cq);
 	lock(cq);
 	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
 	ibvc_direct_poll_begin(cq, &cq->seen_tail);

@@ -442,6 +442,34 @@ out:
 	pthread_mutex_unlock(&qp->direct_lock);
 }
 
+/*
+ * A library that only polls (udaddy's receiver posts every receive
+ * before its peer sends; an rdma_cm server's QP reaches RTS in the
+ * daemon) would otherwise meet its rings only at a post.  Walked under
+ * the context's object lock, which a destroy takes before it frees the
+ * QP; a QP the daemon destroyed just now gets an error from QP_DIRECT or
+ * QP_DIRECT_LEAVE and stays on the engine's path.
+ */
+void ibvc_direct_cq_moved(struct ibvc_cq *cq)
+{
+	struct ibvc_context *ictx = to_ibvc_context(cq->cq.context);
+	uint32_t i;
+
+	pthread_mutex_lock(&ictx->obj_lock);
+	/* First: a move after this load gets a walk of its own. */
+	__atomic_store_n(&cq->direct.moves_seen,
+			 ibvd_observe(&cq->ring.engine->direct_moves),
+			 __ATOMIC_RELAXED);
+	for (i = 0; i < ictx->nobjs; i++) {
+		struct ibvc_qp *qp = ictx->objs[i].obj;
+
+		if (ictx->objs[i].kind == IBVC_OBJ_QP &&
+		    ictx->objs[i].handle && qp->qp.recv_cq == &cq->cq)
+			ibvc_direct_refresh(qp);
+	}
+	pthread_mutex_unlock(&ictx->obj_lock);
+}
+
 /* ---- sending (SQ lock) ---------------------------------------------------- */
 
 /* A SEND for the ring, from a work request or from a WQE in the SQ. */

@@ -340,6 +340,7 @@ struct ibvc_cq {
 		uint32_t cap, head, tail;
 		uint32_t limit;			/* engine CQEs this poll may take */
 		bool polling;			/* limit applies */
+		uint32_t moves_seen;		/* engine->direct_moves; atomic */
 	} direct;
 };
 
@@ -432,6 +433,20 @@ void ibvc_direct_send_done(struct ibvc_qp *qp);
 
 /* After post_recv published: a waiting message may have its WQE now. */
 void ibvc_direct_recv_posted(struct ibvc_qp *qp);
+/*
+ * A QP receiving on cq joined or left a pair since we last looked: map
+ * or let go of the rings of cq's QPs (no QP or CQ lock held).
+ */
+void ibvc_direct_cq_moved(struct ibvc_cq *cq);
+
+/* Before a poll takes cq's lock: one load while no pair changes. */
+static inline void ibvc_direct_cq_check(struct ibvc_cq *cq)
+{
+	if (__atomic_load_n(&cq->ring.engine->direct_moves, __ATOMIC_RELAXED) !=
+	    __atomic_load_n(&cq->direct.moves_seen, __ATOMIC_RELAXED))
+		ibvc_direct_cq_moved(cq);
+}
+
 /* A poll begins (CQ lock held): make the library's completions. */
 void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen);
 /* The next completion, the library's and the engine's in order. */

@@ -117,6 +117,7 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0 || (num_entries > 0 && !wc))
 		return -EINVAL;
+	ibvc_direct_cq_check(cq);
 	pthread_mutex_lock(&cq->lock);
 	n = poll_ring(cq, num_entries, wc);
 	pthread_mutex_unlock(&cq->lock);

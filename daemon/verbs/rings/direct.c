@@ -127,6 +127,20 @@ fail:
 }
 
 /*
+ * qp's direct_gen changed: a library that only polls qp's receive CQ
+ * looks at its QPs' rings when this count moves (ring.h).
+ */
+static void tell_recv_cq(const struct ibvd_qp *qp)
+{
+	struct ibvd_cq_engine *ep;
+
+	if (!qp->recv_cq)
+		return;
+	ep = qp->recv_cq->ring.engine_page;
+	ibvd_publish(&ep->direct_moves, ep->direct_moves + 1);
+}
+
+/*
  * qp becomes side `side` of d; its RQ's WQEs are taken under the claim
  * from now on (an SRQ's always are).
  */
@@ -144,6 +158,7 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 	ibvd_write_once(&sq_engine(qp)->direct_fail_status, 0);
 	/* Release: the claim words are set before a library may use them. */
 	ibvd_publish(&sq_engine(qp)->direct_gen, d->gen);
+	tell_recv_cq(qp);
 }
 
 /*
@@ -315,8 +330,10 @@ void ibvd_direct_leave(struct ibvd_qp *qp)
 	 * may pair again.  Published after direct_send_ok, which its library
 	 * reads after this: nothing new goes on the ring.
 	 */
-	if (peer->qp_type == IBV_QPT_UD)
+	if (peer->qp_type == IBV_QPT_UD) {
 		ibvd_publish(&sq_engine(peer)->direct_gen, 0);
+		tell_recv_cq(peer);
+	}
 	ibvd_full_fence();
 	ibvd_engine_qp_kick(peer);
 }
