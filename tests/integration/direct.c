@@ -1407,6 +1407,59 @@ START_TEST(srq_shared)
 }
 END_TEST
 
+/*
+ * A receiver asleep on its CQ's channel with its SRQ empty: the SEND
+ * waits in the ring, and the receiver's post to the SRQ alone (the
+ * sender does nothing more) gets it placed and the event raised.
+ */
+START_TEST(srq_sleeping_receiver)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	struct vt_qp_opts rx = { .srq = srq };
+	struct ibv_cq *cq0, *cq1;
+	struct ibv_mr *a, *b;
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	ck_assert(ch && srq);
+	cq0 = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	cq1 = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
+	ck_assert(cq0 && cq1);
+	vt_pair_on(&p, &D, &DEF, &rx, cq0, cq1);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 16 * SRQ_SLOT, VT_ACCESS_ALL);
+	srq_post(srq, b, 0, 1);
+	vt_send(p.qp[0], 0, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(a), 64,
+		a->lkey, 0, 0);
+	vt_expect_ok(cq1, &wc, 0, IBV_WC_RECV, "the first SEND");
+	vt_expect_ok(cq0, &wc, 0, IBV_WC_SEND, "its send");
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "the pair has %d transit ring mappings", vt_transit_maps());
+
+	ck_assert_int_eq(ibv_req_notify_cq(cq1, 0), 0);
+	vt_fill(BUF(a), 700, 0, 31);
+	vt_send(p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(a), 700,
+		a->lkey, 0, 0);
+	ck_assert_msg(!channel_ready(ch, QUIET_MS), "an event with the SRQ empty");
+	srq_post(srq, b, 1, 2);
+	take_event(ch, cq1, "the SRQ's post to a sleeping receiver");
+	vt_expect_ok(cq1, &wc, 1, IBV_WC_RECV, "the SEND that waited");
+	ck_assert_uint_eq(wc.byte_len, 700);
+	vt_expect_pat(BUF(b) + SRQ_SLOT, 700, 0, 31, "its bytes");
+	vt_expect_ok(cq0, &wc, 1, IBV_WC_SEND, "its send");
+
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq0), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -1877,6 +1930,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_pair_again);
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_shared);
+	tcase_add_test(tc, srq_sleeping_receiver);
 	return s;
 }
 
