@@ -78,8 +78,10 @@
  *    receive WQE it took from its own RQ, bounded by that WQE's SGEs.  A
  *    sender that rewrites a payload while it is copied changes only its
  *    own message; one that claims more bytes than the WQE holds gets what
- *    a real responder gives it (local length error at the receiver,
- *    remote invalid request at the sender, both QPs in error);
+ *    a real responder gives it (on RC a local length error at the
+ *    receiver, remote invalid request at the sender, both QPs in error;
+ *    on UC and UD the message dropped): the library hands it to the
+ *    engine, which makes those errors;
  *  - the sender reads `consumed` only to complete its own sends: a
  *    receiver that lies about it loses its own messages;
  *  - what only the daemon may say (this direction failed from message N,

@@ -335,9 +335,6 @@ void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
 		       const struct ibvd_qp *src, const struct eng_req *req,
 		       const struct eng_rcv_info *info);
 
-/* An error CQE (status) for receive WQE wr_id of target, consumed earlier. */
-void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
-		       enum ibv_wc_status status);
 
 /*
  * recv.c: what an RC/UC requester hears when target has no receive WQE to

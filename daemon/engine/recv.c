@@ -170,6 +170,23 @@ static bool with_inv(const struct eng_req *req)
 }
 
 /*
+ * A UC message or a UD datagram longer than the receive WQE it would
+ * take: as rxe's responder does (class D; E on an SRQ), it is dropped
+ * and the WQE stays posted, or, taken from an SRQ, the WQE completes
+ * with REM_INV_REQ_ERR.  The QP goes on: neither has acknowledgements
+ * to tell its sender, and any sender that knows a UD QP's Q_Key may
+ * send one.
+ */
+static void too_long_dropped(struct ibvd_qp *target, const struct eng_rq *rq,
+			     const struct eng_recv *rwqe)
+{
+	if (!target->srq)
+		return;
+	ibvd_eng_rq_consume(rq);
+	ibvd_eng_recv_err(target, rwqe->wr_id, IBV_WC_REM_INV_REQ_ERR);
+}
+
+/*
  * Under the receive lock, with a WQE peeked: place the message, or the
  * first step of a chunked one, which then holds the WQE (chunk.c).  The
  * WQE is consumed only once the bytes landed: a sender whose own memory
@@ -192,9 +209,13 @@ static enum eng_resp place_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		ibvd_eng_recv_fail(target, rq, rwqe, rwqe->status);
 		return uc ? RESP_OK : RESP_OP_ERR;
 	}
+	if (req->length > rwqe->sgl.total && uc) {
+		too_long_dropped(target, rq, rwqe);
+		return RESP_OK;
+	}
 	if (req->length > rwqe->sgl.total) {
 		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_LEN_ERR);
-		return uc ? RESP_OK : RESP_INV_REQ;
+		return RESP_INV_REQ;
 	}
 	/*
 	 * A key that cannot be invalidated fails the message as an invalid
@@ -446,22 +467,6 @@ static enum ibv_wc_status place(struct ibvd_engine *eng, struct ibvd_qp *src,
 }
 
 /*
- * A datagram longer than the receive WQE it would take is the sender's
- * fault, and any sender that knows the Q_Key may send one: it never
- * stops the QP.  As rxe's responder does (class D; E on an SRQ), it is
- * dropped and the WQE stays posted, or, taken from an SRQ, the WQE
- * completes with REM_INV_REQ_ERR.
- */
-static void ud_too_long(struct ibvd_qp *target, const struct eng_rq *rq,
-			const struct eng_recv *rwqe)
-{
-	if (!target->srq)
-		return;
-	ibvd_eng_rq_consume(rq);
-	ibvd_eng_recv_err(target, rwqe->wr_id, IBV_WC_REM_INV_REQ_ERR);
-}
-
-/*
  * Under the receive lock: the WQE a datagram of len bytes lands in, true
  * with *rwqe peeked; false when it cannot land: no WQE or one too small
  * (dropped), a broken queue, a bad WQE (it completes in error).
@@ -476,7 +481,7 @@ static bool ud_take(struct ibvd_qp *target, const struct eng_rq *rq,
 	else if (ret > 0 && rwqe->status != IBV_WC_SUCCESS)
 		ibvd_eng_recv_fail(target, rq, rwqe, rwqe->status);
 	else if (ret > 0 && ENG_GRH_BYTES + len > rwqe->sgl.total)
-		ud_too_long(target, rq, rwqe);
+		too_long_dropped(target, rq, rwqe);
 	return ret > 0 && rwqe->status == IBV_WC_SUCCESS &&
 	       ENG_GRH_BYTES + len <= rwqe->sgl.total;
 }

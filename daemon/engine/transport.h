@@ -335,6 +335,13 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 			const struct eng_recv *rwqe, enum ibv_wc_status status);
 
 /*
+ * An error CQE (status) for receive WQE wr_id of target, consumed
+ * earlier; target's state does not change.
+ */
+void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
+		       enum ibv_wc_status status);
+
+/*
  * Resolve an rkey for an operation needing `access` (IBV_ACCESS_REMOTE_*)
  * on target's side: the MR must be in target's PD, allow access, and hold
  * [raddr, raddr + len) of its iova range; target's qp_access_flags must

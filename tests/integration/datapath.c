@@ -1064,29 +1064,25 @@ END_TEST
 /* ==== completion statuses ================================================= */
 
 /*
- * A receive buffer too small: the receive completes with LOC_LEN_ERR; an
- * RC requester hears REM_INV_REQ_ERR (UC: success, it has no ACKs).
+ * A receive buffer too small on RC: the receive completes with
+ * LOC_LEN_ERR, the requester hears REM_INV_REQ_ERR, both end in ERR.
+ * (UC and UD drop the message instead: uc_too_long, ud_too_long.)
  */
 START_TEST(loc_len_err)
 {
-	struct vt_qp_opts o = opts_type(_i ? IBV_QPT_UC : IBV_QPT_RC);
 	struct ibv_wc wc;
 	struct fx f;
 
-	fx_init(&f, &o, 4096, 4096);
+	fx_init(&f, NULL, 4096, 4096);
 	memset(f.b->addr, CANARY, 4096);
 	vt_recv(f.p.qp[1], 1, f.b->addr, 16, f.b->lkey);
 	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
 		f.a->lkey, 0, 0);
 	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_LOC_LEN_ERR, "receive of 64 bytes into 16");
 	ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
-	if (o.type == IBV_QPT_RC) {
-		vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_REM_INV_REQ_ERR,
-			     "RC requester of a too long message");
-		vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "RC requester");
-	} else {
-		vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UC sender");
-	}
+	vt_expect_wc(f.p.scq[0], NULL, 2, IBV_WC_REM_INV_REQ_ERR,
+		     "RC requester of a too long message");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "RC requester");
 	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "responder after LOC_LEN_ERR");
 	vt_expect_byte(BUF(f.b) + 16, 4096 - 16, CANARY, "past the 16-byte buffer");
 	fx_free(&f);
@@ -2941,6 +2937,54 @@ START_TEST(ud_too_long)
 	ck_assert_uint_eq(wc.byte_len, GRH + 16);
 	vt_expect_pat(BUF(f.b) + GRH, 16, 0, 21, "the datagram that fits");
 	vt_ah_free(ah);
+	fx_free(&f);
+	if (srq)
+		ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+}
+END_TEST
+
+/*
+ * UC: a message longer than its receive is dropped, as rxe's responder
+ * drops it (class D): the receive stays posted and takes the next
+ * message, the QP stays in RTS, and the sender, which has no ACKs to
+ * hear, completes both SENDs.  From an SRQ (_i 1; class E) the receive
+ * completes with REM_INV_REQ_ERR instead.
+ */
+START_TEST(uc_too_long)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UC);
+	struct ibv_srq *srq = _i ? mksrq(16, 1) : NULL;
+	struct ibv_wc wc;
+	struct fx f;
+
+	o.srq = srq;
+	fx_init(&f, &o, 4096, 4096);
+	memset(f.b->addr, CANARY, 4096);
+	vt_fill(f.a->addr, 64, 0, 23);
+	if (srq)
+		vt_srq_recv(srq, 1, f.b->addr, 16, f.b->lkey);
+	else
+		vt_recv(f.p.qp[1], 1, f.b->addr, 16, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UC SEND too long for it");
+	if (srq) {
+		vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_REM_INV_REQ_ERR,
+			     "SRQ receive of a message too long");
+		ck_assert_uint_eq(wc.qp_num, f.p.qp[1]->qp_num);
+		vt_srq_recv(srq, 1, f.b->addr, 16, f.b->lkey);
+	} else {
+		vt_expect_none(f.p.rcq[1], QUIET_MS, "receive of a message too long");
+	}
+	vt_expect_byte(f.b->addr, 4096, CANARY, "the receive buffer");
+	vt_expect_state(f.p.qp[1], IBV_QPS_RTS, "receiver of a message too long");
+	vt_send(f.p.qp[0], 3, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 16,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_SEND, "UC SEND that fits");
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the receive, after");
+	ck_assert_uint_eq(wc.byte_len, 16);
+	vt_expect_pat(f.b->addr, 16, 0, 23, "the message that fits");
+	vt_expect_state(f.p.qp[0], IBV_QPS_RTS, "the sender");
 	fx_free(&f);
 	if (srq)
 		ck_assert_int_eq(ibv_destroy_srq(srq), 0);
@@ -4837,8 +4881,9 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, sge_max);
 
 	tc = new_case(s, "status");
-	tcase_add_loop_test(tc, loc_len_err, 0, 2);
+	tcase_add_test(tc, loc_len_err);
 	tcase_add_loop_test(tc, ud_too_long, 0, 2);
+	tcase_add_loop_test(tc, uc_too_long, 0, 2);
 	tcase_add_loop_test(tc, loc_prot_err, 0, 5);
 	tcase_add_loop_test(tc, rem_access_err, 0, 6);
 	tcase_add_loop_test(tc, rnr_retry_exc, 0, 2);

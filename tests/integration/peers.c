@@ -10,6 +10,9 @@
  *   target DIR / initiator DIR	the target stops itself (SIGSTOP); the
  *	initiator's WRITE, READ and atomics into its memory complete anyway;
  *	peers.sh sends SIGCONT and the target checks the result.
+ *   uc_rx DIR [srq] / uc_tx DIR	a UC message too long for its receive
+ *	is dropped and the receiving QP goes on (peers.sh; roce-stream.sh
+ *	runs it across the wire).
  *   memlock limited|unlimited	registration against RLIMIT_MEMLOCK
  *	(peers.sh runs it under prlimit --memlock=65536 or unlimited).
  *
@@ -20,6 +23,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +417,131 @@ static int initiator(void)
 
 /* ==== RLIMIT_MEMLOCK ========================================================= */
 
+/*
+ * UC messages too long for their receive (uc_rx, uc_tx): dropped, as
+ * rxe's responder drops them, and the QP goes on; UC has no ACKs, so the
+ * sender's SENDs succeed.  The receiver posts one receive of UC_SMALL
+ * bytes; the sender sends UC_LONG bytes (four packets at an MTU of
+ * 1024), then UC_FITS.  Without an SRQ the receive stays posted and the
+ * second message lands in it; taken from an SRQ it completes with
+ * REM_INV_REQ_ERR, and the SRQ's next receive takes the second.
+ */
+#define UC_SMALL	256u
+#define UC_LONG		4000u
+#define UC_FITS		(UC_SMALL - 8)
+#define UC_PAT		0x5d
+
+/* A UC QP of D on cq (and srq), connected to the peer's `role` file. */
+static struct ibv_qp *uc_connected(struct ibv_cq *cq, struct ibv_srq *srq,
+				   const char *me, const char *peer_role)
+{
+	struct vt_qp_opts o = { .type = IBV_QPT_UC, .mtu = IBV_MTU_1024,
+				.srq = srq };
+	struct vt_addr mine, peer;
+	struct ibv_qp *qp;
+	char buf[256];
+
+	qp = vt_qp(&D, cq, cq, &o);
+	vt_qp_addr(&D, qp, &o, &mine);
+	vt_addr_str(&mine, buf, sizeof(buf));
+	vt_put(dir, me, "%s\n", buf);
+	get(peer_role, buf, sizeof(buf));
+	vt_assert(vt_addr_parse(buf, &peer) == 0, "bad %s file: %s", peer_role, buf);
+	vt_connect(&D, qp, &peer, &o);
+	return qp;
+}
+
+static int uc_rx(bool use_srq)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq = NULL;
+	uint64_t want = 1;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char buf[64];
+
+	vt_open(&D);
+	mr = vt_reg(D.pd, 2 * UC_SMALL, VT_ACCESS_ALL);
+	memset(mr->addr, CANARY, 2 * UC_SMALL);
+	cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
+	if (use_srq) {
+		srq = ibv_create_srq(D.pd, &sa);
+		vt_assert(srq, "ibv_create_srq: %s", strerror(errno));
+	}
+	qp = uc_connected(cq, srq, "uc_rx", "uc_tx");
+	if (srq) {
+		vt_srq_recv(srq, 1, mr->addr, UC_SMALL, mr->lkey);
+		vt_srq_recv(srq, 2, (uint8_t *)mr->addr + UC_SMALL, UC_SMALL,
+			    mr->lkey);
+	} else {
+		vt_recv(qp, 1, mr->addr, UC_SMALL, mr->lkey);
+	}
+	vt_put(dir, "uc_rx.ready", "ready\n");
+	if (srq) {
+		vt_expect_wc(cq, &wc, 1, IBV_WC_REM_INV_REQ_ERR,
+			     "the SRQ's receive of a message too long");
+		vt_assert(wc.qp_num == qp->qp_num, "qp_num %u, want %u",
+			  wc.qp_num, qp->qp_num);
+		want = 2;
+	}
+	vt_expect_ok(cq, &wc, want, IBV_WC_RECV, "the message after it");
+	vt_assert(wc.byte_len == UC_FITS, "byte_len %u, want %u", wc.byte_len,
+		  UC_FITS);
+	vt_expect_pat((uint8_t *)mr->addr + (want - 1) * UC_SMALL, UC_FITS, 0,
+		      UC_PAT, "the message after it");
+	if (!srq)
+		vt_expect_byte((uint8_t *)mr->addr + UC_SMALL, UC_SMALL, CANARY,
+			       "past the receive");
+	vt_expect_state(qp, IBV_QPS_RTS, "the receiver");
+	vt_expect_none(cq, 100, "the receiver's CQ after them");
+	vt_put(dir, "uc_rx.done", "ok\n");
+	get("uc_tx.done", buf, sizeof(buf));
+	vt_assert(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	if (srq)
+		vt_assert(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
+	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	vt_dereg(mr);
+	vt_close(&D);
+	say("uc_rx: the message too long dropped%s, the next received",
+	    srq ? " (its SRQ receive REM_INV_REQ_ERR)" : "");
+	return 0;
+}
+
+static int uc_tx(void)
+{
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char buf[64];
+
+	vt_open(&D);
+	mr = vt_reg(D.pd, UC_LONG, VT_ACCESS_ALL);
+	vt_fill(mr->addr, UC_LONG, 0, UC_PAT);
+	cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
+	qp = uc_connected(cq, NULL, "uc_tx", "uc_rx");
+	get("uc_rx.ready", buf, sizeof(buf));
+	vt_send(qp, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, UC_LONG,
+		mr->lkey, 0, 0);
+	vt_send(qp, 2, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, UC_FITS,
+		mr->lkey, 0, 0);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_SEND, "the SEND too long");
+	vt_expect_ok(cq, &wc, 2, IBV_WC_SEND, "the SEND that fits");
+	get("uc_rx.done", buf, sizeof(buf));
+	vt_put(dir, "uc_tx.done", "ok\n");
+	vt_expect_state(qp, IBV_QPS_RTS, "the sender");
+	vt_assert(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	vt_dereg(mr);
+	vt_close(&D);
+	say("uc_tx: both SENDs completed");
+	return 0;
+}
+
 static struct ibv_mr *try_reg(size_t len, void **buf)
 {
 	int ret = posix_memalign(buf, 4096, len);
@@ -484,9 +613,16 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && strcmp(argv[1], "memlock") == 0)
 		return memlock(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "uc_rx") == 0 &&
+	    strcmp(argv[3], "srq") == 0) {
+		dir = argv[2];
+		return uc_rx(true);
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s victim|attacker|target|initiator DIR\n"
-			"       %s memlock limited|unlimited\n", argv[0], argv[0]);
+		fprintf(stderr, "usage: %s victim|attacker|target|initiator|uc_rx|uc_tx DIR\n"
+			"       %s uc_rx DIR srq\n"
+			"       %s memlock limited|unlimited\n", argv[0], argv[0],
+			argv[0]);
 		return 2;
 	}
 	dir = argv[2];
@@ -498,6 +634,10 @@ int main(int argc, char **argv)
 		return target();
 	if (strcmp(argv[1], "initiator") == 0)
 		return initiator();
+	if (strcmp(argv[1], "uc_rx") == 0)
+		return uc_rx(false);
+	if (strcmp(argv[1], "uc_tx") == 0)
+		return uc_tx();
 	fprintf(stderr, "%s: unknown role %s\n", argv[0], argv[1]);
 	return 2;
 }

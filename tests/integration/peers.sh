@@ -4,6 +4,7 @@
 #    some not; the given ones work, forged lkeys/rkeys get LOC_PROT_ERR or
 #    REM_ACCESS_ERR and never a byte of the victim's memory;
 #  - one-sided WRITE/READ/atomics into a process stopped with SIGSTOP;
+#  - a UC message too long for its receive: dropped, the QP goes on;
 #  - registration against the client's own RLIMIT_MEMLOCK (prlimit).
 . "$(dirname "$0")/lib.sh"
 
@@ -66,6 +67,29 @@ show "target (uid $USER1)" "$O/stopped.target"
 [ "$EXIT_STATUS" -eq 0 ] || fail "the target's checks failed (exit $EXIT_STATUS)"
 ok "WRITE, READ and atomics completed while the target was stopped"
 daemon_alive "after the SIGSTOP test"
+
+# uc_pair NAME [srq]: peers-helper's uc_rx (uid $USER1) and uc_tx ($USER2);
+# UC_SAID: what the receiver found.
+uc_pair() {
+	local d rpid
+	d=$(meeting_dir "$1")
+	run_ours "$USER1" "$HELPER" uc_rx "$d" ${2:+"$2"} >"$O/$1.rx" 2>&1 &
+	rpid=$!
+	BG_PIDS+=("$rpid")
+	run_ours "$USER2" "$HELPER" uc_tx "$d" >"$O/$1.tx" 2>&1 ||
+		{ show "uc_tx (uid $USER2)" "$O/$1.tx"; show "uc_rx" "$O/$1.rx"; fail "$1: the sender failed"; }
+	wait_exit "$rpid" "$TMO" || { show uc_rx "$O/$1.rx"; fail "$1: the receiver did not finish"; }
+	[ "$EXIT_STATUS" -eq 0 ] || { show "uc_rx (uid $USER1)" "$O/$1.rx"; fail "$1: the receiver's checks failed"; }
+	UC_SAID=$(sed -n 's/^uc_rx: //p' "$O/$1.rx")
+}
+
+check "a UC message too long for its receive between two uids: dropped, the QP goes on"
+uc_pair uc-long
+ok "$UC_SAID"
+check "the same with the receive from an SRQ"
+uc_pair uc-long-srq srq
+ok "$UC_SAID"
+daemon_alive "after the UC messages too long"
 
 check "RLIMIT_MEMLOCK 65536: 128 KiB refused (ENOMEM), up to 64 KiB in total registered"
 run_ours "$USER1" prlimit --memlock=65536 -- "$HELPER" memlock limited >"$O/memlock" 2>&1

@@ -11,7 +11,8 @@
 # order, and both that nothing was lost or came twice.  Also with the
 # receiving QPs on one SRQ and both ends sleeping on completion events,
 # and on UC pairs (which lose what finds no receive: gaps allowed, order
-# and bytes checked).  Then RC and UC again with 2 % of the RoCE packets
+# and bytes checked); a UC message too long for its receive, dropped
+# (peers-helper's uc_rx and uc_tx).  Then RC and UC again with 2 % of the RoCE packets
 # into A dropped by nftables, whose retransmissions the counters must
 # show.  Last, the receiving process killed mid-stream, three times: the
 # sender's QPs end in retry exceeded, as against a host that died;
@@ -38,6 +39,37 @@ stream_across "the same to receivers on an SRQ, both ends sleeping on events"
 MIX="DIRECT_STREAM_UC=1"
 stream_across "SENDs and WRITEs on 3 UC pairs across the wire"
 MIX=""
+
+# uc_end NS UID SOCKET ROLE DIR [srq]: peers-helper's UC roles on roce0.
+uc_end() {
+	local ns=$1 uid=$2 sock=$3
+	shift 3
+	(cd "$T" && exec ip netns exec "$ns" timeout -k 2 $((TMO * 2)) \
+		setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+		env IBVERBSD_SOCKET="$sock" VT_DEVICE=roce0 VT_GID_INDEX=1 \
+		VT_TMUL="$TMUL" prlimit --memlock="$MEMLOCK" \
+		"$T/tools/ibverbsd-run" "$T/bin/peers-helper" "$@")
+}
+
+# A UC message too long for its receive (four packets): the responder
+# drops it as rxe's does, the next message lands, the QPs go on.
+for v in "" srq; do
+	check "a UC message too long for its receive across the wire${v:+, the receive from an SRQ}"
+	dir=$T/uc-long$v
+	mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+	# shellcheck disable=SC2086 # $v is zero or one word
+	uc_end "$NSA" "$USER1" "$SOCK_A" uc_rx "$dir" $v >"$O/uc$v.rx" 2>&1 &
+	rpid=$!
+	BG_PIDS+=("$rpid")
+	uc_end "$NSB" "$USER2" "$SOCK_B" uc_tx "$dir" >"$O/uc$v.tx" 2>&1 ||
+		{ show "uc_tx (uid $USER2, $NSB)" "$O/uc$v.tx"; show uc_rx "$O/uc$v.rx";
+		  fail "the UC sender failed"; }
+	wait_exit "$rpid" "$TMO" || fail "the UC receiver did not finish"
+	[ "$EXIT_STATUS" -eq 0 ] ||
+		{ show "uc_rx (uid $USER1, $NSA)" "$O/uc$v.rx"; fail "the UC receiver's checks failed"; }
+	ok "$(sed -n 's/^uc_rx: //p' "$O/uc$v.rx")"
+done
+daemon_alive "after the UC messages too long"
 
 if command -v nft >/dev/null 2>&1; then
 	seq0=$(counter out_of_seq_request)

@@ -304,6 +304,14 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 	ck_abort_msg("receive failed: status %d", status);
 }
 
+void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
+		       enum ibv_wc_status status)
+{
+	(void)target;
+	ck_abort_msg("receive %llu completed with status %d: no SRQ here",
+		     (unsigned long long)wr_id, status);
+}
+
 void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
 			const struct eng_rcv_done *d)
 {

@@ -263,6 +263,21 @@ static int send_wqe(struct ibvd_qp *qp, struct roce_qp *w, struct eng_rq *rq,
 	return ret;
 }
 
+/*
+ * A UC message longer than its receive WQE is dropped, as rxe's
+ * responder drops it (class D; E on an SRQ): an RQ's WQE stays posted,
+ * its bytes so far to be written over by the next message; an SRQ's,
+ * taken at the first packet, completes with REM_INV_REQ_ERR.  The rest
+ * of the message finds none in progress and is dropped too.
+ */
+static void uc_too_long(struct ibvd_qp *qp, struct roce_qp *w,
+			const struct eng_rq *rq, const struct eng_recv *rwqe)
+{
+	if (rq->srq)
+		ibvd_eng_recv_err(qp, rwqe->wr_id, IBV_WC_REM_INV_REQ_ERR);
+	w->rx.in_msg = w->rx.wqe_held = false;
+}
+
 static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 			    const struct roce_pkt *p)
 {
@@ -289,6 +304,13 @@ static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 				       p->payload_len);
 	/* the receiver's process is gone: nobody answers (rx_request) */
 	if (ret == -ESRCH) {
+		out = OUT_DROP;
+		goto out;
+	}
+	if (rwqe.status == IBV_WC_SUCCESS && ret >= 0 &&
+	    w->rx.done + p->payload_len > rwqe.sgl.total &&
+	    qp->qp_type == IBV_QPT_UC) {
+		uc_too_long(qp, w, &rq, &rwqe);
 		out = OUT_DROP;
 		goto out;
 	}
