@@ -308,17 +308,22 @@ ip netns exec "$NSA" nft delete table inet ibvdcm
 
 no_ids_left "the lossy runs"
 
-# 2 % of the RoCE packets into A dropped, under rping's READs, WRITEs and
-# SENDs both ways: every ping's data whole, every loss recovered by a
-# retransmission (a lost READ response asked for again at once when a
-# later one shows the gap, a lost ACK or last response at the ACK
-# timeout, 0.5 s with rdma_cm's timeout 17; a lost MAD at the CM's).
-# TMO stays four times the default, as the lossy MADs above set it.
+# 2 % of the RC requests and READ responses into A dropped (BTH opcodes
+# below 0x11, the ACK: 8 bits at bit 64 of the UDP datagram), under
+# rping's READs, WRITEs and SENDs both ways: every ping's data whole,
+# every loss recovered by a retransmission, which the requester counts:
+# a lost request when the responder NAKs the gap after it
+# (rcvd_seq_err), a lost READ response when a later one shows the gap,
+# the last one at the ACK timeout, 0.5 s with rdma_cm's timeout 17
+# (completer_retry_err).  ACKs and MADs pass: a lost ACK may need no
+# retransmission at all (a later one covers it), and a lost MAD is the
+# CM's to resend, which the case above covers.  TMO stays four times the
+# default, as the lossy MADs above set it.
 ip netns exec "$NSA" nft -f - <<-EOF || fail "nft in $NSA"
 table inet ibvdloss {
 	chain in {
 		type filter hook input priority 0;
-		udp dport 4791 numgen random mod 100 < 2 counter drop
+		udp dport 4791 @th,64,8 < 0x11 numgen random mod 100 < 2 counter drop
 	}
 }
 EOF
@@ -327,7 +332,8 @@ retries() {
 	for sock in "$SOCK_A" "$SOCK_B"; do
 		n=$((n + $(SOCK=$sock ibvctl -j statistic show link roce0/1 | "$PYTHON" -c '
 import json, sys
-print(sum(int(r.get("completer_retry_err", 0)) for r in json.load(sys.stdin)))')))
+print(sum(int(r.get("completer_retry_err", 0)) + int(r.get("rcvd_seq_err", 0))
+          for r in json.load(sys.stdin)))')))
 	done
 	echo "$n"
 }
@@ -337,7 +343,7 @@ retry1=$(retries)
 drops=$(ip netns exec "$NSA" nft list table inet ibvdloss | grep -o 'packets [0-9]*' | head -n 1 | cut -d' ' -f2)
 [ "${drops:-0}" -gt 0 ] || fail "nftables dropped no packet: the loss case tested nothing"
 [ "$retry1" -gt "$retry0" ] || fail "$drops packets lost and no retry ($retry0 -> $retry1)"
-ok "rping through $drops lost packets: completer_retry_err $retry0 -> $retry1"
+ok "rping through $drops lost packets: completer_retry_err + rcvd_seq_err $retry0 -> $retry1"
 ip netns exec "$NSA" nft delete table inet ibvdloss
 no_ids_left "the lossy rping"
 ok "$NRUN connections across the wire passed"
