@@ -361,6 +361,30 @@ START_TEST(send_inv_in_order)
 }
 END_TEST
 
+/*
+ * A library that only polls meets its QP's rings too (ring.h,
+ * direct_moves).  vt_pair connects QP 0 before QP 1 is past RTR, so QP 0
+ * met no pair at its own modifies, and, posting nothing, it would map
+ * the rings only at a post: a poll of its receive CQ maps them.
+ */
+START_TEST(maps_at_poll)
+{
+	int one = expect_rings() ? 1 : 0;
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	vt_pair(&p, &D, NULL, 64);
+	vt_assert(vt_transit_maps() == one,
+		  "%d transit ring mappings before QP 0 polls, want %d",
+		  vt_transit_maps(), one);
+	ck_assert_int_eq(ibv_poll_cq(p.rcq[0], 1, &wc), 0);
+	vt_assert(vt_transit_maps() == 2 * one,
+		  "%d transit ring mappings after QP 0 polled, want %d",
+		  vt_transit_maps(), 2 * one);
+	vt_pair_free(&p);
+}
+END_TEST
+
 /* A sender whose receiver never polls still completes (the engine places). */
 START_TEST(receiver_never_polls)
 {
@@ -1240,6 +1264,49 @@ static struct ibv_qp *ud_qp(struct ibv_cq *cq)
 	return qp;
 }
 
+/*
+ * A UD receiver that posted its receives first and only polls (udaddy's
+ * server) maps the rings at the poll that takes the datagram which
+ * paired it; the sender maps them at its next post, and its second
+ * datagram lands through them.
+ */
+START_TEST(ud_maps_at_poll)
+{
+	int one = expect_rings() ? 1 : 0;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct fx f;
+
+	vt_pair(&f.p, &D, &UD, 64);
+	f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
+	ah = vt_ah(&D, D.port.lid, NULL);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 1024, f.b->lkey);
+	vt_recv(f.p.qp[1], 2, BUF(f.b) + 1024, 1024, f.b->lkey);
+	vt_fill(BUF(f.a), 300, 0, 61);
+	vt_ud_send(f.p.qp[0], 1, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a),
+		   100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_SEND, "the first send");
+	vt_assert(vt_transit_maps() == 0,
+		  "%d transit ring mappings before the receiver polls",
+		  vt_transit_maps());
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the first datagram");
+	vt_assert(vt_transit_maps() == one,
+		  "%d transit ring mappings after the receiver polled, want %d",
+		  vt_transit_maps(), one);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY,
+		   BUF(f.a) + 100, 200, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.rcq[1], &wc, 2, IBV_WC_RECV, "the second datagram");
+	ck_assert_uint_eq(wc.byte_len, 40 + 200);
+	vt_expect_pat(BUF(f.b) + 1024 + 40, 200, 100, 61, "its bytes");
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "the second send");
+	vt_assert(vt_transit_maps() == 2 * one,
+		  "%d transit ring mappings after the sender's post, want %d",
+		  vt_transit_maps(), 2 * one);
+	ud_free(&f, ah);
+}
+END_TEST
+
 /* One datagram from `from` to `to`, each with its own CQ, checked. */
 static void ud_one(struct fx *f, struct ibv_ah *ah, struct ibv_qp *from,
 		   struct ibv_cq *scq, struct ibv_qp *to, struct ibv_cq *rcq,
@@ -1898,6 +1965,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, late_receives);
 	tcase_add_test(tc, uc_no_receive_drops);
 	tcase_add_test(tc, send_inv_in_order);
+	tcase_add_test(tc, maps_at_poll);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
@@ -1928,6 +1996,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_third_party);
 	tcase_add_test(tc, ud_grh);
 	tcase_add_test(tc, ud_pair_again);
+	tcase_add_test(tc, ud_maps_at_poll);
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_shared);
 	tcase_add_test(tc, srq_sleeping_receiver);
