@@ -145,12 +145,15 @@ ibvd_cleanup() {
 	for p in "${BG_PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null
 	done
-	[ -n "$DAEMON_PID" ] && kill -KILL "$DAEMON_PID" 2>/dev/null
+	# The daemon as daemon_stop stops it, SIGKILL only if it hangs: no
+	# "Killed" job report from bash at the end of a run that passed.
+	if [ -n "$DAEMON_PID" ] && kill -TERM "$DAEMON_PID" 2>/dev/null; then
+		wait_exit "$DAEMON_PID" 5 ||
+			{ kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID"; } 2>/dev/null
+	fi
 	for p in "${BG_PIDS[@]}"; do
 		wait_exit "$p" 2 || { kill -KILL "$p"; wait "$p"; } 2>/dev/null
 	done
-	# (braces: also silence bash's "Killed" job report)
-	[ -n "$DAEMON_PID" ] && { wait "$DAEMON_PID"; } 2>/dev/null
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$T" ]; then
 		for f in "$T"/daemon*.log; do
 			[ -s "$f" ] && show "$(basename "$f") (last 40 lines)" <(tail -n 40 "$f")

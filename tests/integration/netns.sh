@@ -34,7 +34,10 @@ IBVERBSD_BUILT=$IBVERBSD
 # gone: B's here, A's in ibvd_cleanup.
 wire_cleanup() {
 	local rc=$?
-	[ -n "$PID_B" ] && { kill -KILL "$PID_B"; wait "$PID_B"; } 2>/dev/null
+	# B stops as A does (ibvd_cleanup): SIGTERM, SIGKILL only if it hangs
+	if [ -n "$PID_B" ] && kill -TERM "$PID_B" 2>/dev/null; then
+		wait_exit "$PID_B" 5 || { kill -KILL "$PID_B"; wait "$PID_B"; } 2>/dev/null
+	fi
 	if [ -n "$NS_MADE" ]; then
 		ip netns delete "$NSA" 2>/dev/null
 		ip netns delete "$NSB" 2>/dev/null
