@@ -451,6 +451,29 @@ static struct ibv_qp *uc_connected(struct ibv_cq *cq, struct ibv_srq *srq,
 	return qp;
 }
 
+static void uc_close(struct ibv_qp *qp, struct ibv_srq *srq,
+		     struct ibv_cq *cq, struct ibv_mr *mr)
+{
+	vt_assert(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	if (srq)
+		vt_assert(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
+	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	vt_dereg(mr);
+	vt_close(&D);
+}
+
+/* D opened, with a CQ and an MR of len bytes. */
+static struct ibv_cq *uc_open(size_t len, struct ibv_mr **mr)
+{
+	struct ibv_cq *cq;
+
+	vt_open(&D);
+	*mr = vt_reg(D.pd, len, VT_ACCESS_ALL);
+	cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
+	return cq;
+}
+
 static int uc_rx(bool use_srq)
 {
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
@@ -462,11 +485,8 @@ static int uc_rx(bool use_srq)
 	struct ibv_wc wc;
 	char buf[64];
 
-	vt_open(&D);
-	mr = vt_reg(D.pd, 2 * UC_SMALL, VT_ACCESS_ALL);
+	cq = uc_open(2 * UC_SMALL, &mr);
 	memset(mr->addr, CANARY, 2 * UC_SMALL);
-	cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
-	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
 	if (use_srq) {
 		srq = ibv_create_srq(D.pd, &sa);
 		vt_assert(srq, "ibv_create_srq: %s", strerror(errno));
@@ -499,12 +519,7 @@ static int uc_rx(bool use_srq)
 	vt_expect_none(cq, 100, "the receiver's CQ after them");
 	vt_put(dir, "uc_rx.done", "ok\n");
 	get("uc_tx.done", buf, sizeof(buf));
-	vt_assert(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
-	if (srq)
-		vt_assert(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
-	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
-	vt_dereg(mr);
-	vt_close(&D);
+	uc_close(qp, srq, cq, mr);
 	say("uc_rx: the message too long dropped%s, the next received",
 	    srq ? " (its SRQ receive REM_INV_REQ_ERR)" : "");
 	return 0;
@@ -518,11 +533,8 @@ static int uc_tx(void)
 	struct ibv_wc wc;
 	char buf[64];
 
-	vt_open(&D);
-	mr = vt_reg(D.pd, UC_LONG, VT_ACCESS_ALL);
+	cq = uc_open(UC_LONG, &mr);
 	vt_fill(mr->addr, UC_LONG, 0, UC_PAT);
-	cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
-	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
 	qp = uc_connected(cq, NULL, "uc_tx", "uc_rx");
 	get("uc_rx.ready", buf, sizeof(buf));
 	vt_send(qp, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, UC_LONG,
@@ -534,10 +546,7 @@ static int uc_tx(void)
 	get("uc_rx.done", buf, sizeof(buf));
 	vt_put(dir, "uc_tx.done", "ok\n");
 	vt_expect_state(qp, IBV_QPS_RTS, "the sender");
-	vt_assert(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
-	vt_assert(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
-	vt_dereg(mr);
-	vt_close(&D);
+	uc_close(qp, NULL, cq, mr);
 	say("uc_tx: both SENDs completed");
 	return 0;
 }
