@@ -335,7 +335,6 @@ void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
 		       const struct ibvd_qp *src, const struct eng_req *req,
 		       const struct eng_rcv_info *info);
 
-
 /*
  * recv.c: what an RC/UC requester hears when target has no receive WQE to
  * take (peek_ret from ibvd_eng_rq_peek: < 0 the RQ is broken and the
