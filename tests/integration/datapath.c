@@ -2879,6 +2879,16 @@ END_TEST
 
 /* ---- SRQ ---- */
 
+/* One receive for qp, from srq when it has one. */
+static void recv_one(struct ibv_qp *qp, struct ibv_srq *srq, uint64_t wr_id,
+		     void *addr, uint32_t len, uint32_t lkey)
+{
+	if (srq)
+		vt_srq_recv(srq, wr_id, addr, len, lkey);
+	else
+		vt_recv(qp, wr_id, addr, len, lkey);
+}
+
 static struct ibv_srq *mksrq(uint32_t max_wr, uint32_t max_sge)
 {
 	struct ibv_srq_init_attr sa;
@@ -2913,10 +2923,7 @@ START_TEST(ud_too_long)
 	ah = ah_of(AH_LID);
 	memset(f.b->addr, CANARY, 4096);
 	vt_fill(f.a->addr, 64, 0, 21);
-	if (srq)
-		vt_srq_recv(srq, 1, f.b->addr, GRH + 16, f.b->lkey);
-	else
-		vt_recv(f.p.qp[1], 1, f.b->addr, GRH + 16, f.b->lkey);
+	recv_one(f.p.qp[1], srq, 1, f.b->addr, GRH + 16, f.b->lkey);
 	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr,
 		   64, f.a->lkey, IBV_SEND_SIGNALED);
 	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UD SEND too long for it");
@@ -2961,10 +2968,7 @@ START_TEST(uc_too_long)
 	fx_init(&f, &o, 4096, 4096);
 	memset(f.b->addr, CANARY, 4096);
 	vt_fill(f.a->addr, 64, 0, 23);
-	if (srq)
-		vt_srq_recv(srq, 1, f.b->addr, 16, f.b->lkey);
-	else
-		vt_recv(f.p.qp[1], 1, f.b->addr, 16, f.b->lkey);
+	recv_one(f.p.qp[1], srq, 1, f.b->addr, 16, f.b->lkey);
 	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
 		f.a->lkey, 0, 0);
 	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND, "UC SEND too long for it");
@@ -3161,10 +3165,7 @@ START_TEST(qp_reset_purge)
 	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
 	n = f.p.scq[0]->cqe;
-	if (srq)
-		vt_srq_recv(srq, 100, f.b->addr, 64, f.b->lkey);
-	else
-		vt_recv(f.p.qp[1], 100, f.b->addr, 64, f.b->lkey);
+	recv_one(f.p.qp[1], srq, 100, f.b->addr, 64, f.b->lkey);
 	vt_send(f.p.qp[0], 99, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
 		f.a->lkey, 0, 0);
 	write_n(&f, n - 1, 1);		/* the send CQ is full now */
