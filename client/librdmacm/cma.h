@@ -239,6 +239,7 @@ void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 int cma_device_open(const char *name, struct ibv_context **ret_ctx);
 /* The device's default PD (one per device, made on first use). */
 int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd);
+int cma_device_xrcd(struct ibv_context *ctx, struct ibv_xrcd **ret_xrcd);
 /* max_qp_rd_atom / max_qp_init_rd_atom of ctx's device. */
 int cma_device_rd_atom(struct ibv_context *ctx, uint8_t *max_resp,
 		       uint8_t *max_init);

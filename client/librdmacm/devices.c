@@ -4,7 +4,8 @@
  * process, the first time the CM needs them.  rdma_get_devices() hands out
  * these contexts and cm_id->verbs points at them too, so they are never
  * closed, and rdma_free_devices() frees only the array.  Each device also
- * gets, on first use, the default PD of rdma_create_qp(id, NULL, ...).
+ * gets, on first use, the default PD of rdma_create_qp(id, NULL, ...)
+ * and the XRC domain of the XRC targets and SRQs made on its ids.
  *
  * This is also what makes our librdmacm depend on our libibverbs
  * (DT_NEEDED libibverbs.so.1), so that a program, its librdmacm and any
@@ -13,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 struct cma_device {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;		/* default PD, NULL until needed */
+	struct ibv_xrcd *xrcd;		/* XRC_RECV ids' domain, likewise */
 	bool have_attr;
 	uint8_t max_resp;		/* max_qp_rd_atom */
 	uint8_t max_init;		/* max_qp_init_rd_atom */
@@ -208,6 +211,35 @@ int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
 	}
 	if (ret == 0)
 		*ret_pd = dev->pd;
+	pthread_mutex_unlock(&devices_lock);
+	return ret;
+}
+
+/*
+ * The device's XRC domain, a private one (no file), as librdmacm opens it
+ * for XRC_RECV ids' QPs and SRQs when the caller names none.
+ */
+int cma_device_xrcd(struct ibv_context *ctx, struct ibv_xrcd **ret_xrcd)
+{
+	struct ibv_xrcd_init_attr attr = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+	struct cma_device *dev;
+	int ret = 0;
+
+	pthread_mutex_lock(&devices_lock);
+	dev = find_by_ctx_locked(ctx);
+	if (!dev) {
+		ret = -EINVAL;
+	} else if (!dev->xrcd) {
+		dev->xrcd = ibv_open_xrcd(ctx, &attr);
+		if (!dev->xrcd)
+			ret = -errno;
+	}
+	if (ret == 0)
+		*ret_xrcd = dev->xrcd;
 	pthread_mutex_unlock(&devices_lock);
 	return ret;
 }

@@ -115,6 +115,23 @@ static int default_pd(struct cma_id *cid, struct ibv_pd **pd)
 	return cma_device_pd(cid->id.verbs, pd);
 }
 
+/*
+ * An XRC target QP or SRQ lives in an XRC domain: the caller's if it
+ * names one (bit `named` of *comp_mask), else the device's own.
+ */
+static int xrc_domain(struct cma_id *cid, uint32_t *comp_mask, uint32_t named,
+		      struct ibv_xrcd **xrcd)
+{
+	int ret;
+
+	if ((*comp_mask & named) && *xrcd)
+		return 0;
+	ret = cma_device_xrcd(cid->id.verbs, xrcd);
+	if (ret == 0)
+		*comp_mask |= named;
+	return ret;
+}
+
 static int create_cq(struct cma_id *cid, uint32_t size,
 		     struct ibv_comp_channel **ret_channel,
 		     struct ibv_cq **ret_cq)
@@ -245,6 +262,12 @@ static int create_qp_ex(struct cma_id *cid, struct ibv_qp_init_attr_ex *attr)
 		return -EINVAL;
 	if (!attr->srq && id->srq)
 		attr->srq = id->srq;
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		ret = xrc_domain(cid, &attr->comp_mask, IBV_QP_INIT_ATTR_XRCD,
+				 &attr->xrcd);
+		if (ret < 0)
+			return ret;
+	}
 	if (!attr->send_cq)
 		attr->send_cq = id->send_cq;
 	if (!attr->recv_cq)
@@ -371,6 +394,8 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 static int create_srq_ex(struct cma_id *cid, struct ibv_srq_init_attr_ex *attr)
 {
 	struct rdma_cm_id *id = &cid->id;
+	bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+		   attr->srq_type == IBV_SRQT_XRC;
 	bool made_cq = false;
 	struct ibv_srq *srq;
 	struct ibv_pd *pd;
@@ -387,10 +412,14 @@ static int create_srq_ex(struct cma_id *cid, struct ibv_srq_init_attr_ex *attr)
 	}
 	if (attr->pd->context != id->verbs)
 		return -EINVAL;
+	if (xrc) {
+		ret = xrc_domain(cid, &attr->comp_mask, IBV_SRQ_INIT_ATTR_XRCD,
+				 &attr->xrcd);
+		if (ret < 0)
+			return ret;
+	}
 	/* An XRC SRQ completes on a CQ of its own. */
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    attr->srq_type == IBV_SRQT_XRC &&
-	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq)) {
+	if (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq)) {
 		if (!id->recv_cq) {
 			ret = create_cq(cid, attr->attr.max_wr,
 					&id->recv_cq_channel, &id->recv_cq);
@@ -432,7 +461,9 @@ int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	ex.srq_context = attr->srq_context;
 	ex.attr = attr->attr;
 	ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-	ex.srq_type = IBV_SRQT_BASIC;
+	/* An XRC target's id gets an XRC SRQ, as librdmacm makes it. */
+	ex.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC :
+							IBV_SRQT_BASIC;
 	ex.pd = pd;
 	ret = create_srq_ex(to_cma_id(id), &ex);
 	if (ret == 0)

@@ -52,6 +52,25 @@ bool cm_is_ud(const struct ibvd_cm_id *id)
 	return id->qp_type == IBV_QPT_UD;
 }
 
+/* RC, or one of XRC's halves: the CM gives them RC's attributes. */
+bool cm_is_reliable(const struct ibvd_cm_id *id)
+{
+	return id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_SEND ||
+	       id->qp_type == IBV_QPT_XRC_RECV;
+}
+
+/*
+ * Does listener l take a request from an id of type `asked`?  The same
+ * type, or an XRC initiator's request to an XRC target's listener, as
+ * Linux's RDMA CM matches the REQ's transport to the listener.
+ */
+bool cm_listener_type_takes(const struct ibvd_cm_id *l, uint32_t asked)
+{
+	if (l->qp_type == IBV_QPT_XRC_RECV)
+		return asked == IBV_QPT_XRC_SEND;
+	return l->qp_type == asked;
+}
+
 int cm_ps_index(uint32_t ps)
 {
 	switch (ps) {
@@ -293,10 +312,11 @@ static int ps_qp_type(struct ibvd_call *call, uint32_t ps, uint32_t asked,
 		return 0;
 	case RDMA_PS_IB:
 		if (asked != IBV_QPT_RC && asked != IBV_QPT_UC &&
-		    asked != IBV_QPT_UD)
+		    asked != IBV_QPT_UD && asked != IBV_QPT_XRC_SEND &&
+		    asked != IBV_QPT_XRC_RECV)
 			return ibvd_call_error(call, -EINVAL,
-					       "QP type %u is not RC, UC or UD",
-					       asked);
+					       "QP type %u is not RC, UC, UD "
+					       "or XRC", asked);
 		*qp_type = asked;
 		return 0;
 	}

@@ -350,7 +350,7 @@ static void deliver_request(struct ibvd_cm_id *a,
 	struct ibvd_cm_id *l = cm_find_listener(a->ps, &a->dst), *c = NULL;
 	struct ibvd_device *dev;
 
-	if (!l || cm_is_ud(l) != cm_is_ud(a)) {
+	if (!l || !cm_listener_type_takes(l, a->qp_type)) {
 		cm_refuse_active(a, CM_REJ_INVALID_SERVICE_ID,
 				 CM_SIDR_UNSUPPORTED, NULL, 0);
 		return;
@@ -386,6 +386,10 @@ int ibvd_req_cm_connect(struct ibvd_call *call)
 		return ret;
 	if (cm_is_ud(id) && !p.qkey)
 		p.qkey = id->qkey;
+	/* RoCE devices have no XRC QPs (verbs/xrc): no XRC REQ on the wire. */
+	if (id->qp_type == IBV_QPT_XRC_SEND && cm_dst_is_far(id))
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "no XRC connections across the wire");
 	id->local = p;
 	id->lqpn = p.qp_num;
 	id->active = true;

@@ -253,6 +253,8 @@ struct ibvd_cm_id *cm_id_new(struct ibvd_cm *cm, uint32_t ps, uint32_t qp_type,
 /* Destroy an id: its connection, joins, binding, timers, handle. */
 void cm_id_destroy(struct ibvd_cm_id *id);
 bool cm_is_ud(const struct ibvd_cm_id *id);
+bool cm_is_reliable(const struct ibvd_cm_id *id);
+bool cm_listener_type_takes(const struct ibvd_cm_id *l, uint32_t asked);
 /* Index of a port space in cm_world.ps, or -1. */
 int cm_ps_index(uint32_t ps);
 const char *cm_ps_name(uint32_t ps);

@@ -105,7 +105,7 @@ static void qp_attr_rtr(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 	a->qp_access_flags = conn_access(id);
 	*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 		 IBV_QP_ACCESS_FLAGS;
-	if (id->qp_type != IBV_QPT_RC)
+	if (!cm_is_reliable(id))
 		return;
 	a->max_dest_rd_atomic = id->local.responder_resources;
 	a->min_rnr_timer = CM_MIN_RNR_TIMER;
@@ -117,7 +117,7 @@ static void qp_attr_rts(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 {
 	a->sq_psn = id->remote.psn;
 	*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (id->qp_type != IBV_QPT_RC)
+	if (!cm_is_reliable(id))
 		return;
 	a->timeout = id->timeout_set ? id->timeout : CM_DEFAULT_TIMEOUT;
 	/* Both ends use the requester's retry count, each the other's RNR. */

@@ -720,8 +720,9 @@ static void on_req(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	}
 	ret = request_target(in, r->service_id, r->pdata, IBCM_REQ_PDATA, false,
 			     &l, &src, &dst);
-	if (ret == 0 && (r->transport == IBCM_TRANSPORT_UC) !=
-			(l->qp_type == IBV_QPT_UC))
+	if (ret == 0 &&
+	    !cm_listener_type_takes(l, r->transport == IBCM_TRANSPORT_UC ?
+					   IBV_QPT_UC : IBV_QPT_RC))
 		ret = -1;
 	if (ret < 0) {
 		reject_stranger(in, m->hdr.tid, r->local_comm_id,

@@ -9,7 +9,8 @@
 #                 -v -V -C 10 and several sizes; the ping data is compared
 #                 with what the protocol must produce; -q; IPv6; our -P
 #                 server with several clients at once, and Debian's -P
-#   ucmatose, udaddy, rdma_server_client, cmtime, mckey
+#   ucmatose, udaddy, rdma_server_client, rdma_xserver_xclient (RC and
+#                 XRC), cmtime, mckey
 #                 Debian's rdmacm-utils, server uid 1001, client uid 1002
 #   rsockets      rstream and riostream once (rsockets.sh has the rest)
 #   peer_death    a peer SIGKILLed while connected: DISCONNECTED on the
@@ -22,7 +23,8 @@
 # Everything runs through ibverbsd-run, Debian's programs unmodified.
 . "$(dirname "$0")/lib.sh"
 
-for t in rping ucmatose udaddy rdma_server rdma_client cmtime mckey rstream riostream; do
+for t in rping ucmatose udaddy rdma_server rdma_client rdma_xserver rdma_xclient \
+	 cmtime mckey rstream riostream; do
 	need_cmd "/usr/bin/$t"
 done
 ibvd_init
@@ -516,6 +518,32 @@ case_rdma_server_client() {
 	ok "$(grep -m1 rdma_connect "$O/rs.refused"), exit $rc"
 }
 
+# rdma_xserver/rdma_xclient: one SEND over RC (-c r) and over XRC (-c x:
+# RDMA_PS_IB endpoints of types XRC_RECV and XRC_SEND, the target's XRC
+# SRQ number in the accept's private data).
+case_rdma_xserver_xclient() {
+	local port=22111 spid rc kind ps
+	for kind in r x; do
+		port=$((port + 1))
+		ps=TCP
+		[ "$kind" = x ] && ps=IB
+		check "rdma_xserver -c $kind (uid $USER1) and rdma_xclient -c $kind (uid $USER2)"
+		bg_run debian "$USER1" "$O/xs.$kind.server" /usr/bin/rdma_xserver -p "$port" -c "$kind"
+		spid=$BG
+		wait_listen "$port" "$spid" "$ps" ||
+			{ show_out server "$O/xs.$kind.server"; fail "rdma_xserver -c $kind exited"; }
+		run_debian "$USER2" /usr/bin/rdma_xclient -s 127.0.0.1 -p "$port" -c "$kind" \
+			>"$O/xs.$kind.client" 2>&1
+		rc=$?
+		[ "$rc" -eq 0 ] || show_out server "$O/xs.$kind.server"
+		client_ok "$rc" "$O/xs.$kind.client" "rdma_xclient -c $kind"
+		server_done "$spid" "$O/xs.$kind.server" "rdma_xserver -c $kind"
+		expect_grep '^/usr/bin/rdma_xclient: end 0$' "$O/xs.$kind.client" "rdma_xclient -c $kind"
+		expect_grep '^/usr/bin/rdma_xserver: end 0$' "$O/xs.$kind.server" "rdma_xserver -c $kind"
+		ok "rdma_xserver -c $kind: end 0, rdma_xclient -c $kind: end 0"
+	done
+}
+
 # cmtime: connection setup of many ids at once; the server runs until killed.
 # 600 connections: 1200 completion channels on each side (rdma_create_qp
 # makes two), past what the default limits once refused.
@@ -757,7 +785,8 @@ case_peer_death() {
 # ---- run them -------------------------------------------------------------------
 
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
-	   rping_persistent rping_errors ucmatose udaddy rdma_server_client cmtime
+	   rping_persistent rping_errors ucmatose udaddy rdma_server_client
+	   rdma_xserver_xclient cmtime
 	   mckey rsockets lazy_pair peer_death)
 CASES=("${ALL_CASES[@]}")
 [ -n "${CM_CASES:-}" ] && read -ra CASES <<<"$CM_CASES"

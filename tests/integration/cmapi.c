@@ -1408,6 +1408,201 @@ START_TEST(sync_mode_connect)
 END_TEST
 
 /*
+ * XRC through the CM, as Debian's rdma_xserver/rdma_xclient -c x do it:
+ * endpoints from rdma_getaddrinfo(RDMA_PS_IB, XRC_RECV / XRC_SEND), the
+ * target's id given an XRC SRQ in the device's XRC domain, whose number
+ * the accept's private data carries to the initiator.
+ */
+struct xrc_server {
+	struct rdma_cm_id *listen, *id;
+	struct ibv_mr *mr;
+	char buf[2][32];
+	uint32_t srqn;		/* network order, as the private data has it */
+	int ok;
+};
+
+static void *xrc_accept(void *arg)
+{
+	struct xrc_server *x = arg;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct rdma_conn_param cp = { .responder_resources = 1 };
+	int i;
+
+	if (rdma_get_request(x->listen, &x->id) || !x->id->qp ||
+	    x->id->qp->qp_type != IBV_QPT_XRC_RECV ||
+	    rdma_create_srq(x->id, NULL, &sa) || !x->id->srq ||
+	    ibv_get_srq_num(x->id->srq, &x->srqn))
+		return NULL;
+	x->srqn = htobe32(x->srqn);
+	x->mr = rdma_reg_msgs(x->id, x->buf, sizeof(x->buf));
+	if (!x->mr)
+		return NULL;
+	for (i = 0; i < 2; i++)
+		if (rdma_post_recv(x->id, (void *)(uintptr_t)(i + 1), x->buf[i],
+				   sizeof(x->buf[i]), x->mr))
+			return NULL;
+	cp.private_data = &x->srqn;
+	cp.private_data_len = sizeof(x->srqn);
+	x->ok = rdma_accept(x->id, &cp) == 0;
+	return NULL;
+}
+
+static struct rdma_addrinfo *xrc_info(const char *node, const char *port,
+				      bool passive)
+{
+	struct rdma_addrinfo hints = {
+		.ai_flags = passive ? RAI_PASSIVE : 0,
+		.ai_port_space = RDMA_PS_IB,
+		.ai_qp_type = passive ? IBV_QPT_XRC_RECV : IBV_QPT_XRC_SEND,
+	}, *res = NULL;
+
+	ck_ok(rdma_getaddrinfo(node, port, &hints, &res));
+	ck_assert_int_eq(res->ai_qp_type, hints.ai_qp_type);
+	return res;
+}
+
+/* Two SENDs through the initiator QP to the target's SRQ. */
+static void xrc_send_two(struct rdma_cm_id *client, uint32_t srqn,
+			 struct xrc_server *x)
+{
+	static const char *const msg[2] = { "first to the SRQ", "second" };
+	struct ibv_sge sge = { .length = 0 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED },
+			   *bad;
+	struct ibv_wc wc;
+	int i;
+
+	wr.qp_type.xrc.remote_srqn = srqn;
+	for (i = 0; i < 2; i++) {
+		wr.wr_id = 10 + i;
+		sge.addr = (uintptr_t)msg[i];
+		sge.length = (uint32_t)strlen(msg[i]) + 1;
+		ck_assert_int_eq(ibv_post_send(client->qp, &wr, &bad), 0);
+		ck_assert_int_eq(rdma_get_send_comp(client, &wc), 1);
+		ck_assert_msg(wc.status == IBV_WC_SUCCESS, "XRC send: %s",
+			      ibv_wc_status_str(wc.status));
+		ck_assert_uint_eq(wc.wr_id, 10 + i);
+		ck_assert_int_eq(rdma_get_recv_comp(x->id, &wc), 1);
+		ck_assert_msg(wc.status == IBV_WC_SUCCESS, "XRC receive: %s",
+			      ibv_wc_status_str(wc.status));
+		ck_assert_uint_eq(wc.wr_id, i + 1);
+		ck_assert_uint_eq(wc.byte_len, strlen(msg[i]) + 1);
+		ck_assert_uint_eq(wc.src_qp, client->qp->qp_num);
+		ck_assert_str_eq(x->buf[i], msg[i]);
+	}
+}
+
+START_TEST(xrc_connect)
+{
+	struct xrc_server x = { .ok = 0 };
+	struct rdma_addrinfo *res;
+	struct ibv_qp_init_attr qia = { .cap = { .max_send_wr = 2, .max_send_sge = 1,
+						 .max_recv_wr = 1, .max_recv_sge = 1,
+						 .max_inline_data = 32 },
+					.sq_sig_all = 0 };
+	struct rdma_cm_id *client;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .retry_count = 7,
+				      .rnr_retry_count = 7 };
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr init;
+	char port[8];
+	uint32_t srqn;
+	pthread_t t;
+
+	snprintf(port, sizeof(port), "%u", unused_port(RDMA_PS_IB));
+	res = xrc_info(NULL, port, true);
+	ck_assert_msg(rdma_create_ep(&x.listen, res, NULL, &qia) == 0,
+		      "rdma_create_ep (XRC_RECV): %s", strerror(errno));
+	rdma_freeaddrinfo(res);
+	ck_assert_int_eq(x.listen->qp_type, IBV_QPT_XRC_RECV);
+	ck_ok(rdma_listen(x.listen, 1));
+	ck_assert_int_eq(pthread_create(&t, NULL, xrc_accept, &x), 0);
+
+	res = xrc_info("127.0.0.1", port, false);
+	ck_assert_msg(rdma_create_ep(&client, res, NULL, &qia) == 0,
+		      "rdma_create_ep (XRC_SEND): %s", strerror(errno));
+	rdma_freeaddrinfo(res);
+	ck_assert_int_eq(client->qp->qp_type, IBV_QPT_XRC_SEND);
+	ck_assert_msg(rdma_connect(client, &cp) == 0, "rdma_connect (XRC): %s",
+		      strerror(errno));
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(x.ok, "the XRC target's side failed: %s", strerror(errno));
+	ck_assert_ptr_nonnull(client->event);
+	ck_assert_int_eq(client->event->param.conn.private_data_len >= 4, 1);
+	memcpy(&srqn, client->event->param.conn.private_data, sizeof(srqn));
+	ck_assert_uint_eq(srqn, x.srqn);
+
+	/* both halves connected to each other, in RTS */
+	ck_assert_int_eq(ibv_query_qp(client->qp, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN,
+				      &init), 0);
+	ck_assert_int_eq(qa.qp_state, IBV_QPS_RTS);
+	ck_assert_uint_eq(qa.dest_qp_num, x.id->qp->qp_num);
+	ck_assert_int_eq(ibv_query_qp(x.id->qp, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN,
+				      &init), 0);
+	ck_assert_int_eq(qa.qp_state, IBV_QPS_RTS);
+	ck_assert_uint_eq(qa.dest_qp_num, client->qp->qp_num);
+
+	xrc_send_two(client, be32toh(srqn), &x);
+	ck_ok(rdma_disconnect(client));
+	rdma_dereg_mr(x.mr);
+	rdma_destroy_ep(x.id);
+	rdma_destroy_ep(client);
+	rdma_destroy_ep(x.listen);
+}
+END_TEST
+
+/*
+ * A listener takes requests of its own QP type only, as Linux's RDMA CM
+ * does: an RC request (RDMA_PS_IB's default) to an XRC target's listener
+ * is rejected, and an XRC initiator's to an RC listener.
+ */
+START_TEST(listener_qp_type)
+{
+	struct ibv_qp_init_attr qia = qp_attr(IBV_QPT_RC);
+	struct rdma_conn_param cp = { .retry_count = 7 };
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *listen, *id;
+	struct rdma_addrinfo *res;
+	struct rdma_cm_event *ev;
+	char port[8];
+
+	/* RC to XRC */
+	snprintf(port, sizeof(port), "%u", unused_port(RDMA_PS_IB));
+	res = xrc_info(NULL, port, true);
+	ck_ok(rdma_create_ep(&listen, res, NULL, &qia));
+	rdma_freeaddrinfo(res);
+	ck_ok(rdma_listen(listen, 1));
+	id = new_id(ch, NULL, RDMA_PS_IB);
+	resolve(ch, id, "127.0.0.1", (uint16_t)atoi(port));
+	default_qp(id, IBV_QPT_RC);
+	ck_ok(rdma_connect(id, &cp));
+	ev = expect(ch, RDMA_CM_EVENT_REJECTED, id);
+	ck_assert_msg(ev->status == REJ_NO_LISTENER,
+		      "RC to an XRC listener: REJECTED status %d, want %d",
+		      ev->status, REJ_NO_LISTENER);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(id);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_ep(listen);
+
+	/* XRC to RC (a synchronous id: the rejection fails rdma_connect) */
+	listen = new_id(ch, NULL, RDMA_PS_IB);
+	snprintf(port, sizeof(port), "%u", listen_on(listen, "0.0.0.0", 1));
+	res = xrc_info("127.0.0.1", port, false);
+	qia.qp_type = 0;
+	ck_ok(rdma_create_ep(&id, res, NULL, &qia));
+	rdma_freeaddrinfo(res);
+	ck_fails_with(rdma_connect(id, &cp), ECONNREFUSED);
+	expect_quiet(ch, 100, "an RC listener after an XRC request");
+	rdma_destroy_ep(id);
+	ck_ok(rdma_destroy_id(listen));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/*
  * A thread blocked in rdma_get_cm_event when another thread destroys the
  * channel stays blocked, as a read() of the kernel's rdma_cm file does:
  * rping's event thread exits the process with -1 on any error while its
@@ -1812,7 +2007,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(get_event_after_destroy),
 		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
-		T(ud_sidr), T(multicast),
+		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
 	};
 #undef T
 	Suite *s = suite_create("cmapi");
