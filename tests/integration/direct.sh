@@ -84,41 +84,6 @@ expect_grep "still copied under a revoked grant after [0-9]+ ms; going on" \
 	"$DAEMON_LOG" "the daemon's warning for a lease held too long"
 ok "$(grep -E '^[0-9]+%: Checks' "$O/suite"); $(sed -n 's/^hostile: //p' "$O/suite" | paste -sd ';')"
 
-# debian_pair PROG ARGS...: Debian's PROG, server uid $USER1, client uid
-# $CLIENT_USER ($USER2 unless set) (-p: a free port); both must exit 0.
-# "@SHM" in ARGS: a 2 MiB file of each side's own (mkshm).  Prints the
-# client's result line (perftest's numbers, ibv_rc_pingpong's "iters in").
-debian_pair() {
-	local prog=$1 port spid rc cuser=${CLIENT_USER:-$USER2} a
-	local -a sargs=() cargs=()
-	shift
-	for a in "$@"; do
-		case $a in
-		*@SHM)	sargs+=("${a%@SHM}$T/shm-server"); cargs+=("${a%@SHM}$T/shm-client") ;;
-		*)	sargs+=("$a"); cargs+=("$a") ;;
-		esac
-	done
-	mkshm "$T/shm-server" "$USER1"
-	mkshm "$T/shm-client" "$cuser"
-	port=$(free_port) || exit 1
-	run_debian "$USER1" "/usr/bin/$prog" -p "$port" "${sargs[@]}" >"$O/pair.server" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	wait_tcp_listen "$port" "$spid" || { show server "$O/pair.server" >&2; fail "$prog $*: no server"; }
-	run_debian "$cuser" "/usr/bin/$prog" -p "$port" "${cargs[@]}" localhost >"$O/pair.client" 2>&1
-	rc=$?
-	wait "$spid" || { show server "$O/pair.server" >&2; fail "$prog $*: server failed"; }
-	[ "$rc" -eq 0 ] || { show client "$O/pair.client" >&2; fail "$prog $*: client failed ($rc)"; }
-	grep -E '^ *[0-9]+ +[0-9]+ |iters in' "$O/pair.client" | tail -1
-}
-
-# mkshm PATH USER: a 2 MiB file for USER to map shared (perftest's
-# --mmap), in the test's own directory: shared file memory as /dev/shm's.
-mkshm() {
-	dd if=/dev/zero of="$1" bs=1M count=2 status=none && chown "$2" "$1" ||
-		fail "cannot make $1"
-}
-
 # perftest's -e: one completion channel for both CQs, one poll per event
 # (an event with no completion behind it fails it, or hangs it);
 # ibv_rc_pingpong -c checks the data: busy polling, with events, 64 KiB.

@@ -147,6 +147,7 @@ tests_integration_peers_helper_LDADD = -libverbs
 # verbs-api-helper, on the vt library.
 INTEGRATION_TESTS += \
 	tests/integration/pingpong.sh \
+	tests/integration/perftest.sh \
 	tests/integration/memlock-mode.sh \
 	tests/integration/ucx.sh \
 	tests/integration/libfabric.sh \

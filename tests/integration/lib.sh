@@ -454,6 +454,65 @@ run_debian() {
 	run_as "$uid" env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" "$@"
 }
 
+# debian_pair PROG ARGS...: Debian's PROG, server uid $USER1, client uid
+# $CLIENT_USER ($USER2 unless set) (-p: a free port); both must exit 0.
+# With -R (perftest's connection through the CM) the client starts once
+# the server's CM id listens, else once its TCP port does.
+# "@SHM" in ARGS: a 2 MiB file of each side's own (mkshm).  Prints the
+# client's result line (perftest's numbers, ibv_rc_pingpong's "iters in").
+debian_pair() {
+	local prog=$1 port spid rc cuser=${CLIENT_USER:-$USER2} a wait=wait_tcp_listen
+	local -a sargs=() cargs=()
+	shift
+	for a in "$@"; do
+		case $a in
+		-R)	sargs+=("$a"); cargs+=("$a"); wait=wait_cm_listen ;;
+		*@SHM)	sargs+=("${a%@SHM}$T/shm-server"); cargs+=("${a%@SHM}$T/shm-client") ;;
+		*)	sargs+=("$a"); cargs+=("$a") ;;
+		esac
+	done
+	mkshm "$T/shm-server" "$USER1"
+	mkshm "$T/shm-client" "$cuser"
+	port=$(free_port) || exit 1
+	run_debian "$USER1" "/usr/bin/$prog" -p "$port" "${sargs[@]}" >"$T/out/pair.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	"$wait" "$port" "$spid" || { show server "$T/out/pair.server" >&2; fail "$prog $*: no server"; }
+	run_debian "$cuser" "/usr/bin/$prog" -p "$port" "${cargs[@]}" localhost >"$T/out/pair.client" 2>&1
+	rc=$?
+	wait "$spid" || { show server "$T/out/pair.server" >&2; fail "$prog $*: server failed"; }
+	[ "$rc" -eq 0 ] || { show client "$T/out/pair.client" >&2; fail "$prog $*: client failed ($rc)"; }
+	grep -E '^ *[0-9]+ +[0-9]+ |iters in' "$T/out/pair.client" | tail -1
+}
+
+# mkshm PATH USER: a 2 MiB file for USER to map shared (perftest's
+# --mmap), in the test's own directory: shared file memory as /dev/shm's.
+mkshm() {
+	dd if=/dev/zero of="$1" bs=1M count=2 status=none && chown "$2" "$1" ||
+		fail "cannot make $1"
+}
+
+# wait_cm_listen PORT PID: until a CM id of the daemon listens on PORT (0),
+# or PID exits first (1): a server that takes connections through the CM
+# (perftest's -R) has no TCP port to wait for.
+wait_cm_listen() {
+	local port=$1 pid=$2
+	for _ in $(seq $((TMO * 20))); do
+		ibvctl -j resource show cm_id 2>/dev/null | "$PYTHON" -c '
+import json, sys
+try:
+    ids = json.load(sys.stdin)
+except ValueError:
+    sys.exit(1)
+sys.exit(0 if any(e.get("state") == "LISTEN" and
+                  str(e.get("src-addr", "")).endswith(":" + sys.argv[1])
+                  for e in ids) else 1)' "$port" && return 0
+		pid_running "$pid" || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
 # run_ours UID PROG ARGS...: our own program (already sanitizer-linked).
 run_ours() {
 	local uid=$1

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Debian's unmodified perftest on a software device, server uid 1001 and
+# client uid 1002, one daemon on the shipped defaults: every benchmark of
+# the InfiniBand verbs (SEND, WRITE, READ, atomics; latency and
+# bandwidth), each with perftest's own connection exchange over TCP and
+# with -R, through the RDMA CM; then RC with several QPs, both directions
+# at once, and UD through the CM.  Each must exit 0 on both sides and
+# print its result line; perftest checks every completion's status.
+. "$(dirname "$0")/lib.sh"
+
+for t in ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw \
+	 ib_read_lat ib_atomic_bw ib_atomic_lat; do
+	need_cmd "/usr/bin/$t"
+done
+ibvd_init
+daemon_start -c "$(default_conf)"
+daemon_wait_ready
+TMO=$((TMO * 3))
+
+# run PROG ARGS...: one pair, its result line logged.
+run() {
+	local line
+	check "$* (uid $USER1 serving uid $USER2)"
+	line=$(debian_pair "$@") || exit 1
+	[ -n "$line" ] || { show client "$T/out/pair.client"; fail "$*: no result line"; }
+	ok "$(tr -s ' \t' ' ' <<<"$line")"
+}
+
+for prog in ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw; do
+	run "$prog" -n 500
+	run "$prog" -n 500 -R
+done
+for prog in ib_send_lat ib_write_lat ib_read_lat ib_atomic_lat; do
+	run "$prog" -n 500
+	run "$prog" -n 500 -R
+done
+run ib_send_bw -n 500 -q 4
+run ib_write_bw -n 500 -q 4 -R
+run ib_send_bw -n 500 -b
+run ib_send_bw -n 500 -c UD -R
+run ib_send_lat -n 500 -c UD -R
+ok "every perftest benchmark ran over both connection methods"
