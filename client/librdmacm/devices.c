@@ -24,10 +24,16 @@
 
 #include "cma.h"
 
+/* What each device keeps for the ids on it that name none of their own. */
+enum dev_obj {
+	DEV_PD,		/* rdma_create_qp(id, NULL, ...)'s PD */
+	DEV_XRCD,	/* XRC_RECV ids' XRC domain */
+	DEV_NOBJS
+};
+
 struct cma_device {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;		/* default PD, NULL until needed */
-	struct ibv_xrcd *xrcd;		/* XRC_RECV ids' domain, likewise */
+	void *objs[DEV_NOBJS];		/* made the first time needed */
 	bool have_attr;
 	uint8_t max_resp;		/* max_qp_rd_atom */
 	uint8_t max_init;		/* max_qp_init_rd_atom */
@@ -194,54 +200,63 @@ int cma_device_open(const char *name, struct ibv_context **ret_ctx)
 	return ret;
 }
 
-int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
+/*
+ * The device's object `which`, made by make() the first time one is
+ * asked for, kept for the life of the process; NULL with *err set if
+ * ctx is not one of ours or it cannot be made.
+ */
+static void *device_object(struct ibv_context *ctx, enum dev_obj which,
+			   void *(*make)(struct ibv_context *ctx), int *err)
 {
 	struct cma_device *dev;
-	int ret = 0;
+	void *obj = NULL;
 
 	pthread_mutex_lock(&devices_lock);
 	dev = find_by_ctx_locked(ctx);
-	if (!dev) {
-		/* Not one of ours: a context the app opened itself. */
-		ret = -EINVAL;
-	} else if (!dev->pd) {
-		dev->pd = ibv_alloc_pd(ctx);
-		if (!dev->pd)
-			ret = -errno;
+	/* Not one of ours: a context the app opened itself. */
+	*err = -EINVAL;
+	if (dev) {
+		if (!dev->objs[which])
+			dev->objs[which] = make(ctx);
+		obj = dev->objs[which];
+		*err = obj ? 0 : -errno;
 	}
-	if (ret == 0)
-		*ret_pd = dev->pd;
 	pthread_mutex_unlock(&devices_lock);
-	return ret;
+	return obj;
 }
 
-/*
- * The device's XRC domain, a private one (no file), as librdmacm opens it
- * for XRC_RECV ids' QPs and SRQs when the caller names none.
- */
-int cma_device_xrcd(struct ibv_context *ctx, struct ibv_xrcd **ret_xrcd)
+static void *make_pd(struct ibv_context *ctx)
+{
+	return ibv_alloc_pd(ctx);
+}
+
+/* A private XRC domain (no file), as librdmacm opens it. */
+static void *make_xrcd(struct ibv_context *ctx)
 {
 	struct ibv_xrcd_init_attr attr = {
 		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 		.fd = -1,
 		.oflags = O_CREAT,
 	};
-	struct cma_device *dev;
-	int ret = 0;
 
-	pthread_mutex_lock(&devices_lock);
-	dev = find_by_ctx_locked(ctx);
-	if (!dev) {
-		ret = -EINVAL;
-	} else if (!dev->xrcd) {
-		dev->xrcd = ibv_open_xrcd(ctx, &attr);
-		if (!dev->xrcd)
-			ret = -errno;
-	}
-	if (ret == 0)
-		*ret_xrcd = dev->xrcd;
-	pthread_mutex_unlock(&devices_lock);
-	return ret;
+	return ibv_open_xrcd(ctx, &attr);
+}
+
+int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
+{
+	int err;
+
+	*ret_pd = device_object(ctx, DEV_PD, make_pd, &err);
+	return err;
+}
+
+/* For XRC_RECV ids' QPs and SRQs when the caller names no domain. */
+int cma_device_xrcd(struct ibv_context *ctx, struct ibv_xrcd **ret_xrcd)
+{
+	int err;
+
+	*ret_xrcd = device_object(ctx, DEV_XRCD, make_xrcd, &err);
+	return err;
 }
 
 /* A byte, as connection parameters carry them. */
