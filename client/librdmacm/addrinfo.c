@@ -1,7 +1,8 @@
 /*
  * rdma_getaddrinfo(): resolve a node/service to RDMA addresses.  Names and
- * numbers go through getaddrinfo(3) (AF_INET and AF_INET6; AF_IB is not
- * supported); which device an address is on is the daemon's business at
+ * numbers go through getaddrinfo(3) (AF_INET and AF_INET6; with hints of
+ * family AF_IB, an IPv6 address is a GID, made into a struct sockaddr_ib
+ * as librdmacm does); which device an address is on is the daemon's business at
  * bind/resolve time, so no route data is produced (ai_route stays empty,
  * as RAI_NOROUTE would ask).  The passive side gets the address as its
  * source, the active side as its destination (plus hints' source).
@@ -121,22 +122,51 @@ static int from_hints(const struct rdma_addrinfo *hints, int ps, int qp_type,
 	return 0;
 }
 
+static bool want_ib(const struct rdma_addrinfo *hints)
+{
+	return hints && hints->ai_family == AF_IB;
+}
+
+/*
+ * An IPv6 address as the AF_IB one librdmacm makes of it: the address is
+ * the GID, the port goes in the service id of the port space.
+ */
+static void ib_from_in6(const struct sockaddr_in6 *in6, int ps,
+			struct sockaddr_ib *sib)
+{
+	memset(sib, 0, sizeof(*sib));
+	sib->sib_family = AF_IB;
+	sib->sib_pkey = htobe16(0xFFFF);
+	sib->sib_flowinfo = in6->sin6_flowinfo;
+	memcpy(sib->sib_addr.sib_raw, &in6->sin6_addr, 16);
+	sib->sib_sid = htobe64(((uint64_t)ps << 16) | ntohs(in6->sin6_port));
+	sib->sib_sid_mask = htobe64(RDMA_IB_IP_PS_MASK | RDMA_IB_IP_PORT_MASK);
+	sib->sib_scope_id = in6->sin6_scope_id;
+}
+
 /* One rdma_addrinfo for one address getaddrinfo(3) found. */
 static int from_ai(const struct rdma_addrinfo *hints, const struct addrinfo *ai,
 		   int ps, int qp_type, bool first, struct rdma_addrinfo **ret)
 {
+	const struct sockaddr *addr = ai->ai_addr;
+	socklen_t len = ai->ai_addrlen;
 	struct rdma_addrinfo *rai;
+	struct sockaddr_ib sib;
 	int err;
 
-	rai = new_rai(hints, ai->ai_family, ps, qp_type);
+	if (want_ib(hints)) {
+		ib_from_in6((const struct sockaddr_in6 *)(const void *)addr, ps,
+			    &sib);
+		addr = (const struct sockaddr *)&sib;
+		len = sizeof(sib);
+	}
+	rai = new_rai(hints, addr->sa_family, ps, qp_type);
 	if (!rai)
 		return EAI_MEMORY;
 	if (rai->ai_flags & RAI_PASSIVE) {
-		err = copy_addr(&rai->ai_src_addr, &rai->ai_src_len,
-				ai->ai_addr, ai->ai_addrlen);
+		err = copy_addr(&rai->ai_src_addr, &rai->ai_src_len, addr, len);
 	} else {
-		err = copy_addr(&rai->ai_dst_addr, &rai->ai_dst_len,
-				ai->ai_addr, ai->ai_addrlen);
+		err = copy_addr(&rai->ai_dst_addr, &rai->ai_dst_len, addr, len);
 		if (!err)
 			err = hint_src(rai, hints);
 		if (!err && first && ai->ai_canonname) {
@@ -176,7 +206,8 @@ static int resolve(const char *node, const char *service,
 	int err;
 
 	memset(&h, 0, sizeof(h));
-	h.ai_family = hints ? hints->ai_family : AF_UNSPEC;
+	h.ai_family = want_ib(hints) ? AF_INET6 :
+		      hints ? hints->ai_family : AF_UNSPEC;
 	h.ai_socktype = qp_type == IBV_QPT_UD ? SOCK_DGRAM : SOCK_STREAM;
 	if (hints && (hints->ai_flags & RAI_PASSIVE))
 		h.ai_flags |= AI_PASSIVE;
@@ -247,8 +278,6 @@ int rdma_getaddrinfo(const char *node, const char *service,
 	*res = NULL;
 	if (!node && !service && !hints)
 		err = EAI_NONAME;
-	else if (hints && hints->ai_family == AF_IB)
-		err = EAI_FAMILY;	/* native IB addressing: not ours */
 	else
 		err = rai_types(hints, &ps, &qp_type);
 	if (!err) {

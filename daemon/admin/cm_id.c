@@ -53,9 +53,16 @@ struct selection {
 
 /* ---- values as rdma(8) prints them ---------------------------------- */
 
+/* rdma's names for them (XRC's halves by the kernel's names). */
 static const char *qp_type_name(uint32_t t)
 {
-	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD";
+	switch (t) {
+	case IBV_QPT_RC:	return "RC";
+	case IBV_QPT_UC:	return "UC";
+	case IBV_QPT_XRC_SEND:	return "XRC_INI";
+	case IBV_QPT_XRC_RECV:	return "XRC_TGT";
+	default:		return "UD";
+	}
 }
 
 /* The address without ":port", for the src-addr/dst-addr filters. */

@@ -12,6 +12,11 @@
  * space is shared only by ids whose addresses differ, or that both set
  * REUSEADDR (never by a listener); a wildcard overlaps every address
  * unless both ids are AFONLY and of different families.
+ *
+ * AF_IB addresses (struct sockaddr_ib: a GID, the port in the service
+ * id's low 16 bits) name a port of a software device by one of its GIDs,
+ * as Linux's RDMA CM takes them on InfiniBand ports; they are AFONLY and
+ * never reach another host (a RoCE device's addresses are IP ones).
  */
 #include <config.h>
 
@@ -23,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <infiniband/ib.h>
 
 #include "core/device.h"
 #include "internal.h"
@@ -41,6 +48,16 @@ static const struct sockaddr_in *sin4(const struct sockaddr_storage *ss)
 static const struct sockaddr_in6 *sin6(const struct sockaddr_storage *ss)
 {
 	return (const struct sockaddr_in6 *)(const void *)ss;
+}
+
+static const struct sockaddr_ib *sib(const struct sockaddr_storage *ss)
+{
+	return (const struct sockaddr_ib *)(const void *)ss;
+}
+
+static const uint8_t *sib_gid(const struct sockaddr_storage *ss)
+{
+	return sib(ss)->sib_addr.sib_raw;
 }
 
 int cm_addr_parse(struct ibvd_call *call, const ProtobufCBinaryData *b,
@@ -68,8 +85,10 @@ int cm_addr_parse(struct ibvd_call *call, const ProtobufCBinaryData *b,
 		memcpy(s6, b->data, sizeof(*s6));
 		return 0;
 	case AF_IB:
-		return ibvd_call_error(call, -EAFNOSUPPORT,
-				       "AF_IB addresses are not supported");
+		if (b->len < sizeof(struct sockaddr_ib))
+			break;
+		memcpy(ss, b->data, sizeof(struct sockaddr_ib));
+		return 0;
 	default:
 		return ibvd_call_error(call, -EINVAL, "%s address of family %u",
 				       what, family);
@@ -83,6 +102,8 @@ uint16_t cm_addr_port(const struct sockaddr_storage *ss)
 		return ntohs(sin4(ss)->sin_port);
 	if (ss->ss_family == AF_INET6)
 		return ntohs(sin6(ss)->sin6_port);
+	if (ss->ss_family == AF_IB)
+		return (uint16_t)be64toh(sib(ss)->sib_sid);
 	return 0;
 }
 
@@ -92,6 +113,9 @@ void cm_addr_set_port(struct sockaddr_storage *ss, uint16_t port)
 		((struct sockaddr_in *)(void *)ss)->sin_port = htons(port);
 	else if (ss->ss_family == AF_INET6)
 		((struct sockaddr_in6 *)(void *)ss)->sin6_port = htons(port);
+	else if (ss->ss_family == AF_IB)
+		((struct sockaddr_ib *)(void *)ss)->sib_sid =
+			htobe64((be64toh(sib(ss)->sib_sid) & ~0xFFFFull) | port);
 }
 
 socklen_t cm_addr_len(const struct sockaddr_storage *ss)
@@ -100,13 +124,19 @@ socklen_t cm_addr_len(const struct sockaddr_storage *ss)
 		return sizeof(struct sockaddr_in);
 	if (ss->ss_family == AF_INET6)
 		return sizeof(struct sockaddr_in6);
+	if (ss->ss_family == AF_IB)
+		return sizeof(struct sockaddr_ib);
 	return 0;
 }
 
 bool cm_addr_is_any(const struct sockaddr_storage *ss)
 {
+	static const uint8_t zero[16];
+
 	if (ss->ss_family == AF_INET)
 		return sin4(ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	if (ss->ss_family == AF_IB)
+		return !memcmp(sib_gid(ss), zero, sizeof(zero));
 	return IN6_IS_ADDR_UNSPECIFIED(&sin6(ss)->sin6_addr);
 }
 
@@ -114,6 +144,8 @@ bool cm_addr_is_multicast(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
 		return IN_MULTICAST(ntohl(sin4(ss)->sin_addr.s_addr));
+	if (ss->ss_family == AF_IB)
+		return sib_gid(ss)[0] == 0xFF;
 	return IN6_IS_ADDR_MULTICAST(&sin6(ss)->sin6_addr);
 }
 
@@ -124,6 +156,8 @@ bool cm_addr_equal(const struct sockaddr_storage *a,
 		return false;
 	if (a->ss_family == AF_INET)
 		return sin4(a)->sin_addr.s_addr == sin4(b)->sin_addr.s_addr;
+	if (a->ss_family == AF_IB)
+		return !memcmp(sib_gid(a), sib_gid(b), 16);
 	return IN6_ARE_ADDR_EQUAL(&sin6(a)->sin6_addr, &sin6(b)->sin6_addr);
 }
 
@@ -135,6 +169,8 @@ void cm_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 		inet_ntop(AF_INET, &sin4(ss)->sin_addr, host, sizeof(host));
 	else if (ss->ss_family == AF_INET6)
 		inet_ntop(AF_INET6, &sin6(ss)->sin6_addr, host, sizeof(host));
+	else if (ss->ss_family == AF_IB)
+		inet_ntop(AF_INET6, sib_gid(ss), host, sizeof(host));
 	snprintf(buf, len, "%s:%u", host, cm_addr_port(ss));
 }
 
@@ -144,6 +180,8 @@ static void addr_make(struct sockaddr_storage *ss, sa_family_t family,
 {
 	memset(ss, 0, sizeof(*ss));
 	ss->ss_family = family;
+	if (family == AF_IB)
+		((struct sockaddr_ib *)(void *)ss)->sib_pkey = htobe16(0xFFFF);
 	if (family == AF_INET && loopback)
 		((struct sockaddr_in *)(void *)ss)->sin_addr.s_addr =
 			htonl(INADDR_LOOPBACK);
@@ -245,10 +283,48 @@ static bool local_v6(const struct in6_addr *a)
 	return false;
 }
 
-bool cm_addr_is_local(const struct sockaddr_storage *ss)
+/* Does gid name a port of dev?  Its number in *port_num if so. */
+static bool port_has_gid(const struct ibvd_device *dev, const uint8_t gid[16],
+			 uint8_t *port_num)
 {
+	unsigned int n = ibvd_device_gid_tbl_len(dev), p, i;
+	const struct ibvd_port *port;
+	struct ibvd_gid g;
+
+	for (p = 1; p <= dev->nports; p++) {
+		port = ibvd_device_port(dev, (uint8_t)p);
+		for (i = 0; port && i < n; i++)
+			if (ibvd_device_gid(dev, port, i, &g) == 0 &&
+			    !memcmp(g.raw, gid, 16)) {
+				*port_num = (uint8_t)p;
+				return true;
+			}
+	}
+	return false;
+}
+
+/* The software device port that gid names (AF_IB), or NULL. */
+static struct ibvd_device *ib_gid_port(const struct ibvd_cm *cm,
+				       const uint8_t gid[16],
+				       uint8_t *port_num)
+{
+	struct ibvd_device *dev;
+
+	TAILQ_FOREACH(dev, &cm->session->daemon->devices, link)
+		if (!cm_dev_is_roce(dev) && port_has_gid(dev, gid, port_num))
+			return dev;
+	return NULL;
+}
+
+bool cm_addr_is_local(const struct ibvd_cm *cm,
+		      const struct sockaddr_storage *ss)
+{
+	uint8_t port_num;
+
 	if (cm_addr_is_any(ss))
 		return true;
+	if (ss->ss_family == AF_IB)
+		return ib_gid_port(cm, sib_gid(ss), &port_num) != NULL;
 	local_refresh();
 	if (ss->ss_family == AF_INET)
 		return local_v4(sin4(ss)->sin_addr);
@@ -316,13 +392,16 @@ static uint16_t ephemeral_port(const struct ibvd_cm_id *id)
 	return 0;
 }
 
-/* As the kernel: IPv4 ids are AFONLY, IPv6 ones follow bindv6only. */
+/*
+ * As the kernel: IPv4 ids are AFONLY, IPv6 ones follow bindv6only; AF_IB
+ * ones are AFONLY too, having no address in common with the others.
+ */
 static bool default_afonly(sa_family_t family)
 {
 	FILE *f;
 	int v = 0;
 
-	if (family == AF_INET)
+	if (family == AF_INET || family == AF_IB)
 		return true;
 	f = fopen("/proc/sys/net/ipv6/bindv6only", "re");
 	if (f) {
@@ -340,7 +419,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	struct sockaddr_storage ss = *addr;
 	uint16_t port = cm_addr_port(addr);
 
-	if (!cm_addr_is_local(addr))
+	if (!cm_addr_is_local(id->cm, addr))
 		return ibvd_call_error(call, -EADDRNOTAVAIL,
 				       "not an address of this host");
 	if (!cm_addr_is_any(addr) && !dev)
@@ -366,7 +445,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	LIST_INSERT_HEAD(BUCKET(id_ps(id), port), id, bind_link);
 	id->bound = true;
 	if (!cm_addr_is_any(&ss))
-		cm_attach_device(id, dev, 1);
+		cm_attach_device(id, dev, cm_addr_port_num(id->cm, &ss));
 	return 0;
 }
 
@@ -429,6 +508,8 @@ void cm_addr_to_gid(const struct sockaddr_storage *ss, uint8_t gid[16])
 		memcpy(gid + 12, &sin4(ss)->sin_addr, 4);
 	} else if (ss->ss_family == AF_INET6) {
 		memcpy(gid, &sin6(ss)->sin6_addr, 16);
+	} else if (ss->ss_family == AF_IB) {
+		memcpy(gid, sib_gid(ss), 16);
 	}
 }
 
@@ -455,14 +536,43 @@ struct ibvd_device *cm_addr_device(const struct ibvd_cm *cm,
 				   const struct sockaddr_storage *ss)
 {
 	struct ibvd_device *dev;
-	uint8_t gid[16];
+	uint8_t gid[16], port_num;
 
+	if (ss->ss_family == AF_IB && !cm_addr_is_any(ss))
+		return ib_gid_port(cm, sib_gid(ss), &port_num);
 	cm_addr_to_gid(ss, gid);
 	TAILQ_FOREACH(dev, &cm->session->daemon->devices, link)
 		if (cm_dev_is_roce(dev) && dev->roce.gids &&
 		    dev_gid_index(dev, gid) >= 0)
 			return dev;
 	return cm_default_device(cm);
+}
+
+/* The LID of the port an AF_IB address names; dflt if none. */
+static uint16_t ib_port_lid(const struct ibvd_cm *cm,
+			    const struct sockaddr_storage *ss, uint16_t dflt)
+{
+	const struct ibvd_device *dev;
+	const struct ibvd_port *port;
+	uint8_t port_num;
+
+	if (cm_addr_is_any(ss))
+		return dflt;
+	dev = ib_gid_port(cm, sib_gid(ss), &port_num);
+	port = dev ? ibvd_device_port(dev, port_num) : NULL;
+	return port ? port->lid : dflt;
+}
+
+/* The port of its device that an address names: an AF_IB GID's, else 1. */
+uint8_t cm_addr_port_num(const struct ibvd_cm *cm,
+			 const struct sockaddr_storage *ss)
+{
+	uint8_t port_num = 1;
+
+	if (ss->ss_family == AF_IB && !cm_addr_is_any(ss) &&
+	    !ib_gid_port(cm, sib_gid(ss), &port_num))
+		port_num = 1;
+	return port_num;
 }
 
 void cm_path_gids(const struct ibvd_cm_id *id, uint8_t sgid[16],
@@ -473,13 +583,20 @@ void cm_path_gids(const struct ibvd_cm_id *id, uint8_t sgid[16],
 		cm_addr_to_gid(&id->dst, dgid);
 		return;
 	}
-	cm_port_gid0(id, sgid);
-	memcpy(dgid, sgid, 16);
+	/* A software port: its GIDs, or the ones AF_IB addresses name. */
+	if (id->src.ss_family == AF_IB && !cm_addr_is_any(&id->src))
+		cm_addr_to_gid(&id->src, sgid);
+	else
+		cm_port_gid0(id, sgid);
+	if (id->dst.ss_family == AF_IB && !cm_addr_is_any(&id->dst))
+		cm_addr_to_gid(&id->dst, dgid);
+	else
+		memcpy(dgid, sgid, 16);
 }
 
 bool cm_dst_is_far(const struct ibvd_cm_id *id)
 {
-	return cm_dev_is_roce(id->dev) && !cm_addr_is_local(&id->dst);
+	return cm_dev_is_roce(id->dev) && !cm_addr_is_local(id->cm, &id->dst);
 }
 
 void cm_attach_device(struct ibvd_cm_id *id, struct ibvd_device *dev,
@@ -646,7 +763,7 @@ static void resolve_now(struct ibvd_cm_id *id)
 	}
 	resolve_local(id);
 	if (!id->dev)
-		cm_attach_device(id, dev, 1);
+		cm_attach_device(id, dev, cm_addr_port_num(id->cm, &id->dst));
 	id->state = CM_ADDR_RESOLVED;
 	cm_event_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
 }
@@ -741,7 +858,7 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 	if (id->src.ss_family != dst.ss_family)
 		return ibvd_call_error(call, -EINVAL,
 				       "the id is bound to another family");
-	reachable = cm_addr_is_local(&dst) || cm_addr_is_multicast(&dst);
+	reachable = cm_addr_is_local(id->cm, &dst) || cm_addr_is_multicast(&dst);
 	if (!reachable)
 		far_dev = far_device(id, &dst, &far_src);
 	/* Arm before replying: a timer that cannot be armed is an error. */
@@ -780,6 +897,8 @@ int ibvd_req_cm_resolve_route(struct ibvd_call *call)
 		return ret;
 	/* The peer is a port of this daemon: the path is known at once. */
 	id->slid = id->dlid = cm_port_lid(id);
+	if (id->dst.ss_family == AF_IB)
+		id->dlid = ib_port_lid(id->cm, &id->dst, id->dlid);
 	id->route_valid = true;
 	id->state = CM_ROUTE_RESOLVED;
 	cm_event_simple(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);

@@ -278,7 +278,10 @@ bool cm_addr_is_multicast(const struct sockaddr_storage *ss);
 bool cm_addr_equal(const struct sockaddr_storage *a,
 		   const struct sockaddr_storage *b);
 /* An address of this host (or a wildcard or loopback address). */
-bool cm_addr_is_local(const struct sockaddr_storage *ss);
+bool cm_addr_is_local(const struct ibvd_cm *cm,
+		      const struct sockaddr_storage *ss);
+uint8_t cm_addr_port_num(const struct ibvd_cm *cm,
+			 const struct sockaddr_storage *ss);
 /* "a.b.c.d:port" / "addr:port", as rdma(8) prints them. */
 void cm_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
 

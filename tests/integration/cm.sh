@@ -12,7 +12,8 @@
 #   ucmatose, udaddy, rdma_server_client, rdma_xserver_xclient (RC and
 #                 XRC), cmtime, mckey
 #                 Debian's rdmacm-utils, server uid 1001, client uid 1002
-#   rsockets      rstream and riostream once (rsockets.sh has the rest)
+#   rsockets      rstream and riostream once, and once by GID (-f gid:
+#                 AF_IB addresses); rsockets.sh has the rest
 #   peer_death    a peer SIGKILLed while connected: DISCONNECTED on the
 #                 survivor, its CM ids gone from `ibvctl resource show
 #                 cm_id` (whose rdma-tool fields are checked while the
@@ -429,10 +430,12 @@ case_rping_errors() {
 
 # ucmatose: 10 RC connections each way with data; variants.
 case_ucmatose() {
-	local port=22000 spid rc v sargs cargs
+	local port=22000 spid rc v sargs cargs gid
+	gid=$(gid0) || exit 1
 	for v in "plain||-s 127.0.0.1" "C100 S4000|-C 100 -S 4000|-s 127.0.0.1 -C 100 -S 4000" \
 		 "migrate|-m|-s 127.0.0.1 -m" "tos+ack|-t 32 -a 14|-s 127.0.0.1 -t 32 -a 14" \
-		 "ipv6|-b ::1|-s ::1" "ps ib|-P ib|-s 127.0.0.1 -P ib"; do
+		 "ipv6|-b ::1|-s ::1" "ps ib|-P ib|-s 127.0.0.1 -P ib" \
+		 "AF_IB|-f gid|-f gid -s $gid"; do
 		IFS='|' read -r name sargs cargs <<<"$v"
 		port=$((port + 1))
 		check "ucmatose $name: server (uid $USER1) -c 10 $sargs, client (uid $USER2) -c 10 $cargs"
@@ -454,11 +457,22 @@ case_ucmatose() {
 	done
 }
 
-# udaddy: UD over the UDP port space (port 7174, fixed), then IPOIB.
+# gid0: GID 0 of the first device's port 1, as ibv_devinfo prints it (for
+# -f gid: AF_IB addressing).
+gid0() {
+	local gid
+	gid=$(run_debian "$USER1" /usr/bin/ibv_devinfo -v | awk '/GID\[ *0\]/ { print $3; exit }')
+	[ -n "$gid" ] || fail "ibv_devinfo -v lists no GID 0"
+	printf '%s\n' "$gid"
+}
+
+# udaddy: UD over the UDP port space (port 7174, fixed), then IPOIB, then
+# addressed by GID (AF_IB).
 case_udaddy() {
-	local spid rc v sargs cargs ps
+	local spid rc v sargs cargs ps gid
+	gid=$(gid0) || exit 1
 	for v in "plain||-s 127.0.0.1|UDP" "c4 C20|-c 4 -C 20|-s 127.0.0.1 -c 4 -C 20|UDP" \
-		 "ipoib|-P ipoib|-s 127.0.0.1 -P ipoib|IPOIB"; do
+		 "ipoib|-P ipoib|-s 127.0.0.1 -P ipoib|IPOIB" "AF_IB|-f gid|-f gid -s $gid|UDP"; do
 		IFS='|' read -r name sargs cargs ps <<<"$v"
 		check "udaddy $name: server (uid $USER1) $sargs, client (uid $USER2) $cargs"
 		wait_unbound 7174 "$ps"
@@ -624,22 +638,27 @@ case_mckey() {
 }
 
 case_rsockets() {
-	local probe port=22301 spid rc
+	local probe port=22301 spid rc t f gid dst
 	run_ours "$USER1" "$API" rsocket-probe >"$O/rsprobe" 2>&1 || { show_out probe "$O/rsprobe"; fail "rsocket probe failed"; }
 	probe=$(cat "$O/rsprobe")
 	[ "$probe" = "rsocket: ok" ] || fail "rsocket() fails: $probe"
-	for t in rstream riostream; do
+	gid=$(gid0) || exit 1
+	for t in rstream riostream "rstream -f gid" "riostream -f gid"; do
 		port=$((port + 1))
-		check "$t server (uid $USER1), client (uid $USER2) -C 100 -S 4096 -T v"
-		bg_run debian "$USER1" "$O/$t.srv" "/usr/bin/$t" -p "$port" -C 100 -S 4096 -T v
+		dst=127.0.0.1
+		case $t in *gid) dst=$gid ;; esac
+		check "$t server (uid $USER1), client (uid $USER2) -s $dst -C 100 -S 4096 -T v"
+		# shellcheck disable=SC2086 # "-f gid" is two words
+		bg_run debian "$USER1" "$O/$port.srv" /usr/bin/$t -p "$port" -C 100 -S 4096 -T v
 		spid=$BG
-		wait_listen "$port" "$spid" || { show_out server "$O/$t.srv"; fail "$t server exited"; }
-		run_debian "$USER2" "/usr/bin/$t" -s 127.0.0.1 -p "$port" -C 100 -S 4096 -T v >"$O/$t.cli" 2>&1
+		wait_listen "$port" "$spid" || { show_out server "$O/$port.srv"; fail "$t server exited"; }
+		# shellcheck disable=SC2086
+		run_debian "$USER2" /usr/bin/$t -s "$dst" -p "$port" -C 100 -S 4096 -T v >"$O/$port.cli" 2>&1
 		rc=$?
-		[ "$rc" -eq 0 ] || show_out server "$O/$t.srv"
-		client_ok "$rc" "$O/$t.cli" "$t client"
-		server_done "$spid" "$O/$t.srv" "$t server"
-		show_out "$t client" "$O/$t.cli"
+		[ "$rc" -eq 0 ] || show_out server "$O/$port.srv"
+		client_ok "$rc" "$O/$port.cli" "$t client"
+		server_done "$spid" "$O/$port.srv" "$t server"
+		show_out "$t client" "$O/$port.cli"
 		ok "$t"
 	done
 }

@@ -51,6 +51,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <infiniband/ib.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -1603,6 +1604,138 @@ START_TEST(listener_qp_type)
 END_TEST
 
 /*
+ * AF_IB addressing (ucmatose/udaddy/rstream -f gid): rdma_getaddrinfo
+ * with AF_IB hints makes a GID and a service id of a textual IPv6
+ * address; a listener on the device's GID 0 takes a connection addressed
+ * to it, both ends report AF_IB addresses, and the connected QPs talk.
+ */
+static void first_gid(char *buf, size_t len, union ibv_gid *gid)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+
+	ck_assert_msg(list && list[0], "no device");
+	ctx = ibv_open_device(list[0]);
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(ibv_query_gid(ctx, 1, 0, gid), 0);
+	ck_assert_ptr_nonnull(inet_ntop(AF_INET6, gid->raw, buf, (socklen_t)len));
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+}
+
+static struct rdma_addrinfo *ib_info(const char *node, const char *port,
+				     bool passive)
+{
+	struct rdma_addrinfo hints = {
+		.ai_flags = RAI_NUMERICHOST | RAI_FAMILY | (passive ? RAI_PASSIVE : 0),
+		.ai_family = AF_IB,
+		.ai_port_space = RDMA_PS_TCP,
+	}, *res = NULL;
+
+	ck_assert_msg(rdma_getaddrinfo(node, port, &hints, &res) == 0,
+		      "rdma_getaddrinfo(%s, AF_IB): %s", node ? node : "NULL",
+		      strerror(errno));
+	ck_assert_int_eq(res->ai_family, AF_IB);
+	return res;
+}
+
+static void ck_sib(const struct sockaddr *sa, const union ibv_gid *gid,
+		   uint16_t port, const char *what)
+{
+	const struct sockaddr_ib *sib = (const struct sockaddr_ib *)sa;
+
+	ck_assert_msg(sa->sa_family == AF_IB, "%s: family %d, want AF_IB", what,
+		      sa->sa_family);
+	ck_assert_msg(!memcmp(sib->sib_addr.sib_raw, gid->raw, 16),
+		      "%s: another GID", what);
+	ck_assert_msg(be64toh(sib->sib_sid) == (((uint64_t)RDMA_PS_TCP << 16) | port),
+		      "%s: service id %#" PRIx64 ", want port %u of RDMA_PS_TCP",
+		      what, be64toh(sib->sib_sid), port);
+}
+
+START_TEST(af_ib)
+{
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	uint16_t port = unused_port(RDMA_PS_TCP);
+	struct rdma_event_channel *sch = channel(), *cch = channel();
+	struct rdma_cm_id *listen, *client, *server;
+	struct rdma_addrinfo *res;
+	struct rdma_cm_event *ev;
+	char gids[INET6_ADDRSTRLEN], ports[8];
+	union ibv_gid gid, other;
+
+	first_gid(gids, sizeof(gids), &gid);
+	snprintf(ports, sizeof(ports), "%u", port);
+
+	/* the wildcard GID for a passive side without a node */
+	res = ib_info(NULL, ports, true);
+	ck_assert_ptr_nonnull(res->ai_src_addr);
+	memset(&other, 0, sizeof(other));
+	ck_sib(res->ai_src_addr, &other, port, "passive ai_src_addr");
+	rdma_freeaddrinfo(res);
+
+	/* a GID no port has: not an address of this host */
+	res = ib_info("fe80::dead:beef", ports, true);
+	listen = new_id(sch, NULL, RDMA_PS_TCP);
+	ck_fails_with(rdma_bind_addr(listen, res->ai_src_addr), EADDRNOTAVAIL);
+	rdma_freeaddrinfo(res);
+
+	res = ib_info(gids, ports, true);
+	ck_sib(res->ai_src_addr, &gid, port, "passive ai_src_addr");
+	ck_ok(rdma_bind_addr(listen, res->ai_src_addr));
+	rdma_freeaddrinfo(res);
+	ck_ok(rdma_listen(listen, 2));
+	ck_sib(rdma_get_local_addr(listen), &gid, port, "the listener's address");
+	ck_assert_uint_eq(be16toh(rdma_get_src_port(listen)), port);
+
+	/* AF_IB ids are AFONLY: IPv4 to the same port finds no listener */
+	client = new_id(cch, NULL, RDMA_PS_TCP);
+	resolve(cch, client, "127.0.0.1", port);
+	default_qp(client, IBV_QPT_RC);
+	ck_ok(rdma_connect(client, &cp));
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, client);
+	ck_assert_int_eq(ev->status, REJ_NO_LISTENER);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(client);
+	ck_ok(rdma_destroy_id(client));
+
+	client = new_id(cch, NULL, RDMA_PS_TCP);
+	res = ib_info(gids, ports, false);
+	ck_sib(res->ai_dst_addr, &gid, port, "active ai_dst_addr");
+	ck_ok(rdma_resolve_addr(client, NULL, res->ai_dst_addr, 2000));
+	rdma_freeaddrinfo(res);
+	expect_ack(cch, RDMA_CM_EVENT_ADDR_RESOLVED, client);
+	ck_ok(rdma_resolve_route(client, 2000));
+	expect_ack(cch, RDMA_CM_EVENT_ROUTE_RESOLVED, client);
+	ck_sib(rdma_get_peer_addr(client), &gid, port, "the client's peer");
+	ck_assert_int_eq(rdma_get_local_addr(client)->sa_family, AF_IB);
+	default_qp(client, IBV_QPT_RC);
+	ck_ok(rdma_connect(client, &cp));
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_sib(rdma_get_local_addr(server), &gid, port, "the server's address");
+	ck_assert_int_eq(rdma_get_peer_addr(server)->sa_family, AF_IB);
+	default_qp(server, IBV_QPT_RC);
+	ck_ok(rdma_accept(server, &cp));
+	expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED, client);
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED, server);
+	pair_send(client, server, "over AF_IB");
+	ck_ok(rdma_disconnect(client));
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED, server);
+	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED, client);
+	rdma_destroy_qp(client);
+	rdma_destroy_qp(server);
+	ck_ok(rdma_destroy_id(client));
+	ck_ok(rdma_destroy_id(server));
+	ck_ok(rdma_destroy_id(listen));
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+END_TEST
+
+/*
  * A thread blocked in rdma_get_cm_event when another thread destroys the
  * channel stays blocked, as a read() of the kernel's rdma_cm file does:
  * rping's event thread exits the process with -1 on any error while its
@@ -2008,6 +2141,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(get_event_after_destroy),
 		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
 		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
+		T(af_ib),
 	};
 #undef T
 	Suite *s = suite_create("cmapi");

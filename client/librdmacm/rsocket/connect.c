@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <infiniband/ib.h>
 #include <rdma/rsocket.h>
 
 #include "rs.h"
@@ -65,7 +66,9 @@ static int check_type(int domain, int type, int protocol)
 {
 	int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	if (domain != AF_INET && domain != AF_INET6)
+	/* AF_IB (GIDs, as the CM takes them) for streams; datagrams are UDP's. */
+	if (domain != AF_INET && domain != AF_INET6 &&
+	    (domain != AF_IB || kind != SOCK_STREAM))
 		return -EAFNOSUPPORT;
 	if (kind == SOCK_DGRAM)
 		return protocol && protocol != IPPROTO_UDP ? -EPROTONOSUPPORT : 0;
@@ -124,6 +127,8 @@ static int check_addr(struct rsocket *rs, const struct sockaddr *addr,
 	if (addr->sa_family == AF_INET && len < sizeof(struct sockaddr_in))
 		return -EINVAL;
 	if (addr->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6))
+		return -EINVAL;
+	if (addr->sa_family == AF_IB && len < sizeof(struct sockaddr_ib))
 		return -EINVAL;
 	return 0;
 }

@@ -372,7 +372,8 @@ static int copy_name(struct rsocket *rs, const struct sockaddr *src,
 
 	if (!addr || !addrlen)
 		return -EFAULT;
-	if (!src || (src->sa_family != AF_INET && src->sa_family != AF_INET6)) {
+	if (!src || (src->sa_family != AF_INET && src->sa_family != AF_INET6 &&
+		     src->sa_family != AF_IB)) {
 		memset(&any, 0, sizeof(any));
 		any.ss_family = (sa_family_t)rs->domain;
 		src = (struct sockaddr *)&any;

@@ -11,6 +11,8 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include <infiniband/ib.h>
+
 #include "rs.h"
 
 static_assert(sizeof(struct rs_sge) == 16, "rs_sge is 16 bytes on the wire");
@@ -53,8 +55,9 @@ void rs_iomap_to_peer(struct rs_iomap *dst, const struct rs_iomap *src,
 socklen_t rs_copy_sockaddr(struct sockaddr *dst, socklen_t dst_len,
 			   const struct sockaddr *src)
 {
-	socklen_t len = src->sa_family == AF_INET6 ?
-			sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	socklen_t len = src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+			src->sa_family == AF_IB ? sizeof(struct sockaddr_ib) :
+						  sizeof(struct sockaddr_in);
 
 	memcpy(dst, src, dst_len < len ? dst_len : len);
 	return len;
