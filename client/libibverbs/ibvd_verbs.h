@@ -376,6 +376,7 @@ struct ibvc_qp {
 	};
 	uint32_t comp_mask;
 	struct ibvc_xrcd *xrcd;			/* XRC_RECV */
+	uint32_t create_flags;			/* IBV_QP_CREATE_*, at create */
 	struct ibvc_wq sq;
 	struct ibvc_wq rq;			/* unused with an SRQ */
 	struct ibv_qp_cap cap;			/* actual, as the daemon reported */

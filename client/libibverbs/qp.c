@@ -121,6 +121,7 @@ static void create_req(Ibvd__CreateQp *req, Ibvd__QpCap *cap,
 	req->srq = attr->srq ? attr->srq->handle : 0;
 	req->qp_type = attr->qp_type;
 	req->sq_sig_all = attr->sq_sig_all != 0;
+	req->create_flags = qp->create_flags;
 	cap_to_msg(&attr->cap, cap);
 	req->cap = cap;
 }
@@ -234,7 +235,8 @@ static int qp_make(struct ibvc_qp *qp, const struct ibv_qp_init_attr *attr,
 }
 
 static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
-		     struct ibvd_cm_qp_init *ci, struct ibvc_qp **ret_qp)
+		     struct ibvd_cm_qp_init *ci, uint32_t create_flags,
+		     struct ibvc_qp **ret_qp)
 {
 	struct ibvc_qp *qp;
 	int ret;
@@ -245,6 +247,7 @@ static int create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
 	qp = qp_new(pd->context, pd, attr);
 	if (!qp)
 		return -ENOMEM;
+	qp->create_flags = create_flags;
 	ret = qp_make(qp, attr, ci);
 	if (ret < 0)
 		goto fail;
@@ -265,13 +268,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 
 	if (!pd || !qp_init_attr)
 		return ibvc_null_ret(-EINVAL);
-	ret = create_qp(pd, qp_init_attr, NULL, &qp);
+	ret = create_qp(pd, qp_init_attr, NULL, 0, &qp);
 	return ret < 0 ? ibvc_null_ret(ret) : &qp->qp;
 }
 
 /*
  * The extended attributes we support: a PD (an XRC domain for an XRC
- * target), no creation flags, and the ibv_qp_ex posting API (qp_ex.c).
+ * target), IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (the daemon checks it is for
+ * a UD QP), and the ibv_qp_ex posting API (qp_ex.c).
  */
 static int check_init_attr_ex(struct ibv_context *ctx,
 			      const struct ibv_qp_init_attr_ex *attr,
@@ -285,7 +289,7 @@ static int check_init_attr_ex(struct ibv_context *ctx,
 	if (attr->comp_mask & ~known)
 		return -EOPNOTSUPP;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
-	    attr->create_flags)
+	    (attr->create_flags & ~(uint32_t)IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
 		return -EOPNOTSUPP;
 	if (attr->qp_type == IBV_QPT_XRC_RECV)
 		return (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && attr->xrcd &&
@@ -341,7 +345,9 @@ static int create_qp_ex(struct ibv_context *ctx,
 	if (attr.qp_type == IBV_QPT_XRC_RECV)
 		ret = ci ? -EINVAL : create_tgt(ctx, &attr, attr_ex->xrcd, ret_qp);
 	else
-		ret = create_qp(attr_ex->pd, &attr, ci, ret_qp);
+		ret = create_qp(attr_ex->pd, &attr, ci,
+				(attr_ex->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ?
+				attr_ex->create_flags : 0, ret_qp);
 	if (ret < 0)
 		return ret;
 	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {

@@ -3,7 +3,7 @@
  *
  * The daemon is the subnet's SA here: a group is (port space, IP multicast
  * address), its MGID derived from the address (ff12:401b:ffff::/96 plus
- * the IPv4 address; an IPv6 multicast address as it is), its MLID a hash
+ * the IPv4 address; an IPv6 or AF_IB multicast address as it is), its MLID a hash
  * of the MGID in the multicast LID range, its Q_Key the first joiner's.
  * Joining only answers where the group is; the library then attaches the
  * id's QP with ibv_attach_mcast, which is what makes packets flow.
@@ -46,9 +46,9 @@ static void derive_mgid(const struct sockaddr_storage *ss, uint8_t mgid[16])
 		0xff, 0x12, 0x40, 0x1b, 0xff, 0xff,	/* scope 2, IPv4 sig, pkey */
 	};
 
-	if (ss->ss_family == AF_INET6) {
-		memcpy(mgid, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr,
-		       16);
+	/* IPv6, or an AF_IB (unmapped) group: the address is the MGID. */
+	if (ss->ss_family == AF_INET6 || ss->ss_family == AF_IB) {
+		cm_addr_to_gid(ss, mgid);
 		return;
 	}
 	memcpy(mgid, v4_prefix, sizeof(v4_prefix));

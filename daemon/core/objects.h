@@ -358,6 +358,7 @@ struct ibvd_qp {
 	uint32_t qp_type;		/* enum ibv_qp_type */
 	uint32_t state;			/* enum ibv_qp_state */
 	bool sq_sig_all;
+	bool block_self_mcast;		/* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB */
 	struct ibv_qp_cap cap;		/* as granted at create */
 	struct ibvd_qp_attr attr;
 	uint32_t doorbell;		/* bit in the context's doorbells */

@@ -132,9 +132,12 @@ static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src
 	if (!grp)
 		return IBV_WC_SUCCESS;
 	LIST_FOREACH(m, &grp->members, group_link) {
-		enum ibv_wc_status st = ibvd_eng_ud_deliver(eng, src, m->qp,
-							   req, qkey);
+		enum ibv_wc_status st;
 
+		/* A NIC loops a group's datagram back to its sender too. */
+		if (m->qp == src && src->block_self_mcast)
+			continue;
+		st = ibvd_eng_ud_deliver(eng, src, m->qp, req, qkey);
 		if (st != IBV_WC_SUCCESS)
 			return st;
 	}

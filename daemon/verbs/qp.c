@@ -111,6 +111,15 @@ static int lookup_refs(struct ibvd_call *call, const Ibvd__CreateQp *req,
 {
 	struct ibvd_handle_table *h = &ibvd_call_ctx(call)->handles;
 
+	/* Loopback is a multicast matter: UD's only. */
+	if (req->create_flags & ~(uint32_t)IBV_QP_CREATE_BLOCK_SELF_MCAST_LB)
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "QP creation flags %#x",
+				       req->create_flags);
+	if (req->create_flags && req->qp_type != IBV_QPT_UD)
+		return ibvd_call_error(call, -EINVAL,
+				       "only UD QPs block multicast loopback");
+
 	if (req->qp_type == IBV_QPT_XRC_RECV)
 		return lookup_tgt_refs(call, req, r);
 	if (req->qp_type == IBV_QPT_XRC_SEND)
@@ -204,6 +213,8 @@ static struct ibvd_qp *qp_alloc(struct ibvd_context *ctx,
 	qp->qp_type = req->qp_type;
 	qp->state = IBV_QPS_RESET;
 	qp->sq_sig_all = req->sq_sig_all;
+	qp->block_self_mcast =
+		req->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
 	qp->cap = g->cap;
 	LIST_INIT(&qp->mcast);
 	pthread_mutex_init(&qp->recv_lock, NULL);

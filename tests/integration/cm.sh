@@ -599,7 +599,9 @@ case_cmtime() {
 	ok "600 connections set up and torn down${ids:+; only the listener of the server is left}"
 }
 
-# mckey: a receiver joins, a sender joins and sends 10 datagrams to the group.
+# mckey: a receiver joins, a sender joins and sends 10 datagrams to the group;
+# also as a send-only member (-o), without loopback (-l: a QP created with
+# IBV_QP_CREATE_BLOCK_SELF_MCAST_LB) and to an unmapped group (-M: AF_IB).
 # The receiver's output is line-buffered (stdbuf) to see it join; not in a
 # sanitizer build, where the ASan runtime must come first in LD_PRELOAD.
 UNBUF=()
@@ -608,7 +610,10 @@ case_mckey() {
 	local rpid rc v rargs sargs name
 	for v in "bound|-m 239.1.1.1 -b 127.0.0.1|-m 239.1.1.1 -b 127.0.0.1 -s" \
 		 "unbound c2|-m 239.1.1.2 -c 2|-m 239.1.1.2 -c 2 -s" \
-		 "C50|-m 239.1.1.3 -b 127.0.0.1 -C 50 -S 1000|-m 239.1.1.3 -b 127.0.0.1 -C 50 -S 1000 -s"; do
+		 "C50|-m 239.1.1.3 -b 127.0.0.1 -C 50 -S 1000|-m 239.1.1.3 -b 127.0.0.1 -C 50 -S 1000 -s" \
+		 "send-only|-m 239.1.1.4 -b 127.0.0.1|-m 239.1.1.4 -b 127.0.0.1 -s -o" \
+		 "no loopback|-m 239.1.1.5 -b 127.0.0.1 -l|-m 239.1.1.5 -b 127.0.0.1 -s -l" \
+		 "unmapped (AF_IB)|-M ff12:401b::1 -b 127.0.0.1|-M ff12:401b::1 -b 127.0.0.1 -s"; do
 		IFS='|' read -r name rargs sargs <<<"$v"
 		check "mckey $name: receiver (uid $USER1) $rargs, sender (uid $USER2) $sargs"
 		# shellcheck disable=SC2086
@@ -633,6 +638,11 @@ case_mckey() {
 			expect_grep '^data transfers complete' "$f" "mckey ($name)"
 			expect_grep '^return status 0$' "$f" "mckey ($name)"
 		done
+		# an unmapped group's MGID is its address, as given
+		case $name in
+		unmapped*) expect_grep '^mckey: joined dgid: ff12:401b::1 ' "$O/mc.recv" \
+				"the MGID of an unmapped group" ;;
+		esac
 		ok "mckey $name: $(grep -m1 joined "$O/mc.recv")"
 	done
 }

@@ -682,6 +682,95 @@ START_TEST(ud_multicast)
 }
 END_TEST
 
+/*
+ * Multicast loopback: a member that sends to its own group gets the
+ * datagram too, as a NIC loops it back, unless it was created with
+ * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (mckey -l); the other member gets
+ * both.  The flag is UD's only, and no other creation flag is known.
+ */
+static struct ibv_qp *mcast_qp(struct ibv_cq *scq, struct ibv_cq *rcq,
+			       uint32_t create_flags, enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.send_cq = scq, .recv_cq = rcq,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.qp_type = type,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+		.pd = D.pd,
+		.create_flags = create_flags,
+	};
+
+	return ibv_create_qp_ex(D.ctx, &a);
+}
+
+START_TEST(ud_multicast_loopback)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x56, 0x78 } };
+	const uint16_t mlid = 0xc002;
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_cq *scq[2], *cq[2];	/* send, receive */
+	struct ibv_qp *qp[2];
+	struct ibv_mr *src, *dst;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	int s, r;
+
+	for (r = 0; r < 2; r++) {
+		scq[r] = mkcq(16, NULL, NULL);
+		cq[r] = mkcq(16, NULL, NULL);
+	}
+	/* the creation flag: UD's only, and the only one known */
+	ck_assert_ptr_null(mcast_qp(scq[0], cq[0], IBV_QP_CREATE_BLOCK_SELF_MCAST_LB,
+				    IBV_QPT_RC));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(mcast_qp(scq[0], cq[0], IBV_QP_CREATE_SCATTER_FCS,
+				    IBV_QPT_UD));
+	ck_assert_int_eq(errno, EOPNOTSUPP);
+	qp[0] = mcast_qp(scq[0], cq[0], 0, IBV_QPT_UD);
+	qp[1] = mcast_qp(scq[1], cq[1], IBV_QP_CREATE_BLOCK_SELF_MCAST_LB,
+			 IBV_QPT_UD);
+	ck_assert_msg(qp[0] && qp[1], "ibv_create_qp_ex: %s", strerror(errno));
+	src = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	dst = vt_reg(D.pd, 2 * 4096, VT_ACCESS_ALL);
+	for (r = 0; r < 2; r++) {
+		vt_connect(&D, qp[r], NULL, &o);
+		ck_assert_int_eq(ibv_attach_mcast(qp[r], &mgid, mlid), 0);
+	}
+	ah = vt_ah(&D, mlid, &mgid);
+	for (s = 0; s < 2; s++) {
+		vt_fill(src->addr, 100, 0, 40 + s);
+		for (r = 0; r < 2; r++)
+			vt_recv(qp[r], 10 * s + r, BUF(dst) + r * 4096, 4096, dst->lkey);
+		vt_ud_send(qp[s], s, ah, 0xffffff, VT_QKEY, src->addr, 100,
+			   src->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(scq[s], &wc, s, IBV_WC_SEND, "SEND to the group");
+		for (r = 0; r < 2; r++) {
+			if (r == s && r == 1) {
+				vt_expect_none(cq[r], QUIET_MS,
+					       "a sender that blocks its loopback");
+				continue;
+			}
+			vt_expect_ok(cq[r], &wc, 10 * s + r, IBV_WC_RECV,
+				     r == s ? "the sender's own datagram" :
+					      "the other member");
+			ck_assert_uint_eq(wc.src_qp, qp[s]->qp_num);
+			vt_expect_pat(BUF(dst) + r * 4096 + GRH, 100, 0, 40 + s,
+				      "multicast payload");
+		}
+	}
+	vt_ah_free(ah);
+	for (r = 0; r < 2; r++) {
+		ck_assert_int_eq(ibv_destroy_qp(qp[r]), 0);
+		rmcq(scq[r]);
+		rmcq(cq[r]);
+	}
+	vt_dereg(src);
+	vt_dereg(dst);
+}
+END_TEST
+
 /* ==== flags =============================================================== */
 
 /* Unsignaled successes make no CQE; errors always do. */
@@ -4870,6 +4959,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, ud_qkey_mismatch);
 	tcase_add_test(tc, ud_over_mtu);
 	tcase_add_test(tc, ud_multicast);
+	tcase_add_test(tc, ud_multicast_loopback);
 
 	tc = new_case(s, "flags");
 	tcase_add_test(tc, unsignaled);
