@@ -316,6 +316,16 @@ static struct ibvd_device *ib_gid_port(const struct ibvd_cm *cm,
 	return NULL;
 }
 
+/* The software device port an AF_IB address names; NULL for the rest. */
+static struct ibvd_device *ib_addr_port(const struct ibvd_cm *cm,
+					const struct sockaddr_storage *ss,
+					uint8_t *port_num)
+{
+	if (ss->ss_family != AF_IB || cm_addr_is_any(ss))
+		return NULL;
+	return ib_gid_port(cm, sib_gid(ss), port_num);
+}
+
 bool cm_addr_is_local(const struct ibvd_cm *cm,
 		      const struct sockaddr_storage *ss)
 {
@@ -324,7 +334,7 @@ bool cm_addr_is_local(const struct ibvd_cm *cm,
 	if (cm_addr_is_any(ss))
 		return true;
 	if (ss->ss_family == AF_IB)
-		return ib_gid_port(cm, sib_gid(ss), &port_num) != NULL;
+		return ib_addr_port(cm, ss, &port_num) != NULL;
 	local_refresh();
 	if (ss->ss_family == AF_INET)
 		return local_v4(sin4(ss)->sin_addr);
@@ -539,7 +549,7 @@ struct ibvd_device *cm_addr_device(const struct ibvd_cm *cm,
 	uint8_t gid[16], port_num;
 
 	if (ss->ss_family == AF_IB && !cm_addr_is_any(ss))
-		return ib_gid_port(cm, sib_gid(ss), &port_num);
+		return ib_addr_port(cm, ss, &port_num);
 	cm_addr_to_gid(ss, gid);
 	TAILQ_FOREACH(dev, &cm->session->daemon->devices, link)
 		if (cm_dev_is_roce(dev) && dev->roce.gids &&
@@ -556,9 +566,7 @@ static uint16_t ib_port_lid(const struct ibvd_cm *cm,
 	const struct ibvd_port *port;
 	uint8_t port_num;
 
-	if (cm_addr_is_any(ss))
-		return dflt;
-	dev = ib_gid_port(cm, sib_gid(ss), &port_num);
+	dev = ib_addr_port(cm, ss, &port_num);
 	port = dev ? ibvd_device_port(dev, port_num) : NULL;
 	return port ? port->lid : dflt;
 }
@@ -567,12 +575,9 @@ static uint16_t ib_port_lid(const struct ibvd_cm *cm,
 uint8_t cm_addr_port_num(const struct ibvd_cm *cm,
 			 const struct sockaddr_storage *ss)
 {
-	uint8_t port_num = 1;
+	uint8_t port_num;
 
-	if (ss->ss_family == AF_IB && !cm_addr_is_any(ss) &&
-	    !ib_gid_port(cm, sib_gid(ss), &port_num))
-		port_num = 1;
-	return port_num;
+	return ib_addr_port(cm, ss, &port_num) ? port_num : 1;
 }
 
 void cm_path_gids(const struct ibvd_cm_id *id, uint8_t sgid[16],
