@@ -1105,6 +1105,26 @@ END_TEST
 
 /* Nobody listens: REJECTED (status 8, invalid service ID), or
  * ECONNREFUSED synchronously. */
+/* An RC QP on the resolved id, a request nobody takes: REJECTED, id gone. */
+static void ck_connect_refused(struct rdma_event_channel *ch,
+			       struct rdma_cm_id *id, const char *what)
+{
+	struct rdma_conn_param cp = { .initiator_depth = 1,
+				      .responder_resources = 1,
+				      .retry_count = 7 };
+	struct rdma_cm_event *ev;
+
+	default_qp(id, IBV_QPT_RC);
+	ck_ok(rdma_connect(id, &cp));
+	ev = expect(ch, RDMA_CM_EVENT_REJECTED, id);
+	ck_assert_msg(ev->status == REJ_NO_LISTENER,
+		      "%s: REJECTED status %d, want %d", what, ev->status,
+		      REJ_NO_LISTENER);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(id);
+	ck_ok(rdma_destroy_id(id));
+}
+
 START_TEST(connect_no_listener)
 {
 	struct rdma_event_channel *ch = channel();
@@ -1112,18 +1132,10 @@ START_TEST(connect_no_listener)
 	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
 				      .retry_count = 7 };
 	struct sockaddr_storage dst;
-	struct rdma_cm_event *ev;
 	uint16_t port = unused_port(RDMA_PS_TCP);
 
 	resolve(ch, id, "127.0.0.1", port);
-	default_qp(id, IBV_QPT_RC);
-	ck_ok(rdma_connect(id, &cp));
-	ev = expect(ch, RDMA_CM_EVENT_REJECTED, id);
-	ck_assert_msg(ev->status == REJ_NO_LISTENER, "REJECTED status %d, want %d",
-		      ev->status, REJ_NO_LISTENER);
-	ck_ok(rdma_ack_cm_event(ev));
-	rdma_destroy_qp(id);
-	ck_ok(rdma_destroy_id(id));
+	ck_connect_refused(ch, id, "no listener");
 	rdma_destroy_event_channel(ch);
 
 	/* synchronous mode */
@@ -1566,7 +1578,6 @@ START_TEST(listener_qp_type)
 	struct rdma_event_channel *ch = channel();
 	struct rdma_cm_id *listen, *id;
 	struct rdma_addrinfo *res;
-	struct rdma_cm_event *ev;
 	char port[8];
 
 	/* RC to XRC */
@@ -1577,15 +1588,7 @@ START_TEST(listener_qp_type)
 	ck_ok(rdma_listen(listen, 1));
 	id = new_id(ch, NULL, RDMA_PS_IB);
 	resolve(ch, id, "127.0.0.1", (uint16_t)atoi(port));
-	default_qp(id, IBV_QPT_RC);
-	ck_ok(rdma_connect(id, &cp));
-	ev = expect(ch, RDMA_CM_EVENT_REJECTED, id);
-	ck_assert_msg(ev->status == REJ_NO_LISTENER,
-		      "RC to an XRC listener: REJECTED status %d, want %d",
-		      ev->status, REJ_NO_LISTENER);
-	ck_ok(rdma_ack_cm_event(ev));
-	rdma_destroy_qp(id);
-	ck_ok(rdma_destroy_id(id));
+	ck_connect_refused(ch, id, "RC to an XRC listener");
 	rdma_destroy_ep(listen);
 
 	/* XRC to RC (a synchronous id: the rejection fails rdma_connect) */
@@ -1692,13 +1695,7 @@ START_TEST(af_ib)
 	/* AF_IB ids are AFONLY: IPv4 to the same port finds no listener */
 	client = new_id(cch, NULL, RDMA_PS_TCP);
 	resolve(cch, client, "127.0.0.1", port);
-	default_qp(client, IBV_QPT_RC);
-	ck_ok(rdma_connect(client, &cp));
-	ev = expect(cch, RDMA_CM_EVENT_REJECTED, client);
-	ck_assert_int_eq(ev->status, REJ_NO_LISTENER);
-	ck_ok(rdma_ack_cm_event(ev));
-	rdma_destroy_qp(client);
-	ck_ok(rdma_destroy_id(client));
+	ck_connect_refused(cch, client, "IPv4 to an AF_IB listener");
 
 	client = new_id(cch, NULL, RDMA_PS_TCP);
 	res = ib_info(gids, ports, false);
