@@ -480,7 +480,8 @@ debian_pair() {
 	"$wait" "$port" "$spid" || { show server "$T/out/pair.server" >&2; fail "$prog $*: no server"; }
 	run_debian "$cuser" "/usr/bin/$prog" -p "$port" "${cargs[@]}" localhost >"$T/out/pair.client" 2>&1
 	rc=$?
-	wait "$spid" || { show server "$T/out/pair.server" >&2; fail "$prog $*: server failed"; }
+	wait "$spid" || { show server "$T/out/pair.server" >&2; show client "$T/out/pair.client" >&2
+			  fail "$prog $*: server failed (client exit $rc)"; }
 	[ "$rc" -eq 0 ] || { show client "$T/out/pair.client" >&2; fail "$prog $*: client failed ($rc)"; }
 	grep -E '^ *[0-9]+ +[0-9]+ |iters in' "$T/out/pair.client" | tail -1
 }
