@@ -7,8 +7,13 @@
 #   - ucx_perftest tag_lat, tag_bw, ucp_put_bw, ucp_get with UCX_TLS=rc_v
 #     (rc_verbs with ud_verbs for wireup: UCX 1.13 cannot connect rc_verbs
 #     alone) and with ud_v, and the UCT test am_lat on rc_verbs and
-#     ud_verbs; each run ends with its "Final:" line on both sides, and the
-#     device's packet counter shows the traffic went through the daemon.
+#     ud_verbs; each run ends with its "Final:" line on both sides.  UCX
+#     has no other way between the two processes (UCX_TLS names only
+#     rc_v or ud_v, and self).  The device's packet counter counts what
+#     the engine moves: RC's one-sided operations must show there, while
+#     SENDs between two local QPs may all pass through the direct
+#     transport's rings, which the engine never sees (UD wireup and all of
+#     an am_lat run can), so for those the count is only reported.
 # UCX registers tens of MiB at start, over this machine's 8 MiB
 # RLIMIT_MEMLOCK: the daemon runs with "rlimit_memlock": "ignore".
 . "$(dirname "$0")/lib.sh"
@@ -45,7 +50,8 @@ done
 ok "rc_verbs and ud_verbs on $DEV:1"
 
 # perftest TLS TEST ARGS...: ucx_perftest TEST, server uid 1001, client uid
-# 1002, both with UCX_TLS=TLS on DEV:1.
+# 1002, both with UCX_TLS=TLS on DEV:1.  With NEED_ENGINE=1 in its environment
+# the engine must have carried packets of it.
 NRUN=0
 perftest() {
 	local tls=$1 test=$2 port spid rc_s rc_c s c before after what
@@ -72,14 +78,19 @@ perftest() {
 	fi
 	expect_grep "^Final: +$ITERS " "$c" "$what: the client's result"
 	after=$(sent_pkts "$DEV")
-	[ "$after" -gt "$before" ] || fail "$what: no packets through $DEV ($before -> $after)"
+	[ -z "${NEED_ENGINE:-}" ] || [ "$after" -gt "$before" ] ||
+		fail "$what: no packets through the engine of $DEV ($before -> $after)"
 	ok "$what: $(grep '^Final:' "$c" | tr -s ' '); $((after - before)) packets"
 }
 
-for tls in rc_v,self ud_v,self; do
-	for test in tag_lat tag_bw ucp_put_bw ucp_get; do
-		perftest "$tls" "$test"
-	done
+for test in tag_lat tag_bw; do
+	perftest rc_v,self "$test"
+done
+for test in ucp_put_bw ucp_get; do
+	NEED_ENGINE=1 perftest rc_v,self "$test"
+done
+for test in tag_lat tag_bw ucp_put_bw ucp_get; do
+	perftest ud_v,self "$test"
 done
 perftest rc_v,self am_lat -d "$DEV:1" -x rc_verbs
 perftest ud_v,self am_lat -d "$DEV:1" -x ud_verbs
