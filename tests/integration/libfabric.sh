@@ -5,7 +5,10 @@
 # FI_EP_DGRAM domains and verbs;ofi_rxm's FI_EP_RDM on our device;
 # fi_pingpong runs over FI_EP_MSG (rdma_cm, RC) and FI_EP_RDM (ofi_rxm on
 # verbs), every buffer checked (-c), both
-# sides exit 0, and the device's packet counter shows the traffic.
+# sides exit 0.  The device's packet counter counts what the engine moves:
+# over RC, 1 MiB SENDs must show there; ofi_rxd's datagrams between two
+# local UD QPs may all pass through the direct transport's rings, which
+# the engine never sees, so for it the count is only reported.
 # LIBFABRIC_RXM_RUNS (default 1) repeats the verbs;ofi_rxm case, with the
 # server pinned to CPU 0 at nice 10 when LIBFABRIC_STARVE is set: the long
 # form, scripts/libfabric-soak, for the teardown races a starved CPU shows.
@@ -37,6 +40,8 @@ run_debian "$USER1" fi_strerror 22 >"$O/strerror" 2>&1 || { show fi_strerror "$O
 expect_grep "Invalid argument" "$O/strerror" "fi_strerror 22"
 
 # pingpong PROVIDER EP: fi_pingpong, server uid 1001, client uid 1002.
+# With NEED_ENGINE=1 in its environment the engine must have carried
+# packets of it.
 pingpong() {
 	local prov=$1 ep=$2 port spid rc_s rc_c s c before after what
 	s=$O/${prov#*;}-$ep.server
@@ -64,15 +69,16 @@ pingpong() {
 		expect_no_grep "[Ee]rror|mismatch|corrupt" "$f" "$what: no data error"
 	done
 	after=$(sent_pkts "$DEV")
-	[ "$after" -gt "$before" ] || fail "$what: no packets through $DEV ($before -> $after)"
+	[ -z "${NEED_ENGINE:-}" ] || [ "$after" -gt "$before" ] ||
+		fail "$what: no packets through the engine of $DEV ($before -> $after)"
 	ok "$what: $(grep -E '^(64|1m) ' "$c" | tr -s ' ' | tr '\n' ';') $((after - before)) packets"
 }
 
 STARVE=()
-pingpong verbs msg
+NEED_ENGINE=1 pingpong verbs msg
 [ -n "${LIBFABRIC_STARVE:-}" ] && STARVE=(taskset -c 0 nice -n 10)
 for _ in $(seq "${LIBFABRIC_RXM_RUNS:-1}"); do
-	pingpong "verbs;ofi_rxm" rdm
+	NEED_ENGINE=1 pingpong "verbs;ofi_rxm" rdm
 done
 STARVE=()
 # RDM over UD datagrams, slow (ofi_rxd's own windows): fewer iterations
