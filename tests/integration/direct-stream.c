@@ -11,7 +11,12 @@
  * QPs merge with the engine's in one CQ.  The ring fills whenever the
  * receiver stalls; an RDMA WRITE now and then puts the engine in front
  * of the SENDs behind it, and so does an RDMA READ; sizes run from a
- * byte (inline) to 64 KiB.  With DIRECT_STREAM_GRANTED=1 the WRITEs and
+ * byte (inline) to 64 KiB.  On RC without an SRQ some of the messages
+ * are RDMA WRITEs with immediate instead of SENDs, of up to 4 KiB, each
+ * into a slot of its own in an area of the receiver's (on a wire their
+ * first packets land before a receive is there to take the last one, so
+ * not into the receive buffers), checked when their receive completes.
+ * With DIRECT_STREAM_GRANTED=1 the WRITEs and
  * READs target shared file memory, which the library reaches itself
  * while the ring is empty (a grant, common/lease.h).
  * Message n of a flow is pattern n over its whole length, and its length
@@ -80,6 +85,15 @@
 #define ST_MAX_FLOWS	8
 #define ST_FLOW_SHIFT	56		/* wr_id: flow << 56 | number */
 #define ST_MEMFD	"ibvd-stream"	/* the WRITEs' target, when granted */
+/*
+ * WRITEs with immediate: slots of the area they land in, by their number
+ * among the flow's messages.  A flow's messages the receiver has not
+ * checked yet are at most its window (posted, not complete) and its
+ * receives (taken, not yet polled): fewer than the slots, so none lands
+ * on one not checked yet.
+ */
+#define ST_WIMM_SLOTS	48
+#define ST_WIMM_SLOT	4096
 
 struct flow {
 	struct ibv_qp *qp[2];		/* sender, receiver (NULL: not ours) */
@@ -88,6 +102,9 @@ struct flow {
 	struct ibv_mr *wdst;		/* where the WRITEs land */
 	uint64_t waddr;			/* wdst as the sender knows it */
 	uint32_t wrkey;
+	struct ibv_mr *wimm;		/* where WRITEs with immediate land */
+	uint64_t iaddr;			/* wimm as the sender knows it */
+	uint32_t irkey;
 	uint32_t seed;
 	/* the sender's thread */
 	uint64_t posted, done, sends, writes, reads;
@@ -124,7 +141,8 @@ struct stream {
 
 /* What op number n of a flow is: deterministic, so both threads agree. */
 struct st_op {
-	enum ibv_wr_opcode kind;	/* RDMA_WRITE, RDMA_READ or a SEND */
+	/* RDMA_WRITE, RDMA_READ, a SEND or RDMA_WRITE_WITH_IMM */
+	enum ibv_wr_opcode kind;
 	bool imm;
 	uint32_t len;
 };
@@ -137,7 +155,8 @@ static bool one_sided(struct st_op op)
 static const char *op_name(struct st_op op)
 {
 	return op.kind == IBV_WR_RDMA_WRITE ? "write" :
-	       op.kind == IBV_WR_RDMA_READ ? "read" : "send";
+	       op.kind == IBV_WR_RDMA_READ ? "read" :
+	       op.kind == IBV_WR_RDMA_WRITE_WITH_IMM ? "write_imm" : "send";
 }
 
 static uint64_t mix(uint64_t x)
@@ -151,6 +170,8 @@ static uint64_t mix(uint64_t x)
 
 /* UC pairs (DIRECT_STREAM_UC=1): set before any thread starts. */
 static bool st_uc;
+/* WRITEs with immediate among the SENDs (RC, no SRQ): the same. */
+static bool st_write_imm;
 
 static struct st_op st_op(uint32_t seed, uint64_t n)
 {
@@ -159,11 +180,14 @@ static struct st_op st_op(uint32_t seed, uint64_t n)
 	uint64_t r = mix(n * 2654435761u + seed);
 	struct st_op op;
 
-	op.imm = st_uc || (r >> 8) % 4 == 0;
+	op.imm = st_uc || (r >> 8) % 4 == 0 || (st_write_imm && r % 8 == 2);
 	op.kind = r % 16 == 0 ? IBV_WR_RDMA_WRITE :
 		  r % 32 == 1 ? (st_uc ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ) :
+		  st_write_imm && r % 8 == 2 ? IBV_WR_RDMA_WRITE_WITH_IMM :
 		  op.imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
 	op.len = lens[(r >> 16) % (sizeof(lens) / sizeof(lens[0]))];
+	if (op.kind == IBV_WR_RDMA_WRITE_WITH_IMM && op.len > ST_WIMM_SLOT)
+		op.len = ST_WIMM_SLOT;
 	return op;
 }
 
@@ -259,6 +283,10 @@ static void post_op(struct flow *fl, unsigned int f)
 			fl->reads++;
 	} else {
 		wr.imm_data = (uint32_t)fl->sends;
+		/* a WRITE with immediate: into its own slot */
+		wr.wr.rdma.remote_addr = fl->iaddr +
+					 fl->sends % ST_WIMM_SLOTS * ST_WIMM_SLOT;
+		wr.wr.rdma.rkey = fl->irkey;
 		if (op.len <= 64)
 			wr.send_flags |= IBV_SEND_INLINE;
 		/* read by the receiver's thread to know what must come */
@@ -357,8 +385,9 @@ static void put_addrs(const struct stream *st, const struct vt_addr *a)
 
 		vt_addr_str(&a[f], p, 80);
 		p += strlen(p);
-		p += sprintf(p, " %llu %u\n", (unsigned long long)fl->waddr,
-			     fl->wrkey);
+		p += sprintf(p, " %llu %u %llu %u\n",
+			     (unsigned long long)fl->waddr, fl->wrkey,
+			     (unsigned long long)fl->iaddr, fl->irkey);
 	}
 	vt_put(st->dir, st->side == SEND_SIDE ? "send-addrs" : "recv-addrs",
 	       "%s", text);
@@ -368,8 +397,8 @@ static void get_addrs(struct stream *st, struct vt_addr *a)
 {
 	const char *name = st->side == SEND_SIDE ? "recv-addrs" : "send-addrs";
 	char text[ST_MAX_FLOWS * 128], *line = text, *nl;
-	unsigned long long waddr;
-	unsigned int f, rkey;
+	unsigned long long waddr, iaddr;
+	unsigned int f, rkey, irkey;
 
 	vt_assert(vt_get(st->dir, name, text, sizeof(text), vt_tmo_ms()),
 		  "no %s from the other end", name);
@@ -379,11 +408,13 @@ static void get_addrs(struct stream *st, struct vt_addr *a)
 		*nl = '\0';
 		vt_assert(vt_addr_parse(line, &a[f]) == 0, "%s: %s", name, line);
 		/* the address's four words, then ours */
-		vt_assert(sscanf(line, "%*u %*u %*u %*s %llu %u", &waddr,
-				 &rkey) == 2, "%s: %s", name, line);
+		vt_assert(sscanf(line, "%*u %*u %*u %*s %llu %u %llu %u", &waddr,
+				 &rkey, &iaddr, &irkey) == 4, "%s: %s", name, line);
 		if (st->side == SEND_SIDE) {
 			st->flow[f].waddr = waddr;
 			st->flow[f].wrkey = rkey;
+			st->flow[f].iaddr = iaddr;
+			st->flow[f].irkey = irkey;
 		}
 	}
 }
@@ -565,11 +596,17 @@ static void check_recv(const struct stream *st, struct flow *fl,
 	vt_assert(wc->byte_len == op.len,
 		  "flow %u: receive %llu: %u bytes, sent %u", f,
 		  (unsigned long long)k, wc->byte_len, op.len);
+	vt_assert(wc->opcode == (op.kind == IBV_WR_RDMA_WRITE_WITH_IMM ?
+				 IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV),
+		  "flow %u: receive %llu: opcode %d for a %s", f,
+		  (unsigned long long)k, wc->opcode, op_name(op));
 	vt_assert(!!(wc->wc_flags & IBV_WC_WITH_IMM) == op.imm &&
 		  (!op.imm || wc->imm_data == (uint32_t)k),
 		  "flow %u: receive %llu: immediate data wrong (flags %#x imm %u)",
 		  f, (unsigned long long)k, wc->wc_flags, wc->imm_data);
-	buf = slot_buf(st, wc->wr_id);
+	buf = op.kind == IBV_WR_RDMA_WRITE_WITH_IMM ?
+	      (uint8_t *)fl->wimm->addr + k % ST_WIMM_SLOTS * ST_WIMM_SLOT :
+	      slot_buf(st, wc->wr_id);
 	bad = vt_check(buf, op.len, 0, (uint32_t)k);
 	vt_assert(bad < 0, "flow %u: receive %llu (%u bytes, slot %llu): byte %ld wrong",
 		  f, (unsigned long long)k, op.len, (unsigned long long)slot, bad);
@@ -612,6 +649,7 @@ static int poll_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc)
 	wc->status = cq->status;
 	wc->byte_len = ibv_wc_read_byte_len(cq);
 	wc->qp_num = ibv_wc_read_qp_num(cq);
+	wc->opcode = ibv_wc_read_opcode(cq);
 	wc->wc_flags = ibv_wc_read_wc_flags(cq);
 	if (wc->wc_flags & IBV_WC_WITH_IMM)
 		wc->imm_data = ibv_wc_read_imm_data(cq);
@@ -753,6 +791,10 @@ static void flows_open(struct stream *st)
 			   vt_reg(st->dev.pd, ST_SLOT, VT_ACCESS_ALL);
 		fl->waddr = (uint64_t)(uintptr_t)fl->wdst->addr;
 		fl->wrkey = fl->wdst->rkey;
+		fl->wimm = vt_reg(st->dev.pd, (size_t)ST_WIMM_SLOTS * ST_WIMM_SLOT,
+				  VT_ACCESS_ALL);
+		fl->iaddr = (uint64_t)(uintptr_t)fl->wimm->addr;
+		fl->irkey = fl->wimm->rkey;
 	}
 	if (st->side != BOTH) {
 		unsigned int ours = st->side == SEND_SIDE ? 0 : 1;
@@ -782,6 +824,7 @@ static void flows_close(struct stream *st)
 		if (!fl->dst)
 			continue;
 		vt_dereg(fl->dst);
+		vt_dereg(fl->wimm);
 		if (st->granted)
 			vt_dereg_memfd(fl->wdst);
 		else
@@ -843,6 +886,8 @@ int direct_stream(unsigned int seconds, uint32_t seed, unsigned int nflows)
 	st.nflows = nflows;
 	st.granted = env_on("DIRECT_STREAM_GRANTED");
 	st.uc = st_uc = env_on("DIRECT_STREAM_UC");
+	/* both ends: the sending one has no SRQ of its own to look at */
+	st_write_imm = !st_uc && !env_on("DIRECT_STREAM_SRQ");
 	stream_side(&st);
 	vt_open(&st.dev);
 	flows_open(&st);

@@ -406,6 +406,8 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (last && (p->hdrs & ROCE_HDR_IMM)) {
 		struct eng_rcv_done d = {
 			.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			/* the WRITE's length, as rxe reports it */
+			.byte_len = (uint32_t)w->rx.done,
 			.wc_flags = IBV_WC_WITH_IMM,
 			.imm = htobe32(p->imm),
 			.src_qp = qp->attr.dest_qp_num,
