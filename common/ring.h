@@ -98,6 +98,12 @@ struct ibvd_wq_engine {
 	 * for this, not for head.
 	 */
 	uint32_t direct_retired;
+	/*
+	 * SQ of a paired RC or UC QP: non-zero while the QP's access flags
+	 * let peers WRITE into its MRs, so that its library may place an
+	 * RDMA WRITE with immediate that came on the ring (transit.h)
+	 */
+	uint32_t direct_remote_write;
 };
 
 /* Client header of a work queue. */

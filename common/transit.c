@@ -147,9 +147,11 @@ static bool frag_valid(const struct ibvd_transit *t, uint32_t at,
 	cells = ibvd_transit_frag_cells(f->len);
 	if (cells > avail || pos + cells > t->ncells)
 		return false;
-	/* a notice carries no data; a message's first part says its size */
+	/* a WRITE is whole, with its target; a first part says its size */
 	if (f->kind == IBVD_TRANSIT_WRITE_IMM &&
-	    (f->len || f->flags != (IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST)))
+	    (f->len < IBVD_TRANSIT_RDMA_INFO ||
+	     (f->flags & (IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST)) !=
+	     (IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST)))
 		return false;
 	return !(f->flags & IBVD_TRANSIT_FIRST) || f->len <= f->msg_len;
 }

@@ -92,7 +92,8 @@
  * the error state as for any fatal transport error.
  *
  * Producers.  Only the sender's library writes a ring, and only a SEND,
- * SEND_WITH_IMM or SEND_WITH_INV posted while its SQ holds nothing the
+ * SEND_WITH_IMM, SEND_WITH_INV or (RC, UC) RDMA_WRITE_WITH_IMM posted
+ * while its SQ holds nothing the
  * engine has not finished (the SQ's engine `direct_retired`, which the
  * engine publishes once a WQE's completion is written, equals the tail)
  * and that fits the ring's free space; a SEND that does not fit waits
@@ -104,8 +105,7 @@
  * produced: a WRITE never lands before an earlier SEND); its completion
  * waits its turn with the SENDs'.  Everything else goes to the SQ as
  * today: SENDs behind one-sided operations the engine runs or larger
- * than the free space, RDMA WRITE with immediate, WRITEs and READs to
- * memory not granted, atomics.  The QP's lock keeps other posters out,
+ * than the free space, WRITEs and READs to memory not granted, atomics.  The QP's lock keeps other posters out,
  * and the engine never writes a ring, so a ring has one producer.
  *
  * Back from the SQ.  A SEND that took the SQ (the ring was full, or it
@@ -137,6 +137,17 @@
  * A SEND_INV the library leaves to the engine (it asks, as for a message
  * longer than its WQE): the invalidation is the daemon's, which owns the
  * keys; the messages behind it wait for it.
+ * A WRITE_WITH_IMM carries its target (struct ibvd_transit_rdma) ahead of
+ * its data.  The receiver polls for its completion anyway, so its
+ * library places it then, into its own memory, checked as the engine's
+ * responder checks it: the QP's access flags allow remote writes (the
+ * daemon says so in the SQ's engine header, direct_remote_write), and
+ * the key is an MR this process registered in the QP's PD, with remote
+ * write access, holding the whole range.  It consumes the next receive
+ * WQE without touching its buffers.  A key the library does not know (a
+ * window's, or one that fails) it leaves to the engine, which places the
+ * WRITE or fails it as a responder does.  So the sender can aim only
+ * where the engine would have let it write.
  *
  * Ordering against one-sided operations.  RC places requests in order:
  * a SEND after a WRITE must not be seen before the WRITE's data, and a
@@ -267,7 +278,9 @@ enum ibvd_transit_kind {
 	IBVD_TRANSIT_SEND,
 	IBVD_TRANSIT_SEND_IMM,
 	IBVD_TRANSIT_SEND_INV,		/* imm: the rkey to invalidate */
-	IBVD_TRANSIT_WRITE_IMM,		/* a notice: the data went by the engine */
+	/* RC, UC: a struct ibvd_transit_rdma ahead of the data (len counts
+	 * it), which lands in the receiver's MR there */
+	IBVD_TRANSIT_WRITE_IMM,
 };
 
 #define IBVD_TRANSIT_FIRST	1u
@@ -299,6 +312,20 @@ struct ibvd_transit_grh {
 };
 
 #define IBVD_TRANSIT_GRH_INFO	((uint32_t)sizeof(struct ibvd_transit_grh))
+
+/*
+ * RDMA WRITE with immediate: where its data goes, as the sender's work
+ * request named it.  Whoever places it checks the key against the
+ * receiver's MRs as a responder does; the sender can aim only where it
+ * could with the engine carrying it.
+ */
+struct ibvd_transit_rdma {
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t pad;
+};
+
+#define IBVD_TRANSIT_RDMA_INFO	((uint32_t)sizeof(struct ibvd_transit_rdma))
 
 /* A fragment's header; its payload follows in the same cells. */
 struct ibvd_transit_frag {

@@ -3,13 +3,14 @@
  * design): SENDs between two RC QPs of the same daemon go through transit
  * rings the two libraries share, with no engine thread in between.
  *
- * - Sending (ibv_post_send, SQ lock): a SEND or SEND_WITH_IMM goes on the
- *   ring when the engine has finished every earlier WQE of the QP, the
+ * - Sending (ibv_post_send, SQ lock): a SEND (with immediate or
+ *   invalidate) or an RDMA WRITE with immediate goes on the ring when the engine has finished every earlier WQE of the QP, the
  *   receiver has the rings mapped, the message fits the free space and
  *   its SGEs are this process's MRs; anything else takes the SQ.  It is
  *   remembered until the receiver has taken it, then completed here.
  * - Receiving (ibv_poll_cq, CQ lock): under the RQ's claim (ring.h), the
- *   next message goes into the next receive WQE, checked as the engine
+ *   next message goes into the next receive WQE (a WRITE with immediate
+ *   into the MR its key names, taking the WQE), checked as the engine
  *   would; whatever this side will not place (an unknown key, a message
  *   longer than its WQE, a ring that makes no sense) is left for the
  *   engine, which fails it properly, and so is everything of a QP in
@@ -482,33 +483,62 @@ struct ring_msg {
 	uint8_t sl;			/* UD */
 	bool has_grh;			/* UD: grh goes ahead of the bytes */
 	struct ibvd_transit_grh grh;
+	bool has_rdma;			/* WRITE_WITH_IMM: rdma goes ahead */
+	struct ibvd_transit_rdma rdma;
 	struct iovec iov[DIRECT_MAX_SGE];
 	int iovcnt;
 	uint64_t len;			/* the message's bytes */
 };
 
+/* What goes ahead of m's bytes on the ring (transit.h). */
+static uint32_t ring_info_len(const struct ring_msg *m)
+{
+	return m->has_grh ? IBVD_TRANSIT_GRH_INFO :
+	       m->has_rdma ? IBVD_TRANSIT_RDMA_INFO : 0;
+}
+
 /* What m takes of a ring's payload room. */
 static uint64_t ring_len(const struct ring_msg *m)
 {
-	return m->len + (m->has_grh ? IBVD_TRANSIT_GRH_INFO : 0);
+	return m->len + ring_info_len(m);
 }
 
 /*
  * What goes on a ring.  A SEND with invalidate too: the receiver's
  * library hands it to the engine, which owns the keys, and the messages
- * behind it wait their turn.
+ * behind it wait their turn.  An RDMA WRITE with immediate on RC and UC:
+ * the receiver polls for its completion anyway, so its library places
+ * the data then, in its own MR, checked by the key as a responder would.
  */
-static bool ring_opcode(uint32_t opcode)
+static bool ring_opcode(const struct ibvc_qp *qp, uint32_t opcode)
 {
+	if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return qp->qp.qp_type == IBV_QPT_RC || qp->qp.qp_type == IBV_QPT_UC;
 	return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
 	       opcode == IBV_WR_SEND_WITH_INV;
 }
 
 static uint16_t ring_kind(uint32_t opcode)
 {
-	return opcode == IBV_WR_SEND ? IBVD_TRANSIT_SEND :
-	       opcode == IBV_WR_SEND_WITH_IMM ? IBVD_TRANSIT_SEND_IMM :
-					      IBVD_TRANSIT_SEND_INV;
+	switch (opcode) {
+	case IBV_WR_SEND:
+		return IBVD_TRANSIT_SEND;
+	case IBV_WR_SEND_WITH_IMM:
+		return IBVD_TRANSIT_SEND_IMM;
+	case IBV_WR_SEND_WITH_INV:
+		return IBVD_TRANSIT_SEND_INV;
+	default:
+		return IBVD_TRANSIT_WRITE_IMM;
+	}
+}
+
+/* WRITE_WITH_IMM: where it goes, ahead of its bytes on the ring. */
+static void msg_rdma(struct ring_msg *m, uint64_t remote_addr, uint32_t rkey)
+{
+	m->has_rdma = m->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	memset(&m->rdma, 0, sizeof(m->rdma));
+	m->rdma.remote_addr = remote_addr;
+	m->rdma.rkey = rkey;
 }
 
 /* Add one SGE; false if it is not this process's registered memory. */
@@ -580,13 +610,14 @@ static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 				   &to_ibvc_ah(wr->wr.ud.ah)->av : NULL;
 	int i;
 
-	if (!ring_opcode(wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE ||
+	if (!ring_opcode(qp, wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE ||
 	    !ud_dest(qp, wr->wr.ud.remote_qpn, av, wr->wr.ud.remote_qkey, m))
 		return false;
 	m->wr_id = wr->wr_id;
 	m->opcode = wr->opcode;
 	m->send_flags = wr->send_flags;
 	m->imm = wr->imm_data;
+	msg_rdma(m, wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
 	m->iovcnt = 0;
 	m->len = 0;
 	for (i = 0; i < wr->num_sge; i++)
@@ -606,13 +637,14 @@ static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
 	uint32_t i;
 
 	memcpy(&h, slot, sizeof(h));
-	if (!ring_opcode(h.opcode) ||
+	if (!ring_opcode(qp, h.opcode) ||
 	    !ud_dest(qp, h.remote_qpn, &h.av, h.remote_qkey, m))
 		return false;
 	m->wr_id = h.wr_id;
 	m->opcode = h.opcode;
 	m->send_flags = h.send_flags;
 	m->imm = h.imm_data;
+	msg_rdma(m, h.remote_addr, h.rkey);
 	m->iovcnt = 0;
 	m->len = 0;
 	if (h.send_flags & IBV_SEND_INLINE)
@@ -747,10 +779,11 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 		f.flags |= IBVD_TRANSIT_SOLICITED;
 	f.flags |= (uint16_t)((m->sl << IBVD_TRANSIT_SL_SHIFT) &
 			      IBVD_TRANSIT_SL_MASK);
-	if (m->has_grh) {
+	if (m->has_grh)
 		f.flags |= IBVD_TRANSIT_GRH;
-		iov[0].iov_base = (void *)&m->grh;
-		iov[0].iov_len = sizeof(m->grh);
+	if (ring_info_len(m)) {
+		iov[0].iov_base = m->has_grh ? (void *)&m->grh : (void *)&m->rdma;
+		iov[0].iov_len = ring_info_len(m);
 		memcpy(iov + 1, m->iov, (size_t)m->iovcnt * sizeof(*iov));
 		from = iov;
 		iovcnt++;
@@ -762,8 +795,8 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, from,
 			       iovcnt) < 0)
 		return false;
-	remember(qp, d, m->wr_id, IBV_WC_SEND, (uint32_t)m->len, m->send_flags,
-		 mark);
+	remember(qp, d, m->wr_id, m->has_rdma ? IBV_WC_RDMA_WRITE : IBV_WC_SEND,
+		 (uint32_t)m->len, m->send_flags, mark);
 	d->produced_now = true;
 	return true;
 }
@@ -1229,10 +1262,62 @@ static void recv_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 		if (f->flags & IBVD_TRANSIT_GRH)
 			cqe->wc_flags = IBV_WC_GRH;
 	}
-	if (f->kind == IBVD_TRANSIT_SEND_IMM) {
+	if (f->kind == IBVD_TRANSIT_WRITE_IMM)
+		cqe->opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+	if (f->kind == IBVD_TRANSIT_SEND_IMM || f->kind == IBVD_TRANSIT_WRITE_IMM) {
 		cqe->imm_data = f->imm;
 		cqe->wc_flags |= IBV_WC_WITH_IMM;
 	}
+}
+
+/*
+ * An RDMA WRITE with immediate of len bytes (after its target, at
+ * payload) into this process's memory, checked as the engine's responder
+ * checks it (engine/wqe.c): the QP's access flags, then the key, its PD,
+ * rights and range; a zero-length one checks nothing (IB 9.4.5).  False:
+ * the engine places it (a window's key, an MR this process did not
+ * register here) or fails it.
+ */
+static bool write_in(struct ibvc_qp *qp, const uint8_t *payload, uint32_t len)
+{
+	struct ibvd_transit_rdma r;
+
+	if (!len)
+		return true;
+	if (!ibvd_read_once(&qp->sq.engine->direct_remote_write))
+		return false;
+	memcpy(&r, payload, sizeof(r));
+	return ibvc_mrtab_write_in(ctx_of(qp), qp->qp.pd, r.rkey, r.remote_addr,
+				   payload + IBVD_TRANSIT_RDMA_INFO, len);
+}
+
+/*
+ * What this side places: a whole SEND into its receive WQE, or a whole
+ * WRITE with immediate into its MR (consuming a WQE, whose buffers it
+ * leaves alone).  *len: the message's bytes.
+ */
+static bool placeable(struct ibvc_qp *qp, const struct recv_queue *q,
+		      const uint8_t *slot, const struct ibvd_transit_frag *f,
+		      const uint8_t *payload, uint32_t skip, uint32_t *len,
+		      struct ibvd_sge *sge, uint32_t *nsge)
+{
+	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	uint64_t total;
+
+	if ((f->flags & whole) != whole)
+		return false;
+	if (f->kind == IBVD_TRANSIT_WRITE_IMM) {
+		/* transit.c checked that it has room for its target */
+		*len = f->len - IBVD_TRANSIT_RDMA_INFO;
+		*nsge = 0;
+		return qp->qp.qp_type != IBV_QPT_UD &&
+		       write_in(qp, payload, *len);
+	}
+	/* a GRH on RC or UC is nonsense: the engine says so */
+	return (f->kind == IBVD_TRANSIT_SEND || f->kind == IBVD_TRANSIT_SEND_IMM) &&
+	       (qp->qp.qp_type == IBV_QPT_UD || !(f->flags & IBVD_TRANSIT_GRH)) &&
+	       wqe_sges(qp, q, slot, sge, nsge, &total) &&
+	       (uint64_t)*len + skip <= total;
 }
 
 struct placing {
@@ -1249,7 +1334,6 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		      struct ibvc_direct *d, struct placing *p)
 {
 	struct ibvd_sge sge[DIRECT_MAX_SGE];
-	const uint16_t whole = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
 	bool ud = qp->qp.qp_type == IBV_QPT_UD;
 	uint32_t skip = ud ? DIRECT_GRH : 0, info = 0, len;
 	uint8_t grh[DIRECT_GRH];
@@ -1257,8 +1341,8 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	const uint8_t *payload;
 	struct ibvd_cqe cqe;
 	uint32_t next, nsge;
-	uint64_t total, wr_id;
 	const uint8_t *slot;
+	uint64_t wr_id;
 	int ret;
 
 	ret = ibvd_transit_next(&d->in, p->consumed, &f, &payload, &next);
@@ -1289,12 +1373,8 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	len = ret > 0 ? f.len - info : 0;
 	slot = ibvc_wq_slot(p->q.wq, p->head);
 	memcpy(&wr_id, slot, sizeof(wr_id));
-	/* a GRH on RC or UC is nonsense: the engine says so */
-	if (ret < 0 || (f.flags & whole) != whole ||
-	    (f.kind != IBVD_TRANSIT_SEND && f.kind != IBVD_TRANSIT_SEND_IMM) ||
-	    (!ud && (f.flags & IBVD_TRANSIT_GRH)) ||
-	    !wqe_sges(qp, &p->q, slot, sge, &nsge, &total) ||
-	    (uint64_t)len + skip > total) {
+	if (ret < 0 || !placeable(qp, &p->q, slot, &f, payload, skip, &len,
+				  sge, &nsge)) {
 		p->hand_off = true;
 		return false;
 	}

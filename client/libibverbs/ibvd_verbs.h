@@ -189,6 +189,14 @@ void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey);
 /* Is [addr, addr + len) inside an MR of pd with key lkey (and writable)? */
 bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
 		       uint32_t lkey, uint64_t addr, uint64_t len, bool write);
+/*
+ * A peer's RDMA WRITE of len bytes from src to addr, by rkey: copied, if
+ * that is an MR of pd this process registered with remote write access
+ * and the range lies inside it; false (nothing copied) otherwise.
+ */
+bool ibvc_mrtab_write_in(struct ibvc_context *ictx, const struct ibv_pd *pd,
+			 uint32_t rkey, uint64_t addr, const void *src,
+			 uint64_t len);
 void ibvc_mrtab_fini(struct ibvc_context *ictx);
 
 static inline struct ibvc_context *to_ibvc_context(struct ibv_context *ctx)
@@ -635,6 +643,8 @@ struct ibvc_mr {
 	struct ibv_mr mr;			/* must be first */
 	struct ibvc_dm *dm;			/* the device memory it is on */
 	unsigned int access;			/* as registered (rereg needs it) */
+	bool tabled;				/* its iova is its address: in
+						 * the context's mrtab */
 };
 
 /*

@@ -159,8 +159,12 @@ int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 		free(imr);
 		return ret;
 	}
-	/* addressed by iova elsewhere: the direct transport copies only at addr */
-	if (iova == (uintptr_t)addr)
+	/*
+	 * Addressed by iova elsewhere (or, zero-based, by offset): the
+	 * direct transport copies only where addresses are this process's.
+	 */
+	imr->tabled = iova == (uintptr_t)addr && !(access & IBV_ACCESS_ZERO_BASED);
+	if (imr->tabled)
 		ibvc_mrtab_add(to_ibvc_context(pd->context), mr, access);
 	ibvc_pd_hold(pd);
 	*ret_mr = mr;
@@ -259,7 +263,12 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	mr->lkey = reply->lkey;
 	mr->rkey = reply->rkey;
 	ibvd__reg_mr_reply__free_unpacked(reply, NULL);
-	if (!imr->dm)
+	/* a new range is addressed by its address (the daemon's iova) */
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		imr->tabled = true;
+	if (imr->access & IBV_ACCESS_ZERO_BASED)
+		imr->tabled = false;
+	if (!imr->dm && imr->tabled)
 		ibvc_mrtab_add(to_ibvc_context(mr->context), mr, imr->access);
 	return 0;
 }

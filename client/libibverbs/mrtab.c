@@ -3,7 +3,8 @@
  * which copies between registered memory and a transit ring itself and
  * must check each SGE as the engine would: the key is one of this
  * process's MRs, on the QP's PD, with the access the copy needs, and the
- * range lies inside it.  An MR that is not here (imported from another
+ * range lies inside it.  The same for an RDMA WRITE with immediate that
+ * a peer sent on a ring, by its rkey (an MR's rkey is its lkey).  An MR that is not here (imported from another
  * process, on-demand paging) is not an error: the message then goes the
  * engine's way, which knows every MR.
  *
@@ -13,6 +14,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "ibvd_verbs.h"
 
@@ -103,27 +105,58 @@ out:
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* Under the lock: the entry of key, or NULL. */
+static const struct ibvc_mrtab_entry *find(const struct ibvc_mrtab *t,
+					   uint32_t key)
+{
+	uint32_t i;
+
+	if (!t->cap)
+		return NULL;
+	for (i = slot_of(key, t->cap); t->slots[i].used; i = (i + 1) & (t->cap - 1))
+		if (t->slots[i].lkey == key)
+			return &t->slots[i];
+	return NULL;
+}
+
+/* Does e, an MR of pd, hold [addr, addr + len) with every right in access? */
+static bool entry_covers(const struct ibvc_mrtab_entry *e,
+			 const struct ibv_pd *pd, uint64_t addr, uint64_t len,
+			 unsigned int access)
+{
+	return e && e->pd == pd && addr >= e->addr && len <= e->length &&
+	       addr - e->addr <= e->length - len &&
+	       (e->access & access) == access;
+}
+
 bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
 		       uint32_t lkey, uint64_t addr, uint64_t len, bool write)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
-	bool ok = false;
-	uint32_t i;
+	bool ok;
 
 	pthread_mutex_lock(&t->lock);
-	if (!t->cap)
-		goto out;
-	for (i = slot_of(lkey, t->cap); t->slots[i].used; i = (i + 1) & (t->cap - 1)) {
-		const struct ibvc_mrtab_entry *e = &t->slots[i];
+	ok = entry_covers(find(t, lkey), pd, addr, len,
+			  write ? IBV_ACCESS_LOCAL_WRITE : 0);
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
 
-		if (e->lkey != lkey)
-			continue;
-		ok = e->pd == pd && addr >= e->addr && len <= e->length &&
-		     addr - e->addr <= e->length - len &&
-		     (!write || (e->access & IBV_ACCESS_LOCAL_WRITE));
-		break;
-	}
-out:
+bool ibvc_mrtab_write_in(struct ibvc_context *ictx, const struct ibv_pd *pd,
+			 uint32_t rkey, uint64_t addr, const void *src,
+			 uint64_t len)
+{
+	struct ibvc_mrtab *t = &ictx->mrs;
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	ok = entry_covers(find(t, rkey), pd, addr, len, IBV_ACCESS_REMOTE_WRITE);
+	/*
+	 * Under the lock: ibv_dereg_mr forgets the MR here first, so an app
+	 * that unmaps its memory once that returned never has us copy there.
+	 */
+	if (ok)
+		memcpy((void *)(uintptr_t)addr, src, len);
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }

@@ -92,11 +92,14 @@ static enum eng_resp write_imm_first(struct ibvd_engine *eng,
 
 /*
  * WRITE_WITH_IMM: the immediate consumes a receive WQE (its buffers are not
- * touched), so the WQE must exist before any data moves, else RNR.
+ * touched), so the WQE must exist before any data moves, else RNR.  With
+ * target's RQ claim held.
  */
-static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
-			       struct ibvd_qp *target, const struct eng_sgl *dst,
-			       const struct eng_req *req)
+static enum eng_resp write_imm_claimed(struct ibvd_engine *eng,
+				       struct ibvd_qp *src,
+				       struct ibvd_qp *target,
+				       const struct eng_sgl *dst,
+				       const struct eng_req *req)
 {
 	struct eng_rcv_info info = {
 		.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
@@ -106,11 +109,8 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_recv rwqe;
 	struct eng_rq rq;
 	enum eng_resp r;
-	int ret, held;
+	int ret;
 
-	held = ibvd_eng_rq_claim(target);
-	if (held < 0)
-		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
 	ibvd_eng_rq_of(target, &rq);
 	pthread_mutex_lock(rq.lock);
 	if (req->off) {
@@ -124,8 +124,33 @@ static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
 					    req, &info);
 	}
 	pthread_mutex_unlock(rq.lock);
+	return r;
+}
+
+static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
+			       struct ibvd_qp *target, const struct eng_sgl *dst,
+			       const struct eng_req *req)
+{
+	int held = ibvd_eng_rq_claim(target);
+	enum eng_resp r;
+
+	if (held < 0)
+		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
+	r = write_imm_claimed(eng, src, target, dst, req);
 	ibvd_eng_rq_unclaim(target, held);
 	return r;
+}
+
+/* The key checked: dst, the range it names in target's memory. */
+static bool write_target(struct ibvd_qp *src, struct ibvd_qp *target,
+			 const struct eng_req *req, struct eng_sgl *dst)
+{
+	ibvd_eng_count_arrival(src, target, req);
+	dst->n = 0;
+	dst->total = 0;
+	return ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
+				     req->length, IBV_ACCESS_REMOTE_WRITE,
+				     dst) == 0;
 }
 
 enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
@@ -135,15 +160,23 @@ enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 	bool uc = src->qp_type == IBV_QPT_UC;
 	struct eng_sgl dst;
 
-	ibvd_eng_count_arrival(src, target, req);
-	dst.n = 0;
-	dst.total = 0;
-	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
-				  req->length, IBV_ACCESS_REMOTE_WRITE, &dst) < 0)
+	if (!write_target(src, target, req, &dst))
 		return access_violation(target, uc);
 	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		return write_imm(eng, src, target, &dst, req);
 	return write_data(eng, target, &dst, req, uc);
+}
+
+enum eng_resp ibvd_eng_write_imm_claimed(struct ibvd_engine *eng,
+					 struct ibvd_qp *src,
+					 struct ibvd_qp *target,
+					 const struct eng_req *req)
+{
+	struct eng_sgl dst;
+
+	if (!write_target(src, target, req, &dst))
+		return access_violation(target, src->qp_type == IBV_QPT_UC);
+	return write_imm_claimed(eng, src, target, &dst, req);
 }
 
 enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,

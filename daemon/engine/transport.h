@@ -453,6 +453,11 @@ enum eng_resp ibvd_eng_deliver_send_claimed(struct ibvd_engine *eng,
 enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 				  struct ibvd_qp *target,
 				  const struct eng_req *req);
+/* A WRITE_WITH_IMM with target's RQ claim already held (direct.c). */
+enum eng_resp ibvd_eng_write_imm_claimed(struct ibvd_engine *eng,
+					 struct ibvd_qp *src,
+					 struct ibvd_qp *target,
+					 const struct eng_req *req);
 enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 struct ibvd_qp *target,
 				 const struct eng_req *req);

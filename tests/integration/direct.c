@@ -1,7 +1,8 @@
 /*
  * direct-helper: the direct transport (common/transit.h) against a real
- * daemon (direct.sh): SENDs between two local RC QPs through transit
- * rings, with every verbs rule the engine keeps.
+ * daemon (direct.sh): SENDs and RDMA WRITEs with immediate between two
+ * local RC QPs through transit rings, with every verbs rule the engine
+ * keeps.
  *
  * usage: direct-helper			the Check suite (CK_RUN_CASE=NAME
  *					runs one case)
@@ -10,7 +11,9 @@
  *					"pingpong: N messages" (DIRECT_RINGS=0:
  *					the QPs must have no rings;
  *					DIRECT_HALFWAY=FILE: halfway it prints
- *					"halfway" and waits for FILE)
+ *					"halfway" and waits for FILE;
+ *					DIRECT_PINGPONG=write_imm: RDMA
+ *					WRITEs with immediate, not SENDs)
  *        direct-helper stream SECONDS [SEED [FLOWS]]
  *					streaming senders and a receiver
  *					that stalls at random, FLOWS pairs
@@ -355,6 +358,226 @@ START_TEST(send_inv_in_order)
 		f.a->lkey, (uintptr_t)t->addr, rkey);
 	vt_expect_wc(f.p.scq[0], NULL, 13, IBV_WC_REM_ACCESS_ERR,
 		     "a WRITE through the invalidated window");
+	fx_free(&f);
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+}
+END_TEST
+
+/* ---- RDMA WRITE with immediate on the ring ------------------------------ */
+
+/* WRITE_WITH_IMM of len bytes from f->a at off to f->b at roff: checked. */
+static void write_imm_one(struct fx *f, uint64_t id, uint32_t off,
+			  uint32_t roff, uint32_t len, uint32_t seed)
+{
+	struct ibv_wc wc;
+
+	vt_fill(BUF(f->a) + off, len, 0, seed);
+	vt_send(f->p.qp[0], id, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f->a) + off, len, f->a->lkey, ADDR(f->b, roff), f->b->rkey);
+	vt_expect_ok(f->p.rcq[1], &wc, id, IBV_WC_RECV_RDMA_WITH_IMM,
+		     "WRITE_WITH_IMM at the receiver");
+	ck_assert_uint_eq(wc.byte_len, len);
+	ck_assert(wc.wc_flags & IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(be32toh(wc.imm_data), (uint32_t)id ^ 0x5a5a0000u);
+	ck_assert_uint_eq(wc.src_qp, f->p.qp[0]->qp_num);
+	vt_expect_pat(BUF(f->b) + roff, len, 0, seed, "the WRITE's bytes");
+	vt_expect_ok(f->p.scq[0], &wc, id, IBV_WC_RDMA_WRITE,
+		     "WRITE_WITH_IMM at the sender");
+}
+
+/*
+ * WRITEs with immediate of every size up to 64 KiB land where they were
+ * aimed, byte for byte, and consume a receive each, whose buffer they
+ * leave alone; the two completions are the verbs' (RECV_RDMA_WITH_IMM
+ * with the length and immediate, RDMA_WRITE at the sender).
+ */
+START_TEST(write_imm_sizes)
+{
+	static const uint32_t lens[] = { 0, 1, 7, 64, 100, 4095, 4096, 4097,
+					  30000, LEN };
+	unsigned int i;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	memset(BUF(f.b), 0xEE, 64);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		vt_recv(f.p.qp[1], i, BUF(f.b), 64, f.b->lkey);
+		write_imm_one(&f, i, 0, LEN - lens[i] / 2, lens[i], 300 + i);
+		/* the receive's own buffer is not where the data goes */
+		vt_expect_byte(BUF(f.b), 64, 0xEE, "the receive's buffer");
+	}
+	fx_free(&f);
+}
+END_TEST
+
+/* In order with the SENDs around it and the WRITEs the engine runs. */
+START_TEST(write_imm_in_order)
+{
+	volatile uint8_t *flag;
+	struct ibv_wc wc;
+	unsigned int i;
+	struct fx f;
+	long end;
+
+	fx_init(&f, NULL);
+	flag = BUF(f.b) + 2 * LEN - 1;
+	for (i = 0; i < 200; i++) {
+		vt_recv(f.p.qp[1], 3 * i, BUF(f.b) + LEN, 64, f.b->lkey);
+		vt_recv(f.p.qp[1], 3 * i + 1, BUF(f.b) + LEN + 64, 64, f.b->lkey);
+		vt_recv(f.p.qp[1], 3 * i + 2, BUF(f.b) + LEN + 128, 64, f.b->lkey);
+		vt_fill(BUF(f.a), 2000, 0, 500 + i);
+		vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, BUF(f.a), 64, f.a->lkey, 0, 0);
+		vt_send(f.p.qp[0], 3 * i + 1, IBV_WR_RDMA_WRITE_WITH_IMM, 0,
+			BUF(f.a), 2000, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+		vt_send(f.p.qp[0], 3, IBV_WR_SEND, 0, BUF(f.a) + 64, 64,
+			f.a->lkey, 0, 0);
+		/* a WRITE behind them, watched without polling */
+		*flag = 0;
+		BUF(f.a)[LEN - 1] = (uint8_t)(i % 255 + 1);
+		vt_send(f.p.qp[0], 4, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			BUF(f.a) + LEN - 1, 1, f.a->lkey, ADDR(f.b, 2 * LEN - 1),
+			f.b->rkey);
+		end = vt_now_ms() + vt_tmo_ms();
+		while (*flag != (uint8_t)(i % 255 + 1) && vt_now_ms() < end)
+			;
+		ck_assert_msg(*flag == (uint8_t)(i % 255 + 1),
+			      "round %u: the WRITE never landed", i);
+		vt_expect_pat(BUF(f.b), 2000, 0, 500 + i,
+			      "the WRITE_WITH_IMM's bytes before the WRITE's");
+		vt_expect_ok(f.p.rcq[1], &wc, 3 * i, IBV_WC_RECV, "SEND");
+		vt_expect_ok(f.p.rcq[1], &wc, 3 * i + 1, IBV_WC_RECV_RDMA_WITH_IMM,
+			     "WRITE_WITH_IMM between SENDs");
+		ck_assert_uint_eq(wc.byte_len, 2000);
+		vt_expect_ok(f.p.rcq[1], &wc, 3 * i + 2, IBV_WC_RECV, "SEND");
+		vt_expect_ok(f.p.scq[0], &wc, 4, IBV_WC_RDMA_WRITE, "the WRITE");
+	}
+	fx_free(&f);
+}
+END_TEST
+
+/* Sent before any receive is posted: it waits (rnr_retry 7), data too. */
+START_TEST(write_imm_late_receive)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	vt_fill(BUF(f.a), 256, 0, 77);
+	vt_send(f.p.qp[0], 5, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f.a), 256, f.a->lkey, ADDR(f.b, 4096), f.b->rkey);
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "no receive posted yet");
+	vt_expect_none(f.p.scq[0], 0, "not taken yet");
+	vt_recv(f.p.qp[1], 6, BUF(f.b), 64, f.b->lkey);
+	vt_expect_ok(f.p.rcq[1], &wc, 6, IBV_WC_RECV_RDMA_WITH_IMM, "late receive");
+	vt_expect_pat(BUF(f.b) + 4096, 256, 0, 77, "the WRITE's bytes");
+	vt_expect_ok(f.p.scq[0], &wc, 5, IBV_WC_RDMA_WRITE, "sender");
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * A WRITE_WITH_IMM the receiver may not take fails as a responder fails
+ * it, ring or not: the sender gets REM_ACCESS_ERR, the receiver's QP
+ * goes to ERR (its receive flushed), and not a byte lands.  bad: 0 a key
+ * nobody has, 1 past the MR's end, 2 an MR without remote write, 3 a
+ * receiving QP without remote write in its access flags.
+ */
+static void write_imm_refused(int bad)
+{
+	struct vt_qp_opts o1 = { .access = IBV_ACCESS_REMOTE_READ };
+	struct ibv_mr *ro = vt_reg(D.pd, 4096, IBV_ACCESS_LOCAL_WRITE |
+						IBV_ACCESS_REMOTE_READ);
+	uint64_t raddr;
+	uint32_t rkey;
+	struct ibv_wc wc;
+	struct fx f;
+
+	if (bad == 3) {
+		vt_pair2(&f.p, &D, NULL, &o1, 256);
+		f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+		f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
+		vt_assert(vt_transit_maps() > 0 || !expect_rings(),
+			  "the pair has no transit rings");
+	} else {
+		fx_init(&f, NULL);
+	}
+	raddr = bad == 2 ? (uintptr_t)ro->addr : ADDR(f.b, 0);
+	rkey = bad == 0 ? f.b->rkey ^ 0x3c3c00u : bad == 2 ? ro->rkey : f.b->rkey;
+	if (bad == 1)
+		raddr = ADDR(f.b, 2 * LEN - 8);
+	vt_fill(BUF(f.a), 64, 0, 9);
+	vt_recv(f.p.qp[1], 7, BUF(f.b) + 8192, 64, f.b->lkey);
+	vt_send(f.p.qp[0], 8, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f.a), 64, f.a->lkey, raddr, rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 8, IBV_WC_REM_ACCESS_ERR, "sender");
+	vt_expect_wc(f.p.rcq[1], &wc, 7, IBV_WC_WR_FLUSH_ERR, "receiver");
+	vt_expect_byte(BUF(f.b) + 2 * LEN - 8, 8, 0, "nothing past the MR");
+	vt_expect_byte(BUF(f.b), 64, 0, "nothing written");
+	vt_expect_byte(BUF(ro), 64, 0, "nothing in the read-only MR");
+	fx_free(&f);
+	vt_dereg(ro);
+}
+
+START_TEST(write_imm_refused_key)
+{
+	write_imm_refused(0);
+}
+END_TEST
+
+START_TEST(write_imm_refused_range)
+{
+	write_imm_refused(1);
+}
+END_TEST
+
+START_TEST(write_imm_refused_mr_access)
+{
+	write_imm_refused(2);
+}
+END_TEST
+
+START_TEST(write_imm_refused_qp_access)
+{
+	write_imm_refused(3);
+}
+END_TEST
+
+/*
+ * Through a memory window's key, which only the daemon knows: the
+ * receiver's library leaves it to the engine, which places it.
+ */
+START_TEST(write_imm_window)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_mr *t = vt_reg(D.pd, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_wc wc;
+	uint32_t rkey;
+	struct fx f;
+
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL);
+	rkey = ibv_inc_rkey(mw->rkey);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 70;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = t;
+	wr.bind_mw.bind_info.addr = (uintptr_t)t->addr;
+	wr.bind_mw.bind_info.length = 4096;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), 0);
+	vt_expect_ok(f.p.scq[1], &wc, 70, IBV_WC_BIND_MW, "BIND_MW");
+	vt_fill(BUF(f.a), 1000, 0, 33);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f.a), 1000, f.a->lkey, (uintptr_t)t->addr + 100, rkey);
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV_RDMA_WITH_IMM, "receiver");
+	vt_expect_pat(BUF(t) + 100, 1000, 0, 33, "through the window");
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_WRITE, "sender");
 	fx_free(&f);
 	vt_dereg(t);
 	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
@@ -1759,7 +1982,11 @@ static void scribble_rings(void)
 	fclose(f);
 }
 
-/* The child: honest SENDs first, then garbage in the ring for a while. */
+/*
+ * The child: honest messages first, then garbage in the ring for a
+ * while.  On RC and UC every other one is an RDMA WRITE with immediate
+ * of no bytes (which needs no key), so the garbage hits those too.
+ */
 static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *mr)
 {
 	long end = vt_now_ms() + 1500;
@@ -1784,7 +2011,13 @@ static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *m
 		wr.wr.ud.remote_qkey = VT_QKEY;
 	}
 	while (vt_now_ms() < end) {
-		wr.wr.ud.ah = ah[n++ % 2];
+		if (qp->qp_type == IBV_QPT_UD) {
+			wr.wr.ud.ah = ah[n % 2];
+		} else {
+			wr.opcode = n % 2 ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_SEND;
+			wr.num_sge = n % 2 ? 0 : 1;
+		}
+		n++;
 		ibv_post_send(qp, &wr, &bad);	/* fails once the SQ is full */
 		scribble_rings();
 	}
@@ -1915,8 +2148,17 @@ static void halfway(void)
 	}
 }
 
+/* DIRECT_PINGPONG=write_imm: the ping-pong is of RDMA WRITEs with immediate. */
+static bool pingpong_writes(void)
+{
+	const char *v = getenv("DIRECT_PINGPONG");
+
+	return v && strcmp(v, "write_imm") == 0;
+}
+
 static int pingpong(unsigned long n)
 {
+	bool writes = pingpong_writes();
 	struct ibv_wc wc;
 	struct fx f;
 	unsigned long i;
@@ -1925,15 +2167,23 @@ static int pingpong(unsigned long n)
 	fx_init(&f, NULL);
 	for (i = 0; i < n; i++) {
 		int from = (int)(i & 1), to = !from;
+		/* both QPs write into b, each at its own place */
+		uint64_t at = ADDR(f.b, 4096 + 64 * (uint64_t)from);
 
 		if (i == n / 2)
 			halfway();
 
 		vt_recv(f.p.qp[to], i, BUF(f.b), 64, f.b->lkey);
-		vt_send(f.p.qp[from], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
-			BUF(f.a), 8, f.a->lkey, 0, 0);
-		vt_expect_ok(f.p.rcq[to], &wc, i, IBV_WC_RECV, "pingpong");
-		vt_expect_ok(f.p.scq[from], &wc, i, IBV_WC_SEND, "pingpong");
+		memcpy(BUF(f.a), &i, sizeof(i));
+		vt_send(f.p.qp[from], i, writes ? IBV_WR_RDMA_WRITE_WITH_IMM :
+			IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 8, f.a->lkey,
+			at, f.b->rkey);
+		vt_expect_ok(f.p.rcq[to], &wc, i, writes ?
+			     IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV, "pingpong");
+		vt_assert(memcmp(writes ? (void *)(uintptr_t)at : BUF(f.b), &i,
+				 sizeof(i)) == 0, "message %lu: wrong bytes", i);
+		vt_expect_ok(f.p.scq[from], &wc, i, writes ? IBV_WC_RDMA_WRITE :
+			     IBV_WC_SEND, "pingpong");
 	}
 	fx_free(&f);
 	vt_close(&D);
@@ -1965,6 +2215,14 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, late_receives);
 	tcase_add_test(tc, uc_no_receive_drops);
 	tcase_add_test(tc, send_inv_in_order);
+	tcase_add_test(tc, write_imm_sizes);
+	tcase_add_test(tc, write_imm_in_order);
+	tcase_add_test(tc, write_imm_late_receive);
+	tcase_add_test(tc, write_imm_refused_key);
+	tcase_add_test(tc, write_imm_refused_range);
+	tcase_add_test(tc, write_imm_refused_mr_access);
+	tcase_add_test(tc, write_imm_refused_qp_access);
+	tcase_add_test(tc, write_imm_window);
 	tcase_add_test(tc, maps_at_poll);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);

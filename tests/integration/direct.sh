@@ -13,10 +13,11 @@
 #     with SENDs in the ring; a sender writing garbage over the rings
 #     (on UD it must not stop the receiving QP); UD pairs: sizes to the
 #     MTU after the GRH slot, Q_Keys, drops, a third sender.
-#  2. Counting, not timing: 20,000 ping-pong SENDs cost the engine fewer
-#     than one turn per 100 messages through the rings (its "turns"
-#     counter, ibvctl statistic show engine), and at least one per message
-#     with "engine": { "direct": false }, which also maps no rings.
+#  2. Counting, not timing: 20,000 ping-pong SENDs, and as many RDMA
+#     WRITEs with immediate, cost the engine fewer than one turn per 100
+#     messages through the rings (its "turns" counter, ibvctl statistic
+#     show engine), and SENDs at least one per message with "engine": {
+#     "direct": false }, which also maps no rings.
 #  3. Debian's perftest (ib_send_lat, also with events and over UC and
 #     UD, ib_send_bw), ibv_rc_pingpong (-c: data checked; busy polling,
 #     with events, 64 KiB), ibv_uc_pingpong and ibv_ud_pingpong between
@@ -202,15 +203,16 @@ expect_grep "^sigbus: the app's handler$" "$O/sigbus-app" "sigbus app"
 ok "killed by SIGBUS without a handler, the app's handler with one"
 
 N=20000
-# pingpong direct|engine: the engine turns $N ping-pong SENDs cost.
+# pingpong direct|engine [send|write_imm]: the engine turns $N ping-pong
+# SENDs (or RDMA WRITEs with immediate) cost.
 pingpong() {
-	local t0 t1 rings=1
+	local t0 t1 rings=1 op=${2:-send}
 	[ "$1" = engine ] && rings=0
 	t0=$(turns)
-	TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_RINGS=$rings "$HELPER" pingpong "$N" \
-		>"$O/pp-$1" 2>&1 ||
-		{ show pingpong "$O/pp-$1"; fail "pingpong ($1) failed"; }
-	expect_grep "^pingpong: $N messages$" "$O/pp-$1" "pingpong ($1)"
+	TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_RINGS=$rings DIRECT_PINGPONG="$op" \
+		"$HELPER" pingpong "$N" >"$O/pp-$1-$op" 2>&1 ||
+		{ show pingpong "$O/pp-$1-$op"; fail "pingpong ($1, $op) failed"; }
+	expect_grep "^pingpong: $N messages$" "$O/pp-$1-$op" "pingpong ($1, $op)"
 	t1=$(turns)
 	echo $((t1 - t0))
 }
@@ -219,6 +221,11 @@ check "$N SENDs through the rings: fewer than $((N / 100)) engine turns"
 n=$(pingpong direct) || exit 1
 [ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N SENDs through the rings"
 ok "$n engine turns for $N SENDs"
+
+check "$N RDMA WRITEs with immediate through the rings: fewer than $((N / 100)) engine turns"
+n=$(pingpong direct write_imm) || exit 1
+[ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N WRITE_WITH_IMMs through the rings"
+ok "$n engine turns for $N WRITE_WITH_IMMs"
 
 # A tenant held to a bandwidth limit sends every SEND through the engine,
 # which charges it, from the moment the limit is set.

@@ -234,8 +234,15 @@ START_TEST(garbage_cases)
 	h->len = 100;
 	h->kind = 0;
 	ck_assert_int_eq(ibvd_transit_next(&rx, 0, &f, &payload, &next), -EPROTO);
-	h->kind = IBVD_TRANSIT_WRITE_IMM;	/* a notice with data */
+	h->kind = IBVD_TRANSIT_WRITE_IMM;	/* a WRITE in parts */
+	h->flags = IBVD_TRANSIT_FIRST;
 	ck_assert_int_eq(ibvd_transit_next(&rx, 0, &f, &payload, &next), -EPROTO);
+	h->flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
+	h->len = IBVD_TRANSIT_RDMA_INFO - 1;	/* no room for its target */
+	ck_assert_int_eq(ibvd_transit_next(&rx, 0, &f, &payload, &next), -EPROTO);
+	h->len = 100;				/* whole, with a target */
+	ck_assert_int_eq(ibvd_transit_next(&rx, 0, &f, &payload, &next), 1);
+	ck_assert_uint_eq(f.kind, IBVD_TRANSIT_WRITE_IMM);
 	h->kind = IBVD_TRANSIT_SEND;
 	h->msg_len = 50;			/* a first part larger than its message */
 	ck_assert_int_eq(ibvd_transit_next(&rx, 0, &f, &payload, &next), -EPROTO);

@@ -1,7 +1,8 @@
 /*
  * The engine's part in the direct transport (common/transit.h): the
- * libraries pass SENDs between two local QPs through transit rings, and
- * the engine places what they cannot or should not wait for:
+ * libraries pass SENDs (and RC and UC WRITEs with immediate) between two
+ * local QPs through transit rings, and the engine places what they
+ * cannot or should not wait for:
  *  - before a direct QP's next SQ WQE runs, the ring it sends on must be
  *    empty (RC order: a WRITE never lands before an earlier SEND), so the
  *    engine places what is still there itself;
@@ -228,7 +229,44 @@ static void frag_grh(struct ibvd_av *av, const uint8_t *payload)
 	av->traffic_class = g.traffic_class;
 }
 
-/* A fragment as the SEND it stands for; false if it is no such thing. */
+/*
+ * RDMA WRITE with immediate: where it goes, copied once out of the ring
+ * (the sender may rewrite it meanwhile); the responder checks the key.
+ */
+static void frag_rdma(struct ibvd_send_wqe *w, const uint8_t *payload)
+{
+	struct ibvd_transit_rdma r;
+
+	memcpy(&r, payload, sizeof(r));
+	w->remote_addr = r.remote_addr;
+	w->rkey = r.rkey;
+}
+
+static uint32_t frag_opcode(uint16_t kind)
+{
+	switch (kind) {
+	case IBVD_TRANSIT_SEND:
+		return IBV_WR_SEND;
+	case IBVD_TRANSIT_SEND_IMM:
+		return IBV_WR_SEND_WITH_IMM;
+	case IBVD_TRANSIT_SEND_INV:
+		return IBV_WR_SEND_WITH_INV;
+	default:
+		return IBV_WR_RDMA_WRITE_WITH_IMM;
+	}
+}
+
+/* Does a QP of this type send fragments of this kind? */
+static bool frag_kind_ok(uint32_t qp_type, uint16_t kind)
+{
+	if (kind == IBVD_TRANSIT_SEND || kind == IBVD_TRANSIT_SEND_IMM)
+		return true;
+	if (kind == IBVD_TRANSIT_SEND_INV)
+		return qp_type != IBV_QPT_UD;
+	return kind == IBVD_TRANSIT_WRITE_IMM && qp_type != IBV_QPT_UD;
+}
+
+/* A fragment as the request it stands for; false if it is no such thing. */
 static bool frag_request(const struct ibvd_qp *src,
 			 const struct ibvd_transit_frag *f,
 			 const uint8_t *payload, struct eng_req *req)
@@ -238,17 +276,19 @@ static bool frag_request(const struct ibvd_qp *src,
 	uint32_t len = f->len;
 
 	/* libraries send whole messages only (transit.h, "Producers") */
-	if ((f->flags & whole) != whole ||
-	    (f->kind != IBVD_TRANSIT_SEND && f->kind != IBVD_TRANSIT_SEND_IMM &&
-	     (f->kind != IBVD_TRANSIT_SEND_INV || src->qp_type == IBV_QPT_UD)) ||
+	if ((f->flags & whole) != whole || !frag_kind_ok(src->qp_type, f->kind) ||
 	    (grh && (src->qp_type != IBV_QPT_UD || len < IBVD_TRANSIT_GRH_INFO)))
 		return false;
 	memset(req, 0, sizeof(*req));
-	req->w.opcode = f->kind == IBVD_TRANSIT_SEND ? IBV_WR_SEND :
-			f->kind == IBVD_TRANSIT_SEND_IMM ? IBV_WR_SEND_WITH_IMM :
-							   IBV_WR_SEND_WITH_INV;
+	req->w.opcode = frag_opcode(f->kind);
 	/* SEND_INV: the key to invalidate, where the engine's WQE has it */
 	req->w.imm_data = f->imm;
+	/* transit.c checked that a WRITE has room for its target */
+	if (f->kind == IBVD_TRANSIT_WRITE_IMM) {
+		frag_rdma(&req->w, payload);
+		payload += IBVD_TRANSIT_RDMA_INFO;
+		len -= IBVD_TRANSIT_RDMA_INFO;
+	}
 	if (f->flags & IBVD_TRANSIT_SOLICITED)
 		req->w.send_flags = IBV_SEND_SOLICITED;
 	req->w.av.sl = (uint8_t)((f->flags & IBVD_TRANSIT_SL_MASK) >>
@@ -345,6 +385,8 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 				ibvd_eng_ud_deliver_claimed(eng, src, target,
 							    &req, f.qkey);
 			r = RESP_OK;
+		} else if (req.w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+			r = ibvd_eng_write_imm_claimed(eng, src, target, &req);
 		} else {
 			r = ibvd_eng_deliver_send_claimed(eng, src, target,
 							  &req);

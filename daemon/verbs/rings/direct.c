@@ -167,7 +167,9 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
  * has none: a message with no WQE to go to is dropped), and while the
  * peer is there.  The library checks this word after each SEND it
  * puts in the ring, so one that raced with a peer leaving is seen by the
- * engine (ibvd_direct_leave kicks it) or rings for it.
+ * engine (ibvd_direct_leave kicks it) or rings for it.  Its library
+ * places WRITEs with immediate that came on the ring only while the
+ * QP's access flags allow remote writes.
  */
 void ibvd_direct_update(struct ibvd_qp *qp)
 {
@@ -179,6 +181,8 @@ void ibvd_direct_update(struct ibvd_qp *qp)
 		      !ibvd_engine_ctx_paced(qp->ctx);
 
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
+	ibvd_publish(&sq_engine(qp)->direct_remote_write,
+		     !!(qp->attr.access & IBV_ACCESS_REMOTE_WRITE));
 }
 
 /* qp and peer (both pairable, of one type and device) share rings now. */
