@@ -300,24 +300,13 @@ START_TEST(uc_no_receive_drops)
 }
 END_TEST
 
-/*
- * A SEND with invalidate goes on the ring too; the receiver's library
- * hands it to the engine, which owns the keys: it lands between the
- * SENDs around it, reports the key, and the key is dead after it.
- */
-START_TEST(send_inv_in_order)
+/* Bind type-2 window mw over all of t (4 KiB) with rkey, on QP 1. */
+static void bind_window(struct fx *f, struct ibv_mw *mw, struct ibv_mr *t,
+			uint32_t rkey)
 {
-	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
-	struct ibv_mr *t = vt_reg(D.pd, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
 	struct ibv_send_wr wr, *bad = NULL;
 	struct ibv_wc wc;
-	uint32_t rkey;
-	struct fx f;
-	int i;
 
-	ck_assert_ptr_nonnull(mw);
-	fx_init(&f, NULL);
-	rkey = ibv_inc_rkey(mw->rkey);
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = 70;
 	wr.opcode = IBV_WR_BIND_MW;
@@ -328,8 +317,28 @@ START_TEST(send_inv_in_order)
 	wr.bind_mw.bind_info.addr = (uintptr_t)t->addr;
 	wr.bind_mw.bind_info.length = 4096;
 	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), 0);
-	vt_expect_ok(f.p.scq[1], &wc, 70, IBV_WC_BIND_MW, "BIND_MW");
+	ck_assert_int_eq(ibv_post_send(f->p.qp[1], &wr, &bad), 0);
+	vt_expect_ok(f->p.scq[1], &wc, 70, IBV_WC_BIND_MW, "BIND_MW");
+}
+
+/*
+ * A SEND with invalidate goes on the ring too; the receiver's library
+ * hands it to the engine, which owns the keys: it lands between the
+ * SENDs around it, reports the key, and the key is dead after it.
+ */
+START_TEST(send_inv_in_order)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_mr *t = vt_reg(D.pd, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
+	struct ibv_wc wc;
+	uint32_t rkey;
+	struct fx f;
+	int i;
+
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL);
+	rkey = ibv_inc_rkey(mw->rkey);
+	bind_window(&f, mw, t, rkey);
 	for (i = 0; i < 3; i++) {
 		vt_recv(f.p.qp[1], 20 + (uint64_t)i, BUF(f.b) + 1024 * i, 1024,
 			f.b->lkey);
@@ -551,7 +560,6 @@ START_TEST(write_imm_window)
 {
 	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
 	struct ibv_mr *t = vt_reg(D.pd, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
-	struct ibv_send_wr wr, *bad = NULL;
 	struct ibv_wc wc;
 	uint32_t rkey;
 	struct fx f;
@@ -559,18 +567,7 @@ START_TEST(write_imm_window)
 	ck_assert_ptr_nonnull(mw);
 	fx_init(&f, NULL);
 	rkey = ibv_inc_rkey(mw->rkey);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 70;
-	wr.opcode = IBV_WR_BIND_MW;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.bind_mw.mw = mw;
-	wr.bind_mw.rkey = rkey;
-	wr.bind_mw.bind_info.mr = t;
-	wr.bind_mw.bind_info.addr = (uintptr_t)t->addr;
-	wr.bind_mw.bind_info.length = 4096;
-	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), 0);
-	vt_expect_ok(f.p.scq[1], &wc, 70, IBV_WC_BIND_MW, "BIND_MW");
+	bind_window(&f, mw, t, rkey);
 	vt_fill(BUF(f.a), 1000, 0, 33);
 	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey);
 	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
