@@ -56,7 +56,12 @@
  * receive's 40-byte GRH slot, and drops one for another Q_Key or longer
  * than a port's MTU; one that finds no receive waits until its sender's
  * library asks the engine to take it (at most about 20 us), which drops
- * it: a NIC keeps a datagram about as long.  Sends complete when taken,
+ * it: a NIC keeps a datagram about as long.  A receiver's library that
+ * holds its claim for long (its process stopped mid-poll) keeps what the
+ * ring holds: only the claim's holder moves `consumed`, since that
+ * library may be copying out of the cells below it; the engine gives up
+ * waiting instead, and the sender's library completes its sends up to
+ * where it gave up (direct_dropped, ring.h).  Sends complete when taken,
  * dropped or not.  Garbage in a ring does not fail a UD QP, whose peer
  * may have written it (either side can write both rings), and whose
  * other peers would lose it too: the pair stops carrying datagrams, and

@@ -921,6 +921,21 @@ static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 }
 
 /*
+ * UD: where the sends count as taken, `consumed` or beyond: the engine
+ * may have given up waiting for a receiver that holds its claim too long
+ * (ring.h, direct_dropped), while the ring keeps what it holds.
+ */
+static uint32_t done_upto(const struct ibvc_qp *qp, uint32_t consumed)
+{
+	uint32_t dropped;
+
+	if (qp->qp.qp_type != IBV_QPT_UD)
+		return consumed;
+	dropped = ibvd_observe(&qp->sq.engine->direct_dropped);
+	return (int32_t)(dropped - consumed) > 0 ? dropped : consumed;
+}
+
+/*
  * The end of the first signalled SEND not taken when `consumed` was
  * `since`; false: none.  It may be taken by now: if so, its event is due
  * at once (update_wake).
@@ -978,7 +993,7 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 	/* a completion made by this post comes first: it is due now */
 	if (done)
 		end = d->done_end;
-	if (done || first_untaken(d, since, &end)) {
+	if (done || first_untaken(d, done_upto(qp, since), &end)) {
 		__atomic_store_n(&ctl->wake, (uint64_t)arm << 32 | end,
 				 __ATOMIC_RELAXED);
 		/* Release: the engine that sees the mode sees the wake. */
@@ -1104,7 +1119,7 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	if (head == tail)
 		return;
 	fail = ibvd_observe(&qp->sq.engine->direct_fail_status);
-	consumed = ibvd_observe(&d->out.ctl->consumed);
+	consumed = done_upto(qp, ibvd_observe(&d->out.ctl->consumed));
 	while (head != tail && !fifo_full(cq)) {
 		const struct ibvc_direct_send *s = &d->sends[head & (d->sends_cap - 1)];
 		enum ibv_wc_status st = IBV_WC_SUCCESS;

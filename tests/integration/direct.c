@@ -1847,6 +1847,8 @@ static void recv_addr(int fd, struct vt_addr *a)
 static const struct vt_qp_opts *end_opts = &DEF;
 /* In the child: the parent's QP (a UD child addresses it by hand). */
 static struct vt_addr child_peer;
+/* In the parent: the child's QP (the same, the other way). */
+static struct vt_addr parent_peer;
 
 static void child_end(struct remote *r, int recvs,
 		      void (*fn)(struct vt_dev *, struct ibv_qp *, struct ibv_mr *))
@@ -1897,6 +1899,7 @@ static struct ibv_qp *parent_end(struct remote *r, struct ibv_cq *cq)
 	recv_addr(r->from_child, &theirs);
 	send_addr(r->to_child, &mine);
 	vt_connect(&D, qp, &theirs, end_opts);
+	parent_peer = theirs;
 	ck_assert_int_eq(read(r->from_child, &ok, 1), 1);
 	return qp;
 }
@@ -2128,6 +2131,133 @@ START_TEST(hostile_sender_ring_ud)
 }
 END_TEST
 
+/* ---- a UD receiver stopped while it holds its claim ---------------------- */
+
+#define STOP_SLOTS	64		/* the receiver's receives (a UD QP's default) */
+#define STOP_DGRAM	4000		/* bytes: 8 of number, then its pattern */
+#define STOP_SLOT	8192		/* a receive's buffer */
+#define STOP_MS		2500
+
+/*
+ * The child: keep STOP_SLOTS receives posted and check every datagram as
+ * it completes (its number, then the pattern of that number); exits 1 at
+ * the first wrong byte, 0 after STOP_MS with at least one datagram.
+ */
+static void stopped_receiver(struct vt_dev *d, struct ibv_qp *qp,
+			     struct ibv_mr *unused)
+{
+	struct ibv_mr *mr = vt_reg(d->pd, (size_t)STOP_SLOTS * STOP_SLOT,
+				   VT_ACCESS_ALL);
+	struct ibv_wc wc[16];
+	unsigned long got = 0;
+	long end = vt_now_ms() + STOP_MS;
+	uint64_t slot;
+	int n, i;
+
+	(void)unused;
+	for (slot = 0; slot < STOP_SLOTS; slot++)
+		vt_recv(qp, slot, BUF(mr) + slot * STOP_SLOT, STOP_SLOT, mr->lkey);
+	while (vt_now_ms() < end) {
+		n = ibv_poll_cq(qp->recv_cq, 16, wc);
+		if (n < 0)
+			_exit(2);
+		for (i = 0; i < n; i++) {
+			const uint8_t *buf = BUF(mr) + wc[i].wr_id * STOP_SLOT;
+			uint64_t num;
+
+			if (wc[i].status != IBV_WC_SUCCESS ||
+			    wc[i].byte_len != 40 + STOP_DGRAM)
+				_exit(3);
+			memcpy(&num, buf + 40, sizeof(num));
+			if (vt_check(buf + 48, STOP_DGRAM - 8, 0, (uint32_t)num) >= 0)
+				_exit(1);
+			got++;
+			vt_recv(qp, wc[i].wr_id, (void *)buf, STOP_SLOT, mr->lkey);
+		}
+	}
+	_exit(got ? 0 : 4);
+}
+
+/*
+ * A UD receiver whose process stops while its library holds its claim
+ * (in the middle of a poll) must not make the engine move its ring under
+ * it: only the claim's holder may, or the sender writes over cells the
+ * receiver is still copying from, and it gets torn datagrams.  The
+ * engine gives up waiting instead (ud_give_up): the sender's sends
+ * complete, the ring stays.  We stop and continue the receiver every
+ * millisecond or so, sending all along; each datagram it gets must be
+ * whole.
+ */
+START_TEST(ud_receiver_stopped)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 512, NULL, NULL, 0);
+	struct ibv_mr *src = vt_reg(D.pd, (size_t)64 * STOP_DGRAM, VT_ACCESS_ALL);
+	struct ibv_wc wc[16];
+	struct ibv_ah *ah;
+	struct remote r;
+	struct ibv_qp *qp;
+	bool busy[64] = { false };	/* a send of that buffer not complete */
+	uint64_t num = 0;
+	unsigned long stops = 0;
+	long end, next = 0;
+	bool stopped = false;
+	int st, n, i;
+
+	end_opts = &UD;
+	child_end(&r, 0, stopped_receiver);
+	qp = parent_end(&r, cq);
+	ah = vt_ah(&D, parent_peer.lid, NULL);
+	end = vt_now_ms() + STOP_MS - 300;
+	while (vt_now_ms() < end) {
+		uint8_t *buf = BUF(src) + (num % 64) * STOP_DGRAM;
+
+		struct ibv_sge sge = { (uintptr_t)buf, STOP_DGRAM, src->lkey };
+		struct ibv_send_wr wr = { .wr_id = num, .sg_list = &sge,
+					  .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = parent_peer.qpn;
+		wr.wr.ud.remote_qkey = VT_QKEY;
+		/* a buffer still sending, or a full SQ: later */
+		if (!busy[num % 64]) {
+			memcpy(buf, &num, sizeof(num));
+			vt_fill(buf + 8, STOP_DGRAM - 8, 0, (uint32_t)num);
+			if (ibv_post_send(qp, &wr, &bad) == 0)
+				busy[num++ % 64] = true;
+		}
+		n = ibv_poll_cq(cq, 16, wc);
+		ck_assert_int_ge(n, 0);
+		for (i = 0; i < n; i++) {
+			ck_assert_int_eq(wc[i].status, IBV_WC_SUCCESS);
+			busy[wc[i].wr_id % 64] = false;
+		}
+		if (vt_now_ms() >= next) {
+			ck_assert_int_eq(kill(r.pid, stopped ? SIGCONT : SIGSTOP), 0);
+			stops += !stopped;
+			stopped = !stopped;
+			/* stopped for long enough to fill the ring many times */
+			next = vt_now_ms() + (stopped ? 2 + (long)(rnd() % 6) :
+					       1 + (long)(rnd() % 2));
+		}
+	}
+	if (stopped)
+		kill(r.pid, SIGCONT);
+	ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the receiver %s %d after %lu datagrams sent, %lu stops",
+		      WIFEXITED(st) ? "exited" : "died of signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+		      (unsigned long)num, stops);
+	ck_assert_uint_gt(num, 1000);
+	ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	vt_dereg(src);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	end_opts = &DEF;
+}
+END_TEST
+
 /* ---- the counting workload ---------------------------------------------- */
 
 /* DIRECT_HALFWAY=FILE: say so, and wait for FILE (the shell's turn). */
@@ -2252,6 +2382,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_grh);
 	tcase_add_test(tc, ud_pair_again);
 	tcase_add_test(tc, ud_maps_at_poll);
+	tcase_add_test(tc, ud_receiver_stopped);
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_shared);
 	tcase_add_test(tc, srq_sleeping_receiver);

@@ -28,7 +28,7 @@
 
 /* Messages placed per call; a QP with more comes back after the others. */
 #define DRAIN_BUDGET	64u
-/* UD: busy claims waited out (20 us doubling: 0.6 ms in all) before a drop */
+/* UD: busy claims waited out (20 us doubling: 0.6 ms in all) before ud_give_up */
 #define DIRECT_UD_CLAIM_WAITS	5u
 /* An SRQ's claim held by another engine thread: waited for this long. */
 #define SRQ_CLAIM_SPIN_NS	20000u
@@ -186,14 +186,49 @@ static enum eng_drain drain_garbage(struct ibvd_qp *src,
 	return DRAIN_EMPTY;
 }
 
-/* The sender of ring r sleeps on its send CQ: is its SEND taken now? */
-static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
+/* The sender of ring r sleeps on its send CQ: are its SENDs up to `at` done? */
+static void wake_sender_at(struct ibvd_qp *src, const struct ibvd_transit *r,
+			   uint32_t at)
 {
 	uint32_t arm;
 
-	if (ibvd_transit_wake_due(r->ctl, ibvd_read_once(&r->ctl->consumed),
-				  &arm))
+	if (ibvd_transit_wake_due(r->ctl, at, &arm))
 		ibvd_eng_cq_nudge(src->send_cq, arm);
+}
+
+/* ... is its SEND taken now? */
+static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
+{
+	wake_sender_at(src, r, ibvd_read_once(&r->ctl->consumed));
+}
+
+/*
+ * A UD receiver whose library holds its claim for long (it stopped
+ * mid-poll, or it never lets go): its sender's datagrams must not wait
+ * behind it for ever.  Only the claim's holder moves `consumed` (that
+ * library may be copying out of the cells below it right now, and the
+ * sender would write over them), so the ring stays as it is: the
+ * sender's library completes its sends up to what the ring holds now
+ * (direct_dropped), as if they were taken, and the engine goes on with
+ * its SQ.  What the ring holds the receiver takes when it comes back,
+ * late, as a datagram may come.
+ */
+static enum eng_drain ud_give_up(struct ibvd_qp *src,
+				 const struct ibvd_transit *ring)
+{
+	uint32_t produced = ibvd_observe(&ring->ctl->produced);
+
+	ibvd_publish(&sq_engine(src)->direct_dropped, produced);
+	wake_sender_at(src, ring, produced);
+	return DRAIN_EMPTY;
+}
+
+/* UD: the engine gave up on everything the ring holds already. */
+static bool ud_given_up(struct ibvd_qp *src, const struct ibvd_transit *ring)
+{
+	return src->qp_type == IBV_QPT_UD &&
+	       ibvd_read_once(&sq_engine(src)->direct_dropped) ==
+	       ibvd_observe(&ring->ctl->produced);
 }
 
 static enum ibv_wc_status resp_status(enum eng_resp r)
@@ -418,7 +453,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	if (!d)
 		return DRAIN_EMPTY;
 	ring = &d->ring[src->direct_side];
-	if (ring_empty(ring))
+	if (ring_empty(ring) || ud_given_up(src, ring))
 		return DRAIN_EMPTY;
 	/* A sender in error sends nothing more; its library flushes. */
 	if (eng_qp_state(src) == IBV_QPS_ERR)
@@ -438,14 +473,9 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	 */
 	wake_sender(target, &d->ring[target->direct_side]);
 	ret = ibvd_eng_claim_take(target);
-	/*
-	 * A UD receiver that holds its claim for long (its library stopped
-	 * mid-poll, or it never lets go) loses what waits: its sender's
-	 * other datagrams must not wait behind them for ever.
-	 */
 	if (ret == -EBUSY && src->qp_type == IBV_QPT_UD &&
 	    src->claim_waits >= DIRECT_UD_CLAIM_WAITS)
-		return drop_ring(src, ring);
+		return ud_give_up(src, ring);
 	if (ret == -EBUSY)
 		return DRAIN_BUSY;
 	if (ret < 0) {
