@@ -63,10 +63,6 @@ conf() {
 
 # engine_count NAME: an engine counter so far ("turns", "wqes"), all
 # threads summed.
-engine_count() {
-	ibvctl statistic show engine |
-		awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) n += $(i + 1) } END { print n + 0 }'
-}
 turns() { engine_count turns; }
 
 daemon_start -c "$(conf true)"

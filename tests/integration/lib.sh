@@ -533,6 +533,13 @@ sent_pkts() {
 	ibvctl statistic show link "$1/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'
 }
 
+# engine_count NAME: an engine counter summed over the engine threads
+# (ibvctl statistic show engine: wqes, turns, ...).
+engine_count() {
+	ibvctl statistic show engine |
+		awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) n += $(i + 1) } END { print n + 0 }'
+}
+
 # ibvctl_as UID ARGS...
 ibvctl_as() {
 	local uid=$1
