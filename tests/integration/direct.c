@@ -1633,8 +1633,8 @@ static void srq_one(struct vt_pair *q, struct ibv_mr *a, struct ibv_mr *b,
 /*
  * Two pairs whose receivers share one SRQ have their rings, and SENDs of
  * both land in the SRQ's WQEs in the order taken, each completion on the
- * QP it came to; a WRITE_WITH_IMM the engine carries takes the next WQE
- * between them; a SEND that finds the SRQ empty waits for a WQE (RNR);
+ * QP it came to; a WRITE_WITH_IMM takes the next WQE between them (its
+ * bytes where its key says); a SEND that finds the SRQ empty waits for a WQE (RNR);
  * the SRQ's limit event comes when the libraries took it below the limit.
  */
 START_TEST(srq_shared)
@@ -1659,12 +1659,15 @@ START_TEST(srq_shared)
 	srq_post(srq, b, 0, 16);
 	for (i = 0; i < 16; i++)
 		srq_one(&p[i % 2], a, b, i, 64 + 37 * i);
-	/* the engine's WRITE_WITH_IMM takes WQE 16, the rings' SEND 17 */
+	/* a WRITE_WITH_IMM takes WQE 16, a SEND 17 */
 	srq_post(srq, b, 16, 18);
+	vt_fill(BUF(a), 64, 0, 116);
 	vt_send(p[0].qp[0], 16, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
 		BUF(a), 64, a->lkey, ADDR(b, 40 * SRQ_SLOT), b->rkey);
 	vt_expect_ok(p[0].rcq[1], &wc, 16, IBV_WC_RECV_RDMA_WITH_IMM,
-		     "the engine's WRITE_WITH_IMM");
+		     "a WRITE_WITH_IMM into the SRQ's QP");
+	ck_assert_uint_eq(wc.byte_len, 64);
+	vt_expect_pat(BUF(b) + 40 * SRQ_SLOT, 64, 0, 116, "its bytes");
 	vt_expect_ok(p[0].scq[0], &wc, 16, IBV_WC_RDMA_WRITE, "its send");
 	srq_one(&p[1], a, b, 17, 500);
 	/* empty: the SEND waits, then takes the WQE posted after it */
