@@ -105,10 +105,10 @@ struct ibvd_wq_engine {
 	 */
 	uint32_t direct_remote_write;
 	/*
-	 * SQ of a paired UD QP: the engine gave up waiting for the receiver
-	 * (its library held its claim too long) with the ring filled up to
-	 * this `produced`: the library completes its sends up to here as
-	 * taken, while what the ring holds stays the receiver's to take
+	 * SQ of a paired UC or UD QP: the engine gave up waiting for the
+	 * receiver (its library held its claim too long) with the ring
+	 * filled up to this `produced`: the library completes its sends up
+	 * to here as taken, while what the ring holds stays the receiver's
 	 */
 	uint32_t direct_dropped;
 };

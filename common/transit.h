@@ -61,7 +61,7 @@
  * ring holds: only the claim's holder moves `consumed`, since that
  * library may be copying out of the cells below it; the engine gives up
  * waiting instead, and the sender's library completes its sends up to
- * where it gave up (direct_dropped, ring.h).  Sends complete when taken,
+ * where it gave up (direct_dropped, ring.h).  UC's the same.  Sends complete when taken,
  * dropped or not.  Garbage in a ring does not fail a UD QP, whose peer
  * may have written it (either side can write both rings), and whose
  * other peers would lose it too: the pair stops carrying datagrams, and

@@ -921,18 +921,21 @@ static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 }
 
 /*
- * UD: where the sends count as taken, `consumed` or beyond: the engine
- * may have given up waiting for a receiver that holds its claim too long
- * (ring.h, direct_dropped), while the ring keeps what it holds.
+ * Where the sends count as taken, `consumed` or, UC and UD, beyond: the
+ * engine may have given up waiting for a receiver that holds its claim
+ * too long (ring.h, direct_dropped), while the ring keeps what it holds.
+ * Only a mark between `consumed` and what we produced means that: an
+ * old one falls behind as the counts run on (and wrap).
  */
-static uint32_t done_upto(const struct ibvc_qp *qp, uint32_t consumed)
+static uint32_t done_upto(const struct ibvc_qp *qp, const struct ibvc_direct *d,
+			  uint32_t consumed)
 {
 	uint32_t dropped;
 
-	if (qp->qp.qp_type != IBV_QPT_UD)
+	if (qp->qp.qp_type == IBV_QPT_RC)
 		return consumed;
 	dropped = ibvd_observe(&qp->sq.engine->direct_dropped);
-	return (int32_t)(dropped - consumed) > 0 ? dropped : consumed;
+	return dropped - consumed - 1 < d->produced - consumed ? dropped : consumed;
 }
 
 /*
@@ -993,7 +996,7 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 	/* a completion made by this post comes first: it is due now */
 	if (done)
 		end = d->done_end;
-	if (done || first_untaken(d, done_upto(qp, since), &end)) {
+	if (done || first_untaken(d, since, &end)) {
 		__atomic_store_n(&ctl->wake, (uint64_t)arm << 32 | end,
 				 __ATOMIC_RELAXED);
 		/* Release: the engine that sees the mode sees the wake. */
@@ -1119,7 +1122,7 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	if (head == tail)
 		return;
 	fail = ibvd_observe(&qp->sq.engine->direct_fail_status);
-	consumed = done_upto(qp, ibvd_observe(&d->out.ctl->consumed));
+	consumed = done_upto(qp, d, ibvd_observe(&d->out.ctl->consumed));
 	while (head != tail && !fifo_full(cq)) {
 		const struct ibvc_direct_send *s = &d->sends[head & (d->sends_cap - 1)];
 		enum ibv_wc_status st = IBV_WC_SUCCESS;
@@ -1289,7 +1292,7 @@ static void recv_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
  * An RDMA WRITE with immediate of len bytes (after its target, at
  * payload) into this process's memory, checked as the engine's responder
  * checks it (engine/wqe.c): the QP's access flags, then the key, its PD,
- * rights and range; a zero-length one checks nothing (IB 9.4.5).  False:
+ * rights and range; a zero-length one checks no key (IB 9.4.5).  False:
  * the engine places it (a window's key, an MR this process did not
  * register here) or fails it.
  */
@@ -1297,10 +1300,10 @@ static bool write_in(struct ibvc_qp *qp, const uint8_t *payload, uint32_t len)
 {
 	struct ibvd_transit_rdma r;
 
-	if (!len)
-		return true;
 	if (!ibvd_read_once(&qp->sq.engine->direct_remote_write))
 		return false;
+	if (!len)
+		return true;
 	memcpy(&r, payload, sizeof(r));
 	return ibvc_mrtab_write_in(ctx_of(qp), qp->qp.pd, r.rkey, r.remote_addr,
 				   payload + IBVD_TRANSIT_RDMA_INFO, len);

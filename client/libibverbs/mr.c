@@ -240,6 +240,12 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	/* A new range may be shared memory too (the old mapping goes). */
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
 		fd = shared_backing(addr, length, new_access, &req.file_offset);
+	/*
+	 * Forgotten first: a peer's WRITE the library places (direct.c)
+	 * never goes by the old key, range or rights once the daemon's
+	 * change is made.
+	 */
+	ibvc_mrtab_remove(to_ibvc_context(mr->context), mr->lkey);
 	ret = ibvd_conn_call_fds(ibvc_conn_of(mr->context),
 				 fd < 0 ? IBVD_MSG_REREG_MR : IBVD_MSG_REREG_MR_SHARED,
 				 &req.base, &fd, fd < 0 ? 0 : 1,
@@ -247,9 +253,13 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 				 (ProtobufCMessage **)&reply, NULL, NULL);
 	if (fd >= 0)
 		close(fd);
-	if (ret < 0)
+	if (ret < 0) {
+		/* unchanged: the daemon refused */
+		if (!imr->dm && imr->tabled)
+			ibvc_mrtab_add(to_ibvc_context(mr->context), mr,
+				       imr->access);
 		return ret;
-	ibvc_mrtab_remove(to_ibvc_context(mr->context), mr->lkey);
+	}
 	imr->access = new_access;
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		ibvc_pd_hold(pd);

@@ -239,11 +239,12 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 	const struct ibvd_mr *mr;
 	struct eng_seg *s;
 
+	/* The QP's own rights first, whatever the length (as rxe does). */
+	if (!(target->attr.access & access))
+		return -EACCES;
 	/* A zero-length RDMA touches nothing and checks no key (IB 9.4.5). */
 	if (!len)
 		return 0;
-	if (!(target->attr.access & access))
-		return -EACCES;
 	/*
 	 * Not an MR's key: a window's, whose rights were checked there and
 	 * stand for the MR's own remote rights (mw.c); its MR's range here.

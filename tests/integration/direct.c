@@ -477,6 +477,8 @@ START_TEST(write_imm_late_receive)
 		BUF(f.a), 256, f.a->lkey, ADDR(f.b, 4096), f.b->rkey);
 	vt_expect_none(f.p.rcq[1], QUIET_MS, "no receive posted yet");
 	vt_expect_none(f.p.scq[0], 0, "not taken yet");
+	/* one packet's worth: on a NIC it lands with the receive too */
+	vt_expect_byte(BUF(f.b) + 4096, 256, 0, "nothing before the receive");
 	vt_recv(f.p.qp[1], 6, BUF(f.b), 64, f.b->lkey);
 	vt_expect_ok(f.p.rcq[1], &wc, 6, IBV_WC_RECV_RDMA_WITH_IMM, "late receive");
 	vt_expect_pat(BUF(f.b) + 4096, 256, 0, 77, "the WRITE's bytes");
@@ -490,7 +492,8 @@ END_TEST
  * it, ring or not: the sender gets REM_ACCESS_ERR, the receiver's QP
  * goes to ERR (its receive flushed), and not a byte lands.  bad: 0 a key
  * nobody has, 1 past the MR's end, 2 an MR without remote write, 3 a
- * receiving QP without remote write in its access flags.
+ * receiving QP without remote write in its access flags, 4 the same with
+ * no bytes (which checks no key, but the QP's rights all the same).
  */
 static void write_imm_refused(int bad)
 {
@@ -502,7 +505,7 @@ static void write_imm_refused(int bad)
 	struct ibv_wc wc;
 	struct fx f;
 
-	if (bad == 3) {
+	if (bad >= 3) {
 		vt_pair2(&f.p, &D, NULL, &o1, 256);
 		f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
 		f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
@@ -518,7 +521,7 @@ static void write_imm_refused(int bad)
 	vt_fill(BUF(f.a), 64, 0, 9);
 	vt_recv(f.p.qp[1], 7, BUF(f.b) + 8192, 64, f.b->lkey);
 	vt_send(f.p.qp[0], 8, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
-		BUF(f.a), 64, f.a->lkey, raddr, rkey);
+		BUF(f.a), bad == 4 ? 0 : 64, f.a->lkey, raddr, rkey);
 	vt_expect_wc(f.p.scq[0], &wc, 8, IBV_WC_REM_ACCESS_ERR, "sender");
 	vt_expect_wc(f.p.rcq[1], &wc, 7, IBV_WC_WR_FLUSH_ERR, "receiver");
 	vt_expect_byte(BUF(f.b) + 2 * LEN - 8, 8, 0, "nothing past the MR");
@@ -549,6 +552,12 @@ END_TEST
 START_TEST(write_imm_refused_qp_access)
 {
 	write_imm_refused(3);
+}
+END_TEST
+
+START_TEST(write_imm_refused_qp_access_empty)
+{
+	write_imm_refused(4);
 }
 END_TEST
 
@@ -2246,6 +2255,9 @@ START_TEST(ud_receiver_stopped)
 	}
 	if (stopped)
 		kill(r.pid, SIGCONT);
+	/* the datagrams took the rings (the first asked for them) */
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "the sender has %d transit ring mappings", vt_transit_maps());
 	ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "the receiver %s %d after %lu datagrams sent, %lu stops",
@@ -2352,6 +2364,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, write_imm_refused_range);
 	tcase_add_test(tc, write_imm_refused_mr_access);
 	tcase_add_test(tc, write_imm_refused_qp_access);
+	tcase_add_test(tc, write_imm_refused_qp_access_empty);
 	tcase_add_test(tc, write_imm_window);
 	tcase_add_test(tc, maps_at_poll);
 	tcase_add_test(tc, receiver_never_polls);

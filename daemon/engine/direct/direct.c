@@ -28,8 +28,8 @@
 
 /* Messages placed per call; a QP with more comes back after the others. */
 #define DRAIN_BUDGET	64u
-/* UD: busy claims waited out (20 us doubling: 0.6 ms in all) before ud_give_up */
-#define DIRECT_UD_CLAIM_WAITS	5u
+/* UC, UD: busy claims waited out (20 us doubling: 0.6 ms in all) before lossy_give_up */
+#define DIRECT_LOSSY_CLAIM_WAITS	5u
 /* An SRQ's claim held by another engine thread: waited for this long. */
 #define SRQ_CLAIM_SPIN_NS	20000u
 /* Calls a destroy makes: a full ring's worth, with room for a busy claim. */
@@ -203,18 +203,19 @@ static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
 }
 
 /*
- * A UD receiver whose library holds its claim for long (it stopped
- * mid-poll, or it never lets go): its sender's datagrams must not wait
- * behind it for ever.  Only the claim's holder moves `consumed` (that
- * library may be copying out of the cells below it right now, and the
- * sender would write over them), so the ring stays as it is: the
- * sender's library completes its sends up to what the ring holds now
- * (direct_dropped), as if they were taken, and the engine goes on with
- * its SQ.  What the ring holds the receiver takes when it comes back,
- * late, as a datagram may come.
+ * A UC or UD receiver whose library holds its claim for long (it stopped
+ * mid-poll, or it never lets go): its sender's messages must not wait
+ * behind it for ever, and UC and UD senders never hear what became of
+ * theirs.  Only the claim's holder moves `consumed` (that library may be
+ * copying out of the cells below it right now, and the sender would
+ * write over them), so the ring stays as it is: the sender's library
+ * completes its sends up to what the ring holds now (direct_dropped), as
+ * if they were taken, and the engine goes on with its SQ.  What the ring
+ * holds the receiver takes when it comes back, late, as a datagram may
+ * come.
  */
-static enum eng_drain ud_give_up(struct ibvd_qp *src,
-				 const struct ibvd_transit *ring)
+static enum eng_drain lossy_give_up(struct ibvd_qp *src,
+				    const struct ibvd_transit *ring)
 {
 	uint32_t produced = ibvd_observe(&ring->ctl->produced);
 
@@ -223,10 +224,10 @@ static enum eng_drain ud_give_up(struct ibvd_qp *src,
 	return DRAIN_EMPTY;
 }
 
-/* UD: the engine gave up on everything the ring holds already. */
-static bool ud_given_up(struct ibvd_qp *src, const struct ibvd_transit *ring)
+/* UC, UD: the engine gave up on everything the ring holds already. */
+static bool given_up(struct ibvd_qp *src, const struct ibvd_transit *ring)
 {
-	return src->qp_type == IBV_QPT_UD &&
+	return src->qp_type != IBV_QPT_RC &&
 	       ibvd_read_once(&sq_engine(src)->direct_dropped) ==
 	       ibvd_observe(&ring->ctl->produced);
 }
@@ -453,17 +454,28 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	if (!d)
 		return DRAIN_EMPTY;
 	ring = &d->ring[src->direct_side];
-	if (ring_empty(ring) || ud_given_up(src, ring))
+	if (ring_empty(ring))
 		return DRAIN_EMPTY;
+	/*
+	 * Nothing new since we gave up: a sender that armed its send CQ
+	 * since may wait for sends we completed that way (its library
+	 * counts from `consumed`, and rings us).
+	 */
+	if (given_up(src, ring)) {
+		wake_sender_at(src, ring, ibvd_observe(&ring->ctl->produced));
+		return DRAIN_EMPTY;
+	}
 	/* A sender in error sends nothing more; its library flushes. */
 	if (eng_qp_state(src) == IBV_QPS_ERR)
 		return DRAIN_FAILED;
 	target = d->qp[!src->direct_side];
 	/* UC and UD drop what nobody takes; RC's sender hears of it */
 	lossy = src->qp_type == IBV_QPT_UC || src->qp_type == IBV_QPT_UD;
-	if (!target || !ibvd_eng_can_receive(eng_qp_state(target)))
+	if (!target)
 		return lossy ? drop_ring(src, ring) :
 			    drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+	if (!lossy && !ibvd_eng_can_receive(eng_qp_state(target)))
+		return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
 	/*
 	 * The target's own SENDs that src's library took come first, as on
 	 * a NIC, where a SEND's ACK reaches its sender before the answer the
@@ -473,9 +485,8 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	 */
 	wake_sender(target, &d->ring[target->direct_side]);
 	ret = ibvd_eng_claim_take(target);
-	if (ret == -EBUSY && src->qp_type == IBV_QPT_UD &&
-	    src->claim_waits >= DIRECT_UD_CLAIM_WAITS)
-		return ud_give_up(src, ring);
+	if (ret == -EBUSY && lossy && src->claim_waits >= DIRECT_LOSSY_CLAIM_WAITS)
+		return lossy_give_up(src, ring);
 	if (ret == -EBUSY)
 		return DRAIN_BUSY;
 	if (ret < 0) {
@@ -483,7 +494,15 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 		return lossy ? drop_ring(src, ring) :
 			    drain_failed(src, IBV_WC_REM_OP_ERR);
 	}
-	res = place_ring(eng, src, target, ring, requester, rnr_timer);
+	/*
+	 * A receiver that cannot receive (in error): what its ring holds is
+	 * dropped, with its claim held, since its library may have been
+	 * placing when the QP failed.
+	 */
+	if (ibvd_eng_can_receive(eng_qp_state(target)))
+		res = place_ring(eng, src, target, ring, requester, rnr_timer);
+	else
+		res = drop_ring(src, ring);
 	ibvd_eng_claim_give(target);
 	return res;
 }
