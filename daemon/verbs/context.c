@@ -154,6 +154,8 @@ static int member_add(struct ibvd_context *ctx, struct ibvd_session *s,
 	ctx->session = ctx->members[0].session;
 	s->ctx = ctx;
 	s->state = IBVD_SESSION_CONTEXT;
+	if (ctx->nmembers == 2)
+		ibvd_direct_ctx_shared(ctx);
 	return 0;
 }
 

@@ -258,6 +258,11 @@ void ibvd_direct_update(struct ibvd_qp *qp);
  * it; one whose limit was lifted may use its rings again.
  */
 void ibvd_direct_limits_changed(void);
+/*
+ * ctx got a second member (ibv_import_device; control thread): its QPs'
+ * libraries no longer place WRITEs with immediate themselves.
+ */
+void ibvd_direct_ctx_shared(struct ibvd_context *ctx);
 /* qp is reset or destroyed (write lock held): it lets go of its rings. */
 void ibvd_direct_leave(struct ibvd_qp *qp);
 int ibvd_req_qp_direct(struct ibvd_call *call);

@@ -562,6 +562,58 @@ START_TEST(write_imm_refused_qp_access_empty)
 END_TEST
 
 /*
+ * A context shared with ibv_import_device: another member may deregister
+ * an MR, which this library's MR table never hears of, so a peer's WRITE
+ * by that key must fail as the engine fails it, not land by the table's
+ * stale entry.  The other member here is an import of our own context.
+ */
+START_TEST(write_imm_key_gone_elsewhere)
+{
+	/*
+	 * On a PD of their own: the victim's struct keeps its PD in use here
+	 * once the other member took the MR away, so that PD stays behind.
+	 */
+	struct vt_dev own = D;
+	struct ibv_context *other;
+	struct ibv_mr *victim, *omr;
+	struct ibv_pd *opd;
+	struct ibv_wc wc;
+	struct fx f;
+	int fd;
+
+	own.pd = ibv_alloc_pd(D.ctx);
+	ck_assert_ptr_nonnull(own.pd);
+	victim = vt_reg(own.pd, 4096, VT_ACCESS_ALL);
+	vt_pair(&f.p, &own, NULL, 256);
+	f.a = vt_reg(own.pd, LEN, VT_ACCESS_ALL);
+	f.b = vt_reg(own.pd, LEN, VT_ACCESS_ALL);
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "the pair has %d transit ring mappings", vt_transit_maps());
+	fd = dup(D.ctx->cmd_fd);
+	ck_assert_int_ge(fd, 0);
+	other = ibv_import_device(fd);
+	ck_assert_ptr_nonnull(other);
+	opd = ibv_import_pd(other, own.pd->handle);
+	ck_assert_ptr_nonnull(opd);
+	omr = ibv_import_mr(opd, victim->handle);
+	ck_assert_ptr_nonnull(omr);
+	ck_assert_int_eq(ibv_dereg_mr(omr), 0);
+	vt_fill(BUF(f.a), 64, 0, 5);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f.a), 64, f.a->lkey, (uintptr_t)victim->addr, victim->rkey);
+	/* the receiver polls first: its library would place it now */
+	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_WR_FLUSH_ERR, "receiver");
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_ACCESS_ERR,
+		     "a WRITE by a key another member deregistered");
+	vt_expect_byte(victim->addr, 64, 0, "nothing written");
+	fx_free(&f);
+	ibv_unimport_pd(opd);
+	ck_assert_int_eq(ibv_close_device(other), 0);
+}
+END_TEST
+
+/*
  * Through a memory window's key, which only the daemon knows: the
  * receiver's library leaves it to the engine, which places it.
  */
@@ -2366,6 +2418,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, write_imm_refused_qp_access);
 	tcase_add_test(tc, write_imm_refused_qp_access_empty);
 	tcase_add_test(tc, write_imm_window);
+	tcase_add_test(tc, write_imm_key_gone_elsewhere);
 	tcase_add_test(tc, maps_at_poll);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);

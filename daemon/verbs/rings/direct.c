@@ -170,8 +170,21 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
  * puts in the ring, so one that raced with a peer leaving is seen by the
  * engine (ibvd_direct_leave kicks it) or rings for it.  Its library
  * places WRITEs with immediate that came on the ring only while the
- * QP's access flags allow remote writes.
+ * QP's access flags allow remote writes (remote_write_placeable).
  */
+/*
+ * May qp's library place a peer's WRITE with immediate itself?  Only by
+ * the QP's rights, and only in a context of one process: in one shared
+ * by ibv_import_device another member may deregister or re-register an
+ * MR, which this library's MR table never hears of, so the engine, which
+ * knows every MR, places them.
+ */
+static uint32_t remote_write_placeable(const struct ibvd_qp *qp)
+{
+	return (qp->attr.access & IBV_ACCESS_REMOTE_WRITE) &&
+	       qp->ctx->nmembers == 1;
+}
+
 void ibvd_direct_update(struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d = qp->direct;
@@ -183,7 +196,23 @@ void ibvd_direct_update(struct ibvd_qp *qp)
 
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
 	ibvd_publish(&sq_engine(qp)->direct_remote_write,
-		     !!(qp->attr.access & IBV_ACCESS_REMOTE_WRITE));
+		     remote_write_placeable(qp));
+}
+
+static int no_remote_write(uint32_t handle, enum ibvd_obj_kind kind,
+			   void *obj, void *arg)
+{
+	struct ibvd_qp *qp = obj;
+
+	(void)handle, (void)kind, (void)arg;
+	if (sq_engine(qp))
+		ibvd_publish(&sq_engine(qp)->direct_remote_write, 0);
+	return 0;
+}
+
+void ibvd_direct_ctx_shared(struct ibvd_context *ctx)
+{
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, no_remote_write, NULL);
 }
 
 /* qp and peer (both pairable, of one type and device) share rings now. */
