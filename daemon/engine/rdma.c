@@ -93,13 +93,13 @@ static enum eng_resp write_imm_first(struct ibvd_engine *eng,
 /*
  * WRITE_WITH_IMM: the immediate consumes a receive WQE (its buffers are not
  * touched), so the WQE must exist before any data moves, else RNR.  With
- * target's RQ claim held.
+ * target's RQ claim held; dst: the range the key names.
  */
-static enum eng_resp write_imm_claimed(struct ibvd_engine *eng,
-				       struct ibvd_qp *src,
-				       struct ibvd_qp *target,
-				       const struct eng_sgl *dst,
-				       const struct eng_req *req)
+static enum eng_resp write_imm_placed(struct ibvd_engine *eng,
+				      struct ibvd_qp *src,
+				      struct ibvd_qp *target,
+				      const struct eng_sgl *dst,
+				      const struct eng_req *req)
 {
 	struct eng_rcv_info info = {
 		.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
@@ -127,20 +127,6 @@ static enum eng_resp write_imm_claimed(struct ibvd_engine *eng,
 	return r;
 }
 
-static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
-			       struct ibvd_qp *target, const struct eng_sgl *dst,
-			       const struct eng_req *req)
-{
-	int held = ibvd_eng_rq_claim(target);
-	enum eng_resp r;
-
-	if (held < 0)
-		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
-	r = write_imm_claimed(eng, src, target, dst, req);
-	ibvd_eng_rq_unclaim(target, held);
-	return r;
-}
-
 /* The key checked: dst, the range it names in target's memory. */
 static bool write_target(struct ibvd_qp *src, struct ibvd_qp *target,
 			 const struct eng_req *req, struct eng_sgl *dst)
@@ -153,6 +139,50 @@ static bool write_target(struct ibvd_qp *src, struct ibvd_qp *target,
 				     dst) == 0;
 }
 
+/*
+ * With target's RQ claim held.  As rxe's responder, the receive WQE comes
+ * before the key: with none posted the answer is RNR whatever the key
+ * (its requester retries, and the key is checked once a WQE is there).
+ */
+static enum eng_resp write_imm_claimed(struct ibvd_engine *eng,
+				       struct ibvd_qp *src,
+				       struct ibvd_qp *target,
+				       const struct eng_req *req)
+{
+	struct eng_sgl dst;
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+	enum eng_resp r = RESP_OK;
+	int ret = 1;
+
+	if (!req->off) {
+		ibvd_eng_rq_of(target, &rq);
+		pthread_mutex_lock(rq.lock);
+		ret = ibvd_eng_rq_peek(&rq, &rwqe);
+		if (ret <= 0)
+			r = ibvd_eng_no_recv(src, target, &rq, ret);
+		pthread_mutex_unlock(rq.lock);
+	}
+	if (ret <= 0)
+		return r;
+	if (!write_target(src, target, req, &dst))
+		return access_violation(target, src->qp_type == IBV_QPT_UC);
+	return write_imm_placed(eng, src, target, &dst, req);
+}
+
+static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
+			       struct ibvd_qp *target, const struct eng_req *req)
+{
+	int held = ibvd_eng_rq_claim(target);
+	enum eng_resp r;
+
+	if (held < 0)
+		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
+	r = write_imm_claimed(eng, src, target, req);
+	ibvd_eng_rq_unclaim(target, held);
+	return r;
+}
+
 enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 				  struct ibvd_qp *target,
 				  const struct eng_req *req)
@@ -160,10 +190,10 @@ enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 	bool uc = src->qp_type == IBV_QPT_UC;
 	struct eng_sgl dst;
 
+	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return write_imm(eng, src, target, req);
 	if (!write_target(src, target, req, &dst))
 		return access_violation(target, uc);
-	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-		return write_imm(eng, src, target, &dst, req);
 	return write_data(eng, target, &dst, req, uc);
 }
 
@@ -172,11 +202,7 @@ enum eng_resp ibvd_eng_write_imm_claimed(struct ibvd_engine *eng,
 					 struct ibvd_qp *target,
 					 const struct eng_req *req)
 {
-	struct eng_sgl dst;
-
-	if (!write_target(src, target, req, &dst))
-		return access_violation(target, src->qp_type == IBV_QPT_UC);
-	return write_imm_claimed(eng, src, target, &dst, req);
+	return write_imm_claimed(eng, src, target, req);
 }
 
 enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,

@@ -488,6 +488,29 @@ START_TEST(write_imm_late_receive)
 END_TEST
 
 /*
+ * The receive comes before the key, as in rxe's responder: a WRITE with
+ * immediate by a bad key with no receive posted waits (RNR, retried for
+ * ever), whoever looks at it; once a receive is there the key fails it.
+ */
+START_TEST(write_imm_bad_key_waits_for_receive)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		BUF(f.a), 64, f.a->lkey, ADDR(f.b, 0), f.b->rkey ^ 0x3c3c00u);
+	/* long past the sender's 20 us before it asks the engine */
+	vt_expect_none(f.p.scq[0], QUIET_MS, "no receive posted yet");
+	vt_expect_none(f.p.rcq[1], 0, "no receive posted yet");
+	vt_recv(f.p.qp[1], 4, BUF(f.b), 64, f.b->lkey);
+	vt_expect_wc(f.p.scq[0], &wc, 3, IBV_WC_REM_ACCESS_ERR, "sender");
+	vt_expect_wc(f.p.rcq[1], &wc, 4, IBV_WC_WR_FLUSH_ERR, "receiver");
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * A WRITE_WITH_IMM the receiver may not take fails as a responder fails
  * it, ring or not: the sender gets REM_ACCESS_ERR, the receiver's QP
  * goes to ERR (its receive flushed), and not a byte lands.  bad: 0 a key
@@ -2412,6 +2435,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, write_imm_sizes);
 	tcase_add_test(tc, write_imm_in_order);
 	tcase_add_test(tc, write_imm_late_receive);
+	tcase_add_test(tc, write_imm_bad_key_waits_for_receive);
 	tcase_add_test(tc, write_imm_refused_key);
 	tcase_add_test(tc, write_imm_refused_range);
 	tcase_add_test(tc, write_imm_refused_mr_access);
