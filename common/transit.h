@@ -110,8 +110,9 @@
  * produced: a WRITE never lands before an earlier SEND); its completion
  * waits its turn with the SENDs'.  Everything else goes to the SQ as
  * today: SENDs behind one-sided operations the engine runs or larger
- * than the free space, WRITEs and READs to memory not granted, atomics.  The QP's lock keeps other posters out,
- * and the engine never writes a ring, so a ring has one producer.
+ * than the free space, WRITEs and READs to memory not granted, atomics.
+ * The QP's lock keeps other posters out, and the engine never writes a
+ * ring, so a ring has one producer.
  *
  * Back from the SQ.  A SEND that took the SQ (the ring was full, or it
  * queued behind one that did) would keep every later one there for as

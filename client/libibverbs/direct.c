@@ -4,9 +4,10 @@
  * rings the two libraries share, with no engine thread in between.
  *
  * - Sending (ibv_post_send, SQ lock): a SEND (with immediate or
- *   invalidate) or an RDMA WRITE with immediate goes on the ring when the engine has finished every earlier WQE of the QP, the
- *   receiver has the rings mapped, the message fits the free space and
- *   its SGEs are this process's MRs; anything else takes the SQ.  It is
+ *   invalidate) or an RDMA WRITE with immediate goes on the ring when
+ *   the engine has finished every earlier WQE of the QP, the receiver
+ *   has the rings mapped, the message fits the free space and its SGEs
+ *   are this process's MRs; anything else takes the SQ.  It is
  *   remembered until the receiver has taken it, then completed here.
  * - Receiving (ibv_poll_cq, CQ lock): under the RQ's claim (ring.h), the
  *   next message goes into the next receive WQE (a WRITE with immediate
@@ -1329,6 +1330,7 @@ static bool placeable(struct ibvc_qp *qp, const struct recv_queue *q,
 		*len = f->len - IBVD_TRANSIT_RDMA_INFO;
 		*nsge = 0;
 		return qp->qp.qp_type != IBV_QPT_UD &&
+		       !(f->flags & IBVD_TRANSIT_GRH) &&
 		       write_in(qp, payload, *len);
 	}
 	/* a GRH on RC or UC is nonsense: the engine says so */

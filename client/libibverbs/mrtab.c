@@ -4,9 +4,10 @@
  * must check each SGE as the engine would: the key is one of this
  * process's MRs, on the QP's PD, with the access the copy needs, and the
  * range lies inside it.  The same for an RDMA WRITE with immediate that
- * a peer sent on a ring, by its rkey (an MR's rkey is its lkey).  An MR that is not here (imported from another
- * process, on-demand paging) is not an error: the message then goes the
- * engine's way, which knows every MR.
+ * a peer sent on a ring, by its rkey (an MR's rkey is its lkey).  An MR
+ * that is not here (imported from another process, on-demand paging) is
+ * not an error: the message then goes the engine's way, which knows
+ * every MR.
  *
  * Open addressing with linear probing on the key, under one mutex; the
  * table doubles when half full and never shrinks (a context's MR count).

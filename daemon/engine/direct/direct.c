@@ -28,7 +28,7 @@
 
 /* Messages placed per call; a QP with more comes back after the others. */
 #define DRAIN_BUDGET	64u
-/* UC, UD: busy claims waited out (20 us doubling: 0.6 ms in all) before lossy_give_up */
+/* UC, UD: busy claims waited out (20 us doubling: 0.6 ms) before giving up */
 #define DIRECT_LOSSY_CLAIM_WAITS	5u
 /* An SRQ's claim held by another engine thread: waited for this long. */
 #define SRQ_CLAIM_SPIN_NS	20000u
