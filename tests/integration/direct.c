@@ -38,6 +38,7 @@
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1125,6 +1127,156 @@ static void event_pair_close(struct event_pair *e)
 	ck_assert_int_eq(ibv_destroy_cq(e->cq1), 0);
 	ck_assert_int_eq(ibv_destroy_comp_channel(e->ch), 0);
 }
+
+/*
+ * A sender asleep in ibv_get_cq_event counts on its receiver's library to
+ * wake it once it took the SEND (transit.h, "Blocking"); one that never
+ * does (it armed its CQ, then went to do something else: here it is the
+ * same thread) leaves the sender to the engine after a moment.  The
+ * first round teaches the library where its app sleeps.
+ */
+START_TEST(sleeper_fallback)
+{
+	struct ibv_comp_channel *sch = ibv_create_comp_channel(D.ctx);
+	struct ibv_comp_channel *rch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *scq, *rcq, *cq;
+	struct vt_pair p;
+	struct ibv_mr *a, *b;
+	struct ibv_wc wc;
+	uint64_t round;
+	void *ctx;
+
+	ck_assert(sch && rch);
+	scq = ibv_create_cq(D.ctx, 64, NULL, sch, 0);
+	rcq = ibv_create_cq(D.ctx, 64, NULL, rch, 0);
+	ck_assert(scq && rcq);
+	vt_pair_on(&p, &D, NULL, NULL, scq, rcq);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
+	for (round = 0; round < 3; round++) {
+		vt_recv(p.qp[1], round, b->addr, 4096, b->lkey);
+		ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
+		ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+		vt_send(p.qp[0], round, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			a->addr, 8, a->lkey, 0, 0);
+		/* blocking: a hang here is the Check case's timeout */
+		ck_assert_int_eq(ibv_get_cq_event(sch, &cq, &ctx), 0);
+		ck_assert_ptr_eq(cq, scq);
+		ibv_ack_cq_events(cq, 1);
+		vt_expect_ok(scq, &wc, round, IBV_WC_SEND, "the sleeper's SEND");
+		take_event(rch, rcq, "the receiver that did not wait");
+		vt_expect_ok(rcq, &wc, round, IBV_WC_RECV, "its receive");
+	}
+	ck_assert_msg(!channel_ready(sch, QUIET_MS), "the sender's channel, after");
+	ck_assert_msg(!channel_ready(rch, QUIET_MS), "the receiver's channel, after");
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(sch), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(rch), 0);
+}
+END_TEST
+
+/* The wake-up pairs' ends this process holds: its stream sockets. */
+static int wake_pair_fds(int *fds, int max)
+{
+	int fd, n = 0, type;
+	socklen_t len;
+
+	for (fd = 3; fd < 1024 && n < max; fd++) {
+		len = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+		    type == SOCK_STREAM)
+			fds[n++] = fd;
+	}
+	return n;
+}
+
+/* Every byte a stream socket takes without blocking: garbage. */
+static void flood(int fd)
+{
+	char junk[4096];
+
+	memset(junk, 0xa5, sizeof(junk));
+	while (send(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+}
+
+/* A receiver asleep, then a sender asleep: each hears of its own. */
+static void sleepers_hear(struct ibv_comp_channel *ch, struct vt_pair *p,
+			  struct ibv_cq *scq, struct ibv_cq *rcq,
+			  struct ibv_mr *a, struct ibv_mr *b, uint64_t id)
+{
+	struct ibv_wc wc;
+
+	vt_recv(p->qp[1], id, b->addr, 4096, b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
+	vt_send(p->qp[0], id, IBV_WR_SEND, 0, a->addr, 8, a->lkey, 0, 0);
+	take_event(ch, rcq, "a sleeping receiver");
+	vt_expect_ok(rcq, &wc, id, IBV_WC_RECV, "its receive");
+	vt_recv(p->qp[1], id + 1, b->addr, 4096, b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+	vt_send(p->qp[0], id + 1, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
+		a->lkey, 0, 0);
+	take_event(ch, scq, "a sleeping sender");
+	vt_expect_ok(scq, &wc, id + 1, IBV_WC_SEND, "its SEND");
+	vt_expect_ok(rcq, &wc, id + 1, IBV_WC_RECV, "its receive");
+}
+
+/*
+ * A peer that fills the wake-up pair with garbage, then shuts it: the
+ * sleepers only wake (for nothing, then never through it), and still
+ * hear of their completions, one event each, through the engine at last.
+ */
+START_TEST(wake_pair_hostile)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *scq, *rcq, *cq;
+	int fds[16], n, i;
+	struct vt_pair p;
+	struct ibv_mr *a, *b;
+	void *ctx;
+
+	ck_assert_ptr_nonnull(ch);
+	scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	rcq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	ck_assert(scq && rcq);
+	vt_pair_on(&p, &D, NULL, NULL, scq, rcq);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	sleepers_hear(ch, &p, scq, rcq, a, b, 10);
+	n = wake_pair_fds(fds, 16);
+	vt_assert((n > 0) == expect_rings(), "%d wake-up pair ends", n);
+
+	for (i = 0; i < n; i++)
+		flood(fds[i]);
+	ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
+	/* garbage wakes, but is no event: a non-blocking look finds none */
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, O_NONBLOCK), 0);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &cq, &ctx), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, 0), 0);
+	ck_assert_msg(!channel_ready(ch, 0), "drained, the channel still reads");
+	for (i = 0; i < 3; i++)
+		sleepers_hear(ch, &p, scq, rcq, a, b, 20 + 2 * i);
+
+	for (i = 0; i < n; i++)
+		shutdown(fds[i], SHUT_WR);
+	for (i = 0; i < 3; i++)
+		sleepers_hear(ch, &p, scq, rcq, a, b, 40 + 2 * i);
+	ck_assert_msg(!channel_ready(ch, QUIET_MS), "an event with no completion");
+
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
 
 /*
  * One event per completion, as apps that count them expect (perftest's
@@ -2451,6 +2603,8 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
+	tcase_add_test(tc, sleeper_fallback);
+	tcase_add_test(tc, wake_pair_hostile);
 	tc = new_case(s, "race");
 	tcase_add_test(tc, racing_taker);
 	tc = new_case(s, "granted");
