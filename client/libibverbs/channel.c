@@ -384,8 +384,8 @@ static void count_delivered(struct ibvc_cq *cq)
 	pthread_mutex_unlock(&cq->cq.mutex);
 }
 
-/* Under recv_lock: the pair's bytes; false once a sender shut it. */
-static bool drain_pokes(struct ibvc_comp_channel *ch)
+/* Under recv_lock: the pair's bytes, gone. */
+static void drain_pokes(struct ibvc_comp_channel *ch)
 {
 	char drain[64];
 	ssize_t n = -1;
@@ -393,7 +393,17 @@ static bool drain_pokes(struct ibvc_comp_channel *ch)
 	while (ch->poke[0] >= 0 &&
 	       (n = recv(ch->poke[0], drain, sizeof(drain), MSG_DONTWAIT)) > 0)
 		;
-	return n != 0;
+	if (n != 0)
+		return;
+	/*
+	 * Shut by a sender: the engine places and fires for us from now on
+	 * (the writing end stays open for those who loaded it just now).
+	 * What we fired already is still handed out.
+	 */
+	epoll_ctl(ch->channel.fd, EPOLL_CTL_DEL, ch->poke[0], NULL);
+	close(ch->poke[0]);
+	ch->poke[0] = -1;
+	__atomic_store_n(&ch->poke_dead, true, __ATOMIC_RELEASE);
 }
 
 /*
@@ -427,22 +437,10 @@ static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch)
 {
 	struct ibvc_cq *cq, *got = NULL;
 	enum ibvc_event_pass pass;
-	bool open;
 
 	if (ch->poke[1] < 0)
 		return NULL;
-	open = drain_pokes(ch);
-	/*
-	 * Shut by a sender: the engine places and fires for us from now on
-	 * (the writing end stays open for those who loaded it just now).
-	 * What we fired already is still handed out below.
-	 */
-	if (!open) {
-		epoll_ctl(ch->channel.fd, EPOLL_CTL_DEL, ch->poke[0], NULL);
-		close(ch->poke[0]);
-		ch->poke[0] = -1;
-		__atomic_store_n(&ch->poke_dead, true, __ATOMIC_RELEASE);
-	}
+	drain_pokes(ch);
 	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES && !got;
 	     pass++)
 		for (cq = ch->cqs; cq && !got; cq = cq->next_on_channel)

@@ -265,10 +265,8 @@ static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
 
 static void direct_free(struct ibvc_direct *d)
 {
-	if (d->peer_poke >= 0)
-		close(d->peer_poke);
-	if (d->peer_send_poke >= 0)
-		close(d->peer_send_poke);
+	ibvc_poke_release(d->peer_poke);
+	ibvc_poke_release(d->peer_send_poke);
 	pthread_mutex_destroy(&d->wake_lock);
 	ibvc_grants_free(d->grants);
 	ibvc_unmap(&d->map);
@@ -326,11 +324,11 @@ static void take_pokes(struct ibvc_direct *d, uint32_t pokes, int *fds,
 	unsigned int i = 1;
 
 	if ((pokes & IBVD_DIRECT_POKE_RECV) && i < nfds) {
-		d->peer_poke = fds[i];
+		d->peer_poke = ibvc_poke_hold(fds[i]);
 		fds[i++] = -1;
 	}
 	if ((pokes & IBVD_DIRECT_POKE_SEND) && i < nfds) {
-		d->peer_send_poke = fds[i];
+		d->peer_send_poke = ibvc_poke_hold(fds[i]);
 		fds[i++] = -1;
 	}
 }

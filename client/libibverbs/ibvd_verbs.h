@@ -501,6 +501,12 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 bool ibvc_direct_fallback(struct ibvc_cq *cq);
 /* One byte into a wake-up pair (fd < 0: none); false if it cannot go. */
 bool ibvc_poke(int fd);
+/*
+ * poke.c: a wake-up pair's writing end received (taken), as the one fd
+ * this process keeps for that pair; let go of it with ibvc_poke_release.
+ */
+int ibvc_poke_hold(int fd);
+void ibvc_poke_release(int fd);
 void ibvc_direct_cq_fini(struct ibvc_cq *cq);
 /* A QP of cq was destroyed: its completions made here go with it. */
 void ibvc_direct_cq_forget(struct ibvc_cq *cq, uint32_t qp_num);

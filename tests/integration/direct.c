@@ -1269,6 +1269,37 @@ START_TEST(wake_pair_hostile)
 END_TEST
 
 /*
+ * Many pairs between the same two channels: their wake-up pairs cost the
+ * process a few descriptors, not two for every QP (client poke.c).
+ */
+START_TEST(wake_pairs_shared)
+{
+	enum { NPAIRS = 8 };
+	struct events_fx f;
+	struct vt_pair more[NPAIRS];
+	struct ibv_wc wc;
+	int fds[64], n, i;
+
+	events_open(&f, true);
+	vt_assert(expect_rings(), "a case for the rings only");
+	for (i = 0; i < NPAIRS; i++) {
+		vt_pair_on(&more[i], &D, NULL, NULL, f.scq, f.rcq);
+		vt_recv(more[i].qp[1], i, f.b->addr, 4096, f.b->lkey);
+		vt_send(more[i].qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			f.a->addr, 8, f.a->lkey, 0, 0);
+		vt_expect_ok(f.scq, &wc, i, IBV_WC_SEND, "a SEND");
+		vt_expect_ok(f.rcq, &wc, i, IBV_WC_RECV, "its receive");
+	}
+	n = wake_pair_fds(fds, 64);
+	/* each channel's two ends, and one end of each held for the peers */
+	ck_assert_msg(n <= 6, "%d wake-up pair ends for %d pairs", n, NPAIRS + 1);
+	for (i = 0; i < NPAIRS; i++)
+		vt_pair_free(&more[i]);
+	events_close(&f);
+}
+END_TEST
+
+/*
  * One event per completion, as apps that count them expect (perftest's
  * -e polls once per event): side 0 sleeps on one channel for its own send
  * and receive CQs, side 1 answers each SEND, busy polling.  An event for
@@ -2595,6 +2626,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, one_event_each);
 	tcase_add_test(tc, sleeper_fallback);
 	tcase_add_test(tc, wake_pair_hostile);
+	tcase_add_test(tc, wake_pairs_shared);
 	tc = new_case(s, "race");
 	tcase_add_test(tc, racing_taker);
 	tc = new_case(s, "granted");
