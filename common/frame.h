@@ -75,7 +75,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_QUERY_QP	= 0x0452,	/* QueryQp -> QueryQpReply */
 	IBVD_MSG_DESTROY_QP	= 0x0453,	/* Handle -> Empty */
 	IBVD_MSG_OPEN_QP	= 0x0454,	/* OpenQp -> CreateQpReply (no fd) */
-	IBVD_MSG_QP_DIRECT	= 0x0455,	/* Handle -> QpDirectReply + 1-2 fds */
+	IBVD_MSG_QP_DIRECT	= 0x0455,	/* Handle -> QpDirectReply + 1-3 fds */
 	IBVD_MSG_QP_REMOTE_MR	= 0x0456,	/* QpRemoteMr -> QpRemoteMrReply + 1 fd */
 	IBVD_MSG_QP_DIRECT_UD	= 0x0457,	/* QpDirectUd -> Empty */
 	IBVD_MSG_QP_DIRECT_LEAVE = 0x0458,	/* Handle -> Empty */

@@ -297,6 +297,8 @@ struct ibvd_transit_ctl {
  * to the engine, which waits as RNR says, rather than wake it for nothing.
  */
 #define IBVD_TRANSIT_ARM_NO_RECV	0x100u
+/* ... or it has no wake-up pair to watch (it could not get one) */
+#define IBVD_TRANSIT_ARM_UNWATCHED	0x200u
 
 /* sender_waits: on failures only, or also once `consumed` reaches wake */
 #define IBVD_TRANSIT_WAKE_ON_FAIL	1u

@@ -207,16 +207,19 @@ static void fallback_look(struct ibvc_comp_channel *ch)
 	bool again = false;
 	struct ibvc_cq *cq;
 
+	/* First: a sender that asks after this store pokes us to look. */
+	__atomic_store_n(&ch->watching, false, __ATOMIC_SEQ_CST);
 	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
 		if (ibvc_direct_fallback(cq))
 			again = true;
-	if (!again)
-		__atomic_store_n(&ch->watching, false, __ATOMIC_RELEASE);
+	if (again)
+		__atomic_store_n(&ch->watching, true, __ATOMIC_RELEASE);
 }
 
 /*
  * As ibvd_wait_readable, with a look at the senders every FALLBACK_MS
- * while some of them count on their receivers' libraries to wake them.
+ * while some of them count on their receivers' libraries to wake them,
+ * and back to the rings after as long when one of them was busy.
  */
 static int wait_channel(struct ibvc_comp_channel *ch)
 {
@@ -235,10 +238,14 @@ static int wait_channel(struct ibvc_comp_channel *ch)
 		__atomic_store_n(&ch->sleeps_here, true, __ATOMIC_RELAXED);
 	for (;;) {
 		bool watching = __atomic_load_n(&ch->watching, __ATOMIC_ACQUIRE);
+		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
 
-		n = poll(&pfd, 1, watching ? FALLBACK_MS : -1);
+		n = poll(&pfd, 1, watching || rescan ? FALLBACK_MS : -1);
 		if (n != 0)
 			return n < 0 ? -errno : 0;
+		/* the engine held a receive queue we had to look at: again */
+		if (__atomic_exchange_n(&ch->rescan, false, __ATOMIC_ACQ_REL))
+			return 0;
 		pthread_mutex_lock(&ch->recv_lock);
 		fallback_look(ch);
 		pthread_mutex_unlock(&ch->recv_lock);

@@ -123,6 +123,12 @@ struct ibvc_direct {
 	bool solicited_now;		/* this post_send list had one */
 };
 
+/* The wake-up pair of cq's channel, if we fire its events (or -1). */
+static int cq_poke_fd(const struct ibvc_cq *cq)
+{
+	return cq->cq.channel ? ibvc_channel_poke_fd(cq->cq.channel) : -1;
+}
+
 /*
  * Tell the sender to qp's rings that its receive CQ is armed (arm, of
  * kind IBVD_ARM_*), or no longer: it wakes us (transit.h, "Blocking"),
@@ -136,6 +142,8 @@ static void rx_armed(struct ibvc_qp *qp, struct ibvc_direct *d, bool armed,
 
 	if (armed) {
 		arm = arm ? arm : 1;	/* non-zero, once in 2^32 arms the same */
+		if (cq_poke_fd(to_ibvc_cq(qp->qp.recv_cq)) < 0)
+			kind |= IBVD_TRANSIT_ARM_UNWATCHED;
 		if (ibvd_read_once(&wq->client->tail) ==
 		    ibvd_read_once(&wq->client->direct_head))
 			kind |= IBVD_TRANSIT_ARM_NO_RECV;
@@ -220,12 +228,6 @@ static bool cq_armed(const struct ibvc_cq *cq)
 {
 	return ibvd_read_once(&cq->ring.client->arm_seq) ==
 	       __atomic_load_n(&cq->ring.client->fired, __ATOMIC_ACQUIRE) + 1;
-}
-
-/* The wake-up pair of cq's channel, if we fire its events (or -1). */
-static int cq_poke_fd(const struct ibvc_cq *cq)
-{
-	return cq->cq.channel ? ibvc_channel_poke_fd(cq->cq.channel) : -1;
 }
 
 static int fifo_init(struct ibvc_cq *cq)
@@ -1089,8 +1091,6 @@ out:
 	return kind;
 }
 
-static bool fire_senders(struct ibvc_cq *cq, bool wake);
-
 /*
  * The receiver sleeps on an arm that what we just sent fires: we wake it
  * (once for that arm), or the engine does (false).
@@ -1103,7 +1103,7 @@ static bool wake_receiver(struct ibvc_direct *d)
 
 	if (!arm || arm == d->poked_arm)
 		return true;
-	if (kind & IBVD_TRANSIT_ARM_NO_RECV)
+	if (kind & (IBVD_TRANSIT_ARM_NO_RECV | IBVD_TRANSIT_ARM_UNWATCHED))
 		return false;
 	if (!(kind & IBVD_ARM_NEXT) && !d->solicited_now)
 		return true;
@@ -1120,6 +1120,18 @@ static bool wake_receiver(struct ibvc_direct *d)
  * the engine after all if nothing comes of it (channel.c); what is due
  * already we wake it for ourselves.
  */
+/*
+ * Will the receiver's library wake us once it took what we wait for
+ * (place_received)?  It has our channel's pair if there is one
+ * (QP_DIRECT); and we must sleep in ibv_get_cq_event, which rings the
+ * engine after all for a receiver that takes nothing (channel.c).
+ */
+static bool peer_wakes_us(struct ibvc_cq *cq)
+{
+	return cq_poke_fd(cq) >= 0 &&
+	       ibvc_channel_fallback(cq->cq.channel) == 0;
+}
+
 static bool sleeper_watched(struct ibvc_qp *qp, struct ibvc_direct *d,
 			    enum wake_kind kind)
 {
@@ -1128,8 +1140,7 @@ static bool sleeper_watched(struct ibvc_qp *qp, struct ibvc_direct *d,
 
 	if (kind == WAKE_NONE)
 		return false;
-	/* the peer has our channel's pair if there is one (QP_DIRECT) */
-	if (cq_poke_fd(cq) < 0 || ibvc_channel_fallback(cq->cq.channel) < 0)
+	if (!peer_wakes_us(cq))
 		return true;
 	/*
 	 * Due already: ibv_get_cq_event fires it (fire_senders).  Not here:
@@ -1483,6 +1494,7 @@ struct placing {
 #define PLACED_ANY		1u
 #define PLACED_SOLICITED	2u
 #define PLACED_NO_WQE		4u	/* RC: one waits for a receive */
+#define PLACED_BUSY		8u	/* the engine holds the claim */
 
 /* Place one message; false when there is nothing more to do now. */
 static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
@@ -1616,7 +1628,7 @@ static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
 					 IBVD_WQ_CLAIM_LIBRARY, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return 0;
+		return PLACED_BUSY;
 	/* After the claim: the engine's CQEs made under it are below this. */
 	p.mark = ibvd_observe(&cq->ring.engine->tail);
 	p.consumed = ibvd_read_once(&d->in.ctl->consumed);
@@ -1696,7 +1708,7 @@ static void fire(struct ibvc_cq *cq, unsigned int placed, bool wake)
 {
 	struct ibvd_cq_client *cp = cq->ring.client;
 
-	if (!placed || !cq_armed(cq))
+	if (!(placed & PLACED_ANY) || !cq_armed(cq))
 		return;
 	if (!(ibvd_read_once(&cp->arm_flags) & IBVD_ARM_NEXT) &&
 	    !(placed & PLACED_SOLICITED))
@@ -1728,7 +1740,9 @@ static bool fire_senders(struct ibvc_cq *cq, bool wake)
  * `asleep`: for a receiver that sleeps on cq (ibv_get_cq_event), a SEND
  * that waits for a receive is the engine's, which waits as RNR says and
  * places it once one is posted, wherever that comes from (an SRQ's post
- * tells us nothing).
+ * tells us nothing).  One we could not take because the engine held
+ * the receive queue (it may have looked at the ring before the SEND
+ * came, and its sender woke us only) we look at again in a moment.
  */
 static void place_all(struct ibvc_cq *cq, bool wake, bool asleep)
 {
@@ -1739,6 +1753,9 @@ static void place_all(struct ibvc_cq *cq, bool wake, bool asleep)
 		got = place_received(cq, qp);
 		if (asleep && (got & PLACED_NO_WQE))
 			ring_own(qp);
+		if (asleep && (got & PLACED_BUSY))
+			__atomic_store_n(&to_ibvc_channel(cq->cq.channel)->rescan,
+					 true, __ATOMIC_RELAXED);
 		placed |= got;
 	}
 	fire(cq, placed, wake);
@@ -1784,11 +1801,13 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 			    bool take)
 {
 	bool got;
+	bool ours = cq_poke_fd(cq) >= 0;	/* else the engine fires */
 
 	pthread_mutex_lock(&cq->lock);
-	if (pass == IBVC_EVENTS_OF_SENDS && cq->direct.senders && cq_armed(cq))
+	if (ours && pass == IBVC_EVENTS_OF_SENDS && cq->direct.senders &&
+	    cq_armed(cq))
 		fire_senders(cq, false);
-	if (pass == IBVC_EVENTS_OF_RECEIVES && cq->direct.receivers &&
+	if (ours && pass == IBVC_EVENTS_OF_RECEIVES && cq->direct.receivers &&
 	    cq_armed(cq))
 		place_all(cq, false, true);
 	got = cq->direct.events != 0;
@@ -1802,16 +1821,18 @@ void ibvc_direct_recv_posted(struct ibvc_qp *qp)
 {
 	struct ibvc_cq *rcq = to_ibvc_cq(qp->qp.recv_cq);
 	struct ibvc_direct *d = direct_of(qp);
-
 	uint32_t kind;
 
 	if (!d)
 		return;
-	/* its senders wake it from now on (rx_armed) */
-	kind = ibvd_read_once(&d->in.ctl->arm_kind);
-	if (kind & IBVD_TRANSIT_ARM_NO_RECV)
-		ibvd_write_once(&d->in.ctl->arm_kind,
-				kind & ~IBVD_TRANSIT_ARM_NO_RECV);
+	/* its senders wake it from now on (rx_armed, which may re-arm now) */
+	kind = __atomic_load_n(&d->in.ctl->arm_kind, __ATOMIC_RELAXED);
+	while ((kind & IBVD_TRANSIT_ARM_NO_RECV) &&
+	       !__atomic_compare_exchange_n(&d->in.ctl->arm_kind, &kind,
+					    kind & ~IBVD_TRANSIT_ARM_NO_RECV,
+					    false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
 	/* a message that waited for a WQE, for a receiver that sleeps */
 	ibvd_full_fence();
 	if (!ibvd_read_once(&d->in.ctl->arm_seq) ||
@@ -1822,7 +1843,14 @@ void ibvc_direct_recv_posted(struct ibvc_qp *qp)
 		ring_own(qp);
 		return;
 	}
-	pthread_mutex_lock(&rcq->lock);
+	/*
+	 * Placed here, or by the sleeper we wake: a poster inside an
+	 * ibv_start_poll batch of that CQ holds its lock already.
+	 */
+	if (pthread_mutex_trylock(&rcq->lock) != 0) {
+		ibvc_poke(cq_poke_fd(rcq));
+		return;
+	}
 	place_all(rcq, true, false);
 	pthread_mutex_unlock(&rcq->lock);
 }
@@ -1937,8 +1965,7 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 		if (kind != WAKE_AT &&
 		    d->sends_head == ibvd_observe(&d->sends_tail))
 			continue;
-		if (cq_poke_fd(cq) < 0 ||
-		    ibvc_channel_fallback(cq->cq.channel) < 0)
+		if (!peer_wakes_us(cq))
 			ring_own(qp);
 	}
 }

@@ -318,6 +318,7 @@ struct ibvc_comp_channel {
 	/* atomic: the app sleeps in ibv_get_cq_event (channel.c, fallback) */
 	bool sleeps_here;
 	bool watching;				/* atomic: ... for sleepers */
+	bool rescan;				/* atomic: a ring to look at again */
 };
 
 static inline struct ibvc_comp_channel *
