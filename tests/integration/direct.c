@@ -1938,6 +1938,8 @@ static void recv_addr(int fd, struct vt_addr *a)
 static const struct vt_qp_opts *end_opts = &DEF;
 /* In the child: the parent's QP (a UD child addresses it by hand). */
 static struct vt_addr child_peer;
+/* in the child: the pipe its parent's words come down */
+static int child_down = -1;
 /* In the parent: the child's QP (the same, the other way). */
 static struct vt_addr parent_peer;
 
@@ -1967,6 +1969,7 @@ static void child_end(struct remote *r, int recvs,
 		recv_addr(down[0], &theirs);
 		vt_connect(&d, qp, &theirs, end_opts);
 		child_peer = theirs;
+		child_down = down[0];
 		mr = vt_reg(d.pd, LEN, VT_ACCESS_ALL);
 		for (i = 0; i < recvs; i++)
 			vt_recv(qp, (uint64_t)i, mr->addr, LEN, mr->lkey);
@@ -2080,12 +2083,17 @@ static void scribble_rings(void)
  */
 static void hostile_sender(struct vt_dev *d, struct ibv_qp *qp, struct ibv_mr *mr)
 {
-	long end = vt_now_ms() + 1500;
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge = { (uintptr_t)mr->addr, 512, mr->lkey };
 	struct ibv_ah *ah[2] = { NULL, NULL };
 	unsigned long n = 0;
+	long end;
+	char go;
 
+	/* not before the parent has counted its mappings */
+	if (read(child_down, &go, 1) != 1)
+		_exit(1);
+	end = vt_now_ms() + 1500;
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_SEND;
 	wr.sg_list = &sge;
@@ -2140,6 +2148,7 @@ static void hostile_sender_run(void)
 	qp = parent_end(&r, cq);
 	fx_init(&f, NULL);
 	maps_before = vt_transit_maps();
+	ck_assert_int_eq(write(r.to_child, "g", 1), 1);
 	end = vt_now_ms() + 2000;
 	while (vt_now_ms() < end) {
 		struct ibv_recv_wr rwr = { .wr_id = rounds }, *bad;
