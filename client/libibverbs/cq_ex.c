@@ -72,6 +72,19 @@ static bool take(struct ibvc_cq *cq)
 }
 
 /* The poll ops are public: they return 0 or a positive errno. */
+/* Locked and holding the first completion, or unlocked and empty. */
+static bool first_take(struct ibvc_cq *cq)
+{
+	lock(cq);
+	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
+	ibvc_direct_poll_begin(cq, &cq->seen_tail);
+	if (take(cq))
+		return true;
+	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
+	unlock(cq);
+	return false;
+}
+
 static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct ibvc_cq *cq = cqx_to_cq(cqx);
@@ -79,14 +92,12 @@ static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 	if (attr && attr->comp_mask)
 		return EINVAL;
 	ibvc_direct_cq_check(cq);
-	lock(cq);
-	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
-	ibvc_direct_poll_begin(cq, &cq->seen_tail);
-	if (take(cq))
+	if (first_take(cq))
 		return 0;
-	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
-	unlock(cq);
-	ibvc_yield_to_woken_engine(to_ibvc_context(cqx->context));
+	/* as ibv_poll_cq (poll.c): what came while we yielded is ours now */
+	if (ibvc_yield_to_woken_engine(to_ibvc_context(cqx->context)) &&
+	    first_take(cq))
+		return 0;
 	return ENOENT;
 }
 

@@ -284,8 +284,11 @@ int ibvc_cq_ring_setup(struct ibvc_cq_ring *ring, struct ibvc_context *ictx,
 		       const Ibvd__RingPlace *place, uint32_t nslots);
 /* Tell the engine that queue slot `bit` of ictx has work (ring.h). */
 void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit);
-/* An empty poll: yield once if we woke the engine and it has not run. */
-void ibvc_yield_to_woken_engine(struct ibvc_context *ictx);
+/*
+ * An empty poll: yield once if we woke the engine and it has not run;
+ * true if it did (the poll is worth doing again).
+ */
+bool ibvc_yield_to_woken_engine(struct ibvc_context *ictx);
 
 static inline void *ibvc_wq_slot(const struct ibvc_wq *wq, uint32_t counter)
 {

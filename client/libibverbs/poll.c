@@ -121,8 +121,17 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	pthread_mutex_lock(&cq->lock);
 	n = poll_ring(cq, num_entries, wc);
 	pthread_mutex_unlock(&cq->lock);
-	if (!n)
-		ibvc_yield_to_woken_engine(to_ibvc_context(ibcq->context));
+	/*
+	 * What others did while we gave the CPU away is ours now, not at the
+	 * next call: an app that polls its CQ and then reads its CM events
+	 * (libfabric's rxm) must not see a peer's disconnect before the
+	 * completion of the last SEND that peer took.
+	 */
+	if (!n && ibvc_yield_to_woken_engine(to_ibvc_context(ibcq->context))) {
+		pthread_mutex_lock(&cq->lock);
+		n = poll_ring(cq, num_entries, wc);
+		pthread_mutex_unlock(&cq->lock);
+	}
 	return n;
 }
 

@@ -192,13 +192,15 @@ static void kick(struct ibvc_context *ictx)
  * work the poller waits for.  Only after a kick, itself a system call: an
  * awake engine costs the data path none.
  */
-void ibvc_yield_to_woken_engine(struct ibvc_context *ictx)
+bool ibvc_yield_to_woken_engine(struct ibvc_context *ictx)
 {
 	if (!ibvd_read_once(&ictx->kicked))
-		return;
+		return false;
 	ibvd_write_once(&ictx->kicked, 0);
-	if (ibvd_read_once(&ictx->db_engine->sleeping))
-		sched_yield();
+	if (!ibvd_read_once(&ictx->db_engine->sleeping))
+		return false;
+	sched_yield();
+	return true;
 }
 
 void ibvc_ring_doorbell(struct ibvc_context *ictx, uint32_t bit)
