@@ -244,6 +244,7 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_IMPORT_MR:	return "IMPORT_MR";
 	case IBVD_MSG_CREATE_COMP_CHANNEL: return "CREATE_COMP_CHANNEL";
 	case IBVD_MSG_DESTROY_COMP_CHANNEL: return "DESTROY_COMP_CHANNEL";
+	case IBVD_MSG_CHANNEL_POKE:	return "CHANNEL_POKE";
 	case IBVD_MSG_CREATE_CQ:	return "CREATE_CQ";
 	case IBVD_MSG_RESIZE_CQ:	return "RESIZE_CQ";
 	case IBVD_MSG_DESTROY_CQ:	return "DESTROY_CQ";

@@ -66,6 +66,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_DEALLOC_MW	= 0x0429,	/* Handle -> Empty */
 	IBVD_MSG_CREATE_COMP_CHANNEL = 0x0430,	/* Empty -> Handle + 1 fd */
 	IBVD_MSG_DESTROY_COMP_CHANNEL = 0x0431,	/* Handle -> Empty */
+	IBVD_MSG_CHANNEL_POKE	= 0x0432,	/* Handle -> Empty + 2 fds */
 	IBVD_MSG_CREATE_CQ	= 0x0440,	/* CreateCq -> CreateCqReply + 1 fd */
 	IBVD_MSG_RESIZE_CQ	= 0x0441,	/* ResizeCq -> CreateCqReply + 1 fd */
 	IBVD_MSG_DESTROY_CQ	= 0x0442,	/* Handle -> Empty */
@@ -74,7 +75,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_QUERY_QP	= 0x0452,	/* QueryQp -> QueryQpReply */
 	IBVD_MSG_DESTROY_QP	= 0x0453,	/* Handle -> Empty */
 	IBVD_MSG_OPEN_QP	= 0x0454,	/* OpenQp -> CreateQpReply (no fd) */
-	IBVD_MSG_QP_DIRECT	= 0x0455,	/* Handle -> QpDirectReply + 1 fd */
+	IBVD_MSG_QP_DIRECT	= 0x0455,	/* Handle -> QpDirectReply + 1-3 fds */
 	IBVD_MSG_QP_REMOTE_MR	= 0x0456,	/* QpRemoteMr -> QpRemoteMrReply + 1 fd */
 	IBVD_MSG_QP_DIRECT_UD	= 0x0457,	/* QpDirectUd -> Empty */
 	IBVD_MSG_QP_DIRECT_LEAVE = 0x0458,	/* Handle -> Empty */

@@ -201,10 +201,13 @@ struct ibvd_recv_wqe {
 
 /*
  * Notification requests, one-shot: the client arms by writing arm_seq one
- * past the engine's fired_seq (and the kind in arm_flags); the engine, when
- * it writes a CQE that satisfies an armed request, sends one event on the
- * CQ's completion channel and sets fired_seq = arm_seq.  Neither side ever
- * writes the other's word, so a client cannot confuse the engine.
+ * past `fired` (and the kind in arm_flags).  Whoever makes a completion
+ * that satisfies an armed request fires it by moving `fired` to arm_seq
+ * with a compare-and-swap, and the winner alone sends the one event: the
+ * engine for its CQEs (on the CQ's completion channel), the library for
+ * what it placed from a transit ring (transit.h, "Blocking").  `fired` is
+ * the one word both write; a client that scribbles on it changes only
+ * which of its own completions raise events, never more than one each.
  */
 #define IBVD_ARM_NEXT		1u	/* any completion */
 #define IBVD_ARM_SOLICITED	2u	/* solicited or error completions only */
@@ -214,7 +217,6 @@ struct ibvd_cq_engine {
 	uint32_t tail;		/* CQEs written so far */
 	uint32_t overflow;	/* non-zero once the CQ overran (CQ error) */
 	uint8_t pad[IBVD_CACHELINE - 8];
-	uint32_t fired_seq;	/* last arm_seq an event was sent for */
 	/*
 	 * The daemon's count of the times a QP receiving on this CQ joined
 	 * or left a direct pair (transit.h): a library that only polls
@@ -229,6 +231,7 @@ struct ibvd_cq_client {
 	uint8_t pad[IBVD_CACHELINE - 4];
 	uint32_t arm_seq;
 	uint32_t arm_flags;	/* IBVD_ARM_* */
+	uint32_t fired;		/* last arm_seq an event was sent for */
 };
 
 /* A completion: the fields of struct ibv_wc, in a fixed 64-byte slot. */

@@ -185,19 +185,43 @@
  * a library that moves SENDs from the SQ to the ring publishes them
  * before it hands back the SQ's claim.)
  *
- * Blocking.  A receiver that arms its CQ writes `arm_seq` in the ring's
- * consumer line, fences, and re-reads `produced`; a sender, after
- * publishing `produced`, fences and reads `arm_seq`.  Whichever sees the
- * other rings its own QP's doorbell, and the engine, on a direct QP's
- * doorbell, places what is in the ring itself: its CQE raises the event
- * as any does.  A sender whose send CQ is armed says so in
- * `sender_waits`, with `wake`: the arm it sleeps on and the end of its
- * first signalled SEND not taken yet.  Whoever moves `consumed` to that
- * end rings (the library) or sends the event (the engine) for it, and
- * only then: an event stands for a completion that happened after the
- * arm, as on a NIC, never for one the sender could already see when it
- * armed.  Apps that count events (one poll per event, as perftest's -e)
- * depend on that.  A failure of the direction wakes any sleeping sender.
+ * Blocking.  A process asleep on a completion channel is woken by its
+ * peer's library, with no engine thread in between.  Each channel whose
+ * CQs take from rings has a wake-up pair (a stream socket pair, which
+ * the daemon makes on first use); the library watches its reading end
+ * beside the daemon's event socket (channel->fd is an epoll instance),
+ * and every QP's rings come with the writing ends of its peer's CQs'
+ * channels (QP_DIRECT's `pokes`).  A byte there only says "look": the
+ * woken library drains them, places what its armed CQs' rings hold,
+ * and fires the arm itself, by the compare-and-swap on the CQ's `fired`
+ * that it shares with the engine (ring.h), so an arm fires once.
+ *  - A receiver that arms its CQ writes its arm number and kind
+ *    (`arm_seq`, `arm_kind`) in the ring's consumer line, fences, and
+ *    re-reads `produced`; a sender, after publishing `produced`, fences
+ *    and reads the arm.  Whichever sees the other wakes the receiver:
+ *    the receiver places what is there at once, the sender writes one
+ *    byte per arm, if what it sent fires it (any completion, or a
+ *    solicited SEND).  A receiver with no receive posted when it armed
+ *    says so (IBVD_TRANSIT_ARM_NO_RECV): its senders ring their own
+ *    doorbells instead, and the engine waits as RNR says.
+ *  - A sender whose send CQ is armed says so in `sender_waits`, with
+ *    `wake`: the arm it sleeps on and the end of its first signalled
+ *    SEND not taken yet.  Whoever moves `consumed` to that end (fences
+ *    and) writes one byte for that `wake` (the library) or sends the
+ *    event (the engine); the sender, after storing `wake`, fences and
+ *    looks at `consumed` itself.  Only then: an event stands for a
+ *    completion that happened after the arm, as on a NIC, never for one
+ *    the sender could already see when it armed.  Apps that count events
+ *    (one poll per event, as perftest's -e) depend on that, and on a
+ *    SEND's event coming before the answer to it (ibv_get_cq_event looks
+ *    at senders first).
+ *  - The engine stays the fallback.  A sender rings its doorbell, as
+ *    before, when its channel has no pair, or when its app sleeps
+ *    elsewhere than in ibv_get_cq_event; when it sleeps there, the
+ *    library looks every millisecond, and rings for a sender whose
+ *    receiver took nothing since the last look (one that armed its CQ
+ *    and then blocked on something else).  A failure of the direction
+ *    wakes any sleeping sender.
  *
  * Mapping.  A library maps the rings when it sees direct_gen at a post or
  * a modify of the QP, and only then says `rx_ready`; a sender sends on
@@ -252,10 +276,29 @@ struct ibvd_transit_ctl {
 	/* written by the claim's holder: the receiver's library or the engine */
 	uint32_t consumed;	/* cells taken so far */
 	/* written by the receiver's library */
-	uint32_t arm_seq;	/* non-zero: its receive CQ is armed */
+	uint32_t arm_seq;	/* non-zero: its receive CQ's arm (armed) */
 	uint32_t rx_ready;	/* non-zero: it has the rings mapped */
-	uint8_t pad1[52];
+	uint32_t arm_kind;	/* IBVD_ARM_*, stored before arm_seq */
+	uint8_t pad1[48];
 };
+
+/*
+ * The wake-up pairs that come with a QP's rings (QP_DIRECT's `pokes`):
+ * its peer's receive CQ's channel's, to wake the peer asleep on what we
+ * send, and its peer's send CQ's, to wake it asleep on the completion of
+ * what we take.
+ */
+#define IBVD_DIRECT_POKE_RECV	1u
+#define IBVD_DIRECT_POKE_SEND	2u
+
+/*
+ * In arm_kind beside IBVD_ARM_*: the receiver had no receive posted when
+ * it armed, so a SEND now would only wait for one; its sender leaves it
+ * to the engine, which waits as RNR says, rather than wake it for nothing.
+ */
+#define IBVD_TRANSIT_ARM_NO_RECV	0x100u
+/* ... or it has no wake-up pair to watch (it could not get one) */
+#define IBVD_TRANSIT_ARM_UNWATCHED	0x200u
 
 /* sender_waits: on failures only, or also once `consumed` reaches wake */
 #define IBVD_TRANSIT_WAKE_ON_FAIL	1u

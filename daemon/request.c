@@ -72,6 +72,8 @@ static const struct ibvd_request_type request_types[] = {
 	  CTX, ibvd_req_create_comp_channel },
 	{ IBVD_MSG_DESTROY_COMP_CHANNEL, "DESTROY_COMP_CHANNEL",
 	  &ibvd__handle__descriptor, 0, CTX, ibvd_req_destroy_comp_channel },
+	{ IBVD_MSG_CHANNEL_POKE, "CHANNEL_POKE", &ibvd__handle__descriptor, 0,
+	  CTX, ibvd_req_channel_poke },
 	{ IBVD_MSG_CREATE_CQ, "CREATE_CQ", &ibvd__create_cq__descriptor, 0,
 	  CTX, ibvd_req_create_cq },
 	{ IBVD_MSG_RESIZE_CQ, "RESIZE_CQ", &ibvd__resize_cq__descriptor, 0,

@@ -1,8 +1,13 @@
 /*
  * Completion channels.  A channel is the client end of a SOCK_SEQPACKET
  * pair whose other end the daemon keeps; the engine sends one CompEvent
- * frame per notification of an armed CQ.  channel->fd is that socket, so
- * apps can poll() it and make it non-blocking like a kernel channel.
+ * frame per notification of an armed CQ.  Beside it, once a CQ of the
+ * channel receives from a transit ring, the reading end of the channel's
+ * wake-up pair (CHANNEL_POKE): a byte there means "look at the rings",
+ * from the senders of those rings or from this library, which fires the
+ * events of what it places itself (common/transit.h, "Blocking").
+ * channel->fd is an epoll instance holding both, so apps can poll() it
+ * and make it non-blocking like a kernel channel.
  */
 #include "config.h"
 
@@ -10,6 +15,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "ibverbsd.pb-c.h"
@@ -34,15 +40,52 @@ static int create_on_daemon(struct ibv_context *ctx,
 				    ch->handle);
 		return -EPROTO;
 	}
-	ch->channel.fd = fd;
+	ch->sock = fd;
 	return 0;
+}
+
+static int watch(int epfd, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
 static void channel_free(struct ibvc_comp_channel *ch)
 {
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (ch->poke[i] >= 0)
+			close(ch->poke[i]);
+	if (ch->sock >= 0)
+		close(ch->sock);
+	if (ch->channel.fd >= 0)
+		close(ch->channel.fd);
 	pthread_mutex_destroy(&ch->recv_lock);
 	free(ch->buf);
 	free(ch);
+}
+
+static int channel_new(struct ibv_context *ctx,
+		       struct ibvc_comp_channel **ret_ch)
+{
+	struct ibvc_comp_channel *ch = calloc(1, sizeof(*ch));
+	int ret;
+
+	if (!ch)
+		return -ENOMEM;
+	pthread_mutex_init(&ch->recv_lock, NULL);
+	ch->channel.context = ctx;
+	ch->sock = ch->poke[0] = ch->poke[1] = -1;
+	ch->channel.fd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->channel.fd < 0) {
+		ret = -errno;
+		channel_free(ch);
+		return ret;
+	}
+	*ret_ch = ch;
+	return 0;
 }
 
 static int create_channel(struct ibv_context *ctx,
@@ -51,36 +94,183 @@ static int create_channel(struct ibv_context *ctx,
 	struct ibvc_comp_channel *ch;
 	int ret;
 
-	ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return -ENOMEM;
-	pthread_mutex_init(&ch->recv_lock, NULL);
-	ch->channel.context = ctx;
-	ch->channel.fd = -1;
-	ret = create_on_daemon(ctx, ch);
+	ret = channel_new(ctx, &ch);
 	if (ret < 0)
-		goto fail;
+		return ret;
+	ret = create_on_daemon(ctx, ch);
+	if (ret == 0) {
+		ret = watch(ch->channel.fd, ch->sock);
+		if (ret < 0)
+			ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_COMP_CHANNEL,
+					    ch->handle);
+	}
+	if (ret < 0) {
+		channel_free(ch);
+		return ret;
+	}
 	*ret_ch = ch;
 	return 0;
-fail:
-	channel_free(ch);
-	return ret;
 }
 
 int ibvc_channel_adopt(struct ibv_context *ctx, uint32_t handle, int fd,
 		       struct ibvc_comp_channel **ret_ch)
 {
 	struct ibvc_comp_channel *ch;
+	int ret;
 
-	ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return -ENOMEM;
-	pthread_mutex_init(&ch->recv_lock, NULL);
-	ch->channel.context = ctx;
-	ch->channel.fd = fd;
+	ret = channel_new(ctx, &ch);
+	if (ret < 0)
+		return ret;
 	ch->handle = handle;
+	ret = watch(ch->channel.fd, fd);
+	if (ret < 0) {
+		channel_free(ch);
+		return ret;
+	}
+	ch->sock = fd;
 	*ret_ch = ch;
 	return 0;
+}
+
+/*
+ * The wake-up pair, fetched once, by the first QP with transit rings and
+ * a CQ on the channel: until then (and if it cannot be had) the engine
+ * places and fires for sleepers, as for any.
+ */
+void ibvc_channel_poke_fetch(struct ibv_comp_channel *channel)
+{
+	struct ibvc_comp_channel *ch = to_ibvc_channel(channel);
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+	int fds[2] = { -1, -1 };
+	unsigned int nfds = 2;
+	int ret;
+
+	if (__atomic_load_n(&ch->poke[1], __ATOMIC_ACQUIRE) >= 0)
+		return;
+	pthread_mutex_lock(&ch->recv_lock);
+	if (ch->poke[1] >= 0)
+		goto out;
+	req.handle = ch->handle;
+	ret = ibvd_conn_call(ibvc_conn_of(channel->context),
+			     IBVD_MSG_CHANNEL_POKE, &req.base, NULL, NULL,
+			     fds, &nfds);
+	if (ret < 0 || nfds != 2 || watch(channel->fd, fds[0]) < 0)
+		goto out;
+	ch->poke[0] = fds[0];
+	/* Release: whoever sees the writing end, sees the reader watched. */
+	__atomic_store_n(&ch->poke[1], fds[1], __ATOMIC_RELEASE);
+	fds[0] = fds[1] = -1;
+out:
+	pthread_mutex_unlock(&ch->recv_lock);
+	while (nfds)
+		if (fds[--nfds] >= 0)
+			close(fds[nfds]);
+}
+
+int ibvc_channel_poke_fd(struct ibv_comp_channel *channel)
+{
+	struct ibvc_comp_channel *ch = to_ibvc_channel(channel);
+
+	if (__atomic_load_n(&ch->poke_dead, __ATOMIC_ACQUIRE))
+		return -1;
+	return __atomic_load_n(&ch->poke[1], __ATOMIC_ACQUIRE);
+}
+
+/*
+ * How long a sleeping sender waits for its receiver's library before the
+ * engine takes its SENDs (a receiver that armed its CQ and then blocked
+ * on something else), in ms.  Only a sender that sleeps in our own
+ * ibv_get_cq_event can be seen to: an app that sleeps in its own poll()
+ * has the engine watch for it, as before.
+ */
+#define FALLBACK_MS	1
+
+int ibvc_channel_fallback(struct ibv_comp_channel *channel)
+{
+	struct ibvc_comp_channel *ch = to_ibvc_channel(channel);
+
+	if (!__atomic_load_n(&ch->sleeps_here, __ATOMIC_RELAXED))
+		return -1;
+	/* one asleep already waits without a timeout: it must look again */
+	if (!__atomic_exchange_n(&ch->watching, true, __ATOMIC_ACQ_REL))
+		ibvc_poke(ibvc_channel_poke_fd(channel));
+	return 0;
+}
+
+/*
+ * Under recv_lock, nothing for FALLBACK_MS: the engine sees to sleepers
+ * whose receivers took nothing meanwhile; we stop watching when none
+ * waits.
+ */
+static void fallback_look(struct ibvc_comp_channel *ch)
+{
+	bool again = false;
+	struct ibvc_cq *cq;
+
+	/* First: a sender that asks after this store pokes us to look. */
+	__atomic_store_n(&ch->watching, false, __ATOMIC_SEQ_CST);
+	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
+		if (ibvc_direct_fallback(cq))
+			again = true;
+	if (again)
+		__atomic_store_n(&ch->watching, true, __ATOMIC_RELEASE);
+}
+
+/*
+ * As ibvd_wait_readable, with a look at the senders every FALLBACK_MS
+ * while some of them count on their receivers' libraries to wake them,
+ * and back to the rings after as long when one of them was busy.
+ */
+static int wait_channel(struct ibvc_comp_channel *ch)
+{
+	struct pollfd pfd = { .fd = ch->channel.fd, .events = POLLIN };
+	int flags = fcntl(ch->channel.fd, F_GETFL), n;
+
+	if (flags < 0)
+		return -errno;
+	if (flags & O_NONBLOCK) {
+		/* the app sleeps in its own poll(): the engine watches */
+		__atomic_store_n(&ch->sleeps_here, false, __ATOMIC_RELAXED);
+		n = poll(&pfd, 1, 0);
+		return n < 0 ? -errno : n == 0 ? -EAGAIN : 0;
+	}
+	if (ch->poke[1] >= 0)
+		__atomic_store_n(&ch->sleeps_here, true, __ATOMIC_RELAXED);
+	for (;;) {
+		bool watching = __atomic_load_n(&ch->watching, __ATOMIC_ACQUIRE);
+		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
+
+		n = poll(&pfd, 1, watching || rescan ? FALLBACK_MS : -1);
+		if (n != 0)
+			return n < 0 ? -errno : 0;
+		/* the engine held a receive queue we had to look at: again */
+		if (__atomic_exchange_n(&ch->rescan, false, __ATOMIC_ACQ_REL))
+			return 0;
+		pthread_mutex_lock(&ch->recv_lock);
+		fallback_look(ch);
+		pthread_mutex_unlock(&ch->recv_lock);
+	}
+}
+
+/* CQs of the channel, for the look at their rings (CQ create, destroy). */
+void ibvc_channel_link(struct ibv_comp_channel *channel, struct ibvc_cq *cq,
+		       bool add)
+{
+	struct ibvc_comp_channel *ch = to_ibvc_channel(channel);
+	struct ibvc_cq **p;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	if (add) {
+		cq->next_on_channel = ch->cqs;
+		ch->cqs = cq;
+	} else {
+		for (p = &ch->cqs; *p; p = &(*p)->next_on_channel)
+			if (*p == cq) {
+				*p = cq->next_on_channel;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&ch->recv_lock);
 }
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
@@ -120,7 +310,6 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 				  IBVD_MSG_DESTROY_COMP_CHANNEL, ch->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
-	close(channel->fd);
 	channel_free(ch);
 	return 0;
 }
@@ -147,7 +336,7 @@ static int recv_comp_event(struct ibvc_comp_channel *ch, uint32_t *handle)
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = ibvd_frame_recv(ch->channel.fd, ch->buf, IBVD_FRAME_MAX, &frame,
+	ret = ibvd_frame_recv(ch->sock, ch->buf, IBVD_FRAME_MAX, &frame,
 			      MSG_DONTWAIT);
 	if (ret == 0 || ret == -ECONNRESET) {
 		ret = -EIO;
@@ -195,6 +384,82 @@ static struct ibvc_cq *claim_event(struct ibvc_context *ictx, uint32_t handle)
 	return cq;
 }
 
+static void count_delivered(struct ibvc_cq *cq)
+{
+	pthread_mutex_lock(&cq->cq.mutex);
+	cq->comp_delivered++;
+	pthread_mutex_unlock(&cq->cq.mutex);
+}
+
+/* Under recv_lock: the pair's bytes, gone. */
+static void drain_pokes(struct ibvc_comp_channel *ch)
+{
+	char drain[64];
+	ssize_t n = -1;
+
+	while (ch->poke[0] >= 0 &&
+	       (n = recv(ch->poke[0], drain, sizeof(drain), MSG_DONTWAIT)) > 0)
+		;
+	if (n != 0)
+		return;
+	/*
+	 * Shut by a sender: the engine places and fires for us from now on
+	 * (the writing end stays open for those who loaded it just now).
+	 * What we fired already is still handed out.
+	 */
+	epoll_ctl(ch->channel.fd, EPOLL_CTL_DEL, ch->poke[0], NULL);
+	close(ch->poke[0]);
+	ch->poke[0] = -1;
+	__atomic_store_n(&ch->poke_dead, true, __ATOMIC_RELEASE);
+}
+
+/*
+ * Under recv_lock, an event taken: the bytes that came meanwhile go (the
+ * channel is not readable for nothing), and one goes back for another
+ * thread asleep on the channel if another event waits.
+ */
+static void settle(struct ibvc_comp_channel *ch)
+{
+	enum ibvc_event_pass pass;
+	struct ibvc_cq *cq;
+
+	if (ch->poke[1] < 0)
+		return;
+	drain_pokes(ch);
+	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES; pass++)
+		for (cq = ch->cqs; cq; cq = cq->next_on_channel)
+			if (ibvc_direct_take_event(cq, pass, false)) {
+				ibvc_poke(ibvc_channel_poke_fd(&ch->channel));
+				return;
+			}
+}
+
+/*
+ * The bytes of the wake-up pair only say "look": drain them, then look
+ * at every CQ of the channel (the library's events, and what the rings
+ * of armed ones hold).  A byte that comes after the drain wakes us
+ * again.
+ */
+static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch)
+{
+	struct ibvc_cq *cq, *got = NULL;
+	enum ibvc_event_pass pass;
+
+	if (ch->poke[1] < 0)
+		return NULL;
+	drain_pokes(ch);
+	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES && !got;
+	     pass++)
+		for (cq = ch->cqs; cq && !got; cq = cq->next_on_channel)
+			if (ibvc_direct_take_event(cq, pass, true))
+				got = cq;
+	if (got) {
+		count_delivered(got);
+		settle(ch);
+	}
+	return got;
+}
+
 static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
@@ -202,17 +467,28 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 	int ret;
 
 	for (;;) {
-		ret = ibvd_wait_readable(ch->channel.fd);
-		if (ret < 0)
-			return ret;	/* EINTR, or EAGAIN when non-blocking */
 		ret = recv_comp_event(ch, &handle);
-		if (ret == 0 || ret == -EAGAIN)
+		if (ret == 1) {
+			*ret_cq = claim_event(ictx, handle);
+			if (!*ret_cq)
+				continue;
+			pthread_mutex_lock(&ch->recv_lock);
+			settle(ch);
+			pthread_mutex_unlock(&ch->recv_lock);
+			return 0;
+		}
+		if (ret == 0)
 			continue;
-		if (ret < 0)
+		if (ret < 0 && ret != -EAGAIN)
 			return ret;
-		*ret_cq = claim_event(ictx, handle);
+		pthread_mutex_lock(&ch->recv_lock);
+		*ret_cq = take_library_event(ch);
+		pthread_mutex_unlock(&ch->recv_lock);
 		if (*ret_cq)
 			return 0;
+		ret = wait_channel(ch);
+		if (ret < 0)
+			return ret;	/* EINTR, or EAGAIN when non-blocking */
 	}
 }
 

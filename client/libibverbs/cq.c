@@ -80,13 +80,16 @@ static void cq_free(struct ibvc_cq *cq)
 	free(cq);
 }
 
-static void channel_ref(struct ibv_comp_channel *channel, int delta)
+static void channel_ref(struct ibv_comp_channel *channel, struct ibvc_cq *cq,
+			int delta)
 {
 	if (!channel)
 		return;
 	pthread_mutex_lock(&channel->context->mutex);
 	channel->refcnt += delta;
 	pthread_mutex_unlock(&channel->context->mutex);
+	if (delta > 0)
+		ibvc_channel_link(channel, cq, true);
 }
 
 /* Shared by ibv_create_cq and ibv_create_cq_ex (cq_ex.c). */
@@ -112,7 +115,7 @@ int ibvc_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 		ibvc_destroy_handle(ctx, IBVD_MSG_DESTROY_CQ, cq->cq.handle);
 		goto fail;
 	}
-	channel_ref(channel, 1);
+	channel_ref(channel, cq, 1);
 	*ret_cq = cq;
 	return 0;
 fail:
@@ -139,7 +142,7 @@ int ibvc_cq_adopt(struct ibv_context *ctx, void *cq_context,
 		cq_free(cq);
 		return ret;
 	}
-	channel_ref(channel, 1);
+	channel_ref(channel, cq, 1);
 	*ret_cq = cq;
 	return 0;
 }
@@ -204,11 +207,13 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 		return ibvc_errno_ret(ret);
 	/* No event can name it from now on; wait for those handed out. */
 	ibvc_obj_remove(to_ibvc_context(ibcq->context), ibcq->handle);
+	if (ibcq->channel)
+		ibvc_channel_link(ibcq->channel, cq, false);
 	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
 			&ibcq->comp_events_completed, &cq->comp_delivered);
 	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
 			&ibcq->async_events_completed, &cq->async_delivered);
-	channel_ref(ibcq->channel, -1);
+	channel_ref(ibcq->channel, cq, -1);
 	if (cq->parent_domain)
 		ibvc_pd_release(cq->parent_domain);
 	cq_free(cq);

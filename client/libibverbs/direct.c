@@ -31,9 +31,11 @@
 #include "config.h"
 
 #include <endian.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include "barrier.h"
 #include "ibvd_verbs.h"
@@ -108,7 +110,50 @@ struct ibvc_direct {
 	/* pollers of the receive CQ: `consumed` + 1 where the engine must
 	 * place the next message (0: none) */
 	uint32_t handed_at;
+	/* wake the peer asleep on its receive CQ, on its send CQ (-1: the
+	 * engine does) */
+	int peer_poke;
+	int peer_send_poke;
+	/* send CQ lock: `consumed` at the fallback timer's last look */
+	uint32_t fallback_seen;
+	bool fallback_looked;
+	/* one byte per arm that the peer sleeps on: the last we woke */
+	uint32_t poked_arm;		/* posters: its receive CQ's */
+	uint64_t poked_wake;		/* pollers: its send CQ's `wake` */
+	bool solicited_now;		/* this post_send list had one */
 };
+
+/* The wake-up pair of cq's channel, if we fire its events (or -1). */
+static int cq_poke_fd(const struct ibvc_cq *cq)
+{
+	return cq->cq.channel ? ibvc_channel_poke_fd(cq->cq.channel) : -1;
+}
+
+/*
+ * Tell the sender to qp's rings that its receive CQ is armed (arm, of
+ * kind IBVD_ARM_*), or no longer: it wakes us (transit.h, "Blocking"),
+ * unless no receive is posted for what it sends.
+ */
+static void rx_armed(struct ibvc_qp *qp, struct ibvc_direct *d, bool armed,
+		     uint32_t arm, uint32_t kind)
+{
+	const struct ibvc_wq *wq = qp->qp.srq ? &to_ibvc_srq(qp->qp.srq)->rq :
+						&qp->rq;
+
+	if (armed) {
+		arm = arm ? arm : 1;	/* non-zero, once in 2^32 arms the same */
+		if (cq_poke_fd(to_ibvc_cq(qp->qp.recv_cq)) < 0)
+			kind |= IBVD_TRANSIT_ARM_UNWATCHED;
+		if (ibvd_read_once(&wq->client->tail) ==
+		    ibvd_read_once(&wq->client->direct_head))
+			kind |= IBVD_TRANSIT_ARM_NO_RECV;
+		ibvd_write_once(&d->in.ctl->arm_kind, kind);
+		/* Release: the sender that sees the arm sees its kind. */
+		ibvd_publish(&d->in.ctl->arm_seq, arm);
+	} else if (ibvd_read_once(&d->in.ctl->arm_seq)) {
+		ibvd_write_once(&d->in.ctl->arm_seq, 0);
+	}
+}
 
 void ibvc_direct_qp_init(struct ibvc_qp *qp)
 {
@@ -182,7 +227,7 @@ static void unlink_qp(struct ibvc_qp **head, struct ibvc_qp *qp, bool sender)
 static bool cq_armed(const struct ibvc_cq *cq)
 {
 	return ibvd_read_once(&cq->ring.client->arm_seq) ==
-	       ibvd_observe(&cq->ring.engine->fired_seq) + 1;
+	       __atomic_load_n(&cq->ring.client->fired, __ATOMIC_ACQUIRE) + 1;
 }
 
 static int fifo_init(struct ibvc_cq *cq)
@@ -214,12 +259,16 @@ static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
 	rcq->direct.receivers = qp;
 	/* armed before we knew of the rings: the sender must know it */
 	if (cq_armed(rcq))
-		ibvd_write_once(&d->in.ctl->arm_seq, 1);
+		rx_armed(qp, d, true,
+			 ibvd_read_once(&rcq->ring.client->arm_seq),
+			 ibvd_read_once(&rcq->ring.client->arm_flags));
 	return 0;
 }
 
 static void direct_free(struct ibvc_direct *d)
 {
+	ibvc_poke_release(d->peer_poke);
+	ibvc_poke_release(d->peer_send_poke);
 	pthread_mutex_destroy(&d->wake_lock);
 	ibvc_grants_free(d->grants);
 	ibvc_unmap(&d->map);
@@ -237,6 +286,7 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 
 	if (!d)
 		return -ENOMEM;
+	d->peer_poke = d->peer_send_poke = -1;
 	pthread_mutex_init(&d->wake_lock, NULL);
 	/*
 	 * SENDs in flight, which hold ring room but not SQ room: the SQ's
@@ -269,27 +319,46 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 	return 0;
 }
 
+/* The wake-up pairs after the rings' fd, as `pokes` says (taken). */
+static void take_pokes(struct ibvc_direct *d, uint32_t pokes, int *fds,
+		       unsigned int nfds)
+{
+	unsigned int i = 1;
+
+	if ((pokes & IBVD_DIRECT_POKE_RECV) && i < nfds) {
+		d->peer_poke = ibvc_poke_hold(fds[i]);
+		fds[i++] = -1;
+	}
+	if ((pokes & IBVD_DIRECT_POKE_SEND) && i < nfds) {
+		d->peer_send_poke = ibvc_poke_hold(fds[i]);
+		fds[i++] = -1;
+	}
+}
+
 /* Ask the daemon for the rings of generation gen and map them. */
 static int fetch(struct ibvc_qp *qp, uint32_t gen, struct ibvc_direct **ret)
 {
 	Ibvd__Handle req = IBVD__HANDLE__INIT;
 	Ibvd__QpDirectReply *reply = NULL;
-	unsigned int nfds = 1;
-	int fd = -1, err;
+	int fds[3] = { -1, -1, -1 }, err;
+	unsigned int nfds = 3;
 
 	req.handle = qp->qp.handle;
 	err = ibvd_conn_call(ibvc_conn_of(qp->qp.context), IBVD_MSG_QP_DIRECT,
 			     &req.base, &ibvd__qp_direct_reply__descriptor,
-			     (ProtobufCMessage **)&reply, &fd, &nfds);
+			     (ProtobufCMessage **)&reply, fds, &nfds);
 	if (err < 0)
 		return err;
-	if (nfds != 1 || reply->gen != gen || reply->side > 1 ||
+	if (nfds < 1 || reply->gen != gen || reply->side > 1 ||
 	    !ibvd_transit_geometry_ok(reply->ncells))
 		err = -EPROTO;
 	else
-		err = map_rings(qp, reply, fd, ret);
-	if (nfds == 1)
-		close(fd);
+		err = map_rings(qp, reply, fds[0], ret);
+	if (err == 0)
+		take_pokes(*ret, reply->pokes, fds, nfds);
+	while (nfds)
+		if (fds[--nfds] >= 0)
+			close(fds[nfds]);
 	ibvd__qp_direct_reply__free_unpacked(reply, NULL);
 	return err;
 }
@@ -409,7 +478,7 @@ static void ud_let_go(struct ibvc_qp *qp)
 
 void ibvc_direct_refresh(struct ibvc_qp *qp)
 {
-	struct ibvc_direct *d, *cur;
+	struct ibvc_direct *d = NULL, *cur;
 	uint32_t gen;
 
 	if (!may_be_direct(qp))
@@ -431,6 +500,10 @@ void ibvc_direct_refresh(struct ibvc_qp *qp)
 	/* A failure leaves the QP on the engine's path: slower, not wrong. */
 	if (fetch(qp, gen, &d) < 0)
 		goto out;
+	if (qp->qp.recv_cq->channel)
+		ibvc_channel_poke_fetch(qp->qp.recv_cq->channel);
+	if (qp->qp.send_cq->channel)
+		ibvc_channel_poke_fetch(qp->qp.send_cq->channel);
 	lock_all(qp);
 	if (install(qp, d) < 0) {
 		unlock_all(qp);
@@ -776,8 +849,10 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	memset(&f, 0, sizeof(f));
 	f.kind = ring_kind(m->opcode);
 	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
-	if (m->send_flags & IBV_SEND_SOLICITED)
+	if (m->send_flags & IBV_SEND_SOLICITED) {
 		f.flags |= IBVD_TRANSIT_SOLICITED;
+		d->solicited_now = true;
+	}
 	f.flags |= (uint16_t)((m->sl << IBVD_TRANSIT_SL_SHIFT) &
 			      IBVD_TRANSIT_SL_MASK);
 	if (m->has_grh)
@@ -1016,6 +1091,68 @@ out:
 	return kind;
 }
 
+/*
+ * The receiver sleeps on an arm that what we just sent fires: we wake it
+ * (once for that arm), or the engine does (false).
+ */
+static bool wake_receiver(struct ibvc_direct *d)
+{
+	/* Acquire: the kind was stored before the arm. */
+	uint32_t arm = ibvd_observe(&d->out.ctl->arm_seq);
+	uint32_t kind = ibvd_read_once(&d->out.ctl->arm_kind);
+
+	if (!arm || arm == d->poked_arm)
+		return true;
+	if (kind & (IBVD_TRANSIT_ARM_NO_RECV | IBVD_TRANSIT_ARM_UNWATCHED))
+		return false;
+	if (!(kind & IBVD_ARM_NEXT) && !d->solicited_now)
+		return true;
+	if (!ibvc_poke(d->peer_poke))
+		return false;
+	d->poked_arm = arm;
+	return true;
+}
+
+/*
+ * A sender asleep on its send CQ (update_wake's kind): does the engine
+ * have to watch for it?  Not when the receiver's library wakes it
+ * (place_received) and its app sleeps in ibv_get_cq_event, which rings
+ * the engine after all if nothing comes of it (channel.c); what is due
+ * already we wake it for ourselves.
+ */
+/*
+ * Will the receiver's library wake us once it took what we wait for
+ * (place_received)?  It has our channel's pair if there is one
+ * (QP_DIRECT); and we must sleep in ibv_get_cq_event, which rings the
+ * engine after all for a receiver that takes nothing (channel.c).
+ */
+static bool peer_wakes_us(struct ibvc_cq *cq)
+{
+	return cq_poke_fd(cq) >= 0 &&
+	       ibvc_channel_fallback(cq->cq.channel) == 0;
+}
+
+static bool sleeper_watched(struct ibvc_qp *qp, struct ibvc_direct *d,
+			    enum wake_kind kind)
+{
+	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
+	uint32_t arm;
+
+	if (kind == WAKE_NONE)
+		return false;
+	if (!peer_wakes_us(cq))
+		return true;
+	/*
+	 * Due already: ibv_get_cq_event fires it (fire_senders).  Not here:
+	 * a poller that hands SENDs back to the ring holds the CQ's lock.
+	 */
+	if (kind == WAKE_AT &&
+	    ibvd_transit_wake_due(d->out.ctl,
+				  ibvd_read_once(&d->out.ctl->consumed), &arm))
+		ibvc_poke(cq_poke_fd(cq));
+	return false;
+}
+
 void ibvc_direct_send_done(struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
@@ -1038,15 +1175,19 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 		 * other's store.
 		 */
 		ibvd_full_fence();
-		ring = ibvd_read_once(&d->out.ctl->arm_seq) ||
-		       !ibvd_read_once(&qp->sq.engine->direct_send_ok);
+		if (!ibvd_read_once(&qp->sq.engine->direct_send_ok))
+			ring = true;
+		else
+			ring = !wake_receiver(d);
+		d->solicited_now = false;
 	}
 	/*
-	 * A sender that sleeps on its CQ: the engine sees to it (and places
-	 * the SENDs itself if the receiver does not poll for them, or sends
-	 * the event of a WRITE or READ done here).
+	 * A sender that sleeps on its CQ: its receiver's library wakes it
+	 * once it took what it waits for, or the engine sees to it (and
+	 * places the SENDs itself if the receiver does not poll for them, or
+	 * sends the event of a WRITE or READ done here).
 	 */
-	if (update_wake(qp, d, done, since) != WAKE_NONE)
+	if (sleeper_watched(qp, d, update_wake(qp, d, done, since)))
 		ring = true;
 	if (ring)
 		ring_own(qp);
@@ -1347,7 +1488,13 @@ struct placing {
 	uint32_t tail;			/* what the app posted */
 	uint32_t mark;
 	bool hand_off;			/* the next message is the engine's */
+	unsigned int placed;		/* PLACED_* */
 };
+
+#define PLACED_ANY		1u
+#define PLACED_SOLICITED	2u
+#define PLACED_NO_WQE		4u	/* RC: one waits for a receive */
+#define PLACED_BUSY		8u	/* the engine holds the claim */
 
 /* Place one message; false when there is nothing more to do now. */
 static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
@@ -1405,6 +1552,9 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	scatter(sge, nsge, skip, payload + info, len);
 	recv_cqe(&cqe, qp, d, wr_id, &f, len);
 	fifo_push(cq, &cqe, p->mark);
+	p->placed |= PLACED_ANY;
+	if (f.flags & IBVD_TRANSIT_SOLICITED)
+		p->placed |= PLACED_SOLICITED;
 	p->head++;
 	p->consumed = next;
 	return true;
@@ -1436,7 +1586,33 @@ static bool recv_stopped(const struct ibvc_qp *qp, const struct recv_queue *q)
 	       (q->srq && ibvd_read_once(&qp->sq.engine->error));
 }
 
-static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
+/*
+ * Does the sender want its event now that we took up to `consumed`?
+ * Store (consumed) -> load (its wake) needs a full fence, mirrored by
+ * the sender's store (wake) -> fence -> load (consumed) when it arms: one
+ * of us sees the other's, and wakes it, or fires itself.
+ */
+static bool sender_due(const struct ibvc_direct *d, uint32_t consumed,
+		       uint32_t *arm)
+{
+	ibvd_full_fence();
+	return ibvd_transit_wake_due(d->in.ctl, consumed, arm);
+}
+
+/* Its `wake` is due: we wake the sender (once for it), or the engine does. */
+static bool wake_sender(struct ibvc_direct *d)
+{
+	uint64_t wake = __atomic_load_n(&d->in.ctl->wake, __ATOMIC_RELAXED);
+
+	if (wake == d->poked_wake)
+		return true;
+	if (!ibvc_poke(d->peer_send_poke))
+		return false;
+	d->poked_wake = wake;
+	return true;
+}
+
+static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
 	uint32_t expect = IBVD_WQ_CLAIM_FREE, start, arm, from;
@@ -1448,11 +1624,11 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	start = ibvd_read_once(&d->in.ctl->consumed);
 	if (ibvd_observe(&d->in.ctl->produced) == start ||
 	    recv_stopped(qp, &p.q) || d->handed_at == start + 1)
-		return;
+		return 0;
 	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
 					 IBVD_WQ_CLAIM_LIBRARY, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return;
+		return PLACED_BUSY;
 	/* After the claim: the engine's CQEs made under it are below this. */
 	p.mark = ibvd_observe(&cq->ring.engine->tail);
 	p.consumed = ibvd_read_once(&d->in.ctl->consumed);
@@ -1460,37 +1636,29 @@ static void place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	/* Acquire: the WQEs below the published tail are written. */
 	p.tail = ibvd_observe(&rc->tail);
 	p.hand_off = false;
+	p.placed = 0;
 	start = p.consumed;
 	from = p.head;
 	if (p.tail - p.head <= p.q.wq->nslots)
 		while (place_one(cq, qp, d, &p))
 			;
+	if (!p.hand_off && p.head == p.tail && qp->qp.qp_type == IBV_QPT_RC &&
+	    ibvd_observe(&d->in.ctl->produced) != p.consumed)
+		p.placed |= PLACED_NO_WQE;
 	ibvd_write_once(&rc->direct_head, p.head);
 	ibvd_transit_release(&d->in, p.consumed);
 	/* Release: the WQEs, the head and `consumed` before the claim. */
 	ibvd_publish(&rc->claim, IBVD_WQ_CLAIM_FREE);
 	d->handed_at = p.hand_off ? p.consumed + 1 : 0;
-	if (p.hand_off || (p.head != from && srq_below_limit(&p)) ||
-	    (p.consumed != start &&
-	     ibvd_transit_wake_due(d->in.ctl, p.consumed, &arm)))
+	if (p.hand_off || (p.head != from && srq_below_limit(&p)))
 		ring_own(qp);
+	else if (p.consumed != start && sender_due(d, p.consumed, &arm) &&
+		 !wake_sender(d))
+		ring_own(qp);
+	return p.placed;
 }
 
-void ibvc_direct_recv_posted(struct ibvc_qp *qp)
-{
-	struct ibvc_direct *d = direct_of(qp);
-
-	if (!d)
-		return;
-	/* a message that waited for a WQE, for a receiver that sleeps */
-	ibvd_full_fence();
-	if (ibvd_read_once(&d->in.ctl->arm_seq) &&
-	    ibvd_observe(&d->in.ctl->produced) !=
-	    ibvd_read_once(&d->in.ctl->consumed))
-		ring_own(qp);
-}
-
-/* ---- polling and arming (CQ lock) -------------------------------------- */
+/* ---- events of what we place (transit.h, "Blocking") --------------------- */
 
 /* The CQ's event fired: the rings need not ring for it any more. */
 static void disarm(struct ibvc_cq *cq)
@@ -1498,12 +1666,196 @@ static void disarm(struct ibvc_cq *cq)
 	struct ibvc_qp *qp;
 
 	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
-		if (ibvd_read_once(&qp->direct->in.ctl->arm_seq))
-			ibvd_write_once(&qp->direct->in.ctl->arm_seq, 0);
+		rx_armed(qp, qp->direct, false, 0, 0);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
 		if (ibvd_read_once(&qp->direct->out.ctl->sender_waits))
 			ibvd_write_once(&qp->direct->out.ctl->sender_waits, 0);
 }
+
+bool ibvc_poke(int fd)
+{
+	if (fd < 0)
+		return false;
+	if (send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+		return true;
+	/* full: what it holds wakes the reader as well as ours would */
+	return errno == EAGAIN || errno == EWOULDBLOCK;
+}
+
+/*
+ * Under cq->lock, after placing: fire cq's arm for what we placed, as
+ * the engine fires for its CQEs (ring.h: the compare-and-swap decides
+ * which of us sends the one event).  The event waits in direct.events
+ * for ibv_get_cq_event; `wake`: for a sleeper, unless that is the caller.
+ */
+static bool fire_arm(struct ibvc_cq *cq, uint32_t arm, bool wake)
+{
+	uint32_t fired = arm - 1;
+
+	if (cq_poke_fd(cq) < 0 ||
+	    !__atomic_compare_exchange_n(&cq->ring.client->fired, &fired, arm,
+					 false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return false;
+	cq->direct.events++;
+	disarm(cq);
+	if (wake)
+		ibvc_poke(cq_poke_fd(cq));
+	return true;
+}
+
+static void fire(struct ibvc_cq *cq, unsigned int placed, bool wake)
+{
+	struct ibvd_cq_client *cp = cq->ring.client;
+
+	if (!(placed & PLACED_ANY) || !cq_armed(cq))
+		return;
+	if (!(ibvd_read_once(&cp->arm_flags) & IBVD_ARM_NEXT) &&
+	    !(placed & PLACED_SOLICITED))
+		return;
+	fire_arm(cq, ibvd_read_once(&cp->arm_seq), wake);
+}
+
+/*
+ * A sender asleep on cq whose SENDs were taken as far as it waited for
+ * (update_wake): its event, for the arm it slept on only.
+ */
+static bool fire_senders(struct ibvc_cq *cq, bool wake)
+{
+	uint32_t arm, now = ibvd_read_once(&cq->ring.client->arm_seq);
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
+		struct ibvd_transit_ctl *ctl = qp->direct->out.ctl;
+
+		if (ibvd_transit_wake_due(ctl, ibvd_read_once(&ctl->consumed),
+					  &arm) && arm == now)
+			return fire_arm(cq, arm, wake);
+	}
+	return false;
+}
+
+/*
+ * Under cq->lock: what cq's receivers' rings hold, placed and fired for.
+ * `asleep`: for a receiver that sleeps on cq (ibv_get_cq_event), a SEND
+ * that waits for a receive is the engine's, which waits as RNR says and
+ * places it once one is posted, wherever that comes from (an SRQ's post
+ * tells us nothing).  One we could not take because the engine held
+ * the receive queue (it may have looked at the ring before the SEND
+ * came, and its sender woke us only) we look at again in a moment.
+ */
+static void place_all(struct ibvc_cq *cq, bool wake, bool asleep)
+{
+	unsigned int placed = 0, got;
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver) {
+		got = place_received(cq, qp);
+		if (asleep && (got & PLACED_NO_WQE))
+			ring_own(qp);
+		if (asleep && (got & PLACED_BUSY))
+			__atomic_store_n(&to_ibvc_channel(cq->cq.channel)->rescan,
+					 true, __ATOMIC_RELAXED);
+		placed |= got;
+	}
+	fire(cq, placed, wake);
+}
+
+/*
+ * A sender that waits for its receiver's library: the engine is rung for
+ * it when its receiver took nothing from one look to the next.
+ */
+static bool fallback_one(struct ibvc_qp *qp, struct ibvc_direct *d)
+{
+	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed);
+
+	if (!ibvd_read_once(&d->out.ctl->sender_waits) &&
+	    d->sends_head == ibvd_observe(&d->sends_tail)) {
+		d->fallback_looked = false;
+		return false;
+	}
+	if (d->fallback_looked && consumed == d->fallback_seen) {
+		d->fallback_looked = false;
+		ring_own(qp);
+		return false;
+	}
+	d->fallback_seen = consumed;
+	d->fallback_looked = true;
+	return true;
+}
+
+bool ibvc_direct_fallback(struct ibvc_cq *cq)
+{
+	struct ibvc_qp *qp;
+	bool again = false;
+
+	pthread_mutex_lock(&cq->lock);
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
+		if (fallback_one(qp, qp->direct))
+			again = true;
+	pthread_mutex_unlock(&cq->lock);
+	return again;
+}
+
+bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
+			    bool take)
+{
+	bool got;
+	bool ours = cq_poke_fd(cq) >= 0;	/* else the engine fires */
+
+	pthread_mutex_lock(&cq->lock);
+	if (ours && pass == IBVC_EVENTS_OF_SENDS && cq->direct.senders &&
+	    cq_armed(cq))
+		fire_senders(cq, false);
+	if (ours && pass == IBVC_EVENTS_OF_RECEIVES && cq->direct.receivers &&
+	    cq_armed(cq))
+		place_all(cq, false, true);
+	got = cq->direct.events != 0;
+	if (got && take)
+		cq->direct.events--;
+	pthread_mutex_unlock(&cq->lock);
+	return got;
+}
+
+void ibvc_direct_recv_posted(struct ibvc_qp *qp)
+{
+	struct ibvc_cq *rcq = to_ibvc_cq(qp->qp.recv_cq);
+	struct ibvc_direct *d = direct_of(qp);
+	uint32_t kind;
+
+	if (!d)
+		return;
+	/* its senders wake it from now on (rx_armed, which may re-arm now) */
+	kind = __atomic_load_n(&d->in.ctl->arm_kind, __ATOMIC_RELAXED);
+	while ((kind & IBVD_TRANSIT_ARM_NO_RECV) &&
+	       !__atomic_compare_exchange_n(&d->in.ctl->arm_kind, &kind,
+					    kind & ~IBVD_TRANSIT_ARM_NO_RECV,
+					    false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+	/* a message that waited for a WQE, for a receiver that sleeps */
+	ibvd_full_fence();
+	if (!ibvd_read_once(&d->in.ctl->arm_seq) ||
+	    ibvd_observe(&d->in.ctl->produced) ==
+	    ibvd_read_once(&d->in.ctl->consumed))
+		return;
+	if (cq_poke_fd(rcq) < 0) {
+		ring_own(qp);
+		return;
+	}
+	/*
+	 * Placed here, or by the sleeper we wake: a poster inside an
+	 * ibv_start_poll batch of that CQ holds its lock already.
+	 */
+	if (pthread_mutex_trylock(&rcq->lock) != 0) {
+		ibvc_poke(cq_poke_fd(rcq));
+		return;
+	}
+	place_all(rcq, true, false);
+	pthread_mutex_unlock(&rcq->lock);
+}
+
+/* ---- polling and arming (CQ lock) -------------------------------------- */
 
 void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
 {
@@ -1520,8 +1872,7 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
 		harvest_sends(cq, qp);
 		take_back_polling(qp);
 	}
-	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
-		place_received(cq, qp);
+	place_all(cq, true, false);
 	if (!cq_armed(cq))
 		disarm(cq);
 }
@@ -1578,26 +1929,43 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
 
 void ibvc_direct_armed(struct ibvc_cq *cq)
 {
+	bool pending = false;
+	enum wake_kind kind;
 	struct ibvc_qp *qp;
 
 	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver) {
 		struct ibvc_direct *d = qp->direct;
 
-		ibvd_write_once(&d->in.ctl->arm_seq, 1);
+		rx_armed(qp, d, true, ibvd_read_once(&cq->ring.client->arm_seq),
+			 ibvd_read_once(&cq->ring.client->arm_flags));
 		ibvd_full_fence();
-		if (ibvd_observe(&d->in.ctl->produced) !=
+		if (ibvd_observe(&d->in.ctl->produced) ==
 		    ibvd_read_once(&d->in.ctl->consumed))
+			continue;
+		if (cq_poke_fd(cq) >= 0)
+			pending = true;
+		else
 			ring_own(qp);
 	}
+	/* the message is here, its event too: as the engine would do */
+	if (pending)
+		place_all(cq, true, false);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
 		struct ibvc_direct *d = qp->direct;
 
 		/*
 		 * The engine sends the event once the SEND is taken, and takes
-		 * them itself if the receiver does not: it is told of both.
+		 * them itself if the receiver does not: it is told of both,
+		 * unless the receiver's library wakes us (sleeper_watched).
+		 * Taken already: the event is ours to send.
 		 */
-		if (update_wake(qp, d, false, d->arm_since) == WAKE_AT ||
-		    d->sends_head != ibvd_observe(&d->sends_tail))
+		kind = update_wake(qp, d, false, d->arm_since);
+		if (kind == WAKE_AT && fire_senders(cq, true))
+			break;
+		if (kind != WAKE_AT &&
+		    d->sends_head == ibvd_observe(&d->sends_tail))
+			continue;
+		if (!peer_wakes_us(cq))
 			ring_own(qp);
 	}
 }

@@ -307,11 +307,21 @@ int ibvc_destroy_handle(struct ibv_context *ctx, uint16_t type,
 			uint32_t handle);
 
 struct ibvc_comp_channel {
-	struct ibv_comp_channel channel;	/* must be first */
+	struct ibv_comp_channel channel;	/* must be first; fd: epoll */
 	uint32_t handle;
-	pthread_mutex_t recv_lock;		/* one reader of buf at a time */
+	int sock;				/* the daemon's events */
+	int poke[2];				/* the wake-up pair, once had:
+						 * read (watched), write */
+	/* one reader of buf at a time; the pair's fetch; cqs */
+	pthread_mutex_t recv_lock;
 	uint8_t *buf;				/* IBVD_FRAME_MAX bytes, from the
 						 * first event on (channel.c) */
+	struct ibvc_cq *cqs;			/* those using the channel */
+	bool poke_dead;				/* atomic: a sender shut it */
+	/* atomic: the app sleeps in ibv_get_cq_event (channel.c, fallback) */
+	bool sleeps_here;
+	bool watching;				/* atomic: ... for sleepers */
+	bool rescan;				/* atomic: a ring to look at again */
 };
 
 static inline struct ibvc_comp_channel *
@@ -337,6 +347,7 @@ struct ibvc_cq {
 	struct ibvc_cq_ring ring;
 	/* under cq.mutex: events handed to the app, for destroy's wait */
 	uint32_t comp_delivered;
+	struct ibvc_cq *next_on_channel;	/* its channel's recv_lock */
 	uint32_t async_delivered;
 	/* the ibv_cq_ex poll API (cq_ex.c), from start_poll to end_poll */
 	bool single_threaded;			/* start_poll takes no lock */
@@ -352,6 +363,7 @@ struct ibvc_cq {
 		uint32_t limit;			/* engine CQEs this poll may take */
 		bool polling;			/* limit applies */
 		uint32_t moves_seen;		/* engine->direct_moves; atomic */
+		uint32_t events;		/* fired here, not handed out */
 	} direct;
 };
 
@@ -470,6 +482,35 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
  */
 void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);
+/*
+ * ibv_get_cq_event's looks at cq (its channel's recv_lock): true for an
+ * event this library fired, after looking, if cq is armed, at the sends
+ * its sleeping sender waits for, or at what its receivers' rings hold
+ * (common/transit.h, "Blocking").  The passes go over all of a channel's
+ * CQs in this order: as on a NIC, a SEND's completion comes before the
+ * answer its receiver sent after taking it.  take false: only look (and
+ * fire), say whether cq has an event.
+ */
+enum ibvc_event_pass {
+	IBVC_EVENTS_FIRED,
+	IBVC_EVENTS_OF_SENDS,
+	IBVC_EVENTS_OF_RECEIVES,
+};
+bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
+			    bool take);
+/*
+ * The channel's fallback timer went off: the engine watches cq's sleepers
+ * whose receivers took nothing since the last time; true to look again.
+ */
+bool ibvc_direct_fallback(struct ibvc_cq *cq);
+/* One byte into a wake-up pair (fd < 0: none); false if it cannot go. */
+bool ibvc_poke(int fd);
+/*
+ * poke.c: a wake-up pair's writing end received (taken), as the one fd
+ * this process keeps for that pair; let go of it with ibvc_poke_release.
+ */
+int ibvc_poke_hold(int fd);
+void ibvc_poke_release(int fd);
 void ibvc_direct_cq_fini(struct ibvc_cq *cq);
 /* A QP of cq was destroyed: its completions made here go with it. */
 void ibvc_direct_cq_forget(struct ibvc_cq *cq, uint32_t qp_num);
@@ -564,6 +605,17 @@ void ibvc_bundle_drop(struct ibv_context *ctx, struct ibvd_cm_qp_init *ci,
 /* channel.c: a channel the daemon made with a QP, fd its socket. */
 int ibvc_channel_adopt(struct ibv_context *ctx, uint32_t handle, int fd,
 		       struct ibvc_comp_channel **ret_ch);
+/* channel.c: the wake-up pair (ibvc_comp_channel), its writing end */
+void ibvc_channel_poke_fetch(struct ibv_comp_channel *channel);
+int ibvc_channel_poke_fd(struct ibv_comp_channel *channel);
+/*
+ * A sender asleep on the channel counts on its receiver's library to
+ * wake it: ibv_get_cq_event rings the engine after all if that takes
+ * long (0; -1: the app does not sleep there, ring the engine now).
+ */
+int ibvc_channel_fallback(struct ibv_comp_channel *channel);
+void ibvc_channel_link(struct ibv_comp_channel *channel, struct ibvc_cq *cq,
+		       bool add);
 
 /* cq_ex.c, qp.c, srq.c: extended creators (verbs_context ops) */
 struct ibv_cq_ex *ibvc_create_cq_ex_op(struct ibv_context *ctx,

@@ -16,6 +16,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/backing.c \
 	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \
+	client/libibverbs/poke.c \
 	client/libibverbs/cq.c \
 	client/libibverbs/clock.c \
 	client/libibverbs/cq_ex.c \

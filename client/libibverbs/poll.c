@@ -149,7 +149,7 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	flags = solicited_only ? IBVD_ARM_SOLICITED : IBVD_ARM_NEXT;
 	pthread_mutex_lock(&cq->lock);
 	client = cq->ring.client;
-	fired = ibvd_observe(&cq->ring.engine->fired_seq);
+	fired = __atomic_load_n(&client->fired, __ATOMIC_ACQUIRE);
 	if (ibvd_read_once(&client->arm_seq) == fired + 1 &&
 	    ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT)
 		flags = IBVD_ARM_NEXT;

@@ -195,6 +195,7 @@ struct ibvd_comp_channel {
 	struct ibvd_context *ctx;
 	uint32_t handle;
 	int sock;			/* our end: CompEvent datagrams go here */
+	int poke[2];			/* the wake-up pair, once made (-1) */
 	unsigned int users;		/* CQs using it: destroy is EBUSY */
 };
 
@@ -207,7 +208,6 @@ struct ibvd_cq {
 	struct ibvd_ring ring;
 	pthread_mutex_t lock;		/* CQE production from any engine thread */
 	uint32_t tail;			/* locked: CQEs written (private copy) */
-	uint32_t fired_seq;		/* locked: private copy of engine page's */
 	bool overflowed;		/* locked */
 };
 

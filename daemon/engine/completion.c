@@ -40,9 +40,8 @@ static bool arm_matches(uint32_t flags, const struct ibvd_cqe *cqe,
 static void notify(struct ibvd_cq *cq, const struct ibvd_cqe *cqe,
 		   bool solicited, const uint32_t *want)
 {
-	struct ibvd_cq_engine *ep = cq->ring.engine_page;
 	struct ibvd_cq_client *cp = cq->ring.client_page;
-	uint32_t arm;
+	uint32_t arm, fired;
 
 	if (!cq->channel)
 		return;
@@ -55,12 +54,15 @@ static void notify(struct ibvd_cq *cq, const struct ibvd_cqe *cqe,
 	ibvd_full_fence();
 	/* Acquire: arm_flags was written before arm_seq. */
 	arm = ibvd_observe(&cp->arm_seq);
-	if (arm != cq->fired_seq + 1 || (want && arm != *want))
+	fired = __atomic_load_n(&cp->fired, __ATOMIC_RELAXED);
+	if (arm != fired + 1 || (want && arm != *want))
 		return;
 	if (!arm_matches(ibvd_read_once(&cp->arm_flags), cqe, solicited))
 		return;
-	cq->fired_seq = arm;
-	ibvd_publish(&ep->fired_seq, arm);
+	/* the library may fire this arm for a message it placed (ring.h) */
+	if (!__atomic_compare_exchange_n(&cp->fired, &fired, arm, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
 	/*
 	 * One event per arm: the hook sends it without blocking, and loses
 	 * it only if the app stops reading events, as it would be for an

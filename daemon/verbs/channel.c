@@ -6,6 +6,16 @@
  * ours.  Ours is non-blocking, so a client that does not read its events
  * can never stall an engine thread, and shut for reading, so a client that
  * writes to its end gets EPIPE instead of filling our buffer.
+ *
+ * A channel whose CQs receive from transit rings also gets a wake-up
+ * pair (CHANNEL_POKE; common/transit.h, "Blocking"): a stream socket pair
+ * whose reading end the library watches beside ours, and whose writing
+ * end goes to the senders of those rings (QP_DIRECT), so that a sender
+ * wakes a sleeping receiver itself, with no engine thread in between.
+ * What comes through it says nothing: the receiver's library looks at
+ * its armed CQs' rings on any byte, so a sender that writes garbage, or
+ * fills the pair, or shuts it, only wakes it, or sends its own messages
+ * the engine's way.
  */
 #include <config.h>
 
@@ -114,6 +124,49 @@ static int channel_pair(int *ours, int *theirs)
 	return 0;
 }
 
+/* The wake-up pair of ch, made the first time someone asks (-errno). */
+int ibvd_channel_poke(struct ibvd_comp_channel *ch)
+{
+	int sv[2];
+
+	if (ch->poke[1] >= 0)
+		return ch->poke[1];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+		       sv) < 0)
+		return -errno;
+	ch->poke[0] = sv[0];
+	ch->poke[1] = sv[1];
+	return sv[1];
+}
+
+int ibvd_req_channel_poke(struct ibvd_call *call)
+{
+	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_comp_channel *ch =
+		ibvd_handle_lookup(&ctx->handles, req->handle, IBVD_OBJ_COMP_CHANNEL);
+	Ibvd__Empty reply = IBVD__EMPTY__INIT;
+	int ret;
+
+	if (!ch)
+		return ibvd_call_error(call, -EINVAL, "no completion channel %#x",
+				       req->handle);
+	ret = ibvd_channel_poke(ch);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "channel %#x: no wake-up pair",
+				       req->handle);
+	return ibvd_call_reply(call, &reply.base, ch->poke, 2);
+}
+
+static void channel_close(struct ibvd_comp_channel *ch)
+{
+	if (ch->poke[0] >= 0) {
+		close(ch->poke[0]);
+		close(ch->poke[1]);
+	}
+	free(ch);
+}
+
 int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
 		     int *theirs)
 {
@@ -124,6 +177,7 @@ int ibvd_channel_new(struct ibvd_call *call, struct ibvd_comp_channel **ret_ch,
 	if (!ch)
 		return -ENOMEM;
 	ch->ctx = ctx;
+	ch->poke[0] = ch->poke[1] = -1;
 	ret = channel_pair(&ch->sock, theirs);
 	if (ret < 0) {
 		free(ch);
@@ -164,14 +218,14 @@ void ibvd_channel_destroy(struct ibvd_comp_channel *ch)
 {
 	ibvd_handle_remove(&ch->ctx->handles, ch->handle, IBVD_OBJ_COMP_CHANNEL);
 	close(ch->sock);
-	free(ch);
+	channel_close(ch);
 }
 
 void ibvd_channel_unmake(struct ibvd_comp_channel *ch, int theirs)
 {
 	ibvd_handle_remove(&ch->ctx->handles, ch->handle, IBVD_OBJ_COMP_CHANNEL);
 	pair_unused(ch->sock, theirs);
-	free(ch);
+	channel_close(ch);
 }
 
 int ibvd_req_destroy_comp_channel(struct ibvd_call *call)

@@ -167,7 +167,7 @@ static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to)
 	nc->head = head;
 	nc->arm_seq = ibvd_read_once(&oc->arm_seq);
 	nc->arm_flags = ibvd_read_once(&oc->arm_flags);
-	ne->fired_seq = cq->fired_seq;
+	nc->fired = ibvd_read_once(&oc->fired);
 	ne->direct_moves = ibvd_read_once(&oe->direct_moves);
 	ne->overflow = ibvd_read_once(&oe->overflow);
 	ibvd_publish(&ne->tail, cq->tail);

@@ -193,6 +193,9 @@ void ibvd_mw_qp_gone(struct ibvd_qp *qp);
 int ibvd_req_create_comp_channel(struct ibvd_call *call);
 int ibvd_req_destroy_comp_channel(struct ibvd_call *call);
 void ibvd_channel_destroy(struct ibvd_comp_channel *ch);
+int ibvd_req_channel_poke(struct ibvd_call *call);
+/* ch's wake-up pair's writing end, made on first use (or -errno) */
+int ibvd_channel_poke(struct ibvd_comp_channel *ch);
 /*
  * Make one spare channel socket pair ahead of need, on the control
  * thread's idle time (server/loop.c): false when the spares are all made

@@ -594,10 +594,8 @@ static void empty_cqs(void)
 
 		memset(w.cq[i].cli, 0, IBVD_RING_HDR);
 		w.cq[i].cli->head = cq->tail;
-		w.cq[i].cli->arm_seq = cq->fired_seq;
 		memset(w.cq[i].eng, 0, IBVD_RING_HDR);
 		w.cq[i].eng->tail = cq->tail;
-		w.cq[i].eng->fired_seq = cq->fired_seq;
 	}
 }
 

@@ -38,6 +38,7 @@
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1008,59 +1010,80 @@ static void take_event(struct ibv_comp_channel *ch, struct ibv_cq *want,
 	ibv_ack_cq_events(cq, 1);
 }
 
-/* Events: solicited-only arms wait for a solicited SEND; senders sleep. */
-START_TEST(events)
-{
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+/*
+ * An events test's pair: side 0 sends on scq, side 1 receives on rcq,
+ * the CQs on one channel or on two (rch), with rings; two MRs.
+ */
+struct events_fx {
+	struct ibv_comp_channel *ch, *rch;
 	struct ibv_cq *scq, *rcq;
 	struct vt_pair p;
 	struct ibv_mr *a, *b;
+};
+
+static void events_open(struct events_fx *f, bool two_channels)
+{
+	f->ch = ibv_create_comp_channel(D.ctx);
+	f->rch = two_channels ? ibv_create_comp_channel(D.ctx) : f->ch;
+	ck_assert(f->ch && f->rch);
+	f->scq = ibv_create_cq(D.ctx, 64, NULL, f->ch, 0);
+	f->rcq = ibv_create_cq(D.ctx, 64, NULL, f->rch, 0);
+	ck_assert(f->scq && f->rcq);
+	vt_pair_on(&f->p, &D, NULL, NULL, f->scq, f->rcq);
+	f->a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f->b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
+}
+
+static void events_close(struct events_fx *f)
+{
+	vt_dereg(f->a);
+	vt_dereg(f->b);
+	vt_pair_free(&f->p);
+	ck_assert_int_eq(ibv_destroy_cq(f->scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(f->rcq), 0);
+	if (f->rch != f->ch)
+		ck_assert_int_eq(ibv_destroy_comp_channel(f->rch), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(f->ch), 0);
+}
+
+/* Events: solicited-only arms wait for a solicited SEND; senders sleep. */
+START_TEST(events)
+{
+	struct events_fx f;
 	struct ibv_wc wc;
 
-	ck_assert_ptr_nonnull(ch);
-	scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
-	rcq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
-	ck_assert(scq && rcq);
-	vt_pair_on(&p, &D, NULL, NULL, scq, rcq);
-	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-	ck_assert_msg(vt_transit_maps() > 0, "the pair has no transit rings");
+	events_open(&f, false);
 
 	/* solicited only: an unsolicited SEND raises nothing */
-	vt_recv(p.qp[1], 1, b->addr, 4096, b->lkey);
-	vt_recv(p.qp[1], 2, b->addr, 4096, b->lkey);
-	ck_assert_int_eq(ibv_req_notify_cq(rcq, 1), 0);
-	vt_send(p.qp[0], 3, IBV_WR_SEND, 0, a->addr, 8, a->lkey, 0, 0);
-	ck_assert_msg(!channel_ready(ch, QUIET_MS), "event for an unsolicited SEND");
-	vt_send(p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SOLICITED, a->addr, 8,
-		a->lkey, 0, 0);
-	take_event(ch, rcq, "a solicited SEND");
-	vt_expect_ok(rcq, &wc, 1, IBV_WC_RECV, "unsolicited");
-	vt_expect_ok(rcq, &wc, 2, IBV_WC_RECV, "solicited");
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 1), 0);
+	vt_send(f.p.qp[0], 3, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	ck_assert_msg(!channel_ready(f.ch, QUIET_MS), "event for an unsolicited SEND");
+	vt_send(f.p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SOLICITED, f.a->addr, 8,
+		f.a->lkey, 0, 0);
+	take_event(f.ch, f.rcq, "a solicited SEND");
+	vt_expect_ok(f.rcq, &wc, 1, IBV_WC_RECV, "unsolicited");
+	vt_expect_ok(f.rcq, &wc, 2, IBV_WC_RECV, "solicited");
 
 	/* a sender asleep on its CQ hears of its SEND, receiver not polling */
-	vt_recv(p.qp[1], 5, b->addr, 4096, b->lkey);
-	vt_expect_none(scq, 0, "send CQ before");
-	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
-	vt_send(p.qp[0], 6, IBV_WR_SEND, IBV_SEND_SIGNALED, a->addr, 8,
-		a->lkey, 0, 0);
-	take_event(ch, scq, "a sleeping sender");
-	vt_expect_ok(scq, &wc, 6, IBV_WC_SEND, "the sleeping sender's SEND");
-	vt_expect_ok(rcq, &wc, 5, IBV_WC_RECV, "its receive");
+	vt_recv(f.p.qp[1], 5, f.b->addr, 4096, f.b->lkey);
+	vt_expect_none(f.scq, 0, "send CQ before");
+	ck_assert_int_eq(ibv_req_notify_cq(f.scq, 0), 0);
+	vt_send(f.p.qp[0], 6, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 8,
+		f.a->lkey, 0, 0);
+	take_event(f.ch, f.scq, "a sleeping sender");
+	vt_expect_ok(f.scq, &wc, 6, IBV_WC_SEND, "the sleeping sender's SEND");
+	vt_expect_ok(f.rcq, &wc, 5, IBV_WC_RECV, "its receive");
 
 	/* a receiver asleep with a receive posted hears of the next SEND */
-	vt_recv(p.qp[1], 8, b->addr, 4096, b->lkey);
-	ck_assert_int_eq(ibv_req_notify_cq(rcq, 0), 0);
-	vt_send(p.qp[0], 7, IBV_WR_SEND, 0, a->addr, 8, a->lkey, 0, 0);
-	take_event(ch, rcq, "a sleeping receiver");
-	vt_expect_ok(rcq, &wc, 8, IBV_WC_RECV, "the sleeping receiver's");
-
-	vt_dereg(a);
-	vt_dereg(b);
-	vt_pair_free(&p);
-	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	vt_recv(f.p.qp[1], 8, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	vt_send(f.p.qp[0], 7, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	take_event(f.ch, f.rcq, "a sleeping receiver");
+	vt_expect_ok(f.rcq, &wc, 8, IBV_WC_RECV, "the sleeping receiver's");
+	events_close(&f);
 }
 END_TEST
 
@@ -1125,6 +1148,156 @@ static void event_pair_close(struct event_pair *e)
 	ck_assert_int_eq(ibv_destroy_cq(e->cq1), 0);
 	ck_assert_int_eq(ibv_destroy_comp_channel(e->ch), 0);
 }
+
+/*
+ * A sender asleep in ibv_get_cq_event counts on its receiver's library to
+ * wake it once it took the SEND (transit.h, "Blocking"); one that never
+ * does (it armed its CQ, then went to do something else: here it is the
+ * same thread) leaves the sender to the engine after a moment.  The
+ * first round teaches the library where its app sleeps.
+ */
+START_TEST(sleeper_fallback)
+{
+	struct events_fx f;
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	uint64_t round;
+	void *ctx;
+
+	events_open(&f, true);
+	for (round = 0; round < 3; round++) {
+		vt_recv(f.p.qp[1], round, f.b->addr, 4096, f.b->lkey);
+		ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+		ck_assert_int_eq(ibv_req_notify_cq(f.scq, 0), 0);
+		vt_send(f.p.qp[0], round, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			f.a->addr, 8, f.a->lkey, 0, 0);
+		/* blocking: a hang here is the Check case's timeout */
+		ck_assert_int_eq(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
+		ck_assert_ptr_eq(cq, f.scq);
+		ibv_ack_cq_events(cq, 1);
+		vt_expect_ok(f.scq, &wc, round, IBV_WC_SEND, "the sleeper's SEND");
+		take_event(f.rch, f.rcq, "the receiver that did not wait");
+		vt_expect_ok(f.rcq, &wc, round, IBV_WC_RECV, "its receive");
+	}
+	ck_assert_msg(!channel_ready(f.ch, QUIET_MS), "the sender's channel, after");
+	ck_assert_msg(!channel_ready(f.rch, QUIET_MS), "the receiver's channel, after");
+	events_close(&f);
+}
+END_TEST
+
+/* The wake-up pairs' ends this process holds: its stream sockets. */
+static int wake_pair_fds(int *fds, int max)
+{
+	int fd, n = 0, type;
+	socklen_t len;
+
+	for (fd = 3; fd < 1024 && n < max; fd++) {
+		len = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+		    type == SOCK_STREAM)
+			fds[n++] = fd;
+	}
+	return n;
+}
+
+/* Every byte a stream socket takes without blocking: garbage. */
+static void flood(int fd)
+{
+	char junk[4096];
+
+	memset(junk, 0xa5, sizeof(junk));
+	while (send(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+}
+
+/* A receiver asleep, then a sender asleep: each hears of its own. */
+static void sleepers_hear(struct events_fx *f, uint64_t id)
+{
+	struct ibv_qp **qp = f->p.qp;
+	struct ibv_wc wc;
+
+	vt_recv(qp[1], id, f->b->addr, 4096, f->b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f->rcq, 0), 0);
+	vt_send(qp[0], id, IBV_WR_SEND, 0, f->a->addr, 8, f->a->lkey, 0, 0);
+	take_event(f->ch, f->rcq, "a sleeping receiver");
+	vt_expect_ok(f->rcq, &wc, id, IBV_WC_RECV, "its receive");
+	vt_recv(qp[1], id + 1, f->b->addr, 4096, f->b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f->scq, 0), 0);
+	vt_send(qp[0], id + 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f->a->addr, 8,
+		f->a->lkey, 0, 0);
+	take_event(f->ch, f->scq, "a sleeping sender");
+	vt_expect_ok(f->scq, &wc, id + 1, IBV_WC_SEND, "its SEND");
+	vt_expect_ok(f->rcq, &wc, id + 1, IBV_WC_RECV, "its receive");
+}
+
+/*
+ * A peer that fills the wake-up pair with garbage, then shuts it: the
+ * sleepers only wake (for nothing, then never through it), and still
+ * hear of their completions, one event each, through the engine at last.
+ */
+START_TEST(wake_pair_hostile)
+{
+	int fds[16], n, i;
+	struct events_fx f;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	events_open(&f, false);
+	sleepers_hear(&f, 10);
+	n = wake_pair_fds(fds, 16);
+	vt_assert((n > 0) == expect_rings(), "%d wake-up pair ends", n);
+
+	for (i = 0; i < n; i++)
+		flood(fds[i]);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	/* garbage wakes, but is no event: a non-blocking look finds none */
+	ck_assert_int_eq(fcntl(f.ch->fd, F_SETFL, O_NONBLOCK), 0);
+	ck_assert_int_eq(ibv_get_cq_event(f.ch, &cq, &ctx), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(fcntl(f.ch->fd, F_SETFL, 0), 0);
+	ck_assert_msg(!channel_ready(f.ch, 0), "drained, the channel still reads");
+	for (i = 0; i < 3; i++)
+		sleepers_hear(&f, 20 + 2 * i);
+
+	for (i = 0; i < n; i++)
+		shutdown(fds[i], SHUT_WR);
+	for (i = 0; i < 3; i++)
+		sleepers_hear(&f, 40 + 2 * i);
+	ck_assert_msg(!channel_ready(f.ch, QUIET_MS), "an event with no completion");
+	events_close(&f);
+}
+END_TEST
+
+/*
+ * Many pairs between the same two channels: their wake-up pairs cost the
+ * process a few descriptors, not two for every QP (client poke.c).
+ */
+START_TEST(wake_pairs_shared)
+{
+	enum { NPAIRS = 8 };
+	struct events_fx f;
+	struct vt_pair more[NPAIRS];
+	struct ibv_wc wc;
+	int fds[64], n, i;
+
+	events_open(&f, true);
+	vt_assert(expect_rings(), "a case for the rings only");
+	for (i = 0; i < NPAIRS; i++) {
+		vt_pair_on(&more[i], &D, NULL, NULL, f.scq, f.rcq);
+		vt_recv(more[i].qp[1], i, f.b->addr, 4096, f.b->lkey);
+		vt_send(more[i].qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			f.a->addr, 8, f.a->lkey, 0, 0);
+		vt_expect_ok(f.scq, &wc, i, IBV_WC_SEND, "a SEND");
+		vt_expect_ok(f.rcq, &wc, i, IBV_WC_RECV, "its receive");
+	}
+	n = wake_pair_fds(fds, 64);
+	/* each channel's two ends, and one end of each held for the peers */
+	ck_assert_msg(n <= 6, "%d wake-up pair ends for %d pairs", n, NPAIRS + 1);
+	for (i = 0; i < NPAIRS; i++)
+		vt_pair_free(&more[i]);
+	events_close(&f);
+}
+END_TEST
 
 /*
  * One event per completion, as apps that count them expect (perftest's
@@ -2460,6 +2633,9 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
+	tcase_add_test(tc, sleeper_fallback);
+	tcase_add_test(tc, wake_pair_hostile);
+	tcase_add_test(tc, wake_pairs_shared);
 	tc = new_case(s, "race");
 	tcase_add_test(tc, racing_taker);
 	tc = new_case(s, "granted");

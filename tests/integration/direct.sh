@@ -97,6 +97,23 @@ for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" "ib_send_bw -n 2000" \
 	ok "$line"
 done
 
+# Sleepers woken by their peers' libraries (common/transit.h, "Blocking"):
+# a ping-pong on completion events needs no engine turn per message (one
+# each before: the engine placed each SEND for the sleeping receiver and
+# sent both events).  The engine still comes in when a sleeper waited
+# long or a receive queue was empty when its CQ was armed, hence some
+# (ibv_rc_pingpong: 100 to 500 on a quiet machine).
+for t in "ib_send_lat -e -n 5000" "ibv_rc_pingpong -c -n 5000 -e"; do
+	[ -x "/usr/bin/${t%% *}" ] || continue
+	check "Debian's $t between uids $USER1 and $USER2: 10,000 SENDs, sleepers woken without the engine"
+	t0=$(turns)
+	# shellcheck disable=SC2086 # words
+	line=$(debian_pair $t) || exit 1
+	n=$(($(turns) - t0))
+	[ "$n" -lt 2000 ] || fail "$n engine turns for $t's 10,000 SENDs on events"
+	ok "$line; $n engine turns"
+done
+
 if [ -x /usr/bin/ibv_uc_pingpong ]; then
 	check "Debian's ibv_uc_pingpong -c -n 5000 between uids $USER1 and $USER2: 10,000 SENDs on the rings"
 	w0=$(engine_count wqes)

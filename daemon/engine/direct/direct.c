@@ -634,9 +634,18 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	 * waits for a WQE is the peer's requester's to come back to.
 	 */
 	peer = d->qp[!qp->direct_side];
-	if (peer && ibvd_eng_direct_drain(eng, peer, false, &rnr_timer) ==
-		    DRAIN_MORE)
+	switch (peer ? ibvd_eng_direct_drain(eng, peer, false, &rnr_timer) :
+		       DRAIN_EMPTY) {
+	case DRAIN_MORE:
 		ibvd_eng_qp_ring(qp);
+		break;
+	case DRAIN_WAIT:
+		/* a receiver asleep with none posted: the RNR wait is theirs */
+		ibvd_eng_qp_ring(peer);
+		break;
+	default:
+		break;
+	}
 	/*
 	 * A sender asleep on its send CQ whose SEND a library took: it
 	 * completes it itself once awake.  Ours too (what its receiver has

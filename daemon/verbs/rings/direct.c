@@ -439,6 +439,35 @@ static void peer_gids(Ibvd__QpDirectReply *reply, const struct ibvd_qp *peer,
 	reply->peer_gids = bytes;
 }
 
+/*
+ * What wakes the peer when it sleeps on cq: the writing end of that CQ's
+ * channel's wake-up pair (channel.c), or -1 (no channel, or no pair to
+ * be had: the engine wakes it, as it wakes any).
+ */
+static int peer_poke(const struct ibvd_cq *cq)
+{
+	return cq && cq->channel ? ibvd_channel_poke(cq->channel) : -1;
+}
+
+/* The rings' fd, then the peer's wake-up pairs that there are. */
+static unsigned int reply_fds(Ibvd__QpDirectReply *reply,
+			      const struct ibvd_qp *qp,
+			      const struct ibvd_qp *peer, int fds[3])
+{
+	unsigned int n = 0;
+
+	fds[n++] = qp->direct->fd;
+	if ((fds[n] = peer_poke(peer->recv_cq)) >= 0) {
+		reply->pokes |= IBVD_DIRECT_POKE_RECV;
+		n++;
+	}
+	if ((fds[n] = peer_poke(peer->send_cq)) >= 0) {
+		reply->pokes |= IBVD_DIRECT_POKE_SEND;
+		n++;
+	}
+	return n;
+}
+
 int ibvd_req_qp_direct(struct ibvd_call *call)
 {
 	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
@@ -447,7 +476,8 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 	struct ibvd_gid gids[IBVD_GID_TBL_LEN];
 	const struct ibvd_port *port;
 	struct ibvd_qp *qp, *peer;
-	int fd, ret;
+	unsigned int nfds;
+	int fds[3], ret;
 
 	ret = ibvd_direct_call_pair(call, req->handle, &qp, &peer);
 	if (ret < 0)
@@ -473,8 +503,8 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 					       "QPs %u and %u: no transit rings",
 					       qp->qp_num, peer->qp_num);
 	}
-	fd = qp->direct->fd;
-	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
+	nfds = reply_fds(&reply, qp, peer, fds);
+	ret = ibvd_call_reply(call, &reply.base, fds, nfds);
 	if (ret < 0)
 		return ret;
 	/* Each side maps them once: the fd is not kept for nothing. */
