@@ -274,6 +274,15 @@ int ibvd_eng_rq_claim(struct ibvd_qp *t);
  */
 void ibvd_eng_srq_limit_check(struct ibvd_srq *srq);
 void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held);
+/* What takes a WQE of target's RQ for req, with its claim held. */
+typedef enum eng_resp (*eng_delivery)(struct ibvd_engine *eng,
+				      struct ibvd_qp *src,
+				      struct ibvd_qp *target,
+				      const struct eng_req *req);
+/* deliver under target's RQ claim: RESP_BUSY while its library holds it. */
+enum eng_resp ibvd_eng_rq_claimed(eng_delivery deliver, struct ibvd_engine *eng,
+				  struct ibvd_qp *src, struct ibvd_qp *target,
+				  const struct eng_req *req);
 
 /* ---- qp_state.c: QP states, flushes, timers, ports ---------------------- */
 

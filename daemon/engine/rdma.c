@@ -170,19 +170,6 @@ static enum eng_resp write_imm_claimed(struct ibvd_engine *eng,
 	return write_imm_placed(eng, src, target, &dst, req);
 }
 
-static enum eng_resp write_imm(struct ibvd_engine *eng, struct ibvd_qp *src,
-			       struct ibvd_qp *target, const struct eng_req *req)
-{
-	int held = ibvd_eng_rq_claim(target);
-	enum eng_resp r;
-
-	if (held < 0)
-		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
-	r = write_imm_claimed(eng, src, target, req);
-	ibvd_eng_rq_unclaim(target, held);
-	return r;
-}
-
 enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 				  struct ibvd_qp *target,
 				  const struct eng_req *req)
@@ -191,7 +178,8 @@ enum eng_resp ibvd_eng_rdma_write(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_sgl dst;
 
 	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-		return write_imm(eng, src, target, req);
+		return ibvd_eng_rq_claimed(write_imm_claimed, eng, src,
+					   target, req);
 	if (!write_target(src, target, req, &dst))
 		return access_violation(target, uc);
 	return write_data(eng, target, &dst, req, uc);

@@ -323,14 +323,8 @@ enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,
 				    struct ibvd_qp *src, struct ibvd_qp *target,
 				    const struct eng_req *req)
 {
-	int held = ibvd_eng_rq_claim(target);
-	enum eng_resp r;
-
-	if (held < 0)
-		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
-	r = ibvd_eng_deliver_send_claimed(eng, src, target, req);
-	ibvd_eng_rq_unclaim(target, held);
-	return r;
+	return ibvd_eng_rq_claimed(ibvd_eng_deliver_send_claimed, eng, src,
+				   target, req);
 }
 
 enum eng_resp ibvd_eng_deliver_send_claimed(struct ibvd_engine *eng,

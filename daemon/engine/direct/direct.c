@@ -617,6 +617,20 @@ void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held)
 		ibvd_eng_claim_give(t);
 }
 
+enum eng_resp ibvd_eng_rq_claimed(eng_delivery deliver, struct ibvd_engine *eng,
+				  struct ibvd_qp *src, struct ibvd_qp *target,
+				  const struct eng_req *req)
+{
+	int held = ibvd_eng_rq_claim(target);
+	enum eng_resp r;
+
+	if (held < 0)
+		return held == -EBUSY ? RESP_BUSY : RESP_OP_ERR;
+	r = deliver(eng, src, target, req);
+	ibvd_eng_rq_unclaim(target, held);
+	return r;
+}
+
 void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d = qp->direct;
