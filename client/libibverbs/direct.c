@@ -1103,10 +1103,14 @@ static bool wake_receiver(struct ibvc_direct *d)
 
 	if (!arm || arm == d->poked_arm)
 		return true;
-	if (kind & (IBVD_TRANSIT_ARM_NO_RECV | IBVD_TRANSIT_ARM_UNWATCHED))
+	/*
+	 * A solicited-only arm and an unsolicited SEND: only an error fires
+	 * it, which the receive makes, not we; the engine places it and
+	 * sees (the receiver's library sleeps).
+	 */
+	if (kind & (IBVD_TRANSIT_ARM_NO_RECV | IBVD_TRANSIT_ARM_UNWATCHED) ||
+	    (!(kind & IBVD_ARM_NEXT) && !d->solicited_now))
 		return false;
-	if (!(kind & IBVD_ARM_NEXT) && !d->solicited_now)
-		return true;
 	if (!ibvc_poke(d->peer_poke))
 		return false;
 	d->poked_arm = arm;

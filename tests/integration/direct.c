@@ -1185,6 +1185,108 @@ START_TEST(sleeper_fallback)
 }
 END_TEST
 
+/*
+ * A sender that slept in ibv_get_cq_event once and then sleeps in its own
+ * poll() on the same blocking fd: its receiver takes nothing (same
+ * thread), so the library has to wake that poll() to watch for it.
+ */
+START_TEST(sleeper_moves)
+{
+	struct events_fx f;
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	uint64_t round;
+	void *ctx;
+
+	events_open(&f, true);
+	for (round = 0; round < 6; round++) {
+		vt_recv(f.p.qp[1], round, f.b->addr, 4096, f.b->lkey);
+		ck_assert_int_eq(ibv_req_notify_cq(f.scq, 0), 0);
+		vt_send(f.p.qp[0], round, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			f.a->addr, 8, f.a->lkey, 0, 0);
+		if (round % 2 == 0) {
+			ck_assert_int_eq(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
+			ck_assert_ptr_eq(cq, f.scq);
+			ibv_ack_cq_events(cq, 1);
+		} else {
+			take_event(f.ch, f.scq, "a sender asleep in its own poll()");
+		}
+		vt_expect_ok(f.scq, &wc, round, IBV_WC_SEND, "the sleeper's SEND");
+		vt_expect_ok(f.rcq, &wc, round, IBV_WC_RECV, "its receive");
+	}
+	events_close(&f);
+}
+END_TEST
+
+/* A receiver's thread, asleep in a blocking ibv_get_cq_event `want` times. */
+struct sleeper {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	unsigned int want;
+	unsigned int events;	/* taken so far (atomic) */
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+	struct ibv_cq *cq;
+	unsigned int i;
+	void *ctx;
+
+	for (i = 0; i < s->want; i++) {
+		if (ibv_get_cq_event(s->ch, &cq, &ctx) != 0 || cq != s->cq)
+			break;
+		ibv_ack_cq_events(cq, 1);
+		__atomic_add_fetch(&s->events, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void sleeper_wait(struct sleeper *s, unsigned int n, const char *what)
+{
+	long end = vt_now_ms() + vt_tmo_ms();
+
+	while (__atomic_load_n(&s->events, __ATOMIC_ACQUIRE) < n &&
+	       vt_now_ms() < end)
+		vt_sleep_ms(1);
+	ck_assert_msg(__atomic_load_n(&s->events, __ATOMIC_ACQUIRE) >= n,
+		      "no event: %s", what);
+}
+
+/*
+ * An error completion fires a solicited-only arm too, as a NIC's does:
+ * an unsolicited SEND too long for the receive of a receiver asleep in
+ * ibv_get_cq_event (first taught, by one event, that it sleeps there).
+ */
+START_TEST(solicited_arm_error)
+{
+	struct sleeper s = { .want = 2 };
+	struct events_fx f;
+	struct ibv_wc wc;
+	pthread_t thread;
+
+	events_open(&f, true);
+	s.ch = f.rch;
+	s.cq = f.rcq;
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	ck_assert_int_eq(pthread_create(&thread, NULL, sleeper_main, &s), 0);
+	vt_sleep_ms(20);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	sleeper_wait(&s, 1, "a receiver asleep, any completion");
+	vt_expect_ok(f.rcq, &wc, 1, IBV_WC_RECV, "its receive");
+
+	vt_recv(f.p.qp[1], 2, f.b->addr, 8, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 1), 0);
+	vt_sleep_ms(20);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, 0, f.a->addr, 64, f.a->lkey, 0, 0);
+	sleeper_wait(&s, 2, "an error completion on a solicited-only arm");
+	vt_expect_wc(f.rcq, &wc, 2, IBV_WC_LOC_LEN_ERR, "the receive too short");
+	pthread_join(thread, NULL);
+	events_close(&f);
+}
+END_TEST
+
 /* The wake-up pairs' ends this process holds: its stream sockets. */
 static int wake_pair_fds(int *fds, int max)
 {
@@ -2634,6 +2736,8 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, one_event_each);
 	tcase_add_test(tc, sleeper_fallback);
+	tcase_add_test(tc, solicited_arm_error);
+	tcase_add_test(tc, sleeper_moves);
 	tcase_add_test(tc, wake_pair_hostile);
 	tcase_add_test(tc, wake_pairs_shared);
 	tc = new_case(s, "race");
