@@ -201,9 +201,12 @@
  *    and reads the arm.  Whichever sees the other wakes the receiver:
  *    the receiver places what is there at once, the sender writes one
  *    byte per arm, if what it sent fires it (any completion, or a
- *    solicited SEND).  A receiver with no receive posted when it armed
- *    says so (IBVD_TRANSIT_ARM_NO_RECV): its senders ring their own
- *    doorbells instead, and the engine waits as RNR says.
+ *    solicited SEND).  An unsolicited SEND to a solicited-only arm is
+ *    the engine's to place (its sender rings): only an error, which
+ *    the receive makes, fires that arm.  A receiver with no receive
+ *    posted when it armed says so (IBVD_TRANSIT_ARM_NO_RECV): its
+ *    senders ring their own doorbells instead, and the engine waits as
+ *    RNR says.
  *  - A sender whose send CQ is armed says so in `sender_waits`, with
  *    `wake`: the arm it sleeps on and the end of its first signalled
  *    SEND not taken yet.  Whoever moves `consumed` to that end (fences
