@@ -1150,6 +1150,39 @@ static void event_pair_close(struct event_pair *e)
 }
 
 /*
+ * One round of a sender asleep on its send CQ (in ibv_get_cq_event, or in
+ * its own poll() of the channel's fd) while its receiver, the same
+ * thread, takes nothing; with receiver_armed, the receiver's CQ is armed
+ * too and its event is taken after.
+ */
+static void sleeping_sender_round(struct events_fx *f, uint64_t round,
+				  bool own_poll, bool receiver_armed)
+{
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	vt_recv(f->p.qp[1], round, f->b->addr, 4096, f->b->lkey);
+	if (receiver_armed)
+		ck_assert_int_eq(ibv_req_notify_cq(f->rcq, 0), 0);
+	ck_assert_int_eq(ibv_req_notify_cq(f->scq, 0), 0);
+	vt_send(f->p.qp[0], round, IBV_WR_SEND, IBV_SEND_SIGNALED, f->a->addr,
+		8, f->a->lkey, 0, 0);
+	if (own_poll) {
+		take_event(f->ch, f->scq, "a sender asleep in its own poll()");
+	} else {
+		/* blocking: a hang here is the Check case's timeout */
+		ck_assert_int_eq(ibv_get_cq_event(f->ch, &cq, &ctx), 0);
+		ck_assert_ptr_eq(cq, f->scq);
+		ibv_ack_cq_events(cq, 1);
+	}
+	vt_expect_ok(f->scq, &wc, round, IBV_WC_SEND, "the sleeper's SEND");
+	if (receiver_armed)
+		take_event(f->rch, f->rcq, "the receiver that did not wait");
+	vt_expect_ok(f->rcq, &wc, round, IBV_WC_RECV, "its receive");
+}
+
+/*
  * A sender asleep in ibv_get_cq_event counts on its receiver's library to
  * wake it once it took the SEND (transit.h, "Blocking"); one that never
  * does (it armed its CQ, then went to do something else: here it is the
@@ -1159,26 +1192,11 @@ static void event_pair_close(struct event_pair *e)
 START_TEST(sleeper_fallback)
 {
 	struct events_fx f;
-	struct ibv_wc wc;
-	struct ibv_cq *cq;
 	uint64_t round;
-	void *ctx;
 
 	events_open(&f, true);
-	for (round = 0; round < 3; round++) {
-		vt_recv(f.p.qp[1], round, f.b->addr, 4096, f.b->lkey);
-		ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
-		ck_assert_int_eq(ibv_req_notify_cq(f.scq, 0), 0);
-		vt_send(f.p.qp[0], round, IBV_WR_SEND, IBV_SEND_SIGNALED,
-			f.a->addr, 8, f.a->lkey, 0, 0);
-		/* blocking: a hang here is the Check case's timeout */
-		ck_assert_int_eq(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
-		ck_assert_ptr_eq(cq, f.scq);
-		ibv_ack_cq_events(cq, 1);
-		vt_expect_ok(f.scq, &wc, round, IBV_WC_SEND, "the sleeper's SEND");
-		take_event(f.rch, f.rcq, "the receiver that did not wait");
-		vt_expect_ok(f.rcq, &wc, round, IBV_WC_RECV, "its receive");
-	}
+	for (round = 0; round < 3; round++)
+		sleeping_sender_round(&f, round, false, true);
 	ck_assert_msg(!channel_ready(f.ch, QUIET_MS), "the sender's channel, after");
 	ck_assert_msg(!channel_ready(f.rch, QUIET_MS), "the receiver's channel, after");
 	events_close(&f);
@@ -1187,33 +1205,17 @@ END_TEST
 
 /*
  * A sender that slept in ibv_get_cq_event once and then sleeps in its own
- * poll() on the same blocking fd: its receiver takes nothing (same
- * thread), so the library has to wake that poll() to watch for it.
+ * poll() on the same blocking fd, and back: the library has to wake that
+ * poll() to watch for it.
  */
 START_TEST(sleeper_moves)
 {
 	struct events_fx f;
-	struct ibv_wc wc;
-	struct ibv_cq *cq;
 	uint64_t round;
-	void *ctx;
 
 	events_open(&f, true);
-	for (round = 0; round < 6; round++) {
-		vt_recv(f.p.qp[1], round, f.b->addr, 4096, f.b->lkey);
-		ck_assert_int_eq(ibv_req_notify_cq(f.scq, 0), 0);
-		vt_send(f.p.qp[0], round, IBV_WR_SEND, IBV_SEND_SIGNALED,
-			f.a->addr, 8, f.a->lkey, 0, 0);
-		if (round % 2 == 0) {
-			ck_assert_int_eq(ibv_get_cq_event(f.ch, &cq, &ctx), 0);
-			ck_assert_ptr_eq(cq, f.scq);
-			ibv_ack_cq_events(cq, 1);
-		} else {
-			take_event(f.ch, f.scq, "a sender asleep in its own poll()");
-		}
-		vt_expect_ok(f.scq, &wc, round, IBV_WC_SEND, "the sleeper's SEND");
-		vt_expect_ok(f.rcq, &wc, round, IBV_WC_RECV, "its receive");
-	}
+	for (round = 0; round < 6; round++)
+		sleeping_sender_round(&f, round, round % 2, false);
 	events_close(&f);
 }
 END_TEST
