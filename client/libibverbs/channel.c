@@ -180,8 +180,10 @@ int ibvc_channel_poke_fd(struct ibv_comp_channel *channel)
  * How long a sleeping sender waits for its receiver's library before the
  * engine takes its SENDs (a receiver that armed its CQ and then blocked
  * on something else), in ms.  Only a sender that sleeps in our own
- * ibv_get_cq_event can be seen to: an app that sleeps in its own poll()
- * has the engine watch for it, as before.
+ * ibv_get_cq_event can be seen to: an app with a non-blocking fd, which
+ * sleeps in its own poll(), has the engine watch for it, as before; one
+ * that slept here once and then sleeps in its own poll() of the blocking
+ * fd is poked in (ibvc_channel_fallback).
  */
 #define FALLBACK_MS	1
 
@@ -191,8 +193,13 @@ int ibvc_channel_fallback(struct ibv_comp_channel *channel)
 
 	if (!__atomic_load_n(&ch->sleeps_here, __ATOMIC_RELAXED))
 		return -1;
-	/* one asleep already waits without a timeout: it must look again */
-	if (!__atomic_exchange_n(&ch->watching, true, __ATOMIC_ACQ_REL))
+	/*
+	 * One asleep already waits without a timeout: it must look again.
+	 * None in ibv_get_cq_event: the app sleeps in its own poll() of the
+	 * fd (it may move there any time), which must bring it in to watch.
+	 */
+	if (!__atomic_exchange_n(&ch->watching, true, __ATOMIC_SEQ_CST) ||
+	    !__atomic_load_n(&ch->waiters, __ATOMIC_SEQ_CST))
 		ibvc_poke(ibvc_channel_poke_fd(channel));
 	return 0;
 }
@@ -216,6 +223,27 @@ static void fallback_look(struct ibvc_comp_channel *ch)
 		__atomic_store_n(&ch->watching, true, __ATOMIC_RELEASE);
 }
 
+/* wait_channel's sleep: readable (0) or -errno. */
+static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd)
+{
+	int n;
+
+	for (;;) {
+		bool watching = __atomic_load_n(&ch->watching, __ATOMIC_SEQ_CST);
+		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
+
+		n = poll(pfd, 1, watching || rescan ? FALLBACK_MS : -1);
+		if (n != 0)
+			return n < 0 ? -errno : 0;
+		/* the engine held a receive queue we had to look at: again */
+		if (__atomic_exchange_n(&ch->rescan, false, __ATOMIC_ACQ_REL))
+			return 0;
+		pthread_mutex_lock(&ch->recv_lock);
+		fallback_look(ch);
+		pthread_mutex_unlock(&ch->recv_lock);
+	}
+}
+
 /*
  * As ibvd_wait_readable, with a look at the senders every FALLBACK_MS
  * while some of them count on their receivers' libraries to wake them,
@@ -236,20 +264,11 @@ static int wait_channel(struct ibvc_comp_channel *ch)
 	}
 	if (ch->poke[1] >= 0)
 		__atomic_store_n(&ch->sleeps_here, true, __ATOMIC_RELAXED);
-	for (;;) {
-		bool watching = __atomic_load_n(&ch->watching, __ATOMIC_ACQUIRE);
-		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
-
-		n = poll(&pfd, 1, watching || rescan ? FALLBACK_MS : -1);
-		if (n != 0)
-			return n < 0 ? -errno : 0;
-		/* the engine held a receive queue we had to look at: again */
-		if (__atomic_exchange_n(&ch->rescan, false, __ATOMIC_ACQ_REL))
-			return 0;
-		pthread_mutex_lock(&ch->recv_lock);
-		fallback_look(ch);
-		pthread_mutex_unlock(&ch->recv_lock);
-	}
+	/* Store (waiters) -> load (watching), mirrored by the senders. */
+	__atomic_add_fetch(&ch->waiters, 1, __ATOMIC_SEQ_CST);
+	n = wait_watching(ch, &pfd);
+	__atomic_sub_fetch(&ch->waiters, 1, __ATOMIC_RELEASE);
+	return n;
 }
 
 /* CQs of the channel, for the look at their rings (CQ create, destroy). */

@@ -322,6 +322,7 @@ struct ibvc_comp_channel {
 	bool sleeps_here;
 	bool watching;				/* atomic: ... for sleepers */
 	bool rescan;				/* atomic: a ring to look at again */
+	unsigned int waiters;			/* atomic: threads in wait_channel */
 };
 
 static inline struct ibvc_comp_channel *
