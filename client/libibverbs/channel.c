@@ -223,7 +223,7 @@ static void fallback_look(struct ibvc_comp_channel *ch)
 		__atomic_store_n(&ch->watching, true, __ATOMIC_RELEASE);
 }
 
-/* wait_channel's sleep: readable (0) or -errno. */
+/* wait_channel's sleep: 0 when readable or a rescan is due, or -errno. */
 static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd)
 {
 	int n;
