@@ -255,6 +255,7 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_QP_DIRECT:	return "QP_DIRECT";
 	case IBVD_MSG_QP_DIRECT_UD:	return "QP_DIRECT_UD";
 	case IBVD_MSG_QP_DIRECT_LEAVE:	return "QP_DIRECT_LEAVE";
+	case IBVD_MSG_QP_STAGING:	return "QP_STAGING";
 	case IBVD_MSG_QP_REMOTE_MR:	return "QP_REMOTE_MR";
 	case IBVD_MSG_CREATE_SRQ:	return "CREATE_SRQ";
 	case IBVD_MSG_MODIFY_SRQ:	return "MODIFY_SRQ";

@@ -195,6 +195,28 @@ struct ibvd_recv_wqe {
 };
 
 #define IBVD_SEND_WQE_HDR	((uint32_t)sizeof(struct ibvd_send_wqe))
+
+/*
+ * Staging: an RDMA WRITE's payload copied by the library at post time
+ * into a block of the client half that the daemon granted its QP
+ * (QP_STAGING), so the engine reads it from the arena it maps instead of
+ * from the client's memory with a system call of its own (the copy it
+ * then makes into the target is the only one through the kernel).  Such a
+ * WQE has IBVD_SEND_STAGED in send_flags and a struct ibvd_staged as its
+ * body, in place of SGEs.  The block is a byte ring private to the
+ * library: it fills it in posting order and takes room back as the
+ * engine's SQ head passes the WQEs that used it, since the engine reads
+ * a WQE's data, every chunk and every retransmission of it, before its
+ * head moves past.  The engine checks only that [offset, offset + length)
+ * lies inside the block it granted; what the block holds is the client's
+ * own data, which it may spoil only for itself.
+ */
+#define IBVD_SEND_STAGED	(1u << 31)
+
+struct ibvd_staged {
+	uint32_t offset;	/* from the start of the QP's staging block */
+	uint32_t length;	/* the message's, all of it here */
+};
 #define IBVD_RECV_WQE_HDR	((uint32_t)sizeof(struct ibvd_recv_wqe))
 
 /* ---- completion queues ---------------------------------------------- */
@@ -316,6 +338,7 @@ static inline uint32_t ibvd_roundup_pow2(uint32_t v)
 _Static_assert(sizeof(struct ibvd_send_wqe) == 112, "send WQE header layout");
 _Static_assert(sizeof(struct ibvd_recv_wqe) == 16, "recv WQE header layout");
 _Static_assert(sizeof(struct ibvd_sge) == 16, "SGE layout");
+_Static_assert(sizeof(struct ibvd_staged) <= sizeof(struct ibvd_sge), "staged body fits one SGE");
 _Static_assert(sizeof(struct ibvd_cqe) == IBVD_CQE_SIZE, "CQE layout");
 _Static_assert(sizeof(struct ibvd_ctx_client) <= IBVD_PAGE_SIZE, "doorbells fit a page");
 _Static_assert(sizeof(struct ibvd_wq_engine) <= IBVD_RING_HDR, "WQ engine header");

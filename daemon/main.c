@@ -319,6 +319,7 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 	if (ret < 0)
 		return ret;
 	ibvd_direct_configure(d->cfg->engine_direct);
+	ibvd_staging_configure(d->cfg->engine_staging);
 	/* Even without RoCE devices: a reload may add some. */
 	ret = ibvd_netdev_watch_start(d, &d->netdev_watch);
 	if (ret < 0)

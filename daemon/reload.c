@@ -157,6 +157,7 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	ibvd_direct_limits_changed();
 	/* pairs made from now on; those that exist stay */
 	ibvd_direct_configure(cfg->engine_direct);
+	ibvd_staging_configure(cfg->engine_staging);
 	ibvd_config_free(old);
 	drop_removed_devices(&removed);
 	ibvd_devlinks_sync(IBVD_DEVLINKS_DIR, &d->devices, cfg->device_links);

@@ -96,6 +96,8 @@ static const struct ibvd_request_type request_types[] = {
 	  0, CTX, ibvd_req_qp_direct_ud },
 	{ IBVD_MSG_QP_DIRECT_LEAVE, "QP_DIRECT_LEAVE", &ibvd__handle__descriptor,
 	  0, CTX, ibvd_req_qp_direct_leave },
+	{ IBVD_MSG_QP_STAGING, "QP_STAGING", &ibvd__handle__descriptor,
+	  0, CTX, ibvd_req_qp_staging },
 	{ IBVD_MSG_OPEN_QP, "OPEN_QP", &ibvd__open_qp__descriptor, 0,
 	  CTX, ibvd_req_open_qp },
 	{ IBVD_MSG_CREATE_SRQ, "CREATE_SRQ", &ibvd__create_srq__descriptor, 0,

@@ -393,9 +393,22 @@ static int engine_direct(struct parser *p, json_t *v, void *obj)
 	return get_bool(p, v, &cfg->engine_direct);
 }
 
+/* KiB of each QP's staging block (verbs/rings/staging.c), 0 for none. */
+static int engine_staging(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > IBVD_STAGING_MAX_KIB)
+		return wrong(p, "an integer 0..65536 (KiB)", v);
+	cfg->engine_staging = (uint32_t)json_integer_value(v) * 1024u;
+	return 0;
+}
+
 static const struct member engine_members[] = {
 	{ "threads", engine_threads },
 	{ "direct", engine_direct },
+	{ "staging", engine_staging },
 };
 
 static int log_level(struct parser *p, json_t *v, void *obj)
@@ -1393,6 +1406,7 @@ static struct ibvd_config *config_new(void)
 	cfg->socket_mode = 0666;
 	cfg->engine_threads = IBVD_ENGINE_THREADS_AUTO;
 	cfg->engine_direct = true;
+	cfg->engine_staging = IBVD_STAGING_DEFAULT;
 	cfg->log_level = IBVD_LOG_INFO;
 	cfg->rlimit_memlock_enforce = true;
 	cfg->device_links = true;

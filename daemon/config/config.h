@@ -55,6 +55,9 @@
 #define IBVD_MAX_ENGINE_THREADS	64
 /* engine.threads "auto" (the default): the CPUs we may run on, less one */
 #define IBVD_ENGINE_THREADS_AUTO	0u
+/* engine.staging: each QP's staging block (verbs/rings/staging.c) */
+#define IBVD_STAGING_DEFAULT		(1u << 20)
+#define IBVD_STAGING_MAX_KIB		65536
 
 struct ibvd_config_device {
 	char name[IBVD_DEV_NAME_MAX];
@@ -175,6 +178,8 @@ struct ibvd_config {
 	char *socket_group;		/* NULL = leave the group alone; a
 					 * name that existed at load time */
 	unsigned int engine_threads;	/* default IBVD_ENGINE_THREADS_AUTO */
+	uint32_t engine_staging;	/* "staging" (KiB in the file): bytes
+					 * of each QP's staging block, 0 none */
 	bool engine_direct;		/* "direct": transit rings between
 					 * local RC QPs (default false) */
 	int log_level;			/* enum ibvd_log_level, default info */

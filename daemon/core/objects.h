@@ -414,6 +414,16 @@ struct ibvd_qp {
 	/* set by the control thread (write lock) when the RC peer's
 	 * context died: the engine breaks the connection */
 	bool peer_gone;
+	/*
+	 * write lock: where its library copies WRITE payloads at post
+	 * (common/ring.h, "Staging"), granted on its first ask; bytes 0:
+	 * none, and a staged WQE is refused
+	 */
+	struct {
+		const uint8_t *base;	/* in the daemon's map of the arena */
+		uint64_t off;		/* from the arena's start */
+		uint32_t bytes;
+	} staging;
 	/* write lock: the transit rings shared with the peer, or NULL, and
 	 * which side of them this QP is */
 	struct ibvd_direct *direct;
@@ -535,6 +545,7 @@ struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
 struct ibvd_ctx_objs {
 	struct ibvd_arena *arena;	/* its rings' memory (verbs/rings/arena.h) */
 	uint64_t ring_bytes;		/* arena bytes of all its rings */
+	uint64_t staging_bytes;		/* of which its QPs' staging blocks */
 	unsigned int mcast_members;	/* multicast attachments of its QPs */
 	uint32_t db_next;		/* where the next free-bit search starts */
 	uint64_t db_used[IBVD_DOORBELL_WORDS];	/* doorbell bits owned by QPs */

@@ -153,6 +153,30 @@ static enum ibv_wc_status take_sges(const struct ibvd_qp *qp,
 				     &req->local);
 }
 
+/*
+ * A WRITE whose payload the library copied into the QP's staging block
+ * (ring.h, "Staging"): read from there, which the engine maps, within the
+ * block it granted.  The block's content is the client's own to spoil.
+ */
+static enum ibv_wc_status take_staged(const struct ibvd_qp *qp,
+				      const uint8_t *slot, struct eng_req *req)
+{
+	struct ibvd_staged st;
+
+	if (req->w.opcode != IBV_WR_RDMA_WRITE &&
+	    req->w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+		return IBV_WC_LOC_QP_OP_ERR;
+	if (!qp->staging.bytes)
+		return IBV_WC_LOC_PROT_ERR;
+	memcpy(&st, slot + IBVD_SEND_WQE_HDR, sizeof(st));
+	if (!ibvd_in_range(0, qp->staging.bytes, st.offset, st.length))
+		return IBV_WC_LOC_PROT_ERR;
+	if (st.length)
+		ibvd_eng_sgl_private(&req->local, qp->staging.base + st.offset,
+				     st.length);
+	return IBV_WC_SUCCESS;
+}
+
 enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
 				      struct ibvd_qp *qp, uint32_t counter,
 				      struct eng_req *req)
@@ -175,7 +199,9 @@ enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
 	if (!opcode_ok(qp->qp_type, req->w.opcode))
 		return IBV_WC_LOC_QP_OP_ERR;
 	/* INLINE means something only for operations that carry data out. */
-	if ((req->w.send_flags & IBV_SEND_INLINE) && !writes_local(req->w.opcode))
+	if (req->w.send_flags & IBVD_SEND_STAGED)
+		st = take_staged(qp, slot, req);
+	else if ((req->w.send_flags & IBV_SEND_INLINE) && !writes_local(req->w.opcode))
 		st = take_inline(eng, qp, slot, req);
 	else
 		st = take_sges(qp, slot, req);

@@ -7,7 +7,7 @@ DAEMON_SOURCES += \
 	daemon/verbs/async.c daemon/verbs/async.h \
 	daemon/verbs/rings/arena.c daemon/verbs/rings/arena.h \
 	daemon/verbs/rings/rings.c daemon/verbs/rings/direct.c \
-	daemon/verbs/rings/lease.c \
+	daemon/verbs/rings/lease.c daemon/verbs/rings/staging.c \
 	daemon/verbs/mr/mem.c \
 	daemon/verbs/pd.c daemon/verbs/import.c daemon/verbs/mr.c daemon/verbs/mr/map.c daemon/verbs/mw.c \
 	daemon/verbs/channel.c daemon/verbs/cq.c \

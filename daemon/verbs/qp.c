@@ -421,6 +421,7 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 	users_add(qp, -1);
 	if (qp->qp_type == IBV_QPT_XRC_RECV && qp->xrc.xrcd)
 		ibvd_xrc_tgt_fini(qp);
+	ibvd_staging_free(qp);
 	qp_rings_free(qp);
 	pthread_mutex_destroy(&qp->recv_lock);
 	free(qp);

@@ -34,6 +34,8 @@ struct ibvd_context;
  * max_* attributes (query.c), applied per context; these are the rest.
  */
 #define IBVD_CTX_MAX_RING_BYTES	(256ull << 20)	/* all its rings together */
+/* of which its QPs' staging blocks (rings/staging.c) at most */
+#define IBVD_CTX_MAX_STAGING_BYTES (64ull << 20)
 /*
  * Each channel holds a daemon fd; librdmacm makes two per QP it creates
  * CQs for (cmtime opens hundreds of connections in one context).
@@ -271,6 +273,14 @@ void ibvd_direct_leave(struct ibvd_qp *qp);
 int ibvd_req_qp_direct(struct ibvd_call *call);
 int ibvd_req_qp_direct_ud(struct ibvd_call *call);
 int ibvd_req_qp_direct_leave(struct ibvd_call *call);
+
+/* ---- rings/staging.c: WRITE payloads copied at post ---------------------- */
+
+/* Bytes of each QP's block from now on (engine.staging), 0 for none. */
+void ibvd_staging_configure(uint32_t bytes);
+int ibvd_req_qp_staging(struct ibvd_call *call);
+/* qp is destroyed (write lock held): its block goes back to the arena. */
+void ibvd_staging_free(struct ibvd_qp *qp);
 /*
  * The QP of handle and its peer in a direct pair, for a request about
  * them: 0, or the request's error (no such QP, no pair).

@@ -12,7 +12,8 @@
  * through our own /proc/self/mem and maps, two PDs, three MRs over our
  * own buffers, two memory windows, a send and a receive CQ, an SRQ, and
  * six QPs in RTS: RC and UC pairs connected to each other and two UD QPs,
- * one of each kind on the SRQ.  The engine has no thread
+ * one of each kind on the SRQ; QPs 0 (RC) and 2 (UC) have staging blocks,
+ * whose WQEs name a range in them (ring.h, "Staging").  The engine has no thread
  * (ibvd_engine_start_unthreaded): the harness runs its passes itself,
  * so what the engine did to the rings is over when they return.
  *
@@ -374,6 +375,19 @@ static void create_qp(unsigned int i)
 	CHECK(w.qp[i]);
 }
 
+/* A staging block (ring.h, "Staging") for QP i, as its library asks. */
+static void give_staging(unsigned int i)
+{
+	Ibvd__Handle m = IBVD__HANDLE__INIT;
+	Ibvd__QpStagingReply *r;
+
+	m.handle = w.qp_handle[i];
+	r = call(IBVD_MSG_QP_STAGING, &m.base, NULL, 0,
+		 &ibvd__qp_staging_reply__descriptor, NULL, 0);
+	CHECK(r->bytes && w.qp[i]->staging.bytes == r->bytes);
+	ibvd__qp_staging_reply__free_unpacked(r, NULL);
+}
+
 /*
  * MODIFY_QP, the most frequent request here (reset()), handed to the
  * dispatcher as the session's read callback would, which saves three
@@ -494,6 +508,8 @@ static void world_up(void)
 	create_srq();
 	for (i = 0; i < NQPS; i++)
 		create_qp(i);
+	give_staging(0);
+	give_staging(2);
 	w.srq_obj = w.qp[1]->srq;
 	w.qpn[NQPS] = 0;
 	w.qpn[NQPS + 1] = 0xffffff;

@@ -36,3 +36,13 @@ tests_unit_test_arena_SOURCES = tests/unit/test_arena.c \
 tests_unit_test_arena_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_arena_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_arena_LDADD = $(UNIT_LIBS)
+
+# The engine's copy-then-validate of staged send WQEs (daemon/engine/wqe.c)
+# against the QP's staging block, with stubs for the registries.
+check_PROGRAMS += tests/unit/test_wqe
+TESTS += tests/unit/test_wqe
+tests_unit_test_wqe_SOURCES = tests/unit/test_wqe.c \
+	daemon/engine/wqe.c daemon/engine/memory.c daemon/engine/internal.h
+tests_unit_test_wqe_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_wqe_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_wqe_LDADD = $(UNIT_LIBS) -lpthread
