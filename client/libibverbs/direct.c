@@ -711,7 +711,8 @@ static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
 	uint32_t i;
 
 	memcpy(&h, slot, sizeof(h));
-	if (!ring_opcode(qp, h.opcode) ||
+	/* a staged payload is in the block the engine reads it from */
+	if ((h.send_flags & IBVD_SEND_STAGED) || !ring_opcode(qp, h.opcode) ||
 	    !ud_dest(qp, h.remote_qpn, &h.av, h.remote_qkey, m))
 		return false;
 	m->wr_id = h.wr_id;

@@ -273,6 +273,9 @@ bool ibvc_wq_geometry_ok(uint32_t nslots, uint32_t stride, uint32_t hdr);
  * Point wq at the work-queue ring the daemon placed in ictx's arena:
  * 0, or -EPROTO if the place is not one.
  */
+/* The block [off, off + len) of ictx's arena, if in its client half. */
+uint8_t *ibvc_arena_client_block(const struct ibvc_context *ictx, uint64_t off,
+				 uint64_t len);
 int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
 		  const Ibvd__RingPlace *place, uint32_t nslots,
 		  uint32_t stride, uint32_t limit);
@@ -393,6 +396,23 @@ static inline struct ibvc_xrcd *to_ibvc_xrcd(struct ibv_xrcd *xrcd)
  * comp_mask, the XRC domain of a target QP).  An XRC target has no queues
  * the app may use; one opened with ibv_open_qp has no rings mapped at all.
  */
+/* A QP's staging block (common/ring.h, "Staging"), as its library fills it. */
+struct ibvc_staging {
+	uint8_t *base;			/* NULL: none (yet) */
+	uint32_t bytes;			/* a power of two */
+	uint32_t produced;		/* bytes handed out, free-running */
+	uint32_t released;		/* of which the engine is done with */
+	uint32_t seen_head;		/* the SQ's engine head at `released` */
+	uint32_t *ends;			/* per SQ slot: `produced` after it */
+	bool asked;			/* QP_STAGING is asked once */
+	bool unpublished;		/* this post staged a WQE already */
+	bool stalled;			/* a wait for room ran out at seen_head */
+	/* a READ or atomic may still write local memory: the SQ's WQEs
+	 * below reads_until are not all retired */
+	bool reads_pending;
+	uint32_t reads_until;
+};
+
 struct ibvc_qp {
 	union {
 		struct ibv_qp qp;		/* must be first */
@@ -426,7 +446,29 @@ struct ibvc_qp {
 	uint32_t qkey;				/* atomic */
 	uint32_t ud_asked_qpn;			/* SQ lock */
 	unsigned int ud_asks;			/* SQ lock */
+	struct ibvc_staging staging;		/* SQ lock (staging.c) */
 };
+
+/*
+ * staging.c, SQ lock held: copy an RDMA WRITE's payload into the QP's
+ * staging block and make wqe (its header written) a staged one, if it
+ * can go that way now.  false: post its SGEs.
+ */
+bool ibvc_stage(struct ibvc_qp *qp, struct ibvd_send_wqe *wqe,
+		const struct ibv_sge *sge, int num_sge);
+/* After a WQE of opcode went into the SQ at sq_counter, staged or not. */
+void ibvc_stage_mark(struct ibvc_qp *qp, uint32_t sq_counter, uint32_t opcode);
+/*
+ * SQ lock held: may a payload posted now be read at once (copied into
+ * the WQE or the staging block)?  Not while a READ or atomic posted
+ * before it may still write the buffer.
+ */
+bool ibvc_early_read_ok(struct ibvc_qp *qp);
+/* The post is over: the engine may see its WQEs (or they were dropped). */
+void ibvc_stage_published(struct ibvc_qp *qp);
+/* The QP is back in RESET: its block is all free. */
+void ibvc_stage_reset(struct ibvc_qp *qp);
+void ibvc_stage_free(struct ibvc_qp *qp);
 
 /*
  * direct.c: the library's side of the direct transport (common/transit.h).

@@ -30,4 +30,5 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/ah.c \
 	client/libibverbs/mcast.c \
 	client/libibverbs/post.c \
+	client/libibverbs/staging.c \
 	client/libibverbs/poll.c

@@ -219,10 +219,11 @@ static void copy_sges(struct ibvd_sge *dst, const struct ibv_sge *sge,
  * our memory with a syscall of its own, which costs more than the copy
  * (bench/RESULTS.md, "Small payloads copied at post").  The app may not
  * touch a buffer before its completion, so when it is read changes
- * nothing it can see.  A key, range or PD the library does not know
- * stays an SGE, and the engine reports it as before.
+ * nothing it can see, unless a READ or atomic before it on the QP may
+ * still write it (ibvc_early_read_ok).  A key, range or PD the library
+ * does not know stays an SGE, and the engine reports it as before.
  */
-static bool copy_early(const struct ibvc_qp *qp, const struct ibv_send_wr *wr)
+static bool copy_early(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
 {
 	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
 	uint64_t total = sge_bytes(wr->sg_list, wr->num_sge);
@@ -237,7 +238,7 @@ static bool copy_early(const struct ibvc_qp *qp, const struct ibv_send_wr *wr)
 				       wr->sg_list[i].addr,
 				       wr->sg_list[i].length, false))
 			return false;
-	return true;
+	return ibvc_early_read_ok(qp);
 }
 
 static void write_send_wqe(struct ibvc_qp *qp, void *slot,
@@ -254,7 +255,7 @@ static void write_send_wqe(struct ibvc_qp *qp, void *slot,
 	} else if (copy_early(qp, wr)) {
 		wqe->send_flags |= IBV_SEND_INLINE;
 		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
-	} else {
+	} else if (!ibvc_stage(qp, wqe, wr->sg_list, wr->num_sge)) {
 		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
 		wqe->num_sge = (uint32_t)wr->num_sge;
 		copy_sges((struct ibvd_sge *)body, wr->sg_list, wr->num_sge);
@@ -286,10 +287,12 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 		if (ibvc_direct_send(qp, wr, tail))
 			continue;
 		write_send_wqe(qp, ibvc_wq_slot(sq, tail), wr);
+		ibvc_stage_mark(qp, tail, wr->opcode);
 		tail++;
 	}
 	/* The ring first: the engine runs no WQE of ours while it holds any. */
 	ibvc_direct_send_done(qp);
+	ibvc_stage_published(qp);
 	if (tail == sq->tail)
 		return ret;
 	sq->tail = tail;

@@ -69,6 +69,7 @@ static void qp_free(struct ibvc_qp *qp)
 {
 	ibvc_direct_detach(qp);
 	pthread_mutex_destroy(&qp->direct_lock);
+	ibvc_stage_free(qp);
 	ibvc_wq_destroy(&qp->sq);
 	ibvc_wq_destroy(&qp->rq);
 	if (qp->qp.pd)
@@ -484,6 +485,7 @@ static void set_state(struct ibvc_qp *qp, enum ibv_qp_state state)
 	if (state == IBV_QPS_RESET) {
 		ibvc_wq_resync(&qp->sq);
 		ibvc_wq_resync(&qp->rq);
+		ibvc_stage_reset(qp);
 	}
 }
 

@@ -67,6 +67,7 @@ static struct ibvd_send_wqe *begin(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 		batch_fail(qp, ENOMEM);
 		return NULL;
 	}
+	ibvc_stage_mark(qp, qp->batch.tail, op);
 	w = ibvc_wq_slot(&qp->sq, qp->batch.tail++);
 	memset(w, 0, sizeof(*w));
 	w->wr_id = qpx->wr_id;
@@ -243,6 +244,10 @@ static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 		batch_fail(qp, EINVAL);
 		return;
 	}
+	if (ibvc_stage(qp, w, sg_list, (int)num_sge)) {
+		ibvc_stage_mark(qp, qp->batch.tail - 1, w->opcode);
+		return;
+	}
 	dst = (struct ibvd_sge *)((uint8_t *)w + IBVD_SEND_WQE_HDR);
 	for (i = 0; i < num_sge; i++) {
 		dst[i].addr = sg_list[i].addr;
@@ -316,6 +321,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	int err = qp->batch.err;
 
 	qp->batch.cur = NULL;
+	ibvc_stage_published(qp);
 	if (!err && qp->batch.tail != qp->sq.tail) {
 		qp->sq.tail = qp->batch.tail;
 		/* Release: the WQEs are written before the engine sees tail. */
@@ -332,6 +338,7 @@ static void wr_abort(struct ibv_qp_ex *qpx)
 	struct ibvc_qp *qp = qpx_to_qp(qpx);
 
 	qp->batch.cur = NULL;
+	ibvc_stage_published(qp);
 	pthread_mutex_unlock(&qp->sq.lock);
 }
 

@@ -122,6 +122,14 @@ static uint8_t *arena_at(const struct ibvc_context *ictx, uint64_t off)
 	return (uint8_t *)ictx->rings.addr + off;
 }
 
+uint8_t *ibvc_arena_client_block(const struct ibvc_context *ictx, uint64_t off,
+				 uint64_t len)
+{
+	if (!ictx->rings.addr || !in_half(off, len, IBVD_ARENA_CLIENT))
+		return NULL;
+	return arena_at(ictx, off);
+}
+
 int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
 		  const Ibvd__RingPlace *place, uint32_t nslots,
 		  uint32_t stride, uint32_t limit)

@@ -999,26 +999,30 @@ END_TEST
 
 /*
  * FENCE: a WRITE fenced behind a READ sends what the READ brought (the
- * READ's destination is the WRITE's source).
+ * READ's destination is the WRITE's source): small enough for the library
+ * to copy into the WQE, large enough for the staging block, and beyond.
  */
+static const size_t fence_len[] = { 32, 4096, 65536 };
+
 START_TEST(fence)
 {
+	size_t len = fence_len[_i];
 	struct fx f;
 
-	fx_init(&f, NULL, 65536, 3 * 65536);
-	vt_fill(f.b->addr, 65536, 0, 34);
-	memset(f.a->addr, 0, 65536);
+	fx_init(&f, NULL, len, 3 * len);
+	vt_fill(f.b->addr, len, 0, 34);
+	memset(f.a->addr, 0, len);
 	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, f.a->addr,
-		65536, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+		len, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
 	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED | IBV_SEND_FENCE,
-		f.a->addr, 65536, f.a->lkey, ADDR(f.b, 65536), f.b->rkey);
+		f.a->addr, len, f.a->lkey, ADDR(f.b, len), f.b->rkey);
 	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED | IBV_SEND_FENCE,
-		f.a->addr, 65536, f.a->lkey, ADDR(f.b, 2 * 65536), f.b->rkey);
+		f.a->addr, len, f.a->lkey, ADDR(f.b, 2 * len), f.b->rkey);
 	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_RDMA_READ, "READ");
 	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_RDMA_WRITE, "fenced WRITE");
 	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_RDMA_WRITE, "second fenced WRITE");
-	vt_expect_pat(BUF(f.b) + 65536, 65536, 0, 34, "fenced write: the READ's data");
-	vt_expect_pat(BUF(f.b) + 2 * 65536, 65536, 0, 34, "second fenced write");
+	vt_expect_pat(BUF(f.b) + len, len, 0, 34, "fenced write: the READ's data");
+	vt_expect_pat(BUF(f.b) + 2 * len, len, 0, 34, "second fenced write");
 	fx_free(&f);
 }
 END_TEST
@@ -3717,6 +3721,94 @@ static void qp_ex_pair(struct ibv_qp *qp[2], struct ibv_cq *cq, enum ibv_qp_type
 	vt_connect(&D, qp[1], &a[0], &o);
 }
 
+/*
+ * RDMA WRITEs copied into the QP's staging block at post time
+ * (client/libibverbs/staging.c): STAGE_N of STAGE_LEN bytes, more than
+ * the default block (1 MiB) holds, each with its own pattern and target.
+ * Posted in one list (or one ibv_wr_* batch): the block fills and the
+ * rest go as SGEs, which the engine reads; one at a time: every one
+ * waits for room, the ring wraps.  All land whole, in order.
+ */
+#define STAGE_N		40
+#define STAGE_LEN	(32 * 1024)
+
+static void stage_round(struct ibv_qp *qp, struct ibv_cq *cq,
+			struct ibv_mr *a, struct ibv_mr *b, uint32_t seed,
+			int how)
+{
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+	struct ibv_send_wr wr[STAGE_N], *bad = NULL;
+	struct ibv_sge sge[STAGE_N];
+	int i, ret;
+
+	memset(b->addr, 0, STAGE_N * STAGE_LEN);
+	for (i = 0; i < STAGE_N; i++) {
+		vt_fill(BUF(a) + i * STAGE_LEN, STAGE_LEN, 0, seed + i);
+		sge[i] = (struct ibv_sge){ ADDR(a, i * STAGE_LEN), STAGE_LEN, a->lkey };
+		memset(&wr[i], 0, sizeof(wr[i]));
+		wr[i].wr_id = seed + i;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].wr.rdma.remote_addr = ADDR(b, i * STAGE_LEN);
+		wr[i].wr.rdma.rkey = b->rkey;
+		wr[i].next = how == 0 && i + 1 < STAGE_N ? &wr[i + 1] : NULL;
+	}
+	if (how == 0) {
+		ck_assert_int_eq(ibv_post_send(qp, wr, &bad), 0);
+	} else if (how == 1) {
+		ibv_wr_start(qpx);
+		for (i = 0; i < STAGE_N; i++) {
+			qpx->wr_id = wr[i].wr_id;
+			qpx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_rdma_write(qpx, b->rkey, wr[i].wr.rdma.remote_addr);
+			ibv_wr_set_sge(qpx, a->lkey, sge[i].addr, STAGE_LEN);
+		}
+		ret = ibv_wr_complete(qpx);
+		ck_assert_msg(ret == 0, "ibv_wr_complete: %s", strerror(ret));
+	} else {
+		for (i = 0; i < STAGE_N; i++)
+			ck_assert_int_eq(ibv_post_send(qp, &wr[i], &bad), 0);
+	}
+	/* The app may reuse its buffers once they completed, not before. */
+	for (i = 0; i < STAGE_N; i++)
+		vt_expect_ok(cq, NULL, seed + i, IBV_WC_RDMA_WRITE, "staged WRITE");
+	for (i = 0; i < STAGE_N; i++)
+		vt_expect_pat(BUF(b) + i * STAGE_LEN, STAGE_LEN, 0, seed + i,
+			      "staged WRITE's data");
+}
+
+START_TEST(staged_writes)
+{
+	struct ibv_cq *cq = mkcq(64, NULL, NULL);
+	struct ibv_mr *a = vt_reg(D.pd, STAGE_N * STAGE_LEN, VT_ACCESS_ALL);
+	struct ibv_mr *b = vt_reg(D.pd, STAGE_N * STAGE_LEN, VT_ACCESS_ALL);
+	struct vt_qp_opts o = opts_type(IBV_QPT_RC);
+	struct ibv_qp_attr qa;
+	struct ibv_qp *qp[2];
+	struct vt_addr addr;
+	int how;
+
+	qp_ex_pair(qp, cq, IBV_QPT_RC);
+	for (how = 0; how < 3; how++)
+		stage_round(qp[0], cq, a, b, 100 * (how + 1), how);
+	/* Back through RESET: the block is all free again. */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_RESET;
+	ck_assert_int_eq(ibv_modify_qp(qp[0], &qa, IBV_QP_STATE), 0);
+	vt_qp_addr(&D, qp[1], &o, &addr);
+	vt_connect(&D, qp[0], &addr, &o);
+	stage_round(qp[0], cq, a, b, 400, 0);
+	stage_round(qp[0], cq, a, b, 500, 2);
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	vt_dereg(a);
+	vt_dereg(b);
+}
+END_TEST
+
 /* One batch of WRITE, SEND_WITH_IMM (inline), FETCH_AND_ADD and READ. */
 START_TEST(wr_api_rc)
 {
@@ -4968,7 +5060,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, sq_sig_all);
 	tcase_add_test(tc, solicited);
 	tcase_add_loop_test(tc, inline_data, 0, 2);
-	tcase_add_test(tc, fence);
+	tcase_add_loop_test(tc, fence, 0, sizeof(fence_len) / sizeof(fence_len[0]));
 	tcase_add_test(tc, sge_max);
 
 	tc = new_case(s, "status");
@@ -5034,6 +5126,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "ex");
 	tcase_add_test(tc, wr_api_rc);
+	tcase_add_test(tc, staged_writes);
 	tcase_add_test(tc, wr_api_ud);
 	tcase_add_test(tc, srq_ex);
 
