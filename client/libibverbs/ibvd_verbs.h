@@ -142,6 +142,7 @@ struct ibvc_mrtab_entry {
 	uint64_t addr;
 	uint64_t length;
 	unsigned int access;
+	bool shared;		/* on a file the engine maps (REG_MR_SHARED) */
 };
 
 struct ibvc_mrtab {
@@ -184,11 +185,20 @@ struct ibvc_context {
 
 /* mrtab.c: remember an MR of this process (ibvc_reg_mr, rereg), forget it. */
 void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
-		    unsigned int access);
+		    unsigned int access, bool shared);
 void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey);
 /* Is [addr, addr + len) inside an MR of pd with key lkey (and writable)? */
 bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
 		       uint32_t lkey, uint64_t addr, uint64_t len, bool write);
+/*
+ * The same, read-only, in memory of the process's own that the engine
+ * reaches only through a system call (no file it maps): a payload the
+ * library may copy at post (post.c, staging.c).  A file the app
+ * truncated under its MR would fault in the poster; the engine reads
+ * such MRs through its own mapping anyway, and fails the WQE instead.
+ */
+bool ibvc_mrtab_private(struct ibvc_context *ictx, const struct ibv_pd *pd,
+			uint32_t lkey, uint64_t addr, uint64_t len);
 /*
  * A peer's RDMA WRITE of len bytes from src to addr, by rkey: copied, if
  * that is an MR of pd this process registered with remote write access
@@ -743,6 +753,8 @@ struct ibvc_mr {
 	unsigned int access;			/* as registered (rereg needs it) */
 	bool tabled;				/* its iova is its address: in
 						 * the context's mrtab */
+	bool shared;				/* on shared file memory, which
+						 * the daemon maps too */
 };
 
 /*

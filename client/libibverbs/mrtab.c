@@ -60,13 +60,13 @@ static bool kept(const struct ibv_mr *mr, unsigned int access)
 }
 
 void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
-		    unsigned int access)
+		    unsigned int access, bool shared)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
 	struct ibvc_mrtab_entry e = {
 		.used = true, .lkey = mr->lkey, .pd = mr->pd,
 		.addr = (uintptr_t)mr->addr, .length = mr->length,
-		.access = access,
+		.access = access, .shared = shared,
 	};
 
 	if (!kept(mr, access))
@@ -168,4 +168,18 @@ void ibvc_mrtab_fini(struct ibvc_context *ictx)
 	ictx->mrs.slots = NULL;
 	ictx->mrs.cap = ictx->mrs.n = 0;
 	pthread_mutex_destroy(&ictx->mrs.lock);
+}
+
+bool ibvc_mrtab_private(struct ibvc_context *ictx, const struct ibv_pd *pd,
+			uint32_t lkey, uint64_t addr, uint64_t len)
+{
+	struct ibvc_mrtab *t = &ictx->mrs;
+	const struct ibvc_mrtab_entry *e;
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, lkey);
+	ok = entry_covers(e, pd, addr, len, 0) && !e->shared;
+	pthread_mutex_unlock(&t->lock);
+	return ok;
 }

@@ -234,9 +234,9 @@ static bool copy_early(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
 		return false;
 	for (i = 0; i < wr->num_sge; i++)
 		if (wr->sg_list[i].length &&
-		    !ibvc_mrtab_covers(ctx, qp->qp.pd, wr->sg_list[i].lkey,
-				       wr->sg_list[i].addr,
-				       wr->sg_list[i].length, false))
+		    !ibvc_mrtab_private(ctx, qp->qp.pd, wr->sg_list[i].lkey,
+					wr->sg_list[i].addr,
+					wr->sg_list[i].length))
 			return false;
 	return ibvc_early_read_ok(qp);
 }

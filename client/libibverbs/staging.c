@@ -51,8 +51,8 @@ static bool stageable(const struct ibvc_qp *qp, const struct ibv_sge *sge,
 		return false;
 	for (i = 0; i < num_sge; i++)
 		if (sge[i].length &&
-		    !ibvc_mrtab_covers(ctx, qp->qp.pd, sge[i].lkey, sge[i].addr,
-				       sge[i].length, false))
+		    !ibvc_mrtab_private(ctx, qp->qp.pd, sge[i].lkey,
+					sge[i].addr, sge[i].length))
 			return false;
 	return true;
 }

@@ -11,7 +11,9 @@
  *     (the client sees them through its own mapping);
  *   - the client unmapping its own range changes nothing for the MR;
  *   - a file truncated under an MR: a WRITE into it is REM_ACCESS_ERR, a
- *     WRITE out of it LOC_PROT_ERR, and the daemon lives on;
+ *     WRITE out of it LOC_PROT_ERR, whether short enough for the library
+ *     to copy it at post or not (it leaves such MRs to the engine), and
+ *     the daemon lives on;
  *   - a rereg to a private range leaves the file alone.
  * Processes meet through files in DIR (vt_put/vt_get).  Exit: 0 pass, 1
  * fail.
@@ -271,6 +273,12 @@ static void truncated(struct backing *dst, struct backing *src,
 	one_sided(p2.qp[0], p2.scq[0], 21, IBV_WR_RDMA_WRITE, src->addr, LEN,
 		  src->mr->lkey, priv->addr, priv->rkey, IBV_WC_LOC_PROT_ERR,
 		  "WRITE out of a truncated file");
+	vt_pair_free(&p2);
+	/* small enough to go in the WQE: the library leaves it to the engine */
+	vt_pair(&p2, &D, NULL, 16);
+	one_sided(p2.qp[0], p2.scq[0], 23, IBV_WR_RDMA_WRITE, src->addr, 16,
+		  src->mr->lkey, priv->addr, priv->rkey, IBV_WC_LOC_PROT_ERR,
+		  "16-byte WRITE out of a truncated file");
 	vt_pair_free(&p2);
 	/* The daemon is alive and well: the first pair still works. */
 	one_sided(P.qp[0], P.scq[0], 22, IBV_WR_RDMA_READ, priv->addr, 8,
