@@ -39,16 +39,21 @@
 #define STAGE_WAIT_NS	100000ull
 #define STAGE_SPIN_NS	5000ull
 
-static bool stageable(const struct ibvc_qp *qp, const struct ibv_sge *sge,
-		      int num_sge, enum ibv_wr_opcode opcode, uint64_t total)
+/* A WRITE of a QP that has a block, or may get one. */
+static bool may_stage(const struct ibvc_qp *qp, uint32_t opcode)
+{
+	return (opcode == IBV_WR_RDMA_WRITE ||
+		opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
+	       (qp->staging.base || !qp->staging.asked);
+}
+
+/* Its buffers all in private memory this process registered on the QP's PD. */
+static bool private_sges(const struct ibvc_qp *qp, const struct ibv_sge *sge,
+			 int num_sge)
 {
 	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
 	int i;
 
-	if ((opcode != IBV_WR_RDMA_WRITE &&
-	     opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
-	    total <= qp->cap.max_inline_data)
-		return false;
 	for (i = 0; i < num_sge; i++)
 		if (sge[i].length &&
 		    !ibvc_mrtab_private(ctx, qp->qp.pd, sge[i].lkey,
@@ -188,12 +193,14 @@ bool ibvc_stage(struct ibvc_qp *qp, struct ibvd_send_wqe *wqe,
 	uint8_t *dst;
 	int i;
 
+	if (!may_stage(qp, wqe->opcode))
+		return false;
 	for (i = 0; i < num_sge; i++)
 		total += sge[i].length;
-	if (!stageable(qp, sge, num_sge, wqe->opcode, total) ||
+	if (total <= qp->cap.max_inline_data || !private_sges(qp, sge, num_sge) ||
 	    !ibvc_early_read_ok(qp))
 		return false;
-	if (!s->base && !s->asked)
+	if (!s->asked)
 		ask(qp);
 	/* Half the block at most, so that one message never holds it all. */
 	if (!s->base || total > s->bytes / 2)
