@@ -116,6 +116,7 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert(cfg->rlimit_memlock_enforce);
 	ck_assert(cfg->device_links);
 	ck_assert(cfg->engine_direct);
+	ck_assert_uint_eq(cfg->engine_staging, IBVD_STAGING_DEFAULT);
 	ck_assert_uint_eq(cfg->ndevices, 1);
 	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
 	ck_assert_uint_eq(cfg->devices[0].ports, 1);
@@ -270,6 +271,13 @@ START_TEST(accepted_values)
 	ibvd_config_free(cfg);
 	cfg = good("{'engine': {'direct': false}}");
 	ck_assert(!cfg->engine_direct);
+	ibvd_config_free(cfg);
+	/* staging: KiB in the file, bytes here */
+	cfg = good("{'engine': {'staging': 0}}");
+	ck_assert_uint_eq(cfg->engine_staging, 0);
+	ibvd_config_free(cfg);
+	cfg = good("{'engine': {'staging': 65536}}");
+	ck_assert_uint_eq(cfg->engine_staging, 64u << 20);
 	ibvd_config_free(cfg);
 
 	/* an escaped key is the same key */
@@ -482,6 +490,12 @@ START_TEST(wrong_types)
 		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got \"Auto\"");
 	ck_assert_str_eq(parse_error("{'engine': {'threads': 1.0}}"),
 		"t.conf:1:13: engine.threads: expected an integer 1..64 or \"auto\", got 1.0");
+	ck_assert_str_eq(parse_error("{'engine': {'staging': -1}}"),
+		"t.conf:1:13: engine.staging: expected an integer 0..65536 (KiB), got -1");
+	ck_assert_str_eq(parse_error("{'engine': {'staging': 65537}}"),
+		"t.conf:1:13: engine.staging: expected an integer 0..65536 (KiB), got 65537");
+	ck_assert_str_eq(parse_error("{'engine': {'staging': '1M'}}"),
+		"t.conf:1:13: engine.staging: expected an integer 0..65536 (KiB), got \"1M\"");
 	ck_assert_str_eq(parse_error("{'log': null}"),
 		"t.conf:1:2: log: expected an object, got null");
 	ck_assert_str_eq(parse_error("{'log': {'level': 6}}"),
