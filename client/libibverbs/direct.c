@@ -620,7 +620,8 @@ static bool msg_add(const struct ibvc_qp *qp, struct ring_msg *m,
 		    uint64_t addr, uint32_t len, uint32_t lkey, bool keyless)
 {
 	if (len && !keyless &&
-	    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, lkey, addr, len, false))
+	    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, lkey, addr, len,
+			       ibvc_guard_ready() ? 0 : IBVC_MRTAB_PRIVATE))
 		return false;
 	m->iov[m->iovcnt].iov_base = (void *)(uintptr_t)addr;
 	m->iov[m->iovcnt].iov_len = len;
@@ -834,10 +835,31 @@ static bool remember(struct ibvc_qp *qp, struct ibvc_direct *d,
 	return s->signaled;
 }
 
+struct ring_write {
+	const struct ibvd_transit *t;
+	uint32_t *produced;
+	uint32_t consumed;
+	const struct ibvd_transit_frag *f;
+	const struct iovec *iov;
+	int iovcnt;
+	int ret;
+};
+
+static void ring_write(void *arg)
+{
+	struct ring_write *w = arg;
+
+	w->ret = ibvd_transit_write(w->t, w->produced, w->consumed, w->f,
+				    w->iov, w->iovcnt);
+}
+
 /*
  * Write m on the ring (it fits at `consumed` as read) and remember it
  * until the receiver takes it; mark: its send CQ's engine tail, which
- * holds every completion of the QP's earlier WQEs.
+ * holds every completion of the QP's earlier WQEs.  The copy from the
+ * app's memory is guarded: a file truncated under its MR leaves the
+ * SEND to the engine, which fails it (`produced` moves only once the
+ * message is written).
  */
 static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 		     const struct ring_msg *m, uint32_t consumed, uint32_t mark)
@@ -846,6 +868,7 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	const struct iovec *from = m->iov;
 	struct ibvd_transit_frag f;
 	int iovcnt = m->iovcnt;
+	struct ring_write w;
 
 	memset(&f, 0, sizeof(f));
 	f.kind = ring_kind(m->opcode);
@@ -869,8 +892,10 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	f.len = f.msg_len = (uint32_t)ring_len(m);
 	f.imm = m->imm;
 	f.wr_id = m->wr_id;
-	if (ibvd_transit_write(&d->out, &d->produced, consumed, &f, from,
-			       iovcnt) < 0)
+	w = (struct ring_write){ .t = &d->out, .produced = &d->produced,
+				 .consumed = consumed, .f = &f, .iov = from,
+				 .iovcnt = iovcnt, .ret = -EFAULT };
+	if (!ibvc_guarded(ring_write, &w) || w.ret < 0)
 		return false;
 	remember(qp, d, m->wr_id, m->has_rdma ? IBV_WC_RDMA_WRITE : IBV_WC_SEND,
 		 (uint32_t)m->len, m->send_flags, mark);
@@ -1349,7 +1374,9 @@ static bool wqe_sges(struct ibvc_qp *qp, const struct recv_queue *q,
 	for (i = 0; i < w.num_sge; i++) {
 		if (sge[i].length &&
 		    !ibvc_mrtab_covers(ctx_of(qp), q->pd, sge[i].lkey,
-				       sge[i].addr, sge[i].length, true))
+				       sge[i].addr, sge[i].length,
+				       IBVC_MRTAB_WRITE | (ibvc_guard_ready() ?
+						0 : IBVC_MRTAB_PRIVATE)))
 			return false;
 		*total += sge[i].length;
 	}
@@ -1377,6 +1404,38 @@ static void scatter(const struct ibvd_sge *sge, uint32_t nsge, uint32_t skip,
 		src += n;
 		len -= n;
 	}
+}
+
+struct scattering {
+	const struct ibvd_sge *sge;
+	uint32_t nsge;
+	const uint8_t *grh;		/* UD: into the GRH slot, or NULL */
+	uint32_t skip;
+	const uint8_t *src;
+	uint32_t len;
+};
+
+static void scatter_all(void *arg)
+{
+	const struct scattering *s = arg;
+
+	if (s->grh)
+		scatter(s->sge, s->nsge, 0, s->grh, DIRECT_GRH);
+	scatter(s->sge, s->nsge, s->skip, s->src, s->len);
+}
+
+/*
+ * The message into the receive WQE's buffers (guard.c): false if they
+ * are a file its owner truncated, for the engine to fail the receive.
+ */
+static bool scatter_guarded(const struct ibvd_sge *sge, uint32_t nsge,
+			    const uint8_t *grh, uint32_t skip,
+			    const uint8_t *src, uint32_t len)
+{
+	struct scattering s = { .sge = sge, .nsge = nsge, .grh = grh,
+				.skip = skip, .src = src, .len = len };
+
+	return ibvc_guarded(scatter_all, &s);
 }
 
 /*
@@ -1550,11 +1609,13 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		p->hand_off = true;
 		return false;
 	}
-	if (info) {
+	if (info)
 		make_grh(grh, d, payload, len);
-		scatter(sge, nsge, 0, grh, DIRECT_GRH);
+	if (!scatter_guarded(sge, nsge, info ? grh : NULL, skip,
+			     payload + info, len)) {
+		p->hand_off = true;
+		return false;
 	}
-	scatter(sge, nsge, skip, payload + info, len);
 	recv_cqe(&cqe, qp, d, wr_id, &f, len);
 	fifo_push(cq, &cqe, p->mark);
 	p->placed |= PLACED_ANY;

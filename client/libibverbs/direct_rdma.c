@@ -11,19 +11,14 @@
  * too, so an MR that cannot be granted costs one call, not one per post.
  *
  * A file the target shrinks under its MR makes our copy fault (SIGBUS),
- * as it makes the engine's (engine/memory.c): the copy runs under a
- * recovery point, and a request that faulted goes to the engine, which
- * fails it as a NIC would.  That takes a SIGBUS handler, installed at the
- * first grant, which hands every fault that is not ours to what the
- * process had before; a thread that blocks SIGBUS (a blocked fault would
- * kill the process) copies nothing itself.
+ * as it makes the engine's (engine/memory.c): the copy runs guarded
+ * (guard.c), and a request that faulted goes to the engine, which fails
+ * it as a NIC would; a thread that cannot recover from the fault copies
+ * nothing itself.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -199,7 +194,7 @@ static bool local_ok(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 		if (s->length && !keyless &&
 		    !ibvc_mrtab_covers(to_ibvc_context(qp->qp.context),
 				       qp->qp.pd, s->lkey, s->addr, s->length,
-				       write))
+				       write ? IBVC_MRTAB_WRITE : 0))
 			return false;
 		*len += s->length;
 	}
@@ -212,18 +207,24 @@ static bool remote_ok(const struct grant *g, uint32_t need, uint64_t addr,
 	return (g->access & need) && ibvd_in_range(g->iova, g->length, addr, len);
 }
 
-/* Not inlined: what it changes must not live in guarded_copy's frame,
- * which a fault returns to. */
-static __attribute__((noinline)) void copy(const struct ibv_send_wr *wr,
-					   uint8_t *remote, bool read)
+struct rdma_copy {
+	const struct ibv_send_wr *wr;
+	uint8_t *remote;
+	bool read;
+};
+
+/* Between wr's SGEs and the peer's memory at remote (ibvc_guarded). */
+static void copy(void *arg)
 {
+	const struct rdma_copy *c = arg;
+	uint8_t *remote = c->remote;
 	int i;
 
-	for (i = 0; i < wr->num_sge; i++) {
-		void *local = (void *)(uintptr_t)wr->sg_list[i].addr;
-		uint32_t n = wr->sg_list[i].length;
+	for (i = 0; i < c->wr->num_sge; i++) {
+		void *local = (void *)(uintptr_t)c->wr->sg_list[i].addr;
+		uint32_t n = c->wr->sg_list[i].length;
 
-		if (read)
+		if (c->read)
 			memcpy(local, remote, n);
 		else
 			memcpy(remote, local, n);
@@ -231,87 +232,17 @@ static __attribute__((noinline)) void copy(const struct ibv_send_wr *wr,
 	}
 }
 
-/* ---- copies that survive a shrunk file ---------------------------------- */
-
-/*
- * This thread's recovery point while it copies.  Volatile: the compiler
- * knows memcpy does not read it and would drop the store before it.
- */
-static __thread sigjmp_buf *volatile copy_jump;
-static __thread int bus_state;		/* 0: not asked, 1: usable, -1: not */
-static struct sigaction before;		/* the process's SIGBUS action */
-static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
-
-static void on_sigbus(int sig, siginfo_t *si, void *uc)
-{
-	if (copy_jump)
-		siglongjmp(*copy_jump, 1);
-	/* Not ours: as the process would have had it. */
-	if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction) {
-		before.sa_sigaction(sig, si, uc);
-		return;
-	}
-	if (!(before.sa_flags & SA_SIGINFO) && before.sa_handler != SIG_DFL &&
-	    before.sa_handler != SIG_IGN) {
-		before.sa_handler(sig);
-		return;
-	}
-	sigaction(SIGBUS, &before, NULL);
-	if (si->si_code <= 0)
-		raise(sig);		/* sent, not a fault */
-	/* a fault: the access faults again, now with the old action */
-}
-
-static void bus_install(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
-	/* no mask to restore on the way out: sigsetjmp need not save it */
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &before);
-}
-
-static bool bus_usable(void)
-{
-	sigset_t mask;
-
-	if (bus_state == 0) {
-		pthread_once(&bus_once, bus_install);
-		bus_state = pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 &&
-			    !sigismember(&mask, SIGBUS) ? 1 : -1;
-	}
-	return bus_state > 0;
-}
-
-/* Copy under a recovery point: false if a page of either side faulted. */
-static bool guarded_copy(const struct ibv_send_wr *wr, uint8_t *remote,
-			 bool read)
-{
-	sigjmp_buf jump;
-
-	if (sigsetjmp(jump, 0)) {
-		copy_jump = NULL;
-		return false;
-	}
-	copy_jump = &jump;
-	copy(wr, remote, read);
-	copy_jump = NULL;
-	return true;
-}
-
 bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
 		      const struct ibv_send_wr *wr, uint32_t *byte_len)
 {
 	bool read = wr->opcode == IBV_WR_RDMA_READ;
 	uint64_t addr = wr->wr.rdma.remote_addr, len;
+	struct rdma_copy c;
 	struct grant *g;
 	int tries = 0;
 
 	if ((!read && wr->opcode != IBV_WR_RDMA_WRITE) ||
-	    !local_ok(qp, wr, read, &len) || !bus_usable())
+	    !ibvc_guard_ready() || !local_ok(qp, wr, read, &len))
 		return false;
 	do {
 		g = grant_find(qp, gs, gen, wr->wr.rdma.rkey);
@@ -327,7 +258,10 @@ bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
 	} while (++tries < 2);
 	if (!g)
 		return false;
-	if (!guarded_copy(wr, g->at_iova + (addr - g->iova), read)) {
+	c.wr = wr;
+	c.remote = g->at_iova + (addr - g->iova);
+	c.read = read;
+	if (!ibvc_guarded(copy, &c)) {
 		/* the engine fails it properly; the grant is asked again */
 		ibvd_lease_end(gs->lease);
 		drop_all(gs);

@@ -187,22 +187,35 @@ struct ibvc_context {
 void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
 		    unsigned int access, bool shared);
 void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey);
-/* Is [addr, addr + len) inside an MR of pd with key lkey (and writable)? */
+/* What ibvc_mrtab_covers asks of an MR besides the range. */
+enum {
+	IBVC_MRTAB_WRITE = 1u << 0,	/* local write access */
+	/*
+	 * Memory of the process's own that the engine reaches only through
+	 * a system call (no file it maps): the library may copy it where it
+	 * cannot recover from a fault (guard.c).  A file the app truncated
+	 * under its MR would fault there; the engine reads such MRs through
+	 * its own mapping, and fails the request instead.
+	 */
+	IBVC_MRTAB_PRIVATE = 1u << 1,
+};
+/* Is [addr, addr + len) inside an MR of pd with key lkey, as need asks? */
 bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
-		       uint32_t lkey, uint64_t addr, uint64_t len, bool write);
+		       uint32_t lkey, uint64_t addr, uint64_t len,
+		       unsigned int need);
 /*
- * The same, read-only, in memory of the process's own that the engine
- * reaches only through a system call (no file it maps): a payload the
- * library may copy at post (post.c, staging.c).  A file the app
- * truncated under its MR would fault in the poster; the engine reads
- * such MRs through its own mapping anyway, and fails the WQE instead.
+ * May the library copy from these buffers of a send WR of qp itself, at
+ * post (post.c, staging.c)?  They lie in MRs this process registered on
+ * qp's PD, and are private where a fault cannot be recovered from.
  */
-bool ibvc_mrtab_private(struct ibvc_context *ictx, const struct ibv_pd *pd,
-			uint32_t lkey, uint64_t addr, uint64_t len);
+struct ibvc_qp;
+bool ibvc_copyable_sges(struct ibvc_qp *qp, const struct ibv_sge *sge,
+			int num_sge);
 /*
  * A peer's RDMA WRITE of len bytes from src to addr, by rkey: copied, if
  * that is an MR of pd this process registered with remote write access
- * and the range lies inside it; false (nothing copied) otherwise.
+ * and the range lies inside it (and, where a fault cannot be recovered
+ * from, private); false otherwise, or if the copy faulted.
  */
 bool ibvc_mrtab_write_in(struct ibvc_context *ictx, const struct ibv_pd *pd,
 			 uint32_t rkey, uint64_t addr, const void *src,
@@ -583,6 +596,16 @@ void ibvc_grants_free(struct ibvc_grants *gs);
  */
 bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
 		      const struct ibv_send_wr *wr, uint32_t *byte_len);
+
+/*
+ * guard.c: copies that survive a file truncated under a mapping.
+ * ibvc_guarded runs fn(arg) and says false if it faulted (SIGBUS); in a
+ * thread that cannot recover (!ibvc_guard_ready) it runs fn unguarded,
+ * and its callers give it only IBVC_MRTAB_PRIVATE memory there.
+ */
+bool ibvc_guard_ready(void);
+bool ibvc_guarded(void (*fn)(void *arg), void *arg);
+bool ibvc_guarded_copy(void *dst, const void *src, size_t len);
 
 static inline struct ibvc_qp *to_ibvc_qp(struct ibv_qp *qp)
 {

@@ -13,6 +13,7 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/mrtab.c \
 	client/libibverbs/direct.c \
 	client/libibverbs/direct_rdma.c \
+	client/libibverbs/guard.c \
 	client/libibverbs/backing.c \
 	client/libibverbs/mw.c \
 	client/libibverbs/channel.c \

@@ -131,14 +131,18 @@ static bool entry_covers(const struct ibvc_mrtab_entry *e,
 }
 
 bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
-		       uint32_t lkey, uint64_t addr, uint64_t len, bool write)
+		       uint32_t lkey, uint64_t addr, uint64_t len,
+		       unsigned int need)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
+	const struct ibvc_mrtab_entry *e;
 	bool ok;
 
 	pthread_mutex_lock(&t->lock);
-	ok = entry_covers(find(t, lkey), pd, addr, len,
-			  write ? IBV_ACCESS_LOCAL_WRITE : 0);
+	e = find(t, lkey);
+	ok = entry_covers(e, pd, addr, len, need & IBVC_MRTAB_WRITE ?
+			  IBV_ACCESS_LOCAL_WRITE : 0) &&
+	     !((need & IBVC_MRTAB_PRIVATE) && e->shared);
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
@@ -148,16 +152,19 @@ bool ibvc_mrtab_write_in(struct ibvc_context *ictx, const struct ibv_pd *pd,
 			 uint64_t len)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
+	const struct ibvc_mrtab_entry *e;
 	bool ok;
 
 	pthread_mutex_lock(&t->lock);
-	ok = entry_covers(find(t, rkey), pd, addr, len, IBV_ACCESS_REMOTE_WRITE);
+	e = find(t, rkey);
+	ok = entry_covers(e, pd, addr, len, IBV_ACCESS_REMOTE_WRITE) &&
+	     (!e->shared || ibvc_guard_ready());
 	/*
 	 * Under the lock: ibv_dereg_mr forgets the MR here first, so an app
 	 * that unmaps its memory once that returned never has us copy there.
 	 */
 	if (ok)
-		memcpy((void *)(uintptr_t)addr, src, len);
+		ok = ibvc_guarded_copy((void *)(uintptr_t)addr, src, len);
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
@@ -170,16 +177,17 @@ void ibvc_mrtab_fini(struct ibvc_context *ictx)
 	pthread_mutex_destroy(&ictx->mrs.lock);
 }
 
-bool ibvc_mrtab_private(struct ibvc_context *ictx, const struct ibv_pd *pd,
-			uint32_t lkey, uint64_t addr, uint64_t len)
+bool ibvc_copyable_sges(struct ibvc_qp *qp, const struct ibv_sge *sge,
+			int num_sge)
 {
-	struct ibvc_mrtab *t = &ictx->mrs;
-	const struct ibvc_mrtab_entry *e;
-	bool ok;
+	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
+	unsigned int need = ibvc_guard_ready() ? 0 : IBVC_MRTAB_PRIVATE;
+	int i;
 
-	pthread_mutex_lock(&t->lock);
-	e = find(t, lkey);
-	ok = entry_covers(e, pd, addr, len, 0) && !e->shared;
-	pthread_mutex_unlock(&t->lock);
-	return ok;
+	for (i = 0; i < num_sge; i++)
+		if (sge[i].length &&
+		    !ibvc_mrtab_covers(ctx, qp->qp.pd, sge[i].lkey, sge[i].addr,
+				       sge[i].length, need))
+			return false;
+	return true;
 }

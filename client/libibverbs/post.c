@@ -221,24 +221,36 @@ static void copy_sges(struct ibvd_sge *dst, const struct ibv_sge *sge,
  * touch a buffer before its completion, so when it is read changes
  * nothing it can see, unless a READ or atomic before it on the QP may
  * still write it (ibvc_early_read_ok).  A key, range or PD the library
- * does not know stays an SGE, and the engine reports it as before.
+ * does not know stays an SGE, and the engine reports it as before; so
+ * does a file truncated under its MR (the copy is guarded: guard.c).
+ * True with the payload in body and its length in *len.
  */
-static bool copy_early(struct ibvc_qp *qp, const struct ibv_send_wr *wr)
+struct early_copy {
+	uint8_t *body;
+	const struct ibv_send_wr *wr;
+	uint32_t len;
+};
+
+static void copy_early_sges(void *arg)
 {
-	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
+	struct early_copy *c = arg;
+
+	c->len = copy_inline(c->body, c->wr->sg_list, c->wr->num_sge);
+}
+
+static bool copy_early(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
+		       uint8_t *body, uint32_t *len)
+{
 	uint64_t total = sge_bytes(wr->sg_list, wr->num_sge);
-	int i;
+	struct early_copy c = { .body = body, .wr = wr };
 
 	if (!carries_data(wr->opcode) || !total ||
-	    total > qp->cap.max_inline_data)
+	    total > qp->cap.max_inline_data ||
+	    !ibvc_copyable_sges(qp, wr->sg_list, wr->num_sge) ||
+	    !ibvc_early_read_ok(qp) || !ibvc_guarded(copy_early_sges, &c))
 		return false;
-	for (i = 0; i < wr->num_sge; i++)
-		if (wr->sg_list[i].length &&
-		    !ibvc_mrtab_private(ctx, qp->qp.pd, wr->sg_list[i].lkey,
-					wr->sg_list[i].addr,
-					wr->sg_list[i].length))
-			return false;
-	return ibvc_early_read_ok(qp);
+	*len = c.len;
+	return true;
 }
 
 static void write_send_wqe(struct ibvc_qp *qp, void *slot,
@@ -252,9 +264,8 @@ static void write_send_wqe(struct ibvc_qp *qp, void *slot,
 		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
 	} else if (is_inline(wr)) {
 		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
-	} else if (copy_early(qp, wr)) {
+	} else if (copy_early(qp, wr, body, &wqe->inline_len)) {
 		wqe->send_flags |= IBV_SEND_INLINE;
-		wqe->inline_len = copy_inline(body, wr->sg_list, wr->num_sge);
 	} else if (!ibvc_stage(qp, wqe, wr->sg_list, wr->num_sge)) {
 		wqe->send_flags &= ~(uint32_t)IBV_SEND_INLINE;
 		wqe->num_sge = (uint32_t)wr->num_sge;

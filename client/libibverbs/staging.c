@@ -14,8 +14,9 @@
  * block once, at its first WRITE that could use one.
  *
  * As with copy_early (post.c), only buffers inside MRs this process
- * registered are copied: anything else goes to the engine, which reports
- * it.  The app may not touch a buffer before its completion, so reading
+ * registered are copied (ibvc_copyable_sges), and a copy that faults on a
+ * file truncated under its MR is posted with its SGEs instead: anything
+ * else goes to the engine, which reports it.  The app may not touch a buffer before its completion, so reading
  * it at post changes nothing it can see, unless a READ or an atomic
  * posted before on the QP is still to write it: a WRITE fenced behind a
  * READ sends what the READ brought (IBV_SEND_FENCE).  So nothing is read
@@ -45,21 +46,6 @@ static bool may_stage(const struct ibvc_qp *qp, uint32_t opcode)
 	return (opcode == IBV_WR_RDMA_WRITE ||
 		opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
 	       (qp->staging.base || !qp->staging.asked);
-}
-
-/* Its buffers all in private memory this process registered on the QP's PD. */
-static bool private_sges(const struct ibvc_qp *qp, const struct ibv_sge *sge,
-			 int num_sge)
-{
-	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
-	int i;
-
-	for (i = 0; i < num_sge; i++)
-		if (sge[i].length &&
-		    !ibvc_mrtab_private(ctx, qp->qp.pd, sge[i].lkey,
-					sge[i].addr, sge[i].length))
-			return false;
-	return true;
 }
 
 /* SQ lock held: ask the daemon for the QP's block, once. */
@@ -183,22 +169,41 @@ static int make_room(struct ibvc_qp *qp, uint32_t len, uint32_t *off)
 	return -ENOSPC;
 }
 
+struct stage_copy {
+	uint8_t *dst;
+	const struct ibv_sge *sge;
+	int num_sge;
+};
+
+static void stage_copy(void *arg)
+{
+	const struct stage_copy *c = arg;
+	uint8_t *dst = c->dst;
+	int i;
+
+	for (i = 0; i < c->num_sge; i++) {
+		memcpy(dst, (const void *)(uintptr_t)c->sge[i].addr,
+		       c->sge[i].length);
+		dst += c->sge[i].length;
+	}
+}
+
 bool ibvc_stage(struct ibvc_qp *qp, struct ibvd_send_wqe *wqe,
 		const struct ibv_sge *sge, int num_sge)
 {
 	struct ibvc_staging *s = &qp->staging;
 	struct ibvd_staged body;
+	struct stage_copy c;
 	uint64_t total = 0;
 	uint32_t off;
-	uint8_t *dst;
 	int i;
 
 	if (!may_stage(qp, wqe->opcode))
 		return false;
 	for (i = 0; i < num_sge; i++)
 		total += sge[i].length;
-	if (total <= qp->cap.max_inline_data || !private_sges(qp, sge, num_sge) ||
-	    !ibvc_early_read_ok(qp))
+	if (total <= qp->cap.max_inline_data ||
+	    !ibvc_copyable_sges(qp, sge, num_sge) || !ibvc_early_read_ok(qp))
 		return false;
 	if (!s->asked)
 		ask(qp);
@@ -207,11 +212,11 @@ bool ibvc_stage(struct ibvc_qp *qp, struct ibvd_send_wqe *wqe,
 		return false;
 	if (make_room(qp, (uint32_t)total, &off) < 0)
 		return false;
-	dst = s->base + off;
-	for (i = 0; i < num_sge; i++) {
-		memcpy(dst, (const void *)(uintptr_t)sge[i].addr, sge[i].length);
-		dst += sge[i].length;
-	}
+	/* a fault leaves the room unused until the engine passes this WQE */
+	c = (struct stage_copy){ .dst = s->base + off, .sge = sge,
+				 .num_sge = num_sge };
+	if (!ibvc_guarded(stage_copy, &c))
+		return false;
 	s->unpublished = true;
 	body.offset = off;
 	body.length = (uint32_t)total;

@@ -119,7 +119,8 @@ INTEGRATION_TESTS += tests/integration/mapped.sh
 check_PROGRAMS += tests/integration/mapped-helper
 tests_integration_mapped_helper_SOURCES = tests/integration/mapped.c \
 	tests/integration/vt.c tests/integration/vt.h
-tests_integration_mapped_helper_LDADD = -libverbs
+tests_integration_mapped_helper_CFLAGS = $(AM_CFLAGS) -pthread
+tests_integration_mapped_helper_LDADD = -libverbs -lpthread
 
 # XRC (domains, XRC SRQs, initiator/target QPs), like odp-helper.
 INTEGRATION_TESTS += tests/integration/xrc.sh

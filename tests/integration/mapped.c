@@ -12,8 +12,12 @@
  *   - the client unmapping its own range changes nothing for the MR;
  *   - a file truncated under an MR: a WRITE into it is REM_ACCESS_ERR, a
  *     WRITE out of it LOC_PROT_ERR, whether short enough for the library
- *     to copy it at post or not (it leaves such MRs to the engine), and
- *     the daemon lives on;
+ *     to copy it into the WQE at post, or into the staging block, or not
+ *     (a copy that faults leaves the WRITE to the engine), and
+ *     the daemon lives on; SENDs out of it and into it, and a WRITE with
+ *     immediate into it, which the libraries copy themselves on a
+ *     connected pair's rings, fail the same way (their copies recover
+ *     from the fault), also in a thread that blocks SIGBUS;
  *   - a rereg to a private range leaves the file alone.
  * Processes meet through files in DIR (vt_put/vt_get).  Exit: 0 pass, 1
  * fail.
@@ -22,6 +26,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,11 +261,42 @@ static void unmapped_by_client(struct backing *b, struct ibv_mr *priv)
 	say("%s: the MR works on after the client unmapped its range", b->kind);
 }
 
+struct blocked_send {
+	struct vt_pair *p;
+	struct backing *src;
+	struct ibv_mr *priv;
+};
+
+/*
+ * A thread that blocks SIGBUS cannot survive a fault (the kernel kills
+ * the process): its library copies nothing out of a file, the engine
+ * does, and fails the SEND.
+ */
+static void *send_bus_blocked(void *arg)
+{
+	struct blocked_send *b = arg;
+	struct ibv_wc wc;
+	sigset_t bus;
+
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	vt_assert(pthread_sigmask(SIG_BLOCK, &bus, NULL) == 0, "pthread_sigmask");
+	vt_recv(b->p->qp[1], 27, b->priv->addr, LEN, b->priv->lkey);
+	vt_send(b->p->qp[0], 27, IBV_WR_SEND, IBV_SEND_SIGNALED, b->src->addr,
+		LEN, b->src->mr->lkey, 0, 0);
+	vt_expect_wc(b->p->scq[0], &wc, 27, IBV_WC_LOC_PROT_ERR,
+		     "SEND out of a truncated file, SIGBUS blocked");
+	return NULL;
+}
+
 /* A file shrunk to nothing under its MR: errors, not a dead daemon. */
 static void truncated(struct backing *dst, struct backing *src,
 		      struct ibv_mr *priv)
 {
+	struct blocked_send blocked;
 	struct vt_pair p2;
+	pthread_t thread;
+	struct ibv_wc wc;
 
 	vt_assert(ftruncate(dst->fd, 0) == 0, "ftruncate: %s", strerror(errno));
 	vt_pair(&p2, &D, NULL, 16);
@@ -274,11 +311,46 @@ static void truncated(struct backing *dst, struct backing *src,
 		  src->mr->lkey, priv->addr, priv->rkey, IBV_WC_LOC_PROT_ERR,
 		  "WRITE out of a truncated file");
 	vt_pair_free(&p2);
-	/* small enough to go in the WQE: the library leaves it to the engine */
+	/* small enough to go in the WQE: the library's copy faults */
 	vt_pair(&p2, &D, NULL, 16);
 	one_sided(p2.qp[0], p2.scq[0], 23, IBV_WR_RDMA_WRITE, src->addr, 16,
 		  src->mr->lkey, priv->addr, priv->rkey, IBV_WC_LOC_PROT_ERR,
 		  "16-byte WRITE out of a truncated file");
+	vt_pair_free(&p2);
+	/* SENDs: out of the truncated file, and into it */
+	vt_pair(&p2, &D, NULL, 16);
+	vt_recv(p2.qp[1], 24, priv->addr, LEN, priv->lkey);
+	vt_send(p2.qp[0], 24, IBV_WR_SEND, IBV_SEND_SIGNALED, src->addr, LEN,
+		src->mr->lkey, 0, 0);
+	vt_expect_wc(p2.scq[0], &wc, 24, IBV_WC_LOC_PROT_ERR,
+		     "SEND out of a truncated file");
+	vt_pair_free(&p2);
+	vt_pair(&p2, &D, NULL, 16);
+	blocked = (struct blocked_send){ .p = &p2, .src = src, .priv = priv };
+	vt_assert(pthread_create(&thread, NULL, send_bus_blocked, &blocked) == 0,
+		  "pthread_create");
+	pthread_join(thread, NULL);
+	vt_pair_free(&p2);
+	vt_pair(&p2, &D, NULL, 16);
+	vt_recv(p2.qp[1], 25, dst->addr, LEN, dst->mr->lkey);
+	vt_send(p2.qp[0], 25, IBV_WR_SEND, IBV_SEND_SIGNALED, priv->addr, LEN,
+		priv->lkey, 0, 0);
+	vt_expect_wc(p2.rcq[1], &wc, 25, IBV_WC_LOC_PROT_ERR,
+		     "SEND into a truncated file (the receive)");
+	vt_expect_wc(p2.scq[0], &wc, 25, IBV_WC_REM_OP_ERR,
+		     "SEND into a truncated file (the SEND)");
+	vt_pair_free(&p2);
+	/* placed by the receiver's library as it polls, into its MR */
+	vt_pair(&p2, &D, NULL, 16);
+	vt_recv(p2.qp[1], 26, priv->addr, LEN, priv->lkey);
+	vt_send(p2.qp[0], 26, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		priv->addr, LEN, priv->lkey, (uintptr_t)dst->addr,
+		dst->mr->rkey);
+	/* the responder's QP is in error, as after any such NAK */
+	vt_expect_wc(p2.rcq[1], &wc, 26, IBV_WC_WR_FLUSH_ERR,
+		     "the receive of a WRITE with immediate into a truncated file");
+	vt_expect_wc(p2.scq[0], &wc, 26, IBV_WC_REM_ACCESS_ERR,
+		     "WRITE with immediate into a truncated file");
 	vt_pair_free(&p2);
 	/* The daemon is alive and well: the first pair still works. */
 	one_sided(P.qp[0], P.scq[0], 22, IBV_WR_RDMA_READ, priv->addr, 8,
