@@ -82,18 +82,17 @@ static bool addr_ok(uint64_t addr, size_t len)
 	return addr <= (uint64_t)INT64_MAX && len <= (uint64_t)INT64_MAX - addr;
 }
 
-int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
+/* Into buf (read) or out of it, in as many calls as the kernel wants. */
+static int mem_rw(int fd, uint64_t addr, uint8_t *p, size_t len, bool write)
 {
-	uint8_t *p = buf;
-
 	if (!addr_ok(addr, len))
 		return -EFAULT;
 	while (len) {
 		ssize_t n;
 
 		count_call();
-		n = pread(fd, p, len, (off_t)addr);
-
+		n = write ? pwrite(fd, p, len, (off_t)addr) :
+			    pread(fd, p, len, (off_t)addr);
 		if (n < 0 && errno == EINTR)
 			continue;
 		/* 0: the process is gone (its mm was torn down). */
@@ -106,27 +105,15 @@ int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
+int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
+{
+	return mem_rw(fd, addr, buf, len, false);
+}
+
 int ibvd_eng_mem_write(int fd, uint64_t addr, const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
-
-	if (!addr_ok(addr, len))
-		return -EFAULT;
-	while (len) {
-		ssize_t n;
-
-		count_call();
-		n = pwrite(fd, p, len, (off_t)addr);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n ? -EFAULT : -ESRCH;
-		p += n;
-		addr += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	/* pwrite only reads it */
+	return mem_rw(fd, addr, (uint8_t *)(uintptr_t)buf, len, true);
 }
 
 int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
