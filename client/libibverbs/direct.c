@@ -873,10 +873,8 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 	memset(&f, 0, sizeof(f));
 	f.kind = ring_kind(m->opcode);
 	f.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST;
-	if (m->send_flags & IBV_SEND_SOLICITED) {
+	if (m->send_flags & IBV_SEND_SOLICITED)
 		f.flags |= IBVD_TRANSIT_SOLICITED;
-		d->solicited_now = true;
-	}
 	f.flags |= (uint16_t)((m->sl << IBVD_TRANSIT_SL_SHIFT) &
 			      IBVD_TRANSIT_SL_MASK);
 	if (m->has_grh)
@@ -897,6 +895,8 @@ static bool ring_put(struct ibvc_qp *qp, struct ibvc_direct *d,
 				 .iovcnt = iovcnt, .ret = -EFAULT };
 	if (!ibvc_guarded(ring_write, &w) || w.ret < 0)
 		return false;
+	if (m->send_flags & IBV_SEND_SOLICITED)
+		d->solicited_now = true;
 	remember(qp, d, m->wr_id, m->has_rdma ? IBV_WC_RDMA_WRITE : IBV_WC_SEND,
 		 (uint32_t)m->len, m->send_flags, mark);
 	d->produced_now = true;

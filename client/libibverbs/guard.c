@@ -13,7 +13,10 @@
  * thread that blocks SIGBUS (a blocked fault kills the process) cannot
  * recover: ibvc_guard_ready says so, and its callers then give it only
  * memory that cannot fault that way (private memory, IBVC_MRTAB_PRIVATE),
- * which it copies unguarded.
+ * which it copies unguarded.  Both are learnt once per thread, since
+ * asking costs a system call: a thread that blocks SIGBUS only after its
+ * first verbs call, or an app that installs its own handler after the
+ * library's, is back where a fault ends the process (ibverbsd(7)).
  */
 #include "config.h"
 
@@ -35,18 +38,22 @@ static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
-	if (copy_jump)
+	/* A fault of our copy; one sent by kill() is not (si_code <= 0). */
+	if (copy_jump && si->si_code > 0)
 		siglongjmp(*copy_jump, 1);
 	/* Not ours: as the process would have had it. */
 	if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction) {
 		before.sa_sigaction(sig, si, uc);
 		return;
 	}
+	if (before.sa_handler == SIG_IGN && si->si_code <= 0)
+		return;
 	if (!(before.sa_flags & SA_SIGINFO) && before.sa_handler != SIG_DFL &&
 	    before.sa_handler != SIG_IGN) {
 		before.sa_handler(sig);
 		return;
 	}
+	/* What is left ends the process: the default action. */
 	sigaction(SIGBUS, &before, NULL);
 	if (si->si_code <= 0)
 		raise(sig);		/* sent, not a fault */
@@ -59,8 +66,14 @@ static void bus_install(void)
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigbus;
-	/* no mask to restore on the way out: sigsetjmp need not save it */
+	/*
+	 * No mask to restore on the way out: sigsetjmp need not save it.
+	 * The alternate stack, if the process's handler wanted it, for the
+	 * faults we pass on (runtimes that watch their stacks).
+	 */
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+	sigaction(SIGBUS, NULL, &before);
+	sa.sa_flags |= before.sa_flags & SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, &before);
 }
@@ -79,6 +92,7 @@ bool ibvc_guard_ready(void)
 
 bool ibvc_guarded(void (*fn)(void *arg), void *arg)
 {
+	sigjmp_buf *volatile outer = copy_jump;
 	sigjmp_buf jump;
 
 	if (!ibvc_guard_ready()) {
@@ -86,12 +100,12 @@ bool ibvc_guarded(void (*fn)(void *arg), void *arg)
 		return true;
 	}
 	if (sigsetjmp(jump, 0)) {
-		copy_jump = NULL;
+		copy_jump = outer;
 		return false;
 	}
 	copy_jump = &jump;
 	fn(arg);
-	copy_jump = NULL;
+	copy_jump = outer;
 	return true;
 }
 

@@ -195,7 +195,7 @@ bool ibvc_stage(struct ibvc_qp *qp, struct ibvd_send_wqe *wqe,
 	struct ibvd_staged body;
 	struct stage_copy c;
 	uint64_t total = 0;
-	uint32_t off;
+	uint32_t off, produced;
 	int i;
 
 	if (!may_stage(qp, wqe->opcode))
@@ -210,13 +210,15 @@ bool ibvc_stage(struct ibvc_qp *qp, struct ibvd_send_wqe *wqe,
 	/* Half the block at most, so that one message never holds it all. */
 	if (!s->base || total > s->bytes / 2)
 		return false;
+	produced = s->produced;
 	if (make_room(qp, (uint32_t)total, &off) < 0)
 		return false;
-	/* a fault leaves the room unused until the engine passes this WQE */
 	c = (struct stage_copy){ .dst = s->base + off, .sge = sge,
 				 .num_sge = num_sge };
-	if (!ibvc_guarded(stage_copy, &c))
+	if (!ibvc_guarded(stage_copy, &c)) {
+		s->produced = produced;	/* nothing of it was published */
 		return false;
+	}
 	s->unpublished = true;
 	body.offset = off;
 	body.length = (uint32_t)total;
