@@ -431,6 +431,12 @@ struct ibvd_qp {
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
 	/*
+	 * engine, serving thread: when the SENDs this QP's library left in
+	 * its ring fail if still nobody takes them (its target QP went away
+	 * or cannot receive; engine/direct/direct.c); 0 = not counting
+	 */
+	uint64_t unanswered_ns;
+	/*
 	 * engine, serving thread: it holds the SQ's claim, and the SQ's
 	 * direct_head as it last read it (the library moves it when it takes
 	 * SENDs to the ring)

@@ -220,6 +220,7 @@ enum eng_drain {
 	DRAIN_BUSY,			/* its library holds the claim: soon */
 	DRAIN_MORE,			/* the budget ran out: another turn */
 	DRAIN_FAILED,			/* the sender's QP went to ERR */
+	DRAIN_UNANSWERED,		/* nobody takes them: src's retries run */
 };
 
 /*

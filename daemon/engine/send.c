@@ -372,6 +372,9 @@ static bool direct_clear(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	case DRAIN_MORE:
 		ibvd_eng_qp_ring(qp);
 		return false;
+	case DRAIN_UNANSWERED:
+		ibvd_eng_qp_wait(eng, qp, qp->unanswered_ns);
+		return false;
 	case DRAIN_FAILED:
 		return false;
 	}

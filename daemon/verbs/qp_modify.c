@@ -372,6 +372,7 @@ static void qp_rewind(struct ibvd_qp *qp)
 	qp->sq_direct_seen = 0;
 	qp->rq_head = 0;
 	qp->rnr_deadline_ns = 0;
+	qp->unanswered_ns = 0;
 	qp->awaiting = false;
 	qp->rnr_left = 0;
 	qp->retry_left = 0;

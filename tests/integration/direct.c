@@ -2189,6 +2189,41 @@ START_TEST(flush)
 }
 END_TEST
 
+/*
+ * The receiver destroys its QP with SENDs in the ring it never took: they
+ * fail as retries to a responder that went away do, once the sender's
+ * timeout x (retry_cnt + 1) ran out (here 67 ms x 2), not before.
+ */
+START_TEST(receiver_gone)
+{
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+	struct fx f;
+	long t0;
+	int i;
+
+	memset(&o, 0, sizeof(o));
+	o.timeout = 14;		/* 4.096 us << 14: about 67 ms */
+	o.retry_cnt = 1;
+	fx_init(&f, &o);
+	for (i = 0; i < 3; i++)
+		vt_send(f.p.qp[0], 50 + (uint64_t)i, IBV_WR_SEND,
+			IBV_SEND_SIGNALED, BUF(f.a), 8, f.a->lkey, 0, 0);
+	vt_expect_none(f.p.scq[0], QUIET_MS, "SENDs with no receive posted");
+	t0 = vt_now_ms();
+	ck_assert_int_eq(ibv_destroy_qp(f.p.qp[1]), 0);
+	f.p.qp[1] = NULL;
+	vt_expect_wc(f.p.scq[0], &wc, 50, IBV_WC_RETRY_EXC_ERR,
+		     "the first after the receiver's QP went");
+	ck_assert_msg(vt_now_ms() - t0 >= 120, "failed %ld ms after, before "
+		      "its retries could run out", vt_now_ms() - t0);
+	vt_expect_wc(f.p.scq[0], &wc, 51, IBV_WC_WR_FLUSH_ERR, "then flushed");
+	vt_expect_wc(f.p.scq[0], &wc, 52, IBV_WC_WR_FLUSH_ERR, "then flushed");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "the sender");
+	fx_free(&f);
+}
+END_TEST
+
 /* ---- other processes ------------------------------------------------------ */
 
 /* One end of a pair in a child process; its address through a pipe. */
@@ -2757,6 +2792,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, bad_receive_key);
 	tcase_add_test(tc, bad_send_key);
 	tcase_add_test(tc, flush);
+	tcase_add_test(tc, receiver_gone);
 	tcase_add_test(tc, peer_killed);
 	tcase_add_test(tc, hostile_sender_ring);
 	tcase_add_test(tc, hostile_sender_ring_uc);

@@ -162,6 +162,31 @@ static enum eng_drain drain_failed(struct ibvd_qp *src, enum ibv_wc_status st)
 }
 
 /*
+ * Nobody takes what src sent on RC: its target QP was destroyed, or
+ * cannot receive.  A NIC's requester hears nothing back and fails the
+ * SEND once its retries ran out, timeout x (retry_cnt + 1) after; so
+ * here, from when the engine first finds it so.  Apps count on that time:
+ * ibv_srq_pingpong's sides send more than the other waits for, and the
+ * side that finishes first destroys its QPs while the last ones come;
+ * each side ends before its own would fail on a NIC.  With timeout 0 (a
+ * NIC would retry forever) at once: the daemon knows nobody will answer.
+ */
+static enum eng_drain unanswered(struct ibvd_qp *src)
+{
+	uint64_t now = ibvd_eng_now();
+
+	if (!src->attr.timeout)
+		return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+	if (!src->unanswered_ns)
+		src->unanswered_ns = now + ibvd_eng_timeout_ns(src->attr.timeout) *
+					   ((uint64_t)src->attr.retry_cnt + 1);
+	if (now < src->unanswered_ns)
+		return DRAIN_UNANSWERED;
+	src->unanswered_ns = 0;
+	return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+}
+
+/*
  * A ring that is not one.  On RC and UC its sender's QP fails: the ring
  * is its connection's, and either end may break a connection.  A UD QP
  * talks to others too, and its peer can write its rings as well as it
@@ -471,11 +496,11 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	target = d->qp[!src->direct_side];
 	/* UC and UD drop what nobody takes; RC's sender hears of it */
 	lossy = src->qp_type == IBV_QPT_UC || src->qp_type == IBV_QPT_UD;
-	if (!target)
-		return lossy ? drop_ring(src, ring) :
-			    drain_failed(src, IBV_WC_RETRY_EXC_ERR);
-	if (!lossy && !ibvd_eng_can_receive(eng_qp_state(target)))
-		return drain_failed(src, IBV_WC_RETRY_EXC_ERR);
+	if (!target && lossy)
+		return drop_ring(src, ring);
+	if (!target || (!lossy && !ibvd_eng_can_receive(eng_qp_state(target))))
+		return unanswered(src);
+	src->unanswered_ns = 0;
 	/*
 	 * The target's own SENDs that src's library took come first, as on
 	 * a NIC, where a SEND's ACK reaches its sender before the answer the
@@ -654,7 +679,9 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		ibvd_eng_qp_ring(qp);
 		break;
 	case DRAIN_WAIT:
-		/* a receiver asleep with none posted: the RNR wait is theirs */
+	case DRAIN_UNANSWERED:
+		/* a receiver asleep with none posted: the RNR wait is theirs;
+		 * one that cannot receive: the peer's retries, on its timer */
 		ibvd_eng_qp_ring(peer);
 		break;
 	default:
