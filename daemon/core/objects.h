@@ -431,9 +431,11 @@ struct ibvd_qp {
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
 	/*
-	 * engine, serving thread: when the SENDs this QP's library left in
-	 * its ring fail if still nobody takes them (its target QP went away
-	 * or cannot receive; engine/direct/direct.c); 0 = not counting
+	 * engine: when the SENDs this QP's library left in its ring fail if
+	 * still nobody takes them (its target QP went away or cannot
+	 * receive; engine/direct/direct.c); 0 = not counting.  Set by the
+	 * pass that finds it so, this QP's or its peer's: two engine threads
+	 * that race only move it by a pass.
 	 */
 	uint64_t unanswered_ns;
 	/*
