@@ -16,11 +16,12 @@
  * As with copy_early (post.c), only buffers inside MRs this process
  * registered are copied (ibvc_copyable_sges), and a copy that faults on a
  * file truncated under its MR is posted with its SGEs instead: anything
- * else goes to the engine, which reports it.  The app may not touch a buffer before its completion, so reading
- * it at post changes nothing it can see, unless a READ or an atomic
- * posted before on the QP is still to write it: a WRITE fenced behind a
- * READ sends what the READ brought (IBV_SEND_FENCE).  So nothing is read
- * early while the engine has not retired such a WQE (ibvc_early_read_ok).
+ * else goes to the engine, which reports it.  The app may not touch a
+ * buffer before its completion, so reading it at post changes nothing
+ * it can see, unless a READ or an atomic posted before on the QP is
+ * still to write it: a WRITE fenced behind a READ sends what the READ
+ * brought (IBV_SEND_FENCE).  So nothing is read early while the engine
+ * has not retired such a WQE (ibvc_early_read_ok).
  */
 #include <config.h>
 
