@@ -6,7 +6,8 @@
 # (nosyscall-helper, tests/integration/nosyscall.c).  Zero calls are
 # allowed between the window's marks; engine kicks (an 8-byte eventfd
 # write after the engine slept), each with at most one sched_yield after
-# it, only make a round repeat.
+# it, and event pokes (a 1-byte send that delivers an armed CQ's event
+# when the engine lagged) only make a round repeat.
 #
 # The engine can only stay awake while the poster runs if both have a CPU:
 # the daemon's engine thread is pinned to the last CPU, the helper to CPU 0
