@@ -81,6 +81,7 @@ static bool first_take(struct ibvc_cq *cq)
 	if (take(cq))
 		return true;
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
+	ibvc_direct_poll_end(cq);
 	unlock(cq);
 	return false;
 }
@@ -110,6 +111,7 @@ static void end_poll(struct ibv_cq_ex *cqx)
 {
 	struct ibvc_cq *cq = cqx_to_cq(cqx);
 
+	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
 	unlock(cq);
 }

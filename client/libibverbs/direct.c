@@ -1238,8 +1238,9 @@ static bool fifo_full(const struct ibvc_cq *cq)
  * two marks, its own QP's among them, go out first.  Equal marks keep
  * the order they came in.
  */
-static void fifo_push(struct ibvc_cq *cq, const struct ibvd_cqe *cqe,
-		      uint32_t mark)
+static struct ibvc_local_cqe *fifo_push(struct ibvc_cq *cq,
+					 const struct ibvd_cqe *cqe,
+					 uint32_t mark)
 {
 	uint32_t mask = cq->direct.cap - 1, at = cq->direct.tail;
 	struct ibvc_local_cqe *fifo = cq->direct.fifo;
@@ -1249,7 +1250,9 @@ static void fifo_push(struct ibvc_cq *cq, const struct ibvd_cqe *cqe,
 		fifo[at & mask] = fifo[(at - 1) & mask];
 	fifo[at & mask].cqe = *cqe;
 	fifo[at & mask].mark = mark;
+	fifo[at & mask].unfired = 0;
 	cq->direct.tail++;
+	return &fifo[at & mask];
 }
 
 static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
@@ -1566,7 +1569,7 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 {
 	struct ibvd_sge sge[DIRECT_MAX_SGE];
 	bool ud = qp->qp.qp_type == IBV_QPT_UD;
-	uint32_t skip = ud ? DIRECT_GRH : 0, info = 0, len;
+	uint32_t skip = ud ? DIRECT_GRH : 0, info = 0, len, fires;
 	uint8_t grh[DIRECT_GRH];
 	struct ibvd_transit_frag f;
 	const uint8_t *payload;
@@ -1617,10 +1620,17 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		return false;
 	}
 	recv_cqe(&cqe, qp, d, wr_id, &f, len);
-	fifo_push(cq, &cqe, p->mark);
-	p->placed |= PLACED_ANY;
+	fires = PLACED_ANY;
 	if (f.flags & IBVD_TRANSIT_SOLICITED)
-		p->placed |= PLACED_SOLICITED;
+		fires |= PLACED_SOLICITED;
+	/* in a poll, it fires only if left in the CQ (ibvc_direct_poll_end) */
+	if (cq->direct.deferring) {
+		fifo_push(cq, &cqe, p->mark)->unfired = fires;
+		cq->direct.unfired++;
+	} else {
+		fifo_push(cq, &cqe, p->mark);
+		p->placed |= fires;
+	}
 	p->head++;
 	p->consumed = next;
 	return true;
@@ -1938,16 +1948,37 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
 		harvest_sends(cq, qp);
 		take_back_polling(qp);
 	}
+	cq->direct.deferring = true;
 	place_all(cq, true, false);
+	cq->direct.deferring = false;
 	if (!cq_armed(cq))
 		disarm(cq);
 }
 
+void ibvc_direct_poll_end(struct ibvc_cq *cq)
+{
+	uint32_t mask = cq->direct.cap - 1, i, fires = 0;
+
+	if (!cq->direct.unfired)
+		return;
+	for (i = cq->direct.head; i != cq->direct.tail; i++) {
+		fires |= cq->direct.fifo[i & mask].unfired;
+		cq->direct.fifo[i & mask].unfired = 0;
+	}
+	cq->direct.unfired = 0;
+	fire(cq, fires, true);
+}
+
 static bool fifo_pop(struct ibvc_cq *cq, struct ibvd_cqe *cqe)
 {
+	struct ibvc_local_cqe *e;
+
 	if (cq->direct.tail == cq->direct.head)
 		return false;
-	*cqe = cq->direct.fifo[cq->direct.head++ & (cq->direct.cap - 1)].cqe;
+	e = &cq->direct.fifo[cq->direct.head++ & (cq->direct.cap - 1)];
+	if (e->unfired)
+		cq->direct.unfired--;
+	*cqe = e->cqe;
 	return true;
 }
 
@@ -1988,6 +2019,13 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
 {
 	struct ibvc_qp *qp;
 
+	/*
+	 * What came before the arm is placed before it: on a NIC its CQE
+	 * would be there already, and fire no event of this arm.  An app
+	 * that polls after it gets its event only for what comes later, not
+	 * for what its poll takes (ibv_rc_pingpong -e -t counts on that).
+	 */
+	place_all(cq, true, false);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
 		qp->direct->arm_since =
 			ibvd_read_once(&qp->direct->out.ctl->consumed);
@@ -2013,9 +2051,13 @@ void ibvc_direct_armed(struct ibvc_cq *cq)
 		else
 			ring_own(qp);
 	}
-	/* the message is here, its event too: as the engine would do */
+	/*
+	 * A message came as we armed: whoever sleeps on the channel looks at
+	 * the rings, places it and fires (ibvc_direct_take_event); a poll of
+	 * ours that takes it first leaves no event behind.
+	 */
 	if (pending)
-		place_all(cq, true, false);
+		ibvc_poke(cq_poke_fd(cq));
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
 		struct ibvc_direct *d = qp->direct;
 

@@ -361,6 +361,7 @@ to_ibvc_channel(struct ibv_comp_channel *channel)
 struct ibvc_local_cqe {
 	struct ibvd_cqe cqe;
 	uint32_t mark;			/* the CQ's engine tail it follows */
+	uint32_t unfired;		/* PLACED_* (direct.c) due at poll's end */
 };
 
 struct ibvc_qp;
@@ -389,6 +390,8 @@ struct ibvc_cq {
 		uint32_t cap, head, tail;
 		uint32_t limit;			/* engine CQEs this poll may take */
 		bool polling;			/* limit applies */
+		bool deferring;			/* a poll places: fire at its end */
+		uint32_t unfired;		/* fifo entries with .unfired */
 		uint32_t moves_seen;		/* engine->direct_moves; atomic */
 		uint32_t events;		/* fired here, not handed out */
 	} direct;
@@ -537,14 +540,19 @@ static inline void ibvc_direct_cq_check(struct ibvc_cq *cq)
 		ibvc_direct_cq_moved(cq);
 }
 
-/* A poll begins (CQ lock held): make the library's completions. */
+/*
+ * A poll (CQ lock held) begins: make the library's completions; and ends:
+ * fire the CQ's arm for those of them it leaves in the CQ.
+ */
 void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen);
+void ibvc_direct_poll_end(struct ibvc_cq *cq);
 /* The next completion, the library's and the engine's in order. */
 bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
 		      struct ibvd_cqe *cqe);
 /*
- * Around arming the CQ (CQ lock held): note where its direct QPs' rings
- * are before, and tell them of the arm after.
+ * Around arming the CQ (CQ lock held): place what its receivers' rings
+ * hold and note where its senders' are before, and tell them of the arm
+ * after.
  */
 void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);

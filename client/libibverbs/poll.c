@@ -105,6 +105,7 @@ static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
 	ibvc_direct_poll_begin(cq, &seen);
 	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
+	ibvc_direct_poll_end(cq);
 	if (n)
 		ibvc_cq_ring_release(&cq->ring);
 	return n;
@@ -148,13 +149,14 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 
 	flags = solicited_only ? IBVD_ARM_SOLICITED : IBVD_ARM_NEXT;
 	pthread_mutex_lock(&cq->lock);
+	/* First: it may fire the arm this one follows. */
+	ibvc_direct_arming(cq);
 	client = cq->ring.client;
 	fired = __atomic_load_n(&client->fired, __ATOMIC_ACQUIRE);
 	if (ibvd_read_once(&client->arm_seq) == fired + 1 &&
 	    ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT)
 		flags = IBVD_ARM_NEXT;
 	ibvd_write_once(&client->arm_flags, flags);
-	ibvc_direct_arming(cq);
 	/* Release: the engine that sees the new arm_seq sees its flags too. */
 	ibvd_publish(&client->arm_seq, fired + 1);
 	/*

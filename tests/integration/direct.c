@@ -1087,6 +1087,21 @@ START_TEST(events)
 }
 END_TEST
 
+/* No event on ch now: ibv_get_cq_event on the non-blocking fd says so. */
+static void expect_no_event(struct ibv_comp_channel *ch, const char *what)
+{
+	int flags = fcntl(ch->fd, F_GETFL), r, err;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	ck_assert(flags >= 0 && fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) == 0);
+	r = ibv_get_cq_event(ch, &cq, &ctx);
+	err = errno;
+	ck_assert_msg(r != 0 && err == EAGAIN, "%s: an event (%d, %s)", what, r,
+		      strerror(err));
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, flags), 0);
+}
+
 /* The next event on ch must be cq's; it is armed again, as perftest does. */
 static void next_event(struct ibv_comp_channel *ch, struct ibv_cq *cq,
 		       const char *what)
@@ -1107,6 +1122,43 @@ static void poll_once(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op,
 		      wc.wr_id == wr_id, "%s: status %d opcode %d wr_id %llu",
 		      what, wc.status, wc.opcode, (unsigned long long)wc.wr_id);
 }
+
+/*
+ * Events keep a NIC's timing: a SEND in the ring when the CQ was armed
+ * raises no event of that arm (a NIC's CQE would have been there
+ * before it), nor does one that comes later and is handed over by the
+ * poll that places it; one that a poll leaves in the CQ does.  An app
+ * that takes an empty poll after an event for an error
+ * (ibv_rc_pingpong -e -t) counts on the first two.
+ */
+START_TEST(event_timing)
+{
+	struct events_fx f;
+	uint64_t id;
+
+	events_open(&f, false);
+	for (id = 1; id <= 4; id++)
+		vt_recv(f.p.qp[1], id, f.b->addr, 4096, f.b->lkey);
+
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	expect_no_event(f.ch, "a SEND that came before the arm");
+	poll_once(f.rcq, 1, IBV_WC_RECV, "the SEND before the arm");
+
+	/* still armed: nothing fired it */
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	poll_once(f.rcq, 2, IBV_WC_RECV, "a SEND after the arm");
+	expect_no_event(f.ch, "a SEND its poll took");
+
+	vt_send(f.p.qp[0], 3, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	vt_send(f.p.qp[0], 4, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	poll_once(f.rcq, 3, IBV_WC_RECV, "the first of two");
+	take_event(f.ch, f.rcq, "a SEND a poll left in the CQ");
+	poll_once(f.rcq, 4, IBV_WC_RECV, "the one left");
+	vt_expect_none(f.rcq, 0, "after both");
+	events_close(&f);
+}
+END_TEST
 
 /*
  * Side 0 with its send CQ on a completion channel (and its receive CQ
@@ -2771,6 +2823,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, maps_at_poll);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
+	tcase_add_test(tc, event_timing);
 	tcase_add_test(tc, one_event_each);
 	tcase_add_test(tc, sleeper_fallback);
 	tcase_add_test(tc, solicited_arm_error);

@@ -3,7 +3,7 @@
 # ibv_srq_pingpong (ibverbs-utils) between two unprivileged users: the server
 # as uid 1001, the client as uid 1002, each under `prlimit --memlock`,
 # through ibverbsd-run against one daemon.  Default options, -e (completion
-# events), message sizes from 1 B to 1 MiB (UD: up to the port MTU) and
+# events), -t (extended CQs, rc), message sizes from 1 B to 1 MiB (UD: up to the port MTU) and
 # -n 10000; -c (the receiver checks the data) where sizes vary.  Both sides
 # must exit 0 and print their throughput and latency lines; a compact table
 # of the results ends the log.
@@ -122,6 +122,11 @@ for prog in rc uc srq; do
 done
 # -n 10000 polling, once (see TMO above for why not for each program)
 pp rc -n 10000
+# -t: completions through ibv_create_cq_ex's poll API.  With -e, an event
+# whose ibv_start_poll finds nothing is a failure there: no event may stay
+# behind for a completion its own poll took.
+pp rc -t
+pp rc -e -t -n 10000
 # UD: one message per MTU packet; the port's MTU is 4096 and
 # ibv_ud_pingpong refuses sizes above it.
 pp ud
