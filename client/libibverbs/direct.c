@@ -621,7 +621,7 @@ static bool msg_add(const struct ibvc_qp *qp, struct ring_msg *m,
 {
 	if (len && !keyless &&
 	    !ibvc_mrtab_covers(ctx_of(qp), qp->qp.pd, lkey, addr, len,
-			       ibvc_guard_ready() ? 0 : IBVC_MRTAB_PRIVATE))
+			       IBVC_MRTAB_COPY))
 		return false;
 	m->iov[m->iovcnt].iov_base = (void *)(uintptr_t)addr;
 	m->iov[m->iovcnt].iov_len = len;
@@ -1378,8 +1378,7 @@ static bool wqe_sges(struct ibvc_qp *qp, const struct recv_queue *q,
 		if (sge[i].length &&
 		    !ibvc_mrtab_covers(ctx_of(qp), q->pd, sge[i].lkey,
 				       sge[i].addr, sge[i].length,
-				       IBVC_MRTAB_WRITE | (ibvc_guard_ready() ?
-						0 : IBVC_MRTAB_PRIVATE)))
+				       IBVC_MRTAB_WRITE | IBVC_MRTAB_COPY))
 			return false;
 		*total += sge[i].length;
 	}

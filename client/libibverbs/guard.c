@@ -12,7 +12,7 @@
  * hands every fault that is not ours to what the process had before.  A
  * thread that blocks SIGBUS (a blocked fault kills the process) cannot
  * recover: ibvc_guard_ready says so, and its callers then give it only
- * memory that cannot fault that way (private memory, IBVC_MRTAB_PRIVATE),
+ * memory that cannot fault that way (private memory: IBVC_MRTAB_COPY),
  * which it copies unguarded.  Both are learnt once per thread, since
  * asking costs a system call: a thread that blocks SIGBUS only after its
  * first verbs call, or an app that installs its own handler after the

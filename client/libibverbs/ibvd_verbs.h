@@ -191,13 +191,14 @@ void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey);
 enum {
 	IBVC_MRTAB_WRITE = 1u << 0,	/* local write access */
 	/*
-	 * Memory of the process's own that the engine reaches only through
-	 * a system call (no file it maps): the library may copy it where it
-	 * cannot recover from a fault (guard.c).  A file the app truncated
-	 * under its MR would fault there; the engine reads such MRs through
-	 * its own mapping, and fails the request instead.
+	 * The library copies it now, in this thread: where the thread cannot
+	 * recover from a fault (guard.c), only memory of the process's own
+	 * that the engine reaches through a system call (no file it maps).
+	 * A file the app truncated under its MR would fault there; the
+	 * engine reads such MRs through its own mapping, and fails the
+	 * request instead.
 	 */
-	IBVC_MRTAB_PRIVATE = 1u << 1,
+	IBVC_MRTAB_COPY = 1u << 1,
 };
 /* Is [addr, addr + len) inside an MR of pd with key lkey, as need asks? */
 bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
@@ -609,7 +610,7 @@ bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
  * guard.c: copies that survive a file truncated under a mapping.
  * ibvc_guarded runs fn(arg) and says false if it faulted (SIGBUS); in a
  * thread that cannot recover (!ibvc_guard_ready) it runs fn unguarded,
- * and its callers give it only IBVC_MRTAB_PRIVATE memory there.
+ * and its callers give it only what IBVC_MRTAB_COPY lets them there.
  */
 bool ibvc_guard_ready(void);
 bool ibvc_guarded(void (*fn)(void *arg), void *arg);

@@ -135,6 +135,7 @@ bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
 		       unsigned int need)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
+	bool private_only = (need & IBVC_MRTAB_COPY) && !ibvc_guard_ready();
 	const struct ibvc_mrtab_entry *e;
 	bool ok;
 
@@ -142,7 +143,7 @@ bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
 	e = find(t, lkey);
 	ok = entry_covers(e, pd, addr, len, need & IBVC_MRTAB_WRITE ?
 			  IBV_ACCESS_LOCAL_WRITE : 0) &&
-	     !((need & IBVC_MRTAB_PRIVATE) && e->shared);
+	     !(private_only && e->shared);
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
@@ -181,13 +182,12 @@ bool ibvc_copyable_sges(struct ibvc_qp *qp, const struct ibv_sge *sge,
 			int num_sge)
 {
 	struct ibvc_context *ctx = to_ibvc_context(qp->qp.context);
-	unsigned int need = ibvc_guard_ready() ? 0 : IBVC_MRTAB_PRIVATE;
 	int i;
 
 	for (i = 0; i < num_sge; i++)
 		if (sge[i].length &&
 		    !ibvc_mrtab_covers(ctx, qp->qp.pd, sge[i].lkey, sge[i].addr,
-				       sge[i].length, need))
+				       sge[i].length, IBVC_MRTAB_COPY))
 			return false;
 	return true;
 }
