@@ -361,18 +361,24 @@ enum eng_resp ibvd_eng_deliver_send_claimed(struct ibvd_engine *eng,
  * delivery; the control thread changes it only under the write lock
  * (objects.h, struct ibvd_qp_xrc).
  */
-bool ibvd_eng_xrc_enter(struct ibvd_qp *target, const struct eng_req *req)
+bool ibvd_eng_xrc_take(struct ibvd_qp *target, uint32_t srqn)
 {
-	struct ibvd_srq *srq = ibvd_srq_by_num(req->w.xrc_srqn & 0xFFFFFFu);
+	struct ibvd_srq *srq = ibvd_srq_by_num(srqn & 0xFFFFFFu);
 
-	if (!srq || srq->xrcd != target->xrc.xrcd) {
-		ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);
+	if (!srq || srq->xrcd != target->xrc.xrcd)
 		return false;
-	}
 	target->srq = srq;
 	target->pd = srq->pd;
 	target->recv_cq = srq->cq;
 	return true;
+}
+
+bool ibvd_eng_xrc_enter(struct ibvd_qp *target, const struct eng_req *req)
+{
+	if (ibvd_eng_xrc_take(target, req->w.xrc_srqn))
+		return true;
+	ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);
+	return false;
 }
 
 /* ---- UD datagrams --------------------------------------------------------- */

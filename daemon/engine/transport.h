@@ -438,6 +438,11 @@ bool ibvd_eng_chunk_responder(struct ibvd_qp *src, const struct ibvd_qp *peer,
  * target goes to ERR and the requester gets RESP_INV_REQ.
  */
 bool ibvd_eng_xrc_enter(struct ibvd_qp *target, const struct eng_req *req);
+/*
+ * The same for a message that names SRQ srqn, without the error: false
+ * leaves target as it was (a transport with a wire NAKs the request).
+ */
+bool ibvd_eng_xrc_take(struct ibvd_qp *target, uint32_t srqn);
 
 /* recv.c: deliver a SEND or SEND_WITH_IMM (RC/UC) to target. */
 enum eng_resp ibvd_eng_deliver_send(struct ibvd_engine *eng,

@@ -58,13 +58,8 @@ static int check_type(struct ibvd_call *call, uint32_t type)
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:
 	case IBV_QPT_UD:
-		return 0;
 	case IBV_QPT_XRC_SEND:
 	case IBV_QPT_XRC_RECV:
-		/* The RoCE wire speaks no XRC headers (XRCETH) yet. */
-		if (ibvd_call_ctx(call)->dev->kind == IBVD_DEV_ROCE)
-			return ibvd_call_error(call, -EOPNOTSUPP,
-					       "no XRC on a RoCE device");
 		return 0;
 	case IBV_QPT_RAW_PACKET:
 	case IBV_QPT_DRIVER:

@@ -68,7 +68,8 @@
 				 IBV_DEVICE_PORT_ACTIVE_EVENT |		\
 				 IBV_DEVICE_SYS_IMAGE_GUID |		\
 				 IBV_DEVICE_MEM_WINDOW |		\
-				 IBV_DEVICE_MEM_WINDOW_TYPE_2B)
+				 IBV_DEVICE_MEM_WINDOW_TYPE_2B |	\
+				 IBV_DEVICE_XRC)
 
 /* Port constants missing from <infiniband/verbs.h> (IB spec values). */
 #define IB_PHYS_STATE_POLLING	2
@@ -78,16 +79,6 @@
 #define IB_SPEED_EDR		32
 #define IB_MAX_VL_NUM_VL0	1
 #define IBVD_MAX_MSG_SZ		(1u << 30)
-
-/* XRC runs on the same-daemon transport only: RoCE has no XRCETH yet. */
-static uint64_t device_cap_flags(const struct ibvd_device *dev)
-{
-	uint64_t flags = IBVD_DEVICE_CAP_FLAGS;
-
-	if (dev->kind != IBVD_DEV_ROCE)
-		flags |= IBV_DEVICE_XRC;
-	return flags;
-}
 
 void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 {
@@ -102,7 +93,7 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->hw_ver = IBVD_HW_VER;
 	attr->max_qp = IBVD_MAX_QP;
 	attr->max_qp_wr = IBVD_MAX_QP_WR;
-	attr->device_cap_flags = device_cap_flags(dev);
+	attr->device_cap_flags = IBVD_DEVICE_CAP_FLAGS;
 	attr->max_sge = IBVD_MAX_SGE;
 	attr->max_sge_rd = IBVD_MAX_SGE;
 	attr->max_cq = IBVD_MAX_CQ;
@@ -125,7 +116,7 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->max_pkeys = IBVD_PKEY_TBL_LEN;
 	attr->local_ca_ack_delay = IBVD_LOCAL_CA_ACK_DELAY;
 	attr->phys_port_cnt = dev->nports;
-	attr->device_cap_flags_ex = device_cap_flags(dev);
+	attr->device_cap_flags_ex = IBVD_DEVICE_CAP_FLAGS;
 	/*
 	 * On-demand paging is how the engine always reaches memory (mr.c):
 	 * every operation of every transport, and implicit MRs.

@@ -28,6 +28,8 @@ INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wir
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
 # The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
+# XRC across them: XRCETH, the target's SRQ, XRC's opcodes (roce-xrc.sh).
+INTEGRATION_TESTS += tests/integration/roce-xrc.sh
 
 # direct-helper's stream across the wire, clean and lossy (roce-stream.sh).
 INTEGRATION_TESTS += tests/integration/roce-stream.sh

@@ -35,40 +35,6 @@ ip netns exec "$NSA" ethtool -K "$VA" tx-udp-segmentation off >/dev/null &&
 
 # ---- the capture -------------------------------------------------------
 
-# capture_start: tshark on A's veth, RoCEv2 only, into $PCAP as classic
-# pcap (what our reader reads); returns once it is capturing.
-CAP_PID=""
-capture_start() {
-	local i
-	ip netns exec "$NSA" tshark -i "$VA" -f "udp port 4791" -F pcap \
-		-w "$PCAP" >"$O/capture.log" 2>&1 &
-	CAP_PID=$!
-	BG_PIDS+=("$CAP_PID")
-	for i in $(seq $((TMO * 10))); do
-		grep -q '^Capturing on' "$O/capture.log" && return 0
-		pid_running "$CAP_PID" || break
-		sleep 0.1
-	done
-	show "tshark" "$O/capture.log"
-	fail "tshark did not start capturing on $VA"
-}
-
-# capture_stop: SIGINT, as at a terminal, so that tshark writes out what
-# it has; the last packets are a moment in the kernel's buffer first.
-capture_stop() {
-	sleep 0.5
-	kill -INT "$CAP_PID"
-	# SIGTERM stops it the same clean way, if a loaded machine kept it
-	# from acting on the SIGINT in time.
-	if ! wait_exit "$CAP_PID" $((10 * TMUL)); then
-		log "tshark still runs 10 s after SIGINT: SIGTERM"
-		kill -TERM "$CAP_PID"
-		wait_exit "$CAP_PID" "$TMO" || fail "tshark did not stop on SIGINT nor SIGTERM"
-	fi
-	[ "$EXIT_STATUS" -eq 0 ] || { show "tshark" "$O/capture.log"; fail "tshark exited $EXIT_STATUS"; }
-	log "capture: $(grep -E 'captured|dropped' "$O/capture.log" | tr '\n' ' ')"
-}
-
 capture_start
 across "RC pingpong, 64 KiB, data checked" "$PP_RE" \
 	/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 20 -c

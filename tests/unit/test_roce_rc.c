@@ -279,7 +279,7 @@ int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 		return 0;
 	memset(out, 0, sizeof(*out));
 	out->wr_id = 100 + rq_taken[q];
-	sgl_over(&out->sgl, local_mem + 4096, 1024);
+	sgl_over(&out->sgl, local_mem + 4096, 2048);
 	return 1;
 }
 
@@ -336,10 +336,28 @@ int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key, bool commit)
 	return -EINVAL;
 }
 
+/* A test that expects the responder's error says which (else none). */
+static uint32_t responder_error_expected, responder_errors;
+
 void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event)
 {
-	(void)target;
-	ck_abort_msg("responder error %u", event);
+	ck_assert_ptr_eq(target, &resp_qp);
+	ck_assert_msg(responder_error_expected && event == responder_error_expected,
+		      "responder error %u", event);
+	responder_errors++;
+}
+
+/* XRC: the target's domain holds SRQ GOOD_SRQN only. */
+#define GOOD_SRQN	0xABCDEFu
+static unsigned int xrc_taken;
+
+bool ibvd_eng_xrc_take(struct ibvd_qp *target, uint32_t srqn)
+{
+	ck_assert_ptr_eq(target, &resp_qp);
+	if (srqn != GOOD_SRQN)
+		return false;
+	xrc_taken++;
+	return true;
 }
 
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
@@ -386,6 +404,7 @@ static void setup(void)
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
 	nrecvs_done = turns_asked = 0;
+	responder_error_expected = responder_errors = xrc_taken = 0;
 	memset(counters, 0, sizeof(counters));
 	memset(&rd, 0, sizeof(rd));
 	memset(&dev, 0, sizeof(dev));
@@ -781,6 +800,81 @@ START_TEST(held_receives_complete_before_the_flush)
 }
 END_TEST
 
+/* An XRC initiator (req_qp) and target (resp_qp). */
+static void xrc_pair(void)
+{
+	req_qp.qp_type = IBV_QPT_XRC_SEND;
+	resp_qp.qp_type = IBV_QPT_XRC_RECV;
+	rq_posted[0] = rq_posted[1] = 1;
+}
+
+/*
+ * XRC: each request carries the XRCETH of the WQE's SRQ number, in XRC's
+ * opcodes (0xA0 up); the target takes it into that SRQ and answers with
+ * XRC's ACK, which has no XRCETH.
+ */
+START_TEST(xrc_into_the_named_srq)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+
+	xrc_pair();
+	for (unsigned int i = 0; i < 2000; i++)
+		local_mem[i] = (uint8_t)(i * 5 + 1);
+	send_req(&er, 0, 2000);
+	er.w.xrc_srqn = GOOD_SRQN;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 2);
+	expect_pkt(0, ROCE_OP_XRC | ROCE_RC_SEND_FIRST, 0xFFFFFE);
+	expect_pkt(1, ROCE_OP_XRC | ROCE_RC_SEND_LAST, 0xFFFFFF);
+	decode(1, &ip, &p);
+	ck_assert(p.hdrs & ROCE_HDR_XRCETH);
+	ck_assert_uint_eq(p.xrc_srqn, GOOD_SRQN);
+	deliver(0);
+	deliver(1);
+	ck_assert_uint_eq(xrc_taken, 2);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_ptr_eq(recvs_done[0].qp, &resp_qp);
+	ck_assert_mem_eq(local_mem + 4096, local_mem, 2000);
+	ck_assert_uint_eq(nsent, 3);
+	expect_pkt(2, ROCE_OP_XRC | ROCE_RC_ACKNOWLEDGE, 0xFFFFFF);
+	decode(2, &ip, &p);
+	ck_assert(!(p.hdrs & ROCE_HDR_XRCETH));
+	deliver(2);
+	ck_assert_int_eq(call(&er), RESP_OK);
+}
+END_TEST
+
+/*
+ * An SRQ the target's domain does not hold: NAK invalid request, the
+ * target in error, the initiator's SEND failed as a remote invalid
+ * request; nothing received.
+ */
+START_TEST(xrc_srq_of_another_domain)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+
+	xrc_pair();
+	responder_error_expected = IBV_EVENT_QP_REQ_ERR;
+	send_req(&er, 0, 16);
+	er.w.xrc_srqn = GOOD_SRQN + 1;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	expect_pkt(0, ROCE_OP_XRC | ROCE_RC_SEND_ONLY, 0xFFFFFE);
+	deliver(0);
+	ck_assert_uint_eq(nrecvs_done, 0);
+	ck_assert_uint_eq(responder_errors, 1);
+	ck_assert_uint_eq(nsent, 2);
+	expect_pkt(1, ROCE_OP_XRC | ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
+	decode(1, &ip, &p);
+	ck_assert_uint_eq(p.aeth.syndrome, ROCE_AETH_NAK_INV);
+	deliver(1);
+	ck_assert_int_eq(call(&er), RESP_INV_REQ);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("roce_rc");
@@ -798,6 +892,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, reply_completes_after_the_send_it_answers);
 	tcase_add_test(tc, held_receives_complete_before_the_flush);
+	tcase_add_test(tc, xrc_into_the_named_srq);
+	tcase_add_test(tc, xrc_srq_of_another_domain);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

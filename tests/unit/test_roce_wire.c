@@ -170,15 +170,18 @@ static int want_hdrs(unsigned int op)
 		return ROCE_HDR_DETH;
 	if (op == 0x65)
 		return ROCE_HDR_DETH | ROCE_HDR_IMM;
+	/* XRC: RC's operations; its requests with an XRCETH, answers without */
+	if (op >= 0xA0 && op < 0xB8 && rc[op - 0xA0] >= 0)
+		return rc[op - 0xA0] | ((op >= 0xAD && op <= 0xB2) ? 0 : ROCE_HDR_XRCETH);
 	return -1;
 }
 
 static size_t want_hdrs_len(int hdrs)
 {
-	static const size_t len[] = { 16, 4, 28, 8, 4, 4, 8 };
+	static const size_t len[] = { 16, 4, 28, 8, 4, 4, 8, 4 };
 	size_t n = ROCE_BTH_LEN, bit;
 
-	for (bit = 0; bit < 7; bit++)
+	for (bit = 0; bit < 8; bit++)
 		if (hdrs & (1 << bit))
 			n += len[bit];
 	return n;
@@ -211,13 +214,16 @@ START_TEST(opcodes)
 		ck_assert_uint_eq(roce_encode(&p, b), hl);
 		ck_assert_uint_le(hl, ROCE_MAX_HDRS);
 	}
-	/* named among those we don't speak: FLUSH, ATOMIC_WRITE, RD, CNP, XRC */
+	/* named among those we don't speak: FLUSH, ATOMIC_WRITE, RD, CNP */
 	ck_assert_int_eq(roce_opcode_hdrs(0x1C), -1);
 	ck_assert_int_eq(roce_opcode_hdrs(0x1D), -1);
 	ck_assert_int_eq(roce_opcode_hdrs(0x44), -1);
 	ck_assert_int_eq(roce_opcode_hdrs(0x81), -1);
-	ck_assert_int_eq(roce_opcode_hdrs(0xA4), -1);
 	ck_assert_int_eq(roce_opcode_hdrs(0xE0), -1);
+	/* XRC's: SEND ONLY (XRCETH), ACK (AETH alone); RESYNC (0xB5) not */
+	ck_assert_int_eq(roce_opcode_hdrs(0xA4), ROCE_HDR_XRCETH);
+	ck_assert_int_eq(roce_opcode_hdrs(0xB1), ROCE_HDR_AETH);
+	ck_assert_int_eq(roce_opcode_hdrs(0xB5), -1);
 }
 END_TEST
 
@@ -286,6 +292,7 @@ static void assert_pkt_eq(const struct roce_pkt *a, const struct roce_pkt *b)
 	ck_assert_uint_eq(a->ieth, b->ieth);
 	ck_assert_uint_eq(a->deth.qkey, b->deth.qkey);
 	ck_assert_uint_eq(a->deth.src_qp, b->deth.src_qp);
+	ck_assert_uint_eq(a->xrc_srqn, b->xrc_srqn);
 	ck_assert_ptr_eq(a->payload, b->payload);
 	ck_assert_uint_eq(a->payload_len, b->payload_len);
 }
@@ -384,6 +391,8 @@ static struct roce_pkt full(uint8_t opcode)
 		p.deth.qkey = 0xB1B2B3B4;
 		p.deth.src_qp = 0xB5B6B7;
 	}
+	if (p.hdrs & ROCE_HDR_XRCETH)
+		p.xrc_srqn = 0xC1C2C3;
 	return p;
 }
 
@@ -395,6 +404,36 @@ START_TEST(layout_reth_imm)
 		0x91, 0x92, 0x93, 0x94,
 	};
 	struct roce_pkt p = full(ROCE_RC_RDMA_WRITE_ONLY_IMM);
+
+	assert_ext(&p, want, sizeof(want));
+}
+END_TEST
+
+/* XRCETH first after the BTH (8 reserved bits, the SRQ number), then RETH */
+START_TEST(layout_xrceth_reth_imm)
+{
+	static const uint8_t want[] = {
+		0x00, 0xC1, 0xC2, 0xC3,
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+		0x11, 0x12, 0x13, 0x14, 0x21, 0x22, 0x23, 0x24,
+		0x91, 0x92, 0x93, 0x94,
+	};
+	struct roce_pkt p = full(ROCE_OP_XRC | ROCE_RC_RDMA_WRITE_ONLY_IMM);
+
+	assert_ext(&p, want, sizeof(want));
+}
+END_TEST
+
+START_TEST(layout_xrceth_atomic)
+{
+	static const uint8_t want[] = {
+		0x00, 0xC1, 0xC2, 0xC3,
+		0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
+		0x51, 0x52, 0x53, 0x54,
+		0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
+		0x71, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78,
+	};
+	struct roce_pkt p = full(ROCE_OP_XRC | ROCE_RC_FETCH_ADD);
 
 	assert_ext(&p, want, sizeof(want));
 }
@@ -893,6 +932,8 @@ int main(void)
 	tcase_add_test(tc, layout_bth);
 	tcase_add_test(tc, layout_24_bit_fields);
 	tcase_add_test(tc, layout_reth_imm);
+	tcase_add_test(tc, layout_xrceth_reth_imm);
+	tcase_add_test(tc, layout_xrceth_atomic);
 	tcase_add_test(tc, layout_atomic);
 	tcase_add_test(tc, layout_atomic_ack);
 	tcase_add_test(tc, layout_deth_imm);

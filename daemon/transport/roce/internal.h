@@ -219,6 +219,7 @@ struct roce_qp {
 		bool in_msg;		/* inside a SEND or WRITE */
 		uint64_t done;		/* bytes of it so far */
 		bool wqe_held;		/* SRQ: the WQE consumed at FIRST */
+		uint32_t xrc_srqn;	/* XRC: the SRQ the message is for */
 		struct eng_recv *wqe;	/* SRQ: that WQE */
 		uint64_t w_va;		/* WRITE: where it goes next */
 		uint32_t w_rkey;
@@ -230,6 +231,20 @@ struct roce_qp {
 		struct roce_held_recv held[ROCE_HELD_RECVS];
 	} rx;
 };
+
+/* The transport bits of qp's opcodes: RC's, UC's or XRC's. */
+static inline uint8_t roce_op_base(const struct ibvd_qp *qp)
+{
+	switch (qp->qp_type) {
+	case IBV_QPT_UC:
+		return ROCE_OP_UC;
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		return ROCE_OP_XRC;
+	default:
+		return ROCE_OP_RC;
+	}
+}
 
 /* rc.c: CLOCK_MONOTONIC in nanoseconds, the requester's timer's clock. */
 uint64_t roce_now_ns(void);
@@ -264,9 +279,14 @@ void roce_rc_turn_done(struct ibvd_qp *qp);
  */
 void roce_rc_held_flush(struct ibvd_qp *qp, struct roce_qp *w);
 
-/* rc_resp.c: a request or response that arrived for qp (RC or UC). */
+/*
+ * rc_resp.c: a request or response that arrived for qp (RC, UC, or XRC:
+ * requests for a target, answers for an initiator).
+ */
 void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 		const struct roce_ip *ip, const struct roce_pkt *p);
+/* Is opcode a READ response or an ACK, a responder's to a requester? */
+bool roce_is_answer(uint8_t opcode);
 
 /* 24-bit PSN arithmetic: b - a as a signed distance. */
 static inline int32_t roce_psn_diff(uint32_t b, uint32_t a)
@@ -308,7 +328,7 @@ int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
  */
 #define ROCE_TXQ_PKTS		16u
 /*
- * A built packet: headers (IP and UDP, then transport: at most 88 bytes
+ * A built packet: headers (IP and UDP, then transport: at most 92 bytes
  * over IPv6), payload, pad and ICRC.
  */
 #define ROCE_TXQ_SLOT		(ROCE_MAX_PAYLOAD + 128u)

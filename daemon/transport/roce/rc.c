@@ -134,10 +134,12 @@ static uint32_t step_psns(const struct eng_req *req, uint32_t mtu)
 	return (uint32_t)((req->step + mtu - 1) / mtu);
 }
 
-/* The opcode of a SEND or WRITE packet by its place in the message. */
+/*
+ * The operation of a SEND or WRITE packet by its place in the message
+ * (pkt_for adds the transport).
+ */
 static uint8_t data_opcode(uint32_t wr, bool first, bool last, bool uc)
 {
-	uint8_t base = uc ? ROCE_OP_UC : ROCE_OP_RC;
 	bool write = is_write(wr);
 	bool imm = wr == IBV_WR_SEND_WITH_IMM || wr == IBV_WR_RDMA_WRITE_WITH_IMM;
 	/* UC has no SEND with invalidate: it goes as a plain SEND */
@@ -156,16 +158,18 @@ static uint8_t data_opcode(uint32_t wr, bool first, bool last, bool uc)
 		     imm ? ROCE_RC_SEND_LAST_IMM : ROCE_RC_SEND_LAST;
 	else
 		op = write ? ROCE_RC_RDMA_WRITE_MIDDLE : ROCE_RC_SEND_MIDDLE;
-	/* UC speaks the SEND and WRITE opcodes of RC, 0x20 up (no INV) */
-	return (uint8_t)(base | op);
+	return op;
 }
 
-static void pkt_for(struct roce_pkt *p, uint8_t opcode, const struct ibvd_qp *qp,
-		    uint32_t psn)
+/* A request of req's for operation op, in qp's transport. */
+static void pkt_for(struct roce_pkt *p, uint8_t op, const struct ibvd_qp *qp,
+		    const struct eng_req *req, uint32_t psn)
 {
-	roce_pkt_init(p, opcode);
+	roce_pkt_init(p, (uint8_t)(roce_op_base(qp) | op));
 	p->dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
 	p->psn = psn & 0xFFFFFFu;
+	if (p->hdrs & ROCE_HDR_XRCETH)
+		p->xrc_srqn = req->w.xrc_srqn & 0xFFFFFFu;
 }
 
 /* Is the k-th of npsn packets one that asks for an ACK? */
@@ -190,7 +194,7 @@ static void data_headers(void *arg, uint32_t k, struct roce_pkt *p)
 
 	pkt_for(p, data_opcode(req->w.opcode, first, last,
 			       d->qp->qp_type == IBV_QPT_UC),
-		d->qp, roce_psn_add(d->m->first_psn, k));
+		d->qp, req, roce_psn_add(d->m->first_psn, k));
 	if (p->hdrs & ROCE_HDR_RETH) {
 		p->reth.va = req->w.remote_addr;
 		p->reth.rkey = req->w.rkey;
@@ -227,7 +231,7 @@ static void send_read_req(struct roce_dev *rd, struct ibvd_qp *qp,
 	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
 
-	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp,
+	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp, req,
 		roce_psn_add(m->first_psn, (uint32_t)(m->got / mtu)));
 	p.reth.va = req->w.remote_addr + req->off + m->got;
 	p.reth.rkey = req->w.rkey;
@@ -243,7 +247,7 @@ static void send_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct roce_pkt p;
 
 	pkt_for(&p, req->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
-		ROCE_RC_COMPARE_SWAP : ROCE_RC_FETCH_ADD, qp, m->first_psn);
+		ROCE_RC_COMPARE_SWAP : ROCE_RC_FETCH_ADD, qp, req, m->first_psn);
 	p.atomic.va = req->w.remote_addr;
 	p.atomic.rkey = req->w.rkey;
 	if (req->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {

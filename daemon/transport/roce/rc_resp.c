@@ -53,7 +53,7 @@ static void send_aeth_on(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	struct roce_pkt p;
 
-	roce_pkt_init(&p, ROCE_RC_ACKNOWLEDGE);
+	roce_pkt_init(&p, roce_op_base(qp) | ROCE_RC_ACKNOWLEDGE);
 	p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
 	p.psn = psn & 0xFFFFFFu;
 	p.aeth.syndrome = syndrome;
@@ -464,7 +464,7 @@ static void read_headers(void *arg, uint32_t k, struct roce_pkt *p)
 {
 	const struct read_pkts *d = arg;
 
-	roce_pkt_init(p, read_opcode(k, d->r->npsn));
+	roce_pkt_init(p, roce_op_base(d->qp) | read_opcode(k, d->r->npsn));
 	p->dest_qp = d->qp->attr.dest_qp_num & 0xFFFFFFu;
 	p->psn = roce_psn_add(d->r->psn, k);
 	p->aeth.syndrome = ROCE_AETH_ACK;
@@ -533,7 +533,7 @@ static void atomic_ack(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct roce_pkt p;
 
 	reply_path(w, ip, &path);
-	roce_pkt_init(&p, ROCE_RC_ATOMIC_ACKNOWLEDGE);
+	roce_pkt_init(&p, roce_op_base(qp) | ROCE_RC_ATOMIC_ACKNOWLEDGE);
 	p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
 	p.psn = r->psn;
 	p.aeth.syndrome = ROCE_AETH_ACK;
@@ -562,7 +562,7 @@ static enum outcome rx_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 		pthread_mutex_unlock(&ibvd_eng_atomic_lock);
 		return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
 	}
-	if (p->opcode == ROCE_RC_COMPARE_SWAP)
+	if (ROCE_OP_OPERATION(p->opcode) == ROCE_RC_COMPARE_SWAP)
 		val = old == p->atomic.compare ? p->atomic.swap_add : old;
 	else
 		val = old + p->atomic.swap_add;
@@ -639,12 +639,30 @@ static void rx_nak(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 	}
 }
 
+/*
+ * An XRC target takes each request into the SRQ its XRCETH names, which
+ * must be of the target's domain; a SEND or WRITE keeps the SRQ of its
+ * first packet (a WQE of that SRQ may be held).
+ */
+static bool xrc_enter(struct ibvd_qp *qp, struct roce_qp *w,
+		      const struct roce_pkt *p)
+{
+	if (w->rx.in_msg && p->xrc_srqn != w->rx.xrc_srqn)
+		return false;
+	if (!ibvd_eng_xrc_take(qp, p->xrc_srqn))
+		return false;
+	w->rx.xrc_srqn = p->xrc_srqn;
+	return true;
+}
+
 static enum outcome execute(struct roce_dev *rd, struct ibvd_qp *qp,
 			    struct roce_qp *w, const struct roce_ip *ip,
 			    const struct roce_pkt *p)
 {
-	uint8_t op = p->opcode & 0x1F;
+	uint8_t op = ROCE_OP_OPERATION(p->opcode);
 
+	if (qp->qp_type == IBV_QPT_XRC_RECV && !xrc_enter(qp, w, p))
+		return OUT_INV;
 	if (op_send(op))
 		return rx_send(qp, w, p);
 	if (op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY_IMM)
@@ -931,7 +949,7 @@ static void rx_atomic_ack(struct ibvd_qp *qp, struct roce_qp *w,
 static void rx_answer(struct ibvd_qp *qp, struct roce_qp *w,
 		      const struct roce_pkt *p)
 {
-	uint8_t op = p->opcode;
+	uint8_t op = ROCE_OP_OPERATION(p->opcode);
 
 	if (!w->tx.n)
 		return;
@@ -952,8 +970,10 @@ static bool is_write_data(uint8_t op)
 	       op != ROCE_RC_RDMA_WRITE_LAST_IMM;
 }
 
-static bool is_answer(uint8_t op)
+bool roce_is_answer(uint8_t opcode)
 {
+	uint8_t op = ROCE_OP_OPERATION(opcode);
+
 	return op >= ROCE_RC_READ_RESPONSE_FIRST && op <= ROCE_RC_ATOMIC_ACKNOWLEDGE;
 }
 
@@ -972,7 +992,7 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 		roce_wrun_flush(rd);
 	ibvd_eng_port_count(qp, IBVD_PC_RCVD_PKTS, 1);
 	pthread_mutex_lock(&w->lock);
-	if (is_answer(p->opcode))
+	if (roce_is_answer(p->opcode))
 		rx_answer(qp, w, p);
 	else
 		rx_request(rd, qp, w, ip, p);

@@ -107,15 +107,29 @@ static bool peer_allowed(const struct roce_dev *rd, int family,
 	return ibvd_roce_peer_allowed(&rd->dev->roce, gid);
 }
 
+/* The type of QP a connected packet is for. */
+static uint32_t connected_type(const struct roce_pkt *p)
+{
+	switch (ROCE_OP_TRANSPORT(p->opcode)) {
+	case ROCE_OP_RC:
+		return IBV_QPT_RC;
+	case ROCE_OP_UC:
+		return IBV_QPT_UC;
+	default:
+		/* XRC: requests go to a target, answers to an initiator */
+		return roce_is_answer(p->opcode) ? IBV_QPT_XRC_SEND :
+						   IBV_QPT_XRC_RECV;
+	}
+}
+
 /*
- * An RC or UC packet: for a QP of this device of that type, able to
+ * An RC, UC or XRC packet: for a QP of this device of that type, able to
  * receive, connected to the address it came from.
  */
 static void rx_connected(struct roce_dev *rd, const struct roce_ip *ip,
 			 const struct roce_pkt *p)
 {
-	uint32_t type = ROCE_OP_TRANSPORT(p->opcode) == ROCE_OP_RC ?
-			IBV_QPT_RC : IBV_QPT_UC;
+	uint32_t type = connected_type(p);
 	struct ibvd_qp *qp = ibvd_qp_by_num(p->dest_qp);
 
 	if (!qp || qp->ctx->dev != rd->dev || qp->qp_type != type ||
@@ -147,6 +161,7 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 		break;
 	case ROCE_OP_RC:
 	case ROCE_OP_UC:
+	case ROCE_OP_XRC:
 		rx_connected(rd, &ip, &p);
 		break;
 	default:

@@ -26,6 +26,7 @@
 #define IMM_LEN			4
 #define IETH_LEN		4
 #define DETH_LEN		8
+#define XRCETH_LEN		4
 
 /* A UDP datagram carries less than 64 KiB; payload_len fits with room. */
 #define MAX_UDP_PAYLOAD		65535u
@@ -34,16 +35,22 @@
  * Each opcode's headers, or'ed with SPOKEN so that SEND_MIDDLE, which
  * has none, differs from an opcode we don't speak (0).
  */
-#define SPOKEN			0x80
+#define SPOKEN			0x100
 #define RETH			ROCE_HDR_RETH
 #define AETH			ROCE_HDR_AETH
 #define IMM			ROCE_HDR_IMM
-/* an operation UC shares with RC */
+#define XRC_OP(op)		(ROCE_OP_XRC | ROCE_RC_##op)
+/* a request UC and XRC share with RC; XRC's carry an XRCETH */
 #define RC_UC(op, hdrs)		[ROCE_RC_##op] = SPOKEN | (hdrs), \
-				[ROCE_UC_##op] = SPOKEN | (hdrs)
-#define RC(op, hdrs)		[ROCE_RC_##op] = SPOKEN | (hdrs)
+				[ROCE_UC_##op] = SPOKEN | (hdrs), \
+				[XRC_OP(op)] = SPOKEN | ROCE_HDR_XRCETH | (hdrs)
+#define RC_REQ(op, hdrs)	[ROCE_RC_##op] = SPOKEN | (hdrs), \
+				[XRC_OP(op)] = SPOKEN | ROCE_HDR_XRCETH | (hdrs)
+/* an answer, which XRC's carry as RC's do */
+#define RC_ANS(op, hdrs)	[ROCE_RC_##op] = SPOKEN | (hdrs), \
+				[XRC_OP(op)] = SPOKEN | (hdrs)
 
-static const uint8_t op_hdrs[256] = {
+static const uint16_t op_hdrs[256] = {
 	RC_UC(SEND_FIRST, 0),
 	RC_UC(SEND_MIDDLE, 0),
 	RC_UC(SEND_LAST, 0),
@@ -56,17 +63,17 @@ static const uint8_t op_hdrs[256] = {
 	RC_UC(RDMA_WRITE_LAST_IMM, IMM),
 	RC_UC(RDMA_WRITE_ONLY, RETH),
 	RC_UC(RDMA_WRITE_ONLY_IMM, RETH | IMM),
-	RC(RDMA_READ_REQUEST, RETH),
-	RC(READ_RESPONSE_FIRST, AETH),
-	RC(READ_RESPONSE_MIDDLE, 0),
-	RC(READ_RESPONSE_LAST, AETH),
-	RC(READ_RESPONSE_ONLY, AETH),
-	RC(ACKNOWLEDGE, AETH),
-	RC(ATOMIC_ACKNOWLEDGE, AETH | ROCE_HDR_ATOMIC_ACK),
-	RC(COMPARE_SWAP, ROCE_HDR_ATOMIC),
-	RC(FETCH_ADD, ROCE_HDR_ATOMIC),
-	RC(SEND_LAST_INV, ROCE_HDR_IETH),
-	RC(SEND_ONLY_INV, ROCE_HDR_IETH),
+	RC_REQ(RDMA_READ_REQUEST, RETH),
+	RC_ANS(READ_RESPONSE_FIRST, AETH),
+	RC_ANS(READ_RESPONSE_MIDDLE, 0),
+	RC_ANS(READ_RESPONSE_LAST, AETH),
+	RC_ANS(READ_RESPONSE_ONLY, AETH),
+	RC_ANS(ACKNOWLEDGE, AETH),
+	RC_ANS(ATOMIC_ACKNOWLEDGE, AETH | ROCE_HDR_ATOMIC_ACK),
+	RC_REQ(COMPARE_SWAP, ROCE_HDR_ATOMIC),
+	RC_REQ(FETCH_ADD, ROCE_HDR_ATOMIC),
+	RC_REQ(SEND_LAST_INV, ROCE_HDR_IETH),
+	RC_REQ(SEND_ONLY_INV, ROCE_HDR_IETH),
 	[ROCE_UD_SEND_ONLY] = SPOKEN | ROCE_HDR_DETH,
 	[ROCE_UD_SEND_ONLY_IMM] = SPOKEN | ROCE_HDR_DETH | IMM,
 };
@@ -81,7 +88,8 @@ int roce_opcode_hdrs(uint8_t opcode)
 /* The bytes of the extension headers in mask hdrs */
 static size_t hdrs_len(unsigned int hdrs)
 {
-	return (hdrs & ROCE_HDR_DETH ? DETH_LEN : 0) +
+	return (hdrs & ROCE_HDR_XRCETH ? XRCETH_LEN : 0) +
+	       (hdrs & ROCE_HDR_DETH ? DETH_LEN : 0) +
 	       (hdrs & ROCE_HDR_RETH ? RETH_LEN : 0) +
 	       (hdrs & ROCE_HDR_ATOMIC ? ATOMIC_LEN : 0) +
 	       (hdrs & ROCE_HDR_AETH ? AETH_LEN : 0) +
@@ -119,8 +127,12 @@ static void decode_bth(const uint8_t *b, struct roce_pkt *p)
 	p->psn = get_be24(b + 9);
 }
 
-static const uint8_t *decode_deth_reth(const uint8_t *h, struct roce_pkt *p)
+static const uint8_t *decode_xrc_deth_reth(const uint8_t *h, struct roce_pkt *p)
 {
+	if (p->hdrs & ROCE_HDR_XRCETH) {
+		p->xrc_srqn = get_be24(h + 1);
+		h += XRCETH_LEN;
+	}
 	if (p->hdrs & ROCE_HDR_DETH) {
 		p->deth.qkey = get_be32(h);
 		p->deth.src_qp = get_be24(h + 5);
@@ -192,7 +204,7 @@ int roce_decode(const uint8_t *buf, size_t len, struct roce_pkt *out)
 	memset(out, 0, sizeof(*out));
 	decode_bth(buf, out);
 	out->hdrs = hdrs;
-	h = decode_deth_reth(buf + ROCE_BTH_LEN, out);
+	h = decode_xrc_deth_reth(buf + ROCE_BTH_LEN, out);
 	h = decode_atomic_aeth(h, out);
 	decode_imm_ieth(h, out);
 	out->payload = buf + hl;
@@ -213,8 +225,12 @@ static void encode_bth(const struct roce_pkt *p, uint8_t *b)
 		 (p->psn & 0xFFFFFF));
 }
 
-static uint8_t *encode_deth_reth(const struct roce_pkt *p, uint8_t *h)
+static uint8_t *encode_xrc_deth_reth(const struct roce_pkt *p, uint8_t *h)
 {
+	if (p->hdrs & ROCE_HDR_XRCETH) {
+		put_be32(h, p->xrc_srqn & 0xFFFFFF);
+		h += XRCETH_LEN;
+	}
 	if (p->hdrs & ROCE_HDR_DETH) {
 		put_be32(h, p->deth.qkey);
 		put_be32(h + 4, p->deth.src_qp & 0xFFFFFF);
@@ -268,7 +284,7 @@ size_t roce_encode(const struct roce_pkt *p, uint8_t *buf)
 	uint8_t *h;
 
 	encode_bth(p, buf);
-	h = encode_deth_reth(p, buf + ROCE_BTH_LEN);
+	h = encode_xrc_deth_reth(p, buf + ROCE_BTH_LEN);
 	h = encode_atomic_aeth(p, h);
 	h = encode_imm_ieth(p, h);
 	return (size_t)(h - buf);

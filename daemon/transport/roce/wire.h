@@ -24,8 +24,9 @@
 #define ROCE_UDP_PORT		4791
 #define ROCE_BTH_LEN		12
 #define ROCE_ICRC_LEN		4
-/* BTH and the longest extension headers of an opcode we speak (AtomicETH) */
-#define ROCE_MAX_HDRS		(ROCE_BTH_LEN + 28)
+/* BTH and the longest extension headers of an opcode we speak (XRCETH
+ * and AtomicETH) */
+#define ROCE_MAX_HDRS		(ROCE_BTH_LEN + 4 + 28)
 /* IPv6 + UDP: the most roce_build_ip writes */
 #define ROCE_MAX_IP_HDRS	48
 
@@ -34,8 +35,10 @@
 #define ROCE_DEFAULT_PKEY	0xFFFF
 
 /*
- * Opcodes: transport (RC 0x00, UC 0x20, UD 0x60) + operation.  Names are
- * the IBTA's with WITH_IMMEDIATE and WITH_INVALIDATE cut to IMM and INV.
+ * Opcodes: transport (RC 0x00, UC 0x20, UD 0x60, XRC 0xA0) + operation.
+ * Names are the IBTA's with WITH_IMMEDIATE and WITH_INVALIDATE cut to IMM
+ * and INV.  XRC speaks every operation of RC, 0xA0 up; its requests carry
+ * an XRCETH, its answers do not.
  */
 enum roce_opcode {
 	ROCE_RC_SEND_FIRST = 0x00,
@@ -85,11 +88,14 @@ enum roce_opcode {
 #define ROCE_OP_RC		0x00
 #define ROCE_OP_UC		0x20
 #define ROCE_OP_UD		0x60
+#define ROCE_OP_XRC		0xA0
+/* The operation bits: the RC opcode of the same operation */
+#define ROCE_OP_OPERATION(op)	((op) & 0x1F)
 
 /*
- * Extension headers.  On the wire they follow the BTH in the order DETH,
- * RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH (an opcode has two at
- * most: DETH + ImmDt, RETH + ImmDt, AETH + AtomicAckETH).
+ * Extension headers.  On the wire they follow the BTH in the order
+ * XRCETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH (an
+ * opcode has three at most: XRCETH + RETH + ImmDt).
  */
 enum roce_hdr {
 	ROCE_HDR_RETH = 1,		/* 16: VA, R_Key, DMA length */
@@ -99,6 +105,7 @@ enum roce_hdr {
 	ROCE_HDR_IMM = 16,		/* 4: immediate data */
 	ROCE_HDR_IETH = 32,		/* 4: R_Key to invalidate */
 	ROCE_HDR_DETH = 64,		/* 8: Q_Key, source QP */
+	ROCE_HDR_XRCETH = 128,		/* 4: the XRC SRQ number */
 };
 
 /* AETH syndromes: bits 7..5 the kind, 4..0 credits or the RNR timer */
@@ -112,7 +119,7 @@ enum roce_hdr {
 
 /*
  * The headers an opcode carries (a mask of enum roce_hdr), or -1 for an
- * opcode we don't speak (RD, CNP, XRC, vendor, FLUSH, ATOMIC_WRITE).
+ * opcode we don't speak (RD, CNP, vendor, FLUSH, ATOMIC_WRITE).
  */
 int roce_opcode_hdrs(uint8_t opcode);
 
@@ -146,6 +153,7 @@ struct roce_pkt {
 	uint64_t atomic_ack;		/* original remote value */
 	uint32_t imm;			/* the big-endian word, in host order */
 	uint32_t ieth;			/* R_Key to invalidate */
+	uint32_t xrc_srqn;		/* XRCETH: 24 bits */
 	struct {
 		uint32_t qkey;
 		uint32_t src_qp;	/* 24 bits */
