@@ -386,10 +386,6 @@ int ibvd_req_cm_connect(struct ibvd_call *call)
 		return ret;
 	if (cm_is_ud(id) && !p.qkey)
 		p.qkey = id->qkey;
-	/* RoCE devices have no XRC QPs (verbs/xrc): no XRC REQ on the wire. */
-	if (id->qp_type == IBV_QPT_XRC_SEND && cm_dst_is_far(id))
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "no XRC connections across the wire");
 	id->local = p;
 	id->lqpn = p.qp_num;
 	id->active = true;

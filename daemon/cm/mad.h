@@ -66,8 +66,10 @@ enum ibcm_transport {
 	IBCM_TRANSPORT_RC = 0,
 	IBCM_TRANSPORT_UC = 1,
 	IBCM_TRANSPORT_RD = 2,
-	IBCM_TRANSPORT_XRC = 3,
+	IBCM_TRANSPORT_XRC = 3,		/* with ext_transport 1 */
 };
+/* REQ extended transport types (with IBCM_TRANSPORT_XRC) */
+#define IBCM_EXT_TRANSPORT_XRC	1
 
 /* What an MRA or a REJ answers (MRA: REQ, REP, LAP; REJ: REQ, REP, other) */
 enum ibcm_msg_kind {

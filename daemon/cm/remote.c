@@ -311,6 +311,41 @@ static size_t request_pdata(const struct ibvd_cm_id *a, const uint8_t *pdata,
 	return room;
 }
 
+/*
+ * The REQ's transport service type: RC, UC, or XRC's (an initiator's:
+ * type 3, extended type 1, as the kernel's CM says it).
+ */
+static void req_transport(uint32_t qp_type, struct ibcm_req *r)
+{
+	switch (qp_type) {
+	case IBV_QPT_UC:
+		r->transport = IBCM_TRANSPORT_UC;
+		break;
+	case IBV_QPT_XRC_SEND:
+		r->transport = IBCM_TRANSPORT_XRC;
+		r->ext_transport = IBCM_EXT_TRANSPORT_XRC;
+		break;
+	default:
+		r->transport = IBCM_TRANSPORT_RC;
+	}
+}
+
+/* The QP type a REQ asks of its listener, or 0 for one we don't take. */
+static uint32_t req_qp_type(const struct ibcm_req *r)
+{
+	switch (r->transport) {
+	case IBCM_TRANSPORT_RC:
+		return IBV_QPT_RC;
+	case IBCM_TRANSPORT_UC:
+		return IBV_QPT_UC;
+	case IBCM_TRANSPORT_XRC:
+		return r->ext_transport == IBCM_EXT_TRANSPORT_XRC ?
+		       IBV_QPT_XRC_SEND : 0;
+	default:
+		return 0;
+	}
+}
+
 static void req_fill(const struct ibvd_cm_id *a, const struct cm_wire *w,
 		     struct ibcm_req *r)
 {
@@ -323,8 +358,7 @@ static void req_fill(const struct ibvd_cm_id *a, const struct cm_wire *w,
 	r->responder_resources = p->responder_resources;
 	r->initiator_depth = p->initiator_depth;
 	r->remote_cm_response_timeout = WIRE_RESPONSE_TIMEOUT;
-	r->transport = a->qp_type == IBV_QPT_UC ? IBCM_TRANSPORT_UC :
-						  IBCM_TRANSPORT_RC;
+	req_transport(a->qp_type, r);
 	r->e2e_flow_control = p->flow_control;
 	r->starting_psn = p->psn;
 	r->local_cm_response_timeout = WIRE_RESPONSE_TIMEOUT;
@@ -407,14 +441,18 @@ void cm_wire_accept(struct ibvd_cm_id *c, const uint8_t *pdata, size_t len)
 	m.rep.local_comm_id = w->local_comm_id;
 	m.rep.remote_comm_id = w->remote_comm_id;
 	m.rep.local_qkey = p->qkey;
-	m.rep.local_qpn = p->qp_num;
+	/* an XRC target's QP number goes where an EE context's would */
+	if (c->qp_type == IBV_QPT_XRC_RECV)
+		m.rep.local_eecn = p->qp_num;
+	else
+		m.rep.local_qpn = p->qp_num;
 	m.rep.starting_psn = p->psn;
 	m.rep.responder_resources = p->responder_resources;
 	m.rep.initiator_depth = p->initiator_depth;
 	m.rep.target_ack_delay = WIRE_TARGET_ACK_DELAY;
 	m.rep.e2e_flow_control = p->flow_control;
 	m.rep.rnr_retry_count = p->rnr_retry_count;
-	m.rep.srq = p->srq;
+	m.rep.srq = p->srq || c->qp_type == IBV_QPT_XRC_RECV;
 	m.rep.local_ca_guid = c->dev ? c->dev->node_guid : 0;
 	pdata_copy(m.rep.pdata, IBCM_REP_PDATA, pdata, len);
 	wire_send(w, &m, ibcm_req_wait_ms(CM_PACKET_LIFETIME,
@@ -696,6 +734,7 @@ static void on_req(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	};
 	struct ibvd_cm_id *l, *c;
 	struct cm_wire *w = wire_requested(in, r->local_comm_id);
+	uint32_t qp_type = req_qp_type(r);
 	struct ibcm_msg mra;
 	int ret;
 
@@ -713,16 +752,14 @@ static void on_req(const struct ibvd_mad *in, const struct ibcm_msg *m)
 		answer_stranger(in, &mra);
 		return;
 	}
-	if (r->transport != IBCM_TRANSPORT_RC && r->transport != IBCM_TRANSPORT_UC) {
+	if (!qp_type) {
 		reject_stranger(in, m->hdr.tid, r->local_comm_id,
 				IBCM_REJ_INVALID_TRANSPORT_TYPE);
 		return;
 	}
 	ret = request_target(in, r->service_id, r->pdata, IBCM_REQ_PDATA, false,
 			     &l, &src, &dst);
-	if (ret == 0 &&
-	    !cm_listener_type_takes(l, r->transport == IBCM_TRANSPORT_UC ?
-					   IBV_QPT_UC : IBV_QPT_RC))
+	if (ret == 0 && !cm_listener_type_takes(l, qp_type))
 		ret = -1;
 	if (ret < 0) {
 		reject_stranger(in, m->hdr.tid, r->local_comm_id,
@@ -801,7 +838,8 @@ static void on_rep(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	rep.retry_count = a->local.retry_count;
 	rep.rnr_retry_count = r->rnr_retry_count;
 	rep.srq = r->srq;
-	rep.qp_num = r->local_qpn;
+	rep.qp_num = a->qp_type == IBV_QPT_XRC_SEND ? r->local_eecn :
+						      r->local_qpn;
 	rep.qkey = r->local_qkey;
 	rep.psn = r->starting_psn;
 	cm_reply_received(a, &rep, r->pdata, IBCM_REP_PDATA);

@@ -47,6 +47,21 @@ xrc_sent() {
 	PY
 }
 
+# xs_listening PID: until A's daemon lists a listening CM id (rdma_xserver
+# listens in RDMA_PS_IB), or PID exits (1).
+xs_listening() {
+	local i
+	for i in $(seq $((TMO * 10))); do
+		pid_running "$1" || return 1
+		SOCK=$SOCK_A ibvctl -j resource show cm_id 2>/dev/null | "$PYTHON" -c '
+import json, sys
+sys.exit(0 if any(e.get("state") == "LISTEN" for e in json.load(sys.stdin)) else 1)' &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 XSRQ_RE='^success$'
 before=$(xrc_sent)
 xrc_files
@@ -69,6 +84,32 @@ if command -v ib_send_bw >/dev/null 2>&1; then
 	xrc_files
 else
 	log "perftest is not installed"
+fi
+
+# rdma_xserver/rdma_xclient -c x: an XRC connection through the RDMA CM
+# (RDMA_PS_IB endpoints of types XRC_RECV and XRC_SEND), the IB CM's REQ
+# of transport type XRC; the target's SRQ number in the accept's private
+# data, one SEND into it.
+if command -v rdma_xserver >/dev/null 2>&1; then
+	check "rdma_xserver -c x (A, uid $USER1) and rdma_xclient -c x (B, uid $USER2)"
+	PORT=$((PORT + 1))
+	ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/rdma_xserver -p "$PORT" -c x \
+		>"$O/xs.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	xs_listening "$spid" || { show server "$O/xs.server"; fail "rdma_xserver never listened"; }
+	ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/rdma_xclient -s "$IPA" -p "$PORT" -c x \
+		>"$O/xs.client" 2>&1
+	rc=$?
+	server_rc "$spid"
+	if [ "$rc" -ne 0 ] || [ "$SERVER_RC" -ne 0 ]; then
+		show server "$O/xs.server"
+		show client "$O/xs.client"
+		fail "rdma_xserver/rdma_xclient -c x: server exited $SERVER_RC, client $rc"
+	fi
+	expect_grep 'rdma_xclient: end 0$' "$O/xs.client" "rdma_xclient -c x"
+	expect_grep 'rdma_xserver: end 0$' "$O/xs.server" "rdma_xserver -c x"
+	ok "an XRC connection through the CM across the wire"
 fi
 
 [ -n "$CAPTURE" ] || { log "no tshark or ethtool: the packets are not looked at"; exit 0; }
