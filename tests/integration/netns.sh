@@ -12,7 +12,8 @@
 #
 # Namespace A ($NSA, veth $VA, $IPA, daemon on $SOCK_A, $DAEMON_PID) runs
 # the servers, B ($NSB, $VB, $IPB, $SOCK_B, $PID_B) the clients.
-# capture_start / capture_stop: tshark on $VA into $PCAP meanwhile.
+# capture_prepare, capture_start / capture_stop: tshark on $VA into $PCAP
+# meanwhile.
 
 NSA=ibvd-wa-$$
 NSB=ibvd-wb-$$
@@ -256,6 +257,19 @@ stream_across() {
 	*UC=1*) ok "$what: $(sed -n 's/^stream: UC, //p' "$O/$NRUN.recv")" ;;
 	*) ok "$what: $(sed -n 's/^stream: //p' "$O/$NRUN.send" | tail -1), all received" ;;
 	esac
+}
+
+# capture_prepare NAME (after wire_up): $PCAP for the capture, $CHECK our
+# codec's reader of it; the veths cut runs of packets sent as one
+# datagram themselves (no tx-udp-segmentation), as a NIC without that
+# offload would, so that the capture holds each packet as it was made.
+capture_prepare() {
+	PCAP=$O/$1.pcap
+	CHECK=$T/bin/roce-pcap-check-helper
+	[ -x "$CHECK" ] || fail "roce-pcap-check-helper not built"
+	ip netns exec "$NSA" ethtool -K "$VA" tx-udp-segmentation off >/dev/null &&
+		ip netns exec "$NSB" ethtool -K "$VB" tx-udp-segmentation off >/dev/null ||
+		fail "ethtool -K tx-udp-segmentation off"
 }
 
 # capture_start: tshark on A's veth, RoCEv2 only, into $PCAP as classic

@@ -25,13 +25,8 @@ need_cmd /usr/bin/ibv_rc_pingpong /usr/bin/ibv_ud_pingpong \
 is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
-PCAP=$O/roce.pcap
-CHECK=$T/bin/roce-pcap-check-helper
-[ -x "$CHECK" ] || fail "roce-pcap-check-helper not built"
 wire_up
-ip netns exec "$NSA" ethtool -K "$VA" tx-udp-segmentation off >/dev/null &&
-	ip netns exec "$NSB" ethtool -K "$VB" tx-udp-segmentation off >/dev/null ||
-	fail "ethtool -K tx-udp-segmentation off"
+capture_prepare roce
 
 # ---- the capture -------------------------------------------------------
 

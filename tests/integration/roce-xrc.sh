@@ -15,19 +15,12 @@ need_cmd ibv_xsrq_pingpong
 is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
-PCAP=$O/xrc.pcap
-CHECK=$T/bin/roce-pcap-check-helper
-[ -x "$CHECK" ] || fail "roce-pcap-check-helper not built"
 CAPTURE=""
 command -v tshark >/dev/null 2>&1 && command -v ethtool >/dev/null 2>&1 && CAPTURE=1
 
 wire_up
-# The veths cut runs of packets sent as one datagram themselves, as in
-# roce-capture.sh: the capture holds the packets as they were made.
 if [ -n "$CAPTURE" ]; then
-	ip netns exec "$NSA" ethtool -K "$VA" tx-udp-segmentation off >/dev/null &&
-		ip netns exec "$NSB" ethtool -K "$VB" tx-udp-segmentation off >/dev/null ||
-		fail "ethtool -K tx-udp-segmentation off"
+	capture_prepare xrc
 	capture_start
 fi
 
