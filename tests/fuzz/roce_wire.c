@@ -37,13 +37,15 @@ static void clear_ignored(uint8_t *h, const struct roce_pkt *p)
 	h[8] &= 0x80;			/* AckReq; the rest reserved */
 	if (p->hdrs & ROCE_HDR_DETH)
 		h[ROCE_BTH_LEN + 4] = 0;
+	if (p->hdrs & ROCE_HDR_XRCETH)
+		h[ROCE_BTH_LEN] = 0;	/* XRCETH: reserved, then the SRQ */
 }
 
 /* Whether wire.h's rules say these bytes decode, worked out apart */
 static bool decodable(const uint8_t *d, size_t size)
 {
-	/* RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH, DETH */
-	static const size_t len[] = { 16, 4, 28, 8, 4, 4, 8 };
+	/* RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH, DETH, XRCETH */
+	static const size_t len[] = { 16, 4, 28, 8, 4, 4, 8, 4 };
 	size_t hl = ROCE_BTH_LEN, bit;
 	int hdrs;
 
@@ -52,7 +54,7 @@ static bool decodable(const uint8_t *d, size_t size)
 	hdrs = roce_opcode_hdrs(d[0]);
 	if (hdrs < 0)
 		return false;
-	for (bit = 0; bit < 7; bit++)
+	for (bit = 0; bit < 8; bit++)
 		if (hdrs & 1 << bit)
 			hl += len[bit];
 	return size >= hl + ROCE_ICRC_LEN &&
