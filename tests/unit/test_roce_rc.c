@@ -37,6 +37,11 @@
 #define REMOTE_RKEY	0x77u
 #define READ_LEN	4000u		/* 4 responses at MTU 1024 */
 #define WRITE_LEN	3000u		/* 3 packets at MTU 1024 */
+/* XRC's SRQs, and their PDs (fake addresses, never looked into) */
+#define GOOD_SRQN	0xABCDEFu	/* of PD_A, which holds REMOTE_RKEY */
+#define OTHER_SRQN	0xABCDF0u	/* of PD_B */
+#define PD_A		((struct ibvd_pd *)(uintptr_t)0x1000)
+#define PD_B		((struct ibvd_pd *)(uintptr_t)0x2000)
 /*
  * Both QPs' buffers are "client memory" behind this fd (their addresses
  * ours): the requester keeps only a pointer to them for a step in flight,
@@ -205,6 +210,8 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 			  struct eng_sgl *out)
 {
 	ck_assert_ptr_eq(target, &resp_qp);
+	if (target->qp_type == IBV_QPT_XRC_RECV && target->pd != PD_A)
+		return -EACCES;
 	if (rkey != REMOTE_RKEY || raddr < REMOTE_VA ||
 	    raddr + len > REMOTE_VA + sizeof(remote_mem) ||
 	    !(target->attr.access & access))
@@ -347,15 +354,16 @@ void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event)
 	responder_errors++;
 }
 
-/* XRC: the target's domain holds SRQ GOOD_SRQN only. */
-#define GOOD_SRQN	0xABCDEFu
+/* XRC: the target's domain holds GOOD_SRQN and OTHER_SRQN; the message's
+ * SRQ gives the target its PD. */
 static unsigned int xrc_taken;
 
 bool ibvd_eng_xrc_take(struct ibvd_qp *target, uint32_t srqn)
 {
 	ck_assert_ptr_eq(target, &resp_qp);
-	if (srqn != GOOD_SRQN)
+	if (srqn != GOOD_SRQN && srqn != OTHER_SRQN)
 		return false;
+	target->pd = srqn == GOOD_SRQN ? PD_A : PD_B;
 	xrc_taken++;
 	return true;
 }
@@ -860,7 +868,7 @@ START_TEST(xrc_srq_of_another_domain)
 	xrc_pair();
 	responder_error_expected = IBV_EVENT_QP_REQ_ERR;
 	send_req(&er, 0, 16);
-	er.w.xrc_srqn = GOOD_SRQN + 1;
+	er.w.xrc_srqn = 0x123456;	/* no SRQ of the domain */
 	ck_assert_int_eq(call(&er), RESP_PENDING);
 	expect_pkt(0, ROCE_OP_XRC | ROCE_RC_SEND_ONLY, 0xFFFFFE);
 	deliver(0);
@@ -872,6 +880,44 @@ START_TEST(xrc_srq_of_another_domain)
 	ck_assert_uint_eq(p.aeth.syndrome, ROCE_AETH_NAK_INV);
 	deliver(1);
 	ck_assert_int_eq(call(&er), RESP_INV_REQ);
+}
+END_TEST
+
+/*
+ * XRC: a READ's duplicate, after a SEND into an SRQ of another PD, is
+ * replayed in the PD of its own SRQ (its XRCETH's), not the last one's.
+ */
+START_TEST(xrc_duplicate_read_in_its_own_pd)
+{
+	unsigned int responses[] = { 1, 2, 3, 4 };
+	struct eng_req rd_req, snd;
+
+	xrc_pair();
+	read_req(&rd_req);
+	rd_req.w.xrc_srqn = GOOD_SRQN;
+	ck_assert_int_eq(call(&rd_req), RESP_PENDING);
+	expect_pkt(0, ROCE_OP_XRC | ROCE_RC_RDMA_READ_REQUEST, 0xFFFFFE);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+	expect_pkt(1, ROCE_OP_XRC | ROCE_RC_READ_RESPONSE_FIRST, 0xFFFFFE);
+	deliver_batch(responses, 4);
+	ck_assert_int_eq(call(&rd_req), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+
+	send_req(&snd, 0, 16);
+	snd.w.xrc_srqn = OTHER_SRQN;
+	ck_assert_int_eq(call(&snd), RESP_PENDING);
+	deliver(5);
+	ck_assert_ptr_eq(resp_qp.pd, PD_B);
+	deliver(6);
+	ck_assert_int_eq(call(&snd), RESP_OK);
+
+	/* the READ request again: four responses again */
+	deliver(0);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+	ck_assert_uint_eq(nsent, 11);
+	expect_pkt(7, ROCE_OP_XRC | ROCE_RC_READ_RESPONSE_FIRST, 0xFFFFFE);
+	expect_pkt(10, ROCE_OP_XRC | ROCE_RC_READ_RESPONSE_LAST, 0x1);
 }
 END_TEST
 
@@ -894,6 +940,7 @@ int main(void)
 	tcase_add_test(tc, held_receives_complete_before_the_flush);
 	tcase_add_test(tc, xrc_into_the_named_srq);
 	tcase_add_test(tc, xrc_srq_of_another_domain);
+	tcase_add_test(tc, xrc_duplicate_read_in_its_own_pd);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

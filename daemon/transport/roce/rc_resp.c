@@ -688,7 +688,9 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 	d = roce_psn_diff(p->psn, w->rx.epsn);
 	if (d < 0) {
 		ibvd_eng_port_count(qp, IBVD_PC_DUPLICATE_REQUEST, 1);
-		if (!uc)
+		/* XRC: a READ or atomic replayed in its own SRQ's PD */
+		if (!uc && (qp->qp_type != IBV_QPT_XRC_RECV ||
+			    ibvd_eng_xrc_take(qp, p->xrc_srqn)))
 			rx_duplicate(rd, qp, w, ip, p);
 		return;
 	}
