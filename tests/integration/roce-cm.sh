@@ -75,7 +75,11 @@ port_next() {
 # connects its data QPs with no sync after its first connection: its
 # client's REQ may come before its server listens again, and is refused
 # ("REJECTED; error: 8", no listener) as by any rdma_cm.  That one refusal
-# has the pair run once more, on PORT + 1.
+# has the pair run once more, on PORT + 1; the first try's output stays
+# beside the second's (.first).  Debian's perftest (4.5-0.17) then dies
+# of SIGSEGV in its own retry: rdma_cm_client_connection destroys its
+# cm_ids and frees their array, then resolves the freed ids again
+# (a core shows rdma_resolve_addr called with a freed id).
 cm_across() {
 	local what=$1 port=$2 sre=$3 cre=$4 s c rc_c rc_s
 	local -a SARGS=() CARGS=()
@@ -90,7 +94,8 @@ cm_across() {
 	cm_pair "$s" "$c" "$port"
 	if [ "$RC_C" -ne 0 ] && [ "${SARGS[0]}" = ib_send_bw ] &&
 	   grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$c.err"; then
-		log "$what: the client's data REQ came before the server's second listen (no listener: REJ); once more, on port $((port + 1))"
+		log "$what: the client's data REQ came before the server's second listen (no listener: REJ, client exit $RC_C); once more, on port $((port + 1))"
+		for f in "$s" "$s.err" "$c" "$c.err"; do mv "$f" "$f.first"; done
 		# SPID is the shell around timeout, which passes TERM on
 		pkill -TERM -P "$SPID" 2>/dev/null
 		wait_exit "$SPID" 5 || fail "$what: the first server did not stop"
