@@ -263,6 +263,9 @@ const char *ibvd_msg_type_name(uint16_t type)
 	case IBVD_MSG_DESTROY_SRQ:	return "DESTROY_SRQ";
 	case IBVD_MSG_CREATE_AH:	return "CREATE_AH";
 	case IBVD_MSG_DESTROY_AH:	return "DESTROY_AH";
+	case IBVD_MSG_ALLOC_DM:		return "ALLOC_DM";
+	case IBVD_MSG_FREE_DM:		return "FREE_DM";
+	case IBVD_MSG_IMPORT_DM:	return "IMPORT_DM";
 	case IBVD_MSG_ATTACH_MCAST:	return "ATTACH_MCAST";
 	case IBVD_MSG_DETACH_MCAST:	return "DETACH_MCAST";
 	case IBVD_MSG_CM_OPEN:		return "CM_OPEN";

@@ -89,6 +89,9 @@ enum ibvd_msg_type {
 	IBVD_MSG_OPEN_XRCD	= 0x0490,	/* OpenXrcd + 1 fd -> Handle */
 	IBVD_MSG_CLOSE_XRCD	= 0x0491,	/* Handle -> Empty */
 	IBVD_MSG_ALLOC_XRCD	= 0x0492,	/* Empty -> Handle: a private domain */
+	IBVD_MSG_ALLOC_DM	= 0x04a0,	/* AllocDm -> DmReply + 1 fd */
+	IBVD_MSG_FREE_DM	= 0x04a1,	/* Handle -> Empty */
+	IBVD_MSG_IMPORT_DM	= 0x04a2,	/* Handle -> DmReply + 1 fd */
 	IBVD_MSG_ATTACH_MCAST	= 0x0480,	/* Mcast -> Empty */
 	IBVD_MSG_DETACH_MCAST	= 0x0481,	/* Mcast -> Empty */
 

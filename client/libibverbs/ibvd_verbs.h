@@ -777,6 +777,8 @@ struct ibvc_dm {
 	void *base;				/* our own mapping */
 	size_t len;
 	unsigned int nmrs;			/* MRs on it, under dm_lock */
+	bool let_go;				/* unimported: unmapped with
+						 * its last MR, under dm_lock */
 };
 
 struct ibvc_mr {

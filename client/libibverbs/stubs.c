@@ -64,14 +64,3 @@ int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 {
 	return unsupported();
 }
-
-/* Sharing device memory between processes (rdma-core 1.13) */
-
-struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
-{
-	return unsupported_ptr();
-}
-
-void ibv_unimport_dm(struct ibv_dm *dm)
-{
-}

@@ -32,7 +32,7 @@
 /* The kinds that count as "objects": the rdma cgroup's hca_object. */
 static const enum ibvd_obj_kind hca_objects[] = {
 	IBVD_OBJ_PD, IBVD_OBJ_MR, IBVD_OBJ_MW, IBVD_OBJ_CQ, IBVD_OBJ_QP,
-	IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_XRCD,
+	IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_XRCD, IBVD_OBJ_DM,
 };
 
 /* What one connection adds to its process's row. */

@@ -39,6 +39,7 @@ enum ibvd_obj_kind {
 	IBVD_OBJ_AH,
 	IBVD_OBJ_XRCD,
 	IBVD_OBJ_CM_ID,
+	IBVD_OBJ_DM,
 	IBVD_OBJ_KIND_MAX,
 };
 

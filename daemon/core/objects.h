@@ -258,6 +258,14 @@ struct ibvd_srq {
 
 /* ---- address handles ------------------------------------------------- */
 
+/* Device memory: the memfd every process of the context maps. */
+struct ibvd_dm {
+	struct ibvd_context *ctx;
+	uint32_t handle;
+	int fd;
+	uint64_t length;		/* as asked for */
+};
+
 struct ibvd_ah {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;

@@ -93,6 +93,7 @@ static uint32_t kind_max(const struct ibvd_context *ctx, enum ibvd_obj_kind kind
 	case IBVD_OBJ_SRQ:		return (uint32_t)da.max_srq;
 	case IBVD_OBJ_AH:		return (uint32_t)da.max_ah;
 	case IBVD_OBJ_XRCD:		return (uint32_t)da.max_pd;
+	case IBVD_OBJ_DM:		return IBVD_CTX_MAX_DMS;
 	case IBVD_OBJ_COMP_CHANNEL:	return IBVD_CTX_MAX_CHANNELS;
 	default:			return 0;
 	}
@@ -364,6 +365,7 @@ static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	case IBVD_OBJ_COMP_CHANNEL:	ibvd_channel_destroy(obj); break;
 	case IBVD_OBJ_PD:		ibvd_pd_destroy(obj); break;
 	case IBVD_OBJ_XRCD:		ibvd_xrcd_close(ctx, handle, obj); break;
+	case IBVD_OBJ_DM:		ibvd_dm_destroy(obj); break;
 	default:			break;
 	}
 	return 0;
@@ -375,7 +377,7 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 	static const enum ibvd_obj_kind order[] = {
 		IBVD_OBJ_QP, IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_MW,
 		IBVD_OBJ_MR, IBVD_OBJ_CQ, IBVD_OBJ_COMP_CHANNEL, IBVD_OBJ_PD,
-		IBVD_OBJ_XRCD,
+		IBVD_OBJ_XRCD, IBVD_OBJ_DM,
 	};
 	size_t i;
 

@@ -24,6 +24,7 @@
 #include "server/call.h"
 #include "server/session.h"
 #include "util.h"
+#include "verbs.h"
 
 #define IBVD_VENDOR_ID		0xffffff
 #define IBVD_VENDOR_PART_ID	0
@@ -51,7 +52,6 @@
 #define IBVD_MAX_MCAST_QP_ATTACH 56
 #define IBVD_PAGE_SIZE_CAP	0xfffff000ull	/* 4 KiB .. 2 GiB pages */
 #define IBVD_LOCAL_CA_ACK_DELAY	15
-#define IBVD_MAX_DM_SIZE	(256u * 1024u)
 #define IBVD_ODP_UD_CAPS	(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | \
 				 IBV_ODP_SUPPORT_SRQ_RECV)
 #define IBVD_ODP_UC_CAPS	(IBVD_ODP_UD_CAPS | IBV_ODP_SUPPORT_WRITE)

@@ -42,6 +42,9 @@ struct ibvd_context;
  */
 #define IBVD_CTX_MAX_CHANNELS	4096
 #define IBVD_CTX_MAX_MCAST	1024		/* multicast attachments */
+/* Device memory: one allocation's most (max_dm_size), and a context's. */
+#define IBVD_MAX_DM_SIZE	(256u * 1024u)
+#define IBVD_CTX_MAX_DMS	256
 #define IBVD_MAX_INLINE		1024		/* max_inline_data of a QP */
 
 /* ---- context.c: what every handler asks of its context ------------------ */
@@ -179,6 +182,12 @@ void ibvd_pd_destroy(struct ibvd_pd *pd);
 int ibvd_req_import_device(struct ibvd_call *call);
 int ibvd_req_import_pd(struct ibvd_call *call);
 int ibvd_req_import_mr(struct ibvd_call *call);
+
+/* dm.c: device memory, shareable by the context's processes */
+int ibvd_req_alloc_dm(struct ibvd_call *call);
+int ibvd_req_free_dm(struct ibvd_call *call);
+int ibvd_req_import_dm(struct ibvd_call *call);
+void ibvd_dm_destroy(struct ibvd_dm *dm);
 
 int ibvd_req_reg_mr(struct ibvd_call *call);
 int ibvd_req_reg_mr_shared(struct ibvd_call *call);

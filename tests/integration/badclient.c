@@ -44,6 +44,11 @@
  *			QP_DIRECT_UD and QP_DIRECT_LEAVE -> EBUSY while both
  *			are there; the peer destroyed, QP_DIRECT_LEAVE works
  *			once (ENOENT after)
+ *	dm		ALLOC_DM of 0 bytes -> EINVAL, above max_dm_size ->
+ *			ENOMEM; FREE_DM and IMPORT_DM of no allocation ->
+ *			EINVAL; a good one's fd is a memfd of whole pages that
+ *			nobody can resize; IMPORT_DM sends the same file; 256
+ *			allocations, then ENOMEM; freed, it cannot be imported
  *	notopen		QUERY_* before OPEN_DEVICE, OPEN_DEVICE of an unknown
  *			device -> error replies, stays usable
  *	silent		a connection that never speaks does not hold up others
@@ -1272,6 +1277,103 @@ static void case_direct(void)
 	close(ctx);
 }
 
+/* ---- dm ------------------------------------------------------------------ */
+
+/*
+ * ALLOC_DM or IMPORT_DM and its reply: the handle (0 reported) and, in
+ * *ino, the inode of the one fd that came, which must be a sealed memfd
+ * of whole pages.
+ */
+static uint32_t dm_call(int ctx, uint16_t type, const ProtobufCMessage *msg,
+			ino_t *ino, const char *what)
+{
+	const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	Ibvd__DmReply *r;
+	uint32_t handle = 0;
+	struct stat st;
+
+	keep_fd = true;
+	r = call_unpack(ctx, type, msg, &ibvd__dm_reply__descriptor, what);
+	keep_fd = false;
+	if (!r)
+		goto out;
+	if (rep.nfds != 1 || fstat(rep.fd, &st) < 0)
+		bad("%s: %u fds", what, rep.nfds);
+	else if ((fcntl(rep.fd, F_GET_SEALS) & seals) != seals ||
+		 (uint64_t)st.st_size != ((r->length + 4095) & ~4095ull))
+		bad("%s: seals %#x, %lld bytes for %llu", what,
+		    (unsigned int)fcntl(rep.fd, F_GET_SEALS), (long long)st.st_size,
+		    (unsigned long long)r->length);
+	else {
+		handle = r->handle;
+		*ino = st.st_ino;
+	}
+	ibvd__dm_reply__free_unpacked(r, NULL);
+out:
+	if (rep.fd >= 0)
+		close(rep.fd);
+	return handle;
+}
+
+static void case_dm(void)
+{
+	Ibvd__AllocDm a = IBVD__ALLOC_DM__INIT;
+	Ibvd__Handle h = IBVD__HANDLE__INIT;
+	ino_t ino = 0, ino2 = 0;
+	uint32_t handle;
+	int ctx = conn_open(), n;
+
+	if (ctx < 0 || open_device(ctx) < 0)
+		return;
+	a.length = 0;
+	if (refused(ctx, IBVD_MSG_ALLOC_DM, &a.base, EINVAL, "ALLOC_DM of 0 bytes") == 0)
+		say("ALLOC_DM of 0 bytes: EINVAL");
+	a.length = 256 * 1024 + 1;
+	if (refused(ctx, IBVD_MSG_ALLOC_DM, &a.base, ENOMEM,
+		    "ALLOC_DM above max_dm_size") == 0)
+		say("ALLOC_DM above max_dm_size: ENOMEM");
+	h.handle = 12345;
+	if (refused(ctx, IBVD_MSG_FREE_DM, &h.base, EINVAL, "FREE_DM of nothing") == 0 &&
+	    refused(ctx, IBVD_MSG_IMPORT_DM, &h.base, EINVAL, "IMPORT_DM of nothing") == 0)
+		say("FREE_DM and IMPORT_DM of no allocation: EINVAL");
+
+	a.length = 100;
+	handle = dm_call(ctx, IBVD_MSG_ALLOC_DM, &a.base, &ino, "ALLOC_DM of 100 bytes");
+	h.handle = handle;
+	if (!handle ||
+	    !dm_call(ctx, IBVD_MSG_IMPORT_DM, &h.base, &ino2, "IMPORT_DM"))
+		return;
+	if (ino != ino2)
+		bad("IMPORT_DM sent another file (inode %lu, not %lu)",
+		    (unsigned long)ino2, (unsigned long)ino);
+	else
+		say("ALLOC_DM: a sealed memfd of one page; IMPORT_DM: the same file");
+
+	/* the context's 256 allocations (this one included), then no more */
+	for (n = 1; n < 300; n++) {
+		uint32_t id = next_id++;
+
+		if (send_msg(ctx, IBVD_MSG_ALLOC_DM, id, &a.base, NULL, 0, 0) < 0 ||
+		    recv_frame(ctx, TIMEOUT_MS) <= 0 || rep.hdr.req_id != id)
+			break;
+		if (rep.hdr.type != (IBVD_MSG_ALLOC_DM | IBVD_REPLY))
+			break;
+	}
+	if (n != 256 || rep.hdr.type != IBVD_MSG_ERROR)
+		bad("ALLOC_DM refused at %d allocations (type %#x), not 256", n,
+		    rep.hdr.type);
+	else
+		say("ALLOC_DM: 256 allocations, then an error");
+
+	if (call_ok(ctx, IBVD_MSG_FREE_DM, &h.base, NULL, 0, "FREE_DM") < 0 ||
+	    refused(ctx, IBVD_MSG_IMPORT_DM, &h.base, EINVAL, "IMPORT_DM once freed") < 0 ||
+	    refused(ctx, IBVD_MSG_FREE_DM, &h.base, EINVAL, "FREE_DM again") < 0)
+		return;
+	say("FREE_DM, then IMPORT_DM or FREE_DM of it: EINVAL");
+	check_usable(ctx, "the device memory requests");
+	close(ctx);
+}
+
 /* Lines of the daemon's /proc/PID/maps naming inode ino. */
 static int maps_with_inode(const char *pid, ino_t ino)
 {
@@ -2238,6 +2340,8 @@ int main(int argc, char **argv)
 		case_cmqp(arg);
 	else if (strcmp(case_name, "direct") == 0)
 		case_direct();
+	else if (strcmp(case_name, "dm") == 0)
+		case_dm();
 	else if (strcmp(case_name, "attachfds") == 0)
 		case_attachfds();
 	else if (strcmp(case_name, "silent") == 0)

@@ -2,7 +2,8 @@
  * dm-helper: device memory against a real daemon (dm.sh), one process,
  * loopback RC QPs: ibv_alloc_dm and its limits, ibv_memcpy_to/from_dm,
  * zero-based MRs on it (ibv_reg_dm_mr) as RDMA targets and sources and as
- * a local buffer, and ibv_free_dm refusing while an MR is on it.
+ * a local buffer, ibv_free_dm refusing while an MR is on it, and
+ * ibv_import_dm by handle (import.sh imports it in another process).
  */
 #include <check.h>
 #include <errno.h>
@@ -138,6 +139,60 @@ START_TEST(zero_based_mr)
 }
 END_TEST
 
+/*
+ * An import is the same memory by another mapping: what one side writes
+ * the other reads.  Bad and freed handles are refused; an unimport with
+ * an MR still on the import leaves that MR working until it goes.
+ */
+START_TEST(import_by_handle)
+{
+	struct ibv_dm *dm = dm_alloc(5000), *imp;
+	uint8_t in[5000], out[5000];
+	struct ibv_mr *mr, *host;
+	struct vt_pair p;
+	uint32_t handle = dm->handle;
+
+	ck_assert_uint_ne(handle, 0);
+	imp = ibv_import_dm(D.ctx, handle);
+	ck_assert_msg(imp != NULL, "ibv_import_dm: %s", strerror(errno));
+	ck_assert_uint_eq(imp->handle, handle);
+	ck_assert_ptr_eq(imp->context, D.ctx);
+	vt_fill(in, sizeof(in), 0, 44);
+	ck_assert_int_eq(ibv_memcpy_to_dm(dm, 0, in, sizeof(in)), 0);
+	ck_assert_int_eq(ibv_memcpy_from_dm(out, imp, 0, sizeof(out)), 0);
+	vt_expect_pat(out, sizeof(out), 0, 44, "the import reads the allocation");
+	vt_fill(in, 100, 0, 45);
+	ck_assert_int_eq(ibv_memcpy_to_dm(imp, 4900, in, 100), 0);
+	ck_assert_int_eq(ibv_memcpy_from_dm(out, dm, 4900, 100), 0);
+	vt_expect_pat(out, 100, 0, 45, "the allocation reads the import");
+	/* the import is as long as the allocation, not its pages */
+	ck_assert_int_eq(ibv_memcpy_to_dm(imp, 4990, in, 11), EINVAL);
+
+	errno = 0;
+	ck_assert_ptr_null(ibv_import_dm(D.ctx, handle + 1000));
+	ck_assert_int_eq(errno, EINVAL);
+
+	/* an MR on the import outlives the unimport */
+	mr = ibv_reg_dm_mr(D.pd, imp, 0, 5000, DM_ACCESS);
+	ck_assert_msg(mr != NULL, "ibv_reg_dm_mr on the import: %s", strerror(errno));
+	ibv_unimport_dm(imp);
+	vt_pair(&p, &D, NULL, 16);
+	host = vt_reg(D.pd, 5000, VT_ACCESS_ALL);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, host->addr,
+		4000, host->lkey, 0, mr->rkey);
+	vt_expect_ok(p.scq[0], NULL, 1, IBV_WC_RDMA_READ, "READ of the unimported DM's MR");
+	vt_expect_pat(host->addr, 4000, 0, 44, "what the READ brought");
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	vt_pair_free(&p);
+	vt_dereg(host);
+
+	ck_assert_int_eq(ibv_free_dm(dm), 0);
+	errno = 0;
+	ck_assert_ptr_null(ibv_import_dm(D.ctx, handle));
+	ck_assert_int_eq(errno, EINVAL);
+}
+END_TEST
+
 static Suite *dm_suite(void)
 {
 	Suite *s = suite_create("dm");
@@ -148,6 +203,7 @@ static Suite *dm_suite(void)
 	tcase_add_test(tc, limits);
 	tcase_add_test(tc, copy);
 	tcase_add_test(tc, zero_based_mr);
+	tcase_add_test(tc, import_by_handle);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,17 +1,19 @@
 /*
  * import-helper: sharing one device context between two processes of two
- * uids (import.sh), as ibv_import_device(3), ibv_import_pd(3) and
- * ibv_import_mr(3) define it.
+ * uids (import.sh), as ibv_import_device(3), ibv_import_pd(3),
+ * ibv_import_mr(3) and ibv_import_dm(3) define it.
  *
- *   import-helper owner DIR      opens the device, makes a PD, an MR and a
- *                                QP, hands its cmd_fd over DIR/cmd.sock
- *   import-helper importer DIR   imports the context, the PD and the MR,
- *                                makes a QP of its own on that PD and
- *                                talks to the owner's QP
+ *   import-helper owner DIR      opens the device, makes a PD, an MR,
+ *                                device memory and a QP, hands its cmd_fd
+ *                                over DIR/cmd.sock
+ *   import-helper importer DIR   imports the context, the PD, the MR and
+ *                                the device memory, makes a QP of its own
+ *                                on that PD and talks to the owner's QP
  *
  * What it shows: the importer's work requests reach the owner's memory
  * through the imported MR's lkey (its memory is the owner's, addressed by
- * iova), its own MR is its own memory, both processes' QPs are one
+ * iova), its own MR is its own memory, the imported device memory is the
+ * owner's (each reads what the other wrote), both processes' QPs are one
  * context's, bad handles and fds fail cleanly, the context outlives the
  * owner's ibv_close_device while the importer still uses it, and the
  * importer hears the async events about its own objects.
@@ -34,6 +36,8 @@
 #define SEED_SRC	11u	/* owner's first half: what the importer SENDs */
 #define SEED_WRITE	22u	/* importer's WRITE into the owner's second half */
 #define SEED_LATE	33u	/* importer's WRITE after the owner closed */
+#define SEED_DM		44u	/* owner's device memory, first half */
+#define SEED_DM_IMP	55u	/* the importer's, into its second half */
 
 static void sock_path(const char *dir, struct sockaddr_un *sun)
 {
@@ -119,6 +123,7 @@ static int take_fd(const char *dir)
 static struct ibv_mr *owner_mr, *owner_rmr;
 static struct ibv_cq *owner_cq;
 static struct ibv_qp *owner_qp;
+static struct ibv_dm *owner_dm;
 
 static int owner(const char *dir)
 {
@@ -133,13 +138,19 @@ static int owner(const char *dir)
 	owner_mr = vt_reg(d.pd, 2 * HALF, VT_ACCESS_ALL);
 	owner_rmr = vt_reg(d.pd, HALF, IBV_ACCESS_LOCAL_WRITE);
 	vt_fill(owner_mr->addr, HALF, 0, SEED_SRC);
+	owner_dm = ibv_alloc_dm(d.ctx, &(struct ibv_alloc_dm_attr){ .length = 2 * HALF });
+	vt_assert(owner_dm, "ibv_alloc_dm: %s", strerror(errno));
+	vt_fill(buf, sizeof(buf), 0, SEED_DM);
+	vt_assert(ibv_memcpy_to_dm(owner_dm, 0, buf, sizeof(buf)) == 0,
+		  "ibv_memcpy_to_dm");
 	owner_cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
 	vt_assert(owner_cq, "ibv_create_cq: %s", strerror(errno));
 	owner_qp = vt_qp(&d, owner_cq, owner_cq, &o);
 	vt_qp_addr(&d, owner_qp, &o, &me);
 	vt_addr_str(&me, buf, sizeof(buf));
-	vt_put(dir, "owner", "%u %u %u %u %llu %s\n", d.pd->handle, owner_mr->handle,
-	       owner_mr->lkey, owner_mr->rkey, (unsigned long long)(uintptr_t)owner_mr->addr, buf);
+	vt_put(dir, "owner", "%u %u %u %u %llu %u %s\n", d.pd->handle, owner_mr->handle,
+	       owner_mr->lkey, owner_mr->rkey, (unsigned long long)(uintptr_t)owner_mr->addr,
+	       owner_dm->handle, buf);
 	fd = dup(d.ctx->cmd_fd);
 	vt_assert(fd >= 0, "dup: %s", strerror(errno));
 	give_fd(dir, fd);
@@ -160,7 +171,11 @@ static int owner(const char *dir)
 		  "the importer never finished sending");
 	vt_expect_pat((uint8_t *)owner_mr->addr + HALF, HALF, 0, SEED_WRITE,
 		      "the importer's WRITE from its own MR");
-	printf("owner: the importer's SEND and WRITE landed\n");
+	vt_assert(ibv_memcpy_from_dm(owner_rmr->addr, owner_dm, HALF, HALF) == 0,
+		  "ibv_memcpy_from_dm");
+	vt_expect_pat(owner_rmr->addr, HALF, 0, SEED_DM_IMP,
+		      "what the importer copied into our device memory");
+	printf("owner: the importer's SEND, WRITE and device memory copy landed\n");
 
 	/* Our close leaves the context to the importer: our objects stay. */
 	vt_assert(ibv_close_device(d.ctx) == 0, "ibv_close_device: %s",
@@ -199,6 +214,9 @@ static void bad_imports(struct ibv_context *ctx, struct ibv_pd *pd,
 	errno = 0;
 	vt_assert(!ibv_import_mr(pd, 0xdeadbeef) && errno == EINVAL,
 		  "import_mr(bad handle): errno %d", errno);
+	errno = 0;
+	vt_assert(!ibv_import_dm(ctx, 0xdeadbeef) && errno == EINVAL,
+		  "import_dm(bad handle): errno %d", errno);
 	other = ibv_alloc_pd(ctx);
 	vt_assert(other, "ibv_alloc_pd: %s", strerror(errno));
 	errno = 0;
@@ -220,12 +238,13 @@ static void drain_sq(struct ibv_qp *qp)
 
 static int importer(const char *dir)
 {
-	unsigned int pd_handle, mr_handle, lkey, rkey;
+	unsigned int pd_handle, mr_handle, lkey, rkey, dm_handle;
 	unsigned long long raddr;
 	struct vt_qp_opts o = { 0 };
 	struct vt_addr me, peer;
 	struct vt_dev d = { 0 };
 	struct ibv_mr *imr, *mr;
+	struct ibv_dm *idm;
 	struct ibv_sge sge;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -236,8 +255,8 @@ static int importer(const char *dir)
 	fd = take_fd(dir);
 	vt_assert(vt_get(dir, "owner", buf, sizeof(buf), vt_tmo_ms()),
 		  "no word from the owner");
-	vt_assert(sscanf(buf, "%u %u %u %u %llu %199[^\n]", &pd_handle,
-			 &mr_handle, &lkey, &rkey, &raddr, addr) == 6,
+	vt_assert(sscanf(buf, "%u %u %u %u %llu %u %199[^\n]", &pd_handle,
+			 &mr_handle, &lkey, &rkey, &raddr, &dm_handle, addr) == 7,
 		  "bad owner line '%s'", buf);
 	vt_assert(vt_addr_parse(addr, &peer) == 0, "bad address '%s'", addr);
 
@@ -257,11 +276,20 @@ static int importer(const char *dir)
 		  "imported MR: lkey %#x rkey %#x length %zu addr %p",
 		  imr->lkey, imr->rkey, imr->length, imr->addr);
 	bad_imports(d.ctx, d.pd, mr_handle);
+	idm = ibv_import_dm(d.ctx, dm_handle);
+	vt_assert(idm, "ibv_import_dm: %s", strerror(errno));
+	vt_assert(idm->handle == dm_handle, "imported device memory's handle");
+	vt_assert(ibv_memcpy_from_dm(buf, idm, 0, sizeof(buf)) == 0,
+		  "ibv_memcpy_from_dm");
+	vt_expect_pat(buf, sizeof(buf), 0, SEED_DM, "the owner's device memory");
 
 	cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
 	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
 	qp = vt_qp(&d, cq, cq, &o);
 	mr = vt_reg(d.pd, HALF, VT_ACCESS_ALL);
+	vt_fill(mr->addr, HALF, 0, SEED_DM_IMP);
+	vt_assert(ibv_memcpy_to_dm(idm, HALF, mr->addr, HALF) == 0,
+		  "ibv_memcpy_to_dm");
 	vt_fill(mr->addr, HALF, 0, SEED_WRITE);
 	vt_qp_addr(&d, qp, &o, &me);
 	vt_addr_str(&me, buf, sizeof(buf));
@@ -298,6 +326,7 @@ static int importer(const char *dir)
 	vt_expect_async(d.ctx, IBV_EVENT_SQ_DRAINED, qp, "our QP drained");
 	printf("importer: async events reach the importer\n");
 
+	ibv_unimport_dm(idm);
 	/* Destroying through an import destroys for everyone. */
 	vt_assert(ibv_dereg_mr(imr) == 0, "ibv_dereg_mr of the imported MR");
 	vt_dereg(mr);
