@@ -50,6 +50,7 @@
  */
 #include <config.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,13 +239,10 @@ void ibvd_eng_inbound_flush(struct ibvd_qp *qp, bool flush)
 		ibvd_eng_recv_err(qp, in->wr_id, IBV_WC_WR_FLUSH_ERR);
 }
 
-bool ibvd_eng_kept_peek(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
+/* The held WQE as posted, its SGEs resolved again against pd. */
+static void inbound_wqe(const struct eng_inbound *in, const struct ibvd_pd *pd,
 			struct eng_recv *out)
 {
-	const struct eng_inbound *in = qp->inbound;
-
-	if (!in || !in->active || in->src)
-		return false;
 	out->wr_id = in->wr_id;
 	out->nsge = in->nsge;
 	memcpy(out->sge, in->sge, in->nsge * sizeof(out->sge[0]));
@@ -252,7 +250,68 @@ bool ibvd_eng_kept_peek(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
 	out->sgl.total = 0;
 	out->status = ibvd_eng_sges_resolve(out->sge, out->nsge, pd, true,
 					    &out->sgl);
+}
+
+bool ibvd_eng_kept_peek(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
+			struct eng_recv *out)
+{
+	const struct eng_inbound *in = qp->inbound;
+
+	if (!in || !in->active || in->src)
+		return false;
+	inbound_wqe(in, pd, out);
 	return true;
+}
+
+/*
+ * A wire transport's responder holds its WQE in the same place, marked
+ * as its own by src == qp: every flush, reset and destroy above then
+ * completes or forgets it as the engine's own.
+ */
+int ibvd_eng_wire_hold(struct ibvd_qp *qp, const struct eng_rq *rq,
+		       const struct eng_recv *rwqe)
+{
+	struct eng_inbound *in = qp->inbound;
+
+	if (!in && !(in = qp->inbound = calloc(1, sizeof(*in))))
+		return -ENOMEM;
+	/* first: a WQE a cut UC message left is taken back from here */
+	ibvd_eng_rq_consume(rq);
+	in->active = true;
+	in->src = qp;
+	in->src_qpn = 0;
+	in->seq = 0;
+	in->wr_id = rwqe->wr_id;
+	in->nsge = rwqe->nsge;
+	memcpy(in->sge, rwqe->sge, rwqe->nsge * sizeof(in->sge[0]));
+	return 0;
+}
+
+bool ibvd_eng_wire_held(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
+			struct eng_recv *out)
+{
+	const struct eng_inbound *in = qp->inbound;
+
+	if (!in || !in->active || in->src != qp)
+		return false;
+	inbound_wqe(in, pd, out);
+	return true;
+}
+
+void ibvd_eng_wire_release(struct ibvd_qp *qp)
+{
+	struct eng_inbound *in = qp->inbound;
+
+	if (in && in->active && in->src == qp)
+		in->active = false;
+}
+
+void ibvd_eng_wire_keep(struct ibvd_qp *qp)
+{
+	struct eng_inbound *in = qp->inbound;
+
+	if (in && in->active && in->src == qp)
+		in->src = NULL;
 }
 
 bool ibvd_eng_kept_take(struct ibvd_qp *qp)

@@ -335,6 +335,27 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 			const struct eng_recv *rwqe, enum ibv_wc_status status);
 
 /*
+ * A wire transport's responder (RoCE), under qp's receive lock, for a
+ * SEND of several packets into an SRQ, whose WQE it takes at the first:
+ *  - ibvd_eng_wire_hold: consume rwqe, just peeked from rq, and hold it
+ *    (its SGEs as posted) until the message ends; 0, or -ENOMEM (it
+ *    stays posted).  Flushes, RESET and destroy complete it with
+ *    WR_FLUSH_ERR, as a WQE the engine holds.
+ *  - ibvd_eng_wire_held: the WQE held, its SGEs resolved again against pd
+ *    (the receiver may have deregistered its MRs since the last packet);
+ *    false if none is held.
+ *  - ibvd_eng_wire_release: it completed (or failed): qp holds none.
+ *  - ibvd_eng_wire_keep: a UC message was cut short; the WQE stays for
+ *    the next message, which ibvd_eng_rq_peek and _consume give it.
+ */
+int ibvd_eng_wire_hold(struct ibvd_qp *qp, const struct eng_rq *rq,
+		       const struct eng_recv *rwqe);
+bool ibvd_eng_wire_held(const struct ibvd_qp *qp, const struct ibvd_pd *pd,
+			struct eng_recv *out);
+void ibvd_eng_wire_release(struct ibvd_qp *qp);
+void ibvd_eng_wire_keep(struct ibvd_qp *qp);
+
+/*
  * An error CQE (status) for receive WQE wr_id of target, consumed
  * earlier; target's state does not change.
  */

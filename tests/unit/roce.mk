@@ -35,7 +35,8 @@ TESTS += tests/unit/test_roce_rc
 tests_unit_test_roce_rc_SOURCES = tests/unit/test_roce_rc.c \
 	daemon/transport/roce/rc.c daemon/transport/roce/rc_resp.c \
 	daemon/transport/roce/packet.c daemon/transport/roce/gso.c \
-	daemon/transport/roce/internal.h $(ROCE_WIRE_SOURCES)
+	daemon/transport/roce/internal.h daemon/engine/chunk.c \
+	$(ROCE_WIRE_SOURCES)
 tests_unit_test_roce_rc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_rc_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_roce_rc_LDADD = $(UNIT_LIBS)

@@ -28,6 +28,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "engine/internal.h"
 #include "engine/transport.h"
 #include "transport/roce/internal.h"
 
@@ -179,6 +180,15 @@ static void sgl_move(const struct eng_sgl *sgl, uint64_t off, uint8_t *buf,
 	ck_assert_uint_eq(len, 0);
 }
 
+/* The requester's first 4 KiB: a pattern to find again at the responder. */
+static void fill_local(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < 4096; i++)
+		local_mem[i] = (uint8_t)(i * 13 + 5);
+}
+
 /* A one-segment list over our own buffer. */
 static void sgl_over(struct eng_sgl *sgl, uint8_t *buf,
 				      uint64_t len)
@@ -259,12 +269,23 @@ uint64_t ibvd_eng_timeout_ns(uint8_t timeout)
 
 /*
  * Each QP's receive queue: how many WQEs are posted (wr_ids from 100 on,
- * buffers in local_mem), and the receive completions written, in order.
+ * each 2048 bytes at local_mem + 4096), and the receive completions
+ * written, in order.  With use_srq the responder's queue is an SRQ, whose
+ * WQE a SEND holds in the engine's responder state (chunk.c, linked in):
+ * its SGE is resolved again for each packet, and fails once the MR under
+ * it is gone (mr_gone).
  */
+#define RECV_LKEY	0x55u
 static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int rq_posted[2], rq_taken[2];
 static struct { const struct ibvd_qp *qp; uint64_t wr_id; } recvs_done[8];
 static unsigned int nrecvs_done, turns_asked;
+static bool use_srq, mr_gone;
+static unsigned int resolves;
+/* error completions of receives (only where a test expects them) */
+static bool recv_errs_expected;
+static struct { uint64_t wr_id; enum ibv_wc_status status; } recv_errs[4];
+static unsigned int nrecv_errs;
 
 static unsigned int rq_index(const struct ibvd_qp *qp)
 {
@@ -276,22 +297,50 @@ void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq)
 	memset(rq, 0, sizeof(*rq));
 	rq->qp = qp;
 	rq->lock = &rq_lock;
+	rq->pd = PD_A;
+	if (use_srq && qp == &resp_qp)
+		rq->srq = qp->srq;
 }
 
+enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
+					 unsigned int nsge,
+					 const struct ibvd_pd *pd, bool write,
+					 struct eng_sgl *out)
+{
+	ck_assert_uint_eq(nsge, 1);
+	ck_assert_ptr_eq(pd, PD_A);
+	ck_assert(write);
+	ck_assert_uint_eq(sge[0].lkey, RECV_LKEY);
+	resolves++;
+	if (mr_gone)
+		return IBV_WC_LOC_PROT_ERR;
+	sgl_over(out, (uint8_t *)(uintptr_t)sge[0].addr, sge[0].length);
+	return IBV_WC_SUCCESS;
+}
+
+/* As the engine's: a WQE a cut UC message left comes first. */
 int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 {
 	unsigned int q = rq_index(rq->qp);
 
+	if (ibvd_eng_kept_peek(rq->qp, rq->pd, out))
+		return 1;
 	if (rq_taken[q] == rq_posted[q])
 		return 0;
 	memset(out, 0, sizeof(*out));
 	out->wr_id = 100 + rq_taken[q];
+	out->nsge = 1;
+	out->sge[0].addr = (uintptr_t)(local_mem + 4096);
+	out->sge[0].length = 2048;
+	out->sge[0].lkey = RECV_LKEY;
 	sgl_over(&out->sgl, local_mem + 4096, 2048);
 	return 1;
 }
 
 void ibvd_eng_rq_consume(const struct eng_rq *rq)
 {
+	if (ibvd_eng_kept_take(rq->qp))
+		return;
 	rq_taken[rq_index(rq->qp)]++;
 }
 
@@ -314,9 +363,31 @@ void ibvd_eng_recv_fail(struct ibvd_qp *target, const struct eng_rq *rq,
 void ibvd_eng_recv_err(struct ibvd_qp *target, uint64_t wr_id,
 		       enum ibv_wc_status status)
 {
+	ck_assert_ptr_eq(target, &resp_qp);
+	ck_assert_msg(recv_errs_expected, "receive %llu completed with status %d",
+		      (unsigned long long)wr_id, status);
+	ck_assert_uint_lt(nrecv_errs, sizeof(recv_errs) / sizeof(recv_errs[0]));
+	recv_errs[nrecv_errs].wr_id = wr_id;
+	recv_errs[nrecv_errs].status = status;
+	nrecv_errs++;
+}
+
+/* What chunk.c needs besides: nothing here sends to a local QP. */
+void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
+		       const struct ibvd_qp *src, const struct eng_req *req,
+		       const struct eng_rcv_info *info)
+{
 	(void)target;
-	ck_abort_msg("receive %llu completed with status %d: no SRQ here",
-		     (unsigned long long)wr_id, status);
+	(void)src;
+	(void)req;
+	(void)info;
+	ck_abort_msg("a local receive completion (%llu)", (unsigned long long)wr_id);
+}
+
+struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num)
+{
+	(void)qp_num;
+	return NULL;
 }
 
 void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
@@ -343,13 +414,16 @@ int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key, bool commit)
 	return -EINVAL;
 }
 
-/* A test that expects the responder's error says which (else none). */
-static uint32_t responder_error_expected, responder_errors;
+/* A test that expects the responder's error says with which event
+ * (0: none); -1: no error expected. */
+static int64_t responder_error_expected;
+static uint32_t responder_errors;
 
 void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event)
 {
 	ck_assert_ptr_eq(target, &resp_qp);
-	ck_assert_msg(responder_error_expected && event == responder_error_expected,
+	/* the first decides; a second (the NAK's) changes nothing */
+	ck_assert_msg(responder_errors || event == responder_error_expected,
 		      "responder error %u", event);
 	responder_errors++;
 }
@@ -412,7 +486,10 @@ static void setup(void)
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
 	nrecvs_done = turns_asked = 0;
-	responder_error_expected = responder_errors = xrc_taken = 0;
+	responder_error_expected = -1;
+	responder_errors = xrc_taken = 0;
+	use_srq = mr_gone = recv_errs_expected = false;
+	resolves = nrecv_errs = 0;
 	memset(counters, 0, sizeof(counters));
 	memset(&rd, 0, sizeof(rd));
 	memset(&dev, 0, sizeof(dev));
@@ -442,6 +519,8 @@ static void teardown(void)
 	roce_rx_self = NULL;
 	roce_rc_forget(&req_qp);
 	roce_rc_forget(&resp_qp);
+	free(resp_qp.inbound);
+	resp_qp.inbound = NULL;
 }
 
 /* A READ of READ_LEN bytes from REMOTE_VA into local_mem. */
@@ -921,6 +1000,288 @@ START_TEST(xrc_duplicate_read_in_its_own_pd)
 }
 END_TEST
 
+/* ---- duplicate READs: which answer is replayed ------------------------- */
+
+/* Hand the responder packet p again, as the wire would. */
+static void rx_again(const struct roce_pkt *p)
+{
+	struct roce_ip ip;
+	struct roce_pkt q;
+
+	decode(0, &ip, &q);			/* the request's addresses */
+	roce_rx_self = &rd;
+	roce_rc_rx(&rd, &resp_qp, &ip, p);
+	roce_rx_self = NULL;
+}
+
+/*
+ * A READ at a PSN an older READ had, 2^24 PSNs before (its resource not
+ * yet retired here): its duplicate replays the newer READ's bytes; one
+ * that does not lie within the READ answered (another rkey, past its
+ * end) is dropped, as rxe drops it.
+ */
+START_TEST(duplicate_read_answers_the_newest)
+{
+	struct roce_ip ip;
+	struct roce_pkt again, p;
+	struct eng_req er;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);				/* READ 1 from REMOTE_VA */
+	ck_assert_uint_eq(nsent, 5);
+	((struct roce_qp *)resp_qp.wire)->rx.epsn = 0xFFFFFE;	/* 2^24 PSNs on */
+	decode(0, &ip, &again);
+	again.reth.va = REMOTE_VA + 100;	/* READ 2, same PSN, elsewhere */
+	rx_again(&again);
+	ck_assert_uint_eq(nsent, 9);
+	decode(5, &ip, &p);
+	ck_assert_mem_eq(p.payload, remote_mem + 100, 64);
+
+	first = nsent;
+	rx_again(&again);			/* READ 2's duplicate */
+	ck_assert_uint_eq(nsent, first + 4);
+	decode(first, &ip, &p);
+	ck_assert_mem_eq(p.payload, remote_mem + 100, 64);
+
+	again.reth.rkey = REMOTE_RKEY + 1;
+	rx_again(&again);
+	again.reth.rkey = REMOTE_RKEY;
+	again.reth.len = READ_LEN + 1;
+	rx_again(&again);
+	ck_assert_uint_eq(nsent, first + 4);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 3);
+}
+END_TEST
+
+/*
+ * A READ's resource is retired once the expected PSN is 2^21 past it:
+ * its duplicate then gets no answer (the requester, whose window is 512
+ * PSNs, never asks that far back).
+ */
+START_TEST(old_read_resources_retire)
+{
+	struct roce_ip ip;
+	struct roce_pkt rd_again, snd;
+	uint8_t payload[16] = { 0 };
+	struct eng_req er;
+	struct roce_qp *w;
+	unsigned int before;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+	w = resp_qp.wire;
+	w->rx.epsn = roce_psn_add(0xFFFFFE, (1u << 21) + 8);
+	w->rx.res_aged = 0;			/* its turn comes next */
+	rq_posted[1] = 1;
+	decode(0, &ip, &snd);			/* the next request in order: */
+	snd.opcode = ROCE_RC_SEND_ONLY;		/* a SEND of 16 bytes */
+	snd.hdrs = (unsigned int)roce_opcode_hdrs(snd.opcode);
+	snd.payload = payload;
+	snd.payload_len = sizeof(payload);
+	snd.psn = w->rx.epsn;
+	rx_again(&snd);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	before = nsent;
+	decode(0, &ip, &rd_again);
+	rx_again(&rd_again);
+	ck_assert_uint_eq(nsent, before);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+}
+END_TEST
+
+/* ---- receives from an SRQ: the WQE a SEND holds ------------------------- */
+
+/* The responder's receives come from an SRQ with `posted` WQEs. */
+static void srq_setup(unsigned int posted)
+{
+	use_srq = true;
+	resp_qp.srq = (struct ibvd_srq *)(uintptr_t)0x3000;
+	rq_posted[1] = posted;
+}
+
+/* The last packet sent is an RC ACK or NAK: its syndrome. */
+static uint8_t last_syndrome(void)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	decode(nsent - 1, &ip, &p);
+	ck_assert_uint_eq(p.opcode, ROCE_RC_ACKNOWLEDGE);
+	return p.aeth.syndrome;
+}
+
+/*
+ * Each packet of a SEND into an SRQ WQE resolves its SGE again: once the
+ * MR under it is deregistered after the first packet, the last writes
+ * nothing, and the WQE completes with LOC_PROT_ERR (NAK remote operational
+ * error, the QP in ERR).
+ */
+START_TEST(srq_send_resolves_each_packet)
+{
+	struct eng_req er;
+	static const uint8_t zero[1024];
+
+	srq_setup(1);
+	recv_errs_expected = true;
+	responder_error_expected = 0;
+	fill_local();
+	send_req(&er, 0, 2000);			/* FIRST and LAST at MTU 1024 */
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 2);
+	deliver(0);
+	ck_assert_uint_eq(rq_taken[1], 1);
+	ck_assert_uint_eq(resolves, 0);		/* the peek resolved it */
+	ck_assert_mem_eq(local_mem + 4096, local_mem, 1024);
+	mr_gone = true;
+	deliver(1);
+	ck_assert_uint_eq(resolves, 1);
+	ck_assert_mem_eq(local_mem + 4096 + 1024, zero, sizeof(zero));
+	ck_assert_uint_eq(nrecvs_done, 0);
+	ck_assert_uint_eq(nrecv_errs, 1);
+	ck_assert_uint_eq(recv_errs[0].wr_id, 100);
+	ck_assert_int_eq(recv_errs[0].status, IBV_WC_LOC_PROT_ERR);
+	ck_assert_uint_eq(responder_errors, 1);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_OP);
+}
+END_TEST
+
+/*
+ * A SEND longer than the SRQ WQE it took: the WQE completes with
+ * LOC_LEN_ERR and the sender hears invalid request (as from rxe), with
+ * the responder's QP_REQ_ERR event.
+ */
+START_TEST(srq_send_too_long)
+{
+	struct eng_req er;
+
+	srq_setup(1);
+	recv_errs_expected = true;
+	responder_error_expected = IBV_EVENT_QP_REQ_ERR;
+	send_req(&er, 0, 3000);			/* 3 packets, 2048-byte WQE */
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	deliver(0);
+	deliver(1);
+	ck_assert_uint_eq(nrecv_errs, 0);
+	deliver(2);
+	ck_assert_uint_eq(nrecvs_done, 0);
+	ck_assert_uint_eq(nrecv_errs, 1);
+	ck_assert_uint_eq(recv_errs[0].wr_id, 100);
+	ck_assert_int_eq(recv_errs[0].status, IBV_WC_LOC_LEN_ERR);
+	ck_assert_uint_ge(responder_errors, 1);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_INV);
+}
+END_TEST
+
+/*
+ * The WQE held between a SEND's packets is the engine's to flush: a
+ * RESET (or destroy) mid-message completes it with WR_FLUSH_ERR, and
+ * nothing is held afterwards.
+ */
+START_TEST(srq_wqe_flushed_at_reset)
+{
+	struct eng_req er;
+	struct eng_recv rwqe;
+
+	srq_setup(2);
+	recv_errs_expected = true;
+	send_req(&er, 0, 2000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(rq_taken[1], 1);
+	ck_assert(ibvd_eng_wire_held(&resp_qp, PD_A, &rwqe));
+	ck_assert_uint_eq(rwqe.wr_id, 100);
+	ibvd_eng_chunk_forget(&resp_qp);	/* what RESET and destroy do */
+	ck_assert_uint_eq(nrecv_errs, 1);
+	ck_assert_uint_eq(recv_errs[0].wr_id, 100);
+	ck_assert_int_eq(recv_errs[0].status, IBV_WC_WR_FLUSH_ERR);
+	ck_assert(!ibvd_eng_wire_held(&resp_qp, PD_A, &rwqe));
+	ck_assert_uint_eq(rq_taken[1], 1);
+}
+END_TEST
+
+/*
+ * UC: a message that lost its last packet gives the SRQ WQE it took to
+ * the next message, which completes in it; the SRQ's next WQE stays.
+ */
+START_TEST(uc_cut_message_leaves_srq_wqe_to_the_next)
+{
+	struct eng_req a, b;
+
+	req_qp.qp_type = resp_qp.qp_type = IBV_QPT_UC;
+	srq_setup(2);
+	fill_local();
+	send_req(&a, 0, 2000);			/* packets 0 and 1 */
+	call(&a);
+	send_req(&b, 2000, 2000);		/* packets 2 and 3 */
+	call(&b);
+	ck_assert_uint_eq(nsent, 4);
+	deliver(0);
+	ck_assert_uint_eq(rq_taken[1], 1);
+	deliver(2);				/* 1 lost: a PSN gap */
+	ck_assert_uint_eq(rq_taken[1], 1);
+	deliver(3);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_uint_eq(recvs_done[0].wr_id, 100);
+	ck_assert_uint_eq(rq_taken[1], 1);
+	ck_assert_mem_eq(local_mem + 4096, local_mem + 2000, 2000);
+}
+END_TEST
+
+/*
+ * A packet that does not continue the message in progress is an invalid
+ * request: a SEND_LAST inside a WRITE, a WRITE_MIDDLE inside a SEND, a
+ * READ inside either.  Nothing of it is executed.
+ */
+static void out_of_place(bool in_write, uint8_t opcode)
+{
+	struct eng_req er;
+	struct roce_ip ip;
+	struct roce_pkt p;
+	uint8_t payload[100];
+
+	setup();
+	rq_posted[1] = 1;
+	responder_error_expected = IBV_EVENT_QP_REQ_ERR;
+	if (in_write)
+		write_req(&er, 0);		/* FIRST, MIDDLE, LAST */
+	else
+		send_req(&er, 0, 3000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	decode(1, &ip, &p);			/* the MIDDLE, as another packet */
+	memset(payload, 0x5A, sizeof(payload));
+	p.opcode = opcode;
+	p.hdrs = (unsigned int)roce_opcode_hdrs(opcode);
+	p.payload = payload;
+	p.payload_len = opcode == ROCE_RC_RDMA_READ_REQUEST ? 0 : sizeof(payload);
+	p.reth.va = REMOTE_VA;
+	p.reth.rkey = REMOTE_RKEY;
+	p.reth.len = 64;
+	roce_rx_self = &rd;
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(nrecvs_done, 0);
+	ck_assert_uint_eq(responder_errors, 1);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_INV);
+	teardown();
+}
+
+START_TEST(packet_out_of_its_message)
+{
+	out_of_place(true, ROCE_RC_SEND_LAST);
+	out_of_place(true, ROCE_RC_SEND_MIDDLE);
+	out_of_place(false, ROCE_RC_RDMA_WRITE_MIDDLE);
+	out_of_place(false, ROCE_RC_RDMA_WRITE_LAST);
+	out_of_place(true, ROCE_RC_RDMA_READ_REQUEST);
+	out_of_place(false, ROCE_RC_RDMA_READ_REQUEST);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("roce_rc");
@@ -941,6 +1302,13 @@ int main(void)
 	tcase_add_test(tc, xrc_into_the_named_srq);
 	tcase_add_test(tc, xrc_srq_of_another_domain);
 	tcase_add_test(tc, xrc_duplicate_read_in_its_own_pd);
+	tcase_add_test(tc, duplicate_read_answers_the_newest);
+	tcase_add_test(tc, old_read_resources_retire);
+	tcase_add_test(tc, srq_send_resolves_each_packet);
+	tcase_add_test(tc, srq_send_too_long);
+	tcase_add_test(tc, srq_wqe_flushed_at_reset);
+	tcase_add_test(tc, uc_cut_message_leaves_srq_wqe_to_the_next);
+	tcase_add_test(tc, packet_out_of_its_message);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -217,15 +217,15 @@ struct roce_qp {
 		uint32_t msn;		/* messages completed */
 		bool nak_sent;		/* a PSN NAK is out: quiet until epsn */
 		bool in_msg;		/* inside a SEND or WRITE */
+		bool msg_write;		/* that message is a WRITE */
 		uint64_t done;		/* bytes of it so far */
-		bool wqe_held;		/* SRQ: the WQE consumed at FIRST */
 		uint32_t xrc_srqn;	/* XRC: the SRQ the message is for */
-		struct eng_recv *wqe;	/* SRQ: that WQE */
 		uint64_t w_va;		/* WRITE: where it goes next */
 		uint32_t w_rkey;
 		uint64_t w_left;
 		struct roce_resource res[ROCE_RESOURCES];
 		unsigned int res_next;
+		unsigned int res_aged;	/* the next one resource_age looks at */
 		/* completions held behind the requester's (ROCE_HELD_RECVS) */
 		uint32_t nheld;
 		struct roce_held_recv held[ROCE_HELD_RECVS];

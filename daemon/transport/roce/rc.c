@@ -56,11 +56,6 @@ static struct roce_qp *roce_qp_new(struct ibvd_qp *qp)
 
 	if (!w)
 		return NULL;
-	w->rx.wqe = calloc(1, sizeof(*w->rx.wqe));
-	if (!w->rx.wqe) {
-		free(w);
-		return NULL;
-	}
 	pthread_mutex_init(&w->lock, NULL);
 	roce_qp_path(qp, &w->path);
 	return w;
@@ -70,7 +65,6 @@ static void roce_qp_free(struct roce_qp *w)
 {
 	pthread_mutex_destroy(&w->lock);
 	free(w->tx.m);
-	free(w->rx.wqe);
 	free(w);
 }
 

@@ -235,32 +235,60 @@ static void send_complete(struct ibvd_qp *qp, struct roce_qp *w,
 }
 
 /*
+ * Does a SEND (write false) or WRITE packet fit the message in progress?
+ * A FIRST or ONLY starts one, a MIDDLE or LAST continues one of its own
+ * kind; anything else is an invalid request (rxe's check_op_seq).
+ */
+static bool continues(const struct roce_qp *w, bool first, bool write)
+{
+	if (first)
+		return !w->rx.in_msg;
+	return w->rx.in_msg && w->rx.msg_write == write;
+}
+
+/*
  * Under the RQ's lock: the WQE this packet fills.  An RQ's stays posted
  * until the message's last packet (a flush then still finds it); an SRQ's
- * is taken at the first, as other QPs share the queue.
+ * is taken at the first, as other QPs share the queue, and the QP holds
+ * it in the engine's responder state (ibvd_eng_wire_hold), where flushes
+ * find it.  Each packet resolves its SGEs again: between two packets the
+ * receiver may deregister the MR they name.
  */
-static int send_wqe(struct ibvd_qp *qp, struct roce_qp *w, struct eng_rq *rq,
-		    bool first, struct eng_recv *rwqe)
+static int send_wqe(struct ibvd_qp *qp, struct eng_rq *rq, bool first,
+		    struct eng_recv *rwqe)
 {
 	int ret;
 
-	if (rq->srq && !first) {
-		if (!w->rx.wqe_held)
-			return 0;
-		*rwqe = *w->rx.wqe;
-		return 1;
-	}
+	if (rq->srq && !first)
+		return ibvd_eng_wire_held(qp, rq->pd, rwqe) ? 1 : 0;
 	ret = ibvd_eng_rq_peek(rq, rwqe);
 	if (ret < 0) {
 		ibvd_eng_rq_broken(qp, rq);
 		return ret;
 	}
-	if (ret > 0 && rq->srq) {
-		ibvd_eng_rq_consume(rq);
-		*w->rx.wqe = *rwqe;
-		w->rx.wqe_held = true;
-	}
+	/* no room to hold it: answered as a NIC out of resources */
+	if (ret > 0 && rq->srq && ibvd_eng_wire_hold(qp, rq, rwqe) < 0)
+		return 0;
 	return ret;
+}
+
+/*
+ * Under the RQ's lock: the message fails at the responder with status.
+ * An RQ's WQE is consumed with that; an SRQ's, held since the first
+ * packet, too.  The QP goes to ERR, with the async event (or 0) of the
+ * error's kind.
+ */
+static void send_fail(struct ibvd_qp *qp, struct roce_qp *w,
+		      const struct eng_rq *rq, const struct eng_recv *rwqe,
+		      enum ibv_wc_status status, uint32_t event)
+{
+	if (rq->srq)
+		ibvd_eng_wire_release(qp);
+	else
+		ibvd_eng_rq_consume(rq);
+	ibvd_eng_recv_err(qp, rwqe->wr_id, status);
+	ibvd_eng_responder_error(qp, event);
+	w->rx.in_msg = false;
 }
 
 /*
@@ -273,9 +301,11 @@ static int send_wqe(struct ibvd_qp *qp, struct roce_qp *w, struct eng_rq *rq,
 static void uc_too_long(struct ibvd_qp *qp, struct roce_qp *w,
 			const struct eng_rq *rq, const struct eng_recv *rwqe)
 {
-	if (rq->srq)
+	if (rq->srq) {
+		ibvd_eng_wire_release(qp);
 		ibvd_eng_recv_err(qp, rwqe->wr_id, IBV_WC_REM_INV_REQ_ERR);
-	w->rx.in_msg = w->rx.wqe_held = false;
+	}
+	w->rx.in_msg = false;
 }
 
 static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
@@ -287,17 +317,19 @@ static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 	struct eng_rq rq;
 	int ret;
 
-	if (first != !w->rx.in_msg)
-		return OUT_INV;		/* FIRST inside a message, or MIDDLE out */
+	if (!continues(w, first, false))
+		return OUT_INV;
 	ibvd_eng_rq_of(qp, &rq);
 	pthread_mutex_lock(rq.lock);
-	ret = send_wqe(qp, w, &rq, first, &rwqe);
+	ret = send_wqe(qp, &rq, first, &rwqe);
 	if (ret <= 0) {
 		out = ret < 0 ? OUT_DROP : OUT_RNR;
 		goto out;
 	}
-	if (first)
+	if (first) {
+		w->rx.msg_write = false;
 		w->rx.done = 0;
+	}
 	if (rwqe.status == IBV_WC_SUCCESS &&
 	    w->rx.done + p->payload_len <= rwqe.sgl.total)
 		ret = ibvd_eng_copy_in(&rwqe.sgl, w->rx.done, p->payload,
@@ -314,29 +346,33 @@ static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 		out = OUT_DROP;
 		goto out;
 	}
-	if (rwqe.status != IBV_WC_SUCCESS ||
-	    w->rx.done + p->payload_len > rwqe.sgl.total || ret < 0) {
-		enum ibv_wc_status st = rwqe.status != IBV_WC_SUCCESS ?
-					rwqe.status : IBV_WC_LOC_LEN_ERR;
-
-		if (!rq.srq)
-			ibvd_eng_recv_fail(qp, &rq, &rwqe, st);
-		else
-			ibvd_eng_responder_error(qp, 0);
-		w->rx.in_msg = w->rx.wqe_held = false;
+	/* the receiver's WQE or memory: its error, NAK remote operational */
+	if (rwqe.status != IBV_WC_SUCCESS || ret < 0) {
+		send_fail(qp, w, &rq, &rwqe, rwqe.status != IBV_WC_SUCCESS ?
+			  rwqe.status : IBV_WC_LOC_PROT_ERR, 0);
 		out = OUT_OP;
+		goto out;
+	}
+	/* longer than the WQE: the sender's, NAK invalid request (as rxe) */
+	if (w->rx.done + p->payload_len > rwqe.sgl.total) {
+		send_fail(qp, w, &rq, &rwqe, IBV_WC_LOC_LEN_ERR,
+			  IBV_EVENT_QP_REQ_ERR);
+		out = OUT_INV;
 		goto out;
 	}
 	w->rx.done += p->payload_len;
 	w->rx.in_msg = !last;
 	if (last) {
+		/* a key the sender may not invalidate: as the local engine */
 		if ((p->hdrs & ROCE_HDR_IETH) && ibvd_eng_remote_inv(qp, p->ieth, true) < 0) {
-			out = OUT_OP;
+			send_fail(qp, w, &rq, &rwqe, IBV_WC_MW_BIND_ERR,
+				  IBV_EVENT_QP_REQ_ERR);
+			out = OUT_INV;
 			goto out;
 		}
 		if (!rq.srq)
 			ibvd_eng_rq_consume(&rq);
-		w->rx.wqe_held = false;
+		ibvd_eng_wire_release(qp);
 		send_complete(qp, w, p, rwqe.wr_id);
 	}
 out:
@@ -346,31 +382,66 @@ out:
 
 /* ---- responder: WRITE ----------------------------------------------------- */
 
-/* Is a receive WQE posted for qp (its RQ or SRQ)? */
-static bool recv_available(struct ibvd_qp *qp)
+/*
+ * WRITE with immediate, last packet: the receive WQE that takes the
+ * immediate, peeked with rq's lock taken and kept until the WRITE is done
+ * (ibvd_eng_rq_consume then), so that no QP sharing an SRQ takes it in
+ * between.  OUT_OK, or with none posted OUT_RNR (the lock released).
+ */
+static enum outcome imm_wqe(struct ibvd_qp *qp, struct eng_rq *rq,
+			    struct eng_recv *rwqe)
 {
-	struct eng_recv rwqe;
-	struct eng_rq rq;
 	int ret;
 
-	ibvd_eng_rq_of(qp, &rq);
-	pthread_mutex_lock(rq.lock);
-	ret = ibvd_eng_rq_peek(&rq, &rwqe);
-	pthread_mutex_unlock(rq.lock);
-	return ret != 0;
+	ibvd_eng_rq_of(qp, rq);
+	pthread_mutex_lock(rq->lock);
+	ret = ibvd_eng_rq_peek(rq, rwqe);
+	if (ret > 0)
+		return OUT_OK;
+	if (ret < 0)
+		ibvd_eng_rq_broken(qp, rq);
+	pthread_mutex_unlock(rq->lock);
+	return ret < 0 ? OUT_DROP : OUT_RNR;
+}
+
+/* The WRITE's data lands at dst: 0, or what answers it. */
+static enum outcome write_data(struct roce_dev *rd, struct ibvd_qp *qp,
+			       struct roce_qp *w, const struct roce_ip *ip,
+			       const struct roce_pkt *p, bool imm_last)
+{
+	struct eng_sgl dst = { 0 };
+	int ret;
+
+	/* checked per packet: the MR may go between two of them */
+	if (ibvd_eng_rkey_resolve(qp, w->rx.w_rkey, w->rx.w_va, p->payload_len,
+				  IBV_ACCESS_REMOTE_WRITE, &dst) < 0)
+		return OUT_ACCESS;
+	/* with immediate, the completion follows: it lands now, after the run */
+	if (imm_last && roce_rx_self == rd)
+		wrun_flush_locked(rd);
+	if (!p->payload_len || (!imm_last && wrun_take(rd, qp, w, ip, p, &dst)))
+		return OUT_OK;
+	ret = ibvd_eng_copy_in(&dst, 0, p->payload, p->payload_len);
+	/* the target's process gone: nobody answers */
+	if (ret < 0)
+		return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
+	return OUT_OK;
 }
 
 static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 			     struct roce_qp *w, const struct roce_ip *ip,
 			     const struct roce_pkt *p)
 {
-	bool imm_last;
 	bool first = op_first(p->opcode), last = op_last(p->opcode);
-	struct eng_sgl dst = { 0 };
+	bool imm_last = last && (p->hdrs & ROCE_HDR_IMM);
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+	enum outcome out;
 
-	if (first != !w->rx.in_msg)
+	if (!continues(w, first, true))
 		return OUT_INV;
 	if (first) {
+		w->rx.msg_write = true;
 		w->rx.w_va = p->reth.va;
 		w->rx.w_rkey = p->reth.rkey;
 		w->rx.w_left = p->reth.len;
@@ -381,29 +452,21 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 		return OUT_INV;
 	/* with immediate: no receive WQE, no data moves (the RNR NAK's
 	 * retry brings this packet again) */
-	if (last && (p->hdrs & ROCE_HDR_IMM) && !recv_available(qp))
-		return OUT_RNR;
-	/* checked per packet: the MR may go between two of them */
-	if (ibvd_eng_rkey_resolve(qp, w->rx.w_rkey, w->rx.w_va, p->payload_len,
-				  IBV_ACCESS_REMOTE_WRITE, &dst) < 0)
-		return OUT_ACCESS;
-	/* with immediate, the completion follows: it lands now, after the run */
-	imm_last = last && (p->hdrs & ROCE_HDR_IMM);
-	if (imm_last && roce_rx_self == rd)
-		wrun_flush_locked(rd);
-	if (p->payload_len && (imm_last || !wrun_take(rd, qp, w, ip, p, &dst))) {
-		int ret = ibvd_eng_copy_in(&dst, 0, p->payload, p->payload_len);
-
-		/* the target's process gone: nobody answers */
-		if (ret < 0)
-			return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
+	if (imm_last && (out = imm_wqe(qp, &rq, &rwqe)) != OUT_OK)
+		return out;
+	out = write_data(rd, qp, w, ip, p, imm_last);
+	if (out != OUT_OK) {
+		/* the WQE stays posted: the QP's error flushes it */
+		if (imm_last)
+			pthread_mutex_unlock(rq.lock);
+		return out;
 	}
 	w->rx.w_va += p->payload_len;
 	w->rx.w_left -= p->payload_len;
 	w->rx.done += p->payload_len;
 	w->rx.in_msg = !last;
-	/* WRITE with immediate: a receive WQE takes the immediate */
-	if (last && (p->hdrs & ROCE_HDR_IMM)) {
+	/* WRITE with immediate: the receive WQE takes the immediate */
+	if (imm_last) {
 		struct eng_rcv_done d = {
 			.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 			/* the WRITE's length, as rxe reports it */
@@ -413,19 +476,9 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 			.src_qp = qp->attr.dest_qp_num,
 			.solicited = p->se,
 		};
-		struct eng_recv rwqe;
-		struct eng_rq rq;
-		int ret;
 
-		ibvd_eng_rq_of(qp, &rq);
-		pthread_mutex_lock(rq.lock);
-		ret = ibvd_eng_rq_peek(&rq, &rwqe);
-		if (ret > 0) {
-			ibvd_eng_rq_consume(&rq);
-			recv_done(qp, w, rwqe.wr_id, &d);
-		} else if (ret < 0) {
-			ibvd_eng_rq_broken(qp, &rq);
-		}
+		ibvd_eng_rq_consume(&rq);
+		recv_done(qp, w, rwqe.wr_id, &d);
 		pthread_mutex_unlock(rq.lock);
 	}
 	return OUT_OK;
@@ -584,13 +637,58 @@ static enum outcome rx_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 
 /* ---- responder: PSNs ------------------------------------------------------ */
 
+/*
+ * The newest READ or atomic whose responses hold psn, or NULL.  Newest
+ * first: an older one of the same PSNs is from before the 24-bit PSN came
+ * round (resource_age retires those long before).
+ */
+static const struct roce_resource *resource_of(const struct roce_qp *w,
+					       uint32_t psn)
+{
+	unsigned int i;
+
+	for (i = 1; i <= ROCE_RESOURCES; i++) {
+		const struct roce_resource *r =
+			&w->rx.res[(w->rx.res_next + ROCE_RESOURCES - i) % ROCE_RESOURCES];
+		int32_t d = roce_psn_diff(psn, r->psn);
+
+		if (r->valid && d >= 0 && (uint32_t)d < r->npsn)
+			return r;
+	}
+	return NULL;
+}
+
+/*
+ * Two resources a request: one the expected PSN left more than
+ * ROCE_RES_AGE_PSNS behind is retired, so that none is still there when
+ * the 24-bit PSN comes round to it again.  Between two looks at the same
+ * resource come 64 requests, at most 2^15 PSNs each (an 8 MiB READ at
+ * MTU 256): it is retired before it is 2^22 behind, far from 2^23, where
+ * PSN distances turn round.  No requester asks again that far back (its
+ * window is ROCE_TX_WINDOW).
+ */
+#define ROCE_RES_AGE_PSNS	(1u << 21)
+
+static void resource_age(struct roce_qp *w)
+{
+	unsigned int k;
+
+	for (k = 0; k < 2; k++) {
+		struct roce_resource *r = &w->rx.res[w->rx.res_aged++ % ROCE_RESOURCES];
+
+		if (r->valid &&
+		    roce_psn_diff(w->rx.epsn, r->psn) > (int32_t)ROCE_RES_AGE_PSNS)
+			r->valid = false;
+	}
+}
+
 /* A duplicate: ACK again, or answer a READ or atomic again. */
 static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 			 struct roce_qp *w, const struct roce_ip *ip,
 			 const struct roce_pkt *p)
 {
-	uint8_t op = p->opcode & 0x1F;
-	unsigned int i;
+	uint8_t op = ROCE_OP_OPERATION(p->opcode);
+	const struct roce_resource *r;
 
 	if (op != ROCE_RC_RDMA_READ_REQUEST && op != ROCE_RC_COMPARE_SWAP &&
 	    op != ROCE_RC_FETCH_ADD) {
@@ -599,18 +697,19 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 				  ROCE_AETH_ACK);
 		return;
 	}
-	for (i = 0; i < ROCE_RESOURCES; i++) {
-		const struct roce_resource *r = &w->rx.res[i];
-		int32_t d = roce_psn_diff(p->psn, r->psn);
-
-		if (!r->valid || d < 0 || (uint32_t)d >= r->npsn)
-			continue;
-		if (r->atomic)
-			atomic_ack(rd, qp, w, ip, r);
-		else
-			read_respond(rd, qp, w, ip, r, (uint32_t)d);
+	r = resource_of(w, p->psn);
+	if (!r || r->atomic != (op != ROCE_RC_RDMA_READ_REQUEST))
+		return;
+	if (r->atomic) {
+		atomic_ack(rd, qp, w, ip, r);
 		return;
 	}
+	/* a READ asked again (from its start or from a later response, as
+	 * rxe's requester may) lies within the one answered: else dropped */
+	if (p->reth.rkey != r->rkey || p->reth.va < r->va ||
+	    p->reth.len > r->len || p->reth.va - r->va > r->len - p->reth.len)
+		return;
+	read_respond(rd, qp, w, ip, r, (uint32_t)roce_psn_diff(p->psn, r->psn));
 }
 
 static void rx_nak(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
@@ -667,9 +766,28 @@ static enum outcome execute(struct roce_dev *rd, struct ibvd_qp *qp,
 		return rx_send(qp, w, p);
 	if (op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY_IMM)
 		return rx_write(rd, qp, w, ip, p);
+	/* a READ or atomic inside a SEND or WRITE: out of order */
+	if (w->rx.in_msg)
+		return OUT_INV;
 	if (op == ROCE_RC_RDMA_READ_REQUEST)
 		return rx_read(rd, qp, w, ip, p);
 	return rx_atomic(rd, qp, w, ip, p);
+}
+
+/*
+ * A UC message lost packets: what follows of it is dropped.  An SRQ WQE
+ * it took waits for the next message, as a UC responder of rxe's reuses
+ * it (the engine's local path does the same, chunk.c).
+ */
+static void uc_cut_short(struct ibvd_qp *qp, struct roce_qp *w)
+{
+	struct eng_rq rq;
+
+	ibvd_eng_rq_of(qp, &rq);
+	pthread_mutex_lock(rq.lock);
+	ibvd_eng_wire_keep(qp);
+	pthread_mutex_unlock(rq.lock);
+	w->rx.in_msg = false;
 }
 
 static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
@@ -695,9 +813,11 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 		return;
 	}
 	if (d > 0) {
-		/* UC: the message in progress is lost; a new one may begin */
+		/* UC: the message in progress is lost; a new one may begin
+		 * (and takes the SRQ WQE the lost one held, as rxe's) */
 		if (uc) {
-			w->rx.in_msg = false;
+			if (w->rx.in_msg)
+				uc_cut_short(qp, w);
 			if (!op_first(op))
 				return;
 			w->rx.epsn = p->psn;
@@ -711,6 +831,7 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 		}
 	}
 	w->rx.nak_sent = false;
+	resource_age(w);
 	out = execute(rd, qp, w, ip, p);
 	if (out != OUT_OK) {
 		if (!uc)
