@@ -135,14 +135,24 @@ static int cq_poke_fd(const struct ibvc_cq *cq)
  * unless no receive is posted for what it sends.
  */
 static void rx_armed(struct ibvc_qp *qp, struct ibvc_direct *d, bool armed,
-		     uint32_t arm, uint32_t kind)
+		     uint32_t kind)
 {
 	const struct ibvc_wq *wq = qp->qp.srq ? &to_ibvc_srq(qp->qp.srq)->rq :
 						&qp->rq;
+	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.recv_cq);
+	uint32_t arm;
 
 	if (armed) {
-		arm = arm ? arm : 1;	/* non-zero, once in 2^32 arms the same */
-		if (cq_poke_fd(to_ibvc_cq(qp->qp.recv_cq)) < 0)
+		/*
+		 * A token of this publication, not the CQ's arm number: a
+		 * sender pokes once per token (wake_receiver), and an arm a
+		 * poll kept (ibvc_direct_poll_end) is published again.
+		 */
+		arm = __atomic_add_fetch(&cq->direct.arm_token, 1, __ATOMIC_RELAXED);
+		if (!arm)
+			arm = __atomic_add_fetch(&cq->direct.arm_token, 1,
+						 __ATOMIC_RELAXED);
+		if (cq_poke_fd(cq) < 0)
 			kind |= IBVD_TRANSIT_ARM_UNWATCHED;
 		if (ibvd_read_once(&wq->client->tail) ==
 		    ibvd_read_once(&wq->client->direct_head))
@@ -230,6 +240,12 @@ static bool cq_armed(const struct ibvc_cq *cq)
 	       __atomic_load_n(&cq->ring.client->fired, __ATOMIC_ACQUIRE) + 1;
 }
 
+/* Does any completion fire cq's arm, or only a solicited one (or an error)? */
+static bool arm_any(const struct ibvc_cq *cq)
+{
+	return ibvd_read_once(&cq->ring.client->arm_flags) & IBVD_ARM_NEXT;
+}
+
 static int fifo_init(struct ibvc_cq *cq)
 {
 	uint32_t cap = ibvd_roundup_pow2((uint32_t)cq->cq.cqe + 1);
@@ -259,9 +275,7 @@ static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
 	rcq->direct.receivers = qp;
 	/* armed before we knew of the rings: the sender must know it */
 	if (cq_armed(rcq))
-		rx_armed(qp, d, true,
-			 ibvd_read_once(&rcq->ring.client->arm_seq),
-			 ibvd_read_once(&rcq->ring.client->arm_flags));
+		rx_armed(qp, d, true, ibvd_read_once(&rcq->ring.client->arm_flags));
 	return 0;
 }
 
@@ -798,7 +812,10 @@ static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 			return false;
 		now = ibvd_mono_ns();
 		c = ibvd_read_once(&d->out.ctl->consumed);
-		if (!since || c != *consumed) {
+		/* only a step forward, up to what we produced, is progress:
+		 * a receiver's line that moves anywhere else keeps no one here */
+		if (!since || (c != *consumed && (uint32_t)(c - *consumed) <=
+			       (uint32_t)(d->produced - *consumed))) {
 			*consumed = c;
 			since = now;
 			asked = false;
@@ -1089,6 +1106,12 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 	pthread_mutex_lock(&d->wake_lock);
 	if (!cq_armed(cq))
 		goto out;
+	/* solicited only: a send's success fires nothing, its failure does */
+	if (!arm_any(cq)) {
+		kind = WAKE_ON_FAIL;
+		ibvd_publish(&ctl->sender_waits, IBVD_TRANSIT_WAKE_ON_FAIL);
+		goto out;
+	}
 	arm = ibvd_read_once(&cq->ring.client->arm_seq);
 	was = ibvd_read_once(&ctl->sender_waits);
 	kind = WAKE_AT;
@@ -1690,7 +1713,7 @@ static bool wake_sender(struct ibvc_direct *d)
 static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = qp->direct;
-	uint32_t expect = IBVD_WQ_CLAIM_FREE, start, arm, from;
+	uint32_t expect = IBVD_WQ_CLAIM_FREE, start, arm, from, budget;
 	struct ibvd_wq_client *rc;
 	struct placing p;
 
@@ -1714,8 +1737,14 @@ static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	p.placed = 0;
 	start = p.consumed;
 	from = p.head;
+	/*
+	 * At most a ring's worth of messages a call: a sender that keeps
+	 * writing ones that are dropped (no WQE for UC, a wrong Q_Key for UD)
+	 * keeps no poller of ours here.
+	 */
 	if (p.tail - p.head <= p.q.wq->nslots)
-		while (place_one(cq, qp, d, &p))
+		for (budget = d->in.ncells; budget && place_one(cq, qp, d, &p);
+		     budget--)
 			;
 	if (!p.hand_off && p.head == p.tail && qp->qp.qp_type == IBV_QPT_RC &&
 	    ibvd_observe(&d->in.ctl->produced) != p.consumed)
@@ -1741,7 +1770,7 @@ static void disarm(struct ibvc_cq *cq)
 	struct ibvc_qp *qp;
 
 	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
-		rx_armed(qp, qp->direct, false, 0, 0);
+		rx_armed(qp, qp->direct, false, 0);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
 		if (ibvd_read_once(&qp->direct->out.ctl->sender_waits))
 			ibvd_write_once(&qp->direct->out.ctl->sender_waits, 0);
@@ -1800,6 +1829,8 @@ static bool fire_senders(struct ibvc_cq *cq, bool wake)
 	uint32_t arm, now = ibvd_read_once(&cq->ring.client->arm_seq);
 	struct ibvc_qp *qp;
 
+	if (!arm_any(cq))
+		return false;
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
 		struct ibvd_transit_ctl *ctl = qp->direct->out.ctl;
 
@@ -1930,6 +1961,23 @@ void ibvc_direct_recv_posted(struct ibvc_qp *qp)
 	pthread_mutex_unlock(&rcq->lock);
 }
 
+/*
+ * An armed CQ whose channel has no wake-up pair (none made, or a peer
+ * shut it): we could not fire for what we place and leave, so the
+ * engine places what the rings hold, and fires, as for any CQE of its
+ * own.  Senders to such an arm ring the engine themselves
+ * (IBVD_TRANSIT_ARM_UNWATCHED); we ring for what came before they knew.
+ */
+static void leave_to_engine(struct ibvc_cq *cq)
+{
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
+		if (ibvd_observe(&qp->direct->in.ctl->produced) !=
+		    ibvd_read_once(&qp->direct->in.ctl->consumed))
+			ring_own(qp);
+}
+
 /* ---- polling and arming (CQ lock) -------------------------------------- */
 
 void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
@@ -1948,24 +1996,68 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
 		take_back_polling(qp);
 	}
 	cq->direct.deferring = true;
-	place_all(cq, true, false);
+	if (cq_armed(cq) && cq_poke_fd(cq) < 0)
+		leave_to_engine(cq);
+	else
+		place_all(cq, true, false);
 	cq->direct.deferring = false;
 	if (!cq_armed(cq))
 		disarm(cq);
 }
 
+/*
+ * Publish cq's arm in its receivers' rings (a new token each time), then
+ * look: a message that came as we armed is for whoever sleeps on the
+ * channel, who looks at the rings, places it and fires
+ * (ibvc_direct_take_event); a poll of ours that takes it first leaves no
+ * event behind.
+ */
+static void publish_arm(struct ibvc_cq *cq)
+{
+	bool pending = false;
+	struct ibvc_qp *qp;
+
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver) {
+		struct ibvc_direct *d = qp->direct;
+
+		rx_armed(qp, d, true, ibvd_read_once(&cq->ring.client->arm_flags));
+		ibvd_full_fence();
+		if (ibvd_observe(&d->in.ctl->produced) ==
+		    ibvd_read_once(&d->in.ctl->consumed))
+			continue;
+		if (cq_poke_fd(cq) >= 0)
+			pending = true;
+		else
+			ring_own(qp);
+	}
+	if (pending)
+		ibvc_poke(cq_poke_fd(cq));
+}
+
+/*
+ * The poll is over: what it placed and left in the CQ fires the arm, as
+ * a NIC's CQE that came after the arm.  What it placed and took fired
+ * nothing, and the arm stays: its senders, which woke us once for the
+ * arm they saw (wake_receiver), must see it published again, or a
+ * sleeper would not hear of their next message.
+ */
 void ibvc_direct_poll_end(struct ibvc_cq *cq)
 {
 	uint32_t mask = cq->direct.cap - 1, i, fires = 0;
 
-	if (!cq->direct.unfired)
-		return;
-	for (i = cq->direct.head; i != cq->direct.tail; i++) {
-		fires |= cq->direct.fifo[i & mask].unfired;
-		cq->direct.fifo[i & mask].unfired = 0;
+	if (cq->direct.unfired) {
+		for (i = cq->direct.head; i != cq->direct.tail; i++) {
+			fires |= cq->direct.fifo[i & mask].unfired;
+			cq->direct.fifo[i & mask].unfired = 0;
+		}
+		cq->direct.unfired = 0;
+		fire(cq, fires, true);
 	}
-	cq->direct.unfired = 0;
-	fire(cq, fires, true);
+	if (cq->direct.absorbed) {
+		cq->direct.absorbed = false;
+		if (cq_armed(cq))
+			publish_arm(cq);
+	}
 }
 
 static bool fifo_pop(struct ibvc_cq *cq, struct ibvd_cqe *cqe)
@@ -1975,8 +2067,10 @@ static bool fifo_pop(struct ibvc_cq *cq, struct ibvd_cqe *cqe)
 	if (cq->direct.tail == cq->direct.head)
 		return false;
 	e = &cq->direct.fifo[cq->direct.head++ & (cq->direct.cap - 1)];
-	if (e->unfired)
+	if (e->unfired) {
 		cq->direct.unfired--;
+		cq->direct.absorbed = true;
+	}
 	*cqe = e->cqe;
 	return true;
 }
@@ -2032,31 +2126,10 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
 
 void ibvc_direct_armed(struct ibvc_cq *cq)
 {
-	bool pending = false;
 	enum wake_kind kind;
 	struct ibvc_qp *qp;
 
-	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver) {
-		struct ibvc_direct *d = qp->direct;
-
-		rx_armed(qp, d, true, ibvd_read_once(&cq->ring.client->arm_seq),
-			 ibvd_read_once(&cq->ring.client->arm_flags));
-		ibvd_full_fence();
-		if (ibvd_observe(&d->in.ctl->produced) ==
-		    ibvd_read_once(&d->in.ctl->consumed))
-			continue;
-		if (cq_poke_fd(cq) >= 0)
-			pending = true;
-		else
-			ring_own(qp);
-	}
-	/*
-	 * A message came as we armed: whoever sleeps on the channel looks at
-	 * the rings, places it and fires (ibvc_direct_take_event); a poll of
-	 * ours that takes it first leaves no event behind.
-	 */
-	if (pending)
-		ibvc_poke(cq_poke_fd(cq));
+	publish_arm(cq);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
 		struct ibvc_direct *d = qp->direct;
 

@@ -393,6 +393,9 @@ struct ibvc_cq {
 		bool polling;			/* limit applies */
 		bool deferring;			/* a poll places: fire at its end */
 		uint32_t unfired;		/* fifo entries with .unfired */
+		bool absorbed;			/* a poll took one of those */
+		uint32_t arm_token;		/* the last rx_armed published;
+						 * atomic */
 		uint32_t moves_seen;		/* engine->direct_moves; atomic */
 		uint32_t events;		/* fired here, not handed out */
 	} direct;

@@ -1425,6 +1425,114 @@ START_TEST(wake_pair_hostile)
 END_TEST
 
 /*
+ * A poll that takes a SEND that came after the arm leaves the arm armed
+ * (event_timing); a receiver that then sleeps on it wakes for the next
+ * SEND, though its sender woke it once for that arm already.  Twice, and
+ * once with the arm asked for again before the sleep.
+ */
+START_TEST(arm_kept_by_a_poll)
+{
+	struct sleeper s = { .want = 3 };
+	struct events_fx f;
+	pthread_t thread;
+	uint64_t id;
+
+	events_open(&f, true);
+	s.ch = f.rch;
+	s.cq = f.rcq;
+	for (id = 1; id <= 6; id++)
+		vt_recv(f.p.qp[1], id, f.b->addr, 4096, f.b->lkey);
+	for (id = 1; id <= 5; id += 2) {
+		ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+		vt_send(f.p.qp[0], id, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+		poll_once(f.rcq, id, IBV_WC_RECV, "a SEND after the arm, polled");
+		if (id == 5)
+			ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+		if (id == 1)
+			ck_assert_int_eq(pthread_create(&thread, NULL, sleeper_main,
+							&s), 0);
+		vt_sleep_ms(20);	/* asleep in ibv_get_cq_event */
+		vt_send(f.p.qp[0], id + 1, IBV_WR_SEND, 0, f.a->addr, 8,
+			f.a->lkey, 0, 0);
+		sleeper_wait(&s, (unsigned int)(id + 1) / 2,
+			     "the next SEND to a receiver asleep on the arm a poll kept");
+		poll_once(f.rcq, id + 1, IBV_WC_RECV, "the SEND that woke it");
+	}
+	pthread_join(thread, NULL);
+	events_close(&f);
+}
+END_TEST
+
+/*
+ * A solicited-only arm on a send CQ: a SEND's success fires nothing, as
+ * on the engine's path (only an error would).
+ */
+START_TEST(solicited_arm_on_send_cq)
+{
+	struct events_fx f;
+	struct ibv_wc wc;
+
+	events_open(&f, true);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.scq, 1), 0);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+		f.a->addr, 8, f.a->lkey, 0, 0);
+	vt_expect_ok(f.rcq, &wc, 1, IBV_WC_RECV, "its receive");
+	ck_assert_msg(!channel_ready(f.ch, QUIET_MS),
+		      "a successful SEND fired a solicited-only send CQ");
+	vt_expect_ok(f.scq, &wc, 1, IBV_WC_SEND, "the SEND");
+	events_close(&f);
+}
+END_TEST
+
+/*
+ * A peer shut the receiver's wake-up pair, then two SENDs came after the
+ * arm: a poll that takes one leaves the other in the CQ, and its event
+ * comes all the same (the engine places and fires: the library could
+ * not wake a sleeper for it).
+ */
+START_TEST(arm_without_wake_pair)
+{
+	struct ibv_send_wr w[2], *bad;
+	struct ibv_sge sge;
+	struct events_fx f;
+	struct ibv_wc wc;
+	int fds[16], n, i;
+
+	events_open(&f, true);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	take_event(f.rch, f.rcq, "before the pair is shut");
+	poll_once(f.rcq, 1, IBV_WC_RECV, "the first SEND");
+	n = wake_pair_fds(fds, 16);
+	for (i = 0; i < n; i++)
+		shutdown(fds[i], SHUT_WR);
+	expect_no_event(f.rch, "the shut pair");
+
+	vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	vt_recv(f.p.qp[1], 3, f.b->addr, 4096, f.b->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)f.a->addr, .length = 8,
+				.lkey = f.a->lkey };
+	memset(w, 0, sizeof(w));
+	w[0].wr_id = 2;
+	w[0].sg_list = &sge;
+	w[0].num_sge = 1;
+	w[0].opcode = IBV_WR_SEND;
+	w[0].next = &w[1];
+	w[1] = w[0];
+	w[1].wr_id = 3;
+	w[1].next = NULL;
+	ck_assert_int_eq(ibv_post_send(f.p.qp[0], w, &bad), 0);
+	vt_expect_ok(f.rcq, &wc, 2, IBV_WC_RECV, "the first of two");
+	take_event(f.rch, f.rcq, "the SEND left in the armed CQ");
+	poll_once(f.rcq, 3, IBV_WC_RECV, "the one left");
+	events_close(&f);
+}
+END_TEST
+
+/*
  * Many pairs between the same two channels: their wake-up pairs cost the
  * process a few descriptors, not two for every QP (client poke.c).
  */
@@ -2829,6 +2937,9 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, solicited_arm_error);
 	tcase_add_test(tc, sleeper_moves);
 	tcase_add_test(tc, wake_pair_hostile);
+	tcase_add_test(tc, arm_kept_by_a_poll);
+	tcase_add_test(tc, solicited_arm_on_send_cq);
+	tcase_add_test(tc, arm_without_wake_pair);
 	tcase_add_test(tc, wake_pairs_shared);
 	tc = new_case(s, "race");
 	tcase_add_test(tc, racing_taker);
