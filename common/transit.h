@@ -195,13 +195,16 @@
  * woken library drains them, places what its armed CQs' rings hold,
  * and fires the arm itself, by the compare-and-swap on the CQ's `fired`
  * that it shares with the engine (ring.h), so an arm fires once.
- *  - A receiver that arms its CQ writes its arm number and kind
+ *  - A receiver that arms its CQ writes a token of that arm and its kind
  *    (`arm_seq`, `arm_kind`) in the ring's consumer line, fences, and
  *    re-reads `produced`; a sender, after publishing `produced`, fences
  *    and reads the arm.  Whichever sees the other wakes the receiver:
  *    the receiver places what is there at once, the sender writes one
- *    byte per arm, if what it sent fires it (any completion, or a
- *    solicited SEND).  An unsolicited SEND to a solicited-only arm is
+ *    byte per token, if what it sent fires it (any completion, or a
+ *    solicited SEND).  A poll that takes what it placed after the arm
+ *    fires nothing (as a NIC's CQE there before the arm would not) and
+ *    the arm stays: the receiver publishes it again, with a new token,
+ *    so that the next message wakes a sleeper again.  An unsolicited SEND to a solicited-only arm is
  *    the engine's to place (its sender rings): only an error, which
  *    the receive makes, fires that arm.  A receiver with no receive
  *    posted when it armed says so (IBVD_TRANSIT_ARM_NO_RECV): its
@@ -279,7 +282,7 @@ struct ibvd_transit_ctl {
 	/* written by the claim's holder: the receiver's library or the engine */
 	uint32_t consumed;	/* cells taken so far */
 	/* written by the receiver's library */
-	uint32_t arm_seq;	/* non-zero: its receive CQ's arm (armed) */
+	uint32_t arm_seq;	/* non-zero: a token of its receive CQ's arm (armed) */
 	uint32_t rx_ready;	/* non-zero: it has the rings mapped */
 	uint32_t arm_kind;	/* IBVD_ARM_*, stored before arm_seq */
 	uint8_t pad1[48];
