@@ -1000,6 +1000,17 @@ START_TEST(xrc_duplicate_read_in_its_own_pd)
 }
 END_TEST
 
+/* The last packet sent is an RC ACK or NAK: its syndrome. */
+static uint8_t last_syndrome(void)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	decode(nsent - 1, &ip, &p);
+	ck_assert_uint_eq(p.opcode, ROCE_RC_ACKNOWLEDGE);
+	return p.aeth.syndrome;
+}
+
 /* ---- duplicate READs: which answer is replayed ------------------------- */
 
 /* Hand the responder packet p again, as the wire would. */
@@ -1093,6 +1104,70 @@ START_TEST(old_read_resources_retire)
 }
 END_TEST
 
+/*
+ * A duplicate SEND packet is ACKed again though it asks for no ACK (a
+ * FIRST): its requester may have lost the ACK that covered it (C9-105).
+ */
+START_TEST(duplicate_send_acked_again)
+{
+	struct eng_req er;
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	rq_posted[1] = 1;
+	send_req(&er, 0, 2000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	deliver(1);
+	ck_assert_uint_eq(nsent, 3);		/* the ACK of the LAST */
+	decode(0, &ip, &p);
+	ck_assert(!p.ack_req);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 4);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_ACK);
+	decode(3, &ip, &p);
+	ck_assert_uint_eq(p.psn, 0xFFFFFF);	/* the last PSN taken */
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+}
+END_TEST
+
+/*
+ * Packets the path MTU does not allow are invalid requests (rxe's
+ * check_length): a FIRST shorter than the MTU, an ONLY longer.
+ */
+static void mtu_violation(uint8_t opcode, uint32_t len)
+{
+	static uint8_t payload[2048];
+	struct eng_req er;
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	setup();
+	rq_posted[1] = 1;
+	responder_error_expected = IBV_EVENT_QP_REQ_ERR;
+	send_req(&er, 0, 16);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	decode(0, &ip, &p);
+	p.opcode = opcode;
+	p.hdrs = (unsigned int)roce_opcode_hdrs(opcode);
+	p.payload = payload;
+	p.payload_len = len;
+	roce_rx_self = &rd;
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(nrecvs_done, 0);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_INV);
+	teardown();
+}
+
+START_TEST(packet_longer_or_shorter_than_the_mtu)
+{
+	mtu_violation(ROCE_RC_SEND_FIRST, 1000);
+	mtu_violation(ROCE_RC_SEND_ONLY, 1025);
+	mtu_violation(ROCE_RC_SEND_ONLY, 2048);
+}
+END_TEST
+
 /* ---- receives from an SRQ: the WQE a SEND holds ------------------------- */
 
 /* The responder's receives come from an SRQ with `posted` WQEs. */
@@ -1101,17 +1176,6 @@ static void srq_setup(unsigned int posted)
 	use_srq = true;
 	resp_qp.srq = (struct ibvd_srq *)(uintptr_t)0x3000;
 	rq_posted[1] = posted;
-}
-
-/* The last packet sent is an RC ACK or NAK: its syndrome. */
-static uint8_t last_syndrome(void)
-{
-	struct roce_ip ip;
-	struct roce_pkt p;
-
-	decode(nsent - 1, &ip, &p);
-	ck_assert_uint_eq(p.opcode, ROCE_RC_ACKNOWLEDGE);
-	return p.aeth.syndrome;
 }
 
 /*
@@ -1242,7 +1306,7 @@ static void out_of_place(bool in_write, uint8_t opcode)
 	struct eng_req er;
 	struct roce_ip ip;
 	struct roce_pkt p;
-	uint8_t payload[100];
+	uint8_t payload[1024];
 
 	setup();
 	rq_posted[1] = 1;
@@ -1258,7 +1322,10 @@ static void out_of_place(bool in_write, uint8_t opcode)
 	p.opcode = opcode;
 	p.hdrs = (unsigned int)roce_opcode_hdrs(opcode);
 	p.payload = payload;
-	p.payload_len = opcode == ROCE_RC_RDMA_READ_REQUEST ? 0 : sizeof(payload);
+	/* as long as the MTU wants: only its place in the message is wrong */
+	p.payload_len = opcode == ROCE_RC_RDMA_READ_REQUEST ? 0 :
+			opcode == ROCE_RC_SEND_MIDDLE ||
+			opcode == ROCE_RC_RDMA_WRITE_MIDDLE ? sizeof(payload) : 100;
 	p.reth.va = REMOTE_VA;
 	p.reth.rkey = REMOTE_RKEY;
 	p.reth.len = 64;
@@ -1303,6 +1370,8 @@ int main(void)
 	tcase_add_test(tc, xrc_srq_of_another_domain);
 	tcase_add_test(tc, xrc_duplicate_read_in_its_own_pd);
 	tcase_add_test(tc, duplicate_read_answers_the_newest);
+	tcase_add_test(tc, duplicate_send_acked_again);
+	tcase_add_test(tc, packet_longer_or_shorter_than_the_mtu);
 	tcase_add_test(tc, old_read_resources_retire);
 	tcase_add_test(tc, srq_send_resolves_each_packet);
 	tcase_add_test(tc, srq_send_too_long);

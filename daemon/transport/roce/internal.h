@@ -233,6 +233,14 @@ struct roce_qp {
 };
 
 /* The transport bits of qp's opcodes: RC's, UC's or XRC's. */
+/* The QP's path MTU in bytes (enum ibv_mtu 1..5 is 256..4096). */
+static inline uint32_t roce_path_mtu(const struct ibvd_qp *qp)
+{
+	uint32_t mtu = qp->attr.path_mtu;
+
+	return 128u << (mtu >= 1 && mtu <= 5 ? mtu : 1);
+}
+
 static inline uint8_t roce_op_base(const struct ibvd_qp *qp)
 {
 	switch (qp->qp_type) {

@@ -97,14 +97,6 @@ void roce_rc_forget(struct ibvd_qp *qp)
 
 /* ---- packets of a step ----------------------------------------------------- */
 
-static uint32_t path_mtu(const struct ibvd_qp *qp)
-{
-	uint32_t mtu = qp->attr.path_mtu;
-
-	/* enum ibv_mtu 1..5 is 256..4096 bytes */
-	return 128u << (mtu >= 1 && mtu <= 5 ? mtu : 1);
-}
-
 static bool is_read(uint32_t op)
 {
 	return op == IBV_WR_RDMA_READ;
@@ -258,7 +250,7 @@ static void send_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 		    struct roce_txm *m, uint32_t from)
 {
-	uint32_t mtu = path_mtu(qp);
+	uint32_t mtu = roce_path_mtu(qp);
 	int32_t skip = roce_psn_diff(from, m->first_psn);
 
 	m->sent_ns = roce_now_ns();
@@ -360,7 +352,7 @@ static bool fits(const struct ibvd_qp *qp, const struct roce_qp *w,
 static int launch(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 		  uint32_t head, const struct eng_req *req)
 {
-	uint32_t npsn = step_psns(req, path_mtu(qp));
+	uint32_t npsn = step_psns(req, roce_path_mtu(qp));
 	struct roce_txm *m = roce_txm_at(w, w->tx.n);
 
 	if (!fits(qp, w, req, npsn) || !keep_req(m, req))
@@ -482,7 +474,7 @@ static enum eng_resp uc_send(struct roce_dev *rd, struct ibvd_qp *qp,
 	}
 	m->req = *req;
 	m->first_psn = w->tx.next_psn;
-	m->npsn = step_psns(req, path_mtu(qp));
+	m->npsn = step_psns(req, roce_path_mtu(qp));
 	w->tx.next_psn = roce_psn_add(w->tx.next_psn, m->npsn);
 	return transmit(rd, qp, w, m, m->first_psn) < 0 ? RESP_LOCAL_FAULT : RESP_OK;
 }

@@ -165,6 +165,28 @@ static bool op_send(uint8_t op)
 	       op == ROCE_RC_SEND_ONLY_INV;
 }
 
+static bool op_write(uint8_t op)
+{
+	op &= 0x1F;
+	return op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY_IMM;
+}
+
+/*
+ * A SEND's or WRITE's packet is as long as the path MTU says (rxe's
+ * check_length): a FIRST or MIDDLE exactly the MTU, a LAST at least a
+ * byte and at most the MTU, an ONLY at most the MTU.
+ */
+static bool fills_mtu(const struct ibvd_qp *qp, const struct roce_pkt *p)
+{
+	uint32_t mtu = roce_path_mtu(qp);
+
+	if (!op_last(p->opcode))
+		return p->payload_len == mtu;
+	if (!op_first(p->opcode))
+		return p->payload_len && p->payload_len <= mtu;
+	return p->payload_len <= mtu;
+}
+
 /* What the responder makes of a request, for the requester. */
 enum outcome {
 	OUT_OK,
@@ -529,8 +551,7 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 				 struct roce_qp *w, const struct roce_ip *ip,
 				 const struct roce_resource *r, uint32_t from)
 {
-	uint32_t mtu = 128u << (qp->attr.path_mtu >= 1 && qp->attr.path_mtu <= 5 ?
-				qp->attr.path_mtu : 1);
+	uint32_t mtu = roce_path_mtu(qp);
 	struct read_pkts d = { .qp = qp, .w = w, .r = r };
 	struct eng_sgl src = { 0 };
 	struct roce_path path;
@@ -555,8 +576,7 @@ static enum outcome rx_read(struct roce_dev *rd, struct ibvd_qp *qp,
 			    struct roce_qp *w, const struct roce_ip *ip,
 			    const struct roce_pkt *p)
 {
-	uint32_t mtu = 128u << (qp->attr.path_mtu >= 1 && qp->attr.path_mtu <= 5 ?
-				qp->attr.path_mtu : 1);
+	uint32_t mtu = roce_path_mtu(qp);
 	struct roce_resource *r;
 
 	/*
@@ -690,11 +710,12 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 	uint8_t op = ROCE_OP_OPERATION(p->opcode);
 	const struct roce_resource *r;
 
+	/* a SEND or WRITE: ACKed again, whether it asks or not (C9-105, as
+	 * rxe): its requester may have lost the ACK that covered it */
 	if (op != ROCE_RC_RDMA_READ_REQUEST && op != ROCE_RC_COMPARE_SWAP &&
 	    op != ROCE_RC_FETCH_ADD) {
-		if (p->ack_req)
-			send_aeth(rd, qp, w, ip, roce_psn_add(w->rx.epsn, 0xFFFFFF),
-				  ROCE_AETH_ACK);
+		send_aeth(rd, qp, w, ip, roce_psn_add(w->rx.epsn, 0xFFFFFF),
+			  ROCE_AETH_ACK);
 		return;
 	}
 	r = resource_of(w, p->psn);
@@ -762,9 +783,11 @@ static enum outcome execute(struct roce_dev *rd, struct ibvd_qp *qp,
 
 	if (qp->qp_type == IBV_QPT_XRC_RECV && !xrc_enter(qp, w, p))
 		return OUT_INV;
+	if ((op_send(op) || op_write(op)) && !fills_mtu(qp, p))
+		return OUT_INV;
 	if (op_send(op))
 		return rx_send(qp, w, p);
-	if (op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY_IMM)
+	if (op_write(op))
 		return rx_write(rd, qp, w, ip, p);
 	/* a READ or atomic inside a SEND or WRITE: out of order */
 	if (w->rx.in_msg)
@@ -1019,8 +1042,7 @@ static void read_gap(struct ibvd_qp *qp, struct roce_txm *m)
 static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 			     const struct roce_pkt *p)
 {
-	uint32_t mtu = 128u << (qp->attr.path_mtu >= 1 && qp->attr.path_mtu <= 5 ?
-				qp->attr.path_mtu : 1);
+	uint32_t mtu = roce_path_mtu(qp);
 	struct roce_txm *m;
 	uint32_t at;
 	int32_t k;
