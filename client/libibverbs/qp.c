@@ -475,6 +475,19 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 /* ---- modify, query ------------------------------------------------------ */
 
 /*
+ * The completions of qp our library placed leave its CQs, as the
+ * engine's do (the daemon purges them), and as a NIC's provider cleans
+ * its CQs of a QP it resets or destroys.
+ */
+static void forget_completions(struct ibv_qp *ibqp)
+{
+	if (ibqp->send_cq)
+		ibvc_direct_cq_forget(to_ibvc_cq(ibqp->send_cq), ibqp->qp_num);
+	if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
+		ibvc_direct_cq_forget(to_ibvc_cq(ibqp->recv_cq), ibqp->qp_num);
+}
+
+/*
  * Record a state the daemon accepted.  Atomic: posters read it without the
  * QP's locks.  Back in RESET the daemon emptied the queues and may have
  * rewound their counters, so the rings' private tails follow.
@@ -514,13 +527,16 @@ static int modify_qp(struct ibvc_qp *qp, const struct ibv_qp_attr *attr,
 		set_state(qp, attr->qp_state);
 	if (ret == 0 && (attr_mask & IBV_QP_QKEY))
 		__atomic_store_n(&qp->qkey, attr->qkey, __ATOMIC_RELAXED);
+	if (ret < 0)
+		return ret;
 	/* RESET forgets the peer; RTR and RTS may have found it */
-	if (ret == 0 && (attr_mask & IBV_QP_STATE) &&
-	    attr->qp_state == IBV_QPS_RESET)
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
 		ibvc_direct_detach(qp);
-	else if (ret == 0)
+		forget_completions(&qp->qp);
+	} else {
 		ibvc_direct_refresh(qp);
-	return ret;
+	}
+	return 0;
 }
 
 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
@@ -599,10 +615,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 				  ibqp->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
-	if (ibqp->send_cq)
-		ibvc_direct_cq_forget(to_ibvc_cq(ibqp->send_cq), ibqp->qp_num);
-	if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
-		ibvc_direct_cq_forget(to_ibvc_cq(ibqp->recv_cq), ibqp->qp_num);
+	forget_completions(ibqp);
 	/* No event can name it from now on; wait for those handed out. */
 	ibvc_obj_remove(to_ibvc_context(ibqp->context), ibqp->handle);
 	ibvc_wait_acked(&ibqp->mutex, &ibqp->cond, &ibqp->events_completed,

@@ -1425,6 +1425,29 @@ START_TEST(wake_pair_hostile)
 END_TEST
 
 /*
+ * RESET takes a QP's completions out of its CQs, as a NIC's provider
+ * cleans them: a receive the library placed and the poll left is gone
+ * with the engine's.
+ */
+START_TEST(reset_forgets_placed_completions)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey);
+	vt_recv(f.p.qp[1], 2, BUF(f.b), 64, f.b->lkey);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, BUF(f.a), 8, f.a->lkey, 0, 0);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, 0, BUF(f.a), 8, f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the first of two");
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE), 0);
+	ck_assert_int_eq(ibv_poll_cq(f.p.rcq[1], 1, &wc), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * A poll that takes a SEND that came after the arm leaves the arm armed
  * (event_timing); a receiver that then sleeps on it wakes for the next
  * SEND, though its sender woke it once for that arm already.  Twice, and
@@ -2937,6 +2960,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, solicited_arm_error);
 	tcase_add_test(tc, sleeper_moves);
 	tcase_add_test(tc, wake_pair_hostile);
+	tcase_add_test(tc, reset_forgets_placed_completions);
 	tcase_add_test(tc, arm_kept_by_a_poll);
 	tcase_add_test(tc, solicited_arm_on_send_cq);
 	tcase_add_test(tc, arm_without_wake_pair);
