@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "context.h"
 #include "ibverbsd.pb-c.h"
 #include "ring.h"
-#include "rings/arena.h"
 #include "server/call.h"
-#include "verbs.h"
+#include "verbs/context.h"
+#include "verbs/rings/arena.h"
+#include "verbs/verbs.h"
 
 /* A sealed memfd of len bytes rounded up to pages: nobody resizes it. */
 static int dm_file(uint64_t len, int *ret_fd)
