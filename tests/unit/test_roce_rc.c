@@ -1179,6 +1179,20 @@ static void srq_setup(unsigned int posted)
 }
 
 /*
+ * The SRQ's first WQE (100) completed with status, none with success,
+ * the responder went to ERR, and its NAK said syndrome.
+ */
+static void expect_recv_failed(enum ibv_wc_status status, uint8_t syndrome)
+{
+	ck_assert_uint_eq(nrecvs_done, 0);
+	ck_assert_uint_eq(nrecv_errs, 1);
+	ck_assert_uint_eq(recv_errs[0].wr_id, 100);
+	ck_assert_int_eq(recv_errs[0].status, status);
+	ck_assert_uint_ge(responder_errors, 1);
+	ck_assert_uint_eq(last_syndrome(), syndrome);
+}
+
+/*
  * Each packet of a SEND into an SRQ WQE resolves its SGE again: once the
  * MR under it is deregistered after the first packet, the last writes
  * nothing, and the WQE completes with LOC_PROT_ERR (NAK remote operational
@@ -1204,12 +1218,7 @@ START_TEST(srq_send_resolves_each_packet)
 	deliver(1);
 	ck_assert_uint_eq(resolves, 1);
 	ck_assert_mem_eq(local_mem + 4096 + 1024, zero, sizeof(zero));
-	ck_assert_uint_eq(nrecvs_done, 0);
-	ck_assert_uint_eq(nrecv_errs, 1);
-	ck_assert_uint_eq(recv_errs[0].wr_id, 100);
-	ck_assert_int_eq(recv_errs[0].status, IBV_WC_LOC_PROT_ERR);
-	ck_assert_uint_eq(responder_errors, 1);
-	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_OP);
+	expect_recv_failed(IBV_WC_LOC_PROT_ERR, ROCE_AETH_NAK_OP);
 }
 END_TEST
 
@@ -1232,12 +1241,7 @@ START_TEST(srq_send_too_long)
 	deliver(1);
 	ck_assert_uint_eq(nrecv_errs, 0);
 	deliver(2);
-	ck_assert_uint_eq(nrecvs_done, 0);
-	ck_assert_uint_eq(nrecv_errs, 1);
-	ck_assert_uint_eq(recv_errs[0].wr_id, 100);
-	ck_assert_int_eq(recv_errs[0].status, IBV_WC_LOC_LEN_ERR);
-	ck_assert_uint_ge(responder_errors, 1);
-	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_INV);
+	expect_recv_failed(IBV_WC_LOC_LEN_ERR, ROCE_AETH_NAK_INV);
 }
 END_TEST
 

@@ -16,7 +16,6 @@
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -28,21 +27,10 @@
 #include "verbs/verbs.h"
 
 /* A sealed memfd of len bytes rounded up to pages: nobody resizes it. */
-static int dm_file(uint64_t len, int *ret_fd)
+static int dm_file(uint64_t len)
 {
-	uint64_t size = (len + IBVD_PAGE_SIZE - 1) & ~(uint64_t)(IBVD_PAGE_SIZE - 1);
-	int fd = ibvd_memfd_new("ibvd-dm"), ret;
-
-	if (fd < 0)
-		return fd;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		ret = -errno;
-		close(fd);
-		return ret;
-	}
-	*ret_fd = fd;
-	return 0;
+	return ibvd_memfd_sealed("ibvd-dm", (len + IBVD_PAGE_SIZE - 1) &
+				 ~(uint64_t)(IBVD_PAGE_SIZE - 1));
 }
 
 void ibvd_dm_destroy(struct ibvd_dm *dm)
@@ -78,8 +66,9 @@ int ibvd_req_alloc_dm(struct ibvd_call *call)
 		return -ENOMEM;
 	dm->ctx = ctx;
 	dm->length = req->length;
-	ret = dm_file(dm->length, &dm->fd);
-	if (ret < 0) {
+	dm->fd = dm_file(dm->length);
+	if (dm->fd < 0) {
+		ret = dm->fd;
 		free(dm);
 		return ibvd_call_error(call, ret, "no memory file for device memory");
 	}

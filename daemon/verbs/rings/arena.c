@@ -30,23 +30,34 @@ int ibvd_memfd_new(const char *name)
 }
 
 /*
- * The whole arena at once: a file that size costs nothing until its
- * pages are touched (memfds are not charged against overcommit).  Sealed,
- * the client can never shrink it under our mapping (SIGBUS in the daemon)
- * nor grow it, nor lift the seals.
+ * Sealed, a client that maps the file can never shrink it under our
+ * mapping (SIGBUS in the daemon) nor grow it, nor lift the seals.
  */
-static int arena_file(int *ret_fd)
+int ibvd_memfd_sealed(const char *name, uint64_t size)
 {
-	int fd = ibvd_memfd_new("ibvd-rings"), ret;
+	int fd = ibvd_memfd_new(name), ret;
 
 	if (fd < 0)
 		return fd;
-	if (ftruncate(fd, (off_t)IBVD_ARENA_BYTES) < 0 ||
+	if (ftruncate(fd, (off_t)size) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		ret = -errno;
 		close(fd);
 		return ret;
 	}
+	return fd;
+}
+
+/*
+ * The whole arena at once: a file that size costs nothing until its
+ * pages are touched (memfds are not charged against overcommit).
+ */
+static int arena_file(int *ret_fd)
+{
+	int fd = ibvd_memfd_sealed("ibvd-rings", IBVD_ARENA_BYTES);
+
+	if (fd < 0)
+		return fd;
 	*ret_fd = fd;
 	return 0;
 }

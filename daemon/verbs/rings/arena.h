@@ -46,6 +46,8 @@ struct ibvd_arena {
 
 /* A memfd that may be sealed, close-on-exec: its fd or a negative errno. */
 int ibvd_memfd_new(const char *name);
+/* A memfd of size bytes, sealed against resizing: its fd, or -errno. */
+int ibvd_memfd_sealed(const char *name, uint64_t size);
 
 /*
  * A new arena, mapped; *ret_fd is the memfd for the client (the caller
