@@ -170,11 +170,11 @@ void cm_refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
 				len, CM_PDATA_REJ);
 }
 
-void cm_send_disconnected(struct ibvd_cm_id *id)
+void cm_send_disconnected(struct ibvd_cm_id *id, int status)
 {
 	id->phase = CM_PH_CLOSED;
 	id->state = CM_DISCONNECT;
-	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, status);
 	start_timewait(id);
 }
 
@@ -208,7 +208,7 @@ static void peer_lost(struct ibvd_cm_id *y)
 				CM_REJ_CONSUMER_DEFINED, NULL, 0, CM_PDATA_REJ);
 		break;
 	case CM_PH_ESTABLISHED:
-		cm_send_disconnected(y);
+		cm_send_disconnected(y, 0);
 		break;
 	case CM_PH_NONE:
 	case CM_PH_CLOSED:
@@ -666,9 +666,9 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	/* The peer's DREQ, then our DREP. */
 	if (peer && connected(peer->phase))
-		cm_send_disconnected(peer);
+		cm_send_disconnected(peer, 0);
 	if (peer || !id->wire)
-		cm_send_disconnected(id);
+		cm_send_disconnected(id, 0);
 	return ret;
 }
 

@@ -341,7 +341,7 @@ void cm_refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
 		      int32_t sidr_status, const uint8_t *pdata, size_t len);
 void cm_send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
 		     const uint8_t *pdata, size_t len, size_t full);
-void cm_send_disconnected(struct ibvd_cm_id *id);
+void cm_send_disconnected(struct ibvd_cm_id *id, int status);
 void cm_pending_leave(struct ibvd_cm_id *id);
 /* A passive id on l for a request from src to dst on dev (REQ_RCVD). */
 struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,

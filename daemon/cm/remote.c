@@ -20,6 +20,7 @@
  */
 #include <config.h>
 
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct cm_wire {
 	bool have_out;
 	bool waiting;
 	bool dreq_out;			/* our DREQ waits for its DREP */
+	bool mraed;			/* the peer asked this wait to last */
 	unsigned int retries;		/* resends left while waiting */
 	uint32_t wait_ms;
 	struct event *timer;
@@ -215,6 +217,7 @@ static void wire_arm(struct cm_wire *w, uint32_t ms)
 static void wire_settle(struct cm_wire *w)
 {
 	w->waiting = false;
+	w->mraed = false;
 	evtimer_del(w->timer);
 }
 
@@ -232,17 +235,16 @@ static int wire_send(struct cm_wire *w, const struct ibcm_msg *m,
 	w->have_out = true;
 	wire_settle(w);
 	ret = mad_send(&w->out);
-	if (ret < 0) {
+	/* not sent: as a MAD lost on the way, resent until the retries end */
+	if (ret < 0)
 		log_warn("%s: CM MAD %#x not sent: %s", w->out.dev->name,
 			 m->hdr.attr_id, strerror(-ret));
-		return ret;
-	}
 	if (wait_ms) {
 		w->waiting = true;
 		w->retries = WIRE_MAX_RETRIES;
 		wire_arm(w, wait_ms);
 	}
-	return 0;
+	return ret;
 }
 
 /* The last MAD again, for a duplicate of what it answered. */
@@ -470,6 +472,14 @@ static void send_rej(struct cm_wire *w, uint8_t msg, uint16_t reason,
 	m.rej.remote_comm_id = w->remote_comm_id;
 	m.rej.msg_rejected = msg;
 	m.rej.reason = reason;
+	/* a TIMEOUT says whose: our CA GUID, by which a peer that has not
+	 * heard our comm ID yet (REQ_SENT) finds its end (IBTA 12.6.7) */
+	if (reason == IBCM_REJ_TIMEOUT && w->id && w->id->dev) {
+		uint64_t guid = htobe64(w->id->dev->node_guid);
+
+		memcpy(m.rej.ari, &guid, sizeof(guid));
+		m.rej.ari_len = sizeof(guid);
+	}
 	pdata_copy(m.rej.pdata, IBCM_REJ_PDATA, pdata, len);
 	wire_send(w, &m, 0);
 }
@@ -538,17 +548,25 @@ void cm_wire_disconnect(struct ibvd_cm_id *id)
 	w->dreq_out = true;
 }
 
-/* The DREQ exchange is over (DREP, crossing DREQ, or no answer). */
-static void dreq_done(struct cm_wire *w)
+/*
+ * The DREQ exchange is over: DREP, a crossing DREQ or a REJ (status 0),
+ * or no answer (-ETIMEDOUT, as the kernel's IB_CM_DREQ_ERROR).
+ */
+static void dreq_end(struct cm_wire *w, int status)
 {
 	wire_settle(w);
 	if (!w->dreq_out)
 		return;
 	w->dreq_out = false;
 	if (w->id)
-		cm_send_disconnected(w->id);
+		cm_send_disconnected(w->id, status);
 	else
 		wire_free(w);
+}
+
+static void dreq_done(struct cm_wire *w)
+{
+	dreq_end(w, 0);
 }
 
 void cm_wire_abandon(struct ibvd_cm_id *id)
@@ -607,7 +625,7 @@ static void wire_gave_up(struct cm_wire *w)
 		cm_event_simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
 		break;
 	default:
-		dreq_done(w);
+		dreq_end(w, -ETIMEDOUT);
 		break;
 	}
 }
@@ -897,23 +915,50 @@ static void on_rtu(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	}
 }
 
+/*
+ * The wire a REJ is for.  By our comm ID; a requester that gave up
+ * before it heard ours (TIMEOUT of its REQ, its CA GUID in the ARI) names
+ * only its own, which a request we took carries.  Once the peer's comm ID
+ * is known, the REJ must carry it too, as the kernel's CM requires.
+ */
+static struct cm_wire *rej_wire(const struct ibvd_mad *in,
+				const struct ibcm_rej *r)
+{
+	struct cm_wire *w = wire_answered(in, r->remote_comm_id);
+
+	if (!w && r->reason == IBCM_REJ_TIMEOUT &&
+	    r->msg_rejected == IBCM_MSG_REQ)
+		return wire_requested(in, r->local_comm_id);
+	if (w && w->id->phase != CM_PH_REQ_SENT &&
+	    w->remote_comm_id != r->local_comm_id)
+		return NULL;
+	return w;
+}
+
 static void on_rej(const struct ibvd_mad *in, const struct ibcm_msg *m)
 {
 	const struct ibcm_rej *r = &m->rej;
-	struct cm_wire *w = wire_answered(in, r->remote_comm_id);
+	struct cm_wire *w = rej_wire(in, r);
 	struct ibvd_cm_id *id;
 
-	if (!w)
+	/* SIDR has no REJ (the kernel's CM drops one) */
+	if (!w || cm_is_ud(w->id))
 		return;
 	id = w->id;
-	wire_settle(w);
+	if (w->dreq_out) {
+		/* the peer ends our disconnect with it, as the kernel's */
+		dreq_done(w);
+		return;
+	}
 	switch (id->phase) {
 	case CM_PH_REQ_SENT:
+		wire_settle(w);
 		cm_refuse_active(id, r->reason, 0, r->pdata, IBCM_REJ_PDATA);
 		break;
 	case CM_PH_REQ_RCVD:
 	case CM_PH_REP_SENT:
 	case CM_PH_REP_RCVD:
+		wire_settle(w);
 		id->phase = CM_PH_CLOSED;
 		cm_send_refusal(id, RDMA_CM_EVENT_REJECTED, r->reason, r->pdata,
 				IBCM_REJ_PDATA, CM_PDATA_REJ);
@@ -923,23 +968,38 @@ static void on_rej(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	}
 }
 
+/*
+ * The peer's user has not answered yet: wait as long as it says, once per
+ * exchange, and only for our REQ (REQ_SENT) or our REP (REP_SENT, both
+ * comm IDs named), as the kernel's CM; never for a DREQ.
+ */
+static bool mra_fits(const struct cm_wire *w, const struct ibcm_mra *r)
+{
+	if (!w->waiting || w->mraed || w->dreq_out)
+		return false;
+	if (w->id->phase == CM_PH_REQ_SENT)
+		return r->msg_mraed == IBCM_MSG_REQ;
+	return w->id->phase == CM_PH_REP_SENT && r->msg_mraed == IBCM_MSG_REP &&
+	       w->remote_comm_id == r->local_comm_id;
+}
+
 static void on_mra(const struct ibvd_mad *in, const struct ibcm_msg *m)
 {
 	struct cm_wire *w = wire_answered(in, m->mra.remote_comm_id);
 
-	/* The peer's user has not answered yet: wait as long as it says. */
-	if (!w || !w->waiting)
+	if (!w || !mra_fits(w, &m->mra))
 		return;
+	w->mraed = true;
 	evtimer_del(w->timer);
 	wire_arm(w, ibcm_req_wait_ms(CM_PACKET_LIFETIME,
 				     m->mra.service_timeout));
 	w->wait_ms = request_wait_ms();
 }
 
+/* Phases a DREQ ends (the kernel's CM ignores one before our RTU). */
 static bool is_connected(enum cm_phase phase)
 {
-	return phase == CM_PH_REP_RCVD || phase == CM_PH_REP_SENT ||
-	       phase == CM_PH_ESTABLISHED;
+	return phase == CM_PH_REP_SENT || phase == CM_PH_ESTABLISHED;
 }
 
 static void on_dreq(const struct ibvd_mad *in, const struct ibcm_msg *m)
@@ -948,7 +1008,10 @@ static void on_dreq(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	struct cm_wire *w = wire_find(in, r->remote_comm_id, true);
 	struct ibcm_msg drep;
 
-	if (w && w->remote_comm_id != r->local_comm_id)
+	/* both comm IDs, and the QP it names ours, or it is not for us */
+	if (w && (w->remote_comm_id != r->local_comm_id ||
+		  (w->id && (r->remote_qpn & 0xFFFFFFu) !=
+			    (w->id->lqpn & 0xFFFFFFu))))
 		return;
 	/*
 	 * A DREP even to a repeat, or for an id already gone: our first one
@@ -971,7 +1034,7 @@ static void on_dreq(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	if (!is_connected(w->id->phase))
 		return;
 	wire_settle(w);
-	cm_send_disconnected(w->id);
+	cm_send_disconnected(w->id, 0);
 }
 
 static void on_drep(const struct ibvd_mad *in, const struct ibcm_msg *m)

@@ -15,6 +15,13 @@
  *				("pid=.. qpn=.. sport=.. dport=.."), then
  *				wait for the connection to end and print
  *				"event: NAME status S after N ms"
+ *   cmapi-helper peer hold PORT
+ *				a listener that leaves the first request
+ *				unanswered and prints the next event of it
+ *				("event: NAME status S")
+ *   cmapi-helper peer abandon HOST PORT MS
+ *				a connect whose id is destroyed MS ms later,
+ *				unanswered (the requester gives up: REJ)
  *   cmapi-helper rsocket-probe	prints "rsocket: ok" or "rsocket: ERRNO-TEXT"
  *
  * What is expected comes from the reference (seeds/003: return-value
@@ -2303,6 +2310,61 @@ static int peer(int argc, char **argv)
 	return 0;
 }
 
+/* A request left unanswered, then what becomes of it. */
+static int peer_hold(const char *port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make("0.0.0.0", (uint16_t)atoi(port));
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(id, SA(ss)) || rdma_listen(id, 4))
+		PEER_FAIL("listen: %s", strerror(errno));
+	printf("listening on port %u\n", src_port(id));
+	ev = peer_event(ch, 600000);
+	printf("event: %s\n", rdma_event_str(ev->event));
+	rdma_ack_cm_event(ev);
+	ev = peer_event(ch, ev_ms());
+	printf("event: %s status %d\n", rdma_event_str(ev->event), ev->status);
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* A connect given up before any answer: the id destroyed ms later. */
+static int peer_abandon(const char *host, const char *port, const char *ms)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make(host, (uint16_t)atoi(port));
+	struct rdma_conn_param cp = { .qp_num = 0x4321, .retry_count = 7,
+				      .rnr_retry_count = 7 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int i;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, SA(ss), 2000))
+		PEER_FAIL("resolve_addr: %s", strerror(errno));
+	for (i = 0; i < 2; i++) {
+		ev = peer_event(ch, ev_ms());
+		if (ev->event != (i ? RDMA_CM_EVENT_ROUTE_RESOLVED :
+				      RDMA_CM_EVENT_ADDR_RESOLVED))
+			PEER_FAIL("got %s", rdma_event_str(ev->event));
+		rdma_ack_cm_event(ev);
+		if (!i && rdma_resolve_route(id, 2000))
+			PEER_FAIL("resolve_route: %s", strerror(errno));
+	}
+	if (rdma_connect(id, &cp))
+		PEER_FAIL("connect: %s", strerror(errno));
+	vt_sleep_ms(atoi(ms));
+	if (rdma_destroy_id(id))
+		PEER_FAIL("destroy_id: %s", strerror(errno));
+	printf("abandoned\n");
+	return 0;
+}
+
 static int rsocket_probe(void)
 {
 	int fd = rsocket(AF_INET, SOCK_STREAM, 0);
@@ -2321,6 +2383,10 @@ int main(int argc, char **argv)
 	SRunner *sr;
 	int failed;
 
+	if (argc == 4 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "hold"))
+		return peer_hold(argv[3]);
+	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "abandon"))
+		return peer_abandon(argv[3], argv[4], argv[5]);
 	if (argc > 1 && !strcmp(argv[1], "peer"))
 		return peer(argc - 2, argv + 2);
 	if (argc > 1 && !strcmp(argv[1], "rsocket-probe"))

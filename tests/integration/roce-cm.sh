@@ -13,6 +13,8 @@
 #   rping -V over IPv6, to a global and to a link-local address;
 #   a connect to a port nobody listens on: REJ, "Connection refused";
 #   a connect to an address no host answers: no hang, the client fails;
+#   a connect given up before its answer: REJ (TIMEOUT), the listener's
+#   request REJECTED;
 #   hostile MADs at both QP1s under a running rping (roce-mad-hostile.py);
 #   then rping and ucmatose again with a third of the MADs into A
 #   dropped (the CM's retransmissions); last rping with 2 % of all the
@@ -192,6 +194,23 @@ if command -v ib_send_bw >/dev/null 2>&1; then
 		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 -- \
 		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 "$IPA"
 fi
+
+# A requester that gives up before any answer (its id destroyed in
+# REQ_SENT) sends a REJ of its REQ, reason TIMEOUT, naming only its own
+# comm ID and its CA GUID (ARI): the request at the listener ends
+# REJECTED with that reason, as through the kernel's CM.
+check "a connect given up before its answer: the listener's request is REJECTED"
+ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold 7040 >"$O/hold" 2>&1 &
+HPID=$!
+BG_PIDS+=("$HPID")
+cm_listening "$SOCK_A" 7040 "$HPID" || { show hold "$O/hold"; fail "the holding listener never listened"; }
+ns_debian "$NSB" "$USER2" "$SOCK_B" "$T/bin/cmapi-helper" peer abandon "$IPA" 7040 500 \
+	>"$O/abandon" 2>&1 || { show abandon "$O/abandon"; fail "the abandoning client failed"; }
+wait_exit "$HPID" "$TMO" || { show hold "$O/hold"; fail "the listener never heard of the abandoned request"; }
+show "listener" "$O/hold"
+expect_grep '^event: RDMA_CM_EVENT_CONNECT_REQUEST$' "$O/hold" "the listener's request"
+expect_grep '^event: RDMA_CM_EVENT_REJECTED status 4$' "$O/hold" "the request given up"
+ok "a connect given up before its answer: the listener's request ended REJECTED (TIMEOUT)"
 
 # have_gid NS SOCK ADDR: until NS's roce0 lists ADDR's GID, as Debian's
 # ibv_devinfo shows the table; false (and the table shown) if it never does.
