@@ -367,7 +367,8 @@ struct eng_inbound {
 	bool active;			/* a receive WQE is held */
 	/* its message: sender (compared only) and the sender's number for
 	 * it; src NULL: a UC message was cut short, the WQE waits for the
-	 * next one */
+	 * next one; src the QP itself: a wire transport's message
+	 * (ibvd_eng_wire_hold, transport.h) */
 	const struct ibvd_qp *src;
 	uint32_t src_qpn;
 	uint32_t seq;
