@@ -47,15 +47,22 @@ static struct ibvc_cq *cqx_to_cq(struct ibv_cq_ex *cqx)
 
 /* ---- polling ------------------------------------------------------------ */
 
-/* Without IBV_CREATE_CQ_ATTR_SINGLE_THREADED a batch holds the CQ lock. */
+/*
+ * Without IBV_CREATE_CQ_ATTR_SINGLE_THREADED a batch holds the CQ lock.
+ * Either way it notes its thread: a post from inside the batch must not
+ * take that lock again (ibvc_direct_refresh).
+ */
 static void lock(struct ibvc_cq *cq)
 {
 	if (!cq->single_threaded)
 		pthread_mutex_lock(&cq->lock);
+	__atomic_store_n(&cq->batch_thread, (uintptr_t)pthread_self(),
+			 __ATOMIC_RELAXED);
 }
 
 static void unlock(struct ibvc_cq *cq)
 {
+	__atomic_store_n(&cq->batch_thread, 0, __ATOMIC_RELAXED);
 	if (!cq->single_threaded)
 		pthread_mutex_unlock(&cq->lock);
 }
@@ -114,6 +121,7 @@ static void end_poll(struct ibv_cq_ex *cqx)
 	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
 	unlock(cq);
+	ibvc_direct_batch_ended(cq);
 }
 
 /* ---- the current completion's fields ----------------------------------- */

@@ -490,6 +490,30 @@ static void ud_let_go(struct ibvc_qp *qp)
 	pthread_mutex_unlock(&qp->sq.lock);
 }
 
+/*
+ * Is this thread inside an ibv_start_poll batch of one of qp's CQs?  It
+ * holds that CQ's lock, which mapping or letting go of rings takes: an
+ * app may post from inside a batch (ibv_rc_pingpong -t does), so that
+ * waits for the batch's end (ibvc_direct_batch_ended), and the QP keeps
+ * its old path till then.
+ */
+static bool in_own_batch(struct ibvc_qp *qp)
+{
+	struct ibvc_cq *cqs[2] = { to_ibvc_cq(qp->qp.send_cq),
+				   to_ibvc_cq(qp->qp.recv_cq) };
+	uintptr_t self = (uintptr_t)pthread_self();
+	unsigned int i;
+
+	for (i = 0; i < 2; i++)
+		if (__atomic_load_n(&cqs[i]->batch_thread, __ATOMIC_RELAXED) ==
+		    self) {
+			__atomic_store_n(&cqs[i]->direct.refresh_owed, true,
+					 __ATOMIC_RELAXED);
+			return true;
+		}
+	return false;
+}
+
 void ibvc_direct_refresh(struct ibvc_qp *qp)
 {
 	struct ibvc_direct *d = NULL, *cur;
@@ -500,12 +524,14 @@ void ibvc_direct_refresh(struct ibvc_qp *qp)
 	gen = ibvd_observe(&qp->sq.engine->direct_gen);
 	cur = direct_of(qp);
 	if (!gen && cur && qp->qp.qp_type == IBV_QPT_UD) {
+		if (in_own_batch(qp))
+			return;
 		pthread_mutex_lock(&qp->direct_lock);
 		ud_let_go(qp);
 		pthread_mutex_unlock(&qp->direct_lock);
 		return;
 	}
-	if (!gen || (cur && cur->gen == gen))
+	if (!gen || (cur && cur->gen == gen) || in_own_batch(qp))
 		return;
 	pthread_mutex_lock(&qp->direct_lock);
 	if (qp->direct && qp->direct->gen == gen)
@@ -531,6 +557,22 @@ out:
 	pthread_mutex_unlock(&qp->direct_lock);
 }
 
+/* Under the context's object lock: refresh the QPs that use cq. */
+static void refresh_qps_of(struct ibvc_context *ictx, struct ibvc_cq *cq,
+			   bool senders_too)
+{
+	uint32_t i;
+
+	for (i = 0; i < ictx->nobjs; i++) {
+		struct ibvc_qp *qp = ictx->objs[i].obj;
+
+		if (ictx->objs[i].kind == IBVC_OBJ_QP &&
+		    ictx->objs[i].handle && (qp->qp.recv_cq == &cq->cq ||
+		    (senders_too && qp->qp.send_cq == &cq->cq)))
+			ibvc_direct_refresh(qp);
+	}
+}
+
 /*
  * A library that only polls (udaddy's receiver posts every receive
  * before its peer sends; an rdma_cm server's QP reaches RTS in the
@@ -542,20 +584,27 @@ out:
 void ibvc_direct_cq_moved(struct ibvc_cq *cq)
 {
 	struct ibvc_context *ictx = to_ibvc_context(cq->cq.context);
-	uint32_t i;
 
 	pthread_mutex_lock(&ictx->obj_lock);
 	/* First: a move after this load gets a walk of its own. */
 	__atomic_store_n(&cq->direct.moves_seen,
 			 ibvd_observe(&cq->ring.engine->direct_moves),
 			 __ATOMIC_RELAXED);
-	for (i = 0; i < ictx->nobjs; i++) {
-		struct ibvc_qp *qp = ictx->objs[i].obj;
+	refresh_qps_of(ictx, cq, false);
+	pthread_mutex_unlock(&ictx->obj_lock);
+}
 
-		if (ictx->objs[i].kind == IBVC_OBJ_QP &&
-		    ictx->objs[i].handle && qp->qp.recv_cq == &cq->cq)
-			ibvc_direct_refresh(qp);
-	}
+void ibvc_direct_batch_ended(struct ibvc_cq *cq)
+{
+	struct ibvc_context *ictx = to_ibvc_context(cq->cq.context);
+
+	/* a load first: every end_poll comes here */
+	if (!__atomic_load_n(&cq->direct.refresh_owed, __ATOMIC_RELAXED) ||
+	    !__atomic_exchange_n(&cq->direct.refresh_owed, false,
+				 __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&ictx->obj_lock);
+	refresh_qps_of(ictx, cq, true);
 	pthread_mutex_unlock(&ictx->obj_lock);
 }
 

@@ -380,6 +380,7 @@ struct ibvc_cq {
 	uint32_t async_delivered;
 	/* the ibv_cq_ex poll API (cq_ex.c), from start_poll to end_poll */
 	bool single_threaded;			/* start_poll takes no lock */
+	uintptr_t batch_thread;			/* its thread (0: none); atomic */
 	uint32_t seen_tail;			/* the engine's tail, last read */
 	struct ibvd_cqe cur;			/* what the read_* ops report */
 	struct ibv_pd *parent_domain;		/* held, or NULL */
@@ -397,6 +398,7 @@ struct ibvc_cq {
 		uint32_t arm_token;		/* the last rx_armed published;
 						 * atomic */
 		uint32_t moves_seen;		/* engine->direct_moves; atomic */
+		bool refresh_owed;		/* a QP's, till end_poll; atomic */
 		uint32_t events;		/* fired here, not handed out */
 	} direct;
 };
@@ -535,6 +537,11 @@ void ibvc_direct_recv_posted(struct ibvc_qp *qp);
  * or let go of the rings of cq's QPs (no QP or CQ lock held).
  */
 void ibvc_direct_cq_moved(struct ibvc_cq *cq);
+/*
+ * An ibv_start_poll batch of cq ended (its lock let go): map the rings a
+ * post inside it could not (refresh_owed), with no QP or CQ lock held.
+ */
+void ibvc_direct_batch_ended(struct ibvc_cq *cq);
 
 /* Before a poll takes cq's lock: one load while no pair changes. */
 static inline void ibvc_direct_cq_check(struct ibvc_cq *cq)

@@ -695,6 +695,74 @@ START_TEST(maps_at_poll)
 }
 END_TEST
 
+/*
+ * A post from inside an ibv_start_poll batch to a QP whose peer paired
+ * with it during the batch (ibv_rc_pingpong -t's server, now and then):
+ * the batch holds its CQ's lock, which mapping the rings takes, so that
+ * post goes the engine's way and the rings are mapped at end_poll.
+ */
+START_TEST(post_inside_batch)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	int one = expect_rings() ? 1 : 0, maps, ret;
+	struct ibv_qp *qa, *qb;
+	struct vt_addr aa, ab;
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *cq1;
+	struct vt_pair cd;
+	struct ibv_mr *m;
+	struct ibv_wc wc;
+	long until;
+
+	cqx = ibv_create_cq_ex(D.ctx, &ca);
+	ck_assert_ptr_nonnull(cqx);
+	cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(cq1);
+	m = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	/* c (on cqx) and d: a WRITE of c's completes to open the batch */
+	vt_pair_on(&cd, &D, NULL, NULL, ibv_cq_ex_to_cq(cqx), cq1);
+	qa = vt_qp(&D, ibv_cq_ex_to_cq(cqx), ibv_cq_ex_to_cq(cqx), &DEF);
+	qb = vt_qp(&D, cq1, cq1, &DEF);
+	vt_qp_addr(&D, qa, &DEF, &aa);
+	vt_qp_addr(&D, qb, &DEF, &ab);
+	vt_connect(&D, qa, &ab, &DEF);		/* b in RESET: no pair yet */
+	vt_send(cd.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(m), 8,
+		m->lkey, ADDR(m, LEN / 2), m->rkey);
+	until = vt_now_ms() + vt_tmo_ms();
+	while ((ret = ibv_start_poll(cqx, &pa)) == ENOENT &&
+	       vt_now_ms() < until)
+		;
+	ck_assert_int_eq(ret, 0);
+	ck_assert_int_eq(cqx->wr_id, 1);
+	maps = vt_transit_maps();		/* c's and d's */
+	vt_connect(&D, qb, &aa, &DEF);		/* the pair forms */
+	vt_recv(qb, 7, BUF(m) + LEN / 2, 64, m->lkey);
+	vt_send(qa, 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(m), 8, m->lkey, 0, 0);
+	vt_assert(vt_transit_maps() == maps + one,
+		  "%d transit ring mappings inside the batch, want %d",
+		  vt_transit_maps(), maps + one);
+	ibv_end_poll(cqx);
+	vt_assert(vt_transit_maps() == maps + 2 * one,
+		  "%d transit ring mappings after the batch, want %d",
+		  vt_transit_maps(), maps + 2 * one);
+	vt_expect_ok(cq1, &wc, 7, IBV_WC_RECV, "the SEND posted in the batch");
+	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 2, IBV_WC_SEND, "its completion");
+	vt_recv(qb, 8, BUF(m) + LEN / 2, 64, m->lkey);
+	vt_send(qa, 3, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(m), 8, m->lkey, 0, 0);
+	vt_expect_ok(cq1, &wc, 8, IBV_WC_RECV, "a SEND after the batch");
+	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 3, IBV_WC_SEND, "its completion");
+	ck_assert_int_eq(ibv_destroy_qp(qa), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qb), 0);
+	vt_pair_free(&cd);
+	ck_assert_int_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
+	vt_dereg(m);
+}
+END_TEST
+
 /* A sender whose receiver never polls still completes (the engine places). */
 START_TEST(receiver_never_polls)
 {
@@ -2952,6 +3020,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, write_imm_window);
 	tcase_add_test(tc, write_imm_key_gone_elsewhere);
 	tcase_add_test(tc, maps_at_poll);
+	tcase_add_test(tc, post_inside_batch);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, event_timing);
