@@ -13,6 +13,9 @@
  *   uc_rx DIR [srq] / uc_tx DIR	a UC message too long for its receive
  *	is dropped and the receiving QP goes on (peers.sh; roce-stream.sh
  *	runs it across the wire).
+ *   big_rx DIR / big_tx DIR	a SEND, a WRITE and a READ of ~1 MB each,
+ *	longer than the engine's chunk, every byte checked (roce-stream.sh
+ *	runs them across the wire).
  *   memlock limited|unlimited	registration against RLIMIT_MEMLOCK
  *	(peers.sh runs it under prlimit --memlock=65536 or unlimited).
  *
@@ -431,12 +434,12 @@ static int initiator(void)
 #define UC_FITS		(UC_SMALL - 8)
 #define UC_PAT		0x5d
 
-/* A UC QP of D on cq (and srq), connected to the peer's `role` file. */
-static struct ibv_qp *uc_connected(struct ibv_cq *cq, struct ibv_srq *srq,
-				   const char *me, const char *peer_role)
+/* A QP of D on cq (and srq), connected to the peer's `role` file. */
+static struct ibv_qp *connected(enum ibv_qp_type type, struct ibv_cq *cq,
+				struct ibv_srq *srq, const char *me,
+				const char *peer_role)
 {
-	struct vt_qp_opts o = { .type = IBV_QPT_UC, .mtu = IBV_MTU_1024,
-				.srq = srq };
+	struct vt_qp_opts o = { .type = type, .mtu = IBV_MTU_1024, .srq = srq };
 	struct vt_addr mine, peer;
 	struct ibv_qp *qp;
 	char buf[256];
@@ -491,7 +494,7 @@ static int uc_rx(bool use_srq)
 		srq = ibv_create_srq(D.pd, &sa);
 		vt_assert(srq, "ibv_create_srq: %s", strerror(errno));
 	}
-	qp = uc_connected(cq, srq, "uc_rx", "uc_tx");
+	qp = connected(IBV_QPT_UC, cq, srq, "uc_rx", "uc_tx");
 	if (srq) {
 		vt_srq_recv(srq, 1, mr->addr, UC_SMALL, mr->lkey);
 		vt_srq_recv(srq, 2, (uint8_t *)mr->addr + UC_SMALL, UC_SMALL,
@@ -535,7 +538,7 @@ static int uc_tx(void)
 
 	cq = uc_open(UC_LONG, &mr);
 	vt_fill(mr->addr, UC_LONG, 0, UC_PAT);
-	qp = uc_connected(cq, NULL, "uc_tx", "uc_rx");
+	qp = connected(IBV_QPT_UC, cq, NULL, "uc_tx", "uc_rx");
 	get("uc_rx.ready", buf, sizeof(buf));
 	vt_send(qp, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, UC_LONG,
 		mr->lkey, 0, 0);
@@ -548,6 +551,83 @@ static int uc_tx(void)
 	vt_expect_state(qp, IBV_QPS_RTS, "the sender");
 	uc_close(qp, NULL, cq, mr);
 	say("uc_tx: both SENDs completed");
+	return 0;
+}
+
+/*
+ * Messages longer than the engine's chunk (big_rx, big_tx; roce-stream.sh
+ * runs them across the wire): a SEND, an RDMA WRITE and an RDMA READ of
+ * BIG_LEN bytes each on an RC pair, every byte checked where it lands
+ * (vt_pat's pattern depends on the offset: a step carrying another's
+ * bytes shows).  The receiver's MR: BIG_LEN for the SEND, BIG_LEN the
+ * READ reads (seed BIG_READ_PAT), BIG_LEN the WRITE writes.
+ */
+#define BIG_LEN		1000003u	/* 8 chunks, the last short; 977 packets */
+#define BIG_SEND_PAT	0x5e
+#define BIG_READ_PAT	0x5f
+
+static int big_rx(void)
+{
+	uint8_t *at;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char buf[64];
+
+	cq = uc_open(3 * (size_t)BIG_LEN, &mr);
+	at = mr->addr;
+	vt_fill(at + BIG_LEN, BIG_LEN, 0, BIG_READ_PAT);
+	qp = connected(IBV_QPT_RC, cq, NULL, "big_rx", "big_tx");
+	vt_recv(qp, 1, at, BIG_LEN, mr->lkey);
+	vt_put(dir, "big_rx.mr", "%llx %x\n",
+	       (unsigned long long)(uintptr_t)at, mr->rkey);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_RECV, "the long SEND");
+	vt_assert(wc.byte_len == BIG_LEN, "byte_len %u, want %u", wc.byte_len,
+		  BIG_LEN);
+	vt_expect_pat(at, BIG_LEN, 0, BIG_SEND_PAT, "the long SEND");
+	get("big_tx.done", buf, sizeof(buf));
+	vt_expect_pat(at + 2 * (size_t)BIG_LEN, BIG_LEN, 0, BIG_SEND_PAT,
+		      "the long WRITE");
+	vt_put(dir, "big_rx.done", "ok\n");
+	uc_close(qp, NULL, cq, mr);
+	say("big_rx: a SEND and a WRITE of %u bytes, every byte in place",
+	    BIG_LEN);
+	return 0;
+}
+
+static int big_tx(void)
+{
+	unsigned long long raddr;
+	unsigned int rkey;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	uint8_t *at;
+	char buf[64];
+
+	cq = uc_open(2 * (size_t)BIG_LEN, &mr);
+	at = mr->addr;
+	vt_fill(at, BIG_LEN, 0, BIG_SEND_PAT);
+	qp = connected(IBV_QPT_RC, cq, NULL, "big_tx", "big_rx");
+	get("big_rx.mr", buf, sizeof(buf));
+	vt_assert(sscanf(buf, "%llx %x", &raddr, &rkey) == 2, "big_rx.mr: %s",
+		  buf);
+	vt_send(qp, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, at, BIG_LEN, mr->lkey,
+		0, 0);
+	vt_send(qp, 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, at, BIG_LEN,
+		mr->lkey, raddr + 2 * (uint64_t)BIG_LEN, rkey);
+	vt_send(qp, 3, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, at + BIG_LEN,
+		BIG_LEN, mr->lkey, raddr + BIG_LEN, rkey);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_SEND, "the long SEND");
+	vt_expect_ok(cq, &wc, 2, IBV_WC_RDMA_WRITE, "the long WRITE");
+	vt_expect_ok(cq, &wc, 3, IBV_WC_RDMA_READ, "the long READ");
+	vt_expect_pat(at + BIG_LEN, BIG_LEN, 0, BIG_READ_PAT, "the long READ");
+	vt_put(dir, "big_tx.done", "ok\n");
+	get("big_rx.done", buf, sizeof(buf));
+	uc_close(qp, NULL, cq, mr);
+	say("big_tx: a READ of %u bytes, every byte in place", BIG_LEN);
 	return 0;
 }
 
@@ -628,7 +708,7 @@ int main(int argc, char **argv)
 		return uc_rx(true);
 	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s victim|attacker|target|initiator|uc_rx|uc_tx DIR\n"
+		fprintf(stderr, "usage: %s victim|attacker|target|initiator|uc_rx|uc_tx|big_rx|big_tx DIR\n"
 			"       %s uc_rx DIR srq\n"
 			"       %s memlock limited|unlimited\n", argv[0], argv[0],
 			argv[0]);
@@ -647,6 +727,10 @@ int main(int argc, char **argv)
 		return uc_rx(false);
 	if (strcmp(argv[1], "uc_tx") == 0)
 		return uc_tx();
+	if (strcmp(argv[1], "big_rx") == 0)
+		return big_rx();
+	if (strcmp(argv[1], "big_tx") == 0)
+		return big_tx();
 	fprintf(stderr, "%s: unknown role %s\n", argv[0], argv[1]);
 	return 2;
 }

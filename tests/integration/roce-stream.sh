@@ -12,7 +12,8 @@
 # receiving QPs on one SRQ and both ends sleeping on completion events,
 # and on UC pairs (which lose what finds no receive: gaps allowed, order
 # and bytes checked); a UC message too long for its receive, dropped
-# (peers-helper's uc_rx and uc_tx).  Then RC and UC again with 2 % of the RoCE packets
+# (peers-helper's uc_rx and uc_tx).  A SEND, a WRITE and a READ of ~1 MB
+# each, longer than the engine's chunk (big_rx, big_tx).  Then RC and UC again with 2 % of the RoCE packets
 # into A dropped by nftables, whose retransmissions the counters must
 # show.  Last, the receiving process killed mid-stream, three times: the
 # sender's QPs end in retry exceeded, as against a host that died;
@@ -70,6 +71,22 @@ for v in "" srq; do
 	ok "$(sed -n 's/^uc_rx: //p' "$O/uc$v.rx")"
 done
 daemon_alive "after the UC messages too long"
+
+# Messages longer than the engine's chunk (128 KiB) go in steps: each
+# step's packets carry, or take in, its own bytes.
+check "a SEND, a WRITE and a READ of ~1 MB each across the wire"
+dir=$T/big
+mkdir -p "$dir" && chmod 777 "$dir" || fail "mkdir $dir"
+uc_end "$NSA" "$USER1" "$SOCK_A" big_rx "$dir" >"$O/big.rx" 2>&1 &
+rpid=$!
+BG_PIDS+=("$rpid")
+uc_end "$NSB" "$USER2" "$SOCK_B" big_tx "$dir" >"$O/big.tx" 2>&1 ||
+	{ show "big_tx (uid $USER2, $NSB)" "$O/big.tx"; show big_rx "$O/big.rx"
+	  fail "the sender of long messages failed"; }
+wait_exit "$rpid" "$TMO" || fail "the receiver of long messages did not finish"
+[ "$EXIT_STATUS" -eq 0 ] ||
+	{ show "big_rx (uid $USER1, $NSA)" "$O/big.rx"; fail "the long messages' checks failed"; }
+ok "$(sed -n 's/^big_rx: //p' "$O/big.rx"); $(sed -n 's/^big_tx: //p' "$O/big.tx")"
 
 if command -v nft >/dev/null 2>&1; then
 	seq0=$(counter out_of_seq_request)

@@ -757,6 +757,55 @@ START_TEST(read_whole_again_when_nothing_came)
 }
 END_TEST
 
+/* Hand over the packets sent from `from` on, and those they make sent. */
+static void exchange(unsigned int from)
+{
+	while (from < nsent) {
+		unsigned int end = nsent;
+
+		for (; from < end; from++)
+			deliver(from);
+	}
+}
+
+/*
+ * A message longer than a chunk goes in steps (engine/chunk.c): each step
+ * carries, or takes in, its own bytes of the local buffers.
+ */
+START_TEST(chunked_steps_move_their_own_bytes)
+{
+	struct eng_req er;
+	unsigned int i, from;
+
+	for (i = 0; i < 4096; i++)
+		local_mem[i] = (uint8_t)(i * 13 + 5 + (i >= 2048 ? 0x40 : 0));
+	write_req(&er, 0);
+	er.length = er.local.seg[0].len = er.local.total = 4096;
+	for (i = 0; i < 2; i++) {
+		er.off = i * 2048;
+		er.step = 2048;
+		from = nsent;
+		ck_assert_int_eq(call(&er), RESP_PENDING);
+		exchange(from);
+		ck_assert_int_eq(call(&er), RESP_OK);
+	}
+	ck_assert_mem_eq(remote_mem, local_mem, 4096);
+
+	memset(local_mem, 0, sizeof(local_mem));
+	read_req(&er);
+	er.length = 4096;
+	for (i = 0; i < 2; i++) {
+		er.off = i * 2048;
+		er.step = 2048;
+		from = nsent;
+		ck_assert_int_eq(call(&er), RESP_PENDING);
+		exchange(from);
+		ck_assert_int_eq(call(&er), RESP_OK);
+	}
+	ck_assert_mem_eq(local_mem, remote_mem, 4096);
+}
+END_TEST
+
 START_TEST(window_go_back_n_from_the_lost_packet)
 {
 	unsigned int burst[] = { 0, 1, 3, 4, 5 };
@@ -1365,6 +1414,7 @@ int main(void)
 	tcase_add_test(tc, read_timeout_asks_for_the_rest_only);
 	tcase_add_test(tc, read_whole_again_when_nothing_came);
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
+	tcase_add_test(tc, chunked_steps_move_their_own_bytes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -316,16 +316,17 @@ int roce_send_sgl(struct roce_dev *rd, const struct roce_path *path,
 		  uint32_t len);
 
 /*
- * packet.c: packets from..npkts - 1 of a message of len bytes at sgl, mtu
- * bytes of payload each (the last what is left), to path; headers fills
- * in packet k's.  The payload of a batch is read in one piece, and the
+ * packet.c: packets from..npkts - 1 of a message of len bytes at byte base
+ * of sgl (a chunked message's step starts past its first byte), mtu bytes
+ * of payload each (the last what is left), to path; headers fills in
+ * packet k's.  The payload of a batch is read in one piece, and the
  * batch goes in one call (runs of it as one datagram).  0, -EFAULT if
  * sgl's memory failed or -ESRCH if its process is gone (what was before
  * it went).
  */
 int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
-		      const struct eng_sgl *sgl, uint64_t len, uint32_t mtu,
-		      uint32_t from, uint32_t npkts,
+		      const struct eng_sgl *sgl, uint64_t base, uint64_t len,
+		      uint32_t mtu, uint32_t from, uint32_t npkts,
 		      void (*headers)(void *arg, uint32_t k, struct roce_pkt *p),
 		      void *arg);
 

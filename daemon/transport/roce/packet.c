@@ -146,8 +146,8 @@ void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 }
 
 int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
-		      const struct eng_sgl *sgl, uint64_t len, uint32_t mtu,
-		      uint32_t from, uint32_t npkts,
+		      const struct eng_sgl *sgl, uint64_t base, uint64_t len,
+		      uint32_t mtu, uint32_t from, uint32_t npkts,
 		      void (*headers)(void *arg, uint32_t k, struct roce_pkt *p),
 		      void *arg)
 {
@@ -162,7 +162,8 @@ int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
 		n = npkts - k < ROCE_TXQ_PKTS ? npkts - k : ROCE_TXQ_PKTS;
 		at = (uint64_t)k * mtu;
 		bytes = len - at < (uint64_t)n * mtu ? len - at : (uint64_t)n * mtu;
-		if (bytes && (ret = ibvd_eng_copy_out(sgl, at, stage, bytes)) < 0)
+		if (bytes &&
+		    (ret = ibvd_eng_copy_out(sgl, base + at, stage, bytes)) < 0)
 			break;
 		for (i = 0; i < n; i++) {
 			uint64_t off = (uint64_t)i * mtu;

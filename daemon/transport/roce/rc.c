@@ -201,8 +201,9 @@ static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	struct data_pkts d = { .qp = qp, .m = m };
 
-	return roce_send_message(rd, &w->path, &m->req.local, m->req.step, mtu,
-				 from, m->npsn, data_headers, &d);
+	return roce_send_message(rd, &w->path, &m->req.local, m->req.off,
+				 m->req.step, mtu, from, m->npsn, data_headers,
+				 &d);
 }
 
 /*

@@ -561,7 +561,7 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 				  IBV_ACCESS_REMOTE_READ, &src) < 0)
 		return OUT_ACCESS;
 	reply_path(w, ip, &path);
-	ret = roce_send_message(rd, &path, &src, r->len, mtu, from, r->npsn,
+	ret = roce_send_message(rd, &path, &src, 0, r->len, mtu, from, r->npsn,
 				read_headers, &d);
 	/* the target's process gone: nobody answers */
 	if (ret < 0)
@@ -1064,7 +1064,8 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 		m->read_gap = false;
 	w->tx.heard_ns = roce_now_ns();
 	if (p->payload_len &&
-	    ibvd_eng_copy_in(&m->req.local, m->got, p->payload, p->payload_len) < 0) {
+	    ibvd_eng_copy_in(&m->req.local, m->req.off + m->got, p->payload,
+			     p->payload_len) < 0) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
