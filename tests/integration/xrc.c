@@ -16,6 +16,8 @@
  *   the SRQ the WQE names;
  * - bad arguments: clean errnos, and the objects stay usable.
  */
+#include "config.h"
+
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -581,6 +583,14 @@ START_TEST(bad_arguments)
 	xa.fd = 1000;
 	ck_assert_ptr_null(ibv_open_xrcd(A.ctx, &xa));
 	ck_assert_int_eq(errno, EBADF);
+	/* O_PATH: no right to the file, so none to its domain (as fdget) */
+	xa.fd = open(".", O_PATH | O_CLOEXEC);
+	ck_assert_int_ge(xa.fd, 0);
+	xa.oflags = O_CREAT;
+	ck_assert_ptr_null(ibv_open_xrcd(A.ctx, &xa));
+	ck_assert_int_eq(errno, EBADF);
+	close(xa.fd);
+	xa.oflags = 0;
 	/* SRQs: XRC without a CQ; tag matching is not there. */
 	ck_assert_ptr_null(ibv_create_srq_ex(A.ctx, &sa));
 	ck_assert_int_eq(errno, EINVAL);

@@ -142,6 +142,13 @@ int ibvd_req_open_xrcd(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL, "oflags %#x", req->oflags);
 	fd = ibvd_call_take_fd(call, 0);
 	ret = fstat(fd, &st) < 0 ? -errno : 0;
+	/*
+	 * An O_PATH fd needs no right to the file, only to its directories:
+	 * the kernel takes none (fdget), so neither do we, or the domain of
+	 * a file one may not open would be anyone's.
+	 */
+	if (ret == 0 && (fcntl(fd, F_GETFL) & O_PATH))
+		ret = -EBADF;
 	close(fd);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot stat the domain's file");
