@@ -157,6 +157,31 @@ uint64_t ibvd_call_count(void)
 	return calls;
 }
 
+/*
+ * Replies and Errors only ever go from us to a client.  One that sends
+ * them is answering a session of ours: a socket connected to our own
+ * listener, handed to us as an importer's (IMPORT_DEVICE).  Answering
+ * back would bounce between the two for ever: it is hung up on.
+ */
+static bool is_answer(uint16_t type)
+{
+	return type == IBVD_MSG_ERROR || (type & IBVD_REPLY);
+}
+
+static void hang_up_on_answer(struct ibvd_session *s, struct ibvd_frame *frame)
+{
+	unsigned int missed;
+
+	if (ibvd_ratelimit_ok(&violation_rl, &missed))
+		log_notice("client %llu (pid %d %s): sent an answer (type 0x%04x), "
+			   "not a request: disconnecting%s",
+			   (unsigned long long)s->id, (int)s->cred.pid, s->comm,
+			   frame->hdr.type,
+			   missed ? " (and earlier ones not logged)" : "");
+	close_unclaimed_fds(frame);
+	ibvd_session_close(s);
+}
+
 void ibvd_call_dispatch(struct ibvd_session *s, struct ibvd_frame *frame)
 {
 	struct ibvd_call call = {
@@ -168,6 +193,10 @@ void ibvd_call_dispatch(struct ibvd_session *s, struct ibvd_frame *frame)
 	int ret;
 
 	calls++;
+	if (is_answer(frame->hdr.type)) {
+		hang_up_on_answer(s, frame);
+		return;
+	}
 	ret = call_prepare(&call);
 	if (ret < 0) {
 		log_violation(&call);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "context.h"
 #include "frame.h"
@@ -36,9 +37,13 @@
 /*
  * Is fd a connected Unix SEQPACKET socket, the end of a pair whose other
  * end the importer holds?  0 with its creator's credentials, or -EINVAL.
+ * Not a socket connected to a listener (its peer has the listener's
+ * name): its credentials would be the listener's, ours when it is our
+ * own socket, and our session at its other end would take the reply.
  */
 static int import_socket_check(int fd, struct ucred *cred)
 {
+	struct sockaddr_un peer;
 	socklen_t len = sizeof(int);
 	int domain = 0, type = 0;
 
@@ -52,7 +57,12 @@ static int import_socket_check(int fd, struct ucred *cred)
 	len = sizeof(*cred);
 	/* an unconnected socket has no peer: uid -1 */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) < 0 ||
-	    cred->uid == (uid_t)-1)
+	    cred->uid == (uid_t)-1 || cred->pid == getpid())
+		return -EINVAL;
+	/* a socketpair's ends have no name */
+	len = sizeof(peer);
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
+	    len > sizeof(sa_family_t))
 		return -EINVAL;
 	return 0;
 }

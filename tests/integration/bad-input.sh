@@ -43,7 +43,7 @@ after_case() {
 # which read the daemon's /proc/PID/fd or maps and so run as the daemon's user.
 # fuzz: 40000 random/mutated requests from seed 1 (IBVD_FUZZ_SEED=N for another).
 for c in malformed oversized truncated badmagic badversion badlen unknowntype \
-	 reqid fds attachfds sharedmr cmqp direct dm notopen silent idle flood lingerfd fuzz; do
+	 answers reqid fds attachfds sharedmr cmqp direct dm notopen silent idle flood lingerfd fuzz; do
 	check "case $c"
 	arg=""
 	uid=$USER1

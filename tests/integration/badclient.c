@@ -18,6 +18,9 @@
  *	badversion	wrong protocol version -> disconnected
  *	badlen		header length disagrees with the frame -> disconnected
  *	unknowntype	unassigned message types -> EOPNOTSUPP, stays usable
+ *	answers		Errors and replies sent to the daemon -> disconnect; an
+ *			IMPORT_DEVICE of a socket connected to the daemon is
+ *			refused: nothing comes on it
  *	reqid		replies echo whatever request id came, pipelined too
  *	fds		fds on a type that takes none -> error reply, and the
  *			daemon closes them (needs DAEMON_PID for /proc/PID/fd)
@@ -721,6 +724,60 @@ static void case_unknowntype(void)
 		check_usable(fd, what);
 	}
 	close(fd);
+}
+
+/*
+ * Answers from a client: an Error or a reply is never a request; the
+ * daemon hangs up rather than answer it.  And an IMPORT_DEVICE handing
+ * over a socket connected to the daemon's own listener (whose
+ * credentials are the daemon's) is refused, and nothing arrives at that
+ * socket: before, the reply went to the daemon's session there, whose
+ * Error went back, and so on for ever, as root.
+ */
+static void case_answers(void)
+{
+	static const uint16_t types[] = {
+		IBVD_MSG_ERROR, IBVD_MSG_LIST_DEVICES | IBVD_REPLY,
+		IBVD_MSG_IMPORT_DEVICE | IBVD_REPLY,
+	};
+	Ibvd__ImportDevice imp = IBVD__IMPORT_DEVICE__INIT;
+	int fd, ctx, loop, r;
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "an answer of type 0x%04x", types[i]);
+		fd = conn_open();
+		if (fd < 0)
+			return;
+		if (send_msg(fd, types[i], next_id++, NULL, NULL, 0, 0) < 0)
+			bad("%s: send failed", what);
+		else
+			expect_disconnect(fd, what);
+		close(fd);
+	}
+	ctx = conn_open();
+	loop = conn_open();
+	if (ctx < 0 || loop < 0 || open_device(ctx) < 0)
+		return;
+	/* the importer hears on its socket, the context's owner nothing */
+	if (send_msg(ctx, IBVD_MSG_IMPORT_DEVICE, next_id++, &imp.base, &loop,
+		     1, 0) < 0)
+		bad("IMPORT_DEVICE: send failed");
+	r = recv_frame(loop, 300);
+	if (r == 1)
+		bad("the socket connected to the daemon got a frame (type 0x%04x)",
+		    rep.hdr.type);
+	else if (r != -ETIMEDOUT)
+		bad("the socket connected to the daemon: %s",
+		    r ? strerror(-r) : "disconnected");
+	else
+		say("the socket connected to the daemon got nothing");
+	check_usable(ctx, "the refused import");
+	check_usable(loop, "the refused import, on the daemon's own session");
+	close(loop);
+	close(ctx);
 }
 
 static void case_reqid(void)
@@ -2119,6 +2176,7 @@ static void case_fuzz(int witness, unsigned int n, unsigned int seed)
 		unsigned int kind = rnd() % 8, k;
 		size_t plen = 0;
 		int r, may_drop = 0;
+		bool answer;
 
 		if (fd < 0) {
 			fd = conn_open();
@@ -2198,11 +2256,17 @@ static void case_fuzz(int witness, unsigned int n, unsigned int seed)
 			bad("fuzz %u (seed %u, kind %u): send: %s", i, seed, kind, strerror(-r));
 			break;
 		}
+		/* an Error or a reply sent to the daemon is hung up on */
+		answer = h.type == IBVD_MSG_ERROR || (h.type & IBVD_REPLY);
 		r = recv_frame(fd, TIMEOUT_MS);
-		if (r == 0 && may_drop) {
+		if (r == 0 && (may_drop || answer)) {
 			drops++;
 			close(fd);
 			fd = -1;
+		} else if (r > 0 && answer && !may_drop) {
+			bad("fuzz %u (seed %u): type 0x%04x answered, not hung up on",
+			    i, seed, h.type);
+			break;
 		} else if (r <= 0) {
 			bad("fuzz %u (seed %u, kind %u, type 0x%04x, %zu bytes): %s", i, seed,
 			    kind, type, plen, r == 0 ? "disconnected" : strerror(-r));
@@ -2233,7 +2297,7 @@ static void case_fuzz(int witness, unsigned int n, unsigned int seed)
 	}
 	if (fd >= 0)
 		close(fd);
-	say("%u requests (seed %u): %u replies, %u disconnects after a flipped header, %u opened connections",
+	say("%u requests (seed %u): %u replies, %u disconnects (a flipped header, an answer sent), %u opened connections",
 	    i, seed, replies, drops, opened);
 }
 
@@ -2328,6 +2392,8 @@ int main(int argc, char **argv)
 		case_badlen();
 	else if (strcmp(case_name, "unknowntype") == 0)
 		case_unknowntype();
+	else if (strcmp(case_name, "answers") == 0)
+		case_answers();
 	else if (strcmp(case_name, "reqid") == 0)
 		case_reqid();
 	else if (strcmp(case_name, "fds") == 0)
