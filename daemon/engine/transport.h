@@ -58,6 +58,7 @@ struct ibvd_engine;
  */
 struct eng_seg {
 	int fd;
+	uint32_t key;			/* of the MR it lies in (fd >= 0) */
 	uint64_t addr;
 	uint64_t len;
 	uint8_t *map;
@@ -426,6 +427,17 @@ int ibvd_eng_copy_out(const struct eng_sgl *src, uint64_t off, void *buf,
 		      uint64_t len);
 int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
 		     uint64_t len);
+
+/*
+ * wqe.c: are the local segments of a WQE (req->local) still in MRs of pd,
+ * those their keys name, with the same memory (and, for `write`, local
+ * write access)?  For what a transport keeps past the turn that resolved
+ * it (RoCE's requester, till the answer comes): the MR may have been
+ * deregistered since, its process gone and its memory fd's number taken
+ * by another's.  Under the objects lock.
+ */
+bool ibvd_eng_sgl_current(const struct eng_sgl *sgl, const struct ibvd_pd *pd,
+			  bool write);
 
 /*
  * recv.c: a datagram from outside arriving at target, a UD QP of this

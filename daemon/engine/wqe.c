@@ -76,10 +76,31 @@ void ibvd_eng_seg_of(const struct ibvd_mr *mr, uint64_t iova, uint64_t len,
 	uint64_t off = iova - mr->iova;
 
 	s->fd = mr->mem->fd;
+	s->key = mr->lkey;
 	s->addr = mr->addr + off;
 	s->len = len;
 	s->map = mr->map_base && (!write || mr->map_writable) ?
 		 mr->map_base + off : NULL;
+}
+
+bool ibvd_eng_sgl_current(const struct eng_sgl *sgl, const struct ibvd_pd *pd,
+			  bool write)
+{
+	unsigned int i;
+
+	for (i = 0; i < sgl->n; i++) {
+		const struct eng_seg *s = &sgl->seg[i];
+		const struct ibvd_mr *mr;
+
+		if (s->fd < 0)		/* the engine's own memory */
+			continue;
+		mr = ibvd_mr_by_lkey(s->key);
+		if (!mr || mr->pd != pd || !mr->mem || mr->mem->fd != s->fd ||
+		    (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) ||
+		    !ibvd_in_range(mr->addr, mr->length, s->addr, s->len))
+			return false;
+	}
+	return true;
 }
 
 /*

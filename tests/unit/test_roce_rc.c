@@ -442,6 +442,17 @@ bool ibvd_eng_xrc_take(struct ibvd_qp *target, uint32_t srqn)
 	return true;
 }
 
+/* The requester's MRs: all there, or (local_gone) deregistered. */
+static bool local_gone;
+static unsigned int local_checks;
+
+bool ibvd_eng_sgl_current(const struct eng_sgl *sgl, const struct ibvd_pd *pd,
+			  bool write)
+{
+	local_checks++;
+	return !local_gone;
+}
+
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
 {
 	ck_assert_int_eq(fd, CLIENT_FD);
@@ -488,7 +499,8 @@ static void setup(void)
 	nrecvs_done = turns_asked = 0;
 	responder_error_expected = -1;
 	responder_errors = xrc_taken = 0;
-	use_srq = mr_gone = recv_errs_expected = false;
+	use_srq = mr_gone = recv_errs_expected = local_gone = false;
+	local_checks = 0;
 	resolves = nrecv_errs = 0;
 	memset(counters, 0, sizeof(counters));
 	memset(&rd, 0, sizeof(rd));
@@ -803,6 +815,40 @@ START_TEST(chunked_steps_move_their_own_bytes)
 		ck_assert_int_eq(call(&er), RESP_OK);
 	}
 	ck_assert_mem_eq(local_mem, remote_mem, 4096);
+}
+END_TEST
+
+/*
+ * The requester's MR deregistered while its WQE is in flight: READ
+ * responses and an atomic's answer are not written, a WRITE is not read
+ * again for a retransmission; each completes LOC_PROT_ERR.
+ */
+START_TEST(local_mr_gone_in_flight)
+{
+	struct eng_req er;
+	unsigned int from;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	from = nsent;
+	deliver(0);			/* the responses come back */
+	ck_assert_uint_eq(nsent, from + 4);
+	local_gone = true;
+	deliver(from);
+	ck_assert_int_eq(call(&er), RESP_LOCAL_FAULT);
+	ck_assert_uint_gt(local_checks, 0);
+	ck_assert_uint_eq(local_mem[0], 0);
+	roce_rc_forget(&req_qp);
+
+	local_gone = false;
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);	/* lost on the way */
+	local_gone = true;
+	req_qp.attr.timeout = 1;
+	usleep(1000);
+	from = nsent;
+	ck_assert_int_eq(call(&er), RESP_LOCAL_FAULT);
+	ck_assert_uint_eq(nsent, from);		/* nothing read, nothing sent */
 }
 END_TEST
 
@@ -1415,6 +1461,7 @@ int main(void)
 	tcase_add_test(tc, read_whole_again_when_nothing_came);
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
 	tcase_add_test(tc, chunked_steps_move_their_own_bytes);
+	tcase_add_test(tc, local_mr_gone_in_flight);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, teardown);

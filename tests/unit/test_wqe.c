@@ -18,11 +18,12 @@
 #define STRIDE	256u
 #define BLOCK	(64u * 1024)
 
-/* The registries: no MR or window is known here. */
+/* The registries: one MR at most (known_mr), no window. */
+static struct ibvd_mr *known_mr;
+
 struct ibvd_mr *ibvd_mr_by_lkey(uint32_t key)
 {
-	(void)key;
-	return NULL;
+	return known_mr && known_mr->lkey == key ? known_mr : NULL;
 }
 
 struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key)
@@ -142,6 +143,48 @@ START_TEST(no_block_or_wrong_opcode)
 }
 END_TEST
 
+/*
+ * What a transport keeps past the turn that resolved it is checked again
+ * before each use (ibvd_eng_sgl_current): the same MR, memory, range and
+ * rights, or nothing.
+ */
+START_TEST(kept_segments_checked_again)
+{
+	struct ibvd_mem mem = { .fd = 5 }, other_mem = { .fd = 6 };
+	struct ibvd_pd pd = { 0 }, other_pd = { 0 };
+	struct ibvd_mr mr = {
+		.pd = &pd, .lkey = 0x1234, .access = IBV_ACCESS_LOCAL_WRITE,
+		.addr = 0x700000, .length = 8192, .iova = 0x10000, .mem = &mem,
+	}, again;
+	struct ibvd_sge sge = { .addr = 0x11000, .length = 100, .lkey = 0x1234 };
+	struct eng_sgl sgl;
+
+	known_mr = &mr;
+	ck_assert_int_eq(ibvd_eng_sges_resolve(&sge, 1, &pd, true, &sgl),
+			 IBV_WC_SUCCESS);
+	ibvd_eng_sgl_private(&sgl, block, 16);	/* the engine's: not looked at */
+	ck_assert(ibvd_eng_sgl_current(&sgl, &pd, true));
+	ck_assert(!ibvd_eng_sgl_current(&sgl, &other_pd, false));
+	known_mr = NULL;			/* deregistered */
+	ck_assert(!ibvd_eng_sgl_current(&sgl, &pd, false));
+	/* the same key again, over another process's memory */
+	again = mr;
+	again.mem = &other_mem;
+	known_mr = &again;
+	ck_assert(!ibvd_eng_sgl_current(&sgl, &pd, false));
+	/* ... over a range that no longer holds the segment */
+	again.mem = &mem;
+	again.length = 4096 + 50;
+	ck_assert(!ibvd_eng_sgl_current(&sgl, &pd, false));
+	/* ... without the right to be written */
+	again.length = 8192;
+	again.access = 0;
+	ck_assert(ibvd_eng_sgl_current(&sgl, &pd, false));
+	ck_assert(!ibvd_eng_sgl_current(&sgl, &pd, true));
+	known_mr = NULL;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("wqe");
@@ -153,6 +196,7 @@ int main(void)
 	tcase_add_test(tc, in_the_block);
 	tcase_add_test(tc, outside_the_block);
 	tcase_add_test(tc, no_block_or_wrong_opcode);
+	tcase_add_test(tc, kept_segments_checked_again);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -265,6 +265,9 @@ static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 		send_atomic(rd, qp, w, m);
 		return 0;
 	}
+	/* a retransmission reads what the keys still name, or fails */
+	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, false))
+		return -EFAULT;
 	return send_data(rd, qp, w, m, skip > 0 ? (uint32_t)skip : 0, mtu);
 }
 
@@ -275,7 +278,8 @@ static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
  * scratch buffer only for this call, so it moves into m.  False if it
  * does not fit (only a step that goes at once may use it).  An MR's
  * mapping may be gone by the next retransmission (the objects lock is
- * released between turns): kept segments reach memory through fd only.
+ * released between turns): kept segments reach memory through fd only,
+ * and only while their MRs are still there (ibvd_eng_sgl_current).
  */
 static bool keep_req(struct roce_txm *m, const struct eng_req *req)
 {

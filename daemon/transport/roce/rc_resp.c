@@ -1064,8 +1064,9 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 		m->read_gap = false;
 	w->tx.heard_ns = roce_now_ns();
 	if (p->payload_len &&
-	    ibvd_eng_copy_in(&m->req.local, m->req.off + m->got, p->payload,
-			     p->payload_len) < 0) {
+	    (!ibvd_eng_sgl_current(&m->req.local, qp->pd, true) ||
+	     ibvd_eng_copy_in(&m->req.local, m->req.off + m->got, p->payload,
+			      p->payload_len) < 0)) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
@@ -1085,7 +1086,8 @@ static void rx_atomic_ack(struct ibvd_qp *qp, struct roce_qp *w,
 	    m->req.w.opcode == IBV_WR_RDMA_READ)
 		return;
 	acked_before(qp, w, m->first_psn);
-	if (ibvd_eng_copy_in(&m->req.local, 0, &p->atomic_ack, 8) < 0) {
+	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, true) ||
+	    ibvd_eng_copy_in(&m->req.local, 0, &p->atomic_ack, 8) < 0) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
