@@ -852,6 +852,53 @@ START_TEST(local_mr_gone_in_flight)
 }
 END_TEST
 
+/* Sent packet i to the requester, its payload cut to len bytes. */
+static void deliver_cut(unsigned int i, uint32_t len)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	decode(i, &ip, &p);
+	ck_assert_uint_le(len, p.payload_len);
+	p.payload_len = len;
+	roce_rx_self = &rd;
+	roce_rc_rx(&rd, &req_qp, &ip, &p);
+	roce_rx_self = NULL;
+}
+
+/*
+ * READ responses framed otherwise than a responder frames them (a short
+ * FIRST or MIDDLE, a LAST too short) are dropped: the READ asks again
+ * and completes with every byte, rather than wedge on bytes out of step
+ * with their PSNs.
+ */
+START_TEST(read_response_of_the_wrong_length_dropped)
+{
+	struct eng_req er;
+	unsigned int from;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);			/* responses 1..4 */
+	deliver_cut(1, 512);		/* a short FIRST */
+	deliver(2);			/* past the gap: asks again */
+	from = nsent;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, from + 1);
+	expect_read_request(from, 0xFFFFFE, REMOTE_VA, READ_LEN);
+	deliver(from);
+	ck_assert_uint_eq(nsent, from + 5);
+	deliver(from + 1);
+	deliver(from + 2);
+	deliver(from + 3);
+	deliver_cut(from + 4, READ_LEN % 1024 - 1);	/* a short LAST */
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(from + 4);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+}
+END_TEST
+
 START_TEST(window_go_back_n_from_the_lost_packet)
 {
 	unsigned int burst[] = { 0, 1, 3, 4, 5 };
@@ -1462,6 +1509,7 @@ int main(void)
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
 	tcase_add_test(tc, chunked_steps_move_their_own_bytes);
 	tcase_add_test(tc, local_mr_gone_in_flight);
+	tcase_add_test(tc, read_response_of_the_wrong_length_dropped);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, teardown);

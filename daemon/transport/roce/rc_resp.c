@@ -1039,6 +1039,28 @@ static void read_gap(struct ibvd_qp *qp, struct roce_txm *m)
 	ibvd_eng_answered(qp);
 }
 
+/*
+ * Is p, response k of READ m (in order), framed as a responder frames it:
+ * all but the last a full MTU, the last the rest of the step, its opcode
+ * saying which, an AETH an ACK's?  A short FIRST or MIDDLE would leave
+ * what came out of step with the PSNs, and no response could ever follow.
+ */
+static bool read_response_fits(const struct roce_txm *m, uint32_t k,
+			       uint32_t mtu, const struct roce_pkt *p)
+{
+	uint8_t op = ROCE_OP_OPERATION(p->opcode);
+	bool last = k + 1 == m->npsn;
+	bool says_last = op == ROCE_RC_READ_RESPONSE_LAST ||
+			 op == ROCE_RC_READ_RESPONSE_ONLY;
+
+	if (last != says_last)
+		return false;
+	if ((p->hdrs & ROCE_HDR_AETH) && ROCE_AETH_KIND(p->aeth.syndrome) != 0)
+		return false;
+	return last ? p->payload_len == m->req.step - m->got
+		    : p->payload_len == mtu;
+}
+
 static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 			     const struct roce_pkt *p)
 {
@@ -1057,8 +1079,9 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 		read_gap(qp, m);
 		return;
 	}
-	/* in order only; an earlier one is a duplicate */
-	if ((uint64_t)k * mtu != m->got || m->got + p->payload_len > m->req.step)
+	/* in order only (an earlier one is a duplicate), and whole */
+	if ((uint64_t)k * mtu != m->got ||
+	    !read_response_fits(m, (uint32_t)k, mtu, p))
 		return;
 	if (m->got > m->read_from)
 		m->read_gap = false;
