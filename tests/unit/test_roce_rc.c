@@ -899,6 +899,56 @@ START_TEST(read_response_of_the_wrong_length_dropped)
 }
 END_TEST
 
+/*
+ * PSN NAKs that move nothing on: one go-back-N until an answer moves the
+ * window; the others are ignored, and the timeout spends retries (before,
+ * each resent the whole window: a peer could keep a QP busy for ever, and
+ * have a window's packets sent for each small NAK).
+ */
+START_TEST(psn_naks_go_back_once_per_progress)
+{
+	struct eng_req er;
+	struct roce_ip ip;
+	struct roce_pkt p;
+	unsigned int i, from;
+
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	decode(0, &ip, &p);
+	for (i = 0; i < 5; i++) {
+		struct roce_ip rip = ip;
+		struct roce_pkt nak;
+
+		memcpy(rip.src, ip.dst, 16);
+		memcpy(rip.dst, ip.src, 16);
+		roce_pkt_init(&nak, ROCE_RC_ACKNOWLEDGE);
+		nak.dest_qp = 0x11;
+		nak.psn = 0xFFFFFE;
+		nak.aeth.syndrome = ROCE_AETH_NAK_PSN;
+		roce_rc_rx(&rd, &req_qp, &rip, &nak);
+		from = nsent;
+		ck_assert_int_eq(call(&er), RESP_PENDING);
+		ck_assert_uint_eq(nsent, from + (i ? 0 : 3));
+	}
+	/* nothing moves: the timeout goes again, and spends a retry */
+	req_qp.attr.timeout = 1;
+	usleep(1000);
+	from = nsent;
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(nsent, from + 3);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+	req_qp.attr.timeout = 20;
+	/* the resent packets answered: done */
+	from = nsent;
+	deliver(from - 3);
+	deliver(from - 2);
+	deliver(from - 1);
+	deliver(nsent - 1);
+	ck_assert_int_eq(call(&er), RESP_OK);
+}
+END_TEST
+
 START_TEST(window_go_back_n_from_the_lost_packet)
 {
 	unsigned int burst[] = { 0, 1, 3, 4, 5 };
@@ -1510,6 +1560,7 @@ int main(void)
 	tcase_add_test(tc, chunked_steps_move_their_own_bytes);
 	tcase_add_test(tc, local_mr_gone_in_flight);
 	tcase_add_test(tc, read_response_of_the_wrong_length_dropped);
+	tcase_add_test(tc, psn_naks_go_back_once_per_progress);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, teardown);

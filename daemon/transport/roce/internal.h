@@ -205,6 +205,8 @@ struct roce_qp {
 		bool rnr_wait;		/* an RNR NAK's: PSN NAKs are its echo */
 		bool resend;		/* go again at the next call */
 		uint32_t resend_psn;	/* from this PSN */
+		/* a PSN NAK's go-back-N, till an answer moves things on */
+		bool nak_retried;
 		uint64_t heard_ns;	/* when an answer last moved things on */
 		bool retiring;		/* an answer taken, its completion not
 					 * yet written: until the engine's turn

@@ -906,6 +906,7 @@ static void answer(struct ibvd_qp *qp, struct roce_qp *w, struct roce_txm *m,
 		return;
 	m->answer = (int)r;
 	w->tx.heard_ns = roce_now_ns();
+	w->tx.nak_retried = false;
 	if (m == roce_txm_at(w, 0))
 		ibvd_eng_answered(qp);
 }
@@ -931,6 +932,7 @@ static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
 			if (roce_psn_diff(end, w->tx.una_psn) > 0) {
 				w->tx.una_psn = end;
 				w->tx.heard_ns = roce_now_ns();
+				w->tx.nak_retried = false;
 			}
 			break;
 		}
@@ -970,6 +972,16 @@ static void rx_ack_nak(struct ibvd_qp *qp, struct roce_qp *w,
 			return;
 		ibvd_eng_port_count(qp, IBVD_PC_RCVD_SEQ_ERR, 1);
 		acked_before(qp, w, p->psn);
+		/*
+		 * One go-back-N per progress (rxe's completer: one per
+		 * completion, its started_retry).  NAKs that move nothing on
+		 * would otherwise resend the window for ever, never reaching
+		 * the timeout that spends retries, and each have a window's
+		 * packets sent for one small packet.
+		 */
+		if (w->tx.nak_retried)
+			return;
+		w->tx.nak_retried = true;
 		resend(qp, w, p->psn);
 		return;
 	}
