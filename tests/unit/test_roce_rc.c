@@ -949,6 +949,43 @@ START_TEST(psn_naks_go_back_once_per_progress)
 }
 END_TEST
 
+/*
+ * An ACK past a READ whose responses were lost: the READ asks again at
+ * once, and once it has its bytes the WRITE behind it is done by that
+ * same ACK, without a timeout or a second ACK.
+ */
+START_TEST(ack_past_a_read_asks_again_at_once)
+{
+	unsigned int from;
+
+	read_req(&sq[0]);
+	write_req(&sq[1], 4096);
+	sq_posted = 2;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 4);	/* the READ request, the WRITE's 3 */
+	deliver(0);			/* 4 responses, all lost */
+	deliver(1);
+	deliver(2);
+	deliver(3);			/* the WRITE's ACK */
+	ck_assert_uint_eq(nsent, 9);
+	expect_pkt(8, ROCE_RC_ACKNOWLEDGE, 4);
+	deliver(8);
+	from = nsent;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, from + 1);
+	expect_read_request(from, 0xFFFFFE, REMOTE_VA, READ_LEN);
+	deliver(from);			/* answered again from its resource */
+	exchange(from + 1);
+	ck_assert_int_eq(call(&sq[0]), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+	req_qp.sq_head = 1;
+	from = nsent;
+	ck_assert_int_eq(call(&sq[1]), RESP_OK);
+	ck_assert_uint_eq(nsent, from);
+}
+END_TEST
+
 START_TEST(window_go_back_n_from_the_lost_packet)
 {
 	unsigned int burst[] = { 0, 1, 3, 4, 5 };
@@ -1561,6 +1598,7 @@ int main(void)
 	tcase_add_test(tc, local_mr_gone_in_flight);
 	tcase_add_test(tc, read_response_of_the_wrong_length_dropped);
 	tcase_add_test(tc, psn_naks_go_back_once_per_progress);
+	tcase_add_test(tc, ack_past_a_read_asks_again_at_once);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -207,6 +207,9 @@ struct roce_qp {
 		uint32_t resend_psn;	/* from this PSN */
 		/* a PSN NAK's go-back-N, till an answer moves things on */
 		bool nak_retried;
+		/* an ACK came past a READ whose responses did not: up to here */
+		bool acked_past;
+		uint32_t acked_end;
 		uint64_t heard_ns;	/* when an answer last moved things on */
 		bool retiring;		/* an answer taken, its completion not
 					 * yet written: until the engine's turn

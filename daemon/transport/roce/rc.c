@@ -314,6 +314,7 @@ static void forget_all(struct roce_qp *w)
 	w->tx.rd_atomic = 0;
 	w->tx.resend = false;
 	w->tx.rnr_wait = false;
+	w->tx.acked_past = false;
 	w->tx.una_psn = w->tx.next_psn;
 }
 

@@ -912,10 +912,49 @@ static void answer(struct ibvd_qp *qp, struct roce_qp *w, struct roce_txm *m,
 }
 
 /*
+ * A response of READ m arrived past one still missing: the missing one was
+ * lost or is late.  As rxe's completer does, the requester asks again at
+ * once (at the engine's next call, rc.c) for the rest from the first
+ * missing byte, keeping what came in order, rather than waiting out its
+ * timeout and spending a retry.  Once: the responses already on their way
+ * past the gap would each ask again, so the next request waits until one
+ * of the new request's responses comes in order (past its first, which may
+ * be the late one), or for the timeout if they were lost as well.  Only m
+ * goes again: the steps behind it need nothing.
+ */
+static void read_gap(struct ibvd_qp *qp, struct roce_txm *m)
+{
+	if (m->read_gap)
+		return;
+	m->read_gap = true;
+	m->read_again = true;
+	ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
+	ibvd_eng_answered(qp);
+}
+
+/*
+ * An ACK came past READ or atomic m still without its answer: the
+ * responder executed it, and its responses were lost.  A READ asks again
+ * at once, as rxe's completer retries at once; what the ACK covers past
+ * it is taken once the READ has its bytes (else a WRITE behind it would
+ * wait for a timeout to be ACKed again).  An atomic waits for the timeout.
+ */
+static void answers_lost(struct ibvd_qp *qp, struct roce_qp *w,
+			 struct roce_txm *m, uint32_t end)
+{
+	if (m->req.w.opcode != IBV_WR_RDMA_READ)
+		return;
+	read_gap(qp, m);
+	if (!w->tx.acked_past || roce_psn_diff(end, w->tx.acked_end) > 0)
+		w->tx.acked_end = end;
+	w->tx.acked_past = true;
+}
+
+/*
  * The responder has everything before PSN end (an ACK of end - 1, or a
  * NAK or response at end): those steps are answered.  A READ or atomic
- * without its data stops the walk: its responses were lost, and the
- * timeout asks for them again.
+ * without its data stops the walk: its responses were lost
+ * (answers_lost).
  */
 static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
 {
@@ -936,8 +975,11 @@ static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
 			}
 			break;
 		}
-		if (m->answer < 0 && is_read_or_atomic(m->req.w.opcode))
+		if (m->answer < 0 && is_read_or_atomic(m->req.w.opcode)) {
+			if (roce_psn_diff(end, m_end) > 0)
+				answers_lost(qp, w, m, end);
 			break;
+		}
 		answer(qp, w, m, RESP_OK);
 		if (roce_psn_diff(m_end, w->tx.una_psn) > 0)
 			w->tx.una_psn = m_end;
@@ -1030,26 +1072,6 @@ static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 	}
 }
 
-/*
- * A response of READ m arrived past one still missing: the missing one was
- * lost or is late.  As rxe's completer does, the requester asks again at
- * once (at the engine's next call, rc.c) for the rest from the first
- * missing byte, keeping what came in order, rather than waiting out its
- * timeout and spending a retry.  Once: the responses already on their way
- * past the gap would each ask again, so the next request waits until one
- * of the new request's responses comes in order (past its first, which may
- * be the late one), or for the timeout if they were lost as well.  Only m
- * goes again: the steps behind it need nothing.
- */
-static void read_gap(struct ibvd_qp *qp, struct roce_txm *m)
-{
-	if (m->read_gap)
-		return;
-	m->read_gap = true;
-	m->read_again = true;
-	ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
-	ibvd_eng_answered(qp);
-}
 
 /*
  * Is p, response k of READ m (in order), framed as a responder frames it:
@@ -1106,8 +1128,13 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 		return;
 	}
 	m->got += p->payload_len;
-	if (m->got == m->req.step && (uint32_t)k + 1 == m->npsn)
-		answer(qp, w, m, RESP_OK);
+	if (m->got != m->req.step || (uint32_t)k + 1 != m->npsn)
+		return;
+	answer(qp, w, m, RESP_OK);
+	if (w->tx.acked_past) {
+		w->tx.acked_past = false;
+		acked_before(qp, w, w->tx.acked_end);
+	}
 }
 
 static void rx_atomic_ack(struct ibvd_qp *qp, struct roce_qp *w,
