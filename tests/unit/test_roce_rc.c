@@ -780,6 +780,22 @@ static void exchange(unsigned int from)
 	}
 }
 
+/* er, a message of 4096 bytes, in two steps of 2048 as the engine gives them. */
+static void two_steps(struct eng_req *er)
+{
+	unsigned int i, from;
+
+	er->length = 4096;
+	for (i = 0; i < 2; i++) {
+		er->off = i * 2048;
+		er->step = 2048;
+		from = nsent;
+		ck_assert_int_eq(call(er), RESP_PENDING);
+		exchange(from);
+		ck_assert_int_eq(call(er), RESP_OK);
+	}
+}
+
 /*
  * A message longer than a chunk goes in steps (engine/chunk.c): each step
  * carries, or takes in, its own bytes of the local buffers.
@@ -787,33 +803,18 @@ static void exchange(unsigned int from)
 START_TEST(chunked_steps_move_their_own_bytes)
 {
 	struct eng_req er;
-	unsigned int i, from;
+	unsigned int i;
 
 	for (i = 0; i < 4096; i++)
 		local_mem[i] = (uint8_t)(i * 13 + 5 + (i >= 2048 ? 0x40 : 0));
 	write_req(&er, 0);
-	er.length = er.local.seg[0].len = er.local.total = 4096;
-	for (i = 0; i < 2; i++) {
-		er.off = i * 2048;
-		er.step = 2048;
-		from = nsent;
-		ck_assert_int_eq(call(&er), RESP_PENDING);
-		exchange(from);
-		ck_assert_int_eq(call(&er), RESP_OK);
-	}
+	er.local.seg[0].len = er.local.total = 4096;
+	two_steps(&er);
 	ck_assert_mem_eq(remote_mem, local_mem, 4096);
 
 	memset(local_mem, 0, sizeof(local_mem));
 	read_req(&er);
-	er.length = 4096;
-	for (i = 0; i < 2; i++) {
-		er.off = i * 2048;
-		er.step = 2048;
-		from = nsent;
-		ck_assert_int_eq(call(&er), RESP_PENDING);
-		exchange(from);
-		ck_assert_int_eq(call(&er), RESP_OK);
-	}
+	two_steps(&er);
 	ck_assert_mem_eq(local_mem, remote_mem, 4096);
 }
 END_TEST
