@@ -348,6 +348,9 @@ struct ibvd_direct {
 	/* side i's library held its lease past a revocation's wait: it
 	 * gets no more grants, and is not waited for again (lease.c) */
 	bool lease_broken[2];
+	/* side i's library got a grant since its lease was last revoked:
+	 * without one it copies nothing, and a revocation does not wait */
+	bool granted[2];
 	/* UD: a ring held garbage, which either side may have written; its
 	 * datagrams go through the engine from then on (atomic) */
 	bool ud_broken;
@@ -619,6 +622,9 @@ struct ibvd_context {
 	struct ibvd_handle_table handles;
 	struct ibvd_ctx_objs objs;	/* rings, doorbells (below) */
 	struct ibvd_ectx *engine;	/* engine/: doorbells, serving thread */
+	/* a library of ours held a lease past a revocation: no more grants
+	 * to this context, in any pair (lease.c) */
+	bool lease_broken;
 };
 
 #endif /* IBVD_OBJECTS_H */

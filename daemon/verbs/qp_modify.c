@@ -462,6 +462,9 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 	ibvd_objects_write_lock();
 	ret = check_state(call, qp, m, mask, &cur, &next);
 	if (ret == 0) {
+		/* a peer's grants into us gave our old rights (rings/lease.c) */
+		if (qp->direct && n.attr.access != qp->attr.access)
+			ibvd_direct_lease_revoke(qp->direct, !qp->direct_side);
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
 		qp_enter(qp, cur, next);

@@ -1056,6 +1056,112 @@ START_TEST(rdma_lease_held)
 	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_WRITE, "WRITE afterwards");
 	vt_expect_pat(BUF(f.b), 4096, 0, 11, "written afterwards");
 	fx_free(&f);
+	/* nor is this context granted again in a new pair (a RESET's) */
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, "ibvd-granted-again");
+	vt_fill(BUF(f.a), 4096, 0, 11);
+	vt_send(f.p.qp[0], 3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_RDMA_WRITE, "WRITE in a new pair");
+	vt_expect_pat(BUF(t), 4096, 0, 11, "written through the engine");
+	vt_assert(vt_memfd_maps("ibvd-granted-again", NULL, NULL) == 1,
+		  "the new pair was granted the MR (%d mappings)",
+		  vt_memfd_maps("ibvd-granted-again", NULL, NULL));
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * The target QP's access flags bound a grant as they bound a responder:
+ * a WRITE through a QP without REMOTE_WRITE, or a READ without
+ * REMOTE_READ, fails REM_ACCESS_ERR with nothing moved, though the MR
+ * allows it; and rights taken away by RTS -> RTS void the grant.
+ */
+static void qp_rights_refused(enum ibv_wr_opcode op, unsigned int access)
+{
+	struct vt_qp_opts o1 = { .access = access };
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	vt_pair2(&f.p, &D, NULL, &o1, 256);
+	f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	memset(BUF(f.a), 0x5a, 4096);
+	vt_send(f.p.qp[0], 1, op, IBV_SEND_SIGNALED, BUF(f.a), 4096, f.a->lkey,
+		ADDR(t, 0), t->rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 1, IBV_WC_REM_ACCESS_ERR,
+		     op == IBV_WR_RDMA_WRITE ? "a WRITE through a QP without REMOTE_WRITE"
+					     : "a READ through a QP without REMOTE_READ");
+	vt_expect_byte(BUF(t), LEN, 0, "the target's memory");
+	vt_expect_byte(BUF(f.a), 4096, 0x5a, "the READ's buffer");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+
+START_TEST(rdma_bound_by_qp_rights)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_READ };
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	qp_rights_refused(IBV_WR_RDMA_WRITE, IBV_ACCESS_REMOTE_READ);
+	qp_rights_refused(IBV_WR_RDMA_READ, IBV_ACCESS_REMOTE_WRITE);
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "a granted WRITE");
+	ck_assert_int_gt(granted_maps(NULL), 0);
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a,
+				       IBV_QP_STATE | IBV_QP_ACCESS_FLAGS), 0);
+	memset(BUF(f.a), 0x5b, 4096);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_ACCESS_ERR,
+		     "a WRITE after the QP lost REMOTE_WRITE");
+	vt_expect_byte(BUF(t), LEN, 0, "the target's memory");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * Lease words held by a library that was never granted anything (either
+ * side may write them): its pair's RESET does not wait for it, and it
+ * loses no grants for it.
+ */
+START_TEST(rdma_lease_held_without_grant)
+{
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibvd_lease *lease;
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	void *base = NULL;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	ck_assert_int_gt(vt_memfd_maps("ibvd-transit", NULL, &base), 0);
+	lease = (struct ibvd_lease *)((uint8_t *)base + IBVD_TRANSIT_LEASE_OFF);
+	__atomic_store_n(&lease[0].in_use, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lease[1].in_use, 1, __ATOMIC_SEQ_CST);
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &reset, IBV_QP_STATE), 0);
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &reset, IBV_QP_STATE), 0);
+	fx_free(&f);
+	/* a new pair of this context is granted as before */
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "a granted WRITE");
+	vt_assert(granted_maps(NULL) > 0, "no grant after a lease held without one");
+	vt_dereg_memfd(t);
+	fx_free(&f);
 }
 END_TEST
 
@@ -3043,7 +3149,9 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, rdma_revoked_by_rereg);
 	tcase_add_test(tc, rdma_target_in_error);
 	tcase_add_test(tc, rdma_private_not_granted);
+	tcase_add_test(tc, rdma_lease_held_without_grant);
 	tcase_add_test(tc, rdma_lease_held);
+	tcase_add_test(tc, rdma_bound_by_qp_rights);
 	tc = new_case(s, "errors");
 	tcase_add_test(tc, too_long);
 	tcase_add_test(tc, bad_receive_key);

@@ -37,14 +37,20 @@ void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side)
 
 	/*
 	 * Once is enough: a library that holds its lease for ever must not
-	 * hold the control thread (every tenant's requests) at each turn.
+	 * hold the control thread (every tenant's requests) at each turn;
+	 * nor is one waited for that has no grant to copy under (either
+	 * library may write the lease words).
 	 */
-	if (d->lease_broken[side]) {
+	if (d->lease_broken[side] || !d->granted[side]) {
 		ibvd_lease_void(l);
 		return;
 	}
+	d->granted[side] = false;
 	if (ibvd_lease_revoke(l) < 0) {
 		d->lease_broken[side] = true;
+		/* and in the pairs it makes next: a RESET makes a new one */
+		if (d->qp[side])
+			d->qp[side]->ctx->lease_broken = true;
 		log_warn("transit pair %u, side %u: its library still copied under a revoked grant after %llu ms; going on, no more grants to it",
 			 d->gen, side,
 			 (unsigned long long)(IBVD_LEASE_WAIT_NS / 1000000));
@@ -57,16 +63,16 @@ static bool state_receives(uint32_t state)
 }
 
 /*
- * The fd to give: the MR's own if the peer may write, else the same file
- * opened again read-only, so the grant cannot write what the MR only lets
- * be read.  The caller closes it.
+ * The fd to give: the MR's own if the peer may write (rights), else the
+ * same file opened again read-only, so the grant cannot write what may
+ * only be read.  The caller closes it.
  */
-static int grant_fd(const struct ibvd_mr *mr)
+static int grant_fd(const struct ibvd_mr *mr, uint32_t rights)
 {
 	char path[64];
 	int fd;
 
-	if (mr->access & IBV_ACCESS_REMOTE_WRITE) {
+	if (rights & IBV_ACCESS_REMOTE_WRITE) {
 		fd = fcntl(mr->map_fd, F_DUPFD_CLOEXEC, 3);
 	} else {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", mr->map_fd);
@@ -75,23 +81,44 @@ static int grant_fd(const struct ibvd_mr *mr)
 	return fd < 0 ? -errno : fd;
 }
 
+/*
+ * Do all the processes sharing ctx run as uid?  The MR is in one of them,
+ * which one the daemon does not track: a grant gives its whole file.
+ */
+static bool ctx_all_uid(const struct ibvd_context *ctx, uid_t uid)
+{
+	unsigned int i;
+
+	for (i = 0; i < ctx->nmembers; i++)
+		if (ctx->members[i].session->cred.uid != uid)
+			return false;
+	return true;
+}
+
+/*
+ * What a grant of mr through peer may do: the remote rights both the MR
+ * and the QP give (a responder checks the QP's first), or an error.
+ */
 static int grant_check(struct ibvd_call *call, const struct ibvd_qp *peer,
 		       const struct ibvd_mr *mr, uint32_t rkey)
 {
+	uint32_t rights;
+
 	if (!mr || mr->pd != peer->pd)
 		return ibvd_call_error(call, -ENOENT,
 				       "no MR of key %#x in QP %u's PD",
 				       rkey, peer->qp_num);
-	if (!(mr->access & REMOTE_ACCESS) || !mr->map_fd_kept ||
-	    ((mr->access & IBV_ACCESS_REMOTE_WRITE) && !mr->map_writable))
+	rights = mr->access & peer->attr.access & REMOTE_ACCESS;
+	if (!rights || !mr->map_fd_kept ||
+	    ((rights & IBV_ACCESS_REMOTE_WRITE) && !mr->map_writable))
 		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "MR of key %#x: no remote access to shared file memory",
-				       rkey);
-	if (call->session->cred.uid != mr->ctx->session->cred.uid)
+				       "MR of key %#x: no remote access to shared file memory through QP %u",
+				       rkey, peer->qp_num);
+	if (!ctx_all_uid(mr->ctx, call->session->cred.uid))
 		return ibvd_call_error(call, -EPERM,
-				       "MR of key %#x belongs to another uid",
+				       "MR of key %#x may belong to another uid",
 				       rkey);
-	return 0;
+	return (int)rights;
 }
 
 int ibvd_req_qp_remote_mr(struct ibvd_call *call)
@@ -100,6 +127,7 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	Ibvd__QpRemoteMrReply reply = IBVD__QP_REMOTE_MR_REPLY__INIT;
 	struct ibvd_qp *qp, *peer;
 	struct ibvd_mr *mr;
+	uint32_t rights;
 	int fd, ret;
 
 	/* Pairs and MRs change on this thread only: no lock to read them. */
@@ -117,7 +145,7 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 		return ibvd_call_error(call, -ENOENT,
 				       "QP %u has not mapped its transit rings",
 				       qp->qp_num);
-	if (qp->direct->lease_broken[qp->direct_side])
+	if (qp->direct->lease_broken[qp->direct_side] || qp->ctx->lease_broken)
 		return ibvd_call_error(call, -EPERM,
 				       "QP %u's library held its lease too long",
 				       qp->qp_num);
@@ -125,7 +153,8 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	ret = grant_check(call, peer, mr, req->rkey);
 	if (ret < 0)
 		return ret;
-	fd = grant_fd(mr);
+	rights = (uint32_t)ret;
+	fd = grant_fd(mr, rights);
 	if (fd < 0)
 		return ibvd_call_error(call, fd, "MR of key %#x: %s", req->rkey,
 				       "cannot open its file again");
@@ -133,14 +162,15 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	reply.epoch = __atomic_load_n(&ibvd_direct_lease(qp->direct,
 							 qp->direct_side)->epoch,
 				      __ATOMIC_SEQ_CST);
-	reply.access = mr->access;
+	reply.access = (mr->access & ~REMOTE_ACCESS) | rights;
 	reply.iova = mr->iova;
 	reply.length = mr->length;
 	reply.file_offset = mr->map_file_offset;
 	reply.map_len = mr->map_len;
 	reply.delta = (uint64_t)(mr->map_base - (uint8_t *)mr->map);
-	/* from here on, changing the MR revokes first */
+	/* from here on, changing the MR or the peer's rights revokes first */
 	mr->granted = true;
+	qp->direct->granted[qp->direct_side] = true;
 	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
 	close(fd);
 	return ret;
