@@ -462,6 +462,9 @@ static int cm_id_move(struct ibvd_cm_id *id, struct ibvd_cm *to)
 	if (ret < 0)
 		return ret == -ENOSPC ? -ENOMEM : ret;
 	ibvd_handle_remove(&id->cm->ids, id->handle, IBVD_OBJ_CM_ID);
+	/* a listener's requests are counted in its session's event room */
+	id->cm->npending -= id->npending;
+	to->npending += id->npending;
 	id->cm = to;
 	id->handle = handle;
 	return 0;

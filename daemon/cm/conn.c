@@ -20,6 +20,9 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include <infiniband/verbs.h>
 
@@ -132,6 +135,7 @@ void cm_pending_leave(struct ibvd_cm_id *id)
 		return;
 	TAILQ_REMOVE(&l->pending, id, pending_link);
 	l->npending--;
+	l->cm->npending--;
 	id->listener = NULL;
 }
 
@@ -276,9 +280,31 @@ int ibvd_req_cm_listen(struct ibvd_call *call)
 
 /* ---- connect -------------------------------------------------------- */
 
+/*
+ * Has cm's event socket room for one more request of others and what may
+ * follow it (its REJ), beside those already admitted and the reserve?
+ * Requests come at others' pace; a full socket would have the listener's
+ * session closed, every id of it lost (another uid's connect loop could
+ * do that to any listener).  So a request that might not fit is refused
+ * now, as one past the backlog.
+ */
+static bool event_room(const struct ibvd_cm *cm)
+{
+	socklen_t len = sizeof(int);
+	int queued = 0, sndbuf = 0;
+
+	if (ioctl(cm->event_fd, SIOCOUTQ, &queued) < 0 ||
+	    getsockopt(cm->event_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) < 0)
+		return true;	/* cannot tell: the backlog alone decides */
+	return (uint64_t)queued + CM_EVENT_RESERVE +
+	       ((uint64_t)cm->npending + 1) * 2 * CM_EVENT_COST <=
+	       (uint64_t)sndbuf;
+}
+
 bool cm_listener_takes(const struct ibvd_cm_id *l, bool ud)
 {
-	return cm_is_ud(l) == ud && l->npending < (unsigned int)l->backlog;
+	return cm_is_ud(l) == ud && l->npending < (unsigned int)l->backlog &&
+	       event_room(l->cm);
 }
 
 struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
@@ -317,6 +343,7 @@ struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
 	c->listener = l;
 	TAILQ_INSERT_TAIL(&l->pending, c, pending_link);
 	l->npending++;
+	l->cm->npending++;
 	return c;
 }
 

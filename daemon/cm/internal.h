@@ -54,9 +54,17 @@ struct ibvd_session;
 #define CM_MAX_GROUP_MEMBERS	56
 /* From a disconnect to TIMEWAIT_EXIT, as an IB CM's time-wait. */
 #define CM_TIMEWAIT_MS		1000
-/* Our end of an event socket: room for a full backlog of requests and
- * their REJs (the kernel doubles it). */
+/* Our end of an event socket: room for a backlog of requests and their
+ * REJs (the kernel doubles it; without CAP_NET_ADMIN net.core.wmem_max
+ * caps it, 208 KiB by default). */
 #define CM_EVENT_SNDBUF		(2 << 20)
+/*
+ * What one event takes of it (the kernel counts a datagram's buffer, not
+ * its bytes: about 1,280 measured), and what is kept for the events of
+ * a session's own ids when requests from others are admitted.
+ */
+#define CM_EVENT_COST		1536
+#define CM_EVENT_RESERVE	(32 * CM_EVENT_COST)
 
 /* Private data an app may send, and a receiver sees zero-padded (IB CM
  * message sizes minus the 36-byte RDMA CM header in REQ and SIDR REQ). */
@@ -214,6 +222,7 @@ struct ibvd_cm {
 	uint8_t token[CM_TOKEN_LEN];
 	struct ibvd_handle_table ids;
 	bool dead;			/* being closed: send it nothing more */
+	unsigned int npending;		/* its listeners' requests, summed */
 	struct event *close_ev;		/* closes it from the event loop */
 	TAILQ_ENTRY(ibvd_cm) link;	/* cm_world.sessions */
 };

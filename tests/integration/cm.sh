@@ -811,12 +811,34 @@ case_peer_death() {
 	survivor "$CPID" "$O/kill-daemon/connect.out" DEVICE_REMOVAL "the connector"
 }
 
+# Another uid's connects, each given up at once, against listeners that do
+# not read their events for a while: requests the listener's event socket
+# might not hold are refused (as past the backlog), and the listener's
+# session stays, with its ids.
+case_request_flood() {
+	local lpid rc
+	check "uid $USER2 floods two listeners of uid $USER1 that read no events"
+	bg_run ours "$USER1" "$O/deaf.out" "$T/bin/cmapi-helper" peer deaf 23101 23102 6000
+	lpid=$BG
+	wait_line "$O/deaf.out" '^listening on port' "$lpid" ||
+		{ show_out deaf "$O/deaf.out"; fail "the listener did not listen"; }
+	for p in 23101 23102; do
+		run_ours "$USER2" "$T/bin/cmapi-helper" peer flood 127.0.0.1 "$p" 1100 \
+			>"$O/flood.$p" 2>&1
+		rc=$?
+		client_ok "$rc" "$O/flood.$p" "the flood of port $p"
+	done
+	server_done "$lpid" "$O/deaf.out" "the deaf listener"
+	expect_grep '^deaf: .* alive$' "$O/deaf.out" "the listener's session after the flood"
+	ok "$(sed -n 's/^deaf: //p' "$O/deaf.out"); $(cat "$O/flood.23101" "$O/flood.23102" | paste -sd ' ')"
+}
+
 # ---- run them -------------------------------------------------------------------
 
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
 	   rping_persistent rping_errors ucmatose udaddy rdma_server_client
 	   rdma_xserver_xclient cmtime
-	   mckey rsockets lazy_pair peer_death)
+	   mckey rsockets lazy_pair request_flood peer_death)
 CASES=("${ALL_CASES[@]}")
 [ -n "${CM_CASES:-}" ] && read -ra CASES <<<"$CM_CASES"
 PASSED=()

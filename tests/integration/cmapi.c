@@ -22,6 +22,11 @@
  *   cmapi-helper peer abandon HOST PORT MS
  *				a connect whose id is destroyed MS ms later,
  *				unanswered (the requester gives up: REJ)
+ *   cmapi-helper peer deaf PORT1 PORT2 MS
+ *				listeners on two ports that read no event for
+ *				MS ms, then take what came ("deaf: ... alive")
+ *   cmapi-helper peer flood HOST PORT N
+ *				N connects, each given up at once
  *   cmapi-helper rsocket-probe	prints "rsocket: ok" or "rsocket: ERRNO-TEXT"
  *
  * What is expected comes from the reference (seeds/003: return-value
@@ -2365,6 +2370,79 @@ static int peer_abandon(const char *host, const char *port, const char *ms)
 	return 0;
 }
 
+/*
+ * A listener on two ports that reads no event for ms ms while others
+ * connect and give up, then takes what came: its session must still be
+ * there (no DEVICE_REMOVAL, a new id works).
+ */
+static int peer_deaf(const char *port1, const char *port2, const char *ms)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	const char *ports[2] = { port1, port2 };
+	unsigned int requests = 0, rejected = 0, other = 0, i;
+	struct rdma_cm_id *id[2], *probe;
+	struct rdma_cm_event *ev;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; i < 2; i++) {
+		struct sockaddr_storage ss = sa_make("0.0.0.0",
+						     (uint16_t)atoi(ports[i]));
+
+		if (!ch || rdma_create_id(ch, &id[i], NULL, RDMA_PS_TCP) ||
+		    rdma_bind_addr(id[i], SA(ss)) || rdma_listen(id[i], 0))
+			PEER_FAIL("listen: %s", strerror(errno));
+	}
+	printf("listening on port %u\n", src_port(id[0]));
+	vt_sleep_ms(atoi(ms));
+	while (readable(ch->fd, 500)) {
+		if (rdma_get_cm_event(ch, &ev))
+			PEER_FAIL("rdma_get_cm_event: %s", strerror(errno));
+		if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+			PEER_FAIL("DEVICE_REMOVAL after %u requests: the session was closed",
+				  requests);
+		requests += ev->event == RDMA_CM_EVENT_CONNECT_REQUEST;
+		rejected += ev->event == RDMA_CM_EVENT_REJECTED;
+		other += ev->event != RDMA_CM_EVENT_CONNECT_REQUEST &&
+			 ev->event != RDMA_CM_EVENT_REJECTED;
+		rdma_ack_cm_event(ev);
+	}
+	if (rdma_create_id(ch, &probe, NULL, RDMA_PS_TCP))
+		PEER_FAIL("a new id after the flood: %s", strerror(errno));
+	rdma_destroy_id(probe);
+	printf("deaf: %u requests, %u rejected, %u other events; alive\n",
+	       requests, rejected, other);
+	return 0;
+}
+
+/* n connects to host:port, each given up at once (its id destroyed). */
+static int peer_flood(const char *host, const char *port, const char *n)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make(host, (uint16_t)atoi(port));
+	struct rdma_conn_param cp = { .qp_num = 0x4321 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int i, k, sent = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; ch && i < atoi(n); i++) {
+		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+		    rdma_resolve_addr(id, NULL, SA(ss), 2000))
+			PEER_FAIL("resolve_addr: %s", strerror(errno));
+		for (k = 0; k < 2; k++) {
+			ev = peer_event(ch, ev_ms());
+			rdma_ack_cm_event(ev);
+			if (!k && rdma_resolve_route(id, 2000))
+				PEER_FAIL("resolve_route: %s", strerror(errno));
+		}
+		sent += rdma_connect(id, &cp) == 0;
+		if (rdma_destroy_id(id))
+			PEER_FAIL("destroy_id: %s", strerror(errno));
+	}
+	printf("flood: %d connects\n", sent);
+	return 0;
+}
+
 static int rsocket_probe(void)
 {
 	int fd = rsocket(AF_INET, SOCK_STREAM, 0);
@@ -2387,6 +2465,10 @@ int main(int argc, char **argv)
 		return peer_hold(argv[3]);
 	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "abandon"))
 		return peer_abandon(argv[3], argv[4], argv[5]);
+	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "deaf"))
+		return peer_deaf(argv[3], argv[4], argv[5]);
+	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "flood"))
+		return peer_flood(argv[3], argv[4], argv[5]);
 	if (argc > 1 && !strcmp(argv[1], "peer"))
 		return peer(argc - 2, argv + 2);
 	if (argc > 1 && !strcmp(argv[1], "rsocket-probe"))
