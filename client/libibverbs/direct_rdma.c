@@ -118,6 +118,8 @@ static int grant_map(struct grant *g, const Ibvd__QpRemoteMrReply *r, int fd)
 		 (off_t)r->file_offset);
 	if (p == MAP_FAILED)
 		return -errno;
+	/* a forked child has no grants: nothing would revoke its mapping */
+	madvise(p, (size_t)r->map_len, MADV_DONTFORK);
 	g->map = p;
 	g->map_len = (size_t)r->map_len;
 	g->at_iova = (uint8_t *)p + r->delta;

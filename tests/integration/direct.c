@@ -1131,6 +1131,33 @@ START_TEST(rdma_bound_by_qp_rights)
 }
 END_TEST
 
+/* A forked child has no grant: nothing would revoke its mapping. */
+START_TEST(rdma_grant_not_inherited)
+{
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+	int status;
+	pid_t pid;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "a granted WRITE");
+	ck_assert_int_eq(granted_maps(NULL), 2);	/* the MR's, the grant's */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)		/* the MR's own mapping is inherited, not more */
+		_exit(granted_maps(NULL) == 1 ? 0 : 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	vt_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "the forked child maps the grant too");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
 /*
  * Lease words held by a library that was never granted anything (either
  * side may write them): its pair's RESET does not wait for it, and it
@@ -3149,6 +3176,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, rdma_revoked_by_rereg);
 	tcase_add_test(tc, rdma_target_in_error);
 	tcase_add_test(tc, rdma_private_not_granted);
+	tcase_add_test(tc, rdma_grant_not_inherited);
 	tcase_add_test(tc, rdma_lease_held_without_grant);
 	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_bound_by_qp_rights);

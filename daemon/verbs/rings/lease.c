@@ -127,13 +127,21 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	Ibvd__QpRemoteMrReply reply = IBVD__QP_REMOTE_MR_REPLY__INIT;
 	struct ibvd_qp *qp, *peer;
 	struct ibvd_mr *mr;
-	uint32_t rights;
+	uint32_t rights, epoch;
 	int fd, ret;
 
 	/* Pairs and MRs change on this thread only: no lock to read them. */
 	ret = ibvd_direct_call_pair(call, req->handle, &qp, &peer);
 	if (ret < 0)
 		return ret;
+	/*
+	 * The epoch before the states: an engine thread that moves either QP
+	 * to ERR after we looked voids the leases after, so the grant is
+	 * void too (read after, it would carry the voided epoch as valid).
+	 */
+	epoch = __atomic_load_n(&ibvd_direct_lease(qp->direct,
+						   qp->direct_side)->epoch,
+				__ATOMIC_SEQ_CST);
 	/* as a NIC's responder would take the request (an error voids) */
 	if (__atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) != IBV_QPS_RTS ||
 	    !state_receives(__atomic_load_n(&peer->state, __ATOMIC_ACQUIRE)))
@@ -159,9 +167,7 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 		return ibvd_call_error(call, fd, "MR of key %#x: %s", req->rkey,
 				       "cannot open its file again");
 	reply.gen = qp->direct->gen;
-	reply.epoch = __atomic_load_n(&ibvd_direct_lease(qp->direct,
-							 qp->direct_side)->epoch,
-				      __ATOMIC_SEQ_CST);
+	reply.epoch = epoch;
 	reply.access = (mr->access & ~REMOTE_ACCESS) | rights;
 	reply.iova = mr->iova;
 	reply.length = mr->length;
