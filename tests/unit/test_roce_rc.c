@@ -987,6 +987,30 @@ START_TEST(ack_past_a_read_asks_again_at_once)
 }
 END_TEST
 
+/*
+ * A packet from the QP's peer to another address of this host than the
+ * QP's own is not the QP's (rxe's check_addr): dropped.
+ */
+START_TEST(packet_to_another_address_dropped)
+{
+	struct eng_req er;
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	decode(0, &ip, &p);
+	ip.dst[3] = 9;			/* 10.0.0.9, not the responder's .2 */
+	roce_rx_self = &rd;
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(nsent, 3);	/* no ACK, no NAK */
+	ck_assert_uint_eq(counters[IBVD_PC_RCVD_PKTS], 0);
+	deliver(0);			/* the same packet, to .2 */
+	ck_assert_uint_eq(counters[IBVD_PC_RCVD_PKTS], 1);
+}
+END_TEST
+
 START_TEST(window_go_back_n_from_the_lost_packet)
 {
 	unsigned int burst[] = { 0, 1, 3, 4, 5 };
@@ -1600,6 +1624,7 @@ int main(void)
 	tcase_add_test(tc, read_response_of_the_wrong_length_dropped);
 	tcase_add_test(tc, psn_naks_go_back_once_per_progress);
 	tcase_add_test(tc, ack_past_a_read_asks_again_at_once);
+	tcase_add_test(tc, packet_to_another_address_dropped);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, teardown);

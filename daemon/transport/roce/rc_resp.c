@@ -1192,9 +1192,11 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	struct roce_qp *w = roce_qp_of(qp);
 
-	/* only from the address the QP is connected to */
+	/* only from the address the QP is connected to, to its own (rxe's
+	 * check_addr) */
 	if (!w || w->path.family != ip->family ||
-	    memcmp(w->path.dst, ip->src, 16) != 0)
+	    memcmp(w->path.dst, ip->src, 16) != 0 ||
+	    memcmp(w->path.src, ip->dst, 16) != 0)
 		return;
 	/* a run of another QP's WRITE, or before anything but a WRITE packet */
 	if (roce_rx_self == rd && rd->wrun.qp &&
