@@ -29,14 +29,18 @@
  * leases without waiting when a QP of it enters an error state (what was
  * in flight then completes as a request before the error would).
  *
- * What revokes.  Deregistering or re-registering a granted MR, and either
- * QP leaving the pair (reset, destroy, its process gone), revoke every
- * lease into the MR's or the QP's context; the daemon returns only then.
- * A library that holds `in_use` for longer than a copy can take (stopped
- * mid-copy, or lying) is waited for IBVD_LEASE_WAIT_NS, then logged and
- * left: it is the target's own uid.  It gets no grants from then on, and
- * is not waited for again, so that it cannot hold up the daemon's
- * control thread (every tenant's requests) more than once per pair.
+ * What revokes.  Deregistering or re-registering a granted MR, either QP
+ * leaving the pair (reset, destroy, its process gone), and a change of
+ * the target QP's access flags (a grant gives the rights both the MR and
+ * that QP give) revoke every lease into the MR's or the QP's context; the
+ * daemon returns only then.  A side granted nothing since its last
+ * revocation is not waited for.  A library that holds `in_use` for longer
+ * than a copy can take (stopped mid-copy, or lying; an honest one copying
+ * a large range of a slow file can too) is waited for IBVD_LEASE_WAIT_NS,
+ * then logged and left: it is the target's own uid.  Its context gets no
+ * grants from then on, in any pair, and it is not waited for again, so
+ * that it cannot hold up the daemon's control thread (every tenant's
+ * requests) more than once.
  */
 #ifndef IBVD_LEASE_H
 #define IBVD_LEASE_H
