@@ -818,7 +818,7 @@ case_peer_death() {
 case_request_flood() {
 	local lpid rc
 	check "uid $USER2 floods two listeners of uid $USER1 that read no events"
-	bg_run ours "$USER1" "$O/deaf.out" "$T/bin/cmapi-helper" peer deaf 23101 23102 6000
+	bg_run ours "$USER1" "$O/deaf.out" "$T/bin/cmapi-helper" peer deaf 23101 23102 "$O/flood.done"
 	lpid=$BG
 	wait_line "$O/deaf.out" '^listening on port' "$lpid" ||
 		{ show_out deaf "$O/deaf.out"; fail "the listener did not listen"; }
@@ -828,6 +828,7 @@ case_request_flood() {
 		rc=$?
 		client_ok "$rc" "$O/flood.$p" "the flood of port $p"
 	done
+	touch "$O/flood.done"
 	server_done "$lpid" "$O/deaf.out" "the deaf listener"
 	expect_grep '^deaf: .* alive$' "$O/deaf.out" "the listener's session after the flood"
 	ok "$(sed -n 's/^deaf: //p' "$O/deaf.out"); $(cat "$O/flood.23101" "$O/flood.23102" | paste -sd ' ')"

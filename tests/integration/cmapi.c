@@ -22,9 +22,10 @@
  *   cmapi-helper peer abandon HOST PORT MS
  *				a connect whose id is destroyed MS ms later,
  *				unanswered (the requester gives up: REJ)
- *   cmapi-helper peer deaf PORT1 PORT2 MS
- *				listeners on two ports that read no event for
- *				MS ms, then take what came ("deaf: ... alive")
+ *   cmapi-helper peer deaf PORT1 PORT2 GOFILE
+ *				listeners on two ports that read no event
+ *				until GOFILE exists, then take what came
+ *				("deaf: ... alive")
  *   cmapi-helper peer flood HOST PORT N
  *				N connects, each given up at once
  *   cmapi-helper rsocket-probe	prints "rsocket: ok" or "rsocket: ERRNO-TEXT"
@@ -2371,11 +2372,13 @@ static int peer_abandon(const char *host, const char *port, const char *ms)
 }
 
 /*
- * A listener on two ports that reads no event for ms ms while others
- * connect and give up, then takes what came: its session must still be
- * there (no DEVICE_REMOVAL, a new id works).
+ * A listener on two ports that reads no event while others connect and
+ * give up, until the script says they are done (gofile appears), then
+ * takes what came: its session must still be there (no DEVICE_REMOVAL,
+ * a new id works).  A file, not a fixed sleep: the floods take 1-10 s
+ * depending on the machine.
  */
-static int peer_deaf(const char *port1, const char *port2, const char *ms)
+static int peer_deaf(const char *port1, const char *port2, const char *gofile)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	const char *ports[2] = { port1, port2 };
@@ -2393,7 +2396,11 @@ static int peer_deaf(const char *port1, const char *port2, const char *ms)
 			PEER_FAIL("listen: %s", strerror(errno));
 	}
 	printf("listening on port %u\n", src_port(id[0]));
-	vt_sleep_ms(atoi(ms));
+	for (i = 0; access(gofile, F_OK); i++) {
+		if (i == 120000)
+			PEER_FAIL("no %s after 10 minutes", gofile);
+		vt_sleep_ms(5);
+	}
 	while (readable(ch->fd, 500)) {
 		if (rdma_get_cm_event(ch, &ev))
 			PEER_FAIL("rdma_get_cm_event: %s", strerror(errno));
