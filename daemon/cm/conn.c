@@ -26,10 +26,13 @@
 
 #include <infiniband/verbs.h>
 
+#include "config/config.h"
 #include "core/device.h"
 #include "cma_hdr.h"
 #include "internal.h"
+#include "log.h"
 #include "server/call.h"
+#include "server/daemon.h"
 #include "server/session.h"
 #include "verbs/query.h"
 #include "verbs/verbs.h"
@@ -235,6 +238,45 @@ void cm_conn_abandon(struct ibvd_cm_id *id)
 	}
 }
 
+/* ---- a handshake nobody finishes ------------------------------------ */
+
+/*
+ * The other side of a local handshake is alive but does not answer: an
+ * app that never accepts nor rejects a request, or never confirms a reply
+ * (no rdma_establish).  The kernel's CM resends its REQ or REP for about
+ * a minute, then reports UNREACHABLE, -ETIMEDOUT, and sends a REJ with
+ * reason timeout, which the other side hears as REJECTED (SIDR has no
+ * REJ: a UD request just stops waiting).  The id that waits holds the
+ * timer; it only acts if the id still waits when it fires, as an id
+ * sends one REQ or one REP in its life.
+ */
+static void arm_handshake(struct ibvd_cm_id *id)
+{
+	uint32_t ms = id->cm->session->daemon->cfg->cm_handshake_ms;
+
+	if (cm_timer_arm(id, CM_TIMER_HANDSHAKE, ms) < 0)
+		log_warn("cm id %u: no timer for its handshake; it waits as long as its peer",
+			    id->idn);
+}
+
+void cm_handshake_expired(struct ibvd_cm_id *id)
+{
+	struct ibvd_cm_id *peer = id->peer;
+
+	if ((id->phase != CM_PH_REQ_SENT && id->phase != CM_PH_REP_SENT) ||
+	    !peer)
+		return;
+	unlink_peers(id);
+	id->phase = CM_PH_CLOSED;
+	cm_event_simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+	/* An unread request keeps its backlog slot, as in peer_lost() */
+	if (cm_is_ud(peer))
+		return;
+	peer->phase = CM_PH_CLOSED;
+	cm_send_refusal(peer, RDMA_CM_EVENT_REJECTED, CM_REJ_TIMEOUT, NULL, 0,
+			CM_PDATA_REJ);
+}
+
 /* ---- listen --------------------------------------------------------- */
 
 static int listen_bind(struct ibvd_call *call, struct ibvd_cm_id *id)
@@ -427,6 +469,8 @@ int ibvd_req_cm_connect(struct ibvd_call *call)
 				req->param->private_data.len);
 	else
 		deliver_request(id, &req->param->private_data);
+	if (id->phase == CM_PH_REQ_SENT && id->peer)
+		arm_handshake(id);
 	return 0;
 }
 
@@ -577,6 +621,8 @@ int ibvd_req_cm_accept(struct ibvd_call *call)
 		accept_ud(id, a, &p, &req->param->private_data);
 	else
 		accept_rc(id, a, &req->param->private_data);
+	if (id->phase == CM_PH_REP_SENT && id->peer)
+		arm_handshake(id);
 	return ret;
 }
 

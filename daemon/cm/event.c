@@ -138,6 +138,9 @@ static void cm_timer_cb(evutil_socket_t fd, short what, void *arg)
 	case CM_TIMER_TIMEWAIT:
 		cm_event_simple(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
 		break;
+	case CM_TIMER_HANDSHAKE:
+		cm_handshake_expired(id);
+		break;
 	case CM_TIMER_NONE:
 		break;
 	}

@@ -147,6 +147,7 @@ enum cm_timer_kind {
 	CM_TIMER_NONE,
 	CM_TIMER_ADDR,		/* resolving an address that is not local */
 	CM_TIMER_TIMEWAIT,	/* TIMEWAIT_EXIT after a disconnect */
+	CM_TIMER_HANDSHAKE,	/* a local REQ or REP left unanswered */
 };
 
 struct cm_join;
@@ -436,6 +437,8 @@ void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status);
 int cm_timer_arm(struct ibvd_cm_id *id, enum cm_timer_kind kind,
 		 uint32_t ms);
 void cm_timer_free(struct ibvd_cm_id *id);
+/* conn.c: id's local REQ or REP went unanswered for too long. */
+void cm_handshake_expired(struct ibvd_cm_id *id);
 /*
  * Stop sending to cm and close its session soon (from the event loop);
  * why (NULL: the client hung up, nothing to report) is logged.

@@ -432,6 +432,21 @@ static const struct member log_members[] = {
 	{ "level", log_level },
 };
 
+static int cm_handshake_timeout(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+
+	if (!json_is_integer(v) || json_integer_value(v) < IBVD_CM_HANDSHAKE_MIN_MS ||
+	    json_integer_value(v) > IBVD_CM_HANDSHAKE_MAX_MS)
+		return wrong(p, "an integer 100..3600000 (ms)", v);
+	cfg->cm_handshake_ms = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+static const struct member cm_members[] = {
+	{ "handshake_timeout_ms", cm_handshake_timeout },
+};
+
 /* --- devices --- */
 
 static int device_name(struct parser *p, json_t *v, void *obj)
@@ -1307,6 +1322,11 @@ static int parse_log(struct parser *p, json_t *v, void *cfg)
 	return parse_object(p, v, log_members, ARRAY_SIZE(log_members), cfg);
 }
 
+static int parse_cm(struct parser *p, json_t *v, void *cfg)
+{
+	return parse_object(p, v, cm_members, ARRAY_SIZE(cm_members), cfg);
+}
+
 /* --- the memlock emulation and device links --- */
 
 static int rlimit_memlock(struct parser *p, json_t *v, void *obj)
@@ -1360,6 +1380,7 @@ static const struct member top_members[] = {
 	{ "socket", parse_socket },
 	{ "engine", parse_engine },
 	{ "log", parse_log },
+	{ "cm", parse_cm },
 	{ "rlimit_memlock", rlimit_memlock },
 	{ "device_links", device_links },
 	{ "devices", parse_devices },
@@ -1408,6 +1429,7 @@ static struct ibvd_config *config_new(void)
 	cfg->engine_direct = true;
 	cfg->engine_staging = IBVD_STAGING_DEFAULT;
 	cfg->log_level = IBVD_LOG_INFO;
+	cfg->cm_handshake_ms = IBVD_CM_HANDSHAKE_DEFAULT_MS;
 	cfg->rlimit_memlock_enforce = true;
 	cfg->device_links = true;
 	cfg->ndevices = 1;

@@ -58,6 +58,15 @@
 /* engine.staging: each QP's staging block (verbs/rings/staging.c) */
 #define IBVD_STAGING_DEFAULT		(1u << 20)
 #define IBVD_STAGING_MAX_KIB		65536
+/*
+ * cm.handshake_timeout_ms: a local rdma_cm handshake whose other side
+ * does not answer (a REQ never accepted or rejected, a REP never
+ * confirmed) fails after this long; about the kernel's (CM response
+ * timeout 4.3 s, 15 retries: roughly a minute).
+ */
+#define IBVD_CM_HANDSHAKE_DEFAULT_MS	60000u
+#define IBVD_CM_HANDSHAKE_MIN_MS	100
+#define IBVD_CM_HANDSHAKE_MAX_MS	3600000
 
 struct ibvd_config_device {
 	char name[IBVD_DEV_NAME_MAX];
@@ -183,6 +192,9 @@ struct ibvd_config {
 	bool engine_direct;		/* "direct": transit rings between
 					 * local RC QPs (default false) */
 	int log_level;			/* enum ibvd_log_level, default info */
+	uint32_t cm_handshake_ms;	/* "cm": {"handshake_timeout_ms"}: how
+					 * long a local rdma_cm handshake waits
+					 * for the other side's answer */
 	bool rlimit_memlock_enforce;	/* "rlimit_memlock": hold clients to
 					 * their RLIMIT_MEMLOCK (default) */
 	bool device_links;		/* /dev/infiniband/<device> links

@@ -38,10 +38,23 @@ DRPING=/usr/bin/rping
 for f in "$API" "$SUM" "$RPING"; do
 	[ -x "$f" ] || fail "$f not built"
 done
-conf=$(default_conf) || exit 1
+export VT_TMUL=$TMUL
+# A handshake nobody finishes fails after HANDSHAKE_MS (the default is a
+# minute, as the kernel's).
+HANDSHAKE_MS=$((2000 * TMUL))
+conf=$T/cm.conf
+"$PYTHON" - "$(default_conf)" "$conf" "$HANDSHAKE_MS" <<-'EOF' || fail "cannot write $conf"
+import json, sys
+src, out, ms = sys.argv[1:4]
+with open(src) as f:
+    cfg = json.load(f)
+cfg["cm"] = {"handshake_timeout_ms": int(ms)}
+with open(out, "w") as f:
+    json.dump(cfg, f, indent=2)
+EOF
+chmod 644 "$conf"
 daemon_start -c "$conf"
 daemon_wait_ready
-export VT_TMUL=$TMUL
 
 # Bound for anything that must happen promptly (an event, an exit).
 BOUND=$((5 * TMUL))
@@ -834,12 +847,44 @@ case_request_flood() {
 	ok "$(sed -n 's/^deaf: //p' "$O/deaf.out"); $(cat "$O/flood.23101" "$O/flood.23102" | paste -sd ' ')"
 }
 
+# handshake_one NAME PORT HOLD_ARGS WANT_LISTENER WANT_CONNECTOR: a
+# listener (peer hold PORT HOLD_ARGS) and a connector that never confirms
+# (peer await); both must hear their end after HANDSHAKE_MS, not before.
+handshake_one() {
+	local name=$1 port=$2 hold=$3 want_l=$4 want_c=$5 lpid rc ms
+	# shellcheck disable=SC2086 # hold: words
+	bg_run ours "$USER1" "$O/$name.listen" "$T/bin/cmapi-helper" peer hold "$port" $hold
+	lpid=$BG
+	wait_line "$O/$name.listen" '^listening on port' "$lpid" ||
+		{ show_out "$name listener" "$O/$name.listen"; fail "the listener did not listen"; }
+	run_ours "$USER2" "$T/bin/cmapi-helper" peer await 127.0.0.1 "$port" \
+		>"$O/$name.connect" 2>&1
+	rc=$?
+	client_ok "$rc" "$O/$name.connect" "the connector"
+	server_done "$lpid" "$O/$name.listen" "the listener"
+	expect_grep "^event: $want_l after " "$O/$name.listen" "the listener's end"
+	expect_grep "^event: $want_c after " "$O/$name.connect" "the connector's end"
+	ms=$(sed -n "s/^event: $want_c after \([0-9]*\) ms$/\1/p" "$O/$name.connect")
+	[ "$ms" -ge "$HANDSHAKE_MS" ] ||
+		fail "the connector heard $want_c after $ms ms, before the $HANDSHAKE_MS ms timeout"
+	ok "listener: $(tail -n 1 "$O/$name.listen" | sed 's/^event: //'); connector: $(paste -sd ';' "$O/$name.connect")"
+}
+
+case_handshake_timeout() {
+	check "a request nobody answers fails after $HANDSHAKE_MS ms: UNREACHABLE -ETIMEDOUT, and the listener's REJECTED timeout"
+	handshake_one hs-req 23201 "" "RDMA_CM_EVENT_REJECTED status 4" \
+		"RDMA_CM_EVENT_UNREACHABLE status -110"
+	check "a reply nobody confirms fails after $HANDSHAKE_MS ms: the listener's UNREACHABLE -ETIMEDOUT, the connector's REJECTED timeout"
+	handshake_one hs-rep 23202 accept "RDMA_CM_EVENT_UNREACHABLE status -110" \
+		"RDMA_CM_EVENT_REJECTED status 4"
+}
+
 # ---- run them -------------------------------------------------------------------
 
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
 	   rping_persistent rping_errors ucmatose udaddy rdma_server_client
 	   rdma_xserver_xclient cmtime
-	   mckey rsockets lazy_pair request_flood peer_death)
+	   mckey rsockets lazy_pair request_flood handshake_timeout peer_death)
 CASES=("${ALL_CASES[@]}")
 [ -n "${CM_CASES:-}" ] && read -ra CASES <<<"$CM_CASES"
 PASSED=()

@@ -15,10 +15,15 @@
  *				("pid=.. qpn=.. sport=.. dport=.."), then
  *				wait for the connection to end and print
  *				"event: NAME status S after N ms"
- *   cmapi-helper peer hold PORT
+ *   cmapi-helper peer hold PORT [accept]
  *				a listener that leaves the first request
- *				unanswered and prints the next event of it
- *				("event: NAME status S")
+ *				unanswered (or accepts it, without a QP, and
+ *				leaves it so) and prints the next event of it
+ *				("event: NAME status S after N ms")
+ *   cmapi-helper peer await HOST PORT
+ *				a connect, without a QP, that never confirms
+ *				a reply: prints its events ("event: NAME
+ *				status S after N ms") until one that ends it
  *   cmapi-helper peer abandon HOST PORT MS
  *				a connect whose id is destroyed MS ms later,
  *				unanswered (the requester gives up: REJ)
@@ -2317,12 +2322,14 @@ static int peer(int argc, char **argv)
 }
 
 /* A request left unanswered, then what becomes of it. */
-static int peer_hold(const char *port)
+static int peer_hold(const char *port, bool accept)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_storage ss = sa_make("0.0.0.0", (uint16_t)atoi(port));
+	struct rdma_conn_param cp = { .qp_num = 0x5678 };
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
+	long t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
@@ -2331,10 +2338,50 @@ static int peer_hold(const char *port)
 	printf("listening on port %u\n", src_port(id));
 	ev = peer_event(ch, 600000);
 	printf("event: %s\n", rdma_event_str(ev->event));
+	if (accept && (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST ||
+		       rdma_accept(ev->id, &cp)))
+		PEER_FAIL("accept: %s", strerror(errno));
+	t0 = vt_now_ms();
 	rdma_ack_cm_event(ev);
-	ev = peer_event(ch, ev_ms());
-	printf("event: %s status %d\n", rdma_event_str(ev->event), ev->status);
+	ev = peer_event(ch, 600000);
+	printf("event: %s status %d after %ld ms\n", rdma_event_str(ev->event),
+	       ev->status, vt_now_ms() - t0);
 	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* A connect that never confirms a reply (no QP, no rdma_establish). */
+static int peer_await(const char *host, const char *port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make(host, (uint16_t)atoi(port));
+	struct rdma_conn_param cp = { .qp_num = 0x4321 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	bool more = true;
+	long t0;
+	int i;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, SA(ss), 2000))
+		PEER_FAIL("resolve_addr: %s", strerror(errno));
+	for (i = 0; i < 2; i++) {
+		ev = peer_event(ch, ev_ms());
+		rdma_ack_cm_event(ev);
+		if (!i && rdma_resolve_route(id, 2000))
+			PEER_FAIL("resolve_route: %s", strerror(errno));
+	}
+	if (rdma_connect(id, &cp))
+		PEER_FAIL("connect: %s", strerror(errno));
+	t0 = vt_now_ms();
+	while (more) {
+		ev = peer_event(ch, 600000);
+		printf("event: %s status %d after %ld ms\n",
+		       rdma_event_str(ev->event), ev->status, vt_now_ms() - t0);
+		more = ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE;
+		rdma_ack_cm_event(ev);
+	}
 	return 0;
 }
 
@@ -2468,8 +2515,11 @@ int main(int argc, char **argv)
 	SRunner *sr;
 	int failed;
 
-	if (argc == 4 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "hold"))
-		return peer_hold(argv[3]);
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "peer") &&
+	    !strcmp(argv[2], "hold"))
+		return peer_hold(argv[3], argc == 5 && !strcmp(argv[4], "accept"));
+	if (argc == 5 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "await"))
+		return peer_await(argv[3], argv[4]);
 	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "abandon"))
 		return peer_abandon(argv[3], argv[4], argv[5]);
 	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "deaf"))
