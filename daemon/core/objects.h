@@ -405,6 +405,7 @@ struct ibvd_qp {
 		uint64_t length;
 		uint32_t opcode;
 		uint32_t imm_data;	/* or the key SEND_WITH_INV invalidates */
+		uint32_t xrc_srqn;	/* the SRQ it names (XRC) */
 		uint32_t seq;		/* its number, among the QP's messages */
 		/* its responder, compared only, and that QP's incarnation */
 		const struct ibvd_qp *target;
@@ -441,6 +442,9 @@ struct ibvd_qp {
 	unsigned int direct_side;
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
+	/* engine: when the receiver's RQ claim last held up the WQE in front
+	 * for a whole ACK timeout (or first did); 0: it does not */
+	uint64_t busy_since_ns;
 	/*
 	 * engine: when the SENDs this QP's library left in its ring fail if
 	 * still nobody takes them (its target QP went away or cannot

@@ -158,11 +158,19 @@ static void break_orphans(struct ibvd_ectx *ectx)
 	ectx->norphans = 0;
 }
 
-/* The thread's timer heap points at QPs: none of ours may stay in it. */
+/*
+ * The thread's timer heap points at QPs: none of ours may stay in it.
+ * Only those the context owns: an XRC target it opened waits, if at all,
+ * in its owner's thread's heap.
+ */
 static int drop_timer(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 		      void *arg)
 {
-	ibvd_eng_timer_cancel(arg, obj);
+	struct ibvd_ectx *ectx = arg;
+	struct ibvd_qp *qp = obj;
+
+	if (qp->ctx->engine == ectx)
+		ibvd_eng_timer_cancel(&ectx->eng->timers, qp);
 	return 0;
 }
 
@@ -176,7 +184,7 @@ void ibvd_engine_ctx_detach(struct ibvd_context *ctx)
 	eng = ectx->eng;
 	ibvd_objects_write_lock();
 	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, note_orphan, ectx);
-	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, drop_timer, &eng->timers);
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, drop_timer, ectx);
 	/* Move the last context into the freed slot. */
 	eng->nctx--;
 	if (ectx->slot != eng->nctx) {

@@ -15,8 +15,9 @@
  * between turns the objects lock is released, and a step must not use
  * anything the client may have deregistered since.  A key that fails in
  * a later step fails the WQE as it would have in one go.  Its length and
- * opcode are fixed at the first step: a client that rewrites them in the
- * ring meanwhile gets LOC_LEN_ERR or LOC_QP_OP_ERR, its own error.
+ * opcode are fixed at the first step, and the XRC SRQ it names: a client
+ * that rewrites them in the ring meanwhile gets LOC_LEN_ERR or
+ * LOC_QP_OP_ERR, its own error.
  *
  * The first step also fixes the responder: the QP it reached, in the
  * incarnation it found (struct ibvd_qp's `incarnation`, bumped by every
@@ -89,6 +90,9 @@ static enum ibv_wc_status rewritten(const struct ibvd_qp *src,
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (has_imm(req->w.opcode) && req->w.imm_data != src->chunked.imm_data)
 		return IBV_WC_LOC_QP_OP_ERR;
+	/* the rest of a SEND must land where its first step did */
+	if (req->w.xrc_srqn != src->chunked.xrc_srqn)
+		return IBV_WC_LOC_QP_OP_ERR;
 	if (req->length != src->chunked.length)
 		return IBV_WC_LOC_LEN_ERR;
 	return IBV_WC_SUCCESS;
@@ -113,6 +117,7 @@ enum ibv_wc_status ibvd_eng_chunk_plan(struct ibvd_qp *src,
 		src->chunked.length = req->length;
 		src->chunked.opcode = req->w.opcode;
 		src->chunked.imm_data = req->w.imm_data;
+		src->chunked.xrc_srqn = req->w.xrc_srqn;
 	}
 	req->off = src->wqe_done;
 	left = req->length - req->off;
@@ -225,6 +230,16 @@ void ibvd_eng_held_abort(struct ibvd_qp *src)
 	/* Not held any more if the receiver flushed or was reset since. */
 	if (ibvd_eng_held(src, t))
 		cut_short(src, t);
+	pthread_mutex_unlock(rq.lock);
+}
+
+void ibvd_engine_xrc_srq_gone(struct ibvd_qp *tgt)
+{
+	struct eng_rq rq;
+
+	ibvd_eng_rq_of(tgt, &rq);
+	pthread_mutex_lock(rq.lock);
+	ibvd_eng_inbound_flush(tgt, false);
 	pthread_mutex_unlock(rq.lock);
 }
 

@@ -87,6 +87,9 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 	struct ibvd_cqe *slot;
 	bool overran = false;
 
+	/* An XRC target has no send CQ, nor a receive CQ once its SRQ went. */
+	if (!cq)
+		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	if (cq->overflowed)
 		goto full;

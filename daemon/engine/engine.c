@@ -739,6 +739,19 @@ void ibvd_engine_qp_destroy(struct ibvd_qp *qp)
 	qp->inbound = NULL;
 }
 
+void ibvd_engine_xrc_owner_leaves(struct ibvd_qp *tgt)
+{
+	struct ibvd_engine *eng = ibvd_eng_of(tgt);
+
+	if (eng)
+		ibvd_eng_timer_cancel(&eng->timers, tgt);
+}
+
+void ibvd_engine_xrc_owner_came(struct ibvd_qp *tgt)
+{
+	ibvd_eng_qp_ring(tgt);
+}
+
 void ibvd_eng_answered(struct ibvd_qp *qp)
 {
 	__atomic_store_n(&qp->answered, 1, __ATOMIC_RELEASE);

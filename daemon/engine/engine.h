@@ -155,6 +155,22 @@ void ibvd_engine_qp_reset(struct ibvd_qp *qp);
 void ibvd_engine_qp_destroy(struct ibvd_qp *qp);
 
 /*
+ * The SRQ XRC target tgt took its last message's receive WQE from is
+ * destroyed (objects lock held for writing): a WQE tgt holds for a
+ * message still arriving went with it, and the rest of the message finds
+ * no SRQ.
+ */
+void ibvd_engine_xrc_srq_gone(struct ibvd_qp *tgt);
+
+/*
+ * XRC target tgt changes owner (objects lock held for writing): it leaves
+ * the old context's thread before (its timer, if it waits) and is rung
+ * in the new one's after.
+ */
+void ibvd_engine_xrc_owner_leaves(struct ibvd_qp *tgt);
+void ibvd_engine_xrc_owner_came(struct ibvd_qp *tgt);
+
+/*
  * Counters (counters.c), read for ibvctl statistic show; what each one
  * counts in this engine is in counters.c and ibvctl-statistic(8).
  *

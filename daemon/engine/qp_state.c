@@ -149,7 +149,9 @@ static int64_t queue_depth(const struct ibvd_ring *r, uint32_t head)
 
 void ibvd_eng_flush_sq(struct ibvd_qp *qp)
 {
-	int64_t n = queue_depth(&qp->sq, qp->sq_head);
+	/* A target has no send CQ: what its SQ holds is nobody's WQE. */
+	int64_t n = qp->qp_type == IBV_QPT_XRC_RECV ? 0 :
+		    queue_depth(&qp->sq, qp->sq_head);
 	struct ibvd_cqe cqe;
 
 	qp->rnr_deadline_ns = 0;

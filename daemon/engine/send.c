@@ -117,13 +117,40 @@ static void claim_wait(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + wait_ns);
 }
 
+/*
+ * The receiver's library holds its RQ's claim: for one copy's
+ * microseconds, as a rule.  Held for a whole ACK timeout, it is a
+ * responder that does not answer, and each timeout spends a retry as
+ * no_ack does: a library stopped or hostile mid-call must not hold its
+ * peer's WQE beyond the retries the peer asked for.
+ */
+static enum step claim_busy(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			    enum ibv_wc_status *status)
+{
+	uint64_t now = ibvd_eng_now();
+
+	if (!qp->busy_since_ns) {
+		qp->busy_since_ns = now;
+	} else if (qp->attr.timeout &&
+		   now - qp->busy_since_ns >= ibvd_eng_timeout_ns(qp->attr.timeout)) {
+		if (!qp->retry_left)
+			return failed(status, IBV_WC_RETRY_EXC_ERR);
+		qp->retry_left--;
+		qp->busy_since_ns = now;
+	}
+	claim_wait(eng, qp);
+	return STEP_WAIT;
+}
+
 static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			  enum eng_resp r, uint8_t rnr_timer,
 			  enum ibv_wc_status *status)
 {
 	qp->awaiting = r == RESP_PENDING;
-	if (r != RESP_BUSY)
+	if (r != RESP_BUSY) {
 		qp->claim_waits = 0;
+		qp->busy_since_ns = 0;
+	}
 	switch (r) {
 	case RESP_OK:
 		*status = IBV_WC_SUCCESS;
@@ -146,8 +173,7 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 				 ibvd_eng_timeout_ns(qp->attr.timeout));
 		return STEP_WAIT;
 	case RESP_BUSY:
-		claim_wait(eng, qp);
-		return STEP_WAIT;
+		return claim_busy(eng, qp, status);
 	}
 	return failed(status, IBV_WC_GENERAL_ERR);
 }
@@ -195,6 +221,7 @@ static void start_wqe(struct ibvd_qp *qp)
 	/* Retry budgets count per message, from its first attempt. */
 	qp->rnr_left = qp->attr.rnr_retry;
 	qp->retry_left = qp->attr.retry_cnt;
+	qp->busy_since_ns = 0;
 	qp->wqe_done = 0;
 	/* Defensive: every way out of a message gave its receive WQE back. */
 	ibvd_eng_held_abort(qp);
@@ -326,9 +353,13 @@ static void sq_drained(struct ibvd_qp *qp)
 static int64_t sq_depth(const struct ibvd_qp *qp)
 {
 	const struct ibvd_wq_client *cp = qp->sq.client_page;
-	/* Acquire: the WQEs below the tail are written. */
-	uint32_t n = ibvd_observe(&cp->tail) - qp->sq_head;
+	uint32_t n;
 
+	/* A target sends nothing, whatever its creator wrote in its SQ. */
+	if (qp->qp_type == IBV_QPT_XRC_RECV)
+		return 0;
+	/* Acquire: the WQEs below the tail are written. */
+	n = ibvd_observe(&cp->tail) - qp->sq_head;
 	return n > qp->sq.nslots ? -1 : (int64_t)n;
 }
 

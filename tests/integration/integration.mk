@@ -132,6 +132,17 @@ tests_integration_xrc_helper_SOURCES = tests/integration/xrc.c \
 tests_integration_xrc_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_xrc_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
 
+# A client abusing its own objects' shared memory (abuse.c): only its own
+# work may fail.  It reaches into our library's structs for the rings.
+INTEGRATION_TESTS += tests/integration/abuse.sh
+check_PROGRAMS += tests/integration/abuse-helper
+tests_integration_abuse_helper_SOURCES = tests/integration/abuse.c \
+	tests/integration/vt.c tests/integration/vt.h
+tests_integration_abuse_helper_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/client/libibverbs
+tests_integration_abuse_helper_CFLAGS = $(AM_CFLAGS) -pthread
+tests_integration_abuse_helper_LDADD = -libverbs -lpthread
+
 # Sharing a context between processes (ibv_import_device/pd/mr).
 INTEGRATION_TESTS += tests/integration/import.sh
 check_PROGRAMS += tests/integration/import-helper

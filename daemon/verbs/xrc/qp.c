@@ -13,6 +13,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "engine/engine.h"
 #include "log.h"
 #include "server/call.h"
 #include "verbs/context.h"
@@ -92,8 +93,10 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 	bytes = ibvd_ring_charge(qp->sq.nslots, qp->sq.stride);
 	old->objs.ring_bytes -= bytes;
 	h->ctx->objs.ring_bytes += bytes;
+	ibvd_engine_xrc_owner_leaves(qp);
 	qp->ctx = h->ctx;
 	qp->handle = h->handle;
+	ibvd_engine_xrc_owner_came(qp);
 	return 0;
 }
 
@@ -144,6 +147,7 @@ void ibvd_xrc_srq_gone(struct ibvd_srq *srq)
 
 	LIST_FOREACH(qp, &srq->xrcd->tgts, xrc.link)
 		if (qp->srq == srq) {
+			ibvd_engine_xrc_srq_gone(qp);
 			qp->srq = NULL;
 			qp->pd = NULL;
 			qp->recv_cq = NULL;

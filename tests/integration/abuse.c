@@ -1,0 +1,410 @@
+/*
+ * abuse-helper: a client that abuses its own objects' shared memory, or
+ * its objects, against a real daemon (abuse.sh, which runs it with two
+ * engine threads and rlimit_memlock "ignore", for 64 MiB messages).  Only
+ * its own work may fail.  Each mode prints one line "MODE: ..." and exits
+ * 0, or fails with a message; the daemon must still answer afterwards
+ * (most modes end with a query through it).
+ *
+ *   abuse-helper tgt-sq err|rts
+ *	A target QP sends nothing and has no send CQ; its creator writes a
+ *	SEND into its one-slot SQ and moves it to ERR (a flush) or to RTS
+ *	(a pass).  Nothing may complete anywhere.
+ *   abuse-helper srq-gone
+ *	A 64 MiB XRC SEND is under way (its first chunk landed) when the
+ *	SRQ it consumed a WQE of is destroyed: the SEND fails, nothing
+ *	lands on a CQ that went.
+ *   abuse-helper srqn-rewrite
+ *	The same SEND's WQE, after its first chunk, is rewritten in the SQ
+ *	to name another SRQ: the SEND fails with LOC_QP_OP_ERR, the other
+ *	SRQ's CQ gets nothing.
+ *   abuse-helper opener-closes
+ *	A target in ERR waits for its SQ claim, which its creator holds
+ *	(in its own shared memory), on its context's engine thread; a second
+ *	context, on the other thread, opened it and closes.
+ *   abuse-helper srq-claim
+ *	An RC receiver on an SRQ holds the SRQ's claim word for ever (as a
+ *	library stopped mid-copy would): its peer's SEND, with retry_cnt 0
+ *	and rnr_retry 0, fails with RETRY_EXC_ERR after its ACK timeout
+ *	instead of waiting for ever.  A control run without the claim
+ *	fails with RNR_RETRY_EXC_ERR (the SRQ is empty).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ibvd_verbs.h"
+#include "vt.h"
+
+#define LEN	(64u << 20)
+
+static struct ibv_xrcd *xrcd_of(struct vt_dev *d, int fd)
+{
+	struct ibv_xrcd_init_attr a = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = fd,
+		.oflags = O_CREAT,
+	};
+	struct ibv_xrcd *x = ibv_open_xrcd(d->ctx, &a);
+
+	vt_assert(x, "ibv_open_xrcd: %s", strerror(errno));
+	return x;
+}
+
+static struct ibv_qp *target_of(struct vt_dev *d, struct ibv_xrcd *x)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.qp_type = IBV_QPT_XRC_RECV,
+		.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+		.xrcd = x,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(d->ctx, &a);
+
+	vt_assert(qp, "target: %s", strerror(errno));
+	return qp;
+}
+
+static struct ibv_srq *srq_of(struct vt_dev *d, struct ibv_xrcd *x,
+			      struct ibv_cq *cq, uint32_t *num)
+{
+	struct ibv_srq_init_attr_ex a = {
+		.attr = { .max_wr = 4, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC,
+		.pd = d->pd,
+		.xrcd = x,
+		.cq = cq,
+	};
+	struct ibv_srq *srq = ibv_create_srq_ex(d->ctx, &a);
+
+	vt_assert(srq && !ibv_get_srq_num(srq, num), "XRC SRQ: %s",
+		  strerror(errno));
+	return srq;
+}
+
+/* tgt to RTR and ini to RTS, connected to each other. */
+static void connect_xrc(struct vt_dev *d, struct ibv_qp *ini,
+			struct ibv_qp *tgt)
+{
+	struct ibv_qp_attr init = {
+		.qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+	};
+	struct ibv_qp_attr rtr = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
+		.max_dest_rd_atomic = 1, .min_rnr_timer = 1,
+		.ah_attr = { .dlid = d->port.lid, .port_num = 1 },
+	};
+	struct ibv_qp_attr rts = {
+		.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 3,
+		.rnr_retry = 3, .max_rd_atomic = 1,
+	};
+	int im = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		 IBV_QP_ACCESS_FLAGS;
+	int rm = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+		 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	int sm = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+		 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+
+	vt_assert(!ibv_modify_qp(tgt, &init, im), "target INIT");
+	rtr.dest_qp_num = ini->qp_num;
+	vt_assert(!ibv_modify_qp(tgt, &rtr, rm), "target RTR");
+	vt_assert(!ibv_modify_qp(ini, &init, im), "initiator INIT");
+	rtr.dest_qp_num = tgt->qp_num;
+	vt_assert(!ibv_modify_qp(ini, &rtr, rm), "initiator RTR");
+	vt_assert(!ibv_modify_qp(ini, &rts, sm), "initiator RTS");
+}
+
+static const char *const state_names[] = {
+	"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR",
+};
+
+/* The daemon still answers: a query of qp through it. */
+static const char *still_answers(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	vt_assert(!ibv_query_qp(qp, &attr, IBV_QP_STATE, &init),
+		  "ibv_query_qp after the abuse: %s", strerror(errno));
+	return attr.qp_state <= IBV_QPS_ERR ? state_names[attr.qp_state] : "?";
+}
+
+static int tgt_sq(const char *how)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibvd_send_wqe *w;
+	struct ibv_xrcd *x;
+	struct ibv_qp *tgt;
+	struct ibv_cq *cq;
+	struct vt_dev d;
+	struct ibvc_qp *q;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 8, NULL, NULL, 0);
+	vt_assert(cq, "CQ: %s", strerror(errno));
+	x = xrcd_of(&d, -1);
+	tgt = target_of(&d, x);
+	q = (struct ibvc_qp *)tgt;
+	w = (struct ibvd_send_wqe *)q->sq.slots;
+	memset(w, 0, sizeof(*w));
+	w->wr_id = 0x1234;
+	w->opcode = IBV_WR_SEND;
+	w->send_flags = IBV_SEND_SIGNALED;
+	__atomic_store_n(&q->sq.client->tail, 1, __ATOMIC_RELEASE);
+	if (!strcmp(how, "rts")) {
+		struct ibv_qp *ini;
+		struct ibv_qp_init_attr_ex a = {
+			.send_cq = cq, .recv_cq = cq,
+			.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+			.qp_type = IBV_QPT_XRC_SEND,
+			.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = d.pd,
+		};
+
+		ini = ibv_create_qp_ex(d.ctx, &a);
+		vt_assert(ini, "initiator: %s", strerror(errno));
+		connect_xrc(&d, ini, tgt);
+		attr.qp_state = IBV_QPS_RTS;
+		attr.timeout = 14;
+		vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE |
+					 IBV_QP_TIMEOUT | IBV_QP_SQ_PSN),
+			  "target RTS: %s", strerror(errno));
+	} else {
+		vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE),
+			  "target ERR: %s", strerror(errno));
+	}
+	vt_sleep_ms(300);
+	vt_expect_none(cq, 100, "the device CQ after the target's SQ was written");
+	printf("tgt-sq %s: target %s, nothing completed\n", how,
+	       still_answers(tgt));
+	return 0;
+}
+
+struct big_send {
+	struct vt_dev d;
+	struct ibv_xrcd *x;
+	struct ibv_cq *scq, *cq_a, *cq_b;
+	struct ibv_srq *a, *b;
+	uint32_t num_a, num_b;
+	struct ibv_qp *ini, *tgt;
+	struct ibv_mr *src, *dst;
+};
+
+/* A 64 MiB SEND from ini into SRQ a's WQE, until its first chunk landed. */
+static void big_send_start(struct big_send *s)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+		.qp_type = IBV_QPT_XRC_SEND,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+	};
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	volatile uint8_t *landed;
+	long t0;
+
+	vt_open(&s->d);
+	s->x = xrcd_of(&s->d, -1);
+	s->cq_a = ibv_create_cq(s->d.ctx, 8, NULL, NULL, 0);
+	s->cq_b = ibv_create_cq(s->d.ctx, 8, NULL, NULL, 0);
+	s->scq = ibv_create_cq(s->d.ctx, 8, NULL, NULL, 0);
+	vt_assert(s->cq_a && s->cq_b && s->scq, "CQs: %s", strerror(errno));
+	s->a = srq_of(&s->d, s->x, s->cq_a, &s->num_a);
+	s->b = srq_of(&s->d, s->x, s->cq_b, &s->num_b);
+	s->tgt = target_of(&s->d, s->x);
+	a.send_cq = a.recv_cq = s->scq;
+	a.pd = s->d.pd;
+	s->ini = ibv_create_qp_ex(s->d.ctx, &a);
+	vt_assert(s->ini, "initiator: %s", strerror(errno));
+	connect_xrc(&s->d, s->ini, s->tgt);
+	s->src = vt_reg(s->d.pd, LEN, VT_ACCESS_ALL);
+	s->dst = vt_reg(s->d.pd, LEN, VT_ACCESS_ALL);
+	memset(s->src->addr, 0x5a, LEN);
+	memset(s->dst->addr, 0, LEN);
+	vt_srq_recv(s->a, 0xaaaa, s->dst->addr, LEN, s->dst->lkey);
+	sge = (struct ibv_sge){ (uintptr_t)s->src->addr, LEN, s->src->lkey };
+	wr.qp_type.xrc.remote_srqn = s->num_a;
+	vt_assert(!ibv_post_send(s->ini, &wr, &bad), "post_send: %s",
+		  strerror(errno));
+	landed = s->dst->addr;
+	t0 = vt_now_ms();
+	while (!landed[0])
+		vt_assert(vt_now_ms() - t0 < vt_tmo_ms(),
+			  "the SEND's first chunk never landed");
+	vt_assert(!landed[LEN - 1], "the whole 64 MiB landed before we looked");
+}
+
+/* The SEND's completion: it must have failed. */
+static int big_send_failed(struct big_send *s)
+{
+	struct ibv_wc wc;
+
+	vt_assert(vt_poll(s->scq, &wc, 1, vt_tmo_ms()) == 1,
+		  "no completion for the SEND");
+	vt_assert(wc.wr_id == 1 && wc.status != IBV_WC_SUCCESS,
+		  "the SEND: wr_id %#llx %s, want a failure",
+		  (unsigned long long)wc.wr_id, vt_status(wc.status));
+	return wc.status;
+}
+
+static int srq_gone(void)
+{
+	struct big_send s;
+	int st;
+
+	big_send_start(&s);
+	vt_assert(!ibv_destroy_srq(s.a), "destroy SRQ: %s", strerror(errno));
+	st = big_send_failed(&s);
+	vt_expect_none(s.cq_a, 100, "the CQ of the SRQ that went");
+	printf("srq-gone: the SEND failed with %s; target %s\n", vt_status(st),
+	       still_answers(s.tgt));
+	return 0;
+}
+
+static int srqn_rewrite(void)
+{
+	struct ibvd_send_wqe *slot;
+	struct ibv_wc wc;
+	struct big_send s;
+	int st;
+
+	big_send_start(&s);
+	slot = (struct ibvd_send_wqe *)((struct ibvc_qp *)s.ini)->sq.slots;
+	__atomic_store_n(&slot->xrc_srqn, s.num_b, __ATOMIC_RELAXED);
+	st = big_send_failed(&s);
+	vt_assert(st == IBV_WC_LOC_QP_OP_ERR, "the SEND failed with %s, want %s",
+		  vt_status(st), vt_status(IBV_WC_LOC_QP_OP_ERR));
+	vt_expect_none(s.cq_b, 100, "the CQ of the SRQ named afterwards");
+	/* A's WQE: the message it took was cut short */
+	vt_assert(vt_poll(s.cq_a, &wc, 1, vt_tmo_ms()) == 1 &&
+		  wc.wr_id == 0xaaaa && wc.status != IBV_WC_SUCCESS,
+		  "SRQ A's receive did not fail");
+	printf("srqn-rewrite: the SEND failed with %s, A's receive with %s, B's CQ empty; target %s\n",
+	       vt_status(st), vt_status(wc.status), still_answers(s.tgt));
+	return 0;
+}
+
+static int opener_closes(void)
+{
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			     IBV_QP_OPEN_ATTR_TYPE,
+		.qp_type = IBV_QPT_XRC_RECV,
+	};
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp *tgt, *opened;
+	struct vt_dev c1, c2;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/abuse-helper-%d", (int)getpid());
+	fd = open(path, O_RDONLY | O_CREAT, 0444);
+	vt_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	unlink(path);
+	vt_open(&c1);
+	vt_open(&c2);
+	tgt = target_of(&c1, xrcd_of(&c1, fd));
+	oa.xrcd = xrcd_of(&c2, fd);
+	oa.qp_num = tgt->qp_num;
+	opened = ibv_open_qp(c2.ctx, &oa);
+	vt_assert(opened, "ibv_open_qp: %s", strerror(errno));
+	/* the SQ claim lives in c1's own shared memory */
+	__atomic_store_n(&((struct ibvc_qp *)tgt)->sq.client->claim,
+			 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE), "target ERR: %s",
+		  strerror(errno));
+	vt_sleep_ms(200);
+	vt_close(&c2);
+	vt_sleep_ms(200);
+	printf("opener-closes: target %s\n", still_answers(tgt));
+	return 0;
+}
+
+/* One SEND to an RC QP on an empty SRQ: its status and how long it took. */
+static int send_to_srq(bool hold_claim, long *ms)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct vt_qp_opts o[2];
+	struct ibv_qp *qp[2];
+	struct ibv_cq *cq[2];
+	struct vt_addr a[2];
+	struct ibv_srq *srq;
+	struct vt_dev d[2];
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	long t0;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		vt_open(&d[i]);
+		cq[i] = ibv_create_cq(d[i].ctx, 8, NULL, NULL, 0);
+		vt_assert(cq[i], "CQ: %s", strerror(errno));
+		memset(&o[i], 0, sizeof(o[i]));
+		o[i].rnr_retry = VT_ZERO;
+		o[i].retry_cnt = VT_ZERO;
+		o[i].timeout = 14;	/* 67 ms */
+	}
+	srq = ibv_create_srq(d[1].pd, &sa);
+	vt_assert(srq, "SRQ: %s", strerror(errno));
+	o[1].srq = srq;
+	for (i = 0; i < 2; i++) {
+		qp[i] = vt_qp(&d[i], cq[i], cq[i], &o[i]);
+		vt_qp_addr(&d[i], qp[i], &o[i], &a[i]);
+	}
+	for (i = 0; i < 2; i++)
+		vt_connect(&d[i], qp[i], &a[1 - i], &o[i]);
+	if (hold_claim)
+		__atomic_store_n(&to_ibvc_srq(srq)->rq.client->claim,
+				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	mr = vt_reg(d[0].pd, 4096, VT_ACCESS_ALL);
+	t0 = vt_now_ms();
+	vt_send(qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 64,
+		mr->lkey, 0, 0);
+	vt_assert(vt_poll(cq[0], &wc, 1, vt_tmo_ms()) == 1,
+		  "%s: no completion for the SEND", hold_claim ? "claim held" : "control");
+	*ms = vt_now_ms() - t0;
+	/* the objects go with the process */
+	return wc.status;
+}
+
+static int srq_claim(void)
+{
+	long ms_control, ms_held;
+	int control = send_to_srq(false, &ms_control);
+	int held = send_to_srq(true, &ms_held);
+
+	vt_assert(control == IBV_WC_RNR_RETRY_EXC_ERR,
+		  "control: %s, want %s", vt_status(control),
+		  vt_status(IBV_WC_RNR_RETRY_EXC_ERR));
+	vt_assert(held == IBV_WC_RETRY_EXC_ERR, "claim held: %s, want %s",
+		  vt_status(held), vt_status(IBV_WC_RETRY_EXC_ERR));
+	printf("srq-claim: control %s after %ld ms; claim held: %s after %ld ms\n",
+	       vt_status(control), ms_control, vt_status(held), ms_held);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "tgt-sq"))
+		return tgt_sq(argv[2]);
+	if (argc == 2 && !strcmp(argv[1], "srq-gone"))
+		return srq_gone();
+	if (argc == 2 && !strcmp(argv[1], "srqn-rewrite"))
+		return srqn_rewrite();
+	if (argc == 2 && !strcmp(argv[1], "opener-closes"))
+		return opener_closes();
+	if (argc == 2 && !strcmp(argv[1], "srq-claim"))
+		return srq_claim();
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim\n");
+	return 2;
+}

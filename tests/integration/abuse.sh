@@ -1,0 +1,52 @@
+#!/bin/bash
+# A client abusing its own objects (abuse-helper, tests/integration/abuse.c)
+# as uid $USER1: an XRC target's SQ written, an XRC SRQ destroyed or
+# renamed under a message, an opener of a waiting target closing on
+# another engine thread, a receiver holding its SRQ's claim for ever.  The
+# daemon serves on, and each abuse fails only the abuser's own work.  Two
+# engine threads (contexts spread over both) and no memlock bound, for
+# 64 MiB messages.  ABUSE_MODES: a comma-separated subset.
+. "$(dirname "$0")/lib.sh"
+
+ibvd_init
+O=$T/out
+HELPER=$T/bin/abuse-helper
+[ -x "$HELPER" ] || fail "tests/integration/abuse-helper not built"
+export VT_TMUL=$TMUL
+
+conf=$T/abuse.conf
+"$PYTHON" - "$(default_conf)" "$conf" <<-'PYEOF' || fail "cannot write $conf"
+import json, sys
+src, out = sys.argv[1:3]
+with open(src) as f:
+    cfg = json.load(f)
+cfg.setdefault("engine", {})["threads"] = 2
+cfg["rlimit_memlock"] = "ignore"
+with open(out, "w") as f:
+    json.dump(cfg, f, indent=2)
+PYEOF
+chmod 644 "$conf"
+daemon_start -c "$conf"
+daemon_wait_ready
+
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim}"
+for mode in "${modes[@]}"; do
+	check "a client abuses its own objects: $mode"
+	# shellcheck disable=SC2086 # mode: words
+	run_ours "$USER1" "$HELPER" $mode >"$O/abuse" 2>&1
+	rc=$?
+	[ "$rc" -eq 0 ] || { show "abuse-helper $mode" "$O/abuse"; fail "$mode: exit $rc"; }
+	daemon_alive "after $mode"
+	ok "$(tail -n 1 "$O/abuse")"
+done
+
+for kind in qp srq ctx; do
+	ibvctl -j resource show "$kind" >"$O/res-$kind.json" 2>&1 ||
+		{ show "resource show $kind" "$O/res-$kind.json"; fail "ibvctl resource show $kind"; }
+	if grep -q '[^][[:space:]]' "$O/res-$kind.json"; then
+		show "resource show $kind" "$O/res-$kind.json"
+		fail "${kind}s left in the daemon after the abusers left"
+	fi
+done
+ok "no QP, SRQ or context left"
+daemon_stop
