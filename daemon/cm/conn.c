@@ -95,6 +95,11 @@ static int conn_param(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	p->rnr_retry_count = (uint8_t)(m->rnr_retry_count & RETRY_MASK);
 	p->srq = m->srq;
 	p->qp_num = m->qp_num & QPN_MASK;
+	/* as modify_qp: a controlled Q_Key is the privileged's (qp_modify.c) */
+	if ((m->qkey & IBVD_QKEY_CONTROLLED) && !call->session->privileged)
+		return ibvd_call_error(call, -EPERM,
+				       "Q_Key %#x is a controlled one: root only",
+				       m->qkey);
 	p->qkey = m->qkey;
 	p->psn = m->psn & PSN_MASK;
 	return 0;

@@ -554,6 +554,9 @@ struct ibvd_mcast_group {
 
 #define IBVD_MCAST_QPN	0xFFFFFFu
 
+/* Q_Keys with the high bit set are controlled (IBTA 10.2.4): root's only. */
+#define IBVD_QKEY_CONTROLLED	0x80000000u
+
 /* The group with that MGID (16 bytes, network order), or NULL. */
 struct ibvd_mcast_group *ibvd_mcast_group_find(const uint8_t mgid[16]);
 

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "server/session.h"
 #include "verbs.h"
 
 /* ---- the transition table -------------------------------------------- */
@@ -201,8 +202,18 @@ static int set_local(struct ibvd_call *call, const Ibvd__QpAttr *m,
 			return bad(call, "pkey_index", m->pkey_index);
 		n->attr.pkey_index = (uint16_t)m->pkey_index;
 	}
-	if (mask & QP(QKEY))
+	if (mask & QP(QKEY)) {
+		/*
+		 * A controlled Q_Key (high bit: the GSI's 0x80010000 among
+		 * them) lets a UD QP speak as the host's own management
+		 * agents; as the kernel, only for the privileged.
+		 */
+		if ((m->qkey & IBVD_QKEY_CONTROLLED) && !call->session->privileged)
+			return ibvd_call_error(call, -EPERM,
+					       "Q_Key %#x is a controlled one: root only",
+					       m->qkey);
 		n->attr.qkey = m->qkey;
+	}
 	if (mask & QP(ACCESS_FLAGS)) {
 		if (m->qp_access_flags & ~(uint32_t)QP_ACCESS_OK)
 			return bad(call, "qp_access_flags", m->qp_access_flags);

@@ -280,6 +280,28 @@ ok "rping towards nobody exited $rc"
 
 no_ids_left "the programs above"
 
+# QP1 takes a MAD only as rxe's GSI QP does: in the default partition (a
+# full or limited member's P_Key) and from the peer's own QP1, where the
+# answer goes.  A request for a port nobody listens on is answered (REJ or
+# SIDR REP) when it is one; else it is dropped without a word.
+check "QP1 answers only MADs with the default P_Key, from QP1"
+probe() {	# WANT PKEY SRC-QP
+	ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
+		probe "$IPB" "$IPA" "$2" "$3" 7011 >"$O/probe" 2>&1 ||
+		{ show probe "$O/probe"; fail "the probe failed"; }
+	case $1 in
+	answer)	expect_grep '^answer: attr 0x001[28] to QP 0x000001$' "$O/probe" \
+			"the answer to a MAD with P_Key $2 from QP $3" ;;
+	none)	expect_grep '^no answer$' "$O/probe" "a MAD with P_Key $2 from QP $3" ;;
+	esac
+}
+probe answer 0xFFFF 1
+probe answer 0x7FFF 1
+probe none 0x1234 1
+probe none 0x0000 1
+probe none 0xFFFF 0x123456
+ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and source QP 0x123456, dropped"
+
 # Hostile MADs at both QP1s while an rping runs: garbage, mutated
 # captures, requests for ports nobody listens on, and answers naming
 # random comm IDs, all with good ICRCs and sent from the connected peer's

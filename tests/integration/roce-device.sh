@@ -304,3 +304,22 @@ cat >"$T/bad3.conf" <<EOF
 }
 EOF
 start_fails "$T/bad3.conf" "$T/bad3.conf:3:[0-9]+: devices\[0\]\.peers\[0\]: prefix length" "prefix past the address"
+
+# A device's own addresses need no "peers" entry: a datagram between two
+# of its QPs never was on the wire (RC was taken already; UD was dropped).
+check "UD between two QPs of roce0 whose \"peers\" name only others"
+cat >"$T/own.conf" <<EOF2
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [ { "name": "roce0", "netdev": "$VA", "peers": [ "10.99.0.0/16" ] } ]
+}
+EOF2
+nsip addr replace 10.77.0.1/24 dev "$VA" && nsip link set "$VA" up ||
+	fail "cannot give $VA its address back"
+daemon_start -c "$T/own.conf"
+daemon_wait_ready
+wait_devinfo '^			GID\[ *[0-9]+\]:		::ffff:10\.77\.0\.1, RoCE v2$' "the IPv4 GID"
+idx=$(sed -n 's/^			GID\[ *\([0-9]*\)\]:		::ffff:10\.77\.0\.1, RoCE v2$/\1/p' "$O/devinfo")
+line=$(TMO=$((10 * TMUL)) debian_pair ibv_ud_pingpong -d roce0 -g "$idx" -n 100) || exit 1
+ok "ibv_ud_pingpong -g $idx: $line"
+daemon_stop

@@ -13,6 +13,11 @@ the CM's decoder and state machine see it:
     attacker who cannot see the connection cannot know them).
 Usage: roce-mad-hostile.py PCAP SRC DST COUNT SEED AVOID-PORT...
 Prints how many packets it sent.
+
+       roce-mad-hostile.py probe SRC DST PKEY SRC-QP PORT
+One REQ for PORT (nobody listens there) to DST's QP1, with BTH P_Key
+PKEY and DETH source QP SRC-QP; prints what DST's QP1 sends back to SRC
+within 2 s ("answer: attr 0x0012 to QP 0x000001", a REJ) or "no answer".
 """
 import importlib.util
 import os
@@ -20,6 +25,7 @@ import random
 import socket
 import struct
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("roce_hostile",
@@ -34,9 +40,9 @@ MAD_LEN = 256
 ATTRS = [0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0017, 0x0018]
 
 
-def qp1_packet(mad, qkey=GSI_QKEY, src_qp=1):
+def qp1_packet(mad, qkey=GSI_QKEY, src_qp=1, pkey=0xFFFF):
     """BTH (UD SEND_ONLY to QP1), DETH, the MAD, room for the ICRC."""
-    bth = struct.pack("!BBHII", UD_SEND_ONLY, 0, 0xFFFF, 1, random.randrange(1 << 24))
+    bth = struct.pack("!BBHII", UD_SEND_ONLY, 0, pkey, 1, random.randrange(1 << 24))
     deth = struct.pack("!II", qkey, src_qp)
     return bth + deth + mad + b"\0\0\0\0"
 
@@ -86,7 +92,44 @@ def forged_answer(rng):
     return mad + bytes(MAD_LEN - len(mad))
 
 
+def probe(src, dst, pkey, src_qp, port):
+    """One REQ, then DST's QP1 answers to SRC for 2 s (raw UDP socket)."""
+    rng = random.Random(port)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+    rx.settimeout(0.2)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    mad = forged_request(rng, set(range(1, 65536)) - {port}, src, dst)
+    tx.sendto(rh.icrc(rh.ip_udp(src, dst, qp1_packet(mad, src_qp=src_qp, pkey=pkey), 7)),
+              (dst, 0))
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        try:
+            pkt = rx.recv(4096)
+        except socket.timeout:
+            continue
+        ihl = (pkt[0] & 0xF) * 4
+        if socket.inet_ntoa(pkt[12:16]) != dst or socket.inet_ntoa(pkt[16:20]) != src:
+            continue
+        udp = pkt[ihl:]
+        if len(udp) < 8 + 12 + 8 + 24 or struct.unpack("!H", udp[2:4])[0] != 4791:
+            continue
+        bth = udp[8:20]
+        deth = udp[20:28]
+        if bth[0] != UD_SEND_ONLY or struct.unpack("!I", deth[4:8])[0] & 0xFFFFFF != 1:
+            continue
+        attr = struct.unpack("!H", udp[28 + 16:28 + 18])[0]
+        print("answer: attr 0x%04x to QP 0x%06x" %
+              (attr, struct.unpack("!I", bth[4:8])[0] & 0xFFFFFF))
+        return
+    print("no answer")
+
+
 def main():
+    if sys.argv[1] == "probe":
+        src, dst = sys.argv[2:4]
+        pkey, src_qp, port = (int(v, 0) for v in sys.argv[4:7])
+        probe(src, dst, pkey, src_qp, port)
+        return
     path, src, dst, count, seed = sys.argv[1:6]
     avoid = {int(p) for p in sys.argv[6:]}
     rng = random.Random(int(seed))

@@ -398,6 +398,50 @@ END_TEST
  * data-path tests exercise ("mw" group of datapath.c).  (XRC domains, whose
  * close op the header inline calls without a NULL check, are xrc.c's.)
  */
+/*
+ * A controlled Q_Key (high bit set, as the GSI's 0x80010000) is root's
+ * only: modify_qp refuses it with EPERM, as the kernel does without
+ * CAP_NET_RAW, and the QP is left as it was.  Any other key goes.
+ */
+START_TEST(controlled_qkey)
+{
+	struct ibv_context *ctx = open_device("ibvd0");
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				    .qkey = 0x80010000u };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+	struct ibv_qp_init_attr got_init;
+	struct ibv_qp *qp;
+
+	ck_assert_ptr_nonnull(pd);
+	ck_assert_ptr_nonnull(cq);
+	qp = ibv_create_qp(pd, &init);
+	ck_assert_ptr_nonnull(qp);
+	ck_assert_int_eq(ibv_modify_qp(qp, &attr, mask), geteuid() ? EPERM : 0);
+	if (geteuid()) {
+		ck_assert_int_eq(ibv_query_qp(qp, &attr, IBV_QP_STATE, &got_init), 0);
+		ck_assert_int_eq(attr.qp_state, IBV_QPS_RESET);
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	attr.qkey = 0x7fffffffu;
+	ck_assert_int_eq(ibv_modify_qp(qp, &attr, geteuid() ? mask : IBV_QP_QKEY), 0);
+	ck_assert_int_eq(ibv_query_qp(qp, &attr, IBV_QP_QKEY, &got_init), 0);
+	ck_assert_uint_eq(attr.qkey, 0x7fffffffu);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	ck_assert_int_eq(ibv_close_device(ctx), 0);
+}
+END_TEST
+
 START_TEST(unsupported_ops)
 {
 	struct ibv_context *ctx = open_device("ibvd0");
@@ -1193,6 +1237,7 @@ static Suite *api_suite(void)
 	tcase_add_loop_test(tc, context_layout, 0, ndev);
 	tcase_add_test(tc, unsupported_ops);
 	tcase_add_test(tc, extended_ops_unsupported);
+	tcase_add_test(tc, controlled_qkey);
 
 	tc = new_case(s, "query");
 	tcase_add_loop_test(tc, query_device, 0, ndev);

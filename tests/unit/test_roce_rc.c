@@ -144,7 +144,7 @@ bool roce_is_local(const struct roce_dev *r, int family, const uint8_t *addr)
 	return false;
 }
 
-void roce_rx_packet(struct roce_dev *r, const uint8_t *pkt, size_t len)
+void roce_rx_local(struct roce_dev *r, const uint8_t *pkt, size_t len)
 {
 	(void)r;
 	(void)pkt;

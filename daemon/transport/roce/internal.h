@@ -431,6 +431,8 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
  * addresses); ibvd_objects_lock is held for reading.
  */
 void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
+/* The same for one rd sent to one of its own addresses: no "peers" check. */
+void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 
 /* rc_resp.c: write rd's deferred WRITE payloads out (draining thread, no
  * QP lock held). */

@@ -129,7 +129,7 @@ void roce_txq_flush(struct roce_txq *q)
 	if (roce_is_local(q->rd, q->path->family, q->path->dst)) {
 		for (i = 0; i < q->n; i++) {
 			stamp(q->rd, txq_slot(q, i), q->len[i]);
-			roce_rx_packet(q->rd, txq_slot(q, i), q->len[i]);
+			roce_rx_local(q->rd, txq_slot(q, i), q->len[i]);
 		}
 	} else {
 		txq_send(q);
@@ -185,7 +185,7 @@ static void emit(struct roce_dev *rd, const struct roce_path *path,
 	if (!path->family)
 		return;
 	if (roce_is_local(rd, path->family, path->dst))
-		roce_rx_packet(rd, buf, len);
+		roce_rx_local(rd, buf, len);
 	else
 		roce_io_send(rd, buf, len, path->dst);
 }

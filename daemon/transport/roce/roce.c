@@ -208,7 +208,7 @@ static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
 	if (!len)
 		return status;
 	if (roce_is_local(roce_of(src), family, dip))
-		roce_rx_packet(roce_of(src), buf, len);
+		roce_rx_local(roce_of(src), buf, len);
 	else
 		roce_io_send(roce_of(src), buf, len, dip);
 	return IBV_WC_SUCCESS;

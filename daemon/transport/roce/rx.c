@@ -1,7 +1,8 @@
 /*
  * An arriving RoCEv2 packet: checked as rxe checks one (IP and UDP
- * lengths, ICRC, BTH version, an opcode we speak, a destination QP of
- * this device that may take it), then handed to the engine's responder.
+ * lengths, ICRC, BTH version, an opcode we speak, the default P_Key, a
+ * destination QP of this device that may take it), then handed to the
+ * engine's responder.
  * Everything else is dropped without a word, as a NIC drops what is not
  * for it: the network is hostile, and an answer would be an amplifier.
  */
@@ -52,8 +53,13 @@ static void rx_gsi(struct roce_dev *rd, const struct roce_ip *ip,
 {
 	struct ibvd_mad mad;
 
+	/*
+	 * From the sender's QP1 too: CM MADs come from its GSI QP, and our
+	 * answers go back to the QP named here; no other QP of the peer's is
+	 * its CM.
+	 */
 	if (p->opcode != ROCE_UD_SEND_ONLY || p->deth.qkey != ROCE_GSI_QKEY ||
-	    p->payload_len != IBVD_MAD_LEN)
+	    p->deth.src_qp != ROCE_GSI_QPN || p->payload_len != IBVD_MAD_LEN)
 		return;
 	memset(&mad, 0, sizeof(mad));
 	mad.dev = rd->dev;
@@ -138,7 +144,17 @@ static void rx_connected(struct roce_dev *rd, const struct roce_ip *ip,
 	roce_rc_rx(rd, qp, ip, p);
 }
 
-void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
+/*
+ * The default partition's P_Key, full or limited member: the only one
+ * our ports have (rxe's check_keys drops the rest).
+ */
+static bool pkey_ok(uint16_t pkey)
+{
+	return (pkey & ROCE_PKEY_MASK) == (ROCE_DEFAULT_PKEY & ROCE_PKEY_MASK);
+}
+
+/* own: sent by this device to one of its own addresses, not from the wire */
+static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 {
 	size_t off, udp_len;
 	struct roce_ip ip;
@@ -149,11 +165,11 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 		return;
 	/* Only what was sent to one of this device's addresses, from a peer. */
 	if (!roce_is_local(rd, ip.family, ip.dst) ||
-	    !peer_allowed(rd, ip.family, ip.src))
+	    (!own && !peer_allowed(rd, ip.family, ip.src)))
 		return;
 	if (!roce_icrc_ok(pkt, off + udp_len))
 		return;
-	if (roce_decode(pkt + off, udp_len, &p) < 0)
+	if (roce_decode(pkt + off, udp_len, &p) < 0 || !pkey_ok(p.pkey))
 		return;
 	switch (ROCE_OP_TRANSPORT(p.opcode)) {
 	case ROCE_OP_UD:
@@ -167,4 +183,14 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 	default:
 		break;
 	}
+}
+
+void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
+{
+	rx(rd, pkt, len, false);
+}
+
+void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len)
+{
+	rx(rd, pkt, len, true);
 }

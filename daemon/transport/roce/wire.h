@@ -33,6 +33,8 @@
 /* Q_Key of QP1 (the CM's MADs), and the P_Key rxe sends */
 #define ROCE_GSI_QKEY		0x80010000u
 #define ROCE_DEFAULT_PKEY	0xFFFF
+#define ROCE_PKEY_MASK		0x7FFF	/* without the membership bit */
+#define ROCE_GSI_QPN		1u
 
 /*
  * Opcodes: transport (RC 0x00, UC 0x20, UD 0x60, XRC 0xA0) + operation.
