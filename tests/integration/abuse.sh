@@ -40,13 +40,5 @@ for mode in "${modes[@]}"; do
 	ok "$(tail -n 1 "$O/abuse")"
 done
 
-for kind in qp srq ctx; do
-	ibvctl -j resource show "$kind" >"$O/res-$kind.json" 2>&1 ||
-		{ show "resource show $kind" "$O/res-$kind.json"; fail "ibvctl resource show $kind"; }
-	if grep -q '[^][[:space:]]' "$O/res-$kind.json"; then
-		show "resource show $kind" "$O/res-$kind.json"
-		fail "${kind}s left in the daemon after the abusers left"
-	fi
-done
-ok "no QP, SRQ or context left"
+nothing_left "after the abusers left"
 daemon_stop

@@ -2350,28 +2350,42 @@ static int peer_hold(const char *port, bool accept)
 	return 0;
 }
 
-/* A connect that never confirms a reply (no QP, no rdma_establish). */
-static int peer_await(const char *host, const char *port)
+/* A new id on ch, its address and route to host:port resolved. */
+static struct rdma_cm_id *peer_resolved(struct rdma_event_channel *ch,
+					const char *host, const char *port)
 {
-	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_storage ss = sa_make(host, (uint16_t)atoi(port));
-	struct rdma_conn_param cp = { .qp_num = 0x4321 };
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
-	bool more = true;
-	long t0;
 	int i;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
 	    rdma_resolve_addr(id, NULL, SA(ss), 2000))
 		PEER_FAIL("resolve_addr: %s", strerror(errno));
 	for (i = 0; i < 2; i++) {
 		ev = peer_event(ch, ev_ms());
+		if (ev->event != (i ? RDMA_CM_EVENT_ROUTE_RESOLVED :
+				      RDMA_CM_EVENT_ADDR_RESOLVED))
+			PEER_FAIL("got %s", rdma_event_str(ev->event));
 		rdma_ack_cm_event(ev);
 		if (!i && rdma_resolve_route(id, 2000))
 			PEER_FAIL("resolve_route: %s", strerror(errno));
 	}
+	return id;
+}
+
+/* A connect that never confirms a reply (no QP, no rdma_establish). */
+static int peer_await(const char *host, const char *port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { .qp_num = 0x4321 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	bool more = true;
+	long t0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	id = peer_resolved(ch, host, port);
 	if (rdma_connect(id, &cp))
 		PEER_FAIL("connect: %s", strerror(errno));
 	t0 = vt_now_ms();
@@ -2389,26 +2403,12 @@ static int peer_await(const char *host, const char *port)
 static int peer_abandon(const char *host, const char *port, const char *ms)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct sockaddr_storage ss = sa_make(host, (uint16_t)atoi(port));
 	struct rdma_conn_param cp = { .qp_num = 0x4321, .retry_count = 7,
 				      .rnr_retry_count = 7 };
-	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
-	int i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(id, NULL, SA(ss), 2000))
-		PEER_FAIL("resolve_addr: %s", strerror(errno));
-	for (i = 0; i < 2; i++) {
-		ev = peer_event(ch, ev_ms());
-		if (ev->event != (i ? RDMA_CM_EVENT_ROUTE_RESOLVED :
-				      RDMA_CM_EVENT_ADDR_RESOLVED))
-			PEER_FAIL("got %s", rdma_event_str(ev->event));
-		rdma_ack_cm_event(ev);
-		if (!i && rdma_resolve_route(id, 2000))
-			PEER_FAIL("resolve_route: %s", strerror(errno));
-	}
+	id = peer_resolved(ch, host, port);
 	if (rdma_connect(id, &cp))
 		PEER_FAIL("connect: %s", strerror(errno));
 	vt_sleep_ms(atoi(ms));

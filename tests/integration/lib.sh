@@ -370,6 +370,22 @@ daemon_alive() {
 	fi
 }
 
+# nothing_left WHEN: the daemon holds no QP, SRQ or context once every
+# client went.
+nothing_left() {
+	local kind out
+	for kind in qp srq ctx; do
+		out=$T/res-$kind.json
+		ibvctl -j resource show "$kind" >"$out" 2>&1 ||
+			{ show "resource show $kind" "$out"; fail "ibvctl resource show $kind"; }
+		if grep -q '[^][[:space:]]' "$out"; then
+			show "resource show $kind" "$out"
+			fail "$1: ${kind}s left in the daemon"
+		fi
+	done
+	ok "$1: no QP, SRQ or context left"
+}
+
 # run_check_suite NAME UID: the Check program $T/bin/NAME-helper as UID;
 # every case must pass.  Its output is in $O/NAME.
 run_check_suite() {

@@ -15,19 +15,6 @@ export VT_TMUL=$TMUL
 daemon_start -c "$(default_conf)"
 daemon_wait_ready
 
-# nothing_left WHEN: no QP, SRQ or context is left once every client went.
-nothing_left() {
-	local kind
-	for kind in qp srq ctx; do
-		ibvctl -j resource show "$kind" >"$O/res-$kind.json" 2>&1 ||
-			{ show "resource show $kind" "$O/res-$kind.json"; fail "ibvctl resource show $kind"; }
-		if grep -q '[^][[:space:]]' "$O/res-$kind.json"; then
-			show "resource show $kind" "$O/res-$kind.json"
-			fail "$1: ${kind}s left in the daemon"
-		fi
-	done
-	ok "$1: no QP, SRQ or context left"
-}
 if [ -x "$HELPER" ]; then
 	check "the XRC suite as uid $USER1"
 	# Some cases close a context with its objects alive, as a dying app
