@@ -334,4 +334,13 @@ uint32_t ibcm_timeout_ms(uint8_t t);
 uint32_t ibcm_req_wait_ms(uint8_t packet_life_time,
 			  uint8_t remote_cm_response_timeout);
 
+/*
+ * A timeout field a peer set for us to wait by (a REQ's local CM response
+ * timeout, an MRA's service timeout), at most IBCM_PEER_TIMEOUT_MAX
+ * (about 67 s, our own MRAs' value): the field allows 2.4 hours a wait,
+ * and with 15 resends a stranger could hold an id and its QP for days.
+ */
+#define IBCM_PEER_TIMEOUT_MAX	24
+uint8_t ibcm_peer_timeout(uint8_t t);
+
 #endif /* IBVD_CM_MAD_H */

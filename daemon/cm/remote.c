@@ -62,7 +62,8 @@ struct cm_wire {
 	uint64_t tid;			/* the REQ's: REP, RTU, MRA, REJ reuse it */
 	uint64_t service_id;		/* SIDR: echoed in the SIDR REP */
 	uint8_t path_mtu;		/* passive: what the REQ allowed */
-	uint8_t peer_response_timeout;	/* the peer's CM response timeout */
+	uint8_t peer_response_timeout;	/* the peer's CM response timeout,
+					 * at most IBCM_PEER_TIMEOUT_MAX */
 	/*
 	 * The path (dev, GIDs, the peer's QP1) and the last MAD sent: while
 	 * waiting, the one to resend; after, the one a duplicate gets again.
@@ -791,7 +792,8 @@ static void on_req(const struct ibvd_mad *in, const struct ibcm_msg *m)
 				IBCM_REJ_NO_RESOURCES);
 		return;
 	}
-	c->wire->peer_response_timeout = r->local_cm_response_timeout;
+	c->wire->peer_response_timeout =
+		ibcm_peer_timeout(r->local_cm_response_timeout);
 	c->wire->path_mtu = r->path_mtu < cm_port_mtu(c) ? r->path_mtu :
 						       (uint8_t)cm_port_mtu(c);
 	c->tos = r->primary.traffic_class;
@@ -992,7 +994,7 @@ static void on_mra(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	w->mraed = true;
 	evtimer_del(w->timer);
 	wire_arm(w, ibcm_req_wait_ms(CM_PACKET_LIFETIME,
-				     m->mra.service_timeout));
+				     ibcm_peer_timeout(m->mra.service_timeout)));
 	w->wait_ms = request_wait_ms();
 }
 

@@ -805,6 +805,11 @@ START_TEST(timers)
 	ck_assert_uint_eq(ibcm_req_wait_ms(18, 20), 2 * 1024 + 4096);
 	ck_assert_uint_eq(ibcm_req_wait_ms(0, 0), 3);
 	ck_assert_uint_eq(ibcm_req_wait_ms(31, 31), 3u << 23);
+	/* what a peer asks us to wait: at most our own MRAs' 67 s */
+	ck_assert_uint_eq(ibcm_peer_timeout(20), 20);
+	ck_assert_uint_eq(ibcm_peer_timeout(24), 24);
+	ck_assert_uint_eq(ibcm_peer_timeout(31), IBCM_PEER_TIMEOUT_MAX);
+	ck_assert_uint_eq(ibcm_timeout_ms(ibcm_peer_timeout(255)), 65536);
 }
 END_TEST
 
