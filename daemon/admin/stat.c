@@ -6,7 +6,9 @@
  *	statistic show engine		one row per engine thread
  *
  * A port row is {"ifindex", "ifname", "port", then rxe's counter names in
- * rxe's order}, so it reads like rdma statistic show.  Anyone may look,
+ * rxe's order}, so it reads like rdma statistic show; a RoCE port's then
+ * has "dropped_not_peer" and "dropped_bad_pkey", the packets its
+ * transport dropped from outside its peers or of another partition.  Anyone may look,
  * as with rdma: the counters are device-wide and name no one's objects.
  *
  * Control thread only: devices and contexts are its own; the engine's
@@ -51,10 +53,14 @@ fail:
 	return -ENOMEM;
 }
 
+/* A RoCE port's rows go on with its drops before any QP (rxe has none). */
+#define ROCE_PORT_COUNTERS	(IBVD_PC_MAX + 2)
+
 static int port_row(const struct ibvd_device *dev, const struct ibvd_port *port,
 		    json_t *out)
 {
-	uint64_t ctr[IBVD_PC_MAX];
+	uint64_t ctr[IBVD_PC_MAX], all[ROCE_PORT_COUNTERS];
+	const char *names[ROCE_PORT_COUNTERS];
 	json_t *row = json_object();
 
 	if (!row)
@@ -66,7 +72,18 @@ static int port_row(const struct ibvd_device *dev, const struct ibvd_port *port,
 		return -ENOMEM;
 	}
 	ibvd_engine_port_counters(dev, port->num, ctr);
-	return append_counters(out, row, ibvd_port_counter_names, ctr, IBVD_PC_MAX);
+	if (dev->kind != IBVD_DEV_ROCE)
+		return append_counters(out, row, ibvd_port_counter_names, ctr,
+				       IBVD_PC_MAX);
+	memcpy(names, ibvd_port_counter_names, sizeof(ibvd_port_counter_names));
+	names[IBVD_PC_MAX] = "dropped_not_peer";
+	names[IBVD_PC_MAX + 1] = "dropped_bad_pkey";
+	memcpy(all, ctr, sizeof(ctr));
+	all[IBVD_PC_MAX] = __atomic_load_n(&dev->roce.dropped_not_peer,
+					   __ATOMIC_RELAXED);
+	all[IBVD_PC_MAX + 1] = __atomic_load_n(&dev->roce.dropped_bad_pkey,
+					       __ATOMIC_RELAXED);
+	return append_counters(out, row, names, all, ROCE_PORT_COUNTERS);
 }
 
 static int device_rows(const struct ibvd_device *dev, json_t *out)

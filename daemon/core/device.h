@@ -130,6 +130,13 @@ struct ibvd_roce {
 	 */
 	struct ibvd_cidr peers[IBVD_MAX_PEERS];
 	unsigned int npeers;
+	/*
+	 * Packets the transport dropped since the device appeared: from an
+	 * address outside the peers, with another partition's P_Key
+	 * (relaxed atomics: any thread counts, ibvctl reads).
+	 */
+	uint64_t dropped_not_peer;
+	uint64_t dropped_bad_pkey;
 };
 
 struct ibvd_device {

@@ -173,12 +173,19 @@ static void roce_port_attr(const struct ibvd_netdev *nd, Ibvd__PortAttr *attr)
 	attr->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
+static uint32_t saturated32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 void ibvd_port_attr(const struct ibvd_device *dev, const struct ibvd_port *port,
 		    Ibvd__PortAttr *attr)
 {
 	port_attr_common(dev, attr);
 	if (dev->kind == IBVD_DEV_ROCE) {
 		roce_port_attr(&dev->roce.netdev, attr);
+		attr->bad_pkey_cntr = saturated32(
+			__atomic_load_n(&dev->roce.dropped_bad_pkey, __ATOMIC_RELAXED));
 		return;
 	}
 	attr->state = IBV_PORT_ACTIVE;

@@ -284,10 +284,10 @@ no_ids_left "the programs above"
 # full or limited member's P_Key) and from the peer's own QP1, where the
 # answer goes.  A request for a port nobody listens on is answered (REJ or
 # SIDR REP) when it is one; else it is dropped without a word.
-check "QP1 answers only MADs with the default P_Key, from QP1"
-probe() {	# WANT PKEY SRC-QP
+check "QP1 answers only MADs with the default P_Key, from QP1; drops are counted"
+probe() {	# WANT PKEY SRC-QP [SRC-ADDRESS]
 	ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
-		probe "$IPB" "$IPA" "$2" "$3" 7011 >"$O/probe" 2>&1 ||
+		probe "${4:-$IPB}" "$IPA" "$2" "$3" 7011 >"$O/probe" 2>&1 ||
 		{ show probe "$O/probe"; fail "the probe failed"; }
 	case $1 in
 	answer)	expect_grep '^answer: attr 0x001[28] to QP 0x000001$' "$O/probe" \
@@ -300,7 +300,16 @@ probe answer 0x7FFF 1
 probe none 0x1234 1
 probe none 0x0000 1
 probe none 0xFFFF 0x123456
-ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and source QP 0x123456, dropped"
+# from outside A's peers (its own subnet): dropped before anything
+probe none 0xFFFF 1 192.0.2.1
+SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 >"$O/drops" 2>&1 ||
+	{ show "statistic show" "$O/drops"; fail "ibvctl statistic show link roce0/1"; }
+"$PYTHON" - "$O/drops" <<-'EOF' || { show "statistic show" "$O/drops"; fail "A's drop counters"; }
+import json, sys
+row = json.load(open(sys.argv[1]))[0]
+sys.exit(0 if row["dropped_bad_pkey"] == 2 and row["dropped_not_peer"] == 1 else 1)
+EOF
+ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and source QP 0x123456, dropped; A counted 2 bad P_Keys and 1 packet from outside its peers"
 
 # Hostile MADs at both QP1s while an rping runs: garbage, mutated
 # captures, requests for ports nobody listens on, and answers naming

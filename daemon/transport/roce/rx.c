@@ -153,6 +153,11 @@ static bool pkey_ok(uint16_t pkey)
 	return (pkey & ROCE_PKEY_MASK) == (ROCE_DEFAULT_PKEY & ROCE_PKEY_MASK);
 }
 
+static void count_drop(uint64_t *counter)
+{
+	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
 /* own: sent by this device to one of its own addresses, not from the wire */
 static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 {
@@ -164,13 +169,20 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	    ip.dport != ROCE_UDP_PORT)
 		return;
 	/* Only what was sent to one of this device's addresses, from a peer. */
-	if (!roce_is_local(rd, ip.family, ip.dst) ||
-	    (!own && !peer_allowed(rd, ip.family, ip.src)))
+	if (!roce_is_local(rd, ip.family, ip.dst))
 		return;
+	if (!own && !peer_allowed(rd, ip.family, ip.src)) {
+		count_drop(&rd->dev->roce.dropped_not_peer);
+		return;
+	}
 	if (!roce_icrc_ok(pkt, off + udp_len))
 		return;
-	if (roce_decode(pkt + off, udp_len, &p) < 0 || !pkey_ok(p.pkey))
+	if (roce_decode(pkt + off, udp_len, &p) < 0)
 		return;
+	if (!pkey_ok(p.pkey)) {
+		count_drop(&rd->dev->roce.dropped_bad_pkey);
+		return;
+	}
 	switch (ROCE_OP_TRANSPORT(p.opcode)) {
 	case ROCE_OP_UD:
 		rx_ud(rd, pkt, &ip, &p);
