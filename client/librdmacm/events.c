@@ -306,6 +306,8 @@ static int plain_event(struct cma_channel *ch, const Ibvd__CmEvent *m,
 		fill_conn(ev, m->conn, CMA_PDATA_REP);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
+		/* as the kernel's rdma_cm: nothing may go out on the QP now */
+		(void)cma_qp_to_err(cid);
 		fill_conn(ev, m->conn, CMA_PDATA_REJ);
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:

@@ -1201,6 +1201,14 @@ START_TEST(reject_private_data)
 	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
 		 rej, sizeof(rej) - 1, PDATA_REJ, "REJECTED");
 	ck_ok(rdma_ack_cm_event(ev));
+	/* as the kernel's rdma_cm: a REJ takes the id's QP to ERR */
+	{
+		struct ibv_qp_init_attr init;
+		struct ibv_qp_attr attr;
+
+		ck_ok(ibv_query_qp(p.client->qp, &attr, IBV_QP_STATE, &init));
+		ck_assert_int_eq(attr.qp_state, IBV_QPS_ERR);
+	}
 	ck_ok(rdma_destroy_id(child));
 	pair_free(&p);
 }
