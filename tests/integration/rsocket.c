@@ -34,6 +34,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <endian.h>
+#include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 
 #include "vt.h"
@@ -257,6 +259,14 @@ START_TEST(bind_args)
 	loopback(&sin, 0);
 	ck_fails_with(rbind(fd, NULL, sizeof(sin)), EFAULT);
 	ck_fails_with(rbind(fd, (struct sockaddr *)&sin, 4), EINVAL);
+	/* longer than any address (connect(2)'s EINVAL): nothing copied */
+	{
+		static char big[4096];
+
+		memcpy(big, &sin, sizeof(sin));
+		ck_fails_with(rbind(fd, (struct sockaddr *)big, sizeof(big)), EINVAL);
+		ck_fails_with(rconnect(fd, (struct sockaddr *)big, sizeof(big)), EINVAL);
+	}
 	memset(&sin6, 0, sizeof(sin6));
 	sin6.sin6_family = AF_INET6;
 	ck_fails_with(rbind(fd, (struct sockaddr *)&sin6, sizeof(sin6)), EAFNOSUPPORT);
@@ -1176,6 +1186,149 @@ END_TEST
 
 /* ---- the suite ------------------------------------------------------------ */
 
+/* ---- a peer that lies about its messages' lengths ---------------------------- */
+
+/*
+ * rsocket's connection private data (rdma-core's protocol, version 1):
+ * where the peer may write its data and our target SGL, big-endian.
+ */
+struct liar_sge {
+	uint64_t addr;
+	uint32_t key;
+	uint32_t length;
+};
+
+struct liar_conn_data {
+	uint8_t version;
+	uint8_t flags;
+	uint16_t credits;
+	uint8_t reserved[3];
+	uint8_t target_iomap_size;
+	struct liar_sge target_sgl;
+	struct liar_sge data_buf;
+};
+
+struct liar {
+	uint16_t port;
+	uint32_t claim;		/* the data length it announces */
+	bool sent;
+};
+
+static struct rdma_cm_event *liar_event(struct rdma_event_channel *ch,
+					enum rdma_cm_event_type want)
+{
+	struct rdma_cm_event *ev;
+
+	ck_assert_msg(rdma_get_cm_event(ch, &ev) == 0, "liar: get_cm_event: %s",
+		      strerror(errno));
+	ck_assert_msg(ev->event == want, "liar: %s, want %s",
+		      rdma_event_str(ev->event), rdma_event_str(want));
+	return ev;
+}
+
+/*
+ * Connects as an rsocket peer would, by hand, then sends one data message
+ * of no bytes whose immediate claims l->claim bytes.
+ */
+static void *liar_run(void *arg)
+{
+	static uint8_t target[4096], data[1 << 16];
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 16,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct liar_conn_data mine = { .version = 1 }, theirs;
+	struct rdma_conn_param cp = {
+		.private_data = &mine, .private_data_len = sizeof(mine),
+		.responder_resources = 1, .initiator_depth = 1,
+		.retry_count = 7, .rnr_retry_count = 7,
+	};
+	struct ibv_recv_wr rwr = { .wr_id = 1 }, *bad_r;
+	struct ibv_send_wr swr = {
+		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad_s;
+	struct liar *l = arg;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in sin;
+	struct rdma_cm_id *id;
+	struct ibv_mr *tmr, *dmr;
+	struct ibv_wc wc;
+	int i;
+
+	loopback(&sin, l->port);
+	ck_assert(ch && !rdma_create_id(ch, &id, NULL, RDMA_PS_TCP));
+	ck_ok(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, vt_tmo_ms()));
+	rdma_ack_cm_event(liar_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	ck_ok(rdma_resolve_route(id, vt_tmo_ms()));
+	rdma_ack_cm_event(liar_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	ck_ok(rdma_create_qp(id, NULL, &qa));
+	tmr = ibv_reg_mr(id->pd, target, sizeof(target),
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	dmr = ibv_reg_mr(id->pd, data, sizeof(data),
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ck_assert(tmr && dmr);
+	for (i = 0; i < 16; i++)
+		ck_ok(ibv_post_recv(id->qp, &rwr, &bad_r));
+	mine.credits = htobe16(16);
+	mine.target_sgl = (struct liar_sge){ htobe64((uintptr_t)target),
+					     htobe32(tmr->rkey), htobe32(2) };
+	mine.data_buf = (struct liar_sge){ htobe64((uintptr_t)data),
+					   htobe32(dmr->rkey), htobe32(sizeof(data)) };
+	ck_ok(rdma_connect(id, &cp));
+	ev = liar_event(ch, RDMA_CM_EVENT_ESTABLISHED);
+	ck_assert_uint_ge(ev->param.conn.private_data_len, sizeof(theirs));
+	memcpy(&theirs, ev->param.conn.private_data, sizeof(theirs));
+	rdma_ack_cm_event(ev);
+	swr.wr.rdma.remote_addr = be64toh(theirs.data_buf.addr);
+	swr.wr.rdma.rkey = be32toh(theirs.data_buf.key);
+	swr.imm_data = htobe32(l->claim & 0x1FFFFFFF);	/* op 0: data */
+	ck_ok(ibv_post_send(id->qp, &swr, &bad_s));
+	while (ibv_poll_cq(id->send_cq, 1, &wc) == 0)
+		;
+	ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+	__atomic_store_n(&l->sent, true, __ATOMIC_RELEASE);
+	/* stay connected while the reader looks */
+	vt_sleep_ms(vt_tmo_ms());
+	return NULL;
+}
+
+/*
+ * A data message is as long as the peer says, and the peer is not
+ * trusted: a length past what our receive buffer holds (which had rrecv
+ * copy from beyond it), or of no bytes (which read as the end of the
+ * stream), ends the connection with ECONNRESET.
+ */
+START_TEST(peer_lies_about_lengths)
+{
+	static const uint32_t claims[] = { 1u << 20, 278528, 0 };
+	static char buf[2 << 20];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(claims); i++) {
+		struct liar l = { .claim = claims[i] };
+		pthread_t t;
+		ssize_t got;
+		int lfd = listener(&l.port), fd;
+
+		ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
+		fd = raccept(lfd, NULL, NULL);
+		ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
+		while (!__atomic_load_n(&l.sent, __ATOMIC_ACQUIRE))
+			vt_sleep_ms(1);
+		got = rrecv(fd, buf, sizeof(buf), 0);
+		ck_assert_msg(got == -1 && errno == ECONNRESET,
+			      "a message claiming %u bytes: rrecv gave %zd (%s), want -1 ECONNRESET",
+			      claims[i], got, got < 0 ? strerror(errno) : "");
+		pthread_detach(t);
+		rclose(fd);
+		rclose(lfd);
+	}
+}
+END_TEST
+
 struct test {
 	const char *name;
 	const TTest *fn;
@@ -1191,7 +1344,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(dgram_exchange), T(dgram_connected),
-		T(dgram_garbage), T(dgram_many_peers),
+		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
 	};

@@ -120,7 +120,8 @@ static int check_addr(struct rsocket *rs, const struct sockaddr *addr,
 {
 	if (!addr)
 		return -EFAULT;
-	if (len < sizeof(sa_family_t))
+	/* as the kernel's move_addr_to_kernel: we copy at most this much */
+	if (len < sizeof(sa_family_t) || len > sizeof(struct sockaddr_storage))
 		return -EINVAL;
 	if (addr->sa_family != rs->domain)
 		return -EAFNOSUPPORT;

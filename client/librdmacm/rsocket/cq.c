@@ -178,6 +178,27 @@ static void recv_ctrl(struct rsocket *rs, uint32_t ctrl)
 	}
 }
 
+/*
+ * A data message of len bytes landed in rbuf.  The peer is not trusted
+ * with its length: one the buffer cannot hold beside what is still
+ * unread would have a read run past the buffer's end, and 0 would read
+ * as the end of the stream (rsend of nothing sends nothing).  Either ends
+ * the connection instead.
+ */
+static void data_arrived(struct rsocket *rs, uint32_t len)
+{
+	if (!len || len > rs->rbuf_size - rs->rbuf_queued) {
+		rs->state = RS_ERROR;
+		rs->err = ECONNRESET;
+		return;
+	}
+	rs->rbuf_queued += len;
+	rs->rmsg[rs->rmsg_tail].op = RS_OP_DATA;
+	rs->rmsg[rs->rmsg_tail].len = len;
+	if (++rs->rmsg_tail == rs->rq_size + 1)
+		rs->rmsg_tail = 0;
+}
+
 static void recv_done(struct rsocket *rs, const struct ibv_wc *wc)
 {
 	uint32_t msg;
@@ -193,10 +214,7 @@ static void recv_done(struct rsocket *rs, const struct ibv_wc *wc)
 		recv_ctrl(rs, rs_msg_data(msg));
 		break;
 	case RS_OP_DATA:
-		rs->rmsg[rs->rmsg_tail].op = RS_OP_DATA;
-		rs->rmsg[rs->rmsg_tail].len = rs_msg_data(msg);
-		if (++rs->rmsg_tail == rs->rq_size + 1)
-			rs->rmsg_tail = 0;
+		data_arrived(rs, rs_msg_data(msg));
 		break;
 	default:	/* IOMAP_SGL: the table is already written */
 		break;

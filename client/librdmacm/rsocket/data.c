@@ -314,6 +314,7 @@ static size_t consume(struct rsocket *rs, struct iov_pos *p, size_t left)
 		rbuf_copy(rs, rs->rbuf_offset, p, n);
 		rs->rbuf_offset = (rs->rbuf_offset + n) % rs->rbuf_size;
 		rs->rbuf_bytes_avail += n;
+		rs->rbuf_queued -= n;
 		m->len -= n;
 		if (!m->len) {
 			rs->rseq_no++;

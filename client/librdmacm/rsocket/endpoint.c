@@ -151,6 +151,7 @@ static void init_counters(struct rsocket *rs)
 	rs->sbuf_bytes_avail = rs->sbuf_size;
 	rs->rmsg_head = rs->rmsg_tail = 0;
 	rs->rbuf_offset = 0;
+	rs->rbuf_queued = 0;
 	rs->rbuf_free_offset = rs->rbuf_size >> 1;
 	rs->rbuf_bytes_avail = rs->rbuf_size >> 1;
 	rs->ctrl_seqno = 0;

@@ -235,6 +235,7 @@ struct rsocket {
 	uint32_t rmsg_head, rmsg_tail;
 	uint16_t rseq_no, rseq_comp;	/* messages consumed; next credit */
 	uint32_t rbuf_offset;		/* next byte to read */
+	uint32_t rbuf_queued;		/* bytes arrived, not yet read */
 	uint32_t rbuf_bytes_avail;	/* free, not yet given to the peer */
 	uint32_t rbuf_free_offset;	/* the half we give next */
 
