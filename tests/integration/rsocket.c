@@ -932,7 +932,12 @@ START_TEST(select_mixed)
 	tv = (struct timeval){ -1, 0 };
 	ck_fails_with(rselect(nfds, &r, NULL, NULL, &tv), EINVAL);
 	ck_fails_with(rselect(-1, &r, NULL, NULL, NULL), EINVAL);
+	/* a descriptor not open: EBADF, as select(2), not a busy 0 */
 	close(pfd[0]);
+	FD_ZERO(&r);
+	FD_SET(pfd[0], &r);
+	FD_SET(srv, &r);
+	ck_fails_with(rselect(nfds, &r, NULL, NULL, NULL), EBADF);
 	close(pfd[1]);
 	ck_ok(rclose(cli));
 	ck_ok(rclose(srv));

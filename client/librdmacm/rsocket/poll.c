@@ -13,7 +13,10 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
@@ -240,6 +243,28 @@ static int sets_from_fds(struct pollfd *fds, nfds_t n, fd_set *r, fd_set *w,
 	return count;
 }
 
+/* A select(2) timeout in poll(2)'s milliseconds: longer ones wait as long as poll can. */
+static int select_timeout_ms(const struct timeval *tv)
+{
+	uint64_t ms;
+
+	if (tv->tv_sec >= INT_MAX / 1000)
+		return INT_MAX;
+	ms = (uint64_t)tv->tv_sec * 1000 + ((uint64_t)tv->tv_usec + 999) / 1000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* select(2) fails on a descriptor that is not open: EBADF, sets untouched */
+static bool any_closed(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++)
+		if (fds[i].revents & POLLNVAL)
+			return true;
+	return false;
+}
+
 static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		      struct timeval *tv)
 {
@@ -251,13 +276,15 @@ static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		return -EINVAL;
 	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0))
 		return -EINVAL;
-	timeout = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
+	timeout = tv ? select_timeout_ms(tv) : -1;
 	fds = calloc(nfds ? (size_t)nfds : 1, sizeof(*fds));
 	if (!fds)
 		return -ENOMEM;
 	n = fds_from_sets(nfds, r, w, e, fds);
 	ret = do_rpoll(fds, n, timeout);
-	if (ret >= 0)
+	if (ret >= 0 && any_closed(fds, n))
+		ret = -EBADF;
+	else if (ret >= 0)
 		ret = sets_from_fds(fds, n, r, w, e);
 	free(fds);
 	if (ret == 0 && tv)
