@@ -2335,8 +2335,8 @@ static int peer_hold(const char *port, bool accept)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_storage ss = sa_make("0.0.0.0", (uint16_t)atoi(port));
 	struct rdma_conn_param cp = { .qp_num = 0x5678 };
+	struct rdma_cm_id *id, *child;
 	struct rdma_cm_event *ev;
-	struct rdma_cm_id *id;
 	long t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2354,7 +2354,12 @@ static int peer_hold(const char *port, bool accept)
 	ev = peer_event(ch, 600000);
 	printf("event: %s status %d after %ld ms\n", rdma_event_str(ev->event),
 	       ev->status, vt_now_ms() - t0);
+	child = ev->id;
 	rdma_ack_cm_event(ev);
+	if (child != id)
+		rdma_destroy_id(child);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
 	return 0;
 }
 
@@ -2404,6 +2409,8 @@ static int peer_await(const char *host, const char *port)
 		more = ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE;
 		rdma_ack_cm_event(ev);
 	}
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
 	return 0;
 }
 
@@ -2423,6 +2430,7 @@ static int peer_abandon(const char *host, const char *port, const char *ms)
 	if (rdma_destroy_id(id))
 		PEER_FAIL("destroy_id: %s", strerror(errno));
 	printf("abandoned\n");
+	rdma_destroy_event_channel(ch);
 	return 0;
 }
 
@@ -2473,6 +2481,9 @@ static int peer_deaf(const char *port1, const char *port2, const char *gofile)
 	rdma_destroy_id(probe);
 	printf("deaf: %u requests, %u rejected, %u other events; alive\n",
 	       requests, rejected, other);
+	for (i = 0; i < 2; i++)
+		rdma_destroy_id(id[i]);
+	rdma_destroy_event_channel(ch);
 	return 0;
 }
 
@@ -2502,6 +2513,8 @@ static int peer_flood(const char *host, const char *port, const char *n)
 			PEER_FAIL("destroy_id: %s", strerror(errno));
 	}
 	printf("flood: %d connects\n", sent);
+	if (ch)
+		rdma_destroy_event_channel(ch);
 	return 0;
 }
 
