@@ -14,18 +14,8 @@ HELPER=$T/bin/abuse-helper
 [ -x "$HELPER" ] || fail "tests/integration/abuse-helper not built"
 export VT_TMUL=$TMUL
 
-conf=$T/abuse.conf
-"$PYTHON" - "$(default_conf)" "$conf" <<-'PYEOF' || fail "cannot write $conf"
-import json, sys
-src, out = sys.argv[1:3]
-with open(src) as f:
-    cfg = json.load(f)
-cfg.setdefault("engine", {})["threads"] = 2
-cfg["rlimit_memlock"] = "ignore"
-with open(out, "w") as f:
-    json.dump(cfg, f, indent=2)
-PYEOF
-chmod 644 "$conf"
+conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
+	"cfg['rlimit_memlock'] = 'ignore'") || exit 1
 daemon_start -c "$conf"
 daemon_wait_ready
 

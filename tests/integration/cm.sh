@@ -42,17 +42,7 @@ export VT_TMUL=$TMUL
 # A handshake nobody finishes fails after HANDSHAKE_MS (the default is a
 # minute, as the kernel's).
 HANDSHAKE_MS=$((2000 * TMUL))
-conf=$T/cm.conf
-"$PYTHON" - "$(default_conf)" "$conf" "$HANDSHAKE_MS" <<-'EOF' || fail "cannot write $conf"
-import json, sys
-src, out, ms = sys.argv[1:4]
-with open(src) as f:
-    cfg = json.load(f)
-cfg["cm"] = {"handshake_timeout_ms": int(ms)}
-with open(out, "w") as f:
-    json.dump(cfg, f, indent=2)
-EOF
-chmod 644 "$conf"
+conf=$(conf_edit "$T/cm.conf" "cfg['cm'] = {'handshake_timeout_ms': $HANDSHAKE_MS}") || exit 1
 daemon_start -c "$conf"
 daemon_wait_ready
 

@@ -370,6 +370,25 @@ daemon_alive() {
 	fi
 }
 
+# conf_edit OUT STATEMENT...: the default config with each Python
+# statement run on it (`cfg`), written to OUT; prints OUT.
+conf_edit() {
+	local out=$1
+	shift
+	"$PYTHON" - "$(default_conf)" "$out" "$@" <<-'EOF' || fail "cannot write $out"
+	import json, sys
+	src, out = sys.argv[1:3]
+	with open(src) as f:
+	    cfg = json.load(f)
+	for statement in sys.argv[3:]:
+	    exec(statement)
+	with open(out, "w") as f:
+	    json.dump(cfg, f, indent=2)
+	EOF
+	chmod 644 "$out"
+	printf '%s\n' "$out"
+}
+
 # nothing_left WHEN: the daemon holds no QP, SRQ or context once every
 # client went.
 nothing_left() {
