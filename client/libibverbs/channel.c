@@ -18,6 +18,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "barrier.h"
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
 
@@ -479,6 +480,62 @@ static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch)
 	return got;
 }
 
+static bool cq_idle(struct ibvc_cq *cq)
+{
+	bool idle;
+
+	pthread_mutex_lock(&cq->lock);
+	idle = ibvc_cq_idle(cq);
+	pthread_mutex_unlock(&cq->lock);
+	return idle;
+}
+
+/*
+ * An event whose completion the app's poll took already: it came after
+ * the app armed and before it polled.  A NIC sends those too, and apps
+ * that sleep on one channel for several CQs count on them (perftest's
+ * -e re-arms the CQ an event names and polls another one).  But apps
+ * with one CQ on the channel read an event as "a poll finds something"
+ * (ibv_rc_pingpong -e -t fails otherwise), and with the engine running
+ * beside the app the window is wider than on a NIC.  For those only,
+ * such an event goes, and the arm it used comes back, so the next
+ * completion fires as the app expects; what came before the re-arm is
+ * there for the second look, which then keeps the event.  A
+ * single-threaded CQ's batch does not take the lock we would look under,
+ * and one of this thread holds it.
+ */
+static bool alone_on_channel(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
+{
+	bool alone;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	alone = ch->cqs == cq && !cq->next_on_channel;
+	pthread_mutex_unlock(&ch->recv_lock);
+	return alone;
+}
+
+static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
+{
+	uint32_t flags;
+
+	if (cq->single_threaded || !alone_on_channel(ch, cq) ||
+	    __atomic_load_n(&cq->batch_thread, __ATOMIC_RELAXED) ==
+	    (uintptr_t)pthread_self() || !cq_idle(cq))
+		return false;
+	flags = ibvd_read_once(&cq->ring.client->arm_flags);
+	ibvc_req_notify_cq_op(&cq->cq, !(flags & IBVD_ARM_NEXT));
+	return cq_idle(cq);
+}
+
+/* An event that went after all: not the app's to ack. */
+static void uncount_delivered(struct ibvc_cq *cq)
+{
+	pthread_mutex_lock(&cq->cq.mutex);
+	cq->comp_delivered--;
+	pthread_cond_signal(&cq->cq.cond);
+	pthread_mutex_unlock(&cq->cq.mutex);
+}
+
 static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
@@ -494,6 +551,10 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 			pthread_mutex_lock(&ch->recv_lock);
 			settle(ch);
 			pthread_mutex_unlock(&ch->recv_lock);
+			if (event_stale(ch, *ret_cq)) {
+				uncount_delivered(*ret_cq);
+				continue;
+			}
 			return 0;
 		}
 		if (ret == 0)
@@ -503,8 +564,12 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 		pthread_mutex_lock(&ch->recv_lock);
 		*ret_cq = take_library_event(ch);
 		pthread_mutex_unlock(&ch->recv_lock);
-		if (*ret_cq)
+		if (*ret_cq && !event_stale(ch, *ret_cq))
 			return 0;
+		if (*ret_cq) {
+			uncount_delivered(*ret_cq);
+			continue;
+		}
 		ret = wait_channel(ch);
 		if (ret < 0)
 			return ret;	/* EINTR, or EAGAIN when non-blocking */

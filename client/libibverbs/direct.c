@@ -1952,6 +1952,37 @@ bool ibvc_direct_fallback(struct ibvc_cq *cq)
 	return again;
 }
 
+/* Would harvest_sends make a completion of qp's sends now? */
+static bool sends_due(const struct ibvc_qp *qp)
+{
+	const struct ibvc_direct *d = qp->direct;
+	uint32_t head = d->sends_head;
+
+	if (head == ibvd_observe(&d->sends_tail))
+		return false;
+	if (ibvd_observe(&qp->sq.engine->direct_fail_status))
+		return true;
+	/* the ring is taken in order: the oldest send says for all */
+	return taken(d, done_upto(qp, d, ibvd_observe(&d->out.ctl->consumed)),
+		     d->sends[head & (d->sends_cap - 1)].end);
+}
+
+bool ibvc_direct_cq_idle(struct ibvc_cq *cq)
+{
+	const struct ibvc_qp *qp;
+
+	if (cq->direct.tail != cq->direct.head)
+		return false;
+	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
+		if (sends_due(qp))
+			return false;
+	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
+		if (ibvd_observe(&qp->direct->in.ctl->produced) !=
+		    ibvd_read_once(&qp->direct->in.ctl->consumed))
+			return false;
+	return true;
+}
+
 bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 			    bool take)
 {

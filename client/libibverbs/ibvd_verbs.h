@@ -588,6 +588,11 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
  * whose receivers took nothing since the last time; true to look again.
  */
 bool ibvc_direct_fallback(struct ibvc_cq *cq);
+/*
+ * Under cq's lock: nothing of its direct QPs would come out of a poll
+ * now (a message on a receive ring counts, placeable or not).
+ */
+bool ibvc_direct_cq_idle(struct ibvc_cq *cq);
 /* One byte into a wake-up pair (fd < 0: none); false if it cannot go. */
 bool ibvc_poke(int fd);
 /*
@@ -837,6 +842,8 @@ bool ibvc_cq_ring_take(struct ibvc_cq_ring *ring, uint32_t *seen,
 bool ibvc_cq_ring_take_below(struct ibvc_cq_ring *ring, uint32_t end,
 			     struct ibvd_cqe *cqe);
 void ibvc_cq_ring_release(struct ibvc_cq_ring *ring);
+/* Under the CQ lock: would a poll of cq find nothing? */
+bool ibvc_cq_idle(struct ibvc_cq *cq);
 int ibvc_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
 
 /* ---- queries (query.c) ------------------------------------------------- */

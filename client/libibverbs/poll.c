@@ -95,6 +95,13 @@ void ibvc_cq_ring_release(struct ibvc_cq_ring *ring)
 	ibvd_publish(&ring->client->head, ring->head);
 }
 
+bool ibvc_cq_idle(struct ibvc_cq *cq)
+{
+	/* a purged CQE counts: a poll that skips it finds nothing, as today */
+	return ibvd_observe(&cq->ring.engine->tail) == cq->ring.head &&
+	       ibvc_direct_cq_idle(cq);
+}
+
 /* Copy up to num completions out of cq; returns how many (CQ lock held). */
 static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
 {

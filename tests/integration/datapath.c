@@ -2850,6 +2850,69 @@ START_TEST(cq_event_nonblock)
 }
 END_TEST
 
+/*
+ * An event whose completion the app's poll took before it read the event
+ * goes, and the arm comes back, when its CQ is alone on the channel:
+ * ibv_rc_pingpong -e -t reads an event as "a poll finds something".  The
+ * next completion still fires.  With a second CQ on the channel it is
+ * handed out as a NIC's would be (perftest -e counts on that).
+ */
+START_TEST(cq_event_after_poll)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *cq0, *cq1, *cq2, *ev_cq;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	void *ev_ctx;
+	int fl, i;
+
+	ck_assert_ptr_nonnull(ch);
+	fl = fcntl(ch->fd, F_GETFL);
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	cq0 = mkcq(16, NULL, ch);
+	cq1 = mkcq(16, NULL, NULL);
+	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+
+	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
+	for (i = 0; i < 3; i++) {
+		vt_send(p.qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			mr->addr, 8, mr->lkey, ADDR(mr, 100), mr->rkey);
+		ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
+		vt_expect_ok(cq0, NULL, i, IBV_WC_RDMA_WRITE, "taken first");
+		errno = 0;
+		ck_assert_msg(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1,
+			      "round %d: an event with nothing to poll", i);
+		ck_assert_int_eq(errno, EAGAIN);
+	}
+	/* the arm is still there, and its event comes with a completion */
+	vt_send(p.qp[0], 9, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
+		mr->lkey, ADDR(mr, 100), mr->rkey);
+	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	ck_assert_ptr_eq(ev_cq, cq0);
+	ibv_ack_cq_events(cq0, 1);
+	vt_expect_ok(cq0, NULL, 9, IBV_WC_RDMA_WRITE, "after the event");
+
+	cq2 = mkcq(4, NULL, ch);
+	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
+	vt_send(p.qp[0], 10, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
+		mr->lkey, ADDR(mr, 100), mr->rkey);
+	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
+	vt_expect_ok(cq0, NULL, 10, IBV_WC_RDMA_WRITE, "taken first, two CQs");
+	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+	ck_assert_ptr_eq(ev_cq, cq0);
+	ibv_ack_cq_events(cq0, 1);
+	vt_pair_free(&p);
+	rmcq(cq0);
+	rmcq(cq1);
+	rmcq(cq2);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -5111,6 +5174,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, cq_resize);
 	tcase_add_test(tc, channel_busy);
 	tcase_add_test(tc, cq_event_nonblock);
+	tcase_add_test(tc, cq_event_after_poll);
 	tcase_add_test(tc, cq_event_eintr);
 	tcase_add_test(tc, destroy_cq_waits);
 	tcase_add_test(tc, cq_overrun);
