@@ -1134,6 +1134,47 @@ START_TEST(dgram_many_peers)
 }
 END_TEST
 
+/*
+ * A datagram from a source whose address does not resolve (rsockets.sh
+ * sends it, from 10.99.0.1, once this writes $DG_DIR/port): it is read,
+ * and the calls go on at once while its path is resolved beside them;
+ * before, each such datagram held every call for the resolution's 2 s.
+ * Then an rclose while that resolution is still on its way.
+ */
+START_TEST(dgram_unresolvable_source)
+{
+	const char *dir = getenv("DG_DIR");
+	struct sockaddr_in from;
+	socklen_t flen = sizeof(from);
+	char buf[64];
+	uint16_t pa, pb;
+	int a, b;
+	long t0, took;
+	ssize_t n;
+
+	ck_assert_msg(dir, "DG_DIR names the directory of the markers");
+	b = dgram(&pb);
+	a = dgram(&pa);
+	vt_put(dir, "port", "%u\n", pb);
+	ck_assert_msg(vt_get(dir, "sent", buf, sizeof(buf), vt_tmo_ms()),
+		      "rsockets.sh never sent the datagram");
+	t0 = vt_now_ms();
+	ck_assert(wait_for(b, POLLIN) & POLLIN);
+	n = rrecvfrom(b, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+	ck_assert_int_eq(n, 5);
+	ck_assert_int_eq(memcmp(buf, "spoof", 5), 0);
+	ck_assert_int_eq(from.sin_addr.s_addr, inet_addr("10.99.0.1"));
+	dg_send(a, pb, 10, 7);
+	dg_expect(b, pa, 10, 7);
+	dg_send(b, pa, 10, 8);
+	dg_expect(a, pb, 10, 8);
+	took = vt_now_ms() - t0;
+	ck_assert_msg(took < 1000, "the calls waited %ld ms for the spoofed source", took);
+	ck_ok(rclose(b));
+	ck_ok(rclose(a));
+}
+END_TEST
+
 /* ---- keepalives -------------------------------------------------------------- */
 
 /*
@@ -1352,6 +1393,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
+		{ "dgram_unresolvable_source", dgram_unresolvable_source, true },
 	};
 #undef T
 	Suite *s = suite_create("rsocket");

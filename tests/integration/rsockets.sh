@@ -24,6 +24,9 @@
 #   udpong     Debian's udpong (datagram rsockets: a UD QP, UDP until the
 #              peers know each other's QP numbers): bandwidth runs of 64,
 #              1024 and 1500 bytes, nonblocking, blocking and rpoll-driven
+#   unresolved a datagram rsocket hears from a source whose address does
+#              not resolve (10.99.0.1, a raw datagram over loopback): its
+#              calls go on at once (rsocket-helper dgram_unresolvable_source)
 #
 #   rings      rstream and riostream on the direct transport's rings
 #              (common/transit.h), which carry rsockets' WRITEs with
@@ -419,6 +422,51 @@ case_keepalive() {
 	ok "keepalives: $on packets in 4.2 s idle (without: $off)"
 }
 
+# A raw UDP datagram to 127.0.0.1:PORT from 10.99.0.1:40000 (no route
+# here: its resolution fails only after its 2 s timeout), speaking the
+# datagram rsockets' UDP header (tag, IPv4, DATA, QP 0x123) with "spoof".
+spoof_datagram() {
+	"$PYTHON" - "$1" <<-'EOF'
+	import socket, struct, sys
+	def csum(b):
+	    if len(b) % 2:
+	        b += b'\0'
+	    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+	    s = (s >> 16) + (s & 0xffff)
+	    return ~(s + (s >> 16)) & 0xffff
+	src, dst, port = '10.99.0.1', '127.0.0.1', int(sys.argv[1])
+	data = struct.pack('!IBBBBI4s', 0x55555555, 4, 0, 16, 0, 0x123,
+	                   socket.inet_aton(src)) + b'spoof'
+	udp = struct.pack('!HHHH', 40000, port, 8 + len(data), 0) + data
+	pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack('!BBH', 0, 17, len(udp))
+	udp = udp[:6] + struct.pack('!H', csum(pseudo + udp) or 0xffff) + udp[8:]
+	ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0,
+	                 socket.inet_aton(src), socket.inet_aton(dst))
+	ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
+	s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+	s.sendto(ip + udp, (dst, 0))
+	EOF
+}
+
+case_unresolved() {
+	local d=$O/unresolved hpid port
+	check "a datagram from an address that does not resolve holds no call"
+	mkdir -p "$d" && chmod 1777 "$d" || fail "mkdir $d"
+	run_as "$USER1" env IBVERBSD_SOCKET="$SOCK" DG_DIR="$d" VT_TMUL="$TMUL" \
+		"$T/tools/ibverbsd-run" "$T/bin/rsocket-helper" dgram_unresolvable_source \
+		>"$O/unresolved.out" 2>&1 &
+	hpid=$!
+	BG_PIDS+=("$hpid")
+	for _ in $(seq $((TMO * 10))); do [ -s "$d/port" ] && break; sleep 0.1; done
+	port=$(cat "$d/port" 2>/dev/null)
+	[ -n "$port" ] || { show "rsocket-helper" "$O/unresolved.out"; fail "no port from rsocket-helper"; }
+	spoof_datagram "$port" || fail "cannot send the spoofed datagram"
+	echo 1 >"$d/sent"
+	wait_exit "$hpid" "$TMO" && [ "$EXIT_STATUS" -eq 0 ] ||
+		{ show "rsocket-helper" "$O/unresolved.out"; fail "dgram_unresolvable_source failed"; }
+	ok "$(grep -E '^[0-9]+%: Checks' "$O/unresolved.out")"
+}
+
 case_api() {
 	run_check_suite rsocket "$USER1"
 }
@@ -442,11 +490,11 @@ case_rings() {
 	ok "the engine ran $((w1 - w0)) WQEs"
 }
 
-ALL_CASES="api rings rstream riostream rcopy nc iperf3 calls fallback udpong keepalive"
+ALL_CASES="api rings rstream riostream rcopy nc iperf3 calls fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"
-	case $c in api|rings) daemon_mode rings ;; *) daemon_mode engine ;; esac
+	case $c in api|rings|unresolved) daemon_mode rings ;; *) daemon_mode engine ;; esac
 	( "case_$c" ) || failed="$failed $c"
 done
 daemon_stop

@@ -14,7 +14,10 @@
  *    control one (DS_OP_CTRL) over UDP, which carries its QP number back;
  *    each side then makes an address handle from the other's IP address
  *    (address and route resolution, as rdma-core does) and sends on the
- *    QP from then on.
+ *    QP from then on.  The resolution runs beside the app's calls, on an
+ *    event channel of the rsocket's own: a peer whose address does not
+ *    resolve (any sender can name one) costs those calls nothing, and
+ *    what we send it meanwhile goes over UDP.
  *
  * rdma-core forwards the data of UDP datagrams to its own QP from a
  * service thread; here they wait in a queue of their own (RS_DS_PENDING
@@ -40,6 +43,7 @@
 #include <rdma/rsocket.h>
 
 #include "rs.h"
+#include "util.h"
 
 #define DS_UDP_TAG		0x55555555u
 #define DS_IPV4_HDR_LEN		8
@@ -54,6 +58,10 @@
 #define RS_DS_PENDING		256	/* UDP datagrams waiting to be read */
 #define DS_MAX_DESTS		4096	/* peers remembered; beyond, the oldest go */
 #define DS_RESOLVE_MS		2000
+/* after a failed resolution, a peer's next datagram tries again no sooner */
+#define DS_RESOLVE_RETRY_NS	(2000ull * 1000 * 1000)
+/* resolutions on their way at once, at most: more wait for a later datagram */
+#define DS_MAX_RESOLVING	64
 #define DS_WR_SEND		(1ull << 32)	/* in a send's wr_id, beside its slot */
 
 /* The header of a datagram on the QP (multi-byte fields big-endian). */
@@ -93,6 +101,9 @@ struct ds_dest {
 	struct ds_hdr hdr;		/* ours towards it: source IP and port */
 	struct ibv_ah *ah;		/* NULL until its QP number is known */
 	uint32_t qpn;
+	struct rdma_cm_id *resolving;	/* its path, on its way for want_qpn */
+	uint32_t want_qpn;
+	uint64_t retry_ns;		/* the last resolution failed: not before */
 };
 
 /* A datagram that came over UDP, waiting for rrecvfrom. */
@@ -125,6 +136,8 @@ struct rs_dgram {
 	unsigned int ndests, cap;
 	unsigned int evict_next;	/* reuse_dest()'s turn */
 	int conn;			/* rconnect()'s dest, or -1 */
+	struct rdma_event_channel *rch;	/* the resolutions' (non-blocking) */
+	unsigned int nresolving;
 };
 
 static socklen_t addr_len(const struct sockaddr_storage *a)
@@ -210,6 +223,19 @@ static void drop_qp(struct rs_dgram *dg)
 	dg->id = NULL;
 }
 
+/* Its address handle and the resolution on its way, gone. */
+static void forget_dest(struct rs_dgram *dg, struct ds_dest *d)
+{
+	if (d->ah)
+		ibv_destroy_ah(d->ah);
+	d->ah = NULL;
+	if (d->resolving) {
+		rdma_destroy_id(d->resolving);
+		d->resolving = NULL;
+		dg->nresolving--;
+	}
+}
+
 void rs_dgram_close(struct rsocket *rs)
 {
 	struct rs_dgram *dg = rs->dg;
@@ -219,9 +245,10 @@ void rs_dgram_close(struct rsocket *rs)
 	if (!dg)
 		return;
 	for (i = 0; i < dg->ndests; i++)
-		if (dg->dests[i].ah)
-			ibv_destroy_ah(dg->dests[i].ah);
+		forget_dest(dg, &dg->dests[i]);
 	free(dg->dests);
+	if (dg->rch)
+		rdma_destroy_event_channel(dg->rch);
 	while ((p = dg->pend_head)) {
 		dg->pend_head = p->next;
 		free(p);
@@ -416,8 +443,7 @@ static int reuse_dest(struct rs_dgram *dg, const struct sockaddr_storage *addr,
 	if ((int)i == dg->conn)
 		i = dg->evict_next++ % DS_MAX_DESTS;
 	d = &dg->dests[i];
-	if (d->ah)
-		ibv_destroy_ah(d->ah);
+	forget_dest(dg, d);
 	memset(d, 0, sizeof(*d));
 	d->addr = *addr;
 	fill_hdr(&d->hdr, src);
@@ -478,33 +504,15 @@ static int gid_index(struct ibv_context *ctx, uint8_t port, const union ibv_gid 
 	return 0;
 }
 
-/* The path to d's address, resolved as a connection's would be. */
-static int resolve_ah(struct rs_dgram *dg, struct ds_dest *d, uint32_t qpn)
+/* d's address handle from the path id resolved; 0 or -errno. */
+static int make_ah(struct rs_dgram *dg, struct ds_dest *d, struct rdma_cm_id *id)
 {
-	struct sockaddr *local = rdma_get_local_addr(dg->id);
 	struct ibv_ah_attr attr = { 0 };
-	struct sockaddr_storage src;
 	struct ibv_port_attr pa;
-	struct rdma_cm_id *id;
 	struct ibv_ah *ah;
-	int ret = 0;
 
-	memset(&src, 0, sizeof(src));
-	memcpy(&src, local, local->sa_family == AF_INET6 ?
-	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
-	((struct sockaddr_in *)&src)->sin_port = 0;
-	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_UDP))
-		return -errno;
-	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
-			      (struct sockaddr *)&d->addr, DS_RESOLVE_MS) ||
-	    rdma_resolve_route(id, DS_RESOLVE_MS)) {
-		ret = errno ? -errno : -EHOSTUNREACH;
-		goto out;
-	}
-	if (!id->route.path_rec) {
-		ret = -EHOSTUNREACH;
-		goto out;
-	}
+	if (!id->route.path_rec)
+		return -EHOSTUNREACH;
 	attr.dlid = be16toh(id->route.path_rec->dlid);
 	attr.sl = id->route.path_rec->sl;
 	attr.port_num = dg->id->port_num;
@@ -517,17 +525,100 @@ static int resolve_ah(struct rs_dgram *dg, struct ds_dest *d, uint32_t qpn)
 		attr.grh.hop_limit = 64;
 	}
 	ah = ibv_create_ah(dg->pd, &attr);
-	if (!ah) {
-		ret = -errno;
-		goto out;
-	}
+	if (!ah)
+		return -errno;
 	if (d->ah)
 		ibv_destroy_ah(d->ah);
 	d->ah = ah;
-	d->qpn = qpn;
-out:
-	rdma_destroy_id(id);
-	return ret;
+	d->qpn = d->want_qpn;
+	return 0;
+}
+
+static int open_resolutions(struct rs_dgram *dg)
+{
+	dg->rch = rdma_create_event_channel();
+	if (!dg->rch)
+		return -errno;
+	if (fcntl(dg->rch->fd, F_SETFL, fcntl(dg->rch->fd, F_GETFL) | O_NONBLOCK) < 0) {
+		rdma_destroy_event_channel(dg->rch);
+		dg->rch = NULL;
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * Start resolving the path to d, whose QP is qpn, as a connection's would
+ * be: its events come to progress().  One already on its way just takes
+ * the new QP number.
+ */
+static void resolve_dest(struct rs_dgram *dg, struct ds_dest *d, uint32_t qpn)
+{
+	struct sockaddr *local = rdma_get_local_addr(dg->id);
+	struct sockaddr_storage src;
+	struct rdma_cm_id *id;
+
+	d->want_qpn = qpn;
+	if (d->resolving || dg->nresolving >= DS_MAX_RESOLVING ||
+	    ibvd_mono_ns() < d->retry_ns)
+		return;
+	if (!dg->rch && open_resolutions(dg))
+		return;
+	memset(&src, 0, sizeof(src));
+	memcpy(&src, local, local->sa_family == AF_INET6 ?
+	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	((struct sockaddr_in *)&src)->sin_port = 0;
+	if (rdma_create_id(dg->rch, &id, NULL, RDMA_PS_UDP))
+		return;
+	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
+			      (struct sockaddr *)&d->addr, DS_RESOLVE_MS)) {
+		rdma_destroy_id(id);
+		d->retry_ns = ibvd_mono_ns() + DS_RESOLVE_RETRY_NS;
+		return;
+	}
+	d->resolving = id;
+	dg->nresolving++;
+}
+
+static struct ds_dest *resolving_dest(struct rs_dgram *dg,
+				      const struct rdma_cm_id *id)
+{
+	unsigned int i;
+
+	for (i = 0; i < dg->ndests; i++)
+		if (dg->dests[i].resolving == id)
+			return &dg->dests[i];
+	return NULL;
+}
+
+/* One resolution event, acked: the next step, or the end of it. */
+static void resolution_step(struct rs_dgram *dg, struct rdma_cm_event *ev)
+{
+	struct ds_dest *d = resolving_dest(dg, ev->id);
+	enum rdma_cm_event_type type = ev->event;
+	int ret = -EHOSTUNREACH;
+
+	rdma_ack_cm_event(ev);
+	if (!d)
+		return;
+	if (type == RDMA_CM_EVENT_ADDR_RESOLVED &&
+	    rdma_resolve_route(d->resolving, DS_RESOLVE_MS) == 0)
+		return;
+	if (type == RDMA_CM_EVENT_ROUTE_RESOLVED)
+		ret = make_ah(dg, d, d->resolving);
+	rdma_destroy_id(d->resolving);
+	d->resolving = NULL;
+	dg->nresolving--;
+	if (ret)
+		d->retry_ns = ibvd_mono_ns() + DS_RESOLVE_RETRY_NS;
+}
+
+static void take_resolutions(struct rs_dgram *dg)
+{
+	struct rdma_cm_event *ev;
+
+	while (dg->nresolving && rdma_get_cm_event(dg->rch, &ev) == 0)
+		resolution_step(dg, ev);
 }
 
 /* ---- the UDP side ------------------------------------------------------- */
@@ -620,7 +711,7 @@ static int udp_one(struct rsocket *rs)
 	if (h->op == DS_OP_DATA)
 		(void)send_udp(dg, d, DS_OP_CTRL, NULL, 0, 0);
 	if (!d->ah || d->qpn != (be32toh(h->qpn) & 0xFFFFFF))
-		(void)resolve_ah(dg, d, be32toh(h->qpn) & 0xFFFFFF);
+		resolve_dest(dg, d, be32toh(h->qpn) & 0xFFFFFF);
 	if (h->op == DS_OP_DATA)
 		queue_pending(dg, &from, buf + h->length, (size_t)n - h->length);
 	return 1;
@@ -676,6 +767,7 @@ static void progress(struct rsocket *rs)
 
 	while (udp_one(rs))
 		;
+	take_resolutions(dg);
 	if (!dg->cq)
 		return;
 	while (ibv_get_cq_event(dg->cch, &cq, &ctx) == 0) {
@@ -705,7 +797,7 @@ static bool can_send(const struct rs_dgram *dg)
 static int sleep_once(struct rsocket *rs)
 {
 	struct rs_dgram *dg = rs->dg;
-	struct pollfd fds[2] = { { dg->udp, POLLIN, 0 } };
+	struct pollfd fds[3] = { { dg->udp, POLLIN, 0 } };
 	nfds_t n = 1;
 	int ret;
 
@@ -716,6 +808,10 @@ static int sleep_once(struct rsocket *rs)
 			return 0;	/* look again before sleeping */
 		}
 		fds[n].fd = dg->cch->fd;
+		fds[n++].events = POLLIN;
+	}
+	if (dg->nresolving) {
+		fds[n].fd = dg->rch->fd;
 		fds[n++].events = POLLIN;
 	}
 	pthread_mutex_unlock(&rs->lock);
