@@ -1657,8 +1657,10 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	 * No WQE: on RC the message waits (RNR); UC drops it; a UD datagram
 	 * waits until its sender asks the engine to take it, which drops it
 	 * (a NIC's receive buffer holds a datagram about as long).  UD drops
-	 * one for another Q_Key, and one longer than any port's MTU, which
-	 * no wire would carry (its sender chose them: only its own is lost).
+	 * one longer than any port's MTU, which no wire would carry (its
+	 * sender chose it: only its own is lost), and leaves one for another
+	 * Q_Key to the engine, which drops it too and counts it on the port
+	 * (qkey_viol_cntr), where the library could not be trusted to.
 	 */
 	if (p->head == p->tail) {
 		if (qp->qp.qp_type != IBV_QPT_UC || ret < 0)
@@ -1669,11 +1671,14 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	if (ud && ret > 0 && (f.flags & IBVD_TRANSIT_GRH))
 		info = IBVD_TRANSIT_GRH_INFO;
 	if (ud && ret > 0 && (f.len < info ||
-			      f.len - info > IBVD_TRANSIT_UD_MAX ||
-			      f.qkey != __atomic_load_n(&qp->qkey,
-							__ATOMIC_RELAXED))) {
+			      f.len - info > IBVD_TRANSIT_UD_MAX)) {
 		p->consumed = next;
 		return true;
+	}
+	if (ud && ret > 0 &&
+	    f.qkey != __atomic_load_n(&qp->qkey, __ATOMIC_RELAXED)) {
+		p->hand_off = true;
+		return false;
 	}
 	len = ret > 0 ? f.len - info : 0;
 	slot = ibvc_wq_slot(p->q.wq, p->head);

@@ -54,6 +54,8 @@ struct ibvd_port {
 	unsigned int config_lid;	/* 0: assigned by the daemon */
 	int lid_changed;		/* set by ibvd_devices_apply() */
 	uint64_t guid;			/* port GUID = node GUID + num - 1 */
+	/* UD datagrams its QPs refused for their Q_Key (atomic) */
+	uint64_t qkey_violations;
 };
 
 TAILQ_HEAD(ibvd_device_list, ibvd_device);

@@ -94,6 +94,16 @@ void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
 	__atomic_fetch_add(&ectx->port_ctr[port - 1][c], n, __ATOMIC_RELAXED);
 }
 
+void ibvd_eng_qkey_violation(const struct ibvd_qp *qp)
+{
+	unsigned int port = qp->attr.port_num;
+	struct ibvd_device *dev = qp->ctx->dev;
+
+	if (port >= 1 && port <= dev->nports)
+		__atomic_fetch_add(&dev->ports[port - 1].qkey_violations, 1,
+				   __ATOMIC_RELAXED);
+}
+
 /* Path MTU in bytes; UD (no path MTU set) has the port's 4096. */
 static uint64_t mtu_bytes(const struct ibvd_qp *qp)
 {

@@ -420,12 +420,19 @@ static void build_grh(uint8_t grh[ENG_GRH_BYTES], const struct ibvd_qp *src,
 	memcpy(grh + 24, av->dgid, 16);
 }
 
-/* Does target take a datagram with this Q_Key? */
-static bool accepts(const struct ibvd_qp *target, uint32_t qkey)
+/*
+ * Does target take a datagram with this Q_Key?  One it refuses for its
+ * Q_Key counts on its port (qkey_viol_cntr).
+ */
+static bool accepts(struct ibvd_qp *target, uint32_t qkey)
 {
-	return target->qp_type == IBV_QPT_UD &&
-	       ibvd_eng_can_receive(eng_qp_state(target)) &&
-	       target->attr.qkey == qkey;
+	if (target->qp_type != IBV_QPT_UD ||
+	    !ibvd_eng_can_receive(eng_qp_state(target)))
+		return false;
+	if (target->attr.qkey == qkey)
+		return true;
+	ibvd_eng_qkey_violation(target);
+	return false;
 }
 
 /* Under the receive lock, with a valid WQE peeked: GRH slot, then data. */
@@ -597,9 +604,7 @@ void ibvd_eng_ud_receive(struct ibvd_qp *target, const struct eng_datagram *dg)
 	struct eng_recv rwqe;
 	struct eng_rq rq;
 
-	if (target->qp_type != IBV_QPT_UD ||
-	    !ibvd_eng_can_receive(eng_qp_state(target)) ||
-	    target->attr.qkey != dg->qkey)
+	if (!accepts(target, dg->qkey))
 		return;
 	ibvd_eng_port_count(target, IBVD_PC_RCVD_PKTS, 1);
 	ibvd_eng_rq_of(target, &rq);

@@ -219,6 +219,8 @@ ibvd_eng_transport(const struct ibvd_qp *qp)
 /* Add n to counter c of qp's port (any thread holding the objects lock). */
 void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
 			 uint64_t n);
+/* A UD datagram qp refused for its Q_Key: its port's qkey_viol_cntr. */
+void ibvd_eng_qkey_violation(const struct ibvd_qp *qp);
 
 
 /* Durations of the IB encodings: min_rnr_timer and the local ACK timeout. */

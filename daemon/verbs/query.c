@@ -182,6 +182,8 @@ void ibvd_port_attr(const struct ibvd_device *dev, const struct ibvd_port *port,
 		    Ibvd__PortAttr *attr)
 {
 	port_attr_common(dev, attr);
+	attr->qkey_viol_cntr = saturated32(
+		__atomic_load_n(&port->qkey_violations, __ATOMIC_RELAXED));
 	if (dev->kind == IBVD_DEV_ROCE) {
 		roce_port_attr(&dev->roce.netdev, attr);
 		attr->bad_pkey_cntr = saturated32(

@@ -556,15 +556,20 @@ START_TEST(ud_ah_from_wc)
 }
 END_TEST
 
-/* A wrong Q_Key drops the datagram; the sender still succeeds. */
+/*
+ * A wrong Q_Key drops the datagram, counted in the port's qkey_viol_cntr;
+ * the sender still succeeds.
+ */
 START_TEST(ud_qkey_mismatch)
 {
 	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
+	uint32_t viol;
 	struct fx f;
 
 	fx_init(&f, &o, 4096, 4096);
+	viol = vt_qkey_viol(D.ctx, 1);
 	ah = ah_of(AH_LID);
 	vt_fill(f.a->addr, 100, 0, 11);
 	vt_fill(BUF(f.a) + 1024, 100, 0, 12);
@@ -577,12 +582,14 @@ START_TEST(ud_qkey_mismatch)
 		   f.a->addr, 100, f.a->lkey, IBV_SEND_SIGNALED);
 	vt_expect_ok(f.p.scq[0], NULL, 4, IBV_WC_SEND, "UD SEND to no QP");
 	vt_expect_none(f.p.rcq[1], QUIET_MS, "receiver of a wrong Q_Key");
+	vt_expect_qkey_viol(D.ctx, 1, viol + 1);	/* not the one to no QP */
 	/* The receive is still posted: the next good datagram takes it. */
 	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a) + 1024,
 		   100, f.a->lkey, IBV_SEND_SIGNALED);
 	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_SEND, "UD SEND, right Q_Key");
 	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "receive");
 	vt_expect_pat(BUF(f.b) + GRH, 100, 0, 12, "the second datagram");
+	ck_assert_uint_eq(vt_qkey_viol(D.ctx, 1), viol + 1);
 	vt_ah_free(ah);
 	fx_free(&f);
 }

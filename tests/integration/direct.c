@@ -2014,27 +2014,38 @@ START_TEST(ud_sizes)
 END_TEST
 
 /*
- * A datagram with another Q_Key is dropped and its send completes; a
- * Q_Key with the high bit set is the sending QP's own.
+ * A datagram with another Q_Key is dropped, counted in the port's
+ * qkey_viol_cntr, and its send completes; a Q_Key with the high bit set
+ * is the sending QP's own.
  */
 START_TEST(ud_qkey)
 {
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
+	uint32_t viol;
 	struct fx f;
 
 	ud_init(&f, &ah);
+	viol = vt_qkey_viol(D.ctx, 1);
 	vt_recv(f.p.qp[1], 1, BUF(f.b), 1024, f.b->lkey);
 	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY + 1,
 		   BUF(f.a), 100, f.a->lkey, IBV_SEND_SIGNALED);
 	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "a wrong Q_Key's send");
 	vt_expect_none(f.p.rcq[1], QUIET_MS, "a wrong Q_Key");
+	vt_expect_qkey_viol(D.ctx, 1, viol + 1);
 	vt_fill(BUF(f.a), 100, 0, 5);
 	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, 0x80000000u,
 		   BUF(f.a), 100, f.a->lkey, IBV_SEND_SIGNALED);
 	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "the QP's own Q_Key");
 	vt_expect_pat(BUF(f.b) + 40, 100, 0, 5, "its bytes");
 	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_SEND, "its send");
+	/* the pair on the rings by now: the receiver's library hands it on */
+	vt_recv(f.p.qp[1], 4, BUF(f.b), 1024, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 5, ah, f.p.qp[1]->qp_num, VT_QKEY + 1,
+		   BUF(f.a), 100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], &wc, 5, IBV_WC_SEND, "a wrong Q_Key's send");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "a wrong Q_Key on the rings");
+	vt_expect_qkey_viol(D.ctx, 1, viol + 2);
 	ud_free(&f, ah);
 }
 END_TEST

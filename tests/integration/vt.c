@@ -579,6 +579,25 @@ void vt_expect_none(struct ibv_cq *cq, int ms, const char *what)
 			wc.opcode, wc.byte_len);
 }
 
+uint32_t vt_qkey_viol(struct ibv_context *ctx, uint8_t port)
+{
+	struct ibv_port_attr pa;
+
+	vt_assert(ibv_query_port(ctx, port, &pa) == 0, "ibv_query_port: %s",
+		  strerror(errno));
+	return pa.qkey_viol_cntr;
+}
+
+void vt_expect_qkey_viol(struct ibv_context *ctx, uint8_t port, uint32_t want)
+{
+	long deadline = vt_now_ms() + vt_tmo_ms();
+	uint32_t got;
+
+	while ((got = vt_qkey_viol(ctx, port)) != want && vt_now_ms() < deadline)
+		vt_sleep_ms(5);
+	vt_assert(got == want, "qkey_viol_cntr %u, want %u", got, want);
+}
+
 /* ---- async events ------------------------------------------------------- */
 
 int vt_async(struct ibv_context *ctx, struct ibv_async_event *ev, int ms)

@@ -187,6 +187,10 @@ void vt_expect_ok(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t wr_id,
 void vt_expect_none(struct ibv_cq *cq, int ms, const char *what);
 
 const char *vt_status(int status);
+/* The port's qkey_viol_cntr. */
+uint32_t vt_qkey_viol(struct ibv_context *ctx, uint8_t port);
+/* Wait (up to vt_tmo_ms) until it is want; fail if it is not then. */
+void vt_expect_qkey_viol(struct ibv_context *ctx, uint8_t port, uint32_t want);
 
 /* ---- async events ------------------------------------------------------- */
 
