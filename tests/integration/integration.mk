@@ -30,6 +30,12 @@ INTEGRATION_TESTS += tests/integration/roce-cm.sh
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
 # XRC across them: XRCETH, the target's SRQ, XRC's opcodes (roce-xrc.sh).
 INTEGRATION_TESTS += tests/integration/roce-xrc.sh
+# A responder against a peer made by hand: WRITE ranges, responder
+# resources, duplicate READs, packets forged from the device's own address.
+INTEGRATION_TESTS += tests/integration/roce-responder.sh
+check_PROGRAMS += tests/integration/roce-qp-helper
+tests_integration_roce_qp_helper_SOURCES = tests/integration/roce-qp.c
+tests_integration_roce_qp_helper_LDADD = -libverbs
 
 # direct-helper's stream across the wire, clean and lossy (roce-stream.sh).
 INTEGRATION_TESTS += tests/integration/roce-stream.sh
@@ -73,7 +79,7 @@ tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 # install-check.sh runs from scripts/test against a `make install`ed prefix.
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/mpi/mpi-pingpong.c \
 	tests/integration/roce-hostile.py tests/integration/netns.sh \
-	tests/integration/roce-mad-hostile.py \
+	tests/integration/roce-mad-hostile.py tests/integration/roce-responder.py \
 	tests/integration/notify-listen.py tests/integration/install-check.sh
 
 # The verbs data path (issue 3): Check programs and two-process helpers on

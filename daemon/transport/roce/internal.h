@@ -231,6 +231,9 @@ struct roce_qp {
 		struct roce_resource res[ROCE_RESOURCES];
 		unsigned int res_next;
 		unsigned int res_aged;	/* the next one resource_age looks at */
+		/* READs answered again: a budget of bytes (replay_allowed) */
+		uint64_t replay_bytes;
+		uint64_t replay_ns;	/* when replay_bytes was last topped up */
 		/* completions held behind the requester's (ROCE_HELD_RECVS) */
 		uint32_t nheld;
 		struct roce_held_recv held[ROCE_HELD_RECVS];

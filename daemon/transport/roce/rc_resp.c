@@ -59,6 +59,8 @@ static void send_aeth_on(struct roce_dev *rd, struct ibvd_qp *qp,
 	p.aeth.syndrome = syndrome;
 	p.aeth.msn = w->rx.msn & 0xFFFFFFu;
 	roce_send_pkt(rd, path, &p, NULL, 0);
+	/* rxe counts every packet it sends, answers too */
+	ibvd_eng_port_count(qp, IBVD_PC_SENT_PKTS, 1);
 }
 
 /* An answer promises the data before it landed: what is deferred goes first. */
@@ -450,6 +452,14 @@ static enum outcome write_data(struct roce_dev *rd, struct ibvd_qp *qp,
 	return OUT_OK;
 }
 
+static bool write_range_ok(const struct ibvd_qp *qp, const struct roce_pkt *p)
+{
+	struct eng_sgl whole = { 0 };
+
+	return ibvd_eng_rkey_resolve(qp, p->reth.rkey, p->reth.va, p->reth.len,
+				     IBV_ACCESS_REMOTE_WRITE, &whole) == 0;
+}
+
 static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 			     struct roce_qp *w, const struct roce_ip *ip,
 			     const struct roce_pkt *p)
@@ -462,6 +472,13 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 
 	if (!continues(w, first, true))
 		return OUT_INV;
+	/*
+	 * The whole range first, as the IBTA's responder (and rxe's
+	 * check_rkey) does: no byte of a WRITE that runs past its MR lands.
+	 * Each packet checks its own bytes again (write_data).
+	 */
+	if (first && !write_range_ok(qp, p))
+		return OUT_ACCESS;
 	if (first) {
 		w->rx.msg_write = true;
 		w->rx.w_va = p->reth.va;
@@ -563,6 +580,7 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 	reply_path(w, ip, &path);
 	ret = roce_send_message(rd, &path, &src, 0, r->len, mtu, from, r->npsn,
 				read_headers, &d);
+	ibvd_eng_port_count(qp, IBVD_PC_SENT_PKTS, r->npsn - from);
 	/* the target's process gone: nobody answers */
 	if (ret < 0)
 		return ret == -ESRCH ? OUT_DROP : OUT_ACCESS;
@@ -585,7 +603,7 @@ static enum outcome rx_read(struct roce_dev *rd, struct ibvd_qp *qp,
 	 * rxe's largest, not for the 2 GiB the header could name.
 	 */
 	if (!(qp->attr.access & IBV_ACCESS_REMOTE_READ) ||
-	    p->reth.len > ROCE_MAX_READ)
+	    p->reth.len > ROCE_MAX_READ || !qp->attr.max_dest_rd_atomic)
 		return OUT_INV;
 	r = resource_new(w);
 	r->psn = p->psn;
@@ -613,6 +631,7 @@ static void atomic_ack(struct roce_dev *rd, struct ibvd_qp *qp,
 	p.aeth.msn = w->rx.msn & 0xFFFFFFu;
 	p.atomic_ack = r->orig;
 	roce_send_pkt(rd, &path, &p, NULL, 0);
+	ibvd_eng_port_count(qp, IBVD_PC_SENT_PKTS, 1);
 }
 
 static enum outcome rx_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
@@ -624,7 +643,8 @@ static enum outcome rx_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 	uint64_t old, val;
 	int ret;
 
-	if (p->atomic.va & 7)
+	/* no responder resources: rxe's "too many RDMA/atomic requests" */
+	if ((p->atomic.va & 7) || !qp->attr.max_dest_rd_atomic)
 		return OUT_INV;
 	if (ibvd_eng_rkey_resolve(qp, p->atomic.rkey, p->atomic.va, 8,
 				  IBV_ACCESS_REMOTE_ATOMIC, &dst) < 0)
@@ -702,6 +722,37 @@ static void resource_age(struct roce_qp *w)
 	}
 }
 
+/*
+ * A duplicate READ is answered again from memory, by the draining thread
+ * that serves every QP of the device: each QP may have that done for at
+ * most ROCE_REPLAY_BURST bytes at once, topped up at ROCE_REPLAY_RATE.
+ * Requesters ask again after a timeout or a NAK, for a few READs at a
+ * time, well within it; a peer that asks for one READ thousands of times
+ * gets the rest dropped, and asks again after its timeout.
+ */
+#define ROCE_REPLAY_BURST	(2ull * ROCE_MAX_READ)
+#define ROCE_REPLAY_RATE	(256ull << 20)	/* bytes a second */
+
+static bool replay_allowed(struct roce_qp *w, uint64_t len)
+{
+	uint64_t now = roce_now_ns(), elapsed, add;
+
+	if (!w->rx.replay_ns)
+		w->rx.replay_bytes = ROCE_REPLAY_BURST;
+	/* a second fills the bucket many times over: no overflow below */
+	elapsed = now - w->rx.replay_ns;
+	if (elapsed > 1000000000ull)
+		elapsed = 1000000000ull;
+	add = elapsed * ROCE_REPLAY_RATE / 1000000000ull;
+	w->rx.replay_ns = now;
+	w->rx.replay_bytes = add >= ROCE_REPLAY_BURST - w->rx.replay_bytes ?
+			     ROCE_REPLAY_BURST : w->rx.replay_bytes + add;
+	if (len > w->rx.replay_bytes)
+		return false;
+	w->rx.replay_bytes -= len;
+	return true;
+}
+
 /* A duplicate: ACK again, or answer a READ or atomic again. */
 static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 			 struct roce_qp *w, const struct roce_ip *ip,
@@ -728,7 +779,8 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 	/* a READ asked again (from its start or from a later response, as
 	 * rxe's requester may) lies within the one answered: else dropped */
 	if (p->reth.rkey != r->rkey || p->reth.va < r->va ||
-	    p->reth.len > r->len || p->reth.va - r->va > r->len - p->reth.len)
+	    p->reth.len > r->len || p->reth.va - r->va > r->len - p->reth.len ||
+	    !replay_allowed(w, p->reth.len))
 		return;
 	read_respond(rd, qp, w, ip, r, (uint32_t)roce_psn_diff(p->psn, r->psn));
 }

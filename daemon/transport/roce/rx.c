@@ -171,7 +171,15 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	/* Only what was sent to one of this device's addresses, from a peer. */
 	if (!roce_is_local(rd, ip.family, ip.dst))
 		return;
-	if (!own && !peer_allowed(rd, ip.family, ip.src)) {
+	/*
+	 * What this device sends to its own addresses never leaves it
+	 * (emit): from the wire, such a source is forged.  Its RC and UC
+	 * peers on this device use the local transport, so no packet of
+	 * theirs comes here at all; an answer to a forged one would come
+	 * back here while its QP's lock is held.
+	 */
+	if (!own && (roce_is_local(rd, ip.family, ip.src) ||
+		     !peer_allowed(rd, ip.family, ip.src))) {
 		count_drop(&rd->dev->roce.dropped_not_peer);
 		return;
 	}
@@ -190,7 +198,8 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	case ROCE_OP_RC:
 	case ROCE_OP_UC:
 	case ROCE_OP_XRC:
-		rx_connected(rd, &ip, &p);
+		if (!own)
+			rx_connected(rd, &ip, &p);
 		break;
 	default:
 		break;

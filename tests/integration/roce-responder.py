@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""A peer made by hand for a RoCE QP's responder (roce-responder.sh).
+
+Runs as root in the peer's namespace (raw sockets: the packets are made
+here, ICRC and all) and starts roce-qp-helper in the daemon's namespace:
+  roce-responder.py CASE NS_DAEMON SOCKET UID RUNNER HELPER IP_DAEMON IP_PEER
+CASE:
+  write_past  a WRITE whose RETH runs past its MR: NAKed (remote access)
+              at its first packet, and no byte of it lands
+  no_rd       max_dest_rd_atomic 0: a READ and a FETCH_ADD are NAKed
+              (invalid request) and do nothing
+  dup_read    one 1 MiB READ, then 2,000 copies of it (roce-responder.sh
+              counts how many were answered again, in sent_pkts)
+  spoof_self  a packet from the daemon's own address at a QP connected to
+              itself: dropped, and the daemon still answers another QP
+Prints what it saw; exits 1 with a reason when the daemon did not do it.
+"""
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+ROCE_PORT = 4791
+MTU = 1024
+OP_SEND_ONLY, OP_WRITE_FIRST, OP_WRITE_LAST, OP_WRITE_ONLY = 0x04, 0x06, 0x08, 0x0A
+OP_READ, OP_ACK, OP_ATOMIC_ACK, OP_FETCH_ADD = 0x0C, 0x11, 0x12, 0x14
+READ_RESPONSES = (0x0D, 0x0E, 0x0F, 0x10)
+NAK_INVALID, NAK_ACCESS = 0x61, 0x62
+SO_RCVBUFFORCE = 33     # Linux; not in the socket module
+
+CASE, NS, SOCK, UID, RUNNER, HELPER, IP_D, IP_P = sys.argv[1:9]
+TMO = float(os.environ.get("TMO", "10"))
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def ip_checksum(hdr):
+    s = sum(struct.unpack("!10H", hdr))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def packet(src, body):
+    """IPv4 + UDP + body + ICRC (RoCEv2's CRC32 over the masked headers)."""
+    total = 28 + len(body) + 4
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 1, 0x4000, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(IP_D))
+    ip = ip[:10] + struct.pack("!H", ip_checksum(ip)) + ip[12:]
+    udp = struct.pack("!HHHH", 0xC001, ROCE_PORT, 8 + len(body) + 4, 0)
+    masked = bytearray(ip + udp + body[:12])
+    masked[1] = 0xFF                    # TOS
+    masked[8] = 0xFF                    # TTL
+    masked[10:12] = b"\xff\xff"         # IP checksum
+    masked[26:28] = b"\xff\xff"         # UDP checksum
+    masked[32] = 0xFF                   # BTH resv8a
+    crc = zlib.crc32(b"\xff" * 8 + bytes(masked) + body[12:])
+    return ip + udp + body + struct.pack("<I", crc)
+
+
+def bth(op, qpn, psn, pad=0, ack=1):
+    return struct.pack("!BBHII", op, pad << 4, 0xFFFF, qpn & 0xFFFFFF,
+                       (ack << 31) | (psn & 0xFFFFFF))
+
+
+def reth(va, rkey, length):
+    return struct.pack("!QII", va, rkey, length)
+
+
+class Wire:
+    def __init__(self):
+        self.tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        self.rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+        # past rmem_max (we are root): a READ's responses come in a burst
+        self.rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
+        # something listens on the port: no ICMP back to the daemon
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("0.0.0.0", ROCE_PORT))
+
+    def send(self, op, qpn, psn, hdrs=b"", payload=b"", ack=1, src=None):
+        pad = (-len(payload)) & 3
+        body = bth(op, qpn, psn, pad, ack) + hdrs + payload + b"\0" * pad
+        self.tx.sendto(packet(src or IP_P, body), (IP_D, 0))
+
+    def recv(self, seconds, until=None):
+        """(opcode, psn, the bytes after the BTH) of the daemon's packets."""
+        out, end = [], time.time() + seconds
+        while True:
+            left = end - time.time()
+            if left <= 0 or (until and until(out)):
+                return out
+            if not select.select([self.rx], [], [], left)[0]:
+                return out
+            d = self.rx.recv(70000)
+            ihl = (d[0] & 0xF) * 4
+            if socket.inet_ntoa(d[12:16]) != IP_D or \
+               struct.unpack("!H", d[ihl + 2:ihl + 4])[0] != ROCE_PORT:
+                continue
+            b = d[ihl + 8:]
+            out.append((b[0], struct.unpack("!I", b[8:12])[0] & 0xFFFFFF, b[12:-4]))
+
+
+def syndromes(pkts):
+    return [rest[0] for op, _, rest in pkts if op == OP_ACK]
+
+
+class Helper:
+    """roce-qp-helper in the daemon's namespace, as UID."""
+
+    def __init__(self, peer, dqpn, rd=16):
+        cmd = ["ip", "netns", "exec", NS, "setpriv", "--reuid=" + UID, "--regid=" + UID,
+               "--clear-groups", "--", "env", "IBVERBSD_SOCKET=" + SOCK, RUNNER, HELPER,
+               "roce0", peer, str(dqpn), str(rd)]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.buf = b""
+        words = self.line().split()
+        if len(words) != 8 or words[0] != "QPN":
+            fail("roce-qp-helper: %r" % " ".join(words))
+        self.qpn, self.rkey, self.addr, self.len = (int(w) for w in words[1::2])
+
+    def line(self):
+        """Its next line, read unbuffered: select() sees only the pipe."""
+        fd = self.p.stdout.fileno()
+        while b"\n" not in self.buf:
+            if not select.select([fd], [], [], TMO)[0]:
+                self.p.kill()
+                fail("roce-qp-helper said nothing for %g s: is the daemon stuck?" % TMO)
+            more = os.read(fd, 65536)
+            if not more:
+                fail("roce-qp-helper ended")
+            self.buf += more
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode()
+
+    def cmd(self, c):
+        self.p.stdin.write((c + "\n").encode())
+        self.p.stdin.flush()
+        out = []
+        while (line := self.line()) != "ok":
+            out.append(line)
+        return out
+
+    def dump(self, off, n):
+        return bytes.fromhex(self.cmd("dump %d %d" % (off, n))[0])
+
+    def close(self):
+        self.p.stdin.write(b"quit\n")
+        self.p.stdin.flush()
+        self.p.wait(TMO)
+
+
+def case_write_past(w):
+    h = Helper(IP_P, 0x123)
+    va = h.addr + h.len - MTU
+    w.send(OP_WRITE_FIRST, h.qpn, 0, reth(va, h.rkey, 2 * MTU), b"X" * MTU, ack=0)
+    w.send(OP_WRITE_LAST, h.qpn, 1, b"", b"Y" * MTU)
+    got = syndromes(w.recv(2, until=syndromes))
+    tail = h.dump(h.len - MTU, MTU)
+    h.close()
+    print("answers %s; the MR's last KiB %r..." % ([hex(s) for s in got], tail[:8]))
+    if NAK_ACCESS not in got:
+        fail("no remote access NAK for a WRITE past its MR")
+    if tail != b"B" * MTU:
+        fail("a WRITE past its MR landed its first packet")
+
+
+def case_no_rd(w):
+    h = Helper(IP_P, 0x123, rd=0)
+    w.send(OP_READ, h.qpn, 0, reth(h.addr, h.rkey, 16))
+    got = w.recv(2, until=syndromes)
+    h.close()
+    print("READ: %s" % [hex(op) for op, _, _ in got])
+    if any(op in READ_RESPONSES for op, _, _ in got) or NAK_INVALID not in syndromes(got):
+        fail("a READ to a QP without responder resources was not NAKed")
+    h = Helper(IP_P, 0x123, rd=0)
+    w.send(OP_FETCH_ADD, h.qpn, 0, struct.pack("!QIQQ", h.addr, h.rkey, 5, 0))
+    got = w.recv(2, until=syndromes)
+    first = h.dump(0, 8)
+    h.close()
+    print("FETCH_ADD: %s; memory %r" % ([hex(op) for op, _, _ in got], first))
+    if any(op == OP_ATOMIC_ACK for op, _, _ in got) or NAK_INVALID not in syndromes(got):
+        fail("an atomic to a QP without responder resources was not NAKed")
+    if first != b"B" * 8:
+        fail("an atomic to a QP without responder resources changed memory")
+
+
+def case_dup_read(w):
+    h = Helper(IP_P, 0x123)
+    n = h.len // MTU
+    w.send(OP_READ, h.qpn, 0, reth(h.addr, h.rkey, h.len))
+    first = [p for p in w.recv(5, until=lambda o: len(o) >= n) if p[0] in READ_RESPONSES]
+    if not first:
+        fail("a 1 MiB READ got no response")
+    for _ in range(2000):
+        w.send(OP_READ, h.qpn, 0, reth(h.addr, h.rkey, h.len))
+    again = [p for p in w.recv(3) if p[0] in READ_RESPONSES]
+    h.close()
+    print("a 1 MiB READ: %d responses seen; 2000 duplicates: %d seen"
+          % (len(first), len(again)))
+
+
+def case_spoof_self(w):
+    h = Helper(IP_D, 0)
+    # a PSN ahead of the expected one: the responder would NAK, to itself
+    w.send(OP_SEND_ONLY, h.qpn, 5, src=IP_D)
+    time.sleep(0.5)
+    state = h.cmd("state")
+    other = Helper(IP_P, 0x456)
+    w.send(OP_WRITE_ONLY, other.qpn, 0, reth(other.addr, other.rkey, 8), b"Q" * 8)
+    got = syndromes(w.recv(3, until=syndromes))
+    other.close()
+    h.close()
+    print("the self-connected QP in state %s; another QP's WRITE answered %s"
+          % (state, [hex(s) for s in got]))
+    if not got or got[0] >> 5 != 0:
+        fail("the daemon did not ACK another QP's WRITE after the forged packet")
+
+
+globals()["case_" + CASE](Wire())
+print("ok", flush=True)

@@ -1,0 +1,74 @@
+#!/bin/bash
+# A RoCE QP's responder against a peer that writes its own packets
+# (roce-responder.py, as root in namespace B, raw sockets) while
+# roce-qp-helper holds the QP in namespace A's daemon as uid $USER1:
+#   write_past  a WRITE whose RETH runs past its MR lands nothing
+#   no_rd       max_dest_rd_atomic 0 refuses READs and atomics
+#   dup_read    2,000 copies of one 1 MiB READ are not all answered again
+#               (each is 1 MiB of work for the thread every QP shares)
+#   spoof_self  a packet forged from the device's own address, at a QP
+#               connected to itself, is dropped and counted: the answer
+#               would come back to the QP whose lock it is sent under
+# and the responder's packets count in sent_pkts.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/netns.sh"
+
+is_root || skip "network namespaces need root"
+ibvd_init
+O=$T/out
+trap wire_cleanup EXIT
+wire_netns
+# IPv4 takes a packet from one of its own addresses only if asked to
+ip netns exec "$NSA" sysctl -qw net.ipv4.conf.all.accept_local=1 \
+	"net.ipv4.conf.$VA.accept_local=1" || fail "sysctl accept_local"
+SOCK_A=$T/run/a.sock
+IBVERBSD=$(in_ns_daemon "$NSA")
+daemon_start -c "$(conf_for a "$VA" "$SOCK_A")"
+daemon_wait_ready "$SOCK_A"
+
+# counter NAME: roce0/1's counter NAME in A's daemon
+counter() {
+	SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 >"$O/stat.json" 2>&1 ||
+		{ show "statistic show" "$O/stat.json"; fail "ibvctl statistic show link roce0/1"; }
+	"$PYTHON" - "$O/stat.json" "$1" <<-'EOF'
+	import json, sys
+	print(sum(int(r.get(sys.argv[2], 0)) for r in json.load(open(sys.argv[1]))))
+	EOF
+}
+
+responder() {	# CASE WHAT
+	check "$2"
+	ip netns exec "$NSB" env TMO="$TMO" timeout -k 2 $((TMO * 4)) \
+		"$PYTHON" "$top_srcdir/tests/integration/roce-responder.py" "$1" "$NSA" \
+		"$SOCK_A" "$USER1" "$T/tools/ibverbsd-run" "$T/bin/roce-qp-helper" \
+		"$IPA" "$IPB" >"$O/$1" 2>&1 || { show "$1" "$O/$1"; fail "$2"; }
+	daemon_alive "after $1"
+	ok "$(grep -v '^ok$' "$O/$1" | tail -1)"
+}
+
+sent0=$(counter sent_pkts)
+responder write_past "a WRITE running past its MR: NAKed at its first packet, nothing lands"
+responder no_rd "max_dest_rd_atomic 0: READ and FETCH_ADD NAKed, memory untouched"
+sent1=$(counter sent_pkts)
+check "the responder's packets count in sent_pkts"
+[ "$sent1" -eq $((sent0 + 3)) ] || fail "sent_pkts went from $sent0 to $sent1 over three NAKs"
+ok "sent_pkts $sent0 -> $sent1 over three NAKs"
+
+# A 1 MiB READ at MTU 1024 is 1,024 responses, counted in sent_pkts: the
+# first one's, then each answered again (8 MiB of them ahead of any)
+responder dup_read "2,000 duplicates of a 1 MiB READ: a few answered again"
+sent2=$(counter sent_pkts)
+replays=$(( (sent2 - sent1 - 1024) / 1024 ))
+check "the duplicates answered again: at least one, at most 100"
+[ $(( (sent2 - sent1) % 1024 )) -eq 0 ] || fail "sent_pkts went up by $((sent2 - sent1)), not by whole READs"
+[ "$replays" -ge 1 ] && [ "$replays" -le 100 ] ||
+	fail "$replays of 2,000 duplicate 1 MiB READs were answered again"
+ok "$replays of 2,000 answered again"
+
+forged0=$(counter dropped_not_peer)
+responder spoof_self "a packet forged from the device's own address: dropped, the daemon answers on"
+forged1=$(counter dropped_not_peer)
+check "the forged packet counts in dropped_not_peer"
+[ "$forged1" -eq $((forged0 + 1)) ] || fail "dropped_not_peer went from $forged0 to $forged1"
+ok "dropped_not_peer $forged0 -> $forged1"
+daemon_stop
