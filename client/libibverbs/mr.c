@@ -214,6 +214,9 @@ static int rereg_check(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 {
 	if (!mr || !flags || (flags & ~REREG_FLAGS))
 		return -EINVAL;
+	/* the kernel refuses an MR of device memory too (ib_uverbs_rereg_mr) */
+	if (container_of(mr, struct ibvc_mr, mr)->dm)
+		return -EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))
 		return -EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)

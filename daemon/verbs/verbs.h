@@ -44,7 +44,8 @@ struct ibvd_context;
 #define IBVD_CTX_MAX_MCAST	1024		/* multicast attachments */
 /* Device memory: one allocation's most (max_dm_size), and a context's. */
 #define IBVD_MAX_DM_SIZE	(256u * 1024u)
-#define IBVD_CTX_MAX_DMS	256
+/* each keeps a memfd open in the daemon (mr/dm.c): few, as on a NIC */
+#define IBVD_CTX_MAX_DMS	32
 #define IBVD_MAX_INLINE		1024		/* max_inline_data of a QP */
 
 /* ---- context.c: what every handler asks of its context ------------------ */

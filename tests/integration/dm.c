@@ -73,6 +73,24 @@ START_TEST(limits)
 }
 END_TEST
 
+/* A context holds 32 allocations at most: each keeps a daemon fd. */
+START_TEST(per_context)
+{
+	struct ibv_alloc_dm_attr a = { .length = 4096 };
+	struct ibv_dm *dms[40];
+	int n, err, i;
+
+	for (n = 0; n < 40 && (dms[n] = ibv_alloc_dm(D.ctx, &a)); n++)
+		;
+	err = errno;
+	ck_assert_msg(n == 32, "%d allocations, want 32 (then %s)", n, strerror(err));
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(ibv_free_dm(dms[i]), 0);
+	dms[0] = dm_alloc(4096);	/* freed ones count no more */
+	ck_assert_int_eq(ibv_free_dm(dms[0]), 0);
+}
+END_TEST
+
 START_TEST(copy)
 {
 	struct ibv_dm *dm = dm_alloc(8192);
@@ -105,6 +123,12 @@ START_TEST(zero_based_mr)
 	ck_assert_msg(mr != NULL, "ibv_reg_dm_mr: %s", strerror(errno));
 	ck_assert_ptr_null(mr->addr);
 	ck_assert_int_eq(ibv_free_dm(dm), EBUSY);
+	/* not to be registered again, as the kernel says (EINVAL) */
+	ck_assert_int_eq(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+				      out, len, 0), IBV_REREG_MR_ERR_INPUT);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL,
+				      0, DM_ACCESS), IBV_REREG_MR_ERR_INPUT);
 
 	vt_pair(&p, &D, NULL, 16);
 	host = vt_reg(D.pd, len, VT_ACCESS_ALL);
@@ -201,6 +225,7 @@ static Suite *dm_suite(void)
 	tcase_set_timeout(tc, 30.0 * vt_tmul());
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, limits);
+	tcase_add_test(tc, per_context);
 	tcase_add_test(tc, copy);
 	tcase_add_test(tc, zero_based_mr);
 	tcase_add_test(tc, import_by_handle);

@@ -11,7 +11,8 @@
  * has it mapped keeps its pages, as device memory used after
  * ibv_free_dm would be undefined but harmless here.  Its pages are
  * charged to whoever touches them; an allocation is at most
- * max_dm_size, and a context holds IBVD_CTX_MAX_DMS of them.
+ * max_dm_size, and a context holds IBVD_CTX_MAX_DMS of them (32: each
+ * is a daemon fd, LIMITS.md).
  */
 #include <config.h>
 
