@@ -92,7 +92,10 @@ static void wrun_flush_locked(struct roce_dev *rd)
 	/* landed; or its process is gone, and a dead host answers nothing */
 	if (ret == 0 || ret == -ESRCH)
 		return;
-	/* its memory went: the first packet of the run could not land */
+	/* its memory went: the first packet of the run could not land; UC
+	 * answers nothing and stays, as for any access error (rx_request) */
+	if (qp->qp_type == IBV_QPT_UC)
+		return;
 	send_aeth_on(rd, qp, qp->wire, &r->reply, r->psn, ROCE_AETH_NAK_ACCESS);
 	ibvd_eng_responder_error(qp, IBV_EVENT_QP_ACCESS_ERR);
 }
@@ -881,9 +884,13 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 	d = roce_psn_diff(p->psn, w->rx.epsn);
 	if (d < 0) {
 		ibvd_eng_port_count(qp, IBVD_PC_DUPLICATE_REQUEST, 1);
-		/* XRC: a READ or atomic replayed in its own SRQ's PD */
+		/*
+		 * XRC: a READ or atomic replayed in its own SRQ's PD, but not
+		 * in the middle of a message for another SRQ, whose held WQE
+		 * would go with the wrong SRQ's CQ
+		 */
 		if (!uc && (qp->qp_type != IBV_QPT_XRC_RECV ||
-			    ibvd_eng_xrc_take(qp, p->xrc_srqn)))
+			    xrc_enter(qp, w, p)))
 			rx_duplicate(rd, qp, w, ip, p);
 		return;
 	}
