@@ -2812,48 +2812,88 @@ START_TEST(channel_busy)
 }
 END_TEST
 
+/*
+ * Events on a channel whose fd is non-blocking: cq0 on it, cq1 without,
+ * a pair on them, and an MR whose WRITEs complete on cq0.
+ */
+struct ev_fx {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq0, *cq1;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+};
+
+static void ev_fx_init(struct ev_fx *f)
+{
+	int fl;
+
+	f->ch = ibv_create_comp_channel(D.ctx);
+	ck_assert_ptr_nonnull(f->ch);
+	fl = fcntl(f->ch->fd, F_GETFL);
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_eq(fcntl(f->ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	f->cq0 = mkcq(16, NULL, f->ch);
+	f->cq1 = mkcq(16, NULL, NULL);
+	vt_pair_on(&f->p, &D, NULL, NULL, f->cq0, f->cq1);
+	f->mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+}
+
+static void ev_fx_free(struct ev_fx *f)
+{
+	vt_pair_free(&f->p);
+	rmcq(f->cq0);
+	rmcq(f->cq1);
+	vt_dereg(f->mr);
+	ck_assert_int_eq(ibv_destroy_comp_channel(f->ch), 0);
+}
+
+/* A signalled 8-byte WRITE whose completion goes to cq0. */
+static void ev_fx_write(struct ev_fx *f, uint64_t wr_id)
+{
+	vt_send(f->p.qp[0], wr_id, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		f->mr->addr, 8, f->mr->lkey, ADDR(f->mr, 100), f->mr->rkey);
+}
+
+/* No event on the channel now: EAGAIN. */
+static void ev_fx_none(struct ev_fx *f, const char *what)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	errno = 0;
+	ck_assert_msg(ibv_get_cq_event(f->ch, &ev_cq, &ev_ctx) == -1,
+		      "%s: an event", what);
+	ck_assert_int_eq(errno, EAGAIN);
+}
+
+/* One event, for cq0 (acked). */
+static void ev_fx_event(struct ev_fx *f)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	ck_assert_int_eq(ibv_get_cq_event(f->ch, &ev_cq, &ev_ctx), 0);
+	ck_assert_ptr_eq(ev_cq, f->cq0);
+	ibv_ack_cq_events(f->cq0, 1);
+}
+
 /* ibv_get_cq_event on a non-blocking channel fd: EAGAIN, then the event. */
 START_TEST(cq_event_nonblock)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct ibv_cq *cq0, *cq1, *ev_cq;
-	struct vt_pair p;
-	struct ibv_mr *mr;
-	void *ev_ctx;
+	struct ev_fx f;
 	long t0;
-	int fl;
 
-	ck_assert_ptr_nonnull(ch);
-	fl = fcntl(ch->fd, F_GETFL);
-	ck_assert_int_ge(fl, 0);
-	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
-	cq0 = mkcq(16, NULL, ch);
-	cq1 = mkcq(16, NULL, NULL);
-	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
-	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-
+	ev_fx_init(&f);
 	t0 = vt_now_ms();
-	errno = 0;
-	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
-	ck_assert_int_eq(errno, EAGAIN);
+	ev_fx_none(&f, "nothing armed");
 	ck_assert_int_lt(vt_now_ms() - t0, 1000);
-
-	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
-	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
-		mr->lkey, ADDR(mr, 100), mr->rkey);
-	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
-	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
-	ck_assert_ptr_eq(ev_cq, cq0);
-	ibv_ack_cq_events(cq0, 1);
-	vt_expect_ok(cq0, NULL, 1, IBV_WC_RDMA_WRITE, "the completion");
-	errno = 0;
-	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
-	ck_assert_int_eq(errno, EAGAIN);
-	vt_pair_free(&p);
-	rmcq(cq0);
-	rmcq(cq1);
-	vt_dereg(mr);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq0, 0), 0);
+	ev_fx_write(&f, 1);
+	ck_assert_int_eq(channel_ready(f.ch, vt_tmo_ms()), 1);
+	ev_fx_event(&f);
+	vt_expect_ok(f.cq0, NULL, 1, IBV_WC_RDMA_WRITE, "the completion");
+	ev_fx_none(&f, "after the one event");
+	ev_fx_free(&f);
 }
 END_TEST
 
@@ -2866,57 +2906,32 @@ END_TEST
  */
 START_TEST(cq_event_after_poll)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct ibv_cq *cq0, *cq1, *cq2, *ev_cq;
-	struct vt_pair p;
-	struct ibv_mr *mr;
-	void *ev_ctx;
-	int fl, i;
+	struct ibv_cq *cq2;
+	struct ev_fx f;
+	int i;
 
-	ck_assert_ptr_nonnull(ch);
-	fl = fcntl(ch->fd, F_GETFL);
-	ck_assert_int_ge(fl, 0);
-	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
-	cq0 = mkcq(16, NULL, ch);
-	cq1 = mkcq(16, NULL, NULL);
-	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
-	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-
-	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
+	ev_fx_init(&f);
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq0, 0), 0);
 	for (i = 0; i < 3; i++) {
-		vt_send(p.qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
-			mr->addr, 8, mr->lkey, ADDR(mr, 100), mr->rkey);
-		ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
-		vt_expect_ok(cq0, NULL, i, IBV_WC_RDMA_WRITE, "taken first");
-		errno = 0;
-		ck_assert_msg(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1,
-			      "round %d: an event with nothing to poll", i);
-		ck_assert_int_eq(errno, EAGAIN);
+		ev_fx_write(&f, i);
+		ck_assert_int_eq(channel_ready(f.ch, vt_tmo_ms()), 1);
+		vt_expect_ok(f.cq0, NULL, i, IBV_WC_RDMA_WRITE, "taken first");
+		ev_fx_none(&f, "an event with nothing to poll");
 	}
 	/* the arm is still there, and its event comes with a completion */
-	vt_send(p.qp[0], 9, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
-		mr->lkey, ADDR(mr, 100), mr->rkey);
-	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
-	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
-	ck_assert_ptr_eq(ev_cq, cq0);
-	ibv_ack_cq_events(cq0, 1);
-	vt_expect_ok(cq0, NULL, 9, IBV_WC_RDMA_WRITE, "after the event");
+	ev_fx_write(&f, 9);
+	ck_assert_int_eq(channel_ready(f.ch, vt_tmo_ms()), 1);
+	ev_fx_event(&f);
+	vt_expect_ok(f.cq0, NULL, 9, IBV_WC_RDMA_WRITE, "after the event");
 
-	cq2 = mkcq(4, NULL, ch);
-	ck_assert_int_eq(ibv_req_notify_cq(cq0, 0), 0);
-	vt_send(p.qp[0], 10, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
-		mr->lkey, ADDR(mr, 100), mr->rkey);
-	ck_assert_int_eq(channel_ready(ch, vt_tmo_ms()), 1);
-	vt_expect_ok(cq0, NULL, 10, IBV_WC_RDMA_WRITE, "taken first, two CQs");
-	ck_assert_int_eq(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
-	ck_assert_ptr_eq(ev_cq, cq0);
-	ibv_ack_cq_events(cq0, 1);
-	vt_pair_free(&p);
-	rmcq(cq0);
-	rmcq(cq1);
+	cq2 = mkcq(4, NULL, f.ch);
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq0, 0), 0);
+	ev_fx_write(&f, 10);
+	ck_assert_int_eq(channel_ready(f.ch, vt_tmo_ms()), 1);
+	vt_expect_ok(f.cq0, NULL, 10, IBV_WC_RDMA_WRITE, "taken first, two CQs");
+	ev_fx_event(&f);
 	rmcq(cq2);
-	vt_dereg(mr);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	ev_fx_free(&f);
 }
 END_TEST
 
