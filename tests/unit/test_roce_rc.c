@@ -518,6 +518,7 @@ static void setup(void)
 	resp_qp.attr.dest_qp_num = 0x11;
 	req_qp.attr.path_mtu = resp_qp.attr.path_mtu = IBV_MTU_1024;
 	req_qp.attr.max_rd_atomic = 4;
+	resp_qp.attr.max_dest_rd_atomic = 4;
 	/* 4.3 s: nothing in a test waits that long unless it must */
 	req_qp.attr.timeout = 20;
 	req_qp.attr.sq_psn = resp_qp.attr.rq_psn = 0xFFFFFE;	/* wraps */
