@@ -490,20 +490,7 @@ static bool cq_idle(struct ibvc_cq *cq)
 	return idle;
 }
 
-/*
- * An event whose completion the app's poll took already: it came after
- * the app armed and before it polled.  A NIC sends those too, and apps
- * that sleep on one channel for several CQs count on them (perftest's
- * -e re-arms the CQ an event names and polls another one).  But apps
- * with one CQ on the channel read an event as "a poll finds something"
- * (ibv_rc_pingpong -e -t fails otherwise), and with the engine running
- * beside the app the window is wider than on a NIC.  For those only,
- * such an event goes, and the arm it used comes back, so the next
- * completion fires as the app expects; what came before the re-arm is
- * there for the second look, which then keeps the event.  A
- * single-threaded CQ's batch does not take the lock we would look under,
- * and one of this thread holds it.
- */
+/* Is cq the only CQ of its channel? */
 static bool alone_on_channel(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 {
 	bool alone;
@@ -514,6 +501,20 @@ static bool alone_on_channel(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 	return alone;
 }
 
+/*
+ * An event whose completion the app's poll took already: it came after
+ * the app armed and before it polled.  A NIC sends those too, and apps
+ * that sleep on one channel for several CQs count on them (perftest's
+ * -e re-arms the CQ an event names and polls another one).  But apps
+ * with one CQ on the channel read an event as "a poll finds something"
+ * (ibv_rc_pingpong -e -t fails otherwise), and with the engine running
+ * beside the app the window is wider than on a NIC.  For those only,
+ * such an event goes, and the arm it used comes back, so the next
+ * completion fires as the app expects (drop_stale); what came before
+ * the re-arm is there for the second look, which then keeps it.  Not looked
+ * at: a single-threaded CQ (its batch does not take the lock we would
+ * look under), and one whose batch this thread is in (it holds it).
+ */
 static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 {
 	uint32_t flags;
@@ -525,6 +526,29 @@ static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 	flags = ibvd_read_once(&cq->ring.client->arm_flags);
 	ibvc_req_notify_cq_op(&cq->cq, !(flags & IBVD_ARM_NEXT));
 	return cq_idle(cq);
+}
+
+/*
+ * How long a blocking ibv_get_cq_event that dropped a stale event waits
+ * for another before it hands that one out after all, in ms: an app that
+ * poll()ed the fd before calling (direct-stream's sleepers do) must not
+ * sleep in here for a completion that may never come.
+ */
+#define STALE_WAIT_MS	100
+
+/*
+ * A stale event: drop it (true) if the channel has another within
+ * STALE_WAIT_MS, or if its fd is non-blocking (the app hears EAGAIN);
+ * else hand it out (false).
+ */
+static bool drop_stale(struct ibvc_comp_channel *ch)
+{
+	struct pollfd pfd = { .fd = ch->channel.fd, .events = POLLIN };
+	int flags = fcntl(ch->channel.fd, F_GETFL);
+
+	if (flags >= 0 && (flags & O_NONBLOCK))
+		return true;
+	return poll(&pfd, 1, STALE_WAIT_MS) > 0;
 }
 
 /* An event that went after all: not the app's to ack. */
@@ -551,7 +575,7 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 			pthread_mutex_lock(&ch->recv_lock);
 			settle(ch);
 			pthread_mutex_unlock(&ch->recv_lock);
-			if (event_stale(ch, *ret_cq)) {
+			if (event_stale(ch, *ret_cq) && drop_stale(ch)) {
 				uncount_delivered(*ret_cq);
 				continue;
 			}
@@ -564,7 +588,7 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 		pthread_mutex_lock(&ch->recv_lock);
 		*ret_cq = take_library_event(ch);
 		pthread_mutex_unlock(&ch->recv_lock);
-		if (*ret_cq && !event_stale(ch, *ret_cq))
+		if (*ret_cq && (!event_stale(ch, *ret_cq) || !drop_stale(ch)))
 			return 0;
 		if (*ret_cq) {
 			uncount_delivered(*ret_cq);
