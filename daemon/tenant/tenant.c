@@ -437,6 +437,7 @@ static int limit_of_obj(enum ibvd_obj_kind kind)
 	case IBVD_OBJ_COMP_CHANNEL:	return IBVD_LIMIT_COMP_CHANNEL;
 	/* No limit of their own (as in the rdma cgroup): objects only. */
 	case IBVD_OBJ_MW:
+	case IBVD_OBJ_XRCD:
 	case IBVD_OBJ_DM:	return IBVD_LIMIT_HCA_OBJECT;
 	default:		return -1;
 	}

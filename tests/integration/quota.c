@@ -16,6 +16,7 @@
  * "churned N refused R pid P".
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,15 @@ static void *make_one(const char *kind, void *buf, size_t pages)
 	}
 	if (!strcmp(kind, "mw"))
 		return ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!strcmp(kind, "xrcd")) {
+		struct ibv_xrcd_init_attr a = {
+			.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+			.fd = -1,
+			.oflags = O_CREAT,
+		};
+
+		return ibv_open_xrcd(ctx, &a);
+	}
 	if (!strcmp(kind, "srq")) {
 		struct ibv_srq_init_attr a = { .attr = { .max_wr = 1, .max_sge = 1 } };
 		return ibv_create_srq(pd, &a);

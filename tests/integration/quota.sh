@@ -162,6 +162,8 @@ once_until "created 4 errno $EAGAIN" "$USER1" pd 5
 expect "$GOT" "created 4 errno $EAGAIN" "uid $USER1 after its holder exited"
 once "$USER1" mw 5
 expect "$GOT" "created 3 errno $EAGAIN" "uid $USER1: memory windows are hca_objects (4, one PD)"
+once "$USER1" xrcd 5
+expect "$GOT" "created 4 errno $EAGAIN" "uid $USER1: XRC domains are hca_objects"
 
 # reload_conf ARGS...: write_conf ARGS, SIGHUP, wait for the log line.
 NRELOAD=1
