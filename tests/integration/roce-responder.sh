@@ -56,17 +56,15 @@ ok "sent_pkts $sent0 -> $sent1 over three NAKs"
 
 # A 1 MiB READ at MTU 1024 is 1,024 responses, counted in sent_pkts: the
 # first one's, then each answered again.  A QP's budget for those is 16
-# MiB at once, topped up at 256 MiB/s (rc_resp.c): the bound is what it
-# allows over the time the duplicates took to send (long on a busy
-# machine), and half a second more.
+# MiB at once, topped up at 64 MiB/s (rc_resp.c), while the daemon works
+# through the 2,000 (a few ms each on a busy machine): far fewer than
+# 500 are answered, where all of them were without it.
 responder dup_read "2,000 duplicates of a 1 MiB READ: a few answered again"
 sent2=$(counter sent_pkts)
 replays=$(( (sent2 - sent1 - 1024) / 1024 ))
-took=$(sed -n 's/^duplicates sent in \([0-9.]*\) s$/\1/p' "$O/dup_read")
-most=$(awk -v t="${took:-0}" 'BEGIN { printf "%d", 16 + 256 * (t + 0.5) }')
-check "the duplicates answered again: at least one, at most $most (sent in $took s)"
+check "the duplicates answered again: at least one, fewer than 500"
 [ $(( (sent2 - sent1) % 1024 )) -eq 0 ] || fail "sent_pkts went up by $((sent2 - sent1)), not by whole READs"
-[ "$replays" -ge 1 ] && [ "$replays" -le "$most" ] ||
+[ "$replays" -ge 1 ] && [ "$replays" -lt 500 ] ||
 	fail "$replays of 2,000 duplicate 1 MiB READs were answered again"
 ok "$replays of 2,000 answered again"
 
