@@ -633,6 +633,125 @@ START_TEST(shutdown_directions)
 }
 END_TEST
 
+/* ---- calls from other threads -------------------------------------------- */
+
+/* One blocking call run in a thread: what it returned, and errno. */
+struct blocked {
+	int fd;
+	bool accept;		/* raccept, else rrecv */
+	ssize_t ret;
+	int err;
+	bool done;
+};
+
+static void *blocked_run(void *arg)
+{
+	struct blocked *b = arg;
+	char buf[16];
+
+	b->ret = b->accept ? raccept(b->fd, NULL, NULL) :
+			     rrecv(b->fd, buf, sizeof(buf), 0);
+	b->err = errno;
+	__atomic_store_n(&b->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Start b's call and give it time to block (it must not have returned). */
+static void start_blocked(struct blocked *b, pthread_t *t)
+{
+	ck_assert_int_eq(pthread_create(t, NULL, blocked_run, b), 0);
+	vt_sleep_ms(300);
+	ck_assert_msg(!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE),
+		      "the call returned %zd (%s) before anything happened",
+		      b->ret, strerror(b->err));
+}
+
+/* b's call returns within the bound with -1 and errno want. */
+static void finish_blocked(struct blocked *b, pthread_t t, int want,
+			   const char *what)
+{
+	long end = vt_now_ms() + vt_tmo_ms();
+
+	while (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) && vt_now_ms() < end)
+		vt_sleep_ms(5);
+	ck_assert_msg(b->done, "%s: the blocked call did not return", what);
+	pthread_join(t, NULL);
+	ck_assert_msg(b->ret == -1 && b->err == want,
+		      "%s: the blocked call gave %zd (%s), want -1 %s", what,
+		      b->ret, b->ret < 0 ? strerror(b->err) : "", strerror(want));
+}
+
+/*
+ * rclose() while another thread is blocked in the rsocket: the blocked
+ * call ends with EBADF (it used to run on freed memory), and the peer
+ * sees the connection end.
+ */
+START_TEST(close_while_blocked)
+{
+	struct blocked b = { 0 };
+	char buf[4];
+	pthread_t t;
+	int lfd, srv, cli;
+
+	pair(&lfd, &srv, &cli);
+	b.fd = srv;
+	start_blocked(&b, &t);
+	ck_ok(rclose(srv));
+	finish_blocked(&b, t, EBADF, "rrecv, rclose()d meanwhile");
+	ck_assert_int_eq(rrecv(cli, buf, sizeof(buf), 0), 0);
+	ck_fails_with(rclose(srv), EBADF);
+
+	b = (struct blocked){ .fd = lfd, .accept = true };
+	start_blocked(&b, &t);
+	ck_ok(rclose(lfd));
+	finish_blocked(&b, t, EBADF, "raccept, rclose()d meanwhile");
+	ck_ok(rclose(cli));
+}
+END_TEST
+
+/*
+ * rshutdown() of a listener stops it, as TCP's: a blocked raccept ends
+ * with EINVAL, a new connection is refused at once, and rlisten() on the
+ * same rsocket listens on the same port again.
+ */
+START_TEST(shutdown_listener)
+{
+	struct blocked b = { .accept = true };
+	struct sockaddr_in sin;
+	pthread_t t;
+	uint16_t port;
+	int srv, cli, fd;
+	long start;
+
+	b.fd = listener(&port);
+	start_blocked(&b, &t);
+	ck_ok(rshutdown(b.fd, SHUT_WR));	/* not for reading: listens on */
+	vt_sleep_ms(150);
+	ck_assert(!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE));
+	ck_ok(rshutdown(b.fd, SHUT_RDWR));
+	finish_blocked(&b, t, EINVAL, "raccept, its listener shut down");
+	ck_fails_with(raccept(b.fd, NULL, NULL), EINVAL);
+
+	loopback(&sin, port);
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	start = vt_now_ms();
+	ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)),
+		      ECONNREFUSED);
+	ck_assert_msg(vt_now_ms() - start < 2000,
+		      "refused only after %ld ms", vt_now_ms() - start);
+	ck_ok(rclose(fd));
+
+	ck_ok(rlisten(b.fd, 8));
+	ck_assert_int_eq(local_port(b.fd), port);
+	connect_pair(b.fd, port, &srv, &cli);
+	send_all(cli, "up", 2);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(b.fd));
+}
+END_TEST
+
 /* ---- riomap / riowrite ------------------------------------------------- */
 
 START_TEST(iomap)
@@ -1391,6 +1510,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(dgram_exchange), T(dgram_connected),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
+		T(close_while_blocked), T(shutdown_listener),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
 		{ "dgram_unresolvable_source", dgram_unresolvable_source, true },

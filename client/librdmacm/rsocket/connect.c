@@ -25,12 +25,13 @@ static struct rsocket *rs_alloc(void)
 	if (!rs)
 		return NULL;
 	rs->fd = -1;
+	rs->refs = 1;		/* the fd table's, dropped by rclose */
 	pthread_mutex_init(&rs->lock, NULL);
 	rs_set_defaults(rs);
 	return rs;
 }
 
-static void rs_free(struct rsocket *rs)
+void rs_free(struct rsocket *rs)
 {
 	rs_keepalive_forget(rs);
 	rs_dgram_close(rs);
@@ -146,7 +147,7 @@ static int bind_locked(struct rsocket *rs, const struct sockaddr *addr)
 
 int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -157,6 +158,7 @@ int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		ret = rs->dg ? rs_dgram_bind(rs, addr, addrlen) :
 			       bind_locked(rs, addr);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
@@ -194,7 +196,7 @@ static int listen_locked(struct rsocket *rs, int backlog)
 
 int rlisten(int socket, int backlog)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -202,6 +204,7 @@ int rlisten(int socket, int backlog)
 	pthread_mutex_lock(&rs->lock);
 	ret = rs->dg ? -EOPNOTSUPP : listen_locked(rs, backlog);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
@@ -315,16 +318,18 @@ static int accept_locked(struct rsocket *ls, struct rsocket **ret_rs)
 
 int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
-	struct rsocket *ls = rs_lookup(socket), *rs = NULL;
+	struct rsocket *ls, *rs = NULL;
 	int ret;
 
-	if (!ls)
-		return rs_ret(-EBADF);
 	if (addr && !addrlen)
 		return rs_ret(-EFAULT);
+	ls = rs_get(socket);
+	if (!ls)
+		return rs_ret(-EBADF);
 	pthread_mutex_lock(&ls->lock);
 	ret = ls->dg ? -EOPNOTSUPP : accept_locked(ls, &rs);
 	pthread_mutex_unlock(&ls->lock);
+	rs_put(ls);
 	if (ret)
 		return rs_ret(ret);
 	if (addr)
@@ -397,7 +402,7 @@ static int connect_locked(struct rsocket *rs, const struct sockaddr *addr,
 
 int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -408,6 +413,7 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		ret = rs->dg ? rs_dgram_connect(rs, addr, addrlen) :
 			       connect_locked(rs, addr, addrlen);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
@@ -434,12 +440,39 @@ static int shutdown_ctrl(struct rsocket *rs, int how)
 	return rs->state & RS_WRITABLE ? -1 : RS_CTRL_DISCONNECT;
 }
 
+/*
+ * A listener shut for reading stops listening, as TCP's does: requests,
+ * waiting or new, are refused, and raccept() gives EINVAL, also in a
+ * thread already blocked in it.  Its CM id is replaced by one bound to
+ * the same address, so that rlisten() starts it again.
+ */
+static int stop_listening(struct rsocket *rs)
+{
+	struct sockaddr_storage addr;
+	struct rdma_cm_id *id;
+
+	rs->state = RS_BOUND;
+	rs_cm_progress(rs);		/* refuses what came meanwhile */
+	rs_free_requests(rs);
+	rs_copy_sockaddr((struct sockaddr *)&addr, sizeof(addr),
+			 rdma_get_local_addr(rs->id));
+	if (rdma_create_id(rs->ch, &id, rs, RDMA_PS_TCP))
+		return -errno;
+	rdma_destroy_id(rs->id);
+	rs->id = id;
+	if (rdma_bind_addr(id, (struct sockaddr *)&addr))
+		rs->state = RS_INIT;	/* the address was taken meanwhile */
+	return 0;
+}
+
 static int shutdown_locked(struct rsocket *rs, int how)
 {
 	int ctrl, ret = 0;
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
+	if (rs->state == RS_LISTENING)
+		return how == SHUT_WR ? 0 : stop_listening(rs);
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
 		return -ENOTCONN;
 	if (rs->state & RS_CONNECTED) {
@@ -462,7 +495,7 @@ static int shutdown_locked(struct rsocket *rs, int how)
 
 int rshutdown(int socket, int how)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -472,20 +505,28 @@ int rshutdown(int socket, int how)
 	ret = rs->dg ? (how < SHUT_RD || how > SHUT_RDWR ? -EINVAL : 0) :
 		       shutdown_locked(rs, how);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
 int rclose(int socket)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 
 	if (!rs)
 		return rs_ret(-EBADF);
-	rs_table_remove(rs);
+	/* A second rclose racing this one finds it gone from here on. */
+	if (!rs_table_remove(rs)) {
+		rs_put(rs);
+		return rs_ret(-EBADF);
+	}
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state & RS_CONNECTED)
 		shutdown_locked(rs, SHUT_RDWR);
+	/* Calls blocked in it return EBADF within a wait slice. */
+	rs->closed = true;
 	pthread_mutex_unlock(&rs->lock);
-	rs_free(rs);
+	rs_put(rs);		/* ours */
+	rs_put(rs);		/* the table's: freed once the blocked calls leave */
 	return 0;
 }

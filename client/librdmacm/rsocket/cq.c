@@ -375,6 +375,8 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
 	int ret;
 
 	for (;;) {
+		if (rs->closed)
+			return -EBADF;
 		rs_drain_cq_events(rs);
 		rs_progress(rs);
 		if (test(rs))

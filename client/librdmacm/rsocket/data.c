@@ -160,111 +160,6 @@ static ssize_t sendv_locked(struct rsocket *rs, const struct iovec *iov,
 typedef ssize_t (*iov_op)(struct rsocket *rs, const struct iovec *iov,
 			  int cnt, size_t total, int flags);
 
-/* What every send and receive call does around its locked part. */
-static ssize_t do_iov(int socket, const struct iovec *iov, int cnt, int flags,
-		      iov_op locked)
-{
-	struct rsocket *rs = rs_lookup(socket);
-	ssize_t total, ret;
-
-	if (!rs)
-		return -EBADF;
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
-	total = iov_total(iov, cnt);
-	if (total < 0)
-		return total;
-	pthread_mutex_lock(&rs->lock);
-	ret = locked(rs, iov, cnt, (size_t)total, flags);
-	pthread_mutex_unlock(&rs->lock);
-	return ret;
-}
-
-/* A datagram rsocket's send or receive with an address (dgram.c). */
-static ssize_t do_dgram(struct rsocket *rs, const struct iovec *iov, int cnt,
-			int flags, bool send, const struct sockaddr *to,
-			socklen_t tolen, struct sockaddr *from,
-			socklen_t *fromlen)
-{
-	ssize_t ret;
-
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
-	ret = iov_total(iov, cnt);
-	if (ret < 0)
-		return ret;
-	pthread_mutex_lock(&rs->lock);
-	ret = send ? rs_dgram_sendv(rs, iov, cnt, flags, to, tolen) :
-		     rs_dgram_recvv(rs, iov, cnt, flags, from, fromlen);
-	pthread_mutex_unlock(&rs->lock);
-	return ret;
-}
-
-static ssize_t do_sendv(int socket, const struct iovec *iov, int cnt, int flags)
-{
-	return do_iov(socket, iov, cnt, flags, sendv_locked);
-}
-
-static ssize_t ssize_ret(ssize_t ret)
-{
-	if (ret >= 0)
-		return ret;
-	errno = (int)-ret;
-	return -1;
-}
-
-ssize_t rsend(int socket, const void *buf, size_t len, int flags)
-{
-	struct iovec iov = { (void *)buf, len };
-
-	return ssize_ret(do_sendv(socket, &iov, 1, flags));
-}
-
-ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
-		const struct sockaddr *dest_addr, socklen_t addrlen)
-{
-	struct iovec iov = { (void *)buf, len };
-	struct rsocket *rs = rs_lookup(socket);
-
-	if (!rs)
-		return ssize_ret(-EBADF);
-	if (rs->dg)
-		return ssize_ret(do_dgram(rs, &iov, 1, flags, true, dest_addr,
-					  addrlen, NULL, NULL));
-	/* A stream socket has its peer; naming one is an error (rdma-core). */
-	if (dest_addr || addrlen)
-		return ssize_ret(-EISCONN);
-	return ssize_ret(do_sendv(socket, &iov, 1, flags));
-}
-
-ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
-{
-	struct rsocket *rs = rs_lookup(socket);
-
-	if (!rs)
-		return ssize_ret(-EBADF);
-	if (!msg)
-		return ssize_ret(-EFAULT);
-	if (rs->dg)
-		return ssize_ret(do_dgram(rs, msg->msg_iov, (int)msg->msg_iovlen,
-					  flags, true, msg->msg_name,
-					  msg->msg_namelen, NULL, NULL));
-	if (msg->msg_name || msg->msg_namelen)
-		return ssize_ret(-EISCONN);
-	return ssize_ret(do_sendv(socket, msg->msg_iov, (int)msg->msg_iovlen,
-				  flags));
-}
-
-ssize_t rwrite(int socket, const void *buf, size_t count)
-{
-	return rsend(socket, buf, count, 0);
-}
-
-ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
-{
-	return ssize_ret(do_sendv(socket, iov, iovcnt, 0));
-}
-
 /* ---- receiving ------------------------------------------------------------- */
 
 /* Copy len bytes of rbuf from off on, wrapping at its end. */
@@ -369,53 +264,150 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 	return ret && left == total ? ret : (ssize_t)(total - left);
 }
 
-static ssize_t do_recvv(int socket, const struct iovec *iov, int cnt, int flags)
+/* ---- the calls --------------------------------------------------------------- */
+
+static ssize_t ssize_ret(ssize_t ret)
 {
-	return do_iov(socket, iov, cnt, flags, recvv_locked);
+	if (ret >= 0)
+		return ret;
+	errno = (int)-ret;
+	return -1;
+}
+
+/* What a send or receive names besides its data. */
+struct xfer_names {
+	const struct sockaddr *to;
+	socklen_t tolen;
+	struct sockaddr *from;
+	socklen_t *fromlen;
+	bool stream_peer;	/* a stream names its peer there (rrecvfrom) */
+};
+
+/* A datagram rsocket's send or receive, with its addresses (dgram.c). */
+static ssize_t dgram_xfer(struct rsocket *rs, const struct iovec *iov, int cnt,
+			  int flags, bool send, const struct xfer_names *n)
+{
+	ssize_t ret = iov_total(iov, cnt);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&rs->lock);
+	ret = send ? rs_dgram_sendv(rs, iov, cnt, flags, n->to, n->tolen) :
+		     rs_dgram_recvv(rs, iov, cnt, flags, n->from, n->fromlen);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
+}
+
+static ssize_t stream_xfer(struct rsocket *rs, const struct iovec *iov, int cnt,
+			   int flags, bool send, const struct xfer_names *n)
+{
+	ssize_t total, ret;
+
+	/* A stream socket has its peer; naming one is an error (rdma-core). */
+	if (send && (n->to || n->tolen))
+		return -EISCONN;
+	total = iov_total(iov, cnt);
+	if (total < 0)
+		return total;
+	pthread_mutex_lock(&rs->lock);
+	ret = send ? sendv_locked(rs, iov, cnt, (size_t)total, flags) :
+		     recvv_locked(rs, iov, cnt, (size_t)total, flags);
+	pthread_mutex_unlock(&rs->lock);
+	/* A stream's data comes from its peer (rdma-core names it too). */
+	if (ret >= 0 && n->stream_peer && n->from && n->fromlen)
+		*n->fromlen = rs_copy_sockaddr(n->from, *n->fromlen,
+					       rdma_get_peer_addr(rs->id));
+	return ret;
+}
+
+/* Every send and receive call: the rsocket held while it runs. */
+static ssize_t xfer(int socket, const struct iovec *iov, int cnt, int flags,
+		    bool send, const struct xfer_names *n)
+{
+	struct rsocket *rs = rs_get(socket);
+	ssize_t ret;
+
+	if (!rs)
+		return ssize_ret(-EBADF);
+	if (flags & MSG_OOB)
+		ret = -EOPNOTSUPP;
+	else if (rs->dg)
+		ret = dgram_xfer(rs, iov, cnt, flags, send, n);
+	else
+		ret = stream_xfer(rs, iov, cnt, flags, send, n);
+	rs_put(rs);
+	return ssize_ret(ret);
+}
+
+static const struct xfer_names no_names;
+
+ssize_t rsend(int socket, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return xfer(socket, &iov, 1, flags, true, &no_names);
+}
+
+ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
+		const struct sockaddr *dest_addr, socklen_t addrlen)
+{
+	struct iovec iov = { (void *)buf, len };
+	struct xfer_names n = { .to = dest_addr, .tolen = addrlen };
+
+	return xfer(socket, &iov, 1, flags, true, &n);
+}
+
+ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
+{
+	struct xfer_names n;
+
+	if (!msg)
+		return ssize_ret(-EFAULT);
+	n = (struct xfer_names){ .to = msg->msg_name,
+				 .tolen = msg->msg_namelen };
+	return xfer(socket, msg->msg_iov, (int)msg->msg_iovlen, flags, true, &n);
+}
+
+ssize_t rwrite(int socket, const void *buf, size_t count)
+{
+	return rsend(socket, buf, count, 0);
+}
+
+ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
+{
+	return xfer(socket, iov, iovcnt, 0, true, &no_names);
 }
 
 ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 {
 	struct iovec iov = { buf, len };
 
-	return ssize_ret(do_recvv(socket, &iov, 1, flags));
+	return xfer(socket, &iov, 1, flags, false, &no_names);
 }
 
 ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 		  struct sockaddr *src_addr, socklen_t *addrlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
 	struct iovec iov = { buf, len };
-	ssize_t ret;
+	struct xfer_names n = { .from = src_addr, .fromlen = addrlen,
+				.stream_peer = true };
 
-	if (rs && rs->dg)
-		return ssize_ret(do_dgram(rs, &iov, 1, flags, false, NULL, 0,
-					  src_addr, addrlen));
-	ret = rrecv(socket, buf, len, flags);
-
-	/* A stream's data comes from its peer (rdma-core names it too). */
-	if (ret >= 0 && rs && src_addr && addrlen)
-		*addrlen = rs_copy_sockaddr(src_addr, *addrlen,
-					    rdma_get_peer_addr(rs->id));
-	return ret;
+	return xfer(socket, &iov, 1, flags, false, &n);
 }
 
 ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct xfer_names n = { 0 };
 
-	if (!rs)
-		return ssize_ret(-EBADF);
 	if (!msg)
 		return ssize_ret(-EFAULT);
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
-	if (rs->dg)
-		return ssize_ret(do_dgram(rs, msg->msg_iov, (int)msg->msg_iovlen,
-					  flags, false, NULL, 0, msg->msg_name,
-					  msg->msg_name ? &msg->msg_namelen : NULL));
-	return ssize_ret(do_recvv(socket, msg->msg_iov, (int)msg->msg_iovlen,
-				  flags));
+	if (msg->msg_name) {
+		n.from = msg->msg_name;
+		n.fromlen = &msg->msg_namelen;
+	}
+	return xfer(socket, msg->msg_iov, (int)msg->msg_iovlen, flags, false, &n);
 }
 
 ssize_t rread(int socket, void *buf, size_t count)
@@ -425,7 +417,7 @@ ssize_t rread(int socket, void *buf, size_t count)
 
 ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
 {
-	return ssize_ret(do_recvv(socket, iov, iovcnt, 0));
+	return xfer(socket, iov, iovcnt, 0, false, &no_names);
 }
 
 /* ---- riowrite ---------------------------------------------------------------- */
@@ -516,15 +508,17 @@ static ssize_t iowrite_locked(struct rsocket *rs, const void *buf, size_t count,
 size_t riowrite(int socket, const void *buf, size_t count, off_t offset,
 		int flags)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs;
 	ssize_t ret;
 
-	if (!rs)
-		return (size_t)ssize_ret(-EBADF);
 	if ((!buf && count) || offset < 0 || count > SSIZE_MAX)
 		return (size_t)ssize_ret(buf || !count ? -EINVAL : -EFAULT);
+	rs = rs_get(socket);
+	if (!rs)
+		return (size_t)ssize_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
 	ret = iowrite_locked(rs, buf, count, (uint64_t)offset, flags);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return (size_t)ssize_ret(ret);
 }

@@ -826,6 +826,8 @@ static int wait_for(struct rsocket *rs, bool (*test)(const struct rs_dgram *),
 	int ret;
 
 	for (;;) {
+		if (rs->closed)
+			return -EBADF;	/* rclose()d by another thread */
 		progress(rs);
 		if (test(rs->dg))
 			return 0;

@@ -70,17 +70,19 @@ static int64_t map_locked(struct rsocket *rs, void *buf, size_t len, int prot,
 off_t riomap(int socket, void *buf, size_t len, int prot, int flags,
 	     off_t offset)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs;
 	int64_t ret;
 
-	if (!rs)
-		return rs_ret(-EBADF);
 	if ((prot & ~PROT_WRITE) || flags || !buf || !len ||
 	    (offset < 0 && offset != -1))
 		return rs_ret(-EINVAL);
+	rs = rs_get(socket);
+	if (!rs)
+		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
 	ret = map_locked(rs, buf, len, prot, offset);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	if (ret < 0)
 		return rs_ret((int)ret);
 	return (off_t)ret;
@@ -88,7 +90,7 @@ off_t riomap(int socket, void *buf, size_t len, int prot, int flags,
 
 int riounmap(int socket, void *buf, size_t len)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	struct rs_iomap_mr **pm, *m;
 	int ret = -EINVAL;
 
@@ -105,6 +107,7 @@ int riounmap(int socket, void *buf, size_t len)
 		}
 	}
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 

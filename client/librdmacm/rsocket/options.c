@@ -160,7 +160,7 @@ static int set_opt(struct rsocket *rs, int level, int name,
 int rsetsockopt(int socket, int level, int optname, const void *optval,
 		socklen_t optlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -173,6 +173,7 @@ int rsetsockopt(int socket, int level, int optname, const void *optval,
 	else
 		ret = set_opt(rs, level, optname, optval, optlen);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
@@ -317,13 +318,14 @@ static int get_opt(struct rsocket *rs, int level, int name, void *optval,
 int rgetsockopt(int socket, int level, int optname, void *optval,
 		socklen_t *optlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs;
 	int ret;
 
-	if (!rs)
-		return rs_ret(-EBADF);
 	if (!optval || !optlen)
 		return rs_ret(-EFAULT);
+	rs = rs_get(socket);
+	if (!rs)
+		return rs_ret(-EBADF);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->dg)
 		ret = level == SOL_RDMA ? -ENOPROTOOPT :
@@ -331,6 +333,7 @@ int rgetsockopt(int socket, int level, int optname, void *optval,
 	else
 		ret = get_opt(rs, level, optname, optval, optlen);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
@@ -338,7 +341,7 @@ int rgetsockopt(int socket, int level, int optname, void *optval,
 
 int rfcntl(int socket, int cmd, ...)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	va_list ap;
 	int ret = 0, arg;
 
@@ -360,6 +363,7 @@ int rfcntl(int socket, int cmd, ...)
 		break;
 	}
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
@@ -384,7 +388,7 @@ static int copy_name(struct rsocket *rs, const struct sockaddr *src,
 
 int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -399,12 +403,13 @@ int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	else
 		ret = copy_name(rs, rdma_get_peer_addr(rs->id), addr, addrlen);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }
 
 int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_get(socket);
 	int ret;
 
 	if (!rs)
@@ -416,5 +421,6 @@ int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	else
 		ret = copy_name(rs, rdma_get_local_addr(rs->id), addr, addrlen);
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return rs_ret(ret);
 }

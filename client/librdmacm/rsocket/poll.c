@@ -110,7 +110,7 @@ static int round_once(struct pollfd *fds, nfds_t nfds, bool arm,
 
 	*nsleep = 0;
 	for (i = 0; i < nfds; i++) {
-		struct rsocket *rs = fds[i].fd >= 0 ? rs_lookup(fds[i].fd) : NULL;
+		struct rsocket *rs = fds[i].fd >= 0 ? rs_get(fds[i].fd) : NULL;
 
 		fds[i].revents = 0;
 		if (fds[i].fd < 0)
@@ -124,6 +124,7 @@ static int round_once(struct pollfd *fds, nfds_t nfds, bool arm,
 				sleep_fds[(*nsleep)++] = one;
 		} else {
 			fds[i].revents = check(rs, fds[i].events, arm, rsfds, &n);
+			rs_put(rs);
 			for (j = 0; j < n; j++) {
 				sleep_fds[*nsleep].fd = rsfds[j];
 				sleep_fds[*nsleep].events = POLLIN;

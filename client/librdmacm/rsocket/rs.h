@@ -186,10 +186,12 @@ struct rs_dgram;
 
 struct rsocket {
 	int fd;				/* the app's name: ch->fd (dg: its UDP socket) */
+	unsigned int refs;		/* the fd table's + calls running (atomic) */
 	int domain;
 	struct rs_dgram *dg;		/* SOCK_DGRAM (dgram.c); NULL for a stream */
 	pthread_mutex_t lock;		/* everything below */
 	unsigned int state;
+	bool closed;			/* rclose()d: blocked calls give up */
 	int err;			/* SO_ERROR, cleared when read */
 	int fl_flags;			/* O_NONBLOCK from rfcntl() */
 	struct rdma_event_channel *ch;
@@ -255,9 +257,10 @@ static inline int rs_ret(int ret)
 /* ---- table.c ------------------------------------------------------------- */
 
 int rs_table_insert(struct rsocket *rs);
-void rs_table_remove(struct rsocket *rs);
-/* The rsocket named fd, or NULL. */
-struct rsocket *rs_lookup(int fd);
+bool rs_table_remove(struct rsocket *rs);
+/* The rsocket named fd, held until rs_put(), or NULL. */
+struct rsocket *rs_get(int fd);
+void rs_put(struct rsocket *rs);
 
 /* ---- endpoint.c ---------------------------------------------------------- */
 
@@ -321,6 +324,9 @@ int rs_send_iomaps(struct rsocket *rs, bool nonblock);
 void rs_free_iomaps(struct rsocket *rs);
 
 /* ---- connect.c ----------------------------------------------------------- */
+
+/* Everything of rs; the last rs_put() calls it. */
+void rs_free(struct rsocket *rs);
 
 /* Finish an opening rsocket: 0 once connected, -EAGAIN if nonblock. */
 int rs_finish_connect(struct rsocket *rs, bool nonblock);

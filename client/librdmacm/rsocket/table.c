@@ -1,8 +1,11 @@
 /*
  * The fd -> rsocket map.  An rsocket's fd is its CM channel's, so fds are
  * small and unique while the rsocket lives: a growing array indexed by fd.
- * Lookups take a read lock only; rclose() removes the entry before the fd
- * is closed, so a reused fd never finds a stale rsocket.
+ * Lookups take a read lock only and a reference, which every call drops
+ * when it returns: rclose() removes the entry and drops the table's, and
+ * the rsocket (with its fd) goes when the last call using it leaves, so a
+ * call blocked in another thread never runs on freed memory and a reused
+ * fd never finds a stale rsocket.
  */
 #include "config.h"
 
@@ -46,15 +49,22 @@ int rs_table_insert(struct rsocket *rs)
 	return ret;
 }
 
-void rs_table_remove(struct rsocket *rs)
+/* False if rs was not there (another rclose took it first). */
+bool rs_table_remove(struct rsocket *rs)
 {
+	bool was = false;
+
 	pthread_rwlock_wrlock(&table_lock);
-	if (rs->fd >= 0 && (size_t)rs->fd < table_len && table[rs->fd] == rs)
+	if (rs->fd >= 0 && (size_t)rs->fd < table_len && table[rs->fd] == rs) {
 		table[rs->fd] = NULL;
+		was = true;
+	}
 	pthread_rwlock_unlock(&table_lock);
+	return was;
 }
 
-struct rsocket *rs_lookup(int fd)
+/* Taken under the table's lock, so rclose cannot free rs in between. */
+struct rsocket *rs_get(int fd)
 {
 	struct rsocket *rs = NULL;
 
@@ -63,6 +73,14 @@ struct rsocket *rs_lookup(int fd)
 	pthread_rwlock_rdlock(&table_lock);
 	if ((size_t)fd < table_len)
 		rs = table[fd];
+	if (rs)
+		__atomic_add_fetch(&rs->refs, 1, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&table_lock);
 	return rs;
+}
+
+void rs_put(struct rsocket *rs)
+{
+	if (__atomic_sub_fetch(&rs->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		rs_free(rs);
 }
