@@ -1660,7 +1660,10 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	 * one longer than any port's MTU, which no wire would carry (its
 	 * sender chose it: only its own is lost), and leaves one for another
 	 * Q_Key to the engine, which drops it too and counts it on the port
-	 * (qkey_viol_cntr), where the library could not be trusted to.
+	 * (qkey_viol_cntr), where the library could not be trusted to.  A
+	 * controlled Q_Key goes to the engine too: only the daemon knows
+	 * whether the sender's QP holds it (else any uid could speak as
+	 * root's management agents by writing the ring).
 	 */
 	if (p->head == p->tail) {
 		if (qp->qp.qp_type != IBV_QPT_UC || ret < 0)
@@ -1676,7 +1679,8 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		return true;
 	}
 	if (ud && ret > 0 &&
-	    f.qkey != __atomic_load_n(&qp->qkey, __ATOMIC_RELAXED)) {
+	    (f.qkey != __atomic_load_n(&qp->qkey, __ATOMIC_RELAXED) ||
+	     (f.qkey & DIRECT_QKEY_OWN))) {
 		p->hand_off = true;
 		return false;
 	}

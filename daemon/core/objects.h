@@ -442,6 +442,9 @@ struct ibvd_qp {
 	unsigned int direct_side;
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
+	/* engine, any thread (atomic): UD, until when a busy RQ claim drops
+	 * a datagram at once (recv.c) */
+	uint64_t ud_claim_stuck_until;
 	/* engine: when the receiver's RQ claim last held up the WQE in front
 	 * for a whole ACK timeout (or first did); 0: it does not */
 	uint64_t busy_since_ns;

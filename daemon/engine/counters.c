@@ -78,6 +78,7 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_CROWDED] = "crowded",
 	[IBVD_EC_RNR_WAIT_US] = "rnr_wait_us",
 	[IBVD_EC_MEM_CALLS] = "mem_calls",
+	[IBVD_EC_CLAIM_TIMEOUTS] = "claim_timeouts",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -309,6 +310,8 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 						   __ATOMIC_RELAXED);
 	out[IBVD_EC_MEM_CALLS] = __atomic_load_n(&eng->mem_calls,
 						 __ATOMIC_RELAXED);
+	out[IBVD_EC_CLAIM_TIMEOUTS] = __atomic_load_n(&eng->claim_timeouts,
+						      __ATOMIC_RELAXED);
 	/* Changed only by this (the control) thread, under the write lock. */
 	*contexts = eng->nctx;
 }

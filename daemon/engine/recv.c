@@ -518,9 +518,13 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * The RQ of a UD QP with transit rings is also its library's (the claim,
  * ring.h), which holds it for one message's copy at a time: a datagram
  * waits that long for it, no longer (a library stopped mid-copy loses
- * it, as a NIC's full receive path would).
+ * it, as a NIC's full receive path would).  After one such wait ran out,
+ * datagrams that find the claim busy are dropped at once for a while: a
+ * library that holds it for ever (stopped, or on purpose, with datagrams
+ * flooding in) would otherwise have the engine thread spin for each.
  */
 #define UD_CLAIM_WAIT_NS	50000u
+#define UD_CLAIM_STUCK_NS	1000000u
 
 enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *src,
@@ -528,6 +532,8 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       const struct eng_req *req,
 				       uint32_t qkey)
 {
+	uint64_t stuck = __atomic_load_n(&target->ud_claim_stuck_until,
+					 __ATOMIC_RELAXED);
 	uint64_t until = 0;
 	enum ibv_wc_status st;
 	int held;
@@ -535,10 +541,17 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 	while ((held = ibvd_eng_rq_claim(target)) == -EBUSY) {
 		uint64_t now = ibvd_eng_now();
 
-		if (!until)
-			until = now + UD_CLAIM_WAIT_NS;
-		else if (now > until)
+		if (now < stuck)
 			return IBV_WC_SUCCESS;
+		if (!until) {
+			until = now + UD_CLAIM_WAIT_NS;
+		} else if (now > until) {
+			__atomic_store_n(&target->ud_claim_stuck_until,
+					 now + UD_CLAIM_STUCK_NS,
+					 __ATOMIC_RELAXED);
+			eng_count(&eng->claim_timeouts, 1);
+			return IBV_WC_SUCCESS;
+		}
 		cpu_relax();
 	}
 	if (held < 0)

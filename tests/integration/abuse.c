@@ -392,6 +392,76 @@ static int srq_claim(void)
 	return 0;
 }
 
+/* Datagrams the ud-claim abuser floods its own claimed QP with. */
+#define FLOOD_DGRAMS	8192
+#define FLOOD_BATCH	64
+
+/*
+ * A UD receiver that holds its RQ's claim for ever (Y, paired with X on
+ * rings) while a third QP (Z, through the engine: Y has its pair) floods
+ * it: every datagram to Y is dropped and every send completes.  The
+ * engine must not wait out the claim for each one (50 us of an engine
+ * thread each, which other tenants share); abuse.sh counts its waits
+ * (claim_timeouts).
+ */
+static int ud_claim(void)
+{
+	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = 256 };
+	struct ibv_qp *x, *y, *z;
+	struct ibv_wc wc[FLOOD_BATCH];
+	struct ibv_cq *cq, *zcq;
+	unsigned long sent = 0, done = 0;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	struct vt_dev d;
+	int i, n;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+	zcq = ibv_create_cq(d.ctx, 512, NULL, NULL, 0);
+	vt_assert(cq && zcq, "CQ: %s", strerror(errno));
+	x = vt_qp(&d, cq, cq, &o);
+	y = vt_qp(&d, cq, cq, &o);
+	z = vt_qp(&d, zcq, zcq, &o);
+	vt_connect(&d, x, NULL, &o);
+	vt_connect(&d, y, NULL, &o);
+	vt_connect(&d, z, NULL, &o);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	ah = vt_ah(&d, d.port.lid, NULL);
+	/* X's first datagram pairs it with Y; wait until the rings are there */
+	for (i = 0; vt_transit_maps() == 0; i++) {
+		vt_assert(i < 100, "X and Y got no transit rings");
+		vt_recv(y, 1, mr->addr, 4096, mr->lkey);
+		vt_ud_send(x, 1, ah, y->qp_num, VT_QKEY, mr->addr, 8, mr->lkey,
+			   IBV_SEND_SIGNALED);
+		vt_sleep_ms(10);
+		while (ibv_poll_cq(cq, 1, wc) == 1)
+			;
+	}
+	vt_recv(y, 2, mr->addr, 4096, mr->lkey);
+	__atomic_store_n(&to_ibvc_qp(y)->rq.client->claim, IBVD_WQ_CLAIM_LIBRARY,
+			 __ATOMIC_RELEASE);
+	while (done < FLOOD_DGRAMS) {
+		for (i = 0; i < FLOOD_BATCH && sent < FLOOD_DGRAMS &&
+			    sent - done < 256; i++, sent++)
+			vt_ud_send(z, sent, ah, y->qp_num, VT_QKEY, mr->addr, 8,
+				   mr->lkey, IBV_SEND_SIGNALED);
+		n = vt_poll(zcq, wc, FLOOD_BATCH, vt_tmo_ms());
+		vt_assert(n > 0, "Z: no completion after %lu of %d datagrams",
+			  done, FLOOD_DGRAMS);
+		for (i = 0; i < n; i++)
+			vt_assert(wc[i].status == IBV_WC_SUCCESS,
+				  "Z's datagram %lu: %s", (unsigned long)wc[i].wr_id,
+				  vt_status(wc[i].status));
+		done += (unsigned long)n;
+	}
+	vt_assert(ibv_poll_cq(cq, 1, wc) == 0, "Y received with its claim held");
+	printf("ud-claim: %d datagrams to a QP holding its claim, all sent\n",
+	       FLOOD_DGRAMS);
+	/* the objects go with the process */
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -405,6 +475,8 @@ int main(int argc, char **argv)
 		return opener_closes();
 	if (argc == 2 && !strcmp(argv[1], "srq-claim"))
 		return srq_claim();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim\n");
+	if (argc == 2 && !strcmp(argv[1], "ud-claim"))
+		return ud_claim();
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim\n");
 	return 2;
 }

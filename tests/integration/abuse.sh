@@ -2,7 +2,9 @@
 # A client abusing its own objects (abuse-helper, tests/integration/abuse.c)
 # as uid $USER1: an XRC target's SQ written, an XRC SRQ destroyed or
 # renamed under a message, an opener of a waiting target closing on
-# another engine thread, a receiver holding its SRQ's claim for ever.  The
+# another engine thread, a receiver holding its SRQ's claim for ever, or
+# its UD QP's while another QP floods it (the engine waits the claim out
+# once a millisecond, not for every datagram: claim_timeouts).  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
 # engine threads (contexts spread over both) and no memlock bound, for
 # 64 MiB messages.  ABUSE_MODES: a comma-separated subset.
@@ -19,9 +21,10 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
+	waits=$(engine_count claim_timeouts)
 	# An abuser leaves its objects to the daemon, and its own structs
 	# unfreed: leaks a sanitizer build would otherwise report.
 	# shellcheck disable=SC2086 # mode: words
@@ -30,7 +33,11 @@ for mode in "${modes[@]}"; do
 	rc=$?
 	[ "$rc" -eq 0 ] || { show "abuse-helper $mode" "$O/abuse"; fail "$mode: exit $rc"; }
 	daemon_alive "after $mode"
-	ok "$(tail -n 1 "$O/abuse")"
+	waits=$(($(engine_count claim_timeouts) - waits))
+	# 8192 datagrams, each one waited out before: a quarter at most
+	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
+		fail "$mode: the engine waited out the claim $waits times"
+	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times)"
 done
 
 nothing_left "after the abusers left"

@@ -39,6 +39,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -47,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1067,6 +1069,33 @@ START_TEST(rdma_lease_held)
 	vt_assert(vt_memfd_maps("ibvd-granted-again", NULL, NULL) == 1,
 		  "the new pair was granted the MR (%d mappings)",
 		  vt_memfd_maps("ibvd-granted-again", NULL, NULL));
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * After rdma_lease_held, its uid is not granted for a while either, in
+ * another context of another process (Check forks each case): contexts
+ * are cheap, and each such wait stalls every tenant.  Its WRITEs go
+ * through the engine meanwhile.
+ */
+START_TEST(rdma_lease_offender_elsewhere)
+{
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, "ibvd-granted-elsewhere");
+	vt_fill(BUF(f.a), 4096, 0, 12);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "WRITE elsewhere");
+	vt_expect_pat(BUF(t), 4096, 0, 12, "written through the engine");
+	vt_assert(vt_memfd_maps("ibvd-granted-elsewhere", NULL, NULL) == 1,
+		  "the uid was granted again in another process (%d mappings)",
+		  vt_memfd_maps("ibvd-granted-elsewhere", NULL, NULL));
 	vt_dereg_memfd(t);
 	fx_free(&f);
 }
@@ -3128,6 +3157,214 @@ static int pingpong(unsigned long n)
 	return 0;
 }
 
+/* ---- run as root: a Q_Key that only root's QPs may hold --------------------- */
+
+#define CONTROLLED_QKEY	0x80010000u	/* the GSI's */
+
+static const struct vt_qp_opts UD_CONTROLLED = {
+	.type = IBV_QPT_UD, .qkey = CONTROLLED_QKEY
+};
+
+/* The uid the forger runs as (direct-helper root UID). */
+static uid_t forger_uid;
+
+/* The ring pair mapped here that a fragment went out on: its out ring. */
+static bool sent_ring(struct ibvd_transit *out)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long start, end;
+	struct ibvd_transit in;
+	char line[512];
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		uint32_t ncells;
+		unsigned int side;
+
+		if (!strstr(line, "/memfd:ibvd-transit ") ||
+		    sscanf(line, "%lx-%lx", &start, &end) != 2)
+			continue;
+		ncells = (uint32_t)((end - start - IBVD_TRANSIT_CTL_BYTES) /
+				    (2 * IBVD_TRANSIT_CELL));
+		/* the control page is mapped read-only; it is ours to change */
+		if (mprotect((void *)start, IBVD_TRANSIT_CTL_BYTES,
+			     PROT_READ | PROT_WRITE))
+			break;
+		for (side = 0; side < 2 && !found; side++) {
+			ibvd_transit_pair((void *)start, ncells, side, out, &in);
+			found = __atomic_load_n(&out->ctl->produced,
+						__ATOMIC_ACQUIRE) != 0;
+		}
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* A whole datagram written into out by hand, with the Q_Key we like. */
+static void forge_datagram(struct ibvd_transit *out, uint32_t qkey,
+			   const void *bytes, uint32_t len)
+{
+	uint32_t p = __atomic_load_n(&out->ctl->produced, __ATOMIC_ACQUIRE);
+	uint32_t at = p & (out->ncells - 1);
+	struct ibvd_transit_frag h = {
+		.seq = p + 1, .kind = IBVD_TRANSIT_SEND,
+		.flags = IBVD_TRANSIT_FIRST | IBVD_TRANSIT_LAST,
+		.len = len, .msg_len = len, .qkey = qkey,
+	};
+	uint8_t *cell = out->cells + (size_t)at * IBVD_TRANSIT_CELL;
+
+	if (at + ibvd_transit_frag_cells(len) > out->ncells)
+		_exit(6);	/* a few datagrams in: never at the end */
+	memcpy(cell + IBVD_TRANSIT_HDR, bytes, len);
+	memcpy(cell, &h, sizeof(h));
+	__atomic_store_n(&out->ctl->produced, p + ibvd_transit_frag_cells(len),
+			 __ATOMIC_RELEASE);
+}
+
+static void child_fail(const char *msg)
+{
+	fprintf(stderr, "forger: %s\n", msg);
+	_exit(3);
+}
+
+/*
+ * The forger, as forger_uid: two honest datagrams to the parent's QP
+ * (their Q_Key its own, so refused), which pair the QPs on rings; then one
+ * written into the ring by hand with the parent's controlled Q_Key.
+ */
+static void forger(const struct vt_addr *to, int up, int down)
+{
+	static const char forged[] = "forged: a controlled Q_Key";
+	struct ibvd_transit out;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct vt_dev d;
+	char c = 'f';
+	int i;
+
+	vt_fail_hook = child_fail;
+	if (setgroups(0, NULL) || setresgid(forger_uid, forger_uid, forger_uid) ||
+	    setresuid(forger_uid, forger_uid, forger_uid) ||
+	    prctl(PR_SET_DUMPABLE, 1))	/* a changed uid clears it */
+		_exit(4);
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	qp = vt_qp(&d, cq, cq, &UD);
+	vt_connect(&d, qp, NULL, &UD);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	ah = vt_ah(&d, to->lid, NULL);
+	/* the first asks for rings; later ones go there once they are mapped */
+	for (i = 0; !sent_ring(&out); i++) {
+		if (i == 40)
+			_exit(5);
+		vt_ud_send(qp, (uint64_t)i, ah, to->qpn, 0x80000000u, mr->addr,
+			   64, mr->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(cq, &wc, (uint64_t)i, IBV_WC_SEND, "an honest send");
+		vt_sleep_ms(20);
+	}
+	forge_datagram(&out, CONTROLLED_QKEY, forged, sizeof(forged));
+	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
+		_exit(7);
+	_exit(0);
+}
+
+/*
+ * A datagram's Q_Key on the rings is the sender's word: one with the
+ * controlled bit is delivered only if the sending QP holds that Q_Key,
+ * which only root can give it.  Root's own such datagrams get through
+ * (the engine checks them for the receiver's library); another uid's,
+ * written into the ring by hand, are refused and never complete.
+ */
+START_TEST(ud_controlled_qkey_forged)
+{
+	static const char *const why[] = {
+		[3] = "a vt check failed (its stderr says which)",
+		[4] = "could not become the other uid",
+		[5] = "no ring carried its honest datagrams",
+		[6] = "the ring was at its end", [7] = "pipe",
+	};
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
+	struct ibv_qp *rx, *tx;
+	struct vt_addr to;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	int up[2], down[2], st;
+	uint32_t viol;
+	pid_t pid;
+	char c;
+	int i;
+
+	ck_assert_msg(geteuid() == 0, "direct-helper root runs as root");
+	rx = vt_qp(&D, cq, cq, &UD_CONTROLLED);
+	vt_connect(&D, rx, NULL, &UD_CONTROLLED);
+	tx = vt_qp(&D, scq, scq, &UD_CONTROLLED);
+	vt_connect(&D, tx, NULL, &UD_CONTROLLED);
+	vt_qp_addr(&D, rx, &UD_CONTROLLED, &to);
+	ah = vt_ah(&D, to.lid, NULL);
+	for (i = 0; i < 16; i++)
+		vt_recv(rx, 100 + (uint64_t)i, BUF(mr) + i * 4096, 4096, mr->lkey);
+	viol = vt_qkey_viol(D.ctx, 1);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		forger(&to, up[1], down[0]);
+	close(up[1]);
+	close(down[0]);
+	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
+	/* polling meanwhile: our library reads the rings as it polls */
+	while (read(up[0], &c, 1) != 1) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			ck_abort_msg("the forger exited %d: %s", WEXITSTATUS(st),
+				     WEXITSTATUS(st) < 8 && why[WEXITSTATUS(st)] ?
+				     why[WEXITSTATUS(st)] : "?");
+		ck_assert_int_eq(ibv_poll_cq(cq, 1, &wc), 0);
+	}
+	vt_expect_none(cq, QUIET_MS * 3, "a datagram forged with root's Q_Key");
+	ck_assert_int_eq(write(down[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	close(up[0]);
+	close(down[1]);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forger: %s",
+		      WIFEXITED(st) && WEXITSTATUS(st) < 8 &&
+		      why[WEXITSTATUS(st)] ? why[WEXITSTATUS(st)] : "killed");
+	/* its honest ones refused for their Q_Key; our QP unharmed */
+	ck_assert_uint_ge(vt_qkey_viol(D.ctx, 1), viol + 1);
+	vt_expect_state(rx, IBV_QPS_RTS, "the receiving QP");
+	/*
+	 * root's QP with the controlled Q_Key: delivered, also on the rings
+	 * (once the forger's pair is gone: one pair per QP)
+	 */
+	for (i = 0; i < 5; i++) {
+		vt_fill(BUF(mr) + 15 * 4096, 64, 0, (uint32_t)i);
+		vt_ud_send(tx, (uint64_t)i, ah, rx->qp_num, 0x80000000u,
+			   BUF(mr) + 15 * 4096, 64, mr->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(cq, &wc, 100 + (uint64_t)i, IBV_WC_RECV,
+			     "root's datagram with its controlled Q_Key");
+		ck_assert_uint_eq(wc.src_qp, tx->qp_num);
+		vt_expect_pat(BUF(mr) + i * 4096 + 40, 64, 0, (uint32_t)i,
+			      "root's datagram");
+		vt_expect_ok(scq, &wc, (uint64_t)i, IBV_WC_SEND, "root's send");
+		vt_sleep_ms(20);
+	}
+	ck_assert_msg(vt_transit_maps() > 0, "root's pair has no rings");
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(tx);
+	ibv_destroy_qp(rx);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
+
 /* ---- the suite ------------------------------------------------------------- */
 
 static TCase *new_case(Suite *s, const char *name)
@@ -3189,7 +3426,6 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, rdma_private_not_granted);
 	tcase_add_test(tc, rdma_grant_not_inherited);
 	tcase_add_test(tc, rdma_lease_held_without_grant);
-	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_bound_by_qp_rights);
 	tc = new_case(s, "errors");
 	tcase_add_test(tc, too_long);
@@ -3330,6 +3566,22 @@ static int sigbus_elsewhere(bool app_handler)
 	return 0;
 }
 
+/*
+ * direct-helper root OTHER_UID, as root: what needs root, and what keeps
+ * its uid from grants for a while (after the main suite, which needs
+ * them).
+ */
+static Suite *root_suite(void)
+{
+	Suite *s = suite_create("direct-root");
+	TCase *tc = new_case(s, "root");
+
+	tcase_add_test(tc, ud_controlled_qkey_forged);
+	tcase_add_test(tc, rdma_lease_held);
+	tcase_add_test(tc, rdma_lease_offender_elsewhere);
+	return s;
+}
+
 int main(int argc, char **argv)
 {
 	SRunner *sr;
@@ -3348,11 +3600,15 @@ int main(int argc, char **argv)
 					       : 2);
 	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
 		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
-	if (argc != 1) {
-		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default]\n");
+	if (argc == 3 && strcmp(argv[1], "root") == 0) {
+		forger_uid = (uid_t)strtoul(argv[2], NULL, 0);
+		sr = srunner_create(root_suite());
+	} else if (argc == 1) {
+		sr = srunner_create(direct_suite());
+	} else {
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default | root OTHER_UID]\n");
 		return 2;
 	}
-	sr = srunner_create(direct_suite());
 	srunner_run_all(sr, CK_VERBOSE);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -95,7 +95,8 @@ tests_integration_direct_helper_SOURCES = tests/integration/direct.c \
 	tests/integration/direct-stream.c tests/integration/direct-stream.h \
 	tests/integration/vt.c tests/integration/vt.h
 tests_integration_direct_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
-tests_integration_direct_helper_LDADD = -libverbs $(CHECK_LIBS) -lpthread
+tests_integration_direct_helper_LDADD = common/libibvd_common.la -libverbs $(CHECK_LIBS) \
+	$(PROTOBUF_C_LIBS) -lpthread
 
 check_PROGRAMS += tests/integration/datapath-helper
 tests_integration_datapath_helper_SOURCES = tests/integration/datapath.c \

@@ -340,6 +340,13 @@ static bool frag_request(const struct ibvd_qp *src,
 	if ((f->flags & whole) != whole || !frag_kind_ok(src->qp_type, f->kind) ||
 	    (grh && (src->qp_type != IBV_QPT_UD || len < IBVD_TRANSIT_GRH_INFO)))
 		return false;
+	/*
+	 * A controlled Q_Key only as the sender's own, which only root can
+	 * give its QP (qp_modify.c): the engine's path asks for it with the
+	 * high bit, which the sender's library resolves before the ring.
+	 */
+	if ((f->qkey & IBVD_QKEY_CONTROLLED) && f->qkey != src->attr.qkey)
+		return false;
 	memset(req, 0, sizeof(*req));
 	req->w.opcode = frag_opcode(f->kind);
 	/* SEND_INV: the key to invalidate, where the engine's WQE has it */
@@ -365,7 +372,6 @@ static bool frag_request(const struct ibvd_qp *src,
 		ibvd_eng_sgl_private(&req->local, payload, len);
 	return true;
 }
-
 
 /*
  * UC, with no receiver to take them (gone, or in error): what the ring

@@ -9,17 +9,84 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "core/objects.h"
 #include "ibverbsd.pb-c.h"
 #include "lease.h"
 #include "log.h"
+#include "util.h"
 #include "server/call.h"
 #include "server/session.h"
 #include "verbs/verbs.h"
 
 #define REMOTE_ACCESS	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+
+/* A uid whose library held a revoked lease: no grants for this long ... */
+#define OFFENCE_BAN_NS		(10 * 1000000000ull)
+/* ... twice as long at each offence, up to this */
+#define OFFENCE_BAN_MAX_NS	(3600 * 1000000000ull)
+
+/*
+ * Uids whose libraries held a lease to the end of a revocation's wait.
+ * That wait holds the control thread with the objects locked: every
+ * tenant's requests and every engine pass stall for it.  A context, or a
+ * pair, that did it gets no more grants; but contexts are cheap, so the
+ * uid too gets none for a while, longer at each offence, in any process
+ * (kept when its processes are gone: a new process would clear it).
+ * One entry per uid that ever did it.
+ */
+struct lease_offender {
+	uid_t uid;
+	unsigned int offences;
+	uint64_t until_ns;		/* CLOCK_MONOTONIC: no grants before */
+};
+
+static struct lease_offender *offenders;
+static size_t noffenders;
+
+static struct lease_offender *offender_of(uid_t uid)
+{
+	size_t i;
+
+	for (i = 0; i < noffenders; i++)
+		if (offenders[i].uid == uid)
+			return &offenders[i];
+	return NULL;
+}
+
+static void note_offence(uid_t uid)
+{
+	struct lease_offender *o = offender_of(uid), *grown;
+	uint64_t ban = OFFENCE_BAN_NS;
+	unsigned int i;
+
+	if (!o) {
+		grown = realloc(offenders, (noffenders + 1) * sizeof(*grown));
+		if (!grown)
+			return;		/* the context's own mark still holds */
+		offenders = grown;
+		o = &offenders[noffenders++];
+		*o = (struct lease_offender){ .uid = uid };
+	}
+	for (i = 0; i < o->offences && ban < OFFENCE_BAN_MAX_NS; i++)
+		ban *= 2;
+	if (ban > OFFENCE_BAN_MAX_NS)
+		ban = OFFENCE_BAN_MAX_NS;
+	o->offences++;
+	o->until_ns = ibvd_mono_ns() + ban;
+	log_warn("uid %u: no grants of one-sided direct access for %llu s (its libraries held a revoked lease %u times)",
+		 (unsigned int)uid, (unsigned long long)(ban / 1000000000ull),
+		 o->offences);
+}
+
+static bool uid_banned(uid_t uid)
+{
+	const struct lease_offender *o = offender_of(uid);
+
+	return o && ibvd_mono_ns() < o->until_ns;
+}
 
 struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
 				     unsigned int side)
@@ -49,8 +116,10 @@ void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side)
 	if (ibvd_lease_revoke(l) < 0) {
 		d->lease_broken[side] = true;
 		/* and in the pairs it makes next: a RESET makes a new one */
-		if (d->qp[side])
+		if (d->qp[side]) {
 			d->qp[side]->ctx->lease_broken = true;
+			note_offence(d->qp[side]->ctx->session->cred.uid);
+		}
 		log_warn("transit pair %u, side %u: its library still copied under a revoked grant after %llu ms; going on, no more grants to it",
 			 d->gen, side,
 			 (unsigned long long)(IBVD_LEASE_WAIT_NS / 1000000));
@@ -153,7 +222,8 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 		return ibvd_call_error(call, -ENOENT,
 				       "QP %u has not mapped its transit rings",
 				       qp->qp_num);
-	if (qp->direct->lease_broken[qp->direct_side] || qp->ctx->lease_broken)
+	if (qp->direct->lease_broken[qp->direct_side] || qp->ctx->lease_broken ||
+	    uid_banned(qp->ctx->session->cred.uid))
 		return ibvd_call_error(call, -EPERM,
 				       "QP %u's library held its lease too long",
 				       qp->qp_num);
