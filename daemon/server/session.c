@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "call.h"
 #include "frame.h"
 #include "log.h"
+#include "util.h"
 #include "notify.h"
 #include "session.h"
 
@@ -29,8 +31,17 @@
  * when it is full the fds wait in a backlog on the control thread and the
  * session whose frame brought them is not read until the backlog has
  * drained, so a session holds at most one frame's worth there.
+ *
+ * A socket's linger is taken away before its close (the client's data
+ * was never ours to deliver: the connection is reset).  Closes that
+ * block all the same (a FUSE file, or a linger set again by the client
+ * between ours and the close) would stop the queue: when every closer
+ * thread has been in one close for CLOSER_STUCK_MS, another starts, up
+ * to CLOSER_MAX_THREADS.
  */
 #define CLOSER_QUEUE_LEN	1024
+#define CLOSER_MAX_THREADS	8
+#define CLOSER_STUCK_MS		500
 /* How often a backlog is moved into the queue again. */
 #define CLOSER_RETRY_MS		100
 /* At shutdown, how long to let the thread finish the queue. */
@@ -42,7 +53,9 @@ static struct {
 	int fds[CLOSER_QUEUE_LEN];	/* a ring: count fds from head */
 	unsigned int head, count;
 	int stopping;
-	pthread_t thread;
+	pthread_t threads[CLOSER_MAX_THREADS];
+	uint64_t busy_since[CLOSER_MAX_THREADS];	/* ns; 0: not closing */
+	unsigned int nthreads;
 	int running;
 
 	/* control thread only */
@@ -55,8 +68,18 @@ static struct {
 	.wake = PTHREAD_COND_INITIALIZER,
 };
 
+/* A socket's last close resets it rather than linger (ENOTSOCK: not one). */
+static void close_at_once(int fd)
+{
+	static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+	close(fd);
+}
+
 static void *closer_main(void *arg)
 {
+	unsigned int slot = (unsigned int)(uintptr_t)arg;
 	int fd;
 
 	pthread_mutex_lock(&closer.lock);
@@ -68,20 +91,55 @@ static void *closer_main(void *arg)
 		fd = closer.fds[closer.head];
 		closer.head = (closer.head + 1) % CLOSER_QUEUE_LEN;
 		closer.count--;
+		closer.busy_since[slot] = ibvd_mono_ns();
 		pthread_mutex_unlock(&closer.lock);
-		close(fd);
+		close_at_once(fd);
 		pthread_mutex_lock(&closer.lock);
+		closer.busy_since[slot] = 0;
 	}
 	pthread_mutex_unlock(&closer.lock);
-	return arg;
+	return NULL;
 }
 
-/* Queue fd for the thread: 0, or -EAGAIN when the queue is full. */
+static int closer_thread_start(void)
+{
+	sigset_t all, old;
+	int ret;
+
+	/* Signals are the control thread's business. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = -pthread_create(&closer.threads[closer.nthreads], NULL,
+			      closer_main, (void *)(uintptr_t)closer.nthreads);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret == 0)
+		closer.nthreads++;
+	return ret;
+}
+
+/* Under the lock: another thread if every one is stuck in a close. */
+static void closer_grow_if_stuck(void)
+{
+	uint64_t now = ibvd_mono_ns(), stuck_ns = CLOSER_STUCK_MS * 1000000ull;
+	unsigned int i;
+
+	if (closer.nthreads >= CLOSER_MAX_THREADS)
+		return;
+	for (i = 0; i < closer.nthreads; i++)
+		if (!closer.busy_since[i] || now - closer.busy_since[i] < stuck_ns)
+			return;
+	if (closer_thread_start() == 0)
+		log_warn("a client's fd has been closing for over %u ms: closer thread %u started",
+			 CLOSER_STUCK_MS, closer.nthreads);
+}
+
+/* Queue fd for the threads: 0, or -EAGAIN when the queue is full. */
 static int closer_push(int fd)
 {
 	int ret = -EAGAIN;
 
 	pthread_mutex_lock(&closer.lock);
+	closer_grow_if_stuck();
 	if (closer.count < CLOSER_QUEUE_LEN) {
 		closer.fds[(closer.head + closer.count) % CLOSER_QUEUE_LEN] = fd;
 		closer.count++;
@@ -110,7 +168,7 @@ void ibvd_close_client_fd(int fd)
 	if (closer.running && !closer.nbacklog && closer_push(fd) == 0)
 		return;
 	if (!closer.running) {
-		close(fd);		/* before start or after stop */
+		close_at_once(fd);	/* before start or after stop */
 		return;
 	}
 	if (closer.nbacklog == closer.backlog_cap) {
@@ -118,7 +176,7 @@ void ibvd_close_client_fd(int fd)
 		grown = realloc(closer.backlog, cap * sizeof(*grown));
 		if (!grown) {
 			/* Rather a close that may block than a leak. */
-			close(fd);
+			close_at_once(fd);
 			return;
 		}
 		closer.backlog = grown;
@@ -162,18 +220,13 @@ static void closer_retry_cb(evutil_socket_t unused, short what, void *arg)
 
 int ibvd_sessions_start(struct ibvd_daemon *d)
 {
-	sigset_t all, old;
 	int ret;
 
 	closer.d = d;
 	closer.retry_ev = evtimer_new(d->base, closer_retry_cb, NULL);
 	if (!closer.retry_ev)
 		return -ENOMEM;
-	/* Signals are the control thread's business. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&closer.thread, NULL, closer_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = closer_thread_start();
 	if (ret < 0) {
 		event_free(closer.retry_ev);
 		closer.retry_ev = NULL;
@@ -191,18 +244,20 @@ int ibvd_sessions_start(struct ibvd_daemon *d)
 static void closer_stop(void)
 {
 	struct timespec deadline;
+	unsigned int i;
 
 	if (!closer.running)
 		return;
 	ibvd_frame_set_close_hook(NULL);
 	pthread_mutex_lock(&closer.lock);
 	closer.stopping = 1;
-	pthread_cond_signal(&closer.wake);
+	pthread_cond_broadcast(&closer.wake);
 	pthread_mutex_unlock(&closer.lock);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += CLOSER_STOP_WAIT_S;
-	if (pthread_timedjoin_np(closer.thread, NULL, &deadline) != 0)
-		pthread_detach(closer.thread);
+	for (i = 0; i < closer.nthreads; i++)
+		if (pthread_timedjoin_np(closer.threads[i], NULL, &deadline) != 0)
+			pthread_detach(closer.threads[i]);
 	closer.running = 0;
 	/* What never made it into the queue is left to the exit, too. */
 	free(closer.backlog);

@@ -33,6 +33,7 @@
 #include <infiniband/verbs.h>
 
 #include "context.h"
+#include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "server/call.h"
@@ -166,7 +167,7 @@ static void spec_map(struct ibvd_call *call, const struct mr_spec *sp,
 		m->fd = fd;
 		m->keeps_fd = true;
 	} else {
-		close(fd);
+		ibvd_frame_close_fd(fd);	/* the client's: may block */
 	}
 	if (ret < 0)
 		log_debug("MR range %#" PRIx64 "+%" PRIu64 " not mapped: %s",

@@ -61,8 +61,10 @@
  *			talking and a device context that says nothing stay
  *	lingerfd	fds whose close() blocks (TCP sockets lingering on
  *			unsent data) passed with a request, with too many
- *			fds and with a malformed frame: other clients are
- *			still answered within 1 s each time
+ *			fds, with a malformed frame, and as OPEN_XRCD's and
+ *			REG_MR_SHARED's fd: other clients are still answered
+ *			within 1 s each time, and the daemon's close resets
+ *			the connection rather than linger
  *	peruid CAP	this uid holds connections (device contexts) until
  *			the daemon refuses one: it holds CAP (give or take
  *			2 of its own closing), the refused one gets an Error
@@ -1880,10 +1882,90 @@ fail:
 	return -1;
 }
 
+/* The peer of a lingering socket the daemon closed: reset within limit_ms. */
+static void expect_reset(int peer, long limit_ms, const char *what)
+{
+	struct pollfd p = { .fd = peer, .events = POLLIN };
+	long t0 = now_ms();
+	char c;
+
+	while (now_ms() - t0 < limit_ms) {
+		if (poll(&p, 1, 50) > 0 && recv(peer, &c, 1, MSG_DONTWAIT) < 0 &&
+		    errno == ECONNRESET) {
+			say("%s: its peer was reset after %ld ms", what,
+			    now_ms() - t0);
+			return;
+		}
+	}
+	bad("%s: its peer not reset within %ld ms (the daemon's close lingered)",
+	    what, limit_ms);
+}
+
+/*
+ * A lingering socket as the fd of a request that takes one and closes it
+ * when it fails (OPEN_XRCD: a socket is no domain's file; REG_MR_SHARED:
+ * not a regular file): the control thread must not close it itself.
+ */
+static void linger_in_requests(int witness, int *peers)
+{
+	static uint8_t buf[4096] __attribute__((aligned(4096)));
+	Ibvd__AttachMemory am = IBVD__ATTACH_MEMORY__INIT;
+	Ibvd__OpenXrcd ox = IBVD__OPEN_XRCD__INIT;
+	Ibvd__RegMr r = IBVD__REG_MR__INIT;
+	int conn, mem[2] = { -1, -1 }, lfd, ret;
+	Ibvd__Handle *h;
+
+	conn = conn_open();
+	if (conn < 0 || open_device(conn) < 0)
+		goto out;
+	lfd = lingering_socket(&peers[0]);
+	if (lfd < 0)
+		goto out;
+	/* ours closed at once: the daemon's close is the last, as a rule */
+	ret = send_msg(conn, IBVD_MSG_OPEN_XRCD, next_id++, &ox.base, &lfd, 1, 0);
+	close(lfd);
+	if (ret == 0)
+		recv_frame(conn, TIMEOUT_MS);	/* its answer matters not */
+	check_others_within(witness, 1000, "after OPEN_XRCD with a lingering socket");
+
+	mem[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	mem[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	am.pid = (uint32_t)getpid();
+	if (call_ok(conn, IBVD_MSG_ATTACH_MEMORY, &am.base, mem, 2, "ATTACH_MEMORY") < 0 ||
+	    call_ok(conn, IBVD_MSG_ALLOC_PD, NULL, NULL, 0, "ALLOC_PD") < 0)
+		goto out;
+	h = ibvd__handle__unpack(NULL, rep.len, rep.payload);
+	if (!h) {
+		bad("ALLOC_PD: bad reply");
+		goto out;
+	}
+	r.pd = h->handle;
+	ibvd__handle__free_unpacked(h, NULL);
+	r.addr = r.iova = (uintptr_t)buf;
+	r.length = sizeof(buf);
+	r.access = IBV_ACCESS_LOCAL_WRITE;
+	lfd = lingering_socket(&peers[1]);
+	if (lfd < 0)
+		goto out;
+	ret = send_msg(conn, IBVD_MSG_REG_MR_SHARED, next_id++, &r.base, &lfd, 1, 0);
+	close(lfd);
+	if (ret == 0)
+		recv_frame(conn, TIMEOUT_MS);
+	check_others_within(witness, 1000, "after REG_MR_SHARED with a lingering socket");
+	expect_reset(peers[1], 2000, "REG_MR_SHARED's lingering socket");
+out:
+	if (mem[0] >= 0)
+		close(mem[0]);
+	if (mem[1] >= 0)
+		close(mem[1]);
+	if (conn >= 0)
+		close(conn);
+}
+
 static void case_lingerfd(int witness)
 {
 	struct ibvd_frame_hdr h;
-	int peers[3] = { -1, -1, -1 }, lfd, fd = -1, fds[6], i, r;
+	int peers[5] = { -1, -1, -1, -1, -1 }, lfd, fd = -1, fds[6], i, r;
 
 	/* 1: with a request that takes no fds: an error reply, then closed */
 	lfd = lingering_socket(&peers[0]);
@@ -1899,6 +1981,8 @@ static void case_lingerfd(int witness)
 	if (expect_error(fd, next_id++, EBADF, "LIST_DEVICES with a lingering socket") < 0)
 		goto out;
 	check_others_within(witness, 1000, "after the daemon dropped a lingering socket");
+	/* its last close resets the connection rather than linger */
+	expect_reset(peers[0], 2000, "LIST_DEVICES's lingering socket");
 	close(fd);
 	fd = -1;
 
@@ -1935,11 +2019,16 @@ static void case_lingerfd(int witness)
 	}
 	expect_disconnect(fd, "bad magic with a lingering socket");
 	check_others_within(witness, 1000, "after a malformed frame with a lingering socket");
+	close(fd);
+	fd = -1;
+
+	/* 4: as the fd of requests whose handlers close it when they fail */
+	linger_in_requests(witness, &peers[3]);
 out:
 	if (fd >= 0)
 		close(fd);
 	/* resetting the connections ends the lingering in the daemon */
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 5; i++)
 		if (peers[i] >= 0)
 			close(peers[i]);
 }

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "core/objects.h"
+#include "frame.h"
 #include "log.h"
 #include "verbs/verbs.h"
 
@@ -83,7 +84,7 @@ void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m)
 	if (m->map)
 		munmap(m->map, m->map_len);
 	if (m->keeps_fd)
-		close(m->fd);
+		ibvd_frame_close_fd(m->fd);	/* the client's: may block */
 	*m = (struct ibvd_mr_mapping){ 0 };
 }
 
@@ -92,7 +93,7 @@ void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m)
 	if (mr->map)
 		munmap(mr->map, mr->map_len);
 	if (mr->map_fd_kept)
-		close(mr->map_fd);
+		ibvd_frame_close_fd(mr->map_fd);
 	mr->map = m->map;
 	mr->map_len = m->map_len;
 	mr->map_base = m->base;

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "verbs/context.h"
+#include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
 #include "verbs/verbs.h"
@@ -149,7 +150,7 @@ int ibvd_req_open_xrcd(struct ibvd_call *call)
 	 */
 	if (ret == 0 && (fcntl(fd, F_GETFL) & O_PATH))
 		ret = -EBADF;
-	close(fd);
+	ibvd_frame_close_fd(fd);	/* the client's: its close may block */
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "cannot stat the domain's file");
 	ret = xrcd_lookup(call, &st, req->oflags, &x);
