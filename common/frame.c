@@ -107,6 +107,32 @@ int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
 	return ret;
 }
 
+int ibvd_frame_pack(uint16_t type, uint32_t req_id,
+		    const ProtobufCMessage *msg, uint8_t **buf, size_t *len)
+{
+	struct ibvd_frame_hdr hdr = {
+		.magic = IBVD_FRAME_MAGIC,
+		.version = IBVD_PROTO_VERSION,
+		.type = type,
+		.req_id = req_id,
+	};
+	size_t plen = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+	uint8_t *b;
+
+	if (plen > IBVD_FRAME_PAYLOAD_MAX)
+		return -EMSGSIZE;
+	b = malloc(sizeof(hdr) + plen);
+	if (!b)
+		return -ENOMEM;
+	hdr.len = (uint32_t)plen;
+	memcpy(b, &hdr, sizeof(hdr));
+	if (msg)
+		protobuf_c_message_pack(msg, b + sizeof(hdr));
+	*buf = b;
+	*len = sizeof(hdr) + plen;
+	return 0;
+}
+
 /* Collect SCM_RIGHTS fds from mh into frame; returns -EMSGSIZE on excess. */
 static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 {

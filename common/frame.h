@@ -155,6 +155,14 @@ int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
 		    unsigned int nfds, int extra_flags);
 
 /*
+ * One frame without fds packed whole into a new buffer (*buf, the
+ * caller's to free; *len its bytes), as ibvd_frame_send would send it.
+ * 0, -EMSGSIZE or -ENOMEM.
+ */
+int ibvd_frame_pack(uint16_t type, uint32_t req_id,
+		    const ProtobufCMessage *msg, uint8_t **buf, size_t *len);
+
+/*
  * Receive one frame into buf (at least IBVD_FRAME_MAX bytes).
  * Returns 1 with *frame filled, 0 on orderly EOF, or a negative errno:
  *   -EAGAIN     nothing to read (non-blocking socket or MSG_DONTWAIT)

@@ -193,6 +193,7 @@ static int cm_new(struct ibvd_session *s, int *theirs)
 	if (ret < 0)
 		goto fail;
 	cm->session = s;
+	STAILQ_INIT(&cm->queued);
 	ibvd_handle_table_init(&cm->ids, CM_MAX_IDS_PER_SESSION);
 	/* a CM id has no device when it is made: all-devices limits only */
 	cm->ids.charge = ibvd_tenant_charge_obj;
@@ -225,6 +226,7 @@ void ibvd_cm_session_free(struct ibvd_session *s)
 	cm->dead = true;
 	ibvd_handle_foreach(&cm->ids, IBVD_OBJ_CM_ID, destroy_one, NULL);
 	ibvd_handle_table_release(&cm->ids);
+	cm_events_forget(cm);
 	close(cm->event_fd);
 	event_free(cm->close_ev);
 	TAILQ_REMOVE(&cm_world.sessions, cm, link);

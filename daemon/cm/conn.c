@@ -340,6 +340,8 @@ static bool event_room(const struct ibvd_cm *cm)
 	socklen_t len = sizeof(int);
 	int queued = 0, sndbuf = 0;
 
+	if (cm->nqueued)
+		return false;	/* full already: its events wait (event.c) */
 	if (ioctl(cm->event_fd, SIOCOUTQ, &queued) < 0 ||
 	    getsockopt(cm->event_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) < 0)
 		return true;	/* cannot tell: the backlog alone decides */

@@ -2,13 +2,20 @@
  * CM events: CmEvent frames on a session's event socket, and the timers
  * that produce events later (address resolution timeouts, time-wait).
  *
- * An event socket is never waited for: a client that lets it fill up is
- * not reading its events and loses its CM session, as a client that does
- * not read its replies loses its connection (session.c).
+ * An event socket is never waited for.  Events come at others' pace too:
+ * a peer's process that exits ends all its connections at once, and each
+ * end is an event here.  So what finds the socket full waits in a queue
+ * of the session's, sent on as the client reads; a client that lets that
+ * queue grow past CM_QUEUE_MIN plus CM_QUEUE_PER_ID events per id of its
+ * own (what its ids' peers can make it get at once, bounded by its own
+ * quota) is not reading its events and loses its CM session, as a client
+ * that does not read its replies loses its connection (session.c).
  */
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -72,6 +79,104 @@ static void fill_conn(const struct cm_event *ev, Ibvd__CmConnParam *m,
 	m->private_data.len = full;
 }
 
+#define CM_QUEUE_MIN		256
+#define CM_QUEUE_PER_ID		4
+
+/* 0 sent, -EAGAIN no room, or why the session is over (-EPIPE: closed). */
+static int send_frame(struct ibvd_cm *cm, const uint8_t *frame, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(cm->event_fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == ECONNRESET ? -EPIPE : -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static void send_failed(struct ibvd_cm *cm, int err)
+{
+	char why[96];
+
+	/* The client closed its channel (or exited): a plain goodbye. */
+	if (err == -EPIPE) {
+		cm_session_kill(cm, NULL);
+		return;
+	}
+	if (err == -EAGAIN) {
+		ibvd_tenant_slow_reader(cm->session->tenant);
+		snprintf(why, sizeof(why),
+			 "not reading its CM events (%u waiting)", cm->nqueued);
+	} else {
+		snprintf(why, sizeof(why), "CM event not sent: %s",
+			 strerror(-err));
+	}
+	cm_session_kill(cm, why);
+}
+
+/* Send what waits while there is room; the write event goes when done. */
+static void flush_queued(evutil_socket_t fd, short what, void *arg)
+{
+	struct ibvd_cm *cm = arg;
+	struct cm_queued_event *q;
+	int ret;
+
+	while ((q = STAILQ_FIRST(&cm->queued))) {
+		ret = send_frame(cm, q->frame, q->len);
+		if (ret == -EAGAIN)
+			return;
+		if (ret < 0) {
+			send_failed(cm, ret);
+			return;
+		}
+		STAILQ_REMOVE_HEAD(&cm->queued, link);
+		cm->nqueued--;
+		free(q);
+	}
+	event_del(cm->write_ev);
+}
+
+static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len)
+{
+	unsigned int limit = CM_QUEUE_MIN + CM_QUEUE_PER_ID *
+			     ibvd_handle_count(&cm->ids, IBVD_OBJ_CM_ID);
+	struct cm_queued_event *q;
+
+	if (cm->nqueued >= limit) {
+		send_failed(cm, -EAGAIN);
+		return;
+	}
+	q = malloc(sizeof(*q) + len);
+	if (!q || (!cm->write_ev &&
+		   !(cm->write_ev = event_new(cm->session->daemon->base,
+					      cm->event_fd, EV_WRITE | EV_PERSIST,
+					      flush_queued, cm)))) {
+		free(q);
+		send_failed(cm, -ENOMEM);
+		return;
+	}
+	q->len = len;
+	memcpy(q->frame, frame, len);
+	STAILQ_INSERT_TAIL(&cm->queued, q, link);
+	if (!cm->nqueued++)
+		event_add(cm->write_ev, NULL);
+}
+
+void cm_events_forget(struct ibvd_cm *cm)
+{
+	struct cm_queued_event *q;
+
+	while ((q = STAILQ_FIRST(&cm->queued))) {
+		STAILQ_REMOVE_HEAD(&cm->queued, link);
+		free(q);
+	}
+	cm->nqueued = 0;
+	if (cm->write_ev)
+		event_free(cm->write_ev);
+	cm->write_ev = NULL;
+}
+
 void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 {
 	struct ibvd_cm *cm = id->cm;
@@ -80,7 +185,8 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 	Ibvd__CmIdInfo info;
 	struct cm_info_buf ibuf;
 	uint8_t pdata[PDATA_MAX];
-	char why[96];
+	uint8_t *frame;
+	size_t len;
 	int ret;
 
 	if (cm->dead || cm->session->closing)
@@ -98,22 +204,19 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 	cm_fill_info(id, &info, &ibuf);
 	m.info = &info;
 	m.mcast_user = ev->mcast_user;
-	ret = ibvd_frame_send(cm->event_fd, IBVD_MSG_CM_EVENT, ++cm->event_seq,
-			      &m.base, NULL, 0, MSG_DONTWAIT);
-	if (ret == 0)
-		return;
-	/* The client closed its channel (or exited): a plain goodbye. */
-	if (ret == -EPIPE || ret == -ECONNRESET) {
-		cm_session_kill(cm, NULL);
+	ret = ibvd_frame_pack(IBVD_MSG_CM_EVENT, ++cm->event_seq, &m.base,
+			      &frame, &len);
+	if (ret < 0) {
+		send_failed(cm, ret);
 		return;
 	}
-	if (ret == -EAGAIN) {
-		ibvd_tenant_slow_reader(cm->session->tenant);
-		snprintf(why, sizeof(why),
-			 "not reading its CM events (event socket full)");
-	} else
-		snprintf(why, sizeof(why), "CM event not sent: %s", strerror(-ret));
-	cm_session_kill(cm, why);
+	/* behind what waits already: events keep their order */
+	ret = cm->nqueued ? -EAGAIN : send_frame(cm, frame, len);
+	if (ret == -EAGAIN)
+		queue_frame(cm, frame, len);
+	else if (ret < 0)
+		send_failed(cm, ret);
+	free(frame);
 }
 
 void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status)

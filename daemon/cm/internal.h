@@ -215,11 +215,23 @@ struct ibvd_cm_id {
 	TAILQ_ENTRY(ibvd_cm_id) all_link;	/* cm_world.ids */
 };
 
+/* An event the session's socket had no room for (event.c). */
+struct cm_queued_event {
+	STAILQ_ENTRY(cm_queued_event) link;
+	size_t len;
+	uint8_t frame[];
+};
+
 /* One CM session: an rdma_event_channel of some process. */
 struct ibvd_cm {
 	struct ibvd_session *session;
 	int event_fd;			/* our end, write-only, non-blocking */
 	uint32_t event_seq;		/* req_id of the last CmEvent */
+	/* what waits for room in it, oldest first, and the event that
+	 * sends it when there is (event.c) */
+	STAILQ_HEAD(, cm_queued_event) queued;
+	unsigned int nqueued;
+	struct event *write_ev;
 	uint8_t token[CM_TOKEN_LEN];
 	struct ibvd_handle_table ids;
 	bool dead;			/* being closed: send it nothing more */
@@ -444,6 +456,8 @@ void cm_handshake_expired(struct ibvd_cm_id *id);
  * why (NULL: the client hung up, nothing to report) is logged.
  */
 void cm_session_kill(struct ibvd_cm *cm, const char *why);
+/* Drop the events that still wait for room (the session is going). */
+void cm_events_forget(struct ibvd_cm *cm);
 
 /* ---- mcast.c -------------------------------------------------------- */
 

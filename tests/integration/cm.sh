@@ -14,6 +14,9 @@
 #                 Debian's rdmacm-utils, server uid 1001, client uid 1002
 #   rsockets      rstream and riostream once, and once by GID (-f gid:
 #                 AF_IB addresses); rsockets.sh has the rest
+#   request_flood, disconnect_burst
+#                 another uid's connects, or its exit with 9,000 connections
+#                 up, cost a listener none of its session
 #   peer_death    a peer SIGKILLed while connected: DISCONNECTED on the
 #                 survivor, its CM ids gone from `ibvctl resource show
 #                 cm_id` (whose rdma-tool fields are checked while the
@@ -837,6 +840,32 @@ case_request_flood() {
 	ok "$(sed -n 's/^deaf: //p' "$O/deaf.out"); $(cat "$O/flood.23101" "$O/flood.23102" | paste -sd ' ')"
 }
 
+# Another uid's process with 9,000 connections to one listener exits: the
+# daemon ends them all at once, each a DISCONNECTED for the listener, more
+# than its event socket holds.  They wait for room (the listener reads as
+# they come); its session stays, and its listener takes a new connection.
+case_disconnect_burst() {
+	local lpid rc n=9000
+	check "uid $USER2 exits with $n connections to a listener of uid $USER1"
+	bg_run ours "$USER1" "$O/burst.listen" "$T/bin/cmapi-helper" peer accept-all 23301 "$n"
+	lpid=$BG
+	wait_line "$O/burst.listen" '^listening on port' "$lpid" ||
+		{ show_out "accept-all" "$O/burst.listen"; fail "the listener did not listen"; }
+	run_ours "$USER2" "$T/bin/cmapi-helper" peer connect-exit 127.0.0.1 23301 "$n" \
+		>"$O/burst.connect" 2>&1
+	rc=$?
+	client_ok "$rc" "$O/burst.connect" "the connector"
+	wait_line "$O/burst.listen" "^disconnected $n\$" "$lpid" ||
+		{ show_out "accept-all" "$O/burst.listen"; fail "the listener did not see the $n connections end"; }
+	run_ours "$USER2" "$T/bin/cmapi-helper" peer connect-exit 127.0.0.1 23301 1 \
+		>"$O/burst.last" 2>&1
+	rc=$?
+	client_ok "$rc" "$O/burst.last" "a connection after the burst"
+	server_done "$lpid" "$O/burst.listen" "the listener"
+	expect_grep '^accept-all: .* alive$' "$O/burst.listen" "the listener's session after the burst"
+	ok "$(sed -n 's/^accept-all: //p' "$O/burst.listen")"
+}
+
 # handshake_one NAME PORT HOLD_ARGS WANT_LISTENER WANT_CONNECTOR: a
 # listener (peer hold PORT HOLD_ARGS) and a connector that never confirms
 # (peer await); both must hear their end after HANDSHAKE_MS, not before.
@@ -874,7 +903,8 @@ case_handshake_timeout() {
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
 	   rping_persistent rping_errors ucmatose udaddy rdma_server_client
 	   rdma_xserver_xclient cmtime
-	   mckey rsockets lazy_pair request_flood handshake_timeout peer_death)
+	   mckey rsockets lazy_pair request_flood disconnect_burst
+	   handshake_timeout peer_death)
 CASES=("${ALL_CASES[@]}")
 [ -n "${CM_CASES:-}" ] && read -ra CASES <<<"$CM_CASES"
 PASSED=()

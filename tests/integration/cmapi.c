@@ -2518,6 +2518,94 @@ static int peer_flood(const char *host, const char *port, const char *n)
 	return 0;
 }
 
+/*
+ * A listener on port that accepts every request and reads its events at
+ * once, until n connections have come and gone (DISCONNECTED); it fails
+ * on DEVICE_REMOVAL (its session closed), and takes one more connection
+ * at the end (its listener still there).
+ */
+static int peer_accept_all(const char *port, const char *n)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make("0.0.0.0", (uint16_t)atoi(port));
+	unsigned int want = (unsigned int)atoi(n) + 1, est = 0, gone = 0;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, SA(ss)) || rdma_listen(l, 128))
+		PEER_FAIL("listen: %s", strerror(errno));
+	printf("listening on port %u\n", src_port(l));
+	while (est < want) {
+		struct rdma_cm_id *id;
+		enum rdma_cm_event_type type;
+
+		/* a whole peer's worth of ends may take a while to come */
+		ev = peer_event(ch, 4 * ev_ms());
+		id = ev->id;
+		type = ev->event;
+		rdma_ack_cm_event(ev);
+		switch (type) {
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			if (rdma_accept(id, NULL))
+				PEER_FAIL("accept: %s", strerror(errno));
+			break;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			if (++est == want - 1)
+				printf("established %u\n", est);
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+			gone++;
+			rdma_destroy_id(id);
+			if (gone == want - 1)
+				printf("disconnected %u\n", gone);
+			break;
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			PEER_FAIL("DEVICE_REMOVAL after %u connections, %u gone: the session was closed",
+				  est, gone);
+		default:
+			PEER_FAIL("%s", rdma_event_str(type));
+		}
+	}
+	printf("accept-all: %u connections, %u gone; alive\n", est, gone);
+	return 0;
+}
+
+/* n connections to host:port (no QPs), then an exit with all of them up. */
+static int peer_connect_exit(const char *host, const char *port, const char *n)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make(host, (uint16_t)atoi(port));
+	struct rdma_conn_param cp = { .qp_num = 0x4321, .retry_count = 7 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int i, k;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; ch && i < atoi(n); i++) {
+		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+		    rdma_resolve_addr(id, NULL, SA(ss), 2000))
+			PEER_FAIL("resolve_addr: %s", strerror(errno));
+		for (k = 0; k < 2; k++) {
+			rdma_ack_cm_event(peer_event(ch, ev_ms()));
+			if (!k && rdma_resolve_route(id, 2000))
+				PEER_FAIL("resolve_route: %s", strerror(errno));
+		}
+		if (rdma_connect(id, &cp))
+			PEER_FAIL("connect: %s", strerror(errno));
+		ev = peer_event(ch, ev_ms());
+		if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE)
+			PEER_FAIL("connection %d: %s status %d", i,
+				  rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		if (rdma_establish(id))
+			PEER_FAIL("establish: %s", strerror(errno));
+	}
+	printf("connect-exit: %d connections up\n", i);
+	_exit(0);	/* all at once: the daemon ends them */
+}
+
 static int rsocket_probe(void)
 {
 	int fd = rsocket(AF_INET, SOCK_STREAM, 0);
@@ -2547,6 +2635,10 @@ int main(int argc, char **argv)
 		return peer_deaf(argv[3], argv[4], argv[5]);
 	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "flood"))
 		return peer_flood(argv[3], argv[4], argv[5]);
+	if (argc == 5 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "accept-all"))
+		return peer_accept_all(argv[3], argv[4]);
+	if (argc == 6 && !strcmp(argv[1], "peer") && !strcmp(argv[2], "connect-exit"))
+		return peer_connect_exit(argv[3], argv[4], argv[5]);
 	if (argc > 1 && !strcmp(argv[1], "peer"))
 		return peer(argc - 2, argv + 2);
 	if (argc > 1 && !strcmp(argv[1], "rsocket-probe"))
