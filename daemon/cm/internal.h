@@ -50,8 +50,6 @@ struct ibvd_session;
 /* multicast groups one id may join, and groups in the daemon */
 #define CM_MAX_JOINS_PER_ID	64
 #define CM_MAX_GROUPS		8192
-/* ids that may join one group (the device's max_mcast_qp_attach) */
-#define CM_MAX_GROUP_MEMBERS	56
 /* From a disconnect to TIMEWAIT_EXIT, as an IB CM's time-wait. */
 #define CM_TIMEWAIT_MS		1000
 /* Our end of an event socket: room for a backlog of requests and their

@@ -6,7 +6,10 @@
  * the IPv4 address; an IPv6 or AF_IB multicast address as it is), its MLID a hash
  * of the MGID in the multicast LID range, its Q_Key the first joiner's.
  * Joining only answers where the group is; the library then attaches the
- * id's QP with ibv_attach_mcast, which is what makes packets flow.
+ * id's QP with ibv_attach_mcast, which is what makes packets flow.  As
+ * the kernel's, a group takes any number of joins: each uid's are bounded
+ * by its mcast_join limit, and what a group holds of QPs by the
+ * attachments (verbs/mcast.c).
  */
 #include <config.h>
 
@@ -30,14 +33,12 @@ struct cm_group {
 	uint8_t mgid[16];
 	uint16_t mlid;
 	uint32_t qkey;
-	unsigned int nmembers;		/* full members */
 	unsigned int njoins;		/* every join, send-only too */
 };
 
 struct cm_join {
 	LIST_ENTRY(cm_join) link;	/* id->joins */
 	struct cm_group *group;
-	bool full;			/* counts as a member */
 };
 
 static void derive_mgid(const struct sockaddr_storage *ss, uint8_t mgid[16])
@@ -138,8 +139,6 @@ static void join_free(struct ibvd_cm_id *id, struct cm_join *j)
 	LIST_REMOVE(j, link);
 	id->njoins--;
 	j->group->njoins--;
-	if (j->full)
-		j->group->nmembers--;
 	group_put(j->group);
 	free(j);
 }
@@ -204,23 +203,10 @@ static void send_join(struct ibvd_cm_id *id, const struct cm_group *g,
 	cm_event_send(id, &ev);
 }
 
-static void send_join_error(struct ibvd_cm_id *id, uint64_t user,
-			    int32_t status)
-{
-	struct cm_event ev = {
-		.event = RDMA_CM_EVENT_MULTICAST_ERROR,
-		.status = status,
-		.mcast_user = user,
-	};
-
-	cm_event_send(id, &ev);
-}
-
 int ibvd_req_cm_join_mcast(struct ibvd_call *call)
 {
 	const Ibvd__CmMcast *req = (const Ibvd__CmMcast *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id);
-	bool full = req->join_flags == RDMA_MC_JOIN_FLAG_FULLMEMBER;
 	struct sockaddr_storage ss;
 	struct cm_group *g;
 	struct cm_join *j;
@@ -241,15 +227,6 @@ int ibvd_req_cm_join_mcast(struct ibvd_call *call)
 		ibvd_call_error(call, ret, "too many multicast groups");
 		goto uncharge;
 	}
-	/* A full group is the SA's answer, which comes as an event. */
-	if (full && g->nmembers >= CM_MAX_GROUP_MEMBERS) {
-		group_put(g);
-		ibvd_tenant_uncharge(tenant_of(id), IBVD_LIMIT_MCAST_JOIN, 1);
-		ret = ibvd_call_reply(call, NULL, NULL, 0);
-		if (ret == 0)
-			send_join_error(id, req->user, -ENOSPC);
-		return ret;
-	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		group_put(g);
@@ -257,9 +234,7 @@ int ibvd_req_cm_join_mcast(struct ibvd_call *call)
 		goto uncharge;
 	}
 	j->group = g;
-	j->full = full;
 	g->njoins++;
-	g->nmembers += full;
 	LIST_INSERT_HEAD(&id->joins, j, link);
 	id->njoins++;
 	ret = ibvd_call_reply(call, NULL, NULL, 0);

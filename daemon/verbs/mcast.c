@@ -56,6 +56,31 @@ static struct ibvd_mcast_member *member_of(struct ibvd_qp *qp,
 	return NULL;
 }
 
+/*
+ * Attachments count against the uid's mcast_attach limit: groups are the
+ * daemon's (max_mcast_grp is daemon-wide), not one tenant's to fill.
+ */
+static struct ibvd_tenant_dev *account_of(const struct ibvd_context *ctx)
+{
+	return ctx->handles.charge_owner;
+}
+
+/*
+ * ctx's uid's QPs in grp on ctx's device: max_mcast_qp_attach bounds what
+ * a group holds of each uid's, as if each had the device to itself, so
+ * that one uid cannot fill a group for the others.
+ */
+static unsigned int tenant_members(const struct ibvd_mcast_group *grp,
+				   const struct ibvd_context *ctx)
+{
+	const struct ibvd_mcast_member *m;
+	unsigned int n = 0;
+
+	LIST_FOREACH(m, &grp->members, group_link)
+		n += account_of(m->qp->ctx) == account_of(ctx);
+	return n;
+}
+
 /* Join; the objects lock is held for writing. */
 static int join(struct ibvd_call *call, struct ibvd_qp *qp,
 		const uint8_t mgid[16], uint16_t mlid)
@@ -74,7 +99,8 @@ static int join(struct ibvd_call *call, struct ibvd_qp *qp,
 	ret = ibvd_mcast_group_get(mgid, lim.max_mcast_grp, &grp);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "too many multicast groups");
-	m = grp->nmembers < lim.max_mcast_qp_attach ? calloc(1, sizeof(*m)) : NULL;
+	m = tenant_members(grp, ctx) < lim.max_mcast_qp_attach ?
+	    calloc(1, sizeof(*m)) : NULL;
 	if (!m) {
 		ibvd_mcast_group_put(grp);
 		return ibvd_call_error(call, -ENOMEM, "the group is full");
@@ -90,14 +116,6 @@ static int join(struct ibvd_call *call, struct ibvd_qp *qp,
 	return 0;
 }
 
-/*
- * Attachments count against the uid's mcast_attach limit: groups are the
- * daemon's (max_mcast_grp is daemon-wide), not one tenant's to fill.
- */
-static struct ibvd_tenant_dev *account_of(const struct ibvd_context *ctx)
-{
-	return ctx->handles.charge_owner;
-}
 
 /* Leave; the objects lock is held for writing. */
 static void leave(struct ibvd_mcast_member *m)

@@ -11,6 +11,9 @@
  *	comp_channel	completion channels on one context
  *	mcast_attach	attachments of one UD QP to N groups
  *	mcast_join	rdma_cm joins of one UD id to N groups
+ *	group_attach	N UD QPs attached to one group
+ *	group_join	N rdma_cm ids (no QPs) joined to one group, each
+ *			answered (a MULTICAST_ERROR is a refusal)
  *	flood		comp_channel, but it keeps trying after a refusal:
  *			"created K refused R errno E pid P"
  *	noread		N multicast join/leave pairs on an event channel it
@@ -266,6 +269,66 @@ static void mcast_join(long n, struct result *r)
 	}
 }
 
+/* One group, N of ours in it: UD QPs attached to ff12::2:1. */
+static void group_attach(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr a = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	union ibv_gid gid = { .raw = { 0xff, 0x12 } };
+	struct ibv_qp *qp;
+	int ret;
+
+	if (!cq)
+		die("a CQ");
+	a.send_cq = a.recv_cq = cq;
+	gid.raw[13] = 2;
+	gid.raw[15] = 1;
+	while (r->made < n) {
+		qp = ibv_create_qp(pd, &a);
+		if (!qp)
+			die("a UD QP to attach");
+		ret = ibv_attach_mcast(qp, &gid, 0xc002);
+		if (ret) {
+			refused(r, ret);
+			return;
+		}
+		r->made++;
+	}
+}
+
+/* One group, N of ours in it: ids (no QPs) joining 239.2.0.1, answered. */
+static void group_join(long n, struct result *r)
+{
+	struct sockaddr_in g = ipv4("239.2.0.1");
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	while (r->made < n) {
+		id = ud_id(&ch);
+		errno = 0;
+		if (rdma_join_multicast(id, (struct sockaddr *)&g, NULL)) {
+			refused(r, errno);
+			return;
+		}
+		if (rdma_get_cm_event(ch, &ev))
+			die("rdma_get_cm_event");
+		if (ev->event != RDMA_CM_EVENT_MULTICAST_JOIN) {
+			refused(r, ev->status < 0 ? -ev->status : EPROTO);
+			rdma_ack_cm_event(ev);
+			return;
+		}
+		rdma_ack_cm_event(ev);
+		r->made++;
+	}
+}
+
 /* Its events pile up in the daemon's socket until it hangs up on us. */
 static void noread(long n, struct result *r)
 {
@@ -306,6 +369,10 @@ int main(int argc, char **argv)
 		mcast_attach(n, &r);
 	else if (!strcmp(kind, "mcast_join"))
 		mcast_join(n, &r);
+	else if (!strcmp(kind, "group_attach"))
+		group_attach(n, &r);
+	else if (!strcmp(kind, "group_join"))
+		group_join(n, &r);
 	else if (!strcmp(kind, "noread"))
 		noread(n, &r);
 	else if (!strcmp(kind, "compevents"))

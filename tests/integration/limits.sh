@@ -19,6 +19,7 @@ HELPER=$T/bin/limits-helper
 [ -x "$HELPER" ] || fail "tests/integration/limits-helper not built"
 conf=$T/limits.conf
 EAGAIN=11
+ENOMEM=12
 
 cat >"$conf" <<EOF
 {
@@ -149,6 +150,23 @@ check "root is counted but not refused at the session limit"
 hold r root session 6
 expect "$HELD" "created 6 errno 0" "root: 6 connections over a limit of 4"
 release r
+
+# A group holds max_mcast_qp_attach (56) QPs of each uid, any number of
+# joins: one uid filling a group (root here, its limits lifted) keeps no
+# other uid out of it.
+check "a group full of root's QPs and joins: uid $USER2 attaches and joins too"
+ibvctl limit set uid 0 mcast_attach=max mcast_join=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid 0"; }
+hold g root group_attach 60
+expect "$HELD" "created 56 errno $ENOMEM" "root: QPs attached to one group"
+once "$USER2" group_attach 1
+expect "$GOT" "created 1 errno 0" "uid $USER2 attaches to the group meanwhile"
+release g
+hold j root group_join 60
+expect "$HELD" "created 60 errno 0" "root: joins of one group"
+once "$USER2" group_join 1
+expect "$GOT" "created 1 errno 0" "uid $USER2 joins the group meanwhile"
+release j
 
 check "a client that does not read its CM events is disconnected, counted, alone"
 hold k "$USER1" session 1		# keeps uid $USER1's counters alive
