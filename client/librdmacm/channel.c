@@ -428,17 +428,15 @@ bool cma_channel_dead(struct cma_channel *ch)
  * its new id belongs to from's session whichever channel the listener
  * moved to.
  */
-void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
-			     struct cma_channel *to, uint32_t new_handle)
+/* Everything in ch's socket read into its queue, under recv_lock. */
+static void drain_socket(struct cma_channel *ch)
 {
-	struct cma_queued *moved = NULL, **mtail = &moved, **p, *q;
+	struct cma_queued *q;
 	Ibvd__CmEvent *m;
-	bool was_empty;
 	int ret;
 
-	pthread_mutex_lock(&from->recv_lock);
 	for (;;) {
-		ret = recv_locked(from, &m);
+		ret = recv_locked(ch, &m);
 		if (ret == 0)
 			continue;
 		if (ret < 0)
@@ -450,8 +448,18 @@ void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 			continue;
 		}
 		q->m = m;
-		queue_push(from, q);
+		queue_push(ch, q);
 	}
+}
+
+void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
+			     struct cma_channel *to, uint32_t new_handle)
+{
+	struct cma_queued *moved = NULL, **mtail = &moved, **p, *q;
+	bool was_empty;
+
+	pthread_mutex_lock(&from->recv_lock);
+	drain_socket(from);
 	was_empty = !from->qhead;
 	for (p = &from->qhead; (q = *p);) {
 		if (q->m->id == old_handle &&
@@ -479,4 +487,43 @@ void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 		queue_push(to, q);
 	}
 	pthread_mutex_unlock(&to->recv_lock);
+}
+
+/* Is m an event for the destroyed id handle (or a request to it)? */
+static bool event_of(const Ibvd__CmEvent *m, uint32_t handle)
+{
+	return m->event == RDMA_CM_EVENT_CONNECT_REQUEST ?
+	       m->listen_id == handle : m->id == handle;
+}
+
+void cma_channel_forget_id(struct cma_channel *ch, uint32_t handle,
+			   void (*refuse)(struct cma_channel *, uint32_t))
+{
+	struct cma_queued *gone = NULL, **p, *q;
+	bool was_empty;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	drain_socket(ch);
+	was_empty = !ch->qhead;
+	ch->qtail = NULL;
+	for (p = &ch->qhead; (q = *p);) {
+		if (event_of(q->m, handle)) {
+			*p = q->next;
+			q->next = gone;
+			gone = q;
+		} else {
+			ch->qtail = q;
+			p = &q->next;
+		}
+	}
+	if (!ch->qhead && !was_empty)
+		queue_signal(ch, false);
+	pthread_mutex_unlock(&ch->recv_lock);
+	while ((q = gone)) {
+		gone = q->next;
+		if (q->m->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			refuse(ch, q->m->id);
+		ibvd__cm_event__free_unpacked(q->m, NULL);
+		free(q);
+	}
 }

@@ -328,6 +328,8 @@ int cma_destroy_id(struct cma_id *cid)
 	(void)cma_call(cid, IBVD_MSG_CM_DESTROY_ID, &req.base, NULL, NULL);
 	if (cid->sync)
 		cma_channel_destroy(ch);
+	else
+		cma_channel_forget_id(ch, cid->handle, cma_refuse_request);
 	cma_id_free(cid);
 	return 0;
 }

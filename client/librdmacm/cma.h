@@ -230,6 +230,17 @@ int cma_blocked_wait(int fd);
 int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m);
 bool cma_channel_dead(struct cma_channel *ch);
 /* rdma_migrate_id(3): move the id's pending events to its new channel. */
+/* Tell the daemon we will not take a request it made an id for. */
+void cma_refuse_request(struct cma_channel *ch, uint32_t handle);
+/*
+ * The id handle is destroyed: the events the daemon sent it before are
+ * taken out of ch (its socket and its queue), as the kernel drops a
+ * destroyed id's, so that the fd is never readable for nothing (an app
+ * that poll()s, then reads, would block).  Connection requests to it (a
+ * listener), whose ids the app never saw, go to refuse().
+ */
+void cma_channel_forget_id(struct cma_channel *ch, uint32_t handle,
+			   void (*refuse)(struct cma_channel *, uint32_t));
 void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 			     struct cma_channel *to, uint32_t new_handle);
 

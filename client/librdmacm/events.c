@@ -94,8 +94,7 @@ static void mark_established(struct cma_id *cid)
 
 /* ---- one frame ---------------------------------------------------------------------- */
 
-/* Tell the daemon we will not take a request it made an id for. */
-static void refuse_request(struct cma_channel *ch, uint32_t handle)
+void cma_refuse_request(struct cma_channel *ch, uint32_t handle)
 {
 	Ibvd__CmReject rej = IBVD__CM_REJECT__INIT;
 	Ibvd__CmId req = IBVD__CM_ID__INIT;
@@ -119,7 +118,7 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	listen = cma_ids_hold(ch, m->listen_id);
 	if (!listen) {
 		/* The listener is being destroyed: nobody takes the request. */
-		refuse_request(ch, m->id);
+		cma_refuse_request(ch, m->id);
 		return 0;
 	}
 	ret = cma_id_alloc(ch, listen->id.context, listen->id.ps,
@@ -168,7 +167,7 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 free_id:
 	cma_id_free(cid);
 refuse:
-	refuse_request(ch, m->id);
+	cma_refuse_request(ch, m->id);
 	cma_id_release(listen);
 	return ret;
 }

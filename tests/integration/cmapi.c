@@ -1834,6 +1834,61 @@ START_TEST(get_event_after_destroy)
 }
 END_TEST
 
+/*
+ * Events the daemon sent an id that is then destroyed go with it, as the
+ * kernel drops them: the channel's fd is not left readable for nothing
+ * (an app that poll()s and then reads would block), and the other ids'
+ * events stay.  A listener's requests go too, refused at once.
+ */
+START_TEST(destroyed_ids_events_gone)
+{
+	struct rdma_event_channel *ch = channel(), *cch = channel();
+	struct rdma_cm_id *a = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *b = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage dst = sa_make("127.0.0.1", 7005), any;
+	struct rdma_conn_param cp = { .initiator_depth = 1,
+				      .responder_resources = 1,
+				      .retry_count = 7 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *c;
+	uint16_t port;
+
+	ck_ok(rdma_resolve_addr(a, NULL, SA(dst), 2000));
+	ck_assert_msg(readable(ch->fd, ev_ms()), "no ADDR_RESOLVED");
+	ck_ok(rdma_destroy_id(a));
+	expect_quiet(ch, 200, "a destroyed id's event");
+
+	a = new_id(ch, NULL, RDMA_PS_TCP);
+	ck_ok(rdma_resolve_addr(a, NULL, SA(dst), 2000));
+	ck_ok(rdma_resolve_addr(b, NULL, SA(dst), 2000));
+	vt_sleep_ms(200);		/* both events in */
+	ck_ok(rdma_destroy_id(a));
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, b);
+	expect_quiet(ch, 200, "the other id's event taken");
+	ck_ok(rdma_destroy_id(b));
+
+	/* a listener with a request waiting */
+	port = unused_port(RDMA_PS_TCP);
+	any = sa_make("127.0.0.1", port);
+	l = new_id(ch, NULL, RDMA_PS_TCP);
+	ck_ok(rdma_bind_addr(l, SA(any)));
+	ck_ok(rdma_listen(l, 4));
+	c = new_id(cch, NULL, RDMA_PS_TCP);
+	resolve(cch, c, "127.0.0.1", port);
+	default_qp(c, IBV_QPT_RC);
+	ck_ok(rdma_connect(c, &cp));
+	ck_assert_msg(readable(ch->fd, ev_ms()), "no CONNECT_REQUEST");
+	ck_ok(rdma_destroy_id(l));
+	expect_quiet(ch, 200, "a destroyed listener's request");
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(c);
+	ck_ok(rdma_destroy_id(c));
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 /* rdma_destroy_id waits until every event reported on the id is acked. */
 struct destroy_arg {
 	struct rdma_cm_id *id;
@@ -2161,7 +2216,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(disconnect_timewait), T(connect_no_listener), T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
-		T(get_event_after_destroy),
+		T(get_event_after_destroy), T(destroyed_ids_events_gone),
 		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
 		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
 		T(af_ib),
