@@ -40,6 +40,12 @@
 #include "verbs/context.h"
 
 #define MAX_FILTERS	8
+/*
+ * Rows in one reply at most: a row is more than 32 bytes of JSON, so more
+ * cannot fit in a frame.  The walk stops there rather than build (on the
+ * control thread, every tenant waiting) a listing that cannot be sent.
+ */
+#define RES_MAX_ROWS	(IBVD_FRAME_MAX / 32)
 
 struct res_filter {
 	const char *key;
@@ -452,6 +458,10 @@ static int emit(struct res_walk *w, uint32_t handle, const void *obj)
 		json_decref(o);
 		return 0;
 	}
+	if (json_array_size(w->out) >= RES_MAX_ROWS) {
+		json_decref(o);
+		return -EMSGSIZE;
+	}
 	return json_array_append_new(w->out, o) ? -ENOMEM : 0;
 }
 
@@ -490,6 +500,10 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 			if (!ctx_visible(&w.owner, sel))
 				continue;
 			ret = walk_ctx(&w, ctx);
+			if (ret == -EMSGSIZE)
+				return ibvd_call_error(call, ret,
+						       "more than %u rows: reply too large for one frame (filter by dev, pid, ...)",
+						       (unsigned int)RES_MAX_ROWS);
 			if (ret)
 				return ret < 0 ? ret : -ENOMEM;
 		}
@@ -525,21 +539,38 @@ int ibvd_res_admin_show(struct ibvd_call *call, const char *kind,
 
 /* ---- summary ----------------------------------------------------------- */
 
-/* Visible objects of one kind on dev: the length of its listing. */
+/*
+ * Visible objects of one kind on dev: as many as its listing has rows,
+ * counted from the contexts' handle tables (no rows built: a tenant's
+ * million PDs cost the control thread no JSON).
+ */
 static int count_kind(struct ibvd_call *call, const char *kind,
-		      const char *dev, json_int_t *n)
+		      const struct ibvd_device *dev, json_int_t *n)
 {
-	char *argv[2] = { (char *)"dev", (char *)dev };
-	json_t *rows = json_array();
+	char *argv[2] = { (char *)"dev", (char *)dev->name };
+	const struct res_kind *k = kind_by_name(kind);
+	struct ibvd_client_info caller, owner;
+	const struct ibvd_context *ctx;
+	json_t *rows;
 	int ret;
 
+	*n = 0;
+	if (k) {
+		ibvd_client_info(call->session, &caller);
+		TAILQ_FOREACH(ctx, &dev->contexts, dev_link) {
+			ibvd_client_info(ctx->session, &owner);
+			if (!caller.privileged && owner.uid != caller.uid)
+				continue;
+			*n += k->obj == IBVD_OBJ_ANY ? 1 :
+			      ibvd_handle_count(&ctx->handles, k->obj);
+		}
+		return 0;
+	}
+	/* cm ids live in the CM's world, not in contexts: ask its listing */
+	rows = json_array();
 	if (!rows)
 		return -ENOMEM;
-	/* cm ids live in the CM's world, not in contexts: ask its listing */
-	if (!strcmp(kind, "cm_id"))
-		ret = ibvd_cm_admin_show(call, 2, argv, rows);
-	else
-		ret = ibvd_res_admin_show(call, kind, 2, argv, 0, rows);
+	ret = ibvd_cm_admin_show(call, 2, argv, rows);
 	*n = (json_int_t)json_array_size(rows);
 	json_decref(rows);
 	return ret;
@@ -563,7 +594,7 @@ static int summary_dev(struct ibvd_call *call, const struct ibvd_device *dev,
 	if (set_int(o, "ifindex", dev->ifindex) || set_str(o, "ifname", dev->name))
 		goto fail;
 	for (i = 0; i < ARRAY_SIZE(summary_keys); i++) {
-		ret = count_kind(call, summary_keys[i], dev->name, &n);
+		ret = count_kind(call, summary_keys[i], dev, &n);
 		if (ret < 0)
 			goto fail;
 		ret = -ENOMEM;

@@ -263,6 +263,31 @@ for args in "pid abc" "uid" "foo 1" "pid -1" "cgroup" "cgroup user.slice"; do
 done
 ok "all refused"
 
+# ---- more rows than a reply holds --------------------------------------------
+# The listing stops at 2048 rows rather than build one that cannot be sent
+# (on the daemon's control thread); the summary counts without rows.
+check "uid $USER1 holds 3000 PDs: resource show pd is refused, the summary counts them"
+[ -x "$T/bin/quota-helper" ] || fail "tests/integration/quota-helper not built"
+ibvctl limit set uid "$USER1" hca_object=max pd=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1"; }
+rm -f "$T/many.in"
+mkfifo "$T/many.in" && chmod 644 "$T/many.in" || fail "mkfifo"
+run_ours "$USER1" "$T/bin/quota-helper" pd 3000 hold <"$T/many.in" >"$O/many" 2>&1 &
+many=$!
+exec 9>"$T/many.in"
+for _ in $(seq $((TMO * 10))); do
+	grep -q '^created' "$O/many" && break
+	sleep 0.1
+done
+expect_grep '^created 3000 errno 0' "$O/many" "uid $USER1's PDs"
+ibvctl resource show pd >"$O/bad" 2>&1 && { show output "$O/bad"; fail "resource show pd of 3000 PDs exited 0"; }
+expect_grep 'more than 2048 rows: reply too large' "$O/bad" "resource show pd of 3000 PDs"
+ibvctl resource show >"$O/sum" 2>&1 || { show output "$O/sum"; fail "ibvctl resource show exited $?"; }
+expect_grep '^[0-9]+: ibvd0: pd 300[0-9] ' "$O/sum" "the summary with 3000 more PDs"
+exec 9>&-
+wait_exit "$many" 5
+ok "$(head -n 1 "$O/bad"); $(cat "$O/sum")"
+
 # ---- teardown --------------------------------------------------------------------
 check "after the workload dies, nothing is left"
 # the pingpong processes themselves, as the daemon saw them
