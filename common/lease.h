@@ -40,7 +40,14 @@
  * then logged and left: it is the target's own uid.  Its context gets no
  * grants from then on, in any pair, and it is not waited for again, so
  * that it cannot hold up the daemon's control thread (every tenant's
- * requests) more than once.
+ * requests) more than once; nor does its uid, in any process, for 10 s,
+ * twice as long at each offence up to an hour (contexts are cheap).
+ *
+ * What a grant gives.  An fd of the MR's whole backing file, not only
+ * the MR's range, and a mapping that a library ignoring its revocation
+ * keeps: the argument above (the same uid can write it anyway) holds
+ * unless the target is protected from its own uid (non-dumpable, Yama's
+ * ptrace_scope above 0).  ibverbsd(7) says so.
  */
 #ifndef IBVD_LEASE_H
 #define IBVD_LEASE_H
