@@ -527,3 +527,44 @@ void cma_channel_forget_id(struct cma_channel *ch, uint32_t handle,
 		free(q);
 	}
 }
+
+Ibvd__CmEvent *cma_channel_take_request(struct cma_channel *ch,
+					 uint32_t listen_handle)
+{
+	struct cma_queued **p, *q;
+	Ibvd__CmEvent *m = NULL;
+	bool was_empty;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	drain_socket(ch);
+	was_empty = !ch->qhead;
+	ch->qtail = NULL;
+	for (p = &ch->qhead; (q = *p);) {
+		if (!m && q->m->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+		    q->m->listen_id == listen_handle) {
+			*p = q->next;
+			m = q->m;
+			free(q);
+		} else {
+			ch->qtail = q;
+			p = &q->next;
+		}
+	}
+	if (!ch->qhead && !was_empty)
+		queue_signal(ch, false);
+	pthread_mutex_unlock(&ch->recv_lock);
+	return m;
+}
+
+int cma_channel_put(struct cma_channel *ch, Ibvd__CmEvent *m)
+{
+	struct cma_queued *q = malloc(sizeof(*q));
+
+	if (!q)
+		return -ENOMEM;
+	q->m = m;
+	pthread_mutex_lock(&ch->recv_lock);
+	queue_push(ch, q);
+	pthread_mutex_unlock(&ch->recv_lock);
+	return 0;
+}

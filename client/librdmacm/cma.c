@@ -341,11 +341,58 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	return cma_ret(cma_destroy_id(to_cma_id(id)));
 }
 
-int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
+/* The daemon moves the id handle of old's session to ch's: its new handle. */
+static int migrate_call(struct cma_channel *old, uint32_t handle,
+			struct cma_channel *ch, uint32_t *new_handle)
 {
 	Ibvd__CmMigrate req = IBVD__CM_MIGRATE__INIT;
-	struct cma_channel *old = cid->ch, *ch, *priv = NULL;
 	Ibvd__CmId *reply = NULL;
+	int ret;
+
+	req.token.data = old->token;
+	req.token.len = old->token_len;
+	req.id = handle;
+	ret = ibvd_conn_call(&ch->conn, IBVD_MSG_CM_MIGRATE_ID, &req.base,
+			     &ibvd__cm_id__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	*new_handle = reply->id;
+	ibvd__cm_id__free_unpacked(reply, NULL);
+	return 0;
+}
+
+/*
+ * A listener's requests not yet taken go with it, as the kernel's: the
+ * ids the daemon made for them (in old's session) move to ch's too, so
+ * that the app, which sees them on ch, can accept them there.  One that
+ * cannot move is refused.
+ */
+static void migrate_requests(struct cma_channel *old, uint32_t old_listener,
+			     struct cma_channel *ch, uint32_t new_listener)
+{
+	Ibvd__CmEvent *m;
+	uint32_t child;
+
+	while ((m = cma_channel_take_request(old, old_listener))) {
+		if (migrate_call(old, m->id, ch, &child) < 0) {
+			cma_refuse_request(old, m->id);
+			ibvd__cm_event__free_unpacked(m, NULL);
+			continue;
+		}
+		m->id = child;
+		m->listen_id = new_listener;
+		if (cma_channel_put(ch, m) < 0) {
+			cma_refuse_request(ch, child);
+			ibvd__cm_event__free_unpacked(m, NULL);
+		}
+	}
+}
+
+int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
+{
+	struct cma_channel *old = cid->ch, *ch, *priv = NULL;
+	uint32_t handle;
 	int ret;
 
 	if (channel) {
@@ -361,12 +408,7 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
 	cma_put_event(cid);
 	/* rdma_migrate_id(3): blocks while events on the id are unacked. */
 	cma_id_wait_acked(cid);
-	req.token.data = old->token;
-	req.token.len = old->token_len;
-	req.id = cid->handle;
-	ret = ibvd_conn_call(&ch->conn, IBVD_MSG_CM_MIGRATE_ID, &req.base,
-			     &ibvd__cm_id__descriptor,
-			     (ProtobufCMessage **)&reply, NULL, NULL);
+	ret = migrate_call(old, cid->handle, ch, &handle);
 	if (ret < 0)
 		goto fail;
 	/*
@@ -374,9 +416,9 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
 	 * it (rdma_migrate_id(3)); the daemon sends later ones to ch.
 	 */
 	cma_ids_remove(old, cid);
-	cma_channel_move_events(old, cid->handle, ch, reply->id);
-	cid->handle = reply->id;
-	ibvd__cm_id__free_unpacked(reply, NULL);
+	cma_channel_move_events(old, cid->handle, ch, handle);
+	migrate_requests(old, cid->handle, ch, handle);
+	cid->handle = handle;
 	cid->ch = ch;
 	cid->id.channel = &ch->channel;
 	cma_ids_add(ch, cid);

@@ -241,6 +241,14 @@ void cma_refuse_request(struct cma_channel *ch, uint32_t handle);
  */
 void cma_channel_forget_id(struct cma_channel *ch, uint32_t handle,
 			   void (*refuse)(struct cma_channel *, uint32_t));
+/*
+ * The oldest connection request to the listener listen_handle in ch (its
+ * socket read into its queue for that), taken out; NULL if none.
+ */
+Ibvd__CmEvent *cma_channel_take_request(struct cma_channel *ch,
+					 uint32_t listen_handle);
+/* Queue m on ch as if it had come there (ch takes it); -ENOMEM. */
+int cma_channel_put(struct cma_channel *ch, Ibvd__CmEvent *m);
 void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 			     struct cma_channel *to, uint32_t new_handle);
 

@@ -1977,6 +1977,44 @@ START_TEST(migrate_pending_event)
 }
 END_TEST
 
+/*
+ * A listener migrated with a request waiting takes the request along, as
+ * the kernel's: it comes on the new channel, its id there, and the
+ * accept works (it was refused before).
+ */
+START_TEST(migrate_listener_pending)
+{
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_event_channel *n = channel();
+	struct rdma_cm_event *ev;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	default_qp(p.client, IBV_QPT_RC);
+	ck_ok(rdma_connect(p.client, &cp));
+	ck_assert_msg(readable(p.sch->fd, ev_ms()), "no CONNECT_REQUEST");
+	ck_ok(rdma_migrate_id(p.listen, n));
+	expect_quiet(p.sch, 200, "the listener's old channel");
+	ev = expect(n, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_assert_ptr_eq(ev->listen_id, p.listen);
+	ck_assert_ptr_eq(ev->id->channel, n);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	default_qp(p.server, IBV_QPT_RC);
+	ck_ok(rdma_accept(p.server, &cp));
+	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	expect_ack(n, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	rdma_destroy_event_channel(p.sch);
+	p.sch = n;
+	pair_send(p.client, p.server, "accepted after the listener moved");
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
 /* A connected pair migrated to new channels keeps working. */
 START_TEST(migrate_connected)
 {
@@ -2217,7 +2255,8 @@ static Suite *api_suite(int argc, char **argv)
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(get_event_after_destroy), T(destroyed_ids_events_gone),
-		T(migrate), T(migrate_pending_event), T(migrate_connected), T(set_option),
+		T(migrate), T(migrate_pending_event), T(migrate_listener_pending),
+		T(migrate_connected), T(set_option),
 		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
 		T(af_ib),
 	};
