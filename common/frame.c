@@ -51,17 +51,22 @@ void ibvd_frame_close_fd(int fd)
 		close(fd);
 }
 
-int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
-		    const ProtobufCMessage *msg, const int *fds,
-		    unsigned int nfds, int extra_flags)
+static struct ibvd_frame_hdr frame_hdr(uint16_t type, uint32_t req_id)
 {
-	uint8_t small[1024], *payload = small;
-	struct ibvd_frame_hdr hdr = {
+	return (struct ibvd_frame_hdr){
 		.magic = IBVD_FRAME_MAGIC,
 		.version = IBVD_PROTO_VERSION,
 		.type = type,
 		.req_id = req_id,
 	};
+}
+
+int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
+		    const ProtobufCMessage *msg, const int *fds,
+		    unsigned int nfds, int extra_flags)
+{
+	uint8_t small[1024], *payload = small;
+	struct ibvd_frame_hdr hdr = frame_hdr(type, req_id);
 	size_t len = msg ? protobuf_c_message_get_packed_size(msg) : 0;
 	union fd_cmsg cmsg;
 	struct iovec iov[2];
@@ -110,12 +115,7 @@ int ibvd_frame_send(int sock, uint16_t type, uint32_t req_id,
 int ibvd_frame_pack(uint16_t type, uint32_t req_id,
 		    const ProtobufCMessage *msg, uint8_t **buf, size_t *len)
 {
-	struct ibvd_frame_hdr hdr = {
-		.magic = IBVD_FRAME_MAGIC,
-		.version = IBVD_PROTO_VERSION,
-		.type = type,
-		.req_id = req_id,
-	};
+	struct ibvd_frame_hdr hdr = frame_hdr(type, req_id);
 	size_t plen = msg ? protobuf_c_message_get_packed_size(msg) : 0;
 	uint8_t *b;
 

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -418,16 +419,8 @@ bool cma_channel_dead(struct cma_channel *ch)
 	return dead;
 }
 
-/* ---- migration ------------------------------------------------------------------------- */
+/* ---- taking events out: migration, destruction ------------------------------------ */
 
-/*
- * After CM_MIGRATE_ID: the events of from's id old_handle still in from's
- * socket go to to's queue as to's id new_handle, in order.  Everything in
- * from's socket is read into its own queue for that (the other ids' events
- * stay pending there, the fd stays readable).  A CONNECT_REQUEST stays:
- * its new id belongs to from's session whichever channel the listener
- * moved to.
- */
 /* Everything in ch's socket read into its queue, under recv_lock. */
 static void drain_socket(struct cma_channel *ch)
 {
@@ -452,33 +445,69 @@ static void drain_socket(struct cma_channel *ch)
 	}
 }
 
-void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
-			     struct cma_channel *to, uint32_t new_handle)
+typedef bool (*event_match_fn)(const Ibvd__CmEvent *m, uint32_t handle);
+
+/*
+ * ch's socket read into its queue, then up to max of the queued events
+ * that match handle taken out, in order; the eventfd follows the queue.
+ */
+static struct cma_queued *take_events(struct cma_channel *ch,
+				      event_match_fn match, uint32_t handle,
+				      unsigned int max)
 {
-	struct cma_queued *moved = NULL, **mtail = &moved, **p, *q;
+	struct cma_queued *taken = NULL, **ttail = &taken, **p, *q;
 	bool was_empty;
 
-	pthread_mutex_lock(&from->recv_lock);
-	drain_socket(from);
-	was_empty = !from->qhead;
-	for (p = &from->qhead; (q = *p);) {
-		if (q->m->id == old_handle &&
-		    q->m->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+	pthread_mutex_lock(&ch->recv_lock);
+	drain_socket(ch);
+	was_empty = !ch->qhead;
+	ch->qtail = NULL;
+	for (p = &ch->qhead; (q = *p);) {
+		if (max && match(q->m, handle)) {
 			*p = q->next;
 			q->next = NULL;
-			*mtail = q;
-			mtail = &q->next;
+			*ttail = q;
+			ttail = &q->next;
+			max--;
 		} else {
-			from->qtail = q;
+			ch->qtail = q;
 			p = &q->next;
 		}
 	}
-	if (!from->qhead) {
-		from->qtail = NULL;
-		if (!was_empty)
-			queue_signal(from, false);
-	}
-	pthread_mutex_unlock(&from->recv_lock);
+	if (!ch->qhead && !was_empty)
+		queue_signal(ch, false);
+	pthread_mutex_unlock(&ch->recv_lock);
+	return taken;
+}
+
+/* The id's own events; requests to a listener are its children's. */
+static bool id_event(const Ibvd__CmEvent *m, uint32_t handle)
+{
+	return m->id == handle && m->event != RDMA_CM_EVENT_CONNECT_REQUEST;
+}
+
+static bool request_to(const Ibvd__CmEvent *m, uint32_t handle)
+{
+	return m->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+	       m->listen_id == handle;
+}
+
+static bool id_or_request_to(const Ibvd__CmEvent *m, uint32_t handle)
+{
+	return id_event(m, handle) || request_to(m, handle);
+}
+
+/*
+ * After CM_MIGRATE_ID: the events of from's id old_handle still in from's
+ * socket go to to's queue as to's id new_handle, in order; the other
+ * ids' events stay pending in from's queue (its fd stays readable).  A
+ * listener's requests are cma_channel_take_request's.
+ */
+void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
+			     struct cma_channel *to, uint32_t new_handle)
+{
+	struct cma_queued *q, *moved = take_events(from, id_event, old_handle,
+						   UINT_MAX);
 
 	pthread_mutex_lock(&to->recv_lock);
 	while ((q = moved)) {
@@ -489,70 +518,16 @@ void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 	pthread_mutex_unlock(&to->recv_lock);
 }
 
-/* Is m an event for the destroyed id handle (or a request to it)? */
-static bool event_of(const Ibvd__CmEvent *m, uint32_t handle)
-{
-	return m->event == RDMA_CM_EVENT_CONNECT_REQUEST ?
-	       m->listen_id == handle : m->id == handle;
-}
-
-void cma_channel_forget_id(struct cma_channel *ch, uint32_t handle,
-			   void (*refuse)(struct cma_channel *, uint32_t))
-{
-	struct cma_queued *gone = NULL, **p, *q;
-	bool was_empty;
-
-	pthread_mutex_lock(&ch->recv_lock);
-	drain_socket(ch);
-	was_empty = !ch->qhead;
-	ch->qtail = NULL;
-	for (p = &ch->qhead; (q = *p);) {
-		if (event_of(q->m, handle)) {
-			*p = q->next;
-			q->next = gone;
-			gone = q;
-		} else {
-			ch->qtail = q;
-			p = &q->next;
-		}
-	}
-	if (!ch->qhead && !was_empty)
-		queue_signal(ch, false);
-	pthread_mutex_unlock(&ch->recv_lock);
-	while ((q = gone)) {
-		gone = q->next;
-		if (q->m->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-			refuse(ch, q->m->id);
-		ibvd__cm_event__free_unpacked(q->m, NULL);
-		free(q);
-	}
-}
-
 Ibvd__CmEvent *cma_channel_take_request(struct cma_channel *ch,
 					 uint32_t listen_handle)
 {
-	struct cma_queued **p, *q;
-	Ibvd__CmEvent *m = NULL;
-	bool was_empty;
+	struct cma_queued *q = take_events(ch, request_to, listen_handle, 1);
+	Ibvd__CmEvent *m;
 
-	pthread_mutex_lock(&ch->recv_lock);
-	drain_socket(ch);
-	was_empty = !ch->qhead;
-	ch->qtail = NULL;
-	for (p = &ch->qhead; (q = *p);) {
-		if (!m && q->m->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
-		    q->m->listen_id == listen_handle) {
-			*p = q->next;
-			m = q->m;
-			free(q);
-		} else {
-			ch->qtail = q;
-			p = &q->next;
-		}
-	}
-	if (!ch->qhead && !was_empty)
-		queue_signal(ch, false);
-	pthread_mutex_unlock(&ch->recv_lock);
+	if (!q)
+		return NULL;
+	m = q->m;
+	free(q);
 	return m;
 }
 
@@ -567,4 +542,19 @@ int cma_channel_put(struct cma_channel *ch, Ibvd__CmEvent *m)
 	queue_push(ch, q);
 	pthread_mutex_unlock(&ch->recv_lock);
 	return 0;
+}
+
+void cma_channel_forget_id(struct cma_channel *ch, uint32_t handle,
+			   void (*refuse)(struct cma_channel *, uint32_t))
+{
+	struct cma_queued *q, *gone = take_events(ch, id_or_request_to, handle,
+						  UINT_MAX);
+
+	while ((q = gone)) {
+		gone = q->next;
+		if (q->m->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			refuse(ch, q->m->id);
+		ibvd__cm_event__free_unpacked(q->m, NULL);
+		free(q);
+	}
 }

@@ -101,24 +101,39 @@ static void comp_channels(long n, int stop, struct result *r)
 	}
 }
 
-static void mcast_attach(long n, struct result *r)
+/* A new UD QP to attach, on the first device (one PD and CQ for all). */
+static struct ibv_qp *attach_qp(void)
 {
-	struct ibv_context *ctx = open_first();
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
+	static struct ibv_pd *pd;
+	static struct ibv_cq *cq;
 	struct ibv_qp_init_attr a = {
 		.qp_type = IBV_QPT_UD,
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	union ibv_gid gid;
 	struct ibv_qp *qp;
+
+	if (!pd) {
+		struct ibv_context *ctx = open_first();
+
+		pd = ibv_alloc_pd(ctx);
+		cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
+		if (!cq)
+			die("a PD and a CQ");
+	}
+	a.send_cq = a.recv_cq = cq;
+	qp = ibv_create_qp(pd, &a);
+	if (!qp)
+		die("a UD QP to attach");
+	return qp;
+}
+
+static void mcast_attach(long n, struct result *r)
+{
+	struct ibv_qp *qp = attach_qp();
+	union ibv_gid gid;
 	int ret;
 
-	a.send_cq = a.recv_cq = cq;
-	qp = cq ? ibv_create_qp(pd, &a) : NULL;
-	if (!qp)
-		die("the UD QP to attach");
 	memset(&gid, 0, sizeof(gid));
 	gid.raw[0] = 0xff;
 	gid.raw[1] = 0x12;
@@ -272,28 +287,13 @@ static void mcast_join(long n, struct result *r)
 /* One group, N of ours in it: UD QPs attached to ff12::2:1. */
 static void group_attach(long n, struct result *r)
 {
-	struct ibv_context *ctx = open_first();
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
-	struct ibv_qp_init_attr a = {
-		.qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
 	union ibv_gid gid = { .raw = { 0xff, 0x12 } };
-	struct ibv_qp *qp;
 	int ret;
 
-	if (!cq)
-		die("a CQ");
-	a.send_cq = a.recv_cq = cq;
 	gid.raw[13] = 2;
 	gid.raw[15] = 1;
 	while (r->made < n) {
-		qp = ibv_create_qp(pd, &a);
-		if (!qp)
-			die("a UD QP to attach");
-		ret = ibv_attach_mcast(qp, &gid, 0xc002);
+		ret = ibv_attach_mcast(attach_qp(), &gid, 0xc002);
 		if (ret) {
 			refused(r, ret);
 			return;
