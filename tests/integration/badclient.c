@@ -1497,13 +1497,38 @@ static void reg_shared(int conn, const char *pid, uint32_t pd, void *buf,
 		say("%s: registered, %s", what, want_mapped ? "mapped" : "not mapped");
 }
 
+/*
+ * This process's memory attached to conn's context (mem: the fds sent,
+ * the caller's to close) and a PD allocated: its handle, or -1 (reported).
+ */
+static int64_t attach_and_pd(int conn, int mem[2])
+{
+	Ibvd__AttachMemory am = IBVD__ATTACH_MEMORY__INIT;
+	Ibvd__Handle *h;
+	uint32_t pd;
+
+	mem[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	mem[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	am.pid = (uint32_t)getpid();
+	if (call_ok(conn, IBVD_MSG_ATTACH_MEMORY, &am.base, mem, 2, "ATTACH_MEMORY") < 0 ||
+	    call_ok(conn, IBVD_MSG_ALLOC_PD, NULL, NULL, 0, "ALLOC_PD") < 0)
+		return -1;
+	h = ibvd__handle__unpack(NULL, rep.len, rep.payload);
+	if (!h) {
+		bad("ALLOC_PD: bad reply");
+		return -1;
+	}
+	pd = h->handle;
+	ibvd__handle__free_unpacked(h, NULL);
+	return pd;
+}
+
 static void case_sharedmr(const char *pid)
 {
 	static uint8_t buf[2 * 4096] __attribute__((aligned(4096)));
-	Ibvd__AttachMemory am = IBVD__ATTACH_MEMORY__INIT;
 	Ibvd__RegMr r = IBVD__REG_MR__INIT;
-	Ibvd__Handle *h;
 	int conn, mem[2], p[2], memfd, fd;
+	int64_t pd64;
 	uint32_t pd;
 
 	if (!pid) {
@@ -1513,19 +1538,10 @@ static void case_sharedmr(const char *pid)
 	conn = conn_open();
 	if (conn < 0 || open_device(conn) < 0)
 		return;
-	mem[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	mem[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	am.pid = (uint32_t)getpid();
-	if (call_ok(conn, IBVD_MSG_ATTACH_MEMORY, &am.base, mem, 2, "ATTACH_MEMORY") < 0 ||
-	    call_ok(conn, IBVD_MSG_ALLOC_PD, NULL, NULL, 0, "ALLOC_PD") < 0)
+	pd64 = attach_and_pd(conn, mem);
+	if (pd64 < 0)
 		goto out;
-	h = ibvd__handle__unpack(NULL, rep.len, rep.payload);
-	if (!h) {
-		bad("ALLOC_PD: bad reply");
-		goto out;
-	}
-	pd = h->handle;
-	ibvd__handle__free_unpacked(h, NULL);
+	pd = (uint32_t)pd64;
 	memset(buf, 1, sizeof(buf));
 
 	r.pd = pd;
@@ -1909,11 +1925,10 @@ static void expect_reset(int peer, long limit_ms, const char *what)
 static void linger_in_requests(int witness, int *peers)
 {
 	static uint8_t buf[4096] __attribute__((aligned(4096)));
-	Ibvd__AttachMemory am = IBVD__ATTACH_MEMORY__INIT;
 	Ibvd__OpenXrcd ox = IBVD__OPEN_XRCD__INIT;
 	Ibvd__RegMr r = IBVD__REG_MR__INIT;
 	int conn, mem[2] = { -1, -1 }, lfd, ret;
-	Ibvd__Handle *h;
+	int64_t pd;
 
 	conn = conn_open();
 	if (conn < 0 || open_device(conn) < 0)
@@ -1928,19 +1943,10 @@ static void linger_in_requests(int witness, int *peers)
 		recv_frame(conn, TIMEOUT_MS);	/* its answer matters not */
 	check_others_within(witness, 1000, "after OPEN_XRCD with a lingering socket");
 
-	mem[0] = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	mem[1] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	am.pid = (uint32_t)getpid();
-	if (call_ok(conn, IBVD_MSG_ATTACH_MEMORY, &am.base, mem, 2, "ATTACH_MEMORY") < 0 ||
-	    call_ok(conn, IBVD_MSG_ALLOC_PD, NULL, NULL, 0, "ALLOC_PD") < 0)
+	pd = attach_and_pd(conn, mem);
+	if (pd < 0)
 		goto out;
-	h = ibvd__handle__unpack(NULL, rep.len, rep.payload);
-	if (!h) {
-		bad("ALLOC_PD: bad reply");
-		goto out;
-	}
-	r.pd = h->handle;
-	ibvd__handle__free_unpacked(h, NULL);
+	r.pd = (uint32_t)pd;
 	r.addr = r.iova = (uintptr_t)buf;
 	r.length = sizeof(buf);
 	r.access = IBV_ACCESS_LOCAL_WRITE;
