@@ -88,8 +88,13 @@ static int import_join(struct ibvd_call *call, struct ibvd_context *ctx,
 	struct ibvd_session *s;
 	int fds[IBVD_OPEN_NFDS], ret;
 
-	/* Takes fd; on -EAGAIN the importer was told why. */
-	ret = ibvd_session_new(call->session->daemon, fd, cred, cred->uid == 0, &s);
+	/*
+	 * Takes fd; on -EAGAIN the importer was told why.  Privileged only if
+	 * both are: the pair's creator, and the session whose context it
+	 * joins (a root-made pair handed to another uid lends it nothing).
+	 */
+	ret = ibvd_session_new(call->session->daemon, fd, cred,
+			       cred->uid == 0 && call->session->privileged, &s);
 	if (ret < 0)
 		return ret;
 	ret = ibvd_context_join(ctx, s, fds);
