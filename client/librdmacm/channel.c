@@ -131,6 +131,7 @@ static void channel_free(struct cma_channel *ch)
 	if (old) {
 		pthread_mutex_destroy(&old->ids_lock);
 		pthread_mutex_destroy(&old->recv_lock);
+		pthread_rwlock_destroy(&old->take_lock);
 		free(old);
 	}
 }
@@ -184,6 +185,7 @@ int cma_channel_create(struct cma_channel **ret_ch)
 	ch->sock = -1;
 	ch->efd = -1;
 	ch->conn.sock = -1;
+	pthread_rwlock_init(&ch->take_lock, NULL);
 	pthread_mutex_init(&ch->recv_lock, NULL);
 	pthread_mutex_init(&ch->ids_lock, NULL);
 	ch->buf = malloc(IBVD_FRAME_MAX);
@@ -318,6 +320,7 @@ static int take(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 	struct cma_queued *q;
 	int ret;
 
+	pthread_rwlock_rdlock(&ch->take_lock);
 	pthread_mutex_lock(&ch->recv_lock);
 	if (ch->closing) {
 		ret = -EBADF;
@@ -329,6 +332,8 @@ static int take(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 		ret = recv_locked(ch, ret_m);
 	}
 	pthread_mutex_unlock(&ch->recv_lock);
+	if (ret != 1)
+		pthread_rwlock_unlock(&ch->take_lock);
 	return ret;
 }
 
@@ -407,6 +412,11 @@ int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 		if (ret < 0)
 			return ret;
 	}
+}
+
+void cma_channel_done(struct cma_channel *ch)
+{
+	pthread_rwlock_unlock(&ch->take_lock);
 }
 
 bool cma_channel_dead(struct cma_channel *ch)

@@ -389,7 +389,8 @@ static void migrate_requests(struct cma_channel *old, uint32_t old_listener,
 	}
 }
 
-int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
+int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel,
+		bool in_event)
 {
 	struct cma_channel *old = cid->ch, *ch, *priv = NULL;
 	uint32_t handle;
@@ -406,11 +407,21 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
 		ch = priv;
 	}
 	cma_put_event(cid);
-	/* rdma_migrate_id(3): blocks while events on the id are unacked. */
+	/*
+	 * rdma_migrate_id(3): blocks while events on the id are unacked,
+	 * those handed out meanwhile too (no thread is between taking one
+	 * and finding its id while we hold take_lock).  An id an event is
+	 * making has had no event of its own: its taker holds the lock.
+	 */
+	if (!in_event)
+		pthread_rwlock_wrlock(&old->take_lock);
 	cma_id_wait_acked(cid);
 	ret = migrate_call(old, cid->handle, ch, &handle);
-	if (ret < 0)
+	if (ret < 0) {
+		if (!in_event)
+			pthread_rwlock_unlock(&old->take_lock);
 		goto fail;
+	}
 	/*
 	 * Events the old session queued for the id before the move go with
 	 * it (rdma_migrate_id(3)); the daemon sends later ones to ch.
@@ -418,6 +429,8 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel)
 	cma_ids_remove(old, cid);
 	cma_channel_move_events(old, cid->handle, ch, handle);
 	migrate_requests(old, cid->handle, ch, handle);
+	if (!in_event)
+		pthread_rwlock_unlock(&old->take_lock);
 	cid->handle = handle;
 	cid->ch = ch;
 	cid->id.channel = &ch->channel;
@@ -437,7 +450,7 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
 	if (!id)
 		return cma_ret(-EINVAL);
-	return cma_ret(cma_migrate(to_cma_id(id), channel));
+	return cma_ret(cma_migrate(to_cma_id(id), channel, false));
 }
 
 /* ---- options --------------------------------------------------------------------- */

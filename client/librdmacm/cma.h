@@ -109,6 +109,13 @@ struct cma_channel {
 	uint8_t token[CMA_TOKEN_LEN];		/* names the session (migrate) */
 	size_t token_len;
 
+	/*
+	 * Held for reading from taking a frame until its id is looked up
+	 * (cma_channel_next, cma_channel_done), for writing while an id
+	 * moves to another channel: an event taken just before is either
+	 * found on its id here or moved with it, never lost in between.
+	 */
+	pthread_rwlock_t take_lock;
 	pthread_mutex_t recv_lock;		/* one reader, and all below */
 	uint8_t *buf;				/* IBVD_FRAME_MAX bytes */
 	struct cma_queued *qhead, *qtail;	/* events moved here by migrate */
@@ -226,8 +233,11 @@ int cma_blocked_wait(int fd);
 /*
  * The next CmEvent of ch (blocking unless the fd is O_NONBLOCK: -EAGAIN;
  * a signal: -EINTR); -EIO when the daemon is gone, -EBADF if destroyed.
+ * With an event (1), ch's take_lock is held until cma_channel_done.
  */
 int cma_channel_next(struct cma_channel *ch, Ibvd__CmEvent **ret_m);
+/* The event cma_channel_next gave is looked up (or dropped). */
+void cma_channel_done(struct cma_channel *ch);
 bool cma_channel_dead(struct cma_channel *ch);
 /* rdma_migrate_id(3): move the id's pending events to its new channel. */
 /* Tell the daemon we will not take a request it made an id for. */
@@ -298,7 +308,12 @@ int cma_create_id(struct rdma_event_channel *channel, void *context,
 		  enum rdma_port_space ps, enum ibv_qp_type qp_type,
 		  struct cma_id **ret_id);
 int cma_destroy_id(struct cma_id *cid);
-int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel);
+/*
+ * rdma_migrate_id; in_event: called while taking an event of cid's
+ * channel (its take_lock held), for an id that event is making.
+ */
+int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel,
+		bool in_event);
 /* The id table of a channel. */
 void cma_ids_add(struct cma_channel *ch, struct cma_id *cid);
 void cma_ids_remove(struct cma_channel *ch, struct cma_id *cid);

@@ -148,7 +148,7 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	cma_ids_add(ch, cid);
 	if (listen->sync) {
 		/* A synchronous listener's requests are synchronous too. */
-		ret = cma_migrate(cid, NULL);
+		ret = cma_migrate(cid, NULL, true);
 		if (ret < 0) {
 			cma_ids_remove(ch, cid);
 			goto free_id;
@@ -431,6 +431,7 @@ static int get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 		if (ret < 0)
 			return ret;
 		ret = process(ch, m, ret_ev);
+		cma_channel_done(ch);
 		ibvd__cm_event__free_unpacked(m, NULL);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;
