@@ -2623,8 +2623,8 @@ static int peer_accept_all(const char *port, const char *n)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_storage ss = sa_make("0.0.0.0", (uint16_t)atoi(port));
 	unsigned int want = (unsigned int)atoi(n) + 1, est = 0, gone = 0;
+	struct rdma_cm_id *l, *last = NULL;
 	struct rdma_cm_event *ev;
-	struct rdma_cm_id *l;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
@@ -2646,6 +2646,7 @@ static int peer_accept_all(const char *port, const char *n)
 				PEER_FAIL("accept: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
+			last = id;
 			if (++est == want - 1)
 				printf("established %u\n", est);
 			break;
@@ -2663,6 +2664,9 @@ static int peer_accept_all(const char *port, const char *n)
 		}
 	}
 	printf("accept-all: %u connections, %u gone; alive\n", est, gone);
+	rdma_destroy_id(last);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch);
 	return 0;
 }
 
