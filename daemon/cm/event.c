@@ -95,6 +95,12 @@ static int send_frame(struct ibvd_cm *cm, const uint8_t *frame, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
+static void queued_free(struct cm_queued_event *q)
+{
+	free(q->frame);
+	free(q);
+}
+
 static void send_failed(struct ibvd_cm *cm, int err)
 {
 	char why[96];
@@ -132,11 +138,12 @@ static void flush_queued(evutil_socket_t fd, short what, void *arg)
 		}
 		STAILQ_REMOVE_HEAD(&cm->queued, link);
 		cm->nqueued--;
-		free(q);
+		queued_free(q);
 	}
 	event_del(cm->write_ev);
 }
 
+/* Queue a packed frame (taken) behind what waits. */
 static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len)
 {
 	unsigned int limit = CM_QUEUE_MIN + CM_QUEUE_PER_ID *
@@ -144,20 +151,22 @@ static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len)
 	struct cm_queued_event *q;
 
 	if (cm->nqueued >= limit) {
+		free(frame);
 		send_failed(cm, -EAGAIN);
 		return;
 	}
-	q = malloc(sizeof(*q) + len);
+	q = malloc(sizeof(*q));
 	if (!q || (!cm->write_ev &&
 		   !(cm->write_ev = event_new(cm->session->daemon->base,
 					      cm->event_fd, EV_WRITE | EV_PERSIST,
 					      flush_queued, cm)))) {
 		free(q);
+		free(frame);
 		send_failed(cm, -ENOMEM);
 		return;
 	}
 	q->len = len;
-	memcpy(q->frame, frame, len);
+	q->frame = frame;
 	STAILQ_INSERT_TAIL(&cm->queued, q, link);
 	if (!cm->nqueued++)
 		event_add(cm->write_ev, NULL);
@@ -169,7 +178,7 @@ void cm_events_forget(struct ibvd_cm *cm)
 
 	while ((q = STAILQ_FIRST(&cm->queued))) {
 		STAILQ_REMOVE_HEAD(&cm->queued, link);
-		free(q);
+		queued_free(q);
 	}
 	cm->nqueued = 0;
 	if (cm->write_ev)
@@ -204,19 +213,27 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 	cm_fill_info(id, &info, &ibuf);
 	m.info = &info;
 	m.mcast_user = ev->mcast_user;
-	ret = ibvd_frame_pack(IBVD_MSG_CM_EVENT, ++cm->event_seq, &m.base,
-			      &frame, &len);
-	if (ret < 0) {
-		send_failed(cm, ret);
-		return;
+	/* Sent at once, as a rule; packed to wait only behind a full socket. */
+	if (!cm->nqueued) {
+		ret = ibvd_frame_send(cm->event_fd, IBVD_MSG_CM_EVENT,
+				      ++cm->event_seq, &m.base, NULL, 0,
+				      MSG_DONTWAIT);
+		if (ret == 0)
+			return;
+		if (ret != -EAGAIN) {
+			send_failed(cm, ret == -ECONNRESET ? -EPIPE : ret);
+			return;
+		}
+	} else {
+		++cm->event_seq;
 	}
 	/* behind what waits already: events keep their order */
-	ret = cm->nqueued ? -EAGAIN : send_frame(cm, frame, len);
-	if (ret == -EAGAIN)
-		queue_frame(cm, frame, len);
-	else if (ret < 0)
+	ret = ibvd_frame_pack(IBVD_MSG_CM_EVENT, cm->event_seq, &m.base,
+			      &frame, &len);
+	if (ret < 0)
 		send_failed(cm, ret);
-	free(frame);
+	else
+		queue_frame(cm, frame, len);
 }
 
 void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status)

@@ -217,7 +217,7 @@ struct ibvd_cm_id {
 struct cm_queued_event {
 	STAILQ_ENTRY(cm_queued_event) link;
 	size_t len;
-	uint8_t frame[];
+	uint8_t *frame;			/* ibvd_frame_pack's */
 };
 
 /* One CM session: an rdma_event_channel of some process. */

@@ -18,9 +18,9 @@
 #include "call.h"
 #include "frame.h"
 #include "log.h"
-#include "util.h"
 #include "notify.h"
 #include "session.h"
+#include "util.h"
 
 /* ---- the closer thread ------------------------------------------------ */
 
