@@ -53,8 +53,14 @@ struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
 
 	if (d->config_arg)
 		return ibvd_config_load(d->config_arg, err, errlen);
-	/* No config file is fine; one we cannot read is not. */
-	if (access(IBVD_DEFAULT_CONFIG, F_OK) == 0 || errno != ENOENT)
+	/*
+	 * No config file is fine; one we cannot read is not.  Nor is one
+	 * that went away since we read it: a reload in the instant an editor
+	 * or a package upgrade replaces the file must not fall back to the
+	 * built-in defaults, which lift every limit.
+	 */
+	if (access(IBVD_DEFAULT_CONFIG, F_OK) == 0 || errno != ENOENT ||
+	    (d->cfg && d->cfg->path))
 		return ibvd_config_load(IBVD_DEFAULT_CONFIG, err, errlen);
 	cfg = ibvd_config_default();
 	if (!cfg)
@@ -67,11 +73,24 @@ static int same_string(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static void apply_socket_settings(struct ibvd_daemon *d,
-				  const struct ibvd_config *old,
-				  const struct ibvd_config *cfg)
+/* What a reload changed of the socket file, to undo if the reload fails. */
+struct socket_undo {
+	int saved;
+	mode_t mode;
+	char group[16];
+};
+
+/*
+ * The socket's mode and group, before anything else of a reload: a
+ * reload that cannot apply them (a daemon that dropped its privileges
+ * may not give the socket to another group) fails as a whole.
+ */
+static int apply_socket_settings(struct ibvd_daemon *d,
+				 const struct ibvd_config *old,
+				 const struct ibvd_config *cfg,
+				 struct socket_undo *undo, char *err, size_t errlen)
 {
-	char err[256];
+	char why[200];
 
 	/* Irrelevant under --socket or socket activation: we never used it. */
 	if (!d->socket_arg && !ibvd_server_activated(d->server) &&
@@ -81,10 +100,26 @@ static void apply_socket_settings(struct ibvd_daemon *d,
 			 d->socket_path);
 	if (old->socket_mode == cfg->socket_mode &&
 	    same_string(old->socket_group, cfg->socket_group))
-		return;
+		return 0;
+	undo->saved = ibvd_server_get_access(d->server, &undo->mode, undo->group,
+					     sizeof(undo->group)) == 0;
 	if (ibvd_server_set_access(d->server, cfg->socket_mode,
-				   cfg->socket_group, err, sizeof(err)) < 0)
-		log_warn("socket permissions not updated: %s", err);
+				   cfg->socket_group, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "socket permissions: %s", why);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void undo_socket_settings(struct ibvd_daemon *d,
+				 const struct socket_undo *undo)
+{
+	char why[200];
+
+	if (undo->saved &&
+	    ibvd_server_set_access(d->server, undo->mode, undo->group, why,
+				   sizeof(why)) < 0)
+		log_warn("socket permissions not restored: %s", why);
 }
 
 /* Tell the contexts of each removed device, drop them, free the device. */
@@ -132,6 +167,7 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 {
 	struct ibvd_device_list removed = TAILQ_HEAD_INITIALIZER(removed);
 	uint32_t first_new_ifindex = d->next_ifindex;
+	struct socket_undo undo = { 0 };
 	struct ibvd_config *cfg, *old;
 	int ret;
 
@@ -141,16 +177,21 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = apply_socket_settings(d, d->cfg, cfg, &undo, err, errlen);
+	if (ret < 0) {
+		ibvd_config_free(cfg);
+		goto out;
+	}
 	ret = ibvd_devices_apply(&d->devices, &d->ndevices, cfg,
 				 &d->next_ifindex, &removed, err, errlen);
 	if (ret < 0) {
+		undo_socket_settings(d, &undo);
 		ibvd_config_free(cfg);
 		goto out;
 	}
 	old = d->cfg;
 	d->cfg = cfg;
 	ibvd_daemon_apply_log_level(d);
-	apply_socket_settings(d, old, cfg);
 	/* live: what tenants hold stays, their next requests see these */
 	ibvd_tenants_apply(cfg);
 	/* a bandwidth limit holds at once: no SENDs past the engine */

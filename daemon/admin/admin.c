@@ -376,6 +376,9 @@ static int daemon_reload(struct ibvd_call *call, const struct admin_args *args,
 	log_info("reload requested by client %llu (uid %u)",
 		 (unsigned long long)me.id, (unsigned int)me.uid);
 	ret = d->up.reload(d, err, sizeof(err));
+	/* EINVAL tells ibvctl its arguments were wrong; the file was */
+	if (ret == -EINVAL)
+		ret = -EBADMSG;
 	return ret < 0 ? ibvd_call_error(call, ret, "%s", err) : 0;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <net/if.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <jansson.h>
@@ -1005,6 +1006,26 @@ static int rule_identity(struct ibvd_config_limit_rule *r, const char *key,
 	return r->name ? 0 : -ENOMEM;
 }
 
+/* The rule matching exactly what want matches (not the best for a peer). */
+static struct ibvd_config_limit_rule *
+find_same(struct ibvd_config *cfg, const struct ibvd_config_limit_rule *want)
+{
+	struct ibvd_config_limit_rule *r;
+	size_t i;
+
+	for (i = 0; i < cfg->nlimit_rules; i++) {
+		r = &cfg->limit_rules[i];
+		if (r->match != want->match)
+			continue;
+		if ((r->match == IBVD_LIMIT_MATCH_UID && r->uid == want->uid) ||
+		    (r->match == IBVD_LIMIT_MATCH_GROUP && r->gid == want->gid) ||
+		    (r->match == IBVD_LIMIT_MATCH_CGROUP &&
+		     strcmp(r->cgroup, want->cgroup) == 0))
+			return r;
+	}
+	return NULL;
+}
+
 static int add_rule(struct ibvd_config *cfg, enum ibvd_limit_match match,
 		    struct ibvd_config_limit_rule **rule)
 {
@@ -1025,17 +1046,30 @@ static int add_rule(struct ibvd_config *cfg, enum ibvd_limit_match match,
 static int parse_rule(struct parser *p, const char *key, json_t *v,
 		      struct ibvd_config *cfg, enum ibvd_limit_match match)
 {
-	struct ibvd_config_limit_rule *r;
+	struct ibvd_config_limit_rule want = { .match = match }, *r, *same;
 	char why[256];
 	int ret;
 
-	if (add_rule(cfg, match, &r))
-		return out_of_memory(p);
-	ret = rule_identity(r, key, why, sizeof(why));
+	ret = rule_identity(&want, key, why, sizeof(why));
 	if (ret == -ENOMEM)
-		return out_of_memory(p);
-	if (ret)
-		return fail(p, "%s", why);
+		ret = out_of_memory(p);
+	else if (ret)
+		ret = fail(p, "%s", why);
+	/* "01001" beside "1001", a group by name and by gid: one would be dead */
+	else if ((same = find_same(cfg, &want)))
+		ret = fail(p, "the same %s as \"%s\"", match_names[match],
+			   same->name);
+	else if (add_rule(cfg, match, &r))
+		ret = out_of_memory(p);
+	if (ret) {
+		free(want.cgroup);
+		free(want.name);
+		return ret;
+	}
+	r->uid = want.uid;
+	r->gid = want.gid;
+	r->cgroup = want.cgroup;	/* the rule takes the strings over */
+	r->name = want.name;
 	return parse_entry(p, v, cfg, &r->limits);
 }
 
@@ -1253,26 +1287,6 @@ void ibvd_config_rule_name(const struct ibvd_config *cfg,
 			 rule->name);
 	else
 		snprintf(buf, len, "%sdefault", runtime);
-}
-
-/* The rule matching exactly what want matches (not the best for a peer). */
-static struct ibvd_config_limit_rule *
-find_same(struct ibvd_config *cfg, const struct ibvd_config_limit_rule *want)
-{
-	struct ibvd_config_limit_rule *r;
-	size_t i;
-
-	for (i = 0; i < cfg->nlimit_rules; i++) {
-		r = &cfg->limit_rules[i];
-		if (r->match != want->match)
-			continue;
-		if ((r->match == IBVD_LIMIT_MATCH_UID && r->uid == want->uid) ||
-		    (r->match == IBVD_LIMIT_MATCH_GROUP && r->gid == want->gid) ||
-		    (r->match == IBVD_LIMIT_MATCH_CGROUP &&
-		     strcmp(r->cgroup, want->cgroup) == 0))
-			return r;
-	}
-	return NULL;
 }
 
 int ibvd_config_limit_rule_get(struct ibvd_config *cfg,
@@ -1521,6 +1535,35 @@ fail:
 	return (int)n;
 }
 
+/*
+ * Whoever can write the file sets every tenant's limits and the socket's
+ * permissions at the next reload: as sshd's StrictModes, refuse a file
+ * anyone but root, us, or our group may write.  -EPERM with the reason.
+ */
+static int check_file(int fd, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		put_err(err, errlen, "%s: not a regular file", path);
+		return -EPERM;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		put_err(err, errlen, "%s: owned by uid %u, not by root or by the daemon's uid",
+			path, (unsigned int)st.st_uid);
+		return -EPERM;
+	}
+	if ((st.st_mode & S_IWOTH) ||
+	    ((st.st_mode & S_IWGRP) && st.st_gid != 0 && st.st_gid != getegid())) {
+		put_err(err, errlen, "%s: writable by others (mode %04o): anyone who may write it may lift every limit",
+			path, (unsigned int)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen)
 {
 	struct ibvd_config *cfg;
@@ -1528,13 +1571,18 @@ struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen)
 	size_t len = 0;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put there must not hang the control thread */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		put_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return NULL;
 	}
-	ret = read_all(fd, &text, &len);
+	ret = check_file(fd, path, err, errlen);
+	if (ret == 0)
+		ret = read_all(fd, &text, &len);
 	close(fd);
+	if (ret == -EPERM)
+		return NULL;
 	if (ret) {
 		put_err(err, errlen, "%s: cannot read: %s", path, strerror(-ret));
 		return NULL;

@@ -236,18 +236,25 @@ static int apply_access(const struct ibvd_server *srv, mode_t mode,
 		ret = -ESTALE;
 		goto out;
 	}
+	/*
+	 * The group first: a daemon that dropped its privileges may not give
+	 * the socket to another group, and a mode meant for the new group
+	 * must not be applied to the old one.
+	 */
+	if (group && *group &&
+	    fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "chgrp %s %s: %s", group, path, strerror(-ret));
+		goto out;
+	}
 	/* fchmod() refuses an O_PATH fd; its /proc link reaches the inode. */
 	snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
 	if (chmod(proc_path, mode) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "chmod %04o %s: %s", (unsigned int)mode, path,
 			 strerror(-ret));
-		goto out;
-	}
-	if (group && *group &&
-	    fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "chgrp %s %s: %s", group, path, strerror(-ret));
+		if (group && *group)
+			(void)fchownat(fd, "", (uid_t)-1, st.st_gid, AT_EMPTY_PATH);
 	}
 out:
 	if (fd >= 0)
@@ -527,6 +534,19 @@ int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 	if (srv->activated)
 		return 0;
 	return apply_access(srv, mode, group, err, errlen);
+}
+
+int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
+			   char *group, size_t grouplen)
+{
+	struct stat st;
+
+	if (srv->activated || !srv->path || lstat(srv->path, &st) < 0 ||
+	    st.st_dev != srv->file_dev || st.st_ino != srv->file_ino)
+		return -ENOENT;
+	*mode = st.st_mode & 07777;
+	snprintf(group, grouplen, "%u", (unsigned int)st.st_gid);
+	return 0;
 }
 
 /* Remove the socket file, unless someone replaced it since we bound it. */

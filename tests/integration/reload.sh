@@ -103,5 +103,96 @@ done
 [ "$found" = yes ] || { show "ibvctl dev show" "$O/dev3"; fail "ibvd3 not listed after the good reload"; }
 ok "ibvd3 added"
 
+# refused KEY: `ibvctl daemon reload` fails with KEY in its message, prints
+# no usage (the command was right, the file was not), and ibvd3 stays.
+refused() {
+	if ibvctl daemon reload >"$O/refused" 2>&1; then
+		show "ibvctl daemon reload" "$O/refused"
+		fail "the reload was taken"
+	fi
+	show "ibvctl daemon reload" "$O/refused"
+	expect_grep "$1" "$O/refused" "the reason"
+	expect_no_grep 'Usage' "$O/refused" "no usage for a bad file"
+	ibvctl dev show >"$O/dev4" 2>&1 || fail "ibvctl dev show"
+	expect_grep 'ibvd3' "$O/dev4" "the running config stays"
+}
+
+check "a config others may write, or owned by another uid, is refused"
+cp "$conf" "$T/good.conf"
+chmod 666 "$conf"
+refused 'writable by others'
+chmod 644 "$conf"
+chown "$USER1" "$conf"
+refused "owned by uid $USER1"
+chown 0 "$conf"
+ibvctl daemon reload >"$O/again" 2>&1 || { show reload "$O/again"; fail "the same file, root's again, is refused"; }
+ok "refused with the reason; taken again once root's and 0644"
+
+check "two rules for one uid (1001 and 01001) are refused"
+"$PYTHON" - "$conf" "$USER1" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1]))
+u = sys.argv[2]
+c["limits"] = {"uid": {u: {"qp": 1}, "0" + u: {"qp": 999}}}
+json.dump(c, open(sys.argv[1], "w"))
+EOF2
+refused "the same uid as .$USER1."
+cp "$T/good.conf" "$conf"
+
+# The daemon runs as uid $DAEMON_USER without capabilities (lib.sh): it may
+# not give its socket to group daemon.  Before, the mode changed and the group
+# did not, and the reload said it was done.
+if [ "$DAEMON_USER" != root ]; then
+	check "a socket group the daemon may not give refuses the whole reload"
+	mode0=$(stat -c '%a %g' "$SOCK")
+	"$PYTHON" - "$conf" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["socket"].update({"mode": "0600", "group": "daemon"})
+c["devices"].append({"name": "ibvd4"})
+json.dump(c, open(sys.argv[1], "w"))
+EOF2
+	refused "chgrp daemon"
+	expect_no_grep 'ibvd4' "$O/dev4" "nothing of the refused config"
+	[ "$(stat -c '%a %g' "$SOCK")" = "$mode0" ] ||
+		fail "the socket is now $(stat -c '%a %g' "$SOCK"), was $mode0"
+	ok "socket still $mode0; ibvd4 not added"
+	cp "$T/good.conf" "$conf"
+fi
+
 ctx_stop
+daemon_stop
+
+# Without -c the daemon reads SYSCONFDIR/ibverbsd/ibverbsd.conf, or runs on
+# the built-in defaults if there is none.  A file that goes away after
+# start (an editor or an upgrade replacing it) must not turn a reload into
+# the defaults, which lift every limit.  The daemon sees a directory of
+# ours there, in a mount namespace of its own.
+sys_conf=$(grep -ao '/[[:alnum:]/._-]*/ibverbsd/ibverbsd\.conf' "$IBVERBSD" | head -n 1)
+etc_dir=$(dirname "$(dirname "$sys_conf")")
+if [ -z "$sys_conf" ] || [ ! -d "$etc_dir" ]; then
+	log "no $etc_dir to stand in for: the missing-file reload is not checked"
+	exit 0
+fi
+check "a reload while $sys_conf is missing keeps the running config"
+mkdir -p "$T/etc/ibverbsd"
+cp "$T/good.conf" "$T/etc/ibverbsd/ibverbsd.conf"
+chmod 755 "$T/etc" "$T/etc/ibverbsd"
+cat >"$T/bin/ibverbsd-etc" <<EOT
+#!/bin/sh
+exec unshare -m --propagation private sh -c 'mount --bind "\$0" "\$1" && shift && exec "\$@"' "$T/etc" "$etc_dir" "$IBVERBSD" "\$@"
+EOT
+chmod 755 "$T/bin/ibverbsd-etc"
+REAL_IBVERBSD=$IBVERBSD
+IBVERBSD=$T/bin/ibverbsd-etc
+daemon_start --socket "$SOCK"
+daemon_wait_ready
+IBVERBSD=$REAL_IBVERBSD
+ibvctl dev show >"$O/dev4" 2>&1 || fail "ibvctl dev show"
+expect_grep 'ibvd3' "$O/dev4" "the file's devices at start"
+mv "$T/etc/ibverbsd/ibverbsd.conf" "$T/etc/ibverbsd/moved"
+refused 'cannot open'
+mv "$T/etc/ibverbsd/moved" "$T/etc/ibverbsd/ibverbsd.conf"
+ibvctl daemon reload >"$O/again" 2>&1 || { show reload "$O/again"; fail "the file back, the reload is refused"; }
+ok "refused while the file was gone; taken once it is back"
 daemon_stop

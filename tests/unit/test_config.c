@@ -723,18 +723,52 @@ START_TEST(bad_roce_devices)
 }
 END_TEST
 
+START_TEST(duplicate_rules)
+{
+	/* one uid, one group, spelled twice: one rule would be dead */
+	ck_assert_str_eq(parse_error("{'limits': {'uid': {'1001': {'qp': 1}, '01001': {'qp': 2}}}}"),
+		"t.conf:1:40: limits.uid.01001: the same uid as \"1001\"");
+	ck_assert_str_eq(parse_error("{'limits': {'group': {'root': {'qp': 1}, '0': {'qp': 2}}}}"),
+		"t.conf:1:42: limits.group.0: the same group as \"root\"");
+}
+END_TEST
+
 /* --- reading the file --- */
 
 START_TEST(unreadable_files)
 {
-	char dir[] = "/tmp/test_config.XXXXXX", path[64], expect[128];
+	char dir[] = "/tmp/test_config.XXXXXX", path[64], expect[192];
 	FILE *f;
 
 	ck_assert_str_eq(load_error(input("no-such.conf")),
 		at("no-such.conf", ": cannot open: No such file or directory"));
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(expect, sizeof(expect), "%s: cannot read: Is a directory", dir);
+	snprintf(expect, sizeof(expect), "%s: not a regular file", dir);
 	ck_assert_str_eq(load_error(dir), expect);
+
+	/* a FIFO is refused, not waited on */
+	snprintf(path, sizeof(path), "%s/fifo.conf", dir);
+	ck_assert_int_eq(mkfifo(path, 0644), 0);
+	snprintf(expect, sizeof(expect), "%s: not a regular file", path);
+	ck_assert_str_eq(load_error(path), expect);
+	unlink(path);
+
+	/* whoever may write it sets every limit */
+	snprintf(path, sizeof(path), "%s/open.conf", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{}\n", f);
+	fclose(f);
+	ck_assert_int_eq(chmod(path, 0646), 0);
+	snprintf(expect, sizeof(expect), "%s: writable by others (mode 0646): anyone who may write it may lift every limit", path);
+	ck_assert_str_eq(load_error(path), expect);
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(path, 4242, (gid_t)-1), 0);
+		snprintf(expect, sizeof(expect), "%s: owned by uid 4242, not by root or by the daemon's uid", path);
+		ck_assert_str_eq(load_error(path), expect);
+	}
+	unlink(path);
 
 	/* root reads a mode-000 file anyway */
 	snprintf(path, sizeof(path), "%s/secret.conf", dir);
@@ -1464,6 +1498,7 @@ static Suite *config_suite(void)
 	tcase_add_test(bad, bad_limits);
 	tcase_add_test(bad, bad_device_limits);
 	tcase_add_test(bad, bad_roce_devices);
+	tcase_add_test(bad, duplicate_rules);
 	suite_add_tcase(s, bad);
 
 	tcase_add_test(files, unreadable_files);
