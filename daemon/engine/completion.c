@@ -83,13 +83,14 @@ static bool cq_full(const struct ibvd_cq *cq)
 
 int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 {
-	struct ibvd_cq_engine *ep = cq->ring.engine_page;
+	struct ibvd_cq_engine *ep;
 	struct ibvd_cqe *slot;
 	bool overran = false;
 
 	/* An XRC target has no send CQ, nor a receive CQ once its SRQ went. */
 	if (!cq)
 		return -EINVAL;
+	ep = cq->ring.engine_page;
 	pthread_mutex_lock(&cq->lock);
 	if (cq->overflowed)
 		goto full;
@@ -170,9 +171,15 @@ void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp)
 	cp = cq->ring.client_page;
 	pthread_mutex_lock(&cq->lock);
 	head = ibvd_read_once(&cp->head);
-	/* An impossible head (the client's word) costs only the client. */
-	if (cq->tail - head > cq->ring.nslots)
-		head = cq->tail - cq->ring.nslots;
+	/*
+	 * An impossible head (the client's word) costs only the client: its
+	 * CQ is broken anyway, and walking all of a huge CQ's slots under
+	 * the objects lock would cost everyone.
+	 */
+	if (cq->tail - head > cq->ring.nslots) {
+		pthread_mutex_unlock(&cq->lock);
+		return;
+	}
 	for (c = head; c != cq->tail; c++) {
 		struct ibvd_cqe *slot = cq_slot(cq, c);
 

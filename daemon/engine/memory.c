@@ -243,7 +243,8 @@ static enum eng_copy_result guarded_copy(void *dst, const void *src, size_t n)
 						  ENG_COPY_SRC_FAULT;
 	}
 	bus_jump = &jump;
-	memcpy(dst, src, n);
+	/* a WRITE within one mapped MR may overlap its own source */
+	memmove(dst, src, n);
 	bus_jump = NULL;
 	return ENG_COPY_OK;
 }

@@ -412,8 +412,9 @@ static bool direct_clear(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	return false;
 }
 
-static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
-			   bool paced)
+/* Returns the bytes it moved. */
+static uint64_t run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			       bool paced)
 {
 	enum ibv_wc_status status;
 	struct eng_req req;
@@ -424,7 +425,7 @@ static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
 
 	/* also with nothing in the SQ: a doorbell may ask for the ring */
 	if (qp->direct && !direct_clear(eng, qp))
-		return;
+		return 0;
 	for (n = 0; n < ENG_QP_BUDGET_WQES && bytes < ibvd_eng_turn_bytes; n++) {
 		uint32_t state = eng_qp_state(qp);
 		enum step s;
@@ -434,7 +435,7 @@ static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		depth = sq_depth(qp);
 		if (depth < 0) {
 			sq_fatal(qp);
-			return;
+			return bytes;
 		}
 		/* SQD: finish what is in flight, start nothing new. */
 		if (!depth || (state == IBV_QPS_SQD && !qp->wqe_started)) {
@@ -448,7 +449,7 @@ static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		 * (and then posted this WQE behind them).
 		 */
 		if (qp->direct && !qp->wqe_started && !direct_clear(eng, qp))
-			return;
+			return bytes;
 		s = step_front(eng, qp, paced, &req, &bytes, &status);
 		if (s == STEP_WAIT || s == STEP_PARTIAL)
 			break;
@@ -462,6 +463,7 @@ static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	if (depth > 0 && !qp->rnr_deadline_ns &&
 	    (after == IBV_QPS_RTS || (after == IBV_QPS_SQD && qp->wqe_started)))
 		ibvd_eng_qp_ring(qp);
+	return bytes;
 }
 
 /*
@@ -469,14 +471,18 @@ static void run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
  * the SQ to the ring (the SQ's claim, ring.h): the engine holds the claim
  * while it runs the SQ and while a WQE is started.
  */
-static void run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp, bool paced)
+static uint64_t run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp,
+		       bool paced)
 {
+	uint64_t bytes;
+
 	if (!ibvd_eng_sq_claim(qp)) {
 		claim_wait(eng, qp);
-		return;
+		return 0;
 	}
-	run_sq_claimed(eng, qp, paced);
+	bytes = run_sq_claimed(eng, qp, paced);
 	ibvd_eng_sq_unclaim(qp);
+	return bytes;
 }
 
 /* ERR: flush everything; an SRQ user hears its last WQE was reached. */
@@ -593,7 +599,7 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
-	uint64_t done, turns, max_turns;
+	uint64_t done, turns, moved;
 	int64_t depth;
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
@@ -608,22 +614,23 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 	if (qp->qp_type != IBV_QPT_UD && !ibvd_eng_connected_peer(qp))
 		return;
 	/*
-	 * Each turn that goes on retired a WQE or moved part of a long one
-	 * (at most a turn's bytes).  The control thread waits meanwhile, so
-	 * what it runs here is bounded: a ring's worth of WQEs, about
-	 * ENG_FINISH_BYTES, whatever another client thread adds.  Waits (RNR,
-	 * a claim the library holds, an ACK) end it too.
+	 * Each turn that goes on retired a WQE or moved part of a long one.
+	 * Every tenant's requests and every engine pass wait meanwhile (the
+	 * objects lock is held for writing), so what runs here is bounded:
+	 * a ring's worth of WQEs and ENG_FINISH_BYTES in all, whatever
+	 * another client thread adds, and paced as the QP's sends always
+	 * are (a destroy is no way past a bandwidth limit).  Waits (RNR, a
+	 * claim the library holds, an ACK, the rate) end it too.
 	 */
-	max_turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes;
-	for (turns = 0; turns < max_turns; turns++) {
+	for (turns = 0, moved = 0;
+	     turns < qp->sq.nslots && moved < ENG_FINISH_BYTES; turns++) {
 		if (eng_qp_state(qp) != IBV_QPS_RTS)
 			break;
 		depth = sq_depth(qp);
 		if (depth < 0 || (depth == 0 && (turns || !qp->direct)))
 			break;
 		done = qp->wqe_done;
-		/* Unpaced: a destroyed QP's messages go now or never. */
-		run_sq(eng, qp, false);
+		moved += run_sq(eng, qp, true);
 		if (sq_depth(qp) >= depth && qp->wqe_done == done)
 			break;
 	}

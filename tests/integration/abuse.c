@@ -28,6 +28,16 @@
  *	and rnr_retry 0, fails with RETRY_EXC_ERR after its ACK timeout
  *	instead of waiting for ever.  A control run without the claim
  *	fails with RNR_RETRY_EXC_ERR (the SRQ is empty).
+ *   abuse-helper ud-claim
+ *	A UD receiver holds its RQ's claim under a flood (ud_claim()).
+ *   abuse-helper full-sq-destroy
+ *	16,384 RDMA WRITEs of 128 KiB (2 GiB) written into an RC QP's SQ
+ *	without a doorbell, then the QP destroyed: what the destroy still
+ *	runs, on the control thread with every tenant waiting, is bounded
+ *	(abuse.sh counts the engine's bytes).
+ *   abuse-helper overlap
+ *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
+ *	onto itself 100 bytes further: the bytes land as memmove's would.
  */
 #include "config.h"
 
@@ -462,6 +472,122 @@ static int ud_claim(void)
 	return 0;
 }
 
+/* Ring qp's doorbell as the library does (ring.h): bit, summary, kick. */
+static void ring_doorbell(struct ibv_qp *qp)
+{
+	struct ibvc_context *ictx = to_ibvc_context(qp->context);
+	uint32_t bit = to_ibvc_qp(qp)->doorbell, word = bit / 64;
+	uint64_t one = 1;
+
+	__atomic_fetch_or(&ictx->db_client->doorbell[word], 1ull << (bit % 64),
+			  __ATOMIC_RELEASE);
+	__atomic_fetch_or(&ictx->db_client->summary[word / 64],
+			  1ull << (word % 64), __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ictx->db_engine->sleeping, __ATOMIC_RELAXED))
+		vt_assert(write(ictx->kick_fd, &one, sizeof(one)) == sizeof(one),
+			  "kick: %s", strerror(errno));
+}
+
+/* Publish n WQEs written into qp's SQ; ring its doorbell if ring. */
+static void sq_publish(struct ibv_qp *qp, uint32_t n, bool ring)
+{
+	struct ibvc_qp *q = to_ibvc_qp(qp);
+
+	q->sq.tail += n;
+	__atomic_store_n(&q->sq.client->tail, q->sq.tail, __ATOMIC_RELEASE);
+	if (ring)
+		ring_doorbell(qp);
+}
+
+/* The i-th WQE past qp's SQ tail: an RDMA WRITE of len bytes. */
+static void sq_write_wqe(struct ibv_qp *qp, uint32_t i, uint32_t flags,
+			 const void *from, uint32_t lkey, uint32_t len,
+			 void *to, uint32_t rkey)
+{
+	struct ibvc_qp *q = to_ibvc_qp(qp);
+	struct ibvd_send_wqe *w = ibvc_wq_slot(&q->sq, q->sq.tail + i);
+	struct ibvd_sge *sge = (struct ibvd_sge *)(w + 1);
+
+	memset(w, 0, sizeof(*w));
+	w->wr_id = i;
+	w->opcode = IBV_WR_RDMA_WRITE;
+	w->send_flags = flags;
+	w->num_sge = 1;
+	w->rkey = rkey;
+	w->remote_addr = (uintptr_t)to;
+	sge->addr = (uintptr_t)from;
+	sge->length = len;
+	sge->lkey = lkey;
+}
+
+#define FULL_SQ_WQES	16384u
+#define FULL_SQ_LEN	(128u << 10)
+
+static int full_sq_destroy(void)
+{
+	struct vt_qp_opts o = { .max_send_wr = FULL_SQ_WQES, .max_recv_wr = 16 };
+	struct ibv_mr *src, *dst;
+	struct vt_pair p;
+	struct vt_dev d;
+	uint32_t i, n;
+
+	vt_open(&d);
+	vt_pair(&p, &d, &o, 64);
+	src = vt_reg(d.pd, FULL_SQ_LEN, VT_ACCESS_ALL);
+	dst = vt_reg(d.pd, FULL_SQ_LEN, VT_ACCESS_ALL);
+	n = to_ibvc_qp(p.qp[0])->sq.nslots;
+	vt_assert(n >= FULL_SQ_WQES, "an SQ of %u slots", n);
+	for (i = 0; i < FULL_SQ_WQES; i++)
+		sq_write_wqe(p.qp[0], i, 0, src->addr, src->lkey, FULL_SQ_LEN,
+			     dst->addr, dst->rkey);
+	/* published, but no doorbell: the engine has not looked */
+	sq_publish(p.qp[0], FULL_SQ_WQES, false);
+	vt_assert(ibv_destroy_qp(p.qp[0]) == 0, "ibv_destroy_qp: %s",
+		  strerror(errno));
+	p.qp[0] = NULL;
+	printf("full-sq-destroy: %u WRITEs of %u KiB in the SQ, QP destroyed\n",
+	       FULL_SQ_WQES, FULL_SQ_LEN >> 10);
+	return 0;
+}
+
+#define OVERLAP_LEN	(64u << 10)
+#define OVERLAP_SHIFT	100u
+
+static int overlap(void)
+{
+	struct vt_qp_opts o = { 0 };
+	unsigned char *want, *buf;
+	struct ibv_mr *mr;
+	struct vt_pair p;
+	struct vt_dev d;
+	struct ibv_wc wc;
+	uint32_t i;
+
+	vt_open(&d);
+	vt_pair(&p, &d, &o, 64);
+	mr = vt_reg_memfd(d.pd, 1 << 20, VT_ACCESS_ALL, "abuse-overlap");
+	buf = mr->addr;
+	want = malloc(1 << 20);
+	vt_assert(want != NULL, "malloc");
+	for (i = 0; i < 1 << 20; i++)
+		buf[i] = (unsigned char)(i * 7 + i / 251);
+	memcpy(want, buf, 1 << 20);
+	memmove(want + OVERLAP_SHIFT, want, OVERLAP_LEN);
+	/* straight into the ring: the engine's path, not the library's */
+	sq_write_wqe(p.qp[0], 0, IBV_SEND_SIGNALED, buf, mr->lkey, OVERLAP_LEN,
+		     buf + OVERLAP_SHIFT, mr->rkey);
+	sq_publish(p.qp[0], 1, true);
+	vt_assert(vt_poll(p.scq[0], &wc, 1, vt_tmo_ms()) == 1, "no completion");
+	vt_assert(wc.status == IBV_WC_SUCCESS, "the WRITE: %s",
+		  vt_status(wc.status));
+	vt_assert(memcmp(buf, want, 1 << 20) == 0,
+		  "the MR is not what memmove would have made of it");
+	printf("overlap: a WRITE onto its own source landed as memmove's\n");
+	free(want);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -477,6 +603,10 @@ int main(int argc, char **argv)
 		return srq_claim();
 	if (argc == 2 && !strcmp(argv[1], "ud-claim"))
 		return ud_claim();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim\n");
+	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
+		return full_sq_destroy();
+	if (argc == 2 && !strcmp(argv[1], "overlap"))
+		return overlap();
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap\n");
 	return 2;
 }

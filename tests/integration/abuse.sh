@@ -4,7 +4,9 @@
 # renamed under a message, an opener of a waiting target closing on
 # another engine thread, a receiver holding its SRQ's claim for ever, or
 # its UD QP's while another QP floods it (the engine waits the claim out
-# once a millisecond, not for every datagram: claim_timeouts).  The
+# once a millisecond, not for every datagram: claim_timeouts), a QP
+# destroyed with 2 GiB of WRITEs in its SQ (the destroy runs 16 MiB of
+# them at most: the engine's bytes), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
 # engine threads (contexts spread over both) and no memlock bound, for
 # 64 MiB messages.  ABUSE_MODES: a comma-separated subset.
@@ -21,10 +23,11 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,full-sq-destroy,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
+	bytes=$(engine_count bytes)
 	# An abuser leaves its objects to the daemon, and its own structs
 	# unfreed: leaks a sanitizer build would otherwise report.
 	# shellcheck disable=SC2086 # mode: words
@@ -37,7 +40,11 @@ for mode in "${modes[@]}"; do
 	# 8192 datagrams, each one waited out before: a quarter at most
 	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
 		fail "$mode: the engine waited out the claim $waits times"
-	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times)"
+	# 2 GiB in the SQ; a destroy may still run 16 MiB of it
+	bytes=$(($(engine_count bytes) - bytes))
+	[ "$mode" != full-sq-destroy ] || [ "$bytes" -le $((17 << 20)) ] ||
+		fail "$mode: the destroy moved $bytes bytes"
+	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times, $bytes bytes moved)"
 done
 
 nothing_left "after the abusers left"

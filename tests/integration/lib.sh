@@ -572,7 +572,7 @@ sent_pkts() {
 # (ibvctl statistic show engine: wqes, turns, ...).
 engine_count() {
 	ibvctl statistic show engine |
-		awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) n += $(i + 1) } END { print n + 0 }'
+		awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) n += $(i + 1) } END { printf "%.0f\n", n }'
 }
 
 # ibvctl_as UID ARGS...
