@@ -599,7 +599,7 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
-	uint64_t done, turns, moved;
+	uint64_t done, turns, max_turns, moved;
 	int64_t depth;
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
@@ -622,8 +622,9 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 	 * are (a destroy is no way past a bandwidth limit).  Waits (RNR, a
 	 * claim the library holds, an ACK, the rate) end it too.
 	 */
+	max_turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes;
 	for (turns = 0, moved = 0;
-	     turns < qp->sq.nslots && moved < ENG_FINISH_BYTES; turns++) {
+	     turns < max_turns && moved < ENG_FINISH_BYTES; turns++) {
 		if (eng_qp_state(qp) != IBV_QPS_RTS)
 			break;
 		depth = sq_depth(qp);
