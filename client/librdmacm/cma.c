@@ -389,6 +389,28 @@ static void migrate_requests(struct cma_channel *old, uint32_t old_listener,
 	}
 }
 
+/*
+ * Take old's take_lock for writing once every event on cid is acked.  Not
+ * waiting with the lock held: a thread holding an event of cid's may read
+ * the channel again before it acks (rdma-core lets it), and would wait
+ * for the lock while we wait for its ack.
+ */
+static void lock_acked(struct cma_channel *old, struct cma_id *cid)
+{
+	bool acked;
+
+	for (;;) {
+		pthread_rwlock_wrlock(&old->take_lock);
+		pthread_mutex_lock(&cid->mut);
+		acked = cid->events_acked == cid->events_delivered;
+		pthread_mutex_unlock(&cid->mut);
+		if (acked)
+			return;
+		pthread_rwlock_unlock(&old->take_lock);
+		cma_id_wait_acked(cid);
+	}
+}
+
 int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel,
 		bool in_event)
 {
@@ -413,9 +435,10 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel,
 	 * and finding its id while we hold take_lock).  An id an event is
 	 * making has had no event of its own: its taker holds the lock.
 	 */
-	if (!in_event)
-		pthread_rwlock_wrlock(&old->take_lock);
-	cma_id_wait_acked(cid);
+	if (in_event)
+		cma_id_wait_acked(cid);
+	else
+		lock_acked(old, cid);
 	ret = migrate_call(old, cid->handle, ch, &handle);
 	if (ret < 0) {
 		if (!in_event)

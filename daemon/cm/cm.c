@@ -224,9 +224,10 @@ void ibvd_cm_session_free(struct ibvd_session *s)
 		return;
 	/* Its own ids' events would go nowhere: their peers' still matter. */
 	cm->dead = true;
+	/* first: each id's destroy would look through the queue for its own */
+	cm_events_forget(cm);
 	ibvd_handle_foreach(&cm->ids, IBVD_OBJ_CM_ID, destroy_one, NULL);
 	ibvd_handle_table_release(&cm->ids);
-	cm_events_forget(cm);
 	close(cm->event_fd);
 	event_free(cm->close_ev);
 	TAILQ_REMOVE(&cm_world.sessions, cm, link);
@@ -295,6 +296,8 @@ void cm_id_destroy(struct ibvd_cm_id *id)
 	cm_mcast_leave_all(id);
 	cm_unbind(id);
 	cm_timer_free(id);
+	/* after the abandon: a REJ or a peer's event is not for it */
+	cm_events_drop(id);
 	ibvd_handle_remove(&id->cm->ids, id->handle, IBVD_OBJ_CM_ID);
 	TAILQ_REMOVE(&cm_world.ids, id, all_link);
 	free(id);
@@ -455,8 +458,9 @@ struct ibvd_cm *cm_session_by_token(const uint8_t *token)
 }
 
 /* Move id from its session to `to`; its handle changes. */
-static int cm_id_move(struct ibvd_cm_id *id, struct ibvd_cm *to)
+int cm_id_move(struct ibvd_cm_id *id, struct ibvd_cm *to)
 {
+	struct ibvd_cm *from = id->cm;
 	uint32_t handle;
 	int ret;
 
@@ -469,6 +473,8 @@ static int cm_id_move(struct ibvd_cm_id *id, struct ibvd_cm *to)
 	to->npending += id->npending;
 	id->cm = to;
 	id->handle = handle;
+	/* what waits for it in the old session's queue follows it */
+	cm_events_move(from, id);
 	return 0;
 }
 

@@ -101,6 +101,16 @@ static void queued_free(struct cm_queued_event *q)
 	free(q);
 }
 
+/* Take q off its session's queue (and its ids' counts); q stays. */
+static void queued_unlink(struct ibvd_cm *cm, struct cm_queued_event *q)
+{
+	STAILQ_REMOVE(&cm->queued, q, cm_queued_event, link);
+	cm->nqueued--;
+	q->id->nqueued--;
+	if (q->listener)
+		q->listener->nqueued--;
+}
+
 static void send_failed(struct ibvd_cm *cm, int err)
 {
 	char why[96];
@@ -136,15 +146,15 @@ static void flush_queued(evutil_socket_t fd, short what, void *arg)
 			send_failed(cm, ret);
 			return;
 		}
-		STAILQ_REMOVE_HEAD(&cm->queued, link);
-		cm->nqueued--;
+		queued_unlink(cm, q);
 		queued_free(q);
 	}
 	event_del(cm->write_ev);
 }
 
-/* Queue a packed frame (taken) behind what waits. */
-static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len)
+/* Queue a packed frame (taken) of id's behind what waits. */
+static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len,
+			struct ibvd_cm_id *id, struct ibvd_cm_id *listener)
 {
 	unsigned int limit = CM_QUEUE_MIN + CM_QUEUE_PER_ID *
 			     ibvd_handle_count(&cm->ids, IBVD_OBJ_CM_ID);
@@ -167,6 +177,11 @@ static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len)
 	}
 	q->len = len;
 	q->frame = frame;
+	q->id = id;
+	q->listener = listener;
+	id->nqueued++;
+	if (listener)
+		listener->nqueued++;
 	STAILQ_INSERT_TAIL(&cm->queued, q, link);
 	if (!cm->nqueued++)
 		event_add(cm->write_ev, NULL);
@@ -177,13 +192,44 @@ void cm_events_forget(struct ibvd_cm *cm)
 	struct cm_queued_event *q;
 
 	while ((q = STAILQ_FIRST(&cm->queued))) {
-		STAILQ_REMOVE_HEAD(&cm->queued, link);
+		queued_unlink(cm, q);
 		queued_free(q);
 	}
-	cm->nqueued = 0;
 	if (cm->write_ev)
 		event_free(cm->write_ev);
 	cm->write_ev = NULL;
+}
+
+/*
+ * Send m, an event of id's (a request to listener, or NULL), on id's
+ * session: at once, as a rule; packed to wait only behind a full socket.
+ */
+static void send_or_queue(struct ibvd_cm_id *id, struct ibvd_cm_id *listener,
+			  const ProtobufCMessage *m)
+{
+	struct ibvd_cm *cm = id->cm;
+	uint8_t *frame;
+	size_t len;
+	int ret;
+
+	if (!cm->nqueued) {
+		ret = ibvd_frame_send(cm->event_fd, IBVD_MSG_CM_EVENT,
+				      ++cm->event_seq, m, NULL, 0, MSG_DONTWAIT);
+		if (ret == 0)
+			return;
+		if (ret != -EAGAIN) {
+			send_failed(cm, ret == -ECONNRESET ? -EPIPE : ret);
+			return;
+		}
+	} else {
+		++cm->event_seq;
+	}
+	/* behind what waits already: events keep their order */
+	ret = ibvd_frame_pack(IBVD_MSG_CM_EVENT, cm->event_seq, m, &frame, &len);
+	if (ret < 0)
+		send_failed(cm, ret);
+	else
+		queue_frame(cm, frame, len, id, listener);
 }
 
 void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
@@ -194,9 +240,6 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 	Ibvd__CmIdInfo info;
 	struct cm_info_buf ibuf;
 	uint8_t pdata[PDATA_MAX];
-	uint8_t *frame;
-	size_t len;
-	int ret;
 
 	if (cm->dead || cm->session->closing)
 		return;
@@ -213,27 +256,77 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 	cm_fill_info(id, &info, &ibuf);
 	m.info = &info;
 	m.mcast_user = ev->mcast_user;
-	/* Sent at once, as a rule; packed to wait only behind a full socket. */
-	if (!cm->nqueued) {
-		ret = ibvd_frame_send(cm->event_fd, IBVD_MSG_CM_EVENT,
-				      ++cm->event_seq, &m.base, NULL, 0,
-				      MSG_DONTWAIT);
-		if (ret == 0)
-			return;
-		if (ret != -EAGAIN) {
-			send_failed(cm, ret == -ECONNRESET ? -EPIPE : ret);
-			return;
-		}
-	} else {
-		++cm->event_seq;
+	send_or_queue(id, ev->listen_id ?
+		      ibvd_handle_lookup(&cm->ids, ev->listen_id, IBVD_OBJ_CM_ID) :
+		      NULL, &m.base);
+}
+
+/* The first event waiting in cm's queue of id's, or of a request to it. */
+static struct cm_queued_event *queued_of(struct ibvd_cm *cm,
+					 const struct ibvd_cm_id *id)
+{
+	struct cm_queued_event *q;
+
+	STAILQ_FOREACH(q, &cm->queued, link)
+		if (q->id == id || q->listener == id)
+			return q;
+	return NULL;
+}
+
+void cm_events_drop(struct ibvd_cm_id *id)
+{
+	struct ibvd_cm *cm = id->cm;
+	struct cm_queued_event *q;
+	struct ibvd_cm_id *child;
+
+	while (id->nqueued && (q = queued_of(cm, id))) {
+		queued_unlink(cm, q);
+		child = q->listener == id ? q->id : NULL;
+		queued_free(q);
+		/* its client never heard of it: nobody else would end it */
+		if (child)
+			cm_id_destroy(child);
 	}
-	/* behind what waits already: events keep their order */
-	ret = ibvd_frame_pack(IBVD_MSG_CM_EVENT, cm->event_seq, &m.base,
-			      &frame, &len);
-	if (ret < 0)
-		send_failed(cm, ret);
-	else
-		queue_frame(cm, frame, len);
+}
+
+/* Send q (taken off its old session) again on its ids' session now. */
+static void requeue(struct cm_queued_event *q)
+{
+	const size_t hdr = sizeof(struct ibvd_frame_hdr);
+	Ibvd__CmEvent *m;
+
+	m = ibvd__cm_event__unpack(NULL, q->len - hdr, q->frame + hdr);
+	if (!m) {
+		send_failed(q->id->cm, -ENOMEM);
+		return;
+	}
+	m->id = q->id->handle;
+	if (q->listener)
+		m->listen_id = q->listener->cm == q->id->cm ?
+			       q->listener->handle : 0;
+	send_or_queue(q->id, q->listener, &m->base);
+	ibvd__cm_event__free_unpacked(m, NULL);
+}
+
+void cm_events_move(struct ibvd_cm *from, struct ibvd_cm_id *id)
+{
+	struct cm_queued_event *q;
+	struct ibvd_cm_id *child;
+
+	while (id->nqueued && (q = queued_of(from, id))) {
+		child = q->listener == id && q->id->cm == from ? q->id : NULL;
+		if (child) {
+			/* the request moves with its id, which moves this q */
+			if (cm_id_move(child, id->cm) < 0)
+				cm_id_destroy(child);
+			continue;
+		}
+		queued_unlink(from, q);
+		if (!from->nqueued && from->write_ev)
+			event_del(from->write_ev);
+		requeue(q);
+		queued_free(q);
+	}
 }
 
 void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status)

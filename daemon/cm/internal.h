@@ -204,6 +204,8 @@ struct ibvd_cm_id {
 	LIST_HEAD(, cm_join) joins;
 	unsigned int njoins;
 
+	unsigned int nqueued;		/* its events in its session's queue */
+
 	struct event *timer;		/* made on first use */
 	enum cm_timer_kind timer_kind;
 
@@ -218,6 +220,9 @@ struct cm_queued_event {
 	STAILQ_ENTRY(cm_queued_event) link;
 	size_t len;
 	uint8_t *frame;			/* ibvd_frame_pack's */
+	/* whose handles it carries: a destroy or a migrate must know */
+	struct ibvd_cm_id *id;
+	struct ibvd_cm_id *listener;	/* a request's, or NULL */
 };
 
 /* One CM session: an rdma_event_channel of some process. */
@@ -272,6 +277,8 @@ struct ibvd_cm_id *cm_id_new(struct ibvd_cm *cm, uint32_t ps, uint32_t qp_type,
 			     uint64_t user, int *err);
 /* Destroy an id: its connection, joins, binding, timers, handle. */
 void cm_id_destroy(struct ibvd_cm_id *id);
+/* Move id to session `to` (a new handle there): 0 or -ENOMEM. */
+int cm_id_move(struct ibvd_cm_id *id, struct ibvd_cm *to);
 bool cm_is_ud(const struct ibvd_cm_id *id);
 bool cm_is_reliable(const struct ibvd_cm_id *id);
 bool cm_listener_type_takes(const struct ibvd_cm_id *l, uint32_t asked);
@@ -456,6 +463,12 @@ void cm_handshake_expired(struct ibvd_cm_id *id);
 void cm_session_kill(struct ibvd_cm *cm, const char *why);
 /* Drop the events that still wait for room (the session is going). */
 void cm_events_forget(struct ibvd_cm *cm);
+/* id goes: the events of its that wait go too, and requests to it as a
+ * listener with their ids (refused, as the client would). */
+void cm_events_drop(struct ibvd_cm_id *id);
+/* id moved from `from` to its session now: so do the events of its that
+ * wait, with its new handle, and requests to it with their ids. */
+void cm_events_move(struct ibvd_cm *from, struct ibvd_cm_id *id);
 
 /* ---- mcast.c -------------------------------------------------------- */
 
