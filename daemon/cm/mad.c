@@ -533,6 +533,11 @@ uint8_t ibcm_peer_timeout(uint8_t t)
 	return t < IBCM_PEER_TIMEOUT_MAX ? t : IBCM_PEER_TIMEOUT_MAX;
 }
 
+uint8_t ibcm_peer_req_timeout(uint8_t t)
+{
+	return t < IBCM_PEER_REQ_TIMEOUT_MAX ? t : IBCM_PEER_REQ_TIMEOUT_MAX;
+}
+
 uint32_t ibcm_req_wait_ms(uint8_t packet_life_time,
 			  uint8_t remote_cm_response_timeout)
 {

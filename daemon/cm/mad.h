@@ -343,4 +343,14 @@ uint32_t ibcm_req_wait_ms(uint8_t packet_life_time,
 #define IBCM_PEER_TIMEOUT_MAX	24
 uint8_t ibcm_peer_timeout(uint8_t t);
 
+/*
+ * A REQ's local CM response timeout, how long to wait for the RTU after
+ * each of our REPs: at most IBCM_PEER_REQ_TIMEOUT_MAX (about 4 s, the
+ * kernel rdma_cm's own value).  Unlike an MRA's, nothing of the peer's
+ * app stands behind it, and each REQ a stranger sends would otherwise hold
+ * an accepted id and its QP for 16 tries of 67 s.
+ */
+#define IBCM_PEER_REQ_TIMEOUT_MAX	20
+uint8_t ibcm_peer_req_timeout(uint8_t t);
+
 #endif /* IBVD_CM_MAD_H */

@@ -80,7 +80,6 @@ struct cm_wire {
 
 static struct {
 	LIST_HEAD(, cm_wire) all;
-	uint32_t next_comm_id;
 	uint32_t dreq_seq;
 	struct event *inbox;
 	uint64_t dropped;		/* MADs that fit no connection */
@@ -102,8 +101,13 @@ static uint32_t comm_id_new(void)
 {
 	uint32_t cid;
 
+	/*
+	 * Random, not a counter: a peer that saw one of ours (in a REP or an
+	 * MRA) could otherwise guess the next connection's, and answer its
+	 * REQ with a REJ or a REP of its own.
+	 */
 	do
-		cid = wires.next_comm_id++;
+		cid = ibvd_random32();
 	while (cid == 0 || comm_id_used(cid));
 	return cid;
 }
@@ -416,6 +420,8 @@ void cm_wire_connect(struct ibvd_cm_id *a, const uint8_t *pdata, size_t len)
 	ret = wire_send(w, &m, request_wait_ms());
 	if (ret == 0)
 		return;
+	/* the app hears UNREACHABLE now: no resends behind its back */
+	wire_settle(w);
 fail:
 	a->phase = CM_PH_CLOSED;
 	cm_event_simple(a, RDMA_CM_EVENT_UNREACHABLE, ret);
@@ -707,6 +713,15 @@ static int request_target(const struct ibvd_mad *in, uint64_t sid,
 	cm_addr_to_gid(dst, gid);
 	if (memcmp(gid, in->local_gid, 16))
 		return -1;
+	/*
+	 * The source too is where the packet came from: the child's path
+	 * and the app's rdma_get_peer_addr are made of it, so a header that
+	 * named another address (a third host, a multicast group) would
+	 * aim the connection's traffic there.
+	 */
+	cm_addr_to_gid(src, gid);
+	if (memcmp(gid, in->remote_gid, 16))
+		return -1;
 	*l = cm_find_listener(cma_service_ps(sid), dst);
 	if (!*l || cm_is_ud(*l) != ud)
 		return -1;
@@ -793,7 +808,7 @@ static void on_req(const struct ibvd_mad *in, const struct ibcm_msg *m)
 		return;
 	}
 	c->wire->peer_response_timeout =
-		ibcm_peer_timeout(r->local_cm_response_timeout);
+		ibcm_peer_req_timeout(r->local_cm_response_timeout);
 	c->wire->path_mtu = r->path_mtu < cm_port_mtu(c) ? r->path_mtu :
 						       (uint8_t)cm_port_mtu(c);
 	c->tos = r->primary.traffic_class;
@@ -1091,7 +1106,6 @@ int cm_wire_start(struct event_base *base)
 
 	if (fd < 0)
 		return fd;
-	wires.next_comm_id = ibvd_random32();
 	wires.inbox = event_new(base, fd, EV_READ | EV_PERSIST, inbox_cb, NULL);
 	if (!wires.inbox || event_add(wires.inbox, NULL) < 0)
 		return -ENOMEM;

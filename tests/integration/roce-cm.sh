@@ -311,6 +311,26 @@ sys.exit(0 if row["dropped_bad_pkey"] == 2 and row["dropped_not_peer"] == 1 else
 EOF
 ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and source QP 0x123456, dropped; A counted 2 bad P_Keys and 1 packet from outside its peers"
 
+# A REQ's rdma_cm header names its source: the passive side's path and the
+# app's peer address are made of it.  One naming another host than the
+# packet's source would aim the connection's traffic there: it is refused
+# (REJ), and the listener never hears of it.
+check "a REQ whose rdma_cm header names another source is refused"
+ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold 7041 >"$O/hold2" 2>&1 &
+HPID=$!
+BG_PIDS+=("$HPID")
+cm_listening "$SOCK_A" 7041 "$HPID" || { show hold "$O/hold2"; fail "the listener never listened"; }
+ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
+	probe "$IPB" "$IPA" 0xFFFF 1 7041 10.79.0.77 >"$O/probe" 2>&1 ||
+	{ show probe "$O/probe"; fail "the probe failed"; }
+show probe "$O/probe"
+expect_grep '^answer: attr 0x0012 to QP 0x000001$' "$O/probe" "a REJ"
+sleep 0.2
+expect_no_grep '^event:' "$O/hold2" "the listener"
+pkill -TERM -P "$HPID" 2>/dev/null
+wait_exit "$HPID" 5 || fail "the listener did not stop"
+ok "REJ for a header naming 10.79.0.77 from $IPB; the listener heard nothing"
+
 # Hostile MADs at both QP1s while an rping runs: garbage, mutated
 # captures, requests for ports nobody listens on, and answers naming
 # random comm IDs, all with good ICRCs and sent from the connected peer's

@@ -14,10 +14,11 @@ the CM's decoder and state machine see it:
 Usage: roce-mad-hostile.py PCAP SRC DST COUNT SEED AVOID-PORT...
 Prints how many packets it sent.
 
-       roce-mad-hostile.py probe SRC DST PKEY SRC-QP PORT
-One REQ for PORT (nobody listens there) to DST's QP1, with BTH P_Key
-PKEY and DETH source QP SRC-QP; prints what DST's QP1 sends back to SRC
-within 2 s ("answer: attr 0x0012 to QP 0x000001", a REJ) or "no answer".
+       roce-mad-hostile.py probe SRC DST PKEY SRC-QP PORT [HDR-SRC]
+One REQ for PORT to DST's QP1, with BTH P_Key PKEY and DETH source QP
+SRC-QP, its rdma_cm header naming HDR-SRC (default SRC) as its source;
+prints what DST's QP1 sends back to SRC within 2 s ("answer: attr 0x0012
+to QP 0x000001", a REJ) or "no answer".
 """
 import importlib.util
 import os
@@ -92,13 +93,15 @@ def forged_answer(rng):
     return mad + bytes(MAD_LEN - len(mad))
 
 
-def probe(src, dst, pkey, src_qp, port):
+def probe(src, dst, pkey, src_qp, port, hdr_src):
     """One REQ, then DST's QP1 answers to SRC for 2 s (raw UDP socket)."""
     rng = random.Random(port)
     rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
     rx.settimeout(0.2)
     tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    mad = forged_request(rng, set(range(1, 65536)) - {port}, src, dst)
+    mad = forged_request(rng, set(range(1, 65536)) - {port}, hdr_src, dst)
+    while mad[24 + 8:24 + 16] != struct.pack("!Q", (0x0106 << 16) | port):
+        mad = forged_request(rng, set(range(1, 65536)) - {port}, hdr_src, dst)
     tx.sendto(rh.icrc(rh.ip_udp(src, dst, qp1_packet(mad, src_qp=src_qp, pkey=pkey), 7)),
               (dst, 0))
     end = time.monotonic() + 2
@@ -128,7 +131,7 @@ def main():
     if sys.argv[1] == "probe":
         src, dst = sys.argv[2:4]
         pkey, src_qp, port = (int(v, 0) for v in sys.argv[4:7])
-        probe(src, dst, pkey, src_qp, port)
+        probe(src, dst, pkey, src_qp, port, sys.argv[7] if len(sys.argv) > 7 else src)
         return
     path, src, dst, count, seed = sys.argv[1:6]
     avoid = {int(p) for p in sys.argv[6:]}

@@ -810,6 +810,10 @@ START_TEST(timers)
 	ck_assert_uint_eq(ibcm_peer_timeout(24), 24);
 	ck_assert_uint_eq(ibcm_peer_timeout(31), IBCM_PEER_TIMEOUT_MAX);
 	ck_assert_uint_eq(ibcm_timeout_ms(ibcm_peer_timeout(255)), 65536);
+	/* a REQ's: at most the kernel rdma_cm's 20 (4 s a try) */
+	ck_assert_uint_eq(ibcm_peer_req_timeout(18), 18);
+	ck_assert_uint_eq(ibcm_peer_req_timeout(31), IBCM_PEER_REQ_TIMEOUT_MAX);
+	ck_assert_uint_eq(ibcm_timeout_ms(ibcm_peer_req_timeout(255)), 4096);
 }
 END_TEST
 

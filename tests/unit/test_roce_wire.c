@@ -6,6 +6,7 @@
  */
 #include <config.h>
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -809,6 +810,42 @@ static uint32_t crc32_bitwise(uint32_t reg, const uint8_t *p, size_t n)
 	return reg;
 }
 
+/* Addresses no peer's packet can carry (rx drops them before "peers"). */
+START_TEST(implausible_addresses)
+{
+	static const struct {
+		int family;
+		const char *src, *dst;
+		bool ok;
+	} cases[] = {
+		{ AF_INET, "10.79.0.2", "10.79.0.1", true },
+		{ AF_INET, "0.0.0.0", "10.79.0.1", false },
+		{ AF_INET, "127.0.0.1", "10.79.0.1", false },
+		{ AF_INET, "224.0.0.1", "10.79.0.1", false },
+		{ AF_INET, "255.255.255.255", "10.79.0.1", false },
+		{ AF_INET6, "fd79::2", "fd79::1", true },
+		{ AF_INET6, "fe80::5054:ff:fe12:3456", "fe80::1", true },
+		{ AF_INET6, "::ffff:10.79.0.2", "fd79::1", false },
+		{ AF_INET6, "fd79::2", "::ffff:10.79.0.1", false },
+		{ AF_INET6, "::10.79.0.2", "fd79::1", false },
+		{ AF_INET6, "::", "fd79::1", false },
+		{ AF_INET6, "::1", "fd79::1", false },
+		{ AF_INET6, "ff02::1", "fd79::1", false },
+	};
+	struct roce_ip ip;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&ip, 0, sizeof(ip));
+		ip.family = cases[i].family;
+		ck_assert_int_eq(inet_pton(ip.family, cases[i].src, ip.src), 1);
+		ck_assert_int_eq(inet_pton(ip.family, cases[i].dst, ip.dst), 1);
+		ck_assert_msg(roce_ip_addrs_plausible(&ip) == cases[i].ok,
+			      "%s -> %s", cases[i].src, cases[i].dst);
+	}
+}
+END_TEST
+
 START_TEST(crc32_check_value)
 {
 	ck_assert_uint_eq(~roce_crc32_update(~0u, (const uint8_t *)"123456789", 9),
@@ -926,6 +963,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, example_built_byte_for_byte);
+	tcase_add_test(tc, implausible_addresses);
 	tcase_add_test(tc, example_decoded);
 	tcase_add_test(tc, bad_tver);
 	tcase_add_test(tc, opcodes);

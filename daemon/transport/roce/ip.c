@@ -259,3 +259,23 @@ void roce_ip_to_gid(int family, const uint8_t *addr, uint8_t gid[16])
 		memcpy(gid, addr, 16);
 	}
 }
+
+static bool v6_has_v4(const uint8_t *a)
+{
+	static const uint8_t zero[12];
+
+	/* ::a.b.c.d (deprecated, still an IPv4 address) or ::ffff:a.b.c.d */
+	return memcmp(a, zero, 10) == 0 &&
+	       ((a[10] == 0 && a[11] == 0) || (a[10] == 0xff && a[11] == 0xff));
+}
+
+bool roce_ip_addrs_plausible(const struct roce_ip *ip)
+{
+	const uint8_t *s = ip->src;
+
+	if (ip->family == AF_INET)
+		/* 0/8, 127/8, and 224/4 and above (multicast, reserved, broadcast) */
+		return s[0] != 0 && s[0] != 127 && s[0] < 224;
+	/* :: and ::1 are IPv4-compatible in form; ff00::/8 is multicast */
+	return s[0] != 0xff && !v6_has_v4(s) && !v6_has_v4(ip->dst);
+}

@@ -178,8 +178,9 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	 * theirs comes here at all; an answer to a forged one would come
 	 * back here while its QP's lock is held.
 	 */
-	if (!own && (roce_is_local(rd, ip.family, ip.src) ||
-		     !peer_allowed(rd, ip.family, ip.src))) {
+	if (!roce_ip_addrs_plausible(&ip) ||
+	    (!own && (roce_is_local(rd, ip.family, ip.src) ||
+		      !peer_allowed(rd, ip.family, ip.src)))) {
 		count_drop(&rd->dev->roce.dropped_not_peer);
 		return;
 	}

@@ -212,6 +212,14 @@ int roce_parse_ip(const uint8_t *pkt, size_t len, struct roce_ip *ip,
 		  size_t *udp_payload, size_t *udp_payload_len);
 
 /*
+ * Could a peer's packet carry these addresses?  Not a source that is
+ * unspecified, loopback, multicast or broadcast (a reply would go there),
+ * nor, over IPv6, an IPv4-mapped or -compatible address at either end: its
+ * GID is an IPv4 peer's, which a "peers" list of IPv4 subnets would let in.
+ */
+bool roce_ip_addrs_plausible(const struct roce_ip *ip);
+
+/*
  * Write the IPv4 (20 bytes: DF set, protocol 17, header checksum
  * computed) or, for any other family, IPv6 (40) header and the UDP
  * header (8, checksum 0) for udp_payload_len bytes of UDP payload (at
