@@ -254,6 +254,13 @@ struct ibvd_srq {
 	pthread_mutex_t lock;		/* WQE consumption from any engine thread */
 	uint32_t head;			/* locked: WQEs taken (private copy) */
 	uint32_t srq_limit;		/* locked: 0 = disarmed */
+	/*
+	 * Atomic: an engine thread holds the claim word.  The word is the
+	 * client's to write too, so it alone cannot say so: one it set to
+	 * ENGINE would have every delivery spin (direct.c).
+	 */
+	bool engine_claimed;
+	uint64_t ud_claim_stuck_until;	/* atomic: as a QP's (recv.c) */
 };
 
 /* ---- address handles ------------------------------------------------- */

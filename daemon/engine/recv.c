@@ -532,8 +532,10 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       const struct eng_req *req,
 				       uint32_t qkey)
 {
-	uint64_t stuck = __atomic_load_n(&target->ud_claim_stuck_until,
-					 __ATOMIC_RELAXED);
+	/* per receive queue: an SRQ's many QPs share one claim */
+	uint64_t *stuck_until = target->srq ? &target->srq->ud_claim_stuck_until :
+					      &target->ud_claim_stuck_until;
+	uint64_t stuck = __atomic_load_n(stuck_until, __ATOMIC_RELAXED);
 	uint64_t until = 0;
 	enum ibv_wc_status st;
 	int held;
@@ -546,8 +548,7 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 		if (!until) {
 			until = now + UD_CLAIM_WAIT_NS;
 		} else if (now > until) {
-			__atomic_store_n(&target->ud_claim_stuck_until,
-					 now + UD_CLAIM_STUCK_NS,
+			__atomic_store_n(stuck_until, now + UD_CLAIM_STUCK_NS,
 					 __ATOMIC_RELAXED);
 			eng_count(&eng->claim_timeouts, 1);
 			return IBV_WC_SUCCESS;

@@ -35,6 +35,9 @@
  *	without a doorbell, then the QP destroyed: what the destroy still
  *	runs, on the control thread with every tenant waiting, is bounded
  *	(abuse.sh counts the engine's bytes).
+ *   abuse-helper srq-forged-claim
+ *	UD QPs on an SRQ whose claim word the client set to ENGINE, flooded
+ *	(srq_forged_claim()).
  *   abuse-helper overlap
  *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
  *	onto itself 100 bytes further: the bytes land as memmove's would.
@@ -472,6 +475,69 @@ static int ud_claim(void)
 	return 0;
 }
 
+/*
+ * 16 UD QPs share a basic SRQ whose claim word their client set to
+ * ENGINE, which only an engine thread holding it may write; a 17th QP
+ * floods them round robin.  The engine must not spin on the forged word
+ * (20 us each, with the 50 us wait behind it), nor wait it out for every
+ * QP of the SRQ in turn: once a millisecond for the SRQ at most.
+ * abuse.sh compares claim_timeouts with the milliseconds printed.
+ */
+#define SRQ_FORGED_QPS	16
+
+static int srq_forged_claim(void)
+{
+	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = 256 };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 64, .max_sge = 1 } };
+	struct ibv_qp *t[SRQ_FORGED_QPS], *z;
+	struct ibv_wc wc[FLOOD_BATCH];
+	unsigned long sent = 0, done = 0;
+	struct ibv_cq *cq, *zcq;
+	struct ibv_srq *srq;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	struct vt_dev d;
+	long t0;
+	int i, n;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+	zcq = ibv_create_cq(d.ctx, 512, NULL, NULL, 0);
+	srq = ibv_create_srq(d.pd, &sa);
+	vt_assert(cq && zcq && srq, "CQ, SRQ: %s", strerror(errno));
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < 16; i++)
+		vt_srq_recv(srq, 1, mr->addr, 4096, mr->lkey);
+	o.srq = srq;
+	for (i = 0; i < SRQ_FORGED_QPS; i++) {
+		t[i] = vt_qp(&d, cq, cq, &o);
+		vt_connect(&d, t[i], NULL, &o);
+	}
+	o.srq = NULL;
+	z = vt_qp(&d, zcq, zcq, &o);
+	vt_connect(&d, z, NULL, &o);
+	ah = vt_ah(&d, d.port.lid, NULL);
+	__atomic_store_n(&to_ibvc_srq(srq)->rq.client->claim, IBVD_WQ_CLAIM_ENGINE,
+			 __ATOMIC_RELEASE);
+	t0 = vt_now_ms();
+	while (done < FLOOD_DGRAMS) {
+		for (i = 0; i < FLOOD_BATCH && sent < FLOOD_DGRAMS &&
+			    sent - done < 256; i++, sent++)
+			vt_ud_send(z, sent, ah, t[sent % SRQ_FORGED_QPS]->qp_num,
+				   VT_QKEY, mr->addr, 8, mr->lkey, IBV_SEND_SIGNALED);
+		n = vt_poll(zcq, wc, FLOOD_BATCH, vt_tmo_ms());
+		vt_assert(n > 0, "no completion after %lu of %d datagrams",
+			  done, FLOOD_DGRAMS);
+		for (i = 0; i < n; i++)
+			vt_assert(wc[i].status == IBV_WC_SUCCESS, "datagram %lu: %s",
+				  (unsigned long)wc[i].wr_id, vt_status(wc[i].status));
+		done += (unsigned long)n;
+	}
+	printf("srq-forged-claim: %d datagrams to %d QPs of an SRQ claimed by a forged word in %ld ms\n",
+	       FLOOD_DGRAMS, SRQ_FORGED_QPS, vt_now_ms() - t0);
+	return 0;
+}
+
 /* Ring qp's doorbell as the library does (ring.h): bit, summary, kick. */
 static void ring_doorbell(struct ibv_qp *qp)
 {
@@ -607,6 +673,8 @@ int main(int argc, char **argv)
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
 		return overlap();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap\n");
+	if (argc == 2 && !strcmp(argv[1], "srq-forged-claim"))
+		return srq_forged_claim();
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim\n");
 	return 2;
 }

@@ -4,7 +4,9 @@
 # renamed under a message, an opener of a waiting target closing on
 # another engine thread, a receiver holding its SRQ's claim for ever, or
 # its UD QP's while another QP floods it (the engine waits the claim out
-# once a millisecond, not for every datagram: claim_timeouts), a QP
+# once a millisecond, not for every datagram: claim_timeouts), an SRQ's
+# claim word set to ENGINE by its client (no spin, one wait a millisecond
+# for the whole SRQ), a QP
 # destroyed with 2 GiB of WRITEs in its SQ (the destroy runs 16 MiB of
 # them at most: the engine's bytes), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
@@ -23,7 +25,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,full-sq-destroy,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,full-sq-destroy,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -40,6 +42,12 @@ for mode in "${modes[@]}"; do
 	# 8192 datagrams, each one waited out before: a quarter at most
 	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
 		fail "$mode: the engine waited out the claim $waits times"
+	# a forged claim word: waited out once a millisecond for the SRQ
+	if [ "$mode" = srq-forged-claim ]; then
+		ms=$(sed -n 's/.* in \([0-9]*\) ms$/\1/p' "$O/abuse")
+		[ -n "$ms" ] && [ "$waits" -le $((ms + 2)) ] ||
+			fail "$mode: the engine waited out the claim $waits times in ${ms:-?} ms"
+	fi
 	# 2 GiB in the SQ; a destroy may still run 16 MiB of it
 	bytes=$(($(engine_count bytes) - bytes))
 	[ "$mode" != full-sq-destroy ] || [ "$bytes" -le $((17 << 20)) ] ||

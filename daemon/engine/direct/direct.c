@@ -67,9 +67,15 @@ static uint32_t claim_cas(struct ibvd_qp *t, struct ibvd_wq_client *c)
 		if (__atomic_compare_exchange_n(&c->claim, &expect,
 						IBVD_WQ_CLAIM_ENGINE, false,
 						__ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED))
+						__ATOMIC_RELAXED)) {
+			if (t->srq)
+				__atomic_store_n(&t->srq->engine_claimed, true,
+						 __ATOMIC_RELAXED);
 			return IBVD_WQ_CLAIM_FREE;
-		if (!t->srq || expect != IBVD_WQ_CLAIM_ENGINE)
+		}
+		/* ENGINE written by the client is no reason to wait */
+		if (!t->srq || expect != IBVD_WQ_CLAIM_ENGINE ||
+		    !__atomic_load_n(&t->srq->engine_claimed, __ATOMIC_RELAXED))
 			return expect;
 		now = ibvd_eng_now();
 		if (!until)
@@ -113,6 +119,14 @@ static int claim_sync(struct ibvd_qp *t, struct ibvd_ring *ring,
  * for a head the library could not have written (the claim is given
  * back).
  */
+/* Let go of t's receive queue's claim. */
+static void claim_free(struct ibvd_qp *t, struct ibvd_wq_client *c)
+{
+	if (t->srq)
+		__atomic_store_n(&t->srq->engine_claimed, false, __ATOMIC_RELAXED);
+	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
+}
+
 int ibvd_eng_claim_take(struct ibvd_qp *t)
 {
 	struct ibvd_ring *ring = recv_ring(t);
@@ -128,7 +142,7 @@ int ibvd_eng_claim_take(struct ibvd_qp *t)
 	if (t->srq)
 		pthread_mutex_unlock(&t->srq->lock);
 	if (ret < 0)
-		ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
+		claim_free(t, c);
 	return ret;
 }
 
@@ -141,7 +155,7 @@ void ibvd_eng_claim_give(struct ibvd_qp *t)
 	ibvd_write_once(&c->direct_head, head);
 	ibvd_publish(&((struct ibvd_wq_engine *)ring->engine_page)->head, head);
 	/* Release: the WQEs taken, their CQEs and the head, then the claim. */
-	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
+	claim_free(t, c);
 }
 
 static bool ring_empty(const struct ibvd_transit *r)
