@@ -3,6 +3,7 @@
  */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -134,30 +135,62 @@ void ibvd_devlinks_remove_all(void)
 		remove_one(LIST_FIRST(&made));
 }
 
+static bool config_names(const struct ibvd_config *cfg, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < cfg->ndevices; i++)
+		if (strcmp(cfg->devices[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* Unlink dir's links to /dev/null but those of cfg's devices if keep. */
+static int remove_stale(const char *dir, const struct ibvd_config *cfg,
+			bool keep)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int ret = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || (keep && config_names(cfg, e->d_name)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (points_at_null(path) && unlink(path) < 0) {
+			log_err("cannot remove %s: %s", path, strerror(errno));
+			ret = ret ? ret : -errno;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
 int ibvd_devlinks_oneshot(const char *dir, const struct ibvd_config *cfg,
 			  bool make)
 {
 	char path[PATH_MAX];
 	unsigned int i;
-	int ret = 0;
+	int ret;
 
-	if (make && !cfg->device_links)
-		return 0;
-	if (make && make_dir(dir) < 0)
+	ret = remove_stale(dir, cfg, make && cfg->device_links);
+	if (!make) {
+		(void)rmdir(dir);	/* only if empty */
+		return ret;
+	}
+	if (!cfg->device_links)
+		return ret;
+	if (make_dir(dir) < 0)
 		return -errno;
 	for (i = 0; i < cfg->ndevices; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, cfg->devices[i].name);
-		if (make) {
-			if (symlink(LINK_TARGET, path) < 0 && errno != EEXIST) {
-				log_err("cannot make %s: %s", path, strerror(errno));
-				ret = ret ? ret : -errno;
-			}
-		} else if (points_at_null(path) && unlink(path) < 0) {
-			log_err("cannot remove %s: %s", path, strerror(errno));
+		if (symlink(LINK_TARGET, path) < 0 && errno != EEXIST) {
+			log_err("cannot make %s: %s", path, strerror(errno));
 			ret = ret ? ret : -errno;
 		}
 	}
-	if (!make)
-		(void)rmdir(dir);	/* only if empty */
 	return ret;
 }

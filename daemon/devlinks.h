@@ -36,7 +36,11 @@ void ibvd_devlinks_remove_all(void);
  * For a service manager that hides /dev from the daemon (systemd's
  * PrivateDevices=): make (make) or remove the links of the devices the
  * config names, in a separate privileged step, with no memory of which
- * were made.  Removing touches only links to /dev/null.  Returns 0, or
+ * were made.  Both also remove every other link to /dev/null in dir: one
+ * a reload dropped would otherwise stay for good (the step before the
+ * reload makes the new config's, the one after the stop removes the last
+ * config's).  Only ibverbsd puts links to /dev/null there; what is not
+ * one (a kernel's device node) is left alone.  Returns 0, or
  * -errno of the first failure (after trying every device).
  */
 int ibvd_devlinks_oneshot(const char *dir, const struct ibvd_config *cfg,

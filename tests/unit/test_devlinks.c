@@ -181,6 +181,43 @@ START_TEST(oneshot_for_the_unit)
 }
 END_TEST
 
+/*
+ * Under the unit, a reload is "make" with the new config then SIGHUP, and
+ * a stop is "remove" with the config of the moment: a device a reload
+ * dropped must lose its link at the next step, not keep it for good.
+ */
+START_TEST(oneshot_after_reload)
+{
+	char cfgerr[256];
+	struct ibvd_config *two = ibvd_config_parse(
+		"{\"devices\": [{\"name\": \"ibvd0\"}, {\"name\": \"ibvd1\"}]}",
+		"t.conf", cfgerr, sizeof(cfgerr));
+	struct ibvd_config *one = ibvd_config_parse(
+		"{\"devices\": [{\"name\": \"ibvd0\"}]}", "t.conf", cfgerr,
+		sizeof(cfgerr));
+	char path[256];
+
+	ck_assert_msg(two && one, "%s", cfgerr);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, two, true), 0);
+	ck_assert_int_eq(link_state("ibvd1"), 1);
+	/* not ours: a kernel's node, or anything but a link to /dev/null */
+	snprintf(path, sizeof(path), "%s/uverbs0", dir);
+	ck_assert_int_eq(symlink("/dev/zero", path), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, true), 0);
+	ck_assert_int_eq(link_state("ibvd0"), 1);
+	ck_assert_int_eq(link_state("ibvd1"), 0);
+	ck_assert_int_eq(link_state("uverbs0"), -1);
+	/* the reload back, then a stop with the first config */
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, two, true), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, false), 0);
+	ck_assert_int_eq(link_state("ibvd0"), 0);
+	ck_assert_int_eq(link_state("ibvd1"), 0);
+	ck_assert_int_eq(link_state("uverbs0"), -1);
+	ibvd_config_free(two);
+	ibvd_config_free(one);
+}
+END_TEST
+
 static Suite *devlinks_suite(void)
 {
 	Suite *s = suite_create("devlinks");
@@ -191,6 +228,7 @@ static Suite *devlinks_suite(void)
 	tcase_add_test(tc, others_left_alone);
 	tcase_add_test(tc, no_permission_is_not_fatal);
 	tcase_add_test(tc, oneshot_for_the_unit);
+	tcase_add_test(tc, oneshot_after_reload);
 	suite_add_tcase(s, tc);
 	return s;
 }
