@@ -21,6 +21,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 
+#include "core/host_addrs.h"
 #include "core/objects.h"
 #include "core/roce.h"
 #include "log.h"
@@ -46,6 +47,7 @@ struct todo {
 	struct ibvd_device *dev[IBVD_MAX_DEVICES];
 	unsigned int n;
 	bool all;
+	bool addrs;		/* some interface's addresses changed */
 };
 
 /* ---- one device ------------------------------------------------------------- */
@@ -169,6 +171,8 @@ static void note_message(struct ibvd_netdev_watch *w, const struct nlmsghdr *h,
 
 	if (!message_subject(h, &ifindex, &name))
 		return;
+	/* any interface's: the host's addresses are not only our devices' */
+	t->addrs |= h->nlmsg_type == RTM_NEWADDR || h->nlmsg_type == RTM_DELADDR;
 	TAILQ_FOREACH(dev, &w->d->devices, link) {
 		const struct ibvd_netdev *nd = &dev->roce.netdev;
 
@@ -202,9 +206,20 @@ static int read_one(struct ibvd_netdev_watch *w, struct todo *t)
 	return 0;
 }
 
+static void refresh_host_addrs(void)
+{
+	int ret = ibvd_host_addrs_refresh();
+
+	if (ret < 0)
+		log_warn("cannot read the host's addresses: %s (RoCE packets from "
+			 "an address added since pass for a peer's)", strerror(-ret));
+}
+
 static void refresh_all(struct ibvd_daemon *d)
 {
 	struct ibvd_device *dev;
+
+	refresh_host_addrs();
 
 	TAILQ_FOREACH(dev, &d->devices, link)
 		if (dev->kind == IBVD_DEV_ROCE)
@@ -234,6 +249,8 @@ static void readable_cb(evutil_socket_t fd, short what, void *arg)
 		refresh_all(w->d);
 		return;
 	}
+	if (t.addrs)
+		refresh_host_addrs();
 	for (i = 0; i < t.n; i++)
 		refresh(t.dev[i]);
 }
@@ -298,5 +315,6 @@ void ibvd_netdev_watch_free(struct ibvd_netdev_watch *w)
 		event_free(w->ev);
 	if (w->fd >= 0)
 		close(w->fd);
+	ibvd_host_addrs_free();
 	free(w);
 }

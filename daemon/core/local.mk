@@ -1,11 +1,13 @@
 # daemon/core/: the object model every layer shares: verbs objects and
 # the registries the engine looks them up in, handle tables, devices and
 # their ports (and the rules of RoCE ones, and how their raw sockets are
-# opened), the token bucket of a tenant's bandwidth.
+# opened), the token bucket of a tenant's bandwidth, the host's own
+# addresses.
 DAEMON_SOURCES += \
 	daemon/core/objects.h daemon/core/registry.c \
 	daemon/core/handle.c daemon/core/handle.h \
 	daemon/core/device.c daemon/core/device.h \
 	daemon/core/roce.c daemon/core/roce.h \
 	daemon/core/rawsock.c daemon/core/rawsock.h \
-	daemon/core/rate.c daemon/core/rate.h
+	daemon/core/rate.c daemon/core/rate.h \
+	daemon/core/host_addrs.c daemon/core/host_addrs.h

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "core/device.h"
+#include "core/host_addrs.h"
 #include "core/objects.h"
 #include "core/roce.h"
 #include "engine/transport.h"
@@ -104,13 +105,18 @@ static void rx_ud(struct roce_dev *rd, const uint8_t *pkt,
 	ibvd_eng_ud_receive(target, &dg);
 }
 
+/*
+ * Is src one of the device's peers: in its "peers", and not an address
+ * of this host (core/host_addrs.h)?
+ */
 static bool peer_allowed(const struct roce_dev *rd, int family,
 			 const uint8_t *src)
 {
 	uint8_t gid[16];
 
 	roce_ip_to_gid(family, src, gid);
-	return ibvd_roce_peer_allowed(&rd->dev->roce, gid);
+	return ibvd_roce_peer_allowed(&rd->dev->roce, gid) &&
+	       !ibvd_host_addrs_has(gid);
 }
 
 /* The type of QP a connected packet is for. */
