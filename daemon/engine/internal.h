@@ -593,6 +593,7 @@ struct ibvd_engine {
 	uint64_t turns, bytes, wakeups, timers_fired;
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
+	uint64_t copies_charged;	/* this step's extra copies (send.c) */
 };
 
 uint64_t ibvd_eng_now(void);

@@ -228,6 +228,11 @@ static void start_wqe(struct ibvd_qp *qp)
 	qp->wqe_started = true;
 }
 
+void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
+{
+	eng->copies_charged += bytes;
+}
+
 /*
  * Execute the next step of the WQE at sq_head into req (all of it unless
  * it is longer than a chunk); *bytes grows by the step.  paced: honour
@@ -258,7 +263,9 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		return *status == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}
 	if (qp->qp_type == IBV_QPT_UD) {
+		eng->copies_charged = 0;
 		st = ibvd_eng_transport(qp)->send_ud(eng, qp, req);
+		*bytes += eng->copies_charged;
 		*status = st;
 		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}

@@ -507,6 +507,13 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 			      struct ibvd_qp *target, const struct eng_req *req);
 
 /*
+ * send.c: a transport that copied a step's bytes more than once (a datagram to
+ * each member of a group): the extra bytes count against the sender's
+ * turn as if it had sent them, or one turn could copy a group's worth.
+ */
+void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
+
+/*
  * recv.c: a UD datagram from src arriving at target with Q_Key qkey: it
  * lands if target takes it; the sender's status (only its own faults:
  * everything else drops the datagram silently).

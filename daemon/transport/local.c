@@ -125,6 +125,7 @@ static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src
 {
 	const struct ibvd_mcast_group *grp;
 	const struct ibvd_mcast_member *m;
+	bool first = true;
 
 	if (!req->w.av.is_global)
 		return IBV_WC_SUCCESS;
@@ -137,6 +138,9 @@ static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src
 		/* A NIC loops a group's datagram back to its sender too. */
 		if (m->qp == src && src->block_self_mcast)
 			continue;
+		if (!first)
+			ibvd_eng_charge_copies(eng, req->length);
+		first = false;
 		st = ibvd_eng_ud_deliver(eng, src, m->qp, req, qkey);
 		if (st != IBV_WC_SUCCESS)
 			return st;

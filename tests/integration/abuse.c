@@ -38,6 +38,9 @@
  *   abuse-helper srq-forged-claim
  *	UD QPs on an SRQ whose claim word the client set to ENGINE, flooded
  *	(srq_forged_claim()).
+ *   abuse-helper mcast-fanout
+ *	Datagrams to a group of 32 QPs count 32 times in the sender's turn
+ *	(mcast_fanout()).
  *   abuse-helper overlap
  *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
  *	onto itself 100 bytes further: the bytes land as memmove's would.
@@ -538,6 +541,66 @@ static int srq_forged_claim(void)
 	return 0;
 }
 
+/*
+ * 64 datagrams of 4 KiB posted at once to a group of 32 QPs: each one is
+ * 32 copies, and the sender's turn must count them all (128 KiB, a turn's
+ * budget), not one; else a turn of 32 WQEs copies 4 MiB while every other
+ * QP of the engine waits.  abuse.sh counts the engine's turns.
+ */
+#define FANOUT_QPS	32
+#define FANOUT_DGRAMS	64
+
+static int mcast_fanout(void)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x77, 0x01 } };
+	const uint16_t mlid = 0xc077;
+	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = FANOUT_DGRAMS };
+	struct ibv_send_wr wr[FANOUT_DGRAMS], *bad = NULL;
+	struct ibv_qp *member[FANOUT_QPS], *tx;
+	struct ibv_sge sge;
+	struct ibv_cq *cq;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct vt_dev d;
+	int i;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 2 * FANOUT_DGRAMS, NULL, NULL, 0);
+	vt_assert(cq != NULL, "CQ: %s", strerror(errno));
+	for (i = 0; i < FANOUT_QPS; i++) {
+		member[i] = vt_qp(&d, cq, cq, &o);
+		vt_connect(&d, member[i], NULL, &o);
+		vt_assert(ibv_attach_mcast(member[i], &mgid, mlid) == 0,
+			  "attach member %d: %s", i, strerror(errno));
+	}
+	tx = vt_qp(&d, cq, cq, &o);
+	vt_connect(&d, tx, NULL, &o);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	ah = vt_ah(&d, mlid, &mgid);
+	sge = (struct ibv_sge){ (uintptr_t)mr->addr, 4096, mr->lkey };
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < FANOUT_DGRAMS; i++) {
+		wr[i].wr_id = (uint64_t)i;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].wr.ud.ah = ah;
+		wr[i].wr.ud.remote_qpn = 0xffffff;
+		wr[i].wr.ud.remote_qkey = VT_QKEY;
+		wr[i].next = i + 1 < FANOUT_DGRAMS ? &wr[i + 1] : NULL;
+	}
+	wr[FANOUT_DGRAMS - 1].send_flags = IBV_SEND_SIGNALED;
+	vt_assert(ibv_post_send(tx, wr, &bad) == 0, "post: %s", strerror(errno));
+	vt_assert(vt_poll(cq, &wc, 1, vt_tmo_ms()) == 1, "no completion");
+	vt_assert(wc.status == IBV_WC_SUCCESS && wc.wr_id == FANOUT_DGRAMS - 1,
+		  "the last datagram: %s", vt_status(wc.status));
+	printf("mcast-fanout: %d datagrams of 4 KiB to a group of %d QPs\n",
+	       FANOUT_DGRAMS, FANOUT_QPS);
+	return 0;
+}
+
 /* Ring qp's doorbell as the library does (ring.h): bit, summary, kick. */
 static void ring_doorbell(struct ibv_qp *qp)
 {
@@ -675,6 +738,8 @@ int main(int argc, char **argv)
 		return overlap();
 	if (argc == 2 && !strcmp(argv[1], "srq-forged-claim"))
 		return srq_forged_claim();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim\n");
+	if (argc == 2 && !strcmp(argv[1], "mcast-fanout"))
+		return mcast_fanout();
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout\n");
 	return 2;
 }

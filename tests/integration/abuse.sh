@@ -25,11 +25,12 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,full-sq-destroy,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-fanout,full-sq-destroy,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
 	bytes=$(engine_count bytes)
+	turns=$(engine_count turns)
 	# An abuser leaves its objects to the daemon, and its own structs
 	# unfreed: leaks a sanitizer build would otherwise report.
 	# shellcheck disable=SC2086 # mode: words
@@ -48,11 +49,15 @@ for mode in "${modes[@]}"; do
 		[ -n "$ms" ] && [ "$waits" -le $((ms + 2)) ] ||
 			fail "$mode: the engine waited out the claim $waits times in ${ms:-?} ms"
 	fi
+	# 64 datagrams, each a turn's worth of copies: 64 turns or so
+	turns=$(($(engine_count turns) - turns))
+	[ "$mode" != mcast-fanout ] || [ "$turns" -ge 60 ] ||
+		fail "$mode: the 64 datagrams took $turns turns: their copies went uncounted"
 	# 2 GiB in the SQ; a destroy may still run 16 MiB of it
 	bytes=$(($(engine_count bytes) - bytes))
 	[ "$mode" != full-sq-destroy ] || [ "$bytes" -le $((17 << 20)) ] ||
 		fail "$mode: the destroy moved $bytes bytes"
-	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times, $bytes bytes moved)"
+	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times, $bytes bytes moved, $turns turns)"
 done
 
 nothing_left "after the abusers left"
