@@ -270,9 +270,10 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	}
 	/* Sends wait for ESTABLISHED: the peer's QP is not ready before. */
 	rs->state = RS_ACCEPTING;
-	ret = rs_table_insert(rs);
-	if (!ret && rs->keepalive)
-		ret = rs_keepalive_update(rs);
+	/* the table last: once there, another thread may take it by its fd */
+	ret = rs->keepalive ? rs_keepalive_update(rs) : 0;
+	if (!ret)
+		ret = rs_table_insert(rs);
 	if (ret)
 		goto fail;
 	*ret_rs = rs;
@@ -451,13 +452,14 @@ static int stop_listening(struct rsocket *rs)
 	struct sockaddr_storage addr;
 	struct rdma_cm_id *id;
 
+	/* first what may fail: until then it listens on, as it was */
+	if (rdma_create_id(rs->ch, &id, rs, RDMA_PS_TCP))
+		return -errno;
 	rs->state = RS_BOUND;
 	rs_cm_progress(rs);		/* refuses what came meanwhile */
 	rs_free_requests(rs);
 	rs_copy_sockaddr((struct sockaddr *)&addr, sizeof(addr),
 			 rdma_get_local_addr(rs->id));
-	if (rdma_create_id(rs->ch, &id, rs, RDMA_PS_TCP))
-		return -errno;
 	rdma_destroy_id(rs->id);
 	rs->id = id;
 	if (rdma_bind_addr(id, (struct sockaddr *)&addr))
