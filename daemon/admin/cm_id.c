@@ -257,7 +257,8 @@ static int fill_id(json_t *o, const struct id_row *r)
 
 struct listing {
 	const struct selection *sel;
-	json_t *out;
+	json_t *out;			/* NULL: only count */
+	size_t n;
 };
 
 static int list_one(const struct ibvd_cm_id_info *id, void *arg)
@@ -269,6 +270,11 @@ static int list_one(const struct ibvd_cm_id_info *id, void *arg)
 	ibvd_client_info(id->owner, &r.owner);
 	if (!selected(&r, l->sel))
 		return 0;
+	if (!l->out || l->n >= IBVD_RES_MAX_ROWS) {
+		l->n++;
+		return l->out ? -EMSGSIZE : 0;
+	}
+	l->n++;
 	o = json_object();
 	if (!o)
 		return -ENOMEM;
@@ -284,11 +290,31 @@ int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 		       json_t *out)
 {
 	struct selection sel;
-	struct listing l = { &sel, out };
+	struct listing l = { &sel, out, 0 };
 	int ret;
 
 	ret = parse_selection(call, argc, argv, &sel);
 	if (ret < 0)
 		return ret;
-	return ibvd_cm_foreach_id(list_one, &l);
+	ret = ibvd_cm_foreach_id(list_one, &l);
+	if (ret == -EMSGSIZE)
+		return ibvd_call_error(call, ret,
+				       "more than %u rows: reply too large for one frame (filter by dev, pid, ...)",
+				       (unsigned int)IBVD_RES_MAX_ROWS);
+	return ret;
+}
+
+int ibvd_cm_admin_count(struct ibvd_call *call, size_t argc, char **argv,
+			size_t *n)
+{
+	struct selection sel;
+	struct listing l = { &sel, NULL, 0 };
+	int ret;
+
+	ret = parse_selection(call, argc, argv, &sel);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_cm_foreach_id(list_one, &l);
+	*n = l.n;
+	return ret;
 }

@@ -40,12 +40,6 @@
 #include "verbs/context.h"
 
 #define MAX_FILTERS	8
-/*
- * Rows in one reply at most: a row is more than 32 bytes of JSON, so more
- * cannot fit in a frame.  The walk stops there rather than build (on the
- * control thread, every tenant waiting) a listing that cannot be sent.
- */
-#define RES_MAX_ROWS	(IBVD_FRAME_MAX / 32)
 
 struct res_filter {
 	const char *key;
@@ -458,7 +452,7 @@ static int emit(struct res_walk *w, uint32_t handle, const void *obj)
 		json_decref(o);
 		return 0;
 	}
-	if (json_array_size(w->out) >= RES_MAX_ROWS) {
+	if (json_array_size(w->out) >= IBVD_RES_MAX_ROWS) {
 		json_decref(o);
 		return -EMSGSIZE;
 	}
@@ -503,7 +497,7 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 			if (ret == -EMSGSIZE)
 				return ibvd_call_error(call, ret,
 						       "more than %u rows: reply too large for one frame (filter by dev, pid, ...)",
-						       (unsigned int)RES_MAX_ROWS);
+						       (unsigned int)IBVD_RES_MAX_ROWS);
 			if (ret)
 				return ret < 0 ? ret : -ENOMEM;
 		}
@@ -551,7 +545,7 @@ static int count_kind(struct ibvd_call *call, const char *kind,
 	const struct res_kind *k = kind_by_name(kind);
 	struct ibvd_client_info caller, owner;
 	const struct ibvd_context *ctx;
-	json_t *rows;
+	size_t count;
 	int ret;
 
 	*n = 0;
@@ -567,12 +561,8 @@ static int count_kind(struct ibvd_call *call, const char *kind,
 		return 0;
 	}
 	/* cm ids live in the CM's world, not in contexts: ask its listing */
-	rows = json_array();
-	if (!rows)
-		return -ENOMEM;
-	ret = ibvd_cm_admin_show(call, 2, argv, rows);
-	*n = (json_int_t)json_array_size(rows);
-	json_decref(rows);
+	ret = ibvd_cm_admin_count(call, 2, argv, &count);
+	*n = (json_int_t)count;
 	return ret;
 }
 

@@ -10,7 +10,16 @@
 
 #include <jansson.h>
 
+#include "frame.h"
+
 struct ibvd_call;
+
+/*
+ * Rows in one reply at most: a row is more than 32 bytes of JSON, so more
+ * cannot fit in a frame.  A listing stops there rather than build (on the
+ * control thread, every tenant waiting) one that cannot be sent.
+ */
+#define IBVD_RES_MAX_ROWS	(IBVD_FRAME_MAX / 32)
 
 /*
  * Append one row per visible object of kind ("qp", "cq", "mr", "pd",
@@ -38,5 +47,9 @@ int ibvd_client_admin_show(struct ibvd_call *call, size_t argc, char **argv,
  */
 int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 		       json_t *out);
+
+/* How many rows ibvd_cm_admin_show would append, without making them. */
+int ibvd_cm_admin_count(struct ibvd_call *call, size_t argc, char **argv,
+			size_t *n);
 
 #endif /* IBVD_RES_ADMIN_H */

@@ -288,6 +288,26 @@ exec 9>&-
 wait_exit "$many" 5
 ok "$(head -n 1 "$O/bad"); $(cat "$O/sum")"
 
+check "uid $USER1 holds 3000 CM ids: resource show cm_id is refused"
+ibvctl limit set uid "$USER1" cm_id=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER1 cm_id=max"; }
+rm -f "$T/many.in"
+mkfifo "$T/many.in" && chmod 644 "$T/many.in" || fail "mkfifo"
+run_ours "$USER1" "$T/bin/quota-helper" cm_id 3000 hold <"$T/many.in" >"$O/many" 2>&1 &
+many=$!
+exec 9>"$T/many.in"
+for _ in $(seq $((TMO * 10))); do
+	grep -q '^created' "$O/many" && break
+	sleep 0.1
+done
+expect_grep '^created 3000 errno 0' "$O/many" "uid $USER1's CM ids"
+ibvctl resource show cm_id >"$O/bad" 2>&1 && { show output "$O/bad"; fail "resource show cm_id of 3000 ids exited 0"; }
+expect_grep 'more than 2048 rows: reply too large' "$O/bad" "resource show cm_id of 3000 ids"
+ibvctl resource show >"$O/sum" 2>&1 || { show output "$O/sum"; fail "ibvctl resource show exited $?"; }
+exec 9>&-
+wait_exit "$many" 5
+ok "$(head -n 1 "$O/bad")"
+
 # ---- teardown --------------------------------------------------------------------
 check "after the workload dies, nothing is left"
 # the pingpong processes themselves, as the daemon saw them
