@@ -122,6 +122,17 @@ static void undo_socket_settings(struct ibvd_daemon *d,
 		log_warn("socket permissions not restored: %s", why);
 }
 
+/* What a reload cannot change: said, so that nobody waits for it. */
+static void warn_restart_only(const struct ibvd_config *old,
+			      const struct ibvd_config *cfg)
+{
+	if (!same_string(old->user, cfg->user))
+		log_warn("\"user\" changed to %s: ignored until restart",
+			 cfg->user ? cfg->user : "(none)");
+	if (old->engine_threads != cfg->engine_threads)
+		log_warn("engine.threads changed: ignored until restart");
+}
+
 /* Tell the contexts of each removed device, drop them, free the device. */
 static void drop_removed_devices(struct ibvd_device_list *removed)
 {
@@ -191,6 +202,7 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	}
 	old = d->cfg;
 	d->cfg = cfg;
+	warn_restart_only(old, cfg);
 	ibvd_daemon_apply_log_level(d);
 	/* live: what tenants hold stays, their next requests see these */
 	ibvd_tenants_apply(cfg);
