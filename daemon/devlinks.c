@@ -170,14 +170,16 @@ static int remove_stale(const char *dir, const struct ibvd_config *cfg,
 }
 
 int ibvd_devlinks_oneshot(const char *dir, const struct ibvd_config *cfg,
-			  bool make)
+			  enum ibvd_devlinks_step step)
 {
 	char path[PATH_MAX];
 	unsigned int i;
-	int ret;
+	int ret = 0;
 
-	ret = remove_stale(dir, cfg, make && cfg->device_links);
-	if (!make) {
+	if (step != IBVD_DEVLINKS_ADD)
+		ret = remove_stale(dir, cfg, step == IBVD_DEVLINKS_MAKE &&
+					     cfg->device_links);
+	if (step == IBVD_DEVLINKS_REMOVE) {
 		(void)rmdir(dir);	/* only if empty */
 		return ret;
 	}

@@ -32,18 +32,31 @@ void ibvd_devlinks_sync(const char *dir, const struct ibvd_device_list *devs,
 /* Remove every link this process made (at exit). */
 void ibvd_devlinks_remove_all(void);
 
+/* The steps of a service manager's (ibvd_devlinks_oneshot). */
+enum ibvd_devlinks_step {
+	/* before a start: the config's links, and no other */
+	IBVD_DEVLINKS_MAKE,
+	/*
+	 * before a reload: the new config's links, the others kept.  The
+	 * daemon may refuse the reload and go on serving every device it
+	 * has; a device the reload drops keeps its link until the stop.
+	 */
+	IBVD_DEVLINKS_ADD,
+	/* after a stop: none */
+	IBVD_DEVLINKS_REMOVE,
+};
+
 /*
  * For a service manager that hides /dev from the daemon (systemd's
- * PrivateDevices=): make (make) or remove the links of the devices the
- * config names, in a separate privileged step, with no memory of which
- * were made.  Both also remove every other link to /dev/null in dir: one
- * a reload dropped would otherwise stay for good (the step before the
- * reload makes the new config's, the one after the stop removes the last
- * config's).  Only ibverbsd puts links to /dev/null there; what is not
- * one (a kernel's device node) is left alone.  Returns 0, or
- * -errno of the first failure (after trying every device).
+ * PrivateDevices=): the links of the devices the config names, made or
+ * removed in a separate privileged step with no memory of which were
+ * made.  MAKE and REMOVE also remove every other link to /dev/null in
+ * dir: one a reload dropped would otherwise stay for good.  Only ibverbsd
+ * puts links to /dev/null there; what is not one (a kernel's device node)
+ * is left alone.  Returns 0, or -errno of the first failure (after trying
+ * every device).
  */
 int ibvd_devlinks_oneshot(const char *dir, const struct ibvd_config *cfg,
-			  bool make);
+			  enum ibvd_devlinks_step step);
 
 #endif /* IBVD_DEVLINKS_H */

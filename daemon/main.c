@@ -63,7 +63,7 @@ struct options {
 	const char *config;
 	const char *socket;
 	int systemd;
-	const char *device_links;	/* "make", "remove": one shot */
+	const char *device_links;	/* "make", "add", "remove": one shot */
 	const char *user;		/* overrides the config's "user" */
 	unsigned int verbosity;
 };
@@ -71,7 +71,23 @@ struct options {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ibverbsd [-fv] [-c file] [--socket path] [--user name] [--systemd]\n"
-		   "       ibverbsd [-c file] --device-links make|remove\n");
+		   "       ibverbsd [-c file] --device-links make|add|remove\n");
+}
+
+/* --device-links' argument as a step, or -1. */
+static int devlinks_step(const char *arg)
+{
+	static const char *const names[] = {
+		[IBVD_DEVLINKS_MAKE] = "make",
+		[IBVD_DEVLINKS_ADD] = "add",
+		[IBVD_DEVLINKS_REMOVE] = "remove",
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(arg, names[i]) == 0)
+			return (int)i;
+	return -1;
 }
 
 static void parse_options(int argc, char **argv, struct options *opts)
@@ -99,9 +115,8 @@ static void parse_options(int argc, char **argv, struct options *opts)
 			exit(EXIT_USAGE);
 		}
 	}
-	if (opts->device_links && strcmp(opts->device_links, "make") != 0 &&
-	    strcmp(opts->device_links, "remove") != 0) {
-		fprintf(stderr, "ibverbsd: --device-links takes make or remove\n");
+	if (opts->device_links && devlinks_step(opts->device_links) < 0) {
+		fprintf(stderr, "ibverbsd: --device-links takes make, add or remove\n");
 		usage(stderr);
 		exit(EXIT_USAGE);
 	}
@@ -357,8 +372,9 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	libevent_global_shutdown();
 }
 
-/* ibverbsd --device-links make|remove: the links alone, then exit. */
-static int device_links_oneshot(struct ibvd_daemon *d, bool make)
+/* ibverbsd --device-links make|add|remove: the links alone, then exit. */
+static int device_links_oneshot(struct ibvd_daemon *d,
+				enum ibvd_devlinks_step step)
 {
 	char err[512];
 	int ret;
@@ -368,7 +384,7 @@ static int device_links_oneshot(struct ibvd_daemon *d, bool make)
 		log_err("%s", err);
 		return EXIT_FAILURE;
 	}
-	ret = ibvd_devlinks_oneshot(IBVD_DEVLINKS_DIR, d->cfg, make);
+	ret = ibvd_devlinks_oneshot(IBVD_DEVLINKS_DIR, d->cfg, step);
 	ibvd_config_free(d->cfg);
 	free((char *)d->config_arg);
 	free((char *)d->socket_arg);
@@ -398,7 +414,7 @@ int main(int argc, char **argv)
 	if ((opts.config && !d.config_arg) || (opts.socket && !d.socket_arg))
 		fatal_startup(ENOMEM, "out of memory");
 	if (opts.device_links)
-		return device_links_oneshot(&d, strcmp(opts.device_links, "make") == 0);
+		return device_links_oneshot(&d, devlinks_step(opts.device_links));
 	raise_fd_limit();
 	prepare(&d);
 	if (!opts.foreground && !opts.systemd) {

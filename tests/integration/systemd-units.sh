@@ -62,3 +62,33 @@ score=$(sed -n 's/^→ Overall exposure level for ibverbsd.service: \([0-9.]*\).
 [ -n "$score" ] || { show "systemd-analyze security" "$O/security"; fail "no exposure score"; }
 awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || { show "systemd-analyze security" "$O/security"; fail "exposure $score > 2.0"; }
 ok "exposure $score"
+
+# The unit's /dev/infiniband steps, run as it runs them (in a mount
+# namespace with a /dev of our own): a start makes the config's links, a
+# reload adds the new config's and removes none (the daemon may refuse
+# it and keep serving every device), a stop removes them all.
+check "the unit's device-link steps: make, add on reload, remove"
+step_of() {	# KEY: the --device-links argument of the unit's KEY line
+	sed -n "s|^$1=+$sbindir/ibverbsd --device-links \\([a-z]*\\)\$|\\1|p" "$svc"
+}
+start_step=$(step_of ExecStartPre) reload_step=$(step_of ExecReload) stop_step=$(step_of ExecStopPost)
+[ "$start_step/$reload_step/$stop_step" = make/add/remove ] ||
+	fail "the unit's steps are '$start_step/$reload_step/$stop_step', not make/add/remove"
+grep -A1 "^ExecReload=+.*--device-links" "$svc" | tail -n 1 | grep -q '^ExecReload=/bin/kill -HUP' ||
+	fail "the reload's link step is not the one before SIGHUP"
+printf '{"devices": [{"name": "ibvd0"}, {"name": "ibvd1"}]}\n' >"$T/two.conf"
+printf '{"devices": [{"name": "ibvd0"}]}\n' >"$T/one.conf"
+unshare -m --propagation private sh -c '
+	mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 || exit 2
+	links() { printf "%s:" "$1"; ls /dev/infiniband 2>/dev/null | tr "\n" " "; echo; }
+	"$0" -c "$1" --device-links "$3" && links start &&
+	"$0" -c "$2" --device-links "$4" && links reload &&
+	"$0" -c "$2" --device-links "$5" && links stop &&
+	"$0" -c "$2" --device-links bogus 2>&1 | grep -m1 takes' \
+	"$IBVERBSD" "$T/two.conf" "$T/one.conf" "$start_step" "$reload_step" "$stop_step" \
+	>"$O/links" 2>&1 || { show steps "$O/links"; fail "the link steps failed"; }
+expect_grep '^start:ibvd0 ibvd1 $' "$O/links" "links after the start step"
+expect_grep '^reload:ibvd0 ibvd1 $' "$O/links" "links after the reload step (ibvd1 kept)"
+expect_grep '^stop:$' "$O/links" "links after the stop step"
+expect_grep 'takes make, add or remove' "$O/links" "an unknown step"
+ok "start: ibvd0 ibvd1; reload to one device: both kept; stop: none"

@@ -159,32 +159,33 @@ START_TEST(oneshot_for_the_unit)
 	FILE *f;
 
 	ck_assert_msg(cfg != NULL, "%s", cfgerr);
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, true), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, IBVD_DEVLINKS_MAKE), 0);
 	ck_assert_int_eq(link_state("ibvd0"), 1);
 	ck_assert_int_eq(link_state("ibvd1"), 1);
 	/* making again is fine */
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, true), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, IBVD_DEVLINKS_MAKE), 0);
 	/* removing leaves what is not a link to /dev/null */
 	snprintf(path, sizeof(path), "%s/ibvd1", dir);
 	ck_assert_int_eq(unlink(path), 0);
 	f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
 	fclose(f);
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, false), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, IBVD_DEVLINKS_REMOVE), 0);
 	ck_assert_int_eq(link_state("ibvd0"), 0);
 	ck_assert_int_eq(link_state("ibvd1"), -1);
 	/* "device_links": false makes nothing */
 	cfg->device_links = false;
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, true), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, cfg, IBVD_DEVLINKS_MAKE), 0);
 	ck_assert_int_eq(link_state("ibvd0"), 0);
 	ibvd_config_free(cfg);
 }
 END_TEST
 
 /*
- * Under the unit, a reload is "make" with the new config then SIGHUP, and
- * a stop is "remove" with the config of the moment: a device a reload
- * dropped must lose its link at the next step, not keep it for good.
+ * Under the unit, a start is "make", a reload "add" with the new config
+ * then SIGHUP, and a stop "remove" with the config of the moment.  A
+ * reload the daemon refuses must not cost a served device its link; a
+ * device a reload dropped loses its link at the stop or the next start.
  */
 START_TEST(oneshot_after_reload)
 {
@@ -195,26 +196,38 @@ START_TEST(oneshot_after_reload)
 	struct ibvd_config *one = ibvd_config_parse(
 		"{\"devices\": [{\"name\": \"ibvd0\"}]}", "t.conf", cfgerr,
 		sizeof(cfgerr));
+	struct ibvd_config *other = ibvd_config_parse(
+		"{\"devices\": [{\"name\": \"ibvd2\"}]}", "t.conf", cfgerr,
+		sizeof(cfgerr));
 	char path[256];
 
-	ck_assert_msg(two && one, "%s", cfgerr);
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, two, true), 0);
+	ck_assert_msg(two && one && other, "%s", cfgerr);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, two, IBVD_DEVLINKS_MAKE), 0);
 	ck_assert_int_eq(link_state("ibvd1"), 1);
 	/* not ours: a kernel's node, or anything but a link to /dev/null */
 	snprintf(path, sizeof(path), "%s/uverbs0", dir);
 	ck_assert_int_eq(symlink("/dev/zero", path), 0);
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, true), 0);
+	/* a reload to "one" (or one refused): ibvd1 may still be served */
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, IBVD_DEVLINKS_ADD), 0);
+	ck_assert_int_eq(link_state("ibvd0"), 1);
+	ck_assert_int_eq(link_state("ibvd1"), 1);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, other, IBVD_DEVLINKS_ADD), 0);
+	ck_assert_int_eq(link_state("ibvd2"), 1);
+	/* a start drops what the config no longer names */
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, IBVD_DEVLINKS_MAKE), 0);
 	ck_assert_int_eq(link_state("ibvd0"), 1);
 	ck_assert_int_eq(link_state("ibvd1"), 0);
+	ck_assert_int_eq(link_state("ibvd2"), 0);
 	ck_assert_int_eq(link_state("uverbs0"), -1);
 	/* the reload back, then a stop with the first config */
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, two, true), 0);
-	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, false), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, two, IBVD_DEVLINKS_ADD), 0);
+	ck_assert_int_eq(ibvd_devlinks_oneshot(dir, one, IBVD_DEVLINKS_REMOVE), 0);
 	ck_assert_int_eq(link_state("ibvd0"), 0);
 	ck_assert_int_eq(link_state("ibvd1"), 0);
 	ck_assert_int_eq(link_state("uverbs0"), -1);
 	ibvd_config_free(two);
 	ibvd_config_free(one);
+	ibvd_config_free(other);
 }
 END_TEST
 
