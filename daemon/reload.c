@@ -77,7 +77,7 @@ static int same_string(const char *a, const char *b)
 struct socket_undo {
 	int saved;
 	mode_t mode;
-	char group[16];
+	gid_t gid;
 };
 
 /*
@@ -101,8 +101,8 @@ static int apply_socket_settings(struct ibvd_daemon *d,
 	if (old->socket_mode == cfg->socket_mode &&
 	    same_string(old->socket_group, cfg->socket_group))
 		return 0;
-	undo->saved = ibvd_server_get_access(d->server, &undo->mode, undo->group,
-					     sizeof(undo->group)) == 0;
+	undo->saved = ibvd_server_get_access(d->server, &undo->mode,
+					     &undo->gid) == 0;
 	if (ibvd_server_set_access(d->server, cfg->socket_mode,
 				   cfg->socket_group, why, sizeof(why)) < 0) {
 		snprintf(err, errlen, "socket permissions: %s", why);
@@ -117,8 +117,8 @@ static void undo_socket_settings(struct ibvd_daemon *d,
 	char why[200];
 
 	if (undo->saved &&
-	    ibvd_server_set_access(d->server, undo->mode, undo->group, why,
-				   sizeof(why)) < 0)
+	    ibvd_server_restore_access(d->server, undo->mode, undo->gid, why,
+				       sizeof(why)) < 0)
 		log_warn("socket permissions not restored: %s", why);
 }
 

@@ -205,24 +205,67 @@ static int lookup_group(const char *group, gid_t *gid)
 	return -ENOENT;
 }
 
+/* chmod through an O_PATH fd: fchmod() refuses one, its /proc link not. */
+static int chmod_fd(int fd, mode_t mode)
+{
+	char proc_path[64];
+
+	snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
+	return chmod(proc_path, mode) < 0 ? -errno : 0;
+}
+
 /*
- * chmod and chgrp the socket file we bound, never what a symlink put in
- * its place points to: open the path itself (O_PATH | O_NOFOLLOW), check
- * that it is still our socket, and change that inode through the fd.
+ * Give the socket (fd, now st) to gid (group its name, or NULL) and mode.
+ * While the group changes, the mode is what both the old and the new one
+ * allow: neither group holds, even for a moment, a right that only the
+ * other was to have.  A step that fails undoes the others (a daemon that
+ * dropped its privileges may not give the socket to another group).
  */
-static int apply_access(const struct ibvd_server *srv, mode_t mode,
+static int change_access(int fd, const struct stat *st, mode_t mode, gid_t gid,
+			 const char *group, const char *path, char *err,
+			 size_t errlen)
+{
+	bool regroup = gid != (gid_t)-1 && gid != st->st_gid;
+	mode_t old_mode = st->st_mode & 07777;
+	char gid_name[16];
+	int ret = 0;
+
+	if (regroup) {
+		ret = chmod_fd(fd, old_mode & mode);
+		if (ret == 0 && fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0)
+			ret = -errno;
+		if (ret < 0) {
+			snprintf(gid_name, sizeof(gid_name), "%u", (unsigned int)gid);
+			snprintf(err, errlen, "chgrp %s %s: %s",
+				 group ? group : gid_name, path, strerror(-ret));
+			(void)chmod_fd(fd, old_mode);
+			return ret;
+		}
+	}
+	ret = chmod_fd(fd, mode);
+	if (ret < 0) {
+		snprintf(err, errlen, "chmod %04o %s: %s", (unsigned int)mode, path,
+			 strerror(-ret));
+		if (regroup)
+			(void)fchownat(fd, "", (uid_t)-1, st->st_gid, AT_EMPTY_PATH);
+		(void)chmod_fd(fd, old_mode);
+	}
+	return ret;
+}
+
+/*
+ * chmod and chgrp (gid -1: keep) the socket file we bound, never what a
+ * symlink put in its place points to: open the path itself (O_PATH |
+ * O_NOFOLLOW), check that it is still our socket, and change that inode
+ * through the fd.
+ */
+static int apply_access(const struct ibvd_server *srv, mode_t mode, gid_t gid,
 			const char *group, char *err, size_t errlen)
 {
 	const char *path = srv->path;
-	char proc_path[64];
 	struct stat st;
-	gid_t gid = (gid_t)-1;
-	int fd, ret = 0;
+	int fd, ret;
 
-	if (group && *group && lookup_group(group, &gid) < 0) {
-		snprintf(err, errlen, "socket group \"%s\" does not exist", group);
-		return -ENOENT;
-	}
 	fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		ret = -errno;
@@ -236,30 +279,22 @@ static int apply_access(const struct ibvd_server *srv, mode_t mode,
 		ret = -ESTALE;
 		goto out;
 	}
-	/*
-	 * The group first: a daemon that dropped its privileges may not give
-	 * the socket to another group, and a mode meant for the new group
-	 * must not be applied to the old one.
-	 */
-	if (group && *group &&
-	    fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "chgrp %s %s: %s", group, path, strerror(-ret));
-		goto out;
-	}
-	/* fchmod() refuses an O_PATH fd; its /proc link reaches the inode. */
-	snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", fd);
-	if (chmod(proc_path, mode) < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "chmod %04o %s: %s", (unsigned int)mode, path,
-			 strerror(-ret));
-		if (group && *group)
-			(void)fchownat(fd, "", (uid_t)-1, st.st_gid, AT_EMPTY_PATH);
-	}
+	ret = change_access(fd, &st, mode, gid, group, path, err, errlen);
 out:
 	if (fd >= 0)
 		close(fd);
 	return ret;
+}
+
+/* The gid of the configured group (-1 for none) into *gid. */
+static int group_gid(const char *group, gid_t *gid, char *err, size_t errlen)
+{
+	*gid = (gid_t)-1;
+	if (group && *group && lookup_group(group, gid) < 0) {
+		snprintf(err, errlen, "socket group \"%s\" does not exist", group);
+		return -ENOENT;
+	}
+	return 0;
 }
 
 static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
@@ -267,6 +302,7 @@ static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
 {
 	struct sockaddr_un sun;
 	struct stat st;
+	gid_t gid;
 	int ret;
 
 	ret = fill_sun(&sun, path, err, errlen);
@@ -293,7 +329,9 @@ static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
 	}
 	srv->file_dev = st.st_dev;
 	srv->file_ino = st.st_ino;
-	ret = apply_access(srv, mode, group, err, errlen);
+	ret = group_gid(group, &gid, err, errlen);
+	if (ret == 0)
+		ret = apply_access(srv, mode, gid, group, err, errlen);
 	if (ret == 0 && listen(srv->fd, SOMAXCONN) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "listen %s: %s", path, strerror(-ret));
@@ -529,15 +567,27 @@ int ibvd_server_activated(const struct ibvd_server *srv)
 int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 			   const char *group, char *err, size_t errlen)
 {
+	gid_t gid;
+	int ret;
+
 	/* The group may have been created since: a reload looks again. */
 	lookup_admin_group(srv);
 	if (srv->activated)
 		return 0;
-	return apply_access(srv, mode, group, err, errlen);
+	ret = group_gid(group, &gid, err, errlen);
+	return ret < 0 ? ret : apply_access(srv, mode, gid, group, err, errlen);
+}
+
+int ibvd_server_restore_access(struct ibvd_server *srv, mode_t mode, gid_t gid,
+			       char *err, size_t errlen)
+{
+	if (srv->activated)
+		return 0;
+	return apply_access(srv, mode, gid, NULL, err, errlen);
 }
 
 int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
-			   char *group, size_t grouplen)
+			   gid_t *gid)
 {
 	struct stat st;
 
@@ -545,7 +595,7 @@ int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
 	    st.st_dev != srv->file_dev || st.st_ino != srv->file_ino)
 		return -ENOENT;
 	*mode = st.st_mode & 07777;
-	snprintf(group, grouplen, "%u", (unsigned int)st.st_gid);
+	*gid = st.st_gid;
 	return 0;
 }
 

@@ -34,12 +34,14 @@ const char *ibvd_server_path(const struct ibvd_server *srv);
 int ibvd_server_activated(const struct ibvd_server *srv);
 
 /*
- * The socket file's mode and group now (the group as a decimal gid, which
- * ibvd_server_set_access() takes back): what a failed reload restores.
- * -ENOENT for a socket from systemd or one no longer ours.
+ * The socket file's mode and group now: what a failed reload restores
+ * (ibvd_server_restore_access).  -ENOENT for a socket from systemd or one
+ * no longer ours.
  */
 int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
-			   char *group, size_t grouplen);
+			   gid_t *gid);
+int ibvd_server_restore_access(struct ibvd_server *srv, mode_t mode, gid_t gid,
+			       char *err, size_t errlen);
 
 /*
  * Re-apply mode and group after a reload.  A socket that came from
