@@ -264,36 +264,47 @@ if [ -e /proc/net/if_inet6 ]; then
 	n=$(grep -ac '^ping data: ' "$O/$NRUN.client")
 	[ "$n" -eq 10 ] || fail "over IPv6 link-local: the client printed $n pings, not 10"
 
-	# A's "peers" take fe80::/64 (its interface's subnets), and so does
-	# every interface of A's host: a tenant's ordinary UDP socket bound
-	# to another one's link-local address reached QP1 as a peer.  A
-	# packet from any address of the host is dropped and counted.
-	check "a datagram from another interface of A's host is no peer's"
+	# A's "peers" take fe80::/64 (its interface's subnets), and any
+	# process of A's host may send from such an address: an ordinary UDP
+	# socket bound to another interface's link-local address, or one
+	# with IPV6_FREEBIND bound to an address nobody has.  Looped back on
+	# the host, neither is a peer's packet, and the daemon never sees
+	# them: a MAD of theirs with a bad P_Key would count in
+	# dropped_bad_pkey (or, from a host address, dropped_not_peer).  The
+	# same MAD from B, sent after them, counts and shows they were read.
+	check "datagrams from A's own host are no peer's: never seen"
 	ip -n "$NSA" link add "ivd$$" type veth peer name "ive$$" &&
 		ip -n "$NSA" link set "ivd$$" up && ip -n "$NSA" link set "ive$$" up &&
 		ip -n "$NSA" addr add fe80::77/64 dev "ivd$$" nodad ||
 		fail "another interface in $NSA"
+	llb=$(ip -n "$NSB" -6 addr show dev "$VB" scope link |
+		sed -n 's/.*inet6 \(fe80::[0-9a-f:]*\)\/64.*/\1/p')
+	[ -n "$llb" ] || fail "no link-local address on $VB"
 	drops() {
-		SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 |
-			"$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)[0]["dropped_not_peer"])'
+		SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 | "$PYTHON" -c 'import json, sys
+row = json.load(sys.stdin)[0]
+print(row["dropped_not_peer"], row["dropped_bad_pkey"])'
 	}
-	before=$(drops) || fail "A's drop counter"
-	ip netns exec "$NSA" setpriv --reuid="$USER2" --regid="$USER2" --clear-groups -- \
-		"$PYTHON" -c 'import socket, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind(("fe80::77", 0, 0, socket.if_nametoindex(sys.argv[1])))
-s.sendto(bytes(64), (sys.argv[3], 4791, 0, socket.if_nametoindex(sys.argv[2])))' \
-		"ivd$$" "$VA" "$lla" 2>"$O/ll.err" || { show sender "$O/ll.err"; fail "the local sender"; }
-	for _ in $(seq 20); do
-		[ "$(drops)" -gt "$before" ] && break
+	local6() {	# NS FROM FROM-IF TO-IF [freebind]
+		ip netns exec "$1" setpriv --reuid="$USER2" --regid="$USER2" --clear-groups -- \
+			"$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
+			local6 "$2" "$3" "$lla" "$4" 0x1234 ${5:-} 2>"$O/ll.err" ||
+			{ show sender "$O/ll.err"; fail "the sender from $2"; }
+	}
+	c0=$(drops) || fail "A's drop counters"
+	local6 "$NSA" fe80::77 "ivd$$" "$VA"
+	local6 "$NSA" fe80::dead "$VA" "$VA" freebind
+	local6 "$NSB" "$llb" "$VB" "$VB"
+	for _ in $(seq 50); do
+		c1=$(drops) || fail "A's drop counters"
+		[ "${c1#* }" -gt "${c0#* }" ] && break
 		sleep 0.1
 	done
-	after=$(drops)
 	ip -n "$NSA" link del "ivd$$"
-	[ "$after" -eq $((before + 1)) ] ||
-		fail "dropped_not_peer went from $before to $after, not by 1"
+	[ "${c1% *}" -eq "${c0% *}" ] && [ "${c1#* }" -eq $((${c0#* } + 1)) ] ||
+		fail "dropped_not_peer went from ${c0% *} to ${c1% *}, dropped_bad_pkey from ${c0#* } to ${c1#* } (B's only: +1)"
 	LL_DROPS=1
-	ok "uid $USER2's datagram from fe80::77 (another interface) to $lla: dropped, counted"
+	ok "uid $USER2's MADs from fe80::77 (another interface) and fe80::dead (IPV6_FREEBIND) to $lla: unseen; B's counted"
 fi
 
 check "rdma_client towards a port nobody listens on: REJ, connection refused"
@@ -335,11 +346,11 @@ probe none 0xFFFF 0x123456
 probe none 0xFFFF 1 192.0.2.1
 SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 >"$O/drops" 2>&1 ||
 	{ show "statistic show" "$O/drops"; fail "ibvctl statistic show link roce0/1"; }
-# (plus the one of the IPv6 check above, when it ran)
-"$PYTHON" - "$O/drops" "$((1 + ${LL_DROPS:-0}))" <<-'EOF' || { show "statistic show" "$O/drops"; fail "A's drop counters"; }
+# (plus B's bad P_Key of the IPv6 check above, when it ran)
+"$PYTHON" - "$O/drops" "$((2 + ${LL_DROPS:-0}))" <<-'EOF' || { show "statistic show" "$O/drops"; fail "A's drop counters"; }
 import json, sys
 row = json.load(open(sys.argv[1]))[0]
-sys.exit(0 if row["dropped_bad_pkey"] == 2 and row["dropped_not_peer"] == int(sys.argv[2]) else 1)
+sys.exit(0 if row["dropped_bad_pkey"] == int(sys.argv[2]) and row["dropped_not_peer"] == 1 else 1)
 EOF
 ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and source QP 0x123456, dropped; A counted 2 bad P_Keys and 1 packet from outside its peers"
 

@@ -71,6 +71,20 @@ def icrc(pkt):
     return pkt[:-4] + struct.pack("<I", crc)
 
 
+def icrc6(src, dst, sport, payload):
+    """payload (its last 4 bytes the ICRC) with the ICRC it has when a UDP
+    socket sends it from [src]:sport to [dst]:4791 over IPv6."""
+    udp_len = 8 + len(payload)
+    m = bytearray(b"\x6f\xff\xff\xff")   # version; traffic class, flow label
+    m += struct.pack("!HBB", udp_len, 17, 0xFF) # hop limit masked
+    m += socket.inet_pton(socket.AF_INET6, src) + socket.inet_pton(socket.AF_INET6, dst)
+    m += struct.pack("!HHHH", sport, ROCE_PORT, udp_len, 0xFFFF)
+    bth = bytearray(payload[:12])
+    bth[4] = 0xFF                  # BTH FECN, BECN, reserved
+    crc = zlib.crc32(b"\xff" * 8 + bytes(m) + bytes(bth) + payload[12:-4])
+    return payload[:-4] + struct.pack("<I", crc)
+
+
 def readdress(pkt, src, dst, ident):
     """pkt's UDP payload, re-sent from src to dst with a good ICRC."""
     ihl = (pkt[0] & 0xF) * 4

