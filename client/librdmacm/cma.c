@@ -389,24 +389,47 @@ static void migrate_requests(struct cma_channel *old, uint32_t old_listener,
 	}
 }
 
+/* Both channels' take_locks for writing, in address order: no deadlock. */
+static void lock_takers(struct cma_channel *a, struct cma_channel *b)
+{
+	if ((uintptr_t)a > (uintptr_t)b) {
+		struct cma_channel *t = a;
+
+		a = b;
+		b = t;
+	}
+	pthread_rwlock_wrlock(&a->take_lock);
+	pthread_rwlock_wrlock(&b->take_lock);
+}
+
+static void unlock_takers(struct cma_channel *a, struct cma_channel *b)
+{
+	pthread_rwlock_unlock(&a->take_lock);
+	pthread_rwlock_unlock(&b->take_lock);
+}
+
 /*
- * Take old's take_lock for writing once every event on cid is acked.  Not
- * waiting with the lock held: a thread holding an event of cid's may read
- * the channel again before it acks (rdma-core lets it), and would wait
- * for the lock while we wait for its ack.
+ * Take old's and ch's take_locks once every event on cid is acked.  Old's
+ * so that no event of cid's is handed out meanwhile; ch's because the
+ * daemon sends cid's next events to ch as soon as it moved it, and a
+ * thread reading ch before cid is among ch's ids would drop them.  Not
+ * waiting with the locks held: a thread holding an event of cid's may
+ * read the channel again before it acks (rdma-core lets it), and would
+ * wait for the lock while we wait for its ack.
  */
-static void lock_acked(struct cma_channel *old, struct cma_id *cid)
+static void lock_acked(struct cma_channel *old, struct cma_channel *ch,
+		       struct cma_id *cid)
 {
 	bool acked;
 
 	for (;;) {
-		pthread_rwlock_wrlock(&old->take_lock);
+		lock_takers(old, ch);
 		pthread_mutex_lock(&cid->mut);
 		acked = cid->events_acked == cid->events_delivered;
 		pthread_mutex_unlock(&cid->mut);
 		if (acked)
 			return;
-		pthread_rwlock_unlock(&old->take_lock);
+		unlock_takers(old, ch);
 		cma_id_wait_acked(cid);
 	}
 }
@@ -438,11 +461,11 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel,
 	if (in_event)
 		cma_id_wait_acked(cid);
 	else
-		lock_acked(old, cid);
+		lock_acked(old, ch, cid);
 	ret = migrate_call(old, cid->handle, ch, &handle);
 	if (ret < 0) {
 		if (!in_event)
-			pthread_rwlock_unlock(&old->take_lock);
+			unlock_takers(old, ch);
 		goto fail;
 	}
 	/*
@@ -452,12 +475,12 @@ int cma_migrate(struct cma_id *cid, struct rdma_event_channel *channel,
 	cma_ids_remove(old, cid);
 	cma_channel_move_events(old, cid->handle, ch, handle);
 	migrate_requests(old, cid->handle, ch, handle);
-	if (!in_event)
-		pthread_rwlock_unlock(&old->take_lock);
 	cid->handle = handle;
 	cid->ch = ch;
 	cid->id.channel = &ch->channel;
 	cma_ids_add(ch, cid);
+	if (!in_event)
+		unlock_takers(old, ch);
 	/* A private channel goes with its id; a shared one stays. */
 	if (cid->sync)
 		cma_channel_destroy(old);

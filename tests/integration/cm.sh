@@ -268,8 +268,8 @@ case_api() {
 }
 
 # Events that wait in the daemon's queue behind a full event socket
-# (20,000 of them) follow an id that migrates and go with one destroyed
-# (cmapi.c).  The daemon runs on the client's CPU at nice 19 meanwhile: a
+# (20,000 of them) follow an id that migrates, also to a channel another
+# thread waits on, and go with one destroyed (cmapi.c).  The daemon runs on the client's CPU at nice 19 meanwhile: a
 # daemon faster than the client flushes its queue while the library
 # reads the old channel, and hides a loss.
 case_queued_events() {
@@ -277,14 +277,15 @@ case_queued_events() {
 	taskset -a -pc 0 "$DAEMON_PID" >/dev/null || fail "taskset the daemon"
 	for t in /proc/"$DAEMON_PID"/task/*; do renice -n 19 -p "${t##*/}" >/dev/null; done
 	TMO=$((TMO * 6)) run_ours "$USER1" taskset -c 0 "$API" \
-		migrate_queued_events destroy_queued_events >"$O/queued" 2>&1
+		migrate_queued_events destroy_queued_events migrate_to_waiting_channel \
+		>"$O/queued" 2>&1
 	rc=$?
 	taskset -a -pc "0-$(($(nproc) - 1))" "$DAEMON_PID" >/dev/null
 	for t in /proc/"$DAEMON_PID"/task/*; do renice -n 0 -p "${t##*/}" >/dev/null; done
 	show_out "cmapi-helper" "$O/queued"
 	[ "$rc" -eq 0 ] || fail "queued events: exit $rc"
-	expect_grep '^100%: Checks: 2, Failures: 0, Errors: 0$' "$O/queued" "Check summary"
-	ok "a migrated id's waiting event on its new channel at once; a destroyed one's gone"
+	expect_grep '^100%: Checks: 3, Failures: 0, Errors: 0$' "$O/queued" "Check summary"
+	ok "a migrated id's waiting event on its new channel at once, to a thread waiting there too; a destroyed one's gone"
 }
 
 # The reference's example: the client RDMA-writes one number and SENDs

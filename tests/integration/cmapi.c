@@ -2324,6 +2324,56 @@ START_TEST(destroy_queued_events)
 END_TEST
 
 /*
+ * Migrated onto a channel another thread already waits on: the daemon
+ * sends the moved event there before rdma_migrate_id returns, and the
+ * waiting thread must get it, not drop it as an unknown id's.
+ */
+struct waiter {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	volatile int done;
+	int ret;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->ret = rdma_get_cm_event(w->ch, &w->ev);
+	__atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+START_TEST(migrate_to_waiting_channel)
+{
+	struct rdma_event_channel *ch = channel();
+	struct waiter w = { .ch = channel() };
+	struct rdma_cm_id **ids = burst(ch), *last = ids[BURST_IDS - 1];
+	pthread_t t;
+	long t0;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
+	vt_sleep_ms(200);	/* every event made; the thread waits */
+	ck_ok(rdma_migrate_id(last, w.ch));
+	t0 = vt_now_ms();
+	while (!__atomic_load_n(&w.done, __ATOMIC_SEQ_CST) && vt_now_ms() - t0 < ev_ms())
+		vt_sleep_ms(5);
+	ck_assert_msg(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST),
+		      "the thread waiting on the new channel got nothing in %d ms",
+		      ev_ms());
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(w.ret, 0);
+	ck_assert_int_eq(w.ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	ck_assert_ptr_eq(w.ev->id, last);
+	ck_ok(rdma_ack_cm_event(w.ev));
+	ck_assert_int_eq(drain_burst(ch, ids, last), BURST_IDS - 1);
+	burst_free(ids);
+	rdma_destroy_event_channel(w.ch);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
+/*
  * A thread holds an event of X and reads the channel again before it
  * acks (rdma-core allows it); another migrates X meanwhile.  The reader
  * gets Y's event and acks X's, and then the migration ends.
@@ -2406,7 +2456,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(get_event_after_destroy), T(destroyed_ids_events_gone),
 		T(migrate), T(migrate_pending_event), T(migrate_listener_pending),
 		T(migrate_connected), T_ALONE(migrate_queued_events),
-		T_ALONE(destroy_queued_events), T(migrate_while_event_held), T(set_option),
+		T_ALONE(destroy_queued_events), T_ALONE(migrate_to_waiting_channel), T(migrate_while_event_held), T(set_option),
 		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
 		T(af_ib),
 	};
