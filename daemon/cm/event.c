@@ -293,6 +293,7 @@ void cm_events_drop(struct ibvd_cm_id *id)
 static void requeue(struct cm_queued_event *q)
 {
 	const size_t hdr = sizeof(struct ibvd_frame_hdr);
+	struct ibvd_cm_id *listener;
 	Ibvd__CmEvent *m;
 
 	m = ibvd__cm_event__unpack(NULL, q->len - hdr, q->frame + hdr);
@@ -300,11 +301,17 @@ static void requeue(struct cm_queued_event *q)
 		send_failed(q->id->cm, -ENOMEM);
 		return;
 	}
+	/*
+	 * A listener left in another session is no one's to name here, and
+	 * a queue entry must not point into another session's ids: nothing
+	 * there would forget it when that listener goes.
+	 */
+	listener = q->listener && q->listener->cm == q->id->cm ?
+		   q->listener : NULL;
 	m->id = q->id->handle;
 	if (q->listener)
-		m->listen_id = q->listener->cm == q->id->cm ?
-			       q->listener->handle : 0;
-	send_or_queue(q->id, q->listener, &m->base);
+		m->listen_id = listener ? listener->handle : 0;
+	send_or_queue(q->id, listener, &m->base);
 	ibvd__cm_event__free_unpacked(m, NULL);
 }
 
