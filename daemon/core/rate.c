@@ -97,6 +97,24 @@ uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
 	return wait;
 }
 
+void ibvd_eng_rate_charge(struct ibvd_eng_rate *r, uint64_t bytes,
+			  uint64_t now)
+{
+	uint64_t rate = atomic_load_explicit(&r->bytes_per_sec,
+					     memory_order_relaxed);
+	uint64_t cost, old, base;
+
+	if (rate == IBVD_RATE_UNLIMITED || !bytes)
+		return;
+	cost = cost_ns(bytes, rate ? rate : 1);
+	old = atomic_load_explicit(&r->tat, memory_order_relaxed);
+	do {
+		base = old > now ? old : now;
+	} while (!atomic_compare_exchange_weak_explicit(&r->tat, &old, base + cost,
+							memory_order_relaxed,
+							memory_order_relaxed));
+}
+
 uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r)
 {
 	return atomic_load_explicit(&r->bytes_per_sec, memory_order_relaxed);

@@ -47,6 +47,14 @@ uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r);
 uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
 			    uint64_t now, uint64_t chunk);
 
+/*
+ * Engine side: bytes already sent without a take (the copies a multicast
+ * send made beyond the one it took for), charged as debt: the tenant's
+ * next take waits until they are paid for.
+ */
+void ibvd_eng_rate_charge(struct ibvd_eng_rate *r, uint64_t bytes,
+			  uint64_t now);
+
 /* References: any thread. */
 struct ibvd_eng_rate *ibvd_eng_rate_ref(struct ibvd_eng_rate *r);
 void ibvd_eng_rate_put(struct ibvd_eng_rate *r);

@@ -266,6 +266,10 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		eng->copies_charged = 0;
 		st = ibvd_eng_transport(qp)->send_ud(eng, qp, req);
 		*bytes += eng->copies_charged;
+		/* the copies count against the tenant's bandwidth too */
+		if (paced && qp->ctx->engine->rate)
+			ibvd_eng_rate_charge(qp->ctx->engine->rate,
+					     eng->copies_charged, eng->now);
 		*status = st;
 		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}

@@ -25,12 +25,16 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-fanout,full-sq-destroy,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-fanout,mcast-fanout paced,full-sq-destroy,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
 	bytes=$(engine_count bytes)
 	turns=$(engine_count turns)
+	if [ "$mode" = "mcast-fanout paced" ]; then
+		ibvctl limit set uid "$USER1" bandwidth=4000000 >"$O/set" 2>&1 ||
+			{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=4000000"; }
+	fi
 	# An abuser leaves its objects to the daemon, and its own structs
 	# unfreed: leaks a sanitizer build would otherwise report.
 	# shellcheck disable=SC2086 # mode: words
@@ -39,6 +43,15 @@ for mode in "${modes[@]}"; do
 	rc=$?
 	[ "$rc" -eq 0 ] || { show "abuse-helper $mode" "$O/abuse"; fail "$mode: exit $rc"; }
 	daemon_alive "after $mode"
+	# 64 datagrams of 4 KiB, 32 copies each (8 MiB) at 4 MB/s: 2 s; the
+	# datagrams alone (256 KiB) would take 65 ms
+	if [ "$mode" = "mcast-fanout paced" ]; then
+		ibvctl limit set uid "$USER1" bandwidth=max >"$O/set" 2>&1 ||
+			{ show "limit set" "$O/set"; fail "limit set uid $USER1 bandwidth=max"; }
+		ms=$(sed -n 's/.* in \([0-9]*\) ms$/\1/p' "$O/abuse")
+		[ -n "$ms" ] && [ "$ms" -ge 1500 ] ||
+			fail "$mode: 8 MiB of copies at 4 MB/s took ${ms:-?} ms"
+	fi
 	waits=$(($(engine_count claim_timeouts) - waits))
 	# 8192 datagrams, each one waited out before: a quarter at most
 	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
@@ -51,7 +64,7 @@ for mode in "${modes[@]}"; do
 	fi
 	# 64 datagrams, each a turn's worth of copies: 64 turns or so
 	turns=$(($(engine_count turns) - turns))
-	[ "$mode" != mcast-fanout ] || [ "$turns" -ge 60 ] ||
+	[ "${mode% paced}" != mcast-fanout ] || [ "$turns" -ge 60 ] ||
 		fail "$mode: the 64 datagrams took $turns turns: their copies went uncounted"
 	# 2 GiB in the SQ; a destroy may still run 16 MiB of it
 	bytes=$(($(engine_count bytes) - bytes))

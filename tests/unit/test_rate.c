@@ -175,6 +175,27 @@ START_TEST(new_limit_forgets_debt)
 }
 END_TEST
 
+/* Copies sent without a take are debt: the next take waits them off. */
+START_TEST(charge_is_debt)
+{
+	uint64_t wait;
+
+	ibvd_eng_rate_set(r, 1000000);	/* 1 MB/s */
+	start_empty(T0);
+	burst_at(T0 + 100 * SEC);
+	/* 10 copies of a chunk: 10 chunks' time owed past the burst */
+	ibvd_eng_rate_charge(r, 10 * CHUNK, T0 + 100 * SEC);
+	wait = ibvd_eng_rate_take(r, CHUNK, T0 + 100 * SEC, CHUNK);
+	ck_assert_uint_ge(wait, 10 * CHUNK * SEC / 1000000);
+	ck_assert_uint_le(wait, 11 * CHUNK * SEC / 1000000 + 1);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + 100 * SEC + wait, CHUNK), 0);
+	/* an unlimited bucket owes nothing */
+	ibvd_eng_rate_set(r, IBVD_RATE_UNLIMITED);
+	ibvd_eng_rate_charge(r, 1ull << 40, T0);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
+}
+END_TEST
+
 START_TEST(huge_take_no_overflow)
 {
 	uint64_t wait;
@@ -217,6 +238,7 @@ int main(void)
 	tcase_add_test(tc, take_over_the_burst_goes_alone);
 	tcase_add_test(tc, wait_is_exact);
 	tcase_add_test(tc, new_limit_forgets_debt);
+	tcase_add_test(tc, charge_is_debt);
 	tcase_add_test(tc, huge_take_no_overflow);
 	tcase_add_test(tc, references);
 	suite_add_tcase(s, tc);
