@@ -224,8 +224,24 @@ static void fallback_look(struct ibvc_comp_channel *ch)
 		__atomic_store_n(&ch->watching, true, __ATOMIC_RELEASE);
 }
 
-/* wait_channel's sleep: 0 when readable or a rescan is due, or -errno. */
-static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd)
+/* ms to wait for: `want` (-1: for ever), cut to a deadline (0: none). */
+static int wait_ms(int want, uint64_t deadline)
+{
+	uint64_t now, left;
+
+	if (!deadline)
+		return want;
+	now = ibvd_mono_ns();
+	left = deadline > now ? (deadline - now + 999999) / 1000000 : 0;
+	return want >= 0 && (uint64_t)want < left ? want : (int)left;
+}
+
+/*
+ * wait_channel's sleep: 0 when readable or a rescan is due, -ETIMEDOUT at
+ * the deadline (CLOCK_MONOTONIC ns, 0: none), or -errno.
+ */
+static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd,
+			 uint64_t deadline)
 {
 	int n;
 
@@ -233,7 +249,10 @@ static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd)
 		bool watching = __atomic_load_n(&ch->watching, __ATOMIC_SEQ_CST);
 		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
 
-		n = poll(pfd, 1, watching || rescan ? FALLBACK_MS : -1);
+		if (deadline && ibvd_mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		n = poll(pfd, 1, wait_ms(watching || rescan ? FALLBACK_MS : -1,
+					 deadline));
 		if (n != 0)
 			return n < 0 ? -errno : 0;
 		/* the engine held a receive queue we had to look at: again */
@@ -248,9 +267,10 @@ static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd)
 /*
  * As ibvd_wait_readable, with a look at the senders every FALLBACK_MS
  * while some of them count on their receivers' libraries to wake them,
- * and back to the rings after as long when one of them was busy.
+ * and back to the rings after as long when one of them was busy; until
+ * the deadline (wait_watching).
  */
-static int wait_channel(struct ibvc_comp_channel *ch)
+static int wait_channel(struct ibvc_comp_channel *ch, uint64_t deadline)
 {
 	struct pollfd pfd = { .fd = ch->channel.fd, .events = POLLIN };
 	int flags = fcntl(ch->channel.fd, F_GETFL), n;
@@ -267,7 +287,7 @@ static int wait_channel(struct ibvc_comp_channel *ch)
 		__atomic_store_n(&ch->sleeps_here, true, __ATOMIC_RELAXED);
 	/* Store (waiters) -> load (watching), mirrored by the senders. */
 	__atomic_add_fetch(&ch->waiters, 1, __ATOMIC_SEQ_CST);
-	n = wait_watching(ch, &pfd);
+	n = wait_watching(ch, &pfd, deadline);
 	__atomic_sub_fetch(&ch->waiters, 1, __ATOMIC_RELEASE);
 	return n;
 }
@@ -411,17 +431,18 @@ static void count_delivered(struct ibvc_cq *cq)
 	pthread_mutex_unlock(&cq->cq.mutex);
 }
 
-/* Under recv_lock: the pair's bytes, gone. */
-static void drain_pokes(struct ibvc_comp_channel *ch)
+/* Under recv_lock: the pair's bytes, gone; whether there were any. */
+static bool drain_pokes(struct ibvc_comp_channel *ch)
 {
 	char drain[64];
 	ssize_t n = -1;
+	bool some = false;
 
 	while (ch->poke[0] >= 0 &&
 	       (n = recv(ch->poke[0], drain, sizeof(drain), MSG_DONTWAIT)) > 0)
-		;
+		some = true;
 	if (n != 0)
-		return;
+		return some;
 	/*
 	 * Shut by a sender: the engine places and fires for us from now on
 	 * (the writing end stays open for those who loaded it just now).
@@ -431,6 +452,7 @@ static void drain_pokes(struct ibvc_comp_channel *ch)
 	close(ch->poke[0]);
 	ch->poke[0] = -1;
 	__atomic_store_n(&ch->poke_dead, true, __ATOMIC_RELEASE);
+	return some;
 }
 
 /*
@@ -458,16 +480,17 @@ static void settle(struct ibvc_comp_channel *ch)
  * The bytes of the wake-up pair only say "look": drain them, then look
  * at every CQ of the channel (the library's events, and what the rings
  * of armed ones hold).  A byte that comes after the drain wakes us
- * again.
+ * again.  *poked: whether there were bytes.
  */
-static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch)
+static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch,
+					  bool *poked)
 {
 	struct ibvc_cq *cq, *got = NULL;
 	enum ibvc_event_pass pass;
 
 	if (ch->poke[1] < 0)
 		return NULL;
-	drain_pokes(ch);
+	*poked = drain_pokes(ch);
 	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES && !got;
 	     pass++)
 		for (cq = ch->cqs; cq && !got; cq = cq->next_on_channel)
@@ -560,9 +583,35 @@ static void uncount_delivered(struct ibvc_cq *cq)
 	pthread_mutex_unlock(&cq->cq.mutex);
 }
 
+/*
+ * A poke says "look", and the look may find that the app's own poll of
+ * the CQ took what it was for: the channel was readable, and there is
+ * no event.  An app that poll()s the fd and then calls a blocking
+ * ibv_get_cq_event counts on one, as the kernel's channel promises; if
+ * none comes within STALE_WAIT_MS, it gets one for an armed CQ of the
+ * channel, without a completion, as it would for a stale event
+ * (event_stale).  Only at entry: a thread that slept in here was woken
+ * by us, not by its own poll.
+ */
+static struct ibvc_cq *unseen_poke_event(struct ibvc_comp_channel *ch)
+{
+	struct ibvc_cq *cq;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
+		if (ibvc_direct_fire_armed(cq))
+			break;
+	if (cq)
+		count_delivered(cq);
+	pthread_mutex_unlock(&ch->recv_lock);
+	return cq;
+}
+
 static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
+	bool entry = true, poked = false;
+	uint64_t deadline = 0;
 	uint32_t handle;
 	int ret;
 
@@ -586,7 +635,7 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 		if (ret < 0 && ret != -EAGAIN)
 			return ret;
 		pthread_mutex_lock(&ch->recv_lock);
-		*ret_cq = take_library_event(ch);
+		*ret_cq = take_library_event(ch, &poked);
 		pthread_mutex_unlock(&ch->recv_lock);
 		if (*ret_cq && (!event_stale(ch, *ret_cq) || !drop_stale(ch)))
 			return 0;
@@ -594,7 +643,17 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 			uncount_delivered(*ret_cq);
 			continue;
 		}
-		ret = wait_channel(ch);
+		if (entry && poked)
+			deadline = ibvd_mono_ns() + STALE_WAIT_MS * 1000000ull;
+		entry = false;
+		ret = wait_channel(ch, deadline);
+		if (ret == -ETIMEDOUT) {
+			deadline = 0;
+			*ret_cq = unseen_poke_event(ch);
+			if (*ret_cq)
+				return 0;
+			continue;
+		}
 		if (ret < 0)
 			return ret;	/* EINTR, or EAGAIN when non-blocking */
 	}

@@ -2012,6 +2012,20 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 	return got;
 }
 
+bool ibvc_direct_fire_armed(struct ibvc_cq *cq)
+{
+	bool got = false;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq_armed(cq) &&
+	    fire_arm(cq, ibvd_read_once(&cq->ring.client->arm_seq), false)) {
+		cq->direct.events--;
+		got = true;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return got;
+}
+
 void ibvc_direct_recv_posted(struct ibvc_qp *qp)
 {
 	struct ibvc_cq *rcq = to_ibvc_cq(qp->qp.recv_cq);

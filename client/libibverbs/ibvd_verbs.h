@@ -584,6 +584,12 @@ enum ibvc_event_pass {
 bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 			    bool take);
 /*
+ * Fire cq's arm with no completion to show for it, and take that event:
+ * for a blocking ibv_get_cq_event whose channel was readable for nothing
+ * (channel.c, unseen_poke).  False if cq is not armed.
+ */
+bool ibvc_direct_fire_armed(struct ibvc_cq *cq);
+/*
  * The channel's fallback timer went off: the engine watches cq's sleepers
  * whose receivers took nothing since the last time; true to look again.
  */

@@ -56,6 +56,7 @@
 #include <infiniband/verbs.h>
 
 #include "direct-stream.h"
+#include "ibvd_verbs.h"
 #include "transit.h"
 #include "vt.h"
 
@@ -1498,6 +1499,56 @@ START_TEST(sleeper_moves)
 	events_open(&f, true);
 	for (round = 0; round < 6; round++)
 		sleeping_sender_round(&f, round, round % 2, false);
+	events_close(&f);
+}
+END_TEST
+
+/*
+ * A wake-up byte whose reason is gone already (the app's own poll took
+ * the message a sender poked for): the channel is readable, and an app
+ * that poll()ed it calls a blocking ibv_get_cq_event, as it may with the
+ * kernel's channel.  With its sender dead nothing else comes: the call
+ * must return an event of the armed CQ, not sleep for ever (direct.sh
+ * saw one in about 50 killed senders).
+ */
+START_TEST(poke_for_nothing)
+{
+	struct ibvc_comp_channel *ich;
+	struct events_fx f;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+	void *ctx;
+	long t0;
+
+	events_open(&f, true);
+	/* a round trip first: the receiver's channel has its pair then */
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 8,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.scq, &wc, 2, IBV_WC_SEND, "the SEND");
+	vt_expect_ok(f.rcq, &wc, 1, IBV_WC_RECV, "its receive");
+	ich = to_ibvc_channel(f.rch);
+	ck_assert_msg(ich->poke[1] >= 0, "the receiver's channel has no wake-up pair");
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	ck_assert_int_eq(send(ich->poke[1], "", 1, MSG_DONTWAIT), 1);
+	ck_assert_msg(channel_ready(f.rch, vt_tmo_ms()), "the byte made nothing readable");
+	t0 = vt_now_ms();
+	/* blocking: a hang here is the Check case's timeout */
+	ck_assert_int_eq(ibv_get_cq_event(f.rch, &cq, &ctx), 0);
+	ck_assert_ptr_eq(cq, f.rcq);
+	ibv_ack_cq_events(cq, 1);
+	ck_assert_msg(vt_now_ms() - t0 < vt_tmo_ms(), "the event took %ld ms",
+		      vt_now_ms() - t0);
+	ck_assert_int_eq(ibv_poll_cq(f.rcq, 1, &wc), 0);
+	/* the CQ's next arm fires for a real completion, as before */
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	ck_assert_msg(!channel_ready(f.rch, QUIET_MS), "readable after the event");
+	vt_recv(f.p.qp[1], 3, f.b->addr, 4096, f.b->lkey);
+	vt_send(f.p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 8,
+		f.a->lkey, 0, 0);
+	take_event(f.rch, f.rcq, "a SEND after the unseen poke");
+	vt_expect_ok(f.rcq, &wc, 3, IBV_WC_RECV, "its receive");
+	vt_expect_ok(f.scq, &wc, 4, IBV_WC_SEND, "the SEND");
 	events_close(&f);
 }
 END_TEST
@@ -3409,6 +3460,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, sleeper_fallback);
 	tcase_add_test(tc, solicited_arm_error);
 	tcase_add_test(tc, sleeper_moves);
+	tcase_add_test(tc, poke_for_nothing);
 	tcase_add_test(tc, wake_pair_hostile);
 	tcase_add_test(tc, reset_forgets_placed_completions);
 	tcase_add_test(tc, arm_kept_by_a_poll);

@@ -94,6 +94,8 @@ check_PROGRAMS += tests/integration/direct-helper
 tests_integration_direct_helper_SOURCES = tests/integration/direct.c \
 	tests/integration/direct-stream.c tests/integration/direct-stream.h \
 	tests/integration/vt.c tests/integration/vt.h
+tests_integration_direct_helper_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/client/libibverbs
 tests_integration_direct_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_direct_helper_LDADD = common/libibvd_common.la -libverbs $(CHECK_LIBS) \
 	$(PROTOBUF_C_LIBS) -lpthread
