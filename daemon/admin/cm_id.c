@@ -259,6 +259,7 @@ struct listing {
 	const struct selection *sel;
 	json_t *out;			/* NULL: only count */
 	size_t n;
+	size_t json_len;		/* of out so far */
 };
 
 static int list_one(const struct ibvd_cm_id_info *id, void *arg)
@@ -270,11 +271,9 @@ static int list_one(const struct ibvd_cm_id_info *id, void *arg)
 	ibvd_client_info(id->owner, &r.owner);
 	if (!selected(&r, l->sel))
 		return 0;
-	if (!l->out || l->n >= IBVD_RES_MAX_ROWS) {
-		l->n++;
-		return l->out ? -EMSGSIZE : 0;
-	}
 	l->n++;
+	if (!l->out)
+		return 0;
 	o = json_object();
 	if (!o)
 		return -ENOMEM;
@@ -283,14 +282,14 @@ static int list_one(const struct ibvd_cm_id_info *id, void *arg)
 		return -ENOMEM;
 	}
 	/* Takes o, even when it fails. */
-	return json_array_append_new(l->out, o) < 0 ? -ENOMEM : 0;
+	return ibvd_res_append(l->out, o, &l->json_len);
 }
 
 int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 		       json_t *out)
 {
 	struct selection sel;
-	struct listing l = { &sel, out, 0 };
+	struct listing l = { .sel = &sel, .out = out };
 	int ret;
 
 	ret = parse_selection(call, argc, argv, &sel);
@@ -298,9 +297,7 @@ int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 		return ret;
 	ret = ibvd_cm_foreach_id(list_one, &l);
 	if (ret == -EMSGSIZE)
-		return ibvd_call_error(call, ret,
-				       "more than %u rows: reply too large for one frame (filter by dev, pid, ...)",
-				       (unsigned int)IBVD_RES_MAX_ROWS);
+		return ibvd_res_too_large(call, json_array_size(out));
 	return ret;
 }
 
@@ -308,7 +305,7 @@ int ibvd_cm_admin_count(struct ibvd_call *call, size_t argc, char **argv,
 			size_t *n)
 {
 	struct selection sel;
-	struct listing l = { &sel, NULL, 0 };
+	struct listing l = { .sel = &sel };
 	int ret;
 
 	ret = parse_selection(call, argc, argv, &sel);

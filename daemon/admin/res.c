@@ -66,6 +66,7 @@ struct res_walk {
 	const struct ibvd_context *ctx;
 	struct ibvd_client_info owner;	/* of ctx */
 	json_t *out;
+	size_t json_len;		/* of out so far */
 };
 
 typedef int (*res_fill_fn)(json_t *o, const struct res_walk *w,
@@ -452,11 +453,27 @@ static int emit(struct res_walk *w, uint32_t handle, const void *obj)
 		json_decref(o);
 		return 0;
 	}
-	if (json_array_size(w->out) >= IBVD_RES_MAX_ROWS) {
-		json_decref(o);
+	return ibvd_res_append(w->out, o, &w->json_len);
+}
+
+int ibvd_res_append(json_t *out, json_t *row, size_t *json_len)
+{
+	/* the row, and the comma or bracket before it */
+	size_t len = json_dumpb(row, NULL, 0, JSON_COMPACT) + 1;
+
+	if (*json_len + len + 1 > IBVD_RES_MAX_JSON) {
+		json_decref(row);
 		return -EMSGSIZE;
 	}
-	return json_array_append_new(w->out, o) ? -ENOMEM : 0;
+	*json_len += len;
+	return json_array_append_new(out, row) ? -ENOMEM : 0;
+}
+
+int ibvd_res_too_large(struct ibvd_call *call, size_t rows)
+{
+	return ibvd_call_error(call, -EMSGSIZE,
+			       "more rows than one reply holds (%zu fit): filter by dev, pid, ...",
+			       rows);
 }
 
 static int emit_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
@@ -495,9 +512,8 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 				continue;
 			ret = walk_ctx(&w, ctx);
 			if (ret == -EMSGSIZE)
-				return ibvd_call_error(call, ret,
-						       "more than %u rows: reply too large for one frame (filter by dev, pid, ...)",
-						       (unsigned int)IBVD_RES_MAX_ROWS);
+				return ibvd_res_too_large(call,
+							  json_array_size(out));
 			if (ret)
 				return ret < 0 ? ret : -ENOMEM;
 		}

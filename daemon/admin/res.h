@@ -15,11 +15,20 @@
 struct ibvd_call;
 
 /*
- * Rows in one reply at most: a row is more than 32 bytes of JSON, so more
- * cannot fit in a frame.  A listing stops there rather than build (on the
- * control thread, every tenant waiting) one that cannot be sent.
+ * A listing's JSON at most: what a reply frame holds, less room for the
+ * reply's header and fields.  A listing stops there rather than build (on
+ * the control thread, every tenant waiting) one that cannot be sent.
  */
-#define IBVD_RES_MAX_ROWS	(IBVD_FRAME_MAX / 32)
+#define IBVD_RES_MAX_JSON	(IBVD_FRAME_MAX - 1024)
+
+/*
+ * Append row (taken) to the listing out, whose JSON is *json_len bytes
+ * so far; -EMSGSIZE once the listing would outgrow IBVD_RES_MAX_JSON.
+ */
+int ibvd_res_append(json_t *out, json_t *row, size_t *json_len);
+
+/* The error a listing that outgrew one frame answers with. */
+int ibvd_res_too_large(struct ibvd_call *call, size_t rows);
 
 /*
  * Append one row per visible object of kind ("qp", "cq", "mr", "pd",
