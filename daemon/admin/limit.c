@@ -365,46 +365,6 @@ struct set_req {
 	struct ibvd_limit_keys keys;	/* the KEY=VALUEs */
 };
 
-/* 1024-based suffixes, as sizes in rlimits and cgroup files are. */
-static int suffix_shift(char c)
-{
-	switch (c) {
-	case 'k': case 'K': return 10;
-	case 'm': case 'M': return 20;
-	case 'g': case 'G': return 30;
-	default: return -1;
-	}
-}
-
-/*
- * "max", or decimal digits with, for byte counts (memlock, bandwidth), a
- * k/m/g suffix.  At most INT64_MAX: every limit must fit a JSON integer.
- */
-static int parse_value(int kind, const char *s, uint64_t *ret)
-{
-	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
-	unsigned long long n;
-	int shift = 0;
-	char *end;
-
-	if (!strcmp(s, "max")) {
-		*ret = IBVD_LIMIT_UNLIMITED;
-		return 0;
-	}
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	n = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (*end && bytes && end[1] == '\0')
-		shift = suffix_shift(*end);
-	if (shift < 0 || (*end && !shift) || n > (uint64_t)INT64_MAX >> shift)
-		return -EINVAL;
-	*ret = (uint64_t)n << shift;
-	return 0;
-}
-
 static int parse_key_value(struct ibvd_call *call, const char *word,
 			   struct set_req *req)
 {
@@ -425,7 +385,7 @@ static int parse_key_value(struct ibvd_call *call, const char *word,
 	if (req->dev && ibvd_limit_all_devices_only(kind))
 		return ibvd_call_error(call, -EINVAL,
 				       "%s limits all devices together, not one", key);
-	if (parse_value(kind, eq + 1, &v) < 0)
+	if (ibvd_limit_parse_value(kind, eq + 1, &v) < 0)
 		return ibvd_call_error(call, -EINVAL,
 				       "bad value " ARG_FMT " for %s: expected a number%s or max",
 				       eq + 1, key,

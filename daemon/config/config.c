@@ -832,16 +832,60 @@ static void entry_init(struct ibvd_limit_entry *e)
 	e->runtime = 0;
 }
 
-/* An integer of at least min (0 or 1), or "max". */
-static int limit_value(struct parser *p, json_t *v, json_int_t min,
-		       uint64_t *out)
+/* 1024-based suffixes, as sizes in rlimits and cgroup files are. */
+static int suffix_shift(char c)
 {
-	if (json_is_string(v) && strcmp(json_string_value(v), "max") == 0) {
-		*out = IBVD_LIMIT_UNLIMITED;
+	switch (c) {
+	case 'k': case 'K': return 10;
+	case 'm': case 'M': return 20;
+	case 'g': case 'G': return 30;
+	default: return -1;
+	}
+}
+
+int ibvd_limit_parse_value(int kind, const char *s, uint64_t *ret)
+{
+	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+	unsigned long long n;
+	int shift = 0;
+	char *end;
+
+	if (!strcmp(s, "max")) {
+		*ret = IBVD_LIMIT_UNLIMITED;
 		return 0;
 	}
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end && bytes && end[1] == '\0')
+		shift = suffix_shift(*end);
+	if (shift < 0 || (*end && !shift) || n > (uint64_t)INT64_MAX >> shift)
+		return -EINVAL;
+	*ret = (uint64_t)n << shift;
+	return 0;
+}
+
+/*
+ * An integer of at least min (0 or 1), or "max", or, for byte counts, a
+ * string as ibvctl limit set takes it ("64M").
+ */
+static int limit_value(struct parser *p, json_t *v, int kind, json_int_t min,
+		       uint64_t *out)
+{
+	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+
+	if (json_is_string(v) &&
+	    (bytes || strcmp(json_string_value(v), "max") == 0) &&
+	    ibvd_limit_parse_value(kind, json_string_value(v), out) == 0 &&
+	    (*out >= (uint64_t)min))
+		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < min)
-		return wrong(p, min ? "a positive integer or \"max\"" :
+		return wrong(p, bytes ? (min ? "a positive byte count (\"64M\") or \"max\"" :
+				  "a byte count (\"64M\") or \"max\"") :
+			     min ? "a positive integer or \"max\"" :
 			     "a non-negative integer or \"max\"", v);
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
@@ -859,9 +903,9 @@ static int parse_limit_key(struct parser *p, const char *key, json_t *v,
 		return fail(p, "%s limits all devices together, not one", key);
 	/* the engine would run "0 bytes/s" at 1: say so rather than do it */
 	if (kind == IBVD_LIMIT_BANDWIDTH)
-		ret = limit_value(p, v, 1, &ks->q.bandwidth);
+		ret = limit_value(p, v, kind, 1, &ks->q.bandwidth);
 	else
-		ret = limit_value(p, v, 0, &ks->q.max[kind]);
+		ret = limit_value(p, v, kind, 0, &ks->q.max[kind]);
 	if (!ret)
 		ks->given |= 1u << kind;
 	return ret;

@@ -281,6 +281,14 @@ int ibvd_config_device_index(const struct ibvd_config *cfg, const char *name);
 int ibvd_limit_key(const char *name);
 
 /*
+ * A limit of kind as text: "max" (IBVD_LIMIT_UNLIMITED), or decimal
+ * digits with, for byte counts (memlock, bandwidth), a 1024-based k/m/g
+ * suffix.  At most INT64_MAX: every limit must fit a JSON integer.
+ * 0 or -EINVAL.
+ */
+int ibvd_limit_parse_value(int kind, const char *s, uint64_t *ret);
+
+/*
  * The entry "ibvctl limit set" changes: the rule matching key (a decimal
  * uid, a group name or decimal gid, a cgroup prefix), added with no key
  * of its own if there is none.  0, -EINVAL with a message in err, or

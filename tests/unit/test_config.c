@@ -952,6 +952,21 @@ START_TEST(limits_every_key)
 }
 END_TEST
 
+/* Byte counts as ibvctl limit set takes them: 1024-based k, m, g. */
+START_TEST(limits_byte_suffixes)
+{
+	struct ibvd_config *cfg = good("{'limits': {'default': {'memlock': '64M', "
+		"'bandwidth': '1g'}, 'uid': {'5': {'memlock': '12k', "
+		"'bandwidth': '4096'}}}}");
+
+	ck_assert_uint_eq(cfg->limit_default.all.q.max[IBVD_LIMIT_MEMLOCK], 64ull << 20);
+	ck_assert_uint_eq(cfg->limit_default.all.q.bandwidth, 1ull << 30);
+	ck_assert_uint_eq(cfg->limit_rules[0].limits.all.q.max[IBVD_LIMIT_MEMLOCK], 12ull << 10);
+	ck_assert_uint_eq(cfg->limit_rules[0].limits.all.q.bandwidth, 4096);
+	ibvd_config_free(cfg);
+}
+END_TEST
+
 START_TEST(bad_limits)
 {
 	ck_assert_str_eq(parse_error("{'limits': 1}"),
@@ -1059,13 +1074,20 @@ START_TEST(bad_device_limits)
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'devices': {'ibvd0': 3}}}}"),
 		"t.conf:1:37: limits.default.devices.ibvd0: expected an object of limits, got 3");
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': -5}}}"),
-		"t.conf:1:25: limits.default.bandwidth: expected a positive integer or \"max\", got -5");
-	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': '1m'}}}"),
-		"t.conf:1:25: limits.default.bandwidth: expected a positive integer or \"max\", got \"1m\"");
+		"t.conf:1:25: limits.default.bandwidth: expected a positive byte count (\"64M\") or \"max\", got -5");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': '1x'}}}"),
+		"t.conf:1:25: limits.default.bandwidth: expected a positive byte count (\"64M\") or \"max\", got \"1x\"");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': '0k'}}}"),
+		"t.conf:1:25: limits.default.bandwidth: expected a positive byte count (\"64M\") or \"max\", got \"0k\"");
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'memlock': '-1M'}}}"),
+		"t.conf:1:25: limits.default.memlock: expected a byte count (\"64M\") or \"max\", got \"-1M\"");
+	/* suffixes are for bytes only */
+	ck_assert_str_eq(parse_error("{'limits': {'default': {'qp': '1k'}}}"),
+		"t.conf:1:25: limits.default.qp: expected a non-negative integer or \"max\", got \"1k\"");
 	/* 0 bytes/s is no limit the engine can keep; 0 of a count is */
 	ck_assert_str_eq(parse_error("{'limits': {'uid': {'5': {'qp': 0,\n"
 		"  'bandwidth': 0}}}}"),
-		"t.conf:2:3: limits.uid.5.bandwidth: expected a positive integer or \"max\", got 0");
+		"t.conf:2:3: limits.uid.5.bandwidth: expected a positive byte count (\"64M\") or \"max\", got 0");
 	ck_assert_str_eq(parse_error("{'limits': {'default': {'bandwidth': 1}}}"),
 		"(accepted)");
 }
@@ -1466,6 +1488,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, limits_builtin_overridden);
 	tcase_add_test(ok, limits_most_specific_wins);
 	tcase_add_test(ok, limits_every_key);
+	tcase_add_test(ok, limits_byte_suffixes);
 	tcase_add_test(ok, identity_of_self);
 	tcase_add_test(ok, identity_from_fake_proc);
 	tcase_add_test(ok, tenant_accounting);
