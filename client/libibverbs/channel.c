@@ -249,12 +249,13 @@ static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd,
 		bool watching = __atomic_load_n(&ch->watching, __ATOMIC_SEQ_CST);
 		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
 
-		if (deadline && ibvd_mono_ns() >= deadline)
-			return -ETIMEDOUT;
 		n = poll(pfd, 1, wait_ms(watching || rescan ? FALLBACK_MS : -1,
 					 deadline));
 		if (n != 0)
 			return n < 0 ? -errno : 0;
+		/* after a last look: what came just now is no timeout */
+		if (deadline && ibvd_mono_ns() >= deadline)
+			return -ETIMEDOUT;
 		/* the engine held a receive queue we had to look at: again */
 		if (__atomic_exchange_n(&ch->rescan, false, __ATOMIC_ACQ_REL))
 			return 0;

@@ -2017,7 +2017,8 @@ bool ibvc_direct_fire_armed(struct ibvc_cq *cq)
 	bool got = false;
 
 	pthread_mutex_lock(&cq->lock);
-	if (cq_armed(cq) &&
+	/* a wake-up byte is only ever for a CQ with direct QPs */
+	if ((cq->direct.receivers || cq->direct.senders) && cq_armed(cq) &&
 	    fire_arm(cq, ibvd_read_once(&cq->ring.client->arm_seq), false)) {
 		cq->direct.events--;
 		got = true;

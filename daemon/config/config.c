@@ -876,12 +876,15 @@ static int limit_value(struct parser *p, json_t *v, int kind, json_int_t min,
 		       uint64_t *out)
 {
 	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+	uint64_t n;
 
 	if (json_is_string(v) &&
 	    (bytes || strcmp(json_string_value(v), "max") == 0) &&
-	    ibvd_limit_parse_value(kind, json_string_value(v), out) == 0 &&
-	    (*out >= (uint64_t)min))
+	    ibvd_limit_parse_value(kind, json_string_value(v), &n) == 0 &&
+	    n >= (uint64_t)min) {
+		*out = n;
 		return 0;
+	}
 	if (!json_is_integer(v) || json_integer_value(v) < min)
 		return wrong(p, bytes ? (min ? "a positive byte count (\"64M\") or \"max\"" :
 				  "a byte count (\"64M\") or \"max\"") :

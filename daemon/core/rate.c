@@ -36,12 +36,12 @@ struct ibvd_eng_rate *ibvd_eng_rate_new(void)
 
 void ibvd_eng_rate_set(struct ibvd_eng_rate *r, uint64_t bytes_per_sec)
 {
-	uint64_t old = atomic_exchange_explicit(&r->bytes_per_sec, bytes_per_sec,
-						memory_order_relaxed);
+	/* seq_cst: ibvd_eng_rate_charge's store -> load mirrors this */
+	uint64_t old = atomic_exchange(&r->bytes_per_sec, bytes_per_sec);
 
 	/* A new limit starts with an empty bucket, not the old one's debt. */
 	if (old != bytes_per_sec)
-		atomic_store_explicit(&r->tat, 0, memory_order_relaxed);
+		atomic_store(&r->tat, 0);
 }
 
 /* Nanoseconds bytes take at rate (bytes/s, non-zero), rounded up. */
@@ -109,10 +109,15 @@ void ibvd_eng_rate_charge(struct ibvd_eng_rate *r, uint64_t bytes,
 	cost = cost_ns(bytes, rate ? rate : 1);
 	old = atomic_load_explicit(&r->tat, memory_order_relaxed);
 	do {
-		base = old > now ? old : now;
-	} while (!atomic_compare_exchange_weak_explicit(&r->tat, &old, base + cost,
-							memory_order_relaxed,
-							memory_order_relaxed));
+		/* a new bucket is empty (ibvd_eng_rate_take): owe from its end */
+		base = old ? (old > now ? old : now) : now + BURST_NS;
+	} while (!atomic_compare_exchange_weak(&r->tat, &old, base + cost));
+	/*
+	 * A new limit meanwhile starts empty, not with debt priced at the
+	 * old rate (ibvd_eng_rate_set cleared the bucket before or after us).
+	 */
+	if (atomic_load(&r->bytes_per_sec) != rate)
+		atomic_store(&r->tat, 0);
 }
 
 uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r)

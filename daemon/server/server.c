@@ -232,9 +232,14 @@ static int change_access(int fd, const struct stat *st, mode_t mode, gid_t gid,
 
 	if (regroup) {
 		ret = chmod_fd(fd, old_mode & mode);
-		if (ret == 0 && fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0)
-			ret = -errno;
 		if (ret < 0) {
+			snprintf(err, errlen, "chmod %04o %s: %s",
+				 (unsigned int)(old_mode & mode), path,
+				 strerror(-ret));
+			return ret;
+		}
+		if (fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) < 0) {
+			ret = -errno;
 			snprintf(gid_name, sizeof(gid_name), "%u", (unsigned int)gid);
 			snprintf(err, errlen, "chgrp %s %s: %s",
 				 group ? group : gid_name, path, strerror(-ret));

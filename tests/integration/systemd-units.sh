@@ -67,6 +67,8 @@ ok "exposure $score"
 # namespace with a /dev of our own): a start makes the config's links, a
 # reload adds the new config's and removes none (the daemon may refuse
 # it and keep serving every device), a stop removes them all.
+# (a mount namespace and a /dev of our own take root)
+is_root || { log "not root: the unit's device-link steps are not run"; exit 0; }
 check "the unit's device-link steps: make, add on reload, remove"
 step_of() {	# KEY: the --device-links argument of the unit's KEY line
 	sed -n "s|^$1=+$sbindir/ibverbsd --device-links \\([a-z]*\\)\$|\\1|p" "$svc"
