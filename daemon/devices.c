@@ -255,6 +255,18 @@ static int build_one(const struct ibvd_config_device *cd, const char *host_id,
 				 cd->name, cd->netdev, strerror(-ret));
 			goto out;
 		}
+		/*
+		 * The receive filters drop what came through loopback (any
+		 * local process may send it, from any address): nothing
+		 * would ever arrive.
+		 */
+		if (st.link.loopback) {
+			snprintf(err, errlen, "device %s: %s is the loopback interface: "
+				 "a RoCE device needs an Ethernet link (a veth will do)",
+				 cd->name, cd->netdev);
+			ret = -EINVAL;
+			goto out;
+		}
 	}
 	*dev = device_new(cd, host_id, cd->netdev[0] ? &st : NULL);
 	if (!*dev) {

@@ -136,6 +136,7 @@ static int parse_link(const struct nlmsghdr *h, void *arg)
 		return -EPROTO;
 	nd->ifindex = ifi->ifi_index;
 	nd->admin_up = ifi->ifi_flags & IFF_UP;
+	nd->loopback = ifi->ifi_flags & IFF_LOOPBACK;
 	/* rxe's test: running and the carrier on */
 	nd->up = nd->admin_up && (ifi->ifi_flags & IFF_LOWER_UP);
 	len = (int)IFLA_PAYLOAD(h);

@@ -106,6 +106,7 @@ struct ibvd_netdev {
 					 * the port is ACTIVE, as rxe's is
 					 * while netif_running && carrier */
 	unsigned int speed_mbps;	/* /sys/class/net/IF/speed; 0 unknown */
+	bool loopback;			/* IFF_LOOPBACK */
 };
 
 /*

@@ -288,6 +288,15 @@ cat >"$T/bad1.conf" <<EOF
 EOF
 start_fails "$T/bad1.conf" "$T/bad1.conf:4:35: devices\[1\]\.netdev: no such network interface \"nosuch$$\"" "missing interface"
 
+check "the loopback interface is refused"
+cat >"$T/badlo.conf" <<EOF
+{
+  "socket": { "path": "$SOCK" },
+  "devices": [ { "name": "roce0", "netdev": "lo" } ]
+}
+EOF
+start_fails "$T/badlo.conf" "device roce0: lo is the loopback interface" "a RoCE device on lo"
+
 check "a bad peers CIDR is an error at start, with its position"
 cat >"$T/bad2.conf" <<EOF
 {
