@@ -832,6 +832,12 @@ static void entry_init(struct ibvd_limit_entry *e)
 	e->runtime = 0;
 }
 
+/* Is a limit of kind a byte count (which takes k/m/g suffixes)? */
+static bool limit_is_bytes(int kind)
+{
+	return kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+}
+
 /* 1024-based suffixes, as sizes in rlimits and cgroup files are. */
 static int suffix_shift(char c)
 {
@@ -845,7 +851,7 @@ static int suffix_shift(char c)
 
 int ibvd_limit_parse_value(int kind, const char *s, uint64_t *ret)
 {
-	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+	bool bytes = limit_is_bytes(kind);
 	unsigned long long n;
 	int shift = 0;
 	char *end;
@@ -875,7 +881,7 @@ int ibvd_limit_parse_value(int kind, const char *s, uint64_t *ret)
 static int limit_value(struct parser *p, json_t *v, int kind, json_int_t min,
 		       uint64_t *out)
 {
-	bool bytes = kind == IBVD_LIMIT_MEMLOCK || kind == IBVD_LIMIT_BANDWIDTH;
+	bool bytes = limit_is_bytes(kind);
 	uint64_t n;
 
 	if (json_is_string(v) &&

@@ -2323,6 +2323,16 @@ START_TEST(destroy_queued_events)
 }
 END_TEST
 
+/* Whether a thread's done flag is set within ev_ms(). */
+static bool done_in_time(volatile int *done)
+{
+	long t0 = vt_now_ms();
+
+	while (!__atomic_load_n(done, __ATOMIC_SEQ_CST) && vt_now_ms() - t0 < ev_ms())
+		vt_sleep_ms(5);
+	return __atomic_load_n(done, __ATOMIC_SEQ_CST);
+}
+
 /*
  * Migrated onto a channel another thread already waits on: the daemon
  * sends the moved event there before rdma_migrate_id returns, and the
@@ -2350,15 +2360,11 @@ START_TEST(migrate_to_waiting_channel)
 	struct waiter w = { .ch = channel() };
 	struct rdma_cm_id **ids = burst(ch), *last = ids[BURST_IDS - 1];
 	pthread_t t;
-	long t0;
 
 	ck_assert_int_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
 	vt_sleep_ms(200);	/* every event made; the thread waits */
 	ck_ok(rdma_migrate_id(last, w.ch));
-	t0 = vt_now_ms();
-	while (!__atomic_load_n(&w.done, __ATOMIC_SEQ_CST) && vt_now_ms() - t0 < ev_ms())
-		vt_sleep_ms(5);
-	ck_assert_msg(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST),
+	ck_assert_msg(done_in_time(&w.done),
 		      "the thread waiting on the new channel got nothing in %d ms",
 		      ev_ms());
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
@@ -2402,7 +2408,6 @@ START_TEST(migrate_while_event_held)
 	struct rdma_cm_id *y = new_id(ch, NULL, RDMA_PS_TCP);
 	struct rdma_cm_event *ex;
 	pthread_t t;
-	long t0;
 
 	m.id = new_id(ch, NULL, RDMA_PS_TCP);
 	ck_ok(rdma_resolve_addr(m.id, NULL, SA(dst), 2000));
@@ -2415,10 +2420,7 @@ START_TEST(migrate_while_event_held)
 	/* a deadlock would hang here: the check timeout ends it */
 	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, y);
 	ck_ok(rdma_ack_cm_event(ex));
-	t0 = vt_now_ms();
-	while (!__atomic_load_n(&m.done, __ATOMIC_SEQ_CST) && vt_now_ms() - t0 < ev_ms())
-		vt_sleep_ms(5);
-	ck_assert_msg(__atomic_load_n(&m.done, __ATOMIC_SEQ_CST),
+	ck_assert_msg(done_in_time(&m.done),
 		      "rdma_migrate_id still blocked %d ms after the ack", ev_ms());
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(m.ret, 0);
