@@ -166,13 +166,33 @@ server_rc() {
 # side can be changed (CLIENT_NS, CLIENT_SOCK, CLIENT_TO; wire_up sets
 # them to B's).
 across() {
-	local what=$1 expect=$2 s c spid rc_c rc_s
+	local what=$1 expect=$2 try
 	shift 2
 	NRUN=$((NRUN + 1))
-	PORT=$((PORT + 1))
-	s=$O/$NRUN.server
-	c=$O/$NRUN.client
 	check "#$NRUN $what"
+	# perftest times itself with the CPU's cycle counter, whose rate it
+	# first measures; on a crowded machine that measurement can fail
+	# ("Can't produce a report", nothing of ours involved): once more then.
+	for try in 1 2; do
+		across_once "$what" "$@" && break
+		[ "$try" -eq 1 ] && grep -q "Can't produce a report" "$O/$NRUN.server" "$O/$NRUN.client" ||
+			across_failed "$what"
+		log "$what: perftest could not calibrate its clock; once more"
+	done
+	expect_grep "$expect" "$O/$NRUN.server" "$what (server)"
+	expect_grep "$expect" "$O/$NRUN.client" "$what (client)"
+	expect_no_grep 'invalid data|Failed status' "$O/$NRUN.server" "$what (server)"
+	expect_no_grep 'invalid data|Failed status' "$O/$NRUN.client" "$what (client)"
+	daemon_alive "after $what"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
+	ok "$what: $(grep -E "$expect" "$O/$NRUN.client" | head -n 1)"
+}
+
+# One run of across's programs; 1 if either side failed (RC_S, RC_C).
+across_once() {
+	local what=$1 s=$O/$NRUN.server c=$O/$NRUN.client spid
+	shift
+	PORT=$((PORT + 1))
 	ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
 		"$@" -p "$PORT" >"$s" 2>&1 &
 	spid=$!
@@ -184,21 +204,16 @@ across() {
 	fi
 	ns_debian "$CLIENT_NS" "$USER2" "$CLIENT_SOCK" prlimit --memlock="$MEMLOCK" \
 		"$@" -p "$PORT" "$CLIENT_TO" >"$c" 2>&1
-	rc_c=$?
+	RC_C=$?
 	server_rc "$spid"
-	rc_s=$SERVER_RC
-	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
-		show "server (uid $USER1, $NSA)" "$s"
-		show "client (uid $USER2, $NSB)" "$c"
-		fail "$what: server exited $rc_s, client $rc_c"
-	fi
-	expect_grep "$expect" "$s" "$what (server)"
-	expect_grep "$expect" "$c" "$what (client)"
-	expect_no_grep 'invalid data|Failed status' "$s" "$what (server)"
-	expect_no_grep 'invalid data|Failed status' "$c" "$what (client)"
-	daemon_alive "after $what"
-	pid_running "$PID_B" || fail "the daemon in $NSB died after $what"
-	ok "$what: $(grep -E "$expect" "$c" | head -n 1)"
+	RC_S=$SERVER_RC
+	[ "$RC_S" -eq 0 ] && [ "$RC_C" -eq 0 ]
+}
+
+across_failed() {
+	show "server (uid $USER1, $NSA)" "$O/$NRUN.server"
+	show "client (uid $USER2, $NSB)" "$O/$NRUN.client"
+	fail "$1: server exited $RC_S, client $RC_C"
 }
 
 # What Debian's pingpongs and perftest print on success
