@@ -131,6 +131,7 @@ static bool engine_pass(struct ibvd_engine *eng)
 
 	pthread_rwlock_rdlock(&ibvd_objects_lock);
 	eng->now = ibvd_eng_now();
+	eng->claim_wait_left = ENG_CLAIM_WAIT_NS;
 	if (eng->armed) {
 		ibvd_eng_db_disarm(eng->dbs, eng->nctx);
 		eng->armed = false;

@@ -593,10 +593,18 @@ struct ibvd_engine {
 	uint64_t turns, bytes, wakeups, timers_fired;
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
+	/* ns this pass may still spend waiting for UD receive claims (recv.c) */
+	uint64_t claim_wait_left;
 	uint64_t copies_charged;	/* this step's extra copies (send.c) */
 };
 
 uint64_t ibvd_eng_now(void);
+
+/*
+ * What one pass (or one destroy's last sends) may spend in all waiting
+ * for libraries' UD receive claims (recv.c, ud_claim_wait).
+ */
+#define ENG_CLAIM_WAIT_NS	50000u
 
 /* The thread for a new context (serving the fewest), or NULL if none runs. */
 struct ibvd_engine *ibvd_eng_pick(void);

@@ -522,9 +522,55 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * datagrams that find the claim busy are dropped at once for a while: a
  * library that holds it for ever (stopped, or on purpose, with datagrams
  * flooding in) would otherwise have the engine thread spin for each.
+ * That is per receive queue, so a sender cycling over many queues held
+ * on purpose (or a multicast group full of them) is bounded by the
+ * thread's own allowance instead: ENG_CLAIM_WAIT_NS of waiting in all per
+ * pass (or per destroy, ibvd_engine_qp_finish_sends), then a busy claim
+ * loses its datagram at once.  Only a datagram the QP would accept waits.
  */
 #define UD_CLAIM_WAIT_NS	50000u
 #define UD_CLAIM_STUCK_NS	1000000u
+
+/*
+ * Wait for target's receive claim within this thread's allowance: what
+ * ibvd_eng_rq_claim gave, or -EBUSY when the wait ran out.
+ */
+static int ud_claim_wait(struct ibvd_engine *eng, struct ibvd_qp *target)
+{
+	/* per receive queue: an SRQ's many QPs share one claim */
+	uint64_t *stuck_until = target->srq ? &target->srq->ud_claim_stuck_until :
+					      &target->ud_claim_stuck_until;
+	uint64_t stuck = __atomic_load_n(stuck_until, __ATOMIC_RELAXED);
+	uint64_t start = 0, wait = 0, now = 0;
+	int held;
+
+	while ((held = ibvd_eng_rq_claim(target)) == -EBUSY) {
+		now = ibvd_eng_now();
+		if (now < stuck)
+			return -EBUSY;
+		if (!start) {
+			start = now;
+			wait = eng->claim_wait_left < UD_CLAIM_WAIT_NS ?
+			       eng->claim_wait_left : UD_CLAIM_WAIT_NS;
+		} else if (now - start >= wait) {
+			eng->claim_wait_left -= wait;
+			/*
+			 * Only a whole wait says the queue holds its claim
+			 * (and counts); an allowance run out says nothing.
+			 */
+			if (wait == UD_CLAIM_WAIT_NS) {
+				__atomic_store_n(stuck_until, now + UD_CLAIM_STUCK_NS,
+						 __ATOMIC_RELAXED);
+				eng_count(&eng->claim_timeouts, 1);
+			}
+			return -EBUSY;
+		}
+		cpu_relax();
+	}
+	if (start)
+		eng->claim_wait_left -= now - start < wait ? now - start : wait;
+	return held;
+}
 
 enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *src,
@@ -532,29 +578,13 @@ enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       const struct eng_req *req,
 				       uint32_t qkey)
 {
-	/* per receive queue: an SRQ's many QPs share one claim */
-	uint64_t *stuck_until = target->srq ? &target->srq->ud_claim_stuck_until :
-					      &target->ud_claim_stuck_until;
-	uint64_t stuck = __atomic_load_n(stuck_until, __ATOMIC_RELAXED);
-	uint64_t until = 0;
 	enum ibv_wc_status st;
 	int held;
 
-	while ((held = ibvd_eng_rq_claim(target)) == -EBUSY) {
-		uint64_t now = ibvd_eng_now();
-
-		if (now < stuck)
-			return IBV_WC_SUCCESS;
-		if (!until) {
-			until = now + UD_CLAIM_WAIT_NS;
-		} else if (now > until) {
-			__atomic_store_n(stuck_until, now + UD_CLAIM_STUCK_NS,
-					 __ATOMIC_RELAXED);
-			eng_count(&eng->claim_timeouts, 1);
-			return IBV_WC_SUCCESS;
-		}
-		cpu_relax();
-	}
+	/* a Q_Key violation is counted here, and waits for nothing */
+	if (!accepts(target, qkey))
+		return IBV_WC_SUCCESS;
+	held = ud_claim_wait(eng, target);
 	if (held < 0)
 		return IBV_WC_SUCCESS;
 	st = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);

@@ -624,6 +624,8 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 	 */
 	if (qp->qp_type != IBV_QPT_UD && !ibvd_eng_connected_peer(qp))
 		return;
+	/* no pass runs meanwhile: this destroy has a pass's claim allowance */
+	eng->claim_wait_left = ENG_CLAIM_WAIT_NS;
 	/*
 	 * Each turn that goes on retired a WQE or moved part of a long one.
 	 * Every tenant's requests and every engine pass wait meanwhile (the

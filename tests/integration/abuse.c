@@ -42,6 +42,11 @@
  *	Datagrams to a group of 32 QPs count 32 times in the sender's turn
  *	(mcast_fanout()), and in the tenant's bandwidth (abuse.sh sets a
  *	limit for "paced" and reads how long they took).
+ *   abuse-helper mcast-claims
+ *	The same group, each member on an SRQ of its own whose claim word
+ *	the client holds for ever: every copy finds a busy claim, and the
+ *	engine may wait for one such claim a pass, not for each (abuse.sh
+ *	compares the sending thread's claim_timeouts with its passes).
  *   abuse-helper overlap
  *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
  *	onto itself 100 bytes further: the bytes land as memmove's would.
@@ -551,7 +556,21 @@ static int srq_forged_claim(void)
 #define FANOUT_QPS	32
 #define FANOUT_DGRAMS	64
 
-static int mcast_fanout(void)
+/*
+ * Put qp on an SRQ of its own whose claim word stays LIBRARY's, as a
+ * library stopped mid-copy would leave it: into o->srq.
+ */
+static void own_held_srq(struct vt_dev *d, struct vt_qp_opts *o)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+
+	o->srq = ibv_create_srq(d->pd, &sa);
+	vt_assert(o->srq != NULL, "SRQ: %s", strerror(errno));
+	__atomic_store_n(&to_ibvc_srq(o->srq)->rq.client->claim,
+			 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+}
+
+static int mcast_fanout(bool held_claims)
 {
 	static const union ibv_gid mgid = { .raw = {
 		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x77, 0x01 } };
@@ -572,11 +591,14 @@ static int mcast_fanout(void)
 	cq = ibv_create_cq(d.ctx, 2 * FANOUT_DGRAMS, NULL, NULL, 0);
 	vt_assert(cq != NULL, "CQ: %s", strerror(errno));
 	for (i = 0; i < FANOUT_QPS; i++) {
+		if (held_claims)
+			own_held_srq(&d, &o);
 		member[i] = vt_qp(&d, cq, cq, &o);
 		vt_connect(&d, member[i], NULL, &o);
 		vt_assert(ibv_attach_mcast(member[i], &mgid, mlid) == 0,
 			  "attach member %d: %s", i, strerror(errno));
 	}
+	o.srq = NULL;
 	tx = vt_qp(&d, cq, cq, &o);
 	vt_connect(&d, tx, NULL, &o);
 	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
@@ -600,8 +622,10 @@ static int mcast_fanout(void)
 	vt_assert(vt_poll(cq, &wc, 1, vt_tmo_ms() + 10000) == 1, "no completion");
 	vt_assert(wc.status == IBV_WC_SUCCESS && wc.wr_id == FANOUT_DGRAMS - 1,
 		  "the last datagram: %s", vt_status(wc.status));
-	printf("mcast-fanout: %d datagrams of 4 KiB to a group of %d QPs in %ld ms\n",
-	       FANOUT_DGRAMS, FANOUT_QPS, vt_now_ms() - t0);
+	printf("%s: %d datagrams of 4 KiB to a group of %d QPs%s in %ld ms\n",
+	       held_claims ? "mcast-claims" : "mcast-fanout", FANOUT_DGRAMS,
+	       FANOUT_QPS, held_claims ? " holding their claims" : "",
+	       vt_now_ms() - t0);
 	return 0;
 }
 
@@ -744,7 +768,9 @@ int main(int argc, char **argv)
 		return srq_forged_claim();
 	if ((argc == 2 || (argc == 3 && !strcmp(argv[2], "paced"))) &&
 	    !strcmp(argv[1], "mcast-fanout"))
-		return mcast_fanout();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout\n");
+		return mcast_fanout(false);
+	if (argc == 2 && !strcmp(argv[1], "mcast-claims"))
+		return mcast_fanout(true);
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims\n");
 	return 2;
 }

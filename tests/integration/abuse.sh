@@ -6,7 +6,9 @@
 # its UD QP's while another QP floods it (the engine waits the claim out
 # once a millisecond, not for every datagram: claim_timeouts), an SRQ's
 # claim word set to ENGINE by its client (no spin, one wait a millisecond
-# for the whole SRQ), a QP
+# for the whole SRQ), a multicast group whose members all hold their
+# claims (one claim waited out a pass on the sending thread, not one a
+# copy), a QP
 # destroyed with 2 GiB of WRITEs in its SQ (the destroy runs 16 MiB of
 # them at most: the engine's bytes), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
@@ -25,10 +27,11 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-fanout,mcast-fanout paced,full-sq-destroy,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
+	ibvctl statistic show engine >"$O/engine.before" 2>&1
 	bytes=$(engine_count bytes)
 	turns=$(engine_count turns)
 	if [ "$mode" = "mcast-fanout paced" ]; then
@@ -61,6 +64,24 @@ for mode in "${modes[@]}"; do
 		ms=$(sed -n 's/.* in \([0-9]*\) ms$/\1/p' "$O/abuse")
 		[ -n "$ms" ] && [ "$waits" -le $((ms + 2)) ] ||
 			fail "$mode: the engine waited out the claim $waits times in ${ms:-?} ms"
+	fi
+	# 64 datagrams to 32 members whose claims are held: each copy waited
+	# for its claim before (2048 waits); now a pass waits for one at most,
+	# and a pass that sends has a turn: per engine thread, waits <= turns
+	if [ "$mode" = mcast-claims ]; then
+		ibvctl statistic show engine >"$O/engine.after" 2>&1
+		worst=$(awk 'FNR == NR { for (i = 1; i < NF; i++) b[$2, $i] = $(i + 1); next }
+			{ w = 0; t = 0
+			  for (i = 1; i < NF; i++) {
+				if ($i == "claim_timeouts") w = $(i + 1) - b[$2, $i]
+				if ($i == "turns") t = $(i + 1) - b[$2, $i]
+			  }
+			  if (w > m) { m = w; mt = t } }
+			END { printf "%d %d\n", m, mt }' "$O/engine.before" "$O/engine.after")
+		read -r waited turns_there <<<"$worst"
+		[ "$waited" -ge 1 ] || fail "$mode: no claim was waited out (did the copies find them held?)"
+		[ "$waited" -le "$turns_there" ] ||
+			fail "$mode: one engine thread waited out $waited claims in $turns_there turns"
 	fi
 	# 64 datagrams, each a turn's worth of copies: 64 turns or so
 	turns=$(($(engine_count turns) - turns))
