@@ -475,7 +475,8 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 	if (ret == 0) {
 		/* a peer's grants into us gave our old rights (rings/lease.c) */
 		if (qp->direct && n.attr.access != qp->attr.access)
-			ibvd_direct_lease_revoke(qp->direct, !qp->direct_side);
+			ibvd_direct_lease_revoke(qp->direct, !qp->direct_side,
+						 ibvd_direct_lease_deadline());
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
 		qp_enter(qp, cur, next);

@@ -307,8 +307,15 @@ void ibvd_direct_revoke_into(const struct ibvd_context *ctx);
 
 struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
 				     unsigned int side);
-/* Void side's grants in d, waiting for a copy under one to end. */
-void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side);
+/*
+ * Void side's grants in d, waiting for a copy under one to end until
+ * deadline: ibvd_direct_lease_deadline() for one revocation, or the same
+ * one deadline for all the revocations of one request, so that they wait
+ * IBVD_LEASE_WAIT_NS in all, however many libraries hold their leases.
+ */
+void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side,
+			      uint64_t deadline);
+uint64_t ibvd_direct_lease_deadline(void);
 int ibvd_req_qp_remote_mr(struct ibvd_call *call);
 
 void ibvd_qp_destroy(struct ibvd_qp *qp);

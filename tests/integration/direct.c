@@ -3619,6 +3619,105 @@ static int sigbus_elsewhere(bool app_handler)
 }
 
 /*
+ * direct-helper exit-holding-lease: a process granted its peer's MR (both
+ * QPs its own) leaves with both libraries' leases held, as one killed
+ * mid-copy would: the daemon tears the context down without waiting for
+ * a library that is gone, and serves on (direct.sh).
+ */
+static int exit_holding_lease(void)
+{
+	struct ibvd_lease *lease;
+	struct ibv_mr *a, *t;
+	void *base = NULL;
+	struct vt_pair p;
+	struct ibv_wc wc;
+
+	vt_open(&D);
+	vt_pair(&p, &D, NULL, 16);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
+	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(a), 64,
+		a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	vt_assert(vt_memfd_maps(GRANTED, NULL, NULL) == 2, "no grant was made");
+	vt_assert(vt_memfd_maps("ibvd-transit", NULL, &base) > 0, "no transit rings");
+	lease = (struct ibvd_lease *)((uint8_t *)base + IBVD_TRANSIT_LEASE_OFF);
+	__atomic_store_n(&lease[0].in_use, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&lease[1].in_use, 1, __ATOMIC_SEQ_CST);
+	printf("exit-holding-lease: leaving with both leases held\n");
+	_exit(0);
+}
+
+/* Set in_use to v in both leases of every transit file this process maps. */
+static int hold_all_leases(uint32_t v)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long start, off;
+	char line[512];
+	int n = 0;
+
+	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		struct ibvd_lease *lease;
+
+		if (!strstr(line, "/memfd:ibvd-transit ") ||
+		    sscanf(line, "%lx-%*x %*4s %lx", &start, &off) != 2 || off)
+			continue;
+		lease = (struct ibvd_lease *)(start + IBVD_TRANSIT_LEASE_OFF);
+		__atomic_store_n(&lease[0].in_use, v, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&lease[1].in_use, v, __ATOMIC_SEQ_CST);
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * direct-helper many-leases-held: 8 pairs of one context granted the
+ * same MR, every library's lease held, then the MR deregistered: one
+ * revocation waits IBVD_LEASE_WAIT_NS in all, not that for each pair
+ * (direct.sh counts the daemon's warnings: one).
+ */
+#define HELD_PAIRS	8
+
+static int many_leases_held(void)
+{
+	struct vt_pair p[HELD_PAIRS];
+	struct ibv_mr *a, *t;
+	struct ibv_wc wc;
+	unsigned int i;
+	long t0;
+	int held;
+
+	vt_open(&D);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
+	for (i = 0; i < HELD_PAIRS; i++) {
+		vt_pair(&p[i], &D, NULL, 16);
+		vt_send(p[i].qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			BUF(a), 64, a->lkey, ADDR(t, 0), t->rkey);
+		vt_expect_ok(p[i].scq[0], &wc, i, IBV_WC_RDMA_WRITE, "granted WRITE");
+	}
+	vt_assert(vt_memfd_maps(GRANTED, NULL, NULL) == 1 + HELD_PAIRS,
+		  "%d grants, want %d", vt_memfd_maps(GRANTED, NULL, NULL) - 1,
+		  HELD_PAIRS);
+	/* each QP's library maps its pair's file: two mappings a pair */
+	held = hold_all_leases(1);
+	vt_assert(held == 2 * HELD_PAIRS, "%d transit mappings, want %d", held,
+		  2 * HELD_PAIRS);
+	t0 = vt_now_ms();
+	vt_assert(ibv_dereg_mr(t) == 0, "dereg: %s", strerror(errno));
+	printf("many-leases-held: %d pairs' leases held, the deregistration took %ld ms\n",
+	       HELD_PAIRS, vt_now_ms() - t0);
+	hold_all_leases(0);
+	for (i = 0; i < HELD_PAIRS; i++)
+		vt_pair_free(&p[i]);
+	vt_dereg(a);
+	vt_close(&D);
+	return 0;
+}
+
+/*
  * direct-helper root OTHER_UID, as root: what needs root, and what keeps
  * its uid from grants for a while (after the main suite, which needs
  * them).
@@ -3652,13 +3751,17 @@ int main(int argc, char **argv)
 					       : 2);
 	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
 		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
+	if (argc == 2 && strcmp(argv[1], "exit-holding-lease") == 0)
+		return exit_holding_lease();
+	if (argc == 2 && strcmp(argv[1], "many-leases-held") == 0)
+		return many_leases_held();
 	if (argc == 3 && strcmp(argv[1], "root") == 0) {
 		forger_uid = (uid_t)strtoul(argv[2], NULL, 0);
 		sr = srunner_create(root_suite());
 	} else if (argc == 1) {
 		sr = srunner_create(direct_suite());
 	} else {
-		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default | root OTHER_UID]\n");
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default | exit-holding-lease | many-leases-held | root OTHER_UID]\n");
 		return 2;
 	}
 	srunner_run_all(sr, CK_VERBOSE);

@@ -100,6 +100,38 @@ expect_grep "uid 0: no grants of one-sided direct access for 10 s" \
 	"$DAEMON_LOG" "the daemon's word on the uid"
 ok "$(grep -E '^[0-9]+%: Checks' "$O/root")"
 
+# A process granted its own peer's MR exits with both leases held (as one
+# killed mid-copy): its context goes without a wait for libraries that
+# are gone, nobody is marked for it, and the daemon serves on.
+check "a process leaves with its leases held (uid $USER2)"
+run_ours "$USER2" "$HELPER" exit-holding-lease >"$O/exit-lease" 2>&1 ||
+	{ show "exit-holding-lease" "$O/exit-lease"; fail "exit-holding-lease failed"; }
+expect_grep '^exit-holding-lease: leaving with both leases held$' "$O/exit-lease" "exit-holding-lease"
+daemon_alive "after a process left with its leases held"
+for _ in $(seq 100); do
+	ibvctl -j resource show ctx >"$O/ctx.json" 2>&1 || fail "ibvctl resource show ctx"
+	grep -q '[^][[:space:]]' "$O/ctx.json" || break
+	sleep 0.1
+done
+grep -q '[^][[:space:]]' "$O/ctx.json" && { show "contexts" "$O/ctx.json"; fail "the context is still there"; }
+held=$(grep -cE "still copied under a revoked grant" "$DAEMON_LOG")
+[ "$held" -eq 1 ] || fail "$held waits for a lease held too long, want still 1 (a gone context was waited for)"
+! grep -q "uid $USER2: no grants" "$DAEMON_LOG" || fail "uid $USER2 was marked for a context that is gone"
+ok "its context went, nobody waited for or marked"
+
+# One context, 8 pairs granted one MR, every lease held, the MR
+# deregistered: the revocations share one wait (a warning, not 8 waits
+# of 20 ms each, with every tenant stalled).  Uid 1005: it is barred from
+# grants for a while after.
+check "one deregistration against 8 held leases (uid 1005)"
+run_ours 1005 "$HELPER" many-leases-held >"$O/many-leases" 2>&1 ||
+	{ show "many-leases-held" "$O/many-leases"; fail "many-leases-held failed"; }
+expect_grep '^many-leases-held: 8 pairs' "$O/many-leases" "many-leases-held"
+daemon_alive "after 8 held leases"
+held=$(grep -cE "still copied under a revoked grant" "$DAEMON_LOG")
+[ "$held" -eq 2 ] || fail "$((held - 1)) waits for the 8 held leases, want 1"
+ok "$(sed -n 's/^many-leases-held: //p' "$O/many-leases"); one wait"
+
 # perftest's -e: one completion channel for both CQs, one poll per event
 # (an event with no completion behind it fails it, or hangs it);
 # ibv_rc_pingpong -c checks the data: busy polling, with events, 64 KiB.

@@ -324,26 +324,29 @@ void ibvd_direct_limits_changed(void)
 
 void ibvd_direct_revoke_into(const struct ibvd_context *ctx)
 {
+	uint64_t deadline = ibvd_direct_lease_deadline();
 	struct ibvd_direct *d;
 	unsigned int i;
 
 	LIST_FOREACH(d, &pairs, link)
 		for (i = 0; i < 2; i++)
 			if (d->qp[!i] && d->qp[!i]->ctx == ctx)
-				ibvd_direct_lease_revoke(d, i);
+				ibvd_direct_lease_revoke(d, i, deadline);
 }
 
 void ibvd_direct_leave(struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d = qp->direct;
 	struct ibvd_qp *peer;
+	uint64_t deadline;
 
 	if (!d)
 		return;
 	peer = d->qp[!qp->direct_side];
 	/* no library copies to or from either side's memory past here */
-	ibvd_direct_lease_revoke(d, 0);
-	ibvd_direct_lease_revoke(d, 1);
+	deadline = ibvd_direct_lease_deadline();
+	ibvd_direct_lease_revoke(d, 0, deadline);
+	ibvd_direct_lease_revoke(d, 1, deadline);
 	d->qp[qp->direct_side] = NULL;
 	qp->direct = NULL;
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, 0);

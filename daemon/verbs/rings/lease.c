@@ -94,32 +94,53 @@ struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
 	return ibvd_transit_lease(d->ctl, side);
 }
 
+uint64_t ibvd_direct_lease_deadline(void)
+{
+	return ibvd_mono_ns() + IBVD_LEASE_WAIT_NS;
+}
+
 /*
- * Void side `side`'s grants in d and wait for a copy under one to end: a
- * library that does not end it is the target's own uid (lease.h), logged.
+ * Might side's library still be copying under a grant, and be worth the
+ * wait?  Not without a grant since the last revocation; not once it (its
+ * pair side, its context or its uid) held one too long already, lest it
+ * hold the control thread at each revocation; and not once its context
+ * has no member left (torn down: its connection is closed, so no honest
+ * library copies for it any more).
  */
-void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side)
+static bool worth_waiting(const struct ibvd_direct *d, unsigned int side)
+{
+	const struct ibvd_qp *grantee = d->qp[side];
+
+	if (!d->granted[side] || d->lease_broken[side])
+		return false;
+	if (grantee && (grantee->ctx->lease_broken || !grantee->ctx->nmembers))
+		return false;
+	return !uid_banned(d->grantee_uid[side]);
+}
+
+/*
+ * Void side `side`'s grants in d and wait, until deadline (CLOCK_MONOTONIC
+ * ns, ibvd_direct_lease_deadline), for a copy under one to end: a library
+ * that does not end it is the target's own uid (lease.h), logged.
+ */
+void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side,
+			      uint64_t deadline)
 {
 	struct ibvd_lease *l = ibvd_direct_lease(d, side);
+	uint64_t now = ibvd_mono_ns();
 
-	/*
-	 * Once is enough: a library that holds its lease for ever must not
-	 * hold the control thread (every tenant's requests) at each turn;
-	 * nor is one waited for that has no grant to copy under (either
-	 * library may write the lease words).
-	 */
-	if (d->lease_broken[side] || !d->granted[side]) {
+	if (!worth_waiting(d, side)) {
+		d->granted[side] = false;
 		ibvd_lease_void(l);
 		return;
 	}
 	d->granted[side] = false;
-	if (ibvd_lease_revoke(l) < 0) {
+	if (ibvd_lease_revoke_for(l, deadline > now ? deadline - now : 0) < 0) {
 		d->lease_broken[side] = true;
 		/* and in the pairs it makes next: a RESET makes a new one */
-		if (d->qp[side]) {
+		if (d->qp[side])
 			d->qp[side]->ctx->lease_broken = true;
-			note_offence(d->qp[side]->ctx->session->cred.uid);
-		}
+		note_offence(d->grantee_uid[side]);
 		log_warn("transit pair %u, side %u: its library still copied under a revoked grant after %llu ms; going on, no more grants to it",
 			 d->gen, side,
 			 (unsigned long long)(IBVD_LEASE_WAIT_NS / 1000000));
@@ -247,6 +268,7 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	/* from here on, changing the MR or the peer's rights revokes first */
 	mr->granted = true;
 	qp->direct->granted[qp->direct_side] = true;
+	qp->direct->grantee_uid[qp->direct_side] = call->session->cred.uid;
 	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
 	close(fd);
 	return ret;
