@@ -602,6 +602,7 @@ static void deliver_batch(const unsigned int *idx, unsigned int n)
 	unsigned int i;
 
 	roce_rx_self = &rd;
+	rd.read_budget = ROCE_READ_DRAIN_BYTES;
 	for (i = 0; i < n; i++) {
 		struct roce_ip ip;
 		struct roce_pkt p;
@@ -1276,6 +1277,7 @@ static void rx_again(const struct roce_pkt *p)
 
 	decode(0, &ip, &q);			/* the request's addresses */
 	roce_rx_self = &rd;
+	rd.read_budget = ROCE_READ_DRAIN_BYTES;
 	roce_rc_rx(&rd, &resp_qp, &ip, p);
 	roce_rx_self = NULL;
 }
@@ -1318,6 +1320,109 @@ START_TEST(duplicate_read_answers_the_newest)
 	rx_again(&again);
 	ck_assert_uint_eq(nsent, first + 4);
 	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 3);
+}
+END_TEST
+
+/*
+ * A READ asked again pays for the bytes that go again, whatever length
+ * its request names: one of length 0 is no cheaper than the READ (else a
+ * 60-byte packet could have 8 MiB sent again and again, unpaid).
+ */
+START_TEST(replayed_read_pays_for_what_goes_again)
+{
+	struct roce_ip ip;
+	struct roce_pkt again;
+	struct eng_req er;
+	struct roce_qp *w;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);				/* answered: 4 responses */
+	ck_assert_uint_eq(nsent, 5);
+	w = resp_qp.wire;
+	decode(0, &ip, &again);
+	again.reth.len = 0;
+	/*
+	 * An empty budget, refilled at 64 MB/s: the 4000 bytes would take
+	 * 62 us to come back, far more than the call takes
+	 */
+	w->rx.replay_bytes = 0;
+	w->rx.replay_ns = roce_now_ns();
+	first = nsent;
+	rx_again(&again);
+	ck_assert_uint_eq(nsent, first);
+	/* with room, the same request is answered: all 4 responses */
+	w->rx.replay_bytes = 1u << 20;
+	rx_again(&again);
+	ck_assert_uint_eq(nsent, first + 4);
+	/* from its third response on: 2 responses */
+	again.psn = roce_psn_add(again.psn, 2);
+	rx_again(&again);
+	ck_assert_uint_eq(nsent, first + 6);
+}
+END_TEST
+
+/*
+ * One drain answers ROCE_READ_DRAIN_BYTES of new READs: one asked for
+ * past it is dropped unanswered (its PSN still expected), and answered
+ * when asked again in a later drain.
+ */
+START_TEST(read_past_the_drain_budget_waits)
+{
+	struct roce_qp *w;
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+	uint32_t epsn;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	decode(0, &ip, &p);
+	roce_rx_self = &rd;
+	rd.read_budget = READ_LEN - 1;
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(nsent, 1);		/* no response */
+	w = resp_qp.wire;
+	epsn = w->rx.epsn;
+	ck_assert_uint_eq(epsn, p.psn);
+	deliver(0);				/* the next drain */
+	ck_assert_uint_eq(nsent, 5);
+	exchange(1);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+}
+END_TEST
+
+/*
+ * An ACK of a PSN the requester has not sent (a blind guess lands there
+ * half the time) completes nothing: the WRITE in flight waits for its
+ * real ACK.
+ */
+START_TEST(ack_of_a_psn_not_sent_dropped)
+{
+	struct roce_ip ip, rip;
+	struct roce_pkt ack;
+	struct eng_req er;
+	struct roce_qp *w;
+
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	w = req_qp.wire;
+	decode(0, &ip, &ack);
+	rip = ip;
+	memcpy(rip.src, ip.dst, 16);
+	memcpy(rip.dst, ip.src, 16);
+	roce_pkt_init(&ack, ROCE_RC_ACKNOWLEDGE);
+	ack.dest_qp = 0x11;
+	ack.psn = roce_psn_add(w->tx.next_psn, 1u << 22);
+	ack.aeth.syndrome = ROCE_AETH_ACK;
+	roce_rc_rx(&rd, &req_qp, &rip, &ack);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	exchange(0);
+	ck_assert_int_eq(call(&er), RESP_OK);
 }
 END_TEST
 
@@ -1643,6 +1748,9 @@ int main(void)
 	tcase_add_test(tc, srq_wqe_flushed_at_reset);
 	tcase_add_test(tc, uc_cut_message_leaves_srq_wqe_to_the_next);
 	tcase_add_test(tc, packet_out_of_its_message);
+	tcase_add_test(tc, replayed_read_pays_for_what_goes_again);
+	tcase_add_test(tc, read_past_the_drain_budget_waits);
+	tcase_add_test(tc, ack_of_a_psn_not_sent_dropped);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

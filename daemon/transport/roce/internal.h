@@ -115,11 +115,20 @@ struct roce_dev {
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
 	struct roce_wrun wrun;		/* the draining thread's only */
+	/* bytes of new READs this drain may still answer (rc_resp.c) */
+	uint64_t read_budget;		/* the draining thread's only */
 	/* UDP sockets runs go out through, one per flow (io.c) */
 	pthread_mutex_t flows_lock;
 	struct roce_flow *flows;	/* ROCE_FLOWS, made at the first run */
 	unsigned int nflows;
 };
+
+/*
+ * Bytes of READ responses one drain of a device's sockets sends for new
+ * requests at most, holding the objects lock: two of the largest READs.
+ * A request past it is dropped, and its requester asks again.
+ */
+#define ROCE_READ_DRAIN_BYTES	(16ull << 20)
 
 /* io.c: the device whose sockets this thread is draining now; else NULL. */
 extern __thread struct roce_dev *roce_rx_self;

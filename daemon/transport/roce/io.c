@@ -730,6 +730,7 @@ static unsigned int rx_drain(struct ibvd_eng_rx *rx)
 	int n;
 
 	roce_rx_self = rd;
+	rd->read_budget = ROCE_READ_DRAIN_BYTES;
 	for (i = 0; i < 2; i++) {
 		if (rx->fd[i] < 0)
 			continue;

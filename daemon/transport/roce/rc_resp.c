@@ -603,11 +603,16 @@ static enum outcome rx_read(struct roce_dev *rd, struct ibvd_qp *qp,
 	/*
 	 * The draining thread sends a READ's responses at once, holding the
 	 * objects lock: a request may ask for at most a message's worth, as
-	 * rxe's largest, not for the 2 GiB the header could name.
+	 * rxe's largest, not for the 2 GiB the header could name; and one
+	 * drain answers ROCE_READ_DRAIN_BYTES of them, a peer asking for more
+	 * at once asks again (what follows gets a sequence NAK).
 	 */
 	if (!(qp->attr.access & IBV_ACCESS_REMOTE_READ) ||
 	    p->reth.len > ROCE_MAX_READ || !qp->attr.max_dest_rd_atomic)
 		return OUT_INV;
+	if (p->reth.len > rd->read_budget)
+		return OUT_DROP;
+	rd->read_budget -= p->reth.len;
 	r = resource_new(w);
 	r->psn = p->psn;
 	r->npsn = p->reth.len ? (p->reth.len + mtu - 1) / mtu : 1;
@@ -758,6 +763,19 @@ static bool replay_allowed(struct roce_qp *w, uint64_t len)
 	return true;
 }
 
+/*
+ * The bytes READ r's responses from packet `from` on carry, a packet's
+ * worth at least (a zero-length READ's one response costs one too).
+ */
+static uint64_t replay_bytes(uint32_t mtu, const struct roce_resource *r,
+			     uint32_t from)
+{
+	uint64_t at = (uint64_t)from * mtu;
+	uint64_t left = r->len > at ? r->len - at : 0;
+
+	return left > mtu ? left : mtu;
+}
+
 /* A duplicate: ACK again, or answer a READ or atomic again. */
 static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 			 struct roce_qp *w, const struct roce_ip *ip,
@@ -765,6 +783,7 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	uint8_t op = ROCE_OP_OPERATION(p->opcode);
 	const struct roce_resource *r;
+	uint32_t from;
 
 	/* a SEND or WRITE: ACKed again, whether it asks or not (C9-105, as
 	 * rxe): its requester may have lost the ACK that covered it */
@@ -784,10 +803,12 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 	/* a READ asked again (from its start or from a later response, as
 	 * rxe's requester may) lies within the one answered: else dropped */
 	if (p->reth.rkey != r->rkey || p->reth.va < r->va ||
-	    p->reth.len > r->len || p->reth.va - r->va > r->len - p->reth.len ||
-	    !replay_allowed(w, p->reth.len))
+	    p->reth.len > r->len || p->reth.va - r->va > r->len - p->reth.len)
 		return;
-	read_respond(rd, qp, w, ip, r, (uint32_t)roce_psn_diff(p->psn, r->psn));
+	from = (uint32_t)roce_psn_diff(p->psn, r->psn);
+	/* what goes again, whatever length the request names */
+	if (replay_allowed(w, replay_bytes(roce_path_mtu(qp), r, from)))
+		read_respond(rd, qp, w, ip, r, from);
 }
 
 static void rx_nak(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
@@ -1114,6 +1135,14 @@ static void rx_ack(struct ibvd_qp *qp, struct roce_qp *w,
 
 	switch (ROCE_AETH_KIND(syn)) {
 	case 0x00:			/* ACK */
+		/*
+		 * Only of what was sent (C9-114: a response outside the PSNs
+		 * in flight is dropped): one of a PSN not sent yet would
+		 * complete everything in flight that never arrived.
+		 */
+		if (roce_psn_diff(p->psn, w->tx.una_psn) < -1 ||
+		    roce_psn_diff(p->psn, w->tx.next_psn) >= 0)
+			return;
 		acked_before(qp, w, roce_psn_add(p->psn, 1));
 		return;
 	case ROCE_AETH_RNR_NAK:
