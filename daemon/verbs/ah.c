@@ -31,6 +31,10 @@ static int check_grh(struct ibvd_call *call, const struct ibvd_device *dev,
 	if (m->flow_label > FLOW_LABEL_MAX || m->hop_limit > 0xff ||
 	    m->traffic_class > 0xff)
 		return ibvd_call_error(call, -EINVAL, "GRH field out of range");
+	/* an AV holds 8 bits of it, as ibv_global_route's uint8_t */
+	if (m->sgid_index > 0xff)
+		return ibvd_call_error(call, -EINVAL, "GID index %u above 255",
+				       m->sgid_index);
 	/* The source GID must exist: the engine puts it in the GRH it sends. */
 	if (ibvd_device_gid(dev, port, m->sgid_index, &gid) < 0)
 		return ibvd_call_error(call, -EINVAL, "no GID %u on port %u",

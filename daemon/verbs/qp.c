@@ -133,6 +133,10 @@ static int lookup_refs(struct ibvd_call *call, const Ibvd__CreateQp *req,
 				       r->send_cq ? req->recv_cq : req->send_cq);
 	if (req->srq && !r->srq)
 		return ibvd_call_error(call, -EINVAL, "no SRQ %#x", req->srq);
+	/* an XRC SRQ takes its domain's messages only (XRC_RECV QPs') */
+	if (r->srq && r->srq->srq_type != IBV_SRQT_BASIC)
+		return ibvd_call_error(call, -EINVAL, "SRQ %#x is an XRC SRQ",
+				       req->srq);
 	return 0;
 }
 

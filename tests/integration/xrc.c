@@ -607,6 +607,12 @@ START_TEST(bad_arguments)
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_ptr_null(ibv_create_qp(A.pd, &ia));
 	ck_assert_int_eq(errno, EINVAL);
+	/* an RC QP on an XRC SRQ: its domain's messages are not the RC's */
+	ia.qp_type = IBV_QPT_RC;
+	ia.srq = srq;
+	ck_assert_ptr_null(ibv_create_qp(A.pd, &ia));
+	ck_assert_int_eq(errno, EINVAL);
+	ia.srq = NULL;
 	tgt = tgt_qp(&A, x);
 	ini = ini_qp(&A, cq);
 	/* Nothing is posted to a target; an initiator has no receive queue. */
