@@ -707,6 +707,14 @@ static void transport_forget(struct ibvd_qp *qp)
 	qp->answered = 0;
 }
 
+void ibvd_engine_qp_av_changed(struct ibvd_qp *qp)
+{
+	const struct ibvd_transport *t = ibvd_eng_transport(qp);
+
+	if (t && t->qp_av_changed)
+		t->qp_av_changed(qp);
+}
+
 void ibvd_engine_qp_reset(struct ibvd_qp *qp)
 {
 	/* First: forgetting a chunked receive may flush its SRQ WQE. */

@@ -146,6 +146,8 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp);
  * not polled yet are purged from its CQs (those of SRQ receives stay).
  */
 void ibvd_engine_qp_reset(struct ibvd_qp *qp);
+/* qp's AV changed without a reset (SQD to SQD); write lock held. */
+void ibvd_engine_qp_av_changed(struct ibvd_qp *qp);
 
 /*
  * qp is being destroyed (DESTROY_QP or its context's teardown), objects

@@ -193,6 +193,12 @@ struct ibvd_transport {
 	 */
 	void (*qp_forget)(struct ibvd_qp *qp);
 	/*
+	 * qp's primary address (qp->attr's AV) changed while it kept its
+	 * connection (SQD to SQD), objects lock held for writing: its packets
+	 * go to, and come only from, the new one.  NULL: nothing kept.
+	 */
+	void (*qp_av_changed)(struct ibvd_qp *qp);
+	/*
 	 * RC/UC: the serving thread ended a turn of qp's send queue (what it
 	 * retired is completed), or found qp in error; for completions the
 	 * transport held back to keep them behind those.  NULL: nothing.

@@ -479,6 +479,9 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 						 ibvd_direct_lease_deadline());
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
+		/* a new path for a connection that goes on (SQD to SQD) */
+		if ((mask & IBV_QP_AV) && cur == next)
+			ibvd_engine_qp_av_changed(qp);
 		qp_enter(qp, cur, next);
 		kick = tell_engine && engine_has_work(qp, cur, next);
 	}

@@ -11,6 +11,9 @@
  * reply ending with a line "ok":
  *   dump OFF LEN   the MR's bytes there, in hex
  *   state          the QP's state (enum ibv_qp_state)
+ *   move IPV4      its connection moved to IPV4 (RTS to SQD, the address
+ *                  changed in SQD, back to RTS): what an application
+ *                  moving a connection to another port or path does
  *   quit
  */
 #include "config.h"
@@ -62,6 +65,45 @@ static void to_init(struct ibv_qp *qp)
 		die("INIT");
 }
 
+/* The AV of a connection to IPv4 address peer, into ah. */
+static void peer_av(struct ibv_ah_attr *ah, const char *peer)
+{
+	struct in_addr in;
+
+	if (inet_pton(AF_INET, peer, &in) != 1)
+		die(peer);
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = 1;
+	ah->grh.sgid_index = GID_V4_INDEX;
+	ah->grh.hop_limit = 64;
+	ah->grh.dgid.raw[10] = 0xff;	/* ::ffff:a.b.c.d */
+	ah->grh.dgid.raw[11] = 0xff;
+	memcpy(ah->grh.dgid.raw + 12, &in, 4);
+}
+
+/* RTS -> SQD, the AV changed in SQD, SQD -> RTS: 0, or -1 (said). */
+static int move_to(struct ibv_qp *qp, const char *peer)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) {
+		perror("SQD");
+		return -1;
+	}
+	peer_av(&a.ah_attr, peer);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV)) {
+		perror("SQD, new AV");
+		return -1;
+	}
+	a.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) {
+		perror("back to RTS");
+		return -1;
+	}
+	return 0;
+}
+
 static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
 {
 	struct ibv_qp_attr a = {
@@ -70,19 +112,9 @@ static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
 		.dest_qp_num = dqpn ? dqpn : qp->qp_num,
 		.max_dest_rd_atomic = (uint8_t)rd,
 		.min_rnr_timer = 1,
-		.ah_attr = {
-			.is_global = 1,
-			.port_num = 1,
-			.grh = { .sgid_index = GID_V4_INDEX, .hop_limit = 64 },
-		},
 	};
-	struct in_addr in;
 
-	if (inet_pton(AF_INET, peer, &in) != 1)
-		die(peer);
-	a.ah_attr.grh.dgid.raw[10] = 0xff;	/* ::ffff:a.b.c.d */
-	a.ah_attr.grh.dgid.raw[11] = 0xff;
-	memcpy(a.ah_attr.grh.dgid.raw + 12, &in, 4);
+	peer_av(&a.ah_attr, peer);
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -101,7 +133,7 @@ static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
 
 static void serve(struct ibv_qp *qp, const unsigned char *buf)
 {
-	char line[128], cmd[16];
+	char line[128], cmd[16], peer[64];
 	unsigned long off, len, i;
 
 	while (fgets(line, sizeof(line), stdin)) {
@@ -119,6 +151,9 @@ static void serve(struct ibv_qp *qp, const unsigned char *buf)
 			if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
 				die("ibv_query_qp");
 			printf("%d\n", a.qp_state);
+		} else if (!strcmp(cmd, "move") &&
+			   sscanf(line, "%*s %63s", peer) == 1) {
+			printf("%s\n", move_to(qp, peer) ? "refused" : "moved");
 		} else if (!strcmp(cmd, "quit")) {
 			return;
 		}

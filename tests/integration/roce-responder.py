@@ -13,6 +13,9 @@ CASE:
               counts how many were answered again, in sent_pkts)
   spoof_self  a packet from the daemon's own address at a QP connected to
               itself: dropped, and the daemon still answers another QP
+  moved       a QP connected to IP_OTHER (an address of this namespace)
+              moved in SQD to IP_PEER: from then on a WRITE from
+              IP_OTHER lands nothing, one from IP_PEER lands and is ACKed
 Prints what it saw; exits 1 with a reason when the daemon did not do it.
 """
 import os
@@ -33,6 +36,7 @@ NAK_INVALID, NAK_ACCESS = 0x61, 0x62
 SO_RCVBUFFORCE = 33     # Linux; not in the socket module
 
 CASE, NS, SOCK, UID, RUNNER, HELPER, IP_D, IP_P = sys.argv[1:9]
+IP_OTHER = sys.argv[9] if len(sys.argv) > 9 else None
 TMO = float(os.environ.get("TMO", "10"))
 
 
@@ -224,6 +228,29 @@ def case_spoof_self(w):
           % (state, [hex(s) for s in got]))
     if not got or got[0] >> 5 != 0:
         fail("the daemon did not ACK another QP's WRITE after the forged packet")
+
+
+def case_moved(w):
+    h = Helper(IP_OTHER, 0x123)
+    w.send(OP_WRITE_ONLY, h.qpn, 0, reth(h.addr, h.rkey, 8), b"O" * 8, src=IP_OTHER)
+    first = syndromes(w.recv(3, until=syndromes))
+    if not first or first[0] >> 5 != 0:
+        fail("no ACK for a WRITE from the first address: %r" % first)
+    said = h.cmd("move " + IP_P)
+    if said != ["moved"]:
+        fail("the move: %r" % said)
+    w.send(OP_WRITE_ONLY, h.qpn, 1, reth(h.addr + 8, h.rkey, 8), b"X" * 8, src=IP_OTHER)
+    stale = syndromes(w.recv(1, until=syndromes))
+    w.send(OP_WRITE_ONLY, h.qpn, 1, reth(h.addr + 16, h.rkey, 8), b"P" * 8)
+    acked = syndromes(w.recv(3, until=syndromes))
+    mem = h.dump(0, 24)
+    h.close()
+    print("after the move: the old address answered %s, the new %s; memory %r"
+          % ([hex(s) for s in stale], [hex(s) for s in acked], mem))
+    if stale or mem[8:16] != b"B" * 8:
+        fail("a WRITE from the address the QP moved away from was taken")
+    if not acked or acked[0] >> 5 != 0 or mem != b"O" * 8 + b"B" * 8 + b"P" * 8:
+        fail("a WRITE from the address the QP moved to was not taken")
 
 
 globals()["case_" + CASE](Wire())

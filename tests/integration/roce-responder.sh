@@ -9,6 +9,8 @@
 #   spoof_self  a packet forged from the device's own address, at a QP
 #               connected to itself, is dropped and counted: the answer
 #               would come back to the QP whose lock it is sent under
+#   moved       a QP moved to another peer address (SQD, new AV, RTS)
+#               takes packets from the new address only
 # and the responder's packets count in sent_pkts.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
@@ -36,12 +38,16 @@ counter() {
 	EOF
 }
 
+# a second address of B's, for a QP to move away from
+IPB2=10.79.0.3
+ip -n "$NSB" addr add "$IPB2/24" dev "$VB" || fail "ip addr add $IPB2"
+
 responder() {	# CASE WHAT
 	check "$2"
 	ip netns exec "$NSB" env TMO="$TMO" timeout -k 2 $((TMO * 4)) \
 		"$PYTHON" "$top_srcdir/tests/integration/roce-responder.py" "$1" "$NSA" \
 		"$SOCK_A" "$USER1" "$T/tools/ibverbsd-run" "$T/bin/roce-qp-helper" \
-		"$IPA" "$IPB" >"$O/$1" 2>&1 || { show "$1" "$O/$1"; fail "$2"; }
+		"$IPA" "$IPB" "$IPB2" >"$O/$1" 2>&1 || { show "$1" "$O/$1"; fail "$2"; }
 	daemon_alive "after $1"
 	ok "$(grep -v '^ok$' "$O/$1" | tail -1)"
 }
@@ -74,4 +80,6 @@ forged1=$(counter dropped_not_peer)
 check "the forged packet counts in dropped_not_peer"
 [ "$forged1" -eq $((forged0 + 1)) ] || fail "dropped_not_peer went from $forged0 to $forged1"
 ok "dropped_not_peer $forged0 -> $forged1"
+
+responder moved "a QP moved to another address in SQD: packets from the old one dropped"
 daemon_stop

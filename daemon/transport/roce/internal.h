@@ -290,6 +290,7 @@ static inline struct roce_txm *roce_txm_at(struct roce_qp *w, uint32_t i)
 enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   const struct eng_req *req, uint8_t *rnr_timer);
 void roce_rc_forget(struct ibvd_qp *qp);
+void roce_rc_av_changed(struct ibvd_qp *qp);
 
 /*
  * rc.c: the engine ended a turn of qp's send queue, its completions

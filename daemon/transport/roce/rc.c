@@ -88,6 +88,15 @@ struct roce_qp *roce_qp_of(struct ibvd_qp *qp)
 	return w;
 }
 
+/* Under the objects write lock: no packet of qp is being handled. */
+void roce_rc_av_changed(struct ibvd_qp *qp)
+{
+	struct roce_qp *w = qp->wire;
+
+	if (w)
+		roce_qp_path(qp, &w->path);
+}
+
 void roce_rc_forget(struct ibvd_qp *qp)
 {
 	if (qp->wire)

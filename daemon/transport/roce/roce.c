@@ -291,6 +291,7 @@ const struct ibvd_transport ibvd_transport_roce = {
 	.send_ud = roce_send_ud,
 	.peer = roce_peer,
 	.qp_forget = roce_rc_forget,
+	.qp_av_changed = roce_rc_av_changed,
 	.turn_done = roce_rc_turn_done,
 	.send_mad = roce_send_mad,
 };
