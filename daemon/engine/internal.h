@@ -315,12 +315,17 @@ void ibvd_eng_port_gid(const struct ibvd_qp *qp, uint8_t sgid_index,
 uint32_t ibvd_eng_wc_opcode(uint32_t wr_opcode);
 
 /*
- * Flush every outstanding WQE of qp (which is in ERR, or SQE: SQ only).
- * The RQ's flush is false if it must wait: a direct QP's library holds
- * its claim (ring.h).
+ * Flush the outstanding WQEs of qp (which is in ERR, or SQE: SQ only),
+ * ENG_FLUSH_WQES of each queue in one turn at most, as a turn runs at
+ * most ENG_QP_BUDGET_WQES: a client that keeps filling the rings of QPs
+ * in error must not hold the thread (and, through the objects lock, the
+ * rest of the daemon).  0 when the queue is empty; -EAGAIN when more is
+ * left, for another turn; the RQ's -EBUSY when it must wait: a direct
+ * QP's library holds its claim (ring.h).
  */
-void ibvd_eng_flush_sq(struct ibvd_qp *qp);
-bool ibvd_eng_flush_rq(struct ibvd_qp *qp);
+#define ENG_FLUSH_WQES		256u
+int ibvd_eng_flush_sq(struct ibvd_qp *qp);
+int ibvd_eng_flush_rq(struct ibvd_qp *qp);
 
 /* ---- recv.c: the responder's receive queues ------------------------------ */
 

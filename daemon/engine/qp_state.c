@@ -147,12 +147,20 @@ static int64_t queue_depth(const struct ibvd_ring *r, uint32_t head)
 	return n > r->nslots ? -1 : (int64_t)n;
 }
 
-void ibvd_eng_flush_sq(struct ibvd_qp *qp)
+/* At most a turn's flush of a queue n deep: how many, and if that is all. */
+static int64_t flush_share(int64_t n, int *ret)
+{
+	*ret = n > ENG_FLUSH_WQES ? -EAGAIN : 0;
+	return n > ENG_FLUSH_WQES ? ENG_FLUSH_WQES : n;
+}
+
+int ibvd_eng_flush_sq(struct ibvd_qp *qp)
 {
 	/* A target has no send CQ: what its SQ holds is nobody's WQE. */
 	int64_t n = qp->qp_type == IBV_QPT_XRC_RECV ? 0 :
 		    queue_depth(&qp->sq, qp->sq_head);
 	struct ibvd_cqe cqe;
+	int ret;
 
 	qp->rnr_deadline_ns = 0;
 	qp->awaiting = false;
@@ -161,7 +169,7 @@ void ibvd_eng_flush_sq(struct ibvd_qp *qp)
 	/* A chunked message in front: its receiver's WQE completes too. */
 	ibvd_eng_held_abort(qp);
 	/* An absurd tail (the QP went to ERR for it) names nothing to flush. */
-	for (; n > 0; n--) {
+	for (n = flush_share(n, &ret); n > 0; n--) {
 		uint32_t opcode;
 
 		memset(&cqe, 0, sizeof(cqe));
@@ -174,6 +182,7 @@ void ibvd_eng_flush_sq(struct ibvd_qp *qp)
 		qp->sq_head++;
 	}
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
+	return ret;
 }
 
 /* An SRQ's WQEs are not ours to flush, but the one we took for a message is. */
@@ -184,26 +193,26 @@ static void flush_srq_taken(struct ibvd_qp *qp)
 	pthread_mutex_unlock(&qp->srq->lock);
 }
 
-bool ibvd_eng_flush_rq(struct ibvd_qp *qp)
+int ibvd_eng_flush_rq(struct ibvd_qp *qp)
 {
 	struct ibvd_cqe cqe;
 	int64_t n;
-	int held;
+	int held, ret;
 
 	if (qp->srq) {
 		flush_srq_taken(qp);
-		return true;
+		return 0;
 	}
 	if (!qp->rq.slots)
-		return true;
+		return 0;
 	/* A direct QP's library may be taking a WQE right now: later. */
 	held = ibvd_eng_rq_claim(qp);
 	if (held == -EBUSY)
-		return false;
+		return -EBUSY;
 	pthread_mutex_lock(&qp->recv_lock);
 	/* The WQE a chunked message holds was taken first: it goes first. */
 	ibvd_eng_inbound_flush(qp, true);
-	for (n = queue_depth(&qp->rq, qp->rq_head); n > 0; n--) {
+	for (n = flush_share(queue_depth(&qp->rq, qp->rq_head), &ret); n > 0; n--) {
 		struct ibvd_recv_wqe w;
 
 		memset(&cqe, 0, sizeof(cqe));
@@ -219,5 +228,5 @@ bool ibvd_eng_flush_rq(struct ibvd_qp *qp)
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->rq.engine_page)->head, qp->rq_head);
 	pthread_mutex_unlock(&qp->recv_lock);
 	ibvd_eng_rq_unclaim(qp, held);
-	return true;
+	return ret;
 }

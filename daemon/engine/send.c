@@ -499,6 +499,8 @@ static uint64_t run_sq(struct ibvd_engine *eng, struct ibvd_qp *qp,
 /* ERR: flush everything; an SRQ user hears its last WQE was reached. */
 static void run_error(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
+	int sq, rq;
+
 	ibvd_eng_mark_stopped(qp);
 	/*
 	 * Store (error word) -> load (tails, in the flushes): with the
@@ -513,10 +515,16 @@ static void run_error(struct ibvd_engine *eng, struct ibvd_qp *qp)
 		claim_wait(eng, qp);
 		return;
 	}
-	ibvd_eng_flush_sq(qp);
+	sq = ibvd_eng_flush_sq(qp);
 	ibvd_eng_sq_unclaim(qp);
-	if (!ibvd_eng_flush_rq(qp)) {
+	rq = ibvd_eng_flush_rq(qp);
+	if (rq == -EBUSY) {
 		claim_wait(eng, qp);
+		return;
+	}
+	/* a turn's share flushed: the rest at the next turn */
+	if (sq < 0 || rq < 0) {
+		ibvd_eng_qp_ring(qp);
 		return;
 	}
 	qp->claim_waits = 0;
@@ -674,7 +682,8 @@ static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 		ibvd_eng_direct_rung(eng, qp);
 	if (state == IBV_QPS_SQE) {
 		if (ibvd_eng_sq_claim(qp)) {
-			ibvd_eng_flush_sq(qp);
+			if (ibvd_eng_flush_sq(qp) < 0)
+				ibvd_eng_qp_ring(qp);
 			ibvd_eng_sq_unclaim(qp);
 		} else {
 			claim_wait(eng, qp);

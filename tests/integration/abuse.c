@@ -47,6 +47,8 @@
  *	the client holds for ever: every copy finds a busy claim, and the
  *	engine may wait for one such claim a pass, not for each (abuse.sh
  *	compares the sending thread's claim_timeouts with its passes).
+ *   abuse-helper err-flush
+ *	A QP in error, its SQ filled with 4,096 WQEs at once (err_flush()).
  *   abuse-helper overlap
  *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
  *	onto itself 100 bytes further: the bytes land as memmove's would.
@@ -708,6 +710,47 @@ static int full_sq_destroy(void)
 	return 0;
 }
 
+/*
+ * A QP in error whose client fills its SQ, 4,096 WQEs at once: the
+ * engine flushes them a share a turn, not all in one (abuse.sh counts
+ * the turns), and every one completes, in order, as flushed.
+ */
+#define ERR_FLUSH_WQES	4096u
+
+static int err_flush(void)
+{
+	struct vt_qp_opts o = { .max_send_wr = ERR_FLUSH_WQES, .max_recv_wr = 16 };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[64];
+	struct ibv_mr *buf;
+	struct vt_pair p;
+	struct vt_dev d;
+	uint32_t i, done = 0;
+	int n, k;
+
+	vt_open(&d);
+	vt_pair(&p, &d, &o, ERR_FLUSH_WQES + 64);
+	buf = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	vt_assert(ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE) == 0, "to ERR: %s",
+		  strerror(errno));
+	for (i = 0; i < ERR_FLUSH_WQES; i++)
+		sq_write_wqe(p.qp[0], i, 0, buf->addr, buf->lkey, 64, buf->addr,
+			     buf->rkey);
+	sq_publish(p.qp[0], ERR_FLUSH_WQES, true);
+	while (done < ERR_FLUSH_WQES) {
+		n = vt_poll(p.scq[0], wc, 64, vt_tmo_ms());
+		vt_assert(n > 0, "%u of %u WQEs flushed", done, ERR_FLUSH_WQES);
+		for (k = 0; k < n; k++, done++)
+			vt_assert(wc[k].status == IBV_WC_WR_FLUSH_ERR &&
+				  wc[k].wr_id == done, "completion %u: wr_id %llu, %s",
+				  done, (unsigned long long)wc[k].wr_id,
+				  vt_status(wc[k].status));
+	}
+	printf("err-flush: %u WQEs of a QP in error, all flushed in order\n",
+	       ERR_FLUSH_WQES);
+	return 0;
+}
+
 #define OVERLAP_LEN	(64u << 10)
 #define OVERLAP_SHIFT	100u
 
@@ -764,6 +807,8 @@ int main(int argc, char **argv)
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
 		return overlap();
+	if (argc == 2 && !strcmp(argv[1], "err-flush"))
+		return err_flush();
 	if (argc == 2 && !strcmp(argv[1], "srq-forged-claim"))
 		return srq_forged_claim();
 	if ((argc == 2 || (argc == 3 && !strcmp(argv[2], "paced"))) &&
@@ -771,6 +816,6 @@ int main(int argc, char **argv)
 		return mcast_fanout(false);
 	if (argc == 2 && !strcmp(argv[1], "mcast-claims"))
 		return mcast_fanout(true);
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
 	return 2;
 }

@@ -8,9 +8,10 @@
 # claim word set to ENGINE by its client (no spin, one wait a millisecond
 # for the whole SRQ), a multicast group whose members all hold their
 # claims (one claim waited out a pass on the sending thread, not one a
-# copy), a QP
-# destroyed with 2 GiB of WRITEs in its SQ (the destroy runs 16 MiB of
-# them at most: the engine's bytes), or a WRITE onto its own source.  The
+# copy), a QP destroyed with 2 GiB of WRITEs in its SQ (the destroy runs
+# 16 MiB of them at most: the engine's bytes), a QP in error whose SQ
+# fills with 4,096 WQEs at once (flushed 256 a turn: the engine's
+# turns), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
 # engine threads (contexts spread over both) and no memlock bound, for
 # 64 MiB messages.  ABUSE_MODES: a comma-separated subset.
@@ -27,7 +28,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -87,6 +88,9 @@ for mode in "${modes[@]}"; do
 	turns=$(($(engine_count turns) - turns))
 	[ "${mode% paced}" != mcast-fanout ] || [ "$turns" -ge 60 ] ||
 		fail "$mode: the 64 datagrams took $turns turns: their copies went uncounted"
+	# 4,096 WQEs to flush: 256 a turn (ENG_FLUSH_WQES), 16 turns at least
+	[ "$mode" != err-flush ] || [ "$turns" -ge 16 ] ||
+		fail "$mode: 4,096 WQEs flushed in $turns turns"
 	# 2 GiB in the SQ; a destroy may still run 16 MiB of it
 	bytes=$(($(engine_count bytes) - bytes))
 	[ "$mode" != full-sq-destroy ] || [ "$bytes" -le $((17 << 20)) ] ||
