@@ -123,6 +123,7 @@ struct ibvd_mr {
 	size_t map_len;
 	uint8_t *map_base;
 	bool map_writable;
+	struct ibvd_tenant *map_counted;	/* whose mapped MRs count it */
 	/*
 	 * One-sided direct access (common/lease.h): the file and where map
 	 * starts in it, kept while the MR allows remote access (map_fd_kept),

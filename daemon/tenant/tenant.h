@@ -127,6 +127,7 @@ struct ibvd_tenant {
 	struct ibvd_tenant_dev *devs;		/* devices it has used */
 	struct ibvd_tenant_counters counters;	/* all devices */
 	struct ibvd_ratelimit log_rl;		/* IBVD_TENANT_LOG_BURST */
+	unsigned int mapped_mrs;		/* verbs/mr/map.c */
 	struct ibvd_tenant *next;
 };
 

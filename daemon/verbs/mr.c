@@ -37,6 +37,7 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "server/call.h"
+#include "tenant/tenant.h"
 #include "util.h"
 #include "verbs.h"
 
@@ -143,6 +144,12 @@ static int spec_admit(struct ibvd_call *call, struct ibvd_mem *mem,
 	return ibvd_mem_charge(call, mem, sp->pages, release);
 }
 
+/* The account ctx's objects are charged to. */
+static struct ibvd_tenant_dev *ctx_account(const struct ibvd_context *ctx)
+{
+	return ctx->handles.charge_owner;
+}
+
 /*
  * The MR of sp its own mapping of the file that came with the request, at
  * file_offset, if it can have one (not on demand: those are not charged,
@@ -159,7 +166,8 @@ static void spec_map(struct ibvd_call *call, const struct mr_spec *sp,
 	if (fd < 0)
 		return;
 	ret = sp->access & IBV_ACCESS_ON_DEMAND ? -EOPNOTSUPP :
-	      ibvd_mr_map_file(fd, file_offset, sp->length,
+	      ibvd_mr_map_file(ctx_account(ibvd_call_ctx(call))->tenant, fd,
+			       file_offset, sp->length,
 			       sp->access & IBV_ACCESS_LOCAL_WRITE, m);
 	/* remote access may be granted to a peer's library: keep the file */
 	if (ret == 0 && (sp->access & (IBV_ACCESS_REMOTE_READ |

@@ -155,15 +155,18 @@ struct ibvd_mr_mapping {
 	 * access; closed with the mapping */
 	int fd;
 	bool keeps_fd;
+	/* the tenant whose count of mapped MRs holds it (map.c) */
+	struct ibvd_tenant *counted;
 };
 
 /*
  * Map [offset, offset + length) of the regular file fd, writable if asked
- * (which the fd's open mode must allow): 0, or a negative errno and *m
- * empty.
+ * (which the fd's open mode must allow), counted as one of t's mapped
+ * MRs: 0, or a negative errno and *m empty (-EMFILE: t, or the daemon,
+ * has as many as it may).
  */
-int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
-		     struct ibvd_mr_mapping *m);
+int ibvd_mr_map_file(struct ibvd_tenant *t, int fd, uint64_t offset,
+		     uint64_t length, bool writable, struct ibvd_mr_mapping *m);
 /* Unmap a mapping never installed. */
 void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m);
 /*

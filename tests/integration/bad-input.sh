@@ -39,16 +39,16 @@ after_case() {
 	ok "case $1; then the daemon, a held context, ibv_devices and ibvctl all fine"
 }
 
-# Cases run as an unprivileged uid, except "fds", "sharedmr" and "cmqp",
+# Cases run as an unprivileged uid, except "fds", "sharedmr", "mappedcap" and "cmqp",
 # which read the daemon's /proc/PID/fd or maps and so run as the daemon's user.
 # fuzz: 40000 random/mutated requests from seed 1 (IBVD_FUZZ_SEED=N for another).
 for c in malformed oversized truncated badmagic badversion badlen unknowntype \
-	 answers reqid fds attachfds sharedmr cmqp direct dm notopen silent idle flood lingerfd fuzz; do
+	 answers reqid fds attachfds sharedmr mappedcap cmqp direct dm notopen silent idle flood lingerfd fuzz; do
 	check "case $c"
 	arg=""
 	uid=$USER1
 	case $c in
-	fds|sharedmr|cmqp) arg=$DAEMON_PID; uid=$(id -u) ;;
+	fds|sharedmr|mappedcap|cmqp) arg=$DAEMON_PID; uid=$(id -u) ;;
 	idle) arg=$IDLE ;;
 	fuzz) arg="40000 ${IBVD_FUZZ_SEED:-1}" ;;
 	esac

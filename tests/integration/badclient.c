@@ -33,6 +33,10 @@
  *			for a writable MR -> registered all the same, none
  *			mapped by the daemon; a good one mapped (needs
  *			DAEMON_PID for /proc/PID/maps)
+ *	mappedcap	1,040 one-page MRs with remote access on a memfd:
+ *			1,024 mapped by the daemon (their fds kept), the rest
+ *			registered on the slower tier; one of the mapped
+ *			deregistered makes room for the next (needs DAEMON_PID)
  *	cmqp		CREATE_QP's bundle (its CQs, channels and CM id)
  *			with a CQ both named and asked for, on an XRC QP, with
  *			a wrong token or an unbound id -> EINVAL, no daemon
@@ -1580,6 +1584,101 @@ out:
 	close(conn);
 }
 
+/* ---- mappedcap ----------------------------------------------------------- */
+
+/* The daemon's cap on one uid's MRs with a mapping (verbs/mr/map.c). */
+#define MAPPED_CAP	1024
+#define MAPPED_TRIES	(MAPPED_CAP + 16)
+
+/* REG_MR_SHARED of page i's first byte, with remote access: its handle, or 0. */
+static uint32_t reg_page(int conn, uint32_t pd, uint8_t *buf, uint32_t i,
+			 int memfd)
+{
+	Ibvd__RegMr r = IBVD__REG_MR__INIT;
+	Ibvd__RegMrReply *rep_mr;
+	uint32_t handle;
+
+	r.pd = pd;
+	r.addr = (uintptr_t)(buf + (size_t)i * 4096);
+	r.length = 1;
+	r.iova = r.addr;
+	r.file_offset = (uint64_t)i * 4096;
+	r.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	if (call_ok(conn, IBVD_MSG_REG_MR_SHARED, &r.base, &memfd, 1,
+		    "REG_MR_SHARED of a page") < 0)
+		return 0;
+	rep_mr = ibvd__reg_mr_reply__unpack(NULL, rep.len, rep.payload);
+	if (!rep_mr) {
+		bad("REG_MR_SHARED: bad reply");
+		return 0;
+	}
+	handle = rep_mr->handle;
+	ibvd__reg_mr_reply__free_unpacked(rep_mr, NULL);
+	return handle;
+}
+
+/*
+ * 1,040 one-byte MRs with remote access, each on a page of its own of one
+ * memfd: the daemon maps 1,024 (each keeps its file, an fd of the
+ * daemon's), the rest take the /proc/PID/mem tier and are registered all
+ * the same; one of the mapped deregistered, the next is mapped in its
+ * place.  Needs DAEMON_PID.
+ */
+static void case_mappedcap(const char *pid)
+{
+	uint32_t handle[MAPPED_TRIES + 1], i;
+	Ibvd__Handle h = IBVD__HANDLE__INIT;
+	int conn, mem[2] = { -1, -1 }, memfd, before, after;
+	size_t len = (size_t)(MAPPED_TRIES + 1) * 4096;
+	uint8_t *buf = MAP_FAILED;
+	int64_t pd64;
+
+	if (!pid) {
+		bad("needs the daemon's pid");
+		return;
+	}
+	conn = conn_open();
+	if (conn < 0 || open_device(conn) < 0)
+		return;
+	pd64 = attach_and_pd(conn, mem);
+	memfd = memfd_create("badclient-mappedcap", MFD_CLOEXEC);
+	if (pd64 < 0 || memfd < 0 || ftruncate(memfd, (off_t)len) < 0 ||
+	    (buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
+			0)) == MAP_FAILED) {
+		bad("mappedcap: setup: %s", strerror(errno));
+		goto out;
+	}
+	before = settled_fds(pid, -1);
+	for (i = 0; i < MAPPED_TRIES; i++)
+		if (!(handle[i] = reg_page(conn, (uint32_t)pd64, buf, i, memfd)))
+			goto out;
+	after = settled_fds(pid, -1);
+	if (after - before != MAPPED_CAP)
+		bad("%u MRs with remote access on shared memory: the daemon keeps %d more fds, want %d",
+		    MAPPED_TRIES, after - before, MAPPED_CAP);
+	h.handle = handle[0];
+	if (call_ok(conn, IBVD_MSG_DEREG_MR, &h.base, NULL, 0, "DEREG_MR") < 0 ||
+	    !(handle[MAPPED_TRIES] = reg_page(conn, (uint32_t)pd64, buf,
+					      MAPPED_TRIES, memfd)))
+		goto out;
+	if (settled_fds(pid, -1) != after)
+		bad("one mapped MR for another: the daemon's fds went from %d to %d",
+		    after, settled_fds(pid, -1));
+	else
+		say("mappedcap: %d of %u MRs mapped, %d mappings of the file",
+		    after - before, MAPPED_TRIES,
+		    maps_with_inode(pid, inode_of(memfd)));
+	check_usable(conn, "as many MRs as may be mapped");
+out:
+	if (buf != MAP_FAILED)
+		munmap(buf, len);
+	if (memfd >= 0)
+		close(memfd);
+	close(mem[0]);
+	close(mem[1]);
+	close(conn);
+}
+
 static void case_fds(const char *pid)
 {
 	int fd, before, after, i, r;
@@ -2495,6 +2594,8 @@ int main(int argc, char **argv)
 		case_fds(arg);
 	else if (strcmp(case_name, "sharedmr") == 0)
 		case_sharedmr(arg);
+	else if (strcmp(case_name, "mappedcap") == 0)
+		case_mappedcap(arg);
 	else if (strcmp(case_name, "notopen") == 0)
 		case_notopen();
 	else if (strcmp(case_name, "cmqp") == 0)

@@ -16,12 +16,16 @@
  * NIC's pinned pages.  A file truncated under the mapping makes the
  * missing pages SIGBUS, which the engine recovers from (engine/memory.c).
  *
- * Its cost (address space, one map count) is bounded by the memlock
- * charge of the MR: on-demand MRs, which are not charged, are never
- * mapped.  An MR with remote access also keeps the fd, so that the
- * daemon can grant a peer of the same uid the same file (common/
- * lease.h): one fd per such MR, bounded by the tenant's MR quota.  Whatever cannot be mapped falls back to the /proc/self/mem
- * tier, silently: the mapping is an optimisation, never a requirement.
+ * Its cost: address space, bounded by the memlock charge of the MR
+ * (on-demand MRs, which are not charged, are never mapped); one of the
+ * daemon's map count, which vm.max_map_count (65,530 by default) bounds
+ * for everything the daemon maps, rings included, while a one-page MR is
+ * cheap in memlock; and, for an MR with remote access, the fd, kept so
+ * that the daemon can grant a peer of the same uid the same file
+ * (common/lease.h).  So the MRs that have a mapping are counted: at most
+ * MAPPED_MRS_PER_UID a uid and MAPPED_MRS_MAX in all.  Whatever cannot
+ * be mapped falls back to the /proc/self/mem tier, silently: the mapping
+ * is an optimisation, never a requirement.
  */
 #include <config.h>
 
@@ -33,7 +37,31 @@
 #include "core/objects.h"
 #include "frame.h"
 #include "log.h"
+#include "tenant/tenant.h"
 #include "verbs/verbs.h"
+
+#define MAPPED_MRS_MAX		16384u
+#define MAPPED_MRS_PER_UID	1024u
+
+/* MRs with a mapping of their own, daemon-wide (control thread only). */
+static unsigned int mapped_mrs;
+
+static int mapped_take(struct ibvd_tenant *t)
+{
+	if (mapped_mrs >= MAPPED_MRS_MAX || t->mapped_mrs >= MAPPED_MRS_PER_UID)
+		return -EMFILE;
+	mapped_mrs++;
+	t->mapped_mrs++;
+	return 0;
+}
+
+static void mapped_give(struct ibvd_tenant *t)
+{
+	if (!t)
+		return;
+	mapped_mrs--;
+	t->mapped_mrs--;
+}
 
 /* The alignment mmap needs in this file: its huge page size on hugetlbfs. */
 static uint64_t map_align(const struct stat *st)
@@ -46,12 +74,13 @@ static uint64_t map_align(const struct stat *st)
 	return psz;
 }
 
-int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
-		     struct ibvd_mr_mapping *m)
+int ibvd_mr_map_file(struct ibvd_tenant *t, int fd, uint64_t offset,
+		     uint64_t length, bool writable, struct ibvd_mr_mapping *m)
 {
 	struct stat st;
 	uint64_t align, start, len;
 	void *p;
+	int ret;
 
 	*m = (struct ibvd_mr_mapping){ 0 };
 	if (fstat(fd, &st) < 0)
@@ -67,10 +96,17 @@ int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
 	len = (offset - start + length + align - 1) & ~(align - 1);
 	if (len > SIZE_MAX || start > (uint64_t)INT64_MAX)
 		return -EINVAL;
+	ret = mapped_take(t);
+	if (ret < 0)
+		return ret;
 	p = mmap(NULL, (size_t)len, PROT_READ | (writable ? PROT_WRITE : 0),
 		 MAP_SHARED, fd, (off_t)start);
-	if (p == MAP_FAILED)
-		return -errno;
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		mapped_give(t);
+		return ret;
+	}
+	m->counted = t;
 	m->map = p;
 	m->map_len = (size_t)len;
 	m->base = (uint8_t *)p + (offset - start);
@@ -81,8 +117,10 @@ int ibvd_mr_map_file(int fd, uint64_t offset, uint64_t length, bool writable,
 
 void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m)
 {
-	if (m->map)
+	if (m->map) {
 		munmap(m->map, m->map_len);
+		mapped_give(m->counted);
+	}
 	if (m->keeps_fd)
 		ibvd_frame_close_fd(m->fd);	/* the client's: may block */
 	*m = (struct ibvd_mr_mapping){ 0 };
@@ -90,10 +128,13 @@ void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m)
 
 void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m)
 {
-	if (mr->map)
+	if (mr->map) {
 		munmap(mr->map, mr->map_len);
+		mapped_give(mr->map_counted);
+	}
 	if (mr->map_fd_kept)
 		ibvd_frame_close_fd(mr->map_fd);
+	mr->map_counted = m->counted;
 	mr->map = m->map;
 	mr->map_len = m->map_len;
 	mr->map_base = m->base;
