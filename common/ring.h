@@ -13,12 +13,19 @@
  * file, no mapping and no system call on either side.  The arena has two
  * halves:
  *
- *	[0, IBVD_ARENA_HALF)	engine half: written only by the engine; the
- *				client maps it read-only, so it cannot forge
- *				what is here
+ *	[0, IBVD_ARENA_HALF)	engine half: written by the engine; the
+ *				client library maps it read-only
  *	[IBVD_ARENA_HALF, IBVD_ARENA_BYTES)
  *				client half: written by the client; the
  *				engine reads it and never trusts it
+ *
+ * The read-only mapping keeps an honest library from scribbling on the
+ * engine half, not a hostile process: the memfd is the client's too, and
+ * nothing stops it mapping the engine half writable.  So the engine half
+ * is trusted for nothing that concerns anyone but its context: the words
+ * the engine reads back from it (a queue's error word, a CQ's slots when
+ * it purges them, the direct transport's counts) decide only what
+ * happens to that context's own queues.
  *
  * A queue is three blocks, each given by its offset from the arena's start
  * (the daemon names them in the create reply, proto RingPlace):

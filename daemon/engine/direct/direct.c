@@ -113,12 +113,6 @@ static int claim_sync(struct ibvd_qp *t, struct ibvd_ring *ring,
 	return 0;
 }
 
-/*
- * Take the claim on t's receive queue (its RQ, or its SRQ) and the head
- * its library left there: 0, -EBUSY (the library holds it), or -EPROTO
- * for a head the library could not have written (the claim is given
- * back).
- */
 /* Let go of t's receive queue's claim. */
 static void claim_free(struct ibvd_qp *t, struct ibvd_wq_client *c)
 {
@@ -127,20 +121,29 @@ static void claim_free(struct ibvd_qp *t, struct ibvd_wq_client *c)
 	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
 
+/*
+ * Take the claim on t's receive queue (its RQ, or its SRQ) and the head
+ * its library left there: 0, -EBUSY (the library holds it), or -EPROTO
+ * for a head the library could not have written (the claim is given
+ * back).
+ */
 int ibvd_eng_claim_take(struct ibvd_qp *t)
 {
 	struct ibvd_ring *ring = recv_ring(t);
 	struct ibvd_wq_client *c = ring->client_page;
+	/*
+	 * The head is its queue lock's: another thread may have just let go
+	 * of the claim, or still take from the queue under a claim word its
+	 * client freed behind its back.
+	 */
+	pthread_mutex_t *lock = t->srq ? &t->srq->lock : &t->recv_lock;
 	int ret;
 
 	if (claim_cas(t, c) != IBVD_WQ_CLAIM_FREE)
 		return -EBUSY;
-	/* an SRQ's head is its lock's (another thread may have just let go) */
-	if (t->srq)
-		pthread_mutex_lock(&t->srq->lock);
+	pthread_mutex_lock(lock);
 	ret = claim_sync(t, ring, c);
-	if (t->srq)
-		pthread_mutex_unlock(&t->srq->lock);
+	pthread_mutex_unlock(lock);
 	if (ret < 0)
 		claim_free(t, c);
 	return ret;
