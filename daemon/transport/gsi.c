@@ -45,6 +45,19 @@ int ibvd_gsi_fd(void)
 	return fd;
 }
 
+/* Has the sender of mad as many MADs waiting as it may?  Inbox locked. */
+static bool source_full(const struct ibvd_mad *mad)
+{
+	const struct gsi_entry *e;
+	unsigned int n = 0;
+
+	STAILQ_FOREACH(e, &inbox.queue, link)
+		if (!memcmp(e->mad.remote_gid, mad->remote_gid, 16) &&
+		    ++n >= IBVD_GSI_SOURCE_MAX)
+			return true;
+	return false;
+}
+
 void ibvd_gsi_deliver(const struct ibvd_mad *mad)
 {
 	uint64_t one = 1;
@@ -53,7 +66,7 @@ void ibvd_gsi_deliver(const struct ibvd_mad *mad)
 	pthread_mutex_lock(&inbox.lock);
 	/* Nobody listens before the CM has asked for the fd. */
 	if (inbox.fd < 0 || inbox.count >= IBVD_GSI_INBOX_MAX ||
-	    !(e = malloc(sizeof(*e)))) {
+	    source_full(mad) || !(e = malloc(sizeof(*e)))) {
 		inbox.dropped++;
 		pthread_mutex_unlock(&inbox.lock);
 		return;
