@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "internal.h"
 #include "server/call.h"
+#include "server/session.h"
 #include "verbs/verbs.h"
 
 /* What a remote end may do to the QP: the IB CM's rule. */
@@ -170,10 +171,14 @@ int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
 	struct ibvd_cm *cm = NULL;
 	struct ibvd_cm_id *id = NULL;
 
-	/* The token proves the caller owns the CM session, as migration does. */
+	/*
+	 * The token proves the caller holds the CM session, and the session
+	 * must be the caller's uid's, as migration asks: a token that leaked
+	 * to another uid gives it nothing.
+	 */
 	if (ref->token.len == CM_TOKEN_LEN)
 		cm = cm_session_by_token(ref->token.data);
-	if (cm)
+	if (cm && cm->session->cred.uid == call->session->cred.uid)
 		id = ibvd_handle_lookup(&cm->ids, ref->id, IBVD_OBJ_CM_ID);
 	if (!id)
 		return ibvd_call_error(call, -EINVAL, "no CM id %#x of that channel",

@@ -92,6 +92,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -107,6 +108,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -1172,6 +1174,50 @@ static void cmqp_good(int ctx, int cm, uint32_t pd, const Ibvd__CmOpenReply *ope
 	ibvd__create_qp_reply__free_unpacked(r, NULL);
 }
 
+/*
+ * A process of another uid (1001) that learned this CM session's token
+ * names one of its bound ids in CREATE_QP: refused, as a migration would
+ * be (the token alone does not make the id its own).
+ */
+static void cmqp_other_uid(int cm, const Ibvd__CmOpenReply *open)
+{
+	Ibvd__CreateQp req = IBVD__CREATE_QP__INIT;
+	Ibvd__QpCap cap = IBVD__QP_CAP__INIT;
+	Ibvd__NewCq cq = IBVD__NEW_CQ__INIT;
+	Ibvd__CmQpRef ref = IBVD__CM_QP_REF__INIT;
+	uint32_t id = cm_new_id(cm);
+	Ibvd__Handle *pd;
+	int status, ctx;
+	pid_t child;
+
+	if (!id || !cm_bind(cm, id, 0))
+		return;
+	child = fork();
+	if (child == 0) {
+		if (setgroups(0, NULL) < 0 || setgid(1001) < 0 || setuid(1001) < 0)
+			_exit(3);
+		ctx = conn_open();
+		if (ctx < 0 || open_device(ctx) < 0)
+			_exit(4);
+		pd = call_unpack(ctx, IBVD_MSG_ALLOC_PD, NULL,
+				 &ibvd__handle__descriptor, "ALLOC_PD as 1001");
+		if (!pd)
+			_exit(5);
+		bundle_req(&req, &cap, &cq, pd->handle);
+		ref.token = open->token;
+		ref.id = id;
+		req.cm = &ref;
+		_exit(refused(ctx, IBVD_MSG_CREATE_QP, &req.base, EINVAL,
+			      "another uid's CM id, by its token") < 0 ? 1 : 0);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		bad("another uid's CM id, by its token: not refused (child status %#x)",
+		    child < 0 ? -1 : status);
+	else
+		say("another uid's CM id, by its token: EINVAL");
+}
+
 static void case_cmqp(const char *pid)
 {
 	Ibvd__CmOpenReply *open;
@@ -1197,6 +1243,7 @@ static void case_cmqp(const char *pid)
 		return;
 	cmqp_bundles(ctx, pid, pd->handle, open, unbound);
 	cmqp_good(ctx, cm, pd->handle, open);
+	cmqp_other_uid(cm, open);
 	cmqp_moves(cm, evfd);
 	check_usable(ctx, "the refused bundles");
 	ibvd__cm_open_reply__free_unpacked(open, NULL);
