@@ -274,15 +274,38 @@ static int add_selected(const struct ibvd_client_info *c, void *arg)
 	return add_session(w->out, c) ? -ENOMEM : 0;
 }
 
+/*
+ * How many of out's rows one reply holds, if not all: rows grow as a
+ * process's sessions are added to them, so the listing is measured once
+ * it is whole.  0 when it fits.
+ */
+static size_t rows_that_fit(const json_t *out)
+{
+	size_t i, len = 1;
+
+	if (json_dumpb(out, NULL, 0, JSON_COMPACT) <= IBVD_RES_MAX_JSON)
+		return 0;
+	for (i = 0; i < json_array_size(out); i++) {
+		len += json_dumpb(json_array_get(out, i), NULL, 0, JSON_COMPACT) + 1;
+		if (len > IBVD_RES_MAX_JSON)
+			break;
+	}
+	return i;
+}
+
 int ibvd_client_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 			   json_t *out)
 {
 	struct client_sel sel;
 	struct client_walk w = { &sel, out };
+	size_t fit;
 	int ret;
 
 	ret = parse_client_sel(call, argc, argv, &sel);
 	if (ret < 0)
 		return ret;
-	return ibvd_clients_foreach(ibvd_call_daemon(call), add_selected, &w);
+	ret = ibvd_clients_foreach(ibvd_call_daemon(call), add_selected, &w);
+	if (ret == 0 && (fit = rows_that_fit(out)))
+		return ibvd_res_too_large(call, fit);
+	return ret;
 }

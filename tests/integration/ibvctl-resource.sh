@@ -310,6 +310,38 @@ exec 9>&-
 wait_exit "$many" 5
 ok "$(head -n 1 "$O/bad")"
 
+# 500 processes of one uid, each holding a CM id: client show's rows (one
+# per process) are more JSON than a frame holds; the listing is refused
+# with a count and a hint, and a filtered one still answers.
+NPROC=500
+check "uid $USER1 runs $NPROC processes: client show is refused, client show pid N answers"
+rm -f "$T/procs.in" "$O/procs"
+mkfifo "$T/procs.in" && chmod 644 "$T/procs.in" || fail "mkfifo"
+touch "$O/procs" && chmod 666 "$O/procs"
+procs=()
+for _ in $(seq "$NPROC"); do
+	run_ours "$USER1" "$T/bin/quota-helper" cm_id 1 hold <"$T/procs.in" >>"$O/procs" 2>&1 &
+	procs+=("$!")
+done
+exec 9>"$T/procs.in"
+for _ in $(seq $((TMO * 20))); do
+	[ "$(grep -c '^created 1 errno 0' "$O/procs")" -ge "$NPROC" ] && break
+	sleep 0.1
+done
+[ "$(grep -c '^created 1 errno 0' "$O/procs")" -eq "$NPROC" ] ||
+	{ show procs "$O/procs"; fail "$NPROC processes holding a CM id each"; }
+ibvctl client show >"$O/bad" 2>&1 && { show output "$O/bad"; fail "client show of $NPROC processes exited 0"; }
+expect_grep 'more rows than one reply holds \([0-9]+ fit\)' "$O/bad" "client show of $NPROC processes"
+one=$(sed -n 's/^created 1 errno 0 pid \([0-9]*\)$/\1/p' "$O/procs" | head -n 1)
+[ -n "$one" ] || { show procs "$O/procs"; fail "no pid in quota-helper's output"; }
+ibvctl -j client show pid "$one" >"$O/r" 2>&1 || { show output "$O/r"; fail "client show pid $one"; }
+expect_py "$O/r" "len(j) == 1 and j[0]['cm_id'] == 1" "client show pid $one"
+exec 9>&-
+for p in "${procs[@]}"; do
+	wait_exit "$p" 10
+done
+ok "$(head -n 1 "$O/bad")"
+
 # ---- teardown --------------------------------------------------------------------
 check "after the workload dies, nothing is left"
 # the pingpong processes themselves, as the daemon saw them
