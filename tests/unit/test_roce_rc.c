@@ -1343,12 +1343,9 @@ START_TEST(replayed_read_pays_for_what_goes_again)
 	w = resp_qp.wire;
 	decode(0, &ip, &again);
 	again.reth.len = 0;
-	/*
-	 * An empty budget, refilled at 64 MB/s: the 4000 bytes would take
-	 * 62 us to come back, far more than the call takes
-	 */
+	/* an empty budget that nothing tops up for the next minute */
 	w->rx.replay_bytes = 0;
-	w->rx.replay_ns = roce_now_ns();
+	w->rx.replay_ns = roce_now_ns() + 60000000000ull;
 	first = nsent;
 	rx_again(&again);
 	ck_assert_uint_eq(nsent, first);

@@ -749,12 +749,14 @@ static bool replay_allowed(struct roce_qp *w, uint64_t len)
 
 	if (!w->rx.replay_ns)
 		w->rx.replay_bytes = ROCE_REPLAY_BURST;
-	/* a second fills the bucket many times over: no overflow below */
-	elapsed = now - w->rx.replay_ns;
+	/* a second fills the bucket many times over: no overflow below;
+	 * a top-up stamped ahead of now adds nothing until then */
+	elapsed = now > w->rx.replay_ns ? now - w->rx.replay_ns : 0;
 	if (elapsed > 1000000000ull)
 		elapsed = 1000000000ull;
 	add = elapsed * ROCE_REPLAY_RATE / 1000000000ull;
-	w->rx.replay_ns = now;
+	if (elapsed)
+		w->rx.replay_ns = now;
 	w->rx.replay_bytes = add >= ROCE_REPLAY_BURST - w->rx.replay_bytes ?
 			     ROCE_REPLAY_BURST : w->rx.replay_bytes + add;
 	if (len > w->rx.replay_bytes)
