@@ -74,7 +74,19 @@ static int conn_init(struct ibvd_conn *conn)
 		return -ENOMEM;
 	conn->timeout_ms = timeout_from_env();
 	conn->next_req_id = 1;
+	conn->owner = getpid();
 	return 0;
+}
+
+/* A connection this process inherited (fork) is its parent's to use. */
+static int owned(struct ibvd_conn *conn)
+{
+	if (conn->owner == getpid())
+		return 0;
+	snprintf(conn->err_msg, sizeof(conn->err_msg),
+		 "the connection is process %d's, inherited through fork()",
+		 (int)conn->owner);
+	return -EIO;
 }
 
 static void conn_fail(struct ibvd_conn *conn)
@@ -306,10 +318,9 @@ int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
 	if (conn->sock < 0)
 		return -EBADF;
 	pthread_mutex_lock(&conn->lock);
-	if (conn->dead) {
-		ret = -EIO;
+	ret = conn->dead ? -EIO : owned(conn);
+	if (ret < 0)
 		goto out;
-	}
 	conn->err_msg[0] = '\0';
 	/* 0 stays unused: an Error with req_id 0 is about the connection. */
 	if (!conn->next_req_id)
@@ -341,6 +352,13 @@ int ibvd_conn_await(struct ibvd_conn *conn, uint32_t req_id, uint16_t type,
 		*reply = NULL;
 	pthread_mutex_lock(&conn->lock);
 	conn->err_msg[0] = '\0';
+	ret = owned(conn);
+	if (ret < 0) {
+		if (nfds)
+			*nfds = 0;
+		pthread_mutex_unlock(&conn->lock);
+		return ret;
+	}
 	ret = recv_reply(conn, req_id, &frame);
 	ret = finish_locked(conn, ret, &frame, type, reply_desc, reply, fds,
 			    nfds);

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -22,6 +23,12 @@ struct ibvd_conn {
 	 */
 	int timeout_ms;
 	int dead;		/* the daemon went away: every call fails */
+	/*
+	 * The process the connection is for: a child that inherited it
+	 * through fork() shares the socket, and the two would read each
+	 * other's replies; its calls fail with EIO instead.
+	 */
+	pid_t owner;
 	pthread_mutex_t lock;	/* one call in flight per connection */
 	uint8_t *buf;		/* IBVD_FRAME_MAX bytes for replies */
 	/* Error.message of the last error reply ("" if none): ibvctl shows it. */

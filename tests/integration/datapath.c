@@ -3707,6 +3707,50 @@ START_TEST(mem_fork)
 }
 END_TEST
 
+/*
+ * A context inherited through fork() stays the parent's: the child's
+ * verbs on it fail with EIO, and never take a reply meant for the parent
+ * (both would read the one socket), which meanwhile goes on working.
+ */
+#define FORK_CALLS	200
+
+START_TEST(fork_context_stays_the_parents)
+{
+	int status, i, start[2];
+	struct ibv_pd *pd;
+	pid_t pid;
+	char c;
+
+	ck_assert_int_eq(pipe(start), 0);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (read(start[0], &c, 1) != 1)
+			_exit(2);
+		for (i = 0; i < FORK_CALLS; i++) {
+			pd = ibv_alloc_pd(D.ctx);
+			if (pd || errno != EIO)
+				_exit(3);
+		}
+		_exit(0);
+	}
+	ck_assert_int_eq(write(start[1], "g", 1), 1);
+	for (i = 0; i < FORK_CALLS; i++) {
+		pd = ibv_alloc_pd(D.ctx);
+		ck_assert_msg(pd != NULL, "call %d in the parent: %s", i,
+			      strerror(errno));
+		ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child's verbs on the parent's context (status %#x)",
+		      status);
+	close(start[0]);
+	close(start[1]);
+}
+END_TEST
+
 /* munmap after dereg is safe; the old rkey is dead; new memory there works. */
 START_TEST(mem_munmap)
 {
@@ -5236,6 +5280,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, mem_kinds, 0, MEM_NKINDS);
 	tcase_add_test(tc, mem_concurrent_reg);
 	tcase_add_test(tc, mem_fork);
+	tcase_add_test(tc, fork_context_stays_the_parents);
 	tcase_add_test(tc, mem_munmap);
 	return s;
 }
