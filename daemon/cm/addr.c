@@ -348,7 +348,7 @@ static struct cm_port_space *id_ps(const struct ibvd_cm_id *id)
 	return &cm_world.ps[cm_ps_index(id->ps)];
 }
 
-#define BUCKET(space, port)	(&(space)->buckets[(port) % CM_PORT_BUCKETS])
+#define PORT_IDS(space, port)	(&(space)->ports[port])
 
 /* Would b, bound already, overlap a binding to addr by a (reuse: a's flag)? */
 static bool overlaps(const struct ibvd_cm_id *a,
@@ -370,21 +370,15 @@ static bool port_conflict(const struct ibvd_cm_id *id,
 	uint16_t port = cm_addr_port(addr);
 	const struct ibvd_cm_id *b;
 
-	LIST_FOREACH(b, BUCKET(id_ps(id), port), bind_link)
-		if (b != id && cm_addr_port(&b->src) == port &&
-		    overlaps(id, addr, b, reuse))
+	LIST_FOREACH(b, PORT_IDS(id_ps(id), port), bind_link)
+		if (b != id && overlaps(id, addr, b, reuse))
 			return true;
 	return false;
 }
 
 static bool port_unused(const struct cm_port_space *space, uint16_t port)
 {
-	const struct ibvd_cm_id *b;
-
-	LIST_FOREACH(b, BUCKET(space, port), bind_link)
-		if (cm_addr_port(&b->src) == port)
-			return false;
-	return true;
+	return LIST_EMPTY(PORT_IDS(space, port));
 }
 
 /* A port nobody holds in id's port space, from a random start; 0 if none. */
@@ -452,7 +446,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	/* As the kernel: a bound id's peer is the family's wildcard, port 0. */
 	if (!id->dst.ss_family)
 		addr_make(&id->dst, ss.ss_family, false);
-	LIST_INSERT_HEAD(BUCKET(id_ps(id), port), id, bind_link);
+	LIST_INSERT_HEAD(PORT_IDS(id_ps(id), port), id, bind_link);
 	id->bound = true;
 	if (!cm_addr_is_any(&ss))
 		cm_attach_device(id, dev, cm_addr_port_num(id->cm, &ss));
@@ -492,9 +486,9 @@ struct ibvd_cm_id *cm_find_listener(uint32_t ps,
 
 	if (psi < 0)
 		return NULL;
-	LIST_FOREACH(l, BUCKET(&cm_world.ps[psi], port), bind_link) {
-		if (l->state != CM_LISTEN || cm_addr_port(&l->src) != port ||
-		    l->cm->dead || !listener_matches(l, dst))
+	LIST_FOREACH(l, PORT_IDS(&cm_world.ps[psi], port), bind_link) {
+		if (l->state != CM_LISTEN || l->cm->dead ||
+		    !listener_matches(l, dst))
 			continue;
 		if (!cm_addr_is_any(&l->src))
 			return l;	/* the specific address wins */
@@ -822,7 +816,7 @@ static void resolve_far(struct ibvd_cm_id *id, struct ibvd_device *dev,
 {
 	uint16_t port = cm_addr_port(&id->src);
 
-	/* Still in the bucket of its port: only the address gets specific. */
+	/* Still in its port's list: only the address gets specific. */
 	id->src = *src;
 	cm_addr_set_port(&id->src, port);
 	cm_attach_device(id, dev, 1);

@@ -249,10 +249,15 @@ TAILQ_HEAD(cm_id_list, ibvd_cm_id);
 /* ---- daemon-wide state (cm.c) --------------------------------------- */
 
 #define CM_NPS			4	/* IPoIB, TCP, UDP, IB */
-#define CM_PORT_BUCKETS		1024
 
+/*
+ * The ids bound to each port, one list a port (512 KiB a space, touched
+ * as ports are used): a bind, a listen or a connection request walks only
+ * the ids of its own port, and a search for a free one looks at a list
+ * head each, however many ids one tenant piles on other ports.
+ */
 struct cm_port_space {
-	LIST_HEAD(, ibvd_cm_id) buckets[CM_PORT_BUCKETS];	/* by port */
+	LIST_HEAD(, ibvd_cm_id) ports[65536];
 };
 
 struct cm_world {
