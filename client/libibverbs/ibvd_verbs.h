@@ -751,9 +751,12 @@ int ibvc_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail);
 bool ibvc_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op);
 bool ibvc_sq_state_ok(const struct ibvc_qp *qp);
-/* qp_ex.c: give a QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS its API */
-int ibvc_qp_ex_init(struct ibvc_qp *qp, enum ibv_qp_type type,
-		    uint64_t send_ops_flags);
+/*
+ * qp_ex.c: may a QP of type have the ibv_qp_ex operations in flags
+ * (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)?  Then give one created so its API.
+ */
+bool ibvc_send_ops_supported(enum ibv_qp_type type, uint64_t flags);
+void ibvc_qp_ex_init(struct ibvc_qp *qp);
 
 int ibvc_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);

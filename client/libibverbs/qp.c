@@ -292,6 +292,10 @@ static int check_init_attr_ex(struct ibv_context *ctx,
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 	    (attr->create_flags & ~(uint32_t)IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
 		return -EOPNOTSUPP;
+	/* before anything is made: a refusal leaves nothing to undo */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    !ibvc_send_ops_supported(attr->qp_type, attr->send_ops_flags))
+		return -EOPNOTSUPP;
 	if (attr->qp_type == IBV_QPT_XRC_RECV)
 		return (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && attr->xrcd &&
 		       attr->xrcd->context == ctx ? 0 : -EINVAL;
@@ -351,18 +355,8 @@ static int create_qp_ex(struct ibv_context *ctx,
 				attr_ex->create_flags : 0, ret_qp);
 	if (ret < 0)
 		return ret;
-	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-		ret = ibvc_qp_ex_init(*ret_qp, attr.qp_type,
-				      attr_ex->send_ops_flags);
-		if (ret < 0) {
-			int fds[2] = { -1, -1 };
-
-			ibv_destroy_qp(&(*ret_qp)->qp);
-			if (ci)
-				ibvc_bundle_drop(ctx, ci, NULL, fds);
-			return ret;
-		}
-	}
+	if (attr_ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		ibvc_qp_ex_init(*ret_qp);
 	attr_ex->cap = attr.cap;
 	return 0;
 }

@@ -342,7 +342,7 @@ static void wr_abort(struct ibv_qp_ex *qpx)
 	pthread_mutex_unlock(&qp->sq.lock);
 }
 
-static bool send_ops_supported(enum ibv_qp_type type, uint64_t flags)
+bool ibvc_send_ops_supported(enum ibv_qp_type type, uint64_t flags)
 {
 	size_t i;
 
@@ -356,13 +356,10 @@ static bool send_ops_supported(enum ibv_qp_type type, uint64_t flags)
 	return flags == 0;
 }
 
-int ibvc_qp_ex_init(struct ibvc_qp *qp, enum ibv_qp_type type,
-		    uint64_t send_ops_flags)
+void ibvc_qp_ex_init(struct ibvc_qp *qp)
 {
 	struct ibv_qp_ex *qpx = &qp->qp_ex;
 
-	if (!send_ops_supported(type, send_ops_flags))
-		return -EOPNOTSUPP;
 	qpx->comp_mask = 0;
 	qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
 	qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
@@ -386,5 +383,4 @@ int ibvc_qp_ex_init(struct ibvc_qp *qp, enum ibv_qp_type type,
 	qpx->wr_abort = wr_abort;
 	qpx->wr_atomic_write = wr_atomic_write;
 	qp->has_qp_ex = true;
-	return 0;
 }

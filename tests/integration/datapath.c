@@ -4040,6 +4040,19 @@ START_TEST(wr_api_ud)
 	qp_ex_pair(qp, cq, IBV_QPT_UD);
 	qpx = ibv_qp_to_qp_ex(qp[0]);
 	ck_assert_ptr_nonnull(qpx);
+	/* an operation UD has not: refused, before anything is made */
+	{
+		struct ibv_qp_init_attr_ex ia = {
+			.qp_type = IBV_QPT_UD, .send_cq = cq, .recv_cq = cq,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.pd = D.pd, .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
+		};
+
+		ck_assert_ptr_null(ibv_create_qp_ex(D.ctx, &ia));
+		ck_assert_int_eq(errno, EOPNOTSUPP);
+	}
 	vt_fill(a->addr, 300, 0, 91);
 	vt_recv(qp[1], 1, b->addr, 4096, b->lkey);
 	ibv_wr_start(qpx);
