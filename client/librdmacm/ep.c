@@ -36,6 +36,8 @@ static int ep_passive(struct cma_id *cid, struct rdma_addrinfo *res,
 		cid->ep_qp_attr->qp_type = cid->id.qp_type;
 	}
 	cid->ep_pd = pd;
+	/* as rdma-core's passive endpoint: the id names its PD */
+	cid->id.pd = pd;
 	return 0;
 }
 
@@ -122,15 +124,19 @@ static int get_request(struct cma_id *listen, struct cma_id **ret_id)
 	struct cma_id *cid;
 	int ret;
 
-	/* rdma_get_request(3): synchronous listeners only. */
+	/*
+	 * rdma_get_request(3): synchronous listeners only.  As rdma-core: an
+	 * event that is no request (an error, a rejection) is the answer,
+	 * and stays on the listener (listen->event) for the app to look at.
+	 */
 	if (!listen->sync)
 		return -EINVAL;
-	do {
-		ret = cma_sync_wait(listen);
-		if (ret < 0)
-			return ret;
-		e = listen->id.event;
-	} while (e->event != RDMA_CM_EVENT_CONNECT_REQUEST);
+	ret = cma_sync_wait(listen);
+	if (ret < 0)
+		return ret;
+	e = listen->id.event;
+	if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+		return -EINVAL;
 
 	/* The request's event goes with the new id until accept/reject. */
 	listen->id.event = NULL;

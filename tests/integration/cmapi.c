@@ -1633,6 +1633,33 @@ START_TEST(listener_qp_type)
 END_TEST
 
 /*
+ * A passive endpoint made with a PD names it (id->pd), as rdma-core's
+ * does: apps register their buffers on listen->pd.
+ */
+START_TEST(passive_ep_pd)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE,
+				       .ai_port_space = RDMA_PS_TCP }, *res;
+	struct ibv_context **devs = rdma_get_devices(NULL);
+	struct rdma_cm_id *listen;
+	struct ibv_pd *pd;
+	char port[8];
+
+	ck_assert_msg(devs && devs[0], "rdma_get_devices: %s", strerror(errno));
+	pd = ibv_alloc_pd(devs[0]);
+	ck_assert_ptr_nonnull(pd);
+	snprintf(port, sizeof(port), "%u", unused_port(RDMA_PS_TCP));
+	ck_ok(rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+	ck_ok(rdma_create_ep(&listen, res, pd, NULL));
+	rdma_freeaddrinfo(res);
+	ck_assert_ptr_eq(listen->pd, pd);
+	rdma_destroy_ep(listen);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	rdma_free_devices(devs);
+}
+END_TEST
+
+/*
  * AF_IB addressing (ucmatose/udaddy/rstream -f gid): rdma_getaddrinfo
  * with AF_IB hints makes a GID and a service id of a textual IPv6
  * address; a listener on the device's GID 0 takes a connection addressed
@@ -2460,7 +2487,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(migrate_connected), T_ALONE(migrate_queued_events),
 		T_ALONE(destroy_queued_events), T_ALONE(migrate_to_waiting_channel), T(migrate_while_event_held), T(set_option),
 		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
-		T(af_ib),
+		T(passive_ep_pd), T(af_ib),
 	};
 #undef T
 #undef T_ALONE
