@@ -17,6 +17,13 @@
  * Prints "name read_GB/s write_GB/s both_GB/s" per line; "both" is the
  * two steps timed back to back, and 1 / (1/read + 1/write) is what they
  * would give without overlap.  GB/s = 10^9 bytes per second.
+ *
+ * Then what a message of 8 bytes costs, where the copy is nothing and the
+ * system call everything: "syscall NS" for a system call that does no
+ * work (getppid) and "procmem8 NS" for an 8-byte pwrite into the target's
+ * /proc/PID/mem, which the engine makes for every small RDMA WRITE into
+ * private memory: 1 / procmem8 is the most such WRITEs one engine thread
+ * can place per second, whatever else it does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 
@@ -149,6 +157,31 @@ static void memcpy_report(unsigned int iters)
 	printf("memcpy %.3f %.3f %.3f\n", t, t, t);
 }
 
+/* Nanoseconds per call: a null system call, then an 8-byte remote write. */
+static void small_report(struct pair *p, unsigned int iters)
+{
+	uint64_t word = 42;
+	double t0, t1, t2;
+	unsigned int i;
+
+	t0 = now();
+	for (i = 0; i < iters; i++)
+		(void)syscall(SYS_getppid);
+	t1 = now();
+	for (i = 0; i < iters; i++) {
+		/* cycle over the buffer's cache lines, as perftest's writes do */
+		off_t at = (off_t)(uintptr_t)p->dst_buf + (off_t)(i % (PIECE / 64)) * 64;
+
+		if (pwrite(p->dst_mem, &word, sizeof(word), at) != sizeof(word)) {
+			perror("pwrite");
+			exit(1);
+		}
+	}
+	t2 = now();
+	printf("syscall %.0f\n", (t1 - t0) * 1e9 / iters);
+	printf("procmem8 %.0f\n", (t2 - t1) * 1e9 / iters);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int iters = argc > 1 ? (unsigned int)atoi(argv[1]) : 50000;
@@ -169,6 +202,7 @@ int main(int argc, char **argv)
 	report("pvm", &p, bounce, pvm_read, pvm_write, iters);
 	report("procmem", &p, bounce, proc_read, proc_write, iters);
 	memcpy_report(iters);
+	small_report(&p, iters * 4);
 	kill(p.src, SIGKILL);
 	kill(p.dst, SIGKILL);
 	waitpid(p.src, NULL, 0);
