@@ -1574,6 +1574,26 @@ static int64_t attach_and_pd(int conn, int mem[2])
 	return pd;
 }
 
+/*
+ * For a case that looks at the daemon's /proc/PID: a connection with a
+ * device open, this process's memory attached (mem, as attach_and_pd) and
+ * a PD, its handle in *pd (-1 if none); the connection, or -1 (reported).
+ */
+static int attached_conn(const char *pid, int mem[2], int64_t *pd)
+{
+	int conn;
+
+	if (!pid) {
+		bad("needs the daemon's pid");
+		return -1;
+	}
+	conn = conn_open();
+	if (conn < 0 || open_device(conn) < 0)
+		return -1;
+	*pd = attach_and_pd(conn, mem);
+	return conn;
+}
+
 static void case_sharedmr(const char *pid)
 {
 	static uint8_t buf[2 * 4096] __attribute__((aligned(4096)));
@@ -1582,14 +1602,9 @@ static void case_sharedmr(const char *pid)
 	int64_t pd64;
 	uint32_t pd;
 
-	if (!pid) {
-		bad("needs the daemon's pid");
+	conn = attached_conn(pid, mem, &pd64);
+	if (conn < 0)
 		return;
-	}
-	conn = conn_open();
-	if (conn < 0 || open_device(conn) < 0)
-		return;
-	pd64 = attach_and_pd(conn, mem);
 	if (pd64 < 0)
 		goto out;
 	pd = (uint32_t)pd64;
@@ -1680,14 +1695,9 @@ static void case_mappedcap(const char *pid)
 	uint8_t *buf = MAP_FAILED;
 	int64_t pd64;
 
-	if (!pid) {
-		bad("needs the daemon's pid");
+	conn = attached_conn(pid, mem, &pd64);
+	if (conn < 0)
 		return;
-	}
-	conn = conn_open();
-	if (conn < 0 || open_device(conn) < 0)
-		return;
-	pd64 = attach_and_pd(conn, mem);
 	memfd = memfd_create("badclient-mappedcap", MFD_CLOEXEC);
 	if (pd64 < 0 || memfd < 0 || ftruncate(memfd, (off_t)len) < 0 ||
 	    (buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,

@@ -3573,6 +3573,25 @@ static int takeback(void)
 }
 
 /*
+ * In a process of its own: a connected pair on D whose QP 0 was granted
+ * *t, an MR of GRANTED (a WRITE from *a went through the grant).
+ */
+static void granted_pair(struct vt_pair *p, struct ibv_mr **a,
+			 struct ibv_mr **t)
+{
+	struct ibv_wc wc;
+
+	vt_open(&D);
+	vt_pair(p, &D, NULL, 16);
+	*a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	*t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
+	vt_send(p->qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		BUF(*a), 64, (*a)->lkey, ADDR(*t, 0), (*t)->rkey);
+	vt_expect_ok(p->scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
+	vt_assert(vt_memfd_maps(GRANTED, NULL, NULL) == 2, "no grant was made");
+}
+
+/*
  * The library's SIGBUS handler (direct_rdma.c) hands on every fault that
  * is not its copy's: after a granted WRITE, this process touches a page
  * of a file it shrank itself.  With "app" it had a handler of its own
@@ -3593,20 +3612,12 @@ static int sigbus_elsewhere(bool app_handler)
 {
 	struct ibv_mr *a, *t;
 	struct vt_pair p;
-	struct ibv_wc wc;
 	volatile uint8_t *page;
 	int fd;
 
 	if (app_handler)
 		signal(SIGBUS, app_on_sigbus);
-	vt_open(&D);
-	vt_pair(&p, &D, NULL, 16);
-	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-	t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
-	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(a), 64,
-		a->lkey, ADDR(t, 0), t->rkey);
-	vt_expect_ok(p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
-	vt_assert(vt_memfd_maps(GRANTED, NULL, NULL) == 2, "no grant was made");
+	granted_pair(&p, &a, &t);
 	fd = memfd_create("ibvd-shrunk", MFD_CLOEXEC);
 	vt_assert(fd >= 0 && ftruncate(fd, 4096) == 0, "memfd");
 	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -3630,16 +3641,8 @@ static int exit_holding_lease(void)
 	struct ibv_mr *a, *t;
 	void *base = NULL;
 	struct vt_pair p;
-	struct ibv_wc wc;
 
-	vt_open(&D);
-	vt_pair(&p, &D, NULL, 16);
-	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
-	t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
-	vt_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(a), 64,
-		a->lkey, ADDR(t, 0), t->rkey);
-	vt_expect_ok(p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE, "granted WRITE");
-	vt_assert(vt_memfd_maps(GRANTED, NULL, NULL) == 2, "no grant was made");
+	granted_pair(&p, &a, &t);
 	vt_assert(vt_memfd_maps("ibvd-transit", NULL, &base) > 0, "no transit rings");
 	lease = (struct ibvd_lease *)((uint8_t *)base + IBVD_TRANSIT_LEASE_OFF);
 	__atomic_store_n(&lease[0].in_use, 1, __ATOMIC_SEQ_CST);
