@@ -528,7 +528,7 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * pass (or per destroy, ibvd_engine_qp_finish_sends), then a busy claim
  * loses its datagram at once.  Only a datagram the QP would accept waits.
  */
-#define UD_CLAIM_WAIT_NS	50000u
+#define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* a pass's allowance, whole */
 #define UD_CLAIM_STUCK_NS	1000000u
 
 /*
