@@ -110,6 +110,8 @@ static short wait_for(int fd, short events)
 
 /* RDMA_IOMAPSIZE for the next client connect_pair() makes (0: none). */
 static uint32_t client_iomap_size;
+/* SO_SNDBUF for it (0: the default). */
+static int client_sndbuf;
 
 /*
  * A connected pair: *srv (from raccept) and *cli, both blocking again.
@@ -129,6 +131,9 @@ static void connect_pair(int lfd, uint16_t port, int *srv, int *cli)
 	if (client_iomap_size)
 		ck_ok(rsetsockopt(*cli, SOL_RDMA, RDMA_IOMAPSIZE,
 				  &client_iomap_size, sizeof(client_iomap_size)));
+	if (client_sndbuf)
+		ck_ok(rsetsockopt(*cli, SOL_SOCKET, SO_SNDBUF, &client_sndbuf,
+				  sizeof(client_sndbuf)));
 	set_nonblock(*cli, true);
 	loopback(&sin, port);
 	ck_fails_with(rconnect(*cli, (struct sockaddr *)&sin, sizeof(sin)),
@@ -569,6 +574,34 @@ START_TEST(large_transfer)
 	ck_ok(rclose(cli));
 	ck_ok(rclose(srv));
 	ck_ok(rclose(lfd));
+}
+END_TEST
+
+/*
+ * A send buffer of 4 KiB or less (iperf3 -w 4K) still leaves the send
+ * queue slots for data beside those kept for control: data flows.
+ */
+START_TEST(small_send_buffer)
+{
+	static const int sizes[] = { 4096, 2048 };
+	struct sender up;
+	pthread_t tu;
+	int lfd, srv, cli;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		client_sndbuf = sizes[i];
+		pair(&lfd, &srv, &cli);
+		client_sndbuf = 0;
+		up = (struct sender){ cli, 1 << 20, 13 + i, false, 0 };
+		ck_assert_int_eq(pthread_create(&tu, NULL, send_pattern, &up), 0);
+		recv_pattern(srv, 1 << 20, 13 + i);
+		pthread_join(tu, NULL);
+		ck_assert_int_eq(up.sent, 1 << 20);
+		ck_ok(rclose(cli));
+		ck_ok(rclose(srv));
+		ck_ok(rclose(lfd));
+	}
 }
 END_TEST
 
@@ -1376,6 +1409,7 @@ struct liar_conn_data {
 struct liar {
 	uint16_t port;
 	uint32_t claim;		/* the data length it announces */
+	bool bad_key;		/* its WRITE names a key it was not given */
 	bool sent;
 };
 
@@ -1449,11 +1483,21 @@ static void *liar_run(void *arg)
 	rdma_ack_cm_event(ev);
 	swr.wr.rdma.remote_addr = be64toh(theirs.data_buf.addr);
 	swr.wr.rdma.rkey = be32toh(theirs.data_buf.key);
+	if (l->bad_key) {
+		/* bytes to land, or the key would not be looked at */
+		static struct ibv_sge sge;
+
+		sge = (struct ibv_sge){ (uintptr_t)data, 64, dmr->lkey };
+		swr.sg_list = &sge;
+		swr.num_sge = 1;
+		swr.wr.rdma.rkey ^= 0x5A5A5A5Au;
+	}
 	swr.imm_data = htobe32(l->claim & 0x1FFFFFFF);	/* op 0: data */
 	ck_ok(ibv_post_send(id->qp, &swr, &bad_s));
 	while (ibv_poll_cq(id->send_cq, 1, &wc) == 0)
 		;
-	ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+	ck_assert_msg((wc.status == IBV_WC_SUCCESS) == !l->bad_key,
+		      "the liar's WRITE: %s", ibv_wc_status_str(wc.status));
 	__atomic_store_n(&l->sent, true, __ATOMIC_RELEASE);
 	/* stay connected while the reader looks */
 	vt_sleep_ms(vt_tmo_ms());
@@ -1466,6 +1510,35 @@ static void *liar_run(void *arg)
  * copy from beyond it), or of no bytes (which read as the end of the
  * stream), ends the connection with ECONNRESET.
  */
+/*
+ * A peer that WRITEs with a key it was not given puts our QP in error
+ * (as a NIC's responder does): a reader hears ECONNRESET, where it once
+ * spun for ever on its receives, flushed and posted again.
+ */
+START_TEST(peer_writes_with_a_bad_key)
+{
+	struct liar l = { .claim = 64, .bad_key = true };
+	static char buf[4096];
+	pthread_t t;
+	ssize_t got;
+	int lfd = listener(&l.port), fd;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
+	fd = raccept(lfd, NULL, NULL);
+	ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
+	while (!__atomic_load_n(&l.sent, __ATOMIC_ACQUIRE))
+		vt_sleep_ms(1);
+	ck_assert_msg(wait_for(fd, POLLIN) != 0, "no event for the reset");
+	got = rrecv(fd, buf, sizeof(buf), 0);
+	ck_assert_msg(got == -1 && errno == ECONNRESET,
+		      "after a bad-key WRITE: rrecv gave %zd (%s), want -1 ECONNRESET",
+		      got, got < 0 ? strerror(errno) : "");
+	pthread_detach(t);
+	rclose(fd);
+	rclose(lfd);
+}
+END_TEST
+
 START_TEST(peer_lies_about_lengths)
 {
 	static const uint32_t claims[] = { 1u << 20, 278528, 0 };
@@ -1510,6 +1583,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(dgram_exchange), T(dgram_connected),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
+		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },

@@ -523,6 +523,8 @@ int rclose(int socket)
 		return rs_ret(-EBADF);
 	}
 	pthread_mutex_lock(&rs->lock);
+	rs->closing = true;
+	rs->closer = pthread_self();
 	if (rs->state & RS_CONNECTED)
 		shutdown_locked(rs, SHUT_RDWR);
 	/* Calls blocked in it return EBADF within a wait slice. */

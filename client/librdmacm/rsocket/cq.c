@@ -203,7 +203,20 @@ static void recv_done(struct rsocket *rs, const struct ibv_wc *wc)
 {
 	uint32_t msg;
 
-	if (wc->status != IBV_WC_SUCCESS || !(wc->wc_flags & IBV_WC_WITH_IMM))
+	/*
+	 * A receive fails only when the QP went to error: a peer broke the
+	 * protocol (a WRITE with a key it was not given, a SEND into our
+	 * zero-byte receives) or the connection is gone.  No CM event may
+	 * follow, so the connection ends here.
+	 */
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (rs->state & (RS_CONNECTED | RS_OPENING)) {
+			rs->state = RS_ERROR;
+			rs->err = ECONNRESET;
+		}
+		return;
+	}
+	if (!(wc->wc_flags & IBV_WC_WITH_IMM))
 		return;
 	msg = be32toh(wc->imm_data);
 	switch (rs_msg_op(msg)) {
@@ -258,7 +271,8 @@ static void poll_cq(struct rsocket *rs)
 	while ((n = ibv_poll_cq(rs->cq, RS_CQ_BATCH, wc)) > 0) {
 		for (i = 0; i < n; i++) {
 			if (wc[i].wr_id & RS_WR_ID_RECV) {
-				recvs++;
+				/* a failed one is not posted again */
+				recvs += wc[i].status == IBV_WC_SUCCESS;
 				recv_done(rs, &wc[i]);
 			} else {
 				send_done(rs, &wc[i]);
@@ -375,7 +389,7 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
 	int ret;
 
 	for (;;) {
-		if (rs->closed)
+		if (rs_gone(rs))
 			return -EBADF;
 		rs_drain_cq_events(rs);
 		rs_progress(rs);

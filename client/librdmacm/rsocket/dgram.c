@@ -756,6 +756,13 @@ static void take_wc(struct rs_dgram *dg, const struct ibv_wc *wc)
 	done->len = len;
 }
 
+/*
+ * UDP datagrams one progress() takes at most: anyone may send to the
+ * port, and a flood must not keep the app's call in here (the rest stays
+ * readable for the next look).
+ */
+#define DS_UDP_BUDGET	64
+
 /* Take what the UDP socket and the CQ hold, without waiting. */
 static void progress(struct rsocket *rs)
 {
@@ -765,7 +772,7 @@ static void progress(struct rsocket *rs)
 	void *ctx;
 	int n, i;
 
-	while (udp_one(rs))
+	for (n = 0; n < DS_UDP_BUDGET && udp_one(rs); n++)
 		;
 	take_resolutions(dg);
 	if (!dg->cq)
@@ -826,7 +833,7 @@ static int wait_for(struct rsocket *rs, bool (*test)(const struct rs_dgram *),
 	int ret;
 
 	for (;;) {
-		if (rs->closed)
+		if (rs_gone(rs))
 			return -EBADF;	/* rclose()d by another thread */
 		progress(rs);
 		if (test(rs->dg))
@@ -886,21 +893,31 @@ static size_t iov_len(const struct iovec *iov, int cnt)
 	return n;
 }
 
-static ssize_t send_qp(struct rsocket *rs, struct ds_dest *d,
-		       const struct iovec *iov, int cnt, size_t len, int flags)
+/*
+ * The dest entry of the datagram being sent: to's (made if new), or the
+ * connected peer's.  Looked up again after anything that may have run
+ * progress(): a datagram from a new UDP source may have moved the table
+ * (realloc) or, when it is full, given a slot to another address.
+ */
+static int send_dest(struct rsocket *rs, const struct sockaddr_storage *to)
+{
+	return to ? get_dest(rs, to) : rs->dg->conn;
+}
+
+/* A datagram of len bytes to dest i on our QP, into a free slot. */
+static ssize_t post_qp(struct rsocket *rs, int i, const struct iovec *iov,
+		       int cnt, size_t len)
 {
 	struct rs_dgram *dg = rs->dg;
+	struct ds_dest *d = &dg->dests[i];
 	struct ibv_sge sge;
 	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	uint8_t *p;
 	uint32_t slot;
-	int ret, i;
+	int ret, k;
 
-	ret = wait_for(rs, can_send, rs_nonblocking(rs, flags));
-	if (ret)
-		return ret;
 	slot = dg->sfree[--dg->nsfree];
 	p = dg->sbuf + (size_t)slot * RS_DS_SLOT;
 	memcpy(p, &d->hdr, d->hdr.length);
@@ -908,8 +925,8 @@ static ssize_t send_qp(struct rsocket *rs, struct ds_dest *d,
 	sge.length = d->hdr.length + (uint32_t)len;
 	sge.lkey = dg->smr->lkey;
 	p += d->hdr.length;
-	for (i = 0; i < cnt; p += iov[i].iov_len, i++)
-		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+	for (k = 0; k < cnt; p += iov[k].iov_len, k++)
+		memcpy(p, iov[k].iov_base, iov[k].iov_len);
 	wr.wr_id = slot | DS_WR_SEND;
 	wr.wr.ud.ah = d->ah;
 	wr.wr.ud.remote_qpn = d->qpn;
@@ -926,29 +943,38 @@ ssize_t rs_dgram_sendv(struct rsocket *rs, const struct iovec *iov, int cnt,
 		       int flags, const struct sockaddr *to, socklen_t tolen)
 {
 	struct rs_dgram *dg = rs->dg;
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss, *dest = NULL;
 	size_t len = iov_len(iov, cnt);
-	int i;
+	int i, ret, pass;
 
 	if (to) {
 		if (tolen < sizeof(struct sockaddr_in) || to->sa_family != rs->domain)
 			return -EINVAL;
 		memset(&ss, 0, sizeof(ss));
 		memcpy(&ss, to, tolen < sizeof(ss) ? tolen : sizeof(ss));
-		i = get_dest(rs, &ss);
-		if (i < 0)
-			return i;
+		dest = &ss;
 	} else if (dg->conn < 0) {
 		return -EDESTADDRREQ;
-	} else {
-		i = dg->conn;
 	}
-	if (len > (size_t)(dg->max_msg - dg->dests[i].hdr.length))
-		return -EMSGSIZE;
+	i = send_dest(rs, dest);	/* made now if new, our QP with it */
+	if (i < 0)
+		return i;
 	progress(rs);
-	if (!dg->dests[i].ah)
-		return send_udp(dg, &dg->dests[i], DS_OP_DATA, iov, cnt, flags);
-	return send_qp(rs, &dg->dests[i], iov, cnt, len, flags);
+	/* looked up after progress(), and again after the wait for a slot */
+	for (pass = 0;; pass++) {
+		i = send_dest(rs, dest);
+		if (i < 0)
+			return i;
+		if (len > (size_t)(dg->max_msg - dg->dests[i].hdr.length))
+			return -EMSGSIZE;
+		if (!dg->dests[i].ah)
+			return send_udp(dg, &dg->dests[i], DS_OP_DATA, iov, cnt, flags);
+		if (pass)
+			return post_qp(rs, i, iov, cnt, len);
+		ret = wait_for(rs, can_send, rs_nonblocking(rs, flags));
+		if (ret)
+			return ret;
+	}
 }
 
 static void set_from(struct sockaddr *from, socklen_t *fromlen,

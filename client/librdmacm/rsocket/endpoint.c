@@ -44,7 +44,10 @@ static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
 
 /*
  * Queue sizes within the device's limits, then queues and buffers matched
- * so that each slot can carry RS_SNDLOWAT bytes (rdma-core's rule).
+ * so that each slot can carry RS_SNDLOWAT bytes (rdma-core's rule).  A
+ * buffer is never so small that its queue falls below RS_QP_MIN_SIZE: a
+ * send queue must keep RS_QP_CTRL_SIZE slots for control messages and
+ * have some for data (SO_SNDBUF of 4 KiB, iperf3 -w 4K, left it none).
  */
 static void size_queues(struct rsocket *rs)
 {
@@ -56,10 +59,10 @@ static void size_queues(struct rsocket *rs)
 		max = (uint32_t)attr.max_qp_wr;
 	rs->sq_size = clamp_u32(rs->sq_size, RS_QP_MIN_SIZE, max);
 	rs->rq_size = clamp_u32(rs->rq_size, RS_QP_MIN_SIZE, max);
-	if (rs->rbuf_size < 2 * RS_SNDLOWAT)
-		rs->rbuf_size = 2 * RS_SNDLOWAT;
-	if (rs->sbuf_size < 2 * RS_SNDLOWAT)
-		rs->sbuf_size = 2 * RS_SNDLOWAT;
+	if (rs->rbuf_size < RS_QP_MIN_SIZE * RS_SNDLOWAT)
+		rs->rbuf_size = RS_QP_MIN_SIZE * RS_SNDLOWAT;
+	if (rs->sbuf_size < RS_QP_MIN_SIZE * RS_SNDLOWAT)
+		rs->sbuf_size = RS_QP_MIN_SIZE * RS_SNDLOWAT;
 
 	if (rs->rq_size > rs->rbuf_size / RS_SNDLOWAT)
 		rs->rq_size = rs->rbuf_size / RS_SNDLOWAT;

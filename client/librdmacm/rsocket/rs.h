@@ -192,6 +192,10 @@ struct rsocket {
 	pthread_mutex_t lock;		/* everything below */
 	unsigned int state;
 	bool closed;			/* rclose()d: blocked calls give up */
+	/* rclose() under way on thread `closer`: the others' calls give up
+	 * at once (rs_gone), not when its shutdown has ended the stream */
+	bool closing;
+	pthread_t closer;
 	int err;			/* SO_ERROR, cleared when read */
 	int fl_flags;			/* O_NONBLOCK from rfcntl() */
 	struct rdma_event_channel *ch;
@@ -259,6 +263,13 @@ static inline int rs_ret(int ret)
 int rs_table_insert(struct rsocket *rs);
 bool rs_table_remove(struct rsocket *rs);
 /* The rsocket named fd, held until rs_put(), or NULL. */
+/* Is rs rclose()d, or being rclose()d by another thread?  Under rs->lock. */
+static inline bool rs_gone(const struct rsocket *rs)
+{
+	return rs->closed ||
+	       (rs->closing && !pthread_equal(rs->closer, pthread_self()));
+}
+
 struct rsocket *rs_get(int fd);
 void rs_put(struct rsocket *rs);
 
