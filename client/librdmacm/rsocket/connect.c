@@ -264,6 +264,12 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	param.private_data = &data;
 	param.private_data_len = sizeof(data);
 	param.rnr_retry_count = 7;
+	/*
+	 * What the request offered, within what the device can: a remote
+	 * REQ may name up to 255, which rdma_accept would refuse (EINVAL)
+	 */
+	param.responder_resources = RDMA_MAX_RESP_RES;
+	param.initiator_depth = RDMA_MAX_INIT_DEPTH;
 	if (rdma_accept(rs->id, &param)) {
 		ret = -errno;
 		goto fail;

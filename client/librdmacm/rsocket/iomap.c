@@ -145,25 +145,32 @@ static int announce(struct rsocket *rs, struct rs_iomap_mr *m)
 int rs_send_iomaps(struct rsocket *rs, bool nonblock)
 {
 	struct rs_iomap_mr *m;
-	int ret = 0;
+	int ret;
 
-	for (m = rs->iomaps; m && !ret; m = m->next) {
-		if (m->index < 0 || m->sent)
-			continue;
+	for (;;) {
+		/*
+		 * From the head each time: a wait for credits lets go of the
+		 * lock, and riounmap() may free the entry we were at.
+		 */
+		for (m = rs->iomaps; m && (m->index < 0 || m->sent); m = m->next)
+			;
+		if (!m)
+			break;
 		if (!rs_can_send(rs)) {
 			ret = rs_wait(rs, rs_conn_can_send, nonblock);
 			if (!ret && !(rs->state & RS_WRITABLE))
 				ret = -ECONNRESET;
 			if (ret)
-				break;
+				return ret;
+			continue;
 		}
 		ret = announce(rs, m);
-		if (!ret)
-			m->sent = true;
+		if (ret)
+			return ret;
+		m->sent = true;
 	}
-	if (!ret)
-		rs->iomap_pending = false;
-	return ret;
+	rs->iomap_pending = false;
+	return 0;
 }
 
 void rs_free_iomaps(struct rsocket *rs)
