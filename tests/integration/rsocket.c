@@ -1505,11 +1505,55 @@ static void *liar_run(void *arg)
 }
 
 /*
+ * The liar l connects and sends; what we accepted from it must end with
+ * ECONNRESET at our next rrecv into buf (len bytes), after rpoll heard of
+ * it if poll_first.
+ */
+static void liar_resets(struct liar *l, char *buf, size_t len, bool poll_first,
+			const char *what)
+{
+	pthread_t t;
+	ssize_t got;
+	int lfd = listener(&l->port), fd;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, liar_run, l), 0);
+	fd = raccept(lfd, NULL, NULL);
+	ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
+	while (!__atomic_load_n(&l->sent, __ATOMIC_ACQUIRE))
+		vt_sleep_ms(1);
+	if (poll_first)
+		ck_assert_msg(wait_for(fd, POLLIN) != 0, "%s: no event", what);
+	got = rrecv(fd, buf, len, 0);
+	ck_assert_msg(got == -1 && errno == ECONNRESET,
+		      "%s: rrecv gave %zd (%s), want -1 ECONNRESET", what, got,
+		      got < 0 ? strerror(errno) : "");
+	pthread_detach(t);
+	rclose(fd);
+	rclose(lfd);
+}
+
+/*
  * A data message is as long as the peer says, and the peer is not
  * trusted: a length past what our receive buffer holds (which had rrecv
  * copy from beyond it), or of no bytes (which read as the end of the
  * stream), ends the connection with ECONNRESET.
  */
+START_TEST(peer_lies_about_lengths)
+{
+	static const uint32_t claims[] = { 1u << 20, 278528, 0 };
+	static char buf[2 << 20];
+	char what[64];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(claims); i++) {
+		struct liar l = { .claim = claims[i] };
+
+		snprintf(what, sizeof(what), "a message claiming %u bytes", claims[i]);
+		liar_resets(&l, buf, sizeof(buf), false, what);
+	}
+}
+END_TEST
+
 /*
  * A peer that WRITEs with a key it was not given puts our QP in error
  * (as a NIC's responder does): a reader hears ECONNRESET, where it once
@@ -1519,51 +1563,8 @@ START_TEST(peer_writes_with_a_bad_key)
 {
 	struct liar l = { .claim = 64, .bad_key = true };
 	static char buf[4096];
-	pthread_t t;
-	ssize_t got;
-	int lfd = listener(&l.port), fd;
 
-	ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
-	fd = raccept(lfd, NULL, NULL);
-	ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
-	while (!__atomic_load_n(&l.sent, __ATOMIC_ACQUIRE))
-		vt_sleep_ms(1);
-	ck_assert_msg(wait_for(fd, POLLIN) != 0, "no event for the reset");
-	got = rrecv(fd, buf, sizeof(buf), 0);
-	ck_assert_msg(got == -1 && errno == ECONNRESET,
-		      "after a bad-key WRITE: rrecv gave %zd (%s), want -1 ECONNRESET",
-		      got, got < 0 ? strerror(errno) : "");
-	pthread_detach(t);
-	rclose(fd);
-	rclose(lfd);
-}
-END_TEST
-
-START_TEST(peer_lies_about_lengths)
-{
-	static const uint32_t claims[] = { 1u << 20, 278528, 0 };
-	static char buf[2 << 20];
-	unsigned int i;
-
-	for (i = 0; i < ARRAY_SIZE(claims); i++) {
-		struct liar l = { .claim = claims[i] };
-		pthread_t t;
-		ssize_t got;
-		int lfd = listener(&l.port), fd;
-
-		ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
-		fd = raccept(lfd, NULL, NULL);
-		ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
-		while (!__atomic_load_n(&l.sent, __ATOMIC_ACQUIRE))
-			vt_sleep_ms(1);
-		got = rrecv(fd, buf, sizeof(buf), 0);
-		ck_assert_msg(got == -1 && errno == ECONNRESET,
-			      "a message claiming %u bytes: rrecv gave %zd (%s), want -1 ECONNRESET",
-			      claims[i], got, got < 0 ? strerror(errno) : "");
-		pthread_detach(t);
-		rclose(fd);
-		rclose(lfd);
-	}
+	liar_resets(&l, buf, sizeof(buf), true, "after a bad-key WRITE");
 }
 END_TEST
 
