@@ -2723,9 +2723,10 @@ static int peer_await(const char *host, const char *port)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	id = peer_resolved(ch, host, port);
+	/* before the request: the daemon's timer cannot start earlier */
+	t0 = vt_now_ms();
 	if (rdma_connect(id, &cp))
 		PEER_FAIL("connect: %s", strerror(errno));
-	t0 = vt_now_ms();
 	while (more) {
 		ev = peer_event(ch, 600000);
 		printf("event: %s status %d after %ld ms\n",
