@@ -319,8 +319,10 @@ rm -f "$T/procs.in" "$O/procs"
 mkfifo "$T/procs.in" && chmod 644 "$T/procs.in" || fail "mkfifo"
 touch "$O/procs" && chmod 666 "$O/procs"
 procs=()
+# run_as's timeout would kill the first helpers while a slow machine still
+# starts the last ones: they hold until the fifo closes, not for $TMO.
 for _ in $(seq "$NPROC"); do
-	run_ours "$USER1" "$T/bin/quota-helper" cm_id 1 hold <"$T/procs.in" >>"$O/procs" 2>&1 &
+	TMO=$((TMO * 10)) run_ours "$USER1" "$T/bin/quota-helper" cm_id 1 hold <"$T/procs.in" >>"$O/procs" 2>&1 &
 	procs+=("$!")
 done
 exec 9>"$T/procs.in"
