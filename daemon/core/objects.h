@@ -456,7 +456,8 @@ struct ibvd_qp {
 	 * a datagram at once (recv.c) */
 	uint64_t ud_claim_stuck_until;
 	/* engine: when the receiver's RQ claim last held up the WQE in front
-	 * for a whole ACK timeout (or first did); 0: it does not */
+	 * for a whole ACK timeout (or first did; UD: first did, recv.c);
+	 * 0: it does not */
 	uint64_t busy_since_ns;
 	/*
 	 * engine: when the SENDs this QP's library left in its ring fail if

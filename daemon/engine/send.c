@@ -234,6 +234,33 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
 }
 
 /*
+ * A UD WQE's datagram, sent whole.  One whose receiver's library holds
+ * its claim waits here, as a step does for a busy claim (recv.c).
+ */
+static enum step step_ud(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			 bool paced, const struct eng_req *req, uint64_t *bytes,
+			 enum ibv_wc_status *status)
+{
+	enum ibv_wc_status st;
+
+	eng->copies_charged = 0;
+	eng->ud_sender_waits = false;
+	st = ibvd_eng_transport(qp)->send_ud(eng, qp, req);
+	*bytes += eng->copies_charged;
+	/* the copies count against the tenant's bandwidth too */
+	if (paced && qp->ctx->engine->rate)
+		ibvd_eng_rate_charge(qp->ctx->engine->rate,
+				     eng->copies_charged, eng->now);
+	if (st == IBV_WC_SUCCESS && eng->ud_sender_waits) {
+		claim_wait(eng, qp);
+		return STEP_WAIT;
+	}
+	qp->claim_waits = 0;
+	*status = st;
+	return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
+}
+
+/*
  * Execute the next step of the WQE at sq_head into req (all of it unless
  * it is longer than a chunk); *bytes grows by the step.  paced: honour
  * the tenant's bandwidth limit.
@@ -262,17 +289,8 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		*status = local_op(qp, req);
 		return *status == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
 	}
-	if (qp->qp_type == IBV_QPT_UD) {
-		eng->copies_charged = 0;
-		st = ibvd_eng_transport(qp)->send_ud(eng, qp, req);
-		*bytes += eng->copies_charged;
-		/* the copies count against the tenant's bandwidth too */
-		if (paced && qp->ctx->engine->rate)
-			ibvd_eng_rate_charge(qp->ctx->engine->rate,
-					     eng->copies_charged, eng->now);
-		*status = st;
-		return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
-	}
+	if (qp->qp_type == IBV_QPT_UD)
+		return step_ud(eng, qp, paced, req, bytes, status);
 	/* asked again for an answer: the request was counted when it went */
 	if (!qp->awaiting)
 		ibvd_eng_count_request(qp, req);

@@ -522,13 +522,25 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
 /*
  * recv.c: a UD datagram from src arriving at target with Q_Key qkey: it
  * lands if target takes it; the sender's status (only its own faults:
- * everything else drops the datagram silently).
+ * everything else drops the datagram silently).  While target's library
+ * holds its receive claim, the datagram waits in src's SQ instead: the
+ * engine sets eng->ud_sender_waits, and the send is made again later.
  */
 enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *src,
 				       struct ibvd_qp *target,
 				       const struct eng_req *req,
 				       uint32_t qkey);
+/*
+ * The same for one member of a multicast group: the datagram cannot
+ * wait in src's SQ (members that took it would get it twice), so a copy
+ * that finds the claim busy is dropped after a bounded spin.
+ */
+enum ibv_wc_status ibvd_eng_ud_deliver_member(struct ibvd_engine *eng,
+					      struct ibvd_qp *src,
+					      struct ibvd_qp *target,
+					      const struct eng_req *req,
+					      uint32_t qkey);
 /* The same, with target's RQ claim held (or target without rings). */
 enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 					       struct ibvd_qp *src,

@@ -141,7 +141,7 @@ static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src
 		if (!first)
 			ibvd_eng_charge_copies(eng, req->length);
 		first = false;
-		st = ibvd_eng_ud_deliver(eng, src, m->qp, req, qkey);
+		st = ibvd_eng_ud_deliver_member(eng, src, m->qp, req, qkey);
 		if (st != IBV_WC_SUCCESS)
 			return st;
 	}
@@ -157,7 +157,9 @@ static enum ibv_wc_status local_send_ud(struct ibvd_engine *eng,
 
 	if (req->length > UD_MTU)
 		return IBV_WC_LOC_LEN_ERR;
-	ibvd_eng_count_request(src, req);
+	/* once, not again for each try of a datagram that waited (recv.c) */
+	if (!src->busy_since_ns)
+		ibvd_eng_count_request(src, req);
 	if (qkey & QKEY_USE_QP)
 		qkey = src->attr.qkey;
 	if ((req->w.remote_qpn & 0xFFFFFFu) == IBVD_MCAST_QPN)

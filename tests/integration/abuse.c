@@ -30,6 +30,9 @@
  *	fails with RNR_RETRY_EXC_ERR (the SRQ is empty).
  *   abuse-helper ud-claim
  *	A UD receiver holds its RQ's claim under a flood (ud_claim()).
+ *   abuse-helper ud-claim-brief
+ *	A UD receiver holds its RQ's claim 2 ms at a time, as one
+ *	preempted mid-copy does: no datagram is lost (ud_claim_brief()).
  *   abuse-helper full-sq-destroy
  *	16,384 RDMA WRITEs of 128 KiB (2 GiB) written into an RC QP's SQ
  *	without a doorbell, then the QP destroyed: what the destroy still
@@ -428,49 +431,67 @@ static int srq_claim(void)
  * thread each, which other tenants share); abuse.sh counts its waits
  * (claim_timeouts).
  */
-static int ud_claim(void)
-{
-	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = 256 };
+/*
+ * Three UD QPs of one context: X paired with Y on transit rings (so Y's
+ * RQ has a claim its library takes), and Z, whose datagrams to Y go
+ * through the engine (Y has its pair).  Y's CQ is cq, Z's zcq.
+ */
+struct ud_trio {
+	struct vt_dev d;
 	struct ibv_qp *x, *y, *z;
-	struct ibv_wc wc[FLOOD_BATCH];
 	struct ibv_cq *cq, *zcq;
-	unsigned long sent = 0, done = 0;
 	struct ibv_ah *ah;
 	struct ibv_mr *mr;
-	struct vt_dev d;
-	int i, n;
+};
 
-	vt_open(&d);
-	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
-	zcq = ibv_create_cq(d.ctx, 512, NULL, NULL, 0);
-	vt_assert(cq && zcq, "CQ: %s", strerror(errno));
-	x = vt_qp(&d, cq, cq, &o);
-	y = vt_qp(&d, cq, cq, &o);
-	z = vt_qp(&d, zcq, zcq, &o);
-	vt_connect(&d, x, NULL, &o);
-	vt_connect(&d, y, NULL, &o);
-	vt_connect(&d, z, NULL, &o);
-	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
-	ah = vt_ah(&d, d.port.lid, NULL);
+static void ud_trio(struct ud_trio *t, uint32_t max_recv_wr, uint32_t mr_len)
+{
+	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = 256,
+				.max_recv_wr = max_recv_wr };
+	struct ibv_wc wc;
+	int i;
+
+	vt_open(&t->d);
+	t->cq = ibv_create_cq(t->d.ctx, (int)max_recv_wr + 64, NULL, NULL, 0);
+	t->zcq = ibv_create_cq(t->d.ctx, 512, NULL, NULL, 0);
+	vt_assert(t->cq && t->zcq, "CQ: %s", strerror(errno));
+	t->x = vt_qp(&t->d, t->cq, t->cq, &o);
+	t->y = vt_qp(&t->d, t->cq, t->cq, &o);
+	t->z = vt_qp(&t->d, t->zcq, t->zcq, &o);
+	vt_connect(&t->d, t->x, NULL, &o);
+	vt_connect(&t->d, t->y, NULL, &o);
+	vt_connect(&t->d, t->z, NULL, &o);
+	t->mr = vt_reg(t->d.pd, mr_len, VT_ACCESS_ALL);
+	t->ah = vt_ah(&t->d, t->d.port.lid, NULL);
 	/* X's first datagram pairs it with Y; wait until the rings are there */
 	for (i = 0; vt_transit_maps() == 0; i++) {
 		vt_assert(i < 100, "X and Y got no transit rings");
-		vt_recv(y, 1, mr->addr, 4096, mr->lkey);
-		vt_ud_send(x, 1, ah, y->qp_num, VT_QKEY, mr->addr, 8, mr->lkey,
-			   IBV_SEND_SIGNALED);
+		vt_recv(t->y, 1, t->mr->addr, 4096, t->mr->lkey);
+		vt_ud_send(t->x, 1, t->ah, t->y->qp_num, VT_QKEY, t->mr->addr, 8,
+			   t->mr->lkey, IBV_SEND_SIGNALED);
 		vt_sleep_ms(10);
-		while (ibv_poll_cq(cq, 1, wc) == 1)
+		while (ibv_poll_cq(t->cq, 1, &wc) == 1)
 			;
 	}
-	vt_recv(y, 2, mr->addr, 4096, mr->lkey);
-	__atomic_store_n(&to_ibvc_qp(y)->rq.client->claim, IBVD_WQ_CLAIM_LIBRARY,
+}
+
+static int ud_claim(void)
+{
+	struct ibv_wc wc[FLOOD_BATCH];
+	unsigned long sent = 0, done = 0;
+	struct ud_trio t;
+	int i, n;
+
+	ud_trio(&t, 64, 4096);
+	vt_recv(t.y, 2, t.mr->addr, 4096, t.mr->lkey);
+	__atomic_store_n(&to_ibvc_qp(t.y)->rq.client->claim, IBVD_WQ_CLAIM_LIBRARY,
 			 __ATOMIC_RELEASE);
 	while (done < FLOOD_DGRAMS) {
 		for (i = 0; i < FLOOD_BATCH && sent < FLOOD_DGRAMS &&
 			    sent - done < 256; i++, sent++)
-			vt_ud_send(z, sent, ah, y->qp_num, VT_QKEY, mr->addr, 8,
-				   mr->lkey, IBV_SEND_SIGNALED);
-		n = vt_poll(zcq, wc, FLOOD_BATCH, vt_tmo_ms());
+			vt_ud_send(t.z, sent, t.ah, t.y->qp_num, VT_QKEY,
+				   t.mr->addr, 8, t.mr->lkey, IBV_SEND_SIGNALED);
+		n = vt_poll(t.zcq, wc, FLOOD_BATCH, vt_tmo_ms());
 		vt_assert(n > 0, "Z: no completion after %lu of %d datagrams",
 			  done, FLOOD_DGRAMS);
 		for (i = 0; i < n; i++)
@@ -479,10 +500,121 @@ static int ud_claim(void)
 				  vt_status(wc[i].status));
 		done += (unsigned long)n;
 	}
-	vt_assert(ibv_poll_cq(cq, 1, wc) == 0, "Y received with its claim held");
+	vt_assert(ibv_poll_cq(t.cq, 1, wc) == 0, "Y received with its claim held");
 	printf("ud-claim: %d datagrams to a QP holding its claim, all sent\n",
 	       FLOOD_DGRAMS);
 	/* the objects go with the process */
+	return 0;
+}
+
+/*
+ * Y's library takes its claim for a few milliseconds at a time (as one
+ * preempted mid-copy holds it) while Z sends it a burst of datagrams
+ * through the engine, then lets it go.  Y has a receive posted for each
+ * datagram, so none may be lost: those that find the claim held wait for
+ * it.  Each carries its number, and Y must get them all, in order.
+ */
+#define BRIEF_ROUNDS	32u
+#define BRIEF_BURST	64u
+#define BRIEF_SLOT	64u		/* GRH (40) and the 8-byte number */
+#define BRIEF_HOLD_MS	2
+/*
+ * Y's receive buffers, after the 4 KiB the pairing's receives used (one
+ * may still be posted: wr_id 1, at the MR's start); then Z's numbers.
+ */
+#define BRIEF_FIRST_WR	16u
+
+static char *brief_slot(struct ud_trio *t, uint64_t wr_id)
+{
+	if (wr_id < BRIEF_FIRST_WR)
+		return t->mr->addr;
+	return (char *)t->mr->addr + 4096 + (wr_id - BRIEF_FIRST_WR) * BRIEF_SLOT;
+}
+
+static void brief_recv(struct ud_trio *t, uint64_t wr_id)
+{
+	vt_recv(t->y, wr_id, brief_slot(t, wr_id), BRIEF_SLOT, t->mr->lkey);
+}
+
+/* Until Y has `want` datagrams; each must be the next number. */
+static void brief_receive(struct ud_trio *t, unsigned long *got,
+			  unsigned long want)
+{
+	struct ibv_wc wc[BRIEF_BURST];
+	uint64_t number;
+	long t0 = vt_now_ms();
+	int i, n;
+
+	while (*got < want) {
+		n = ibv_poll_cq(t->cq, BRIEF_BURST, wc);
+		vt_assert(n >= 0, "Y's CQ: %d", n);
+		vt_assert(n > 0 || vt_now_ms() - t0 < vt_tmo_ms(),
+			  "Y got %lu of %lu datagrams: the others were lost",
+			  *got, want);
+		for (i = 0; i < n; i++, (*got)++) {
+			vt_assert(wc[i].status == IBV_WC_SUCCESS,
+				  "Y's receive %lu: %s", *got,
+				  vt_status(wc[i].status));
+			memcpy(&number, brief_slot(t, wc[i].wr_id) + 40,
+			       sizeof(number));
+			vt_assert(number == *got, "Y got datagram %llu as its %lu-th",
+				  (unsigned long long)number, *got);
+			if (wc[i].wr_id >= BRIEF_FIRST_WR)
+				brief_recv(t, wc[i].wr_id);
+		}
+	}
+}
+
+static int ud_claim_brief(void)
+{
+	struct ibv_wc wc[BRIEF_BURST];
+	unsigned long sent = 0, done = 0, got = 0;
+	unsigned int round, held_up = 0;
+	uint32_t *claim, expect;
+	uint64_t *numbers;
+	struct ud_trio t;
+	int i, n;
+
+	ud_trio(&t, 2 * BRIEF_BURST, 4096 + 3 * BRIEF_BURST * BRIEF_SLOT);
+	for (i = 0; i < (int)BRIEF_BURST; i++)
+		brief_recv(&t, BRIEF_FIRST_WR + (uint64_t)i);
+	numbers = (uint64_t *)brief_slot(&t, BRIEF_FIRST_WR + BRIEF_BURST);
+	claim = &to_ibvc_qp(t.y)->rq.client->claim;
+	for (round = 0; round < BRIEF_ROUNDS; round++) {
+		expect = IBVD_WQ_CLAIM_FREE;
+		vt_assert(__atomic_compare_exchange_n(claim, &expect,
+						      IBVD_WQ_CLAIM_LIBRARY, false,
+						      __ATOMIC_ACQUIRE,
+						      __ATOMIC_RELAXED),
+			  "Y's claim is not free (%u)", expect);
+		for (i = 0; i < (int)BRIEF_BURST; i++, sent++) {
+			numbers[i] = sent;
+			vt_ud_send(t.z, sent, t.ah, t.y->qp_num, VT_QKEY,
+				   &numbers[i], 8, t.mr->lkey, IBV_SEND_SIGNALED);
+		}
+		vt_sleep_ms(BRIEF_HOLD_MS);
+		/* the datagrams wait: Z's first cannot have completed */
+		if (ibv_poll_cq(t.cq, 1, wc) == 0 && done == sent - BRIEF_BURST)
+			held_up += ibv_poll_cq(t.zcq, 1, wc) == 0;
+		else
+			vt_assert(0, "Y received with its claim held");
+		__atomic_store_n(claim, IBVD_WQ_CLAIM_FREE, __ATOMIC_RELEASE);
+		brief_receive(&t, &got, sent);
+		for (n = 0; done + (unsigned long)n < sent;) {
+			i = vt_poll(t.zcq, wc + n, (int)(sent - done) - n, vt_tmo_ms());
+			vt_assert(i > 0, "Z: %lu of %lu datagrams completed",
+				  done + (unsigned long)n, sent);
+			n += i;
+		}
+		for (i = 0; i < n; i++)
+			vt_assert(wc[i].status == IBV_WC_SUCCESS,
+				  "Z's datagram %lu: %s", (unsigned long)wc[i].wr_id,
+				  vt_status(wc[i].status));
+		done += (unsigned long)n;
+	}
+	printf("ud-claim-brief: %lu datagrams in %u bursts to a QP holding its "
+	       "claim %d ms each, all received in order (%u bursts held up)\n",
+	       sent, BRIEF_ROUNDS, BRIEF_HOLD_MS, held_up);
 	return 0;
 }
 
@@ -803,6 +935,8 @@ int main(int argc, char **argv)
 		return srq_claim();
 	if (argc == 2 && !strcmp(argv[1], "ud-claim"))
 		return ud_claim();
+	if (argc == 2 && !strcmp(argv[1], "ud-claim-brief"))
+		return ud_claim_brief();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))

@@ -4,7 +4,9 @@
 # renamed under a message, an opener of a waiting target closing on
 # another engine thread, a receiver holding its SRQ's claim for ever, or
 # its UD QP's while another QP floods it (the engine waits the claim out
-# once a millisecond, not for every datagram: claim_timeouts), an SRQ's
+# once, not for every datagram: claim_timeouts), or holds it a
+# millisecond at a time (a receiver preempted mid-copy: its datagrams
+# wait, none is lost, no claim is waited out), an SRQ's
 # claim word set to ENGINE by its client (no spin, one wait a millisecond
 # for the whole SRQ), a multicast group whose members all hold their
 # claims (one claim waited out a pass on the sending thread, not one a
@@ -28,7 +30,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -60,6 +62,9 @@ for mode in "${modes[@]}"; do
 	# 8192 datagrams, each one waited out before: a quarter at most
 	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
 		fail "$mode: the engine waited out the claim $waits times"
+	# a claim held briefly, again and again: datagrams wait, none dropped
+	[ "$mode" != ud-claim-brief ] || [ "$waits" -eq 0 ] ||
+		fail "$mode: the engine gave up on the claim $waits times"
 	# a forged claim word: waited out once a millisecond for the SRQ
 	if [ "$mode" = srq-forged-claim ]; then
 		ms=$(sed -n 's/.* in \([0-9]*\) ms$/\1/p' "$O/abuse")
