@@ -1410,7 +1410,11 @@ struct liar {
 	uint16_t port;
 	uint32_t claim;		/* the data length it announces */
 	bool bad_key;		/* its WRITE names a key it was not given */
+	bool mute;		/* posts no receives, sends nothing */
+	bool bad_sgl;		/* announces a target SGL of sgl_len entries */
+	uint32_t sgl_len;	/* and expects to be rejected */
 	bool sent;
+	bool cut;		/* mute: heard that we disconnected */
 };
 
 static struct rdma_cm_event *liar_event(struct rdma_event_channel *ch,
@@ -1469,18 +1473,30 @@ static void *liar_run(void *arg)
 	dmr = ibv_reg_mr(id->pd, data, sizeof(data),
 			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	ck_assert(tmr && dmr);
-	for (i = 0; i < 16; i++)
+	for (i = 0; i < 16 && !l->mute; i++)
 		ck_ok(ibv_post_recv(id->qp, &rwr, &bad_r));
 	mine.credits = htobe16(16);
 	mine.target_sgl = (struct liar_sge){ htobe64((uintptr_t)target),
 					     htobe32(tmr->rkey), htobe32(2) };
 	mine.data_buf = (struct liar_sge){ htobe64((uintptr_t)data),
 					   htobe32(dmr->rkey), htobe32(sizeof(data)) };
+	if (l->bad_sgl)
+		mine.target_sgl.length = htobe32(l->sgl_len);
 	ck_ok(rdma_connect(id, &cp));
+	if (l->bad_sgl) {
+		rdma_ack_cm_event(liar_event(ch, RDMA_CM_EVENT_REJECTED));
+		__atomic_store_n(&l->cut, true, __ATOMIC_RELEASE);
+		goto out;
+	}
 	ev = liar_event(ch, RDMA_CM_EVENT_ESTABLISHED);
 	ck_assert_uint_ge(ev->param.conn.private_data_len, sizeof(theirs));
 	memcpy(&theirs, ev->param.conn.private_data, sizeof(theirs));
 	rdma_ack_cm_event(ev);
+	if (l->mute) {
+		rdma_ack_cm_event(liar_event(ch, RDMA_CM_EVENT_DISCONNECTED));
+		__atomic_store_n(&l->cut, true, __ATOMIC_RELEASE);
+		goto out;
+	}
 	swr.wr.rdma.remote_addr = be64toh(theirs.data_buf.addr);
 	swr.wr.rdma.rkey = be32toh(theirs.data_buf.key);
 	if (l->bad_key) {
@@ -1501,6 +1517,13 @@ static void *liar_run(void *arg)
 	__atomic_store_n(&l->sent, true, __ATOMIC_RELEASE);
 	/* stay connected while the reader looks */
 	vt_sleep_ms(vt_tmo_ms());
+	return NULL;
+out:
+	rdma_destroy_qp(id);
+	ibv_dereg_mr(tmr);
+	ibv_dereg_mr(dmr);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
 	return NULL;
 }
 
@@ -1568,6 +1591,77 @@ START_TEST(peer_writes_with_a_bad_key)
 }
 END_TEST
 
+/*
+ * A mute peer (it posts no receives) takes none of our messages: the
+ * sender's QP retries them for ever (RNR).  rclose waits for them as long
+ * as SO_LINGER says, or RS_CLOSE_WAIT_MS (5 s) without it, then cuts the
+ * connection, where it once waited for ever; SO_LINGER 0 cuts it at
+ * once.  The peer hears the disconnect either way.
+ */
+static void close_on_mute_peer(const struct linger *lg, long min_ms)
+{
+	struct liar l = { .mute = true };
+	int lfd = listener(&l.port), fd;
+	long t0, took;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
+	fd = raccept(lfd, NULL, NULL);
+	ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
+	if (lg)
+		ck_ok(rsetsockopt(fd, SOL_SOCKET, SO_LINGER, lg, sizeof(*lg)));
+	ck_assert_int_eq(rsend(fd, "goodbye", 7, 0), 7);
+	t0 = vt_now_ms();
+	ck_ok(rclose(fd));
+	took = vt_now_ms() - t0;
+	ck_assert_msg(took >= min_ms && took <= min_ms + vt_tmo_ms(),
+		      "rclose with linger %s %d took %ld ms, want %ld ms",
+		      lg ? "on" : "off", lg ? lg->l_linger : 0, took, min_ms);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert(__atomic_load_n(&l.cut, __ATOMIC_ACQUIRE));
+	rclose(lfd);
+}
+
+START_TEST(close_on_a_mute_peer)
+{
+	static const struct linger now = { 1, 0 }, one_second = { 1, 1 };
+
+	close_on_mute_peer(&now, 0);
+	close_on_mute_peer(&one_second, 1000);
+	close_on_mute_peer(NULL, 5000);
+}
+END_TEST
+
+/*
+ * A peer whose target SGL has no entries, or more than any rsocket
+ * makes, is refused at accept (our index into it would run on for
+ * ever); raccept waits on for a real one.
+ */
+START_TEST(peer_names_a_bad_sgl)
+{
+	static const uint32_t lens[] = { 0, 257, 0xFFFFFFFFu };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(lens); i++) {
+		struct liar l = { .bad_sgl = true, .sgl_len = lens[i] };
+		int lfd = listener(&l.port);
+		pthread_t t;
+
+		set_nonblock(lfd, true);
+		ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
+		while (!__atomic_load_n(&l.cut, __ATOMIC_ACQUIRE)) {
+			ck_assert_msg(raccept(lfd, NULL, NULL) == -1 &&
+				      errno == EAGAIN,
+				      "SGL of %u entries: raccept gave a socket (%s)",
+				      lens[i], strerror(errno));
+			vt_sleep_ms(1);
+		}
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		rclose(lfd);
+	}
+}
+END_TEST
+
 struct test {
 	const char *name;
 	const TTest *fn;
@@ -1586,6 +1680,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),
+		T(close_on_a_mute_peer), T(peer_names_a_bad_sgl),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
 		{ "dgram_unresolvable_source", dgram_unresolvable_source, true },

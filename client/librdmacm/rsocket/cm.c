@@ -45,12 +45,22 @@ static void route_resolved(struct rsocket *rs)
 	rs->state = RS_CONNECTING;
 }
 
+/*
+ * A peer's SGL of no entries would have our index into it (rs.h,
+ * remote_sge) run on for ever; rdma-core's has RS_SGL_SIZE.
+ */
+#define RS_PEER_SGL_MAX		256u
+
 static bool conn_data_ok(const struct rdma_cm_event *ev)
 {
 	const struct rs_conn_data *d = ev->param.conn.private_data;
+	uint32_t sgl_len;
 
-	return d && ev->param.conn.private_data_len >= sizeof(*d) &&
-	       d->version == RS_PROTO_VERSION;
+	if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
+	    d->version != RS_PROTO_VERSION)
+		return false;
+	sgl_len = be32toh(d->target_sgl.length);
+	return sgl_len >= 1 && sgl_len <= RS_PEER_SGL_MAX;
 }
 
 static void established(struct rsocket *rs, struct rdma_cm_event *ev)

@@ -83,7 +83,7 @@ static int check_type(int domain, int type, int protocol)
 static int do_rsocket(int domain, int type, int protocol)
 {
 	struct rsocket *rs;
-	int ret;
+	int ret, fd;
 
 	ret = check_type(domain, type, protocol);
 	if (ret)
@@ -101,13 +101,16 @@ static int do_rsocket(int domain, int type, int protocol)
 		if (!ret && rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP))
 			ret = -errno;
 	}
-	if (!ret)
-		ret = rs_table_insert(rs);
 	if (ret) {
 		rs_free(rs);
 		return ret;
 	}
-	return rs->fd;
+	/* once in the table, another thread may rclose it: rs is not ours */
+	fd = rs->fd;
+	ret = rs_table_insert(rs);
+	if (ret)
+		rs_free(rs);
+	return ret ? ret : fd;
 }
 
 int rsocket(int domain, int type, int protocol)
@@ -276,10 +279,15 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	}
 	/* Sends wait for ESTABLISHED: the peer's QP is not ready before. */
 	rs->state = RS_ACCEPTING;
-	/* the table last: once there, another thread may take it by its fd */
+	/*
+	 * The table last: once there, another thread may rclose it by its
+	 * fd, so raccept holds a reference of its own until it is done.
+	 */
 	ret = rs->keepalive ? rs_keepalive_update(rs) : 0;
-	if (!ret)
-		ret = rs_table_insert(rs);
+	if (ret)
+		goto fail;
+	rs->refs++;
+	ret = rs_table_insert(rs);
 	if (ret)
 		goto fail;
 	*ret_rs = rs;
@@ -342,7 +350,9 @@ int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	if (addr)
 		*addrlen = rs_copy_sockaddr(addr, *addrlen,
 					    rdma_get_peer_addr(rs->id));
-	return rs->fd;
+	ret = rs->fd;
+	rs_put(rs);		/* accept_request's */
+	return ret;
 }
 
 /* ---- rconnect ------------------------------------------------------------- */
@@ -473,7 +483,12 @@ static int stop_listening(struct rsocket *rs)
 	return 0;
 }
 
-static int shutdown_locked(struct rsocket *rs, int how)
+/*
+ * deadline as rs_wait_until's: rshutdown waits for ever, as rdma-core;
+ * rclose as long as close_deadline says.  A wait that times out cuts
+ * the connection, and a negative deadline cuts it at once.
+ */
+static int shutdown_locked(struct rsocket *rs, int how, int64_t deadline)
 {
 	int ctrl, ret = 0;
 
@@ -483,22 +498,45 @@ static int shutdown_locked(struct rsocket *rs, int how)
 		return how == SHUT_WR ? 0 : stop_listening(rs);
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
 		return -ENOTCONN;
-	if (rs->state & RS_CONNECTED) {
+	if ((rs->state & RS_CONNECTED) && deadline < 0) {
+		rs->state = RS_DISCONNECTED;	/* SO_LINGER 0: no goodbye */
+	} else if (rs->state & RS_CONNECTED) {
 		ctrl = shutdown_ctrl(rs, how);
 		if (ctrl < 0)
 			return 0;
 		/* Blocking even on a non-blocking socket, as rdma-core. */
-		ret = rs_wait(rs, ctrl_ready, false);
+		ret = rs_wait_until(rs, ctrl_ready, deadline);
 		if (!ret && (rs->state & RS_CONNECTED)) {
 			rs->ctrl_seqno++;
 			ret = rs_post_msg(rs, rs_msg(RS_OP_CTRL, (uint32_t)ctrl));
 		}
 		if (!ret && (rs->state & RS_CONNECTED))
-			ret = rs_wait(rs, rs_all_sends_done, false);
+			ret = rs_wait_until(rs, rs_all_sends_done, deadline);
 	}
+	if (ret == -ETIMEDOUT)
+		rs->state = RS_DISCONNECTED;
 	if (rs->state & RS_DISCONNECTED)
 		rdma_disconnect(rs->id);
 	return ret;
+}
+
+/*
+ * How long rclose waits for the peer to take what is still on its way
+ * (our last data, then the message that we are gone): SO_LINGER's time
+ * when it is on (0: not at all, the connection is cut as TCP's reset
+ * does), else RS_CLOSE_WAIT_MS.  rdma-core waits for ever, so a peer
+ * that posts no more receives held the closing thread for good.  Our
+ * data goes within the peer's credits, so it has landed whatever the
+ * peer does; the last message may wait for a peer program that makes no
+ * rsocket call meanwhile (its library reposts receives only then).
+ */
+static int64_t close_deadline(const struct rsocket *rs)
+{
+	if (!rs->linger.l_onoff)
+		return rs_deadline_ms(RS_CLOSE_WAIT_MS);
+	if (rs->linger.l_linger <= 0)
+		return -1;
+	return rs_deadline_ms((int64_t)rs->linger.l_linger * 1000);
 }
 
 int rshutdown(int socket, int how)
@@ -511,7 +549,7 @@ int rshutdown(int socket, int how)
 	pthread_mutex_lock(&rs->lock);
 	/* A datagram rsocket has no connection to shut down (as UDP's). */
 	ret = rs->dg ? (how < SHUT_RD || how > SHUT_RDWR ? -EINVAL : 0) :
-		       shutdown_locked(rs, how);
+		       shutdown_locked(rs, how, 0);
 	pthread_mutex_unlock(&rs->lock);
 	rs_put(rs);
 	return rs_ret(ret);
@@ -532,7 +570,7 @@ int rclose(int socket)
 	rs->closing = true;
 	rs->closer = pthread_self();
 	if (rs->state & RS_CONNECTED)
-		shutdown_locked(rs, SHUT_RDWR);
+		shutdown_locked(rs, SHUT_RDWR, close_deadline(rs));
 	/* Calls blocked in it return EBADF within a wait slice. */
 	rs->closed = true;
 	pthread_mutex_unlock(&rs->lock);

@@ -337,7 +337,7 @@ int rs_wait_fds(struct rsocket *rs, int fds[2])
 	return n;
 }
 
-static int sleep_on(struct rsocket *rs)
+static int sleep_on(struct rsocket *rs, int ms)
 {
 	struct pollfd pfd[2];
 	int fds[2], n, i, ret;
@@ -349,7 +349,7 @@ static int sleep_on(struct rsocket *rs)
 		pfd[i].revents = 0;
 	}
 	pthread_mutex_unlock(&rs->lock);
-	ret = poll(pfd, (nfds_t)n, RS_WAIT_SLICE_MS);
+	ret = poll(pfd, (nfds_t)n, ms);
 	pthread_mutex_lock(&rs->lock);
 	return ret < 0 && errno == EINTR ? -EINTR : 0;
 }
@@ -383,7 +383,19 @@ static bool rs_spin(struct rsocket *rs, rs_test_fn test)
 	return false;
 }
 
-int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
+/* A poll's timeout: a wait slice, or what is left before deadline. */
+static int slice_ms(int64_t deadline)
+{
+	int64_t left;
+
+	if (!deadline)
+		return RS_WAIT_SLICE_MS;
+	left = (deadline - now_ns() + 999999) / 1000000;
+	return left < RS_WAIT_SLICE_MS ? (int)(left > 0 ? left : 0) :
+					 RS_WAIT_SLICE_MS;
+}
+
+int rs_wait_until(struct rsocket *rs, rs_test_fn test, int64_t deadline)
 {
 	bool spun = false;
 	int ret;
@@ -395,8 +407,8 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
 		rs_progress(rs);
 		if (test(rs))
 			return 0;
-		if (nonblock)
-			return -EAGAIN;
+		if (deadline < 0 || (deadline && now_ns() >= deadline))
+			return deadline < 0 ? -EAGAIN : -ETIMEDOUT;
 		if (!spun) {
 			spun = true;
 			if (rs_spin(rs, test))
@@ -405,8 +417,18 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
 		/* Newly armed: look again, a completion may have come first. */
 		if (rs_arm_cq(rs))
 			continue;
-		ret = sleep_on(rs);
+		ret = sleep_on(rs, slice_ms(deadline));
 		if (ret)
 			return ret;
 	}
+}
+
+int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock)
+{
+	return rs_wait_until(rs, test, nonblock ? -1 : 0);
+}
+
+int64_t rs_deadline_ms(int64_t ms)
+{
+	return now_ns() + ms * 1000000;
 }

@@ -298,6 +298,8 @@ void rs_save_conn_data(struct rsocket *rs, const struct rs_conn_data *conn);
 /* ---- cm.c ---------------------------------------------------------------- */
 
 #define RS_RESOLVE_MS		2000
+/* rclose's wait for the peer to take what it sent last (connect.c) */
+#define RS_CLOSE_WAIT_MS	5000
 
 /* Handle the CM events queued on rs's channel (never blocks). */
 void rs_cm_progress(struct rsocket *rs);
@@ -315,6 +317,13 @@ int rs_post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 void rs_progress(struct rsocket *rs);
 /* Progress until test(rs) holds: -EAGAIN if nonblock, -EINTR on signal. */
 int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock);
+/*
+ * The same until deadline (CLOCK_MONOTONIC ns, rs_deadline_ms): then
+ * -ETIMEDOUT.  Deadline 0 waits for ever, and a negative one not at all
+ * (-EAGAIN).
+ */
+int rs_wait_until(struct rsocket *rs, rs_test_fn test, int64_t deadline);
+int64_t rs_deadline_ms(int64_t ms);
 /* For a sleep in poll(): take the channel's events, arm the CQ (true if it
  * was not armed: progress again before sleeping), the fds to watch. */
 void rs_drain_cq_events(struct rsocket *rs);
