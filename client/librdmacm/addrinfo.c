@@ -276,10 +276,10 @@ int rdma_getaddrinfo(const char *node, const char *service,
 	if (!res)
 		return cma_ret(-EINVAL);
 	*res = NULL;
+	/* nothing to go by: -1 and EINVAL, as rdma-core (not an EAI_ code) */
 	if (!node && !service && !hints)
-		err = EAI_NONAME;
-	else
-		err = rai_types(hints, &ps, &qp_type);
+		return cma_ret(-EINVAL);
+	err = rai_types(hints, &ps, &qp_type);
 	if (!err) {
 		if (node || service)
 			err = resolve(node, service, hints, ps, qp_type, res);

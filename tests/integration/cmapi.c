@@ -958,6 +958,13 @@ START_TEST(getaddrinfo_api)
 	res = NULL;
 	ck_assert_int_ne(rdma_getaddrinfo("no-such-host.invalid", "1", &hints, &res), 0);
 	rdma_freeaddrinfo(NULL);	/* harmless, like freeaddrinfo */
+
+	/* nothing to go by: -1 and EINVAL, as rdma-core */
+	errno = 0;
+	res = (void *)&hints;
+	ck_assert_int_eq(rdma_getaddrinfo(NULL, NULL, NULL, &res), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(res);
 }
 END_TEST
 
