@@ -126,7 +126,7 @@ struct ibvd_device *cm_default_device(const struct ibvd_cm *cm)
  */
 static int event_pair(int *ours, int *theirs)
 {
-	int sv[2], sndbuf = CM_EVENT_SNDBUF, ret;
+	int sv[2], sndbuf = CM_EVENT_SNDBUF_IDLE, ret;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
@@ -137,14 +137,8 @@ static int event_pair(int *ours, int *theirs)
 		close(sv[1]);
 		return ret;
 	}
-	/*
-	 * Room for bursts (a listener's backlog of requests): beyond
-	 * net.core.wmem_max if the daemon may (CAP_NET_ADMIN), else up to it.
-	 */
-	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf,
-		       sizeof(sndbuf)) < 0)
-		setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			   sizeof(sndbuf));
+	/* small until the session listens (cm_event_room_for_requests) */
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	*ours = sv[0];
 	*theirs = sv[1];
 	return 0;
@@ -473,6 +467,8 @@ int cm_id_move(struct ibvd_cm_id *id, struct ibvd_cm *to)
 	to->npending += id->npending;
 	id->cm = to;
 	id->handle = handle;
+	if (id->state == CM_LISTEN)
+		cm_event_room_for_requests(to);
 	/* what waits for it in the old session's queue follows it */
 	cm_events_move(from, id);
 	return 0;

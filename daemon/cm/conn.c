@@ -284,6 +284,24 @@ void cm_handshake_expired(struct ibvd_cm_id *id)
 
 /* ---- listen --------------------------------------------------------- */
 
+/*
+ * A listening session's event socket gets room for bursts of requests
+ * from others (internal.h, CM_EVENT_SNDBUF): beyond net.core.wmem_max if
+ * the daemon may (CAP_NET_ADMIN), else up to it.  Once per session.
+ */
+void cm_event_room_for_requests(struct ibvd_cm *cm)
+{
+	int sndbuf = CM_EVENT_SNDBUF;
+
+	if (cm->event_grown)
+		return;
+	cm->event_grown = true;
+	if (setsockopt(cm->event_fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf,
+		       sizeof(sndbuf)) < 0)
+		setsockopt(cm->event_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			   sizeof(sndbuf));
+}
+
 static int listen_bind(struct ibvd_call *call, struct ibvd_cm_id *id)
 {
 	struct sockaddr_storage any;
@@ -317,6 +335,7 @@ int ibvd_req_cm_listen(struct ibvd_call *call)
 	ret = cm_check_listen(call, id);
 	if (ret < 0)
 		return ret;
+	cm_event_room_for_requests(id->cm);
 	/* Once listening, the port is the listener's alone. */
 	id->reuseaddr = false;
 	id->backlog = req->backlog > 0 && req->backlog < CM_MAX_BACKLOG ?

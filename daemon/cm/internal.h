@@ -52,10 +52,17 @@ struct ibvd_session;
 #define CM_MAX_GROUPS		8192
 /* From a disconnect to TIMEWAIT_EXIT, as an IB CM's time-wait. */
 #define CM_TIMEWAIT_MS		1000
-/* Our end of an event socket: room for a backlog of requests and their
- * REJs (the kernel doubles it; without CAP_NET_ADMIN net.core.wmem_max
- * caps it, 208 KiB by default). */
+/*
+ * Our end of an event socket, once its session listens: room for a
+ * backlog of requests and their REJs (the kernel doubles it; without
+ * CAP_NET_ADMIN net.core.wmem_max caps it, 208 KiB by default).  Before,
+ * a session's events are its own ids' and come a few at a time: what
+ * does not fit waits in the session's queue (event.c), and each of the
+ * thousand sessions a uid may open holds 64 KiB of kernel memory at
+ * most, not 416 KiB.
+ */
 #define CM_EVENT_SNDBUF		(2 << 20)
+#define CM_EVENT_SNDBUF_IDLE	(32 << 10)
 /*
  * What one event takes of it (the kernel counts a datagram's buffer, not
  * its bytes: about 1,280 measured), and what is kept for the events of
@@ -229,6 +236,7 @@ struct cm_queued_event {
 struct ibvd_cm {
 	struct ibvd_session *session;
 	int event_fd;			/* our end, write-only, non-blocking */
+	bool event_grown;		/* its buffer sized for a listener */
 	uint32_t event_seq;		/* req_id of the last CmEvent */
 	/* what waits for room in it, oldest first, and the event that
 	 * sends it when there is (event.c) */
@@ -386,6 +394,8 @@ void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
 /* The active side got the passive side's REP (rep: its values). */
 void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
 		       const uint8_t *pdata, size_t len);
+/* conn.c: the event socket of a session that listens, made larger */
+void cm_event_room_for_requests(struct ibvd_cm *cm);
 /* Does a listener take this request (its kind, its backlog)? */
 bool cm_listener_takes(const struct ibvd_cm_id *l, bool ud);
 uint32_t cm_max_rd_atom(const struct ibvd_cm_id *id);

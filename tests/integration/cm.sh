@@ -267,6 +267,65 @@ case_api() {
 	ok "$(grep -E '^[0-9]+%: Checks' "$O/api")"
 }
 
+# daemon_tb PID: the send buffers (ss's tb) of the daemon's ends of PID's
+# sockets, one per line: its connection and, for a CM session, the
+# event socket.
+daemon_tb() {
+	local pid=$1 inodes
+	inodes=$(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null |
+		sed 's/socket:\[\([0-9]*\)\]/\1/' | paste -sd ' ')
+	ss -x -a -m -p 2>/dev/null | "$PYTHON" -c '
+import re, sys
+peers = set(sys.argv[2].split())
+rows = sys.stdin.read().split("\n")
+for i, row in enumerate(rows):
+    if "pid=" + sys.argv[1] + "," not in row:
+        continue
+    f = row.split()
+    if len(f) < 8 or f[7] not in peers:
+        continue
+    m = re.search(r"tb(\d+)", row + " " + (rows[i + 1] if i + 1 < len(rows) else ""))
+    if m:
+        print(m.group(1))' "$DAEMON_PID" "$inodes"
+}
+
+# The daemon's end of a CM event socket holds 64 KiB of kernel buffer
+# until its session listens (a uid may open a thousand sessions, and
+# their events are their own ids', a few at a time), then room for a
+# backlog of requests: 2 MiB, as net.core.wmem_max allows.
+case_event_buffers() {
+	local idle listener ipid lpid want
+	check "a CM session's event socket: 64 KiB until it listens, then a backlog's room"
+	want=$(( $(cat /proc/sys/net/core/wmem_max) < (2 << 20) ?
+		 $(cat /proc/sys/net/core/wmem_max) * 2 : (4 << 20) ))
+	# it holds its id until its stdin ends (bg_run's would be /dev/null)
+	run_ours "$USER1" "$T/bin/quota-helper" cm_id 1 hold < <(sleep "$TMO") \
+		>"$O/idle.out" 2>&1 &
+	idle=$!
+	CASE_PIDS+=("$idle")
+	bg_run ours "$USER1" "$O/buffers.listen" "$T/bin/cmapi-helper" peer deaf 23401 23402 "$O/buffers.done"
+	listener=$BG
+	wait_line "$O/idle.out" '^created 1 errno 0' "$idle" ||
+		{ show quota-helper "$O/idle.out"; fail "the idle session made no CM id"; }
+	wait_line "$O/buffers.listen" '^listening on port' "$listener" ||
+		{ show_out deaf "$O/buffers.listen"; fail "the listener did not listen"; }
+	ipid=$(sed -n 's/^created 1 errno 0 pid \([0-9]*\)$/\1/p' "$O/idle.out")
+	lpid=$(pgrep -u "$USER1" -f 'cmapi-helper peer deaf 23401' | tail -n 1)
+	daemon_tb "$ipid" >"$O/idle.tb"
+	daemon_tb "$lpid" >"$O/listen.tb"
+	touch "$O/buffers.done"
+	show "idle session (pid $ipid): the daemon's send buffers" "$O/idle.tb"
+	show "listening session (pid $lpid): the daemon's send buffers" "$O/listen.tb"
+	grep -qx 65536 "$O/idle.tb" || fail "the idle session's event socket is not 64 KiB"
+	[ "$(sort -n "$O/idle.tb" | tail -n 1)" -le 212992 ] ||
+		fail "a socket of the idle session has a larger buffer than the kernel's default"
+	[ "$(sort -n "$O/listen.tb" | tail -n 1)" -ge "$want" ] ||
+		fail "the listener's event socket has less than $want bytes"
+	server_done "$listener" "$O/buffers.listen" "the listener"
+	kill "$idle" 2>/dev/null
+	ok "idle: $(paste -sd ' ' "$O/idle.tb"); listening: $(paste -sd ' ' "$O/listen.tb")"
+}
+
 # Events that wait in the daemon's queue behind a full event socket
 # (20,000 of them) follow an id that migrates, also to a channel another
 # thread waits on, and go with one destroyed (cmapi.c).  The daemon runs on the client's CPU at nice 19 meanwhile: a
@@ -924,7 +983,8 @@ case_handshake_timeout() {
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
 	   rping_persistent rping_errors ucmatose udaddy rdma_server_client
 	   rdma_xserver_xclient cmtime
-	   mckey rsockets lazy_pair request_flood disconnect_burst queued_events
+	   mckey rsockets lazy_pair request_flood disconnect_burst event_buffers
+	   queued_events
 	   handshake_timeout peer_death)
 CASES=("${ALL_CASES[@]}")
 [ -n "${CM_CASES:-}" ] && read -ra CASES <<<"$CM_CASES"
