@@ -282,7 +282,8 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	st = ibvd_eng_chunk_plan(qp, req);
 	if (st != IBV_WC_SUCCESS)
 		return failed(status, st);
-	if (paced && rate_wait(eng, qp, req->step))
+	/* a step tried again after a busy claim paid when it was first tried */
+	if (paced && !qp->busy_since_ns && rate_wait(eng, qp, req->step))
 		return STEP_WAIT;
 	*bytes += req->step;
 	if (is_local_op(req->w.opcode)) {
