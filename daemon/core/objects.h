@@ -364,6 +364,7 @@ struct ibvd_direct {
 	/* UD: a ring held garbage, which either side may have written; its
 	 * datagrams go through the engine from then on (atomic) */
 	bool ud_broken;
+	struct ibvd_tenant *payer;	/* whose pairs count it (a reference) */
 	LIST_ENTRY(ibvd_direct) link;	/* among the pairs alive */
 };
 

@@ -128,6 +128,7 @@ struct ibvd_tenant {
 	struct ibvd_tenant_counters counters;	/* all devices */
 	struct ibvd_ratelimit log_rl;		/* IBVD_TENANT_LOG_BURST */
 	unsigned int mapped_mrs;		/* verbs/mr/map.c */
+	unsigned int direct_pairs;		/* verbs/rings/direct.c */
 	struct ibvd_tenant *next;
 };
 

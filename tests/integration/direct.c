@@ -3721,6 +3721,89 @@ static int many_leases_held(void)
 }
 
 /*
+ * direct-helper pair-cap: one uid's 300 RC pairs in one process, sharing
+ * one CQ.  A quarter of the daemon's 1024 transit pairs may be one uid's
+ * (verbs/rings/direct.c): the first 256 pairs get rings, the rest go
+ * through the engine, and each SEND arrives either way.  Two pairs freed
+ * give the next new pair its rings.
+ */
+#define CAP_PAIRS	300
+#define CAP_PER_UID	256
+
+static void cap_pair(struct ibv_cq *cq, struct ibv_qp *qp[2])
+{
+	struct vt_qp_opts o = { .psn = 0x1234 };
+	struct vt_addr a[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		qp[i] = vt_qp(&D, cq, cq, &o);
+		vt_qp_addr(&D, qp[i], &o, &a[i]);
+	}
+	vt_connect(&D, qp[0], &a[1], &o);
+	vt_connect(&D, qp[1], &a[0], &o);
+}
+
+/* One SEND from qp[0] to qp[1], and both its completions. */
+static void cap_send(struct ibv_cq *cq, struct ibv_qp *qp[2], struct ibv_mr *mr,
+		     uint64_t n)
+{
+	struct ibv_wc wc[2];
+	int got = 0, k;
+
+	vt_recv(qp[1], n, BUF(mr) + 64, 64, mr->lkey);
+	vt_send(qp[0], n, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(mr), 8, mr->lkey,
+		0, 0);
+	while (got < 2) {
+		k = vt_poll(cq, wc + got, 2 - got, vt_tmo_ms());
+		vt_assert(k > 0, "pair %llu: %d of 2 completions",
+			  (unsigned long long)n, got);
+		got += k;
+	}
+	for (k = 0; k < 2; k++)
+		vt_assert(wc[k].status == IBV_WC_SUCCESS && wc[k].wr_id == n,
+			  "pair %llu: %s", (unsigned long long)n,
+			  vt_status(wc[k].status));
+}
+
+static int pair_cap(void)
+{
+	static struct ibv_qp *qp[CAP_PAIRS + 1][2];
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	int i, maps, freed, again;
+
+	vt_open(&D);
+	cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %s", strerror(errno));
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < CAP_PAIRS; i++) {
+		cap_pair(cq, qp[i]);
+		cap_send(cq, qp[i], mr, (uint64_t)i);
+	}
+	/* a pair's file is mapped by one side or both once used */
+	maps = vt_transit_maps();
+	vt_assert(maps >= CAP_PER_UID && maps <= 2 * CAP_PER_UID,
+		  "%d pairs: %d transit mappings, want %d to %d", CAP_PAIRS,
+		  maps, CAP_PER_UID, 2 * CAP_PER_UID);
+	for (i = 0; i < 2; i++) {
+		vt_assert(ibv_destroy_qp(qp[i][0]) == 0 &&
+			  ibv_destroy_qp(qp[i][1]) == 0, "destroy: %s",
+			  strerror(errno));
+	}
+	freed = vt_transit_maps();
+	cap_pair(cq, qp[CAP_PAIRS]);
+	cap_send(cq, qp[CAP_PAIRS], mr, CAP_PAIRS);
+	again = vt_transit_maps();
+	vt_assert(again > freed, "a new pair after two were freed: %d transit "
+		  "mappings, as before it", again);
+	printf("pair-cap: %d pairs of one uid, %d transit mappings; "
+	       "%d after two pairs went, %d with a new one\n", CAP_PAIRS, maps,
+	       freed, again);
+	return 0;
+}
+
+/*
  * direct-helper root OTHER_UID, as root: what needs root, and what keeps
  * its uid from grants for a while (after the main suite, which needs
  * them).
@@ -3756,6 +3839,8 @@ int main(int argc, char **argv)
 		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
 	if (argc == 2 && strcmp(argv[1], "exit-holding-lease") == 0)
 		return exit_holding_lease();
+	if (argc == 2 && strcmp(argv[1], "pair-cap") == 0)
+		return pair_cap();
 	if (argc == 2 && strcmp(argv[1], "many-leases-held") == 0)
 		return many_leases_held();
 	if (argc == 3 && strcmp(argv[1], "root") == 0) {

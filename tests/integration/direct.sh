@@ -13,7 +13,9 @@
 #     with SENDs in the ring; a sender writing garbage over the rings
 #     (on UD it must not stop the receiving QP); UD pairs: sizes to the
 #     MTU after the GRH slot, Q_Keys, drops, a third sender; and, as
-#     root, a controlled Q_Key forged in the rings by another uid.
+#     root, a controlled Q_Key forged in the rings by another uid.  One
+#     uid's 300 RC pairs: 256 get rings (the per-uid cap), the others
+#     the engine.
 #  2. Counting, not timing: 20,000 ping-pong SENDs, and as many RDMA
 #     WRITEs with immediate, cost the engine fewer than one turn per 100
 #     messages through the rings (its "turns" counter, ibvctl statistic
@@ -131,6 +133,12 @@ daemon_alive "after 8 held leases"
 held=$(grep -cE "still copied under a revoked grant" "$DAEMON_LOG")
 [ "$held" -eq 2 ] || fail "$((held - 1)) waits for the 8 held leases, want 1"
 ok "$(sed -n 's/^many-leases-held: //p' "$O/many-leases"); one wait"
+
+check "one uid's 300 RC pairs: 256 get transit rings, the rest the engine"
+run_ours "$USER1" "$HELPER" pair-cap >"$O/pair-cap" 2>&1 ||
+	{ show "pair-cap" "$O/pair-cap"; fail "pair-cap failed"; }
+daemon_alive "after 300 pairs"
+ok "$(sed -n 's/^pair-cap: //p' "$O/pair-cap")"
 
 # perftest's -e: one completion channel for both CQs, one poll per event
 # (an event with no completion behind it fails it, or hangs it);

@@ -34,6 +34,8 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "server/call.h"
+#include "server/session.h"
+#include "tenant/tenant.h"
 #include "verbs/verbs.h"
 #include "verbs/rings/arena.h"
 
@@ -51,6 +53,12 @@
  * fd.  Past this, connections use the engine: slower, never wrong.
  */
 #define DIRECT_MAX_PAIRS	1024u
+/*
+ * A quarter of them per uid, counted against the uid of the QP whose
+ * transition (RC, UC) or ask (UD) made the pair: one tenant making pairs
+ * among its own QPs, or with any other's UD QPs, cannot take them all.
+ */
+#define DIRECT_MAX_PAIRS_PER_UID	(DIRECT_MAX_PAIRS / 4)
 
 /* The rings and leases of every pair whose file is not made yet. */
 static uint8_t idle_ctl[IBVD_TRANSIT_CTL_BYTES]
@@ -215,16 +223,24 @@ void ibvd_direct_ctx_shared(struct ibvd_context *ctx)
 	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, no_remote_write, NULL);
 }
 
-/* qp and peer (both pairable, of one type and device) share rings now. */
+/*
+ * qp and peer (both pairable, of one type and device) share rings now,
+ * counted against the tenant of qp's context.
+ */
 static int pair_make(struct ibvd_qp *qp, struct ibvd_qp *peer)
 {
+	struct ibvd_session *s = qp->ctx->session;
 	struct ibvd_direct *d;
 
-	if (npairs >= DIRECT_MAX_PAIRS)
+	if (npairs >= DIRECT_MAX_PAIRS || !s ||
+	    s->tenant->direct_pairs >= DIRECT_MAX_PAIRS_PER_UID)
 		return -ENOSPC;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
+	d->payer = s->tenant;
+	ibvd_tenant_ref(d->payer);
+	d->payer->direct_pairs++;
 	d->fd = -1;
 	d->ncells = DIRECT_CELLS;
 	d->ctl = idle_ctl;
@@ -305,6 +321,8 @@ static void pair_free(struct ibvd_direct *d)
 	if (d->fd >= 0)
 		close(d->fd);
 	LIST_REMOVE(d, link);
+	d->payer->direct_pairs--;
+	ibvd_tenant_put(d->payer);
 	free(d);
 	npairs--;
 }
