@@ -1097,6 +1097,40 @@ START_TEST(select_mixed)
 }
 END_TEST
 
+/*
+ * A hangup is no exception: select(2) watching a descriptor for
+ * exceptions alone sleeps through its peer's close, and so must rselect
+ * (it once returned 0 at once, as if the time were up).  Here a pipe
+ * whose writer closed and an rsocket whose peer closed.
+ */
+START_TEST(select_hangup_is_no_exception)
+{
+	int lfd, srv, cli, pfd[2], nfds;
+	struct timeval tv;
+	long t0, took;
+	fd_set e;
+
+	pair(&lfd, &srv, &cli);
+	ck_ok(rclose(cli));
+	wait_for(srv, POLLIN);
+	ck_ok(pipe(pfd));
+	close(pfd[1]);
+	nfds = (srv > pfd[0] ? srv : pfd[0]) + 1;
+	FD_ZERO(&e);
+	FD_SET(pfd[0], &e);
+	FD_SET(srv, &e);
+	tv = (struct timeval){ 0, 300000 };
+	t0 = vt_now_ms();
+	ck_assert_int_eq(rselect(nfds, NULL, NULL, &e, &tv), 0);
+	took = vt_now_ms() - t0;
+	ck_assert_msg(took >= 290, "rselect returned 0 after %ld ms of 300", took);
+	ck_assert(!FD_ISSET(srv, &e) && !FD_ISSET(pfd[0], &e));
+	close(pfd[0]);
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
 /* ---- datagram rsockets ----------------------------------------------------- */
 
 /* A datagram rsocket bound to 127.0.0.1, a port of the kernel's choosing. */
@@ -1676,7 +1710,8 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(connect_refused), T(connect_and_names), T(partial_reads),
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
-		T(select_mixed), T(dgram_exchange), T(dgram_connected),
+		T(select_mixed), T(select_hangup_is_no_exception),
+		T(dgram_exchange), T(dgram_connected),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

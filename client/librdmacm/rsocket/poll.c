@@ -211,11 +211,31 @@ static nfds_t fds_from_sets(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	return n;
 }
 
-/* select(2)'s view: hangups and errors make a descriptor readable. */
+/*
+ * select(2)'s view of one descriptor: which of its sets it is in now
+ * (bit 0 read, 1 write, 2 exceptions).  Hangups and errors make it
+ * readable (and errors writable) if it is watched for that; to one
+ * watched for exceptions alone they are nothing.
+ */
+static unsigned int selected(const struct pollfd *p)
+{
+	short rev = p->revents;
+	unsigned int in = 0;
+
+	if ((p->events & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR)))
+		in |= 1u;
+	if ((p->events & POLLOUT) && (rev & (POLLOUT | POLLERR)))
+		in |= 2u;
+	if ((p->events & POLLPRI) && (rev & POLLPRI))
+		in |= 4u;
+	return in;
+}
+
 static int sets_from_fds(struct pollfd *fds, nfds_t n, fd_set *r, fd_set *w,
 			 fd_set *e)
 {
 	int count = 0;
+	unsigned int in;
 	nfds_t i;
 
 	if (r)
@@ -225,23 +245,33 @@ static int sets_from_fds(struct pollfd *fds, nfds_t n, fd_set *r, fd_set *w,
 	if (e)
 		FD_ZERO(e);
 	for (i = 0; i < n; i++) {
-		short rev = fds[i].revents;
-
-		if (r && (fds[i].events & POLLIN) &&
-		    (rev & (POLLIN | POLLHUP | POLLERR))) {
+		in = selected(&fds[i]);
+		if (in & 1u)
 			FD_SET(fds[i].fd, r);
-			count++;
-		}
-		if (w && (fds[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR))) {
+		if (in & 2u)
 			FD_SET(fds[i].fd, w);
-			count++;
-		}
-		if (e && (rev & POLLPRI)) {
+		if (in & 4u)
 			FD_SET(fds[i].fd, e);
-			count++;
-		}
+		count += (int)__builtin_popcount(in);
 	}
 	return count;
+}
+
+/*
+ * rpoll found only what select(2) does not report (a hangup of one
+ * watched for exceptions alone): select waits on, so we do, without the
+ * descriptors that would keep waking us.  How many are left.
+ */
+static nfds_t without_unselected(struct pollfd *fds, nfds_t n)
+{
+	nfds_t i, kept = 0;
+
+	for (i = 0; i < n; i++) {
+		if (fds[i].revents)
+			continue;
+		fds[kept++] = fds[i];
+	}
+	return kept;
 }
 
 /* A select(2) timeout in poll(2)'s milliseconds: longer ones wait as long as poll can. */
@@ -266,10 +296,29 @@ static bool any_closed(const struct pollfd *fds, nfds_t n)
 	return false;
 }
 
+static bool any_selected(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++)
+		if (selected(&fds[i]))
+			return true;
+	return false;
+}
+
+/* What is left until deadline, rounded up to a millisecond (0: none). */
+static int ms_left(int64_t deadline)
+{
+	int64_t left = deadline - now_ns();
+
+	return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+}
+
 static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		      struct timeval *tv)
 {
 	struct pollfd *fds;
+	int64_t deadline;
 	int timeout, ret;
 	nfds_t n;
 
@@ -282,10 +331,24 @@ static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	if (!fds)
 		return -ENOMEM;
 	n = fds_from_sets(nfds, r, w, e, fds);
-	ret = do_rpoll(fds, n, timeout);
-	if (ret >= 0 && any_closed(fds, n))
-		ret = -EBADF;
-	else if (ret >= 0)
+	deadline = timeout > 0 ? now_ns() + timeout * 1000000ll : 0;
+	for (;;) {
+		ret = do_rpoll(fds, n, timeout);
+		if (ret <= 0)
+			break;
+		if (any_closed(fds, n)) {
+			ret = -EBADF;
+			break;
+		}
+		if (any_selected(fds, n))
+			break;
+		n = without_unselected(fds, n);
+		if (timeout > 0)
+			timeout = ms_left(deadline);
+		if (timeout == 0)
+			break;
+	}
+	if (ret >= 0)
 		ret = sets_from_fds(fds, n, r, w, e);
 	free(fds);
 	if (ret == 0 && tv)
