@@ -274,6 +274,9 @@ static int create_cq_ex(struct ibv_context *ctx,
 		if (ibvc_pd_single_threaded(cq->parent_domain))
 			flags |= IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
 	}
+	cq->timestamps = attr->wc_flags &
+			 (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
 	cq_ex_init(cq, flags);
 	*ret_cq = cq;
 	return 0;

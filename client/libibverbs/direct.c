@@ -269,6 +269,7 @@ static int install(struct ibvc_qp *qp, struct ibvc_direct *d)
 	if (fifo_init(scq) < 0 || fifo_init(rcq) < 0)
 		return -ENOMEM;
 	__atomic_store_n(&qp->direct, d, __ATOMIC_RELEASE);
+	__atomic_store_n(&qp->direct_gen, d->gen, __ATOMIC_RELAXED);
 	qp->next_sender = scq->direct.senders;
 	scq->direct.senders = qp;
 	qp->next_receiver = rcq->direct.receivers;
@@ -387,6 +388,7 @@ static void detach_locked(struct ibvc_qp *qp)
 	unlink_qp(&to_ibvc_cq(qp->qp.send_cq)->direct.senders, qp, true);
 	unlink_qp(&to_ibvc_cq(qp->qp.recv_cq)->direct.receivers, qp, false);
 	__atomic_store_n(&qp->direct, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&qp->direct_gen, 0, __ATOMIC_RELAXED);
 	unlock_all(qp);
 	direct_free(d);
 }
@@ -531,7 +533,12 @@ void ibvc_direct_refresh(struct ibvc_qp *qp)
 		pthread_mutex_unlock(&qp->direct_lock);
 		return;
 	}
-	if (!gen || (cur && cur->gen == gen) || in_own_batch(qp))
+	/*
+	 * Not cur->gen: a UD let-go on another thread may free cur under us
+	 * (it holds direct_lock, we do not yet).
+	 */
+	if (!gen || __atomic_load_n(&qp->direct_gen, __ATOMIC_RELAXED) == gen ||
+	    in_own_batch(qp))
 		return;
 	pthread_mutex_lock(&qp->direct_lock);
 	if (qp->direct && qp->direct->gen == gen)
@@ -1321,6 +1328,9 @@ static struct ibvc_local_cqe *fifo_push(struct ibvc_cq *cq,
 	       (int32_t)(fifo[(at - 1) & mask].mark - mark) > 0; at--)
 		fifo[at & mask] = fifo[(at - 1) & mask];
 	fifo[at & mask].cqe = *cqe;
+	/* the engine's clock (ring.h), for a CQ whose reader asks for it */
+	if (cq->timestamps)
+		fifo[at & mask].cqe.timestamp = ibvd_mono_ns();
 	fifo[at & mask].mark = mark;
 	fifo[at & mask].unfired = 0;
 	cq->direct.tail++;
@@ -2027,6 +2037,11 @@ bool ibvc_direct_fire_armed(struct ibvc_cq *cq)
 	return got;
 }
 
+/*
+ * Under qp's RQ lock, which letting go of the rings takes (lock_all): a
+ * UD pair let go by a poster or poller on another thread cannot free d
+ * under us.
+ */
 void ibvc_direct_recv_posted(struct ibvc_qp *qp)
 {
 	struct ibvc_cq *rcq = to_ibvc_cq(qp->qp.recv_cq);

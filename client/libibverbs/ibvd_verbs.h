@@ -380,6 +380,8 @@ struct ibvc_cq {
 	uint32_t async_delivered;
 	/* the ibv_cq_ex poll API (cq_ex.c), from start_poll to end_poll */
 	bool single_threaded;			/* start_poll takes no lock */
+	bool timestamps;			/* asked for: the library's own CQEs
+						 * are stamped too (direct.c) */
 	uintptr_t batch_thread;			/* its thread (0: none); atomic */
 	uint32_t seen_tail;			/* the engine's tail, last read */
 	struct ibvd_cqe cur;			/* what the read_* ops report */
@@ -472,6 +474,8 @@ struct ibvc_qp {
 	/* the direct transport's rings, once mapped (direct.c) */
 	pthread_mutex_t direct_lock;		/* mapping and unmapping */
 	struct ibvc_direct *direct;		/* NULL: everything via the engine */
+	uint32_t direct_gen;			/* atomic: direct's gen, 0 none; read
+						 * where direct may be freed */
 	struct ibvc_qp *next_sender;		/* in send_cq's direct.senders */
 	struct ibvc_qp *next_receiver;		/* in recv_cq's direct.receivers */
 	/* UD: its Q_Key as last set, and the peers it asked rings for */

@@ -466,11 +466,11 @@ int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	wq_lock(qp, &qp->rq);
 	ret = post_recv_locked(&qp->rq, qp->cap.max_recv_sge, wr, bad_wr,
 			       &published);
-	wq_unlock(qp, &qp->rq);
-	if (published) {
-		recv_rang(qp);
+	if (published)
 		ibvc_direct_recv_posted(qp);
-	}
+	wq_unlock(qp, &qp->rq);
+	if (published)
+		recv_rang(qp);
 	return ibvc_errno_ret(ret);
 }
 

@@ -609,6 +609,12 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 				  ibqp->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
+	/*
+	 * Off its CQs' direct lists first, as a reset does: a poller could
+	 * otherwise harvest its sends after the purge, and hand out
+	 * completions of a QP already destroyed.
+	 */
+	ibvc_direct_detach(qp);
 	forget_completions(ibqp);
 	/* No event can name it from now on; wait for those handed out. */
 	ibvc_obj_remove(to_ibvc_context(ibqp->context), ibqp->handle);

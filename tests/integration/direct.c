@@ -2438,6 +2438,81 @@ START_TEST(ud_pair_again)
 }
 END_TEST
 
+/*
+ * A CQ made with completion timestamps gets them on every completion,
+ * those the libraries make on the rings too (they once read 0): each
+ * between the device clock read before the SENDs and after the polls.
+ */
+#define STAMPED_MSGS	16
+
+static uint64_t raw_clock_ns(void)
+{
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+
+	ck_assert_int_eq(ibv_query_rt_values_ex(D.ctx, &v), 0);
+	return (uint64_t)v.raw_clock.tv_sec * 1000000000ull +
+	       (uint64_t)v.raw_clock.tv_nsec;
+}
+
+START_TEST(library_completions_stamped)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 4 * STAMPED_MSGS,
+		.wc_flags = IBV_WC_STANDARD_FLAGS |
+			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+	};
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct vt_qp_opts o = { .psn = 0x1234 };
+	uint64_t t0, t1, ts[2 * STAMPED_MSGS];
+	struct ibv_cq_ex *cqx;
+	struct ibv_qp *qp[2];
+	struct vt_addr a[2];
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+	int i, n = 0, ret;
+
+	cqx = ibv_create_cq_ex(D.ctx, &ca);
+	ck_assert_msg(cqx, "ibv_create_cq_ex: %s", strerror(errno));
+	cq = ibv_cq_ex_to_cq(cqx);
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < 2; i++) {
+		qp[i] = vt_qp(&D, cq, cq, &o);
+		vt_qp_addr(&D, qp[i], &o, &a[i]);
+	}
+	vt_connect(&D, qp[0], &a[1], &o);
+	vt_connect(&D, qp[1], &a[0], &o);
+	t0 = raw_clock_ns();
+	for (i = 0; i < STAMPED_MSGS; i++) {
+		vt_recv(qp[1], (uint64_t)i, BUF(mr) + 2048, 64, mr->lkey);
+		vt_send(qp[0], (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(mr), 8, mr->lkey, 0, 0);
+	}
+	while (n < 2 * STAMPED_MSGS) {
+		ret = ibv_start_poll(cqx, &pa);
+		if (ret == ENOENT)
+			continue;
+		ck_assert_int_eq(ret, 0);
+		do {
+			ck_assert_int_eq(cqx->status, IBV_WC_SUCCESS);
+			ts[n++] = ibv_wc_read_completion_ts(cqx);
+		} while (n < 2 * STAMPED_MSGS && ibv_next_poll(cqx) == 0);
+		ibv_end_poll(cqx);
+	}
+	t1 = raw_clock_ns();
+	ck_assert_msg(!expect_rings() || vt_transit_maps() > 0,
+		      "the pair got no rings");
+	for (i = 0; i < n; i++)
+		ck_assert_msg(ts[i] >= t0 && ts[i] <= t1,
+			      "completion %d stamped %llu, outside [%llu, %llu]",
+			      i, (unsigned long long)ts[i],
+			      (unsigned long long)t0, (unsigned long long)t1);
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	vt_dereg(mr);
+}
+END_TEST
+
 /* ---- SRQs: receivers sharing one, on the rings ------------------------- */
 
 #define SRQ_SLOT	1024u
@@ -3497,6 +3572,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_third_party);
 	tcase_add_test(tc, ud_grh);
 	tcase_add_test(tc, ud_pair_again);
+	tcase_add_test(tc, library_completions_stamped);
 	tcase_add_test(tc, ud_maps_at_poll);
 	tcase_add_test(tc, ud_receiver_stopped);
 	tc = new_case(s, "srq");
