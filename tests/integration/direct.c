@@ -855,6 +855,54 @@ START_TEST(rdma_granted)
 }
 END_TEST
 
+/*
+ * A READ grant hands out the MR's file opened again read-only.  The
+ * client holds a write lease on that file: a plain open would wait for
+ * the lease to break (45 s by default, fs.lease-break-time) on the
+ * daemon's only control thread, every tenant's requests behind it.
+ * The grant is refused at once instead, and the READ goes through the
+ * engine.
+ */
+START_TEST(rdma_grant_of_leased_file)
+{
+	struct ibv_wc wc;
+	struct ibv_mr *t;
+	struct fx f;
+	long t0, took;
+	void *buf;
+	int fd;
+
+	fx_init(&f, NULL);
+	fd = memfd_create("leased", MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	buf = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert(buf != MAP_FAILED);
+	vt_fill(buf, 4096, 0, 77);
+	t = ibv_reg_mr(D.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+		       IBV_ACCESS_REMOTE_READ);
+	ck_assert_msg(t, "ibv_reg_mr: %s", strerror(errno));
+	/* a lease break signals its holder: SIGIO would end us */
+	signal(SIGIO, SIG_IGN);
+	ck_assert_msg(fcntl(fd, F_SETLEASE, F_WRLCK) == 0, "F_SETLEASE: %s",
+		      strerror(errno));
+	t0 = vt_now_ms();
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a),
+		4096, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_READ, "READ");
+	took = vt_now_ms() - t0;
+	vt_expect_pat(BUF(f.a), 4096, 0, 77, "read");
+	ck_assert_msg(took < 5000, "the READ took %ld ms with the file leased",
+		      took);
+	ck_assert_int_eq(fcntl(fd, F_SETLEASE, F_UNLCK), 0);
+	signal(SIGIO, SIG_DFL);
+	ck_assert_int_eq(ibv_dereg_mr(t), 0);
+	munmap(buf, 4096);
+	close(fd);
+	fx_free(&f);
+}
+END_TEST
+
 /* RC order as in order_with_writes, the WRITEs into a granted MR. */
 START_TEST(rdma_granted_order)
 {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/objects.h"
+#include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "lease.h"
 #include "log.h"
@@ -155,7 +156,10 @@ static bool state_receives(uint32_t state)
 /*
  * The fd to give: the MR's own if the peer may write (rights), else the
  * same file opened again read-only, so the grant cannot write what may
- * only be read.  The caller closes it.
+ * only be read.  Not blocking: a client holding a write lease on its
+ * file would hold a plain open, and this thread, until the lease breaks
+ * (fs.lease-break-time, 45 s, past the service's watchdog); EAGAIN then.
+ * The caller closes it (ibvd_frame_close_fd: the client's file).
  */
 static int grant_fd(const struct ibvd_mr *mr, uint32_t rights)
 {
@@ -166,7 +170,14 @@ static int grant_fd(const struct ibvd_mr *mr, uint32_t rights)
 		fd = fcntl(mr->map_fd, F_DUPFD_CLOEXEC, 3);
 	} else {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", mr->map_fd);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		/* the client maps it: no reason to keep it non-blocking */
+		if (fcntl(fd, F_SETFL, 0) < 0) {
+			ibvd_frame_close_fd(fd);
+			return -EIO;
+		}
 	}
 	return fd < 0 ? -errno : fd;
 }
@@ -270,6 +281,6 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	qp->direct->granted[qp->direct_side] = true;
 	qp->direct->grantee_uid[qp->direct_side] = call->session->cred.uid;
 	ret = ibvd_call_reply(call, &reply.base, &fd, 1);
-	close(fd);
+	ibvd_frame_close_fd(fd);
 	return ret;
 }
