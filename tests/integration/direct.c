@@ -3595,6 +3595,7 @@ static Suite *direct_suite(void)
 	tc = new_case(s, "granted");
 	tcase_add_test(tc, rdma_granted);
 	tcase_add_test(tc, rdma_granted_order);
+	tcase_add_test(tc, rdma_grant_of_leased_file);
 	tcase_add_test(tc, rdma_revoked_by_dereg);
 	tcase_add_test(tc, rdma_revoked_by_rereg);
 	tcase_add_test(tc, rdma_target_in_error);
@@ -3924,6 +3925,13 @@ static int pair_cap(void)
 	printf("pair-cap: %d pairs of one uid, %d transit mappings; "
 	       "%d after two pairs went, %d with a new one\n", CAP_PAIRS, maps,
 	       freed, again);
+	for (i = 2; i <= CAP_PAIRS; i++)
+		vt_assert(ibv_destroy_qp(qp[i][0]) == 0 &&
+			  ibv_destroy_qp(qp[i][1]) == 0, "destroy: %s",
+			  strerror(errno));
+	vt_assert(ibv_destroy_cq(cq) == 0, "destroy CQ");
+	vt_dereg(mr);
+	vt_close(&D);
 	return 0;
 }
 
