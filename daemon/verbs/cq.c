@@ -153,10 +153,14 @@ static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to)
 	uint32_t head = ibvd_read_once(&oc->head);
 	uint32_t n = cq->tail - head, c;
 
-	/* An impossible head (the client's word) only costs it completions. */
+	/*
+	 * An impossible head (the client's word) only costs it completions:
+	 * all of them, not a whole ring's worth copied under the objects
+	 * lock (64 MiB for a CQ of 2^20, every engine thread waiting).
+	 */
 	if (n > from->nslots) {
-		n = from->nslots;
-		head = cq->tail - n;
+		n = 0;
+		head = cq->tail;
 	}
 	if (n > to->nslots)
 		return -EINVAL;

@@ -30,6 +30,8 @@
  *	fails with RNR_RETRY_EXC_ERR (the SRQ is empty).
  *   abuse-helper ud-claim
  *	A UD receiver holds its RQ's claim under a flood (ud_claim()).
+ *   abuse-helper cq-head-lie
+ *	An impossible CQ head, then a resize (cq_head_lie()).
  *   abuse-helper ud-claim-brief
  *	A UD receiver holds its RQ's claim 2 ms at a time, as one
  *	preempted mid-copy does: no datagram is lost (ud_claim_brief()).
@@ -920,6 +922,46 @@ static int overlap(void)
 	return 0;
 }
 
+/*
+ * A client writes an impossible head into its CQ (past the tail), then
+ * resizes it: the resize keeps nothing (the lie costs the liar its
+ * completions), where it copied a whole ring's worth of slots under the
+ * daemon's objects lock.  The CQ works on.
+ */
+static int cq_head_lie(void)
+{
+	struct vt_qp_opts o = { 0 };
+	struct ibvc_cq *c;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	struct vt_pair p;
+	struct ibv_wc wc;
+	struct vt_dev d;
+	uint32_t tail;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 1 << 16, NULL, NULL, 0);
+	vt_assert(cq, "CQ: %s", strerror(errno));
+	c = to_ibvc_cq(cq);
+	tail = __atomic_load_n(&c->ring.engine->tail, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&c->ring.client->head, tail + 1, __ATOMIC_RELEASE);
+	vt_assert(ibv_resize_cq(cq, 1 << 17) == 0, "resize: %s", strerror(errno));
+	vt_assert(c->ring.head == __atomic_load_n(&c->ring.engine->tail,
+						  __ATOMIC_ACQUIRE),
+		  "the resize kept %u CQEs of a CQ that had none",
+		  c->ring.engine->tail - c->ring.head);
+	vt_assert(ibv_poll_cq(cq, 1, &wc) == 0, "a CQE after the resize");
+	/* and it works on: a WRITE's completion */
+	vt_pair_on(&p, &d, &o, &o, cq, cq);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	vt_send(p.qp[0], 7, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, mr->addr, 8,
+		mr->lkey, (uint64_t)(uintptr_t)mr->addr + 64, mr->rkey);
+	vt_expect_ok(cq, &wc, 7, IBV_WC_RDMA_WRITE, "WRITE after the resize");
+	printf("cq-head-lie: a resize after an impossible head kept nothing, "
+	       "and the CQ works on\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -937,6 +979,8 @@ int main(int argc, char **argv)
 		return ud_claim();
 	if (argc == 2 && !strcmp(argv[1], "ud-claim-brief"))
 		return ud_claim_brief();
+	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
+		return cq_head_lie();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))

@@ -16,7 +16,9 @@
 # turns), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
 # engine threads (contexts spread over both) and no memlock bound, for
-# 64 MiB messages.  ABUSE_MODES: a comma-separated subset.
+# 64 MiB messages.  Also a CQ whose client writes an impossible head,
+# then resizes it (the resize keeps nothing).  ABUSE_MODES: a
+# comma-separated subset.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -30,7 +32,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,cq-head-lie,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
