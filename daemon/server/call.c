@@ -16,9 +16,7 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "session.h"
-
-/* Protocol violations are the client's bug; log them, but not endlessly. */
-static struct ibvd_ratelimit violation_rl = IBVD_RATELIMIT_INIT(10);
+#include "tenant/tenant.h"
 
 struct ibvd_daemon *ibvd_call_daemon(const struct ibvd_call *call)
 {
@@ -74,17 +72,19 @@ static const char *state_name(enum ibvd_session_state state)
 	return "unknown";
 }
 
+/*
+ * Protocol violations are the client's bug; logged within its uid's
+ * budget (tenant.h), so that one uid's flood hides no other's.
+ */
 static void log_violation(const struct ibvd_call *call)
 {
 	const struct ibvd_session *s = call->session;
-	unsigned int missed;
 
-	if (!ibvd_ratelimit_ok(&violation_rl, &missed))
-		return;
-	log_notice("client %llu (pid %d %s): rejected request 0x%04x #%u: %s%s",
-		   (unsigned long long)s->id, (int)s->cred.pid, s->comm,
-		   call->type, call->req_id, call->errmsg,
-		   missed ? " (and earlier ones not logged)" : "");
+	ibvd_tenant_log(s->tenant, IBVD_LOG_NOTICE,
+			"client %llu (pid %d uid %u %s): rejected request 0x%04x #%u: %s",
+			(unsigned long long)s->id, (int)s->cred.pid,
+			(unsigned int)s->cred.uid, s->comm, call->type,
+			call->req_id, call->errmsg);
 }
 
 /* Check the frame against its row and unpack it; 0 or a negative errno. */
@@ -170,14 +170,11 @@ static bool is_answer(uint16_t type)
 
 static void hang_up_on_answer(struct ibvd_session *s, struct ibvd_frame *frame)
 {
-	unsigned int missed;
-
-	if (ibvd_ratelimit_ok(&violation_rl, &missed))
-		log_notice("client %llu (pid %d %s): sent an answer (type 0x%04x), "
-			   "not a request: disconnecting%s",
-			   (unsigned long long)s->id, (int)s->cred.pid, s->comm,
-			   frame->hdr.type,
-			   missed ? " (and earlier ones not logged)" : "");
+	ibvd_tenant_log(s->tenant, IBVD_LOG_NOTICE,
+			"client %llu (pid %d uid %u %s): sent an answer (type 0x%04x), "
+			"not a request: disconnecting",
+			(unsigned long long)s->id, (int)s->cred.pid,
+			(unsigned int)s->cred.uid, s->comm, frame->hdr.type);
 	close_unclaimed_fds(frame);
 	ibvd_session_close(s);
 }

@@ -60,6 +60,22 @@ for c in malformed oversized truncated badmagic badversion badlen unknowntype \
 	after_case "$c"
 done
 
+# Log lines a client causes are limited per uid: one uid's flood of
+# rejected requests does not silence another's (once, one budget for all).
+check "uid $USER1 floods rejected requests; uid $USER2's violation is still logged"
+answered=$(grep -c 'sent an answer' "$DAEMON_LOG")
+run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" unknownflood 3000 >"$O/unknownflood" 2>&1 &
+flood=$!
+sleep 1
+run_as "$USER2" "$T/bin/badclient-helper" "$SOCK" answers >"$O/answers2" 2>&1 ||
+	{ show "badclient answers" "$O/answers2"; fail "answers as uid $USER2"; }
+wait "$flood" || { show "badclient unknownflood" "$O/unknownflood"; fail "unknownflood"; }
+# the answers case sends three answers, each a line
+answered=$(($(grep -c 'sent an answer' "$DAEMON_LOG") - answered))
+[ "$answered" -eq 3 ] ||
+	{ show "daemon log" "$DAEMON_LOG"; fail "uid $USER2's 3 answers logged $answered times during the flood"; }
+ok "$(grep -E 'unknown types' "$O/unknownflood"); uid $USER2's 3 lines logged"
+
 # One uid holds at most 1024 connections (the built-in "session" limit); root
 # and other uids are still served meanwhile, and the library says why it
 # fails for that uid.  Root only: otherwise the test shares that uid.

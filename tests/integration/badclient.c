@@ -18,6 +18,8 @@
  *	badversion	wrong protocol version -> disconnected
  *	badlen		header length disagrees with the frame -> disconnected
  *	unknowntype	unassigned message types -> EOPNOTSUPP, stays usable
+ *	unknownflood MS	the same for MS ms (another uid's log lines still
+ *			appear meanwhile: bad-input.sh)
  *	answers		Errors and replies sent to the daemon -> disconnect; an
  *			IMPORT_DEVICE of a socket connected to the daemon is
  *			refused: nothing comes on it
@@ -731,6 +733,29 @@ static void case_unknowntype(void)
 			break;
 		check_usable(fd, what);
 	}
+	close(fd);
+}
+
+/*
+ * Unknown types for arg milliseconds, each answered EOPNOTSUPP: a flood
+ * of rejections, each a log line of this uid's (bad-input.sh checks that
+ * another uid's line meanwhile is not lost to it).
+ */
+static void case_unknownflood(const char *arg)
+{
+	long ms = arg ? atol(arg) : 1000, t0 = now_ms();
+	unsigned long n = 0;
+	int fd = conn_open();
+
+	if (fd < 0)
+		return;
+	while (now_ms() - t0 < ms) {
+		if (send_msg(fd, 0x0777, next_id, NULL, NULL, 0, 0) < 0 ||
+		    expect_error(fd, next_id++, EOPNOTSUPP, "type 0x0777") < 0)
+			break;
+		n++;
+	}
+	say("%lu unknown types in %ld ms, each refused", n, ms);
 	close(fd);
 }
 
@@ -2645,6 +2670,8 @@ int main(int argc, char **argv)
 		case_unknowntype();
 	else if (strcmp(case_name, "answers") == 0)
 		case_answers();
+	else if (strcmp(case_name, "unknownflood") == 0)
+		case_unknownflood(arg);
 	else if (strcmp(case_name, "reqid") == 0)
 		case_reqid();
 	else if (strcmp(case_name, "fds") == 0)
