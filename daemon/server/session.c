@@ -519,8 +519,21 @@ static int session_events(struct ibvd_session *s)
  */
 static int charge_session(struct ibvd_session *s)
 {
+	const struct ibvd_daemon *d = s->daemon;
 	int ret;
 
+	/*
+	 * The daemon's own cap, its last slots kept for root and the admin
+	 * group, as accept applies it (server.c): also for a session made
+	 * otherwise (IMPORT_DEVICE's socket).
+	 */
+	if (d->nsessions >= IBVD_MAX_SESSIONS ||
+	    (!s->privileged &&
+	     d->nsessions >= IBVD_MAX_SESSIONS - IBVD_SESSIONS_RESERVED)) {
+		ibvd_frame_send_error(s->fd, 0, EAGAIN, "too many clients",
+				      MSG_DONTWAIT);
+		return -EAGAIN;
+	}
 	if (s->privileged) {
 		ibvd_tenant_charge_always(s->tenant, IBVD_LIMIT_SESSION, 1);
 		return 0;
