@@ -64,6 +64,8 @@
  */
 #define DIRECT_ROOM_ASK_NS	20000u
 #define DIRECT_ROOM_GIVE_UP_NS	200000u
+/* ... and in all: a receiver that lies a cell at a time keeps no one */
+#define DIRECT_ROOM_MAX_NS	2000000u
 
 /*
  * A SEND on the ring, not completed yet, or a WRITE or READ done under a
@@ -853,13 +855,14 @@ static bool fits(const struct ibvc_direct *d, uint32_t consumed, uint64_t len)
  * a streaming sender does.  When the receiver takes nothing for a while
  * (it does not poll, it is not running, or it is this very thread) the
  * engine is asked to place what is there; when nothing moves even then
- * (no receive posted), or the empty ring cannot hold the message, the
+ * (no receive posted), or the empty ring cannot hold the message, or
+ * room does not come within DIRECT_ROOM_MAX_NS however it moves, the
  * SEND takes the SQ.  False: take the SQ; *consumed is the last read.
  */
 static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 		      uint64_t len, uint32_t *consumed)
 {
-	uint64_t since = 0, now;
+	uint64_t start = 0, since = 0, now;
 	bool asked = false;
 	uint32_t c;
 
@@ -867,6 +870,10 @@ static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 		if (*consumed == d->produced)
 			return false;
 		now = ibvd_mono_ns();
+		if (!start)
+			start = now;
+		else if (now - start > DIRECT_ROOM_MAX_NS)
+			return false;
 		c = ibvd_read_once(&d->out.ctl->consumed);
 		/* only a step forward, up to what we produced, is progress:
 		 * a receiver's line that moves anywhere else keeps no one here */
