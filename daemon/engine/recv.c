@@ -542,7 +542,7 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  */
 #define UD_CLAIM_SPIN_NS	5000u		/* unicast, before its sender waits */
 #define UD_CLAIM_DEFER_NS	10000000u	/* unicast, in all */
-#define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: a pass's allowance, whole */
+#define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: all a pass may */
 #define UD_CLAIM_STUCK_NS	100000000u
 
 /* Per receive queue: an SRQ's many QPs share one claim. */
@@ -613,55 +613,31 @@ static void ud_claim_busy(struct ibvd_engine *eng, struct ibvd_qp *src,
 		claim_stuck(eng, target, now);
 }
 
-static enum ibv_wc_status ud_deliver_held(struct ibvd_engine *eng,
-					  struct ibvd_qp *src,
-					  struct ibvd_qp *target,
-					  const struct eng_req *req,
-					  uint32_t qkey, int held)
-{
-	enum ibv_wc_status st;
-
-	if (held < 0)
-		return IBV_WC_SUCCESS;
-	st = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
-	ibvd_eng_rq_unclaim(target, held);
-	return st;
-}
-
 enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *src,
 				       struct ibvd_qp *target,
 				       const struct eng_req *req,
-				       uint32_t qkey)
+				       uint32_t qkey, bool member)
 {
+	enum ibv_wc_status st;
 	bool whole;
 	int held;
 
 	/* a Q_Key violation is counted here, and waits for nothing */
 	if (!accepts(target, qkey))
 		return IBV_WC_SUCCESS;
-	held = ud_claim_spin(eng, target, UD_CLAIM_SPIN_NS, &whole);
-	if (held == -EBUSY)
+	held = ud_claim_spin(eng, target,
+			     member ? UD_CLAIM_WAIT_NS : UD_CLAIM_SPIN_NS, &whole);
+	if (held == -EBUSY && !member)
 		ud_claim_busy(eng, src, target);
-	return ud_deliver_held(eng, src, target, req, qkey, held);
-}
-
-enum ibv_wc_status ibvd_eng_ud_deliver_member(struct ibvd_engine *eng,
-					      struct ibvd_qp *src,
-					      struct ibvd_qp *target,
-					      const struct eng_req *req,
-					      uint32_t qkey)
-{
-	bool whole;
-	int held;
-
-	if (!accepts(target, qkey))
-		return IBV_WC_SUCCESS;
-	held = ud_claim_spin(eng, target, UD_CLAIM_WAIT_NS, &whole);
 	/* only a whole wait says the queue holds its claim (and counts) */
-	if (held == -EBUSY && whole)
+	else if (held == -EBUSY && whole)
 		claim_stuck(eng, target, ibvd_eng_now());
-	return ud_deliver_held(eng, src, target, req, qkey, held);
+	if (held < 0)
+		return IBV_WC_SUCCESS;
+	st = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
+	ibvd_eng_rq_unclaim(target, held);
+	return st;
 }
 
 /* ---- datagrams from outside --------------------------------------------- */

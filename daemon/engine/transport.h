@@ -525,22 +525,15 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
  * everything else drops the datagram silently).  While target's library
  * holds its receive claim, the datagram waits in src's SQ instead: the
  * engine sets eng->ud_sender_waits, and the send is made again later.
+ * But not a member's copy of a multicast datagram (member): it cannot
+ * wait in src's SQ (members that took it would get it twice), so it is
+ * dropped after a bounded spin.
  */
 enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
 				       struct ibvd_qp *src,
 				       struct ibvd_qp *target,
 				       const struct eng_req *req,
-				       uint32_t qkey);
-/*
- * The same for one member of a multicast group: the datagram cannot
- * wait in src's SQ (members that took it would get it twice), so a copy
- * that finds the claim busy is dropped after a bounded spin.
- */
-enum ibv_wc_status ibvd_eng_ud_deliver_member(struct ibvd_engine *eng,
-					      struct ibvd_qp *src,
-					      struct ibvd_qp *target,
-					      const struct eng_req *req,
-					      uint32_t qkey);
+				       uint32_t qkey, bool member);
 /* The same, with target's RQ claim held (or target without rings). */
 enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 					       struct ibvd_qp *src,

@@ -141,7 +141,7 @@ static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src
 		if (!first)
 			ibvd_eng_charge_copies(eng, req->length);
 		first = false;
-		st = ibvd_eng_ud_deliver_member(eng, src, m->qp, req, qkey);
+		st = ibvd_eng_ud_deliver(eng, src, m->qp, req, qkey, true);
 		if (st != IBV_WC_SUCCESS)
 			return st;
 	}
@@ -165,7 +165,7 @@ static enum ibv_wc_status local_send_ud(struct ibvd_engine *eng,
 	if ((req->w.remote_qpn & 0xFFFFFFu) == IBVD_MCAST_QPN)
 		return multicast(eng, src, req, qkey);
 	target = route(req->w.remote_qpn, &req->w.av);
-	return target ? ibvd_eng_ud_deliver(eng, src, target, req, qkey) :
+	return target ? ibvd_eng_ud_deliver(eng, src, target, req, qkey, false) :
 			IBV_WC_SUCCESS;
 }
 
