@@ -34,6 +34,12 @@ struct ibvd_context;
  * max_* attributes (query.c), applied per context; these are the rest.
  */
 #define IBVD_CTX_MAX_RING_BYTES	(256ull << 20)	/* all its rings together */
+/*
+ * And all the contexts of one uid together: sixteen contexts' worth.  The
+ * rings are the daemon's memory (CQ slots it writes, its pages); without
+ * this, a uid's 1,024 sessions could hold 256 GiB of them.
+ */
+#define IBVD_UID_MAX_RING_BYTES	(16 * IBVD_CTX_MAX_RING_BYTES)
 /* of which its QPs' staging blocks (rings/staging.c) at most */
 #define IBVD_CTX_MAX_STAGING_BYTES (64ull << 20)
 /*
@@ -98,6 +104,16 @@ void ibvd_ctx_limits(const struct ibvd_context *ctx, struct ibvd_limits *lim);
  * ring budget (SIZE_MAX if it could never fit).
  */
 size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride);
+/*
+ * Bytes of ctx's arena taken by a ring or a staging block: within the
+ * context's IBVD_CTX_MAX_RING_BYTES and its uid's IBVD_UID_MAX_RING_BYTES,
+ * or -ENOMEM.  Given back by ibvd_ctx_ring_uncharge; moved to another
+ * context (an XRC target's new owner) by ibvd_ctx_ring_move.
+ */
+int ibvd_ctx_ring_charge(struct ibvd_context *ctx, uint64_t bytes);
+void ibvd_ctx_ring_uncharge(struct ibvd_context *ctx, uint64_t bytes);
+void ibvd_ctx_ring_move(struct ibvd_context *from, struct ibvd_context *to,
+			uint64_t bytes);
 /*
  * Carve a ring of nslots x stride from ctx's arena, its slots in the
  * engine half (CQs) or the client half (work queues), zeroed, charged to

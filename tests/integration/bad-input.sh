@@ -76,6 +76,17 @@ answered=$(($(grep -c 'sent an answer' "$DAEMON_LOG") - answered))
 	{ show "daemon log" "$DAEMON_LOG"; fail "uid $USER2's 3 answers logged $answered times during the flood"; }
 ok "$(grep -E 'unknown types' "$O/unknownflood"); uid $USER2's 3 lines logged"
 
+# Rings are the daemon's memory: 256 MiB per context, and 4 GiB for all
+# of one uid's (16 contexts' worth); once a context goes, its share comes
+# back.
+check "uid $USER1's rings: 4 GiB in all contexts together"
+run_ours "$USER1" "$T/bin/quota-helper" ringbytes >"$O/ringbytes" 2>&1 ||
+	{ show quota-helper "$O/ringbytes"; fail "quota-helper ringbytes failed"; }
+expect_grep '^ringbytes: 6[0-3] CQs in 2[01] contexts, context 2[12] refused its first .*after one closed: a CQ$' \
+	"$O/ringbytes" "the uid's ring bytes"
+daemon_alive "after 4 GiB of rings"
+ok "$(sed -n 's/^ringbytes: //p' "$O/ringbytes")"
+
 # One uid holds at most 1024 connections (the built-in "session" limit); root
 # and other uids are still served meanwhile, and the library says why it
 # fails for that uid.  Root only: otherwise the test shares that uid.

@@ -173,6 +173,60 @@ static int churn(long n, unsigned int seed, int hold)
 	return 0;
 }
 
+/*
+ * quota-helper ringbytes: contexts, one after another, each given CQs of
+ * 2^20 entries (64 MiB of ring) until it refuses one; the context that
+ * refuses its first is past its uid's ring bytes (verbs.h), not its own.
+ * Then one context closes, and the refused one gets a CQ.  Prints what
+ * happened; exits 0 unless a call failed unexpectedly.
+ */
+#define RB_CONTEXTS	64
+#define RB_CQS		8
+#define RB_CQE		(1 << 20)
+
+static int ring_bytes(void)
+{
+	static struct ibv_cq *cqs[RB_CONTEXTS][RB_CQS];
+	static struct ibv_context *c[RB_CONTEXTS];
+	int n, i, j, total = 0, refused = -1;
+	struct ibv_cq *again;
+
+	for (n = 0; n < RB_CONTEXTS && refused < 0; n++) {
+		c[n] = open_first();
+		if (!c[n])
+			die("ibv_open_device");
+		for (j = 0; j < RB_CQS; j++) {
+			cqs[n][j] = ibv_create_cq(c[n], RB_CQE, NULL, NULL, 0);
+			if (!cqs[n][j])
+				break;
+			total++;
+		}
+		if (j == 0)
+			refused = n;
+	}
+	if (refused < 0) {
+		printf("ringbytes: %d CQs in %d contexts, none refused its first\n",
+		       total, n);
+		return 0;
+	}
+	for (j = 0; j < RB_CQS && cqs[0][j]; j++)
+		ibv_destroy_cq(cqs[0][j]);
+	ibv_close_device(c[0]);
+	c[0] = NULL;
+	again = ibv_create_cq(c[refused], RB_CQE, NULL, NULL, 0);
+	printf("ringbytes: %d CQs in %d contexts, context %d refused its first "
+	       "(%s); after one closed: %s\n", total, refused, refused + 1,
+	       strerror(ENOMEM), again ? "a CQ" : strerror(errno));
+	if (again)
+		ibv_destroy_cq(again);
+	for (i = 1; i < n; i++) {
+		for (j = 0; j < RB_CQS && cqs[i][j]; j++)
+			ibv_destroy_cq(cqs[i][j]);
+		ibv_close_device(c[i]);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static void *objs[MAX_OBJS];
@@ -182,6 +236,8 @@ int main(int argc, char **argv)
 	int err = 0;
 	char c;
 
+	if (argc == 2 && !strcmp(argv[1], "ringbytes"))
+		return ring_bytes();
 	if (argc > 3 && !strcmp(argv[1], "churn"))
 		return churn(atol(argv[2]), (unsigned int)atol(argv[3]),
 			     argc > 4 && !strcmp(argv[4], "hold"));

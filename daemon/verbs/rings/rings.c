@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "tenant/tenant.h"
 #include "verbs/context.h"
 #include "verbs/rings/arena.h"
 #include "verbs/verbs.h"
@@ -17,6 +18,49 @@ size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride)
 	size_t slots = ibvd_arena_block((size_t)nslots * stride);
 
 	return slots ? 2 * IBVD_RING_HDR + slots : SIZE_MAX;
+}
+
+/* The tenant whose ring bytes ctx's count against (its creator's uid). */
+static struct ibvd_tenant *ring_tenant(const struct ibvd_context *ctx)
+{
+	const struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
+
+	return account ? account->tenant : NULL;
+}
+
+int ibvd_ctx_ring_charge(struct ibvd_context *ctx, uint64_t bytes)
+{
+	struct ibvd_tenant *t = ring_tenant(ctx);
+
+	if (bytes > IBVD_CTX_MAX_RING_BYTES ||
+	    ctx->objs.ring_bytes + bytes > IBVD_CTX_MAX_RING_BYTES ||
+	    (t && t->ring_bytes + bytes > IBVD_UID_MAX_RING_BYTES))
+		return -ENOMEM;
+	ctx->objs.ring_bytes += bytes;
+	if (t)
+		t->ring_bytes += bytes;
+	return 0;
+}
+
+void ibvd_ctx_ring_uncharge(struct ibvd_context *ctx, uint64_t bytes)
+{
+	struct ibvd_tenant *t = ring_tenant(ctx);
+
+	ctx->objs.ring_bytes -= bytes;
+	if (t)
+		t->ring_bytes -= bytes;
+}
+
+/* Never refused: the rings exist already, and stay where they are. */
+void ibvd_ctx_ring_move(struct ibvd_context *from, struct ibvd_context *to,
+			uint64_t bytes)
+{
+	struct ibvd_tenant *t = ring_tenant(to);
+
+	ibvd_ctx_ring_uncharge(from, bytes);
+	to->objs.ring_bytes += bytes;
+	if (t)
+		t->ring_bytes += bytes;
 }
 
 static void ring_point(struct ibvd_ring *r)
@@ -36,12 +80,14 @@ int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
 	memset(r, 0, sizeof(*r));
 	if (!a)
 		return -ENODEV;
-	if (charge > IBVD_CTX_MAX_RING_BYTES ||
-	    ctx->objs.ring_bytes + charge > IBVD_CTX_MAX_RING_BYTES)
+	if (charge == SIZE_MAX)
 		return -ENOMEM;
-	ret = ibvd_arena_alloc(a, IBVD_HALF_ENGINE, IBVD_RING_HDR, &r->engine_off);
+	ret = ibvd_ctx_ring_charge(ctx, charge);
 	if (ret < 0)
 		return ret;
+	ret = ibvd_arena_alloc(a, IBVD_HALF_ENGINE, IBVD_RING_HDR, &r->engine_off);
+	if (ret < 0)
+		goto fail;
 	ret = ibvd_arena_alloc(a, IBVD_HALF_CLIENT, IBVD_RING_HDR, &r->client_off);
 	if (ret < 0)
 		goto fail_engine;
@@ -53,12 +99,13 @@ int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
 	r->nslots = nslots;
 	r->stride = stride;
 	ring_point(r);
-	ctx->objs.ring_bytes += charge;
 	return 0;
 fail_client:
 	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
 fail_engine:
 	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);
+fail:
+	ibvd_ctx_ring_uncharge(ctx, charge);
 	return ret;
 }
 
@@ -68,7 +115,7 @@ void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r)
 
 	if (!a)
 		return;
-	ctx->objs.ring_bytes -= ibvd_ring_charge(r->nslots, r->stride);
+	ibvd_ctx_ring_uncharge(ctx, ibvd_ring_charge(r->nslots, r->stride));
 	ibvd_arena_free(a, r->slots_off, (size_t)r->nslots * r->stride);
 	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
 	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);

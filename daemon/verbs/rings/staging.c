@@ -49,13 +49,14 @@ static int grant(struct ibvd_qp *qp, uint32_t bytes)
 	int ret;
 
 	if (ctx->objs.staging_bytes + bytes > IBVD_CTX_MAX_STAGING_BYTES ||
-	    ctx->objs.ring_bytes + bytes > IBVD_CTX_MAX_RING_BYTES)
+	    ibvd_ctx_ring_charge(ctx, bytes) < 0)
 		return -ENOSPC;
 	ret = ibvd_arena_alloc(ctx->objs.arena, IBVD_HALF_CLIENT, bytes, &off);
-	if (ret < 0)
+	if (ret < 0) {
+		ibvd_ctx_ring_uncharge(ctx, bytes);
 		return ret == -ENOMEM ? -ENOSPC : ret;
+	}
 	ctx->objs.staging_bytes += bytes;
-	ctx->objs.ring_bytes += bytes;
 	/* The engine reads these under the objects lock. */
 	ibvd_objects_write_lock();
 	qp->staging.off = off;
@@ -98,7 +99,7 @@ void ibvd_staging_free(struct ibvd_qp *qp)
 		return;
 	ibvd_arena_free(ctx->objs.arena, qp->staging.off, qp->staging.bytes);
 	ctx->objs.staging_bytes -= qp->staging.bytes;
-	ctx->objs.ring_bytes -= qp->staging.bytes;
+	ibvd_ctx_ring_uncharge(ctx, qp->staging.bytes);
 	qp->staging.bytes = 0;
 	qp->staging.base = NULL;
 }

@@ -91,8 +91,7 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 	}
 	/* The rings stay where they are: their arena lives while they do. */
 	bytes = ibvd_ring_charge(qp->sq.nslots, qp->sq.stride);
-	old->objs.ring_bytes -= bytes;
-	h->ctx->objs.ring_bytes += bytes;
+	ibvd_ctx_ring_move(old, h->ctx, bytes);
 	ibvd_engine_xrc_owner_leaves(qp);
 	qp->ctx = h->ctx;
 	qp->handle = h->handle;
