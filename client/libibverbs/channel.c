@@ -536,8 +536,8 @@ static bool alone_on_channel(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
  * such an event goes, and the arm it used comes back, so the next
  * completion fires as the app expects (drop_stale); what came before
  * the re-arm is there for the second look, which then keeps it.  Not looked
- * at: a single-threaded CQ (its batch does not take the lock we would
- * look under), and one whose batch this thread is in (it holds it).
+ * at: a single-threaded CQ (its one thread is the app's promise, and the
+ * app's to wake), and one whose batch this thread is in (it holds it).
  */
 static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 {

@@ -48,14 +48,16 @@ static struct ibvc_cq *cqx_to_cq(struct ibv_cq_ex *cqx)
 /* ---- polling ------------------------------------------------------------ */
 
 /*
- * Without IBV_CREATE_CQ_ATTR_SINGLE_THREADED a batch holds the CQ lock.
- * Either way it notes its thread: a post from inside the batch must not
- * take that lock again (ibvc_direct_refresh).
+ * A batch holds the CQ lock, and notes its thread: a post from inside
+ * the batch must not take that lock again (ibvc_direct_refresh).  Also
+ * with IBV_CREATE_CQ_ATTR_SINGLE_THREADED: that promises one thread on
+ * the CQ, but posts to its QPs from other threads change what the batch
+ * reads (the direct path's lists and FIFO, a UD pair let go), under this
+ * lock; uncontended, it costs the batch two atomic operations.
  */
 static void lock(struct ibvc_cq *cq)
 {
-	if (!cq->single_threaded)
-		pthread_mutex_lock(&cq->lock);
+	pthread_mutex_lock(&cq->lock);
 	__atomic_store_n(&cq->batch_thread, (uintptr_t)pthread_self(),
 			 __ATOMIC_RELAXED);
 }
@@ -63,8 +65,7 @@ static void lock(struct ibvc_cq *cq)
 static void unlock(struct ibvc_cq *cq)
 {
 	__atomic_store_n(&cq->batch_thread, 0, __ATOMIC_RELAXED);
-	if (!cq->single_threaded)
-		pthread_mutex_unlock(&cq->lock);
+	pthread_mutex_unlock(&cq->lock);
 }
 
 /* Make the next CQE current; false if there is none. */

@@ -379,7 +379,7 @@ struct ibvc_cq {
 	struct ibvc_cq *next_on_channel;	/* its channel's recv_lock */
 	uint32_t async_delivered;
 	/* the ibv_cq_ex poll API (cq_ex.c), from start_poll to end_poll */
-	bool single_threaded;			/* start_poll takes no lock */
+	bool single_threaded;			/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
 	bool timestamps;			/* asked for: the library's own CQEs
 						 * are stamped too (direct.c) */
 	uintptr_t batch_thread;			/* its thread (0: none); atomic */
