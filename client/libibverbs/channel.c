@@ -508,9 +508,9 @@ static bool cq_idle(struct ibvc_cq *cq)
 {
 	bool idle;
 
-	pthread_mutex_lock(&cq->lock);
+	ibvc_cq_lock(cq);
 	idle = ibvc_cq_idle(cq);
-	pthread_mutex_unlock(&cq->lock);
+	ibvc_cq_unlock(cq);
 	return idle;
 }
 

@@ -207,9 +207,9 @@ static void lock_all(struct ibvc_qp *qp)
 		a = b;
 		b = t;
 	}
-	pthread_mutex_lock(&a->lock);
+	ibvc_cq_lock(a);
 	if (b != a)
-		pthread_mutex_lock(&b->lock);
+		ibvc_cq_lock(b);
 }
 
 static void unlock_all(struct ibvc_qp *qp)
@@ -218,8 +218,8 @@ static void unlock_all(struct ibvc_qp *qp)
 	struct ibvc_cq *b = to_ibvc_cq(qp->qp.recv_cq);
 
 	if (b != a)
-		pthread_mutex_unlock(&b->lock);
-	pthread_mutex_unlock(&a->lock);
+		ibvc_cq_unlock(b);
+	ibvc_cq_unlock(a);
 	if (!qp->qp.srq)
 		pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&qp->sq.lock);
@@ -1970,11 +1970,11 @@ bool ibvc_direct_fallback(struct ibvc_cq *cq)
 	struct ibvc_qp *qp;
 	bool again = false;
 
-	pthread_mutex_lock(&cq->lock);
+	ibvc_cq_lock(cq);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
 		if (fallback_one(qp, qp->direct))
 			again = true;
-	pthread_mutex_unlock(&cq->lock);
+	ibvc_cq_unlock(cq);
 	return again;
 }
 
@@ -2015,7 +2015,7 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 	bool got;
 	bool ours = cq_poke_fd(cq) >= 0;	/* else the engine fires */
 
-	pthread_mutex_lock(&cq->lock);
+	ibvc_cq_lock(cq);
 	if (ours && pass == IBVC_EVENTS_OF_SENDS && cq->direct.senders &&
 	    cq_armed(cq))
 		fire_senders(cq, false);
@@ -2025,7 +2025,7 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 	got = cq->direct.events != 0;
 	if (got && take)
 		cq->direct.events--;
-	pthread_mutex_unlock(&cq->lock);
+	ibvc_cq_unlock(cq);
 	return got;
 }
 
@@ -2033,14 +2033,14 @@ bool ibvc_direct_fire_armed(struct ibvc_cq *cq)
 {
 	bool got = false;
 
-	pthread_mutex_lock(&cq->lock);
+	ibvc_cq_lock(cq);
 	/* a wake-up byte is only ever for a CQ with direct QPs */
 	if ((cq->direct.receivers || cq->direct.senders) && cq_armed(cq) &&
 	    fire_arm(cq, ibvd_read_once(&cq->ring.client->arm_seq), false)) {
 		cq->direct.events--;
 		got = true;
 	}
-	pthread_mutex_unlock(&cq->lock);
+	ibvc_cq_unlock(cq);
 	return got;
 }
 
@@ -2286,14 +2286,14 @@ void ibvc_direct_cq_forget(struct ibvc_cq *cq, uint32_t qp_num)
 {
 	uint32_t i, keep, mask;
 
-	pthread_mutex_lock(&cq->lock);
+	ibvc_cq_lock(cq);
 	mask = cq->direct.cap - 1;
 	keep = cq->direct.head;
 	for (i = cq->direct.head; cq->direct.fifo && i != cq->direct.tail; i++)
 		if (cq->direct.fifo[i & mask].cqe.qp_num != qp_num)
 			cq->direct.fifo[keep++ & mask] = cq->direct.fifo[i & mask];
 	cq->direct.tail = keep;
-	pthread_mutex_unlock(&cq->lock);
+	ibvc_cq_unlock(cq);
 }
 
 void ibvc_direct_cq_fini(struct ibvc_cq *cq)

@@ -792,6 +792,29 @@ static inline struct ibvc_pd *to_ibvc_pd(struct ibv_pd *pd)
 void ibvc_pd_hold(struct ibv_pd *pd);
 void ibvc_pd_release(struct ibv_pd *pd);
 bool ibvc_pd_single_threaded(struct ibv_pd *pd);
+
+/*
+ * The CQ lock, unless this thread holds it already for an ibv_start_poll
+ * batch of that CQ (cq_ex.c): an app may arm the CQ, reset or destroy a
+ * QP from inside one, as a NIC's library lets it.
+ */
+static inline bool ibvc_cq_batch_held(struct ibvc_cq *cq)
+{
+	return __atomic_load_n(&cq->batch_thread, __ATOMIC_RELAXED) ==
+	       (uintptr_t)pthread_self();
+}
+
+static inline void ibvc_cq_lock(struct ibvc_cq *cq)
+{
+	if (!ibvc_cq_batch_held(cq))
+		pthread_mutex_lock(&cq->lock);
+}
+
+static inline void ibvc_cq_unlock(struct ibvc_cq *cq)
+{
+	if (!ibvc_cq_batch_held(cq))
+		pthread_mutex_unlock(&cq->lock);
+}
 int ibvc_dealloc_parent_domain(struct ibvc_pd *pd);
 struct ibv_td *ibvc_alloc_td_op(struct ibv_context *ctx,
 				struct ibv_td_init_attr *attr);

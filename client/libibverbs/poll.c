@@ -155,7 +155,7 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	uint32_t fired, flags;
 
 	flags = solicited_only ? IBVD_ARM_SOLICITED : IBVD_ARM_NEXT;
-	pthread_mutex_lock(&cq->lock);
+	ibvc_cq_lock(cq);
 	/* First: it may fire the arm this one follows. */
 	ibvc_direct_arming(cq);
 	client = cq->ring.client;
@@ -174,6 +174,6 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	 */
 	ibvd_full_fence();
 	ibvc_direct_armed(cq);
-	pthread_mutex_unlock(&cq->lock);
+	ibvc_cq_unlock(cq);
 	return 0;
 }

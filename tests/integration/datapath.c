@@ -4523,6 +4523,49 @@ START_TEST(cq_ex_flush)
 END_TEST
 
 /*
+ * From inside an ibv_start_poll batch an app may arm the CQ and destroy a
+ * QP of it, on a CQ made single-threaded or not (a NIC's library lets
+ * it): the batch holds the CQ's lock, and those calls must not wait for
+ * it (they hung here on a plain CQ).
+ */
+START_TEST(cq_ex_batch_reentry)
+{
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *cq;
+	struct fx f;
+	int single, ret;
+
+	for (single = 0; single < 2; single++) {
+		struct ibv_cq_init_attr_ex a = {
+			.cqe = 16,
+			.wc_flags = IBV_WC_STANDARD_FLAGS,
+			.comp_mask = single ? IBV_CQ_INIT_ATTR_MASK_FLAGS : 0,
+			.flags = single ? IBV_CREATE_CQ_ATTR_SINGLE_THREADED : 0,
+		};
+
+		cqx = ibv_create_cq_ex(D.ctx, &a);
+		ck_assert_msg(cqx, "ibv_create_cq_ex: %s", strerror(errno));
+		cq = ibv_cq_ex_to_cq(cqx);
+		vt_pair_on(&f.p, &D, NULL, NULL, cq, cq);
+		f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+		f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+		make_cqes(&f, 0, 1);
+		while ((ret = ibv_start_poll(cqx, &pa)) == ENOENT)
+			;
+		ck_assert_int_eq(ret, 0);
+		ck_assert_int_eq(cqx->status, IBV_WC_SUCCESS);
+		ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+		ck_assert_int_eq(ibv_destroy_qp(f.p.qp[1]), 0);
+		f.p.qp[1] = NULL;
+		ibv_end_poll(cqx);
+		fx_free(&f);
+		ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	}
+}
+END_TEST
+
+/*
  * An extended CQ is a CQ: completion events with its cq_context, the two
  * poll APIs taking turns in order, and ibv_resize_cq under the ex API.
  */
@@ -5265,6 +5308,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, cq_ex_flush);
 	tcase_add_test(tc, cq_ex_timestamps);
 	tcase_add_test(tc, cq_ex_as_cq);
+	tcase_add_test(tc, cq_ex_batch_reentry);
 	tcase_add_test(tc, cq_ex_threads);
 
 	tc = new_case(s, "srq");
