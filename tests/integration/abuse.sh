@@ -65,8 +65,12 @@ for mode in "${modes[@]}"; do
 	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
 		fail "$mode: the engine waited out the claim $waits times"
 	# a claim held briefly, again and again: datagrams wait, none dropped
-	[ "$mode" != ud-claim-brief ] || [ "$waits" -eq 0 ] ||
-		fail "$mode: the engine gave up on the claim $waits times"
+	# (but in a burst whose hold our sleep made much longer)
+	if [ "$mode" = ud-claim-brief ]; then
+		strict=$(sed -n 's/.* none lost in the \([0-9]*\) bursts .*/\1/p' "$O/abuse")
+		[ -n "$strict" ] && [ "$waits" -le $((32 - strict)) ] ||
+			fail "$mode: the engine gave up on the claim $waits times (${strict:-?} bursts held 3 ms at most)"
+	fi
 	# a forged claim word: waited out once a millisecond for the SRQ
 	if [ "$mode" = srq-forged-claim ]; then
 		ms=$(sed -n 's/.* in \([0-9]*\) ms$/\1/p' "$O/abuse")
