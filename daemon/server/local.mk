@@ -4,6 +4,7 @@ DAEMON_SOURCES += \
 	daemon/server/daemon.h \
 	daemon/server/call.c daemon/server/call.h \
 	daemon/server/clients.c daemon/server/clients.h \
+	daemon/server/closer.c daemon/server/closer.h \
 	daemon/server/server.c daemon/server/server.h \
 	daemon/server/loop.c \
 	daemon/server/session.c daemon/server/session.h \

@@ -509,6 +509,7 @@ static void accept_client(struct ibvd_server *srv, int fd)
 		ibvd_close_client_socket(fd);
 		return;
 	}
+	ibvd_closer_own(fd, cred.uid);
 	privileged = peer_privileged(srv, fd, &cred);
 	why = over_limit(srv->d, &cred, privileged);
 	if (why) {

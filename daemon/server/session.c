@@ -16,256 +16,71 @@
 #include <event2/event.h>
 
 #include "call.h"
+#include "closer.h"
 #include "frame.h"
 #include "log.h"
 #include "notify.h"
 #include "session.h"
 #include "util.h"
 
-/* ---- the closer thread ------------------------------------------------ */
+/* ---- sessions whose uid's closes are stuck ---------------------------- */
 
-/*
- * Client fds are closed here, never on the control thread: the last
- * close() of a TCP socket with SO_LINGER and unsent data waits for the
- * linger time, that of a FUSE file for its server.  The queue is bounded;
- * when it is full the fds wait in a backlog on the control thread and the
- * session whose frame brought them is not read until the backlog has
- * drained, so a session holds at most one frame's worth there.
- *
- * A socket's linger is taken away before its close (the client's data
- * was never ours to deliver: the connection is reset).  Closes that
- * block all the same (a FUSE file, or a linger set again by the client
- * between ours and the close) would stop the queue: when every closer
- * thread has been in one close for CLOSER_STUCK_MS, another starts, up
- * to CLOSER_MAX_THREADS.
- */
-#define CLOSER_QUEUE_LEN	1024
-#define CLOSER_MAX_THREADS	8
-#define CLOSER_STUCK_MS		500
-/* How often a backlog is moved into the queue again. */
-#define CLOSER_RETRY_MS		100
-/* At shutdown, how long to let the thread finish the queue. */
-#define CLOSER_STOP_WAIT_S	1
+/* How often paused sessions look whether their uid's queue went down. */
+#define PAUSE_RETRY_MS		100
 
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	int fds[CLOSER_QUEUE_LEN];	/* a ring: count fds from head */
-	unsigned int head, count;
-	int stopping;
-	pthread_t threads[CLOSER_MAX_THREADS];
-	uint64_t busy_since[CLOSER_MAX_THREADS];	/* ns; 0: not closing */
-	unsigned int nthreads;
-	int running;
+static struct event *resume_ev;
 
-	/* control thread only */
-	struct ibvd_daemon *d;
-	int *backlog;
-	size_t nbacklog, backlog_cap;
-	struct event *retry_ev;
-} closer = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.wake = PTHREAD_COND_INITIALIZER,
-};
+static void session_arm_idle(struct ibvd_session *s);
 
-/* A socket's last close resets it rather than linger (ENOTSOCK: not one). */
-static void close_at_once(int fd)
+/* Not read, nor idle: its frames wait, unread. */
+static void session_pause(struct ibvd_session *s)
 {
-	static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+	struct timeval tv = { 0, PAUSE_RETRY_MS * 1000 };
 
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-	close(fd);
+	s->paused = 1;
+	event_del(s->read_ev);
+	evtimer_del(s->idle_ev);
+	if (!evtimer_pending(resume_ev, NULL))
+		evtimer_add(resume_ev, &tv);
 }
 
-static void *closer_main(void *arg)
+static void sessions_resume_cb(evutil_socket_t unused, short what, void *arg)
 {
-	unsigned int slot = (unsigned int)(uintptr_t)arg;
-	int fd;
-
-	pthread_mutex_lock(&closer.lock);
-	for (;;) {
-		while (!closer.count && !closer.stopping)
-			pthread_cond_wait(&closer.wake, &closer.lock);
-		if (!closer.count)
-			break;
-		fd = closer.fds[closer.head];
-		closer.head = (closer.head + 1) % CLOSER_QUEUE_LEN;
-		closer.count--;
-		closer.busy_since[slot] = ibvd_mono_ns();
-		pthread_mutex_unlock(&closer.lock);
-		close_at_once(fd);
-		pthread_mutex_lock(&closer.lock);
-		closer.busy_since[slot] = 0;
-	}
-	pthread_mutex_unlock(&closer.lock);
-	return NULL;
-}
-
-static int closer_thread_start(void)
-{
-	sigset_t all, old;
-	int ret;
-
-	/* Signals are the control thread's business. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&closer.threads[closer.nthreads], NULL,
-			      closer_main, (void *)(uintptr_t)closer.nthreads);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret == 0)
-		closer.nthreads++;
-	return ret;
-}
-
-/* Under the lock: another thread if every one is stuck in a close. */
-static void closer_grow_if_stuck(void)
-{
-	uint64_t now = ibvd_mono_ns(), stuck_ns = CLOSER_STUCK_MS * 1000000ull;
-	unsigned int i;
-
-	if (closer.nthreads >= CLOSER_MAX_THREADS)
-		return;
-	for (i = 0; i < closer.nthreads; i++)
-		if (!closer.busy_since[i] || now - closer.busy_since[i] < stuck_ns)
-			return;
-	if (closer_thread_start() == 0)
-		log_warn("a client's fd has been closing for over %u ms: closer thread %u started",
-			 CLOSER_STUCK_MS, closer.nthreads);
-}
-
-/* Queue fd for the threads: 0, or -EAGAIN when the queue is full. */
-static int closer_push(int fd)
-{
-	int ret = -EAGAIN;
-
-	pthread_mutex_lock(&closer.lock);
-	closer_grow_if_stuck();
-	if (closer.count < CLOSER_QUEUE_LEN) {
-		closer.fds[(closer.head + closer.count) % CLOSER_QUEUE_LEN] = fd;
-		closer.count++;
-		pthread_cond_signal(&closer.wake);
-		ret = 0;
-	}
-	pthread_mutex_unlock(&closer.lock);
-	return ret;
-}
-
-static void closer_schedule_retry(void)
-{
-	struct timeval tv = { 0, CLOSER_RETRY_MS * 1000 };
-
-	if (closer.retry_ev && !evtimer_pending(closer.retry_ev, NULL))
-		evtimer_add(closer.retry_ev, &tv);
-}
-
-void ibvd_close_client_fd(int fd)
-{
-	int *grown;
-	size_t cap;
-
-	if (fd < 0)
-		return;
-	if (closer.running && !closer.nbacklog && closer_push(fd) == 0)
-		return;
-	if (!closer.running) {
-		close_at_once(fd);	/* before start or after stop */
-		return;
-	}
-	if (closer.nbacklog == closer.backlog_cap) {
-		cap = closer.backlog_cap ? 2 * closer.backlog_cap : 256;
-		grown = realloc(closer.backlog, cap * sizeof(*grown));
-		if (!grown) {
-			/* Rather a close that may block than a leak. */
-			close_at_once(fd);
-			return;
-		}
-		closer.backlog = grown;
-		closer.backlog_cap = cap;
-	}
-	closer.backlog[closer.nbacklog++] = fd;
-	closer_schedule_retry();
-}
-
-void ibvd_close_client_socket(int fd)
-{
-	/*
-	 * The client sees the hang-up now, even while the closer is stuck
-	 * on another fd; the close itself may release fds still queued.
-	 */
-	shutdown(fd, SHUT_RDWR);
-	ibvd_close_client_fd(fd);
-}
-
-/* Move the backlog into the queue; then read the paused sessions again. */
-static void closer_retry_cb(evutil_socket_t unused, short what, void *arg)
-{
+	struct ibvd_daemon *d = arg;
 	struct ibvd_session *s;
-	size_t done = 0;
+	bool still_paused = false;
 
-	while (done < closer.nbacklog && closer_push(closer.backlog[done]) == 0)
-		done++;
-	memmove(closer.backlog, closer.backlog + done,
-		(closer.nbacklog - done) * sizeof(*closer.backlog));
-	closer.nbacklog -= done;
-	if (closer.nbacklog) {
-		closer_schedule_retry();
-		return;
-	}
-	TAILQ_FOREACH(s, &closer.d->sessions, link)
-		if (s->paused && !s->closing) {
-			s->paused = 0;
-			event_add(s->read_ev, NULL);
+	TAILQ_FOREACH(s, &d->sessions, link) {
+		if (!s->paused || s->closing)
+			continue;
+		if (ibvd_closer_backed_up(s->cred.uid)) {
+			still_paused = true;
+			continue;
 		}
+		s->paused = 0;
+		event_add(s->read_ev, NULL);
+		session_arm_idle(s);
+	}
+	if (still_paused) {
+		struct timeval tv = { 0, PAUSE_RETRY_MS * 1000 };
+
+		evtimer_add(resume_ev, &tv);
+	}
 }
 
 int ibvd_sessions_start(struct ibvd_daemon *d)
 {
 	int ret;
 
-	closer.d = d;
-	closer.retry_ev = evtimer_new(d->base, closer_retry_cb, NULL);
-	if (!closer.retry_ev)
+	resume_ev = evtimer_new(d->base, sessions_resume_cb, d);
+	if (!resume_ev)
 		return -ENOMEM;
-	ret = closer_thread_start();
+	ret = ibvd_closer_start(d->base);
 	if (ret < 0) {
-		event_free(closer.retry_ev);
-		closer.retry_ev = NULL;
-		return ret;
+		event_free(resume_ev);
+		resume_ev = NULL;
 	}
-	closer.running = 1;
-	ibvd_frame_set_close_hook(ibvd_close_client_fd);
-	return 0;
-}
-
-/*
- * Let the thread close what is queued, for a moment: one stuck close must
- * not hold up the exit (the kernel closes whatever is left).
- */
-static void closer_stop(void)
-{
-	struct timespec deadline;
-	unsigned int i;
-
-	if (!closer.running)
-		return;
-	ibvd_frame_set_close_hook(NULL);
-	pthread_mutex_lock(&closer.lock);
-	closer.stopping = 1;
-	pthread_cond_broadcast(&closer.wake);
-	pthread_mutex_unlock(&closer.lock);
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += CLOSER_STOP_WAIT_S;
-	for (i = 0; i < closer.nthreads; i++)
-		if (pthread_timedjoin_np(closer.threads[i], NULL, &deadline) != 0)
-			pthread_detach(closer.threads[i]);
-	closer.running = 0;
-	/* What never made it into the queue is left to the exit, too. */
-	free(closer.backlog);
-	closer.nbacklog = 0;
-	closer.backlog = NULL;
-	closer.backlog_cap = 0;
-	event_free(closer.retry_ev);
-	closer.retry_ev = NULL;
+	return ret;
 }
 
 unsigned int ibvd_session_idle_timeout(void)
@@ -374,7 +189,11 @@ void ibvd_session_close_all(struct ibvd_daemon *d)
 
 	while ((s = TAILQ_FIRST(&d->sessions)))
 		session_destroy(s);
-	closer_stop();
+	ibvd_closer_stop();
+	if (resume_ev) {
+		event_free(resume_ev);
+		resume_ev = NULL;
+	}
 }
 
 int ibvd_session_send(struct ibvd_session *s, uint16_t type, uint32_t req_id,
@@ -444,11 +263,13 @@ static void session_arm_idle(struct ibvd_session *s)
 		evtimer_add(s->idle_ev, &idle);
 }
 
-/* The backlog grew under this session's frame: read it again later. */
-static void session_pause(struct ibvd_session *s)
+/* The fds of a frame are its sender's: their closes go to its uid's queue. */
+static void frame_fds_own(const struct ibvd_frame *frame, uid_t uid)
 {
-	s->paused = 1;
-	event_del(s->read_ev);
+	unsigned int i;
+
+	for (i = 0; i < frame->nfds; i++)
+		ibvd_closer_own(frame->fds[i], uid);
 }
 
 static void session_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -456,13 +277,16 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 	struct ibvd_session *s = arg;
 	struct ibvd_frame frame;
 	unsigned int handled = 0;
-	size_t backlog;
 	int ret;
 
 	s->in_callback = 1;
+	ibvd_closer_serving(s->cred.uid);
 	/* At most a burst per wakeup; the event fires again if more wait. */
 	while (handled < IBVD_SESSION_BURST && !s->closing) {
-		backlog = closer.nbacklog;
+		if (ibvd_closer_backed_up(s->cred.uid)) {
+			session_pause(s);
+			break;
+		}
 		ret = ibvd_frame_recv(s->fd, s->daemon->rxbuf, IBVD_FRAME_MAX,
 				      &frame, MSG_DONTWAIT);
 		if (ret == -EAGAIN)
@@ -471,18 +295,16 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 			session_lost(s, ret, &frame);
 			break;
 		}
+		frame_fds_own(&frame, s->cred.uid);
 		ibvd_call_dispatch(s, &frame);
 		handled++;
-		if (closer.nbacklog > backlog && !s->closing) {
-			session_pause(s);
-			break;
-		}
 	}
 	if (handled && !s->closing)
 		session_arm_idle(s);
 	s->in_callback = 0;
 	if (s->closing)
 		session_destroy(s);
+	ibvd_closer_serving_none();
 }
 
 static void session_idle_cb(evutil_socket_t fd, short what, void *arg)

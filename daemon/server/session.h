@@ -9,7 +9,8 @@
  *
  * fds a client passes us are never closed on the control thread: closing
  * the last reference to a file can block (a TCP socket lingering on unsent
- * data, a FUSE file), so a closer thread does it (ibvd_close_client_fd).
+ * data, a FUSE file), so closer threads do it (closer.h).  A session is not
+ * read while its uid's closes are backed up.
  */
 #ifndef IBVD_SESSION_H
 #define IBVD_SESSION_H
@@ -20,6 +21,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "closer.h"
 #include "clients.h"
 #include "daemon.h"
 #include "tenant/tenant.h"
@@ -62,10 +64,10 @@ struct ibvd_session {
 	struct event *idle_ev;		/* armed unless state is CONTEXT or CM */
 	int in_callback;		/* closing must wait until we return */
 	int closing;
-	int paused;			/* its fds wait for the closer: not read */
+	int paused;			/* its uid's closes are backed up: not read */
 };
 
-/* Start the closer thread; call once, before the first session. */
+/* Start the closer threads; call once, before the first session. */
 int ibvd_sessions_start(struct ibvd_daemon *d);
 
 /*
@@ -82,20 +84,8 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
  */
 void ibvd_session_close(struct ibvd_session *s);
 
-/* Close every session and stop the closer thread (shutdown). */
+/* Close every session and stop the closer threads (shutdown). */
 void ibvd_session_close_all(struct ibvd_daemon *d);
-
-/*
- * Close an fd a client passed us without blocking the control thread
- * (control thread only; also frame.c's close hook once started).
- */
-void ibvd_close_client_fd(int fd);
-
-/*
- * Hang up on a client's connection and close it the same way: its queue
- * may still hold frames with fds, which the close releases.
- */
-void ibvd_close_client_socket(int fd);
 
 /*
  * Send one frame to the client without blocking.  A client whose socket is

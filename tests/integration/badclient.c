@@ -71,6 +71,13 @@
  *			REG_MR_SHARED's fd: other clients are still answered
  *			within 1 s each time, and the daemon's close resets
  *			the connection rather than linger
+ *	stuckfds PATH N	N fds of PATH, a file whose close blocks (stuck-close.sh),
+ *			one per LIST_DEVICES, 600 ms apart: each answered
+ *	stuckflood PATH	four fds of PATH per LIST_DEVICES until one goes
+ *			unanswered for 2 s (this uid's closes backed up), then
+ *			its answer within 60 s (once the closes end)
+ *	closeburst N	N connections, each passing a memfd with a request:
+ *			each answered within 1 s
  *	peruid CAP	this uid holds connections (device contexts) until
  *			the daemon refuses one: it holds CAP (give or take
  *			2 of its own closing), the refused one gets an Error
@@ -2247,6 +2254,145 @@ static void wait_served(const char *when)
 		bad("%s: no fresh connection served within %d ms", when, TIMEOUT_MS);
 }
 
+/*
+ * The fds of a file whose close blocks for good (stuck-close.sh: a FUSE
+ * file whose server holds the daemon's FLUSH), one per LIST_DEVICES,
+ * STUCK_SPACING_MS apart so that the daemon sees each one stuck before
+ * the next arrives.  Each request still gets its error reply.
+ */
+#define STUCK_SPACING_MS	600
+
+static int open_stuck(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		bad("open %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static void case_stuckfds(const char *path, unsigned int n)
+{
+	unsigned int i;
+	int fd, f, r;
+
+	fd = conn_open();
+	if (fd < 0 || !path)
+		return;
+	for (i = 0; i < n && !failures; i++) {
+		f = open_stuck(path);
+		if (f < 0)
+			break;
+		r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, &f, 1, 0);
+		close(f);	/* ours is answered: the daemon's last one is not */
+		if (r < 0) {
+			bad("LIST_DEVICES with %s: send: %s", path, strerror(-r));
+			break;
+		}
+		expect_error(fd, next_id++, EBADF, "LIST_DEVICES with a stuck file");
+		usleep(STUCK_SPACING_MS * 1000);
+	}
+	say("sent %u fds of %s", i, path);
+	close(fd);
+}
+
+/*
+ * Four fds of the stuck file a frame until a request goes unanswered
+ * (the daemon stopped reading this uid: its closes are backed up); then
+ * wait for that answer, which comes once the stuck closes end.
+ */
+#define STUCK_FLOOD_FRAMES	1000
+#define STUCK_PAUSE_MS		2000
+#define STUCK_RESUME_MS		60000
+
+static void case_stuckflood(const char *path)
+{
+	unsigned int frames = 0, nfds = 0, i;
+	int fd, fds[IBVD_FRAME_MAX_FDS], r = 0;
+	long t0;
+
+	fd = conn_open();
+	if (fd < 0 || !path)
+		return;
+	while (frames < STUCK_FLOOD_FRAMES && !failures) {
+		for (i = 0; i < IBVD_FRAME_MAX_FDS; i++)
+			fds[i] = open_stuck(path);
+		r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, fds,
+			     IBVD_FRAME_MAX_FDS, 0);
+		for (i = 0; i < IBVD_FRAME_MAX_FDS; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (failures)
+			break;
+		if (r < 0) {
+			bad("frame %u: send: %s", frames, strerror(-r));
+			break;
+		}
+		frames++;
+		nfds += IBVD_FRAME_MAX_FDS;
+		r = recv_frame(fd, STUCK_PAUSE_MS);
+		if (r == -ETIMEDOUT)
+			break;
+		if (r <= 0 || rep.hdr.req_id != next_id) {
+			bad("frame %u: no error reply (%d)", frames, r);
+			break;
+		}
+		next_id++;
+	}
+	if (failures)
+		goto out;
+	if (r != -ETIMEDOUT) {
+		bad("all %u frames (%u fds) answered: never paused", frames, nfds);
+		goto out;
+	}
+	say("paused: frame %u (%u fds sent) not answered within %d ms",
+	    frames, nfds, STUCK_PAUSE_MS);
+	t0 = now_ms();
+	r = recv_frame(fd, STUCK_RESUME_MS);
+	if (r == 1 && rep.hdr.req_id == next_id && rep.hdr.type == IBVD_MSG_ERROR)
+		say("frame %u answered %ld ms after the pause", frames, now_ms() - t0);
+	else
+		bad("frame %u: no answer within %d ms of the pause (%d)", frames,
+		    STUCK_RESUME_MS, r);
+	next_id++;
+out:
+	close(fd);
+}
+
+/* N connections, each with a memfd on LIST_DEVICES: all answered within 1 s. */
+static void case_closeburst(unsigned int n)
+{
+	long worst = 0, t0, dt;
+	unsigned int i;
+	int fd, m, r;
+
+	for (i = 0; i < n && !failures; i++) {
+		m = memfd_create("closeburst", MFD_CLOEXEC);
+		fd = conn_open();
+		if (m < 0 || fd < 0) {
+			bad("memfd or connection %u: %s", i, strerror(errno));
+			break;
+		}
+		t0 = now_ms();
+		r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, &m, 1, 0);
+		close(m);
+		quiet = 1;
+		if (r == 0)
+			expect_error(fd, next_id, EBADF, "LIST_DEVICES with a memfd");
+		quiet = 0;
+		next_id++;
+		dt = now_ms() - t0;
+		if (dt > worst)
+			worst = dt;
+		close(fd);
+		if (r < 0)
+			bad("connection %u: send: %s", i, strerror(-r));
+	}
+	if (worst > 1000)
+		bad("a connection waited %ld ms for its answer", worst);
+	say("%u connections with a memfd each, answered within %ld ms", i, worst);
+}
+
 static void case_peruid(int witness, unsigned int cap)
 {
 	struct rlimit rl;
@@ -2698,6 +2844,12 @@ int main(int argc, char **argv)
 		case_flood(witness);
 	else if (strcmp(case_name, "lingerfd") == 0)
 		case_lingerfd(witness);
+	else if (strcmp(case_name, "stuckfds") == 0)
+		case_stuckfds(arg, argc > 4 ? (unsigned int)atoi(argv[4]) : 1);
+	else if (strcmp(case_name, "stuckflood") == 0)
+		case_stuckflood(arg);
+	else if (strcmp(case_name, "closeburst") == 0)
+		case_closeburst(arg ? (unsigned int)atoi(arg) : 100);
 	else if (strcmp(case_name, "peruid") == 0)
 		case_peruid(witness, arg ? (unsigned int)atoi(arg) : 1024);
 	else if (strcmp(case_name, "fuzz") == 0)

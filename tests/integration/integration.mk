@@ -63,6 +63,12 @@ tests_integration_badclient_helper_SOURCES = tests/integration/badclient.c
 tests_integration_badclient_helper_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_integration_badclient_helper_LDADD = common/libibvd_common.la $(PROTOBUF_C_LIBS)
 
+# A client's file whose close never returns (a FUSE server that holds
+# the daemon's FLUSH, stuckfs-helper) holds up its own uid only.
+INTEGRATION_TESTS += tests/integration/stuck-close.sh
+check_PROGRAMS += tests/integration/stuckfs-helper
+tests_integration_stuckfs_helper_SOURCES = tests/integration/stuckfs.c
+
 # An ordinary verbs application holding a context, built against the system
 # headers and -libverbs; tests run it through ibverbsd-run.
 check_PROGRAMS += tests/integration/ctxclient-helper

@@ -1,0 +1,49 @@
+/*
+ * Closing the fds clients pass us, off the control thread.
+ *
+ * The last close of a client's file can block: a TCP socket lingering on
+ * unsent data, a FUSE file whose server never answers FLUSH (the kernel
+ * waits for that answer uninterruptibly).  So closer threads close them,
+ * from one queue per uid: a uid whose closes never return stops only its
+ * own queue, and its own sessions once that queue is long
+ * (ibvd_closer_backed_up), never another uid's.
+ *
+ * Control thread only, unless said otherwise.
+ */
+#ifndef IBVD_CLOSER_H
+#define IBVD_CLOSER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct event_base;
+
+/* Start the first closer thread; frame.c's close hook comes here. */
+int ibvd_closer_start(struct event_base *base);
+
+/* Let the threads finish what is queued, briefly (shutdown). */
+void ibvd_closer_stop(void);
+
+/* fd is uid's file: its close goes to uid's queue. */
+void ibvd_closer_own(int fd, uid_t uid);
+
+/*
+ * While the control thread serves uid's request, fds whose owner was not
+ * recorded are taken as uid's (ibvd_closer_serving_none() when done).
+ */
+void ibvd_closer_serving(uid_t uid);
+void ibvd_closer_serving_none(void);
+
+/* Close fd without blocking this thread. */
+void ibvd_close_client_fd(int fd);
+
+/*
+ * Hang up on a client's connection and close it the same way: its queue
+ * may still hold frames with fds, which the close releases.
+ */
+void ibvd_close_client_socket(int fd);
+
+/* uid's queue is long (its closes are stuck): do not read its sessions. */
+bool ibvd_closer_backed_up(uid_t uid);
+
+#endif /* IBVD_CLOSER_H */
