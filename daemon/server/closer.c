@@ -13,8 +13,11 @@
  * frame per session plus what its closing objects release.
  *
  * Whose an fd is: recorded where it arrived (a frame, an accepted
- * connection), else the uid whose request the control thread is serving,
- * else nobody's (a queue of its own, like any uid's).
+ * connection, the reopen of a client's file for a grant), else the uid
+ * whose request the control thread is serving, else nobody's (a queue of
+ * its own, like any uid's).  A record outlives an fd the daemon closes
+ * itself (a handler's /proc/PID/mem); every fd that comes here was
+ * recorded afresh when it arrived, so such a record is never read.
  *
  * A socket's linger is taken away before its close (the client's data
  * was never ours to deliver: the connection is reset).

@@ -159,20 +159,23 @@ static bool state_receives(uint32_t state)
  * only be read.  Not blocking: a client holding a write lease on its
  * file would hold a plain open, and this thread, until the lease breaks
  * (fs.lease-break-time, 45 s, past the service's watchdog); EAGAIN then.
- * The caller closes it (ibvd_frame_close_fd: the client's file).
+ * The caller closes it (ibvd_frame_close_fd: the client's file, whose
+ * close goes to uid's queue).
  */
-static int grant_fd(const struct ibvd_mr *mr, uint32_t rights)
+static int grant_fd(const struct ibvd_mr *mr, uint32_t rights, uid_t uid)
 {
 	char path[64];
 	int fd;
 
 	if (rights & IBV_ACCESS_REMOTE_WRITE) {
 		fd = fcntl(mr->map_fd, F_DUPFD_CLOEXEC, 3);
+		ibvd_closer_own(fd, uid);
 	} else {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", mr->map_fd);
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0)
 			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		ibvd_closer_own(fd, uid);
 		/* the client maps it: no reason to keep it non-blocking */
 		if (fcntl(fd, F_SETFL, 0) < 0) {
 			ibvd_frame_close_fd(fd);
@@ -264,7 +267,7 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	if (ret < 0)
 		return ret;
 	rights = (uint32_t)ret;
-	fd = grant_fd(mr, rights);
+	fd = grant_fd(mr, rights, call->session->cred.uid);
 	if (fd < 0)
 		return ibvd_call_error(call, fd, "MR of key %#x: %s", req->rkey,
 				       "cannot open its file again");
