@@ -601,8 +601,6 @@ struct ibvd_engine {
 	/* ns this pass may still spend waiting for UD receive claims (recv.c) */
 	uint64_t claim_wait_left;
 	uint64_t copies_charged;	/* this step's extra copies (send.c) */
-	/* this step's datagram waits for its receiver's claim (recv.c) */
-	bool ud_sender_waits;
 };
 
 uint64_t ibvd_eng_now(void);

@@ -595,49 +595,47 @@ static int ud_claim_spin(struct ibvd_engine *eng, struct ibvd_qp *target,
 
 /*
  * A unicast datagram from src found target's claim busy past the spin:
- * src waits (eng->ud_sender_waits) unless its datagram has waited
- * UD_CLAIM_DEFER_NS already; then it is dropped.
+ * src waits (UD_WAIT) unless its datagram has waited UD_CLAIM_DEFER_NS
+ * already; then it is dropped (UD_SENT).
  */
-static void ud_claim_busy(struct ibvd_engine *eng, struct ibvd_qp *src,
-			  struct ibvd_qp *target)
+static enum eng_ud ud_claim_busy(struct ibvd_engine *eng, struct ibvd_qp *src,
+				 struct ibvd_qp *target)
 {
 	uint64_t now = ibvd_eng_now();
 
 	if (now < __atomic_load_n(stuck_until_of(target), __ATOMIC_RELAXED))
-		return;
+		return UD_SENT;
 	if (!src->busy_since_ns)
 		src->busy_since_ns = now;
 	if (now - src->busy_since_ns < UD_CLAIM_DEFER_NS)
-		eng->ud_sender_waits = true;
-	else
-		claim_stuck(eng, target, now);
+		return UD_WAIT;
+	claim_stuck(eng, target, now);
+	return UD_SENT;
 }
 
-enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
-				       struct ibvd_qp *src,
-				       struct ibvd_qp *target,
-				       const struct eng_req *req,
-				       uint32_t qkey, bool member)
+enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
+				struct ibvd_qp *target, const struct eng_req *req,
+				uint32_t qkey, bool member,
+				enum ibv_wc_status *status)
 {
-	enum ibv_wc_status st;
 	bool whole;
 	int held;
 
 	/* a Q_Key violation is counted here, and waits for nothing */
 	if (!accepts(target, qkey))
-		return IBV_WC_SUCCESS;
+		return UD_SENT;
 	held = ud_claim_spin(eng, target,
 			     member ? UD_CLAIM_WAIT_NS : UD_CLAIM_SPIN_NS, &whole);
 	if (held == -EBUSY && !member)
-		ud_claim_busy(eng, src, target);
+		return ud_claim_busy(eng, src, target);
 	/* only a whole wait says the queue holds its claim (and counts) */
-	else if (held == -EBUSY && whole)
+	if (held == -EBUSY && whole)
 		claim_stuck(eng, target, ibvd_eng_now());
 	if (held < 0)
-		return IBV_WC_SUCCESS;
-	st = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
+		return UD_SENT;
+	*status = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
 	ibvd_eng_rq_unclaim(target, held);
-	return st;
+	return *status == IBV_WC_SUCCESS ? UD_SENT : UD_FAILED;
 }
 
 /* ---- datagrams from outside --------------------------------------------- */

@@ -241,23 +241,22 @@ static enum step step_ud(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			 bool paced, const struct eng_req *req, uint64_t *bytes,
 			 enum ibv_wc_status *status)
 {
-	enum ibv_wc_status st;
+	enum eng_ud sent;
 
 	eng->copies_charged = 0;
-	eng->ud_sender_waits = false;
-	st = ibvd_eng_transport(qp)->send_ud(eng, qp, req);
+	*status = IBV_WC_SUCCESS;
+	sent = ibvd_eng_transport(qp)->send_ud(eng, qp, req, status);
 	*bytes += eng->copies_charged;
 	/* the copies count against the tenant's bandwidth too */
 	if (paced && qp->ctx->engine->rate)
 		ibvd_eng_rate_charge(qp->ctx->engine->rate,
 				     eng->copies_charged, eng->now);
-	if (st == IBV_WC_SUCCESS && eng->ud_sender_waits) {
+	if (sent == UD_WAIT) {
 		claim_wait(eng, qp);
 		return STEP_WAIT;
 	}
 	qp->claim_waits = 0;
-	*status = st;
-	return st == IBV_WC_SUCCESS ? STEP_DONE : STEP_FAILED;
+	return sent == UD_SENT ? STEP_DONE : STEP_FAILED;
 }
 
 /*

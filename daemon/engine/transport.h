@@ -94,6 +94,13 @@ static inline bool eng_req_last(const struct eng_req *req)
 }
 
 /* What the responder side of one message did, as the requester sees it. */
+/* What became of a UD datagram, for its sender. */
+enum eng_ud {
+	UD_SENT,			/* sent, or dropped as a network drops */
+	UD_WAIT,			/* a receiver's claim is busy: send again later */
+	UD_FAILED,			/* the sender's own fault (a status says) */
+};
+
 enum eng_resp {
 	RESP_OK,			/* delivered (or, UC/UD, dropped) */
 	RESP_RNR,			/* RC: no receive WQE: RNR NAK */
@@ -173,12 +180,12 @@ struct ibvd_transport {
 			      const struct eng_req *req, uint8_t *rnr_timer);
 	/*
 	 * UD: send req's datagram to its address vector and QPN (or every
-	 * member of a multicast group).  The sender's status: only its own
-	 * faults; a datagram nobody takes is dropped silently.
+	 * member of a multicast group).  UD_FAILED only for the sender's
+	 * own faults (*status); a datagram nobody takes is dropped silently.
 	 */
-	enum ibv_wc_status (*send_ud)(struct ibvd_engine *eng,
-				      struct ibvd_qp *src,
-				      const struct eng_req *req);
+	enum eng_ud (*send_ud)(struct ibvd_engine *eng, struct ibvd_qp *src,
+			       const struct eng_req *req,
+			       enum ibv_wc_status *status);
 	/*
 	 * Faults: the QP of this daemon that qp (RC/UC) is connected to,
 	 * connected back to it, in whatever state; NULL if there is none or
@@ -521,19 +528,18 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
 
 /*
  * recv.c: a UD datagram from src arriving at target with Q_Key qkey: it
- * lands if target takes it; the sender's status (only its own faults:
- * everything else drops the datagram silently).  While target's library
- * holds its receive claim, the datagram waits in src's SQ instead: the
- * engine sets eng->ud_sender_waits, and the send is made again later.
- * But not a member's copy of a multicast datagram (member): it cannot
- * wait in src's SQ (members that took it would get it twice), so it is
- * dropped after a bounded spin.
+ * lands if target takes it; UD_FAILED only for the sender's own faults
+ * (*status: everything else drops the datagram silently).  While
+ * target's library holds its receive claim, UD_WAIT: the datagram waits
+ * in src's SQ, and the send is made again later.  But not a member's
+ * copy of a multicast datagram (member): it cannot wait in src's SQ
+ * (members that took it would get it twice), so it is dropped after a
+ * bounded spin.
  */
-enum ibv_wc_status ibvd_eng_ud_deliver(struct ibvd_engine *eng,
-				       struct ibvd_qp *src,
-				       struct ibvd_qp *target,
-				       const struct eng_req *req,
-				       uint32_t qkey, bool member);
+enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
+				struct ibvd_qp *target, const struct eng_req *req,
+				uint32_t qkey, bool member,
+				enum ibv_wc_status *status);
 /* The same, with target's RQ claim held (or target without rings). */
 enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 					       struct ibvd_qp *src,

@@ -120,53 +120,56 @@ static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 }
 
 /* Every member of the group the destination GID names. */
-static enum ibv_wc_status multicast(struct ibvd_engine *eng, struct ibvd_qp *src,
-				    const struct eng_req *req, uint32_t qkey)
+/* Every member of the group the destination GID names (none waits). */
+static enum eng_ud multicast(struct ibvd_engine *eng, struct ibvd_qp *src,
+			     const struct eng_req *req, uint32_t qkey,
+			     enum ibv_wc_status *status)
 {
 	const struct ibvd_mcast_group *grp;
 	const struct ibvd_mcast_member *m;
 	bool first = true;
 
 	if (!req->w.av.is_global)
-		return IBV_WC_SUCCESS;
+		return UD_SENT;
 	grp = ibvd_mcast_group_find(req->w.av.dgid);
 	if (!grp)
-		return IBV_WC_SUCCESS;
+		return UD_SENT;
 	LIST_FOREACH(m, &grp->members, group_link) {
-		enum ibv_wc_status st;
-
 		/* A NIC loops a group's datagram back to its sender too. */
 		if (m->qp == src && src->block_self_mcast)
 			continue;
 		if (!first)
 			ibvd_eng_charge_copies(eng, req->length);
 		first = false;
-		st = ibvd_eng_ud_deliver(eng, src, m->qp, req, qkey, true);
-		if (st != IBV_WC_SUCCESS)
-			return st;
+		if (ibvd_eng_ud_deliver(eng, src, m->qp, req, qkey, true,
+					status) == UD_FAILED)
+			return UD_FAILED;
 	}
-	return IBV_WC_SUCCESS;
+	return UD_SENT;
 }
 
-static enum ibv_wc_status local_send_ud(struct ibvd_engine *eng,
-					struct ibvd_qp *src,
-					const struct eng_req *req)
+static enum eng_ud local_send_ud(struct ibvd_engine *eng, struct ibvd_qp *src,
+				 const struct eng_req *req,
+				 enum ibv_wc_status *status)
 {
 	uint32_t qkey = req->w.remote_qkey;
 	struct ibvd_qp *target;
 
-	if (req->length > UD_MTU)
-		return IBV_WC_LOC_LEN_ERR;
+	if (req->length > UD_MTU) {
+		*status = IBV_WC_LOC_LEN_ERR;
+		return UD_FAILED;
+	}
 	/* once, not again for each try of a datagram that waited (recv.c) */
 	if (!src->busy_since_ns)
 		ibvd_eng_count_request(src, req);
 	if (qkey & QKEY_USE_QP)
 		qkey = src->attr.qkey;
 	if ((req->w.remote_qpn & 0xFFFFFFu) == IBVD_MCAST_QPN)
-		return multicast(eng, src, req, qkey);
+		return multicast(eng, src, req, qkey, status);
 	target = route(req->w.remote_qpn, &req->w.av);
-	return target ? ibvd_eng_ud_deliver(eng, src, target, req, qkey, false) :
-			IBV_WC_SUCCESS;
+	return target ? ibvd_eng_ud_deliver(eng, src, target, req, qkey, false,
+					    status) :
+			UD_SENT;
 }
 
 const struct ibvd_transport ibvd_transport_local = {

@@ -178,20 +178,21 @@ static size_t ud_build(struct ibvd_qp *src, const struct eng_req *req,
 	return total;
 }
 
-static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
-				       struct ibvd_qp *src,
-				       const struct eng_req *req)
+static enum eng_ud roce_send_ud(struct ibvd_engine *eng, struct ibvd_qp *src,
+				const struct eng_req *req,
+				enum ibv_wc_status *status)
 {
 	const struct ibvd_av *av = &req->w.av;
-	enum ibv_wc_status status = IBV_WC_SUCCESS;
 	uint8_t buf[UD_HDRS + ROCE_MAX_PAYLOAD + 3 + ROCE_ICRC_LEN];
 	uint8_t sip[16], dip[16];
 	size_t len;
 	int family;
 
 	(void)eng;
-	if (req->length > ROCE_MAX_PAYLOAD)
-		return IBV_WC_LOC_LEN_ERR;
+	if (req->length > ROCE_MAX_PAYLOAD) {
+		*status = IBV_WC_LOC_LEN_ERR;
+		return UD_FAILED;
+	}
 	ibvd_eng_count_request(src, req);
 	/*
 	 * As rxe: larger than the port's MTU, or with no route of ours (no
@@ -199,19 +200,19 @@ static enum ibv_wc_status roce_send_ud(struct ibvd_engine *eng,
 	 * datagram is dropped and the send still completes.
 	 */
 	if (req->length > port_mtu_bytes(src) || !av->is_global)
-		return IBV_WC_SUCCESS;
+		return UD_SENT;
 	family = gid_addr(src, av->sgid_index, sip);
 	if (!family || roce_gid_family(av->dgid) != family)
-		return IBV_WC_SUCCESS;
+		return UD_SENT;
 	roce_gid_to_ip(av->dgid, dip);
-	len = ud_build(src, req, family, sip, dip, buf, &status);
+	len = ud_build(src, req, family, sip, dip, buf, status);
 	if (!len)
-		return status;
+		return UD_FAILED;	/* ud_build said why */
 	if (roce_is_local(roce_of(src), family, dip))
 		roce_rx_local(roce_of(src), buf, len);
 	else
 		roce_io_send(roce_of(src), buf, len, dip);
-	return IBV_WC_SUCCESS;
+	return UD_SENT;
 }
 
 /* ---- QP1 ------------------------------------------------------------------ */
