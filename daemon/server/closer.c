@@ -1,23 +1,27 @@
 /*
- * Closer threads: client fds are closed here, one queue per uid.
+ * Closer threads: client fds are closed here, from queues per uid.
  *
  * Each queue has at most one of its fds in close() at a time, and the
  * threads take the queues in turn.  A close that blocks for good (a FUSE
  * file whose server holds FLUSH) therefore holds one thread and its own
- * uid's later closes, nothing else: when every thread has been in one
- * close for CLOSER_STUCK_MS and another queue waits, another thread
- * starts, up to CLOSER_MAX_THREADS (so that many uids must be stuck at
- * once before the rest wait).  A queue grows as needed; once it is
- * CLOSER_BACKED_UP long, its uid's sessions are not read until it is
- * shorter again (session.c), which bounds what a stuck uid holds to one
- * frame per session plus what its closing objects release.
+ * queue, nothing else: when a queue has waited CLOSER_WAIT_MS with no
+ * thread free, another thread starts, up to CLOSER_MAX_THREADS (so that
+ * many queues must be stuck at once before the rest wait).  A queue grows
+ * as needed; once it is CLOSER_BACKED_UP long, its uid's sessions are not
+ * read until it is shorter again (session.c), which bounds what a stuck
+ * uid holds to one frame per session plus what its closing objects
+ * release.
  *
- * Whose an fd is: recorded where it arrived (a frame, an accepted
- * connection, the reopen of a client's file for a grant), else the uid
- * whose request the control thread is serving, else nobody's (a queue of
- * its own, like any uid's).  A record outlives an fd the daemon closes
- * itself (a handler's /proc/PID/mem); every fd that comes here was
- * recorded afresh when it arrived, so such a record is never read.
+ * Whose an fd is: recorded where it arrived (a frame, a connection, the
+ * reopen of a client's file for a grant), else the uid whose request the
+ * control thread is serving, else nobody's (a queue of its own, like any
+ * uid's).  A handler that takes an fd to close it itself forgets its
+ * record (ibvd_closer_forget), so a record is always the current file's.
+ *
+ * A uid's connections have a queue of their own: their close blocks only
+ * on files still in flight in them, which takes a client that sends such
+ * files and never has them read; plain connections of a uid whose file
+ * closes are stuck are still closed.
  *
  * A socket's linger is taken away before its close (the client's data
  * was never ours to deliver: the connection is reset).
@@ -42,6 +46,9 @@
 #include "util.h"
 
 #define CLOSER_MAX_THREADS	32
+/* A queue waiting this long for a thread gets another thread. */
+#define CLOSER_WAIT_MS		200
+/* A close this long is called stuck in the log. */
 #define CLOSER_STUCK_MS		500
 /* Queued fds of one uid past which its sessions are not read. */
 #define CLOSER_BACKED_UP	1024
@@ -55,12 +62,19 @@
 #define OWNER_OF(uid)		((uint32_t)(uid) + 1u)
 #define OWNER_UID(owner)	((uid_t)((owner) - 1u))
 
+/*
+ * One owner's files, or its connections: a connection's close blocks only
+ * on what is still in flight in it, so plain connections must not wait
+ * behind a file whose close never returns.
+ */
 struct close_queue {
 	TAILQ_ENTRY(close_queue) link;
 	uint32_t owner;
+	bool sockets;
 	int *fds;			/* a ring of cap: count fds from head */
 	size_t cap, head, count;
 	bool closing;			/* one of its fds is in close() now */
+	uint64_t ready_since;		/* ns: has an fd and none in close() */
 };
 
 TAILQ_HEAD(close_queue_list, close_queue);
@@ -77,9 +91,11 @@ static struct {
 
 	/* control thread only */
 	bool running;
+	bool all_stuck_told;
 	uint32_t *owner_of;		/* by fd number */
 	size_t owner_cap;
 	uint32_t serving;
+	bool receiving;			/* in a session's recvmsg() */
 	struct event *grow_ev;
 } closer = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -98,12 +114,12 @@ static void close_at_once(int fd)
 
 /* ---- queues (under the lock) ------------------------------------------ */
 
-static struct close_queue *queue_find(uint32_t owner)
+static struct close_queue *queue_find(uint32_t owner, bool sockets)
 {
 	struct close_queue *q;
 
 	TAILQ_FOREACH(q, &closer.queues, link)
-		if (q->owner == owner)
+		if (q->owner == owner && q->sockets == sockets)
 			return q;
 	return NULL;
 }
@@ -124,26 +140,34 @@ static int queue_grow(struct close_queue *q)
 	return 0;
 }
 
-static int queue_push(uint32_t owner, int fd)
+static void queue_put(struct close_queue *q)
 {
-	struct close_queue *q = queue_find(owner);
+	if (q->count || q->closing)
+		return;
+	TAILQ_REMOVE(&closer.queues, q, link);
+	free(q->fds);
+	free(q);
+}
+
+static int queue_push(uint32_t owner, bool sockets, int fd)
+{
+	struct close_queue *q = queue_find(owner, sockets);
 
 	if (!q) {
 		q = calloc(1, sizeof(*q));
 		if (!q)
 			return -ENOMEM;
 		q->owner = owner;
+		q->sockets = sockets;
 		TAILQ_INSERT_TAIL(&closer.queues, q, link);
 	}
 	if (q->count == q->cap && queue_grow(q) < 0) {
-		if (!q->count && !q->closing) {
-			TAILQ_REMOVE(&closer.queues, q, link);
-			free(q);
-		}
+		queue_put(q);
 		return -ENOMEM;
 	}
 	q->fds[(q->head + q->count) % q->cap] = fd;
-	q->count++;
+	if (!q->count++ && !q->closing)
+		q->ready_since = ibvd_mono_ns();
 	return 0;
 }
 
@@ -156,15 +180,6 @@ static struct close_queue *queue_next(void)
 		if (q->count && !q->closing)
 			return q;
 	return NULL;
-}
-
-static void queue_put(struct close_queue *q)
-{
-	if (q->count || q->closing)
-		return;
-	TAILQ_REMOVE(&closer.queues, q, link);
-	free(q->fds);
-	free(q);
 }
 
 /* ---- threads ------------------------------------------------------------ */
@@ -198,6 +213,7 @@ static void *closer_main(void *arg)
 		pthread_mutex_lock(&closer.lock);
 		closer.busy_since[slot] = 0;
 		q->closing = false;
+		q->ready_since = ibvd_mono_ns();
 		queue_put(q);
 	}
 	pthread_mutex_unlock(&closer.lock);
@@ -226,58 +242,72 @@ static int closer_thread_start(void)
 	return ret;
 }
 
-/* Under the lock: the owner of the oldest close in progress, or 0 if none is stuck. */
-static uint32_t every_thread_stuck(void)
+/* Under the lock: the slot of the longest close in progress, or -1. */
+static int longest_close(void)
 {
-	uint64_t now = ibvd_mono_ns(), stuck_ns = CLOSER_STUCK_MS * 1000000ull;
-	uint64_t oldest = now;
-	uint32_t owner = OWNER_NONE;
+	int slot = -1;
 	unsigned int i;
 
-	for (i = 0; i < closer.nthreads; i++) {
-		if (!closer.busy_since[i] || now - closer.busy_since[i] < stuck_ns)
-			return OWNER_NONE;
-		if (closer.busy_since[i] <= oldest) {
-			oldest = closer.busy_since[i];
-			owner = closer.busy_owner[i] ? closer.busy_owner[i] : UINT32_MAX;
-		}
-	}
-	return owner;
+	for (i = 0; i < closer.nthreads; i++)
+		if (closer.busy_since[i] &&
+		    (slot < 0 || closer.busy_since[i] < closer.busy_since[slot]))
+			slot = (int)i;
+	return slot;
+}
+
+static void tell_started(uint64_t now)
+{
+	int slot = longest_close();
+	uint64_t ms;
+
+	if (slot < 0)
+		return;
+	ms = (now - closer.busy_since[slot]) / 1000000u;
+	if (ms < CLOSER_STUCK_MS || closer.busy_owner[slot] == OWNER_NONE)
+		log_info("closes waiting: closer thread %u started",
+			 closer.nthreads);
+	else
+		log_warn("uid %u: closing its file has taken %llu ms so far (a FUSE server not answering?): closer thread %u started",
+			 (unsigned int)OWNER_UID(closer.busy_owner[slot]),
+			 (unsigned long long)ms, closer.nthreads);
 }
 
 /*
- * Under the lock: true while a queue may wait for a thread (look again
- * later).  Starts another thread once every one has been in one close
- * for CLOSER_STUCK_MS.
+ * Under the lock: true while a queue waits for a thread (look again
+ * later).  One that has waited CLOSER_WAIT_MS with no thread free gets
+ * another thread.
  */
-static bool closer_short_of_threads(void)
+static bool closer_tend(void)
 {
-	uint32_t stuck;
+	uint64_t now = ibvd_mono_ns(), oldest = now;
+	const struct close_queue *q;
 	unsigned int i;
 
-	if (!queue_next() || closer.nthreads >= CLOSER_MAX_THREADS)
+	TAILQ_FOREACH(q, &closer.queues, link)
+		if (q->count && !q->closing && q->ready_since < oldest)
+			oldest = q->ready_since;
+	if (!queue_next())
 		return false;
 	for (i = 0; i < closer.nthreads; i++)
 		if (!closer.busy_since[i])
-			return false;	/* woken: it takes the queue */
-	stuck = every_thread_stuck();
-	if (stuck == OWNER_NONE)
+			return true;	/* woken: it takes one */
+	if (now - oldest < CLOSER_WAIT_MS * 1000000ull)
 		return true;
-	if (closer_thread_start() < 0)
-		return true;
-	if (stuck == UINT32_MAX)
-		log_warn("an fd has been closing for over %u ms: closer thread %u started",
-			 CLOSER_STUCK_MS, closer.nthreads);
-	else
-		log_warn("uid %u: closing its file has taken over %u ms (a FUSE server not answering?): closer thread %u started",
-			 (unsigned int)OWNER_UID(stuck), CLOSER_STUCK_MS,
-			 closer.nthreads);
-	return true;		/* it may find another stuck queue first */
+	if (closer.nthreads >= CLOSER_MAX_THREADS) {
+		if (!closer.all_stuck_told)
+			log_warn("all %u closer threads are in closes that do not return: the queues wait",
+				 CLOSER_MAX_THREADS);
+		closer.all_stuck_told = true;
+		return false;
+	}
+	if (closer_thread_start() == 0)
+		tell_started(now);
+	return true;
 }
 
 static void closer_watch(void)
 {
-	struct timeval tv = { 0, CLOSER_STUCK_MS * 1000 };
+	struct timeval tv = { 0, CLOSER_WAIT_MS * 1000 };
 
 	if (closer.grow_ev && !evtimer_pending(closer.grow_ev, NULL))
 		evtimer_add(closer.grow_ev, &tv);
@@ -286,17 +316,22 @@ static void closer_watch(void)
 /* Until a thread is free for every waiting queue, look again now and then. */
 static void closer_grow_cb(evutil_socket_t unused, short what, void *arg)
 {
-	bool short_of_threads;
+	bool waiting;
 
 	pthread_mutex_lock(&closer.lock);
-	short_of_threads = closer_short_of_threads();
+	waiting = closer_tend();
 	pthread_mutex_unlock(&closer.lock);
-	if (short_of_threads)
+	if (waiting)
 		closer_watch();
 }
 
 /* ---- the control thread's side ------------------------------------------ */
 
+/*
+ * Whose fd is: its record, unless the kernel has just handed it over in
+ * the recvmsg() of the session being served (a record left by an fd of
+ * the same number that the daemon closed itself is not this file's).
+ */
 static uint32_t owner_take(int fd)
 {
 	uint32_t owner = OWNER_NONE;
@@ -305,7 +340,9 @@ static uint32_t owner_take(int fd)
 		owner = closer.owner_of[fd];
 		closer.owner_of[fd] = OWNER_NONE;
 	}
-	return owner != OWNER_NONE ? owner : closer.serving;
+	if (closer.receiving || owner == OWNER_NONE)
+		owner = closer.serving;
+	return owner;
 }
 
 void ibvd_closer_own(int fd, uid_t uid)
@@ -329,6 +366,12 @@ void ibvd_closer_own(int fd, uid_t uid)
 	closer.owner_of[fd] = OWNER_OF(uid);
 }
 
+void ibvd_closer_forget(int fd)
+{
+	if (fd >= 0 && (size_t)fd < closer.owner_cap)
+		closer.owner_of[fd] = OWNER_NONE;
+}
+
 void ibvd_closer_serving(uid_t uid)
 {
 	closer.serving = OWNER_OF(uid);
@@ -339,10 +382,15 @@ void ibvd_closer_serving_none(void)
 	closer.serving = OWNER_NONE;
 }
 
-void ibvd_close_client_fd(int fd)
+void ibvd_closer_receiving(bool receiving)
+{
+	closer.receiving = receiving;
+}
+
+static void close_queued(int fd, bool socket)
 {
 	uint32_t owner;
-	bool short_of_threads = false;
+	bool waiting = false;
 	int ret = -ESRCH;
 
 	if (fd < 0)
@@ -350,18 +398,23 @@ void ibvd_close_client_fd(int fd)
 	owner = owner_take(fd);
 	if (closer.running) {
 		pthread_mutex_lock(&closer.lock);
-		ret = queue_push(owner, fd);
+		ret = queue_push(owner, socket, fd);
 		if (ret == 0) {
 			pthread_cond_signal(&closer.wake);
-			short_of_threads = closer_short_of_threads();
+			waiting = closer_tend();
 		}
 		pthread_mutex_unlock(&closer.lock);
 	}
 	/* Before start, after stop, or out of memory: rather a blocking close than a leak. */
 	if (ret < 0)
 		close_at_once(fd);
-	if (short_of_threads)
+	if (waiting)
 		closer_watch();
+}
+
+void ibvd_close_client_fd(int fd)
+{
+	close_queued(fd, false);
 }
 
 void ibvd_close_client_socket(int fd)
@@ -371,17 +424,23 @@ void ibvd_close_client_socket(int fd)
 	 * another of its fds; the close itself may release fds still queued.
 	 */
 	shutdown(fd, SHUT_RDWR);
-	ibvd_close_client_fd(fd);
+	close_queued(fd, true);
+}
+
+static bool queue_backed_up(uint32_t owner, bool sockets)
+{
+	const struct close_queue *q = queue_find(owner, sockets);
+
+	return q && q->count >= CLOSER_BACKED_UP;
 }
 
 bool ibvd_closer_backed_up(uid_t uid)
 {
-	const struct close_queue *q;
 	bool backed_up;
 
 	pthread_mutex_lock(&closer.lock);
-	q = queue_find(OWNER_OF(uid));
-	backed_up = q && q->count >= CLOSER_BACKED_UP;
+	backed_up = queue_backed_up(OWNER_OF(uid), false) ||
+		    queue_backed_up(OWNER_OF(uid), true);
 	pthread_mutex_unlock(&closer.lock);
 	return backed_up;
 }

@@ -4,9 +4,9 @@
  * The last close of a client's file can block: a TCP socket lingering on
  * unsent data, a FUSE file whose server never answers FLUSH (the kernel
  * waits for that answer uninterruptibly).  So closer threads close them,
- * from one queue per uid: a uid whose closes never return stops only its
- * own queue, and its own sessions once that queue is long
- * (ibvd_closer_backed_up), never another uid's.
+ * from queues per uid (its files; its connections): a uid whose closes
+ * never return stops only its own queue, and its own sessions once that
+ * queue is long (ibvd_closer_backed_up), never another uid's.
  *
  * Control thread only, unless said otherwise.
  */
@@ -27,12 +27,22 @@ void ibvd_closer_stop(void);
 /* fd is uid's file: its close goes to uid's queue. */
 void ibvd_closer_own(int fd, uid_t uid);
 
+/* A handler took fd to close it itself: its record goes. */
+void ibvd_closer_forget(int fd);
+
 /*
  * While the control thread serves uid's request, fds whose owner was not
  * recorded are taken as uid's (ibvd_closer_serving_none() when done).
  */
 void ibvd_closer_serving(uid_t uid);
 void ibvd_closer_serving_none(void);
+
+/*
+ * Around a session's recvmsg(): fds the kernel hands over and frame.c
+ * closes at once (too many, a malformed frame) are the served uid's,
+ * whatever an earlier fd of the same number left recorded.
+ */
+void ibvd_closer_receiving(bool receiving);
 
 /* Close fd without blocking this thread. */
 void ibvd_close_client_fd(int fd);

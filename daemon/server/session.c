@@ -287,8 +287,10 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 			session_pause(s);
 			break;
 		}
+		ibvd_closer_receiving(true);
 		ret = ibvd_frame_recv(s->fd, s->daemon->rxbuf, IBVD_FRAME_MAX,
 				      &frame, MSG_DONTWAIT);
+		ibvd_closer_receiving(false);
 		if (ret == -EAGAIN)
 			break;
 		if (ret <= 0) {
@@ -299,7 +301,7 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 		ibvd_call_dispatch(s, &frame);
 		handled++;
 	}
-	if (handled && !s->closing)
+	if (handled && !s->closing && !s->paused)
 		session_arm_idle(s);
 	s->in_callback = 0;
 	if (s->closing)
@@ -380,6 +382,7 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 	}
 	s->daemon = d;
 	s->fd = fd;
+	ibvd_closer_own(fd, cred->uid);	/* an imported one is its peer's */
 	s->id = ++d->next_session_id;
 	s->state = IBVD_SESSION_FRESH;
 	s->cred = *cred;

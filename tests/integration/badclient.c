@@ -73,11 +73,16 @@
  *			the connection rather than linger
  *	stuckfds PATH N	N fds of PATH, a file whose close blocks (stuck-close.sh),
  *			one per LIST_DEVICES, 600 ms apart: each answered
- *	stuckflood PATH	four fds of PATH per LIST_DEVICES until one goes
- *			unanswered for 2 s (this uid's closes backed up), then
- *			its answer within 60 s (once the closes end)
- *	closeburst N	N connections, each passing a memfd with a request:
- *			each answered within 1 s
+ *	stuckflood PATH [TMUL]
+ *			four fds of PATH per LIST_DEVICES until one goes
+ *			unanswered for 2 s (times TMUL: this uid's closes
+ *			backed up), then its answer within 60 s (once the
+ *			closes end)
+ *	closeburst N [TMUL]
+ *			N connections, each passing a memfd with a request:
+ *			each answered within 1 s (times TMUL)
+ *	connects N [TMUL]
+ *			the same without the memfd
  *	peruid CAP	this uid holds connections (device contexts) until
  *			the daemon refuses one: it holds CAP (give or take
  *			2 of its own closing), the refused one gets an Error
@@ -2305,7 +2310,7 @@ static void case_stuckfds(const char *path, unsigned int n)
 #define STUCK_PAUSE_MS		2000
 #define STUCK_RESUME_MS		60000
 
-static void case_stuckflood(const char *path)
+static void case_stuckflood(const char *path, unsigned int tmul)
 {
 	unsigned int frames = 0, nfds = 0, i;
 	int fd, fds[IBVD_FRAME_MAX_FDS], r = 0;
@@ -2330,7 +2335,7 @@ static void case_stuckflood(const char *path)
 		}
 		frames++;
 		nfds += IBVD_FRAME_MAX_FDS;
-		r = recv_frame(fd, STUCK_PAUSE_MS);
+		r = recv_frame(fd, STUCK_PAUSE_MS * (int)tmul);
 		if (r == -ETIMEDOUT)
 			break;
 		if (r <= 0 || rep.hdr.req_id != next_id) {
@@ -2345,8 +2350,8 @@ static void case_stuckflood(const char *path)
 		bad("all %u frames (%u fds) answered: never paused", frames, nfds);
 		goto out;
 	}
-	say("paused: frame %u (%u fds sent) not answered within %d ms",
-	    frames, nfds, STUCK_PAUSE_MS);
+	say("paused: frame %u (%u fds sent) not answered within %u ms",
+	    frames, nfds, STUCK_PAUSE_MS * tmul);
 	t0 = now_ms();
 	r = recv_frame(fd, STUCK_RESUME_MS);
 	if (r == 1 && rep.hdr.req_id == next_id && rep.hdr.type == IBVD_MSG_ERROR)
@@ -2359,26 +2364,34 @@ out:
 	close(fd);
 }
 
-/* N connections, each with a memfd on LIST_DEVICES: all answered within 1 s. */
-static void case_closeburst(unsigned int n)
+/*
+ * N connections, each with a LIST_DEVICES (passing a memfd if with_fd):
+ * all answered within a second (times tmul).
+ */
+static void case_closeburst(unsigned int n, bool with_fd, unsigned int tmul)
 {
 	long worst = 0, t0, dt;
 	unsigned int i;
-	int fd, m, r;
+	int fd, m = -1, r;
 
 	for (i = 0; i < n && !failures; i++) {
-		m = memfd_create("closeburst", MFD_CLOEXEC);
+		if (with_fd)
+			m = memfd_create("closeburst", MFD_CLOEXEC);
 		fd = conn_open();
-		if (m < 0 || fd < 0) {
+		if ((with_fd && m < 0) || fd < 0) {
 			bad("memfd or connection %u: %s", i, strerror(errno));
 			break;
 		}
 		t0 = now_ms();
-		r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, &m, 1, 0);
-		close(m);
+		r = send_msg(fd, IBVD_MSG_LIST_DEVICES, next_id, NULL, &m,
+			     with_fd ? 1 : 0, 0);
+		if (with_fd)
+			close(m);
 		quiet = 1;
-		if (r == 0)
+		if (r == 0 && with_fd)
 			expect_error(fd, next_id, EBADF, "LIST_DEVICES with a memfd");
+		else if (r == 0)
+			list_devices(fd, next_id, 0, "LIST_DEVICES");
 		quiet = 0;
 		next_id++;
 		dt = now_ms() - t0;
@@ -2388,9 +2401,10 @@ static void case_closeburst(unsigned int n)
 		if (r < 0)
 			bad("connection %u: send: %s", i, strerror(-r));
 	}
-	if (worst > 1000)
+	if (worst > 1000 * (long)tmul)
 		bad("a connection waited %ld ms for its answer", worst);
-	say("%u connections with a memfd each, answered within %ld ms", i, worst);
+	say("%u connections%s, answered within %ld ms", i,
+	    with_fd ? " with a memfd each" : "", worst);
 }
 
 static void case_peruid(int witness, unsigned int cap)
@@ -2847,9 +2861,12 @@ int main(int argc, char **argv)
 	else if (strcmp(case_name, "stuckfds") == 0)
 		case_stuckfds(arg, argc > 4 ? (unsigned int)atoi(argv[4]) : 1);
 	else if (strcmp(case_name, "stuckflood") == 0)
-		case_stuckflood(arg);
-	else if (strcmp(case_name, "closeburst") == 0)
-		case_closeburst(arg ? (unsigned int)atoi(arg) : 100);
+		case_stuckflood(arg, argc > 4 ? (unsigned int)atoi(argv[4]) : 1);
+	else if (strcmp(case_name, "closeburst") == 0 ||
+		 strcmp(case_name, "connects") == 0)
+		case_closeburst(arg ? (unsigned int)atoi(arg) : 100,
+				strcmp(case_name, "closeburst") == 0,
+				argc > 4 ? (unsigned int)atoi(argv[4]) : 1);
 	else if (strcmp(case_name, "peruid") == 0)
 		case_peruid(witness, arg ? (unsigned int)atoi(arg) : 1024);
 	else if (strcmp(case_name, "fuzz") == 0)

@@ -4,12 +4,13 @@
 # server never answers the daemon's FLUSH, so the daemon's close of that
 # file blocks (uninterruptibly) until the server goes away:
 #   1. uid $USER1 passes 10 fds of it, 600 ms apart;
-#   2. uid $USER2 passes a memfd on each of 200 connections: each answered
-#      within 1 s, and its fds really closed (the daemon's fd count comes
-#      back down);
+#   2. uid $USER2 passes a memfd on each of 200 connections, and uid
+#      $USER1 makes 200 plain connections: each answered within 1 s, and
+#      all closed (the daemon's fd count comes back down);
 #   3. uid $USER1 keeps passing fds until its requests go unanswered (its
-#      closes backed up, its sessions not read), while uid $USER2 is still
-#      served and its fds closed;
+#      closes backed up, its sessions not read, nor dropped as idle, with
+#      an idle timeout of 2 s), while uid $USER2 is still served and its
+#      fds closed;
 #   4. the FUSE server exits: the held closes return, uid $USER1's waiting
 #      request is answered, and the daemon's fds are back to where they were.
 . "$(dirname "$0")/lib.sh"
@@ -18,16 +19,31 @@ is_root || skip "needs root (mounts FUSE)"
 [ -c /dev/fuse ] || skip "no /dev/fuse"
 ibvd_init
 O=$T/out
-
-conf=$(default_conf) || exit 1
-daemon_start -c "$conf"
-daemon_wait_ready
+IDLE=2
 
 FUSE_DIR=$T/fuse
+STUCKFS=""
+# The FUSE server first (its exit ends the daemon's held closes), then
+# whatever is left of its mount, then the rest.
+stuck_cleanup() {
+	local rc=$?
+	if [ -n "$STUCKFS" ]; then
+		kill -TERM "$STUCKFS" 2>/dev/null
+		wait_exit "$STUCKFS" 5 || { kill -KILL "$STUCKFS"; wait "$STUCKFS"; } 2>/dev/null
+	fi
+	umount -l "$FUSE_DIR" 2>/dev/null
+	(exit "$rc")
+	ibvd_cleanup
+}
+trap stuck_cleanup EXIT
+
+conf=$(default_conf) || exit 1
+IBVERBSD_IDLE_TIMEOUT=$IDLE daemon_start -c "$conf"
+daemon_wait_ready
+
 mkdir -p "$FUSE_DIR" && chmod 755 "$FUSE_DIR" || fail "mkdir $FUSE_DIR"
 "$T/bin/stuckfs-helper" "$FUSE_DIR" "$USER1" "$DAEMON_PID" >"$O/stuckfs" 2>&1 &
 STUCKFS=$!
-BG_PIDS+=("$STUCKFS")
 for _ in $(seq $((50 * TMUL))); do
 	grep -q '^mounted$' "$O/stuckfs" && break
 	pid_running "$STUCKFS" || break
@@ -36,6 +52,7 @@ done
 if ! grep -q '^mounted$' "$O/stuckfs"; then
 	wait "$STUCKFS"
 	rc=$?
+	STUCKFS=""
 	show stuckfs "$O/stuckfs"
 	[ "$rc" -eq 77 ] && skip "FUSE cannot be mounted here"
 	fail "stuckfs-helper did not mount (exit $rc)"
@@ -62,15 +79,17 @@ closes_done() {
 	log "$1: the daemon has $n fds ($base before)"
 }
 
-check "uid $USER2's fds are closed meanwhile"
-run_as "$USER2" "$T/bin/badclient-helper" "$SOCK" closeburst 200 >"$O/closeburst" 2>&1 ||
+check "uid $USER2's fds and uid $USER1's plain connections are closed meanwhile"
+run_as "$USER2" "$T/bin/badclient-helper" "$SOCK" closeburst 200 "$TMUL" >"$O/closeburst" 2>&1 ||
 	{ show closeburst "$O/closeburst"; fail "closeburst while uid $USER1's closes are stuck"; }
-# uid $USER1's 10 files and its connection's socket wait in its queue
-closes_done "after uid $USER2's 200 connections" 16
-ok "$(tail -n 2 "$O/closeburst" | head -n 1)"
+run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" connects 200 "$TMUL" >"$O/connects" 2>&1 ||
+	{ show connects "$O/connects"; fail "uid $USER1's connections while its closes are stuck"; }
+# uid $USER1's 10 files wait in its queue; a spare socket pair or two
+closes_done "after 200 connections of each uid" 16
+ok "uid $USER2: $(tail -n 2 "$O/closeburst" | head -n 1); uid $USER1: $(tail -n 2 "$O/connects" | head -n 1)"
 
 check "uid $USER1 floods until its sessions are paused; uid $USER2 is still served"
-TMO=$((TMO * 3)) run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" stuckflood "$FUSE_DIR/f" >"$O/stuckflood" 2>&1 &
+TMO=$((TMO * 3)) run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" stuckflood "$FUSE_DIR/f" "$TMUL" >"$O/stuckflood" 2>&1 &
 flood=$!
 for _ in $(seq $((600 * TMUL))); do
 	grep -q 'stuckflood: paused: ' "$O/stuckflood" && break
@@ -83,16 +102,19 @@ sent=$(sed -n 's/.*stuckflood: paused: .*(\([0-9]*\) fds sent).*/\1/p' "$O/stuck
 # it is paused only once 1,024 of its fds wait (10 of them from before)
 [ "$sent" -ge $((1024 - 10)) ] ||
 	{ show stuckflood "$O/stuckflood"; fail "paused after only $sent fds"; }
-run_as "$USER2" "$T/bin/badclient-helper" "$SOCK" closeburst 100 >"$O/closeburst2" 2>&1 ||
+run_as "$USER2" "$T/bin/badclient-helper" "$SOCK" closeburst 100 "$TMUL" >"$O/closeburst2" 2>&1 ||
 	{ show closeburst "$O/closeburst2"; fail "closeburst while uid $USER1 is paused"; }
 closes_done "after uid $USER2's 100 more connections" $((sent + 32))
 ok "$(grep -o 'paused: .*' "$O/stuckflood"); $(tail -n 2 "$O/closeburst2" | head -n 1)"
-grep -q "uid $USER1: closing its file has taken over" "$DAEMON_LOG" ||
+grep -q "uid $USER1: closing its file has taken" "$DAEMON_LOG" ||
 	{ show "daemon log" "$DAEMON_LOG"; fail "the daemon did not say whose close is stuck"; }
+# a paused session is not idle: twice the idle timeout, and still there
+sleep $((2 * IDLE))
 
 check "the FUSE server exits: the held closes return, nothing is lost"
 kill -TERM "$STUCKFS"
 wait_exit "$STUCKFS" 10 || fail "stuckfs-helper did not exit"
+STUCKFS=""
 wait "$flood" || { show stuckflood "$O/stuckflood"; fail "stuckflood"; }
 closes_done "after the FUSE server exited" 2
 ok "$(grep 'after the pause' "$O/stuckflood"); the daemon's fds are back to $base"

@@ -479,6 +479,9 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	fd = ibvd_call_take_fd(call, 0);
 	mem->fd = fd;
 	mem->maps_fd = ibvd_call_take_fd(call, 1);
+	/* procfs files, closed with a plain close() (ibvd_mem_put) */
+	ibvd_closer_forget(mem->fd);
+	ibvd_closer_forget(mem->maps_fd);
 	mem->pid = pid;
 	mem->start_time = start;
 	mem->refs = 1;
