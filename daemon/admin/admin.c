@@ -20,6 +20,7 @@
 #include "res.h"
 #include "server/call.h"
 #include "server/clients.h"
+#include "server/closer.h"
 #include "server/daemon.h"
 #include "stat.h"
 #include "util.h"
@@ -345,8 +346,10 @@ static int daemon_status(struct ibvd_call *call, const struct admin_args *args,
 			 json_t *out)
 {
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
+	struct ibvd_closer_status closes;
 
-	return append(call, out, "{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s}",
+	ibvd_closer_status(&closes);
+	return append(call, out, "{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I}",
 		      "version", PACKAGE_VERSION,
 		      "pid", (json_int_t)getpid(),
 		      "uptime", (json_int_t)ibvd_daemon_uptime(d),
@@ -354,7 +357,10 @@ static int daemon_status(struct ibvd_call *call, const struct admin_args *args,
 		      "contexts", (json_int_t)d->ncontexts,
 		      "devices", (json_int_t)d->ndevices,
 		      "socket", d->socket_path,
-		      "config", ibvd_daemon_config_name(d));
+		      "config", ibvd_daemon_config_name(d),
+		      "closer_threads", (json_int_t)closes.threads,
+		      "closes_waiting", (json_int_t)closes.waiting,
+		      "closes_stuck", (json_int_t)closes.stuck);
 }
 
 static int daemon_version(struct ibvd_call *call, const struct admin_args *args,

@@ -445,6 +445,23 @@ bool ibvd_closer_backed_up(uid_t uid)
 	return backed_up;
 }
 
+void ibvd_closer_status(struct ibvd_closer_status *st)
+{
+	uint64_t now = ibvd_mono_ns(), stuck_ns = CLOSER_STUCK_MS * 1000000ull;
+	const struct close_queue *q;
+	unsigned int i;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&closer.lock);
+	st->threads = closer.nthreads;
+	TAILQ_FOREACH(q, &closer.queues, link)
+		st->waiting += q->count;
+	for (i = 0; i < closer.nthreads; i++)
+		if (closer.busy_since[i] && now - closer.busy_since[i] >= stuck_ns)
+			st->stuck++;
+	pthread_mutex_unlock(&closer.lock);
+}
+
 int ibvd_closer_start(struct event_base *base)
 {
 	int ret;

@@ -53,6 +53,15 @@ void ibvd_close_client_fd(int fd);
  */
 void ibvd_close_client_socket(int fd);
 
+/* For ibvctl daemon status: threads, fds waiting, closes stuck (500 ms). */
+struct ibvd_closer_status {
+	unsigned int threads;
+	unsigned long long waiting;
+	unsigned int stuck;
+};
+
+void ibvd_closer_status(struct ibvd_closer_status *st);
+
 /* uid's queue is long (its closes are stuck): do not read its sessions. */
 bool ibvd_closer_backed_up(uid_t uid);
 
