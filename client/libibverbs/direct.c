@@ -190,17 +190,16 @@ static void ring_own(const struct ibvc_qp *qp)
 /* ---- mapping ------------------------------------------------------------ */
 
 /*
- * Every lock a poster or poller of qp may hold, in one order: the queue
- * locks, then the CQ locks by address (one CQ may be both).
+ * Every lock a poster or poller of qp may hold, in one order: the CQ
+ * locks by address (one CQ may be both), then the queue locks.  A poll
+ * batch holds its CQ's lock while the application posts (taking a queue
+ * lock) from inside it, so the CQs must come first here too.
  */
 static void lock_all(struct ibvc_qp *qp)
 {
 	struct ibvc_cq *a = to_ibvc_cq(qp->qp.send_cq);
 	struct ibvc_cq *b = to_ibvc_cq(qp->qp.recv_cq);
 
-	pthread_mutex_lock(&qp->sq.lock);
-	if (!qp->qp.srq)		/* an SRQ's posters touch no QP's state */
-		pthread_mutex_lock(&qp->rq.lock);
 	if (a > b) {
 		struct ibvc_cq *t = a;
 
@@ -210,6 +209,9 @@ static void lock_all(struct ibvc_qp *qp)
 	ibvc_cq_lock(a);
 	if (b != a)
 		ibvc_cq_lock(b);
+	pthread_mutex_lock(&qp->sq.lock);
+	if (!qp->qp.srq)		/* an SRQ's posters touch no QP's state */
+		pthread_mutex_lock(&qp->rq.lock);
 }
 
 static void unlock_all(struct ibvc_qp *qp)
@@ -217,12 +219,12 @@ static void unlock_all(struct ibvc_qp *qp)
 	struct ibvc_cq *a = to_ibvc_cq(qp->qp.send_cq);
 	struct ibvc_cq *b = to_ibvc_cq(qp->qp.recv_cq);
 
-	if (b != a)
-		ibvc_cq_unlock(b);
-	ibvc_cq_unlock(a);
 	if (!qp->qp.srq)
 		pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&qp->sq.lock);
+	if (b != a)
+		ibvc_cq_unlock(b);
+	ibvc_cq_unlock(a);
 }
 
 static void unlink_qp(struct ibvc_qp **head, struct ibvc_qp *qp, bool sender)
