@@ -239,6 +239,18 @@ struct ibvd_xrcd {
 
 /* ---- shared receive queues ------------------------------------------- */
 
+/*
+ * How a receive queue's busy claim has held up UD senders (engine/recv.c),
+ * all atomic: any engine thread's senders may meet it.
+ */
+struct ibvd_ud_claim_watch {
+	bool held_out;			/* a datagram waited its bound out; until
+					 * the claim is next found free */
+	uint64_t over_until;		/* ns: its waits went past the budget */
+	uint64_t window_start;		/* ns: the budget's window */
+	uint64_t waited_ns;		/* senders held up in this window */
+};
+
 struct ibvd_srq {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
@@ -261,7 +273,7 @@ struct ibvd_srq {
 	 * ENGINE would have every delivery spin (direct.c).
 	 */
 	bool engine_claimed;
-	uint64_t ud_claim_stuck_until;	/* atomic: as a QP's (recv.c) */
+	struct ibvd_ud_claim_watch ud_claim;	/* as a QP's (recv.c) */
 };
 
 /* ---- address handles ------------------------------------------------- */
@@ -453,9 +465,8 @@ struct ibvd_qp {
 	unsigned int direct_side;
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
-	/* engine, any thread (atomic): UD, until when a busy RQ claim drops
-	 * a datagram at once (recv.c) */
-	uint64_t ud_claim_stuck_until;
+	/* engine, any thread: how its RQ claim held up UD senders (recv.c) */
+	struct ibvd_ud_claim_watch ud_claim;
 	/* engine: when the receiver's RQ claim last held up the WQE in front
 	 * for a whole ACK timeout (or first did; UD: first did, recv.c);
 	 * 0: it does not */

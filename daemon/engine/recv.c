@@ -528,11 +528,15 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * a 2-vCPU host, one run in about fifteen of perftest's 500-datagram
  * ib_send_bw, which then waits for ever.
  *
- * After a datagram was dropped so, the queue counts as stuck for
- * UD_CLAIM_STUCK_NS: datagrams that find its claim busy meanwhile are
- * dropped at once, so that a library holding the claim for ever costs
- * its senders one wait, not one per datagram.  A free claim is taken
- * whenever it is found.
+ * After a datagram was dropped so, the queue is held out: until its
+ * claim is next found free, datagrams that find it busy past the short
+ * spin are dropped instead of waiting, so that a library holding its
+ * claim for ever costs its senders one wait, not one per datagram.  And
+ * each queue has a budget: it may hold up its senders UD_CLAIM_BUDGET_NS
+ * in all per UD_CLAIM_WINDOW_NS; past that, for the rest of the window,
+ * the same.  A library that lets go just before each datagram's bound
+ * would otherwise stall its senders' SQs (every destination of theirs)
+ * for most of their time.
  *
  * A multicast datagram cannot wait in its SQ (the members before would
  * get it twice), so each member's copy spins for the claim, within the
@@ -543,40 +547,64 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 #define UD_CLAIM_SPIN_NS	5000u		/* unicast, before its sender waits */
 #define UD_CLAIM_DEFER_NS	10000000u	/* unicast, in all */
 #define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: all a pass may */
-#define UD_CLAIM_STUCK_NS	100000000u
+#define UD_CLAIM_BUDGET_NS	20000000u	/* a queue's waits per window */
+#define UD_CLAIM_WINDOW_NS	100000000u
 
 /* Per receive queue: an SRQ's many QPs share one claim. */
-static uint64_t *stuck_until_of(struct ibvd_qp *target)
+static struct ibvd_ud_claim_watch *watch_of(struct ibvd_qp *target)
 {
-	return target->srq ? &target->srq->ud_claim_stuck_until :
-			     &target->ud_claim_stuck_until;
+	return target->srq ? &target->srq->ud_claim : &target->ud_claim;
 }
 
-static void claim_stuck(struct ibvd_engine *eng, struct ibvd_qp *target,
-			uint64_t now)
+static void claim_held_out(struct ibvd_engine *eng, struct ibvd_qp *target)
 {
-	__atomic_store_n(stuck_until_of(target), now + UD_CLAIM_STUCK_NS,
-			 __ATOMIC_RELAXED);
+	__atomic_store_n(&watch_of(target)->held_out, true, __ATOMIC_RELAXED);
 	eng_count(&eng->claim_timeouts, 1);
+}
+
+/* Does target's busy claim drop datagrams rather than have them wait? */
+static bool claim_drops(struct ibvd_qp *target, uint64_t now)
+{
+	struct ibvd_ud_claim_watch *w = watch_of(target);
+
+	return __atomic_load_n(&w->held_out, __ATOMIC_RELAXED) ||
+	       now < __atomic_load_n(&w->over_until, __ATOMIC_RELAXED);
+}
+
+/*
+ * target's claim held up a sender for waited ns.  Threads race on the
+ * window's start harmlessly: the budget is a bound, not an account.
+ */
+static void claim_waited(struct ibvd_qp *target, uint64_t now, uint64_t waited)
+{
+	struct ibvd_ud_claim_watch *w = watch_of(target);
+	uint64_t start = __atomic_load_n(&w->window_start, __ATOMIC_RELAXED);
+
+	if (now - start >= UD_CLAIM_WINDOW_NS) {
+		start = now;
+		__atomic_store_n(&w->window_start, start, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->waited_ns, 0, __ATOMIC_RELAXED);
+	}
+	if (__atomic_add_fetch(&w->waited_ns, waited, __ATOMIC_RELAXED) >=
+	    UD_CLAIM_BUDGET_NS)
+		__atomic_store_n(&w->over_until, start + UD_CLAIM_WINDOW_NS,
+				 __ATOMIC_RELAXED);
 }
 
 /*
  * Spin for target's receive claim up to limit ns of this thread's
  * allowance: what ibvd_eng_rq_claim gave, or -EBUSY (*whole: the whole
- * limit was spun), at once if the queue is stuck.
+ * limit was spun).  Found free, a held-out queue is trusted again.
  */
 static int ud_claim_spin(struct ibvd_engine *eng, struct ibvd_qp *target,
 			 uint64_t limit, bool *whole)
 {
-	uint64_t stuck = __atomic_load_n(stuck_until_of(target), __ATOMIC_RELAXED);
 	uint64_t start = 0, wait = 0, now = 0;
 	int held;
 
 	*whole = false;
 	while ((held = ibvd_eng_rq_claim(target)) == -EBUSY) {
 		now = ibvd_eng_now();
-		if (now < stuck)
-			return -EBUSY;
 		if (!start) {
 			start = now;
 			wait = eng->claim_wait_left < limit ? eng->claim_wait_left :
@@ -590,26 +618,30 @@ static int ud_claim_spin(struct ibvd_engine *eng, struct ibvd_qp *target,
 	}
 	if (start)
 		eng->claim_wait_left -= now - start < wait ? now - start : wait;
+	if (__atomic_load_n(&watch_of(target)->held_out, __ATOMIC_RELAXED))
+		__atomic_store_n(&watch_of(target)->held_out, false,
+				 __ATOMIC_RELAXED);
 	return held;
 }
 
 /*
  * A unicast datagram from src found target's claim busy past the spin:
  * src waits (UD_WAIT) unless its datagram has waited UD_CLAIM_DEFER_NS
- * already; then it is dropped (UD_SENT).
+ * already or the queue drops; then it is dropped (UD_SENT).
  */
 static enum eng_ud ud_claim_busy(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 struct ibvd_qp *target)
 {
 	uint64_t now = ibvd_eng_now();
 
-	if (now < __atomic_load_n(stuck_until_of(target), __ATOMIC_RELAXED))
+	if (claim_drops(target, now))
 		return UD_SENT;
 	if (!src->busy_since_ns)
 		src->busy_since_ns = now;
 	if (now - src->busy_since_ns < UD_CLAIM_DEFER_NS)
 		return UD_WAIT;
-	claim_stuck(eng, target, now);
+	claim_held_out(eng, target);
+	claim_waited(target, now, now - src->busy_since_ns);
 	return UD_SENT;
 }
 
@@ -630,9 +662,15 @@ enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 		return ud_claim_busy(eng, src, target);
 	/* only a whole wait says the queue holds its claim (and counts) */
 	if (held == -EBUSY && whole)
-		claim_stuck(eng, target, ibvd_eng_now());
+		claim_held_out(eng, target);
 	if (held < 0)
 		return UD_SENT;
+	/* a datagram that waited in its SQ: the queue held its sender up */
+	if (!member && src->busy_since_ns) {
+		uint64_t now = ibvd_eng_now();
+
+		claim_waited(target, now, now - src->busy_since_ns);
+	}
 	*status = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
 	ibvd_eng_rq_unclaim(target, held);
 	return *status == IBV_WC_SUCCESS ? UD_SENT : UD_FAILED;
