@@ -137,6 +137,15 @@ int ibvd_req_create_cq(struct ibvd_call *call)
 	return ret;
 }
 
+/* Does the slot of counter value c hold the CQE written at c? */
+static bool slot_written_at(const struct ibvd_ring *r, uint32_t c)
+{
+	const struct ibvd_cqe *cqe = (const struct ibvd_cqe *)
+		(r->slots + (size_t)(c & (r->nslots - 1)) * IBVD_CQE_SIZE);
+
+	return ibvd_read_once(&cqe->seq) == c + 1;
+}
+
 /*
  * Move the completions the client has not consumed to `to`, at the same
  * counter values, so its head and every CQE's seq stay valid.  Called with
@@ -156,9 +165,13 @@ static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to)
 	/*
 	 * An impossible head (the client's word) only costs it completions:
 	 * all of them, not a whole ring's worth copied under the objects
-	 * lock (64 MiB for a CQ of 2^20, every engine thread waiting).
+	 * lock (64 MiB for a CQ of 2^20, every engine thread waiting).  A
+	 * head within a lap of the tail must also name a slot written there
+	 * (a new CQ's head put one lap back names empty ones).
 	 */
-	if (n > from->nslots) {
+	if (n > from->nslots ||
+	    (n && (!slot_written_at(from, head) ||
+		   !slot_written_at(from, cq->tail - 1)))) {
 		n = 0;
 		head = cq->tail;
 	}
