@@ -222,6 +222,8 @@ void ibvd_cm_session_free(struct ibvd_session *s)
 	cm_events_forget(cm);
 	ibvd_handle_foreach(&cm->ids, IBVD_OBJ_CM_ID, destroy_one, NULL);
 	ibvd_handle_table_release(&cm->ids);
+	if (cm->event_grown)
+		s->tenant->cm_grown--;
 	close(cm->event_fd);
 	event_free(cm->close_ev);
 	TAILQ_REMOVE(&cm_world.sessions, cm, link);

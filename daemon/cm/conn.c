@@ -287,15 +287,18 @@ void cm_handshake_expired(struct ibvd_cm_id *id)
 /*
  * A listening session's event socket gets room for bursts of requests
  * from others (internal.h, CM_EVENT_SNDBUF): beyond net.core.wmem_max if
- * the daemon may (CAP_NET_ADMIN), else up to it.  Once per session.
+ * the daemon may (CAP_NET_ADMIN), else up to it.  Once per session, and
+ * for CM_GROWN_PER_UID sessions of a uid at a time.
  */
 void cm_event_room_for_requests(struct ibvd_cm *cm)
 {
+	struct ibvd_tenant *t = cm->session->tenant;
 	int sndbuf = CM_EVENT_SNDBUF;
 
-	if (cm->event_grown)
+	if (cm->event_grown || t->cm_grown >= CM_GROWN_PER_UID)
 		return;
 	cm->event_grown = true;
+	t->cm_grown++;
 	if (setsockopt(cm->event_fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf,
 		       sizeof(sndbuf)) < 0)
 		setsockopt(cm->event_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf,

@@ -64,6 +64,13 @@ struct ibvd_session;
 #define CM_EVENT_SNDBUF		(2 << 20)
 #define CM_EVENT_SNDBUF_IDLE	(32 << 10)
 /*
+ * Sessions of one uid that may have the listener's room at once: any
+ * session may listen, and 1,024 of them at 4 MiB would be 4 GiB of
+ * kernel memory nothing else counts.  The ones after keep the small
+ * buffer, which takes fewer requests in a burst (the rest are refused).
+ */
+#define CM_GROWN_PER_UID	64
+/*
  * What one event takes of it (the kernel counts a datagram's buffer, not
  * its bytes: about 1,280 measured), and what is kept for the events of
  * a session's own ids when requests from others are admitted.

@@ -5,8 +5,9 @@
  *	created K errno E pid P
  * K how many it made, E the errno of the first refusal (0: all N made).
  * $QUOTA_DEV names the device to use instead of the first.
- * KIND is hca_handle, pd, mr, mw, cq, qp, srq, ah, cm_id, or memlock (one MR
- * of N pages).  Objects KIND needs (a PD, a CQ) are made first and not
+ * KIND is hca_handle, pd, mr, mw, cq, qp, srq, ah, cm_id, listener (a
+ * CM id listening on a port of its own, on an event channel of its own),
+ * or memlock (one MR of N pages).  Objects KIND needs (a PD, a CQ) are made first and not
  * counted.  With "hold" it then keeps everything until stdin closes, so
  * that the test can run two uids at once or kill it.
  *
@@ -109,6 +110,14 @@ static void *make_one(const char *kind, void *buf, size_t pages)
 			return NULL;
 		return rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ? NULL : id;
 	}
+	if (!strcmp(kind, "listener")) {
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		struct rdma_cm_id *id;
+
+		if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+			return NULL;
+		return rdma_listen(id, 1) ? NULL : id;
+	}
 	errno = EINVAL;
 	return NULL;
 }
@@ -188,7 +197,7 @@ static int ring_bytes(void)
 {
 	static struct ibv_cq *cqs[RB_CONTEXTS][RB_CQS];
 	static struct ibv_context *c[RB_CONTEXTS];
-	int n, i, j, total = 0, refused = -1;
+	int n, i, j, total = 0, refused = -1, why = 0;
 	struct ibv_cq *again;
 
 	for (n = 0; n < RB_CONTEXTS && refused < 0; n++) {
@@ -201,8 +210,10 @@ static int ring_bytes(void)
 				break;
 			total++;
 		}
-		if (j == 0)
+		if (j == 0) {
 			refused = n;
+			why = errno;
+		}
 	}
 	if (refused < 0) {
 		printf("ringbytes: %d CQs in %d contexts, none refused its first\n",
@@ -216,7 +227,7 @@ static int ring_bytes(void)
 	again = ibv_create_cq(c[refused], RB_CQE, NULL, NULL, 0);
 	printf("ringbytes: %d CQs in %d contexts, context %d refused its first "
 	       "(%s); after one closed: %s\n", total, refused, refused + 1,
-	       strerror(ENOMEM), again ? "a CQ" : strerror(errno));
+	       strerror(why), again ? "a CQ" : strerror(errno));
 	if (again)
 		ibv_destroy_cq(again);
 	for (i = 1; i < n; i++) {
@@ -246,7 +257,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kind = argv[1];
-	if (strcmp(kind, "cm_id") && strcmp(kind, "hca_handle")) {
+	if (strcmp(kind, "cm_id") && strcmp(kind, "listener") &&
+	    strcmp(kind, "hca_handle")) {
 		ctx = open_first();
 		if (!ctx)
 			die("ibv_open_device");
