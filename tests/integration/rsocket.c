@@ -1673,7 +1673,7 @@ END_TEST
  */
 START_TEST(peer_names_a_bad_sgl)
 {
-	static const uint32_t lens[] = { 0, 257, 0xFFFFFFFFu };
+	static const uint32_t lens[] = { 0, 1, 257, 0xFFFFFFFFu };
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(lens); i++) {

@@ -46,8 +46,9 @@ static void route_resolved(struct rsocket *rs)
 }
 
 /*
- * A peer's SGL of no entries would have our index into it (rs.h,
- * remote_sge) run on for ever; rdma-core's has RS_SGL_SIZE.
+ * A peer's SGL shorter than the entry our index into it (rs.h,
+ * remote_sge) starts at would have it run on for ever; rdma-core's
+ * has RS_SGL_SIZE entries, and so must every peer's.
  */
 #define RS_PEER_SGL_MAX		256u
 
@@ -60,7 +61,7 @@ static bool conn_data_ok(const struct rdma_cm_event *ev)
 	    d->version != RS_PROTO_VERSION)
 		return false;
 	sgl_len = be32toh(d->target_sgl.length);
-	return sgl_len >= 1 && sgl_len <= RS_PEER_SGL_MAX;
+	return sgl_len >= RS_SGL_SIZE && sgl_len <= RS_PEER_SGL_MAX;
 }
 
 static void established(struct rsocket *rs, struct rdma_cm_event *ev)

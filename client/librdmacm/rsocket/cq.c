@@ -146,7 +146,7 @@ static void send_credits(struct rsocket *rs)
 	rs->rbuf_free_offset += half;
 	if (rs->rbuf_free_offset >= rs->rbuf_size)
 		rs->rbuf_free_offset = 0;
-	if (++rs->remote_sge == (int)rs->remote_sgl.length)
+	if (++rs->remote_sge >= (int)rs->remote_sgl.length)
 		rs->remote_sge = 0;
 }
 
