@@ -766,6 +766,88 @@ START_TEST(post_inside_batch)
 }
 END_TEST
 
+/*
+ * Another thread's post maps a QP's rings (its peer paired with it) while
+ * this thread holds a batch of the QP's CQ and then posts a receive to
+ * it: mapping takes every lock of the QP, which must wait for the batch's
+ * CQ lock before it holds the queue locks, or the receive waits for it
+ * and it for the batch: both for ever (Check's timeout).
+ */
+struct batch_poster {
+	struct ibv_qp *qp;
+	struct ibv_mr *m;
+	int done;
+};
+
+static void *batch_poster_main(void *arg)
+{
+	struct batch_poster *b = arg;
+
+	vt_send(b->qp, 4, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(b->m), 8,
+		b->m->lkey, 0, 0);
+	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+START_TEST(map_beside_batch)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	struct batch_poster b = { 0 };
+	struct ibv_qp *qa, *qb;
+	struct vt_addr aa, ab;
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *cq1;
+	struct vt_pair cd;
+	struct ibv_wc wc;
+	pthread_t poster;
+	long until;
+	int ret;
+
+	cqx = ibv_create_cq_ex(D.ctx, &ca);
+	ck_assert_ptr_nonnull(cqx);
+	cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(cq1);
+	b.m = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	vt_pair_on(&cd, &D, NULL, NULL, ibv_cq_ex_to_cq(cqx), cq1);
+	qa = vt_qp(&D, ibv_cq_ex_to_cq(cqx), ibv_cq_ex_to_cq(cqx), &DEF);
+	qb = vt_qp(&D, cq1, cq1, &DEF);
+	vt_qp_addr(&D, qa, &DEF, &aa);
+	vt_qp_addr(&D, qb, &DEF, &ab);
+	vt_connect(&D, qa, &ab, &DEF);		/* b in RESET: no pair yet */
+	vt_send(cd.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(b.m), 8,
+		b.m->lkey, ADDR(b.m, LEN / 2), b.m->rkey);
+	until = vt_now_ms() + vt_tmo_ms();
+	while ((ret = ibv_start_poll(cqx, &pa)) == ENOENT &&
+	       vt_now_ms() < until)
+		;
+	ck_assert_int_eq(ret, 0);
+	vt_connect(&D, qb, &aa, &DEF);		/* the pair forms */
+	vt_recv(qb, 7, BUF(b.m) + LEN / 2, 64, b.m->lkey);
+	b.qp = qa;
+	ck_assert_int_eq(pthread_create(&poster, NULL, batch_poster_main, &b), 0);
+	vt_sleep_ms(200);			/* it maps, waiting for the batch */
+	vt_recv(qa, 9, BUF(b.m) + LEN / 4, 64, b.m->lkey);
+	ibv_end_poll(cqx);
+	pthread_join(poster, NULL);
+	ck_assert(__atomic_load_n(&b.done, __ATOMIC_ACQUIRE));
+	vt_expect_ok(cq1, &wc, 7, IBV_WC_RECV, "the other thread's SEND");
+	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 4, IBV_WC_SEND, "its completion");
+	vt_send(qb, 5, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(b.m), 8, b.m->lkey, 0, 0);
+	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 9, IBV_WC_RECV,
+		     "the receive posted in the batch");
+	vt_expect_ok(cq1, &wc, 5, IBV_WC_SEND, "the SEND to it");
+	ck_assert_int_eq(ibv_destroy_qp(qa), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qb), 0);
+	vt_pair_free(&cd);
+	ck_assert_int_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
+	vt_dereg(b.m);
+}
+END_TEST
+
 /* A sender whose receiver never polls still completes (the engine places). */
 START_TEST(receiver_never_polls)
 {
@@ -3576,6 +3658,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, write_imm_key_gone_elsewhere);
 	tcase_add_test(tc, maps_at_poll);
 	tcase_add_test(tc, post_inside_batch);
+	tcase_add_test(tc, map_beside_batch);
 	tcase_add_test(tc, receiver_never_polls);
 	tcase_add_test(tc, events);
 	tcase_add_test(tc, event_timing);
