@@ -536,7 +536,9 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * in all per UD_CLAIM_WINDOW_NS; past that, for the rest of the window,
  * the same.  A library that lets go just before each datagram's bound
  * would otherwise stall its senders' SQs (every destination of theirs)
- * for most of their time.
+ * for nearly all their time; now for half of it at most.  Half, not
+ * less: a receiver preempted now and then on a loaded machine holds its
+ * senders up for whole scheduler slices, and must lose nothing.
  *
  * A multicast datagram cannot wait in its SQ (the members before would
  * get it twice), so each member's copy spins for the claim, within the
@@ -547,7 +549,7 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 #define UD_CLAIM_SPIN_NS	5000u		/* unicast, before its sender waits */
 #define UD_CLAIM_DEFER_NS	10000000u	/* unicast, in all */
 #define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: all a pass may */
-#define UD_CLAIM_BUDGET_NS	20000000u	/* a queue's waits per window */
+#define UD_CLAIM_BUDGET_NS	50000000u	/* a queue's waits per window */
 #define UD_CLAIM_WINDOW_NS	100000000u
 
 /* Per receive queue: an SRQ's many QPs share one claim. */
