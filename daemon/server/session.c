@@ -4,8 +4,6 @@
 #include <config.h>
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -699,6 +699,61 @@ START_TEST(maps_at_poll)
 END_TEST
 
 /*
+ * For the batch cases: QP a on an extended CQ, connected to b, which is
+ * still in RESET (no pair yet); c (on a's CQ) and d, whose WRITE's
+ * completion has opened a batch of a's CQ when batch_open returns.
+ */
+struct batch_fx {
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *cq1;
+	struct ibv_qp *qa, *qb;
+	struct vt_addr aa;
+	struct vt_pair cd;
+	struct ibv_mr *m;
+};
+
+static void batch_open(struct batch_fx *f)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	struct vt_addr ab;
+	long until;
+	int ret;
+
+	f->cqx = ibv_create_cq_ex(D.ctx, &ca);
+	ck_assert_ptr_nonnull(f->cqx);
+	f->cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(f->cq1);
+	f->m = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	vt_pair_on(&f->cd, &D, NULL, NULL, ibv_cq_ex_to_cq(f->cqx), f->cq1);
+	f->qa = vt_qp(&D, ibv_cq_ex_to_cq(f->cqx), ibv_cq_ex_to_cq(f->cqx), &DEF);
+	f->qb = vt_qp(&D, f->cq1, f->cq1, &DEF);
+	vt_qp_addr(&D, f->qa, &DEF, &f->aa);
+	vt_qp_addr(&D, f->qb, &DEF, &ab);
+	vt_connect(&D, f->qa, &ab, &DEF);
+	vt_send(f->cd.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		BUF(f->m), 8, f->m->lkey, ADDR(f->m, LEN / 2), f->m->rkey);
+	until = vt_now_ms() + vt_tmo_ms();
+	while ((ret = ibv_start_poll(f->cqx, &pa)) == ENOENT &&
+	       vt_now_ms() < until)
+		;
+	ck_assert_int_eq(ret, 0);
+	ck_assert_int_eq(f->cqx->wr_id, 1);
+}
+
+static void batch_fx_free(struct batch_fx *f)
+{
+	ck_assert_int_eq(ibv_destroy_qp(f->qa), 0);
+	ck_assert_int_eq(ibv_destroy_qp(f->qb), 0);
+	vt_pair_free(&f->cd);
+	ck_assert_int_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(f->cqx)), 0);
+	ck_assert_int_eq(ibv_destroy_cq(f->cq1), 0);
+	vt_dereg(f->m);
+}
+
+/*
  * A post from inside an ibv_start_poll batch to a QP whose peer paired
  * with it during the batch (ibv_rc_pingpong -t's server, now and then):
  * the batch holds its CQ's lock, which mapping the rings takes, so that
@@ -706,63 +761,31 @@ END_TEST
  */
 START_TEST(post_inside_batch)
 {
-	struct ibv_cq_init_attr_ex ca = {
-		.cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
-	};
-	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
-	int one = expect_rings() ? 1 : 0, maps, ret;
-	struct ibv_qp *qa, *qb;
-	struct vt_addr aa, ab;
-	struct ibv_cq_ex *cqx;
-	struct ibv_cq *cq1;
-	struct vt_pair cd;
-	struct ibv_mr *m;
+	int one = expect_rings() ? 1 : 0, maps;
+	struct batch_fx f;
 	struct ibv_wc wc;
-	long until;
 
-	cqx = ibv_create_cq_ex(D.ctx, &ca);
-	ck_assert_ptr_nonnull(cqx);
-	cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
-	ck_assert_ptr_nonnull(cq1);
-	m = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
-	/* c (on cqx) and d: a WRITE of c's completes to open the batch */
-	vt_pair_on(&cd, &D, NULL, NULL, ibv_cq_ex_to_cq(cqx), cq1);
-	qa = vt_qp(&D, ibv_cq_ex_to_cq(cqx), ibv_cq_ex_to_cq(cqx), &DEF);
-	qb = vt_qp(&D, cq1, cq1, &DEF);
-	vt_qp_addr(&D, qa, &DEF, &aa);
-	vt_qp_addr(&D, qb, &DEF, &ab);
-	vt_connect(&D, qa, &ab, &DEF);		/* b in RESET: no pair yet */
-	vt_send(cd.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(m), 8,
-		m->lkey, ADDR(m, LEN / 2), m->rkey);
-	until = vt_now_ms() + vt_tmo_ms();
-	while ((ret = ibv_start_poll(cqx, &pa)) == ENOENT &&
-	       vt_now_ms() < until)
-		;
-	ck_assert_int_eq(ret, 0);
-	ck_assert_int_eq(cqx->wr_id, 1);
+	batch_open(&f);
 	maps = vt_transit_maps();		/* c's and d's */
-	vt_connect(&D, qb, &aa, &DEF);		/* the pair forms */
-	vt_recv(qb, 7, BUF(m) + LEN / 2, 64, m->lkey);
-	vt_send(qa, 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(m), 8, m->lkey, 0, 0);
+	vt_connect(&D, f.qb, &f.aa, &DEF);	/* the pair forms */
+	vt_recv(f.qb, 7, BUF(f.m) + LEN / 2, 64, f.m->lkey);
+	vt_send(f.qa, 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.m), 8,
+		f.m->lkey, 0, 0);
 	vt_assert(vt_transit_maps() == maps + one,
 		  "%d transit ring mappings inside the batch, want %d",
 		  vt_transit_maps(), maps + one);
-	ibv_end_poll(cqx);
+	ibv_end_poll(f.cqx);
 	vt_assert(vt_transit_maps() == maps + 2 * one,
 		  "%d transit ring mappings after the batch, want %d",
 		  vt_transit_maps(), maps + 2 * one);
-	vt_expect_ok(cq1, &wc, 7, IBV_WC_RECV, "the SEND posted in the batch");
-	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 2, IBV_WC_SEND, "its completion");
-	vt_recv(qb, 8, BUF(m) + LEN / 2, 64, m->lkey);
-	vt_send(qa, 3, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(m), 8, m->lkey, 0, 0);
-	vt_expect_ok(cq1, &wc, 8, IBV_WC_RECV, "a SEND after the batch");
-	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 3, IBV_WC_SEND, "its completion");
-	ck_assert_int_eq(ibv_destroy_qp(qa), 0);
-	ck_assert_int_eq(ibv_destroy_qp(qb), 0);
-	vt_pair_free(&cd);
-	ck_assert_int_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
-	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
-	vt_dereg(m);
+	vt_expect_ok(f.cq1, &wc, 7, IBV_WC_RECV, "the SEND posted in the batch");
+	vt_expect_ok(ibv_cq_ex_to_cq(f.cqx), &wc, 2, IBV_WC_SEND, "its completion");
+	vt_recv(f.qb, 8, BUF(f.m) + LEN / 2, 64, f.m->lkey);
+	vt_send(f.qa, 3, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.m), 8,
+		f.m->lkey, 0, 0);
+	vt_expect_ok(f.cq1, &wc, 8, IBV_WC_RECV, "a SEND after the batch");
+	vt_expect_ok(ibv_cq_ex_to_cq(f.cqx), &wc, 3, IBV_WC_SEND, "its completion");
+	batch_fx_free(&f);
 }
 END_TEST
 
@@ -791,60 +814,30 @@ static void *batch_poster_main(void *arg)
 
 START_TEST(map_beside_batch)
 {
-	struct ibv_cq_init_attr_ex ca = {
-		.cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
-	};
-	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
 	struct batch_poster b = { 0 };
-	struct ibv_qp *qa, *qb;
-	struct vt_addr aa, ab;
-	struct ibv_cq_ex *cqx;
-	struct ibv_cq *cq1;
-	struct vt_pair cd;
+	struct batch_fx f;
 	struct ibv_wc wc;
 	pthread_t poster;
-	long until;
-	int ret;
 
-	cqx = ibv_create_cq_ex(D.ctx, &ca);
-	ck_assert_ptr_nonnull(cqx);
-	cq1 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
-	ck_assert_ptr_nonnull(cq1);
-	b.m = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
-	vt_pair_on(&cd, &D, NULL, NULL, ibv_cq_ex_to_cq(cqx), cq1);
-	qa = vt_qp(&D, ibv_cq_ex_to_cq(cqx), ibv_cq_ex_to_cq(cqx), &DEF);
-	qb = vt_qp(&D, cq1, cq1, &DEF);
-	vt_qp_addr(&D, qa, &DEF, &aa);
-	vt_qp_addr(&D, qb, &DEF, &ab);
-	vt_connect(&D, qa, &ab, &DEF);		/* b in RESET: no pair yet */
-	vt_send(cd.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(b.m), 8,
-		b.m->lkey, ADDR(b.m, LEN / 2), b.m->rkey);
-	until = vt_now_ms() + vt_tmo_ms();
-	while ((ret = ibv_start_poll(cqx, &pa)) == ENOENT &&
-	       vt_now_ms() < until)
-		;
-	ck_assert_int_eq(ret, 0);
-	vt_connect(&D, qb, &aa, &DEF);		/* the pair forms */
-	vt_recv(qb, 7, BUF(b.m) + LEN / 2, 64, b.m->lkey);
-	b.qp = qa;
+	batch_open(&f);
+	vt_connect(&D, f.qb, &f.aa, &DEF);	/* the pair forms */
+	vt_recv(f.qb, 7, BUF(f.m) + LEN / 2, 64, f.m->lkey);
+	b.qp = f.qa;
+	b.m = f.m;
 	ck_assert_int_eq(pthread_create(&poster, NULL, batch_poster_main, &b), 0);
 	vt_sleep_ms(200);			/* it maps, waiting for the batch */
-	vt_recv(qa, 9, BUF(b.m) + LEN / 4, 64, b.m->lkey);
-	ibv_end_poll(cqx);
+	vt_recv(f.qa, 9, BUF(f.m) + LEN / 4, 64, f.m->lkey);
+	ibv_end_poll(f.cqx);
 	pthread_join(poster, NULL);
 	ck_assert(__atomic_load_n(&b.done, __ATOMIC_ACQUIRE));
-	vt_expect_ok(cq1, &wc, 7, IBV_WC_RECV, "the other thread's SEND");
-	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 4, IBV_WC_SEND, "its completion");
-	vt_send(qb, 5, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(b.m), 8, b.m->lkey, 0, 0);
-	vt_expect_ok(ibv_cq_ex_to_cq(cqx), &wc, 9, IBV_WC_RECV,
+	vt_expect_ok(f.cq1, &wc, 7, IBV_WC_RECV, "the other thread's SEND");
+	vt_expect_ok(ibv_cq_ex_to_cq(f.cqx), &wc, 4, IBV_WC_SEND, "its completion");
+	vt_send(f.qb, 5, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.m), 8,
+		f.m->lkey, 0, 0);
+	vt_expect_ok(ibv_cq_ex_to_cq(f.cqx), &wc, 9, IBV_WC_RECV,
 		     "the receive posted in the batch");
-	vt_expect_ok(cq1, &wc, 5, IBV_WC_SEND, "the SEND to it");
-	ck_assert_int_eq(ibv_destroy_qp(qa), 0);
-	ck_assert_int_eq(ibv_destroy_qp(qb), 0);
-	vt_pair_free(&cd);
-	ck_assert_int_eq(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
-	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
-	vt_dereg(b.m);
+	vt_expect_ok(f.cq1, &wc, 5, IBV_WC_SEND, "the SEND to it");
+	batch_fx_free(&f);
 }
 END_TEST
 
