@@ -246,9 +246,6 @@ struct ibvd_xrcd {
 struct ibvd_ud_claim_watch {
 	bool held_out;			/* a datagram waited its bound out; until
 					 * the claim is next found free */
-	uint64_t over_until;		/* ns: its waits went past the budget */
-	uint64_t window_start;		/* ns: the budget's window */
-	uint64_t waited_ns;		/* senders held up in this window */
 };
 
 struct ibvd_srq {

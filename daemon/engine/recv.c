@@ -531,14 +531,10 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * After a datagram was dropped so, the queue is held out: until its
  * claim is next found free, datagrams that find it busy past the short
  * spin are dropped instead of waiting, so that a library holding its
- * claim for ever costs its senders one wait, not one per datagram.  And
- * each queue has a budget: it may hold up its senders UD_CLAIM_BUDGET_NS
- * in all per UD_CLAIM_WINDOW_NS; past that, for the rest of the window,
- * the same.  A library that lets go just before each datagram's bound
- * would otherwise stall its senders' SQs (every destination of theirs)
- * for nearly all their time; now for half of it at most.  Half, not
- * less: a receiver preempted now and then on a loaded machine holds its
- * senders up for whole scheduler slices, and must lose nothing.
+ * claim for ever costs its senders one wait, not one per datagram.  (A
+ * library that lets go just before each datagram's bound still holds
+ * its senders' SQs up that long for each: a budget per queue lost the
+ * datagrams of receivers merely preempted on a loaded machine.)
  *
  * A multicast datagram cannot wait in its SQ (the members before would
  * get it twice), so each member's copy spins for the claim, within the
@@ -549,8 +545,6 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 #define UD_CLAIM_SPIN_NS	5000u		/* unicast, before its sender waits */
 #define UD_CLAIM_DEFER_NS	10000000u	/* unicast, in all */
 #define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: all a pass may */
-#define UD_CLAIM_BUDGET_NS	50000000u	/* a queue's waits per window */
-#define UD_CLAIM_WINDOW_NS	100000000u
 
 /* Per receive queue: an SRQ's many QPs share one claim. */
 static struct ibvd_ud_claim_watch *watch_of(struct ibvd_qp *target)
@@ -565,32 +559,9 @@ static void claim_held_out(struct ibvd_engine *eng, struct ibvd_qp *target)
 }
 
 /* Does target's busy claim drop datagrams rather than have them wait? */
-static bool claim_drops(struct ibvd_qp *target, uint64_t now)
+static bool claim_drops(struct ibvd_qp *target)
 {
-	struct ibvd_ud_claim_watch *w = watch_of(target);
-
-	return __atomic_load_n(&w->held_out, __ATOMIC_RELAXED) ||
-	       now < __atomic_load_n(&w->over_until, __ATOMIC_RELAXED);
-}
-
-/*
- * target's claim held up a sender for waited ns.  Threads race on the
- * window's start harmlessly: the budget is a bound, not an account.
- */
-static void claim_waited(struct ibvd_qp *target, uint64_t now, uint64_t waited)
-{
-	struct ibvd_ud_claim_watch *w = watch_of(target);
-	uint64_t start = __atomic_load_n(&w->window_start, __ATOMIC_RELAXED);
-
-	if (now - start >= UD_CLAIM_WINDOW_NS) {
-		start = now;
-		__atomic_store_n(&w->window_start, start, __ATOMIC_RELAXED);
-		__atomic_store_n(&w->waited_ns, 0, __ATOMIC_RELAXED);
-	}
-	if (__atomic_add_fetch(&w->waited_ns, waited, __ATOMIC_RELAXED) >=
-	    UD_CLAIM_BUDGET_NS)
-		__atomic_store_n(&w->over_until, start + UD_CLAIM_WINDOW_NS,
-				 __ATOMIC_RELAXED);
+	return __atomic_load_n(&watch_of(target)->held_out, __ATOMIC_RELAXED);
 }
 
 /*
@@ -636,14 +607,13 @@ static enum eng_ud ud_claim_busy(struct ibvd_engine *eng, struct ibvd_qp *src,
 {
 	uint64_t now = ibvd_eng_now();
 
-	if (claim_drops(target, now))
+	if (claim_drops(target))
 		return UD_SENT;
 	if (!src->busy_since_ns)
 		src->busy_since_ns = now;
 	if (now - src->busy_since_ns < UD_CLAIM_DEFER_NS)
 		return UD_WAIT;
 	claim_held_out(eng, target);
-	claim_waited(target, now, now - src->busy_since_ns);
 	return UD_SENT;
 }
 
@@ -667,12 +637,6 @@ enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 		claim_held_out(eng, target);
 	if (held < 0)
 		return UD_SENT;
-	/* a datagram that waited in its SQ: the queue held its sender up */
-	if (!member && src->busy_since_ns) {
-		uint64_t now = ibvd_eng_now();
-
-		claim_waited(target, now, now - src->busy_since_ns);
-	}
 	*status = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
 	ibvd_eng_rq_unclaim(target, held);
 	return *status == IBV_WC_SUCCESS ? UD_SENT : UD_FAILED;

@@ -521,12 +521,8 @@ static int ud_claim(void)
 #define BRIEF_SLOT	64u		/* GRH (40) and the 8-byte number */
 #define BRIEF_HOLD_MS	2
 #define BRIEF_STRICT_MS	3	/* held no longer: nothing may be lost */
-/*
- * Between bursts: a queue may hold its senders up 50 ms per 100 ms
- * (recv.c's budget); a 2 ms hold every 27 ms or more stays within it,
- * also when a loaded machine makes each wait several times as long.
- */
-#define BRIEF_GAP_MS	25
+/* Between bursts, as a receiver preempted now and then. */
+#define BRIEF_GAP_MS	5
 /*
  * Y's receive buffers, after the 4 KiB the pairing's receives used (one
  * may still be posted: wr_id 1, at the MR's start); then Z's numbers.
