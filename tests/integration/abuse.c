@@ -521,8 +521,6 @@ static int ud_claim(void)
 #define BRIEF_SLOT	64u		/* GRH (40) and the 8-byte number */
 #define BRIEF_HOLD_MS	2
 #define BRIEF_STRICT_MS	3	/* held no longer: nothing may be lost */
-/* Between bursts, as a receiver preempted now and then. */
-#define BRIEF_GAP_MS	5
 /*
  * Y's receive buffers, after the 4 KiB the pairing's receives used (one
  * may still be posted: wr_id 1, at the MR's start); then Z's numbers.
@@ -639,7 +637,6 @@ static int ud_claim_brief(void)
 				  "Z's datagram %lu: %s", (unsigned long)wc[i].wr_id,
 				  vt_status(wc[i].status));
 		done += (unsigned long)n;
-		vt_sleep_ms(BRIEF_GAP_MS);
 	}
 	printf("ud-claim-brief: %lu datagrams in %u bursts to a QP holding its "
 	       "claim %d ms each, in order, none lost in the %u bursts held "
