@@ -239,15 +239,6 @@ struct ibvd_xrcd {
 
 /* ---- shared receive queues ------------------------------------------- */
 
-/*
- * How a receive queue's busy claim has held up UD senders (engine/recv.c),
- * all atomic: any engine thread's senders may meet it.
- */
-struct ibvd_ud_claim_watch {
-	bool held_out;			/* a datagram waited its bound out; until
-					 * the claim is next found free */
-};
-
 struct ibvd_srq {
 	struct ibvd_context *ctx;
 	struct ibvd_pd *pd;
@@ -270,7 +261,7 @@ struct ibvd_srq {
 	 * ENGINE would have every delivery spin (direct.c).
 	 */
 	bool engine_claimed;
-	struct ibvd_ud_claim_watch ud_claim;	/* as a QP's (recv.c) */
+	bool ud_claim_held_out;		/* atomic: as a QP's (recv.c) */
 };
 
 /* ---- address handles ------------------------------------------------- */
@@ -462,8 +453,9 @@ struct ibvd_qp {
 	unsigned int direct_side;
 	/* engine, serving thread: waits in a row for a busy RQ or SQ claim */
 	uint8_t claim_waits;
-	/* engine, any thread: how its RQ claim held up UD senders (recv.c) */
-	struct ibvd_ud_claim_watch ud_claim;
+	/* engine, any thread (atomic): UD, a datagram waited out its RQ
+	 * claim; until the claim is next found free (recv.c) */
+	bool ud_claim_held_out;
 	/* engine: when the receiver's RQ claim last held up the WQE in front
 	 * for a whole ACK timeout (or first did; UD: first did, recv.c);
 	 * 0: it does not */

@@ -547,21 +547,22 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 #define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: all a pass may */
 
 /* Per receive queue: an SRQ's many QPs share one claim. */
-static struct ibvd_ud_claim_watch *watch_of(struct ibvd_qp *target)
+static bool *held_out_of(struct ibvd_qp *target)
 {
-	return target->srq ? &target->srq->ud_claim : &target->ud_claim;
+	return target->srq ? &target->srq->ud_claim_held_out :
+			     &target->ud_claim_held_out;
 }
 
 static void claim_held_out(struct ibvd_engine *eng, struct ibvd_qp *target)
 {
-	__atomic_store_n(&watch_of(target)->held_out, true, __ATOMIC_RELAXED);
+	__atomic_store_n(held_out_of(target), true, __ATOMIC_RELAXED);
 	eng_count(&eng->claim_timeouts, 1);
 }
 
 /* Does target's busy claim drop datagrams rather than have them wait? */
 static bool claim_drops(struct ibvd_qp *target)
 {
-	return __atomic_load_n(&watch_of(target)->held_out, __ATOMIC_RELAXED);
+	return __atomic_load_n(held_out_of(target), __ATOMIC_RELAXED);
 }
 
 /*
@@ -591,9 +592,8 @@ static int ud_claim_spin(struct ibvd_engine *eng, struct ibvd_qp *target,
 	}
 	if (start)
 		eng->claim_wait_left -= now - start < wait ? now - start : wait;
-	if (__atomic_load_n(&watch_of(target)->held_out, __ATOMIC_RELAXED))
-		__atomic_store_n(&watch_of(target)->held_out, false,
-				 __ATOMIC_RELAXED);
+	if (claim_drops(target))
+		__atomic_store_n(held_out_of(target), false, __ATOMIC_RELAXED);
 	return held;
 }
 
