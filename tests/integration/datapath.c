@@ -2745,14 +2745,39 @@ START_TEST(mr_rereg_restate)
 END_TEST
 
 /* Signaled zero-length WRITEs on qp: n CQEs on its send CQ. */
+/*
+ * n signalled WRITEs, wr_ids from first, each of its number to its own
+ * 8 bytes among the first 2 KiB (cqes_landed looks for them).
+ */
+#define CQE_SLOTS	256u
+
 static void make_cqes(struct fx *f, uint64_t first, int n)
 {
+	uint64_t *numbers = f->a->addr, id;
 	int i;
 
-	for (i = 0; i < n; i++)
-		vt_send(f->p.qp[0], first + (uint64_t)i, IBV_WR_RDMA_WRITE,
-			IBV_SEND_SIGNALED, f->a->addr, 8, f->a->lkey,
-			ADDR(f->b, 0), f->b->rkey);
+	for (i = 0; i < n; i++) {
+		id = first + (uint64_t)i;
+		numbers[id % CQE_SLOTS] = id + 1;
+		vt_send(f->p.qp[0], id, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			&numbers[id % CQE_SLOTS], 8, f->a->lkey,
+			ADDR(f->b, (id % CQE_SLOTS) * 8), f->b->rkey);
+	}
+}
+
+/*
+ * Until WRITE `last` of make_cqes has landed, then QUIET_MS: its CQE and
+ * those before it are written (a loaded machine is slower than a sleep).
+ */
+static void cqes_landed(struct fx *f, uint64_t last)
+{
+	volatile uint64_t *landed = f->b->addr;
+	long t0 = vt_now_ms();
+
+	while (landed[last % CQE_SLOTS] != last + 1)
+		ck_assert_msg(vt_now_ms() - t0 < vt_tmo_ms(),
+			      "WRITE %llu never landed", (unsigned long long)last);
+	vt_sleep_ms(QUIET_MS * vt_tmul());
 }
 
 /* ibv_resize_cq keeps the CQEs not polled yet, in order. */
@@ -2788,7 +2813,7 @@ START_TEST(cq_resize)
 		vt_expect_ok(cq, &wc, 200 + (uint64_t)i, IBV_WC_RDMA_WRITE, "CQE kept by shrinking");
 	/* Not below what it holds. */
 	make_cqes(&f, 300, 10);
-	vt_sleep_ms(QUIET_MS * vt_tmul());
+	cqes_landed(&f, 309);
 	ck_assert_int_eq(ibv_resize_cq(cq, 2), EINVAL);
 	for (i = 0; i < 10; i++)
 		vt_expect_ok(cq, &wc, 300 + (uint64_t)i, IBV_WC_RDMA_WRITE, "CQE after a refused resize");

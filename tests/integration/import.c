@@ -342,6 +342,7 @@ static int importer(const char *dir)
 
 int main(int argc, char **argv)
 {
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "owner"))
 		return owner(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "importer"))

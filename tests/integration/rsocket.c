@@ -1750,6 +1750,7 @@ int main(int argc, char **argv)
 	SRunner *sr = srunner_create(rsocket_suite(argc - 1, argv + 1));
 	int failed;
 
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	srunner_run_all(sr, CK_VERBOSE);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

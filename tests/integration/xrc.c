@@ -693,7 +693,9 @@ int main(void)
 	SRunner *sr = srunner_create(xrc_suite());
 	int failed;
 
-	srunner_run_all(sr, CK_NORMAL);
+	/* each case as it ends: a helper killed by its timeout still says */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	srunner_run_all(sr, CK_VERBOSE);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;

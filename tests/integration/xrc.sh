@@ -20,7 +20,9 @@ if [ -x "$HELPER" ]; then
 	# Some cases close a context with its objects alive, as a dying app
 	# does: the daemon must free them, the app's own structs are its to
 	# leak, which a sanitizer build would otherwise report.
-	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+	# A whole suite, as run_check_suite allows.
+	TMO=$((TMO * 10)) \
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 		run_ours "$USER1" "$HELPER" >"$O/xrc" 2>&1
 	rc=$?
 	show "xrc-helper" "$O/xrc"
