@@ -321,6 +321,13 @@ struct ibvd_cqe {
 struct ibvd_ctx_engine {
 	uint32_t sleeping;	/* the engine serving this context may sleep */
 	uint8_t pad[IBVD_CACHELINE - 4];
+	/*
+	 * Bumped (release) by the daemon whenever its device's GID table may
+	 * have changed, before the contexts hear GID_CHANGE: a library's copy
+	 * of the table, fetched after it read a value, is good while the
+	 * value stays.
+	 */
+	uint32_t gid_gen;
 };
 
 struct ibvd_ctx_client {

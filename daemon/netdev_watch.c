@@ -24,6 +24,7 @@
 #include "core/host_addrs.h"
 #include "core/objects.h"
 #include "core/roce.h"
+#include "engine/engine.h"
 #include "log.h"
 #include "netdev.h"
 #include "netdev_watch.h"
@@ -91,6 +92,7 @@ static void refresh(struct ibvd_device *dev)
 {
 	int old_ifindex = dev->roce.netdev.ifindex;
 	struct ibvd_netdev_state st;
+	struct ibvd_context *ctx;
 	unsigned int changed;
 	int ret;
 
@@ -105,6 +107,9 @@ static void refresh(struct ibvd_device *dev)
 	ibvd_objects_write_lock();
 	changed = ibvd_roce_update(&dev->roce, &st.link, st.addrs, st.naddrs);
 	ibvd_objects_write_unlock();
+	/* every message: an interface made again changes no GID, its index */
+	TAILQ_FOREACH(ctx, &dev->contexts, dev_link)
+		ibvd_engine_ctx_gids_changed(ctx);
 	log_changes(dev, old_ifindex, changed);
 	send_events(dev, changed);
 out:

@@ -105,6 +105,7 @@ static struct ibvc_context *context_new(struct ibvc_device *dev)
 	pthread_mutex_init(&ictx->async_lock, NULL);
 	pthread_mutex_init(&ictx->obj_lock, NULL);
 	pthread_mutex_init(&ictx->mrs.lock, NULL);
+	pthread_mutex_init(&ictx->gids.lock, NULL);
 	ictx->dev = dev;
 	ibvc_device_get(dev);
 	return ictx;
@@ -127,6 +128,8 @@ static void context_free(struct ibvc_context *ictx)
 	pthread_mutex_destroy(&ictx->obj_lock);
 	ibvc_mrtab_fini(ictx);
 	pthread_mutex_destroy(&ictx->async_lock);
+	pthread_mutex_destroy(&ictx->gids.lock);
+	free(ictx->gids.entries);
 	pthread_mutex_destroy(&ictx->vctx.context.mutex);
 	ibvc_device_put(ictx->dev);
 	free(ictx);

@@ -181,6 +181,15 @@ struct ibvc_context {
 
 	/* this process's MRs, for the direct transport's checks (mrtab.c) */
 	struct ibvc_mrtab mrs;
+
+	/* the last GID table fetched (query.c), good while db_engine->gid_gen is */
+	struct {
+		pthread_mutex_t lock;
+		bool valid;
+		uint32_t gen, port_num, tbl_len;
+		size_t n;
+		struct ibv_gid_entry *entries;
+	} gids;
 };
 
 /* mrtab.c: remember an MR of this process (ibvc_reg_mr, rereg), forget it. */

@@ -1,6 +1,7 @@
 /*
  * Device, port, GID and P_Key queries: one RPC each, translated from the
- * daemon's messages into the public structs.
+ * daemon's messages into the public structs; a GID table is kept until the
+ * daemon says it changed.
  *
  * Entry points that carry a size (abi.md §2.4) write only what the caller
  * declared; the exported ibv_query_port takes the 48-byte compat struct of
@@ -9,7 +10,9 @@
 #include "config.h"
 
 #include <endian.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -319,6 +322,67 @@ static void gid_entry_from_msg(const Ibvd__GidEntry *m, uint32_t port_num,
 	entry->ndev_ifindex = m->ndev_ifindex;
 }
 
+/* Keep port_num's table as the daemon sent it, stamped with gen. */
+static int gids_keep(struct ibvc_context *ictx, uint32_t port_num,
+		     uint32_t gen, const Ibvd__GidTable *table)
+{
+	struct ibv_gid_entry *entries = NULL;
+	size_t i;
+
+	for (i = 0; i < table->n_entries; i++)
+		if (!gid_msg_valid(table, table->entries[i]))
+			return -EPROTO;
+	if (table->n_entries) {
+		entries = calloc(table->n_entries, sizeof(*entries));
+		if (!entries)
+			return -ENOMEM;
+	}
+	for (i = 0; i < table->n_entries; i++)
+		gid_entry_from_msg(table->entries[i], port_num, &entries[i]);
+	free(ictx->gids.entries);
+	ictx->gids.entries = entries;
+	ictx->gids.n = table->n_entries;
+	ictx->gids.tbl_len = table->gid_tbl_len;
+	ictx->gids.port_num = port_num;
+	ictx->gids.gen = gen;
+	ictx->gids.valid = true;
+	return 0;
+}
+
+/*
+ * Lock ictx's copy of port_num's GID table, fetched again unless the
+ * daemon's gid_gen (ring.h) is the one it was fetched under: ibv_devinfo
+ * -v asks twice for each of a RoCE port's 1,024 slots.  On success the
+ * caller reads ictx->gids and unlocks.
+ */
+static int gids_lock(struct ibv_context *ctx, uint32_t port_num)
+{
+	struct ibvc_context *ictx = to_ibvc_context(ctx);
+	Ibvd__GidTable *table = NULL;
+	uint32_t gen;
+	int ret;
+
+	pthread_mutex_lock(&ictx->gids.lock);
+	/* Acquire: a table changed before this value is the one we fetch. */
+	gen = __atomic_load_n(&ictx->db_engine->gid_gen, __ATOMIC_ACQUIRE);
+	if (ictx->gids.valid && ictx->gids.gen == gen &&
+	    ictx->gids.port_num == port_num)
+		return 0;
+	ret = fetch_gid_table(ctx, port_num, &table);
+	if (ret == 0) {
+		ret = gids_keep(ictx, port_num, gen, table);
+		ibvd__gid_table__free_unpacked(table, NULL);
+	}
+	if (ret < 0)
+		pthread_mutex_unlock(&ictx->gids.lock);
+	return ret;
+}
+
+static void gids_unlock(struct ibv_context *ctx)
+{
+	pthread_mutex_unlock(&to_ibvc_context(ctx)->gids.lock);
+}
+
 /*
  * One GID table entry.  -EINVAL for an index outside the table, -ENODATA
  * for an empty slot inside it (the daemon leaves empty slots out).
@@ -326,27 +390,20 @@ static void gid_entry_from_msg(const Ibvd__GidEntry *m, uint32_t port_num,
 static int read_gid(struct ibv_context *ctx, uint32_t port_num,
 		    uint32_t index, struct ibv_gid_entry *entry)
 {
-	Ibvd__GidTable *table = NULL;
+	struct ibvc_context *ictx = to_ibvc_context(ctx);
 	size_t i;
 	int ret;
 
-	ret = fetch_gid_table(ctx, port_num, &table);
+	ret = gids_lock(ctx, port_num);
 	if (ret < 0)
 		return ret;
-	ret = index < table->gid_tbl_len ? -ENODATA : -EINVAL;
-	for (i = 0; i < table->n_entries && ret == -ENODATA; i++) {
-		const Ibvd__GidEntry *m = table->entries[i];
-
-		if (m->index != index)
-			continue;
-		if (!gid_msg_valid(table, m)) {
-			ret = -EPROTO;
-			break;
+	ret = index < ictx->gids.tbl_len ? -ENODATA : -EINVAL;
+	for (i = 0; i < ictx->gids.n && ret == -ENODATA; i++)
+		if (ictx->gids.entries[i].gid_index == index) {
+			*entry = ictx->gids.entries[i];
+			ret = 0;
 		}
-		gid_entry_from_msg(m, port_num, entry);
-		ret = 0;
-	}
-	ibvd__gid_table__free_unpacked(table, NULL);
+	gids_unlock(ctx);
 	return ret;
 }
 
@@ -354,22 +411,22 @@ static int read_gid(struct ibv_context *ctx, uint32_t port_num,
 int ibvc_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 			const union ibv_gid *gid)
 {
-	Ibvd__GidTable *table = NULL;
+	struct ibvc_context *ictx = to_ibvc_context(ctx);
 	size_t i;
 	int ret;
 
-	ret = fetch_gid_table(ctx, port_num, &table);
+	ret = gids_lock(ctx, port_num);
 	if (ret < 0)
 		return ret;
 	ret = -ENOENT;
-	for (i = 0; i < table->n_entries && ret == -ENOENT; i++) {
-		const Ibvd__GidEntry *m = table->entries[i];
+	for (i = 0; i < ictx->gids.n && ret == -ENOENT; i++) {
+		const struct ibv_gid_entry *e = &ictx->gids.entries[i];
 
-		if (gid_msg_valid(table, m) && m->index <= UINT8_MAX &&
-		    !memcmp(m->gid.data, gid->raw, sizeof(gid->raw)))
-			ret = (int)m->index;
+		if (e->gid_index <= UINT8_MAX &&
+		    !memcmp(e->gid.raw, gid->raw, sizeof(gid->raw)))
+			ret = (int)e->gid_index;
 	}
-	ibvd__gid_table__free_unpacked(table, NULL);
+	gids_unlock(ctx);
 	return ret;
 }
 
@@ -430,36 +487,29 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 					   flags, entry_size));
 }
 
-/* Append port_num's valid entries at entries[*count]; -EINVAL if full. */
+/* Append port_num's entries at entries[*count]; -EINVAL if full. */
 static int append_port_gids(struct ibv_context *ctx, uint32_t port_num,
 			    char *entries, size_t max_entries,
 			    size_t entry_size, size_t *count)
 {
-	Ibvd__GidTable *table = NULL;
+	struct ibvc_context *ictx = to_ibvc_context(ctx);
 	size_t i;
 	int ret;
 
-	ret = fetch_gid_table(ctx, port_num, &table);
+	ret = gids_lock(ctx, port_num);
 	if (ret < 0)
 		return ret;
-	for (i = 0; i < table->n_entries; i++) {
-		const Ibvd__GidEntry *m = table->entries[i];
-		struct ibv_gid_entry e;
-
-		if (!gid_msg_valid(table, m)) {
-			ret = -EPROTO;
-			break;
-		}
+	for (i = 0; i < ictx->gids.n; i++) {
 		/* The man page: too small an array fails the whole call. */
 		if (*count >= max_entries) {
 			ret = -EINVAL;
 			break;
 		}
-		gid_entry_from_msg(m, port_num, &e);
-		store_gid_entry(entries + *count * entry_size, entry_size, &e);
+		store_gid_entry(entries + *count * entry_size, entry_size,
+				&ictx->gids.entries[i]);
 		(*count)++;
 	}
-	ibvd__gid_table__free_unpacked(table, NULL);
+	gids_unlock(ctx);
 	return ret;
 }
 

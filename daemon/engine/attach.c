@@ -71,6 +71,16 @@ bool ibvd_engine_ctx_paced(const struct ibvd_context *ctx)
 	       ibvd_eng_rate_get_limit(ectx->rate) != IBVD_RATE_UNLIMITED;
 }
 
+void ibvd_engine_ctx_gids_changed(struct ibvd_context *ctx)
+{
+	struct ibvd_ectx *ectx = ctx->engine;
+
+	/* Release: the table the library fetches after this is the new one. */
+	if (ectx)
+		__atomic_add_fetch(&ectx->db.engine_page->gid_gen, 1,
+				   __ATOMIC_RELEASE);
+}
+
 int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
 			 int *page_fd, int *kick_fd)
 {

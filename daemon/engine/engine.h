@@ -101,6 +101,9 @@ void ibvd_engine_ctx_detach(struct ibvd_context *ctx);
  */
 bool ibvd_engine_ctx_paced(const struct ibvd_context *ctx);
 
+/* ctx's device's GID table may have changed: its library's copy is stale. */
+void ibvd_engine_ctx_gids_changed(struct ibvd_context *ctx);
+
 /* Context teardown, last step, after every object of ctx is destroyed. */
 void ibvd_engine_ctx_free(struct ibvd_context *ctx);
 

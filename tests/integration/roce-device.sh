@@ -82,8 +82,10 @@ mac_gid() {
 va_index() { nsip -o link show "$VA" | cut -d: -f1; }
 
 devinfo() {
-	run_debian "$USER1" /usr/bin/ibv_devinfo -v "$@" >"$O/devinfo" 2>"$O/devinfo.err" ||
-		{ show stderr "$O/devinfo.err"; fail "ibv_devinfo -v $* exited with $?"; }
+	local rc
+	run_debian "$USER1" /usr/bin/ibv_devinfo -v "$@" >"$O/devinfo" 2>"$O/devinfo.err"
+	rc=$?
+	[ "$rc" -eq 0 ] || { show stderr "$O/devinfo.err"; fail "ibv_devinfo -v $* exited with $rc"; }
 }
 
 # wait_devinfo REGEX WHAT: poll ibv_devinfo -v -d roce0 until a line matches.
@@ -121,6 +123,17 @@ if [ "$speed" = 10000 ]; then
 	expect_grep '^			active_speed:		10.0 Gbps \(8\)$' "$O/devinfo" "active_speed of a 10G link"
 fi
 ok "roce0: Ethernet, PORT_ACTIVE, 1024 (3), GID[0] $gid0, GID[1] ::ffff:10.77.0.1"
+
+check "ibv_devinfo -v asks the daemon for roce0's GID table once, not for each of its 1,024 slots"
+# (twice each before: ibv_query_gid and ibv_query_gid_type, 2,048 RPCs,
+# which on a loaded machine outlasted the run's timeout)
+run_debian "$USER1" strace -f -c -e trace=sendmsg \
+	/usr/bin/ibv_devinfo -v -d roce0 >/dev/null 2>"$O/devinfo.strace" ||
+	{ show stderr "$O/devinfo.strace"; fail "ibv_devinfo -v under strace failed"; }
+rpcs=$(awk '$NF == "sendmsg" { print $4 }' "$O/devinfo.strace")
+[ -n "$rpcs" ] && [ "$rpcs" -lt 50 ] ||
+	{ show strace "$O/devinfo.strace"; fail "ibv_devinfo -v made ${rpcs:-?} RPCs"; }
+ok "$rpcs RPCs"
 
 check "the software device next to it is unchanged: InfiniBand, LID, GIDs without a RoCE type"
 devinfo -d ibvd0
