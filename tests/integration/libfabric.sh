@@ -50,12 +50,15 @@ pingpong() {
 	check "$what"
 	port=$(free_port) || exit 1
 	before=$(sent_pkts "$DEV")
-	run_debian "$USER1" "${STARVE[@]}" fi_pingpong -p "$prov" -e "$ep" -B "$port" -I "$ITERS" -c >"$s" 2>&1 &
+	TMO=$((TMO * 3)) run_debian "$USER1" "${STARVE[@]}" fi_pingpong -p "$prov" -e "$ep" \
+		-B "$port" -I "$ITERS" -c >"$s" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
 	sleep 1
 	pid_running "$spid" || { show server "$s"; fail "$what: the server exited"; }
-	run_debian "$USER2" fi_pingpong -p "$prov" -e "$ep" -P "$port" -I "$ITERS" -c 127.0.0.1 >"$c" 2>&1
+	# six sizes of $ITERS round trips: a minute, as a loaded machine may need
+	TMO=$((TMO * 3)) run_debian "$USER2" fi_pingpong -p "$prov" -e "$ep" -P "$port" \
+		-I "$ITERS" -c 127.0.0.1 >"$c" 2>&1
 	rc_c=$?
 	wait_exit "$spid" "$TMO" && rc_s=$EXIT_STATUS || { kill -TERM "$spid"; rc_s=124; }
 	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
