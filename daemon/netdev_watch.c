@@ -21,6 +21,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 
+#include "core/device.h"
 #include "core/host_addrs.h"
 #include "core/objects.h"
 #include "core/roce.h"
@@ -88,11 +89,19 @@ static void send_events(struct ibvd_device *dev, unsigned int changed)
 		ibvd_async_port_event(dev, 1, IBV_EVENT_PORT_ACTIVE);
 }
 
+/* Libraries' copies of dev's GID table are stale (query.c there). */
+static void gids_changed(struct ibvd_device *dev)
+{
+	struct ibvd_context *ctx;
+
+	TAILQ_FOREACH(ctx, &dev->contexts, dev_link)
+		ibvd_engine_ctx_gids_changed(ctx);
+}
+
 static void refresh(struct ibvd_device *dev)
 {
 	int old_ifindex = dev->roce.netdev.ifindex;
 	struct ibvd_netdev_state st;
-	struct ibvd_context *ctx;
 	unsigned int changed;
 	int ret;
 
@@ -108,8 +117,7 @@ static void refresh(struct ibvd_device *dev)
 	changed = ibvd_roce_update(&dev->roce, &st.link, st.addrs, st.naddrs);
 	ibvd_objects_write_unlock();
 	/* every message: an interface made again changes no GID, its index */
-	TAILQ_FOREACH(ctx, &dev->contexts, dev_link)
-		ibvd_engine_ctx_gids_changed(ctx);
+	gids_changed(dev);
 	log_changes(dev, old_ifindex, changed);
 	send_events(dev, changed);
 out:
@@ -211,20 +219,26 @@ static int read_one(struct ibvd_netdev_watch *w, struct todo *t)
 	return 0;
 }
 
-static void refresh_host_addrs(void)
+/* Any interface's address changed: the software devices' GIDs show them. */
+static void refresh_host_addrs(struct ibvd_daemon *d)
 {
+	struct ibvd_device *dev;
 	int ret = ibvd_host_addrs_refresh();
 
 	if (ret < 0)
 		log_warn("cannot read the host's addresses: %s (RoCE packets from "
 			 "an address added since pass for a peer's)", strerror(-ret));
+	ibvd_port_gids_stale();
+	TAILQ_FOREACH(dev, &d->devices, link)
+		if (dev->kind != IBVD_DEV_ROCE)
+			gids_changed(dev);
 }
 
 static void refresh_all(struct ibvd_daemon *d)
 {
 	struct ibvd_device *dev;
 
-	refresh_host_addrs();
+	refresh_host_addrs(d);
 
 	TAILQ_FOREACH(dev, &d->devices, link)
 		if (dev->kind == IBVD_DEV_ROCE)
@@ -255,7 +269,7 @@ static void readable_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (t.addrs)
-		refresh_host_addrs();
+		refresh_host_addrs(w->d);
 	for (i = 0; i < t.n; i++)
 		refresh(t.dev[i]);
 }

@@ -161,6 +161,11 @@ static void refresh_ip_gids(void)
 	ip_gids.read_at = now;
 }
 
+void ibvd_port_gids_stale(void)
+{
+	memset(&ip_gids.read_at, 0, sizeof(ip_gids.read_at));
+}
+
 void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16])
 {
 	uint64_t prefix = IBVD_SUBNET_PREFIX, guid = port->guid;

@@ -208,6 +208,8 @@ void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16]);
  */
 unsigned int ibvd_port_gids(const struct ibvd_port *port,
 			    struct ibvd_gid gids[IBVD_GID_TBL_LEN]);
+/* The host's addresses changed (rtnetlink): the next table reads them. */
+void ibvd_port_gids_stale(void);
 
 /* "xxxx:xxxx:xxxx:xxxx", as rdma(8) prints GUIDs; buf >= 20 bytes. */
 char *ibvd_guid_str(uint64_t guid, char *buf, size_t len);

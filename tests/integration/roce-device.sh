@@ -264,6 +264,23 @@ ok "$CTX_ANSWER"
 ctx_stop
 daemon_alive "after the interface changes"
 
+check "the software device's table follows the host's addresses, in a client's copy too"
+ctx_start "$USER1" -d ibvd0
+gids
+case $CTX_ANSWER in *"=::ffff:10.79.0.1,"*) fail "ibvd0 has 10.79.0.1 before it was added: $CTX_ANSWER" ;; esac
+nsip addr add 10.79.0.1/16 dev "$VA" || fail "ip addr add 10.79.0.1/16"
+for _ in $(seq $((50 * TMUL))); do
+	gids
+	case $CTX_ANSWER in *"=::ffff:10.79.0.1,"*) break ;; esac
+	sleep 0.1
+done
+case $CTX_ANSWER in
+*"=::ffff:10.79.0.1,ib"*) ;;
+*) fail "ibvd0's table without 10.79.0.1 after it was added: $CTX_ANSWER" ;;
+esac
+ctx_stop
+ok "$CTX_ANSWER"
+
 check "SIGHUP naming a missing interface keeps the running configuration"
 cp "$conf" "$T/good.conf"
 sed -i "s/\"netdev\": \"$VA\"/\"netdev\": \"nosuch$$\"/" "$conf"
