@@ -10,6 +10,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,15 +128,17 @@ static unsigned int add_ip_gids(const struct ifaddrs *ifa_list, int family,
  * change at run time, but reading them costs a netlink dump: a client
  * asking in a loop gets them as of at most IP_GIDS_MAX_AGE_S ago.  The
  * dump lists them in the kernel's order, so their indexes stay put while
- * the addresses do.
+ * the addresses do.  The control thread and engine threads (a UD
+ * datagram's GRH) read them: under lock.
  */
 #define IP_GIDS_MAX_AGE_S	1
 
 static struct {
+	pthread_mutex_t lock;
 	struct ibvd_gid gids[IBVD_GID_TBL_LEN - 1];	/* after GID[0] */
 	unsigned int n;
 	struct timespec read_at;	/* CLOCK_MONOTONIC; 0: never */
-} ip_gids;
+} ip_gids = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void refresh_ip_gids(void)
 {
@@ -163,7 +166,9 @@ static void refresh_ip_gids(void)
 
 void ibvd_port_gids_stale(void)
 {
+	pthread_mutex_lock(&ip_gids.lock);
 	memset(&ip_gids.read_at, 0, sizeof(ip_gids.read_at));
+	pthread_mutex_unlock(&ip_gids.lock);
 }
 
 void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16])
@@ -186,10 +191,12 @@ unsigned int ibvd_port_gids(const struct ibvd_port *port,
 
 	memset(gids, 0, sizeof(*gids) * IBVD_GID_TBL_LEN);
 	ibvd_port_gid0(port, gids[0].raw);
+	pthread_mutex_lock(&ip_gids.lock);
 	refresh_ip_gids();
 	for (i = 0, n = 1; i < ip_gids.n; i++)
 		if (memcmp(ip_gids.gids[i].raw, gids[0].raw, 16) != 0)
 			gids[n++] = ip_gids.gids[i];
+	pthread_mutex_unlock(&ip_gids.lock);
 	return n;
 }
 
