@@ -23,8 +23,10 @@
  * 5: CREATE_QP may make its CQs and channels and take a CM id's INIT
  *    attributes; CM_ACCEPT and CM_ESTABLISH may move that QP to RTS (an
  *    older daemon would ignore those fields, so the version says it)
+ * 6: the context page's gid_gen: a library keeps a GID table while it
+ *    stays (an older daemon never bumps it)
  */
-#define IBVD_PROTO_VERSION	5
+#define IBVD_PROTO_VERSION	6
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 

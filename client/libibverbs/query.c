@@ -365,8 +365,10 @@ static int gids_lock(struct ibv_context *ctx, uint32_t port_num)
 	pthread_mutex_lock(&ictx->gids.lock);
 	/* Acquire: a table changed before this value is the one we fetch. */
 	gen = __atomic_load_n(&ictx->db_engine->gid_gen, __ATOMIC_ACQUIRE);
+	/* a context whose daemon is gone fails its queries, kept or not */
 	if (ictx->gids.valid && ictx->gids.gen == gen &&
-	    ictx->gids.port_num == port_num)
+	    ictx->gids.port_num == port_num &&
+	    !__atomic_load_n(&ictx->conn.dead, __ATOMIC_RELAXED))
 		return 0;
 	ret = fetch_gid_table(ctx, port_num, &table);
 	if (ret == 0) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # A client holding a device context when the daemon goes away (SIGKILL, and
 # a clean SIGTERM stop) gets IBV_EVENT_DEVICE_FATAL on its async fd, and a
-# later ibv_query_port fails with an error instead of hanging.  Debian's
+# later ibv_query_port fails with an error instead of hanging, as does a
+# GID query the library could answer from its copy.  Debian's
 # ibv_asyncwatch sees the event too.  A new daemon can then start on the
 # same socket path, and the same client process, without restarting,
 # opens the device again and moves data through it.
@@ -37,6 +38,7 @@ one_death() {
 	*) fail "query before SIG$sig: $CTX_ANSWER" ;;
 	esac
 	ctx_ok loopback "ok loopback 4096 bytes"
+	ctx_ok gids "ok gids 0="	# the library keeps this table
 
 	# Debian's ibv_asyncwatch on the same device, as the other uid.
 	run_debian "$USER2" /usr/bin/ibv_asyncwatch -d ibvd0 >"$O/watch" 2>&1 &
@@ -73,6 +75,13 @@ one_death() {
 		[ "$ms" -lt $((3000 * TMUL)) ] || fail "the failing query took $ms ms"
 		ok "$CTX_ANSWER" ;;
 	*) fail "query after SIG$sig: $CTX_ANSWER" ;;
+	esac
+
+	check "SIG$sig: the GID table read before fails too (not the library's copy)"
+	ctx_cmd gids || fail "gids after SIG$sig: $CTX_ANSWER"
+	case $CTX_ANSWER in
+	"error gids: "*) ok "$CTX_ANSWER" ;;
+	*) fail "gids after SIG$sig: $CTX_ANSWER" ;;
 	esac
 
 	check "SIG$sig: a daemon started again; the same client process opens the device again and works"
