@@ -50,10 +50,37 @@ worker() {
 	BG_PIDS+=("$!")
 }
 
+# catches_term PID: PID has its SIGTERM handler installed.
+catches_term() {
+	local mask
+	mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
+	[ -n "$mask" ] && (((0x$mask >> 14) & 1))
+}
+
+# term_worker I: SIGTERM to worker I's processes once they catch it.  A
+# worker the chaos has just restarted may still be in setpriv or the
+# dynamic loader: SIGTERM there would kill it before it could print its
+# verdicts (or miss it, and it would run on for its whole time).
+term_worker() {
+	local i=$1 pids p ready
+	for _ in $(seq $((100 * TMUL))); do
+		pid_running "${WPID[$i]}" || return 0
+		pids=$(pgrep -f "^$HELPER ${PORTS[$i]} ")
+		ready=${pids:+1}
+		for p in $pids; do catches_term "$p" || ready=; done
+		if [ -n "$ready" ]; then
+			kill -TERM $pids 2>/dev/null
+			return 0
+		fi
+		sleep 0.1
+	done
+	fail "worker $i never caught SIGTERM"
+}
+
 # stop_workers: SIGTERM to every worker; each must finish and exit.
 stop_workers() {
 	local i
-	pkill -TERM -f "^$HELPER " 2>/dev/null
+	for i in "${!WPID[@]}"; do term_worker "$i"; done
 	for i in "${!WPID[@]}"; do
 		wait_exit "${WPID[$i]}" $((30 * TMUL)) || fail "worker $i did not stop within $((30 * TMUL)) s"
 	done
