@@ -20,6 +20,7 @@
  * The two meet through files in DIR (vt_put/vt_get).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,9 @@ static void give_fd(const char *dir, int fd)
 	vt_assert(chmod(sun.sun_path, 0777) == 0, "chmod: %s", strerror(errno));
 	vt_assert(listen(ls, 1) == 0, "listen: %s", strerror(errno));
 	vt_put(dir, "listening", "1\n");
+	/* an importer that died before connecting fails the test, not hangs it */
+	vt_assert(poll(&(struct pollfd){ .fd = ls, .events = POLLIN }, 1,
+		       vt_tmo_ms()) == 1, "no importer connected");
 	cs = accept(ls, NULL, NULL);
 	vt_assert(cs >= 0, "accept: %s", strerror(errno));
 	memset(&cm, 0, sizeof(cm));
