@@ -36,11 +36,14 @@
 #define WATCH_RCVBUF		(1 << 20)
 /* Datagrams read per wake-up, so that a flood cannot starve clients. */
 #define WATCH_MAX_READS		64
+/* The host's addresses could not be read: try again after this long. */
+#define ADDRS_RETRY_MS		200
 
 struct ibvd_netdev_watch {
 	struct ibvd_daemon *d;
 	int fd;
 	struct event *ev;
+	struct event *addrs_retry;	/* timer: read the addresses again */
 	uint8_t buf[32768];
 };
 
@@ -219,28 +222,49 @@ static int read_one(struct ibvd_netdev_watch *w, struct todo *t)
 	return 0;
 }
 
-/* Any interface's address changed: the software devices' GIDs show them. */
-static void refresh_host_addrs(struct ibvd_daemon *d)
+/*
+ * Any interface's address changed: the software devices' GIDs show them.
+ * Libraries keep their tables until told (gids_changed), so a table that
+ * could not be read is read again soon, not at the next change.
+ */
+static void refresh_host_addrs(struct ibvd_netdev_watch *w)
 {
+	static const struct timeval retry = {
+		.tv_usec = ADDRS_RETRY_MS * 1000,
+	};
 	struct ibvd_device *dev;
 	int ret = ibvd_host_addrs_refresh();
 
 	if (ret < 0)
 		log_warn("cannot read the host's addresses: %s (RoCE packets from "
 			 "an address added since pass for a peer's)", strerror(-ret));
-	ibvd_port_gids_stale();
-	TAILQ_FOREACH(dev, &d->devices, link)
+	ret = ibvd_port_gids_refresh();
+	if (ret < 0) {
+		log_warn("cannot read the host's addresses for the GID tables: %s; "
+			 "trying again in %d ms", strerror(-ret), ADDRS_RETRY_MS);
+		evtimer_add(w->addrs_retry, &retry);
+		return;
+	}
+	if (ret == 0)
+		return;
+	TAILQ_FOREACH(dev, &w->d->devices, link)
 		if (dev->kind != IBVD_DEV_ROCE)
 			gids_changed(dev);
 }
 
-static void refresh_all(struct ibvd_daemon *d)
+static void addrs_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	refresh_host_addrs(arg);
+}
+
+static void refresh_all(struct ibvd_netdev_watch *w)
 {
 	struct ibvd_device *dev;
 
-	refresh_host_addrs(d);
-
-	TAILQ_FOREACH(dev, &d->devices, link)
+	refresh_host_addrs(w);
+	TAILQ_FOREACH(dev, &w->d->devices, link)
 		if (dev->kind == IBVD_DEV_ROCE)
 			refresh(dev);
 }
@@ -265,11 +289,11 @@ static void readable_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (t.all) {
-		refresh_all(w->d);
+		refresh_all(w);
 		return;
 	}
 	if (t.addrs)
-		refresh_host_addrs(w->d);
+		refresh_host_addrs(w);
 	for (i = 0; i < t.n; i++)
 		refresh(t.dev[i]);
 }
@@ -313,12 +337,13 @@ int ibvd_netdev_watch_start(struct ibvd_daemon *d, struct ibvd_netdev_watch **re
 	if (rc < 0)
 		goto fail;
 	w->ev = event_new(d->base, w->fd, EV_READ | EV_PERSIST, readable_cb, w);
-	if (!w->ev || event_add(w->ev, NULL) < 0) {
+	w->addrs_retry = evtimer_new(d->base, addrs_retry_cb, w);
+	if (!w->ev || !w->addrs_retry || event_add(w->ev, NULL) < 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	/* what changed between building the devices and subscribing */
-	refresh_all(d);
+	refresh_all(w);
 	*ret = w;
 	return 0;
 fail:
@@ -332,6 +357,8 @@ void ibvd_netdev_watch_free(struct ibvd_netdev_watch *w)
 		return;
 	if (w->ev)
 		event_free(w->ev);
+	if (w->addrs_retry)
+		event_free(w->addrs_retry);
 	if (w->fd >= 0)
 		close(w->fd);
 	ibvd_host_addrs_free();

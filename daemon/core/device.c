@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "device.h"
 #include "util.h"
@@ -124,51 +123,40 @@ static unsigned int add_ip_gids(const struct ifaddrs *ifa_list, int family,
 }
 
 /*
- * The GIDs made of local addresses, the same for every port.  Addresses
- * change at run time, but reading them costs a netlink dump: a client
- * asking in a loop gets them as of at most IP_GIDS_MAX_AGE_S ago.  The
- * dump lists them in the kernel's order, so their indexes stay put while
- * the addresses do.  The control thread and engine threads (a UD
- * datagram's GRH) read them: under lock.
+ * The GIDs made of local addresses, the same for every port.  The control
+ * thread reads them again when rtnetlink says an address changed
+ * (netdev_watch.c); every reader takes this copy, so no query and no
+ * engine thread (a UD datagram's GRH) waits for a netlink dump.  The dump
+ * lists them in the kernel's order, so their indexes stay put while the
+ * addresses do.
  */
-#define IP_GIDS_MAX_AGE_S	1
-
 static struct {
 	pthread_mutex_t lock;
 	struct ibvd_gid gids[IBVD_GID_TBL_LEN - 1];	/* after GID[0] */
 	unsigned int n;
-	struct timespec read_at;	/* CLOCK_MONOTONIC; 0: never */
 } ip_gids = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void refresh_ip_gids(void)
+int ibvd_port_gids_refresh(void)
 {
+	struct ibvd_gid gids[IBVD_GID_TBL_LEN - 1];
 	struct ifaddrs *ifa_list;
-	struct timespec now;
 	unsigned int n;
+	bool changed;
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if ((ip_gids.read_at.tv_sec || ip_gids.read_at.tv_nsec) &&
-	    (now.tv_sec - ip_gids.read_at.tv_sec) * 1000000000ll +
-	    (now.tv_nsec - ip_gids.read_at.tv_nsec) <
-	    IP_GIDS_MAX_AGE_S * 1000000000ll)
-		return;
 	if (getifaddrs(&ifa_list) < 0)
-		return;		/* keep what we had; try again next time */
-	memset(ip_gids.gids, 0, sizeof(ip_gids.gids));
-	n = add_ip_gids(ifa_list, AF_INET, ip_gids.gids, 0,
-			ARRAY_SIZE(ip_gids.gids));
-	n = add_ip_gids(ifa_list, AF_INET6, ip_gids.gids, n,
-			ARRAY_SIZE(ip_gids.gids));
+		return -errno;
+	memset(gids, 0, sizeof(gids));
+	n = add_ip_gids(ifa_list, AF_INET, gids, 0, ARRAY_SIZE(gids));
+	n = add_ip_gids(ifa_list, AF_INET6, gids, n, ARRAY_SIZE(gids));
 	freeifaddrs(ifa_list);
-	ip_gids.n = n;
-	ip_gids.read_at = now;
-}
-
-void ibvd_port_gids_stale(void)
-{
 	pthread_mutex_lock(&ip_gids.lock);
-	memset(&ip_gids.read_at, 0, sizeof(ip_gids.read_at));
+	changed = n != ip_gids.n || memcmp(gids, ip_gids.gids, sizeof(gids)) != 0;
+	if (changed) {
+		memcpy(ip_gids.gids, gids, sizeof(gids));
+		ip_gids.n = n;
+	}
 	pthread_mutex_unlock(&ip_gids.lock);
+	return changed;
 }
 
 void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16])
@@ -192,7 +180,6 @@ unsigned int ibvd_port_gids(const struct ibvd_port *port,
 	memset(gids, 0, sizeof(*gids) * IBVD_GID_TBL_LEN);
 	ibvd_port_gid0(port, gids[0].raw);
 	pthread_mutex_lock(&ip_gids.lock);
-	refresh_ip_gids();
 	for (i = 0, n = 1; i < ip_gids.n; i++)
 		if (memcmp(ip_gids.gids[i].raw, gids[0].raw, 16) != 0)
 			gids[n++] = ip_gids.gids[i];

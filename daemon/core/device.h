@@ -203,13 +203,17 @@ void ibvd_port_gid0(const struct ibvd_port *port, uint8_t gid[16]);
 /*
  * Current GID table of a software port: GID[0] = fe80::<port GUID>, then
  * ::ffff:a.b.c.d for each local IPv4 address, then each local IPv6 address
- * as it is (addresses as read at most a second ago).  Returns the number
- * of entries (1..IBVD_GID_TBL_LEN).
+ * as it is (as ibvd_port_gids_refresh() last read them).  Returns the
+ * number of entries (1..IBVD_GID_TBL_LEN).
  */
 unsigned int ibvd_port_gids(const struct ibvd_port *port,
 			    struct ibvd_gid gids[IBVD_GID_TBL_LEN]);
-/* The host's addresses changed (rtnetlink): the next table reads them. */
-void ibvd_port_gids_stale(void);
+/*
+ * Read the host's addresses again (control thread): 1 if the software
+ * ports' tables changed, 0 if not, -errno if they could not be read (the
+ * tables stay as they were).
+ */
+int ibvd_port_gids_refresh(void);
 
 /* "xxxx:xxxx:xxxx:xxxx", as rdma(8) prints GUIDs; buf >= 20 bytes. */
 char *ibvd_guid_str(uint64_t guid, char *buf, size_t len);
