@@ -104,9 +104,10 @@ show_out() {
 }
 
 case_cleanup() {
-	local rc=$? p
+	local rc=$? p live
+	live=" $(jobs -p | tr '\n' ' ') "
 	for p in "${CASE_PIDS[@]}"; do
-		kill -TERM "$p" 2>/dev/null
+		case $live in *" $p "*) term_bg "$p" ;; esac
 	done
 	for p in "${CASE_PIDS[@]}"; do
 		wait_exit "$p" 3 || { kill -KILL "$p"; wait "$p"; } 2>/dev/null
@@ -340,7 +341,7 @@ case_event_buffers() {
 	[ "$(sort -n "$O/listen.tb" | tail -n 1)" -ge "$want" ] ||
 		fail "the listener's event socket has less than $want bytes"
 	server_done "$listener" "$O/buffers.listen" "the listener"
-	kill "$idle" 2>/dev/null
+	term_bg "$idle"
 	ok "idle: $(paste -sd ' ' "$O/idle.tb"); listening: $(paste -sd ' ' "$O/listen.tb")"
 
 	check "70 listening sessions of one uid: 64 get a backlog's room, the others keep 64 KiB"
@@ -353,7 +354,7 @@ case_event_buffers() {
 	daemon_tb "$(sed -n 's/^created 70 errno 0 pid \([0-9]*\)$/\1/p' "$O/many.out")" >"$O/many.tb"
 	grown=$(awk -v w="$want" '$1 >= w' "$O/many.tb" | wc -l)
 	small=$(grep -cx 65536 "$O/many.tb")
-	kill "$many" 2>/dev/null
+	term_bg "$many"
 	[ "$grown" -eq 64 ] && [ "$small" -eq 6 ] ||
 		{ show "the 70 sessions' send buffers" "$O/many.tb"; fail "$grown of 70 listening sessions have a backlog's room, $small keep 64 KiB (want 64 and 6)"; }
 	ok "$grown with a backlog's room, $small with 64 KiB"

@@ -462,11 +462,13 @@ else
 fi
 daemon_alive "after the refusals"
 
-# Nothing else changed the workload meanwhile.
-for p in "$PP_S" "$PP_C" "$RP_1" "$RP_2"; do
+# Nothing else changed the workload meanwhile.  The programs themselves
+# are signalled: $PP_S and the others are the shells of run_debian, which
+# would die alone and leave the programs running.
+for p in "$PID_S" "$PID_C" "$PID_R1" "$PID_R2"; do
 	pid_running "$p" || fail "a workload process died during the test"
 done
-for p in "$PP_S" "$PP_C" "$RP_1" "$RP_2"; do
+for p in "$PID_S" "$PID_C" "$PID_R1" "$PID_R2"; do
 	kill -TERM "$p" 2>/dev/null
 done
 for p in "$PP_S" "$PP_C" "$RP_1" "$RP_2"; do

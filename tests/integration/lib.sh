@@ -138,12 +138,14 @@ ibvd_tmpdir() {
 }
 
 ibvd_cleanup() {
-	local rc=$? p f
+	local rc=$? p f live
 	trap - EXIT
 	exec 7>&-
 	# Clients run under timeout(1), which passes SIGTERM on (not SIGKILL).
+	# Only jobs still ours: a pid reaped already may be anyone's now.
+	live=" $(jobs -p | tr '\n' ' ') "
 	for p in "${BG_PIDS[@]}"; do
-		kill -TERM "$p" 2>/dev/null
+		case $live in *" $p "*) term_bg "$p" ;; esac
 	done
 	# The daemon as daemon_stop stops it, SIGKILL only if it hangs: no
 	# "Killed" job report from bash at the end of a run that passed.
@@ -468,6 +470,18 @@ run_as() {
 	else
 		(cd "$T" && exec timeout -k 2 "$TMO" "$@")
 	fi
+}
+
+# term_bg PID...: SIGTERM jobs started as `run_as ... &` (or run_ours,
+# run_debian): such a PID is the shell running the function, which dies
+# alone and passes nothing on, so its child, timeout(1), which does, is
+# signalled first.
+term_bg() {
+	local p
+	for p in "$@"; do
+		pkill -TERM -P "$p" 2>/dev/null
+		kill -TERM "$p" 2>/dev/null
+	done
 }
 
 # Environment for Debian's unmodified binaries: in a sanitizer build our

@@ -78,7 +78,7 @@ pp() {
 	run_debian "$USER2" prlimit --memlock="$lim" "$bin" -p "$port" "$@" localhost >"$c" 2>&1
 	rc_c=$?
 	if ! wait_exit "$spid" "$TMO"; then
-		kill -TERM "$spid" 2>/dev/null
+		term_bg "$spid"
 		wait_exit "$spid" 5
 		rc_s=124
 	else

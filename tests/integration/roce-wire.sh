@@ -215,7 +215,7 @@ for i in $(seq $((TMO * 10))); do
 	grep -Eq 'retry counter exceeded' "$O/down.server" "$O/down.client" && break
 	sleep 0.1
 done
-kill -TERM "$spid" "$cpid" 2>/dev/null
+term_bg "$spid" "$cpid"
 wait_exit "$spid" 5
 wait_exit "$cpid" 5
 if ! grep -Eq 'retry counter exceeded' "$O/down.server" "$O/down.client"; then

@@ -70,7 +70,7 @@ perftest() {
 	wait_tcp_listen "$port" "$spid" || { show server "$s"; fail "$what: the server never listened"; }
 	run_debian "$USER2" "${env[@]}" ucx_perftest -p "$port" -t "$test" -n "$ITERS" "$@" 127.0.0.1 >"$c" 2>&1
 	rc_c=$?
-	wait_exit "$spid" "$TMO" && rc_s=$EXIT_STATUS || { kill -TERM "$spid"; rc_s=124; }
+	wait_exit "$spid" "$TMO" && rc_s=$EXIT_STATUS || { term_bg "$spid"; rc_s=124; }
 	if [ "$rc_s" -ne 0 ] || [ "$rc_c" -ne 0 ]; then
 		show "server (uid $USER1)" "$s"
 		show "client (uid $USER2)" "$c"

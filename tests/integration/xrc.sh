@@ -47,7 +47,7 @@ xsrq() {
 	wait_tcp_listen "$port" "$spid" || { show server "$O/xsrq.server"; fail "$what: no server"; }
 	run_debian "$USER2" ibv_xsrq_pingpong -p "$port" "$@" localhost >"$O/xsrq.client" 2>&1
 	rc_c=$?
-	wait_exit "$spid" "$TMO" || kill -TERM "$spid"
+	wait_exit "$spid" "$TMO" || term_bg "$spid"
 	[ -n "${XSRQ_KEEP:-}" ] || rm -f /tmp/xrc_domain
 	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
 		show server "$O/xsrq.server"
@@ -89,7 +89,7 @@ perftest() {
 	wait_tcp_listen "$port" "$spid" || { show server "$O/$prog.server"; fail "$prog: no server"; }
 	run_debian "$USER2" "$prog" -d ibvd0 -c XRC -n 1000 -p "$port" 127.0.0.1 >"$O/$prog.client" 2>&1
 	rc_c=$?
-	wait_exit "$spid" "$TMO" || kill -TERM "$spid"
+	wait_exit "$spid" "$TMO" || term_bg "$spid"
 	rm -f "${XRC_FILES[@]}"
 	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
 		show server "$O/$prog.server"
