@@ -79,6 +79,7 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_RNR_WAIT_US] = "rnr_wait_us",
 	[IBVD_EC_MEM_CALLS] = "mem_calls",
 	[IBVD_EC_CLAIM_TIMEOUTS] = "claim_timeouts",
+	[IBVD_EC_UD_PARKED] = "ud_parked",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -312,6 +313,8 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 						 __ATOMIC_RELAXED);
 	out[IBVD_EC_CLAIM_TIMEOUTS] = __atomic_load_n(&eng->claim_timeouts,
 						      __ATOMIC_RELAXED);
+	out[IBVD_EC_UD_PARKED] = __atomic_load_n(&eng->ud_parked,
+						 __ATOMIC_RELAXED);
 	/* Changed only by this (the control) thread, under the write lock. */
 	*contexts = eng->nctx;
 }

@@ -142,6 +142,7 @@ static bool engine_pass(struct ibvd_engine *eng)
 	}
 	n += look_rx(eng);
 	n += run_timers(eng);
+	n += ibvd_eng_park_run(eng);
 	pthread_rwlock_unlock(&ibvd_objects_lock);
 	eng_count(&eng->passes, 1);
 	return n > 0;
@@ -325,13 +326,16 @@ static void engine_sleep(struct ibvd_engine *eng)
 {
 	struct epoll_event ev[16];
 	struct timespec ts, *tsp = NULL;
-	uint64_t next, now;
+	uint64_t next, parked, now;
 	bool may_sleep;
 	int nev;
 
 	pthread_rwlock_rdlock(&ibvd_objects_lock);
 	may_sleep = ibvd_eng_db_arm(eng->dbs, eng->nctx);
 	next = ibvd_eng_timer_next(&eng->timers);
+	parked = ibvd_eng_park_next(eng);
+	if (parked && (!next || parked < next))
+		next = parked;
 	now = ibvd_eng_now();
 	if (may_sleep && next && next <= now) {
 		ibvd_eng_db_disarm(eng->dbs, eng->nctx);
@@ -466,6 +470,7 @@ static void engine_free(struct ibvd_engine *eng)
 	free(eng->dbs);
 	free(eng->ectxs);
 	ibvd_eng_timer_free(&eng->timers);
+	ibvd_eng_park_free(&eng->park);
 }
 
 static int engine_init(struct ibvd_engine *eng, unsigned int index)

@@ -213,6 +213,7 @@ enum ibvd_engine_counter {
 	IBVD_EC_RNR_WAIT_US,
 	IBVD_EC_MEM_CALLS,
 	IBVD_EC_CLAIM_TIMEOUTS,
+	IBVD_EC_UD_PARKED,
 	IBVD_EC_MAX
 };
 

@@ -506,6 +506,69 @@ struct eng_timers {
 	unsigned int n, cap;
 };
 
+/* ---- ud_park.c: datagrams waiting for a receiver's claim ----------------- */
+
+/*
+ * A UD datagram to a local QP whose library held its receive claim (recv.c):
+ * what the receive will say, taken from the sender when it was parked (the
+ * sender may be gone by the time it lands), and its bytes.
+ */
+struct eng_parked {
+	uint64_t since;			/* ns, when it was parked */
+	uint32_t target_qpn;		/* looked up again at each try */
+	uint32_t qkey;
+	struct eng_rcv_done done;	/* the receive's completion */
+	bool global;			/* grh fills the GRH slot */
+	uint8_t grh[ENG_GRH_BYTES];
+	uint32_t len;
+	uint8_t payload[];
+};
+
+/* An engine thread's parked datagrams, oldest first (that thread's only). */
+struct eng_park {
+	struct eng_parked **q;
+	unsigned int n;
+	uint64_t bytes;			/* their payloads */
+	uint64_t retry_at;		/* ns: the next try, while n > 0 */
+	unsigned int idle_tries;	/* tries in a row that placed nothing */
+};
+
+/* Datagrams parked for QP number qpn on this thread. */
+unsigned int ibvd_eng_park_holds(const struct ibvd_engine *eng, uint32_t qpn);
+
+/* Is there room for one more of len bytes for qpn? */
+bool ibvd_eng_park_room(struct ibvd_engine *eng, uint32_t qpn, uint32_t len);
+
+/* Keep p (room checked): the thread tries to place it from its next pass. */
+void ibvd_eng_park_push(struct ibvd_engine *eng, struct eng_parked *p);
+
+/*
+ * Try the parked datagrams whose time has come, in order: returns how
+ * many were placed or dropped.
+ */
+unsigned int ibvd_eng_park_run(struct ibvd_engine *eng);
+
+/* When the thread must look at its parked datagrams again: ns, or 0. */
+uint64_t ibvd_eng_park_next(const struct ibvd_engine *eng);
+
+void ibvd_eng_park_free(struct eng_park *park);
+
+/*
+ * recv.c, for ud_park.c: place p under its receiver's claim.  PARK_BUSY:
+ * the claim is still held; PARK_GONE: placed, or dropped as a datagram
+ * is (no such QP, a Q_Key or state it does not take, no receive).
+ */
+enum eng_unpark {
+	PARK_GONE,
+	PARK_BUSY,
+};
+enum eng_unpark ibvd_eng_ud_unpark(struct ibvd_engine *eng,
+				   const struct eng_parked *p);
+
+/* recv.c: p waited too long; its receiver's queue is held out. */
+void ibvd_eng_ud_park_expired(struct ibvd_engine *eng,
+			      const struct eng_parked *p);
+
 /*
  * Set qp's one timer to deadline, earlier or later than before: 0, or
  * -ENOMEM (qp then has no timer).
@@ -598,6 +661,8 @@ struct ibvd_engine {
 	uint64_t turns, bytes, wakeups, timers_fired;
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
+	uint64_t ud_parked;		/* datagrams parked (ud_park.c) */
+	struct eng_park park;		/* ud_park.c */
 	/* ns this pass may still spend waiting for UD receive claims (recv.c) */
 	uint64_t claim_wait_left;
 	uint64_t copies_charged;	/* this step's extra copies (send.c) */

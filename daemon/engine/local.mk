@@ -16,6 +16,7 @@ DAEMON_SOURCES += \
 	daemon/engine/send.c \
 	daemon/engine/chunk.c \
 	daemon/engine/recv.c \
+	daemon/engine/ud_park.c \
 	daemon/engine/rdma.c \
 	daemon/engine/mw.c \
 	daemon/engine/counters.c

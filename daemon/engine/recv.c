@@ -13,6 +13,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "barrier.h"
@@ -516,34 +517,31 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
 
 /*
  * The RQ of a UD QP with transit rings is also its library's (the claim,
- * ring.h), which holds it for one message's copy at a time: a datagram
- * that finds it busy waits for it, as a NIC's receive path holds a
- * packet while the host is slow, and is dropped only if the claim stays
- * busy past UD_CLAIM_DEFER_NS (the library stopped mid-copy, or holding
- * it on purpose).  A unicast datagram waits in its sender's SQ, not on
- * the engine thread: a short spin first (a copy's microseconds), then
- * the sender's QP waits its turn as an RC sender does for a busy claim,
- * and the thread serves others meanwhile.  Dropping it after a short
- * wait instead lost datagrams to receivers merely preempted mid-copy: on
- * a 2-vCPU host, one run in about fifteen of perftest's 500-datagram
- * ib_send_bw, which then waits for ever.
+ * ring.h), which holds it for one message's copy at a time.  A unicast
+ * datagram that finds it busy past a short spin (a copy's microseconds)
+ * is parked (ud_park.c): copied out of its sender, whose WQE completes,
+ * and placed when the claim is next free, as a NIC's buffer holds a
+ * packet while the host is slow.  Dropping it instead lost datagrams to
+ * receivers merely preempted mid-copy (on a 2-vCPU host, one run in about
+ * fifteen of perftest's 500-datagram ib_send_bw, which then waits for
+ * ever); having its sender's SQ wait for the claim let a receiver that
+ * let go just before each bound hold up everything its senders sent.
+ * Only past the park's bounds does a datagram wait in its sender's SQ,
+ * and is dropped after UD_CLAIM_DEFER_NS.
  *
- * After a datagram was dropped so, the queue is held out: until its
- * claim is next found free, datagrams that find it busy past the short
- * spin are dropped instead of waiting, so that a library holding its
- * claim for ever costs its senders one wait, not one per datagram.  (A
- * library that lets go just before each datagram's bound still holds
- * its senders' SQs up that long for each: a budget per queue lost the
- * datagrams of receivers merely preempted on a loaded machine.)
+ * After a datagram was dropped so, or expired in the park, the queue is
+ * held out: until its claim is next found free, datagrams that find it
+ * busy are dropped at once, so that a library holding its claim for ever
+ * costs its senders one wait, not one per datagram.
  *
- * A multicast datagram cannot wait in its SQ (the members before would
- * get it twice), so each member's copy spins for the claim, within the
- * thread's allowance: ENG_CLAIM_WAIT_NS of spinning in all per pass (or
- * per destroy, ibvd_engine_qp_finish_sends), then a busy claim loses its
- * copy at once.  Only a datagram the QP would accept waits.
+ * A multicast datagram is not parked (a member's copy is one of many):
+ * each member's copy spins for the claim, within the thread's allowance:
+ * ENG_CLAIM_WAIT_NS of spinning in all per pass (or per destroy,
+ * ibvd_engine_qp_finish_sends), then a busy claim loses its copy at once.
+ * Only a datagram the QP would accept waits.
  */
-#define UD_CLAIM_SPIN_NS	5000u		/* unicast, before its sender waits */
-#define UD_CLAIM_DEFER_NS	10000000u	/* unicast, in all */
+#define UD_CLAIM_SPIN_NS	5000u		/* unicast, before it is parked */
+#define UD_CLAIM_DEFER_NS	10000000u	/* unicast, in its SQ, in all */
 #define UD_CLAIM_WAIT_NS	ENG_CLAIM_WAIT_NS	/* multicast: all a pass may */
 
 /* Per receive queue: an SRQ's many QPs share one claim. */
@@ -598,22 +596,78 @@ static int ud_claim_spin(struct ibvd_engine *eng, struct ibvd_qp *target,
 }
 
 /*
- * A unicast datagram from src found target's claim busy past the spin:
- * src waits (UD_WAIT) unless its datagram has waited UD_CLAIM_DEFER_NS
- * already or the queue drops; then it is dropped (UD_SENT).
+ * A unicast datagram from src that cannot be parked (no room) found
+ * target's claim busy: src waits (UD_WAIT) unless its datagram has waited
+ * UD_CLAIM_DEFER_NS already; then it is dropped (UD_SENT).
  */
 static enum eng_ud ud_claim_busy(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 struct ibvd_qp *target)
 {
 	uint64_t now = ibvd_eng_now();
 
-	if (claim_drops(target))
-		return UD_SENT;
 	if (!src->busy_since_ns)
 		src->busy_since_ns = now;
 	if (now - src->busy_since_ns < UD_CLAIM_DEFER_NS)
 		return UD_WAIT;
 	claim_held_out(eng, target);
+	return UD_SENT;
+}
+
+/* What target's receive will say of src's datagram, fixed now. */
+static void parked_done(struct eng_parked *p, const struct ibvd_qp *src,
+			const struct eng_req *req)
+{
+	const struct ibvd_av *av = &req->w.av;
+
+	p->done.opcode = IBV_WC_RECV;
+	p->done.byte_len = (uint32_t)(ENG_GRH_BYTES + req->length);
+	p->done.wc_flags = av->is_global ? IBV_WC_GRH : 0;
+	p->done.src_qp = src->qp_num;
+	p->done.slid = ibvd_eng_port_lid(src);
+	p->done.sl = av->sl;
+	p->done.solicited = req->w.send_flags & IBV_SEND_SOLICITED;
+	if (req->w.opcode == IBV_WR_SEND_WITH_IMM) {
+		p->done.imm = req->w.imm_data;
+		p->done.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	p->global = av->is_global;
+	if (p->global)
+		build_grh(p->grh, src, av, (uint32_t)req->length);
+}
+
+/*
+ * Park src's datagram for target (ud_park.c): UD_SENT, src's WQE is
+ * done; UD_FAILED if src's own memory failed; else, with no room, what
+ * ud_claim_busy says.
+ */
+static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
+			   struct ibvd_qp *target, const struct eng_req *req,
+			   uint32_t qkey, enum ibv_wc_status *status)
+{
+	uint32_t len = (uint32_t)req->length;
+	struct eng_sgl dst = { .n = 0 };
+	struct eng_parked *p;
+	enum eng_copy_result c;
+
+	if (!ibvd_eng_park_room(eng, target->qp_num, len))
+		return ud_claim_busy(eng, src, target);
+	p = calloc(1, sizeof(*p) + len);
+	if (!p)
+		return ud_claim_busy(eng, src, target);
+	ibvd_eng_sgl_private(&dst, p->payload, len);
+	c = ibvd_eng_copy(eng, &dst, 0, &req->local, len);
+	if (c == ENG_COPY_SRC_FAULT || c == ENG_COPY_SRC_GONE) {
+		free(p);
+		*status = IBV_WC_LOC_PROT_ERR;
+		return UD_FAILED;
+	}
+	p->since = ibvd_eng_now();
+	p->target_qpn = target->qp_num;
+	p->qkey = qkey;
+	p->len = len;
+	parked_done(p, src, req);
+	ibvd_eng_count_arrival(src, target, req);
+	ibvd_eng_park_push(eng, p);
 	return UD_SENT;
 }
 
@@ -628,10 +682,15 @@ enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 	/* a Q_Key violation is counted here, and waits for nothing */
 	if (!accepts(target, qkey))
 		return UD_SENT;
+	/* behind the datagrams parked for it, in order (multicast: none) */
+	if (!member && ibvd_eng_park_holds(eng, target->qp_num))
+		return claim_drops(target) ? UD_SENT :
+		       ud_park(eng, src, target, req, qkey, status);
 	held = ud_claim_spin(eng, target,
 			     member ? UD_CLAIM_WAIT_NS : UD_CLAIM_SPIN_NS, &whole);
 	if (held == -EBUSY && !member)
-		return ud_claim_busy(eng, src, target);
+		return claim_drops(target) ? UD_SENT :
+		       ud_park(eng, src, target, req, qkey, status);
 	/* only a whole wait says the queue holds its claim (and counts) */
 	if (held == -EBUSY && whole)
 		claim_held_out(eng, target);
@@ -640,6 +699,68 @@ enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 	*status = ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
 	ibvd_eng_rq_unclaim(target, held);
 	return *status == IBV_WC_SUCCESS ? UD_SENT : UD_FAILED;
+}
+
+/* Under the receive lock, with a valid WQE peeked: a parked datagram. */
+static void parked_place(struct ibvd_engine *eng, struct ibvd_qp *target,
+			 const struct eng_rq *rq, const struct eng_recv *rwqe,
+			 const struct eng_parked *p)
+{
+	enum eng_copy_result c = ENG_COPY_OK;
+	struct eng_sgl src = { .n = 0 };
+
+	if (p->global) {
+		ibvd_eng_sgl_private(&src, p->grh, sizeof(p->grh));
+		c = ibvd_eng_copy(eng, &rwqe->sgl, 0, &src, sizeof(p->grh));
+		src.n = 0;
+		src.total = 0;
+	}
+	ibvd_eng_sgl_private(&src, p->payload, p->len);
+	if (c == ENG_COPY_OK)
+		c = ibvd_eng_copy(eng, &rwqe->sgl, ENG_GRH_BYTES, &src, p->len);
+	if (c == ENG_COPY_DST_FAULT) {
+		ibvd_eng_recv_fail(target, rq, rwqe, IBV_WC_LOC_PROT_ERR);
+	} else if (c == ENG_COPY_OK) {
+		ibvd_eng_rq_consume(rq);
+		ibvd_eng_recv_done(target, rwqe->wr_id, &p->done);
+	}
+	/* else its receiver is gone: dropped */
+}
+
+enum eng_unpark ibvd_eng_ud_unpark(struct ibvd_engine *eng,
+				   const struct eng_parked *p)
+{
+	struct ibvd_qp *target = ibvd_qp_by_num(p->target_qpn);
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+	int held;
+
+	/* gone, or in a state or with a Q_Key that takes it no more */
+	if (!target || !accepts(target, p->qkey))
+		return PARK_GONE;
+	held = ibvd_eng_rq_claim(target);
+	if (held == -EBUSY)
+		return PARK_BUSY;
+	if (held < 0)
+		return PARK_GONE;
+	if (claim_drops(target))
+		__atomic_store_n(held_out_of(target), false, __ATOMIC_RELAXED);
+	ibvd_eng_rq_of(target, &rq);
+	pthread_mutex_lock(rq.lock);
+	if (ud_take(target, &rq, &rwqe, p->len))
+		parked_place(eng, target, &rq, &rwqe, p);
+	pthread_mutex_unlock(rq.lock);
+	ibvd_eng_rq_unclaim(target, held);
+	return PARK_GONE;
+}
+
+void ibvd_eng_ud_park_expired(struct ibvd_engine *eng,
+			      const struct eng_parked *p)
+{
+	struct ibvd_qp *target = ibvd_qp_by_num(p->target_qpn);
+
+	if (target)
+		claim_held_out(eng, target);
 }
 
 /* ---- datagrams from outside --------------------------------------------- */

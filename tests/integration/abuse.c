@@ -35,6 +35,11 @@
  *   abuse-helper ud-claim-brief
  *	A UD receiver holds its RQ's claim 2 ms at a time, as one
  *	preempted mid-copy does: no datagram is lost (ud_claim_brief()).
+ *   abuse-helper ud-claim-park
+ *	While a UD receiver holds its claim, its sender's datagrams to it
+ *	and to another QP all complete, and the held ones land, in order,
+ *	once it lets go (ud_claim_park(); abuse.sh counts the engine's
+ *	waits and parked datagrams).
  *   abuse-helper full-sq-destroy
  *	16,384 RDMA WRITEs of 128 KiB (2 GiB) written into an RC QP's SQ
  *	without a doorbell, then the QP destroyed: what the destroy still
@@ -514,7 +519,8 @@ static int ud_claim(void)
  * preempted mid-copy holds it) while Z sends it a burst of datagrams
  * through the engine, then lets it go.  Y has a receive posted for each
  * datagram, so none may be lost: those that find the claim held wait for
- * it.  Each carries its number, and Y must get them all, in order.
+ * it, parked in the engine.  Each carries its number, and Y must get them
+ * all, in order.
  */
 #define BRIEF_ROUNDS	32u
 #define BRIEF_BURST	64u
@@ -651,9 +657,9 @@ static int ud_claim_brief(void)
 		vt_assert(ibv_poll_cq(t.cq, 1, wc) == 0,
 			  "Y received with its claim held");
 		/*
-		 * The datagrams wait: Z's first has not completed, unless our
-		 * sleep outlasted its bound and it was dropped.  Then its
-		 * completion is here, and counts below.
+		 * The datagrams are parked and Z's sends complete; one that
+		 * found no room would wait in Z's SQ (then it "held up" Z).
+		 * Those here count below.
 		 */
 		early = ibv_poll_cq(t.zcq, 1, wc);
 		vt_assert(early >= 0, "Z's CQ: %d", early);
@@ -663,8 +669,8 @@ static int ud_claim_brief(void)
 		/*
 		 * Held for the 2 ms asked, nothing may be lost.  Held much
 		 * longer (our sleep, on a loaded machine), a datagram may have
-		 * waited past the engine's bound (10 ms, its retries doubling
-		 * from 20 us), as a receiver stopped that long loses them.
+		 * waited past the engine's bound, as a receiver stopped that
+		 * long loses them.
 		 */
 		strict += held_ms <= BRIEF_STRICT_MS;
 		brief_receive(&t, &got, sent, held_ms > BRIEF_STRICT_MS);
@@ -676,6 +682,76 @@ static int ud_claim_brief(void)
 	       "claim %d ms each, in order, none lost in the %u bursts held "
 	       "no longer than %d ms (%u bursts held up)\n", sent,
 	       BRIEF_ROUNDS, BRIEF_HOLD_MS, strict, BRIEF_STRICT_MS, held_up);
+	return 0;
+}
+
+/*
+ * Y holds its claim while Z sends it PARK_DGRAMS numbered datagrams, then
+ * one to X.  A sender never waits for a receiver (the engine parks what
+ * finds the claim held): all of Z's sends complete and X has its datagram
+ * while Y still holds the claim, and Y gets its datagrams, in order, once
+ * it lets go.  Before, Z's SQ waited out Y's claim for 10 ms and then
+ * dropped the datagram, and every later one with it.
+ */
+#define PARK_DGRAMS	16u
+#define PARK_STRICT_MS	400	/* held longer, a datagram may expire (500) */
+
+static int ud_claim_park(void)
+{
+	struct ibv_wc wc[PARK_DGRAMS + 1];
+	uint64_t *numbers;
+	unsigned long got = 0;
+	uint32_t *claim, expect;
+	unsigned int i, done, x_got = 0;
+	struct ud_trio t;
+	long held_ms;
+	int n;
+
+	ud_trio(&t, 2 * BRIEF_BURST, 4096 + 3 * BRIEF_BURST * BRIEF_SLOT);
+	for (i = 0; i < PARK_DGRAMS; i++)
+		brief_recv(&t, BRIEF_FIRST_WR + i);
+	vt_recv(t.x, 2, brief_slot(&t, BRIEF_FIRST_WR + PARK_DGRAMS),
+		BRIEF_SLOT, t.mr->lkey);
+	numbers = (uint64_t *)brief_slot(&t, BRIEF_FIRST_WR + BRIEF_BURST);
+	claim = &to_ibvc_qp(t.y)->rq.client->claim;
+	expect = IBVD_WQ_CLAIM_FREE;
+	vt_assert(__atomic_compare_exchange_n(claim, &expect,
+					      IBVD_WQ_CLAIM_LIBRARY, false,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
+		  "Y's claim is not free (%u)", expect);
+	held_ms = vt_now_ms();
+	for (i = 0; i < PARK_DGRAMS; i++) {
+		numbers[i] = i;
+		vt_ud_send(t.z, i, t.ah, t.y->qp_num, VT_QKEY, &numbers[i], 8,
+			   t.mr->lkey, IBV_SEND_SIGNALED);
+	}
+	numbers[PARK_DGRAMS] = PARK_DGRAMS;
+	vt_ud_send(t.z, PARK_DGRAMS, t.ah, t.x->qp_num, VT_QKEY,
+		   &numbers[PARK_DGRAMS], 8, t.mr->lkey, IBV_SEND_SIGNALED);
+	for (done = 0; done < PARK_DGRAMS + 1; done += (unsigned int)n) {
+		n = vt_poll(t.zcq, wc, (int)(PARK_DGRAMS + 1 - done), vt_tmo_ms());
+		vt_assert(n > 0, "Z: %u of %u sends completed while Y holds its "
+			  "claim", done, PARK_DGRAMS + 1);
+		for (i = 0; i < (unsigned int)n; i++)
+			vt_assert(wc[i].status == IBV_WC_SUCCESS, "Z's send %lu: %s",
+				  (unsigned long)wc[i].wr_id, vt_status(wc[i].status));
+	}
+	n = vt_poll(t.cq, wc, 1, vt_tmo_ms());
+	vt_assert(n == 1 && wc[0].qp_num == t.x->qp_num &&
+		  wc[0].status == IBV_WC_SUCCESS,
+		  "X did not get its datagram while Y holds its claim (%d, qp %u)",
+		  n, n == 1 ? wc[0].qp_num : 0);
+	x_got = 1;
+	vt_assert(ibv_poll_cq(t.cq, 1, wc) == 0, "Y received with its claim held");
+	__atomic_store_n(claim, IBVD_WQ_CLAIM_FREE, __ATOMIC_RELEASE);
+	held_ms = vt_now_ms() - held_ms;
+	/* held much longer than asked (a loaded machine), some may expire */
+	brief_receive(&t, &got, PARK_DGRAMS, held_ms > PARK_STRICT_MS);
+	printf("ud-claim-park: %u sends completed and %u datagram to another "
+	       "QP received while the receiver held its claim %ld ms; %u "
+	       "received in order after (%s)\n", PARK_DGRAMS + 1, x_got,
+	       held_ms, PARK_DGRAMS,
+	       held_ms > PARK_STRICT_MS ? "lenient" : "strict");
 	return 0;
 }
 
@@ -1045,6 +1121,8 @@ int main(int argc, char **argv)
 		return ud_claim();
 	if (argc == 2 && !strcmp(argv[1], "ud-claim-brief"))
 		return ud_claim_brief();
+	if (argc == 2 && !strcmp(argv[1], "ud-claim-park"))
+		return ud_claim_park();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
 		return cq_head_lie();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
@@ -1060,6 +1138,6 @@ int main(int argc, char **argv)
 		return mcast_fanout(false);
 	if (argc == 2 && !strcmp(argv[1], "mcast-claims"))
 		return mcast_fanout(true);
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
 	return 2;
 }

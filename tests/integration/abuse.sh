@@ -32,10 +32,11 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,cq-head-lie,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,cq-head-lie,srq-forged-claim,mcast-claims,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
+	parked=$(engine_count ud_parked)
 	ibvctl statistic show engine >"$O/engine.before" 2>&1
 	bytes=$(engine_count bytes)
 	turns=$(engine_count turns)
@@ -79,6 +80,14 @@ for mode in "${modes[@]}"; do
 		strict=$(sed -n 's/.* none lost in the \([0-9]*\) bursts .*/\1/p' "$O/abuse")
 		[ -n "$strict" ] && [ "$waits" -le $((32 - strict)) ] ||
 			fail "$mode: the engine gave up on the claim $waits times (${strict:-?} bursts held 3 ms at most)"
+	fi
+	# a held claim: nothing waited out, every datagram parked (unless held
+	# so long, on a loaded machine, that they expired)
+	if [ "$mode" = ud-claim-park ]; then
+		parked=$(($(engine_count ud_parked) - parked))
+		grep -q '(lenient)$' "$O/abuse" || [ "$waits" -eq 0 ] ||
+			fail "$mode: the engine waited out the claim $waits times"
+		[ "$parked" -ge 16 ] || fail "$mode: $parked datagrams parked, want 16"
 	fi
 	# a forged claim word: waited out once a millisecond for the SRQ
 	if [ "$mode" = srq-forged-claim ]; then
