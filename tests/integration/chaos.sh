@@ -126,7 +126,13 @@ while [ "$SECONDS" -lt "$end" ]; do
 	i=$((RANDOM % NW))
 	port=${PORTS[$i]}
 	case $((RANDOM % 6)) in
-	0)	# kill -9 a worker (client and server), restart it
+	0)	# kill -9 a worker (client and server), restart it; one restarted
+		# just now may still be in timeout or setpriv: wait for the helper
+		for _ in $(seq $((50 * TMUL))); do
+			pgrep -f "^$HELPER $port " >/dev/null && break
+			pid_running "${WPID[$i]}" || break
+			sleep 0.02
+		done
 		pkill -KILL -f "^$HELPER $port " 2>/dev/null
 		wait "${WPID[$i]}" 2>/dev/null
 		sleep 0.3

@@ -242,7 +242,10 @@ bg_as=()
 if [ "$DAEMON_USER" != root ]; then bg_as=(--user "$DAEMON_USER"); fi
 ip netns exec "$NSB" "$IBVERBSD_BUILT" "${bg_as[@]}" -c "$T/b.conf" 2>"$O/bg.log" ||
 	{ show "the daemon in the background" "$O/bg.log"; fail "ibverbsd without -f did not start"; }
-PID_B=$(pgrep -f -- "$IBVERBSD_BUILT.* -c $T/b.conf\$" | head -n 1)
+# The daemon, not the session leader its double fork leaves for a moment
+# (nor its broker, which it forks later: a higher pid).
+PID_B=$(pgrep -f -- "$IBVERBSD_BUILT.* -c $T/b.conf\$" | xargs -r ps -o pid=,sid= -p |
+	awk '$1 != $2 { print $1 }' | sort -n | head -n 1)
 [ -n "$PID_B" ] || fail "no daemon in the background after ibverbsd without -f"
 daemon_wait_ready "$SOCK_B" "$PID_B"
 across "RC pingpong to a daemon in the background" "$PP_RE" /usr/bin/ibv_rc_pingpong -g 1 -n 100
