@@ -88,6 +88,16 @@ void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	qp->rnr_deadline_ns = deadline;
 }
 
+void ibvd_eng_wake(struct ibvd_engine *eng)
+{
+	uint64_t one = 1;
+
+	if (!threaded || pthread_equal(pthread_self(), eng->thread))
+		return;
+	if (write(eng->wake_fd, &one, sizeof(one)) < 0)
+		log_warn("engine %u: cannot wake it: %s", eng->index, strerror(errno));
+}
+
 static unsigned int look_rx(struct ibvd_engine *eng);
 
 /* ---- one pass ------------------------------------------------------------ */

@@ -516,6 +516,7 @@ struct eng_timers {
 struct eng_parked {
 	uint64_t since;			/* ns, when it was parked */
 	uint32_t target_qpn;		/* looked up again at each try */
+	uint32_t target_gen;		/* its incarnation then */
 	uint32_t qkey;
 	struct eng_rcv_done done;	/* the receive's completion */
 	bool global;			/* grh fills the GRH slot */
@@ -527,6 +528,10 @@ struct eng_parked {
 /* An engine thread's parked datagrams, oldest first (that thread's only). */
 struct eng_park {
 	struct eng_parked **q;
+	struct eng_park_key {		/* q[i]'s, scanned without q[i] */
+		uint32_t qpn;
+		const void *owner;	/* its receiver's context, compared only */
+	} *keys;
 	unsigned int n;
 	uint64_t bytes;			/* their payloads */
 	uint64_t retry_at;		/* ns: the next try, while n > 0 */
@@ -536,11 +541,13 @@ struct eng_park {
 /* Datagrams parked for QP number qpn on this thread. */
 unsigned int ibvd_eng_park_holds(const struct ibvd_engine *eng, uint32_t qpn);
 
-/* Is there room for one more of len bytes for qpn? */
-bool ibvd_eng_park_room(struct ibvd_engine *eng, uint32_t qpn, uint32_t len);
+/* Is there room for one more of len bytes, for a QP of context owner? */
+bool ibvd_eng_park_room(struct ibvd_engine *eng, const void *owner,
+			uint32_t len);
 
 /* Keep p (room checked): the thread tries to place it from its next pass. */
-void ibvd_eng_park_push(struct ibvd_engine *eng, struct eng_parked *p);
+void ibvd_eng_park_push(struct ibvd_engine *eng, struct eng_parked *p,
+			const void *owner);
 
 /*
  * Try the parked datagrams whose time has come, in order: returns how
@@ -554,20 +561,23 @@ uint64_t ibvd_eng_park_next(const struct ibvd_engine *eng);
 void ibvd_eng_park_free(struct eng_park *park);
 
 /*
- * recv.c, for ud_park.c: place p under its receiver's claim.  PARK_BUSY:
- * the claim is still held; PARK_GONE: placed, or dropped as a datagram
- * is (no such QP, a Q_Key or state it does not take, no receive).
+ * recv.c, for ud_park.c: place p in t (its receiver, looked up) under t's
+ * claim.  PARK_BUSY: the claim is still held; PARK_GONE: placed, or
+ * dropped as a datagram is (a state or Q_Key it does not take, no
+ * receive).
  */
 enum eng_unpark {
 	PARK_GONE,
 	PARK_BUSY,
 };
-enum eng_unpark ibvd_eng_ud_unpark(struct ibvd_engine *eng,
+enum eng_unpark ibvd_eng_ud_unpark(struct ibvd_engine *eng, struct ibvd_qp *t,
 				   const struct eng_parked *p);
 
-/* recv.c: p waited too long; its receiver's queue is held out. */
-void ibvd_eng_ud_park_expired(struct ibvd_engine *eng,
-			      const struct eng_parked *p);
+/* recv.c: a datagram for t waited too long; t's queue is held out. */
+void ibvd_eng_ud_park_expired(struct ibvd_engine *eng, struct ibvd_qp *t);
+
+/* Wake eng's thread if the caller is another (engine.c). */
+void ibvd_eng_wake(struct ibvd_engine *eng);
 
 /*
  * Set qp's one timer to deadline, earlier or later than before: 0, or

@@ -636,9 +636,23 @@ static void parked_done(struct eng_parked *p, const struct ibvd_qp *src,
 }
 
 /*
+ * Is target src's peer on transit rings?  Its datagrams must not be
+ * parked: the libraries' ring, which does not know the park, would pass
+ * the ones after them (a peer's datagram comes this way when the ring
+ * was full), so those wait in src's SQ as before.
+ */
+static bool ring_peer(const struct ibvd_qp *src, const struct ibvd_qp *target)
+{
+	const struct ibvd_direct *d = src->direct;
+
+	return d && d->qp[!src->direct_side] == target &&
+	       !__atomic_load_n(&d->ud_broken, __ATOMIC_RELAXED);
+}
+
+/*
  * Park src's datagram for target (ud_park.c): UD_SENT, src's WQE is
- * done; UD_FAILED if src's own memory failed; else, with no room, what
- * ud_claim_busy says.
+ * done; UD_FAILED if src's own memory failed; else (no room, target is
+ * src's ring peer) what ud_claim_busy says.
  */
 static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   struct ibvd_qp *target, const struct eng_req *req,
@@ -649,7 +663,8 @@ static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_parked *p;
 	enum eng_copy_result c;
 
-	if (!ibvd_eng_park_room(eng, target->qp_num, len))
+	if (ring_peer(src, target) ||
+	    !ibvd_eng_park_room(eng, target->ctx, len))
 		return ud_claim_busy(eng, src, target);
 	p = calloc(1, sizeof(*p) + len);
 	if (!p)
@@ -663,11 +678,12 @@ static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 	}
 	p->since = ibvd_eng_now();
 	p->target_qpn = target->qp_num;
+	p->target_gen = target->incarnation;
 	p->qkey = qkey;
 	p->len = len;
 	parked_done(p, src, req);
 	ibvd_eng_count_arrival(src, target, req);
-	ibvd_eng_park_push(eng, p);
+	ibvd_eng_park_push(eng, p, target->ctx);
 	return UD_SENT;
 }
 
@@ -727,40 +743,35 @@ static void parked_place(struct ibvd_engine *eng, struct ibvd_qp *target,
 	/* else its receiver is gone: dropped */
 }
 
-enum eng_unpark ibvd_eng_ud_unpark(struct ibvd_engine *eng,
+enum eng_unpark ibvd_eng_ud_unpark(struct ibvd_engine *eng, struct ibvd_qp *t,
 				   const struct eng_parked *p)
 {
-	struct ibvd_qp *target = ibvd_qp_by_num(p->target_qpn);
 	struct eng_recv rwqe;
 	struct eng_rq rq;
 	int held;
 
-	/* gone, or in a state or with a Q_Key that takes it no more */
-	if (!target || !accepts(target, p->qkey))
+	/* a state or Q_Key that takes it no more (its Q_Key counted once) */
+	if (!ibvd_eng_can_receive(eng_qp_state(t)) || t->attr.qkey != p->qkey)
 		return PARK_GONE;
-	held = ibvd_eng_rq_claim(target);
+	held = ibvd_eng_rq_claim(t);
 	if (held == -EBUSY)
 		return PARK_BUSY;
 	if (held < 0)
 		return PARK_GONE;
-	if (claim_drops(target))
-		__atomic_store_n(held_out_of(target), false, __ATOMIC_RELAXED);
-	ibvd_eng_rq_of(target, &rq);
+	if (claim_drops(t))
+		__atomic_store_n(held_out_of(t), false, __ATOMIC_RELAXED);
+	ibvd_eng_rq_of(t, &rq);
 	pthread_mutex_lock(rq.lock);
-	if (ud_take(target, &rq, &rwqe, p->len))
-		parked_place(eng, target, &rq, &rwqe, p);
+	if (ud_take(t, &rq, &rwqe, p->len))
+		parked_place(eng, t, &rq, &rwqe, p);
 	pthread_mutex_unlock(rq.lock);
-	ibvd_eng_rq_unclaim(target, held);
+	ibvd_eng_rq_unclaim(t, held);
 	return PARK_GONE;
 }
 
-void ibvd_eng_ud_park_expired(struct ibvd_engine *eng,
-			      const struct eng_parked *p)
+void ibvd_eng_ud_park_expired(struct ibvd_engine *eng, struct ibvd_qp *t)
 {
-	struct ibvd_qp *target = ibvd_qp_by_num(p->target_qpn);
-
-	if (target)
-		claim_held_out(eng, target);
+	claim_held_out(eng, t);
 }
 
 /* ---- datagrams from outside --------------------------------------------- */

@@ -235,7 +235,8 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
 
 /*
  * A UD WQE's datagram, sent whole.  One whose receiver's library holds
- * its claim waits here, as a step does for a busy claim (recv.c).
+ * its claim, and that cannot be parked, waits here, as a step does for a
+ * busy claim (recv.c).
  */
 static enum step step_ud(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			 bool paced, const struct eng_req *req, uint64_t *bytes,

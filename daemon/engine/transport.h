@@ -530,11 +530,12 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
  * recv.c: a UD datagram from src arriving at target with Q_Key qkey: it
  * lands if target takes it; UD_FAILED only for the sender's own faults
  * (*status: everything else drops the datagram silently).  While
- * target's library holds its receive claim, UD_WAIT: the datagram waits
- * in src's SQ, and the send is made again later.  But not a member's
- * copy of a multicast datagram (member): it cannot wait in src's SQ
- * (members that took it would get it twice), so it is dropped after a
- * bounded spin.
+ * target's library holds its receive claim, the datagram is parked
+ * (ud_park.c) and src's WQE completes; only when the park has no room for
+ * it, or target is src's peer on transit rings, UD_WAIT: it waits in
+ * src's SQ, and the send is made again later.  A member's copy of a
+ * multicast datagram (member) does neither (members that took it would
+ * get it twice): it is dropped after a bounded spin.
  */
 enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 				struct ibvd_qp *target, const struct eng_req *req,
