@@ -40,6 +40,9 @@
  *	and to another QP all complete, and the held ones land, in order,
  *	once it lets go (ud_claim_park(); abuse.sh counts the engine's
  *	waits and parked datagrams).
+ *   abuse-helper ud-park-reset
+ *	Datagrams parked for a QP that is then reset never land in it
+ *	(ud_park_reset()).
  *   abuse-helper full-sq-destroy
  *	16,384 RDMA WRITEs of 128 KiB (2 GiB) written into an RC QP's SQ
  *	without a doorbell, then the QP destroyed: what the destroy still
@@ -756,6 +759,67 @@ static int ud_claim_park(void)
 }
 
 /*
+ * Y holds its claim while Z sends it PARK_DGRAMS datagrams (parked), then
+ * Y is reset and brought back up: what was on its way before the reset
+ * never lands, as a NIC drops its buffer on a reset; what Z sends after
+ * does.
+ */
+static int ud_park_reset(void)
+{
+	struct vt_qp_opts o = { .type = IBV_QPT_UD };
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_wc wc[PARK_DGRAMS + 1];
+	uint32_t *claim, expect;
+	uint64_t *numbers, number;
+	unsigned int i, done;
+	struct ud_trio t;
+	int n;
+
+	ud_trio(&t, 2 * BRIEF_BURST, 4096 + 3 * BRIEF_BURST * BRIEF_SLOT);
+	for (i = 0; i < PARK_DGRAMS; i++)
+		brief_recv(&t, BRIEF_FIRST_WR + i);
+	numbers = (uint64_t *)brief_slot(&t, BRIEF_FIRST_WR + BRIEF_BURST);
+	claim = &to_ibvc_qp(t.y)->rq.client->claim;
+	expect = IBVD_WQ_CLAIM_FREE;
+	vt_assert(__atomic_compare_exchange_n(claim, &expect,
+					      IBVD_WQ_CLAIM_LIBRARY, false,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
+		  "Y's claim is not free (%u)", expect);
+	for (i = 0; i < PARK_DGRAMS; i++) {
+		numbers[i] = i;
+		vt_ud_send(t.z, i, t.ah, t.y->qp_num, VT_QKEY, &numbers[i], 8,
+			   t.mr->lkey, IBV_SEND_SIGNALED);
+	}
+	for (done = 0; done < PARK_DGRAMS; done += (unsigned int)n) {
+		n = vt_poll(t.zcq, wc, (int)(PARK_DGRAMS - done), vt_tmo_ms());
+		vt_assert(n > 0, "Z: %u of %u sends completed", done, PARK_DGRAMS);
+	}
+	vt_assert(ibv_modify_qp(t.y, &reset, IBV_QP_STATE) == 0,
+		  "Y to RESET: %s", strerror(errno));
+	__atomic_store_n(claim, IBVD_WQ_CLAIM_FREE, __ATOMIC_RELEASE);
+	vt_connect(&t.d, t.y, NULL, &o);
+	for (i = 0; i < PARK_DGRAMS; i++)
+		brief_recv(&t, BRIEF_FIRST_WR + i);
+	/* the engine tries its park every 1.3 ms at most: give it a few */
+	vt_sleep_ms(50);
+	numbers[PARK_DGRAMS] = 1000;
+	vt_ud_send(t.z, PARK_DGRAMS, t.ah, t.y->qp_num, VT_QKEY,
+		   &numbers[PARK_DGRAMS], 8, t.mr->lkey, IBV_SEND_SIGNALED);
+	do {
+		n = vt_poll(t.cq, wc, 1, vt_tmo_ms());
+		vt_assert(n == 1, "Y got nothing after its reset");
+	} while (wc[0].qp_num != t.y->qp_num);
+	vt_assert(wc[0].status == IBV_WC_SUCCESS, "Y's receive: %s",
+		  vt_status(wc[0].status));
+	memcpy(&number, brief_slot(&t, wc[0].wr_id) + 40, sizeof(number));
+	vt_assert(number == 1000, "Y got datagram %llu, sent before its reset",
+		  (unsigned long long)number);
+	printf("ud-park-reset: %u datagrams parked before a reset dropped, the "
+	       "one after it received\n", PARK_DGRAMS);
+	return 0;
+}
+
+/*
  * 16 UD QPs share a basic SRQ whose claim word their client set to
  * ENGINE, which only an engine thread holding it may write; a 17th QP
  * floods them round robin.  The engine must not spin on the forged word
@@ -1123,6 +1187,8 @@ int main(int argc, char **argv)
 		return ud_claim_brief();
 	if (argc == 2 && !strcmp(argv[1], "ud-claim-park"))
 		return ud_claim_park();
+	if (argc == 2 && !strcmp(argv[1], "ud-park-reset"))
+		return ud_park_reset();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
 		return cq_head_lie();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
@@ -1138,6 +1204,6 @@ int main(int argc, char **argv)
 		return mcast_fanout(false);
 	if (argc == 2 && !strcmp(argv[1], "mcast-claims"))
 		return mcast_fanout(true);
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
 	return 2;
 }
