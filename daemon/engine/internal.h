@@ -506,7 +506,7 @@ struct eng_timers {
 	unsigned int n, cap;
 };
 
-/* ---- ud_park.c: datagrams waiting for a receiver's claim ----------------- */
+/* ---- direct/ud_park.c: datagrams waiting for a receiver's claim ---------- */
 
 /*
  * A UD datagram to a local QP whose library held its receive claim (recv.c):
@@ -561,10 +561,10 @@ uint64_t ibvd_eng_park_next(const struct ibvd_engine *eng);
 void ibvd_eng_park_free(struct eng_park *park);
 
 /*
- * recv.c, for ud_park.c: place p in t (its receiver, looked up) under t's
- * claim.  PARK_BUSY: the claim is still held; PARK_GONE: placed, or
- * dropped as a datagram is (a state or Q_Key it does not take, no
- * receive).
+ * recv.c, for direct/ud_park.c: place p in t (its receiver, looked up)
+ * under t's claim.  PARK_BUSY: the claim is still held; PARK_GONE:
+ * placed, or dropped as a datagram is (a state or Q_Key it does not take,
+ * no receive).
  */
 enum eng_unpark {
 	PARK_GONE,
@@ -671,8 +671,8 @@ struct ibvd_engine {
 	uint64_t turns, bytes, wakeups, timers_fired;
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
-	uint64_t ud_parked;		/* datagrams parked (ud_park.c) */
-	struct eng_park park;		/* ud_park.c */
+	uint64_t ud_parked;		/* datagrams parked (direct/ud_park.c) */
+	struct eng_park park;		/* direct/ud_park.c */
 	/* ns this pass may still spend waiting for UD receive claims (recv.c) */
 	uint64_t claim_wait_left;
 	uint64_t copies_charged;	/* this step's extra copies (send.c) */

@@ -11,12 +11,12 @@ DAEMON_SOURCES += \
 	daemon/engine/memory.c \
 	daemon/engine/wqe.c \
 	daemon/engine/direct/direct.c \
+	daemon/engine/direct/ud_park.c \
 	daemon/engine/completion.c \
 	daemon/engine/qp_state.c \
 	daemon/engine/send.c \
 	daemon/engine/chunk.c \
 	daemon/engine/recv.c \
-	daemon/engine/ud_park.c \
 	daemon/engine/rdma.c \
 	daemon/engine/mw.c \
 	daemon/engine/counters.c

@@ -519,9 +519,9 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * The RQ of a UD QP with transit rings is also its library's (the claim,
  * ring.h), which holds it for one message's copy at a time.  A unicast
  * datagram that finds it busy past a short spin (a copy's microseconds)
- * is parked (ud_park.c): copied out of its sender, whose WQE completes,
- * and placed when the claim is next free, as a NIC's buffer holds a
- * packet while the host is slow.  Dropping it instead lost datagrams to
+ * is parked (direct/ud_park.c): copied out of its sender, whose WQE
+ * completes, and placed when the claim is next free, as a NIC's buffer
+ * holds a packet while the host is slow.  Dropping it instead lost datagrams to
  * receivers merely preempted mid-copy (on a 2-vCPU host, one run in about
  * fifteen of perftest's 500-datagram ib_send_bw, which then waits for
  * ever); having its sender's SQ wait for the claim let a receiver that
@@ -650,8 +650,8 @@ static bool ring_peer(const struct ibvd_qp *src, const struct ibvd_qp *target)
 }
 
 /*
- * Park src's datagram for target (ud_park.c): UD_SENT, src's WQE is
- * done; UD_FAILED if src's own memory failed; else (no room, target is
+ * Park src's datagram for target (direct/ud_park.c): UD_SENT, src's WQE
+ * is done; UD_FAILED if src's own memory failed; else (no room, target is
  * src's ring peer) what ud_claim_busy says.
  */
 static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,

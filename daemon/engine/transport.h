@@ -531,9 +531,9 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
  * lands if target takes it; UD_FAILED only for the sender's own faults
  * (*status: everything else drops the datagram silently).  While
  * target's library holds its receive claim, the datagram is parked
- * (ud_park.c) and src's WQE completes; only when the park has no room for
- * it, or target is src's peer on transit rings, UD_WAIT: it waits in
- * src's SQ, and the send is made again later.  A member's copy of a
+ * (direct/ud_park.c) and src's WQE completes; only when the park has no
+ * room for it, or target is src's peer on transit rings, UD_WAIT: it
+ * waits in src's SQ, and the send is made again later.  A member's copy of a
  * multicast datagram (member) does neither (members that took it would
  * get it twice): it is dropped after a bounded spin.
  */

@@ -25,7 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "engine/internal.h"
 
 /* Parked per thread, and for one receiving context; their bytes. */
 #define PARK_MAX		1024u
