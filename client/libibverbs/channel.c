@@ -529,21 +529,25 @@ static bool alone_on_channel(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
  * An event whose completion the app's poll took already: it came after
  * the app armed and before it polled.  A NIC sends those too, and apps
  * that sleep on one channel for several CQs count on them (perftest's
- * -e re-arms the CQ an event names and polls another one).  But apps
- * with one CQ on the channel read an event as "a poll finds something"
- * (ibv_rc_pingpong -e -t fails otherwise), and with the engine running
- * beside the app the window is wider than on a NIC.  For those only,
- * such an event goes, and the arm it used comes back, so the next
- * completion fires as the app expects (drop_stale); what came before
- * the re-arm is there for the second look, which then keeps it.  Not looked
- * at: a single-threaded CQ (its one thread is the app's promise, and the
- * app's to wake), and one whose batch this thread is in (it holds it).
+ * -e re-arms the CQ an event names and polls another one), as do apps
+ * that poll() a non-blocking fd and then read the event it promised.
+ * But apps that block on a channel with one CQ read an event as "a poll
+ * finds something" (ibv_rc_pingpong -e -t fails otherwise), and with the
+ * engine running beside the app the window is wider than on a NIC.  For
+ * those only, such an event goes if a fresher one comes, and the arm it
+ * used comes back, so the next completion fires as the app expects
+ * (drop_stale); what came before the re-arm is there for the second look,
+ * which then keeps it.  Not looked at: a single-threaded CQ (its one
+ * thread is the app's promise, and the app's to wake), and one whose
+ * batch this thread is in (it holds it).
  */
 static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 {
+	int fl = fcntl(ch->channel.fd, F_GETFL);
 	uint32_t flags;
 
-	if (cq->single_threaded || !alone_on_channel(ch, cq) ||
+	if ((fl >= 0 && (fl & O_NONBLOCK)) || cq->single_threaded ||
+	    !alone_on_channel(ch, cq) ||
 	    __atomic_load_n(&cq->batch_thread, __ATOMIC_RELAXED) ==
 	    (uintptr_t)pthread_self() || !cq_idle(cq))
 		return false;
@@ -561,17 +565,13 @@ static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 #define STALE_WAIT_MS	100
 
 /*
- * A stale event: drop it (true) if the channel has another within
- * STALE_WAIT_MS, or if its fd is non-blocking (the app hears EAGAIN);
- * else hand it out (false).
+ * A stale event on a blocking channel: drop it (true) if the channel has
+ * another within STALE_WAIT_MS, else hand it out (false).
  */
 static bool drop_stale(struct ibvc_comp_channel *ch)
 {
 	struct pollfd pfd = { .fd = ch->channel.fd, .events = POLLIN };
-	int flags = fcntl(ch->channel.fd, F_GETFL);
 
-	if (flags >= 0 && (flags & O_NONBLOCK))
-		return true;
 	return poll(&pfd, 1, STALE_WAIT_MS) > 0;
 }
 
