@@ -36,14 +36,16 @@
 #define WATCH_RCVBUF		(1 << 20)
 /* Datagrams read per wake-up, so that a flood cannot starve clients. */
 #define WATCH_MAX_READS		64
-/* The host's addresses could not be read: try again after this long. */
-#define ADDRS_RETRY_MS		200
+/* The host's addresses could not be read: try again, 200 ms doubling to 30 s. */
+#define ADDRS_RETRY_MIN_MS	200u
+#define ADDRS_RETRY_MAX_MS	30000u
 
 struct ibvd_netdev_watch {
 	struct ibvd_daemon *d;
 	int fd;
 	struct event *ev;
 	struct event *addrs_retry;	/* timer: read the addresses again */
+	unsigned int addrs_retry_ms;	/* its period; 0: the last read worked */
 	uint8_t buf[32768];
 };
 
@@ -223,29 +225,49 @@ static int read_one(struct ibvd_netdev_watch *w, struct todo *t)
 }
 
 /*
- * Any interface's address changed: the software devices' GIDs show them.
- * Libraries keep their tables until told (gids_changed), so a table that
- * could not be read is read again soon, not at the next change.
+ * The host's addresses could not be read (the daemon out of fds, say):
+ * what was read before stays, and they are read again, less and less
+ * often, with one warning, not one a try.
+ */
+static void addrs_unread(struct ibvd_netdev_watch *w, int err)
+{
+	struct timeval tv;
+
+	if (!w->addrs_retry_ms) {
+		log_warn("cannot read the host's addresses: %s; the GID tables and "
+			 "the RoCE devices' own-address filter keep what they had "
+			 "until a read works", strerror(-err));
+		w->addrs_retry_ms = ADDRS_RETRY_MIN_MS;
+	} else if (w->addrs_retry_ms < ADDRS_RETRY_MAX_MS) {
+		w->addrs_retry_ms *= 2;
+		if (w->addrs_retry_ms > ADDRS_RETRY_MAX_MS)
+			w->addrs_retry_ms = ADDRS_RETRY_MAX_MS;
+	}
+	tv.tv_sec = w->addrs_retry_ms / 1000;
+	tv.tv_usec = (w->addrs_retry_ms % 1000) * 1000;
+	evtimer_add(w->addrs_retry, &tv);
+}
+
+/*
+ * Any interface's address changed: the software devices' GIDs show them,
+ * and RoCE's filter of the host's own addresses.  Libraries keep their
+ * tables until told (gids_changed), so what could not be read is read
+ * again (addrs_unread), not only at the next change.
  */
 static void refresh_host_addrs(struct ibvd_netdev_watch *w)
 {
-	static const struct timeval retry = {
-		.tv_usec = ADDRS_RETRY_MS * 1000,
-	};
+	int filter = ibvd_host_addrs_refresh();
+	int gids = ibvd_port_gids_refresh();
 	struct ibvd_device *dev;
-	int ret = ibvd_host_addrs_refresh();
 
-	if (ret < 0)
-		log_warn("cannot read the host's addresses: %s (RoCE packets from "
-			 "an address added since pass for a peer's)", strerror(-ret));
-	ret = ibvd_port_gids_refresh();
-	if (ret < 0) {
-		log_warn("cannot read the host's addresses for the GID tables: %s; "
-			 "trying again in %d ms", strerror(-ret), ADDRS_RETRY_MS);
-		evtimer_add(w->addrs_retry, &retry);
-		return;
+	if (filter < 0 || gids < 0) {
+		addrs_unread(w, filter < 0 ? filter : gids);
+	} else if (w->addrs_retry_ms) {
+		log_notice("the host's addresses can be read again");
+		w->addrs_retry_ms = 0;
+		evtimer_del(w->addrs_retry);
 	}
-	if (ret == 0)
+	if (gids <= 0)
 		return;
 	TAILQ_FOREACH(dev, &w->d->devices, link)
 		if (dev->kind != IBVD_DEV_ROCE)
