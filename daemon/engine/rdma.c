@@ -193,6 +193,19 @@ enum eng_resp ibvd_eng_write_imm_claimed(struct ibvd_engine *eng,
 	return write_imm_claimed(eng, src, target, req);
 }
 
+/*
+ * A responder that gave no resources for READs and atomics
+ * (max_dest_rd_atomic 0) refuses them, as rxe does ("too many RDMA or
+ * atomic requests"): an invalid request, and the responder errs.
+ */
+static bool no_rd_atomic(struct ibvd_qp *target)
+{
+	if (target->attr.max_dest_rd_atomic)
+		return false;
+	ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);
+	return true;
+}
+
 enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 struct ibvd_qp *target,
 				 const struct eng_req *req)
@@ -200,6 +213,8 @@ enum eng_resp ibvd_eng_rdma_read(struct ibvd_engine *eng, struct ibvd_qp *src,
 	struct eng_sgl remote;
 
 	ibvd_eng_count_arrival(src, target, req);
+	if (no_rd_atomic(target))
+		return RESP_INV_REQ;
 	remote.n = 0;
 	remote.total = 0;
 	if (ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
@@ -268,6 +283,8 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 	ibvd_eng_count_arrival(src, target, req);
 	remote.n = result.n = 0;
 	remote.total = result.total = 0;
+	if (no_rd_atomic(target))
+		return RESP_INV_REQ;
 	/* A misaligned atomic is an invalid request (IB 9.4.5). */
 	if (req->w.remote_addr & 7) {
 		ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);

@@ -200,9 +200,13 @@ int ibvd_req_modify_srq(struct ibvd_call *call)
 	if (req->attr_mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
 		return ibvd_call_error(call, -EINVAL, "unknown attr_mask bits %#x",
 				       req->attr_mask);
-	/* A bigger ring would need a new place, which MODIFY_SRQ cannot return. */
+	/*
+	 * A bigger ring would need a new place, which MODIFY_SRQ cannot
+	 * return; the device says so (no IBV_DEVICE_SRQ_RESIZE), and the
+	 * answer is a device's without it (mlx5's): EINVAL.
+	 */
 	if (req->attr_mask & IBV_SRQ_MAX_WR)
-		return ibvd_call_error(call, -EOPNOTSUPP, "SRQs cannot be resized");
+		return ibvd_call_error(call, -EINVAL, "SRQs cannot be resized");
 	if (!(req->attr_mask & IBV_SRQ_LIMIT))
 		return 0;
 	if (req->srq_limit > srq->max_wr)

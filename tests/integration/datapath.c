@@ -371,6 +371,37 @@ START_TEST(rc_atomic_misaligned)
 }
 END_TEST
 
+/*
+ * A responder that gave no resources for READs and atomics (its
+ * max_dest_rd_atomic 0) refuses them, as rxe does: REM_INV_REQ_ERR, and
+ * nothing read or changed.  An application that forgot them fails here
+ * as it would on hardware.
+ */
+START_TEST(rc_no_responder_resources)
+{
+	struct vt_qp_opts o = { .rd_atomic = VT_ZERO };
+	volatile uint64_t *remote;
+	struct fx f;
+
+	fx_init(&f, &o, 64, 64);
+	remote = (volatile uint64_t *)(BUF(f.b) + 8);
+	remote[0] = 5;
+	memset(BUF(f.a), 0x11, 64);
+	if (_i == 0)
+		vt_atomic(f.p.qp[0], 1, IBV_WR_ATOMIC_FETCH_AND_ADD, f.a->addr,
+			  f.a->lkey, ADDR(f.b, 8), f.b->rkey, 1, 0);
+	else
+		vt_send(f.p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED,
+			f.a->addr, 16, f.a->lkey, ADDR(f.b, 8), f.b->rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_REM_INV_REQ_ERR,
+		     _i == 0 ? "FETCH_AND_ADD" : "RDMA READ");
+	ck_assert_uint_eq(remote[0], 5);
+	vt_expect_byte(f.a->addr, 16, 0x11, "the requester's buffer");
+	ck_assert_int_eq(vt_qp_state(f.p.qp[1]), IBV_QPS_ERR);
+	fx_free(&f);
+}
+END_TEST
+
 /* Atomics work, so the device must say so (DESIGN.md 3.4). */
 START_TEST(atomic_cap)
 {
@@ -3305,12 +3336,18 @@ START_TEST(srq_limit)
 	mr = vt_reg(D.pd, 16 * 256, VT_ACCESS_ALL);
 	for (i = 0; i < 8; i++)
 		vt_srq_recv(srq, (uint64_t)i, BUF(mr) + i * 256, 256, mr->lkey);
+	/* no IBV_DEVICE_SRQ_RESIZE: a new size is refused as mlx5 does */
+	memset(&attr, 0, sizeof(attr));
+	attr.max_wr = 32;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
 	memset(&attr, 0, sizeof(attr));
 	attr.srq_limit = 4;
 	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
 	memset(&attr, 0, sizeof(attr));
 	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
 	ck_assert_uint_eq(attr.srq_limit, 4);
+	ck_assert_uint_ge(attr.max_wr, 16);
+	ck_assert_uint_lt(attr.max_wr, 32);
 
 	/* 8 -> 4 posted: not below the limit yet. */
 	for (i = 0; i < 4; i++)
@@ -5263,6 +5300,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, rc_cmp_swap);
 	tcase_add_test(tc, rc_fetch_add);
 	tcase_add_test(tc, rc_atomic_misaligned);
+	tcase_add_loop_test(tc, rc_no_responder_resources, 0, 2);
 	tcase_add_test(tc, atomic_cap);
 
 	tc = new_case(s, "uc");

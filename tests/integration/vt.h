@@ -110,7 +110,7 @@ struct vt_qp_opts {
 	int retry_cnt;			/* default 3 */
 	int timeout;			/* default 12 (16.8 ms) */
 	enum ibv_mtu mtu;		/* default IBV_MTU_4096 */
-	uint8_t rd_atomic;		/* default 4 */
+	int rd_atomic;			/* default 4 */
 	uint32_t qkey;			/* UD; default VT_QKEY */
 	uint32_t psn;			/* our send PSN */
 };

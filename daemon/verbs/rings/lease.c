@@ -213,6 +213,9 @@ static int grant_check(struct ibvd_call *call, const struct ibvd_qp *peer,
 				       "no MR of key %#x in QP %u's PD",
 				       rkey, peer->qp_num);
 	rights = mr->access & peer->attr.access & REMOTE_ACCESS;
+	/* no responder resources: READs and atomics fail (engine/rdma.c) */
+	if (!peer->attr.max_dest_rd_atomic)
+		rights &= ~(uint32_t)(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
 	if (!rights || !mr->map_fd_kept ||
 	    ((rights & IBV_ACCESS_REMOTE_WRITE) && !mr->map_writable))
 		return ibvd_call_error(call, -EOPNOTSUPP,
