@@ -163,6 +163,11 @@ static int join_check(struct ibvd_call *call, const struct ibvd_cm_id *id,
 			 id->state != CM_ADDR_RESOLVED))
 		return ibvd_call_error(call, -EINVAL,
 				       "the id is not bound to a device");
+	/* verbs/mcast.c: no groups on the wire yet */
+	if (cm_dev_is_roce(id->dev))
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "no multicast on RoCE device %s",
+				       id->dev->name);
 	if (req->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
 	    req->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		return ibvd_call_error(call, -EINVAL, "bad join flags %#x",

@@ -3,7 +3,8 @@
  *
  * Groups are daemon-wide by MGID (core/registry.c) and exist while they have
  * members; the engine fans a UD send to IBVD_MCAST_QPN out to every member
- * (objects.h).  As the kernel checks for an InfiniBand port: UD QPs only,
+ * (objects.h).  Software devices only (RoCE devices have no groups on the
+ * wire yet).  As the kernel checks for an InfiniBand port: UD QPs only,
  * an MGID in ff00::/8, an MLID in the multicast range.  Attaching a QP to a
  * group it is already in succeeds and changes nothing (rxe does the same;
  * ibv_attach_mcast(3) asks for no error); detaching from a group it is not
@@ -37,6 +38,14 @@ static int mcast_args(struct ibvd_call *call, const Ibvd__Mcast *req,
 		return ibvd_call_error(call, -EINVAL, "no QP %#x", req->qp);
 	if ((*qp)->qp_type != IBV_QPT_UD)
 		return ibvd_call_error(call, -EINVAL, "only UD QPs join multicast groups");
+	/*
+	 * A group on the wire needs IP multicast (rxe's way), which RoCE
+	 * devices do not speak yet: refused as by a device without
+	 * multicast (max_mcast_grp 0), not attached to deliver nothing.
+	 */
+	if (ctx->dev->kind == IBVD_DEV_ROCE)
+		return ibvd_call_error(call, -EOPNOTSUPP,
+				       "no multicast on RoCE device %s", ctx->dev->name);
 	if (req->gid.len != 16 || req->gid.data[0] != 0xff)
 		return ibvd_call_error(call, -EINVAL, "not a multicast GID");
 	if (req->lid < MLID_MIN || req->lid > MLID_MAX)

@@ -143,6 +143,15 @@ expect_grep '^			GID\[  0\]:		fe80:0000:0000:0000:' "$O/devinfo" "ibvd0 GID[0]"
 expect_no_grep 'RoCE' "$O/devinfo" "ibvd0 GIDs"
 ok "ibvd0 as before"
 
+check "no multicast on roce0 yet: max_mcast_grp 0, a join is refused, not lost"
+devinfo -d roce0
+expect_grep '^	max_mcast_grp:			0$' "$O/devinfo" "roce0 max_mcast_grp"
+run_debian "$USER1" /usr/bin/mckey -b 10.77.0.1 -m 239.1.2.3 -C 1 >"$O/mckey" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { show mckey "$O/mckey"; fail "mckey on roce0 exited with $rc"; }
+expect_grep 'rdma_join_multicast|join' "$O/mckey" "mckey's error"
+ok "mckey exits $rc: $(grep -m1 -i 'join' "$O/mckey")"
+
 check "ibvctl link show names the interface, as rdma does for rxe"
 ibvctl link show >"$O/link" 2>&1 || { show "ibvctl link show" "$O/link"; fail "ibvctl link show"; }
 show "ibvctl link show" "$O/link"
