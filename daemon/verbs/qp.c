@@ -453,6 +453,11 @@ int ibvd_req_destroy_qp(struct ibvd_call *call)
 
 	if (!qp)
 		return -EINVAL;
+	/* as the kernel's: a member leaves its groups first (ibv_detach_mcast) */
+	if (!LIST_EMPTY(&qp->mcast))
+		return ibvd_call_error(call, -EBUSY,
+				       "QP %u is still attached to a multicast group",
+				       qp->qp_num);
 	ibvd_objects_write_lock();
 	ibvd_engine_qp_finish_sends(qp);
 	ibvd_qp_release(ibvd_call_ctx(call), req->handle, qp);
