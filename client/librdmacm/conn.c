@@ -123,6 +123,16 @@ static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
 	return 0;
 }
 
+/*
+ * A connected TCP-space id with neither a QP nor parameters says nothing
+ * of the QP the peer is to talk to: EINVAL, as librdmacm's.
+ */
+static int params_needed(const struct cma_id *cid,
+			 const struct rdma_conn_param *p)
+{
+	return cid->id.ps == RDMA_PS_TCP && !cid->id.qp && !p ? -EINVAL : 0;
+}
+
 /* ---- the active side ------------------------------------------------------------------ */
 
 static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
@@ -134,7 +144,7 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 	int ret;
 
 	/* Not resolved yet: no device to connect from. */
-	if (!cid->id.verbs)
+	if (!cid->id.verbs || params_needed(cid, p) < 0)
 		return -EINVAL;
 	if (!ud) {
 		ret = resources(cid, p, 0xff, 0xff, &resp, &init);
@@ -184,7 +194,7 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 	bool ud = cma_is_ud_ps(cid->id.ps);
 	int ret;
 
-	if (!cid->id.verbs)
+	if (!cid->id.verbs || params_needed(cid, p) < 0)
 		return -EINVAL;
 	if (!ud) {
 		ret = resources(cid, p, cid->responder_resources,

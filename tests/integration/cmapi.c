@@ -1160,6 +1160,8 @@ START_TEST(connect_no_listener)
 	uint16_t port = unused_port(RDMA_PS_TCP);
 
 	resolve(ch, id, "127.0.0.1", port);
+	/* no QP and no parameters: nothing says what to connect (librdmacm) */
+	ck_fails_with(rdma_connect(id, NULL), EINVAL);
 	ck_connect_refused(ch, id, "no listener");
 	rdma_destroy_event_channel(ch);
 
