@@ -11,6 +11,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <infiniband/ib.h>
+#include <infiniband/sa.h>
 
 #include "cma.h"
 
@@ -516,6 +517,29 @@ static int check_id_option(int optname, size_t optlen)
 	}
 }
 
+/*
+ * RDMA_OPTION_IB_PATH: paths the app resolved itself, for an id whose
+ * address is resolved.  As the kernel asks, one of them must be the
+ * primary bidirectional path; the id then goes to ROUTE_RESOLVED with its
+ * event, as rdma_resolve_route makes it.  The record's contents name a
+ * fabric's path; a peer here is reached through the daemon's one path
+ * (PROTOCOL.md §10.7), which the route takes as rdma_resolve_route does.
+ */
+static int set_ib_path(struct cma_id *cid, const void *optval, size_t optlen)
+{
+	const uint32_t want = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+			      IBV_PATH_FLAG_BIDIRECTIONAL;
+	const struct ibv_path_data *p = optval;
+	size_t i;
+
+	if (!optlen || optlen % sizeof(*p))
+		return -EINVAL;
+	for (i = 0; i < optlen / sizeof(*p); i++)
+		if (p[i].flags == want)
+			return cma_resolve_route(cid, 0);
+	return -EINVAL;
+}
+
 static int set_option(struct cma_id *cid, int level, int optname,
 		      void *optval, size_t optlen)
 {
@@ -524,11 +548,8 @@ static int set_option(struct cma_id *cid, int level, int optname,
 
 	if (!optval)
 		return -EINVAL;
-	/*
-	 * RDMA_OPTION_IB_PATH (paths the app resolved itself) has no use
-	 * here: a peer is reached through the daemon's one local path
-	 * (PROTOCOL.md §10.7); rdma_getaddrinfo() never hands out routes.
-	 */
+	if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
+		return set_ib_path(cid, optval, optlen);
 	if (level != RDMA_OPTION_ID)
 		return -ENOSYS;
 	ret = check_id_option(optname, optlen);

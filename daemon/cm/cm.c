@@ -419,7 +419,7 @@ int ibvd_req_cm_set_option(struct ibvd_call *call)
 
 	if (!id)
 		return -EINVAL;
-	/* RDMA_OPTION_IB_PATH (user path records) is not supported. */
+	/* RDMA_OPTION_IB_PATH is the library's: a route resolution here */
 	if (req->level != RDMA_OPTION_ID)
 		return ibvd_call_error(call, -ENOSYS, "option level %d not supported",
 				       req->level);

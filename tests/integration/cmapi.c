@@ -71,6 +71,7 @@
 
 #include <infiniband/ib.h>
 #include <infiniband/verbs.h>
+#include <infiniband/sa.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 #include <rdma/rsocket.h>
@@ -1177,6 +1178,39 @@ START_TEST(connect_no_listener)
 }
 END_TEST
 
+/*
+ * RDMA_OPTION_IB_PATH: on an id whose address is resolved, a primary
+ * bidirectional path record resolves the route (ROUTE_RESOLVED, as the
+ * kernel's rdma_set_ib_path); records without one are EINVAL.
+ */
+START_TEST(ib_path_option)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct ibv_path_data pd[2] = {
+		{ .flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_ALTERNATE |
+			   IBV_PATH_FLAG_BIDIRECTIONAL },
+		{ .flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+			   IBV_PATH_FLAG_BIDIRECTIONAL },
+	};
+	struct sockaddr_storage dst = sa_make("127.0.0.1",
+					      unused_port(RDMA_PS_TCP));
+
+	ck_ok(rdma_resolve_addr(id, NULL, SA(dst), 2000));
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id);
+	ck_fails_with(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH,
+				      &pd[0], sizeof(pd[0])), EINVAL);
+	ck_ok(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, pd,
+			      sizeof(pd)));
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id);
+	/* once: the route is there */
+	ck_fails_with(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH,
+				      pd, sizeof(pd)), EINVAL);
+	ck_connect_refused(ch, id, "no listener, after a path record");
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 START_TEST(reject_private_data)
 {
 	struct pair p;
@@ -2098,6 +2132,16 @@ START_TEST(set_option)
 				      sizeof(four)), EINVAL);
 	ck_fails_with(rdma_set_option(a, RDMA_OPTION_ID, 99, &one, sizeof(one)), ENOSYS);
 	ck_fails_with(rdma_set_option(a, 99, 0, &one, sizeof(one)), ENOSYS);
+	/* a path record: not on an id without a resolved address */
+	{
+		struct ibv_path_data pd = { .flags = IBV_PATH_FLAG_GMP |
+				IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL };
+
+		ck_fails_with(rdma_set_option(a, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH,
+					      &pd, sizeof(pd) - 1), EINVAL);
+		ck_fails_with(rdma_set_option(a, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH,
+					      &pd, sizeof(pd)), EINVAL);
+	}
 
 	/* REUSEADDR on both: two non-listening ids share an address */
 	ck_ok(rdma_set_option(b, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
@@ -2496,7 +2540,8 @@ static Suite *api_suite(int argc, char **argv)
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
 		T(connect_addresses_and_data), T(connect_ipv6), T(connect_params),
-		T(disconnect_timewait), T(connect_no_listener), T(reject_private_data),
+		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
+		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(get_event_after_destroy), T(destroyed_ids_events_gone),
