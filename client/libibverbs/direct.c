@@ -90,6 +90,8 @@ struct ibvc_direct {
 	uint8_t peer_sl;
 	/* UD: the SGIDs of the peer's GRHs, by index (zero where none) */
 	uint8_t peer_gids[DIRECT_PEER_GIDS][16];
+	uint32_t peer_gids_gen;		/* the gid_gen they are current for */
+	bool peer_gids_known;		/* ... once read (fresh_peer_gids) */
 	unsigned int side;		/* ours in the pair */
 	/* posters (SQ lock) */
 	uint32_t produced;
@@ -1532,6 +1534,33 @@ static bool scatter_guarded(const struct ibvd_sge *sge, uint32_t nsge,
 }
 
 /*
+ * The peer's port table past GID[0] is the host's addresses, as every
+ * software port's (core/device.c): read through this context's copy of
+ * port 1's (query.c, fetched again only when the daemon's gid_gen moved),
+ * once per pair and again after an address came or went, so that a GRH
+ * names the SGID the engine would (ibvd_eng_port_gid).  Under the RQ's
+ * claim, which orders the receivers of the pair.
+ */
+static void fresh_peer_gids(struct ibvc_direct *d, const struct ibvc_qp *qp)
+{
+	struct ibvc_context *ictx = to_ibvc_context(qp->qp.context);
+	uint32_t gen = __atomic_load_n(&ictx->db_engine->gid_gen,
+				       __ATOMIC_ACQUIRE);
+	union ibv_gid g;
+	unsigned int i;
+
+	if (d->peer_gids_known && d->peer_gids_gen == gen)
+		return;
+	for (i = 1; i < DIRECT_PEER_GIDS; i++) {
+		if (ibv_query_gid(qp->qp.context, 1, (int)i, &g) != 0)
+			memset(&g, 0, sizeof(g));
+		memcpy(d->peer_gids[i], g.raw, sizeof(g.raw));
+	}
+	d->peer_gids_gen = gen;
+	d->peer_gids_known = true;
+}
+
+/*
  * UD: the GRH of a datagram of len bytes whose address the sender put
  * ahead of it (at info, in the ring: read once), as the engine makes it,
  * with the SGID from the peer's port GID table.
@@ -1711,8 +1740,10 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 		p->hand_off = true;
 		return false;
 	}
-	if (info)
+	if (info) {
+		fresh_peer_gids(d, qp);
 		make_grh(grh, d, payload, len);
+	}
 	if (!scatter_guarded(sge, nsge, info ? grh : NULL, skip,
 			     payload + info, len)) {
 		p->hand_off = true;
