@@ -24,6 +24,12 @@ TESTS += $(INTEGRATION_TESTS)
 # pair, its device, port and GID table as Debian's ibv_devinfo, ibvctl and
 # a client holding a context (ctxclient-helper) see them.
 INTEGRATION_TESTS += tests/integration/roce-device.sh tests/integration/roce-wire.sh
+# roce-device.sh's daemon runs with this preload: getifaddrs() fails on
+# demand, as for a daemon out of fds.
+check_LTLIBRARIES += tests/integration/libfailaddrs.la
+tests_integration_libfailaddrs_la_SOURCES = tests/integration/failaddrs.c
+tests_integration_libfailaddrs_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath $(abs_builddir)
 # The RDMA CM across the two namespaces: the IB CM's MADs on QP1.
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
 # The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).

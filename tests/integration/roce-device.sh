@@ -47,9 +47,16 @@ make_veth
 
 # The daemon runs in the namespace (ip netns exec keeps the pid); clients
 # reach its socket by path from outside.
+# With failaddrs.c preloaded: getifaddrs() fails while $FAIL_ADDRS exists.
+FAIL_ADDRS=$T/fail-addrs
+PRELOAD=$top_builddir/tests/integration/.libs/libfailaddrs.so
+[ -r "$PRELOAD" ] || fail "$PRELOAD not built (make check builds it)"
+if [ -n "$SANITIZERS" ]; then
+	PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so) $PRELOAD"
+fi
 cat >"$T/bin/ibverbsd-in-ns" <<EOF
 #!/bin/sh
-exec ip netns exec "$NS" "$IBVERBSD" "\$@"
+exec ip netns exec "$NS" env LD_PRELOAD="$PRELOAD" IBVD_TEST_FAIL_ADDRS="$FAIL_ADDRS" "$IBVERBSD" "\$@"
 EOF
 chmod 755 "$T/bin/ibverbsd-in-ns"
 IBVERBSD=$T/bin/ibverbsd-in-ns
@@ -88,15 +95,16 @@ devinfo() {
 	[ "$rc" -eq 0 ] || { show stderr "$O/devinfo.err"; fail "ibv_devinfo -v $* exited with $rc"; }
 }
 
-# wait_devinfo REGEX WHAT: poll ibv_devinfo -v -d roce0 until a line matches.
+# wait_devinfo REGEX WHAT [DEVICE]: poll ibv_devinfo -v -d DEVICE (roce0)
+# until a line matches.
 wait_devinfo() {
-	local i
+	local i dev=${3:-roce0}
 	for i in $(seq $((50 * TMUL))); do
-		devinfo -d roce0
+		devinfo -d "$dev"
 		grep -Eq -- "$1" "$O/devinfo" && return 0
 		sleep 0.1
 	done
-	show "ibv_devinfo -v -d roce0" "$O/devinfo"
+	show "ibv_devinfo -v -d $dev" "$O/devinfo"
 	fail "$2: no line matching /$1/ within $((5 * TMUL)) s"
 }
 
@@ -289,6 +297,26 @@ case $CTX_ANSWER in
 esac
 ctx_stop
 ok "$CTX_ANSWER"
+
+check "addresses that cannot be read: one warning, the old table kept, then caught up"
+touch "$FAIL_ADDRS"
+nsip addr add 10.81.0.1/24 dev "$VA" || fail "ip addr add 10.81.0.1/24"
+for _ in $(seq $((50 * TMUL))); do
+	grep -q "cannot read the host's addresses" "$DAEMON_LOG" && break
+	sleep 0.1
+done
+grep -q "cannot read the host's addresses" "$DAEMON_LOG" ||
+	fail "no warning while the addresses cannot be read"
+sleep 1.5	# retries at 0.2, 0.6 and 1.4 s: warned once all the same
+warned=$(grep -c "cannot read the host's addresses" "$DAEMON_LOG")
+[ "$warned" -eq 1 ] || fail "$warned warnings for one failure that lasts"
+devinfo -d ibvd0
+expect_no_grep ':ffff:0a51:0001$' "$O/devinfo" "ibvd0 while its addresses cannot be read"
+rm -f "$FAIL_ADDRS"
+wait_devinfo '^			GID\[ +[0-9]+\]:		0000:0000:0000:0000:0000:ffff:0a51:0001$' \
+	"ibvd0 once the addresses can be read again" ibvd0
+expect_grep "the host's addresses can be read again" "$DAEMON_LOG" "the daemon's notice"
+ok "warned once; ::ffff:10.81.0.1 in ibvd0's table once reads worked"
 
 check "SIGHUP naming a missing interface keeps the running configuration"
 cp "$conf" "$T/good.conf"
