@@ -699,12 +699,37 @@ static int ud_claim_brief(void)
 #define PARK_DGRAMS	16u
 #define PARK_STRICT_MS	400	/* held longer, a datagram may expire (500) */
 
+/* Y's library takes its claim, as one that stopped mid-copy holds it. */
+static uint32_t *y_claim_take(struct ud_trio *t)
+{
+	uint32_t *claim = &to_ibvc_qp(t->y)->rq.client->claim;
+	uint32_t expect = IBVD_WQ_CLAIM_FREE;
+
+	vt_assert(__atomic_compare_exchange_n(claim, &expect,
+					      IBVD_WQ_CLAIM_LIBRARY, false,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
+		  "Y's claim is not free (%u)", expect);
+	return claim;
+}
+
+/* Z sends Y PARK_DGRAMS datagrams, each carrying its number. */
+static void park_send(struct ud_trio *t, uint64_t *numbers)
+{
+	unsigned int i;
+
+	for (i = 0; i < PARK_DGRAMS; i++) {
+		numbers[i] = i;
+		vt_ud_send(t->z, i, t->ah, t->y->qp_num, VT_QKEY, &numbers[i], 8,
+			   t->mr->lkey, IBV_SEND_SIGNALED);
+	}
+}
+
 static int ud_claim_park(void)
 {
 	struct ibv_wc wc[PARK_DGRAMS + 1];
 	uint64_t *numbers;
 	unsigned long got = 0;
-	uint32_t *claim, expect;
+	uint32_t *claim;
 	unsigned int i, done, x_got = 0;
 	struct ud_trio t;
 	long held_ms;
@@ -716,18 +741,9 @@ static int ud_claim_park(void)
 	vt_recv(t.x, 2, brief_slot(&t, BRIEF_FIRST_WR + PARK_DGRAMS),
 		BRIEF_SLOT, t.mr->lkey);
 	numbers = (uint64_t *)brief_slot(&t, BRIEF_FIRST_WR + BRIEF_BURST);
-	claim = &to_ibvc_qp(t.y)->rq.client->claim;
-	expect = IBVD_WQ_CLAIM_FREE;
-	vt_assert(__atomic_compare_exchange_n(claim, &expect,
-					      IBVD_WQ_CLAIM_LIBRARY, false,
-					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
-		  "Y's claim is not free (%u)", expect);
+	claim = y_claim_take(&t);
 	held_ms = vt_now_ms();
-	for (i = 0; i < PARK_DGRAMS; i++) {
-		numbers[i] = i;
-		vt_ud_send(t.z, i, t.ah, t.y->qp_num, VT_QKEY, &numbers[i], 8,
-			   t.mr->lkey, IBV_SEND_SIGNALED);
-	}
+	park_send(&t, numbers);
 	numbers[PARK_DGRAMS] = PARK_DGRAMS;
 	vt_ud_send(t.z, PARK_DGRAMS, t.ah, t.x->qp_num, VT_QKEY,
 		   &numbers[PARK_DGRAMS], 8, t.mr->lkey, IBV_SEND_SIGNALED);
@@ -769,7 +785,7 @@ static int ud_park_reset(void)
 	struct vt_qp_opts o = { .type = IBV_QPT_UD };
 	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
 	struct ibv_wc wc[PARK_DGRAMS + 1];
-	uint32_t *claim, expect;
+	uint32_t *claim;
 	uint64_t *numbers, number;
 	unsigned int i, done;
 	struct ud_trio t;
@@ -779,17 +795,8 @@ static int ud_park_reset(void)
 	for (i = 0; i < PARK_DGRAMS; i++)
 		brief_recv(&t, BRIEF_FIRST_WR + i);
 	numbers = (uint64_t *)brief_slot(&t, BRIEF_FIRST_WR + BRIEF_BURST);
-	claim = &to_ibvc_qp(t.y)->rq.client->claim;
-	expect = IBVD_WQ_CLAIM_FREE;
-	vt_assert(__atomic_compare_exchange_n(claim, &expect,
-					      IBVD_WQ_CLAIM_LIBRARY, false,
-					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
-		  "Y's claim is not free (%u)", expect);
-	for (i = 0; i < PARK_DGRAMS; i++) {
-		numbers[i] = i;
-		vt_ud_send(t.z, i, t.ah, t.y->qp_num, VT_QKEY, &numbers[i], 8,
-			   t.mr->lkey, IBV_SEND_SIGNALED);
-	}
+	claim = y_claim_take(&t);
+	park_send(&t, numbers);
 	for (done = 0; done < PARK_DGRAMS; done += (unsigned int)n) {
 		n = vt_poll(t.zcq, wc, (int)(PARK_DGRAMS - done), vt_tmo_ms());
 		vt_assert(n > 0, "Z: %u of %u sends completed", done, PARK_DGRAMS);
