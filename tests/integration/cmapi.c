@@ -2916,6 +2916,8 @@ static int peer_accept_all(const char *port, const char *n)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_storage ss = sa_make("0.0.0.0", (uint16_t)atoi(port));
 	unsigned int want = (unsigned int)atoi(n) + 1, est = 0, gone = 0;
+	struct rdma_conn_param cp = { .responder_resources = 1,
+				      .initiator_depth = 1 };
 	struct rdma_cm_id *l, *last = NULL;
 	struct rdma_cm_event *ev;
 
@@ -2935,7 +2937,8 @@ static int peer_accept_all(const char *port, const char *n)
 		rdma_ack_cm_event(ev);
 		switch (type) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
-			if (rdma_accept(id, NULL))
+			/* no QP: parameters, or librdmacm says EINVAL */
+			if (rdma_accept(id, &cp))
 				PEER_FAIL("accept: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
