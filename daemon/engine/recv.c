@@ -534,8 +534,9 @@ enum ibv_wc_status ibvd_eng_ud_deliver_claimed(struct ibvd_engine *eng,
  * busy are dropped at once, so that a library holding its claim for ever
  * costs its senders one wait, not one per datagram.
  *
- * A multicast datagram is not parked (a member's copy is one of many):
- * each member's copy spins for the claim, within the thread's allowance:
+ * A member's copy of a multicast datagram is parked only behind
+ * datagrams parked for that QP already, to keep their order; else it
+ * spins for the claim, within the thread's allowance:
  * ENG_CLAIM_WAIT_NS of spinning in all per pass (or per destroy,
  * ibvd_engine_qp_finish_sends), then a busy claim loses its copy at once.
  * Only a datagram the QP would accept waits.
@@ -652,23 +653,23 @@ static bool ring_peer(const struct ibvd_qp *src, const struct ibvd_qp *target)
 /*
  * Park src's datagram for target (direct/ud_park.c): UD_SENT, src's WQE
  * is done; UD_FAILED if src's own memory failed; else (no room, target is
- * src's ring peer) what ud_claim_busy says.
+ * src's ring peer) what ud_claim_busy says, or for a member's copy of a
+ * multicast datagram, which cannot wait in src's SQ, UD_SENT: lost.
  */
 static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   struct ibvd_qp *target, const struct eng_req *req,
-			   uint32_t qkey, enum ibv_wc_status *status)
+			   uint32_t qkey, bool member, enum ibv_wc_status *status)
 {
 	uint32_t len = (uint32_t)req->length;
 	struct eng_sgl dst = { .n = 0 };
-	struct eng_parked *p;
+	struct eng_parked *p = NULL;
 	enum eng_copy_result c;
 
-	if (ring_peer(src, target) ||
-	    !ibvd_eng_park_room(eng, target->ctx, len))
-		return ud_claim_busy(eng, src, target);
-	p = calloc(1, sizeof(*p) + len);
+	if (!ring_peer(src, target) &&
+	    ibvd_eng_park_room(eng, target->ctx, len))
+		p = calloc(1, sizeof(*p) + len);
 	if (!p)
-		return ud_claim_busy(eng, src, target);
+		return member ? UD_SENT : ud_claim_busy(eng, src, target);
 	ibvd_eng_sgl_private(&dst, p->payload, len);
 	c = ibvd_eng_copy(eng, &dst, 0, &req->local, len);
 	if (c == ENG_COPY_SRC_FAULT || c == ENG_COPY_SRC_GONE) {
@@ -698,15 +699,15 @@ enum eng_ud ibvd_eng_ud_deliver(struct ibvd_engine *eng, struct ibvd_qp *src,
 	/* a Q_Key violation is counted here, and waits for nothing */
 	if (!accepts(target, qkey))
 		return UD_SENT;
-	/* behind the datagrams parked for it, in order (multicast: none) */
-	if (!member && ibvd_eng_park_holds(eng, target->qp_num))
+	/* behind the datagrams parked for it, in order: a group's copy too */
+	if (ibvd_eng_park_holds(eng, target->qp_num))
 		return claim_drops(target) ? UD_SENT :
-		       ud_park(eng, src, target, req, qkey, status);
+		       ud_park(eng, src, target, req, qkey, member, status);
 	held = ud_claim_spin(eng, target,
 			     member ? UD_CLAIM_WAIT_NS : UD_CLAIM_SPIN_NS, &whole);
 	if (held == -EBUSY && !member)
 		return claim_drops(target) ? UD_SENT :
-		       ud_park(eng, src, target, req, qkey, status);
+		       ud_park(eng, src, target, req, qkey, false, status);
 	/* only a whole wait says the queue holds its claim (and counts) */
 	if (held == -EBUSY && whole)
 		claim_held_out(eng, target);

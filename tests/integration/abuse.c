@@ -43,6 +43,9 @@
  *   abuse-helper ud-park-reset
  *	Datagrams parked for a QP that is then reset never land in it
  *	(ud_park_reset()).
+ *   abuse-helper ud-park-mcast
+ *	A group's datagram to a QP with datagrams parked lands after them
+ *	(ud_park_mcast()).
  *   abuse-helper full-sq-destroy
  *	16,384 RDMA WRITEs of 128 KiB (2 GiB) written into an RC QP's SQ
  *	without a doorbell, then the QP destroyed: what the destroy still
@@ -827,6 +830,49 @@ static int ud_park_reset(void)
 }
 
 /*
+ * Y holds its claim while Z sends it two datagrams (parked) and then one
+ * to a group Y is in: Y's copy of the group's datagram lands after the
+ * two, not lost for the claim it found held, nor ahead of them.
+ */
+static int ud_park_mcast(void)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x9a, 0xbc } };
+	const uint16_t mlid = 0xc0de;
+	struct ibv_wc wc[3];
+	unsigned long got = 0;
+	uint64_t *numbers;
+	struct ud_trio t;
+	struct ibv_ah *ah;
+	uint32_t *claim;
+	int i, n;
+
+	ud_trio(&t, 2 * BRIEF_BURST, 4096 + 3 * BRIEF_BURST * BRIEF_SLOT);
+	for (i = 0; i < 3; i++)
+		brief_recv(&t, BRIEF_FIRST_WR + (uint64_t)i);
+	vt_assert(ibv_attach_mcast(t.y, &mgid, mlid) == 0, "attach Y: %s",
+		  strerror(errno));
+	ah = vt_ah(&t.d, mlid, &mgid);
+	numbers = (uint64_t *)brief_slot(&t, BRIEF_FIRST_WR + BRIEF_BURST);
+	claim = y_claim_take(&t);
+	for (i = 0; i < 3; i++) {
+		numbers[i] = (uint64_t)i;
+		vt_ud_send(t.z, (uint64_t)i, i < 2 ? t.ah : ah,
+			   i < 2 ? t.y->qp_num : 0xffffff, VT_QKEY, &numbers[i],
+			   8, t.mr->lkey, IBV_SEND_SIGNALED);
+	}
+	for (i = 0; i < 3; i += n) {
+		n = vt_poll(t.zcq, wc, 3 - i, vt_tmo_ms());
+		vt_assert(n > 0, "Z: %d of 3 sends completed", i);
+	}
+	__atomic_store_n(claim, IBVD_WQ_CLAIM_FREE, __ATOMIC_RELEASE);
+	brief_receive(&t, &got, 3, false);
+	printf("ud-park-mcast: 2 datagrams and a group's copy received in order "
+	       "after a held claim\n");
+	return 0;
+}
+
+/*
  * 16 UD QPs share a basic SRQ whose claim word their client set to
  * ENGINE, which only an engine thread holding it may write; a 17th QP
  * floods them round robin.  The engine must not spin on the forged word
@@ -1196,6 +1242,8 @@ int main(int argc, char **argv)
 		return ud_claim_park();
 	if (argc == 2 && !strcmp(argv[1], "ud-park-reset"))
 		return ud_park_reset();
+	if (argc == 2 && !strcmp(argv[1], "ud-park-mcast"))
+		return ud_park_mcast();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
 		return cq_head_lie();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
@@ -1211,6 +1259,6 @@ int main(int argc, char **argv)
 		return mcast_fanout(false);
 	if (argc == 2 && !strcmp(argv[1], "mcast-claims"))
 		return mcast_fanout(true);
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
 	return 2;
 }
