@@ -543,13 +543,16 @@ static bool alone_on_channel(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
  */
 static bool event_stale(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 {
-	int fl = fcntl(ch->channel.fd, F_GETFL);
 	uint32_t flags;
+	int fl;
 
-	if ((fl >= 0 && (fl & O_NONBLOCK)) || cq->single_threaded ||
-	    !alone_on_channel(ch, cq) ||
+	if (cq->single_threaded || !alone_on_channel(ch, cq) ||
 	    __atomic_load_n(&cq->batch_thread, __ATOMIC_RELAXED) ==
 	    (uintptr_t)pthread_self() || !cq_idle(cq))
+		return false;
+	/* last: a system call, for the rare event that may be stale */
+	fl = fcntl(ch->channel.fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK))
 		return false;
 	flags = ibvd_read_once(&cq->ring.client->arm_flags);
 	ibvc_req_notify_cq_op(&cq->cq, !(flags & IBVD_ARM_NEXT));
