@@ -536,6 +536,31 @@ int cm_gid_index(const struct ibvd_cm_id *id, const uint8_t gid[16])
 	return id->dev ? dev_gid_index(id->dev, gid) : -1;
 }
 
+int cm_gid_family(const uint8_t gid[16])
+{
+	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	return memcmp(gid, v4_mapped, sizeof(v4_mapped)) ? AF_INET6 : AF_INET;
+}
+
+int cm_gid_index_of_family(const struct ibvd_cm_id *id, int family)
+{
+	const struct ibvd_port *port;
+	static const uint8_t zero[16];
+	unsigned int i, n;
+	struct ibvd_gid g;
+
+	if (!id->dev)
+		return -1;
+	port = ibvd_device_port(id->dev, 1);
+	n = ibvd_device_gid_tbl_len(id->dev);
+	for (i = 0; port && i < n; i++)
+		if (ibvd_device_gid(id->dev, port, i, &g) == 0 &&
+		    memcmp(g.raw, zero, 16) && cm_gid_family(g.raw) == family)
+			return (int)i;
+	return -1;
+}
+
 struct ibvd_device *cm_addr_device(const struct ibvd_cm *cm,
 				   const struct sockaddr_storage *ss)
 {

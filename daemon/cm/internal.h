@@ -369,6 +369,10 @@ struct ibvd_device *cm_addr_device(const struct ibvd_cm *cm,
 void cm_addr_to_gid(const struct sockaddr_storage *ss, uint8_t gid[16]);
 /* Index of gid in the GID table of id's port, or -1. */
 int cm_gid_index(const struct ibvd_cm_id *id, const uint8_t gid[16]);
+/* AF_INET for an IPv4 GID (::ffff:a.b.c.d), else AF_INET6. */
+int cm_gid_family(const uint8_t gid[16]);
+/* Index of the first GID of family in the table of id's device, or -1. */
+int cm_gid_index_of_family(const struct ibvd_cm_id *id, int family);
 /*
  * The GIDs of id's path: on a RoCE device, its addresses as GIDs; on a
  * software device, its port's GID[0] both.

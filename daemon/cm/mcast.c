@@ -2,9 +2,14 @@
  * Multicast joins (rdma_join_multicast/_ex, rdma_leave_multicast).
  *
  * The daemon is the subnet's SA here: a group is (port space, IP multicast
- * address), its MGID derived from the address (ff12:401b:ffff::/96 plus
- * the IPv4 address; an IPv6 or AF_IB multicast address as it is), its MLID a hash
- * of the MGID in the multicast LID range, its Q_Key the first joiner's.
+ * address, fabric), its MGID derived from the address (ff12:401b:ffff::/96
+ * plus the IPv4 address; an IPv6 or AF_IB multicast address as it is), its
+ * MLID a hash of the MGID in the multicast LID range, its Q_Key the first
+ * joiner's.  On a RoCE device, as the kernel's rdma_cm makes it for
+ * RoCEv2, the MGID is the IP address itself (::ffff:a.b.c.d for IPv4),
+ * the MLID 0, the Q_Key RDMA_UDP_QKEY's (every UDP id's), and the address
+ * vector a GRH from the id's source GID: what the group's members on
+ * other hosts, rxe's among them, send to and take.
  * Joining only answers where the group is; the library then attaches the
  * id's QP with ibv_attach_mcast, which is what makes packets flow.  As
  * the kernel's, a group takes any number of joins: each uid's are bounded
@@ -29,6 +34,7 @@
 struct cm_group {
 	LIST_ENTRY(cm_group) link;	/* cm_world.groups */
 	uint32_t ps;
+	bool roce;			/* an IP multicast group on a network */
 	struct sockaddr_storage addr;
 	uint8_t mgid[16];
 	uint16_t mlid;
@@ -41,14 +47,18 @@ struct cm_join {
 	struct cm_group *group;
 };
 
-static void derive_mgid(const struct sockaddr_storage *ss, uint8_t mgid[16])
+static void derive_mgid(const struct sockaddr_storage *ss, bool roce,
+			uint8_t mgid[16])
 {
 	static const uint8_t v4_prefix[12] = {
 		0xff, 0x12, 0x40, 0x1b, 0xff, 0xff,	/* scope 2, IPv4 sig, pkey */
 	};
 
-	/* IPv6, or an AF_IB (unmapped) group: the address is the MGID. */
-	if (ss->ss_family == AF_INET6 || ss->ss_family == AF_IB) {
+	/*
+	 * IPv6, or an AF_IB (unmapped) group, or any on RoCE: the address is
+	 * the MGID.
+	 */
+	if (roce || ss->ss_family == AF_INET6 || ss->ss_family == AF_IB) {
 		cm_addr_to_gid(ss, mgid);
 		return;
 	}
@@ -70,13 +80,13 @@ static uint16_t derive_mlid(const uint8_t mgid[16])
 	return (uint16_t)(MLID_FIRST + h % (MLID_LAST - MLID_FIRST + 1));
 }
 
-static struct cm_group *group_find(uint32_t ps,
+static struct cm_group *group_find(uint32_t ps, bool roce,
 				   const struct sockaddr_storage *ss)
 {
 	struct cm_group *g;
 
 	LIST_FOREACH(g, &cm_world.groups, link)
-		if (g->ps == ps && cm_addr_equal(&g->addr, ss))
+		if (g->ps == ps && g->roce == roce && cm_addr_equal(&g->addr, ss))
 			return g;
 	return NULL;
 }
@@ -84,7 +94,8 @@ static struct cm_group *group_find(uint32_t ps,
 static int group_get(const struct ibvd_cm_id *id,
 		     const struct sockaddr_storage *ss, struct cm_group **ret)
 {
-	struct cm_group *g = group_find(id->ps, ss);
+	bool roce = cm_dev_is_roce(id->dev);
+	struct cm_group *g = group_find(id->ps, roce, ss);
 
 	if (g) {
 		*ret = g;
@@ -96,10 +107,11 @@ static int group_get(const struct ibvd_cm_id *id,
 	if (!g)
 		return -ENOMEM;
 	g->ps = id->ps;
+	g->roce = roce;
 	g->addr = *ss;
 	cm_addr_set_port(&g->addr, 0);
-	derive_mgid(ss, g->mgid);
-	g->mlid = derive_mlid(g->mgid);
+	derive_mgid(ss, roce, g->mgid);
+	g->mlid = roce ? 0 : derive_mlid(g->mgid);
 	g->qkey = id->qkey;
 	LIST_INSERT_HEAD(&cm_world.groups, g, link);
 	cm_world.ngroups++;
@@ -163,11 +175,6 @@ static int join_check(struct ibvd_call *call, const struct ibvd_cm_id *id,
 			 id->state != CM_ADDR_RESOLVED))
 		return ibvd_call_error(call, -EINVAL,
 				       "the id is not bound to a device");
-	/* verbs/mcast.c: no groups on the wire yet */
-	if (cm_dev_is_roce(id->dev))
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "no multicast on RoCE device %s",
-				       id->dev->name);
 	if (req->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
 	    req->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		return ibvd_call_error(call, -EINVAL, "bad join flags %#x",
@@ -182,6 +189,23 @@ static int join_check(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	if (id->njoins >= CM_MAX_JOINS_PER_ID)
 		return ibvd_call_error(call, -ENOMEM, "too many groups on one id");
 	return 0;
+}
+
+/*
+ * RoCE: the GID a member sends from, the id's source address's; an id
+ * bound to no address takes the first GID of the group's family.
+ */
+static uint32_t source_gid_index(const struct ibvd_cm_id *id,
+				 const uint8_t mgid[16])
+{
+	uint8_t gid[16];
+	int index;
+
+	cm_addr_to_gid(&id->src, gid);
+	index = cm_addr_is_any(&id->src) ? -1 : cm_gid_index(id, gid);
+	if (index < 0)
+		index = cm_gid_index_of_family(id, cm_gid_family(mgid));
+	return index < 0 ? 0 : (uint32_t)index;
 }
 
 static void send_join(struct ibvd_cm_id *id, const struct cm_group *g,
@@ -202,6 +226,8 @@ static void send_join(struct ibvd_cm_id *id, const struct cm_group *g,
 	ah.dgid.len = sizeof(g->mgid);
 	ah.hop_limit = CM_GRH_HOP_LIMIT;
 	ah.traffic_class = id->tos;
+	if (g->roce)
+		ah.sgid_index = source_gid_index(id, g->mgid);
 	ud.ah_attr = &ah;
 	ud.qp_num = IBVD_MCAST_QPN;
 	ud.qkey = g->qkey;

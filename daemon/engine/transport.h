@@ -218,6 +218,16 @@ struct ibvd_transport {
 	 * QP1 goes to the mailbox of transport/gsi.h.
 	 */
 	int (*send_mad)(const struct ibvd_mad *mad);
+	/*
+	 * Multicast: a QP of dev was attached to the group mgid (join) or
+	 * detached from it (leave), on the control thread; the device takes
+	 * the group's datagrams from the network while any QP of its is
+	 * attached.  Join: 0 or a negative errno (-EINVAL: mgid names no
+	 * group this transport can reach).  NULL: the group is the daemon's
+	 * alone (core/objects.h), nothing to do.
+	 */
+	int (*mcast_join)(struct ibvd_device *dev, const uint8_t mgid[16]);
+	void (*mcast_leave)(struct ibvd_device *dev, const uint8_t mgid[16]);
 };
 
 /* The transport of qp (its device's). */

@@ -119,8 +119,10 @@ static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	}
 }
 
-/* Every member of the group the destination GID names. */
-/* Every member of the group the destination GID names (none waits). */
+/*
+ * Every member of the group the destination GID names (none waits), but
+ * those on RoCE devices: their groups are on their networks.
+ */
 static enum eng_ud multicast(struct ibvd_engine *eng, struct ibvd_qp *src,
 			     const struct eng_req *req, uint32_t qkey,
 			     enum ibv_wc_status *status)
@@ -135,6 +137,8 @@ static enum eng_ud multicast(struct ibvd_engine *eng, struct ibvd_qp *src,
 	if (!grp)
 		return UD_SENT;
 	LIST_FOREACH(m, &grp->members, group_link) {
+		if (m->qp->ctx->dev->kind == IBVD_DEV_ROCE)
+			continue;
 		/* A NIC loops a group's datagram back to its sender too. */
 		if (m->qp == src && src->block_self_mcast)
 			continue;

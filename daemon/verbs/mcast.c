@@ -3,12 +3,15 @@
  *
  * Groups are daemon-wide by MGID (core/registry.c) and exist while they have
  * members; the engine fans a UD send to IBVD_MCAST_QPN out to every member
- * (objects.h).  Software devices only (RoCE devices have no groups on the
- * wire yet).  As the kernel checks for an InfiniBand port: UD QPs only,
- * an MGID in ff00::/8, an MLID in the multicast range.  Attaching a QP to a
- * group it is already in succeeds and changes nothing (rxe does the same;
- * ibv_attach_mcast(3) asks for no error); detaching from a group it is not
- * in is EINVAL.
+ * on the sender's device (objects.h).  On a RoCE device a group is an IP
+ * multicast address, which its transport has the netdev take while a QP
+ * of the device is attached (transport/roce/mcast.c).  As the kernel
+ * checks: UD QPs only; on an InfiniBand (software) port an MGID in
+ * ff00::/8 and an MLID in the multicast range, on an Ethernet (RoCE) one
+ * an IP multicast address as the MGID and any MLID (the kernel ignores
+ * it there).  Attaching a QP to a group it is already in succeeds and
+ * changes nothing (rxe does the same; ibv_attach_mcast(3) asks for no
+ * error); detaching from a group it is not in is EINVAL.
  */
 #include <config.h>
 
@@ -19,6 +22,8 @@
 #include <infiniband/verbs.h>
 
 #include "context.h"
+#include "core/device.h"
+#include "engine/transport.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
 #include "tenant/tenant.h"
@@ -38,15 +43,12 @@ static int mcast_args(struct ibvd_call *call, const Ibvd__Mcast *req,
 		return ibvd_call_error(call, -EINVAL, "no QP %#x", req->qp);
 	if ((*qp)->qp_type != IBV_QPT_UD)
 		return ibvd_call_error(call, -EINVAL, "only UD QPs join multicast groups");
-	/*
-	 * A group on the wire needs IP multicast (rxe's way), which RoCE
-	 * devices do not speak yet: refused as by a device without
-	 * multicast (max_mcast_grp 0), not attached to deliver nothing.
-	 */
+	if (req->gid.len != 16)
+		return ibvd_call_error(call, -EINVAL, "not a GID");
+	/* the transport's join checks the address (wire_join) */
 	if (ctx->dev->kind == IBVD_DEV_ROCE)
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "no multicast on RoCE device %s", ctx->dev->name);
-	if (req->gid.len != 16 || req->gid.data[0] != 0xff)
+		return 0;
+	if (req->gid.data[0] != 0xff)
 		return ibvd_call_error(call, -EINVAL, "not a multicast GID");
 	if (req->lid < MLID_MIN || req->lid > MLID_MAX)
 		return ibvd_call_error(call, -EINVAL, "not a multicast LID: %#x",
@@ -126,10 +128,43 @@ static int join(struct ibvd_call *call, struct ibvd_qp *qp,
 }
 
 
+/*
+ * The device of qp takes the group's datagrams from its network, if it
+ * has one; on the control thread, before the QP is a member.
+ */
+static int wire_join(struct ibvd_call *call, struct ibvd_qp *qp,
+		     const uint8_t mgid[16])
+{
+	struct ibvd_device *dev = qp->ctx->dev;
+	int ret;
+
+	if (!dev->transport || !dev->transport->mcast_join)
+		return 0;
+	ret = dev->transport->mcast_join(dev, mgid);
+	if (ret == -EINVAL)
+		return ibvd_call_error(call, ret, "not a multicast GID on %s "
+				       "(an IPv4 224/4 address as ::ffff:a.b.c.d, "
+				       "or IPv6 ff00::/8)", dev->name);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "%s cannot take the group",
+				       dev->name);
+	return 0;
+}
+
+static void wire_leave(struct ibvd_qp *qp, const uint8_t mgid[16])
+{
+	struct ibvd_device *dev = qp->ctx->dev;
+
+	if (dev->transport && dev->transport->mcast_leave)
+		dev->transport->mcast_leave(dev, mgid);
+}
+
 /* Leave; the objects lock is held for writing. */
 static void leave(struct ibvd_mcast_member *m)
 {
 	struct ibvd_mcast_group *grp = m->group;
+
+	wire_leave(m->qp, m->mgid);
 
 	if (account_of(m->qp->ctx))
 		ibvd_tenant_dev_uncharge(account_of(m->qp->ctx),
@@ -173,9 +208,15 @@ int ibvd_req_attach_mcast(struct ibvd_call *call)
 					       "over the mcast_attach limit of uid %u",
 					       (unsigned int)account->tenant->uid);
 	}
+	ret = wire_join(call, qp, req->gid.data);
+	if (ret < 0)
+		goto uncharge;
 	ibvd_objects_write_lock();
 	ret = join(call, qp, req->gid.data, (uint16_t)req->lid);
 	ibvd_objects_write_unlock();
+	if (ret < 0)
+		wire_leave(qp, req->gid.data);
+uncharge:
 	if (ret < 0 && account)
 		ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_MCAST_ATTACH, 1);
 	return ret;

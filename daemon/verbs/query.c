@@ -106,13 +106,10 @@ void ibvd_device_attr(const struct ibvd_device *dev, Ibvd__DeviceAttr *attr)
 	attr->max_res_rd_atom = IBVD_MAX_QP_RD_ATOM * IBVD_MAX_QP;
 	/* Atomic among the engine's own operations (engine/rdma.c). */
 	attr->atomic_cap = IBV_ATOMIC_HCA;
-	/* RoCE devices have no multicast yet (verbs/mcast.c) */
-	if (dev->kind != IBVD_DEV_ROCE) {
-		attr->max_mcast_grp = IBVD_MAX_MCAST_GRP;
-		attr->max_mcast_qp_attach = IBVD_MAX_MCAST_QP_ATTACH;
-		attr->max_total_mcast_qp_attach =
-			IBVD_MAX_MCAST_GRP * IBVD_MAX_MCAST_QP_ATTACH;
-	}
+	attr->max_mcast_grp = IBVD_MAX_MCAST_GRP;
+	attr->max_mcast_qp_attach = IBVD_MAX_MCAST_QP_ATTACH;
+	attr->max_total_mcast_qp_attach =
+		IBVD_MAX_MCAST_GRP * IBVD_MAX_MCAST_QP_ATTACH;
 	attr->max_ah = IBVD_MAX_AH;
 	attr->max_srq = IBVD_MAX_SRQ;
 	attr->max_srq_wr = IBVD_MAX_SRQ_WR;

@@ -183,6 +183,46 @@ cm_across "udaddy: UD through SIDR REQ/REP" 7174 \
 	/usr/bin/udaddy -s "$IPA"
 expect_grep '^return status 0$' "$O/$NRUN.client" "udaddy client"
 
+# mckey_across WHAT GROUP ADDR-A ADDR-B: a receiver in A (uid $USER1) and
+# one in B (uid $USER1 too), each bound to its own address, then a sender in
+# B (uid $USER2): its 10 datagrams to the group reach A over the wire (A's
+# interface a member of the group while its receiver is attached) and B's
+# receiver as a NIC loops them back.  Every program exits 0, which for a
+# receiver means it took all 10.
+mckey_across() {
+	local what=$1 group=$2 a=$3 b=$4 ra=$O/mc.$2.a rb=$O/mc.$2.b s=$O/mc.$2.s
+	local pa pb
+	check "mckey across: $what"
+	ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m "$group" -b "$a" -C 10 >"$ra" 2>&1 &
+	pa=$!
+	ns_debian "$NSB" "$USER1" "$SOCK_B" /usr/bin/mckey -m "$group" -b "$b" -C 10 >"$rb" 2>&1 &
+	pb=$!
+	BG_PIDS+=("$pa" "$pb")
+	for _ in $(seq $((TMO * 10))); do
+		ip -n "$NSA" maddr show dev "$VA" | grep -qw "$group" &&
+			ip -n "$NSB" maddr show dev "$VB" | grep -qw "$group" && break
+		pid_running "$pa" && pid_running "$pb" || break
+		sleep 0.1
+	done
+	ip -n "$NSA" maddr show dev "$VA" >"$O/maddr"
+	expect_grep " $group\$" "$O/maddr" "$VA's groups while its receiver waits"
+	ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/mckey -m "$group" -b "$b" -C 10 -s >"$s" 2>&1 ||
+		{ show sender "$s"; fail "$what: the sender failed"; }
+	for p in "$pa:$ra" "$pb:$rb"; do
+		wait_exit "${p%%:*}" 10 || { wire_state >"$O/state" 2>&1; show state "$O/state"
+			show receiver "${p#*:}"; fail "$what: a receiver still waits"; }
+		[ "$EXIT_STATUS" -eq 0 ] || { show receiver "${p#*:}"; fail "$what: a receiver exited $EXIT_STATUS"; }
+	done
+	for f in "$ra" "$rb" "$s"; do
+		expect_grep '^return status 0$' "$f" "$what"
+	done
+	ip -n "$NSA" maddr show dev "$VA" >"$O/maddr"
+	expect_no_grep " $group\$" "$O/maddr" "$VA's groups once its receiver is gone"
+	ok "$what: $(grep -m1 joined "$ra"); both receivers took 10 datagrams"
+}
+mckey_across "IPv4 group 239.79.0.1" 239.79.0.1 "$IPA" "$IPB"
+expect_grep '^mckey: joined dgid: ::ffff:239\.79\.0\.1 ' "$O/mc.239.79.0.1.a" "the group's MGID"
+
 cm_across "rdma_server and rdma_client (rdma_create_ep)" 7005 \
 	'^rdma_server: end 0$' '^rdma_client: end 0$' \
 	/usr/bin/rdma_server -p 7005 -- \
@@ -263,6 +303,8 @@ if [ -e /proc/net/if_inet6 ]; then
 		/usr/bin/rping -c -a "$lla%$VB" -p 7018 -v -V -C 10 -S 64
 	n=$(grep -ac '^ping data: ' "$O/$NRUN.client")
 	[ "$n" -eq 10 ] || fail "over IPv6 link-local: the client printed $n pings, not 10"
+
+	mckey_across "IPv6 group ff0e::79:1" ff0e::79:1 "$IP6A" "$IP6B"
 
 	# A's "peers" take fe80::/64 (its interface's subnets), and any
 	# process of A's host may send from such an address: an ordinary UDP

@@ -8,6 +8,7 @@
  *   packet.c   one packet put together and sent
  *   io.c       the device's sockets, drained by an engine thread
  *   rx.c       what an arriving packet is for, and handing it on
+ *   mcast.c    the IP multicast groups the device's netdev takes
  *   wire.c, ip.c, icrc.c, crc32.c   the packet codec (wire.h)
  *
  * A RoCE device sends IPv4 and IPv6 packets it builds whole (IP, UDP,
@@ -101,6 +102,8 @@ struct roce_flow {
 
 /* A RoCE device's own state (dev->transport_priv). */
 struct rx_batch;
+struct roce_mgroup;
+struct roce_joinsock;
 
 struct roce_dev {
 	struct ibvd_device *dev;
@@ -121,6 +124,9 @@ struct roce_dev {
 	pthread_mutex_t flows_lock;
 	struct roce_flow *flows;	/* ROCE_FLOWS, made at the first run */
 	unsigned int nflows;
+	/* multicast groups the netdev takes, and who holds them (mcast.c) */
+	struct roce_mgroup *mgroups;
+	struct roce_joinsock *joinsocks;
 };
 
 /*
@@ -453,5 +459,15 @@ void roce_wrun_flush(struct roce_dev *rd);
 
 /* roce.c: is addr (of family: 4 or 16 bytes) one of rd's own addresses? */
 bool roce_is_local(const struct roce_dev *rd, int family, const uint8_t *addr);
+
+/*
+ * mcast.c: a QP of dev attached to (join) or detached from (leave) the
+ * group mgid; the netdev takes the group's packets while any is.  Join:
+ * 0, -EINVAL for an MGID that is no IP multicast address, -EAFNOSUPPORT
+ * for IPv6 without it, or what the kernel said.  Close: rd goes.
+ */
+int roce_mcast_join(struct ibvd_device *dev, const uint8_t mgid[16]);
+void roce_mcast_leave(struct ibvd_device *dev, const uint8_t mgid[16]);
+void roce_mcast_close(struct roce_dev *rd);
 
 #endif /* IBVD_ROCE_INTERNAL_H */

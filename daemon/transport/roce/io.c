@@ -175,10 +175,17 @@ static int open_raw(struct roce_dev *rd, int family, int protocol, int *out)
 	return 0;
 }
 
+/*
+ * The device hands its own multicast datagrams to its members itself
+ * (roce.c), as a NIC loops them back: a copy the kernel looped back would
+ * come in again as a stranger's.
+ */
 static int open_tx(struct roce_dev *rd)
 {
 	int ret = open_raw(rd, AF_INET, IPPROTO_RAW, &rd->tx_fd);
 
+	if (ret == 0)
+		ret = set_int(rd->tx_fd, IPPROTO_IP, IP_MULTICAST_LOOP, 0);
 	if (ret == 0)
 		grow_buffer(rd->tx_fd, SO_SNDBUFFORCE, SO_SNDBUF);
 	return ret;
@@ -190,6 +197,8 @@ static int open_tx6(struct roce_dev *rd)
 
 	if (ret == 0)
 		ret = set_int(rd->tx6_fd, IPPROTO_IPV6, IPV6_HDRINCL, 1);
+	if (ret == 0)
+		ret = set_int(rd->tx6_fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 0);
 	if (ret == 0)
 		grow_buffer(rd->tx6_fd, SO_SNDBUFFORCE, SO_SNDBUF);
 	return ret;

@@ -260,6 +260,19 @@ void roce_ip_to_gid(int family, const uint8_t *addr, uint8_t gid[16])
 	}
 }
 
+bool roce_ip_is_multicast(int family, const uint8_t *addr)
+{
+	return family == AF_INET ? (addr[0] & 0xF0) == 0xE0 : addr[0] == 0xFF;
+}
+
+bool roce_gid_is_multicast(const uint8_t gid[16])
+{
+	uint8_t addr[16];
+
+	roce_gid_to_ip(gid, addr);
+	return roce_ip_is_multicast(roce_gid_family(gid), addr);
+}
+
 static bool v6_has_v4(const uint8_t *a)
 {
 	static const uint8_t zero[12];

@@ -16,4 +16,5 @@ DAEMON_SOURCES += \
 	daemon/transport/roce/packet.c \
 	daemon/transport/roce/gso.c \
 	daemon/transport/roce/io.c \
+	daemon/transport/roce/mcast.c \
 	daemon/transport/roce/rx.c

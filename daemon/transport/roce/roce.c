@@ -10,6 +10,8 @@
  * wire.  RC and UC peers there are served by the same-daemon transport;
  * UD datagrams are built and received as packets, so that receivers see
  * what a datagram from the wire brings (its IP header in the GRH slot).
+ * A datagram to a multicast group goes both ways: to the wire, and to
+ * the group's members on this device (mcast.c).
  */
 #include <config.h>
 
@@ -208,10 +210,15 @@ static enum eng_ud roce_send_ud(struct ibvd_engine *eng, struct ibvd_qp *src,
 	len = ud_build(src, req, family, sip, dip, buf, status);
 	if (!len)
 		return UD_FAILED;	/* ud_build said why */
-	if (roce_is_local(roce_of(src), family, dip))
-		roce_rx_local(roce_of(src), buf, len);
-	else
+	/* A group's members on this device take it as the wire's do. */
+	if (roce_ip_is_multicast(family, dip)) {
 		roce_io_send(roce_of(src), buf, len, dip);
+		roce_rx_local(roce_of(src), buf, len);
+	} else if (roce_is_local(roce_of(src), family, dip)) {
+		roce_rx_local(roce_of(src), buf, len);
+	} else {
+		roce_io_send(roce_of(src), buf, len, dip);
+	}
 	return UD_SENT;
 }
 
@@ -278,6 +285,7 @@ static void roce_dev_close(struct ibvd_device *dev)
 	if (!rd)
 		return;
 	roce_io_close(rd);
+	roce_mcast_close(rd);
 	/* Detached from its engine: nothing more arrives from dev. */
 	ibvd_gsi_purge(dev);
 	free(rd);
@@ -295,4 +303,6 @@ const struct ibvd_transport ibvd_transport_roce = {
 	.qp_av_changed = roce_rc_av_changed,
 	.turn_done = roce_rc_turn_done,
 	.send_mad = roce_send_mad,
+	.mcast_join = roce_mcast_join,
+	.mcast_leave = roce_mcast_leave,
 };

@@ -74,6 +74,24 @@ static void rx_gsi(struct roce_dev *rd, const struct roce_ip *ip,
 	ibvd_gsi_deliver(&mad);
 }
 
+/* What a UD packet brings a receiver. */
+static void ud_datagram(const uint8_t *pkt, const struct roce_ip *ip,
+			const struct roce_pkt *p, struct eng_datagram *dg)
+{
+	memset(dg, 0, sizeof(*dg));
+	dg->src_qp = p->deth.src_qp;
+	dg->qkey = p->deth.qkey;
+	dg->solicited = p->se;
+	if (p->hdrs & ROCE_HDR_IMM) {
+		dg->has_imm = true;
+		/* the CQE holds the word as the wire carried it */
+		dg->imm = htobe32(p->imm);
+	}
+	ud_grh(pkt, ip->family, dg->grh);
+	dg->payload = p->payload;
+	dg->len = p->payload_len;
+}
+
 static void rx_ud(struct roce_dev *rd, const uint8_t *pkt,
 		  const struct roce_ip *ip, const struct roce_pkt *p)
 {
@@ -90,19 +108,40 @@ static void rx_ud(struct roce_dev *rd, const uint8_t *pkt,
 	target = ud_target(rd, p->dest_qp);
 	if (!target)
 		return;
-	memset(&dg, 0, sizeof(dg));
-	dg.src_qp = p->deth.src_qp;
-	dg.qkey = p->deth.qkey;
-	dg.solicited = p->se;
-	if (p->hdrs & ROCE_HDR_IMM) {
-		dg.has_imm = true;
-		/* the CQE holds the word as the wire carried it */
-		dg.imm = htobe32(p->imm);
-	}
-	ud_grh(pkt, ip->family, dg.grh);
-	dg.payload = p->payload;
-	dg.len = p->payload_len;
+	ud_datagram(pkt, ip, p, &dg);
 	ibvd_eng_ud_receive(target, &dg);
+}
+
+/*
+ * A datagram to a multicast address: for QPN 0xFFFFFF only, to every QP
+ * of this device attached to the group of that address.  own: the
+ * device's own, which reaches its sender too unless the sender asked not
+ * to be looped back (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
+ */
+static void rx_mcast(struct roce_dev *rd, const uint8_t *pkt,
+		     const struct roce_ip *ip, const struct roce_pkt *p,
+		     bool own)
+{
+	const struct ibvd_mcast_member *m;
+	const struct ibvd_mcast_group *grp;
+	struct eng_datagram dg;
+	uint8_t mgid[16];
+
+	if (p->dest_qp != IBVD_MCAST_QPN)
+		return;
+	roce_ip_to_gid(ip->family, ip->dst, mgid);
+	grp = ibvd_mcast_group_find(mgid);
+	if (!grp)
+		return;
+	ud_datagram(pkt, ip, p, &dg);
+	LIST_FOREACH(m, &grp->members, group_link) {
+		if (m->qp->ctx->dev != rd->dev)
+			continue;
+		if (own && m->qp->qp_num == p->deth.src_qp &&
+		    m->qp->block_self_mcast)
+			continue;
+		ibvd_eng_ud_receive(m->qp, &dg);
+	}
 }
 
 /*
@@ -170,12 +209,18 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	size_t off, udp_len;
 	struct roce_ip ip;
 	struct roce_pkt p;
+	bool mcast;
 
 	if (roce_parse_ip(pkt, len, &ip, &off, &udp_len) < 0 ||
 	    ip.dport != ROCE_UDP_PORT)
 		return;
-	/* Only what was sent to one of this device's addresses, from a peer. */
-	if (!roce_is_local(rd, ip.family, ip.dst))
+	/*
+	 * Only what was sent to one of this device's addresses, or to a
+	 * group (the kernel passes on only those of groups the netdev
+	 * takes), from a peer.
+	 */
+	mcast = roce_ip_is_multicast(ip.family, ip.dst);
+	if (!mcast && !roce_is_local(rd, ip.family, ip.dst))
 		return;
 	/*
 	 * What this device sends to its own addresses never leaves it
@@ -200,12 +245,15 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	}
 	switch (ROCE_OP_TRANSPORT(p.opcode)) {
 	case ROCE_OP_UD:
-		rx_ud(rd, pkt, &ip, &p);
+		if (mcast)
+			rx_mcast(rd, pkt, &ip, &p, own);
+		else
+			rx_ud(rd, pkt, &ip, &p);
 		break;
 	case ROCE_OP_RC:
 	case ROCE_OP_UC:
 	case ROCE_OP_XRC:
-		if (!own)
+		if (!own && !mcast)
 			rx_connected(rd, &ip, &p);
 		break;
 	default:

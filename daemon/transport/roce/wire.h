@@ -281,5 +281,12 @@ int roce_gid_family(const uint8_t gid[16]);
 void roce_gid_to_ip(const uint8_t gid[16], uint8_t addr[16]);
 /* The GID of an address of family (AF_INET: 4 bytes, else 16) */
 void roce_ip_to_gid(int family, const uint8_t *addr, uint8_t gid[16]);
+/*
+ * Is the address of family (as struct roce_ip holds it) an IP multicast
+ * one: IPv4 224/4, IPv6 ff00::/8?  A GID names a multicast group when its
+ * address is one (rdma_is_multicast_addr's rule).
+ */
+bool roce_ip_is_multicast(int family, const uint8_t *addr);
+bool roce_gid_is_multicast(const uint8_t gid[16]);
 
 #endif /* IBVD_ROCE_WIRE_H */
