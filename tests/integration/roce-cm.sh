@@ -223,6 +223,49 @@ mckey_across() {
 mckey_across "IPv4 group 239.79.0.1" 239.79.0.1 "$IPA" "$IPB"
 expect_grep '^mckey: joined dgid: ::ffff:239\.79\.0\.1 ' "$O/mc.239.79.0.1.a" "the group's MGID"
 
+# Hostile packets at a group address (random bytes, the reference
+# capture's packets mutated, forged packets of every opcode to QPN
+# 0xFFFFFF and to the receiver's own QPN) while a receiver in A waits on
+# the group: A's daemon drops them all (to a group only UD datagrams to
+# QPN 0xFFFFFF with the member's Q_Key are taken), stays up, and the
+# receiver then takes the sender's 10 datagrams and exits 0.
+check "hostile packets at a group address, a receiver attached"
+ip -n "$NSB" route add 224.0.0.0/4 dev "$VB" || fail "a multicast route in $NSB"
+ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m 239.79.0.3 -b "$IPA" -C 10 >"$O/mch.r" 2>&1 &
+mpid=$!
+BG_PIDS+=("$mpid")
+for _ in $(seq $((TMO * 10))); do
+	ip -n "$NSA" maddr show dev "$VA" | grep -qw 239.79.0.3 && break
+	pid_running "$mpid" || break
+	sleep 0.1
+done
+mqpn=$(SOCK=$SOCK_A ibvctl -j resource show qp | "$PYTHON" -c '
+import json, sys
+print(" ".join(hex(r["lqpn"]) for r in json.load(sys.stdin) if r.get("type") == "UD" and r.get("comm") == "mckey"))')
+[ -n "$mqpn" ] || fail "the receiver's QP is not listed"
+# what A drops of them counts (the QP1 check below expects exact counts)
+a_drops() {
+	SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 | "$PYTHON" -c 'import json, sys
+row = json.load(sys.stdin)[0]
+print(row["dropped_bad_pkey"], row["dropped_not_peer"])'
+}
+d0=$(a_drops) || fail "A's drop counters"
+# shellcheck disable=SC2086 # mqpn: words
+sent=$(ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
+	"$top_srcdir/tests/data/rxe-pair.pcap" "$IPB" 239.79.0.3 2000 5 0xffffff $mqpn) ||
+	fail "the hostile sender failed"
+[ "$sent" -ge 1500 ] || fail "only $sent hostile packets left $NSB"
+ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/mckey -m 239.79.0.3 -b "$IPB" -C 10 -s -o >"$O/mch.s" 2>&1 ||
+	{ show sender "$O/mch.s"; fail "the sender after the hostile packets"; }
+wait_exit "$mpid" 10 || { show receiver "$O/mch.r"; fail "the receiver still waits"; }
+[ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/mch.r"; fail "the receiver exited $EXIT_STATUS"; }
+expect_grep '^return status 0$' "$O/mch.r" "the receiver"
+daemon_alive "after hostile packets at a group"
+d1=$(a_drops) || fail "A's drop counters"
+MC_PKEY_DROPS=$(( ${d1% *} - ${d0% *} ))
+MC_PEER_DROPS=$(( ${d1#* } - ${d0#* } ))
+ok "$sent hostile packets at 239.79.0.3 (QPNs 0xffffff $mqpn); the receiver then took the sender's 10"
+
 cm_across "rdma_server and rdma_client (rdma_create_ep)" 7005 \
 	'^rdma_server: end 0$' '^rdma_client: end 0$' \
 	/usr/bin/rdma_server -p 7005 -- \
@@ -389,10 +432,12 @@ probe none 0xFFFF 1 192.0.2.1
 SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 >"$O/drops" 2>&1 ||
 	{ show "statistic show" "$O/drops"; fail "ibvctl statistic show link roce0/1"; }
 # (plus B's bad P_Key of the IPv6 check above, when it ran)
-"$PYTHON" - "$O/drops" "$((2 + ${LL_DROPS:-0}))" <<-'EOF' || { show "statistic show" "$O/drops"; fail "A's drop counters"; }
+# and those of the hostile packets at a group
+"$PYTHON" - "$O/drops" "$((2 + ${LL_DROPS:-0} + MC_PKEY_DROPS))" "$((1 + MC_PEER_DROPS))" <<-'EOF' || { show "statistic show" "$O/drops"; fail "A's drop counters"; }
 import json, sys
 row = json.load(open(sys.argv[1]))[0]
-sys.exit(0 if row["dropped_bad_pkey"] == int(sys.argv[2]) and row["dropped_not_peer"] == 1 else 1)
+sys.exit(0 if row["dropped_bad_pkey"] == int(sys.argv[2]) and
+         row["dropped_not_peer"] == int(sys.argv[3]) else 1)
 EOF
 ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and source QP 0x123456, dropped; A counted 2 bad P_Keys and 1 packet from outside its peers"
 
