@@ -883,7 +883,12 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL,
 				       "the id is bound to another family");
 	reachable = cm_addr_is_local(id->cm, &dst) || cm_addr_is_multicast(&dst);
-	if (!reachable)
+	/*
+	 * A group is on the network its route leaves by, as the kernel
+	 * resolves one: a RoCE device's there; without such a route, this
+	 * host's (the default device).
+	 */
+	if (!reachable || (cm_addr_is_multicast(&dst) && !id->dev))
 		far_dev = far_device(id, &dst, &far_src);
 	/* Arm before replying: a timer that cannot be armed is an error. */
 	if (!reachable && !far_dev) {
