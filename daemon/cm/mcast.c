@@ -9,7 +9,9 @@
  * RoCEv2, the MGID is the IP address itself (::ffff:a.b.c.d for IPv4),
  * the MLID 0, the Q_Key RDMA_UDP_QKEY's (every UDP id's), and the address
  * vector a GRH from the id's source GID: what the group's members on
- * other hosts, rxe's among them, send to and take.
+ * other hosts, rxe's among them, send to and take.  IPv6 groups too,
+ * which the kernel refuses on RoCEv2 (ENOTSUPP): between ibverbsd hosts
+ * they work the same way, over MLD.
  * Joining only answers where the group is; the library then attaches the
  * id's QP with ibv_attach_mcast, which is what makes packets flow.  As
  * the kernel's, a group takes any number of joins: each uid's are bounded
@@ -184,6 +186,11 @@ static int join_check(struct ibvd_call *call, const struct ibvd_cm_id *id,
 		return ret;
 	if (!cm_addr_is_multicast(ss))
 		return ibvd_call_error(call, -EINVAL, "not a multicast address");
+	/* A RoCE member sends from its source's GID, of the group's family. */
+	if (cm_dev_is_roce(id->dev) && !cm_addr_is_any(&id->src) &&
+	    id->src.ss_family != ss->ss_family)
+		return ibvd_call_error(call, -EINVAL,
+				       "a group of another family than the id's address");
 	if (join_find(id, ss))
 		return ibvd_call_error(call, -EADDRINUSE, "joined already");
 	if (id->njoins >= CM_MAX_JOINS_PER_ID)

@@ -381,6 +381,7 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 	};
 	size_t i;
 
+	ibvd_mcast_detach_ctx(ctx);
 	/*
 	 * One write-locked section for the whole context: the engine waits
 	 * once, and never sees a half-destroyed family.

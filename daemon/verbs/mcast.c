@@ -151,21 +151,38 @@ static int wire_join(struct ibvd_call *call, struct ibvd_qp *qp,
 	return 0;
 }
 
-static void wire_leave(struct ibvd_qp *qp, const uint8_t mgid[16])
+/*
+ * A membership the device is to end on its network: after the objects
+ * lock is let go, as the kernel may take its time over it (RTNL) and the
+ * engine threads wait for the lock meanwhile.
+ */
+struct wire_left {
+	struct ibvd_device *dev;
+	uint8_t mgid[16];
+};
+
+static void wire_leave(const struct wire_left *w)
 {
-	struct ibvd_device *dev = qp->ctx->dev;
+	struct ibvd_device *dev = w->dev;
 
 	if (dev->transport && dev->transport->mcast_leave)
-		dev->transport->mcast_leave(dev, mgid);
+		dev->transport->mcast_leave(dev, w->mgid);
 }
 
-/* Leave; the objects lock is held for writing. */
-static void leave(struct ibvd_mcast_member *m)
+/*
+ * Leave; the objects lock is held for writing.  *w (NULL: now, under the
+ * lock) gets what the device still has to leave.
+ */
+static void leave(struct ibvd_mcast_member *m, struct wire_left *w)
 {
 	struct ibvd_mcast_group *grp = m->group;
+	struct wire_left now = { .dev = m->qp->ctx->dev };
 
-	wire_leave(m->qp, m->mgid);
-
+	memcpy(now.mgid, m->mgid, 16);
+	if (w)
+		*w = now;
+	else
+		wire_leave(&now);
 	if (account_of(m->qp->ctx))
 		ibvd_tenant_dev_uncharge(account_of(m->qp->ctx),
 					 IBVD_LIMIT_MCAST_ATTACH, 1);
@@ -183,7 +200,45 @@ void ibvd_mcast_detach_all(struct ibvd_qp *qp)
 	struct ibvd_mcast_member *m;
 
 	while ((m = LIST_FIRST(&qp->mcast)))
-		leave(m);
+		leave(m, NULL);
+}
+
+struct ctx_leaving {
+	struct wire_left *left;
+	unsigned int n, cap;
+};
+
+static int detach_qp(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
+		     void *arg)
+{
+	struct ctx_leaving *l = arg;
+	struct ibvd_qp *qp = obj;
+	struct ibvd_mcast_member *m;
+
+	(void)handle;
+	(void)kind;
+	while ((m = LIST_FIRST(&qp->mcast)) && l->n < l->cap)
+		leave(m, &l->left[l->n++]);
+	return 0;
+}
+
+void ibvd_mcast_detach_ctx(struct ibvd_context *ctx)
+{
+	struct ctx_leaving l = { .cap = ctx->objs.mcast_members };
+	unsigned int i;
+
+	if (!l.cap)
+		return;
+	/* Without the memory, ibvd_qp_destroy leaves them under the lock. */
+	l.left = calloc(l.cap, sizeof(*l.left));
+	if (!l.left)
+		return;
+	ibvd_objects_write_lock();
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, detach_qp, &l);
+	ibvd_objects_write_unlock();
+	for (i = 0; i < l.n; i++)
+		wire_leave(&l.left[i]);
+	free(l.left);
 }
 
 int ibvd_req_attach_mcast(struct ibvd_call *call)
@@ -214,8 +269,12 @@ int ibvd_req_attach_mcast(struct ibvd_call *call)
 	ibvd_objects_write_lock();
 	ret = join(call, qp, req->gid.data, (uint16_t)req->lid);
 	ibvd_objects_write_unlock();
-	if (ret < 0)
-		wire_leave(qp, req->gid.data);
+	if (ret < 0) {
+		struct wire_left w = { .dev = qp->ctx->dev };
+
+		memcpy(w.mgid, req->gid.data, 16);
+		wire_leave(&w);
+	}
 uncharge:
 	if (ret < 0 && account)
 		ibvd_tenant_dev_uncharge(account, IBVD_LIMIT_MCAST_ATTACH, 1);
@@ -226,6 +285,7 @@ int ibvd_req_detach_mcast(struct ibvd_call *call)
 {
 	const Ibvd__Mcast *req = (const Ibvd__Mcast *)call->msg;
 	struct ibvd_mcast_member *m;
+	struct wire_left w;
 	struct ibvd_qp *qp;
 	int ret;
 
@@ -236,7 +296,8 @@ int ibvd_req_detach_mcast(struct ibvd_call *call)
 	if (!m)
 		return ibvd_call_error(call, -EINVAL, "the QP is not in that group");
 	ibvd_objects_write_lock();
-	leave(m);
+	leave(m, &w);
 	ibvd_objects_write_unlock();
+	wire_leave(&w);
 	return 0;
 }

@@ -448,6 +448,11 @@ int ibvd_req_attach_mcast(struct ibvd_call *call);
 int ibvd_req_detach_mcast(struct ibvd_call *call);
 /* Leave every group qp joined (QP destruction); objects lock held. */
 void ibvd_mcast_detach_all(struct ibvd_qp *qp);
+/*
+ * Every QP of ctx leaves its groups, the devices' memberships on their
+ * networks ended outside the objects lock (context teardown, first).
+ */
+void ibvd_mcast_detach_ctx(struct ibvd_context *ctx);
 
 /* Destroy every object of ctx, children first (context teardown). */
 void ibvd_objects_free_all(struct ibvd_context *ctx);

@@ -223,12 +223,15 @@ mckey_across() {
 mckey_across "IPv4 group 239.79.0.1" 239.79.0.1 "$IPA" "$IPB"
 expect_grep '^mckey: joined dgid: ::ffff:239\.79\.0\.1 ' "$O/mc.239.79.0.1.a" "the group's MGID"
 
-# Hostile packets at a group address (random bytes, the reference
-# capture's packets mutated, forged packets of every opcode to QPN
-# 0xFFFFFF and to the receiver's own QPN) while a receiver in A waits on
-# the group: A's daemon drops them all (to a group only UD datagrams to
-# QPN 0xFFFFFF with the member's Q_Key are taken), stays up, and the
-# receiver then takes the sender's 10 datagrams and exits 0.
+# Hostile packets at a group address while a receiver in A waits on the
+# group: random bytes, the reference capture's packets mutated, forged
+# packets of every opcode to QPN 0xFFFFFF and to the receiver's own QPN;
+# then well-formed datagrams with the group's Q_Key that must not land
+# either: to the receiver's QPN at the group address, to QPN 0xFFFFFF at
+# 224.0.0.1 (a group A's interface is in, but no QP of A's), from a
+# source outside A's peers.  A counts none of them received (rcvd_pkts),
+# then exactly the one good datagram sent last, stays up, and the
+# receiver takes the sender's datagrams and exits 0.
 check "hostile packets at a group address, a receiver attached"
 ip -n "$NSB" route add 224.0.0.0/4 dev "$VB" || fail "a multicast route in $NSB"
 ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m 239.79.0.3 -b "$IPA" -C 10 >"$O/mch.r" 2>&1 &
@@ -239,22 +242,41 @@ for _ in $(seq $((TMO * 10))); do
 	pid_running "$mpid" || break
 	sleep 0.1
 done
+ip -n "$NSA" maddr show dev "$VA" | grep -qw 239.79.0.3 ||
+	{ show receiver "$O/mch.r"; fail "$VA never joined 239.79.0.3"; }
 mqpn=$(SOCK=$SOCK_A ibvctl -j resource show qp | "$PYTHON" -c '
 import json, sys
 print(" ".join(hex(r["lqpn"]) for r in json.load(sys.stdin) if r.get("type") == "UD" and r.get("comm") == "mckey"))')
 [ -n "$mqpn" ] || fail "the receiver's QP is not listed"
-# what A drops of them counts (the QP1 check below expects exact counts)
-a_drops() {
+# A's counters: the drops (the QP1 check below expects exact counts) and
+# the datagrams its QPs took
+a_counts() {
 	SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 | "$PYTHON" -c 'import json, sys
 row = json.load(sys.stdin)[0]
-print(row["dropped_bad_pkey"], row["dropped_not_peer"])'
+print(row["dropped_bad_pkey"], row["dropped_not_peer"], row["rcvd_pkts"])'
 }
-d0=$(a_drops) || fail "A's drop counters"
+read -r pk0 np0 rx0 < <(a_counts) || fail "A's counters"
 # shellcheck disable=SC2086 # mqpn: words
 sent=$(ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
 	"$top_srcdir/tests/data/rxe-pair.pcap" "$IPB" 239.79.0.3 2000 5 0xffffff $mqpn) ||
 	fail "the hostile sender failed"
 [ "$sent" -ge 1500 ] || fail "only $sent hostile packets left $NSB"
+ud_at() {	# SRC DST QPN: one datagram with the group's Q_Key (RDMA_UDP_QKEY)
+	ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-hostile.py" \
+		--ud "$1" "$2" "$3" 0x01234567 >/dev/null || fail "sending a datagram $1 -> $2"
+}
+ud_at "$IPB" 239.79.0.3 "${mqpn%% *}"
+ud_at "$IPB" 224.0.0.1 0xffffff
+ud_at 192.0.2.7 239.79.0.3 0xffffff
+ud_at "$IPB" 239.79.0.3 0xffffff
+for _ in $(seq 50); do
+	read -r pk1 np1 rx1 < <(a_counts) || fail "A's counters"
+	[ "$rx1" -gt "$rx0" ] && break
+	sleep 0.1
+done
+[ "$((rx1 - rx0))" -eq 1 ] ||
+	fail "A's QPs took $((rx1 - rx0)) datagrams of the hostile ones, not the last one alone"
+[ "$np1" -gt "$np0" ] || fail "the datagram from 192.0.2.7 was not counted as from outside A's peers"
 # the sender binds no address: the group's route in B leaves by $VB, so
 # its id is roce0's, as the kernel's rdma_cm would pick rxe's
 ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/mckey -m 239.79.0.3 -C 10 -s -o >"$O/mch.s" 2>&1 ||
@@ -264,10 +286,10 @@ wait_exit "$mpid" 10 || { show receiver "$O/mch.r"; fail "the receiver still wai
 [ "$EXIT_STATUS" -eq 0 ] || { show receiver "$O/mch.r"; fail "the receiver exited $EXIT_STATUS"; }
 expect_grep '^return status 0$' "$O/mch.r" "the receiver"
 daemon_alive "after hostile packets at a group"
-d1=$(a_drops) || fail "A's drop counters"
-MC_PKEY_DROPS=$(( ${d1% *} - ${d0% *} ))
-MC_PEER_DROPS=$(( ${d1#* } - ${d0#* } ))
-ok "$sent hostile packets at 239.79.0.3 (QPNs 0xffffff $mqpn); the receiver then took the sender's 10"
+read -r pk1 np1 rx1 < <(a_counts) || fail "A's counters"
+MC_PKEY_DROPS=$((pk1 - pk0))
+MC_PEER_DROPS=$((np1 - np0))
+ok "$sent hostile packets and 3 stray datagrams at 239.79.0.3 and 224.0.0.1 (QPNs 0xffffff $mqpn): none taken, the good one taken; then the sender's"
 
 cm_across "rdma_server and rdma_client (rdma_create_ep)" 7005 \
 	'^rdma_server: end 0$' '^rdma_client: end 0$' \

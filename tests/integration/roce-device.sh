@@ -180,6 +180,27 @@ nsip maddr show dev "$VA" >"$O/maddr"
 expect_no_grep '239\.1\.2\.3' "$O/maddr" "$VA's groups once mckey is gone"
 ok "$(grep -m1 joined "$O/mc.recv"); the receiver took 5 datagrams; $VA left the group afterwards"
 
+# A member that dies leaves with its context: the interface leaves too.
+check "a receiver killed while attached: $VA leaves the group"
+run_debian "$USER1" /usr/bin/mckey -b 10.77.0.1 -m 239.1.2.4 -C 5 >"$O/mc.kill" 2>&1 &
+mpid=$!
+for _ in $(seq 100); do
+	nsip maddr show dev "$VA" | grep -q 'inet  *239\.1\.2\.4$' && break
+	pid_running "$mpid" || break
+	sleep 0.1
+done
+nsip maddr show dev "$VA" | grep -q 'inet  *239\.1\.2\.4$' ||
+	{ show receiver "$O/mc.kill"; fail "$VA never joined 239.1.2.4"; }
+pkill -KILL -u "$USER1" -x mckey || fail "no mckey of uid $USER1 to kill"
+wait_exit "$mpid" 10 || fail "the killed receiver's shell did not end"
+for _ in $(seq 100); do
+	nsip maddr show dev "$VA" | grep -q '239\.1\.2\.4' || break
+	sleep 0.1
+done
+nsip maddr show dev "$VA" >"$O/maddr"
+expect_no_grep '239\.1\.2\.4' "$O/maddr" "$VA's groups after the receiver died"
+ok "killed; $VA left 239.1.2.4"
+
 check "ibvctl link show names the interface, as rdma does for rxe"
 ibvctl link show >"$O/link" 2>&1 || { show "ibvctl link show" "$O/link"; fail "ibvctl link show"; }
 show "ibvctl link show" "$O/link"

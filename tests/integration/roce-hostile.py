@@ -13,6 +13,10 @@ Sends, through a raw IPv4 socket, from the namespace it runs in to DST:
 Usage: roce-hostile.py PCAP SRC DST COUNT SEED [QPN...]
 Prints how many packets it sent.  The daemon must survive and keep its
 promises; the shell test checks that.
+
+       roce-hostile.py --ud SRC DST QPN QKEY
+sends one well-formed UD SEND_ONLY datagram (source QP 0x10, 64 bytes of
+payload) from SRC to QPN at DST with that Q_Key, as a peer would.
 """
 import random
 import socket
@@ -128,7 +132,20 @@ def forged(rng, qpns):
     return bth + ext + pay + b"\0\0\0\0"
 
 
+def ud_datagram(src, dst, qpn, qkey):
+    """One UD SEND_ONLY (opcode 0x64) with its DETH, as a peer sends it."""
+    bth = struct.pack("!BBHII", 0x64, 0, 0xFFFF, qpn & 0xFFFFFF, 0)
+    deth = struct.pack("!II", qkey, 0x10)
+    return icrc(ip_udp(src, dst, bth + deth + bytes(64) + b"\0\0\0\0", 1))
+
+
 def main():
+    if sys.argv[1] == "--ud":
+        src, dst, qpn, qkey = sys.argv[2:6]
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        s.sendto(ud_datagram(src, dst, int(qpn, 0), int(qkey, 0)), (dst, 0))
+        print(1)
+        return
     path, src, dst, count, seed = sys.argv[1:6]
     qpns = [int(q, 0) for q in sys.argv[6:]]
     rng = random.Random(int(seed))

@@ -78,6 +78,9 @@
 #endif
 
 /* linux/in6.h's, which glibc's headers leave out */
+#ifndef IPV6_MULTICAST_ALL
+#define IPV6_MULTICAST_ALL	29
+#endif
 #ifndef IPV6_FLOWINFO
 #define IPV6_FLOWINFO	11
 #endif
@@ -233,17 +236,34 @@ static int open_filtered(struct roce_dev *rd, int family,
 	return 0;
 }
 
+/*
+ * The datagrams of the multicast groups the device's interface is a
+ * member of come here too, although this socket holds no membership
+ * (transport/roce/mcast.c's sockets do): the kernel's default, said
+ * explicitly.
+ */
+static int rx4_opts(int fd)
+{
+	return set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 1);
+}
+
 static int open_rx(struct roce_dev *rd)
 {
 	return open_filtered(rd, AF_INET, roce_port_code,
 			     sizeof(roce_port_code) / sizeof(roce_port_code[0]),
-			     NULL, &rd->rx_fd);
+			     rx4_opts, &rd->rx_fd);
 }
 
-/* What an IPv6 datagram's header is rebuilt from (rx_ipv6_header). */
+/*
+ * What an IPv6 datagram's header is rebuilt from (rx_ipv6_header); and
+ * the groups' datagrams, as for IPv4 (rx4_opts).
+ */
 static int rx6_opts(int fd)
 {
-	int ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+	int ret = set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, 1);
+
+	if (ret == 0)
+		ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
 
 	if (ret == 0)
 		ret = set_int(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);

@@ -42,6 +42,7 @@ struct roce_mgroup {
 	uint8_t mgid[16];
 	unsigned int users;
 	struct roce_joinsock *sock;
+	int ifindex;			/* the interface it was joined on */
 };
 
 static struct roce_mgroup *mgroup_find(const struct roce_dev *rd,
@@ -55,11 +56,12 @@ static struct roce_mgroup *mgroup_find(const struct roce_dev *rd,
 	return NULL;
 }
 
-/* Add (IP_ADD_MEMBERSHIP) or drop fd's membership of mgid on rd's netdev. */
-static int membership(const struct roce_dev *rd, int fd,
-		      const uint8_t mgid[16], bool add)
+/*
+ * Add (IP_ADD_MEMBERSHIP) or drop fd's membership of mgid on interface
+ * ifindex (never 0, which would let the kernel pick one by route).
+ */
+static int membership(int fd, int ifindex, const uint8_t mgid[16], bool add)
 {
-	int ifindex = rd->dev->roce.netdev.ifindex;
 	struct ipv6_mreq mreq6 = { .ipv6mr_interface = (unsigned int)ifindex };
 	struct ip_mreqn mreq = { .imr_ifindex = ifindex };
 	uint8_t addr[16];
@@ -110,9 +112,22 @@ static void joinsock_unlink(struct roce_dev *rd, struct roce_joinsock *s)
 	free(s);
 }
 
-/* Make a socket of rd a member of mgid: one with room, or a new one. */
+/*
+ * Is a membership refused because its socket holds too many: IPv4's
+ * count (igmp_max_memberships, ENOBUFS), or either family's memory for
+ * them (optmem_max: ENOBUFS for IPv4, ENOMEM for IPv6)?
+ */
+static bool socket_full(int err)
+{
+	return err == -ENOBUFS || err == -ENOMEM;
+}
+
+/*
+ * Make a socket of rd a member of mgid on interface ifindex: one with
+ * room, or a new one.
+ */
 static int join_somewhere(struct roce_dev *rd, const uint8_t mgid[16],
-			  struct roce_joinsock **ret)
+			  int ifindex, struct roce_joinsock **ret)
 {
 	int family = roce_gid_family(mgid);
 	struct roce_joinsock *s;
@@ -121,16 +136,16 @@ static int join_somewhere(struct roce_dev *rd, const uint8_t mgid[16],
 	for (s = rd->joinsocks; s; s = s->next) {
 		if (s->family != family)
 			continue;
-		err = membership(rd, s->fd, mgid, true);
+		err = membership(s->fd, ifindex, mgid, true);
 		if (err == 0)
 			goto joined;
-		if (err != -ENOBUFS)	/* ENOBUFS: that socket is full */
+		if (!socket_full(err))
 			return err;
 	}
 	err = joinsock_open(rd, family, &s);
 	if (err < 0)
 		return err;
-	err = membership(rd, s->fd, mgid, true);
+	err = membership(s->fd, ifindex, mgid, true);
 	if (err < 0) {
 		joinsock_unlink(rd, s);
 		return err;
@@ -144,10 +159,12 @@ joined:
 int roce_mcast_join(struct ibvd_device *dev, const uint8_t mgid[16])
 {
 	struct roce_dev *rd = dev->transport_priv;
+	int ifindex = dev->roce.netdev.ifindex;
 	struct roce_mgroup *g;
 	int ret;
 
-	if (!rd)
+	/* no interface (it went away): nothing to be a member on */
+	if (!rd || ifindex <= 0)
 		return -ENODEV;
 	if (!roce_gid_is_multicast(mgid))
 		return -EINVAL;
@@ -161,11 +178,12 @@ int roce_mcast_join(struct ibvd_device *dev, const uint8_t mgid[16])
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	ret = join_somewhere(rd, mgid, &g->sock);
+	ret = join_somewhere(rd, mgid, ifindex, &g->sock);
 	if (ret < 0) {
 		free(g);
 		return ret;
 	}
+	g->ifindex = ifindex;
 	memcpy(g->mgid, mgid, 16);
 	g->users = 1;
 	g->next = rd->mgroups;
@@ -186,8 +204,11 @@ void roce_mcast_leave(struct ibvd_device *dev, const uint8_t mgid[16])
 	if (!g || --g->users)
 		return;
 	*p = g->next;
-	/* Cannot fail for a membership the socket holds. */
-	membership(rd, g->sock->fd, mgid, false);
+	/*
+	 * On the interface it was joined on: gone since, the kernel dropped
+	 * the membership with it, and this fails harmlessly.
+	 */
+	membership(g->sock->fd, g->ifindex, mgid, false);
 	if (--g->sock->groups == 0)
 		joinsock_unlink(rd, g->sock);
 	free(g);
