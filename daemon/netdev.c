@@ -285,6 +285,30 @@ static unsigned int read_speed(const char *ifname)
 	return (unsigned int)mbps;
 }
 
+/* A hop limit (1..255) from a sysctl file, or 64. */
+static uint8_t read_hop_limit(const char *path)
+{
+	int v = 0;
+	FILE *f = fopen(path, "re");
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v >= 1 && v <= 255 ? (uint8_t)v : 64;
+}
+
+static void read_hop_limits(struct ibvd_netdev *nd)
+{
+	char path[96];
+
+	nd->hop_limit4 = read_hop_limit("/proc/sys/net/ipv4/ip_default_ttl");
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/hop_limit",
+		 nd->ifname);
+	nd->hop_limit6 = read_hop_limit(path);
+}
+
 void ibvd_netdev_state_free(struct ibvd_netdev_state *st)
 {
 	free(st->addrs);
@@ -313,5 +337,6 @@ int ibvd_netdev_read(const char *ifname, struct ibvd_netdev_state *st)
 		return ret;
 	}
 	st->link.speed_mbps = read_speed(ifname);
+	read_hop_limits(&st->link);
 	return 0;
 }

@@ -97,7 +97,10 @@ static bool grh_is_ipv4(const struct ibv_grh *grh)
 	return !memcmp(b, zeros, sizeof(zeros)) && b[20] == 0x45;
 }
 
-/* The IPv4 header's addresses as GIDs (::ffff:a.b.c.d), and its TOS. */
+/*
+ * The IPv4 header's addresses as GIDs (::ffff:a.b.c.d), its TOS and its
+ * TTL in a GRH's places.
+ */
 static void grh_from_ipv4(const struct ibv_grh *grh, struct ibv_grh *out)
 {
 	const uint8_t *ip = (const uint8_t *)grh + 20;
@@ -108,11 +111,25 @@ static void grh_from_ipv4(const struct ibv_grh *grh, struct ibv_grh *out)
 	memcpy(out->sgid.raw + 12, ip + 12, 4);
 	memcpy(out->dgid.raw + 12, ip + 16, 4);
 	out->version_tclass_flow = htonl((uint32_t)ip[1] << 20);
+	out->hop_limit = ip[8];
+}
+
+/* Is gid a multicast group's: ff00::/8, or ::ffff: and 224/4? */
+static bool gid_is_multicast(const union ibv_gid *gid)
+{
+	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (!memcmp(gid->raw, v4_mapped, sizeof(v4_mapped)))
+		return (gid->raw[12] & 0xf0) == 0xe0;
+	return gid->raw[0] == 0xff;
 }
 
 /*
  * The reply path to the sender of wc (ibv_init_ah_from_wc(3)): its LID,
- * and with a GRH its GID as destination, our GID it was sent to as source.
+ * and with a GRH its GID as destination, our GID it was sent to as source,
+ * its traffic class, flow label and hop limit (an IPv4 header's TOS and
+ * TTL).  As rdma-core's, a datagram sent to a multicast group has no
+ * reply path from one of our GIDs: EINVAL.
  */
 static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 			   const struct ibv_wc *wc, const struct ibv_grh *grh,
@@ -135,12 +152,9 @@ static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 		grh_from_ipv4(grh, &v4);
 		grh = &v4;
 	}
-	/*
-	 * A multicast message was sent to the group, not to one of our GIDs:
-	 * answer from our first one.
-	 */
-	index = grh->dgid.raw[0] == 0xff ? 0 :
-		ibvc_find_gid_index(ctx, port_num, &grh->dgid);
+	if (gid_is_multicast(&grh->dgid))
+		return -EINVAL;
+	index = ibvc_find_gid_index(ctx, port_num, &grh->dgid);
 	if (index < 0)
 		return index;
 	ah_attr->is_global = 1;
@@ -149,18 +163,19 @@ static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 	flow_class = ntohl(grh->version_tclass_flow);
 	ah_attr->grh.flow_label = flow_class & 0xfffff;
 	ah_attr->grh.traffic_class = (flow_class >> 20) & 0xff;
-	ah_attr->grh.hop_limit = 0xff;
+	ah_attr->grh.hop_limit = grh->hop_limit;
 	return 0;
 }
 
+/* As rdma-core's: 0, or -1 with errno set. */
 int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 			struct ibv_wc *wc, struct ibv_grh *grh,
 			struct ibv_ah_attr *ah_attr)
 {
 	if (!context || !wc || !ah_attr)
-		return EINVAL;
-	return ibvc_errno_ret(init_ah_from_wc(context, port_num, wc, grh,
-					      ah_attr));
+		return ibvc_minus_one_ret(-EINVAL);
+	return ibvc_minus_one_ret(init_ah_from_wc(context, port_num, wc, grh,
+						  ah_attr));
 }
 
 struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,

@@ -537,6 +537,12 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	if (!qp || !attr)
 		return EINVAL;
+	/*
+	 * IBV_QP_RATE_LIMIT and what comes after it: as rdma-core's
+	 * ibv_cmd_modify_qp, which the providers without them use (rxe's).
+	 */
+	if (attr_mask & ~(IBV_QP_RATE_LIMIT - 1))
+		return EOPNOTSUPP;
 	return ibvc_errno_ret(modify_qp(to_ibvc_qp(qp), attr, attr_mask));
 }
 

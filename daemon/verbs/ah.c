@@ -57,9 +57,62 @@ static int check_dlid(struct ibvd_call *call, const Ibvd__AhAttr *m,
 	return 0;
 }
 
+static bool gid_is_v4(const uint8_t gid[16])
+{
+	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(gid, v4_mapped, sizeof(v4_mapped));
+}
+
+static bool gid_is_multicast(const uint8_t gid[16])
+{
+	return gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
+}
+
+/*
+ * An Ethernet (RoCE) port's vector, as the kernel takes one for rxe
+ * (rdma_check_ah_attr, ib_resolve_eth_dmac): the GRH is the address, so
+ * there must be one; a DLID means nothing; the source GID and the
+ * destination must be of one IP family, or no route joins them.
+ */
+static int check_roce(struct ibvd_call *call, const struct ibvd_device *dev,
+		      const Ibvd__AhAttr *m, const struct ibvd_port *port)
+{
+	struct ibvd_gid sgid;
+	int ret;
+
+	if (!m->is_global)
+		return ibvd_call_error(call, -EINVAL,
+				       "a RoCE address vector needs a GRH");
+	ret = check_grh(call, dev, m, port);
+	if (ret < 0)
+		return ret;
+	ibvd_device_gid(dev, port, m->sgid_index, &sgid);
+	if (gid_is_v4(sgid.raw) != gid_is_v4(m->dgid.data))
+		return ibvd_call_error(call, -EINVAL,
+				       "GID %u and the destination are of "
+				       "different IP families", m->sgid_index);
+	return 0;
+}
+
+/*
+ * The hop limit a RoCE packet to dgid carries: a unicast one the route's,
+ * as the kernel resolves it (ib_resolve_unicast_gid_dmac), whatever was
+ * asked; a group's what was asked.
+ */
+static uint8_t roce_hop_limit(const struct ibvd_device *dev,
+			      const uint8_t dgid[16], uint8_t asked)
+{
+	if (gid_is_multicast(dgid))
+		return asked;
+	return gid_is_v4(dgid) ? dev->roce.netdev.hop_limit4 :
+				 dev->roce.netdev.hop_limit6;
+}
+
 int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 		     const Ibvd__AhAttr *m, bool connected, struct ibvd_av *av)
 {
+	bool roce = dev->kind == IBVD_DEV_ROCE;
 	const struct ibvd_port *port;
 	int ret;
 
@@ -70,9 +123,13 @@ int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 		return ibvd_call_error(call, -EINVAL, "no port %u", m->port_num);
 	if (m->sl > SL_MAX)
 		return ibvd_call_error(call, -EINVAL, "SL %u above 15", m->sl);
-	ret = check_dlid(call, m, connected);
-	if (ret == 0 && m->is_global)
-		ret = check_grh(call, dev, m, port);
+	if (roce) {
+		ret = check_roce(call, dev, m, port);
+	} else {
+		ret = check_dlid(call, m, connected);
+		if (ret == 0 && m->is_global)
+			ret = check_grh(call, dev, m, port);
+	}
 	if (ret < 0)
 		return ret;
 	memset(av, 0, sizeof(*av));
@@ -84,7 +141,9 @@ int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 		av->traffic_class = (uint8_t)m->traffic_class;
 	}
 	av->is_global = m->is_global;
-	av->dlid = (uint16_t)m->dlid;
+	av->dlid = roce ? 0 : (uint16_t)m->dlid;
+	if (roce)
+		av->hop_limit = roce_hop_limit(dev, av->dgid, av->hop_limit);
 	av->sl = (uint8_t)m->sl;
 	av->port_num = (uint8_t)m->port_num;
 	return 0;

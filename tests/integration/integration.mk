@@ -42,6 +42,11 @@ INTEGRATION_TESTS += tests/integration/roce-responder.sh
 check_PROGRAMS += tests/integration/roce-qp-helper
 tests_integration_roce_qp_helper_SOURCES = tests/integration/roce-qp.c
 tests_integration_roce_qp_helper_LDADD = -libverbs
+# roce-verbs-helper (roce-device.sh): a RoCE device's address vectors.
+check_PROGRAMS += tests/integration/roce-verbs-helper
+tests_integration_roce_verbs_helper_SOURCES = tests/integration/roce-verbs.c
+tests_integration_roce_verbs_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_integration_roce_verbs_helper_LDADD = -libverbs $(CHECK_LIBS)
 
 # direct-helper's stream across the wire, clean and lossy (roce-stream.sh).
 INTEGRATION_TESTS += tests/integration/roce-stream.sh

@@ -201,6 +201,41 @@ nsip maddr show dev "$VA" >"$O/maddr"
 expect_no_grep '239\.1\.2\.4' "$O/maddr" "$VA's groups after the receiver died"
 ok "killed; $VA left 239.1.2.4"
 
+check "roce0's address vectors as the kernel takes rxe's (roce-verbs-helper)"
+TMO=$((TMO * 4)) run_ours "$USER1" "$T/bin/roce-verbs-helper" roce0 >"$O/roce-verbs" 2>&1 ||
+	{ show roce-verbs-helper "$O/roce-verbs"; fail "the roce-verbs suite failed"; }
+expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/roce-verbs" "Check summary"
+ok "$(grep -E '^[0-9]+%: Checks' "$O/roce-verbs")"
+
+# The wire: frames out of $VA arrive on $VB, where a packet socket reads
+# them (10.77.0.2 is nobody's: a static neighbour lets them out).
+check "a UD datagram leaves with the route's TTL, one to a group with its AH's"
+vb_mac=$(nsip -o link show "$VB" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+nsip neigh replace 10.77.0.2 lladdr "$vb_mac" dev "$VA" nud permanent ||
+	fail "a neighbour for 10.77.0.2"
+ip netns exec "$NS" "$PYTHON" - "$VB" 2 >"$O/ttls" 2>&1 <<'EOF' &
+import socket, struct, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind((sys.argv[1], 0))
+s.settimeout(20)
+ttls = []
+while len(ttls) < int(sys.argv[2]):
+    f = s.recv(2048)
+    ip = f[14:]
+    if ip[9] == 17 and struct.unpack("!H", ip[22:24])[0] == 4791:
+        ttls.append(str(ip[8]))
+print(" ".join(ttls), flush=True)
+EOF
+spid=$!
+sleep 0.5
+TMO=$((TMO * 2)) run_ours "$USER1" "$T/bin/roce-verbs-helper" roce0 send >"$O/send2" 2>&1 ||
+	{ show sender "$O/send2"; fail "roce-verbs-helper send"; }
+wait_exit "$spid" 25 || fail "the sniffer on $VB still waits"
+[ "$EXIT_STATUS" -eq 0 ] || { show sniffer "$O/ttls"; fail "the sniffer on $VB failed"; }
+[ "$(cat "$O/ttls")" = "64 3" ] || { show "TTLs seen" "$O/ttls"; fail "TTLs $(cat "$O/ttls"), not '64 3'"; }
+nsip neigh del 10.77.0.2 dev "$VA"
+ok "TTL 64 to 10.77.0.2 (hop limit 1 asked), 3 to 239.1.2.5 (3 asked)"
+
 check "ibvctl link show names the interface, as rdma does for rxe"
 ibvctl link show >"$O/link" 2>&1 || { show "ibvctl link show" "$O/link"; fail "ibvctl link show"; }
 show "ibvctl link show" "$O/link"

@@ -1,0 +1,357 @@
+/*
+ * roce-verbs-helper: what a RoCE device's address vectors and a few verbs
+ * around them do, checked against the rules Linux applies to rxe's
+ * (roce-device.sh runs it against roce0, on 10.77.0.1/24):
+ *
+ *   - an address vector needs a GRH; its DLID is ignored (rdma_ah_set_dlid
+ *     does nothing on RoCE); source and destination GIDs of different
+ *     families are refused (no route between them);
+ *   - a unicast destination's hop limit is the route's (the kernel's
+ *     ib_resolve_eth_dmac), what ibv_query_qp shows;
+ *   - IBV_QP_RATE_LIMIT is EOPNOTSUPP, as from rdma-core's
+ *     ibv_cmd_modify_qp;
+ *   - ibv_init_ah_from_wc reads an IPv4 datagram's header as rdma-core
+ *     does (TTL and TOS, our GID it was sent to), and refuses one sent to
+ *     a group.
+ *
+ * usage: roce-verbs-helper DEVICE [send]
+ * (send: see send_two.)  Built against the system <infiniband/verbs.h>, run through
+ * ibverbsd-run.  Exit status: Check's.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#define OUR_IPV4	"10.77.0.1"
+#define PEER_IPV4	"10.77.0.2"
+/* net.ipv4.ip_default_ttl's default: the daemon's namespace keeps it */
+#define ROUTE_HOP_LIMIT	64
+
+static const char *dev_name;
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static int v4_index = -1;	/* our IPv4 GID's */
+
+/* addr: one of this file's constants, a valid IPv4 address */
+static void v4_gid(const char *addr, union ibv_gid *gid)
+{
+	memset(gid, 0, sizeof(*gid));
+	gid->raw[10] = gid->raw[11] = 0xff;
+	inet_pton(AF_INET, addr, gid->raw + 12);
+}
+
+/* The device, a PD, a CQ and our IPv4 GID's index; what failed, or NULL. */
+static const char *open_all(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	union ibv_gid want, g;
+	int i;
+
+	if (!list)
+		return "ibv_get_device_list";
+	for (i = 0; list[i] && !ctx; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!ctx)
+		return "no such device";
+	pd = ibv_alloc_pd(ctx);
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!pd || !cq)
+		return "ibv_alloc_pd or ibv_create_cq";
+	v4_gid(OUR_IPV4, &want);
+	for (i = 0; i < 16 && v4_index < 0; i++)
+		if (ibv_query_gid(ctx, 1, i, &g) == 0 && !memcmp(g.raw, want.raw, 16))
+			v4_index = i;
+	return v4_index > 0 ? NULL : "no GID for " OUR_IPV4;
+}
+
+static void setup(void)
+{
+	const char *failed = open_all();
+
+	ck_assert_msg(!failed, "%s: %s", dev_name, failed);
+}
+
+static void teardown(void)
+{
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ctx = NULL;
+	v4_index = -1;
+}
+
+/* A vector to the peer's IPv4 GID from ours. */
+static struct ibv_ah_attr to_peer(void)
+{
+	struct ibv_ah_attr a = { .port_num = 1, .is_global = 1 };
+
+	v4_gid(PEER_IPV4, &a.grh.dgid);
+	a.grh.sgid_index = (uint8_t)v4_index;
+	a.grh.hop_limit = 1;
+	return a;
+}
+
+static void expect_ah_refused(struct ibv_ah_attr *a, const char *what)
+{
+	struct ibv_ah *ah;
+
+	errno = 0;
+	ah = ibv_create_ah(pd, a);
+	ck_assert_msg(!ah, "ibv_create_ah took %s", what);
+	ck_assert_msg(errno == EINVAL, "ibv_create_ah of %s: %s, not EINVAL",
+		      what, strerror(errno));
+}
+
+START_TEST(ah_needs_grh)
+{
+	struct ibv_ah_attr a = { .port_num = 1, .dlid = 5 };
+
+	expect_ah_refused(&a, "a vector without a GRH");
+}
+END_TEST
+
+START_TEST(ah_dlid_ignored)
+{
+	static const uint16_t dlids[] = { 0, 5, 0xc001, 0xffff };
+	struct ibv_ah_attr a = to_peer();
+	struct ibv_ah *ah;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(dlids) / sizeof(dlids[0]); i++) {
+		a.dlid = dlids[i];
+		ah = ibv_create_ah(pd, &a);
+		ck_assert_msg(ah, "ibv_create_ah with DLID %#x: %s", dlids[i],
+			      strerror(errno));
+		ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+	}
+}
+END_TEST
+
+START_TEST(ah_families_differ)
+{
+	struct ibv_ah_attr a = to_peer();
+
+	/* GID 0 is the interface's IPv6 link-local one */
+	a.grh.sgid_index = 0;
+	expect_ah_refused(&a, "an IPv6 source and an IPv4 destination");
+	a = to_peer();
+	inet_pton(AF_INET6, "fd77::2", a.grh.dgid.raw);
+	expect_ah_refused(&a, "an IPv4 source and an IPv6 destination");
+}
+END_TEST
+
+static struct ibv_qp *rc_qp(void)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+	ck_assert_msg(qp, "ibv_create_qp: %s", strerror(errno));
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	return qp;
+}
+
+static int to_rtr(struct ibv_qp *qp, const struct ibv_ah_attr *av)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+		.dest_qp_num = 0x123, .rq_psn = 0, .max_dest_rd_atomic = 1,
+		.min_rnr_timer = 12, .ah_attr = *av,
+	};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+START_TEST(rtr_address_rules)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_qp_attr q;
+	struct ibv_qp *qp = rc_qp();
+
+	av.is_global = 0;
+	av.dlid = 5;
+	ck_assert_int_eq(to_rtr(qp, &av), EINVAL);
+	av = to_peer();
+	av.grh.sgid_index = 0;
+	ck_assert_int_eq(to_rtr(qp, &av), EINVAL);
+	/* a DLID, even a multicast one, changes nothing on Ethernet */
+	av = to_peer();
+	av.dlid = 0xc001;
+	ck_assert_int_eq(to_rtr(qp, &av), 0);
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_AV, &ia), 0);
+	ck_assert_uint_eq(q.ah_attr.is_global, 1);
+	ck_assert_uint_eq(q.ah_attr.dlid, 0);
+	ck_assert_uint_eq(q.ah_attr.grh.sgid_index, (unsigned int)v4_index);
+	/* the route's hop limit, not the 1 asked for */
+	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, ROUTE_HOP_LIMIT);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+}
+END_TEST
+
+START_TEST(rate_limit_unsupported)
+{
+	struct ibv_qp_attr a = { .rate_limit = 1000 };
+	struct ibv_qp *qp = rc_qp();
+
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_RATE_LIMIT), EOPNOTSUPP);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+}
+END_TEST
+
+/* A received datagram's first 40 bytes over IPv4: 20 zeros, then IPv4. */
+static void ipv4_grh(struct ibv_grh *grh, const char *src, const char *dst,
+		     uint8_t ttl, uint8_t tos)
+{
+	uint8_t *ip = (uint8_t *)grh + 20;
+
+	memset(grh, 0, sizeof(*grh));
+	ip[0] = 0x45;
+	ip[1] = tos;
+	ip[8] = ttl;
+	ip[9] = 17;
+	ck_assert_int_eq(inet_pton(AF_INET, src, ip + 12), 1);
+	ck_assert_int_eq(inet_pton(AF_INET, dst, ip + 16), 1);
+}
+
+START_TEST(ah_from_ipv4_datagram)
+{
+	struct ibv_wc wc = { .wc_flags = IBV_WC_GRH, .src_qp = 0x42 };
+	struct ibv_ah_attr a;
+	union ibv_gid peer;
+	struct ibv_grh grh;
+	struct ibv_ah *ah;
+
+	ipv4_grh(&grh, PEER_IPV4, OUR_IPV4, 5, 0x20);
+	ck_assert_int_eq(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a), 0);
+	v4_gid(PEER_IPV4, &peer);
+	ck_assert_uint_eq(a.is_global, 1);
+	ck_assert_msg(!memcmp(a.grh.dgid.raw, peer.raw, 16), "dgid is not the sender's");
+	ck_assert_uint_eq(a.grh.sgid_index, (unsigned int)v4_index);
+	ck_assert_uint_eq(a.grh.hop_limit, 5);
+	ck_assert_uint_eq(a.grh.traffic_class, 0x20);
+	ah = ibv_create_ah_from_wc(pd, &wc, &grh, 1);
+	ck_assert_msg(ah, "ibv_create_ah_from_wc: %s", strerror(errno));
+	ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+
+	/* sent to a group: no GID of ours it came to */
+	ipv4_grh(&grh, PEER_IPV4, "239.1.2.3", 5, 0);
+	errno = 0;
+	ck_assert_int_eq(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(ibv_create_ah_from_wc(pd, &wc, &grh, 1));
+	ck_assert_int_eq(errno, EINVAL);
+	/* sent to an address that is not ours */
+	ipv4_grh(&grh, PEER_IPV4, "10.77.0.99", 5, 0);
+	ck_assert_int_eq(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a), -1);
+}
+END_TEST
+
+/*
+ * `send`: one UD datagram to PEER_IPV4 (QPN 0x123) with hop limit 1, then
+ * one to the group 239.1.2.5 with hop limit 3, for roce-device.sh to
+ * read their TTLs on the wire: the route's, then the AH's.
+ */
+static int send_two(void)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qkey = 0x11 };
+	struct ibv_ah_attr av[2] = { to_peer(), to_peer() };
+	static char payload[32] = "roce-verbs";
+	struct ibv_wc wc;
+	struct ibv_qp *qp;
+	int i, n;
+
+	qp = ibv_create_qp(pd, &ia);
+	if (!qp || ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				 IBV_QP_PORT | IBV_QP_QKEY))
+		return 1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return 1;
+	a.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return 1;
+	v4_gid("239.1.2.5", &av[1].grh.dgid);
+	av[1].grh.hop_limit = 3;
+	for (i = 0; i < 2; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)payload,
+				       .length = sizeof(payload) };
+		struct ibv_send_wr wr = {
+			.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
+			.opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+		}, *bad;
+
+		wr.wr.ud.ah = ibv_create_ah(pd, &av[i]);
+		wr.wr.ud.remote_qpn = i ? 0xFFFFFF : 0x123;
+		wr.wr.ud.remote_qkey = 0x11;
+		if (!wr.wr.ud.ah || ibv_post_send(qp, &wr, &bad))
+			return 1;
+		while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+			;
+		if (n < 0 || wc.status != IBV_WC_SUCCESS)
+			return 1;
+	}
+	printf("sent 2\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	Suite *s = suite_create("roce-verbs");
+	TCase *tc = tcase_create("roce");
+	SRunner *sr;
+	int failed;
+
+	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "send"))) {
+		fprintf(stderr, "usage: roce-verbs-helper DEVICE [send]\n");
+		return 2;
+	}
+	dev_name = argv[1];
+	if (argc == 3) {
+		const char *why = open_all();
+
+		if (why) {
+			fprintf(stderr, "%s: %s\n", dev_name, why);
+			return 1;
+		}
+		return send_two();
+	}
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, ah_needs_grh);
+	tcase_add_test(tc, ah_dlid_ignored);
+	tcase_add_test(tc, ah_families_differ);
+	tcase_add_test(tc, rtr_address_rules);
+	tcase_add_test(tc, rate_limit_unsupported);
+	tcase_add_test(tc, ah_from_ipv4_datagram);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
