@@ -783,12 +783,22 @@ int ibvd_req_cm_notify(struct ibvd_call *call)
 	if (!id)
 		return -EINVAL;
 	/*
-	 * Traffic before the RTU (IBV_EVENT_COMM_EST) establishes the
-	 * passive side, as the IB CM does; anything else is accepted and
-	 * ignored, as rxe does.
+	 * As the kernel's IB CM answers it (ib_cm_notify): a connection's
+	 * id only; traffic before the RTU (IBV_EVENT_COMM_EST) establishes
+	 * the passive side, an established id says EISCONN, any other
+	 * state EINVAL; a LID change is nothing to do; other events EINVAL.
 	 */
-	if (req->event != IBV_EVENT_COMM_EST || id->phase != CM_PH_REP_SENT)
+	if (id->phase == CM_PH_NONE)
+		return ibvd_call_error(call, -EINVAL, "the id has no connection");
+	if (req->event == IBV_EVENT_LID_CHANGE)
 		return 0;
+	if (req->event != IBV_EVENT_COMM_EST)
+		return ibvd_call_error(call, -EINVAL, "event %u is not one to notify",
+				       req->event);
+	if (id->phase == CM_PH_ESTABLISHED)
+		return ibvd_call_error(call, -EISCONN, "the id is established");
+	if (id->phase != CM_PH_REP_SENT)
+		return ibvd_call_error(call, -EINVAL, "the id is not waiting for an RTU");
 	id->phase = CM_PH_ESTABLISHED;
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	cm_event_simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);

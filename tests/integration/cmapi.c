@@ -1005,6 +1005,43 @@ START_TEST(connect_addresses_and_data)
 }
 END_TEST
 
+/*
+ * rdma_notify as the kernel's IB CM answers it: EINVAL for an id without
+ * a connection and for events it does not take, 0 for a LID change,
+ * EISCONN for COMM_EST on an established connection (both ends).
+ */
+START_TEST(notify)
+{
+	struct rdma_cm_id *idle;
+	struct pair p;
+
+	ck_ok(rdma_create_id(NULL, &idle, NULL, RDMA_PS_TCP));
+	errno = 0;
+	ck_assert_int_eq(rdma_notify(idle, IBV_EVENT_COMM_EST), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_ok(rdma_destroy_id(idle));
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	errno = 0;
+	ck_assert_int_eq(rdma_notify(p.client, IBV_EVENT_COMM_EST), -1);
+	ck_assert_int_eq(errno, EISCONN);
+	errno = 0;
+	ck_assert_int_eq(rdma_notify(p.server, IBV_EVENT_COMM_EST), -1);
+	ck_assert_int_eq(errno, EISCONN);
+	ck_ok(rdma_notify(p.client, IBV_EVENT_LID_CHANGE));
+	errno = 0;
+	ck_assert_int_eq(rdma_notify(p.client, IBV_EVENT_QP_FATAL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* the connection is as it was */
+	pair_send(p.client, p.server, "after the notifications");
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
 START_TEST(connect_ipv6)
 {
 	struct pair p;
@@ -2539,7 +2576,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(bind_port0_and_conflicts), T(two_listeners),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
-		T(connect_addresses_and_data), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
