@@ -130,7 +130,10 @@ static void copy_gid(union ibv_gid *gid, const ProtobufCBinaryData *b)
 		memcpy(gid->raw, b->data, sizeof(gid->raw));
 }
 
-/* The one path of a local peer (CM.md "Addresses"), as an SA would give it. */
+/*
+ * The one path (CM.md "Addresses"), as an SA would give it, or for RoCE
+ * the kernel's rdma_cm.
+ */
 static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 {
 	struct ibv_sa_path_rec *p = &cid->path;
@@ -140,13 +143,18 @@ static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 	copy_gid(&p->sgid, &info->sgid);
 	p->dlid = htobe16((uint16_t)info->dlid);
 	p->slid = htobe16((uint16_t)info->slid);
-	p->reversible = 1;
+	p->flow_label = htobe32(info->flow_label);
+	p->hop_limit = (uint8_t)info->hop_limit;
+	p->traffic_class = (uint8_t)info->traffic_class;
+	p->reversible = info->reversible;
 	p->numb_path = 1;
 	p->pkey = htobe16((uint16_t)(info->pkey ? info->pkey : 0xffff));
 	p->mtu_selector = 2;		/* exactly this MTU */
 	p->mtu = (uint8_t)info->mtu;
 	p->rate_selector = 2;
+	p->rate = (uint8_t)info->rate;
 	p->packet_life_time_selector = 2;
+	p->packet_life_time = (uint8_t)info->packet_life_time;
 	cid->id.route.path_rec = p;
 	cid->id.route.num_paths = 1;
 }

@@ -32,6 +32,7 @@
 #include <infiniband/ib.h>
 
 #include "core/device.h"
+#include "cma_hdr.h"
 #include "internal.h"
 #include "server/call.h"
 #include "server/session.h"
@@ -659,6 +660,44 @@ uint32_t cm_port_mtu(const struct ibvd_cm_id *id)
 	return pa.active_mtu;
 }
 
+/* enum ibv_rate of an Ethernet link, as the kernel's iboe_get_rate. */
+static uint32_t iboe_rate(unsigned int mbps)
+{
+	if (mbps >= 40000)
+		return IBV_RATE_40_GBPS;
+	if (mbps >= 30000)
+		return IBV_RATE_30_GBPS;
+	if (mbps >= 20000)
+		return IBV_RATE_20_GBPS;
+	if (mbps >= 10000)
+		return IBV_RATE_10_GBPS;
+	return IBV_RATE_MAX;		/* 0: the port's current rate */
+}
+
+/*
+ * The rest of a RoCE path as the kernel's rdma_cm makes it
+ * (cma_resolve_iboe_route): the route's hop limit, the id's ToS, the
+ * flow label of the two ports (the initiator's first), the link's rate,
+ * a packet lifetime one below the ACK timeout asked for, else 16; not
+ * reversible.
+ */
+static void roce_path(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info)
+{
+	const struct ibvd_netdev *nd = &id->dev->roce.netdev;
+	bool initiator = id->active || id->phase == CM_PH_NONE;
+	uint16_t own = cm_addr_port(&id->src), peer = cm_addr_port(&id->dst);
+
+	info->hop_limit = id->src.ss_family == AF_INET ? nd->hop_limit4 :
+							 nd->hop_limit6;
+	info->traffic_class = id->tos;
+	info->flow_label = initiator ? cma_flow_label(own, peer) :
+				       cma_flow_label(peer, own);
+	info->rate = iboe_rate(nd->speed_mbps);
+	info->packet_life_time = id->timeout_set && id->timeout ?
+				 id->timeout - 1u : CM_PACKET_LIFETIME;
+	info->reversible = false;
+}
+
 void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
 		  struct cm_info_buf *buf)
 {
@@ -686,6 +725,10 @@ void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
 	info->dlid = id->dlid;
 	info->mtu = cm_port_mtu(id);
 	info->num_paths = 1;
+	if (cm_dev_is_roce(id->dev))
+		roce_path(id, info);
+	else
+		info->reversible = true;
 }
 
 /* ---- requests ------------------------------------------------------- */

@@ -46,7 +46,7 @@ tests_integration_roce_qp_helper_LDADD = -libverbs
 check_PROGRAMS += tests/integration/roce-verbs-helper
 tests_integration_roce_verbs_helper_SOURCES = tests/integration/roce-verbs.c
 tests_integration_roce_verbs_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_integration_roce_verbs_helper_LDADD = -libverbs $(CHECK_LIBS)
+tests_integration_roce_verbs_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS)
 
 # direct-helper's stream across the wire, clean and lossy (roce-stream.sh).
 INTEGRATION_TESTS += tests/integration/roce-stream.sh

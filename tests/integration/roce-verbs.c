@@ -12,7 +12,11 @@
  *     ibv_cmd_modify_qp;
  *   - ibv_init_ah_from_wc reads an IPv4 datagram's header as rdma-core
  *     does (TTL and TOS, our GID it was sent to), and refuses one sent to
- *     a group.
+ *     a group;
+ *   - rdma_resolve_route's path record is the kernel's for RoCE
+ *     (cma_resolve_iboe_route): the route's hop limit, the ToS, the
+ *     ports' flow label, the link's rate, packet lifetime 16 or one below
+ *     the ACK timeout asked for, not reversible.
  *
  * usage: roce-verbs-helper DEVICE [send]
  * (send: see send_two.)  Built against the system <infiniband/verbs.h>, run through
@@ -22,12 +26,14 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #define OUR_IPV4	"10.77.0.1"
 #define PEER_IPV4	"10.77.0.2"
@@ -320,6 +326,59 @@ static int send_two(void)
 	return 0;
 }
 
+/* A synchronous id resolved from OUR_IPV4 to PEER_IPV4:7471. */
+static struct rdma_cm_id *resolved_id(uint8_t tos, uint8_t ack_timeout)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	struct sockaddr_in dst = { .sin_family = AF_INET,
+				   .sin_port = htons(7471) };
+	struct rdma_cm_id *id;
+
+	inet_pton(AF_INET, OUR_IPV4, &src.sin_addr);
+	inet_pton(AF_INET, PEER_IPV4, &dst.sin_addr);
+	ck_assert_int_eq(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	ck_assert_int_eq(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS,
+					 &tos, sizeof(tos)), 0);
+	if (ack_timeout)
+		ck_assert_int_eq(rdma_set_option(id, RDMA_OPTION_ID,
+						 RDMA_OPTION_ID_ACK_TIMEOUT,
+						 &ack_timeout, sizeof(ack_timeout)), 0);
+	ck_assert_msg(rdma_resolve_addr(id, (struct sockaddr *)&src,
+					(struct sockaddr *)&dst, 2000) == 0,
+		      "rdma_resolve_addr: %s", strerror(errno));
+	ck_assert_msg(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s",
+		      strerror(errno));
+	ck_assert_int_eq(id->route.num_paths, 1);
+	ck_assert_ptr_nonnull(id->route.path_rec);
+	return id;
+}
+
+START_TEST(cm_path_record)
+{
+	struct rdma_cm_id *id = resolved_id(32, 0);
+	const struct ibv_sa_path_rec *p = id->route.path_rec;
+	uint32_t label = ((uint32_t)be16toh(rdma_get_src_port(id)) * 31 + 7471) &
+			 0xFFFFF;
+	union ibv_gid peer;
+
+	v4_gid(PEER_IPV4, &peer);
+	ck_assert_msg(!memcmp(p->dgid.raw, peer.raw, 16), "dgid is not the peer's");
+	ck_assert_uint_eq(p->hop_limit, ROUTE_HOP_LIMIT);
+	ck_assert_uint_eq(p->traffic_class, 32);
+	ck_assert_uint_eq(be32toh(p->flow_label), label);
+	/* a veth says 10000 Mb/s */
+	ck_assert_uint_eq(p->rate, IBV_RATE_10_GBPS);
+	ck_assert_uint_eq(p->packet_life_time, 16);
+	ck_assert_int_eq(p->reversible, 0);
+	ck_assert_int_eq(rdma_destroy_id(id), 0);
+
+	id = resolved_id(0, 14);
+	ck_assert_uint_eq(id->route.path_rec->packet_life_time, 13);
+	ck_assert_uint_eq(id->route.path_rec->traffic_class, 0);
+	ck_assert_int_eq(rdma_destroy_id(id), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	Suite *s = suite_create("roce-verbs");
@@ -348,6 +407,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, rtr_address_rules);
 	tcase_add_test(tc, rate_limit_unsupported);
 	tcase_add_test(tc, ah_from_ipv4_datagram);
+	tcase_add_test(tc, cm_path_record);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_VERBOSE);
