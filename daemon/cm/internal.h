@@ -98,6 +98,8 @@ struct ibvd_session;
 /* Path values of a route between two ports of this daemon. */
 #define CM_PACKET_LIFETIME	16	/* as RoCE's CM uses */
 #define CM_DEFAULT_TIMEOUT	(CM_PACKET_LIFETIME + 1)
+/* The devices' local_ca_ack_delay (verbs/query.c), as rxe's */
+#define CM_CA_ACK_DELAY		15
 /* 0.64 ms: a receiver on this host reposts in microseconds, so the IB
  * CM's 655 ms (0) would only slow RNR retries down. */
 #define CM_MIN_RNR_TIMER	12

@@ -322,6 +322,23 @@ static size_t request_pdata(const struct ibvd_cm_id *a, const uint8_t *pdata,
  * The REQ's transport service type: RC, UC, or XRC's (an initiator's:
  * type 3, extended type 1, as the kernel's CM says it).
  */
+/*
+ * The local ACK timeout a REQ announces for a path's packet lifetime, as
+ * the kernel's IB CM computes it (cm_ack_timeout): the lifetime's round
+ * trip and the CA's ACK delay, the larger plus one when they are close;
+ * at most 31.
+ */
+static uint8_t ack_timeout(unsigned int ca_ack_delay, unsigned int life)
+{
+	unsigned int t = life + 1;
+
+	if (t >= ca_ack_delay)
+		t += ca_ack_delay >= t - 1;
+	else
+		t = ca_ack_delay + (t >= ca_ack_delay - 1);
+	return (uint8_t)(t < 31 ? t : 31);
+}
+
 static void req_transport(uint32_t qp_type, struct ibcm_req *r)
 {
 	switch (qp_type) {
@@ -384,7 +401,9 @@ static void req_fill(const struct ibvd_cm_id *a, const struct cm_wire *w,
 					       cm_addr_port(&a->dst));
 	r->primary.traffic_class = a->tos;
 	r->primary.hop_limit = CM_GRH_HOP_LIMIT;
-	r->primary.local_ack_timeout = CM_PACKET_LIFETIME + 1;
+	r->primary.local_ack_timeout =
+		ack_timeout(CM_CA_ACK_DELAY, a->timeout_set && a->timeout ?
+					     a->timeout - 1u : CM_PACKET_LIFETIME);
 }
 
 static uint32_t request_wait_ms(void)
@@ -812,6 +831,14 @@ static void on_req(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	c->wire->path_mtu = r->path_mtu < cm_port_mtu(c) ? r->path_mtu :
 						       (uint8_t)cm_port_mtu(c);
 	c->tos = r->primary.traffic_class;
+	/*
+	 * The QP's ACK timeout (and the path's lifetime, one less) is what
+	 * the requester announced, unless the listener asked for its own.
+	 */
+	if (!c->timeout_set && r->primary.local_ack_timeout) {
+		c->timeout = r->primary.local_ack_timeout;
+		c->timeout_set = true;
+	}
 	cm_send_request(c, l, r->pdata + CMA_HDR_LEN,
 			IBCM_REQ_PDATA - CMA_HDR_LEN);
 }

@@ -14,7 +14,9 @@
  *				DIR/listen.info or DIR/connect.info
  *				("pid=.. qpn=.. sport=.. dport=.."), then
  *				wait for the connection to end and print
- *				"event: NAME status S after N ms"
+ *				"event: NAME status S after N ms"; the
+ *				connecting end takes RDMA_OPTION_ID_ACK_TIMEOUT
+ *				from $CMAPI_ACK_TIMEOUT, if set
  *   cmapi-helper peer hold PORT [accept]
  *				a listener that leaves the first request
  *				unanswered (or accepts it, without a QP, and
@@ -2667,6 +2669,16 @@ static struct ibv_mr *peer_post_recv(struct rdma_cm_id *conn)
 	return mr;
 }
 
+static unsigned int qp_timeout(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	if (ibv_query_qp(qp, &a, IBV_QP_TIMEOUT, &init))
+		PEER_FAIL("ibv_query_qp: %s", strerror(errno));
+	return a.timeout;
+}
+
 static int peer(int argc, char **argv)
 {
 	bool post = argc > 0 && !strcmp(argv[argc - 1], "post");
@@ -2706,6 +2718,13 @@ static int peer(int argc, char **argv)
 		dir = argv[3];
 		ss = sa_make(argv[1], (uint16_t)atoi(argv[2]));
 		conn = id;
+		if (getenv("CMAPI_ACK_TIMEOUT")) {
+			uint8_t t = (uint8_t)atoi(getenv("CMAPI_ACK_TIMEOUT"));
+
+			if (rdma_set_option(id, RDMA_OPTION_ID,
+					    RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+				PEER_FAIL("ACK_TIMEOUT: %s", strerror(errno));
+		}
 		if (rdma_resolve_addr(id, NULL, SA(ss), 2000))
 			PEER_FAIL("resolve_addr: %s", strerror(errno));
 		ev = peer_event(ch, ev_ms());
@@ -2728,8 +2747,8 @@ static int peer(int argc, char **argv)
 	rdma_ack_cm_event(ev);
 	if (post)
 		mr = peer_post_recv(conn);
-	printf("established: qpn %u sport %u dport %u\n", conn->qp->qp_num,
-	       src_port(conn), dst_port(conn));
+	printf("established: qpn %u sport %u dport %u timeout %u\n",
+	       conn->qp->qp_num, src_port(conn), dst_port(conn), qp_timeout(conn->qp));
 	put_info(dir, server ? "listen" : "connect", conn);
 
 	/* until the connection ends: the peer dies, or the daemon does */

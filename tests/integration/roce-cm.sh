@@ -303,6 +303,32 @@ if command -v ib_send_bw >/dev/null 2>&1; then
 		ib_send_bw -R -d roce0 -s 65536 -n 200 -p 7030 "$IPA"
 fi
 
+# RDMA_OPTION_ID_ACK_TIMEOUT across hosts: the requester's QP takes it,
+# and its REQ announces the local ACK timeout the kernel's IB CM would
+# (cm_ack_timeout of lifetime 13 and the CA's ACK delay 15: 16), which
+# the passive QP takes.
+check "an ACK timeout asked for (14): the active QP's 14, the REQ's 16 for the passive one"
+mkdir -p "$O/acktmo"
+ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer listen 7060 "$O/acktmo" \
+	>"$O/acktmo/listen.out" 2>&1 &
+lpid=$!
+BG_PIDS+=("$lpid")
+cm_listening "$SOCK_A" 7060 "$lpid" || { show listener "$O/acktmo/listen.out"; fail "the listener never listened"; }
+ns_debian "$NSB" "$USER2" "$SOCK_B" env CMAPI_ACK_TIMEOUT=14 "$T/bin/cmapi-helper" peer connect \
+	"$IPA" 7060 "$O/acktmo" >"$O/acktmo/connect.out" 2>&1 &
+cpid=$!
+BG_PIDS+=("$cpid")
+for _ in $(seq $((TMO * 10))); do
+	grep -q '^established' "$O/acktmo/listen.out" && grep -q '^established' "$O/acktmo/connect.out" && break
+	sleep 0.1
+done
+expect_grep '^established: .* timeout 14$' "$O/acktmo/connect.out" "the active QP's ACK timeout"
+expect_grep '^established: .* timeout 16$' "$O/acktmo/listen.out" "the passive QP's ACK timeout"
+term_bg "$cpid"
+wait_exit "$cpid" 10 || fail "the connecting peer did not stop"
+wait_exit "$lpid" 10 || { show listener "$O/acktmo/listen.out"; fail "the listener did not see the end"; }
+ok "active timeout 14, passive 16"
+
 # A requester that gives up before any answer (its id destroyed in
 # REQ_SENT) sends a REJ of its REQ, reason TIMEOUT, naming only its own
 # comm ID and its CA GUID (ARI): the request at the listener ends
