@@ -193,9 +193,12 @@ mckey_across() {
 	local what=$1 group=$2 a=$3 b=$4 ra=$O/mc.$2.a rb=$O/mc.$2.b s=$O/mc.$2.s
 	local pa pb
 	check "mckey across: $what"
-	ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m "$group" -b "$a" -C 10 >"$ra" 2>&1 &
+	# the receivers wait through the sender's start and its 3 s pause
+	NS_TMO=$((3 * TMO)) ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m "$group" \
+		-b "$a" -C 10 >"$ra" 2>&1 &
 	pa=$!
-	ns_debian "$NSB" "$USER1" "$SOCK_B" /usr/bin/mckey -m "$group" -b "$b" -C 10 >"$rb" 2>&1 &
+	NS_TMO=$((3 * TMO)) ns_debian "$NSB" "$USER1" "$SOCK_B" /usr/bin/mckey -m "$group" \
+		-b "$b" -C 10 >"$rb" 2>&1 &
 	pb=$!
 	BG_PIDS+=("$pa" "$pb")
 	for _ in $(seq $((TMO * 10))); do
@@ -234,7 +237,8 @@ expect_grep '^mckey: joined dgid: ::ffff:239\.79\.0\.1 ' "$O/mc.239.79.0.1.a" "t
 # receiver takes the sender's datagrams and exits 0.
 check "hostile packets at a group address, a receiver attached"
 ip -n "$NSB" route add 224.0.0.0/4 dev "$VB" || fail "a multicast route in $NSB"
-ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m 239.79.0.3 -b "$IPA" -C 10 >"$O/mch.r" 2>&1 &
+NS_TMO=$((3 * TMO)) ns_debian "$NSA" "$USER1" "$SOCK_A" /usr/bin/mckey -m 239.79.0.3 \
+	-b "$IPA" -C 10 >"$O/mch.r" 2>&1 &
 mpid=$!
 BG_PIDS+=("$mpid")
 for _ in $(seq $((TMO * 10))); do

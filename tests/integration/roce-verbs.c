@@ -287,20 +287,23 @@ static int send_two(void)
 				 .qkey = 0x11 };
 	struct ibv_ah_attr av[2] = { to_peer(), to_peer() };
 	static char payload[32] = "roce-verbs";
+	struct ibv_ah *ah[2] = { NULL, NULL };
 	struct ibv_wc wc;
 	struct ibv_qp *qp;
-	int i, n;
+	int i, n, ret = 1;
 
 	qp = ibv_create_qp(pd, &ia);
-	if (!qp || ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				 IBV_QP_PORT | IBV_QP_QKEY))
+	if (!qp)
 		return 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_QKEY))
+		goto out;
 	a.qp_state = IBV_QPS_RTR;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return 1;
+		goto out;
 	a.qp_state = IBV_QPS_RTS;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		return 1;
+		goto out;
 	v4_gid("239.1.2.5", &av[1].grh.dgid);
 	av[1].grh.hop_limit = 3;
 	for (i = 0; i < 2; i++) {
@@ -312,18 +315,24 @@ static int send_two(void)
 			.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
 		}, *bad;
 
-		wr.wr.ud.ah = ibv_create_ah(pd, &av[i]);
+		ah[i] = wr.wr.ud.ah = ibv_create_ah(pd, &av[i]);
 		wr.wr.ud.remote_qpn = i ? 0xFFFFFF : 0x123;
 		wr.wr.ud.remote_qkey = 0x11;
 		if (!wr.wr.ud.ah || ibv_post_send(qp, &wr, &bad))
-			return 1;
+			goto out;
 		while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
 			;
 		if (n < 0 || wc.status != IBV_WC_SUCCESS)
-			return 1;
+			goto out;
 	}
 	printf("sent 2\n");
-	return 0;
+	ret = 0;
+out:
+	for (i = 0; i < 2; i++)
+		if (ah[i])
+			ibv_destroy_ah(ah[i]);
+	ibv_destroy_qp(qp);
+	return ret;
 }
 
 /* A synchronous id resolved from OUR_IPV4 to PEER_IPV4:7471. */
@@ -381,9 +390,9 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-	Suite *s = suite_create("roce-verbs");
-	TCase *tc = tcase_create("roce");
 	SRunner *sr;
+	TCase *tc;
+	Suite *s;
 	int failed;
 
 	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "send"))) {
@@ -398,8 +407,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: %s\n", dev_name, why);
 			return 1;
 		}
-		return send_two();
+		failed = send_two();
+		teardown();
+		return failed;
 	}
+	s = suite_create("roce-verbs");
+	tc = tcase_create("roce");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, ah_needs_grh);
 	tcase_add_test(tc, ah_dlid_ignored);
