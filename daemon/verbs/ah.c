@@ -35,10 +35,17 @@ static int check_grh(struct ibvd_call *call, const struct ibvd_device *dev,
 	if (m->sgid_index > 0xff)
 		return ibvd_call_error(call, -EINVAL, "GID index %u above 255",
 				       m->sgid_index);
-	/* The source GID must exist: the engine puts it in the GRH it sends. */
+	/*
+	 * The source GID must exist: the engine puts it in the GRH it sends.
+	 * An empty slot of the table is ENODATA, one past it EINVAL, as the
+	 * kernel's rdma_get_gid_attr says.
+	 */
 	if (ibvd_device_gid(dev, port, m->sgid_index, &gid) < 0)
-		return ibvd_call_error(call, -EINVAL, "no GID %u on port %u",
-				       m->sgid_index, port->num);
+		return ibvd_call_error(call, m->sgid_index <
+					     ibvd_device_gid_tbl_len(dev) ?
+					     -ENODATA : -EINVAL,
+				       "no GID %u on port %u", m->sgid_index,
+				       port->num);
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  *
  *   - an address vector needs a GRH; its DLID is ignored (rdma_ah_set_dlid
  *     does nothing on RoCE); source and destination GIDs of different
- *     families are refused (no route between them);
+ *     families are refused (no route between them), an empty source GID
+ *     slot with ENODATA;
  *   - a unicast destination's hop limit is the route's (the kernel's
  *     ib_resolve_eth_dmac), what ibv_query_qp shows;
  *   - IBV_QP_RATE_LIMIT is EOPNOTSUPP, as from rdma-core's
@@ -123,6 +124,19 @@ START_TEST(ah_needs_grh)
 	struct ibv_ah_attr a = { .port_num = 1, .dlid = 5 };
 
 	expect_ah_refused(&a, "a vector without a GRH");
+}
+END_TEST
+
+/* An empty slot of the GID table: ENODATA, as rdma_get_gid_attr says. */
+START_TEST(ah_empty_gid)
+{
+	struct ibv_ah_attr a = to_peer();
+
+	a.grh.sgid_index = 200;
+	errno = 0;
+	ck_assert_ptr_null(ibv_create_ah(pd, &a));
+	ck_assert_msg(errno == ENODATA, "ibv_create_ah from an empty GID slot: %s",
+		      strerror(errno));
 }
 END_TEST
 
@@ -415,6 +429,7 @@ int main(int argc, char **argv)
 	tc = tcase_create("roce");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, ah_needs_grh);
+	tcase_add_test(tc, ah_empty_gid);
 	tcase_add_test(tc, ah_dlid_ignored);
 	tcase_add_test(tc, ah_families_differ);
 	tcase_add_test(tc, rtr_address_rules);
