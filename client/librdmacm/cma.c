@@ -146,7 +146,7 @@ static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 	p->flow_label = htobe32(info->flow_label);
 	p->hop_limit = (uint8_t)info->hop_limit;
 	p->traffic_class = (uint8_t)info->traffic_class;
-	p->reversible = info->reversible;
+	p->reversible = 1;
 	p->numb_path = 1;
 	p->pkey = htobe16((uint16_t)(info->pkey ? info->pkey : 0xffff));
 	p->mtu_selector = 2;		/* exactly this MTU */

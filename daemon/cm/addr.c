@@ -674,12 +674,19 @@ static uint32_t iboe_rate(unsigned int mbps)
 	return IBV_RATE_MAX;		/* 0: the port's current rate */
 }
 
+uint8_t cm_route_hop_limit(const struct ibvd_cm_id *id)
+{
+	const struct ibvd_netdev *nd = &id->dev->roce.netdev;
+
+	return id->src.ss_family == AF_INET ? nd->hop_limit4 : nd->hop_limit6;
+}
+
 /*
  * The rest of a RoCE path as the kernel's rdma_cm makes it
  * (cma_resolve_iboe_route): the route's hop limit, the id's ToS, the
  * flow label of the two ports (the initiator's first), the link's rate,
- * a packet lifetime one below the ACK timeout asked for, else 16; not
- * reversible.
+ * a packet lifetime one below the ACK timeout asked for, else 16
+ * (reversible, as every path here: the client says so).
  */
 static void roce_path(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info)
 {
@@ -687,15 +694,13 @@ static void roce_path(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info)
 	bool initiator = id->active || id->phase == CM_PH_NONE;
 	uint16_t own = cm_addr_port(&id->src), peer = cm_addr_port(&id->dst);
 
-	info->hop_limit = id->src.ss_family == AF_INET ? nd->hop_limit4 :
-							 nd->hop_limit6;
+	info->hop_limit = cm_route_hop_limit(id);
 	info->traffic_class = id->tos;
 	info->flow_label = initiator ? cma_flow_label(own, peer) :
 				       cma_flow_label(peer, own);
 	info->rate = iboe_rate(nd->speed_mbps);
 	info->packet_life_time = id->timeout_set && id->timeout ?
 				 id->timeout - 1u : CM_PACKET_LIFETIME;
-	info->reversible = false;
 }
 
 void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
@@ -727,8 +732,6 @@ void cm_fill_info(const struct ibvd_cm_id *id, Ibvd__CmIdInfo *info,
 	info->num_paths = 1;
 	if (cm_dev_is_roce(id->dev))
 		roce_path(id, info);
-	else
-		info->reversible = true;
 }
 
 /* ---- requests ------------------------------------------------------- */

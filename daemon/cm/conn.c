@@ -462,6 +462,12 @@ static void deliver_request(struct ibvd_cm_id *a,
 				 NULL, 0);
 		return;
 	}
+	/* What a REQ would bring it (remote.c): the requester's ToS and ACK timeout. */
+	c->tos = a->tos;
+	if (!c->timeout_set) {
+		c->timeout = cm_req_ack_timeout(a);
+		c->timeout_set = true;
+	}
 	link_peers(a, c);
 	cm_send_request(c, l, pdata->data, pdata->len);
 }

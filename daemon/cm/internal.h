@@ -362,6 +362,17 @@ void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16]);
 /* The address-resolution timer fired: ADDR_ERROR. */
 void cm_addr_timeout(struct ibvd_cm_id *id);
 
+/*
+ * The hop limit of the route from id's address (a RoCE device's): the
+ * kernel's for its family, as rdma_cm gives RoCE paths.
+ */
+uint8_t cm_route_hop_limit(const struct ibvd_cm_id *id);
+/*
+ * The local ACK timeout a REQ from id announces (cm_ack_timeout of its
+ * path's packet lifetime and the CA's ACK delay), which the passive side
+ * takes for its QP unless its listener set one.
+ */
+uint8_t cm_req_ack_timeout(const struct ibvd_cm_id *id);
 /* Is dev a RoCE device (its ids' paths carry GIDs made of addresses)? */
 bool cm_dev_is_roce(const struct ibvd_device *dev);
 /* The device of this daemon that owns a local address (else the first). */

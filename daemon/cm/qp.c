@@ -68,7 +68,7 @@ void cm_path_grh(const struct ibvd_cm_id *id, Ibvd__AhAttr *ah,
 	ah->dgid.data = dgid;
 	ah->dgid.len = 16;
 	ah->sgid_index = index < 0 ? 0 : (uint32_t)index;
-	ah->hop_limit = CM_GRH_HOP_LIMIT;
+	ah->hop_limit = cm_route_hop_limit(id);
 	ah->traffic_class = id->tos;
 	ah->flow_label = cma_flow_label(cm_addr_port(id->active ? &id->src :
 						     &id->dst),

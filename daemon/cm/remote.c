@@ -319,10 +319,6 @@ static size_t request_pdata(const struct ibvd_cm_id *a, const uint8_t *pdata,
 }
 
 /*
- * The REQ's transport service type: RC, UC, or XRC's (an initiator's:
- * type 3, extended type 1, as the kernel's CM says it).
- */
-/*
  * The local ACK timeout a REQ announces for a path's packet lifetime, as
  * the kernel's IB CM computes it (cm_ack_timeout): the lifetime's round
  * trip and the CA's ACK delay, the larger plus one when they are close;
@@ -339,6 +335,16 @@ static uint8_t ack_timeout(unsigned int ca_ack_delay, unsigned int life)
 	return (uint8_t)(t < 31 ? t : 31);
 }
 
+uint8_t cm_req_ack_timeout(const struct ibvd_cm_id *id)
+{
+	return ack_timeout(CM_CA_ACK_DELAY, id->timeout_set && id->timeout ?
+					    id->timeout - 1u : CM_PACKET_LIFETIME);
+}
+
+/*
+ * The REQ's transport service type: RC, UC, or XRC's (an initiator's:
+ * type 3, extended type 1, as the kernel's CM says it).
+ */
 static void req_transport(uint32_t qp_type, struct ibcm_req *r)
 {
 	switch (qp_type) {
@@ -400,10 +406,8 @@ static void req_fill(const struct ibvd_cm_id *a, const struct cm_wire *w,
 	r->primary.flow_label = cma_flow_label(cm_addr_port(&a->src),
 					       cm_addr_port(&a->dst));
 	r->primary.traffic_class = a->tos;
-	r->primary.hop_limit = CM_GRH_HOP_LIMIT;
-	r->primary.local_ack_timeout =
-		ack_timeout(CM_CA_ACK_DELAY, a->timeout_set && a->timeout ?
-					     a->timeout - 1u : CM_PACKET_LIFETIME);
+	r->primary.hop_limit = cm_route_hop_limit(a);
+	r->primary.local_ack_timeout = cm_req_ack_timeout(a);
 }
 
 static uint32_t request_wait_ms(void)

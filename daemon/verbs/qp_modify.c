@@ -312,6 +312,10 @@ static int set_alt(struct ibvd_call *call, const Ibvd__QpAttr *m,
 	}
 	if (!(mask & QP(ALT_PATH)))
 		return 0;
+	/* As the kernel's _ib_modify_qp: APM is InfiniBand's, not RoCE's. */
+	if (n->dev->kind == IBVD_DEV_ROCE)
+		return ibvd_call_error(call, -EINVAL,
+				       "no alternate path on a RoCE device");
 	ret = ibvd_av_from_msg(call, n->dev, m->alt_ah_attr, true, &n->ctl.alt_av);
 	if (ret < 0)
 		return ret;

@@ -1044,6 +1044,51 @@ START_TEST(notify)
 }
 END_TEST
 
+/*
+ * The requester's ACK timeout and ToS reach the passive side as a REQ
+ * would carry them (the kernel's IB CM: cm_ack_timeout of lifetime 13
+ * and the CA's ACK delay 15 is 16), unless the listener set its own.
+ */
+static unsigned int qp_timeout_of(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	ck_assert_int_eq(ibv_query_qp(qp, &a, IBV_QP_TIMEOUT, &init), 0);
+	return a.timeout;
+}
+
+START_TEST(ack_timeout_passive)
+{
+	uint8_t t = 14, own = 20;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_ok(rdma_set_option(p.client, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			      &t, sizeof(t)));
+	pair_connect(&p, NULL, NULL);
+	ck_assert_uint_eq(qp_timeout_of(p.client->qp), 14);
+	ck_assert_uint_eq(qp_timeout_of(p.server->qp), 16);
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+
+	/* a listener's own wins */
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_ok(rdma_set_option(p.listen, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			      &own, sizeof(own)));
+	ck_ok(rdma_set_option(p.client, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			      &t, sizeof(t)));
+	pair_connect(&p, NULL, NULL);
+	ck_assert_uint_eq(qp_timeout_of(p.server->qp), 20);
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
 START_TEST(connect_ipv6)
 {
 	struct pair p;
@@ -2578,7 +2623,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(bind_port0_and_conflicts), T(two_listeners),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
-		T(connect_addresses_and_data), T(notify), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),

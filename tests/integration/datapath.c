@@ -564,6 +564,8 @@ START_TEST(ud_ah_from_wc)
 		ck_assert_msg(memcmp(attr.grh.dgid.raw, D.gid.raw, 16) == 0,
 			      "ah_attr.grh.dgid is not the sender's GID");
 		ck_assert_uint_eq(attr.grh.sgid_index, 0);
+		/* the GRH's, as rdma-core reads it (vt_ah sends 64) */
+		ck_assert_uint_eq(attr.grh.hop_limit, 64);
 	}
 
 	back = ibv_create_ah_from_wc(D.pd, &wc, (struct ibv_grh *)f.b->addr,

@@ -17,7 +17,8 @@
  *   - rdma_resolve_route's path record is the kernel's for RoCE
  *     (cma_resolve_iboe_route): the route's hop limit, the ToS, the
  *     ports' flow label, the link's rate, packet lifetime 16 or one below
- *     the ACK timeout asked for, not reversible.
+ *     the ACK timeout asked for, reversible;
+ *   - no alternate path (APM is InfiniBand's).
  *
  * usage: roce-verbs-helper DEVICE [send]
  * (send: see send_two.)  Built against the system <infiniband/verbs.h>, run through
@@ -38,8 +39,17 @@
 
 #define OUR_IPV4	"10.77.0.1"
 #define PEER_IPV4	"10.77.0.2"
-/* net.ipv4.ip_default_ttl's default: the daemon's namespace keeps it */
-#define ROUTE_HOP_LIMIT	64
+/*
+ * The route's hop limit: net.ipv4.ip_default_ttl of the daemon's
+ * namespace, which roce-device.sh sets and passes in
+ * $ROCE_VERBS_HOP_LIMIT (not 64, the daemon's fallback).
+ */
+static unsigned int route_hop_limit(void)
+{
+	const char *v = getenv("ROCE_VERBS_HOP_LIMIT");
+
+	return v ? (unsigned int)atoi(v) : 64;
+}
 
 static const char *dev_name;
 static struct ibv_context *ctx;
@@ -221,17 +231,32 @@ START_TEST(rtr_address_rules)
 	ck_assert_uint_eq(q.ah_attr.dlid, 0);
 	ck_assert_uint_eq(q.ah_attr.grh.sgid_index, (unsigned int)v4_index);
 	/* the route's hop limit, not the 1 asked for */
-	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, ROUTE_HOP_LIMIT);
+	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, route_hop_limit());
 	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
 }
 END_TEST
 
 START_TEST(rate_limit_unsupported)
 {
-	struct ibv_qp_attr a = { .rate_limit = 1000 };
+	struct ibv_qp_attr a = { .rate_limit = 1000, .qp_state = IBV_QPS_INIT };
 	struct ibv_qp *qp = rc_qp();
 
 	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_RATE_LIMIT), EOPNOTSUPP);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RATE_LIMIT),
+			 EOPNOTSUPP);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+}
+END_TEST
+
+/* As the kernel's _ib_modify_qp: no alternate path on RoCE (APM is IB's). */
+START_TEST(no_alt_path)
+{
+	struct ibv_qp_attr a = { .alt_ah_attr = to_peer(), .alt_port_num = 1,
+				 .alt_timeout = 14 };
+	struct ibv_qp *qp = rc_qp();
+
+	ck_assert_int_eq(to_rtr(qp, &a.alt_ah_attr), 0);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_ALT_PATH), EINVAL);
 	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
 }
 END_TEST
@@ -386,13 +411,13 @@ START_TEST(cm_path_record)
 
 	v4_gid(PEER_IPV4, &peer);
 	ck_assert_msg(!memcmp(p->dgid.raw, peer.raw, 16), "dgid is not the peer's");
-	ck_assert_uint_eq(p->hop_limit, ROUTE_HOP_LIMIT);
+	ck_assert_uint_eq(p->hop_limit, route_hop_limit());
 	ck_assert_uint_eq(p->traffic_class, 32);
 	ck_assert_uint_eq(be32toh(p->flow_label), label);
 	/* a veth says 10000 Mb/s */
 	ck_assert_uint_eq(p->rate, IBV_RATE_10_GBPS);
 	ck_assert_uint_eq(p->packet_life_time, 16);
-	ck_assert_int_eq(p->reversible, 0);
+	ck_assert_int_eq(p->reversible, 1);
 	ck_assert_int_eq(rdma_destroy_id(id), 0);
 
 	id = resolved_id(0, 14);
@@ -434,6 +459,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ah_families_differ);
 	tcase_add_test(tc, rtr_address_rules);
 	tcase_add_test(tc, rate_limit_unsupported);
+	tcase_add_test(tc, no_alt_path);
 	tcase_add_test(tc, ah_from_ipv4_datagram);
 	tcase_add_test(tc, cm_path_record);
 	suite_add_tcase(s, tc);
