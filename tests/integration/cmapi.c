@@ -479,6 +479,15 @@ static void pair_free(struct pair *p)
 	rdma_destroy_event_channel(p->sch);
 }
 
+/* The client disconnects; both ends hear it; the pair goes. */
+static void pair_close(struct pair *p)
+{
+	ck_ok(rdma_disconnect(p->client));
+	expect_ack(p->cch, RDMA_CM_EVENT_DISCONNECTED, p->client);
+	expect_ack(p->sch, RDMA_CM_EVENT_DISCONNECTED, p->server);
+	pair_free(p);
+}
+
 /* One SEND from `from` to `to` with the rdma_verbs.h helpers (default PD
  * and CQs, completions through the ids' completion channels). */
 static void pair_send(struct rdma_cm_id *from, struct rdma_cm_id *to, const char *msg)
@@ -1000,10 +1009,7 @@ START_TEST(connect_addresses_and_data)
 	pair_send(p.client, p.server, "ping over the CM's connection");
 	pair_send(p.server, p.client, "pong");
 
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 }
 END_TEST
 
@@ -1037,10 +1043,7 @@ START_TEST(notify)
 	ck_assert_int_eq(errno, EINVAL);
 	/* the connection is as it was */
 	pair_send(p.client, p.server, "after the notifications");
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 }
 END_TEST
 
@@ -1069,10 +1072,7 @@ START_TEST(ack_timeout_passive)
 	pair_connect(&p, NULL, NULL);
 	ck_assert_uint_eq(qp_timeout_of(p.client->qp), 14);
 	ck_assert_uint_eq(qp_timeout_of(p.server->qp), 16);
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 
 	/* a listener's own wins */
 	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
@@ -1082,10 +1082,7 @@ START_TEST(ack_timeout_passive)
 			      &t, sizeof(t)));
 	pair_connect(&p, NULL, NULL);
 	ck_assert_uint_eq(qp_timeout_of(p.server->qp), 20);
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 }
 END_TEST
 
@@ -1178,10 +1175,7 @@ START_TEST(connect_params)
 	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
 	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
 	pair_send(p.client, p.server, "after the refused attempts");
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 }
 END_TEST
 
@@ -2166,10 +2160,7 @@ START_TEST(migrate_listener_pending)
 	rdma_destroy_event_channel(p.sch);
 	p.sch = n;
 	pair_send(p.client, p.server, "accepted after the listener moved");
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 }
 END_TEST
 
@@ -2189,10 +2180,7 @@ START_TEST(migrate_connected)
 	p.sch = n1;
 	p.cch = n2;
 	pair_send(p.client, p.server, "after migration");
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	pair_free(&p);
+	pair_close(&p);
 }
 END_TEST
 
