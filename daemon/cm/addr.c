@@ -32,6 +32,7 @@
 #include <infiniband/ib.h>
 
 #include "core/device.h"
+#include "core/roce.h"
 #include "cma_hdr.h"
 #include "internal.h"
 #include "server/call.h"
@@ -539,9 +540,7 @@ int cm_gid_index(const struct ibvd_cm_id *id, const uint8_t gid[16])
 
 int cm_gid_family(const uint8_t gid[16])
 {
-	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
-
-	return memcmp(gid, v4_mapped, sizeof(v4_mapped)) ? AF_INET6 : AF_INET;
+	return ibvd_gid_is_v4(gid) ? AF_INET : AF_INET6;
 }
 
 int cm_gid_index_of_family(const struct ibvd_cm_id *id, int family)

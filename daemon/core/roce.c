@@ -119,9 +119,14 @@ void ibvd_roce_speed(unsigned int mbps, uint8_t *speed, uint8_t *width)
 
 /* ---- address blocks ------------------------------------------------------- */
 
-static bool is_v4_mapped(const uint8_t addr[16])
+bool ibvd_gid_is_v4(const uint8_t gid[16])
 {
-	return memcmp(addr, v4_mapped, sizeof(v4_mapped)) == 0;
+	return memcmp(gid, v4_mapped, sizeof(v4_mapped)) == 0;
+}
+
+bool ibvd_gid_is_multicast(const uint8_t gid[16])
+{
+	return ibvd_gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
 }
 
 /* Are the bits of addr past prefix_len all zero? */
@@ -187,7 +192,7 @@ char *ibvd_cidr_str(const struct ibvd_cidr *c, char *buf, size_t len)
 {
 	char text[INET6_ADDRSTRLEN];
 
-	if (is_v4_mapped(c->addr) && c->prefix_len >= V4_MAPPED_PREFIX) {
+	if (ibvd_gid_is_v4(c->addr) && c->prefix_len >= V4_MAPPED_PREFIX) {
 		inet_ntop(AF_INET, c->addr + sizeof(v4_mapped), text, sizeof(text));
 		snprintf(buf, len, "%s/%u", text,
 			 c->prefix_len - V4_MAPPED_PREFIX);

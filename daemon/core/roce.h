@@ -68,6 +68,11 @@ bool ibvd_cidr_contains(const struct ibvd_cidr *c, const uint8_t addr[16]);
  */
 bool ibvd_roce_peer_allowed(const struct ibvd_roce *r, const uint8_t addr[16]);
 
+/* Is gid an IPv4 address's (::ffff:a.b.c.d)?  Else it is IPv6's. */
+bool ibvd_gid_is_v4(const uint8_t gid[16]);
+/* Does gid name a multicast group: 224/4 as ::ffff:, or ff00::/8? */
+bool ibvd_gid_is_multicast(const uint8_t gid[16]);
+
 /* What ibvd_roce_update() changed (bits). */
 #define IBVD_ROCE_GIDS_CHANGED	0x1u	/* IBV_EVENT_GID_CHANGE */
 #define IBVD_ROCE_PORT_UP	0x2u	/* the port became ACTIVE */

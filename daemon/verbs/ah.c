@@ -12,6 +12,7 @@
 
 #include "context.h"
 #include "core/device.h"
+#include "core/roce.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
 #include "verbs.h"
@@ -64,18 +65,6 @@ static int check_dlid(struct ibvd_call *call, const Ibvd__AhAttr *m,
 	return 0;
 }
 
-static bool gid_is_v4(const uint8_t gid[16])
-{
-	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
-
-	return !memcmp(gid, v4_mapped, sizeof(v4_mapped));
-}
-
-static bool gid_is_multicast(const uint8_t gid[16])
-{
-	return gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
-}
-
 /*
  * An Ethernet (RoCE) port's vector, as the kernel takes one for rxe
  * (rdma_check_ah_attr, ib_resolve_eth_dmac): the GRH is the address, so
@@ -95,7 +84,7 @@ static int check_roce(struct ibvd_call *call, const struct ibvd_device *dev,
 	if (ret < 0)
 		return ret;
 	ibvd_device_gid(dev, port, m->sgid_index, &sgid);
-	if (gid_is_v4(sgid.raw) != gid_is_v4(m->dgid.data))
+	if (ibvd_gid_is_v4(sgid.raw) != ibvd_gid_is_v4(m->dgid.data))
 		return ibvd_call_error(call, -EINVAL,
 				       "GID %u and the destination are of "
 				       "different IP families", m->sgid_index);
@@ -110,9 +99,9 @@ static int check_roce(struct ibvd_call *call, const struct ibvd_device *dev,
 static uint8_t roce_hop_limit(const struct ibvd_device *dev,
 			      const uint8_t dgid[16], uint8_t asked)
 {
-	if (gid_is_multicast(dgid))
+	if (ibvd_gid_is_multicast(dgid))
 		return asked;
-	return gid_is_v4(dgid) ? dev->roce.netdev.hop_limit4 :
+	return ibvd_gid_is_v4(dgid) ? dev->roce.netdev.hop_limit4 :
 				 dev->roce.netdev.hop_limit6;
 }
 
