@@ -131,6 +131,12 @@ void ibvd_eng_recv_cqe(struct ibvd_qp *target, uint64_t wr_id,
 		.solicited = info->solicited,
 	};
 
+	/*
+	 * On RoCE every packet carries its IP header, and rxe (as RoCE NICs)
+	 * says so on every receive completion, RC and UC ones too.
+	 */
+	if (target->ctx->dev->kind == IBVD_DEV_ROCE)
+		d.wc_flags |= IBV_WC_GRH;
 	if (req->w.opcode == IBV_WR_SEND_WITH_IMM ||
 	    req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		d.imm = req->w.imm_data;

@@ -14,6 +14,9 @@
  *   move IPV4      its connection moved to IPV4 (RTS to SQD, the address
  *                  changed in SQD, back to RTS): what an application
  *                  moving a connection to another port or path does
+ *   recv OFF LEN   a receive WQE into the MR there ("posted")
+ *   poll           the next completion within 5 s: "wc status S opcode O
+ *                  flags F len L", or "none"
  *   quit
  */
 #include "config.h"
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -131,8 +135,36 @@ static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
 		die("RTS");
 }
 
-static void serve(struct ibv_qp *qp, const unsigned char *buf)
+/* `recv OFF LEN`: one receive WQE into the MR there. */
+static int post_recv_at(struct ibv_qp *qp, const struct ibv_mr *mr,
+			unsigned long off, unsigned long len)
 {
+	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr + off,
+			       .length = (uint32_t)len, .lkey = mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* `poll`: the next completion within 5 s, or "none". */
+static void poll_one(struct ibv_qp *qp)
+{
+	struct ibv_wc wc;
+	int i, n = 0;
+
+	for (i = 0; i < 5000 && !(n = ibv_poll_cq(qp->recv_cq, 1, &wc)); i++)
+		usleep(1000);
+	if (n <= 0) {
+		printf("none\n");
+		return;
+	}
+	printf("wc status %d opcode %d flags %#x len %u\n", wc.status, wc.opcode,
+	       wc.wc_flags, wc.byte_len);
+}
+
+static void serve(struct ibv_qp *qp, const struct ibv_mr *mr)
+{
+	const unsigned char *buf = mr->addr;
 	char line[128], cmd[16], peer[64];
 	unsigned long off, len, i;
 
@@ -154,6 +186,10 @@ static void serve(struct ibv_qp *qp, const unsigned char *buf)
 		} else if (!strcmp(cmd, "move") &&
 			   sscanf(line, "%*s %63s", peer) == 1) {
 			printf("%s\n", move_to(qp, peer) ? "refused" : "moved");
+		} else if (!strcmp(cmd, "recv") && off <= MR_LEN && len <= MR_LEN - off) {
+			printf("%s\n", post_recv_at(qp, mr, off, len) ? "refused" : "posted");
+		} else if (!strcmp(cmd, "poll")) {
+			poll_one(qp);
 		} else if (!strcmp(cmd, "quit")) {
 			return;
 		}
@@ -196,7 +232,7 @@ int main(int argc, char **argv)
 	printf("QPN %u RKEY %u ADDR %llu LEN %u\n", qp->qp_num, mr->rkey,
 	       (unsigned long long)(uintptr_t)buf, MR_LEN);
 	fflush(stdout);
-	serve(qp, buf);
+	serve(qp, mr);
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(ia.send_cq);

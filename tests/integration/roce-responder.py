@@ -13,6 +13,8 @@ CASE:
               counts how many were answered again, in sent_pkts)
   spoof_self  a packet from the daemon's own address at a QP connected to
               itself: dropped, and the daemon still answers another QP
+  send_grh    a SEND lands in a posted receive, whose completion says
+              IBV_WC_GRH (rxe's do: every RoCE packet has its IP header)
   moved       a QP connected to IP_OTHER (an address of this namespace)
               moved in SQD to IP_PEER: from then on a WRITE from
               IP_OTHER lands nothing, one from IP_PEER lands and is ACKed
@@ -251,6 +253,23 @@ def case_moved(w):
         fail("a WRITE from the address the QP moved away from was taken")
     if not acked or acked[0] >> 5 != 0 or mem != b"O" * 8 + b"B" * 8 + b"P" * 8:
         fail("a WRITE from the address the QP moved to was not taken")
+
+
+def case_send_grh(w):
+    h = Helper(IP_P, 0x123)
+    if h.cmd("recv 0 64") != ["posted"]:
+        fail("roce-qp-helper could not post a receive")
+    w.send(OP_SEND_ONLY, h.qpn, 0, b"", b"G" * 16)
+    acked = syndromes(w.recv(3, until=syndromes))
+    wc = h.cmd("poll")
+    mem = h.dump(0, 16)
+    h.close()
+    print("SEND: answered %s; %s; memory %r" % ([hex(s) for s in acked], wc, mem))
+    words = wc[0].split() if wc else []
+    if len(words) != 9 or words[2] != "0" or mem != b"G" * 16:
+        fail("the SEND did not land whole: %r" % wc)
+    if not int(words[6], 16) & 1:      # IBV_WC_GRH
+        fail("a receive completion on RoCE without IBV_WC_GRH: %r" % wc)
 
 
 globals()["case_" + CASE](Wire())

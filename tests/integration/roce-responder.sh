@@ -74,6 +74,8 @@ check "the duplicates answered again: at least one, fewer than 500"
 	fail "$replays of 2,000 duplicate 1 MiB READs were answered again"
 ok "$replays of 2,000 answered again"
 
+responder send_grh "a SEND from the wire: its receive completion says IBV_WC_GRH, as rxe's"
+
 forged0=$(counter dropped_not_peer)
 responder spoof_self "a packet forged from the device's own address: dropped, the daemon answers on"
 forged1=$(counter dropped_not_peer)

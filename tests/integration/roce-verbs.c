@@ -18,7 +18,8 @@
  *     (cma_resolve_iboe_route): the route's hop limit, the ToS, the
  *     ports' flow label, the link's rate, packet lifetime 16 or one below
  *     the ACK timeout asked for, reversible;
- *   - no alternate path (APM is InfiniBand's).
+ *   - no alternate path (APM is InfiniBand's);
+ *   - RC receive completions say IBV_WC_GRH, as rxe's.
  *
  * usage: roce-verbs-helper DEVICE [send]
  * (send: see send_two.)  Built against the system <infiniband/verbs.h>, run through
@@ -261,6 +262,86 @@ START_TEST(no_alt_path)
 }
 END_TEST
 
+/* qp to RTS, connected to dest_qpn at our own IPv4 address. */
+static void rc_to_self(struct ibv_qp *qp, uint32_t dest_qpn)
+{
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+		.dest_qp_num = dest_qpn, .max_dest_rd_atomic = 1,
+		.min_rnr_timer = 12,
+	};
+
+	v4_gid(OUR_IPV4, &av.grh.dgid);
+	a.ah_attr = av;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				       IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				       IBV_QP_MIN_RNR_TIMER), 0);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
+/*
+ * An RC receive completion on RoCE says IBV_WC_GRH, as rxe's do (every
+ * RoCE packet has its IP header): SENDs with immediate between two QPs of
+ * roce0 (the engine carries them: the libraries' direct transport pairs
+ * QPs of software devices only).
+ */
+START_TEST(rc_recv_has_grh)
+{
+	static char buf[2][64];
+	struct ibv_qp *a = rc_qp(), *b = rc_qp();
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_wc wc;
+	int i, n, got;
+
+	ck_assert_ptr_nonnull(mr);
+	rc_to_self(a, b->qp_num);
+	rc_to_self(b, a->qp_num);
+	for (i = 0; i < 4; i++) {
+		struct ibv_sge rs = { .addr = (uintptr_t)buf[1], .length = 64,
+				      .lkey = mr->lkey };
+		struct ibv_sge ss = { .addr = (uintptr_t)buf[0], .length = 16,
+				      .lkey = mr->lkey };
+		struct ibv_recv_wr rwr = { .wr_id = 100 + i, .sg_list = &rs,
+					   .num_sge = 1 }, *rbad;
+		struct ibv_send_wr swr = { .wr_id = i, .sg_list = &ss, .num_sge = 1,
+					   .opcode = IBV_WR_SEND_WITH_IMM,
+					   .imm_data = htobe32(0x1234),
+					   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+
+		ck_assert_int_eq(ibv_post_recv(b, &rwr, &rbad), 0);
+		ck_assert_int_eq(ibv_post_send(a, &swr, &sbad), 0);
+		for (got = 0; got < 2;) {
+			n = ibv_poll_cq(cq, 1, &wc);
+			ck_assert_int_ge(n, 0);
+			if (!n)
+				continue;
+			ck_assert_msg(wc.status == IBV_WC_SUCCESS, "%s",
+				      ibv_wc_status_str(wc.status));
+			got++;
+			if (wc.opcode != IBV_WC_RECV)
+				continue;
+			ck_assert_uint_eq(wc.wr_id, 100 + i);
+			ck_assert_msg(wc.wc_flags & IBV_WC_GRH,
+				      "receive %d: no IBV_WC_GRH (flags %#x)", i,
+				      wc.wc_flags);
+			ck_assert(wc.wc_flags & IBV_WC_WITH_IMM);
+		}
+	}
+	ck_assert_int_eq(ibv_destroy_qp(a), 0);
+	ck_assert_int_eq(ibv_destroy_qp(b), 0);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+}
+END_TEST
+
 /* A received datagram's first 40 bytes over IPv4: 20 zeros, then IPv4. */
 static void ipv4_grh(struct ibv_grh *grh, const char *src, const char *dst,
 		     uint8_t ttl, uint8_t tos)
@@ -460,6 +541,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, rtr_address_rules);
 	tcase_add_test(tc, rate_limit_unsupported);
 	tcase_add_test(tc, no_alt_path);
+	tcase_add_test(tc, rc_recv_has_grh);
 	tcase_add_test(tc, ah_from_ipv4_datagram);
 	tcase_add_test(tc, cm_path_record);
 	suite_add_tcase(s, tc);

@@ -243,9 +243,11 @@ static void recv_done(struct ibvd_qp *qp, struct roce_qp *w, uint64_t wr_id,
 static void send_complete(struct ibvd_qp *qp, struct roce_qp *w,
 			  const struct roce_pkt *p, uint64_t wr_id)
 {
+	/* As rxe's: every receive completion has IBV_WC_GRH (its IP header). */
 	struct eng_rcv_done d = {
 		.opcode = IBV_WC_RECV,
 		.byte_len = (uint32_t)w->rx.done,
+		.wc_flags = IBV_WC_GRH,
 		.src_qp = qp->attr.dest_qp_num,
 		.solicited = p->se,
 	};
@@ -513,7 +515,7 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 			.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 			/* the WRITE's length, as rxe reports it */
 			.byte_len = (uint32_t)w->rx.done,
-			.wc_flags = IBV_WC_WITH_IMM,
+			.wc_flags = IBV_WC_GRH | IBV_WC_WITH_IMM,
 			.imm = htobe32(p->imm),
 			.src_qp = qp->attr.dest_qp_num,
 			.solicited = p->se,
