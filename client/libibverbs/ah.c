@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,9 @@ static void grh_from_ipv4(const struct ibv_grh *grh, struct ibv_grh *out)
 	out->hop_limit = ip[8];
 }
 
+/* A GRH's next header when a BTH follows it (InfiniBand) */
+#define GRH_NEXT_HDR_BTH	0x1B
+
 /* Is gid a multicast group's: ff00::/8, or ::ffff: and 224/4? */
 static bool gid_is_multicast(const union ibv_gid *gid)
 {
@@ -151,6 +155,9 @@ static int init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num,
 	if (grh_is_ipv4(grh)) {
 		grh_from_ipv4(grh, &v4);
 		grh = &v4;
+	} else if (grh->next_hdr != IPPROTO_UDP && grh->next_hdr != GRH_NEXT_HDR_BTH) {
+		/* RoCEv2 over IPv6 carries UDP, a GRH of InfiniBand a BTH */
+		return -EPROTONOSUPPORT;
 	}
 	if (gid_is_multicast(&grh->dgid))
 		return -EINVAL;

@@ -388,6 +388,20 @@ START_TEST(ah_from_ipv4_datagram)
 	/* sent to an address that is not ours */
 	ipv4_grh(&grh, PEER_IPV4, "10.77.0.99", 5, 0);
 	ck_assert_int_eq(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a), -1);
+	/* an IPv6 header carrying neither UDP nor a BTH, as rdma-core says */
+	memset(&grh, 0, sizeof(grh));
+	grh.version_tclass_flow = htobe32(6u << 28);
+	grh.next_hdr = 6;
+	grh.hop_limit = 9;
+	inet_pton(AF_INET6, "fe80::1", grh.sgid.raw);
+	ck_assert_int_eq(ibv_query_gid(ctx, 1, 0, &grh.dgid), 0);
+	errno = 0;
+	ck_assert_int_eq(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a), -1);
+	ck_assert_int_eq(errno, EPROTONOSUPPORT);
+	grh.next_hdr = 17;	/* RoCEv2's UDP: our GID 0, its hop limit */
+	ck_assert_int_eq(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a), 0);
+	ck_assert_uint_eq(a.grh.sgid_index, 0);
+	ck_assert_uint_eq(a.grh.hop_limit, 9);
 }
 END_TEST
 
