@@ -129,6 +129,14 @@ bool ibvd_gid_is_multicast(const uint8_t gid[16])
 	return ibvd_gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
 }
 
+uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16],
+			    uint8_t asked)
+{
+	if (ibvd_gid_is_multicast(dgid))
+		return asked;
+	return ibvd_gid_is_v4(dgid) ? nd->hop_limit4 : nd->hop_limit6;
+}
+
 /* Are the bits of addr past prefix_len all zero? */
 static bool host_bits_clear(const uint8_t addr[16], unsigned int prefix_len)
 {

@@ -72,6 +72,13 @@ bool ibvd_roce_peer_allowed(const struct ibvd_roce *r, const uint8_t addr[16]);
 bool ibvd_gid_is_v4(const uint8_t gid[16]);
 /* Does gid name a multicast group: 224/4 as ::ffff:, or ff00::/8? */
 bool ibvd_gid_is_multicast(const uint8_t gid[16]);
+/*
+ * The hop limit a RoCE packet out of nd to dgid carries: a unicast one
+ * the route's, whatever was asked, as the kernel resolves rxe's AVs
+ * (ib_resolve_unicast_gid_dmac); a group's what was asked.
+ */
+uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16],
+			    uint8_t asked);
 
 /* What ibvd_roce_update() changed (bits). */
 #define IBVD_ROCE_GIDS_CHANGED	0x1u	/* IBV_EVENT_GID_CHANGE */

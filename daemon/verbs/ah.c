@@ -91,20 +91,6 @@ static int check_roce(struct ibvd_call *call, const struct ibvd_device *dev,
 	return 0;
 }
 
-/*
- * The hop limit a RoCE packet to dgid carries: a unicast one the route's,
- * as the kernel resolves it (ib_resolve_unicast_gid_dmac), whatever was
- * asked; a group's what was asked.
- */
-static uint8_t roce_hop_limit(const struct ibvd_device *dev,
-			      const uint8_t dgid[16], uint8_t asked)
-{
-	if (ibvd_gid_is_multicast(dgid))
-		return asked;
-	return ibvd_gid_is_v4(dgid) ? dev->roce.netdev.hop_limit4 :
-				 dev->roce.netdev.hop_limit6;
-}
-
 int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 		     const Ibvd__AhAttr *m, bool connected, struct ibvd_av *av)
 {
@@ -139,7 +125,8 @@ int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 	av->is_global = m->is_global;
 	av->dlid = roce ? 0 : (uint16_t)m->dlid;
 	if (roce)
-		av->hop_limit = roce_hop_limit(dev, av->dgid, av->hop_limit);
+		av->hop_limit = ibvd_roce_hop_limit(&dev->roce.netdev, av->dgid,
+						    av->hop_limit);
 	av->sl = (uint8_t)m->sl;
 	av->port_num = (uint8_t)m->port_num;
 	return 0;

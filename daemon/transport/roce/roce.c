@@ -145,21 +145,6 @@ static void ud_headers(struct ibvd_qp *src, const struct eng_req *req,
 }
 
 /*
- * A unicast datagram's hop limit is the route's, whatever the AH asked,
- * as the kernel resolves rxe's AHs (verbs/ah.c does the same for QPs);
- * a group's is the AH's.
- */
-static uint8_t ud_hop_limit(const struct ibvd_qp *src, int family,
-			    const uint8_t dip[16], uint8_t asked)
-{
-	const struct ibvd_netdev *nd = &src->ctx->dev->roce.netdev;
-
-	if (roce_ip_is_multicast(family, dip))
-		return asked;
-	return family == AF_INET ? nd->hop_limit4 : nd->hop_limit6;
-}
-
-/*
  * Build src's datagram into buf: the whole IP packet, ICRC included.
  * Returns its length, or 0 if src's memory failed (*status says).
  */
@@ -179,7 +164,9 @@ static size_t ud_build(struct ibvd_qp *src, const struct eng_req *req,
 	memcpy(ip.src, sip, 16);
 	memcpy(ip.dst, dip, 16);
 	ip.tclass = av->traffic_class;
-	ip.hop_limit = ud_hop_limit(src, family, dip, av->hop_limit);
+	/* a unicast one the route's, as verbs/ah.c does for QPs */
+	ip.hop_limit = ibvd_roce_hop_limit(&src->ctx->dev->roce.netdev, av->dgid,
+					   av->hop_limit);
 	/* never 0: the kernel would choose one, and the ICRC covers it */
 	ip.ip_id = __atomic_add_fetch(&rd->ip_id, 1, __ATOMIC_RELAXED) | 1;
 	ip.sport = roce_udp_sport(src->qp_num);
