@@ -19,7 +19,7 @@ static void av_from_attr(struct ibvd_av *av, const struct ibv_ah_attr *a)
 	memset(av, 0, sizeof(*av));
 	if (a->is_global)
 		memcpy(av->dgid, a->grh.dgid.raw, sizeof(av->dgid));
-	av->flow_label = a->grh.flow_label;
+	av->flow_label = a->grh.flow_label & 0xFFFFFu;	/* what a GRH holds */
 	av->dlid = a->dlid;
 	av->is_global = a->is_global;
 	av->sgid_index = a->grh.sgid_index;

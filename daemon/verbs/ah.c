@@ -29,9 +29,16 @@ static int check_grh(struct ibvd_call *call, const struct ibvd_device *dev,
 
 	if (m->dgid.len != 16)
 		return ibvd_call_error(call, -EINVAL, "dgid must be 16 bytes");
-	if (m->flow_label > FLOW_LABEL_MAX || m->hop_limit > 0xff ||
-	    m->traffic_class > 0xff)
-		return ibvd_call_error(call, -EINVAL, "GRH field out of range");
+	/*
+	 * The flow label is not checked: ibv_global_route's is 32 bits, the
+	 * kernel takes any, and the wire carries the low 20 (UCX passes
+	 * 0xffffffff).  The other two are 8 bits in the ABI.
+	 */
+	if (m->hop_limit > 0xff || m->traffic_class > 0xff)
+		return ibvd_call_error(call, -EINVAL,
+				       "GRH out of range: hop limit %u, "
+				       "traffic class %u", m->hop_limit,
+				       m->traffic_class);
 	/* an AV holds 8 bits of it, as ibv_global_route's uint8_t */
 	if (m->sgid_index > 0xff)
 		return ibvd_call_error(call, -EINVAL, "GID index %u above 255",
@@ -117,7 +124,7 @@ int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 	memset(av, 0, sizeof(*av));
 	if (m->is_global) {
 		memcpy(av->dgid, m->dgid.data, 16);
-		av->flow_label = m->flow_label;
+		av->flow_label = m->flow_label & FLOW_LABEL_MAX;
 		av->sgid_index = (uint8_t)m->sgid_index;
 		av->hop_limit = (uint8_t)m->hop_limit;
 		av->traffic_class = (uint8_t)m->traffic_class;
