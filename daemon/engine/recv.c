@@ -812,6 +812,7 @@ static void wire_cqe(struct ibvd_qp *target, uint64_t wr_id,
 		.wc_flags = IBV_WC_GRH | (dg->has_imm ? IBV_WC_WITH_IMM : 0),
 		.imm = dg->imm,
 		.src_qp = dg->src_qp,
+		.sl = dg->sl,
 		.solicited = dg->solicited,
 	};
 

@@ -135,6 +135,7 @@ struct eng_datagram {
 	bool has_imm;
 	uint32_t imm;			/* as the wire carried it (big-endian word) */
 	uint8_t grh[40];		/* what the receive buffer starts with */
+	uint8_t sl;			/* the completion's SL (roce/rx.c) */
 	const uint8_t *payload;
 	uint32_t len;
 };

@@ -74,6 +74,17 @@ static void rx_gsi(struct roce_dev *rd, const struct roce_ip *ip,
 	ibvd_gsi_deliver(&mad);
 }
 
+/*
+ * A RoCE frame carries no SL.  In a UD receive completion's SL a RoCE NIC
+ * (mlx5) reports instead how the packet came: bit 3 for a UDP header
+ * (RoCEv2), bits 0-2 the network header, 1 IPv6 and 2 IPv4.  UCX's UD
+ * transport reads it to find the destination address in the GRH slot, and
+ * drops what it cannot match.
+ */
+#define WC_SL_ROCE_V2		0x8
+#define WC_SL_IPV6		0x1
+#define WC_SL_IPV4		0x2
+
 /* What a UD packet brings a receiver. */
 static void ud_datagram(const uint8_t *pkt, const struct roce_ip *ip,
 			const struct roce_pkt *p, struct eng_datagram *dg)
@@ -88,6 +99,8 @@ static void ud_datagram(const uint8_t *pkt, const struct roce_ip *ip,
 		dg->imm = htobe32(p->imm);
 	}
 	ud_grh(pkt, ip->family, dg->grh);
+	dg->sl = WC_SL_ROCE_V2 |
+		 (ip->family == AF_INET ? WC_SL_IPV4 : WC_SL_IPV6);
 	dg->payload = p->payload;
 	dg->len = p->payload_len;
 }
