@@ -19,7 +19,9 @@
  *     ports' flow label, the link's rate, packet lifetime 16 or one below
  *     the ACK timeout asked for, reversible;
  *   - no alternate path (APM is InfiniBand's);
- *   - RC receive completions say IBV_WC_GRH, as rxe's.
+ *   - RC receive completions say IBV_WC_GRH, as rxe's; UD ones say in
+ *     their SL how the packet came, as mlx5's;
+ *   - a GRH's flow label of any width is taken, as the kernel takes it.
  *
  * usage: roce-verbs-helper DEVICE [send]
  * (send: see send_two.)  Built against the system <infiniband/verbs.h>, run through
@@ -40,6 +42,7 @@
 
 #define OUR_IPV4	"10.77.0.1"
 #define PEER_IPV4	"10.77.0.2"
+#define UD_QKEY		0x11
 /*
  * The route's hop limit: net.ipv4.ip_default_ttl of the daemon's
  * namespace, which roce-device.sh sets and passes in
@@ -237,6 +240,35 @@ START_TEST(rtr_address_rules)
 }
 END_TEST
 
+/*
+ * ibv_global_route's flow label is 32 bits and the kernel takes any value
+ * (UCX passes 0xffffffff); a GRH holds the low 20.
+ */
+START_TEST(flow_label_any_width)
+{
+	static const uint32_t labels[] = { 0xfffff, 0x100000, 0xffffffff };
+	struct ibv_ah_attr a = to_peer();
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr q;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(labels) / sizeof(labels[0]); i++) {
+		a.grh.flow_label = labels[i];
+		ah = ibv_create_ah(pd, &a);
+		ck_assert_msg(ah, "ibv_create_ah with flow label %#x: %s",
+			      labels[i], strerror(errno));
+		ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+	}
+	qp = rc_qp();
+	ck_assert_int_eq(to_rtr(qp, &a), 0);
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_AV, &ia), 0);
+	ck_assert_uint_eq(q.ah_attr.grh.flow_label, 0xfffff);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+}
+END_TEST
+
 START_TEST(rate_limit_unsupported)
 {
 	struct ibv_qp_attr a = { .rate_limit = 1000, .qp_state = IBV_QPS_INIT };
@@ -405,6 +437,120 @@ START_TEST(ah_from_ipv4_datagram)
 }
 END_TEST
 
+/* A UD QP on cq and rcq with Q_Key qkey, in RTS; NULL if a step failed. */
+static struct ibv_qp *ud_qp(struct ibv_cq *rcq, uint32_t qkey)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = rcq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qkey = qkey };
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+	if (!qp)
+		return NULL;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_QKEY))
+		goto fail;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		goto fail;
+	a.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		goto fail;
+	return qp;
+fail:
+	ibv_destroy_qp(qp);
+	return NULL;
+}
+
+/*
+ * One inline UD SEND of len bytes from tx to qpn through ah, completed
+ * (tx's send CQ is cq).
+ */
+static int ud_send(struct ibv_qp *tx, struct ibv_ah *ah, uint32_t qpn,
+		   const void *payload, uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)payload, .length = len };
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+	}, *bad;
+	struct ibv_wc wc;
+	int n;
+
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = UD_QKEY;
+	if (ibv_post_send(tx, &wr, &bad))
+		return -1;
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+		;
+	return n < 0 || wc.status != IBV_WC_SUCCESS ? -1 : 0;
+}
+
+/*
+ * A UD receive completion's SL says how the packet came, as a RoCE NIC's
+ * (mlx5's) does and UCX's UD transport reads to find the destination in
+ * the GRH slot: RoCEv2 over IPv4 0xa, over IPv6 0x9.  Between two UD QPs
+ * of roce0, to its IPv4 GID, then to its IPv6 link-local one (GID 0).
+ */
+START_TEST(ud_recv_packet_type)
+{
+	static uint8_t buf[128];
+	const struct { int gid; uint8_t sl; } ways[] = {
+		{ v4_index, 0xa }, { 0, 0x9 },
+	};
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *tx = ud_qp(cq, UD_QKEY), *rx = ud_qp(rcq, UD_QKEY);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_sge rs = { .addr = (uintptr_t)buf, .length = sizeof(buf) };
+	struct ibv_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct in_addr our;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	unsigned int i;
+	int n;
+
+	ck_assert_ptr_nonnull(rcq);
+	ck_assert_ptr_nonnull(tx);
+	ck_assert_ptr_nonnull(rx);
+	ck_assert_ptr_nonnull(mr);
+	rs.lkey = mr->lkey;
+	inet_pton(AF_INET, OUR_IPV4, &our);
+	for (i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
+		memset(buf, 0, sizeof(buf));
+		ck_assert_int_eq(ibv_post_recv(rx, &rwr, &rbad), 0);
+		av.grh.sgid_index = (uint8_t)ways[i].gid;
+		ck_assert_int_eq(ibv_query_gid(ctx, 1, ways[i].gid, &av.grh.dgid), 0);
+		ah = ibv_create_ah(pd, &av);
+		ck_assert_msg(ah, "ibv_create_ah to GID %d: %s", ways[i].gid,
+			      strerror(errno));
+		ck_assert_int_eq(ud_send(tx, ah, rx->qp_num, "sl", 3), 0);
+		while ((n = ibv_poll_cq(rcq, 1, &wc)) == 0)
+			;
+		ck_assert_int_eq(n, 1);
+		ck_assert_msg(wc.status == IBV_WC_SUCCESS, "%s",
+			      ibv_wc_status_str(wc.status));
+		ck_assert_uint_eq(wc.byte_len, 40 + 3);
+		ck_assert(wc.wc_flags & IBV_WC_GRH);
+		ck_assert_uint_eq(wc.sl, ways[i].sl);
+		/* over IPv4, the slot's last 4 bytes: the address it came to */
+		if (ways[i].gid == v4_index)
+			ck_assert_msg(!memcmp(buf + 36, &our, 4),
+				      "GRH slot without " OUR_IPV4);
+		ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+	}
+	ck_assert_int_eq(ibv_destroy_qp(tx), 0);
+	ck_assert_int_eq(ibv_destroy_qp(rx), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+}
+END_TEST
+
 /*
  * `send`: one UD datagram to PEER_IPV4 (QPN 0x123) with hop limit 1, then
  * one to the group 239.1.2.5 with hop limit 3, for roce-device.sh to
@@ -412,51 +558,20 @@ END_TEST
  */
 static int send_two(void)
 {
-	struct ibv_qp_init_attr ia = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1,
-			 .max_recv_sge = 1, .max_inline_data = 64 },
-	};
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qkey = 0x11 };
 	struct ibv_ah_attr av[2] = { to_peer(), to_peer() };
 	static char payload[32] = "roce-verbs";
 	struct ibv_ah *ah[2] = { NULL, NULL };
-	struct ibv_wc wc;
-	struct ibv_qp *qp;
-	int i, n, ret = 1;
+	struct ibv_qp *qp = ud_qp(cq, UD_QKEY);
+	int i, ret = 1;
 
-	qp = ibv_create_qp(pd, &ia);
 	if (!qp)
 		return 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_QKEY))
-		goto out;
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		goto out;
-	a.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		goto out;
 	v4_gid("239.1.2.5", &av[1].grh.dgid);
 	av[1].grh.hop_limit = 3;
 	for (i = 0; i < 2; i++) {
-		struct ibv_sge sge = { .addr = (uintptr_t)payload,
-				       .length = sizeof(payload) };
-		struct ibv_send_wr wr = {
-			.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
-			.opcode = IBV_WR_SEND,
-			.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
-		}, *bad;
-
-		ah[i] = wr.wr.ud.ah = ibv_create_ah(pd, &av[i]);
-		wr.wr.ud.remote_qpn = i ? 0xFFFFFF : 0x123;
-		wr.wr.ud.remote_qkey = 0x11;
-		if (!wr.wr.ud.ah || ibv_post_send(qp, &wr, &bad))
-			goto out;
-		while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-			;
-		if (n < 0 || wc.status != IBV_WC_SUCCESS)
+		ah[i] = ibv_create_ah(pd, &av[i]);
+		if (!ah[i] || ud_send(qp, ah[i], i ? 0xFFFFFF : 0x123, payload,
+				      sizeof(payload)))
 			goto out;
 	}
 	printf("sent 2\n");
@@ -553,10 +668,12 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ah_dlid_ignored);
 	tcase_add_test(tc, ah_families_differ);
 	tcase_add_test(tc, rtr_address_rules);
+	tcase_add_test(tc, flow_label_any_width);
 	tcase_add_test(tc, rate_limit_unsupported);
 	tcase_add_test(tc, no_alt_path);
 	tcase_add_test(tc, rc_recv_has_grh);
 	tcase_add_test(tc, ah_from_ipv4_datagram);
+	tcase_add_test(tc, ud_recv_packet_type);
 	tcase_add_test(tc, cm_path_record);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
