@@ -34,6 +34,8 @@ tests_integration_libfailaddrs_la_LDFLAGS = -module -avoid-version -shared \
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
 # The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
+# UCX across them, on the wire only (roce-middleware.sh).
+INTEGRATION_TESTS += tests/integration/roce-middleware.sh
 # XRC across them: XRCETH, the target's SRQ, XRC's opcodes (roce-xrc.sh).
 INTEGRATION_TESTS += tests/integration/roce-xrc.sh
 # A responder against a peer made by hand: WRITE ranges, responder

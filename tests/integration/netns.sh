@@ -82,13 +82,23 @@ wire_netns() {
 		fail "ip addr add"
 }
 
-conf_for() {	# NAME NETDEV SOCKET
+# conf_for NAME NETDEV SOCKET: a daemon's configuration, its RoCE device
+# named $WIRE_DEV_A or $WIRE_DEV_B (NAME a or b; default roce0), with the
+# members in $WIRE_CONF_EXTRA ('"key": value,' lines) besides.
+WIRE_DEV_A=${WIRE_DEV_A:-roce0}
+WIRE_DEV_B=${WIRE_DEV_B:-roce0}
+WIRE_CONF_EXTRA=${WIRE_CONF_EXTRA:-}
+conf_for() {
+	local dev=$WIRE_DEV_A
+	[ "$1" = b ] && dev=$WIRE_DEV_B
 	cat >"$T/$1.conf" <<-EOF
 	{
 	  "socket": { "path": "$3" },
-	  "devices": [ { "name": "roce0", "netdev": "$2" } ]
+	  $WIRE_CONF_EXTRA
+	  "devices": [ { "name": "$dev", "netdev": "$2" } ]
 	}
 	EOF
+	chmod 644 "$T/$1.conf"
 	printf '%s\n' "$T/$1.conf"
 }
 
