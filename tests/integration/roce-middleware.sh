@@ -1,15 +1,18 @@
 #!/bin/bash
-# Middleware across hosts: Debian's unmodified UCX 1.13 between two
-# network namespaces joined by a veth pair, one daemon in each with a
-# RoCE device on its end (netns.sh), as two hosts with RoCE NICs would
-# run it.  The server (uid $USER1) in A, the client (uid $USER2) in B;
+# Middleware across hosts: Debian's unmodified UCX 1.13, Open MPI 4.1 and
+# MPICH 4.0 between two network namespaces joined by a veth pair, one
+# daemon in each with a RoCE device on its end (netns.sh), as two hosts
+# with RoCE NICs would run them.  The server (uid $USER1) in A, the client (uid $USER2) in B;
 # UCX finds each side's device by its own means (/dev/infiniband, the
 # GID table's RoCE v2 entries) and talks to the other side over
 # rc_verbs or ud_verbs on the wire only: UCX_TLS names no other way.
 #   - ucx_info -d lists rc_verbs and ud_verbs on A's device;
 #   - ucx_perftest tag_lat, tag_bw, ucp_put_bw, ucp_get over rc_verbs
 #     (with ud_verbs for wireup) and over ud_verbs; each run ends with
-#     its "Final:" line, and A's device counts the packets it received.
+#     its "Final:" line, and A's device counts the packets it received;
+#   - a 2-rank MPI job of tests/mpi/mpi-pingpong.c (every byte checked)
+#     with each MPI over UCX's rc_verbs, one rank on each host, started
+#     through an ssh of our own that enters the other namespace.
 # Not libfabric's fi_pingpong: its server asks for no address, so the
 # verbs provider (1.17) binds "localhost" and tells the client to
 # connect there, which reaches no other host.
@@ -102,3 +105,72 @@ done
 for test in tag_lat tag_bw ucp_put_bw ucp_get; do
 	perftest ud_v,self "$test"
 done
+
+# ---- MPI across the two hosts -------------------------------------------
+# mpirun, as root in A, starts each host's launcher daemon (Open MPI's
+# orted, MPICH's hydra_pmi_proxy) through $T/bin/rsh-ns, our ssh: in that
+# host's namespace, as uid $USER1, on that host's ibverbsd.  The ranks
+# are their children: rank 0 in A, rank 1 in B.  Both namespaces share
+# one hostname, so the MPIs are kept off shared memory as in mpi.sh.
+LAT_ITERS=100
+BW_ITERS=20
+WANT_BYTES=$((2 * LAT_ITERS * (8 + 4096 + 65536) + BW_ITERS * 1048576))
+MIN_PKTS=$((2 * 3 * LAT_ITERS))
+
+# rsh_agent: write $T/bin/rsh-ns, called as "rsh-ns [-x] HOST COMMAND..."
+rsh_agent() {
+	local env
+	debian_env
+	env=$(printf '%q ' "${DEBIAN_ENV[@]}" HOME="$T")
+	cat >"$T/bin/rsh-ns" <<-AGENT
+	#!/bin/bash
+	while [ "\${1#-}" != "\$1" ]; do shift; done
+	case \$1 in
+	nsa) ns=$NSA; sock=$SOCK_A ;;
+	nsb) ns=$NSB; sock=$SOCK_B ;;
+	*) echo "rsh-ns: no host \$1" >&2; exit 255 ;;
+	esac
+	shift
+	exec ip netns exec "\$ns" setpriv --reuid=$USER1 --regid=$USER1 \\
+		--clear-groups -- env $env IBVERBSD_SOCKET="\$sock" \\
+		$T/tools/ibverbsd-run sh -c "\$*"
+	AGENT
+	chmod 755 "$T/bin/rsh-ns"
+}
+
+# mpi_job NAME MPICC MPIRUN ARGS...: build with MPICC, run MPIRUN ARGS in A
+mpi_job() {
+	local name=$1 mpicc=$2 mpirun=$3 bin=$T/mpi-pingpong-$1 out=$O/mpi-$1 before after
+	shift 3
+	if ! command -v "$mpicc" >/dev/null || ! command -v "$mpirun" >/dev/null; then
+		log "$name: $mpicc or $mpirun not installed (scripts/deps): not run"
+		return
+	fi
+	NRUN=$((NRUN + 1))
+	check "#$NRUN $name: a 2-rank job, one rank on each host"
+	"$mpicc" -O2 -Wall -Wextra -Werror -o "$bin" "$top_srcdir/tests/mpi/mpi-pingpong.c" \
+		>"$out.cc" 2>&1 || { show "$mpicc" "$out.cc"; fail "$name: $mpicc failed"; }
+	chmod 755 "$bin"
+	before=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
+	(cd "$T" && ip netns exec "$NSA" timeout -k 2 $((TMO * 3)) env UCX_TLS=rc_v,self \
+		"$mpirun" "$@" "$bin" "$LAT_ITERS" "$BW_ITERS") >"$out" 2>&1 ||
+		{ show "$name" "$out"; fail "$name: the job failed"; }
+	expect_grep "^verified $WANT_BYTES bytes\$" "$out" "$name: every byte checked"
+	after=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
+	[ $((after - before)) -ge "$MIN_PKTS" ] ||
+		fail "$name: $((after - before)) packets into A, fewer than the $MIN_PKTS messages"
+	daemon_alive "after $name"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $name"
+	ok "$name: $(grep -E '^(latency 8 |bandwidth)' "$out" | tr '\n' ';') $((after - before)) packets into A"
+}
+
+rsh_agent
+# Each orted would bind its rank to core 0 of this one machine.
+mpi_job openmpi mpicc.openmpi mpirun.openmpi --allow-run-as-root \
+	--mca plm_rsh_agent "$T/bin/rsh-ns" --mca plm_rsh_no_tree_spawn 1 \
+	--mca oob_tcp_if_include "${IPA%.*}.0/24" --bind-to none \
+	--host nsa:1,nsb:1 -np 2 -x UCX_TLS \
+	--mca pml ucx --mca pml_ucx_devices any --mca btl self --mca osc '^ucx'
+mpi_job mpich mpicc.mpich mpiexec.hydra -launcher ssh \
+	-launcher-exec "$T/bin/rsh-ns" -iface "$VA" -hosts nsa,nsb -n 2 -ppn 1 \
+	-genv MPIR_CVAR_NOLOCAL 1
