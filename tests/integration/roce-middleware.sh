@@ -1,25 +1,27 @@
 #!/bin/bash
-# Middleware across hosts: Debian's unmodified UCX 1.13, Open MPI 4.1 and
-# MPICH 4.0 between two network namespaces joined by a veth pair, one
-# daemon in each with a RoCE device on its end (netns.sh), as two hosts
-# with RoCE NICs would run them.  The server (uid $USER1) in A, the client (uid $USER2) in B;
-# UCX finds each side's device by its own means (/dev/infiniband, the
-# GID table's RoCE v2 entries) and talks to the other side over
-# rc_verbs or ud_verbs on the wire only: UCX_TLS names no other way.
+# Middleware across hosts: Debian's unmodified UCX 1.13, libfabric 1.17,
+# Open MPI 4.1 and MPICH 4.0 between two network namespaces joined by a
+# veth pair, one daemon in each with a RoCE device on its end (netns.sh),
+# as two hosts with RoCE NICs would run them.  Servers (uid $USER1) in A,
+# clients (uid $USER2) in B.  UCX finds each side's device by its own
+# means (/dev/infiniband, the GID table's RoCE v2 entries) and talks to
+# the other side over rc_verbs or ud_verbs on the wire only: UCX_TLS
+# names no other way.
 #   - ucx_info -d lists rc_verbs and ud_verbs on A's device;
 #   - ucx_perftest tag_lat, tag_bw, ucp_put_bw, ucp_get over rc_verbs
 #     (with ud_verbs for wireup) and over ud_verbs; each run ends with
 #     its "Final:" line, and A's device counts the packets it received;
+#   - libfabric's fi_pingpong over verbs;ofi_rxd (UD).  Not over FI_EP_MSG
+#     or ofi_rxm: fi_pingpong's server asks for no address, so the verbs
+#     provider binds "localhost" and tells the client to connect there,
+#     which reaches no other host;
 #   - a 2-rank MPI job of tests/mpi/mpi-pingpong.c (every byte checked)
 #     with each MPI over UCX's rc_verbs, one rank on each host, started
 #     through an ssh of our own that enters the other namespace.
-# Not libfabric's fi_pingpong: its server asks for no address, so the
-# verbs provider (1.17) binds "localhost" and tells the client to
-# connect there, which reaches no other host.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
-need_cmd ucx_info ucx_perftest
+need_cmd ucx_info ucx_perftest fi_pingpong
 is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
@@ -105,6 +107,28 @@ done
 for test in tag_lat tag_bw ucp_put_bw ucp_get; do
 	perftest ud_v,self "$test"
 done
+
+# ---- libfabric across the two hosts -------------------------------------
+# fi_pingpong over verbs;ofi_rxd: FI_EP_RDM on the verbs provider's UD
+# datagrams, whose names are GIDs and QPNs (not fi_pingpong's MSG or
+# ofi_rxm ones: see the top).  Every buffer checked (-c), 64 B to 1 MiB.
+check "#$((NRUN + 1)) fi_pingpong -p 'verbs;ofi_rxd' -e rdm"
+NRUN=$((NRUN + 1))
+PORT=$((PORT + 1))
+FI_ITERS=10
+before=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
+SARGS=(fi_pingpong -p "verbs;ofi_rxd" -e rdm -B "$PORT" -I "$FI_ITERS" -c)
+CARGS=(fi_pingpong -p "verbs;ofi_rxd" -e rdm -P "$PORT" -I "$FI_ITERS" -c "$IPA")
+NS_TMO=$((TMO * 3)) pair "fi_pingpong verbs;ofi_rxd"
+for f in "$S" "$C"; do
+	expect_grep "^1m +$FI_ITERS +=" "$f" "ofi_rxd: the 1 MiB line"
+	expect_no_grep "[Ee]rror|mismatch|corrupt" "$f" "ofi_rxd: no data error"
+done
+after=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
+# 1 MiB each way per iteration, in datagrams of at most 1 KiB
+[ $((after - before)) -ge $((FI_ITERS * 1024)) ] ||
+	fail "ofi_rxd: $((after - before)) packets into A"
+ok "fi_pingpong verbs;ofi_rxd: $(grep -E '^(64|1m) ' "$C" | tr -s ' ' | tr '\n' ';') $((after - before)) packets into A"
 
 # ---- MPI across the two hosts -------------------------------------------
 # mpirun, as root in A, starts each host's launcher daemon (Open MPI's
