@@ -184,10 +184,10 @@ int ibvc_free_dm_op(struct ibv_dm *ibdm)
 	busy = dm->nmrs > 0;
 	pthread_mutex_unlock(&dm_lock);
 	if (busy)
-		return EBUSY;
+		return ibvc_errno_ret(-EBUSY);
 	ret = ibvc_destroy_handle(ibdm->context, IBVD_MSG_FREE_DM, ibdm->handle);
 	if (ret < 0)
-		return -ret;
+		return ibvc_errno_ret(ret);
 	dm_unmap(dm);
 	return 0;
 }

@@ -912,10 +912,18 @@ void ibvc_fill_bind(struct ibvd_send_wqe *h, const struct ibv_mw *mw,
 
 /* ---- public-boundary error conversion ---------------------------------- */
 
-/* For verbs that return a positive errno ("int" verbs, abi.md §5.8). */
+/*
+ * For verbs that return a positive errno ("int" verbs, abi.md §5.8).  A
+ * failure sets errno too: under rdma-core the failed system call beneath
+ * the verb leaves it so, and programs print strerror(errno) (qperf).
+ */
 static inline int ibvc_errno_ret(int ret)
 {
-	return ret < 0 ? -ret : ret;
+	if (ret < 0)
+		ret = -ret;
+	if (ret)
+		errno = ret;
+	return ret;
 }
 
 /* For verbs that return -1 and set errno. */

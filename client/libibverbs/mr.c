@@ -456,14 +456,14 @@ int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		return EINVAL;
 	ret = advise_on_daemon(pd, (uint32_t)advice, flags, sg_list, num_sge);
 	if (ret < 0)
-		return -ret;
+		return ibvc_errno_ret(ret);
 	/* NO_FAULT maps only what is present: nothing to do here. */
 	if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
 		return 0;
 	for (i = 0; i < num_sge; i++) {
 		ret = populate(sg_list[i].addr, sg_list[i].length, write);
 		if (ret < 0 && (flags & IBV_ADVISE_MR_FLAG_FLUSH))
-			return -ret;
+			return ibvc_errno_ret(ret);
 	}
 	return 0;
 }

@@ -76,8 +76,9 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 	if (ipd->parent)
 		return ibvc_errno_ret(ibvc_dealloc_parent_domain(ipd));
 	/* the daemon knows the objects on it, not our parent domains */
+	/* what the daemon would refuse too, errno set as by a refusal */
 	if (atomic_load(&ipd->users))
-		return EBUSY;
+		return ibvc_errno_ret(-EBUSY);
 	ret = ibvc_destroy_handle(pd->context, IBVD_MSG_DEALLOC_PD, pd->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);

@@ -2048,7 +2048,9 @@ START_TEST(qp_bad_transition)
 	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTS, peer, 0), EINVAL);	/* RESET -> RTS */
 	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTR, peer, 0), EINVAL);	/* RESET -> RTR */
 	qp_attrs(&a, IBV_QPS_SQD, peer);
+	errno = EAGAIN;
 	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL);	/* RESET -> SQD */
+	ck_assert_int_eq(errno, EINVAL);	/* as rdma-core's failed write leaves it */
 	vt_expect_state(qp, IBV_QPS_RESET, "after refused transitions from RESET");
 	/* RESET -> INIT with an attribute INIT does not take (DEST_QPN). */
 	qp_attrs(&a, IBV_QPS_INIT, peer);
@@ -2122,7 +2124,9 @@ START_TEST(pd_busy)
 	ck_assert_ptr_nonnull(pd);
 	d2.pd = pd;
 	mr = vt_reg(pd, 4096, VT_ACCESS_ALL);
+	errno = 0;
 	ck_assert_int_eq(ibv_dealloc_pd(pd), EBUSY);
+	ck_assert_int_eq(errno, EBUSY);
 	vt_dereg(mr);
 	ah = vt_ah(&d2, D.port.lid, NULL);
 	ck_assert_int_eq(ibv_dealloc_pd(pd), EBUSY);
