@@ -1,8 +1,8 @@
 #!/bin/bash
 # Middleware across hosts: Debian's unmodified UCX 1.13, libfabric 1.17,
-# Open MPI 4.1 and MPICH 4.0 between two network namespaces joined by a
-# veth pair, one daemon in each with a RoCE device on its end (netns.sh),
-# as two hosts with RoCE NICs would run them.  Servers (uid $USER1) in A,
+# qperf, Open MPI 4.1 and MPICH 4.0 between two network namespaces joined
+# by a veth pair, one daemon in each with a RoCE device on its end
+# (netns.sh), as two hosts with RoCE NICs would run them.  Servers (uid $USER1) in A,
 # clients (uid $USER2) in B.  UCX finds each side's device by its own
 # means (/dev/infiniband, the GID table's RoCE v2 entries) and talks to
 # the other side over rc_verbs or ud_verbs on the wire only: UCX_TLS
@@ -15,13 +15,14 @@
 #     or ofi_rxm: fi_pingpong's server asks for no address, so the verbs
 #     provider binds "localhost" and tells the client to connect there,
 #     which reaches no other host;
+#   - qperf's RC tests through the RDMA CM (-cm1), and by LID: EINVAL;
 #   - a 2-rank MPI job of tests/mpi/mpi-pingpong.c (every byte checked)
 #     with each MPI over UCX's rc_verbs, one rank on each host, started
 #     through an ssh of our own that enters the other namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
-need_cmd ucx_info ucx_perftest fi_pingpong
+need_cmd ucx_info ucx_perftest fi_pingpong qperf
 is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
@@ -129,6 +130,32 @@ after=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
 [ $((after - before)) -ge $((FI_ITERS * 1024)) ] ||
 	fail "ofi_rxd: $((after - before)) packets into A"
 ok "fi_pingpong verbs;ofi_rxd: $(grep -E '^(64|1m) ' "$C" | tr -s ' ' | tr '\n' ';') $((after - before)) packets into A"
+
+# ---- qperf across the two hosts -----------------------------------------
+# Debian's qperf, its server in A: the RC tests connected through the
+# RDMA CM (-cm1), the ver_ ones checking atomic results.  Without -cm1
+# qperf addresses by LID, which a RoCE port refuses as rxe's does: the
+# RTR fails with EINVAL, and qperf's message (strerror(errno)) says so.
+NRUN=$((NRUN + 1))
+PORT=$((PORT + 1))
+check "#$NRUN qperf -cm1 between the hosts"
+ns_debian "$NSA" "$USER1" "$SOCK_A" qperf -lp "$PORT" >"$O/qperf.server" 2>&1 &
+QPID=$!
+BG_PIDS+=("$QPID")
+wait_listen_ns "$NSA" "$PORT" "$QPID" ||
+	{ show qperf "$O/qperf.server"; fail "qperf's server never listened"; }
+QPERF_OK=""
+for t in rc_lat rc_bw rc_rdma_write_bw rc_rdma_read_lat ver_rc_compare_swap ver_rc_fetch_add; do
+	ns_debian "$NSB" "$USER2" "$SOCK_B" qperf -lp "$PORT" "$IPA" -cm1 -t 1 "$t" \
+		>"$O/qperf.$t" 2>&1 || { show "qperf $t" "$O/qperf.$t"; fail "qperf -cm1 $t"; }
+	expect_grep "(latency|bw|msg_rate) *= *[0-9.]+ " "$O/qperf.$t" "qperf $t"
+	QPERF_OK+="$t $(sed -nE 's/.*(latency|bw|msg_rate) *= *([0-9.]+ [^ ]+).*/\2/p' "$O/qperf.$t"); "
+done
+ns_debian "$NSB" "$USER2" "$SOCK_B" qperf -lp "$PORT" "$IPA" -t 1 rc_lat >"$O/qperf.lid" 2>&1 &&
+	fail "qperf rc_lat by LID worked on a RoCE port"
+expect_grep "failed to modify QP to RTR: Invalid argument" "$O/qperf.lid" "qperf by LID"
+term_bg "$QPID"
+ok "qperf: ${QPERF_OK}by LID: EINVAL"
 
 # ---- MPI across the two hosts -------------------------------------------
 # mpirun, as root in A, starts each host's launcher daemon (Open MPI's
