@@ -561,6 +561,8 @@ void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
 		.pdata_full = CM_PDATA_REP,
 	};
 
+	/* A REP has no retry count field: the event says 0, as the kernel's. */
+	view.retry_count = 0;
 	a->remote = *rep;
 	a->remote_valid = true;
 	a->local.responder_resources = view.responder_resources;
@@ -793,7 +795,14 @@ int ibvd_req_cm_notify(struct ibvd_call *call)
 	 * id only; traffic before the RTU (IBV_EVENT_COMM_EST) establishes
 	 * the passive side, an established id says EISCONN, any other
 	 * state EINVAL; a LID change is nothing to do; other events EINVAL.
+	 * A listener bound to a device has an IB CM id of its own
+	 * (cma_ib_listen), in no state COMM_EST could move; a wildcard
+	 * listener has none.
 	 */
+	if (id->state == CM_LISTEN && id->dev)
+		return req->event == IBV_EVENT_LID_CHANGE ? 0 :
+		       ibvd_call_error(call, -EINVAL, "a listener takes no event %u",
+				       req->event);
 	if (id->phase == CM_PH_NONE)
 		return ibvd_call_error(call, -EINVAL, "the id has no connection");
 	if (req->event == IBV_EVENT_LID_CHANGE)

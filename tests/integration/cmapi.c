@@ -1016,11 +1016,13 @@ END_TEST
 /*
  * rdma_notify as the kernel's IB CM answers it: EINVAL for an id without
  * a connection and for events it does not take, 0 for a LID change,
- * EISCONN for COMM_EST on an established connection (both ends).
+ * EISCONN for COMM_EST on an established connection (both ends).  A
+ * listener on a device takes a LID change (it has an IB CM id), a
+ * wildcard one nothing.
  */
 START_TEST(notify)
 {
-	struct rdma_cm_id *idle;
+	struct rdma_cm_id *idle, *bound;
 	struct pair p;
 
 	ck_ok(rdma_create_id(NULL, &idle, NULL, RDMA_PS_TCP));
@@ -1028,8 +1030,18 @@ START_TEST(notify)
 	ck_assert_int_eq(rdma_notify(idle, IBV_EVENT_COMM_EST), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	ck_ok(rdma_destroy_id(idle));
+	ck_ok(rdma_create_id(NULL, &bound, NULL, RDMA_PS_TCP));
+	listen_on(bound, "127.0.0.1", 1);
+	ck_ok(rdma_notify(bound, IBV_EVENT_LID_CHANGE));
+	errno = 0;
+	ck_assert_int_eq(rdma_notify(bound, IBV_EVENT_COMM_EST), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_ok(rdma_destroy_id(bound));
 
 	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	errno = 0;
+	ck_assert_int_eq(rdma_notify(p.listen, IBV_EVENT_LID_CHANGE), -1);
+	ck_assert_int_eq(errno, EINVAL);
 	pair_connect(&p, NULL, NULL);
 	errno = 0;
 	ck_assert_int_eq(rdma_notify(p.client, IBV_EVENT_COMM_EST), -1);
@@ -1172,7 +1184,11 @@ START_TEST(connect_params)
 		cp.private_data_len = 0;
 	}
 	ck_ok(rdma_accept(p.server, &cp));
-	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	/* a REP carries no retry count: 0, as cma_set_rep_event_data leaves it */
+	ev = expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	ck_assert_uint_eq(ev->param.conn.retry_count, 0);
+	ck_assert_uint_eq(ev->param.conn.rnr_retry_count, 6);
+	ck_ok(rdma_ack_cm_event(ev));
 	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
 	pair_send(p.client, p.server, "after the refused attempts");
 	pair_close(&p);
