@@ -159,6 +159,29 @@ static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 	cid->id.route.num_paths = 1;
 }
 
+/*
+ * cid is on ctx's device (port port_num) now.  As under rdma-core's
+ * librdmacm, it names that device's PD from then on unless it names one
+ * of the device already: programs make their objects on id->pd (UCX's
+ * rdmacm makes a QP on it before any QP of the id's exists).
+ */
+int cma_id_set_device(struct cma_id *cid, struct ibv_context *ctx,
+		      uint8_t port_num)
+{
+	struct ibv_pd *pd;
+	int ret;
+
+	if (!cid->id.pd || cid->id.pd->context != ctx) {
+		ret = cma_device_pd(ctx, &pd);
+		if (ret < 0)
+			return ret;
+		cid->id.pd = pd;
+	}
+	cid->id.verbs = ctx;
+	cid->id.port_num = port_num;
+	return 0;
+}
+
 int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 {
 	struct rdma_addr *addr = &cid->id.route.addr;
@@ -174,10 +197,10 @@ int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 		memcpy(&addr->dst_storage, &ss, sizeof(ss));
 	if (info->device && info->device[0]) {
 		ret = cma_device_open(info->device, &ctx);
+		if (ret == 0)
+			ret = cma_id_set_device(cid, ctx, (uint8_t)info->port_num);
 		if (ret < 0)
 			return ret;
-		cid->id.verbs = ctx;
-		cid->id.port_num = (uint8_t)info->port_num;
 	}
 	copy_gid(&addr->addr.ibaddr.sgid, &info->sgid);
 	copy_gid(&addr->addr.ibaddr.dgid, &info->dgid);

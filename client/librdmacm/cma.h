@@ -333,6 +333,9 @@ int cma_call(struct cma_id *cid, uint16_t type, const ProtobufCMessage *req,
 	     ProtobufCMessage **reply);
 /* Take the daemon's view of where an id is (addresses, device, path). */
 int cma_apply_info(struct cma_id *cid, const Ibvd__CmIdInfo *info);
+/* cid is on ctx's device: id->verbs, port_num and the device's PD. */
+int cma_id_set_device(struct cma_id *cid, struct ibv_context *ctx,
+		      uint8_t port_num);
 int cma_query(struct cma_id *cid);
 bool cma_is_ud_ps(enum rdma_port_space ps);
 int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);

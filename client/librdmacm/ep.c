@@ -36,8 +36,9 @@ static int ep_passive(struct cma_id *cid, struct rdma_addrinfo *res,
 		cid->ep_qp_attr->qp_type = cid->id.qp_type;
 	}
 	cid->ep_pd = pd;
-	/* as rdma-core's passive endpoint: the id names its PD */
-	cid->id.pd = pd;
+	/* as rdma-core's passive endpoint: the id names its PD, if given */
+	if (pd)
+		cid->id.pd = pd;
 	return 0;
 }
 

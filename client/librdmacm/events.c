@@ -127,11 +127,10 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 		goto refuse;
 	cid->handle = m->id;
 	ret = cma_apply_info(cid, m->info);
-	if (ret == 0 && !cid->id.verbs) {
-		/* The request came in on the listener's device. */
-		cid->id.verbs = listen->id.verbs;
-		cid->id.port_num = listen->id.port_num;
-	}
+	/* The request came in on the listener's device. */
+	if (ret == 0 && !cid->id.verbs && listen->id.verbs)
+		ret = cma_id_set_device(cid, listen->id.verbs,
+					listen->id.port_num);
 	if (ret == 0 && !cid->id.verbs)
 		ret = -ENODEV;
 	if (ret == 0)

@@ -1014,6 +1014,44 @@ START_TEST(connect_addresses_and_data)
 END_TEST
 
 /*
+ * As under rdma-core's librdmacm, an id names its device's PD (one per
+ * device and process) once it has the device: resolved, bound to a
+ * device's address, or made by a connection request.  A wildcard bind
+ * has neither.  UCX's rdmacm makes a UD QP on id->pd before the id has
+ * any QP of its own.
+ */
+START_TEST(id_pd)
+{
+	struct ibv_qp_init_attr qa = qp_attr(IBV_QPT_UD);
+	struct rdma_cm_id *any, *bound;
+	struct ibv_qp *qp;
+	struct pair p;
+
+	ck_ok(rdma_create_id(NULL, &any, NULL, RDMA_PS_TCP));
+	listen_on(any, "0.0.0.0", 1);
+	ck_assert_ptr_null(any->verbs);
+	ck_assert_ptr_null(any->pd);
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_assert_ptr_nonnull(p.client->pd);
+	ck_assert_ptr_eq(p.client->pd->context, p.client->verbs);
+	ck_ok(rdma_create_id(NULL, &bound, NULL, RDMA_PS_TCP));
+	listen_on(bound, "127.0.0.1", 1);
+	ck_assert_ptr_eq(bound->pd, p.client->pd);
+	qa.send_cq = qa.recv_cq = ibv_create_cq(p.client->verbs, 4, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(qa.send_cq);
+	qp = ibv_create_qp(p.client->pd, &qa);
+	ck_assert_msg(qp, "ibv_create_qp on id->pd: %s", strerror(errno));
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_cq(qa.send_cq), 0);
+	pair_connect(&p, NULL, NULL);
+	ck_assert_ptr_eq(p.server->pd, p.client->pd);
+	pair_close(&p);
+	ck_ok(rdma_destroy_id(bound));
+	ck_ok(rdma_destroy_id(any));
+}
+END_TEST
+
+/*
  * rdma_notify as the kernel's IB CM answers it: EINVAL for an id without
  * a connection and for events it does not take, 0 for a LID change,
  * EISCONN for COMM_EST on an established connection (both ends).  A
@@ -2627,7 +2665,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(bind_port0_and_conflicts), T(two_listeners),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
-		T(connect_addresses_and_data), T(notify), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(id_pd), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
