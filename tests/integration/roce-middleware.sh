@@ -11,6 +11,8 @@
 #   - ucx_perftest tag_lat, tag_bw, ucp_put_bw, ucp_get over rc_verbs
 #     (with ud_verbs for wireup) and over ud_verbs; each run ends with
 #     its "Final:" line, and A's device counts the packets it received;
+#   - UCX's client-server example (tag API), connecting through the RDMA
+#     CM;
 #   - libfabric's fi_pingpong over verbs;ofi_rxd (UD).  Not over FI_EP_MSG
 #     or ofi_rxm: fi_pingpong's server asks for no address, so the verbs
 #     provider binds "localhost" and tells the client to connect there,
@@ -108,6 +110,50 @@ done
 for test in tag_lat tag_bw ucp_put_bw ucp_get; do
 	perftest ud_v,self "$test"
 done
+
+# ---- UCX's client-server API across the two hosts -----------------------
+# ucp_client_server, the example Debian ships with libucx-dev, built here:
+# its server listens on a sockaddr, which UCX serves through the RDMA CM
+# (UCX_SOCKADDR_TLS_PRIORITY starts with rdmacm), its client connects
+# to A's address; 20 messages to the server over the tag API.  Not its
+# stream or AM modes: their server takes one message per pass (the AM
+# handler keeps one), and the client closes its endpoint (FORCE) as soon
+# as its sends complete locally, so a server that falls behind, as on
+# this host's one daemon too, never counts 20.
+UCS_SRC=/usr/share/doc/libucx-dev/examples/ucp_client_server.c
+if [ -f "$UCS_SRC" ]; then
+	gcc -O2 -I"${UCS_SRC%/*}" -o "$T/bin/ucp_client_server" "$UCS_SRC" -lucp -lucs \
+		>"$O/ucs.cc" 2>&1 || { show gcc "$O/ucs.cc"; fail "cannot build $UCS_SRC"; }
+	chmod 755 "$T/bin/ucp_client_server"
+	NRUN=$((NRUN + 1))
+	PORT=$((PORT + 1))
+	check "#$NRUN ucp_client_server -c tag, connected through the RDMA CM"
+	S=$O/$NRUN.server
+	C=$O/$NRUN.client
+	# line-buffered: it serves client after client until stopped
+	ns_debian "$NSA" "$USER1" "$SOCK_A" env UCX_TLS=rc_v,self stdbuf -oL \
+		"$T/bin/ucp_client_server" -p "$PORT" -c tag -i 20 >"$S" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	cm_listening "$SOCK_A" "$PORT" "$spid" ||
+		{ show server "$S"; fail "ucp_client_server never listened through the CM"; }
+	ns_debian "$NSB" "$USER2" "$SOCK_B" env UCX_TLS=rc_v,self \
+		"$T/bin/ucp_client_server" -a "$IPA" -p "$PORT" -c tag -i 20 \
+		>"$C" 2>&1 || { show server "$S"; show client "$C"; fail "ucp_client_server -c tag"; }
+	# it prints the first and the last of its iterations
+	expect_grep "^Client: iteration #20\$" "$C" "ucp_client_server -c tag (client)"
+	for _ in $(seq $((TMO * 10))); do
+		grep -q "^Server: iteration #20\$" "$S" && break
+		sleep 0.1
+	done
+	term_bg "$spid"
+	expect_grep "^Server: iteration #20\$" "$S" "ucp_client_server -c tag (server)"
+	expect_no_grep "unable to|failed on iteration" "$S" "ucp_client_server -c tag (server)"
+	expect_no_grep "unable to|failed on iteration|ERROR" "$C" "ucp_client_server -c tag (client)"
+	ok "ucp_client_server -c tag: 20 messages, the last one received"
+else
+	log "$UCS_SRC not installed (libucx-dev, scripts/deps): not run"
+fi
 
 # ---- libfabric across the two hosts -------------------------------------
 # fi_pingpong over verbs;ofi_rxd: FI_EP_RDM on the verbs provider's UD
