@@ -214,11 +214,17 @@ BW_ITERS=20
 WANT_BYTES=$((2 * LAT_ITERS * (8 + 4096 + 65536) + BW_ITERS * 1048576))
 MIN_PKTS=$((2 * 3 * LAT_ITERS))
 
-# rsh_agent: write $T/bin/rsh-ns, called as "rsh-ns [-x] HOST COMMAND..."
+# rsh_agent: write $T/bin/rsh-ns, called as "rsh-ns [-x] HOST COMMAND...".
+# Each host also gets a hostname (a UTS namespace) and a TMPDIR of its
+# own: Open MPI's launcher daemons, as uid $USER1 on "one" machine, would
+# otherwise meet in the same session and rendezvous files.
 rsh_agent() {
-	local env
+	local env h
 	debian_env
 	env=$(printf '%q ' "${DEBIAN_ENV[@]}" HOME="$T")
+	for h in nsa nsb; do
+		mkdir -p "$T/tmp-$h" && chown "$USER1" "$T/tmp-$h" || fail "mkdir $T/tmp-$h"
+	done
 	cat >"$T/bin/rsh-ns" <<-AGENT
 	#!/bin/bash
 	while [ "\${1#-}" != "\$1" ]; do shift; done
@@ -227,9 +233,11 @@ rsh_agent() {
 	nsb) ns=$NSB; sock=$SOCK_B ;;
 	*) echo "rsh-ns: no host \$1" >&2; exit 255 ;;
 	esac
+	host=\$1
 	shift
-	exec ip netns exec "\$ns" setpriv --reuid=$USER1 --regid=$USER1 \\
-		--clear-groups -- env $env IBVERBSD_SOCKET="\$sock" \\
+	exec ip netns exec "\$ns" unshare --uts /bin/sh -c 'hostname "\$0" && exec "\$@"' \\
+		"\$host" setpriv --reuid=$USER1 --regid=$USER1 --clear-groups -- \\
+		env $env TMPDIR="$T/tmp-\$host" IBVERBSD_SOCKET="\$sock" \\
 		$T/tools/ibverbsd-run sh -c "\$*"
 	AGENT
 	chmod 755 "$T/bin/rsh-ns"
