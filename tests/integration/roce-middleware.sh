@@ -18,13 +18,14 @@
 #     provider binds "localhost" and tells the client to connect there,
 #     which reaches no other host;
 #   - qperf's RC tests through the RDMA CM (-cm1), and by LID: EINVAL;
+#   - rsockets: Debian's rstream, riostream (verified) and udpong;
 #   - a 2-rank MPI job of tests/mpi/mpi-pingpong.c (every byte checked)
 #     with each MPI over UCX's rc_verbs, one rank on each host, started
 #     through an ssh of our own that enters the other namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
-need_cmd ucx_info ucx_perftest fi_pingpong qperf
+need_cmd ucx_info ucx_perftest fi_pingpong qperf rstream riostream udpong
 is_root || skip "network namespaces need root"
 ibvd_init
 O=$T/out
@@ -202,6 +203,55 @@ ns_debian "$NSB" "$USER2" "$SOCK_B" qperf -lp "$PORT" "$IPA" -t 1 rc_lat >"$O/qp
 expect_grep "failed to modify QP to RTR: Invalid argument" "$O/qperf.lid" "qperf by LID"
 term_bg "$QPID"
 ok "qperf: ${QPERF_OK}by LID: EINVAL"
+
+# ---- rsockets across the two hosts --------------------------------------
+# Debian's rstream and riostream (stream rsockets: RC through the RDMA CM,
+# WRITEs with immediate; riostream through riomap too), data verified
+# (-T v), and udpong (datagram rsockets: UD, addressed with GRHs), its
+# server running until stopped.  udpong's datagrams stay within the
+# path MTU (1024 here, less rsockets' header): rsend says EMSGSIZE above.
+rs_pair() {	# PROG ARGS...: server in A, client in B to $IPA
+	local prog=$1 spid
+	shift
+	NRUN=$((NRUN + 1))
+	PORT=$((PORT + 1))
+	check "#$NRUN $prog $*"
+	ns_debian "$NSA" "$USER1" "$SOCK_A" "$prog" -p "$PORT" "$@" >"$O/$NRUN.server" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	cm_listening "$SOCK_A" "$PORT" "$spid" ||
+		{ show server "$O/$NRUN.server"; fail "$prog never listened"; }
+	ns_debian "$NSB" "$USER2" "$SOCK_B" "$prog" -p "$PORT" "$@" -s "$IPA" \
+		>"$O/$NRUN.client" 2>&1 ||
+		{ show server "$O/$NRUN.server"; show client "$O/$NRUN.client"; fail "$prog $*"; }
+	server_rc "$spid"
+	[ "$SERVER_RC" -eq 0 ] || { show server "$O/$NRUN.server"; fail "$prog server exited $SERVER_RC"; }
+	expect_grep '^custom ' "$O/$NRUN.client" "$prog $*"
+	ok "$prog $*: $(grep '^custom' "$O/$NRUN.client" | tr -s ' ')"
+}
+rs_pair rstream -T v -S 1048576 -C 20
+rs_pair rstream -T n -S 65536 -C 200
+rs_pair riostream -T v -S 65536 -C 100
+
+NRUN=$((NRUN + 1))
+PORT=$((PORT + 1))
+check "#$NRUN udpong -S 64 -C 2000 -T blocking"
+ns_debian "$NSA" "$USER1" "$SOCK_A" udpong -b "$IPA" -p "$PORT" >"$O/udpong.server" 2>&1 &
+UPID=$!
+BG_PIDS+=("$UPID")
+for _ in $(seq $((TMO * 10))); do
+	[ -n "$(ip netns exec "$NSA" ss -Hlun "sport = :$PORT" 2>/dev/null)" ] && break
+	sleep 0.1
+done
+before=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
+ns_debian "$NSB" "$USER2" "$SOCK_B" udpong -s "$IPA" -p "$PORT" -S 64 -C 2000 -T blocking \
+	>"$O/udpong.client" 2>&1 || { show udpong "$O/udpong.client"; fail "udpong"; }
+term_bg "$UPID"
+# it sends 2000, then asks how many arrived: some must have
+expect_grep '^custom +[0-9.]+[kmg]? +[0-9.]*[1-9][0-9.]*[kmg]? ' "$O/udpong.client" "udpong: datagrams arrived"
+after=$(rcvd_pkts "$SOCK_A" "$WIRE_DEV_A")
+[ $((after - before)) -ge 1000 ] || fail "udpong: $((after - before)) packets into A"
+ok "udpong: $(grep '^custom' "$O/udpong.client" | tr -s ' '); $((after - before)) packets into A"
 
 # ---- MPI across the two hosts -------------------------------------------
 # mpirun, as root in A, starts each host's launcher daemon (Open MPI's
