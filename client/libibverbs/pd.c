@@ -75,8 +75,10 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 	ipd = to_ibvc_pd(pd);
 	if (ipd->parent)
 		return ibvc_errno_ret(ibvc_dealloc_parent_domain(ipd));
-	/* the daemon knows the objects on it, not our parent domains */
-	/* what the daemon would refuse too, errno set as by a refusal */
+	/*
+	 * The daemon knows the objects on it, not our parent domains; a PD
+	 * still in use is refused here as the daemon would, errno included.
+	 */
 	if (atomic_load(&ipd->users))
 		return ibvc_errno_ret(-EBUSY);
 	ret = ibvc_destroy_handle(pd->context, IBVD_MSG_DEALLOC_PD, pd->handle);
