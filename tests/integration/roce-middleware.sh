@@ -58,9 +58,12 @@ import json, sys
 print(json.load(sys.stdin)[0]["rcvd_pkts"])'
 }
 
-# pair WHAT: the server (uid $USER1) in A, SARGS, once it listens on TCP
-# $PORT; then the client (uid $USER2) in B, CARGS.  Both must exit 0;
-# their outputs in $S and $C.
+# pair WHAT: the server (uid $USER1) in A, SARGS, once it listens on
+# $PORT (PAIR_WAIT: listening_tcp, the default, or listening_cm, a CM
+# listener); then the client (uid $USER2) in B, CARGS.  Both must exit
+# 0; their outputs in $S and $C.
+listening_tcp() { wait_listen_ns "$NSA" "$PORT" "$1"; }
+listening_cm() { cm_listening "$SOCK_A" "$PORT" "$1"; }
 pair() {
 	local what=$1 spid rc_c
 
@@ -69,7 +72,7 @@ pair() {
 	ns_debian "$NSA" "$USER1" "$SOCK_A" "${SARGS[@]}" >"$S" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
-	wait_listen_ns "$NSA" "$PORT" "$spid" ||
+	"${PAIR_WAIT:-listening_tcp}" "$spid" ||
 		{ show server "$S"; fail "$what: the server never listened"; }
 	ns_debian "$NSB" "$USER2" "$SOCK_B" "${CARGS[@]}" >"$C" 2>&1
 	rc_c=$?
@@ -211,23 +214,16 @@ ok "qperf: ${QPERF_OK}by LID: EINVAL"
 # server running until stopped.  udpong's datagrams stay within the
 # path MTU (1024 here, less rsockets' header): rsend says EMSGSIZE above.
 rs_pair() {	# PROG ARGS...: server in A, client in B to $IPA
-	local prog=$1 spid
+	local prog=$1
 	shift
 	NRUN=$((NRUN + 1))
 	PORT=$((PORT + 1))
 	check "#$NRUN $prog $*"
-	ns_debian "$NSA" "$USER1" "$SOCK_A" "$prog" -p "$PORT" "$@" >"$O/$NRUN.server" 2>&1 &
-	spid=$!
-	BG_PIDS+=("$spid")
-	cm_listening "$SOCK_A" "$PORT" "$spid" ||
-		{ show server "$O/$NRUN.server"; fail "$prog never listened"; }
-	ns_debian "$NSB" "$USER2" "$SOCK_B" "$prog" -p "$PORT" "$@" -s "$IPA" \
-		>"$O/$NRUN.client" 2>&1 ||
-		{ show server "$O/$NRUN.server"; show client "$O/$NRUN.client"; fail "$prog $*"; }
-	server_rc "$spid"
-	[ "$SERVER_RC" -eq 0 ] || { show server "$O/$NRUN.server"; fail "$prog server exited $SERVER_RC"; }
-	expect_grep '^custom ' "$O/$NRUN.client" "$prog $*"
-	ok "$prog $*: $(grep '^custom' "$O/$NRUN.client" | tr -s ' ')"
+	SARGS=("$prog" -p "$PORT" "$@")
+	CARGS=("$prog" -p "$PORT" "$@" -s "$IPA")
+	PAIR_WAIT=listening_cm pair "$prog $*"
+	expect_grep '^custom ' "$C" "$prog $*"
+	ok "$prog $*: $(grep '^custom' "$C" | tr -s ' ')"
 }
 rs_pair rstream -T v -S 1048576 -C 20
 rs_pair rstream -T n -S 65536 -C 200
