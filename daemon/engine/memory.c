@@ -445,6 +445,20 @@ int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
 	return scatter(&out, buf, (size_t)len);
 }
 
+bool ibvd_eng_sgl_client_piece(const struct eng_sgl *sgl, uint64_t off,
+			       uint64_t len, int *fd, uint64_t *addr)
+{
+	struct cursor c;
+	struct piece p;
+
+	cursor_init(&c, sgl, off);
+	if (!len || !cursor_peek(&c, len, &p) || p.len != len || p.ptr)
+		return false;
+	*fd = p.fd;
+	*addr = p.addr;
+	return true;
+}
+
 int ibvd_eng_word_rmw(const struct eng_seg *seg,
 		      uint64_t (*apply)(const void *arg, uint64_t old),
 		      const void *arg, uint64_t *old)

@@ -453,6 +453,14 @@ int ibvd_eng_copy_out(const struct eng_sgl *src, uint64_t off, void *buf,
 		      uint64_t len);
 int ibvd_eng_copy_in(const struct eng_sgl *dst, uint64_t off, const void *buf,
 		     uint64_t len);
+/*
+ * memory.c: do the bytes [off, off + len) of sgl lie in one piece of a
+ * client's memory that only a system call reaches (not mapped into the
+ * daemon)?  Then *fd and *addr say where, for ibvd_eng_mem_writev, which
+ * lands many such pieces in one call.
+ */
+bool ibvd_eng_sgl_client_piece(const struct eng_sgl *sgl, uint64_t off,
+			       uint64_t len, int *fd, uint64_t *addr);
 
 /*
  * wqe.c: are the local segments of a WQE (req->local) still in MRs of pd,

@@ -62,7 +62,8 @@ struct sent {
 static struct sent sent[48];
 static unsigned int nsent;
 static unsigned int answered;
-static unsigned int writevs;		/* WRITE runs landed */
+static unsigned int writevs;		/* runs landed (WRITEs, READ responses) */
+static bool writev_fails;		/* a run's memory gone */
 static uint64_t counters[64];
 
 /* The requester's send queue, as ibvd_eng_send_ahead sees it. */
@@ -453,6 +454,27 @@ bool ibvd_eng_sgl_current(const struct eng_sgl *sgl, const struct ibvd_pd *pd,
 	return !local_gone;
 }
 
+/* As memory.c's: one segment reached through CLIENT_FD holds the bytes. */
+bool ibvd_eng_sgl_client_piece(const struct eng_sgl *sgl, uint64_t off,
+			       uint64_t len, int *fd, uint64_t *addr)
+{
+	unsigned int i;
+
+	for (i = 0; i < sgl->n && off >= sgl->seg[i].len; i++)
+		off -= sgl->seg[i].len;
+	if (!len || i == sgl->n || sgl->seg[i].fd < 0 || sgl->seg[i].map ||
+	    sgl->seg[i].len - off < len)
+		return false;
+	*fd = sgl->seg[i].fd;
+	*addr = sgl->seg[i].addr + off;
+	return true;
+}
+
+bool ibvd_eng_can_receive(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS;
+}
+
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
 {
 	ck_assert_int_eq(fd, CLIENT_FD);
@@ -473,6 +495,8 @@ int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
 	unsigned int i;
 
 	ck_assert_int_eq(fd, CLIENT_FD);
+	if (writev_fails)
+		return -EFAULT;
 	for (i = 0; i < n; i++) {
 		memcpy((void *)(uintptr_t)addr, iov[i].iov_base, iov[i].iov_len);
 		addr += iov[i].iov_len;
@@ -493,6 +517,7 @@ static void setup(void)
 	nsent = 0;
 	answered = 0;
 	writevs = 0;
+	writev_fails = false;
 	sq_posted = 0;
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
@@ -708,6 +733,72 @@ START_TEST(read_hole_retried_at_once_from_it)
 	/* a late copy of the old last response starts nothing */
 	deliver(4);
 	ck_assert_uint_eq(answered, 2);
+}
+END_TEST
+
+/* A READ's responses in one batch land in one call, before its answer. */
+START_TEST(read_responses_land_in_one_run)
+{
+	unsigned int resp[] = { 1, 2, 3, 4 };
+	struct eng_req er;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+	deliver_batch(resp, 4);
+	ck_assert_uint_eq(writevs, 1);
+	ck_assert_uint_eq(answered, 1);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+	ck_assert_uint_eq(local_mem[READ_LEN], 0);
+}
+END_TEST
+
+/* A run that cannot land completes its READ with a local fault, not OK. */
+START_TEST(read_run_that_cannot_land)
+{
+	unsigned int resp[] = { 1, 2, 3, 4 };
+	struct eng_req er;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	writev_fails = true;
+	deliver_batch(resp, 4);
+	ck_assert_uint_eq(answered, 1);
+	ck_assert_int_eq(call(&er), RESP_LOCAL_FAULT);
+	ck_assert_uint_eq(local_mem[0], 0);
+}
+END_TEST
+
+/*
+ * The QP goes to error between the responses and the run's landing: the
+ * READ is flushed, its buffer the application's again, and nothing lands.
+ */
+START_TEST(read_run_after_the_qp_failed)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+	unsigned int i;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	roce_rx_self = &rd;
+	rd.read_budget = ROCE_READ_DRAIN_BYTES;
+	for (i = 1; i <= 3; i++) {
+		decode(i, &ip, &p);
+		roce_rc_rx(&rd, &req_qp, &ip, &p);
+	}
+	ck_assert_uint_eq(writevs, 0);		/* taken, not landed yet */
+	req_qp.state = IBV_QPS_ERR;
+	roce_wrun_flush(&rd);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_uint_eq(answered, 0);
+	ck_assert_uint_eq(local_mem[0], 0);
 }
 END_TEST
 
@@ -1719,6 +1810,9 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, read_hole_retried_at_once_from_it);
+	tcase_add_test(tc, read_responses_land_in_one_run);
+	tcase_add_test(tc, read_run_that_cannot_land);
+	tcase_add_test(tc, read_run_after_the_qp_failed);
 	tcase_add_test(tc, read_timeout_asks_for_the_rest_only);
 	tcase_add_test(tc, read_whole_again_when_nothing_came);
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);

@@ -68,18 +68,19 @@ struct roce_path {
 };
 
 /*
- * WRITE payloads the draining thread has taken but not yet written
- * (rc_resp.c): packets of one QP that land one after the other go to its
- * memory in one system call, before anything else is done for that QP
- * (an ACK, a NAK, a completion, another request) and before the batch
- * they arrived in ends.
+ * Payloads the draining thread has taken but not yet written (rc_resp.c):
+ * a responder's WRITE packets, or a requester's READ responses, of one QP
+ * that land one after the other go to its memory in one system call,
+ * before anything else is done for that QP (an ACK, a NAK, a completion,
+ * another request) and before the batch they arrived in ends.
  */
 #define ROCE_WRUN_MAX		64u
 
 struct roce_wrun {
 	struct ibvd_qp *qp;		/* NULL: empty */
-	struct roce_path reply;		/* a NAK's way back, should it fail */
-	uint32_t psn;			/* its first packet's */
+	bool read;			/* READ responses, else WRITE data */
+	struct roce_path reply;		/* WRITE: a NAK's way back, should it fail */
+	uint32_t psn;			/* WRITE: its first packet's; READ: the READ's */
 	int fd;
 	uint64_t addr;			/* where it lands */
 	uint64_t len;

@@ -76,7 +76,9 @@ static void send_aeth(struct roce_dev *rd, struct ibvd_qp *qp,
 	send_aeth_on(rd, qp, w, &path, psn, syndrome);
 }
 
-/* ---- responder: WRITE payloads in one piece ------------------------------- */
+/* ---- payloads that land in one piece ------------------------------------ */
+
+static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r);
 
 /* Under the lock of the run's QP (the only one it may be for). */
 static void wrun_flush_locked(struct roce_dev *rd)
@@ -88,6 +90,10 @@ static void wrun_flush_locked(struct roce_dev *rd)
 	if (!qp)
 		return;
 	r->qp = NULL;
+	if (r->read) {
+		read_run_flush(qp, r);
+		return;
+	}
 	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
 	/* landed; or its process is gone, and a dead host answers nothing */
 	if (ret == 0 || ret == -ESRCH)
@@ -114,27 +120,30 @@ void roce_wrun_flush(struct roce_dev *rd)
 }
 
 /*
- * Take a WRITE packet's payload, bound for dst, into the run instead of
- * writing it now: true if it is there (only on the draining thread, whose
- * buffers last until the run is written, and for client memory).
+ * Take p's payload, bound for fd at addr, into the run instead of writing
+ * it now (the draining thread's buffers last until the run is written): a
+ * run of its own unless it follows on the run there.  True if it started
+ * a new run.
  */
-static bool wrun_take(struct roce_dev *rd, struct ibvd_qp *qp,
-		      struct roce_qp *w, const struct roce_ip *ip,
-		      const struct roce_pkt *p, const struct eng_sgl *dst)
+static bool wrun_add(struct roce_dev *rd, struct ibvd_qp *qp, bool read,
+		     uint32_t psn, int fd, uint64_t addr,
+		     const struct roce_pkt *p)
 {
 	struct roce_wrun *r = &rd->wrun;
+	bool fresh = !r->qp;
 
-	if (roce_rx_self != rd || dst->n != 1 || dst->seg[0].fd < 0)
-		return false;
-	if (r->qp && (r->fd != dst->seg[0].fd || r->n == ROCE_WRUN_MAX ||
-		      r->addr + r->len != dst->seg[0].addr))
+	if (r->qp && (r->read != read || (read && r->psn != psn) ||
+		      r->fd != fd || r->n == ROCE_WRUN_MAX ||
+		      r->addr + r->len != addr)) {
 		wrun_flush_locked(rd);
-	if (!r->qp) {
+		fresh = true;
+	}
+	if (fresh) {
 		r->qp = qp;
-		reply_path(w, ip, &r->reply);
-		r->psn = p->psn;
-		r->fd = dst->seg[0].fd;
-		r->addr = dst->seg[0].addr;
+		r->read = read;
+		r->psn = psn;
+		r->fd = fd;
+		r->addr = addr;
 		r->len = 0;
 		r->n = 0;
 	}
@@ -142,6 +151,34 @@ static bool wrun_take(struct roce_dev *rd, struct ibvd_qp *qp,
 	r->iov[r->n].iov_len = p->payload_len;
 	r->n++;
 	r->len += p->payload_len;
+	return fresh;
+}
+
+/* Does a packet with this opcode go on with the run there? */
+static bool wrun_goes_on(const struct roce_wrun *r, uint8_t opcode)
+{
+	uint8_t op = ROCE_OP_OPERATION(opcode);
+
+	if (r->read)
+		return op == ROCE_RC_READ_RESPONSE_MIDDLE ||
+		       op == ROCE_RC_READ_RESPONSE_LAST;
+	return op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY &&
+	       op != ROCE_RC_RDMA_WRITE_LAST_IMM;
+}
+
+/* A WRITE packet's payload for dst into the run: true if it is there. */
+static bool wrun_take(struct roce_dev *rd, struct ibvd_qp *qp,
+		      struct roce_qp *w, const struct roce_ip *ip,
+		      const struct roce_pkt *p, const struct eng_sgl *dst)
+{
+	uint64_t addr;
+	int fd;
+
+	if (roce_rx_self != rd ||
+	    !ibvd_eng_sgl_client_piece(dst, 0, p->payload_len, &fd, &addr))
+		return false;
+	if (wrun_add(rd, qp, false, p->psn, fd, addr, p))
+		reply_path(w, ip, &rd->wrun.reply);
 	return true;
 }
 
@@ -1189,8 +1226,49 @@ static bool read_response_fits(const struct roce_txm *m, uint32_t k,
 		    : p->payload_len == mtu;
 }
 
-static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
-			     const struct roce_pkt *p)
+/*
+ * A READ run's data lands, if its READ is still waiting for it: a QP
+ * gone to error since the packets came flushes the READ (or has), and
+ * its buffer is the application's again.
+ */
+static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r)
+{
+	struct roce_qp *w = qp->wire;
+	struct roce_txm *m;
+	uint32_t at;
+	int ret;
+
+	m = txm_of(w, r->psn, &at);
+	if (!m || m->first_psn != r->psn || m->answer >= 0 ||
+	    m->req.w.opcode != IBV_WR_RDMA_READ ||
+	    !ibvd_eng_can_receive(eng_qp_state(qp)))
+		return;
+	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
+	if (ret < 0)
+		answer(qp, w, m, RESP_LOCAL_FAULT);
+}
+
+/* Response p of READ m lands (or is taken into the run): 0 or < 0. */
+static int read_data(struct roce_dev *rd, struct ibvd_qp *qp,
+		     struct roce_txm *m, const struct roce_pkt *p)
+{
+	uint64_t off = m->req.off + m->got, addr;
+	int fd;
+
+	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, true))
+		return -EFAULT;
+	if (roce_rx_self == rd &&
+	    ibvd_eng_sgl_client_piece(&m->req.local, off, p->payload_len,
+				      &fd, &addr)) {
+		wrun_add(rd, qp, true, m->first_psn, fd, addr, p);
+		return 0;
+	}
+	return ibvd_eng_copy_in(&m->req.local, off, p->payload,
+				p->payload_len);
+}
+
+static void rx_read_response(struct roce_dev *rd, struct ibvd_qp *qp,
+			     struct roce_qp *w, const struct roce_pkt *p)
 {
 	uint32_t mtu = roce_path_mtu(qp);
 	struct roce_txm *m;
@@ -1214,15 +1292,18 @@ static void rx_read_response(struct ibvd_qp *qp, struct roce_qp *w,
 	if (m->got > m->read_from)
 		m->read_gap = false;
 	w->tx.heard_ns = roce_now_ns();
-	if (p->payload_len &&
-	    (!ibvd_eng_sgl_current(&m->req.local, qp->pd, true) ||
-	     ibvd_eng_copy_in(&m->req.local, m->req.off + m->got, p->payload,
-			      p->payload_len) < 0)) {
+	if (p->payload_len && read_data(rd, qp, m, p) < 0) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
 	m->got += p->payload_len;
 	if (m->got != m->req.step || (uint32_t)k + 1 != m->npsn)
+		return;
+	/* the data lands before the completion says so; if it cannot, the
+	 * completion says that instead */
+	if (roce_rx_self == rd)
+		wrun_flush_locked(rd);
+	if (m->answer >= 0)
 		return;
 	answer(qp, w, m, RESP_OK);
 	if (w->tx.acked_past) {
@@ -1250,8 +1331,8 @@ static void rx_atomic_ack(struct ibvd_qp *qp, struct roce_qp *w,
 	answer(qp, w, m, RESP_OK);
 }
 
-static void rx_answer(struct ibvd_qp *qp, struct roce_qp *w,
-		      const struct roce_pkt *p)
+static void rx_answer(struct roce_dev *rd, struct ibvd_qp *qp,
+		      struct roce_qp *w, const struct roce_pkt *p)
 {
 	uint8_t op = ROCE_OP_OPERATION(p->opcode);
 
@@ -1262,17 +1343,10 @@ static void rx_answer(struct ibvd_qp *qp, struct roce_qp *w,
 	else if (op == ROCE_RC_ATOMIC_ACKNOWLEDGE)
 		rx_atomic_ack(qp, w, p);
 	else
-		rx_read_response(qp, w, p);
+		rx_read_response(rd, qp, w, p);
 }
 
 /* ---- entry ----------------------------------------------------------------- */
-
-static bool is_write_data(uint8_t op)
-{
-	op &= 0x1F;
-	return op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY &&
-	       op != ROCE_RC_RDMA_WRITE_LAST_IMM;
-}
 
 bool roce_is_answer(uint8_t opcode)
 {
@@ -1292,14 +1366,14 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 	    memcmp(w->path.dst, ip->src, 16) != 0 ||
 	    memcmp(w->path.src, ip->dst, 16) != 0)
 		return;
-	/* a run of another QP's WRITE, or before anything but a WRITE packet */
+	/* a run of another QP's, or before anything that does not go on with it */
 	if (roce_rx_self == rd && rd->wrun.qp &&
-	    (rd->wrun.qp != qp || !is_write_data(p->opcode)))
+	    (rd->wrun.qp != qp || !wrun_goes_on(&rd->wrun, p->opcode)))
 		roce_wrun_flush(rd);
 	ibvd_eng_port_count(qp, IBVD_PC_RCVD_PKTS, 1);
 	pthread_mutex_lock(&w->lock);
 	if (roce_is_answer(p->opcode))
-		rx_answer(qp, w, p);
+		rx_answer(rd, qp, w, p);
 	else
 		rx_request(rd, qp, w, ip, p);
 	pthread_mutex_unlock(&w->lock);
