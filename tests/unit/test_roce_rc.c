@@ -64,6 +64,7 @@ static unsigned int nsent;
 static unsigned int answered;
 static unsigned int writevs;		/* runs landed (WRITEs, READ responses) */
 static bool writev_fails;		/* a run's memory gone */
+static bool recv_via_fd;		/* receive WQEs in client memory */
 static uint64_t counters[64];
 
 /* The requester's send queue, as ibvd_eng_send_ahead sees it. */
@@ -335,6 +336,8 @@ int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 	out->sge[0].length = 2048;
 	out->sge[0].lkey = RECV_LKEY;
 	sgl_over(&out->sgl, local_mem + 4096, 2048);
+	if (recv_via_fd)
+		out->sgl.seg[0].fd = CLIENT_FD;
 	return 1;
 }
 
@@ -517,7 +520,7 @@ static void setup(void)
 	nsent = 0;
 	answered = 0;
 	writevs = 0;
-	writev_fails = false;
+	writev_fails = recv_via_fd = false;
 	sq_posted = 0;
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
@@ -1640,6 +1643,114 @@ static void expect_recv_failed(enum ibv_wc_status status, uint8_t syndrome)
 	ck_assert_uint_eq(last_syndrome(), syndrome);
 }
 
+/* A SEND's packets in one batch land in one call, before its completion. */
+START_TEST(send_lands_in_one_run)
+{
+	unsigned int pkts[] = { 0, 1 };
+	struct eng_req er;
+
+	rq_posted[1] = 1;
+	recv_via_fd = true;
+	fill_local();
+	send_req(&er, 0, 2000);			/* FIRST and LAST */
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver_batch(pkts, 2);
+	ck_assert_uint_eq(writevs, 1);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_mem_eq(local_mem + 4096, local_mem, 2000);
+}
+END_TEST
+
+/* A run that cannot land at the message's end fails the receive. */
+START_TEST(send_run_that_cannot_land)
+{
+	unsigned int pkts[] = { 0, 1 };
+	struct eng_req er;
+
+	rq_posted[1] = 1;
+	recv_via_fd = writev_fails = true;
+	recv_errs_expected = true;
+	responder_error_expected = 0;
+	fill_local();
+	send_req(&er, 0, 2000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver_batch(pkts, 2);
+	expect_recv_failed(IBV_WC_LOC_PROT_ERR, ROCE_AETH_NAK_OP);
+}
+END_TEST
+
+/*
+ * A run of the message's first packet fails at the batch's end: the next
+ * packet fails the receive, and lands nothing itself.
+ */
+START_TEST(send_run_failed_before_the_next_packet)
+{
+	static const uint8_t zero[1024];
+	struct eng_req er;
+
+	rq_posted[1] = 1;
+	recv_via_fd = writev_fails = true;
+	recv_errs_expected = true;
+	responder_error_expected = 0;
+	fill_local();
+	send_req(&er, 0, 2000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nrecv_errs, 0);
+	writev_fails = false;
+	deliver(1);
+	expect_recv_failed(IBV_WC_LOC_PROT_ERR, ROCE_AETH_NAK_OP);
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_mem_eq(local_mem + 4096 + 1024, zero, sizeof(zero));
+}
+END_TEST
+
+/* The QP fails between a SEND packet and its run's landing: nothing lands. */
+START_TEST(send_run_after_the_qp_failed)
+{
+	static const uint8_t zero[1024];
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+
+	rq_posted[1] = 1;
+	recv_via_fd = true;
+	fill_local();
+	send_req(&er, 0, 2000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	roce_rx_self = &rd;
+	decode(0, &ip, &p);
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	resp_qp.state = IBV_QPS_ERR;
+	roce_wrun_flush(&rd);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_mem_eq(local_mem + 4096, zero, sizeof(zero));
+}
+END_TEST
+
+/*
+ * A SEND that fails (longer than its WQE) after packets in the run: the
+ * receive completes in error and the run lands nothing after it.
+ */
+START_TEST(send_failed_drops_its_run)
+{
+	unsigned int pkts[] = { 0, 1, 2 };
+	struct eng_req er;
+
+	rq_posted[1] = 1;
+	recv_via_fd = true;
+	recv_errs_expected = true;
+	responder_error_expected = IBV_EVENT_QP_REQ_ERR;
+	fill_local();
+	send_req(&er, 0, 3000);			/* 3 packets, 2048-byte WQE */
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver_batch(pkts, 3);
+	expect_recv_failed(IBV_WC_LOC_LEN_ERR, ROCE_AETH_NAK_INV);
+	ck_assert_uint_eq(writevs, 0);
+}
+END_TEST
+
 /*
  * Each packet of a SEND into an SRQ WQE resolves its SGE again: once the
  * MR under it is deregistered after the first packet, the last writes
@@ -1834,6 +1945,11 @@ int main(void)
 	tcase_add_test(tc, duplicate_send_acked_again);
 	tcase_add_test(tc, packet_longer_or_shorter_than_the_mtu);
 	tcase_add_test(tc, old_read_resources_retire);
+	tcase_add_test(tc, send_lands_in_one_run);
+	tcase_add_test(tc, send_run_that_cannot_land);
+	tcase_add_test(tc, send_run_failed_before_the_next_packet);
+	tcase_add_test(tc, send_run_after_the_qp_failed);
+	tcase_add_test(tc, send_failed_drops_its_run);
 	tcase_add_test(tc, srq_send_resolves_each_packet);
 	tcase_add_test(tc, srq_send_too_long);
 	tcase_add_test(tc, srq_wqe_flushed_at_reset);

@@ -69,16 +69,22 @@ struct roce_path {
 
 /*
  * Payloads the draining thread has taken but not yet written (rc_resp.c):
- * a responder's WRITE packets, or a requester's READ responses, of one QP
- * that land one after the other go to its memory in one system call,
- * before anything else is done for that QP (an ACK, a NAK, a completion,
- * another request) and before the batch they arrived in ends.
+ * a responder's WRITE or SEND packets, or a requester's READ responses,
+ * of one QP that land one after the other go to its memory in one system
+ * call, before anything else is done for that QP (an ACK, a NAK, a
+ * completion, another request) and before the batch they arrived in ends.
  */
 #define ROCE_WRUN_MAX		64u
 
+enum roce_wrun_kind {
+	ROCE_WRUN_WRITE,
+	ROCE_WRUN_SEND,
+	ROCE_WRUN_READ,			/* responses, at the requester */
+};
+
 struct roce_wrun {
 	struct ibvd_qp *qp;		/* NULL: empty */
-	bool read;			/* READ responses, else WRITE data */
+	enum roce_wrun_kind kind;
 	struct roce_path reply;		/* WRITE: a NAK's way back, should it fail */
 	uint32_t psn;			/* WRITE: its first packet's; READ: the READ's */
 	int fd;
@@ -240,6 +246,7 @@ struct roce_qp {
 		bool in_msg;		/* inside a SEND or WRITE */
 		bool msg_write;		/* that message is a WRITE */
 		uint64_t done;		/* bytes of it so far */
+		bool land_failed;	/* SEND: a run of it could not land */
 		uint32_t xrc_srqn;	/* XRC: the SRQ the message is for */
 		uint64_t w_va;		/* WRITE: where it goes next */
 		uint32_t w_rkey;

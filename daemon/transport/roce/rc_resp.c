@@ -80,6 +80,22 @@ static void send_aeth(struct roce_dev *rd, struct ibvd_qp *qp,
 
 static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r);
 
+/*
+ * A SEND run lands while its QP may still receive (one gone to error
+ * flushed the receive WQE, whose buffer is the application's again).  If
+ * it cannot, the message fails at its next packet or its end (rx_send):
+ * the receive WQE's lock, which that needs, may be held here.
+ */
+static void send_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r)
+{
+	struct roce_qp *w = qp->wire;
+
+	if (!ibvd_eng_can_receive(eng_qp_state(qp)))
+		return;
+	if (ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n) < 0)
+		w->rx.land_failed = true;
+}
+
 /* Under the lock of the run's QP (the only one it may be for). */
 static void wrun_flush_locked(struct roce_dev *rd)
 {
@@ -90,8 +106,12 @@ static void wrun_flush_locked(struct roce_dev *rd)
 	if (!qp)
 		return;
 	r->qp = NULL;
-	if (r->read) {
+	if (r->kind == ROCE_WRUN_READ) {
 		read_run_flush(qp, r);
+		return;
+	}
+	if (r->kind == ROCE_WRUN_SEND) {
+		send_run_flush(qp, r);
 		return;
 	}
 	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
@@ -125,14 +145,15 @@ void roce_wrun_flush(struct roce_dev *rd)
  * run of its own unless it follows on the run there.  True if it started
  * a new run.
  */
-static bool wrun_add(struct roce_dev *rd, struct ibvd_qp *qp, bool read,
-		     uint32_t psn, int fd, uint64_t addr,
-		     const struct roce_pkt *p)
+static bool wrun_add(struct roce_dev *rd, struct ibvd_qp *qp,
+		     enum roce_wrun_kind kind, uint32_t psn, int fd,
+		     uint64_t addr, const struct roce_pkt *p)
 {
 	struct roce_wrun *r = &rd->wrun;
 	bool fresh = !r->qp;
 
-	if (r->qp && (r->read != read || (read && r->psn != psn) ||
+	if (r->qp && (r->kind != kind ||
+		      (kind == ROCE_WRUN_READ && r->psn != psn) ||
 		      r->fd != fd || r->n == ROCE_WRUN_MAX ||
 		      r->addr + r->len != addr)) {
 		wrun_flush_locked(rd);
@@ -140,7 +161,7 @@ static bool wrun_add(struct roce_dev *rd, struct ibvd_qp *qp, bool read,
 	}
 	if (fresh) {
 		r->qp = qp;
-		r->read = read;
+		r->kind = kind;
 		r->psn = psn;
 		r->fd = fd;
 		r->addr = addr;
@@ -159,9 +180,16 @@ static bool wrun_goes_on(const struct roce_wrun *r, uint8_t opcode)
 {
 	uint8_t op = ROCE_OP_OPERATION(opcode);
 
-	if (r->read)
+	switch (r->kind) {
+	case ROCE_WRUN_READ:
 		return op == ROCE_RC_READ_RESPONSE_MIDDLE ||
 		       op == ROCE_RC_READ_RESPONSE_LAST;
+	case ROCE_WRUN_SEND:
+		return op == ROCE_RC_SEND_MIDDLE || op == ROCE_RC_SEND_LAST ||
+		       op == ROCE_RC_SEND_LAST_IMM || op == ROCE_RC_SEND_LAST_INV;
+	case ROCE_WRUN_WRITE:
+		break;
+	}
 	return op >= ROCE_RC_RDMA_WRITE_FIRST && op <= ROCE_RC_RDMA_WRITE_ONLY &&
 	       op != ROCE_RC_RDMA_WRITE_LAST_IMM;
 }
@@ -177,7 +205,7 @@ static bool wrun_take(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (roce_rx_self != rd ||
 	    !ibvd_eng_sgl_client_piece(dst, 0, p->payload_len, &fd, &addr))
 		return false;
-	if (wrun_add(rd, qp, false, p->psn, fd, addr, p))
+	if (wrun_add(rd, qp, ROCE_WRUN_WRITE, p->psn, fd, addr, p))
 		reply_path(w, ip, &rd->wrun.reply);
 	return true;
 }
@@ -374,8 +402,41 @@ static void uc_too_long(struct ibvd_qp *qp, struct roce_qp *w,
 	w->rx.in_msg = false;
 }
 
-static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
-			    const struct roce_pkt *p)
+/*
+ * A SEND packet's payload into the receive WQE at the message's offset:
+ * into the run or written now; at the message's last packet, all of it
+ * landed.  0 or < 0.
+ */
+static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
+		     struct roce_qp *w, const struct eng_recv *rwqe,
+		     const struct roce_pkt *p, bool last)
+{
+	bool mine = roce_rx_self == rd;
+	uint64_t addr;
+	int fd, ret = 0;
+
+	if (w->rx.land_failed)
+		return -EFAULT;
+	if (mine && ibvd_eng_sgl_client_piece(&rwqe->sgl, w->rx.done,
+					      p->payload_len, &fd, &addr))
+		wrun_add(rd, qp, ROCE_WRUN_SEND, p->psn, fd, addr, p);
+	else if (p->payload_len)
+		ret = ibvd_eng_copy_in(&rwqe->sgl, w->rx.done, p->payload,
+				       p->payload_len);
+	if (last && mine)
+		wrun_flush_locked(rd);
+	return ret < 0 ? ret : w->rx.land_failed ? -EFAULT : 0;
+}
+
+/* A message that fails lands nothing more: its buffer is the application's. */
+static void send_run_drop(struct roce_dev *rd, const struct ibvd_qp *qp)
+{
+	if (roce_rx_self == rd && rd->wrun.qp == qp)
+		rd->wrun.qp = NULL;
+}
+
+static enum outcome rx_send(struct roce_dev *rd, struct ibvd_qp *qp,
+			    struct roce_qp *w, const struct roce_pkt *p)
 {
 	bool first = op_first(p->opcode), last = op_last(p->opcode);
 	enum outcome out = OUT_OK;
@@ -395,11 +456,11 @@ static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 	if (first) {
 		w->rx.msg_write = false;
 		w->rx.done = 0;
+		w->rx.land_failed = false;
 	}
 	if (rwqe.status == IBV_WC_SUCCESS &&
 	    w->rx.done + p->payload_len <= rwqe.sgl.total)
-		ret = ibvd_eng_copy_in(&rwqe.sgl, w->rx.done, p->payload,
-				       p->payload_len);
+		ret = send_data(rd, qp, w, &rwqe, p, last);
 	/* the receiver's process is gone: nobody answers (rx_request) */
 	if (ret == -ESRCH) {
 		out = OUT_DROP;
@@ -442,6 +503,8 @@ static enum outcome rx_send(struct ibvd_qp *qp, struct roce_qp *w,
 		send_complete(qp, w, p, rwqe.wr_id);
 	}
 out:
+	if (out != OUT_OK)
+		send_run_drop(rd, qp);
 	pthread_mutex_unlock(rq.lock);
 	return out;
 }
@@ -905,7 +968,7 @@ static enum outcome execute(struct roce_dev *rd, struct ibvd_qp *qp,
 	if ((op_send(op) || op_write(op)) && !fills_mtu(qp, p))
 		return OUT_INV;
 	if (op_send(op))
-		return rx_send(qp, w, p);
+		return rx_send(rd, qp, w, p);
 	if (op_write(op))
 		return rx_write(rd, qp, w, ip, p);
 	/* a READ or atomic inside a SEND or WRITE: out of order */
@@ -1260,7 +1323,7 @@ static int read_data(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (roce_rx_self == rd &&
 	    ibvd_eng_sgl_client_piece(&m->req.local, off, p->payload_len,
 				      &fd, &addr)) {
-		wrun_add(rd, qp, true, m->first_psn, fd, addr, p);
+		wrun_add(rd, qp, ROCE_WRUN_READ, m->first_psn, fd, addr, p);
 		return 0;
 	}
 	return ibvd_eng_copy_in(&m->req.local, off, p->payload,
