@@ -246,7 +246,7 @@ struct roce_qp {
 		bool in_msg;		/* inside a SEND or WRITE */
 		bool msg_write;		/* that message is a WRITE */
 		uint64_t done;		/* bytes of it so far */
-		bool land_failed;	/* SEND: a run of it could not land */
+		int land_err;		/* SEND: why a run of it could not land */
 		uint32_t xrc_srqn;	/* XRC: the SRQ the message is for */
 		uint64_t w_va;		/* WRITE: where it goes next */
 		uint32_t w_rkey;

@@ -89,11 +89,13 @@ static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r);
 static void send_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r)
 {
 	struct roce_qp *w = qp->wire;
+	int ret;
 
 	if (!ibvd_eng_can_receive(eng_qp_state(qp)))
 		return;
-	if (ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n) < 0)
-		w->rx.land_failed = true;
+	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
+	if (ret < 0)
+		w->rx.land_err = ret;
 }
 
 /* Under the lock of the run's QP (the only one it may be for). */
@@ -415,8 +417,8 @@ static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
 	uint64_t addr;
 	int fd, ret = 0;
 
-	if (w->rx.land_failed)
-		return -EFAULT;
+	if (w->rx.land_err)
+		return w->rx.land_err;
 	if (mine && ibvd_eng_sgl_client_piece(&rwqe->sgl, w->rx.done,
 					      p->payload_len, &fd, &addr))
 		wrun_add(rd, qp, ROCE_WRUN_SEND, p->psn, fd, addr, p);
@@ -425,7 +427,7 @@ static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
 				       p->payload_len);
 	if (last && mine)
 		wrun_flush_locked(rd);
-	return ret < 0 ? ret : w->rx.land_failed ? -EFAULT : 0;
+	return ret < 0 ? ret : w->rx.land_err;
 }
 
 /* A message that fails lands nothing more: its buffer is the application's. */
@@ -456,7 +458,7 @@ static enum outcome rx_send(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (first) {
 		w->rx.msg_write = false;
 		w->rx.done = 0;
-		w->rx.land_failed = false;
+		w->rx.land_err = 0;
 	}
 	if (rwqe.status == IBV_WC_SUCCESS &&
 	    w->rx.done + p->payload_len <= rwqe.sgl.total)
