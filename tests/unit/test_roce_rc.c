@@ -623,7 +623,8 @@ static void decode(unsigned int i, struct roce_ip *ip, struct roce_pkt *p)
 
 /*
  * Hand sent packets idx[0..n-1] to the QPs they were for, as one batch of
- * the draining thread: WRITE payloads land in runs by the batch's end.
+ * the draining thread: payloads land in runs, and the ACKs owed go, by
+ * the batch's end (io.c).
  */
 static void deliver_batch(const unsigned int *idx, unsigned int n)
 {
@@ -640,6 +641,7 @@ static void deliver_batch(const unsigned int *idx, unsigned int n)
 			   &ip, &p);
 	}
 	roce_wrun_flush(&rd);
+	roce_ack_flush(&rd);
 	roce_rx_self = NULL;
 }
 
@@ -664,6 +666,16 @@ static void expect_pkt(unsigned int i, uint8_t opcode, uint32_t psn)
 	decode(i, &ip, &p);
 	ck_assert_uint_eq(p.opcode, opcode);
 	ck_assert_uint_eq(p.psn, psn);
+}
+
+static void expect_aeth(unsigned int i, uint8_t syndrome, uint32_t msn)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	decode(i, &ip, &p);
+	ck_assert_uint_eq(p.aeth.syndrome, syndrome);
+	ck_assert_uint_eq(p.aeth.msn, msn);
 }
 
 static void expect_read_request(unsigned int i, uint32_t psn, uint64_t va,
@@ -1151,19 +1163,19 @@ START_TEST(window_go_back_n_from_the_lost_packet)
 	expect_pkt(9, ROCE_RC_RDMA_WRITE_MIDDLE, 2);
 	expect_pkt(10, ROCE_RC_RDMA_WRITE_LAST, 3);
 
-	/* an ACK for each message's end */
+	/* both messages' ends asked for an ACK, in one batch: one ACK, of
+	 * the second's PSN, says both are done (MSN 2) */
 	deliver_batch(again, 4);
-	ck_assert_uint_eq(nsent, 13);
-	expect_pkt(11, ROCE_RC_ACKNOWLEDGE, 0);
-	expect_pkt(12, ROCE_RC_ACKNOWLEDGE, 3);
+	ck_assert_uint_eq(nsent, 12);
+	expect_pkt(11, ROCE_RC_ACKNOWLEDGE, 3);
+	expect_aeth(11, ROCE_AETH_ACK, 2);
 	deliver(11);
-	deliver(12);
 
 	/* both done, in order: the front first, then the one behind it */
 	ck_assert_int_eq(call(&sq[0]), RESP_OK);
 	req_qp.sq_head = 1;
 	ck_assert_int_eq(call(&sq[1]), RESP_OK);
-	ck_assert_uint_eq(nsent, 13);
+	ck_assert_uint_eq(nsent, 12);
 	ck_assert_mem_eq(remote_mem, local_mem, WRITE_LEN);
 	ck_assert_mem_eq(remote_mem + 4096, local_mem + 4096, WRITE_LEN);
 	/* the bytes between them untouched */
@@ -1559,6 +1571,80 @@ END_TEST
  * A duplicate SEND packet is ACKed again though it asks for no ACK (a
  * FIRST): its requester may have lost the ACK that covered it (C9-105).
  */
+/*
+ * ACKs are cumulative: those a batch's requests ask for become one, of
+ * the last PSN, when the batch ends; it completes every message.
+ */
+START_TEST(a_batch_gets_one_ack)
+{
+	unsigned int pkts[] = { 0, 1, 2 };
+	unsigned int i;
+
+	rq_posted[1] = 3;
+	fill_local();
+	for (i = 0; i < 3; i++)
+		send_req(&sq[i], 16 * i, 16);
+	sq_posted = 3;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	deliver_batch(pkts, 3);
+	ck_assert_uint_eq(nrecvs_done, 3);
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0);
+	expect_aeth(3, ROCE_AETH_ACK, 3);
+	deliver(3);
+	for (i = 0; i < 3; i++) {
+		req_qp.sq_head = i;
+		ck_assert_int_eq(call(&sq[i]), RESP_OK);
+	}
+}
+END_TEST
+
+/* The ACK a batch owes goes before a NAK the same QP sends in it. */
+START_TEST(owed_ack_goes_before_a_nak)
+{
+	unsigned int pkts[] = { 0, 1 };
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	rq_posted[1] = 1;			/* the second SEND finds none */
+	send_req(&sq[0], 0, 16);
+	send_req(&sq[1], 16, 16);
+	sq_posted = 2;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	deliver_batch(pkts, 2);
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(2, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
+	expect_aeth(2, ROCE_AETH_ACK, 1);
+	decode(3, &ip, &p);
+	ck_assert_uint_eq(p.opcode, ROCE_RC_ACKNOWLEDGE);
+	ck_assert_uint_eq(p.psn, 0xFFFFFF);
+	ck_assert_uint_eq(ROCE_AETH_KIND(p.aeth.syndrome),
+			  ROCE_AETH_KIND(ROCE_AETH_RNR_NAK));
+	ck_assert_uint_eq(counters[IBVD_PC_SEND_RNR_ERR], 1);
+}
+END_TEST
+
+/* A WRITE run that cannot land is NAKed, never ACKed. */
+START_TEST(write_run_that_cannot_land_is_not_acked)
+{
+	unsigned int pkts[] = { 0, 1, 2 };
+	struct eng_req er;
+
+	responder_error_expected = IBV_EVENT_QP_ACCESS_ERR;
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	writev_fails = true;
+	deliver_batch(pkts, 3);
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_ACCESS);
+}
+END_TEST
+
 START_TEST(duplicate_send_acked_again)
 {
 	struct eng_req er;
@@ -1945,6 +2031,9 @@ int main(void)
 	tcase_add_test(tc, duplicate_send_acked_again);
 	tcase_add_test(tc, packet_longer_or_shorter_than_the_mtu);
 	tcase_add_test(tc, old_read_resources_retire);
+	tcase_add_test(tc, a_batch_gets_one_ack);
+	tcase_add_test(tc, owed_ack_goes_before_a_nak);
+	tcase_add_test(tc, write_run_that_cannot_land_is_not_acked);
 	tcase_add_test(tc, send_lands_in_one_run);
 	tcase_add_test(tc, send_run_that_cannot_land);
 	tcase_add_test(tc, send_run_failed_before_the_next_packet);

@@ -109,6 +109,19 @@ struct roce_flow {
 
 /* A RoCE device's own state (dev->transport_priv). */
 struct rx_batch;
+/*
+ * An ACK the draining thread owes (rc_resp.c): one QP's, sent when the
+ * batch its request came in ends, or before anything else that QP is
+ * answered.  ACKs are cumulative, so a batch of messages to a QP costs
+ * one ACK, not one each.
+ */
+struct roce_ack_due {
+	struct ibvd_qp *qp;		/* NULL: none */
+	struct roce_path path;
+	uint32_t psn;
+	uint32_t msn;			/* as it was at psn */
+};
+
 struct roce_mgroup;
 struct roce_joinsock;
 
@@ -125,6 +138,7 @@ struct roce_dev {
 	uint16_t ip_id;			/* atomic: the next IPv4 ID */
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
 	struct roce_wrun wrun;		/* the draining thread's only */
+	struct roce_ack_due ack_due;	/* the draining thread's only */
 	/* bytes of new READs this drain may still answer (rc_resp.c) */
 	uint64_t read_budget;		/* the draining thread's only */
 	/* UDP sockets runs go out through, one per flow (io.c) */
@@ -461,9 +475,12 @@ void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 /* The same for one rd sent to one of its own addresses: no "peers" check. */
 void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 
-/* rc_resp.c: write rd's deferred WRITE payloads out (draining thread, no
- * QP lock held). */
+/* rc_resp.c: write rd's deferred payloads out (draining thread, no QP
+ * lock held). */
 void roce_wrun_flush(struct roce_dev *rd);
+/* rc_resp.c: send the ACK rd owes, its run landed first (draining thread,
+ * no QP lock held): when a batch ends. */
+void roce_ack_flush(struct roce_dev *rd);
 
 /* roce.c: is addr (of family: 4 or 16 bytes) one of rd's own addresses? */
 bool roce_is_local(const struct roce_dev *rd, int family, const uint8_t *addr);

@@ -740,8 +740,9 @@ static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *
 			roce_rx_packet(rd, b->buf[i],
 				       IPV6_HDR_LEN + b->msgs[i].msg_len);
 	}
-	/* the batch's buffers are about to be reused */
+	/* the batch's buffers are about to be reused; its ACKs go */
 	roce_wrun_flush(rd);
+	roce_ack_flush(rd);
 	return n;
 }
 

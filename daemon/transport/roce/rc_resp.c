@@ -47,9 +47,10 @@ static void reply_path(const struct roce_qp *w, const struct roce_ip *ip,
 
 static void wrun_flush_locked(struct roce_dev *rd);
 
-static void send_aeth_on(struct roce_dev *rd, struct ibvd_qp *qp,
-			 struct roce_qp *w, const struct roce_path *path,
-			 uint32_t psn, uint8_t syndrome)
+/* An ACK or NAK for psn, saying msn messages were completed. */
+static void send_aeth_msn(struct roce_dev *rd, struct ibvd_qp *qp,
+			  const struct roce_path *path, uint32_t psn,
+			  uint8_t syndrome, uint32_t msn)
 {
 	struct roce_pkt p;
 
@@ -57,10 +58,61 @@ static void send_aeth_on(struct roce_dev *rd, struct ibvd_qp *qp,
 	p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
 	p.psn = psn & 0xFFFFFFu;
 	p.aeth.syndrome = syndrome;
-	p.aeth.msn = w->rx.msn & 0xFFFFFFu;
+	p.aeth.msn = msn & 0xFFFFFFu;
 	roce_send_pkt(rd, path, &p, NULL, 0);
 	/* rxe counts every packet it sends, answers too */
 	ibvd_eng_port_count(qp, IBVD_PC_SENT_PKTS, 1);
+}
+
+static void send_aeth_on(struct roce_dev *rd, struct ibvd_qp *qp,
+			 struct roce_qp *w, const struct roce_path *path,
+			 uint32_t psn, uint8_t syndrome)
+{
+	send_aeth_msn(rd, qp, path, psn, syndrome, w->rx.msn);
+}
+
+/* ---- ACKs owed until the batch ends ---------------------------------------- */
+
+/* Under the lock of the ACK's QP: the run lands, then the ACK goes. */
+static void ack_flush_locked(struct roce_dev *rd)
+{
+	struct roce_ack_due *a = &rd->ack_due;
+	struct ibvd_qp *qp = a->qp;
+
+	if (!qp)
+		return;
+	if (rd->wrun.qp == qp)
+		wrun_flush_locked(rd);
+	/* a run that could not land NAKed in the ACK's place */
+	if (a->qp != qp)
+		return;
+	a->qp = NULL;
+	send_aeth_msn(rd, qp, &a->path, a->psn, ROCE_AETH_ACK, a->msn);
+}
+
+void roce_ack_flush(struct roce_dev *rd)
+{
+	struct ibvd_qp *qp = rd->ack_due.qp;
+	struct roce_qp *w;
+
+	if (!qp)
+		return;
+	w = qp->wire;
+	pthread_mutex_lock(&w->lock);
+	ack_flush_locked(rd);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * Before anything else a QP answers: the data it promises landed, and the
+ * ACK it owes went (the draining thread's own; the rest answer at once).
+ */
+static void answer_prior(struct roce_dev *rd)
+{
+	if (roce_rx_self != rd)
+		return;
+	wrun_flush_locked(rd);
+	ack_flush_locked(rd);
 }
 
 /* An answer promises the data before it landed: what is deferred goes first. */
@@ -70,10 +122,32 @@ static void send_aeth(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	struct roce_path path;
 
-	if (roce_rx_self == rd)
-		wrun_flush_locked(rd);
+	answer_prior(rd);
 	reply_path(w, ip, &path);
 	send_aeth_on(rd, qp, w, &path, psn, syndrome);
+}
+
+/*
+ * The ACK a request asked for: owed until the batch ends when the
+ * draining thread has it (a later one of the QP's replaces it), else sent
+ * now.
+ */
+static void ack_request(struct roce_dev *rd, struct ibvd_qp *qp,
+			struct roce_qp *w, const struct roce_ip *ip,
+			uint32_t psn)
+{
+	struct roce_ack_due *a = &rd->ack_due;
+
+	/* another QP's ACK is sent before this QP's packets are handled
+	 * (roce_rc_rx): this one is never behind it */
+	if (roce_rx_self != rd || (a->qp && a->qp != qp)) {
+		send_aeth(rd, qp, w, ip, psn, ROCE_AETH_ACK);
+		return;
+	}
+	a->qp = qp;
+	reply_path(w, ip, &a->path);
+	a->psn = psn;
+	a->msn = w->rx.msn;
 }
 
 /* ---- payloads that land in one piece ------------------------------------ */
@@ -124,6 +198,9 @@ static void wrun_flush_locked(struct roce_dev *rd)
 	 * answers nothing and stays, as for any access error (rx_request) */
 	if (qp->qp_type == IBV_QPT_UC)
 		return;
+	/* an ACK owed for the run's packets would say they landed */
+	if (rd->ack_due.qp == qp)
+		rd->ack_due.qp = NULL;
 	send_aeth_on(rd, qp, qp->wire, &r->reply, r->psn, ROCE_AETH_NAK_ACCESS);
 	ibvd_eng_responder_error(qp, IBV_EVENT_QP_ACCESS_ERR);
 }
@@ -684,6 +761,7 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (ibvd_eng_rkey_resolve(qp, r->rkey, r->va, r->len,
 				  IBV_ACCESS_REMOTE_READ, &src) < 0)
 		return OUT_ACCESS;
+	answer_prior(rd);
 	reply_path(w, ip, &path);
 	ret = roce_send_message(rd, &path, &src, 0, r->len, mtu, from, r->npsn,
 				read_headers, &d);
@@ -735,6 +813,7 @@ static void atomic_ack(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct roce_path path;
 	struct roce_pkt p;
 
+	answer_prior(rd);
 	reply_path(w, ip, &path);
 	roce_pkt_init(&p, roce_op_base(qp) | ROCE_RC_ATOMIC_ACKNOWLEDGE);
 	p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
@@ -1061,7 +1140,7 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (op_last(op))
 		w->rx.msn++;
 	if (!uc && p->ack_req)
-		send_aeth(rd, qp, w, ip, p->psn, ROCE_AETH_ACK);
+		ack_request(rd, qp, w, ip, p->psn);
 }
 
 /* ---- requester: answers ---------------------------------------------------- */
@@ -1435,6 +1514,9 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (roce_rx_self == rd && rd->wrun.qp &&
 	    (rd->wrun.qp != qp || !wrun_goes_on(&rd->wrun, p->opcode)))
 		roce_wrun_flush(rd);
+	/* another QP's ACK: its lock is not this one */
+	if (roce_rx_self == rd && rd->ack_due.qp && rd->ack_due.qp != qp)
+		roce_ack_flush(rd);
 	ibvd_eng_port_count(qp, IBVD_PC_RCVD_PKTS, 1);
 	pthread_mutex_lock(&w->lock);
 	if (roce_is_answer(p->opcode))
