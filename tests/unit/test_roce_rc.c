@@ -751,16 +751,22 @@ START_TEST(read_hole_retried_at_once_from_it)
 }
 END_TEST
 
+/* A READ sent and answered: its four responses are packets 1 to 4. */
+static void read_answered(struct eng_req *er)
+{
+	read_req(er);
+	ck_assert_int_eq(call(er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+}
+
 /* A READ's responses in one batch land in one call, before its answer. */
 START_TEST(read_responses_land_in_one_run)
 {
 	unsigned int resp[] = { 1, 2, 3, 4 };
 	struct eng_req er;
 
-	read_req(&er);
-	ck_assert_int_eq(call(&er), RESP_PENDING);
-	deliver(0);
-	ck_assert_uint_eq(nsent, 5);
+	read_answered(&er);
 	deliver_batch(resp, 4);
 	ck_assert_uint_eq(writevs, 1);
 	ck_assert_uint_eq(answered, 1);
@@ -776,9 +782,7 @@ START_TEST(read_run_that_cannot_land)
 	unsigned int resp[] = { 1, 2, 3, 4 };
 	struct eng_req er;
 
-	read_req(&er);
-	ck_assert_int_eq(call(&er), RESP_PENDING);
-	deliver(0);
+	read_answered(&er);
 	writev_fails = true;
 	deliver_batch(resp, 4);
 	ck_assert_uint_eq(answered, 1);
@@ -798,9 +802,7 @@ START_TEST(read_run_after_the_qp_failed)
 	struct eng_req er;
 	unsigned int i;
 
-	read_req(&er);
-	ck_assert_int_eq(call(&er), RESP_PENDING);
-	deliver(0);
+	read_answered(&er);
 	roce_rx_self = &rd;
 	rd.read_budget = ROCE_READ_DRAIN_BYTES;
 	for (i = 1; i <= 3; i++) {
@@ -1729,17 +1731,30 @@ static void expect_recv_failed(enum ibv_wc_status status, uint8_t syndrome)
 	ck_assert_uint_eq(last_syndrome(), syndrome);
 }
 
+/*
+ * A SEND of 2000 bytes (FIRST and LAST) on its way to a receive WQE in
+ * client memory; fail: its runs cannot land.
+ */
+static void send_to_client_memory(struct eng_req *er, bool fail)
+{
+	rq_posted[1] = 1;
+	recv_via_fd = true;
+	writev_fails = fail;
+	recv_errs_expected = fail;
+	if (fail)
+		responder_error_expected = 0;
+	fill_local();
+	send_req(er, 0, 2000);
+	ck_assert_int_eq(call(er), RESP_PENDING);
+}
+
 /* A SEND's packets in one batch land in one call, before its completion. */
 START_TEST(send_lands_in_one_run)
 {
 	unsigned int pkts[] = { 0, 1 };
 	struct eng_req er;
 
-	rq_posted[1] = 1;
-	recv_via_fd = true;
-	fill_local();
-	send_req(&er, 0, 2000);			/* FIRST and LAST */
-	ck_assert_int_eq(call(&er), RESP_PENDING);
+	send_to_client_memory(&er, false);
 	deliver_batch(pkts, 2);
 	ck_assert_uint_eq(writevs, 1);
 	ck_assert_uint_eq(nrecvs_done, 1);
@@ -1753,13 +1768,7 @@ START_TEST(send_run_that_cannot_land)
 	unsigned int pkts[] = { 0, 1 };
 	struct eng_req er;
 
-	rq_posted[1] = 1;
-	recv_via_fd = writev_fails = true;
-	recv_errs_expected = true;
-	responder_error_expected = 0;
-	fill_local();
-	send_req(&er, 0, 2000);
-	ck_assert_int_eq(call(&er), RESP_PENDING);
+	send_to_client_memory(&er, true);
 	deliver_batch(pkts, 2);
 	expect_recv_failed(IBV_WC_LOC_PROT_ERR, ROCE_AETH_NAK_OP);
 }
@@ -1774,13 +1783,7 @@ START_TEST(send_run_failed_before_the_next_packet)
 	static const uint8_t zero[1024];
 	struct eng_req er;
 
-	rq_posted[1] = 1;
-	recv_via_fd = writev_fails = true;
-	recv_errs_expected = true;
-	responder_error_expected = 0;
-	fill_local();
-	send_req(&er, 0, 2000);
-	ck_assert_int_eq(call(&er), RESP_PENDING);
+	send_to_client_memory(&er, true);
 	deliver(0);
 	ck_assert_uint_eq(nrecv_errs, 0);
 	writev_fails = false;
@@ -1799,11 +1802,7 @@ START_TEST(send_run_after_the_qp_failed)
 	struct roce_pkt p;
 	struct eng_req er;
 
-	rq_posted[1] = 1;
-	recv_via_fd = true;
-	fill_local();
-	send_req(&er, 0, 2000);
-	ck_assert_int_eq(call(&er), RESP_PENDING);
+	send_to_client_memory(&er, false);
 	roce_rx_self = &rd;
 	decode(0, &ip, &p);
 	roce_rc_rx(&rd, &resp_qp, &ip, &p);
