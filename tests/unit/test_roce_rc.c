@@ -65,6 +65,8 @@ static unsigned int answered;
 static unsigned int writevs;		/* runs landed (WRITEs, READ responses) */
 static bool writev_fails;		/* a run's memory gone */
 static bool recv_via_fd;		/* receive WQEs in client memory */
+static unsigned int fail_at_peek;	/* at that peek, another thread
+					 * fails the QP (0: never) */
 static uint64_t counters[64];
 
 /* The requester's send queue, as ibvd_eng_send_ahead sees it. */
@@ -329,6 +331,8 @@ int ibvd_eng_rq_peek(const struct eng_rq *rq, struct eng_recv *out)
 		return 1;
 	if (rq_taken[q] == rq_posted[q])
 		return 0;
+	if (fail_at_peek && --fail_at_peek == 0)
+		rq->qp->state = IBV_QPS_ERR;
 	memset(out, 0, sizeof(*out));
 	out->wr_id = 100 + rq_taken[q];
 	out->nsge = 1;
@@ -521,6 +525,7 @@ static void setup(void)
 	answered = 0;
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
+	fail_at_peek = 0;
 	sq_posted = 0;
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
@@ -811,6 +816,8 @@ START_TEST(read_run_after_the_qp_failed)
 	}
 	ck_assert_uint_eq(writevs, 0);		/* taken, not landed yet */
 	req_qp.state = IBV_QPS_ERR;
+	decode(4, &ip, &p);			/* the last: no answer */
+	roce_rc_rx(&rd, &req_qp, &ip, &p);
 	roce_wrun_flush(&rd);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(writevs, 0);
@@ -1807,10 +1814,89 @@ START_TEST(send_run_after_the_qp_failed)
 	decode(0, &ip, &p);
 	roce_rc_rx(&rd, &resp_qp, &ip, &p);
 	resp_qp.state = IBV_QPS_ERR;
+	decode(1, &ip, &p);			/* the last: no completion */
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
 	roce_wrun_flush(&rd);
+	roce_ack_flush(&rd);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(writevs, 0);
+	ck_assert_uint_eq(nrecvs_done + nrecv_errs, 0);
+	ck_assert_uint_eq(nsent, 2);		/* no ACK either */
 	ck_assert_mem_eq(local_mem + 4096, zero, sizeof(zero));
+}
+END_TEST
+
+/*
+ * The QP fails while its SEND's last packet is handled (another engine
+ * thread): the run does not land and the receive does not complete; the
+ * QP's flush completes it.
+ */
+START_TEST(send_last_packet_as_the_qp_fails)
+{
+	unsigned int pkts[] = { 0, 1 };
+	struct eng_req er;
+
+	send_to_client_memory(&er, false);
+	fail_at_peek = 2;			/* the LAST's */
+	deliver_batch(pkts, 2);
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_uint_eq(nrecvs_done + nrecv_errs, 0);
+	ck_assert_uint_eq(nsent, 2);		/* no ACK */
+}
+END_TEST
+
+/*
+ * An ACK owed for a SEND's packet whose run then cannot land is not sent
+ * (the next packet's NAK fails the message); one owed for a message
+ * before the run still is.
+ */
+START_TEST(owed_ack_of_a_run_that_cannot_land)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+
+	send_to_client_memory(&er, false);	/* packets 0 and 1 */
+	roce_rx_self = &rd;
+	decode(0, &ip, &p);
+	p.ack_req = true;			/* as every 64th packet asks */
+	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	writev_fails = true;
+	roce_wrun_flush(&rd);
+	roce_ack_flush(&rd);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(nsent, 2);		/* no ACK */
+}
+END_TEST
+
+START_TEST(owed_ack_before_a_run_that_cannot_land)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	unsigned int i;
+
+	rq_posted[1] = 2;
+	recv_via_fd = true;
+	fill_local();
+	send_req(&sq[0], 0, 16);		/* packet 0: lands */
+	send_req(&sq[1], 16, 2000);		/* packets 1 and 2 */
+	sq_posted = 2;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	roce_rx_self = &rd;
+	for (i = 0; i < 2; i++) {
+		decode(i, &ip, &p);
+		roce_rc_rx(&rd, &resp_qp, &ip, &p);
+		writev_fails = true;		/* from the second's run on */
+	}
+	roce_wrun_flush(&rd);
+	roce_ack_flush(&rd);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
+	expect_aeth(3, ROCE_AETH_ACK, 1);
 }
 END_TEST
 
@@ -2038,6 +2124,9 @@ int main(void)
 	tcase_add_test(tc, send_run_failed_before_the_next_packet);
 	tcase_add_test(tc, send_run_after_the_qp_failed);
 	tcase_add_test(tc, send_failed_drops_its_run);
+	tcase_add_test(tc, send_last_packet_as_the_qp_fails);
+	tcase_add_test(tc, owed_ack_of_a_run_that_cannot_land);
+	tcase_add_test(tc, owed_ack_before_a_run_that_cannot_land);
 	tcase_add_test(tc, srq_send_resolves_each_packet);
 	tcase_add_test(tc, srq_send_too_long);
 	tcase_add_test(tc, srq_wqe_flushed_at_reset);

@@ -139,6 +139,8 @@ struct roce_dev {
 	uint32_t gsi_psn;		/* atomic: QP1's next PSN */
 	struct roce_wrun wrun;		/* the draining thread's only */
 	struct roce_ack_due ack_due;	/* the draining thread's only */
+	/* the QP whose receive queue's lock rx_send holds now (rc_resp.c) */
+	const struct ibvd_qp *rq_held;	/* the draining thread's only */
 	/* bytes of new READs this drain may still answer (rc_resp.c) */
 	uint64_t read_budget;		/* the draining thread's only */
 	/* UDP sockets runs go out through, one per flow (io.c) */

@@ -155,21 +155,44 @@ static void ack_request(struct roce_dev *rd, struct ibvd_qp *qp,
 static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r);
 
 /*
- * A SEND run lands while its QP may still receive (one gone to error
- * flushed the receive WQE, whose buffer is the application's again).  If
- * it cannot, the message fails at its next packet or its end (rx_send):
- * the receive WQE's lock, which that needs, may be held here.
+ * Data from psn on could not land: an ACK owed for it would say it did
+ * (what went before it stays acknowledged: the NAK that follows says so).
  */
-static void send_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r)
+static void ack_drop_from(struct roce_dev *rd, const struct ibvd_qp *qp,
+			  uint32_t psn)
 {
-	struct roce_qp *w = qp->wire;
-	int ret;
+	struct roce_ack_due *a = &rd->ack_due;
 
-	if (!ibvd_eng_can_receive(eng_qp_state(qp)))
-		return;
-	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
-	if (ret < 0)
+	if (a->qp == qp && roce_psn_diff(a->psn, psn) >= 0)
+		a->qp = NULL;
+}
+
+/*
+ * A SEND run lands under its receive queue's lock (held already when
+ * rx_send flushes it), while its QP may still receive: one gone to error
+ * flushes (or has flushed) the receive WQE, whose buffer is the
+ * application's again.  If it cannot land, the message fails at its next
+ * packet or its end (rx_send, with land_err); -ECANCELED: its QP failed.
+ */
+static void send_run_flush(struct roce_dev *rd, struct ibvd_qp *qp,
+			   const struct roce_wrun *r)
+{
+	bool lock = rd->rq_held != qp;
+	struct roce_qp *w = qp->wire;
+	struct eng_rq rq;
+	int ret = -ECANCELED;
+
+	ibvd_eng_rq_of(qp, &rq);
+	if (lock)
+		pthread_mutex_lock(rq.lock);
+	if (ibvd_eng_can_receive(eng_qp_state(qp)))
+		ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
+	if (lock)
+		pthread_mutex_unlock(rq.lock);
+	if (ret < 0) {
 		w->rx.land_err = ret;
+		ack_drop_from(rd, qp, r->psn);
+	}
 }
 
 /* Under the lock of the run's QP (the only one it may be for). */
@@ -187,20 +210,20 @@ static void wrun_flush_locked(struct roce_dev *rd)
 		return;
 	}
 	if (r->kind == ROCE_WRUN_SEND) {
-		send_run_flush(qp, r);
+		send_run_flush(rd, qp, r);
 		return;
 	}
 	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
-	/* landed; or its process is gone, and a dead host answers nothing */
-	if (ret == 0 || ret == -ESRCH)
+	if (ret == 0)
+		return;
+	ack_drop_from(rd, qp, r->psn);
+	/* its process is gone, and a dead host answers nothing */
+	if (ret == -ESRCH)
 		return;
 	/* its memory went: the first packet of the run could not land; UC
 	 * answers nothing and stays, as for any access error (rx_request) */
 	if (qp->qp_type == IBV_QPT_UC)
 		return;
-	/* an ACK owed for the run's packets would say they landed */
-	if (rd->ack_due.qp == qp)
-		rd->ack_due.qp = NULL;
 	send_aeth_on(rd, qp, qp->wire, &r->reply, r->psn, ROCE_AETH_NAK_ACCESS);
 	ibvd_eng_responder_error(qp, IBV_EVENT_QP_ACCESS_ERR);
 }
@@ -527,6 +550,8 @@ static enum outcome rx_send(struct roce_dev *rd, struct ibvd_qp *qp,
 		return OUT_INV;
 	ibvd_eng_rq_of(qp, &rq);
 	pthread_mutex_lock(rq.lock);
+	if (roce_rx_self == rd)
+		rd->rq_held = qp;
 	ret = send_wqe(qp, &rq, first, &rwqe);
 	if (ret <= 0) {
 		out = ret < 0 ? OUT_DROP : OUT_RNR;
@@ -540,8 +565,9 @@ static enum outcome rx_send(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (rwqe.status == IBV_WC_SUCCESS &&
 	    w->rx.done + p->payload_len <= rwqe.sgl.total)
 		ret = send_data(rd, qp, w, &rwqe, p, last);
-	/* the receiver's process is gone: nobody answers (rx_request) */
-	if (ret == -ESRCH) {
+	/* the receiver's process is gone: nobody answers (rx_request); or
+	 * its QP failed meanwhile, and the flush completes the WQE */
+	if (ret == -ESRCH || ret == -ECANCELED) {
 		out = OUT_DROP;
 		goto out;
 	}
@@ -584,6 +610,8 @@ static enum outcome rx_send(struct roce_dev *rd, struct ibvd_qp *qp,
 out:
 	if (out != OUT_OK)
 		send_run_drop(rd, qp);
+	if (roce_rx_self == rd)
+		rd->rq_held = NULL;
 	pthread_mutex_unlock(rq.lock);
 	return out;
 }
@@ -1447,7 +1475,8 @@ static void rx_read_response(struct roce_dev *rd, struct ibvd_qp *qp,
 	 * completion says that instead */
 	if (roce_rx_self == rd)
 		wrun_flush_locked(rd);
-	if (m->answer >= 0)
+	/* a QP that failed meanwhile flushes the READ, whatever landed */
+	if (m->answer >= 0 || !ibvd_eng_can_receive(eng_qp_state(qp)))
 		return;
 	answer(qp, w, m, RESP_OK);
 	if (w->tx.acked_past) {
@@ -1517,6 +1546,9 @@ void roce_rc_rx(struct roce_dev *rd, struct ibvd_qp *qp,
 	/* another QP's ACK: its lock is not this one */
 	if (roce_rx_self == rd && rd->ack_due.qp && rd->ack_due.qp != qp)
 		roce_ack_flush(rd);
+	/* a run that could not land may have failed this QP just now */
+	if (!ibvd_eng_can_receive(eng_qp_state(qp)))
+		return;
 	ibvd_eng_port_count(qp, IBVD_PC_RCVD_PKTS, 1);
 	pthread_mutex_lock(&w->lock);
 	if (roce_is_answer(p->opcode))
