@@ -479,7 +479,8 @@ bool ibvd_eng_sgl_client_piece(const struct eng_sgl *sgl, uint64_t off,
 
 bool ibvd_eng_can_receive(uint32_t state)
 {
-	return state == IBV_QPS_RTR || state == IBV_QPS_RTS;
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	       state == IBV_QPS_SQD || state == IBV_QPS_SQE;
 }
 
 int ibvd_eng_mem_read(int fd, uint64_t addr, void *buf, size_t len)
