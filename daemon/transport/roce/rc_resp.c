@@ -90,17 +90,23 @@ static void ack_flush_locked(struct roce_dev *rd)
 	send_aeth_msn(rd, qp, &a->path, a->psn, ROCE_AETH_ACK, a->msn);
 }
 
-void roce_ack_flush(struct roce_dev *rd)
+/* flush(rd) under the lock of qp's wire state, if there is a qp. */
+static void flush_for(struct roce_dev *rd, struct ibvd_qp *qp,
+		      void (*flush)(struct roce_dev *rd))
 {
-	struct ibvd_qp *qp = rd->ack_due.qp;
 	struct roce_qp *w;
 
 	if (!qp)
 		return;
 	w = qp->wire;
 	pthread_mutex_lock(&w->lock);
-	ack_flush_locked(rd);
+	flush(rd);
 	pthread_mutex_unlock(&w->lock);
+}
+
+void roce_ack_flush(struct roce_dev *rd)
+{
+	flush_for(rd, rd->ack_due.qp, ack_flush_locked);
 }
 
 /*
@@ -230,15 +236,7 @@ static void wrun_flush_locked(struct roce_dev *rd)
 
 void roce_wrun_flush(struct roce_dev *rd)
 {
-	struct ibvd_qp *qp = rd->wrun.qp;
-	struct roce_qp *w;
-
-	if (!qp)
-		return;
-	w = qp->wire;
-	pthread_mutex_lock(&w->lock);
-	wrun_flush_locked(rd);
-	pthread_mutex_unlock(&w->lock);
+	flush_for(rd, rd->wrun.qp, wrun_flush_locked);
 }
 
 /*
