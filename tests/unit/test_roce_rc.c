@@ -61,6 +61,7 @@ struct sent {
 
 static struct sent sent[48];
 static unsigned int nsent;
+static unsigned int send_calls;		/* system calls the packets took */
 static unsigned int answered;
 static unsigned int writevs;		/* runs landed (WRITEs, READ responses) */
 static bool writev_fails;		/* a run's memory gone */
@@ -70,7 +71,7 @@ static unsigned int fail_at_peek;	/* at that peek, another thread
 static uint64_t counters[64];
 
 /* The requester's send queue, as ibvd_eng_send_ahead sees it. */
-static struct eng_req sq[4];
+static struct eng_req sq[10];
 static unsigned int sq_posted;
 
 static struct roce_dev rd;
@@ -111,6 +112,7 @@ int roce_io_send(struct roce_dev *r, const uint8_t *pkt, size_t len,
 	ck_assert_ptr_eq(r, &rd);
 	(void)dst;
 	keep(pkt, len);
+	send_calls++;
 	return 0;
 }
 
@@ -125,9 +127,13 @@ void roce_io_send_batch(struct roce_dev *r, const uint8_t *const *pkts,
 	(void)dst;
 	for (i = 0; i < n; i++)
 		keep(pkts[i], lens[i]);
+	send_calls++;
 }
 
-/* No runs here: a message of these tests is too short to make one. */
+/*
+ * No runs here: a message of these tests is too short to make one, and
+ * packets of two messages never make one.
+ */
 int roce_io_send_run(struct roce_dev *r, const struct roce_path *path,
 		     uint8_t *const *pkts, const size_t *lens, unsigned int n)
 {
@@ -522,7 +528,7 @@ static void setup(void)
 	for (i = 0; i < sizeof(remote_mem); i++)
 		remote_mem[i] = (uint8_t)(i * 7 + 3);
 	memset(local_mem, 0, sizeof(local_mem));
-	nsent = 0;
+	nsent = send_calls = 0;
 	answered = 0;
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
@@ -1102,6 +1108,52 @@ START_TEST(ack_past_a_read_asks_again_at_once)
 	from = nsent;
 	ck_assert_int_eq(call(&sq[1]), RESP_OK);
 	ck_assert_uint_eq(nsent, from);
+}
+END_TEST
+
+/*
+ * What one call of the engine puts in flight goes to the kernel in one
+ * system call, in PSN order: the front's packets and those of the WQEs
+ * sent ahead behind it, READ requests among them.
+ */
+START_TEST(a_turn_goes_in_one_call)
+{
+	read_req(&sq[0]);
+	write_req(&sq[1], 4096);
+	send_req(&sq[2], 0, 8);
+	send_req(&sq[3], 8, 8);
+	sq_posted = 4;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 6);
+	ck_assert_uint_eq(send_calls, 1);
+	expect_read_request(0, 0xFFFFFE, REMOTE_VA, READ_LEN);
+	expect_pkt(1, ROCE_RC_RDMA_WRITE_FIRST, 2);	/* the READ took 4 PSNs */
+	expect_pkt(3, ROCE_RC_RDMA_WRITE_LAST, 4);
+	expect_pkt(4, ROCE_RC_SEND_ONLY, 5);
+	expect_pkt(5, ROCE_RC_SEND_ONLY, 6);
+}
+END_TEST
+
+/*
+ * Nine SENDs of one full packet each would make a run longer than any
+ * packet, but a receiver cuts runs by one message's packets (gso.c):
+ * they go as packets (the stub aborts on a run), in one call.
+ */
+START_TEST(messages_make_no_run_together)
+{
+	unsigned int i;
+
+	for (i = 0; i < 9; i++)
+		send_req(&sq[i], 0, 1024);
+	sq_posted = 9;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 9);
+	ck_assert_uint_eq(send_calls, 1);
+	/* IPv4 and UDP headers: 28 bytes */
+	ck_assert_uint_ge(9 * (28 + ROCE_BTH_LEN + 1024 + ROCE_ICRC_LEN),
+			  ROCE_GSO_MIN);
 }
 END_TEST
 
@@ -2136,6 +2188,8 @@ int main(void)
 	tcase_add_test(tc, replayed_read_pays_for_what_goes_again);
 	tcase_add_test(tc, read_past_the_drain_budget_waits);
 	tcase_add_test(tc, ack_of_a_psn_not_sent_dropped);
+	tcase_add_test(tc, a_turn_goes_in_one_call);
+	tcase_add_test(tc, messages_make_no_run_together);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -364,21 +364,6 @@ int roce_send_sgl(struct roce_dev *rd, const struct roce_path *path,
 		  uint32_t len);
 
 /*
- * packet.c: packets from..npkts - 1 of a message of len bytes at byte base
- * of sgl (a chunked message's step starts past its first byte), mtu bytes
- * of payload each (the last what is left), to path; headers fills in
- * packet k's.  The payload of a batch is read in one piece, and the
- * batch goes in one call (runs of it as one datagram).  0, -EFAULT if
- * sgl's memory failed or -ESRCH if its process is gone (what was before
- * it went).
- */
-int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
-		      const struct eng_sgl *sgl, uint64_t base, uint64_t len,
-		      uint32_t mtu, uint32_t from, uint32_t npkts,
-		      void (*headers)(void *arg, uint32_t k, struct roce_pkt *p),
-		      void *arg);
-
-/*
  * packet.c: a batch of packets to one path, built one by one and sent in
  * one system call when it is full or flushed.  Large: a sender keeps one
  * for the duration of a burst.
@@ -396,16 +381,36 @@ struct roce_txq {
 	struct roce_dev *rd;
 	const struct roce_path *path;
 	unsigned int n;
+	uint8_t message;			/* of the packets added now */
+	uint8_t of[ROCE_TXQ_PKTS];		/* each packet's message */
 	size_t len[ROCE_TXQ_PKTS];
 	uint8_t buf[ROCE_TXQ_PKTS * ROCE_TXQ_SLOT];
 };
 
 void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
 		   const struct roce_path *path);
-/* Build p with len payload bytes from data (NULL: none) into q. */
+/*
+ * Build p, a packet of its own, with len payload bytes from data (NULL:
+ * none) into q.
+ */
 void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 		  uint32_t len);
 void roce_txq_flush(struct roce_txq *q);
+
+/*
+ * packet.c: packets from..npkts - 1 of a message of len bytes at byte base
+ * of sgl (a chunked message's step starts past its first byte), mtu bytes
+ * of payload each (the last what is left), into q, behind what q holds
+ * (they go when it fills or is flushed); headers fills in packet k's.
+ * The payload of a batch is read in one piece; runs of the message's own
+ * packets go as one datagram.  0, -EFAULT if sgl's memory failed or
+ * -ESRCH if its process is gone (what was before it stays in q).
+ */
+int roce_send_message(struct roce_txq *q,
+		      const struct eng_sgl *sgl, uint64_t base, uint64_t len,
+		      uint32_t mtu, uint32_t from, uint32_t npkts,
+		      void (*headers)(void *arg, uint32_t k, struct roce_pkt *p),
+		      void *arg);
 
 /*
  * gso.c: runs of packets as one UDP datagram (its comment).  A run is

@@ -4,12 +4,15 @@
  * registered memory), pad and ICRC; then the wire, or, for one of the
  * device's own addresses, straight into its receive path.
  *
- * The packets of a message go out in batches (struct roce_txq): their
- * payload is read from registered memory in one piece, and the batch is
- * handed to the kernel in one system call, which on a software device is
- * most of what a packet costs; runs of equal packets in it as a single
- * datagram the kernel cuts (gso.c), which costs the IP stack and the link
- * one packet's work for the whole run.
+ * Packets go out in batches (struct roce_txq): a message's payload is read
+ * from registered memory in one piece, and the batch is handed to the
+ * kernel in one system call, which on a software device is most of what a
+ * packet costs; a requester puts every packet of one turn in one batch,
+ * so that small messages share the call too.  Runs of equal packets of
+ * one message go as a single datagram the kernel cuts (gso.c), which
+ * costs the IP stack and the link one packet's work for the whole run;
+ * never packets of two messages, whose lengths and PSNs a receiver could
+ * not cut by.
  */
 #include <config.h>
 
@@ -77,6 +80,17 @@ void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
 	q->rd = rd;
 	q->path = path;
 	q->n = 0;
+	q->message = 0;
+}
+
+/* How many packets from i on belong to packet i's message. */
+static unsigned int txq_same_message(const struct roce_txq *q, unsigned int i)
+{
+	unsigned int k = i;
+
+	while (k < q->n && q->of[k] == q->of[i])
+		k++;
+	return k - i;
 }
 
 /* Packets from..to - 1 of q, one by one (a system call for them all). */
@@ -104,7 +118,7 @@ static void txq_send(struct roce_txq *q)
 	for (i = 0; i < q->n; i++)
 		pkts[i] = txq_slot(q, i);
 	for (i = 0; q->path->family == AF_INET && i < q->n; i += run ? run : 1) {
-		run = roce_gso_run_len(q->len + i, q->n - i);
+		run = roce_gso_run_len(q->len + i, txq_same_message(q, i));
 		if (!run)
 			continue;
 		/* what comes before it goes first */
@@ -137,27 +151,40 @@ void roce_txq_flush(struct roce_txq *q)
 	q->n = 0;
 }
 
-void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
-		  uint32_t len)
+/* The packets put in q from now until the next call belong to one message. */
+static void txq_message(struct roce_txq *q)
 {
+	q->message++;
+}
+
+static void txq_put(struct roce_txq *q, struct roce_pkt *p, const void *data,
+		    uint32_t len)
+{
+	q->of[q->n] = q->message;
 	q->len[q->n] = build(q->path, p, data, NULL, 0, len, txq_slot(q, q->n));
 	if (++q->n == ROCE_TXQ_PKTS)
 		roce_txq_flush(q);
 }
 
-int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
+void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
+		  uint32_t len)
+{
+	txq_message(q);
+	txq_put(q, p, data, len);
+}
+
+int roce_send_message(struct roce_txq *q,
 		      const struct eng_sgl *sgl, uint64_t base, uint64_t len,
 		      uint32_t mtu, uint32_t from, uint32_t npkts,
 		      void (*headers)(void *arg, uint32_t k, struct roce_pkt *p),
 		      void *arg)
 {
 	uint8_t stage[ROCE_TXQ_PKTS * ROCE_MAX_PAYLOAD];
-	struct roce_txq q;
 	uint32_t k, i, n;
 	uint64_t at, bytes;
 	int ret = 0;
 
-	roce_txq_init(&q, rd, path);
+	txq_message(q);
 	for (k = from; k < npkts; k += n) {
 		n = npkts - k < ROCE_TXQ_PKTS ? npkts - k : ROCE_TXQ_PKTS;
 		at = (uint64_t)k * mtu;
@@ -170,11 +197,10 @@ int roce_send_message(struct roce_dev *rd, const struct roce_path *path,
 			struct roce_pkt p;
 
 			headers(arg, k + i, &p);
-			roce_txq_add(&q, &p, stage + off,
-				     (uint32_t)(bytes - off < mtu ? bytes - off : mtu));
+			txq_put(q, &p, stage + off,
+				(uint32_t)(bytes - off < mtu ? bytes - off : mtu));
 		}
 	}
-	roce_txq_flush(&q);
 	return ret;
 }
 

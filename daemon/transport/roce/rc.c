@@ -204,15 +204,13 @@ static void data_headers(void *arg, uint32_t k, struct roce_pkt *p)
 }
 
 /* Packets from..npsn - 1 of a SEND or WRITE step; 0 or -EFAULT. */
-static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
-		     struct roce_qp *w, const struct roce_txm *m, uint32_t from,
-		     uint32_t mtu)
+static int send_data(struct roce_txq *q, struct ibvd_qp *qp,
+		     const struct roce_txm *m, uint32_t from, uint32_t mtu)
 {
 	struct data_pkts d = { .qp = qp, .m = m };
 
-	return roce_send_message(rd, &w->path, &m->req.local, m->req.off,
-				 m->req.step, mtu, from, m->npsn, data_headers,
-				 &d);
+	return roce_send_message(q, &m->req.local, m->req.off, m->req.step,
+				 mtu, from, m->npsn, data_headers, &d);
 }
 
 /*
@@ -220,9 +218,8 @@ static int send_data(struct roce_dev *rd, struct ibvd_qp *qp,
  * its remainder when it goes again (the responses in order so far are
  * kept, the rest is asked for with the PSN it takes in the step).
  */
-static void send_read_req(struct roce_dev *rd, struct ibvd_qp *qp,
-			  struct roce_qp *w, const struct roce_txm *m,
-			  uint32_t mtu)
+static void send_read_req(struct roce_txq *q, struct ibvd_qp *qp,
+			  const struct roce_txm *m, uint32_t mtu)
 {
 	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
@@ -233,11 +230,11 @@ static void send_read_req(struct roce_dev *rd, struct ibvd_qp *qp,
 	p.reth.rkey = req->w.rkey;
 	p.reth.len = (uint32_t)(req->step - m->got);
 	p.ack_req = true;
-	roce_send_pkt(rd, &w->path, &p, NULL, 0);
+	roce_txq_add(q, &p, NULL, 0);
 }
 
-static void send_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
-			struct roce_qp *w, const struct roce_txm *m)
+static void send_atomic(struct roce_txq *q, struct ibvd_qp *qp,
+			const struct roce_txm *m)
 {
 	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
@@ -253,11 +250,14 @@ static void send_atomic(struct roce_dev *rd, struct ibvd_qp *qp,
 		p.atomic.swap_add = req->w.compare_add;
 	}
 	p.ack_req = true;
-	roce_send_pkt(rd, &w->path, &p, NULL, 0);
+	roce_txq_add(q, &p, NULL, 0);
 }
 
-/* Send step m from PSN from on; 0 or -EFAULT (our own memory failed). */
-static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
+/*
+ * Put step m from PSN from on into q; 0 or -EFAULT (our own memory
+ * failed).
+ */
+static int transmit(struct roce_txq *q, struct ibvd_qp *qp,
 		    struct roce_txm *m, uint32_t from)
 {
 	uint32_t mtu = roce_path_mtu(qp);
@@ -267,17 +267,17 @@ static int transmit(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 	if (is_read(m->req.w.opcode)) {
 		m->read_again = false;
 		m->read_from = m->got;
-		send_read_req(rd, qp, w, m, mtu);
+		send_read_req(q, qp, m, mtu);
 		return 0;
 	}
 	if (is_atomic(m->req.w.opcode)) {
-		send_atomic(rd, qp, w, m);
+		send_atomic(q, qp, m);
 		return 0;
 	}
 	/* a retransmission reads what the keys still name, or fails */
 	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, false))
 		return -EFAULT;
-	return send_data(rd, qp, w, m, skip > 0 ? (uint32_t)skip : 0, mtu);
+	return send_data(q, qp, m, skip > 0 ? (uint32_t)skip : 0, mtu);
 }
 
 /* ---- the window -------------------------------------------------------------- */
@@ -364,7 +364,7 @@ static bool fits(const struct ibvd_qp *qp, const struct roce_qp *w,
  * Put req (WQE head) in flight behind the others and send it: 0,
  * -EAGAIN if it must wait for room, -EFAULT if our own memory failed.
  */
-static int launch(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
+static int launch(struct roce_txq *q, struct ibvd_qp *qp, struct roce_qp *w,
 		  uint32_t head, const struct eng_req *req)
 {
 	uint32_t npsn = step_psns(req, roce_path_mtu(qp));
@@ -383,7 +383,7 @@ static int launch(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
 	m->answer = -1;
 	m->got = 0;
 	m->read_again = m->read_gap = false;
-	if (transmit(rd, qp, w, m, m->first_psn) < 0)
+	if (transmit(q, qp, m, m->first_psn) < 0)
 		return -EFAULT;
 	w->tx.next_psn = roce_psn_add(w->tx.next_psn, npsn);
 	if (reads_back(req->w.opcode))
@@ -396,7 +396,7 @@ static int launch(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
  * Send the WQEs posted behind the last one in flight, while the window
  * has room.  A chunked message's steps stay the engine's, one at a time.
  */
-static void send_ahead(struct ibvd_engine *eng, struct roce_dev *rd,
+static void send_ahead(struct ibvd_engine *eng, struct roce_txq *q,
 		       struct ibvd_qp *qp, struct roce_qp *w)
 {
 	struct roce_txm *last;
@@ -406,13 +406,13 @@ static void send_ahead(struct ibvd_engine *eng, struct roce_dev *rd,
 		last = roce_txm_at(w, w->tx.n - 1);
 		if (!eng_req_last(&last->req) ||
 		    !ibvd_eng_send_ahead(eng, qp, last->head + 1, &req) ||
-		    launch(rd, qp, w, last->head + 1, &req) < 0)
+		    launch(q, qp, w, last->head + 1, &req) < 0)
 			return;
 	}
 }
 
 /* Send everything in flight again from PSN from on (go-back-N). */
-static int resend_from(struct roce_dev *rd, struct ibvd_qp *qp,
+static int resend_from(struct roce_txq *q, struct ibvd_qp *qp,
 		       struct roce_qp *w, uint32_t from)
 {
 	uint32_t i;
@@ -424,7 +424,7 @@ static int resend_from(struct roce_dev *rd, struct ibvd_qp *qp,
 		/* answered already, or wholly before the PSN */
 		if (m->answer >= 0 || d >= (int32_t)m->npsn)
 			continue;
-		if (transmit(rd, qp, w, m, d > 0 ? from : m->first_psn) < 0)
+		if (transmit(q, qp, m, d > 0 ? from : m->first_psn) < 0)
 			return -EFAULT;
 	}
 	return 0;
@@ -434,7 +434,7 @@ static int resend_from(struct roce_dev *rd, struct ibvd_qp *qp,
  * The READs in flight whose responses had a gap (rc_resp.c) ask again for
  * their remainder, and only they: what follows them needs nothing.
  */
-static void read_again(struct roce_dev *rd, struct ibvd_qp *qp,
+static void read_again(struct roce_txq *q, struct ibvd_qp *qp,
 		       struct roce_qp *w)
 {
 	uint32_t i;
@@ -444,7 +444,7 @@ static void read_again(struct roce_dev *rd, struct ibvd_qp *qp,
 
 		/* a READ's transmit reads no memory of ours: it cannot fail */
 		if (m->read_again && m->answer < 0)
-			(void)transmit(rd, qp, w, m, m->first_psn);
+			(void)transmit(q, qp, m, m->first_psn);
 	}
 }
 
@@ -478,7 +478,7 @@ static enum eng_resp take_answer(struct roce_qp *w, struct roce_txm *m,
 }
 
 /* UC: the packets are the whole story; nothing is kept. */
-static enum eng_resp uc_send(struct roce_dev *rd, struct ibvd_qp *qp,
+static enum eng_resp uc_send(struct roce_txq *q, struct ibvd_qp *qp,
 			     struct roce_qp *w, const struct eng_req *req)
 {
 	struct roce_txm *m = roce_txm_at(w, 0);
@@ -491,10 +491,10 @@ static enum eng_resp uc_send(struct roce_dev *rd, struct ibvd_qp *qp,
 	m->first_psn = w->tx.next_psn;
 	m->npsn = step_psns(req, roce_path_mtu(qp));
 	w->tx.next_psn = roce_psn_add(w->tx.next_psn, m->npsn);
-	return transmit(rd, qp, w, m, m->first_psn) < 0 ? RESP_LOCAL_FAULT : RESP_OK;
+	return transmit(q, qp, m, m->first_psn) < 0 ? RESP_LOCAL_FAULT : RESP_OK;
 }
 
-static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
+static enum eng_resp front_step(struct roce_txq *q, struct ibvd_qp *qp,
 				struct roce_qp *w, const struct eng_req *req,
 				uint8_t *rnr_timer)
 {
@@ -505,7 +505,7 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 
 	if (!is_front(w, qp, req)) {
 		forget_all(w);
-		return launch(rd, qp, w, qp->sq_head, req) < 0 ?
+		return launch(q, qp, w, qp->sq_head, req) < 0 ?
 		       RESP_LOCAL_FAULT : RESP_PENDING;
 	}
 	m = roce_txm_at(w, 0);
@@ -526,7 +526,7 @@ static enum eng_resp front_step(struct roce_dev *rd, struct ibvd_qp *qp,
 		for (i = 0; i < w->tx.n; i++)
 			roce_txm_at(w, i)->read_gap = false;
 	}
-	if (resend_from(rd, qp, w, from) < 0)
+	if (resend_from(q, qp, w, from) < 0)
 		return RESP_LOCAL_FAULT;
 	return timed_out ? RESP_NO_ACK : RESP_PENDING;
 }
@@ -571,22 +571,26 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 {
 	struct roce_dev *rd = src->ctx->dev->transport_priv;
 	struct roce_qp *w = roce_qp_of(src);
+	struct roce_txq q;
 	enum eng_resp r;
 
 	if (!w)
 		return RESP_NO_ACK;	/* no memory: as if nobody answered */
 	pthread_mutex_lock(&w->lock);
+	/* every packet of this call, in PSN order, in as few system calls */
+	roce_txq_init(&q, rd, &w->path);
 	if (!tx_slots(w)) {
 		r = RESP_NO_ACK;
 	} else if (src->qp_type == IBV_QPT_UC) {
-		r = uc_send(rd, src, w, req);
+		r = uc_send(&q, src, w, req);
 	} else {
-		r = front_step(rd, src, w, req, rnr_timer);
+		r = front_step(&q, src, w, req, rnr_timer);
 		if (r == RESP_PENDING) {
-			read_again(rd, src, w);
-			send_ahead(eng, rd, src, w);
+			read_again(&q, src, w);
+			send_ahead(eng, &q, src, w);
 		}
 	}
+	roce_txq_flush(&q);
 	pthread_mutex_unlock(&w->lock);
 	return r;
 }

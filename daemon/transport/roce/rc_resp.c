@@ -782,6 +782,7 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct read_pkts d = { .qp = qp, .w = w, .r = r };
 	struct eng_sgl src = { 0 };
 	struct roce_path path;
+	struct roce_txq q;
 	int ret;
 
 	if (ibvd_eng_rkey_resolve(qp, r->rkey, r->va, r->len,
@@ -789,8 +790,10 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 		return OUT_ACCESS;
 	answer_prior(rd);
 	reply_path(w, ip, &path);
-	ret = roce_send_message(rd, &path, &src, 0, r->len, mtu, from, r->npsn,
+	roce_txq_init(&q, rd, &path);
+	ret = roce_send_message(&q, &src, 0, r->len, mtu, from, r->npsn,
 				read_headers, &d);
+	roce_txq_flush(&q);
 	ibvd_eng_port_count(qp, IBVD_PC_SENT_PKTS, r->npsn - from);
 	/* the target's process gone: nobody answers */
 	if (ret < 0)
