@@ -89,15 +89,19 @@ static enum step rnr_nak(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	return STEP_WAIT;
 }
 
+bool ibvd_eng_retry_spent(const struct ibvd_qp *qp)
+{
+	return qp->attr.timeout && !qp->retry_left;
+}
+
 static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			enum ibv_wc_status *status)
 {
 	/* Timeout 0 is "infinite": we keep looking, and never give up. */
-	if (qp->attr.timeout) {
-		if (!qp->retry_left)
-			return failed(status, IBV_WC_RETRY_EXC_ERR);
+	if (ibvd_eng_retry_spent(qp))
+		return failed(status, IBV_WC_RETRY_EXC_ERR);
+	if (qp->attr.timeout)
 		qp->retry_left--;
-	}
 	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + ibvd_eng_timeout_ns(qp->attr.timeout));
 	return STEP_WAIT;
 }

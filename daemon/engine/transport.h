@@ -489,6 +489,13 @@ static inline uint32_t eng_qp_state(const struct ibvd_qp *qp)
 /* A QP in this state accepts incoming messages (RTR and later, not ERR). */
 bool ibvd_eng_can_receive(uint32_t state);
 
+/*
+ * send.c: would a RESP_NO_ACK for qp's front now fail it (retry
+ * exceeded)?  Then the transport lets nothing of what it has in flight go
+ * again or land: the front's error completion is about to be written.
+ */
+bool ibvd_eng_retry_spent(const struct ibvd_qp *qp);
+
 
 /*
  * Before a step of a chunked message to peer: the first step makes peer

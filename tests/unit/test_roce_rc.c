@@ -440,6 +440,8 @@ void ibvd_eng_responder_error(struct ibvd_qp *target, uint32_t event)
 	ck_assert_msg(responder_errors || event == responder_error_expected,
 		      "responder error %u", event);
 	responder_errors++;
+	/* as the engine's: the QP is in error from now on */
+	target->state = IBV_QPS_ERR;
 }
 
 /* XRC: the target's domain holds GOOD_SRQN and OTHER_SRQN; the message's
@@ -481,6 +483,15 @@ bool ibvd_eng_sgl_client_piece(const struct eng_sgl *sgl, uint64_t off,
 	*fd = sgl->seg[i].fd;
 	*addr = sgl->seg[i].addr + off;
 	return true;
+}
+
+/* Would a timeout now fail the front (the engine's retry count)? */
+static bool retries_spent;
+
+bool ibvd_eng_retry_spent(const struct ibvd_qp *qp)
+{
+	ck_assert_ptr_eq(qp, &req_qp);
+	return retries_spent;
 }
 
 bool ibvd_eng_can_receive(uint32_t state)
@@ -533,6 +544,7 @@ static void setup(void)
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
 	fail_at_peek = 0;
+	retries_spent = false;
 	sq_posted = 0;
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
@@ -866,6 +878,38 @@ START_TEST(read_timeout_asks_for_the_rest_only)
 	ck_assert_uint_eq(answered, 1);
 	ck_assert_int_eq(call(&er), RESP_OK);
 	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+}
+END_TEST
+
+/*
+ * The timeout that fails a READ (its retries spent): nothing goes again,
+ * and its responses, late, land nothing once the engine writes its error
+ * completion (the QP is still in RTS until it has).
+ */
+START_TEST(read_failed_by_its_timeout_lands_nothing)
+{
+	struct eng_req er;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);			/* 4 responses, held back */
+	ck_assert_uint_eq(nsent, 5);
+	first = nsent;
+	req_qp.attr.timeout = 1;
+	retries_spent = true;
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(nsent, first);	/* nothing asked again */
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+	deliver(1);
+	deliver(2);
+	deliver(3);
+	deliver(4);
+	ck_assert_uint_eq(answered, 0);
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_uint_eq(local_mem[0], 0);
+	ck_assert_uint_eq(local_mem[READ_LEN - 1], 0);
 }
 END_TEST
 
@@ -1707,6 +1751,58 @@ START_TEST(write_run_that_cannot_land_is_not_acked)
 }
 END_TEST
 
+/*
+ * A duplicate of a WRITE's first packet behind the run of that WRITE
+ * (it goes on with the run by its opcode): the run lands before the
+ * duplicate is answered, cannot, and NAKs; the QP, failed by that, sends
+ * no ACK for the duplicate after it.
+ */
+START_TEST(duplicate_behind_a_run_that_cannot_land)
+{
+	unsigned int pkts[] = { 0, 1, 0 };
+	struct eng_req er;
+
+	responder_error_expected = IBV_EVENT_QP_ACCESS_ERR;
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	writev_fails = true;
+	deliver_batch(pkts, 3);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_ACCESS);
+}
+END_TEST
+
+/*
+ * A WRITE's run, taken, and its QP failed (by another thread) before the
+ * batch ends: nothing lands, and the ACK it owed does not go.
+ */
+START_TEST(write_run_after_the_qp_failed)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+	unsigned int i;
+
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	roce_rx_self = &rd;
+	for (i = 0; i < 3; i++) {
+		decode(i, &ip, &p);
+		roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	}
+	ck_assert_uint_eq(writevs, 0);		/* taken, not landed yet */
+	resp_qp.state = IBV_QPS_ERR;
+	roce_wrun_flush(&rd);
+	roce_ack_flush(&rd);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_uint_eq(remote_mem[0], 3);	/* as setup left it */
+	ck_assert_uint_eq(nsent, 3);		/* no ACK, no NAK */
+}
+END_TEST
+
 START_TEST(duplicate_send_acked_again)
 {
 	struct eng_req er;
@@ -2189,6 +2285,9 @@ int main(void)
 	tcase_add_test(tc, read_past_the_drain_budget_waits);
 	tcase_add_test(tc, ack_of_a_psn_not_sent_dropped);
 	tcase_add_test(tc, a_turn_goes_in_one_call);
+	tcase_add_test(tc, read_failed_by_its_timeout_lands_nothing);
+	tcase_add_test(tc, duplicate_behind_a_run_that_cannot_land);
+	tcase_add_test(tc, write_run_after_the_qp_failed);
 	tcase_add_test(tc, messages_make_no_run_together);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -517,6 +517,16 @@ static enum eng_resp front_step(struct roce_txq *q, struct ibvd_qp *qp,
 		    roce_now_ns() - since >= ibvd_eng_timeout_ns(qp->attr.timeout);
 	if (!w->tx.resend && !timed_out)
 		return RESP_PENDING;
+	if (timed_out && ibvd_eng_retry_spent(qp)) {
+		/*
+		 * The engine fails the front now: nothing goes again, and
+		 * no late response of the window lands once its error
+		 * completion is written (the QP leaves RTS only after).
+		 */
+		ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
+		forget_all(w);
+		return RESP_NO_ACK;
+	}
 	from = w->tx.resend ? w->tx.resend_psn : w->tx.una_psn;
 	w->tx.resend = false;
 	w->tx.rnr_wait = false;

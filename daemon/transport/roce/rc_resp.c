@@ -110,15 +110,22 @@ void roce_ack_flush(struct roce_dev *rd)
 }
 
 /*
- * Before anything else a QP answers: the data it promises landed, and the
+ * Before anything else qp answers: the data it promises landed, and the
  * ACK it owes went (the draining thread's own; the rest answer at once).
+ * False if that failed qp just now: a run that could not land NAKed in
+ * the answer's place, and a responder in error sends nothing more.  (A QP
+ * the packet at hand failed still NAKs it.)
  */
-static void answer_prior(struct roce_dev *rd)
+static bool answer_prior(struct roce_dev *rd, const struct ibvd_qp *qp)
 {
+	bool could;
+
 	if (roce_rx_self != rd)
-		return;
+		return true;
+	could = ibvd_eng_can_receive(eng_qp_state(qp));
 	wrun_flush_locked(rd);
 	ack_flush_locked(rd);
+	return !could || ibvd_eng_can_receive(eng_qp_state(qp));
 }
 
 /* An answer promises the data before it landed: what is deferred goes first. */
@@ -128,7 +135,8 @@ static void send_aeth(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	struct roce_path path;
 
-	answer_prior(rd);
+	if (!answer_prior(rd, qp))
+		return;
 	reply_path(w, ip, &path);
 	send_aeth_on(rd, qp, w, &path, psn, syndrome);
 }
@@ -219,10 +227,14 @@ static void wrun_flush_locked(struct roce_dev *rd)
 		send_run_flush(rd, qp, r);
 		return;
 	}
-	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
+	/* a QP failed since (by an earlier run of its own) lands nothing */
+	ret = ibvd_eng_can_receive(eng_qp_state(qp)) ?
+	      ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n) : -ECANCELED;
 	if (ret == 0)
 		return;
 	ack_drop_from(rd, qp, r->psn);
+	if (ret == -ECANCELED)
+		return;
 	/* its process is gone, and a dead host answers nothing */
 	if (ret == -ESRCH)
 		return;
@@ -788,7 +800,8 @@ static enum outcome read_respond(struct roce_dev *rd, struct ibvd_qp *qp,
 	if (ibvd_eng_rkey_resolve(qp, r->rkey, r->va, r->len,
 				  IBV_ACCESS_REMOTE_READ, &src) < 0)
 		return OUT_ACCESS;
-	answer_prior(rd);
+	if (!answer_prior(rd, qp))
+		return OUT_DROP;
 	reply_path(w, ip, &path);
 	roce_txq_init(&q, rd, &path);
 	ret = roce_send_message(&q, &src, 0, r->len, mtu, from, r->npsn,
@@ -842,7 +855,8 @@ static void atomic_ack(struct roce_dev *rd, struct ibvd_qp *qp,
 	struct roce_path path;
 	struct roce_pkt p;
 
-	answer_prior(rd);
+	if (!answer_prior(rd, qp))
+		return;
 	reply_path(w, ip, &path);
 	roce_pkt_init(&p, roce_op_base(qp) | ROCE_RC_ATOMIC_ACKNOWLEDGE);
 	p.dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
