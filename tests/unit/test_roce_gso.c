@@ -174,6 +174,86 @@ START_TEST(a_corrupt_byte_fails_its_packet_only)
 }
 END_TEST
 
+/*
+ * Ten short messages of one packet each, PSNs in a row, as a requester's
+ * turn sends them (packet.c): a run no longer than a packet, whose
+ * segment size is no MTU's; an immediate's 4 header bytes in place of 4
+ * payload bytes keep a packet as long as the others.  Cut back into
+ * exactly those packets.
+ */
+START_TEST(a_run_of_short_messages_is_cut)
+{
+	unsigned int k;
+	size_t n;
+
+	for (k = 0; k < 10; k++) {
+		if (k == 4)
+			build(k, ROCE_RC_SEND_ONLY_IMM, 4);
+		else
+			build(k, ROCE_RC_SEND_ONLY, 8);
+	}
+	ck_assert_uint_eq(lens[4], lens[0]);
+	ck_assert_uint_eq(roce_gso_run_len(lens, 10), 10);
+	roce_gso_stamp_run(ptrs, lens, 10);
+	n = whole(10, datagram);
+	ck_assert_uint_le(n, ROCE_MAX_PACKET);
+	/* as a packet it fails its ICRC: that is how io.c tries a cut */
+	ck_assert(!roce_icrc_ok(datagram, n));
+	ck_assert_int_eq(cut(n), 0);
+	ck_assert_uint_eq(ngot, 10);
+	for (k = 0; k < 10; k++) {
+		ck_assert_uint_eq(got_len[k], lens[k]);
+		ck_assert_mem_eq(got[k], pkts[k], lens[k]);
+		ck_assert(roce_icrc_ok(got[k], got_len[k]));
+	}
+}
+END_TEST
+
+/*
+ * Three short packets make no run unless together longer than a packet
+ * (a run costs a system call of its own); four do.
+ */
+START_TEST(a_few_short_packets_make_no_run)
+{
+	size_t l[4] = { 52, 52, 52, 52 };
+
+	ck_assert_uint_eq(roce_gso_run_len(l, 3), 0);
+	ck_assert_uint_eq(roce_gso_run_len(l, 4), 4);
+	l[3] = 48;
+	ck_assert_uint_eq(roce_gso_run_len(l, 4), 4);
+}
+END_TEST
+
+/*
+ * A size whose first boundary fits is not enough: every segment must
+ * start with the next PSN's BTH, and the last be no longer than the
+ * others.
+ */
+START_TEST(every_boundary_must_fit)
+{
+	unsigned int k;
+	size_t n;
+
+	for (k = 0; k < 6; k++)
+		build(k, ROCE_RC_SEND_ONLY, 8);
+	roce_gso_stamp_run(ptrs, lens, 6);
+	n = whole(6, datagram);
+	/* the fourth packet's PSN off by one */
+	datagram[HDRS + 3 * (lens[0] - HDRS) + 11] ^= 1;
+	ck_assert_int_eq(cut(n), -EBADMSG);
+	datagram[HDRS + 3 * (lens[0] - HDRS) + 11] ^= 1;
+	ck_assert_int_eq(cut(n), 0);
+	ck_assert_uint_eq(ngot, 6);
+	/* a last packet longer than the others: no size cuts it */
+	ngot = 0;
+	build(5, ROCE_RC_SEND_ONLY, 12);
+	roce_gso_stamp_run(ptrs, lens, 6);
+	n = whole(6, datagram);
+	ck_assert_int_eq(cut(n), -EBADMSG);
+	ck_assert_uint_eq(ngot, 0);
+}
+END_TEST
+
 START_TEST(hostile_datagrams_are_refused)
 {
 	size_t n = run_whole();
@@ -207,6 +287,9 @@ int main(void)
 	tcase_add_test(tc, a_whole_run_is_cut_into_its_packets);
 	tcase_add_test(tc, a_corrupt_byte_fails_its_packet_only);
 	tcase_add_test(tc, hostile_datagrams_are_refused);
+	tcase_add_test(tc, a_run_of_short_messages_is_cut);
+	tcase_add_test(tc, a_few_short_packets_make_no_run);
+	tcase_add_test(tc, every_boundary_must_fit);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

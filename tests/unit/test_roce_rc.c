@@ -131,19 +131,27 @@ void roce_io_send_batch(struct roce_dev *r, const uint8_t *const *pkts,
 }
 
 /*
- * No runs here: a message of these tests is too short to make one, and
- * packets of two messages never make one.
+ * A run goes out as the link would cut it: its packets, each with the
+ * identification and ICRC its segment gets (gso.c).
  */
+static unsigned int runs, run_pkts;
+
 int roce_io_send_run(struct roce_dev *r, const struct roce_path *path,
 		     uint8_t *const *pkts, const size_t *lens, unsigned int n)
 {
-	(void)r;
+	unsigned int i;
+
+	ck_assert_ptr_eq(r, &rd);
 	(void)path;
-	(void)pkts;
-	(void)lens;
-	(void)n;
-	ck_abort_msg("a run of %u packets", n);
-	return -ENOTCONN;
+	ck_assert_uint_ge(n, 2);
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_eq(pkts[i][4] << 8 | pkts[i][5], i);
+		keep(pkts[i], lens[i]);
+	}
+	runs++;
+	run_pkts += n;
+	send_calls++;
+	return 0;
 }
 
 bool roce_is_local(const struct roce_dev *r, int family, const uint8_t *addr)
@@ -539,7 +547,7 @@ static void setup(void)
 	for (i = 0; i < sizeof(remote_mem); i++)
 		remote_mem[i] = (uint8_t)(i * 7 + 3);
 	memset(local_mem, 0, sizeof(local_mem));
-	nsent = send_calls = 0;
+	nsent = send_calls = runs = run_pkts = 0;
 	answered = 0;
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
@@ -1180,24 +1188,52 @@ START_TEST(a_turn_goes_in_one_call)
 END_TEST
 
 /*
- * Nine SENDs of one full packet each would make a run longer than any
- * packet, but a receiver cuts runs by one message's packets (gso.c):
- * they go as packets (the stub aborts on a run), in one call.
+ * Eight short SENDs, one packet each, PSNs in a row: one run, one call;
+ * the responder takes them all.  (A turn of a few
+ * packets, as a_turn_goes_in_one_call's, makes none: one sendmmsg.)
  */
-START_TEST(messages_make_no_run_together)
+START_TEST(short_messages_make_one_run)
 {
 	unsigned int i;
 
-	for (i = 0; i < 9; i++)
-		send_req(&sq[i], 0, 1024);
+	rq_posted[1] = 8;
+	for (i = 0; i < 8; i++)
+		send_req(&sq[i], 8 * i, 8);
+	sq_posted = 8;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 8);
+	ck_assert_uint_eq(send_calls, 1);
+	ck_assert_uint_eq(runs, 1);
+	ck_assert_uint_eq(run_pkts, 8);
+	for (i = 0; i < 8; i++)
+		expect_pkt(i, ROCE_RC_SEND_ONLY, roce_psn_add(0xFFFFFE, i));
+	exchange(0);				/* one by one, as cut */
+	ck_assert_uint_eq(nrecvs_done, 8);
+	ck_assert_uint_eq(nsent, 16);		/* an ACK each */
+	expect_pkt(15, ROCE_RC_ACKNOWLEDGE, roce_psn_add(0xFFFFFE, 7));
+}
+END_TEST
+
+/* A READ request between SENDs (its responses take PSNs) ends a run. */
+START_TEST(a_read_request_ends_a_run)
+{
+	unsigned int i;
+
+	for (i = 0; i < 4; i++)
+		send_req(&sq[i], 8 * i, 8);
+	read_req(&sq[4]);
+	for (i = 5; i < 9; i++)
+		send_req(&sq[i], 8 * i, 8);
 	sq_posted = 9;
 	req_qp.sq_head = 0;
 	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 9);
-	ck_assert_uint_eq(send_calls, 1);
-	/* IPv4 and UDP headers: 28 bytes */
-	ck_assert_uint_ge(9 * (28 + ROCE_BTH_LEN + 1024 + ROCE_ICRC_LEN),
-			  ROCE_GSO_MIN);
+	ck_assert_uint_eq(send_calls, 3);	/* run, the READ, run */
+	ck_assert_uint_eq(runs, 2);
+	ck_assert_uint_eq(run_pkts, 8);
+	expect_read_request(4, 2, REMOTE_VA, READ_LEN);
+	expect_pkt(5, ROCE_RC_SEND_ONLY, 6);	/* the READ took 4 PSNs */
 }
 END_TEST
 
@@ -2288,7 +2324,8 @@ int main(void)
 	tcase_add_test(tc, read_failed_by_its_timeout_lands_nothing);
 	tcase_add_test(tc, duplicate_behind_a_run_that_cannot_land);
 	tcase_add_test(tc, write_run_after_the_qp_failed);
-	tcase_add_test(tc, messages_make_no_run_together);
+	tcase_add_test(tc, short_messages_make_one_run);
+	tcase_add_test(tc, a_read_request_ends_a_run);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -2,30 +2,29 @@
  * Runs of RoCE packets as one UDP datagram (Linux's UDP segmentation
  * offload, UDP_SEGMENT), both ways.
  *
- * Sending: the packets of a message step go out in batches (packet.c);
- * within a batch, a run of packets of equal length (the last may be
- * shorter) is handed to the kernel as one datagram to be cut every
- * gso_size bytes (io.c, roce_io_send_run): one trip through the IP stack
- * and the link for the run instead of one per packet.  The ICRC covers the
- * IPv4 header, identification included, so each packet is built with the
- * header its segment will have: DF set, which makes an unconnected
- * socket's datagram take identification 0, and segmentation numbers the
- * segments 0, 1, 2, ... (Linux's inet_gso_segment); total and UDP lengths
- * are each segment's own.  A run is sent so only when it is longer than
- * any single packet (ROCE_GSO_MIN), so a receiver can tell one from a
- * packet.
+ * Sending: a requester's packets go out in batches (packet.c); within a
+ * batch, a run of packets of one QP with consecutive PSNs and equal
+ * lengths (the last may be shorter) is handed to the kernel as one
+ * datagram to be cut every gso_size bytes (io.c, roce_io_send_run): one
+ * trip through the IP stack and the link for the run instead of one per
+ * packet, whether its packets are one message's or one each of many small
+ * ones.  The ICRC covers the IPv4 header, identification included, so
+ * each packet is built with the header its segment will have: DF set,
+ * which makes an unconnected socket's datagram take identification 0, and
+ * segmentation numbers the segments 0, 1, 2, ... (Linux's
+ * inet_gso_segment); total and UDP lengths are each segment's own.
  *
  * Receiving: a link that does not cut datagrams (a veth between two
  * namespaces passes them whole) delivers the run as one IP packet, and the
  * draining thread cuts it as the kernel would have: segment i gets the
  * header above, and each is then parsed, checked (ICRC included) and
- * handled as if it had come alone.  The segment size is not on the wire.
- * Every segment but the last is a whole packet of one message, so it is
- * the headers of the first one's opcode, one of the five path MTUs of
- * payload and the ICRC; the size whose next segment starts with a BTH for
- * the same QP and the next PSN is taken.  A wrong guess, or a hostile
- * datagram, fails the segments' checks and is dropped as any bad packet.
- * Only IPv4 runs: a raw IPv6 socket receives no header to cut with.
+ * handled as if it had come alone.  A datagram longer than any packet is
+ * a run; a shorter one is a packet unless its ICRC fails (io.c), and then
+ * it may be a run of short packets.  The segment size is not on the wire:
+ * the size at whose every multiple a BTH for the same QP and the next PSN
+ * starts is taken (segment_size).  A wrong guess, or a hostile datagram,
+ * fails the segments' checks and is dropped as any bad packet.  Only IPv4
+ * runs: a raw IPv6 socket receives no header to cut with.
  */
 #include <config.h>
 
@@ -69,32 +68,66 @@ unsigned int roce_gso_run_len(const size_t *lens, unsigned int n)
 			break;
 		}
 	}
-	/* too short to tell from a packet: as packets */
-	if (k < 2 || IPV4_UDP_LEN + total < ROCE_GSO_MIN)
+	/* a run costs a system call of its own: one of a few short packets
+	 * would cost more than their trips through the stack */
+	if (k < ROCE_GSO_MIN_PKTS && IPV4_UDP_LEN + total <= ROCE_MAX_PACKET)
 		return 0;
-	return k;
+	return k < 2 ? 0 : k;
 }
 
-/* The size of one segment of the run whose UDP payload is d (len bytes). */
+/*
+ * Would the run whose UDP payload is d (len bytes) be cut into segments
+ * of seg bytes?  At every seg bytes a BTH for the first one's QP and its
+ * next PSN, and a last segment no longer than the others and no shorter
+ * than a packet.
+ */
+static bool cuts_at(const uint8_t *d, size_t len, size_t seg)
+{
+	uint32_t psn = get_be24(d + BTH_PSN);
+	size_t at;
+	uint32_t k;
+
+	if (seg < ROCE_BTH_LEN + ROCE_ICRC_LEN || seg >= len)
+		return false;
+	for (at = seg, k = 1; at < len; at += seg, k++) {
+		if (len - at < ROCE_BTH_LEN + ROCE_ICRC_LEN ||
+		    roce_opcode_hdrs_len(d[at]) < 0 ||
+		    memcmp(d + at + BTH_DEST_QP, d + BTH_DEST_QP, 3) != 0 ||
+		    get_be24(d + at + BTH_PSN) != ((psn + k) & 0xFFFFFFu))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The size of one segment of the run whose UDP payload is d (len bytes),
+ * or 0.  A message's packets but its last carry one of the five path
+ * MTUs of payload, so those sizes are tried first; packets of several
+ * messages are each as long as the first, which may be any length: the
+ * other sizes (RoCE packets are whole 4-byte words) follow, shortest
+ * first.  A wrong size that passed (a payload that holds the next BTHs
+ * where a shorter segment would end) fails the cut packets' ICRCs.  Each
+ * size is refused at its first boundary that does not fit, so the search
+ * costs about a compare per word of the datagram.
+ */
 static size_t segment_size(const uint8_t *d, size_t len)
 {
 	static const size_t mtus[] = { 4096, 2048, 1024, 512, 256 };
 	int hdrs = roce_opcode_hdrs_len(d[0]);
-	uint32_t psn;
 	size_t seg;
 	unsigned int i;
 
 	if (hdrs < 0 || len < ROCE_BTH_LEN)
 		return 0;
-	psn = get_be24(d + BTH_PSN);
 	for (i = 0; i < sizeof(mtus) / sizeof(mtus[0]); i++) {
 		seg = (size_t)hdrs + mtus[i] + ROCE_ICRC_LEN;
-		if (seg + ROCE_BTH_LEN > len)
-			continue;
-		if (memcmp(d + seg + BTH_DEST_QP, d + BTH_DEST_QP, 3) == 0 &&
-		    get_be24(d + seg + BTH_PSN) == ((psn + 1) & 0xFFFFFFu))
+		if (cuts_at(d, len, seg))
 			return seg;
 	}
+	for (seg = ((size_t)hdrs + ROCE_ICRC_LEN + 3) & ~(size_t)3; seg < len;
+	     seg += 4)
+		if (cuts_at(d, len, seg))
+			return seg;
 	return 0;
 }
 

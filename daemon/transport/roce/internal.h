@@ -381,18 +381,15 @@ struct roce_txq {
 	struct roce_dev *rd;
 	const struct roce_path *path;
 	unsigned int n;
-	uint8_t message;			/* of the packets added now */
-	uint8_t of[ROCE_TXQ_PKTS];		/* each packet's message */
+	uint32_t qpn[ROCE_TXQ_PKTS];		/* each packet's BTH QP */
+	uint32_t psn[ROCE_TXQ_PKTS];		/* and PSN */
 	size_t len[ROCE_TXQ_PKTS];
 	uint8_t buf[ROCE_TXQ_PKTS * ROCE_TXQ_SLOT];
 };
 
 void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
 		   const struct roce_path *path);
-/*
- * Build p, a packet of its own, with len payload bytes from data (NULL:
- * none) into q.
- */
+/* Build p with len payload bytes from data (NULL: none) into q. */
 void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 		  uint32_t len);
 void roce_txq_flush(struct roce_txq *q);
@@ -402,8 +399,8 @@ void roce_txq_flush(struct roce_txq *q);
  * of sgl (a chunked message's step starts past its first byte), mtu bytes
  * of payload each (the last what is left), into q, behind what q holds
  * (they go when it fills or is flushed); headers fills in packet k's.
- * The payload of a batch is read in one piece; runs of the message's own
- * packets go as one datagram.  0, -EFAULT if sgl's memory failed or
+ * The payload of a batch is read in one piece.  0, -EFAULT if sgl's
+ * memory failed or
  * -ESRCH if its process is gone (what was before it stays in q).
  */
 int roce_send_message(struct roce_txq *q,
@@ -413,16 +410,19 @@ int roce_send_message(struct roce_txq *q,
 		      void *arg);
 
 /*
- * gso.c: runs of packets as one UDP datagram (its comment).  A run is
- * longer than any single packet, and at most what one IPv4 packet holds.
+ * gso.c: runs of packets as one UDP datagram (its comment): at most what
+ * one IPv4 packet holds.
  */
-#define ROCE_GSO_MIN		(ROCE_MAX_PACKET + 1)
 #define ROCE_GSO_MAX		65535u
+/* Fewer packets make a run only if together longer than any one. */
+#define ROCE_GSO_MIN_PKTS	4u
 
 /*
  * The length of the run that starts the n IPv4 packets of lens (equal
- * lengths, the last maybe shorter, ROCE_GSO_MIN..ROCE_GSO_MAX bytes in
- * all as one), or 0 if they start none.
+ * lengths, the last maybe shorter; ROCE_GSO_MIN_PKTS of them or longer
+ * than any packet in all, at most ROCE_GSO_MAX bytes as one), or 0 if they
+ * start none.  The caller gives only packets of one QP with consecutive
+ * PSNs.
  */
 unsigned int roce_gso_run_len(const size_t *lens, unsigned int n);
 
@@ -476,9 +476,10 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
 
 /*
  * rx.c: one IP packet arrived at rd (or was sent to one of rd's own
- * addresses); ibvd_objects_lock is held for reading.
+ * addresses); ibvd_objects_lock is held for reading.  0, or -EBADMSG if
+ * its ICRC did not match (a run of short packets may, io.c).
  */
-void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
+int roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 /* The same for one rd sent to one of its own addresses: no "peers" check. */
 void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 

@@ -690,7 +690,7 @@ static bool rx_ipv6_header(struct msghdr *m, size_t len, uint8_t *h)
 
 static void rx_cut_packet(void *arg, const uint8_t *pkt, size_t len)
 {
-	roce_rx_packet(arg, pkt, len);
+	(void)roce_rx_packet(arg, pkt, len);
 }
 
 /* The cut packets' WRITE payloads land before their buffer is reused. */
@@ -732,13 +732,14 @@ static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *
 		/* Truncated: longer than any packet we take. */
 		if (m->msg_flags & MSG_TRUNC)
 			continue;
-		if (!v6 && b->msgs[i].msg_len > ROCE_MAX_PACKET)
+		/* longer than any packet, or no packet by its ICRC: a run? */
+		if (!v6 && (b->msgs[i].msg_len > ROCE_MAX_PACKET ||
+			    roce_rx_packet(rd, b->buf[i],
+					   b->msgs[i].msg_len) == -EBADMSG))
 			rx_run(rd, b, b->buf[i], b->msgs[i].msg_len);
-		else if (!v6)
-			roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
-		else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
-			roce_rx_packet(rd, b->buf[i],
-				       IPV6_HDR_LEN + b->msgs[i].msg_len);
+		else if (v6 && rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
+			(void)roce_rx_packet(rd, b->buf[i],
+					     IPV6_HDR_LEN + b->msgs[i].msg_len);
 	}
 	/* the batch's buffers are about to be reused; its ACKs go */
 	roce_wrun_flush(rd);

@@ -9,10 +9,10 @@
  * kernel in one system call, which on a software device is most of what a
  * packet costs; a requester puts every packet of one turn in one batch,
  * so that small messages share the call too.  Runs of equal packets of
- * one message go as a single datagram the kernel cuts (gso.c), which
- * costs the IP stack and the link one packet's work for the whole run;
- * never packets of two messages, whose lengths and PSNs a receiver could
- * not cut by.
+ * one QP with consecutive PSNs go as a single datagram the kernel cuts
+ * (gso.c), which costs the IP stack and the link one packet's work for
+ * the whole run: a long message's, or one packet each of many short
+ * messages.
  */
 #include <config.h>
 
@@ -80,15 +80,18 @@ void roce_txq_init(struct roce_txq *q, struct roce_dev *rd,
 	q->rd = rd;
 	q->path = path;
 	q->n = 0;
-	q->message = 0;
 }
 
-/* How many packets from i on belong to packet i's message. */
-static unsigned int txq_same_message(const struct roce_txq *q, unsigned int i)
+/*
+ * How many packets from i on follow packet i in PSN order, of its QP: a
+ * receiver cuts a run by that (gso.c).
+ */
+static unsigned int txq_in_sequence(const struct roce_txq *q, unsigned int i)
 {
-	unsigned int k = i;
+	unsigned int k = i + 1;
 
-	while (k < q->n && q->of[k] == q->of[i])
+	while (k < q->n && q->qpn[k] == q->qpn[i] &&
+	       q->psn[k] == roce_psn_add(q->psn[i], k - i))
 		k++;
 	return k - i;
 }
@@ -118,7 +121,7 @@ static void txq_send(struct roce_txq *q)
 	for (i = 0; i < q->n; i++)
 		pkts[i] = txq_slot(q, i);
 	for (i = 0; q->path->family == AF_INET && i < q->n; i += run ? run : 1) {
-		run = roce_gso_run_len(q->len + i, txq_same_message(q, i));
+		run = roce_gso_run_len(q->len + i, txq_in_sequence(q, i));
 		if (!run)
 			continue;
 		/* what comes before it goes first */
@@ -151,26 +154,14 @@ void roce_txq_flush(struct roce_txq *q)
 	q->n = 0;
 }
 
-/* The packets put in q from now until the next call belong to one message. */
-static void txq_message(struct roce_txq *q)
-{
-	q->message++;
-}
-
-static void txq_put(struct roce_txq *q, struct roce_pkt *p, const void *data,
-		    uint32_t len)
-{
-	q->of[q->n] = q->message;
-	q->len[q->n] = build(q->path, p, data, NULL, 0, len, txq_slot(q, q->n));
-	if (++q->n == ROCE_TXQ_PKTS)
-		roce_txq_flush(q);
-}
-
 void roce_txq_add(struct roce_txq *q, struct roce_pkt *p, const void *data,
 		  uint32_t len)
 {
-	txq_message(q);
-	txq_put(q, p, data, len);
+	q->qpn[q->n] = p->dest_qp;
+	q->psn[q->n] = p->psn;
+	q->len[q->n] = build(q->path, p, data, NULL, 0, len, txq_slot(q, q->n));
+	if (++q->n == ROCE_TXQ_PKTS)
+		roce_txq_flush(q);
 }
 
 int roce_send_message(struct roce_txq *q,
@@ -184,7 +175,6 @@ int roce_send_message(struct roce_txq *q,
 	uint64_t at, bytes;
 	int ret = 0;
 
-	txq_message(q);
 	for (k = from; k < npkts; k += n) {
 		n = npkts - k < ROCE_TXQ_PKTS ? npkts - k : ROCE_TXQ_PKTS;
 		at = (uint64_t)k * mtu;
@@ -197,8 +187,8 @@ int roce_send_message(struct roce_txq *q,
 			struct roce_pkt p;
 
 			headers(arg, k + i, &p);
-			txq_put(q, &p, stage + off,
-				(uint32_t)(bytes - off < mtu ? bytes - off : mtu));
+			roce_txq_add(q, &p, stage + off,
+				     (uint32_t)(bytes - off < mtu ? bytes - off : mtu));
 		}
 	}
 	return ret;
