@@ -642,6 +642,17 @@ static void send_req(struct eng_req *er, uint64_t at, uint32_t len)
 	er->local.total = len;
 }
 
+/* n SENDs of len bytes each posted, from local_mem on, none taken yet. */
+static void post_sends(unsigned int n, uint32_t len)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		send_req(&sq[i], (uint64_t)len * i, len);
+	sq_posted = n;
+	req_qp.sq_head = 0;
+}
+
 /* Sent packet i, decoded (payload pointing into sent[i]). */
 static void decode(unsigned int i, struct roce_ip *ip, struct roce_pkt *p)
 {
@@ -1197,10 +1208,7 @@ START_TEST(short_messages_make_one_run)
 	unsigned int i;
 
 	rq_posted[1] = 8;
-	for (i = 0; i < 8; i++)
-		send_req(&sq[i], 8 * i, 8);
-	sq_posted = 8;
-	req_qp.sq_head = 0;
+	post_sends(8, 8);
 	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 8);
 	ck_assert_uint_eq(send_calls, 1);
@@ -1724,10 +1732,7 @@ START_TEST(a_batch_gets_one_ack)
 
 	rq_posted[1] = 3;
 	fill_local();
-	for (i = 0; i < 3; i++)
-		send_req(&sq[i], 16 * i, 16);
-	sq_posted = 3;
-	req_qp.sq_head = 0;
+	post_sends(3, 16);
 	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 3);
 	deliver_batch(pkts, 3);
