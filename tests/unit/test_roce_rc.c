@@ -1817,6 +1817,35 @@ START_TEST(duplicate_behind_a_run_that_cannot_land)
 }
 END_TEST
 
+/*
+ * A WRITE's run, taken, and its QP failed (by another thread) before the
+ * batch ends: nothing lands, and the ACK it owed does not go.
+ */
+START_TEST(write_run_after_the_qp_failed)
+{
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+	unsigned int i;
+
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	roce_rx_self = &rd;
+	for (i = 0; i < 3; i++) {
+		decode(i, &ip, &p);
+		roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	}
+	ck_assert_uint_eq(writevs, 0);		/* taken, not landed yet */
+	resp_qp.state = IBV_QPS_ERR;
+	roce_wrun_flush(&rd);
+	roce_ack_flush(&rd);
+	roce_rx_self = NULL;
+	ck_assert_uint_eq(writevs, 0);
+	ck_assert_uint_eq(remote_mem[0], 3);	/* as setup left it */
+	ck_assert_uint_eq(nsent, 3);		/* no ACK, no NAK */
+}
+END_TEST
+
 START_TEST(duplicate_send_acked_again)
 {
 	struct eng_req er;
