@@ -49,12 +49,15 @@ static void reuse(void *arg)
 
 static const struct roce_gso_sink sink = { take, reuse, NULL };
 
+/* The sender's address (a test may choose another). */
+static uint8_t src_ip[4];
+
 /* Packet k of a WRITE step from PSN 100, built as packet.c builds it. */
 static void build(unsigned int k, uint8_t opcode, uint32_t len)
 {
 	struct roce_ip ip = {
 		.family = AF_INET,
-		.src = { 10, 0, 0, 1 },
+		.src = { src_ip[0], src_ip[1], src_ip[2], src_ip[3] },
 		.dst = { 10, 0, 0, 2 },
 		.hop_limit = 64,
 		.sport = 0xC123,
@@ -76,8 +79,10 @@ static void build(unsigned int k, uint8_t opcode, uint32_t len)
 
 static void setup(void)
 {
+	static const uint8_t ten_0_0_1[4] = { 10, 0, 0, 1 };
 	unsigned int k;
 
+	memcpy(src_ip, ten_0_0_1, 4);
 	for (k = 0; k + 1 < NPKTS; k++)
 		build(k, ROCE_RC_RDMA_WRITE_MIDDLE, MTU);
 	build(NPKTS - 1, ROCE_RC_RDMA_WRITE_LAST, LAST_LEN);
@@ -197,8 +202,8 @@ START_TEST(a_run_of_short_messages_is_cut)
 	roce_gso_stamp_run(ptrs, lens, 10);
 	n = whole(10, datagram);
 	ck_assert_uint_le(n, ROCE_MAX_PACKET);
-	/* as a packet it fails its ICRC: that is how io.c tries a cut */
-	ck_assert(!roce_icrc_ok(datagram, n));
+	/* no longer than a packet: its identification 0 says "a run" (io.c) */
+	ck_assert(roce_gso_maybe_run(datagram, n));
 	ck_assert_int_eq(cut(n), 0);
 	ck_assert_uint_eq(ngot, 10);
 	for (k = 0; k < 10; k++) {
@@ -254,6 +259,89 @@ START_TEST(every_boundary_must_fit)
 }
 END_TEST
 
+/*
+ * Each packet of a run ends with its own CRC, so whether the whole passes
+ * as one packet depends on its headers and shape only: from this source
+ * address, ten 8-byte SENDs always do (whatever their payloads and PSNs).
+ * Taken as one packet, it would be a SEND of 224 bytes of the others'
+ * headers; its identification says it is a run, and it cuts.
+ */
+START_TEST(a_short_run_that_passes_as_a_packet)
+{
+	static const uint8_t src[4] = { 115, 67, 216, 23 };
+	unsigned int k;
+	size_t n;
+
+	memcpy(src_ip, src, 4);
+	for (k = 0; k < 10; k++)
+		build(k, ROCE_RC_SEND_ONLY, 8);
+	roce_gso_stamp_run(ptrs, lens, 10);
+	n = whole(10, datagram);
+	ck_assert(roce_icrc_ok(datagram, n));
+	ck_assert(roce_gso_maybe_run(datagram, n));
+	ck_assert_int_eq(cut(n), 0);
+	ck_assert_uint_eq(ngot, 10);
+	for (k = 0; k < 10; k++)
+		ck_assert_mem_eq(got[k], pkts[k], lens[k]);
+}
+END_TEST
+
+/*
+ * A packet of ours (an odd identification) is never tried as a run; one
+ * with identification 0 (a kernel's rxe may send one) is tried, does not
+ * cut, and io.c takes it as the packet it is.
+ */
+START_TEST(a_packet_is_no_run)
+{
+	build(0, ROCE_RC_SEND_ONLY, 8);
+	roce_ipv4_set_id(pkts[0], 7);
+	roce_icrc_set(pkts[0], lens[0]);
+	ck_assert(!roce_gso_maybe_run(pkts[0], lens[0]));
+	roce_ipv4_set_id(pkts[0], 0);
+	roce_icrc_set(pkts[0], lens[0]);
+	ck_assert(roce_gso_maybe_run(pkts[0], lens[0]));
+	memcpy(datagram, pkts[0], lens[0]);
+	ck_assert_int_eq(cut(lens[0]), -EBADMSG);
+	/* a datagram of headers only */
+	ck_assert_int_eq(cut(HDRS), -EBADMSG);
+	ck_assert_uint_eq(ngot, 0);
+}
+END_TEST
+
+/*
+ * Payloads that hold BTHs of the next PSNs at every 272 bytes (what an
+ * MTU of 256 would make): the boundaries of that size all fit, but its
+ * first segment fails its ICRC, and the run is cut at its true size.
+ * Taken, the wrong size would lose the run at every retransmission.
+ */
+START_TEST(a_wrong_size_is_not_taken)
+{
+	const size_t udp = ROCE_BTH_LEN + 1000 + ROCE_ICRC_LEN, fake = 272;
+	unsigned int k, j;
+	size_t n;
+
+	for (k = 0; k < 8; k++)
+		build(k, ROCE_RC_SEND_ONLY, 1000);
+	for (j = 1; j * fake < 8 * udp; j++) {
+		size_t at = j * fake % udp;
+		uint8_t *b = pkts[j * fake / udp] + HDRS + at;
+
+		ck_assert(at >= ROCE_BTH_LEN && at + ROCE_BTH_LEN <= udp - ROCE_ICRC_LEN);
+		b[0] = ROCE_RC_SEND_ONLY;
+		b[5] = 0x00, b[6] = 0x0a, b[7] = 0xbc;		/* QP 0xabc */
+		b[9] = 0, b[10] = 0, b[11] = (uint8_t)(100 + j);	/* PSN */
+	}
+	roce_gso_stamp_run(ptrs, lens, 8);
+	n = whole(8, datagram);
+	ck_assert_int_eq(cut(n), 0);
+	ck_assert_uint_eq(ngot, 8);
+	for (k = 0; k < 8; k++) {
+		ck_assert_uint_eq(got_len[k], lens[k]);
+		ck_assert(roce_icrc_ok(got[k], got_len[k]));
+	}
+}
+END_TEST
+
 START_TEST(hostile_datagrams_are_refused)
 {
 	size_t n = run_whole();
@@ -290,6 +378,9 @@ int main(void)
 	tcase_add_test(tc, a_run_of_short_messages_is_cut);
 	tcase_add_test(tc, a_few_short_packets_make_no_run);
 	tcase_add_test(tc, every_boundary_must_fit);
+	tcase_add_test(tc, a_short_run_that_passes_as_a_packet);
+	tcase_add_test(tc, a_packet_is_no_run);
+	tcase_add_test(tc, a_wrong_size_is_not_taken);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

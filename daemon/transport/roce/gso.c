@@ -19,12 +19,13 @@
  * draining thread cuts it as the kernel would have: segment i gets the
  * header above, and each is then parsed, checked (ICRC included) and
  * handled as if it had come alone.  A datagram longer than any packet is
- * a run; a shorter one is a packet unless its ICRC fails (io.c), and then
- * it may be a run of short packets.  The segment size is not on the wire:
- * the size at whose every multiple a BTH for the same QP and the next PSN
- * starts is taken (segment_size).  A wrong guess, or a hostile datagram,
- * fails the segments' checks and is dropped as any bad packet.  Only IPv4
- * runs: a raw IPv6 socket receives no header to cut with.
+ * a run; a shorter one with identification 0 may be a run of short
+ * packets, and is taken for one if it cuts (io.c).  The segment size is
+ * not on the wire: the size at whose every multiple a BTH for the same QP
+ * and the next PSN starts, and whose first segment passes its ICRC, is
+ * taken (segment_size).  A hostile datagram fails the segments' checks
+ * and is dropped as any bad packet.  Only IPv4 runs: a raw IPv6 socket
+ * receives no header to cut with.
  */
 #include <config.h>
 
@@ -100,35 +101,95 @@ static bool cuts_at(const uint8_t *d, size_t len, size_t seg)
 }
 
 /*
- * The size of one segment of the run whose UDP payload is d (len bytes),
- * or 0.  A message's packets but its last carry one of the five path
- * MTUs of payload, so those sizes are tried first; packets of several
- * messages are each as long as the first, which may be any length: the
- * other sizes (RoCE packets are whole 4-byte words) follow, shortest
- * first.  A wrong size that passed (a payload that holds the next BTHs
- * where a shorter segment would end) fails the cut packets' ICRCs.  Each
- * size is refused at its first boundary that does not fit, so the search
- * costs about a compare per word of the datagram.
+ * Is seg the segment size of the run pkt (IPv4 and UDP headers, then d)?
+ * Its first segment, built in buf as segmentation made it (identification
+ * id), passes its ICRC.
  */
-static size_t segment_size(const uint8_t *d, size_t len)
+static bool first_segment_ok(const uint8_t *pkt, size_t seg, uint16_t id,
+			     uint8_t *buf)
+{
+	memcpy(buf, pkt, IPV4_UDP_LEN + seg);
+	roce_ipv4_set_lengths(buf, seg);
+	roce_ipv4_set_id(buf, id);
+	return roce_icrc_ok(buf, IPV4_UDP_LEN + seg);
+}
+
+/* ICRCs a search may compute: a hostile datagram pays for a few only. */
+#define GSO_SIZE_TRIES	4u
+
+/* A search for the segment size of the run pkt, whose UDP payload is len bytes. */
+struct size_search {
+	const uint8_t *pkt;
+	size_t len;
+	uint16_t id;
+	uint8_t *buf;		/* scratch: a segment is built here */
+	size_t buf_len;
+	unsigned int tries;
+};
+
+/* Is seg the size?  Its boundaries fit, and its first segment's ICRC. */
+static bool size_fits(struct size_search *s, size_t seg)
+{
+	if (s->tries == GSO_SIZE_TRIES || seg >= s->len ||
+	    IPV4_UDP_LEN + seg > s->buf_len ||
+	    !cuts_at(s->pkt + IPV4_UDP_LEN, s->len, seg))
+		return false;
+	if (first_segment_ok(s->pkt, seg, s->id, s->buf))
+		return true;
+	s->tries++;
+	return false;
+}
+
+/*
+ * The size of one segment of the run pkt, whose UDP payload is len
+ * bytes, or 0; buf (buf_len bytes) is scratch.  A message's packets but
+ * its last carry one of the five path MTUs of payload, so those sizes are
+ * tried first; packets of several messages are each as long as the first,
+ * which may be any length: the other sizes (RoCE packets are whole 4-byte
+ * words) follow, shortest first.  A size whose boundaries all fit is
+ * taken once the first segment's ICRC says so: a payload holding the next
+ * BTHs where a shorter segment would end does not make the run cut wrong
+ * (and so lost again at every retransmission), nor does a packet that
+ * only looks like a run (io.c).  Each size is refused at its first
+ * boundary that does not fit, so the search costs about a compare per
+ * word of the datagram, and at most GSO_SIZE_TRIES ICRCs.
+ */
+static size_t segment_size(const uint8_t *pkt, size_t len, uint16_t id,
+			   uint8_t *buf, size_t buf_len)
 {
 	static const size_t mtus[] = { 4096, 2048, 1024, 512, 256 };
-	int hdrs = roce_opcode_hdrs_len(d[0]);
+	struct size_search s = { pkt, len, id, buf, buf_len, 0 };
 	size_t seg;
 	unsigned int i;
+	int hdrs;
 
-	if (hdrs < 0 || len < ROCE_BTH_LEN)
+	if (len < ROCE_BTH_LEN ||
+	    (hdrs = roce_opcode_hdrs_len(pkt[IPV4_UDP_LEN])) < 0)
 		return 0;
 	for (i = 0; i < sizeof(mtus) / sizeof(mtus[0]); i++) {
 		seg = (size_t)hdrs + mtus[i] + ROCE_ICRC_LEN;
-		if (cuts_at(d, len, seg))
+		if (size_fits(&s, seg))
 			return seg;
 	}
-	for (seg = ((size_t)hdrs + ROCE_ICRC_LEN + 3) & ~(size_t)3; seg < len;
-	     seg += 4)
-		if (cuts_at(d, len, seg))
+	for (seg = ((size_t)hdrs + ROCE_ICRC_LEN + 3) & ~(size_t)3;
+	     seg < len && s.tries < GSO_SIZE_TRIES; seg += 4)
+		if (size_fits(&s, seg))
 			return seg;
 	return 0;
+}
+
+/*
+ * A run of short packets is no longer than a packet, and its ICRC cannot
+ * tell it from one: each of its packets ends with its own CRC, so whether
+ * the whole passes as a packet depends only on its headers and shape,
+ * and for some flows it always does.  Its identification can: 0, which a
+ * run's datagram has (DF on an unconnected socket) and no packet of ours
+ * (packet.c stamps them odd).
+ */
+bool roce_gso_maybe_run(const uint8_t *pkt, size_t len)
+{
+	return len > ROCE_MAX_PACKET ||
+	       (len >= IPV4_UDP_LEN && pkt[4] == 0 && pkt[5] == 0);
 }
 
 int roce_gso_split(const uint8_t *pkt, size_t len, uint8_t *out,
@@ -142,10 +203,10 @@ int roce_gso_split(const uint8_t *pkt, size_t len, uint8_t *out,
 	if (roce_parse_ip(pkt, len, &ip, &off, &dlen) < 0 ||
 	    ip.family != AF_INET || off != IPV4_UDP_LEN)
 		return -EBADMSG;
-	seg = segment_size(pkt + off, dlen);
-	if (!seg || IPV4_UDP_LEN + seg > out_len)
-		return -EBADMSG;
 	id = ip.ip_id;
+	seg = segment_size(pkt, dlen, id, out, out_len);
+	if (!seg)
+		return -EBADMSG;
 	for (i = 0, at = 0; at < dlen; i++, at += n) {
 		uint8_t *p;
 

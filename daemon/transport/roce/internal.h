@@ -430,6 +430,12 @@ unsigned int roce_gso_run_len(const size_t *lens, unsigned int n);
 void roce_gso_stamp_run(uint8_t *const *pkts, const size_t *lens,
 			unsigned int n);
 
+/*
+ * Might the IPv4 datagram pkt (len bytes) be a run, to be cut rather than
+ * taken as one packet (if roce_gso_split finds it is none, it is one)?
+ */
+bool roce_gso_maybe_run(const uint8_t *pkt, size_t len);
+
 /* Where the packets cut from a run go (roce_gso_split). */
 struct roce_gso_sink {
 	void (*packet)(void *arg, const uint8_t *pkt, size_t len);
@@ -441,7 +447,8 @@ struct roce_gso_sink {
 /*
  * Cut the IPv4 packet pkt (len bytes), a run, into the packets it was
  * made of, built in out (out_len bytes, at least one whole packet), each
- * handed to sink; -EBADMSG if it is no run we can cut.
+ * handed to sink; -EBADMSG if it is no run we can cut (then sink was
+ * given nothing).
  */
 int roce_gso_split(const uint8_t *pkt, size_t len, uint8_t *out,
 		   size_t out_len, const struct roce_gso_sink *sink);
@@ -476,10 +483,9 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
 
 /*
  * rx.c: one IP packet arrived at rd (or was sent to one of rd's own
- * addresses); ibvd_objects_lock is held for reading.  0, or -EBADMSG if
- * its ICRC did not match (a run of short packets may, io.c).
+ * addresses); ibvd_objects_lock is held for reading.
  */
-int roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
+void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 /* The same for one rd sent to one of its own addresses: no "peers" check. */
 void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 

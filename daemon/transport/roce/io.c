@@ -690,7 +690,7 @@ static bool rx_ipv6_header(struct msghdr *m, size_t len, uint8_t *h)
 
 static void rx_cut_packet(void *arg, const uint8_t *pkt, size_t len)
 {
-	(void)roce_rx_packet(arg, pkt, len);
+	roce_rx_packet(arg, pkt, len);
 }
 
 /* The cut packets' WRITE payloads land before their buffer is reused. */
@@ -699,9 +699,12 @@ static void rx_cut_reuse(void *arg)
 	roce_wrun_flush(arg);
 }
 
-/* A run a link left whole (gso.c): its packets, one by one. */
-static void rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
-		   size_t len)
+/*
+ * A run a link left whole (gso.c): its packets, one by one; -EBADMSG if
+ * it is none (nothing was handled).
+ */
+static int rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
+		  size_t len)
 {
 	const struct roce_gso_sink sink = {
 		.packet = rx_cut_packet,
@@ -711,8 +714,9 @@ static void rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
 
 	/* the last run's packets may still be pointed at */
 	roce_wrun_flush(rd);
-	(void)roce_gso_split(pkt, len, b->cut, sizeof(b->cut), &sink);
+	return roce_gso_split(pkt, len, b->cut, sizeof(b->cut), &sink);
 }
+
 
 /*
  * One batch of what fd has queued (objects lock held for reading): how
@@ -732,14 +736,15 @@ static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *
 		/* Truncated: longer than any packet we take. */
 		if (m->msg_flags & MSG_TRUNC)
 			continue;
-		/* longer than any packet, or no packet by its ICRC: a run? */
-		if (!v6 && (b->msgs[i].msg_len > ROCE_MAX_PACKET ||
-			    roce_rx_packet(rd, b->buf[i],
-					   b->msgs[i].msg_len) == -EBADMSG))
-			rx_run(rd, b, b->buf[i], b->msgs[i].msg_len);
-		else if (v6 && rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
-			(void)roce_rx_packet(rd, b->buf[i],
-					     IPV6_HDR_LEN + b->msgs[i].msg_len);
+		if (!v6 && roce_gso_maybe_run(b->buf[i], b->msgs[i].msg_len) &&
+		    (rx_run(rd, b, b->buf[i], b->msgs[i].msg_len) == 0 ||
+		     b->msgs[i].msg_len > ROCE_MAX_PACKET))
+			continue;
+		if (!v6)
+			roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
+		else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
+			roce_rx_packet(rd, b->buf[i],
+				       IPV6_HDR_LEN + b->msgs[i].msg_len);
 	}
 	/* the batch's buffers are about to be reused; its ACKs go */
 	roce_wrun_flush(rd);

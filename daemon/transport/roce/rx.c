@@ -9,7 +9,6 @@
 #include <config.h>
 
 #include <endian.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -217,11 +216,8 @@ static void count_drop(uint64_t *counter)
 	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
 }
 
-/*
- * own: sent by this device to one of its own addresses, not from the
- * wire.  -EBADMSG: the ICRC did not match (io.c may find a run there).
- */
-static int rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
+/* own: sent by this device to one of its own addresses, not from the wire */
+static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 {
 	size_t off, udp_len;
 	struct roce_ip ip;
@@ -230,7 +226,7 @@ static int rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 
 	if (roce_parse_ip(pkt, len, &ip, &off, &udp_len) < 0 ||
 	    ip.dport != ROCE_UDP_PORT)
-		return 0;
+		return;
 	/*
 	 * Only what was sent to one of this device's addresses, or to a
 	 * group (the kernel passes on only those of groups the netdev
@@ -238,7 +234,7 @@ static int rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	 */
 	mcast = roce_ip_is_multicast(ip.family, ip.dst);
 	if (!mcast && !roce_is_local(rd, ip.family, ip.dst))
-		return 0;
+		return;
 	/*
 	 * What this device sends to its own addresses never leaves it
 	 * (emit): from the wire, such a source is forged.  Its RC and UC
@@ -250,15 +246,15 @@ static int rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	    (!own && (roce_is_local(rd, ip.family, ip.src) ||
 		      !peer_allowed(rd, ip.family, ip.src)))) {
 		count_drop(&rd->dev->roce.dropped_not_peer);
-		return 0;
+		return;
 	}
 	if (!roce_icrc_ok(pkt, off + udp_len))
-		return -EBADMSG;
+		return;
 	if (roce_decode(pkt + off, udp_len, &p) < 0)
-		return 0;
+		return;
 	if (!pkey_ok(p.pkey)) {
 		count_drop(&rd->dev->roce.dropped_bad_pkey);
-		return 0;
+		return;
 	}
 	switch (ROCE_OP_TRANSPORT(p.opcode)) {
 	case ROCE_OP_UD:
@@ -276,15 +272,14 @@ static int rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	default:
 		break;
 	}
-	return 0;
 }
 
-int roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
+void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 {
-	return rx(rd, pkt, len, false);
+	rx(rd, pkt, len, false);
 }
 
 void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len)
 {
-	(void)rx(rd, pkt, len, true);
+	rx(rd, pkt, len, true);
 }
