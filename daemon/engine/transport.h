@@ -496,7 +496,6 @@ bool ibvd_eng_can_receive(uint32_t state);
  */
 bool ibvd_eng_retry_spent(const struct ibvd_qp *qp);
 
-
 /*
  * Before a step of a chunked message to peer: the first step makes peer
  * its responder; a later one is only for that QP, in the incarnation the

@@ -117,7 +117,7 @@ static bool first_segment_ok(const uint8_t *pkt, size_t seg, uint16_t id,
 /* ICRCs a search may compute: a hostile datagram pays for a few only. */
 #define GSO_SIZE_TRIES	4u
 
-/* A search for the segment size of the run pkt, whose UDP payload is len bytes. */
+/* A search for the segment size of the run pkt (len bytes of UDP payload). */
 struct size_search {
 	const uint8_t *pkt;
 	size_t len;

@@ -400,8 +400,8 @@ void roce_txq_flush(struct roce_txq *q);
  * of payload each (the last what is left), into q, behind what q holds
  * (they go when it fills or is flushed); headers fills in packet k's.
  * The payload of a batch is read in one piece.  0, -EFAULT if sgl's
- * memory failed or
- * -ESRCH if its process is gone (what was before it stays in q).
+ * memory failed or -ESRCH if its process is gone (what was before it
+ * stays in q).
  */
 int roce_send_message(struct roce_txq *q,
 		      const struct eng_sgl *sgl, uint64_t base, uint64_t len,

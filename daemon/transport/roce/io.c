@@ -717,6 +717,16 @@ static int rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
 	return roce_gso_split(pkt, len, b->cut, sizeof(b->cut), &sink);
 }
 
+/* An IPv4 datagram: a run to cut (gso.c), or a packet. */
+static void rx_ipv4(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
+		    size_t len)
+{
+	/* cut, or longer than any packet: nothing more to do */
+	if (roce_gso_maybe_run(pkt, len) &&
+	    (rx_run(rd, b, pkt, len) == 0 || len > ROCE_MAX_PACKET))
+		return;
+	roce_rx_packet(rd, pkt, len);
+}
 
 /*
  * One batch of what fd has queued (objects lock held for reading): how
@@ -736,12 +746,8 @@ static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *
 		/* Truncated: longer than any packet we take. */
 		if (m->msg_flags & MSG_TRUNC)
 			continue;
-		if (!v6 && roce_gso_maybe_run(b->buf[i], b->msgs[i].msg_len) &&
-		    (rx_run(rd, b, b->buf[i], b->msgs[i].msg_len) == 0 ||
-		     b->msgs[i].msg_len > ROCE_MAX_PACKET))
-			continue;
 		if (!v6)
-			roce_rx_packet(rd, b->buf[i], b->msgs[i].msg_len);
+			rx_ipv4(rd, b, b->buf[i], b->msgs[i].msg_len);
 		else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
 			roce_rx_packet(rd, b->buf[i],
 				       IPV6_HDR_LEN + b->msgs[i].msg_len);

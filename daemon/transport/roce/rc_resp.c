@@ -227,16 +227,15 @@ static void wrun_flush_locked(struct roce_dev *rd)
 		send_run_flush(rd, qp, r);
 		return;
 	}
-	/* a QP failed since (by an earlier run of its own) lands nothing */
+	/* a QP failed since the run began (another thread, an earlier run
+	 * of its own) lands nothing */
 	ret = ibvd_eng_can_receive(eng_qp_state(qp)) ?
 	      ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n) : -ECANCELED;
 	if (ret == 0)
 		return;
 	ack_drop_from(rd, qp, r->psn);
-	if (ret == -ECANCELED)
-		return;
-	/* its process is gone, and a dead host answers nothing */
-	if (ret == -ESRCH)
+	/* that QP answers nothing more; nor does a dead process's host */
+	if (ret == -ECANCELED || ret == -ESRCH)
 		return;
 	/* its memory went: the first packet of the run could not land; UC
 	 * answers nothing and stays, as for any access error (rx_request) */
