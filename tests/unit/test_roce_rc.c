@@ -1756,10 +1756,7 @@ START_TEST(owed_ack_goes_before_a_nak)
 	struct roce_pkt p;
 
 	rq_posted[1] = 1;			/* the second SEND finds none */
-	send_req(&sq[0], 0, 16);
-	send_req(&sq[1], 16, 16);
-	sq_posted = 2;
-	req_qp.sq_head = 0;
+	post_sends(2, 16);
 	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
 	deliver_batch(pkts, 2);
 	ck_assert_uint_eq(nsent, 4);
