@@ -159,6 +159,8 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 	param.initiator_depth = init;
 	req.id = cid->handle;
 	req.param = &param;
+	/* The daemon finishes a QP made with the id when the reply comes. */
+	req.move_qp = cid->id.qp && !ud && cid->qp_bundled;
 	ret = cma_call(cid, IBVD_MSG_CM_CONNECT, &req.base, NULL, NULL);
 	if (ret < 0)
 		return ret;

@@ -174,8 +174,28 @@ refuse:
 /*
  * The passive side accepted (CM.md step 5).  An id with a QP gets it to
  * RTS and sends the RTU, then the app sees ESTABLISHED; without a QP the
- * app sees CONNECT_RESPONSE and finishes with rdma_establish().
+ * app sees CONNECT_RESPONSE and finishes with rdma_establish().  For a QP
+ * made with the id the daemon has done both already (m->established), or
+ * failed to and ended the connection (m->status).
  */
+static int confirmed_reply(struct cma_id *cid, const Ibvd__CmEvent *m,
+			   struct cma_event *ev)
+{
+	/* The QP is the app's to destroy meanwhile; the connection stands. */
+	if (m->status < 0) {
+		if (cid->id.qp)
+			cma_qp_at_err(cid);
+		ev->event.event = RDMA_CM_EVENT_CONNECT_ERROR;
+		ev->event.status = m->status;
+		return 1;
+	}
+	if (cid->id.qp)
+		cma_qp_at_rts(cid);
+	ev->event.event = RDMA_CM_EVENT_ESTABLISHED;
+	mark_established(cid);
+	return 1;
+}
+
 static int connect_reply(struct cma_channel *ch, const Ibvd__CmEvent *m,
 			 struct cma_event *ev)
 {
@@ -191,6 +211,8 @@ static int connect_reply(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	ev->event.id = &cid->id;
 	fill_conn(ev, m->conn, CMA_PDATA_REP);
 	ret = cma_apply_info(cid, m->info);
+	if (m->established || m->status < 0)
+		return confirmed_reply(cid, m, ev);
 	if (!cid->id.qp) {
 		ev->event.event = RDMA_CM_EVENT_CONNECT_RESPONSE;
 		return 1;

@@ -490,6 +490,11 @@ int ibvd_req_cm_connect(struct ibvd_call *call)
 		return ret;
 	if (cm_is_ud(id) && !p.qkey)
 		p.qkey = id->qkey;
+	if (req->move_qp && !cm_is_ud(id) && p.qp_num != cm_own_qp_num(id))
+		return ibvd_call_error(call, -EINVAL,
+				       "QP %#x is not the one made with the id",
+				       p.qp_num);
+	id->confirm_reply = req->move_qp && !cm_is_ud(id);
 	id->local = p;
 	id->lqpn = p.qp_num;
 	id->active = true;
@@ -549,6 +554,80 @@ static void accept_ud(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
 	cm_event_send(a, &ev);
 }
 
+/*
+ * The RTU: the active id a (REP_RCVD) and its peer are established.
+ * Returns the local peer that is to hear ESTABLISHED once the caller
+ * has answered, if there is one still waiting for it (it may have
+ * established already, rdma_notify); across hosts the RTU leaves here.
+ */
+static struct ibvd_cm_id *confirm(struct ibvd_cm_id *a)
+{
+	struct ibvd_cm_id *p = a->peer;
+	bool waits;
+
+	a->phase = CM_PH_ESTABLISHED;
+	if (!p) {
+		cm_wire_establish(a);
+		return NULL;
+	}
+	waits = p->phase == CM_PH_REP_SENT;
+	p->phase = CM_PH_ESTABLISHED;
+	return waits ? p : NULL;
+}
+
+/*
+ * The active side's refusal of a reply (a REJ): the passive side hears
+ * REJECTED with pdata, as the IB CM's "consumer defined" reason.
+ */
+static void refuse_reply(struct ibvd_cm_id *a, const uint8_t *pdata,
+			 size_t len)
+{
+	struct ibvd_cm_id *p = a->peer;
+
+	if (!p) {
+		cm_wire_reject(a, pdata, len);
+		a->phase = CM_PH_CLOSED;
+		return;
+	}
+	a->phase = CM_PH_CLOSED;
+	unlink_peers(a);
+	p->phase = CM_PH_CLOSED;
+	cm_send_refusal(p, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED,
+			pdata, len, CM_PDATA_REJ);
+}
+
+/*
+ * What the active side's library would do on the reply, done here for a
+ * QP made with the id (CM_CONNECT's move_qp): RTR and RTS, then the RTU,
+ * as the kernel's RDMA CM does for its own consumers.  The library then
+ * reports ESTABLISHED without a round trip of its own, and the passive
+ * side does not wait for the active process to be scheduled.  A move
+ * that fails ends the connection as the library's REJ would: the QP in
+ * ERR, the passive side REJECTED, the reply's status the error.
+ */
+static void confirm_reply(struct ibvd_cm_id *a, struct cm_event *ev)
+{
+	struct ibvd_call move = { .session = a->cm->session };
+	struct ibvd_cm_id *p;
+	int ret = cm_qp_move(&move, a, NULL);
+
+	if (ret < 0) {
+		log_notice("cm id %u: its QP %#x did not reach RTS: %s",
+			   a->idn, cm_own_qp_num(a),
+			   move.errmsg[0] ? move.errmsg : strerror(-ret));
+		(void)cm_qp_to_err(&move, a);
+		refuse_reply(a, NULL, 0);
+		ev->status = ret;
+		cm_event_send(a, ev);
+		return;
+	}
+	p = confirm(a);
+	ev->established = true;
+	cm_event_send(a, ev);
+	if (p)
+		cm_event_simple(p, RDMA_CM_EVENT_ESTABLISHED, 0);
+}
+
 void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
 		       const uint8_t *pdata, size_t len)
 {
@@ -568,7 +647,11 @@ void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
 	a->local.responder_resources = view.responder_resources;
 	a->local.initiator_depth = view.initiator_depth;
 	a->phase = CM_PH_REP_RCVD;
-	cm_event_send(a, &ev);
+	/* A QP destroyed meanwhile leaves the reply to the library. */
+	if (a->confirm_reply && cm_own_qp_alive(a))
+		confirm_reply(a, &ev);
+	else
+		cm_event_send(a, &ev);
 }
 
 /* An RC/UC answer (REP): the active side's library finishes the QP. */
@@ -692,19 +775,16 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 		id->phase = CM_PH_CLOSED;
 		return ibvd_call_reply(call, NULL, NULL, 0);
 	}
-	unlink_peers(id);
-	id->phase = CM_PH_CLOSED;
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
-	if (peer->phase == CM_PH_REQ_SENT) {
-		cm_refuse_active(peer, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
-				 req->private_data.data, req->private_data.len);
-	} else {
-		peer->phase = CM_PH_CLOSED;
-		cm_send_refusal(peer, RDMA_CM_EVENT_REJECTED,
-				CM_REJ_CONSUMER_DEFINED, req->private_data.data,
-				req->private_data.len, CM_PDATA_REJ);
+	if (id->phase == CM_PH_REP_RCVD) {
+		refuse_reply(id, req->private_data.data, req->private_data.len);
+		return ret;
 	}
+	unlink_peers(id);
+	id->phase = CM_PH_CLOSED;
+	cm_refuse_active(peer, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
+			 req->private_data.data, req->private_data.len);
 	return ret;
 }
 
@@ -712,7 +792,6 @@ int ibvd_req_cm_establish(struct ibvd_call *call)
 {
 	const Ibvd__CmEstablish *req = (const Ibvd__CmEstablish *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id), *p;
-	bool tell;
 	int ret;
 
 	if (!id)
@@ -725,19 +804,10 @@ int ibvd_req_cm_establish(struct ibvd_call *call)
 		if (ret < 0)
 			return ret;
 	}
-	p = id->peer;
-	if (!p) {
-		id->phase = CM_PH_ESTABLISHED;
-		cm_wire_establish(id);
-		return ibvd_call_reply(call, NULL, NULL, 0);
-	}
-	id->phase = CM_PH_ESTABLISHED;
-	/* The passive side may have established already (rdma_notify). */
-	tell = p->phase == CM_PH_REP_SENT;
-	p->phase = CM_PH_ESTABLISHED;
+	p = confirm(id);
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
-	if (tell)
+	if (p)
 		cm_event_simple(p, RDMA_CM_EVENT_ESTABLISHED, 0);
 	return ret;
 }

@@ -256,6 +256,7 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 	cm_fill_info(id, &info, &ibuf);
 	m.info = &info;
 	m.mcast_user = ev->mcast_user;
+	m.established = ev->established;
 	send_or_queue(id, ev->listen_id ?
 		      ibvd_handle_lookup(&cm->ids, ev->listen_id, IBVD_OBJ_CM_ID) :
 		      NULL, &m.base);

@@ -199,6 +199,7 @@ struct ibvd_cm_id {
 	/* the connection */
 	enum cm_phase phase;
 	bool active;			/* it sent the request */
+	bool confirm_reply;		/* moves own_qp and sends the RTU itself */
 	struct ibvd_cm_id *peer;	/* the other end, while linked */
 	struct cm_conn_param local;	/* negotiated: what this side uses */
 	struct cm_conn_param remote;	/* what the peer sent */
@@ -440,6 +441,8 @@ int cm_qp_move(struct ibvd_call *call, const struct ibvd_cm_id *id,
 int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id);
 /* The number of the QP made with id, 0 if none. */
 uint32_t cm_own_qp_num(const struct ibvd_cm_id *id);
+/* Is the QP made with id still there? */
+bool cm_own_qp_alive(const struct ibvd_cm_id *id);
 
 /* ---- remote.c ------------------------------------------------------- */
 
@@ -483,6 +486,7 @@ struct cm_event {
 	size_t pdata_full;		/* ... zero-padded to this length */
 	const Ibvd__CmUdParam *ud;
 	uint64_t mcast_user;
+	bool established;		/* CONNECT_REPLY: confirmed already */
 };
 
 /* Send ev about id on id's event socket (nothing if its session is dying). */

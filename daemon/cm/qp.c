@@ -197,19 +197,31 @@ int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
  * The QP made with id, if it still is: numbers and handles are reused, so
  * all three must match.  The control thread alone changes the registry.
  */
-static struct ibvd_qp *own_qp(struct ibvd_call *call,
-			      const struct ibvd_cm_id *id)
+static struct ibvd_qp *find_own_qp(const struct ibvd_cm_id *id)
 {
 	struct ibvd_qp *qp = NULL;
 
 	if (id->own_qp.num)
 		qp = ibvd_qp_by_num(id->own_qp.num);
 	if (!qp || qp->ctx->id != id->own_qp.ctx ||
-	    qp->handle != id->own_qp.handle) {
-		ibvd_call_error(call, -EINVAL, "the id has no QP made with it");
+	    qp->handle != id->own_qp.handle)
 		return NULL;
-	}
 	return qp;
+}
+
+static struct ibvd_qp *own_qp(struct ibvd_call *call,
+			      const struct ibvd_cm_id *id)
+{
+	struct ibvd_qp *qp = find_own_qp(id);
+
+	if (!qp)
+		ibvd_call_error(call, -EINVAL, "the id has no QP made with it");
+	return qp;
+}
+
+bool cm_own_qp_alive(const struct ibvd_cm_id *id)
+{
+	return find_own_qp(id) != NULL;
 }
 
 uint32_t cm_own_qp_num(const struct ibvd_cm_id *id)

@@ -415,9 +415,7 @@ static void ck_qp_connected(struct ibv_qp *qp, const struct ibv_qp *peer)
 
 /*
  * Connect the pair (RC, QPs by rdma_create_qp), with private data both
- * ways; the server's id is p->server.  One thread drives both ends: the
- * client's library completes the connection inside its rdma_get_cm_event,
- * so the client's ESTABLISHED is read before the server's.
+ * ways; the server's id is p->server.  One thread drives both ends.
  */
 static void pair_connect(struct pair *p, const char *req, const char *rep)
 {
@@ -1561,6 +1559,126 @@ START_TEST(connect_app_qp)
 }
 END_TEST
 
+static const struct rdma_conn_param one_each = {
+	.responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+	.rnr_retry_count = 7,
+};
+
+/* The client asks with a QP rdma_create_qp made (RC), "req" its data. */
+static void client_connect(struct pair *p)
+{
+	struct rdma_conn_param cp = one_each;
+
+	cp.private_data = "req";
+	cp.private_data_len = 3;
+	default_qp(p->client, IBV_QPT_RC);
+	ck_assert_msg(rdma_connect(p->client, &cp) == 0, "rdma_connect: %s", strerror(errno));
+}
+
+/* The server takes the request and accepts with a QP of its own, "rep". */
+static void server_accept(struct pair *p)
+{
+	struct rdma_conn_param cp = one_each;
+	struct rdma_cm_event *ev;
+
+	ev = expect(p->sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p->server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	default_qp(p->server, IBV_QPT_RC);
+	cp.private_data = "rep";
+	cp.private_data_len = 3;
+	ck_assert_msg(rdma_accept(p->server, &cp) == 0, "rdma_accept: %s", strerror(errno));
+}
+
+/*
+ * A QP made with the id is finished by the daemon when the reply comes
+ * (RTR, RTS, the RTU), as the kernel's RDMA CM does for its own users:
+ * the passive side is established before the active process reads its
+ * event, and the active side's ESTABLISHED costs it no request.
+ */
+START_TEST(reply_confirmed_by_the_daemon)
+{
+	struct ibv_qp_init_attr init;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr a;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	client_connect(&p);
+	server_accept(&p);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	ck_assert_int_eq(ibv_query_qp(p.client->qp, &a, IBV_QP_STATE, &init), 0);
+	ck_assert_int_eq(a.qp_state, IBV_QPS_RTS);
+
+	ev = expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	ck_assert_int_eq(ev->status, 0);
+	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+		 "rep", 3, PDATA_REP, "ESTABLISHED (client)");
+	ck_assert_uint_eq(ev->param.conn.qp_num, p.server->qp->qp_num);
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_qp_connected(p.client->qp, p.server->qp);
+	ck_qp_connected(p.server->qp, p.client->qp);
+	pair_send(p.client, p.server, "after the daemon's RTU");
+	pair_send(p.server, p.client, "and back");
+	pair_close(&p);
+}
+END_TEST
+
+/*
+ * The daemon cannot move a QP the app put in ERR: the reply ends the
+ * connection as a REJ from the active side would (CONNECT_ERROR here,
+ * REJECTED there), with nothing established.
+ */
+START_TEST(reply_to_a_qp_in_error)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_init_attr init;
+	struct rdma_cm_event *ev;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	client_connect(&p);
+	ck_assert_int_eq(ibv_modify_qp(p.client->qp, &a, IBV_QP_STATE), 0);
+	server_accept(&p);
+	ev = expect(p.cch, RDMA_CM_EVENT_CONNECT_ERROR, p.client);
+	ck_assert_int_eq(ev->status, -EINVAL);
+	ck_ok(rdma_ack_cm_event(ev));
+	ev = expect(p.sch, RDMA_CM_EVENT_REJECTED, p.server);
+	ck_assert_int_eq(ev->status, 28);
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_assert_int_eq(ibv_query_qp(p.client->qp, &a, IBV_QP_STATE, &init), 0);
+	ck_assert_int_eq(a.qp_state, IBV_QPS_ERR);
+	ck_assert_int_eq(p.client->qp->state, IBV_QPS_ERR);
+	expect_quiet(p.cch, 100, "after CONNECT_ERROR");
+	expect_quiet(p.sch, 100, "after REJECTED");
+	pair_free(&p);
+}
+END_TEST
+
+/*
+ * A QP destroyed before the reply leaves the id without one: the app
+ * sees CONNECT_RESPONSE and confirms with rdma_establish(), as for an id
+ * that never had a QP.
+ */
+START_TEST(qp_destroyed_before_the_reply)
+{
+	struct rdma_cm_event *ev;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	client_connect(&p);
+	rdma_destroy_qp(p.client);
+	server_accept(&p);
+	ev = expect(p.cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p.client);
+	ck_assert_int_eq(ev->status, 0);
+	ck_ok(rdma_ack_cm_event(ev));
+	expect_quiet(p.sch, 100, "before the client's rdma_establish");
+	ck_ok(rdma_establish(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	pair_close(&p);
+}
+END_TEST
+
 /* Synchronous connect: rdma_connect returns once ESTABLISHED (a thread
  * plays the server). */
 struct accept_arg {
@@ -2668,7 +2786,9 @@ static Suite *api_suite(int argc, char **argv)
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
-		T(listen_backlog), T(connect_app_qp), T(sync_mode_connect),
+		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
+		T(reply_to_a_qp_in_error), T(qp_destroyed_before_the_reply),
+		T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(get_event_after_destroy), T(destroyed_ids_events_gone),
 		T(migrate), T(migrate_pending_event), T(migrate_listener_pending),
