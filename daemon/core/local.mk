@@ -5,6 +5,7 @@
 # addresses.
 DAEMON_SOURCES += \
 	daemon/core/objects.h daemon/core/registry.c \
+	daemon/core/random.c daemon/core/random.h \
 	daemon/core/handle.c daemon/core/handle.h \
 	daemon/core/device.c daemon/core/device.h \
 	daemon/core/roce.c daemon/core/roce.h \

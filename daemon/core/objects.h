@@ -38,6 +38,7 @@
 #include <infiniband/verbs.h>
 
 #include "handle.h"
+#include "random.h"
 #include "ring.h"
 #include "transit.h"
 
@@ -501,9 +502,6 @@ struct ibvd_qp {
 };
 
 /* ---- registries (registry.c), under ibvd_objects_lock --------------- */
-
-/* Random 32-bit value from getrandom(); never fails (falls back to a PRNG). */
-uint32_t ibvd_random32(void);
 
 /* Registration; the caller holds the objects lock for writing. */
 int ibvd_mr_register(struct ibvd_mr *mr);	/* picks the keys */

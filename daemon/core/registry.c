@@ -8,9 +8,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/random.h>
 
 #include "objects.h"
 
@@ -39,19 +36,6 @@ void ibvd_objects_write_unlock(void)
 }
 
 #define ASSERT_WRITE_HELD()	do { if (!write_held) abort(); } while (0)
-
-uint32_t ibvd_random32(void)
-{
-	static unsigned int seed;
-	uint32_t v;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
-		return v;
-	/* Only before the kernel's pool is initialised (early boot). */
-	if (!seed)
-		seed = (unsigned int)time(NULL) ^ (unsigned int)getpid();
-	return (uint32_t)rand_r(&seed) << 16 ^ (uint32_t)rand_r(&seed);
-}
 
 /* ---- hash tables ------------------------------------------------------ */
 

@@ -1,9 +1,10 @@
 # unit tests (core): framing and fd passing (common/frame.c), handle tables
 # (daemon/core/handle.c, compiled into the test), the transit ring
-# (common/transit.c).
+# (common/transit.c), the daemon's random numbers (daemon/core/random.c).
 check_PROGRAMS += tests/unit/test_frame tests/unit/test_handle \
-	tests/unit/test_transit
-TESTS += tests/unit/test_frame tests/unit/test_handle tests/unit/test_transit
+	tests/unit/test_transit tests/unit/test_random
+TESTS += tests/unit/test_frame tests/unit/test_handle tests/unit/test_transit \
+	tests/unit/test_random
 
 tests_unit_test_frame_SOURCES = tests/unit/test_frame.c
 tests_unit_test_frame_CFLAGS = $(UNIT_CFLAGS)
@@ -24,6 +25,13 @@ tests_unit_test_roce_SOURCES = tests/unit/test_roce.c \
 tests_unit_test_roce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_roce_LDADD = $(UNIT_LIBS)
+
+# The daemon's random numbers (daemon/core/random.c).
+tests_unit_test_random_SOURCES = tests/unit/test_random.c \
+	daemon/core/random.c daemon/core/random.h
+tests_unit_test_random_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_random_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_random_LDADD = $(UNIT_LIBS)
 
 tests_unit_test_transit_SOURCES = tests/unit/test_transit.c
 tests_unit_test_transit_CFLAGS = $(UNIT_CFLAGS)
