@@ -270,35 +270,45 @@ static void frame_fds_own(const struct ibvd_frame *frame, uid_t uid)
 		ibvd_closer_own(frame->fds[i], uid);
 }
 
+/*
+ * One frame per wakeup: the event fires again while more wait (it is
+ * level-triggered), so one busy client cannot starve the rest; and the
+ * client waiting for its reply has sent nothing more, so reading on would
+ * cost a receive that finds nothing, one per request.  Returns whether a
+ * request was handled.
+ */
+static bool session_read_one(struct ibvd_session *s)
+{
+	struct ibvd_frame frame;
+	int ret;
+
+	if (ibvd_closer_backed_up(s->cred.uid)) {
+		session_pause(s);
+		return false;
+	}
+	ibvd_closer_receiving(true);
+	ret = ibvd_frame_recv(s->fd, s->daemon->rxbuf, IBVD_FRAME_MAX, &frame,
+			      MSG_DONTWAIT);
+	ibvd_closer_receiving(false);
+	if (ret == -EAGAIN)
+		return false;
+	if (ret <= 0) {
+		session_lost(s, ret, &frame);
+		return false;
+	}
+	frame_fds_own(&frame, s->cred.uid);
+	ibvd_call_dispatch(s, &frame);
+	return true;
+}
+
 static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ibvd_session *s = arg;
-	struct ibvd_frame frame;
-	unsigned int handled = 0;
-	int ret;
+	bool handled;
 
 	s->in_callback = 1;
 	ibvd_closer_serving(s->cred.uid);
-	/* At most a burst per wakeup; the event fires again if more wait. */
-	while (handled < IBVD_SESSION_BURST && !s->closing) {
-		if (ibvd_closer_backed_up(s->cred.uid)) {
-			session_pause(s);
-			break;
-		}
-		ibvd_closer_receiving(true);
-		ret = ibvd_frame_recv(s->fd, s->daemon->rxbuf, IBVD_FRAME_MAX,
-				      &frame, MSG_DONTWAIT);
-		ibvd_closer_receiving(false);
-		if (ret == -EAGAIN)
-			break;
-		if (ret <= 0) {
-			session_lost(s, ret, &frame);
-			break;
-		}
-		frame_fds_own(&frame, s->cred.uid);
-		ibvd_call_dispatch(s, &frame);
-		handled++;
-	}
+	handled = session_read_one(s);
 	if (handled && !s->closing && !s->paused)
 		session_arm_idle(s);
 	s->in_callback = 0;

@@ -35,8 +35,6 @@
  */
 #define IBVD_SESSION_CLOSED	((enum ibvd_session_state)0)
 
-/* Frames handled per wakeup, so one busy client cannot starve the rest. */
-#define IBVD_SESSION_BURST	16
 /*
  * Seconds a fresh or admin connection may stay silent, after connecting or
  * after its last request ($IBVERBSD_IDLE_TIMEOUT); a device context may
