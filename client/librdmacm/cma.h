@@ -348,6 +348,8 @@ int cma_qp_to(struct cma_id *cid, enum ibv_qp_state state, uint8_t rd_atomic);
 int cma_qp_to_err(struct cma_id *cid);
 /* The daemon moved the id's QP to RTS (CM_ACCEPT, CM_ESTABLISH move_qp). */
 void cma_qp_at_rts(struct cma_id *cid);
+/* RTS, as the daemon moved it, unless the app moved it on meanwhile. */
+void cma_qp_reached_rts(struct cma_id *cid);
 /* ... or to ERR (CM_DISCONNECT move_qp). */
 void cma_qp_at_err(struct cma_id *cid);
 int cma_init_qp_attr(struct cma_id *cid, enum ibv_qp_state state,

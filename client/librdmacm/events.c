@@ -179,18 +179,31 @@ refuse:
  * failed to and ended the connection (m->status).
  */
 static int confirmed_reply(struct cma_id *cid, const Ibvd__CmEvent *m,
-			   struct cma_event *ev)
+			   int info_ret, struct cma_event *ev)
 {
-	/* The QP is the app's to destroy meanwhile; the connection stands. */
-	if (m->status < 0) {
+	Ibvd__CmDisconnect end = IBVD__CM_DISCONNECT__INIT;
+	int status = m->status;
+
+	/*
+	 * The connection stands in the daemon (the RTU went): one this side
+	 * cannot take up ends as rdma_disconnect() would end it.
+	 */
+	if (status == 0 && info_ret < 0) {
+		end.id = cid->handle;
+		end.move_qp = cid->id.qp && cid->qp_bundled;
+		(void)cma_call(cid, IBVD_MSG_CM_DISCONNECT, &end.base, NULL, NULL);
+		status = info_ret;
+	}
+	if (status < 0) {
 		if (cid->id.qp)
 			cma_qp_at_err(cid);
 		ev->event.event = RDMA_CM_EVENT_CONNECT_ERROR;
-		ev->event.status = m->status;
+		ev->event.status = status;
 		return 1;
 	}
+	/* The app's QP (destroyed, or moved by it meanwhile) keeps its state. */
 	if (cid->id.qp)
-		cma_qp_at_rts(cid);
+		cma_qp_reached_rts(cid);
 	ev->event.event = RDMA_CM_EVENT_ESTABLISHED;
 	mark_established(cid);
 	return 1;
@@ -212,7 +225,7 @@ static int connect_reply(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	fill_conn(ev, m->conn, CMA_PDATA_REP);
 	ret = cma_apply_info(cid, m->info);
 	if (m->established || m->status < 0)
-		return confirmed_reply(cid, m, ev);
+		return confirmed_reply(cid, m, ret, ev);
 	if (!cid->id.qp) {
 		ev->event.event = RDMA_CM_EVENT_CONNECT_RESPONSE;
 		return 1;

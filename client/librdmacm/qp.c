@@ -90,6 +90,18 @@ void cma_qp_at_rts(struct cma_id *cid)
 	__atomic_store_n(&cid->id.qp->state, IBV_QPS_RTS, __ATOMIC_RELAXED);
 }
 
+void cma_qp_reached_rts(struct cma_id *cid)
+{
+	enum ibv_qp_state *state = &cid->id.qp->state;
+	enum ibv_qp_state seen = __atomic_load_n(state, __ATOMIC_RELAXED);
+
+	/* Not over an ERR (rdma_disconnect) or RESET the app got to first. */
+	while (seen == IBV_QPS_INIT || seen == IBV_QPS_RTR)
+		if (__atomic_compare_exchange_n(state, &seen, IBV_QPS_RTS, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
+}
+
 void cma_qp_at_err(struct cma_id *cid)
 {
 	__atomic_store_n(&cid->id.qp->state, IBV_QPS_ERR, __ATOMIC_RELAXED);

@@ -34,6 +34,7 @@
 #include "server/call.h"
 #include "server/daemon.h"
 #include "server/session.h"
+#include "tenant/tenant.h"
 #include "verbs/query.h"
 #include "verbs/verbs.h"
 
@@ -612,9 +613,11 @@ static void confirm_reply(struct ibvd_cm_id *a, struct cm_event *ev)
 	int ret = cm_qp_move(&move, a, NULL);
 
 	if (ret < 0) {
-		log_notice("cm id %u: its QP %#x did not reach RTS: %s",
-			   a->idn, cm_own_qp_num(a),
-			   move.errmsg[0] ? move.errmsg : strerror(-ret));
+		/* a client can make this happen at will: its uid's log quota */
+		ibvd_tenant_log(a->cm->session->tenant, IBVD_LOG_NOTICE,
+				"cm id %u: its QP %#x did not reach RTS: %s",
+				a->idn, cm_own_qp_num(a),
+				move.errmsg[0] ? move.errmsg : strerror(-ret));
 		(void)cm_qp_to_err(&move, a);
 		refuse_reply(a, NULL, 0);
 		ev->status = ret;

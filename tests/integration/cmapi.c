@@ -1656,6 +1656,33 @@ START_TEST(reply_to_a_qp_in_error)
 END_TEST
 
 /*
+ * An app may end the connection before it reads the reply the daemon
+ * confirmed: it still reads ESTABLISHED, then DISCONNECTED, and its QP
+ * stays in the ERR rdma_disconnect() put it in.
+ */
+START_TEST(disconnect_before_reading_the_reply)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	client_connect(&p);
+	server_accept(&p);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	ck_ok(rdma_disconnect(p.client));
+	ck_assert_int_eq(p.client->qp->state, IBV_QPS_ERR);
+	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	ck_assert_int_eq(p.client->qp->state, IBV_QPS_ERR);
+	ck_assert_int_eq(ibv_query_qp(p.client->qp, &a, IBV_QP_STATE, &init), 0);
+	ck_assert_int_eq(a.qp_state, IBV_QPS_ERR);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	pair_free(&p);
+}
+END_TEST
+
+/*
  * A QP destroyed before the reply leaves the id without one: the app
  * sees CONNECT_RESPONSE and confirms with rdma_establish(), as for an id
  * that never had a QP.
@@ -2787,7 +2814,8 @@ static Suite *api_suite(int argc, char **argv)
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
-		T(reply_to_a_qp_in_error), T(qp_destroyed_before_the_reply),
+		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
+		T(qp_destroyed_before_the_reply),
 		T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(get_event_after_destroy), T(destroyed_ids_events_gone),
