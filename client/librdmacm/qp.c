@@ -10,7 +10,8 @@
  * An RC, UC or UD QP is made in one request (common/cm_qp.h): the daemon
  * makes the CQs and channels with it and moves it to INIT with the id's
  * attributes, and the id remembers that the daemon may move it on
- * (cid->qp_bundled: RTR and RTS inside CM_ACCEPT and CM_ESTABLISH).
+ * (cid->qp_bundled: RTR and RTS inside CM_ACCEPT, and on the reply to
+ * CM_CONNECT, where the daemon also sends the RTU).
  */
 #include "config.h"
 

@@ -657,7 +657,7 @@ void cm_reply_received(struct ibvd_cm_id *a, const struct cm_conn_param *rep,
 		cm_event_send(a, &ev);
 }
 
-/* An RC/UC answer (REP): the active side's library finishes the QP. */
+/* An RC/UC answer (REP): confirmed here or by the active side's library. */
 static void accept_rc(struct ibvd_cm_id *c, struct ibvd_cm_id *a,
 		      const ProtobufCBinaryData *pdata)
 {

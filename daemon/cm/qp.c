@@ -1,10 +1,11 @@
 /*
  * The QP of a connection: the attributes each state needs (CM_INIT_QP_ATTR)
  * and, for a QP made with its id (CREATE_QP naming it, verbs/qp_bundle.c),
- * its moves done here: INIT at creation, RTR and RTS inside CM_ACCEPT and
+ * its moves done here: INIT at creation, RTR and RTS inside CM_ACCEPT, on
+ * the reply to a CM_CONNECT that asked (conn.c's confirm_reply) or inside
  * CM_ESTABLISH, where the CM knows the attributes already, ERR inside
- * CM_DISCONNECT.  Each move is a
- * round trip fewer for the library, and fails as its MODIFY_QP would.
+ * CM_DISCONNECT.  Each move is a round trip fewer for the library, and
+ * fails as its MODIFY_QP would.
  */
 #include <config.h>
 
