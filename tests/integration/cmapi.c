@@ -1591,6 +1591,18 @@ static void server_accept(struct pair *p)
 }
 
 /*
+ * A pair connected up to the server's ESTABLISHED, the client's events
+ * not read yet: the daemon confirmed the reply on the client's behalf.
+ */
+static void pair_confirmed(struct pair *p)
+{
+	pair_prepare(p, "127.0.0.1", RDMA_PS_TCP);
+	client_connect(p);
+	server_accept(p);
+	expect_ack(p->sch, RDMA_CM_EVENT_ESTABLISHED, p->server);
+}
+
+/*
  * A QP made with the id is finished by the daemon when the reply comes
  * (RTR, RTS, the RTU), as the kernel's RDMA CM does for its own users:
  * the passive side is established before the active process reads its
@@ -1603,10 +1615,7 @@ START_TEST(reply_confirmed_by_the_daemon)
 	struct ibv_qp_attr a;
 	struct pair p;
 
-	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
-	client_connect(&p);
-	server_accept(&p);
-	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	pair_confirmed(&p);
 	ck_assert_int_eq(ibv_query_qp(p.client->qp, &a, IBV_QP_STATE, &init), 0);
 	ck_assert_int_eq(a.qp_state, IBV_QPS_RTS);
 
@@ -1666,10 +1675,7 @@ START_TEST(disconnect_before_reading_the_reply)
 	struct ibv_qp_attr a;
 	struct pair p;
 
-	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
-	client_connect(&p);
-	server_accept(&p);
-	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	pair_confirmed(&p);
 	ck_ok(rdma_disconnect(p.client));
 	ck_assert_int_eq(p.client->qp->state, IBV_QPS_ERR);
 	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
