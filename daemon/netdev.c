@@ -1,7 +1,7 @@
 /*
  * Reading a network interface through rtnetlink (netdev.h): its link
  * (RTM_GETLINK by name) and its addresses (an RTM_GETADDR dump, kept to
- * that interface), on a socket of its own that lives for one read.
+ * that interface), in one conversation (core/rtnl.h).
  */
 #include <config.h>
 
@@ -13,113 +13,18 @@
 #include <unistd.h>
 #include <net/if.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
-#include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 
+#include "core/rtnl.h"
 #include "netdev.h"
 
 /* <linux/if.h>, which clashes with <net/if.h>: the carrier is on. */
 #ifndef IFF_LOWER_UP
 #define IFF_LOWER_UP	0x10000
 #endif
-
-/*
- * The kernel answers at once; the bound only keeps a kernel that does
- * not from stalling the control thread.
- */
-#define NL_TIMEOUT_MS	1000
-/* Dump parts are at most this big when we offer this much (max_recvmsg_len). */
-#define NL_BUF_BYTES	32768
-
-struct nl {
-	int fd;
-	uint32_t seq;
-};
-
-/* Called for each message of an answer; a negative errno stops the read. */
-typedef int (*nl_msg_fn)(const struct nlmsghdr *h, void *arg);
-
-/* Control thread only: one read at a time. */
-static uint8_t nl_buf[NL_BUF_BYTES] __attribute__((aligned(NLMSG_ALIGNTO)));
-
-static int nl_open(struct nl *nl)
-{
-	struct timeval tv = { .tv_sec = NL_TIMEOUT_MS / 1000,
-			      .tv_usec = NL_TIMEOUT_MS % 1000 * 1000 };
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
-	int ret;
-
-	nl->seq = 0;
-	nl->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	if (nl->fd < 0)
-		return -errno;
-	if (setsockopt(nl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    bind(nl->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		ret = -errno;
-		close(nl->fd);
-		return ret;
-	}
-	return 0;
-}
-
-static int nl_send(struct nl *nl, struct nlmsghdr *h)
-{
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-
-	h->nlmsg_seq = ++nl->seq;
-	if (sendto(nl->fd, h, h->nlmsg_len, 0, (struct sockaddr *)&kernel,
-		   sizeof(kernel)) < 0)
-		return -errno;
-	return 0;
-}
-
-/* One datagram of the answer: 1 when it is complete, 0 for more, or < 0. */
-static int nl_parse(struct nl *nl, unsigned int len, bool dump, nl_msg_fn fn, void *arg)
-{
-	const struct nlmsghdr *h;
-	int ret;
-
-	for (h = (const void *)nl_buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-		if (h->nlmsg_seq != nl->seq)
-			continue;	/* not ours, or late */
-		if (h->nlmsg_type == NLMSG_DONE)
-			return 1;
-		if (h->nlmsg_type == NLMSG_ERROR) {
-			const struct nlmsgerr *e = NLMSG_DATA(h);
-
-			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
-				return -EPROTO;
-			return e->error ? e->error : 1;
-		}
-		ret = fn(h, arg);
-		if (ret < 0)
-			return ret;
-		if (!dump)
-			return 1;
-	}
-	return 0;
-}
-
-/* The answer to the last request, message by message: 0 or < 0. */
-static int nl_recv(struct nl *nl, bool dump, nl_msg_fn fn, void *arg)
-{
-	ssize_t n;
-	int ret = 0;
-
-	do {
-		n = recv(nl->fd, nl_buf, sizeof(nl_buf), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		ret = nl_parse(nl, (unsigned int)n, dump, fn, arg);
-	} while (n < 0 || ret == 0);
-	return ret < 0 ? ret : 0;
-}
 
 /* ---- the link ----------------------------------------------------------- */
 
@@ -152,15 +57,13 @@ static int parse_link(const struct nlmsghdr *h, void *arg)
 	return 0;
 }
 
-static int read_link(struct nl *nl, struct ibvd_netdev *nd)
+static int read_link(struct ibvd_rtnl *nl, struct ibvd_netdev *nd)
 {
 	struct {
 		struct nlmsghdr h;
 		struct ifinfomsg ifi;
 		char attrs[RTA_SPACE(IFNAMSIZ)];
 	} req;
-	size_t n = strlen(nd->ifname) + 1;
-	struct rtattr *rta;
 	int ret;
 
 	memset(&req, 0, sizeof(req));
@@ -168,13 +71,11 @@ static int read_link(struct nl *nl, struct ibvd_netdev *nd)
 	req.h.nlmsg_type = RTM_GETLINK;
 	req.h.nlmsg_flags = NLM_F_REQUEST;
 	req.ifi.ifi_family = AF_UNSPEC;
-	rta = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.h.nlmsg_len));
-	rta->rta_type = IFLA_IFNAME;
-	rta->rta_len = (unsigned short)RTA_LENGTH(n);
-	memcpy(RTA_DATA(rta), nd->ifname, n);
-	req.h.nlmsg_len = NLMSG_ALIGN(req.h.nlmsg_len) + RTA_ALIGN(rta->rta_len);
-	ret = nl_send(nl, &req.h);
-	return ret < 0 ? ret : nl_recv(nl, false, parse_link, nd);
+	ret = ibvd_rtnl_put(&req.h, sizeof(req), IFLA_IFNAME, nd->ifname,
+			    strlen(nd->ifname) + 1);
+	if (ret == 0)
+		ret = ibvd_rtnl_send(nl, &req.h);
+	return ret < 0 ? ret : ibvd_rtnl_recv(nl, false, parse_link, nd);
 }
 
 /* ---- its addresses -------------------------------------------------------- */
@@ -247,7 +148,7 @@ static int parse_addr(const struct nlmsghdr *h, void *arg)
 	return add_addr(r->st, &r->cap, &c);
 }
 
-static int read_addrs(struct nl *nl, struct ibvd_netdev_state *st)
+static int read_addrs(struct ibvd_rtnl *nl, struct ibvd_netdev_state *st)
 {
 	struct {
 		struct nlmsghdr h;
@@ -262,8 +163,8 @@ static int read_addrs(struct nl *nl, struct ibvd_netdev_state *st)
 	req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	/* every family, IPv4 first: the order rxe discovers them in */
 	req.ifa.ifa_family = AF_UNSPEC;
-	ret = nl_send(nl, &req.h);
-	return ret < 0 ? ret : nl_recv(nl, true, parse_addr, &r);
+	ret = ibvd_rtnl_send(nl, &req.h);
+	return ret < 0 ? ret : ibvd_rtnl_recv(nl, true, parse_addr, &r);
 }
 
 /* ---- the rest --------------------------------------------------------------- */
@@ -285,30 +186,6 @@ static unsigned int read_speed(const char *ifname)
 	return (unsigned int)mbps;
 }
 
-/* A hop limit (1..255) from a sysctl file, or 64. */
-static uint8_t read_hop_limit(const char *path)
-{
-	int v = 0;
-	FILE *f = fopen(path, "re");
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 0;
-		fclose(f);
-	}
-	return v >= 1 && v <= 255 ? (uint8_t)v : 64;
-}
-
-static void read_hop_limits(struct ibvd_netdev *nd)
-{
-	char path[96];
-
-	nd->hop_limit4 = read_hop_limit("/proc/sys/net/ipv4/ip_default_ttl");
-	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/hop_limit",
-		 nd->ifname);
-	nd->hop_limit6 = read_hop_limit(path);
-}
-
 void ibvd_netdev_state_free(struct ibvd_netdev_state *st)
 {
 	free(st->addrs);
@@ -318,18 +195,18 @@ void ibvd_netdev_state_free(struct ibvd_netdev_state *st)
 
 int ibvd_netdev_read(const char *ifname, struct ibvd_netdev_state *st)
 {
-	struct nl nl;
+	struct ibvd_rtnl nl;
 	int ret;
 
 	memset(st, 0, sizeof(*st));
 	snprintf(st->link.ifname, sizeof(st->link.ifname), "%s", ifname);
-	ret = nl_open(&nl);
+	ret = ibvd_rtnl_open(&nl);
 	if (ret < 0)
 		return ret;
 	ret = read_link(&nl, &st->link);
 	if (ret == 0)
 		ret = read_addrs(&nl, st);
-	close(nl.fd);
+	ibvd_rtnl_close(&nl);
 	if (ret < 0) {
 		ibvd_netdev_state_free(st);
 		memset(&st->link, 0, sizeof(st->link));
@@ -337,6 +214,5 @@ int ibvd_netdev_read(const char *ifname, struct ibvd_netdev_state *st)
 		return ret;
 	}
 	st->link.speed_mbps = read_speed(ifname);
-	read_hop_limits(&st->link);
 	return 0;
 }

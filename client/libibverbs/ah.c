@@ -34,7 +34,7 @@ static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
 {
 	Ibvd__CreateAh req = IBVD__CREATE_AH__INIT;
 	Ibvd__AhAttr m = IBVD__AH_ATTR__INIT;
-	Ibvd__Handle *reply = NULL;
+	Ibvd__CreateAhReply *reply = NULL;
 	struct ibvc_ah *ah;
 	int ret;
 
@@ -45,7 +45,7 @@ static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
 	req.pd = pd->handle;
 	req.attr = &m;
 	ret = ibvd_conn_call(ibvc_conn_of(pd->context), IBVD_MSG_CREATE_AH,
-			     &req.base, &ibvd__handle__descriptor,
+			     &req.base, &ibvd__create_ah_reply__descriptor,
 			     (ProtobufCMessage **)&reply, NULL, NULL);
 	if (ret < 0) {
 		free(ah);
@@ -56,7 +56,9 @@ static int create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr,
 	ah->ah.handle = reply->handle;
 	ibvc_pd_hold(pd);
 	av_from_attr(&ah->av, attr);
-	ibvd__handle__free_unpacked(reply, NULL);
+	/* a RoCE route's, which the engine puts on the wire as it is */
+	ah->av.hop_limit = (uint8_t)reply->hop_limit;
+	ibvd__create_ah_reply__free_unpacked(reply, NULL);
 	*ret_ah = ah;
 	return 0;
 }

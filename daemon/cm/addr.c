@@ -673,11 +673,21 @@ static uint32_t iboe_rate(unsigned int mbps)
 	return IBV_RATE_MAX;		/* 0: the port's current rate */
 }
 
+void cm_route_found(struct ibvd_cm_id *id)
+{
+	uint8_t sgid[16], dgid[16];
+
+	id->route_valid = true;
+	id->hop_limit = 0;
+	if (!cm_dev_is_roce(id->dev))
+		return;
+	cm_path_gids(id, sgid, dgid);
+	id->hop_limit = ibvd_roce_hop_limit(&id->dev->roce.netdev, dgid, 0);
+}
+
 uint8_t cm_route_hop_limit(const struct ibvd_cm_id *id)
 {
-	const struct ibvd_netdev *nd = &id->dev->roce.netdev;
-
-	return id->src.ss_family == AF_INET ? nd->hop_limit4 : nd->hop_limit6;
+	return id->hop_limit ? id->hop_limit : CM_GRH_HOP_LIMIT;
 }
 
 /*
@@ -973,7 +983,7 @@ int ibvd_req_cm_resolve_route(struct ibvd_call *call)
 	id->slid = id->dlid = cm_port_lid(id);
 	if (id->dst.ss_family == AF_IB)
 		id->dlid = ib_port_lid(id->cm, &id->dst, id->dlid);
-	id->route_valid = true;
+	cm_route_found(id);
 	id->state = CM_ROUTE_RESOLVED;
 	cm_event_simple(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
 	return 0;

@@ -397,7 +397,7 @@ struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
 	c->dst = *src;
 	cm_attach_device(c, dev, l->dev == dev ? l->port_num : 1);
 	c->slid = c->dlid = cm_port_lid(c);
-	c->route_valid = true;
+	cm_route_found(c);
 	c->tos = l->tos;
 	c->timeout = l->timeout;
 	c->timeout_set = l->timeout_set;

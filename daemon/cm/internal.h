@@ -186,6 +186,8 @@ struct ibvd_cm_id {
 	uint8_t port_num;
 	bool route_valid;		/* the path below means something */
 	uint16_t slid, dlid;
+	uint8_t hop_limit;		/* RoCE: the route's, when it became
+					 * valid (cm_route_found) */
 
 	/* options */
 	uint8_t tos;
@@ -364,9 +366,12 @@ void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16]);
 void cm_addr_timeout(struct ibvd_cm_id *id);
 
 /*
- * The hop limit of the route from id's address (a RoCE device's): the
- * kernel's for its family, as rdma_cm gives RoCE paths.
+ * The path to id's peer is known (its device, both addresses): the route
+ * is valid, and on RoCE its hop limit is asked of the kernel now, as
+ * rdma_cm resolves it with the address (addr4_resolve, addr6_resolve).
  */
+void cm_route_found(struct ibvd_cm_id *id);
+/* The hop limit of the route to id's peer that cm_route_found() read. */
 uint8_t cm_route_hop_limit(const struct ibvd_cm_id *id);
 /*
  * The local ACK timeout a REQ from id announces (cm_ack_timeout of its

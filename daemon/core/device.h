@@ -106,12 +106,6 @@ struct ibvd_netdev {
 					 * the port is ACTIVE, as rxe's is
 					 * while netif_running && carrier */
 	unsigned int speed_mbps;	/* /sys/class/net/IF/speed; 0 unknown */
-	/*
-	 * The hop limit of a route out of it, as the kernel gives rxe's
-	 * unicast packets (net.ipv4.ip_default_ttl, net.ipv6.conf.IF.hop_limit;
-	 * 64 when unreadable)
-	 */
-	uint8_t hop_limit4, hop_limit6;
 	bool loopback;			/* IFF_LOOPBACK */
 };
 

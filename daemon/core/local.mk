@@ -1,8 +1,8 @@
 # daemon/core/: the object model every layer shares: verbs objects and
 # the registries the engine looks them up in, handle tables, devices and
-# their ports (and the rules of RoCE ones, and how their raw sockets are
-# opened), the token bucket of a tenant's bandwidth, the host's own
-# addresses.
+# their ports (and the rules of RoCE ones, how their raw sockets are
+# opened, and the hop limit of a route, from rtnetlink), the token bucket
+# of a tenant's bandwidth, the host's own addresses.
 DAEMON_SOURCES += \
 	daemon/core/objects.h daemon/core/registry.c \
 	daemon/core/random.c daemon/core/random.h \
@@ -10,5 +10,7 @@ DAEMON_SOURCES += \
 	daemon/core/device.c daemon/core/device.h \
 	daemon/core/roce.c daemon/core/roce.h \
 	daemon/core/rawsock.c daemon/core/rawsock.h \
+	daemon/core/rtnl.c daemon/core/rtnl.h \
+	daemon/core/route.c daemon/core/route.h \
 	daemon/core/rate.c daemon/core/rate.h \
 	daemon/core/host_addrs.c daemon/core/host_addrs.h

@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "roce.h"
+#include "route.h"
 #include "util.h"
 
 /* IB speed and width encodings of struct ibv_port_attr (IB spec). */
@@ -134,7 +135,7 @@ uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16]
 {
 	if (ibvd_gid_is_multicast(dgid))
 		return asked;
-	return ibvd_gid_is_v4(dgid) ? nd->hop_limit4 : nd->hop_limit6;
+	return ibvd_route_hop_limit(nd, dgid);
 }
 
 /* Are the bits of addr past prefix_len all zero? */

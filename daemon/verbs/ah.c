@@ -144,7 +144,7 @@ int ibvd_req_create_ah(struct ibvd_call *call)
 	const Ibvd__CreateAh *req = (const Ibvd__CreateAh *)call->msg;
 	struct ibvd_context *ctx = ibvd_call_ctx(call);
 	struct ibvd_pd *pd = ibvd_handle_lookup(&ctx->handles, req->pd, IBVD_OBJ_PD);
-	Ibvd__Handle reply = IBVD__HANDLE__INIT;
+	Ibvd__CreateAhReply reply = IBVD__CREATE_AH_REPLY__INIT;
 	struct ibvd_av av;
 	struct ibvd_ah *ah;
 	int ret;
@@ -167,6 +167,7 @@ int ibvd_req_create_ah(struct ibvd_call *call)
 	}
 	pd->users++;
 	reply.handle = ah->handle;
+	reply.hop_limit = av.hop_limit;
 	ret = ibvd_call_reply(call, &reply.base, NULL, 0);
 	if (ret < 0 && ibvd_call_ctx(call))
 		ibvd_ah_destroy(ah);

@@ -44,11 +44,6 @@ ip netns add "$NS" 2>"$O/netns.err" || { show "ip netns add" "$O/netns.err"; ski
 NS_MADE=1
 nsip link set lo up
 make_veth
-# the route's hop limit a RoCE packet gets: not the daemon's fallback (64)
-ROUTE_TTL=77
-ip netns exec "$NS" sysctl -qw net.ipv4.ip_default_ttl="$ROUTE_TTL" ||
-	fail "sysctl net.ipv4.ip_default_ttl in $NS"
-
 # The daemon runs in the namespace (ip netns exec keeps the pid); clients
 # reach its socket by path from outside.
 # With failaddrs.c preloaded: getifaddrs() fails while $FAIL_ADDRS exists.
@@ -77,6 +72,15 @@ cat >"$conf" <<EOF
 EOF
 daemon_start -c "$conf"
 daemon_wait_ready
+# The route's hop limit a RoCE packet gets, set after the daemon started
+# (it must ask when an AV is made): the namespace's default, not the
+# kernel's 64, and a route's hoplimit metric (roce-verbs.c METRIC_IPV4).
+ROUTE_TTL=77
+METRIC_TTL=9
+ip netns exec "$NS" sysctl -qw net.ipv4.ip_default_ttl="$ROUTE_TTL" ||
+	fail "sysctl net.ipv4.ip_default_ttl in $NS"
+nsip route add 10.77.0.3/32 dev "$VA" hoplimit "$METRIC_TTL" ||
+	fail "a route with a hoplimit metric"
 
 # fe80:: and the modified EUI-64 of the interface's MAC, as inet_ntop
 # (and so ibv_devinfo) writes it.
@@ -214,11 +218,13 @@ ok "$(grep -E '^[0-9]+%: Checks' "$O/roce-verbs")"
 
 # The wire: frames out of $VA arrive on $VB, where a packet socket reads
 # them (10.77.0.2 is nobody's: a static neighbour lets them out).
-check "a UD datagram leaves with the route's TTL, one to a group with its AH's"
+check "UD datagrams leave with their route's TTL, one to a group with its AH's"
 vb_mac=$(nsip -o link show "$VB" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-nsip neigh replace 10.77.0.2 lladdr "$vb_mac" dev "$VA" nud permanent ||
-	fail "a neighbour for 10.77.0.2"
-ip netns exec "$NS" "$PYTHON" - "$VB" 2 >"$O/ttls" 2>&1 <<'EOF' &
+for a in 10.77.0.2 10.77.0.3; do
+	nsip neigh replace "$a" lladdr "$vb_mac" dev "$VA" nud permanent ||
+		fail "a neighbour for $a"
+done
+ip netns exec "$NS" "$PYTHON" - "$VB" 3 >"$O/ttls" 2>&1 <<'EOF' &
 import socket, struct, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
 s.bind((sys.argv[1], 0))
@@ -237,9 +243,11 @@ TMO=$((TMO * 2)) run_ours "$USER1" "$T/bin/roce-verbs-helper" roce0 send >"$O/se
 	{ show sender "$O/send2"; fail "roce-verbs-helper send"; }
 wait_exit "$spid" 25 || fail "the sniffer on $VB still waits"
 [ "$EXIT_STATUS" -eq 0 ] || { show sniffer "$O/ttls"; fail "the sniffer on $VB failed"; }
-[ "$(cat "$O/ttls")" = "$ROUTE_TTL 3" ] || { show "TTLs seen" "$O/ttls"; fail "TTLs $(cat "$O/ttls"), not '$ROUTE_TTL 3'"; }
+want="$ROUTE_TTL $METRIC_TTL 3"
+[ "$(cat "$O/ttls")" = "$want" ] || { show "TTLs seen" "$O/ttls"; fail "TTLs $(cat "$O/ttls"), not '$want'"; }
 nsip neigh del 10.77.0.2 dev "$VA"
-ok "TTL $ROUTE_TTL (the namespace's ip_default_ttl) to 10.77.0.2 (hop limit 1 asked), 3 to 239.1.2.5 (3 asked)"
+nsip neigh del 10.77.0.3 dev "$VA"
+ok "TTL $ROUTE_TTL (the namespace's ip_default_ttl) to 10.77.0.2 and $METRIC_TTL (its route's metric) to 10.77.0.3 (hop limit 1 asked), 3 to 239.1.2.5 (3 asked)"
 
 check "ibvctl link show names the interface, as rdma does for rxe"
 ibvctl link show >"$O/link" 2>&1 || { show "ibvctl link show" "$O/link"; fail "ibvctl link show"; }

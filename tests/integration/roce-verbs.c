@@ -24,7 +24,7 @@
  *   - a GRH's flow label of any width is taken, as the kernel takes it.
  *
  * usage: roce-verbs-helper DEVICE [send]
- * (send: see send_two.)  Built against the system <infiniband/verbs.h>, run through
+ * (send: see send_three.)  Built against the system <infiniband/verbs.h>, run through
  * ibverbsd-run.  Exit status: Check's.
  */
 #include "config.h"
@@ -42,11 +42,14 @@
 
 #define OUR_IPV4	"10.77.0.1"
 #define PEER_IPV4	"10.77.0.2"
+/* roce-device.sh routes it with a hoplimit metric of METRIC_HOP_LIMIT */
+#define METRIC_IPV4	"10.77.0.3"
+#define METRIC_HOP_LIMIT 9
 #define UD_QKEY		0x11
 /*
  * The route's hop limit: net.ipv4.ip_default_ttl of the daemon's
- * namespace, which roce-device.sh sets and passes in
- * $ROCE_VERBS_HOP_LIMIT (not 64, the daemon's fallback).
+ * namespace, which roce-device.sh sets (after the daemon started) and
+ * passes in $ROCE_VERBS_HOP_LIMIT (not 64, the kernel's default).
  */
 static unsigned int route_hop_limit(void)
 {
@@ -236,6 +239,22 @@ START_TEST(rtr_address_rules)
 	ck_assert_uint_eq(q.ah_attr.grh.sgid_index, (unsigned int)v4_index);
 	/* the route's hop limit, not the 1 asked for */
 	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, route_hop_limit());
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+}
+END_TEST
+
+/* A route's hoplimit metric wins over the namespace's default. */
+START_TEST(rtr_route_metric)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_qp_attr q;
+	struct ibv_qp *qp = rc_qp();
+
+	v4_gid(METRIC_IPV4, &av.grh.dgid);
+	ck_assert_int_eq(to_rtr(qp, &av), 0);
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_AV, &ia), 0);
+	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, METRIC_HOP_LIMIT);
 	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
 }
 END_TEST
@@ -552,40 +571,43 @@ START_TEST(ud_recv_packet_type)
 END_TEST
 
 /*
- * `send`: one UD datagram to PEER_IPV4 (QPN 0x123) with hop limit 1, then
- * one to the group 239.1.2.5 with hop limit 3, for roce-device.sh to
- * read their TTLs on the wire: the route's, then the AH's.
+ * `send`: UD datagrams (to QPN 0x123) with hop limit 1 to PEER_IPV4 and
+ * to METRIC_IPV4, then one to the group 239.1.2.5 with hop limit 3, for
+ * roce-device.sh to read their TTLs on the wire: the namespace's, the
+ * route's metric, then the AH's.
  */
-static int send_two(void)
+static int send_three(void)
 {
-	struct ibv_ah_attr av[2] = { to_peer(), to_peer() };
+	struct ibv_ah_attr av[3] = { to_peer(), to_peer(), to_peer() };
 	static char payload[32] = "roce-verbs";
-	struct ibv_ah *ah[2] = { NULL, NULL };
+	struct ibv_ah *ah[3] = { NULL, NULL, NULL };
 	struct ibv_qp *qp = ud_qp(cq, UD_QKEY);
 	int i, ret = 1;
 
 	if (!qp)
 		return 1;
-	v4_gid("239.1.2.5", &av[1].grh.dgid);
-	av[1].grh.hop_limit = 3;
-	for (i = 0; i < 2; i++) {
+	v4_gid(METRIC_IPV4, &av[1].grh.dgid);
+	v4_gid("239.1.2.5", &av[2].grh.dgid);
+	av[2].grh.hop_limit = 3;
+	for (i = 0; i < 3; i++) {
 		ah[i] = ibv_create_ah(pd, &av[i]);
-		if (!ah[i] || ud_send(qp, ah[i], i ? 0xFFFFFF : 0x123, payload,
-				      sizeof(payload)))
+		if (!ah[i] || ud_send(qp, ah[i], i == 2 ? 0xFFFFFF : 0x123,
+				      payload, sizeof(payload)))
 			goto out;
 	}
-	printf("sent 2\n");
+	printf("sent 3\n");
 	ret = 0;
 out:
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 3; i++)
 		if (ah[i])
 			ibv_destroy_ah(ah[i]);
 	ibv_destroy_qp(qp);
 	return ret;
 }
 
-/* A synchronous id resolved from OUR_IPV4 to PEER_IPV4:7471. */
-static struct rdma_cm_id *resolved_id(uint8_t tos, uint8_t ack_timeout)
+/* A synchronous id resolved from OUR_IPV4 to peer:7471. */
+static struct rdma_cm_id *resolved_id(const char *peer, uint8_t tos,
+				      uint8_t ack_timeout)
 {
 	struct sockaddr_in src = { .sin_family = AF_INET };
 	struct sockaddr_in dst = { .sin_family = AF_INET,
@@ -593,7 +615,7 @@ static struct rdma_cm_id *resolved_id(uint8_t tos, uint8_t ack_timeout)
 	struct rdma_cm_id *id;
 
 	inet_pton(AF_INET, OUR_IPV4, &src.sin_addr);
-	inet_pton(AF_INET, PEER_IPV4, &dst.sin_addr);
+	inet_pton(AF_INET, peer, &dst.sin_addr);
 	ck_assert_int_eq(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
 	ck_assert_int_eq(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS,
 					 &tos, sizeof(tos)), 0);
@@ -613,7 +635,7 @@ static struct rdma_cm_id *resolved_id(uint8_t tos, uint8_t ack_timeout)
 
 START_TEST(cm_path_record)
 {
-	struct rdma_cm_id *id = resolved_id(32, 0);
+	struct rdma_cm_id *id = resolved_id(PEER_IPV4, 32, 0);
 	const struct ibv_sa_path_rec *p = id->route.path_rec;
 	uint32_t label = ((uint32_t)be16toh(rdma_get_src_port(id)) * 31 + 7471) &
 			 0xFFFFF;
@@ -630,7 +652,11 @@ START_TEST(cm_path_record)
 	ck_assert_int_eq(p->reversible, 1);
 	ck_assert_int_eq(rdma_destroy_id(id), 0);
 
-	id = resolved_id(0, 14);
+	id = resolved_id(METRIC_IPV4, 0, 0);
+	ck_assert_uint_eq(id->route.path_rec->hop_limit, METRIC_HOP_LIMIT);
+	ck_assert_int_eq(rdma_destroy_id(id), 0);
+
+	id = resolved_id(PEER_IPV4, 0, 14);
 	ck_assert_uint_eq(id->route.path_rec->packet_life_time, 13);
 	ck_assert_uint_eq(id->route.path_rec->traffic_class, 0);
 	ck_assert_int_eq(rdma_destroy_id(id), 0);
@@ -656,7 +682,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: %s\n", dev_name, why);
 			return 1;
 		}
-		failed = send_two();
+		failed = send_three();
 		teardown();
 		return failed;
 	}
@@ -668,6 +694,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ah_dlid_ignored);
 	tcase_add_test(tc, ah_families_differ);
 	tcase_add_test(tc, rtr_address_rules);
+	tcase_add_test(tc, rtr_route_metric);
 	tcase_add_test(tc, flow_label_any_width);
 	tcase_add_test(tc, rate_limit_unsupported);
 	tcase_add_test(tc, no_alt_path);

@@ -7,6 +7,8 @@ tests_unit_test_config_SOURCES = tests/unit/test_config.c daemon/config/config.c
 	daemon/tenant/tenant.c daemon/tenant/tenant.h \
 	daemon/core/rate.c daemon/core/rate.h \
 	daemon/core/roce.c daemon/core/roce.h \
+	daemon/core/route.c daemon/core/route.h \
+	daemon/core/rtnl.c daemon/core/rtnl.h \
 	daemon/core/device.c daemon/core/device.h
 # top_srcdir from the environment wins; the built-in one lets the program
 # run by hand from the build tree.
@@ -34,6 +36,8 @@ tests_unit_test_devlinks_SOURCES = tests/unit/test_devlinks.c \
 	daemon/config/config.c daemon/config/config.h \
 	daemon/config/config_pos.c daemon/config/config_pos.h \
 	daemon/core/roce.c daemon/core/roce.h \
+	daemon/core/route.c daemon/core/route.h \
+	daemon/core/rtnl.c daemon/core/rtnl.h \
 	daemon/core/device.c daemon/core/device.h
 tests_unit_test_devlinks_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_devlinks_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS)

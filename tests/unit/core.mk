@@ -21,6 +21,8 @@ check_PROGRAMS += tests/unit/test_roce
 TESTS += tests/unit/test_roce
 tests_unit_test_roce_SOURCES = tests/unit/test_roce.c \
 	daemon/core/roce.c daemon/core/roce.h \
+	daemon/core/route.c daemon/core/route.h \
+	daemon/core/rtnl.c daemon/core/rtnl.h \
 	daemon/core/device.c daemon/core/device.h
 tests_unit_test_roce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_CFLAGS = $(UNIT_CFLAGS)

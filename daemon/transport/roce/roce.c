@@ -164,9 +164,12 @@ static size_t ud_build(struct ibvd_qp *src, const struct eng_req *req,
 	memcpy(ip.src, sip, 16);
 	memcpy(ip.dst, dip, 16);
 	ip.tclass = av->traffic_class;
-	/* a unicast one the route's, as verbs/ah.c does for QPs */
-	ip.hop_limit = ibvd_roce_hop_limit(&src->ctx->dev->roce.netdev, av->dgid,
-					   av->hop_limit);
+	/*
+	 * The AH's: the route's for a unicast destination, resolved when the
+	 * AH was made (verbs/ah.c), as rxe sends what its AH holds.  A client
+	 * that writes another into its WQE changes only its own datagrams.
+	 */
+	ip.hop_limit = av->hop_limit;
 	/* never 0: the kernel would choose one, and the ICRC covers it */
 	ip.ip_id = __atomic_add_fetch(&rd->ip_id, 1, __ATOMIC_RELAXED) | 1;
 	ip.sport = roce_udp_sport(src->qp_num);
