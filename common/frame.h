@@ -25,8 +25,10 @@
  *    older daemon would ignore those fields, so the version says it)
  * 6: the context page's gid_gen: a library keeps a GID table while it
  *    stays (an older daemon never bumps it)
+ * 7: CREATE_AH answers CreateAhReply, whose hop limit (a RoCE route's)
+ *    the library writes into UD send WQEs, which the engine sends as is
  */
-#define IBVD_PROTO_VERSION	6
+#define IBVD_PROTO_VERSION	7
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
@@ -86,7 +88,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_MODIFY_SRQ	= 0x0461,	/* ModifySrq -> Empty */
 	IBVD_MSG_QUERY_SRQ	= 0x0462,	/* Handle -> SrqAttr */
 	IBVD_MSG_DESTROY_SRQ	= 0x0463,	/* Handle -> Empty */
-	IBVD_MSG_CREATE_AH	= 0x0470,	/* CreateAh -> Handle */
+	IBVD_MSG_CREATE_AH	= 0x0470,	/* CreateAh -> CreateAhReply */
 	IBVD_MSG_DESTROY_AH	= 0x0471,	/* Handle -> Empty */
 	IBVD_MSG_OPEN_XRCD	= 0x0490,	/* OpenXrcd + 1 fd -> Handle */
 	IBVD_MSG_CLOSE_XRCD	= 0x0491,	/* Handle -> Empty */

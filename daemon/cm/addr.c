@@ -682,7 +682,7 @@ void cm_route_found(struct ibvd_cm_id *id)
 	if (!cm_dev_is_roce(id->dev))
 		return;
 	cm_path_gids(id, sgid, dgid);
-	id->hop_limit = ibvd_roce_hop_limit(&id->dev->roce.netdev, dgid, 0);
+	id->hop_limit = ibvd_roce_hop_limit(&id->dev->roce.netdev, sgid, dgid, 0);
 }
 
 uint8_t cm_route_hop_limit(const struct ibvd_cm_id *id)

@@ -130,12 +130,16 @@ bool ibvd_gid_is_multicast(const uint8_t gid[16])
 	return ibvd_gid_is_v4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
 }
 
-uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16],
-			    uint8_t asked)
+uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16],
+			    const uint8_t dgid[16], uint8_t asked)
 {
-	if (ibvd_gid_is_multicast(dgid))
+	static const uint8_t v4_broadcast[4] = { 255, 255, 255, 255 };
+
+	/* rdma_is_multicast_addr: the limited broadcast counts as a group */
+	if (ibvd_gid_is_multicast(dgid) ||
+	    (ibvd_gid_is_v4(dgid) && !memcmp(dgid + 12, v4_broadcast, 4)))
 		return asked;
-	return ibvd_route_hop_limit(nd, dgid);
+	return ibvd_route_hop_limit(nd, sgid, dgid);
 }
 
 /* Are the bits of addr past prefix_len all zero? */

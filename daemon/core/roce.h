@@ -75,11 +75,12 @@ bool ibvd_gid_is_multicast(const uint8_t gid[16]);
 /*
  * The hop limit a RoCE packet out of nd to dgid carries: a unicast one
  * the route's, whatever was asked, as the kernel resolves rxe's AVs
- * (ib_resolve_unicast_gid_dmac); a group's what was asked.  It asks the
- * kernel (route.h): control thread only, when an AV is made.
+ * (ib_resolve_unicast_gid_dmac), from the source GID sgid; a group's
+ * (or 255.255.255.255's) what was asked.  It asks the kernel (route.h):
+ * control thread only, when an AV is made.
  */
-uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16],
-			    uint8_t asked);
+uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16],
+			    const uint8_t dgid[16], uint8_t asked);
 
 /* What ibvd_roce_update() changed (bits). */
 #define IBVD_ROCE_GIDS_CHANGED	0x1u	/* IBV_EVENT_GID_CHANGE */

@@ -1,13 +1,17 @@
 /*
  * A route's hop limit (route.h): one RTM_GETROUTE, whose answer carries
  * the route's metrics and its interface; the default from procfs when
- * the route sets none.
+ * the route sets none.  About 5 system calls a lookup.
  */
 #include <config.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <sys/socket.h>
 
@@ -58,17 +62,49 @@ static int parse_route(const struct nlmsghdr *h, void *arg)
 	return 0;
 }
 
-/* Ask the kernel for the route out of nd to dgid: 0 or a negative errno. */
-static int ask_route(const struct ibvd_netdev *nd, const uint8_t dgid[16],
-		     struct route_answer *r)
+/*
+ * The control thread's conversation about routes, kept open: one lookup
+ * is then a request and its answer.  A failed one is closed, to be
+ * opened anew by the next.
+ */
+static struct ibvd_rtnl route_nl = { .fd = -1 };
+
+static int route_query(struct nlmsghdr *req, struct route_answer *r)
+{
+	int ret;
+
+	if (route_nl.fd < 0) {
+		ret = ibvd_rtnl_open(&route_nl);
+		if (ret < 0)
+			return ret;
+	}
+	ret = ibvd_rtnl_send(&route_nl, req);
+	if (ret < 0) {
+		ibvd_rtnl_close(&route_nl);
+		return ret;
+	}
+	ret = ibvd_rtnl_recv(&route_nl, false, parse_route, r);
+	/* the kernel's own answers (no route, ...) leave it as good as new */
+	if (ret == -ETIMEDOUT || ret == -EMSGSIZE || ret == -EPROTO)
+		ibvd_rtnl_close(&route_nl);
+	return ret;
+}
+
+/*
+ * Ask the kernel for the route out of nd from sgid (if not NULL) to dgid,
+ * as rdma_cm's address resolution does (the interface and the source
+ * address bound): 0 or a negative errno.
+ */
+static int ask_route(const struct ibvd_netdev *nd, const uint8_t sgid[16],
+		     const uint8_t dgid[16], struct route_answer *r)
 {
 	struct {
 		struct nlmsghdr h;
 		struct rtmsg rtm;
-		char attrs[RTA_SPACE(16) + RTA_SPACE(sizeof(int))];
+		char attrs[2 * RTA_SPACE(16) + RTA_SPACE(sizeof(int))];
 	} req;
 	bool v4 = ibvd_gid_is_v4(dgid);
-	struct ibvd_rtnl nl;
+	size_t alen = v4 ? 4 : 16;
 	int ret;
 
 	memset(&req, 0, sizeof(req));
@@ -76,36 +112,35 @@ static int ask_route(const struct ibvd_netdev *nd, const uint8_t dgid[16],
 	req.h.nlmsg_type = RTM_GETROUTE;
 	req.h.nlmsg_flags = NLM_F_REQUEST;
 	req.rtm.rtm_family = v4 ? AF_INET : AF_INET6;
-	req.rtm.rtm_dst_len = v4 ? 32 : 128;
-	ret = ibvd_rtnl_put(&req.h, sizeof(req), RTA_DST, v4 ? dgid + 12 : dgid,
-			    v4 ? 4 : 16);
-	/* out of the device's interface, as the kernel binds rxe's lookups */
+	req.rtm.rtm_dst_len = (unsigned char)(alen * 8);
+	ret = ibvd_rtnl_put(&req.h, sizeof(req), RTA_DST, dgid + 16 - alen, alen);
+	if (ret == 0 && sgid && ibvd_gid_is_v4(sgid) == v4) {
+		req.rtm.rtm_src_len = (unsigned char)(alen * 8);
+		ret = ibvd_rtnl_put(&req.h, sizeof(req), RTA_SRC,
+				    sgid + 16 - alen, alen);
+	}
 	if (ret == 0 && nd->ifindex > 0)
 		ret = ibvd_rtnl_put(&req.h, sizeof(req), RTA_OIF, &nd->ifindex,
 				    sizeof(nd->ifindex));
-	if (ret < 0)
-		return ret;
-	ret = ibvd_rtnl_open(&nl);
-	if (ret < 0)
-		return ret;
-	ret = ibvd_rtnl_send(&nl, &req.h);
-	if (ret == 0)
-		ret = ibvd_rtnl_recv(&nl, false, parse_route, r);
-	ibvd_rtnl_close(&nl);
-	return ret;
+	return ret < 0 ? ret : route_query(&req.h, r);
 }
 
 /* A hop limit (1..255) from a sysctl file, or 0. */
 static unsigned int read_hop_limit(const char *path)
 {
-	int v = 0;
-	FILE *f = fopen(path, "re");
+	char buf[16];
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long v;
 
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 0;
-		fclose(f);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
 	}
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	v = strtol(buf, NULL, 10);
 	return v >= 1 && v <= 255 ? (unsigned int)v : 0;
 }
 
@@ -123,13 +158,18 @@ static unsigned int default_hop_limit6(const struct ibvd_netdev *nd, int oif)
 	return v ? v : read_hop_limit("/proc/sys/net/ipv6/conf/all/hop_limit");
 }
 
-uint8_t ibvd_route_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16])
+uint8_t ibvd_route_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16],
+			     const uint8_t dgid[16])
 {
 	struct route_answer r = { 0, 0 };
 	unsigned int v;
 
-	/* no route: the packet goes nowhere, and the default is as good */
-	if (ask_route(nd, dgid, &r) == 0 && r.metric >= 1 && r.metric <= 255)
+	/*
+	 * No route: the kernel would refuse the AV (ENETUNREACH); here it is
+	 * made with the default, as routes may come later, and its packets
+	 * go nowhere until they do.
+	 */
+	if (ask_route(nd, sgid, dgid, &r) == 0 && r.metric >= 1 && r.metric <= 255)
 		return (uint8_t)r.metric;
 	if (ibvd_gid_is_v4(dgid))
 		v = read_hop_limit("/proc/sys/net/ipv4/ip_default_ttl");

@@ -13,12 +13,14 @@
 #include "device.h"
 
 /*
- * The hop limit of a packet out of nd to the unicast address dgid (GID
- * form): the hoplimit metric of the route, else the default of the
- * daemon's namespace (net.ipv4.ip_default_ttl; net.ipv6.conf.IF.hop_limit
- * of the route's interface), as ip4_dst_hoplimit and ip6_dst_hoplimit
- * give; 64 when none can be read.
+ * The hop limit of a packet out of nd from sgid (NULL: any source) to
+ * the unicast address dgid (GID forms): the hoplimit metric of the route
+ * (policy rules see the source), else the default of the daemon's
+ * namespace (net.ipv4.ip_default_ttl; net.ipv6.conf.IF.hop_limit of the
+ * route's interface), as ip4_dst_hoplimit and ip6_dst_hoplimit give; 64
+ * when none can be read.
  */
-uint8_t ibvd_route_hop_limit(const struct ibvd_netdev *nd, const uint8_t dgid[16]);
+uint8_t ibvd_route_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16],
+			     const uint8_t dgid[16]);
 
 #endif /* IBVD_CORE_ROUTE_H */

@@ -5,6 +5,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -54,16 +55,17 @@ void ibvd_rtnl_close(struct ibvd_rtnl *nl)
 int ibvd_rtnl_put(struct nlmsghdr *h, size_t cap, unsigned short type,
 		  const void *data, size_t len)
 {
-	size_t at = NLMSG_ALIGN(h->nlmsg_len);
+	size_t at = NLMSG_ALIGN(h->nlmsg_len), room = NLA_ALIGN(NLA_HDRLEN + len);
 	struct nlattr *a;
 
-	if (at + NLA_ALIGN(NLA_HDRLEN + len) > cap)
+	if (NLA_HDRLEN + len > UINT16_MAX || at + room > cap)
 		return -EMSGSIZE;
 	a = (struct nlattr *)((char *)h + at);
+	memset(a, 0, room);
 	a->nla_type = type;
 	a->nla_len = (uint16_t)(NLA_HDRLEN + len);
 	memcpy((char *)a + NLA_HDRLEN, data, len);
-	h->nlmsg_len = (uint32_t)(at + NLA_ALIGN(a->nla_len));
+	h->nlmsg_len = (uint32_t)(at + room);
 	return 0;
 }
 
@@ -78,7 +80,10 @@ int ibvd_rtnl_send(struct ibvd_rtnl *nl, struct nlmsghdr *h)
 	return 0;
 }
 
-/* One datagram of the answer: 1 when it is complete, 0 for more, or < 0. */
+/*
+ * One datagram of the answer: 1 when it is complete, 0 for more, or < 0
+ * (-EPROTO for bytes that make no message: the kernel sends whole ones).
+ */
 static int parse_part(struct ibvd_rtnl *nl, unsigned int len, bool dump,
 		      ibvd_rtnl_msg_fn fn, void *arg)
 {
@@ -103,7 +108,7 @@ static int parse_part(struct ibvd_rtnl *nl, unsigned int len, bool dump,
 		if (!dump)
 			return 1;
 	}
-	return 0;
+	return len ? -EPROTO : 0;
 }
 
 int ibvd_rtnl_recv(struct ibvd_rtnl *nl, bool dump, ibvd_rtnl_msg_fn fn,
@@ -113,11 +118,14 @@ int ibvd_rtnl_recv(struct ibvd_rtnl *nl, bool dump, ibvd_rtnl_msg_fn fn,
 	int ret = 0;
 
 	do {
-		n = recv(nl->fd, rtnl_buf, sizeof(rtnl_buf), 0);
+		/* MSG_TRUNC: the datagram's whole length, to tell a cut one */
+		n = recv(nl->fd, rtnl_buf, sizeof(rtnl_buf), MSG_TRUNC);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		if ((size_t)n > sizeof(rtnl_buf))
+			return -EMSGSIZE;
 		ret = parse_part(nl, (unsigned int)n, dump, fn, arg);
 	} while (n < 0 || ret == 0);
 	return ret < 0 ? ret : 0;

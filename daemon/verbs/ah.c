@@ -131,9 +131,13 @@ int ibvd_av_from_msg(struct ibvd_call *call, const struct ibvd_device *dev,
 	}
 	av->is_global = m->is_global;
 	av->dlid = roce ? 0 : (uint16_t)m->dlid;
-	if (roce)
-		av->hop_limit = ibvd_roce_hop_limit(&dev->roce.netdev, av->dgid,
-						    av->hop_limit);
+	if (roce) {
+		struct ibvd_gid sgid;
+
+		ibvd_device_gid(dev, port, m->sgid_index, &sgid);
+		av->hop_limit = ibvd_roce_hop_limit(&dev->roce.netdev, sgid.raw,
+						    av->dgid, av->hop_limit);
+	}
 	av->sl = (uint8_t)m->sl;
 	av->port_num = (uint8_t)m->port_num;
 	return 0;

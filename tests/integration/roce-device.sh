@@ -77,10 +77,16 @@ daemon_wait_ready
 # kernel's 64, and a route's hoplimit metric (roce-verbs.c METRIC_IPV4).
 ROUTE_TTL=77
 METRIC_TTL=9
-ip netns exec "$NS" sysctl -qw net.ipv4.ip_default_ttl="$ROUTE_TTL" ||
-	fail "sysctl net.ipv4.ip_default_ttl in $NS"
+ROUTE_HOPS6=55
+ip netns exec "$NS" sysctl -qw net.ipv4.ip_default_ttl="$ROUTE_TTL" \
+	net.ipv6.conf."$VA".hop_limit="$ROUTE_HOPS6" ||
+	fail "sysctl ip_default_ttl and $VA's IPv6 hop_limit in $NS"
 nsip route add 10.77.0.3/32 dev "$VA" hoplimit "$METRIC_TTL" ||
 	fail "a route with a hoplimit metric"
+# one that only a lookup from our address finds (roce-verbs.c SOURCE_RULE_IPV4)
+nsip rule add from 10.77.0.1 to 10.77.0.4 table 100 &&
+	nsip route add 10.77.0.4/32 dev "$VA" table 100 hoplimit 21 ||
+	fail "a policy rule and a route with a hoplimit metric"
 
 # fe80:: and the modified EUI-64 of the interface's MAC, as inet_ntop
 # (and so ibv_devinfo) writes it.
@@ -211,6 +217,7 @@ ok "killed; $VA left 239.1.2.4"
 
 check "roce0's address vectors as the kernel takes rxe's (roce-verbs-helper)"
 TMO=$((TMO * 4)) run_ours "$USER1" env ROCE_VERBS_HOP_LIMIT="$ROUTE_TTL" \
+	ROCE_VERBS_HOP_LIMIT6="$ROUTE_HOPS6" \
 	"$T/bin/roce-verbs-helper" roce0 >"$O/roce-verbs" 2>&1 ||
 	{ show roce-verbs-helper "$O/roce-verbs"; fail "the roce-verbs suite failed"; }
 expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/roce-verbs" "Check summary"
@@ -219,6 +226,10 @@ ok "$(grep -E '^[0-9]+%: Checks' "$O/roce-verbs")"
 # The wire: frames out of $VA arrive on $VB, where a packet socket reads
 # them (10.77.0.2 is nobody's: a static neighbour lets them out).
 check "UD datagrams leave with their route's TTL, one to a group with its AH's"
+# changed again, with the interface long settled: read as each AH is made
+ROUTE_TTL=78
+ip netns exec "$NS" sysctl -qw net.ipv4.ip_default_ttl="$ROUTE_TTL" ||
+	fail "sysctl net.ipv4.ip_default_ttl in $NS"
 vb_mac=$(nsip -o link show "$VB" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 for a in 10.77.0.2 10.77.0.3; do
 	nsip neigh replace "$a" lladdr "$vb_mac" dev "$VA" nud permanent ||
@@ -247,7 +258,7 @@ want="$ROUTE_TTL $METRIC_TTL 3"
 [ "$(cat "$O/ttls")" = "$want" ] || { show "TTLs seen" "$O/ttls"; fail "TTLs $(cat "$O/ttls"), not '$want'"; }
 nsip neigh del 10.77.0.2 dev "$VA"
 nsip neigh del 10.77.0.3 dev "$VA"
-ok "TTL $ROUTE_TTL (the namespace's ip_default_ttl) to 10.77.0.2 and $METRIC_TTL (its route's metric) to 10.77.0.3 (hop limit 1 asked), 3 to 239.1.2.5 (3 asked)"
+ok "TTL $ROUTE_TTL (the namespace's ip_default_ttl, just changed) to 10.77.0.2 and $METRIC_TTL (its route's metric) to 10.77.0.3 (hop limit 1 asked), 3 to 239.1.2.5 (3 asked)"
 
 check "ibvctl link show names the interface, as rdma does for rxe"
 ibvctl link show >"$O/link" 2>&1 || { show "ibvctl link show" "$O/link"; fail "ibvctl link show"; }

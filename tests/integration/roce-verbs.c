@@ -45,6 +45,9 @@
 /* roce-device.sh routes it with a hoplimit metric of METRIC_HOP_LIMIT */
 #define METRIC_IPV4	"10.77.0.3"
 #define METRIC_HOP_LIMIT 9
+/* ... and this one so only from OUR_IPV4 (a policy rule) */
+#define SOURCE_RULE_IPV4 "10.77.0.4"
+#define SOURCE_RULE_HOP_LIMIT 21
 #define UD_QKEY		0x11
 /*
  * The route's hop limit: net.ipv4.ip_default_ttl of the daemon's
@@ -243,6 +246,28 @@ START_TEST(rtr_address_rules)
 }
 END_TEST
 
+/*
+ * IPv6, from the link-local GID (index 0): the interface's default,
+ * net.ipv6.conf.IF.hop_limit, which roce-device.sh sets after the daemon
+ * started and passes in $ROCE_VERBS_HOP_LIMIT6.
+ */
+START_TEST(rtr_ipv6_hop_limit)
+{
+	const char *want = getenv("ROCE_VERBS_HOP_LIMIT6");
+	struct ibv_qp_init_attr ia;
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_qp_attr q;
+	struct ibv_qp *qp = rc_qp();
+
+	av.grh.sgid_index = 0;
+	ck_assert_int_eq(inet_pton(AF_INET6, "fe80::2", av.grh.dgid.raw), 1);
+	ck_assert_int_eq(to_rtr(qp, &av), 0);
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_AV, &ia), 0);
+	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, want ? (unsigned int)atoi(want) : 64);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+}
+END_TEST
+
 /* A route's hoplimit metric wins over the namespace's default. */
 START_TEST(rtr_route_metric)
 {
@@ -255,6 +280,14 @@ START_TEST(rtr_route_metric)
 	ck_assert_int_eq(to_rtr(qp, &av), 0);
 	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_AV, &ia), 0);
 	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, METRIC_HOP_LIMIT);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+
+	/* the route is looked up from the source GID's address */
+	qp = rc_qp();
+	v4_gid(SOURCE_RULE_IPV4, &av.grh.dgid);
+	ck_assert_int_eq(to_rtr(qp, &av), 0);
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_AV, &ia), 0);
+	ck_assert_uint_eq(q.ah_attr.grh.hop_limit, SOURCE_RULE_HOP_LIMIT);
 	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
 }
 END_TEST
@@ -695,6 +728,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ah_families_differ);
 	tcase_add_test(tc, rtr_address_rules);
 	tcase_add_test(tc, rtr_route_metric);
+	tcase_add_test(tc, rtr_ipv6_hop_limit);
 	tcase_add_test(tc, flow_label_any_width);
 	tcase_add_test(tc, rate_limit_unsupported);
 	tcase_add_test(tc, no_alt_path);
