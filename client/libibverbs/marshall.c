@@ -67,6 +67,15 @@ void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
 	dst->alt_timeout = src->alt_timeout;
 }
 
+/* The scalar fields a path record has in both forms, for one list. */
+#define PATH_REC_SCALARS(COPY)						\
+	COPY(dlid) COPY(slid) COPY(raw_traffic) COPY(flow_label)		\
+	COPY(reversible) COPY(mtu) COPY(pkey) COPY(hop_limit)		\
+	COPY(traffic_class) COPY(numb_path) COPY(sl) COPY(mtu_selector)	\
+	COPY(rate_selector) COPY(rate) COPY(packet_life_time_selector)	\
+	COPY(packet_life_time) COPY(preference)
+#define COPY_FIELD(f)	dst->f = src->f;
+
 void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 				 struct ib_user_path_rec *src)
 {
@@ -74,23 +83,7 @@ void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 		return;
 	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
 	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
-	dst->dlid = src->dlid;
-	dst->slid = src->slid;
-	dst->raw_traffic = src->raw_traffic;
-	dst->flow_label = src->flow_label;
-	dst->reversible = src->reversible;
-	dst->mtu = src->mtu;
-	dst->pkey = src->pkey;
-	dst->hop_limit = src->hop_limit;
-	dst->traffic_class = src->traffic_class;
-	dst->numb_path = src->numb_path;
-	dst->sl = src->sl;
-	dst->mtu_selector = src->mtu_selector;
-	dst->rate_selector = src->rate_selector;
-	dst->rate = src->rate;
-	dst->packet_life_time_selector = src->packet_life_time_selector;
-	dst->packet_life_time = src->packet_life_time;
-	dst->preference = src->preference;
+	PATH_REC_SCALARS(COPY_FIELD)
 }
 
 void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
@@ -100,21 +93,5 @@ void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
 		return;
 	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
 	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
-	dst->dlid = src->dlid;
-	dst->slid = src->slid;
-	dst->raw_traffic = src->raw_traffic;
-	dst->flow_label = src->flow_label;
-	dst->reversible = src->reversible;
-	dst->mtu = src->mtu;
-	dst->pkey = src->pkey;
-	dst->hop_limit = src->hop_limit;
-	dst->traffic_class = src->traffic_class;
-	dst->numb_path = src->numb_path;
-	dst->sl = src->sl;
-	dst->mtu_selector = src->mtu_selector;
-	dst->rate_selector = src->rate_selector;
-	dst->rate = src->rate;
-	dst->packet_life_time_selector = src->packet_life_time_selector;
-	dst->packet_life_time = src->packet_life_time;
-	dst->preference = src->preference;
+	PATH_REC_SCALARS(COPY_FIELD)
 }

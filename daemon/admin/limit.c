@@ -55,6 +55,9 @@ enum show_what {
 	SHOW_REFUSED,
 };
 
+/* The row of all devices together (compared by address). */
+static const char ALL_DEVICES[] = "all";
+
 struct show_sel {
 	enum show_what what;
 	long long uid;			/* -1: every visible tenant */
@@ -151,6 +154,41 @@ static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
 	return 0;
 }
 
+/*
+ * What the daemon caps per uid, whatever the rules say: the daemon's own
+ * memory and mappings a tenant's objects cost (verbs.h).  Held over all
+ * devices: a device row says 0 (current) or max.
+ */
+static int put_daemon_caps(json_t *row, const struct show_sel *sel,
+			   bool all_row, const struct ibvd_tenant *t)
+{
+	static const struct {
+		const char *name;
+		uint64_t cap;
+	} caps[] = {
+		{ "ring_bytes", IBVD_UID_MAX_RING_BYTES },
+		{ "direct_pairs", IBVD_UID_MAX_DIRECT_PAIRS },
+		{ "mapped_mrs", IBVD_UID_MAX_MAPPED_MRS },
+	};
+	bool counted = all_row && t;
+	uint64_t held[] = { counted ? t->ring_bytes : 0,
+			    counted ? t->direct_pairs : 0,
+			    counted ? t->mapped_mrs : 0 };
+	size_t i;
+	json_t *v;
+
+	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		if (sel->what == SHOW_CURRENT)
+			v = json_integer((json_int_t)held[i]);
+		else
+			v = all_row ? json_integer((json_int_t)caps[i].cap) :
+				      json_string("max");
+		if (json_object_set_new(row, caps[i].name, v))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* Every counted kind, then (for limits) bandwidth; or the refusals. */
 static int put_values(json_t *row, const struct show_sel *sel,
 		      const struct ibvd_quota *q, const uint64_t *usage,
@@ -177,6 +215,7 @@ static int add_row(struct ibvd_call *call, json_t *out,
 		   const struct show_sel *sel, const struct ibvd_quota *q,
 		   const uint64_t *usage, const struct ibvd_tenant_counters *c)
 {
+	bool all_row = dev == ALL_DEVICES;
 	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
 	char rule[IBVD_CGROUP_MAX + 32];
 	json_t *row, *rule_json;
@@ -188,7 +227,9 @@ static int add_row(struct ibvd_call *call, json_t *out,
 		rule_json = json_string("?");
 	row = json_pack("{s:I, s:s, s:o}", "uid", (json_int_t)who->uid,
 			"dev", dev, "rule", rule_json);
-	if (!row || put_values(row, sel, q, usage, c)) {
+	if (!row || put_values(row, sel, q, usage, c) ||
+	    (sel->what != SHOW_REFUSED &&
+	     put_daemon_caps(row, sel, all_row, who->t))) {
 		json_decref(row);
 		return -ENOMEM;
 	}
@@ -229,7 +270,7 @@ static int subject_rows(struct ibvd_call *call, json_t *out,
 		q = who->t->limits;	/* exactly what charges are checked against */
 	else
 		ibvd_config_limits_all(d->cfg, who->rule, &q);
-	ret = add_row(call, out, who, "all", sel, &q,
+	ret = add_row(call, out, who, ALL_DEVICES, sel, &q,
 		      who->t ? who->t->usage : none,
 		      who->t ? &who->t->counters : &nothing);
 	TAILQ_FOREACH(dev, &d->devices, link) {

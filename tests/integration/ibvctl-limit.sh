@@ -109,7 +109,7 @@ expect "$(row "$O/cur" "$USER1" ibvd1 pd)" 0 "ibvd1: pd"
 import json, sys
 names = ["memlock", "hca_handle", "hca_object", "qp", "cq", "mr", "pd",
          "srq", "ah", "cm_id", "session", "comp_channel", "mcast_attach",
-         "mcast_join"]
+         "mcast_join", "ring_bytes", "direct_pairs", "mapped_mrs"]
 rows = json.load(open(sys.argv[1]))
 for r in rows:
     assert list(r) == ["uid", "dev", "rule"] + names, list(r)
@@ -118,7 +118,21 @@ for r in rows:
 for i in range(0, len(rows), 3):
     assert [r["dev"] for r in rows[i:i + 3]] == ["all", "ibvd0", "ibvd1"], rows
 EOF
-ok "every row: uid dev rule and the fourteen counters, integers, \"all\" first"
+ok "every row: uid dev rule and the seventeen counters, integers, \"all\" first"
+
+check "limit show current: the daemon's own memory a client's CQs cost"
+base=$(row "$O/cur" "$USER1" all ring_bytes)
+hold c1 "$USER1" cq 2
+expect "$HELD" "created 2 errno 0" "uid $USER1 holds 2 CQs"
+show_json "$O/cq" current
+ring_bytes=$(row "$O/cq" "$USER1" all ring_bytes)
+[ "$ring_bytes" -gt "$base" ] 2>/dev/null ||
+	fail "ring_bytes over all devices: '$ring_bytes', not above the $base before"
+expect "$(row "$O/cq" "$USER1" ibvd0 ring_bytes)" 0 "ibvd0: ring_bytes (counted over all devices)"
+release c1
+show_json "$O/cq0" current
+expect "$(row "$O/cq0" "$USER1" all ring_bytes)" "$base" "ring_bytes after that client left"
+ok "ring_bytes $base, $ring_bytes with 2 CQs more, $base once their client left"
 
 check "limit show (max): the rules in force"
 show_json "$O/max"
@@ -129,6 +143,8 @@ expect "$(row "$O/max" "$USER1" ibvd1 pd)" max "its pd on ibvd1"
 expect "$(row "$O/max" "$USER1" all qp)" 8 "the default's qp, inherited"
 expect "$(row "$O/max" "$USER1" all memlock)" "$MEMLOCK" "the default's memlock, inherited"
 expect "$(row "$O/max" "$USER1" all bandwidth)" max "bandwidth"
+expect "$(row "$O/max" "$USER1" all direct_pairs)" 256 "the daemon's cap on direct pairs"
+expect "$(row "$O/max" "$USER1" ibvd0 ring_bytes)" max "ring_bytes on a device: not capped there"
 show_json "$O/u2" max uid "$USER2"
 expect "$(row "$O/u2" "$USER2" all rule)" default "uid $USER2 without sessions: default"
 show_json "$O/d1" uid "$USER1" dev ibvd1

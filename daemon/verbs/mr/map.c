@@ -23,7 +23,7 @@
  * cheap in memlock; and, for an MR with remote access, the fd, kept so
  * that the daemon can grant a peer of the same uid the same file
  * (common/lease.h).  So the MRs that have a mapping are counted: at most
- * MAPPED_MRS_PER_UID a uid and MAPPED_MRS_MAX in all.  Whatever cannot
+ * IBVD_UID_MAX_MAPPED_MRS a uid and MAPPED_MRS_MAX in all.  Whatever cannot
  * be mapped falls back to the /proc/self/mem tier, silently: the mapping
  * is an optimisation, never a requirement.
  */
@@ -41,14 +41,13 @@
 #include "verbs/verbs.h"
 
 #define MAPPED_MRS_MAX		16384u
-#define MAPPED_MRS_PER_UID	1024u
 
 /* MRs with a mapping of their own, daemon-wide (control thread only). */
 static unsigned int mapped_mrs;
 
 static int mapped_take(struct ibvd_tenant *t)
 {
-	if (mapped_mrs >= MAPPED_MRS_MAX || t->mapped_mrs >= MAPPED_MRS_PER_UID)
+	if (mapped_mrs >= MAPPED_MRS_MAX || t->mapped_mrs >= IBVD_UID_MAX_MAPPED_MRS)
 		return -EMFILE;
 	mapped_mrs++;
 	t->mapped_mrs++;

@@ -54,11 +54,13 @@
  */
 #define DIRECT_MAX_PAIRS	1024u
 /*
- * A quarter of them per uid, counted against the uid of the QP whose
- * transition (RC, UC) or ask (UD) made the pair: one tenant making pairs
- * among its own QPs, or with any other's UD QPs, cannot take them all.
+ * A quarter of them per uid (IBVD_UID_MAX_DIRECT_PAIRS), counted against
+ * the uid of the QP whose transition (RC, UC) or ask (UD) made the pair:
+ * one tenant making pairs among its own QPs, or with any other's UD QPs,
+ * cannot take them all.
  */
-#define DIRECT_MAX_PAIRS_PER_UID	(DIRECT_MAX_PAIRS / 4)
+_Static_assert(IBVD_UID_MAX_DIRECT_PAIRS == DIRECT_MAX_PAIRS / 4,
+	       "a quarter of the pairs per uid");
 
 /* The rings and leases of every pair whose file is not made yet. */
 static uint8_t idle_ctl[IBVD_TRANSIT_CTL_BYTES]
@@ -233,7 +235,7 @@ static int pair_make(struct ibvd_qp *qp, struct ibvd_qp *peer)
 	struct ibvd_direct *d;
 
 	if (npairs >= DIRECT_MAX_PAIRS || !s ||
-	    s->tenant->direct_pairs >= DIRECT_MAX_PAIRS_PER_UID)
+	    s->tenant->direct_pairs >= IBVD_UID_MAX_DIRECT_PAIRS)
 		return -ENOSPC;
 	d = calloc(1, sizeof(*d));
 	if (!d)
