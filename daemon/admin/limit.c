@@ -55,9 +55,6 @@ enum show_what {
 	SHOW_REFUSED,
 };
 
-/* The row of all devices together (compared by address). */
-static const char ALL_DEVICES[] = "all";
-
 struct show_sel {
 	enum show_what what;
 	long long uid;			/* -1: every visible tenant */
@@ -159,31 +156,43 @@ static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
  * memory and mappings a tenant's objects cost (verbs.h).  Held over all
  * devices: a device row says 0 (current) or max.
  */
+static const struct {
+	const char *name;
+	uint64_t cap;
+} daemon_caps[] = {
+	{ "ring_bytes", IBVD_UID_MAX_RING_BYTES },
+	{ "direct_pairs", IBVD_UID_MAX_DIRECT_PAIRS },
+	{ "mapped_mrs", IBVD_UID_MAX_MAPPED_MRS },
+};
+#define NDAEMON_CAPS	(sizeof(daemon_caps) / sizeof(daemon_caps[0]))
+
+static bool daemon_cap(const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < NDAEMON_CAPS; i++)
+		if (!strcmp(key, daemon_caps[i].name))
+			return true;
+	return false;
+}
+
 static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 			   bool all_row, const struct ibvd_tenant *t)
 {
-	static const struct {
-		const char *name;
-		uint64_t cap;
-	} caps[] = {
-		{ "ring_bytes", IBVD_UID_MAX_RING_BYTES },
-		{ "direct_pairs", IBVD_UID_MAX_DIRECT_PAIRS },
-		{ "mapped_mrs", IBVD_UID_MAX_MAPPED_MRS },
-	};
 	bool counted = all_row && t;
-	uint64_t held[] = { counted ? t->ring_bytes : 0,
-			    counted ? t->direct_pairs : 0,
-			    counted ? t->mapped_mrs : 0 };
+	uint64_t held[NDAEMON_CAPS] = { counted ? t->ring_bytes : 0,
+					counted ? t->direct_pairs : 0,
+					counted ? t->mapped_mrs : 0 };
 	size_t i;
 	json_t *v;
 
-	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+	for (i = 0; i < NDAEMON_CAPS; i++) {
 		if (sel->what == SHOW_CURRENT)
 			v = json_integer((json_int_t)held[i]);
 		else
-			v = all_row ? json_integer((json_int_t)caps[i].cap) :
+			v = all_row ? json_integer((json_int_t)daemon_caps[i].cap) :
 				      json_string("max");
-		if (json_object_set_new(row, caps[i].name, v))
+		if (json_object_set_new(row, daemon_caps[i].name, v))
 			return -ENOMEM;
 	}
 	return 0;
@@ -210,12 +219,12 @@ static int put_values(json_t *row, const struct show_sel *sel,
 	return 0;
 }
 
+/* A row of who's; all_row: of all devices together, else of device dev. */
 static int add_row(struct ibvd_call *call, json_t *out,
-		   const struct subject *who, const char *dev,
+		   const struct subject *who, bool all_row, const char *dev,
 		   const struct show_sel *sel, const struct ibvd_quota *q,
 		   const uint64_t *usage, const struct ibvd_tenant_counters *c)
 {
-	bool all_row = dev == ALL_DEVICES;
 	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
 	char rule[IBVD_CGROUP_MAX + 32];
 	json_t *row, *rule_json;
@@ -226,7 +235,7 @@ static int add_row(struct ibvd_call *call, json_t *out,
 	if (!rule_json)
 		rule_json = json_string("?");
 	row = json_pack("{s:I, s:s, s:o}", "uid", (json_int_t)who->uid,
-			"dev", dev, "rule", rule_json);
+			"dev", all_row ? "all" : dev, "rule", rule_json);
 	if (!row || put_values(row, sel, q, usage, c) ||
 	    (sel->what != SHOW_REFUSED &&
 	     put_daemon_caps(row, sel, all_row, who->t))) {
@@ -249,7 +258,7 @@ static int device_row(struct ibvd_call *call, json_t *out,
 	if (who->t)
 		td = ibvd_tenant_dev_find(who->t, dev);
 	ibvd_config_limits_dev(cfg, who->rule, dev, &q);
-	return add_row(call, out, who, dev, sel, &q, td ? td->usage : none,
+	return add_row(call, out, who, false, dev, sel, &q, td ? td->usage : none,
 		       td ? &td->counters : &nothing);
 }
 
@@ -270,7 +279,7 @@ static int subject_rows(struct ibvd_call *call, json_t *out,
 		q = who->t->limits;	/* exactly what charges are checked against */
 	else
 		ibvd_config_limits_all(d->cfg, who->rule, &q);
-	ret = add_row(call, out, who, ALL_DEVICES, sel, &q,
+	ret = add_row(call, out, who, true, NULL, sel, &q,
 		      who->t ? who->t->usage : none,
 		      who->t ? &who->t->counters : &nothing);
 	TAILQ_FOREACH(dev, &d->devices, link) {
@@ -420,6 +429,10 @@ static int parse_key_value(struct ibvd_call *call, const char *word,
 	memcpy(key, word, (size_t)(eq - word));
 	key[eq - word] = '\0';
 	kind = ibvd_limit_key(key);
+	if (kind < 0 && daemon_cap(key))
+		return ibvd_call_error(call, -EINVAL,
+				       "%s is a fixed cap of the daemon, not a limit",
+				       key);
 	if (kind < 0)
 		return ibvd_call_error(call, -EINVAL, "unknown key " ARG_FMT, key);
 	/* a CM id or a connection has no device: nothing to count there */

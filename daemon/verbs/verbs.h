@@ -40,12 +40,12 @@ struct ibvd_context;
  * this, a uid's 1,024 sessions could hold 256 GiB of them.
  */
 #define IBVD_UID_MAX_RING_BYTES	(16 * IBVD_CTX_MAX_RING_BYTES)
+/* of which its QPs' staging blocks (rings/staging.c) at most */
+#define IBVD_CTX_MAX_STAGING_BYTES (64ull << 20)
 /* Same-host direct pairs made by one uid's QPs (rings/direct.c) */
 #define IBVD_UID_MAX_DIRECT_PAIRS	256u
 /* MRs of one uid that the daemon maps to copy them (mr/map.c) */
 #define IBVD_UID_MAX_MAPPED_MRS	1024u
-/* of which its QPs' staging blocks (rings/staging.c) at most */
-#define IBVD_CTX_MAX_STAGING_BYTES (64ull << 20)
 /*
  * Each channel holds a daemon fd; librdmacm makes two per QP it creates
  * CQs for (cmtime opens hundreds of connections in one context).
