@@ -1,10 +1,11 @@
 # unit tests (core): framing and fd passing (common/frame.c), handle tables
 # (daemon/core/handle.c, compiled into the test), the transit ring
-# (common/transit.c), the daemon's random numbers (daemon/core/random.c).
+# (common/transit.c), the daemon's random numbers (daemon/core/random.c),
+# rtnetlink answers (daemon/core/rtnl.c).
 check_PROGRAMS += tests/unit/test_frame tests/unit/test_handle \
-	tests/unit/test_transit tests/unit/test_random
+	tests/unit/test_transit tests/unit/test_random tests/unit/test_rtnl
 TESTS += tests/unit/test_frame tests/unit/test_handle tests/unit/test_transit \
-	tests/unit/test_random
+	tests/unit/test_random tests/unit/test_rtnl
 
 tests_unit_test_frame_SOURCES = tests/unit/test_frame.c
 tests_unit_test_frame_CFLAGS = $(UNIT_CFLAGS)
@@ -27,6 +28,13 @@ tests_unit_test_roce_SOURCES = tests/unit/test_roce.c \
 tests_unit_test_roce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_roce_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_roce_LDADD = $(UNIT_LIBS)
+
+# rtnetlink answers as daemon/core/rtnl.c reads them.
+tests_unit_test_rtnl_SOURCES = tests/unit/test_rtnl.c \
+	daemon/core/rtnl.c daemon/core/rtnl.h
+tests_unit_test_rtnl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_rtnl_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_rtnl_LDADD = $(UNIT_LIBS)
 
 # The daemon's random numbers (daemon/core/random.c).
 tests_unit_test_random_SOURCES = tests/unit/test_random.c \
