@@ -79,6 +79,7 @@
 #include <rdma/rsocket.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -3312,9 +3313,6 @@ static int rsocket_probe(void)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
-	int failed;
-
 	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "peer") &&
 	    !strcmp(argv[2], "hold"))
 		return peer_hold(argv[3], argc == 5 && !strcmp(argv[4], "accept"));
@@ -3334,9 +3332,5 @@ int main(int argc, char **argv)
 		return peer(argc - 2, argv + 2);
 	if (argc > 1 && !strcmp(argv[1], "rsocket-probe"))
 		return rsocket_probe();
-	sr = srunner_create(api_suite(argc - 1, argv + 1));
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(api_suite(argc - 1, argv + 1), CK_VERBOSE);
 }

@@ -35,6 +35,7 @@
 #include <infiniband/verbs.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define BUF(mr)		((uint8_t *)(mr)->addr)
 #define ADDR(mr, off)	((uint64_t)(uintptr_t)(mr)->addr + (uint64_t)(off))
@@ -5426,18 +5427,11 @@ static Suite *datapath_suite(void)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
-	int failed;
-
 	(void)argv;
 	if (argc != 1) {
 		fprintf(stderr, "usage: datapath-helper (CK_RUN_CASE=NAME for one case)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	sr = srunner_create(datapath_suite());
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(datapath_suite(), CK_VERBOSE);
 }

@@ -59,6 +59,7 @@
 #include "ibvd_verbs.h"
 #include "transit.h"
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define BUF(mr)		((uint8_t *)(mr)->addr)
 #define ADDR(mr, off)	((uint64_t)(uintptr_t)(mr)->addr + (uint64_t)(off))
@@ -4029,8 +4030,7 @@ static Suite *root_suite(void)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
-	int failed;
+	Suite *suite;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && strcmp(argv[1], "pingpong") == 0)
@@ -4053,15 +4053,12 @@ int main(int argc, char **argv)
 		return many_leases_held();
 	if (argc == 3 && strcmp(argv[1], "root") == 0) {
 		forger_uid = (uid_t)strtoul(argv[2], NULL, 0);
-		sr = srunner_create(root_suite());
+		suite = root_suite();
 	} else if (argc == 1) {
-		sr = srunner_create(direct_suite());
+		suite = direct_suite();
 	} else {
 		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default | exit-holding-lease | many-leases-held | root OTHER_UID]\n");
 		return 2;
 	}
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(suite, CK_VERBOSE);
 }

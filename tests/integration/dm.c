@@ -14,6 +14,7 @@
 #include <infiniband/verbs.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define DM_ACCESS	(VT_ACCESS_ALL | IBV_ACCESS_ZERO_BASED)
 
@@ -235,11 +236,5 @@ static Suite *dm_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(dm_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(dm_suite(), CK_NORMAL);
 }

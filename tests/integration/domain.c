@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 static struct vt_dev D;
 
@@ -187,11 +188,5 @@ static Suite *domain_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(domain_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(domain_suite(), CK_NORMAL);
 }

@@ -27,6 +27,7 @@
 #include <infiniband/verbs.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define ODP_ACCESS	(VT_ACCESS_ALL | IBV_ACCESS_ON_DEMAND)
 
@@ -334,11 +335,5 @@ static Suite *odp_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(odp_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(odp_suite(), CK_NORMAL);
 }

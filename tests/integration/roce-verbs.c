@@ -40,6 +40,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "tests/common/check_run.h"
+
 #define OUR_IPV4	"10.77.0.1"
 #define PEER_IPV4	"10.77.0.2"
 /* roce-device.sh routes it with a hoplimit metric of METRIC_HOP_LIMIT */
@@ -698,7 +700,6 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
 	TCase *tc;
 	Suite *s;
 	int failed;
@@ -737,9 +738,5 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ud_recv_packet_type);
 	tcase_add_test(tc, cm_path_record);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_VERBOSE);
 }

@@ -39,6 +39,7 @@
 #include <rdma/rsocket.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 #define NOT_AN_RSOCKET	1000	/* an fd number nobody opened */
@@ -1747,12 +1748,6 @@ static Suite *rsocket_suite(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr = srunner_create(rsocket_suite(argc - 1, argv + 1));
-	int failed;
-
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(rsocket_suite(argc - 1, argv + 1), CK_VERBOSE);
 }

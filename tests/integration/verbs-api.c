@@ -32,6 +32,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "tests/common/check_run.h"
+
 /* IBVERBS_PRIVATE_34: no installed header declares it (pyverbs uses it). */
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 		       unsigned int index, int *type);
@@ -1269,21 +1271,17 @@ static Suite *death_suite(void)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
-	int failed;
+	Suite *suite;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 1) {
-		sr = srunner_create(api_suite());
+		suite = api_suite();
 	} else if (argc == 3 && strcmp(argv[1], "death") == 0) {
 		ready_file = argv[2];
-		sr = srunner_create(death_suite());
+		suite = death_suite();
 	} else {
 		fprintf(stderr, "usage: %s [death READY_FILE]\n", argv[0]);
 		return 2;
 	}
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(suite, CK_VERBOSE);
 }

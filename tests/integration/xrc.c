@@ -30,6 +30,7 @@
 #include <infiniband/verbs.h>
 
 #include "vt.h"
+#include "tests/common/check_run.h"
 
 #define XRC_FLAGS	(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS)
 
@@ -690,13 +691,7 @@ static Suite *xrc_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(xrc_suite());
-	int failed;
-
 	/* each case as it ends: a helper killed by its timeout still says */
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	srunner_run_all(sr, CK_VERBOSE);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(xrc_suite(), CK_VERBOSE);
 }

@@ -21,6 +21,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "client/libibverbs/exports.h"
+#include "tests/common/check_run.h"
 
 /* IBVERBS_PRIVATE_34, which no installed header declares. */
 void verbs_register_driver_34(const void *ops);
@@ -262,11 +263,5 @@ static Suite *abi_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(abi_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(abi_suite(), CK_NORMAL);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "daemon/verbs/rings/arena.h"
+#include "tests/common/check_run.h"
 
 static struct ibvd_arena *a;
 static int fd;
@@ -165,8 +166,6 @@ int main(void)
 {
 	Suite *s = suite_create("arena");
 	TCase *tc = tcase_create("arena");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, file_is_sealed_and_whole);
@@ -177,9 +176,5 @@ int main(void)
 	tcase_add_test(tc, half_full);
 	tcase_add_test(tc, last_reference_frees);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

@@ -22,6 +22,7 @@
 #include "daemon/cm/mad.h"
 #include "daemon/transport/roce/wire.h"
 #include "tests/unit/capture.h"
+#include "tests/common/check_run.h"
 
 /* ---- the capture's MADs ------------------------------------------------- */
 
@@ -823,8 +824,6 @@ int main(void)
 	TCase *cap = tcase_create("rxe-pair");
 	TCase *codec = tcase_create("codec");
 	TCase *cma = tcase_create("rdma_cm");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(cap, capture_census);
 	tcase_add_test(cap, capture_reencoded);
@@ -847,9 +846,5 @@ int main(void)
 	suite_add_tcase(s, cap);
 	suite_add_tcase(s, codec);
 	suite_add_tcase(s, cma);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

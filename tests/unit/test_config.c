@@ -22,6 +22,7 @@
 #include "daemon/core/roce.h"
 #include "daemon/tenant/tenant.h"
 #include "log.h"
+#include "tests/common/check_run.h"
 
 static char err[512];
 static char text[4096];
@@ -1532,11 +1533,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(config_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(config_suite(), CK_NORMAL);
 }

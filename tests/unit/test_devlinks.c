@@ -17,6 +17,7 @@
 
 #include "daemon/config/config.h"
 #include "daemon/devlinks.h"
+#include "tests/common/check_run.h"
 
 static char base[64];	/* a fresh temporary directory */
 static char dir[128];	/* base/infiniband, not there at first */
@@ -248,11 +249,5 @@ static Suite *devlinks_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(devlinks_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(devlinks_suite(), CK_NORMAL);
 }

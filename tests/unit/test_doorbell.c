@@ -31,6 +31,7 @@
 
 #include "barrier.h"
 #include "daemon/engine/internal.h"
+#include "tests/common/check_run.h"
 
 #define NDB		3		/* contexts served by the engine */
 /*
@@ -303,11 +304,5 @@ static Suite *doorbell_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(doorbell_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(doorbell_suite(), CK_NORMAL);
 }

@@ -25,6 +25,7 @@
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
+#include "tests/common/check_run.h"
 
 static int sv[2];
 static uint8_t *buf;
@@ -774,11 +775,5 @@ static Suite *frame_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(frame_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(frame_suite(), CK_NORMAL);
 }

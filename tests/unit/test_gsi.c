@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "transport/gsi.h"
+#include "tests/common/check_run.h"
 
 /* A MAD from the remote GID whose last byte is `from`, numbered n. */
 static struct ibvd_mad mad_from(uint8_t from, uint32_t n)
@@ -80,15 +81,9 @@ int main(void)
 {
 	Suite *s = suite_create("gsi");
 	TCase *tc = tcase_create("inbox");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, one_sender_gets_its_share);
 	tcase_add_test(tc, many_senders_fill_it);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "daemon/core/handle.h"
+#include "tests/common/check_run.h"
 
 static struct ibvd_handle_table t;
 static int objs[64];		/* distinct addresses to store */
@@ -413,11 +414,5 @@ static Suite *handle_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(handle_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(handle_suite(), CK_NORMAL);
 }

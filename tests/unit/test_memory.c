@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "daemon/engine/internal.h"
+#include "tests/common/check_run.h"
 
 #define LEN	(3 * 4096)
 
@@ -235,8 +236,6 @@ int main(void)
 {
 	Suite *s = suite_create("memory");
 	TCase *tc = tcase_create("copies");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, tiers);
@@ -245,9 +244,5 @@ int main(void)
 	tcase_add_test(tc, word_rmw);
 	tcase_add_test(tc, foreign_sigbus_kills);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

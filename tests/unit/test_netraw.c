@@ -20,6 +20,7 @@
 #include "daemon/core/rawsock.h"
 #include "daemon/netraw.h"
 #include "daemon/privilege.h"
+#include "tests/common/check_run.h"
 
 static void expect_open(int family, int protocol)
 {
@@ -90,8 +91,6 @@ int main(void)
 {
 	Suite *s = suite_create("netraw");
 	TCase *tc = tcase_create("broker");
-	SRunner *sr;
-	int failed;
 
 	if (geteuid() != 0 || !ibvd_privilege_holds(CAP_NET_RAW))
 		return 77;
@@ -99,9 +98,5 @@ int main(void)
 	tcase_add_test(tc, broker_refuses_others);
 	tcase_add_test(tc, restrict_keeps_only_what_is_asked);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, CK_NORMAL);
 }

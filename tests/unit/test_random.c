@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "core/random.h"
+#include "tests/common/check_run.h"
 
 #define DRAWS	1000
 
@@ -76,15 +77,9 @@ int main(void)
 {
 	Suite *s = suite_create("random");
 	TCase *tc = tcase_create("pool");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, draws_go_on_past_the_pool);
 	tcase_add_test(tc, a_child_draws_its_own);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, CK_NORMAL);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "daemon/core/rate.h"
+#include "tests/common/check_run.h"
 
 #define MS		(1000ull * 1000)
 #define SEC		(1000ull * MS)
@@ -225,8 +226,6 @@ int main(void)
 {
 	Suite *s = suite_create("rate");
 	TCase *tc = tcase_create("bucket");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, unlimited_never_waits);
@@ -242,9 +241,5 @@ int main(void)
 	tcase_add_test(tc, huge_take_no_overflow);
 	tcase_add_test(tc, references);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

@@ -16,6 +16,7 @@
 #include <infiniband/verbs.h>
 
 #include "daemon/core/roce.h"
+#include "tests/common/check_run.h"
 
 static const uint8_t mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
 
@@ -354,8 +355,6 @@ int main(void)
 	Suite *s = suite_create("roce");
 	TCase *rules = tcase_create("rules");
 	TCase *tbl = tcase_create("gid table");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(rules, default_gid_is_modified_eui64);
 	tcase_add_test(rules, locally_administered_mac_flips_back);
@@ -374,9 +373,5 @@ int main(void)
 	tcase_add_test(tbl, table_full);
 	tcase_add_test(tbl, peers);
 	suite_add_tcase(s, tbl);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

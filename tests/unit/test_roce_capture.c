@@ -18,6 +18,7 @@
 
 #include "daemon/transport/roce/wire.h"
 #include "tests/unit/capture.h"
+#include "tests/common/check_run.h"
 
 static uint16_t be16(const uint8_t *p)
 {
@@ -573,8 +574,6 @@ int main(void)
 {
 	Suite *s = suite_create("roce_capture");
 	TCase *tc = tcase_create("rxe-pair");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, capture_frames);
 	tcase_add_test(tc, capture_opcodes);
@@ -592,9 +591,5 @@ int main(void)
 	tcase_add_test(tc, truncated_udp_payloads);
 	tcase_add_test(tc, truncated_ip_packets);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

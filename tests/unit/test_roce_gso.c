@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "transport/roce/internal.h"
+#include "tests/common/check_run.h"
 
 #define MTU		1024u
 #define NPKTS		15u		/* a WRITE's MIDDLE packets and its LAST */
@@ -367,8 +368,6 @@ int main(void)
 {
 	Suite *s = suite_create("roce_gso");
 	TCase *tc = tcase_create("runs");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, equal_packets_make_a_run);
@@ -382,9 +381,5 @@ int main(void)
 	tcase_add_test(tc, a_packet_is_no_run);
 	tcase_add_test(tc, a_wrong_size_is_not_taken);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, CK_NORMAL);
 }

@@ -31,6 +31,7 @@
 #include "engine/internal.h"
 #include "engine/transport.h"
 #include "transport/roce/internal.h"
+#include "tests/common/check_run.h"
 
 /* ---- the stubbed world ----------------------------------------------------- */
 
@@ -2276,8 +2277,6 @@ int main(void)
 {
 	Suite *s = suite_create("roce_rc");
 	TCase *tc = tcase_create("loss");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, read_hole_retried_at_once_from_it);
@@ -2331,9 +2330,5 @@ int main(void)
 	tcase_add_test(tc, short_messages_make_one_run);
 	tcase_add_test(tc, a_read_request_ends_a_run);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, CK_NORMAL);
 }

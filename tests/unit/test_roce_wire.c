@@ -16,6 +16,7 @@
 
 #include "daemon/transport/roce/crc32.h"
 #include "daemon/transport/roce/wire.h"
+#include "tests/common/check_run.h"
 
 static uint16_t be16(const uint8_t *p)
 {
@@ -959,8 +960,6 @@ int main(void)
 {
 	Suite *s = suite_create("roce_wire");
 	TCase *tc = tcase_create("codec");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, example_built_byte_for_byte);
 	tcase_add_test(tc, implausible_addresses);
@@ -992,9 +991,5 @@ int main(void)
 	tcase_add_test(tc, crc32_every_way);
 	suite_add_tcase(s, tc);
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "client/librdmacm/rsocket/rs.h"
+#include "tests/common/check_run.h"
 
 START_TEST(messages)
 {
@@ -78,17 +79,11 @@ int main(void)
 {
 	Suite *s = suite_create("rsocket_wire");
 	TCase *tc = tcase_create("wire");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, messages);
 	tcase_add_test(tc, conn_data_layout);
 	tcase_add_test(tc, size_scale);
 	tcase_add_test(tc, peer_order);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, CK_NORMAL);
 }

@@ -18,6 +18,7 @@
 #include <linux/rtnetlink.h>
 
 #include "core/rtnl.h"
+#include "tests/common/check_run.h"
 
 static struct ibvd_rtnl nl;
 static int kernel_fd;
@@ -168,8 +169,6 @@ int main(void)
 {
 	Suite *s = suite_create("rtnl");
 	TCase *tc = tcase_create("answers");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, an_answer_is_read);
@@ -180,9 +179,5 @@ int main(void)
 	tcase_add_test(tc, silence_is_a_timeout);
 	tcase_add_test(tc, attributes_fit_or_are_refused);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s, CK_NORMAL);
 }

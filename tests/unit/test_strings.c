@@ -10,6 +10,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "tests/common/check_run.h"
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 START_TEST(node_types)
@@ -224,11 +226,5 @@ static Suite *strings_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(strings_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(strings_suite(), CK_NORMAL);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "transit.h"
+#include "tests/common/check_run.h"
 
 #define NCELLS	64u		/* 4 KiB: small, so the ring wraps often */
 
@@ -426,11 +427,5 @@ static Suite *transit_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(transit_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(transit_suite(), CK_NORMAL);
 }

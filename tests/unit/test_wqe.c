@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon/engine/internal.h"
+#include "tests/common/check_run.h"
 
 #define SLOTS	4u
 #define STRIDE	256u
@@ -189,8 +190,6 @@ int main(void)
 {
 	Suite *s = suite_create("wqe");
 	TCase *tc = tcase_create("staged");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, in_the_block);
@@ -198,9 +197,5 @@ int main(void)
 	tcase_add_test(tc, no_block_or_wrong_opcode);
 	tcase_add_test(tc, kept_segments_checked_again);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s, CK_NORMAL);
 }
