@@ -92,12 +92,15 @@ static uint32_t min7(uint8_t v)
 	return v > 7 ? 7 : v;	/* 3-bit fields of the IB CM */
 }
 
-/* The wire form of p; private data over max_pdata is EINVAL. */
+/*
+ * The wire form of p; private data over max_pdata is EINVAL.  A length
+ * with no data sends none, as rdma-core copies only when it has both.
+ */
 static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
 		     bool active, size_t max_pdata, Ibvd__CmConnParam *m)
 {
-	if (p && p->private_data_len) {
-		if (!p->private_data || p->private_data_len > max_pdata)
+	if (p && p->private_data && p->private_data_len) {
+		if (p->private_data_len > max_pdata)
 			return -EINVAL;
 		m->private_data.data = (uint8_t *)p->private_data;
 		m->private_data.len = p->private_data_len;
@@ -257,7 +260,9 @@ static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len)
 						CMA_PDATA_REJ;
 	int ret;
 
-	if (len && (!pdata || len > max))
+	if (!pdata)
+		len = 0;	/* a length with no data sends none: rdma-core's */
+	if (len > max)
 		return -EINVAL;
 	req.id = cid->handle;
 	req.private_data.data = (uint8_t *)pdata;

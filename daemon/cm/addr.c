@@ -352,30 +352,34 @@ static struct cm_port_space *id_ps(const struct ibvd_cm_id *id)
 
 #define PORT_IDS(space, port)	(&(space)->ports[port])
 
-/* Would b, bound already, overlap a binding to addr by a (reuse: a's flag)? */
-static bool overlaps(const struct ibvd_cm_id *a,
-		     const struct sockaddr_storage *addr,
-		     const struct ibvd_cm_id *b, bool reuse)
+/*
+ * Would b, bound already, clash with a binding to addr by a (reuse: a's
+ * flag)?  As the kernel's cma_check_port: a wildcard on either side is
+ * EADDRNOTAVAIL, the same address EADDRINUSE.
+ */
+static int clash(const struct ibvd_cm_id *a, const struct sockaddr_storage *addr,
+		 const struct ibvd_cm_id *b, bool reuse)
 {
 	if (reuse && b->reuseaddr)
-		return false;
+		return 0;
 	if (a->afonly && b->afonly && addr->ss_family != b->src.ss_family)
-		return false;
+		return 0;
 	if (cm_addr_is_any(addr) || cm_addr_is_any(&b->src))
-		return true;
-	return cm_addr_equal(addr, &b->src);
+		return -EADDRNOTAVAIL;
+	return cm_addr_equal(addr, &b->src) ? -EADDRINUSE : 0;
 }
 
-static bool port_conflict(const struct ibvd_cm_id *id,
-			  const struct sockaddr_storage *addr, bool reuse)
+static int port_conflict(const struct ibvd_cm_id *id,
+			 const struct sockaddr_storage *addr, bool reuse)
 {
 	uint16_t port = cm_addr_port(addr);
 	const struct ibvd_cm_id *b;
+	int ret;
 
 	LIST_FOREACH(b, PORT_IDS(id_ps(id), port), bind_link)
-		if (b != id && overlaps(id, addr, b, reuse))
-			return true;
-	return false;
+		if (b != id && (ret = clash(id, addr, b, reuse)) < 0)
+			return ret;
+	return 0;
 }
 
 static bool port_unused(const struct cm_port_space *space, uint16_t port)
@@ -424,7 +428,13 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	struct ibvd_device *dev = cm_addr_device(id->cm, addr);
 	struct sockaddr_storage ss = *addr;
 	uint16_t port = cm_addr_port(addr);
+	int ret;
 
+	if (addr->ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)addr)->sin6_addr) &&
+	    !((const struct sockaddr_in6 *)addr)->sin6_scope_id)
+		return ibvd_call_error(call, -EINVAL,
+				       "a link-local address needs its interface (scope id)");
 	if (!cm_addr_is_local(id->cm, addr))
 		return ibvd_call_error(call, -EADDRNOTAVAIL,
 				       "not an address of this host");
@@ -441,8 +451,8 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 			return ibvd_call_error(call, -EADDRNOTAVAIL,
 					       "no free port left");
 		cm_addr_set_port(&ss, port);
-	} else if (port_conflict(id, &ss, id->reuseaddr)) {
-		return ibvd_call_error(call, -EADDRINUSE, "port %u is in use", port);
+	} else if ((ret = port_conflict(id, &ss, id->reuseaddr)) < 0) {
+		return ibvd_call_error(call, ret, "port %u is in use", port);
 	}
 	id->src = ss;
 	/* As the kernel: a bound id's peer is the family's wildcard, port 0. */
@@ -465,8 +475,10 @@ void cm_unbind(struct ibvd_cm_id *id)
 int cm_check_listen(struct ibvd_call *call, struct ibvd_cm_id *id)
 {
 	/* A listener shares its address with nobody, REUSEADDR or not. */
-	if (port_conflict(id, &id->src, false))
-		return ibvd_call_error(call, -EADDRINUSE, "port %u is in use",
+	int ret = port_conflict(id, &id->src, false);
+
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "port %u is in use",
 				       cm_addr_port(&id->src));
 	return 0;
 }

@@ -721,11 +721,15 @@ START_TEST(bind_port0_and_conflicts)
 	ck_assert_uint_eq(sa_port(rdma_get_local_addr(a)), port);
 	/* binding twice */
 	ck_fails_with(rdma_bind_addr(a, SA(any0)), EINVAL);
-	/* the same port: wildcard, and a specific address against the wildcard */
+	/*
+	 * the same port: wildcard, and a specific address against the
+	 * wildcard; a wildcard on either side is EADDRNOTAVAIL, as the
+	 * kernel's cma_check_port says (EADDRINUSE is for the same address)
+	 */
 	ss = sa_make("0.0.0.0", port);
-	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRINUSE);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRNOTAVAIL);
 	ss = sa_make("127.0.0.1", port);
-	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRINUSE);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRNOTAVAIL);
 	/* another port space has its own numbers */
 	ss = sa_make("0.0.0.0", port);
 	ck_ok(rdma_bind_addr(u, SA(ss)));
@@ -743,19 +747,28 @@ START_TEST(bind_port0_and_conflicts)
 	ck_assert_msg(r == -1 && (e == EADDRNOTAVAIL || e == ENODEV),
 		      "binding %s: %d (%s), want EADDRNOTAVAIL or ENODEV", TEST_NET_1, r,
 		      strerror(e));
+	/* a link-local address with no interface: EINVAL (cma_check_linklocal) */
+	ss = sa_make("fe80::1", 0);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EINVAL);
 	/* the port is free again once its id is gone */
 	ck_ok(rdma_destroy_id(a));
 	ss = sa_make("127.0.0.1", port);
 	ck_ok(rdma_bind_addr(b, SA(ss)));
 	ck_sa_ip(rdma_get_local_addr(b), "127.0.0.1", "bound loopback");
+	/* the same address and port: EADDRINUSE; the wildcard: EADDRNOTAVAIL */
+	a = new_id(ch, NULL, RDMA_PS_TCP);
+	ck_fails_with(rdma_bind_addr(a, SA(ss)), EADDRINUSE);
+	ss = sa_make("0.0.0.0", port);
+	ck_fails_with(rdma_bind_addr(a, SA(ss)), EADDRNOTAVAIL);
+	ck_ok(rdma_destroy_id(a));
 	ck_ok(rdma_destroy_id(b));
 	ck_ok(rdma_destroy_id(u));
 	rdma_destroy_event_channel(ch);
 }
 END_TEST
 
-/* Two listeners on one port: the second cannot have it (EADDRINUSE),
- * with or without REUSEADDR, and the first keeps working. */
+/* Two listeners on one port: the second cannot have it (a wildcard:
+ * EADDRNOTAVAIL), with or without REUSEADDR, and the first keeps working. */
 START_TEST(two_listeners)
 {
 	struct rdma_event_channel *ch = channel();
@@ -769,15 +782,15 @@ START_TEST(two_listeners)
 	ck_ok(rdma_set_option(l1, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
 	port = listen_on(l1, "0.0.0.0", 4);
 	ss = sa_make("0.0.0.0", port);
-	ck_fails_with(rdma_bind_addr(l2, SA(ss)), EADDRINUSE);
+	ck_fails_with(rdma_bind_addr(l2, SA(ss)), EADDRNOTAVAIL);
 
 	ck_ok(rdma_set_option(l3, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
 	r = rdma_bind_addr(l3, SA(ss));
 	e = errno;
 	if (r == 0)
-		ck_fails_with(rdma_listen(l3, 4), EADDRINUSE);
+		ck_fails_with(rdma_listen(l3, 4), EADDRNOTAVAIL);
 	else
-		ck_assert_msg(r == -1 && e == EADDRINUSE,
+		ck_assert_msg(r == -1 && e == EADDRNOTAVAIL,
 			      "REUSEADDR bind on a listening port: %d (%s)", r, strerror(e));
 	ck_ok(rdma_destroy_id(l3));
 	ck_ok(rdma_destroy_id(l2));
@@ -794,7 +807,8 @@ START_TEST(two_listeners)
 		ck_ok(rdma_connect(c, &cp));
 		ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
 		ck_assert_ptr_eq(ev->listen_id, l1);
-		ck_ok(rdma_reject(ev->id, NULL, 0));
+		/* a length with no data sends none, as rdma-core's */
+		ck_ok(rdma_reject(ev->id, NULL, 20));
 		{
 			struct rdma_cm_id *child = ev->id;
 
@@ -1190,6 +1204,8 @@ START_TEST(connect_params)
 	cp.initiator_depth = (uint8_t)(a.max_qp_init_rd_atom >= 2 ? 2 : 1);
 	cp.retry_count = 5;
 	cp.rnr_retry_count = 6;
+	/* a length with no data sends none (rdma-core copies only both) */
+	cp.private_data_len = 10;
 	ck_ok(rdma_connect(p.client, &cp));
 	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
 	ck_assert_uint_eq(ev->param.conn.responder_resources, cp.initiator_depth);
@@ -1218,7 +1234,7 @@ START_TEST(connect_params)
 		cp.private_data_len = sizeof(big);
 		ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
 		cp.private_data = NULL;
-		cp.private_data_len = 0;
+		cp.private_data_len = 10;	/* no data: none sent */
 	}
 	ck_ok(rdma_accept(p.server, &cp));
 	/* a REP carries no retry count: 0, as cma_set_rep_event_data leaves it */
