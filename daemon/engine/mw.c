@@ -90,6 +90,9 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 	/* mw_of matched mw_key's index: no need to read mw->rkey unlocked. */
 	if (!mw || !same_index(w->rkey, w->mw_key))
 		return IBV_WC_MW_BIND_ERR;
+	/* A type 2 window is invalidated, never bound to nothing (o10-37.2.40). */
+	if (mw->type == IBV_MW_TYPE_2 && w->compare_add == 0)
+		return IBV_WC_MW_BIND_ERR;
 	if (!type1_unbind(mw, w)) {
 		mr = bind_target(qp, w);
 		if (!mr)

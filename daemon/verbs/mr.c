@@ -470,9 +470,17 @@ int ibvd_req_rereg_mr_shared(struct ibvd_call *call)
 /* Largest sg_list one ADVISE_MR takes: it is only checked, never kept. */
 #define ADVISE_MAX_SGES	4096
 
-/* One range of an ADVISE_MR: in an on-demand MR of this context's pd. */
+/* What the kernel counts as an MR that may be written (ib_access_writable). */
+#define MR_WRITABLE	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+			 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
+
+/*
+ * One range of an ADVISE_MR: in an on-demand MR of this context's pd,
+ * which must be writable to be prefetched for writing (EPERM, as
+ * ibv_advise_mr(3) says).
+ */
 static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
-		      const Ibvd__Sge *sge)
+		      uint32_t advice, const Ibvd__Sge *sge)
 {
 	/* The control thread is the registry's only writer: no lock needed. */
 	const struct ibvd_mr *mr = ibvd_mr_by_lkey(sge->lkey);
@@ -488,6 +496,11 @@ static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
 		return ibvd_call_error(call, -EINVAL,
 				       "range %#" PRIx64 "+%u outside MR %#x",
 				       sge->addr, sge->length, sge->lkey);
+	if (advice == IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    !(mr->access & MR_WRITABLE))
+		return ibvd_call_error(call, -EPERM,
+				       "MR %#x is not writable: no PREFETCH_WRITE",
+				       sge->lkey);
 	return 0;
 }
 
@@ -518,7 +531,7 @@ int ibvd_req_advise_mr(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL, "%zu ranges, not 1..%u",
 				       req->n_sges, ADVISE_MAX_SGES);
 	for (i = 0; i < req->n_sges; i++) {
-		ret = advise_sge(call, pd, req->sges[i]);
+		ret = advise_sge(call, pd, req->advice, req->sges[i]);
 		if (ret < 0)
 			return ret;
 	}

@@ -54,7 +54,7 @@ static const struct transition table[NSTATES][NSTATES] = {
 	[S(RESET)] = {
 		[S(RESET)] = { ALL },
 		[S(INIT)] = { ALL, .req = { INIT_UD, INIT_CONN, INIT_CONN } },
-		[S(ERR)] = { ALL },
+		/* no ERR: a QP never used has nothing to flush (the kernel's table) */
 	},
 	[S(INIT)] = {
 		[S(RESET)] = { ALL },

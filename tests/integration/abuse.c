@@ -109,6 +109,19 @@ static struct ibv_qp *target_of(struct vt_dev *d, struct ibv_xrcd *x)
 	return qp;
 }
 
+/* A new target to ERR, through INIT: RESET->ERR is no transition. */
+static void target_err(struct ibv_qp *tgt)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+
+	vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+		  "target INIT: %s", strerror(errno));
+	attr.qp_state = IBV_QPS_ERR;
+	vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE), "target ERR: %s",
+		  strerror(errno));
+}
+
 static struct ibv_srq *srq_of(struct vt_dev *d, struct ibv_xrcd *x,
 			      struct ibv_cq *cq, uint32_t *num)
 {
@@ -216,8 +229,7 @@ static int tgt_sq(const char *how)
 					 IBV_QP_TIMEOUT | IBV_QP_SQ_PSN),
 			  "target RTS: %s", strerror(errno));
 	} else {
-		vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE),
-			  "target ERR: %s", strerror(errno));
+		target_err(tgt);
 	}
 	vt_sleep_ms(300);
 	vt_expect_none(cq, 100, "the device CQ after the target's SQ was written");
@@ -340,7 +352,6 @@ static int opener_closes(void)
 			     IBV_QP_OPEN_ATTR_TYPE,
 		.qp_type = IBV_QPT_XRC_RECV,
 	};
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 	struct ibv_qp *tgt, *opened;
 	struct vt_dev c1, c2;
 	char path[64];
@@ -360,8 +371,7 @@ static int opener_closes(void)
 	/* the SQ claim lives in c1's own shared memory */
 	__atomic_store_n(&((struct ibvc_qp *)tgt)->sq.client->claim,
 			 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
-	vt_assert(!ibv_modify_qp(tgt, &attr, IBV_QP_STATE), "target ERR: %s",
-		  strerror(errno));
+	target_err(tgt);
 	vt_sleep_ms(200);
 	vt_close(&c2);
 	vt_sleep_ms(200);

@@ -2052,6 +2052,9 @@ START_TEST(qp_bad_transition)
 	errno = EAGAIN;
 	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL);	/* RESET -> SQD */
 	ck_assert_int_eq(errno, EINVAL);	/* as rdma-core's failed write leaves it */
+	/* RESET -> ERR: not in the kernel's table either (ib_modify_qp_is_ok) */
+	qp_attrs(&a, IBV_QPS_ERR, peer);
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL);
 	vt_expect_state(qp, IBV_QPS_RESET, "after refused transitions from RESET");
 	/* RESET -> INIT with an attribute INIT does not take (DEST_QPN). */
 	qp_attrs(&a, IBV_QPS_INIT, peer);
@@ -4907,6 +4910,28 @@ START_TEST(mw_type2)
 }
 END_TEST
 
+/* A type 2 window is invalidated, never bound to nothing (o10-37.2.40). */
+START_TEST(mw_type2_zero_length)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_mr *t;
+	struct fx f;
+
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	mw_post_bind(f.p.qp[1], 1, mw, ibv_inc_rkey(mw->rkey), t,
+		     ADDR(t, MW_OFF), 0, MW_RW);
+	vt_expect_wc(f.p.scq[1], NULL, 1, IBV_WC_MW_BIND_ERR,
+		     "a type 2 bind of length 0");
+	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "after the refused bind");
+	/* nothing holds the MR */
+	vt_dereg(t);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	fx_free(&f);
+}
+END_TEST
+
 /*
  * Access the window does not grant: past its end, a write to a read-only
  * window, the key it had before the bind, a READ past its start.
@@ -5407,6 +5432,7 @@ static Suite *datapath_suite(void)
 	tc = new_case(s, "mw");
 	tcase_add_test(tc, mw_alloc);
 	tcase_add_test(tc, mw_type2);
+	tcase_add_test(tc, mw_type2_zero_length);
 	tcase_add_loop_test(tc, mw_denied, 0, 4);
 	tcase_add_test(tc, mw_send_inv);
 	tcase_add_test(tc, mw_send_inv_long);

@@ -2898,6 +2898,66 @@ START_TEST(receiver_gone)
 }
 END_TEST
 
+/*
+ * The receiver's CQ overruns: its QP fails with the message that overran
+ * it, and nothing after that is placed.  The next SEND goes unanswered
+ * (RETRY_EXC_ERR once its retries ran out), the rest are flushed, as on
+ * the engine's path and rxe's; no receive buffer past the failure is
+ * written.
+ */
+START_TEST(receive_cq_overrun)
+{
+	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *rcq = ibv_create_cq(D.ctx, 2, NULL, NULL, 0);
+	struct ibv_wc wc[16];
+	struct vt_qp_opts o;
+	struct ibv_mr *a, *b;
+	struct vt_pair p;
+	int n, i, k, placed = 0;
+
+	ck_assert_ptr_nonnull(scq);
+	ck_assert_ptr_nonnull(rcq);
+	memset(&o, 0, sizeof(o));
+	o.timeout = 14;		/* about 67 ms */
+	o.retry_cnt = 1;
+	vt_pair_on(&p, &D, &o, &o, scq, rcq);
+	a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	n = rcq->cqe + 3;
+	ck_assert_int_le(n, (int)VT_ARRAY_SIZE(wc));
+	for (i = 0; i < n; i++)
+		vt_recv(p.qp[1], 100 + (uint64_t)i, BUF(b) + 64 * i, 64, b->lkey);
+	for (i = 0; i < n; i++) {
+		memset(BUF(a) + 8 * i, 0xa0 + i, 8);
+		vt_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			BUF(a) + 8 * i, 8, a->lkey, 0, 0);
+	}
+	k = vt_poll(scq, wc, n, 5000);
+	ck_assert_int_eq(k, n);
+	for (i = 0; i < n && wc[i].status == IBV_WC_SUCCESS; i++)
+		ck_assert_uint_eq(wc[i].wr_id, (uint64_t)i);
+	placed = i;
+	ck_assert_msg(placed <= rcq->cqe + 1, "%d SENDs completed well into a "
+		      "receive CQ of %d", placed, rcq->cqe);
+	ck_assert_msg(placed < n, "every SEND succeeded past the overrun");
+	ck_assert_msg(wc[placed].status == IBV_WC_RETRY_EXC_ERR,
+		      "SEND %d after the overrun: %s", placed,
+		      ibv_wc_status_str(wc[placed].status));
+	for (i = placed + 1; i < n; i++)
+		ck_assert_msg(wc[i].status == IBV_WC_WR_FLUSH_ERR,
+			      "SEND %d: %s", i, ibv_wc_status_str(wc[i].status));
+	vt_expect_state(p.qp[1], IBV_QPS_ERR, "the receiver");
+	for (i = placed; i < n; i++)
+		vt_expect_byte(BUF(b) + 64 * i, 8, 0, "a receive past the failure");
+	vt_expect_async(D.ctx, IBV_EVENT_CQ_ERR, rcq, "the overrun CQ");
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+}
+END_TEST
+
 /* ---- other processes ------------------------------------------------------ */
 
 /* One end of a pair in a child process; its address through a pipe. */
@@ -3686,6 +3746,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, bad_send_key);
 	tcase_add_test(tc, flush);
 	tcase_add_test(tc, receiver_gone);
+	tcase_add_test(tc, receive_cq_overrun);
 	tcase_add_test(tc, peer_killed);
 	tcase_add_test(tc, hostile_sender_ring);
 	tcase_add_test(tc, hostile_sender_ring_uc);

@@ -307,6 +307,17 @@ START_TEST(advise_refused)
 	ck_assert_int_eq(resident(buf, len), 0);
 	ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0,
 				buf, 64, mr->lkey), 0);
+	/* an MR nobody may write: prefetching it for writing is EPERM */
+	{
+		struct ibv_mr *ro = ibv_reg_mr(D.pd, buf, len, IBV_ACCESS_ON_DEMAND);
+
+		ck_assert_ptr_nonnull(ro);
+		ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+					0, buf, 64, ro->lkey), EPERM);
+		ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0,
+					buf, 64, ro->lkey), 0);
+		ck_assert_int_eq(ibv_dereg_mr(ro), 0);
+	}
 
 	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
 	vt_dereg(plain);

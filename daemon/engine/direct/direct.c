@@ -484,6 +484,13 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		consumed = next;
 		ibvd_transit_release(ring, consumed);
 		wake_sender(src, ring);
+		/*
+		 * Its receive CQ overran and took it down: it takes nothing
+		 * more.  The next drain finds it in error (RC's sender hears
+		 * nothing, as from a responder that went away).
+		 */
+		if (!ibvd_eng_can_receive(eng_qp_state(target)))
+			return DRAIN_MORE;
 	}
 	return DRAIN_MORE;
 }
