@@ -94,11 +94,29 @@ static void print_json_compact(const json_t *v)
 	json_dumpf(v, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
 }
 
+/*
+ * A string as text.  Some come from tenants (a cgroup's name is theirs to
+ * choose): a control byte is printed as \xHH, never sent to the terminal.
+ */
+static void print_string(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f)
+			printf("\\x%02x", c);
+		else
+			putchar(c);
+	}
+}
+
 static void print_scalar(const json_t *v, bool hex)
 {
 	switch (json_typeof(v)) {
 	case JSON_STRING:
-		printf("%s%s", hex ? "0x" : "", json_string_value(v));
+		if (hex)
+			fputs("0x", stdout);
+		print_string(json_string_value(v));
 		break;
 	case JSON_INTEGER:
 		printf("%" JSON_INTEGER_FORMAT, json_integer_value(v));

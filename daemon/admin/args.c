@@ -23,8 +23,10 @@ static int parse_link(struct ibvd_call *call, char *value, const char **dev,
 	if (!slash)
 		return 0;
 	*slash = '\0';
+	errno = 0;
 	*port = strtol(slash + 1, &end, 10);
-	if (end == slash + 1 || *end || *port < 1)
+	/* port numbers are 8 bits (ibv_port_attr's) */
+	if (end == slash + 1 || *end || errno || *port < 1 || *port > 255)
 		return ibvd_call_error(call, -EINVAL, "invalid port %.64s/%.64s",
 				       value, slash + 1);
 	return 0;
@@ -54,4 +56,36 @@ int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
 			return ret;
 	}
 	return 0;
+}
+
+/* One number of a spec: digits only, in range. */
+static bool spec_number(const char *p, unsigned long long *n, char **end)
+{
+	if (*p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	*n = strtoull(p, end, 10);
+	return errno == 0;
+}
+
+bool ibvd_admin_num_spec(const char *spec, unsigned long long v, bool *match)
+{
+	unsigned long long a, b;
+	char *end;
+
+	*match = false;
+	for (;;) {
+		if (!spec_number(spec, &a, &end))
+			return false;
+		b = a;
+		if (*end == '-' && (!spec_number(end + 1, &b, &end) || b < a))
+			return false;
+		if (v >= a && v <= b)
+			*match = true;
+		if (*end == '\0')
+			return true;
+		if (*end != ',')
+			return false;
+		spec = end + 1;
+	}
 }

@@ -5,6 +5,8 @@
 #ifndef IBVD_ADMIN_ARGS_H
 #define IBVD_ADMIN_ARGS_H
 
+#include <stdbool.h>
+
 struct ibvd_call;
 
 /* Where a listing looks: "dev DEV" or "link DEV[/PORT]". */
@@ -25,5 +27,12 @@ typedef int (*ibvd_admin_filter_fn)(struct ibvd_call *call, const char *key,
 int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
 			   struct ibvd_admin_place *place,
 			   ibvd_admin_filter_fn filter, void *arg);
+
+/*
+ * A numeric filter's value: "N", "A-B" or a comma-separated list of them.
+ * False if malformed (a number out of range too); else *match says
+ * whether v is in it.
+ */
+bool ibvd_admin_num_spec(const char *spec, unsigned long long v, bool *match);
 
 #endif /* IBVD_ADMIN_ARGS_H */

@@ -78,34 +78,6 @@ static void host_str(const char *addr, char *buf, size_t len)
 
 /* ---- filters -------------------------------------------------------- */
 
-/* "N", "A-B" or a comma-separated list of them; false if malformed. */
-static bool num_spec_ok(const char *spec, unsigned long v, bool *match)
-{
-	char *end;
-	unsigned long a, b;
-
-	*match = false;
-	for (;;) {
-		a = strtoul(spec, &end, 10);
-		if (end == spec)
-			return false;
-		b = a;
-		if (*end == '-') {
-			spec = end + 1;
-			b = strtoul(spec, &end, 10);
-			if (end == spec || b < a)
-				return false;
-		}
-		if (v >= a && v <= b)
-			*match = true;
-		if (*end == '\0')
-			return true;
-		if (*end != ',')
-			return false;
-		spec = end + 1;
-	}
-}
-
 static int filter_add(struct ibvd_call *call, const char *key,
 		      const char *value, void *arg)
 {
@@ -118,7 +90,7 @@ static int filter_add(struct ibvd_call *call, const char *key,
 			break;
 	if (i == ARRAY_SIZE(filter_keys))
 		return ibvd_call_error(call, -EINVAL, "unknown filter %.64s", key);
-	if (filter_keys[i].kind == F_NUM && !num_spec_ok(value, 0, &dummy))
+	if (filter_keys[i].kind == F_NUM && !ibvd_admin_num_spec(value, 0, &dummy))
 		return ibvd_call_error(call, -EINVAL, "bad %s value %.64s", key,
 				       value);
 	if (sel->n == MAX_FILTERS)
@@ -178,7 +150,7 @@ static bool filter_match(const struct id_row *r, const struct filter *f)
 
 	switch (f->kind) {
 	case F_NUM:
-		num_spec_ok(f->value, num_of(r, f->key), &match);
+		ibvd_admin_num_spec(f->value, num_of(r, f->key), &match);
 		return match;
 	case F_STR:
 		return !strcasecmp(f->value, str_of(r, f->key));

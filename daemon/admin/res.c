@@ -322,35 +322,6 @@ static const struct res_kind res_kinds[] = {
 
 /* ---- filters ----------------------------------------------------------- */
 
-/* "N", "A-B" or a comma-separated list of them; false if malformed. */
-static bool num_spec(const char *spec, unsigned long long v, bool *match)
-{
-	unsigned long long a, b;
-	char *end;
-
-	*match = false;
-	for (;;) {
-		if (*spec < '0' || *spec > '9')
-			return false;
-		a = b = strtoull(spec, &end, 10);
-		if (*end == '-') {
-			spec = end + 1;
-			if (*spec < '0' || *spec > '9')
-				return false;
-			b = strtoull(spec, &end, 10);
-			if (b < a)
-				return false;
-		}
-		if (v >= a && v <= b)
-			*match = true;
-		if (*end == '\0')
-			return true;
-		if (*end != ',')
-			return false;
-		spec = end + 1;
-	}
-}
-
 static bool key_allowed(const struct res_kind *k, const char *key)
 {
 	const char *const *f;
@@ -374,7 +345,7 @@ static int add_filter(struct ibvd_call *call, const char *key,
 				       key, k->name);
 	/* numbers are checked now, so a typo is an error, not "no match" */
 	if (strcmp(key, "type") && strcmp(key, "state") && strcmp(key, "comm") &&
-	    strcmp(key, "path-mig-state") && !num_spec(value, 0, &dummy))
+	    strcmp(key, "path-mig-state") && !ibvd_admin_num_spec(value, 0, &dummy))
 		return ibvd_call_error(call, -EINVAL, "bad %s value %.64s", key,
 				       value);
 	if (sel->n == MAX_FILTERS)
@@ -417,9 +388,9 @@ static bool row_matches(const json_t *o, const struct res_sel *sel,
 	for (i = 0; i < sel->n; i++) {
 		v = json_object_get(o, sel->f[i].key);
 		if (!strcmp(sel->f[i].key, "uid"))
-			num_spec(sel->f[i].value, uid, &match);
+			ibvd_admin_num_spec(sel->f[i].value, uid, &match);
 		else if (json_is_integer(v))
-			num_spec(sel->f[i].value,
+			ibvd_admin_num_spec(sel->f[i].value,
 				 (unsigned long long)json_integer_value(v), &match);
 		else if (json_is_string(v))
 			match = !strcasecmp(sel->f[i].value, json_string_value(v));

@@ -132,6 +132,11 @@ refused unknown-filter resource show qp bogus 1; with_usage unknown-filter
 refused unknown-client-filter client show bogus 1; with_usage unknown-client-filter
 refused bad-value resource show qp lqpn abc; with_usage bad-value
 refused bad-range resource show qp lqpn 9-2
+refused huge-value resource show mr mrlen 18446744073709551616
+refused negative-value resource show qp lqpn -1
+refused huge-cm-value resource show cm_id src-port 99999999999999999999999
+refused huge-link-port resource show qp link ibvd0/99999999999999999999
+refused link-port-256 resource show qp link ibvd0/256
 refused filter-no-value resource show cq cqn
 refused bad-client-value client show pid abc
 refused bad-cgroup client show cgroup user.slice
@@ -461,6 +466,42 @@ else
 	log "not root: the uid-based refusal cannot be checked"
 fi
 daemon_alive "after the refusals"
+
+# ---- (d) names a tenant chooses -------------------------------------------
+# A cgroup's name is its creator's (a delegated subtree's owner): an
+# escape sequence in it is printed as \xHH, never sent to the terminal.
+CG2=$(findmnt -n -o TARGET -t cgroup2 | head -n 1)
+CG_NAME=$'ibvd-esc\e[31m\e]0;x\a'
+if is_root && [ -n "$CG2" ] && mkdir "$CG2/$CG_NAME" 2>/dev/null; then
+	check "a cgroup name with control bytes: printed escaped"
+	RP3=$(pick_port) || fail "no free TCP port"
+	# the subshell moves itself into the cgroup; rping inherits it
+	(echo "$BASHPID" >"$CG2/$CG_NAME/cgroup.procs" &&
+		TMO=$((TMO * 10)) run_debian "$USER1" /usr/bin/rping -s -a 127.0.0.1 -p "$RP3") >"$O/rping3" 2>&1 &
+	RP_3=$!
+	BG_PIDS+=("$RP_3")
+	for _ in $(seq $((TMO * 20))); do
+		ibvctl client show >"$O/esc" 2>&1 || fail "client show failed"
+		grep -q 'ibvd-esc' "$O/esc" && break
+		pid_running "$RP_3" || { show rping3 "$O/rping3"; fail "the rping in the cgroup exited"; }
+		sleep 0.05
+	done
+	grep -q 'ibvd-esc' "$O/esc" || { show output "$O/esc"; fail "no client in the cgroup"; }
+	"$PYTHON" -c 'import sys
+b = open(sys.argv[1], "rb").read()
+sys.exit(1 if any(c < 0x20 and c != 0x0a or c == 0x7f for c in b) else 0)' "$O/esc" ||
+		{ cat -v "$O/esc"; fail "a control byte reached the output"; }
+	expect_grep 'cgroup /ibvd-esc\\x1b\[31m\\x1b\]0;x\\x07' "$O/esc" "the name, escaped"
+	ibvctl -j client show >"$O/esc.json" 2>&1 || fail "client show -j failed"
+	pid3=$(jq_py "$O/esc.json" "' '.join(str(o['pid']) for o in j if o['cgroup'].startswith('/ibvd-esc'))")
+	[ -n "$pid3" ] || fail "no pid in the cgroup"
+	kill "$pid3"
+	wait "$RP_3" 2>/dev/null
+	rmdir "$CG2/$CG_NAME" 2>/dev/null
+	ok "$(grep -o 'cgroup /ibvd-esc[^ ]*' "$O/esc")"
+else
+	log "no cgroup2 to make a cgroup in: the escaping is not checked"
+fi
 
 # Nothing else changed the workload meanwhile.  The programs themselves
 # are signalled: $PP_S and the others are the shells of run_debian, which
