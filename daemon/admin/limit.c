@@ -153,16 +153,11 @@ static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
 
 /*
  * What the daemon caps per uid, whatever the rules say: the daemon's own
- * memory and mappings a tenant's objects cost (verbs.h).  Held over all
- * devices: a device row says 0 (current) or max.
+ * memory and mappings a tenant's objects cost (verbs.h, tenant.h).  Held
+ * over all devices: a device row says 0 (current) or max.
  */
-static const struct {
-	const char *name;
-	uint64_t cap;
-} daemon_caps[] = {
-	{ "ring_bytes", IBVD_UID_MAX_RING_BYTES },
-	{ "direct_pairs", IBVD_UID_MAX_DIRECT_PAIRS },
-	{ "mapped_mrs", IBVD_UID_MAX_MAPPED_MRS },
+static const char *const daemon_caps[] = {
+	"ring_bytes", "direct_pairs", "mapped_mrs", "objects",
 };
 #define NDAEMON_CAPS	(sizeof(daemon_caps) / sizeof(daemon_caps[0]))
 
@@ -171,7 +166,7 @@ static bool daemon_cap(const char *key)
 	size_t i;
 
 	for (i = 0; i < NDAEMON_CAPS; i++)
-		if (!strcmp(key, daemon_caps[i].name))
+		if (!strcmp(key, daemon_caps[i]))
 			return true;
 	return false;
 }
@@ -182,7 +177,12 @@ static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 	bool counted = all_row && t;
 	uint64_t held[NDAEMON_CAPS] = { counted ? t->ring_bytes : 0,
 					counted ? t->direct_pairs : 0,
-					counted ? t->mapped_mrs : 0 };
+					counted ? t->mapped_mrs : 0,
+					counted ? t->usage[IBVD_LIMIT_HCA_OBJECT] : 0 };
+	const uint64_t cap[NDAEMON_CAPS] = { IBVD_UID_MAX_RING_BYTES,
+					     IBVD_UID_MAX_DIRECT_PAIRS,
+					     IBVD_UID_MAX_MAPPED_MRS,
+					     ibvd_uid_max_objects() };
 	size_t i;
 	json_t *v;
 
@@ -190,9 +190,9 @@ static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 		if (sel->what == SHOW_CURRENT)
 			v = json_integer((json_int_t)held[i]);
 		else
-			v = all_row ? json_integer((json_int_t)daemon_caps[i].cap) :
+			v = all_row ? json_integer((json_int_t)cap[i]) :
 				      json_string("max");
-		if (json_object_set_new(row, daemon_caps[i].name, v))
+		if (json_object_set_new(row, daemon_caps[i], v))
 			return -ENOMEM;
 	}
 	return 0;

@@ -322,6 +322,51 @@ static bool is_object(enum ibvd_limit_kind kind)
 	return kind >= IBVD_LIMIT_QP && kind <= IBVD_LIMIT_AH;
 }
 
+unsigned int ibvd_uid_max_objects(void)
+{
+	/* Read once, on the control thread, the only one that charges. */
+	static unsigned int cap;
+	const char *env;
+	unsigned long n;
+	char *end;
+
+	if (cap)
+		return cap;
+	cap = IBVD_UID_MAX_OBJECTS;
+	env = getenv("IBVERBSD_UID_MAX_OBJECTS");
+	if (env && *env) {
+		n = strtoul(env, &end, 10);
+		if (!*end && n > 0 && n < IBVD_UID_MAX_OBJECTS)
+			cap = (unsigned int)n;
+	}
+	return cap;
+}
+
+/* The daemon's cap on a uid's objects: room for n more? */
+static bool under_object_cap(const struct ibvd_tenant *t,
+			     enum ibvd_limit_kind kind, uint64_t n)
+{
+	uint64_t held = t->usage[IBVD_LIMIT_HCA_OBJECT];
+	uint64_t cap = ibvd_uid_max_objects();
+
+	return !is_object(kind) || (n <= cap && held <= cap - n);
+}
+
+/* Refused by that cap: counted as hca_object's refusals, since it is one. */
+static int over_object_cap(struct ibvd_tenant *t, struct account *accounts,
+			   size_t naccounts, const char *what)
+{
+	size_t i;
+
+	for (i = 0; i < naccounts; i++)
+		accounts[i].refused[IBVD_LIMIT_HCA_OBJECT]++;
+	ibvd_tenant_log(t, IBVD_LOG_NOTICE,
+			"uid %u: %s refused: the daemon's cap of %u objects a uid, in use %" PRIu64 ": EAGAIN",
+			(unsigned int)t->uid, what, ibvd_uid_max_objects(),
+			t->usage[IBVD_LIMIT_HCA_OBJECT]);
+	return -EAGAIN;
+}
+
 /* All of accounts take n, or none does (then the first refusal says why). */
 static int charge(struct ibvd_tenant *t, struct account *accounts,
 		  size_t naccounts, enum ibvd_limit_kind kind, uint64_t n,
@@ -330,6 +375,8 @@ static int charge(struct ibvd_tenant *t, struct account *accounts,
 	struct account *a;
 	size_t i;
 
+	if (!under_object_cap(t, kind, n))
+		return over_object_cap(t, accounts, naccounts, what);
 	for (i = 0; i < naccounts; i++) {
 		a = &accounts[i];
 		if (!fits(a, kind, n))

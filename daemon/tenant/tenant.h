@@ -90,6 +90,17 @@ struct ibvd_tenant_counters {
 #define IBVD_TENANT_LOG_BURST	10
 
 /*
+ * The verbs objects (hca_object's kinds) one uid may hold in all, whatever
+ * the rules say: each is daemon memory (an MR about 200 bytes, a QP more),
+ * and a uid's 1,024 sessions could otherwise hold a device's per-context
+ * maxima each, hundreds of millions of them.  A million is sixteen
+ * contexts' worth of 65,536 QPs with their CQs, and 200 MB of MRs.
+ */
+#define IBVD_UID_MAX_OBJECTS	(1u << 20)
+/* That cap in force: IBVERBSD_UID_MAX_OBJECTS may lower it, for tests. */
+unsigned int ibvd_uid_max_objects(void);
+
+/*
  * One tenant's use of one device (by name: it outlives a reload that
  * renumbers devices).  Made on the tenant's first context on the device,
  * kept as long as the tenant.  cm_id usage stays 0 here.

@@ -102,6 +102,7 @@ expect "$HELD" "created 3 errno 0" "uid $USER1 holds 3 PDs"
 show_json "$O/cur" current
 expect "$(row "$O/cur" "$USER1" all pd)" 3 "all devices: pd"
 expect "$(row "$O/cur" "$USER1" all hca_object)" 3 "all devices: hca_object"
+expect "$(row "$O/cur" "$USER1" all objects)" 3 "all devices: objects (the daemon's cap counts hca_object)"
 expect "$(row "$O/cur" "$USER1" all hca_handle)" 1 "all devices: hca_handle"
 expect "$(row "$O/cur" "$USER1" ibvd0 pd)" 3 "ibvd0: pd"
 expect "$(row "$O/cur" "$USER1" ibvd1 pd)" 0 "ibvd1: pd"
@@ -109,7 +110,7 @@ expect "$(row "$O/cur" "$USER1" ibvd1 pd)" 0 "ibvd1: pd"
 import json, sys
 names = ["memlock", "hca_handle", "hca_object", "qp", "cq", "mr", "pd",
          "srq", "ah", "cm_id", "session", "comp_channel", "mcast_attach",
-         "mcast_join", "ring_bytes", "direct_pairs", "mapped_mrs"]
+         "mcast_join", "ring_bytes", "direct_pairs", "mapped_mrs", "objects"]
 rows = json.load(open(sys.argv[1]))
 for r in rows:
     assert list(r) == ["uid", "dev", "rule"] + names, list(r)
@@ -118,7 +119,7 @@ for r in rows:
 for i in range(0, len(rows), 3):
     assert [r["dev"] for r in rows[i:i + 3]] == ["all", "ibvd0", "ibvd1"], rows
 EOF
-ok "every row: uid dev rule and the seventeen counters, integers, \"all\" first"
+ok "every row: uid dev rule and the eighteen counters, integers, \"all\" first"
 
 check "limit show current: the daemon's own memory a client's CQs cost"
 base=$(row "$O/cur" "$USER1" all ring_bytes)
@@ -149,6 +150,7 @@ expect "$(row "$O/max" "$USER1" all qp)" 8 "the default's qp, inherited"
 expect "$(row "$O/max" "$USER1" all memlock)" "$MEMLOCK" "the default's memlock, inherited"
 expect "$(row "$O/max" "$USER1" all bandwidth)" max "bandwidth"
 expect "$(row "$O/max" "$USER1" all direct_pairs)" 256 "the daemon's cap on direct pairs"
+expect "$(row "$O/max" "$USER1" all objects)" 1048576 "the daemon's cap on objects"
 expect "$(row "$O/max" "$USER1" ibvd0 ring_bytes)" max "ring_bytes on a device: not capped there"
 show_json "$O/u2" max uid "$USER2"
 expect "$(row "$O/u2" "$USER2" all rule)" default "uid $USER2 without sessions: default"

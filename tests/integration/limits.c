@@ -22,6 +22,8 @@
  *	compevents	N completion notifications (a UD send to itself
  *			each, the CQ armed before) on a completion channel it
  *			never reads: "created K" completions polled
+ *	objects		N PDs over as many contexts as it takes (N up to
+ *			OBJECTS_MAX_N)
  * With "hold" it then keeps everything until stdin closes.
  */
 #include <arpa/inet.h>
@@ -35,6 +37,9 @@
 #include <rdma/rdma_cma.h>
 
 #define MAX_N	100000
+#define OBJECTS_MAX_N	(1L << 21)
+/* PDs a context holds here, under the device's max_pd and its 65,536 objects */
+#define PDS_PER_CTX	60000
 
 static void die(const char *what)
 {
@@ -66,6 +71,27 @@ static void refused(struct result *r, int err)
 	if (!r->err)
 		r->err = err ? err : EIO;
 	r->refused++;
+}
+
+/* PDs, a new context each PDS_PER_CTX: the daemon's cap is per uid. */
+static void objects(long n, struct result *r)
+{
+	struct ibv_context *ctx = NULL;
+	long in_ctx = 0;
+
+	while (r->made < n) {
+		if (!ctx || in_ctx == PDS_PER_CTX) {
+			ctx = open_first();
+			in_ctx = 0;
+		}
+		errno = 0;
+		if (!ibv_alloc_pd(ctx)) {
+			refused(r, errno);
+			return;
+		}
+		r->made++;
+		in_ctx++;
+	}
 }
 
 static void sessions(long n, struct result *r)
@@ -354,7 +380,8 @@ int main(int argc, char **argv)
 	long n;
 	char c;
 
-	if (argc < 3 || (n = atol(argv[2])) < 0 || n > MAX_N) {
+	if (argc < 3 || (n = atol(argv[2])) < 0 ||
+	    n > (strcmp(argv[1], "objects") ? MAX_N : OBJECTS_MAX_N)) {
 		fprintf(stderr, "usage: limits-helper KIND N [hold]\n");
 		return 2;
 	}
@@ -377,6 +404,8 @@ int main(int argc, char **argv)
 		noread(n, &r);
 	else if (!strcmp(kind, "compevents"))
 		compevents(n, &r);
+	else if (!strcmp(kind, "objects"))
+		objects(n, &r);
 	else {
 		fprintf(stderr, "limits-helper: unknown kind %s\n", kind);
 		return 2;
