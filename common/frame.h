@@ -27,8 +27,10 @@
  *    stays (an older daemon never bumps it)
  * 7: CREATE_AH answers CreateAhReply, whose hop limit (a RoCE route's)
  *    the library writes into UD send WQEs, which the engine sends as is
+ * 8: CM_TAKEN on the CM event socket: a request read frees its listener's
+ *    backlog slot (an older library never says so)
  */
-#define IBVD_PROTO_VERSION	7
+#define IBVD_PROTO_VERSION	8
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
@@ -120,6 +122,8 @@ enum ibvd_msg_type {
 	IBVD_MSG_CM_LEAVE_MCAST	= 0x0511,	/* CmMcast -> Empty */
 	IBVD_MSG_CM_NOTIFY	= 0x0512,	/* CmNotify -> Empty */
 	IBVD_MSG_CM_EVENT	= 0x0580,	/* daemon -> client on the event socket: CmEvent */
+	IBVD_MSG_CM_TAKEN	= 0x0581,	/* client -> daemon on it, no payload and no
+						 * reply: the app read the request of id req_id */
 
 	/* daemon -> client on the async socket: 0x0300 */
 	IBVD_MSG_ASYNC_EVENT	= 0x0300,	/* AsyncEvent */

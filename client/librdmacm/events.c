@@ -145,6 +145,13 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 				       u8(c->initiator_depth) : max_init;
 	}
 	cma_ids_add(ch, cid);
+	/*
+	 * The app reads it now: its listener's backlog may take another
+	 * (the kernel frees the slot here too).  Nothing waits for an
+	 * answer; if the socket is full, the slot is freed at the answer.
+	 */
+	(void)ibvd_frame_send(ch->sock, IBVD_MSG_CM_TAKEN, m->id, NULL, NULL,
+			      0, MSG_DONTWAIT);
 	if (listen->sync) {
 		/* A synchronous listener's requests are synchronous too. */
 		ret = cma_migrate(cid, NULL, true);

@@ -130,8 +130,8 @@ static int event_pair(int *ours, int *theirs)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
-	if (shutdown(sv[0], SHUT_RD) < 0 ||
-	    fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
+	/* read too: the library says which requests its app took (CM_TAKEN) */
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
 		ret = -errno;
 		close(sv[0]);
 		close(sv[1]);
@@ -186,6 +186,12 @@ static int cm_new(struct ibvd_session *s, int *theirs)
 	ret = event_pair(&cm->event_fd, theirs);
 	if (ret < 0)
 		goto fail;
+	cm->taken_ev = event_new(s->daemon->base, cm->event_fd,
+				 EV_READ | EV_PERSIST, cm_taken_cb, cm);
+	if (!cm->taken_ev || event_add(cm->taken_ev, NULL) < 0) {
+		ret = -ENOMEM;
+		goto fail_pair;
+	}
 	cm->session = s;
 	STAILQ_INIT(&cm->queued);
 	ibvd_handle_table_init(&cm->ids, CM_MAX_IDS_PER_SESSION);
@@ -196,6 +202,11 @@ static int cm_new(struct ibvd_session *s, int *theirs)
 	s->cm = cm;
 	s->state = IBVD_SESSION_CM;
 	return 0;
+fail_pair:
+	if (cm->taken_ev)
+		event_free(cm->taken_ev);
+	close(cm->event_fd);
+	close(*theirs);
 fail:
 	if (cm->close_ev)
 		event_free(cm->close_ev);
@@ -224,6 +235,7 @@ void ibvd_cm_session_free(struct ibvd_session *s)
 	ibvd_handle_table_release(&cm->ids);
 	if (cm->event_grown)
 		s->tenant->cm_grown--;
+	event_free(cm->taken_ev);
 	close(cm->event_fd);
 	event_free(cm->close_ev);
 	TAILQ_REMOVE(&cm_world.sessions, cm, link);

@@ -29,6 +29,7 @@
 #include "config/config.h"
 #include "core/device.h"
 #include "cma_hdr.h"
+#include "frame.h"
 #include "internal.h"
 #include "log.h"
 #include "server/call.h"
@@ -148,6 +149,49 @@ void cm_pending_leave(struct ibvd_cm_id *id)
 	id->listener = NULL;
 }
 
+/* CM_TAKEN frames handled per wakeup: one session does not hold the loop. */
+#define CM_TAKEN_BATCH	64
+
+/*
+ * The library says its app read a connection request (CM_TAKEN, req_id:
+ * the new id's handle).  As in the kernel, a request counts against its
+ * listener's backlog until it is read, not until it is answered: an app
+ * that reads requests in one thread and accepts them in others (rping)
+ * takes more at once than its backlog.  Only the ids of this session can
+ * be named, so a client frees slots of its own listeners only.
+ */
+void cm_taken_cb(int fd, short what, void *arg)
+{
+	static uint8_t buf[IBVD_FRAME_MAX];
+	struct ibvd_cm *cm = arg;
+	struct ibvd_cm_id *id;
+	struct ibvd_frame f;
+	unsigned int n;
+	int ret;
+
+	(void)what;
+	for (n = 0; n < CM_TAKEN_BATCH && !cm->dead; n++) {
+		ret = ibvd_frame_recv(fd, buf, sizeof(buf), &f, MSG_DONTWAIT);
+		if (ret == -EAGAIN)
+			return;
+		if (ret == 0) {
+			cm_session_kill(cm, NULL);	/* it closed the channel */
+			return;
+		}
+		if (ret < 0 || f.hdr.type != IBVD_MSG_CM_TAKEN || f.hdr.len ||
+		    f.nfds) {
+			if (ret > 0)
+				ibvd_frame_close_fds(&f);
+			cm_session_kill(cm, "sent its CM event socket something "
+				       "other than CM_TAKEN");
+			return;
+		}
+		id = ibvd_handle_lookup(&cm->ids, f.hdr.req_id, IBVD_OBJ_CM_ID);
+		if (id)
+			cm_pending_leave(id);
+	}
+}
+
 /* TIMEWAIT_EXIT follows a disconnect for an id that had a QP. */
 static void start_timewait(struct ibvd_cm_id *id)
 {
@@ -204,7 +248,7 @@ static void peer_lost(struct ibvd_cm_id *y)
 		/*
 		 * The active side gave up: REJ, timeout (SIDR has none).  The
 		 * request still holds its backlog slot until the listener's
-		 * app destroys it, as an unread request does in the kernel:
+		 * app reads it, as an unread request does in the kernel:
 		 * otherwise connecting and giving up in a loop would push
 		 * events at another user's listener faster than it reads.
 		 */

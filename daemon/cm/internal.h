@@ -247,7 +247,9 @@ struct cm_queued_event {
 /* One CM session: an rdma_event_channel of some process. */
 struct ibvd_cm {
 	struct ibvd_session *session;
-	int event_fd;			/* our end, write-only, non-blocking */
+	int event_fd;			/* our end, non-blocking: events out,
+					 * CM_TAKEN in (taken_ev) */
+	struct event *taken_ev;
 	bool event_grown;		/* its buffer sized for a listener */
 	uint32_t event_seq;		/* req_id of the last CmEvent */
 	/* what waits for room in it, oldest first, and the event that
@@ -413,6 +415,8 @@ void cm_send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
 		     const uint8_t *pdata, size_t len, size_t full);
 void cm_send_disconnected(struct ibvd_cm_id *id, int status);
 void cm_pending_leave(struct ibvd_cm_id *id);
+/* The event socket's reader: CM_TAKEN frees a request's backlog slot. */
+void cm_taken_cb(int fd, short what, void *arg);
 /* A passive id on l for a request from src to dst on dev (REQ_RCVD). */
 struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
 				const struct sockaddr_storage *src,

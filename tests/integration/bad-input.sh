@@ -59,6 +59,8 @@ for c in malformed oversized truncated badmagic badversion badlen unknowntype \
 	[ "$rc" -eq 0 ] || fail "case $c: badclient-helper exited $rc"
 	after_case "$c"
 done
+expect_grep "sent its CM event socket something other than CM_TAKEN; disconnecting" "$DAEMON_LOG" \
+	"cmqp's frame on the CM event socket is logged"
 
 # Log lines a client causes are limited per uid: one uid's flood of
 # rejected requests does not silence another's (once, one budget for all).

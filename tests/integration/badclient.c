@@ -1255,6 +1255,37 @@ static void cmqp_other_uid(int cm, const Ibvd__CmOpenReply *open)
 		say("another uid's CM id, by its token: EINVAL");
 }
 
+/*
+ * The CM event socket takes CM_TAKEN frames only: one naming no id of the
+ * session is ignored; any other frame there closes the CM session.
+ */
+static void cm_event_socket_input(int cm, int evfd)
+{
+	struct ibvd_frame_hdr h = good_hdr(IBVD_MSG_CM_TAKEN, 0x7fffffffu, 0);
+	int r;
+
+	if (send_hdr(evfd, &h, NULL, 0, NULL, 0, 0) < 0) {
+		bad("CM_TAKEN on the event socket: not sent: %s", strerror(errno));
+		return;
+	}
+	if (!cm_new_id(cm)) {
+		bad("CM_TAKEN naming no id: the session stopped answering");
+		return;
+	}
+	say("CM_TAKEN naming no id: ignored, the session answers");
+	h = good_hdr(IBVD_MSG_CM_EVENT, 1, 0);
+	if (send_hdr(evfd, &h, NULL, 0, NULL, 0, 0) < 0) {
+		bad("a CM_EVENT frame on the event socket: not sent");
+		return;
+	}
+	r = recv_frame(cm, TIMEOUT_MS);
+	if (r != 0)
+		bad("a CM_EVENT frame written on the event socket: the CM session "
+		    "is still open (%d)", r);
+	else
+		say("a CM_EVENT frame written on the event socket: the CM session closed");
+}
+
 static void case_cmqp(const char *pid)
 {
 	Ibvd__CmOpenReply *open;
@@ -1283,6 +1314,7 @@ static void case_cmqp(const char *pid)
 	cmqp_other_uid(cm, open);
 	cmqp_moves(cm, evfd);
 	check_usable(ctx, "the refused bundles");
+	cm_event_socket_input(cm, evfd);
 	ibvd__cm_open_reply__free_unpacked(open, NULL);
 	ibvd__handle__free_unpacked(pd, NULL);
 	close(evfd);

@@ -1406,9 +1406,11 @@ END_TEST
 
 /*
  * Backlog: with rdma_listen(id, 1) and one request waiting (not even
- * retrieved), a second one is REJECTED; the first still connects.  A
- * backlog of 0 means the default, as on Linux (ucmatose and cmtime
- * listen with 0).
+ * retrieved), a second one is REJECTED; once the first is retrieved, its
+ * slot is free again, unanswered as it is (the kernel's ucma counts
+ * requests not yet read), and a third one arrives; the first still
+ * connects.  A backlog of 0 means the default, as on Linux (ucmatose and
+ * cmtime listen with 0).
  */
 START_TEST(listen_backlog)
 {
@@ -1420,7 +1422,7 @@ START_TEST(listen_backlog)
 	uint16_t port = listen_on(l, "0.0.0.0", 1);
 	unsigned int i;
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		c[i] = new_id(cch, NULL, RDMA_PS_TCP);
 		resolve(cch, c[i], "127.0.0.1", port);
 		default_qp(c[i], IBV_QPT_RC);
@@ -1434,8 +1436,18 @@ START_TEST(listen_backlog)
 	ck_ok(rdma_ack_cm_event(ev));
 	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
 	{
-		struct rdma_cm_id *child = ev->id;
+		struct rdma_cm_id *child = ev->id, *third;
 
+		ck_ok(rdma_ack_cm_event(ev));
+		/* read, not answered: the backlog takes another */
+		ck_ok(rdma_connect(c[2], &cp));
+		ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+		third = ev->id;
+		ck_ok(rdma_ack_cm_event(ev));
+		ck_ok(rdma_reject(third, NULL, 0));
+		ck_ok(rdma_destroy_id(third));
+		ev = expect(cch, RDMA_CM_EVENT_REJECTED, c[2]);
+		ck_assert_int_eq(ev->status, REJ_CONSUMER);
 		ck_ok(rdma_ack_cm_event(ev));
 		default_qp(child, IBV_QPT_RC);
 		ck_ok(rdma_accept(child, &cp));
@@ -1447,7 +1459,7 @@ START_TEST(listen_backlog)
 		rdma_destroy_qp(child);
 		ck_ok(rdma_destroy_id(child));
 	}
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		rdma_destroy_qp(c[i]);
 		ck_ok(rdma_destroy_id(c[i]));
 	}
