@@ -37,8 +37,9 @@ static int rai_types(const struct rdma_addrinfo *hints, int *ps, int *qp_type)
 			   IBV_QPT_UD : IBV_QPT_RC;
 	}
 	switch (*ps) {
-	case RDMA_PS_TCP:
 	case RDMA_PS_IB:
+		return 0;	/* any IB service, UD too (rdma_create_id(3)) */
+	case RDMA_PS_TCP:
 		return *qp_type == IBV_QPT_UD ? EAI_SOCKTYPE : 0;
 	case RDMA_PS_UDP:
 	case RDMA_PS_IPOIB:

@@ -124,6 +124,11 @@ bool cma_is_ud_ps(enum rdma_port_space ps)
 	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
 }
 
+bool cma_is_ud(const struct cma_id *cid)
+{
+	return cid->id.qp_type == IBV_QPT_UD;
+}
+
 static void copy_gid(union ibv_gid *gid, const ProtobufCBinaryData *b)
 {
 	if (b->len == sizeof(gid->raw))

@@ -338,6 +338,11 @@ int cma_id_set_device(struct cma_id *cid, struct ibv_context *ctx,
 		      uint8_t port_num);
 int cma_query(struct cma_id *cid);
 bool cma_is_ud_ps(enum rdma_port_space ps);
+/*
+ * Does cid connect by SIDR (a UD QP)?  By its QP type, as the kernel
+ * decides: RDMA_PS_IB takes both kinds (rdma_create_ep's ai_qp_type).
+ */
+bool cma_is_ud(const struct cma_id *cid);
 int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);
 
 /* ---- QPs (qp.c) ---------------------------------------------------------- */

@@ -143,7 +143,7 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
 	Ibvd__CmConnect req = IBVD__CM_CONNECT__INIT;
 	uint8_t resp = 0, init = 0;
-	bool ud = cma_is_ud_ps(cid->id.ps);
+	bool ud = cma_is_ud(cid);
 	int ret;
 
 	/* Not resolved yet: no device to connect from. */
@@ -196,7 +196,7 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
 	Ibvd__CmConnect req = IBVD__CM_CONNECT__INIT;
 	uint8_t resp = 0, init = 0;
-	bool ud = cma_is_ud_ps(cid->id.ps);
+	bool ud = cma_is_ud(cid);
 	int ret;
 
 	if (!cid->id.verbs || params_needed(cid, p) < 0)
@@ -256,8 +256,7 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len)
 {
 	Ibvd__CmReject req = IBVD__CM_REJECT__INIT;
-	size_t max = cma_is_ud_ps(cid->id.ps) ? CMA_PDATA_SIDR_REP :
-						CMA_PDATA_REJ;
+	size_t max = cma_is_ud(cid) ? CMA_PDATA_SIDR_REP : CMA_PDATA_REJ;
 	int ret;
 
 	if (!pdata)

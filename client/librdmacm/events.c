@@ -165,7 +165,7 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	ev->event.listen_id = &listen->id;
 	ev->event.event = RDMA_CM_EVENT_CONNECT_REQUEST;
 	ev->event.status = m->status;
-	if (cma_is_ud_ps(cid->id.ps))
+	if (cma_is_ud(cid))
 		fill_ud(cid, ev, m, CMA_PDATA_SIDR_REQ);
 	else
 		fill_conn(ev, c, CMA_PDATA_REQ);
@@ -311,7 +311,7 @@ static int plain_event(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	e->id = &cid->id;
 	e->event = (enum rdma_cm_event_type)m->event;
 	e->status = m->status;
-	ud = cma_is_ud_ps(cid->id.ps);
+	ud = cma_is_ud(cid);
 	ret = cma_apply_info(cid, m->info);
 
 	switch (e->event) {

@@ -87,6 +87,7 @@
 #define PDATA_REQ	56
 #define PDATA_REP	196
 #define PDATA_REJ	148
+#define PDATA_SIDR_REQ	180
 /* REJ reasons: a consumer reject (proto/CM.md), and nobody listening
  * (the IB CM's "invalid service ID", what Linux reports). */
 #define REJ_CONSUMER	28	/* IB_CM_REJ_CONSUMER_DEFINED */
@@ -1888,6 +1889,73 @@ static void xrc_send_two(struct rdma_cm_id *client, uint32_t srqn,
 	}
 }
 
+/*
+ * RDMA_PS_IB "provides for any IB services (UD, UC, RC, XRC, etc.)"
+ * (rdma_create_id(3)): with a UD QP its ids connect by SIDR, as the kernel
+ * decides by the QP type, with a SIDR REQ's 180 bytes of private data.
+ */
+struct ib_ud_server {
+	struct rdma_cm_id *listen, *id;
+	uint8_t pdata_len;
+	int ok;
+};
+
+static void *ib_ud_accept(void *arg)
+{
+	struct ib_ud_server *s = arg;
+
+	if (rdma_get_request(s->listen, &s->id))
+		return NULL;
+	s->pdata_len = s->id->event->param.ud.private_data_len;
+	s->ok = s->id->qp && s->id->qp->qp_type == IBV_QPT_UD &&
+		rdma_accept(s->id, NULL) == 0;
+	return NULL;
+}
+
+START_TEST(ps_ib_ud)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE,
+				       .ai_port_space = RDMA_PS_IB,
+				       .ai_qp_type = IBV_QPT_UD }, *res = NULL;
+	struct ibv_qp_init_attr qia = { .cap = { .max_send_wr = 2, .max_send_sge = 1,
+						 .max_recv_wr = 2, .max_recv_sge = 1 } };
+	struct ib_ud_server s = { .ok = 0 };
+	char pdata[100], port[8];
+	struct rdma_conn_param cp = { .private_data = pdata,
+				      .private_data_len = sizeof(pdata) };
+	struct rdma_cm_id *client;
+	pthread_t t;
+
+	memset(pdata, 'u', sizeof(pdata));
+	snprintf(port, sizeof(port), "%u", unused_port(RDMA_PS_IB));
+	ck_ok(rdma_getaddrinfo(NULL, port, &hints, &res));
+	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_UD);
+	ck_assert_msg(rdma_create_ep(&s.listen, res, NULL, &qia) == 0,
+		      "rdma_create_ep (PS_IB, UD, passive): %s", strerror(errno));
+	rdma_freeaddrinfo(res);
+	ck_ok(rdma_listen(s.listen, 1));
+	ck_assert_int_eq(pthread_create(&t, NULL, ib_ud_accept, &s), 0);
+	hints.ai_flags = 0;
+	res = NULL;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+	ck_assert_msg(rdma_create_ep(&client, res, NULL, &qia) == 0,
+		      "rdma_create_ep (PS_IB, UD): %s", strerror(errno));
+	rdma_freeaddrinfo(res);
+	/* 100 bytes: more than a REQ carries (56), within a SIDR REQ (180) */
+	ck_assert_msg(rdma_connect(client, &cp) == 0, "rdma_connect (PS_IB, UD): %s",
+		      strerror(errno));
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(s.ok, "the passive side failed: %s", strerror(errno));
+	ck_assert_uint_eq(s.pdata_len, PDATA_SIDR_REQ);
+	ck_assert_ptr_nonnull(client->event);
+	ck_assert_int_eq(client->event->event, RDMA_CM_EVENT_ESTABLISHED);
+	ck_assert_uint_eq(client->event->param.ud.qp_num, s.id->qp->qp_num);
+	rdma_destroy_ep(client);
+	rdma_destroy_ep(s.id);
+	rdma_destroy_ep(s.listen);
+}
+END_TEST
+
 START_TEST(xrc_connect)
 {
 	struct xrc_server x = { .ok = 0 };
@@ -2857,7 +2925,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(migrate), T(migrate_pending_event), T(migrate_listener_pending),
 		T(migrate_connected), T_ALONE(migrate_queued_events),
 		T_ALONE(destroy_queued_events), T_ALONE(migrate_to_waiting_channel), T(migrate_while_event_held), T(set_option),
-		T(ud_sidr), T(multicast), T(xrc_connect), T(listener_qp_type),
+		T(ud_sidr), T(multicast), T(ps_ib_ud), T(xrc_connect), T(listener_qp_type),
 		T(passive_ep_pd), T(af_ib),
 	};
 #undef T
