@@ -129,6 +129,15 @@ bool cma_is_ud(const struct cma_id *cid)
 	return cid->id.qp_type == IBV_QPT_UD;
 }
 
+size_t cma_req_pdata(const struct cma_id *cid)
+{
+	bool ib = cid->id.route.addr.src_addr.sa_family == AF_IB;
+
+	if (cma_is_ud(cid))
+		return ib ? CMA_PDATA_SIDR_REQ_IB : CMA_PDATA_SIDR_REQ;
+	return ib ? CMA_PDATA_REQ_IB : CMA_PDATA_REQ;
+}
+
 static void copy_gid(union ibv_gid *gid, const ProtobufCBinaryData *b)
 {
 	if (b->len == sizeof(gid->raw))

@@ -90,6 +90,9 @@ enum {
 	CMA_PDATA_DREQ = 220,
 	CMA_PDATA_SIDR_REQ = 180,	/* 216 less the RDMA CM header, as the kernel */
 	CMA_PDATA_SIDR_REP = 136,
+	/* an AF_IB id's REQ and SIDR REQ: no RDMA CM header, all theirs */
+	CMA_PDATA_REQ_IB = 92,
+	CMA_PDATA_SIDR_REQ_IB = 216,
 	CMA_PDATA_MAX = 256,	/* room in an event for any of them */
 };
 
@@ -343,6 +346,8 @@ bool cma_is_ud_ps(enum rdma_port_space ps);
  * decides: RDMA_PS_IB takes both kinds (rdma_create_ep's ai_qp_type).
  */
 bool cma_is_ud(const struct cma_id *cid);
+/* The private data of cid's request: less the RDMA CM header, unless AF_IB. */
+size_t cma_req_pdata(const struct cma_id *cid);
 int cma_ps_qp_type(enum rdma_port_space ps, enum ibv_qp_type *type);
 
 /* ---- QPs (qp.c) ---------------------------------------------------------- */

@@ -154,8 +154,7 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 		if (ret < 0)
 			return ret;
 	}
-	ret = param_msg(cid, p, true, ud ? CMA_PDATA_SIDR_REQ : CMA_PDATA_REQ,
-			&param);
+	ret = param_msg(cid, p, true, cma_req_pdata(cid), &param);
 	if (ret < 0)
 		return ret;
 	param.responder_resources = resp;

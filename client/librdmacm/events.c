@@ -166,9 +166,9 @@ static int conn_request(struct cma_channel *ch, const Ibvd__CmEvent *m,
 	ev->event.event = RDMA_CM_EVENT_CONNECT_REQUEST;
 	ev->event.status = m->status;
 	if (cma_is_ud(cid))
-		fill_ud(cid, ev, m, CMA_PDATA_SIDR_REQ);
+		fill_ud(cid, ev, m, cma_req_pdata(cid));
 	else
-		fill_conn(ev, c, CMA_PDATA_REQ);
+		fill_conn(ev, c, cma_req_pdata(cid));
 	return 1;
 free_id:
 	cma_id_free(cid);

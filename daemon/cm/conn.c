@@ -463,6 +463,19 @@ struct ibvd_cm_id *cm_child_new(struct ibvd_cm_id *l, struct ibvd_device *dev,
 	return c;
 }
 
+/*
+ * The private data of id's request: the RDMA CM header takes 36 bytes of
+ * it, save for AF_IB ids (the kernel's cma_user_data_offset).
+ */
+static size_t req_pdata(const struct ibvd_cm_id *id)
+{
+	bool ib = id->src.ss_family == AF_IB;
+
+	if (cm_is_ud(id))
+		return ib ? CM_PDATA_SIDR_REQ_IB : CM_PDATA_SIDR_REQ;
+	return ib ? CM_PDATA_REQ_IB : CM_PDATA_REQ;
+}
+
 void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
 		     const uint8_t *pdata, size_t len)
 {
@@ -475,7 +488,7 @@ void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
 		.conn = &view,
 		.pdata = pdata,
 		.pdata_len = len,
-		.pdata_full = cm_is_ud(c) ? CM_PDATA_SIDR_REQ : CM_PDATA_REQ,
+		.pdata_full = req_pdata(c),
 	};
 
 	if (cm_is_ud(c)) {
@@ -529,8 +542,7 @@ int ibvd_req_cm_connect(struct ibvd_call *call)
 	if (id->state != CM_ROUTE_RESOLVED)
 		return ibvd_call_error(call, -EINVAL, "the id is %s, not ROUTE_RESOLVED",
 				       cm_state_name(id->state));
-	ret = conn_param(call, id, req->param,
-			 cm_is_ud(id) ? CM_PDATA_SIDR_REQ : CM_PDATA_REQ, &p);
+	ret = conn_param(call, id, req->param, req_pdata(id), &p);
 	if (ret < 0)
 		return ret;
 	if (cm_is_ud(id) && !p.qkey)

@@ -86,6 +86,9 @@ struct ibvd_session;
 #define CM_PDATA_DREQ		220
 #define CM_PDATA_SIDR_REQ	180
 #define CM_PDATA_SIDR_REP	136
+/* An AF_IB id's REQ and SIDR REQ carry no RDMA CM header: all of theirs. */
+#define CM_PDATA_REQ_IB		92
+#define CM_PDATA_SIDR_REQ_IB	216
 
 /* REJ reasons and SIDR REP statuses of the IB CM (IB spec, chapter 12). */
 #define CM_REJ_TIMEOUT			4

@@ -88,6 +88,7 @@
 #define PDATA_REP	196
 #define PDATA_REJ	148
 #define PDATA_SIDR_REQ	180
+#define PDATA_REQ_IB	92	/* AF_IB: no RDMA CM header in the REQ */
 /* REJ reasons: a consumer reject (proto/CM.md), and nobody listening
  * (the IB CM's "invalid service ID", what Linux reports). */
 #define REJ_CONSUMER	28	/* IB_CM_REJ_CONSUMER_DEFINED */
@@ -2184,9 +2185,27 @@ START_TEST(af_ib)
 	ck_sib(rdma_get_peer_addr(client), &gid, port, "the client's peer");
 	ck_assert_int_eq(rdma_get_local_addr(client)->sa_family, AF_IB);
 	default_qp(client, IBV_QPT_RC);
-	ck_ok(rdma_connect(client, &cp));
+	/*
+	 * An AF_IB REQ has no RDMA CM header: all its 92 bytes are the
+	 * app's (the kernel's cma_user_data_offset), one more is EINVAL
+	 */
+	{
+		char pdata[PDATA_REQ_IB + 1];
+
+		memset(pdata, 'i', sizeof(pdata));
+		cp.private_data = pdata;
+		cp.private_data_len = sizeof(pdata);
+		ck_fails_with(rdma_connect(client, &cp), EINVAL);
+		cp.private_data_len = PDATA_REQ_IB;
+		ck_ok(rdma_connect(client, &cp));
+		cp.private_data = NULL;
+		cp.private_data_len = 0;
+	}
 	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
 	server = ev->id;
+	ck_assert_uint_eq(ev->param.conn.private_data_len, PDATA_REQ_IB);
+	ck_assert_msg(((const char *)ev->param.conn.private_data)[PDATA_REQ_IB - 1] == 'i',
+		      "the AF_IB request's last byte of private data is lost");
 	ck_ok(rdma_ack_cm_event(ev));
 	ck_sib(rdma_get_local_addr(server), &gid, port, "the server's address");
 	ck_assert_int_eq(rdma_get_peer_addr(server)->sa_family, AF_IB);
