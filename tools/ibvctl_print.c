@@ -96,17 +96,24 @@ static void print_json_compact(const json_t *v)
 
 /*
  * A string as text.  Some come from tenants (a cgroup's name is theirs to
- * choose): a control byte is printed as \xHH, never sent to the terminal.
+ * choose): a control character is printed as \xHH, never sent to the
+ * terminal; C1 ones too (U+0080-U+009F, C2 80-9F in UTF-8: U+009B starts
+ * an escape sequence where 8-bit controls are honoured).
  */
 static void print_string(const char *s)
 {
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
-		if (c < 0x20 || c == 0x7f)
+		if (c == 0xc2 && (unsigned char)s[1] >= 0x80 &&
+		    (unsigned char)s[1] <= 0x9f) {
+			printf("\\xc2\\x%02x", (unsigned char)s[1]);
+			s++;
+		} else if (c < 0x20 || c == 0x7f) {
 			printf("\\x%02x", c);
-		else
+		} else {
 			putchar(c);
+		}
 	}
 }
 

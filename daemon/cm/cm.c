@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "log.h"
 #include "server/call.h"
+#include "server/closer.h"
 #include "server/session.h"
 #include "util.h"
 #include "verbs/verbs.h"
@@ -236,7 +237,9 @@ void ibvd_cm_session_free(struct ibvd_session *s)
 	if (cm->event_grown)
 		s->tenant->cm_grown--;
 	event_free(cm->taken_ev);
-	close(cm->event_fd);
+	/* frames with fds may wait in it: its close may release files */
+	ibvd_closer_own(cm->event_fd, s->cred.uid);
+	ibvd_close_client_socket(cm->event_fd);
 	event_free(cm->close_ev);
 	TAILQ_REMOVE(&cm_world.sessions, cm, link);
 	free(cm);

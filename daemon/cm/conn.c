@@ -33,6 +33,7 @@
 #include "internal.h"
 #include "log.h"
 #include "server/call.h"
+#include "server/closer.h"
 #include "server/daemon.h"
 #include "server/session.h"
 #include "tenant/tenant.h"
@@ -152,6 +153,36 @@ void cm_pending_leave(struct ibvd_cm_id *id)
 /* CM_TAKEN frames handled per wakeup: one session does not hold the loop. */
 #define CM_TAKEN_BATCH	64
 
+/* One frame from the event socket; false when there is no more to read. */
+static bool taken_one(struct ibvd_cm *cm, int fd)
+{
+	static uint8_t buf[IBVD_FRAME_MAX];
+	struct ibvd_cm_id *id;
+	struct ibvd_frame f;
+	int ret;
+
+	ibvd_closer_receiving(true);
+	ret = ibvd_frame_recv(fd, buf, sizeof(buf), &f, MSG_DONTWAIT);
+	ibvd_closer_receiving(false);
+	if (ret == -EAGAIN)
+		return false;
+	if (ret == 0) {
+		cm_session_kill(cm, NULL);	/* it closed the channel */
+		return false;
+	}
+	if (ret < 0 || f.hdr.type != IBVD_MSG_CM_TAKEN || f.hdr.len || f.nfds) {
+		if (ret > 0)
+			ibvd_frame_close_fds(&f);
+		cm_session_kill(cm, "sent its CM event socket something other "
+			       "than CM_TAKEN");
+		return false;
+	}
+	id = ibvd_handle_lookup(&cm->ids, f.hdr.req_id, IBVD_OBJ_CM_ID);
+	if (id)
+		cm_pending_leave(id);
+	return true;
+}
+
 /*
  * The library says its app read a connection request (CM_TAKEN, req_id:
  * the new id's handle).  As in the kernel, a request counts against its
@@ -162,34 +193,16 @@ void cm_pending_leave(struct ibvd_cm_id *id)
  */
 void cm_taken_cb(int fd, short what, void *arg)
 {
-	static uint8_t buf[IBVD_FRAME_MAX];
 	struct ibvd_cm *cm = arg;
-	struct ibvd_cm_id *id;
-	struct ibvd_frame f;
 	unsigned int n;
-	int ret;
 
 	(void)what;
-	for (n = 0; n < CM_TAKEN_BATCH && !cm->dead; n++) {
-		ret = ibvd_frame_recv(fd, buf, sizeof(buf), &f, MSG_DONTWAIT);
-		if (ret == -EAGAIN)
-			return;
-		if (ret == 0) {
-			cm_session_kill(cm, NULL);	/* it closed the channel */
-			return;
-		}
-		if (ret < 0 || f.hdr.type != IBVD_MSG_CM_TAKEN || f.hdr.len ||
-		    f.nfds) {
-			if (ret > 0)
-				ibvd_frame_close_fds(&f);
-			cm_session_kill(cm, "sent its CM event socket something "
-				       "other than CM_TAKEN");
-			return;
-		}
-		id = ibvd_handle_lookup(&cm->ids, f.hdr.req_id, IBVD_OBJ_CM_ID);
-		if (id)
-			cm_pending_leave(id);
-	}
+	/* fds a hostile client sent along are its uid's to close (closer.h) */
+	ibvd_closer_serving(cm->session->cred.uid);
+	for (n = 0; n < CM_TAKEN_BATCH && !cm->dead; n++)
+		if (!taken_one(cm, fd))
+			break;
+	ibvd_closer_serving_none();
 }
 
 /* TIMEWAIT_EXIT follows a disconnect for an id that had a QP. */

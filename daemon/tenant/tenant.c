@@ -349,7 +349,10 @@ static bool under_object_cap(const struct ibvd_tenant *t,
 	uint64_t held = t->usage[IBVD_LIMIT_HCA_OBJECT];
 	uint64_t cap = ibvd_uid_max_objects();
 
-	return !is_object(kind) || (n <= cap && held <= cap - n);
+	/* MWs, XRC domains and DM are charged as hca_object itself */
+	if (!is_object(kind) && kind != IBVD_LIMIT_HCA_OBJECT)
+		return true;
+	return n <= cap && held <= cap - n;
 }
 
 /* Refused by that cap: counted as hca_object's refusals, since it is one. */

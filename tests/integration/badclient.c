@@ -1286,6 +1286,39 @@ static void cm_event_socket_input(int cm, int evfd)
 		say("a CM_EVENT frame written on the event socket: the CM session closed");
 }
 
+/* A CM_TAKEN frame that brings an fd along: the CM session closes too. */
+static void cm_event_socket_fd(void)
+{
+	struct ibvd_frame_hdr h = good_hdr(IBVD_MSG_CM_TAKEN, 1, 0);
+	Ibvd__CmOpenReply *reply;
+	int cm = conn_open(), evfd, r;
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (cm < 0 || devnull < 0)
+		return;
+	keep_fd = true;
+	reply = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
+			   &ibvd__cm_open_reply__descriptor, "CM_OPEN");
+	keep_fd = false;
+	evfd = rep.fd;
+	if (!reply || evfd < 0)
+		return;
+	if (send_hdr(evfd, &h, NULL, 0, &devnull, 1, 0) < 0) {
+		bad("CM_TAKEN with an fd: not sent");
+		return;
+	}
+	r = recv_frame(cm, TIMEOUT_MS);
+	if (r != 0)
+		bad("CM_TAKEN with an fd on the event socket: the CM session is "
+		    "still open (%d)", r);
+	else
+		say("CM_TAKEN with an fd on the event socket: the CM session closed");
+	ibvd__cm_open_reply__free_unpacked(reply, NULL);
+	close(devnull);
+	close(evfd);
+	close(cm);
+}
+
 static void case_cmqp(const char *pid)
 {
 	Ibvd__CmOpenReply *open;
@@ -1315,6 +1348,7 @@ static void case_cmqp(const char *pid)
 	cmqp_moves(cm, evfd);
 	check_usable(ctx, "the refused bundles");
 	cm_event_socket_input(cm, evfd);
+	cm_event_socket_fd();
 	ibvd__cm_open_reply__free_unpacked(open, NULL);
 	ibvd__handle__free_unpacked(pd, NULL);
 	close(evfd);

@@ -22,8 +22,9 @@
  *	compevents	N completion notifications (a UD send to itself
  *			each, the CQ armed before) on a completion channel it
  *			never reads: "created K" completions polled
- *	objects		N PDs over as many contexts as it takes (N up to
- *			OBJECTS_MAX_N)
+ *	objects		N objects over as many contexts as it takes (N up
+ *			to OBJECTS_MAX_N), a PD then a memory window on it
+ *			in turn (two ways of counting as hca_object)
  * With "hold" it then keeps everything until stdin closes.
  */
 #include <arpa/inet.h>
@@ -73,19 +74,25 @@ static void refused(struct result *r, int err)
 	r->refused++;
 }
 
-/* PDs, a new context each PDS_PER_CTX: the daemon's cap is per uid. */
+/* PDs and MWs, a new context each PDS_PER_CTX: the daemon's cap is per uid. */
 static void objects(long n, struct result *r)
 {
 	struct ibv_context *ctx = NULL;
+	struct ibv_pd *pd = NULL;
 	long in_ctx = 0;
 
 	while (r->made < n) {
 		if (!ctx || in_ctx == PDS_PER_CTX) {
 			ctx = open_first();
 			in_ctx = 0;
+			pd = NULL;
 		}
 		errno = 0;
-		if (!ibv_alloc_pd(ctx)) {
+		if (!pd || r->made % 2 == 0)
+			pd = ibv_alloc_pd(ctx);
+		else if (!ibv_alloc_mw(pd, IBV_MW_TYPE_1))
+			pd = NULL;
+		if (!pd) {
 			refused(r, errno);
 			return;
 		}

@@ -32,7 +32,7 @@ EOF
 chmod 644 "$conf"
 # The daemon's cap on a uid's objects, lowered from its 1,048,576 (a
 # million RPCs) to what a test makes in a moment; the code is the same.
-OBJECTS_CAP=2000
+OBJECTS_CAP=2001	# odd: the object past it is a memory window
 IBVERBSD_UID_MAX_OBJECTS=$OBJECTS_CAP daemon_start -c "$conf"
 daemon_wait_ready
 
@@ -226,10 +226,10 @@ check "the daemon's cap on a uid's objects, whatever the rules say (none here)"
 expect "$(count max "$USER1" objects)" "$OBJECTS_CAP" "limit show max: objects"
 refused0=$(count refused "$USER1" hca_object)
 hold o "$USER1" objects $((OBJECTS_CAP + 500))
-expect "$HELD" "created $OBJECTS_CAP errno $EAGAIN" "uid $USER1: PDs up to the cap, then EAGAIN"
+expect "$HELD" "created $OBJECTS_CAP errno $EAGAIN" "uid $USER1: PDs and MWs up to the cap, then EAGAIN"
 expect "$(count current "$USER1" objects)" "$OBJECTS_CAP" "limit show current: objects"
 expect "$(count refused "$USER1" hca_object)" $((refused0 + 1)) "the refusal counted under hca_object"
-expect_grep "uid $USER1: creating a pd refused: the daemon's cap of $OBJECTS_CAP objects a uid, in use $OBJECTS_CAP: EAGAIN" "$DAEMON_LOG" "the refusal logged"
+expect_grep "uid $USER1: creating a hca_object refused: the daemon's cap of $OBJECTS_CAP objects a uid, in use $OBJECTS_CAP: EAGAIN" "$DAEMON_LOG" "the refusal logged"
 once "$USER2" objects 10
 expect "$GOT" "created 10 errno 0" "uid $USER2 is not held back by uid $USER1's objects"
 release o

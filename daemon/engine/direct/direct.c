@@ -486,11 +486,12 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		wake_sender(src, ring);
 		/*
 		 * Its receive CQ overran and took it down: it takes nothing
-		 * more.  The next drain finds it in error (RC's sender hears
-		 * nothing, as from a responder that went away).
+		 * more.  UC and UD lose the rest; RC's sender hears nothing,
+		 * as from a responder that went away.
 		 */
 		if (!ibvd_eng_can_receive(eng_qp_state(target)))
-			return DRAIN_MORE;
+			return src->qp_type == IBV_QPT_RC ? unanswered(src) :
+							    drop_ring(src, ring);
 	}
 	return DRAIN_MORE;
 }
