@@ -4,9 +4,11 @@
 #ifndef IBVD_UTIL_H
 #define IBVD_UTIL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -32,6 +34,28 @@ static inline uint64_t ibvd_mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A knob for tests and benchmarks: *value, and true, if the environment
+ * variable name holds a decimal number in [min, max]; false if it is
+ * unset, empty or anything else.
+ */
+static inline bool ibvd_env_number(const char *name, unsigned long min,
+				   unsigned long max, unsigned long *value)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (!v || !*v)
+		return false;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (*end || errno || n < min || n > max)
+		return false;
+	*value = n;
+	return true;
 }
 
 #endif /* IBVD_UTIL_H */

@@ -32,6 +32,7 @@
 #include "engine.h"
 #include "internal.h"
 #include "log.h"
+#include "util.h"
 
 static struct ibvd_engine *engines;
 static unsigned int nengines;
@@ -530,14 +531,9 @@ static int spawn(struct ibvd_engine *eng)
  */
 static uint64_t spin_fixed(void)
 {
-	const char *v = getenv("IBVERBSD_ENGINE_SPIN_US");
-	char *end;
 	unsigned long us;
 
-	if (!v || !*v)
-		return 0;
-	us = strtoul(v, &end, 10);
-	if (*end || us > 1000000)
+	if (!ibvd_env_number("IBVERBSD_ENGINE_SPIN_US", 0, 1000000, &us))
 		return 0;
 	return (uint64_t)us * 1000 + 1;
 }
@@ -550,13 +546,11 @@ static uint64_t spin_fixed(void)
 static void chunk_config(void)
 {
 	const char *v = getenv("IBVERBSD_ENGINE_CHUNK_KB");
-	char *end;
 	unsigned long kb;
 
 	if (!v || !*v)
 		return;
-	kb = strtoul(v, &end, 10);
-	if (*end || kb > (1ul << 20)) {
+	if (!ibvd_env_number("IBVERBSD_ENGINE_CHUNK_KB", 0, 1ul << 20, &kb)) {
 		log_warn("engine: ignoring IBVERBSD_ENGINE_CHUNK_KB=%s", v);
 		return;
 	}

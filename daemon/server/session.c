@@ -85,19 +85,13 @@ unsigned int ibvd_session_idle_timeout(void)
 {
 	/* Read once: it is re-armed after every busy wakeup. */
 	static unsigned int secs;
-	const char *env;
 	unsigned long n;
-	char *end;
 
 	if (secs)
 		return secs;
 	secs = IBVD_SESSION_IDLE_TIMEOUT;
-	env = getenv("IBVERBSD_IDLE_TIMEOUT");
-	if (env && *env) {
-		n = strtoul(env, &end, 10);
-		if (!*end && n > 0 && n <= 86400)
-			secs = (unsigned int)n;
-	}
+	if (ibvd_env_number("IBVERBSD_IDLE_TIMEOUT", 1, 86400, &n))
+		secs = (unsigned int)n;
 	return secs;
 }
 

@@ -326,19 +326,14 @@ unsigned int ibvd_uid_max_objects(void)
 {
 	/* Read once, on the control thread, the only one that charges. */
 	static unsigned int cap;
-	const char *env;
 	unsigned long n;
-	char *end;
 
 	if (cap)
 		return cap;
 	cap = IBVD_UID_MAX_OBJECTS;
-	env = getenv("IBVERBSD_UID_MAX_OBJECTS");
-	if (env && *env) {
-		n = strtoul(env, &end, 10);
-		if (!*end && n > 0 && n < IBVD_UID_MAX_OBJECTS)
-			cap = (unsigned int)n;
-	}
+	if (ibvd_env_number("IBVERBSD_UID_MAX_OBJECTS", 1,
+			    IBVD_UID_MAX_OBJECTS - 1, &n))
+		cap = (unsigned int)n;
 	return cap;
 }
 

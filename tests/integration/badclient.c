@@ -1255,6 +1255,24 @@ static void cmqp_other_uid(int cm, const Ibvd__CmOpenReply *open)
 		say("another uid's CM id, by its token: EINVAL");
 }
 
+/* Frame h (with fds) on a CM session's event socket closes the session. */
+static void cm_closed_by(int cm, int evfd, const struct ibvd_frame_hdr *h,
+			 const int *fds, unsigned int nfds, const char *what)
+{
+	int r;
+
+	if (send_hdr(evfd, h, NULL, 0, fds, nfds, 0) < 0) {
+		bad("%s: not sent", what);
+		return;
+	}
+	r = recv_frame(cm, TIMEOUT_MS);
+	if (r != 0)
+		bad("%s on the event socket: the CM session is still open (%d)",
+		    what, r);
+	else
+		say("%s on the event socket: the CM session closed", what);
+}
+
 /*
  * The CM event socket takes CM_TAKEN frames only: one naming no id of the
  * session is ignored; any other frame there closes the CM session.
@@ -1262,7 +1280,6 @@ static void cmqp_other_uid(int cm, const Ibvd__CmOpenReply *open)
 static void cm_event_socket_input(int cm, int evfd)
 {
 	struct ibvd_frame_hdr h = good_hdr(IBVD_MSG_CM_TAKEN, 0x7fffffffu, 0);
-	int r;
 
 	if (send_hdr(evfd, &h, NULL, 0, NULL, 0, 0) < 0) {
 		bad("CM_TAKEN on the event socket: not sent: %s", strerror(errno));
@@ -1274,16 +1291,7 @@ static void cm_event_socket_input(int cm, int evfd)
 	}
 	say("CM_TAKEN naming no id: ignored, the session answers");
 	h = good_hdr(IBVD_MSG_CM_EVENT, 1, 0);
-	if (send_hdr(evfd, &h, NULL, 0, NULL, 0, 0) < 0) {
-		bad("a CM_EVENT frame on the event socket: not sent");
-		return;
-	}
-	r = recv_frame(cm, TIMEOUT_MS);
-	if (r != 0)
-		bad("a CM_EVENT frame written on the event socket: the CM session "
-		    "is still open (%d)", r);
-	else
-		say("a CM_EVENT frame written on the event socket: the CM session closed");
+	cm_closed_by(cm, evfd, &h, NULL, 0, "a CM_EVENT frame");
 }
 
 /* A CM_TAKEN frame that brings an fd along: the CM session closes too. */
@@ -1291,7 +1299,7 @@ static void cm_event_socket_fd(void)
 {
 	struct ibvd_frame_hdr h = good_hdr(IBVD_MSG_CM_TAKEN, 1, 0);
 	Ibvd__CmOpenReply *reply;
-	int cm = conn_open(), evfd, r;
+	int cm = conn_open(), evfd;
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 	if (cm < 0 || devnull < 0)
@@ -1303,16 +1311,7 @@ static void cm_event_socket_fd(void)
 	evfd = rep.fd;
 	if (!reply || evfd < 0)
 		return;
-	if (send_hdr(evfd, &h, NULL, 0, &devnull, 1, 0) < 0) {
-		bad("CM_TAKEN with an fd: not sent");
-		return;
-	}
-	r = recv_frame(cm, TIMEOUT_MS);
-	if (r != 0)
-		bad("CM_TAKEN with an fd on the event socket: the CM session is "
-		    "still open (%d)", r);
-	else
-		say("CM_TAKEN with an fd on the event socket: the CM session closed");
+	cm_closed_by(cm, evfd, &h, &devnull, 1, "CM_TAKEN with an fd");
 	ibvd__cm_open_reply__free_unpacked(reply, NULL);
 	close(devnull);
 	close(evfd);
