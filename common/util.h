@@ -58,4 +58,13 @@ static inline bool ibvd_env_number(const char *name, unsigned long min,
 	return true;
 }
 
+/* The same knob's number, or dflt when it holds none in [min, max]. */
+static inline unsigned long ibvd_env_or(const char *name, unsigned long dflt,
+					unsigned long min, unsigned long max)
+{
+	unsigned long n;
+
+	return ibvd_env_number(name, min, max, &n) ? n : dflt;
+}
+
 #endif /* IBVD_UTIL_H */

@@ -85,13 +85,11 @@ unsigned int ibvd_session_idle_timeout(void)
 {
 	/* Read once: it is re-armed after every busy wakeup. */
 	static unsigned int secs;
-	unsigned long n;
 
-	if (secs)
-		return secs;
-	secs = IBVD_SESSION_IDLE_TIMEOUT;
-	if (ibvd_env_number("IBVERBSD_IDLE_TIMEOUT", 1, 86400, &n))
-		secs = (unsigned int)n;
+	if (!secs)
+		secs = (unsigned int)ibvd_env_or("IBVERBSD_IDLE_TIMEOUT",
+						 IBVD_SESSION_IDLE_TIMEOUT, 1,
+						 86400);
 	return secs;
 }
 

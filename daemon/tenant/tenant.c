@@ -326,14 +326,11 @@ unsigned int ibvd_uid_max_objects(void)
 {
 	/* Read once, on the control thread, the only one that charges. */
 	static unsigned int cap;
-	unsigned long n;
 
-	if (cap)
-		return cap;
-	cap = IBVD_UID_MAX_OBJECTS;
-	if (ibvd_env_number("IBVERBSD_UID_MAX_OBJECTS", 1,
-			    IBVD_UID_MAX_OBJECTS - 1, &n))
-		cap = (unsigned int)n;
+	if (!cap)
+		cap = (unsigned int)ibvd_env_or("IBVERBSD_UID_MAX_OBJECTS",
+						IBVD_UID_MAX_OBJECTS, 1,
+						IBVD_UID_MAX_OBJECTS - 1);
 	return cap;
 }
 
