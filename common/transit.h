@@ -219,8 +219,11 @@
  *    completion that happened after the arm, as on a NIC, never for one
  *    the sender could already see when it armed.  Apps that count events
  *    (one poll per event, as perftest's -e) depend on that, and on a
- *    SEND's event coming before the answer to it (ibv_get_cq_event looks
- *    at senders first).
+ *    SEND's event coming before the answer to it: ibv_get_cq_event looks
+ *    at senders first, and once more, and at the daemon's socket, before
+ *    it hands out an event of a CQ that only receives (the SEND's
+ *    completion may have come while it looked); the engine pushes a
+ *    receive CQE only after its sender's completion.
  *  - The engine stays the fallback.  A sender rings its doorbell, as
  *    before, when its channel has no pair, or when its app sleeps
  *    elsewhere than in ibv_get_cq_event; when it sleeps there, the

@@ -432,6 +432,15 @@ static void count_delivered(struct ibvc_cq *cq)
 	pthread_mutex_unlock(&cq->cq.mutex);
 }
 
+/* An event that went after all: not the app's to ack. */
+static void uncount_delivered(struct ibvc_cq *cq)
+{
+	pthread_mutex_lock(&cq->cq.mutex);
+	cq->comp_delivered--;
+	pthread_cond_signal(&cq->cq.cond);
+	pthread_mutex_unlock(&cq->cq.mutex);
+}
+
 /* Under recv_lock: the pair's bytes, gone; whether there were any. */
 static bool drain_pokes(struct ibvc_comp_channel *ch)
 {
@@ -478,30 +487,100 @@ static void settle(struct ibvc_comp_channel *ch)
 }
 
 /*
+ * Under recv_lock: the first CQ of the channel with an event of the
+ * library's, after its looks (the passes' order: FIRED, then SENDS,
+ * then RECEIVES); `senders`: only CQs that complete SENDs on rings.
+ */
+static struct ibvc_cq *first_event(struct ibvc_comp_channel *ch, bool senders)
+{
+	enum ibvc_event_pass pass;
+	struct ibvc_cq *cq;
+
+	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES; pass++)
+		for (cq = ch->cqs; cq; cq = cq->next_on_channel)
+			if ((!senders || ibvc_direct_has_senders(cq)) &&
+			    ibvc_direct_take_event(cq, pass, false))
+				return cq;
+	return NULL;
+}
+
+static bool frame_waiting(const struct ibvc_comp_channel *ch)
+{
+	struct pollfd pfd = { .fd = ch->sock, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/*
+ * Under recv_lock, an event for `cq` that only receives: it may be the
+ * answer to a SEND of ours whose completion came while we looked, and
+ * on a NIC the SEND's ACK comes before any answer (perftest's -e counts
+ * on it: one channel for both CQs, one poll of the CQ an event names).
+ * So a sender's event the library has now goes first; NULL: a frame of
+ * the daemon's waits, which may be that one.
+ */
+static struct ibvc_cq *senders_first(struct ibvc_comp_channel *ch,
+				     struct ibvc_cq *cq)
+{
+	struct ibvc_cq *sender;
+
+	if (ibvc_direct_has_senders(cq))
+		return cq;
+	sender = first_event(ch, true);
+	if (sender)
+		return sender;
+	return frame_waiting(ch) ? NULL : cq;
+}
+
+/*
  * The bytes of the wake-up pair only say "look": drain them, then look
  * at every CQ of the channel (the library's events, and what the rings
  * of armed ones hold).  A byte that comes after the drain wakes us
- * again.  *poked: whether there were bytes.
+ * again.  *poked: whether there were bytes.  NULL with *frame: read the
+ * daemon's frame first (senders_first).
  */
 static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch,
-					  bool *poked)
+					  bool *poked, bool *frame)
 {
-	struct ibvc_cq *cq, *got = NULL;
-	enum ibvc_event_pass pass;
+	struct ibvc_cq *got;
 
+	*frame = false;
 	if (ch->poke[1] < 0)
 		return NULL;
 	*poked = drain_pokes(ch);
-	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES && !got;
-	     pass++)
-		for (cq = ch->cqs; cq && !got; cq = cq->next_on_channel)
-			if (ibvc_direct_take_event(cq, pass, true))
-				got = cq;
-	if (got) {
-		count_delivered(got);
-		settle(ch);
+	got = first_event(ch, false);
+	if (!got)
+		return NULL;
+	got = senders_first(ch, got);
+	if (!got) {
+		*frame = true;
+		return NULL;
 	}
+	ibvc_direct_take_event(got, IBVC_EVENTS_FIRED, true);
+	count_delivered(got);
+	settle(ch);
 	return got;
+}
+
+/*
+ * Under recv_lock, the daemon's event for cq: one of a sender the library
+ * has goes first (senders_first), and cq's waits as one of the library's.
+ */
+static struct ibvc_cq *frame_after_senders(struct ibvc_comp_channel *ch,
+					   struct ibvc_cq *cq)
+{
+	struct ibvc_cq *sender;
+
+	if (ch->poke[1] < 0 || ibvc_direct_has_senders(cq))
+		return cq;
+	sender = first_event(ch, true);
+	if (!sender)
+		return cq;
+	ibvc_direct_take_event(sender, IBVC_EVENTS_FIRED, true);
+	count_delivered(sender);
+	uncount_delivered(cq);
+	ibvc_direct_keep_event(cq);
+	return sender;
 }
 
 static bool cq_idle(struct ibvc_cq *cq)
@@ -578,15 +657,6 @@ static bool drop_stale(struct ibvc_comp_channel *ch)
 	return poll(&pfd, 1, STALE_WAIT_MS) > 0;
 }
 
-/* An event that went after all: not the app's to ack. */
-static void uncount_delivered(struct ibvc_cq *cq)
-{
-	pthread_mutex_lock(&cq->cq.mutex);
-	cq->comp_delivered--;
-	pthread_cond_signal(&cq->cq.cond);
-	pthread_mutex_unlock(&cq->cq.mutex);
-}
-
 /*
  * A poke says "look", and the look may find that the app's own poll of
  * the CQ took what it was for: the channel was readable, and there is
@@ -614,7 +684,7 @@ static struct ibvc_cq *unseen_poke_event(struct ibvc_comp_channel *ch)
 static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
-	bool entry = true, poked = false;
+	bool entry = true, poked = false, frame;
 	uint64_t deadline = 0;
 	uint32_t handle;
 	int ret;
@@ -626,6 +696,7 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 			if (!*ret_cq)
 				continue;
 			pthread_mutex_lock(&ch->recv_lock);
+			*ret_cq = frame_after_senders(ch, *ret_cq);
 			settle(ch);
 			pthread_mutex_unlock(&ch->recv_lock);
 			if (event_stale(ch, *ret_cq) && drop_stale(ch)) {
@@ -639,8 +710,10 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 		if (ret < 0 && ret != -EAGAIN)
 			return ret;
 		pthread_mutex_lock(&ch->recv_lock);
-		*ret_cq = take_library_event(ch, &poked);
+		*ret_cq = take_library_event(ch, &poked, &frame);
 		pthread_mutex_unlock(&ch->recv_lock);
+		if (frame)
+			continue;
 		if (*ret_cq && (!event_stale(ch, *ret_cq) || !drop_stale(ch)))
 			return 0;
 		if (*ret_cq) {

@@ -2062,6 +2062,23 @@ bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 	return got;
 }
 
+bool ibvc_direct_has_senders(struct ibvc_cq *cq)
+{
+	bool senders;
+
+	ibvc_cq_lock(cq);
+	senders = cq->direct.senders != NULL;
+	ibvc_cq_unlock(cq);
+	return senders;
+}
+
+void ibvc_direct_keep_event(struct ibvc_cq *cq)
+{
+	ibvc_cq_lock(cq);
+	cq->direct.events++;
+	ibvc_cq_unlock(cq);
+}
+
 bool ibvc_direct_fire_armed(struct ibvc_cq *cq)
 {
 	bool got = false;

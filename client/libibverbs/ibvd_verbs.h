@@ -596,6 +596,10 @@ enum ibvc_event_pass {
 };
 bool ibvc_direct_take_event(struct ibvc_cq *cq, enum ibvc_event_pass pass,
 			    bool take);
+/* Does cq complete SENDs of QPs with rings?  (Its sends' events go first.) */
+bool ibvc_direct_has_senders(struct ibvc_cq *cq);
+/* An event taken from the daemon, kept for a later ibv_get_cq_event. */
+void ibvc_direct_keep_event(struct ibvc_cq *cq);
 /*
  * Fire cq's arm with no completion to show for it, and take that event:
  * for a blocking ibv_get_cq_event whose channel was readable for nothing

@@ -390,6 +390,9 @@ struct ibvd_qp {
 	struct ibvd_ring rq;		/* unused with an SRQ */
 	pthread_mutex_t recv_lock;	/* RQ consumption from any engine thread */
 	uint32_t rq_head;		/* recv_lock: WQEs taken (private copy) */
+	/* engine, any thread (atomic): receive CQEs of WQEs taken, not yet
+	 * pushed (recv.c, "deferred"); the RQ is not flushed meanwhile */
+	uint32_t recv_cqes_deferred;
 
 	/* engine: send-side progress, touched only by the serving thread */
 	uint32_t sq_head;		/* WQEs taken (private copy) */

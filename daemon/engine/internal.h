@@ -340,6 +340,11 @@ struct eng_rcv_info {
 	uint32_t wc_flags;		/* IBV_WC_GRH; WITH_IMM is added here */
 	bool solicited;
 };
+/* A message's receive CQEs wait for its sender's completion (recv.c). */
+void ibvd_eng_recv_defer_begin(const struct ibvd_qp *src);
+void ibvd_eng_recv_defer_end(const struct ibvd_qp *src);
+bool ibvd_eng_recv_deferred(struct ibvd_qp *qp);
+bool ibvd_eng_recv_keep_claim(struct ibvd_qp *t);
 void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,
 			    const struct eng_recv *rwqe,
 			    const struct ibvd_qp *src, const struct eng_req *req,

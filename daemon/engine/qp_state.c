@@ -210,6 +210,12 @@ int ibvd_eng_flush_rq(struct ibvd_qp *qp)
 	if (held == -EBUSY)
 		return -EBUSY;
 	pthread_mutex_lock(&qp->recv_lock);
+	/* A taken WQE's CQE waits for its sender's completion: it goes first. */
+	if (ibvd_eng_recv_deferred(qp)) {
+		pthread_mutex_unlock(&qp->recv_lock);
+		ibvd_eng_rq_unclaim(qp, held);
+		return -EBUSY;
+	}
 	/* The WQE a chunked message holds was taken first: it goes first. */
 	ibvd_eng_inbound_flush(qp, true);
 	for (n = flush_share(queue_depth(&qp->rq, qp->rq_head), &ret); n > 0; n--) {

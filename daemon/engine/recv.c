@@ -100,12 +100,119 @@ void ibvd_eng_rq_broken(struct ibvd_qp *target, const struct eng_rq *rq)
 	ibvd_eng_async(rq->srq->ctx, IBV_EVENT_SRQ_ERR, rq->srq->handle);
 }
 
-static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,
-			  bool solicited)
+static void push_now(struct ibvd_qp *target, struct ibvd_cqe *cqe,
+		     bool solicited)
 {
 	/* A receive CQ that overran takes the QP down with it. */
 	if (ibvd_eng_cq_push(target->recv_cq, cqe, solicited) < 0)
 		ibvd_eng_qp_error(target);
+}
+
+/*
+ * Receive completions deferred.  A message's receive CQE goes out after
+ * its sender's completion, not before: on a NIC the responder's ACK
+ * reaches the requester long before the responder's app can answer, and
+ * apps count on it: perftest's -e polls the send CQ once per event, on a
+ * channel it shares with the receive CQ, and fails if the answer's event
+ * comes first.  With the engine preempted between the two pushes (a busy
+ * host), an answer through the transit rings did.  So the engine thread
+ * carrying an RC or UC message holds its receive CQE until the sender's
+ * side is written (ibvd_eng_recv_defer_begin/end).  Only for a QP's own
+ * RQ: it has one sender, so the order of its CQEs stays that of its
+ * WQEs; an SRQ's has several, on several threads, and pushes at once.
+ * The RQ is not flushed while one waits (ibvd_eng_flush_rq): its flushed
+ * WQEs would complete before it.
+ */
+#define DEFERRED_MAX	2
+
+struct deferred_cqe {
+	struct ibvd_qp *target;
+	struct ibvd_cqe cqe;
+	bool solicited;
+};
+
+/* Engine threads' own: a deferral ends within the step that began it. */
+static __thread struct {
+	unsigned int depth;		/* begin without end */
+	unsigned int n;
+	struct deferred_cqe cqes[DEFERRED_MAX];
+	/* RQ claims kept until the CQEs are out (ibvd_eng_recv_keep_claim) */
+	unsigned int nclaims;
+	struct ibvd_qp *claims[DEFERRED_MAX];
+} deferred;
+
+static void deferred_flush(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < deferred.n; i++) {
+		struct deferred_cqe *d = &deferred.cqes[i];
+
+		push_now(d->target, &d->cqe, d->solicited);
+		/* Release: the CQE is out before a flush may follow it. */
+		__atomic_sub_fetch(&d->target->recv_cqes_deferred, 1,
+				   __ATOMIC_RELEASE);
+	}
+	deferred.n = 0;
+	for (i = 0; i < deferred.nclaims; i++)
+		ibvd_eng_claim_give(deferred.claims[i]);
+	deferred.nclaims = 0;
+}
+
+/*
+ * A library that takes t's RQ claim counts on the engine's CQEs made
+ * under it being in the CQ (ring.h): a claim whose CQE waits is given
+ * back after it (true), not now.
+ */
+bool ibvd_eng_recv_keep_claim(struct ibvd_qp *t)
+{
+	unsigned int i;
+
+	if (deferred.nclaims == DEFERRED_MAX)
+		return false;
+	for (i = 0; i < deferred.n; i++)
+		if (deferred.cqes[i].target == t) {
+			deferred.claims[deferred.nclaims++] = t;
+			return true;
+		}
+	return false;
+}
+
+void ibvd_eng_recv_defer_begin(const struct ibvd_qp *src)
+{
+	if (src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC)
+		deferred.depth++;
+}
+
+void ibvd_eng_recv_defer_end(const struct ibvd_qp *src)
+{
+	if (src->qp_type != IBV_QPT_RC && src->qp_type != IBV_QPT_UC)
+		return;
+	if (--deferred.depth == 0)
+		deferred_flush();
+}
+
+static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,
+			  bool solicited)
+{
+	struct deferred_cqe *d;
+
+	if (!deferred.depth || target->srq || deferred.n == DEFERRED_MAX) {
+		/* this thread's earlier ones first: a queue's order holds */
+		deferred_flush();
+		push_now(target, cqe, solicited);
+		return;
+	}
+	d = &deferred.cqes[deferred.n++];
+	d->target = target;
+	d->cqe = *cqe;
+	d->solicited = solicited;
+	__atomic_add_fetch(&target->recv_cqes_deferred, 1, __ATOMIC_RELAXED);
+}
+
+bool ibvd_eng_recv_deferred(struct ibvd_qp *qp)
+{
+	return __atomic_load_n(&qp->recv_cqes_deferred, __ATOMIC_ACQUIRE) != 0;
 }
 
 void ibvd_eng_recv_complete(struct ibvd_qp *target, const struct eng_rq *rq,

@@ -484,10 +484,14 @@ static uint64_t run_sq_claimed(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		 */
 		if (qp->direct && !qp->wqe_started && !direct_clear(eng, qp))
 			return bytes;
+		ibvd_eng_recv_defer_begin(qp);
 		s = step_front(eng, qp, paced, &req, &bytes, &status);
+		if (s != STEP_WAIT && s != STEP_PARTIAL)
+			retire(eng, qp, &req, status);
+		/* the receiver's CQE after ours (recv.c, "deferred") */
+		ibvd_eng_recv_defer_end(qp);
 		if (s == STEP_WAIT || s == STEP_PARTIAL)
 			break;
-		retire(eng, qp, &req, status);
 		depth--;
 		if (s == STEP_FAILED)
 			break;

@@ -4036,7 +4036,7 @@ START_TEST(wr_api_rc)
 	struct ibv_sge sgl[64];
 	struct ibv_qp_ex *qpx;
 	struct ibv_qp *qp[2];
-	struct ibv_wc wc;
+	struct ibv_wc two[2];
 	int ret;
 
 	qp_ex_pair(qp, cq, IBV_QPT_RC);
@@ -4067,11 +4067,11 @@ START_TEST(wr_api_rc)
 	ck_assert_msg(ret == 0, "ibv_wr_complete: %s", strerror(ret));
 
 	vt_expect_ok(cq, NULL, 1, IBV_WC_RDMA_WRITE, "ibv_wr_rdma_write");
-	vt_expect_ok(cq, &wc, 10, IBV_WC_RECV, "receive of ibv_wr_send_imm");
-	ck_assert_uint_eq(wc.byte_len, 50);
-	ck_assert_uint_eq(wc.wc_flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM);
-	ck_assert_uint_eq(wc.imm_data, htobe32(0x1234));
-	vt_expect_ok(cq, NULL, 2, IBV_WC_SEND, "ibv_wr_send_imm");
+	vt_expect_ok_two(cq, two, 10, IBV_WC_RECV, 2, IBV_WC_SEND,
+			 "ibv_wr_send_imm and its receive");
+	ck_assert_uint_eq(two[0].byte_len, 50);
+	ck_assert_uint_eq(two[0].wc_flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(two[0].imm_data, htobe32(0x1234));
 	vt_expect_ok(cq, NULL, 3, IBV_WC_FETCH_ADD, "ibv_wr_atomic_fetch_add");
 	vt_expect_ok(cq, NULL, 4, IBV_WC_RDMA_READ, "ibv_wr_rdma_read");
 	vt_expect_pat(b->addr, 1000, 0, 90, "written by ibv_wr_rdma_write");

@@ -568,6 +568,31 @@ void vt_expect_ok(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t wr_id,
 		  what, wc->opcode, opcode);
 }
 
+void vt_expect_ok_two(struct ibv_cq *cq, struct ibv_wc got[2],
+		      uint64_t id_a, enum ibv_wc_opcode op_a,
+		      uint64_t id_b, enum ibv_wc_opcode op_b, const char *what)
+{
+	struct ibv_wc wc[2];
+	int i;
+
+	memset(wc, 0, sizeof(wc));
+	vt_assert(vt_poll(cq, wc, 2, vt_tmo_ms()) == 2,
+		  "%s: not two completions within %d ms", what, vt_tmo_ms());
+	i = wc[0].wr_id == id_a ? 0 : 1;
+	vt_assert(wc[i].wr_id == id_a && wc[i].status == IBV_WC_SUCCESS &&
+		  wc[i].opcode == op_a && wc[!i].wr_id == id_b &&
+		  wc[!i].status == IBV_WC_SUCCESS && wc[!i].opcode == op_b,
+		  "%s: completions wr_id %llu %s opcode %d and wr_id %llu %s opcode %d, want wr_ids %llu and %llu",
+		  what, (unsigned long long)wc[0].wr_id, vt_status(wc[0].status),
+		  wc[0].opcode, (unsigned long long)wc[1].wr_id,
+		  vt_status(wc[1].status), wc[1].opcode,
+		  (unsigned long long)id_a, (unsigned long long)id_b);
+	if (got) {
+		got[0] = wc[i];
+		got[1] = wc[!i];
+	}
+}
+
 void vt_expect_none(struct ibv_cq *cq, int ms, const char *what)
 {
 	struct ibv_wc wc;

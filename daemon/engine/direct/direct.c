@@ -426,6 +426,25 @@ static bool rq_has_wqe(struct ibvd_qp *t)
 	return ibvd_read_once(&c->tail) != *recv_head(t);
 }
 
+/* Under the claim: one message of the ring into target. */
+static enum eng_resp place_message(struct ibvd_engine *eng,
+				   struct ibvd_qp *src, struct ibvd_qp *target,
+				   const struct eng_req *req, uint32_t qkey)
+{
+	/*
+	 * UD: whatever becomes of a datagram, its sender hears nothing;
+	 * one longer than a port's MTU no wire would carry
+	 */
+	if (src->qp_type == IBV_QPT_UD) {
+		if (req->length <= IBVD_TRANSIT_UD_MAX)
+			ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
+		return RESP_OK;
+	}
+	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return ibvd_eng_write_imm_claimed(eng, src, target, req);
+	return ibvd_eng_deliver_send_claimed(eng, src, target, req);
+}
+
 /*
  * Under the claim: place what the ring holds, in order.  Only the
  * requester's turn answers "no WQE" with an RNR NAK (counted, and waited
@@ -460,30 +479,21 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		if (!requester && src->qp_type != IBV_QPT_UC &&
 		    !rq_has_wqe(target))
 			return DRAIN_WAIT;
-		/*
-		 * UD: whatever becomes of a datagram, its sender hears
-		 * nothing; one longer than a port's MTU no wire would carry
-		 */
-		if (src->qp_type == IBV_QPT_UD) {
-			if (req.length <= IBVD_TRANSIT_UD_MAX)
-				ibvd_eng_ud_deliver_claimed(eng, src, target,
-							    &req, f.qkey);
-			r = RESP_OK;
-		} else if (req.w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-			r = ibvd_eng_write_imm_claimed(eng, src, target, &req);
-		} else {
-			r = ibvd_eng_deliver_send_claimed(eng, src, target,
-							  &req);
+		/* the sender's completion before the receiver's (recv.c) */
+		ibvd_eng_recv_defer_begin(src);
+		r = place_message(eng, src, target, &req, f.qkey);
+		if (r == RESP_OK) {
+			consumed = next;
+			ibvd_transit_release(ring, consumed);
+			wake_sender(src, ring);
 		}
+		ibvd_eng_recv_defer_end(src);
 		if (r == RESP_RNR) {
 			*rnr_timer = target->attr.min_rnr_timer;
 			return DRAIN_WAIT;
 		}
 		if (r != RESP_OK)
 			return drain_failed(src, resp_status(r));
-		consumed = next;
-		ibvd_transit_release(ring, consumed);
-		wake_sender(src, ring);
 		/*
 		 * Its receive CQ overran and took it down: it takes nothing
 		 * more.  UC and UD lose the rest; RC's sender hears nothing,
@@ -669,7 +679,7 @@ int ibvd_engine_rq_reclaim(struct ibvd_qp *qp)
 
 void ibvd_eng_rq_unclaim(struct ibvd_qp *t, int held)
 {
-	if (held > 0)
+	if (held > 0 && !ibvd_eng_recv_keep_claim(t))
 		ibvd_eng_claim_give(t);
 }
 
