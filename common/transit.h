@@ -222,8 +222,10 @@
  *    SEND's event coming before the answer to it: ibv_get_cq_event looks
  *    at senders first, and once more, and at the daemon's socket, before
  *    it hands out an event of a CQ that only receives (the SEND's
- *    completion may have come while it looked); the engine pushes a
- *    receive CQE only after its sender's completion.
+ *    completion may have come while it looked); the engine pushes the
+ *    receive CQE of an RC or UC message into a QP's own RQ only after
+ *    its sender's completion (not for SRQs, whose CQEs keep the order of
+ *    their WQEs).
  *  - The engine stays the fallback.  A sender rings its doorbell, as
  *    before, when its channel has no pair, or when its app sleeps
  *    elsewhere than in ibv_get_cq_event; when it sleeps there, the

@@ -562,24 +562,37 @@ static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch,
 	return got;
 }
 
+static bool on_channel(const struct ibvc_comp_channel *ch,
+		       const struct ibvc_cq *cq)
+{
+	const struct ibvc_cq *c;
+
+	for (c = ch->cqs; c && c != cq; c = c->next_on_channel)
+		;
+	return c != NULL;
+}
+
 /*
  * Under recv_lock, the daemon's event for cq: one of a sender the library
  * has goes first (senders_first), and cq's waits as one of the library's.
+ * Not for a CQ being destroyed (off the channel already): only the event
+ * handed out keeps it alive, so it is kept before it is uncounted.
  */
 static struct ibvc_cq *frame_after_senders(struct ibvc_comp_channel *ch,
 					   struct ibvc_cq *cq)
 {
 	struct ibvc_cq *sender;
 
-	if (ch->poke[1] < 0 || ibvc_direct_has_senders(cq))
+	if (ch->poke[1] < 0 || ibvc_direct_has_senders(cq) ||
+	    !on_channel(ch, cq))
 		return cq;
 	sender = first_event(ch, true);
 	if (!sender)
 		return cq;
 	ibvc_direct_take_event(sender, IBVC_EVENTS_FIRED, true);
 	count_delivered(sender);
-	uncount_delivered(cq);
 	ibvc_direct_keep_event(cq);
+	uncount_delivered(cq);
 	return sender;
 }
 

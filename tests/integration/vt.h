@@ -183,7 +183,6 @@ void vt_expect_wc(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t wr_id,
 /* The same, also checking the opcode (successful completions only). */
 void vt_expect_ok(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t wr_id,
 		  enum ibv_wc_opcode opcode, const char *what);
-/* No completion at all within ms. */
 /*
  * Two successful completions on one CQ in either order (a SEND's and its
  * receive's: the spec orders neither); got[0] is id_a's, got[1] id_b's.
@@ -191,6 +190,7 @@ void vt_expect_ok(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t wr_id,
 void vt_expect_ok_two(struct ibv_cq *cq, struct ibv_wc got[2],
 		      uint64_t id_a, enum ibv_wc_opcode op_a,
 		      uint64_t id_b, enum ibv_wc_opcode op_b, const char *what);
+/* No completion at all within ms. */
 void vt_expect_none(struct ibv_cq *cq, int ms, const char *what);
 
 const char *vt_status(int status);
