@@ -223,9 +223,10 @@
  *    at senders first, and once more, and at the daemon's socket, before
  *    it hands out an event of a CQ that only receives (the SEND's
  *    completion may have come while it looked); the engine pushes the
- *    receive CQE of an RC or UC message into a QP's own RQ only after
- *    its sender's completion (not for SRQs, whose CQEs keep the order of
- *    their WQEs).
+ *    receive CQE of an RC or UC message only after its sender's
+ *    completion, into a QP's own RQ or a basic SRQ (whose claim it keeps
+ *    meanwhile, so its CQEs keep the order of its WQEs; XRC SRQs, fed
+ *    without a claim, push at once).
  *  - The engine stays the fallback.  A sender rings its doorbell, as
  *    before, when its channel has no pair, or when its app sleeps
  *    elsewhere than in ibv_get_cq_event; when it sleeps there, the

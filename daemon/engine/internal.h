@@ -269,6 +269,8 @@ void ibvd_eng_claim_give(struct ibvd_qp *t);
  * needed, -EBUSY, or -EPROTO (t went to ERR); unclaim with the same value.
  */
 int ibvd_eng_rq_claim(struct ibvd_qp *t);
+/* t's SRQ takes the claim for every message delivered into it. */
+bool ibvd_eng_srq_claimed(const struct ibvd_qp *t);
 /*
  * SRQ limit, srq's lock held: one event when the posted count drops below
  * the armed limit.

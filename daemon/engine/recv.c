@@ -117,11 +117,13 @@ static void push_now(struct ibvd_qp *target, struct ibvd_cqe *cqe,
  * comes first.  With the engine preempted between the two pushes (a busy
  * host), an answer through the transit rings did.  So the engine thread
  * carrying an RC or UC message holds its receive CQE until the sender's
- * side is written (ibvd_eng_recv_defer_begin/end).  Only for a QP's own
- * RQ: it has one sender, so the order of its CQEs stays that of its
- * WQEs; an SRQ's has several, on several threads, and pushes at once.
- * The RQ is not flushed while one waits (ibvd_eng_flush_rq): its flushed
- * WQEs would complete before it.
+ * side is written (ibvd_eng_recv_defer_begin/end).  The order of a
+ * queue's CQEs stays that of its WQEs: a QP's own RQ has one sender, and
+ * the claim of an SRQ that takes one for every message (soft basic SRQs)
+ * is kept until its CQE is out, so no other engine thread or library
+ * takes from it meanwhile; other SRQs, fed by several threads at once
+ * without a claim, push at once.  The RQ is not flushed while one waits
+ * (ibvd_eng_flush_rq): its flushed WQEs would complete before it.
  */
 #define DEFERRED_MAX	2
 
@@ -178,18 +180,28 @@ bool ibvd_eng_recv_keep_claim(struct ibvd_qp *t)
 	return false;
 }
 
+/* A connected sender's message: one answer may follow it. */
+static bool defers_for(const struct ibvd_qp *src)
+{
+	return src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC;
+}
+
 void ibvd_eng_recv_defer_begin(const struct ibvd_qp *src)
 {
-	if (src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC)
+	if (defers_for(src))
 		deferred.depth++;
 }
 
 void ibvd_eng_recv_defer_end(const struct ibvd_qp *src)
 {
-	if (src->qp_type != IBV_QPT_RC && src->qp_type != IBV_QPT_UC)
-		return;
-	if (--deferred.depth == 0)
+	if (defers_for(src) && --deferred.depth == 0)
 		deferred_flush();
+}
+
+/* Can target's CQE wait without passing another of its queue's? */
+static bool may_wait(const struct ibvd_qp *target)
+{
+	return !target->srq || ibvd_eng_srq_claimed(target);
 }
 
 static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,
@@ -197,7 +209,7 @@ static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,
 {
 	struct deferred_cqe *d;
 
-	if (!deferred.depth || target->srq || deferred.n == DEFERRED_MAX) {
+	if (!deferred.depth || !may_wait(target) || deferred.n == DEFERRED_MAX) {
 		/* this thread's earlier ones first: a queue's order holds */
 		deferred_flush();
 		push_now(target, cqe, solicited);

@@ -15,7 +15,8 @@
  *					DIRECT_HALFWAY=FILE: halfway it prints
  *					"halfway" and waits for FILE;
  *					DIRECT_PINGPONG=write_imm: RDMA
- *					WRITEs with immediate, not SENDs)
+ *					WRITEs with immediate, not SENDs;
+ *					=srq: SENDs into an SRQ)
  *        direct-helper stream SECONDS [SEED [FLOWS]]
  *					streaming senders and a receiver
  *					that stalls at random, FLOWS pairs
@@ -3426,12 +3427,24 @@ static void halfway(void)
 	}
 }
 
-/* DIRECT_PINGPONG=write_imm: the ping-pong is of RDMA WRITEs with immediate. */
-static bool pingpong_writes(void)
+/*
+ * DIRECT_PINGPONG=write_imm: the ping-pong is of RDMA WRITEs with
+ * immediate; =srq: of SENDs into one SRQ both QPs receive from.
+ */
+static bool pingpong_is(const char *what)
 {
 	const char *v = getenv("DIRECT_PINGPONG");
 
-	return v && strcmp(v, "write_imm") == 0;
+	return v && strcmp(v, what) == 0;
+}
+
+static void pingpong_recv(struct fx *f, struct ibv_srq *srq, int to,
+			  unsigned long i)
+{
+	if (srq)
+		vt_srq_recv(srq, i, BUF(f->b), 64, f->b->lkey);
+	else
+		vt_recv(f->p.qp[to], i, BUF(f->b), 64, f->b->lkey);
 }
 
 /*
@@ -3459,13 +3472,21 @@ static bool sent_before_received(struct ibv_cq *scq, unsigned long i,
 
 static int pingpong(unsigned long n)
 {
-	bool writes = pingpong_writes();
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	bool writes = pingpong_is("write_imm");
 	unsigned long i, early = 0;
+	struct ibv_srq *srq = NULL;
+	struct vt_qp_opts rx = { 0 };
 	struct ibv_wc wc;
 	struct fx f;
 
 	vt_open(&D);
-	fx_init(&f, NULL);
+	if (pingpong_is("srq")) {
+		srq = ibv_create_srq(D.pd, &sa);
+		vt_assert(srq != NULL, "ibv_create_srq: %s", strerror(errno));
+		rx.srq = srq;
+	}
+	fx_init(&f, &rx);
 	for (i = 0; i < n; i++) {
 		int from = (int)(i & 1), to = !from;
 		/* both QPs write into b, each at its own place */
@@ -3474,7 +3495,7 @@ static int pingpong(unsigned long n)
 		if (i == n / 2)
 			halfway();
 
-		vt_recv(f.p.qp[to], i, BUF(f.b), 64, f.b->lkey);
+		pingpong_recv(&f, srq, to, i);
 		memcpy(BUF(f.a), &i, sizeof(i));
 		vt_send(f.p.qp[from], i, writes ? IBV_WR_RDMA_WRITE_WITH_IMM :
 			IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 8, f.a->lkey,
@@ -3488,6 +3509,8 @@ static int pingpong(unsigned long n)
 			early++;
 	}
 	fx_free(&f);
+	if (srq)
+		vt_assert(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
 	vt_close(&D);
 	printf("pingpong: %lu messages, %lu received before their sender's completion\n",
 	       n, early);

@@ -633,7 +633,7 @@ void ibvd_eng_sq_unclaim(struct ibvd_qp *qp)
  * Only on soft devices, where pairs are made: a wire transport's receive
  * path takes WQEs without claims.
  */
-static bool srq_claimed(const struct ibvd_qp *t)
+bool ibvd_eng_srq_claimed(const struct ibvd_qp *t)
 {
 	return t->srq && t->srq->srq_type == IBV_SRQT_BASIC &&
 	       t->srq->ctx->dev->kind == IBVD_DEV_SOFT;
@@ -656,7 +656,7 @@ int ibvd_eng_rq_claim(struct ibvd_qp *t)
 {
 	int ret;
 
-	if (!t->direct && !srq_claimed(t))
+	if (!t->direct && !ibvd_eng_srq_claimed(t))
 		return 0;
 	ret = ibvd_eng_claim_take(t);
 	if (ret == -EPROTO)
