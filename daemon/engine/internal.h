@@ -323,7 +323,8 @@ uint32_t ibvd_eng_wc_opcode(uint32_t wr_opcode);
  * in error must not hold the thread (and, through the objects lock, the
  * rest of the daemon).  0 when the queue is empty; -EAGAIN when more is
  * left, for another turn; the RQ's -EBUSY when it must wait: a direct
- * QP's library holds its claim (ring.h).
+ * QP's library holds its claim (ring.h), or a receive CQE of the QP's
+ * waits for its sender's completion (recv.c).
  */
 #define ENG_FLUSH_WQES		256u
 int ibvd_eng_flush_sq(struct ibvd_qp *qp);

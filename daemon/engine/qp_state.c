@@ -200,6 +200,9 @@ int ibvd_eng_flush_rq(struct ibvd_qp *qp)
 	int held, ret;
 
 	if (qp->srq) {
+		/* one of its CQEs waits (recv.c): it goes before LAST_WQE_REACHED */
+		if (ibvd_eng_recv_deferred(qp))
+			return -EBUSY;
 		flush_srq_taken(qp);
 		return 0;
 	}
