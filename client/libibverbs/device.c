@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
@@ -291,12 +293,36 @@ static int list_devices(const char *socket_path, struct ibv_device ***listp)
 	return ret;
 }
 
+/*
+ * The daemon holds a client's registered memory to its RLIMIT_MEMLOCK
+ * ("rlimit_memlock": "enforce", the default), as the kernel would: a
+ * limit of 32 KiB or less, the usual default, fails most registrations.
+ * Said once per process, as rdma-core says it; root is not held to it.
+ */
+#define SMALL_MEMLOCK	32768u
+
+static void warn_small_memlock(void)
+{
+	struct rlimit lim;
+
+	if (geteuid() == 0 || getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+		return;
+	if (lim.rlim_cur <= SMALL_MEMLOCK)
+		fprintf(stderr,
+			"libibverbs: Warning: RLIMIT_MEMLOCK is %llu bytes.\n"
+			"    This will severely limit memory registrations.\n",
+			(unsigned long long)lim.rlim_cur);
+}
+
 /* ---- exported verbs ---------------------------------------------------- */
 
 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
+	static pthread_once_t memlock_checked = PTHREAD_ONCE_INIT;
 	struct ibv_device **list = NULL;
 	int ret, n = 0;
+
+	pthread_once(&memlock_checked, warn_small_memlock);
 
 	/* As rdma-core: 0 devices, not the caller's garbage, on failure. */
 	if (num_devices)

@@ -5,6 +5,8 @@
 # (4096 pages) under an 8 MiB RLIMIT_MEMLOCK: refused with ENOMEM, then
 # accepted once the daemon ignores the rlimit, refused again for a uid
 # whose memlock quota is smaller, while another uid is not held to it.
+# The library warns of a limit of 32 KiB or less (seed 000's "typical
+# error messages").
 . "$(dirname "$0")/lib.sh"
 
 need_cmd prlimit
@@ -46,6 +48,22 @@ expect() {
 }
 
 mkdir -p "$O"
+check "the library warns of a RLIMIT_MEMLOCK of 32 KiB or less, once, as rdma-core does"
+write_conf enforce
+daemon_start -c "$conf"
+daemon_wait_ready
+need_cmd ibv_devinfo
+run_ours "$USER1" prlimit --memlock=32768 ibv_devinfo >"$O/devinfo-32k" 2>&1 ||
+	{ show ibv_devinfo "$O/devinfo-32k"; fail "ibv_devinfo under a 32 KiB RLIMIT_MEMLOCK"; }
+[ "$(grep -c '^libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes\.$' "$O/devinfo-32k")" = 1 ] ||
+	{ show ibv_devinfo "$O/devinfo-32k"; fail "no single RLIMIT_MEMLOCK warning at 32 KiB"; }
+expect_grep "hca_id:" "$O/devinfo-32k" "ibv_devinfo still lists the device"
+run_ours "$USER1" prlimit --memlock=65536 ibv_devinfo >"$O/devinfo-64k" 2>&1 ||
+	{ show ibv_devinfo "$O/devinfo-64k"; fail "ibv_devinfo under a 64 KiB RLIMIT_MEMLOCK"; }
+expect_no_grep "RLIMIT_MEMLOCK" "$O/devinfo-64k" "no warning at 64 KiB"
+ok "warned at 32 KiB, silent at 64 KiB"
+daemon_stop
+
 check "enforce: 16 MiB under an 8 MiB RLIMIT_MEMLOCK is refused"
 write_conf enforce
 daemon_start -c "$conf"
