@@ -375,7 +375,7 @@ END_TEST
 /*
  * A responder that gave no resources for READs and atomics (its
  * max_dest_rd_atomic 0) refuses them, as rxe does: REM_INV_REQ_ERR, and
- * nothing read or changed.  An application that forgot them fails here
+ * nothing read or changed; the responder's app gets IBV_EVENT_QP_REQ_ERR.  An application that forgot them fails here
  * as it would on hardware.
  */
 START_TEST(rc_no_responder_resources)
@@ -399,6 +399,9 @@ START_TEST(rc_no_responder_resources)
 	ck_assert_uint_eq(remote[0], 5);
 	vt_expect_byte(f.a->addr, 16, 0x11, "the requester's buffer");
 	ck_assert_int_eq(vt_qp_state(f.p.qp[1]), IBV_QPS_ERR);
+	/* the responder's app hears why its QP failed, as from rxe */
+	vt_expect_async(D.ctx, IBV_EVENT_QP_REQ_ERR, f.p.qp[1],
+			"responder without READ/atomic resources");
 	fx_free(&f);
 }
 END_TEST
@@ -1981,6 +1984,57 @@ START_TEST(qp_states)
 	vt_expect_state(qp, IBV_QPS_RESET, "after RESET");
 	ck_assert_int_eq(qp_step(qp, IBV_QPS_INIT, peer, 0), 0);
 	vt_expect_state(qp, IBV_QPS_INIT, "INIT after RESET");
+
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_qp(peer), 0);
+	rmcq(cq);
+}
+END_TEST
+
+/*
+ * An alternate path given at RTR -> RTS is kept and reported as given
+ * (there is no migration, as with rxe); a bad one is refused and the QP
+ * stays in RTR.
+ */
+START_TEST(qp_alt_path)
+{
+	int mask = IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_qp *qp = bare_qp(IBV_QPT_RC, cq), *peer = bare_qp(IBV_QPT_RC, cq);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a, q;
+
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_INIT, peer, 0), 0);
+	ck_assert_int_eq(qp_step(qp, IBV_QPS_RTR, peer, 0), 0);
+	qp_attrs(&a, IBV_QPS_RTS, peer);
+	a.alt_ah_attr.dlid = D.port.lid;
+	a.alt_ah_attr.sl = 3;
+	a.alt_ah_attr.port_num = D.port_num;
+	a.alt_port_num = D.port_num;
+	a.alt_pkey_index = 0;
+	a.alt_timeout = 17;
+	a.path_mig_state = IBV_MIG_REARM;
+
+	a.alt_port_num = 9;	/* no such port */
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, required_mask(IBV_QPT_RC, IBV_QPS_RTS) | mask),
+			 EINVAL);
+	a.alt_port_num = D.port_num;
+	a.path_mig_state = IBV_MIG_ARMED + 1;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, required_mask(IBV_QPT_RC, IBV_QPS_RTS) | mask),
+			 EINVAL);
+	vt_expect_state(qp, IBV_QPS_RTR, "after two bad alternate paths");
+
+	a.path_mig_state = IBV_MIG_REARM;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, required_mask(IBV_QPT_RC, IBV_QPS_RTS) | mask), 0);
+	memset(&q, 0, sizeof(q));
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_STATE | mask, &ia), 0);
+	ck_assert_int_eq(q.qp_state, IBV_QPS_RTS);
+	ck_assert_uint_eq(q.alt_ah_attr.dlid, D.port.lid);
+	ck_assert_uint_eq(q.alt_ah_attr.sl, 3);
+	ck_assert_uint_eq(q.alt_port_num, D.port_num);
+	ck_assert_uint_eq(q.alt_pkey_index, 0);
+	ck_assert_uint_eq(q.alt_timeout, 17);
+	ck_assert_int_eq(q.path_mig_state, IBV_MIG_REARM);
 
 	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
 	ck_assert_int_eq(ibv_destroy_qp(peer), 0);
@@ -5385,6 +5439,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "qp_state");
 	tcase_add_loop_test(tc, qp_states, 0, 3);
+	tcase_add_test(tc, qp_alt_path);
 	tcase_add_loop_test(tc, qp_missing_attr, 0, N(missing));
 	tcase_add_test(tc, qp_bad_transition);
 	tcase_add_loop_test(tc, qp_reset_purge, 0, 2);
