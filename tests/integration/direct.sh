@@ -226,15 +226,19 @@ fi
 
 # Events under load: perftest's -e sleeps on one channel for both CQs and
 # polls once per event, so one lost event hangs it and one extra event
-# makes it poll an empty CQ and drift until it hangs.  A few runs here;
-# scripts/events-soak runs many (DIRECT_EVENT_RUNS).
+# makes it poll an empty CQ and drift until it hangs, and an answer's
+# event before its SEND's fails it.  Every other run receives into an
+# SRQ.  A few runs here; scripts/events-soak runs many (DIRECT_EVENT_RUNS).
 if [ -x /usr/bin/ib_send_lat ]; then
 	runs=${DIRECT_EVENT_RUNS:-3}
-	check "Debian's ib_send_lat -e -n 1000, $runs runs"
+	check "Debian's ib_send_lat -e -n 1000, $runs runs, with and without --use-srq"
 	for i in $(seq "$runs"); do
-		debian_pair ib_send_lat -e -n 1000 >/dev/null || exit 1
+		srq=""
+		[ $((i % 2)) -eq 0 ] && srq=--use-srq
+		# shellcheck disable=SC2086 # $srq is zero or one word
+		debian_pair ib_send_lat -e -n 1000 $srq >/dev/null || exit 1
 	done
-	ok "$runs runs of 1,000 ping-pongs on events, none hung"
+	ok "$runs runs of 1,000 ping-pongs on events, none failed"
 fi
 
 # One-sided direct access (common/lease.h): WRITEs and READs into a peer's
