@@ -1167,7 +1167,8 @@ START_TEST(connect_ipv6)
 END_TEST
 
 /* The event parameters of the reference's table: a request carries the
- * client's depths crossed over, and its QP number. */
+ * client's depths crossed over, its QP number and flow control; a reply
+ * its own flow control. */
 START_TEST(connect_params)
 {
 	struct pair p;
@@ -1206,6 +1207,7 @@ START_TEST(connect_params)
 	cp.initiator_depth = (uint8_t)(a.max_qp_init_rd_atom >= 2 ? 2 : 1);
 	cp.retry_count = 5;
 	cp.rnr_retry_count = 6;
+	cp.flow_control = 1;
 	/* a length with no data sends none (rdma-core copies only both) */
 	cp.private_data_len = 10;
 	ck_ok(rdma_connect(p.client, &cp));
@@ -1214,6 +1216,7 @@ START_TEST(connect_params)
 	ck_assert_uint_eq(ev->param.conn.initiator_depth, cp.responder_resources);
 	ck_assert_uint_eq(ev->param.conn.qp_num, p.client->qp->qp_num);
 	ck_assert_uint_eq(ev->param.conn.rnr_retry_count, 6);
+	ck_assert_uint_eq(ev->param.conn.flow_control, 1);
 	ck_assert_uint_eq(ev->param.conn.private_data_len == 0 ||
 			  ev->param.conn.private_data_len == PDATA_REQ, 1);
 	p.server = ev->id;
@@ -1238,11 +1241,13 @@ START_TEST(connect_params)
 		cp.private_data = NULL;
 		cp.private_data_len = 10;	/* no data: none sent */
 	}
+	cp.flow_control = 0;	/* the REP's own, not the REQ's */
 	ck_ok(rdma_accept(p.server, &cp));
 	/* a REP carries no retry count: 0, as cma_set_rep_event_data leaves it */
 	ev = expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
 	ck_assert_uint_eq(ev->param.conn.retry_count, 0);
 	ck_assert_uint_eq(ev->param.conn.rnr_retry_count, 6);
+	ck_assert_uint_eq(ev->param.conn.flow_control, 0);
 	ck_ok(rdma_ack_cm_event(ev));
 	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
 	pair_send(p.client, p.server, "after the refused attempts");
