@@ -225,8 +225,8 @@
  *    completion may have come while it looked); the engine pushes the
  *    receive CQE of an RC or UC message only after its sender's
  *    completion, into a QP's own RQ or a basic SRQ (whose claim it keeps
- *    meanwhile, so its CQEs keep the order of its WQEs; XRC SRQs, fed
- *    without a claim, push at once).
+ *    meanwhile, so its CQEs keep the order of its WQEs; SRQs fed without
+ *    a claim, XRC ones and those of RoCE devices, push at once).
  *  - The engine stays the fallback.  A sender rings its doorbell, as
  *    before, when its channel has no pair, or when its app sleeps
  *    elsewhere than in ibv_get_cq_event; when it sleeps there, the

@@ -297,7 +297,8 @@ static int list_devices(const char *socket_path, struct ibv_device ***listp)
  * The daemon holds a client's registered memory to its RLIMIT_MEMLOCK
  * ("rlimit_memlock": "enforce", the default), as the kernel would: a
  * limit of 32 KiB or less, the usual default, fails most registrations.
- * Said once per process, as rdma-core says it; root is not held to it.
+ * Said once per process, as rdma-core says it, and not to root (euid 0),
+ * which as a rule has CAP_IPC_LOCK, which the daemon honours.
  */
 #define SMALL_MEMLOCK	32768u
 

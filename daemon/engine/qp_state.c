@@ -185,12 +185,23 @@ int ibvd_eng_flush_sq(struct ibvd_qp *qp)
 	return ret;
 }
 
-/* An SRQ's WQEs are not ours to flush, but the one we took for a message is. */
-static void flush_srq_taken(struct ibvd_qp *qp)
+/*
+ * An SRQ's WQEs are not ours to flush, but the one we took for a message
+ * is.  -EBUSY while a CQE of ours waits for its sender's completion
+ * (recv.c): it goes before LAST_WQE_REACHED.  It is held back under the
+ * SRQ's lock, so a delivery that took a WQE before we look here is seen.
+ */
+static int flush_srq_taken(struct ibvd_qp *qp)
 {
+	int ret = -EBUSY;
+
 	pthread_mutex_lock(&qp->srq->lock);
-	ibvd_eng_inbound_flush(qp, true);
+	if (!ibvd_eng_recv_deferred(qp)) {
+		ibvd_eng_inbound_flush(qp, true);
+		ret = 0;
+	}
 	pthread_mutex_unlock(&qp->srq->lock);
+	return ret;
 }
 
 int ibvd_eng_flush_rq(struct ibvd_qp *qp)
@@ -199,13 +210,8 @@ int ibvd_eng_flush_rq(struct ibvd_qp *qp)
 	int64_t n;
 	int held, ret;
 
-	if (qp->srq) {
-		/* one of its CQEs waits (recv.c): it goes before LAST_WQE_REACHED */
-		if (ibvd_eng_recv_deferred(qp))
-			return -EBUSY;
-		flush_srq_taken(qp);
-		return 0;
-	}
+	if (qp->srq)
+		return flush_srq_taken(qp);
 	if (!qp->rq.slots)
 		return 0;
 	/* A direct QP's library may be taking a WQE right now: later. */
