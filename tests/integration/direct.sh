@@ -281,17 +281,18 @@ expect_grep "^sigbus: the app's handler$" "$O/sigbus-app" "sigbus app"
 ok "killed by SIGBUS without a handler, the app's handler with one"
 
 N=20000
-# pingpong direct|engine [send|write_imm]: the engine turns $N ping-pong
-# SENDs (or RDMA WRITEs with immediate) cost.
+# pingpong direct|engine [send|write_imm|srq]: the engine turns $N
+# ping-pong SENDs (or RDMA WRITEs with immediate, or SENDs into an SRQ)
+# cost.  Its output is the count: what goes wrong goes to stderr.
 pingpong() {
 	local t0 t1 rings=1 op=${2:-send}
 	[ "$1" = engine ] && rings=0
 	t0=$(turns)
 	TMO=$((TMO * 3)) run_ours "$USER1" env DIRECT_RINGS=$rings DIRECT_PINGPONG="$op" \
 		"$HELPER" pingpong "$N" >"$O/pp-$1-$op" 2>&1 ||
-		{ show pingpong "$O/pp-$1-$op"; fail "pingpong ($1, $op) failed"; }
+		{ show pingpong "$O/pp-$1-$op" >&2; fail "pingpong ($1, $op) failed"; }
 	expect_grep "^pingpong: $N messages, 0 received before their sender's completion$" \
-		"$O/pp-$1-$op" "pingpong ($1, $op)"
+		"$O/pp-$1-$op" "pingpong ($1, $op)" >&2
 	t1=$(turns)
 	echo $((t1 - t0))
 }
