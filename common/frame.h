@@ -87,7 +87,7 @@ enum ibvd_msg_type {
 	IBVD_MSG_QP_DIRECT_LEAVE = 0x0458,	/* Handle -> Empty */
 	IBVD_MSG_QP_STAGING	= 0x0459,	/* Handle -> QpStagingReply */
 	IBVD_MSG_CREATE_SRQ	= 0x0460,	/* CreateSrq -> CreateSrqReply + 1 fd */
-	IBVD_MSG_MODIFY_SRQ	= 0x0461,	/* ModifySrq -> Empty */
+	IBVD_MSG_MODIFY_SRQ	= 0x0461,	/* ModifySrq -> CreateSrqReply */
 	IBVD_MSG_QUERY_SRQ	= 0x0462,	/* Handle -> SrqAttr */
 	IBVD_MSG_DESTROY_SRQ	= 0x0463,	/* Handle -> Empty */
 	IBVD_MSG_CREATE_AH	= 0x0470,	/* CreateAh -> CreateAhReply */

@@ -38,7 +38,9 @@
  * it.  A library that took the SRQ below the limit its owner armed rings
  * its QP's doorbell, and the engine raises the event.  Such a QP has no
  * RQ header to say it is in error: its library stops placing when its
- * SQ's says so.  XRC SRQs stay on the engine.
+ * SQ's says so.  While the SRQ is resized (its slots move), a library
+ * that takes the claim lets go at once and rings its doorbell
+ * (daemon/README.md, "Resizing an SRQ").  XRC SRQs stay on the engine.
  *
  * UD.  A UD QP has no peer until it sends, and may send to many; it
  * pairs with one: the first local UD QP it sends to that is free to pair

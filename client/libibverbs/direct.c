@@ -1767,6 +1767,19 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 }
 
 /*
+ * Under the claim, before anything under it is read: is the SRQ's slots
+ * moving (ibv_modify_srq)?  Then the engine places (its doorbell) until
+ * they have.  The resize sets the flag, then waits to see the claim free
+ * once: either it waits for us, or we see the flag (both sides
+ * sequentially consistent).  Acquire: a clear flag after a resize comes
+ * with the new slots.
+ */
+static bool srq_resizing(const struct recv_queue *q)
+{
+	return q->srq && __atomic_load_n(&q->srq->resizing, __ATOMIC_SEQ_CST);
+}
+
+/*
  * An SRQ we took from has dropped below the limit its owner armed: the
  * engine raises the event (it looks at the SRQ when our doorbell rings).
  */
@@ -1831,10 +1844,16 @@ static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	if (ibvd_observe(&d->in.ctl->produced) == start ||
 	    recv_stopped(qp, &p.q) || d->handed_at == start + 1)
 		return 0;
+	/* Sequentially consistent, against an SRQ's resize (srq_resizing). */
 	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
 					 IBVD_WQ_CLAIM_LIBRARY, false,
-					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 		return PLACED_BUSY;
+	if (srq_resizing(&p.q)) {
+		ibvd_publish(&rc->claim, IBVD_WQ_CLAIM_FREE);
+		ring_own(qp);
+		return PLACED_BUSY;
+	}
 	/* After the claim: the engine's CQEs made under it are below this. */
 	p.mark = ibvd_observe(&cq->ring.engine->tail);
 	p.consumed = ibvd_read_once(&d->in.ctl->consumed);

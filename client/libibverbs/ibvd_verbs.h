@@ -312,6 +312,13 @@ uint8_t *ibvc_arena_client_block(const struct ibvc_context *ictx, uint64_t off,
 int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
 		  const Ibvd__RingPlace *place, uint32_t nslots,
 		  uint32_t stride, uint32_t limit);
+/*
+ * A resized receive queue (an SRQ): its new slots, at place, whose headers
+ * must be where they were.  The caller holds wq->lock and the claim.
+ */
+int ibvc_wq_move_slots(struct ibvc_wq *wq, struct ibvc_context *ictx,
+		       const Ibvd__RingPlace *place, uint32_t nslots,
+		       uint32_t stride, uint32_t limit);
 void ibvc_wq_destroy(struct ibvc_wq *wq);
 /* After a reset the daemon may have rewound the counters: follow them. */
 void ibvc_wq_resync(struct ibvc_wq *wq);
@@ -672,6 +679,11 @@ struct ibvc_srq {
 	struct ibvc_wq rq;
 	uint32_t max_sge;
 	uint32_t async_delivered;		/* under srq.mutex */
+	/*
+	 * Atomic: its slots are moving (ibv_modify_srq, srq.c); a placer
+	 * that took the claim lets go at once (direct.c).
+	 */
+	bool resizing;
 };
 
 static inline struct ibvc_srq *to_ibvc_srq(struct ibv_srq *srq)

@@ -148,6 +148,22 @@ int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
 	return 0;
 }
 
+int ibvc_wq_move_slots(struct ibvc_wq *wq, struct ibvc_context *ictx,
+		       const Ibvd__RingPlace *place, uint32_t nslots,
+		       uint32_t stride, uint32_t limit)
+{
+	if (!ibvc_wq_geometry_ok(nslots, stride, IBVD_RECV_WQE_HDR) ||
+	    stride != wq->stride ||
+	    !place_ok(ictx, place, (uint64_t)nslots * stride, IBVD_ARENA_CLIENT) ||
+	    arena_at(ictx, place->engine) != (const uint8_t *)wq->engine ||
+	    arena_at(ictx, place->client) != (uint8_t *)wq->client)
+		return -EPROTO;
+	wq->slots = arena_at(ictx, place->slots);
+	wq->nslots = nslots;
+	wq->limit = limit < nslots ? limit : nslots;
+	return 0;
+}
+
 void ibvc_wq_destroy(struct ibvc_wq *wq)
 {
 	if (wq->slots)

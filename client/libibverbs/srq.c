@@ -7,7 +7,9 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ibvd_verbs.h"
@@ -199,20 +201,99 @@ struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,
 	return ret < 0 ? ibvc_null_ret(ret) : &srq->srq;
 }
 
+/*
+ * A resize moves the SRQ's slots (the daemon's verbs/srq.c) while its
+ * posting lock keeps our posters out, the objects lock the engine's
+ * passes, and `resizing` the placers of its direct QPs on any of our
+ * threads (direct.c, srq_resizing): set, then the claim word (ring.h)
+ * seen free once, so that no placer is still inside.  Each holds it for
+ * one placing at a time; one that does not let go within a second is
+ * not waited for.
+ */
+#define SRQ_CLAIM_WAIT_NS	1000000000ull
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int placers_out(struct ibvc_srq *srq)
+{
+	const uint32_t *claim = &srq->rq.client->claim;
+	uint64_t until = 0;
+
+	__atomic_store_n(&srq->resizing, true, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(claim, __ATOMIC_SEQ_CST) == IBVD_WQ_CLAIM_LIBRARY) {
+		if (!until)
+			until = now_ns() + SRQ_CLAIM_WAIT_NS;
+		else if (now_ns() > until)
+			return -EBUSY;
+		sched_yield();
+	}
+	return 0;
+}
+
+/* Release: a placer that sees the flag clear sees the new slots. */
+static void placers_in(struct ibvc_srq *srq)
+{
+	__atomic_store_n(&srq->resizing, false, __ATOMIC_RELEASE);
+}
+
+static int modify_on_daemon(struct ibvc_srq *srq,
+			    const struct ibv_srq_attr *attr, int mask)
+{
+	Ibvd__ModifySrq req = IBVD__MODIFY_SRQ__INIT;
+	Ibvd__CreateSrqReply *reply = NULL;
+	struct ibv_context *ctx = srq->srq.context;
+	int ret;
+
+	req.handle = srq->srq.handle;
+	req.attr_mask = (uint32_t)mask;
+	req.max_wr = attr->max_wr;
+	req.srq_limit = attr->srq_limit;
+	ret = ibvd_conn_call(ibvc_conn_of(ctx), IBVD_MSG_MODIFY_SRQ, &req.base,
+			     &ibvd__create_srq_reply__descriptor,
+			     (ProtobufCMessage **)&reply, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	if (mask & IBV_SRQ_MAX_WR)
+		ret = ibvc_wq_move_slots(&srq->rq, to_ibvc_context(ctx),
+					 reply->ring, reply->nslots,
+					 reply->stride, reply->max_wr);
+	ibvd__create_srq_reply__free_unpacked(reply, NULL);
+	return ret;
+}
+
+static int resize_srq(struct ibvc_srq *srq, const struct ibv_srq_attr *attr,
+		      int mask)
+{
+	int ret;
+
+	pthread_mutex_lock(&srq->rq.lock);
+	ret = placers_out(srq);
+	if (ret == 0)
+		ret = modify_on_daemon(srq, attr, mask);
+	placers_in(srq);
+	pthread_mutex_unlock(&srq->rq.lock);
+	return ret;
+}
+
 int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 		   int srq_attr_mask)
 {
-	Ibvd__ModifySrq req = IBVD__MODIFY_SRQ__INIT;
+	int ret;
 
 	if (!srq || !srq_attr)
 		return EINVAL;
-	req.handle = srq->handle;
-	req.attr_mask = (uint32_t)srq_attr_mask;
-	req.max_wr = srq_attr->max_wr;
-	req.srq_limit = srq_attr->srq_limit;
-	return ibvc_errno_ret(ibvd_conn_call(ibvc_conn_of(srq->context),
-					     IBVD_MSG_MODIFY_SRQ, &req.base,
-					     NULL, NULL, NULL, NULL));
+	if (srq_attr_mask & IBV_SRQ_MAX_WR)
+		ret = resize_srq(to_ibvc_srq(srq), srq_attr, srq_attr_mask);
+	else
+		ret = modify_on_daemon(to_ibvc_srq(srq), srq_attr,
+				       srq_attr_mask);
+	return ibvc_errno_ret(ret);
 }
 
 static int query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)

@@ -33,6 +33,7 @@ struct ibvd_context;
 struct ibvd_cq;
 struct ibvd_eng_rate;
 struct ibvd_qp;
+struct ibvd_srq;
 
 /*
  * What the engine tells the control side, called from engine threads with
@@ -121,6 +122,13 @@ void ibvd_engine_qp_kick(struct ibvd_qp *qp);
  * QP could not send), a dead peer to report, or a direct ring in use.
  */
 bool ibvd_engine_qp_rts_work(const struct ibvd_qp *qp);
+
+/*
+ * Is srq's claim word taken for every WQE (ring.h), so that the libraries
+ * of its direct QPs take from it too, and keep its head in its client
+ * header (direct_head)?  Basic SRQs of soft devices.
+ */
+bool ibvd_engine_srq_claimed(const struct ibvd_srq *srq);
 
 /* The RC/UC peer qp is connected to, if it is this daemon's and can receive. */
 struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp);

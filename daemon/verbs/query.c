@@ -62,13 +62,14 @@
  * What the engine implements: memory-window binds, LOCAL_INV and
  * SEND_WITH_INV (engine/mw.c) are MEM_MGT_EXTENSIONS; the ports count
  * Q_Key violations and (RoCE; a soft port has one P_Key and no way to
- * send another) P_Key ones.  Not SRQ_RESIZE: ibv_modify_srq(IBV_SRQ_MAX_WR)
- * is not supported.
+ * send another) P_Key ones; ibv_modify_srq(IBV_SRQ_MAX_WR) resizes
+ * (verbs/srq.c).
  */
 #define IBVD_DEVICE_CAP_FLAGS	(IBV_DEVICE_BAD_PKEY_CNTR |		\
 				 IBV_DEVICE_BAD_QKEY_CNTR |		\
 				 IBV_DEVICE_RC_RNR_NAK_GEN |		\
 				 IBV_DEVICE_SHUTDOWN_PORT |		\
+				 IBV_DEVICE_SRQ_RESIZE |		\
 				 IBV_DEVICE_PORT_ACTIVE_EVENT |		\
 				 IBV_DEVICE_SYS_IMAGE_GUID |		\
 				 IBV_DEVICE_MEM_WINDOW |		\

@@ -1,9 +1,10 @@
 /*
  * Shared receive queues: CREATE_SRQ, MODIFY_SRQ, QUERY_SRQ, DESTROY_SRQ.
  *
- * An SRQ is one work-queue ring (ring.h) of receive WQEs.  Its limit is
- * one-shot: MODIFY_SRQ with IBV_SRQ_LIMIT arms it, the engine disarms it
- * when it sends IBV_EVENT_SRQ_LIMIT_REACHED.
+ * An SRQ is one work-queue ring (ring.h) of receive WQEs; MODIFY_SRQ with
+ * IBV_SRQ_MAX_WR gives it new slots.  Its limit is one-shot: MODIFY_SRQ
+ * with IBV_SRQ_LIMIT arms it, the engine disarms it when it sends
+ * IBV_EVENT_SRQ_LIMIT_REACHED.
  *
  * An XRC SRQ also belongs to an XRC domain, completes on a CQ of its own
  * and has a daemon-wide number, which XRC senders name (xrc/qp.c and the
@@ -13,12 +14,14 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
 
 #include "barrier.h"
 #include "context.h"
+#include "engine/engine.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
 #include "verbs.h"
@@ -189,35 +192,155 @@ static struct ibvd_srq *call_srq(struct ibvd_call *call, uint32_t handle)
 	return srq;
 }
 
+/*
+ * The WQEs posted and not taken yet, [*head, *tail).  The tail is the
+ * library's, which holds its posting lock while it resizes; the head the
+ * engine's, unless the libraries of the SRQ's direct QPs take from it too
+ * (ibvd_engine_srq_claimed): then theirs, in the client header, which the
+ * engine only learns when it next takes the claim.  -EPROTO for counters
+ * a library could not have left.
+ */
+static int srq_posted(const struct ibvd_srq *srq, uint32_t *head,
+		      uint32_t *tail)
+{
+	const struct ibvd_wq_client *c = srq->ring.client_page;
+
+	*head = srq->head;
+	*tail = ibvd_read_once(&c->tail);
+	if (ibvd_engine_srq_claimed(srq)) {
+		uint32_t taken = ibvd_read_once(&c->direct_head);
+
+		if ((int32_t)(taken - *head) < 0)
+			return -EPROTO;
+		*head = taken;
+	}
+	return *tail - *head > srq->ring.nslots ? -EPROTO : 0;
+}
+
+/*
+ * Copy the posted WQEs to `to` at the same counter values, so that the
+ * engine's head, the claim's and the library's tail stay valid in the
+ * headers both rings share.  -EINVAL if they do not fit.  Objects lock
+ * held for writing (no engine pass runs), and srq->lock.
+ */
+static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to)
+{
+	const struct ibvd_ring *from = &srq->ring;
+	uint32_t head, tail, c;
+	int ret;
+
+	ret = srq_posted(srq, &head, &tail);
+	if (ret < 0)
+		return ret;
+	if (tail - head > to->nslots)
+		return -EINVAL;
+	for (c = head; c != tail; c++)
+		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * to->stride,
+		       from->slots + (size_t)(c & (from->nslots - 1)) * from->stride,
+		       from->stride);
+	return 0;
+}
+
+/*
+ * IBV_SRQ_MAX_WR: new slots, nslots of them; the headers stay (verbs.h's
+ * ibvd_ring_new_slots).  The library asking keeps its threads from
+ * posting to or placing into the old slots meanwhile, and points its SRQ
+ * at the new ones from the reply; the objects lock keeps the engine out
+ * while they move (no engine step keeps a claim past its end).
+ */
+static int srq_resize(struct ibvd_call *call, struct ibvd_srq *srq,
+		      uint32_t nslots)
+{
+	struct ibvd_ring fresh, old;
+	int ret;
+
+	if (nslots == srq->ring.nslots)
+		return 0;
+	ret = ibvd_ring_new_slots(srq->ctx, &srq->ring, nslots, &fresh);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "no room for %u WQEs", nslots);
+	ibvd_objects_write_lock();
+	pthread_mutex_lock(&srq->lock);
+	ret = srq_move(srq, &fresh);
+	if (ret == 0) {
+		old = srq->ring;
+		srq->ring = fresh;
+		srq->max_wr = nslots;
+	}
+	pthread_mutex_unlock(&srq->lock);
+	ibvd_objects_write_unlock();
+	ibvd_ring_free_slots(srq->ctx, ret == 0 ? &old : &fresh);
+	if (ret == -EPROTO)
+		return ibvd_call_error(call, ret, "SRQ %#x: its counters are broken",
+				       srq->handle);
+	if (ret < 0)
+		return ibvd_call_error(call, ret,
+				       "max_wr %u is less than the WQEs posted",
+				       nslots);
+	return 0;
+}
+
+/* Slots for a new max_wr and the limit armed after the call: checked first. */
+static int modify_args(struct ibvd_call *call, const Ibvd__ModifySrq *req,
+		       struct ibvd_srq *srq, uint32_t *nslots)
+{
+	struct ibvd_limits lim;
+	uint32_t limit;
+
+	if (req->attr_mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return ibvd_call_error(call, -EINVAL, "unknown attr_mask bits %#x",
+				       req->attr_mask);
+	*nslots = srq->ring.nslots;
+	if (req->attr_mask & IBV_SRQ_MAX_WR) {
+		ibvd_ctx_limits(srq->ctx, &lim);
+		if (req->max_wr < 1 || req->max_wr > lim.max_srq_wr)
+			return ibvd_call_error(call, -EINVAL,
+					       "max_wr %u outside 1..%u",
+					       req->max_wr, lim.max_srq_wr);
+		*nslots = ibvd_roundup_pow2(req->max_wr);
+	}
+	if (req->attr_mask & IBV_SRQ_LIMIT) {
+		limit = req->srq_limit;
+	} else {
+		pthread_mutex_lock(&srq->lock);
+		limit = srq->srq_limit;
+		pthread_mutex_unlock(&srq->lock);
+	}
+	/* an armed limit must be reachable: rxe refuses the same */
+	if (limit > *nslots)
+		return ibvd_call_error(call, -EINVAL, "srq_limit %u above max_wr %u",
+				       limit, *nslots);
+	return 0;
+}
+
+/*
+ * The reply is CREATE_SRQ's: after IBV_SRQ_MAX_WR the library takes the
+ * new slots from it.  Nothing changes on an error.
+ */
 int ibvd_req_modify_srq(struct ibvd_call *call)
 {
 	const Ibvd__ModifySrq *req = (const Ibvd__ModifySrq *)call->msg;
 	struct ibvd_srq *srq = call_srq(call, req->handle);
 	struct ibvd_wq_engine *ep;
+	uint32_t nslots = 0;
+	int ret;
 
 	if (!srq)
 		return -EINVAL;
-	if (req->attr_mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
-		return ibvd_call_error(call, -EINVAL, "unknown attr_mask bits %#x",
-				       req->attr_mask);
-	/*
-	 * A bigger ring would need a new place, which MODIFY_SRQ cannot
-	 * return; the device says so (no IBV_DEVICE_SRQ_RESIZE), and the
-	 * answer is a device's without it (mlx5's): EINVAL.
-	 */
-	if (req->attr_mask & IBV_SRQ_MAX_WR)
-		return ibvd_call_error(call, -EINVAL, "SRQs cannot be resized");
-	if (!(req->attr_mask & IBV_SRQ_LIMIT))
-		return 0;
-	if (req->srq_limit > srq->max_wr)
-		return ibvd_call_error(call, -EINVAL, "srq_limit %u above max_wr %u",
-				       req->srq_limit, srq->max_wr);
-	ep = srq->ring.engine_page;
-	pthread_mutex_lock(&srq->lock);
-	srq->srq_limit = req->srq_limit;
-	ibvd_write_once(&ep->srq_limit, req->srq_limit);
-	pthread_mutex_unlock(&srq->lock);
-	return 0;
+	ret = modify_args(call, req, srq, &nslots);
+	if (ret < 0)
+		return ret;
+	ret = srq_resize(call, srq, nslots);
+	if (ret < 0)
+		return ret;
+	if (req->attr_mask & IBV_SRQ_LIMIT) {
+		ep = srq->ring.engine_page;
+		pthread_mutex_lock(&srq->lock);
+		srq->srq_limit = req->srq_limit;
+		ibvd_write_once(&ep->srq_limit, req->srq_limit);
+		pthread_mutex_unlock(&srq->lock);
+	}
+	return reply_srq(call, srq);
 }
 
 int ibvd_req_query_srq(struct ibvd_call *call)

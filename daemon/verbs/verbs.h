@@ -127,6 +127,16 @@ int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
 		    uint32_t nslots, uint32_t stride, bool engine_slots);
 /* Give r's blocks back to its arena and its bytes to ctx's budget. */
 void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r);
+/*
+ * Resizing a ring moves only its slots: its headers, whose words the
+ * client and the engine hold on to, stay.  ibvd_ring_new_slots makes *to
+ * a copy of r with nslots new zeroed slots in the same half, charged to
+ * ctx; whichever of the two is left over goes with ibvd_ring_free_slots
+ * (its slots and its charge, never the headers).
+ */
+int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
+			uint32_t nslots, struct ibvd_ring *to);
+void ibvd_ring_free_slots(struct ibvd_context *ctx, struct ibvd_ring *r);
 /* Where r lies, for a create reply. */
 void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place);
 /* ctx's ring arena, made at OPEN_DEVICE (*ret_fd for the reply) and

@@ -3404,18 +3404,35 @@ START_TEST(srq_limit)
 	mr = vt_reg(D.pd, 16 * 256, VT_ACCESS_ALL);
 	for (i = 0; i < 8; i++)
 		vt_srq_recv(srq, (uint64_t)i, BUF(mr) + i * 256, 256, mr->lkey);
-	/* no IBV_DEVICE_SRQ_RESIZE: a new size is refused as mlx5 does */
+	/*
+	 * IBV_DEVICE_SRQ_RESIZE: a size below the 8 posted is refused, a
+	 * bigger one taken (max_wr 32), the posted WQEs kept in their order.
+	 */
+	ck_assert(D.attr.device_cap_flags & IBV_DEVICE_SRQ_RESIZE);
 	memset(&attr, 0, sizeof(attr));
-	attr.max_wr = 32;
+	attr.max_wr = 4;
 	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
+	attr.max_wr = 0;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
+	attr.max_wr = D.attr.max_srq_wr + 1;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+	ck_assert_uint_ge(attr.max_wr, 16);
+	ck_assert_uint_lt(attr.max_wr, 32);
+	attr.max_wr = 32;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
 	memset(&attr, 0, sizeof(attr));
 	attr.srq_limit = 4;
 	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+	/* not below the armed limit */
+	attr.max_wr = 2;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
 	memset(&attr, 0, sizeof(attr));
 	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
 	ck_assert_uint_eq(attr.srq_limit, 4);
-	ck_assert_uint_ge(attr.max_wr, 16);
-	ck_assert_uint_lt(attr.max_wr, 32);
+	ck_assert_uint_ge(attr.max_wr, 32);
+	ck_assert_uint_lt(attr.max_wr, 64);
 
 	/* 8 -> 4 posted: not below the limit yet. */
 	for (i = 0; i < 4; i++)

@@ -2792,6 +2792,210 @@ START_TEST(srq_sleeping_receiver)
 }
 END_TEST
 
+/*
+ * ibv_modify_srq(IBV_SRQ_MAX_WR) moves the SRQ's WQEs to new slots: those
+ * posted before are taken after it, in order, by the libraries placing
+ * from the rings; a size below what is posted is refused, and changes
+ * nothing.
+ */
+START_TEST(srq_resized)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	struct vt_qp_opts rx = { .srq = srq };
+	struct ibv_srq_attr attr = { .max_wr = 64 };
+	struct ibv_mr *a, *b;
+	struct vt_pair p[2];
+	unsigned int i;
+
+	ck_assert_ptr_nonnull(srq);
+	vt_pair2(&p[0], &D, &DEF, &rx, 256);
+	vt_pair2(&p[1], &D, &DEF, &rx, 256);
+	a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 64 * SRQ_SLOT, VT_ACCESS_ALL);
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "pairs on an SRQ have %d transit ring mappings",
+		  vt_transit_maps());
+	srq_post(srq, b, 0, 12);
+	for (i = 0; i < 4; i++)
+		srq_one(&p[i % 2], a, b, i, 64 + 13 * i);
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+	ck_assert_uint_ge(attr.max_wr, 64);
+	for (i = 4; i < 12; i++)
+		srq_one(&p[i % 2], a, b, i, 64 + 13 * i);
+	/* 52 posted: room for them only in the new slots */
+	srq_post(srq, b, 12, 64);
+	attr.max_wr = 32;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
+	for (i = 12; i < 44; i++)
+		srq_one(&p[i % 2], a, b, i, 100 + i);
+	/* 20 posted: it shrinks */
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+	ck_assert_uint_eq(attr.max_wr, 32);
+	for (i = 44; i < 64; i++)
+		srq_one(&p[i % 2], a, b, i, 100 + i);
+	/*
+	 * A head in the SRQ's client header that no library could have
+	 * written (past the tail) is refused: the counters are broken.
+	 */
+	{
+		struct ibvd_wq_client *c = to_ibvc_srq(srq)->rq.client;
+		uint32_t head = __atomic_load_n(&c->direct_head,
+						__ATOMIC_ACQUIRE);
+
+		/* all 64 taken, and the head says so (engine or library) */
+		ck_assert_uint_eq(head, 64);
+		ck_assert_uint_eq(__atomic_load_n(&c->tail, __ATOMIC_ACQUIRE),
+				  64);
+		__atomic_store_n(&c->direct_head, head + 1000, __ATOMIC_RELEASE);
+		attr.max_wr = 64;
+		ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR),
+				 EPROTO);
+		__atomic_store_n(&c->direct_head, head, __ATOMIC_RELEASE);
+		ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+	}
+	vt_expect_none(p[0].rcq[1], QUIET_MS, "nothing more");
+	vt_expect_none(p[1].rcq[1], QUIET_MS, "nothing more");
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p[0]);
+	vt_pair_free(&p[1]);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+}
+END_TEST
+
+/*
+ * An SRQ resized over and over while SENDs stream into it: a sender
+ * thread, a receiver thread that polls and posts again, each message
+ * checked for its place in the order and its bytes.
+ */
+#define RESIZE_MSGS	20000u
+#define RESIZE_POSTED	16u
+
+struct resize_stream {
+	struct vt_pair *p;
+	struct ibv_srq *srq;
+	struct ibv_mr *a, *b;
+	char err[160];
+	bool done;			/* atomic: the receiver is through */
+};
+
+static void *resize_sender(void *arg)
+{
+	struct resize_stream *r = arg;
+	struct ibv_wc wc[16];
+	unsigned int i, outstanding = 0;
+	int n, k;
+
+	for (i = 0; i < RESIZE_MSGS || outstanding; ) {
+		/* a receiver that gave up leaves our last SENDs waiting */
+		if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && r->err[0])
+			return NULL;
+		if (i < RESIZE_MSGS && outstanding < 64) {
+			uint8_t *slot = BUF(r->a) + (size_t)(i % 64) * 64;
+
+			memcpy(slot, &i, sizeof(i));
+			if (vt_post(r->p->qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+				    slot, 64, r->a->lkey, 0, 0) != 0) {
+				snprintf(r->err, sizeof(r->err), "post %u", i);
+				return NULL;
+			}
+			i++;
+			outstanding++;
+		}
+		n = ibv_poll_cq(r->p->scq[0], 16, wc);
+		for (k = 0; k < n; k++) {
+			if (wc[k].status != IBV_WC_SUCCESS) {
+				snprintf(r->err, sizeof(r->err), "send %llu: %s",
+					 (unsigned long long)wc[k].wr_id,
+					 vt_status(wc[k].status));
+				return NULL;
+			}
+			outstanding--;
+		}
+	}
+	return NULL;
+}
+
+static void *resize_receiver(void *arg)
+{
+	struct resize_stream *r = arg;
+	uint32_t next = 0, posted = RESIZE_POSTED, got;
+	long deadline = vt_now_ms() + 3L * vt_tmo_ms();
+	struct ibv_wc wc;
+	int n;
+
+	while (next < RESIZE_MSGS && vt_now_ms() < deadline) {
+		n = ibv_poll_cq(r->p->rcq[1], 1, &wc);
+		if (n <= 0)
+			continue;
+		memcpy(&got, BUF(r->b) + (size_t)(wc.wr_id % RESIZE_POSTED) *
+		       SRQ_SLOT, sizeof(got));
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != next ||
+		    got != next) {
+			snprintf(r->err, sizeof(r->err),
+				 "receive %u: %s, WQE %llu, message %u", next,
+				 vt_status(wc.status),
+				 (unsigned long long)wc.wr_id, got);
+			break;
+		}
+		next++;
+		if (posted < RESIZE_MSGS) {
+			vt_srq_recv(r->srq, posted, BUF(r->b) + (size_t)
+				    (posted % RESIZE_POSTED) * SRQ_SLOT,
+				    SRQ_SLOT, r->b->lkey);
+			posted++;
+		}
+	}
+	if (next < RESIZE_MSGS && !r->err[0])
+		snprintf(r->err, sizeof(r->err), "%u of %u received", next,
+			 RESIZE_MSGS);
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+START_TEST(srq_resized_while_streaming)
+{
+	static const uint32_t max_wr[] = { 16, 64, 32, 128, 16, 256 };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	struct vt_qp_opts rx = { .srq = srq };
+	struct resize_stream r = { 0 };
+	struct ibv_srq_attr attr;
+	struct vt_pair p;
+	pthread_t tx, rxt;
+	unsigned int resizes = 0;
+
+	ck_assert_ptr_nonnull(srq);
+	vt_pair2(&p, &D, &DEF, &rx, 256);
+	r.p = &p;
+	r.srq = srq;
+	r.a = vt_reg(D.pd, 64 * 64, VT_ACCESS_ALL);
+	r.b = vt_reg(D.pd, RESIZE_POSTED * SRQ_SLOT, VT_ACCESS_ALL);
+	srq_post(srq, r.b, 0, RESIZE_POSTED);
+	ck_assert_int_eq(pthread_create(&rxt, NULL, resize_receiver, &r), 0);
+	ck_assert_int_eq(pthread_create(&tx, NULL, resize_sender, &r), 0);
+	while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
+		memset(&attr, 0, sizeof(attr));
+		attr.max_wr = max_wr[resizes % (sizeof(max_wr) / sizeof(max_wr[0]))];
+		ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+		resizes++;
+	}
+	pthread_join(rxt, NULL);
+	pthread_join(tx, NULL);
+	ck_assert_msg(!r.err[0], "%s (after %u resizes)", r.err, resizes);
+	ck_assert_uint_gt(resizes, 10);
+	vt_dereg(r.a);
+	vt_dereg(r.b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+}
+END_TEST
+
 /* ---- errors, which the engine makes ------------------------------------ */
 
 /* Longer than the receive WQE: the responder's length error. */
@@ -3815,6 +4019,8 @@ static Suite *direct_suite(void)
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_shared);
 	tcase_add_test(tc, srq_sleeping_receiver);
+	tcase_add_test(tc, srq_resized);
+	tcase_add_test(tc, srq_resized_while_streaming);
 	return s;
 }
 

@@ -318,6 +318,17 @@ START_TEST(route_by_srqn)
 	ck_assert_uint_eq(wc.src_qp, ini->qp_num);
 	vt_expect_pat(r2->addr, 64, 0, 2, "SRQ 2's buffer");
 	vt_expect_none(c1, 50, "SRQ 1 untouched");
+	/* resized, SRQ 1 keeps its number and the receive posted to it */
+	{
+		struct ibv_srq_attr ra = { .max_wr = 100 };
+		uint32_t before = srqn(s1);
+
+		ck_assert_int_eq(ibv_modify_srq(s1, &ra, IBV_SRQ_MAX_WR), 0);
+		memset(&ra, 0, sizeof(ra));
+		ck_assert_int_eq(ibv_query_srq(s1, &ra), 0);
+		ck_assert_uint_ge(ra.max_wr, 100);
+		ck_assert_uint_eq(srqn(s1), before);
+	}
 	vt_fill(s->addr, 64, 0, 1);
 	ck_assert_int_eq(xpost(ini, 1, IBV_WR_SEND_WITH_IMM, s, 64, srqn(s1), 0, 0), 0);
 	vt_expect_ok(sc, &wc, 1, IBV_WC_SEND, "send to SRQ 1");

@@ -633,10 +633,15 @@ void ibvd_eng_sq_unclaim(struct ibvd_qp *qp)
  * Only on soft devices, where pairs are made: a wire transport's receive
  * path takes WQEs without claims.
  */
+bool ibvd_engine_srq_claimed(const struct ibvd_srq *srq)
+{
+	return srq->srq_type == IBV_SRQT_BASIC &&
+	       srq->ctx->dev->kind == IBVD_DEV_SOFT;
+}
+
 bool ibvd_eng_srq_claimed(const struct ibvd_qp *t)
 {
-	return t->srq && t->srq->srq_type == IBV_SRQT_BASIC &&
-	       t->srq->ctx->dev->kind == IBVD_DEV_SOFT;
+	return t->srq && ibvd_engine_srq_claimed(t->srq);
 }
 
 /* A head the library could not have written: its queue is broken. */

@@ -122,6 +122,38 @@ void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r)
 	memset(r, 0, sizeof(*r));
 }
 
+int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
+			uint32_t nslots, struct ibvd_ring *to)
+{
+	enum ibvd_arena_half h = r->slots_off >= IBVD_ARENA_CLIENT ?
+				 IBVD_HALF_CLIENT : IBVD_HALF_ENGINE;
+	size_t charge = ibvd_ring_charge(nslots, r->stride);
+	int ret;
+
+	if (charge == SIZE_MAX)
+		return -ENOMEM;
+	ret = ibvd_ctx_ring_charge(ctx, charge);
+	if (ret < 0)
+		return ret;
+	*to = *r;
+	ret = ibvd_arena_alloc(r->arena, h, (size_t)nslots * r->stride,
+			       &to->slots_off);
+	if (ret < 0) {
+		ibvd_ctx_ring_uncharge(ctx, charge);
+		return ret;
+	}
+	to->nslots = nslots;
+	ring_point(to);
+	return 0;
+}
+
+void ibvd_ring_free_slots(struct ibvd_context *ctx, struct ibvd_ring *r)
+{
+	ibvd_ctx_ring_uncharge(ctx, ibvd_ring_charge(r->nslots, r->stride));
+	ibvd_arena_free(r->arena, r->slots_off, (size_t)r->nslots * r->stride);
+	r->slots = NULL;
+}
+
 void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place)
 {
 	ibvd__ring_place__init(place);
