@@ -314,7 +314,8 @@ int ibvc_wq_setup(struct ibvc_wq *wq, struct ibvc_context *ictx,
 		  uint32_t stride, uint32_t limit);
 /*
  * A resized receive queue (an SRQ): its new slots, at place, whose headers
- * must be where they were.  The caller holds wq->lock and the claim.
+ * must be where they were.  The caller holds wq->lock and keeps the
+ * placers out (srq.c).
  */
 int ibvc_wq_move_slots(struct ibvc_wq *wq, struct ibvc_context *ictx,
 		       const Ibvd__RingPlace *place, uint32_t nslots,

@@ -208,7 +208,7 @@ struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,
  * threads (direct.c, srq_resizing): set, then the claim word (ring.h)
  * seen free once, so that no placer is still inside.  Each holds it for
  * one placing at a time; one that does not let go within a second is
- * not waited for.
+ * not waited for (EBUSY, nothing done).
  */
 #define SRQ_CLAIM_WAIT_NS	1000000000ull
 
@@ -267,6 +267,36 @@ static int modify_on_daemon(struct ibvc_srq *srq,
 	return ret;
 }
 
+/* QUERY_SRQ: its attributes, and where its slots are. */
+static int query_on_daemon(struct ibv_srq *srq, Ibvd__SrqAttr **reply)
+{
+	Ibvd__Handle req = IBVD__HANDLE__INIT;
+
+	req.handle = srq->handle;
+	return ibvd_conn_call(ibvc_conn_of(srq->context), IBVD_MSG_QUERY_SRQ,
+			      &req.base, &ibvd__srq_attr__descriptor,
+			      (ProtobufCMessage **)reply, NULL, NULL);
+}
+
+/*
+ * A resize that failed after it was sent may still have been done (its
+ * answer lost, late, or not one we could follow): go where the daemon
+ * says the slots are now.
+ */
+static int follow_slots(struct ibvc_srq *srq)
+{
+	Ibvd__SrqAttr *a = NULL;
+	int ret;
+
+	ret = query_on_daemon(&srq->srq, &a);
+	if (ret < 0)
+		return ret;
+	ret = ibvc_wq_move_slots(&srq->rq, to_ibvc_context(srq->srq.context),
+				 a->ring, a->nslots, a->stride, a->max_wr);
+	ibvd__srq_attr__free_unpacked(a, NULL);
+	return ret;
+}
+
 static int resize_srq(struct ibvc_srq *srq, const struct ibv_srq_attr *attr,
 		      int mask)
 {
@@ -274,9 +304,19 @@ static int resize_srq(struct ibvc_srq *srq, const struct ibv_srq_attr *attr,
 
 	pthread_mutex_lock(&srq->rq.lock);
 	ret = placers_out(srq);
-	if (ret == 0)
+	if (ret == 0) {
 		ret = modify_on_daemon(srq, attr, mask);
+		/*
+		 * Not knowing where its slots are, the SRQ is left to the
+		 * engine: no more posts, and the placers kept out for good.
+		 */
+		if (ret < 0 && follow_slots(srq) < 0) {
+			srq->rq.limit = 0;
+			goto out;
+		}
+	}
 	placers_in(srq);
+out:
 	pthread_mutex_unlock(&srq->rq.lock);
 	return ret;
 }
@@ -298,14 +338,10 @@ int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 
 static int query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 {
-	Ibvd__Handle req = IBVD__HANDLE__INIT;
 	Ibvd__SrqAttr *reply = NULL;
 	int ret;
 
-	req.handle = srq->handle;
-	ret = ibvd_conn_call(ibvc_conn_of(srq->context), IBVD_MSG_QUERY_SRQ,
-			     &req.base, &ibvd__srq_attr__descriptor,
-			     (ProtobufCMessage **)&reply, NULL, NULL);
+	ret = query_on_daemon(srq, &reply);
 	if (ret < 0)
 		return ret;
 	srq_attr->max_wr = reply->max_wr;

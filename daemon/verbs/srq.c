@@ -280,36 +280,43 @@ static int srq_resize(struct ibvd_call *call, struct ibvd_srq *srq,
 	return 0;
 }
 
-/* Slots for a new max_wr and the limit armed after the call: checked first. */
+/*
+ * The checks rxe makes, all against the SRQ as it is before the call: not
+ * in error; max_wr within the device's and not below an armed limit;
+ * a new limit not above max_wr.  *nslots: the slots for the new max_wr.
+ */
 static int modify_args(struct ibvd_call *call, const Ibvd__ModifySrq *req,
 		       struct ibvd_srq *srq, uint32_t *nslots)
 {
+	const struct ibvd_wq_engine *ep = srq->ring.engine_page;
 	struct ibvd_limits lim;
-	uint32_t limit;
+	uint32_t armed;
 
+	*nslots = srq->ring.nslots;
 	if (req->attr_mask & ~(uint32_t)(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
 		return ibvd_call_error(call, -EINVAL, "unknown attr_mask bits %#x",
 				       req->attr_mask);
-	*nslots = srq->ring.nslots;
+	if (ibvd_read_once(&ep->error))
+		return ibvd_call_error(call, -EINVAL, "SRQ %#x is in error",
+				       srq->handle);
+	pthread_mutex_lock(&srq->lock);
+	armed = srq->srq_limit;
+	pthread_mutex_unlock(&srq->lock);
 	if (req->attr_mask & IBV_SRQ_MAX_WR) {
 		ibvd_ctx_limits(srq->ctx, &lim);
 		if (req->max_wr < 1 || req->max_wr > lim.max_srq_wr)
 			return ibvd_call_error(call, -EINVAL,
 					       "max_wr %u outside 1..%u",
 					       req->max_wr, lim.max_srq_wr);
+		if (armed && req->max_wr < armed)
+			return ibvd_call_error(call, -EINVAL,
+					       "max_wr %u below the armed limit %u",
+					       req->max_wr, armed);
 		*nslots = ibvd_roundup_pow2(req->max_wr);
 	}
-	if (req->attr_mask & IBV_SRQ_LIMIT) {
-		limit = req->srq_limit;
-	} else {
-		pthread_mutex_lock(&srq->lock);
-		limit = srq->srq_limit;
-		pthread_mutex_unlock(&srq->lock);
-	}
-	/* an armed limit must be reachable: rxe refuses the same */
-	if (limit > *nslots)
+	if ((req->attr_mask & IBV_SRQ_LIMIT) && req->srq_limit > srq->max_wr)
 		return ibvd_call_error(call, -EINVAL, "srq_limit %u above max_wr %u",
-				       limit, *nslots);
+				       req->srq_limit, srq->max_wr);
 	return 0;
 }
 
@@ -348,11 +355,16 @@ int ibvd_req_query_srq(struct ibvd_call *call)
 	const Ibvd__Handle *req = (const Ibvd__Handle *)call->msg;
 	struct ibvd_srq *srq = call_srq(call, req->handle);
 	Ibvd__SrqAttr attr = IBVD__SRQ_ATTR__INIT;
+	Ibvd__RingPlace place;
 
 	if (!srq)
 		return -EINVAL;
 	attr.max_wr = srq->max_wr;
 	attr.max_sge = srq->max_sge;
+	attr.nslots = srq->ring.nslots;
+	attr.stride = srq->ring.stride;
+	ibvd_ring_place(&srq->ring, &place);
+	attr.ring = &place;
 	pthread_mutex_lock(&srq->lock);
 	attr.srq_limit = srq->srq_limit;	/* 0 once the event fired */
 	pthread_mutex_unlock(&srq->lock);

@@ -130,9 +130,9 @@ void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r);
 /*
  * Resizing a ring moves only its slots: its headers, whose words the
  * client and the engine hold on to, stay.  ibvd_ring_new_slots makes *to
- * a copy of r with nslots new zeroed slots in the same half, charged to
- * ctx; whichever of the two is left over goes with ibvd_ring_free_slots
- * (its slots and its charge, never the headers).
+ * a copy of r with nslots new zeroed slots in the same half, their bytes
+ * charged to ctx; whichever of the two is left over goes with
+ * ibvd_ring_free_slots (its slots and their charge, never the headers).
  */
 int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
 			uint32_t nslots, struct ibvd_ring *to);

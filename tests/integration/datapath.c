@@ -3422,12 +3422,18 @@ START_TEST(srq_limit)
 	ck_assert_uint_lt(attr.max_wr, 32);
 	attr.max_wr = 32;
 	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+	/* not below an armed limit (12), though room for the 8 posted */
+	memset(&attr, 0, sizeof(attr));
+	attr.srq_limit = 12;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
+	attr.max_wr = 10;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
+	/* a limit above max_wr (32) */
+	attr.srq_limit = 33;
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), EINVAL);
 	memset(&attr, 0, sizeof(attr));
 	attr.srq_limit = 4;
 	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), 0);
-	/* not below the armed limit */
-	attr.max_wr = 2;
-	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
 	memset(&attr, 0, sizeof(attr));
 	ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
 	ck_assert_uint_eq(attr.srq_limit, 4);

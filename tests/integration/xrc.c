@@ -318,16 +318,18 @@ START_TEST(route_by_srqn)
 	ck_assert_uint_eq(wc.src_qp, ini->qp_num);
 	vt_expect_pat(r2->addr, 64, 0, 2, "SRQ 2's buffer");
 	vt_expect_none(c1, 50, "SRQ 1 untouched");
-	/* resized, SRQ 1 keeps its number and the receive posted to it */
+	/*
+	 * Resized, SRQ 1 keeps the receive posted to it, takes one posted
+	 * after, and its number still routes.
+	 */
 	{
 		struct ibv_srq_attr ra = { .max_wr = 100 };
-		uint32_t before = srqn(s1);
 
 		ck_assert_int_eq(ibv_modify_srq(s1, &ra, IBV_SRQ_MAX_WR), 0);
 		memset(&ra, 0, sizeof(ra));
 		ck_assert_int_eq(ibv_query_srq(s1, &ra), 0);
 		ck_assert_uint_ge(ra.max_wr, 100);
-		ck_assert_uint_eq(srqn(s1), before);
+		vt_srq_recv(s1, 12, (uint8_t *)r1->addr + 2048, 2048, r1->lkey);
 	}
 	vt_fill(s->addr, 64, 0, 1);
 	ck_assert_int_eq(xpost(ini, 1, IBV_WR_SEND_WITH_IMM, s, 64, srqn(s1), 0, 0), 0);
@@ -335,6 +337,11 @@ START_TEST(route_by_srqn)
 	vt_expect_ok(c1, &wc, 11, IBV_WC_RECV, "SRQ 1's CQ");
 	ck_assert(wc.wc_flags & IBV_WC_WITH_IMM);
 	vt_expect_pat(r1->addr, 64, 0, 1, "SRQ 1's buffer");
+	vt_fill(s->addr, 32, 0, 3);
+	ck_assert_int_eq(xpost(ini, 3, IBV_WR_SEND, s, 32, srqn(s1), 0, 0), 0);
+	vt_expect_ok(sc, &wc, 3, IBV_WC_SEND, "second send to SRQ 1");
+	vt_expect_ok(c1, &wc, 12, IBV_WC_RECV, "the receive posted after");
+	vt_expect_pat((uint8_t *)r1->addr + 2048, 32, 0, 3, "its buffer");
 
 	ck_assert_int_eq(ibv_destroy_qp(ini), 0);
 	ck_assert_int_eq(ibv_destroy_qp(tgt), 0);

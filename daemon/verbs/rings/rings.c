@@ -122,12 +122,20 @@ void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* The part of a ring's charge its slots make (its headers make the rest). */
+static size_t slots_charge(uint32_t nslots, uint32_t stride)
+{
+	size_t charge = ibvd_ring_charge(nslots, stride);
+
+	return charge == SIZE_MAX ? charge : charge - 2 * IBVD_RING_HDR;
+}
+
 int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
 			uint32_t nslots, struct ibvd_ring *to)
 {
 	enum ibvd_arena_half h = r->slots_off >= IBVD_ARENA_CLIENT ?
 				 IBVD_HALF_CLIENT : IBVD_HALF_ENGINE;
-	size_t charge = ibvd_ring_charge(nslots, r->stride);
+	size_t charge = slots_charge(nslots, r->stride);
 	int ret;
 
 	if (charge == SIZE_MAX)
@@ -149,7 +157,7 @@ int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
 
 void ibvd_ring_free_slots(struct ibvd_context *ctx, struct ibvd_ring *r)
 {
-	ibvd_ctx_ring_uncharge(ctx, ibvd_ring_charge(r->nslots, r->stride));
+	ibvd_ctx_ring_uncharge(ctx, slots_charge(r->nslots, r->stride));
 	ibvd_arena_free(r->arena, r->slots_off, (size_t)r->nslots * r->stride);
 	r->slots = NULL;
 }
