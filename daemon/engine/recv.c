@@ -115,14 +115,15 @@ static void push_now(struct ibvd_qp *target, struct ibvd_cqe *cqe,
  * apps count on it: perftest's -e polls the send CQ once per event, on a
  * channel it shares with the receive CQ, and fails if the answer's event
  * comes first.  With the engine preempted between the two pushes (a busy
- * host), an answer through the transit rings did.  So the engine thread
- * carrying an RC or UC message holds its receive CQE until the sender's
- * side is written (ibvd_eng_recv_defer_begin/end).  The order of a
- * queue's CQEs stays that of its WQEs: a QP's own RQ has one sender, and
- * the claim of an SRQ that takes one for every message (soft basic SRQs)
- * is kept until its CQE is out, so no other engine thread or library
- * takes from it meanwhile; other SRQs, fed by several threads at once
- * without a claim, push at once.  The RQ is not flushed while one waits
+ * host), an answer through the transit rings did; ib_send_lat -c UD -e
+ * through the engine the same.  So the engine thread carrying a message
+ * holds its receive CQE until the sender's side is written
+ * (ibvd_eng_recv_defer_begin/end).  The order of a queue's CQEs stays
+ * that of its WQEs: an RC or UC QP's own RQ has one sender, and the claim
+ * of a queue that takes one for every message (soft basic SRQs, soft UD
+ * QPs' RQs) is kept until its CQE is out, so no other engine thread or
+ * library takes from it meanwhile; other queues, fed by several threads
+ * at once without a claim (RoCE devices'), push at once.  The RQ is not flushed while one waits
  * (ibvd_eng_flush_rq): its flushed WQEs would complete before it.
  */
 #define DEFERRED_MAX	2
@@ -180,10 +181,11 @@ bool ibvd_eng_recv_keep_claim(struct ibvd_qp *t)
 	return false;
 }
 
-/* A connected sender's message: one answer may follow it. */
+/* A message one answer may follow: a connected sender's, or a datagram. */
 static bool defers_for(const struct ibvd_qp *src)
 {
-	return src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC;
+	return src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC ||
+	       src->qp_type == IBV_QPT_UD;
 }
 
 void ibvd_eng_recv_defer_begin(const struct ibvd_qp *src)
@@ -198,10 +200,16 @@ void ibvd_eng_recv_defer_end(const struct ibvd_qp *src)
 		deferred_flush();
 }
 
-/* Can target's CQE wait without passing another of its queue's? */
+/*
+ * Can target's CQE wait without passing another of its queue's?  An RC or
+ * UC QP's own RQ has one sender; other queues, fed by several engine
+ * threads, only when their claim is taken for every message.
+ */
 static bool may_wait(const struct ibvd_qp *target)
 {
-	return !target->srq || ibvd_eng_srq_claimed(target);
+	if (!target->srq && target->qp_type != IBV_QPT_UD)
+		return true;
+	return ibvd_eng_rq_always_claimed(target);
 }
 
 static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,

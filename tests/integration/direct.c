@@ -16,7 +16,8 @@
  *					"halfway" and waits for FILE;
  *					DIRECT_PINGPONG=write_imm: RDMA
  *					WRITEs with immediate, not SENDs;
- *					=srq: SENDs into an SRQ)
+ *					=srq: SENDs into an SRQ; =ud:
+ *					datagrams)
  *        direct-helper stream SECONDS [SEED [FLOWS]]
  *					streaming senders and a receiver
  *					that stalls at random, FLOWS pairs
@@ -3657,7 +3658,8 @@ static void halfway(void)
 
 /*
  * DIRECT_PINGPONG=write_imm: the ping-pong is of RDMA WRITEs with
- * immediate; =srq: of SENDs into one SRQ both QPs receive from.
+ * immediate; =srq: of SENDs into one SRQ both QPs receive from; =ud: of
+ * datagrams between two UD QPs.
  */
 static bool pingpong_is(const char *what)
 {
@@ -3698,12 +3700,27 @@ static bool sent_before_received(struct ibv_cq *scq, unsigned long i,
 	return true;
 }
 
+/* Message i from QP `from` of the pair: a datagram if ah, else a SEND or a WRITE. */
+static void pingpong_send(struct fx *f, struct ibv_ah *ah, bool writes,
+			  int from, unsigned long i, uint64_t at)
+{
+	if (ah)
+		vt_ud_send(f->p.qp[from], i, ah, f->p.qp[!from]->qp_num,
+			   VT_QKEY, BUF(f->a), 8, f->a->lkey,
+			   IBV_SEND_SIGNALED);
+	else
+		vt_send(f->p.qp[from], i, writes ? IBV_WR_RDMA_WRITE_WITH_IMM :
+			IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f->a), 8,
+			f->a->lkey, at, f->b->rkey);
+}
+
 static int pingpong(unsigned long n)
 {
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
 	bool writes = pingpong_is("write_imm");
 	unsigned long i, early = 0;
 	struct ibv_srq *srq = NULL;
+	struct ibv_ah *ah = NULL;
 	struct vt_qp_opts rx = { 0 };
 	struct ibv_wc wc;
 	struct fx f;
@@ -3714,29 +3731,36 @@ static int pingpong(unsigned long n)
 		vt_assert(srq != NULL, "ibv_create_srq: %s", strerror(errno));
 		rx.srq = srq;
 	}
-	fx_init(&f, &rx);
+	if (pingpong_is("ud"))
+		ud_init(&f, &ah);
+	else
+		fx_init(&f, &rx);
 	for (i = 0; i < n; i++) {
 		int from = (int)(i & 1), to = !from;
 		/* both QPs write into b, each at its own place */
 		uint64_t at = ADDR(f.b, 4096 + 64 * (uint64_t)from);
+		/* a datagram lands after its 40-byte GRH slot */
+		const uint8_t *got = writes ? (const uint8_t *)(uintptr_t)at :
+				     BUF(f.b) + (ah ? 40 : 0);
 
 		if (i == n / 2)
 			halfway();
 
 		pingpong_recv(&f, srq, to, i);
 		memcpy(BUF(f.a), &i, sizeof(i));
-		vt_send(f.p.qp[from], i, writes ? IBV_WR_RDMA_WRITE_WITH_IMM :
-			IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 8, f.a->lkey,
-			at, f.b->rkey);
+		pingpong_send(&f, ah, writes, from, i, at);
 		vt_expect_ok(f.p.rcq[to], &wc, i, writes ?
 			     IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV, "pingpong");
-		vt_assert(memcmp(writes ? (void *)(uintptr_t)at : BUF(f.b), &i,
-				 sizeof(i)) == 0, "message %lu: wrong bytes", i);
+		vt_assert(memcmp(got, &i, sizeof(i)) == 0,
+			  "message %lu: wrong bytes", i);
 		if (!sent_before_received(f.p.scq[from], i, writes ?
 					  IBV_WC_RDMA_WRITE : IBV_WC_SEND))
 			early++;
 	}
-	fx_free(&f);
+	if (ah)
+		ud_free(&f, ah);
+	else
+		fx_free(&f);
 	if (srq)
 		vt_assert(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
 	vt_close(&D);

@@ -281,9 +281,9 @@ expect_grep "^sigbus: the app's handler$" "$O/sigbus-app" "sigbus app"
 ok "killed by SIGBUS without a handler, the app's handler with one"
 
 N=20000
-# pingpong direct|engine [send|write_imm|srq]: the engine turns $N
-# ping-pong SENDs (or RDMA WRITEs with immediate, or SENDs into an SRQ)
-# cost.  Its output is the count: what goes wrong goes to stderr.
+# pingpong direct|engine [send|write_imm|srq|ud]: the engine turns $N
+# ping-pong SENDs (or RDMA WRITEs with immediate, SENDs into an SRQ,
+# datagrams) cost.  Its output is the count: what goes wrong goes to stderr.
 pingpong() {
 	local t0 t1 rings=1 op=${2:-send}
 	[ "$1" = engine ] && rings=0
@@ -311,6 +311,11 @@ check "$N SENDs into an SRQ through the rings: fewer than $((N / 100)) engine tu
 n=$(pingpong direct srq) || exit 1
 [ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N SENDs into an SRQ through the rings"
 ok "$n engine turns for $N SENDs into an SRQ"
+
+check "$N datagrams through the rings: fewer than $((N / 100)) engine turns"
+n=$(pingpong direct ud) || exit 1
+[ "$n" -lt $((N / 100)) ] || fail "$n engine turns for $N datagrams through the rings"
+ok "$n engine turns for $N datagrams"
 
 # A tenant held to a bandwidth limit sends every SEND through the engine,
 # which charges it, from the moment the limit is set.
@@ -503,7 +508,8 @@ daemon_stop
 # responder's app sees the message (the engine pushed the receive CQE
 # first, and an answer could overtake it: 573 of 20,000 SENDs and 14,296
 # of 20,000 WRITEs with immediate before the receive CQE waited; into an
-# SRQ, 0 to 9,522 of 20,000 in six runs before it waited there too).
+# SRQ, 0 to 9,522 of 20,000 in six runs before it waited there too;
+# datagrams, 0 to 8,375 of 20,000 in six runs before they waited too).
 check "\"direct\": false: the engine carries them, one turn each at least, each sender's completion before its receive"
 daemon_start -c "$(conf false)"
 daemon_wait_ready
@@ -511,7 +517,8 @@ n=$(pingpong engine) || exit 1
 [ "$n" -ge "$N" ] || fail "only $n engine turns for $N SENDs without rings: did they go direct?"
 pingpong engine write_imm >/dev/null || exit 1
 pingpong engine srq >/dev/null || exit 1
-ok "$n engine turns for $N SENDs; $N WRITEs with immediate; $N SENDs into an SRQ"
+pingpong engine ud >/dev/null || exit 1
+ok "$n engine turns for $N SENDs; $N WRITEs with immediate; $N SENDs into an SRQ; $N datagrams"
 
 check "\"direct\": false: the streams on the engine alone, in order"
 w0=$(engine_count wqes)
