@@ -136,8 +136,7 @@ struct ibvd_qp *ibvd_engine_qp_peer(const struct ibvd_qp *qp);
 /*
  * A UD qp leaves its pair and goes on without a reset (objects lock held
  * for writing): its RQ's WQEs are the engine's alone from now on, from
- * where its library left them (the engine takes the claim for each
- * message, as for every soft UD QP; a RoCE one's stays the engine's).  0,
+ * where its library left them, and the claim stays the engine's.  0,
  * -EBUSY while the library holds the claim (mid-copy: ask again), or
  * -EPROTO for a head it could not have written (qp goes to ERR).
  */

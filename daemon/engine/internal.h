@@ -265,15 +265,12 @@ void ibvd_eng_sq_unclaim(struct ibvd_qp *qp);
 int ibvd_eng_claim_take(struct ibvd_qp *t);
 void ibvd_eng_claim_give(struct ibvd_qp *t);
 /*
- * Before taking a WQE of t's RQ: the claim if t is direct or its queue
- * always claimed.  1 taken, 0 not needed, -EBUSY, or -EPROTO (t went to
- * ERR); unclaim with the same value.
+ * Before taking a WQE of t's RQ: the claim if t is direct.  1 taken, 0 not
+ * needed, -EBUSY, or -EPROTO (t went to ERR); unclaim with the same value.
  */
 int ibvd_eng_rq_claim(struct ibvd_qp *t);
 /* t's SRQ takes the claim for every message delivered into it. */
 bool ibvd_eng_srq_claimed(const struct ibvd_qp *t);
-/* So does t's receive queue: such an SRQ, or a soft UD QP's RQ. */
-bool ibvd_eng_rq_always_claimed(const struct ibvd_qp *t);
 /*
  * SRQ limit, srq's lock held: one event when the posted count drops below
  * the armed limit.

@@ -115,15 +115,14 @@ static void push_now(struct ibvd_qp *target, struct ibvd_cqe *cqe,
  * apps count on it: perftest's -e polls the send CQ once per event, on a
  * channel it shares with the receive CQ, and fails if the answer's event
  * comes first.  With the engine preempted between the two pushes (a busy
- * host), an answer through the transit rings did; ib_send_lat -c UD -e
- * through the engine the same.  So the engine thread carrying a message
- * holds its receive CQE until the sender's side is written
- * (ibvd_eng_recv_defer_begin/end).  The order of a queue's CQEs stays
- * that of its WQEs: an RC or UC QP's own RQ has one sender, and the claim
- * of a queue that takes one for every message (soft basic SRQs, soft UD
- * QPs' RQs) is kept until its CQE is out, so no other engine thread or
- * library takes from it meanwhile; other queues, fed by several threads
- * at once without a claim (RoCE devices'), push at once.  The RQ is not flushed while one waits
+ * host), an answer through the transit rings did.  So the engine thread
+ * carrying an RC or UC message holds its receive CQE until the sender's
+ * side is written (ibvd_eng_recv_defer_begin/end).  The order of a
+ * queue's CQEs stays that of its WQEs: a QP's own RQ has one sender, and
+ * the claim of an SRQ that takes one for every message (soft basic SRQs)
+ * is kept until its CQE is out, so no other engine thread or library
+ * takes from it meanwhile; other SRQs, fed by several threads at once
+ * without a claim, push at once.  The RQ is not flushed while one waits
  * (ibvd_eng_flush_rq): its flushed WQEs would complete before it.
  */
 #define DEFERRED_MAX	2
@@ -181,11 +180,21 @@ bool ibvd_eng_recv_keep_claim(struct ibvd_qp *t)
 	return false;
 }
 
-/* A message one answer may follow: a connected sender's, or a datagram. */
+/*
+ * A connected sender's message: one answer may follow it.  Datagrams
+ * through the engine are not held (their receive CQE may come before the
+ * sender's completion: with "direct" off, 0 to 8,375 of direct-helper's
+ * 20,000 UD ping-pongs under load; through the rings, none).  Holding
+ * them needs a UD QP's RQ taken under its claim for every datagram, as a
+ * soft basic SRQ's is, for the CQEs to keep the WQEs' order; tried
+ * (17337c5, reverted), that lost multicast copies: a member's claim
+ * kept for its held CQE made the next member on the same SRQ wait for
+ * its own thread and be dropped, and two engine threads multicasting to
+ * the same QPs dropped copies that the receive lock used to serialise.
+ */
 static bool defers_for(const struct ibvd_qp *src)
 {
-	return src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC ||
-	       src->qp_type == IBV_QPT_UD;
+	return src->qp_type == IBV_QPT_RC || src->qp_type == IBV_QPT_UC;
 }
 
 void ibvd_eng_recv_defer_begin(const struct ibvd_qp *src)
@@ -200,16 +209,10 @@ void ibvd_eng_recv_defer_end(const struct ibvd_qp *src)
 		deferred_flush();
 }
 
-/*
- * Can target's CQE wait without passing another of its queue's?  An RC or
- * UC QP's own RQ has one sender; other queues, fed by several engine
- * threads, only when their claim is taken for every message.
- */
+/* Can target's CQE wait without passing another of its queue's? */
 static bool may_wait(const struct ibvd_qp *target)
 {
-	if (!target->srq && target->qp_type != IBV_QPT_UD)
-		return true;
-	return ibvd_eng_rq_always_claimed(target);
+	return !target->srq || ibvd_eng_srq_claimed(target);
 }
 
 static void push_recv_cqe(struct ibvd_qp *target, struct ibvd_cqe *cqe,

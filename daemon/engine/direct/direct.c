@@ -644,20 +644,6 @@ bool ibvd_eng_srq_claimed(const struct ibvd_qp *t)
 	return t->srq && ibvd_engine_srq_claimed(t->srq);
 }
 
-/*
- * Is t's receive queue taken under its claim for every message, paired
- * or not?  A soft basic SRQ's (above), and a soft UD QP's own RQ: several
- * engine threads deliver into it at once, and one holds its claim until
- * the receive CQE it made is out (recv.c, "deferred"), so that the CQEs
- * keep the order of the WQEs.
- */
-bool ibvd_eng_rq_always_claimed(const struct ibvd_qp *t)
-{
-	if (t->srq)
-		return ibvd_engine_srq_claimed(t->srq);
-	return t->qp_type == IBV_QPT_UD && t->ctx->dev->kind == IBVD_DEV_SOFT;
-}
-
 /* A head the library could not have written: its queue is broken. */
 static void claim_broken(struct ibvd_qp *t)
 {
@@ -675,7 +661,7 @@ int ibvd_eng_rq_claim(struct ibvd_qp *t)
 {
 	int ret;
 
-	if (!t->direct && !ibvd_eng_rq_always_claimed(t))
+	if (!t->direct && !ibvd_eng_srq_claimed(t))
 		return 0;
 	ret = ibvd_eng_claim_take(t);
 	if (ret == -EPROTO)
@@ -693,9 +679,6 @@ int ibvd_engine_rq_reclaim(struct ibvd_qp *qp)
 	ret = ibvd_eng_claim_take(qp);
 	if (ret == -EPROTO)
 		claim_broken(qp);
-	/* ... and so is a soft UD QP's, which the engine keeps no longer */
-	if (ret == 0 && ibvd_eng_rq_always_claimed(qp))
-		ibvd_eng_claim_give(qp);
 	return ret;
 }
 
