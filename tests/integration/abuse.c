@@ -63,6 +63,12 @@
  *	the client holds for ever: every copy finds a busy claim, and the
  *	engine may wait for one such claim a pass, not for each (abuse.sh
  *	compares the sending thread's claim_timeouts with its passes).
+ *   abuse-helper mcast-srq
+ *	200 datagrams to a group of two UD QPs on one SRQ: each member
+ *	receives every one (mcast_srq()).
+ *   abuse-helper mcast-contend
+ *	Two contexts multicast 3,000 datagrams each at once to a group of
+ *	two plain UD QPs: both receive all 6,000 (mcast_contend()).
  *   abuse-helper err-flush
  *	A QP in error, its SQ filled with 4,096 WQEs at once (err_flush()).
  *   abuse-helper overlap
@@ -73,6 +79,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1027,6 +1034,210 @@ static int mcast_fanout(bool held_claims)
 	return 0;
 }
 
+/* Post n receives of len bytes, all into buf, to qp or (qp NULL) srq. */
+static void post_receives(struct ibv_qp *qp, struct ibv_srq *srq,
+			  struct ibv_mr *mr, uint32_t len, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (qp)
+			vt_recv(qp, (uint64_t)i, mr->addr, len, mr->lkey);
+		else
+			vt_srq_recv(srq, (uint64_t)i, mr->addr, len, mr->lkey);
+	}
+}
+
+/* Receive completions of cq for up to ms, counted per member's QPN. */
+static void count_received(struct ibv_cq *cq, struct ibv_qp *const *member,
+			   int nmember, int *got, int want, int ms)
+{
+	long until = vt_now_ms() + ms;
+	struct ibv_wc wc[32];
+	int i, j, n, total = 0;
+
+	while (total < want && vt_now_ms() < until) {
+		n = ibv_poll_cq(cq, 32, wc);
+		vt_assert(n >= 0, "poll: %d", n);
+		for (i = 0; i < n; i++) {
+			vt_assert(wc[i].status == IBV_WC_SUCCESS,
+				  "a receive: %s", vt_status(wc[i].status));
+			for (j = 0; j < nmember; j++)
+				got[j] += wc[i].qp_num == member[j]->qp_num;
+			total++;
+		}
+		if (!n)
+			vt_sleep_ms(1);
+	}
+}
+
+#define MCAST_SRQ_DGRAMS	200
+
+/*
+ * Two members of a group on one SRQ: every datagram lands twice (an
+ * engine thread delivering to the second member must not wait for the
+ * SRQ's claim its own first delivery kept, and drop the copy).
+ */
+static int mcast_srq(void)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x77, 0x02 } };
+	const uint16_t mlid = 0xc078;
+	struct ibv_srq_init_attr sa = {
+		.attr = { .max_wr = 2 * MCAST_SRQ_DGRAMS, .max_sge = 1 } };
+	struct vt_qp_opts o = { .type = IBV_QPT_UD,
+				.max_send_wr = MCAST_SRQ_DGRAMS };
+	struct ibv_qp *member[2], *tx;
+	struct ibv_cq *rcq, *scq;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct vt_dev d;
+	int i, got[2] = { 0, 0 };
+
+	vt_open(&d);
+	rcq = ibv_create_cq(d.ctx, 4 * MCAST_SRQ_DGRAMS, NULL, NULL, 0);
+	scq = ibv_create_cq(d.ctx, 2 * MCAST_SRQ_DGRAMS, NULL, NULL, 0);
+	o.srq = ibv_create_srq(d.pd, &sa);
+	vt_assert(rcq && scq && o.srq, "CQs and SRQ: %s", strerror(errno));
+	mr = vt_reg(d.pd, 8192, VT_ACCESS_ALL);
+	post_receives(NULL, o.srq, mr, 4096, 2 * MCAST_SRQ_DGRAMS);
+	for (i = 0; i < 2; i++) {
+		member[i] = vt_qp(&d, rcq, rcq, &o);
+		vt_connect(&d, member[i], NULL, &o);
+		vt_assert(ibv_attach_mcast(member[i], &mgid, mlid) == 0,
+			  "attach member %d: %s", i, strerror(errno));
+	}
+	o.srq = NULL;
+	tx = vt_qp(&d, scq, scq, &o);
+	vt_connect(&d, tx, NULL, &o);
+	ah = vt_ah(&d, mlid, &mgid);
+	for (i = 0; i < MCAST_SRQ_DGRAMS; i++) {
+		vt_ud_send(tx, (uint64_t)i, ah, 0xffffff, VT_QKEY,
+			   (uint8_t *)mr->addr + 4096, 8, mr->lkey,
+			   IBV_SEND_SIGNALED);
+		vt_expect_ok(scq, &wc, (uint64_t)i, IBV_WC_SEND, "a datagram");
+	}
+	count_received(rcq, member, 2, got, 2 * MCAST_SRQ_DGRAMS, vt_tmo_ms());
+	vt_assert(got[0] == MCAST_SRQ_DGRAMS && got[1] == MCAST_SRQ_DGRAMS,
+		  "%d datagrams: the members received %d and %d",
+		  MCAST_SRQ_DGRAMS, got[0], got[1]);
+	printf("mcast-srq: %d datagrams to a group of 2 QPs on one SRQ, all received twice\n",
+	       MCAST_SRQ_DGRAMS);
+	return 0;
+}
+
+#define CONTEND_DGRAMS	3000
+
+struct contender {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	char err[128];
+};
+
+/* A datagram of 64 bytes to the group: ibv_post_send's value. */
+static int post_to_group(const struct contender *c, uint64_t wr_id)
+{
+	struct ibv_sge sge = { (uintptr_t)c->mr->addr, 64, c->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.wr.ud.ah = c->ah;
+	wr.wr.ud.remote_qpn = 0xffffff;
+	wr.wr.ud.remote_qkey = VT_QKEY;
+	return ibv_post_send(c->qp, &wr, &bad);
+}
+
+/* One context's sender: CONTEND_DGRAMS datagrams to the group, 32 in flight. */
+static void *contend_send(void *arg)
+{
+	struct contender *c = arg;
+	struct ibv_wc wc[32];
+	int sent = 0, done = 0, i, n;
+
+	while (done < CONTEND_DGRAMS) {
+		for (; sent < CONTEND_DGRAMS && sent - done < 32; sent++)
+			if (post_to_group(c, (uint64_t)sent) != 0) {
+				snprintf(c->err, sizeof(c->err), "post %d", sent);
+				return NULL;
+			}
+		n = vt_poll(c->cq, wc, 32, vt_tmo_ms());
+		if (n <= 0) {
+			snprintf(c->err, sizeof(c->err), "no completion after %d",
+				 done);
+			return NULL;
+		}
+		for (i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS)
+				snprintf(c->err, sizeof(c->err), "send: %s",
+					 vt_status(wc[i].status));
+		done += n;
+	}
+	return NULL;
+}
+
+/*
+ * Two contexts (on the two engine threads) multicast at once to a group
+ * of two plain UD QPs with room for everything: each member receives
+ * every copy.  Their deliveries into one RQ meet: they must wait for
+ * each other, not drop.
+ */
+static int mcast_contend(void)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x77, 0x03 } };
+	const uint16_t mlid = 0xc079;
+	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = 64,
+				.max_recv_wr = 2 * CONTEND_DGRAMS };
+	struct contender c[2];
+	struct ibv_qp *member[2];
+	struct ibv_cq *rcq;
+	struct ibv_mr *rmr;
+	struct vt_dev d[2];
+	pthread_t th[2];
+	int i, got[2] = { 0, 0 };
+
+	memset(c, 0, sizeof(c));
+	vt_open(&d[0]);
+	vt_open(&d[1]);
+	rcq = ibv_create_cq(d[0].ctx, 4 * CONTEND_DGRAMS + 16, NULL, NULL, 0);
+	vt_assert(rcq != NULL, "CQ: %s", strerror(errno));
+	rmr = vt_reg(d[0].pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < 2; i++) {
+		member[i] = vt_qp(&d[0], rcq, rcq, &o);
+		vt_connect(&d[0], member[i], NULL, &o);
+		post_receives(member[i], NULL, rmr, 4096, 2 * CONTEND_DGRAMS);
+		vt_assert(ibv_attach_mcast(member[i], &mgid, mlid) == 0,
+			  "attach member %d: %s", i, strerror(errno));
+	}
+	o.max_recv_wr = 4;
+	for (i = 0; i < 2; i++) {
+		c[i].cq = ibv_create_cq(d[i].ctx, 128, NULL, NULL, 0);
+		vt_assert(c[i].cq != NULL, "CQ: %s", strerror(errno));
+		c[i].qp = vt_qp(&d[i], c[i].cq, c[i].cq, &o);
+		vt_connect(&d[i], c[i].qp, NULL, &o);
+		c[i].mr = vt_reg(d[i].pd, 4096, VT_ACCESS_ALL);
+		c[i].ah = vt_ah(&d[i], mlid, &mgid);
+	}
+	for (i = 0; i < 2; i++)
+		vt_assert(pthread_create(&th[i], NULL, contend_send, &c[i]) == 0,
+			  "thread");
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	vt_assert(!c[0].err[0] && !c[1].err[0], "senders: %s %s", c[0].err,
+		  c[1].err);
+	count_received(rcq, member, 2, got, 4 * CONTEND_DGRAMS, vt_tmo_ms());
+	vt_assert(got[0] == 2 * CONTEND_DGRAMS && got[1] == 2 * CONTEND_DGRAMS,
+		  "2 x %d datagrams: the members received %d and %d",
+		  CONTEND_DGRAMS, got[0], got[1]);
+	printf("mcast-contend: 2 x %d datagrams from two contexts, all received by both members\n",
+	       CONTEND_DGRAMS);
+	return 0;
+}
+
 /* Ring qp's doorbell as the library does (ring.h): bit, summary, kick. */
 static void ring_doorbell(struct ibv_qp *qp)
 {
@@ -1269,6 +1480,10 @@ int main(int argc, char **argv)
 		return mcast_fanout(false);
 	if (argc == 2 && !strcmp(argv[1], "mcast-claims"))
 		return mcast_fanout(true);
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | err-flush\n");
+	if (argc == 2 && !strcmp(argv[1], "mcast-srq"))
+		return mcast_srq();
+	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
+		return mcast_contend();
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }
