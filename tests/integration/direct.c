@@ -2864,6 +2864,22 @@ START_TEST(srq_resized)
 				 EPROTO);
 		__atomic_store_n(&c->direct_head, 64, __ATOMIC_RELEASE);
 		ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+		/*
+		 * A placer of ours that holds the claim (as one stopped
+		 * mid-copy would) is waited for a second, then EBUSY, and
+		 * nothing changed.
+		 */
+		__atomic_store_n(&c->claim, IBVD_WQ_CLAIM_LIBRARY,
+				 __ATOMIC_RELEASE);
+		attr.max_wr = 128;
+		ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR),
+				 EBUSY);
+		memset(&attr, 0, sizeof(attr));
+		ck_assert_int_eq(ibv_query_srq(srq, &attr), 0);
+		ck_assert_uint_eq(attr.max_wr, 64);
+		__atomic_store_n(&c->claim, IBVD_WQ_CLAIM_FREE, __ATOMIC_RELEASE);
+		attr.max_wr = 128;
+		ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
 	}
 	vt_expect_none(p[0].rcq[1], QUIET_MS, "nothing more");
 	vt_expect_none(p[1].rcq[1], QUIET_MS, "nothing more");
