@@ -2673,6 +2673,40 @@ static void srq_one(struct vt_pair *q, struct ibv_mr *a, struct ibv_mr *b,
 	vt_expect_ok(q->scq[0], &wc, id, IBV_WC_SEND, "its send");
 }
 
+/* Two RC pairs whose receivers share one SRQ; a: senders', b: 64 WQEs' buffers. */
+struct srq_fx {
+	struct ibv_srq *srq;
+	struct vt_pair p[2];
+	struct ibv_mr *a, *b;
+};
+
+static void srq_fx_init(struct srq_fx *f, uint32_t max_wr)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = max_wr,
+						  .max_sge = 1 } };
+	struct vt_qp_opts rx = { 0 };
+
+	f->srq = ibv_create_srq(D.pd, &sa);
+	ck_assert_ptr_nonnull(f->srq);
+	rx.srq = f->srq;
+	vt_pair2(&f->p[0], &D, &DEF, &rx, 256);
+	vt_pair2(&f->p[1], &D, &DEF, &rx, 256);
+	f->a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f->b = vt_reg(D.pd, 64 * SRQ_SLOT, VT_ACCESS_ALL);
+	vt_assert((vt_transit_maps() > 0) == expect_rings(),
+		  "pairs on an SRQ have %d transit ring mappings",
+		  vt_transit_maps());
+}
+
+static void srq_fx_free(struct srq_fx *f)
+{
+	vt_dereg(f->a);
+	vt_dereg(f->b);
+	vt_pair_free(&f->p[0]);
+	vt_pair_free(&f->p[1]);
+	ck_assert_int_eq(ibv_destroy_srq(f->srq), 0);
+}
+
 /*
  * Two pairs whose receivers share one SRQ have their rings, and SENDs of
  * both land in the SRQ's WQEs in the order taken, each completion on the
@@ -2682,23 +2716,19 @@ static void srq_one(struct vt_pair *q, struct ibv_mr *a, struct ibv_mr *b,
  */
 START_TEST(srq_shared)
 {
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 64, .max_sge = 1 } };
-	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
-	struct vt_qp_opts rx = { .srq = srq };
 	struct ibv_srq_attr limit = { .srq_limit = 5 };
+	struct srq_fx f;
+	struct ibv_srq *srq;
 	struct ibv_mr *a, *b;
-	struct vt_pair p[2];
+	struct vt_pair *p;
 	struct ibv_wc wc;
 	unsigned int i;
 
-	ck_assert_ptr_nonnull(srq);
-	vt_pair2(&p[0], &D, &DEF, &rx, 256);
-	vt_pair2(&p[1], &D, &DEF, &rx, 256);
-	a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
-	b = vt_reg(D.pd, 64 * SRQ_SLOT, VT_ACCESS_ALL);
-	vt_assert((vt_transit_maps() > 0) == expect_rings(),
-		  "pairs on an SRQ have %d transit ring mappings",
-		  vt_transit_maps());
+	srq_fx_init(&f, 64);
+	srq = f.srq;
+	p = f.p;
+	a = f.a;
+	b = f.b;
 	srq_post(srq, b, 0, 16);
 	for (i = 0; i < 16; i++)
 		srq_one(&p[i % 2], a, b, i, 64 + 37 * i);
@@ -2732,11 +2762,7 @@ START_TEST(srq_shared)
 			"4 posted, limit 5");
 	for (i = 21; i < 25; i++)
 		srq_one(&p[i % 2], a, b, i, 200);
-	vt_dereg(a);
-	vt_dereg(b);
-	vt_pair_free(&p[0]);
-	vt_pair_free(&p[1]);
-	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	srq_fx_free(&f);
 }
 END_TEST
 
@@ -2801,22 +2827,18 @@ END_TEST
  */
 START_TEST(srq_resized)
 {
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
-	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
-	struct vt_qp_opts rx = { .srq = srq };
 	struct ibv_srq_attr attr = { .max_wr = 64 };
+	struct srq_fx f;
+	struct ibv_srq *srq;
 	struct ibv_mr *a, *b;
-	struct vt_pair p[2];
+	struct vt_pair *p;
 	unsigned int i;
 
-	ck_assert_ptr_nonnull(srq);
-	vt_pair2(&p[0], &D, &DEF, &rx, 256);
-	vt_pair2(&p[1], &D, &DEF, &rx, 256);
-	a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
-	b = vt_reg(D.pd, 64 * SRQ_SLOT, VT_ACCESS_ALL);
-	vt_assert((vt_transit_maps() > 0) == expect_rings(),
-		  "pairs on an SRQ have %d transit ring mappings",
-		  vt_transit_maps());
+	srq_fx_init(&f, 16);
+	srq = f.srq;
+	p = f.p;
+	a = f.a;
+	b = f.b;
 	/* WQEs 10..25 posted, the later ones past the 16 slots' first lap */
 	srq_post(srq, b, 0, 16);
 	for (i = 0; i < 10; i++)
@@ -2883,11 +2905,7 @@ START_TEST(srq_resized)
 	}
 	vt_expect_none(p[0].rcq[1], QUIET_MS, "nothing more");
 	vt_expect_none(p[1].rcq[1], QUIET_MS, "nothing more");
-	vt_dereg(a);
-	vt_dereg(b);
-	vt_pair_free(&p[0]);
-	vt_pair_free(&p[1]);
-	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	srq_fx_free(&f);
 }
 END_TEST
 
