@@ -29,8 +29,11 @@
  *    the library writes into UD send WQEs, which the engine sends as is
  * 8: CM_TAKEN on the CM event socket: a request read frees its listener's
  *    backlog slot (an older library never says so)
+ * 9: MODIFY_SRQ answers CreateSrqReply and IBV_SRQ_MAX_WR resizes; a
+ *    library that follows a failed resize through QUERY_SRQ's place
+ *    would find none in an older daemon's reply
  */
-#define IBVD_PROTO_VERSION	8
+#define IBVD_PROTO_VERSION	9
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
 
