@@ -111,13 +111,10 @@ size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride);
 /*
  * Bytes of ctx's arena taken by a ring or a staging block: within the
  * context's IBVD_CTX_MAX_RING_BYTES and its uid's IBVD_UID_MAX_RING_BYTES,
- * or -ENOMEM.  Given back by ibvd_ctx_ring_uncharge; moved to another
- * context (an XRC target's new owner) by ibvd_ctx_ring_move.
+ * or -ENOMEM.  Given back by ibvd_ctx_ring_uncharge.
  */
 int ibvd_ctx_ring_charge(struct ibvd_context *ctx, uint64_t bytes);
 void ibvd_ctx_ring_uncharge(struct ibvd_context *ctx, uint64_t bytes);
-void ibvd_ctx_ring_move(struct ibvd_context *from, struct ibvd_context *to,
-			uint64_t bytes);
 /*
  * Carve a ring of nslots x stride from ctx's arena, its slots in the
  * engine half (CQs) or the client half (work queues), zeroed, charged to
@@ -127,6 +124,16 @@ int ibvd_ring_alloc(struct ibvd_context *ctx, struct ibvd_ring *r,
 		    uint32_t nslots, uint32_t stride, bool engine_slots);
 /* Give r's blocks back to its arena and its bytes to ctx's budget. */
 void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r);
+/*
+ * A copy of r, headers, slots and all, in to's arena and charged to to's
+ * budget (a zeroed ring if r has none): an XRC target's rings go with its
+ * new owner, so that the arena of the context that made it can go with
+ * that context.  Under the objects write lock (no engine pass reads r
+ * meanwhile).  0 or -ENOMEM; the caller frees whichever of the two it
+ * does not keep.
+ */
+int ibvd_ring_copy(struct ibvd_context *to, const struct ibvd_ring *r,
+		   struct ibvd_ring *copy);
 /*
  * Resizing a ring moves only its slots: its headers, whose words the
  * client and the engine hold on to, stay.  ibvd_ring_new_slots makes *to

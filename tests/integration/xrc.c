@@ -15,6 +15,12 @@
  * - RDMA WRITE, READ and an atomic through XRC, checked against the PD of
  *   the SRQ the WQE names;
  * - bad arguments: clean errnos, and the objects stay usable.
+ *
+ * `xrc-helper --takeovers N` is no Check suite: N times, a new context
+ * makes a target that one long-lived context opens, and closes with it
+ * alive, so that the long-lived one takes each over.  Then it says so and
+ * waits for its stdin to close: xrc.sh counts the daemon's ring arenas
+ * meanwhile (each closed context's must be gone).
  */
 #include "config.h"
 
@@ -707,9 +713,41 @@ static Suite *xrc_suite(void)
 	return s;
 }
 
-int main(void)
+static int takeovers(int n)
+{
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			     IBV_QP_OPEN_ATTR_TYPE,
+		.qp_type = IBV_QPT_XRC_RECV,
+	};
+	struct ibv_xrcd *xc;
+	struct vt_dev C;
+	char c;
+	int i;
+
+	setup();
+	oa.xrcd = xrcd_must(B.ctx, FILE_PATH, O_CREAT);
+	for (i = 0; i < n; i++) {
+		vt_open(&C);
+		xc = xrcd_must(C.ctx, FILE_PATH, 0);
+		oa.qp_num = tgt_qp(&C, xc)->qp_num;
+		vt_assert(ibv_open_qp(B.ctx, &oa), "round %d: ibv_open_qp: %s",
+			  i, strerror(errno));
+		/* C's target and domain are alive as it goes: B takes over */
+		vt_assert(ibv_close_device(C.ctx) == 0, "round %d: close", i);
+	}
+	printf("%d targets taken over\n", n);
+	while (read(0, &c, 1) > 0)
+		;
+	unlink(FILE_PATH);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	/* each case as it ends: a helper killed by its timeout still says */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "--takeovers") == 0)
+		return takeovers(atoi(argv[2]));
 	return check_run(xrc_suite(), CK_VERBOSE);
 }

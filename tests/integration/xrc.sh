@@ -32,6 +32,36 @@ if [ -x "$HELPER" ]; then
 	nothing_left "after the XRC suite"
 fi
 
+# A target whose creator closes moves to a context that opened it, and
+# its rings with it: a closed context's ring arena (2 GiB of the daemon's
+# address space, a memfd) must not stay behind, uncharged, for as long as
+# the holder lives.
+arenas() { grep -c 'memfd:ibvd-rings' "/proc/$DAEMON_PID/maps"; }
+if [ -x "$HELPER" ]; then
+	check "XRC targets taken over leave no arena of their creators'"
+	before=$(arenas)
+	mkfifo "$T/takeovers.in"
+	run_ours "$USER1" "$HELPER" --takeovers 40 <"$T/takeovers.in" >"$O/takeovers" 2>&1 &
+	tpid=$!
+	BG_PIDS+=("$tpid")
+	exec 7>"$T/takeovers.in"
+	for _ in $(seq $((100 * TMUL))); do
+		grep -q 'targets taken over' "$O/takeovers" || ! pid_running "$tpid" || { sleep 0.1; continue; }
+		break
+	done
+	during=$(arenas)
+	exec 7>&-
+	wait_exit "$tpid" "$TMO" || term_bg "$tpid"
+	show "xrc-helper --takeovers" "$O/takeovers"
+	[ "$EXIT_STATUS" -eq 0 ] || fail "xrc-helper --takeovers exited $EXIT_STATUS"
+	expect_grep '^40 targets taken over$' "$O/takeovers" "all 40 taken over"
+	# the holder's two contexts (A and B of the fixture) have one each
+	[ "$during" -le $((before + 2)) ] ||
+		fail "$during ring arenas with 40 targets taken over (before: $before)"
+	ok "ring arenas: $before before, $during with 40 targets taken over"
+	nothing_left "after the takeovers"
+fi
+
 # xsrq ARGS...: ibv_xsrq_pingpong server (uid 1001) and client (uid 1002).
 # Each opens its XRC domain through /tmp/xrc_domain (O_CREAT, mode 0440):
 # the client, another uid, cannot open the server's file and so works in a

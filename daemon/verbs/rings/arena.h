@@ -11,8 +11,9 @@
  * write (its half).
  *
  * An arena counts its references: its context's, plus one per live block,
- * so a queue that outlives its context (an XRC target another context
- * still holds) keeps the memory it sits in.
+ * so that no block outlives the memory it sits in.  An XRC target whose
+ * creator closes moves its rings to the context that takes it over
+ * (xrc/qp.c), so the arena still goes with its context.
  */
 #ifndef IBVD_VERBS_ARENA_H
 #define IBVD_VERBS_ARENA_H

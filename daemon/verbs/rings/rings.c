@@ -51,18 +51,6 @@ void ibvd_ctx_ring_uncharge(struct ibvd_context *ctx, uint64_t bytes)
 		t->ring_bytes -= bytes;
 }
 
-/* Never refused: the rings exist already, and stay where they are. */
-void ibvd_ctx_ring_move(struct ibvd_context *from, struct ibvd_context *to,
-			uint64_t bytes)
-{
-	struct ibvd_tenant *t = ring_tenant(to);
-
-	ibvd_ctx_ring_uncharge(from, bytes);
-	to->objs.ring_bytes += bytes;
-	if (t)
-		t->ring_bytes += bytes;
-}
-
 static void ring_point(struct ibvd_ring *r)
 {
 	r->engine_page = ibvd_arena_ptr(r->arena, r->engine_off);
@@ -120,6 +108,24 @@ void ibvd_ring_free(struct ibvd_context *ctx, struct ibvd_ring *r)
 	ibvd_arena_free(a, r->client_off, IBVD_RING_HDR);
 	ibvd_arena_free(a, r->engine_off, IBVD_RING_HDR);
 	memset(r, 0, sizeof(*r));
+}
+
+int ibvd_ring_copy(struct ibvd_context *to, const struct ibvd_ring *r,
+		   struct ibvd_ring *copy)
+{
+	bool engine_slots = r->slots_off < IBVD_ARENA_CLIENT;
+	int ret;
+
+	memset(copy, 0, sizeof(*copy));
+	if (!r->arena)
+		return 0;
+	ret = ibvd_ring_alloc(to, copy, r->nslots, r->stride, engine_slots);
+	if (ret < 0)
+		return ret;
+	memcpy(copy->engine_page, r->engine_page, IBVD_RING_HDR);
+	memcpy(copy->client_page, r->client_page, IBVD_RING_HDR);
+	memcpy(copy->slots, r->slots, (size_t)r->nslots * r->stride);
+	return 0;
 }
 
 /* The part of a ring's charge its slots make (its headers make the rest). */

@@ -75,28 +75,46 @@ void ibvd_xrc_tgt_fini(struct ibvd_qp *qp)
 	ibvd_xrcd_use(qp->xrc.xrcd, -1);
 }
 
-/* Move what the owner keeps for qp (doorbell, ring bytes) to h's context. */
+/*
+ * Move what the owner keeps for qp (doorbell, rings) to h's context.  The
+ * rings move too: each holds a reference on the arena it sits in, and a
+ * context's arena (its whole address range in the daemon, its memfd) must
+ * go with the context, not live on uncharged under a holder that took
+ * over.
+ */
 static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 {
 	struct ibvd_context *old = qp->ctx;
-	size_t bytes;
+	struct ibvd_ring sq, rq;
 	int ret;
 
+	ret = ibvd_ring_copy(h->ctx, &qp->sq, &sq);
+	if (ret < 0)
+		return ret;
+	ret = ibvd_ring_copy(h->ctx, &qp->rq, &rq);
+	if (ret < 0)
+		goto fail_sq;
 	ibvd_doorbell_free(old, qp);
 	ret = ibvd_doorbell_alloc(h->ctx, qp);
 	if (ret < 0) {
 		/* Keep the old bit until a holder has room. */
 		ibvd_doorbell_alloc(old, qp);
-		return ret;
+		goto fail_rq;
 	}
-	/* The rings stay where they are: their arena lives while they do. */
-	bytes = ibvd_ring_charge(qp->sq.nslots, qp->sq.stride);
-	ibvd_ctx_ring_move(old, h->ctx, bytes);
+	ibvd_ring_free(old, &qp->sq);
+	ibvd_ring_free(old, &qp->rq);
+	qp->sq = sq;
+	qp->rq = rq;
 	ibvd_engine_xrc_owner_leaves(qp);
 	qp->ctx = h->ctx;
 	qp->handle = h->handle;
 	ibvd_engine_xrc_owner_came(qp);
 	return 0;
+fail_rq:
+	ibvd_ring_free(h->ctx, &rq);
+fail_sq:
+	ibvd_ring_free(h->ctx, &sq);
+	return ret;
 }
 
 /*
