@@ -2922,6 +2922,54 @@ START_TEST(cq_resize)
 }
 END_TEST
 
+/*
+ * Resizes while WRITE completions stream in: the daemon copies the CQEs
+ * before it takes its objects lock, then under it those that came
+ * meanwhile.  Every CQE arrives once, in order, and none is lost between
+ * the two copies.
+ */
+START_TEST(cq_resize_while_streaming)
+{
+	enum { TOTAL = 40000, DEPTH = 1024 };
+	struct vt_qp_opts o = { .max_send_wr = DEPTH };
+	struct ibv_cq *cq = mkcq(2 * DEPTH, NULL, NULL), *cq1 = mkcq(8, NULL, NULL);
+	uint64_t posted = 0, polled = 0;
+	struct ibv_wc wc[64];
+	unsigned int resizes = 0;
+	struct fx f;
+	int i, n;
+
+	vt_pair_on(&f.p, &D, &o, &o, cq, cq1);
+	f.a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	while (polled < TOTAL) {
+		n = (int)(TOTAL - posted < DEPTH - (posted - polled) ?
+			  TOTAL - posted : DEPTH - (posted - polled));
+		make_cqes(&f, posted, n);
+		posted += (uint64_t)n;
+		/* the engine is writing CQEs of what was just posted */
+		ck_assert_int_eq(ibv_resize_cq(cq, resizes % 2 ? 2 * DEPTH : 4 * DEPTH), 0);
+		resizes++;
+		while ((n = ibv_poll_cq(cq, 64, wc)) > 0)
+			for (i = 0; i < n; i++, polled++) {
+				ck_assert_msg(wc[i].status == IBV_WC_SUCCESS,
+					      "CQE %llu: %s", (unsigned long long)polled,
+					      ibv_wc_status_str(wc[i].status));
+				ck_assert_msg(wc[i].wr_id == polled,
+					      "CQE %llu has wr_id %llu",
+					      (unsigned long long)polled,
+					      (unsigned long long)wc[i].wr_id);
+			}
+		ck_assert_int_ge(n, 0);
+	}
+	ck_assert_uint_ge(resizes, TOTAL / DEPTH);
+	vt_expect_none(cq, 0, "after the last CQE");
+	fx_free(&f);
+	rmcq(cq);
+	rmcq(cq1);
+}
+END_TEST
+
 /* A completion channel in use by a CQ cannot go: EBUSY. */
 START_TEST(channel_busy)
 {
@@ -5482,6 +5530,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "cq");
 	tcase_add_test(tc, cq_resize);
+	tcase_add_test(tc, cq_resize_while_streaming);
 	tcase_add_test(tc, channel_busy);
 	tcase_add_test(tc, cq_event_nonblock);
 	tcase_add_test(tc, cq_event_after_poll);
