@@ -157,7 +157,7 @@ static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
  * over all devices: a device row says 0 (current) or max.
  */
 static const char *const daemon_caps[] = {
-	"ring_bytes", "direct_pairs", "mapped_mrs", "objects",
+	"ring_bytes", "direct_pairs", "mapped_mrs", "mapped_bytes", "objects",
 };
 #define NDAEMON_CAPS	(sizeof(daemon_caps) / sizeof(daemon_caps[0]))
 
@@ -178,10 +178,12 @@ static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 	uint64_t held[NDAEMON_CAPS] = { counted ? t->ring_bytes : 0,
 					counted ? t->direct_pairs : 0,
 					counted ? t->mapped_mrs : 0,
+					counted ? t->mapped_bytes : 0,
 					counted ? t->usage[IBVD_LIMIT_HCA_OBJECT] : 0 };
 	const uint64_t cap[NDAEMON_CAPS] = { IBVD_UID_MAX_RING_BYTES,
 					     IBVD_UID_MAX_DIRECT_PAIRS,
 					     IBVD_UID_MAX_MAPPED_MRS,
+					     IBVD_UID_MAX_MAPPED_BYTES,
 					     ibvd_uid_max_objects() };
 	size_t i;
 	json_t *v;

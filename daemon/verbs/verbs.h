@@ -44,8 +44,9 @@ struct ibvd_context;
 #define IBVD_CTX_MAX_STAGING_BYTES (64ull << 20)
 /* Same-host direct pairs made by one uid's QPs (rings/direct.c) */
 #define IBVD_UID_MAX_DIRECT_PAIRS	256u
-/* MRs of one uid that the daemon maps to copy them (mr/map.c) */
+/* MRs of one uid that the daemon maps to copy them, and their bytes (mr/map.c) */
 #define IBVD_UID_MAX_MAPPED_MRS	1024u
+#define IBVD_UID_MAX_MAPPED_BYTES	(2ull << 40)
 /*
  * Each channel holds a daemon fd; librdmacm makes two per QP it creates
  * CQs for (cmtime opens hundreds of connections in one context).

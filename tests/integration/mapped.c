@@ -384,6 +384,58 @@ static uint8_t *rereg_private(struct backing *b, struct ibv_mr *priv)
 	return other;
 }
 
+/*
+ * `mapped-helper --big DIR`: one sparse memfd of 1 TiB, mapped once and
+ * registered BIG_MRS times (each is a mapping of the daemon's, 1 TiB of
+ * its address space); mapped.sh checks that the uid's 2 TiB cap left
+ * the last ones to /proc/PID/mem, and that they all work.
+ */
+#define BIG_LEN		(1ull << 40)
+#define BIG_MRS		3
+
+static int big(void)
+{
+	struct backing b = { .kind = "sparse memfd" };
+	struct ibv_mr *mr[BIG_MRS], *priv;
+	char buf[64];
+	int i;
+
+	vt_open(&D);
+	vt_pair(&P, &D, NULL, 64);
+	priv = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	b.fd = memfd_create("ibvd-big", MFD_CLOEXEC);
+	vt_assert(b.fd >= 0, "memfd_create: %s", strerror(errno));
+	backing_map(&b, BIG_LEN);
+	mr[0] = b.mr;
+	for (i = 1; i < BIG_MRS; i++) {
+		mr[i] = ibv_reg_mr(D.pd, b.addr, BIG_LEN, VT_ACCESS_ALL);
+		vt_assert(mr[i], "MR %d of 1 TiB: %s", i, strerror(errno));
+	}
+	vt_put(dir, "registered", "%d\n", BIG_MRS);
+	get("checked", buf, sizeof(buf));
+	/* mapped or not, each MR carries data: a WRITE into each's last page */
+	for (i = 0; i < BIG_MRS; i++) {
+		uint64_t off = BIG_LEN - 4096 * (uint64_t)(i + 1);
+
+		vt_fill(priv->addr, 64, 0, 0x40 + (uint32_t)i);
+		one_sided(P.qp[0], P.scq[0], (uint64_t)i, IBV_WR_RDMA_WRITE,
+			  priv->addr, 64, priv->lkey, b.addr + off, mr[i]->rkey,
+			  IBV_WC_SUCCESS, "a WRITE through a 1 TiB MR");
+		vt_expect_pat(b.addr + off, 64, 0, 0x40 + (uint32_t)i,
+			      "a WRITE through a 1 TiB MR");
+	}
+	for (i = 0; i < BIG_MRS; i++)
+		vt_assert(ibv_dereg_mr(mr[i]) == 0, "ibv_dereg_mr");
+	munmap(b.addr, BIG_LEN);
+	close(b.fd);
+	vt_put(dir, "deregistered", "deregistered\n");
+	vt_dereg(priv);
+	vt_pair_free(&P);
+	vt_close(&D);
+	say("mapped --big: all passed");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct backing b[4];
@@ -394,8 +446,12 @@ int main(int argc, char **argv)
 	int n, i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "--big") == 0) {
+		dir = argv[2];
+		return big();
+	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s DIR\n", argv[0]);
+		fprintf(stderr, "usage: %s [--big] DIR\n", argv[0]);
 		return 2;
 	}
 	dir = argv[1];

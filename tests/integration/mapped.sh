@@ -91,3 +91,33 @@ show helper "$O/helper"
 expect_grep '^mapped: all passed$' "$O/helper" "the helper's verdict"
 daemon_alive "after truncated files under MRs"
 daemon_stop
+
+# Mappings are capped in bytes too: memlock does not bound them when it
+# is not enforced (here "ignore"), and a range registered twice is mapped
+# twice.  Three MRs of 1 TiB on one sparse memfd: two are mapped (the
+# uid's 2 TiB), the third is copied through /proc/PID/mem; all work.
+check "a uid's mappings stop at 2 TiB; past it, MRs still work unmapped"
+conf=$(conf_edit "$T/big.conf" "cfg['rlimit_memlock'] = 'ignore'") || exit 1
+daemon_start -c "$conf"
+daemon_wait_ready
+rm -f "$D"/*
+run_ours "$USER1" "$HELPER" --big "$D" >"$O/big" 2>&1 &
+HPID=$!
+BG_PIDS+=("$HPID")
+await registered
+ibvctl -j -d resource show mr >"$O/big.json" 2>&1 || fail "res show mr exited $?"
+expect_py "$O/big.json" "sorted(o['tier'] for o in j if o['mrlen'] == 1 << 40) == ['mapped', 'mapped', 'memfd']" \
+	"two MRs of 1 TiB mapped, the third not"
+ibvctl -j limit show current uid "$USER1" >"$O/big.limits" 2>&1 || fail "limit show exited $?"
+expect_py "$O/big.limits" "j[0]['dev'] == 'all' and j[0]['mapped_bytes'] == 2 << 40 and j[0]['mapped_mrs'] == 2" \
+	"ibvctl counts 2 TiB in 2 mapped MRs"
+put checked ok
+await deregistered
+wait_exit "$HPID" "$TMO" || fail "the helper did not finish"
+show helper "$O/big"
+[ "$EXIT_STATUS" -eq 0 ] || fail "the helper failed (exit $EXIT_STATUS)"
+expect_grep '^mapped --big: all passed$' "$O/big" "the helper's verdict"
+ibvctl -j limit show current uid "$USER1" >"$O/big.limits" 2>&1 || fail "limit show exited $?"
+expect_py "$O/big.limits" "j[0]['mapped_bytes'] == 0 and j[0]['mapped_mrs'] == 0" "nothing counted after"
+ok "2 of 3 MRs of 1 TiB mapped, the third through /proc/PID/mem, each written through"
+daemon_stop

@@ -16,16 +16,20 @@
  * NIC's pinned pages.  A file truncated under the mapping makes the
  * missing pages SIGBUS, which the engine recovers from (engine/memory.c).
  *
- * Its cost: address space, bounded by the memlock charge of the MR
- * (on-demand MRs, which are not charged, are never mapped); one of the
- * daemon's map count, which vm.max_map_count (65,530 by default) bounds
- * for everything the daemon maps, rings included, while a one-page MR is
- * cheap in memlock; and, for an MR with remote access, the fd, kept so
- * that the daemon can grant a peer of the same uid the same file
- * (common/lease.h).  So the MRs that have a mapping are counted: at most
- * IBVD_UID_MAX_MAPPED_MRS a uid and MAPPED_MRS_MAX in all.  Whatever cannot
- * be mapped falls back to the /proc/self/mem tier, silently: the mapping
- * is an optimisation, never a requirement.
+ * Its cost: address space, which the memlock charge of the MR does not
+ * bound when memlock is not enforced ("rlimit_memlock": "ignore", a
+ * client with CAP_IPC_LOCK or no limit), and the same range registered
+ * twice is mapped twice; one of the daemon's map count, which
+ * vm.max_map_count (65,530 by default) bounds for everything the daemon
+ * maps, rings included, while a one-page MR is cheap in memlock; and, for
+ * an MR with remote access, the fd, kept so that the daemon can grant a
+ * peer of the same uid the same file (common/lease.h).  So the MRs that
+ * have a mapping, and their bytes, are counted: at most
+ * IBVD_UID_MAX_MAPPED_MRS and IBVD_UID_MAX_MAPPED_BYTES a uid, and
+ * MAPPED_MRS_MAX and MAPPED_BYTES_MAX in all (a quarter of the 128 TiB a
+ * process has: the rest is for the contexts' ring arenas, 2 GiB each).
+ * Whatever cannot be mapped falls back to the /proc/self/mem tier,
+ * silently: the mapping is an optimisation, never a requirement.
  */
 #include <config.h>
 
@@ -41,25 +45,34 @@
 #include "verbs/verbs.h"
 
 #define MAPPED_MRS_MAX		16384u
+#define MAPPED_BYTES_MAX	(32ull << 40)
 
 /* MRs with a mapping of their own, daemon-wide (control thread only). */
 static unsigned int mapped_mrs;
+static uint64_t mapped_bytes;
 
-static int mapped_take(struct ibvd_tenant *t)
+static int mapped_take(struct ibvd_tenant *t, uint64_t len)
 {
 	if (mapped_mrs >= MAPPED_MRS_MAX || t->mapped_mrs >= IBVD_UID_MAX_MAPPED_MRS)
 		return -EMFILE;
+	if (len > MAPPED_BYTES_MAX - mapped_bytes ||
+	    len > IBVD_UID_MAX_MAPPED_BYTES - t->mapped_bytes)
+		return -ENOMEM;
 	mapped_mrs++;
+	mapped_bytes += len;
 	t->mapped_mrs++;
+	t->mapped_bytes += len;
 	return 0;
 }
 
-static void mapped_give(struct ibvd_tenant *t)
+static void mapped_give(struct ibvd_tenant *t, uint64_t len)
 {
 	if (!t)
 		return;
 	mapped_mrs--;
+	mapped_bytes -= len;
 	t->mapped_mrs--;
+	t->mapped_bytes -= len;
 }
 
 /* The alignment mmap needs in this file: its huge page size on hugetlbfs. */
@@ -95,14 +108,14 @@ int ibvd_mr_map_file(struct ibvd_tenant *t, int fd, uint64_t offset,
 	len = (offset - start + length + align - 1) & ~(align - 1);
 	if (len > SIZE_MAX || start > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	ret = mapped_take(t);
+	ret = mapped_take(t, len);
 	if (ret < 0)
 		return ret;
 	p = mmap(NULL, (size_t)len, PROT_READ | (writable ? PROT_WRITE : 0),
 		 MAP_SHARED, fd, (off_t)start);
 	if (p == MAP_FAILED) {
 		ret = -errno;
-		mapped_give(t);
+		mapped_give(t, len);
 		return ret;
 	}
 	m->counted = t;
@@ -118,7 +131,7 @@ void ibvd_mr_mapping_drop(struct ibvd_mr_mapping *m)
 {
 	if (m->map) {
 		munmap(m->map, m->map_len);
-		mapped_give(m->counted);
+		mapped_give(m->counted, m->map_len);
 	}
 	if (m->keeps_fd)
 		ibvd_frame_close_fd(m->fd);	/* the client's: may block */
@@ -129,7 +142,7 @@ void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m)
 {
 	if (mr->map) {
 		munmap(mr->map, mr->map_len);
-		mapped_give(mr->map_counted);
+		mapped_give(mr->map_counted, mr->map_len);
 	}
 	if (mr->map_fd_kept)
 		ibvd_frame_close_fd(mr->map_fd);
