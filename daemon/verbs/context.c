@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 
@@ -350,10 +351,47 @@ int ibvd_req_open_device(struct ibvd_call *call)
 
 /* ---- context teardown ------------------------------------------------- */
 
+/*
+ * The objects lock is let go between objects once it was held this long
+ * or for this many: held for a whole context (65,536 QPs and their CQs,
+ * ~0.2 s), every engine thread of every tenant would wait that long.
+ * Each object goes whole, children before parents, so what other
+ * contexts' traffic can still reach in between (this one's engine
+ * threads let it go already) is what a client destroying them one by one
+ * would leave.
+ */
+#define TEARDOWN_HOLD_NS	1000000ull
+#define TEARDOWN_BATCH		256u
+
+struct teardown {
+	struct ibvd_context *ctx;
+	unsigned int done;
+	uint64_t since;		/* ns, when the lock was taken */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void teardown_breathe(struct teardown *t)
+{
+	if (++t->done % TEARDOWN_BATCH && mono_ns() - t->since < TEARDOWN_HOLD_NS)
+		return;
+	/* readers waiting now get the lock before we have it again */
+	ibvd_objects_write_unlock();
+	ibvd_objects_write_lock();
+	t->since = mono_ns();
+}
+
 static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 		       void *arg)
 {
-	struct ibvd_context *ctx = arg;
+	struct teardown *t = arg;
+	struct ibvd_context *ctx = t->ctx;
 
 	switch (kind) {
 	case IBVD_OBJ_QP:		ibvd_qp_release(ctx, handle, obj); break;
@@ -368,6 +406,7 @@ static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	case IBVD_OBJ_DM:		ibvd_dm_destroy(obj); break;
 	default:			break;
 	}
+	teardown_breathe(t);
 	return 0;
 }
 
@@ -379,16 +418,16 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 		IBVD_OBJ_MR, IBVD_OBJ_CQ, IBVD_OBJ_COMP_CHANNEL, IBVD_OBJ_PD,
 		IBVD_OBJ_XRCD, IBVD_OBJ_DM,
 	};
+	struct teardown t = { .ctx = ctx };
 	size_t i;
 
 	ibvd_mcast_detach_ctx(ctx);
-	/*
-	 * One write-locked section for the whole context: the engine waits
-	 * once, and never sees a half-destroyed family.
-	 */
+	/* its memory goes at once with the arena, after the lock */
+	ibvd_ctx_rings_closing(ctx);
 	ibvd_objects_write_lock();
+	t.since = mono_ns();
 	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-		ibvd_handle_foreach(&ctx->handles, order[i], destroy_one, ctx);
+		ibvd_handle_foreach(&ctx->handles, order[i], destroy_one, &t);
 	ibvd_objects_write_unlock();
 	free(ctx->objs.db_qp);
 	ctx->objs.db_qp = NULL;

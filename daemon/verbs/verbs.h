@@ -147,9 +147,13 @@ int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
 void ibvd_ring_free_slots(struct ibvd_context *ctx, struct ibvd_ring *r);
 /* Where r lies, for a create reply. */
 void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place);
-/* ctx's ring arena, made at OPEN_DEVICE (*ret_fd for the reply) and
- * dropped at teardown (rings that outlive ctx keep it). */
+/*
+ * ctx's ring arena, made at OPEN_DEVICE (*ret_fd for the reply) and
+ * dropped at teardown; closing, from the start of the teardown, its
+ * rings' blocks are no longer given back one by one (ibvd_arena_closing).
+ */
 int ibvd_ctx_rings_open(struct ibvd_context *ctx, int *ret_fd);
+void ibvd_ctx_rings_closing(struct ibvd_context *ctx);
 void ibvd_ctx_rings_close(struct ibvd_context *ctx);
 
 /* ---- mem.c: client memory and RLIMIT_MEMLOCK -------------------------- */

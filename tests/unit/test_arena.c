@@ -1,7 +1,8 @@
 /*
  * Ring arenas (daemon/verbs/rings/arena.c): blocks carved from the two halves,
  * aligned and zeroed, reused after free, refused past a half or above the
- * largest size, and the arena freed with its last reference.
+ * largest size, and the arena freed with its last reference; once its
+ * context is closing, freed blocks only drop their reference.
  */
 #include "config.h"
 
@@ -11,12 +12,22 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "daemon/verbs/rings/arena.h"
 #include "tests/common/check_run.h"
 
 static struct ibvd_arena *a;
 static int fd;
+
+/* Is the page at off resident in the mapping? */
+static bool resident(uint64_t off)
+{
+	unsigned char v = 0;
+
+	ck_assert_int_eq(mincore(a->base + off, IBVD_PAGE_SIZE, &v), 0);
+	return v & 1;
+}
 
 static void setup(void)
 {
@@ -69,6 +80,30 @@ START_TEST(blocks_in_their_half_aligned)
 	ibvd_arena_free(a, c, 128);
 	ibvd_arena_free(a, e, 100);
 	ck_assert_int_eq(a->refs, 1);
+}
+END_TEST
+
+/*
+ * A closing arena (its context in teardown, the objects lock held) does
+ * not give a freed block's pages back one by one, nor keep the block for
+ * reuse: the whole mapping goes with the last reference.
+ */
+START_TEST(closing_frees_nothing_one_by_one)
+{
+	uint64_t big, again;
+
+	ck_assert_int_eq(ibvd_arena_alloc(a, IBVD_HALF_ENGINE, 1 << 20, &big), 0);
+	memset(a->base + big, 0xa5, 1 << 20);
+	ibvd_arena_closing(a);
+	ibvd_arena_free(a, big, 1 << 20);
+	ck_assert_int_eq(a->refs, 1);
+	ck_assert(resident(big));
+	ck_assert_uint_eq(a->base[big + (1 << 20) - 1], 0xa5);
+	/* not reused, so never handed out unzeroed */
+	ck_assert_int_eq(ibvd_arena_alloc(a, IBVD_HALF_ENGINE, 1 << 20, &again), 0);
+	ck_assert_uint_ne(again, big);
+	ck_assert(all_zero(a->base + again, 1 << 20));
+	ibvd_arena_free(a, again, 1 << 20);
 }
 END_TEST
 
@@ -175,6 +210,7 @@ int main(void)
 	tcase_add_test(tc, freed_blocks_reused_zeroed);
 	tcase_add_test(tc, half_full);
 	tcase_add_test(tc, last_reference_frees);
+	tcase_add_test(tc, closing_frees_nothing_one_by_one);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_NORMAL);
 }

@@ -103,6 +103,12 @@ void ibvd_arena_put(struct ibvd_arena *a)
 	free(a);
 }
 
+void ibvd_arena_closing(struct ibvd_arena *a)
+{
+	if (a)
+		a->closing = true;
+}
+
 size_t ibvd_arena_block(size_t len)
 {
 	size_t b = IBVD_ARENA_MIN_BLOCK;
@@ -189,6 +195,10 @@ void ibvd_arena_free(struct ibvd_arena *a, uint64_t off, size_t len)
 	enum ibvd_arena_half h = off >= IBVD_ARENA_CLIENT ? IBVD_HALF_CLIENT :
 							      IBVD_HALF_ENGINE;
 
+	if (a->closing) {
+		ibvd_arena_put(a);
+		return;
+	}
 	/*
 	 * The memory goes back now (it reads as zeros from then on); the
 	 * offset waits for the next queue.  A block that cannot go back is

@@ -18,6 +18,7 @@
 #ifndef IBVD_VERBS_ARENA_H
 #define IBVD_VERBS_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,7 @@ struct ibvd_arena_free {
 struct ibvd_arena {
 	uint8_t *base;			/* IBVD_ARENA_BYTES, read-write */
 	unsigned int refs;
+	bool closing;			/* ibvd_arena_closing */
 	uint64_t top[2];		/* first never-used offset in each half */
 	struct ibvd_arena_free free[2][IBVD_ARENA_ORDERS];
 };
@@ -58,6 +60,13 @@ int ibvd_arena_new(struct ibvd_arena **ret, int *ret_fd);
 
 /* Drop a reference (the context's, when it goes); the last one frees. */
 void ibvd_arena_put(struct ibvd_arena *a);
+
+/*
+ * Its context is going: blocks freed from now on are neither given back
+ * one by one nor kept for reuse (the whole mapping goes with the last
+ * reference, at once, and outside the objects lock).
+ */
+void ibvd_arena_closing(struct ibvd_arena *a);
 
 /* The block size for len bytes, or 0 if len is above IBVD_ARENA_MAX_BLOCK. */
 size_t ibvd_arena_block(size_t len);

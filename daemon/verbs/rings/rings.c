@@ -181,6 +181,11 @@ int ibvd_ctx_rings_open(struct ibvd_context *ctx, int *ret_fd)
 	return ibvd_arena_new(&ctx->objs.arena, ret_fd);
 }
 
+void ibvd_ctx_rings_closing(struct ibvd_context *ctx)
+{
+	ibvd_arena_closing(ctx->objs.arena);
+}
+
 void ibvd_ctx_rings_close(struct ibvd_context *ctx)
 {
 	ibvd_arena_put(ctx->objs.arena);
