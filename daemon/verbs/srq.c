@@ -217,16 +217,89 @@ static int srq_posted(const struct ibvd_srq *srq, uint32_t *head,
 	return *tail - *head > srq->ring.nslots ? -EPROTO : 0;
 }
 
-/*
- * Copy the posted WQEs to `to` at the same counter values, so that the
- * engine's head, the claim's and the library's tail stay valid in the
- * headers both rings share.  -EINVAL if they do not fit.  Objects lock
- * held for writing (no engine pass runs), and srq->lock.
- */
-static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to)
+static void wqes_copy(const struct ibvd_ring *from, const struct ibvd_ring *to,
+		      uint32_t lo, uint32_t hi)
 {
-	const struct ibvd_ring *from = &srq->ring;
-	uint32_t head, tail, c;
+	uint32_t c;
+
+	for (c = lo; c != hi; c++)
+		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * to->stride,
+		       from->slots + (size_t)(c & (from->nslots - 1)) * from->stride,
+		       from->stride);
+}
+
+/* The counters a resize copied before it took the objects lock. */
+struct srq_copied {
+	uint32_t lo, hi;
+};
+
+/* Rounds of copying ahead of the lock, and what may be left for it. */
+#define PRECOPY_ROUNDS	4
+#define PRECOPY_LEFT	1024u
+
+/*
+ * The bulk of a resize, without the objects lock (up to 16 MiB of WQEs,
+ * which under it would stop every engine thread): the posted WQEs as they
+ * are now.  Only the control thread changes an SRQ's slots; the engine
+ * and the claims' holders only read them, and the library that asks
+ * holds its posting lock.  So what is copied here stays valid, and
+ * srq_move under the lock adds only what was posted meanwhile (another
+ * process of an imported context may post).  Its head need only be no
+ * later than srq_move's: an engine step may be moving the engine's and
+ * the claim's heads right now, so the earlier of the two is taken, and
+ * counters that make no sense leave everything to srq_move, which judges
+ * them at rest.
+ */
+static void srq_precopy(struct ibvd_srq *srq, const struct ibvd_ring *to,
+			struct srq_copied *done)
+{
+	const struct ibvd_wq_client *c = srq->ring.client_page;
+	uint32_t head, taken, tail, n, round;
+
+	pthread_mutex_lock(&srq->lock);
+	head = srq->head;
+	if (ibvd_engine_srq_claimed(srq)) {
+		taken = ibvd_read_once(&c->direct_head);
+		if ((int32_t)(taken - head) < 0)
+			head = taken;
+	}
+	pthread_mutex_unlock(&srq->lock);
+	tail = ibvd_read_once(&c->tail);
+	n = tail - head;
+	if (n > srq->ring.nslots)
+		n = 0;
+	/* more than fits: srq_move refuses, unless the engine takes some */
+	if (n > to->nslots)
+		n = to->nslots;
+	done->lo = done->hi = tail - n;
+	for (round = 0; round < PRECOPY_ROUNDS; round++) {
+		wqes_copy(&srq->ring, to, done->hi, tail);
+		done->hi = tail;
+		tail = ibvd_read_once(&c->tail);
+		if (tail - done->hi <= PRECOPY_LEFT || tail - done->lo > to->nslots)
+			break;
+	}
+}
+
+/* Is counter x in [lo, hi], a range of at most 2^31? */
+static bool between(uint32_t x, uint32_t lo, uint32_t hi)
+{
+	return x - lo <= hi - lo;
+}
+
+/*
+ * Copy to `to`, at the same counter values, the posted WQEs the precopy
+ * did not, so that the engine's head, the claim's and the library's tail
+ * stay valid in the headers both rings share.  -EINVAL if they do not
+ * fit; -EBUSY if more than PRECOPY_LEFT are left to copy, which only
+ * counters moved against the library's own locks make: no client makes
+ * the copy under the lock large.  Objects lock held for writing (no
+ * engine pass runs), and srq->lock.
+ */
+static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to,
+		    const struct srq_copied *done)
+{
+	uint32_t head, tail, from;
 	int ret;
 
 	ret = srq_posted(srq, &head, &tail);
@@ -234,10 +307,12 @@ static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to)
 		return ret;
 	if (tail - head > to->nslots)
 		return -EINVAL;
-	for (c = head; c != tail; c++)
-		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * to->stride,
-		       from->slots + (size_t)(c & (from->nslots - 1)) * from->stride,
-		       from->stride);
+	from = head;
+	if (between(head, done->lo, done->hi))
+		from = between(tail, head, done->hi) ? tail : done->hi;
+	if (tail - from > PRECOPY_LEFT)
+		return -EBUSY;
+	wqes_copy(&srq->ring, to, from, tail);
 	return 0;
 }
 
@@ -252,6 +327,7 @@ static int srq_resize(struct ibvd_call *call, struct ibvd_srq *srq,
 		      uint32_t nslots)
 {
 	struct ibvd_ring fresh, old;
+	struct srq_copied copied;
 	int ret;
 
 	if (nslots == srq->ring.nslots)
@@ -259,9 +335,10 @@ static int srq_resize(struct ibvd_call *call, struct ibvd_srq *srq,
 	ret = ibvd_ring_new_slots(srq->ctx, &srq->ring, nslots, &fresh);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "no room for %u WQEs", nslots);
+	srq_precopy(srq, &fresh, &copied);
 	ibvd_objects_write_lock();
 	pthread_mutex_lock(&srq->lock);
-	ret = srq_move(srq, &fresh);
+	ret = srq_move(srq, &fresh, &copied);
 	if (ret == 0) {
 		old = srq->ring;
 		srq->ring = fresh;
@@ -272,6 +349,10 @@ static int srq_resize(struct ibvd_call *call, struct ibvd_srq *srq,
 	ibvd_ring_free_slots(srq->ctx, ret == 0 ? &old : &fresh);
 	if (ret == -EPROTO)
 		return ibvd_call_error(call, ret, "SRQ %#x: its counters are broken",
+				       srq->handle);
+	if (ret == -EBUSY)
+		return ibvd_call_error(call, ret,
+				       "SRQ %#x: WQEs were posted while it was resized",
 				       srq->handle);
 	if (ret < 0)
 		return ibvd_call_error(call, ret,
