@@ -134,6 +134,8 @@ struct ibvd_mr {
 	uint64_t map_file_offset;
 	int map_fd;
 	bool map_fd_kept;
+	/* the uid of the process that passed map_fd: only it is granted it */
+	uid_t map_fd_uid;
 	bool granted;
 	/* windows bound to it (atomic: engine threads bind and invalidate
 	 * under the read lock); DEREG_MR and REREG_MR are EBUSY meanwhile */

@@ -37,6 +37,7 @@
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "server/call.h"
+#include "server/session.h"
 #include "tenant/tenant.h"
 #include "util.h"
 #include "verbs.h"
@@ -174,6 +175,7 @@ static void spec_map(struct ibvd_call *call, const struct mr_spec *sp,
 				       IBV_ACCESS_REMOTE_WRITE))) {
 		m->fd = fd;
 		m->keeps_fd = true;
+		m->fd_uid = call->session->cred.uid;
 	} else {
 		ibvd_frame_close_fd(fd);	/* the client's: may block */
 	}

@@ -197,6 +197,7 @@ struct ibvd_mr_mapping {
 	 * access; closed with the mapping */
 	int fd;
 	bool keeps_fd;
+	uid_t fd_uid;			/* of the process that passed it */
 	/* the tenant whose count of mapped MRs holds it (map.c) */
 	struct ibvd_tenant *counted;
 };

@@ -154,6 +154,7 @@ void ibvd_mr_mapping_install(struct ibvd_mr *mr, struct ibvd_mr_mapping *m)
 	mr->map_file_offset = m->file_offset;
 	mr->map_fd = m->fd;
 	mr->map_fd_kept = m->keeps_fd;
+	mr->map_fd_uid = m->fd_uid;
 	mr->tier = m->map ? IBVD_MR_TIER_MAPPED : IBVD_MR_TIER_MEMFD;
 	*m = (struct ibvd_mr_mapping){ 0 };
 }

@@ -186,20 +186,6 @@ static int grant_fd(const struct ibvd_mr *mr, uint32_t rights, uid_t uid)
 }
 
 /*
- * Do all the processes sharing ctx run as uid?  The MR is in one of them,
- * which one the daemon does not track: a grant gives its whole file.
- */
-static bool ctx_all_uid(const struct ibvd_context *ctx, uid_t uid)
-{
-	unsigned int i;
-
-	for (i = 0; i < ctx->nmembers; i++)
-		if (ctx->members[i].session->cred.uid != uid)
-			return false;
-	return true;
-}
-
-/*
  * What a grant of mr through peer may do: the remote rights both the MR
  * and the QP give (a responder checks the QP's first), or an error.
  */
@@ -221,9 +207,14 @@ static int grant_check(struct ibvd_call *call, const struct ibvd_qp *peer,
 		return ibvd_call_error(call, -EOPNOTSUPP,
 				       "MR of key %#x: no remote access to shared file memory through QP %u",
 				       rkey, peer->qp_num);
-	if (!ctx_all_uid(mr->ctx, call->session->cred.uid))
+	/*
+	 * A grant gives the whole file: only to the uid whose process passed
+	 * it, whoever shares the context now (an importer of another uid may
+	 * have registered the MR and left).
+	 */
+	if (mr->map_fd_uid != call->session->cred.uid)
 		return ibvd_call_error(call, -EPERM,
-				       "MR of key %#x may belong to another uid",
+				       "MR of key %#x is another uid's file",
 				       rkey);
 	return (int)rights;
 }
