@@ -28,6 +28,7 @@
 #include "server/daemon.h"
 #include "tenant/tenant.h"
 #include "util.h"
+#include "verbs/context.h"
 
 /* The kinds that count as "objects": the rdma cgroup's hca_object. */
 static const enum ibvd_obj_kind hca_objects[] = {
@@ -90,9 +91,10 @@ static void session_use(const struct ibvd_client_info *s,
 		u->contexts = 1;
 	/*
 	 * A context shared between processes (ibv_import_device) has its
-	 * objects counted once, with the member that stands for it.
+	 * objects counted once, with the member that stands for it: one of
+	 * the uid they are charged to, if any is left.
 	 */
-	if (s->ctx && s->ctx->session == s->session) {
+	if (s->ctx && ibvd_context_stand_in(s->ctx) == s->session) {
 		for (i = 0; i < ARRAY_SIZE(hca_objects); i++)
 			u->objects += ibvd_handle_count(&s->ctx->handles,
 							hca_objects[i]);

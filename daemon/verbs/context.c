@@ -270,6 +270,17 @@ static void context_destroy(struct ibvd_context *ctx, struct ibvd_daemon *d)
 	free(ctx);
 }
 
+const struct ibvd_session *ibvd_context_stand_in(const struct ibvd_context *ctx)
+{
+	const struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
+	unsigned int i;
+
+	for (i = 0; account && i < ctx->nmembers; i++)
+		if (ctx->members[i].session->tenant == account->tenant)
+			return ctx->members[i].session;
+	return ctx->session;
+}
+
 void ibvd_context_leave(struct ibvd_session *s)
 {
 	struct ibvd_context *ctx = s->ctx;

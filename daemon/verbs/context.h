@@ -36,6 +36,13 @@ void ibvd_context_leave(struct ibvd_session *s);
 int ibvd_context_join(struct ibvd_context *ctx, struct ibvd_session *s,
 		      int fds[IBVD_OPEN_NFDS]);
 
+/*
+ * The member that stands for ctx in ibvctl's rows: the first of the uid
+ * its objects are charged to (its creator's), else the first of all (the
+ * creator and its uid's importers have all left).
+ */
+const struct ibvd_session *ibvd_context_stand_in(const struct ibvd_context *ctx);
+
 /* The OpenDeviceReply fields that describe ctx; info backs reply->device. */
 void ibvd_context_reply_info(const struct ibvd_context *ctx,
 			     Ibvd__OpenDeviceReply *reply, Ibvd__DeviceInfo *info);

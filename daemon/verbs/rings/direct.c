@@ -227,20 +227,22 @@ void ibvd_direct_ctx_shared(struct ibvd_context *ctx)
 
 /*
  * qp and peer (both pairable, of one type and device) share rings now,
- * counted against the tenant of qp's context.
+ * counted against the tenant qp's context charges (its creator's uid,
+ * whichever process of the context stands for it now).
  */
 static int pair_make(struct ibvd_qp *qp, struct ibvd_qp *peer)
 {
-	struct ibvd_session *s = qp->ctx->session;
+	const struct ibvd_tenant_dev *account = qp->ctx->handles.charge_owner;
+	struct ibvd_tenant *t = account ? account->tenant : NULL;
 	struct ibvd_direct *d;
 
-	if (npairs >= DIRECT_MAX_PAIRS || !s ||
-	    s->tenant->direct_pairs >= IBVD_UID_MAX_DIRECT_PAIRS)
+	if (npairs >= DIRECT_MAX_PAIRS || !t ||
+	    t->direct_pairs >= IBVD_UID_MAX_DIRECT_PAIRS)
 		return -ENOSPC;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->payer = s->tenant;
+	d->payer = t;
 	ibvd_tenant_ref(d->payer);
 	d->payer->direct_pairs++;
 	d->fd = -1;
