@@ -538,7 +538,7 @@ struct eng_park {
 	struct eng_parked **q;
 	struct eng_park_key {		/* q[i]'s, scanned without q[i] */
 		uint32_t qpn;
-		const void *owner;	/* its receiver's context, compared only */
+		const void *owner;	/* its receiver's account, compared only */
 	} *keys;
 	unsigned int n;
 	uint64_t bytes;			/* their payloads */
@@ -549,7 +549,7 @@ struct eng_park {
 /* Datagrams parked for QP number qpn on this thread. */
 unsigned int ibvd_eng_park_holds(const struct ibvd_engine *eng, uint32_t qpn);
 
-/* Is there room for one more of len bytes, for a QP of context owner? */
+/* Is there room for one more of len bytes, for a receiver of account owner? */
 bool ibvd_eng_park_room(struct ibvd_engine *eng, const void *owner,
 			uint32_t len);
 

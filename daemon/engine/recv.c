@@ -792,6 +792,18 @@ static bool ring_peer(const struct ibvd_qp *src, const struct ibvd_qp *target)
  * src's ring peer) what ud_claim_busy says, or for a member's copy of a
  * multicast datagram, which cannot wait in src's SQ, UD_SENT: lost.
  */
+/*
+ * Whose share of the park a datagram to target takes: the account its
+ * context charges (a uid on a device), so that a uid's many contexts get
+ * one share, not one each.
+ */
+static const void *park_owner(const struct ibvd_qp *target)
+{
+	const void *account = target->ctx->handles.charge_owner;
+
+	return account ? account : target->ctx;
+}
+
 static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   struct ibvd_qp *target, const struct eng_req *req,
 			   uint32_t qkey, bool member, enum ibv_wc_status *status)
@@ -802,7 +814,7 @@ static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 	enum eng_copy_result c;
 
 	if (!ring_peer(src, target) &&
-	    ibvd_eng_park_room(eng, target->ctx, len))
+	    ibvd_eng_park_room(eng, park_owner(target), len))
 		p = calloc(1, sizeof(*p) + len);
 	if (!p)
 		return member ? UD_SENT : ud_claim_busy(eng, src, target);
@@ -820,7 +832,7 @@ static enum eng_ud ud_park(struct ibvd_engine *eng, struct ibvd_qp *src,
 	p->len = len;
 	parked_done(p, src, req);
 	ibvd_eng_count_arrival(src, target, req);
-	ibvd_eng_park_push(eng, p, target->ctx);
+	ibvd_eng_park_push(eng, p, park_owner(target));
 	return UD_SENT;
 }
 

@@ -15,8 +15,9 @@
  * nothing a destroy or a reset must clean.  Datagrams to one QP keep
  * their order: once one waits, the ones after it park behind it (recv.c),
  * and a try goes no further for a receive queue than its first busy
- * claim.  Bounded per thread (count and bytes) and per receiving context,
- * so one tenant's held claims fill a part of it only; past a bound a
+ * claim.  Bounded per thread (count and bytes) and per receiving account
+ * (a uid on a device, however many contexts it opens), so one tenant's
+ * held claims fill a part of it only; past a bound a
  * datagram waits in its sender's SQ as before.  One parked longer than
  * PARK_HOLD_NS is dropped, as a receiver stopped that long loses them.
  */
@@ -27,9 +28,9 @@
 
 #include "engine/internal.h"
 
-/* Parked per thread, and for one receiving context; their bytes. */
+/* Parked per thread, and for one receiving account; their bytes. */
 #define PARK_MAX		1024u
-#define PARK_PER_CTX		256u
+#define PARK_PER_OWNER		256u
 #define PARK_BYTES		(4u << 20)
 /* The longest a datagram waits for its receiver's claim. */
 #define PARK_HOLD_NS		500000000ull
@@ -84,7 +85,7 @@ bool ibvd_eng_park_room(struct ibvd_engine *eng, const void *owner,
 		return false;
 	for (i = 0; i < park->n; i++)
 		mine += park->keys[i].owner == owner;
-	return mine < PARK_PER_CTX;
+	return mine < PARK_PER_OWNER;
 }
 
 void ibvd_eng_park_push(struct ibvd_engine *eng, struct eng_parked *p,
