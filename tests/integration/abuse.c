@@ -84,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "ibvd_verbs.h"
 #include "vt.h"
@@ -1442,6 +1443,92 @@ static int cq_head_lie(void)
 	return 0;
 }
 
+/*
+ * A client keeps its ring arena's file (through /proc/self/map_files, as
+ * root may; a client of its own could keep OPEN_DEVICE's fd) and closes
+ * its context after the engine wrote KEEP_CQES completions into a CQ of
+ * that size: the daemon gives the arena's pages back all the same, for
+ * what the engine wrote there is the daemon's memory.  Before, a context
+ * torn down gave its blocks back one by one; for a while, not at all.
+ */
+#define KEEP_CQES	65536u
+#define KEEP_BATCH	512u
+
+static int arena_file_open(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512], path[600];
+	int fd = -1;
+
+	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
+	while (fd < 0 && fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "ibvd-rings"))
+			continue;
+		*strchr(line, ' ') = '\0';
+		snprintf(path, sizeof(path), "/proc/self/map_files/%s", line);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		vt_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	}
+	fclose(f);
+	vt_assert(fd >= 0, "no ring arena in /proc/self/maps");
+	return fd;
+}
+
+static long long file_bytes(int fd)
+{
+	struct stat st;
+
+	vt_assert(fstat(fd, &st) == 0, "fstat: %s", strerror(errno));
+	return (long long)st.st_blocks * 512;
+}
+
+static int keep_rings(void)
+{
+	struct vt_qp_opts o = { .max_send_wr = KEEP_BATCH };
+	struct ibv_wc wc[64];
+	struct ibv_cq *cq, *cq1;
+	long long held, left;
+	struct ibv_mr *mr;
+	struct vt_pair p;
+	struct vt_dev d;
+	unsigned int i, done = 0;
+	long t0;
+	int fd, n;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, KEEP_CQES, NULL, NULL, 0);
+	cq1 = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq && cq1, "CQ: %s", strerror(errno));
+	vt_pair_on(&p, &d, &o, &o, cq, cq1);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	fd = arena_file_open();
+	while (done < KEEP_CQES) {
+		for (i = 0; i < KEEP_BATCH; i++)
+			vt_send(p.qp[0], done + i, IBV_WR_RDMA_WRITE,
+				IBV_SEND_SIGNALED, mr->addr, 8, mr->lkey,
+				(uintptr_t)mr->addr + 64, mr->rkey);
+		for (i = 0; i < KEEP_BATCH; i += (unsigned int)n) {
+			n = vt_poll(cq, wc, 64, vt_tmo_ms());
+			vt_assert(n > 0, "%u of %u completions", done + i, KEEP_CQES);
+		}
+		done += KEEP_BATCH;
+	}
+	held = file_bytes(fd);
+	vt_assert(held >= (long long)KEEP_CQES * 64,
+		  "the arena holds %lld bytes with %u CQEs written", held, KEEP_CQES);
+	/* gone with its objects, as a dying app's are */
+	vt_assert(ibv_close_device(d.ctx) == 0, "ibv_close_device");
+	t0 = vt_now_ms();
+	while ((left = file_bytes(fd)) >= 1 << 20 && vt_now_ms() - t0 < vt_tmo_ms())
+		vt_sleep_ms(10);
+	vt_assert(left < 1 << 20, "the arena still holds %lld bytes after the "
+		  "context closed (%lld before)", left, held);
+	printf("keep-rings: the kept arena file held %lld bytes, %lld after the "
+	       "context closed\n", held, left);
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1449,6 +1536,8 @@ int main(int argc, char **argv)
 		return tgt_sq(argv[2]);
 	if (argc == 2 && !strcmp(argv[1], "srq-gone"))
 		return srq_gone();
+	if (argc == 2 && !strcmp(argv[1], "keep-rings"))
+		return keep_rings();
 	if (argc == 2 && !strcmp(argv[1], "srqn-rewrite"))
 		return srqn_rewrite();
 	if (argc == 2 && !strcmp(argv[1], "opener-closes"))

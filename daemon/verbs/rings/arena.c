@@ -96,6 +96,15 @@ void ibvd_arena_put(struct ibvd_arena *a)
 
 	if (!a || --a->refs)
 		return;
+	/*
+	 * The pages go now, whoever else holds the file: the client may keep
+	 * its fd (or /proc/PID/map_files) past its context, and what the
+	 * engine wrote there is the daemon's memory.  One call for all, as
+	 * a closing arena gave back none of its blocks one by one.
+	 */
+	if (madvise(a->base, IBVD_ARENA_BYTES, MADV_REMOVE) < 0)
+		log_warn("ring arena: its pages stay until its file closes: %s",
+			 strerror(errno));
 	munmap(a->base, IBVD_ARENA_BYTES);
 	for (h = 0; h < 2; h++)
 		for (o = 0; o < IBVD_ARENA_ORDERS; o++)
