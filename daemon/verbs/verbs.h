@@ -116,6 +116,8 @@ size_t ibvd_ring_charge(uint32_t nslots, uint32_t stride);
  */
 int ibvd_ctx_ring_charge(struct ibvd_context *ctx, uint64_t bytes);
 void ibvd_ctx_ring_uncharge(struct ibvd_context *ctx, uint64_t bytes);
+/* Undo an uncharge, whatever the caps: the bytes were counted before. */
+void ibvd_ctx_ring_recharge(struct ibvd_context *ctx, uint64_t bytes);
 /*
  * Carve a ring of nslots x stride from ctx's arena, its slots in the
  * engine half (CQs) or the client half (work queues), zeroed, charged to

@@ -51,6 +51,15 @@ void ibvd_ctx_ring_uncharge(struct ibvd_context *ctx, uint64_t bytes)
 		t->ring_bytes -= bytes;
 }
 
+void ibvd_ctx_ring_recharge(struct ibvd_context *ctx, uint64_t bytes)
+{
+	struct ibvd_tenant *t = ring_tenant(ctx);
+
+	ctx->objs.ring_bytes += bytes;
+	if (t)
+		t->ring_bytes += bytes;
+}
+
 static void ring_point(struct ibvd_ring *r)
 {
 	r->engine_page = ibvd_arena_ptr(r->arena, r->engine_off);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <infiniband/verbs.h>
 
@@ -82,15 +83,38 @@ void ibvd_xrc_tgt_fini(struct ibvd_qp *qp)
  * go with the context, not live on uncharged under a holder that took
  * over.
  */
+static size_t rings_charge(const struct ibvd_qp *qp)
+{
+	size_t n = 0;
+
+	if (qp->sq.arena)
+		n += ibvd_ring_charge(qp->sq.nslots, qp->sq.stride);
+	if (qp->rq.arena)
+		n += ibvd_ring_charge(qp->rq.nslots, qp->rq.stride);
+	return n;
+}
+
 static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 {
 	struct ibvd_context *old = qp->ctx;
+	size_t charge = rings_charge(qp);
 	struct ibvd_ring sq, rq;
 	int ret;
 
+	/* A second handle of the same context: nothing moves. */
+	if (h->ctx == old) {
+		qp->handle = h->handle;
+		return 0;
+	}
+	/*
+	 * The rings' bytes are counted once while they move: a holder at its
+	 * budget, or of the same uid, can take them as long as the old
+	 * context's count leaves room.
+	 */
+	ibvd_ctx_ring_uncharge(old, charge);
 	ret = ibvd_ring_copy(h->ctx, &qp->sq, &sq);
 	if (ret < 0)
-		return ret;
+		goto fail;
 	ret = ibvd_ring_copy(h->ctx, &qp->rq, &rq);
 	if (ret < 0)
 		goto fail_sq;
@@ -101,6 +125,7 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 		ibvd_doorbell_alloc(old, qp);
 		goto fail_rq;
 	}
+	ibvd_ctx_ring_recharge(old, charge);
 	ibvd_ring_free(old, &qp->sq);
 	ibvd_ring_free(old, &qp->rq);
 	qp->sq = sq;
@@ -114,6 +139,8 @@ fail_rq:
 	ibvd_ring_free(h->ctx, &rq);
 fail_sq:
 	ibvd_ring_free(h->ctx, &sq);
+fail:
+	ibvd_ctx_ring_recharge(old, charge);
 	return ret;
 }
 
@@ -138,6 +165,7 @@ bool ibvd_xrc_tgt_release(struct ibvd_qp *qp, struct ibvd_context *ctx,
 			  uint32_t handle)
 {
 	struct ibvd_xrc_hold *h = hold_find(qp, ctx, handle);
+	int ret = -ENOMEM;
 
 	if (h) {
 		LIST_REMOVE(h, link);
@@ -148,11 +176,13 @@ bool ibvd_xrc_tgt_release(struct ibvd_qp *qp, struct ibvd_context *ctx,
 	ibvd_handle_remove(&ctx->handles, handle, IBVD_OBJ_QP);
 	if (qp->ctx != ctx || qp->handle != handle)
 		return true;
-	LIST_FOREACH(h, &qp->xrc.holds, link)
-		if (move_owner(qp, h) == 0)
+	LIST_FOREACH(h, &qp->xrc.holds, link) {
+		ret = move_owner(qp, h);
+		if (ret == 0)
 			return true;
-	log_err("XRC target QP %#x: no holder has a doorbell left; destroyed",
-		qp->qp_num);
+	}
+	log_err("XRC target QP %#x: no holder has room for its doorbell and rings (%s); destroyed",
+		qp->qp_num, strerror(-ret));
 	/* The caller destroys it; removing the owner's handle twice is harmless. */
 	drop_all_holds(qp);
 	return false;
