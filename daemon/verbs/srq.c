@@ -206,7 +206,7 @@ static int srq_posted(const struct ibvd_srq *srq, uint32_t *head,
 	const struct ibvd_wq_client *c = srq->ring.client_page;
 
 	*head = srq->head;
-	*tail = ibvd_read_once(&c->tail);
+	*tail = ibvd_observe(&c->tail);
 	if (ibvd_engine_srq_claimed(srq)) {
 		uint32_t taken = ibvd_read_once(&c->direct_head);
 
@@ -243,12 +243,11 @@ struct srq_copied {
  * are now.  Only the control thread changes an SRQ's slots; the engine
  * and the claims' holders only read them, and the library that asks
  * holds its posting lock.  So what is copied here stays valid, and
- * srq_move under the lock adds only what was posted meanwhile (another
- * process of an imported context may post).  Its head need only be no
+ * srq_move under the lock adds only what was posted meanwhile, which
+ * takes a client that moves its tail itself.  Its head need only be no
  * later than srq_move's: an engine step may be moving the engine's and
  * the claim's heads right now, so the earlier of the two is taken, and
- * counters that make no sense leave everything to srq_move, which judges
- * them at rest.
+ * srq_move judges the counters at rest.
  */
 static void srq_precopy(struct ibvd_srq *srq, const struct ibvd_ring *to,
 			struct srq_copied *done)
@@ -264,10 +263,18 @@ static void srq_precopy(struct ibvd_srq *srq, const struct ibvd_ring *to,
 			head = taken;
 	}
 	pthread_mutex_unlock(&srq->lock);
-	tail = ibvd_read_once(&c->tail);
+	/* Acquire: the WQEs below the tail are written. */
+	tail = ibvd_observe(&c->tail);
 	n = tail - head;
+	/*
+	 * The engine's head lags the claim's while libraries place (it
+	 * catches up when the engine next takes the claim), by more than a
+	 * lap if a receiver polls without ringing: the WQEs posted are at
+	 * most a ring's worth below the tail, and each of those slots holds
+	 * its counter's WQE, or one already taken.
+	 */
 	if (n > srq->ring.nslots)
-		n = 0;
+		n = srq->ring.nslots;
 	/* more than fits: srq_move refuses, unless the engine takes some */
 	if (n > to->nslots)
 		n = to->nslots;
@@ -275,7 +282,7 @@ static void srq_precopy(struct ibvd_srq *srq, const struct ibvd_ring *to,
 	for (round = 0; round < PRECOPY_ROUNDS; round++) {
 		wqes_copy(&srq->ring, to, done->hi, tail);
 		done->hi = tail;
-		tail = ibvd_read_once(&c->tail);
+		tail = ibvd_observe(&c->tail);
 		if (tail - done->hi <= PRECOPY_LEFT || tail - done->lo > to->nslots)
 			break;
 	}
@@ -291,9 +298,9 @@ static bool between(uint32_t x, uint32_t lo, uint32_t hi)
  * Copy to `to`, at the same counter values, the posted WQEs the precopy
  * did not, so that the engine's head, the claim's and the library's tail
  * stay valid in the headers both rings share.  -EINVAL if they do not
- * fit; -EBUSY if more than PRECOPY_LEFT are left to copy, which only
- * counters moved against the library's own locks make: no client makes
- * the copy under the lock large.  Objects lock held for writing (no
+ * fit; -EBUSY if more than PRECOPY_LEFT are left to copy, which only a
+ * client moving its own tail makes: no client makes the copy under the
+ * lock large.  Objects lock held for writing (no
  * engine pass runs), and srq->lock.
  */
 static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to,

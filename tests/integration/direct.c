@@ -2910,6 +2910,63 @@ START_TEST(srq_resized)
 END_TEST
 
 /*
+ * Libraries place into a soft SRQ's WQEs and move the claim's head; the
+ * engine's own head catches up only when it next takes the claim, so
+ * after a ring's worth placed by a receiver that polls without ringing
+ * it is more than a lap behind.  A resize then still finds the WQEs
+ * posted (the lap below the tail) and keeps them, in order.
+ */
+#define LAG_SLOTS	4096u
+#define LAG_PLACED	3000u
+#define LAG_MORE	900u
+
+/* SEND number n from p's first QP into the SRQ of its second. */
+static void srq_send_one(struct vt_pair *p, struct ibv_mr *a, uint32_t n,
+			 const char *what)
+{
+	struct ibv_wc wc;
+
+	vt_send(p->qp[0], n, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(a), 8,
+		a->lkey, 0, 0);
+	vt_expect_ok(p->rcq[1], &wc, n, IBV_WC_RECV, what);
+	vt_expect_ok(p->scq[0], &wc, n, IBV_WC_SEND, "its send");
+}
+
+START_TEST(srq_resized_engine_head_behind)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = LAG_SLOTS,
+						  .max_sge = 1 } };
+	struct ibv_srq_attr attr = { .max_wr = 2 * LAG_SLOTS };
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	struct vt_qp_opts rx = { .srq = srq };
+	struct ibv_mr *a, *b;
+	struct vt_pair p;
+	uint32_t i;
+
+	ck_assert_ptr_nonnull(srq);
+	vt_pair2(&p, &D, &DEF, &rx, 256);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < LAG_SLOTS; i++)
+		vt_srq_recv(srq, i, BUF(b), 64, b->lkey);
+	for (i = 0; i < LAG_PLACED; i++)
+		srq_send_one(&p, a, i, "a SEND into the SRQ");
+	/* posted again: the tail a lap past the engine's head */
+	for (i = LAG_SLOTS; i < LAG_SLOTS + LAG_MORE; i++)
+		vt_srq_recv(srq, i, BUF(b), 64, b->lkey);
+	ck_assert_int_eq(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+	/* the rest posted before the resize, then those posted after it */
+	for (i = LAG_PLACED; i < LAG_SLOTS + LAG_MORE; i++)
+		srq_send_one(&p, a, i, "a SEND after the resize");
+	vt_expect_none(p.rcq[1], QUIET_MS, "nothing more");
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+}
+END_TEST
+
+/*
  * An SRQ resized over and over while SENDs stream into it: a sender
  * thread, a receiver thread that polls and posts again, each message
  * checked for its place in the order and its bytes.
@@ -4103,6 +4160,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, srq_sleeping_receiver);
 	tcase_add_test(tc, srq_resized);
 	tcase_add_test(tc, srq_resized_while_streaming);
+	tcase_add_test(tc, srq_resized_engine_head_behind);
 	return s;
 }
 
