@@ -474,14 +474,34 @@ static int peer_poke(const struct ibvd_cq *cq)
 	return cq && cq->channel ? ibvd_channel_poke(cq->channel) : -1;
 }
 
+/*
+ * Are the peer's wake-up pairs for this caller?  A UD pair is made by
+ * one side alone (ibvd_req_qp_direct_ud), with any local UD QP: a peer
+ * of another uid keeps its pairs, which would let the caller wake that
+ * uid's channels at will, and go on doing so after the pair ends; the
+ * engine wakes it instead, as it wakes any.  RC and UC pairs are made by
+ * both sides' connections.
+ */
+static bool pokes_for(const struct ibvd_call *call, const struct ibvd_qp *qp,
+		      const struct ibvd_qp *peer)
+{
+	const struct ibvd_tenant_dev *account = peer->ctx->handles.charge_owner;
+
+	return qp->qp_type != IBV_QPT_UD ||
+	       (account && account->tenant->uid == call->session->cred.uid);
+}
+
 /* The rings' fd, then the peer's wake-up pairs that there are. */
 static unsigned int reply_fds(Ibvd__QpDirectReply *reply,
 			      const struct ibvd_qp *qp,
-			      const struct ibvd_qp *peer, int fds[3])
+			      const struct ibvd_qp *peer, bool pokes,
+			      int fds[3])
 {
 	unsigned int n = 0;
 
 	fds[n++] = qp->direct->fd;
+	if (!pokes)
+		return n;
 	if ((fds[n] = peer_poke(peer->recv_cq)) >= 0) {
 		reply->pokes |= IBVD_DIRECT_POKE_RECV;
 		n++;
@@ -528,7 +548,7 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 					       "QPs %u and %u: no transit rings",
 					       qp->qp_num, peer->qp_num);
 	}
-	nfds = reply_fds(&reply, qp, peer, fds);
+	nfds = reply_fds(&reply, qp, peer, pokes_for(call, qp, peer), fds);
 	ret = ibvd_call_reply(call, &reply.base, fds, nfds);
 	if (ret < 0)
 		return ret;
