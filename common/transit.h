@@ -193,7 +193,9 @@
  * the daemon makes on first use); the library watches its reading end
  * beside the daemon's event socket (channel->fd is an epoll instance),
  * and every QP's rings come with the writing ends of its peer's CQs'
- * channels (QP_DIRECT's `pokes`).  A byte there only says "look": the
+ * channels (QP_DIRECT's `pokes`), except a UD pair's across uids, which
+ * one side makes alone: there the engine wakes the peer, as it wakes
+ * any sleeper without a pair.  A byte there only says "look": the
  * woken library drains them, places what its armed CQs' rings hold,
  * and fires the arm itself, by the compare-and-swap on the CQ's `fired`
  * that it shares with the engine (ring.h), so an arm fires once.
@@ -300,7 +302,7 @@ struct ibvd_transit_ctl {
  * The wake-up pairs that come with a QP's rings (QP_DIRECT's `pokes`):
  * its peer's receive CQ's channel's, to wake the peer asleep on what we
  * send, and its peer's send CQ's, to wake it asleep on the completion of
- * what we take.
+ * what we take.  None for a UD peer of another uid.
  */
 #define IBVD_DIRECT_POKE_RECV	1u
 #define IBVD_DIRECT_POKE_SEND	2u

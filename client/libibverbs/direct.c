@@ -1243,8 +1243,9 @@ static bool wake_receiver(struct ibvc_direct *d)
 /*
  * Will the receiver's library wake us once it took what we wait for
  * (place_received)?  It has our channel's pair if there is one
- * (QP_DIRECT); and we must sleep in ibv_get_cq_event, which rings the
- * engine after all for a receiver that takes nothing (channel.c).
+ * (QP_DIRECT), or, a UD peer of another uid, rings the engine to wake us
+ * instead; and we must sleep in ibv_get_cq_event, which rings the engine
+ * after all for a receiver that takes nothing (channel.c).
  */
 static bool peer_wakes_us(struct ibvc_cq *cq)
 {

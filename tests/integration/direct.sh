@@ -143,13 +143,15 @@ ok "$(sed -n 's/^pair-cap: //p' "$O/pair-cap")"
 # perftest's -e: one completion channel for both CQs, one poll per event
 # (an event with no completion behind it fails it, or hangs it);
 # ibv_rc_pingpong -c checks the data: busy polling, with events, 64 KiB.
-# UC pairs go on the rings too.
+# UC pairs go on the rings too.  A UD pair across uids has no wake-up
+# pairs (the engine wakes both sides' sleepers): ib_send_lat -c UD -e
+# sleeps on its send CQ too.
 for t in "ib_send_lat -n 1000" "ib_send_lat -e -n 1000" \
 	 "ib_send_lat -e --use-srq -n 1000" "ib_send_bw -n 2000" \
 	 "ibv_rc_pingpong -c -n 5000" "ibv_rc_pingpong -c -n 2000 -e" \
 	 "ibv_rc_pingpong -c -n 500 -s 65536" "ib_send_lat -c UC -n 1000" \
 	 "ibv_uc_pingpong -c -n 2000 -e" "ib_send_lat -c UD -n 1000" \
-	 "ibv_ud_pingpong -n 2000 -e"; do
+	 "ib_send_lat -c UD -e -n 1000" "ibv_ud_pingpong -n 2000 -e"; do
 	[ -x "/usr/bin/${t%% *}" ] || continue
 	check "Debian's $t between uids $USER1 and $USER2"
 	# shellcheck disable=SC2086 # words
