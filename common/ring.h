@@ -136,6 +136,13 @@ struct ibvd_wq_client {
 	 */
 	uint32_t claim;
 	uint32_t direct_head;
+	/*
+	 * SQ of a paired QP: its library's own copy of what it says in its
+	 * ring's `sender_waits` and `wake` (transit.h), the one the engine
+	 * acts on, since the peer's library can write the ring's
+	 */
+	uint32_t direct_sender_waits;
+	uint64_t direct_wake;
 };
 
 #define IBVD_WQ_CLAIM_FREE	0u

@@ -216,7 +216,9 @@
  *    RNR says.
  *  - A sender whose send CQ is armed says so in `sender_waits`, with
  *    `wake`: the arm it sleeps on and the end of its first signalled
- *    SEND not taken yet.  Whoever moves `consumed` to that end (fences
+ *    SEND not taken yet, and in the same words of its SQ's client
+ *    header, the copy that it and the engine go by (its peer can write
+ *    the ring's).  Whoever moves `consumed` to that end (fences
  *    and) writes one byte for that `wake` (the library) or sends the
  *    event (the engine); the sender, after storing `wake`, fences and
  *    looks at `consumed` itself.  Only then: an event stands for a
@@ -321,21 +323,33 @@ struct ibvd_transit_ctl {
 #define IBVD_TRANSIT_WAKE_AT		2u
 
 /*
- * Does a sleeping sender want its event now that `consumed` is this?
- * *arm: the send CQ arm it wants it on (a later arm is not woken).
+ * Does a sleeping sender that says `waits` and `wake` want its event now
+ * that `consumed` is this?  *arm: the send CQ arm it wants it on (a later
+ * arm is not woken).
+ */
+static inline bool ibvd_wake_due(const uint32_t *waits, const uint64_t *wake,
+				 uint32_t consumed, uint32_t *arm)
+{
+	uint64_t w;
+
+	/* Acquire: `wake` was stored before the mode that says to read it. */
+	if (__atomic_load_n(waits, __ATOMIC_ACQUIRE) != IBVD_TRANSIT_WAKE_AT)
+		return false;
+	w = __atomic_load_n(wake, __ATOMIC_RELAXED);
+	*arm = (uint32_t)(w >> 32);
+	return (int32_t)(consumed - (uint32_t)w) >= 0;
+}
+
+/*
+ * ... as the ring's producer line says: only the peer's library asks
+ * that.  The sender's library and the engine read the sender's own copy
+ * (its SQ's client header), which no peer can write: both ends of a UD
+ * pair map its rings, and may be of different uids.
  */
 static inline bool ibvd_transit_wake_due(const struct ibvd_transit_ctl *ctl,
 					 uint32_t consumed, uint32_t *arm)
 {
-	uint64_t wake;
-
-	/* Acquire: `wake` was stored before the mode that says to read it. */
-	if (__atomic_load_n(&ctl->sender_waits, __ATOMIC_ACQUIRE) !=
-	    IBVD_TRANSIT_WAKE_AT)
-		return false;
-	wake = __atomic_load_n(&ctl->wake, __ATOMIC_RELAXED);
-	*arm = (uint32_t)(wake >> 32);
-	return (int32_t)(consumed - (uint32_t)wake) >= 0;
+	return ibvd_wake_due(&ctl->sender_waits, &ctl->wake, consumed, arm);
 }
 
 enum ibvd_transit_kind {

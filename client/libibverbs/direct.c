@@ -336,6 +336,8 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
 	d->produced = ibvd_read_once(&d->out.ctl->produced);
+	/* a wake said to rings before these is no wake on these */
+	ibvd_publish(&qp->sq.client->direct_sender_waits, 0);
 	*ret = d;
 	return 0;
 }
@@ -1150,6 +1152,36 @@ static bool first_untaken(const struct ibvc_direct *d, uint32_t since,
 enum wake_kind { WAKE_NONE, WAKE_ON_FAIL, WAKE_AT };
 
 /*
+ * Say how the send CQ sleeps (IBVD_TRANSIT_WAKE_*, 0 for awake) and, for
+ * WAKE_AT, the wake: in the SQ's client header, the copy that we and the
+ * engine go by, and in the ring's producer line for the peer's library,
+ * which may write that line too (transit.h "Blocking").
+ */
+static void say_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
+		     uint32_t waits, uint64_t wake)
+{
+	struct ibvd_wq_client *c = qp->sq.client;
+
+	if (waits == IBVD_TRANSIT_WAKE_AT) {
+		__atomic_store_n(&c->direct_wake, wake, __ATOMIC_RELAXED);
+		__atomic_store_n(&d->out.ctl->wake, wake, __ATOMIC_RELAXED);
+	}
+	/* Release: who sees the mode sees the wake. */
+	ibvd_publish(&c->direct_sender_waits, waits);
+	ibvd_publish(&d->out.ctl->sender_waits, waits);
+}
+
+/* Do our SENDs taken up to `consumed` complete what the send CQ waits for? */
+static bool own_wake_due(const struct ibvc_qp *qp, uint32_t consumed,
+			 uint32_t *arm)
+{
+	const struct ibvd_wq_client *c = qp->sq.client;
+
+	return ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake,
+			     consumed, arm);
+}
+
+/*
  * The send CQ is armed: tell the engine (through the ring's producer
  * line, transit.h "Blocking") which `consumed` completes the first
  * signalled SEND not taken before the arm, so that it sends the event
@@ -1166,7 +1198,7 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 				  bool done, uint32_t since)
 {
 	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
-	struct ibvd_transit_ctl *ctl = d->out.ctl;
+	struct ibvd_wq_client *c = qp->sq.client;
 	enum wake_kind kind = WAKE_NONE;
 	uint32_t arm, end, was;
 
@@ -1176,26 +1208,24 @@ static enum wake_kind update_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 	/* solicited only: a send's success fires nothing, its failure does */
 	if (!arm_any(cq)) {
 		kind = WAKE_ON_FAIL;
-		ibvd_publish(&ctl->sender_waits, IBVD_TRANSIT_WAKE_ON_FAIL);
+		say_wake(qp, d, IBVD_TRANSIT_WAKE_ON_FAIL, 0);
 		goto out;
 	}
 	arm = ibvd_read_once(&cq->ring.client->arm_seq);
-	was = ibvd_read_once(&ctl->sender_waits);
+	was = ibvd_read_once(&c->direct_sender_waits);
 	kind = WAKE_AT;
 	if (was == IBVD_TRANSIT_WAKE_AT &&
-	    (uint32_t)(__atomic_load_n(&ctl->wake, __ATOMIC_RELAXED) >> 32) == arm)
+	    (uint32_t)(__atomic_load_n(&c->direct_wake, __ATOMIC_RELAXED) >> 32) ==
+	    arm)
 		goto out;
 	/* a completion made by this post comes first: it is due now */
 	if (done)
 		end = d->done_end;
 	if (done || first_untaken(d, since, &end)) {
-		__atomic_store_n(&ctl->wake, (uint64_t)arm << 32 | end,
-				 __ATOMIC_RELAXED);
-		/* Release: the engine that sees the mode sees the wake. */
-		ibvd_publish(&ctl->sender_waits, IBVD_TRANSIT_WAKE_AT);
+		say_wake(qp, d, IBVD_TRANSIT_WAKE_AT, (uint64_t)arm << 32 | end);
 	} else {
 		kind = WAKE_ON_FAIL;
-		ibvd_publish(&ctl->sender_waits, IBVD_TRANSIT_WAKE_ON_FAIL);
+		say_wake(qp, d, IBVD_TRANSIT_WAKE_ON_FAIL, 0);
 	}
 out:
 	pthread_mutex_unlock(&d->wake_lock);
@@ -1268,8 +1298,7 @@ static bool sleeper_watched(struct ibvc_qp *qp, struct ibvc_direct *d,
 	 * a poller that hands SENDs back to the ring holds the CQ's lock.
 	 */
 	if (kind == WAKE_AT &&
-	    ibvd_transit_wake_due(d->out.ctl,
-				  ibvd_read_once(&d->out.ctl->consumed), &arm))
+	    own_wake_due(qp, ibvd_read_once(&d->out.ctl->consumed), &arm))
 		ibvc_poke(cq_poke_fd(cq));
 	return false;
 }
@@ -1900,8 +1929,8 @@ static void disarm(struct ibvc_cq *cq)
 	for (qp = cq->direct.receivers; qp; qp = qp->next_receiver)
 		rx_armed(qp, qp->direct, false, 0);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
-		if (ibvd_read_once(&qp->direct->out.ctl->sender_waits))
-			ibvd_write_once(&qp->direct->out.ctl->sender_waits, 0);
+		if (ibvd_read_once(&qp->sq.client->direct_sender_waits))
+			say_wake(qp, qp->direct, 0, 0);
 }
 
 bool ibvc_poke(int fd)
@@ -1960,10 +1989,10 @@ static bool fire_senders(struct ibvc_cq *cq, bool wake)
 	if (!arm_any(cq))
 		return false;
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
-		struct ibvd_transit_ctl *ctl = qp->direct->out.ctl;
+		const struct ibvd_transit_ctl *ctl = qp->direct->out.ctl;
 
-		if (ibvd_transit_wake_due(ctl, ibvd_read_once(&ctl->consumed),
-					  &arm) && arm == now)
+		if (own_wake_due(qp, ibvd_read_once(&ctl->consumed), &arm) &&
+		    arm == now)
 			return fire_arm(cq, arm, wake);
 	}
 	return false;
@@ -2003,7 +2032,7 @@ static bool fallback_one(struct ibvc_qp *qp, struct ibvc_direct *d)
 {
 	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed);
 
-	if (!ibvd_read_once(&d->out.ctl->sender_waits) &&
+	if (!ibvd_read_once(&qp->sq.client->direct_sender_waits) &&
 	    d->sends_head == ibvd_observe(&d->sends_tail)) {
 		d->fallback_looked = false;
 		return false;

@@ -3871,12 +3871,11 @@ static const struct vt_qp_opts UD_CONTROLLED = {
 /* The uid the forger runs as (direct-helper root UID). */
 static uid_t forger_uid;
 
-/* The ring pair mapped here that a fragment went out on: its out ring. */
-static bool sent_ring(struct ibvd_transit *out)
+/* The ring pair mapped here that a fragment went out on: out, and in. */
+static bool sent_ring(struct ibvd_transit *out, struct ibvd_transit *in)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	unsigned long start, end;
-	struct ibvd_transit in;
 	char line[512];
 	bool found = false;
 
@@ -3894,7 +3893,7 @@ static bool sent_ring(struct ibvd_transit *out)
 			     PROT_READ | PROT_WRITE))
 			break;
 		for (side = 0; side < 2 && !found; side++) {
-			ibvd_transit_pair((void *)start, ncells, side, out, &in);
+			ibvd_transit_pair((void *)start, ncells, side, out, in);
 			found = __atomic_load_n(&out->ctl->produced,
 						__ATOMIC_ACQUIRE) != 0;
 		}
@@ -3936,17 +3935,25 @@ static void child_fail(const char *msg)
  * (their Q_Key its own, so refused), which pair the QPs on rings; then one
  * written into the ring by hand with the parent's controlled Q_Key.
  */
-static void forger(const struct vt_addr *to, int up, int down)
-{
-	static const char forged[] = "forged: a controlled Q_Key";
-	struct ibvd_transit out;
+/* The forger's end: a UD QP of forger_uid's, paired with `to` on rings. */
+struct forger_end {
+	struct vt_dev d;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	struct ibv_ah *ah;
+	struct ibvd_transit out;	/* ours to `to` */
+	struct ibvd_transit in;		/* `to`'s to us */
+};
+
+/*
+ * Become forger_uid and send honest datagrams to `to` (with our own
+ * Q_Key) until one goes on the rings: the first asks for them, later
+ * ones go there once both libraries mapped them.
+ */
+static void forger_pair(struct forger_end *e, const struct vt_addr *to)
+{
 	struct ibv_wc wc;
-	struct vt_dev d;
-	char c = 'f';
 	int i;
 
 	vt_fail_hook = child_fail;
@@ -3954,22 +3961,31 @@ static void forger(const struct vt_addr *to, int up, int down)
 	    setresuid(forger_uid, forger_uid, forger_uid) ||
 	    prctl(PR_SET_DUMPABLE, 1))	/* a changed uid clears it */
 		_exit(4);
-	vt_open(&d);
-	cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
-	qp = vt_qp(&d, cq, cq, &UD);
-	vt_connect(&d, qp, NULL, &UD);
-	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
-	ah = vt_ah(&d, to->lid, NULL);
-	/* the first asks for rings; later ones go there once they are mapped */
-	for (i = 0; !sent_ring(&out); i++) {
+	vt_open(&e->d);
+	e->cq = ibv_create_cq(e->d.ctx, 16, NULL, NULL, 0);
+	e->qp = vt_qp(&e->d, e->cq, e->cq, &UD);
+	vt_connect(&e->d, e->qp, NULL, &UD);
+	e->mr = vt_reg(e->d.pd, 4096, VT_ACCESS_ALL);
+	e->ah = vt_ah(&e->d, to->lid, NULL);
+	for (i = 0; !sent_ring(&e->out, &e->in); i++) {
 		if (i == 40)
 			_exit(5);
-		vt_ud_send(qp, (uint64_t)i, ah, to->qpn, 0x80000000u, mr->addr,
-			   64, mr->lkey, IBV_SEND_SIGNALED);
-		vt_expect_ok(cq, &wc, (uint64_t)i, IBV_WC_SEND, "an honest send");
+		vt_ud_send(e->qp, (uint64_t)i, e->ah, to->qpn, 0x80000000u,
+			   e->mr->addr, 64, e->mr->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(e->cq, &wc, (uint64_t)i, IBV_WC_SEND,
+			     "an honest send");
 		vt_sleep_ms(20);
 	}
-	forge_datagram(&out, CONTROLLED_QKEY, forged, sizeof(forged));
+}
+
+static void forger(const struct vt_addr *to, int up, int down)
+{
+	static const char forged[] = "forged: a controlled Q_Key";
+	struct forger_end e;
+	char c = 'f';
+
+	forger_pair(&e, to);
+	forge_datagram(&e.out, CONTROLLED_QKEY, forged, sizeof(forged));
 	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
 		_exit(7);
 	_exit(0);
@@ -4064,6 +4080,143 @@ START_TEST(ud_controlled_qkey_forged)
 	vt_dereg(mr);
 	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
 	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
+/* How many arms of the parent's send CQ the waker tries (tokens count up). */
+#define WAKER_ARMS	8u
+
+/*
+ * The waker, as forger_uid, once paired with the parent's UD QP: for
+ * each guess of its send CQ's arm, it writes in the parent's ring that
+ * the parent sleeps on that arm until its SENDs are taken as far as they
+ * are now, and in its own that the parent's receiver has no wake-up pair
+ * to watch, so that its library rings the engine for each datagram it
+ * sends, and the engine looks at the parent's wake.
+ */
+static void waker(const struct vt_addr *to, int up, int down)
+{
+	struct forger_end e;
+	struct ibv_wc wc;
+	uint32_t arm;
+	char c = 'p';
+
+	forger_pair(&e, to);
+	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
+		_exit(7);
+	/* down to 1 (our first arm's), which stays for our library to see */
+	for (arm = WAKER_ARMS; arm >= 1; arm--) {
+		uint32_t consumed = __atomic_load_n(&e.in.ctl->consumed,
+						    __ATOMIC_ACQUIRE);
+
+		__atomic_store_n(&e.in.ctl->wake, (uint64_t)arm << 32 | consumed,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&e.in.ctl->sender_waits, IBVD_TRANSIT_WAKE_AT,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&e.out.ctl->arm_kind,
+				 IBVD_ARM_NEXT | IBVD_TRANSIT_ARM_UNWATCHED,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&e.out.ctl->arm_seq, 1000 + arm,
+				 __ATOMIC_RELEASE);
+		vt_ud_send(e.qp, arm, e.ah, to->qpn, 0x80000000u, e.mr->addr,
+			   64, e.mr->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(e.cq, &wc, arm, IBV_WC_SEND, "a send the engine takes");
+	}
+	c = 'w';
+	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
+		_exit(7);
+	_exit(0);
+}
+
+/*
+ * Wait for the child's next word on `up` (non-blocking), failing if it
+ * exits first; polling `cq` meanwhile if there is one, so that our
+ * library reads the rings.
+ */
+static void child_says(int up, pid_t pid, const char *const *why,
+		       struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	char c;
+	int st;
+
+	while (read(up, &c, 1) != 1) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			ck_abort_msg("the child exited %d: %s", WEXITSTATUS(st),
+				     WEXITSTATUS(st) < 8 && why[WEXITSTATUS(st)] ?
+				     why[WEXITSTATUS(st)] : "?");
+		if (cq)
+			ck_assert_int_ge(ibv_poll_cq(cq, 1, &wc), 0);
+		else
+			vt_sleep_ms(1);
+	}
+}
+
+/*
+ * A UD pair's other end, of another uid, can write every word of the
+ * rings it shares with us, ours too: that our send CQ sleeps, and on
+ * what.  Neither the engine nor our library may believe it: an event
+ * stands for a completion (we sent nothing here), and a woken sleeper
+ * that finds none may never sleep again (one poll per event).  Both go
+ * by our library's own copy, in our SQ's client header.
+ */
+START_TEST(ud_peer_wakes_nothing)
+{
+	static const char *const why[] = {
+		[3] = "a vt check failed (its stderr says which)",
+		[4] = "could not become the other uid",
+		[5] = "no ring carried its honest datagrams", [7] = "pipe",
+	};
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *rcq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
+	int up[2], down[2], st, i;
+	struct ibv_qp *qp;
+	struct vt_addr to;
+	struct ibv_cq *cq;
+	void *ctx;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(ch);
+	qp = vt_qp(&D, scq, rcq, &UD);
+	vt_connect(&D, qp, NULL, &UD);
+	vt_qp_addr(&D, qp, &UD, &to);
+	for (i = 0; i < 16; i++)
+		vt_recv(qp, (uint64_t)i, BUF(mr) + i * 4096, 4096, mr->lkey);
+	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		waker(&to, up[1], down[0]);
+	close(up[1]);
+	close(down[0]);
+	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
+	child_says(up[0], pid, why, rcq);
+	/* no more polling: what the waker sends now, the engine takes */
+	ck_assert_int_eq(write(down[1], "g", 1), 1);
+	child_says(up[0], pid, why, NULL);
+	ck_assert_msg(!channel_ready(ch, QUIET_MS * 3),
+		      "our send CQ's event, and we sent nothing");
+	/* nor does our library fire it when we look */
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, O_NONBLOCK), 0);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &cq, &ctx), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(write(down[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the waker: %s",
+		      WIFEXITED(st) && WEXITSTATUS(st) < 8 &&
+		      why[WEXITSTATUS(st)] ? why[WEXITSTATUS(st)] : "killed");
+	close(up[0]);
+	close(down[1]);
+	vt_expect_state(qp, IBV_QPS_RTS, "our UD QP");
+	ibv_destroy_qp(qp);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
 }
 END_TEST
 
@@ -4480,6 +4633,7 @@ static Suite *root_suite(void)
 	TCase *tc = new_case(s, "root");
 
 	tcase_add_test(tc, ud_controlled_qkey_forged);
+	tcase_add_test(tc, ud_peer_wakes_nothing);
 	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_lease_offender_elsewhere);
 	return s;

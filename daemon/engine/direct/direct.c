@@ -40,6 +40,12 @@ static struct ibvd_wq_engine *sq_engine(const struct ibvd_qp *qp)
 	return qp->sq.engine_page;
 }
 
+/* Untrusted, but only the QP's own library writes it (not its peer's). */
+static const struct ibvd_wq_client *sq_client(const struct ibvd_qp *qp)
+{
+	return qp->sq.client_page;
+}
+
 /* Where t's receives come from: its own RQ, or its SRQ. */
 static struct ibvd_ring *recv_ring(struct ibvd_qp *t)
 {
@@ -228,20 +234,24 @@ static enum eng_drain drain_garbage(struct ibvd_qp *src,
 	return DRAIN_EMPTY;
 }
 
-/* The sender of ring r sleeps on its send CQ: are its SENDs up to `at` done? */
-static void wake_sender_at(struct ibvd_qp *src, const struct ibvd_transit *r,
-			   uint32_t at)
+/*
+ * The sender of ring r sleeps on its send CQ: are its SENDs up to `at`
+ * done?  As its own library says, not as the ring says: the peer of a UD
+ * pair, maybe of another uid, could write that to wake it for nothing.
+ */
+static void wake_sender_at(struct ibvd_qp *src, uint32_t at)
 {
+	const struct ibvd_wq_client *c = sq_client(src);
 	uint32_t arm;
 
-	if (ibvd_transit_wake_due(r->ctl, at, &arm))
+	if (ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake, at, &arm))
 		ibvd_eng_cq_nudge(src->send_cq, arm);
 }
 
 /* ... is its SEND taken now? */
 static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
 {
-	wake_sender_at(src, r, ibvd_read_once(&r->ctl->consumed));
+	wake_sender_at(src, ibvd_read_once(&r->ctl->consumed));
 }
 
 /*
@@ -262,7 +272,7 @@ static enum eng_drain lossy_give_up(struct ibvd_qp *src,
 	uint32_t produced = ibvd_observe(&ring->ctl->produced);
 
 	ibvd_publish(&sq_engine(src)->direct_dropped, produced);
-	wake_sender_at(src, ring, produced);
+	wake_sender_at(src, produced);
 	return DRAIN_EMPTY;
 }
 
@@ -528,7 +538,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	 * counts from `consumed`, and rings us).
 	 */
 	if (given_up(src, ring)) {
-		wake_sender_at(src, ring, ibvd_observe(&ring->ctl->produced));
+		wake_sender_at(src, ibvd_observe(&ring->ctl->produced));
 		return DRAIN_EMPTY;
 	}
 	/* A sender in error sends nothing more; its library flushes. */
@@ -765,7 +775,7 @@ void ibvd_eng_direct_flush(struct ibvd_qp *qp)
 	if (!ibvd_read_once(&e->direct_fail_status))
 		ibvd_publish(&e->direct_fail_status, IBV_WC_WR_FLUSH_ERR);
 	/* and a sender asleep on its CQ must hear of them */
-	if (ibvd_read_once(&qp->direct->ring[qp->direct_side].ctl->sender_waits))
+	if (ibvd_read_once(&sq_client(qp)->direct_sender_waits))
 		ibvd_eng_cq_nudge_failed(qp->send_cq);
 }
 
