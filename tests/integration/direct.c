@@ -3935,6 +3935,59 @@ static void child_fail(const char *msg)
  * (their Q_Key its own, so refused), which pair the QPs on rings; then one
  * written into the ring by hand with the parent's controlled Q_Key.
  */
+/* What the exit codes of the children below (forger, waker) say. */
+static const char *const child_why[] = {
+	[3] = "a vt check failed (its stderr says which)",
+	[4] = "could not become the other uid",
+	[5] = "no ring carried its honest datagrams",
+	[6] = "the ring was at its end", [7] = "pipe",
+	[8] = "the pairing gave it the parent's wake-up pair",
+};
+
+static const char *child_exit(int st)
+{
+	if (!WIFEXITED(st))
+		return "killed";
+	if ((size_t)WEXITSTATUS(st) < VT_ARRAY_SIZE(child_why) &&
+	    child_why[WEXITSTATUS(st)])
+		return child_why[WEXITSTATUS(st)];
+	return "?";
+}
+
+/*
+ * Wait for the child's next word on `up` (non-blocking), failing if it
+ * exits first; polling `cq` meanwhile if there is one, so that our
+ * library reads the rings (`none`: and finds nothing).
+ */
+static void child_says(int up, pid_t pid, struct ibv_cq *cq, bool none)
+{
+	struct ibv_wc wc;
+	char c;
+	int st;
+
+	while (read(up, &c, 1) != 1) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			ck_abort_msg("the child exited %d: %s", WEXITSTATUS(st),
+				     child_exit(st));
+		if (!cq)
+			vt_sleep_ms(1);
+		else if (none)
+			ck_assert_int_eq(ibv_poll_cq(cq, 1, &wc), 0);
+		else
+			ck_assert_int_ge(ibv_poll_cq(cq, 1, &wc), 0);
+	}
+}
+
+/* The child's end, which must be an exit(0). */
+static void child_done(pid_t pid)
+{
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child: %s",
+		      child_exit(st));
+}
+
 /* The forger's end: a UD QP of forger_uid's, paired with `to` on rings. */
 struct forger_end {
 	struct vt_dev d;
@@ -3944,7 +3997,26 @@ struct forger_end {
 	struct ibv_ah *ah;
 	struct ibvd_transit out;	/* ours to `to` */
 	struct ibvd_transit in;		/* `to`'s to us */
+	int sockets_got;		/* socket fds the pairing brought */
 };
+
+/* Sockets among our fds: the wake-up pairs a QP_DIRECT reply brings are. */
+static int socket_fds(void)
+{
+	char path[64], target[64];
+	int fd, n = 0;
+
+	for (fd = 0; fd < 1024; fd++) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len > 0 && strncmp(target, "socket:", 7) == 0 &&
+		    (size_t)len < sizeof(target))
+			n++;
+	}
+	return n;
+}
 
 /*
  * Become forger_uid and send honest datagrams to `to` (with our own
@@ -3967,6 +4039,7 @@ static void forger_pair(struct forger_end *e, const struct vt_addr *to)
 	vt_connect(&e->d, e->qp, NULL, &UD);
 	e->mr = vt_reg(e->d.pd, 4096, VT_ACCESS_ALL);
 	e->ah = vt_ah(&e->d, to->lid, NULL);
+	e->sockets_got = -socket_fds();
 	for (i = 0; !sent_ring(&e->out, &e->in); i++) {
 		if (i == 40)
 			_exit(5);
@@ -3976,6 +4049,7 @@ static void forger_pair(struct forger_end *e, const struct vt_addr *to)
 			     "an honest send");
 		vt_sleep_ms(20);
 	}
+	e->sockets_got += socket_fds();
 }
 
 static void forger(const struct vt_addr *to, int up, int down)
@@ -4000,12 +4074,6 @@ static void forger(const struct vt_addr *to, int up, int down)
  */
 START_TEST(ud_controlled_qkey_forged)
 {
-	static const char *const why[] = {
-		[3] = "a vt check failed (its stderr says which)",
-		[4] = "could not become the other uid",
-		[5] = "no ring carried its honest datagrams",
-		[6] = "the ring was at its end", [7] = "pipe",
-	};
 	struct ibv_cq *cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
 	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
 	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
@@ -4013,10 +4081,9 @@ START_TEST(ud_controlled_qkey_forged)
 	struct vt_addr to;
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
-	int up[2], down[2], st;
+	int up[2], down[2];
 	uint32_t viol;
 	pid_t pid;
-	char c;
 	int i;
 
 	ck_assert_msg(geteuid() == 0, "direct-helper root runs as root");
@@ -4039,21 +4106,12 @@ START_TEST(ud_controlled_qkey_forged)
 	close(down[0]);
 	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
 	/* polling meanwhile: our library reads the rings as it polls */
-	while (read(up[0], &c, 1) != 1) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			ck_abort_msg("the forger exited %d: %s", WEXITSTATUS(st),
-				     WEXITSTATUS(st) < 8 && why[WEXITSTATUS(st)] ?
-				     why[WEXITSTATUS(st)] : "?");
-		ck_assert_int_eq(ibv_poll_cq(cq, 1, &wc), 0);
-	}
+	child_says(up[0], pid, cq, true);
 	vt_expect_none(cq, QUIET_MS * 3, "a datagram forged with root's Q_Key");
 	ck_assert_int_eq(write(down[1], "x", 1), 1);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	child_done(pid);
 	close(up[0]);
 	close(down[1]);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forger: %s",
-		      WIFEXITED(st) && WEXITSTATUS(st) < 8 &&
-		      why[WEXITSTATUS(st)] ? why[WEXITSTATUS(st)] : "killed");
 	/* its honest ones refused for their Q_Key; our QP unharmed */
 	ck_assert_uint_ge(vt_qkey_viol(D.ctx, 1), viol + 1);
 	vt_expect_state(rx, IBV_QPS_RTS, "the receiving QP");
@@ -4092,7 +4150,8 @@ END_TEST
  * the parent sleeps on that arm until its SENDs are taken as far as they
  * are now, and in its own that the parent's receiver has no wake-up pair
  * to watch, so that its library rings the engine for each datagram it
- * sends, and the engine looks at the parent's wake.
+ * sends, and the engine looks at the parent's wake.  The pairing gave
+ * it none of the parent's wake-up pairs, to write to instead.
  */
 static void waker(const struct vt_addr *to, int up, int down)
 {
@@ -4102,6 +4161,9 @@ static void waker(const struct vt_addr *to, int up, int down)
 	char c = 'p';
 
 	forger_pair(&e, to);
+	/* the parent's send CQ has a channel: its wake-up pair is not ours */
+	if (e.sockets_got != 0)
+		_exit(8);
 	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
 		_exit(7);
 	/* down to 1 (our first arm's), which stays for our library to see */
@@ -4129,30 +4191,6 @@ static void waker(const struct vt_addr *to, int up, int down)
 }
 
 /*
- * Wait for the child's next word on `up` (non-blocking), failing if it
- * exits first; polling `cq` meanwhile if there is one, so that our
- * library reads the rings.
- */
-static void child_says(int up, pid_t pid, const char *const *why,
-		       struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	char c;
-	int st;
-
-	while (read(up, &c, 1) != 1) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			ck_abort_msg("the child exited %d: %s", WEXITSTATUS(st),
-				     WEXITSTATUS(st) < 8 && why[WEXITSTATUS(st)] ?
-				     why[WEXITSTATUS(st)] : "?");
-		if (cq)
-			ck_assert_int_ge(ibv_poll_cq(cq, 1, &wc), 0);
-		else
-			vt_sleep_ms(1);
-	}
-}
-
-/*
  * A UD pair's other end, of another uid, can write every word of the
  * rings it shares with us, ours too: that our send CQ sleeps, and on
  * what.  Neither the engine nor our library may believe it: an event
@@ -4162,16 +4200,11 @@ static void child_says(int up, pid_t pid, const char *const *why,
  */
 START_TEST(ud_peer_wakes_nothing)
 {
-	static const char *const why[] = {
-		[3] = "a vt check failed (its stderr says which)",
-		[4] = "could not become the other uid",
-		[5] = "no ring carried its honest datagrams", [7] = "pipe",
-	};
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
 	struct ibv_cq *rcq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
 	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
 	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
-	int up[2], down[2], st, i;
+	int up[2], down[2], i;
 	struct ibv_qp *qp;
 	struct vt_addr to;
 	struct ibv_cq *cq;
@@ -4194,10 +4227,10 @@ START_TEST(ud_peer_wakes_nothing)
 	close(up[1]);
 	close(down[0]);
 	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
-	child_says(up[0], pid, why, rcq);
+	child_says(up[0], pid, rcq, false);
 	/* no more polling: what the waker sends now, the engine takes */
 	ck_assert_int_eq(write(down[1], "g", 1), 1);
-	child_says(up[0], pid, why, NULL);
+	child_says(up[0], pid, NULL, false);
 	ck_assert_msg(!channel_ready(ch, QUIET_MS * 3),
 		      "our send CQ's event, and we sent nothing");
 	/* nor does our library fire it when we look */
@@ -4205,10 +4238,7 @@ START_TEST(ud_peer_wakes_nothing)
 	ck_assert_int_eq(ibv_get_cq_event(ch, &cq, &ctx), -1);
 	ck_assert_int_eq(errno, EAGAIN);
 	ck_assert_int_eq(write(down[1], "x", 1), 1);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the waker: %s",
-		      WIFEXITED(st) && WEXITSTATUS(st) < 8 &&
-		      why[WEXITSTATUS(st)] ? why[WEXITSTATUS(st)] : "killed");
+	child_done(pid);
 	close(up[0]);
 	close(down[1]);
 	vt_expect_state(qp, IBV_QPS_RTS, "our UD QP");
