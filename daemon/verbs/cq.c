@@ -146,44 +146,22 @@ static bool slot_written_at(const struct ibvd_ring *r, uint32_t c)
 	return ibvd_read_once(&cqe->seq) == c + 1;
 }
 
-static void cqes_copy(const struct ibvd_ring *from, struct ibvd_ring *to,
-		      uint32_t lo, uint32_t hi)
-{
-	uint32_t c;
-
-	for (c = lo; c != hi; c++)
-		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * IBVD_CQE_SIZE,
-		       from->slots + (size_t)(c & (from->nslots - 1)) * IBVD_CQE_SIZE,
-		       IBVD_CQE_SIZE);
-}
-
-/* The counters a resize copied before it took the objects lock. */
-struct cq_copied {
-	uint32_t lo, hi;
-};
-
-/* Rounds of copying ahead of the lock, and what the last may leave. */
-#define PRECOPY_ROUNDS		4
-#define PRECOPY_LEFT		1024u
-
 /*
- * The bulk of a resize, without the objects lock: a full CQ of 2^20
- * entries is 64 MiB to copy, and under the lock every engine thread
- * waits for it, every tenant's traffic with them.  Only the control
- * thread changes or frees a CQ's ring, so `from` stays; the engine only
+ * The bulk of a resize, without the objects lock (ibvd_ring_precopy).
+ * Only the control thread changes or frees a CQ's ring, so `from` stays; the engine only
  * appends (at counters from the tail it published) and writes a slot
  * again only a lap later, once the client's head has passed it, which
  * the library does not move while it resizes.  So what is copied here
  * stays valid, and cq_move under the lock adds what came meanwhile.
  */
 static void cq_precopy(const struct ibvd_cq *cq, struct ibvd_ring *to,
-		       struct cq_copied *done)
+		       struct ibvd_ring_copied *done)
 {
 	const struct ibvd_ring *from = &cq->ring;
 	const struct ibvd_cq_engine *oe = from->engine_page;
 	uint32_t head = ibvd_read_once(&((const struct ibvd_cq_client *)
 					 from->client_page)->head);
-	uint32_t tail = ibvd_observe(&oe->tail), n = tail - head, round;
+	uint32_t tail = ibvd_observe(&oe->tail), n = tail - head;
 
 	/* an impossible head: nothing worth copying (cq_move says so) */
 	if (n > from->nslots)
@@ -193,15 +171,7 @@ static void cq_precopy(const struct ibvd_cq *cq, struct ibvd_ring *to,
 		n = to->nslots;
 	done->lo = tail - n;
 	done->hi = done->lo;
-	for (round = 0; round < PRECOPY_ROUNDS; round++) {
-		if (tail - done->lo > to->nslots)
-			break;
-		cqes_copy(from, to, done->hi, tail);
-		done->hi = tail;
-		tail = ibvd_observe(&oe->tail);
-		if (tail - done->hi <= PRECOPY_LEFT)
-			break;
-	}
+	ibvd_ring_precopy(from, to, &oe->tail, tail, done);
 }
 
 /*
@@ -211,7 +181,7 @@ static void cq_precopy(const struct ibvd_cq *cq, struct ibvd_ring *to,
  * writing and cq->lock.  -EINVAL if they do not fit.
  */
 static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to,
-		   const struct cq_copied *done)
+		   const struct ibvd_ring_copied *done)
 {
 	const struct ibvd_ring *from = &cq->ring;
 	const struct ibvd_cq_client *oc = from->client_page;
@@ -244,9 +214,9 @@ static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to,
 	}
 	/* the head is now at or past done->lo: copy from where it is */
 	if (cq->tail - head < cq->tail - done->hi)
-		cqes_copy(from, to, head, cq->tail);
+		ibvd_ring_slots_copy(from, to, head, cq->tail);
 	else
-		cqes_copy(from, to, done->hi, cq->tail);
+		ibvd_ring_slots_copy(from, to, done->hi, cq->tail);
 	nc->head = head;
 	nc->arm_seq = ibvd_read_once(&oc->arm_seq);
 	nc->arm_flags = ibvd_read_once(&oc->arm_flags);
@@ -264,7 +234,7 @@ int ibvd_req_resize_cq(struct ibvd_call *call)
 	struct ibvd_cq *cq = ibvd_handle_lookup(&ctx->handles, req->handle,
 						IBVD_OBJ_CQ);
 	struct ibvd_ring ring, old;
-	struct cq_copied copied;
+	struct ibvd_ring_copied copied;
 	uint32_t nslots;
 	int ret;
 

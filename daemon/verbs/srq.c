@@ -217,30 +217,9 @@ static int srq_posted(const struct ibvd_srq *srq, uint32_t *head,
 	return *tail - *head > srq->ring.nslots ? -EPROTO : 0;
 }
 
-static void wqes_copy(const struct ibvd_ring *from, const struct ibvd_ring *to,
-		      uint32_t lo, uint32_t hi)
-{
-	uint32_t c;
-
-	for (c = lo; c != hi; c++)
-		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * to->stride,
-		       from->slots + (size_t)(c & (from->nslots - 1)) * from->stride,
-		       from->stride);
-}
-
-/* The counters a resize copied before it took the objects lock. */
-struct srq_copied {
-	uint32_t lo, hi;
-};
-
-/* Rounds of copying ahead of the lock, and what may be left for it. */
-#define PRECOPY_ROUNDS	4
-#define PRECOPY_LEFT	1024u
-
 /*
- * The bulk of a resize, without the objects lock (up to 16 MiB of WQEs,
- * which under it would stop every engine thread): the posted WQEs as they
- * are now.  Only the control thread changes an SRQ's slots; the engine
+ * The bulk of a resize, without the objects lock (ibvd_ring_precopy):
+ * the posted WQEs as they are now.  Only the control thread changes an SRQ's slots; the engine
  * and the claims' holders only read them, and the library that asks
  * holds its posting lock.  So what is copied here stays valid, and
  * srq_move under the lock adds only what was posted meanwhile, which
@@ -250,10 +229,10 @@ struct srq_copied {
  * srq_move judges the counters at rest.
  */
 static void srq_precopy(struct ibvd_srq *srq, const struct ibvd_ring *to,
-			struct srq_copied *done)
+			struct ibvd_ring_copied *done)
 {
 	const struct ibvd_wq_client *c = srq->ring.client_page;
-	uint32_t head, taken, tail, n, round;
+	uint32_t head, taken, tail, n;
 
 	pthread_mutex_lock(&srq->lock);
 	head = srq->head;
@@ -279,13 +258,7 @@ static void srq_precopy(struct ibvd_srq *srq, const struct ibvd_ring *to,
 	if (n > to->nslots)
 		n = to->nslots;
 	done->lo = done->hi = tail - n;
-	for (round = 0; round < PRECOPY_ROUNDS; round++) {
-		wqes_copy(&srq->ring, to, done->hi, tail);
-		done->hi = tail;
-		tail = ibvd_observe(&c->tail);
-		if (tail - done->hi <= PRECOPY_LEFT || tail - done->lo > to->nslots)
-			break;
-	}
+	ibvd_ring_precopy(&srq->ring, to, &c->tail, tail, done);
 }
 
 /* Is counter x in [lo, hi], a range of at most 2^31? */
@@ -298,13 +271,13 @@ static bool between(uint32_t x, uint32_t lo, uint32_t hi)
  * Copy to `to`, at the same counter values, the posted WQEs the precopy
  * did not, so that the engine's head, the claim's and the library's tail
  * stay valid in the headers both rings share.  -EINVAL if they do not
- * fit; -EBUSY if more than PRECOPY_LEFT are left to copy, which only a
+ * fit; -EBUSY if more than IBVD_RING_PRECOPY_LEFT are left to copy, which only a
  * client moving its own tail makes: no client makes the copy under the
  * lock large.  Objects lock held for writing (no
  * engine pass runs), and srq->lock.
  */
 static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to,
-		    const struct srq_copied *done)
+		    const struct ibvd_ring_copied *done)
 {
 	uint32_t head, tail, from;
 	int ret;
@@ -317,9 +290,9 @@ static int srq_move(struct ibvd_srq *srq, const struct ibvd_ring *to,
 	from = head;
 	if (between(head, done->lo, done->hi))
 		from = between(tail, head, done->hi) ? tail : done->hi;
-	if (tail - from > PRECOPY_LEFT)
+	if (tail - from > IBVD_RING_PRECOPY_LEFT)
 		return -EBUSY;
-	wqes_copy(&srq->ring, to, from, tail);
+	ibvd_ring_slots_copy(&srq->ring, to, from, tail);
 	return 0;
 }
 
@@ -334,7 +307,7 @@ static int srq_resize(struct ibvd_call *call, struct ibvd_srq *srq,
 		      uint32_t nslots)
 {
 	struct ibvd_ring fresh, old;
-	struct srq_copied copied;
+	struct ibvd_ring_copied copied;
 	int ret;
 
 	if (nslots == srq->ring.nslots)

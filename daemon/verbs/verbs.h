@@ -147,6 +147,27 @@ int ibvd_ring_copy(struct ibvd_context *to, const struct ibvd_ring *r,
 int ibvd_ring_new_slots(struct ibvd_context *ctx, const struct ibvd_ring *r,
 			uint32_t nslots, struct ibvd_ring *to);
 void ibvd_ring_free_slots(struct ibvd_context *ctx, struct ibvd_ring *r);
+/* Counters [lo, hi) of a ring being resized, copied from `from` to `to`. */
+struct ibvd_ring_copied {
+	uint32_t lo, hi;
+};
+/*
+ * The bulk of a resize, without the objects lock (a full ring is up to
+ * 64 MiB, and under the lock every engine thread would wait for it):
+ * copy from `from` to `to` each slot from done->lo (done->hi = done->lo
+ * on entry) to the tail at `tail_word` (read first as `tail`), at the
+ * same counter values, in rounds while new ones keep coming, until what
+ * is left for the caller's copy under the lock is small or would not
+ * fit.  The caller knows that what it copies here stays valid.
+ */
+void ibvd_ring_precopy(const struct ibvd_ring *from, const struct ibvd_ring *to,
+		       const uint32_t *tail_word, uint32_t tail,
+		       struct ibvd_ring_copied *done);
+/* At most this many slots are left for the copy under the lock. */
+#define IBVD_RING_PRECOPY_LEFT	1024u
+/* Slots of counters [lo, hi) from `from` to `to`, each at its place. */
+void ibvd_ring_slots_copy(const struct ibvd_ring *from,
+			  const struct ibvd_ring *to, uint32_t lo, uint32_t hi);
 /* Where r lies, for a create reply. */
 void ibvd_ring_place(const struct ibvd_ring *r, Ibvd__RingPlace *place);
 /*

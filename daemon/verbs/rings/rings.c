@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "barrier.h"
 #include "tenant/tenant.h"
 #include "verbs/context.h"
 #include "verbs/rings/arena.h"
@@ -135,6 +136,37 @@ int ibvd_ring_copy(struct ibvd_context *to, const struct ibvd_ring *r,
 	memcpy(copy->client_page, r->client_page, IBVD_RING_HDR);
 	memcpy(copy->slots, r->slots, (size_t)r->nslots * r->stride);
 	return 0;
+}
+
+void ibvd_ring_slots_copy(const struct ibvd_ring *from,
+			  const struct ibvd_ring *to, uint32_t lo, uint32_t hi)
+{
+	uint32_t c;
+
+	for (c = lo; c != hi; c++)
+		memcpy(to->slots + (size_t)(c & (to->nslots - 1)) * to->stride,
+		       from->slots + (size_t)(c & (from->nslots - 1)) * from->stride,
+		       from->stride);
+}
+
+/* Rounds of copying ahead of the lock: new slots may keep coming. */
+#define PRECOPY_ROUNDS	4
+
+void ibvd_ring_precopy(const struct ibvd_ring *from, const struct ibvd_ring *to,
+		       const uint32_t *tail_word, uint32_t tail,
+		       struct ibvd_ring_copied *done)
+{
+	unsigned int round;
+
+	for (round = 0; round < PRECOPY_ROUNDS; round++) {
+		if (tail - done->lo > to->nslots)
+			break;
+		ibvd_ring_slots_copy(from, to, done->hi, tail);
+		done->hi = tail;
+		tail = ibvd_observe(tail_word);
+		if (tail - done->hi <= IBVD_RING_PRECOPY_LEFT)
+			break;
+	}
 }
 
 /* The part of a ring's charge its slots make (its headers make the rest). */
