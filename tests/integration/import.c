@@ -17,6 +17,15 @@
  * context's, bad handles and fds fail cleanly, the context outlives the
  * owner's ibv_close_device while the importer still uses it, and the
  * importer hears the async events about its own objects.
+ *
+ *   import-helper grant-owner DIR, grant-importer DIR
+ *                                the importer registers an MR on a file of
+ *                                its own (a memfd) in the owner's context,
+ *                                then leaves it; the owner's RDMA into it
+ *                                goes through the engine, and the owner's
+ *                                library is never granted the file, as it
+ *                                is granted the owner's own
+ *
  * The two meet through files in DIR (vt_put/vt_get).
  */
 #include <errno.h>
@@ -39,6 +48,11 @@
 #define SEED_LATE	33u	/* importer's WRITE after the owner closed */
 #define SEED_DM		44u	/* owner's device memory, first half */
 #define SEED_DM_IMP	55u	/* the importer's, into its second half */
+#define SEED_THEIRS	66u	/* the importer's file, as it left it */
+#define SEED_OVER	77u	/* the owner's WRITEs into either file */
+
+#define GRANT_OURS	"import-grant-ours"	/* the owner's memfd */
+#define GRANT_THEIRS	"import-grant-theirs"	/* the importer's */
 
 static void sock_path(const char *dir, struct sockaddr_un *sun)
 {
@@ -344,6 +358,151 @@ static int importer(const char *dir)
 	return 0;
 }
 
+/* ---- a file grant across uids ------------------------------------------- */
+
+/* From qp (its CQ cq, its buffer buf): READ [raddr, +HALF) of rkey. */
+static void read_into(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *buf,
+		      uint64_t raddr, uint32_t rkey, const char *what)
+{
+	struct ibv_wc wc;
+
+	memset(buf->addr, 0, HALF);
+	vt_send(qp, 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, buf->addr, HALF,
+		buf->lkey, raddr, rkey);
+	vt_expect_ok(cq, &wc, 2, IBV_WC_RDMA_READ, what);
+}
+
+/* ... WRITE seed's pattern there, and READ it back. */
+static void write_read(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *buf,
+		       uint64_t raddr, uint32_t rkey, uint32_t seed,
+		       const char *what)
+{
+	struct ibv_wc wc;
+
+	vt_fill(buf->addr, HALF, 0, seed);
+	vt_send(qp, 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, buf->addr, HALF,
+		buf->lkey, raddr, rkey);
+	vt_expect_ok(cq, &wc, 1, IBV_WC_RDMA_WRITE, what);
+	read_into(qp, cq, buf, raddr, rkey, what);
+	vt_expect_pat(buf->addr, HALF, 0, seed, what);
+}
+
+/* Two RC QPs of ours connected: t on d (the shared context), i on d2. */
+static void connect_two(struct vt_dev *d, struct ibv_qp **t,
+			struct vt_dev *d2, struct ibv_qp **i)
+{
+	struct vt_qp_opts o = { 0 };
+	struct ibv_cq *tcq = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *icq = ibv_create_cq(d2->ctx, 16, NULL, NULL, 0);
+	struct vt_addr ta, ia;
+
+	vt_assert(tcq && icq, "ibv_create_cq: %s", strerror(errno));
+	*t = vt_qp(d, tcq, tcq, &o);
+	*i = vt_qp(d2, icq, icq, &o);
+	vt_qp_addr(d, *t, &o, &ta);
+	vt_qp_addr(d2, *i, &o, &ia);
+	vt_connect(d, *t, &ia, &o);
+	vt_connect(d2, *i, &ta, &o);
+}
+
+/*
+ * The owner: hands its context over, and once the importer registered
+ * its file there and left, RDMAs into both files from a QP of its own
+ * (another context, the same uid).  Its own file is granted (its library
+ * maps it a second time); the importer's never is, whose bytes the
+ * engine moves, intact.
+ */
+static struct vt_dev grant_ctx;	/* its PD stays: the importer's MR is on it */
+
+static int grant_owner(const char *dir)
+{
+	struct vt_dev *d = &grant_ctx, d2;
+	struct ibv_cq *tcq, *icq;
+	struct ibv_mr *ours, *buf;
+	unsigned long long raddr;
+	struct ibv_qp *t, *i;
+	unsigned int rkey;
+	char line[256];
+	int fd, round;
+
+	vt_open(d);
+	vt_put(dir, "gowner", "%u\n", d->pd->handle);
+	fd = dup(d->ctx->cmd_fd);
+	vt_assert(fd >= 0, "dup: %s", strerror(errno));
+	give_fd(dir, fd);
+	close(fd);
+	vt_assert(vt_get(dir, "theirs", line, sizeof(line), vt_tmo_ms()),
+		  "the importer never registered its file");
+	vt_assert(sscanf(line, "%u %llu", &rkey, &raddr) == 2,
+		  "bad importer line '%s'", line);
+	vt_assert(vt_get(dir, "left", line, sizeof(line), vt_tmo_ms()),
+		  "the importer never left");
+
+	vt_open(&d2);
+	connect_two(d, &t, &d2, &i);
+	tcq = t->send_cq;
+	icq = i->send_cq;
+	buf = vt_reg(d2.pd, HALF, VT_ACCESS_ALL);
+	ours = vt_reg_memfd(d->pd, HALF, VT_ACCESS_ALL, GRANT_OURS);
+	for (round = 0; round < 3; round++)
+		write_read(i, i->send_cq, buf, (uintptr_t)ours->addr, ours->rkey,
+			   SEED_OVER + (uint32_t)round, "RDMA into our own file");
+	vt_assert(vt_memfd_maps(GRANT_OURS, NULL, NULL) == 2,
+		  "our own file was not granted: %d mappings of it",
+		  vt_memfd_maps(GRANT_OURS, NULL, NULL));
+
+	read_into(i, i->send_cq, buf, raddr, rkey, "READ of the importer's file");
+	vt_expect_pat(buf->addr, HALF, 0, SEED_THEIRS, "the importer's file");
+	for (round = 0; round < 3; round++)
+		write_read(i, i->send_cq, buf, raddr, rkey,
+			   SEED_OVER + (uint32_t)round, "RDMA into the importer's file");
+	vt_assert(vt_memfd_maps(GRANT_THEIRS, NULL, NULL) == 0,
+		  "uid %u was granted the importer's file",
+		  (unsigned int)getuid());
+	printf("owner: our file granted; the importer's not, its bytes moved by the engine\n");
+
+	vt_dereg_memfd(ours);
+	vt_dereg(buf);
+	vt_assert(ibv_destroy_qp(i) == 0 && ibv_destroy_qp(t) == 0,
+		  "ibv_destroy_qp");
+	vt_assert(ibv_destroy_cq(icq) == 0 && ibv_destroy_cq(tcq) == 0,
+		  "ibv_destroy_cq");
+	vt_close(&d2);
+	/* the importer's MR and our PD go with the context */
+	vt_assert(ibv_close_device(d->ctx) == 0, "ibv_close_device");
+	return 0;
+}
+
+/* Kept, never deregistered: it stays the owner's context's when we go. */
+static struct ibv_mr *theirs_mr;
+
+/* The importer: registers its file in the owner's context, and leaves. */
+static int grant_importer(const char *dir)
+{
+	struct vt_dev d = { 0 };
+	unsigned int pd_handle;
+	char line[64];
+	int fd;
+
+	fd = take_fd(dir);
+	vt_assert(vt_get(dir, "gowner", line, sizeof(line), vt_tmo_ms()),
+		  "no word from the owner");
+	vt_assert(sscanf(line, "%u", &pd_handle) == 1, "bad line '%s'", line);
+	d.ctx = ibv_import_device(fd);
+	vt_assert(d.ctx, "ibv_import_device: %s", strerror(errno));
+	d.pd = ibv_import_pd(d.ctx, pd_handle);
+	vt_assert(d.pd, "ibv_import_pd: %s", strerror(errno));
+	theirs_mr = vt_reg_memfd(d.pd, HALF, VT_ACCESS_ALL, GRANT_THEIRS);
+	vt_fill(theirs_mr->addr, HALF, 0, SEED_THEIRS);
+	vt_put(dir, "theirs", "%u %llu\n", theirs_mr->rkey,
+	       (unsigned long long)(uintptr_t)theirs_mr->addr);
+	ibv_unimport_pd(d.pd);
+	vt_assert(ibv_close_device(d.ctx) == 0, "ibv_close_device");
+	vt_put(dir, "left", "1\n");
+	printf("importer: registered a file of ours in the owner's context, and left\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -351,6 +510,10 @@ int main(int argc, char **argv)
 		return owner(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "importer"))
 		return importer(argv[2]);
-	fprintf(stderr, "usage: import-helper owner|importer DIR\n");
+	if (argc == 3 && !strcmp(argv[1], "grant-owner"))
+		return grant_owner(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "grant-importer"))
+		return grant_importer(argv[2]);
+	fprintf(stderr, "usage: import-helper owner|importer|grant-owner|grant-importer DIR\n");
 	return 2;
 }

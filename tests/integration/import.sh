@@ -4,7 +4,9 @@
 # cmd_fd to uid $USER2, which imports the context, a PD and an MR
 # (ibv_import_device/pd/mr), works through them beside its own objects,
 # and keeps the context after the owner's ibv_close_device.  Then nothing
-# of either is left in the daemon.
+# of either is left in the daemon.  Last, uid $USER2 registers an MR on a
+# file of its own in uid $USER1's context and leaves: uid $USER1's RDMA
+# into it works, through the engine, and never brings it that file.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -49,5 +51,23 @@ for _ in $(seq $((50 * TMUL))); do
 done
 [ -z "$rest" ] || { show "resource show" "$O/res"; fail "left after both processes closed: $rest"; }
 ok "no context, PD, CQ, QP, MR or SRQ left"
+# 9b5a292: a file grant went to any uid once all the context's processes
+# ran as it, so the owner got the importer's file after the importer left.
+check "uid $USER2's file in uid $USER1's context, left there: never granted to uid $USER1"
+d=$O/grant
+mkdir -p "$d" && chmod 1777 "$d" || fail "mkdir $d"
+run_ours "$USER1" "$HELPER" grant-owner "$d" >"$O/gowner" 2>&1 &
+opid=$!
+BG_PIDS+=("$opid")
+run_ours "$USER2" "$HELPER" grant-importer "$d" >"$O/gimporter" 2>&1
+irc=$?
+wait_exit "$opid" "$TMO" || { show owner "$O/gowner"; fail "the owner did not finish"; }
+orc=$EXIT_STATUS
+show "owner (uid $USER1)" "$O/gowner"
+show "importer (uid $USER2)" "$O/gimporter"
+[ "$irc" -eq 0 ] || fail "the importer failed (exit $irc)"
+[ "$orc" -eq 0 ] || fail "the owner's checks failed (exit $orc)"
+ok "$(sed -n 's/^owner: //p' "$O/gowner")"
+
 daemon_alive "after the import test"
 daemon_stop
