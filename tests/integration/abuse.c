@@ -43,6 +43,11 @@
  *   abuse-helper ud-park-reset
  *	Datagrams parked for a QP that is then reset never land in it
  *	(ud_park_reset()).
+ *   abuse-helper ud-park-share
+ *	Five contexts of one uid, each with a receiver holding its claim
+ *	and 256 datagrams sent to it at once: they share one account's part
+ *	of each engine thread's park (ud_park_share(); abuse.sh counts the
+ *	datagrams parked).
  *   abuse-helper ud-park-mcast
  *	A group's datagram to a QP with datagrams parked lands after them
  *	(ud_park_mcast()).
@@ -480,7 +485,7 @@ static void ud_trio(struct ud_trio *t, uint32_t max_recv_wr, uint32_t mr_len)
 	struct vt_qp_opts o = { .type = IBV_QPT_UD, .max_send_wr = 256,
 				.max_recv_wr = max_recv_wr };
 	struct ibv_wc wc;
-	int i;
+	int i, maps;
 
 	vt_open(&t->d);
 	t->cq = ibv_create_cq(t->d.ctx, (int)max_recv_wr + 64, NULL, NULL, 0);
@@ -495,7 +500,7 @@ static void ud_trio(struct ud_trio *t, uint32_t max_recv_wr, uint32_t mr_len)
 	t->mr = vt_reg(t->d.pd, mr_len, VT_ACCESS_ALL);
 	t->ah = vt_ah(&t->d, t->d.port.lid, NULL);
 	/* X's first datagram pairs it with Y; wait until the rings are there */
-	for (i = 0; vt_transit_maps() == 0; i++) {
+	for (i = 0, maps = vt_transit_maps(); vt_transit_maps() == maps; i++) {
 		vt_assert(i < 100, "X and Y got no transit rings");
 		vt_recv(t->y, 1, t->mr->addr, 4096, t->mr->lkey);
 		vt_ud_send(t->x, 1, t->ah, t->y->qp_num, VT_QKEY, t->mr->addr, 8,
@@ -844,6 +849,57 @@ static int ud_park_reset(void)
 		  (unsigned long long)number);
 	printf("ud-park-reset: %u datagrams parked before a reset dropped, the "
 	       "one after it received\n", PARK_DGRAMS);
+	return 0;
+}
+
+#define SHARE_CTXS	5u
+#define SHARE_DGRAMS	256u	/* each Z's SQ full */
+
+/*
+ * One uid's receivers hold their claims in SHARE_CTXS contexts (spread
+ * over the engine threads), and each gets SHARE_DGRAMS datagrams at once
+ * from its context's Z: 1,280 in all, more than a thread parks (1,024).
+ * Each engine thread parks 256 of them at most, one account's share
+ * however many contexts the uid opens, so that other tenants' datagrams
+ * to busy receivers still find room; the rest wait in their senders' SQs
+ * and are dropped, as for a receiver that holds its claim for ever.
+ * Every send completes; abuse.sh counts the datagrams parked (ud_parked)
+ * against 256 per thread, if this ran within the time a datagram stays
+ * parked (500 ms: none left since, to make room).
+ */
+static int ud_park_share(void)
+{
+	static struct ud_trio t[SHARE_CTXS];
+	struct ibv_wc wc[64];
+	unsigned int c, k, done;
+	long ms;
+	int n;
+
+	for (c = 0; c < SHARE_CTXS; c++) {
+		ud_trio(&t[c], 64, 4096);
+		y_claim_take(&t[c]);
+	}
+	ms = vt_now_ms();
+	for (c = 0; c < SHARE_CTXS; c++)
+		for (k = 0; k < SHARE_DGRAMS; k++)
+			vt_ud_send(t[c].z, k, t[c].ah, t[c].y->qp_num, VT_QKEY,
+				   t[c].mr->addr, 8, t[c].mr->lkey,
+				   IBV_SEND_SIGNALED);
+	for (c = 0; c < SHARE_CTXS; c++)
+		for (done = 0; done < SHARE_DGRAMS; done += (unsigned int)n) {
+			n = vt_poll(t[c].zcq, wc, 64, vt_tmo_ms());
+			vt_assert(n > 0, "context %u's Z: %u of %u sends completed",
+				  c, done, SHARE_DGRAMS);
+			for (k = 0; k < (unsigned int)n; k++)
+				vt_assert(wc[k].status == IBV_WC_SUCCESS,
+					  "Z's send %lu: %s",
+					  (unsigned long)wc[k].wr_id,
+					  vt_status(wc[k].status));
+		}
+	ms = vt_now_ms() - ms;
+	printf("ud-park-share: %u datagrams to %u receivers holding their "
+	       "claims, one per context, all sent in %ld ms\n",
+	       SHARE_CTXS * SHARE_DGRAMS, SHARE_CTXS, ms);
 	return 0;
 }
 
@@ -1552,6 +1608,8 @@ int main(int argc, char **argv)
 		return ud_claim_park();
 	if (argc == 2 && !strcmp(argv[1], "ud-park-reset"))
 		return ud_park_reset();
+	if (argc == 2 && !strcmp(argv[1], "ud-park-share"))
+		return ud_park_share();
 	if (argc == 2 && !strcmp(argv[1], "ud-park-mcast"))
 		return ud_park_mcast();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
@@ -1573,6 +1631,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }

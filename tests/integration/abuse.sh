@@ -6,7 +6,8 @@
 # its UD QP's while another QP floods it (the engine waits the claim out
 # once, not for every datagram: claim_timeouts), or holds it a
 # millisecond at a time (a receiver preempted mid-copy: its datagrams
-# wait, none is lost, no claim is waited out), an SRQ's
+# wait, none is lost, no claim is waited out), the same in five contexts
+# at once (one share of each thread's park for the uid), an SRQ's
 # claim word set to ENGINE by its client (no spin, one wait a millisecond
 # for the whole SRQ), a multicast group whose members all hold their
 # claims (one claim waited out a pass on the sending thread, not one a
@@ -34,7 +35,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-mcast,cq-head-lie,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-park-mcast,cq-head-lie,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -93,6 +94,18 @@ for mode in "${modes[@]}"; do
 		grep -q '(lenient)$' "$O/abuse" || [ "$waits" -eq 0 ] ||
 			fail "$mode: the engine waited out the claim $waits times"
 		[ "$parked" -ge 16 ] || fail "$mode: $parked datagrams parked, want 16"
+	fi
+	# one uid's held claims in five contexts: one share of each thread's
+	# park (256), not one a context (1,024 a thread before 97e3084), if
+	# none expired to make room (all sent within a datagram's 500 ms)
+	if [ "$mode" = ud-park-share ]; then
+		parked=$(($(engine_count ud_parked) - parked))
+		nthreads=$(ibvctl statistic show engine | grep -c ud_parked)
+		ms=$(sed -n 's/.* all sent in \([0-9]*\) ms$/\1/p' "$O/abuse")
+		[ "$parked" -ge 256 ] || fail "$mode: $parked datagrams parked, want 256 at least"
+		[ -n "$ms" ] && { [ "$ms" -ge 400 ] || [ "$parked" -le $((256 * nthreads)) ]; } ||
+			fail "$mode: $parked datagrams parked on $nthreads threads in ${ms:-?} ms, want 256 a thread at most"
+		log "$mode: $parked parked on $nthreads engine threads in $ms ms"
 	fi
 	# a forged claim word: waited out once a millisecond for the SRQ
 	if [ "$mode" = srq-forged-claim ]; then
