@@ -25,10 +25,18 @@
  *                                goes through the engine, and the owner's
  *                                library is never granted the file, as it
  *                                is granted the owner's own
+ *   import-helper standin-owner DIR, standin-importer DIR SUB
+ *                                the owner's context, with objects, is
+ *                                imported by a process of the owner's uid
+ *                                (SUB "a") and then one of another (SUB
+ *                                "b"); the owner closes, and import.sh
+ *                                finds the objects under uid a's process
+ *                                in ibvctl client show
  *
  * The two meet through files in DIR (vt_put/vt_get).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -503,6 +511,73 @@ static int grant_importer(const char *dir)
 	return 0;
 }
 
+/* ---- who stands for a context its creator left --------------------------- */
+
+/* The owner's objects: they stay the context's when it closes. */
+static struct vt_dev standin_ctx;
+static struct ibv_cq *standin_cq;
+static struct ibv_qp *standin_qp;
+static struct ibv_mr *standin_mr;
+
+/* Hand our cmd_fd to whoever takes it from DIR/SUB, and wait till it joined. */
+static void standin_give(const char *dir, const char *sub)
+{
+	char path[512], line[16];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, sub);
+	fd = dup(standin_ctx.ctx->cmd_fd);
+	vt_assert(fd >= 0, "dup: %s", strerror(errno));
+	give_fd(path, fd);
+	close(fd);
+	vt_assert(vt_get(path, "joined", line, sizeof(line), vt_tmo_ms()),
+		  "importer %s never joined", sub);
+}
+
+static int standin_owner(const char *dir)
+{
+	struct vt_qp_opts o = { 0 };
+
+	vt_open(&standin_ctx);
+	standin_mr = vt_reg(standin_ctx.pd, HALF, VT_ACCESS_ALL);
+	standin_cq = ibv_create_cq(standin_ctx.ctx, 16, NULL, NULL, 0);
+	vt_assert(standin_cq, "ibv_create_cq: %s", strerror(errno));
+	standin_qp = vt_qp(&standin_ctx, standin_cq, standin_cq, &o);
+	/* ours first, then the other uid's: it is first of the rest then */
+	standin_give(dir, "a");
+	standin_give(dir, "b");
+	vt_assert(ibv_close_device(standin_ctx.ctx) == 0, "ibv_close_device");
+	vt_put(dir, "closed", "%d\n", (int)getpid());
+	printf("standin-owner: made a PD, an MR, a CQ and a QP, and left them to two importers\n");
+	return 0;
+}
+
+static int standin_importer(const char *dir, const char *sub)
+{
+	char path[512], line[16];
+	struct ibv_context *ctx;
+	int fd, nul;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, sub);
+	fd = take_fd(path);
+	ctx = ibv_import_device(fd);
+	vt_assert(ctx, "ibv_import_device: %s", strerror(errno));
+	/*
+	 * The library keeps the owner's connection (the fd we passed) till
+	 * the context closes, and so keeps the owner's session: let go of
+	 * it, so that the owner leaves with its process, and the context is
+	 * ours.  The fd's number stays, for ibv_close_device to close.
+	 */
+	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	vt_assert(nul >= 0 && dup2(nul, fd) == fd, "dup2: %s", strerror(errno));
+	close(nul);
+	vt_put(path, "joined", "%d\n", (int)getpid());
+	vt_assert(vt_get(dir, "end", line, sizeof(line), 4 * vt_tmo_ms()),
+		  "never told to end");
+	vt_assert(ibv_close_device(ctx) == 0, "ibv_close_device");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -514,6 +589,10 @@ int main(int argc, char **argv)
 		return grant_owner(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "grant-importer"))
 		return grant_importer(argv[2]);
-	fprintf(stderr, "usage: import-helper owner|importer|grant-owner|grant-importer DIR\n");
+	if (argc == 3 && !strcmp(argv[1], "standin-owner"))
+		return standin_owner(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "standin-importer"))
+		return standin_importer(argv[2], argv[3]);
+	fprintf(stderr, "usage: import-helper owner|importer|grant-owner|grant-importer|standin-owner DIR | standin-importer DIR a|b\n");
 	return 2;
 }
