@@ -143,6 +143,12 @@ struct ibvd_wq_client {
 	 */
 	uint32_t direct_sender_waits;
 	uint64_t direct_wake;
+	/*
+	 * SQ of a paired QP: the pairing's gen << 32 | the `produced` of its
+	 * ring, stored before the ring's (transit.h): the engine and the
+	 * library go by this one, which the peer cannot rewrite
+	 */
+	uint64_t direct_produced;
 };
 
 #define IBVD_WQ_CLAIM_FREE	0u

@@ -161,7 +161,14 @@ int ibvd_transit_next(const struct ibvd_transit *t, uint32_t consumed,
 		      uint32_t *next)
 {
 	/* Acquire: the fragments below `produced` were written before it. */
-	uint32_t produced = ibvd_observe(&t->ctl->produced);
+	return ibvd_transit_next_upto(t, ibvd_observe(&t->ctl->produced),
+				      consumed, f, payload, next);
+}
+
+int ibvd_transit_next_upto(const struct ibvd_transit *t, uint32_t produced,
+			   uint32_t consumed, struct ibvd_transit_frag *f,
+			   const uint8_t **payload, uint32_t *next)
+{
 	uint32_t avail = produced - consumed;
 	uint32_t at = consumed;
 

@@ -493,6 +493,10 @@ void ibvd_transit_publish(const struct ibvd_transit *t, uint32_t produced);
 int ibvd_transit_next(const struct ibvd_transit *t, uint32_t consumed,
 		      struct ibvd_transit_frag *f, const uint8_t **payload,
 		      uint32_t *next);
+/* ... with `produced` as the producer says elsewhere (read with acquire). */
+int ibvd_transit_next_upto(const struct ibvd_transit *t, uint32_t produced,
+			   uint32_t consumed, struct ibvd_transit_frag *f,
+			   const uint8_t **payload, uint32_t *next);
 /* Consumer: hand the cells up to `consumed` back to the producer. */
 void ibvd_transit_release(const struct ibvd_transit *t, uint32_t consumed);
 

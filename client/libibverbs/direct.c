@@ -84,6 +84,7 @@ struct ibvc_direct {
 	uint32_t gen;
 	struct ibvc_map map;
 	struct ibvd_transit out;	/* we send on it */
+	uint64_t *own_produced;		/* its `produced`, in our SQ's header */
 	struct ibvd_transit in;		/* we receive from it */
 	uint32_t peer_qpn;
 	uint16_t peer_slid;
@@ -336,8 +337,10 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
 	d->produced = ibvd_read_once(&d->out.ctl->produced);
+	d->own_produced = &qp->sq.client->direct_produced;
 	/* a wake said to rings before these is no wake on these */
 	ibvd_publish(&qp->sq.client->direct_sender_waits, 0);
+	ibvd_publish(d->own_produced, (uint64_t)d->gen << 32 | d->produced);
 	*ret = d;
 	return 0;
 }
@@ -1047,6 +1050,20 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 }
 
 /*
+ * What we wrote into our ring, made visible: first in our SQ's header
+ * (with the pairing's gen), the count the engine and we go by, then in
+ * the ring for the receiver.  A UD peer can rewrite the ring's, to hide
+ * what we sent from the engine (our sends would never complete) or to
+ * make a `consumed` it invents look possible.
+ */
+static void publish_produced(struct ibvc_direct *d)
+{
+	/* Release: the fragments below it were written before it. */
+	ibvd_publish(d->own_produced, (uint64_t)d->gen << 32 | d->produced);
+	ibvd_transit_publish(&d->out, d->produced);
+}
+
+/*
  * SENDs that went to the SQ (the ring was full, or they queued behind
  * some that were) go on the ring after all when the engine has not
  * started them: otherwise a sender that keeps its SQ busy, as a
@@ -1092,18 +1109,25 @@ void ibvc_direct_take_back(struct ibvc_qp *qp, uint32_t sq_tail)
 	 * the ring empty, which it must not while they are not in it.
 	 */
 	if (d->produced_now)
-		ibvd_transit_publish(&d->out, d->produced);
+		publish_produced(d);
 out:
 	/* Release: the ring's records and our head before the claim. */
 	ibvd_publish(&c->claim, IBVD_WQ_CLAIM_FREE);
 }
 
+/* Can the receiver have taken this much (`consumed`, as it says)? */
+static bool possible(const struct ibvc_direct *d, uint32_t consumed)
+{
+	/* what we published, not what the ring says: the peer can write it */
+	uint32_t produced = (uint32_t)ibvd_read_once(d->own_produced);
+
+	return produced - consumed <= d->out.ncells;
+}
+
 /* Is `consumed`, as the receiver says, past `end` (and possible)? */
 static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 {
-	uint32_t produced = ibvd_read_once(&d->out.ctl->produced);
-
-	if (produced - consumed > d->out.ncells)
+	if (!possible(d, consumed))
 		return false;	/* a receiver's lie: nothing moves */
 	return (int32_t)(consumed - end) >= 0;
 }
@@ -1171,13 +1195,17 @@ static void say_wake(struct ibvc_qp *qp, struct ibvc_direct *d,
 	ibvd_publish(&d->out.ctl->sender_waits, waits);
 }
 
-/* Do our SENDs taken up to `consumed` complete what the send CQ waits for? */
+/*
+ * Do our SENDs taken up to `consumed` (as the receiver says, if that is
+ * possible) complete what the send CQ waits for?
+ */
 static bool own_wake_due(const struct ibvc_qp *qp, uint32_t consumed,
 			 uint32_t *arm)
 {
 	const struct ibvd_wq_client *c = qp->sq.client;
 
-	return ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake,
+	return possible(qp->direct, consumed) &&
+	       ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake,
 			     consumed, arm);
 }
 
@@ -1317,7 +1345,7 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 	since = ibvd_read_once(&d->out.ctl->consumed);
 	if (d->produced_now) {
 		d->produced_now = false;
-		ibvd_transit_publish(&d->out, d->produced);
+		publish_produced(d);
 		/*
 		 * Store (produced) -> load (arm_seq, send_ok) needs a full
 		 * fence, mirrored by the receiver arming and the daemon
@@ -2026,12 +2054,20 @@ static void place_all(struct ibvc_cq *cq, bool wake, bool asleep)
 
 /*
  * A sender that waits for its receiver's library: the engine is rung for
- * it when its receiver took nothing from one look to the next.
+ * it when its receiver took nothing from one look to the next, or at once
+ * when what it waits for was taken (a receiver of another uid rings the
+ * engine to wake it, and one that does not, and moves `consumed` back and
+ * forth, must not keep it asleep).
  */
 static bool fallback_one(struct ibvc_qp *qp, struct ibvc_direct *d)
 {
-	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed);
+	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed), arm;
 
+	if (own_wake_due(qp, consumed, &arm)) {
+		d->fallback_looked = false;
+		ring_own(qp);
+		return false;
+	}
 	if (!ibvd_read_once(&qp->sq.client->direct_sender_waits) &&
 	    d->sends_head == ibvd_observe(&d->sends_tail)) {
 		d->fallback_looked = false;

@@ -3942,6 +3942,7 @@ static const char *const child_why[] = {
 	[5] = "no ring carried its honest datagrams",
 	[6] = "the ring was at its end", [7] = "pipe",
 	[8] = "the pairing gave it the parent's wake-up pair",
+	[9] = "the parent's datagram never came on the ring",
 };
 
 static const char *child_exit(int st)
@@ -4250,6 +4251,142 @@ START_TEST(ud_peer_wakes_nothing)
 }
 END_TEST
 
+
+/*
+ * What the scribbler writes over the parent's ring once the parent's
+ * datagram is in it: `produced` back to what it was (the datagram
+ * hidden from the engine), or a `consumed` past it (impossible).
+ */
+enum scribble { SCRIBBLE_HIDE, SCRIBBLE_PAST };
+
+/*
+ * The scribbler, as forger_uid, paired with the parent's UD QP: it holds
+ * its own receive queue's claim (as a library stopped mid-copy does), so
+ * that nobody takes the parent's datagram, tells the parent its QP
+ * number, waits for that datagram, and rewrites the parent's ring.
+ */
+static void scribbler(const struct vt_addr *to, int up, int down,
+		      enum scribble how)
+{
+	char c, said[1 + sizeof(uint32_t)] = "q";
+	struct forger_end e;
+	uint32_t p0, p;
+	long until;
+
+	forger_pair(&e, to);
+	__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
+			 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	p0 = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
+	/* one write: our QP's number comes with the word */
+	memcpy(said + 1, &e.qp->qp_num, sizeof(e.qp->qp_num));
+	if (write(up, said, sizeof(said)) != (ssize_t)sizeof(said))
+		_exit(7);
+	until = vt_now_ms() + vt_tmo_ms();
+	do
+		p = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
+	while (p == p0 && vt_now_ms() < until);
+	if (p == p0)
+		_exit(9);
+	if (how == SCRIBBLE_HIDE)
+		__atomic_store_n(&e.in.ctl->produced, p0, __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(&e.in.ctl->consumed, p + 0x1000,
+				 __ATOMIC_RELEASE);
+	c = 's';
+	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
+		_exit(7);
+	_exit(0);
+}
+
+/*
+ * A UD peer of another uid rewrites the counts of the ring our datagram
+ * to it is in.  Neither may cost us: the engine goes by what our library
+ * says it wrote, not by the ring, so it still sees the datagram, gives up
+ * on the peer that holds its claim, and our send completes, once; and an
+ * impossible `consumed` completes nothing before that, nor fires our send
+ * CQ: when its event comes, the completion is there.
+ */
+static void ud_peer_rewrites(enum scribble how)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *rcq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
+	struct pollfd pfd = { .events = POLLIN };
+	int up[2], down[2], i, fired = 0;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	struct vt_addr to;
+	struct ibv_wc wc;
+	struct ibv_cq *cq;
+	uint32_t qpn;
+	void *ctx;
+	long end;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(ch);
+	qp = vt_qp(&D, scq, rcq, &UD);
+	vt_connect(&D, qp, NULL, &UD);
+	vt_qp_addr(&D, qp, &UD, &to);
+	for (i = 0; i < 16; i++)
+		vt_recv(qp, (uint64_t)i, BUF(mr) + i * 4096, 4096, mr->lkey);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		scribbler(&to, up[1], down[0], how);
+	close(up[1]);
+	close(down[0]);
+	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
+	/* polling meanwhile: our library maps the rings as it polls */
+	child_says(up[0], pid, rcq, false);
+	ck_assert_int_eq(read(up[0], &qpn, sizeof(qpn)), (ssize_t)sizeof(qpn));
+	ah = vt_ah(&D, to.lid, NULL);
+	vt_ud_send(qp, 77, ah, qpn, 0x80000000u, BUF(mr), 64, mr->lkey,
+		   IBV_SEND_SIGNALED);
+	child_says(up[0], pid, NULL, false);
+	/* asleep on our send CQ: the event comes with the completion */
+	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, O_NONBLOCK), 0);
+	pfd.fd = ch->fd;
+	for (end = vt_now_ms() + vt_tmo_ms(); !fired && vt_now_ms() < end;) {
+		ck_assert_int_ge(poll(&pfd, 1, 10), 0);
+		if (ibv_get_cq_event(ch, &cq, &ctx) == 0)
+			fired++;
+	}
+	ck_assert_msg(fired, "no event, and so no completion, for our send");
+	ck_assert_msg(ibv_poll_cq(scq, 1, &wc) == 1,
+		      "an event with no completion behind it");
+	ck_assert_uint_eq(wc.wr_id, 77);
+	ck_assert_msg(wc.status == IBV_WC_SUCCESS, "our send: %s",
+		      ibv_wc_status_str(wc.status));
+	ibv_ack_cq_events(scq, 1);
+	vt_expect_none(scq, QUIET_MS, "a second completion of our send");
+	ck_assert_int_eq(write(down[1], "x", 1), 1);
+	child_done(pid);
+	close(up[0]);
+	close(down[1]);
+	vt_expect_state(qp, IBV_QPS_RTS, "our UD QP");
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(qp);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+
+START_TEST(ud_peer_hides_our_datagram)
+{
+	ud_peer_rewrites(SCRIBBLE_HIDE);
+}
+END_TEST
+
+START_TEST(ud_peer_takes_too_much)
+{
+	ud_peer_rewrites(SCRIBBLE_PAST);
+}
+END_TEST
 
 /* ---- the suite ------------------------------------------------------------- */
 
@@ -4664,6 +4801,8 @@ static Suite *root_suite(void)
 
 	tcase_add_test(tc, ud_controlled_qkey_forged);
 	tcase_add_test(tc, ud_peer_wakes_nothing);
+	tcase_add_test(tc, ud_peer_hides_our_datagram);
+	tcase_add_test(tc, ud_peer_takes_too_much);
 	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_lease_offender_elsewhere);
 	return s;

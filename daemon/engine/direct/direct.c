@@ -46,6 +46,31 @@ static const struct ibvd_wq_client *sq_client(const struct ibvd_qp *qp)
 	return qp->sq.client_page;
 }
 
+/*
+ * What src's library wrote into its ring, as it says in its SQ's header:
+ * a UD peer can rewrite the ring's `produced`, to hide src's datagrams
+ * (its sends would never complete) or to make a `consumed` it invents
+ * look possible.  Nothing yet while the header is of another pairing
+ * (the library says it before the ring's, and a pair's rings start
+ * empty).
+ */
+static uint32_t sender_produced(const struct ibvd_qp *src)
+{
+	/* Acquire: the fragments below it were written before it. */
+	uint64_t v = ibvd_observe(&sq_client(src)->direct_produced);
+
+	return (uint32_t)(v >> 32) == src->direct->gen ? (uint32_t)v : 0;
+}
+
+/* The next fragment of src's ring after `consumed` (ibvd_transit_next). */
+static int ring_next(const struct ibvd_qp *src, const struct ibvd_transit *ring,
+		     uint32_t consumed, struct ibvd_transit_frag *f,
+		     const uint8_t **payload, uint32_t *next)
+{
+	return ibvd_transit_next_upto(ring, sender_produced(src), consumed, f,
+				      payload, next);
+}
+
 /* Where t's receives come from: its own RQ, or its SRQ. */
 static struct ibvd_ring *recv_ring(struct ibvd_qp *t)
 {
@@ -167,10 +192,9 @@ void ibvd_eng_claim_give(struct ibvd_qp *t)
 	claim_free(t, c);
 }
 
-static bool ring_empty(const struct ibvd_transit *r)
+static bool ring_empty(const struct ibvd_qp *src, const struct ibvd_transit *r)
 {
-	return ibvd_observe(&r->ctl->produced) ==
-	       ibvd_read_once(&r->ctl->consumed);
+	return sender_produced(src) == ibvd_read_once(&r->ctl->consumed);
 }
 
 /*
@@ -230,7 +254,7 @@ static enum eng_drain drain_garbage(struct ibvd_qp *src,
 		if (d->qp[i])
 			ibvd_publish(&sq_engine(d->qp[i])->direct_send_ok, 0);
 	/* its sender's datagrams count as sent: it completes them */
-	ibvd_transit_release(ring, ibvd_observe(&ring->ctl->produced));
+	ibvd_transit_release(ring, sender_produced(src));
 	return DRAIN_EMPTY;
 }
 
@@ -244,6 +268,9 @@ static void wake_sender_at(struct ibvd_qp *src, uint32_t at)
 	const struct ibvd_wq_client *c = sq_client(src);
 	uint32_t arm;
 
+	/* a `consumed` the receiver made up completes nothing */
+	if (sender_produced(src) - at > src->direct->ncells)
+		return;
 	if (ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake, at, &arm))
 		ibvd_eng_cq_nudge(src->send_cq, arm);
 }
@@ -266,10 +293,9 @@ static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
  * holds the receiver takes when it comes back, late, as a datagram may
  * come.
  */
-static enum eng_drain lossy_give_up(struct ibvd_qp *src,
-				    const struct ibvd_transit *ring)
+static enum eng_drain lossy_give_up(struct ibvd_qp *src)
 {
-	uint32_t produced = ibvd_observe(&ring->ctl->produced);
+	uint32_t produced = sender_produced(src);
 
 	ibvd_publish(&sq_engine(src)->direct_dropped, produced);
 	wake_sender_at(src, produced);
@@ -277,11 +303,11 @@ static enum eng_drain lossy_give_up(struct ibvd_qp *src,
 }
 
 /* UC, UD: the engine gave up on everything the ring holds already. */
-static bool given_up(struct ibvd_qp *src, const struct ibvd_transit *ring)
+static bool given_up(struct ibvd_qp *src)
 {
 	return src->qp_type != IBV_QPT_RC &&
 	       ibvd_read_once(&sq_engine(src)->direct_dropped) ==
-	       ibvd_observe(&ring->ctl->produced);
+	       sender_produced(src);
 }
 
 static enum ibv_wc_status resp_status(enum eng_resp r)
@@ -415,7 +441,7 @@ static enum eng_drain drop_ring(struct ibvd_qp *src,
 		struct ibvd_transit_frag f;
 		const uint8_t *payload;
 		uint32_t next;
-		int ret = ibvd_transit_next(ring, consumed, &f, &payload, &next);
+		int ret = ring_next(src, ring, consumed, &f, &payload, &next);
 
 		if (ret == 0)
 			break;
@@ -476,7 +502,7 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		uint32_t next;
 		int ret;
 
-		ret = ibvd_transit_next(ring, consumed, &f, &payload, &next);
+		ret = ring_next(src, ring, consumed, &f, &payload, &next);
 		if (ret == 0)
 			return DRAIN_EMPTY;
 		/* The sender's own library wrote nonsense: its QP fails. */
@@ -530,15 +556,15 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	if (!d)
 		return DRAIN_EMPTY;
 	ring = &d->ring[src->direct_side];
-	if (ring_empty(ring))
+	if (ring_empty(src, ring))
 		return DRAIN_EMPTY;
 	/*
 	 * Nothing new since we gave up: a sender that armed its send CQ
 	 * since may wait for sends we completed that way (its library
 	 * counts from `consumed`, and rings us).
 	 */
-	if (given_up(src, ring)) {
-		wake_sender_at(src, ibvd_observe(&ring->ctl->produced));
+	if (given_up(src)) {
+		wake_sender_at(src, sender_produced(src));
 		return DRAIN_EMPTY;
 	}
 	/* A sender in error sends nothing more; its library flushes. */
@@ -562,7 +588,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	wake_sender(target, &d->ring[target->direct_side]);
 	ret = ibvd_eng_claim_take(target);
 	if (ret == -EBUSY && lossy && src->claim_waits >= DIRECT_LOSSY_CLAIM_WAITS)
-		return lossy_give_up(src, ring);
+		return lossy_give_up(src);
 	if (ret == -EBUSY)
 		return DRAIN_BUSY;
 	if (ret < 0) {
@@ -758,7 +784,7 @@ bool ibvd_eng_direct_break(struct ibvd_qp *qp)
 	struct ibvd_direct *d = qp->direct;
 	struct ibvd_wq_engine *e = sq_engine(qp);
 
-	if (!d || ring_empty(&d->ring[qp->direct_side]) ||
+	if (!d || ring_empty(qp, &d->ring[qp->direct_side]) ||
 	    ibvd_read_once(&e->direct_fail_status))
 		return false;
 	ibvd_publish(&e->direct_fail_status, IBV_WC_RETRY_EXC_ERR);
@@ -774,8 +800,12 @@ void ibvd_eng_direct_flush(struct ibvd_qp *qp)
 	/* the library flushes its SENDs the receiver has not taken */
 	if (!ibvd_read_once(&e->direct_fail_status))
 		ibvd_publish(&e->direct_fail_status, IBV_WC_WR_FLUSH_ERR);
-	/* and a sender asleep on its CQ must hear of them */
-	if (ibvd_read_once(&sq_client(qp)->direct_sender_waits))
+	/*
+	 * and a sender asleep on its CQ must hear of them, if there are any
+	 * (its header's word may be of an earlier pairing)
+	 */
+	if (ibvd_read_once(&sq_client(qp)->direct_sender_waits) &&
+	    !ring_empty(qp, &qp->direct->ring[qp->direct_side]))
 		ibvd_eng_cq_nudge_failed(qp->send_cq);
 }
 
