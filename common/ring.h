@@ -118,6 +118,12 @@ struct ibvd_wq_engine {
 	 * to here as taken, while what the ring holds stays the receiver's
 	 */
 	uint32_t direct_dropped;
+	/*
+	 * SQ of a paired QP: how far the engine itself took the QP's ring
+	 * (the `consumed` it released there); the library counts its sends
+	 * taken at least this far, whatever the ring's `consumed` says now
+	 */
+	uint32_t direct_taken;
 };
 
 /* Client header of a work queue. */

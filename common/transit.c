@@ -174,6 +174,13 @@ int ibvd_transit_next_upto(const struct ibvd_transit *t, uint32_t produced,
 
 	if (avail == 0)
 		return 0;
+	/*
+	 * `consumed` ahead of `produced` by a lap at most: taken, by the
+	 * engine, up to what the producer has told it but not yet the ring
+	 * (its header first, then the ring), or a lie: nothing yet, either way
+	 */
+	if (consumed - produced <= t->ncells)
+		return 0;
 	if (avail > t->ncells)
 		return -EPROTO;
 	/* One copy of the header: the producer may rewrite it meanwhile. */

@@ -270,6 +270,16 @@
  * is preceded by a PAD record that fills the rest.  The header's `seq`
  * is the cell count at its first cell plus one, so a slot left from an
  * earlier lap never passes for a new one.
+ *
+ * Whose words to believe.  Both libraries map both rings writable, and a
+ * UD pair's peer may be another uid: each side can rewrite the other's
+ * counts.  So the sender says `produced`, and how it sleeps, first in its
+ * SQ's client header (ring.h: direct_produced with the pairing's gen,
+ * direct_sender_waits, direct_wake), which only it writes; the engine
+ * and the sender's own library go by those, and judge the receiver's
+ * `consumed` against them (one past what was produced completes nothing
+ * and wakes nobody).  The copies in the ring are for the receiver's
+ * library, which can only hurt itself by believing a lie.
  */
 #ifndef IBVD_TRANSIT_H
 #define IBVD_TRANSIT_H

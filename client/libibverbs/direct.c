@@ -336,7 +336,8 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 			       sizeof(d->peer_gids[i]));
 	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
-	d->produced = ibvd_read_once(&d->out.ctl->produced);
+	/* a pairing's rings are new: not what the ring says, a peer's to write */
+	d->produced = 0;
 	d->own_produced = &qp->sq.client->direct_produced;
 	/* a wake said to rings before these is no wake on these */
 	ibvd_publish(&qp->sq.client->direct_sender_waits, 0);
@@ -400,6 +401,8 @@ static void detach_locked(struct ibvc_qp *qp)
 	unlink_qp(&to_ibvc_cq(qp->qp.recv_cq)->direct.receivers, qp, false);
 	__atomic_store_n(&qp->direct, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(&qp->direct_gen, 0, __ATOMIC_RELAXED);
+	/* no sleep on these rings is any on the next ones */
+	ibvd_publish(&qp->sq.client->direct_sender_waits, 0);
 	unlock_all(qp);
 	direct_free(d);
 }
@@ -1133,6 +1136,24 @@ static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 }
 
 /*
+ * How far our ring is taken: the receiver's `consumed`, unless what the
+ * engine took itself (direct_taken, its word) is further, or the
+ * receiver's is impossible.  A UD peer can move `consumed` back and
+ * forth, to keep us from ever seeing our sends taken.
+ */
+static uint32_t sent_taken(const struct ibvc_qp *qp,
+			   const struct ibvc_direct *d)
+{
+	uint32_t said = ibvd_observe(&d->out.ctl->consumed);
+	uint32_t engine = ibvd_observe(&qp->sq.engine->direct_taken);
+
+	if (!possible(d, said) ||
+	    ((int32_t)(engine - said) > 0 && possible(d, engine)))
+		return engine;
+	return said;
+}
+
+/*
  * Where the sends count as taken, `consumed` or, UC and UD, beyond: the
  * engine may have given up waiting for a receiver that holds its claim
  * too long (ring.h, direct_dropped), while the ring keeps what it holds.
@@ -1326,7 +1347,7 @@ static bool sleeper_watched(struct ibvc_qp *qp, struct ibvc_direct *d,
 	 * a poller that hands SENDs back to the ring holds the CQ's lock.
 	 */
 	if (kind == WAKE_AT &&
-	    own_wake_due(qp, ibvd_read_once(&d->out.ctl->consumed), &arm))
+	    own_wake_due(qp, sent_taken(qp, d), &arm))
 		ibvc_poke(cq_poke_fd(cq));
 	return false;
 }
@@ -1342,7 +1363,7 @@ void ibvc_direct_send_done(struct ibvc_qp *qp)
 	done = d->done_now;
 	d->done_now = false;
 	/* nothing of this list can be taken before it is published */
-	since = ibvd_read_once(&d->out.ctl->consumed);
+	since = sent_taken(qp, d);
 	if (d->produced_now) {
 		d->produced_now = false;
 		publish_produced(d);
@@ -1448,7 +1469,7 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	if (head == tail)
 		return;
 	fail = ibvd_observe(&qp->sq.engine->direct_fail_status);
-	consumed = done_upto(qp, d, ibvd_observe(&d->out.ctl->consumed));
+	consumed = done_upto(qp, d, sent_taken(qp, d));
 	while (head != tail && !fifo_full(cq)) {
 		const struct ibvc_direct_send *s = &d->sends[head & (d->sends_cap - 1)];
 		enum ibv_wc_status st = IBV_WC_SUCCESS;
@@ -2017,9 +2038,7 @@ static bool fire_senders(struct ibvc_cq *cq, bool wake)
 	if (!arm_any(cq))
 		return false;
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender) {
-		const struct ibvd_transit_ctl *ctl = qp->direct->out.ctl;
-
-		if (own_wake_due(qp, ibvd_read_once(&ctl->consumed), &arm) &&
+		if (own_wake_due(qp, sent_taken(qp, qp->direct), &arm) &&
 		    arm == now)
 			return fire_arm(cq, arm, wake);
 	}
@@ -2061,9 +2080,12 @@ static void place_all(struct ibvc_cq *cq, bool wake, bool asleep)
  */
 static bool fallback_one(struct ibvc_qp *qp, struct ibvc_direct *d)
 {
-	uint32_t consumed = ibvd_read_once(&d->out.ctl->consumed), arm;
+	struct ibvc_cq *cq = to_ibvc_cq(qp->qp.send_cq);
+	uint32_t consumed = sent_taken(qp, d), arm;
 
-	if (own_wake_due(qp, consumed, &arm)) {
+	/* due, for the arm the CQ sleeps on: the engine sends the event */
+	if (own_wake_due(qp, consumed, &arm) && cq_armed(cq) &&
+	    arm == ibvd_read_once(&cq->ring.client->arm_seq)) {
 		d->fallback_looked = false;
 		ring_own(qp);
 		return false;
@@ -2073,7 +2095,9 @@ static bool fallback_one(struct ibvc_qp *qp, struct ibvc_direct *d)
 		d->fallback_looked = false;
 		return false;
 	}
-	if (d->fallback_looked && consumed == d->fallback_seen) {
+	/* only a step forward is progress (a line moved back is none) */
+	if (d->fallback_looked &&
+	    (int32_t)(consumed - d->fallback_seen) <= 0) {
 		d->fallback_looked = false;
 		ring_own(qp);
 		return false;
@@ -2107,7 +2131,7 @@ static bool sends_due(const struct ibvc_qp *qp)
 	if (ibvd_observe(&qp->sq.engine->direct_fail_status))
 		return true;
 	/* the ring is taken in order: the oldest send says for all */
-	return taken(d, done_upto(qp, d, ibvd_observe(&d->out.ctl->consumed)),
+	return taken(d, done_upto(qp, d, sent_taken(qp, d)),
 		     d->sends[head & (d->sends_cap - 1)].end);
 }
 
@@ -2381,8 +2405,7 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
 	 */
 	place_all(cq, true, false);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)
-		qp->direct->arm_since =
-			ibvd_read_once(&qp->direct->out.ctl->consumed);
+		qp->direct->arm_since = sent_taken(qp, qp->direct);
 }
 
 void ibvc_direct_armed(struct ibvc_cq *cq)

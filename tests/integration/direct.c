@@ -4255,15 +4255,18 @@ END_TEST
 /*
  * What the scribbler writes over the parent's ring once the parent's
  * datagram is in it: `produced` back to what it was (the datagram
- * hidden from the engine), or a `consumed` past it (impossible).
+ * hidden from the engine), a `consumed` past it (impossible), or
+ * `consumed` put back below it all along (its receive queue free, so
+ * that the engine takes it, and the ring says it never did).
  */
-enum scribble { SCRIBBLE_HIDE, SCRIBBLE_PAST };
+enum scribble { SCRIBBLE_HIDE, SCRIBBLE_PAST, SCRIBBLE_BACK };
 
 /*
  * The scribbler, as forger_uid, paired with the parent's UD QP: it holds
  * its own receive queue's claim (as a library stopped mid-copy does), so
- * that nobody takes the parent's datagram, tells the parent its QP
- * number, waits for that datagram, and rewrites the parent's ring.
+ * that nobody takes the parent's datagram (but to put back), tells the
+ * parent its QP number, waits for that datagram, and rewrites the
+ * parent's ring.
  */
 static void scribbler(const struct vt_addr *to, int up, int down,
 		      enum scribble how)
@@ -4274,8 +4277,9 @@ static void scribbler(const struct vt_addr *to, int up, int down,
 	long until;
 
 	forger_pair(&e, to);
-	__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
-			 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	if (how != SCRIBBLE_BACK)
+		__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
+				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
 	p0 = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
 	/* one write: our QP's number comes with the word */
 	memcpy(said + 1, &e.qp->qp_num, sizeof(e.qp->qp_num));
@@ -4289,22 +4293,33 @@ static void scribbler(const struct vt_addr *to, int up, int down,
 		_exit(9);
 	if (how == SCRIBBLE_HIDE)
 		__atomic_store_n(&e.in.ctl->produced, p0, __ATOMIC_RELEASE);
-	else
+	else if (how == SCRIBBLE_PAST)
 		__atomic_store_n(&e.in.ctl->consumed, p + 0x1000,
 				 __ATOMIC_RELEASE);
 	c = 's';
-	if (write(up, &c, 1) != 1 || read(down, &c, 1) != 1)
+	if (write(up, &c, 1) != 1)
+		_exit(7);
+	if (how == SCRIBBLE_BACK) {
+		if (fcntl(down, F_SETFL, O_NONBLOCK))
+			_exit(7);
+		while (read(down, &c, 1) != 1)
+			__atomic_store_n(&e.in.ctl->consumed, p0,
+					 __ATOMIC_RELEASE);
+		_exit(0);
+	}
+	if (read(down, &c, 1) != 1)
 		_exit(7);
 	_exit(0);
 }
 
 /*
  * A UD peer of another uid rewrites the counts of the ring our datagram
- * to it is in.  Neither may cost us: the engine goes by what our library
+ * to it is in.  None may cost us: the engine goes by what our library
  * says it wrote, not by the ring, so it still sees the datagram, gives up
- * on the peer that holds its claim, and our send completes, once; and an
+ * on the peer that holds its claim, and our send completes, once; an
  * impossible `consumed` completes nothing before that, nor fires our send
- * CQ: when its event comes, the completion is there.
+ * CQ: when its event comes, the completion is there; and once the engine
+ * took the datagram, a `consumed` moved back does not hide that from us.
  */
 static void ud_peer_rewrites(enum scribble how)
 {
@@ -4385,6 +4400,12 @@ END_TEST
 START_TEST(ud_peer_takes_too_much)
 {
 	ud_peer_rewrites(SCRIBBLE_PAST);
+}
+END_TEST
+
+START_TEST(ud_peer_moves_consumed_back)
+{
+	ud_peer_rewrites(SCRIBBLE_BACK);
 }
 END_TEST
 
@@ -4803,6 +4824,7 @@ static Suite *root_suite(void)
 	tcase_add_test(tc, ud_peer_wakes_nothing);
 	tcase_add_test(tc, ud_peer_hides_our_datagram);
 	tcase_add_test(tc, ud_peer_takes_too_much);
+	tcase_add_test(tc, ud_peer_moves_consumed_back);
 	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_lease_offender_elsewhere);
 	return s;

@@ -62,6 +62,41 @@ static uint32_t sender_produced(const struct ibvd_qp *src)
 	return (uint32_t)(v >> 32) == src->direct->gen ? (uint32_t)v : 0;
 }
 
+/* Is the header src's library last wrote of this pairing? */
+static bool sender_current(const struct ibvd_qp *src)
+{
+	uint64_t v = ibvd_observe(&sq_client(src)->direct_produced);
+
+	return (uint32_t)(v >> 32) == src->direct->gen;
+}
+
+/*
+ * Where src's ring is taken up to: the receiver's `consumed`, unless what
+ * the engine released itself is further, or the receiver's is impossible.
+ * A UD peer can move `consumed` back, to have the engine deliver again
+ * and src never see its sends taken.
+ */
+static uint32_t ring_consumed(const struct ibvd_qp *src,
+			      const struct ibvd_transit *ring)
+{
+	/* Acquire: the receiver's copies out of the cells are done. */
+	uint32_t said = ibvd_observe(&ring->ctl->consumed);
+	uint32_t ours = ibvd_read_once(&sq_engine(src)->direct_taken);
+	uint32_t produced = sender_produced(src);
+
+	if (produced - said > src->direct->ncells)
+		return ours;
+	return (int32_t)(ours - said) > 0 ? ours : said;
+}
+
+/* src's ring taken up to `consumed`: the receiver's word, and ours. */
+static void ring_release(struct ibvd_qp *src, const struct ibvd_transit *ring,
+			 uint32_t consumed)
+{
+	ibvd_publish(&sq_engine(src)->direct_taken, consumed);
+	ibvd_transit_release(ring, consumed);
+}
+
 /* The next fragment of src's ring after `consumed` (ibvd_transit_next). */
 static int ring_next(const struct ibvd_qp *src, const struct ibvd_transit *ring,
 		     uint32_t consumed, struct ibvd_transit_frag *f,
@@ -194,7 +229,7 @@ void ibvd_eng_claim_give(struct ibvd_qp *t)
 
 static bool ring_empty(const struct ibvd_qp *src, const struct ibvd_transit *r)
 {
-	return sender_produced(src) == ibvd_read_once(&r->ctl->consumed);
+	return sender_produced(src) == ring_consumed(src, r);
 }
 
 /*
@@ -254,7 +289,7 @@ static enum eng_drain drain_garbage(struct ibvd_qp *src,
 		if (d->qp[i])
 			ibvd_publish(&sq_engine(d->qp[i])->direct_send_ok, 0);
 	/* its sender's datagrams count as sent: it completes them */
-	ibvd_transit_release(ring, sender_produced(src));
+	ring_release(src, ring, sender_produced(src));
 	return DRAIN_EMPTY;
 }
 
@@ -268,8 +303,9 @@ static void wake_sender_at(struct ibvd_qp *src, uint32_t at)
 	const struct ibvd_wq_client *c = sq_client(src);
 	uint32_t arm;
 
-	/* a `consumed` the receiver made up completes nothing */
-	if (sender_produced(src) - at > src->direct->ncells)
+	/* a `consumed` the receiver made up, or of another pairing: nothing */
+	if (!sender_current(src) ||
+	    sender_produced(src) - at > src->direct->ncells)
 		return;
 	if (ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake, at, &arm))
 		ibvd_eng_cq_nudge(src->send_cq, arm);
@@ -278,7 +314,7 @@ static void wake_sender_at(struct ibvd_qp *src, uint32_t at)
 /* ... is its SEND taken now? */
 static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
 {
-	wake_sender_at(src, ibvd_read_once(&r->ctl->consumed));
+	wake_sender_at(src, ring_consumed(src, r));
 }
 
 /*
@@ -434,7 +470,7 @@ static bool frag_request(const struct ibvd_qp *src,
 static enum eng_drain drop_ring(struct ibvd_qp *src,
 				const struct ibvd_transit *ring)
 {
-	uint32_t consumed = ibvd_read_once(&ring->ctl->consumed);
+	uint32_t consumed = ring_consumed(src, ring);
 	unsigned int n;
 
 	for (n = 0; n < DRAIN_BUDGET; n++) {
@@ -449,7 +485,7 @@ static enum eng_drain drop_ring(struct ibvd_qp *src,
 			return drain_garbage(src, ring);
 		consumed = next;
 	}
-	ibvd_transit_release(ring, consumed);
+	ring_release(src, ring, consumed);
 	wake_sender(src, ring);
 	return n == DRAIN_BUDGET ? DRAIN_MORE : DRAIN_EMPTY;
 }
@@ -491,7 +527,7 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 const struct ibvd_transit *ring,
 				 bool requester, uint8_t *rnr_timer)
 {
-	uint32_t consumed = ibvd_read_once(&ring->ctl->consumed);
+	uint32_t consumed = ring_consumed(src, ring);
 	unsigned int n;
 
 	for (n = 0; n < DRAIN_BUDGET; n++) {
@@ -520,7 +556,7 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		r = place_message(eng, src, target, &req, f.qkey);
 		if (r == RESP_OK) {
 			consumed = next;
-			ibvd_transit_release(ring, consumed);
+			ring_release(src, ring, consumed);
 			wake_sender(src, ring);
 		}
 		ibvd_eng_recv_defer_end(src);

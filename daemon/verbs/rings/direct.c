@@ -167,6 +167,7 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 	}
 	ibvd_write_once(&sq_engine(qp)->direct_fail_status, 0);
 	ibvd_write_once(&sq_engine(qp)->direct_dropped, 0);
+	ibvd_write_once(&sq_engine(qp)->direct_taken, 0);
 	/* Release: the claim words are set before a library may use them. */
 	ibvd_publish(&sq_engine(qp)->direct_gen, d->gen);
 	tell_recv_cq(qp);
