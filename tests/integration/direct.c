@@ -3989,6 +3989,42 @@ static void child_done(pid_t pid)
 		      child_exit(st));
 }
 
+/* A child of another uid (forger, waker, scribbler) and our pipe ends. */
+struct child {
+	pid_t pid;
+	int up;		/* it says, we read (non-blocking) */
+	int down;	/* we say */
+};
+
+typedef void child_fn(const struct vt_addr *to, int up, int down, int arg);
+
+static void child_start(struct child *c, child_fn *fn, const struct vt_addr *to,
+			int arg)
+{
+	int up[2], down[2];
+
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	c->pid = fork();
+	ck_assert_int_ge(c->pid, 0);
+	if (c->pid == 0)
+		fn(to, up[1], down[0], arg);
+	close(up[1]);
+	close(down[0]);
+	c->up = up[0];
+	c->down = down[1];
+	ck_assert_int_eq(fcntl(c->up, F_SETFL, O_NONBLOCK), 0);
+}
+
+/* Tell the child to end ("x"), and see that it did, well. */
+static void child_finish(struct child *c)
+{
+	ck_assert_int_eq(write(c->down, "x", 1), 1);
+	child_done(c->pid);
+	close(c->up);
+	close(c->down);
+}
+
 /* The forger's end: a UD QP of forger_uid's, paired with `to` on rings. */
 struct forger_end {
 	struct vt_dev d;
@@ -4053,7 +4089,7 @@ static void forger_pair(struct forger_end *e, const struct vt_addr *to)
 	e->sockets_got += socket_fds();
 }
 
-static void forger(const struct vt_addr *to, int up, int down)
+static void forger(const struct vt_addr *to, int up, int down, int unused)
 {
 	static const char forged[] = "forged: a controlled Q_Key";
 	struct forger_end e;
@@ -4082,9 +4118,8 @@ START_TEST(ud_controlled_qkey_forged)
 	struct vt_addr to;
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
-	int up[2], down[2];
+	struct child c;
 	uint32_t viol;
-	pid_t pid;
 	int i;
 
 	ck_assert_msg(geteuid() == 0, "direct-helper root runs as root");
@@ -4097,22 +4132,11 @@ START_TEST(ud_controlled_qkey_forged)
 	for (i = 0; i < 16; i++)
 		vt_recv(rx, 100 + (uint64_t)i, BUF(mr) + i * 4096, 4096, mr->lkey);
 	viol = vt_qkey_viol(D.ctx, 1);
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		forger(&to, up[1], down[0]);
-	close(up[1]);
-	close(down[0]);
-	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
+	child_start(&c, forger, &to, 0);
 	/* polling meanwhile: our library reads the rings as it polls */
-	child_says(up[0], pid, cq, true);
+	child_says(c.up, c.pid, cq, true);
 	vt_expect_none(cq, QUIET_MS * 3, "a datagram forged with root's Q_Key");
-	ck_assert_int_eq(write(down[1], "x", 1), 1);
-	child_done(pid);
-	close(up[0]);
-	close(down[1]);
+	child_finish(&c);
 	/* its honest ones refused for their Q_Key; our QP unharmed */
 	ck_assert_uint_ge(vt_qkey_viol(D.ctx, 1), viol + 1);
 	vt_expect_state(rx, IBV_QPS_RTS, "the receiving QP");
@@ -4154,7 +4178,7 @@ END_TEST
  * sends, and the engine looks at the parent's wake.  The pairing gave
  * it none of the parent's wake-up pairs, to write to instead.
  */
-static void waker(const struct vt_addr *to, int up, int down)
+static void waker(const struct vt_addr *to, int up, int down, int unused)
 {
 	struct forger_end e;
 	struct ibv_wc wc;
@@ -4199,55 +4223,70 @@ static void waker(const struct vt_addr *to, int up, int down)
  * that finds none may never sleep again (one poll per event).  Both go
  * by our library's own copy, in our SQ's client header.
  */
+/*
+ * Our end against such a child: a UD QP whose send CQ has a channel (its
+ * receive CQ none), 16 receives posted.
+ */
+struct ud_end {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *rcq, *scq;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct vt_addr addr;
+};
+
+static void ud_end_open(struct ud_end *u)
+{
+	int i;
+
+	u->ch = ibv_create_comp_channel(D.ctx);
+	ck_assert_ptr_nonnull(u->ch);
+	u->rcq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	u->scq = ibv_create_cq(D.ctx, 64, NULL, u->ch, 0);
+	ck_assert(u->rcq && u->scq);
+	u->mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
+	u->qp = vt_qp(&D, u->scq, u->rcq, &UD);
+	vt_connect(&D, u->qp, NULL, &UD);
+	vt_qp_addr(&D, u->qp, &UD, &u->addr);
+	for (i = 0; i < 16; i++)
+		vt_recv(u->qp, (uint64_t)i, BUF(u->mr) + i * 4096, 4096,
+			u->mr->lkey);
+}
+
+/* ... unharmed by what the child did, and gone. */
+static void ud_end_close(struct ud_end *u)
+{
+	vt_expect_state(u->qp, IBV_QPS_RTS, "our UD QP");
+	ck_assert_int_eq(ibv_destroy_qp(u->qp), 0);
+	vt_dereg(u->mr);
+	ck_assert_int_eq(ibv_destroy_cq(u->scq), 0);
+	ck_assert_int_eq(ibv_destroy_cq(u->rcq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(u->ch), 0);
+}
+
 START_TEST(ud_peer_wakes_nothing)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct ibv_cq *rcq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
-	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
-	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
-	int up[2], down[2], i;
-	struct ibv_qp *qp;
-	struct vt_addr to;
 	struct ibv_cq *cq;
+	struct ud_end u;
+	struct child c;
 	void *ctx;
-	pid_t pid;
 
-	ck_assert_ptr_nonnull(ch);
-	qp = vt_qp(&D, scq, rcq, &UD);
-	vt_connect(&D, qp, NULL, &UD);
-	vt_qp_addr(&D, qp, &UD, &to);
-	for (i = 0; i < 16; i++)
-		vt_recv(qp, (uint64_t)i, BUF(mr) + i * 4096, 4096, mr->lkey);
-	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		waker(&to, up[1], down[0]);
-	close(up[1]);
-	close(down[0]);
-	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
-	child_says(up[0], pid, rcq, false);
+	ud_end_open(&u);
+	ck_assert_int_eq(ibv_req_notify_cq(u.scq, 0), 0);
+	child_start(&c, waker, &u.addr, 0);
+	/* polling meanwhile: our library maps the rings as it polls */
+	child_says(c.up, c.pid, u.rcq, false);
 	/* no more polling: what the waker sends now, the engine takes */
-	ck_assert_int_eq(write(down[1], "g", 1), 1);
-	child_says(up[0], pid, NULL, false);
-	ck_assert_msg(!channel_ready(ch, QUIET_MS * 3),
+	ck_assert_int_eq(write(c.down, "g", 1), 1);
+	child_says(c.up, c.pid, NULL, false);
+	ck_assert_msg(!channel_ready(u.ch, QUIET_MS * 3),
 		      "our send CQ's event, and we sent nothing");
 	/* nor does our library fire it when we look */
-	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, O_NONBLOCK), 0);
-	ck_assert_int_eq(ibv_get_cq_event(ch, &cq, &ctx), -1);
+	ck_assert_int_eq(fcntl(u.ch->fd, F_SETFL, O_NONBLOCK), 0);
+	ck_assert_int_eq(ibv_get_cq_event(u.ch, &cq, &ctx), -1);
 	ck_assert_int_eq(errno, EAGAIN);
-	ck_assert_int_eq(write(down[1], "x", 1), 1);
-	child_done(pid);
-	close(up[0]);
-	close(down[1]);
-	vt_expect_state(qp, IBV_QPS_RTS, "our UD QP");
-	ibv_destroy_qp(qp);
-	vt_dereg(mr);
-	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	child_finish(&c);
+	ud_end_close(&u);
 }
 END_TEST
 
@@ -4268,8 +4307,7 @@ enum scribble { SCRIBBLE_HIDE, SCRIBBLE_PAST, SCRIBBLE_BACK };
  * parent its QP number, waits for that datagram, and rewrites the
  * parent's ring.
  */
-static void scribbler(const struct vt_addr *to, int up, int down,
-		      enum scribble how)
+static void scribbler(const struct vt_addr *to, int up, int down, int how)
 {
 	char c, said[1 + sizeof(uint32_t)] = "q";
 	struct forger_end e;
@@ -4323,72 +4361,45 @@ static void scribbler(const struct vt_addr *to, int up, int down,
  */
 static void ud_peer_rewrites(enum scribble how)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct ibv_cq *rcq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
-	struct ibv_cq *scq = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
-	struct ibv_mr *mr = vt_reg(D.pd, 16 * 4096, VT_ACCESS_ALL);
 	struct pollfd pfd = { .events = POLLIN };
-	int up[2], down[2], i, fired = 0;
-	struct ibv_qp *qp;
-	struct ibv_ah *ah;
-	struct vt_addr to;
-	struct ibv_wc wc;
 	struct ibv_cq *cq;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct ud_end u;
+	struct child c;
+	int fired = 0;
 	uint32_t qpn;
 	void *ctx;
 	long end;
-	pid_t pid;
 
-	ck_assert_ptr_nonnull(ch);
-	qp = vt_qp(&D, scq, rcq, &UD);
-	vt_connect(&D, qp, NULL, &UD);
-	vt_qp_addr(&D, qp, &UD, &to);
-	for (i = 0; i < 16; i++)
-		vt_recv(qp, (uint64_t)i, BUF(mr) + i * 4096, 4096, mr->lkey);
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		scribbler(&to, up[1], down[0], how);
-	close(up[1]);
-	close(down[0]);
-	ck_assert_int_eq(fcntl(up[0], F_SETFL, O_NONBLOCK), 0);
-	/* polling meanwhile: our library maps the rings as it polls */
-	child_says(up[0], pid, rcq, false);
-	ck_assert_int_eq(read(up[0], &qpn, sizeof(qpn)), (ssize_t)sizeof(qpn));
-	ah = vt_ah(&D, to.lid, NULL);
-	vt_ud_send(qp, 77, ah, qpn, 0x80000000u, BUF(mr), 64, mr->lkey,
+	ud_end_open(&u);
+	child_start(&c, scribbler, &u.addr, how);
+	child_says(c.up, c.pid, u.rcq, false);
+	ck_assert_int_eq(read(c.up, &qpn, sizeof(qpn)), (ssize_t)sizeof(qpn));
+	ah = vt_ah(&D, u.addr.lid, NULL);
+	vt_ud_send(u.qp, 77, ah, qpn, 0x80000000u, BUF(u.mr), 64, u.mr->lkey,
 		   IBV_SEND_SIGNALED);
-	child_says(up[0], pid, NULL, false);
+	child_says(c.up, c.pid, NULL, false);
 	/* asleep on our send CQ: the event comes with the completion */
-	ck_assert_int_eq(ibv_req_notify_cq(scq, 0), 0);
-	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, O_NONBLOCK), 0);
-	pfd.fd = ch->fd;
+	ck_assert_int_eq(ibv_req_notify_cq(u.scq, 0), 0);
+	ck_assert_int_eq(fcntl(u.ch->fd, F_SETFL, O_NONBLOCK), 0);
+	pfd.fd = u.ch->fd;
 	for (end = vt_now_ms() + vt_tmo_ms(); !fired && vt_now_ms() < end;) {
 		ck_assert_int_ge(poll(&pfd, 1, 10), 0);
-		if (ibv_get_cq_event(ch, &cq, &ctx) == 0)
+		if (ibv_get_cq_event(u.ch, &cq, &ctx) == 0)
 			fired++;
 	}
 	ck_assert_msg(fired, "no event, and so no completion, for our send");
-	ck_assert_msg(ibv_poll_cq(scq, 1, &wc) == 1,
+	ck_assert_msg(ibv_poll_cq(u.scq, 1, &wc) == 1,
 		      "an event with no completion behind it");
 	ck_assert_uint_eq(wc.wr_id, 77);
 	ck_assert_msg(wc.status == IBV_WC_SUCCESS, "our send: %s",
 		      ibv_wc_status_str(wc.status));
-	ibv_ack_cq_events(scq, 1);
-	vt_expect_none(scq, QUIET_MS, "a second completion of our send");
-	ck_assert_int_eq(write(down[1], "x", 1), 1);
-	child_done(pid);
-	close(up[0]);
-	close(down[1]);
-	vt_expect_state(qp, IBV_QPS_RTS, "our UD QP");
+	ibv_ack_cq_events(u.scq, 1);
+	vt_expect_none(u.scq, QUIET_MS, "a second completion of our send");
+	child_finish(&c);
 	ibv_destroy_ah(ah);
-	ibv_destroy_qp(qp);
-	vt_dereg(mr);
-	ck_assert_int_eq(ibv_destroy_cq(scq), 0);
-	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	ud_end_close(&u);
 }
 
 START_TEST(ud_peer_hides_our_datagram)

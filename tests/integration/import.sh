@@ -21,20 +21,27 @@ mkdir -p "$O"
 daemon_start -c "$(default_conf)"
 daemon_wait_ready
 
+# meet NAME PREFIX: import-helper PREFIXowner as uid $USER1 and
+# PREFIXimporter as uid $USER2, meeting in $O/NAME; both must succeed.
+# Their output: $O/NAME.owner, $O/NAME.importer.
+meet() {
+	local d=$O/$1 irc orc opid
+	mkdir -p "$d" && chmod 1777 "$d" || fail "mkdir $d"
+	run_ours "$USER1" "$HELPER" "${2}owner" "$d" >"$d.owner" 2>&1 &
+	opid=$!
+	BG_PIDS+=("$opid")
+	run_ours "$USER2" "$HELPER" "${2}importer" "$d" >"$d.importer" 2>&1
+	irc=$?
+	wait_exit "$opid" "$TMO" || { show owner "$d.owner"; fail "the owner did not finish"; }
+	orc=$EXIT_STATUS
+	show "owner (uid $USER1)" "$d.owner"
+	show "importer (uid $USER2)" "$d.importer"
+	[ "$irc" -eq 0 ] || fail "the importer's checks failed (exit $irc)"
+	[ "$orc" -eq 0 ] || fail "the owner's checks failed (exit $orc)"
+}
+
 check "uid $USER2 imports uid $USER1's context, PD and MR"
-d=$O/meet
-mkdir -p "$d" && chmod 1777 "$d" || fail "mkdir $d"
-run_ours "$USER1" "$HELPER" owner "$d" >"$O/owner" 2>&1 &
-opid=$!
-BG_PIDS+=("$opid")
-run_ours "$USER2" "$HELPER" importer "$d" >"$O/importer" 2>&1
-irc=$?
-wait_exit "$opid" "$TMO" || { show owner "$O/owner"; fail "the owner did not finish"; }
-orc=$EXIT_STATUS
-show "owner (uid $USER1)" "$O/owner"
-show "importer (uid $USER2)" "$O/importer"
-[ "$irc" -eq 0 ] || fail "the importer's checks failed (exit $irc)"
-[ "$orc" -eq 0 ] || fail "the owner's checks failed (exit $orc)"
+meet meet ""
 ok "imported objects work; bad fds and handles fail cleanly; the context outlived its opener"
 
 check "nothing of the shared context is left"
@@ -56,20 +63,8 @@ ok "no context, PD, CQ, QP, MR or SRQ left"
 # 9b5a292: a file grant went to any uid once all the context's processes
 # ran as it, so the owner got the importer's file after the importer left.
 check "uid $USER2's file in uid $USER1's context, left there: never granted to uid $USER1"
-d=$O/grant
-mkdir -p "$d" && chmod 1777 "$d" || fail "mkdir $d"
-run_ours "$USER1" "$HELPER" grant-owner "$d" >"$O/gowner" 2>&1 &
-opid=$!
-BG_PIDS+=("$opid")
-run_ours "$USER2" "$HELPER" grant-importer "$d" >"$O/gimporter" 2>&1
-irc=$?
-wait_exit "$opid" "$TMO" || { show owner "$O/gowner"; fail "the owner did not finish"; }
-orc=$EXIT_STATUS
-show "owner (uid $USER1)" "$O/gowner"
-show "importer (uid $USER2)" "$O/gimporter"
-[ "$irc" -eq 0 ] || fail "the importer failed (exit $irc)"
-[ "$orc" -eq 0 ] || fail "the owner's checks failed (exit $orc)"
-ok "$(sed -n 's/^owner: //p' "$O/gowner")"
+meet grant grant-
+ok "$(sed -n 's/^owner: //p' "$O/grant.owner")"
 
 # 65fe400: a context's objects stay charged to its creator's uid when it
 # leaves; ibvctl's row for them was the first member left, of any uid.
