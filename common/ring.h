@@ -120,10 +120,11 @@ struct ibvd_wq_engine {
 	uint32_t direct_dropped;
 	/*
 	 * SQ of a paired QP: how far the engine itself took the QP's ring
-	 * (the `consumed` it released there); the library counts its sends
-	 * taken at least this far, whatever the ring's `consumed` says now
+	 * (the `consumed` it released there, counted as direct_produced
+	 * is); the library counts its sends taken at least this far,
+	 * whatever the ring's `consumed` says now
 	 */
-	uint32_t direct_taken;
+	uint64_t direct_taken;
 };
 
 /* Client header of a work queue. */
@@ -150,11 +151,14 @@ struct ibvd_wq_client {
 	uint32_t direct_sender_waits;
 	uint64_t direct_wake;
 	/*
-	 * SQ of a paired QP: the pairing's gen << 32 | the `produced` of its
-	 * ring, stored before the ring's (transit.h): the engine and the
-	 * library go by this one, which the peer cannot rewrite
+	 * SQ of a paired QP: the cells written into its ring, as a 64-bit
+	 * count whose low half is the ring's `produced`, stored before the
+	 * ring's (transit.h); and the pairing it counts for (stored after
+	 * a new pairing's first count).  The engine and the library go by
+	 * these, which the peer cannot rewrite.
 	 */
 	uint64_t direct_produced;
+	uint32_t direct_produced_gen;
 };
 
 #define IBVD_WQ_CLAIM_FREE	0u

@@ -274,12 +274,15 @@
  * Whose words to believe.  Both libraries map both rings writable, and a
  * UD pair's peer may be another uid: each side can rewrite the other's
  * counts.  So the sender says `produced`, and how it sleeps, first in its
- * SQ's client header (ring.h: direct_produced with the pairing's gen,
- * direct_sender_waits, direct_wake), which only it writes; the engine
- * and the sender's own library go by those, and judge the receiver's
- * `consumed` against them (one past what was produced completes nothing
- * and wakes nobody).  The copies in the ring are for the receiver's
- * library, which can only hurt itself by believing a lie.
+ * SQ's client header (ring.h: direct_produced, a 64-bit count, with the
+ * pairing's gen; direct_sender_waits, direct_wake), which only it writes;
+ * the engine and the sender's own library go by those, and judge the
+ * receiver's `consumed` against them (one past what was produced
+ * completes nothing and wakes nobody).  The engine says in the sender's
+ * engine header how far it took the ring itself (direct_taken, counted
+ * the same way), which a `consumed` moved back does not undo.  The copies
+ * in the ring are for the receiver's library, which can only hurt itself
+ * by believing a lie.
  */
 #ifndef IBVD_TRANSIT_H
 #define IBVD_TRANSIT_H
@@ -327,6 +330,24 @@ struct ibvd_transit_ctl {
 #define IBVD_TRANSIT_ARM_NO_RECV	0x100u
 /* ... or it has no wake-up pair to watch (it could not get one) */
 #define IBVD_TRANSIT_ARM_UNWATCHED	0x200u
+
+/*
+ * A 32-bit count `c` of a ring (a `consumed`, as someone says) as the
+ * 64-bit count it stands for next to the producer's 64-bit `produced`:
+ * false if it cannot be one (ahead of produced, more than a lap behind,
+ * or before the ring began).  64-bit counts never wrap, so one kept from
+ * long ago never passes for a new one.
+ */
+static inline bool ibvd_transit_widen(uint64_t produced, uint32_t c,
+				      uint32_t ncells, uint64_t *wide)
+{
+	uint32_t behind = (uint32_t)produced - c;
+
+	if (behind > ncells || behind > produced)
+		return false;
+	*wide = produced - behind;
+	return true;
+}
 
 /* sender_waits: on failures only, or also once `consumed` reaches wake */
 #define IBVD_TRANSIT_WAKE_ON_FAIL	1u

@@ -84,7 +84,8 @@ struct ibvc_direct {
 	uint32_t gen;
 	struct ibvc_map map;
 	struct ibvd_transit out;	/* we send on it */
-	uint64_t *own_produced;		/* its `produced`, in our SQ's header */
+	uint64_t *own_produced;		/* its cells, in our SQ's header */
+	uint64_t published;		/* ... as we last said it there */
 	struct ibvd_transit in;		/* we receive from it */
 	uint32_t peer_qpn;
 	uint16_t peer_slid;
@@ -338,10 +339,13 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
 	/* a pairing's rings are new: not what the ring says, a peer's to write */
 	d->produced = 0;
+	d->published = 0;
 	d->own_produced = &qp->sq.client->direct_produced;
 	/* a wake said to rings before these is no wake on these */
 	ibvd_publish(&qp->sq.client->direct_sender_waits, 0);
-	ibvd_publish(d->own_produced, (uint64_t)d->gen << 32 | d->produced);
+	/* the count first: who sees the pairing's gen sees it */
+	ibvd_write_once(d->own_produced, 0);
+	ibvd_publish(&qp->sq.client->direct_produced_gen, d->gen);
 	*ret = d;
 	return 0;
 }
@@ -1061,8 +1065,9 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
  */
 static void publish_produced(struct ibvc_direct *d)
 {
+	d->published += (uint32_t)(d->produced - (uint32_t)d->published);
 	/* Release: the fragments below it were written before it. */
-	ibvd_publish(d->own_produced, (uint64_t)d->gen << 32 | d->produced);
+	ibvd_publish(d->own_produced, d->published);
 	ibvd_transit_publish(&d->out, d->produced);
 }
 
@@ -1121,10 +1126,11 @@ out:
 /* Can the receiver have taken this much (`consumed`, as it says)? */
 static bool possible(const struct ibvc_direct *d, uint32_t consumed)
 {
-	/* what we published, not what the ring says: the peer can write it */
-	uint32_t produced = (uint32_t)ibvd_read_once(d->own_produced);
+	uint64_t wide;
 
-	return produced - consumed <= d->out.ncells;
+	/* what we published, not what the ring says: the peer can write it */
+	return ibvd_transit_widen(ibvd_read_once(d->own_produced), consumed,
+				  d->out.ncells, &wide);
 }
 
 /* Is `consumed`, as the receiver says, past `end` (and possible)? */
@@ -1145,11 +1151,12 @@ static uint32_t sent_taken(const struct ibvc_qp *qp,
 			   const struct ibvc_direct *d)
 {
 	uint32_t said = ibvd_observe(&d->out.ctl->consumed);
-	uint32_t engine = ibvd_observe(&qp->sq.engine->direct_taken);
+	uint64_t engine = ibvd_observe(&qp->sq.engine->direct_taken), wide;
 
-	if (!possible(d, said) ||
-	    ((int32_t)(engine - said) > 0 && possible(d, engine)))
-		return engine;
+	/* 64-bit counts: the engine's, kept from long ago, stays behind */
+	if (!ibvd_transit_widen(ibvd_read_once(d->own_produced), said,
+				d->out.ncells, &wide) || engine > wide)
+		return (uint32_t)engine;
 	return said;
 }
 

@@ -211,6 +211,35 @@ START_TEST(lying_receiver)
 }
 END_TEST
 
+/*
+ * A 32-bit `consumed` read against the sender's 64-bit count: within a
+ * lap behind it, across 2^32 too; never ahead, never further back, never
+ * before the ring began.  A count kept from 2^32 cells ago never passes
+ * for the one now, which 32-bit counts cannot tell apart.
+ */
+START_TEST(widen_counts)
+{
+	const uint64_t lap = 1ull << 32;
+	uint64_t w;
+
+	ck_assert(ibvd_transit_widen(100, 40, NCELLS, &w));
+	ck_assert_uint_eq(w, 40);
+	ck_assert(ibvd_transit_widen(100, 100, NCELLS, &w));
+	ck_assert_uint_eq(w, 100);
+	ck_assert(!ibvd_transit_widen(100, 101, NCELLS, &w));	/* ahead */
+	ck_assert(!ibvd_transit_widen(10, (uint32_t)-2, NCELLS, &w)); /* before 0 */
+	ck_assert(!ibvd_transit_widen(5 * lap + 200, 200 - NCELLS - 1, NCELLS,
+				      &w));			/* a lap and one */
+	/* across 2^32: the count below it */
+	ck_assert(ibvd_transit_widen(3 * lap + 5, (uint32_t)-7, NCELLS, &w));
+	ck_assert_uint_eq(w, 3 * lap - 7);
+	/* what the engine took at 0, 2^32 cells later: far behind, not ahead */
+	ck_assert(ibvd_transit_widen(lap + 20, (uint32_t)-40, NCELLS, &w));
+	ck_assert_uint_gt(w, 0);
+	ck_assert_uint_eq(w, lap - 40);
+}
+END_TEST
+
 /* Each way a sender's ring can be wrong, one at a time. */
 START_TEST(garbage_cases)
 {
@@ -414,6 +443,7 @@ static Suite *transit_suite(void)
 	tcase_add_test(tc, full_and_room);
 	tcase_add_test(tc, bad_headers);
 	tcase_add_test(tc, lying_receiver);
+	tcase_add_test(tc, widen_counts);
 	tcase_add_test(tc, garbage_cases);
 	tcase_add_test(tc, hostile_sender);
 	suite_add_tcase(s, tc);

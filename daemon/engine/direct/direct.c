@@ -46,54 +46,59 @@ static const struct ibvd_wq_client *sq_client(const struct ibvd_qp *qp)
 	return qp->sq.client_page;
 }
 
-/*
- * What src's library wrote into its ring, as it says in its SQ's header:
- * a UD peer can rewrite the ring's `produced`, to hide src's datagrams
- * (its sends would never complete) or to make a `consumed` it invents
- * look possible.  Nothing yet while the header is of another pairing
- * (the library says it before the ring's, and a pair's rings start
- * empty).
- */
-static uint32_t sender_produced(const struct ibvd_qp *src)
-{
-	/* Acquire: the fragments below it were written before it. */
-	uint64_t v = ibvd_observe(&sq_client(src)->direct_produced);
-
-	return (uint32_t)(v >> 32) == src->direct->gen ? (uint32_t)v : 0;
-}
-
-/* Is the header src's library last wrote of this pairing? */
+/* Is the count in src's header of this pairing? */
 static bool sender_current(const struct ibvd_qp *src)
 {
-	uint64_t v = ibvd_observe(&sq_client(src)->direct_produced);
-
-	return (uint32_t)(v >> 32) == src->direct->gen;
+	/* Acquire: a new pairing's first count was stored before it. */
+	return ibvd_observe(&sq_client(src)->direct_produced_gen) ==
+	       src->direct->gen;
 }
 
 /*
- * Where src's ring is taken up to: the receiver's `consumed`, unless what
- * the engine released itself is further, or the receiver's is impossible.
- * A UD peer can move `consumed` back, to have the engine deliver again
- * and src never see its sends taken.
+ * What src's library wrote into its ring, as it says in its SQ's header
+ * (a 64-bit count): a UD peer can rewrite the ring's `produced`, to hide
+ * src's datagrams (its sends would never complete) or to make a
+ * `consumed` it invents look possible.  Nothing yet while the header is
+ * of another pairing (the library says it before the ring's, and a
+ * pair's rings start empty).
  */
-static uint32_t ring_consumed(const struct ibvd_qp *src,
+static uint64_t sender_produced(const struct ibvd_qp *src)
+{
+	if (!sender_current(src))
+		return 0;
+	/* Acquire: the fragments below it were written before it. */
+	return ibvd_observe(&sq_client(src)->direct_produced);
+}
+
+/*
+ * Where src's ring is taken up to (a 64-bit count): the receiver's
+ * `consumed`, unless what the engine released itself is further, or the
+ * receiver's is impossible.  A UD peer can move `consumed` back, to have
+ * the engine deliver again and src never see its sends taken.
+ */
+static uint64_t ring_consumed(const struct ibvd_qp *src,
 			      const struct ibvd_transit *ring)
 {
 	/* Acquire: the receiver's copies out of the cells are done. */
 	uint32_t said = ibvd_observe(&ring->ctl->consumed);
-	uint32_t ours = ibvd_read_once(&sq_engine(src)->direct_taken);
-	uint32_t produced = sender_produced(src);
+	uint64_t ours = ibvd_read_once(&sq_engine(src)->direct_taken);
+	uint64_t wide;
 
-	if (produced - said > src->direct->ncells)
+	if (!ibvd_transit_widen(sender_produced(src), said, src->direct->ncells,
+				&wide))
 		return ours;
-	return (int32_t)(ours - said) > 0 ? ours : said;
+	return ours > wide ? ours : wide;
 }
 
 /* src's ring taken up to `consumed`: the receiver's word, and ours. */
 static void ring_release(struct ibvd_qp *src, const struct ibvd_transit *ring,
 			 uint32_t consumed)
 {
-	ibvd_publish(&sq_engine(src)->direct_taken, consumed);
+	uint64_t wide;
+
+	if (ibvd_transit_widen(sender_produced(src), consumed,
+			       src->direct->ncells, &wide))
+		ibvd_publish(&sq_engine(src)->direct_taken, wide);
 	ibvd_transit_release(ring, consumed);
 }
 
@@ -102,8 +107,8 @@ static int ring_next(const struct ibvd_qp *src, const struct ibvd_transit *ring,
 		     uint32_t consumed, struct ibvd_transit_frag *f,
 		     const uint8_t **payload, uint32_t *next)
 {
-	return ibvd_transit_next_upto(ring, sender_produced(src), consumed, f,
-				      payload, next);
+	return ibvd_transit_next_upto(ring, (uint32_t)sender_produced(src),
+				      consumed, f, payload, next);
 }
 
 /* Where t's receives come from: its own RQ, or its SRQ. */
@@ -289,7 +294,7 @@ static enum eng_drain drain_garbage(struct ibvd_qp *src,
 		if (d->qp[i])
 			ibvd_publish(&sq_engine(d->qp[i])->direct_send_ok, 0);
 	/* its sender's datagrams count as sent: it completes them */
-	ring_release(src, ring, sender_produced(src));
+	ring_release(src, ring, (uint32_t)sender_produced(src));
 	return DRAIN_EMPTY;
 }
 
@@ -301,11 +306,13 @@ static enum eng_drain drain_garbage(struct ibvd_qp *src,
 static void wake_sender_at(struct ibvd_qp *src, uint32_t at)
 {
 	const struct ibvd_wq_client *c = sq_client(src);
+	uint64_t wide;
 	uint32_t arm;
 
 	/* a `consumed` the receiver made up, or of another pairing: nothing */
 	if (!sender_current(src) ||
-	    sender_produced(src) - at > src->direct->ncells)
+	    !ibvd_transit_widen(sender_produced(src), at, src->direct->ncells,
+				&wide))
 		return;
 	if (ibvd_wake_due(&c->direct_sender_waits, &c->direct_wake, at, &arm))
 		ibvd_eng_cq_nudge(src->send_cq, arm);
@@ -314,7 +321,7 @@ static void wake_sender_at(struct ibvd_qp *src, uint32_t at)
 /* ... is its SEND taken now? */
 static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
 {
-	wake_sender_at(src, ring_consumed(src, r));
+	wake_sender_at(src, (uint32_t)ring_consumed(src, r));
 }
 
 /*
@@ -331,7 +338,7 @@ static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
  */
 static enum eng_drain lossy_give_up(struct ibvd_qp *src)
 {
-	uint32_t produced = sender_produced(src);
+	uint32_t produced = (uint32_t)sender_produced(src);
 
 	ibvd_publish(&sq_engine(src)->direct_dropped, produced);
 	wake_sender_at(src, produced);
@@ -343,7 +350,7 @@ static bool given_up(struct ibvd_qp *src)
 {
 	return src->qp_type != IBV_QPT_RC &&
 	       ibvd_read_once(&sq_engine(src)->direct_dropped) ==
-	       sender_produced(src);
+	       (uint32_t)sender_produced(src);
 }
 
 static enum ibv_wc_status resp_status(enum eng_resp r)
@@ -470,7 +477,7 @@ static bool frag_request(const struct ibvd_qp *src,
 static enum eng_drain drop_ring(struct ibvd_qp *src,
 				const struct ibvd_transit *ring)
 {
-	uint32_t consumed = ring_consumed(src, ring);
+	uint32_t consumed = (uint32_t)ring_consumed(src, ring);
 	unsigned int n;
 
 	for (n = 0; n < DRAIN_BUDGET; n++) {
@@ -527,7 +534,7 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 const struct ibvd_transit *ring,
 				 bool requester, uint8_t *rnr_timer)
 {
-	uint32_t consumed = ring_consumed(src, ring);
+	uint32_t consumed = (uint32_t)ring_consumed(src, ring);
 	unsigned int n;
 
 	for (n = 0; n < DRAIN_BUDGET; n++) {
@@ -600,7 +607,7 @@ enum eng_drain ibvd_eng_direct_drain(struct ibvd_engine *eng,
 	 * counts from `consumed`, and rings us).
 	 */
 	if (given_up(src)) {
-		wake_sender_at(src, sender_produced(src));
+		wake_sender_at(src, (uint32_t)sender_produced(src));
 		return DRAIN_EMPTY;
 	}
 	/* A sender in error sends nothing more; its library flushes. */
