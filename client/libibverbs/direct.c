@@ -113,8 +113,9 @@ struct ibvc_direct {
 	/* pollers: since when the oldest send waits, and the engine knows */
 	uint64_t stall_ns;
 	bool stall_rung;
-	/* pollers of the receive CQ: `consumed` + 1 where the engine must
-	 * place the next message (0: none) */
+	/* pollers of the receive CQ: the engine must place the next message,
+	 * at `consumed` handed_at (a flag: any count may be that one) */
+	bool handed;
 	uint32_t handed_at;
 	/* wake the peer asleep on its receive CQ, on its send CQ (-1: the
 	 * engine does) */
@@ -337,14 +338,14 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 			       sizeof(d->peer_gids[i]));
 	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
-	/* a pairing's rings are new: not what the ring says, a peer's to write */
-	d->produced = 0;
-	d->published = 0;
+	/* the daemon's word, not the ring's, which the peer can write */
+	d->produced = r->start;
+	d->published = r->start;
 	d->own_produced = &qp->sq.client->direct_produced;
 	/* a wake said to rings before these is no wake on these */
 	ibvd_publish(&qp->sq.client->direct_sender_waits, 0);
 	/* the count first: who sees the pairing's gen sees it */
-	ibvd_write_once(d->own_produced, 0);
+	ibvd_write_once(d->own_produced, d->published);
 	ibvd_publish(&qp->sq.client->direct_produced_gen, d->gen);
 	*ret = d;
 	return 0;
@@ -1928,7 +1929,7 @@ static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	rc = p.q.wq->client;
 	start = ibvd_read_once(&d->in.ctl->consumed);
 	if (ibvd_observe(&d->in.ctl->produced) == start ||
-	    recv_stopped(qp, &p.q) || d->handed_at == start + 1)
+	    recv_stopped(qp, &p.q) || (d->handed && d->handed_at == start))
 		return 0;
 	/* Sequentially consistent, against an SRQ's resize (srq_resizing). */
 	if (!__atomic_compare_exchange_n(&rc->claim, &expect,
@@ -1966,7 +1967,8 @@ static unsigned int place_received(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	ibvd_transit_release(&d->in, p.consumed);
 	/* Release: the WQEs, the head and `consumed` before the claim. */
 	ibvd_publish(&rc->claim, IBVD_WQ_CLAIM_FREE);
-	d->handed_at = p.hand_off ? p.consumed + 1 : 0;
+	d->handed = p.hand_off;
+	d->handed_at = p.consumed;
 	if (p.hand_off || (p.head != from && srq_below_limit(&p)))
 		ring_own(qp);
 	else if (p.consumed != start && sender_due(d, p.consumed, &arm) &&

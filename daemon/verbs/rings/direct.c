@@ -47,6 +47,12 @@
  */
 #define DIRECT_CELLS	16384u
 /*
+ * Where a pair's ring counts begin: just short of 2^32, so that every
+ * pair's 32-bit counts wrap within its first 4 KiB, and what reads them
+ * goes through the wrap all the time, not once in 256 GiB.
+ */
+#define DIRECT_START	(0u - 64u)
+/*
  * Pairs alive at once, daemon-wide: each costs the daemon a mapping (of
  * vm.max_map_count's 65,530), 2 MiB of shared memory once its rings
  * have wrapped (2 GiB for all), and, until both libraries took it, an
@@ -110,6 +116,7 @@ static int pair_file(struct ibvd_direct *d)
 {
 	uint64_t bytes = ibvd_transit_pair_bytes(DIRECT_CELLS);
 	int fd = ibvd_memfd_new("ibvd-transit"), ret;
+	unsigned int i;
 	void *map;
 
 	if (fd < 0)
@@ -128,6 +135,10 @@ static int pair_file(struct ibvd_direct *d)
 	d->map_len = (size_t)bytes;
 	d->ctl = map;
 	ibvd_transit_pair(map, d->ncells, 0, &d->ring[0], &d->ring[1]);
+	for (i = 0; i < 2; i++) {
+		d->ring[i].ctl->produced = DIRECT_START;
+		d->ring[i].ctl->consumed = DIRECT_START;
+	}
 	ibvd_objects_write_unlock();
 	return 0;
 fail:
@@ -530,6 +541,7 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 		return ret;
 	reply.gen = qp->direct->gen;
 	reply.ncells = qp->direct->ncells;
+	reply.start = DIRECT_START;
 	reply.side = qp->direct_side;
 	reply.peer_qpn = peer->qp_num;
 	port = ibvd_device_port(peer->ctx->dev, peer->attr.port_num);
