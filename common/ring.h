@@ -114,10 +114,11 @@ struct ibvd_wq_engine {
 	/*
 	 * SQ of a paired UC or UD QP: the engine gave up waiting for the
 	 * receiver (its library held its claim too long) with the ring
-	 * filled up to this `produced`: the library completes its sends up
-	 * to here as taken, while what the ring holds stays the receiver's
+	 * filled up to this `produced` (counted as direct_produced is; 0:
+	 * never): the library completes its sends up to here as taken,
+	 * while what the ring holds stays the receiver's
 	 */
-	uint32_t direct_dropped;
+	uint64_t direct_dropped;
 	/*
 	 * SQ of a paired QP: how far the engine itself took the QP's ring
 	 * (the `consumed` it released there, counted as direct_produced

@@ -294,6 +294,14 @@
 #include "lease.h"
 
 #define IBVD_TRANSIT_CELL	64u
+/*
+ * Where a pair's ring counts begin (the daemon's word, in QP_DIRECT's
+ * reply): just short of 2^32, so that every pair's 32-bit counts wrap
+ * within its first 4 KiB, and what reads them goes through the wrap all
+ * the time, not once in 256 GiB.  As a 64-bit count (ring.h), nothing is
+ * before it.
+ */
+#define IBVD_TRANSIT_START	(0u - 64u)
 #define IBVD_TRANSIT_MIN_CELLS	64u		/* 4 KiB */
 #define IBVD_TRANSIT_MAX_CELLS	(1u << 20)	/* 64 MiB */
 
@@ -343,7 +351,8 @@ static inline bool ibvd_transit_widen(uint64_t produced, uint32_t c,
 {
 	uint32_t behind = (uint32_t)produced - c;
 
-	if (behind > ncells || behind > produced)
+	if (behind > ncells || produced < IBVD_TRANSIT_START ||
+	    behind > produced - IBVD_TRANSIT_START)
 		return false;
 	*wide = produced - behind;
 	return true;

@@ -1165,18 +1165,22 @@ static uint32_t sent_taken(const struct ibvc_qp *qp,
  * Where the sends count as taken, `consumed` or, UC and UD, beyond: the
  * engine may have given up waiting for a receiver that holds its claim
  * too long (ring.h, direct_dropped), while the ring keeps what it holds.
- * Only a mark between `consumed` and what we produced means that: an
- * old one falls behind as the counts run on (and wrap).
+ * Only a mark between `consumed` and what we published means that (both
+ * as 64-bit counts, which never wrap: an old mark stays behind).
  */
 static uint32_t done_upto(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 			  uint32_t consumed)
 {
-	uint32_t dropped;
+	uint64_t dropped, published, wide;
 
 	if (qp->qp.qp_type == IBV_QPT_RC)
 		return consumed;
 	dropped = ibvd_observe(&qp->sq.engine->direct_dropped);
-	return dropped - consumed - 1 < d->produced - consumed ? dropped : consumed;
+	published = ibvd_read_once(d->own_produced);
+	if (!ibvd_transit_widen(published, consumed, d->out.ncells, &wide))
+		return consumed;
+	return dropped > wide && dropped <= published ? (uint32_t)dropped :
+						      consumed;
 }
 
 /*

@@ -212,31 +212,40 @@ START_TEST(lying_receiver)
 END_TEST
 
 /*
- * A 32-bit `consumed` read against the sender's 64-bit count: within a
- * lap behind it, across 2^32 too; never ahead, never further back, never
- * before the ring began.  A count kept from 2^32 cells ago never passes
- * for the one now, which 32-bit counts cannot tell apart.
+ * A 32-bit `consumed` read against the sender's 64-bit count, which
+ * begins at IBVD_TRANSIT_START: within a lap behind it, across 2^32 too;
+ * never ahead, never further back, never before the ring began.  A mark
+ * kept from 2^32 cells ago stays behind the count a `consumed` now stands
+ * for, which 32-bit counts cannot tell apart.
  */
 START_TEST(widen_counts)
 {
-	const uint64_t lap = 1ull << 32;
+	const uint64_t lap = 1ull << 32, start = IBVD_TRANSIT_START;
 	uint64_t w;
 
-	ck_assert(ibvd_transit_widen(100, 40, NCELLS, &w));
-	ck_assert_uint_eq(w, 40);
-	ck_assert(ibvd_transit_widen(100, 100, NCELLS, &w));
-	ck_assert_uint_eq(w, 100);
-	ck_assert(!ibvd_transit_widen(100, 101, NCELLS, &w));	/* ahead */
-	ck_assert(!ibvd_transit_widen(10, (uint32_t)-2, NCELLS, &w)); /* before 0 */
-	ck_assert(!ibvd_transit_widen(5 * lap + 200, 200 - NCELLS - 1, NCELLS,
-				      &w));			/* a lap and one */
-	/* across 2^32: the count below it */
-	ck_assert(ibvd_transit_widen(3 * lap + 5, (uint32_t)-7, NCELLS, &w));
-	ck_assert_uint_eq(w, 3 * lap - 7);
-	/* what the engine took at 0, 2^32 cells later: far behind, not ahead */
-	ck_assert(ibvd_transit_widen(lap + 20, (uint32_t)-40, NCELLS, &w));
-	ck_assert_uint_gt(w, 0);
-	ck_assert_uint_eq(w, lap - 40);
+	ck_assert(ibvd_transit_widen(start + 100, (uint32_t)(start + 40), NCELLS,
+				     &w));
+	ck_assert_uint_eq(w, start + 40);
+	ck_assert(ibvd_transit_widen(start, (uint32_t)start, NCELLS, &w));
+	ck_assert_uint_eq(w, start);
+	/* ahead; before the start; counts below the start are none */
+	ck_assert(!ibvd_transit_widen(start + 100, (uint32_t)(start + 101),
+				      NCELLS, &w));
+	ck_assert(!ibvd_transit_widen(start + 10, (uint32_t)(start - 2), NCELLS,
+				      &w));
+	ck_assert(!ibvd_transit_widen(100, 40, NCELLS, &w));
+	/* a lap and one behind */
+	ck_assert(!ibvd_transit_widen(start + 5 * lap + 200,
+				      (uint32_t)(start + 200 - NCELLS - 1),
+				      NCELLS, &w));
+	/* across 2^32, as every pair's first 64 cells go */
+	ck_assert(ibvd_transit_widen(start + 69, (uint32_t)-7, NCELLS, &w));
+	ck_assert_uint_eq(w, lap - 7);
+	/* the same 32-bit count a lap later stands for the count now */
+	ck_assert(ibvd_transit_widen(start + lap + 20, (uint32_t)(start + 10),
+				     NCELLS, &w));
+	ck_assert_uint_eq(w, start + lap + 10);
+	ck_assert_uint_gt(w, start + 10);
 }
 END_TEST
 

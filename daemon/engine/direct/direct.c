@@ -60,12 +60,14 @@ static bool sender_current(const struct ibvd_qp *src)
  * src's datagrams (its sends would never complete) or to make a
  * `consumed` it invents look possible.  Nothing yet while the header is
  * of another pairing (the library says it before the ring's, and a
- * pair's rings start empty).
+ * pair's rings start empty, at IBVD_TRANSIT_START), or while the pair
+ * has no rings but the idle block, which has no cells to read (a library
+ * may write its header with the pairing's gen before it asks for them).
  */
 static uint64_t sender_produced(const struct ibvd_qp *src)
 {
-	if (!sender_current(src))
-		return 0;
+	if (!src->direct->map || !sender_current(src))
+		return IBVD_TRANSIT_START;
 	/* Acquire: the fragments below it were written before it. */
 	return ibvd_observe(&sq_client(src)->direct_produced);
 }
@@ -338,19 +340,20 @@ static void wake_sender(struct ibvd_qp *src, const struct ibvd_transit *r)
  */
 static enum eng_drain lossy_give_up(struct ibvd_qp *src)
 {
-	uint32_t produced = (uint32_t)sender_produced(src);
+	uint64_t produced = sender_produced(src);
 
 	ibvd_publish(&sq_engine(src)->direct_dropped, produced);
-	wake_sender_at(src, produced);
+	wake_sender_at(src, (uint32_t)produced);
 	return DRAIN_EMPTY;
 }
 
 /* UC, UD: the engine gave up on everything the ring holds already. */
 static bool given_up(struct ibvd_qp *src)
 {
-	return src->qp_type != IBV_QPT_RC &&
-	       ibvd_read_once(&sq_engine(src)->direct_dropped) ==
-	       (uint32_t)sender_produced(src);
+	uint64_t dropped = ibvd_read_once(&sq_engine(src)->direct_dropped);
+
+	return src->qp_type != IBV_QPT_RC && dropped &&
+	       dropped == sender_produced(src);
 }
 
 static enum ibv_wc_status resp_status(enum eng_resp r)

@@ -47,12 +47,6 @@
  */
 #define DIRECT_CELLS	16384u
 /*
- * Where a pair's ring counts begin: just short of 2^32, so that every
- * pair's 32-bit counts wrap within its first 4 KiB, and what reads them
- * goes through the wrap all the time, not once in 256 GiB.
- */
-#define DIRECT_START	(0u - 64u)
-/*
  * Pairs alive at once, daemon-wide: each costs the daemon a mapping (of
  * vm.max_map_count's 65,530), 2 MiB of shared memory once its rings
  * have wrapped (2 GiB for all), and, until both libraries took it, an
@@ -136,8 +130,8 @@ static int pair_file(struct ibvd_direct *d)
 	d->ctl = map;
 	ibvd_transit_pair(map, d->ncells, 0, &d->ring[0], &d->ring[1]);
 	for (i = 0; i < 2; i++) {
-		d->ring[i].ctl->produced = DIRECT_START;
-		d->ring[i].ctl->consumed = DIRECT_START;
+		d->ring[i].ctl->produced = IBVD_TRANSIT_START;
+		d->ring[i].ctl->consumed = IBVD_TRANSIT_START;
 	}
 	ibvd_objects_write_unlock();
 	return 0;
@@ -178,7 +172,8 @@ static void join(struct ibvd_direct *d, struct ibvd_qp *qp, unsigned int side)
 	}
 	ibvd_write_once(&sq_engine(qp)->direct_fail_status, 0);
 	ibvd_write_once(&sq_engine(qp)->direct_dropped, 0);
-	ibvd_write_once(&sq_engine(qp)->direct_taken, 0);
+	/* nothing taken yet: the rings' counts begin there */
+	ibvd_write_once(&sq_engine(qp)->direct_taken, IBVD_TRANSIT_START);
 	/* Release: the claim words are set before a library may use them. */
 	ibvd_publish(&sq_engine(qp)->direct_gen, d->gen);
 	tell_recv_cq(qp);
@@ -541,7 +536,7 @@ int ibvd_req_qp_direct(struct ibvd_call *call)
 		return ret;
 	reply.gen = qp->direct->gen;
 	reply.ncells = qp->direct->ncells;
-	reply.start = DIRECT_START;
+	reply.start = IBVD_TRANSIT_START;
 	reply.side = qp->direct_side;
 	reply.peer_qpn = peer->qp_num;
 	port = ibvd_device_port(peer->ctx->dev, peer->attr.port_num);
