@@ -1143,44 +1143,41 @@ static bool taken(const struct ibvc_direct *d, uint32_t consumed, uint32_t end)
 }
 
 /*
- * How far our ring is taken: the receiver's `consumed`, unless what the
- * engine took itself (direct_taken, its word) is further, or the
- * receiver's is impossible.  A UD peer can move `consumed` back and
- * forth, to keep us from ever seeing our sends taken.
+ * How far our ring is taken, as a 64-bit count: the receiver's
+ * `consumed`, unless what the engine took itself (direct_taken, its word)
+ * is further, or the receiver's is impossible.  A UD peer can move
+ * `consumed` back and forth, to keep us from ever seeing our sends taken.
+ * `dropped`: UC and UD count as taken, too, what the engine gave up on
+ * (ring.h, direct_dropped: a receiver that held its claim too long),
+ * while the ring keeps what it holds.
  */
+static uint64_t taken_count(const struct ibvc_qp *qp,
+			    const struct ibvc_direct *d, bool dropped)
+{
+	uint64_t published = ibvd_read_once(d->own_produced);
+	uint64_t taken = ibvd_observe(&qp->sq.engine->direct_taken), wide, gave;
+	uint32_t said = ibvd_observe(&d->out.ctl->consumed);
+
+	if (ibvd_transit_widen(published, said, d->out.ncells, &wide) &&
+	    wide > taken)
+		taken = wide;
+	if (!dropped || qp->qp.qp_type == IBV_QPT_RC)
+		return taken;
+	gave = ibvd_observe(&qp->sq.engine->direct_dropped);
+	return gave > taken && gave <= published ? gave : taken;
+}
+
+/* ... for the wake-ups, which the engine sends for what it gave up on */
 static uint32_t sent_taken(const struct ibvc_qp *qp,
 			   const struct ibvc_direct *d)
 {
-	uint32_t said = ibvd_observe(&d->out.ctl->consumed);
-	uint64_t engine = ibvd_observe(&qp->sq.engine->direct_taken), wide;
-
-	/* 64-bit counts: the engine's, kept from long ago, stays behind */
-	if (!ibvd_transit_widen(ibvd_read_once(d->own_produced), said,
-				d->out.ncells, &wide) || engine > wide)
-		return (uint32_t)engine;
-	return said;
+	return (uint32_t)taken_count(qp, d, false);
 }
 
-/*
- * Where the sends count as taken, `consumed` or, UC and UD, beyond: the
- * engine may have given up waiting for a receiver that holds its claim
- * too long (ring.h, direct_dropped), while the ring keeps what it holds.
- * Only a mark between `consumed` and what we published means that (both
- * as 64-bit counts, which never wrap: an old mark stays behind).
- */
-static uint32_t done_upto(const struct ibvc_qp *qp, const struct ibvc_direct *d,
-			  uint32_t consumed)
+/* ... for the completions */
+static uint32_t sent_done(const struct ibvc_qp *qp, const struct ibvc_direct *d)
 {
-	uint64_t dropped, published, wide;
-
-	if (qp->qp.qp_type == IBV_QPT_RC)
-		return consumed;
-	dropped = ibvd_observe(&qp->sq.engine->direct_dropped);
-	published = ibvd_read_once(d->own_produced);
-	if (!ibvd_transit_widen(published, consumed, d->out.ncells, &wide))
-		return consumed;
-	return dropped > wide && dropped <= published ? (uint32_t)dropped :
-						      consumed;
+	return (uint32_t)taken_count(qp, d, true);
 }
 
 /*
@@ -1481,7 +1478,7 @@ static void harvest_sends(struct ibvc_cq *cq, struct ibvc_qp *qp)
 	if (head == tail)
 		return;
 	fail = ibvd_observe(&qp->sq.engine->direct_fail_status);
-	consumed = done_upto(qp, d, sent_taken(qp, d));
+	consumed = sent_done(qp, d);
 	while (head != tail && !fifo_full(cq)) {
 		const struct ibvc_direct_send *s = &d->sends[head & (d->sends_cap - 1)];
 		enum ibv_wc_status st = IBV_WC_SUCCESS;
@@ -2144,7 +2141,7 @@ static bool sends_due(const struct ibvc_qp *qp)
 	if (ibvd_observe(&qp->sq.engine->direct_fail_status))
 		return true;
 	/* the ring is taken in order: the oldest send says for all */
-	return taken(d, done_upto(qp, d, sent_taken(qp, d)),
+	return taken(d, sent_done(qp, d),
 		     d->sends[head & (d->sends_cap - 1)].end);
 }
 

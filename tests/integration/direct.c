@@ -4296,9 +4296,45 @@ END_TEST
  * datagram is in it: `produced` back to what it was (the datagram
  * hidden from the engine), a `consumed` past it (impossible), or
  * `consumed` put back below it all along (its receive queue free, so
- * that the engine takes it, and the ring says it never did).
+ * that the engine takes it, and the ring says it never did); or, after
+ * its library took more than a ring's worth itself (so that the engine's
+ * own mark is more than a lap behind), a `consumed` past it.
  */
-enum scribble { SCRIBBLE_HIDE, SCRIBBLE_PAST, SCRIBBLE_BACK };
+enum scribble { SCRIBBLE_HIDE, SCRIBBLE_PAST, SCRIBBLE_BACK, SCRIBBLE_LAPPED };
+
+/* SCRIBBLE_LAPPED: datagrams of 4,000 bytes first, 64 cells each */
+#define LAPPED_DGRAMS	320
+#define LAPPED_LEN	4000u
+
+/*
+ * The scribbler's library takes what the parent sends, with 8 receives
+ * posted ahead (one buffer for all), until the parent says it is done
+ * and the ring is empty.  Some may be dropped (a datagram may: its
+ * sender's completion came when the engine gave up on a claim we held
+ * for long), but our library takes well over a ring's worth itself.
+ */
+static void take_lap(struct forger_end *e, int down)
+{
+	bool done = false;
+	struct ibv_wc wc;
+	int posted;
+	char c;
+
+	for (posted = 0; posted < 8; posted++)
+		vt_recv(e->qp, (uint64_t)posted, e->mr->addr, 4096, e->mr->lkey);
+	if (fcntl(down, F_SETFL, O_NONBLOCK))
+		_exit(7);
+	while (!done || __atomic_load_n(&e->in.ctl->consumed, __ATOMIC_ACQUIRE) !=
+			__atomic_load_n(&e->in.ctl->produced, __ATOMIC_ACQUIRE)) {
+		if (ibv_poll_cq(e->cq, 1, &wc) == 1 && (wc.opcode & IBV_WC_RECV))
+			vt_recv(e->qp, (uint64_t)posted++, e->mr->addr, 4096,
+				e->mr->lkey);
+		if (!done && read(down, &c, 1) == 1)
+			done = true;
+	}
+	if (fcntl(down, F_SETFL, 0))
+		_exit(7);
+}
 
 /*
  * The scribbler, as forger_uid, paired with the parent's UD QP: it holds
@@ -4315,14 +4351,20 @@ static void scribbler(const struct vt_addr *to, int up, int down, int how)
 	long until;
 
 	forger_pair(&e, to);
-	if (how != SCRIBBLE_BACK)
-		__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
-				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
-	p0 = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
 	/* one write: our QP's number comes with the word */
 	memcpy(said + 1, &e.qp->qp_num, sizeof(e.qp->qp_num));
 	if (write(up, said, sizeof(said)) != (ssize_t)sizeof(said))
 		_exit(7);
+	if (how == SCRIBBLE_LAPPED) {
+		take_lap(&e, down);
+		c = 't';
+		if (write(up, &c, 1) != 1)
+			_exit(7);
+	}
+	if (how != SCRIBBLE_BACK)
+		__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
+				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	p0 = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
 	until = vt_now_ms() + vt_tmo_ms();
 	do
 		p = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
@@ -4331,7 +4373,7 @@ static void scribbler(const struct vt_addr *to, int up, int down, int how)
 		_exit(9);
 	if (how == SCRIBBLE_HIDE)
 		__atomic_store_n(&e.in.ctl->produced, p0, __ATOMIC_RELEASE);
-	else if (how == SCRIBBLE_PAST)
+	else if (how == SCRIBBLE_PAST || how == SCRIBBLE_LAPPED)
 		__atomic_store_n(&e.in.ctl->consumed, p + 0x1000,
 				 __ATOMIC_RELEASE);
 	c = 's';
@@ -4367,7 +4409,7 @@ static void ud_peer_rewrites(enum scribble how)
 	struct ibv_wc wc;
 	struct ud_end u;
 	struct child c;
-	int fired = 0;
+	int fired = 0, i;
 	uint32_t qpn;
 	void *ctx;
 	long end;
@@ -4377,6 +4419,16 @@ static void ud_peer_rewrites(enum scribble how)
 	child_says(c.up, c.pid, u.rcq, false);
 	ck_assert_int_eq(read(c.up, &qpn, sizeof(qpn)), (ssize_t)sizeof(qpn));
 	ah = vt_ah(&D, u.addr.lid, NULL);
+	for (i = 0; how == SCRIBBLE_LAPPED && i < LAPPED_DGRAMS; i++) {
+		vt_ud_send(u.qp, 1000 + (uint64_t)i, ah, qpn, 0x80000000u,
+			   BUF(u.mr), LAPPED_LEN, u.mr->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(u.scq, &wc, 1000 + (uint64_t)i, IBV_WC_SEND,
+			     "a datagram the peer's library takes");
+	}
+	if (how == SCRIBBLE_LAPPED) {
+		ck_assert_int_eq(write(c.down, "d", 1), 1);
+		child_says(c.up, c.pid, NULL, false);
+	}
 	vt_ud_send(u.qp, 77, ah, qpn, 0x80000000u, BUF(u.mr), 64, u.mr->lkey,
 		   IBV_SEND_SIGNALED);
 	child_says(c.up, c.pid, NULL, false);
@@ -4417,6 +4469,12 @@ END_TEST
 START_TEST(ud_peer_moves_consumed_back)
 {
 	ud_peer_rewrites(SCRIBBLE_BACK);
+}
+END_TEST
+
+START_TEST(ud_peer_takes_too_much_later)
+{
+	ud_peer_rewrites(SCRIBBLE_LAPPED);
 }
 END_TEST
 
@@ -4836,6 +4894,7 @@ static Suite *root_suite(void)
 	tcase_add_test(tc, ud_peer_hides_our_datagram);
 	tcase_add_test(tc, ud_peer_takes_too_much);
 	tcase_add_test(tc, ud_peer_moves_consumed_back);
+	tcase_add_test(tc, ud_peer_takes_too_much_later);
 	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_lease_offender_elsewhere);
 	return s;

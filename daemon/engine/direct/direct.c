@@ -66,10 +66,14 @@ static bool sender_current(const struct ibvd_qp *src)
  */
 static uint64_t sender_produced(const struct ibvd_qp *src)
 {
+	uint64_t produced;
+
 	if (!src->direct->map || !sender_current(src))
 		return IBVD_TRANSIT_START;
 	/* Acquire: the fragments below it were written before it. */
-	return ibvd_observe(&sq_client(src)->direct_produced);
+	produced = ibvd_observe(&sq_client(src)->direct_produced);
+	/* a count before the start is no count: nothing */
+	return produced < IBVD_TRANSIT_START ? IBVD_TRANSIT_START : produced;
 }
 
 /*
@@ -347,13 +351,23 @@ static enum eng_drain lossy_give_up(struct ibvd_qp *src)
 	return DRAIN_EMPTY;
 }
 
-/* UC, UD: the engine gave up on everything the ring holds already. */
+/*
+ * UC, UD: the engine gave up on everything the ring holds already, and
+ * its receiver's library still holds its claim.  Once it lets go, what it
+ * left (or handed back to us) is placed as any; with no receiver, what
+ * the ring holds is dropped.
+ */
 static bool given_up(struct ibvd_qp *src)
 {
 	uint64_t dropped = ibvd_read_once(&sq_engine(src)->direct_dropped);
+	struct ibvd_qp *target = src->direct->qp[!src->direct_side];
+	const struct ibvd_wq_client *c;
 
-	return src->qp_type != IBV_QPT_RC && dropped &&
-	       dropped == sender_produced(src);
+	if (src->qp_type == IBV_QPT_RC || !dropped || !target ||
+	    dropped != sender_produced(src))
+		return false;
+	c = recv_ring(target)->client_page;
+	return ibvd_read_once(&c->claim) == IBVD_WQ_CLAIM_LIBRARY;
 }
 
 static enum ibv_wc_status resp_status(enum eng_resp r)
