@@ -166,7 +166,8 @@ static bool taken_one(struct ibvd_cm *cm, int fd)
 	ibvd_closer_receiving(false);
 	if (ret == -EAGAIN)
 		return false;
-	if (ret == 0) {
+	/* A client that dies with events unread resets the socket: a close. */
+	if (ret == 0 || ret == -ECONNRESET) {
 		cm_session_kill(cm, NULL);	/* it closed the channel */
 		return false;
 	}

@@ -62,6 +62,17 @@ done
 expect_grep "sent its CM event socket something other than CM_TAKEN; disconnecting" "$DAEMON_LOG" \
 	"cmqp's frame on the CM event socket is logged"
 
+# An app that exits with a CM event unread resets the event socket (the
+# daemon's read fails with ECONNRESET): a close, which logs nothing.
+check "case cmreset: an app gone with a CM event unread is not logged as misbehaving"
+logged=$(grep -c 'something other than CM_TAKEN' "$DAEMON_LOG")
+run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" cmreset >"$O/cmreset" 2>&1 ||
+	{ show "badclient cmreset" "$O/cmreset"; fail "case cmreset: badclient-helper failed"; }
+show "badclient cmreset" "$O/cmreset"
+[ "$(grep -c 'something other than CM_TAKEN' "$DAEMON_LOG")" -eq "$logged" ] ||
+	{ show "daemon log" "$DAEMON_LOG"; fail "case cmreset: the reset was logged as a misbehaving client"; }
+after_case cmreset
+
 # Log lines a client causes are limited per uid: one uid's flood of
 # rejected requests does not silence another's (once, one budget for all).
 check "uid $USER1 floods rejected requests; uid $USER2's violation is still logged"

@@ -46,6 +46,9 @@
  *			did not make, CM_DISCONNECT likewise -> EINVAL, the
  *			ids accept, establish and disconnect after (needs
  *			DAEMON_PID)
+ *	cmreset		a CM session's event socket closed with an event
+ *			unread (the peer reads a reset): the session closes
+ *			(bad-input.sh checks that the daemon logs no misbehaviour)
  *	direct		QP_DIRECT_LEAVE of no QP, of an RC QP -> EINVAL, of a
  *			UD QP without rings -> ENOENT; QP_DIRECT_UD of an RC
  *			QP -> EINVAL, of a UD QP in RESET, to an RC QP, to
@@ -1315,6 +1318,54 @@ static void cm_event_socket_fd(void)
 	ibvd__cm_open_reply__free_unpacked(reply, NULL);
 	close(devnull);
 	close(evfd);
+	close(cm);
+}
+
+/*
+ * An app that exits with a CM event unread closes its end of the event
+ * socket with data in it, so the daemon's read of that socket fails with
+ * ECONNRESET: a close like any other, not a misbehaving client.
+ */
+static void case_cmreset(void)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET };
+	Ibvd__CmAddr addr = IBVD__CM_ADDR__INIT;
+	Ibvd__CmOpenReply *open;
+	int cm = conn_open(), evfd, r;
+	struct pollfd pfd;
+	uint32_t id;
+
+	if (cm < 0)
+		return;
+	keep_fd = true;
+	open = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
+			   &ibvd__cm_open_reply__descriptor, "CM_OPEN");
+	keep_fd = false;
+	evfd = rep.fd;
+	id = open ? cm_new_id(cm) : 0;
+	if (!open || evfd < 0 || !id)
+		return;
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.id = id;
+	addr.dst.data = (uint8_t *)&dst;
+	addr.dst.len = sizeof(dst);
+	addr.timeout_ms = 1000;
+	if (call_ok(cm, IBVD_MSG_CM_RESOLVE_ADDR, &addr.base, NULL, 0,
+		    "CM_RESOLVE_ADDR") < 0)
+		return;
+	pfd = (struct pollfd){ .fd = evfd, .events = POLLIN };
+	if (poll(&pfd, 1, TIMEOUT_MS) != 1) {
+		bad("CM_RESOLVE_ADDR: no event came");
+		return;
+	}
+	close(evfd);		/* the event unread */
+	r = recv_frame(cm, TIMEOUT_MS);
+	if (r != 0)
+		bad("event socket closed with an event unread: the CM session is still open (%d)",
+		    r);
+	else
+		say("event socket closed with an event unread: the CM session closed");
+	ibvd__cm_open_reply__free_unpacked(open, NULL);
 	close(cm);
 }
 
@@ -2909,6 +2960,8 @@ int main(int argc, char **argv)
 		case_notopen();
 	else if (strcmp(case_name, "cmqp") == 0)
 		case_cmqp(arg);
+	else if (strcmp(case_name, "cmreset") == 0)
+		case_cmreset();
 	else if (strcmp(case_name, "direct") == 0)
 		case_direct();
 	else if (strcmp(case_name, "dm") == 0)
