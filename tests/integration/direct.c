@@ -59,6 +59,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "barrier.h"
 #include "direct-stream.h"
 #include "ibvd_verbs.h"
 #include "transit.h"
@@ -3600,6 +3601,95 @@ START_TEST(hostile_sender_ring_ud)
 }
 END_TEST
 
+/* ---- a sender's header that speaks of rings nobody has ------------------ */
+
+/*
+ * The pairing's rings are made when the first of its libraries asks for
+ * them; until then the engine has only the idle block, which has no
+ * cells.  A library can write its SQ header with the pairing's gen and
+ * any count before that (or never ask): the engine must find nothing to
+ * read, not read cells that are not there.  Our libraries are made to
+ * believe they hold the next pairing's rings (its gen guessed from a
+ * pairing made just before, in this daemon of the test's own), so that
+ * neither asks, and everything goes through the engine's SQ path, which
+ * looks at the ring first.
+ */
+START_TEST(header_before_rings)
+{
+	struct ibv_wc wc;
+	struct fx first, f;
+	uint32_t gen;
+	uint64_t i;
+	int side;
+
+	if (!expect_rings())
+		return;
+	fx_init(&first, NULL);
+	gen = ibvd_observe(&to_ibvc_qp(first.p.qp[0])->sq.engine->direct_gen);
+	ck_assert_uint_ne(gen, 0);
+	fx_free(&first);
+	memset(&f, 0, sizeof(f));
+	f.a = vt_reg(D.pd, LEN, VT_ACCESS_ALL);
+	f.b = vt_reg(D.pd, 2 * LEN, VT_ACCESS_ALL);
+	f.p.d = &D;
+	for (side = 0; side < 2; side++) {
+		f.p.scq[side] = ibv_create_cq(D.ctx, 256, NULL, NULL, 0);
+		f.p.rcq[side] = ibv_create_cq(D.ctx, 256, NULL, NULL, 0);
+		ck_assert(f.p.scq[side] && f.p.rcq[side]);
+		f.p.o[side].psn = side ? 0xabcde : 0x1234;
+		f.p.qp[side] = vt_qp(&D, f.p.scq[side], f.p.rcq[side],
+				     &f.p.o[side]);
+		/* "have them already": the library never asks */
+		__atomic_store_n(&to_ibvc_qp(f.p.qp[side])->direct_gen,
+				 gen + 1, __ATOMIC_RELAXED);
+	}
+	{
+		struct vt_addr a[2];
+
+		vt_qp_addr(&D, f.p.qp[0], &f.p.o[0], &a[0]);
+		vt_qp_addr(&D, f.p.qp[1], &f.p.o[1], &a[1]);
+		vt_connect(&D, f.p.qp[0], &a[1], &f.p.o[0]);
+		vt_connect(&D, f.p.qp[1], &a[0], &f.p.o[1]);
+	}
+	for (side = 0; side < 2; side++) {
+		struct ibvc_qp *q = to_ibvc_qp(f.p.qp[side]);
+
+		ck_assert_msg(ibvd_observe(&q->sq.engine->direct_gen) == gen + 1,
+			      "the pair's gen is %u, not the %u guessed",
+			      ibvd_observe(&q->sq.engine->direct_gen), gen + 1);
+		/* a count far past anything sent, of this pairing */
+		ibvd_write_once(&q->sq.client->direct_produced,
+				(uint64_t)IBVD_TRANSIT_START + 1000 + side);
+		ibvd_publish(&q->sq.client->direct_produced_gen, gen + 1);
+	}
+	ck_assert_int_eq(vt_transit_maps(), 0);
+	for (i = 0; i < 64; i++) {
+		int from = (int)(i % 2);
+		struct ibv_mr *src = from ? f.b : f.a, *dst = from ? f.a : f.b;
+
+		vt_fill(BUF(src), 3000, 0, (uint32_t)i);
+		vt_recv(f.p.qp[!from], i, BUF(dst), LEN, dst->lkey);
+		vt_send(f.p.qp[from], i, i % 4 < 2 ? IBV_WR_SEND :
+			IBV_WR_SEND_WITH_IMM, IBV_SEND_SIGNALED, BUF(src), 3000,
+			src->lkey, 0, 0);
+		vt_expect_ok(f.p.rcq[!from], &wc, i, IBV_WC_RECV, "a SEND");
+		ck_assert_uint_eq(wc.byte_len, 3000);
+		vt_expect_pat(BUF(dst), 3000, 0, (uint32_t)i, "its bytes");
+		vt_expect_ok(f.p.scq[from], &wc, i, IBV_WC_SEND, "its sender's");
+	}
+	/* a WRITE after them all, in order */
+	vt_fill(BUF(f.a), LEN, 0, 77);
+	vt_send(f.p.qp[0], 100, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, BUF(f.a),
+		LEN, f.a->lkey, ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 100, IBV_WC_RDMA_WRITE, "a WRITE");
+	vt_expect_pat(BUF(f.b), LEN, 0, 77, "its bytes");
+	ck_assert_int_eq(vt_transit_maps(), 0);
+	for (side = 0; side < 2; side++)
+		vt_expect_state(f.p.qp[side], IBV_QPS_RTS, "a QP of the pair");
+	fx_free(&f);
+}
+END_TEST
+
 /* ---- a UD receiver stopped while it holds its claim ---------------------- */
 
 #define STOP_SLOTS	64		/* the receiver's receives (a UD QP's default) */
@@ -4554,6 +4644,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, hostile_sender_ring);
 	tcase_add_test(tc, hostile_sender_ring_uc);
 	tcase_add_test(tc, hostile_sender_ring_ud);
+	tcase_add_test(tc, header_before_rings);
 	tc = new_case(s, "ud");
 	tcase_add_test(tc, ud_sizes);
 	tcase_add_test(tc, ud_qkey);
