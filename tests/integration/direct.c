@@ -3690,6 +3690,101 @@ START_TEST(header_before_rings)
 }
 END_TEST
 
+/* ---- what a receiver left after the engine gave up on it ----------------- */
+
+/* Take t's receive claim as its library would, and hold it. */
+static void claim_hold(struct ibv_qp *t)
+{
+	uint32_t *claim = &to_ibvc_qp(t)->rq.client->claim;
+	long until = vt_now_ms() + vt_tmo_ms();
+	uint32_t expect;
+
+	do {
+		expect = IBVD_WQ_CLAIM_FREE;
+		if (__atomic_compare_exchange_n(claim, &expect,
+						IBVD_WQ_CLAIM_LIBRARY, false,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		vt_sleep_ms(1);
+	} while (vt_now_ms() < until);
+	ck_abort_msg("the receive claim stayed %u", expect);
+}
+
+/*
+ * A UD receiver whose library holds its claim too long: the engine gives
+ * up on what the ring holds, and the sender's sends complete
+ * (direct_dropped).  When the library lets go without taking them, the
+ * datagrams are the engine's to place as any, at its next look at the
+ * ring (here: the sender's datagram to a third QP, which goes through
+ * its SQ): they must not wait there until the sender sends on the ring
+ * again.  The engine's own mark, direct_taken, shows who took them:
+ * the receiver does not poll before they are placed.
+ */
+START_TEST(ud_left_after_give_up)
+{
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *third = vt_qp(&D, cq, cq, &UD);
+	const struct ibvd_wq_engine *e;
+	const struct ibvd_wq_client *c;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	uint64_t produced, taken, i;
+	long until;
+	struct fx f;
+
+	if (!expect_rings())
+		return;
+	vt_connect(&D, third, NULL, &UD);
+	ud_init(&f, &ah);
+	e = to_ibvc_qp(f.p.qp[0])->sq.engine;
+	c = to_ibvc_qp(f.p.qp[0])->sq.client;
+	for (i = 0; i < 3; i++)
+		vt_recv(f.p.qp[1], 10 + i, BUF(f.b) + 512 * i, 512, f.b->lkey);
+	claim_hold(f.p.qp[1]);
+	taken = ibvd_observe(&e->direct_taken);
+	for (i = 0; i < 3; i++) {
+		vt_fill(BUF(f.a) + 256 * i, 256, 0, 40 + (uint32_t)i);
+		vt_ud_send(f.p.qp[0], i, ah, f.p.qp[1]->qp_num, VT_QKEY,
+			   BUF(f.a) + 256 * i, 256, f.a->lkey,
+			   IBV_SEND_SIGNALED);
+	}
+	/* given up on: the sends complete, the ring still holds them */
+	for (i = 0; i < 3; i++)
+		vt_expect_ok(f.p.scq[0], &wc, i, IBV_WC_SEND, "a send given up on");
+	produced = ibvd_observe(&c->direct_produced);
+	ck_assert_uint_eq(ibvd_observe(&e->direct_dropped), produced);
+	ck_assert_uint_eq(ibvd_observe(&e->direct_taken), taken);
+	ck_assert_uint_gt(produced, taken);
+	/* the library lets go, having taken nothing */
+	__atomic_store_n(&to_ibvc_qp(f.p.qp[1])->rq.client->claim,
+			 IBVD_WQ_CLAIM_FREE, __ATOMIC_RELEASE);
+	vt_recv(third, 50, BUF(f.b) + 4096, 512, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 3, ah, third->qp_num, VT_QKEY, BUF(f.a), 64,
+		   f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(cq, &wc, 50, IBV_WC_RECV, "the third QP's datagram");
+	vt_expect_ok(f.p.scq[0], &wc, 3, IBV_WC_SEND, "its send");
+	until = vt_now_ms() + vt_tmo_ms();
+	while (ibvd_observe(&e->direct_taken) != produced && vt_now_ms() < until)
+		vt_sleep_ms(1);
+	ck_assert_msg(ibvd_observe(&e->direct_taken) == produced,
+		      "the engine took the ring to %llu, not %llu",
+		      (unsigned long long)ibvd_observe(&e->direct_taken),
+		      (unsigned long long)produced);
+	for (i = 0; i < 3; i++) {
+		vt_expect_ok(f.p.rcq[1], &wc, 10 + i, IBV_WC_RECV,
+			     "a datagram left in the ring");
+		ck_assert_uint_eq(wc.byte_len, 40 + 256);
+		vt_expect_pat(BUF(f.b) + 512 * i + 40, 256, 0, 40 + (uint32_t)i,
+			      "its bytes");
+	}
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "nothing more");
+	ud_free(&f, ah);
+	ck_assert_int_eq(ibv_destroy_qp(third), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
 /* ---- a UD receiver stopped while it holds its claim ---------------------- */
 
 #define STOP_SLOTS	64		/* the receiver's receives (a UD QP's default) */
@@ -4656,6 +4751,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, library_completions_stamped);
 	tcase_add_test(tc, ud_maps_at_poll);
 	tcase_add_test(tc, ud_receiver_stopped);
+	tcase_add_test(tc, ud_left_after_give_up);
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_shared);
 	tcase_add_test(tc, srq_sleeping_receiver);
