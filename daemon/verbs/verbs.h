@@ -158,7 +158,8 @@ struct ibvd_ring_copied {
  * on entry) to the tail at `tail_word` (read first as `tail`), at the
  * same counter values, in rounds while new ones keep coming, until what
  * is left for the caller's copy under the lock is small or would not
- * fit.  The caller knows that what it copies here stays valid.
+ * fit, or the tail went back (a client that writes it).  The caller
+ * knows that what it copies here stays valid.
  */
 void ibvd_ring_precopy(const struct ibvd_ring *from, const struct ibvd_ring *to,
 		       const uint32_t *tail_word, uint32_t tail,

@@ -2910,6 +2910,83 @@ START_TEST(srq_resized)
 }
 END_TEST
 
+/* The SRQ's tail word, flipped between two values until told to stop. */
+struct tail_flip {
+	uint32_t *tail;
+	uint32_t at, past;
+	bool stop;
+};
+
+static void *tail_flipper(void *arg)
+{
+	struct tail_flip *t = arg;
+
+	while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(t->tail, t->past, __ATOMIC_RELEASE);
+		__atomic_store_n(t->tail, t->at, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/*
+ * A resize copies the posted WQEs before it takes the objects lock, and
+ * under it only what was posted since, which takes a client that moves
+ * its SRQ's tail itself: more than IBVD_RING_PRECOPY_LEFT (1,024) of
+ * them is EBUSY, so that no client makes the engine wait on a long copy.
+ * Here a thread of ours flips the tail 2,000 WQEs ahead and back while
+ * we resize, until one sees it move (EBUSY, the SRQ as it was); none
+ * fails otherwise, none takes long (a precopy that followed the tail
+ * back copied 2^32 slots, with every client waiting), and with the tail
+ * put back the SRQ works.
+ */
+START_TEST(srq_resize_tail_moving)
+{
+	struct ibv_srq_attr attr;
+	struct tail_flip flip;
+	struct srq_fx f;
+	pthread_t th;
+	unsigned int i, busy = 0, done = 0;
+	int ret;
+
+	srq_fx_init(&f, 4096);
+	srq_post(f.srq, f.b, 0, 16);
+	for (i = 0; i < 16; i++)
+		srq_one(&f.p[i % 2], f.a, f.b, i, 100 + i);
+	flip.tail = &to_ibvc_srq(f.srq)->rq.client->tail;
+	flip.at = __atomic_load_n(flip.tail, __ATOMIC_ACQUIRE);
+	ck_assert_uint_eq(flip.at, 16);
+	flip.past = flip.at + 2000;
+	flip.stop = false;
+	ck_assert_int_eq(pthread_create(&th, NULL, tail_flipper, &flip), 0);
+	for (i = 0; i < 3000 && !busy; i++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.max_wr = i % 2 ? 4096 : 8192;
+		ret = ibv_modify_srq(f.srq, &attr, IBV_SRQ_MAX_WR);
+		ck_assert_msg(ret == 0 || ret == EBUSY,
+			      "a resize under a moving tail: %s", strerror(ret));
+		busy += ret == EBUSY;
+		done += ret == 0;
+	}
+	__atomic_store_n(&flip.stop, true, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	__atomic_store_n(flip.tail, flip.at, __ATOMIC_RELEASE);
+	printf("srq_resize_tail_moving: %u resizes, %u done, %u EBUSY\n", i,
+	       done, busy);
+	ck_assert_uint_gt(busy, 0);
+	attr.max_wr = 128;
+	ck_assert_int_eq(ibv_modify_srq(f.srq, &attr, IBV_SRQ_MAX_WR), 0);
+	memset(&attr, 0, sizeof(attr));
+	ck_assert_int_eq(ibv_query_srq(f.srq, &attr), 0);
+	ck_assert_uint_eq(attr.max_wr, 128);
+	srq_post(f.srq, f.b, 16, 48);
+	for (i = 16; i < 48; i++)
+		srq_one(&f.p[i % 2], f.a, f.b, i, 200 + i);
+	vt_expect_none(f.p[0].rcq[1], QUIET_MS, "nothing more");
+	vt_expect_none(f.p[1].rcq[1], QUIET_MS, "nothing more");
+	srq_fx_free(&f);
+}
+END_TEST
+
 /*
  * Libraries place into a soft SRQ's WQEs and move the claim's head; the
  * engine's own head catches up only when it next takes the claim, so
@@ -4758,6 +4835,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, srq_resized);
 	tcase_add_test(tc, srq_resized_while_streaming);
 	tcase_add_test(tc, srq_resized_engine_head_behind);
+	tcase_add_test(tc, srq_resize_tail_moving);
 	return s;
 }
 

@@ -159,7 +159,14 @@ void ibvd_ring_precopy(const struct ibvd_ring *from, const struct ibvd_ring *to,
 	unsigned int round;
 
 	for (round = 0; round < PRECOPY_ROUNDS; round++) {
-		if (tail - done->lo > to->nslots)
+		/*
+		 * Past what fits, or back behind what was copied (a client
+		 * moving its own tail): the caller judges the counters at
+		 * rest.  Copying from done->hi round to such a tail would
+		 * take up to 2^32 slots.
+		 */
+		if (tail - done->lo > to->nslots ||
+		    tail - done->lo < done->hi - done->lo)
 			break;
 		ibvd_ring_slots_copy(from, to, done->hi, tail);
 		done->hi = tail;
