@@ -363,6 +363,111 @@ START_TEST(route_by_srqn)
 }
 END_TEST
 
+/* QPs made in d until it has no doorbell left: how many, in *qps. */
+static unsigned int fill_doorbells(struct vt_dev *d, struct ibv_cq *cq,
+				   struct ibv_qp **qps, unsigned int max)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	unsigned int n;
+
+	for (n = 0; n < max; n++) {
+		qps[n] = ibv_create_qp(d->pd, &a);
+		if (!qps[n])
+			break;
+	}
+	vt_assert(n < max && errno == ENOMEM,
+		  "%u QPs, then %s: not out of doorbells", n, strerror(errno));
+	return n;
+}
+
+/*
+ * A target whose owner goes moves to a holder that has room for its
+ * doorbell (its context's 16,384 taken by QPs of its own: no room), the
+ * next one in line; with none left that has room it is destroyed, and
+ * the holders' handles with it.  Nothing moves half-way: the full holder
+ * keeps its handle while another takes over, and the QP works there.
+ */
+START_TEST(takeover_needs_room)
+{
+	enum { MAX_QPS = 20000 };
+	struct vt_dev C, E;
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			     IBV_QP_OPEN_ATTR_TYPE,
+		.qp_type = IBV_QPT_XRC_RECV,
+	};
+	struct ibv_qp **qps = calloc(MAX_QPS, sizeof(*qps));
+	struct ibv_cq *bcq = ibv_create_cq(B.ctx, 16, NULL, NULL, 0);
+	struct ibv_xrcd *xb = xrcd_must(B.ctx, FILE_PATH, O_CREAT), *xc, *xe;
+	struct ibv_qp *tgt, *at_b, *at_e, *ini;
+	struct ibv_cq *rc, *sc;
+	struct ibv_srq *srq;
+	struct ibv_mr *r, *s;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	struct ibv_wc wc;
+	unsigned int n, i;
+
+	ck_assert(qps && bcq);
+	vt_open(&C);
+	vt_open(&E);
+	xc = xrcd_must(C.ctx, FILE_PATH, 0);
+	xe = xrcd_must(E.ctx, FILE_PATH, 0);
+	tgt = tgt_qp(&C, xc);
+	oa.qp_num = tgt->qp_num;
+	oa.xrcd = xe;
+	at_e = ibv_open_qp(E.ctx, &oa);
+	oa.xrcd = xb;
+	at_b = ibv_open_qp(B.ctx, &oa);	/* the later holder: asked first */
+	ck_assert(at_e && at_b);
+	n = fill_doorbells(&B, bcq, qps, MAX_QPS);
+	printf("takeover_needs_room: %u QPs fill a context's doorbells\n", n);
+
+	/* C goes: B has no room, E takes the target over */
+	ck_assert_int_eq(ibv_close_xrcd(xc), 0);
+	ck_assert_int_eq(ibv_close_device(C.ctx), 0);
+	ck_assert_int_eq(ibv_query_qp(at_b, &qa, IBV_QP_STATE, &qia), 0);
+	ck_assert_int_eq(qa.qp_state, IBV_QPS_RESET);
+	rc = ibv_create_cq(E.ctx, 16, NULL, NULL, 0);
+	sc = ibv_create_cq(E.ctx, 16, NULL, NULL, 0);
+	ck_assert(rc && sc);
+	srq = xsrq(&E, xe, rc);
+	r = vt_reg(E.pd, 4096, VT_ACCESS_ALL);
+	s = vt_reg(E.pd, 4096, VT_ACCESS_ALL);
+	ini = ini_qp(&E, sc);
+	xconnect(ini, at_e, E.port.lid);
+	vt_srq_recv(srq, 5, r->addr, 4096, r->lkey);
+	vt_fill(s->addr, 300, 0, 11);
+	ck_assert_int_eq(xpost(ini, 4, IBV_WR_SEND, s, 300, srqn(srq), 0, 0), 0);
+	vt_expect_ok(sc, &wc, 4, IBV_WC_SEND, "a send to the target E took over");
+	vt_expect_ok(rc, &wc, 5, IBV_WC_RECV, "its receive");
+	ck_assert_uint_eq(wc.qp_num, oa.qp_num);
+	vt_expect_pat(r->addr, 300, 0, 11, "its bytes");
+
+	/* E goes too: B, the last holder, still has no room: destroyed */
+	ck_assert_int_eq(ibv_destroy_qp(ini), 0);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	vt_dereg(r);
+	vt_dereg(s);
+	ck_assert_int_eq(ibv_destroy_cq(rc), 0);
+	ck_assert_int_eq(ibv_destroy_cq(sc), 0);
+	ck_assert_int_eq(ibv_close_xrcd(xe), 0);
+	ck_assert_int_eq(ibv_close_device(E.ctx), 0);
+	ck_assert_int_eq(ibv_query_qp(at_b, &qa, IBV_QP_STATE, &qia), EINVAL);
+	ck_assert_ptr_null(ibv_open_qp(B.ctx, &oa));
+	ck_assert_int_eq(errno, ENOENT);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(ibv_destroy_qp(qps[i]), 0);
+	free(qps);
+	ck_assert_int_eq(ibv_destroy_cq(bcq), 0);
+	ck_assert_int_eq(ibv_close_xrcd(xb), 0);
+}
+END_TEST
+
 /*
  * Back to RESET, both ends, before and after traffic: a target QP has no
  * send CQ and an initiator no receive CQ (the daemon once dereferenced
@@ -706,6 +811,7 @@ static Suite *xrc_suite(void)
 	tcase_add_test(tc, wrong_srqn);
 	tcase_add_test(tc, reset_both_ends);
 	tcase_add_test(tc, open_qp_outlives_creator);
+	tcase_add_test(tc, takeover_needs_room);
 	tcase_add_test(tc, rdma_through_xrc);
 	tcase_add_test(tc, bad_arguments);
 	tcase_add_test(tc, teardown_with_objects);
