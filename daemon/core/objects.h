@@ -211,7 +211,9 @@ struct ibvd_cq {
 	unsigned int users;		/* QPs using it: destroy is EBUSY */
 	struct ibvd_ring ring;
 	pthread_mutex_t lock;		/* CQE production from any engine thread */
-	uint32_t tail;			/* locked: CQEs written (private copy) */
+	uint32_t tail;			/* locked: CQEs written (private copy;
+					 * stored with release, for cq.c's
+					 * precopy, which reads it unlocked) */
 	bool overflowed;		/* locked */
 };
 
@@ -367,6 +369,9 @@ struct ibvd_direct {
 	/* UD: a ring held garbage, which either side may have written; its
 	 * datagrams go through the engine from then on (atomic) */
 	bool ud_broken;
+	/* non-zero: what side i's sender produced counts as no more than
+	 * this, while a destroy takes the last of its ring (direct.c) */
+	uint64_t produced_cap[2];
 	struct ibvd_tenant *payer;	/* whose pairs count it (a reference) */
 	LIST_ENTRY(ibvd_direct) link;	/* among the pairs alive */
 };

@@ -109,7 +109,8 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 	__atomic_store_n(&slot->flags, 0, __ATOMIC_RELAXED);
 	/* Fields before seq: a poller that sees the new seq sees the CQE. */
 	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
-	cq->tail++;
+	/* Release: a resize's precopy reads it without the lock (cq.c). */
+	ibvd_publish(&cq->tail, cq->tail + 1);
 	ibvd_publish(&ep->tail, cq->tail);
 	notify(cq, cqe, solicited, NULL);
 	pthread_mutex_unlock(&cq->lock);

@@ -646,6 +646,7 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
 	uint64_t done, turns, max_turns, moved;
+	uint32_t head0;
 	int64_t depth;
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
@@ -671,9 +672,13 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 	 * claim the library holds, an ACK, the rate) end it too.
 	 */
 	max_turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes;
+	head0 = qp->sq_head;
 	for (turns = 0, moved = 0;
 	     turns < max_turns && moved < ENG_FINISH_BYTES; turns++) {
-		if (eng_qp_state(qp) != IBV_QPS_RTS)
+		/* a ring's worth of WQEs, however many a turn retires (a
+		 * head put back by a claim's sync ends it too) */
+		if (eng_qp_state(qp) != IBV_QPS_RTS ||
+		    qp->sq_head - head0 >= qp->sq.nslots)
 			break;
 		depth = sq_depth(qp);
 		if (depth < 0 || (depth == 0 && (turns || !qp->direct)))

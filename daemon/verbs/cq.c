@@ -158,10 +158,10 @@ static void cq_precopy(const struct ibvd_cq *cq, struct ibvd_ring *to,
 		       struct ibvd_ring_copied *done)
 {
 	const struct ibvd_ring *from = &cq->ring;
-	const struct ibvd_cq_engine *oe = from->engine_page;
 	uint32_t head = ibvd_read_once(&((const struct ibvd_cq_client *)
 					 from->client_page)->head);
-	uint32_t tail = ibvd_observe(&oe->tail), n = tail - head;
+	/* ours, not the engine header's, which a client can write */
+	uint32_t tail = ibvd_observe(&cq->tail), n = tail - head;
 
 	/* an impossible head: nothing worth copying (cq_move says so) */
 	if (n > from->nslots)
@@ -171,7 +171,7 @@ static void cq_precopy(const struct ibvd_cq *cq, struct ibvd_ring *to,
 		n = to->nslots;
 	done->lo = tail - n;
 	done->hi = done->lo;
-	ibvd_ring_precopy(from, to, &oe->tail, tail, done);
+	ibvd_ring_precopy(from, to, &cq->tail, tail, done);
 }
 
 /*

@@ -66,6 +66,7 @@ static bool sender_current(const struct ibvd_qp *src)
  */
 static uint64_t sender_produced(const struct ibvd_qp *src)
 {
+	uint64_t cap = src->direct->produced_cap[src->direct_side];
 	uint64_t produced;
 
 	if (!src->direct->map || !sender_current(src))
@@ -73,7 +74,9 @@ static uint64_t sender_produced(const struct ibvd_qp *src)
 	/* Acquire: the fragments below it were written before it. */
 	produced = ibvd_observe(&sq_client(src)->direct_produced);
 	/* a count before the start is no count: nothing */
-	return produced < IBVD_TRANSIT_START ? IBVD_TRANSIT_START : produced;
+	if (produced < IBVD_TRANSIT_START)
+		return IBVD_TRANSIT_START;
+	return cap && produced > cap ? cap : produced;
 }
 
 /*
@@ -880,6 +883,16 @@ void ibvd_eng_direct_void(struct ibvd_qp *qp)
 	}
 }
 
+/* Where src's ring ends now: its produced, or a ring past what is taken. */
+static uint64_t last_cells(const struct ibvd_qp *src)
+{
+	const struct ibvd_direct *d = src->direct;
+	uint64_t produced = sender_produced(src);
+	uint64_t consumed = ring_consumed(src, &d->ring[src->direct_side]);
+
+	return produced - consumed > d->ncells ? consumed + d->ncells : produced;
+}
+
 void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
 	struct ibvd_qp *peer = qp->direct ? qp->direct->qp[!qp->direct_side] :
@@ -887,16 +900,23 @@ void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	uint8_t rnr_timer;
 	unsigned int turns;
 
+	if (!peer)
+		return;
 	/*
 	 * Each DRAIN_MORE placed a budget's worth; a claim our own library
 	 * holds (another of its threads polling) is let go of soon.  Both
-	 * bounded: the control thread waits meanwhile.
+	 * bounded, since the control thread waits meanwhile: only what the
+	 * peer's ring holds now, at most a ring's worth.  The peer's library
+	 * may go on filling it as fast as we take, to keep every tenant
+	 * waiting on this destroy.
 	 */
-	for (turns = 0; peer && turns < DIRECT_LAST_TURNS; turns++) {
+	peer->direct->produced_cap[peer->direct_side] = last_cells(peer);
+	for (turns = 0; turns < DIRECT_LAST_TURNS; turns++) {
 		enum eng_drain res = ibvd_eng_direct_drain(eng, peer, false,
 							   &rnr_timer);
 
 		if (res != DRAIN_MORE && res != DRAIN_BUSY)
 			break;
 	}
+	peer->direct->produced_cap[peer->direct_side] = 0;
 }
