@@ -369,9 +369,6 @@ struct ibvd_direct {
 	/* UD: a ring held garbage, which either side may have written; its
 	 * datagrams go through the engine from then on (atomic) */
 	bool ud_broken;
-	/* non-zero: what side i's sender produced counts as no more than
-	 * this, while a destroy takes the last of its ring (direct.c) */
-	uint64_t produced_cap[2];
 	struct ibvd_tenant *payer;	/* whose pairs count it (a reference) */
 	LIST_ENTRY(ibvd_direct) link;	/* among the pairs alive */
 };

@@ -66,7 +66,6 @@ static bool sender_current(const struct ibvd_qp *src)
  */
 static uint64_t sender_produced(const struct ibvd_qp *src)
 {
-	uint64_t cap = src->direct->produced_cap[src->direct_side];
 	uint64_t produced;
 
 	if (!src->direct->map || !sender_current(src))
@@ -74,9 +73,7 @@ static uint64_t sender_produced(const struct ibvd_qp *src)
 	/* Acquire: the fragments below it were written before it. */
 	produced = ibvd_observe(&sq_client(src)->direct_produced);
 	/* a count before the start is no count: nothing */
-	if (produced < IBVD_TRANSIT_START)
-		return IBVD_TRANSIT_START;
-	return cap && produced > cap ? cap : produced;
+	return produced < IBVD_TRANSIT_START ? IBVD_TRANSIT_START : produced;
 }
 
 /*
@@ -897,26 +894,32 @@ void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp)
 {
 	struct ibvd_qp *peer = qp->direct ? qp->direct->qp[!qp->direct_side] :
 					    NULL;
+	const struct ibvd_transit *ring;
 	uint8_t rnr_timer;
 	unsigned int turns;
+	uint64_t end;
 
 	if (!peer)
 		return;
+	ring = &peer->direct->ring[peer->direct_side];
 	/*
 	 * Each DRAIN_MORE placed a budget's worth; a claim our own library
 	 * holds (another of its threads polling) is let go of soon.  Both
 	 * bounded, since the control thread waits meanwhile: only what the
-	 * peer's ring holds now, at most a ring's worth.  The peer's library
-	 * may go on filling it as fast as we take, to keep every tenant
-	 * waiting on this destroy.
+	 * peer's ring holds now, at most a ring past what is taken, and one
+	 * budget more.  The peer's library may go on filling it as fast as
+	 * we take, to keep every tenant waiting on this destroy.  (Not a cap
+	 * on sender_produced: our own library may be taking past it
+	 * meanwhile, and a `consumed` past the count it is read against
+	 * would look impossible.)
 	 */
-	peer->direct->produced_cap[peer->direct_side] = last_cells(peer);
+	end = last_cells(peer);
 	for (turns = 0; turns < DIRECT_LAST_TURNS; turns++) {
 		enum eng_drain res = ibvd_eng_direct_drain(eng, peer, false,
 							   &rnr_timer);
 
-		if (res != DRAIN_MORE && res != DRAIN_BUSY)
+		if ((res != DRAIN_MORE && res != DRAIN_BUSY) ||
+		    ring_consumed(peer, ring) >= end)
 			break;
 	}
-	peer->direct->produced_cap[peer->direct_side] = 0;
 }
