@@ -1258,6 +1258,16 @@ static void cmqp_other_uid(int cm, const Ibvd__CmOpenReply *open)
 		say("another uid's CM id, by its token: EINVAL");
 }
 
+/* CM_OPEN on cm: the reply (*open, NULL on failure) and its event socket. */
+static int cm_session(int cm, Ibvd__CmOpenReply **open)
+{
+	keep_fd = true;
+	*open = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
+			    &ibvd__cm_open_reply__descriptor, "CM_OPEN");
+	keep_fd = false;
+	return *open ? rep.fd : -1;
+}
+
 /* Frame h (with fds) on a CM session's event socket closes the session. */
 static void cm_closed_by(int cm, int evfd, const struct ibvd_frame_hdr *h,
 			 const int *fds, unsigned int nfds, const char *what)
@@ -1307,11 +1317,7 @@ static void cm_event_socket_fd(void)
 
 	if (cm < 0 || devnull < 0)
 		return;
-	keep_fd = true;
-	reply = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
-			   &ibvd__cm_open_reply__descriptor, "CM_OPEN");
-	keep_fd = false;
-	evfd = rep.fd;
+	evfd = cm_session(cm, &reply);
 	if (!reply || evfd < 0)
 		return;
 	cm_closed_by(cm, evfd, &h, &devnull, 1, "CM_TAKEN with an fd");
@@ -1337,11 +1343,7 @@ static void case_cmreset(void)
 
 	if (cm < 0)
 		return;
-	keep_fd = true;
-	open = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
-			   &ibvd__cm_open_reply__descriptor, "CM_OPEN");
-	keep_fd = false;
-	evfd = rep.fd;
+	evfd = cm_session(cm, &open);
 	id = open ? cm_new_id(cm) : 0;
 	if (!open || evfd < 0 || !id)
 		return;
@@ -1384,11 +1386,7 @@ static void case_cmqp(const char *pid)
 		return;
 	pd = call_unpack(ctx, IBVD_MSG_ALLOC_PD, NULL, &ibvd__handle__descriptor,
 			 "ALLOC_PD");
-	keep_fd = true;
-	open = call_unpack(cm, IBVD_MSG_CM_OPEN, NULL,
-			   &ibvd__cm_open_reply__descriptor, "CM_OPEN");
-	keep_fd = false;
-	evfd = rep.fd;
+	evfd = cm_session(cm, &open);
 	unbound = open ? cm_new_id(cm) : 0;
 	if (!pd || !open || evfd < 0 || !unbound)
 		return;

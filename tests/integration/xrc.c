@@ -214,6 +214,53 @@ static int xpost(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op,
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+/* A domain's SENDing and receiving ends in one context. */
+struct xends {
+	struct ibv_cq *sc, *rc;		/* the initiator's, the SRQ's */
+	struct ibv_srq *srq;
+	struct ibv_mr *s, *r;		/* what is sent, where it lands */
+};
+
+static void xends_open(struct xends *e, struct vt_dev *d, struct ibv_xrcd *x)
+{
+	e->sc = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+	e->rc = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+	ck_assert(e->sc && e->rc);
+	e->srq = xsrq(d, x, e->rc);
+	e->s = vt_reg(d->pd, 4096, VT_ACCESS_ALL);
+	e->r = vt_reg(d->pd, 4096, VT_ACCESS_ALL);
+}
+
+static void xends_close(struct xends *e)
+{
+	ck_assert_int_eq(ibv_destroy_srq(e->srq), 0);
+	vt_dereg(e->r);
+	vt_dereg(e->s);
+	ck_assert_int_eq(ibv_destroy_cq(e->rc), 0);
+	ck_assert_int_eq(ibv_destroy_cq(e->sc), 0);
+}
+
+/*
+ * Connect ini to target tgt and SEND len bytes of pattern seed through
+ * it into e's SRQ: delivered whole, by tgt.
+ */
+static void deliver_through(const struct xends *e, struct ibv_qp *ini,
+			    struct ibv_qp *tgt, uint16_t lid, uint32_t len,
+			    uint32_t seed, const char *what)
+{
+	struct ibv_wc wc;
+
+	xconnect(ini, tgt, lid);
+	vt_srq_recv(e->srq, 5, e->r->addr, 4096, e->r->lkey);
+	vt_fill(e->s->addr, len, 0, seed);
+	ck_assert_int_eq(xpost(ini, 4, IBV_WR_SEND, e->s, len, srqn(e->srq),
+			       0, 0), 0);
+	vt_expect_ok(e->sc, &wc, 4, IBV_WC_SEND, what);
+	vt_expect_ok(e->rc, &wc, 5, IBV_WC_RECV, what);
+	ck_assert_uint_eq(wc.qp_num, tgt->qp_num);
+	vt_expect_pat(e->r->addr, len, 0, seed, what);
+}
+
 /* ---- domains ----------------------------------------------------------- */
 
 START_TEST(xrcd_private)
@@ -404,12 +451,9 @@ START_TEST(takeover_needs_room)
 	struct ibv_cq *bcq = ibv_create_cq(B.ctx, 16, NULL, NULL, 0);
 	struct ibv_xrcd *xb = xrcd_must(B.ctx, FILE_PATH, O_CREAT), *xc, *xe;
 	struct ibv_qp *tgt, *at_b, *at_e, *ini;
-	struct ibv_cq *rc, *sc;
-	struct ibv_srq *srq;
-	struct ibv_mr *r, *s;
+	struct xends e;
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qia;
-	struct ibv_wc wc;
 	unsigned int n, i;
 
 	ck_assert(qps && bcq);
@@ -432,29 +476,14 @@ START_TEST(takeover_needs_room)
 	ck_assert_int_eq(ibv_close_device(C.ctx), 0);
 	ck_assert_int_eq(ibv_query_qp(at_b, &qa, IBV_QP_STATE, &qia), 0);
 	ck_assert_int_eq(qa.qp_state, IBV_QPS_RESET);
-	rc = ibv_create_cq(E.ctx, 16, NULL, NULL, 0);
-	sc = ibv_create_cq(E.ctx, 16, NULL, NULL, 0);
-	ck_assert(rc && sc);
-	srq = xsrq(&E, xe, rc);
-	r = vt_reg(E.pd, 4096, VT_ACCESS_ALL);
-	s = vt_reg(E.pd, 4096, VT_ACCESS_ALL);
-	ini = ini_qp(&E, sc);
-	xconnect(ini, at_e, E.port.lid);
-	vt_srq_recv(srq, 5, r->addr, 4096, r->lkey);
-	vt_fill(s->addr, 300, 0, 11);
-	ck_assert_int_eq(xpost(ini, 4, IBV_WR_SEND, s, 300, srqn(srq), 0, 0), 0);
-	vt_expect_ok(sc, &wc, 4, IBV_WC_SEND, "a send to the target E took over");
-	vt_expect_ok(rc, &wc, 5, IBV_WC_RECV, "its receive");
-	ck_assert_uint_eq(wc.qp_num, oa.qp_num);
-	vt_expect_pat(r->addr, 300, 0, 11, "its bytes");
+	xends_open(&e, &E, xe);
+	ini = ini_qp(&E, e.sc);
+	deliver_through(&e, ini, at_e, E.port.lid, 300, 11,
+			"a SEND to the target E took over");
 
 	/* E goes too: B, the last holder, still has no room: destroyed */
 	ck_assert_int_eq(ibv_destroy_qp(ini), 0);
-	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
-	vt_dereg(r);
-	vt_dereg(s);
-	ck_assert_int_eq(ibv_destroy_cq(rc), 0);
-	ck_assert_int_eq(ibv_destroy_cq(sc), 0);
+	xends_close(&e);
 	ck_assert_int_eq(ibv_close_xrcd(xe), 0);
 	ck_assert_int_eq(ibv_close_device(E.ctx), 0);
 	ck_assert_int_eq(ibv_query_qp(at_b, &qa, IBV_QP_STATE, &qia), EINVAL);
@@ -570,7 +599,6 @@ START_TEST(open_qp_outlives_creator)
 	struct ibv_qp *tgt, *opened, *ini;
 	struct ibv_mr *r = vt_reg(B.pd, 4096, VT_ACCESS_ALL);
 	struct ibv_mr *s = vt_reg(B.pd, 4096, VT_ACCESS_ALL);
-	struct ibv_wc wc;
 	uint32_t qpn;
 
 	/* C makes the target in the shared domain, B opens it by number. */
@@ -598,14 +626,13 @@ START_TEST(open_qp_outlives_creator)
 
 	/* B drives the QP it opened: connect and deliver through it. */
 	ini = ini_qp(&B, sc);
-	xconnect(ini, opened, B.port.lid);
-	vt_srq_recv(srq, 5, r->addr, 4096, r->lkey);
-	vt_fill(s->addr, 200, 0, 9);
-	ck_assert_int_eq(xpost(ini, 4, IBV_WR_SEND, s, 200, srqn(srq), 0, 0), 0);
-	vt_expect_ok(sc, &wc, 4, IBV_WC_SEND, "send after the creator left");
-	vt_expect_ok(rc, &wc, 5, IBV_WC_RECV, "receive through the opened QP");
-	ck_assert_uint_eq(wc.qp_num, qpn);
-	vt_expect_pat(r->addr, 200, 0, 9, "data");
+	{
+		const struct xends e = { sc, rc, srq, s, r };
+
+		deliver_through(&e, ini, opened, B.port.lid, 200, 9,
+				"a SEND through the opened QP");
+	}
+	ck_assert_uint_eq(opened->qp_num, qpn);
 
 	/* Closing the last handle destroys it: its number is gone. */
 	ck_assert_int_eq(ibv_destroy_qp(opened), 0);
