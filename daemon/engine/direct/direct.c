@@ -552,9 +552,15 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 				 bool requester, uint8_t *rnr_timer)
 {
 	uint32_t consumed = (uint32_t)ring_consumed(src, ring);
+	uint64_t bytes = 0;
 	unsigned int n;
 
-	for (n = 0; n < DRAIN_BUDGET; n++) {
+	/*
+	 * At most DRAIN_BUDGET messages or a turn's bytes (the engine's
+	 * chunk, as for WQEs), the first message whole: the other QPs of
+	 * this engine thread wait meanwhile.
+	 */
+	for (n = 0; n < DRAIN_BUDGET && bytes < ibvd_eng_turn_bytes; n++) {
 		struct ibvd_transit_frag f;
 		const uint8_t *payload;
 		struct eng_req req;
@@ -568,6 +574,7 @@ static enum eng_drain place_ring(struct ibvd_engine *eng, struct ibvd_qp *src,
 		/* The sender's own library wrote nonsense: its QP fails. */
 		if (ret < 0 || !frag_request(src, &f, payload, &req))
 			return drain_garbage(src, ring);
+		bytes += req.length;
 		/*
 		 * RC waits for a WQE; UC drops a message with none, UD only
 		 * when its sender asks (the library left it for a moment)
