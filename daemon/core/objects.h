@@ -652,6 +652,9 @@ struct ibvd_context {
 	/* a library of ours held a lease past a revocation: no more grants
 	 * to this context, in any pair (lease.c) */
 	bool lease_broken;
+	/* its objects are being freed, CQs last: a QP's CQEs need no purge
+	 * (control thread, objects lock held for writing) */
+	bool tearing_down;
 };
 
 #endif /* IBVD_OBJECTS_H */

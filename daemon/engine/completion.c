@@ -169,6 +169,14 @@ void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp)
 	 * first message), an initiator no receive CQ */
 	if (!cq)
 		return;
+	/*
+	 * A CQ of a context being torn down goes too, after its QPs: no
+	 * walk for each of them (up to 65,536 QPs, each through up to a
+	 * whole CQ, the client's head deciding how far, with the control
+	 * thread and, in turns, every engine thread waiting).
+	 */
+	if (cq->ctx->tearing_down)
+		return;
 	cp = cq->ring.client_page;
 	pthread_mutex_lock(&cq->lock);
 	head = ibvd_read_once(&cp->head);

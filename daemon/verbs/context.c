@@ -436,6 +436,7 @@ void ibvd_objects_free_all(struct ibvd_context *ctx)
 	/* its memory goes at once with the arena, after the lock */
 	ibvd_ctx_rings_closing(ctx);
 	ibvd_objects_write_lock();
+	ctx->tearing_down = true;
 	t.since = mono_ns();
 	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
 		ibvd_handle_foreach(&ctx->handles, order[i], destroy_one, &t);

@@ -32,6 +32,10 @@
  *	A UD receiver holds its RQ's claim under a flood (ud_claim()).
  *   abuse-helper cq-head-lie
  *	An impossible CQ head, then a resize (cq_head_lie()).
+ *   abuse-helper cq-head-teardown
+ *	A child makes 4,000 QPs on a CQ of 2 Mi entries, says its head is a
+ *	whole CQ behind its tail, and exits: the context's teardown is
+ *	quick, for another context of ours made after (cq_head_teardown()).
  *   abuse-helper ud-claim-brief
  *	A UD receiver holds its RQ's claim 2 ms at a time, as one
  *	preempted mid-copy does: no datagram is lost (ud_claim_brief()).
@@ -90,6 +94,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "ibvd_verbs.h"
 #include "vt.h"
@@ -1499,6 +1504,68 @@ static int cq_head_lie(void)
 	return 0;
 }
 
+#define TEARDOWN_QPS	4000
+#define TEARDOWN_CQE	(2u << 20)
+
+/* The child of cq_head_teardown: its objects, its lie, and gone. */
+static void teardown_lie(void)
+{
+	struct ibv_qp_init_attr a = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibvc_cq *c;
+	struct ibv_cq *cq;
+	struct vt_dev d;
+	uint32_t tail;
+	int i;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, TEARDOWN_CQE - 1, NULL, NULL, 0);
+	vt_assert(cq, "CQ of %u: %s", TEARDOWN_CQE - 1, strerror(errno));
+	a.send_cq = a.recv_cq = cq;
+	for (i = 0; i < TEARDOWN_QPS; i++)
+		vt_assert(ibv_create_qp(d.pd, &a), "QP %d: %s", i, strerror(errno));
+	c = to_ibvc_cq(cq);
+	tail = __atomic_load_n(&c->ring.engine->tail, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&c->ring.client->head, tail - c->ring.nslots,
+			 __ATOMIC_RELEASE);
+	_exit(0);
+}
+
+/*
+ * Every QP of a context torn down had its CQs walked for its CQEs, as
+ * far as the client's head said: 4,000 walks of 2 Mi slots (512 GiB of
+ * reads) on the control thread, every tenant waiting.  The CQs go too.
+ */
+static int cq_head_teardown(void)
+{
+	struct vt_dev d;
+	long t0, ms;
+	pid_t pid;
+	int st;
+
+	pid = fork();
+	vt_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		teardown_lie();
+	vt_assert(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		  WEXITSTATUS(st) == 0, "the child failed (status %#x)", st);
+	t0 = vt_now_ms();
+	/* the daemon at the child's teardown, not before */
+	usleep(300 * 1000);
+	vt_open(&d);
+	ms = vt_now_ms() - t0;
+	vt_assert(ms < vt_tmo_ms(), "a context opened %ld ms after the child's exit",
+		  ms);
+	vt_close(&d);
+	printf("cq-head-teardown: %d QPs on a CQ of %u with its head a lap "
+	       "back: a new context %ld ms after its exit\n", TEARDOWN_QPS,
+	       TEARDOWN_CQE, ms);
+	return 0;
+}
+
 /*
  * A client keeps its ring arena's file (through /proc/self/map_files, as
  * root may; a client of its own could keep OPEN_DEVICE's fd) and closes
@@ -1614,6 +1681,8 @@ int main(int argc, char **argv)
 		return ud_park_mcast();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
 		return cq_head_lie();
+	if (argc == 2 && !strcmp(argv[1], "cq-head-teardown"))
+		return cq_head_teardown();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
