@@ -389,6 +389,16 @@ struct ibvd_qp {
 	struct ibv_qp_cap cap;		/* as granted at create */
 	struct ibvd_qp_attr attr;
 	uint32_t doorbell;		/* bit in the context's doorbells */
+	/*
+	 * The counters of the CQEs pushed for it since its last purge,
+	 * [lo, hi), in its send CQ ([0]) and its receive CQ ([1], when
+	 * another): a purge walks those, not all the client's head says
+	 * (engine/completion.c; under that CQ's lock)
+	 */
+	struct ibvd_cqe_span {
+		uint32_t lo, hi;
+		bool any;
+	} cqe_span[2];
 
 	struct ibvd_ring sq;
 	struct ibvd_ring rq;		/* unused with an SRQ */

@@ -81,8 +81,17 @@ static bool cq_full(const struct ibvd_cq *cq)
 	return cq->tail - head >= cq->ring.nslots;
 }
 
-int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
+/* qp's span of CQEs in cq (objects.h): its send CQ's, or its receive CQ's. */
+static struct ibvd_cqe_span *span_in(struct ibvd_qp *qp,
+				     const struct ibvd_cq *cq)
 {
+	return &qp->cqe_span[cq == qp->send_cq ? 0 : 1];
+}
+
+int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_qp *qp,
+		     struct ibvd_cqe *cqe, bool solicited)
+{
+	struct ibvd_cqe_span *span;
 	struct ibvd_cq_engine *ep;
 	struct ibvd_cqe *slot;
 	bool overran = false;
@@ -109,6 +118,11 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited)
 	__atomic_store_n(&slot->flags, 0, __ATOMIC_RELAXED);
 	/* Fields before seq: a poller that sees the new seq sees the CQE. */
 	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
+	span = span_in(qp, cq);
+	if (!span->any)
+		span->lo = cq->tail;
+	span->hi = cq->tail + 1;
+	span->any = true;
 	/* Release: a resize's precopy reads it without the lock (cq.c). */
 	ibvd_publish(&cq->tail, cq->tail + 1);
 	ibvd_publish(&ep->tail, cq->tail);
@@ -160,10 +174,12 @@ static bool purgeable(const struct ibvd_cqe *cqe, const struct ibvd_qp *qp)
 	       !(qp->srq && (cqe->opcode & IBV_WC_RECV));
 }
 
-void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp)
+void ibvd_eng_cq_purge(struct ibvd_cq *cq, struct ibvd_qp *qp)
 {
+	struct ibvd_engine *eng = ibvd_eng_of(qp);
+	struct ibvd_cqe_span *span;
 	struct ibvd_cq_client *cp;
-	uint32_t head, c;
+	uint32_t head, from, c;
 
 	/* XRC: a target QP has no send CQ (nor a receive one before its
 	 * first message), an initiator no receive CQ */
@@ -179,17 +195,29 @@ void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp)
 		return;
 	cp = cq->ring.client_page;
 	pthread_mutex_lock(&cq->lock);
+	span = span_in(qp, cq);
 	head = ibvd_read_once(&cp->head);
 	/*
 	 * An impossible head (the client's word) costs only the client: its
 	 * CQ is broken anyway, and walking all of a huge CQ's slots under
-	 * the objects lock would cost everyone.
+	 * the objects lock would cost everyone.  Nor does a possible one
+	 * decide the walk: only the CQEs pushed for qp since its last purge
+	 * can be its own (a head a lap back made every RESET of any QP walk
+	 * the whole CQ).
 	 */
-	if (cq->tail - head > cq->ring.nslots) {
+	if (!span->any || cq->tail - head > cq->ring.nslots ||
+	    cq->tail - span->hi > cq->tail - head) {
+		span->any = false;
 		pthread_mutex_unlock(&cq->lock);
 		return;
 	}
-	for (c = head; c != cq->tail; c++) {
+	/* the later of the head and the span's start */
+	from = cq->tail - span->lo < cq->tail - head ? span->lo : head;
+	span->any = false;
+	if (eng)
+		__atomic_fetch_add(&eng->purge_slots, span->hi - from,
+				   __ATOMIC_RELAXED);
+	for (c = from; c != span->hi; c++) {
 		struct ibvd_cqe *slot = cq_slot(cq, c);
 
 		if (purgeable(slot, qp))

@@ -80,6 +80,7 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_MEM_CALLS] = "mem_calls",
 	[IBVD_EC_CLAIM_TIMEOUTS] = "claim_timeouts",
 	[IBVD_EC_UD_PARKED] = "ud_parked",
+	[IBVD_EC_PURGE_SLOTS] = "purge_slots",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -315,6 +316,9 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 						      __ATOMIC_RELAXED);
 	out[IBVD_EC_UD_PARKED] = __atomic_load_n(&eng->ud_parked,
 						 __ATOMIC_RELAXED);
+	/* the control thread's, with this thread stopped (write lock) */
+	out[IBVD_EC_PURGE_SLOTS] = __atomic_load_n(&eng->purge_slots,
+						   __ATOMIC_RELAXED);
 	/* Changed only by this (the control) thread, under the write lock. */
 	*contexts = eng->nctx;
 }

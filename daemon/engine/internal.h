@@ -187,14 +187,15 @@ enum ibv_wc_status ibvd_eng_sges_resolve(const struct ibvd_sge *sge,
  * the client armed one that this CQE satisfies.  0, or -ENOSPC when the CQ
  * overran (the caller moves its QP to ERR).
  */
-int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_cqe *cqe, bool solicited);
+int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_qp *qp,
+		     struct ibvd_cqe *cqe, bool solicited);
 
 /*
  * Mark qp's CQEs in cq that the client has not polled yet IBVD_CQE_PURGED
  * (ring.h), but for the receives it took from an SRQ.  Objects lock held
  * for writing, so no engine thread adds any of qp's meanwhile.
  */
-void ibvd_eng_cq_purge(struct ibvd_cq *cq, const struct ibvd_qp *qp);
+void ibvd_eng_cq_purge(struct ibvd_cq *cq, struct ibvd_qp *qp);
 
 /*
  * Send cq's armed event without a CQE of ours: a library has completions
@@ -679,6 +680,9 @@ struct ibvd_engine {
 	uint64_t turns, bytes, wakeups, timers_fired;
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
+	/* CQ slots a RESET or destroy of one of its QPs looked at for the
+	 * QP's CQEs (completion.c; the control thread, write lock held) */
+	uint64_t purge_slots;
 	uint64_t ud_parked;		/* datagrams parked (direct/ud_park.c) */
 	struct eng_park park;		/* direct/ud_park.c */
 	/* ns this pass may still spend waiting for UD receive claims (recv.c) */

@@ -178,7 +178,7 @@ int ibvd_eng_flush_sq(struct ibvd_qp *qp)
 		cqe.opcode = ibvd_eng_wc_opcode(opcode);
 		cqe.qp_num = qp->qp_num;
 		/* Flushed WQEs complete even if unsignaled; a full CQ drops them. */
-		ibvd_eng_cq_push(qp->send_cq, &cqe, false);
+		ibvd_eng_cq_push(qp->send_cq, qp, &cqe, false);
 		qp->sq_head++;
 	}
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
@@ -237,7 +237,7 @@ int ibvd_eng_flush_rq(struct ibvd_qp *qp)
 		cqe.status = IBV_WC_WR_FLUSH_ERR;
 		cqe.opcode = IBV_WC_RECV;
 		cqe.qp_num = qp->qp_num;
-		ibvd_eng_cq_push(qp->recv_cq, &cqe, false);
+		ibvd_eng_cq_push(qp->recv_cq, qp, &cqe, false);
 		qp->rq_head++;
 	}
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->rq.engine_page)->head, qp->rq_head);

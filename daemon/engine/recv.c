@@ -104,7 +104,7 @@ static void push_now(struct ibvd_qp *target, struct ibvd_cqe *cqe,
 		     bool solicited)
 {
 	/* A receive CQ that overran takes the QP down with it. */
-	if (ibvd_eng_cq_push(target->recv_cq, cqe, solicited) < 0)
+	if (ibvd_eng_cq_push(target->recv_cq, target, cqe, solicited) < 0)
 		ibvd_eng_qp_error(target);
 }
 

@@ -52,7 +52,7 @@ static void complete(struct ibvd_qp *qp, const struct eng_req *req,
 	cqe.opcode = ibvd_eng_wc_opcode(req->w.opcode);
 	cqe.byte_len = (uint32_t)req->length;
 	cqe.qp_num = qp->qp_num;
-	if (ibvd_eng_cq_push(qp->send_cq, &cqe, false) < 0)
+	if (ibvd_eng_cq_push(qp->send_cq, qp, &cqe, false) < 0)
 		ibvd_eng_qp_error(qp);
 }
 

@@ -32,6 +32,10 @@
  *	A UD receiver holds its RQ's claim under a flood (ud_claim()).
  *   abuse-helper cq-head-lie
  *	An impossible CQ head, then a resize (cq_head_lie()).
+ *   abuse-helper cq-head-reset
+ *	Two QPs on a CQ of 2 Mi entries: a RESET of one purges its CQEs and
+ *	leaves the other's; then, its head said to be a lap back, 50 RESETs
+ *	(abuse.sh counts the slots they look at: purge_slots).
  *   abuse-helper cq-head-teardown
  *	A child makes 4,000 QPs on a CQ of 2 Mi entries, says its head is a
  *	whole CQ behind its tail, and exits: the context's teardown is
@@ -1534,6 +1538,67 @@ static void teardown_lie(void)
 	_exit(0);
 }
 
+/* qp to RESET, or through INIT back to it. */
+static void to_reset(struct ibv_qp *qp, bool via_init)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+
+	if (via_init)
+		vt_assert(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
+			  "to INIT: %s", strerror(errno));
+	a.qp_state = IBV_QPS_RESET;
+	vt_assert(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "to RESET: %s",
+		  strerror(errno));
+}
+
+/*
+ * A RESET looked at every CQ slot the client's head said it had not
+ * polled: with its head a lap back, each RESET of any QP of a 2 Mi-entry
+ * CQ walked 2 Mi slots with the objects lock held for writing.  Only the
+ * QP's own CQEs since its last purge are looked at now.
+ */
+static int cq_head_reset(void)
+{
+	struct vt_qp_opts o = { 0 };
+	struct ibv_wc wc[4];
+	struct ibvc_cq *c;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	struct vt_pair p;
+	struct vt_dev d;
+	uint32_t tail;
+	int i, n;
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, TEARDOWN_CQE - 1, NULL, NULL, 0);
+	vt_assert(cq, "CQ: %s", strerror(errno));
+	vt_pair_on(&p, &d, &o, &o, cq, cq);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	for (i = 0; i < 3; i++)
+		vt_send(p.qp[i == 1], (uint64_t)i, IBV_WR_RDMA_WRITE,
+			IBV_SEND_SIGNALED, mr->addr, 8, mr->lkey,
+			(uint64_t)(uintptr_t)mr->addr + 64, mr->rkey);
+	c = to_ibvc_cq(cq);
+	for (i = 0; i < 1000 && __atomic_load_n(&c->ring.engine->tail,
+						 __ATOMIC_ACQUIRE) -
+			       c->ring.head < 3; i++)
+		usleep(1000);
+	to_reset(p.qp[0], false);
+	n = ibv_poll_cq(cq, 4, wc);
+	vt_assert(n == 1 && wc[0].wr_id == 1 && wc[0].qp_num == p.qp[1]->qp_num,
+		  "after QP 0's RESET: %d CQEs, the first of QP %u (want QP 1's)",
+		  n, n > 0 ? wc[0].qp_num : 0);
+	tail = __atomic_load_n(&c->ring.engine->tail, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&c->ring.client->head, tail - c->ring.nslots,
+			 __ATOMIC_RELEASE);
+	for (i = 0; i < 50; i++)
+		to_reset(p.qp[0], true);
+	printf("cq-head-reset: a RESET purged its QP's 2 CQEs and left the "
+	       "other's; then 50 RESETs with the head a lap back\n");
+	return 0;
+}
+
 /*
  * Every QP of a context torn down had its CQs walked for its CQEs, as
  * far as the client's head said: 4,000 walks of 2 Mi slots (512 GiB of
@@ -1681,6 +1746,8 @@ int main(int argc, char **argv)
 		return ud_park_mcast();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
 		return cq_head_lie();
+	if (argc == 2 && !strcmp(argv[1], "cq-head-reset"))
+		return cq_head_reset();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-teardown"))
 		return cq_head_teardown();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))

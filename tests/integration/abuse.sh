@@ -35,7 +35,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-park-mcast,cq-head-lie,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-park-mcast,cq-head-lie,cq-head-reset,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -43,6 +43,7 @@ for mode in "${modes[@]}"; do
 	ibvctl statistic show engine >"$O/engine.before" 2>&1
 	bytes=$(engine_count bytes)
 	turns=$(engine_count turns)
+	purged=$(engine_count purge_slots)
 	# the 64 MiB SEND the SRQ cases interrupt: a second at 64 MB/s, so
 	# that a helper preempted mid-look still finds it under way
 	case $mode in
@@ -77,6 +78,11 @@ for mode in "${modes[@]}"; do
 			fail "$mode: 8 MiB of copies at 4 MB/s took ${ms:-?} ms"
 	fi
 	waits=$(($(engine_count claim_timeouts) - waits))
+	# its 3 CQEs' slots, then nothing for the RESETs with the lying head
+	# (50 walks of 2 Mi slots before)
+	purged=$(($(engine_count purge_slots) - purged))
+	[ "$mode" != cq-head-reset ] || [ "$purged" -le 3 ] ||
+		fail "$mode: the RESETs looked at $purged CQ slots"
 	# 8192 datagrams, each one waited out before: a quarter at most
 	[ "$mode" != ud-claim ] || [ "$waits" -le 2048 ] ||
 		fail "$mode: the engine waited out the claim $waits times"
