@@ -391,13 +391,14 @@ struct ibvd_qp {
 	uint32_t doorbell;		/* bit in the context's doorbells */
 	/*
 	 * The counters of the CQEs pushed for it since its last purge,
-	 * [lo, hi), in its send CQ ([0]) and its receive CQ ([1], when
-	 * another): a purge walks those, not all the client's head says
+	 * [lo, hi) of cq, in its send CQ ([0]) and its receive CQ ([1],
+	 * when another; an XRC target's changes with the SRQ a message
+	 * names): a purge walks those, not all the client's head says
 	 * (engine/completion.c; under that CQ's lock)
 	 */
 	struct ibvd_cqe_span {
+		const struct ibvd_cq *cq;	/* NULL: none since */
 		uint32_t lo, hi;
-		bool any;
 	} cqe_span[2];
 
 	struct ibvd_ring sq;

@@ -119,10 +119,11 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_qp *qp,
 	/* Fields before seq: a poller that sees the new seq sees the CQE. */
 	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
 	span = span_in(qp, cq);
-	if (!span->any)
+	if (span->cq != cq) {
+		span->cq = cq;
 		span->lo = cq->tail;
+	}
 	span->hi = cq->tail + 1;
-	span->any = true;
 	/* Release: a resize's precopy reads it without the lock (cq.c). */
 	ibvd_publish(&cq->tail, cq->tail + 1);
 	ibvd_publish(&ep->tail, cq->tail);
@@ -205,15 +206,19 @@ void ibvd_eng_cq_purge(struct ibvd_cq *cq, struct ibvd_qp *qp)
 	 * can be its own (a head a lap back made every RESET of any QP walk
 	 * the whole CQ).
 	 */
-	if (!span->any || cq->tail - head > cq->ring.nslots ||
+	if (span->cq != cq || cq->tail - head > cq->ring.nslots ||
 	    cq->tail - span->hi > cq->tail - head) {
-		span->any = false;
+		span->cq = NULL;
 		pthread_mutex_unlock(&cq->lock);
 		return;
 	}
-	/* the later of the head and the span's start */
-	from = cq->tail - span->lo < cq->tail - head ? span->lo : head;
-	span->any = false;
+	/*
+	 * The later of the head and the span's start, measured back from
+	 * its end (between the head and the tail): a lap at most, even when
+	 * the counters went round since the span began.
+	 */
+	from = span->hi - span->lo < span->hi - head ? span->lo : head;
+	span->cq = NULL;
 	if (eng)
 		__atomic_fetch_add(&eng->purge_slots, span->hi - from,
 				   __ATOMIC_RELAXED);

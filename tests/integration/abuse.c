@@ -36,6 +36,10 @@
  *	Two QPs on a CQ of 2 Mi entries: a RESET of one purges its CQEs and
  *	leaves the other's; then, its head said to be a lap back, 50 RESETs
  *	(abuse.sh counts the slots they look at: purge_slots).
+ *   abuse-helper cq-span-xrc
+ *	An XRC target's receive CQ changes with the SRQ each message names:
+ *	its CQEs in one CQ, then another, whose head is put back; its RESET
+ *	looks at that CQ's slots only (abuse.sh counts them: purge_slots).
  *   abuse-helper cq-head-teardown
  *	A child makes 4,000 QPs on a CQ of 2 Mi entries, says its head is a
  *	whole CQ behind its tail, and exits: the context's teardown is
@@ -1599,6 +1603,101 @@ static int cq_head_reset(void)
 	return 0;
 }
 
+/* n signaled WRITEs of 8 bytes on p's QP 0, each polled from cq. */
+static void writes_on(struct vt_pair *p, struct ibv_cq *cq, struct ibv_mr *mr,
+		      int n)
+{
+	struct ibv_wc wc;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		vt_send(p->qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE,
+			IBV_SEND_SIGNALED, mr->addr, 8, mr->lkey,
+			(uint64_t)(uintptr_t)mr->addr + 64, mr->rkey);
+		vt_expect_ok(cq, &wc, (uint64_t)i, IBV_WC_RDMA_WRITE, "a WRITE");
+	}
+}
+
+/* One SEND of ini through its target into the SRQ numbered srqn. */
+static void send_into(struct ibv_qp *ini, struct ibv_cq *scq, struct ibv_mr *mr,
+		      uint32_t srqn)
+{
+	struct ibv_sge sge = { (uintptr_t)mr->addr, 8, mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 9, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	struct ibv_wc wc;
+
+	wr.qp_type.xrc.remote_srqn = srqn;
+	vt_assert(!ibv_post_send(ini, &wr, &bad), "post_send: %s",
+		  strerror(errno));
+	vt_expect_ok(scq, &wc, 9, IBV_WC_SEND, "a SEND to the target");
+}
+
+/*
+ * The target's CQE in CQ a at counter 1,000, then one in CQ b at 0, then
+ * 1,100 more in b, polled, and b's head put back to 0.  With one span for
+ * both CQs, [1000, 1) of b: the RESET walked 2^32 slots.
+ */
+static int cq_span_xrc(void)
+{
+	struct vt_qp_opts o = { 0 };
+	struct ibv_qp_init_attr_ex a = {
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+		.qp_type = IBV_QPT_XRC_SEND,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+	};
+	struct ibv_cq *cq_a, *cq_b, *scq;
+	struct vt_pair pa, pb;
+	struct ibv_qp *tgt, *ini;
+	struct ibv_srq *sa, *sb;
+	struct ibv_xrcd *x;
+	struct ibv_mr *mr;
+	uint32_t na, nb;
+	struct vt_dev d;
+
+	vt_open(&d);
+	x = xrcd_of(&d, -1);
+	cq_a = ibv_create_cq(d.ctx, 4096, NULL, NULL, 0);
+	cq_b = ibv_create_cq(d.ctx, 4096, NULL, NULL, 0);
+	scq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq_a && cq_b && scq, "CQs: %s", strerror(errno));
+	sa = srq_of(&d, x, cq_a, &na);
+	sb = srq_of(&d, x, cq_b, &nb);
+	mr = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	vt_srq_recv(sa, 1, mr->addr, 64, mr->lkey);
+	vt_srq_recv(sb, 2, mr->addr, 64, mr->lkey);
+	tgt = target_of(&d, x);
+	a.send_cq = a.recv_cq = scq;
+	a.pd = d.pd;
+	ini = ibv_create_qp_ex(d.ctx, &a);
+	vt_assert(ini, "initiator: %s", strerror(errno));
+	connect_xrc(&d, ini, tgt);
+	vt_pair_on(&pa, &d, &o, &o, cq_a, cq_a);
+	vt_pair_on(&pb, &d, &o, &o, cq_b, cq_b);
+	writes_on(&pa, cq_a, mr, 1000);
+	send_into(ini, scq, mr, na);
+	send_into(ini, scq, mr, nb);
+	{
+		struct ibv_wc wc;
+
+		vt_expect_ok(cq_b, &wc, 2, IBV_WC_RECV, "the target's receive in b");
+	}
+	writes_on(&pb, cq_b, mr, 1100);
+	{
+		struct ibvc_cq *c = to_ibvc_cq(cq_b);
+		uint32_t tail = __atomic_load_n(&c->ring.engine->tail,
+						__ATOMIC_ACQUIRE);
+
+		__atomic_store_n(&c->ring.client->head, tail - 1101,
+				 __ATOMIC_RELEASE);
+	}
+	to_reset(tgt, false);
+	printf("cq-span-xrc: the target's CQEs in two CQs, then its RESET\n");
+	return 0;
+}
+
 /*
  * Every QP of a context torn down had its CQs walked for its CQEs, as
  * far as the client's head said: 4,000 walks of 2 Mi slots (512 GiB of
@@ -1748,6 +1847,8 @@ int main(int argc, char **argv)
 		return cq_head_lie();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-reset"))
 		return cq_head_reset();
+	if (argc == 2 && !strcmp(argv[1], "cq-span-xrc"))
+		return cq_span_xrc();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-teardown"))
 		return cq_head_teardown();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
