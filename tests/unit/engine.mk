@@ -46,3 +46,13 @@ tests_unit_test_wqe_SOURCES = tests/unit/test_wqe.c \
 tests_unit_test_wqe_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_wqe_CFLAGS = $(UNIT_CFLAGS) -pthread
 tests_unit_test_wqe_LDADD = $(UNIT_LIBS) -lpthread
+
+# CQEs into a CQ ring and their purge (daemon/engine/completion.c): spans
+# across the 2^32 wrap, heads a lap back or impossible, overruns.
+check_PROGRAMS += tests/unit/test_completion
+TESTS += tests/unit/test_completion
+tests_unit_test_completion_SOURCES = tests/unit/test_completion.c \
+	daemon/engine/completion.c daemon/engine/internal.h
+tests_unit_test_completion_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_completion_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_completion_LDADD = $(UNIT_LIBS) -lpthread
