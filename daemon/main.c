@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "core/device.h"
 #include "devices.h"
+#include "engine/copy_watch.h"
 #include "engine/engine.h"
 #include "frame.h"
 #include "log.h"
@@ -330,6 +331,10 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 		return -ENOMEM;
 	d->notify = ibvd_notify_new(d);
 	/* After daemonizing: threads do not survive fork. */
+	/* before any copy of client memory, on any thread */
+	ret = ibvd_copy_watch_start(d->cfg->engine_stuck_copy_ms, "control thread");
+	if (ret < 0)
+		return ret;
 	ret = ibvd_engine_start(d->cfg->engine_threads, &ibvd_verbs_engine_events);
 	if (ret < 0)
 		return ret;
@@ -353,6 +358,7 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	ibvd_session_close_all(d);
 	/* Every context is gone, so no engine thread serves anything. */
 	ibvd_engine_stop();
+	ibvd_copy_watch_stop();
 	ibvd_channel_spares_free();
 	ibvd_netdev_watch_free(d->netdev_watch);
 	ibvd_cm_stop();

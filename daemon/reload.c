@@ -21,8 +21,8 @@
 #include "config/config.h"
 #include "devices.h"
 #include "devlinks.h"
+#include "engine/copy_watch.h"
 #include "log.h"
-#include "devlinks.h"
 #include "reload.h"
 #include "server/notify.h"
 #include "server/server.h"
@@ -211,6 +211,7 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	/* pairs made from now on; those that exist stay */
 	ibvd_direct_configure(cfg->engine_direct);
 	ibvd_staging_configure(cfg->engine_staging);
+	ibvd_copy_watch_configure(cfg->engine_stuck_copy_ms);
 	ibvd_config_free(old);
 	drop_removed_devices(&removed);
 	ibvd_devlinks_sync(IBVD_DEVLINKS_DIR, &d->devices, cfg->device_links);

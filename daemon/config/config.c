@@ -406,10 +406,23 @@ static int engine_staging(struct parser *p, json_t *v, void *obj)
 	return 0;
 }
 
+/* When a copy of client memory that has not returned is logged. */
+static int engine_stuck_copy(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > IBVD_STUCK_COPY_MAX_MS)
+		return wrong(p, "an integer 0..3600000 (ms)", v);
+	cfg->engine_stuck_copy_ms = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
 static const struct member engine_members[] = {
 	{ "threads", engine_threads },
 	{ "direct", engine_direct },
 	{ "staging", engine_staging },
+	{ "stuck_copy_ms", engine_stuck_copy },
 };
 
 static int log_level(struct parser *p, json_t *v, void *obj)
@@ -1495,6 +1508,7 @@ static struct ibvd_config *config_new(void)
 	cfg->engine_threads = IBVD_ENGINE_THREADS_AUTO;
 	cfg->engine_direct = true;
 	cfg->engine_staging = IBVD_STAGING_DEFAULT;
+	cfg->engine_stuck_copy_ms = IBVD_STUCK_COPY_DEFAULT_MS;
 	cfg->log_level = IBVD_LOG_INFO;
 	cfg->cm_handshake_ms = IBVD_CM_HANDSHAKE_DEFAULT_MS;
 	cfg->rlimit_memlock_enforce = true;

@@ -58,6 +58,9 @@
 /* engine.staging: each QP's staging block (verbs/rings/staging.c) */
 #define IBVD_STAGING_DEFAULT		(1u << 20)
 #define IBVD_STAGING_MAX_KIB		65536
+/* engine.stuck_copy_ms: a copy of client memory logged as stuck (copy_watch.h) */
+#define IBVD_STUCK_COPY_DEFAULT_MS	5000u
+#define IBVD_STUCK_COPY_MAX_MS		3600000
 /*
  * cm.handshake_timeout_ms: a local rdma_cm handshake whose other side
  * does not answer (a REQ never accepted or rejected, a REP never
@@ -191,6 +194,9 @@ struct ibvd_config {
 					 * of each QP's staging block, 0 none */
 	bool engine_direct;		/* "direct": transit rings between
 					 * local RC QPs (default false) */
+	uint32_t engine_stuck_copy_ms;	/* "stuck_copy_ms": log a copy of
+					 * client memory that has not returned
+					 * after this long; 0 never */
 	int log_level;			/* enum ibvd_log_level, default info */
 	uint32_t cm_handshake_ms;	/* "cm": {"handshake_timeout_ms"}: how
 					 * long a local rdma_cm handshake waits

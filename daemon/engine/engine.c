@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 
 #include "barrier.h"
+#include "copy_watch.h"
 #include "engine.h"
 #include "internal.h"
 #include "log.h"
@@ -434,9 +435,12 @@ static void *engine_main(void *arg)
 {
 	struct ibvd_engine *eng = arg;
 	uint64_t idle_since = 0, budget = 0, woke_wqes = 0;
+	char name[24];
 
 	short_slices();
 	ibvd_eng_mem_calls = &eng->mem_calls;
+	snprintf(name, sizeof(name), "engine thread %u", eng->index);
+	ibvd_copy_watch_thread(name);
 	while (!__atomic_load_n(&eng->stop, __ATOMIC_ACQUIRE)) {
 		if (engine_pass(eng)) {
 			idle_since = 0;

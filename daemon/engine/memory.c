@@ -66,6 +66,7 @@
 #include <unistd.h>
 #include <sys/uio.h>
 
+#include "copy_watch.h"
 #include "internal.h"
 
 __thread uint64_t *ibvd_eng_mem_calls;
@@ -91,8 +92,10 @@ static int mem_rw(int fd, uint64_t addr, uint8_t *p, size_t len, bool write)
 		ssize_t n;
 
 		count_call();
+		ibvd_copy_begin(fd, addr, len, NULL, NULL);
 		n = write ? pwrite(fd, p, len, (off_t)addr) :
 			    pread(fd, p, len, (off_t)addr);
+		ibvd_copy_end();
 		if (n < 0 && errno == EINTR)
 			continue;
 		/* 0: the process is gone (its mm was torn down). */
@@ -129,7 +132,9 @@ int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
 		return -EFAULT;
 	do {
 		count_call();
+		ibvd_copy_begin(fd, addr, total, NULL, NULL);
 		done = pwritev(fd, iov, (int)n, (off_t)addr);
+		ibvd_copy_end();
 	} while (done < 0 && errno == EINTR);
 	if (done < 0)
 		return -EFAULT;
@@ -239,12 +244,15 @@ static enum eng_copy_result guarded_copy(void *dst, const void *src, size_t n)
 		sigbus_ready();
 	if (sigsetjmp(jump, 0)) {
 		bus_jump = NULL;
+		ibvd_copy_end();
 		return within(bus_addr, dst, n) ? ENG_COPY_DST_FAULT :
 						  ENG_COPY_SRC_FAULT;
 	}
 	bus_jump = &jump;
+	ibvd_copy_begin(-1, 0, n, dst, src);
 	/* a WRITE within one mapped MR may overlap its own source */
 	memmove(dst, src, n);
+	ibvd_copy_end();
 	bus_jump = NULL;
 	return ENG_COPY_OK;
 }

@@ -81,6 +81,9 @@ tests_integration_badclient_helper_LDADD = common/libibvd_common.la $(PROTOBUF_C
 INTEGRATION_TESTS += tests/integration/stuck-close.sh
 check_PROGRAMS += tests/integration/stuckfs-helper
 tests_integration_stuckfs_helper_SOURCES = tests/integration/stuckfs.c
+# A copy of client memory that does not return (the same server holding
+# the daemon's READs) is logged with what backs it and how to free it.
+INTEGRATION_TESTS += tests/integration/stuck-copy.sh
 
 # An ordinary verbs application holding a context, built against the system
 # headers and -libverbs; tests run it through ibverbsd-run.

@@ -1,5 +1,6 @@
 /*
  * mapped-helper DIR: MRs on memory the client shares with a file (mapped.sh).
+ * (`--big DIR` and `--stuck FILE`: see big() and stuck().)
  *
  * Registers MRs on a memfd, a /dev/shm file, a MAP_SHARED regular file in
  * DIR and, when a hugetlbfs mount with free pages exists, a hugetlbfs file,
@@ -436,6 +437,48 @@ static int big(void)
 	return 0;
 }
 
+/*
+ * `mapped-helper --stuck FILE`: an RDMA WRITE of 4 KiB into an MR on a
+ * private mapping of FILE that nothing here has touched, so that the
+ * engine's write faults the page in through FILE's file system
+ * (stuck-copy.sh: a FUSE server that holds the daemon's READs).  Prints
+ * "posted", then the WRITE's completion ("completion: STATUS") when it
+ * comes, within 120 s.  Exit: 0 once a completion came, 1 if none.
+ */
+#define STUCK_LEN	65536u
+
+static int stuck(const char *path)
+{
+	struct ibv_mr *src, *mr;
+	struct ibv_wc wc;
+	void *map;
+	int fd, n;
+
+	fd = open(path, O_RDONLY);
+	vt_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	map = mmap(NULL, STUCK_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	vt_assert(map != MAP_FAILED, "mmap %s: %s", path, strerror(errno));
+	vt_open(&D);
+	vt_pair(&P, &D, NULL, 64);
+	mr = ibv_reg_mr(D.pd, map, STUCK_LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	vt_assert(mr, "ibv_reg_mr on %s: %s", path, strerror(errno));
+	src = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	memset(src->addr, 0x5a, 4096);
+	vt_send(P.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, src->addr,
+		4096, src->lkey, (uint64_t)(uintptr_t)map + 8192, mr->rkey);
+	say("posted");
+	n = vt_poll(P.scq[0], &wc, 1, 120000);
+	say("completion: %s", n == 1 ? ibv_wc_status_str(wc.status) : "none");
+	vt_dereg(src);
+	vt_assert(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	vt_pair_free(&P);
+	vt_close(&D);
+	munmap(map, STUCK_LEN);
+	close(fd);
+	return n == 1 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct backing b[4];
@@ -450,8 +493,10 @@ int main(int argc, char **argv)
 		dir = argv[2];
 		return big();
 	}
+	if (argc == 3 && strcmp(argv[1], "--stuck") == 0)
+		return stuck(argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s [--big] DIR\n", argv[0]);
+		fprintf(stderr, "usage: %s [--big] DIR | --stuck FILE\n", argv[0]);
 		return 2;
 	}
 	dir = argv[1];

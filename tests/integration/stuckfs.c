@@ -1,15 +1,19 @@
 /*
- * stuckfs-helper DIR OWNER_UID HOLD_PID: a FUSE file system with one empty
- * file, DIR/f, mounted for OWNER_UID, whose server never answers a FLUSH
- * sent by a thread of process HOLD_PID (the daemon); every other request
- * is answered.  The daemon's close of DIR/f then blocks until this
- * program exits: closing /dev/fuse aborts the connection, and the held
- * closes return.
+ * stuckfs-helper DIR OWNER_UID HOLD_PID [read]: a FUSE file system with
+ * one file, DIR/f, mounted for OWNER_UID, whose server never answers a
+ * FLUSH sent by a thread of process HOLD_PID (the daemon); every other
+ * request is answered.  The daemon's close of DIR/f then blocks until
+ * this program exits: closing /dev/fuse aborts the connection, and the
+ * held closes return.  With "read", the file holds FILE_BYTES of zeros,
+ * and it is the READs of HOLD_PID's threads that are never answered: a
+ * copy the daemon makes of a client's mapping of DIR/f stops in the
+ * kernel until the connection ends (this program's exit, or an abort
+ * through /sys/fs/fuse/connections).
  *
  * Speaks the kernel's FUSE protocol on /dev/fuse directly (no library),
  * as root.  Prints "mounted" once DIR/f can be opened, and "held N" each
- * time it holds another FLUSH.  SIGTERM or SIGINT: unmount lazily and exit.
- * Exit status 77 if FUSE cannot be mounted here.
+ * time it holds another FLUSH (or READ).  SIGTERM or SIGINT: unmount
+ * lazily and exit.  Exit status 77 if FUSE cannot be mounted here.
  */
 #include "config.h"
 
@@ -23,6 +27,7 @@
 #include <unistd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include <linux/fuse.h>
 
@@ -33,10 +38,12 @@
 /* The kernel wants room for a whole request; ours never write. */
 #define REQUEST_BUF	(FUSE_MIN_READ_BUFFER + 4096)
 #define MAX_WRITE	4096
+#define FILE_BYTES	(1u << 20)
 
 static volatile sig_atomic_t stop;
 static uid_t owner;
 static pid_t hold_pid;
+static int hold_reads;		/* "read": hold READs, not FLUSHes */
 static int dev = -1;
 
 static void on_signal(int sig)
@@ -77,6 +84,8 @@ static void node_attr(uint64_t node, struct fuse_attr *a)
 	} else {
 		a->mode = S_IFREG | 0644;
 		a->nlink = 1;
+		a->size = hold_reads ? FILE_BYTES : 0;
+		a->blocks = a->size / 512;
 	}
 }
 
@@ -134,6 +143,24 @@ static int from_held_process(pid_t pid)
 	return access(path, F_OK) == 0;
 }
 
+/* A READ: zeros, as many as asked within the file. */
+static void do_read(const struct fuse_in_header *in, const void *arg)
+{
+	static const uint8_t zeros[FILE_BYTES];
+	const struct fuse_read_in *ri = arg;
+	uint64_t len = ri->offset < FILE_BYTES ? FILE_BYTES - ri->offset : 0;
+	struct fuse_out_header h = { .unique = in->unique };
+	struct iovec iov[2];
+
+	if (len > ri->size)
+		len = ri->size;
+	h.len = (uint32_t)(sizeof(h) + len);
+	iov[0] = (struct iovec){ &h, sizeof(h) };
+	iov[1] = (struct iovec){ (void *)zeros, len };
+	if (writev(dev, iov, 2) < 0 && errno != ENOENT)
+		fprintf(stderr, "stuckfs: read reply: %s\n", strerror(errno));
+}
+
 static void serve(const struct fuse_in_header *in, const void *arg)
 {
 	static unsigned int held;
@@ -155,11 +182,18 @@ static void serve(const struct fuse_in_header *in, const void *arg)
 		reply(in->unique, 0, &open_out, sizeof(open_out));
 		break;
 	case FUSE_FLUSH:
-		if (from_held_process((pid_t)in->pid)) {
+		if (!hold_reads && from_held_process((pid_t)in->pid)) {
 			printf("held %u\n", ++held);
 			break;		/* never answered */
 		}
 		reply(in->unique, 0, NULL, 0);
+		break;
+	case FUSE_READ:
+		if (hold_reads && from_held_process((pid_t)in->pid)) {
+			printf("held %u\n", ++held);
+			break;		/* never answered */
+		}
+		do_read(in, arg);
 		break;
 	case FUSE_STATFS:
 		reply(in->unique, 0, &statfs_out, sizeof(statfs_out));
@@ -208,10 +242,11 @@ int main(int argc, char **argv)
 	ssize_t n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s DIR OWNER_UID HOLD_PID\n", argv[0]);
+	if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "read"))) {
+		fprintf(stderr, "usage: %s DIR OWNER_UID HOLD_PID [read]\n", argv[0]);
 		return 2;
 	}
+	hold_reads = argc == 5;
 	owner = (uid_t)strtoul(argv[2], NULL, 10);
 	hold_pid = (pid_t)strtol(argv[3], NULL, 10);
 	sigaction(SIGTERM, &sa, NULL);

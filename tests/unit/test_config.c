@@ -118,6 +118,7 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert(cfg->device_links);
 	ck_assert(cfg->engine_direct);
 	ck_assert_uint_eq(cfg->engine_staging, IBVD_STAGING_DEFAULT);
+	ck_assert_uint_eq(cfg->engine_stuck_copy_ms, IBVD_STUCK_COPY_DEFAULT_MS);
 	ck_assert_uint_eq(cfg->cm_handshake_ms, IBVD_CM_HANDSHAKE_DEFAULT_MS);
 	ck_assert_uint_eq(cfg->ndevices, 1);
 	ck_assert_str_eq(cfg->devices[0].name, "ibvd0");
@@ -280,6 +281,12 @@ START_TEST(accepted_values)
 	ibvd_config_free(cfg);
 	cfg = good("{'engine': {'staging': 65536}}");
 	ck_assert_uint_eq(cfg->engine_staging, 64u << 20);
+	ibvd_config_free(cfg);
+	cfg = good("{'engine': {'stuck_copy_ms': 0}}");
+	ck_assert_uint_eq(cfg->engine_stuck_copy_ms, 0);
+	ibvd_config_free(cfg);
+	cfg = good("{'engine': {'stuck_copy_ms': 3600000}}");
+	ck_assert_uint_eq(cfg->engine_stuck_copy_ms, 3600000);
 	ibvd_config_free(cfg);
 	cfg = good("{'cm': {'handshake_timeout_ms': 100}}");
 	ck_assert_uint_eq(cfg->cm_handshake_ms, 100);
@@ -499,6 +506,10 @@ START_TEST(wrong_types)
 		"t.conf:1:13: engine.staging: expected an integer 0..65536 (KiB), got -1");
 	ck_assert_str_eq(parse_error("{'engine': {'staging': 65537}}"),
 		"t.conf:1:13: engine.staging: expected an integer 0..65536 (KiB), got 65537");
+	ck_assert_str_eq(parse_error("{'engine': {'stuck_copy_ms': 3600001}}"),
+		"t.conf:1:13: engine.stuck_copy_ms: expected an integer 0..3600000 (ms), got 3600001");
+	ck_assert_str_eq(parse_error("{'engine': {'stuck_copy_ms': -5}}"),
+		"t.conf:1:13: engine.stuck_copy_ms: expected an integer 0..3600000 (ms), got -5");
 	ck_assert_str_eq(parse_error("{'engine': {'staging': '1M'}}"),
 		"t.conf:1:13: engine.staging: expected an integer 0..65536 (KiB), got \"1M\"");
 	ck_assert_str_eq(parse_error("{'cm': {'handshake_timeout_ms': 99}}"),

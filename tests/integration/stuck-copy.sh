@@ -1,0 +1,134 @@
+#!/bin/bash
+# A copy of client memory that does not return is named in the daemon's
+# log, with what backs it and how to free it, and freeing it that way
+# lets the daemon go on.  stuckfs-helper (read mode) mounts a FUSE file
+# system for uid $USER1 whose server never answers the daemon's READs;
+# uid $USER1 maps its file privately, registers an MR on the mapping and
+# WRITEs into it, so that the engine's write faults the page in through
+# a READ that is held:
+#   1. within engine.stuck_copy_ms (500 ms here, set by a reload from the
+#      default 5 s) the daemon logs the engine thread, the client's pid and
+#      uid, the file and its FUSE connection (the mount's device), and the
+#      abort that frees it;
+#   2. writing that abort fails the copy: the WRITE completes with an
+#      error, the daemon logs that the copy returned, and, with its pid
+#      unchanged, serves Debian's ibv_rc_pingpong between two uids.
+. "$(dirname "$0")/lib.sh"
+
+is_root || skip "needs root (mounts FUSE)"
+[ -c /dev/fuse ] || skip "no /dev/fuse"
+ibvd_init
+O=$T/out
+FUSE_DIR=$T/fuse
+FUSECTL=/sys/fs/fuse/connections
+STUCKFS=""
+CTL_MOUNTED=""
+HELPER=""
+
+stuck_cleanup() {
+	local rc=$?
+	[ -n "$HELPER" ] && kill -KILL "$HELPER" 2>/dev/null
+	if [ -n "$STUCKFS" ]; then
+		kill -TERM "$STUCKFS" 2>/dev/null
+		wait_exit "$STUCKFS" 5 || { kill -KILL "$STUCKFS"; wait "$STUCKFS"; } 2>/dev/null
+	fi
+	umount -l "$FUSE_DIR" 2>/dev/null
+	[ -n "$CTL_MOUNTED" ] && umount "$FUSECTL" 2>/dev/null
+	(exit "$rc")
+	ibvd_cleanup
+}
+trap stuck_cleanup EXIT
+
+conf=$(default_conf) || exit 1
+daemon_start -c "$conf"
+daemon_wait_ready
+pid0=$DAEMON_PID
+conf_edit "$conf" 'cfg.setdefault("engine", {})["stuck_copy_ms"] = 500' >/dev/null || exit 1
+ibvctl daemon reload >"$O/reload" 2>&1 || { show reload "$O/reload"; fail "ibvctl daemon reload"; }
+
+# The connections' directory names each FUSE mount by its device: mount
+# it for the test if the host has not.
+if [ -d "$FUSECTL" ] && ! grep -q " $FUSECTL fusectl " /proc/mounts; then
+	mount -t fusectl fusectl "$FUSECTL" 2>/dev/null && CTL_MOUNTED=1
+fi
+
+mkdir -p "$FUSE_DIR" && chmod 755 "$FUSE_DIR" || fail "mkdir $FUSE_DIR"
+"$T/bin/stuckfs-helper" "$FUSE_DIR" "$USER1" "$DAEMON_PID" read >"$O/stuckfs" 2>&1 &
+STUCKFS=$!
+for _ in $(seq $((50 * TMUL))); do
+	grep -q '^mounted$' "$O/stuckfs" && break
+	pid_running "$STUCKFS" || break
+	sleep 0.1
+done
+if ! grep -q '^mounted$' "$O/stuckfs"; then
+	wait "$STUCKFS"
+	rc=$?
+	STUCKFS=""
+	show stuckfs "$O/stuckfs"
+	[ "$rc" -eq 77 ] && skip "FUSE cannot be mounted here"
+	fail "stuckfs-helper did not mount (exit $rc)"
+fi
+# its device, from the mount table (root may not stat it: no allow_other)
+dev=$(awk -v m="$FUSE_DIR" '$5 == m { print $3 }' /proc/self/mountinfo)
+[ -n "$dev" ] || fail "$FUSE_DIR is not in /proc/self/mountinfo"
+conn=$(( (${dev%%:*} << 20) | ${dev#*:} ))
+
+check "uid $USER1's WRITE into its FUSE mapping stops a copy; the daemon says whose, what and how to free it"
+run_ours "$USER1" "$T/bin/mapped-helper" --stuck "$FUSE_DIR/f" >"$O/stuck" 2>&1 &
+HELPER=$!
+for _ in $(seq $((300 * TMUL))); do
+	grep -q 'has not returned for' "$DAEMON_LOG" && break
+	pid_running "$HELPER" || break
+	sleep 0.1
+done
+line=$(grep -m 1 'has not returned for' "$DAEMON_LOG") ||
+	{ show helper "$O/stuck"; show stuckfs "$O/stuckfs"; show "daemon log" "$DAEMON_LOG"
+	  fail "the daemon did not report the stuck copy"; }
+grep -q '^held ' "$O/stuckfs" || { show stuckfs "$O/stuckfs"; fail "no READ of the daemon was held"; }
+grep -q 'completion:' "$O/stuck" && { show helper "$O/stuck"; fail "the WRITE completed while its copy was held"; }
+for want in "engine thread" "uid $USER1)" "$FUSE_DIR/f" "device $dev"; do
+	case $line in
+	*"$want"*) ;;
+	*) fail "the report does not name '$want': $line" ;;
+	esac
+done
+ms=$(sed -n 's/.*has not returned for \([0-9]*\) ms.*/\1/p' <<<"$line")
+[ -n "$ms" ] && [ "$ms" -ge 500 ] && [ "$ms" -lt 5000 ] ||
+	fail "reported after '$ms' ms, not within the 500 ms the reload set: $line"
+if [ -d "$FUSECTL/$conn" ]; then
+	case $line in
+	*"FUSE connection $conn)"*"echo 1 > $FUSECTL/$conn/abort"*) ;;
+	*) fail "the report does not name FUSE connection $conn and its abort: $line" ;;
+	esac
+fi
+ok "${line#*err: }"
+
+check "the abort the daemon named fails the copy, and the daemon goes on"
+if [ -d "$FUSECTL/$conn" ]; then
+	echo 1 >"$FUSECTL/$conn/abort" || fail "cannot abort FUSE connection $conn"
+	how="echo 1 > $FUSECTL/$conn/abort"
+else
+	# no connections' directory here: ending the server aborts it too
+	kill -TERM "$STUCKFS"
+	wait_exit "$STUCKFS" 10 || fail "stuckfs-helper did not exit"
+	STUCKFS=""
+	how="the FUSE server's exit"
+fi
+wait_exit "$HELPER" $((30 * TMUL)) || { show helper "$O/stuck"; fail "the WRITE did not complete after $how"; }
+wait "$HELPER"
+rc=$?
+HELPER=""
+[ "$rc" -eq 0 ] || { show helper "$O/stuck"; fail "mapped-helper --stuck exited $rc"; }
+status=$(sed -n 's/^completion: //p' "$O/stuck")
+case $status in
+"" | success | none) show helper "$O/stuck"; fail "after $how the WRITE completed with '$status', not an error" ;;
+esac
+for _ in $(seq $((30 * TMUL))); do
+	grep -q 'the copy that stood returned after' "$DAEMON_LOG" && break
+	sleep 0.1
+done
+grep -q 'the copy that stood returned after' "$DAEMON_LOG" ||
+	{ show "daemon log" "$DAEMON_LOG"; fail "the daemon did not log the copy's return"; }
+[ "$DAEMON_PID" = "$pid0" ] && daemon_alive "after the abort"
+result=$(debian_pair ibv_rc_pingpong -n 200) || exit 1
+ok "after $how: the WRITE completed with '$status'; $(grep -o 'the copy that stood returned after [0-9]* ms' "$DAEMON_LOG" | head -n 1); ibv_rc_pingpong: $result"
