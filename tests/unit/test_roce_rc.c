@@ -1618,6 +1618,35 @@ START_TEST(replayed_read_pays_for_what_goes_again)
 END_TEST
 
 /*
+ * A READ asked again is paid from the drain's budget too: with the QP's
+ * own bucket full but the drain's spent, it is dropped (its requester
+ * asks again), and what it replays leaves that much less for the drain.
+ */
+START_TEST(replayed_read_pays_the_drain_budget)
+{
+	struct roce_ip ip;
+	struct roce_pkt again;
+	struct eng_req er;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);				/* answered: 4 responses */
+	decode(0, &ip, &again);
+	first = nsent;
+	roce_rx_self = &rd;
+	rd.read_budget = READ_LEN - 1;		/* less than it replays */
+	roce_rc_rx(&rd, &resp_qp, &ip, &again);
+	ck_assert_uint_eq(nsent, first);
+	rd.read_budget = READ_LEN + 100;
+	roce_rc_rx(&rd, &resp_qp, &ip, &again);
+	ck_assert_uint_eq(nsent, first + 4);
+	ck_assert_uint_eq(rd.read_budget, 100);
+	roce_rx_self = NULL;
+}
+END_TEST
+
+/*
  * One drain answers ROCE_READ_DRAIN_BYTES of new READs: one asked for
  * past it is dropped unanswered (its PSN still expected), and answered
  * when asked again in a later drain.
@@ -2321,6 +2350,7 @@ int main(void)
 	tcase_add_test(tc, uc_cut_message_leaves_srq_wqe_to_the_next);
 	tcase_add_test(tc, packet_out_of_its_message);
 	tcase_add_test(tc, replayed_read_pays_for_what_goes_again);
+	tcase_add_test(tc, replayed_read_pays_the_drain_budget);
 	tcase_add_test(tc, read_past_the_drain_budget_waits);
 	tcase_add_test(tc, ack_of_a_psn_not_sent_dropped);
 	tcase_add_test(tc, a_turn_goes_in_one_call);

@@ -958,7 +958,10 @@ static void resource_age(struct roce_qp *w)
 /*
  * A duplicate READ is answered again from memory, by the draining thread
  * that serves every QP of the device: each QP may have that done for at
- * most ROCE_REPLAY_BURST bytes at once, topped up at ROCE_REPLAY_RATE.
+ * most ROCE_REPLAY_BURST bytes at once, topped up at ROCE_REPLAY_RATE,
+ * and what goes again is paid from the drain's budget as new READs are
+ * (one drain of 64 packets could otherwise replay 8 MiB for each of 64
+ * QPs with full buckets, under the objects lock).
  * Requesters ask again after a timeout or a NAK, for a few READs at a
  * time, well within it; a peer that asks for one READ thousands of times
  * gets the rest dropped, and asks again after its timeout.  The rate is
@@ -1010,6 +1013,7 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 {
 	uint8_t op = ROCE_OP_OPERATION(p->opcode);
 	const struct roce_resource *r;
+	uint64_t bytes;
 	uint32_t from;
 
 	/* a SEND or WRITE: ACKed again, whether it asks or not (C9-105, as
@@ -1034,8 +1038,14 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 		return;
 	from = (uint32_t)roce_psn_diff(p->psn, r->psn);
 	/* what goes again, whatever length the request names */
-	if (replay_allowed(w, replay_bytes(roce_path_mtu(qp), r, from)))
-		read_respond(rd, qp, w, ip, r, from);
+	bytes = replay_bytes(roce_path_mtu(qp), r, from);
+	if (roce_rx_self == rd && bytes > rd->read_budget)
+		return;		/* asked again after its timeout */
+	if (!replay_allowed(w, bytes))
+		return;
+	if (roce_rx_self == rd)
+		rd->read_budget -= bytes;
+	read_respond(rd, qp, w, ip, r, from);
 }
 
 static void rx_nak(struct roce_dev *rd, struct ibvd_qp *qp, struct roce_qp *w,
