@@ -9,21 +9,15 @@
  * long.  A period with no copy at all puts it to sleep until the next
  * copy begins (its copier wakes it), so an idle daemon has no timer.
  *
- * What it reports it finds from the copy's fd (its link names
- * /proc/PID/mem, its owner the uid) and the process's maps: the daemon's
- * own /proc/PID/maps fd of that client when it may not open the file
- * (a daemon that runs as its own user), /proc/self/maps for the daemon's
- * mappings of shared files.  A mapping on a FUSE file system has a
- * connection under /sys/fs/fuse/connections named by its device; writing
- * to its `abort` fails the waiting requests, and with them the copy.
+ * It reports at once what was recorded without looking at the copy's
+ * memory (the client's pid and uid, by the copy's fd), and leaves what
+ * backs the memory to copy_describe.c, whose look may wait as long as
+ * the copy.
  */
 #include <config.h>
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -32,9 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +37,6 @@
 #define MAX_SLOTS	(IBVD_ENGINE_MAX_THREADS + 2)
 #define PERIOD_MAX_MS	1000u
 #define PERIOD_MIN_MS	10u
-#define FUSE_CONNECTIONS	"/sys/fs/fuse/connections"
 
 __thread struct ibvd_copy_slot *ibvd_copy_slot;
 uint32_t ibvd_copy_watch_asleep;
@@ -100,230 +91,50 @@ void ibvd_copy_watch_thread(const char *name)
 	ibvd_copy_slot = &slots[i];
 }
 
-/* ---- what a stuck copy is in ------------------------------------------ */
-
-/* Whether a maps line is of the mapping that holds addr. */
-static bool line_holds(const char *line, uint64_t addr)
-{
-	unsigned long long start, end;
-
-	return sscanf(line, "%llx-%llx", &start, &end) == 2 &&
-	       addr >= start && addr < end;
-}
-
-/* A line into out, cut to its size. */
-static void keep_line(char *out, size_t size, const char *line)
-{
-	size_t len = strlen(line);
-
-	if (len >= size)
-		len = size - 1;
-	memcpy(out, line, len);
-	out[len] = '\0';
-}
+/* ---- reporting ------------------------------------------------------------ */
 
 /*
- * The mapping of [addr] in a maps file: its line, or false.  With pread,
- * so that no file offset is shared: the control thread reads the same
- * open file of a client (verbs/mr/mem.c).
+ * A copy has stood `ms`: say whose memory it is at once, from what was
+ * recorded without touching it, and hand the look at what backs it to
+ * the looking thread (copy_describe.c).  Whether it was said.
  */
-static bool maps_line(int fd, uint64_t addr, char *line, size_t size)
+static bool report(const struct ibvd_copy_slot *s, uint64_t seq, uint64_t ms)
 {
-	char buf[8192];
-	size_t have = 0;
-	off_t at = 0;
-
-	for (;;) {
-		ssize_t n = pread(fd, buf + have, sizeof(buf) - 1 - have, at);
-		char *p = buf, *nl;
-
-		if (n <= 0)
-			break;
-		at += n;
-		have += (size_t)n;
-		buf[have] = '\0';
-		while ((nl = strchr(p, '\n'))) {
-			*nl = '\0';
-			if (line_holds(p, addr)) {
-				keep_line(line, size, p);
-				return true;
-			}
-			p = nl + 1;
-		}
-		have -= (size_t)(p - buf);
-		/* a line longer than the buffer: its start is enough */
-		if (have == sizeof(buf) - 1) {
-			if (line_holds(buf, addr)) {
-				keep_line(line, size, buf);
-				return true;
-			}
-			have = 0;
-		}
-		memmove(buf, p, have);
-	}
-	return false;
-}
-
-/* An fd of ours whose link reads `want` (a client's maps), or -1. */
-static int fd_linked_to(const char *want)
-{
-	char link[PATH_MAX];
-	struct dirent *e;
-	int found = -1;
-	DIR *dir = opendir("/proc/self/fd");
-
-	if (!dir)
-		return -1;
-	while (found < 0 && (e = readdir(dir))) {
-		ssize_t n;
-
-		n = readlinkat(dirfd(dir), e->d_name, link, sizeof(link) - 1);
-		if (n <= 0)
-			continue;
-		link[n] = '\0';
-		if (strcmp(link, want) == 0)
-			found = atoi(e->d_name);
-	}
-	closedir(dir);
-	return found;
-}
-
-/* Process pid's maps: opened (close it), or the client's fd we hold. */
-static int open_maps(long pid, bool *ours)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%ld/maps", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	*ours = fd >= 0;
-	return fd >= 0 ? fd : fd_linked_to(path);
-}
-
-/*
- * From a maps line, what backs it: "PATH (device M:N, FUSE connection C)",
- * and C (or 0) in *conn.
- */
-static void describe_mapping(const char *line, char *out, size_t size,
-			     unsigned long *conn)
-{
-	unsigned int major, minor;
-	char path[64];
-	struct stat st;
-	int off = 0;
-
-	*conn = 0;
-	if (sscanf(line, "%*x-%*x %*s %*x %x:%x %*u %n", &major, &minor,
-		   &off) < 2 || !off) {
-		snprintf(out, size, "%s", line);
-		return;
-	}
-	snprintf(path, sizeof(path), FUSE_CONNECTIONS "/%lu",
-		 (unsigned long)((major << 20) | minor));
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		*conn = (unsigned long)((major << 20) | minor);
-	snprintf(out, size, "%s (device %u:%u%s%s)",
-		 line[off] ? line + off : "an anonymous mapping", major, minor,
-		 *conn ? ", FUSE connection " : "",
-		 *conn ? path + sizeof(FUSE_CONNECTIONS) : "");
-}
-
-/* Whose memory the copy is in: "pid P (uid U)" and what maps it. */
-static void describe_client(int fd, uint64_t addr, char *who,
-			    size_t who_size, char *what, size_t what_size,
-			    unsigned long *conn)
-{
-	char path[64], link[PATH_MAX], line[PATH_MAX + 128];
-	bool ours = false;
-	struct stat st;
-	long pid = 0;
-	ssize_t n;
-	int maps;
-
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n > 0) {
-		link[n] = '\0';
-		sscanf(link, "/proc/%ld/mem", &pid);
-	}
-	if (!pid || fstat(fd, &st) < 0) {
-		snprintf(who, who_size, "a client's memory (fd %d)", fd);
-		snprintf(what, what_size, "a mapping the daemon cannot see");
-		*conn = 0;
-		return;
-	}
-	snprintf(who, who_size, "the memory of pid %ld (uid %u)", pid,
-		 (unsigned int)st.st_uid);
-	maps = open_maps(pid, &ours);
-	if (maps >= 0 && maps_line(maps, addr, line, sizeof(line)))
-		describe_mapping(line, what, what_size, conn);
-	else
-		snprintf(what, what_size, "a mapping the daemon cannot read");
-	if (ours)
-		close(maps);
-}
-
-/* The first of the daemon's own mappings in the copy that is a file's. */
-static void describe_own(const void *const map[2], char *what, size_t size,
-			 unsigned long *conn)
-{
-	char line[PATH_MAX + 128];
-	int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	unsigned int i;
-
-	snprintf(what, size, "a mapping the daemon cannot read");
-	*conn = 0;
-	for (i = 0; maps >= 0 && i < 2; i++) {
-		if (!map[i] || !maps_line(maps, (uint64_t)(uintptr_t)map[i],
-					  line, sizeof(line)))
-			continue;
-		describe_mapping(line, what, size, conn);
-		if (*conn)
-			break;
-	}
-	if (maps >= 0)
-		close(maps);
-}
-
-/* A copy has stood `ms`: say what it waits for and how to free it. */
-static void report(const struct ibvd_copy_slot *s, uint64_t seq, uint64_t ms)
-{
-	char who[128], what[PATH_MAX + 192], remedy[128];
-	const void *map[2];
-	unsigned long conn;
-	uint64_t addr, len;
+	struct ibvd_copy_look l = { .maps_fd = -1 };
+	char who[96];
+	uint64_t len;
+	pid_t pid;
+	uid_t uid;
 	int fd;
 
 	fd = __atomic_load_n(&s->fd, __ATOMIC_RELAXED);
-	addr = __atomic_load_n(&s->addr, __ATOMIC_RELAXED);
+	l.addr = __atomic_load_n(&s->addr, __ATOMIC_RELAXED);
 	len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
-	map[0] = __atomic_load_n(&s->map[0], __ATOMIC_RELAXED);
-	map[1] = __atomic_load_n(&s->map[1], __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq)
-		return;		/* it returned meanwhile */
-	if (fd >= 0) {
-		describe_client(fd, addr, who, sizeof(who), what,
-				sizeof(what), &conn);
-	} else {
-		snprintf(who, sizeof(who), "a mapped MR");
-		describe_own(map, what, sizeof(what), &conn);
-	}
-	/* The description is of the copy we saw only if it still runs. */
-	if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != seq)
-		return;
-	if (conn)
-		snprintf(remedy, sizeof(remedy), "`echo 1 > " FUSE_CONNECTIONS
-			 "/%lu/abort` (as root) fails it", conn);
+	l.map[0] = __atomic_load_n(&s->map[0], __ATOMIC_RELAXED);
+	l.map[1] = __atomic_load_n(&s->map[1], __ATOMIC_RELAXED);
+	if (fd >= 0 && ibvd_copy_client_of(fd, &pid, &uid, &l.maps_fd))
+		snprintf(who, sizeof(who), "the memory of pid %d (uid %u)",
+			 (int)pid, (unsigned int)uid);
+	else if (fd >= 0)
+		snprintf(who, sizeof(who), "a client's memory (fd %d)", fd);
 	else
-		snprintf(remedy, sizeof(remedy),
-			 "it ends when the file system answers");
+		snprintf(who, sizeof(who), "a mapped MR");
+	/* all of that is this copy's only if it still runs */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq) {
+		if (l.maps_fd >= 0)
+			close(l.maps_fd);	/* a procfs file: no FLUSH */
+		return false;
+	}
 	ibvd_log(IBVD_LOG_ERR,
 		 "%s: a copy of [0x%" PRIx64 ", +%" PRIu64 ") in %s has not "
-		 "returned for %" PRIu64 " ms: it waits for %s. The thread's "
-		 "other contexts, and every request that creates or destroys "
-		 "objects, wait for it; %s",
-		 s->name, addr, len, who, ms, what, remedy);
+		 "returned for %" PRIu64 " ms; the thread's other contexts, "
+		 "and every request that creates or destroys objects, wait "
+		 "for it", s->name, l.addr, len, who, ms);
+	snprintf(l.name, sizeof(l.name), "%s", s->name);
+	if (!ibvd_copy_look(&l) && l.maps_fd >= 0)
+		close(l.maps_fd);
+	return true;
 }
 
 /* ---- the watchdog ------------------------------------------------------ */
@@ -355,20 +166,22 @@ static bool look_all(struct look *looks, uint64_t now, unsigned int limit_ms)
 			continue;
 		busy = true;
 		ms = (now - l->since_ns) / 1000000;
-		if (!l->reported && ms >= limit_ms) {
-			report(&slots[i], seq, ms);
-			l->reported = true;
-		}
+		if (!l->reported && ms >= limit_ms)
+			l->reported = report(&slots[i], seq, ms);
 	}
 	return busy;
 }
 
-/* Whether any mark is in a copy, after every thread passed a fence. */
+/*
+ * Whether any mark is in a copy, after every thread passed a fence; as
+ * good as yes when the fence failed (a copier may not have seen us).
+ */
 static bool any_copying(void)
 {
 	unsigned int i, n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 
-	syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0))
+		return true;
 	for (i = 0; i < n && i < MAX_SLOTS; i++)
 		if (__atomic_load_n(&slots[i].seq, __ATOMIC_ACQUIRE) & 1)
 			return true;
@@ -437,9 +250,12 @@ int ibvd_copy_watch_start(unsigned int ms, const char *caller_name)
 	can_sleep = syscall(SYS_membarrier,
 			    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	if (!can_sleep)
-		log_info("copy watch: no membarrier here; it looks every %u ms",
-			 PERIOD_MAX_MS);
+		log_info("copy watch: no membarrier here; it looks every "
+			 "half its limit, at most every %u ms", PERIOD_MAX_MS);
 	ibvd_copy_watch_thread(caller_name);
+	ret = ibvd_copy_look_start();
+	if (ret < 0)
+		return ret;
 	/* signals are the control thread's, as with the engine threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -472,5 +288,6 @@ void ibvd_copy_watch_stop(void)
 	__atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
 	poke();
 	pthread_join(thread, NULL);
+	ibvd_copy_look_stop();
 	running = false;
 }

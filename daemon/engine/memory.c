@@ -92,7 +92,8 @@ static int mem_rw(int fd, uint64_t addr, uint8_t *p, size_t len, bool write)
 		ssize_t n;
 
 		count_call();
-		ibvd_copy_begin(fd, addr, len, NULL, NULL);
+		/* p may be a mapped MR's pages: the wait may be on either */
+		ibvd_copy_begin(fd, addr, len, p, NULL);
 		n = write ? pwrite(fd, p, len, (off_t)addr) :
 			    pread(fd, p, len, (off_t)addr);
 		ibvd_copy_end();
@@ -132,7 +133,8 @@ int ibvd_eng_mem_writev(int fd, uint64_t addr, const struct iovec *iov,
 		return -EFAULT;
 	do {
 		count_call();
-		ibvd_copy_begin(fd, addr, total, NULL, NULL);
+		ibvd_copy_begin(fd, addr, total, n ? iov[0].iov_base : NULL,
+				n > 1 ? iov[n - 1].iov_base : NULL);
 		done = pwritev(fd, iov, (int)n, (off_t)addr);
 		ibvd_copy_end();
 	} while (done < 0 && errno == EINTR);

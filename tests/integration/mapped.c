@@ -442,7 +442,7 @@ static int big(void)
  * private mapping of FILE that nothing here has touched, so that the
  * engine's write faults the page in through FILE's file system
  * (stuck-copy.sh: a FUSE server that holds the daemon's READs).  Prints
- * "posted", then the WRITE's completion ("completion: STATUS") when it
+ * "posted by pid PID", then the WRITE's completion ("completion: STATUS") when it
  * comes, within 120 s.  Exit: 0 once a completion came, 1 if none.
  */
 #define STUCK_LEN	65536u
@@ -467,7 +467,7 @@ static int stuck(const char *path)
 	memset(src->addr, 0x5a, 4096);
 	vt_send(P.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, src->addr,
 		4096, src->lkey, (uint64_t)(uintptr_t)map + 8192, mr->rkey);
-	say("posted");
+	say("posted by pid %d", (int)getpid());
 	n = vt_poll(P.scq[0], &wc, 1, 120000);
 	say("completion: %s", n == 1 ? ibv_wc_status_str(wc.status) : "none");
 	vt_dereg(src);

@@ -7,9 +7,9 @@
 # WRITEs into it, so that the engine's write faults the page in through
 # a READ that is held:
 #   1. within engine.stuck_copy_ms (500 ms here, set by a reload from the
-#      default 5 s) the daemon logs the engine thread, the client's pid and
-#      uid, the file and its FUSE connection (the mount's device), and the
-#      abort that frees it;
+#      default 5 s) the daemon logs the engine thread and the client's pid
+#      and uid, and then the FUSE connection (the mount's device), the
+#      abort that frees it and the file;
 #   2. writing that abort fails the copy: the WRITE completes with an
 #      error, the daemon logs that the copy returned, and, with its pid
 #      unchanged, serves Debian's ibv_rc_pingpong between two uids.
@@ -42,7 +42,6 @@ trap stuck_cleanup EXIT
 conf=$(default_conf) || exit 1
 daemon_start -c "$conf"
 daemon_wait_ready
-pid0=$DAEMON_PID
 conf_edit "$conf" 'cfg.setdefault("engine", {})["stuck_copy_ms"] = 500' >/dev/null || exit 1
 ibvctl daemon reload >"$O/reload" 2>&1 || { show reload "$O/reload"; fail "ibvctl daemon reload"; }
 
@@ -77,16 +76,19 @@ check "uid $USER1's WRITE into its FUSE mapping stops a copy; the daemon says wh
 run_ours "$USER1" "$T/bin/mapped-helper" --stuck "$FUSE_DIR/f" >"$O/stuck" 2>&1 &
 HELPER=$!
 for _ in $(seq $((300 * TMUL))); do
-	grep -q 'has not returned for' "$DAEMON_LOG" && break
+	grep -q 'the stuck copy' "$DAEMON_LOG" && break
 	pid_running "$HELPER" || break
 	sleep 0.1
 done
-line=$(grep -m 1 'has not returned for' "$DAEMON_LOG") ||
+line=$(grep -m 1 'has not returned for' "$DAEMON_LOG") &&
+	what=$(grep -m 1 'the stuck copy' "$DAEMON_LOG") ||
 	{ show helper "$O/stuck"; show stuckfs "$O/stuckfs"; show "daemon log" "$DAEMON_LOG"
-	  fail "the daemon did not report the stuck copy"; }
+	  fail "the daemon did not report the stuck copy, and what it waits for"; }
 grep -q '^held ' "$O/stuckfs" || { show stuckfs "$O/stuckfs"; fail "no READ of the daemon was held"; }
 grep -q 'completion:' "$O/stuck" && { show helper "$O/stuck"; fail "the WRITE completed while its copy was held"; }
-for want in "engine thread" "uid $USER1)" "$FUSE_DIR/f" "device $dev"; do
+cpid=$(sed -n 's/^posted by pid //p' "$O/stuck")
+[ -n "$cpid" ] || { show helper "$O/stuck"; fail "mapped-helper did not say its pid"; }
+for want in "engine thread" "pid $cpid (uid $USER1)"; do
 	case $line in
 	*"$want"*) ;;
 	*) fail "the report does not name '$want': $line" ;;
@@ -95,13 +97,20 @@ done
 ms=$(sed -n 's/.*has not returned for \([0-9]*\) ms.*/\1/p' <<<"$line")
 [ -n "$ms" ] && [ "$ms" -ge 500 ] && [ "$ms" -lt 5000 ] ||
 	fail "reported after '$ms' ms, not within the 500 ms the reload set: $line"
+case $what in
+*"$FUSE_DIR/f (device $dev)"*) ;;
+*) fail "the second line does not name the file and its device $dev: $what" ;;
+esac
 if [ -d "$FUSECTL/$conn" ]; then
-	case $line in
-	*"FUSE connection $conn)"*"echo 1 > $FUSECTL/$conn/abort"*) ;;
-	*) fail "the report does not name FUSE connection $conn and its abort: $line" ;;
+	case $what in
+	*"FUSE connection $conn: \`echo 1 > $FUSECTL/$conn/abort\`"*) ;;
+	*) fail "the second line does not name FUSE connection $conn and its abort: $what" ;;
 	esac
+else
+	log "no $FUSECTL here: the connection is not named, the server's exit aborts it"
 fi
 ok "${line#*err: }"
+ok "${what#*err: }"
 
 check "the abort the daemon named fails the copy, and the daemon goes on"
 if [ -d "$FUSECTL/$conn" ]; then
@@ -129,6 +138,6 @@ for _ in $(seq $((30 * TMUL))); do
 done
 grep -q 'the copy that stood returned after' "$DAEMON_LOG" ||
 	{ show "daemon log" "$DAEMON_LOG"; fail "the daemon did not log the copy's return"; }
-[ "$DAEMON_PID" = "$pid0" ] && daemon_alive "after the abort"
+daemon_alive "after the abort"	# the one started above, never restarted
 result=$(debian_pair ibv_rc_pingpong -n 200) || exit 1
 ok "after $how: the WRITE completed with '$status'; $(grep -o 'the copy that stood returned after [0-9]* ms' "$DAEMON_LOG" | head -n 1); ibv_rc_pingpong: $result"

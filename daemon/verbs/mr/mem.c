@@ -23,6 +23,7 @@
 
 #include "verbs/context.h"
 #include "core/device.h"
+#include "engine/copy_watch.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "config/config.h"
@@ -220,6 +221,7 @@ void ibvd_mem_put(struct ibvd_mem *mem)
 {
 	if (__atomic_sub_fetch(&mem->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	ibvd_copy_watch_client_gone(mem->fd);
 	close(mem->fd);
 	close(mem->maps_fd);
 	memlock_put(mem->memlock);
@@ -485,6 +487,8 @@ int ibvd_req_attach_memory(struct ibvd_call *call)
 	mem->pid = pid;
 	mem->start_time = start;
 	mem->refs = 1;
+	ibvd_copy_watch_client(mem->fd, pid, call->session->cred.uid,
+			       mem->maps_fd);
 	ibvd_call_set_mem(call, mem);
 	return 0;
 }
