@@ -186,14 +186,21 @@ static const char *attr_name(uint16_t attr)
 	return "MAD";
 }
 
-/* What crosses QP1, at debug level: "roce0: CM REQ out, TID ..." */
+/*
+ * What crosses QP1, at debug level: "roce0: CM REQ out, TID ...".  At
+ * most 50 lines a second: any host on the network can send MADs.
+ */
 static void log_mad(const struct ibvd_mad *mad, const char *dir)
 {
+	static struct ibvd_ratelimit rl = IBVD_RATELIMIT_INIT(50);
 	struct ibcm_mad_hdr h;
 
+	if (ibvd_log_get_level() < IBVD_LOG_DEBUG)
+		return;
 	ibcm_hdr_decode(mad->data, &h);
-	log_debug("%s: CM %s %s, TID %#llx", mad->dev->name,
-		  attr_name(h.attr_id), dir, (unsigned long long)h.tid);
+	ibvd_log_ratelimited(&rl, IBVD_LOG_DEBUG, "%s: CM %s %s, TID %#llx",
+			     mad->dev->name, attr_name(h.attr_id), dir,
+			     (unsigned long long)h.tid);
 }
 
 static int mad_send(const struct ibvd_mad *mad)

@@ -17,6 +17,11 @@ promises; the shell test checks that.
        roce-hostile.py --ud SRC DST QPN QKEY
 sends one well-formed UD SEND_ONLY datagram (source QP 0x10, 64 bytes of
 payload) from SRC to QPN at DST with that Q_Key, as a peer would.
+
+       roce-hostile.py --run SRC DST QPN QKEY N
+sends N such datagrams (PSNs 0 to N-1) as one run: a single IP datagram
+with identification 0 that a receiver cuts into N good packets, as a
+peer's UDP segmentation offload sends them (daemon/transport/roce/gso.c).
 """
 import random
 import socket
@@ -52,12 +57,14 @@ def checksum(hdr):
     return ~s & 0xFFFF
 
 
-def ip_udp(src, dst, payload, ident):
+def ip_udp(src, dst, payload, ident, sport=None):
     total = 20 + 8 + len(payload)
     hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, ident, 0x4000, 64, 17, 0,
                       socket.inet_aton(src), socket.inet_aton(dst))
     hdr = hdr[:10] + struct.pack("!H", checksum(hdr)) + hdr[12:]
-    udp = struct.pack("!HHHH", 0xC000 | (ident & 0x3FFF), ROCE_PORT, 8 + len(payload), 0)
+    if sport is None:
+        sport = 0xC000 | (ident & 0x3FFF)
+    udp = struct.pack("!HHHH", sport, ROCE_PORT, 8 + len(payload), 0)
     return hdr + udp + payload
 
 
@@ -139,7 +146,28 @@ def ud_datagram(src, dst, qpn, qkey):
     return icrc(ip_udp(src, dst, bth + deth + bytes(64) + b"\0\0\0\0", 1))
 
 
+def ud_run(src, dst, qpn, qkey, n):
+    """n UD SEND_ONLY datagrams as one run: its identification 0 (DF set,
+    as an unconnected raw socket leaves it), segment i as segmentation
+    makes it (identification i, its own lengths, the run's ports), each
+    with the ICRC it has then."""
+    sport = 0xC001
+    segs = []
+    for i in range(n):
+        bth = struct.pack("!BBHII", 0x64, 0, 0xFFFF, qpn & 0xFFFFFF, i)
+        deth = struct.pack("!II", qkey, 0x10)
+        pkt = icrc(ip_udp(src, dst, bth + deth + bytes(64) + b"\0\0\0\0", i, sport))
+        segs.append(pkt[28:])
+    return ip_udp(src, dst, b"".join(segs), 0, sport)
+
+
 def main():
+    if sys.argv[1] == "--run":
+        src, dst, qpn, qkey, n = sys.argv[2:7]
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        s.sendto(ud_run(src, dst, int(qpn, 0), int(qkey, 0), int(n)), (dst, 0))
+        print(1)
+        return
     if sys.argv[1] == "--ud":
         src, dst, qpn, qkey = sys.argv[2:6]
         s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)

@@ -117,6 +117,19 @@ int roce_io_send(struct roce_dev *r, const uint8_t *pkt, size_t len,
 	return 0;
 }
 
+/* A path that may not wait (QP1's): counted apart, kept the same. */
+static unsigned int send_now_calls;
+
+int roce_io_send_now(struct roce_dev *r, const uint8_t *pkt, size_t len,
+		     const uint8_t *dst)
+{
+	ck_assert_ptr_eq(r, &rd);
+	(void)dst;
+	keep(pkt, len);
+	send_now_calls++;
+	return 0;
+}
+
 void roce_io_send_batch(struct roce_dev *r, const uint8_t *const *pkts,
 			const size_t *lens, unsigned int n, int family,
 			const uint8_t *dst)
@@ -548,7 +561,7 @@ static void setup(void)
 	for (i = 0; i < sizeof(remote_mem); i++)
 		remote_mem[i] = (uint8_t)(i * 7 + 3);
 	memset(local_mem, 0, sizeof(local_mem));
-	nsent = send_calls = runs = run_pkts = 0;
+	nsent = send_calls = send_now_calls = runs = run_pkts = 0;
 	answered = 0;
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
@@ -1618,6 +1631,32 @@ START_TEST(replayed_read_pays_for_what_goes_again)
 END_TEST
 
 /*
+ * A packet on a path that may not wait (QP1's MADs, which the control
+ * thread sends) goes through the call that never waits for room; others
+ * through the one that does.
+ */
+START_TEST(qp1_path_never_waits)
+{
+	struct roce_path path = { .family = AF_INET, .hop_limit = 64 };
+	static const uint8_t mad[256];
+	struct roce_pkt p;
+
+	roce_pkt_init(&p, ROCE_UD_SEND_ONLY);
+	p.dest_qp = 1;
+	p.deth.qkey = 0x80010000u;
+	p.deth.src_qp = 1;
+	roce_send_pkt(&rd, &path, &p, mad, sizeof(mad));
+	ck_assert_uint_eq(send_calls, 1);
+	ck_assert_uint_eq(send_now_calls, 0);
+	path.no_wait = true;
+	roce_send_pkt(&rd, &path, &p, mad, sizeof(mad));
+	ck_assert_uint_eq(send_calls, 1);
+	ck_assert_uint_eq(send_now_calls, 1);
+	ck_assert_uint_eq(nsent, 2);
+}
+END_TEST
+
+/*
  * A READ asked again is paid from the drain's budget too: with the QP's
  * own bucket full but the drain's spent, it is dropped (its requester
  * asks again), and what it replays leaves that much less for the drain.
@@ -2351,6 +2390,7 @@ int main(void)
 	tcase_add_test(tc, packet_out_of_its_message);
 	tcase_add_test(tc, replayed_read_pays_for_what_goes_again);
 	tcase_add_test(tc, replayed_read_pays_the_drain_budget);
+	tcase_add_test(tc, qp1_path_never_waits);
 	tcase_add_test(tc, read_past_the_drain_budget_waits);
 	tcase_add_test(tc, ack_of_a_psn_not_sent_dropped);
 	tcase_add_test(tc, a_turn_goes_in_one_call);

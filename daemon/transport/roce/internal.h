@@ -65,6 +65,12 @@ struct roce_path {
 	uint8_t tclass;
 	uint8_t hop_limit;
 	uint16_t sport;
+	/*
+	 * A full send buffer loses the packet at once instead of holding the
+	 * sender a moment: QP1's MADs, which the control thread sends (every
+	 * tenant's requests wait behind it) and the CM sends again.
+	 */
+	bool no_wait;
 };
 
 /*
@@ -472,6 +478,9 @@ void roce_io_close(struct roce_dev *rd);
  */
 int roce_io_send(struct roce_dev *rd, const uint8_t *pkt, size_t len,
 		 const uint8_t *dst);
+/* The same without waiting for room: -EAGAIN when the buffer is full. */
+int roce_io_send_now(struct roce_dev *rd, const uint8_t *pkt, size_t len,
+		     const uint8_t *dst);
 
 /*
  * io.c: put n IP packets of family to dst (4 or 16 bytes) on the wire in
@@ -488,6 +497,12 @@ void roce_io_send_batch(struct roce_dev *rd, const uint8_t *const *pkts,
 void roce_rx_packet(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 /* The same for one rd sent to one of its own addresses: no "peers" check. */
 void roce_rx_local(struct roce_dev *rd, const uint8_t *pkt, size_t len);
+/*
+ * Whether a datagram from the wire is RoCE to one of rd's addresses (or
+ * a group) from a peer, by its own headers: a run's outer ones (io.c).
+ * A refused source is counted as for a packet.
+ */
+bool roce_rx_addressed(struct roce_dev *rd, const uint8_t *pkt, size_t len);
 
 /* rc_resp.c: write rd's deferred payloads out (draining thread, no QP
  * lock held). */

@@ -202,6 +202,8 @@ static void emit(struct roce_dev *rd, const struct roce_path *path,
 		return;
 	if (roce_is_local(rd, path->family, path->dst))
 		roce_rx_local(rd, buf, len);
+	else if (path->no_wait)
+		roce_io_send_now(rd, buf, len, path->dst);
 	else
 		roce_io_send(rd, buf, len, path->dst);
 }

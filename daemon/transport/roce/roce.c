@@ -233,6 +233,9 @@ static enum eng_ud roce_send_ud(struct ibvd_engine *eng, struct ibvd_qp *src,
  * One MAD from QP1 to the peer's GSI QP, as rxe's QP1 sends it: UD
  * SEND_ONLY, the GSI Q_Key, QP1's UDP source port; over the family of its
  * GIDs (an IPv6 one is its own address, an IPv4 one ::ffff:a.b.c.d).
+ * Never waiting for room in the socket: the control thread sends it, and
+ * a peer whose every REQ earns a reply must not hold every tenant's
+ * requests 10 ms a MAD while engine threads fill the device's socket.
  */
 static int roce_send_mad(const struct ibvd_mad *mad)
 {
@@ -241,6 +244,7 @@ static int roce_send_mad(const struct ibvd_mad *mad)
 		.tclass = mad->traffic_class,
 		.hop_limit = mad->hop_limit,
 		.sport = roce_udp_sport(1),
+		.no_wait = true,
 	};
 	struct roce_pkt p;
 	int family;

@@ -216,6 +216,43 @@ static void count_drop(uint64_t *counter)
 	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * Only what was sent to one of this device's addresses, or to a group
+ * (the kernel passes on only those of groups the netdev takes), from a
+ * peer: whether ip is such, counting a refused source.
+ */
+static bool addressed(struct roce_dev *rd, const struct roce_ip *ip,
+		      bool own, bool *mcast)
+{
+	*mcast = roce_ip_is_multicast(ip->family, ip->dst);
+	if (!*mcast && !roce_is_local(rd, ip->family, ip->dst))
+		return false;
+	/*
+	 * What this device sends to its own addresses never leaves it
+	 * (emit): from the wire, such a source is forged.  Its RC and UC
+	 * peers on this device use the local transport, so no packet of
+	 * theirs comes here at all; an answer to a forged one would come
+	 * back here while its QP's lock is held.
+	 */
+	if (!roce_ip_addrs_plausible(ip) ||
+	    (!own && (roce_is_local(rd, ip->family, ip->src) ||
+		      !peer_allowed(rd, ip->family, ip->src)))) {
+		count_drop(&rd->dev->roce.dropped_not_peer);
+		return false;
+	}
+	return true;
+}
+
+bool roce_rx_addressed(struct roce_dev *rd, const uint8_t *pkt, size_t len)
+{
+	size_t off, udp_len;
+	struct roce_ip ip;
+	bool mcast;
+
+	return roce_parse_ip(pkt, len, &ip, &off, &udp_len) == 0 &&
+	       ip.dport == ROCE_UDP_PORT && addressed(rd, &ip, false, &mcast);
+}
+
 /* own: sent by this device to one of its own addresses, not from the wire */
 static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 {
@@ -225,29 +262,8 @@ static void rx(struct roce_dev *rd, const uint8_t *pkt, size_t len, bool own)
 	bool mcast;
 
 	if (roce_parse_ip(pkt, len, &ip, &off, &udp_len) < 0 ||
-	    ip.dport != ROCE_UDP_PORT)
+	    ip.dport != ROCE_UDP_PORT || !addressed(rd, &ip, own, &mcast))
 		return;
-	/*
-	 * Only what was sent to one of this device's addresses, or to a
-	 * group (the kernel passes on only those of groups the netdev
-	 * takes), from a peer.
-	 */
-	mcast = roce_ip_is_multicast(ip.family, ip.dst);
-	if (!mcast && !roce_is_local(rd, ip.family, ip.dst))
-		return;
-	/*
-	 * What this device sends to its own addresses never leaves it
-	 * (emit): from the wire, such a source is forged.  Its RC and UC
-	 * peers on this device use the local transport, so no packet of
-	 * theirs comes here at all; an answer to a forged one would come
-	 * back here while its QP's lock is held.
-	 */
-	if (!roce_ip_addrs_plausible(&ip) ||
-	    (!own && (roce_is_local(rd, ip.family, ip.src) ||
-		      !peer_allowed(rd, ip.family, ip.src)))) {
-		count_drop(&rd->dev->roce.dropped_not_peer);
-		return;
-	}
 	if (!roce_icrc_ok(pkt, off + udp_len))
 		return;
 	if (roce_decode(pkt + off, udp_len, &p) < 0)
