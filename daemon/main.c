@@ -23,7 +23,7 @@
 #include "config/config.h"
 #include "core/device.h"
 #include "devices.h"
-#include "engine/copy_watch.h"
+#include "engine/watch/copy_watch.h"
 #include "engine/engine.h"
 #include "frame.h"
 #include "log.h"

@@ -21,7 +21,7 @@
 #include "config/config.h"
 #include "devices.h"
 #include "devlinks.h"
-#include "engine/copy_watch.h"
+#include "engine/watch/copy_watch.h"
 #include "log.h"
 #include "reload.h"
 #include "server/notify.h"

@@ -13,4 +13,5 @@ DAEMON_SOURCES += \
 	daemon/core/rtnl.c daemon/core/rtnl.h \
 	daemon/core/route.c daemon/core/route.h \
 	daemon/core/rate.c daemon/core/rate.h \
+	daemon/core/thread.c daemon/core/thread.h \
 	daemon/core/host_addrs.c daemon/core/host_addrs.h

@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +28,8 @@
 #include <sys/syscall.h>
 
 #include "barrier.h"
-#include "copy_watch.h"
+#include "watch/copy_watch.h"
+#include "core/thread.h"
 #include "engine.h"
 #include "internal.h"
 #include "log.h"
@@ -511,22 +511,12 @@ static int engine_init(struct ibvd_engine *eng, unsigned int index)
 	return 0;
 }
 
-/* Engine threads take no signals: the control thread's loop handles them. */
 static int spawn(struct ibvd_engine *eng)
 {
-	sigset_t all, old;
 	char name[16];
-	int ret;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&eng->thread, NULL, engine_main, eng);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret == 0) {
-		snprintf(name, sizeof(name), "ibvd-engine%u", eng->index);
-		pthread_setname_np(eng->thread, name);
-	}
-	return ret;
+	snprintf(name, sizeof(name), "ibvd-engine%u", eng->index);
+	return ibvd_thread_spawn(&eng->thread, NULL, engine_main, eng, name);
 }
 
 /*

@@ -9,8 +9,8 @@ DAEMON_SOURCES += \
 	daemon/engine/timer.c \
 	daemon/engine/load.c \
 	daemon/engine/memory.c \
-	daemon/engine/copy_watch.h daemon/engine/copy_watch.c \
-	daemon/engine/copy_describe.c \
+	daemon/engine/watch/copy_watch.h daemon/engine/watch/copy_watch.c \
+	daemon/engine/watch/copy_describe.c \
 	daemon/engine/wqe.c \
 	daemon/engine/direct/direct.c \
 	daemon/engine/direct/ud_park.c \

@@ -66,7 +66,7 @@
 #include <unistd.h>
 #include <sys/uio.h>
 
-#include "copy_watch.h"
+#include "watch/copy_watch.h"
 #include "internal.h"
 
 __thread uint64_t *ibvd_eng_mem_calls;

@@ -30,7 +30,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +40,7 @@
 #include <event2/event.h>
 
 #include "closer.h"
+#include "core/thread.h"
 #include "frame.h"
 #include "log.h"
 #include "util.h"
@@ -223,19 +223,15 @@ static void *closer_main(void *arg)
 static int closer_thread_start(void)
 {
 	pthread_attr_t attr;
-	sigset_t all, old;
 	int ret;
 
 	ret = -pthread_attr_init(&attr);
 	if (ret < 0)
 		return ret;
 	pthread_attr_setstacksize(&attr, CLOSER_STACK_SIZE);
-	/* Signals are the control thread's business. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&closer.threads[closer.nthreads], &attr,
-			      closer_main, (void *)(uintptr_t)closer.nthreads);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = ibvd_thread_spawn(&closer.threads[closer.nthreads], &attr,
+				closer_main, (void *)(uintptr_t)closer.nthreads,
+				NULL);
 	pthread_attr_destroy(&attr);
 	if (ret == 0)
 		closer.nthreads++;

@@ -21,17 +21,12 @@ ibvd_init
 O=$T/out
 IDLE=2
 
-FUSE_DIR=$T/fuse
-STUCKFS=""
+. "$(dirname "$0")/stuckfs.sh"
 # The FUSE server first (its exit ends the daemon's held closes), then
-# whatever is left of its mount, then the rest.
+# the rest.
 stuck_cleanup() {
 	local rc=$?
-	if [ -n "$STUCKFS" ]; then
-		kill -TERM "$STUCKFS" 2>/dev/null
-		wait_exit "$STUCKFS" 5 || { kill -KILL "$STUCKFS"; wait "$STUCKFS"; } 2>/dev/null
-	fi
-	umount -l "$FUSE_DIR" 2>/dev/null
+	stuckfs_stop
 	(exit "$rc")
 	ibvd_cleanup
 }
@@ -41,22 +36,7 @@ conf=$(default_conf) || exit 1
 IBVERBSD_IDLE_TIMEOUT=$IDLE daemon_start -c "$conf"
 daemon_wait_ready
 
-mkdir -p "$FUSE_DIR" && chmod 755 "$FUSE_DIR" || fail "mkdir $FUSE_DIR"
-"$T/bin/stuckfs-helper" "$FUSE_DIR" "$USER1" "$DAEMON_PID" >"$O/stuckfs" 2>&1 &
-STUCKFS=$!
-for _ in $(seq $((50 * TMUL))); do
-	grep -q '^mounted$' "$O/stuckfs" && break
-	pid_running "$STUCKFS" || break
-	sleep 0.1
-done
-if ! grep -q '^mounted$' "$O/stuckfs"; then
-	wait "$STUCKFS"
-	rc=$?
-	STUCKFS=""
-	show stuckfs "$O/stuckfs"
-	[ "$rc" -eq 77 ] && skip "FUSE cannot be mounted here"
-	fail "stuckfs-helper did not mount (exit $rc)"
-fi
+stuckfs_start
 
 # held: how many of the daemon's FLUSHes the server holds now.
 held() { grep -c '^held ' "$O/stuckfs"; }

@@ -19,20 +19,15 @@ is_root || skip "needs root (mounts FUSE)"
 [ -c /dev/fuse ] || skip "no /dev/fuse"
 ibvd_init
 O=$T/out
-FUSE_DIR=$T/fuse
+. "$(dirname "$0")/stuckfs.sh"
 FUSECTL=/sys/fs/fuse/connections
-STUCKFS=""
 CTL_MOUNTED=""
 HELPER=""
 
 stuck_cleanup() {
 	local rc=$?
 	[ -n "$HELPER" ] && kill -KILL "$HELPER" 2>/dev/null
-	if [ -n "$STUCKFS" ]; then
-		kill -TERM "$STUCKFS" 2>/dev/null
-		wait_exit "$STUCKFS" 5 || { kill -KILL "$STUCKFS"; wait "$STUCKFS"; } 2>/dev/null
-	fi
-	umount -l "$FUSE_DIR" 2>/dev/null
+	stuckfs_stop
 	[ -n "$CTL_MOUNTED" ] && umount "$FUSECTL" 2>/dev/null
 	(exit "$rc")
 	ibvd_cleanup
@@ -51,22 +46,7 @@ if [ -d "$FUSECTL" ] && ! grep -q " $FUSECTL fusectl " /proc/mounts; then
 	mount -t fusectl fusectl "$FUSECTL" 2>/dev/null && CTL_MOUNTED=1
 fi
 
-mkdir -p "$FUSE_DIR" && chmod 755 "$FUSE_DIR" || fail "mkdir $FUSE_DIR"
-"$T/bin/stuckfs-helper" "$FUSE_DIR" "$USER1" "$DAEMON_PID" read >"$O/stuckfs" 2>&1 &
-STUCKFS=$!
-for _ in $(seq $((50 * TMUL))); do
-	grep -q '^mounted$' "$O/stuckfs" && break
-	pid_running "$STUCKFS" || break
-	sleep 0.1
-done
-if ! grep -q '^mounted$' "$O/stuckfs"; then
-	wait "$STUCKFS"
-	rc=$?
-	STUCKFS=""
-	show stuckfs "$O/stuckfs"
-	[ "$rc" -eq 77 ] && skip "FUSE cannot be mounted here"
-	fail "stuckfs-helper did not mount (exit $rc)"
-fi
+stuckfs_start read
 # its device, from the mount table (root may not stat it: no allow_other)
 dev=$(awk -v m="$FUSE_DIR" '$5 == m { print $3 }' /proc/self/mountinfo)
 [ -n "$dev" ] || fail "$FUSE_DIR is not in /proc/self/mountinfo"

@@ -24,8 +24,8 @@ check_PROGRAMS += tests/unit/test_memory
 TESTS += tests/unit/test_memory
 tests_unit_test_memory_SOURCES = tests/unit/test_memory.c \
 	daemon/engine/memory.c daemon/engine/internal.h \
-	daemon/engine/copy_watch.c daemon/engine/copy_watch.h \
-	daemon/engine/copy_describe.c
+	daemon/engine/watch/copy_watch.c daemon/engine/watch/copy_watch.h \
+	daemon/engine/watch/copy_describe.c daemon/core/thread.c
 tests_unit_test_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_memory_CFLAGS = $(UNIT_CFLAGS) -pthread
 tests_unit_test_memory_LDADD = $(UNIT_LIBS) -lpthread
@@ -45,8 +45,8 @@ check_PROGRAMS += tests/unit/test_wqe
 TESTS += tests/unit/test_wqe
 tests_unit_test_wqe_SOURCES = tests/unit/test_wqe.c \
 	daemon/engine/wqe.c daemon/engine/memory.c daemon/engine/internal.h \
-	daemon/engine/copy_watch.c daemon/engine/copy_watch.h \
-	daemon/engine/copy_describe.c
+	daemon/engine/watch/copy_watch.c daemon/engine/watch/copy_watch.h \
+	daemon/engine/watch/copy_describe.c daemon/core/thread.c
 tests_unit_test_wqe_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_wqe_CFLAGS = $(UNIT_CFLAGS) -pthread
 tests_unit_test_wqe_LDADD = $(UNIT_LIBS) -lpthread

@@ -23,7 +23,7 @@
 
 #include "verbs/context.h"
 #include "core/device.h"
-#include "engine/copy_watch.h"
+#include "engine/watch/copy_watch.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
 #include "config/config.h"

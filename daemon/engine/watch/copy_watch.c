@@ -21,7 +21,6 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +30,8 @@
 #include <unistd.h>
 
 #include "copy_watch.h"
-#include "engine.h"
+#include "core/thread.h"
+#include "engine/engine.h"
 #include "log.h"
 
 #define MAX_SLOTS	(IBVD_ENGINE_MAX_THREADS + 2)
@@ -242,7 +242,6 @@ static void *watchdog_main(void *arg)
 
 int ibvd_copy_watch_start(unsigned int ms, const char *caller_name)
 {
-	sigset_t all, old;
 	int ret;
 
 	stuck_ms = ms;
@@ -256,14 +255,10 @@ int ibvd_copy_watch_start(unsigned int ms, const char *caller_name)
 	ret = ibvd_copy_look_start();
 	if (ret < 0)
 		return ret;
-	/* signals are the control thread's, as with the engine threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&thread, NULL, watchdog_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret)
-		return -ret;
-	pthread_setname_np(thread, "ibvd-copywatch");
+	ret = ibvd_thread_spawn(&thread, NULL, watchdog_main, NULL,
+				"ibvd-copywatch");
+	if (ret < 0)
+		return ret;
 	running = true;
 	return 0;
 }

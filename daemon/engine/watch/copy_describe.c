@@ -28,7 +28,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@
 #include <unistd.h>
 
 #include "copy_watch.h"
+#include "core/thread.h"
 #include "log.h"
 
 #define FUSE_CONNECTIONS	"/sys/fs/fuse/connections"
@@ -298,17 +298,13 @@ bool ibvd_copy_look(const struct ibvd_copy_look *l)
 
 int ibvd_copy_look_start(void)
 {
-	sigset_t all, old;
 	int ret;
 
 	stopping = false;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&looker, NULL, looker_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret)
-		return -ret;
-	pthread_setname_np(looker, "ibvd-copylook");
+	ret = ibvd_thread_spawn(&looker, NULL, looker_main, NULL,
+				"ibvd-copylook");
+	if (ret < 0)
+		return ret;
 	looker_running = true;
 	return 0;
 }
