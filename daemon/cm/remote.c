@@ -48,6 +48,9 @@
 #define WIRE_PERMISSIVE_LID	0xFFFF
 /* MADs taken from the mailbox per loop turn: client requests go on. */
 #define WIRE_BATCH		64
+/* Buckets of wires by comm ID: each MAD looks in one, not at all wires. */
+#define WIRE_HASH_BITS		12
+#define WIRE_BUCKETS		(1u << WIRE_HASH_BITS)
 
 struct cm_wire {
 	/*
@@ -57,6 +60,8 @@ struct cm_wire {
 	 */
 	struct ibvd_cm_id *id;
 	LIST_ENTRY(cm_wire) link;
+	LIST_ENTRY(cm_wire) by_local;	/* in its local comm ID's bucket */
+	LIST_ENTRY(cm_wire) by_remote;	/* in the peer's comm ID's, once named */
 	uint32_t local_comm_id;		/* ours: the request ID for SIDR */
 	uint32_t remote_comm_id;	/* 0 until the peer named its end */
 	uint64_t tid;			/* the REQ's: REP, RTU, MRA, REJ reuse it */
@@ -78,8 +83,17 @@ struct cm_wire {
 	struct event *timer;
 };
 
+LIST_HEAD(wire_list, cm_wire);
+
 static struct {
-	LIST_HEAD(, cm_wire) all;
+	struct wire_list all;
+	/*
+	 * By comm ID, ours and the peer's.  A peer picks its own IDs: the
+	 * buckets are keyed with a secret, so that it cannot pile them into
+	 * one (all zero: a LIST_HEAD's initial state).
+	 */
+	struct wire_list local[WIRE_BUCKETS], remote[WIRE_BUCKETS];
+	uint32_t hash_key;
 	uint32_t dreq_seq;
 	struct event *inbox;
 	uint64_t dropped;		/* MADs that fit no connection */
@@ -87,14 +101,40 @@ static struct {
 
 /* ---- wires ---------------------------------------------------------- */
 
+static unsigned int wire_bucket(uint32_t cid)
+{
+	return (unsigned int)(((cid ^ wires.hash_key) * 0x9E3779B1u) >>
+			      (32 - WIRE_HASH_BITS));
+}
+
+static struct wire_list *by_local(uint32_t cid)
+{
+	return &wires.local[wire_bucket(cid)];
+}
+
+static struct wire_list *by_remote(uint32_t cid)
+{
+	return &wires.remote[wire_bucket(cid)];
+}
+
 static bool comm_id_used(uint32_t cid)
 {
 	struct cm_wire *w;
 
-	LIST_FOREACH(w, &wires.all, link)
+	LIST_FOREACH(w, by_local(cid), by_local)
 		if (w->local_comm_id == cid)
 			return true;
 	return false;
+}
+
+/* The peer named its end of w (0: not yet). */
+static void wire_set_remote(struct cm_wire *w, uint32_t cid)
+{
+	if (w->remote_comm_id)
+		LIST_REMOVE(w, by_remote);
+	w->remote_comm_id = cid;
+	if (cid)
+		LIST_INSERT_HEAD(by_remote(cid), w, by_remote);
 }
 
 static uint32_t comm_id_new(void)
@@ -137,6 +177,7 @@ static struct cm_wire *wire_new(struct ibvd_cm_id *id, struct ibvd_device *dev,
 	w->out.traffic_class = id->tos;
 	w->out.hop_limit = CM_GRH_HOP_LIMIT;
 	LIST_INSERT_HEAD(&wires.all, w, link);
+	LIST_INSERT_HEAD(by_local(w->local_comm_id), w, by_local);
 	id->wire = w;
 	return w;
 }
@@ -145,6 +186,8 @@ static void wire_free(struct cm_wire *w)
 {
 	event_free(w->timer);
 	LIST_REMOVE(w, link);
+	LIST_REMOVE(w, by_local);
+	wire_set_remote(w, 0);
 	if (w->id)
 		w->id->wire = NULL;
 	free(w);
@@ -699,7 +742,7 @@ static struct cm_wire *wire_find(const struct ibvd_mad *in, uint32_t cid,
 {
 	struct cm_wire *w;
 
-	LIST_FOREACH(w, &wires.all, link)
+	LIST_FOREACH(w, by_local(cid), by_local)
 		if (w->local_comm_id == cid && w->out.dev == in->dev &&
 		    !memcmp(w->out.remote_gid, in->remote_gid, 16))
 			return w->id || orphans ? w : NULL;
@@ -716,7 +759,7 @@ static struct cm_wire *wire_requested(const struct ibvd_mad *in, uint32_t cid)
 {
 	struct cm_wire *w;
 
-	LIST_FOREACH(w, &wires.all, link)
+	LIST_FOREACH(w, by_remote(cid), by_remote)
 		if (w->remote_comm_id == cid && w->id && !w->id->active &&
 		    w->out.dev == in->dev &&
 		    !memcmp(w->out.remote_gid, in->remote_gid, 16))
@@ -776,7 +819,7 @@ static struct ibvd_cm_id *request_take(const struct ibvd_mad *in,
 		cm_id_destroy(c);
 		return NULL;
 	}
-	w->remote_comm_id = remote_cid;
+	wire_set_remote(w, remote_cid);
 	w->tid = tid;
 	return c;
 }
@@ -903,7 +946,7 @@ static void on_rep(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	if (a->phase != CM_PH_REQ_SENT || cm_is_ud(a))
 		return;
 	wire_settle(w);
-	w->remote_comm_id = r->local_comm_id;
+	wire_set_remote(w, r->local_comm_id);
 	memset(&rep, 0, sizeof(rep));
 	rep.responder_resources = r->responder_resources;
 	rep.initiator_depth = r->initiator_depth;
@@ -1144,6 +1187,9 @@ int cm_wire_start(struct event_base *base)
 
 	if (fd < 0)
 		return fd;
+	/* before any wire: a new key would move them all */
+	if (LIST_EMPTY(&wires.all))
+		wires.hash_key = ibvd_random32();
 	wires.inbox = event_new(base, fd, EV_READ | EV_PERSIST, inbox_cb, NULL);
 	if (!wires.inbox || event_add(wires.inbox, NULL) < 0)
 		return -ENOMEM;
