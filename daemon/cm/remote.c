@@ -64,6 +64,7 @@ struct cm_wire {
 	LIST_ENTRY(cm_wire) by_remote;	/* in the peer's comm ID's, once named */
 	uint32_t local_comm_id;		/* ours: the request ID for SIDR */
 	uint32_t remote_comm_id;	/* 0 until the peer named its end */
+	bool remote_named;		/* it did (0 is an ID too): by_remote */
 	uint64_t tid;			/* the REQ's: REP, RTU, MRA, REJ reuse it */
 	uint64_t service_id;		/* SIDR: echoed in the SIDR REP */
 	uint8_t path_mtu;		/* passive: what the REQ allowed */
@@ -127,14 +128,14 @@ static bool comm_id_used(uint32_t cid)
 	return false;
 }
 
-/* The peer named its end of w (0: not yet). */
+/* The peer named its end of w: cid, which may be 0. */
 static void wire_set_remote(struct cm_wire *w, uint32_t cid)
 {
-	if (w->remote_comm_id)
+	if (w->remote_named)
 		LIST_REMOVE(w, by_remote);
 	w->remote_comm_id = cid;
-	if (cid)
-		LIST_INSERT_HEAD(by_remote(cid), w, by_remote);
+	LIST_INSERT_HEAD(by_remote(cid), w, by_remote);
+	w->remote_named = true;
 }
 
 static uint32_t comm_id_new(void)
@@ -187,7 +188,8 @@ static void wire_free(struct cm_wire *w)
 	event_free(w->timer);
 	LIST_REMOVE(w, link);
 	LIST_REMOVE(w, by_local);
-	wire_set_remote(w, 0);
+	if (w->remote_named)
+		LIST_REMOVE(w, by_remote);
 	if (w->id)
 		w->id->wire = NULL;
 	free(w);
