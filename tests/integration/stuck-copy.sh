@@ -55,8 +55,10 @@ conn=$(( (${dev%%:*} << 20) | ${dev#*:} ))
 check "uid $USER1's WRITE into its FUSE mapping stops a copy; the daemon says whose, what and how to free it"
 run_ours "$USER1" "$T/bin/mapped-helper" --stuck "$FUSE_DIR/f" >"$O/stuck" 2>&1 &
 HELPER=$!
+# both lines of the daemon's, and the helper's own (it may be slower to
+# say it posted than the daemon to see the copy stand)
 for _ in $(seq $((300 * TMUL))); do
-	grep -q 'the stuck copy' "$DAEMON_LOG" && break
+	grep -q 'the stuck copy' "$DAEMON_LOG" && grep -q '^posted by pid' "$O/stuck" && break
 	pid_running "$HELPER" || break
 	sleep 0.1
 done
