@@ -442,7 +442,9 @@ static int big(void)
  * private mapping of FILE that nothing here has touched, so that the
  * engine's write faults the page in through FILE's file system
  * (stuck-copy.sh: a FUSE server that holds the daemon's READs).  Prints
- * "posted by pid PID", then the WRITE's completion ("completion: STATUS") when it
+ * "pid PID" first, before the copy can stand (a call that maps memory,
+ * as a sanitizer's allocator may make in printf, then waits behind the
+ * stuck fault), "posted", then the WRITE's completion ("completion: STATUS") when it
  * comes, within 120 s.  Exit: 0 once a completion came, 1 if none.
  */
 #define STUCK_LEN	65536u
@@ -454,6 +456,7 @@ static int stuck(const char *path)
 	void *map;
 	int fd, n;
 
+	say("pid %d", (int)getpid());
 	fd = open(path, O_RDONLY);
 	vt_assert(fd >= 0, "open %s: %s", path, strerror(errno));
 	map = mmap(NULL, STUCK_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
@@ -467,7 +470,7 @@ static int stuck(const char *path)
 	memset(src->addr, 0x5a, 4096);
 	vt_send(P.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, src->addr,
 		4096, src->lkey, (uint64_t)(uintptr_t)map + 8192, mr->rkey);
-	say("posted by pid %d", (int)getpid());
+	say("posted");
 	n = vt_poll(P.scq[0], &wc, 1, 120000);
 	say("completion: %s", n == 1 ? ibv_wc_status_str(wc.status) : "none");
 	vt_dereg(src);

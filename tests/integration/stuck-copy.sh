@@ -55,20 +55,17 @@ conn=$(( (${dev%%:*} << 20) | ${dev#*:} ))
 check "uid $USER1's WRITE into its FUSE mapping stops a copy; the daemon says whose, what and how to free it"
 run_ours "$USER1" "$T/bin/mapped-helper" --stuck "$FUSE_DIR/f" >"$O/stuck" 2>&1 &
 HELPER=$!
-# both lines of the daemon's, and the helper's own (it may be slower to
-# say it posted than the daemon to see the copy stand)
 for _ in $(seq $((300 * TMUL))); do
-	grep -q 'the stuck copy' "$DAEMON_LOG" && grep -q '^posted by pid' "$O/stuck" && break
+	grep -q 'has not returned for' "$DAEMON_LOG" && break
 	pid_running "$HELPER" || break
 	sleep 0.1
 done
-line=$(grep -m 1 'has not returned for' "$DAEMON_LOG") &&
-	what=$(grep -m 1 'the stuck copy' "$DAEMON_LOG") ||
+line=$(grep -m 1 'has not returned for' "$DAEMON_LOG") ||
 	{ show helper "$O/stuck"; show stuckfs "$O/stuckfs"; show "daemon log" "$DAEMON_LOG"
-	  fail "the daemon did not report the stuck copy, and what it waits for"; }
+	  fail "the daemon did not report the stuck copy"; }
 grep -q '^held ' "$O/stuckfs" || { show stuckfs "$O/stuckfs"; fail "no READ of the daemon was held"; }
 grep -q 'completion:' "$O/stuck" && { show helper "$O/stuck"; fail "the WRITE completed while its copy was held"; }
-cpid=$(sed -n 's/^posted by pid //p' "$O/stuck")
+cpid=$(sed -n 's/^pid //p' "$O/stuck")
 [ -n "$cpid" ] || { show helper "$O/stuck"; fail "mapped-helper did not say its pid"; }
 for want in "engine thread" "pid $cpid (uid $USER1)"; do
 	case $line in
@@ -79,20 +76,34 @@ done
 ms=$(sed -n 's/.*has not returned for \([0-9]*\) ms.*/\1/p' <<<"$line")
 [ -n "$ms" ] && [ "$ms" -ge 500 ] && [ "$ms" -lt 5000 ] ||
 	fail "reported after '$ms' ms, not within the 500 ms the reload set: $line"
-case $what in
-*"$FUSE_DIR/f (device $dev)"*) ;;
-*) fail "the second line does not name the file and its device $dev: $what" ;;
-esac
-if [ -d "$FUSECTL/$conn" ]; then
-	case $what in
-	*"FUSE connection $conn: \`echo 1 > $FUSECTL/$conn/abort\`"*) ;;
-	*) fail "the second line does not name FUSE connection $conn and its abort: $what" ;;
-	esac
+# The look at what backs it, a line of its own soon after.  Under
+# sanitizers the client's allocator may map memory during the stall: the
+# call waits behind the stuck fault, and a read of the client's mappings
+# may wait behind that call (copy_describe.c), so the line may not come.
+for _ in $(seq $((50 * TMUL))); do
+	grep -q 'the stuck copy' "$DAEMON_LOG" && break
+	sleep 0.1
+done
+what=$(grep -m 1 'the stuck copy' "$DAEMON_LOG")
+if [ -z "$what" ]; then
+	[ -n "$SANITIZERS" ] || { show "daemon log" "$DAEMON_LOG"; fail "the daemon did not say what the stuck copy waits for"; }
+	log "no second line (sanitizers: the client may be mapping memory behind the stuck fault)"
 else
-	log "no $FUSECTL here: the connection is not named, the server's exit aborts it"
+	case $what in
+	*"$FUSE_DIR/f (device $dev)"*) ;;
+	*) fail "the second line does not name the file and its device $dev: $what" ;;
+	esac
+	if [ -d "$FUSECTL/$conn" ]; then
+		case $what in
+		*"FUSE connection $conn: \`echo 1 > $FUSECTL/$conn/abort\`"*) ;;
+		*) fail "the second line does not name FUSE connection $conn and its abort: $what" ;;
+		esac
+	else
+		log "no $FUSECTL here: the connection is not named, the server's exit aborts it"
+	fi
 fi
 ok "${line#*err: }"
-ok "${what#*err: }"
+if [ -n "$what" ]; then ok "${what#*err: }"; fi
 
 check "the abort the daemon named fails the copy, and the daemon goes on"
 if [ -d "$FUSECTL/$conn" ]; then
