@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "copy_watch.h"
@@ -201,11 +200,6 @@ static bool stopping;
 static pthread_t looker;
 static bool looker_running;
 
-static long futex(uint32_t *word, int op, uint32_t val)
-{
-	return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
-}
-
 /* The first of the look's places that a file backs, FUSE first. */
 static bool look_up(const struct ibvd_copy_look *l, struct backing *out,
 		    const char **whose)
@@ -273,7 +267,7 @@ static void *looker_main(void *arg)
 	for (;;) {
 		while (!__atomic_load_n(&job_word, __ATOMIC_ACQUIRE) &&
 		       !__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
-			futex(&job_word, FUTEX_WAIT_PRIVATE, 0);
+			ibvd_copy_futex(&job_word, FUTEX_WAIT_PRIVATE, 0, NULL);
 		if (__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
 			break;
 		look(&job);
@@ -292,7 +286,7 @@ bool ibvd_copy_look(const struct ibvd_copy_look *l)
 	__atomic_store_n(&busy, true, __ATOMIC_RELAXED);
 	job = *l;
 	__atomic_store_n(&job_word, 1, __ATOMIC_RELEASE);
-	futex(&job_word, FUTEX_WAKE_PRIVATE, 1);
+	ibvd_copy_futex(&job_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	return true;
 }
 
@@ -314,7 +308,7 @@ void ibvd_copy_look_stop(void)
 	if (!looker_running)
 		return;
 	__atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
-	futex(&job_word, FUTEX_WAKE_PRIVATE, 1);
+	ibvd_copy_futex(&job_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	/* a look that never returns keeps its thread: not waited for */
 	if (__atomic_load_n(&busy, __ATOMIC_ACQUIRE))
 		pthread_detach(looker);

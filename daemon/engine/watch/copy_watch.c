@@ -65,8 +65,8 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static long futex(uint32_t *word, int op, uint32_t val,
-		  const struct timespec *timeout)
+long ibvd_copy_futex(uint32_t *word, int op, uint32_t val,
+		     const struct timespec *timeout)
 {
 	return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
@@ -78,7 +78,8 @@ void ibvd_copy_watch_wake(void)
 	if (__atomic_compare_exchange_n(&ibvd_copy_watch_asleep, &one, 0,
 					false, __ATOMIC_RELAXED,
 					__ATOMIC_RELAXED))
-		futex(&ibvd_copy_watch_asleep, FUTEX_WAKE_PRIVATE, 1, NULL);
+		ibvd_copy_futex(&ibvd_copy_watch_asleep, FUTEX_WAKE_PRIVATE, 1,
+				NULL);
 }
 
 void ibvd_copy_watch_thread(const char *name)
@@ -91,7 +92,7 @@ void ibvd_copy_watch_thread(const char *name)
 	ibvd_copy_slot = &slots[i];
 }
 
-/* ---- reporting ------------------------------------------------------------ */
+/* ---- reporting -------------------------------------------------------- */
 
 /*
  * A copy has stood `ms`: say whose memory it is at once, from what was
@@ -197,7 +198,8 @@ static void sleep_until_copy(void)
 		return;
 	}
 	while (__atomic_load_n(&ibvd_copy_watch_asleep, __ATOMIC_ACQUIRE))
-		futex(&ibvd_copy_watch_asleep, FUTEX_WAIT_PRIVATE, 1, NULL);
+		ibvd_copy_futex(&ibvd_copy_watch_asleep, FUTEX_WAIT_PRIVATE, 1,
+				NULL);
 }
 
 /* ms, or until a reconfiguration or the stop (0: no time limit). */
@@ -207,7 +209,8 @@ static void sleep_period(unsigned int ms)
 	uint32_t word = __atomic_load_n(&wake_word, __ATOMIC_ACQUIRE);
 
 	if (!__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
-		futex(&wake_word, FUTEX_WAIT_PRIVATE, word, ms ? &ts : NULL);
+		ibvd_copy_futex(&wake_word, FUTEX_WAIT_PRIVATE, word,
+				ms ? &ts : NULL);
 }
 
 static unsigned int period_ms(unsigned int limit_ms)
@@ -257,8 +260,10 @@ int ibvd_copy_watch_start(unsigned int ms, const char *caller_name)
 		return ret;
 	ret = ibvd_thread_spawn(&thread, NULL, watchdog_main, NULL,
 				"ibvd-copywatch");
-	if (ret < 0)
+	if (ret < 0) {
+		ibvd_copy_look_stop();
 		return ret;
+	}
 	running = true;
 	return 0;
 }
@@ -266,7 +271,7 @@ int ibvd_copy_watch_start(unsigned int ms, const char *caller_name)
 static void poke(void)
 {
 	__atomic_add_fetch(&wake_word, 1, __ATOMIC_RELEASE);
-	futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	ibvd_copy_futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	ibvd_copy_watch_wake();
 }
 

@@ -58,7 +58,13 @@ void ibvd_copy_watch_thread(const char *name);
 void ibvd_copy_watch_client(int mem_fd, pid_t pid, uid_t uid, int maps_fd);
 void ibvd_copy_watch_client_gone(int mem_fd);
 
-/* ---- copy_describe.c: for copy_watch.c only ---------------------------- */
+/* ---- between copy_watch.c and copy_describe.c only -------------------- */
+
+struct timespec;
+
+/* futex(2) on a private word: timeout NULL waits for ever. */
+long ibvd_copy_futex(uint32_t *word, int op, uint32_t val,
+		     const struct timespec *timeout);
 
 /* mem_fd's client: its pid, uid and a duplicate of its maps fd (or -1). */
 bool ibvd_copy_client_of(int mem_fd, pid_t *pid, uid_t *uid, int *maps_dup);
