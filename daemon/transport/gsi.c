@@ -2,6 +2,11 @@
  * QP1's mailbox (gsi.h): a bounded FIFO under a mutex, and an eventfd
  * that counts what waits, so that the control thread's event loop wakes
  * for arrivals the way it wakes for client requests.
+ *
+ * Each sender's share is counted in a record of its own, found by its GID
+ * in one bucket: an arrival costs the same whether 1 or 1,024 MADs wait.
+ * A peer picks the GIDs it sends from (within its peers' subnets), so the
+ * buckets are keyed with a secret taken when the mailbox opens.
  */
 #include <config.h>
 
@@ -14,12 +19,25 @@
 #include <sys/queue.h>
 
 #include "core/device.h"
+#include "core/random.h"
 #include "gsi.h"
+
+#define SOURCE_HASH_BITS	8
+
+/* One remote GID with MADs waiting: how many. */
+struct gsi_source {
+	uint8_t gid[16];
+	unsigned int waiting;
+	LIST_ENTRY(gsi_source) link;
+};
 
 struct gsi_entry {
 	struct ibvd_mad mad;
+	struct gsi_source *source;
 	STAILQ_ENTRY(gsi_entry) link;
 };
+
+LIST_HEAD(gsi_source_list, gsi_source);
 
 static struct {
 	pthread_mutex_t lock;
@@ -27,6 +45,8 @@ static struct {
 	unsigned int count;
 	uint64_t dropped;
 	int fd;				/* -1 until made */
+	uint32_t hash_key;
+	struct gsi_source_list sources[1u << SOURCE_HASH_BITS];
 } inbox = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.queue = STAILQ_HEAD_INITIALIZER(inbox.queue),
@@ -38,37 +58,80 @@ int ibvd_gsi_fd(void)
 	int fd;
 
 	pthread_mutex_lock(&inbox.lock);
-	if (inbox.fd < 0)
+	if (inbox.fd < 0) {
 		inbox.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		inbox.hash_key = ibvd_random32();
+	}
 	fd = inbox.fd < 0 ? -errno : inbox.fd;
 	pthread_mutex_unlock(&inbox.lock);
 	return fd;
 }
 
-/* Has the sender of mad as many MADs waiting as it may?  Inbox locked. */
-static bool source_full(const struct ibvd_mad *mad)
-{
-	const struct gsi_entry *e;
-	unsigned int n = 0;
+/* ---- senders' shares ------------------------------------------------ */
 
-	STAILQ_FOREACH(e, &inbox.queue, link)
-		if (!memcmp(e->mad.remote_gid, mad->remote_gid, 16) &&
-		    ++n >= IBVD_GSI_SOURCE_MAX)
-			return true;
-	return false;
+static struct gsi_source_list *source_bucket(const uint8_t gid[16])
+{
+	uint32_t h = inbox.hash_key, w;
+	unsigned int i;
+
+	for (i = 0; i < 16; i += 4) {
+		memcpy(&w, gid + i, sizeof(w));
+		h = ((h ^ w) * 0x9E3779B1u);
+		h ^= h >> 15;
+	}
+	return &inbox.sources[h >> (32 - SOURCE_HASH_BITS)];
+}
+
+/*
+ * The record of gid's share, made if it has none; NULL when its share is
+ * full or no record can be made.  Inbox locked.
+ */
+static struct gsi_source *source_take_share(const uint8_t gid[16])
+{
+	struct gsi_source_list *b = source_bucket(gid);
+	struct gsi_source *src;
+
+	LIST_FOREACH(src, b, link)
+		if (!memcmp(src->gid, gid, 16))
+			break;
+	if (!src) {
+		src = calloc(1, sizeof(*src));
+		if (!src)
+			return NULL;
+		memcpy(src->gid, gid, 16);
+		LIST_INSERT_HEAD(b, src, link);
+	}
+	if (src->waiting >= IBVD_GSI_SOURCE_MAX)
+		return NULL;
+	src->waiting++;
+	return src;
+}
+
+/* e leaves the mailbox: give back its sender's share.  Inbox locked. */
+static void entry_leaves(struct gsi_entry *e)
+{
+	struct gsi_source *src = e->source;
+
+	inbox.count--;
+	if (--src->waiting == 0) {
+		LIST_REMOVE(src, link);
+		free(src);
+	}
 }
 
 void ibvd_gsi_deliver(const struct ibvd_mad *mad)
 {
+	struct gsi_entry *e = NULL;
 	uint64_t one = 1;
-	struct gsi_entry *e;
 
 	pthread_mutex_lock(&inbox.lock);
 	/* Nobody listens before the CM has asked for the fd. */
 	if (inbox.fd < 0 || inbox.count >= IBVD_GSI_INBOX_MAX ||
-	    source_full(mad) || !(e = malloc(sizeof(*e)))) {
+	    !(e = malloc(sizeof(*e))) ||
+	    !(e->source = source_take_share(mad->remote_gid))) {
 		inbox.dropped++;
 		pthread_mutex_unlock(&inbox.lock);
+		free(e);
 		return;
 	}
 	e->mad = *mad;
@@ -89,7 +152,7 @@ bool ibvd_gsi_take(struct ibvd_mad *mad)
 	e = STAILQ_FIRST(&inbox.queue);
 	if (e) {
 		STAILQ_REMOVE_HEAD(&inbox.queue, link);
-		inbox.count--;
+		entry_leaves(e);
 	} else if (inbox.fd >= 0) {
 		/* Drained: clear the count (EAGAIN if it already was). */
 		if (read(inbox.fd, &n, sizeof(n)) < 0)
@@ -113,7 +176,7 @@ void ibvd_gsi_purge(const struct ibvd_device *dev)
 		if (e->mad.dev != dev)
 			continue;
 		STAILQ_REMOVE(&inbox.queue, e, gsi_entry, link);
-		inbox.count--;
+		entry_leaves(e);
 		free(e);
 	}
 	pthread_mutex_unlock(&inbox.lock);

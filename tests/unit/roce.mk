@@ -56,7 +56,8 @@ tests_unit_test_roce_gso_LDADD = $(UNIT_LIBS)
 # QP1's mailbox (transport/gsi.c): bounded in all and per sender.
 check_PROGRAMS += tests/unit/test_gsi
 TESTS += tests/unit/test_gsi
-tests_unit_test_gsi_SOURCES = tests/unit/test_gsi.c daemon/transport/gsi.c
+tests_unit_test_gsi_SOURCES = tests/unit/test_gsi.c daemon/transport/gsi.c \
+	daemon/core/random.c
 tests_unit_test_gsi_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_gsi_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_gsi_LDADD = $(UNIT_LIBS)

@@ -77,6 +77,51 @@ START_TEST(many_senders_fill_it)
 }
 END_TEST
 
+/* Taking or purging a MAD gives its sender's share back. */
+START_TEST(shares_come_back)
+{
+	static char device;
+	struct ibvd_device *dev = (struct ibvd_device *)(void *)&device;
+	struct ibvd_mad m;
+	uint64_t dropped;
+	unsigned int i, round, all;
+
+	ck_assert_int_ge(ibvd_gsi_fd(), 0);
+	for (round = 0; round < 3; round++) {
+		dropped = ibvd_gsi_dropped();
+		for (i = 0; i < IBVD_GSI_SOURCE_MAX + 1; i++) {
+			m = mad_from(9, i);
+			m.dev = round == 1 ? dev : NULL;
+			ibvd_gsi_deliver(&m);
+		}
+		ck_assert_uint_eq(ibvd_gsi_dropped() - dropped, 1);
+		/* the second round leaves by its device's purge */
+		if (round == 1)
+			ibvd_gsi_purge(dev);
+		ck_assert_uint_eq(drain(9, &all), round == 1 ? 0 : IBVD_GSI_SOURCE_MAX);
+	}
+}
+END_TEST
+
+/* Senders are told apart by the whole GID, not by a byte of it. */
+START_TEST(senders_are_whole_gids)
+{
+	struct ibvd_mad m;
+	uint64_t dropped;
+	unsigned int i, all;
+
+	ck_assert_int_ge(ibvd_gsi_fd(), 0);
+	dropped = ibvd_gsi_dropped();
+	for (i = 0; i < 2 * IBVD_GSI_SOURCE_MAX; i++) {
+		m = mad_from(5, i);
+		m.remote_gid[0] = (uint8_t)(i & 1);	/* two senders */
+		ibvd_gsi_deliver(&m);
+	}
+	ck_assert_uint_eq(ibvd_gsi_dropped() - dropped, 0);
+	ck_assert_uint_eq(drain(5, &all), 2 * IBVD_GSI_SOURCE_MAX);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gsi");
@@ -84,6 +129,8 @@ int main(void)
 
 	tcase_add_test(tc, one_sender_gets_its_share);
 	tcase_add_test(tc, many_senders_fill_it);
+	tcase_add_test(tc, shares_come_back);
+	tcase_add_test(tc, senders_are_whole_gids);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_NORMAL);
 }
