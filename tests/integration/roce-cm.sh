@@ -538,6 +538,25 @@ pkill -TERM -P "$HPID" 2>/dev/null
 wait_exit "$HPID" 5 || fail "the listener did not stop"
 ok "REJ for a header naming 10.79.0.77 from $IPB; the listener heard nothing"
 
+# A peer that resends its REQ names the same comm ID, 0 included: the
+# resend finds the request already made (an MRA while the listener
+# decides) and never makes a second one.
+check "a REQ resent with comm ID 0 is one request: the resend gets an MRA"
+ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold 7042 >"$O/hold3" 2>&1 &
+HPID=$!
+BG_PIDS+=("$HPID")
+cm_listening "$SOCK_A" 7042 "$HPID" || { show hold "$O/hold3"; fail "the listener never listened"; }
+ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
+	resend "$IPB" "$IPA" 7042 0 >"$O/resend" 2>&1 ||
+	{ show resend "$O/resend"; fail "the resending peer failed"; }
+show resend "$O/resend"
+expect_grep '^answer: attr 0x0011 remote comm ID 0x00000000$' "$O/resend" "an MRA to the resent REQ"
+n=$(grep -c '^event: RDMA_CM_EVENT_CONNECT_REQUEST$' "$O/hold3")
+[ "$n" -eq 1 ] || { show hold "$O/hold3"; fail "the listener heard of $n requests, not 1"; }
+pkill -TERM -P "$HPID" 2>/dev/null
+wait_exit "$HPID" 5 || fail "the listener did not stop"
+ok "REQ with comm ID 0 sent twice: one request at the listener, an MRA to the resend"
+
 # Hostile MADs at both QP1s while an rping runs: garbage, mutated
 # captures, requests for ports nobody listens on, and answers naming
 # random comm IDs, all with good ICRCs and sent from the connected peer's

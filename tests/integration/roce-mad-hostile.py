@@ -20,6 +20,12 @@ SRC-QP, its rdma_cm header naming HDR-SRC (default SRC) as its source;
 prints what DST's QP1 sends back to SRC within 2 s ("answer: attr 0x0012
 to QP 0x000001", a REJ) or "no answer".
 
+       roce-mad-hostile.py resend SRC DST PORT COMM-ID
+One REQ for PORT to DST's QP1 naming local comm ID COMM-ID, and after
+0.5 s the same REQ again, as a peer resends one it got no answer to;
+prints each MAD DST's QP1 sends back within 2 s of the second
+("answer: attr 0x0011 remote comm ID 0x00000000", an MRA).
+
        roce-mad-hostile.py local6 SRC SRC-IF DST DST-IF PKEY [freebind]
 One MAD with BTH P_Key PKEY and a good ICRC from [SRC%SRC-IF] to
 [DST%DST-IF]'s QP1 through an ordinary UDP socket, as any process of DST's
@@ -100,18 +106,21 @@ def forged_answer(rng):
     return mad + bytes(MAD_LEN - len(mad))
 
 
-def probe(src, dst, pkey, src_qp, port, hdr_src):
-    """One REQ, then DST's QP1 answers to SRC for 2 s (raw UDP socket)."""
+def request_for(port, src, dst, comm_id=None):
+    """A REQ (not a SIDR REQ) for PORT, with COMM-ID if given."""
     rng = random.Random(port)
-    rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
-    rx.settimeout(0.2)
-    tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    mad = forged_request(rng, set(range(1, 65536)) - {port}, hdr_src, dst)
+    avoid = set(range(1, 65536)) - {port}
+    mad = forged_request(rng, avoid, src, dst)
     while mad[24 + 8:24 + 16] != struct.pack("!Q", (0x0106 << 16) | port):
-        mad = forged_request(rng, set(range(1, 65536)) - {port}, hdr_src, dst)
-    tx.sendto(rh.icrc(rh.ip_udp(src, dst, qp1_packet(mad, src_qp=src_qp, pkey=pkey), 7)),
-              (dst, 0))
-    end = time.monotonic() + 2
+        mad = forged_request(rng, avoid, src, dst)
+    if comm_id is not None:
+        mad = mad[:24] + struct.pack("!I", comm_id) + mad[28:]
+    return mad
+
+
+def answers(rx, src, dst, seconds):
+    """The MADs DST's QP1 sends to SRC's QP1 for SECONDS: (attr, MAD)."""
+    end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
             pkt = rx.recv(4096)
@@ -127,11 +136,46 @@ def probe(src, dst, pkey, src_qp, port, hdr_src):
         deth = udp[20:28]
         if bth[0] != UD_SEND_ONLY or struct.unpack("!I", deth[4:8])[0] & 0xFFFFFF != 1:
             continue
-        attr = struct.unpack("!H", udp[28 + 16:28 + 18])[0]
-        print("answer: attr 0x%04x to QP 0x%06x" %
-              (attr, struct.unpack("!I", bth[4:8])[0] & 0xFFFFFF))
+        mad = udp[28:28 + MAD_LEN]
+        yield struct.unpack("!H", mad[16:18])[0], mad, \
+            struct.unpack("!I", bth[4:8])[0] & 0xFFFFFF
+
+
+def listening_sockets():
+    rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+    rx.settimeout(0.2)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    return rx, tx
+
+
+def probe(src, dst, pkey, src_qp, port, hdr_src):
+    """One REQ, then DST's QP1 answers to SRC for 2 s (raw UDP socket)."""
+    rx, tx = listening_sockets()
+    mad = request_for(port, hdr_src, dst)
+    tx.sendto(rh.icrc(rh.ip_udp(src, dst, qp1_packet(mad, src_qp=src_qp, pkey=pkey), 7)),
+              (dst, 0))
+    for attr, _, qpn in answers(rx, src, dst, 2):
+        print("answer: attr 0x%04x to QP 0x%06x" % (attr, qpn))
         return
     print("no answer")
+
+
+def resend(src, dst, port, comm_id):
+    """The same REQ twice; every answer to the second, with the comm ID
+    it names as ours (the remote one, from DST)."""
+    rx, tx = listening_sockets()
+    pkt = rh.icrc(rh.ip_udp(src, dst, qp1_packet(request_for(port, src, dst, comm_id)), 7))
+    tx.sendto(pkt, (dst, 0))
+    for attr, mad, _ in answers(rx, src, dst, 0.5):
+        print("first answer: attr 0x%04x" % attr)
+    tx.sendto(pkt, (dst, 0))
+    n = 0
+    for attr, mad, _ in answers(rx, src, dst, 2):
+        print("answer: attr 0x%04x remote comm ID 0x%08x" %
+              (attr, struct.unpack("!I", mad[28:32])[0]))
+        n += 1
+    if not n:
+        print("no answer")
 
 
 def local6(src, src_if, dst, dst_if, pkey, freebind):
@@ -149,6 +193,9 @@ def main():
     if sys.argv[1] == "local6":
         local6(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6], 0),
                len(sys.argv) > 7 and sys.argv[7] == "freebind")
+        return
+    if sys.argv[1] == "resend":
+        resend(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5], 0))
         return
     if sys.argv[1] == "probe":
         src, dst = sys.argv[2:4]
