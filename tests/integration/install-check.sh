@@ -73,7 +73,15 @@ for f in "$libdir"/libibverbs.so* "$libdir"/librdmacm.so* "$bindir/ibv_devinfo" 
 done
 "$PYTHON" -c 'import json,sys; json.load(open(sys.argv[1]))' "$confdir/ibverbsd.conf" ||
 	fail "the installed config is not JSON"
-ok "programs, private libraries in $privlibdir, tools in $tooldir, config, man pages${unitdir:+, units}"
+# One default socket for the daemon's config, its clients and the unit.
+sock=$(mkvar IBVERBSD_DEFAULT_SOCKET)
+conf_sock=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["socket"]["path"])' "$confdir/ibverbsd.conf")
+[ "$conf_sock" = "$sock" ] || fail "the installed config's socket is $conf_sock, the build's default $sock"
+if [ -n "$unitdir" ] && [ "$unitdir" != no ]; then
+	grep -qx "ListenSequentialPacket=$sock" "$destdir$unitdir/ibverbsd.socket" ||
+		fail "the installed socket unit does not listen on $sock"
+fi
+ok "programs, private libraries in $privlibdir, tools in $tooldir, config (socket $sock), man pages${unitdir:+, units}"
 [ "$layout_only" = yes ] && exit 0
 
 # ---- run it from the prefix, as unprivileged uids --------------------------
