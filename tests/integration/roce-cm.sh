@@ -355,15 +355,26 @@ wait_exit "$cpid" 10 || fail "the connecting peer did not stop"
 wait_exit "$lpid" 10 || { show listener "$O/acktmo/listen.out"; fail "the listener did not see the end"; }
 ok "active timeout 14, passive 16"
 
+# hold_listener PORT OUT: uid $USER1's listener on A that holds each
+# request it hears of (cmapi-helper peer hold), its output in OUT; HPID.
+hold_listener() {
+	ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold "$1" >"$2" 2>&1 &
+	HPID=$!
+	BG_PIDS+=("$HPID")
+	cm_listening "$SOCK_A" "$1" "$HPID" || { show hold "$2"; fail "the holding listener never listened"; }
+}
+
+hold_listener_stop() {
+	pkill -TERM -P "$HPID" 2>/dev/null
+	wait_exit "$HPID" 5 || fail "the listener did not stop"
+}
+
 # A requester that gives up before any answer (its id destroyed in
 # REQ_SENT) sends a REJ of its REQ, reason TIMEOUT, naming only its own
 # comm ID and its CA GUID (ARI): the request at the listener ends
 # REJECTED with that reason, as through the kernel's CM.
 check "a connect given up before its answer: the listener's request is REJECTED"
-ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold 7040 >"$O/hold" 2>&1 &
-HPID=$!
-BG_PIDS+=("$HPID")
-cm_listening "$SOCK_A" 7040 "$HPID" || { show hold "$O/hold"; fail "the holding listener never listened"; }
+hold_listener 7040 "$O/hold"
 ns_debian "$NSB" "$USER2" "$SOCK_B" "$T/bin/cmapi-helper" peer abandon "$IPA" 7040 500 \
 	>"$O/abandon" 2>&1 || { show abandon "$O/abandon"; fail "the abandoning client failed"; }
 wait_exit "$HPID" "$TMO" || { show hold "$O/hold"; fail "the listener never heard of the abandoned request"; }
@@ -523,10 +534,7 @@ ok "P_Key 0xFFFF and 0x7FFF from QP1 answered; P_Key 0x1234 and 0x0000, and sour
 # packet's source would aim the connection's traffic there: it is refused
 # (REJ), and the listener never hears of it.
 check "a REQ whose rdma_cm header names another source is refused"
-ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold 7041 >"$O/hold2" 2>&1 &
-HPID=$!
-BG_PIDS+=("$HPID")
-cm_listening "$SOCK_A" 7041 "$HPID" || { show hold "$O/hold2"; fail "the listener never listened"; }
+hold_listener 7041 "$O/hold2"
 ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
 	probe "$IPB" "$IPA" 0xFFFF 1 7041 10.79.0.77 >"$O/probe" 2>&1 ||
 	{ show probe "$O/probe"; fail "the probe failed"; }
@@ -534,18 +542,14 @@ show probe "$O/probe"
 expect_grep '^answer: attr 0x0012 to QP 0x000001$' "$O/probe" "a REJ"
 sleep 0.2
 expect_no_grep '^event:' "$O/hold2" "the listener"
-pkill -TERM -P "$HPID" 2>/dev/null
-wait_exit "$HPID" 5 || fail "the listener did not stop"
+hold_listener_stop
 ok "REJ for a header naming 10.79.0.77 from $IPB; the listener heard nothing"
 
 # A peer that resends its REQ names the same comm ID, 0 included: the
 # resend finds the request already made (an MRA while the listener
 # decides) and never makes a second one.
 check "a REQ resent with comm ID 0 is one request: the resend gets an MRA"
-ns_debian "$NSA" "$USER1" "$SOCK_A" "$T/bin/cmapi-helper" peer hold 7042 >"$O/hold3" 2>&1 &
-HPID=$!
-BG_PIDS+=("$HPID")
-cm_listening "$SOCK_A" 7042 "$HPID" || { show hold "$O/hold3"; fail "the listener never listened"; }
+hold_listener 7042 "$O/hold3"
 ip netns exec "$NSB" "$PYTHON" "$top_srcdir/tests/integration/roce-mad-hostile.py" \
 	resend "$IPB" "$IPA" 7042 0 >"$O/resend" 2>&1 ||
 	{ show resend "$O/resend"; fail "the resending peer failed"; }
@@ -553,8 +557,7 @@ show resend "$O/resend"
 expect_grep '^answer: attr 0x0011 remote comm ID 0x00000000$' "$O/resend" "an MRA to the resent REQ"
 n=$(grep -c '^event: RDMA_CM_EVENT_CONNECT_REQUEST$' "$O/hold3")
 [ "$n" -eq 1 ] || { show hold "$O/hold3"; fail "the listener heard of $n requests, not 1"; }
-pkill -TERM -P "$HPID" 2>/dev/null
-wait_exit "$HPID" 5 || fail "the listener did not stop"
+hold_listener_stop
 ok "REQ with comm ID 0 sent twice: one request at the listener, an MRA to the resend"
 
 # Hostile MADs at both QP1s while an rping runs: garbage, mutated
