@@ -8,7 +8,7 @@ DAEMON_SOURCES += \
 	daemon/verbs/rings/arena.c daemon/verbs/rings/arena.h \
 	daemon/verbs/rings/rings.c daemon/verbs/rings/direct.c \
 	daemon/verbs/rings/lease.c daemon/verbs/rings/staging.c \
-	daemon/verbs/mr/mem.c \
+	daemon/verbs/mr/mem.c daemon/verbs/mr/maps.c daemon/verbs/mr/maps.h \
 	daemon/verbs/pd.c daemon/verbs/import.c daemon/verbs/mr.c daemon/verbs/mr/map.c daemon/verbs/mw.c daemon/verbs/mr/dm.c \
 	daemon/verbs/channel.c daemon/verbs/cq.c \
 	daemon/verbs/qp.c daemon/verbs/qp_modify.c daemon/verbs/qp_bundle.c \

@@ -46,3 +46,11 @@ tests_unit_test_random_LDADD = $(UNIT_LIBS)
 tests_unit_test_transit_SOURCES = tests/unit/test_transit.c
 tests_unit_test_transit_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_transit_LDADD = $(UNIT_LIBS)
+
+# Whether a client's range is mapped (verbs/mr/maps.c): both ways agree.
+check_PROGRAMS += tests/unit/test_maps
+TESTS += tests/unit/test_maps
+tests_unit_test_maps_SOURCES = tests/unit/test_maps.c daemon/verbs/mr/maps.c
+tests_unit_test_maps_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_maps_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_maps_LDADD = $(UNIT_LIBS)

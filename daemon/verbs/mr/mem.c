@@ -26,6 +26,7 @@
 #include "engine/watch/copy_watch.h"
 #include "ibverbsd.pb-c.h"
 #include "log.h"
+#include "maps.h"
 #include "config/config.h"
 #include "server/call.h"
 #include "server/daemon.h"
@@ -309,41 +310,6 @@ void ibvd_mem_uncharge(struct ibvd_mem *mem, uint64_t pages)
 
 /* ---- address-space checks --------------------------------------------- */
 
-/* Is one /proc/PID/maps line's mapping fit for registration? */
-static bool vma_ok(const char *perms, const char *line, bool writable)
-{
-	if (perms[0] != 'r' || (writable && perms[1] != 'w'))
-		return false;
-	/* Kernel pages no pin would accept. */
-	return !strstr(line, "[vvar") && !strstr(line, "[vsyscall]");
-}
-
-/* Walk the sorted maps until [addr, end) is covered: 0 or -EFAULT. */
-static int maps_cover(FILE *f, uint64_t addr, uint64_t end, bool writable)
-{
-	char *line = NULL, perms[5];
-	size_t cap = 0;
-	uint64_t vstart, vend, cur = addr;
-	int ret = -EFAULT;
-
-	while (getline(&line, &cap, f) > 0) {
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s", &vstart, &vend,
-			   perms) != 3)
-			break;
-		if (vend <= cur)
-			continue;
-		if (vstart > cur || !vma_ok(perms, line, writable))
-			break;		/* a hole, or the wrong permissions */
-		cur = vend;
-		if (cur >= end) {
-			ret = 0;
-			break;
-		}
-	}
-	free(line);
-	return ret;
-}
-
 /* Is the attached process still the one that attached? */
 static int mem_alive(const struct ibvd_mem *mem)
 {
@@ -357,25 +323,8 @@ static int mem_alive(const struct ibvd_mem *mem)
 int ibvd_mem_check_range(struct ibvd_call *call, struct ibvd_mem *mem,
 			 uint64_t addr, uint64_t len, bool writable)
 {
-	FILE *f;
-	int fd, ret;
+	int ret = ibvd_maps_cover(mem->maps_fd, addr, addr + len, writable);
 
-	/*
-	 * The fd is bound to the client's mm, as its mem fd is: read again
-	 * from the start, it shows the mappings as they are now; a client
-	 * that has exited shows none.
-	 */
-	fd = dup(mem->maps_fd);
-	if (fd < 0)
-		return -errno;
-	f = fdopen(fd, "re");
-	if (!f) {
-		close(fd);
-		return -ENOMEM;
-	}
-	rewind(f);
-	ret = maps_cover(f, addr, addr + len, writable);
-	fclose(f);
 	if (ret == -EFAULT && mem_alive(mem) < 0)
 		return ibvd_call_error(call, -ESRCH, "client process %d is gone",
 				       (int)mem->pid);
