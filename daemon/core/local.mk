@@ -5,6 +5,7 @@
 # of a tenant's bandwidth, the host's own addresses.
 DAEMON_SOURCES += \
 	daemon/core/objects.h daemon/core/registry.c \
+	daemon/core/keyed.c daemon/core/keyed.h \
 	daemon/core/random.c daemon/core/random.h \
 	daemon/core/handle.c daemon/core/handle.h \
 	daemon/core/device.c daemon/core/device.h \

@@ -38,6 +38,7 @@
 #include <infiniband/verbs.h>
 
 #include "handle.h"
+#include "keyed.h"
 #include "random.h"
 #include "ring.h"
 #include "transit.h"
@@ -140,7 +141,7 @@ struct ibvd_mr {
 	/* windows bound to it (atomic: engine threads bind and invalidate
 	 * under the read lock); DEREG_MR and REREG_MR are EBUSY meanwhile */
 	unsigned int mw_binds;
-	LIST_ENTRY(ibvd_mr) key_link;	/* in the key registry */
+	struct ibvd_keyed key_node;	/* in the key registry */
 };
 
 /*
@@ -161,7 +162,7 @@ struct ibvd_mw {
 	struct ibvd_pd *pd;
 	uint32_t handle;
 	uint32_t type;			/* IBV_MW_TYPE_1 or _2 */
-	LIST_ENTRY(ibvd_mw) key_link;	/* in the window registry */
+	struct ibvd_keyed key_node;	/* in the window registry */
 	pthread_mutex_t lock;
 	uint32_t rkey;			/* lock: the current key */
 	struct ibvd_mr *mr;		/* lock: NULL when unbound */
@@ -252,7 +253,7 @@ struct ibvd_srq {
 	uint32_t srq_type;		/* enum ibv_srq_type */
 	struct ibvd_xrcd *xrcd;		/* XRC only */
 	struct ibvd_cq *cq;		/* XRC only: its receive completions */
-	LIST_ENTRY(ibvd_srq) srqn_link;	/* XRC: in the SRQ-number registry */
+	struct ibvd_keyed srqn_node;	/* XRC: in the SRQ-number registry */
 	uint32_t max_wr;
 	uint32_t max_sge;
 	unsigned int users;		/* QPs attached */
@@ -501,7 +502,7 @@ struct ibvd_qp {
 	 * the write lock (or with an atomic load).
 	 */
 
-	LIST_ENTRY(ibvd_qp) qpn_link;	/* in the QP-number registry */
+	struct ibvd_keyed qpn_node;	/* in the QP-number registry */
 	LIST_HEAD(, ibvd_mcast_member) mcast;	/* groups this QP joined */
 
 	/* control thread only: attributes the engine has no use for, kept

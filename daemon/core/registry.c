@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "objects.h"
+#include "util.h"
 
 /*
  * Writer-preferring: engine threads take it for reading pass after pass,
@@ -37,69 +38,19 @@ void ibvd_objects_write_unlock(void)
 
 #define ASSERT_WRITE_HELD()	do { if (!write_held) abort(); } while (0)
 
-/* ---- hash tables ------------------------------------------------------ */
-
-#define HASH_MIN_BITS	10
-#define HASH_MAX_BITS	22
-
-static uint32_t hash32(uint32_t key, unsigned int bits)
-{
-	return (key * 0x9E3779B1u) >> (32 - bits);
-}
+/* ---- the registries ---------------------------------------------------- */
 
 /*
- * The two registries below are keyed by random numbers and grow by
- * doubling at two entries per bucket, so a lookup costs a couple of
- * compares however many objects the daemon holds.
+ * All keyed by random numbers the daemon draws (keyed.h), so no tenant
+ * can guess another's or pile its own into one bucket.
  */
-LIST_HEAD(mr_bucket, ibvd_mr);
-LIST_HEAD(qp_bucket, ibvd_qp);
-
-static struct {
-	struct mr_bucket *b;
-	unsigned int bits;
-	uint32_t count;
-} mrs;
-
-static struct {
-	struct qp_bucket *b;
-	unsigned int bits;
-	uint32_t count;
-} qps;
-
-static int mr_table_grow(void)
-{
-	unsigned int bits = mrs.b ? mrs.bits + 1 : HASH_MIN_BITS;
-	struct mr_bucket *b;
-	struct ibvd_mr *mr;
-	uint32_t i;
-
-	if (mrs.b && (mrs.bits >= HASH_MAX_BITS || mrs.count < 2u << mrs.bits))
-		return 0;
-	b = calloc((size_t)1 << bits, sizeof(*b));
-	if (!b)
-		return mrs.b ? 0 : -ENOMEM;	/* longer chains still work */
-	for (i = 0; mrs.b && i < 1u << mrs.bits; i++)
-		while ((mr = LIST_FIRST(&mrs.b[i]))) {
-			LIST_REMOVE(mr, key_link);
-			LIST_INSERT_HEAD(&b[hash32(mr->lkey, bits)], mr, key_link);
-		}
-	free(mrs.b);
-	mrs.b = b;
-	mrs.bits = bits;
-	return 0;
-}
+static struct ibvd_keyed_table mrs, qps, mws, srqs;
 
 static struct ibvd_mr *mr_lookup(uint32_t key)
 {
-	struct ibvd_mr *mr;
+	struct ibvd_keyed *n = key ? ibvd_keyed_find(&mrs, key) : NULL;
 
-	if (!mrs.b || key == 0)
-		return NULL;
-	LIST_FOREACH(mr, &mrs.b[hash32(key, mrs.bits)], key_link)
-		if (mr->lkey == key)
-			return mr;
-	return NULL;
+	return n ? container_of(n, struct ibvd_mr, key_node) : NULL;
 }
 
 struct ibvd_mr *ibvd_mr_by_lkey(uint32_t key)
@@ -115,12 +66,8 @@ struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key)
 int ibvd_mr_register(struct ibvd_mr *mr)
 {
 	uint32_t key;
-	int ret;
 
 	ASSERT_WRITE_HELD();
-	ret = mr_table_grow();
-	if (ret < 0)
-		return ret;
 	/*
 	 * A 32-bit space with at most a few million keys: few retries.  A key
 	 * in a window's range would make one rkey name two objects.
@@ -130,37 +77,26 @@ int ibvd_mr_register(struct ibvd_mr *mr)
 	while (key == 0 || mr_lookup(key) || ibvd_mw_by_index(key));
 	mr->lkey = key;
 	mr->rkey = key;
-	LIST_INSERT_HEAD(&mrs.b[hash32(key, mrs.bits)], mr, key_link);
-	mrs.count++;
-	return 0;
+	return ibvd_keyed_insert(&mrs, &mr->key_node, key);
 }
 
 void ibvd_mr_unregister(struct ibvd_mr *mr)
 {
 	ASSERT_WRITE_HELD();
-	LIST_REMOVE(mr, key_link);
-	mrs.count--;
+	ibvd_keyed_remove(&mrs, &mr->key_node);
 }
 
 /*
- * Memory windows, by the upper 24 bits of their keys.  Few enough (max_mw
- * per context) that one fixed table of lists does.
+ * Memory windows, by the upper 24 bits of their keys, which name the
+ * window for its life; the low byte changes with each bind.
  */
-#define MW_BUCKETS	4096u
 #define MW_INDEX(key)	((key) >> 8)
-
-LIST_HEAD(mw_bucket, ibvd_mw);
-static struct mw_bucket mw_table[MW_BUCKETS];
 
 struct ibvd_mw *ibvd_mw_by_index(uint32_t rkey)
 {
-	uint32_t index = MW_INDEX(rkey);
-	struct ibvd_mw *mw;
+	struct ibvd_keyed *n = ibvd_keyed_find(&mws, MW_INDEX(rkey));
 
-	LIST_FOREACH(mw, &mw_table[index % MW_BUCKETS], key_link)
-		if (MW_INDEX(mw->rkey) == index)
-			return mw;
-	return NULL;
+	return n ? container_of(n, struct ibvd_mw, key_node) : NULL;
 }
 
 /* Some MR key falls in the 256 keys of window index `index`. */
@@ -186,49 +122,20 @@ int ibvd_mw_register(struct ibvd_mw *mw)
 	       index_has_mr(index));
 	/* The first key byte is random too: a stale key rarely matches. */
 	mw->rkey = index << 8 | (ibvd_random32() & 0xFFu);
-	LIST_INSERT_HEAD(&mw_table[index % MW_BUCKETS], mw, key_link);
-	return 0;
+	return ibvd_keyed_insert(&mws, &mw->key_node, index);
 }
 
 void ibvd_mw_unregister(struct ibvd_mw *mw)
 {
 	ASSERT_WRITE_HELD();
-	LIST_REMOVE(mw, key_link);
-}
-
-static int qp_table_grow(void)
-{
-	unsigned int bits = qps.b ? qps.bits + 1 : HASH_MIN_BITS;
-	struct qp_bucket *b;
-	struct ibvd_qp *qp;
-	uint32_t i;
-
-	if (qps.b && (qps.bits >= HASH_MAX_BITS || qps.count < 2u << qps.bits))
-		return 0;
-	b = calloc((size_t)1 << bits, sizeof(*b));
-	if (!b)
-		return qps.b ? 0 : -ENOMEM;
-	for (i = 0; qps.b && i < 1u << qps.bits; i++)
-		while ((qp = LIST_FIRST(&qps.b[i]))) {
-			LIST_REMOVE(qp, qpn_link);
-			LIST_INSERT_HEAD(&b[hash32(qp->qp_num, bits)], qp, qpn_link);
-		}
-	free(qps.b);
-	qps.b = b;
-	qps.bits = bits;
-	return 0;
+	ibvd_keyed_remove(&mws, &mw->key_node);
 }
 
 struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num)
 {
-	struct ibvd_qp *qp;
+	struct ibvd_keyed *n = ibvd_keyed_find(&qps, qp_num);
 
-	if (!qps.b)
-		return NULL;
-	LIST_FOREACH(qp, &qps.b[hash32(qp_num, qps.bits)], qpn_link)
-		if (qp->qp_num == qp_num)
-			return qp;
-	return NULL;
+	return n ? container_of(n, struct ibvd_qp, qpn_node) : NULL;
 }
 
 /* Numbers 0 and 1 are the special QPs, 0xFFFFFF the multicast QPN. */
@@ -237,12 +144,8 @@ struct ibvd_qp *ibvd_qp_by_num(uint32_t qp_num)
 int ibvd_qp_register(struct ibvd_qp *qp)
 {
 	uint32_t qpn;
-	int ret;
 
 	ASSERT_WRITE_HELD();
-	ret = qp_table_grow();
-	if (ret < 0)
-		return ret;
 	/*
 	 * Random rather than sequential, so that a tenant cannot predict
 	 * another's QP numbers; 16M values against at most a few hundred
@@ -252,39 +155,23 @@ int ibvd_qp_register(struct ibvd_qp *qp)
 		qpn = ibvd_random32() & QPN_MASK;
 	while (qpn < 2 || qpn == IBVD_MCAST_QPN || ibvd_qp_by_num(qpn));
 	qp->qp_num = qpn;
-	LIST_INSERT_HEAD(&qps.b[hash32(qpn, qps.bits)], qp, qpn_link);
-	qps.count++;
-	return 0;
+	return ibvd_keyed_insert(&qps, &qp->qpn_node, qpn);
 }
 
 void ibvd_qp_unregister(struct ibvd_qp *qp)
 {
 	ASSERT_WRITE_HELD();
-	LIST_REMOVE(qp, qpn_link);
-	qps.count--;
+	ibvd_keyed_remove(&qps, &qp->qpn_node);
 }
 
-/* ---- XRC SRQ numbers --------------------------------------------------- */
-
-/*
- * XRC SRQs are few (a handful per process in every XRC program we know):
- * a fixed table, keyed like QP numbers by random 24-bit values so that no
- * tenant can guess another's.
- */
-#define SRQ_BUCKETS	1024u
+/* XRC SRQs, by random 24-bit numbers like QPs'. */
 #define SRQN_MASK	0xFFFFFFu
-
-LIST_HEAD(srq_bucket, ibvd_srq);
-static struct srq_bucket srq_table[SRQ_BUCKETS];
 
 struct ibvd_srq *ibvd_srq_by_num(uint32_t srq_num)
 {
-	struct ibvd_srq *srq;
+	struct ibvd_keyed *n = ibvd_keyed_find(&srqs, srq_num);
 
-	LIST_FOREACH(srq, &srq_table[srq_num % SRQ_BUCKETS], srqn_link)
-		if (srq->srq_num == srq_num)
-			return srq;
-	return NULL;
+	return n ? container_of(n, struct ibvd_srq, srqn_node) : NULL;
 }
 
 int ibvd_srq_register(struct ibvd_srq *srq)
@@ -296,14 +183,13 @@ int ibvd_srq_register(struct ibvd_srq *srq)
 		n = ibvd_random32() & SRQN_MASK;
 	while (n == 0 || ibvd_srq_by_num(n));
 	srq->srq_num = n;
-	LIST_INSERT_HEAD(&srq_table[n % SRQ_BUCKETS], srq, srqn_link);
-	return 0;
+	return ibvd_keyed_insert(&srqs, &srq->srqn_node, n);
 }
 
 void ibvd_srq_unregister(struct ibvd_srq *srq)
 {
 	ASSERT_WRITE_HELD();
-	LIST_REMOVE(srq, srqn_link);
+	ibvd_keyed_remove(&srqs, &srq->srqn_node);
 }
 
 /* ---- doorbells -------------------------------------------------------- */

@@ -130,18 +130,27 @@ static void srq_free(struct ibvd_srq *srq)
 }
 
 /* XRC: take the domain and CQ, and a number senders can name. */
-static void srq_join_xrc(struct ibvd_srq *srq, const struct srq_xrc_refs *x)
+static int srq_join_xrc(struct ibvd_srq *srq, const struct srq_xrc_refs *x)
 {
+	int ret;
+
 	srq->srq_type = x->xrcd ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
 	if (!x->xrcd)
-		return;
+		return 0;
+	/* set before the engine can find it by number */
 	srq->xrcd = x->xrcd;
 	srq->cq = x->cq;
+	ibvd_objects_write_lock();
+	ret = ibvd_srq_register(srq);
+	ibvd_objects_write_unlock();
+	if (ret < 0) {
+		srq->xrcd = NULL;
+		srq->cq = NULL;
+		return ret;
+	}
 	x->cq->users++;
 	ibvd_xrcd_use(x->xrcd, 1);
-	ibvd_objects_write_lock();
-	ibvd_srq_register(srq);
-	ibvd_objects_write_unlock();
+	return 0;
 }
 
 int ibvd_req_create_srq(struct ibvd_call *call)
@@ -172,7 +181,13 @@ int ibvd_req_create_srq(struct ibvd_call *call)
 		return ibvd_call_error(call, ret, "too many SRQs");
 	}
 	pd->users++;
-	srq_join_xrc(srq, &x);
+	ret = srq_join_xrc(srq, &x);
+	if (ret < 0) {
+		ibvd_objects_write_lock();
+		ibvd_srq_destroy(srq);
+		ibvd_objects_write_unlock();
+		return ibvd_call_error(call, ret, "cannot number the XRC SRQ");
+	}
 	ret = reply_srq(call, srq);
 	if (ret < 0 && ibvd_call_ctx(call)) {
 		ibvd_objects_write_lock();

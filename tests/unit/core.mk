@@ -54,3 +54,11 @@ tests_unit_test_maps_SOURCES = tests/unit/test_maps.c daemon/verbs/mr/maps.c
 tests_unit_test_maps_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_maps_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_maps_LDADD = $(UNIT_LIBS)
+
+# Tables of objects by number (core/keyed.c).
+check_PROGRAMS += tests/unit/test_keyed
+TESTS += tests/unit/test_keyed
+tests_unit_test_keyed_SOURCES = tests/unit/test_keyed.c daemon/core/keyed.c
+tests_unit_test_keyed_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_keyed_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_keyed_LDADD = $(UNIT_LIBS)
