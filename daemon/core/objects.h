@@ -315,6 +315,7 @@ struct ibvd_xrc_hold {
 	struct ibvd_context *ctx;
 	uint32_t handle;
 	LIST_ENTRY(ibvd_xrc_hold) link;
+	struct ibvd_keyed node;		/* in the QP's index, by handle */
 };
 
 /*
@@ -337,6 +338,11 @@ struct ibvd_xrc_hold {
 struct ibvd_qp_xrc {
 	struct ibvd_xrcd *xrcd;		/* XRC_RECV */
 	LIST_HEAD(, ibvd_xrc_hold) holds;
+	/*
+	 * The same holds by handle: a context may open one target any
+	 * number of times, and releasing a hold must not walk them all.
+	 */
+	struct ibvd_keyed_table hold_index;
 	LIST_ENTRY(ibvd_qp) link;	/* in xrcd->tgts */
 };
 

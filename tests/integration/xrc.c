@@ -649,6 +649,59 @@ START_TEST(open_qp_outlives_creator)
 }
 END_TEST
 
+/*
+ * A target opened many times, by two contexts whose handles share
+ * numbers: each handle lets go of its own hold, in any order, and the
+ * QP goes with the last; a context closed with hundreds of holds lets
+ * go of them all.
+ */
+#define MANY_OPENS	600
+
+START_TEST(open_qp_many_times)
+{
+	static struct ibv_qp *in_b[MANY_OPENS], *in_c[MANY_OPENS];
+	struct vt_dev C;
+	struct ibv_xrcd *xb = xrcd_must(B.ctx, FILE_PATH, O_CREAT), *xc;
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			     IBV_QP_OPEN_ATTR_TYPE,
+		.qp_type = IBV_QPT_XRC_RECV, .xrcd = xb,
+	};
+	struct ibv_qp *tgt;
+	unsigned int i;
+
+	vt_open(&C);
+	xc = xrcd_must(C.ctx, FILE_PATH, 0);
+	tgt = tgt_qp(&B, xb);
+	oa.qp_num = tgt->qp_num;
+	for (i = 0; i < MANY_OPENS; i++) {
+		oa.xrcd = xb;
+		in_b[i] = ibv_open_qp(B.ctx, &oa);
+		ck_assert_ptr_nonnull(in_b[i]);
+		oa.xrcd = xc;
+		in_c[i] = ibv_open_qp(C.ctx, &oa);
+		ck_assert_ptr_nonnull(in_c[i]);
+	}
+	/* B's: the creator's first, then from the middle out, then the rest */
+	ck_assert_int_eq(ibv_destroy_qp(tgt), 0);
+	for (i = MANY_OPENS / 2; i < MANY_OPENS; i++)
+		ck_assert_int_eq(ibv_destroy_qp(in_b[i]), 0);
+	for (i = 0; i < MANY_OPENS / 2; i++)
+		ck_assert_int_eq(ibv_destroy_qp(in_b[MANY_OPENS / 2 - 1 - i]), 0);
+	/* C's holds keep it: B opens it again, then C closes with them all */
+	oa.xrcd = xb;
+	in_b[0] = ibv_open_qp(B.ctx, &oa);
+	ck_assert_ptr_nonnull(in_b[0]);
+	(void)xc;		/* closed with its context */
+	ck_assert_int_eq(ibv_close_device(C.ctx), 0);
+	ck_assert_int_eq(ibv_destroy_qp(in_b[0]), 0);
+	/* the last hold went: so did the QP */
+	ck_assert_ptr_null(ibv_open_qp(B.ctx, &oa));
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(ibv_close_xrcd(xb), 0);
+}
+END_TEST
+
 /* ---- one-sided operations ------------------------------------------------- */
 
 START_TEST(rdma_through_xrc)
@@ -838,6 +891,7 @@ static Suite *xrc_suite(void)
 	tcase_add_test(tc, wrong_srqn);
 	tcase_add_test(tc, reset_both_ends);
 	tcase_add_test(tc, open_qp_outlives_creator);
+	tcase_add_test(tc, open_qp_many_times);
 	tcase_add_test(tc, takeover_needs_room);
 	tcase_add_test(tc, rdma_through_xrc);
 	tcase_add_test(tc, bad_arguments);

@@ -17,8 +17,11 @@
 #include "engine/engine.h"
 #include "log.h"
 #include "server/call.h"
+#include "util.h"
 #include "verbs/context.h"
 #include "verbs/verbs.h"
+
+#define HOLD_INDEX_MIN_BITS	2
 
 static int hold_add(struct ibvd_qp *qp, struct ibvd_context *ctx,
 		    uint32_t handle)
@@ -29,19 +32,36 @@ static int hold_add(struct ibvd_qp *qp, struct ibvd_context *ctx,
 		return -ENOMEM;
 	h->ctx = ctx;
 	h->handle = handle;
+	if (ibvd_keyed_insert(&qp->xrc.hold_index, &h->node, handle) < 0) {
+		free(h);
+		return -ENOMEM;
+	}
 	LIST_INSERT_HEAD(&qp->xrc.holds, h, link);
 	return 0;
+}
+
+static void hold_free(struct ibvd_qp *qp, struct ibvd_xrc_hold *h)
+{
+	LIST_REMOVE(h, link);
+	ibvd_keyed_remove(&qp->xrc.hold_index, &h->node);
+	free(h);
 }
 
 static struct ibvd_xrc_hold *hold_find(struct ibvd_qp *qp,
 				       const struct ibvd_context *ctx,
 				       uint32_t handle)
 {
-	struct ibvd_xrc_hold *h;
+	struct ibvd_keyed *n;
 
-	LIST_FOREACH(h, &qp->xrc.holds, link)
-		if (h->ctx == ctx && h->handle == handle)
+	/* handles are per context: several holders may use the same one */
+	for (n = ibvd_keyed_find(&qp->xrc.hold_index, handle); n;
+	     n = ibvd_keyed_next(n)) {
+		struct ibvd_xrc_hold *h = container_of(n, struct ibvd_xrc_hold,
+						       node);
+
+		if (h->ctx == ctx)
 			return h;
+	}
 	return NULL;
 }
 
@@ -50,6 +70,8 @@ int ibvd_xrc_tgt_init(struct ibvd_qp *qp, struct ibvd_xrcd *x)
 	int ret;
 
 	LIST_INIT(&qp->xrc.holds);
+	qp->xrc.hold_index = (struct ibvd_keyed_table){
+		.min_bits = HOLD_INDEX_MIN_BITS };
 	ret = hold_add(qp, qp->ctx, qp->handle);
 	if (ret < 0)
 		return ret;
@@ -68,10 +90,9 @@ void ibvd_xrc_tgt_fini(struct ibvd_qp *qp)
 	 * the QP was made); a released QP has none.  Their handles went
 	 * with the QP's.
 	 */
-	while ((h = LIST_FIRST(&qp->xrc.holds))) {
-		LIST_REMOVE(h, link);
-		free(h);
-	}
+	while ((h = LIST_FIRST(&qp->xrc.holds)))
+		hold_free(qp, h);
+	ibvd_keyed_free(&qp->xrc.hold_index);
 	LIST_REMOVE(qp, xrc.link);
 	ibvd_xrcd_use(qp->xrc.xrcd, -1);
 }
@@ -153,11 +174,10 @@ static void drop_all_holds(struct ibvd_qp *qp)
 	struct ibvd_xrc_hold *h;
 
 	while ((h = LIST_FIRST(&qp->xrc.holds))) {
-		LIST_REMOVE(h, link);
 		if (h->ctx != qp->ctx || h->handle != qp->handle)
 			ibvd_handle_remove(&h->ctx->handles, h->handle,
 					   IBVD_OBJ_QP);
-		free(h);
+		hold_free(qp, h);
 	}
 }
 
@@ -167,10 +187,8 @@ bool ibvd_xrc_tgt_release(struct ibvd_qp *qp, struct ibvd_context *ctx,
 	struct ibvd_xrc_hold *h = hold_find(qp, ctx, handle);
 	int ret = -ENOMEM;
 
-	if (h) {
-		LIST_REMOVE(h, link);
-		free(h);
-	}
+	if (h)
+		hold_free(qp, h);
 	if (LIST_EMPTY(&qp->xrc.holds))
 		return false;
 	ibvd_handle_remove(&ctx->handles, handle, IBVD_OBJ_QP);
