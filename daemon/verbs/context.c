@@ -423,9 +423,14 @@ static int destroy_one(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 
 void ibvd_objects_free_all(struct ibvd_context *ctx)
 {
-	/* Children before parents, so every users count is 0 in its turn. */
+	/*
+	 * Children before parents, so every users count is 0 in its turn.
+	 * Windows first: each QP's destroy looks for the type-2 windows
+	 * bound to it among those that are left (ibvd_mw_qp_gone), which
+	 * would make a context of many QPs and windows quadratic.
+	 */
 	static const enum ibvd_obj_kind order[] = {
-		IBVD_OBJ_QP, IBVD_OBJ_SRQ, IBVD_OBJ_AH, IBVD_OBJ_MW,
+		IBVD_OBJ_MW, IBVD_OBJ_QP, IBVD_OBJ_SRQ, IBVD_OBJ_AH,
 		IBVD_OBJ_MR, IBVD_OBJ_CQ, IBVD_OBJ_COMP_CHANNEL, IBVD_OBJ_PD,
 		IBVD_OBJ_XRCD, IBVD_OBJ_DM,
 	};
