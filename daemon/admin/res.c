@@ -67,6 +67,7 @@ struct res_walk {
 	struct ibvd_client_info owner;	/* of ctx */
 	json_t *out;
 	size_t json_len;		/* of out so far */
+	json_t *srq_qps;		/* SRQs: each one's QPs, by handle */
 };
 
 typedef int (*res_fill_fn)(json_t *o, const struct res_walk *w,
@@ -247,47 +248,64 @@ static int fill_ctx(json_t *o, const struct res_walk *w, uint32_t handle,
 }
 
 /* Collects the QPs attached to one SRQ (rdma's "lqpn" list). */
-struct srq_qps {
-	const struct ibvd_srq *srq;
-	json_t *list;
-};
+/* An SRQ's key in srq_qps. */
+static void srq_key(char key[16], uint32_t handle)
+{
+	snprintf(key, 16, "%x", handle);
+}
 
+/* Add qp to its SRQ's list in arg (a JSON object of lists). */
 static int srq_qp_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 		     void *arg)
 {
 	const struct ibvd_qp *qp = obj;
-	struct srq_qps *q = arg;
+	json_t *map = arg, *list;
+	char key[16];
 
 	(void)handle;
 	(void)kind;
-	if (qp->srq != q->srq)
+	if (!qp->srq)
 		return 0;
-	return json_array_append_new(q->list, json_integer(qp->qp_num)) ?
+	srq_key(key, qp->srq->handle);
+	list = json_object_get(map, key);
+	if (!list) {
+		list = json_array();
+		if (!list || json_object_set_new(map, key, list))
+			return -ENOMEM;
+	}
+	return json_array_append_new(list, json_integer(qp->qp_num)) ?
 	       -ENOMEM : 0;
+}
+
+/* The QPs of each SRQ of ctx, in one walk of its QPs, not one per SRQ. */
+static json_t *srq_qps_of(const struct ibvd_context *ctx)
+{
+	json_t *map = json_object();
+
+	/* the walk does not change the table: dropping const is safe */
+	if (map && ibvd_handle_foreach((struct ibvd_handle_table *)&ctx->handles,
+				       IBVD_OBJ_QP, srq_qp_cb, map)) {
+		json_decref(map);
+		map = NULL;
+	}
+	return map;
 }
 
 static int fill_srq(json_t *o, const struct res_walk *w, uint32_t handle,
 		    const void *obj)
 {
-	struct srq_qps q = { obj, json_array() };
+	const struct ibvd_srq *srq = obj;
 	int ret = set_dev(o, w->ctx);
+	json_t *list;
+	char key[16];
 
-	(void)handle;
-	if (!q.list)
-		return -ENOMEM;
-	ret |= set_int(o, "srqn", q.srq->srq_num);
+	ret |= set_int(o, "srqn", srq->srq_num);
 	ret |= set_str(o, "type", "BASIC");
-	/* the walk does not change the table: dropping const is safe */
-	if (ibvd_handle_foreach((struct ibvd_handle_table *)&w->ctx->handles,
-				IBVD_OBJ_QP, srq_qp_cb, &q)) {
-		json_decref(q.list);
-		return -ENOMEM;
-	}
-	if (json_array_size(q.list))
-		ret |= json_object_set_new(o, "lqpn", q.list);
-	else
-		json_decref(q.list);
-	ret |= set_int(o, "pdn", q.srq->pd->handle);
+	srq_key(key, handle);
+	list = json_object_get(w->srq_qps, key);
+	if (list)
+		ret |= json_object_set(o, "lqpn", list);
+	ret |= set_int(o, "pdn", srq->pd->handle);
 	return ret | set_owner(o, w);
 }
 
@@ -410,6 +428,32 @@ static bool ctx_visible(const struct ibvd_client_info *owner,
 	return sel->admin || owner->uid == sel->uid;
 }
 
+/*
+ * Could any row of this context match?  Every row of a context shows its
+ * owner's pid and comm (set_owner) and is judged by its uid, so filters
+ * on those decide for the whole context before a row is built: a
+ * listing by pid costs the objects of that process, not of the daemon.
+ */
+static bool owner_matches(const struct ibvd_client_info *owner,
+			  const struct res_sel *sel)
+{
+	bool match = true;
+	size_t i;
+
+	for (i = 0; i < sel->n && match; i++) {
+		const struct res_filter *f = &sel->f[i];
+
+		if (!strcmp(f->key, "pid"))
+			ibvd_admin_num_spec(f->value,
+					    (unsigned long long)owner->pid, &match);
+		else if (!strcmp(f->key, "uid"))
+			ibvd_admin_num_spec(f->value, owner->uid, &match);
+		else if (!strcmp(f->key, "comm"))
+			match = owner->comm && !strcasecmp(f->value, owner->comm);
+	}
+	return match;
+}
+
 static int emit(struct res_walk *w, uint32_t handle, const void *obj)
 {
 	json_t *o = json_object();
@@ -456,9 +500,20 @@ static int emit_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 
 static int walk_ctx(struct res_walk *w, struct ibvd_context *ctx)
 {
+	int ret;
+
 	if (w->kind->obj == IBVD_OBJ_ANY)
 		return emit(w, 0, ctx);
-	return ibvd_handle_foreach(&ctx->handles, w->kind->obj, emit_cb, w);
+	if (w->kind->obj == IBVD_OBJ_SRQ &&
+	    ibvd_handle_count(&ctx->handles, IBVD_OBJ_SRQ)) {
+		w->srq_qps = srq_qps_of(ctx);
+		if (!w->srq_qps)
+			return -ENOMEM;
+	}
+	ret = ibvd_handle_foreach(&ctx->handles, w->kind->obj, emit_cb, w);
+	json_decref(w->srq_qps);
+	w->srq_qps = NULL;
+	return ret;
 }
 
 static int walk(struct ibvd_call *call, const struct res_kind *k,
@@ -479,7 +534,8 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 		TAILQ_FOREACH(ctx, &dev->contexts, dev_link) {
 			w.ctx = ctx;
 			ibvd_client_info(ctx->session, &w.owner);
-			if (!ctx_visible(&w.owner, sel))
+			if (!ctx_visible(&w.owner, sel) ||
+			    !owner_matches(&w.owner, sel))
 				continue;
 			ret = walk_ctx(&w, ctx);
 			if (ret == -EMSGSIZE)

@@ -170,7 +170,15 @@ res mr dev ibvd0 pid "${PIDS%% *}"
 [ "$(count)" -eq 1 ] || fail "mr dev ibvd0 pid: $(count) rows"
 res ctx uid "$USER2"
 [ "$(count)" -eq 1 ] || fail "ctx uid $USER2: $(count) rows"
-ok "lqpn $ONE, $MIN-$MAX, lists, pid, type, state, link and dev select as expected"
+res qp
+COMM=$(jq_py "$O/r" "j[0]['comm']")
+res qp comm "$COMM"
+[ "$(count)" -eq $((2 * NQP)) ] || fail "qp comm $COMM: $(count) rows"
+res qp comm nosuchprogram
+[ "$(count)" -eq 0 ] || fail "qp comm nosuchprogram: $(count) rows"
+res srq pid "${PIDS%% *}"
+expect_py "$O/r" "len(j) == 1 and len(j[0]['lqpn']) == $NQP" "srq pid ${PIDS%% *}"
+ok "lqpn $ONE, $MIN-$MAX, lists, pid, comm, uid, type, state, link and dev select as expected"
 
 check "-d adds uid, cgroup (and the MR's memory tier) after rdma's keys"
 ibvctl -j -d resource show mr >"$O/r" 2>&1 || fail "-d res show mr exited $?"
