@@ -240,7 +240,7 @@ struct ibvd_xrcd {
 	unsigned int opens;		/* handles in contexts */
 	unsigned int users;		/* XRC SRQs and target QPs */
 	LIST_HEAD(, ibvd_qp) tgts;	/* its target QPs, via xrc.link */
-	LIST_ENTRY(ibvd_xrcd) link;	/* in the shared-domain registry */
+	struct ibvd_keyed node;		/* in the shared-domain registry */
 };
 
 /* ---- shared receive queues ------------------------------------------- */

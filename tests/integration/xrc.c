@@ -298,6 +298,43 @@ START_TEST(xrcd_shared_rules)
 END_TEST
 
 /*
+ * Many files, many domains: each is found again by its own file (not a
+ * neighbour's), from either context, and is gone with its last close.
+ */
+#define MANY_DOMAINS	300
+
+START_TEST(xrcd_many_files)
+{
+	static struct ibv_xrcd *xa[MANY_DOMAINS];
+	char path[96];
+	unsigned int i;
+	int fd;
+
+	for (i = 0; i < MANY_DOMAINS; i++) {
+		snprintf(path, sizeof(path), "%s.%u", FILE_PATH, i);
+		fd = open(path, O_RDONLY | O_CREAT, 0444);
+		vt_assert(fd >= 0, "creating %s: %s", path, strerror(errno));
+		close(fd);
+		xa[i] = xrcd_must(A.ctx, path, O_CREAT | O_EXCL);
+	}
+	for (i = 0; i < MANY_DOMAINS; i++) {
+		struct ibv_xrcd *xb;
+
+		snprintf(path, sizeof(path), "%s.%u", FILE_PATH, i);
+		/* A's own: O_EXCL refuses; B's open finds it, not a new one */
+		ck_assert_ptr_null(xrcd_open(B.ctx, path, O_CREAT | O_EXCL));
+		ck_assert_int_eq(errno, EEXIST);
+		xb = xrcd_must(B.ctx, path, 0);
+		ck_assert_int_eq(ibv_close_xrcd(xb), 0);
+		ck_assert_int_eq(ibv_close_xrcd(xa[i]), 0);
+		ck_assert_ptr_null(xrcd_open(B.ctx, path, 0));
+		ck_assert_int_eq(errno, ENOENT);
+		unlink(path);
+	}
+}
+END_TEST
+
+/*
  * One domain for both contexts: an SRQ of A's is reached through a target
  * QP B made, and its number is visible through B's handle on the domain.
  */
@@ -886,6 +923,7 @@ static Suite *xrc_suite(void)
 	tcase_add_test(tc, device_cap);
 	tcase_add_test(tc, xrcd_private);
 	tcase_add_test(tc, xrcd_shared_rules);
+	tcase_add_test(tc, xrcd_many_files);
 	tcase_add_test(tc, xrcd_shared_delivery);
 	tcase_add_test(tc, route_by_srqn);
 	tcase_add_test(tc, wrong_srqn);

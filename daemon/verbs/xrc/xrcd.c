@@ -17,24 +17,47 @@
 #include <sys/stat.h>
 
 #include "verbs/context.h"
+#include "core/random.h"
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "util.h"
 #include "verbs/verbs.h"
 
-/* Shared domains of every device; control thread only. */
-static LIST_HEAD(, ibvd_xrcd) shared_xrcds = LIST_HEAD_INITIALIZER(shared_xrcds);
+/*
+ * Shared domains of every device, by file; control thread only.  Any
+ * client may ask for the domain of any file it can open, many times a
+ * second: one bucket is looked at, whose number mixes the file's identity
+ * with a secret, so that no client can pile its files into one.
+ */
+static struct ibvd_keyed_table shared_xrcds;
+static uint32_t shared_key_secret;
 static uint32_t next_xrcd_id;
+
+static uint32_t shared_key(const struct ibvd_device *dev, const struct stat *st)
+{
+	uint64_t v = (uint64_t)st->st_ino ^ ((uint64_t)st->st_dev << 29) ^
+		     (uint64_t)(uintptr_t)dev;
+
+	if (!shared_key_secret)
+		shared_key_secret = ibvd_random32() | 1u;
+	v *= 0x9E3779B97F4A7C15ull;
+	return (uint32_t)(v >> 32) ^ (uint32_t)v ^ shared_key_secret;
+}
 
 static struct ibvd_xrcd *xrcd_find(const struct ibvd_device *dev,
 				   const struct stat *st)
 {
-	struct ibvd_xrcd *x;
+	struct ibvd_keyed *n;
 
-	LIST_FOREACH(x, &shared_xrcds, link)
+	for (n = ibvd_keyed_find(&shared_xrcds, shared_key(dev, st)); n;
+	     n = ibvd_keyed_next(n)) {
+		struct ibvd_xrcd *x = container_of(n, struct ibvd_xrcd, node);
+
 		if (x->dev == dev && x->st_dev == st->st_dev &&
 		    x->st_ino == st->st_ino)
 			return x;
+	}
 	return NULL;
 }
 
@@ -52,7 +75,11 @@ static struct ibvd_xrcd *xrcd_new(struct ibvd_device *dev,
 		x->shared = true;
 		x->st_dev = st->st_dev;
 		x->st_ino = st->st_ino;
-		LIST_INSERT_HEAD(&shared_xrcds, x, link);
+		if (ibvd_keyed_insert(&shared_xrcds, &x->node,
+				      shared_key(dev, st)) < 0) {
+			free(x);
+			return NULL;
+		}
 	}
 	return x;
 }
@@ -63,7 +90,7 @@ static void xrcd_maybe_free(struct ibvd_xrcd *x)
 	if (x->opens || x->users)
 		return;
 	if (x->shared)
-		LIST_REMOVE(x, link);
+		ibvd_keyed_remove(&shared_xrcds, &x->node);
 	free(x);
 }
 
