@@ -194,7 +194,7 @@ static int cm_new(struct ibvd_session *s, int *theirs)
 		goto fail_pair;
 	}
 	cm->session = s;
-	STAILQ_INIT(&cm->queued);
+	TAILQ_INIT(&cm->queued);
 	ibvd_handle_table_init(&cm->ids, CM_MAX_IDS_PER_SESSION);
 	/* a CM id has no device when it is made: all-devices limits only */
 	cm->ids.charge = ibvd_tenant_charge_obj;

@@ -104,7 +104,7 @@ static void queued_free(struct cm_queued_event *q)
 /* Take q off its session's queue (and its ids' counts); q stays. */
 static void queued_unlink(struct ibvd_cm *cm, struct cm_queued_event *q)
 {
-	STAILQ_REMOVE(&cm->queued, q, cm_queued_event, link);
+	TAILQ_REMOVE(&cm->queued, q, link);
 	cm->nqueued--;
 	q->id->nqueued--;
 	if (q->listener)
@@ -138,7 +138,7 @@ static void flush_queued(evutil_socket_t fd, short what, void *arg)
 	struct cm_queued_event *q;
 	int ret;
 
-	while ((q = STAILQ_FIRST(&cm->queued))) {
+	while ((q = TAILQ_FIRST(&cm->queued))) {
 		ret = send_frame(cm, q->frame, q->len);
 		if (ret == -EAGAIN)
 			return;
@@ -182,7 +182,7 @@ static void queue_frame(struct ibvd_cm *cm, uint8_t *frame, size_t len,
 	id->nqueued++;
 	if (listener)
 		listener->nqueued++;
-	STAILQ_INSERT_TAIL(&cm->queued, q, link);
+	TAILQ_INSERT_TAIL(&cm->queued, q, link);
 	if (!cm->nqueued++)
 		event_add(cm->write_ev, NULL);
 }
@@ -191,7 +191,7 @@ void cm_events_forget(struct ibvd_cm *cm)
 {
 	struct cm_queued_event *q;
 
-	while ((q = STAILQ_FIRST(&cm->queued))) {
+	while ((q = TAILQ_FIRST(&cm->queued))) {
 		queued_unlink(cm, q);
 		queued_free(q);
 	}
@@ -268,26 +268,66 @@ static struct cm_queued_event *queued_of(struct ibvd_cm *cm,
 {
 	struct cm_queued_event *q;
 
-	STAILQ_FOREACH(q, &cm->queued, link)
+	TAILQ_FOREACH(q, &cm->queued, link)
 		if (q->id == id || q->listener == id)
 			return q;
 	return NULL;
 }
 
+/*
+ * Take id's events (and requests to it) off cm's queue into *out, in
+ * one walk of the queue: whether there were any.
+ */
+static bool take_queued(struct ibvd_cm *cm, const struct ibvd_cm_id *id,
+			struct cm_queue *out)
+{
+	struct cm_queued_event *q, *next;
+	bool any = false;
+
+	for (q = TAILQ_FIRST(&cm->queued); q && id->nqueued; q = next) {
+		next = TAILQ_NEXT(q, link);
+		if (q->id != id && q->listener != id)
+			continue;
+		queued_unlink(cm, q);
+		TAILQ_INSERT_TAIL(out, q, link);
+		any = true;
+	}
+	return any;
+}
+
+/* child is ending: what else of it was taken goes with it. */
+static void forget_taken(struct cm_queue *taken, const struct ibvd_cm_id *child)
+{
+	struct cm_queued_event *q, *next;
+
+	for (q = TAILQ_FIRST(taken); q; q = next) {
+		next = TAILQ_NEXT(q, link);
+		if (q->id == child) {
+			TAILQ_REMOVE(taken, q, link);
+			queued_free(q);
+		}
+	}
+}
+
 void cm_events_drop(struct ibvd_cm_id *id)
 {
+	struct cm_queue gone = TAILQ_HEAD_INITIALIZER(gone);
 	struct ibvd_cm *cm = id->cm;
 	struct cm_queued_event *q;
 	struct ibvd_cm_id *child;
 
-	while (id->nqueued && (q = queued_of(cm, id))) {
-		queued_unlink(cm, q);
-		child = q->listener == id ? q->id : NULL;
-		queued_free(q);
-		/* its client never heard of it: nobody else would end it */
-		if (child)
+	/* again if ending a request queued another event of id's */
+	while (id->nqueued && take_queued(cm, id, &gone))
+		while ((q = TAILQ_FIRST(&gone))) {
+			TAILQ_REMOVE(&gone, q, link);
+			child = q->listener == id ? q->id : NULL;
+			queued_free(q);
+			if (!child)
+				continue;
+			/* its client never heard of it: nobody else would end it */
+			forget_taken(&gone, child);
 			cm_id_destroy(child);
-	}
+		}
 }
 
 /* Send q (taken off its old session) again on its ids' session now. */

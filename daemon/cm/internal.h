@@ -239,7 +239,7 @@ struct ibvd_cm_id {
 
 /* An event the session's socket had no room for (event.c). */
 struct cm_queued_event {
-	STAILQ_ENTRY(cm_queued_event) link;
+	TAILQ_ENTRY(cm_queued_event) link;
 	size_t len;
 	uint8_t *frame;			/* ibvd_frame_pack's */
 	/* whose handles it carries: a destroy or a migrate must know */
@@ -257,7 +257,7 @@ struct ibvd_cm {
 	uint32_t event_seq;		/* req_id of the last CmEvent */
 	/* what waits for room in it, oldest first, and the event that
 	 * sends it when there is (event.c) */
-	STAILQ_HEAD(, cm_queued_event) queued;
+	TAILQ_HEAD(cm_queue, cm_queued_event) queued;
 	unsigned int nqueued;
 	struct event *write_ev;
 	uint8_t token[CM_TOKEN_LEN];
