@@ -382,6 +382,30 @@ static int port_conflict(const struct ibvd_cm_id *id,
 	return 0;
 }
 
+/* Bound ids go after those that listened, which lead the port's list. */
+static void port_link(struct ibvd_cm_id *id, uint16_t port)
+{
+	struct ibvd_cm_id *b, *last = NULL;
+
+	LIST_FOREACH(b, PORT_IDS(id_ps(id), port), bind_link) {
+		if (!b->listened)
+			break;
+		last = b;
+	}
+	if (last)
+		LIST_INSERT_AFTER(last, id, bind_link);
+	else
+		LIST_INSERT_HEAD(PORT_IDS(id_ps(id), port), id, bind_link);
+}
+
+void cm_port_lead(struct ibvd_cm_id *id)
+{
+	LIST_REMOVE(id, bind_link);
+	LIST_INSERT_HEAD(PORT_IDS(id_ps(id), cm_addr_port(&id->src)), id,
+			 bind_link);
+	id->listened = true;
+}
+
 static bool port_unused(const struct cm_port_space *space, uint16_t port)
 {
 	return LIST_EMPTY(PORT_IDS(space, port));
@@ -458,7 +482,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	/* As the kernel: a bound id's peer is the family's wildcard, port 0. */
 	if (!id->dst.ss_family)
 		addr_make(&id->dst, ss.ss_family, false);
-	LIST_INSERT_HEAD(PORT_IDS(id_ps(id), port), id, bind_link);
+	port_link(id, port);
 	id->bound = true;
 	if (!cm_addr_is_any(&ss))
 		cm_attach_device(id, dev, cm_addr_port_num(id->cm, &ss));
@@ -470,6 +494,7 @@ void cm_unbind(struct ibvd_cm_id *id)
 	if (id->bound)
 		LIST_REMOVE(id, bind_link);
 	id->bound = false;
+	id->listened = false;
 }
 
 int cm_check_listen(struct ibvd_call *call, struct ibvd_cm_id *id)
@@ -501,6 +526,8 @@ struct ibvd_cm_id *cm_find_listener(uint32_t ps,
 	if (psi < 0)
 		return NULL;
 	LIST_FOREACH(l, PORT_IDS(&cm_world.ps[psi], port), bind_link) {
+		if (!l->listened)
+			break;		/* the rest are merely bound */
 		if (l->state != CM_LISTEN || l->cm->dead ||
 		    !listener_matches(l, dst))
 			continue;

@@ -403,6 +403,7 @@ int ibvd_req_cm_listen(struct ibvd_call *call)
 	id->backlog = req->backlog > 0 && req->backlog < CM_MAX_BACKLOG ?
 		      req->backlog : CM_MAX_BACKLOG;
 	id->state = CM_LISTEN;
+	cm_port_lead(id);
 	return 0;
 }
 

@@ -182,7 +182,13 @@ struct ibvd_cm_id {
 	/* addresses (family 0 while unset) */
 	struct sockaddr_storage src, dst;
 	bool bound;			/* holds src's port in its port space */
+	/*
+	 * In its port's list; ids that listened lead it, so that finding a
+	 * request's listener never walks the ids merely bound there (any
+	 * number of REUSEADDR ones)
+	 */
 	LIST_ENTRY(ibvd_cm_id) bind_link;
+	bool listened;
 
 	/* device port, once bound to a local address or resolved */
 	struct ibvd_device *dev;
@@ -348,6 +354,8 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 void cm_unbind(struct ibvd_cm_id *id);
 /* Could id listen on its port (no overlapping id, reuseaddr or not)? */
 int cm_check_listen(struct ibvd_call *call, struct ibvd_cm_id *id);
+/* id listens now: it moves to the head of its port's list. */
+void cm_port_lead(struct ibvd_cm_id *id);
 /* The id listening for dst in port space ps, or NULL. */
 struct ibvd_cm_id *cm_find_listener(uint32_t ps,
 				    const struct sockaddr_storage *dst);

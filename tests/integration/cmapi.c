@@ -2567,6 +2567,74 @@ START_TEST(set_option)
 }
 END_TEST
 
+/*
+ * A listener on a port many ids are bound to (REUSEADDR, the other
+ * family) before and after it listened: a request finds it, one for the
+ * bound ids' address finds none.
+ */
+#define REUSE_IDS	100
+
+START_TEST(listener_among_bound_ids)
+{
+	static struct rdma_cm_id *bound[2 * REUSE_IDS];
+	struct rdma_event_channel *ch = channel(), *cch = channel();
+	struct rdma_conn_param cp = { .initiator_depth = 1,
+				      .responder_resources = 1,
+				      .retry_count = 7 };
+	struct rdma_cm_id *l = NULL, *c, *req;
+	struct rdma_cm_event *ev;
+	struct sockaddr_storage ss, six;
+	uint16_t port = unused_port(RDMA_PS_TCP);
+	int one = 1;
+	unsigned int i;
+
+	ss = sa_make("127.0.0.1", port);
+	for (i = 0; i < 2 * REUSE_IDS; i++) {
+		if (i == REUSE_IDS) {
+			l = new_id(ch, NULL, RDMA_PS_TCP);
+			ck_ok(rdma_set_option(l, RDMA_OPTION_ID,
+					      RDMA_OPTION_ID_AFONLY, &one,
+					      sizeof(one)));
+			six = sa_make("::1", port);
+			ck_ok(rdma_bind_addr(l, SA(six)));
+			ck_ok(rdma_listen(l, 4));
+		}
+		bound[i] = new_id(ch, NULL, RDMA_PS_TCP);
+		ck_ok(rdma_set_option(bound[i], RDMA_OPTION_ID,
+				      RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
+		ck_ok(rdma_bind_addr(bound[i], SA(ss)));
+	}
+	/* the bound ids' address: nobody listens there */
+	c = new_id(cch, NULL, RDMA_PS_TCP);
+	resolve(cch, c, "127.0.0.1", port);
+	default_qp(c, IBV_QPT_RC);
+	ck_ok(rdma_connect(c, &cp));
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(c);
+	ck_ok(rdma_destroy_id(c));
+	/* the listener's: its request comes */
+	c = new_id(cch, NULL, RDMA_PS_TCP);
+	resolve(cch, c, "::1", port);
+	default_qp(c, IBV_QPT_RC);
+	ck_ok(rdma_connect(c, &cp));
+	ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	req = ev->id;
+	ck_ok(rdma_reject(req, NULL, 0));
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_ok(rdma_destroy_id(req));
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(c);
+	ck_ok(rdma_destroy_id(c));
+	for (i = 0; i < 2 * REUSE_IDS; i++)
+		ck_ok(rdma_destroy_id(bound[i]));
+	ck_ok(rdma_destroy_id(l));
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 /* ---- UD and multicast --------------------------------------------------------------- */
 
 START_TEST(ud_sidr)
@@ -2934,7 +3002,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(channel_nonblocking), T(channel_eintr),
 		T(create_id_port_spaces), T(create_id_errors), T(sync_mode_resolve),
 		T(null_arguments), T(event_str), T(devices),
-		T(bind_port0_and_conflicts), T(two_listeners),
+		T(bind_port0_and_conflicts), T(two_listeners), T(listener_among_bound_ids),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
