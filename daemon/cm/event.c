@@ -262,15 +262,24 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 		      NULL, &m.base);
 }
 
-/* The first event waiting in cm's queue of id's, or of a request to it. */
-static struct cm_queued_event *queued_of(struct ibvd_cm *cm,
-					 const struct ibvd_cm_id *id)
+/*
+ * The first event after mark in cm's queue that is id's, or a request to
+ * it; mark then stands just before it, so that the next look starts
+ * there.  Nothing in the queue before the mark is id's: events are added
+ * at the tail, and a move adds id's to another session's queue.
+ */
+static struct cm_queued_event *queued_after(struct ibvd_cm *cm,
+					    struct cm_queued_event *mark,
+					    const struct ibvd_cm_id *id)
 {
 	struct cm_queued_event *q;
 
-	TAILQ_FOREACH(q, &cm->queued, link)
-		if (q->id == id || q->listener == id)
+	for (q = TAILQ_NEXT(mark, link); q; q = TAILQ_NEXT(q, link))
+		if (q->id == id || q->listener == id) {
+			TAILQ_REMOVE(&cm->queued, mark, link);
+			TAILQ_INSERT_BEFORE(q, mark, link);
 			return q;
+		}
 	return NULL;
 }
 
@@ -358,10 +367,12 @@ static void requeue(struct cm_queued_event *q)
 
 void cm_events_move(struct ibvd_cm *from, struct ibvd_cm_id *id)
 {
-	struct cm_queued_event *q;
+	/* a place in from's queue that no event matches (no id) */
+	struct cm_queued_event mark = { .id = NULL }, *q;
 	struct ibvd_cm_id *child;
 
-	while (id->nqueued && (q = queued_of(from, id))) {
+	TAILQ_INSERT_HEAD(&from->queued, &mark, link);
+	while (id->nqueued && (q = queued_after(from, &mark, id))) {
 		child = q->listener == id && q->id->cm == from ? q->id : NULL;
 		if (child) {
 			/* the request moves with its id, which moves this q */
@@ -375,6 +386,7 @@ void cm_events_move(struct ibvd_cm *from, struct ibvd_cm_id *id)
 		requeue(q);
 		queued_free(q);
 	}
+	TAILQ_REMOVE(&from->queued, &mark, link);
 }
 
 void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status)
