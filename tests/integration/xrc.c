@@ -687,54 +687,76 @@ START_TEST(open_qp_outlives_creator)
 END_TEST
 
 /*
- * A target opened many times, by two contexts whose handles share
- * numbers: each handle lets go of its own hold, in any order, and the
- * QP goes with the last; a context closed with hundreds of holds lets
- * go of them all.
+ * A target opened many times by two contexts made alike, so that their
+ * handles on it share numbers: each handle lets go of its own context's
+ * hold, whatever the other context holds under the same number.  The
+ * creator lets go of all of them and closes; the other context then owns
+ * the QP (its rings too) and SENDs go through it; its last handle ends it.
  */
 #define MANY_OPENS	600
 
 START_TEST(open_qp_many_times)
 {
-	static struct ibv_qp *in_b[MANY_OPENS], *in_c[MANY_OPENS];
-	struct vt_dev C;
-	struct ibv_xrcd *xb = xrcd_must(B.ctx, FILE_PATH, O_CREAT), *xc;
+	static struct ibv_qp *in_c[MANY_OPENS], *in_d[MANY_OPENS];
+	struct vt_dev C, D;
+	struct ibv_xrcd *xb = xrcd_must(B.ctx, FILE_PATH, O_CREAT), *xc, *xd;
 	struct ibv_qp_open_attr oa = {
 		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
 			     IBV_QP_OPEN_ATTR_TYPE,
-		.qp_type = IBV_QPT_XRC_RECV, .xrcd = xb,
+		.qp_type = IBV_QPT_XRC_RECV,
 	};
-	struct ibv_qp *tgt;
 	unsigned int i;
 
 	vt_open(&C);
+	vt_open(&D);
 	xc = xrcd_must(C.ctx, FILE_PATH, 0);
-	tgt = tgt_qp(&B, xb);
-	oa.qp_num = tgt->qp_num;
+	xd = xrcd_must(D.ctx, FILE_PATH, 0);
+	in_c[0] = tgt_qp(&C, xc);
+	oa.qp_num = in_c[0]->qp_num;
 	for (i = 0; i < MANY_OPENS; i++) {
-		oa.xrcd = xb;
-		in_b[i] = ibv_open_qp(B.ctx, &oa);
-		ck_assert_ptr_nonnull(in_b[i]);
-		oa.xrcd = xc;
-		in_c[i] = ibv_open_qp(C.ctx, &oa);
-		ck_assert_ptr_nonnull(in_c[i]);
+		if (i) {
+			oa.xrcd = xc;
+			in_c[i] = ibv_open_qp(C.ctx, &oa);
+			ck_assert_ptr_nonnull(in_c[i]);
+		}
+		oa.xrcd = xd;
+		in_d[i] = ibv_open_qp(D.ctx, &oa);
+		ck_assert_ptr_nonnull(in_d[i]);
 	}
-	/* B's: the creator's first, then from the middle out, then the rest */
-	ck_assert_int_eq(ibv_destroy_qp(tgt), 0);
+	/* the creator's: from the middle out, its first handle last */
 	for (i = MANY_OPENS / 2; i < MANY_OPENS; i++)
-		ck_assert_int_eq(ibv_destroy_qp(in_b[i]), 0);
+		ck_assert_int_eq(ibv_destroy_qp(in_c[i]), 0);
 	for (i = 0; i < MANY_OPENS / 2; i++)
-		ck_assert_int_eq(ibv_destroy_qp(in_b[MANY_OPENS / 2 - 1 - i]), 0);
-	/* C's holds keep it: B opens it again, then C closes with them all */
-	oa.xrcd = xb;
-	in_b[0] = ibv_open_qp(B.ctx, &oa);
-	ck_assert_ptr_nonnull(in_b[0]);
-	(void)xc;		/* closed with its context */
+		ck_assert_int_eq(ibv_destroy_qp(in_c[MANY_OPENS / 2 - 1 - i]), 0);
+	ck_assert_int_eq(ibv_close_xrcd(xc), 0);
 	ck_assert_int_eq(ibv_close_device(C.ctx), 0);
-	ck_assert_int_eq(ibv_destroy_qp(in_b[0]), 0);
-	/* the last hold went: so did the QP */
+	/* D owns it now: SENDs from B's initiator land through it */
+	{
+		struct ibv_cq *rc = ibv_create_cq(B.ctx, 16, NULL, NULL, 0);
+		struct ibv_cq *sc = ibv_create_cq(B.ctx, 16, NULL, NULL, 0);
+		struct ibv_srq *srq = xsrq(&B, xb, rc);
+		struct ibv_mr *r = vt_reg(B.pd, 4096, VT_ACCESS_ALL);
+		struct ibv_mr *sm = vt_reg(B.pd, 4096, VT_ACCESS_ALL);
+		struct ibv_qp *ini = ini_qp(&B, sc);
+		const struct xends e = { sc, rc, srq, sm, r };
+
+		deliver_through(&e, ini, in_d[MANY_OPENS / 2], D.port.lid, 50,
+				11, "a SEND through the other context's handle");
+		ck_assert_int_eq(ibv_destroy_qp(ini), 0);
+		/* D's, oldest first; the QP goes with the last */
+		for (i = 0; i < MANY_OPENS; i++)
+			ck_assert_int_eq(ibv_destroy_qp(in_d[i]), 0);
+		ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+		vt_dereg(r);
+		vt_dereg(sm);
+		ck_assert_int_eq(ibv_destroy_cq(rc), 0);
+		ck_assert_int_eq(ibv_destroy_cq(sc), 0);
+	}
+	oa.xrcd = xb;
 	ck_assert_ptr_null(ibv_open_qp(B.ctx, &oa));
 	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(ibv_close_xrcd(xd), 0);
+	ck_assert_int_eq(ibv_close_device(D.ctx), 0);
 	ck_assert_int_eq(ibv_close_xrcd(xb), 0);
 }
 END_TEST

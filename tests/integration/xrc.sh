@@ -30,6 +30,8 @@ if [ -x "$HELPER" ]; then
 	expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/xrc" "Check summary"
 	ok "$(grep -E '^[0-9]+%: Checks' "$O/xrc")"
 	nothing_left "after the XRC suite"
+	# targets that changed owners left every context's books even
+	expect_no_grep 'unaccounted' "$DAEMON_LOG" "the daemon's log"
 fi
 
 # A target whose creator closes moves to a context that opened it, and
