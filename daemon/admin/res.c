@@ -248,10 +248,16 @@ static int fill_ctx(json_t *o, const struct res_walk *w, uint32_t handle,
 }
 
 /* Collects the QPs attached to one SRQ (rdma's "lqpn" list). */
-/* An SRQ's key in srq_qps. */
-static void srq_key(char key[16], uint32_t handle)
+/*
+ * An SRQ's key in srq_qps: the SRQ itself, since an XRC target QP of the
+ * context may receive into an SRQ of another context, whose handle
+ * number may be one of this context's too.
+ */
+#define SRQ_KEY_LEN	24
+
+static void srq_key(char key[SRQ_KEY_LEN], const struct ibvd_srq *srq)
 {
-	snprintf(key, 16, "%x", handle);
+	snprintf(key, SRQ_KEY_LEN, "%p", (const void *)srq);
 }
 
 /* Add qp to its SRQ's list in arg (a JSON object of lists). */
@@ -260,13 +266,13 @@ static int srq_qp_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 {
 	const struct ibvd_qp *qp = obj;
 	json_t *map = arg, *list;
-	char key[16];
+	char key[SRQ_KEY_LEN];
 
 	(void)handle;
 	(void)kind;
 	if (!qp->srq)
 		return 0;
-	srq_key(key, qp->srq->handle);
+	srq_key(key, qp->srq);
 	list = json_object_get(map, key);
 	if (!list) {
 		list = json_array();
@@ -277,7 +283,7 @@ static int srq_qp_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	       -ENOMEM : 0;
 }
 
-/* The QPs of each SRQ of ctx, in one walk of its QPs, not one per SRQ. */
+/* The QPs of ctx by the SRQ each receives into: one walk, not one per SRQ. */
 static json_t *srq_qps_of(const struct ibvd_context *ctx)
 {
 	json_t *map = json_object();
@@ -297,11 +303,12 @@ static int fill_srq(json_t *o, const struct res_walk *w, uint32_t handle,
 	const struct ibvd_srq *srq = obj;
 	int ret = set_dev(o, w->ctx);
 	json_t *list;
-	char key[16];
+	char key[SRQ_KEY_LEN];
 
+	(void)handle;
 	ret |= set_int(o, "srqn", srq->srq_num);
 	ret |= set_str(o, "type", "BASIC");
-	srq_key(key, handle);
+	srq_key(key, srq);
 	list = json_object_get(w->srq_qps, key);
 	if (list)
 		ret |= json_object_set(o, "lqpn", list);
@@ -428,6 +435,16 @@ static bool ctx_visible(const struct ibvd_client_info *owner,
 	return sel->admin || owner->uid == sel->uid;
 }
 
+/* Is v, as set_str shows it ("?" if not UTF-8), want (any case)? */
+static bool shown_as(const char *v, const char *want)
+{
+	json_t *s = v ? json_string(v) : NULL;
+	bool eq = !strcasecmp(want, s ? json_string_value(s) : "?");
+
+	json_decref(s);
+	return eq;
+}
+
 /*
  * Could any row of this context match?  Every row of a context shows its
  * owner's pid and comm (set_owner) and is judged by its uid, so filters
@@ -449,7 +466,7 @@ static bool owner_matches(const struct ibvd_client_info *owner,
 		else if (!strcmp(f->key, "uid"))
 			ibvd_admin_num_spec(f->value, owner->uid, &match);
 		else if (!strcmp(f->key, "comm"))
-			match = owner->comm && !strcasecmp(f->value, owner->comm);
+			match = shown_as(owner->comm, f->value);
 	}
 	return match;
 }
