@@ -80,8 +80,11 @@ int ibvd_maps_cover_query(int fd, uint64_t addr, uint64_t end, bool writable)
 		/* a name longer than a path is a file's, not the kernel's */
 		if (ret == -ENAMETOOLONG)
 			ret = query(fd, cur, NULL, 0, &q);
+		/* no mapping there, or no process: else the ioctl is refused */
+		if (ret == -ENOENT || ret == -ESRCH)
+			return -EFAULT;
 		if (ret < 0)
-			return ret == -ENOTTY ? -ENOTTY : -EFAULT;
+			return -ENOTTY;
 		if (q.vma_start > cur || q.vma_end <= cur ||
 		    !(q.vma_flags & MAPS_VMA_READABLE) ||
 		    (writable && !(q.vma_flags & MAPS_VMA_WRITABLE)) ||

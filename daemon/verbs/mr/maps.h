@@ -18,7 +18,10 @@
  */
 int ibvd_maps_cover(int fd, uint64_t addr, uint64_t end, bool writable);
 
-/* The two ways: -ENOTTY from the first where the kernel lacks it. */
+/*
+ * The two ways: -ENOTTY from the first where the kernel lacks it or
+ * refuses it (a seccomp filter, a security module).
+ */
 int ibvd_maps_cover_query(int fd, uint64_t addr, uint64_t end, bool writable);
 int ibvd_maps_cover_text(int fd, uint64_t addr, uint64_t end, bool writable);
 
