@@ -990,11 +990,64 @@ static int takeovers(int n)
 	return 0;
 }
 
+/*
+ * A target QP of B's receiving into A's XRC SRQ, while B has a basic SRQ
+ * under the same handle number as A's SRQ (xrc.sh lists the SRQs with
+ * ibvctl: the target belongs under no SRQ of B's).  Prints "target QPN
+ * srq-handle H" and waits for stdin to close.
+ */
+static int listing(void)
+{
+	struct ibv_srq_init_attr basic = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_xrcd *xa, *xb;
+	struct ibv_cq *cqa, *cqb;
+	struct ibv_srq *srq, *same = NULL;
+	struct ibv_qp *tgt, *ini;
+	struct ibv_mr *ra, *sb;
+	struct ibv_wc wc;
+	int i;
+	char c;
+
+	setup();
+	xa = xrcd_must(A.ctx, FILE_PATH, O_CREAT);
+	xb = xrcd_must(B.ctx, FILE_PATH, 0);
+	cqa = ibv_create_cq(A.ctx, 16, NULL, NULL, 0);
+	cqb = ibv_create_cq(B.ctx, 16, NULL, NULL, 0);
+	vt_assert(cqa && cqb, "CQs");
+	srq = xsrq(&A, xa, cqa);
+	/* B's basic SRQs until one has the number A's XRC SRQ has */
+	for (i = 0; i < 64 && !same; i++) {
+		struct ibv_srq *b = ibv_create_srq(B.pd, &basic);
+
+		vt_assert(b, "a basic SRQ: %s", strerror(errno));
+		if (b->handle == srq->handle)
+			same = b;
+	}
+	vt_assert(same, "no basic SRQ of B's has handle %#x", srq->handle);
+	tgt = tgt_qp(&B, xb);
+	ini = ini_qp(&B, cqb);
+	ra = vt_reg(A.pd, 4096, VT_ACCESS_ALL);
+	sb = vt_reg(B.pd, 4096, VT_ACCESS_ALL);
+	xconnect(ini, tgt, A.port.lid);
+	vt_srq_recv(srq, 7, ra->addr, 4096, ra->lkey);
+	vt_fill(sb->addr, 64, 0, 3);
+	vt_assert(xpost(ini, 1, IBV_WR_SEND, sb, 64, srqn(srq), 0, 0) == 0, "post");
+	vt_expect_ok(cqb, &wc, 1, IBV_WC_SEND, "send across contexts");
+	vt_expect_ok(cqa, &wc, 7, IBV_WC_RECV, "receive in A's SRQ");
+	printf("target %u srq-handle %u\n", tgt->qp_num, srq->handle);
+	while (read(0, &c, 1) > 0)
+		;
+	unlink(FILE_PATH);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* each case as it ends: a helper killed by its timeout still says */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && strcmp(argv[1], "--takeovers") == 0)
 		return takeovers(atoi(argv[2]));
+	if (argc == 2 && strcmp(argv[1], "--listing") == 0)
+		return listing();
 	return check_run(xrc_suite(), CK_VERBOSE);
 }

@@ -66,6 +66,37 @@ if [ -x "$HELPER" ]; then
 	nothing_left "after the takeovers"
 fi
 
+# ibvctl lists under each SRQ the QPs of its context that receive into
+# it; an XRC target receives into an SRQ of whichever context shares its
+# domain, whose handle number may be one of its own context's too.
+if [ -x "$HELPER" ]; then
+	check "resource show srq: an XRC target is listed under no SRQ of its own context's"
+	mkfifo "$T/listing.in"
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		run_ours "$USER1" "$HELPER" --listing <"$T/listing.in" >"$O/listing" 2>&1 &
+	lpid=$!
+	BG_PIDS+=("$lpid")
+	exec 7>"$T/listing.in"
+	for _ in $(seq $((100 * TMUL))); do
+		grep -q '^target ' "$O/listing" || ! pid_running "$lpid" || { sleep 0.1; continue; }
+		break
+	done
+	qpn=$(sed -n 's/^target \([0-9]*\) .*/\1/p' "$O/listing")
+	[ -n "$qpn" ] || { exec 7>&-; show "xrc-helper --listing" "$O/listing"; fail "no target made"; }
+	ibvctl -j resource show srq >"$O/srqs" 2>&1 || { exec 7>&-; show output "$O/srqs"; fail "resource show srq"; }
+	exec 7>&-
+	wait_exit "$lpid" "$TMO" || term_bg "$lpid"
+	[ "$EXIT_STATUS" -eq 0 ] || { show "xrc-helper --listing" "$O/listing"; fail "xrc-helper --listing exited $EXIT_STATUS"; }
+	"$PYTHON" - "$O/srqs" "$qpn" <<-'EOF' || { show srqs "$O/srqs"; fail "target QP $qpn listed under an SRQ of its context"; }
+	import json, sys
+	rows, qpn = json.load(open(sys.argv[1])), int(sys.argv[2])
+	basic = [r for r in rows if r["srqn"] == 0]
+	sys.exit(0 if basic and not any(qpn in r.get("lqpn", []) for r in rows) else 1)
+	EOF
+	ok "target QP $qpn under no SRQ, beside a basic SRQ of the same handle number as the one it receives into"
+	nothing_left "after the listing"
+fi
+
 # xsrq ARGS...: ibv_xsrq_pingpong server (uid 1001) and client (uid 1002).
 # Each opens its XRC domain through /tmp/xrc_domain (O_CREAT, mode 0440):
 # the client, another uid, cannot open the server's file and so works in a
