@@ -397,6 +397,12 @@ struct ibvd_qp {
 	struct ibvd_qp_attr attr;
 	uint32_t doorbell;		/* bit in the context's doorbells */
 	/*
+	 * engine (atomic, its own thread's binds): non-zero once a type-2
+	 * window was bound through this QP, so that a QP that never bound
+	 * one is destroyed without a look at the context's windows
+	 */
+	uint32_t mw2_bound;
+	/*
 	 * The counters of the CQEs pushed for it since its last purge,
 	 * [lo, hi) of cq, in its send CQ ([0]) and its receive CQ ([1],
 	 * when another; an XRC target's changes with the SRQ a message

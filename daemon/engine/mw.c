@@ -105,6 +105,10 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 		mw->addr = w->remote_addr;
 		mw->length = w->compare_add;
 		mw->qp_num = qp->qp_num;
+		/* the engine's own field of the QP it serves (objects.h) */
+		if (mw->type == IBV_MW_TYPE_2)
+			__atomic_store_n(&((struct ibvd_qp *)qp)->mw2_bound, 1,
+					 __ATOMIC_RELAXED);
 		st = IBV_WC_SUCCESS;
 	}
 	pthread_mutex_unlock(&mw->lock);

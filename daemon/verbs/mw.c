@@ -121,11 +121,15 @@ static int unbind_if_on(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 /*
  * The write lock is held.  Type-2 windows live with the QP they are bound
  * to: invalidated with it, so a later QP that draws the same number never
- * inherits them, and their MRs can go.
+ * inherits them, and their MRs can go.  Only a QP that bound one has any
+ * to look for.
  */
 void ibvd_mw_qp_gone(struct ibvd_qp *qp)
 {
-	ibvd_handle_foreach(&qp->ctx->handles, IBVD_OBJ_MW, unbind_if_on, qp);
+	/* no engine pass runs now: what it marked is seen */
+	if (__atomic_load_n(&qp->mw2_bound, __ATOMIC_RELAXED))
+		ibvd_handle_foreach(&qp->ctx->handles, IBVD_OBJ_MW,
+				    unbind_if_on, qp);
 }
 
 int ibvd_req_dealloc_mw(struct ibvd_call *call)
