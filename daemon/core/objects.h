@@ -200,7 +200,8 @@ struct ibvd_comp_channel {
 	struct ibvd_context *ctx;
 	uint32_t handle;
 	int sock;			/* our end: CompEvent datagrams go here */
-	int poke[2];			/* the wake-up pair, once made (-1) */
+	int poke[2];			/* the wake-up pair, once made (-1);
+					 * [0] only until its owner took it */
 	unsigned int users;		/* CQs using it: destroy is EBUSY */
 };
 

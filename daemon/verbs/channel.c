@@ -124,19 +124,42 @@ static int channel_pair(int *ours, int *theirs)
 	return 0;
 }
 
-/* The wake-up pair of ch, made the first time someone asks (-errno). */
-int ibvd_channel_poke(struct ibvd_comp_channel *ch)
+/*
+ * A new wake-up pair for ch, whose writing end takes no data back: bytes
+ * written into the reading end would wait in the writing end, which the
+ * daemon holds for as long as the channel lives, for nobody (a client
+ * could fill it, at its own buffer size, and let go).
+ */
+static int poke_pair(struct ibvd_comp_channel *ch)
 {
 	int sv[2];
 
-	if (ch->poke[1] >= 0)
-		return ch->poke[1];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		       sv) < 0)
 		return -errno;
+	if (shutdown(sv[1], SHUT_RD) < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -errno;
+	}
+	if (ch->poke[0] >= 0)
+		close(ch->poke[0]);
+	if (ch->poke[1] >= 0)
+		close(ch->poke[1]);
 	ch->poke[0] = sv[0];
 	ch->poke[1] = sv[1];
-	return sv[1];
+	return 0;
+}
+
+/* The wake-up pair of ch, made the first time someone asks (-errno). */
+int ibvd_channel_poke(struct ibvd_comp_channel *ch)
+{
+	int ret;
+
+	if (ch->poke[1] >= 0)
+		return ch->poke[1];
+	ret = poke_pair(ch);
+	return ret < 0 ? ret : ch->poke[1];
 }
 
 int ibvd_req_channel_poke(struct ibvd_call *call)
@@ -151,19 +174,32 @@ int ibvd_req_channel_poke(struct ibvd_call *call)
 	if (!ch)
 		return ibvd_call_error(call, -EINVAL, "no completion channel %#x",
 				       req->handle);
-	ret = ibvd_channel_poke(ch);
+	/*
+	 * The reading end goes to the channel's owner and stays there: what
+	 * is written to the pair then waits in the owner's socket, not in
+	 * one the daemon keeps.  Asked again (its first answer was lost),
+	 * the owner gets a new pair, and senders holding the old one fall
+	 * back to the engine's wake-ups.
+	 */
+	ret = ch->poke[0] >= 0 || ch->poke[1] < 0 ? ibvd_channel_poke(ch) :
+						     poke_pair(ch);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "channel %#x: no wake-up pair",
 				       req->handle);
-	return ibvd_call_reply(call, &reply.base, ch->poke, 2);
+	ret = ibvd_call_reply(call, &reply.base, ch->poke, 2);
+	if (ret == 0 && ch->poke[0] >= 0) {
+		close(ch->poke[0]);
+		ch->poke[0] = -1;
+	}
+	return ret;
 }
 
 static void channel_close(struct ibvd_comp_channel *ch)
 {
-	if (ch->poke[0] >= 0) {
+	if (ch->poke[0] >= 0)
 		close(ch->poke[0]);
+	if (ch->poke[1] >= 0)
 		close(ch->poke[1]);
-	}
 	free(ch);
 }
 

@@ -1835,6 +1835,35 @@ START_TEST(wake_pair_hostile)
 END_TEST
 
 /*
+ * The wake-up pair carries bytes one way only, to the reading end the
+ * channel's owner watches: a byte written into that end would wait in
+ * the writing end, which the daemon keeps for the senders for as long as
+ * the channel lives, for nobody to read.  It is refused (EPIPE).
+ */
+START_TEST(wake_pair_one_way)
+{
+	int fds[16], n, i, refused = 0;
+	struct events_fx f;
+
+	events_open(&f, false);
+	sleepers_hear(&f, 10);
+	n = wake_pair_fds(fds, 16);
+	vt_assert((n > 0) == expect_rings(), "%d wake-up pair ends", n);
+	for (i = 0; i < n; i++)
+		if (send(fds[i], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+			ck_assert_int_eq(errno, EPIPE);
+			refused++;
+		}
+	/* the reading end, and only it: the writing ends still wake */
+	vt_assert(!expect_rings() || refused == 1,
+		  "%d of %d ends refused a byte", refused, n);
+	for (i = 0; i < 3; i++)
+		sleepers_hear(&f, 20 + 2 * i);
+	events_close(&f);
+}
+END_TEST
+
+/*
  * RESET takes a QP's completions out of its CQs, as a NIC's provider
  * cleans them: a receive the library placed and the poll left is gone
  * with the engine's.
@@ -4787,6 +4816,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, sleeper_moves);
 	tcase_add_test(tc, poke_for_nothing);
 	tcase_add_test(tc, wake_pair_hostile);
+	tcase_add_test(tc, wake_pair_one_way);
 	tcase_add_test(tc, reset_forgets_placed_completions);
 	tcase_add_test(tc, arm_kept_by_a_poll);
 	tcase_add_test(tc, solicited_arm_on_send_cq);
