@@ -78,6 +78,7 @@ struct cm_wire {
 	bool have_out;
 	bool waiting;
 	bool dreq_out;			/* our DREQ waits for its DREP */
+	bool orphan;			/* its id is gone (wire_orphan) */
 	bool mraed;			/* the peer asked this wait to last */
 	unsigned int retries;		/* resends left while waiting */
 	uint32_t wait_ms;
@@ -183,8 +184,21 @@ static struct cm_wire *wire_new(struct ibvd_cm_id *id, struct ibvd_device *dev,
 	return w;
 }
 
+/*
+ * Wires whose id is gone and whose DREQ waits for its DREP, resent for a
+ * minute or more.  Nothing charges them to their tenant (its cm_id went
+ * back at the destroy), and a peer that never answers DREQs would let a
+ * client that connects and destroys in a loop pile them up; past the
+ * cap, a destroyed connection's DREQ goes out once.
+ */
+#define ORPHANS_MAX	4096u
+
+static unsigned int norphans;
+
 static void wire_free(struct cm_wire *w)
 {
+	if (w->orphan)
+		norphans--;
 	event_free(w->timer);
 	LIST_REMOVE(w, link);
 	LIST_REMOVE(w, by_local);
@@ -206,6 +220,8 @@ static void wire_orphan(struct cm_wire *w)
 {
 	w->id->wire = NULL;
 	w->id = NULL;
+	w->orphan = true;
+	norphans++;
 }
 
 uint32_t cm_wire_mtu(const struct ibvd_cm_id *id)
@@ -683,7 +699,7 @@ void cm_wire_abandon(struct ibvd_cm_id *id)
 	case CM_PH_CLOSED:
 		break;
 	}
-	if (w->dreq_out && w->waiting)
+	if (w->dreq_out && w->waiting && norphans < ORPHANS_MAX)
 		wire_orphan(w);
 	else
 		wire_free(w);
