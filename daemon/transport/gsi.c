@@ -4,9 +4,10 @@
  * for arrivals the way it wakes for client requests.
  *
  * Each sender's share is counted in a record of its own, found by its GID
- * in one bucket: an arrival costs the same whether 1 or 1,024 MADs wait.
- * A peer picks the GIDs it sends from (within its peers' subnets), so the
- * buckets are keyed with a secret taken when the mailbox opens.
+ * in one bucket (core/keyed.h): an arrival costs the same whether 1 or
+ * 1,024 MADs wait.  A peer picks the GIDs it sends from (within its
+ * peers' subnets), so the key mixes the GID with a secret taken when the
+ * mailbox opens.
  */
 #include <config.h>
 
@@ -19,16 +20,16 @@
 #include <sys/queue.h>
 
 #include "core/device.h"
+#include "core/keyed.h"
 #include "core/random.h"
 #include "gsi.h"
-
-#define SOURCE_HASH_BITS	8
+#include "util.h"
 
 /* One remote GID with MADs waiting: how many. */
 struct gsi_source {
 	uint8_t gid[16];
 	unsigned int waiting;
-	LIST_ENTRY(gsi_source) link;
+	struct ibvd_keyed node;
 };
 
 struct gsi_entry {
@@ -37,8 +38,6 @@ struct gsi_entry {
 	STAILQ_ENTRY(gsi_entry) link;
 };
 
-LIST_HEAD(gsi_source_list, gsi_source);
-
 static struct {
 	pthread_mutex_t lock;
 	STAILQ_HEAD(, gsi_entry) queue;
@@ -46,7 +45,7 @@ static struct {
 	uint64_t dropped;
 	int fd;				/* -1 until made */
 	uint32_t hash_key;
-	struct gsi_source_list sources[1u << SOURCE_HASH_BITS];
+	struct ibvd_keyed_table sources;
 } inbox = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.queue = STAILQ_HEAD_INITIALIZER(inbox.queue),
@@ -69,7 +68,7 @@ int ibvd_gsi_fd(void)
 
 /* ---- senders' shares ------------------------------------------------ */
 
-static struct gsi_source_list *source_bucket(const uint8_t gid[16])
+static uint32_t source_key(const uint8_t gid[16])
 {
 	uint32_t h = inbox.hash_key, w;
 	unsigned int i;
@@ -79,7 +78,7 @@ static struct gsi_source_list *source_bucket(const uint8_t gid[16])
 		h = ((h ^ w) * 0x9E3779B1u);
 		h ^= h >> 15;
 	}
-	return &inbox.sources[h >> (32 - SOURCE_HASH_BITS)];
+	return h;
 }
 
 /*
@@ -88,18 +87,23 @@ static struct gsi_source_list *source_bucket(const uint8_t gid[16])
  */
 static struct gsi_source *source_take_share(const uint8_t gid[16])
 {
-	struct gsi_source_list *b = source_bucket(gid);
-	struct gsi_source *src;
+	uint32_t key = source_key(gid);
+	struct gsi_source *src = NULL;
+	struct ibvd_keyed *n;
 
-	LIST_FOREACH(src, b, link)
-		if (!memcmp(src->gid, gid, 16))
-			break;
+	for (n = ibvd_keyed_find(&inbox.sources, key); n && !src;
+	     n = ibvd_keyed_next(n))
+		if (!memcmp(container_of(n, struct gsi_source, node)->gid, gid, 16))
+			src = container_of(n, struct gsi_source, node);
 	if (!src) {
 		src = calloc(1, sizeof(*src));
 		if (!src)
 			return NULL;
 		memcpy(src->gid, gid, 16);
-		LIST_INSERT_HEAD(b, src, link);
+		if (ibvd_keyed_insert(&inbox.sources, &src->node, key) < 0) {
+			free(src);
+			return NULL;
+		}
 	}
 	if (src->waiting >= IBVD_GSI_SOURCE_MAX)
 		return NULL;
@@ -114,7 +118,7 @@ static void entry_leaves(struct gsi_entry *e)
 
 	inbox.count--;
 	if (--src->waiting == 0) {
-		LIST_REMOVE(src, link);
+		ibvd_keyed_remove(&inbox.sources, &src->node);
 		free(src);
 	}
 }

@@ -57,7 +57,7 @@ tests_unit_test_roce_gso_LDADD = $(UNIT_LIBS)
 check_PROGRAMS += tests/unit/test_gsi
 TESTS += tests/unit/test_gsi
 tests_unit_test_gsi_SOURCES = tests/unit/test_gsi.c daemon/transport/gsi.c \
-	daemon/core/random.c
+	daemon/core/random.c daemon/core/keyed.c
 tests_unit_test_gsi_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_gsi_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_gsi_LDADD = $(UNIT_LIBS)
