@@ -445,6 +445,7 @@ struct ibvd_qp {
 	uint32_t answered;
 	/* what a wire transport keeps for this QP (transport/roce/) */
 	void *wire;
+	size_t wire_bytes;		/* its size, charged as ring memory */
 	struct {			/* that message, fixed at its first step */
 		uint64_t length;
 		uint32_t opcode;

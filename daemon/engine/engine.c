@@ -710,6 +710,22 @@ static void transport_forget(struct ibvd_qp *qp)
 	qp->answered = 0;
 }
 
+int ibvd_engine_qp_prepare(struct ibvd_qp *qp, size_t *bytes)
+{
+	const struct ibvd_transport *t = ibvd_eng_transport(qp);
+
+	*bytes = 0;
+	if (!t || !t->qp_prepare || qp->qp_type == IBV_QPT_UD ||
+	    qp->qp_type == IBV_QPT_RAW_PACKET)
+		return 0;
+	return t->qp_prepare(qp, bytes);
+}
+
+void ibvd_engine_qp_unprepare(struct ibvd_qp *qp)
+{
+	transport_forget(qp);
+}
+
 void ibvd_engine_qp_av_changed(struct ibvd_qp *qp)
 {
 	const struct ibvd_transport *t = ibvd_eng_transport(qp);

@@ -157,8 +157,15 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp);
  * not polled yet are purged from its CQs (those of SRQ receives stay).
  */
 void ibvd_engine_qp_reset(struct ibvd_qp *qp);
-/* qp's AV changed without a reset (SQD to SQD); write lock held. */
+/* qp's AV was set (at its RTR, or SQD to SQD); write lock held. */
 void ibvd_engine_qp_av_changed(struct ibvd_qp *qp);
+/*
+ * qp is about to enter RTR, write lock held: its wire transport's state
+ * is made, of *bytes (0: none); 0 or a negative errno.  Unprepare undoes
+ * it while qp has not moved yet; later a reset or destroy does.
+ */
+int ibvd_engine_qp_prepare(struct ibvd_qp *qp, size_t *bytes);
+void ibvd_engine_qp_unprepare(struct ibvd_qp *qp);
 
 /*
  * qp is being destroyed (DESTROY_QP or its context's teardown), objects

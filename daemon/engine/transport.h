@@ -196,14 +196,23 @@ struct ibvd_transport {
 	 */
 	struct ibvd_qp *(*peer)(const struct ibvd_qp *qp);
 	/*
+	 * RC, UC or XRC qp is about to enter RTR, on the control thread,
+	 * objects lock held for writing: make what the transport keeps for
+	 * it (qp->wire) and say its size (*bytes), which the caller charges
+	 * to qp's context until qp_forget.  0 or a negative errno (qp stays
+	 * where it is).  NULL: nothing kept.
+	 */
+	int (*qp_prepare)(struct ibvd_qp *qp, size_t *bytes);
+	/*
 	 * qp was reset or is being destroyed, objects lock held for writing:
 	 * drop what the transport keeps for it (qp->wire).  NULL: nothing.
 	 */
 	void (*qp_forget)(struct ibvd_qp *qp);
 	/*
-	 * qp's primary address (qp->attr's AV) changed while it kept its
-	 * connection (SQD to SQD), objects lock held for writing: its packets
-	 * go to, and come only from, the new one.  NULL: nothing kept.
+	 * qp's primary address (qp->attr's AV) was set, at its RTR or later
+	 * (SQD to SQD, keeping its connection), objects lock held for
+	 * writing: its packets go to, and come only from, that one.  NULL:
+	 * nothing kept.
 	 */
 	void (*qp_av_changed)(struct ibvd_qp *qp);
 	/*

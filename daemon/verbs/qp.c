@@ -412,6 +412,7 @@ void ibvd_qp_destroy(struct ibvd_qp *qp)
 
 	ibvd_direct_leave(qp);
 	ibvd_engine_qp_destroy(qp);
+	ibvd_qp_wire_uncharge(qp);
 	ibvd_mw_qp_gone(qp);
 	ibvd_qp_unregister(qp);
 	ibvd_doorbell_free(ctx, qp);

@@ -380,6 +380,7 @@ static void qp_rewind(struct ibvd_qp *qp)
 {
 	/* First, while the engine's state is intact: chunked messages end. */
 	ibvd_engine_qp_reset(qp);
+	ibvd_qp_wire_uncharge(qp);
 	wq_rewind(&qp->sq);
 	wq_rewind(&qp->rq);
 	qp->sq_head = 0;
@@ -457,6 +458,37 @@ static int check_state(struct ibvd_call *call, const struct ibvd_qp *qp,
 	return check_transition(call, qp, *cur, *next, mask);
 }
 
+/*
+ * What a wire transport keeps for qp from its RTR on costs the daemon as
+ * much as its rings, and the client chooses how many QPs there are: it is
+ * charged to the same budget.
+ */
+static int wire_prepare(struct ibvd_call *call, struct ibvd_qp *qp)
+{
+	size_t bytes;
+	int ret;
+
+	ret = ibvd_engine_qp_prepare(qp, &bytes);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "no memory for the QP's "
+				       "transport state");
+	ret = ibvd_ctx_ring_charge(qp->ctx, bytes);
+	if (ret < 0) {
+		ibvd_engine_qp_unprepare(qp);
+		return ibvd_call_error(call, ret, "the QP's transport state "
+				       "(%zu bytes) is over its context's or "
+				       "uid's ring memory", bytes);
+	}
+	qp->wire_bytes = bytes;
+	return 0;
+}
+
+void ibvd_qp_wire_uncharge(struct ibvd_qp *qp)
+{
+	ibvd_ctx_ring_uncharge(qp->ctx, qp->wire_bytes);
+	qp->wire_bytes = 0;
+}
+
 static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		  const Ibvd__QpAttr *m, uint32_t mask, bool tell_engine)
 {
@@ -476,6 +508,8 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		return ret;
 	ibvd_objects_write_lock();
 	ret = check_state(call, qp, m, mask, &cur, &next);
+	if (ret == 0 && next == IBV_QPS_RTR && cur != next)
+		ret = wire_prepare(call, qp);
 	if (ret == 0) {
 		/* a peer's grants into us gave our old rights (rings/lease.c) */
 		if (qp->direct && n.attr.access != qp->attr.access)
@@ -483,8 +517,9 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 						 ibvd_direct_lease_deadline());
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
-		/* a new path for a connection that goes on (SQD to SQD) */
-		if ((mask & IBV_QP_AV) && cur == next)
+		/* the path at RTR, or a new one for a connection that goes
+		 * on (SQD to SQD) */
+		if (mask & IBV_QP_AV)
 			ibvd_engine_qp_av_changed(qp);
 		qp_enter(qp, cur, next);
 		kick = tell_engine && engine_has_work(qp, cur, next);

@@ -325,6 +325,8 @@ int ibvd_qp_modify_first(struct ibvd_call *call, struct ibvd_qp *qp,
 			 const Ibvd__QpAttr *m, uint32_t mask);
 int ibvd_req_query_qp(struct ibvd_call *call);
 int ibvd_req_destroy_qp(struct ibvd_call *call);
+/* qp's reset or destroy gave back its wire state: so does its charge. */
+void ibvd_qp_wire_uncharge(struct ibvd_qp *qp);
 
 /* ---- direct.c: the direct transport's transit rings --------------------- */
 

@@ -221,6 +221,99 @@ static int to_rtr(struct ibv_qp *qp, const struct ibv_ah_attr *av)
 			     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 }
 
+/*
+ * What the daemon keeps for a RoCE QP's transport, from its RTR on, is
+ * charged to the context's ring memory like the QP's rings (about as much
+ * as the rings of a QP of 512 send WRs): a context that fills that budget
+ * with QPs at INIT, then lets 8 of them go, moves only a few of the others
+ * to RTR; the next is ENOMEM and stays at INIT.  A QP at RTR gone,
+ * or reset, gives its share back.
+ */
+#define WIRE_FREED	8
+#define WIRE_QPS_MAX	65536
+
+static struct ibv_qp *wire_qps[WIRE_QPS_MAX];
+
+static struct ibv_qp *mid_sq_qp(void)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 512, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = 64 },
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+	if (qp && ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		ibv_destroy_qp(qp);
+		return NULL;
+	}
+	return qp;
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr q;
+
+	ck_assert_int_eq(ibv_query_qp(qp, &q, IBV_QP_STATE, &ia), 0);
+	return q.qp_state;
+}
+
+/* Move QPs *at on to RTR until one is refused: it must be for memory. */
+static void rtr_till_full(int *at, int n)
+{
+	struct ibv_ah_attr av = to_peer();
+	int ret = 0;
+
+	while (*at < n && (ret = to_rtr(wire_qps[*at], &av)) == 0)
+		(*at)++;
+	ck_assert_msg(ret == ENOMEM, "%d of %d QPs at RTR, then %s", *at, n,
+		      strerror(ret));
+	ck_assert_int_eq(qp_state(wire_qps[*at]), IBV_QPS_INIT);
+}
+
+START_TEST(wire_state_charged)
+{
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_ah_attr av = to_peer();
+	int n = 0, at_rtr = 0, i;
+
+	while (n < WIRE_QPS_MAX && (wire_qps[n] = mid_sq_qp()))
+		n++;
+	ck_assert_msg(n < WIRE_QPS_MAX && errno == ENOMEM,
+		      "%d QPs, then %s", n, strerror(errno));
+	ck_assert_int_gt(n, 2 * WIRE_FREED);
+	for (i = 0; i < WIRE_FREED; i++)
+		ck_assert_int_eq(ibv_destroy_qp(wire_qps[--n]), 0);
+	rtr_till_full(&at_rtr, n);
+	ck_assert_int_lt(at_rtr, 4 * WIRE_FREED);
+	/*
+	 * The budget is full (less than a QP's transport is left).  A QP at
+	 * RTR gone gives back its rings' share and its transport's: a new
+	 * one takes both.
+	 */
+	ck_assert_int_eq(ibv_destroy_qp(wire_qps[0]), 0);
+	wire_qps[0] = mid_sq_qp();
+	ck_assert_msg(wire_qps[0], "a QP after one gone: %s", strerror(errno));
+	ck_assert_int_eq(to_rtr(wire_qps[0], &av), 0);
+	/* and a reset that kept its share would fail this */
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(ibv_modify_qp(wire_qps[1], &reset,
+					       IBV_QP_STATE), 0);
+		ck_assert_int_eq(ibv_modify_qp(wire_qps[1], &init, IBV_QP_STATE |
+					       IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS), 0);
+		ck_assert_int_eq(to_rtr(wire_qps[1], &av), 0);
+	}
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(ibv_destroy_qp(wire_qps[i]), 0);
+}
+END_TEST
+
 START_TEST(rtr_address_rules)
 {
 	struct ibv_qp_init_attr ia;
@@ -737,6 +830,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ah_from_ipv4_datagram);
 	tcase_add_test(tc, ud_recv_packet_type);
 	tcase_add_test(tc, cm_path_record);
+	tcase_add_test(tc, wire_state_charged);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_VERBOSE);
 }

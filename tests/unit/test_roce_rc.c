@@ -599,6 +599,25 @@ static void setup(void)
 	resp_qp.attr.sq_psn = req_qp.attr.rq_psn = 0x100;
 	req_qp.state = resp_qp.state = IBV_QPS_RTS;
 	resp_qp.attr.access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+	/* the send queue's size and inline data bound the requester's slots */
+	req_qp.sq.nslots = resp_qp.sq.nslots = 256;
+	req_qp.cap.max_inline_data = resp_qp.cap.max_inline_data = 1024;
+}
+
+/*
+ * qp's wire state, as its RTR makes it in the daemon: here at its first
+ * use, once a test has set qp up (its type, its path).
+ */
+static struct ibvd_qp *wired(struct ibvd_qp *qp)
+{
+	size_t bytes;
+
+	if (!qp->wire) {
+		ck_assert_int_eq(roce_rc_prepare(qp, &bytes), 0);
+		ck_assert_uint_gt(bytes, sizeof(struct roce_qp));
+		roce_rc_av_changed(qp);
+	}
+	return qp;
 }
 
 static void teardown(void)
@@ -694,8 +713,8 @@ static void deliver_batch(const unsigned int *idx, unsigned int n)
 		struct roce_pkt p;
 
 		decode(idx[i], &ip, &p);
-		roce_rc_rx(&rd, p.dest_qp == req_qp.qp_num ? &req_qp : &resp_qp,
-			   &ip, &p);
+		roce_rc_rx(&rd, wired(p.dest_qp == req_qp.qp_num ?
+					    &req_qp : &resp_qp), &ip, &p);
 	}
 	roce_wrun_flush(&rd);
 	roce_ack_flush(&rd);
@@ -712,7 +731,7 @@ static enum eng_resp call(const struct eng_req *er)
 {
 	uint8_t rnr = 0;
 
-	return roce_rc_send(NULL, &req_qp, er, &rnr);
+	return roce_rc_send(NULL, wired(&req_qp), er, &rnr);
 }
 
 static void expect_pkt(unsigned int i, uint8_t opcode, uint32_t psn)
@@ -864,12 +883,12 @@ START_TEST(read_run_after_the_qp_failed)
 	rd.read_budget = ROCE_READ_DRAIN_BYTES;
 	for (i = 1; i <= 3; i++) {
 		decode(i, &ip, &p);
-		roce_rc_rx(&rd, &req_qp, &ip, &p);
+		roce_rc_rx(&rd, wired(&req_qp), &ip, &p);
 	}
 	ck_assert_uint_eq(writevs, 0);		/* taken, not landed yet */
 	req_qp.state = IBV_QPS_ERR;
 	decode(4, &ip, &p);			/* the last: no answer */
-	roce_rc_rx(&rd, &req_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&req_qp), &ip, &p);
 	roce_wrun_flush(&rd);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(writevs, 0);
@@ -1064,7 +1083,7 @@ static void deliver_cut(unsigned int i, uint32_t len)
 	ck_assert_uint_le(len, p.payload_len);
 	p.payload_len = len;
 	roce_rx_self = &rd;
-	roce_rc_rx(&rd, &req_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&req_qp), &ip, &p);
 	roce_rx_self = NULL;
 }
 
@@ -1128,7 +1147,7 @@ START_TEST(psn_naks_go_back_once_per_progress)
 		nak.dest_qp = 0x11;
 		nak.psn = 0xFFFFFE;
 		nak.aeth.syndrome = ROCE_AETH_NAK_PSN;
-		roce_rc_rx(&rd, &req_qp, &rip, &nak);
+		roce_rc_rx(&rd, wired(&req_qp), &rip, &nak);
 		from = nsent;
 		ck_assert_int_eq(call(&er), RESP_PENDING);
 		ck_assert_uint_eq(nsent, from + (i ? 0 : 3));
@@ -1237,6 +1256,35 @@ START_TEST(short_messages_make_one_run)
 }
 END_TEST
 
+/*
+ * A requester keeps no more in flight than its send queue holds, and
+ * what the daemon keeps for it (charged to its context) is sized so:
+ * a queue of 4 sends 4 of 8 posted SENDs at first.
+ */
+START_TEST(in_flight_bounded_by_the_send_queue)
+{
+	struct ibvd_qp wide = req_qp;
+	size_t small, large;
+	unsigned int i;
+
+	req_qp.sq.nslots = 4;
+	req_qp.cap.max_inline_data = 0;
+	ck_assert_int_eq(roce_rc_prepare(&req_qp, &small), 0);
+	roce_rc_av_changed(&req_qp);
+	wide.wire = NULL;
+	ck_assert_int_eq(roce_rc_prepare(&wide, &large), 0);
+	roce_rc_forget(&wide);
+	ck_assert_uint_ge(large, small + 60 * sizeof(struct roce_txm) +
+			  64 * 1024);
+	rq_posted[1] = 8;
+	post_sends(8, 8);
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 4);
+	for (i = 0; i < 4; i++)
+		expect_pkt(i, ROCE_RC_SEND_ONLY, roce_psn_add(0xFFFFFE, i));
+}
+END_TEST
+
 /* A READ request between SENDs (its responses take PSNs) ends a run. */
 START_TEST(a_read_request_ends_a_run)
 {
@@ -1274,7 +1322,7 @@ START_TEST(packet_to_another_address_dropped)
 	decode(0, &ip, &p);
 	ip.dst[3] = 9;			/* 10.0.0.9, not the responder's .2 */
 	roce_rx_self = &rd;
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(nsent, 3);	/* no ACK, no NAK */
 	ck_assert_uint_eq(counters[IBVD_PC_RCVD_PKTS], 0);
@@ -1371,7 +1419,7 @@ static void ping_answered_then_pong(void)
 	ck_assert_uint_eq(nsent, 2);
 	expect_pkt(1, ROCE_RC_ACKNOWLEDGE, 0xFFFFFE);
 
-	ck_assert_int_eq(roce_rc_send(NULL, &resp_qp, &pong, &rnr), RESP_PENDING);
+	ck_assert_int_eq(roce_rc_send(NULL, wired(&resp_qp), &pong, &rnr), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 3);
 	expect_pkt(2, ROCE_RC_SEND_ONLY, 0x100);
 	deliver(1);
@@ -1548,7 +1596,7 @@ static void rx_again(const struct roce_pkt *p)
 	decode(0, &ip, &q);			/* the request's addresses */
 	roce_rx_self = &rd;
 	rd.read_budget = ROCE_READ_DRAIN_BYTES;
-	roce_rc_rx(&rd, &resp_qp, &ip, p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, p);
 	roce_rx_self = NULL;
 }
 
@@ -1675,10 +1723,10 @@ START_TEST(replayed_read_pays_the_drain_budget)
 	first = nsent;
 	roce_rx_self = &rd;
 	rd.read_budget = READ_LEN - 1;		/* less than it replays */
-	roce_rc_rx(&rd, &resp_qp, &ip, &again);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &again);
 	ck_assert_uint_eq(nsent, first);
 	rd.read_budget = READ_LEN + 100;
-	roce_rc_rx(&rd, &resp_qp, &ip, &again);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &again);
 	ck_assert_uint_eq(nsent, first + 4);
 	ck_assert_uint_eq(rd.read_budget, 100);
 	roce_rx_self = NULL;
@@ -1703,7 +1751,7 @@ START_TEST(read_past_the_drain_budget_waits)
 	decode(0, &ip, &p);
 	roce_rx_self = &rd;
 	rd.read_budget = READ_LEN - 1;
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(nsent, 1);		/* no response */
 	w = resp_qp.wire;
@@ -1741,7 +1789,7 @@ START_TEST(ack_of_a_psn_not_sent_dropped)
 	ack.dest_qp = 0x11;
 	ack.psn = roce_psn_add(w->tx.next_psn, 1u << 22);
 	ack.aeth.syndrome = ROCE_AETH_ACK;
-	roce_rc_rx(&rd, &req_qp, &rip, &ack);
+	roce_rc_rx(&rd, wired(&req_qp), &rip, &ack);
 	ck_assert_int_eq(call(&er), RESP_PENDING);
 	exchange(0);
 	ck_assert_int_eq(call(&er), RESP_OK);
@@ -1899,7 +1947,7 @@ START_TEST(write_run_after_the_qp_failed)
 	roce_rx_self = &rd;
 	for (i = 0; i < 3; i++) {
 		decode(i, &ip, &p);
-		roce_rc_rx(&rd, &resp_qp, &ip, &p);
+		roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	}
 	ck_assert_uint_eq(writevs, 0);		/* taken, not landed yet */
 	resp_qp.state = IBV_QPS_ERR;
@@ -1957,7 +2005,7 @@ static void mtu_violation(uint8_t opcode, uint32_t len)
 	p.payload = payload;
 	p.payload_len = len;
 	roce_rx_self = &rd;
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(nrecvs_done, 0);
 	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_NAK_INV);
@@ -2070,10 +2118,10 @@ START_TEST(send_run_after_the_qp_failed)
 	send_to_client_memory(&er, false);
 	roce_rx_self = &rd;
 	decode(0, &ip, &p);
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	resp_qp.state = IBV_QPS_ERR;
 	decode(1, &ip, &p);			/* the last: no completion */
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	roce_wrun_flush(&rd);
 	roce_ack_flush(&rd);
 	roce_rx_self = NULL;
@@ -2118,7 +2166,7 @@ START_TEST(owed_ack_of_a_run_that_cannot_land)
 	roce_rx_self = &rd;
 	decode(0, &ip, &p);
 	p.ack_req = true;			/* as every 64th packet asks */
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	writev_fails = true;
 	roce_wrun_flush(&rd);
 	roce_ack_flush(&rd);
@@ -2145,7 +2193,7 @@ START_TEST(owed_ack_before_a_run_that_cannot_land)
 	roce_rx_self = &rd;
 	for (i = 0; i < 2; i++) {
 		decode(i, &ip, &p);
-		roce_rc_rx(&rd, &resp_qp, &ip, &p);
+		roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 		writev_fails = true;		/* from the second's run on */
 	}
 	roce_wrun_flush(&rd);
@@ -2322,7 +2370,7 @@ static void out_of_place(bool in_write, uint8_t opcode)
 	p.reth.rkey = REMOTE_RKEY;
 	p.reth.len = 64;
 	roce_rx_self = &rd;
-	roce_rc_rx(&rd, &resp_qp, &ip, &p);
+	roce_rc_rx(&rd, wired(&resp_qp), &ip, &p);
 	roce_rx_self = NULL;
 	ck_assert_uint_eq(nrecvs_done, 0);
 	ck_assert_uint_eq(responder_errors, 1);
@@ -2398,6 +2446,7 @@ int main(void)
 	tcase_add_test(tc, duplicate_behind_a_run_that_cannot_land);
 	tcase_add_test(tc, write_run_after_the_qp_failed);
 	tcase_add_test(tc, short_messages_make_one_run);
+	tcase_add_test(tc, in_flight_bounded_by_the_send_queue);
 	tcase_add_test(tc, a_read_request_ends_a_run);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_NORMAL);

@@ -187,7 +187,8 @@ struct roce_resource {
 
 /*
  * An RC requester keeps up to ROCE_TX_SLOTS messages (steps, for a chunked
- * one) in flight per QP, spanning at most ROCE_TX_WINDOW PSNs, as rxe
+ * one; no more than its send queue holds) in flight per QP, spanning at
+ * most ROCE_TX_WINDOW PSNs, as rxe
  * keeps a window of PSNs: the engine's WQE in front and those behind it
  * that it lets the transport send ahead (ibvd_eng_send_ahead).  A data
  * packet asks for an ACK at the end of its message and every
@@ -197,9 +198,6 @@ struct roce_resource {
 #define ROCE_TX_SLOTS		64u
 #define ROCE_TX_WINDOW		512u
 #define ROCE_ACK_EVERY		64u
-/* The inline data a message in flight keeps (the daemon's max_inline_data). */
-#define ROCE_TX_INLINE		1024u
-
 /* One message (or step of one) in flight. */
 struct roce_txm {
 	struct eng_req req;		/* as sent: a retransmission sends it again */
@@ -212,7 +210,8 @@ struct roce_txm {
 	uint64_t read_from;		/* READ: the byte its last request began at */
 	bool read_again;		/* READ: a gap: ask for the rest at the next call */
 	bool read_gap;			/* READ: asked again past a gap: wait for it */
-	uint8_t inl[ROCE_TX_INLINE];	/* its inline data, req.local points here */
+	uint8_t *inl;			/* room for its inline data (the QP's
+					 * max_inline_data): req.local points here */
 };
 
 /*
@@ -232,7 +231,12 @@ struct roce_held_recv {
 	struct eng_rcv_done done;
 };
 
-/* What the RoCE transport keeps for an RC or UC QP (qp->wire). */
+/*
+ * What the RoCE transport keeps for an RC, UC or XRC QP (qp->wire), from
+ * its RTR to its reset or destroy: made on the control thread and charged
+ * to its context's ring budget (roce_rc_prepare), since a tenant chooses
+ * how many there are.
+ */
 struct roce_qp {
 	pthread_mutex_t lock;
 	struct roce_path path;		/* to the connected peer */
@@ -241,7 +245,7 @@ struct roce_qp {
 		bool started;		/* next_psn set from sq_psn */
 		uint32_t next_psn;	/* the next new PSN */
 		uint32_t una_psn;	/* the oldest PSN not acknowledged */
-		struct roce_txm *m;	/* ROCE_TX_SLOTS, made at the first send */
+		uint32_t nslots;	/* of m: 1 to ROCE_TX_SLOTS */
 		uint32_t first;		/* the oldest's index in m */
 		uint32_t n;		/* how many are in flight */
 		uint32_t rd_atomic;	/* READs and atomics among them */
@@ -283,6 +287,8 @@ struct roce_qp {
 		uint32_t nheld;
 		struct roce_held_recv held[ROCE_HELD_RECVS];
 	} rx;
+	/* the requester's slots, then room for their inline data */
+	struct roce_txm m[];
 };
 
 /* The transport bits of qp's opcodes: RC's, UC's or XRC's. */
@@ -313,16 +319,20 @@ uint64_t roce_now_ns(void);
 /* roce.c: the path of a connected QP (its AV), to fill struct roce_qp. */
 void roce_qp_path(const struct ibvd_qp *qp, struct roce_path *path);
 
-/* rc.c: qp's wire state, made on first use; NULL only without memory. */
-struct roce_qp *roce_qp_of(struct ibvd_qp *qp);
+/* qp's wire state: NULL before its RTR or after its reset. */
+static inline struct roce_qp *roce_qp_of(const struct ibvd_qp *qp)
+{
+	return __atomic_load_n(&qp->wire, __ATOMIC_ACQUIRE);
+}
 
 /* rc.c: the step in flight i places behind the oldest. */
 static inline struct roce_txm *roce_txm_at(struct roce_qp *w, uint32_t i)
 {
-	return &w->tx.m[(w->tx.first + i) % ROCE_TX_SLOTS];
+	return &w->m[(w->tx.first + i) % w->tx.nslots];
 }
 
 /* rc.c: the transport's operations for RC and UC. */
+int roce_rc_prepare(struct ibvd_qp *qp, size_t *bytes);
 enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   const struct eng_req *req, uint8_t *rnr_timer);
 void roce_rc_forget(struct ibvd_qp *qp);

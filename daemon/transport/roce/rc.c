@@ -50,42 +50,60 @@ uint64_t roce_now_ns(void)
 
 /* ---- the QP's wire state ------------------------------------------------- */
 
-static struct roce_qp *roce_qp_new(struct ibvd_qp *qp)
+/*
+ * Messages qp's requester may keep in flight: what its send queue holds,
+ * up to ROCE_TX_SLOTS; UC keeps only the one it sends, an XRC target
+ * sends nothing (one slot all the same: slot 0 is always there).
+ */
+static uint32_t tx_slots_of(const struct ibvd_qp *qp)
 {
-	struct roce_qp *w = calloc(1, sizeof(*w));
+	if (qp->qp_type == IBV_QPT_UC || qp->qp_type == IBV_QPT_XRC_RECV ||
+	    !qp->sq.nslots)
+		return 1;
+	return qp->sq.nslots < ROCE_TX_SLOTS ? qp->sq.nslots : ROCE_TX_SLOTS;
+}
 
+/* Inline data a slot keeps for retransmissions: RC's only. */
+static size_t tx_inline_of(const struct ibvd_qp *qp)
+{
+	if (qp->qp_type == IBV_QPT_UC || qp->qp_type == IBV_QPT_XRC_RECV)
+		return 0;
+	return ((size_t)qp->cap.max_inline_data + 7) & ~(size_t)7;
+}
+
+/*
+ * qp enters RTR (objects lock held for writing): its wire state, in one
+ * piece whose size the caller charges (*bytes).  Its path comes with the
+ * AV (roce_rc_av_changed).
+ */
+int roce_rc_prepare(struct ibvd_qp *qp, size_t *bytes)
+{
+	uint32_t nslots = tx_slots_of(qp), i;
+	size_t inl = tx_inline_of(qp);
+	size_t size = sizeof(struct roce_qp) +
+		      nslots * (sizeof(struct roce_txm) + inl);
+	struct roce_qp *w;
+	uint8_t *room;
+
+	if (qp->wire)
+		return -EBUSY;	/* a caller's bug: RTR twice without a reset */
+	w = calloc(1, size);
 	if (!w)
-		return NULL;
+		return -ENOMEM;
 	pthread_mutex_init(&w->lock, NULL);
-	roce_qp_path(qp, &w->path);
-	return w;
+	w->tx.nslots = nslots;
+	room = (uint8_t *)&w->m[nslots];
+	for (i = 0; i < nslots; i++)
+		w->m[i].inl = inl ? room + i * inl : NULL;
+	__atomic_store_n(&qp->wire, w, __ATOMIC_RELEASE);
+	*bytes = size;
+	return 0;
 }
 
 static void roce_qp_free(struct roce_qp *w)
 {
 	pthread_mutex_destroy(&w->lock);
-	free(w->tx.m);
 	free(w);
-}
-
-struct roce_qp *roce_qp_of(struct ibvd_qp *qp)
-{
-	struct roce_qp *w = __atomic_load_n(&qp->wire, __ATOMIC_ACQUIRE);
-	struct roce_qp *expected = NULL;
-
-	if (w)
-		return w;
-	/* The serving thread and the draining thread may both be first. */
-	w = roce_qp_new(qp);
-	if (!w)
-		return NULL;
-	if (!__atomic_compare_exchange_n((struct roce_qp **)&qp->wire, &expected,
-					 w, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		roce_qp_free(w);
-		return expected;
-	}
-	return w;
 }
 
 /* Under the objects write lock: no packet of qp is being handled. */
@@ -290,10 +308,11 @@ static int transmit(struct roce_txq *q, struct ibvd_qp *qp,
  * released between turns): kept segments reach memory through fd only,
  * and only while their MRs are still there (ibvd_eng_sgl_current).
  */
-static bool keep_req(struct roce_txm *m, const struct eng_req *req)
+static bool keep_req(const struct ibvd_qp *qp, struct roce_txm *m,
+		     const struct eng_req *req)
 {
+	uint64_t room = tx_inline_of(qp), used = 0;
 	unsigned int i;
-	uint64_t used = 0;
 
 	m->req = *req;
 	for (i = 0; i < m->req.local.n; i++) {
@@ -302,7 +321,7 @@ static bool keep_req(struct roce_txm *m, const struct eng_req *req)
 		s->map = NULL;
 		if (s->fd >= 0)
 			continue;
-		if (s->len > ROCE_TX_INLINE - used)
+		if (s->len > room - used)
 			return false;
 		memcpy(m->inl + used, (const void *)(uintptr_t)s->addr, s->len);
 		s->addr = (uint64_t)(uintptr_t)(m->inl + used);
@@ -337,7 +356,7 @@ static void pop_front(struct roce_qp *w)
 		w->tx.rd_atomic--;
 	if (roce_psn_diff(end, w->tx.una_psn) > 0)
 		w->tx.una_psn = end;
-	w->tx.first = (w->tx.first + 1) % ROCE_TX_SLOTS;
+	w->tx.first = (w->tx.first + 1) % w->tx.nslots;
 	w->tx.n--;
 }
 
@@ -353,7 +372,7 @@ static bool fits(const struct ibvd_qp *qp, const struct roce_qp *w,
 {
 	if (!w->tx.n)
 		return true;
-	if (w->tx.n >= ROCE_TX_SLOTS ||
+	if (w->tx.n >= w->tx.nslots ||
 	    roce_psn_diff(roce_psn_add(w->tx.next_psn, npsn), w->tx.una_psn) >
 	    (int32_t)ROCE_TX_WINDOW)
 		return false;
@@ -370,7 +389,7 @@ static int launch(struct roce_txq *q, struct ibvd_qp *qp, struct roce_qp *w,
 	uint32_t npsn = step_psns(req, roce_path_mtu(qp));
 	struct roce_txm *m = roce_txm_at(w, w->tx.n);
 
-	if (!fits(qp, w, req, npsn) || !keep_req(m, req))
+	if (!fits(qp, w, req, npsn) || !keep_req(qp, m, req))
 		return -EAGAIN;
 	if (!w->tx.started) {
 		w->tx.next_psn = qp->attr.sq_psn & 0xFFFFFFu;
@@ -402,7 +421,7 @@ static void send_ahead(struct ibvd_engine *eng, struct roce_txq *q,
 	struct roce_txm *last;
 	struct eng_req req;
 
-	while (w->tx.n && w->tx.n < ROCE_TX_SLOTS) {
+	while (w->tx.n && w->tx.n < w->tx.nslots) {
 		last = roce_txm_at(w, w->tx.n - 1);
 		if (!eng_req_last(&last->req) ||
 		    !ibvd_eng_send_ahead(eng, qp, last->head + 1, &req) ||
@@ -569,13 +588,6 @@ void roce_rc_turn_done(struct ibvd_qp *qp)
 	pthread_mutex_unlock(&w->lock);
 }
 
-static bool tx_slots(struct roce_qp *w)
-{
-	if (!w->tx.m)
-		w->tx.m = calloc(ROCE_TX_SLOTS, sizeof(*w->tx.m));
-	return w->tx.m != NULL;
-}
-
 enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   const struct eng_req *req, uint8_t *rnr_timer)
 {
@@ -585,13 +597,11 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	enum eng_resp r;
 
 	if (!w)
-		return RESP_NO_ACK;	/* no memory: as if nobody answered */
+		return RESP_NO_ACK;	/* not made at RTR: never here */
 	pthread_mutex_lock(&w->lock);
 	/* every packet of this call, in PSN order, in as few system calls */
 	roce_txq_init(&q, rd, &w->path);
-	if (!tx_slots(w)) {
-		r = RESP_NO_ACK;
-	} else if (src->qp_type == IBV_QPT_UC) {
+	if (src->qp_type == IBV_QPT_UC) {
 		r = uc_send(&q, src, w, req);
 	} else {
 		r = front_step(&q, src, w, req, rnr_timer);

@@ -308,6 +308,7 @@ const struct ibvd_transport ibvd_transport_roce = {
 	.send = roce_send,
 	.send_ud = roce_send_ud,
 	.peer = roce_peer,
+	.qp_prepare = roce_rc_prepare,
 	.qp_forget = roce_rc_forget,
 	.qp_av_changed = roce_rc_av_changed,
 	.turn_done = roce_rc_turn_done,
