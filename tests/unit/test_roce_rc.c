@@ -602,6 +602,7 @@ static void setup(void)
 	/* the send queue's size and inline data bound the requester's slots */
 	req_qp.sq.nslots = resp_qp.sq.nslots = 256;
 	req_qp.cap.max_inline_data = resp_qp.cap.max_inline_data = 1024;
+	req_qp.cap.max_send_sge = resp_qp.cap.max_send_sge = ENG_MAX_SGE;
 }
 
 /*

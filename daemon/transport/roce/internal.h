@@ -41,6 +41,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "engine/transport.h"
@@ -198,9 +199,20 @@ struct roce_resource {
 #define ROCE_TX_SLOTS		64u
 #define ROCE_TX_WINDOW		512u
 #define ROCE_ACK_EVERY		64u
-/* One message (or step of one) in flight. */
+/*
+ * One message (or step of one) in flight, as sent: a retransmission sends
+ * it again.  The engine's struct eng_req, but with its local segments in
+ * room sized by the QP's max_send_sge rather than the device's (a slot is
+ * then a few hundred bytes, not a KiB and more).
+ */
 struct roce_txm {
-	struct eng_req req;		/* as sent: a retransmission sends it again */
+	struct ibvd_send_wqe w;		/* its WQE's header */
+	uint64_t length;		/* the message's */
+	uint64_t off;			/* the step's bytes: [off, off + step) */
+	uint64_t step;
+	struct eng_seg *seg;		/* its local segments (gather or scatter) */
+	unsigned int nseg;
+	uint64_t total;			/* their bytes */
 	uint32_t head;			/* its WQE's counter in the SQ */
 	uint32_t first_psn;		/* its PSNs: first_psn .. + npsn - 1 */
 	uint32_t npsn;
@@ -211,7 +223,7 @@ struct roce_txm {
 	bool read_again;		/* READ: a gap: ask for the rest at the next call */
 	bool read_gap;			/* READ: asked again past a gap: wait for it */
 	uint8_t *inl;			/* room for its inline data (the QP's
-					 * max_inline_data): req.local points here */
+					 * max_inline_data): seg points here */
 };
 
 /*
@@ -246,6 +258,7 @@ struct roce_qp {
 		uint32_t next_psn;	/* the next new PSN */
 		uint32_t una_psn;	/* the oldest PSN not acknowledged */
 		uint32_t nslots;	/* of m: 1 to ROCE_TX_SLOTS */
+		uint32_t seg_room;	/* segments a slot holds */
 		uint32_t first;		/* the oldest's index in m */
 		uint32_t n;		/* how many are in flight */
 		uint32_t rd_atomic;	/* READs and atomics among them */
@@ -329,6 +342,14 @@ static inline struct roce_qp *roce_qp_of(const struct ibvd_qp *qp)
 static inline struct roce_txm *roce_txm_at(struct roce_qp *w, uint32_t i)
 {
 	return &w->m[(w->tx.first + i) % w->tx.nslots];
+}
+
+/* Step m's local segments as the engine's functions take them. */
+static inline void roce_txm_sgl(const struct roce_txm *m, struct eng_sgl *sgl)
+{
+	sgl->n = m->nseg;
+	sgl->total = m->total;
+	memcpy(sgl->seg, m->seg, m->nseg * sizeof(m->seg[0]));
 }
 
 /* rc.c: the transport's operations for RC and UC. */

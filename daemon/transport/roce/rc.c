@@ -63,6 +63,12 @@ static uint32_t tx_slots_of(const struct ibvd_qp *qp)
 	return qp->sq.nslots < ROCE_TX_SLOTS ? qp->sq.nslots : ROCE_TX_SLOTS;
 }
 
+/* Local segments a slot keeps: as many as a WQE of qp may have. */
+static uint32_t tx_segs_of(const struct ibvd_qp *qp)
+{
+	return qp->cap.max_send_sge ? qp->cap.max_send_sge : 1;
+}
+
 /* Inline data a slot keeps for retransmissions: RC's only. */
 static size_t tx_inline_of(const struct ibvd_qp *qp)
 {
@@ -78,10 +84,12 @@ static size_t tx_inline_of(const struct ibvd_qp *qp)
  */
 int roce_rc_prepare(struct ibvd_qp *qp, size_t *bytes)
 {
-	uint32_t nslots = tx_slots_of(qp), i;
+	uint32_t nslots = tx_slots_of(qp), nsegs = tx_segs_of(qp), i;
 	size_t inl = tx_inline_of(qp);
 	size_t size = sizeof(struct roce_qp) +
-		      nslots * (sizeof(struct roce_txm) + inl);
+		      nslots * (sizeof(struct roce_txm) +
+				nsegs * sizeof(struct eng_seg) + inl);
+	struct eng_seg *segs;
 	struct roce_qp *w;
 	uint8_t *room;
 
@@ -92,9 +100,13 @@ int roce_rc_prepare(struct ibvd_qp *qp, size_t *bytes)
 		return -ENOMEM;
 	pthread_mutex_init(&w->lock, NULL);
 	w->tx.nslots = nslots;
-	room = (uint8_t *)&w->m[nslots];
-	for (i = 0; i < nslots; i++)
+	w->tx.seg_room = nsegs;
+	segs = (struct eng_seg *)&w->m[nslots];
+	room = (uint8_t *)&segs[nslots * nsegs];
+	for (i = 0; i < nslots; i++) {
+		w->m[i].seg = &segs[i * nsegs];
 		w->m[i].inl = inl ? room + i * inl : NULL;
+	}
 	__atomic_store_n(&qp->wire, w, __ATOMIC_RELEASE);
 	*bytes = size;
 	return 0;
@@ -174,15 +186,21 @@ static uint8_t data_opcode(uint32_t wr, bool first, bool last, bool uc)
 	return op;
 }
 
-/* A request of req's for operation op, in qp's transport. */
+/* A packet of step m's for operation op, in qp's transport. */
 static void pkt_for(struct roce_pkt *p, uint8_t op, const struct ibvd_qp *qp,
-		    const struct eng_req *req, uint32_t psn)
+		    const struct roce_txm *m, uint32_t psn)
 {
 	roce_pkt_init(p, (uint8_t)(roce_op_base(qp) | op));
 	p->dest_qp = qp->attr.dest_qp_num & 0xFFFFFFu;
 	p->psn = psn & 0xFFFFFFu;
 	if (p->hdrs & ROCE_HDR_XRCETH)
-		p->xrc_srqn = req->w.xrc_srqn & 0xFFFFFFu;
+		p->xrc_srqn = m->w.xrc_srqn & 0xFFFFFFu;
+}
+
+/* Does step m end its message? */
+static bool txm_last(const struct roce_txm *m)
+{
+	return m->off + m->step == m->length;
 }
 
 /* Is the k-th of npsn packets one that asks for an ACK? */
@@ -201,34 +219,38 @@ struct data_pkts {
 static void data_headers(void *arg, uint32_t k, struct roce_pkt *p)
 {
 	const struct data_pkts *d = arg;
-	const struct eng_req *req = &d->m->req;
-	bool first = req->off == 0 && k == 0;
-	bool last = eng_req_last(req) && k + 1 == d->m->npsn;
+	const struct roce_txm *m = d->m;
+	bool first = m->off == 0 && k == 0;
+	bool last = txm_last(m) && k + 1 == m->npsn;
 
-	pkt_for(p, data_opcode(req->w.opcode, first, last,
+	pkt_for(p, data_opcode(m->w.opcode, first, last,
 			       d->qp->qp_type == IBV_QPT_UC),
-		d->qp, req, roce_psn_add(d->m->first_psn, k));
+		d->qp, m, roce_psn_add(m->first_psn, k));
 	if (p->hdrs & ROCE_HDR_RETH) {
-		p->reth.va = req->w.remote_addr;
-		p->reth.rkey = req->w.rkey;
-		p->reth.len = (uint32_t)req->length;
+		p->reth.va = m->w.remote_addr;
+		p->reth.rkey = m->w.rkey;
+		p->reth.len = (uint32_t)m->length;
 	}
 	if (p->hdrs & ROCE_HDR_IMM)
-		p->imm = be32toh(req->w.imm_data);
+		p->imm = be32toh(m->w.imm_data);
 	if (p->hdrs & ROCE_HDR_IETH)
-		p->ieth = req->w.imm_data;
-	p->se = last && (req->w.send_flags & IBV_SEND_SOLICITED);
+		p->ieth = m->w.imm_data;
+	p->se = last && (m->w.send_flags & IBV_SEND_SOLICITED);
 	p->ack_req = asks_ack(k, d->m->npsn);
 }
 
-/* Packets from..npsn - 1 of a SEND or WRITE step; 0 or -EFAULT. */
+/*
+ * Packets from..npsn - 1 of a SEND or WRITE step, from sgl (its
+ * segments); 0 or -EFAULT.
+ */
 static int send_data(struct roce_txq *q, struct ibvd_qp *qp,
-		     const struct roce_txm *m, uint32_t from, uint32_t mtu)
+		     const struct roce_txm *m, const struct eng_sgl *sgl,
+		     uint32_t from, uint32_t mtu)
 {
 	struct data_pkts d = { .qp = qp, .m = m };
 
-	return roce_send_message(q, &m->req.local, m->req.off, m->req.step,
-				 mtu, from, m->npsn, data_headers, &d);
+	return roce_send_message(q, sgl, m->off, m->step, mtu, from, m->npsn,
+				 data_headers, &d);
 }
 
 /*
@@ -239,14 +261,13 @@ static int send_data(struct roce_txq *q, struct ibvd_qp *qp,
 static void send_read_req(struct roce_txq *q, struct ibvd_qp *qp,
 			  const struct roce_txm *m, uint32_t mtu)
 {
-	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
 
-	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp, req,
+	pkt_for(&p, ROCE_RC_RDMA_READ_REQUEST, qp, m,
 		roce_psn_add(m->first_psn, (uint32_t)(m->got / mtu)));
-	p.reth.va = req->w.remote_addr + req->off + m->got;
-	p.reth.rkey = req->w.rkey;
-	p.reth.len = (uint32_t)(req->step - m->got);
+	p.reth.va = m->w.remote_addr + m->off + m->got;
+	p.reth.rkey = m->w.rkey;
+	p.reth.len = (uint32_t)(m->step - m->got);
 	p.ack_req = true;
 	roce_txq_add(q, &p, NULL, 0);
 }
@@ -254,18 +275,17 @@ static void send_read_req(struct roce_txq *q, struct ibvd_qp *qp,
 static void send_atomic(struct roce_txq *q, struct ibvd_qp *qp,
 			const struct roce_txm *m)
 {
-	const struct eng_req *req = &m->req;
 	struct roce_pkt p;
 
-	pkt_for(&p, req->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
-		ROCE_RC_COMPARE_SWAP : ROCE_RC_FETCH_ADD, qp, req, m->first_psn);
-	p.atomic.va = req->w.remote_addr;
-	p.atomic.rkey = req->w.rkey;
-	if (req->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		p.atomic.compare = req->w.compare_add;
-		p.atomic.swap_add = req->w.swap;
+	pkt_for(&p, m->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+		ROCE_RC_COMPARE_SWAP : ROCE_RC_FETCH_ADD, qp, m, m->first_psn);
+	p.atomic.va = m->w.remote_addr;
+	p.atomic.rkey = m->w.rkey;
+	if (m->w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		p.atomic.compare = m->w.compare_add;
+		p.atomic.swap_add = m->w.swap;
 	} else {
-		p.atomic.swap_add = req->w.compare_add;
+		p.atomic.swap_add = m->w.compare_add;
 	}
 	p.ack_req = true;
 	roce_txq_add(q, &p, NULL, 0);
@@ -281,24 +301,46 @@ static int transmit(struct roce_txq *q, struct ibvd_qp *qp,
 	uint32_t mtu = roce_path_mtu(qp);
 	int32_t skip = roce_psn_diff(from, m->first_psn);
 
+	struct eng_sgl sgl;
+
 	m->sent_ns = roce_now_ns();
-	if (is_read(m->req.w.opcode)) {
+	if (is_read(m->w.opcode)) {
 		m->read_again = false;
 		m->read_from = m->got;
 		send_read_req(q, qp, m, mtu);
 		return 0;
 	}
-	if (is_atomic(m->req.w.opcode)) {
+	if (is_atomic(m->w.opcode)) {
 		send_atomic(q, qp, m);
 		return 0;
 	}
 	/* a retransmission reads what the keys still name, or fails */
-	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, false))
+	roce_txm_sgl(m, &sgl);
+	if (!ibvd_eng_sgl_current(&sgl, qp->pd, false))
 		return -EFAULT;
-	return send_data(q, qp, m, skip > 0 ? (uint32_t)skip : 0, mtu);
+	return send_data(q, qp, m, &sgl, skip > 0 ? (uint32_t)skip : 0, mtu);
 }
 
 /* ---- the window -------------------------------------------------------------- */
+
+/*
+ * Step req into slot m, as the engine gave it: false if its segments do
+ * not fit (a WQE has no more than the QP's max_send_sge).
+ */
+static bool take_req(const struct roce_qp *w, struct roce_txm *m,
+		     const struct eng_req *req)
+{
+	if (req->local.n > w->tx.seg_room)
+		return false;
+	m->w = req->w;
+	m->length = req->length;
+	m->off = req->off;
+	m->step = req->step;
+	m->nseg = req->local.n;
+	m->total = req->local.total;
+	memcpy(m->seg, req->local.seg, m->nseg * sizeof(m->seg[0]));
+	return true;
+}
 
 /*
  * Keep req in m for retransmissions: inline data lives in the engine's
@@ -308,15 +350,16 @@ static int transmit(struct roce_txq *q, struct ibvd_qp *qp,
  * released between turns): kept segments reach memory through fd only,
  * and only while their MRs are still there (ibvd_eng_sgl_current).
  */
-static bool keep_req(const struct ibvd_qp *qp, struct roce_txm *m,
-		     const struct eng_req *req)
+static bool keep_req(const struct ibvd_qp *qp, struct roce_qp *w,
+		     struct roce_txm *m, const struct eng_req *req)
 {
 	uint64_t room = tx_inline_of(qp), used = 0;
 	unsigned int i;
 
-	m->req = *req;
-	for (i = 0; i < m->req.local.n; i++) {
-		struct eng_seg *s = &m->req.local.seg[i];
+	if (!take_req(w, m, req))
+		return false;
+	for (i = 0; i < m->nseg; i++) {
+		struct eng_seg *s = &m->seg[i];
 
 		s->map = NULL;
 		if (s->fd >= 0)
@@ -352,7 +395,7 @@ static void pop_front(struct roce_qp *w)
 	struct roce_txm *m = roce_txm_at(w, 0);
 	uint32_t end = roce_psn_add(m->first_psn, m->npsn);
 
-	if (reads_back(m->req.w.opcode))
+	if (reads_back(m->w.opcode))
 		w->tx.rd_atomic--;
 	if (roce_psn_diff(end, w->tx.una_psn) > 0)
 		w->tx.una_psn = end;
@@ -389,7 +432,7 @@ static int launch(struct roce_txq *q, struct ibvd_qp *qp, struct roce_qp *w,
 	uint32_t npsn = step_psns(req, roce_path_mtu(qp));
 	struct roce_txm *m = roce_txm_at(w, w->tx.n);
 
-	if (!fits(qp, w, req, npsn) || !keep_req(qp, m, req))
+	if (!fits(qp, w, req, npsn) || !keep_req(qp, w, m, req))
 		return -EAGAIN;
 	if (!w->tx.started) {
 		w->tx.next_psn = qp->attr.sq_psn & 0xFFFFFFu;
@@ -423,7 +466,7 @@ static void send_ahead(struct ibvd_engine *eng, struct roce_txq *q,
 
 	while (w->tx.n && w->tx.n < w->tx.nslots) {
 		last = roce_txm_at(w, w->tx.n - 1);
-		if (!eng_req_last(&last->req) ||
+		if (!txm_last(last) ||
 		    !ibvd_eng_send_ahead(eng, qp, last->head + 1, &req) ||
 		    launch(q, qp, w, last->head + 1, &req) < 0)
 			return;
@@ -474,7 +517,7 @@ static bool is_front(struct roce_qp *w, const struct ibvd_qp *qp,
 {
 	const struct roce_txm *m = roce_txm_at(w, 0);
 
-	return w->tx.n && m->head == qp->sq_head && m->req.off == req->off;
+	return w->tx.n && m->head == qp->sq_head && m->off == req->off;
 }
 
 /* The answer recorded for the step in front. */
@@ -506,7 +549,8 @@ static enum eng_resp uc_send(struct roce_txq *q, struct ibvd_qp *qp,
 		w->tx.next_psn = qp->attr.sq_psn & 0xFFFFFFu;
 		w->tx.started = true;
 	}
-	m->req = *req;
+	if (!take_req(w, m, req))
+		return RESP_LOCAL_FAULT;
 	m->first_psn = w->tx.next_psn;
 	m->npsn = step_psns(req, roce_path_mtu(qp));
 	w->tx.next_psn = roce_psn_add(w->tx.next_psn, m->npsn);

@@ -1261,7 +1261,7 @@ static void read_gap(struct ibvd_qp *qp, struct roce_txm *m)
 static void answers_lost(struct ibvd_qp *qp, struct roce_qp *w,
 			 struct roce_txm *m, uint32_t end)
 {
-	if (m->req.w.opcode != IBV_WR_RDMA_READ)
+	if (m->w.opcode != IBV_WR_RDMA_READ)
 		return;
 	read_gap(qp, m);
 	if (!w->tx.acked_past || roce_psn_diff(end, w->tx.acked_end) > 0)
@@ -1294,7 +1294,7 @@ static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
 			}
 			break;
 		}
-		if (m->answer < 0 && is_read_or_atomic(m->req.w.opcode)) {
+		if (m->answer < 0 && is_read_or_atomic(m->w.opcode)) {
 			if (roce_psn_diff(end, m_end) > 0)
 				answers_lost(qp, w, m, end);
 			break;
@@ -1418,7 +1418,7 @@ static bool read_response_fits(const struct roce_txm *m, uint32_t k,
 		return false;
 	if ((p->hdrs & ROCE_HDR_AETH) && ROCE_AETH_KIND(p->aeth.syndrome) != 0)
 		return false;
-	return last ? p->payload_len == m->req.step - m->got
+	return last ? p->payload_len == m->step - m->got
 		    : p->payload_len == mtu;
 }
 
@@ -1436,7 +1436,7 @@ static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r)
 
 	m = txm_of(w, r->psn, &at);
 	if (!m || m->first_psn != r->psn || m->answer >= 0 ||
-	    m->req.w.opcode != IBV_WR_RDMA_READ ||
+	    m->w.opcode != IBV_WR_RDMA_READ ||
 	    !ibvd_eng_can_receive(eng_qp_state(qp)))
 		return;
 	ret = ibvd_eng_mem_writev(r->fd, r->addr, r->iov, r->n);
@@ -1448,19 +1448,19 @@ static void read_run_flush(struct ibvd_qp *qp, const struct roce_wrun *r)
 static int read_data(struct roce_dev *rd, struct ibvd_qp *qp,
 		     struct roce_txm *m, const struct roce_pkt *p)
 {
-	uint64_t off = m->req.off + m->got, addr;
+	uint64_t off = m->off + m->got, addr;
+	struct eng_sgl sgl;
 	int fd;
 
-	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, true))
+	roce_txm_sgl(m, &sgl);
+	if (!ibvd_eng_sgl_current(&sgl, qp->pd, true))
 		return -EFAULT;
 	if (roce_rx_self == rd &&
-	    ibvd_eng_sgl_client_piece(&m->req.local, off, p->payload_len,
-				      &fd, &addr)) {
+	    ibvd_eng_sgl_client_piece(&sgl, off, p->payload_len, &fd, &addr)) {
 		wrun_add(rd, qp, ROCE_WRUN_READ, m->first_psn, fd, addr, p);
 		return 0;
 	}
-	return ibvd_eng_copy_in(&m->req.local, off, p->payload,
-				p->payload_len);
+	return ibvd_eng_copy_in(&sgl, off, p->payload, p->payload_len);
 }
 
 static void rx_read_response(struct roce_dev *rd, struct ibvd_qp *qp,
@@ -1472,7 +1472,7 @@ static void rx_read_response(struct roce_dev *rd, struct ibvd_qp *qp,
 	int32_t k;
 
 	m = txm_of(w, p->psn, &at);
-	if (!m || m->answer >= 0 || m->req.w.opcode != IBV_WR_RDMA_READ)
+	if (!m || m->answer >= 0 || m->w.opcode != IBV_WR_RDMA_READ)
 		return;
 	/* the responder executed everything before the READ */
 	acked_before(qp, w, m->first_psn);
@@ -1493,7 +1493,7 @@ static void rx_read_response(struct roce_dev *rd, struct ibvd_qp *qp,
 		return;
 	}
 	m->got += p->payload_len;
-	if (m->got != m->req.step || (uint32_t)k + 1 != m->npsn)
+	if (m->got != m->step || (uint32_t)k + 1 != m->npsn)
 		return;
 	/* the data lands before the completion says so; if it cannot, the
 	 * completion says that instead */
@@ -1512,16 +1512,18 @@ static void rx_read_response(struct roce_dev *rd, struct ibvd_qp *qp,
 static void rx_atomic_ack(struct ibvd_qp *qp, struct roce_qp *w,
 			  const struct roce_pkt *p)
 {
+	struct eng_sgl sgl;
 	struct roce_txm *m;
 	uint32_t at;
 
 	m = txm_of(w, p->psn, &at);
-	if (!m || m->answer >= 0 || !is_read_or_atomic(m->req.w.opcode) ||
-	    m->req.w.opcode == IBV_WR_RDMA_READ)
+	if (!m || m->answer >= 0 || !is_read_or_atomic(m->w.opcode) ||
+	    m->w.opcode == IBV_WR_RDMA_READ)
 		return;
 	acked_before(qp, w, m->first_psn);
-	if (!ibvd_eng_sgl_current(&m->req.local, qp->pd, true) ||
-	    ibvd_eng_copy_in(&m->req.local, 0, &p->atomic_ack, 8) < 0) {
+	roce_txm_sgl(m, &sgl);
+	if (!ibvd_eng_sgl_current(&sgl, qp->pd, true) ||
+	    ibvd_eng_copy_in(&sgl, 0, &p->atomic_ack, 8) < 0) {
 		answer(qp, w, m, RESP_LOCAL_FAULT);
 		return;
 	}
