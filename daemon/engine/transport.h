@@ -316,6 +316,15 @@ void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i);
  */
 bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,
 			 uint32_t counter, struct eng_req *req);
+/*
+ * The inline data of the WQE `counter` of qp's send queue, where its ring
+ * holds it (mapped by the daemon, sealed): what a transport that sends
+ * the WQE again reads, since the WQE keeps its slot until the requester's
+ * head moves past it.  Its length is the inline_len of the header taken
+ * (checked against the slot then); the bytes are the client's, which it
+ * can spoil only for its own message.
+ */
+const uint8_t *ibvd_eng_send_inline(const struct ibvd_qp *qp, uint32_t counter);
 
 /* ---- what transports call: the responder side ------------------------------ */
 

@@ -237,6 +237,11 @@ enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
 	return IBV_WC_SUCCESS;
 }
 
+const uint8_t *ibvd_eng_send_inline(const struct ibvd_qp *qp, uint32_t counter)
+{
+	return ring_slot(&qp->sq, counter) + IBVD_SEND_WQE_HDR;
+}
+
 void ibvd_eng_send_peek(const struct ibvd_qp *qp, uint32_t counter,
 			uint64_t *wr_id, uint32_t *opcode)
 {

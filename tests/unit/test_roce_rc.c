@@ -286,6 +286,16 @@ bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,
 	return true;
 }
 
+/* The inline data the requester's SQ slots hold (ibvd_eng_send_inline). */
+#define INLINE_SLOTS	4
+static uint8_t sq_inline[INLINE_SLOTS][64];
+
+const uint8_t *ibvd_eng_send_inline(const struct ibvd_qp *qp, uint32_t counter)
+{
+	ck_assert_ptr_eq(qp, &req_qp);
+	return sq_inline[counter % INLINE_SLOTS];
+}
+
 void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
 			 uint64_t n)
 {
@@ -1041,6 +1051,50 @@ START_TEST(chunked_steps_move_their_own_bytes)
 END_TEST
 
 /*
+ * An inline SEND's data is in the engine's scratch buffer only while it
+ * is taken: a retransmission reads it where the WQE's slot holds it (what
+ * the client wrote there since is its own message's business).  Memory of
+ * the engine's that is not a WQE's inline data is not kept at all.
+ */
+START_TEST(inline_send_again_from_its_slot)
+{
+	uint8_t scratch[16];
+	struct roce_ip ip;
+	struct roce_pkt p;
+	struct eng_req er;
+
+	send_req(&er, 0, sizeof(scratch));
+	sgl_over(&er.local, scratch, sizeof(scratch));
+	er.w.send_flags = IBV_SEND_INLINE;
+	er.w.inline_len = sizeof(scratch);
+	memset(scratch, 'A', sizeof(scratch));
+	memset(sq_inline[0], 'A', sizeof(scratch));
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 1);
+	decode(0, &ip, &p);
+	ck_assert_uint_eq(p.payload_len, sizeof(scratch));
+	ck_assert_mem_eq(p.payload, scratch, sizeof(scratch));
+
+	memset(scratch, 'X', sizeof(scratch));	/* the engine's next WQE */
+	memset(sq_inline[0], 'B', sizeof(scratch));
+	req_qp.attr.timeout = 1;		/* 8 us */
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(nsent, 2);
+	decode(1, &ip, &p);
+	ck_assert_uint_eq(p.psn, 0xFFFFFE);
+	ck_assert_mem_eq(p.payload, sq_inline[0], sizeof(scratch));
+	roce_rc_forget(&req_qp);
+
+	/* the engine's own memory, not flagged inline: not kept */
+	send_req(&er, 0, sizeof(scratch));
+	sgl_over(&er.local, scratch, sizeof(scratch));
+	ck_assert_int_eq(call(&er), RESP_LOCAL_FAULT);
+	ck_assert_uint_eq(nsent, 2);
+}
+END_TEST
+
+/*
  * The requester's MR deregistered while its WQE is in flight: READ
  * responses and an atomic's answer are not written, a WRITE is not read
  * again for a retransmission; each completes LOC_PROT_ERR.
@@ -1269,14 +1323,15 @@ START_TEST(in_flight_bounded_by_the_send_queue)
 	unsigned int i;
 
 	req_qp.sq.nslots = 4;
-	req_qp.cap.max_inline_data = 0;
 	ck_assert_int_eq(roce_rc_prepare(&req_qp, &small), 0);
 	roce_rc_av_changed(&req_qp);
 	wide.wire = NULL;
 	ck_assert_int_eq(roce_rc_prepare(&wide, &large), 0);
 	roce_rc_forget(&wide);
-	ck_assert_uint_ge(large, small + 60 * sizeof(struct roce_txm) +
-			  64 * 1024);
+	/* 64 slots, each with room for the QP's max_send_sge segments */
+	ck_assert_uint_eq(large - small, 60 * (sizeof(struct roce_txm) +
+					       ENG_MAX_SGE *
+					       sizeof(struct eng_seg)));
 	rq_posted[1] = 8;
 	post_sends(8, 8);
 	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
@@ -2448,6 +2503,7 @@ int main(void)
 	tcase_add_test(tc, write_run_after_the_qp_failed);
 	tcase_add_test(tc, short_messages_make_one_run);
 	tcase_add_test(tc, in_flight_bounded_by_the_send_queue);
+	tcase_add_test(tc, inline_send_again_from_its_slot);
 	tcase_add_test(tc, a_read_request_ends_a_run);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_NORMAL);

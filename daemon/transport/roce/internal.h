@@ -210,7 +210,8 @@ struct roce_txm {
 	uint64_t length;		/* the message's */
 	uint64_t off;			/* the step's bytes: [off, off + step) */
 	uint64_t step;
-	struct eng_seg *seg;		/* its local segments (gather or scatter) */
+	struct eng_seg *seg;		/* its local segments (gather or scatter),
+					 * in the room after it */
 	unsigned int nseg;
 	uint64_t total;			/* their bytes */
 	uint32_t head;			/* its WQE's counter in the SQ */
@@ -222,8 +223,6 @@ struct roce_txm {
 	uint64_t read_from;		/* READ: the byte its last request began at */
 	bool read_again;		/* READ: a gap: ask for the rest at the next call */
 	bool read_gap;			/* READ: asked again past a gap: wait for it */
-	uint8_t *inl;			/* room for its inline data (the QP's
-					 * max_inline_data): seg points here */
 };
 
 /*
@@ -258,6 +257,12 @@ struct roce_qp {
 		uint32_t next_psn;	/* the next new PSN */
 		uint32_t una_psn;	/* the oldest PSN not acknowledged */
 		uint32_t nslots;	/* of m: 1 to ROCE_TX_SLOTS */
+		/*
+		 * Each slot is a struct roce_txm, then room for its
+		 * segments: slot_bytes, written only when a message takes
+		 * the slot (most QPs use few).
+		 */
+		size_t slot_bytes;
 		uint32_t seg_room;	/* segments a slot holds */
 		uint32_t first;		/* the oldest's index in m */
 		uint32_t n;		/* how many are in flight */
@@ -300,8 +305,8 @@ struct roce_qp {
 		uint32_t nheld;
 		struct roce_held_recv held[ROCE_HELD_RECVS];
 	} rx;
-	/* the requester's slots, then room for their inline data */
-	struct roce_txm m[];
+	/* the requester's slots (tx.slot_bytes each) */
+	uint64_t slots[];
 };
 
 /* The transport bits of qp's opcodes: RC's, UC's or XRC's. */
@@ -341,7 +346,9 @@ static inline struct roce_qp *roce_qp_of(const struct ibvd_qp *qp)
 /* rc.c: the step in flight i places behind the oldest. */
 static inline struct roce_txm *roce_txm_at(struct roce_qp *w, uint32_t i)
 {
-	return &w->m[(w->tx.first + i) % w->tx.nslots];
+	uint32_t at = (w->tx.first + i) % w->tx.nslots;
+
+	return (struct roce_txm *)((uint8_t *)w->slots + at * w->tx.slot_bytes);
 }
 
 /* Step m's local segments as the engine's functions take them. */

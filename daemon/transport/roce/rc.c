@@ -69,14 +69,6 @@ static uint32_t tx_segs_of(const struct ibvd_qp *qp)
 	return qp->cap.max_send_sge ? qp->cap.max_send_sge : 1;
 }
 
-/* Inline data a slot keeps for retransmissions: RC's only. */
-static size_t tx_inline_of(const struct ibvd_qp *qp)
-{
-	if (qp->qp_type == IBV_QPT_UC || qp->qp_type == IBV_QPT_XRC_RECV)
-		return 0;
-	return ((size_t)qp->cap.max_inline_data + 7) & ~(size_t)7;
-}
-
 /*
  * qp enters RTR (objects lock held for writing): its wire state, in one
  * piece whose size the caller charges (*bytes).  Its path comes with the
@@ -84,29 +76,22 @@ static size_t tx_inline_of(const struct ibvd_qp *qp)
  */
 int roce_rc_prepare(struct ibvd_qp *qp, size_t *bytes)
 {
-	uint32_t nslots = tx_slots_of(qp), nsegs = tx_segs_of(qp), i;
-	size_t inl = tx_inline_of(qp);
-	size_t size = sizeof(struct roce_qp) +
-		      nslots * (sizeof(struct roce_txm) +
-				nsegs * sizeof(struct eng_seg) + inl);
-	struct eng_seg *segs;
+	uint32_t nslots = tx_slots_of(qp), nsegs = tx_segs_of(qp);
+	size_t slot = sizeof(struct roce_txm) + nsegs * sizeof(struct eng_seg);
+	size_t size = sizeof(struct roce_qp) + nslots * slot;
 	struct roce_qp *w;
-	uint8_t *room;
 
 	if (qp->wire)
 		return -EBUSY;	/* a caller's bug: RTR twice without a reset */
-	w = calloc(1, size);
+	/* the slots are written before they are read (take_req) */
+	w = malloc(size);
 	if (!w)
 		return -ENOMEM;
+	memset(w, 0, sizeof(*w));
 	pthread_mutex_init(&w->lock, NULL);
 	w->tx.nslots = nslots;
+	w->tx.slot_bytes = slot;
 	w->tx.seg_room = nsegs;
-	segs = (struct eng_seg *)&w->m[nslots];
-	room = (uint8_t *)&segs[nslots * nsegs];
-	for (i = 0; i < nslots; i++) {
-		w->m[i].seg = &segs[i * nsegs];
-		w->m[i].inl = inl ? room + i * inl : NULL;
-	}
 	__atomic_store_n(&qp->wire, w, __ATOMIC_RELEASE);
 	*bytes = size;
 	return 0;
@@ -332,6 +317,7 @@ static bool take_req(const struct roce_qp *w, struct roce_txm *m,
 {
 	if (req->local.n > w->tx.seg_room)
 		return false;
+	m->seg = (struct eng_seg *)(m + 1);
 	m->w = req->w;
 	m->length = req->length;
 	m->off = req->off;
@@ -343,17 +329,18 @@ static bool take_req(const struct roce_qp *w, struct roce_txm *m,
 }
 
 /*
- * Keep req in m for retransmissions: inline data lives in the engine's
- * scratch buffer only for this call, so it moves into m.  False if it
- * does not fit (only a step that goes at once may use it).  An MR's
- * mapping may be gone by the next retransmission (the objects lock is
- * released between turns): kept segments reach memory through fd only,
+ * Keep req (WQE head) in m for retransmissions.  Its inline data lives in
+ * the engine's scratch buffer only for this call: a retransmission reads
+ * it where the WQE's slot holds it (ibvd_eng_send_inline).  Memory of our
+ * own is inline data only: anything else in req is not kept (false).  An
+ * MR's mapping may be gone by the next retransmission (the objects lock
+ * is released between turns): kept segments reach memory through fd only,
  * and only while their MRs are still there (ibvd_eng_sgl_current).
  */
 static bool keep_req(const struct ibvd_qp *qp, struct roce_qp *w,
-		     struct roce_txm *m, const struct eng_req *req)
+		     struct roce_txm *m, uint32_t head,
+		     const struct eng_req *req)
 {
-	uint64_t room = tx_inline_of(qp), used = 0;
 	unsigned int i;
 
 	if (!take_req(w, m, req))
@@ -364,11 +351,10 @@ static bool keep_req(const struct ibvd_qp *qp, struct roce_qp *w,
 		s->map = NULL;
 		if (s->fd >= 0)
 			continue;
-		if (s->len > room - used)
+		if (!(m->w.send_flags & IBV_SEND_INLINE) || m->nseg != 1 ||
+		    s->len != m->w.inline_len)
 			return false;
-		memcpy(m->inl + used, (const void *)(uintptr_t)s->addr, s->len);
-		s->addr = (uint64_t)(uintptr_t)(m->inl + used);
-		used += s->len;
+		s->addr = (uint64_t)(uintptr_t)ibvd_eng_send_inline(qp, head);
 	}
 	return true;
 }
@@ -432,7 +418,7 @@ static int launch(struct roce_txq *q, struct ibvd_qp *qp, struct roce_qp *w,
 	uint32_t npsn = step_psns(req, roce_path_mtu(qp));
 	struct roce_txm *m = roce_txm_at(w, w->tx.n);
 
-	if (!fits(qp, w, req, npsn) || !keep_req(qp, w, m, req))
+	if (!fits(qp, w, req, npsn) || !keep_req(qp, w, m, head, req))
 		return -EAGAIN;
 	if (!w->tx.started) {
 		w->tx.next_psn = qp->attr.sq_psn & 0xFFFFFFu;
