@@ -5,7 +5,9 @@
  * ibv_comp_channel.fd), the engine sends one CompEvent per notification on
  * ours.  Ours is non-blocking, so a client that does not read its events
  * can never stall an engine thread, and shut for reading, so a client that
- * writes to its end gets EPIPE instead of filling our buffer.
+ * writes to its end gets EPIPE instead of filling our buffer; its send
+ * buffer holds an event per CQ on the channel and a few more
+ * (size_buffer).
  *
  * A channel whose CQs receive from transit rings also gets a wake-up
  * pair (CHANNEL_POKE; common/transit.h, "Blocking"): a stream socket pair
@@ -51,12 +53,40 @@ void ibvd_channel_fire(const struct ibvd_cq *cq)
 		ibvd_tenant_dev_event_dropped(account);
 }
 
+/*
+ * Our end's send buffer is kernel memory the daemon holds for a client
+ * that does not read its events, up to net.core.wmem_default (212 KB, 278
+ * events) if left alone, for each of a uid's thousands of channels.  So
+ * it holds what a client that reads needs: an event for each CQ on the
+ * channel (one per arming, and a client reads it before it arms again),
+ * and a few more.  The kernel counts an event as about 768 bytes, doubles
+ * what it is asked for, and caps the request at net.core.wmem_max.
+ */
+#define CHANNEL_EVENT_BYTES	1024u
+#define CHANNEL_SPARE_EVENTS	8u
+
+static void size_buffer(int ours, unsigned int cqs)
+{
+	unsigned int events = cqs + CHANNEL_SPARE_EVENTS;
+	int bytes = (int)(events * (CHANNEL_EVENT_BYTES / 2));
+
+	/* best effort: a failure leaves the kernel's default */
+	(void)setsockopt(ours, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
+void ibvd_channel_cqs(struct ibvd_comp_channel *ch, int delta)
+{
+	ch->users += (unsigned int)delta;
+	size_buffer(ch->sock, ch->users);
+}
+
 static int make_pair(int *ours, int *theirs)
 {
 	int sv[2], ret;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
+	size_buffer(sv[0], 0);
 	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0 || shutdown(sv[0], SHUT_RD) < 0) {
 		ret = -errno;
 		close(sv[0]);

@@ -116,7 +116,7 @@ int ibvd_cq_new(struct ibvd_call *call, const Ibvd__CreateCq *req,
 		return ibvd_call_error(call, ret, "too many CQs");
 	}
 	if (ch)
-		ch->users++;
+		ibvd_channel_cqs(ch, 1);
 	*ret_cq = cq;
 	return 0;
 }
@@ -272,7 +272,7 @@ void ibvd_cq_destroy(struct ibvd_cq *cq)
 {
 	ibvd_handle_remove(&cq->ctx->handles, cq->handle, IBVD_OBJ_CQ);
 	if (cq->channel)
-		cq->channel->users--;
+		ibvd_channel_cqs(cq->channel, -1);
 	ibvd_ring_free(cq->ctx, &cq->ring);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq);

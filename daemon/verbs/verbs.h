@@ -275,6 +275,8 @@ void ibvd_mw_qp_gone(struct ibvd_qp *qp);
 int ibvd_req_create_comp_channel(struct ibvd_call *call);
 int ibvd_req_destroy_comp_channel(struct ibvd_call *call);
 void ibvd_channel_destroy(struct ibvd_comp_channel *ch);
+/* delta CQs more (or fewer) use ch: the events its socket holds follow. */
+void ibvd_channel_cqs(struct ibvd_comp_channel *ch, int delta);
 int ibvd_req_channel_poke(struct ibvd_call *call);
 /* ch's wake-up pair's writing end, made on first use (or -errno) */
 int ibvd_channel_poke(struct ibvd_comp_channel *ch);

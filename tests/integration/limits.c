@@ -22,6 +22,10 @@
  *	compevents	N completion notifications (a UD send to itself
  *			each, the CQ armed before) on a completion channel it
  *			never reads: "created K" completions polled
+ *	cqevents	N CQs on one completion channel, each armed and
+ *			completed once (a UD QP of its own sending to
+ *			itself) before any event is read; then the events
+ *			are read: "created K" events came (up to CQEVENTS_MAX)
  *	objects		N objects over as many contexts as it takes (N up
  *			to OBJECTS_MAX_N), a PD then a memory window on it
  *			in turn (two ways of counting as hca_object)
@@ -29,6 +33,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +266,75 @@ static void compevents(long n, struct result *r)
 	}
 }
 
+/* Send once from qp to itself through ah, and take the completion. */
+static int send_to_self(struct ibv_qp *qp, struct ibv_cq *cq,
+			struct ibv_ah *ah)
+{
+	char msg[8] = "event";
+	struct ibv_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_INLINE,
+	}, *bad;
+	struct ibv_wc wc;
+	int got;
+
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	if (ibv_post_send(qp, &wr, &bad))
+		return errno;
+	do
+		got = ibv_poll_cq(cq, 1, &wc);
+	while (got == 0);
+	return got < 0 ? EIO : wc.status != IBV_WC_SUCCESS ? (int)wc.status : 0;
+}
+
+#define CQEVENTS_MAX	2048
+
+static void cqevents(long n, struct result *r)
+{
+	static struct ibv_cq *cqs[CQEVENTS_MAX];
+	static struct ibv_qp *qps[CQEVENTS_MAX];
+	struct ibv_context *ctx = open_first();
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_ah_attr ah_attr = { .port_num = 1 };
+	struct ibv_port_attr port;
+	struct ibv_ah *ah;
+	struct pollfd pfd;
+	long i;
+	int err;
+
+	if (n > CQEVENTS_MAX || !ch || !pd || ibv_query_port(ctx, 1, &port))
+		die("a channel, a PD and port 1");
+	ah_attr.dlid = port.lid;
+	ah = ibv_create_ah(pd, &ah_attr);
+	if (!ah)
+		die("ibv_create_ah");
+	for (i = 0; i < n; i++) {
+		qps[i] = ud_qp(ctx, pd, ch, &cqs[i]);
+		if (ibv_req_notify_cq(cqs[i], 0))
+			die("ibv_req_notify_cq");
+		err = send_to_self(qps[i], cqs[i], ah);
+		if (err) {
+			refused(r, err);
+			return;
+		}
+	}
+	/* the last events may still be on their way: wait a little for each */
+	pfd = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
+	while (r->made < n && poll(&pfd, 1, 2000) == 1) {
+		struct ibv_cq *cq;
+		void *cq_ctx;
+
+		if (ibv_get_cq_event(ch, &cq, &cq_ctx))
+			die("ibv_get_cq_event");
+		ibv_ack_cq_events(cq, 1);
+		r->made++;
+	}
+}
+
 static struct sockaddr_in ipv4(const char *addr)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -411,6 +485,8 @@ int main(int argc, char **argv)
 		noread(n, &r);
 	else if (!strcmp(kind, "compevents"))
 		compevents(n, &r);
+	else if (!strcmp(kind, "cqevents"))
+		cqevents(n, &r);
 	else if (!strcmp(kind, "objects"))
 		objects(n, &r);
 	else {
