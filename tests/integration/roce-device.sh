@@ -228,6 +228,8 @@ TMO=$((TMO * 4)) run_ours "$USER1" env ROCE_VERBS_HOP_LIMIT="$ROUTE_TTL" \
 	"$T/bin/roce-verbs-helper" roce0 >"$O/roce-verbs" 2>&1 ||
 	{ show roce-verbs-helper "$O/roce-verbs"; fail "the roce-verbs suite failed"; }
 expect_grep '^100%: Checks: [1-9][0-9]*, Failures: 0, Errors: 0$' "$O/roce-verbs" "Check summary"
+# its contexts' ring memory, RoCE QPs' transport state included, all given back
+expect_no_grep 'unaccounted' "$DAEMON_LOG" "the daemon's log"
 ok "$(grep -E '^[0-9]+%: Checks' "$O/roce-verbs")"
 
 # The wire: frames out of $VA arrive on $VB, where a packet socket reads

@@ -33,9 +33,11 @@
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -310,6 +312,90 @@ START_TEST(wire_state_charged)
 	}
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(ibv_destroy_qp(wire_qps[i]), 0);
+}
+END_TEST
+
+/*
+ * An XRC target at RTR, made in one context and held in another through
+ * a shared domain: when its maker closes, the holder takes it over with
+ * its transport's charge.  Before, the maker kept the charge and the
+ * holder gave back what it never had (its count went below zero, and
+ * its next ring, a CQ here, was ENOMEM).
+ */
+static struct ibv_context *another_context(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *c = NULL;
+	int i;
+
+	for (i = 0; list && list[i] && !c; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
+			c = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	ck_assert_msg(c, "a second context: %s", strerror(errno));
+	return c;
+}
+
+static struct ibv_xrcd *shared_xrcd(struct ibv_context *c, int fd)
+{
+	struct ibv_xrcd_init_attr a = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = fd, .oflags = O_CREAT,
+	};
+	struct ibv_xrcd *x = ibv_open_xrcd(c, &a);
+
+	ck_assert_msg(x, "ibv_open_xrcd: %s", strerror(errno));
+	return x;
+}
+
+START_TEST(xrc_target_moves_with_its_charge)
+{
+	char path[64];
+	struct ibv_context *maker = another_context(), *holder = ctx;
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_XRCD,
+	};
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			     IBV_QP_OPEN_ATTR_TYPE,
+		.qp_type = IBV_QPT_XRC_RECV,
+	};
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_xrcd *xm, *xh;
+	struct ibv_qp *made, *held;
+	struct ibv_cq *after;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/roce-verbs-xrc-%d", (int)getpid());
+	fd = open(path, O_RDONLY | O_CREAT, 0444);
+	ck_assert_int_ge(fd, 0);
+	xm = shared_xrcd(maker, fd);
+	xh = shared_xrcd(holder, fd);
+	ia.xrcd = xm;
+	made = ibv_create_qp_ex(maker, &ia);
+	ck_assert_msg(made, "XRC_RECV QP: %s", strerror(errno));
+	ck_assert_int_eq(ibv_modify_qp(made, &init, IBV_QP_STATE |
+				       IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_ACCESS_FLAGS), 0);
+	ck_assert_int_eq(to_rtr(made, &av), 0);
+	oa.qp_num = made->qp_num;
+	oa.xrcd = xh;
+	held = ibv_open_qp(holder, &oa);
+	ck_assert_msg(held, "ibv_open_qp: %s", strerror(errno));
+	/* the maker goes: the holder owns the target, at RTR */
+	ck_assert_int_eq(ibv_destroy_qp(made), 0);
+	ck_assert_int_eq(ibv_close_xrcd(xm), 0);
+	ck_assert_int_eq(ibv_close_device(maker), 0);
+	ck_assert_int_eq(qp_state(held), IBV_QPS_RTR);
+	ck_assert_int_eq(ibv_destroy_qp(held), 0);
+	after = ibv_create_cq(holder, 16, NULL, NULL, 0);
+	ck_assert_msg(after, "a CQ after the target went: %s", strerror(errno));
+	ck_assert_int_eq(ibv_destroy_cq(after), 0);
+	ck_assert_int_eq(ibv_close_xrcd(xh), 0);
+	close(fd);
+	unlink(path);
 }
 END_TEST
 
@@ -830,6 +916,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, ud_recv_packet_type);
 	tcase_add_test(tc, cm_path_record);
 	tcase_add_test(tc, wire_state_charged);
+	tcase_add_test(tc, xrc_target_moves_with_its_charge);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_VERBOSE);
 }

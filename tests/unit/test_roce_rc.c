@@ -611,6 +611,7 @@ static void setup(void)
 	resp_qp.attr.access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
 	/* the send queue's size and inline data bound the requester's slots */
 	req_qp.sq.nslots = resp_qp.sq.nslots = 256;
+	req_qp.sq.stride = resp_qp.sq.stride = 256;
 	req_qp.cap.max_inline_data = resp_qp.cap.max_inline_data = 1024;
 	req_qp.cap.max_send_sge = resp_qp.cap.max_send_sge = ENG_MAX_SGE;
 }
@@ -1056,41 +1057,63 @@ END_TEST
  * the client wrote there since is its own message's business).  Memory of
  * the engine's that is not a WQE's inline data is not kept at all.
  */
+/* SQ WQE i: an inline SEND of 16 bytes, taken from scratch. */
+static void inline_send(unsigned int i, uint8_t *scratch, char was)
+{
+	send_req(&sq[i], 0, 16);
+	sgl_over(&sq[i].local, scratch, 16);
+	sq[i].w.send_flags = IBV_SEND_INLINE;
+	sq[i].w.inline_len = 16;
+	memset(scratch, was, 16);
+	memset(sq_inline[i], was, 16);
+}
+
 START_TEST(inline_send_again_from_its_slot)
 {
-	uint8_t scratch[16];
+	uint8_t scratch[2][16];
 	struct roce_ip ip;
 	struct roce_pkt p;
-	struct eng_req er;
+	unsigned int i;
 
-	send_req(&er, 0, sizeof(scratch));
-	sgl_over(&er.local, scratch, sizeof(scratch));
-	er.w.send_flags = IBV_SEND_INLINE;
-	er.w.inline_len = sizeof(scratch);
-	memset(scratch, 'A', sizeof(scratch));
-	memset(sq_inline[0], 'A', sizeof(scratch));
-	ck_assert_int_eq(call(&er), RESP_PENDING);
-	ck_assert_uint_eq(nsent, 1);
-	decode(0, &ip, &p);
-	ck_assert_uint_eq(p.payload_len, sizeof(scratch));
-	ck_assert_mem_eq(p.payload, scratch, sizeof(scratch));
+	/* two WQEs, the second sent ahead of its turn */
+	inline_send(0, scratch[0], 'A');
+	inline_send(1, scratch[1], 'C');
+	sq_posted = 2;
+	req_qp.sq_head = 0;
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 2);
+	for (i = 0; i < 2; i++) {
+		decode(i, &ip, &p);
+		ck_assert_uint_eq(p.payload_len, 16);
+		ck_assert_mem_eq(p.payload, scratch[i], 16);
+	}
 
-	memset(scratch, 'X', sizeof(scratch));	/* the engine's next WQE */
-	memset(sq_inline[0], 'B', sizeof(scratch));
+	/* the engine's next WQEs, and what the client wrote in the slots */
+	memset(scratch, 'X', sizeof(scratch));
+	memset(sq_inline[0], 'B', 16);
+	memset(sq_inline[1], 'D', 16);
 	req_qp.attr.timeout = 1;		/* 8 us */
 	usleep(1000);
-	ck_assert_int_eq(call(&er), RESP_NO_ACK);
-	ck_assert_uint_eq(nsent, 2);
-	decode(1, &ip, &p);
-	ck_assert_uint_eq(p.psn, 0xFFFFFE);
-	ck_assert_mem_eq(p.payload, sq_inline[0], sizeof(scratch));
+	ck_assert_int_eq(call(&sq[0]), RESP_NO_ACK);
+	ck_assert_uint_eq(nsent, 4);
+	for (i = 0; i < 2; i++) {
+		decode(2 + i, &ip, &p);
+		ck_assert_uint_eq(p.psn, roce_psn_add(0xFFFFFE, i));
+		ck_assert_mem_eq(p.payload, sq_inline[i], 16);
+	}
 	roce_rc_forget(&req_qp);
 
 	/* the engine's own memory, not flagged inline: not kept */
-	send_req(&er, 0, sizeof(scratch));
-	sgl_over(&er.local, scratch, sizeof(scratch));
-	ck_assert_int_eq(call(&er), RESP_LOCAL_FAULT);
-	ck_assert_uint_eq(nsent, 2);
+	send_req(&sq[0], 0, 16);
+	sgl_over(&sq[0].local, scratch[0], 16);
+	sq_posted = 1;
+	ck_assert_int_eq(call(&sq[0]), RESP_LOCAL_FAULT);
+	/* nor inline data longer than the WQE's slot holds */
+	inline_send(0, scratch[0], 'E');
+	sq[0].local.seg[0].len = sq[0].local.total = sq[0].w.inline_len =
+		req_qp.sq.stride - IBVD_SEND_WQE_HDR + 1;
+	ck_assert_int_eq(call(&sq[0]), RESP_LOCAL_FAULT);
+	ck_assert_uint_eq(nsent, 4);
 }
 END_TEST
 

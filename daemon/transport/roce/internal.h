@@ -31,8 +31,8 @@
  * engine thread that takes the device's packets (io.c: ACKs and responses
  * for it, requests to it; the same thread unless several engines run),
  * under its own mutex; both hold ibvd_objects_lock for reading, so the
- * QP cannot go meanwhile.  It is made on first use and freed by qp_forget
- * (write lock held).
+ * QP cannot go meanwhile.  It is made when the QP enters RTR
+ * (roce_rc_prepare) and freed by qp_forget (write lock held both times).
  */
 #ifndef IBVD_ROCE_INTERNAL_H
 #define IBVD_ROCE_INTERNAL_H

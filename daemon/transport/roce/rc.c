@@ -52,13 +52,14 @@ uint64_t roce_now_ns(void)
 
 /*
  * Messages qp's requester may keep in flight: what its send queue holds,
- * up to ROCE_TX_SLOTS; UC keeps only the one it sends, an XRC target
- * sends nothing (one slot all the same: slot 0 is always there).
+ * up to ROCE_TX_SLOTS, for RC, which alone sends ahead of the engine's
+ * front (ibvd_eng_send_ahead); an XRC initiator has its front in flight,
+ * UC keeps only the one it sends, an XRC target sends nothing (one slot
+ * all the same: slot 0 is always there).
  */
 static uint32_t tx_slots_of(const struct ibvd_qp *qp)
 {
-	if (qp->qp_type == IBV_QPT_UC || qp->qp_type == IBV_QPT_XRC_RECV ||
-	    !qp->sq.nslots)
+	if (qp->qp_type != IBV_QPT_RC || !qp->sq.nslots)
 		return 1;
 	return qp->sq.nslots < ROCE_TX_SLOTS ? qp->sq.nslots : ROCE_TX_SLOTS;
 }
@@ -351,8 +352,10 @@ static bool keep_req(const struct ibvd_qp *qp, struct roce_qp *w,
 		s->map = NULL;
 		if (s->fd >= 0)
 			continue;
-		if (!(m->w.send_flags & IBV_SEND_INLINE) || m->nseg != 1 ||
-		    s->len != m->w.inline_len)
+		if (!(m->w.send_flags & IBV_SEND_INLINE) ||
+		    (m->w.send_flags & IBVD_SEND_STAGED) || m->nseg != 1 ||
+		    s->len != m->w.inline_len ||
+		    s->len > qp->sq.stride - IBVD_SEND_WQE_HDR)
 			return false;
 		s->addr = (uint64_t)(uintptr_t)ibvd_eng_send_inline(qp, head);
 	}

@@ -32,9 +32,9 @@ void ibvd_staging_configure(uint32_t bytes)
 }
 
 /*
- * RC and UC QPs of software devices.  A RoCE requester keeps a message's
- * payload of its own for retransmissions (transport/roce/rc.c, keep_req),
- * which its staged bytes would not fit.
+ * RC and UC QPs of software devices.  A RoCE requester reads a message
+ * again for each retransmission, its inline data from the WQE's slot
+ * (transport/roce/rc.c, keep_req): staged bytes are not kept for it.
  */
 static bool stages(const struct ibvd_qp *qp)
 {

@@ -102,7 +102,8 @@ void ibvd_xrc_tgt_fini(struct ibvd_qp *qp)
  * rings move too: each holds a reference on the arena it sits in, and a
  * context's arena (its whole address range in the daemon, its memfd) must
  * go with the context, not live on uncharged under a holder that took
- * over.
+ * over.  The charge for its wire transport's state (qp->wire_bytes) moves
+ * with them: the holder's reset or destroy gives it back.
  */
 static size_t rings_charge(const struct ibvd_qp *qp)
 {
@@ -119,6 +120,7 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 {
 	struct ibvd_context *old = qp->ctx;
 	size_t charge = rings_charge(qp);
+	size_t wire = qp->wire_bytes;
 	struct ibvd_ring sq, rq;
 	int ret;
 
@@ -132,19 +134,22 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 	 * budget, or of the same uid, can take them as long as the old
 	 * context's count leaves room.
 	 */
-	ibvd_ctx_ring_uncharge(old, charge);
+	ibvd_ctx_ring_uncharge(old, charge + wire);
 	ret = ibvd_ring_copy(h->ctx, &qp->sq, &sq);
 	if (ret < 0)
 		goto fail;
 	ret = ibvd_ring_copy(h->ctx, &qp->rq, &rq);
 	if (ret < 0)
 		goto fail_sq;
+	ret = ibvd_ctx_ring_charge(h->ctx, wire);
+	if (ret < 0)
+		goto fail_rq;
 	ibvd_doorbell_free(old, qp);
 	ret = ibvd_doorbell_alloc(h->ctx, qp);
 	if (ret < 0) {
 		/* Keep the old bit until a holder has room. */
 		ibvd_doorbell_alloc(old, qp);
-		goto fail_rq;
+		goto fail_wire;
 	}
 	ibvd_ctx_ring_recharge(old, charge);
 	ibvd_ring_free(old, &qp->sq);
@@ -156,12 +161,14 @@ static int move_owner(struct ibvd_qp *qp, const struct ibvd_xrc_hold *h)
 	qp->handle = h->handle;
 	ibvd_engine_xrc_owner_came(qp);
 	return 0;
+fail_wire:
+	ibvd_ctx_ring_uncharge(h->ctx, wire);
 fail_rq:
 	ibvd_ring_free(h->ctx, &rq);
 fail_sq:
 	ibvd_ring_free(h->ctx, &sq);
 fail:
-	ibvd_ctx_ring_recharge(old, charge);
+	ibvd_ctx_ring_recharge(old, charge + wire);
 	return ret;
 }
 
