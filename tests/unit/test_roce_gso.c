@@ -21,12 +21,13 @@
 
 #define MTU		1024u
 #define NPKTS		15u		/* a WRITE's MIDDLE packets and its LAST */
+#define MAX_BUILT	(ROCE_GSO_MAX_SEGS + 1)
 #define LAST_LEN	300u
 #define HDRS		28u		/* IPv4 and UDP */
 
-static uint8_t pkts[NPKTS][ROCE_MAX_PACKET];
-static size_t lens[NPKTS];
-static uint8_t *ptrs[NPKTS];
+static uint8_t pkts[MAX_BUILT][ROCE_MAX_PACKET];
+static size_t lens[MAX_BUILT];
+static uint8_t *ptrs[MAX_BUILT];
 
 /* What a cut handed over, and how often its buffer was to be reused. */
 static uint8_t got[64][ROCE_MAX_PACKET];
@@ -216,6 +217,30 @@ START_TEST(a_run_of_short_messages_is_cut)
 END_TEST
 
 /*
+ * A run of more packets than Linux ever cuts a datagram into is no run:
+ * 65 short SENDs, each whole and good, as one datagram, are refused
+ * before any is handled (a datagram of 4,000 would be 4,000 packets).
+ */
+START_TEST(no_more_segments_than_linux_makes)
+{
+	unsigned int k;
+	size_t n;
+
+	for (k = 0; k < MAX_BUILT; k++)
+		build(k, ROCE_RC_SEND_ONLY, 8);
+	roce_gso_stamp_run(ptrs, lens, MAX_BUILT);
+	n = whole(MAX_BUILT, datagram);
+	ck_assert_int_eq(cut(n), -EBADMSG);
+	ck_assert_uint_eq(ngot, 0);
+	/* one fewer cuts (its packets go to a sink that holds 63) */
+	roce_gso_stamp_run(ptrs, lens, 63);
+	n = whole(63, datagram);
+	ck_assert_int_eq(cut(n), 0);
+	ck_assert_uint_eq(ngot, 63);
+}
+END_TEST
+
+/*
  * Three short packets make no run unless together longer than a packet
  * (a run costs a system call of its own); four do.
  */
@@ -375,6 +400,7 @@ int main(void)
 	tcase_add_test(tc, a_corrupt_byte_fails_its_packet_only);
 	tcase_add_test(tc, hostile_datagrams_are_refused);
 	tcase_add_test(tc, a_run_of_short_messages_is_cut);
+	tcase_add_test(tc, no_more_segments_than_linux_makes);
 	tcase_add_test(tc, a_few_short_packets_make_no_run);
 	tcase_add_test(tc, every_boundary_must_fit);
 	tcase_add_test(tc, a_short_run_that_passes_as_a_packet);

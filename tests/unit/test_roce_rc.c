@@ -2059,6 +2059,15 @@ START_TEST(duplicate_send_acked_again)
 	decode(3, &ip, &p);
 	ck_assert_uint_eq(p.psn, 0xFFFFFF);	/* the last PSN taken */
 	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+	/* duplicates in one batch: one ACK for them all */
+	{
+		static const unsigned int again[] = { 0, 1, 0, 1 };
+
+		deliver_batch(again, 4);
+	}
+	ck_assert_uint_eq(nsent, 5);
+	ck_assert_uint_eq(last_syndrome(), ROCE_AETH_ACK);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 5);
 }
 END_TEST
 

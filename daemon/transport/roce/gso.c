@@ -88,7 +88,8 @@ static bool cuts_at(const uint8_t *d, size_t len, size_t seg)
 	size_t at;
 	uint32_t k;
 
-	if (seg < ROCE_BTH_LEN + ROCE_ICRC_LEN || seg >= len)
+	if (seg < ROCE_BTH_LEN + ROCE_ICRC_LEN || seg >= len ||
+	    (len + seg - 1) / seg > ROCE_GSO_MAX_SEGS)
 		return false;
 	for (at = seg, k = 1; at < len; at += seg, k++) {
 		if (len - at < ROCE_BTH_LEN + ROCE_ICRC_LEN ||

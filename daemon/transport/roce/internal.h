@@ -460,6 +460,14 @@ int roce_send_message(struct roce_txq *q,
 #define ROCE_GSO_MAX		65535u
 /* Fewer packets make a run only if together longer than any one. */
 #define ROCE_GSO_MIN_PKTS	4u
+/*
+ * The most packets a run that arrives is cut into: Linux's own limit on
+ * what one datagram it segments may hold (UDP_MAX_SEGMENTS); our senders
+ * make runs of ROCE_TXQ_PKTS at most.  A datagram of 16-byte packets
+ * would otherwise be 4,000 of them, each handled on the thread that every
+ * QP of the device shares, for one datagram.
+ */
+#define ROCE_GSO_MAX_SEGS	64u
 
 /*
  * The length of the run that starts the n IPv4 packets of lens (equal

@@ -767,7 +767,9 @@ static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *
 			continue;
 		if (!v6)
 			rx_ipv4(rd, b, b->buf[i], b->msgs[i].msg_len);
-		else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
+		/* IPv6 has no runs: longer than a packet is no packet */
+		else if (IPV6_HDR_LEN + b->msgs[i].msg_len <= ROCE_MAX_PACKET &&
+			 rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
 			roce_rx_packet(rd, b->buf[i],
 				       IPV6_HDR_LEN + b->msgs[i].msg_len);
 	}

@@ -1016,12 +1016,15 @@ static void rx_duplicate(struct roce_dev *rd, struct ibvd_qp *qp,
 	uint64_t bytes;
 	uint32_t from;
 
-	/* a SEND or WRITE: ACKed again, whether it asks or not (C9-105, as
-	 * rxe): its requester may have lost the ACK that covered it */
+	/*
+	 * A SEND or WRITE: ACKed again, whether it asks or not (C9-105, as
+	 * rxe): its requester may have lost the ACK that covered it.  One ACK
+	 * for the batch's duplicates, as for its new packets: a datagram cut
+	 * into 64 of them is not 64 packets back.
+	 */
 	if (op != ROCE_RC_RDMA_READ_REQUEST && op != ROCE_RC_COMPARE_SWAP &&
 	    op != ROCE_RC_FETCH_ADD) {
-		send_aeth(rd, qp, w, ip, roce_psn_add(w->rx.epsn, 0xFFFFFF),
-			  ROCE_AETH_ACK);
+		ack_request(rd, qp, w, ip, roce_psn_add(w->rx.epsn, 0xFFFFFF));
 		return;
 	}
 	r = resource_of(w, p->psn);
