@@ -78,7 +78,7 @@ static const struct ibvctl_object objects[] = {
 	  "refused counts what each limit refused, then events_dropped,\n"
 	  "slow_reader and log_suppressed (see ibvctl-limit(8)); max and current\n"
 	  "end with the daemon's fixed caps: ring_bytes, direct_pairs, mapped_mrs,\n"
-	  "mapped_bytes, objects.\n"
+	  "mapped_bytes, objects, cm_ports.\n"
 	  "limit set changes the running daemon only: a reload or restart returns\n"
 	  "to the configuration file.\n" },
 	{ "daemon", daemon_cmds,

@@ -158,6 +158,7 @@ static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
  */
 static const char *const daemon_caps[] = {
 	"ring_bytes", "direct_pairs", "mapped_mrs", "mapped_bytes", "objects",
+	"cm_ports",
 };
 #define NDAEMON_CAPS	(sizeof(daemon_caps) / sizeof(daemon_caps[0]))
 
@@ -179,12 +180,14 @@ static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 					counted ? t->direct_pairs : 0,
 					counted ? t->mapped_mrs : 0,
 					counted ? t->mapped_bytes : 0,
-					counted ? t->usage[IBVD_LIMIT_HCA_OBJECT] : 0 };
+					counted ? t->usage[IBVD_LIMIT_HCA_OBJECT] : 0,
+					counted ? t->cm_ports : 0 };
 	const uint64_t cap[NDAEMON_CAPS] = { IBVD_UID_MAX_RING_BYTES,
 					     IBVD_UID_MAX_DIRECT_PAIRS,
 					     IBVD_UID_MAX_MAPPED_MRS,
 					     IBVD_UID_MAX_MAPPED_BYTES,
-					     ibvd_uid_max_objects() };
+					     ibvd_uid_max_objects(),
+					     IBVD_UID_MAX_CM_PORTS };
 	size_t i;
 	json_t *v;
 

@@ -446,6 +446,30 @@ static bool default_afonly(sa_family_t family)
 	return v != 0;
 }
 
+/* The uid's share of the port spaces: room for one more bound id? */
+static int port_share(struct ibvd_call *call, struct ibvd_cm_id *id)
+{
+	struct ibvd_tenant *t = id->cm->session->tenant;
+
+	if (!t || t->uid == 0 || t->cm_ports < IBVD_UID_MAX_CM_PORTS)
+		return 0;
+	t->counters.refused[IBVD_LIMIT_CM_ID]++;
+	return ibvd_call_error(call, -EAGAIN,
+			       "uid %u has %u ids bound to ports, the daemon's "
+			       "cap", (unsigned int)t->uid, t->cm_ports);
+}
+
+static void port_take(struct ibvd_cm_id *id)
+{
+	struct ibvd_tenant *t = id->cm->session->tenant;
+
+	if (!t)
+		return;
+	id->port_payer = t;
+	ibvd_tenant_ref(t);
+	t->cm_ports++;
+}
+
 int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	    const struct sockaddr_storage *addr)
 {
@@ -469,6 +493,9 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	if (port && port < CM_PRIVILEGED_PORT && call->session->cred.uid != 0)
 		return ibvd_call_error(call, -EACCES,
 				       "port %u is for root only", port);
+	ret = port_share(call, id);
+	if (ret < 0)
+		return ret;
 	if (!port) {
 		port = ephemeral_port(id);
 		if (!port)
@@ -483,6 +510,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	if (!id->dst.ss_family)
 		addr_make(&id->dst, ss.ss_family, false);
 	port_link(id, port);
+	port_take(id);
 	id->bound = true;
 	if (!cm_addr_is_any(&ss))
 		cm_attach_device(id, dev, cm_addr_port_num(id->cm, &ss));
@@ -493,6 +521,11 @@ void cm_unbind(struct ibvd_cm_id *id)
 {
 	if (id->bound)
 		LIST_REMOVE(id, bind_link);
+	if (id->port_payer) {
+		id->port_payer->cm_ports--;
+		ibvd_tenant_put(id->port_payer);
+		id->port_payer = NULL;
+	}
 	id->bound = false;
 	id->listened = false;
 }

@@ -182,6 +182,7 @@ struct ibvd_cm_id {
 	/* addresses (family 0 while unset) */
 	struct sockaddr_storage src, dst;
 	bool bound;			/* holds src's port in its port space */
+	struct ibvd_tenant *port_payer;	/* whose IBVD_UID_MAX_CM_PORTS it counts in */
 	/*
 	 * In its port's list; ids that listened lead it, so that finding a
 	 * request's listener never walks the ids merely bound there (any

@@ -97,6 +97,16 @@ struct ibvd_tenant_counters {
  * contexts' worth of 65,536 QPs with their CQs, and 200 MB of MRs.
  */
 #define IBVD_UID_MAX_OBJECTS	(1u << 20)
+
+/*
+ * RDMA CM ids one uid may have bound to a port (each port space, as the
+ * kernel's, is the host's: 28,232 ephemeral ports, 64,512 in all), root's
+ * not refused: a uid holding them all would leave the others no port to
+ * connect from or listen on.  At 16,384 one uid leaves the others 11,848
+ * ephemeral ports at least, and makes the 8,128 connections of a
+ * 128-rank job on one host, each rank to every other.
+ */
+#define IBVD_UID_MAX_CM_PORTS	16384u
 /* That cap in force: IBVERBSD_UID_MAX_OBJECTS may lower it, for tests. */
 unsigned int ibvd_uid_max_objects(void);
 
@@ -142,6 +152,7 @@ struct ibvd_tenant {
 	uint64_t mapped_bytes;			/* their mappings' bytes */
 	unsigned int direct_pairs;		/* verbs/rings/direct.c */
 	unsigned int cm_grown;			/* cm/conn.c: listeners' sockets */
+	unsigned int cm_ports;			/* cm/addr.c: its ids holding a port */
 	uint64_t ring_bytes;			/* verbs/rings/rings.c */
 	struct ibvd_tenant *next;
 };

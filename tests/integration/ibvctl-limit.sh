@@ -111,7 +111,7 @@ import json, sys
 names = ["memlock", "hca_handle", "hca_object", "qp", "cq", "mr", "pd",
          "srq", "ah", "cm_id", "session", "comp_channel", "mcast_attach",
          "mcast_join", "ring_bytes", "direct_pairs", "mapped_mrs", "mapped_bytes",
-         "objects"]
+         "objects", "cm_ports"]
 rows = json.load(open(sys.argv[1]))
 for r in rows:
     assert list(r) == ["uid", "dev", "rule"] + names, list(r)

@@ -26,6 +26,8 @@
  *			completed once (a UD QP of its own sending to
  *			itself) before any event is read; then the events
  *			are read: "created K" events came (up to CQEVENTS_MAX)
+ *	cm_ports	N rdma_cm ids on one event channel, each bound to
+ *			0.0.0.0 port 0 (an ephemeral port of its own)
  *	objects		N objects over as many contexts as it takes (N up
  *			to OBJECTS_MAX_N), a PD then a memory window on it
  *			in turn (two ways of counting as hca_object)
@@ -103,6 +105,29 @@ static void objects(long n, struct result *r)
 		}
 		r->made++;
 		in_ctx++;
+	}
+}
+
+static void cm_ports(long n, struct result *r)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct rdma_cm_id *id;
+
+	if (!ch)
+		die("rdma_create_event_channel");
+	while (r->made < n) {
+		errno = 0;
+		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+			refused(r, errno);
+			return;
+		}
+		if (rdma_bind_addr(id, (struct sockaddr *)&any)) {
+			refused(r, errno);
+			rdma_destroy_id(id);
+			return;
+		}
+		r->made++;
 	}
 }
 
@@ -489,6 +514,8 @@ int main(int argc, char **argv)
 		cqevents(n, &r);
 	else if (!strcmp(kind, "objects"))
 		objects(n, &r);
+	else if (!strcmp(kind, "cm_ports"))
+		cm_ports(n, &r);
 	else {
 		fprintf(stderr, "limits-helper: unknown kind %s\n", kind);
 		return 2;

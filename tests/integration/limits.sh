@@ -7,7 +7,9 @@
 # is gone.  A client that never reads its CM events is disconnected and
 # counted (slow_reader), one that never reads its completion channel loses
 # the events that do not fit, counted (events_dropped), while a channel
-# with many CQs keeps an event for each; a flood of refusals is logged at most
+# with many CQs keeps an event for each; a uid's rdma_cm ids bound to ports
+# stop at the daemon's cap (cm_ports) while another uid binds, listens and
+# connects; a flood of refusals is logged at most
 # IBVD_TENANT_LOG_BURST lines a second for its uid, the rest counted
 # (log_suppressed), and another uid's refusal in the same second is still
 # logged.
@@ -203,6 +205,26 @@ ibvctl limit show refused uid "$USER1" dev ibvd0 >"$O/text" 2>&1 ||
 expect_grep "^uid $USER1 dev ibvd0 rule default .* events_dropped $dropped slow_reader 0 log_suppressed 0\$" "$O/text" "the device row, as text"
 expect "$(count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
 release e
+
+check "one uid binds at most 16,384 rdma_cm ids to ports; another still binds and listens"
+hold p "$USER1" cm_ports 17000
+expect "${HELD% pid *}" "created 16384 errno $EAGAIN" "uid $USER1: refused past the daemon's cap"
+expect "$(count current "$USER1" cm_ports)" 16384 "uid $USER1: cm_ports in use"
+[ "$(count refused "$USER1" cm_id)" -ge 1 ] || fail "uid $USER1: the refusal is not counted under cm_id"
+once "$USER2" cm_ports 3
+expect "$GOT" "created 3 errno 0" "uid $USER2 binds meanwhile"
+run_debian "$USER2" /usr/bin/rping -s -a 127.0.0.1 -p 7469 -C 1 -v >"$O/rping.s" 2>&1 &
+rs=$!
+BG_PIDS+=("$rs")
+for _ in $(seq 50); do	# until the server listens
+	run_debian "$USER2" /usr/bin/rping -c -a 127.0.0.1 -p 7469 -C 1 -v >"$O/rping.c" 2>&1 && break
+	sleep 0.2
+done
+wait_exit "$rs" 10 || { show server "$O/rping.s"; fail "rping -s of uid $USER2 still waits"; }
+[ "$EXIT_STATUS" -eq 0 ] || { show server "$O/rping.s"; show client "$O/rping.c"; fail "rping across uid $USER2's ids: exit $EXIT_STATUS"; }
+ok "uid $USER2: rping listens and connects while uid $USER1 holds its cap"
+release p
+back_to_zero "$USER1" cm_ports
 
 check "a completion channel's socket holds an event for each of its CQs"
 hold g "$USER2" cqevents 600
