@@ -245,50 +245,20 @@ static struct ibv_qp *ud_qp(struct ibv_context *ctx, struct ibv_pd *pd,
 	return qp;
 }
 
-/* Each send completes and fires the armed CQ's channel, never read. */
-static void compevents(long n, struct result *r)
+/* An address vector to port 1 of ctx: a QP's datagrams to itself. */
+static struct ibv_ah *self_ah(struct ibv_context *ctx, struct ibv_pd *pd)
 {
-	struct ibv_context *ctx = open_first();
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_port_attr port;
 	struct ibv_ah_attr ah_attr = { .port_num = 1 };
-	char msg[8] = "event";
-	struct ibv_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
-	struct ibv_send_wr wr = {
-		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-		.send_flags = IBV_SEND_INLINE,
-	}, *bad;
-	struct ibv_qp *qp;
-	struct ibv_cq *cq;
-	struct ibv_wc wc;
+	struct ibv_port_attr port;
 	struct ibv_ah *ah;
-	int got;
 
-	if (!ch || !pd || ibv_query_port(ctx, 1, &port))
-		die("a channel, a PD and port 1");
-	qp = ud_qp(ctx, pd, ch, &cq);
+	if (ibv_query_port(ctx, 1, &port))
+		die("ibv_query_port");
 	ah_attr.dlid = port.lid;
 	ah = ibv_create_ah(pd, &ah_attr);
 	if (!ah)
 		die("ibv_create_ah");
-	wr.wr.ud.ah = ah;
-	wr.wr.ud.remote_qpn = qp->qp_num;
-	wr.wr.ud.remote_qkey = 0x11111111;
-	while (r->made < n) {
-		if (ibv_req_notify_cq(cq, 0) || ibv_post_send(qp, &wr, &bad)) {
-			refused(r, errno);
-			return;
-		}
-		do
-			got = ibv_poll_cq(cq, 1, &wc);
-		while (got == 0);
-		if (got < 0 || wc.status != IBV_WC_SUCCESS) {
-			refused(r, got < 0 ? EIO : (int)wc.status);
-			return;
-		}
-		r->made++;
-	}
+	return ah;
 }
 
 /* Send once from qp to itself through ah, and take the completion. */
@@ -315,6 +285,35 @@ static int send_to_self(struct ibv_qp *qp, struct ibv_cq *cq,
 	return got < 0 ? EIO : wc.status != IBV_WC_SUCCESS ? (int)wc.status : 0;
 }
 
+/* Each send completes and fires the armed CQ's channel, never read. */
+static void compevents(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_ah *ah;
+	int err;
+
+	if (!ch || !pd)
+		die("a channel and a PD");
+	ah = self_ah(ctx, pd);
+	qp = ud_qp(ctx, pd, ch, &cq);
+	while (r->made < n) {
+		if (ibv_req_notify_cq(cq, 0)) {
+			refused(r, errno);
+			return;
+		}
+		err = send_to_self(qp, cq, ah);
+		if (err) {
+			refused(r, err);
+			return;
+		}
+		r->made++;
+	}
+}
+
 #define CQEVENTS_MAX	2048
 
 static void cqevents(long n, struct result *r)
@@ -324,19 +323,14 @@ static void cqevents(long n, struct result *r)
 	struct ibv_context *ctx = open_first();
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_ah_attr ah_attr = { .port_num = 1 };
-	struct ibv_port_attr port;
 	struct ibv_ah *ah;
 	struct pollfd pfd;
 	long i;
 	int err;
 
-	if (n > CQEVENTS_MAX || !ch || !pd || ibv_query_port(ctx, 1, &port))
-		die("a channel, a PD and port 1");
-	ah_attr.dlid = port.lid;
-	ah = ibv_create_ah(pd, &ah_attr);
-	if (!ah)
-		die("ibv_create_ah");
+	if (n > CQEVENTS_MAX || !ch || !pd)
+		die("a channel and a PD");
+	ah = self_ah(ctx, pd);
 	for (i = 0; i < n; i++) {
 		qps[i] = ud_qp(ctx, pd, ch, &cqs[i]);
 		if (ibv_req_notify_cq(cqs[i], 0))
