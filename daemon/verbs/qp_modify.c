@@ -472,6 +472,8 @@ static int wire_prepare(struct ibvd_call *call, struct ibvd_qp *qp)
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "no memory for the QP's "
 				       "transport state");
+	if (!bytes)
+		return 0;	/* a device whose transport keeps nothing */
 	ret = ibvd_ctx_ring_charge(qp->ctx, bytes);
 	if (ret < 0) {
 		ibvd_engine_qp_unprepare(qp);
