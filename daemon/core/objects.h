@@ -203,6 +203,7 @@ struct ibvd_comp_channel {
 	int poke[2];			/* the wake-up pair, once made (-1);
 					 * [0] only until its owner took it */
 	unsigned int users;		/* CQs using it: destroy is EBUSY */
+	unsigned int most_users;	/* the most at once: its buffer's size */
 };
 
 struct ibvd_cq {

@@ -57,27 +57,36 @@ void ibvd_channel_fire(const struct ibvd_cq *cq)
  * Our end's send buffer is kernel memory the daemon holds for a client
  * that does not read its events, up to net.core.wmem_default (212 KB, 278
  * events) if left alone, for each of a uid's thousands of channels.  So
- * it holds what a client that reads needs: an event for each CQ on the
- * channel (one per arming, and a client reads it before it arms again),
- * and a few more.  The kernel counts an event as about 768 bytes, doubles
- * what it is asked for, and caps the request at net.core.wmem_max.
+ * it holds what a client that reads needs: an event for each CQ the
+ * channel ever had at once (one per arming; a CQ destroyed leaves its
+ * unread events queued, so the buffer never shrinks), and 32 more for
+ * one that arms again before it reads.  An event that does not fit is
+ * lost, and its CQ's arming with it.  The kernel counts an event as about
+ * 768 bytes, doubles what it is asked for, and caps SO_SNDBUF at
+ * net.core.wmem_max (SO_SNDBUFFORCE, with CAP_NET_ADMIN, goes past it).
  */
 #define CHANNEL_EVENT_BYTES	1024u
-#define CHANNEL_SPARE_EVENTS	8u
+#define CHANNEL_SPARE_EVENTS	32u
 
 static void size_buffer(int ours, unsigned int cqs)
 {
 	unsigned int events = cqs + CHANNEL_SPARE_EVENTS;
 	int bytes = (int)(events * (CHANNEL_EVENT_BYTES / 2));
 
-	/* best effort: a failure leaves the kernel's default */
-	(void)setsockopt(ours, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+	/* best effort: a failure leaves what it had */
+	if (setsockopt(ours, SOL_SOCKET, SO_SNDBUFFORCE, &bytes,
+		       sizeof(bytes)) < 0)
+		(void)setsockopt(ours, SOL_SOCKET, SO_SNDBUF, &bytes,
+				 sizeof(bytes));
 }
 
 void ibvd_channel_cqs(struct ibvd_comp_channel *ch, int delta)
 {
 	ch->users += (unsigned int)delta;
-	size_buffer(ch->sock, ch->users);
+	if (ch->users > ch->most_users) {
+		ch->most_users = ch->users;
+		size_buffer(ch->sock, ch->most_users);
+	}
 }
 
 static int make_pair(int *ours, int *theirs)

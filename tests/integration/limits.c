@@ -26,6 +26,13 @@
  *			completed once (a UD QP of its own sending to
  *			itself) before any event is read; then the events
  *			are read: "created K" events came (up to CQEVENTS_MAX)
+ *	cqgone		cqevents, but the first 9N/10 CQs fire and are
+ *			destroyed (their events unread) before the others
+ *			fire: "created K" events of the N/10 left came
+ *	rearm		two CQs on one channel: the first armed and
+ *			completed N times with no event read, then the
+ *			second once; "created K" events came, errno 0 if
+ *			the second's was among them (else ENOENT)
  *	cm_ports	N rdma_cm ids on one event channel, each bound to
  *			0.0.0.0 port 0 (an ephemeral port of its own)
  *	objects		N objects over as many contexts as it takes (N up
@@ -35,7 +42,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,42 +325,108 @@ static void compevents(long n, struct result *r)
 
 #define CQEVENTS_MAX	2048
 
-static void cqevents(long n, struct result *r)
+/*
+ * Read ch's events until none comes within 2 s, or `want` came: how many,
+ * and whether one was cq's (may be NULL).  Non-blocking: what is readable
+ * may be only events of CQs gone, which the library skips.
+ */
+static long read_events(struct ibv_comp_channel *ch, long want,
+			struct ibv_cq *cq, bool *seen)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	long got = 0;
+
+	if (fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) < 0)
+		die("O_NONBLOCK");
+	while (got < want && poll(&pfd, 1, 2000) == 1) {
+		struct ibv_cq *ev_cq;
+		void *cq_ctx;
+
+		if (ibv_get_cq_event(ch, &ev_cq, &cq_ctx)) {
+			if (errno == EAGAIN)
+				continue;
+			die("ibv_get_cq_event");
+		}
+		ibv_ack_cq_events(ev_cq, 1);
+		if (ev_cq == cq)
+			*seen = true;
+		got++;
+	}
+	return got;
+}
+
+/* cq (qp's) armed, then completed once: 0 or why not. */
+static int fire(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_ah *ah)
+{
+	if (ibv_req_notify_cq(cq, 0))
+		return errno;
+	return send_to_self(qp, cq, ah);
+}
+
+/* gone: the first 9n/10 fire and are destroyed before the others fire. */
+static void cqevents(long n, bool gone, struct result *r)
 {
 	static struct ibv_cq *cqs[CQEVENTS_MAX];
 	static struct ibv_qp *qps[CQEVENTS_MAX];
 	struct ibv_context *ctx = open_first();
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	long i, first = gone ? 9 * n / 10 : 0;
 	struct ibv_ah *ah;
-	struct pollfd pfd;
-	long i;
+	bool seen = false;
 	int err;
 
 	if (n > CQEVENTS_MAX || !ch || !pd)
 		die("a channel and a PD");
 	ah = self_ah(ctx, pd);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		qps[i] = ud_qp(ctx, pd, ch, &cqs[i]);
-		if (ibv_req_notify_cq(cqs[i], 0))
-			die("ibv_req_notify_cq");
-		err = send_to_self(qps[i], cqs[i], ah);
+	for (i = 0; i < n; i++) {
+		if (gone && i == first) {
+			long k;
+
+			for (k = 0; k < first; k++)
+				if (ibv_destroy_qp(qps[k]) || ibv_destroy_cq(cqs[k]))
+					die("destroying the first CQs");
+		}
+		err = fire(qps[i], cqs[i], ah);
 		if (err) {
 			refused(r, err);
 			return;
 		}
 	}
 	/* the last events may still be on their way: wait a little for each */
-	pfd = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
-	while (r->made < n && poll(&pfd, 1, 2000) == 1) {
-		struct ibv_cq *cq;
-		void *cq_ctx;
+	r->made = read_events(ch, n - first, NULL, &seen);
+}
 
-		if (ibv_get_cq_event(ch, &cq, &cq_ctx))
-			die("ibv_get_cq_event");
-		ibv_ack_cq_events(cq, 1);
-		r->made++;
+static void rearm(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first();
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_qp *qa, *qb;
+	struct ibv_cq *a, *b;
+	struct ibv_ah *ah;
+	bool seen = false;
+	int err = 0;
+	long i;
+
+	if (!ch || !pd)
+		die("a channel and a PD");
+	ah = self_ah(ctx, pd);
+	qa = ud_qp(ctx, pd, ch, &a);
+	qb = ud_qp(ctx, pd, ch, &b);
+	for (i = 0; i < n && !err; i++)
+		err = fire(qa, a, ah);
+	if (!err)
+		err = fire(qb, b, ah);
+	if (err) {
+		refused(r, err);
+		return;
 	}
+	r->made = read_events(ch, n + 1, b, &seen);
+	if (!seen)
+		r->err = ENOENT;
 }
 
 static struct sockaddr_in ipv4(const char *addr)
@@ -505,7 +580,11 @@ int main(int argc, char **argv)
 	else if (!strcmp(kind, "compevents"))
 		compevents(n, &r);
 	else if (!strcmp(kind, "cqevents"))
-		cqevents(n, &r);
+		cqevents(n, false, &r);
+	else if (!strcmp(kind, "cqgone"))
+		cqevents(n, true, &r);
+	else if (!strcmp(kind, "rearm"))
+		rearm(n, &r);
 	else if (!strcmp(kind, "objects"))
 		objects(n, &r);
 	else if (!strcmp(kind, "cm_ports"))
