@@ -454,6 +454,10 @@ static int port_share(struct ibvd_call *call, struct ibvd_cm_id *id)
 	if (!t || t->uid == 0 || t->cm_ports < IBVD_UID_MAX_CM_PORTS)
 		return 0;
 	t->counters.refused[IBVD_LIMIT_CM_ID]++;
+	ibvd_tenant_log(t, IBVD_LOG_NOTICE,
+			"uid %u: binding an rdma_cm id refused: the daemon's "
+			"cap of %u ids bound to ports a uid: EAGAIN",
+			(unsigned int)t->uid, IBVD_UID_MAX_CM_PORTS);
 	return ibvd_call_error(call, -EAGAIN,
 			       "uid %u has %u ids bound to ports, the daemon's "
 			       "cap", (unsigned int)t->uid, t->cm_ports);

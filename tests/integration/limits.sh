@@ -211,6 +211,7 @@ hold p "$USER1" cm_ports 17000
 expect "${HELD% pid *}" "created 16384 errno $EAGAIN" "uid $USER1: refused past the daemon's cap"
 expect "$(count current "$USER1" cm_ports)" 16384 "uid $USER1: cm_ports in use"
 [ "$(count refused "$USER1" cm_id)" -ge 1 ] || fail "uid $USER1: the refusal is not counted under cm_id"
+expect_grep "uid $USER1: binding an rdma_cm id refused: the daemon's cap of 16384 ids bound to ports a uid: EAGAIN" "$DAEMON_LOG" "the refusal is logged"
 once "$USER2" cm_ports 3
 expect "$GOT" "created 3 errno 0" "uid $USER2 binds meanwhile"
 run_debian "$USER2" /usr/bin/rping -s -a 127.0.0.1 -p 7469 -C 1 -v >"$O/rping.s" 2>&1 &
