@@ -80,18 +80,27 @@ static void v4_gid(const char *addr, union ibv_gid *gid)
 }
 
 /* The device, a PD, a CQ and our IPv4 GID's index; what failed, or NULL. */
-static const char *open_all(void)
+/* A new context on dev_name, or NULL. */
+static struct ibv_context *open_dev(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *c = NULL;
+	int i;
+
+	for (i = 0; list && list[i] && !c; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
+			c = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	return c;
+}
+
+static const char *open_all(void)
+{
 	union ibv_gid want, g;
 	int i;
 
-	if (!list)
-		return "ibv_get_device_list";
-	for (i = 0; list[i] && !ctx; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
+	ctx = open_dev();
 	if (!ctx)
 		return "no such device";
 	pd = ibv_alloc_pd(ctx);
@@ -324,15 +333,8 @@ END_TEST
  */
 static struct ibv_context *another_context(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-	int i;
+	struct ibv_context *c = open_dev();
 
-	for (i = 0; list && list[i] && !c; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
-			c = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
 	ck_assert_msg(c, "a second context: %s", strerror(errno));
 	return c;
 }
