@@ -261,6 +261,11 @@ struct ibvd_staged {
  * what it placed from a transit ring (transit.h, "Blocking").  `fired` is
  * the one word both write; a client that scribbles on it changes only
  * which of its own completions raise events, never more than one each.
+ *
+ * An event that does not fit the channel's socket (an app that armed
+ * again and again without reading) is owed instead: the daemon sets
+ * `owed`, and the library hands out an event for the CQ in its place.
+ * Owed events of one CQ merge into one until the library takes it.
  */
 #define IBVD_ARM_NEXT		1u	/* any completion */
 #define IBVD_ARM_SOLICITED	2u	/* solicited or error completions only */
@@ -285,6 +290,7 @@ struct ibvd_cq_client {
 	uint32_t arm_seq;
 	uint32_t arm_flags;	/* IBVD_ARM_* */
 	uint32_t fired;		/* last arm_seq an event was sent for */
+	uint32_t owed;		/* non-zero: an event that did not fit */
 };
 
 /* A completion: the fields of struct ibv_wc, in a fixed 64-byte slot. */

@@ -694,6 +694,27 @@ static struct ibvc_cq *unseen_poke_event(struct ibvc_comp_channel *ch)
 	return cq;
 }
 
+/*
+ * An event the daemon owes a CQ of the channel (ring.h): its frame did
+ * not fit.  Taken before the frames, whose being unread keeps the fd
+ * readable until then; NULL if none is owed.
+ */
+static struct ibvc_cq *take_owed_event(struct ibvc_comp_channel *ch)
+{
+	struct ibvc_cq *cq;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
+		if (__atomic_load_n(&cq->ring.client->owed, __ATOMIC_RELAXED) &&
+		    __atomic_exchange_n(&cq->ring.client->owed, 0,
+					__ATOMIC_ACQ_REL))
+			break;
+	if (cq)
+		count_delivered(cq);
+	pthread_mutex_unlock(&ch->recv_lock);
+	return cq;
+}
+
 static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
@@ -703,6 +724,9 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 	int ret;
 
 	for (;;) {
+		*ret_cq = take_owed_event(ch);
+		if (*ret_cq)
+			return 0;
 		ret = recv_comp_event(ch, &handle);
 		if (ret == 1) {
 			*ret_cq = claim_event(ictx, handle);

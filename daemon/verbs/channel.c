@@ -35,22 +35,41 @@
 #include "tenant/tenant.h"
 #include "verbs.h"
 
-void ibvd_channel_fire(const struct ibvd_cq *cq)
+static int send_event(int sock, uint32_t cq_handle)
 {
 	Ibvd__CompEvent ev = IBVD__COMP_EVENT__INIT;
 
-	struct ibvd_tenant_dev *account = cq->channel->ctx->handles.charge_owner;
+	ev.cq = cq_handle;
+	return ibvd_frame_send(sock, IBVD_MSG_COMP_EVENT, 0, &ev.base, NULL, 0,
+			       MSG_DONTWAIT);
+}
 
-	ev.cq = cq->handle;
+void ibvd_channel_fire(const struct ibvd_cq *cq)
+{
+	struct ibvd_tenant_dev *account = cq->channel->ctx->handles.charge_owner;
+	struct ibvd_cq_client *cp = cq->ring.client_page;
+	int sock = cq->channel->sock;
+
 	/*
-	 * Never blocks: a full socket means the app stopped reading events,
-	 * and the ones it has not read already wake it up.  What does not fit
-	 * is dropped and counted for its uid (no log line: an engine thread
-	 * may drop thousands a second, and the count says it all).
+	 * Never blocks: a full socket means the app armed again and again
+	 * without reading, and what it has not read will wake it.  What
+	 * does not fit is owed (ring.h): the library hands it out before
+	 * the frames, which keep the channel readable meanwhile.
 	 */
-	if (ibvd_frame_send(cq->channel->sock, IBVD_MSG_COMP_EVENT, 0, &ev.base,
-			    NULL, 0, MSG_DONTWAIT) < 0 && account)
-		ibvd_tenant_dev_event_dropped(account);
+	if (send_event(sock, cq->handle) == 0)
+		return;
+	/* an event merged into one owed already is dropped, and counted */
+	if (__atomic_exchange_n(&cp->owed, 1, __ATOMIC_SEQ_CST)) {
+		if (account)
+			ibvd_tenant_dev_event_dropped(account);
+		return;
+	}
+	/*
+	 * The app may have read the socket empty since the send failed,
+	 * and then found nothing owed: a frame naming no CQ makes it look
+	 * again.  If that does not fit either, frames are still unread.
+	 */
+	(void)send_event(sock, 0);
 }
 
 /*
@@ -61,7 +80,7 @@ void ibvd_channel_fire(const struct ibvd_cq *cq)
  * channel ever had at once (one per arming; a CQ destroyed leaves its
  * unread events queued, so the buffer never shrinks), and 32 more for
  * one that arms again before it reads.  An event that does not fit is
- * lost, and its CQ's arming with it.  The kernel counts an event as about
+ * owed (ibvd_channel_fire).  The kernel counts an event as about
  * 768 bytes, doubles what it is asked for, and caps SO_SNDBUF at
  * net.core.wmem_max (SO_SNDBUFFORCE, with CAP_NET_ADMIN, goes past it).
  */

@@ -221,6 +221,7 @@ static int cq_move(struct ibvd_cq *cq, struct ibvd_ring *to,
 	nc->arm_seq = ibvd_read_once(&oc->arm_seq);
 	nc->arm_flags = ibvd_read_once(&oc->arm_flags);
 	nc->fired = ibvd_read_once(&oc->fired);
+	nc->owed = ibvd_read_once(&oc->owed);
 	ne->direct_moves = ibvd_read_once(&oe->direct_moves);
 	ne->overflow = ibvd_read_once(&oe->overflow);
 	ibvd_publish(&ne->tail, cq->tail);
