@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "core/device.h"
+#include "core/rate.h"
 #include "limit.h"
 #include "log.h"
 #include "server/call.h"
@@ -203,10 +204,13 @@ static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 	return 0;
 }
 
-/* Every counted kind, then (for limits) bandwidth; or the refusals. */
+/*
+ * Every counted kind, then bandwidth (the limit, or the bytes it was
+ * paid: `paced`); or the refusals.
+ */
 static int put_values(json_t *row, const struct show_sel *sel,
 		      const struct ibvd_quota *q, const uint64_t *usage,
-		      const struct ibvd_tenant_counters *c)
+		      uint64_t paced, const struct ibvd_tenant_counters *c)
 {
 	int k;
 
@@ -218,8 +222,10 @@ static int put_values(json_t *row, const struct show_sel *sel,
 					json_integer((json_int_t)usage[k]) :
 					limit_json(q->max[k])))
 			return -ENOMEM;
-	if (sel->what == SHOW_MAX &&
-	    json_object_set_new(row, "bandwidth", limit_json(q->bandwidth)))
+	if (json_object_set_new(row, "bandwidth",
+				sel->what == SHOW_CURRENT ?
+				json_integer((json_int_t)paced) :
+				limit_json(q->bandwidth)))
 		return -ENOMEM;
 	return 0;
 }
@@ -231,6 +237,8 @@ static int add_row(struct ibvd_call *call, json_t *out,
 		   const uint64_t *usage, const struct ibvd_tenant_counters *c)
 {
 	const struct ibvd_config *cfg = ibvd_call_daemon(call)->cfg;
+	/* bandwidth limits all devices together: device rows paid nothing */
+	uint64_t paced = all_row && who->t ? ibvd_eng_rate_paid(who->t->rate) : 0;
 	char rule[IBVD_CGROUP_MAX + 32];
 	json_t *row, *rule_json;
 
@@ -241,7 +249,7 @@ static int add_row(struct ibvd_call *call, json_t *out,
 		rule_json = json_string("?");
 	row = json_pack("{s:I, s:s, s:o}", "uid", (json_int_t)who->uid,
 			"dev", all_row ? "all" : dev, "rule", rule_json);
-	if (!row || put_values(row, sel, q, usage, c) ||
+	if (!row || put_values(row, sel, q, usage, paced, c) ||
 	    (sel->what != SHOW_REFUSED &&
 	     put_daemon_caps(row, sel, all_row, who->t))) {
 		json_decref(row);

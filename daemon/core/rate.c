@@ -20,6 +20,8 @@ struct ibvd_eng_rate {
 	_Atomic uint64_t bytes_per_sec;
 	/* when the bytes sent so far are paid for (ns); 0: new, empty */
 	_Atomic uint64_t tat;
+	/* bytes taken and charged while a limit was set (ibvctl's view) */
+	_Atomic uint64_t paid;
 };
 
 struct ibvd_eng_rate *ibvd_eng_rate_new(void)
@@ -94,6 +96,8 @@ uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
 		 !atomic_compare_exchange_weak_explicit(&r->tat, &old, next,
 							memory_order_relaxed,
 							memory_order_relaxed));
+	if (!wait)
+		atomic_fetch_add_explicit(&r->paid, bytes, memory_order_relaxed);
 	return wait;
 }
 
@@ -106,6 +110,7 @@ void ibvd_eng_rate_charge(struct ibvd_eng_rate *r, uint64_t bytes,
 
 	if (rate == IBVD_RATE_UNLIMITED || !bytes)
 		return;
+	atomic_fetch_add_explicit(&r->paid, bytes, memory_order_relaxed);
 	cost = cost_ns(bytes, rate ? rate : 1);
 	old = atomic_load_explicit(&r->tat, memory_order_relaxed);
 	do {
@@ -123,6 +128,11 @@ void ibvd_eng_rate_charge(struct ibvd_eng_rate *r, uint64_t bytes,
 uint64_t ibvd_eng_rate_get_limit(const struct ibvd_eng_rate *r)
 {
 	return atomic_load_explicit(&r->bytes_per_sec, memory_order_relaxed);
+}
+
+uint64_t ibvd_eng_rate_paid(const struct ibvd_eng_rate *r)
+{
+	return atomic_load_explicit(&r->paid, memory_order_relaxed);
 }
 
 struct ibvd_eng_rate *ibvd_eng_rate_ref(struct ibvd_eng_rate *r)

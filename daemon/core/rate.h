@@ -55,6 +55,13 @@ uint64_t ibvd_eng_rate_take(struct ibvd_eng_rate *r, uint64_t bytes,
 void ibvd_eng_rate_charge(struct ibvd_eng_rate *r, uint64_t bytes,
 			  uint64_t now);
 
+/*
+ * The bytes taken and charged so far while a limit was set: what the
+ * limit has seen of the tenant's traffic (an unlimited bucket counts
+ * nothing, to stay one load).
+ */
+uint64_t ibvd_eng_rate_paid(const struct ibvd_eng_rate *r);
+
 /* References: any thread. */
 struct ibvd_eng_rate *ibvd_eng_rate_ref(struct ibvd_eng_rate *r);
 void ibvd_eng_rate_put(struct ibvd_eng_rate *r);

@@ -110,7 +110,7 @@ expect "$(row "$O/cur" "$USER1" ibvd1 pd)" 0 "ibvd1: pd"
 import json, sys
 names = ["memlock", "hca_handle", "hca_object", "qp", "cq", "mr", "pd",
          "srq", "ah", "cm_id", "session", "comp_channel", "mcast_attach",
-         "mcast_join", "ring_bytes", "direct_pairs", "mapped_mrs", "mapped_bytes",
+         "mcast_join", "bandwidth", "ring_bytes", "direct_pairs", "mapped_mrs", "mapped_bytes",
          "objects", "cm_ports"]
 rows = json.load(open(sys.argv[1]))
 for r in rows:
@@ -120,7 +120,7 @@ for r in rows:
 for i in range(0, len(rows), 3):
     assert [r["dev"] for r in rows[i:i + 3]] == ["all", "ibvd0", "ibvd1"], rows
 EOF
-ok "every row: uid dev rule and the eighteen counters, integers, \"all\" first"
+ok "every row: uid dev rule and every counter, integers, \"all\" first"
 
 check "limit show current: the daemon's own memory a client's CQs cost"
 base=$(row "$O/cur" "$USER1" all ring_bytes)

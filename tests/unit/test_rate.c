@@ -197,6 +197,26 @@ START_TEST(charge_is_debt)
 }
 END_TEST
 
+/* What the limit saw: takes that went and charges, while it was set. */
+START_TEST(paid_counts_what_went)
+{
+	uint64_t wait;
+
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0, CHUNK), 0);
+	ibvd_eng_rate_charge(r, CHUNK, T0);
+	ck_assert_uint_eq(ibvd_eng_rate_paid(r), 0);	/* unlimited */
+	ibvd_eng_rate_set(r, 1000000);
+	/* a new limit's bucket starts empty: this take waits, unpaid */
+	wait = ibvd_eng_rate_take(r, CHUNK, T0, CHUNK);
+	ck_assert_uint_gt(wait, 0);
+	ck_assert_uint_eq(ibvd_eng_rate_paid(r), 0);
+	ck_assert_uint_eq(ibvd_eng_rate_take(r, CHUNK, T0 + wait, CHUNK), 0);
+	ck_assert_uint_eq(ibvd_eng_rate_paid(r), CHUNK);
+	ibvd_eng_rate_charge(r, 3 * CHUNK, T0 + wait);
+	ck_assert_uint_eq(ibvd_eng_rate_paid(r), 4 * CHUNK);
+}
+END_TEST
+
 START_TEST(huge_take_no_overflow)
 {
 	uint64_t wait;
@@ -238,6 +258,7 @@ int main(void)
 	tcase_add_test(tc, wait_is_exact);
 	tcase_add_test(tc, new_limit_forgets_debt);
 	tcase_add_test(tc, charge_is_debt);
+	tcase_add_test(tc, paid_counts_what_went);
 	tcase_add_test(tc, huge_take_no_overflow);
 	tcase_add_test(tc, references);
 	suite_add_tcase(s, tc);
