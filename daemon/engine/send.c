@@ -238,6 +238,19 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
 }
 
 /*
+ * What the transport charged in a send call (eng->copies_charged, zeroed
+ * before it): against the turn (*bytes), and the tenant's bandwidth too.
+ */
+static void charge_copies(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			  bool paced, uint64_t *bytes)
+{
+	*bytes += eng->copies_charged;
+	if (paced && eng->copies_charged && qp->ctx->engine->rate)
+		ibvd_eng_rate_charge(qp->ctx->engine->rate,
+				     eng->copies_charged, eng->now);
+}
+
+/*
  * A UD WQE's datagram, sent whole.  One whose receiver's library holds
  * its claim, and that cannot be parked, waits here, as a step does for a
  * busy claim (recv.c).
@@ -251,11 +264,7 @@ static enum step step_ud(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	eng->copies_charged = 0;
 	*status = IBV_WC_SUCCESS;
 	sent = ibvd_eng_transport(qp)->send_ud(eng, qp, req, status);
-	*bytes += eng->copies_charged;
-	/* the copies count against the tenant's bandwidth too */
-	if (paced && qp->ctx->engine->rate)
-		ibvd_eng_rate_charge(qp->ctx->engine->rate,
-				     eng->copies_charged, eng->now);
+	charge_copies(eng, qp, paced, bytes);
 	if (sent == UD_WAIT) {
 		claim_wait(eng, qp);
 		return STEP_WAIT;
@@ -286,8 +295,12 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	st = ibvd_eng_chunk_plan(qp, req);
 	if (st != IBV_WC_SUCCESS)
 		return failed(status, st);
-	/* a step tried again after a busy claim paid when it was first tried */
-	if (paced && !qp->busy_since_ns && rate_wait(eng, qp, req->step))
+	/*
+	 * A step tried again after a busy claim paid when it was first
+	 * tried, as did one asked again for its answer.
+	 */
+	if (paced && !qp->busy_since_ns && !qp->awaiting &&
+	    rate_wait(eng, qp, req->step))
 		return STEP_WAIT;
 	*bytes += req->step;
 	if (is_local_op(req->w.opcode)) {
@@ -304,7 +317,9 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	 * send() sets it (C leaves the order open; GCC reads it first), and
 	 * every RNR NAK waited 655 ms, the timer value 0's.
 	 */
+	eng->copies_charged = 0;
 	r = ibvd_eng_transport(qp)->send(eng, qp, req, &rnr_timer);
+	charge_copies(eng, qp, paced, bytes);
 	s = conclude(eng, qp, r, rnr_timer, status);
 	if (s == STEP_DONE && !eng_req_last(req)) {
 		qp->wqe_done += req->step;

@@ -564,8 +564,9 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 
 /*
  * send.c: a transport that copied a step's bytes more than once (a datagram to
- * each member of a group): the extra bytes count against the sender's
- * turn as if it had sent them, or one turn could copy a group's worth.
+ * each member of a group), or sent bytes again (a retransmission): the
+ * extra bytes count against the sender's turn and its tenant's bandwidth
+ * as if it had sent them, or one turn could copy a group's worth.
  */
 void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
 

@@ -68,8 +68,43 @@ counter() {
 	EOF
 }
 
+# paid UID: the bytes uid UID's bandwidth limit in B's daemon was paid.
+paid() {
+	SOCK=$SOCK_B ibvctl -j limit show current uid "$1" >"$O/paid.json" 2>&1 ||
+		{ show "limit show current" "$O/paid.json"; fail "ibvctl limit show current uid $1"; }
+	"$PYTHON" -c 'import json, sys
+print([r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"][0]["bandwidth"])' "$O/paid.json"
+}
+
+# The engine asks a QP with messages in flight for their answers again
+# and again; a tenant held to a bandwidth limit pays for a message once
+# (before, for every look: half its limit), and for what goes again.
+paid_once() {
+	local keep port=$((PORT + 500)) got want=$((200 * 65536))
+
+	command -v ib_write_bw >/dev/null 2>&1 || return 0
+	check "a bandwidth limit is paid once for each byte sent"
+	SOCK=$SOCK_B ibvctl limit set uid "$USER2" bandwidth=1g >"$O/set" 2>&1 ||
+		{ show "limit set" "$O/set"; fail "limit set uid $USER2 bandwidth=1g in $NSB"; }
+	# a session of uid $USER2 in B keeps its tenant, and what it paid
+	ns_debian "$NSB" "$USER2" "$SOCK_B" /usr/bin/ibv_rc_pingpong -g 1 -p "$port" >"$O/keep" 2>&1 &
+	keep=$!
+	BG_PIDS+=("$keep")
+	wait_listen_ns "$NSB" "$port" "$keep" || { show keep "$O/keep"; fail "a held session of uid $USER2"; }
+	across "ib_write_bw 64 KiB, held to 1 GiB/s" "$PT_RE" ib_write_bw -d roce0 -x 1 -s 65536 -n 200
+	got=$(paid "$USER2")
+	[ "$got" -ge "$want" ] && [ "$got" -le $((want + want / 20)) ] ||
+		fail "uid $USER2 paid $got bytes for 200 WRITEs of 64 KiB ($want)"
+	ok "uid $USER2 paid $got bytes for 200 WRITEs of 64 KiB ($want)"
+	kill -TERM "$keep" 2>/dev/null
+	wait_exit "$keep" 5
+	SOCK=$SOCK_B ibvctl limit set uid "$USER2" bandwidth=max >"$O/set" 2>&1 ||
+		{ show "limit set" "$O/set"; fail "limit set uid $USER2 bandwidth=max in $NSB"; }
+}
+
 pingpongs
 perftests
+paid_once
 
 # Two QPs of the same RoCE device: a NIC's loopback, no packet on the wire.
 check "both ends on A's roce0: delivered without the wire"

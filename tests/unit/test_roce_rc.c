@@ -267,6 +267,15 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 	return 0;
 }
 
+/* Bytes the transport sent again (ibvd_eng_charge_copies). */
+static uint64_t charged;
+
+void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
+{
+	(void)eng;
+	charged += bytes;
+}
+
 void ibvd_eng_answered(struct ibvd_qp *qp)
 {
 	ck_assert_ptr_eq(qp, &req_qp);
@@ -573,6 +582,7 @@ static void setup(void)
 	memset(local_mem, 0, sizeof(local_mem));
 	nsent = send_calls = send_now_calls = runs = run_pkts = 0;
 	answered = 0;
+	charged = 0;
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
 	fail_at_peek = 0;
@@ -1198,6 +1208,21 @@ START_TEST(read_response_of_the_wrong_length_dropped)
 }
 END_TEST
 
+/* The responder's PSN sequence NAK of psn, to the requester that sent ip. */
+static void nak_at(uint32_t psn, const struct roce_ip *ip)
+{
+	struct roce_ip rip = *ip;
+	struct roce_pkt nak;
+
+	memcpy(rip.src, ip->dst, 16);
+	memcpy(rip.dst, ip->src, 16);
+	roce_pkt_init(&nak, ROCE_RC_ACKNOWLEDGE);
+	nak.dest_qp = 0x11;
+	nak.psn = psn;
+	nak.aeth.syndrome = ROCE_AETH_NAK_PSN;
+	roce_rc_rx(&rd, wired(&req_qp), &rip, &nak);
+}
+
 /*
  * PSN NAKs that move nothing on: one go-back-N until an answer moves the
  * window; the others are ignored, and the timeout spends retries (before,
@@ -1216,16 +1241,7 @@ START_TEST(psn_naks_go_back_once_per_progress)
 	ck_assert_uint_eq(nsent, 3);
 	decode(0, &ip, &p);
 	for (i = 0; i < 5; i++) {
-		struct roce_ip rip = ip;
-		struct roce_pkt nak;
-
-		memcpy(rip.src, ip.dst, 16);
-		memcpy(rip.dst, ip.src, 16);
-		roce_pkt_init(&nak, ROCE_RC_ACKNOWLEDGE);
-		nak.dest_qp = 0x11;
-		nak.psn = 0xFFFFFE;
-		nak.aeth.syndrome = ROCE_AETH_NAK_PSN;
-		roce_rc_rx(&rd, wired(&req_qp), &rip, &nak);
+		nak_at(0xFFFFFE, &ip);
 		from = nsent;
 		ck_assert_int_eq(call(&er), RESP_PENDING);
 		ck_assert_uint_eq(nsent, from + (i ? 0 : 3));
@@ -1245,6 +1261,36 @@ START_TEST(psn_naks_go_back_once_per_progress)
 	deliver(from - 1);
 	deliver(nsent - 1);
 	ck_assert_int_eq(call(&er), RESP_OK);
+}
+END_TEST
+
+/*
+ * What goes again, on a NAK or a timeout, is charged to the sender's
+ * turn and tenant (ibvd_eng_charge_copies) as what went first was: from
+ * the NAK's PSN on, and nothing for what went once.
+ */
+START_TEST(resent_bytes_are_charged)
+{
+	struct eng_req er;
+	struct roce_ip ip;
+	struct roce_pkt p;
+
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	ck_assert_uint_eq(charged, 0);
+	decode(1, &ip, &p);
+	/* the first packet came: its 1024 bytes do not go again */
+	nak_at(p.psn, &ip);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 5);
+	ck_assert_uint_eq(charged, WRITE_LEN - 1024);
+	/* the timeout sends the rest again, and pays for it again */
+	req_qp.attr.timeout = 1;
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(nsent, 7);
+	ck_assert_uint_eq(charged, 2 * (WRITE_LEN - 1024));
 }
 END_TEST
 
@@ -2494,6 +2540,7 @@ int main(void)
 	tcase_add_test(tc, local_mr_gone_in_flight);
 	tcase_add_test(tc, read_response_of_the_wrong_length_dropped);
 	tcase_add_test(tc, psn_naks_go_back_once_per_progress);
+	tcase_add_test(tc, resent_bytes_are_charged);
 	tcase_add_test(tc, ack_past_a_read_asks_again_at_once);
 	tcase_add_test(tc, packet_to_another_address_dropped);
 	suite_add_tcase(s, tc);

@@ -462,11 +462,29 @@ static void send_ahead(struct ibvd_engine *eng, struct roce_txq *q,
 	}
 }
 
-/* Send everything in flight again from PSN from on (go-back-N). */
-static int resend_from(struct roce_txq *q, struct ibvd_qp *qp,
-		       struct roce_qp *w, uint32_t from)
+/* The payload bytes of step m that go again from its PSN skip on. */
+static uint64_t sent_again(const struct roce_txm *m, uint32_t skip,
+			   uint32_t mtu)
 {
+	uint64_t before = (uint64_t)skip * mtu;
+
+	if (reads_back(m->w.opcode))
+		return 0;	/* a request: the bytes come back to us */
+	return m->step > before ? m->step - before : 0;
+}
+
+/*
+ * Send everything in flight again from PSN from on (go-back-N).  What
+ * goes again is charged to the sender's turn and tenant, as what went
+ * first was: a peer's NAKs cannot have it send more than it pays for.
+ */
+static int resend_from(struct ibvd_engine *eng, struct roce_txq *q,
+		       struct ibvd_qp *qp, struct roce_qp *w, uint32_t from)
+{
+	uint32_t mtu = roce_path_mtu(qp);
+	uint64_t bytes = 0;
 	uint32_t i;
+	int ret = 0;
 
 	for (i = 0; i < w->tx.n; i++) {
 		struct roce_txm *m = roce_txm_at(w, i);
@@ -475,10 +493,14 @@ static int resend_from(struct roce_txq *q, struct ibvd_qp *qp,
 		/* answered already, or wholly before the PSN */
 		if (m->answer >= 0 || d >= (int32_t)m->npsn)
 			continue;
-		if (transmit(q, qp, m, d > 0 ? from : m->first_psn) < 0)
-			return -EFAULT;
+		if (transmit(q, qp, m, d > 0 ? from : m->first_psn) < 0) {
+			ret = -EFAULT;
+			break;
+		}
+		bytes += sent_again(m, d > 0 ? (uint32_t)d : 0, mtu);
 	}
-	return 0;
+	ibvd_eng_charge_copies(eng, bytes);
+	return ret;
 }
 
 /*
@@ -546,9 +568,9 @@ static enum eng_resp uc_send(struct roce_txq *q, struct ibvd_qp *qp,
 	return transmit(q, qp, m, m->first_psn) < 0 ? RESP_LOCAL_FAULT : RESP_OK;
 }
 
-static enum eng_resp front_step(struct roce_txq *q, struct ibvd_qp *qp,
-				struct roce_qp *w, const struct eng_req *req,
-				uint8_t *rnr_timer)
+static enum eng_resp front_step(struct ibvd_engine *eng, struct roce_txq *q,
+				struct ibvd_qp *qp, struct roce_qp *w,
+				const struct eng_req *req, uint8_t *rnr_timer)
 {
 	struct roce_txm *m;
 	uint64_t since;
@@ -588,7 +610,7 @@ static enum eng_resp front_step(struct roce_txq *q, struct ibvd_qp *qp,
 		for (i = 0; i < w->tx.n; i++)
 			roce_txm_at(w, i)->read_gap = false;
 	}
-	if (resend_from(q, qp, w, from) < 0)
+	if (resend_from(eng, q, qp, w, from) < 0)
 		return RESP_LOCAL_FAULT;
 	return timed_out ? RESP_NO_ACK : RESP_PENDING;
 }
@@ -637,7 +659,7 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	if (src->qp_type == IBV_QPT_UC) {
 		r = uc_send(&q, src, w, req);
 	} else {
-		r = front_step(&q, src, w, req, rnr_timer);
+		r = front_step(eng, &q, src, w, req, rnr_timer);
 		if (r == RESP_PENDING) {
 			read_again(&q, src, w);
 			send_ahead(eng, &q, src, w);
