@@ -66,6 +66,16 @@
 #define DIRECT_ROOM_GIVE_UP_NS	200000u
 /* ... and in all: a receiver that lies a cell at a time keeps no one */
 #define DIRECT_ROOM_MAX_NS	2000000u
+/*
+ * After a wait given up, SENDs that do not fit take the SQ at once for a
+ * while: 1 ms, twice as long after each give-up within a second of the
+ * last quiet's start, up to 100 ms.  A receiver that keeps its ring full
+ * (a UD peer can, whoever it is) costs a poster at most
+ * DIRECT_ROOM_MAX_NS every 100 ms, not every post.
+ */
+#define DIRECT_ROOM_QUIET_MIN_NS	1000000ull
+#define DIRECT_ROOM_QUIET_MAX_NS	100000000ull
+#define DIRECT_ROOM_QUIET_RESET_NS	1000000000ull
 
 /*
  * A SEND on the ring, not completed yet, or a WRITE or READ done under a
@@ -96,6 +106,8 @@ struct ibvc_direct {
 	bool peer_gids_known;		/* ... once read (fresh_peer_gids) */
 	unsigned int side;		/* ours in the pair */
 	/* posters (SQ lock) */
+	uint64_t room_quiet_until;	/* no waiting for room before this */
+	uint64_t room_quiet_ns;		/* ... the last such quiet's length */
 	uint32_t produced;
 	bool produced_now;		/* this post_send list used the ring */
 	struct ibvc_grants *grants;	/* the peer's MRs we copy to and from */
@@ -865,6 +877,58 @@ static bool fits(const struct ibvc_direct *d, uint32_t consumed, uint64_t len)
 	return room && len <= room;
 }
 
+/* A wait for room given up: a quiet while (DIRECT_ROOM_QUIET_*). */
+static void room_quiet(struct ibvc_direct *d, uint64_t now)
+{
+	uint64_t last = d->room_quiet_until - d->room_quiet_ns;
+	uint64_t quiet = DIRECT_ROOM_QUIET_MIN_NS;
+
+	if (d->room_quiet_until && now - last < DIRECT_ROOM_QUIET_RESET_NS)
+		quiet = d->room_quiet_ns * 2;
+	if (quiet > DIRECT_ROOM_QUIET_MAX_NS)
+		quiet = DIRECT_ROOM_QUIET_MAX_NS;
+	d->room_quiet_ns = quiet;
+	d->room_quiet_until = now + quiet;
+}
+
+/*
+ * wait_room's wait: true when room came; false when it did not (*now:
+ * when it gave up) or cannot come.
+ */
+static bool await_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
+		       uint64_t len, uint32_t *consumed, uint64_t *now)
+{
+	uint64_t start = 0, since = 0;
+	bool asked = false;
+	uint32_t c;
+
+	while (!fits(d, *consumed, len)) {
+		if (*consumed == d->produced)
+			return false;
+		*now = ibvd_mono_ns();
+		if (!start)
+			start = *now;
+		else if (*now - start > DIRECT_ROOM_MAX_NS)
+			return false;
+		c = ibvd_read_once(&d->out.ctl->consumed);
+		/* only a step forward, up to what we produced, is progress:
+		 * a receiver's line that moves anywhere else keeps no one here */
+		if (!since || (c != *consumed && (uint32_t)(c - *consumed) <=
+			       (uint32_t)(d->produced - *consumed))) {
+			*consumed = c;
+			since = *now;
+			asked = false;
+		} else if (!asked && *now - since > DIRECT_ROOM_ASK_NS) {
+			ring_own(qp);
+			asked = true;
+			since = *now;
+		} else if (asked && *now - since > DIRECT_ROOM_GIVE_UP_NS) {
+			return false;
+		}
+	}
+	return true;
+}
+
 /*
  * Room for len bytes, waiting for it while messages are taken: a SEND
  * that took the SQ instead would put every later one behind it on the
@@ -874,40 +938,24 @@ static bool fits(const struct ibvc_direct *d, uint32_t consumed, uint64_t len)
  * engine is asked to place what is there; when nothing moves even then
  * (no receive posted), or the empty ring cannot hold the message, or
  * room does not come within DIRECT_ROOM_MAX_NS however it moves, the
- * SEND takes the SQ.  False: take the SQ; *consumed is the last read.
+ * SEND takes the SQ, and so do the next ones that do not fit for a
+ * while, without waiting (room_quiet).  False: take the SQ; *consumed is
+ * the last read.
  */
-static bool wait_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
+static bool wait_room(const struct ibvc_qp *qp, struct ibvc_direct *d,
 		      uint64_t len, uint32_t *consumed)
 {
-	uint64_t start = 0, since = 0, now;
-	bool asked = false;
-	uint32_t c;
+	uint64_t now = 0;
 
-	while (!fits(d, *consumed, len)) {
-		if (*consumed == d->produced)
-			return false;
-		now = ibvd_mono_ns();
-		if (!start)
-			start = now;
-		else if (now - start > DIRECT_ROOM_MAX_NS)
-			return false;
-		c = ibvd_read_once(&d->out.ctl->consumed);
-		/* only a step forward, up to what we produced, is progress:
-		 * a receiver's line that moves anywhere else keeps no one here */
-		if (!since || (c != *consumed && (uint32_t)(c - *consumed) <=
-			       (uint32_t)(d->produced - *consumed))) {
-			*consumed = c;
-			since = now;
-			asked = false;
-		} else if (!asked && now - since > DIRECT_ROOM_ASK_NS) {
-			ring_own(qp);
-			asked = true;
-			since = now;
-		} else if (asked && now - since > DIRECT_ROOM_GIVE_UP_NS) {
-			return false;
-		}
-	}
-	return true;
+	if (fits(d, *consumed, len))
+		return true;
+	if (d->room_quiet_until && ibvd_mono_ns() < d->room_quiet_until)
+		return false;
+	if (await_room(qp, d, len, consumed, &now))
+		return true;
+	if (now)	/* it waited */
+		room_quiet(d, now);
+	return false;
 }
 
 /*

@@ -4745,6 +4745,85 @@ static void ud_peer_rewrites(enum scribble how)
 	ud_end_close(&u);
 }
 
+/*
+ * The squatter, as forger_uid, paired with the parent's UD QP: it tells
+ * the parent its QP number, then holds its receive queue's claim (as a
+ * library stopped mid-copy does) until the parent is done, so that what
+ * the parent sends stays in the ring.
+ */
+static void squatter(const struct vt_addr *to, int up, int down, int unused)
+{
+	char c, said[1 + sizeof(uint32_t)] = "q";
+	struct forger_end e;
+
+	(void)unused;
+	forger_pair(&e, to);
+	memcpy(said + 1, &e.qp->qp_num, sizeof(e.qp->qp_num));
+	if (write(up, said, sizeof(said)) != (ssize_t)sizeof(said) ||
+	    fcntl(down, F_SETFL, O_NONBLOCK))
+		_exit(7);
+	/* nobody takes what the parent sends: not us, nor the engine */
+	__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
+			 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	while (read(down, &c, 1) != 1)
+		vt_sleep_ms(1);
+	_exit(0);
+}
+
+#define SQUAT_DGRAMS	600
+#define SQUAT_LEN	4000u
+/* longer than a wait given up takes (wait_room: about 220 us) */
+#define SQUAT_SLOW_NS	200000u
+
+/*
+ * A UD peer of another uid keeps the ring our datagrams to it go on
+ * full: it holds its receive queue's claim, so that neither its library
+ * nor the engine takes them.  A post that finds no room waits for some
+ * (wait_room), gives up and takes the SQ; after that the next posts take
+ * the SQ at once for a while, so that the peer cannot cost every post
+ * that wait.  The 256 datagrams that fill the ring go on it, the 344
+ * after them find it full: all of them waited before, a handful now (at
+ * most one per quiet, which doubles from 1 ms to 100 ms; counted, not
+ * timed, with room for this run's own length).  Every datagram
+ * completes.
+ */
+START_TEST(ud_peer_keeps_our_ring_full)
+{
+	uint64_t t0, dt, begin, elapsed_ms;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	struct ud_end u;
+	struct child c;
+	int i, slow = 0;
+	uint32_t qpn;
+
+	ud_end_open(&u);
+	child_start(&c, squatter, &u.addr, 0);
+	child_says(c.up, c.pid, u.rcq, false);
+	ck_assert_int_eq(read(c.up, &qpn, sizeof(qpn)), (ssize_t)sizeof(qpn));
+	ah = vt_ah(&D, u.addr.lid, NULL);
+	begin = vt_now_ns();
+	for (i = 0; i < SQUAT_DGRAMS; i++) {
+		t0 = vt_now_ns();
+		vt_ud_send(u.qp, (uint64_t)i, ah, qpn, 0x80000000u, BUF(u.mr),
+			   SQUAT_LEN, u.mr->lkey, IBV_SEND_SIGNALED);
+		dt = vt_now_ns() - t0;
+		slow += dt > SQUAT_SLOW_NS;
+		vt_expect_ok(u.scq, &wc, (uint64_t)i, IBV_WC_SEND,
+			     "a datagram to the squatter");
+	}
+	elapsed_ms = (vt_now_ns() - begin) / 1000000u;
+	printf("hostile: %d datagrams to a ring kept full in %lu ms, %d posts waited\n",
+	       SQUAT_DGRAMS, (unsigned long)elapsed_ms, slow);
+	ck_assert_msg((uint64_t)slow <= 10 + elapsed_ms / 50,
+		      "%d of %d posts to a full ring waited in %lu ms",
+		      slow, SQUAT_DGRAMS, (unsigned long)elapsed_ms);
+	child_finish(&c);
+	ibv_destroy_ah(ah);
+	ud_end_close(&u);
+}
+END_TEST
+
 START_TEST(ud_peer_hides_our_datagram)
 {
 	ud_peer_rewrites(SCRIBBLE_HIDE);
@@ -5189,6 +5268,7 @@ static Suite *root_suite(void)
 	tcase_add_test(tc, ud_peer_hides_our_datagram);
 	tcase_add_test(tc, ud_peer_takes_too_much);
 	tcase_add_test(tc, ud_peer_moves_consumed_back);
+	tcase_add_test(tc, ud_peer_keeps_our_ring_full);
 	tcase_add_test(tc, ud_peer_takes_too_much_later);
 	tcase_add_test(tc, rdma_lease_held);
 	tcase_add_test(tc, rdma_lease_offender_elsewhere);
