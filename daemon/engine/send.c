@@ -227,6 +227,7 @@ static void start_wqe(struct ibvd_qp *qp)
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->busy_since_ns = 0;
 	qp->wqe_done = 0;
+	qp->step_paid = false;
 	/* Defensive: every way out of a message gave its receive WQE back. */
 	ibvd_eng_held_abort(qp);
 	qp->wqe_started = true;
@@ -295,13 +296,12 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	st = ibvd_eng_chunk_plan(qp, req);
 	if (st != IBV_WC_SUCCESS)
 		return failed(status, st);
-	/*
-	 * A step tried again after a busy claim paid when it was first
-	 * tried, as did one asked again for its answer.
-	 */
-	if (paced && !qp->busy_since_ns && !qp->awaiting &&
-	    rate_wait(eng, qp, req->step))
-		return STEP_WAIT;
+	/* a step tried again after a busy claim paid when first tried */
+	if (paced && !qp->busy_since_ns && !qp->step_paid) {
+		if (rate_wait(eng, qp, req->step))
+			return STEP_WAIT;
+		qp->step_paid = true;
+	}
 	*bytes += req->step;
 	if (is_local_op(req->w.opcode)) {
 		*status = local_op(qp, req);
@@ -323,6 +323,7 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	s = conclude(eng, qp, r, rnr_timer, status);
 	if (s == STEP_DONE && !eng_req_last(req)) {
 		qp->wqe_done += req->step;
+		qp->step_paid = false;
 		return STEP_PARTIAL;
 	}
 	return s;
