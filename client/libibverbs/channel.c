@@ -695,6 +695,24 @@ static struct ibvc_cq *unseen_poke_event(struct ibvc_comp_channel *ch)
 }
 
 /*
+ * Under recv_lock: take cq's owed mark.  A look without the CQ lock
+ * first (a resize's old header stays mapped in the arena), then under
+ * it, which holds off a resize moving the mark to the new header.
+ */
+static bool owed_taken(struct ibvc_cq *cq)
+{
+	bool owed;
+
+	if (!__atomic_load_n(&cq->ring.client->owed, __ATOMIC_RELAXED))
+		return false;
+	ibvc_cq_lock(cq);
+	owed = __atomic_load_n(&cq->ring.client->owed, __ATOMIC_RELAXED) &&
+	       __atomic_exchange_n(&cq->ring.client->owed, 0, __ATOMIC_ACQ_REL);
+	ibvc_cq_unlock(cq);
+	return owed;
+}
+
+/*
  * An event the daemon owes a CQ of the channel (ring.h): its frame did
  * not fit.  Taken before the frames, whose being unread keeps the fd
  * readable until then; NULL if none is owed.
@@ -705,9 +723,7 @@ static struct ibvc_cq *take_owed_event(struct ibvc_comp_channel *ch)
 
 	pthread_mutex_lock(&ch->recv_lock);
 	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
-		if (__atomic_load_n(&cq->ring.client->owed, __ATOMIC_RELAXED) &&
-		    __atomic_exchange_n(&cq->ring.client->owed, 0,
-					__ATOMIC_ACQ_REL))
+		if (owed_taken(cq))
 			break;
 	if (cq)
 		count_delivered(cq);

@@ -201,14 +201,22 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (!ibcq)
 		return EINVAL;
 	cq = to_ibvc_cq(ibcq);
-	ret = ibvc_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
-				  ibcq->handle);
-	if (ret < 0)
-		return ibvc_errno_ret(ret);
-	/* No event can name it from now on; wait for those handed out. */
-	ibvc_obj_remove(to_ibvc_context(ibcq->context), ibcq->handle);
+	/*
+	 * Off its channel first: once the daemon frees its ring, the
+	 * header's block may be another CQ's, whose owed event (ring.h)
+	 * the channel's look at this one would take.
+	 */
 	if (ibcq->channel)
 		ibvc_channel_link(ibcq->channel, cq, false);
+	ret = ibvc_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
+				  ibcq->handle);
+	if (ret < 0) {
+		if (ibcq->channel)
+			ibvc_channel_link(ibcq->channel, cq, true);
+		return ibvc_errno_ret(ret);
+	}
+	/* No event can name it from now on; wait for those handed out. */
+	ibvc_obj_remove(to_ibvc_context(ibcq->context), ibcq->handle);
 	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
 			&ibcq->comp_events_completed, &cq->comp_delivered);
 	ibvc_wait_acked(&ibcq->mutex, &ibcq->cond,
