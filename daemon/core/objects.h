@@ -437,10 +437,11 @@ struct ibvd_qp {
 	/* the wait is for the transport's answer only (RESP_PENDING): a
 	 * doorbell lets the transport send what was posted since */
 	bool awaiting;
-	/* the step at wqe_done was charged to the tenant's bandwidth: asked
-	 * again, or tried again after an RNR wait or a timeout, it pays
-	 * nothing more (what the transport sends again, it charges) */
-	bool step_paid;
+	/* bytes of the step at wqe_done charged to the tenant's bandwidth:
+	 * asked again, or tried again after an RNR wait or a timeout, it
+	 * pays only what it grew by (the client may rewrite the WQE; what
+	 * the transport sends again, it charges) */
+	uint64_t step_paid;
 	uint32_t wire_psn;		/* next PSN a wire transport sends UD */
 	/*
 	 * Atomic, set from any thread: the transport has the answer to the

@@ -345,7 +345,7 @@ void ibvd_eng_chunk_forget(struct ibvd_qp *qp)
 
 	ibvd_eng_held_abort(qp);
 	qp->wqe_done = 0;
-	qp->step_paid = false;
+	qp->step_paid = 0;
 	qp->chunked.target = NULL;
 	ibvd_eng_rq_of(qp, &rq);
 	pthread_mutex_lock(rq.lock);

@@ -227,7 +227,7 @@ static void start_wqe(struct ibvd_qp *qp)
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->busy_since_ns = 0;
 	qp->wqe_done = 0;
-	qp->step_paid = false;
+	qp->step_paid = 0;
 	/* Defensive: every way out of a message gave its receive WQE back. */
 	ibvd_eng_held_abort(qp);
 	qp->wqe_started = true;
@@ -296,11 +296,15 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	st = ibvd_eng_chunk_plan(qp, req);
 	if (st != IBV_WC_SUCCESS)
 		return failed(status, st);
-	/* a step tried again after a busy claim paid when first tried */
-	if (paced && !qp->busy_since_ns && !qp->step_paid) {
-		if (rate_wait(eng, qp, req->step))
+	/*
+	 * A step tried again (a busy claim, an RNR wait, a timeout) or asked
+	 * again for its answer paid when first tried: only what it grew by
+	 * since pays (its WQE is the client's to rewrite meanwhile).
+	 */
+	if (paced && req->step > qp->step_paid) {
+		if (rate_wait(eng, qp, req->step - qp->step_paid))
 			return STEP_WAIT;
-		qp->step_paid = true;
+		qp->step_paid = req->step;
 	}
 	*bytes += req->step;
 	if (is_local_op(req->w.opcode)) {
@@ -323,7 +327,7 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	s = conclude(eng, qp, r, rnr_timer, status);
 	if (s == STEP_DONE && !eng_req_last(req)) {
 		qp->wqe_done += req->step;
-		qp->step_paid = false;
+		qp->step_paid = 0;
 		return STEP_PARTIAL;
 	}
 	return s;
