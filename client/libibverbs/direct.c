@@ -67,11 +67,11 @@
 /* ... and in all: a receiver that lies a cell at a time keeps no one */
 #define DIRECT_ROOM_MAX_NS	2000000u
 /*
- * After a wait given up, SENDs that do not fit take the SQ at once for a
- * while: 1 ms, twice as long after each give-up within a second of the
- * last quiet's start, up to 100 ms.  A receiver that keeps its ring full
- * (a UD peer can, whoever it is) costs a poster at most
- * DIRECT_ROOM_MAX_NS every 100 ms, not every post.
+ * UD: after a long wait, SENDs that do not fit take the SQ at once for a
+ * while: 1 ms, twice as long after each long wait within a second of the
+ * last quiet's start, up to 100 ms.  A peer that keeps its ring full, or
+ * frees room a cell at a time, costs a poster at most DIRECT_ROOM_MAX_NS
+ * every 100 ms, not every post.
  */
 #define DIRECT_ROOM_QUIET_MIN_NS	1000000ull
 #define DIRECT_ROOM_QUIET_MAX_NS	100000000ull
@@ -877,7 +877,7 @@ static bool fits(const struct ibvc_direct *d, uint32_t consumed, uint64_t len)
 	return room && len <= room;
 }
 
-/* A wait for room given up: a quiet while (DIRECT_ROOM_QUIET_*). */
+/* A long wait for room: a quiet while (DIRECT_ROOM_QUIET_*). */
 static void room_quiet(struct ibvc_direct *d, uint64_t now)
 {
 	uint64_t last = d->room_quiet_until - d->room_quiet_ns;
@@ -892,23 +892,24 @@ static void room_quiet(struct ibvc_direct *d, uint64_t now)
 }
 
 /*
- * wait_room's wait: true when room came; false when it did not (*now:
- * when it gave up) or cannot come.
+ * wait_room's wait: true when room came; false when it did not or cannot
+ * come.  *waited: how long it spun (0: not at all).
  */
 static bool await_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
-		       uint64_t len, uint32_t *consumed, uint64_t *now)
+		       uint64_t len, uint32_t *consumed, uint64_t *waited)
 {
-	uint64_t start = 0, since = 0;
+	uint64_t start = 0, since = 0, now;
 	bool asked = false;
 	uint32_t c;
 
 	while (!fits(d, *consumed, len)) {
 		if (*consumed == d->produced)
 			return false;
-		*now = ibvd_mono_ns();
+		now = ibvd_mono_ns();
 		if (!start)
-			start = *now;
-		else if (*now - start > DIRECT_ROOM_MAX_NS)
+			start = now;
+		*waited = now - start;
+		if (*waited > DIRECT_ROOM_MAX_NS)
 			return false;
 		c = ibvd_read_once(&d->out.ctl->consumed);
 		/* only a step forward, up to what we produced, is progress:
@@ -916,13 +917,13 @@ static bool await_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
 		if (!since || (c != *consumed && (uint32_t)(c - *consumed) <=
 			       (uint32_t)(d->produced - *consumed))) {
 			*consumed = c;
-			since = *now;
+			since = now;
 			asked = false;
-		} else if (!asked && *now - since > DIRECT_ROOM_ASK_NS) {
+		} else if (!asked && now - since > DIRECT_ROOM_ASK_NS) {
 			ring_own(qp);
 			asked = true;
-			since = *now;
-		} else if (asked && *now - since > DIRECT_ROOM_GIVE_UP_NS) {
+			since = now;
+		} else if (asked && now - since > DIRECT_ROOM_GIVE_UP_NS) {
 			return false;
 		}
 	}
@@ -938,24 +939,25 @@ static bool await_room(const struct ibvc_qp *qp, const struct ibvc_direct *d,
  * engine is asked to place what is there; when nothing moves even then
  * (no receive posted), or the empty ring cannot hold the message, or
  * room does not come within DIRECT_ROOM_MAX_NS however it moves, the
- * SEND takes the SQ, and so do the next ones that do not fit for a
- * while, without waiting (room_quiet).  False: take the SQ; *consumed is
- * the last read.
+ * SEND takes the SQ.  A UD QP's peer is whoever it sends to: after a
+ * wait longer than DIRECT_ROOM_GIVE_UP_NS, given up or not, its next
+ * SENDs that do not fit take the SQ at once for a while (room_quiet).
+ * False: take the SQ; *consumed is the last read.
  */
 static bool wait_room(const struct ibvc_qp *qp, struct ibvc_direct *d,
 		      uint64_t len, uint32_t *consumed)
 {
-	uint64_t now = 0;
+	bool ud = qp->qp.qp_type == IBV_QPT_UD, room;
+	uint64_t waited = 0;
 
 	if (fits(d, *consumed, len))
 		return true;
-	if (d->room_quiet_until && ibvd_mono_ns() < d->room_quiet_until)
+	if (ud && d->room_quiet_until && ibvd_mono_ns() < d->room_quiet_until)
 		return false;
-	if (await_room(qp, d, len, consumed, &now))
-		return true;
-	if (now)	/* it waited */
-		room_quiet(d, now);
-	return false;
+	room = await_room(qp, d, len, consumed, &waited);
+	if (ud && waited > DIRECT_ROOM_GIVE_UP_NS)
+		room_quiet(d, ibvd_mono_ns());
+	return room;
 }
 
 /*
