@@ -697,18 +697,23 @@ static struct ibvc_cq *unseen_poke_event(struct ibvc_comp_channel *ch)
 /*
  * Under recv_lock: take cq's owed mark.  A look without the CQ lock
  * first (a resize's old header stays mapped in the arena), then under
- * it, which holds off a resize moving the mark to the new header.
+ * it, which holds off a resize moving the mark to the new header.  Only
+ * if the lock is free: a thread in a poll batch of cq holds it and may
+ * want recv_lock; the channel's sleepers look again in FALLBACK_MS.
  */
-static bool owed_taken(struct ibvc_cq *cq)
+static bool owed_taken(struct ibvc_comp_channel *ch, struct ibvc_cq *cq)
 {
 	bool owed;
 
 	if (!__atomic_load_n(&cq->ring.client->owed, __ATOMIC_RELAXED))
 		return false;
-	ibvc_cq_lock(cq);
+	if (ibvc_cq_batch_held(cq) || pthread_mutex_trylock(&cq->lock)) {
+		__atomic_store_n(&ch->rescan, true, __ATOMIC_RELEASE);
+		return false;
+	}
 	owed = __atomic_load_n(&cq->ring.client->owed, __ATOMIC_RELAXED) &&
 	       __atomic_exchange_n(&cq->ring.client->owed, 0, __ATOMIC_ACQ_REL);
-	ibvc_cq_unlock(cq);
+	pthread_mutex_unlock(&cq->lock);
 	return owed;
 }
 
@@ -723,7 +728,7 @@ static struct ibvc_cq *take_owed_event(struct ibvc_comp_channel *ch)
 
 	pthread_mutex_lock(&ch->recv_lock);
 	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
-		if (owed_taken(cq))
+		if (owed_taken(ch, cq))
 			break;
 	if (cq)
 		count_delivered(cq);

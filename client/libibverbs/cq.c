@@ -211,8 +211,11 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	ret = ibvc_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
 				  ibcq->handle);
 	if (ret < 0) {
-		if (ibcq->channel)
+		/* what came meanwhile waits on it: the channel looks again */
+		if (ibcq->channel) {
 			ibvc_channel_link(ibcq->channel, cq, true);
+			ibvc_poke(ibvc_channel_poke_fd(ibcq->channel));
+		}
 		return ibvc_errno_ret(ret);
 	}
 	/* No event can name it from now on; wait for those handed out. */
