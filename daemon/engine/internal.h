@@ -688,6 +688,7 @@ struct ibvd_engine {
 	/* ns this pass may still spend waiting for UD receive claims (recv.c) */
 	uint64_t claim_wait_left;
 	uint64_t copies_charged;	/* this step's extra copies (send.c) */
+	uint64_t ask_by_ns;		/* this step's earlier ask, 0: none (send.c) */
 };
 
 uint64_t ibvd_eng_now(void);

@@ -150,6 +150,8 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			  enum eng_resp r, uint8_t rnr_timer,
 			  enum ibv_wc_status *status)
 {
+	uint64_t deadline;
+
 	qp->awaiting = r == RESP_PENDING;
 	if (r != RESP_BUSY) {
 		qp->claim_waits = 0;
@@ -173,8 +175,10 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		return failed(status, IBV_WC_LOC_PROT_ERR);
 	case RESP_PENDING:
 		/* The ACK timeout starts: no retry is spent until it fires. */
-		ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() +
-				 ibvd_eng_timeout_ns(qp->attr.timeout));
+		deadline = ibvd_eng_now() + ibvd_eng_timeout_ns(qp->attr.timeout);
+		if (eng->ask_by_ns && eng->ask_by_ns < deadline)
+			deadline = eng->ask_by_ns;
+		ibvd_eng_qp_wait(eng, qp, deadline);
 		return STEP_WAIT;
 	case RESP_BUSY:
 		return claim_busy(eng, qp, status);
@@ -236,6 +240,12 @@ static void start_wqe(struct ibvd_qp *qp)
 void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
 {
 	eng->copies_charged += bytes;
+}
+
+void ibvd_eng_ask_again_by(struct ibvd_engine *eng, uint64_t when_ns)
+{
+	if (!eng->ask_by_ns || when_ns < eng->ask_by_ns)
+		eng->ask_by_ns = when_ns;
 }
 
 /*
@@ -322,6 +332,7 @@ static enum step step_front(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	 * every RNR NAK waited 655 ms, the timer value 0's.
 	 */
 	eng->copies_charged = 0;
+	eng->ask_by_ns = 0;
 	r = ibvd_eng_transport(qp)->send(eng, qp, req, &rnr_timer);
 	charge_copies(eng, qp, paced, bytes);
 	s = conclude(eng, qp, r, rnr_timer, status);

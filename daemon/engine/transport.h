@@ -571,6 +571,15 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes);
 
 /*
+ * send.c: a transport whose send() answers RESP_PENDING wants to be asked
+ * again by when_ns (ibvd_eng_now's clock) even if no answer comes, rather
+ * than a whole local ACK timeout from now: to probe a quiet peer, or to
+ * time out from when the step last went.  The earliest of a call's asks
+ * holds; an answer still rings the QP at once (ibvd_eng_answered).
+ */
+void ibvd_eng_ask_again_by(struct ibvd_engine *eng, uint64_t when_ns);
+
+/*
  * recv.c: a UD datagram from src arriving at target with Q_Key qkey: it
  * lands if target takes it; UD_FAILED only for the sender's own faults
  * (*status: everything else drops the datagram silently).  While

@@ -276,6 +276,16 @@ void ibvd_eng_charge_copies(struct ibvd_engine *eng, uint64_t bytes)
 	charged += bytes;
 }
 
+/* The earliest time the transport asked to be asked again by (0: none). */
+static uint64_t asked_by;
+
+void ibvd_eng_ask_again_by(struct ibvd_engine *eng, uint64_t when_ns)
+{
+	(void)eng;
+	if (!asked_by || when_ns < asked_by)
+		asked_by = when_ns;
+}
+
 void ibvd_eng_answered(struct ibvd_qp *qp)
 {
 	ck_assert_ptr_eq(qp, &req_qp);
@@ -315,7 +325,7 @@ void ibvd_eng_port_count(const struct ibvd_qp *qp, enum ibvd_port_counter c,
 
 uint64_t ibvd_eng_timeout_ns(uint8_t timeout)
 {
-	return 4096ull << timeout;
+	return timeout ? 4096ull << timeout : ENG_RETRY_FOREVER_NS;
 }
 
 /*
@@ -583,6 +593,7 @@ static void setup(void)
 	nsent = send_calls = send_now_calls = runs = run_pkts = 0;
 	answered = 0;
 	charged = 0;
+	asked_by = 0;
 	writevs = 0;
 	writev_fails = recv_via_fd = false;
 	fail_at_peek = 0;
@@ -1291,6 +1302,92 @@ START_TEST(resent_bytes_are_charged)
 	ck_assert_int_eq(call(&er), RESP_NO_ACK);
 	ck_assert_uint_eq(nsent, 7);
 	ck_assert_uint_eq(charged, 2 * (WRITE_LEN - 1024));
+}
+END_TEST
+
+/*
+ * The last packet of the window lost: nothing behind it makes the
+ * responder NAK.  Once the window has been quiet a sixteenth of the ACK
+ * timeout (4.2 ms of 67 ms here), that packet goes again, once, paid for,
+ * spending no retry and leaving the front's timeout where it was; the
+ * responder takes it, and its ACK completes the WRITE long before the
+ * timeout.
+ */
+START_TEST(lost_tail_probed_before_the_timeout)
+{
+	uint64_t timeout = ibvd_eng_timeout_ns(14), t0, t1;
+	unsigned int first_two[] = { 0, 1 };
+	struct eng_req er;
+
+	req_qp.attr.timeout = 14;
+	write_req(&er, 0);
+	t0 = roce_now_ns();
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	t1 = roce_now_ns();
+	ck_assert_uint_eq(nsent, 3);
+	/* asked again by the probe's time, long before the timeout */
+	ck_assert_uint_ge(asked_by, t0 + timeout / 16);
+	ck_assert_uint_le(asked_by, t1 + timeout / 16);
+	deliver_batch(first_two, 2);
+	ck_assert_uint_eq(nsent, 3);	/* no ACK asked for yet */
+	asked_by = 0;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);	/* not quiet long enough */
+
+	usleep(timeout / 16 / 1000 + 1000);
+	asked_by = 0;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 4);
+	expect_pkt(3, ROCE_RC_RDMA_WRITE_LAST, 0);
+	ck_assert_uint_eq(charged, WRITE_LEN - 2048);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+	/* once per quiet; the timeout runs from when the WRITE went, not
+	 * from the probe */
+	asked_by = 0;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 4);
+	ck_assert_uint_ge(asked_by, t0 + timeout);
+	ck_assert_uint_le(asked_by, t1 + timeout);
+
+	deliver(3);
+	ck_assert_uint_eq(nsent, 5);
+	expect_pkt(4, ROCE_RC_ACKNOWLEDGE, 0);
+	deliver(4);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(remote_mem, local_mem, WRITE_LEN);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 0);
+}
+END_TEST
+
+/*
+ * The WRITE came whole and its ACK was lost: the probe is a duplicate,
+ * which the responder ACKs again without writing anything.
+ */
+START_TEST(lost_ack_probed_before_the_timeout)
+{
+	struct eng_req er;
+
+	req_qp.attr.timeout = 14;
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	deliver(1);
+	deliver(2);
+	ck_assert_uint_eq(nsent, 4);	/* the ACK, lost */
+	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0);
+	memset(remote_mem, 0, sizeof(remote_mem));
+	usleep(ibvd_eng_timeout_ns(14) / 16 / 1000 + 1000);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 5);
+	expect_pkt(4, ROCE_RC_RDMA_WRITE_LAST, 0);
+	deliver(4);
+	ck_assert_uint_eq(nsent, 6);
+	expect_pkt(5, ROCE_RC_ACKNOWLEDGE, 0);
+	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
+	/* a duplicate is not executed again */
+	ck_assert_uint_eq(remote_mem[0], 0);
+	deliver(5);
+	ck_assert_int_eq(call(&er), RESP_OK);
 }
 END_TEST
 
@@ -2541,6 +2638,8 @@ int main(void)
 	tcase_add_test(tc, read_response_of_the_wrong_length_dropped);
 	tcase_add_test(tc, psn_naks_go_back_once_per_progress);
 	tcase_add_test(tc, resent_bytes_are_charged);
+	tcase_add_test(tc, lost_tail_probed_before_the_timeout);
+	tcase_add_test(tc, lost_ack_probed_before_the_timeout);
 	tcase_add_test(tc, ack_past_a_read_asks_again_at_once);
 	tcase_add_test(tc, packet_to_another_address_dropped);
 	suite_add_tcase(s, tc);

@@ -17,6 +17,8 @@
  * the last answer that moved anything in flight on, whichever is later:
  * what a READ asks again for comes behind the responses to the window's
  * other READs, which may take longer than the timeout while they flow.
+ * Before it, a window quiet for a while sends its last packet again, a
+ * probe that draws an answer if only the tail was lost (watch_quiet).
  * A PSN sequence NAK sends everything from its PSN again at once; an RNR
  * NAK does, after the engine's RNR wait.  UC has no answers: its packets
  * go, and the step is done.
@@ -521,6 +523,99 @@ static void read_again(struct roce_txq *q, struct ibvd_qp *qp,
 	}
 }
 
+/* ---- a quiet window ---------------------------------------------------------- */
+
+/*
+ * A lost packet in the middle of the window is found at once: the
+ * responder NAKs the gap when the packets behind it come.  A lost last
+ * packet (or the ACK of it) has nothing behind it, and only the local ACK
+ * timeout would find it: 67 ms at perftest's timeout, half a second at
+ * rdma_cm's, for one packet.  So when the window has been quiet a
+ * sixteenth of the timeout, its last unanswered packet goes again, once
+ * per quiet: the responder ACKs it if it had it (a duplicate), takes it
+ * if that was the lost one, or NAKs the gap before it.  Any of these
+ * answers moves things on without a timeout, and a probe spends no retry
+ * and leaves the timeout where it was.  One that was not needed costs a
+ * packet and an ACK, and is paid for as every packet sent again is.
+ */
+#define ROCE_PROBE_MIN_NS	100000ull
+
+static uint64_t probe_delay(uint64_t timeout_ns)
+{
+	uint64_t delay = timeout_ns / 16;
+
+	if (delay < ROCE_PROBE_MIN_NS)
+		delay = ROCE_PROBE_MIN_NS;
+	return delay < timeout_ns / 2 ? delay : timeout_ns / 2;
+}
+
+/*
+ * Since when the window has been quiet: the last sending of anything in
+ * it, or the last answer that moved it on; and its last unanswered step
+ * (NULL: none).
+ */
+static uint64_t quiet_since(struct roce_qp *w, struct roce_txm **tail)
+{
+	uint64_t since = w->tx.heard_ns;
+	uint32_t i;
+
+	*tail = NULL;
+	for (i = 0; i < w->tx.n; i++) {
+		struct roce_txm *m = roce_txm_at(w, i);
+
+		if (m->sent_ns > since)
+			since = m->sent_ns;
+		if (m->answer < 0)
+			*tail = m;
+	}
+	return since;
+}
+
+/* Send tail's last packet (a READ: its request for what has not come). */
+static void probe(struct ibvd_engine *eng, struct roce_txq *q,
+		  struct ibvd_qp *qp, struct roce_txm *tail)
+{
+	uint64_t sent_ns = tail->sent_ns;
+	uint32_t skip = tail->npsn - 1;
+
+	/* our own memory gone: the timeout's retransmission reports it */
+	if (transmit(q, qp, tail, roce_psn_add(tail->first_psn, skip)) < 0)
+		return;
+	tail->sent_ns = sent_ns;
+	ibvd_eng_charge_copies(eng, sent_again(tail, skip, roce_path_mtu(qp)));
+	ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
+}
+
+/*
+ * The front's answer is pending: probe the window's tail if it has been
+ * quiet long enough, and have the engine ask again at the probe's time or
+ * the front's timeout, whichever comes first.
+ */
+static void watch_quiet(struct ibvd_engine *eng, struct roce_txq *q,
+			struct ibvd_qp *qp, struct roce_qp *w)
+{
+	uint64_t timeout = ibvd_eng_timeout_ns(qp->attr.timeout);
+	const struct roce_txm *front = roce_txm_at(w, 0);
+	struct roce_txm *tail;
+	uint64_t quiet, due;
+
+	if (!w->tx.n)
+		return;
+	due = (front->sent_ns > w->tx.heard_ns ? front->sent_ns :
+	       w->tx.heard_ns) + timeout;
+	ibvd_eng_ask_again_by(eng, due);
+	quiet = quiet_since(w, &tail);
+	if (!tail || w->tx.probed_quiet == quiet)
+		return;
+	due = quiet + probe_delay(timeout);
+	if (roce_now_ns() < due) {
+		ibvd_eng_ask_again_by(eng, due);
+		return;
+	}
+	w->tx.probed_quiet = quiet;
+	probe(eng, q, qp, tail);
+}
+
 /* ---- one call of the engine ------------------------------------------------- */
 
 static bool is_front(struct roce_qp *w, const struct ibvd_qp *qp,
@@ -663,6 +758,7 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		if (r == RESP_PENDING) {
 			read_again(&q, src, w);
 			send_ahead(eng, &q, src, w);
+			watch_quiet(eng, &q, src, w);
 		}
 	}
 	roce_txq_flush(&q);
