@@ -94,6 +94,19 @@ bool ibvd_eng_retry_spent(const struct ibvd_qp *qp)
 	return qp->attr.timeout && !qp->retry_left;
 }
 
+/*
+ * When to ask a QP waiting for its transport's answer again: a local ACK
+ * timeout from now, or sooner if the transport asked (ibvd_eng_ask_again_by).
+ */
+static uint64_t ask_deadline(const struct ibvd_engine *eng,
+			     const struct ibvd_qp *qp)
+{
+	uint64_t deadline = ibvd_eng_now() + ibvd_eng_timeout_ns(qp->attr.timeout);
+
+	return eng->ask_by_ns && eng->ask_by_ns < deadline ? eng->ask_by_ns :
+							     deadline;
+}
+
 static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			enum ibv_wc_status *status)
 {
@@ -102,7 +115,7 @@ static enum step no_ack(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		return failed(status, IBV_WC_RETRY_EXC_ERR);
 	if (qp->attr.timeout)
 		qp->retry_left--;
-	ibvd_eng_qp_wait(eng, qp, ibvd_eng_now() + ibvd_eng_timeout_ns(qp->attr.timeout));
+	ibvd_eng_qp_wait(eng, qp, ask_deadline(eng, qp));
 	return STEP_WAIT;
 }
 
@@ -150,8 +163,6 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			  enum eng_resp r, uint8_t rnr_timer,
 			  enum ibv_wc_status *status)
 {
-	uint64_t deadline;
-
 	qp->awaiting = r == RESP_PENDING;
 	if (r != RESP_BUSY) {
 		qp->claim_waits = 0;
@@ -175,10 +186,7 @@ static enum step conclude(struct ibvd_engine *eng, struct ibvd_qp *qp,
 		return failed(status, IBV_WC_LOC_PROT_ERR);
 	case RESP_PENDING:
 		/* The ACK timeout starts: no retry is spent until it fires. */
-		deadline = ibvd_eng_now() + ibvd_eng_timeout_ns(qp->attr.timeout);
-		if (eng->ask_by_ns && eng->ask_by_ns < deadline)
-			deadline = eng->ask_by_ns;
-		ibvd_eng_qp_wait(eng, qp, deadline);
+		ibvd_eng_qp_wait(eng, qp, ask_deadline(eng, qp));
 		return STEP_WAIT;
 	case RESP_BUSY:
 		return claim_busy(eng, qp, status);

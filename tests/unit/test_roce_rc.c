@@ -1306,35 +1306,49 @@ START_TEST(resent_bytes_are_charged)
 END_TEST
 
 /*
+ * Probes here run at timeout 16 (268 ms): a sixteenth of it, 16.8 ms, is
+ * the quiet a probe waits for, long enough that a test's own steps are
+ * not taken for one (and where they might be, on a stalled host, the
+ * check is left out rather than made to fail).
+ */
+#define PROBE_TIMEOUT	16
+#define PROBE_DELAY	(ibvd_eng_timeout_ns(PROBE_TIMEOUT) / 16)
+
+static void wait_for_probe(void)
+{
+	usleep(PROBE_DELAY / 1000 + 1000);
+}
+
+/*
  * The last packet of the window lost: nothing behind it makes the
  * responder NAK.  Once the window has been quiet a sixteenth of the ACK
- * timeout (4.2 ms of 67 ms here), that packet goes again, once, paid for,
- * spending no retry and leaving the front's timeout where it was; the
- * responder takes it, and its ACK completes the WRITE long before the
- * timeout.
+ * timeout, that packet goes again, once, paid for, spending no retry and
+ * leaving the front's timeout where it was; the responder takes it, and
+ * its ACK completes the WRITE long before the timeout.
  */
 START_TEST(lost_tail_probed_before_the_timeout)
 {
-	uint64_t timeout = ibvd_eng_timeout_ns(14), t0, t1;
+	uint64_t timeout = ibvd_eng_timeout_ns(PROBE_TIMEOUT), t0, t1;
 	unsigned int first_two[] = { 0, 1 };
 	struct eng_req er;
 
-	req_qp.attr.timeout = 14;
+	req_qp.attr.timeout = PROBE_TIMEOUT;
 	write_req(&er, 0);
 	t0 = roce_now_ns();
 	ck_assert_int_eq(call(&er), RESP_PENDING);
 	t1 = roce_now_ns();
 	ck_assert_uint_eq(nsent, 3);
 	/* asked again by the probe's time, long before the timeout */
-	ck_assert_uint_ge(asked_by, t0 + timeout / 16);
-	ck_assert_uint_le(asked_by, t1 + timeout / 16);
+	ck_assert_uint_ge(asked_by, t0 + PROBE_DELAY);
+	ck_assert_uint_le(asked_by, t1 + PROBE_DELAY);
 	deliver_batch(first_two, 2);
 	ck_assert_uint_eq(nsent, 3);	/* no ACK asked for yet */
 	asked_by = 0;
 	ck_assert_int_eq(call(&er), RESP_PENDING);
-	ck_assert_uint_eq(nsent, 3);	/* not quiet long enough */
+	if (roce_now_ns() < t0 + PROBE_DELAY)
+		ck_assert_uint_eq(nsent, 3);	/* not quiet long enough */
 
-	usleep(timeout / 16 / 1000 + 1000);
+	wait_for_probe();
 	asked_by = 0;
 	ck_assert_int_eq(call(&er), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 4);
@@ -1367,7 +1381,7 @@ START_TEST(lost_ack_probed_before_the_timeout)
 {
 	struct eng_req er;
 
-	req_qp.attr.timeout = 14;
+	req_qp.attr.timeout = PROBE_TIMEOUT;
 	write_req(&er, 0);
 	ck_assert_int_eq(call(&er), RESP_PENDING);
 	deliver(0);
@@ -1376,7 +1390,7 @@ START_TEST(lost_ack_probed_before_the_timeout)
 	ck_assert_uint_eq(nsent, 4);	/* the ACK, lost */
 	expect_pkt(3, ROCE_RC_ACKNOWLEDGE, 0);
 	memset(remote_mem, 0, sizeof(remote_mem));
-	usleep(ibvd_eng_timeout_ns(14) / 16 / 1000 + 1000);
+	wait_for_probe();
 	ck_assert_int_eq(call(&er), RESP_PENDING);
 	ck_assert_uint_eq(nsent, 5);
 	expect_pkt(4, ROCE_RC_RDMA_WRITE_LAST, 0);
@@ -1384,10 +1398,98 @@ START_TEST(lost_ack_probed_before_the_timeout)
 	ck_assert_uint_eq(nsent, 6);
 	expect_pkt(5, ROCE_RC_ACKNOWLEDGE, 0);
 	ck_assert_uint_eq(counters[IBVD_PC_DUPLICATE_REQUEST], 1);
-	/* a duplicate is not executed again */
-	ck_assert_uint_eq(remote_mem[0], 0);
+	/* a duplicate is not executed again: its bytes stay unwritten */
+	ck_assert_uint_eq(remote_mem[2048], 0);
+	ck_assert_uint_eq(remote_mem[WRITE_LEN - 1], 0);
 	deliver(5);
 	ck_assert_int_eq(call(&er), RESP_OK);
+}
+END_TEST
+
+/*
+ * A probe that cannot read its bytes (the MR went) sends nothing and
+ * leaves the timeout where it was: the timeout then reports the fault
+ * (before, each such probe put the timeout a whole timeout further).
+ */
+START_TEST(probe_without_its_memory_keeps_the_timeout)
+{
+	uint64_t timeout = ibvd_eng_timeout_ns(PROBE_TIMEOUT), t0, t1;
+	struct eng_req er;
+
+	req_qp.attr.timeout = PROBE_TIMEOUT;
+	write_req(&er, 0);
+	t0 = roce_now_ns();
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	t1 = roce_now_ns();
+	local_gone = true;
+	wait_for_probe();
+	asked_by = 0;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	ck_assert_uint_eq(charged, 0);
+	ck_assert_uint_ge(asked_by, t0 + timeout);
+	ck_assert_uint_le(asked_by, t1 + timeout);
+	/* once per quiet, tried or not: only the timeout is waited for */
+	asked_by = 0;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_ge(asked_by, t0 + timeout);
+	ck_assert_uint_le(asked_by, t1 + timeout);
+	req_qp.attr.timeout = 1;
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_LOCAL_FAULT);
+	ck_assert_uint_eq(nsent, 3);
+}
+END_TEST
+
+/*
+ * A READ that asked again past a gap in its responses waits for the
+ * timeout, as rc_resp.c's read_gap says: the old responses still coming
+ * past the gap move nothing on, and a probe would ask for the rest a
+ * third time.
+ */
+START_TEST(read_past_a_gap_not_probed)
+{
+	struct eng_req er;
+	unsigned int first;
+
+	req_qp.attr.timeout = PROBE_TIMEOUT;
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+	deliver(1);
+	deliver(3);			/* the hole: ask again */
+	first = nsent;
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, first + 1);
+	deliver(4);			/* an old one past the hole */
+	wait_for_probe();
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	ck_assert_uint_eq(nsent, first + 1);
+	ck_assert_uint_eq(counters[IBVD_PC_COMPLETER_RETRY_ERR], 1);
+}
+END_TEST
+
+/*
+ * What a timeout sent again may lose its last packet too: the engine is
+ * asked back for a probe of it, not a whole timeout later.
+ */
+START_TEST(timeout_resend_watched_for_a_probe)
+{
+	uint64_t delay = ibvd_eng_timeout_ns(12) / 16, t0, t1;
+	struct eng_req er;
+
+	req_qp.attr.timeout = 12;	/* 16.8 ms; probes after 1.05 ms */
+	write_req(&er, 0);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	usleep(ibvd_eng_timeout_ns(12) / 1000 + 1000);
+	asked_by = 0;
+	t0 = roce_now_ns();
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	t1 = roce_now_ns();
+	ck_assert_uint_eq(nsent, 6);
+	ck_assert_uint_ge(asked_by, t0 + delay);
+	ck_assert_uint_le(asked_by, t1 + delay);
 }
 END_TEST
 
@@ -2640,6 +2742,9 @@ int main(void)
 	tcase_add_test(tc, resent_bytes_are_charged);
 	tcase_add_test(tc, lost_tail_probed_before_the_timeout);
 	tcase_add_test(tc, lost_ack_probed_before_the_timeout);
+	tcase_add_test(tc, probe_without_its_memory_keeps_the_timeout);
+	tcase_add_test(tc, read_past_a_gap_not_probed);
+	tcase_add_test(tc, timeout_resend_watched_for_a_probe);
 	tcase_add_test(tc, ack_past_a_read_asks_again_at_once);
 	tcase_add_test(tc, packet_to_another_address_dropped);
 	suite_add_tcase(s, tc);

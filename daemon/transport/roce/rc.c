@@ -531,22 +531,26 @@ static void read_again(struct roce_txq *q, struct ibvd_qp *qp,
  * packet (or the ACK of it) has nothing behind it, and only the local ACK
  * timeout would find it: 67 ms at perftest's timeout, half a second at
  * rdma_cm's, for one packet.  So when the window has been quiet a
- * sixteenth of the timeout, its last unanswered packet goes again, once
- * per quiet: the responder ACKs it if it had it (a duplicate), takes it
- * if that was the lost one, or NAKs the gap before it.  Any of these
- * answers moves things on without a timeout, and a probe spends no retry
- * and leaves the timeout where it was.  One that was not needed costs a
- * packet and an ACK, and is paid for as every packet sent again is.
+ * sixteenth of the timeout (not under a millisecond: a busy host's peer
+ * may take that long; a timeout of 2 ms or less is its own probe), its
+ * last unanswered packet goes again, once per quiet: the responder ACKs
+ * it if it had it (a duplicate), takes it if that was the lost one, or
+ * NAKs the gap before it (unless it NAKed that gap already: then the
+ * timeout it is).  Any of these answers moves things on without a
+ * timeout, and a probe spends no retry and leaves the timeout where it
+ * was.  One that was not needed costs a packet and an ACK, and is paid
+ * for as every packet sent again is.
  */
-#define ROCE_PROBE_MIN_NS	100000ull
+#define ROCE_PROBE_MIN_NS	1000000ull
 
+/* The quiet a probe waits for; 0: none (the timeout is as short). */
 static uint64_t probe_delay(uint64_t timeout_ns)
 {
 	uint64_t delay = timeout_ns / 16;
 
 	if (delay < ROCE_PROBE_MIN_NS)
 		delay = ROCE_PROBE_MIN_NS;
-	return delay < timeout_ns / 2 ? delay : timeout_ns / 2;
+	return delay < timeout_ns / 2 ? delay : 0;
 }
 
 /*
@@ -571,17 +575,22 @@ static uint64_t quiet_since(struct roce_qp *w, struct roce_txm **tail)
 	return since;
 }
 
-/* Send tail's last packet (a READ: its request for what has not come). */
+/*
+ * Send tail's last packet (a READ: its request for what has not come).
+ * A probe leaves the step's sending time as it was, sent or not: the
+ * timeout runs on, and reports memory of ours that is gone.
+ */
 static void probe(struct ibvd_engine *eng, struct roce_txq *q,
 		  struct ibvd_qp *qp, struct roce_txm *tail)
 {
 	uint64_t sent_ns = tail->sent_ns;
 	uint32_t skip = tail->npsn - 1;
+	int ret;
 
-	/* our own memory gone: the timeout's retransmission reports it */
-	if (transmit(q, qp, tail, roce_psn_add(tail->first_psn, skip)) < 0)
-		return;
+	ret = transmit(q, qp, tail, roce_psn_add(tail->first_psn, skip));
 	tail->sent_ns = sent_ns;
+	if (ret < 0)
+		return;
 	ibvd_eng_charge_copies(eng, sent_again(tail, skip, roce_path_mtu(qp)));
 	ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
 }
@@ -595,9 +604,9 @@ static void watch_quiet(struct ibvd_engine *eng, struct roce_txq *q,
 			struct ibvd_qp *qp, struct roce_qp *w)
 {
 	uint64_t timeout = ibvd_eng_timeout_ns(qp->attr.timeout);
+	uint64_t delay = probe_delay(timeout), quiet, due;
 	const struct roce_txm *front = roce_txm_at(w, 0);
 	struct roce_txm *tail;
-	uint64_t quiet, due;
 
 	if (!w->tx.n)
 		return;
@@ -605,9 +614,10 @@ static void watch_quiet(struct ibvd_engine *eng, struct roce_txq *q,
 	       w->tx.heard_ns) + timeout;
 	ibvd_eng_ask_again_by(eng, due);
 	quiet = quiet_since(w, &tail);
-	if (!tail || w->tx.probed_quiet == quiet)
+	/* a READ that asked again past a gap waits for the timeout (rc_resp.c) */
+	if (!delay || !tail || w->tx.probed_quiet == quiet || tail->read_gap)
 		return;
-	due = quiet + probe_delay(timeout);
+	due = quiet + delay;
 	if (roce_now_ns() < due) {
 		ibvd_eng_ask_again_by(eng, due);
 		return;
@@ -758,8 +768,10 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 		if (r == RESP_PENDING) {
 			read_again(&q, src, w);
 			send_ahead(eng, &q, src, w);
-			watch_quiet(eng, &q, src, w);
 		}
+		/* what a timeout sent again may lose its tail too */
+		if (r == RESP_PENDING || r == RESP_NO_ACK)
+			watch_quiet(eng, &q, src, w);
 	}
 	roce_txq_flush(&q);
 	pthread_mutex_unlock(&w->lock);
