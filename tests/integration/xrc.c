@@ -20,7 +20,8 @@
  * makes a target that one long-lived context opens, and closes with it
  * alive, so that the long-lived one takes each over.  Then it says so and
  * waits for its stdin to close: xrc.sh counts the daemon's ring arenas
- * meanwhile (each closed context's must be gone).
+ * meanwhile (each closed context's must be gone).  `--listing` and
+ * `--unlinked` are xrc.sh's too (see each).
  */
 #include "config.h"
 
@@ -1041,6 +1042,34 @@ static int listing(void)
 	return 0;
 }
 
+/*
+ * A shared domain whose file was unlinked and closed: the daemon holds
+ * the file until the domain's last close, so that its inode number goes
+ * to no other file (another uid's, which would open this domain).
+ * Prints "held PATH" and waits for a line on stdin; then closes the
+ * domain, prints "closed" and waits for stdin to close (xrc.sh looks at
+ * the daemon's fds meanwhile).
+ */
+static int unlinked(void)
+{
+	struct ibv_xrcd *x;
+	char c;
+
+	setup();
+	x = xrcd_must(A.ctx, FILE_PATH, O_CREAT);
+	vt_assert(unlink(FILE_PATH) == 0, "unlink: %s", strerror(errno));
+	printf("held %s\n", FILE_PATH);
+	while (read(0, &c, 1) > 0 && c != '\n')
+		;
+	vt_assert(ibv_close_xrcd(x) == 0, "ibv_close_xrcd: %s", strerror(errno));
+	printf("closed\n");
+	while (read(0, &c, 1) > 0)
+		;
+	vt_close(&B);
+	vt_close(&A);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* each case as it ends: a helper killed by its timeout still says */
@@ -1049,5 +1078,7 @@ int main(int argc, char **argv)
 		return takeovers(atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "--listing") == 0)
 		return listing();
+	if (argc == 2 && strcmp(argv[1], "--unlinked") == 0)
+		return unlinked();
 	return check_run(xrc_suite(), CK_VERBOSE);
 }

@@ -97,6 +97,46 @@ if [ -x "$HELPER" ]; then
 	nothing_left "after the listing"
 fi
 
+# A shared domain holds its file, as the kernel holds its inode: once the
+# file is unlinked and closed, its inode number would otherwise go to the
+# next new file, another uid's too, which would then open this domain.
+if [ -x "$HELPER" ]; then
+	check "a shared XRC domain holds its file, unlinked, until its last close"
+	mkfifo "$T/unlinked.in"
+	run_ours "$USER1" "$HELPER" --unlinked <"$T/unlinked.in" >"$O/unlinked" 2>&1 &
+	upid=$!
+	BG_PIDS+=("$upid")
+	exec 7>"$T/unlinked.in"
+	wait_line() {	# REGEX: until the helper printed it, or died
+		for _ in $(seq $((100 * TMUL))); do
+			grep -q "$1" "$O/unlinked" || ! pid_running "$upid" || { sleep 0.1; continue; }
+			break
+		done
+		grep -q "$1" "$O/unlinked" ||
+			{ exec 7>&-; show "xrc-helper --unlinked" "$O/unlinked"; fail "xrc-helper --unlinked printed no '$1'"; }
+	}
+	# the daemon's fds on the unlinked file (the client's own, passed
+	# with the call, goes to the closer thread: wait for it)
+	held() { find "/proc/$DAEMON_PID/fd" -lname "$upath (deleted)" 2>/dev/null | wc -l; }
+	wait_line '^held '
+	upath=$(sed -n 's/^held //p' "$O/unlinked")
+	for _ in $(seq 50); do
+		[ "$(held)" -le 1 ] && break
+		sleep 0.1
+	done
+	n_held=$(held)
+	echo >&7
+	wait_line '^closed$'
+	n_closed=$(held)
+	exec 7>&-
+	wait_exit "$upid" "$TMO" || term_bg "$upid"
+	[ "$EXIT_STATUS" -eq 0 ] || { show "xrc-helper --unlinked" "$O/unlinked"; fail "xrc-helper --unlinked exited $EXIT_STATUS"; }
+	[ "$n_held" -eq 1 ] || fail "the daemon held $n_held fds of the domain's unlinked file, not 1"
+	[ "$n_closed" -eq 0 ] || fail "the daemon still held $n_closed fds of the file after the domain's last close"
+	ok "the daemon held the unlinked $upath while the domain lived, and let go at its close"
+	nothing_left "after the unlinked domain"
+fi
+
 # xsrq ARGS...: ibv_xsrq_pingpong server (uid 1001) and client (uid 1002).
 # Each opens its XRC domain through /tmp/xrc_domain (O_CREAT, mode 0440):
 # the client, another uid, cannot open the server's file and so works in a

@@ -6,12 +6,16 @@
  * A shared domain is keyed by the device and the (st_dev, st_ino) of the
  * file whose fd the client passed: we fstat() that fd ourselves, so a
  * client can only reach domains of files it could open, as with the
- * kernel's inode-keyed table.
+ * kernel's inode-keyed table.  The domain holds its file (an O_PATH fd,
+ * as the kernel holds the inode): once the file is unlinked and closed,
+ * its inode number could otherwise go to a new file, another uid's, and
+ * that file would open this domain.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -61,27 +65,54 @@ static struct ibvd_xrcd *xrcd_find(const struct ibvd_device *dev,
 	return NULL;
 }
 
-static struct ibvd_xrcd *xrcd_new(struct ibvd_device *dev,
-				  const struct stat *st)
+/*
+ * An O_PATH fd of the file fd is open on: it holds the inode, and no
+ * more (not the client's open file, whose locks and close are its own).
+ */
+static int pin_file(int fd)
+{
+	char path[32];
+	int pin;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	pin = open(path, O_PATH | O_CLOEXEC);
+	return pin < 0 ? -errno : pin;
+}
+
+/* A new domain; shared: of the file st describes, which fd is open on. */
+static int xrcd_new(struct ibvd_device *dev, const struct stat *st, int fd,
+		    struct ibvd_xrcd **ret)
 {
 	struct ibvd_xrcd *x = calloc(1, sizeof(*x));
+	int err;
 
 	if (!x)
-		return NULL;
+		return -ENOMEM;
 	x->dev = dev;
+	x->pin_fd = -1;
 	x->id = ++next_xrcd_id;
 	LIST_INIT(&x->tgts);
 	if (st) {
 		x->shared = true;
 		x->st_dev = st->st_dev;
 		x->st_ino = st->st_ino;
-		if (ibvd_keyed_insert(&shared_xrcds, &x->node,
-				      shared_key(dev, st)) < 0) {
-			free(x);
-			return NULL;
+		x->pin_fd = pin_file(fd);
+		if (x->pin_fd < 0) {
+			err = x->pin_fd;
+			goto fail;
 		}
+		err = ibvd_keyed_insert(&shared_xrcds, &x->node,
+					shared_key(dev, st));
+		if (err < 0)
+			goto fail;
 	}
-	return x;
+	*ret = x;
+	return 0;
+fail:
+	if (x->pin_fd >= 0)
+		close(x->pin_fd);
+	free(x);
+	return err;
 }
 
 /* Free x once no context holds it and nothing of it is left. */
@@ -89,8 +120,11 @@ static void xrcd_maybe_free(struct ibvd_xrcd *x)
 {
 	if (x->opens || x->users)
 		return;
-	if (x->shared)
+	if (x->shared) {
 		ibvd_keyed_remove(&shared_xrcds, &x->node);
+		/* an O_PATH fd: its close reaches no file system */
+		close(x->pin_fd);
+	}
 	free(x);
 }
 
@@ -133,28 +167,35 @@ static int xrcd_reply(struct ibvd_call *call, struct ibvd_xrcd *x)
 
 int ibvd_req_alloc_xrcd(struct ibvd_call *call)
 {
-	struct ibvd_xrcd *x = xrcd_new(ibvd_call_ctx(call)->dev, NULL);
+	struct ibvd_xrcd *x;
+	int ret = xrcd_new(ibvd_call_ctx(call)->dev, NULL, -1, &x);
 
-	if (!x)
-		return -ENOMEM;
+	if (ret < 0)
+		return ret;
 	return xrcd_reply(call, x);
 }
 
-/* The domain the file names, as oflags ask: found, made, or an error. */
-static int xrcd_lookup(struct ibvd_call *call, const struct stat *st,
+/*
+ * The domain the file (st, open as fd) names, as oflags ask: found,
+ * made, or an error.
+ */
+static int xrcd_lookup(struct ibvd_call *call, const struct stat *st, int fd,
 		       uint32_t oflags, struct ibvd_xrcd **ret)
 {
 	struct ibvd_device *dev = ibvd_call_ctx(call)->dev;
 	struct ibvd_xrcd *x = xrcd_find(dev, st);
+	int err;
 
 	if (x && (oflags & O_CREAT) && (oflags & O_EXCL))
 		return ibvd_call_error(call, -EEXIST, "the XRC domain exists");
 	if (!x && !(oflags & O_CREAT))
 		return ibvd_call_error(call, -ENOENT, "no XRC domain for that file");
-	if (!x)
-		x = xrcd_new(dev, st);
-	if (!x)
-		return -ENOMEM;
+	if (!x) {
+		err = xrcd_new(dev, st, fd, &x);
+		if (err < 0)
+			return ibvd_call_error(call, err,
+					       "cannot hold the domain's file");
+	}
 	*ret = x;
 	return 0;
 }
@@ -177,10 +218,12 @@ int ibvd_req_open_xrcd(struct ibvd_call *call)
 	 */
 	if (ret == 0 && (fcntl(fd, F_GETFL) & O_PATH))
 		ret = -EBADF;
-	ibvd_frame_close_fd(fd);	/* the client's: its close may block */
-	if (ret < 0)
+	if (ret < 0) {
+		ibvd_frame_close_fd(fd);
 		return ibvd_call_error(call, ret, "cannot stat the domain's file");
-	ret = xrcd_lookup(call, &st, req->oflags, &x);
+	}
+	ret = xrcd_lookup(call, &st, fd, req->oflags, &x);
+	ibvd_frame_close_fd(fd);	/* the client's: its close may block */
 	if (ret < 0)
 		return ret;
 	return xrcd_reply(call, x);
