@@ -959,6 +959,7 @@ int ibvd_req_cm_notify(struct ibvd_call *call)
 	if (id->phase != CM_PH_REP_SENT)
 		return ibvd_call_error(call, -EINVAL, "the id is not waiting for an RTU");
 	id->phase = CM_PH_ESTABLISHED;
+	cm_wire_comm_est(id);
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	cm_event_simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);
 	return ret;

@@ -479,6 +479,8 @@ void cm_wire_accept(struct ibvd_cm_id *c, const uint8_t *pdata, size_t len);
 void cm_wire_reject(struct ibvd_cm_id *id, const uint8_t *pdata, size_t len);
 /* Active side: the RTU. */
 void cm_wire_establish(struct ibvd_cm_id *a);
+/* The passive side established by traffic first: its REP is done. */
+void cm_wire_comm_est(struct ibvd_cm_id *c);
 /* DREQ (retransmitted until the DREP). */
 void cm_wire_disconnect(struct ibvd_cm_id *id);
 /* id goes away: tell the far end what the IB CM would, then forget it. */

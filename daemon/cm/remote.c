@@ -618,6 +618,17 @@ void cm_wire_establish(struct ibvd_cm_id *a)
 	wire_send(w, &m, 0);
 }
 
+/*
+ * Traffic established the passive side before the RTU (rdma_notify with
+ * IBV_EVENT_COMM_EST): our REP needs no more resends, as the kernel's CM
+ * stops them at COMM_EST.
+ */
+void cm_wire_comm_est(struct ibvd_cm_id *c)
+{
+	if (c->wire)
+		wire_settle(c->wire);
+}
+
 static void send_dreq(struct cm_wire *w, uint32_t wait_ms)
 {
 	struct ibcm_msg m;
@@ -652,9 +663,10 @@ void cm_wire_disconnect(struct ibvd_cm_id *id)
  */
 static void dreq_end(struct cm_wire *w, int status)
 {
-	wire_settle(w);
+	/* no DREQ of ours: what waits (a REQ, a REP) is not this exchange's */
 	if (!w->dreq_out)
 		return;
+	wire_settle(w);
 	w->dreq_out = false;
 	if (w->id)
 		cm_send_disconnected(w->id, status);
@@ -1074,6 +1086,13 @@ static void on_rej(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	case CM_PH_REQ_RCVD:
 	case CM_PH_REP_SENT:
 	case CM_PH_REP_RCVD:
+	/*
+	 * Established on our side, but the peer's id went before our RTU
+	 * reached it (its REJ names both comm IDs): REJECTED, as the
+	 * kernel's CM and rdma_cm report it, or the connection stays
+	 * half open for as long as nothing is sent on it.
+	 */
+	case CM_PH_ESTABLISHED:
 		wire_settle(w);
 		id->phase = CM_PH_CLOSED;
 		cm_send_refusal(id, RDMA_CM_EVENT_REJECTED, r->reason, r->pdata,
@@ -1091,7 +1110,8 @@ static void on_rej(const struct ibvd_mad *in, const struct ibcm_msg *m)
  */
 static bool mra_fits(const struct cm_wire *w, const struct ibcm_mra *r)
 {
-	if (!w->waiting || w->mraed || w->dreq_out)
+	/* SIDR has no MRA: the kernel's CM drops one too */
+	if (!w->waiting || w->mraed || w->dreq_out || cm_is_ud(w->id))
 		return false;
 	if (w->id->phase == CM_PH_REQ_SENT)
 		return r->msg_mraed == IBCM_MSG_REQ;
@@ -1153,11 +1173,17 @@ static void on_dreq(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	cm_send_disconnected(w->id, 0);
 }
 
+/*
+ * A DREP answers our DREQ and nothing else: one for a connection we are
+ * still making would stop our REQ's or REP's resends, and the id would
+ * wait for ever (as the kernel's CM, which takes one in DREQ_SENT only).
+ */
 static void on_drep(const struct ibvd_mad *in, const struct ibcm_msg *m)
 {
 	struct cm_wire *w = wire_find(in, m->drep.remote_comm_id, true);
 
-	if (w && w->remote_comm_id == m->drep.local_comm_id)
+	if (w && w->dreq_out && w->remote_named &&
+	    w->remote_comm_id == m->drep.local_comm_id)
 		dreq_done(w);
 }
 

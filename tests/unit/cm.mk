@@ -16,3 +16,14 @@ tests_unit_test_cm_mad_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_cm_mad_CFLAGS = $(UNIT_CFLAGS) \
 	-DIBVD_TEST_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_cm_mad_LDADD = $(UNIT_LIBS)
+
+# The CM's exchanges with a far peer (daemon/cm/remote.c, compiled into
+# the test, which looks at the wires' own state), the rest of the daemon
+# stubbed out.
+check_PROGRAMS += tests/unit/test_cm_wire
+TESTS += tests/unit/test_cm_wire
+
+tests_unit_test_cm_wire_SOURCES = tests/unit/test_cm_wire.c $(CM_MAD_SOURCES)
+tests_unit_test_cm_wire_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_cm_wire_CFLAGS = $(UNIT_CFLAGS) $(LIBEVENT_CFLAGS)
+tests_unit_test_cm_wire_LDADD = $(UNIT_LIBS) $(LIBEVENT_LIBS)
