@@ -193,6 +193,22 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return ibvc_errno_ret(resize_cq(to_ibvc_cq(cq), cqe));
 }
 
+/*
+ * DESTROY_CQ failed (a QP still uses cq): back on its channel, whose
+ * sleepers look again.  An event owed to cq meanwhile (ring.h) may have
+ * had its look-again frame read while cq was off, by a thread that then
+ * slept: the poke wakes it, and a channel without a wake-up pair gets
+ * one for that, since nothing else would.
+ */
+static void relink_after_failed_destroy(struct ibv_comp_channel *channel,
+					struct ibvc_cq *cq)
+{
+	ibvc_channel_link(channel, cq, true);
+	if (__atomic_load_n(&cq->ring.client->owed, __ATOMIC_ACQUIRE))
+		ibvc_channel_poke_fetch(channel);
+	ibvc_poke(ibvc_channel_poke_fd(channel));
+}
+
 int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct ibvc_cq *cq;
@@ -211,11 +227,8 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	ret = ibvc_destroy_handle(ibcq->context, IBVD_MSG_DESTROY_CQ,
 				  ibcq->handle);
 	if (ret < 0) {
-		/* what came meanwhile waits on it: the channel looks again */
-		if (ibcq->channel) {
-			ibvc_channel_link(ibcq->channel, cq, true);
-			ibvc_poke(ibvc_channel_poke_fd(ibcq->channel));
-		}
+		if (ibcq->channel)
+			relink_after_failed_destroy(ibcq->channel, cq);
 		return ibvc_errno_ret(ret);
 	}
 	/* No event can name it from now on; wait for those handed out. */
