@@ -1320,6 +1320,20 @@ static void wait_for_probe(void)
 }
 
 /*
+ * A WRITE of 3 packets sent at timeout PROBE_TIMEOUT, between *t0 and
+ * *t1: when it went, as far as a test can tell.
+ */
+static void write_timed(struct eng_req *er, uint64_t *t0, uint64_t *t1)
+{
+	req_qp.attr.timeout = PROBE_TIMEOUT;
+	write_req(er, 0);
+	*t0 = roce_now_ns();
+	ck_assert_int_eq(call(er), RESP_PENDING);
+	*t1 = roce_now_ns();
+	ck_assert_uint_eq(nsent, 3);
+}
+
+/*
  * The last packet of the window lost: nothing behind it makes the
  * responder NAK.  Once the window has been quiet a sixteenth of the ACK
  * timeout, that packet goes again, once, paid for, spending no retry and
@@ -1332,12 +1346,7 @@ START_TEST(lost_tail_probed_before_the_timeout)
 	unsigned int first_two[] = { 0, 1 };
 	struct eng_req er;
 
-	req_qp.attr.timeout = PROBE_TIMEOUT;
-	write_req(&er, 0);
-	t0 = roce_now_ns();
-	ck_assert_int_eq(call(&er), RESP_PENDING);
-	t1 = roce_now_ns();
-	ck_assert_uint_eq(nsent, 3);
+	write_timed(&er, &t0, &t1);
 	/* asked again by the probe's time, long before the timeout */
 	ck_assert_uint_ge(asked_by, t0 + PROBE_DELAY);
 	ck_assert_uint_le(asked_by, t1 + PROBE_DELAY);
@@ -1416,11 +1425,7 @@ START_TEST(probe_without_its_memory_keeps_the_timeout)
 	uint64_t timeout = ibvd_eng_timeout_ns(PROBE_TIMEOUT), t0, t1;
 	struct eng_req er;
 
-	req_qp.attr.timeout = PROBE_TIMEOUT;
-	write_req(&er, 0);
-	t0 = roce_now_ns();
-	ck_assert_int_eq(call(&er), RESP_PENDING);
-	t1 = roce_now_ns();
+	write_timed(&er, &t0, &t1);
 	local_gone = true;
 	wait_for_probe();
 	asked_by = 0;
