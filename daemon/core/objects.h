@@ -239,6 +239,7 @@ struct ibvd_xrcd {
 	dev_t st_dev;
 	ino_t st_ino;
 	int pin_fd;			/* shared: an O_PATH fd of its file, -1 */
+	struct ibvd_tenant *pin_payer;	/* shared: the uid that made it */
 	uint32_t id;			/* daemon-wide, for logs and ibvctl */
 	unsigned int opens;		/* handles in contexts */
 	unsigned int users;		/* XRC SRQs and target QPs */

@@ -149,6 +149,7 @@ struct ibvd_tenant {
 	struct ibvd_tenant_counters counters;	/* all devices */
 	struct ibvd_ratelimit log_rl;		/* IBVD_TENANT_LOG_BURST */
 	unsigned int mapped_mrs;		/* verbs/mr/map.c */
+	unsigned int shared_xrcds;		/* verbs/xrc/xrcd.c: made, held */
 	uint64_t mapped_bytes;			/* their mappings' bytes */
 	unsigned int direct_pairs;		/* verbs/rings/direct.c */
 	unsigned int cm_grown;			/* cm/conn.c: listeners' sockets */

@@ -47,6 +47,8 @@ struct ibvd_context;
 /* MRs of one uid that the daemon maps to copy them, and their bytes (mr/map.c) */
 #define IBVD_UID_MAX_MAPPED_MRS	1024u
 #define IBVD_UID_MAX_MAPPED_BYTES	(2ull << 40)
+/* Shared XRC domains one uid made, each holding its file (xrc/xrcd.c) */
+#define IBVD_UID_MAX_SHARED_XRCDS	1024u
 /*
  * Each channel holds a daemon fd; librdmacm makes two per QP it creates
  * CQs for (cmtime opens hundreds of connections in one context).

@@ -336,6 +336,49 @@ START_TEST(xrcd_many_files)
 END_TEST
 
 /*
+ * Each shared domain holds its file in the daemon: a uid makes at most
+ * 1024 that live at once (IBVD_UID_MAX_SHARED_XRCDS), the next is EMFILE,
+ * and one closed makes room.  Opening a domain that exists costs nothing.
+ */
+#define UID_SHARED_DOMAINS	1024
+
+START_TEST(xrcd_shared_capped)
+{
+	static struct ibv_xrcd *xa[UID_SHARED_DOMAINS + 1];
+	struct ibv_xrcd *again;
+	char path[96];
+	unsigned int i;
+	int fd;
+
+	for (i = 0; i <= UID_SHARED_DOMAINS; i++) {
+		snprintf(path, sizeof(path), "%s.%u", FILE_PATH, i);
+		fd = open(path, O_RDONLY | O_CREAT, 0444);
+		vt_assert(fd >= 0, "creating %s: %s", path, strerror(errno));
+		close(fd);
+		xa[i] = xrcd_open(A.ctx, path, O_CREAT);
+		if (i < UID_SHARED_DOMAINS)
+			vt_assert(xa[i], "domain %u: %s", i, strerror(errno));
+	}
+	ck_assert_ptr_null(xa[UID_SHARED_DOMAINS]);
+	ck_assert_int_eq(errno, EMFILE);
+	/* one that exists opens all the same, from either context */
+	snprintf(path, sizeof(path), "%s.%u", FILE_PATH, 0);
+	again = xrcd_must(B.ctx, path, O_CREAT);
+	ck_assert_int_eq(ibv_close_xrcd(again), 0);
+	ck_assert_int_eq(ibv_close_xrcd(xa[0]), 0);
+	snprintf(path, sizeof(path), "%s.%u", FILE_PATH, UID_SHARED_DOMAINS);
+	xa[UID_SHARED_DOMAINS] = xrcd_must(A.ctx, path, O_CREAT);
+	for (i = 1; i <= UID_SHARED_DOMAINS; i++) {
+		ck_assert_int_eq(ibv_close_xrcd(xa[i]), 0);
+		snprintf(path, sizeof(path), "%s.%u", FILE_PATH, i);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s.%u", FILE_PATH, 0);
+	unlink(path);
+}
+END_TEST
+
+/*
  * One domain for both contexts: an SRQ of A's is reached through a target
  * QP B made, and its number is visible through B's handle on the domain.
  */
@@ -947,6 +990,7 @@ static Suite *xrc_suite(void)
 	tcase_add_test(tc, xrcd_private);
 	tcase_add_test(tc, xrcd_shared_rules);
 	tcase_add_test(tc, xrcd_many_files);
+	tcase_add_test(tc, xrcd_shared_capped);
 	tcase_add_test(tc, xrcd_shared_delivery);
 	tcase_add_test(tc, route_by_srqn);
 	tcase_add_test(tc, wrong_srqn);

@@ -9,7 +9,10 @@
  * kernel's inode-keyed table.  The domain holds its file (an O_PATH fd,
  * as the kernel holds the inode): once the file is unlinked and closed,
  * its inode number could otherwise go to a new file, another uid's, and
- * that file would open this domain.
+ * that file would open this domain.  Those fds are bounded: a uid makes
+ * at most IBVD_UID_MAX_SHARED_XRCDS shared domains that live at once,
+ * and all of them SHARED_XRCDS_MAX, or opening domains on file after
+ * file would take the daemon's fds.
  */
 #include <config.h>
 
@@ -25,6 +28,7 @@
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "tenant/tenant.h"
 #include "util.h"
 #include "verbs/verbs.h"
 
@@ -37,6 +41,9 @@
 static struct ibvd_keyed_table shared_xrcds;
 static uint32_t shared_key_secret;
 static uint32_t next_xrcd_id;
+
+#define SHARED_XRCDS_MAX	16384u
+static unsigned int shared_xrcds_held;
 
 static uint32_t shared_key(const struct ibvd_device *dev, const struct stat *st)
 {
@@ -79,9 +86,41 @@ static int pin_file(int fd)
 	return pin < 0 ? -errno : pin;
 }
 
-/* A new domain; shared: of the file st describes, which fd is open on. */
+/* Shared x holds its file, made by payer's uid: 0 or -errno. */
+static int pin_take(struct ibvd_xrcd *x, int fd, struct ibvd_tenant *payer)
+{
+	if (shared_xrcds_held >= SHARED_XRCDS_MAX ||
+	    payer->shared_xrcds >= IBVD_UID_MAX_SHARED_XRCDS)
+		return -EMFILE;
+	x->pin_fd = pin_file(fd);
+	if (x->pin_fd < 0)
+		return x->pin_fd;
+	x->pin_payer = payer;
+	ibvd_tenant_ref(payer);
+	payer->shared_xrcds++;
+	shared_xrcds_held++;
+	return 0;
+}
+
+static void pin_give(struct ibvd_xrcd *x)
+{
+	if (x->pin_fd < 0)
+		return;
+	/* an O_PATH fd: its close reaches no file system */
+	close(x->pin_fd);
+	x->pin_fd = -1;
+	x->pin_payer->shared_xrcds--;
+	shared_xrcds_held--;
+	ibvd_tenant_put(x->pin_payer);
+	x->pin_payer = NULL;
+}
+
+/*
+ * A new domain; shared: of the file st describes, which fd is open on,
+ * made by payer's uid.
+ */
 static int xrcd_new(struct ibvd_device *dev, const struct stat *st, int fd,
-		    struct ibvd_xrcd **ret)
+		    struct ibvd_tenant *payer, struct ibvd_xrcd **ret)
 {
 	struct ibvd_xrcd *x = calloc(1, sizeof(*x));
 	int err;
@@ -96,11 +135,9 @@ static int xrcd_new(struct ibvd_device *dev, const struct stat *st, int fd,
 		x->shared = true;
 		x->st_dev = st->st_dev;
 		x->st_ino = st->st_ino;
-		x->pin_fd = pin_file(fd);
-		if (x->pin_fd < 0) {
-			err = x->pin_fd;
+		err = pin_take(x, fd, payer);
+		if (err < 0)
 			goto fail;
-		}
 		err = ibvd_keyed_insert(&shared_xrcds, &x->node,
 					shared_key(dev, st));
 		if (err < 0)
@@ -109,8 +146,7 @@ static int xrcd_new(struct ibvd_device *dev, const struct stat *st, int fd,
 	*ret = x;
 	return 0;
 fail:
-	if (x->pin_fd >= 0)
-		close(x->pin_fd);
+	pin_give(x);
 	free(x);
 	return err;
 }
@@ -122,8 +158,7 @@ static void xrcd_maybe_free(struct ibvd_xrcd *x)
 		return;
 	if (x->shared) {
 		ibvd_keyed_remove(&shared_xrcds, &x->node);
-		/* an O_PATH fd: its close reaches no file system */
-		close(x->pin_fd);
+		pin_give(x);
 	}
 	free(x);
 }
@@ -168,11 +203,19 @@ static int xrcd_reply(struct ibvd_call *call, struct ibvd_xrcd *x)
 int ibvd_req_alloc_xrcd(struct ibvd_call *call)
 {
 	struct ibvd_xrcd *x;
-	int ret = xrcd_new(ibvd_call_ctx(call)->dev, NULL, -1, &x);
+	int ret = xrcd_new(ibvd_call_ctx(call)->dev, NULL, -1, NULL, &x);
 
 	if (ret < 0)
 		return ret;
 	return xrcd_reply(call, x);
+}
+
+/* The uid ctx's objects are charged to. */
+static struct ibvd_tenant *xrcd_payer(const struct ibvd_context *ctx)
+{
+	const struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
+
+	return account->tenant;
 }
 
 /*
@@ -182,8 +225,8 @@ int ibvd_req_alloc_xrcd(struct ibvd_call *call)
 static int xrcd_lookup(struct ibvd_call *call, const struct stat *st, int fd,
 		       uint32_t oflags, struct ibvd_xrcd **ret)
 {
-	struct ibvd_device *dev = ibvd_call_ctx(call)->dev;
-	struct ibvd_xrcd *x = xrcd_find(dev, st);
+	struct ibvd_context *ctx = ibvd_call_ctx(call);
+	struct ibvd_xrcd *x = xrcd_find(ctx->dev, st);
 	int err;
 
 	if (x && (oflags & O_CREAT) && (oflags & O_EXCL))
@@ -191,7 +234,11 @@ static int xrcd_lookup(struct ibvd_call *call, const struct stat *st, int fd,
 	if (!x && !(oflags & O_CREAT))
 		return ibvd_call_error(call, -ENOENT, "no XRC domain for that file");
 	if (!x) {
-		err = xrcd_new(dev, st, fd, &x);
+		err = xrcd_new(ctx->dev, st, fd, xrcd_payer(ctx), &x);
+		if (err == -EMFILE)
+			return ibvd_call_error(call, err,
+					       "too many shared XRC domains (%u a uid, %u in all)",
+					       IBVD_UID_MAX_SHARED_XRCDS, SHARED_XRCDS_MAX);
 		if (err < 0)
 			return ibvd_call_error(call, err,
 					       "cannot hold the domain's file");
