@@ -1063,6 +1063,15 @@ static struct cm_wire *rej_wire(const struct ibvd_mad *in,
 	return w;
 }
 
+/* w's connection refused by the peer after its request: REJECTED. */
+static void rejected(struct cm_wire *w, const struct ibcm_rej *r)
+{
+	wire_settle(w);
+	w->id->phase = CM_PH_CLOSED;
+	cm_send_refusal(w->id, RDMA_CM_EVENT_REJECTED, r->reason, r->pdata,
+			IBCM_REJ_PDATA, CM_PDATA_REJ);
+}
+
 static void on_rej(const struct ibvd_mad *in, const struct ibcm_msg *m)
 {
 	const struct ibcm_rej *r = &m->rej;
@@ -1086,17 +1095,18 @@ static void on_rej(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	case CM_PH_REQ_RCVD:
 	case CM_PH_REP_SENT:
 	case CM_PH_REP_RCVD:
+		rejected(w, r);
+		break;
 	/*
 	 * Established on our side, but the peer's id went before our RTU
-	 * reached it (its REJ names both comm IDs): REJECTED, as the
-	 * kernel's CM and rdma_cm report it, or the connection stays
-	 * half open for as long as nothing is sent on it.
+	 * reached it: REJECTED, as the kernel's CM and rdma_cm report it,
+	 * or the connection stays half open for as long as nothing is sent
+	 * on it.  Only a REJ naming both comm IDs: a requester's TIMEOUT,
+	 * found by its own comm ID alone (rej_wire), never saw our REP.
 	 */
 	case CM_PH_ESTABLISHED:
-		wire_settle(w);
-		id->phase = CM_PH_CLOSED;
-		cm_send_refusal(id, RDMA_CM_EVENT_REJECTED, r->reason, r->pdata,
-				IBCM_REJ_PDATA, CM_PDATA_REJ);
+		if (r->remote_comm_id == w->local_comm_id)
+			rejected(w, r);
 		break;
 	default:
 		break;

@@ -233,10 +233,27 @@ void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *listener,
 
 static void setup(void)
 {
+	/* each case starts from nothing, forked or not */
+	memset(&wires, 0, sizeof(wires));
+	nsent = nevents = 0;
 	daemon_.base = event_base_new();
 	ck_assert_ptr_nonnull(daemon_.base);
 	session.daemon = &daemon_;
 	cm.session = &session;
+}
+
+/* Every id a case made has a wire: both go, and the event base. */
+static void teardown(void)
+{
+	struct cm_wire *w;
+
+	while ((w = LIST_FIRST(&wires.all))) {
+		LIST_REMOVE(w, link);
+		event_free(w->timer);
+		free(w->id);
+		free(w);
+	}
+	event_base_free(daemon_.base);
 }
 
 static struct ibvd_cm_id *new_id(bool active, uint32_t qp_type)
@@ -282,20 +299,26 @@ static struct ibvd_cm_id *established(void)
 }
 
 /* A far request we accepted: our REP out, waiting for the RTU. */
-static struct ibvd_cm_id *replying(void)
+static struct ibvd_cm_id *replying_to(uint32_t peer_comm_id)
 {
 	struct ibvd_cm_id *c = new_id(false, IBV_QPT_RC);
 	struct cm_wire *w = wire_new(c, &dev, us_gid, peer_gid, 1);
+	unsigned int before = nsent;
 
 	ck_assert_ptr_nonnull(w);
-	wire_set_remote(w, PEER_COMM_ID);
+	wire_set_remote(w, peer_comm_id);
 	w->tid = 5;
 	w->peer_response_timeout = 20;
 	c->phase = CM_PH_REP_SENT;
 	cm_wire_accept(c, NULL, 0);
-	ck_assert_uint_eq(nsent, 1);
-	ck_assert_uint_eq(sent[0].hdr.attr_id, IBCM_ATTR_REP);
+	ck_assert_uint_eq(nsent, before + 1);
+	ck_assert_uint_eq(sent[before].hdr.attr_id, IBCM_ATTR_REP);
 	return c;
+}
+
+static struct ibvd_cm_id *replying(void)
+{
+	return replying_to(PEER_COMM_ID);
 }
 
 /* Is id's wire still waiting, its resend timer set? */
@@ -330,7 +353,8 @@ static void drep(uint32_t local_comm_id, uint32_t remote_comm_id)
 	from_peer(&m);
 }
 
-static void rej(uint32_t local_comm_id, uint32_t remote_comm_id, uint8_t msg)
+static void rej_for(uint32_t local_comm_id, uint32_t remote_comm_id,
+		    uint8_t msg, uint16_t reason)
 {
 	struct ibcm_msg m;
 
@@ -338,8 +362,13 @@ static void rej(uint32_t local_comm_id, uint32_t remote_comm_id, uint8_t msg)
 	m.rej.local_comm_id = local_comm_id;
 	m.rej.remote_comm_id = remote_comm_id;
 	m.rej.msg_rejected = msg;
-	m.rej.reason = IBCM_REJ_CONSUMER_DEFINED;
+	m.rej.reason = reason;
 	from_peer(&m);
+}
+
+static void rej(uint32_t local_comm_id, uint32_t remote_comm_id, uint8_t msg)
+{
+	rej_for(local_comm_id, remote_comm_id, msg, IBCM_REJ_CONSUMER_DEFINED);
 }
 
 static void mra(uint32_t remote_comm_id)
@@ -432,6 +461,36 @@ START_TEST(rej_after_our_rtu_is_rejected)
 END_TEST
 
 /*
+ * A requester's REJ (TIMEOUT of its REQ) names only its own comm ID, and
+ * finds the request it made here by that alone: it ends a request or a
+ * reply, never a connection past its RTU, which that requester never
+ * saw (a peer that guessed the requester's comm ID could end any).
+ */
+START_TEST(requester_timeout_does_not_end_a_connection)
+{
+	struct ibvd_cm_id *c = replying();
+	struct ibcm_msg m;
+
+	msg_init(&m, IBCM_ATTR_RTU, 5);
+	m.rtu.local_comm_id = PEER_COMM_ID;
+	m.rtu.remote_comm_id = c->wire->local_comm_id;
+	from_peer(&m);
+	ck_assert_int_eq(c->phase, CM_PH_ESTABLISHED);
+	ck_assert_uint_eq(nevents, 1);
+	ck_assert_uint_eq(events[0], RDMA_CM_EVENT_ESTABLISHED);
+	rej_for(PEER_COMM_ID, 0, IBCM_MSG_REQ, IBCM_REJ_TIMEOUT);
+	ck_assert_int_eq(c->phase, CM_PH_ESTABLISHED);
+	ck_assert_uint_eq(nevents, 1);
+	/* before the RTU, the same REJ ends the reply */
+	c = replying_to(PEER_COMM_ID + 1);
+	rej_for(PEER_COMM_ID + 1, 0, IBCM_MSG_REQ, IBCM_REJ_TIMEOUT);
+	ck_assert_int_eq(c->phase, CM_PH_CLOSED);
+	ck_assert_uint_eq(nevents, 2);
+	ck_assert_uint_eq(events[1], RDMA_CM_EVENT_REJECTED);
+}
+END_TEST
+
+/*
  * SIDR has no MRA: one for our SIDR REQ does not stretch its wait to a
  * minute (the kernel's CM drops it too).  An RC REQ's MRA does.
  */
@@ -476,11 +535,12 @@ int main(void)
 	Suite *s = suite_create("cm_wire");
 	TCase *tc = tcase_create("wire");
 
-	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, drep_does_not_end_a_request);
 	tcase_add_test(tc, drep_does_not_end_a_reply);
 	tcase_add_test(tc, drep_ends_our_disconnect);
 	tcase_add_test(tc, rej_after_our_rtu_is_rejected);
+	tcase_add_test(tc, requester_timeout_does_not_end_a_connection);
 	tcase_add_test(tc, sidr_takes_no_mra);
 	tcase_add_test(tc, comm_est_ends_the_reply);
 	suite_add_tcase(s, tc);
