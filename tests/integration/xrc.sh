@@ -115,24 +115,33 @@ if [ -x "$HELPER" ]; then
 		grep -q "$1" "$O/unlinked" ||
 			{ exec 7>&-; show "xrc-helper --unlinked" "$O/unlinked"; fail "xrc-helper --unlinked printed no '$1'"; }
 	}
-	# the daemon's fds on the unlinked file (the client's own, passed
-	# with the call, goes to the closer thread: wait for it)
-	held() { find "/proc/$DAEMON_PID/fd" -lname "$upath (deleted)" 2>/dev/null | wc -l; }
+	# the daemon's O_PATH fds (flags 010000000) on the unlinked file: the
+	# client's own, passed with the call, is not one, whenever the closer
+	# threads close it
+	held() {
+		local fd flags n=0
+		for fd in $(find "/proc/$DAEMON_PID/fd" -lname "$upath (deleted)" 2>/dev/null); do
+			flags=$(sed -n 's/^flags:[[:space:]]*//p' "/proc/$DAEMON_PID/fdinfo/${fd##*/}" 2>/dev/null)
+			[ -n "$flags" ] && (( (8#$flags) & 8#10000000 )) && n=$((n + 1))
+		done
+		echo "$n"
+	}
 	wait_line '^held '
 	upath=$(sed -n 's/^held //p' "$O/unlinked")
-	for _ in $(seq 50); do
-		[ "$(held)" -le 1 ] && break
-		sleep 0.1
-	done
 	n_held=$(held)
 	echo >&7
 	wait_line '^closed$'
+	# the domain's own fd goes to its maker's close queue: soon
+	for _ in $(seq $((50 * TMUL))); do
+		[ "$(held)" -eq 0 ] && break
+		sleep 0.1
+	done
 	n_closed=$(held)
 	exec 7>&-
 	wait_exit "$upid" "$TMO" || term_bg "$upid"
 	[ "$EXIT_STATUS" -eq 0 ] || { show "xrc-helper --unlinked" "$O/unlinked"; fail "xrc-helper --unlinked exited $EXIT_STATUS"; }
-	[ "$n_held" -eq 1 ] || fail "the daemon held $n_held fds of the domain's unlinked file, not 1"
-	[ "$n_closed" -eq 0 ] || fail "the daemon still held $n_closed fds of the file after the domain's last close"
+	[ "$n_held" -eq 1 ] || fail "the daemon held $n_held O_PATH fds of the domain's unlinked file, not 1"
+	[ "$n_closed" -eq 0 ] || fail "the daemon still held $n_closed O_PATH fds of the file after the domain's last close"
 	ok "the daemon held the unlinked $upath while the domain lived, and let go at its close"
 	nothing_left "after the unlinked domain"
 fi

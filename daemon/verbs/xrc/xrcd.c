@@ -28,6 +28,7 @@
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
+#include "server/closer.h"
 #include "tenant/tenant.h"
 #include "util.h"
 #include "verbs/verbs.h"
@@ -42,7 +43,7 @@ static struct ibvd_keyed_table shared_xrcds;
 static uint32_t shared_key_secret;
 static uint32_t next_xrcd_id;
 
-#define SHARED_XRCDS_MAX	16384u
+#define SHARED_XRCDS_MAX	65536u
 static unsigned int shared_xrcds_held;
 
 static uint32_t shared_key(const struct ibvd_device *dev, const struct stat *st)
@@ -95,6 +96,7 @@ static int pin_take(struct ibvd_xrcd *x, int fd, struct ibvd_tenant *payer)
 	x->pin_fd = pin_file(fd);
 	if (x->pin_fd < 0)
 		return x->pin_fd;
+	ibvd_closer_own(x->pin_fd, payer->uid);
 	x->pin_payer = payer;
 	ibvd_tenant_ref(payer);
 	payer->shared_xrcds++;
@@ -106,8 +108,12 @@ static void pin_give(struct ibvd_xrcd *x)
 {
 	if (x->pin_fd < 0)
 		return;
-	/* an O_PATH fd: its close reaches no file system */
-	close(x->pin_fd);
+	/*
+	 * The last hold of an unlinked file: its close frees the inode,
+	 * which may take a while (a large file's blocks), so it goes to the
+	 * maker's close queue, as the client's own fds do.
+	 */
+	ibvd_frame_close_fd(x->pin_fd);
 	x->pin_fd = -1;
 	x->pin_payer->shared_xrcds--;
 	shared_xrcds_held--;
