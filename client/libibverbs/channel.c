@@ -730,8 +730,11 @@ static struct ibvc_cq *take_owed_event(struct ibvc_comp_channel *ch)
 	for (cq = ch->cqs; cq; cq = cq->next_on_channel)
 		if (owed_taken(ch, cq))
 			break;
-	if (cq)
+	if (cq) {
 		count_delivered(cq);
+		/* a poke may have woken us for it: not readable for nothing */
+		settle(ch);
+	}
 	pthread_mutex_unlock(&ch->recv_lock);
 	return cq;
 }
