@@ -139,7 +139,11 @@ static void handle(struct rsocket *rs, struct rdma_cm_event *ev)
 		established(rs, ev);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		connect_failed(rs, ECONNREFUSED);
+		/* connected already: the peer went before our RTU reached it */
+		if (rs->state & RS_CONNECTED)
+			disconnected(rs);
+		else
+			connect_failed(rs, ECONNREFUSED);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
