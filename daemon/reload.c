@@ -202,6 +202,8 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 	}
 	old = d->cfg;
 	d->cfg = cfg;
+	/* sessions made from now on; those that exist keep what they had */
+	ibvd_server_lookup_admin(d->server);
 	warn_restart_only(old, cfg);
 	ibvd_daemon_apply_log_level(d);
 	/* live: what tenants hold stays, their next requests see these */

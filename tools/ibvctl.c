@@ -82,7 +82,7 @@ static void report_connect_error(const char *path, int err)
 
 /*
  * The daemon's errors carry a message ("unknown device ibvd7", "daemon
- * reload requires root or group rdma"); EINVAL means it did not accept the
+ * reload requires root or group ibverbsd-admin"); EINVAL means it did not accept the
  * arguments, so the object's usage follows, as for ibvctl's own checks.
  */
 static void report_call_error(const struct ibvd_conn *conn, const char *path,

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "args.h"
 #include "cm/cm.h"
 #include "core/device.h"
 #include "ibverbsd.pb-c.h"
@@ -40,7 +41,7 @@ struct admin_cmd {
 	const char *object;
 	const char *command;
 	size_t max_args;	/* words after OBJECT COMMAND */
-	int needs_admin;	/* root or IBVD_ADMIN_GROUP */
+	int needs_admin;	/* root or the config's admin_group */
 	admin_fn fn;
 };
 
@@ -474,8 +475,8 @@ int ibvd_req_admin(struct ibvd_call *call)
 		return -EINVAL;
 	if (cmd->needs_admin && !me.privileged)
 		return ibvd_call_error(call, -EPERM,
-				       "%s %s requires root or group " IBVD_ADMIN_GROUP,
-				       cmd->object, cmd->command);
+				       "%s %s requires %s", cmd->object,
+				       cmd->command, ibvd_admin_who(call));
 	args.argc = req->n_argv > 2 ? req->n_argv - 2 : 0;
 	args.argv = req->n_argv > 2 ? req->argv + 2 : NULL;
 	args.details = req->details;

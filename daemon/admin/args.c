@@ -4,11 +4,14 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
+#include "config/config.h"
 #include "server/call.h"
+#include "server/daemon.h"
 
 /*
  * A "link DEV[/PORT]" value: *dev points into value (cut at the '/'),
@@ -88,4 +91,16 @@ bool ibvd_admin_num_spec(const char *spec, unsigned long long v, bool *match)
 			return false;
 		spec = end + 1;
 	}
+}
+
+const char *ibvd_admin_who(struct ibvd_call *call)
+{
+	static char who[64];
+	const struct ibvd_daemon *d = ibvd_call_daemon(call);
+	const char *group = d->cfg ? d->cfg->admin_group : NULL;
+
+	if (!group)
+		return "root";
+	snprintf(who, sizeof(who), "root or group %.40s", group);
+	return who;
 }

@@ -35,4 +35,10 @@ int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
  */
 bool ibvd_admin_num_spec(const char *spec, unsigned long long v, bool *match);
 
+/*
+ * Who may administer, for messages: "root or group NAME" (the config's
+ * admin_group), or "root".
+ */
+const char *ibvd_admin_who(struct ibvd_call *call);
+
 #endif /* IBVD_ADMIN_ARGS_H */

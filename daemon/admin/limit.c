@@ -27,6 +27,7 @@
 
 #include <jansson.h>
 
+#include "args.h"
 #include "core/device.h"
 #include "core/rate.h"
 #include "limit.h"
@@ -378,8 +379,8 @@ static int visible_uid(struct ibvd_call *call, const struct show_sel *sel,
 		return 0;
 	if (sel->uid >= 0 && sel->uid != me.uid)
 		return ibvd_call_error(call, -EPERM,
-				       "limits of uid %lld are for root or group "
-				       IBVD_ADMIN_GROUP " only", sel->uid);
+				       "limits of uid %lld are for %s only",
+				       sel->uid, ibvd_admin_who(call));
 	*only = me.uid;
 	return 0;
 }

@@ -1455,8 +1455,31 @@ static int daemon_user(struct parser *p, json_t *v, void *obj)
 	return replace_string(p, &cfg->user, s);
 }
 
+/*
+ * "admin_group": its members administer the daemon as root does, if the
+ * group exists (it is looked up at start and at each reload, so it may
+ * come later); "" is nobody but root.  Never the group of the socket's
+ * users: administering means every tenant's limits and objects.
+ */
+static int admin_group(struct parser *p, json_t *v, void *obj)
+{
+	struct ibvd_config *cfg = obj;
+	const char *s;
+
+	s = get_string(p, v, "a group name");
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '\0') {
+		free(cfg->admin_group);
+		cfg->admin_group = NULL;
+		return 0;
+	}
+	return replace_string(p, &cfg->admin_group, s);
+}
+
 static const struct member top_members[] = {
 	{ "user", daemon_user },
+	{ "admin_group", admin_group },
 	{ "socket", parse_socket },
 	{ "engine", parse_engine },
 	{ "log", parse_log },
@@ -1505,6 +1528,12 @@ static struct ibvd_config *config_new(void)
 		return NULL;
 	}
 	cfg->socket_mode = 0666;
+	cfg->admin_group = strdup(IBVD_ADMIN_GROUP_DEFAULT);
+	if (!cfg->admin_group) {
+		free(cfg->socket_path);
+		free(cfg);
+		return NULL;
+	}
 	cfg->engine_threads = IBVD_ENGINE_THREADS_AUTO;
 	cfg->engine_direct = true;
 	cfg->engine_staging = IBVD_STAGING_DEFAULT;
@@ -1678,6 +1707,7 @@ void ibvd_config_free(struct ibvd_config *cfg)
 	free(cfg->user);
 	free(cfg->socket_path);
 	free(cfg->socket_group);
+	free(cfg->admin_group);
 	for (size_t i = 0; i < cfg->nlimit_rules; i++) {
 		free(cfg->limit_rules[i].cgroup);
 		free(cfg->limit_rules[i].name);

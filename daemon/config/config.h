@@ -3,6 +3,7 @@
  *
  * {
  *   "user": "ibverbsd",
+ *   "admin_group": "ibverbsd-admin",
  *   "socket":  { "path": "/run/ibverbsd/ibverbsd.sock", "mode": "0666", "group": "" },
  *   "engine":  { "threads": "auto" },
  *   "log":     { "level": "info" },
@@ -28,6 +29,9 @@
  * an interface.  Its "peers" are the CIDRs packets may come from (default:
  * the interface's own subnets).
  *
+ * "admin_group": members of this group, if it exists, administer the
+ * daemon as root does (ibvctl limit set, daemon reload, every tenant's
+ * objects); "" makes root the only administrator.
  * "user": started as root, the daemon becomes this user (a name, or a
  * numeric uid) once its socket is bound and its devices are open, and
  * keeps no capability (daemon/privilege.c); default: stay who it is.
@@ -53,6 +57,11 @@
 #include "core/device.h"	/* the model's own limits */
 
 #define IBVD_MAX_ENGINE_THREADS	64
+/*
+ * "admin_group" by default: a group of its own, never "rdma", the group
+ * Debian gives RDMA users and this daemon's socket is often for.
+ */
+#define IBVD_ADMIN_GROUP_DEFAULT	"ibverbsd-admin"
 /* engine.threads "auto" (the default): the CPUs we may run on, less one */
 #define IBVD_ENGINE_THREADS_AUTO	0u
 /* engine.staging: each QP's staging block (verbs/rings/staging.c) */
@@ -189,6 +198,9 @@ struct ibvd_config {
 	mode_t socket_mode;		/* default 0666 */
 	char *socket_group;		/* NULL = leave the group alone; a
 					 * name that existed at load time */
+	char *admin_group;		/* "admin_group", default
+					 * IBVD_ADMIN_GROUP_DEFAULT; NULL: root
+					 * only */
 	unsigned int engine_threads;	/* default IBVD_ENGINE_THREADS_AUTO */
 	uint32_t engine_staging;	/* "staging" (KiB in the file): bytes
 					 * of each QP's staging block, 0 none */

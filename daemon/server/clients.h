@@ -34,7 +34,7 @@ struct ibvd_client_info {
 	const char *comm;		/* /proc/PID/comm at accept */
 	const char *cgroup;		/* "" if unknown */
 	enum ibvd_session_state state;
-	bool privileged;		/* root, or in IBVD_ADMIN_GROUP */
+	bool privileged;		/* root, or in the admin_group */
 	const struct ibvd_tenant *tenant;	/* its quota account */
 	struct ibvd_context *ctx;	/* its device context, or NULL */
 };

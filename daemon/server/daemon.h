@@ -37,13 +37,12 @@ TAILQ_HEAD(ibvd_session_list, ibvd_session);
  * Connections beyond IBVD_MAX_SESSIONS are refused ("too many clients").
  * One uid may hold its "session" limit of them (1024 unless the config
  * says otherwise), and the last IBVD_SESSIONS_RESERVED are kept for root
- * and the admin group, which the per-uid limit does not apply to either.
+ * and the admin group (the config's "admin_group"), which the per-uid limit
+ * does not apply to either.
  */
 #define IBVD_MAX_SESSIONS	4096
 #define IBVD_SESSIONS_RESERVED	64
 
-/* The group whose members may administer the daemon like root, if it exists. */
-#define IBVD_ADMIN_GROUP	"rdma"
 
 /*
  * Objects one device context may hold (PDs, MRs, CQs, QPs, ... together):

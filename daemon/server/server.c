@@ -37,7 +37,7 @@ struct ibvd_server {
 	char *path;
 	dev_t file_dev;			/* the socket file we created */
 	ino_t file_ino;
-	int have_admin_gid;		/* IBVD_ADMIN_GROUP exists */
+	int have_admin_gid;		/* the config's admin_group exists */
 	gid_t admin_gid;
 	struct event *accept_ev;
 	struct event *resume_ev;
@@ -400,10 +400,14 @@ int ibvd_server_open(struct ibvd_server **ret_srv, const char *path,
 
 /* ---- accept ----------------------------------------------------------- */
 
-/* Look up the admin group now, not at every accept (NSS may be slow). */
-static void lookup_admin_group(struct ibvd_server *srv)
+/*
+ * Look up the config's admin group now, not at every accept (NSS may be
+ * slow): at start, and at each reload (it may exist only since).
+ */
+void ibvd_server_lookup_admin(struct ibvd_server *srv)
 {
-	struct group *gr = getgrnam(IBVD_ADMIN_GROUP);
+	const char *name = srv->d->cfg ? srv->d->cfg->admin_group : NULL;
+	struct group *gr = name ? getgrnam(name) : NULL;
 
 	srv->have_admin_gid = gr != NULL;
 	srv->admin_gid = gr ? gr->gr_gid : 0;
@@ -548,7 +552,7 @@ int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d)
 	int ret;
 
 	srv->d = d;
-	lookup_admin_group(srv);
+	ibvd_server_lookup_admin(srv);
 	ret = ibvd_sessions_start(d);
 	if (ret < 0)
 		return ret;
@@ -576,8 +580,6 @@ int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 	gid_t gid;
 	int ret;
 
-	/* The group may have been created since: a reload looks again. */
-	lookup_admin_group(srv);
 	if (srv->activated)
 		return 0;
 	ret = group_gid(group, &gid, err, errlen);

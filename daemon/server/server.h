@@ -43,6 +43,9 @@ int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
 int ibvd_server_restore_access(struct ibvd_server *srv, mode_t mode, gid_t gid,
 			       char *err, size_t errlen);
 
+/* The config's admin group, looked up again (at a reload). */
+void ibvd_server_lookup_admin(struct ibvd_server *srv);
+
 /*
  * Re-apply mode and group after a reload.  A socket that came from
  * systemd belongs to the .socket unit and is left alone.

@@ -50,7 +50,7 @@ struct ibvd_session {
 	uint64_t id;			/* for logs: "client 7" */
 	int fd;
 	struct ucred cred;		/* pid (0 if not in our pid ns), uid, gid */
-	int privileged;			/* root, or in IBVD_ADMIN_GROUP */
+	int privileged;			/* root, or in the admin_group */
 	struct ibvd_peer_identity ident; /* cred plus pid start time, cgroup */
 	struct ibvd_tenant *tenant;	/* its uid's quota account: outlives
 					 * everything the session owns */

@@ -142,21 +142,40 @@ else
 	log "not root: the per-uid cap cannot be checked"
 fi
 
-# Root or the rdma group may administer: the group as primary or as a
-# supplementary group, as the socket's peer credentials say.
+# Root or the config's admin group may administer.  By default that is
+# a group of its own, ibverbsd-admin, never "rdma", the group Debian gives
+# RDMA users and a socket is often opened to: a member of rdma is refused.
+# With "admin_group": "rdma" (a reload looks the group up again), a member
+# may, the group as primary or as a supplementary group, as the socket's
+# peer credentials say.
 check "who may run daemon reload"
 if is_root && getent group rdma >/dev/null; then
-	for how in "--regid=$USER1 --groups=rdma" "--regid=rdma --clear-groups"; do
-		# shellcheck disable=SC2086 # $how is two options
-		(cd "$T" && timeout -k 2 "$TMO" setpriv --reuid="$USER1" $how -- \
-			"$T/bin/badclient-helper" "$SOCK" admin daemon reload) >"$O/reload-rdma" 2>&1
-		expect_grep '^reply \[\]$' "$O/reload-rdma" "daemon reload as uid $USER1 ($how)"
-	done
-	run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-user" 2>&1
+	reload_as() {	# OUT SETPRIV-GROUP-OPTIONS...: daemon reload as $USER1
+		local out=$1
+		shift
+		(cd "$T" && timeout -k 2 "$TMO" setpriv --reuid="$USER1" "$@" -- \
+			"$T/bin/badclient-helper" "$SOCK" admin daemon reload) >"$out" 2>&1
+	}
+	reload_as "$O/reload-default" --regid="$USER1" --groups=rdma
 	# (error 1: EPERM)
+	expect_grep "^error 1 .*requires root or group ibverbsd-admin" "$O/reload-default" \
+		"daemon reload as uid $USER1 in group rdma, by default"
+	"$PYTHON" - "$conf" <<-'EOF' || fail "cannot rewrite $conf"
+	import json, sys
+	cfg = json.load(open(sys.argv[1]))
+	cfg["admin_group"] = "rdma"
+	json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+	EOF
+	"$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-root" 2>&1
+	expect_grep '^reply \[\]$' "$O/reload-root" "daemon reload as root"
+	reload_as "$O/reload-rdma1" --regid="$USER1" --groups=rdma
+	expect_grep '^reply \[\]$' "$O/reload-rdma1" "daemon reload as uid $USER1, rdma supplementary"
+	reload_as "$O/reload-rdma2" --regid=rdma --clear-groups
+	expect_grep '^reply \[\]$' "$O/reload-rdma2" "daemon reload as uid $USER1, rdma primary"
+	run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-user" 2>&1
 	expect_grep "^error 1 .*requires root or group rdma" "$O/reload-user" \
 		"daemon reload as uid $USER1 without the group"
-	ok "uid $USER1 may reload in group rdma (primary or supplementary), not without"
+	ok "uid $USER1 in group rdma may not reload by default; with admin_group rdma may (primary or supplementary), and not without it"
 else
 	log "not root or no group rdma: the group check cannot be run"
 fi

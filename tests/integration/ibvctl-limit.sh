@@ -220,10 +220,10 @@ release p2
 ibvctl_as "$USER1" limit set uid "$USER1" qp=100 >"$O/deny" 2>&1
 rc=$?
 expect_failed "$rc" "limit set as uid $USER1"
-expect_grep 'limit set requires root or group rdma' "$O/deny" "limit set refused with a message"
+expect_grep 'limit set requires root or group ibverbsd-admin' "$O/deny" "limit set refused with a message"
 ibvctl_as "$USER1" limit show uid "$USER2" >"$O/deny" 2>&1
 expect_failed $? "limit show uid $USER2 as uid $USER1"
-expect_grep "limits of uid $USER2 are for root or group rdma only" "$O/deny" "another uid's limits refused"
+expect_grep "limits of uid $USER2 are for root or group ibverbsd-admin only" "$O/deny" "another uid's limits refused"
 
 check "bad command lines exit non-zero with a message"
 bad() {

@@ -112,6 +112,7 @@ static void assert_defaults(const struct ibvd_config *cfg)
 	ck_assert_str_eq(cfg->socket_path, IBVERBSD_DEFAULT_SOCKET);
 	ck_assert_uint_eq(cfg->socket_mode, 0666);
 	ck_assert_ptr_null(cfg->socket_group);
+	ck_assert_str_eq(cfg->admin_group, "ibverbsd-admin");
 	ck_assert_uint_eq(cfg->engine_threads, IBVD_ENGINE_THREADS_AUTO);
 	ck_assert_int_eq(cfg->log_level, IBVD_LOG_INFO);
 	ck_assert(cfg->rlimit_memlock_enforce);
@@ -311,6 +312,29 @@ START_TEST(existing_group)
 	cfg = good(buf);
 	ck_assert_str_eq(cfg->socket_group, gr->gr_name);
 	ibvd_config_free(cfg);
+}
+END_TEST
+
+/*
+ * The admin group: any name (looked up at start and reload, not at load:
+ * it may come later), or "" for root alone.  Not the socket's group by
+ * default, "rdma" least of all.
+ */
+START_TEST(admin_group_named_or_none)
+{
+	struct ibvd_config *cfg = good("{'admin_group': 'no-such-group-yet'}");
+
+	ck_assert_str_eq(cfg->admin_group, "no-such-group-yet");
+	ibvd_config_free(cfg);
+	cfg = good("{'admin_group': ''}");
+	ck_assert_ptr_null(cfg->admin_group);
+	ibvd_config_free(cfg);
+	cfg = good("{'socket': {'group': 'root'}}");
+	ck_assert_str_eq(cfg->admin_group, IBVD_ADMIN_GROUP_DEFAULT);
+	ck_assert_str_ne(cfg->admin_group, "rdma");
+	ibvd_config_free(cfg);
+	ck_assert_str_eq(parse_error("{'admin_group': 0}"),
+		"t.conf:1:2: admin_group: expected a group name, got 0");
 }
 END_TEST
 
@@ -1494,6 +1518,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, accepted_values);
 	tcase_add_test(ok, existing_group);
 	tcase_add_test(ok, empty_group_keeps_user);
+	tcase_add_test(ok, admin_group_named_or_none);
 	tcase_add_test(ok, good_files);
 	tcase_add_test(ok, sixteen_devices);
 	tcase_add_test(ok, limits_absent_mean_max);
