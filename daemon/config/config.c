@@ -1251,6 +1251,16 @@ find_group(const struct ibvd_config *cfg, const struct ibvd_limit_who *who)
 	return NULL;
 }
 
+bool ibvd_config_has_cgroup_rules(const struct ibvd_config *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nlimit_rules; i++)
+		if (cfg->limit_rules[i].match == IBVD_LIMIT_MATCH_CGROUP)
+			return true;
+	return false;
+}
+
 static const struct ibvd_config_limit_rule *
 find_cgroup(const struct ibvd_config *cfg, const char *cgroup)
 {

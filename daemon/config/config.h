@@ -272,6 +272,9 @@ const struct ibvd_config_limit_rule *
 ibvd_config_limit_rule_for(const struct ibvd_config *cfg,
 			   const struct ibvd_limit_who *who);
 
+/* Has cfg a "cgroup" rule (from the file, or added by ibvctl limit set)? */
+bool ibvd_config_has_cgroup_rules(const struct ibvd_config *cfg);
+
 /* rule's (NULL: default's) limits on the sum over all devices. */
 void ibvd_config_limits_all(const struct ibvd_config *cfg,
 			    const struct ibvd_config_limit_rule *rule,

@@ -370,6 +370,46 @@ static int charge_session(struct ibvd_session *s)
 	return ret;
 }
 
+/*
+ * The peer's supplementary groups as the kernel says they were at
+ * connect() (SO_PEERGROUPS), not as /proc says later: a client whose
+ * process is gone by then would have none there, and match no group rule.
+ * More than IBVD_PEER_GROUPS_MAX (ERANGE): /proc's first ones stay.
+ */
+static void peer_groups(int fd, struct ibvd_peer_identity *id)
+{
+	gid_t groups[IBVD_PEER_GROUPS_MAX];
+	socklen_t len = sizeof(groups);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return;
+	id->ngroups = len / sizeof(groups[0]);
+	memcpy(id->groups, groups, id->ngroups * sizeof(groups[0]));
+}
+
+/*
+ * The limits' cgroup rules need the client's cgroup, which only /proc
+ * tells.  Unknown (its process exited before we looked, or it is outside
+ * our pid namespace), a uid's first session would give its tenant the
+ * default rule, perhaps a looser one than its cgroup's, and the tenant
+ * keeps it: refused then, unless a rule of its uid or groups applies
+ * (those win over cgroups).  A uid whose tenant exists has its rule.
+ */
+static bool cgroup_wanted(const struct ibvd_session *s)
+{
+	const struct ibvd_config *cfg = s->daemon->cfg;
+	struct ibvd_limit_who who;
+
+	if (s->privileged || s->ident.cgroup[0] ||
+	    !ibvd_config_has_cgroup_rules(cfg) || ibvd_tenant_exists(s->ident.uid))
+		return false;
+	/* a rule of its uid or groups wins over any cgroup's */
+	ibvd_peer_identity_who(&s->ident, &who);
+	return !ibvd_config_limit_rule_for(cfg, &who);
+}
+
+static struct ibvd_ratelimit unknown_rl = IBVD_RATELIMIT_INIT(1);
+
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 		     int privileged, struct ibvd_session **ret_s)
 {
@@ -392,6 +432,20 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 	s->ident.uid = cred->uid;
 	s->ident.gid = cred->gid;
 	ibvd_peer_identity_read(&s->ident, "/proc");
+	peer_groups(fd, &s->ident);
+	if (cgroup_wanted(s)) {
+		ibvd_frame_send_error(fd, 0, EAGAIN,
+				      "the daemon cannot read this client's cgroup, "
+				      "which its limits need", MSG_DONTWAIT);
+		ibvd_log_ratelimited(&unknown_rl, IBVD_LOG_WARNING,
+				     "refusing a connection from pid %d uid %u: "
+				     "its cgroup is unknown (exited, or outside "
+				     "our pid namespace) and limits have cgroup "
+				     "rules", (int)cred->pid,
+				     (unsigned int)cred->uid);
+		ret = -EAGAIN;
+		goto fail;
+	}
 	s->tenant = ibvd_tenant_get(d->cfg, &s->ident);
 	if (!s->tenant) {
 		ret = -ENOMEM;

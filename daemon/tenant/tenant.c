@@ -166,6 +166,16 @@ static void set_limits(struct ibvd_tenant *t, const struct ibvd_config *cfg)
 		ibvd_config_limits_dev(cfg, rule, td->name, &td->limits);
 }
 
+bool ibvd_tenant_exists(uid_t uid)
+{
+	const struct ibvd_tenant *t;
+
+	for (t = tenants; t; t = t->next)
+		if (t->uid == uid)
+			return true;
+	return false;
+}
+
 struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,
 				    const struct ibvd_peer_identity *id)
 {

@@ -47,7 +47,8 @@ struct ibvd_peer_identity {
 	unsigned long long starttime;	/* /proc/PID/stat field 22; 0 unknown */
 	char cgroup[IBVD_CGROUP_MAX];	/* "0::" line of /proc/PID/cgroup; ""
 					 * unknown */
-	unsigned int ngroups;		/* "Groups:" of /proc/PID/status */
+	unsigned int ngroups;		/* SO_PEERGROUPS at connect(), else
+					 * "Groups:" of /proc/PID/status */
 	gid_t groups[IBVD_PEER_GROUPS_MAX];
 };
 
@@ -157,6 +158,9 @@ struct ibvd_tenant {
 	uint64_t ring_bytes;			/* verbs/rings/rings.c */
 	struct ibvd_tenant *next;
 };
+
+/* Has uid a tenant (a session, a context, memory of its own) now? */
+bool ibvd_tenant_exists(uid_t uid);
 
 /* The tenant of id->uid, made with cfg's limits for id if new; NULL: ENOMEM. */
 struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,

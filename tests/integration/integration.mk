@@ -14,6 +14,7 @@ INTEGRATION_TESTS = \
 	tests/integration/sd-notify.sh \
 	tests/integration/socket-activation.sh \
 	tests/integration/privilege.sh \
+	tests/integration/identity.sh \
 	tests/integration/ibvctl.sh \
 	tests/integration/ibvctl-resource.sh \
 	tests/integration/ibvctl-cli.sh \

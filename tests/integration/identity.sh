@@ -1,0 +1,66 @@
+#!/bin/bash
+# Who a client is, when /proc cannot say: the daemon runs in a pid
+# namespace of its own, so every client's pid is 0 to it and /proc tells
+# it nothing (as for a client whose process exits before the daemon reads
+# /proc).  The kernel still says, at connect(), its uid, gid and
+# supplementary groups (SO_PEERCRED, SO_PEERGROUPS); its cgroup only /proc
+# knows.  With a "cgroup" rule in the limits:
+#   - a uid's first client with no uid or group rule of its own is
+#     refused (its tenant would take the default rule, and keep it);
+#   - a client in a group with a rule is served: its groups come from the
+#     socket, not from /proc;
+#   - root is served (ibvctl from anywhere).
+. "$(dirname "$0")/lib.sh"
+
+is_root || skip "a pid namespace needs root"
+need_cmd unshare setpriv
+getent group rdma >/dev/null || skip "no group rdma to make a rule of"
+ibvd_init
+O=$T/out
+
+conf=$(default_conf) || exit 1
+"$PYTHON" - "$conf" <<-'EOF' || fail "cannot rewrite $conf"
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+cfg["limits"] = {"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}
+json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+EOF
+# the daemon, the namespace's first process, ends with unshare
+wrapper=$T/ibverbsd-pidns
+cat >"$wrapper" <<-EOF
+#!/bin/sh
+exec unshare --pid --fork --mount-proc --kill-child=SIGTERM "$IBVERBSD" "\$@"
+EOF
+chmod 755 "$wrapper"
+IBVERBSD=$wrapper daemon_start -c "$conf"
+daemon_wait_ready
+
+need_cmd /usr/bin/ibv_devices
+# devices_as OUT SETPRIV-GROUP-OPTIONS...: Debian's ibv_devices as $USER1
+devices_as() {
+	local out=$1
+	shift
+	debian_env
+	(cd "$T" && timeout -k 2 "$TMO" setpriv --reuid="$USER1" "$@" -- \
+		env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" /usr/bin/ibv_devices) >"$out" 2>&1
+}
+
+check "a client whose cgroup the daemon cannot read, no rule of its uid or groups"
+devices_as "$O/plain" --regid="$USER1" --clear-groups && {
+	show client "$O/plain"
+	fail "uid $USER1 was served with an unknown cgroup and cgroup rules"
+}
+expect_grep "cannot read this client's cgroup" "$O/plain" "ibv_devices' error"
+expect_grep "its cgroup is unknown" "$DAEMON_LOG" "the daemon's log"
+ok "refused: $(grep -m1 -o "the daemon cannot read this client's cgroup[^\"]*" "$O/plain")"
+
+check "the same uid in group rdma (supplementary), which has a rule"
+devices_as "$O/rdma" --regid="$USER1" --groups=rdma ||
+	{ show client "$O/rdma"; fail "uid $USER1 in group rdma was refused"; }
+expect_grep 'ibvd0' "$O/rdma" "ibv_devices' list"
+ok "served: its groups came from the socket"
+
+check "root is served"
+"$T/bin/badclient-helper" "$SOCK" list >"$O/root" 2>&1 ||
+	{ show client "$O/root"; fail "root was refused"; }
+ok "served"
