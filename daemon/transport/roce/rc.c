@@ -526,6 +526,17 @@ static void read_again(struct roce_txq *q, struct ibvd_qp *qp,
 /* ---- a quiet window ---------------------------------------------------------- */
 
 /*
+ * Where the front's ACK timeout runs from: its last sending or the last
+ * answer that moved anything in flight on, whichever is later.
+ */
+static uint64_t front_since(struct roce_qp *w)
+{
+	const struct roce_txm *front = roce_txm_at(w, 0);
+
+	return front->sent_ns > w->tx.heard_ns ? front->sent_ns : w->tx.heard_ns;
+}
+
+/*
  * A lost packet in the middle of the window is found at once: the
  * responder NAKs the gap when the packets behind it come.  A lost last
  * packet (or the ACK of it) has nothing behind it, and only the local ACK
@@ -605,14 +616,11 @@ static void watch_quiet(struct ibvd_engine *eng, struct roce_txq *q,
 {
 	uint64_t timeout = ibvd_eng_timeout_ns(qp->attr.timeout);
 	uint64_t delay = probe_delay(timeout), quiet, due;
-	const struct roce_txm *front = roce_txm_at(w, 0);
 	struct roce_txm *tail;
 
 	if (!w->tx.n)
 		return;
-	due = (front->sent_ns > w->tx.heard_ns ? front->sent_ns :
-	       w->tx.heard_ns) + timeout;
-	ibvd_eng_ask_again_by(eng, due);
+	ibvd_eng_ask_again_by(eng, front_since(w) + timeout);
 	quiet = quiet_since(w, &tail);
 	/* a READ that asked again past a gap waits for the timeout (rc_resp.c) */
 	if (!delay || !tail || w->tx.probed_quiet == quiet || tail->read_gap)
@@ -678,7 +686,6 @@ static enum eng_resp front_step(struct ibvd_engine *eng, struct roce_txq *q,
 				const struct eng_req *req, uint8_t *rnr_timer)
 {
 	struct roce_txm *m;
-	uint64_t since;
 	bool timed_out;
 	uint32_t from, i;
 
@@ -691,9 +698,8 @@ static enum eng_resp front_step(struct ibvd_engine *eng, struct roce_txq *q,
 	if (m->answer >= 0)
 		return take_answer(w, m, rnr_timer);
 	/* a NAK's resend goes at once and spends nothing; a timeout a retry */
-	since = m->sent_ns > w->tx.heard_ns ? m->sent_ns : w->tx.heard_ns;
-	timed_out = !w->tx.resend &&
-		    roce_now_ns() - since >= ibvd_eng_timeout_ns(qp->attr.timeout);
+	timed_out = !w->tx.resend && roce_now_ns() - front_since(w) >=
+				     ibvd_eng_timeout_ns(qp->attr.timeout);
 	if (!w->tx.resend && !timed_out)
 		return RESP_PENDING;
 	if (timed_out && ibvd_eng_retry_spent(qp)) {
