@@ -44,16 +44,15 @@ int ibvd_lease_revoke(struct ibvd_lease *l)
 
 int ibvd_lease_revoke_for(struct ibvd_lease *l, uint64_t wait_ns)
 {
-	uint64_t start = 0;
-
 	ibvd_lease_void(l);
+	return ibvd_lease_wait_until(l, ibvd_mono_ns() + wait_ns);
+}
+
+int ibvd_lease_wait_until(struct ibvd_lease *l, uint64_t deadline_ns)
+{
 	/* Acquire: what the copy wrote is done once we see it end. */
 	while (__atomic_load_n(&l->in_use, __ATOMIC_SEQ_CST)) {
-		uint64_t now = ibvd_mono_ns();
-
-		if (!start)
-			start = now;
-		else if (now - start > wait_ns)
+		if (ibvd_mono_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		/* a copy is microseconds; its thread may need our CPU */
 		sched_yield();

@@ -34,14 +34,18 @@
  * the target QP's access flags (a grant gives the rights both the MR and
  * that QP give) revoke every lease into the MR's or the QP's context; the
  * daemon returns only then.  A side granted nothing since its last
- * revocation is not waited for.  A library that holds `in_use` for longer
- * than a copy can take (stopped mid-copy, or lying; an honest one copying
- * a large range of a slow file can too) is waited for IBVD_LEASE_WAIT_NS,
- * then logged and left: it is the target's own uid.  Its context gets no
- * grants from then on, in any pair, and it is not waited for again, so
- * that it cannot hold up the daemon's control thread (every tenant's
- * requests) more than once; nor does its uid, in any process, for 10 s,
- * twice as long at each offence up to an hour (contexts are cheap).
+ * revocation is not waited for.  The sides one request revokes are all
+ * voided first, then waited for together, so that each copy gets the
+ * whole wait.  A library that holds `in_use` for longer than a copy can
+ * take (stopped mid-copy, or lying; an honest one copying a large range
+ * of a slow file can too) is waited for IBVD_LEASE_WAIT_NS, then logged
+ * and left: it is the target's own uid.  That side is not waited for
+ * again, so that it cannot hold up the daemon's control thread (every
+ * tenant's requests) more than once; its context gets no grants from then
+ * on, in any pair, nor does its uid, in any process, for 10 s, twice as
+ * long at each offence up to an hour (contexts are cheap).  Their grants
+ * made before are still waited for, a millisecond: enough for a copy that
+ * runs, and each such side costs it once.
  *
  * What a grant gives.  An fd of the MR's whole backing file, not only
  * the MR's range, and a mapping that a library ignoring its revocation
@@ -80,5 +84,10 @@ void ibvd_lease_void(struct ibvd_lease *l);
 int ibvd_lease_revoke(struct ibvd_lease *l);
 /* The same, waiting at most wait_ns. */
 int ibvd_lease_revoke_for(struct ibvd_lease *l, uint64_t wait_ns);
+/*
+ * The wait alone, for a lease already voided: until no copy is in
+ * progress (0) or CLOCK_MONOTONIC passes deadline_ns (-ETIMEDOUT).
+ */
+int ibvd_lease_wait_until(struct ibvd_lease *l, uint64_t deadline_ns);
 
 #endif /* IBVD_LEASE_H */

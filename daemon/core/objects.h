@@ -375,6 +375,8 @@ struct ibvd_direct {
 	/* side i's library got a grant since its lease was last revoked:
 	 * without one it copies nothing, and a revocation does not wait */
 	bool granted[2];
+	/* side i's grants are voided and its copies not yet waited for */
+	bool revoking[2];
 	/* the uid of the library side i's last grant went to */
 	uid_t grantee_uid[2];
 	/* UD: a ring held garbage, which either side may have written; its

@@ -491,6 +491,18 @@ void ibvd_qp_wire_uncharge(struct ibvd_qp *qp)
 	qp->wire_bytes = 0;
 }
 
+/*
+ * Would a grant into a QP of attributes `now` give other rights than one
+ * into `before`?  Its access flags, and whether it has responder
+ * resources (none: no READs), decide (rings/lease.c, grant_check).
+ */
+static bool grant_rights_change(const struct ibvd_qp_attr *before,
+				const struct ibvd_qp_attr *now)
+{
+	return before->access != now->access ||
+	       !before->max_dest_rd_atomic != !now->max_dest_rd_atomic;
+}
+
 static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		  const Ibvd__QpAttr *m, uint32_t mask, bool tell_engine)
 {
@@ -514,9 +526,8 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 		ret = wire_prepare(call, qp);
 	if (ret == 0) {
 		/* a peer's grants into us gave our old rights (rings/lease.c) */
-		if (qp->direct && n.attr.access != qp->attr.access)
-			ibvd_direct_lease_revoke(qp->direct, !qp->direct_side,
-						 ibvd_direct_lease_deadline());
+		if (qp->direct && grant_rights_change(&qp->attr, &n.attr))
+			ibvd_direct_lease_revoke(qp->direct, !qp->direct_side);
 		qp->attr = n.attr;
 		qp->ctl = n.ctl;
 		/* the path at RTR, or a new one for a connection that goes

@@ -384,14 +384,18 @@ void ibvd_direct_revoke_into(const struct ibvd_context *ctx);
 struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
 				     unsigned int side);
 /*
- * Void side's grants in d, waiting for a copy under one to end until
- * deadline: ibvd_direct_lease_deadline() for one revocation, or the same
- * one deadline for all the revocations of one request, so that they wait
- * IBVD_LEASE_WAIT_NS in all, however many libraries hold their leases.
+ * A revocation in two steps, so that all the sides one request revokes
+ * wait together: void each side's grants (ibvd_direct_lease_void), then
+ * wait for the copies under them, each at most its window from `since`,
+ * the time of the first void (ibvd_direct_lease_settle).  An honest copy
+ * anywhere gets the whole window, however many libraries hold their
+ * leases, and the control thread waits about one window in all.
  */
-void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side,
-			      uint64_t deadline);
-uint64_t ibvd_direct_lease_deadline(void);
+void ibvd_direct_lease_void(struct ibvd_direct *d, unsigned int side);
+void ibvd_direct_lease_settle(struct ibvd_direct *d, unsigned int side,
+			      uint64_t since);
+/* Both steps for one side. */
+void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side);
 int ibvd_req_qp_remote_mr(struct ibvd_call *call);
 
 void ibvd_qp_destroy(struct ibvd_qp *qp);

@@ -46,6 +46,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1286,6 +1287,41 @@ START_TEST(rdma_bound_by_qp_rights)
 	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_ACCESS_ERR,
 		     "a WRITE after the QP lost REMOTE_WRITE");
 	vt_expect_byte(BUF(t), LEN, 0, "the target's memory");
+	vt_dereg_memfd(t);
+	fx_free(&f);
+}
+END_TEST
+
+/*
+ * A grant gives READs only while the target QP has responder resources:
+ * SQD -> SQD taking max_dest_rd_atomic to 0 revokes it, and the next READ
+ * fails as the engine's responder fails it, grant or no grant before.
+ */
+START_TEST(rdma_read_needs_responder_resources)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD };
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, NULL);
+	t = vt_reg_memfd(D.pd, LEN, VT_ACCESS_ALL, GRANTED);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_READ, "a granted READ");
+	ck_assert_int_gt(granted_maps(NULL), 0);
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE), 0);
+	a.max_dest_rd_atomic = 0;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE |
+				       IBV_QP_MAX_DEST_RD_ATOMIC), 0);
+	a.qp_state = IBV_QPS_RTS;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[1], &a, IBV_QP_STATE), 0);
+	memset(BUF(f.a), 0x5c, 64);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, BUF(f.a),
+		64, f.a->lkey, ADDR(t, 0), t->rkey);
+	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_INV_REQ_ERR,
+		     "a READ from a QP without responder resources");
+	vt_expect_byte(BUF(f.a), 64, 0x5c, "the READ's buffer");
 	vt_dereg_memfd(t);
 	fx_free(&f);
 }
@@ -4924,6 +4960,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, rdma_revoked_by_rereg);
 	tcase_add_test(tc, rdma_target_in_error);
 	tcase_add_test(tc, rdma_private_not_granted);
+	tcase_add_test(tc, rdma_read_needs_responder_resources);
 	tcase_add_test(tc, rdma_grant_not_inherited);
 	tcase_add_test(tc, rdma_lease_held_without_grant);
 	tcase_add_test(tc, rdma_bound_by_qp_rights);
@@ -5177,6 +5214,127 @@ static int many_leases_held(void)
 }
 
 /*
+ * The transit file mapped at offset 0 whose inode is not `skip`: its
+ * first mapping's address, and its inode in *ino.
+ */
+static void *transit_file_other(unsigned long skip, unsigned long *ino)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long start, off;
+	void *found = NULL;
+	char line[512];
+
+	vt_assert(f, "/proc/self/maps: %s", strerror(errno));
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strstr(line, "/memfd:ibvd-transit ") &&
+		    sscanf(line, "%lx-%*x %*4s %lx %*s %lu", &start, &off,
+			   ino) == 3 && !off && *ino != skip)
+			found = (void *)start;
+	}
+	fclose(f);
+	vt_assert(found, "no transit file but inode %lu", skip);
+	return found;
+}
+
+/* A library of an honest pair that begins a long copy during a revocation. */
+struct honest_copy {
+	struct ibvd_lease *lease;	/* its pair's two leases */
+	uint32_t epoch[2];		/* as granted */
+	const uint32_t *held_epoch;	/* the held pair's: its void starts it */
+	uint32_t held_was;
+	bool begun;
+	long end_ms;
+};
+
+static void *honest_copier(void *arg)
+{
+	struct honest_copy *h = arg;
+	long give_up = vt_now_ms() + vt_tmo_ms();
+	unsigned int i;
+	bool valid = false;
+
+	while (__atomic_load_n(h->held_epoch, __ATOMIC_SEQ_CST) == h->held_was &&
+	       vt_now_ms() < give_up)
+		sched_yield();
+	usleep(2000);
+	for (i = 0; i < 2; i++)
+		__atomic_store_n(&h->lease[i].in_use, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < 2; i++)
+		valid |= __atomic_load_n(&h->lease[i].epoch, __ATOMIC_SEQ_CST) ==
+			 h->epoch[i];
+	if (valid) {
+		/* longer than a revocation waits for one copy */
+		h->begun = true;
+		usleep(2 * IBVD_LEASE_WAIT_NS / 1000);
+		h->end_ms = vt_now_ms();
+	}
+	for (i = 0; i < 2; i++)
+		__atomic_store_n(&h->lease[i].in_use, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * direct-helper honest-copy-waited: two pairs of one context granted the
+ * same MR; the newer pair's libraries hold their leases for ever, and
+ * the older pair's library begins a copy under its grant once the
+ * deregistration of the MR has begun.  A revocation voids every lease
+ * before it waits for any: the copy must not begin, or must end before
+ * ibv_dereg_mr returns.  (Voided one after another, the older pair was
+ * voided only after the held one's wait, and not waited for at all.)
+ */
+static int honest_copy_waited(void)
+{
+	struct vt_pair p[2];
+	struct honest_copy h = { 0 };
+	struct ibvd_lease *held;
+	unsigned long ino_a, ino_b;
+	struct ibv_mr *a, *t;
+	struct ibv_wc wc;
+	pthread_t copier;
+	long returned;
+	unsigned int i;
+
+	vt_open(&D);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	t = vt_reg_memfd(D.pd, 4096, VT_ACCESS_ALL, GRANTED);
+	for (i = 0; i < 2; i++) {
+		vt_pair(&p[i], &D, NULL, 16);
+		vt_send(p[i].qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			BUF(a), 64, a->lkey, ADDR(t, 0), t->rkey);
+		vt_expect_ok(p[i].scq[0], &wc, i, IBV_WC_RDMA_WRITE, "granted WRITE");
+		if (i == 0)
+			h.lease = (struct ibvd_lease *)((uint8_t *)transit_file_other(0, &ino_a) +
+							IBVD_TRANSIT_LEASE_OFF);
+	}
+	held = (struct ibvd_lease *)((uint8_t *)transit_file_other(ino_a, &ino_b) +
+				     IBVD_TRANSIT_LEASE_OFF);
+	for (i = 0; i < 2; i++) {
+		h.epoch[i] = __atomic_load_n(&h.lease[i].epoch, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&held[i].in_use, 1, __ATOMIC_SEQ_CST);
+	}
+	h.held_epoch = &held[0].epoch;
+	h.held_was = __atomic_load_n(&held[0].epoch, __ATOMIC_SEQ_CST);
+	vt_assert(pthread_create(&copier, NULL, honest_copier, &h) == 0,
+		  "pthread_create");
+	vt_assert(ibv_dereg_mr(t) == 0, "dereg: %s", strerror(errno));
+	returned = vt_now_ms();
+	pthread_join(copier, NULL);
+	vt_assert(!h.begun || h.end_ms <= returned,
+		  "a copy under a revoked grant ended %ld ms after ibv_dereg_mr returned",
+		  h.end_ms - returned);
+	printf("honest-copy-waited: the copy %s\n",
+	       h.begun ? "ended before the deregistration returned" :
+			 "found its grant revoked");
+	for (i = 0; i < 2; i++)
+		__atomic_store_n(&held[i].in_use, 0, __ATOMIC_SEQ_CST);
+	for (i = 0; i < 2; i++)
+		vt_pair_free(&p[i]);
+	vt_dereg(a);
+	vt_close(&D);
+	return 0;
+}
+
+/*
  * direct-helper pair-cap: one uid's 300 RC pairs in one process, sharing
  * one CQ.  A quarter of the daemon's 1024 transit pairs may be one uid's
  * (verbs/rings/direct.c): the first 256 pairs get rings, the rest go
@@ -5309,6 +5467,8 @@ int main(int argc, char **argv)
 		return exit_holding_lease();
 	if (argc == 2 && strcmp(argv[1], "pair-cap") == 0)
 		return pair_cap();
+	if (argc == 2 && strcmp(argv[1], "honest-copy-waited") == 0)
+		return honest_copy_waited();
 	if (argc == 2 && strcmp(argv[1], "many-leases-held") == 0)
 		return many_leases_held();
 	if (argc == 3 && strcmp(argv[1], "root") == 0) {
@@ -5317,7 +5477,7 @@ int main(int argc, char **argv)
 	} else if (argc == 1) {
 		suite = direct_suite();
 	} else {
-		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default | exit-holding-lease | many-leases-held | root OTHER_UID]\n");
+		fprintf(stderr, "usage: direct-helper [pingpong N | takeback | stream SECONDS [SEED [FLOWS]] | sigbus app|default | exit-holding-lease | many-leases-held | honest-copy-waited | root OTHER_UID]\n");
 		return 2;
 	}
 	return check_run(suite, CK_VERBOSE);

@@ -36,6 +36,7 @@
 #include "server/call.h"
 #include "server/session.h"
 #include "tenant/tenant.h"
+#include "util.h"
 #include "verbs/verbs.h"
 #include "verbs/rings/arena.h"
 
@@ -353,29 +354,34 @@ void ibvd_direct_limits_changed(void)
 
 void ibvd_direct_revoke_into(const struct ibvd_context *ctx)
 {
-	uint64_t deadline = ibvd_direct_lease_deadline();
+	uint64_t since = ibvd_mono_ns();
 	struct ibvd_direct *d;
 	unsigned int i;
 
 	LIST_FOREACH(d, &pairs, link)
 		for (i = 0; i < 2; i++)
 			if (d->qp[!i] && d->qp[!i]->ctx == ctx)
-				ibvd_direct_lease_revoke(d, i, deadline);
+				ibvd_direct_lease_void(d, i);
+	LIST_FOREACH(d, &pairs, link)
+		for (i = 0; i < 2; i++)
+			ibvd_direct_lease_settle(d, i, since);
 }
 
 void ibvd_direct_leave(struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d = qp->direct;
 	struct ibvd_qp *peer;
-	uint64_t deadline;
+	uint64_t since;
 
 	if (!d)
 		return;
 	peer = d->qp[!qp->direct_side];
 	/* no library copies to or from either side's memory past here */
-	deadline = ibvd_direct_lease_deadline();
-	ibvd_direct_lease_revoke(d, 0, deadline);
-	ibvd_direct_lease_revoke(d, 1, deadline);
+	since = ibvd_mono_ns();
+	ibvd_direct_lease_void(d, 0);
+	ibvd_direct_lease_void(d, 1);
+	ibvd_direct_lease_settle(d, 0, since);
+	ibvd_direct_lease_settle(d, 1, since);
 	d->qp[qp->direct_side] = NULL;
 	qp->direct = NULL;
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, 0);

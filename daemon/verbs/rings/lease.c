@@ -28,6 +28,8 @@
 #define OFFENCE_BAN_NS		(10 * 1000000000ull)
 /* ... twice as long at each offence, up to this */
 #define OFFENCE_BAN_MAX_NS	(3600 * 1000000000ull)
+/* What a revocation waits for the copies of such a uid (wait_window) */
+#define OFFENDER_WAIT_NS	1000000ull
 
 /*
  * Uids whose libraries held a lease to the end of a revocation's wait.
@@ -42,6 +44,7 @@ struct lease_offender {
 	uid_t uid;
 	unsigned int offences;
 	uint64_t until_ns;		/* CLOCK_MONOTONIC: no grants before */
+	uint64_t last_since;		/* the revocation it last offended in */
 };
 
 static struct lease_offender *offenders;
@@ -57,7 +60,8 @@ static struct lease_offender *offender_of(uid_t uid)
 	return NULL;
 }
 
-static void note_offence(uid_t uid)
+/* uid held a lease to the end of the wait of the revocation of `since`. */
+static void note_offence(uid_t uid, uint64_t since)
 {
 	struct lease_offender *o = offender_of(uid), *grown;
 	uint64_t ban = OFFENCE_BAN_NS;
@@ -70,7 +74,10 @@ static void note_offence(uid_t uid)
 		offenders = grown;
 		o = &offenders[noffenders++];
 		*o = (struct lease_offender){ .uid = uid };
+	} else if (o->last_since == since) {
+		return;		/* one offence a revocation, however many leases */
 	}
+	o->last_since = since;
 	for (i = 0; i < o->offences && ban < OFFENCE_BAN_MAX_NS; i++)
 		ban *= 2;
 	if (ban > OFFENCE_BAN_MAX_NS)
@@ -95,57 +102,77 @@ struct ibvd_lease *ibvd_direct_lease(const struct ibvd_direct *d,
 	return ibvd_transit_lease(d->ctl, side);
 }
 
-uint64_t ibvd_direct_lease_deadline(void)
-{
-	return ibvd_mono_ns() + IBVD_LEASE_WAIT_NS;
-}
-
 /*
- * Might side's library still be copying under a grant, and be worth the
- * wait?  Not without a grant since the last revocation; not once it (its
- * pair side, its context or its uid) held one too long already, lest it
- * hold the control thread at each revocation; and not once its context
- * has no member left (torn down: its connection is closed, so no honest
- * library copies for it any more).
+ * Might side's library still be copying under a grant?  Not without a
+ * grant since the last revocation; not once that side held its lease
+ * to the end of a wait already (lest it hold the control thread at each
+ * revocation); and not once its context has no member left (torn down:
+ * its connection is closed, so no honest library copies for it).
  */
-static bool worth_waiting(const struct ibvd_direct *d, unsigned int side)
+static bool may_be_copying(const struct ibvd_direct *d, unsigned int side)
 {
 	const struct ibvd_qp *grantee = d->qp[side];
 
 	if (!d->granted[side] || d->lease_broken[side])
 		return false;
-	if (grantee && (grantee->ctx->lease_broken || !grantee->ctx->nmembers))
-		return false;
-	return !uid_banned(d->grantee_uid[side]);
+	return !grantee || grantee->ctx->nmembers;
 }
 
 /*
- * Void side `side`'s grants in d and wait, until deadline (CLOCK_MONOTONIC
- * ns, ibvd_direct_lease_deadline), for a copy under one to end: a library
- * that does not end it is the target's own uid (lease.h), logged.
+ * How long a revocation waits for side's copy.  A side whose context or
+ * uid held a lease too long already gets a short wait: its other
+ * libraries may be honest (another process of the uid, stopped in a
+ * debugger, stalled the first), and a copy that is running ends in a
+ * millisecond; but each of its grants made before the offence costs the
+ * control thread that wait once, and there may be hundreds.
  */
-void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side,
-			      uint64_t deadline)
+static uint64_t wait_window(const struct ibvd_direct *d, unsigned int side)
 {
-	struct ibvd_lease *l = ibvd_direct_lease(d, side);
-	uint64_t now = ibvd_mono_ns();
+	const struct ibvd_qp *grantee = d->qp[side];
 
-	if (!worth_waiting(d, side)) {
-		d->granted[side] = false;
-		ibvd_lease_void(l);
-		return;
-	}
+	if (uid_banned(d->grantee_uid[side]) ||
+	    (grantee && grantee->ctx->lease_broken))
+		return OFFENDER_WAIT_NS;
+	return IBVD_LEASE_WAIT_NS;
+}
+
+void ibvd_direct_lease_void(struct ibvd_direct *d, unsigned int side)
+{
+	d->revoking[side] = may_be_copying(d, side);
 	d->granted[side] = false;
-	if (ibvd_lease_revoke_for(l, deadline > now ? deadline - now : 0) < 0) {
-		d->lease_broken[side] = true;
-		/* and in the pairs it makes next: a RESET makes a new one */
-		if (d->qp[side])
-			d->qp[side]->ctx->lease_broken = true;
-		note_offence(d->grantee_uid[side]);
-		log_warn("transit pair %u, side %u: its library still copied under a revoked grant after %llu ms; going on, no more grants to it",
-			 d->gen, side,
-			 (unsigned long long)(IBVD_LEASE_WAIT_NS / 1000000));
-	}
+	ibvd_lease_void(ibvd_direct_lease(d, side));
+}
+
+/*
+ * Wait for side's copy under a voided grant to end: a library that does
+ * not end it within its window is the target's own uid (lease.h),
+ * logged, and gets no grants from then on (its uid for a while).
+ */
+void ibvd_direct_lease_settle(struct ibvd_direct *d, unsigned int side,
+			      uint64_t since)
+{
+	uint64_t window = wait_window(d, side);
+
+	if (!d->revoking[side])
+		return;
+	d->revoking[side] = false;
+	if (ibvd_lease_wait_until(ibvd_direct_lease(d, side), since + window) == 0)
+		return;
+	d->lease_broken[side] = true;
+	/* and in the pairs it makes next: a RESET makes a new one */
+	if (d->qp[side])
+		d->qp[side]->ctx->lease_broken = true;
+	note_offence(d->grantee_uid[side], since);
+	log_warn("transit pair %u, side %u: its library still copied under a revoked grant after %llu ms; going on, no more grants to it",
+		 d->gen, side, (unsigned long long)(window / 1000000));
+}
+
+void ibvd_direct_lease_revoke(struct ibvd_direct *d, unsigned int side)
+{
+	uint64_t since = ibvd_mono_ns();
+
+	ibvd_direct_lease_void(d, side);
+	ibvd_direct_lease_settle(d, side, since);
 }
 
 static bool state_receives(uint32_t state)
@@ -187,36 +214,37 @@ static int grant_fd(const struct ibvd_mr *mr, uint32_t rights, uid_t uid)
 
 /*
  * What a grant of mr through peer may do: the remote rights both the MR
- * and the QP give (a responder checks the QP's first), or an error.
+ * and the QP give (a responder checks the QP's first), or 0 and why not.
  */
-static int grant_check(struct ibvd_call *call, const struct ibvd_qp *peer,
-		       const struct ibvd_mr *mr, uint32_t rkey)
+static uint32_t grant_rights(const struct ibvd_call *call,
+			     const struct ibvd_qp *peer,
+			     const struct ibvd_mr *mr, const char **why)
 {
 	uint32_t rights;
 
-	if (!mr || mr->pd != peer->pd)
-		return ibvd_call_error(call, -ENOENT,
-				       "no MR of key %#x in QP %u's PD",
-				       rkey, peer->qp_num);
+	if (!mr || mr->pd != peer->pd) {
+		*why = "no such MR in the peer's PD";
+		return 0;
+	}
 	rights = mr->access & peer->attr.access & REMOTE_ACCESS;
 	/* no responder resources: READs and atomics fail (engine/rdma.c) */
 	if (!peer->attr.max_dest_rd_atomic)
 		rights &= ~(uint32_t)(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
 	if (!rights || !mr->map_fd_kept ||
-	    ((rights & IBV_ACCESS_REMOTE_WRITE) && !mr->map_writable))
-		return ibvd_call_error(call, -EOPNOTSUPP,
-				       "MR of key %#x: no remote access to shared file memory through QP %u",
-				       rkey, peer->qp_num);
+	    ((rights & IBV_ACCESS_REMOTE_WRITE) && !mr->map_writable)) {
+		*why = "no remote access to shared file memory";
+		return 0;
+	}
 	/*
 	 * A grant gives the whole file: only to the uid whose process passed
 	 * it, whoever shares the context now (an importer of another uid may
 	 * have registered the MR and left).
 	 */
-	if (mr->map_fd_uid != call->session->cred.uid)
-		return ibvd_call_error(call, -EPERM,
-				       "MR of key %#x is another uid's file",
-				       rkey);
-	return (int)rights;
+	if (mr->map_fd_uid != call->session->cred.uid) {
+		*why = "another uid's file";
+		return 0;
+	}
+	return rights;
 }
 
 int ibvd_req_qp_remote_mr(struct ibvd_call *call)
@@ -224,6 +252,7 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 	const Ibvd__QpRemoteMr *req = (const Ibvd__QpRemoteMr *)call->msg;
 	Ibvd__QpRemoteMrReply reply = IBVD__QP_REMOTE_MR_REPLY__INIT;
 	struct ibvd_qp *qp, *peer;
+	const char *why = NULL;
 	struct ibvd_mr *mr;
 	uint32_t rights, epoch;
 	int fd, ret;
@@ -256,11 +285,20 @@ int ibvd_req_qp_remote_mr(struct ibvd_call *call)
 		return ibvd_call_error(call, -EPERM,
 				       "QP %u's library held its lease too long",
 				       qp->qp_num);
+	/*
+	 * One answer for every refusal: which keys exist in a peer's PD, and
+	 * what they give, is not the asker's to learn (another uid's QP may
+	 * be the peer), and the engine does what a refused key asks.
+	 */
 	mr = ibvd_mr_by_rkey(req->rkey);
-	ret = grant_check(call, peer, mr, req->rkey);
-	if (ret < 0)
-		return ret;
-	rights = (uint32_t)ret;
+	rights = grant_rights(call, peer, mr, &why);
+	if (!rights) {
+		log_debug("QP %u: no grant of key %#x: %s", qp->qp_num,
+			  req->rkey, why);
+		return ibvd_call_error(call, -EPERM,
+				       "key %#x: no direct access through QP %u",
+				       req->rkey, qp->qp_num);
+	}
 	fd = grant_fd(mr, rights, call->session->cred.uid);
 	if (fd < 0)
 		return ibvd_call_error(call, fd, "MR of key %#x: %s", req->rkey,
