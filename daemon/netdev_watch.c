@@ -26,6 +26,7 @@
 #include "core/objects.h"
 #include "core/roce.h"
 #include "engine/engine.h"
+#include "engine/transport.h"
 #include "log.h"
 #include "netdev.h"
 #include "netdev_watch.h"
@@ -103,6 +104,26 @@ static void gids_changed(struct ibvd_device *dev)
 		ibvd_engine_ctx_gids_changed(ctx);
 }
 
+/* Did the interface come (back) under an index the sockets do not know? */
+static bool moved(int old_ifindex, int ifindex)
+{
+	return ifindex && ifindex != old_ifindex;
+}
+
+/* The transport's sockets follow the interface to its new index. */
+static void rebind(struct ibvd_device *dev)
+{
+	int ret;
+
+	if (!dev->transport->dev_rebind)
+		return;
+	ret = dev->transport->dev_rebind(dev);
+	if (ret < 0)
+		log_err("device %s: cannot bind to %s again (index %d): %s; it sends and receives nothing until a restart",
+			dev->name, dev->roce.netdev.ifname,
+			dev->roce.netdev.ifindex, strerror(-ret));
+}
+
 static void refresh(struct ibvd_device *dev)
 {
 	int old_ifindex = dev->roce.netdev.ifindex;
@@ -124,6 +145,8 @@ static void refresh(struct ibvd_device *dev)
 	/* every message: an interface made again changes no GID, its index */
 	gids_changed(dev);
 	log_changes(dev, old_ifindex, changed);
+	if (moved(old_ifindex, dev->roce.netdev.ifindex))
+		rebind(dev);
 	send_events(dev, changed);
 out:
 	ibvd_netdev_state_free(&st);

@@ -276,6 +276,23 @@ void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i)
 	rx->fd[i] = -1;
 }
 
+void ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2])
+{
+	unsigned int i;
+	int old;
+
+	if (rx->eng)
+		rx_watch(rx->eng, rx, EPOLL_CTL_DEL);
+	for (i = 0; i < 2; i++) {
+		old = rx->fd[i];
+		rx->fd[i] = fd[i];
+		fd[i] = old;
+	}
+	if (rx->eng && rx_watch(rx->eng, rx, EPOLL_CTL_ADD) < 0)
+		log_err("a RoCE device's new sockets are not watched: %s",
+			strerror(errno));
+}
+
 /* Take rx out of list[*n], if there. */
 static void rx_unlist(struct ibvd_eng_rx **list, unsigned int *n,
 		      const struct ibvd_eng_rx *rx)

@@ -171,6 +171,12 @@ struct ibvd_transport {
 	int (*dev_open)(struct ibvd_device *dev);
 	void (*dev_close)(struct ibvd_device *dev);
 	/*
+	 * The device's network interface was made again, under a new index
+	 * (control thread, objects lock not held): what was bound to the old
+	 * one sees nothing and sends nowhere.  0 or a negative errno.
+	 */
+	int (*dev_rebind)(struct ibvd_device *dev);
+	/*
 	 * RC/UC: carry one step of src's WQE in front (req) to src's
 	 * connected peer and return its answer.  *rnr_timer gets the
 	 * responder's min_rnr_timer when that answer is RESP_RNR.  A
@@ -304,6 +310,11 @@ void ibvd_eng_rx_detach(struct ibvd_eng_rx *rx);
  * level-triggered error would keep the thread from ever sleeping).
  */
 void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i);
+/*
+ * Control thread, objects lock held for writing: rx's fds become fd[]'s,
+ * and fd[] gets the old ones, no longer watched (the caller closes them).
+ */
+void ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2]);
 
 /*
  * The WQE `counter` of src's send queue, behind the one in front, as the

@@ -267,6 +267,24 @@ ip -n "$NSB" link set "$VB" up
 sleep 1
 across "RC pingpong after the link came back" "$PP_RE" /usr/bin/ibv_rc_pingpong -g 1 -n 100
 
+# A device's sockets are bound to its interface's index: one made again
+# under the same name has another, and the sockets must follow it.
+check "the veth is deleted and made again: a new connection works"
+ip -n "$NSA" link del "$VA" || fail "ip link del $VA"
+ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB" ||
+	fail "ip link add $VA type veth, again"
+ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up || fail "veth up, again"
+ip -n "$NSA" addr add "$IPA/24" dev "$VA" && ip -n "$NSB" addr add "$IPB/24" dev "$VB" ||
+	fail "ip addr add, again"
+for _ in $(seq $((50 * TMUL))); do
+	[ "$(grep -c "interface $VA is here" "$DAEMON_LOG")" -ge 1 ] && break
+	sleep 0.1
+done
+expect_grep "device roce0: interface $VA is here" "$DAEMON_LOG" "A's daemon found the new interface"
+sleep 1
+across "RC pingpong on the interface made again" "$PP_RE" /usr/bin/ibv_rc_pingpong -g 1 -n 100
+across "UD pingpong on the interface made again" "$PP_RE" /usr/bin/ibv_ud_pingpong -g 1 -s 1024 -n 100
+
 # Its threads start after the fork (a thread does not survive one): the
 # device's sockets must still be drained.
 check "B's daemon started without -f, in the background: packets still reach it"

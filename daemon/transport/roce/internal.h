@@ -519,6 +519,12 @@ int roce_io_send_run(struct roce_dev *rd, const struct roce_path *path,
 /* io.c: rd's sockets, given to an engine thread to drain (rd->ifname set). */
 int roce_io_open(struct roce_dev *rd);
 void roce_io_close(struct roce_dev *rd);
+/*
+ * The interface was made again: new sockets bound to it take the old
+ * ones' places (control thread, objects lock not held).  0, or a
+ * negative errno with the old ones kept.
+ */
+int roce_io_rebind(struct roce_dev *rd);
 
 /*
  * io.c: put one IP packet on the wire (any thread) to dst (4 or 16 bytes,
@@ -571,5 +577,7 @@ bool roce_is_local(const struct roce_dev *rd, int family, const uint8_t *addr);
 int roce_mcast_join(struct ibvd_device *dev, const uint8_t mgid[16]);
 void roce_mcast_leave(struct ibvd_device *dev, const uint8_t mgid[16]);
 void roce_mcast_close(struct roce_dev *rd);
+/* The groups joined again on the interface's new index (roce_io_rebind). */
+void roce_mcast_rebind(struct roce_dev *rd, int ifindex);
 
 #endif /* IBVD_ROCE_INTERNAL_H */

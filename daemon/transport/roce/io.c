@@ -857,6 +857,65 @@ int roce_io_open(struct roce_dev *rd)
 	return 0;
 }
 
+/* Swap the sockets of a and b (not the flows: those are made on use). */
+static void swap_fds(struct roce_dev *a, struct roce_dev *b)
+{
+	int *fa[] = { &a->tx_fd, &a->sink_fd, &a->tx6_fd, &a->sink6_fd };
+	int *fb[] = { &b->tx_fd, &b->sink_fd, &b->tx6_fd, &b->sink6_fd };
+	int rx[2] = { b->rx_fd, b->rx6_fd };
+	unsigned int i;
+	int t;
+
+	for (i = 0; i < sizeof(fa) / sizeof(fa[0]); i++) {
+		t = *fa[i];
+		*fa[i] = *fb[i];
+		*fb[i] = t;
+	}
+	ibvd_eng_rx_swap_fds(&a->rx, rx);
+	b->rx_fd = a->rx_fd;
+	b->rx6_fd = a->rx6_fd;
+	a->rx_fd = a->rx.fd[0];
+	a->rx6_fd = a->rx.fd[1];
+}
+
+int roce_io_rebind(struct roce_dev *rd)
+{
+	struct roce_dev fresh = { .dev = rd->dev };
+	unsigned int i;
+	int ret;
+
+	memcpy(fresh.ifname, rd->ifname, sizeof(fresh.ifname));
+	fresh.tx_fd = fresh.rx_fd = fresh.sink_fd = -1;
+	fresh.tx6_fd = fresh.rx6_fd = fresh.sink6_fd = -1;
+	/* made beside the old ones: they are bound to another interface */
+	ret = open_tx(&fresh);
+	if (ret == 0)
+		ret = open_rx(&fresh);
+	if (ret == 0)
+		ret = open_sink(&fresh, AF_INET, &fresh.sink_fd);
+	if (ret == 0 && rd->tx6_fd >= 0)
+		ret = open_ipv6(&fresh);
+	if (ret == 0) {
+		/* no pass runs under the write lock: none sends or drains */
+		ibvd_objects_write_lock();
+		swap_fds(rd, &fresh);
+		pthread_mutex_lock(&rd->flows_lock);
+		for (i = 0; i < rd->nflows; i++)
+			close_fd(&rd->flows[i].fd);
+		rd->nflows = 0;
+		pthread_mutex_unlock(&rd->flows_lock);
+		ibvd_objects_write_unlock();
+	}
+	/* the old ones, or what was made of the new ones */
+	close_fd(&fresh.tx_fd);
+	close_fd(&fresh.rx_fd);
+	close_fd(&fresh.sink_fd);
+	close_fd(&fresh.tx6_fd);
+	close_fd(&fresh.rx6_fd);
+	close_fd(&fresh.sink6_fd);
+	return ret;
+}
+
 void roce_io_close(struct roce_dev *rd)
 {
 	unsigned int i;

@@ -27,6 +27,7 @@
 
 #include "core/device.h"
 #include "internal.h"
+#include "log.h"
 
 /* A socket that holds memberships, and how many. */
 struct roce_joinsock {
@@ -212,6 +213,22 @@ void roce_mcast_leave(struct ibvd_device *dev, const uint8_t mgid[16])
 	if (--g->sock->groups == 0)
 		joinsock_unlink(rd, g->sock);
 	free(g);
+}
+
+void roce_mcast_rebind(struct roce_dev *rd, int ifindex)
+{
+	struct roce_mgroup *g;
+	int ret;
+
+	for (g = rd->mgroups; g; g = g->next) {
+		/* the old interface's entry, if the kernel kept it */
+		membership(g->sock->fd, g->ifindex, g->mgid, false);
+		ret = membership(g->sock->fd, ifindex, g->mgid, true);
+		if (ret < 0)
+			log_warn("%s: cannot join a multicast group again on the new interface: %s",
+				 rd->ifname, strerror(-ret));
+		g->ifindex = ifindex;
+	}
 }
 
 void roce_mcast_close(struct roce_dev *rd)

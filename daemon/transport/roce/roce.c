@@ -301,10 +301,24 @@ static void roce_dev_close(struct ibvd_device *dev)
 	dev->transport_priv = NULL;
 }
 
+static int roce_dev_rebind(struct ibvd_device *dev)
+{
+	struct roce_dev *rd = dev->transport_priv;
+	int ret;
+
+	if (!rd)
+		return 0;
+	ret = roce_io_rebind(rd);
+	if (ret == 0)
+		roce_mcast_rebind(rd, dev->roce.netdev.ifindex);
+	return ret;
+}
+
 const struct ibvd_transport ibvd_transport_roce = {
 	.name = "roce",
 	.dev_open = roce_dev_open,
 	.dev_close = roce_dev_close,
+	.dev_rebind = roce_dev_rebind,
 	.send = roce_send,
 	.send_ud = roce_send_ud,
 	.peer = roce_peer,
