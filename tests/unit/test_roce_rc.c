@@ -2675,6 +2675,34 @@ START_TEST(uc_cut_message_leaves_srq_wqe_to_the_next)
 END_TEST
 
 /*
+ * UC has no duplicates: a message that begins behind the expected PSN (a
+ * sender that started again lower) is taken, as rxe takes it, not
+ * dropped until the PSN has climbed past where it was.
+ */
+START_TEST(uc_message_behind_the_psn_taken)
+{
+	struct eng_req a, b;
+
+	req_qp.qp_type = resp_qp.qp_type = IBV_QPT_UC;
+	srq_setup(2);
+	fill_local();
+	send_req(&a, 0, 2000);			/* packets 0 and 1 */
+	call(&a);
+	send_req(&b, 2000, 2000);		/* packets 2 and 3 */
+	call(&b);
+	ck_assert_uint_eq(nsent, 4);
+	deliver(2);				/* 0 and 1 lost: a gap */
+	deliver(3);
+	ck_assert_uint_eq(nrecvs_done, 1);
+	ck_assert_mem_eq(local_mem + 4096, local_mem + 2000, 2000);
+	deliver(0);				/* behind: a new message */
+	deliver(1);
+	ck_assert_uint_eq(nrecvs_done, 2);
+	ck_assert_mem_eq(local_mem + 4096, local_mem, 2000);
+}
+END_TEST
+
+/*
  * A packet that does not continue the message in progress is an invalid
  * request: a SEND_LAST inside a WRITE, a WRITE_MIDDLE inside a SEND, a
  * READ inside either.  Nothing of it is executed.
@@ -2779,6 +2807,7 @@ int main(void)
 	tcase_add_test(tc, srq_send_too_long);
 	tcase_add_test(tc, srq_wqe_flushed_at_reset);
 	tcase_add_test(tc, uc_cut_message_leaves_srq_wqe_to_the_next);
+	tcase_add_test(tc, uc_message_behind_the_psn_taken);
 	tcase_add_test(tc, packet_out_of_its_message);
 	tcase_add_test(tc, replayed_read_pays_for_what_goes_again);
 	tcase_add_test(tc, replayed_read_pays_the_drain_budget);

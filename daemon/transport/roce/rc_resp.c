@@ -1145,21 +1145,24 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 		w->rx.started = true;
 	}
 	d = roce_psn_diff(p->psn, w->rx.epsn);
-	if (d < 0) {
+	if (d < 0 && !uc) {
 		ibvd_eng_port_count(qp, IBVD_PC_DUPLICATE_REQUEST, 1);
 		/*
 		 * XRC: a READ or atomic replayed in its own SRQ's PD, but not
 		 * in the middle of a message for another SRQ, whose held WQE
 		 * would go with the wrong SRQ's CQ
 		 */
-		if (!uc && (qp->qp_type != IBV_QPT_XRC_RECV ||
-			    xrc_enter(qp, w, p)))
+		if (qp->qp_type != IBV_QPT_XRC_RECV || xrc_enter(qp, w, p))
 			rx_duplicate(rd, qp, w, ip, p);
 		return;
 	}
-	if (d > 0) {
-		/* UC: the message in progress is lost; a new one may begin
-		 * (and takes the SRQ WQE the lost one held, as rxe's) */
+	if (d != 0) {
+		/*
+		 * UC has no duplicates, only gaps, behind as ahead (a sender
+		 * that started again from a lower PSN): the message in
+		 * progress is lost; a new one may begin (and takes the SRQ WQE
+		 * the lost one held, as rxe's)
+		 */
 		if (uc) {
 			if (w->rx.in_msg)
 				uc_cut_short(qp, w);
