@@ -113,7 +113,9 @@ static int roce_init(struct ibvd_device *dev, const struct ibvd_config_device *c
 
 	dev->kind = IBVD_DEV_ROCE;
 	dev->roce.gids = calloc(IBVD_ROCE_GID_TBL_LEN, sizeof(*dev->roce.gids));
-	if (!dev->roce.gids)
+	dev->roce.gid_holds = calloc(IBVD_ROCE_GID_TBL_LEN,
+				     sizeof(*dev->roce.gid_holds));
+	if (!dev->roce.gids || !dev->roce.gid_holds)
 		return -ENOMEM;
 	memcpy(dev->roce.peers, cd->peers, sizeof(dev->roce.peers));
 	dev->roce.npeers = cd->npeers;

@@ -34,6 +34,7 @@ void ibvd_device_free(struct ibvd_device *dev)
 	if (!dev)
 		return;
 	free(dev->roce.gids);
+	free(dev->roce.gid_holds);
 	free(dev);
 }
 

@@ -109,6 +109,12 @@ struct ibvd_netdev {
 	bool loopback;			/* IFF_LOOPBACK */
 };
 
+/* A GID slot's users besides its entry (struct ibvd_roce). */
+struct ibvd_gid_hold {
+	uint32_t ahs;			/* AHs made with it (verbs/ah.c) */
+	uint8_t last[16];		/* the address it last held */
+};
+
 /*
  * What a RoCE device adds to a device: what the RoCE transport reads to
  * send (the interface's index and MTU, the source GID's address) and to
@@ -124,6 +130,14 @@ struct ibvd_roce {
 	 * (core/roce.c, ibvd_roce_update()).
 	 */
 	struct ibvd_gid *gids;
+	/*
+	 * What else holds each slot (NULL: nothing): a UD AH sends from the
+	 * address at its sgid_index whenever it sends, so a slot whose
+	 * address went stays out of use while AHs name it, as the kernel
+	 * keeps such an entry until its last user goes; the address that
+	 * comes back to it is the one it had.
+	 */
+	struct ibvd_gid_hold *gid_holds;
 	/* slots up to the last one in use: what per-packet lookups scan */
 	unsigned int ngids;
 	/*

@@ -289,6 +289,8 @@ struct ibvd_ah {
 	struct ibvd_pd *pd;
 	uint32_t handle;
 	struct ibvd_av av;
+	/* the RoCE GID slot it holds (struct ibvd_gid_hold), or NULL */
+	struct ibvd_gid_hold *gid_hold;
 };
 
 /* ---- queue pairs ----------------------------------------------------- */

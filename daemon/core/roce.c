@@ -285,12 +285,21 @@ static int find_slot(const struct ibvd_gid *tbl, const uint8_t raw[16])
 	return -1;
 }
 
-static int free_slot(const struct ibvd_gid *tbl)
+/*
+ * The slot for a new address raw: the empty one it had last, if AHs may
+ * still send from it; else the lowest empty one no AH names; or -1.
+ */
+static int free_slot(const struct ibvd_gid *tbl,
+		     const struct ibvd_gid_hold *holds, const uint8_t raw[16])
 {
 	int i;
 
+	for (i = 1; holds && i < IBVD_ROCE_GID_TBL_LEN; i++)
+		if (holds[i].ahs && ibvd_gid_empty(&tbl[i]) &&
+		    memcmp(holds[i].last, raw, 16) == 0)
+			return i;
 	for (i = 1; i < IBVD_ROCE_GID_TBL_LEN; i++)
-		if (ibvd_gid_empty(&tbl[i]))
+		if (ibvd_gid_empty(&tbl[i]) && (!holds || !holds[i].ahs))
 			return i;
 	return -1;
 }
@@ -318,8 +327,8 @@ static unsigned int update_gid0(struct ibvd_gid *tbl, const struct ibvd_netdev *
 }
 
 /* Empty the slots whose address went away (all of them without addrs). */
-static unsigned int drop_gone(struct ibvd_gid *tbl, const struct ibvd_cidr *addrs,
-			      size_t n)
+static unsigned int drop_gone(struct ibvd_gid *tbl, struct ibvd_gid_hold *holds,
+			      const struct ibvd_cidr *addrs, size_t n)
 {
 	unsigned int changed = 0;
 	int i;
@@ -329,15 +338,17 @@ static unsigned int drop_gone(struct ibvd_gid *tbl, const struct ibvd_cidr *addr
 		    (find_addr(addrs, n, tbl[i].raw) >= 0 &&
 		     memcmp(tbl[i].raw, tbl[0].raw, 16) != 0))
 			continue;
+		if (holds)
+			memcpy(holds[i].last, tbl[i].raw, 16);
 		memset(&tbl[i], 0, sizeof(tbl[i]));
 		changed = IBVD_ROCE_GIDS_CHANGED;
 	}
 	return changed;
 }
 
-/* Give each new address the lowest free slot; keep the others in place. */
-static unsigned int add_new(struct ibvd_gid *tbl, const struct ibvd_cidr *addrs,
-			    size_t n, int ifindex)
+/* Give each new address a free slot (free_slot); keep the others in place. */
+static unsigned int add_new(struct ibvd_gid *tbl, const struct ibvd_gid_hold *holds,
+			    const struct ibvd_cidr *addrs, size_t n, int ifindex)
 {
 	unsigned int changed = 0;
 	size_t i;
@@ -353,7 +364,7 @@ static unsigned int add_new(struct ibvd_gid *tbl, const struct ibvd_cidr *addrs,
 			tbl[slot].ifindex = (uint32_t)ifindex;
 			continue;
 		}
-		slot = free_slot(tbl);
+		slot = free_slot(tbl, holds, addrs[i].addr);
 		if (slot < 0) {
 			changed |= IBVD_ROCE_GIDS_FULL;
 			continue;
@@ -383,8 +394,8 @@ unsigned int ibvd_roce_update(struct ibvd_roce *r, const struct ibvd_netdev *nd,
 	if (!nd->ifindex)
 		naddrs = 0;
 	changed = update_gid0(r->gids, nd);
-	changed |= drop_gone(r->gids, addrs, naddrs);
-	changed |= add_new(r->gids, addrs, naddrs, nd->ifindex);
+	changed |= drop_gone(r->gids, r->gid_holds, addrs, naddrs);
+	changed |= add_new(r->gids, r->gid_holds, addrs, naddrs, nd->ifindex);
 	if (nd->ifindex) {
 		r->netdev = *nd;
 	} else {

@@ -94,7 +94,8 @@ uint8_t ibvd_roce_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16]
  * kernel's order (IPv4 first), each with its prefix length, in GID form.
  * The table changes as the kernel's GID cache does: GID[0] follows the
  * MAC; an address that stays keeps its index, one that went leaves its
- * slot empty, a new one takes the lowest free slot; an address equal to
+ * slot empty, a new one takes the lowest free slot no AH names (or its
+ * own, empty but named, if it comes back); an address equal to
  * GID[0] (the EUI-64 link-local one) adds nothing.  Without an interface
  * the table is empty.  The caller holds ibvd_objects_lock for writing.
  * Returns IBVD_ROCE_* bits.

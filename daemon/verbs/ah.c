@@ -170,6 +170,11 @@ int ibvd_req_create_ah(struct ibvd_call *call)
 		return ibvd_call_error(call, ret, "too many AHs");
 	}
 	pd->users++;
+	/* it sends from its source GID's slot: no new address there */
+	if (ctx->dev->roce.gid_holds && av.is_global) {
+		ah->gid_hold = &ctx->dev->roce.gid_holds[av.sgid_index];
+		ah->gid_hold->ahs++;
+	}
 	reply.handle = ah->handle;
 	reply.hop_limit = av.hop_limit;
 	ret = ibvd_call_reply(call, &reply.base, NULL, 0);
@@ -183,6 +188,8 @@ void ibvd_ah_destroy(struct ibvd_ah *ah)
 {
 	ibvd_handle_remove(&ah->ctx->handles, ah->handle, IBVD_OBJ_AH);
 	ah->pd->users--;
+	if (ah->gid_hold)
+		ah->gid_hold->ahs--;
 	free(ah);
 }
 

@@ -172,6 +172,8 @@ static void table_setup(void)
 	memset(&roce, 0, sizeof(roce));
 	roce.gids = calloc(IBVD_ROCE_GID_TBL_LEN, sizeof(*roce.gids));
 	ck_assert_ptr_nonnull(roce.gids);
+	roce.gid_holds = calloc(IBVD_ROCE_GID_TBL_LEN, sizeof(*roce.gid_holds));
+	ck_assert_ptr_nonnull(roce.gid_holds);
 	memset(&nd, 0, sizeof(nd));
 	strcpy(nd.ifname, "eth0");
 	nd.ifindex = 7;
@@ -183,6 +185,7 @@ static void table_setup(void)
 static void table_teardown(void)
 {
 	free(roce.gids);
+	free(roce.gid_holds);
 }
 
 /* addrs: "a/len" strings; returns what ibvd_roce_update() says. */
@@ -255,6 +258,34 @@ START_TEST(table_keeps_indexes)
 	ck_assert_uint_eq(update(c, 4), IBVD_ROCE_GIDS_CHANGED);
 	ck_assert_str_eq(table(), "0=fe80::5054:ff:fe12:3456 1=::ffff:10.2.0.1 "
 			 "2=::ffff:10.1.0.1 3=fd00::1 4=::ffff:10.3.0.1");
+}
+END_TEST
+
+/*
+ * A slot an AH names is not given to another address when its own goes
+ * (the AH would send from that one), only to its own when it comes back;
+ * once the last such AH is gone, it is free again.
+ */
+START_TEST(table_keeps_named_slots)
+{
+	const char *a[] = { "10.0.0.1/24", "10.1.0.1/24" };
+	const char *b[] = { "10.1.0.1/24", "10.2.0.1/24" };
+	const char *c[] = { "10.1.0.1/24", "10.2.0.1/24", "10.0.0.1/24" };
+	const char *d[] = { "10.1.0.1/24", "10.2.0.1/24", "10.3.0.1/24" };
+
+	update(a, 2);
+	roce.gid_holds[1].ahs = 1;		/* an AH from 10.0.0.1 */
+	update(b, 2);
+	ck_assert_str_eq(table(), "0=fe80::5054:ff:fe12:3456 2=::ffff:10.1.0.1 "
+			 "3=::ffff:10.2.0.1");
+	update(c, 3);
+	ck_assert_str_eq(table(), "0=fe80::5054:ff:fe12:3456 1=::ffff:10.0.0.1 "
+			 "2=::ffff:10.1.0.1 3=::ffff:10.2.0.1");
+	update(b, 2);
+	roce.gid_holds[1].ahs = 0;		/* the AH went */
+	update(d, 3);
+	ck_assert_str_eq(table(), "0=fe80::5054:ff:fe12:3456 1=::ffff:10.3.0.1 "
+			 "2=::ffff:10.1.0.1 3=::ffff:10.2.0.1");
 }
 END_TEST
 
@@ -367,6 +398,7 @@ int main(void)
 	tcase_add_checked_fixture(tbl, table_setup, table_teardown);
 	tcase_add_test(tbl, table_first_look);
 	tcase_add_test(tbl, table_keeps_indexes);
+	tcase_add_test(tbl, table_keeps_named_slots);
 	tcase_add_test(tbl, table_follows_mac);
 	tcase_add_test(tbl, link_down_and_up);
 	tcase_add_test(tbl, interface_gone_and_back);
