@@ -73,8 +73,10 @@ int rdma_join_multicast_ex(struct rdma_cm_id *id,
 
 	if (!id || !mc_join_attr || !mc_join_attr->addr)
 		return cma_ret(-EINVAL);
-	if ((mc_join_attr->comp_mask & need) != need ||
-	    mc_join_attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
+	/* a field this library does not know first, as rdma-core's */
+	if (mc_join_attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
+		return cma_ret(-ENOTSUP);
+	if ((mc_join_attr->comp_mask & need) != need)
 		return cma_ret(-EINVAL);
 	return cma_ret(join(to_cma_id(id), mc_join_attr->addr,
 			    mc_join_attr->join_flags, context));

@@ -2729,6 +2729,20 @@ START_TEST(multicast)
 		ck_ok(rdma_resolve_addr(id[i], SA(src), SA(mc), 2000));
 		expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id[i]);
 		default_qp(id[i], IBV_QPT_UD);
+		if (i == 0) {
+			/* a field the library does not know, then a missing one */
+			struct rdma_cm_join_mc_attr_ex x = {
+				.comp_mask = RDMA_CM_JOIN_MC_ATTR_RESERVED |
+					     RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+					     RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+				.join_flags = RDMA_MC_JOIN_FLAG_FULLMEMBER,
+				.addr = SA(mc),
+			};
+
+			ck_fails_with(rdma_join_multicast_ex(id[i], &x, NULL), ENOTSUP);
+			x.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS;
+			ck_fails_with(rdma_join_multicast_ex(id[i], &x, NULL), EINVAL);
+		}
 		ck_ok(rdma_join_multicast(id[i], SA(mc), &id[i]));
 		ev = expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, id[i]);
 		ck_assert_int_eq(ev->status, 0);

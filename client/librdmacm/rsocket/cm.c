@@ -117,6 +117,25 @@ static void disconnected(struct rsocket *rs)
 		rs->state = RS_DISCONNECTED;
 }
 
+/* The address is resolved: the route, or the paths RDMA_ROUTE gave. */
+static void resolve_route(struct rsocket *rs)
+{
+	int ret;
+
+	if (rs->route_opt) {
+		ret = rdma_set_option(rs->id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH,
+				      rs->route_opt, rs->route_optlen);
+		free(rs->route_opt);
+		rs->route_opt = NULL;
+	} else {
+		ret = rdma_resolve_route(rs->id, RS_RESOLVE_MS);
+	}
+	if (ret)
+		connect_failed(rs, errno);
+	else
+		rs->state = RS_RESOLVING_ROUTE;
+}
+
 static void handle(struct rsocket *rs, struct rdma_cm_event *ev)
 {
 	switch (ev->event) {
@@ -124,12 +143,8 @@ static void handle(struct rsocket *rs, struct rdma_cm_event *ev)
 		queue_request(rs, ev);
 		break;
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (rs->state != RS_RESOLVING_ADDR)
-			break;
-		if (rdma_resolve_route(rs->id, RS_RESOLVE_MS))
-			connect_failed(rs, errno);
-		else
-			rs->state = RS_RESOLVING_ROUTE;
+		if (rs->state == RS_RESOLVING_ADDR)
+			resolve_route(rs);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (rs->state == RS_RESOLVING_ROUTE)

@@ -38,6 +38,7 @@ void rs_free(struct rsocket *rs)
 	rs_free_requests(rs);
 	rs_free_iomaps(rs);
 	rs_destroy_ep(rs);
+	free(rs->route_opt);
 	if (rs->id)
 		rdma_destroy_id(rs->id);
 	if (rs->ch)
@@ -251,6 +252,9 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	rs->nodelay = ls->nodelay;
 	rs->keepalive = ls->keepalive;
 	rs->keepidle = ls->keepidle;
+	rs->keepcnt = ls->keepcnt;
+	rs->keepintvl = ls->keepintvl;
+	rs->v6only = ls->v6only;
 	ret = open_channel(rs, 0);
 	if (!ret && rdma_migrate_id(req->id, rs->ch))
 		ret = -errno;

@@ -478,10 +478,10 @@ static ssize_t iowrite_locked(struct rsocket *rs, const void *buf, size_t count,
 		ret = rs_send_iomaps(rs, nonblock);
 	while (!ret && left) {
 		m = find_iomap(rs, offset);
-		if (!m) {
-			ret = -EINVAL;	/* the peer mapped nothing there */
+		/* the peer mapped nothing there (yet): what was written, as
+		 * rdma-core's, even none */
+		if (!m)
 			break;
-		}
 		if (!rs_can_send(rs)) {
 			ret = rs_wait(rs, rs_conn_can_send, nonblock);
 			if (!ret && !(rs->state & RS_WRITABLE))

@@ -34,7 +34,9 @@ void rs_set_defaults(struct rsocket *rs)
 	rs->sbuf_size = RS_DEF_MEM;
 	rs->rbuf_size = RS_DEF_MEM;
 	rs->target_iomap_size = 0;
-	rs->keepidle = 7200;		/* TCP's default */
+	rs->keepidle = 7200;		/* TCP's defaults */
+	rs->keepcnt = 9;
+	rs->keepintvl = 75;
 }
 
 static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rdma/rsocket.h>
@@ -83,17 +84,76 @@ static int set_socket_opt(struct rsocket *rs, int name, const void *optval,
 	}
 }
 
+/*
+ * TCP's options.  Probes and segments have no meaning on a reliable
+ * connection: TCP_KEEPCNT, TCP_KEEPINTVL and TCP_MAXSEG are taken as
+ * rdma-core's rsockets take them, so that programs tuning them under
+ * the preload library go on.
+ */
+static int set_tcp_opt(struct rsocket *rs, int name, const void *optval,
+		       socklen_t optlen)
+{
+	int val, ret;
+
+	if (name != TCP_NODELAY && name != TCP_KEEPIDLE && name != TCP_KEEPCNT &&
+	    name != TCP_KEEPINTVL && name != TCP_MAXSEG)
+		return -ENOPROTOOPT;
+	ret = int_arg(optval, optlen, &val);
+	if (ret < 0)
+		return ret;
+	switch (name) {
+	case TCP_NODELAY:
+		rs->nodelay = val != 0;
+		return 0;
+	case TCP_KEEPIDLE:
+		if (val <= 0)
+			return -EINVAL;
+		rs->keepidle = val;
+		/* the next one is due then */
+		return rs->keepalive ? rs_keepalive_update(rs) : 0;
+	case TCP_KEEPCNT:
+		rs->keepcnt = val;
+		return 0;
+	case TCP_KEEPINTVL:
+		rs->keepintvl = val;
+		return 0;
+	default:
+		return 0;		/* TCP_MAXSEG: the path's MTU decides */
+	}
+}
+
+/*
+ * RDMA_ROUTE: paths to take in place of resolving the route, kept until
+ * the connect has resolved the address, which the kernel asks first
+ * (rs_connect_event, cm.c).
+ */
+static int keep_route(struct rsocket *rs, const void *optval, socklen_t optlen)
+{
+	void *copy;
+
+	if (!optval)
+		return -EFAULT;
+	if (!optlen)
+		return -EINVAL;
+	if (rs->state & (RS_OPENING | RS_CONNECTED | RS_LISTENING))
+		return -EINVAL;		/* too late to take a route */
+	copy = malloc(optlen);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, optval, optlen);
+	free(rs->route_opt);
+	rs->route_opt = copy;
+	rs->route_optlen = optlen;
+	return 0;
+}
+
 static int set_rdma_opt(struct rsocket *rs, int name, const void *optval,
 			socklen_t optlen)
 {
 	uint32_t val;
 
-	if (name == RDMA_ROUTE) {
-		if (!optval)
-			return -EFAULT;
-		return rdma_set_option(rs->id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH,
-				       (void *)optval, optlen) ? -errno : 0;
-	}
+	if (name == RDMA_ROUTE)
+		return keep_route(rs, optval, optlen);
 	if (!optval)
 		return -EFAULT;
 	if (optlen < sizeof(val))
@@ -112,8 +172,9 @@ static int set_rdma_opt(struct rsocket *rs, int name, const void *optval,
 		rs->sq_inline = val;
 		return 0;
 	case RDMA_IOMAPSIZE:
-		rs->target_iomap_size = (uint16_t)(val > RS_MAX_IOMAP ?
-						   RS_MAX_IOMAP : val);
+		/* what the peer will be told: larger sizes go in 256s */
+		rs->target_iomap_size = rs_scale_decode(rs_scale_encode(
+			(uint16_t)(val > RS_MAX_IOMAP ? RS_MAX_IOMAP : val)));
 		return 0;
 	default:
 		return -ENOPROTOOPT;
@@ -129,18 +190,7 @@ static int set_opt(struct rsocket *rs, int level, int name,
 	case SOL_SOCKET:
 		return set_socket_opt(rs, name, optval, optlen);
 	case IPPROTO_TCP:
-		if (name != TCP_NODELAY && name != TCP_KEEPIDLE)
-			return -ENOPROTOOPT;
-		ret = int_arg(optval, optlen, &val);
-		if (!ret && name == TCP_KEEPIDLE && val <= 0)
-			ret = -EINVAL;
-		if (!ret && name == TCP_NODELAY)
-			rs->nodelay = val != 0;
-		else if (!ret)
-			rs->keepidle = val;
-		if (!ret && name == TCP_KEEPIDLE && rs->keepalive)
-			ret = rs_keepalive_update(rs);	/* the next one is due then */
-		return ret;
+		return set_tcp_opt(rs, name, optval, optlen);
 	case IPPROTO_IPV6:
 		if (name != IPV6_V6ONLY || rs->domain != AF_INET6)
 			return -ENOPROTOOPT;
@@ -149,6 +199,8 @@ static int set_opt(struct rsocket *rs, int level, int name,
 					    RDMA_OPTION_ID_AFONLY, &val,
 					    sizeof(val)))
 			ret = -errno;
+		if (!ret)
+			rs->v6only = val != 0;
 		return ret;
 	case SOL_RDMA:
 		return set_rdma_opt(rs, name, optval, optlen);
@@ -303,11 +355,19 @@ static int get_opt(struct rsocket *rs, int level, int name, void *optval,
 			return put_int(optval, optlen, rs->nodelay);
 		if (name == TCP_KEEPIDLE)
 			return put_int(optval, optlen, rs->keepidle);
+		if (name == TCP_KEEPCNT)
+			return put_int(optval, optlen, rs->keepcnt);
+		if (name == TCP_KEEPINTVL)
+			return put_int(optval, optlen, rs->keepintvl);
 		if (name == TCP_MAXSEG)
 			return put_int(optval, optlen, max_seg(rs));
 		if (name == TCP_INFO)
 			return put_tcp_info(rs, optval, optlen);
 		return -ENOPROTOOPT;
+	case IPPROTO_IPV6:
+		if (name != IPV6_V6ONLY || rs->domain != AF_INET6)
+			return -ENOPROTOOPT;
+		return put_int(optval, optlen, rs->v6only);
 	case SOL_RDMA:
 		return get_rdma_opt(rs, name, optval, optlen);
 	default:

@@ -211,6 +211,12 @@ struct rsocket {
 	uint16_t target_iomap_size;	/* our table the peer writes */
 	bool nodelay, keepalive, reuseaddr, reuseport, oobinline;
 	int keepidle;			/* TCP_KEEPIDLE, seconds */
+	/* kept for rgetsockopt only: a reliable connection needs neither */
+	int keepcnt, keepintvl;		/* TCP_KEEPCNT, TCP_KEEPINTVL */
+	int v6only;			/* IPV6_V6ONLY as set */
+	/* RDMA_ROUTE's paths, taken in place of resolving the route */
+	void *route_opt;
+	socklen_t route_optlen;
 	struct linger linger;
 
 	/* endpoint (endpoint.c) */
