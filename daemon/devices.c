@@ -458,6 +458,7 @@ static int open_transports(const struct ibvd_device_list *devs,
 int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 		       const struct ibvd_config *cfg, uint32_t *next_ifindex,
 		       struct ibvd_device_list *removed,
+		       const struct ibvd_devices_last_step *last,
 		       char *err, size_t errlen)
 {
 	struct ibvd_device *fresh[IBVD_MAX_DEVICES] = { NULL };
@@ -478,6 +479,8 @@ int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 	ret = build_fresh(cfg, fresh, err, errlen);
 	if (ret == 0)
 		ret = open_transports(devs, fresh, n, err, errlen);
+	if (ret == 0 && last)
+		ret = last->run(last->arg, err, errlen);
 	if (ret < 0)
 		goto out;
 	/*

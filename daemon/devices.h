@@ -19,10 +19,20 @@ struct ibvd_config;
  * the caller must drain (their contexts are still attached); new devices
  * get fresh indexes from *next_ifindex.  On error (-EINVAL, -ENOMEM) writes
  * a message to err and changes nothing.
+ *
+ * last (may be NULL): the caller's own step that may fail, run once every
+ * step of ours that may fail has passed and before anything changes: its
+ * error (0 or a negative errno, its message in err) is the call's.
  */
+struct ibvd_devices_last_step {
+	int (*run)(void *arg, char *err, size_t errlen);
+	void *arg;
+};
+
 int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 		       const struct ibvd_config *cfg, uint32_t *next_ifindex,
 		       struct ibvd_device_list *removed,
+		       const struct ibvd_devices_last_step *last,
 		       char *err, size_t errlen);
 
 /*

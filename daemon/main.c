@@ -287,7 +287,7 @@ static void prepare(struct ibvd_daemon *d)
 		fatal_startup(EINVAL, err);
 	ibvd_daemon_apply_log_level(d);
 	ret = ibvd_devices_apply(&d->devices, &d->ndevices, d->cfg,
-				 &d->next_ifindex, &removed, err, sizeof(err));
+				 &d->next_ifindex, &removed, NULL, err, sizeof(err));
 	if (ret < 0)
 		fatal_startup(-ret, err);
 	ibvd_devlinks_sync(IBVD_DEVLINKS_DIR, &d->devices, d->cfg->device_links);

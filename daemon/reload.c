@@ -73,53 +73,39 @@ static int same_string(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-/* What a reload changed of the socket file, to undo if the reload fails. */
-struct socket_undo {
-	int saved;
-	mode_t mode;
-	gid_t gid;
+/* The socket settings a reload applies, as its devices' last step. */
+struct socket_step {
+	struct ibvd_daemon *d;
+	const struct ibvd_config *old, *cfg;
 };
 
 /*
- * The socket's mode and group, before anything else of a reload: a
- * reload that cannot apply them (a daemon that dropped its privileges
- * may not give the socket to another group) fails as a whole.
+ * The socket's mode and group: the last step of a reload that may fail
+ * (a daemon that dropped its privileges may not give the socket to
+ * another group), after every other, so that a reload refused for any
+ * reason leaves the socket as it was, and one refused for this leaves
+ * everything as it was (ibvd_server_set_access undoes its own steps).
  */
-static int apply_socket_settings(struct ibvd_daemon *d,
-				 const struct ibvd_config *old,
-				 const struct ibvd_config *cfg,
-				 struct socket_undo *undo, char *err, size_t errlen)
+static int apply_socket_settings(void *arg, char *err, size_t errlen)
 {
+	const struct socket_step *st = arg;
 	char why[200];
 
 	/* Irrelevant under --socket or socket activation: we never used it. */
-	if (!d->socket_arg && !ibvd_server_activated(d->server) &&
-	    !same_string(old->socket_path, cfg->socket_path))
+	if (!st->d->socket_arg && !ibvd_server_activated(st->d->server) &&
+	    !same_string(st->old->socket_path, st->cfg->socket_path))
 		log_warn("socket path changed to %s: ignored until restart (still serving %s)",
-			 cfg->socket_path ? cfg->socket_path : "(default)",
-			 d->socket_path);
-	if (old->socket_mode == cfg->socket_mode &&
-	    same_string(old->socket_group, cfg->socket_group))
+			 st->cfg->socket_path ? st->cfg->socket_path : "(default)",
+			 st->d->socket_path);
+	if (st->old->socket_mode == st->cfg->socket_mode &&
+	    same_string(st->old->socket_group, st->cfg->socket_group))
 		return 0;
-	undo->saved = ibvd_server_get_access(d->server, &undo->mode,
-					     &undo->gid) == 0;
-	if (ibvd_server_set_access(d->server, cfg->socket_mode,
-				   cfg->socket_group, why, sizeof(why)) < 0) {
+	if (ibvd_server_set_access(st->d->server, st->cfg->socket_mode,
+				   st->cfg->socket_group, why, sizeof(why)) < 0) {
 		snprintf(err, errlen, "socket permissions: %s", why);
 		return -EPERM;
 	}
 	return 0;
-}
-
-static void undo_socket_settings(struct ibvd_daemon *d,
-				 const struct socket_undo *undo)
-{
-	char why[200];
-
-	if (undo->saved &&
-	    ibvd_server_restore_access(d->server, undo->mode, undo->gid, why,
-				       sizeof(why)) < 0)
-		log_warn("socket permissions not restored: %s", why);
 }
 
 /* What a reload cannot change: said, so that nobody waits for it. */
@@ -178,7 +164,8 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 {
 	struct ibvd_device_list removed = TAILQ_HEAD_INITIALIZER(removed);
 	uint32_t first_new_ifindex = d->next_ifindex;
-	struct socket_undo undo = { 0 };
+	struct socket_step socket = { .d = d };
+	struct ibvd_devices_last_step last = { apply_socket_settings, &socket };
 	struct ibvd_config *cfg, *old;
 	int ret;
 
@@ -188,15 +175,11 @@ int ibvd_daemon_reload(struct ibvd_daemon *d, char *err, size_t errlen)
 		ret = -EINVAL;
 		goto out;
 	}
-	ret = apply_socket_settings(d, d->cfg, cfg, &undo, err, errlen);
-	if (ret < 0) {
-		ibvd_config_free(cfg);
-		goto out;
-	}
+	socket.old = d->cfg;
+	socket.cfg = cfg;
 	ret = ibvd_devices_apply(&d->devices, &d->ndevices, cfg,
-				 &d->next_ifindex, &removed, err, errlen);
+				 &d->next_ifindex, &removed, &last, err, errlen);
 	if (ret < 0) {
-		undo_socket_settings(d, &undo);
 		ibvd_config_free(cfg);
 		goto out;
 	}

@@ -583,28 +583,10 @@ int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 	if (srv->activated)
 		return 0;
 	ret = group_gid(group, &gid, err, errlen);
+	/* none after one: back to the group it was made with */
+	if (ret == 0 && gid == (gid_t)-1)
+		gid = getegid();
 	return ret < 0 ? ret : apply_access(srv, mode, gid, group, err, errlen);
-}
-
-int ibvd_server_restore_access(struct ibvd_server *srv, mode_t mode, gid_t gid,
-			       char *err, size_t errlen)
-{
-	if (srv->activated)
-		return 0;
-	return apply_access(srv, mode, gid, NULL, err, errlen);
-}
-
-int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
-			   gid_t *gid)
-{
-	struct stat st;
-
-	if (srv->activated || !srv->path || lstat(srv->path, &st) < 0 ||
-	    st.st_dev != srv->file_dev || st.st_ino != srv->file_ino)
-		return -ENOENT;
-	*mode = st.st_mode & 07777;
-	*gid = st.st_gid;
-	return 0;
 }
 
 /* Remove the socket file, unless someone replaced it since we bound it. */

@@ -33,22 +33,14 @@ const char *ibvd_server_path(const struct ibvd_server *srv);
 /* Whether the socket came from systemd. */
 int ibvd_server_activated(const struct ibvd_server *srv);
 
-/*
- * The socket file's mode and group now: what a failed reload restores
- * (ibvd_server_restore_access).  -ENOENT for a socket from systemd or one
- * no longer ours.
- */
-int ibvd_server_get_access(const struct ibvd_server *srv, mode_t *mode,
-			   gid_t *gid);
-int ibvd_server_restore_access(struct ibvd_server *srv, mode_t mode, gid_t gid,
-			       char *err, size_t errlen);
-
 /* The config's admin group, looked up again (at a reload). */
 void ibvd_server_lookup_admin(struct ibvd_server *srv);
 
 /*
- * Re-apply mode and group after a reload.  A socket that came from
- * systemd belongs to the .socket unit and is left alone.
+ * Re-apply mode and group after a reload; no group (NULL or "") is the
+ * daemon's own, as it made the socket.  A socket that came from systemd
+ * belongs to the .socket unit and is left alone.  A step that fails
+ * undoes the others.
  */
 int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 			   const char *group, char *err, size_t errlen);

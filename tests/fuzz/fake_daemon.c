@@ -46,7 +46,7 @@ void fuzz_daemon_setup(struct ibvd_daemon *d, const char *config_text,
 	d->cfg = ibvd_config_parse(config_text, "fuzz", err, sizeof(err));
 	CHECK(d->cfg);
 	CHECK(ibvd_devices_apply(&d->devices, &d->ndevices, d->cfg,
-				 &d->next_ifindex, &removed, err,
+				 &d->next_ifindex, &removed, NULL, err,
 				 sizeof(err)) == 0);
 	d->base = event_base_new();
 	d->rxbuf = malloc(IBVD_FRAME_MAX);

@@ -160,6 +160,25 @@ EOF2
 	cp "$T/good.conf" "$conf"
 fi
 
+# The socket's settings are a reload's last step that may fail: a reload
+# refused for anything else leaves the socket file untouched (before, its
+# mode and group were changed first and put back, which a daemon without
+# privileges cannot always do for the group).
+check "a reload refused for a device leaves the socket untouched"
+sock0=$(stat -c '%a %g %z' "$SOCK")
+"$PYTHON" - "$conf" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["socket"].update({"mode": "0600"})
+c["devices"].append({"name": "roce9", "netdev": "lo"})
+json.dump(c, open(sys.argv[1], "w"))
+EOF2
+refused "lo is the loopback interface"
+[ "$(stat -c '%a %g %z' "$SOCK")" = "$sock0" ] ||
+	fail "the socket is now $(stat -c '%a %g %z' "$SOCK"), was $sock0"
+ok "socket still $sock0"
+cp "$T/good.conf" "$conf"
+
 ctx_stop
 daemon_stop
 
