@@ -37,6 +37,7 @@ struct ibvd_server {
 	char *path;
 	dev_t file_dev;			/* the socket file we created */
 	ino_t file_ino;
+	gid_t made_gid;			/* its group as bind() made it */
 	int have_admin_gid;		/* the config's admin_group exists */
 	gid_t admin_gid;
 	struct event *accept_ev;
@@ -334,6 +335,7 @@ static int bind_socket(struct ibvd_server *srv, const char *path, mode_t mode,
 	}
 	srv->file_dev = st.st_dev;
 	srv->file_ino = st.st_ino;
+	srv->made_gid = st.st_gid;
 	ret = group_gid(group, &gid, err, errlen);
 	if (ret == 0)
 		ret = apply_access(srv, mode, gid, group, err, errlen);
@@ -585,7 +587,7 @@ int ibvd_server_set_access(struct ibvd_server *srv, mode_t mode,
 	ret = group_gid(group, &gid, err, errlen);
 	/* none after one: back to the group it was made with */
 	if (ret == 0 && gid == (gid_t)-1)
-		gid = getegid();
+		gid = srv->made_gid;
 	return ret < 0 ? ret : apply_access(srv, mode, gid, group, err, errlen);
 }
 

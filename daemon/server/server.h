@@ -38,7 +38,7 @@ void ibvd_server_lookup_admin(struct ibvd_server *srv);
 
 /*
  * Re-apply mode and group after a reload; no group (NULL or "") is the
- * daemon's own, as it made the socket.  A socket that came from systemd
+ * one the socket was made with.  A socket that came from systemd
  * belongs to the .socket unit and is left alone.  A step that fails
  * undoes the others.
  */

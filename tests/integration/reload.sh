@@ -182,6 +182,39 @@ cp "$T/good.conf" "$conf"
 ctx_stop
 daemon_stop
 
+# group "" after a group: back to the group the socket was made with, not
+# the last one silently kept (whose members kept their access); refused
+# when the daemon may no longer give it that one.  A daemon that becomes
+# nobody may give the socket to nogroup, a group with a name.
+if [ "$DAEMON_USER" != root ]; then
+	check "group \"\" after a group: the socket's first group again, or refused"
+	main_user=$DAEMON_USER
+	DAEMON_USER=nobody
+	daemon_start -c "$conf"
+	daemon_wait_ready
+	DAEMON_USER=$main_user
+	made=$(stat -c '%g' "$SOCK")
+	for g in nogroup ""; do
+		"$PYTHON" - "$conf" "$g" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["socket"].update({"group": sys.argv[2]})
+json.dump(c, open(sys.argv[1], "w"))
+EOF2
+		if [ -n "$g" ] || [ "$made" = 65534 ]; then
+			ibvctl daemon reload >"$O/group" 2>&1 ||
+				{ show reload "$O/group"; fail "group \"$g\" refused"; }
+		else
+			refused "chgrp $made"
+		fi
+		[ "$(stat -c '%g' "$SOCK")" = 65534 ] ||
+			fail "after group \"$g\", the socket's group is $(stat -c '%g' "$SOCK")"
+	done
+	ok "made with group $made; nogroup taken; \"\" then asks for $made again"
+	daemon_stop
+	cp "$T/good.conf" "$conf"
+fi
+
 # Without -c the daemon reads SYSCONFDIR/ibverbsd/ibverbsd.conf, or runs on
 # the built-in defaults if there is none.  A file that goes away after
 # start (an editor or an upgrade replacing it) must not turn a reload into
