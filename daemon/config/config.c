@@ -44,6 +44,13 @@ struct parser {
 	struct ibvd_json_step path[PATH_MAX_DEPTH];
 	size_t depth;
 	json_t *limits;		/* the "limits" section, parsed last */
+	/*
+	 * The rules parsed so far by identity (rule index + 1, 0 empty):
+	 * a file may hold tens of thousands, each checked against all the
+	 * others for a second name of the same uid, group or cgroup.
+	 */
+	size_t *rule_index;
+	size_t rule_index_len;		/* a power of two, or 0 */
 };
 
 /* Checks one member's value and stores it into obj. */
@@ -1072,36 +1079,109 @@ static int rule_identity(struct ibvd_config_limit_rule *r, const char *key,
 	return r->name ? 0 : -ENOMEM;
 }
 
+/* Do a and b match exactly the same clients? */
+static bool same_identity(const struct ibvd_config_limit_rule *a,
+			  const struct ibvd_config_limit_rule *b)
+{
+	if (a->match != b->match)
+		return false;
+	switch (a->match) {
+	case IBVD_LIMIT_MATCH_UID:
+		return a->uid == b->uid;
+	case IBVD_LIMIT_MATCH_GROUP:
+		return a->gid == b->gid;
+	default:
+		return strcmp(a->cgroup, b->cgroup) == 0;
+	}
+}
+
 /* The rule matching exactly what want matches (not the best for a peer). */
 static struct ibvd_config_limit_rule *
 find_same(struct ibvd_config *cfg, const struct ibvd_config_limit_rule *want)
 {
-	struct ibvd_config_limit_rule *r;
 	size_t i;
 
-	for (i = 0; i < cfg->nlimit_rules; i++) {
-		r = &cfg->limit_rules[i];
-		if (r->match != want->match)
-			continue;
-		if ((r->match == IBVD_LIMIT_MATCH_UID && r->uid == want->uid) ||
-		    (r->match == IBVD_LIMIT_MATCH_GROUP && r->gid == want->gid) ||
-		    (r->match == IBVD_LIMIT_MATCH_CGROUP &&
-		     strcmp(r->cgroup, want->cgroup) == 0))
-			return r;
-	}
+	for (i = 0; i < cfg->nlimit_rules; i++)
+		if (same_identity(&cfg->limit_rules[i], want))
+			return &cfg->limit_rules[i];
 	return NULL;
+}
+
+/* FNV-1a of a rule's identity. */
+static size_t identity_hash(const struct ibvd_config_limit_rule *r)
+{
+	uint64_t h = 14695981039346656037ull ^ (uint64_t)r->match;
+	const char *c;
+
+	if (r->match == IBVD_LIMIT_MATCH_CGROUP) {
+		for (c = r->cgroup; *c; c++)
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	} else {
+		h = (h ^ (r->match == IBVD_LIMIT_MATCH_UID ? r->uid : r->gid)) *
+		    1099511628211ull;
+	}
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The index's slot holding a rule like want, or the empty one it would take. */
+static size_t *index_slot(const struct parser *p, const struct ibvd_config *cfg,
+			  const struct ibvd_config_limit_rule *want)
+{
+	size_t mask = p->rule_index_len - 1, i = identity_hash(want) & mask;
+
+	while (p->rule_index[i] &&
+	       !same_identity(&cfg->limit_rules[p->rule_index[i] - 1], want))
+		i = (i + 1) & mask;
+	return &p->rule_index[i];
+}
+
+/* The rule parsed so far matching exactly what want matches, or NULL. */
+static struct ibvd_config_limit_rule *
+index_find(const struct parser *p, struct ibvd_config *cfg,
+	   const struct ibvd_config_limit_rule *want)
+{
+	size_t at;
+
+	if (!p->rule_index_len)
+		return NULL;
+	at = *index_slot(p, cfg, want);
+	return at ? &cfg->limit_rules[at - 1] : NULL;
+}
+
+/* The last rule of cfg into the index, which stays at most half full. */
+static int index_add(struct parser *p, const struct ibvd_config *cfg)
+{
+	size_t n = cfg->nlimit_rules, len = p->rule_index_len, i;
+
+	if (2 * n > len) {
+		free(p->rule_index);
+		p->rule_index_len = len ? 2 * len : 64;
+		p->rule_index = calloc(p->rule_index_len, sizeof(*p->rule_index));
+		if (!p->rule_index) {
+			p->rule_index_len = 0;
+			return -ENOMEM;
+		}
+		for (i = 0; i + 1 < n; i++)
+			*index_slot(p, cfg, &cfg->limit_rules[i]) = i + 1;
+	}
+	*index_slot(p, cfg, &cfg->limit_rules[n - 1]) = n;
+	return 0;
 }
 
 static int add_rule(struct ibvd_config *cfg, enum ibvd_limit_match match,
 		    struct ibvd_config_limit_rule **rule)
 {
 	struct ibvd_config_limit_rule *r;
+	size_t n = cfg->nlimit_rules;
 
-	r = realloc(cfg->limit_rules, (cfg->nlimit_rules + 1) * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	cfg->limit_rules = r;
-	r = &r[cfg->nlimit_rules++];
+	/* room for 16, then twice as many each time it is full */
+	if (n == 0 || (n >= 16 && !(n & (n - 1)))) {
+		r = realloc(cfg->limit_rules, (n ? 2 * n : 16) * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		cfg->limit_rules = r;
+	}
+	r = &cfg->limit_rules[cfg->nlimit_rules++];
 	memset(r, 0, sizeof(*r));
 	r->match = match;
 	entry_init(&r->limits);
@@ -1122,7 +1202,7 @@ static int parse_rule(struct parser *p, const char *key, json_t *v,
 	else if (ret)
 		ret = fail(p, "%s", why);
 	/* "01001" beside "1001", a group by name and by gid: one would be dead */
-	else if ((same = find_same(cfg, &want)))
+	else if ((same = index_find(p, cfg, &want)))
 		ret = fail(p, "the same %s as \"%s\"", match_names[match],
 			   same->name);
 	else if (add_rule(cfg, match, &r))
@@ -1136,6 +1216,8 @@ static int parse_rule(struct parser *p, const char *key, json_t *v,
 	r->gid = want.gid;
 	r->cgroup = want.cgroup;	/* the rule takes the strings over */
 	r->name = want.name;
+	if (index_add(p, cfg))
+		return out_of_memory(p);
 	return parse_entry(p, v, cfg, &r->limits);
 }
 
@@ -1593,6 +1675,7 @@ static struct ibvd_config *parse_text(const char *text, size_t len,
 		ret = out_of_memory(&p);
 out:
 	json_decref(root);
+	free(p.rule_index);
 	if (ret) {
 		ibvd_config_free(cfg);
 		cfg = NULL;

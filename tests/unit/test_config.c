@@ -888,6 +888,52 @@ static const struct ibvd_quota *limits_for(const struct ibvd_config *cfg,
 	return &q;
 }
 
+/*
+ * Thousands of rules, as a site with a rule per user writes them: each
+ * is told from all the others (a second spelling of the first uid, last,
+ * is found), and each is found again for its uid.
+ */
+#define MANY_RULES	40000
+
+static char *many_rules(const char *last)
+{
+	size_t size = 64 + MANY_RULES * 32 + strlen(last), used;
+	char *t = malloc(size);
+	unsigned int i;
+
+	ck_assert_ptr_nonnull(t);
+	used = (size_t)snprintf(t, size, "{\"limits\": {\"uid\": {");
+	for (i = 0; i < MANY_RULES; i++)
+		used += (size_t)snprintf(t + used, size - used, "%s\"%u\": {\"qp\": %u}",
+					 i ? ", " : "", 100000 + i, i % 1000 + 1);
+	snprintf(t + used, size - used, "%s}, \"cgroup\": {\"/a/\": {}, \"/a\": {}}}}", last);
+	return t;
+}
+
+START_TEST(many_rules_told_apart)
+{
+	struct ibvd_config *cfg;
+	char *t = many_rules("");
+	unsigned int i;
+
+	cfg = ibvd_config_parse(t, "t.conf", err, sizeof(err));
+	ck_assert_msg(cfg != NULL, "rejected: %s", err);
+	ck_assert_uint_eq(cfg->nlimit_rules, MANY_RULES + 2);
+	for (i = 0; i < MANY_RULES; i += 997) {
+		ck_assert_uint_eq(limits_for(cfg, 100000 + i, 100000 + i, NULL)->max[IBVD_LIMIT_QP],
+				  i % 1000 + 1);
+	}
+	ibvd_config_free(cfg);
+	free(t);
+	t = many_rules(", \"0100000\": {}");
+	cfg = ibvd_config_parse(t, "t.conf", err, sizeof(err));
+	ck_assert_ptr_null(cfg);
+	ck_assert_msg(strstr(err, "limits.uid.0100000: the same uid as \"100000\""),
+		      "%s", err);
+	free(t);
+}
+END_TEST
+
 /* The rdma cgroup's kinds default to max, cm_id and the daemon's own to a number. */
 START_TEST(limits_absent_mean_max)
 {
@@ -1559,6 +1605,7 @@ static Suite *config_suite(void)
 	tcase_add_test(bad, bad_device_limits);
 	tcase_add_test(bad, bad_roce_devices);
 	tcase_add_test(bad, duplicate_rules);
+	tcase_add_test(bad, many_rules_told_apart);
 	suite_add_tcase(s, bad);
 
 	tcase_add_test(files, unreadable_files);
