@@ -393,7 +393,10 @@ static void peer_groups(int fd, struct ibvd_peer_identity *id)
  * our pid namespace), a uid's first session would give its tenant the
  * default rule, perhaps a looser one than its cgroup's, and the tenant
  * keeps it: refused then, unless a rule of its uid or groups applies
- * (those win over cgroups).  A uid whose tenant exists has its rule.
+ * (those win over cgroups).  A uid whose tenant knows its cgroup has its
+ * rule; one whose tenant does not (made before the limits had cgroup
+ * rules) is refused too, or it could open sessions at the default limits
+ * for as long as one of them stays.
  */
 static bool cgroup_wanted(const struct ibvd_session *s)
 {
@@ -401,7 +404,8 @@ static bool cgroup_wanted(const struct ibvd_session *s)
 	struct ibvd_limit_who who;
 
 	if (s->privileged || s->ident.cgroup[0] ||
-	    !ibvd_config_has_cgroup_rules(cfg) || ibvd_tenant_exists(s->ident.uid))
+	    !ibvd_config_has_cgroup_rules(cfg) ||
+	    ibvd_tenant_cgroup_known(s->ident.uid))
 		return false;
 	/* a rule of its uid or groups wins over any cgroup's */
 	ibvd_peer_identity_who(&s->ident, &who);

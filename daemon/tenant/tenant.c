@@ -166,13 +166,13 @@ static void set_limits(struct ibvd_tenant *t, const struct ibvd_config *cfg)
 		ibvd_config_limits_dev(cfg, rule, td->name, &td->limits);
 }
 
-bool ibvd_tenant_exists(uid_t uid)
+bool ibvd_tenant_cgroup_known(uid_t uid)
 {
 	const struct ibvd_tenant *t;
 
 	for (t = tenants; t; t = t->next)
 		if (t->uid == uid)
-			return true;
+			return t->ident.cgroup[0] != '\0';
 	return false;
 }
 
@@ -545,9 +545,17 @@ void ibvd_tenant_slow_reader(struct ibvd_tenant *t)
 void ibvd_tenants_apply(const struct ibvd_config *cfg)
 {
 	struct ibvd_tenant *t;
+	struct ibvd_limit_who who;
 
-	for (t = tenants; t; t = t->next)
+	for (t = tenants; t; t = t->next) {
 		set_limits(t, cfg);
+		ibvd_peer_identity_who(&t->ident, &who);
+		/* its sessions go on; new ones are refused (server/session.c) */
+		if (!t->ident.cgroup[0] && ibvd_config_has_cgroup_rules(cfg) &&
+		    !ibvd_config_limit_rule_for(cfg, &who))
+			log_warn("uid %u: its cgroup is unknown, so its cgroup rule too: its sessions keep the default limits, and new sessions are refused while its cgroup cannot be read",
+				 (unsigned int)t->uid);
+	}
 }
 
 int ibvd_tenant_foreach(int (*fn)(const struct ibvd_tenant *t, void *arg),

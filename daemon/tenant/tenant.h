@@ -159,8 +159,11 @@ struct ibvd_tenant {
 	struct ibvd_tenant *next;
 };
 
-/* Has uid a tenant (a session, a context, memory of its own) now? */
-bool ibvd_tenant_exists(uid_t uid);
+/*
+ * Has uid a tenant (a session, a context, memory of its own) whose rule
+ * was chosen knowing its cgroup?
+ */
+bool ibvd_tenant_cgroup_known(uid_t uid);
 
 /* The tenant of id->uid, made with cfg's limits for id if new; NULL: ENOMEM. */
 struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,

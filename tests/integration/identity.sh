@@ -64,3 +64,37 @@ check "root is served"
 "$T/bin/badclient-helper" "$SOCK" list >"$O/root" 2>&1 ||
 	{ show client "$O/root"; fail "root was refused"; }
 ok "served"
+
+# A uid served while the limits had no cgroup rule has a tenant whose rule
+# was chosen without its cgroup.  Once a reload brings cgroup rules, its
+# sessions go on at the rule they had, but it may not open more while its
+# cgroup cannot be read: else one session kept open would let it open
+# any number at the default limits, where a new uid is refused.
+check "a uid served before cgroup rules came, refused new sessions after"
+"$PYTHON" - "$conf" '{"group": {"rdma": {"qp": 3}}}' <<-'EOF2' || fail "cannot rewrite $conf"
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+cfg["limits"] = json.loads(sys.argv[2])
+json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+EOF2
+ibvctl daemon reload >"$O/reload1" 2>&1 || { show reload "$O/reload1"; fail "reload without cgroup rules"; }
+ctx_start "$USER2" -d ibvd0
+"$PYTHON" - "$conf" '{"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}' <<-'EOF2' || fail "cannot rewrite $conf"
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+cfg["limits"] = json.loads(sys.argv[2])
+json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+EOF2
+ibvctl daemon reload >"$O/reload2" 2>&1 || { show reload "$O/reload2"; fail "reload with cgroup rules"; }
+expect_grep "uid $USER2: its cgroup is unknown, so its cgroup rule too" "$DAEMON_LOG" "the reload's warning"
+debian_env
+(cd "$T" && timeout -k 2 "$TMO" setpriv --reuid="$USER2" --regid="$USER2" --clear-groups -- \
+	env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" /usr/bin/ibv_devices) >"$O/second" 2>&1 && {
+	show client "$O/second"
+	fail "uid $USER2 opened another session at the default limits"
+}
+expect_grep "cannot read this client's cgroup" "$O/second" "ibv_devices' error"
+ctx_cmd query || fail "the first session: $CTX_ANSWER"
+case $CTX_ANSWER in ok*) ;; *) fail "the first session: $CTX_ANSWER" ;; esac
+ok "refused; its first session still answers"
+ctx_stop
