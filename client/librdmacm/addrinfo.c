@@ -123,9 +123,20 @@ static int from_hints(const struct rdma_addrinfo *hints, int ps, int qp_type,
 	return 0;
 }
 
-static bool want_ib(const struct rdma_addrinfo *hints)
+/*
+ * AF_IB addresses come back, as rdma-core makes them, only for a numeric
+ * host asked for in that family (RAI_FAMILY): else AF_INET6 ones, which
+ * is what getaddrinfo(3) is asked for either way.
+ */
+static bool asks_ib(const struct rdma_addrinfo *hints)
 {
 	return hints && hints->ai_family == AF_IB;
+}
+
+static bool want_ib(const struct rdma_addrinfo *hints)
+{
+	return asks_ib(hints) && (hints->ai_flags & RAI_FAMILY) &&
+	       (hints->ai_flags & RAI_NUMERICHOST);
 }
 
 /*
@@ -207,7 +218,7 @@ static int resolve(const char *node, const char *service,
 	int err;
 
 	memset(&h, 0, sizeof(h));
-	h.ai_family = want_ib(hints) ? AF_INET6 :
+	h.ai_family = asks_ib(hints) ? AF_INET6 :
 		      hints ? hints->ai_family : AF_UNSPEC;
 	h.ai_socktype = qp_type == IBV_QPT_UD ? SOCK_DGRAM : SOCK_STREAM;
 	if (hints && (hints->ai_flags & RAI_PASSIVE))

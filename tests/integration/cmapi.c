@@ -2121,6 +2121,15 @@ static struct rdma_addrinfo *ib_info(const char *node, const char *port,
 		      "rdma_getaddrinfo(%s, AF_IB): %s", node ? node : "NULL",
 		      strerror(errno));
 	ck_assert_int_eq(res->ai_family, AF_IB);
+	/* without RAI_FAMILY, the IPv6 address itself (rdma-core's) */
+	if (node) {
+		struct rdma_addrinfo *in6 = NULL;
+
+		hints.ai_flags &= ~RAI_FAMILY;
+		ck_assert_int_eq(rdma_getaddrinfo(node, port, &hints, &in6), 0);
+		ck_assert_int_eq(in6->ai_family, AF_INET6);
+		rdma_freeaddrinfo(in6);
+	}
 	return res;
 }
 

@@ -393,10 +393,13 @@ START_TEST(connect_refused)
 	} else {
 		ck_assert_int_eq(errno, ECONNREFUSED);
 	}
-	/* Reported once, then cleared. */
+	/* Reported once, then cleared: poll says so too (hung up, no error). */
 	len = sizeof(err);
 	ck_ok(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len));
 	ck_assert_int_eq(err, 0);
+	rev = wait_for(fd, POLLOUT);
+	ck_assert_msg((rev & POLLHUP) && !(rev & POLLERR),
+		      "revents %#x once the error was told", rev);
 	ck_ok(rclose(fd));
 }
 END_TEST
