@@ -1131,6 +1131,15 @@ static void uc_cut_short(struct ibvd_qp *qp, struct roce_qp *w)
 	w->rx.in_msg = false;
 }
 
+/*
+ * UC: how far behind the expected PSN a packet is a copy of one already
+ * taken (a link that duplicates), dropped so that no message arrives
+ * twice; further behind, it is a sender that started again lower, whose
+ * new message begins there (rxe takes any FIRST or ONLY off its PSN, and
+ * so takes copies twice).
+ */
+#define UC_DUP_WINDOW	2048
+
 static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 		       struct roce_qp *w, const struct roce_ip *ip,
 		       const struct roce_pkt *p)
@@ -1145,23 +1154,24 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 		w->rx.started = true;
 	}
 	d = roce_psn_diff(p->psn, w->rx.epsn);
-	if (d < 0 && !uc) {
+	if (d < 0 && (!uc || d >= -UC_DUP_WINDOW)) {
 		ibvd_eng_port_count(qp, IBVD_PC_DUPLICATE_REQUEST, 1);
 		/*
 		 * XRC: a READ or atomic replayed in its own SRQ's PD, but not
 		 * in the middle of a message for another SRQ, whose held WQE
 		 * would go with the wrong SRQ's CQ
 		 */
-		if (qp->qp_type != IBV_QPT_XRC_RECV || xrc_enter(qp, w, p))
+		if (!uc && (qp->qp_type != IBV_QPT_XRC_RECV ||
+			    xrc_enter(qp, w, p)))
 			rx_duplicate(rd, qp, w, ip, p);
 		return;
 	}
 	if (d != 0) {
 		/*
-		 * UC has no duplicates, only gaps, behind as ahead (a sender
-		 * that started again from a lower PSN): the message in
-		 * progress is lost; a new one may begin (and takes the SRQ WQE
-		 * the lost one held, as rxe's)
+		 * UC: a gap, ahead or far behind (a sender that started again
+		 * from a lower PSN): the message in progress is lost; a new
+		 * one may begin (and takes the SRQ WQE the lost one held, as
+		 * rxe's)
 		 */
 		if (uc) {
 			if (w->rx.in_msg)
