@@ -159,10 +159,13 @@ static enum eng_ud local_send_ud(struct ibvd_engine *eng, struct ibvd_qp *src,
 	uint32_t qkey = req->w.remote_qkey;
 	struct ibvd_qp *target;
 
-	if (req->length > UD_MTU) {
-		*status = IBV_WC_LOC_LEN_ERR;
-		return UD_FAILED;
-	}
+	/*
+	 * Longer than the port's MTU: no packet, and no error either
+	 * (IBTA C10-93.1.1); the send completes, as rxe's and the RoCE
+	 * device's do, and the send queue goes on.
+	 */
+	if (req->length > UD_MTU)
+		return UD_SENT;
 	/* once, not again for each try of a datagram that waited (recv.c) */
 	if (!src->busy_since_ns)
 		ibvd_eng_count_request(src, req);

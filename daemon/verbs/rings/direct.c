@@ -203,6 +203,17 @@ static uint32_t remote_write_placeable(const struct ibvd_qp *qp)
 	       qp->ctx->nmembers == 1;
 }
 
+/*
+ * Does qp's path still lead to its side of the pair?  A connected QP's
+ * path may change at SQD (a new AV): its SENDs then go where the engine
+ * routes them, as a NIC's would, and the pair carries only what the peer
+ * sends (its own path is its own).
+ */
+static bool path_to_pair(const struct ibvd_qp *qp, const struct ibvd_qp *peer)
+{
+	return qp->qp_type == IBV_QPT_UD || ibvd_engine_qp_peer(qp) == peer;
+}
+
 void ibvd_direct_update(struct ibvd_qp *qp)
 {
 	struct ibvd_direct *d = qp->direct;
@@ -210,7 +221,8 @@ void ibvd_direct_update(struct ibvd_qp *qp)
 		      !__atomic_load_n(&d->ud_broken, __ATOMIC_RELAXED) &&
 		      __atomic_load_n(&qp->state, __ATOMIC_ACQUIRE) == IBV_QPS_RTS &&
 		      (qp->qp_type != IBV_QPT_RC || qp->attr.rnr_retry == 7) &&
-		      !ibvd_engine_ctx_paced(qp->ctx);
+		      !ibvd_engine_ctx_paced(qp->ctx) &&
+		      path_to_pair(qp, d->qp[!qp->direct_side]);
 
 	ibvd_publish(&sq_engine(qp)->direct_send_ok, ok);
 	ibvd_publish(&sq_engine(qp)->direct_remote_write,
