@@ -10,9 +10,9 @@
  * the ring consumer of ibv_poll_cq (poll.c): start_poll takes the CQ lock
  * (unless the app promised a single thread), copies each CQE out as it
  * takes it, and end_poll hands the batch's slots back to the engine.
- * As the batch holds the CQ lock, calling ibv_poll_cq, ibv_req_notify_cq
- * or ibv_resize_cq on the same CQ between start_poll and end_poll
- * deadlocks, as it does with rdma-core's providers.
+ * The batch holds the CQ lock; the thread that holds it may still arm
+ * the CQ, reset or destroy a QP from inside the batch (ibvc_cq_lock skips
+ * the lock for it), as a NIC's library lets it.
  */
 #include "config.h"
 
