@@ -19,12 +19,16 @@ ibvd_init
 O=$T/out
 
 conf=$(default_conf) || exit 1
-"$PYTHON" - "$conf" <<-'EOF' || fail "cannot rewrite $conf"
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["limits"] = {"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}
-json.dump(cfg, open(sys.argv[1], "w"), indent=2)
-EOF
+# limits JSON: the configuration's "limits" become JSON.
+limits() {
+	"$PYTHON" - "$conf" "$1" <<-'EOF' || fail "cannot rewrite $conf"
+	import json, sys
+	cfg = json.load(open(sys.argv[1]))
+	cfg["limits"] = json.loads(sys.argv[2])
+	json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+	EOF
+}
+limits '{"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}'
 # the daemon, the namespace's first process, ends with unshare
 wrapper=$T/ibverbsd-pidns
 cat >"$wrapper" <<-EOF
@@ -71,20 +75,10 @@ ok "served"
 # cgroup cannot be read: else one session kept open would let it open
 # any number at the default limits, where a new uid is refused.
 check "a uid served before cgroup rules came, refused new sessions after"
-"$PYTHON" - "$conf" '{"group": {"rdma": {"qp": 3}}}' <<-'EOF2' || fail "cannot rewrite $conf"
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["limits"] = json.loads(sys.argv[2])
-json.dump(cfg, open(sys.argv[1], "w"), indent=2)
-EOF2
+limits '{"group": {"rdma": {"qp": 3}}}'
 ibvctl daemon reload >"$O/reload1" 2>&1 || { show reload "$O/reload1"; fail "reload without cgroup rules"; }
 ctx_start "$USER2" -d ibvd0
-"$PYTHON" - "$conf" '{"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}' <<-'EOF2' || fail "cannot rewrite $conf"
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["limits"] = json.loads(sys.argv[2])
-json.dump(cfg, open(sys.argv[1], "w"), indent=2)
-EOF2
+limits '{"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}'
 ibvctl daemon reload >"$O/reload2" 2>&1 || { show reload "$O/reload2"; fail "reload with cgroup rules"; }
 expect_grep "uid $USER2: its cgroup is unknown, so its cgroup rule too" "$DAEMON_LOG" "the reload's warning"
 debian_env
