@@ -7,8 +7,9 @@
  *
  * A port row is {"ifindex", "ifname", "port", then rxe's counter names in
  * rxe's order}, so it reads like rdma statistic show; a RoCE port's then
- * has "dropped_not_peer" and "dropped_bad_pkey", the packets its
- * transport dropped from outside its peers or of another partition.  Anyone may look,
+ * has "dropped_not_peer", "dropped_bad_pkey" and "dropped_too_long", the
+ * packets its transport dropped from outside its peers, of another
+ * partition, or longer than any packet.  Anyone may look,
  * as with rdma: the counters are device-wide and name no one's objects.
  *
  * Control thread only: devices and contexts are its own; the engine's
@@ -54,7 +55,7 @@ fail:
 }
 
 /* A RoCE port's rows go on with its drops before any QP (rxe has none). */
-#define ROCE_PORT_COUNTERS	(IBVD_PC_MAX + 2)
+#define ROCE_PORT_COUNTERS	(IBVD_PC_MAX + 3)
 
 static int port_row(const struct ibvd_device *dev, const struct ibvd_port *port,
 		    json_t *out)
@@ -78,10 +79,13 @@ static int port_row(const struct ibvd_device *dev, const struct ibvd_port *port,
 	memcpy(names, ibvd_port_counter_names, sizeof(ibvd_port_counter_names));
 	names[IBVD_PC_MAX] = "dropped_not_peer";
 	names[IBVD_PC_MAX + 1] = "dropped_bad_pkey";
+	names[IBVD_PC_MAX + 2] = "dropped_too_long";
 	memcpy(all, ctr, sizeof(ctr));
 	all[IBVD_PC_MAX] = __atomic_load_n(&dev->roce.dropped_not_peer,
 					   __ATOMIC_RELAXED);
 	all[IBVD_PC_MAX + 1] = __atomic_load_n(&dev->roce.dropped_bad_pkey,
+					       __ATOMIC_RELAXED);
+	all[IBVD_PC_MAX + 2] = __atomic_load_n(&dev->roce.dropped_too_long,
 					       __ATOMIC_RELAXED);
 	return append_counters(out, row, names, all, ROCE_PORT_COUNTERS);
 }

@@ -154,6 +154,8 @@ struct ibvd_roce {
 	 */
 	uint64_t dropped_not_peer;
 	uint64_t dropped_bad_pkey;
+	/* datagrams longer than any packet (and not a run to cut) */
+	uint64_t dropped_too_long;
 };
 
 struct ibvd_device {

@@ -77,4 +77,34 @@ v6_after=$(ip netns exec "$NSB" cat /proc/net/snmp6 | awk '$1 == "Ip6InReceives"
 [ $((v6_after - v6_before)) -gt 5000 ] ||
 	fail "only $((v6_after - v6_before)) IPv6 packets reached $NSB"
 ok "$((v6_after - v6_before)) IPv6 packets reached $NSB"
+
+# A datagram longer than any RoCE packet (9216 bytes with its IP header;
+# the kernels fragment and reassemble it) is no packet: A drops it before
+# parsing and counts it in dropped_too_long; one within the size is not.
+too_long() {
+	SOCK=$SOCK_A ibvctl -j statistic show link roce0/1 | "$PYTHON" -c 'import json, sys
+print(json.load(sys.stdin)[0]["dropped_too_long"])'
+}
+# send_dgram BYTES: one UDP datagram of that many bytes from B to A:4791
+send_dgram() {
+	ip netns exec "$NSB" "$PYTHON" -c 'import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.sendto(b"\x64" + bytes(int(sys.argv[2]) - 1), (sys.argv[1], 4791))' "$IP6A" "$1" ||
+		fail "sending $1 bytes to [$IP6A]:4791"
+}
+check "an IPv6 datagram longer than any packet: dropped and counted"
+c0=$(too_long) || fail "A's counters"
+send_dgram 9100
+send_dgram 9300
+for _ in $(seq $((50 * TMUL))); do
+	c1=$(too_long) || fail "A's counters"
+	[ "$c1" -gt "$c0" ] && break
+	sleep 0.1
+done
+sleep 0.3
+c1=$(too_long) || fail "A's counters"
+[ "$c1" -eq $((c0 + 1)) ] ||
+	fail "dropped_too_long went from $c0 to $c1 for one datagram too long and one not"
+ok "dropped_too_long $c0 -> $c1"
+daemon_alive "after a datagram too long"
 ok "$NRUN runs over IPv6 GIDs passed"

@@ -734,17 +734,25 @@ static int rx_run(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
  * addresses are its packets': one from anywhere but a peer is dropped
  * before the search for its segment size, which costs a few ns a byte.
  */
+/* A datagram longer than any packet: dropped, and counted. */
+static void rx_too_long(struct roce_dev *rd)
+{
+	__atomic_fetch_add(&rd->dev->roce.dropped_too_long, 1, __ATOMIC_RELAXED);
+}
+
 static void rx_ipv4(struct roce_dev *rd, struct rx_batch *b, const uint8_t *pkt,
 		    size_t len)
 {
 	if (roce_gso_maybe_run(pkt, len)) {
 		if (!roce_rx_addressed(rd, pkt, len))
 			return;
-		/* cut, or longer than any packet: nothing more to do */
-		if (rx_run(rd, b, pkt, len) == 0 || len > ROCE_MAX_PACKET)
-			return;
+		if (rx_run(rd, b, pkt, len) == 0)
+			return;		/* cut */
 	}
-	roce_rx_packet(rd, pkt, len);
+	if (len > ROCE_MAX_PACKET)
+		rx_too_long(rd);
+	else
+		roce_rx_packet(rd, pkt, len);
 }
 
 /*
@@ -764,12 +772,13 @@ static int rx_batch_take(struct roce_dev *rd, int fd, bool v6, struct rx_batch *
 		m = &b->msgs[i].msg_hdr;
 		/* Truncated: longer than any packet we take. */
 		if (m->msg_flags & MSG_TRUNC)
-			continue;
-		if (!v6)
+			rx_too_long(rd);
+		else if (!v6)
 			rx_ipv4(rd, b, b->buf[i], b->msgs[i].msg_len);
 		/* IPv6 has no runs: longer than a packet is no packet */
-		else if (IPV6_HDR_LEN + b->msgs[i].msg_len <= ROCE_MAX_PACKET &&
-			 rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
+		else if (IPV6_HDR_LEN + b->msgs[i].msg_len > ROCE_MAX_PACKET)
+			rx_too_long(rd);
+		else if (rx_ipv6_header(m, b->msgs[i].msg_len, b->buf[i]))
 			roce_rx_packet(rd, b->buf[i],
 				       IPV6_HDR_LEN + b->msgs[i].msg_len);
 	}
