@@ -184,6 +184,15 @@ struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,
 	for (t = tenants; t; t = t->next)
 		if (t->uid == id->uid) {
 			t->refs++;
+			/*
+			 * Made while its cgroup could not be read: the first
+			 * session that shows it gives the tenant its rule.
+			 */
+			if (!t->ident.cgroup[0] && id->cgroup[0]) {
+				memcpy(t->ident.cgroup, id->cgroup,
+				       sizeof(t->ident.cgroup));
+				set_limits(t, cfg);
+			}
 			return t;
 		}
 	t = calloc(1, sizeof(*t));

@@ -91,4 +91,17 @@ expect_grep "cannot read this client's cgroup" "$O/second" "ibv_devices' error"
 ctx_cmd query || fail "the first session: $CTX_ANSWER"
 case $CTX_ANSWER in ok*) ;; *) fail "the first session: $CTX_ANSWER" ;; esac
 ok "refused; its first session still answers"
+
+# A session of the same uid whose cgroup the daemon can read (it runs in
+# the daemon's pid namespace) gives the tenant its cgroup's rule.
+check "a session whose cgroup can be read gives the tenant its rule"
+inner=$(pgrep -P "$DAEMON_PID" | head -n 1)
+[ -n "$inner" ] || fail "no daemon inside the namespace"
+(cd "$T" && timeout -k 2 "$TMO" nsenter -t "$inner" -p -m -- \
+	setpriv --reuid="$USER2" --regid="$USER2" --clear-groups -- \
+	env "${DEBIAN_ENV[@]}" "$T/tools/ibverbsd-run" /usr/bin/ibv_devices) >"$O/inner" 2>&1 ||
+	{ show client "$O/inner"; fail "uid $USER2 in the daemon's pid namespace was refused"; }
+ibvctl -j limit show uid "$USER2" >"$O/limit" 2>&1 || { show "limit show" "$O/limit"; fail "ibvctl limit show"; }
+expect_grep '"rule": *"cgroup /"' "$O/limit" "uid $USER2's rule"
+ok "uid $USER2 now has the rule of cgroup /"
 ctx_stop
