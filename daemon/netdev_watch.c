@@ -118,8 +118,9 @@ static void rebind(struct ibvd_device *dev)
 	if (!dev->transport->dev_rebind)
 		return;
 	ret = dev->transport->dev_rebind(dev);
+	dev->roce.rebind_pending = ret < 0;
 	if (ret < 0)
-		log_err("device %s: cannot bind to %s again (index %d): %s; it sends and receives nothing until a restart",
+		log_err("device %s: cannot bind to %s again (index %d): %s; tried again at the interface's next change",
 			dev->name, dev->roce.netdev.ifname,
 			dev->roce.netdev.ifindex, strerror(-ret));
 }
@@ -145,7 +146,8 @@ static void refresh(struct ibvd_device *dev)
 	/* every message: an interface made again changes no GID, its index */
 	gids_changed(dev);
 	log_changes(dev, old_ifindex, changed);
-	if (moved(old_ifindex, dev->roce.netdev.ifindex))
+	if (moved(old_ifindex, dev->roce.netdev.ifindex) ||
+	    (dev->roce.rebind_pending && dev->roce.netdev.ifindex))
 		rebind(dev);
 	send_events(dev, changed);
 out:

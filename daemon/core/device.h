@@ -156,6 +156,9 @@ struct ibvd_roce {
 	uint64_t dropped_bad_pkey;
 	/* datagrams longer than any packet (and not a run to cut) */
 	uint64_t dropped_too_long;
+	/* the transport could not follow the interface to its new index:
+	 * tried again at the interface's next message (netdev_watch.c) */
+	bool rebind_pending;
 };
 
 struct ibvd_device {

@@ -276,7 +276,7 @@ void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i)
 	rx->fd[i] = -1;
 }
 
-void ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2])
+int ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2])
 {
 	unsigned int i;
 	int old;
@@ -288,9 +288,7 @@ void ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2])
 		rx->fd[i] = fd[i];
 		fd[i] = old;
 	}
-	if (rx->eng && rx_watch(rx->eng, rx, EPOLL_CTL_ADD) < 0)
-		log_err("a RoCE device's new sockets are not watched: %s",
-			strerror(errno));
+	return rx->eng ? rx_watch(rx->eng, rx, EPOLL_CTL_ADD) : 0;
 }
 
 /* Take rx out of list[*n], if there. */

@@ -313,8 +313,9 @@ void ibvd_eng_rx_drop_fd(struct ibvd_eng_rx *rx, unsigned int i);
 /*
  * Control thread, objects lock held for writing: rx's fds become fd[]'s,
  * and fd[] gets the old ones, no longer watched (the caller closes them).
+ * 0, or a negative errno when the new ones cannot be watched.
  */
-void ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2]);
+int ibvd_eng_rx_swap_fds(struct ibvd_eng_rx *rx, int fd[2]);
 
 /*
  * The WQE `counter` of src's send queue, behind the one in front, as the

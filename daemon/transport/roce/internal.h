@@ -522,7 +522,8 @@ void roce_io_close(struct roce_dev *rd);
 /*
  * The interface was made again: new sockets bound to it take the old
  * ones' places (control thread, objects lock not held).  0, or a
- * negative errno with the old ones kept.
+ * negative errno: the old ones kept, or the new ones in place but not
+ * watched by the engine (netdev_watch.c tries again).
  */
 int roce_io_rebind(struct roce_dev *rd);
 

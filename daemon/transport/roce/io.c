@@ -866,25 +866,29 @@ int roce_io_open(struct roce_dev *rd)
 	return 0;
 }
 
-/* Swap the sockets of a and b (not the flows: those are made on use). */
-static void swap_fds(struct roce_dev *a, struct roce_dev *b)
+/*
+ * Swap the sockets of a and b (not the flows: those are made on use):
+ * 0, or a negative errno when a's new rx sockets cannot be watched.
+ */
+static int swap_fds(struct roce_dev *a, struct roce_dev *b)
 {
 	int *fa[] = { &a->tx_fd, &a->sink_fd, &a->tx6_fd, &a->sink6_fd };
 	int *fb[] = { &b->tx_fd, &b->sink_fd, &b->tx6_fd, &b->sink6_fd };
 	int rx[2] = { b->rx_fd, b->rx6_fd };
 	unsigned int i;
-	int t;
+	int t, ret;
 
 	for (i = 0; i < sizeof(fa) / sizeof(fa[0]); i++) {
 		t = *fa[i];
 		*fa[i] = *fb[i];
 		*fb[i] = t;
 	}
-	ibvd_eng_rx_swap_fds(&a->rx, rx);
+	ret = ibvd_eng_rx_swap_fds(&a->rx, rx);
 	b->rx_fd = a->rx_fd;
 	b->rx6_fd = a->rx6_fd;
 	a->rx_fd = a->rx.fd[0];
 	a->rx6_fd = a->rx.fd[1];
+	return ret;
 }
 
 int roce_io_rebind(struct roce_dev *rd)
@@ -907,7 +911,7 @@ int roce_io_rebind(struct roce_dev *rd)
 	if (ret == 0) {
 		/* no pass runs under the write lock: none sends or drains */
 		ibvd_objects_write_lock();
-		swap_fds(rd, &fresh);
+		ret = swap_fds(rd, &fresh);
 		pthread_mutex_lock(&rd->flows_lock);
 		for (i = 0; i < rd->nflows; i++)
 			close_fd(&rd->flows[i].fd);
