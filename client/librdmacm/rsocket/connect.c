@@ -81,6 +81,23 @@ static int check_type(int domain, int type, int protocol)
 	return 0;
 }
 
+/*
+ * IPV6_V6ONLY before it is set: the host's default, which the CM takes
+ * for an IPv6 id too (net.ipv6.bindv6only).
+ */
+static int default_v6only(void)
+{
+	int fd = open("/proc/sys/net/ipv6/bindv6only", O_RDONLY | O_CLOEXEC);
+	char c = '0';
+
+	if (fd < 0)
+		return 0;
+	if (read(fd, &c, 1) != 1)
+		c = '0';
+	close(fd);
+	return c == '1';
+}
+
 static int do_rsocket(int domain, int type, int protocol)
 {
 	struct rsocket *rs;
@@ -93,6 +110,8 @@ static int do_rsocket(int domain, int type, int protocol)
 	if (!rs)
 		return -ENOMEM;
 	rs->domain = domain;
+	if (domain == AF_INET6)
+		rs->v6only = default_v6only();
 	if (type & SOCK_NONBLOCK)
 		rs->fl_flags |= O_NONBLOCK;
 	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_DGRAM) {
