@@ -29,13 +29,26 @@ limits() {
 	EOF
 }
 limits '{"cgroup": {"/": {"qp": 1}}, "group": {"rdma": {"qp": 3}}}'
-# the daemon, the namespace's first process, ends with unshare
+# The daemon is the namespace's first process, unshare's child.  unshare
+# ignores SIGTERM while it waits, and --kill-child's signal is lost when
+# the daemon drops its privileges (a change of credentials clears it):
+# the daemon itself is stopped, and unshare ends with it.
 wrapper=$T/ibverbsd-pidns
 cat >"$wrapper" <<-EOF
 #!/bin/sh
 exec unshare --pid --fork --mount-proc --kill-child=SIGTERM "$IBVERBSD" "\$@"
 EOF
 chmod 755 "$wrapper"
+pidns_cleanup() {
+	local rc=$? inner
+	if [ -n "$DAEMON_PID" ]; then
+		inner=$(pgrep -P "$DAEMON_PID" | head -n 1)
+		[ -n "$inner" ] && kill -TERM "$inner" 2>/dev/null
+	fi
+	(exit "$rc")
+	ibvd_cleanup
+}
+trap pidns_cleanup EXIT
 IBVERBSD=$wrapper daemon_start -c "$conf"
 daemon_wait_ready
 
