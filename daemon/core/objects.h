@@ -506,6 +506,10 @@ struct ibvd_qp {
 	 * for a whole ACK timeout (or first did; UD: first did, recv.c);
 	 * 0: it does not */
 	uint64_t busy_since_ns;
+	/* engine, serving thread: the local transport, when the front's
+	 * current ACK timeout began with nobody answering (0: it has an
+	 * answer); a timeout spends a retry only once it has run out */
+	uint64_t no_answer_since_ns;
 	/*
 	 * engine: when the SENDs this QP's library left in its ring fail if
 	 * still nobody takes them (its target QP went away or cannot

@@ -691,8 +691,6 @@ struct ibvd_engine {
 	uint64_t ask_by_ns;		/* this step's earlier ask, 0: none (send.c) */
 };
 
-uint64_t ibvd_eng_now(void);
-
 /*
  * What one pass (or one destroy's last sends) may spend in all spinning
  * for libraries' UD receive claims (recv.c, ud_claim_spin).

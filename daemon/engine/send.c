@@ -238,6 +238,7 @@ static void start_wqe(struct ibvd_qp *qp)
 	qp->rnr_left = qp->attr.rnr_retry;
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->busy_since_ns = 0;
+	qp->no_answer_since_ns = 0;
 	qp->wqe_done = 0;
 	qp->step_paid = 0;
 	/* Defensive: every way out of a message gave its receive WQE back. */

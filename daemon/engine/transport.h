@@ -265,6 +265,8 @@ void ibvd_eng_qkey_violation(const struct ibvd_qp *qp);
 /* Durations of the IB encodings: min_rnr_timer and the local ACK timeout. */
 uint64_t ibvd_eng_rnr_ns(uint8_t min_rnr_timer);
 uint64_t ibvd_eng_timeout_ns(uint8_t timeout);
+/* The engine's clock (CLOCK_MONOTONIC, ns): its timers and deadlines. */
+uint64_t ibvd_eng_now(void);
 
 
 /*

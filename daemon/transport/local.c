@@ -86,9 +86,30 @@ static struct ibvd_qp *local_peer(const struct ibvd_qp *src)
 	return t;
 }
 
-/* RC/UC: the connected peer executes the step as it arrives. */
-static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
-				const struct eng_req *req, uint8_t *rnr_timer)
+/*
+ * RC: nobody answered the step.  A wire's requester learns that only when
+ * its ACK timeout runs out, and spends a retry then; so each timeout here
+ * is waited out first (RESP_PENDING), and a QP with retry_cnt N fails
+ * after N + 1 of them, not at once.
+ */
+static enum eng_resp unanswered(struct ibvd_qp *src)
+{
+	uint64_t now = ibvd_eng_now();
+
+	if (!src->no_answer_since_ns) {
+		src->no_answer_since_ns = now;
+		return RESP_PENDING;
+	}
+	if (now - src->no_answer_since_ns <
+	    ibvd_eng_timeout_ns(src->attr.timeout))
+		return RESP_PENDING;
+	src->no_answer_since_ns = now;
+	return RESP_NO_ACK;
+}
+
+/* RC/UC: the connected peer's answer to one step. */
+static enum eng_resp peer_answer(struct ibvd_engine *eng, struct ibvd_qp *src,
+				 const struct eng_req *req, uint8_t *rnr_timer)
 {
 	struct ibvd_qp *peer = local_peer(src);
 
@@ -117,6 +138,18 @@ static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	default:
 		return ibvd_eng_atomic(eng, src, peer, req);
 	}
+}
+
+/* RC/UC: the connected peer executes the step as it arrives. */
+static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
+				const struct eng_req *req, uint8_t *rnr_timer)
+{
+	enum eng_resp r = peer_answer(eng, src, req, rnr_timer);
+
+	if (r == RESP_NO_ACK)
+		return unanswered(src);
+	src->no_answer_since_ns = 0;
+	return r;
 }
 
 /*

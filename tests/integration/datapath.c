@@ -1455,16 +1455,24 @@ START_TEST(rnr_retry_infinite)
 }
 END_TEST
 
-/* The peer QP is gone: the requester retries retry_cnt times, then gives up. */
+/*
+ * The peer QP is gone: the requester waits out its ACK timeout, retries
+ * retry_cnt times, each after another timeout, then gives up: retry_cnt
+ * + 1 timeouts in all, as on a wire (retry_cnt 0 is one timeout, not an
+ * error at once).  The lower bound is the timer's own; the upper one only
+ * catches "never gives up".
+ */
 START_TEST(retry_exc)
 {
+	static const int retry_cnt[] = { 0, 2 };
 	struct vt_qp_opts o0;
 	struct fx f;
-	long t0;
+	long t0, ms, want;
 
 	memset(&o0, 0, sizeof(o0));
-	o0.timeout = 8;		/* 4.096 us << 8: about 1 ms */
-	o0.retry_cnt = 2;
+	o0.timeout = 14;	/* 4.096 us << 14: 67.1 ms */
+	o0.retry_cnt = retry_cnt[_i] ? retry_cnt[_i] : VT_ZERO;
+	want = 67 * (retry_cnt[_i] + 1);
 	fx_init2(&f, &o0, NULL, 4096, 4096);
 	ck_assert_int_eq(ibv_destroy_qp(f.p.qp[1]), 0);
 	f.p.qp[1] = NULL;
@@ -1472,9 +1480,11 @@ START_TEST(retry_exc)
 	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 100,
 		f.a->lkey, 0, 0);
 	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_RETRY_EXC_ERR, "SEND to a destroyed QP");
+	ms = vt_now_ms() - t0;
 	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "requester after RETRY_EXC_ERR");
-	/* 3 attempts of ~1 ms each; a generous bound against "never retried". */
-	ck_assert_int_lt(vt_now_ms() - t0, 5000);
+	ck_assert_msg(ms >= want, "retry_cnt %d: RETRY_EXC_ERR after %ld ms, "
+		      "before its %ld ms of timeouts", retry_cnt[_i], ms, want);
+	ck_assert_int_lt(ms, want + 5000);
 	fx_free(&f);
 }
 END_TEST
@@ -5503,7 +5513,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, rnr_retry_exc, 0, 2);
 	tcase_add_test(tc, rnr_retry_infinite);
 	tcase_add_test(tc, rnr_timer_honoured);
-	tcase_add_test(tc, retry_exc);
+	tcase_add_loop_test(tc, retry_exc, 0, 2);
 	tcase_add_test(tc, uc_drop);
 	tcase_add_test(tc, flush);
 
