@@ -1,22 +1,24 @@
 /*
- * Copies that survive a shrunk file.  The library copies between an
- * app's registered memory and memory it shares with a peer or the
- * engine (transit rings, staging blocks, a peer's MR by a grant).  Either
- * side may be a file that its owner truncated under the mapping: the
- * missing pages then raise SIGBUS, which would kill the app where a NIC
- * fails the request.  So such a copy runs under a recovery point, and a
- * fault makes it report failure instead; the caller leaves the request
- * to the engine, which fails it as a NIC would (engine/memory.c).
+ * Copies that survive a fault.  The library copies between an app's
+ * registered memory and memory it shares with a peer or the engine
+ * (transit rings, staging blocks, a peer's MR by a grant).  Either side
+ * may be gone under the mapping: a file its owner truncated (SIGBUS), or
+ * a range the app unmapped or protected while its MR stayed registered
+ * (SIGSEGV).  Either would kill the app where a NIC, reading pinned
+ * pages, fails the request or carries on.  So such a copy runs under a
+ * recovery point, and a fault makes it report failure instead; the
+ * caller leaves the request to the engine, which fails it as a NIC would
+ * (engine/memory.c).
  *
- * That takes a SIGBUS handler, installed at the first guarded copy, which
- * hands every fault that is not ours to what the process had before.  A
- * thread that blocks SIGBUS (a blocked fault kills the process) cannot
- * recover: ibvc_guard_ready says so, and its callers then give it only
- * memory that cannot fault that way (private memory: IBVC_MRTAB_COPY),
- * which it copies unguarded.  Both are learnt once per thread, since
- * asking costs a system call: a thread that blocks SIGBUS only after its
- * first verbs call, or an app that installs its own handler after the
- * library's, is back where a fault ends the process (ibverbsd(7)).
+ * That takes handlers for both signals, installed at the first guarded
+ * copy, which hand every fault that is not ours to what the process had
+ * before.  A thread that blocks either signal (a blocked fault kills the
+ * process) cannot recover: ibvc_guard_ready says so, and its callers then
+ * copy nothing of the app's memory and leave every such request to the
+ * engine.  Both are learnt once per thread, since asking costs a system
+ * call: a thread that blocks them only after its first verbs call, or an
+ * app that installs its own handler after the library's, is back where a
+ * fault ends the process (ibverbsd(7)).
  */
 #include "config.h"
 
@@ -27,67 +29,94 @@
 
 #include "ibvd_verbs.h"
 
+static const int guarded_signals[] = { SIGBUS, SIGSEGV };
+#define N_GUARDED (sizeof(guarded_signals) / sizeof(guarded_signals[0]))
+
 /*
  * This thread's recovery point while it copies.  Volatile: the compiler
  * knows memcpy does not read it and would drop the store before it.
  */
 static __thread sigjmp_buf *volatile copy_jump;
-static __thread int bus_state;		/* 0: not asked, 1: usable, -1: not */
-static struct sigaction before;		/* the process's SIGBUS action */
-static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static __thread int guard_state;	/* 0: not asked, 1: usable, -1: not */
+static struct sigaction before[N_GUARDED]; /* the process's actions */
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
-static void on_sigbus(int sig, siginfo_t *si, void *uc)
+static const struct sigaction *action_before(int sig)
 {
-	/* A fault of our copy; one sent by kill() is not (si_code <= 0). */
-	if (copy_jump && si->si_code > 0)
-		siglongjmp(*copy_jump, 1);
-	/* Not ours: as the process would have had it. */
-	if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction) {
-		before.sa_sigaction(sig, si, uc);
+	return &before[sig == SIGBUS ? 0 : 1];
+}
+
+/* A signal that is not ours: as the process would have had it. */
+static void pass_on(int sig, siginfo_t *si, void *uc)
+{
+	const struct sigaction *old = action_before(sig);
+
+	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+		old->sa_sigaction(sig, si, uc);
 		return;
 	}
-	if (before.sa_handler == SIG_IGN && si->si_code <= 0)
+	if (old->sa_handler == SIG_IGN && si->si_code <= 0)
 		return;
-	if (!(before.sa_flags & SA_SIGINFO) && before.sa_handler != SIG_DFL &&
-	    before.sa_handler != SIG_IGN) {
-		before.sa_handler(sig);
+	if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL &&
+	    old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
 		return;
 	}
 	/* What is left ends the process: the default action. */
-	sigaction(SIGBUS, &before, NULL);
+	sigaction(sig, old, NULL);
 	if (si->si_code <= 0)
 		raise(sig);		/* sent, not a fault */
 	/* a fault: the access faults again, now with the old action */
 }
 
-static void bus_install(void)
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	/* A fault of our copy; one sent by kill() is not (si_code <= 0). */
+	if (copy_jump && si->si_code > 0)
+		siglongjmp(*copy_jump, 1);
+	pass_on(sig, si, uc);
+}
+
+static void install(int sig, struct sigaction *old)
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
+	sa.sa_sigaction = on_fault;
 	/*
 	 * No mask to restore on the way out: sigsetjmp need not save it.
 	 * The alternate stack, if the process's handler wanted it, for the
-	 * faults we pass on (runtimes that watch their stacks).
+	 * faults we pass on (runtimes that watch their stacks, and a stack
+	 * overflow's SIGSEGV, which has no stack left to run on).
 	 */
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-	sigaction(SIGBUS, NULL, &before);
-	sa.sa_flags |= before.sa_flags & SA_ONSTACK;
+	sigaction(sig, NULL, old);
+	sa.sa_flags |= old->sa_flags & SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &before);
+	sigaction(sig, &sa, old);
+}
+
+static void guard_install(void)
+{
+	size_t i;
+
+	for (i = 0; i < N_GUARDED; i++)
+		install(guarded_signals[i], &before[i]);
 }
 
 bool ibvc_guard_ready(void)
 {
 	sigset_t mask;
+	size_t i;
 
-	if (bus_state == 0) {
-		pthread_once(&bus_once, bus_install);
-		bus_state = pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 &&
-			    !sigismember(&mask, SIGBUS) ? 1 : -1;
+	if (guard_state == 0) {
+		pthread_once(&guard_once, guard_install);
+		guard_state = pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 ? 1 : -1;
+		for (i = 0; guard_state > 0 && i < N_GUARDED; i++)
+			if (sigismember(&mask, guarded_signals[i]))
+				guard_state = -1;
 	}
-	return bus_state > 0;
+	return guard_state > 0;
 }
 
 bool ibvc_guarded(void (*fn)(void *arg), void *arg)

@@ -142,7 +142,6 @@ struct ibvc_mrtab_entry {
 	uint64_t addr;
 	uint64_t length;
 	unsigned int access;
-	bool shared;		/* on a file the engine maps (REG_MR_SHARED) */
 };
 
 struct ibvc_mrtab {
@@ -194,17 +193,16 @@ struct ibvc_context {
 
 /* mrtab.c: remember an MR of this process (ibvc_reg_mr, rereg), forget it. */
 void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
-		    unsigned int access, bool shared);
+		    unsigned int access);
 void ibvc_mrtab_remove(struct ibvc_context *ictx, uint32_t lkey);
 /* What ibvc_mrtab_covers asks of an MR besides the range. */
 enum {
 	IBVC_MRTAB_WRITE = 1u << 0,	/* local write access */
 	/*
-	 * The library copies it now, in this thread: where the thread cannot
-	 * recover from a fault (guard.c), only memory of the process's own
-	 * that the engine reaches through a system call (no file it maps).
-	 * A file the app truncated under its MR would fault there; the
-	 * engine reads such MRs through its own mapping, and fails the
+	 * The library copies it now, in this thread: never where the thread
+	 * cannot recover from a fault (guard.c).  Memory the app unmapped or
+	 * a file it truncated under its MR would fault there; the engine
+	 * reaches it through the kernel or its own mapping, and fails the
 	 * request instead.
 	 */
 	IBVC_MRTAB_COPY = 1u << 1,
@@ -653,10 +651,11 @@ bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
 		      const struct ibv_send_wr *wr, uint32_t *byte_len);
 
 /*
- * guard.c: copies that survive a file truncated under a mapping.
- * ibvc_guarded runs fn(arg) and says false if it faulted (SIGBUS); in a
- * thread that cannot recover (!ibvc_guard_ready) it runs fn unguarded,
- * and its callers give it only what IBVC_MRTAB_COPY lets them there.
+ * guard.c: copies that survive memory gone under a mapping (a truncated
+ * file, an unmapped or protected range).  ibvc_guarded runs fn(arg) and
+ * says false if it faulted (SIGBUS, SIGSEGV); in a thread that cannot
+ * recover (!ibvc_guard_ready) it runs fn unguarded, and its callers give
+ * it none of the app's memory there (IBVC_MRTAB_COPY refuses).
  */
 bool ibvc_guard_ready(void);
 bool ibvc_guarded(void (*fn)(void *arg), void *arg);
@@ -864,8 +863,6 @@ struct ibvc_mr {
 	unsigned int access;			/* as registered (rereg needs it) */
 	bool tabled;				/* its iova is its address: in
 						 * the context's mrtab */
-	bool shared;				/* on shared file memory, which
-						 * the daemon maps too */
 };
 
 /*

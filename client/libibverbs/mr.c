@@ -115,7 +115,6 @@ static int reg_on_daemon(struct ibvc_mr *imr, uint64_t iova, unsigned int access
 	req.iova = iova;
 	req.access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
 	fd = shared_backing(mr->addr, mr->length, access, &req.file_offset);
-	imr->shared = fd >= 0;
 	ret = ibvd_conn_call_fds(ibvc_conn_of(mr->context),
 				 fd < 0 ? IBVD_MSG_REG_MR : IBVD_MSG_REG_MR_SHARED,
 				 &req.base, &fd, fd < 0 ? 0 : 1,
@@ -167,8 +166,7 @@ int ibvc_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 	 */
 	imr->tabled = iova == (uintptr_t)addr && !(access & IBV_ACCESS_ZERO_BASED);
 	if (imr->tabled)
-		ibvc_mrtab_add(to_ibvc_context(pd->context), mr, access,
-			       imr->shared);
+		ibvc_mrtab_add(to_ibvc_context(pd->context), mr, access);
 	ibvc_pd_hold(pd);
 	*ret_mr = mr;
 	return 0;
@@ -236,7 +234,6 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	unsigned int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ?
 				  (unsigned int)access : imr->access;
 	int fd = -1, ret;
-	bool shared;
 
 	req.handle = mr->handle;
 	req.flags = (uint32_t)flags;
@@ -247,7 +244,6 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	/* A new range may be shared memory too (the old mapping goes). */
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
 		fd = shared_backing(addr, length, new_access, &req.file_offset);
-	shared = fd >= 0;
 	/*
 	 * Forgotten first: a peer's WRITE the library places (direct.c)
 	 * never goes by the old key, range or rights once the daemon's
@@ -265,7 +261,7 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		/* unchanged: the daemon refused */
 		if (!imr->dm && imr->tabled)
 			ibvc_mrtab_add(to_ibvc_context(mr->context), mr,
-				       imr->access, imr->shared);
+				       imr->access);
 		return ret;
 	}
 	imr->access = new_access;
@@ -277,7 +273,6 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		mr->addr = addr;
 		mr->length = length;
-		imr->shared = shared;
 	}
 	mr->lkey = reply->lkey;
 	mr->rkey = reply->rkey;
@@ -288,8 +283,7 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (imr->access & IBV_ACCESS_ZERO_BASED)
 		imr->tabled = false;
 	if (!imr->dm && imr->tabled)
-		ibvc_mrtab_add(to_ibvc_context(mr->context), mr, imr->access,
-			       imr->shared);
+		ibvc_mrtab_add(to_ibvc_context(mr->context), mr, imr->access);
 	return 0;
 }
 

@@ -60,13 +60,13 @@ static bool kept(const struct ibv_mr *mr, unsigned int access)
 }
 
 void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
-		    unsigned int access, bool shared)
+		    unsigned int access)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
 	struct ibvc_mrtab_entry e = {
 		.used = true, .lkey = mr->lkey, .pd = mr->pd,
 		.addr = (uintptr_t)mr->addr, .length = mr->length,
-		.access = access, .shared = shared,
+		.access = access,
 	};
 
 	if (!kept(mr, access))
@@ -135,15 +135,16 @@ bool ibvc_mrtab_covers(struct ibvc_context *ictx, const struct ibv_pd *pd,
 		       unsigned int need)
 {
 	struct ibvc_mrtab *t = &ictx->mrs;
-	bool private_only = (need & IBVC_MRTAB_COPY) && !ibvc_guard_ready();
 	const struct ibvc_mrtab_entry *e;
 	bool ok;
 
+	/* An unguarded copy could kill the app: the engine's, then. */
+	if ((need & IBVC_MRTAB_COPY) && !ibvc_guard_ready())
+		return false;
 	pthread_mutex_lock(&t->lock);
 	e = find(t, lkey);
 	ok = entry_covers(e, pd, addr, len, need & IBVC_MRTAB_WRITE ?
-			  IBV_ACCESS_LOCAL_WRITE : 0) &&
-	     !(private_only && e->shared);
+			  IBV_ACCESS_LOCAL_WRITE : 0);
 	pthread_mutex_unlock(&t->lock);
 	return ok;
 }
@@ -159,7 +160,7 @@ bool ibvc_mrtab_write_in(struct ibvc_context *ictx, const struct ibv_pd *pd,
 	pthread_mutex_lock(&t->lock);
 	e = find(t, rkey);
 	ok = entry_covers(e, pd, addr, len, IBV_ACCESS_REMOTE_WRITE) &&
-	     (!e->shared || ibvc_guard_ready());
+	     ibvc_guard_ready();
 	/*
 	 * Under the lock: ibv_dereg_mr forgets the MR here first, so an app
 	 * that unmaps its memory once that returned never has us copy there.

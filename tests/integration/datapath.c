@@ -3979,6 +3979,46 @@ START_TEST(fork_context_stays_the_parents)
 }
 END_TEST
 
+/*
+ * The app takes away its own access to memory it left registered
+ * (PROT_NONE) and posts from it: its library's copy faults, for a payload
+ * copied as it is posted (64 bytes) and one staged or put on a transit
+ * ring (3000), for SEND and WRITE.  The app must live and the request go
+ * on; the engine reads the pages as a NIC reads pinned ones (the kernel
+ * lets /proc/PID/mem read them), so it completes with the bytes.
+ * PROT_NONE rather than munmap: an unmapped hole is where the library's
+ * own next mapping (a ring) may land, and what is read is then that.
+ */
+START_TEST(mem_protected_under_mr)
+{
+	static const uint32_t sizes[] = { 64, 3000 };
+	enum ibv_wr_opcode op = _i & 1 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+	uint32_t size = sizes[_i >> 1];
+	const size_t len = 65536;
+	struct ibv_mr *mr;
+	struct fx f;
+	uint8_t *m;
+
+	fx_init(&f, NULL, 4096, 4096);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(m != MAP_FAILED);
+	vt_fill(m, len, 0, 81);
+	mr = ibv_reg_mr(D.pd, m, len, VT_ACCESS_ALL);
+	ck_assert_ptr_nonnull(mr);
+	ck_assert_int_eq(mprotect(m, len, PROT_NONE), 0);
+	if (op == IBV_WR_SEND)
+		vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	vt_send(f.p.qp[0], 1, op, IBV_SEND_SIGNALED, m, size, mr->lkey,
+		ADDR(f.b, 0), f.b->rkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, op == IBV_WR_SEND ? IBV_WC_SEND :
+		     IBV_WC_RDMA_WRITE, "a post from memory the app protected");
+	vt_expect_pat(f.b->addr, size, 0, 81, "the bytes behind the protection");
+	ck_assert_int_eq(ibv_dereg_mr(mr), 0);
+	ck_assert_int_eq(munmap(m, len), 0);
+	fx_free(&f);
+}
+END_TEST
+
 /* munmap after dereg is safe; the old rkey is dead; new memory there works. */
 START_TEST(mem_munmap)
 {
@@ -5594,6 +5634,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mem_fork);
 	tcase_add_test(tc, fork_context_stays_the_parents);
 	tcase_add_test(tc, mem_munmap);
+	tcase_add_loop_test(tc, mem_protected_under_mr, 0, 4);
 	return s;
 }
 

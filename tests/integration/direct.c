@@ -23,10 +23,10 @@
  *					that stalls at random, FLOWS pairs
  *					on two shared CQs, every message
  *					checked (direct-stream.c)
- *        direct-helper sigbus app|default
+ *        direct-helper sigbus|sigsegv app|default
  *					after a grant, a fault of the app's
  *					own: its handler runs ("app"), or it
- *					dies of SIGBUS ("default")
+ *					dies of the signal ("default")
  *        direct-helper takeback	SENDs that went to the SQ while the
  *					ring was full go on the ring once it
  *					has room; prints "takeback: N
@@ -5114,40 +5114,48 @@ static void granted_pair(struct vt_pair *p, struct ibv_mr **a,
 }
 
 /*
- * The library's SIGBUS handler (direct_rdma.c) hands on every fault that
- * is not its copy's: after a granted WRITE, this process touches a page
- * of a file it shrank itself.  With "app" it had a handler of its own
- * first, which must be the one called (it prints and exits 3); without,
- * the process must die of SIGBUS as it would have (direct.sh checks).
+ * The library's SIGBUS and SIGSEGV handlers (guard.c) hand on every fault
+ * that is not its copy's: after a granted WRITE, this process touches a
+ * page of a file it shrank itself (SIGBUS) or a page it protected
+ * (SIGSEGV).  With "app" it had a handler of its own first, which must be
+ * the one called (it prints and exits 3); without, the process must die
+ * of the signal as it would have (direct.sh checks).
  */
-static void app_on_sigbus(int sig)
+static void app_on_fault(int sig)
 {
-	static const char msg[] = "sigbus: the app's handler\n";
+	static const char bus[] = "sigbus: the app's handler\n";
+	static const char segv[] = "sigsegv: the app's handler\n";
+	const char *msg = sig == SIGBUS ? bus : segv;
+	size_t len = sig == SIGBUS ? sizeof(bus) - 1 : sizeof(segv) - 1;
 
-	(void)sig;
-	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+	if (write(STDOUT_FILENO, msg, len) < 0)
 		_exit(4);
 	_exit(3);
 }
 
-static int sigbus_elsewhere(bool app_handler)
+static int fault_elsewhere(int sig, bool app_handler)
 {
+	const char *name = sig == SIGBUS ? "sigbus" : "sigsegv";
 	struct ibv_mr *a, *t;
 	struct vt_pair p;
 	volatile uint8_t *page;
 	int fd;
 
 	if (app_handler)
-		signal(SIGBUS, app_on_sigbus);
+		signal(sig, app_on_fault);
 	granted_pair(&p, &a, &t);
 	fd = memfd_create("ibvd-shrunk", MFD_CLOEXEC);
 	vt_assert(fd >= 0 && ftruncate(fd, 4096) == 0, "memfd");
 	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	vt_assert(page != MAP_FAILED, "mmap");
-	vt_assert(ftruncate(fd, 0) == 0, "ftruncate");
-	printf("sigbus: touching\n");
+	if (sig == SIGBUS)
+		vt_assert(ftruncate(fd, 0) == 0, "ftruncate");
+	else
+		vt_assert(mprotect((void *)page, 4096, PROT_NONE) == 0, "mprotect");
+	printf("%s: touching\n", name);
+	fflush(stdout);
 	page[0] = 1;
-	printf("sigbus: survived\n");
+	printf("%s: survived\n", name);
 	return 0;
 }
 
@@ -5491,7 +5499,9 @@ int main(int argc, char **argv)
 				     argc >= 5 ? (unsigned int)strtoul(argv[4], NULL, 0)
 					       : 2);
 	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
-		return sigbus_elsewhere(strcmp(argv[2], "app") == 0);
+		return fault_elsewhere(SIGBUS, strcmp(argv[2], "app") == 0);
+	if (argc == 3 && strcmp(argv[1], "sigsegv") == 0)
+		return fault_elsewhere(SIGSEGV, strcmp(argv[2], "app") == 0);
 	if (argc == 2 && strcmp(argv[1], "exit-holding-lease") == 0)
 		return exit_holding_lease();
 	if (argc == 2 && strcmp(argv[1], "pair-cap") == 0)

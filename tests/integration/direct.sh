@@ -280,22 +280,29 @@ if [ -x /usr/bin/ib_write_lat ]; then
 	ok "$line; the engine ran $n WQEs"
 fi
 
-check "a fault of the app's own after a grant: the library's SIGBUS handler hands it on"
-run_ours "$USER1" "$HELPER" sigbus default >"$O/sigbus-default" 2>&1
-rc=$?
-if [ -n "${SANITIZERS:-}" ]; then
-	# the handler before ours is AddressSanitizer's: it reports the fault
-	expect_grep "AddressSanitizer: BUS" "$O/sigbus-default" "the sanitizer's SIGBUS report"
-else
-	[ "$rc" -eq $((128 + 7)) ] || { show sigbus "$O/sigbus-default"; fail "exit $rc, not killed by SIGBUS (135)"; }
-fi
-expect_grep '^sigbus: touching$' "$O/sigbus-default" "sigbus default"
-! grep -q survived "$O/sigbus-default" || fail "the fault was swallowed"
-run_ours "$USER1" "$HELPER" sigbus app >"$O/sigbus-app" 2>&1
-rc=$?
-[ "$rc" -eq 3 ] || { show sigbus "$O/sigbus-app"; fail "exit $rc, not the app's handler's 3"; }
-expect_grep "^sigbus: the app's handler$" "$O/sigbus-app" "sigbus app"
-ok "killed by SIGBUS without a handler, the app's handler with one"
+# fault_handed_on SIG NUMBER ASAN-NAME: after a grant, a fault of the
+# app's own kills it as it would have, or runs the app's handler.
+fault_handed_on() {
+	local sig=$1 num=$2 asan=$3 rc
+	check "a fault of the app's own after a grant: the library's $sig handler hands it on"
+	run_ours "$USER1" "$HELPER" "$sig" default >"$O/$sig-default" 2>&1
+	rc=$?
+	if [ -n "${SANITIZERS:-}" ]; then
+		# the handler before ours is AddressSanitizer's: it reports the fault
+		expect_grep "AddressSanitizer: $asan" "$O/$sig-default" "the sanitizer's $sig report"
+	else
+		[ "$rc" -eq $((128 + num)) ] || { show "$sig" "$O/$sig-default"; fail "exit $rc, not killed by $sig ($((128 + num)))"; }
+	fi
+	expect_grep "^$sig: touching\$" "$O/$sig-default" "$sig default"
+	! grep -q survived "$O/$sig-default" || fail "the fault was swallowed"
+	run_ours "$USER1" "$HELPER" "$sig" app >"$O/$sig-app" 2>&1
+	rc=$?
+	[ "$rc" -eq 3 ] || { show "$sig" "$O/$sig-app"; fail "exit $rc, not the app's handler's 3"; }
+	expect_grep "^$sig: the app's handler\$" "$O/$sig-app" "$sig app"
+	ok "killed by $sig without a handler, the app's handler with one"
+}
+fault_handed_on sigbus 7 BUS
+fault_handed_on sigsegv 11 SEGV
 
 N=20000
 # pingpong direct|engine [send|write_imm|srq|ud]: the engine turns $N
