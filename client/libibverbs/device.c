@@ -315,15 +315,28 @@ static void warn_small_memlock(void)
 			(unsigned long long)lim.rlim_cur);
 }
 
+/*
+ * What rdma-core's library does once, at its first device list: the
+ * memlock warning, and RDMAV_ALLOW_DISASSOC_DESTROY (ibv_open_device(3)):
+ * destroying objects of a device that went away (here: a daemon that
+ * died) then succeeds, so that an app can free its resources and go on.
+ */
+static void library_init(void)
+{
+	warn_small_memlock();
+	if (getenv("RDMAV_ALLOW_DISASSOC_DESTROY"))
+		verbs_allow_disassociate_destroy = true;
+}
+
 /* ---- exported verbs ---------------------------------------------------- */
 
 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
-	static pthread_once_t memlock_checked = PTHREAD_ONCE_INIT;
+	static pthread_once_t initialised = PTHREAD_ONCE_INIT;
 	struct ibv_device **list = NULL;
 	int ret, n = 0;
 
-	pthread_once(&memlock_checked, warn_small_memlock);
+	pthread_once(&initialised, library_init);
 
 	/* As rdma-core: 0 devices, not the caller's garbage, on failure. */
 	if (num_devices)

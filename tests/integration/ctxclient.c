@@ -29,6 +29,12 @@
  *			restart: the same process works again)
  *	loopback	a message between two RC QPs of this context, data
  *			checked: "ok loopback 4096 bytes"
+ *	hold		make objects of the context: a PD, an MR, a completion
+ *			channel, a CQ on it and an RC QP: "ok hold"
+ *	release		destroy them, the QP first: "ok release" when each
+ *			destroy returned 0, else "error release qp=E cq=E
+ *			ch=E mr=E pd=E" with each one's errno (0: it went);
+ *			those that failed are kept for another release
  *	quit		close the device and exit 0
  */
 #include "config.h"
@@ -317,6 +323,61 @@ static void cmd_reopen(void)
 		printf("ok reopen %s\n", ibv_get_device_name(ctx->device));
 }
 
+static struct {
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint8_t buf[4096];
+} held;
+
+static void cmd_hold(void)
+{
+	struct ibv_qp_init_attr qa;
+
+	held.pd = ibv_alloc_pd(ctx);
+	held.mr = held.pd ? ibv_reg_mr(held.pd, held.buf, sizeof(held.buf),
+				       IBV_ACCESS_LOCAL_WRITE) : NULL;
+	held.ch = held.mr ? ibv_create_comp_channel(ctx) : NULL;
+	held.cq = held.ch ? ibv_create_cq(ctx, 16, NULL, held.ch, 0) : NULL;
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = held.cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	held.qp = held.cq ? ibv_create_qp(held.pd, &qa) : NULL;
+	if (!held.qp) {
+		printf("error hold: %s\n", strerror(errno));
+		return;
+	}
+	printf("ok hold\n");
+}
+
+/* Destroy *obj with fn; its errno, 0 once it went (or was never there). */
+#define RELEASE(obj, fn)						\
+	({								\
+		int err_ = (obj) ? fn(obj) : 0;				\
+		if (!err_)						\
+			(obj) = NULL;					\
+		err_;							\
+	})
+
+static void cmd_release(void)
+{
+	int qp = RELEASE(held.qp, ibv_destroy_qp);
+	int cq = RELEASE(held.cq, ibv_destroy_cq);
+	int ch = RELEASE(held.ch, ibv_destroy_comp_channel);
+	int mr = RELEASE(held.mr, ibv_dereg_mr);
+	int pd = RELEASE(held.pd, ibv_dealloc_pd);
+
+	if (qp || cq || ch || mr || pd)
+		printf("error release qp=%d cq=%d ch=%d mr=%d pd=%d\n",
+		       qp, cq, ch, mr, pd);
+	else
+		printf("ok release\n");
+}
+
 struct lb {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
@@ -475,6 +536,10 @@ int main(int argc, char **argv)
 			cmd_loopback();
 		} else if (strncmp(line, "regunmapped", 11) == 0) {
 			cmd_regunmapped();
+		} else if (strncmp(line, "hold", 4) == 0) {
+			cmd_hold();
+		} else if (strncmp(line, "release", 7) == 0) {
+			cmd_release();
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;
 		} else {

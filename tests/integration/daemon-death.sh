@@ -5,7 +5,9 @@
 # GID query the library could answer from its copy.  Debian's
 # ibv_asyncwatch sees the event too.  A new daemon can then start on the
 # same socket path, and the same client process, without restarting,
-# opens the device again and moves data through it.
+# opens the device again and moves data through it.  Objects made before
+# the death fail to be destroyed (EIO, as on a device that went away), and
+# are destroyed with RDMAV_ALLOW_DISASSOC_DESTROY set (ibv_open_device(3)).
 . "$(dirname "$0")/lib.sh"
 
 need_cmd /usr/bin/ibv_asyncwatch
@@ -31,7 +33,12 @@ one_death() {
 	daemon_wait_ready
 
 	check "SIG$sig: a client with an open context works before"
-	ctx_start "$USER1"
+	if [ "$sig" = TERM ]; then
+		CTX_ENV=RDMAV_ALLOW_DISASSOC_DESTROY=1 ctx_start "$USER1"
+	else
+		ctx_start "$USER1"
+	fi
+	ctx_ok hold "ok hold"
 	ctx_cmd query || fail "query: $CTX_ANSWER"
 	case $CTX_ANSWER in
 	"ok query dev=ibvd0 ports=1 port=1 state=4 lid="[1-9]*) ok "$CTX_ANSWER" ;;
@@ -83,6 +90,15 @@ one_death() {
 	"error gids: "*) ok "$CTX_ANSWER" ;;
 	*) fail "gids after SIG$sig: $CTX_ANSWER" ;;
 	esac
+
+	if [ "$sig" = TERM ]; then
+		check "SIG$sig: with RDMAV_ALLOW_DISASSOC_DESTROY, the objects made before are destroyed"
+		ctx_ok release "ok release"
+	else
+		check "SIG$sig: destroying the objects made before fails with EIO, the channel and PD in use (EBUSY)"
+		ctx_ok release "error release qp=5 cq=5 ch=16 mr=5 pd=16"
+	fi
+	ok "$CTX_ANSWER"
 
 	check "SIG$sig: a daemon started again; the same client process opens the device again and works"
 	daemon_start -c "$conf"

@@ -600,7 +600,8 @@ ibvctl_as() {
 # ---- a client holding a device context (ctxclient-helper) ---------------
 #
 # ctx_start UID [-d DEV]: start it through ibverbsd-run; commands go to it on
-# fd 7, its answers are lines in $T/ctx.out.
+# fd 7, its answers are lines in $T/ctx.out.  $CTX_ENV: NAME=VALUE words
+# for its environment.
 # ctx_cmd CMD: send one command line; the answer line is left in
 # $CTX_ANSWER (returns 1 if none arrives within $TMO s).
 CTX_PID=""
@@ -614,7 +615,8 @@ ctx_start() {
 	chmod 644 "$T/ctx.in"
 	: >"$T/ctx.out"
 	# it lives as long as the test: a longer bound than one command's
-	TMO=$((TMO * 10)) run_as "$uid" env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" \
+	# shellcheck disable=SC2086 # CTX_ENV: words on purpose
+	TMO=$((TMO * 10)) run_as "$uid" env IBVERBSD_SOCKET="$SOCK" ${CTX_ENV:-} "$T/tools/ibverbsd-run" \
 		"$T/bin/ctxclient-helper" "$@" <"$T/ctx.in" >"$T/ctx.out" 2>&1 &
 	CTX_PID=$!
 	BG_PIDS+=("$CTX_PID")
