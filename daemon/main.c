@@ -335,6 +335,9 @@ static int start_loop(struct ibvd_daemon *d, struct signal_events *sigs)
 	ret = ibvd_copy_watch_start(d->cfg->engine_stuck_copy_ms, "control thread");
 	if (ret < 0)
 		return ret;
+	ret = ibvd_async_start(d->base);
+	if (ret < 0)
+		return ret;
 	ret = ibvd_engine_start(d->cfg->engine_threads, &ibvd_verbs_engine_events);
 	if (ret < 0)
 		return ret;
@@ -358,6 +361,7 @@ static void shutdown_daemon(struct ibvd_daemon *d, struct signal_events *sigs)
 	ibvd_session_close_all(d);
 	/* Every context is gone, so no engine thread serves anything. */
 	ibvd_engine_stop();
+	ibvd_async_stop();
 	ibvd_copy_watch_stop();
 	ibvd_channel_spares_free();
 	ibvd_netdev_watch_free(d->netdev_watch);

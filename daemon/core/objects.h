@@ -661,10 +661,21 @@ TAILQ_HEAD(ibvd_context_list, ibvd_context);
  * A process using a context: the one that opened it, and each one that
  * imported it (ibv_import_device), each through its own connection.
  */
+struct ibvd_async_pending;
+struct event;
+
 struct ibvd_ctx_member {
 	struct ibvd_session *session;
 	int async_fd;			/* our end of its async socket */
 	struct ibvd_mem *mem;		/* its ATTACH_MEMORY; NULL before */
+	/*
+	 * async_lock: the events its socket had no room for, oldest first
+	 * (verbs/async.c); no list head that points into the member, which
+	 * moves in the array
+	 */
+	struct ibvd_async_pending *pending_first, *pending_last;
+	unsigned int npending;
+	struct event *write_ev;		/* control thread: sends them */
 };
 
 /* Processes that may share one context: the opener and 15 importers. */
@@ -684,6 +695,10 @@ struct ibvd_context {
 	struct ibvd_ctx_member members[IBVD_CTX_MAX_MEMBERS];
 	unsigned int nmembers;
 	uint32_t async_seq;		/* req_id of the last AsyncEvent */
+	/* verbs/async.c's lock: in its list of contexts whose members have
+	 * events waiting for room */
+	TAILQ_ENTRY(ibvd_context) async_waiting_link;
+	bool async_waiting;
 	/* what an importer maps: context page and ring arena memfds, ours */
 	int page_fd;
 	int rings_fd;

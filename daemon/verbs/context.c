@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
+#include "async.h"
 #include "context.h"
 #include "core/device.h"
 #include "engine/engine.h"
@@ -149,9 +150,7 @@ static int member_add(struct ibvd_context *ctx, struct ibvd_session *s,
 		return ret;
 	pthread_mutex_lock(&ctx->async_lock);
 	m = &ctx->members[ctx->nmembers++];
-	m->session = s;
-	m->async_fd = ours;
-	m->mem = NULL;
+	*m = (struct ibvd_ctx_member){ .session = s, .async_fd = ours };
 	pthread_mutex_unlock(&ctx->async_lock);
 	ctx->session = ctx->members[0].session;
 	s->ctx = ctx;
@@ -169,6 +168,7 @@ static void member_remove(struct ibvd_context *ctx, struct ibvd_ctx_member *m)
 	if (m->mem)
 		ibvd_mem_put(m->mem);
 	pthread_mutex_lock(&ctx->async_lock);
+	ibvd_async_member_forget(ctx, m);
 	close(m->async_fd);
 	*m = ctx->members[--ctx->nmembers];
 	pthread_mutex_unlock(&ctx->async_lock);
@@ -255,6 +255,7 @@ static void context_destroy(struct ibvd_context *ctx, struct ibvd_daemon *d)
 	 * per-context state.
 	 */
 	ibvd_engine_ctx_detach(ctx);
+	ibvd_async_context_forget(ctx);
 	ibvd_objects_free_all(ctx);
 	ibvd_ctx_rings_close(ctx);
 	ibvd_engine_ctx_free(ctx);

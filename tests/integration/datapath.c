@@ -3453,6 +3453,73 @@ START_TEST(srq_traffic)
 }
 END_TEST
 
+/*
+ * 1,000 QPs of an SRQ moved to ERR before the app reads an event: each
+ * owes LAST_WQE_REACHED, more than the async socket holds (about 280),
+ * and every one of them arrives, as from a kernel's event queue.
+ */
+START_TEST(srq_last_wqe_many)
+{
+	enum { NQP = 1000 };
+	struct ibv_srq *srq = mksrq(16, 1);
+	struct ibv_qp_init_attr qa;
+	struct ibv_async_event ev;
+	struct ibv_qp_attr a;
+	struct ibv_qp **qp;
+	struct ibv_cq *cq;
+	uint8_t *seen;
+	int i, got = 0;
+	long deadline;
+
+	qp = calloc(NQP, sizeof(*qp));
+	seen = calloc(NQP, 1);
+	ck_assert(qp && seen);
+	cq = ibv_create_cq(D.ctx, 4, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(cq);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = cq;
+	qa.srq = srq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 1;
+	qa.cap.max_send_sge = 1;
+	for (i = 0; i < NQP; i++) {
+		qp[i] = ibv_create_qp(D.pd, &qa);
+		ck_assert_msg(qp[i], "QP %d: %s", i, strerror(errno));
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_INIT;
+		a.port_num = 1;
+		ck_assert_int_eq(ibv_modify_qp(qp[i], &a, IBV_QP_STATE |
+					       IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS), 0);
+		a.qp_state = IBV_QPS_ERR;
+		ck_assert_int_eq(ibv_modify_qp(qp[i], &a, IBV_QP_STATE), 0);
+	}
+	deadline = vt_now_ms() + vt_tmo_ms();
+	while (got < NQP) {
+		struct pollfd pfd = { .fd = D.ctx->async_fd, .events = POLLIN };
+		long left = deadline - vt_now_ms();
+
+		ck_assert_msg(left > 0 && poll(&pfd, 1, (int)left) == 1,
+			      "%d of %d LAST_WQE_REACHED events", got, NQP);
+		ck_assert_int_eq(ibv_get_async_event(D.ctx, &ev), 0);
+		if (ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED)
+			for (i = 0; i < NQP; i++)
+				if (ev.element.qp == qp[i]) {
+					ck_assert_msg(!seen[i], "QP %d's event twice", i);
+					seen[i] = 1;
+					got++;
+				}
+		ibv_ack_async_event(&ev);
+	}
+	for (i = 0; i < NQP; i++)
+		ck_assert_int_eq(ibv_destroy_qp(qp[i]), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_destroy_srq(srq), 0);
+	free(qp);
+	free(seen);
+}
+END_TEST
+
 /* The SRQ limit: one IBV_EVENT_SRQ_LIMIT_REACHED when fewer remain, then disarmed. */
 START_TEST(srq_limit)
 {
@@ -5608,6 +5675,7 @@ static Suite *datapath_suite(void)
 	tc = new_case(s, "srq");
 	tcase_add_test(tc, srq_traffic);
 	tcase_add_test(tc, srq_limit);
+	tcase_add_test(tc, srq_last_wqe_many);
 
 	tc = new_case(s, "ex");
 	tcase_add_test(tc, wr_api_rc);
