@@ -233,14 +233,28 @@ int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 			       NULL, 0, extra_flags);
 }
 
+int ibvd_wait_socket(int fd)
+{
+	char byte;
+
+	if (recv(fd, &byte, 1, MSG_PEEK) < 0)
+		return -errno;
+	return 0;
+}
+
 int ibvd_wait_readable(int fd)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	int flags = fcntl(fd, F_GETFL);
-	int n;
+	int n, ret;
 
 	if (flags < 0)
 		return -errno;
+	if (!(flags & O_NONBLOCK)) {
+		ret = ibvd_wait_socket(fd);
+		if (ret != -ENOTSOCK)
+			return ret;
+	}
 	n = poll(&pfd, 1, (flags & O_NONBLOCK) ? 0 : -1);
 	if (n < 0)
 		return -errno;

@@ -224,10 +224,18 @@ int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 #define IBVD_CM_EVENT_CONNECT_REPLY	0x100
 
 /*
- * Wait until fd has something to read.  poll() rather than a blocking recv,
- * so that a signal always interrupts the wait (-EINTR, even under
- * SA_RESTART, as qperf expects of ibv_get_cq_event) and an fd the app made
- * non-blocking yields -EAGAIN at once when nothing is pending.
+ * Wait until socket fd (blocking) has something to read, or its peer went:
+ * 0 or -errno.  A blocking recv that peeks, as rdma-core's waits are
+ * blocking read()s of kernel event files: a signal whose handler has
+ * SA_RESTART does not end the wait, one without ends it with -EINTR
+ * (qperf's SIGALRM, which expects EINTR from ibv_get_cq_event).  poll()
+ * would end it for every handler.
+ */
+int ibvd_wait_socket(int fd);
+
+/*
+ * Wait until fd has something to read: ibvd_wait_socket, or -EAGAIN at
+ * once when the app made fd non-blocking and nothing is pending.
  */
 int ibvd_wait_readable(int fd);
 
