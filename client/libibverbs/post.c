@@ -367,6 +367,9 @@ int ibvc_bind_mw_op(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	}, *bad;
 	int ret;
 
+	/* Type 1 windows are addressed by virtual address only (C10-73). */
+	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL;
 	wr.bind_mw.mw = mw;
 	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
 	wr.bind_mw.bind_info = mw_bind->bind_info;

@@ -170,6 +170,8 @@ struct ibvd_mw {
 	uint64_t addr;			/* lock: in the MR's iova space */
 	uint64_t length;		/* lock */
 	uint32_t qp_num;		/* lock: type 2, the QP bound through */
+	/* lock: type 2, addressed by offset from addr (IBV_ACCESS_ZERO_BASED) */
+	bool zero_based;
 };
 
 /* ---- rings as the daemon keeps them ----------------------------------- */

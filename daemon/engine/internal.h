@@ -161,10 +161,11 @@ enum ibv_wc_status ibvd_eng_local_inv(const struct ibvd_qp *qp, uint32_t key);
 
 /*
  * The MR behind window key rkey if the window, bound, lets target's side
- * do `access` on [raddr, raddr + len); else NULL.
+ * do `access` on [*raddr, *raddr + len); else NULL.  A zero-based window's
+ * *raddr is an offset into it, and becomes the MR's address.
  */
 const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
-					  uint32_t rkey, uint64_t raddr,
+					  uint32_t rkey, uint64_t *raddr,
 					  uint64_t len, uint32_t access);
 
 /* The segment of [iova, iova + len) of mr, in range, to write if `write`. */

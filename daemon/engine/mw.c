@@ -46,13 +46,18 @@ static struct ibvd_mw *mw_of(const struct ibvd_qp *qp, uint32_t key)
 
 /* Is the MR and the range and rights asked for fit for the window? */
 static struct ibvd_mr *bind_target(const struct ibvd_qp *qp,
+				   const struct ibvd_mw *mw,
 				   const struct ibvd_send_wqe *w)
 {
 	struct ibvd_mr *mr = ibvd_mr_by_lkey(w->mr_lkey);
-	uint32_t rights = w->mw_access & ~(uint32_t)IBV_ACCESS_LOCAL_WRITE;
+	uint32_t rights = w->mw_access & ~(uint32_t)(IBV_ACCESS_LOCAL_WRITE |
+						     IBV_ACCESS_ZERO_BASED);
 	uint32_t writes = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
 
 	if (!mr || mr->pd != qp->pd || !(mr->access & IBV_ACCESS_MW_BIND))
+		return NULL;
+	/* zero-based: type 2 only (C10-73), as rxe has it */
+	if ((w->mw_access & IBV_ACCESS_ZERO_BASED) && mw->type != IBV_MW_TYPE_2)
 		return NULL;
 	if (rights & ~(uint32_t)MW_RIGHTS)
 		return NULL;
@@ -94,7 +99,7 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 	if (mw->type == IBV_MW_TYPE_2 && w->compare_add == 0)
 		return IBV_WC_MW_BIND_ERR;
 	if (!type1_unbind(mw, w)) {
-		mr = bind_target(qp, w);
+		mr = bind_target(qp, mw, w);
 		if (!mr)
 			return IBV_WC_MW_BIND_ERR;
 	}
@@ -104,6 +109,7 @@ enum ibv_wc_status ibvd_eng_bind_mw(const struct ibvd_qp *qp,
 		mw->access = w->mw_access & MW_RIGHTS;
 		mw->addr = w->remote_addr;
 		mw->length = w->compare_add;
+		mw->zero_based = mr && (w->mw_access & IBV_ACCESS_ZERO_BASED);
 		mw->qp_num = qp->qp_num;
 		/* the engine's own field of the QP it serves (objects.h) */
 		if (mw->type == IBV_MW_TYPE_2)
@@ -149,7 +155,7 @@ int ibvd_eng_remote_inv(const struct ibvd_qp *target, uint32_t key,
 }
 
 const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
-					  uint32_t rkey, uint64_t raddr,
+					  uint32_t rkey, uint64_t *raddr,
 					  uint64_t len, uint32_t access)
 {
 	struct ibvd_mw *mw = mw_of(target, rkey);
@@ -159,9 +165,13 @@ const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
 		return NULL;
 	pthread_mutex_lock(&mw->lock);
 	if (mw->mr && mw->rkey == rkey && (mw->access & access) == access &&
-	    ibvd_in_range(mw->addr, mw->length, raddr, len) &&
-	    (mw->type == IBV_MW_TYPE_1 || mw->qp_num == target->qp_num))
+	    ibvd_in_range(mw->zero_based ? 0 : mw->addr, mw->length, *raddr,
+			  len) &&
+	    (mw->type == IBV_MW_TYPE_1 || mw->qp_num == target->qp_num)) {
 		mr = mw->mr;
+		if (mw->zero_based)
+			*raddr += mw->addr;	/* in range: no overflow */
+	}
 	pthread_mutex_unlock(&mw->lock);
 	/* Still registered: DEREG_MR waits for the write lock, we hold it
 	 * for reading, and it refuses while a window is bound anyway. */

@@ -305,7 +305,7 @@ int ibvd_eng_rkey_resolve(const struct ibvd_qp *target, uint32_t rkey,
 	if (mr && !(mr->access & access))
 		return -EACCES;
 	if (!mr)
-		mr = ibvd_eng_mw_resolve(target, rkey, raddr, len, access);
+		mr = ibvd_eng_mw_resolve(target, rkey, &raddr, len, access);
 	if (!mr || mr->pd != target->pd || !mr->mem)
 		return -EACCES;
 	if (!ibvd_in_range(mr->iova, mr->length, raddr, len))

@@ -5225,6 +5225,64 @@ START_TEST(mw_type2)
 }
 END_TEST
 
+/*
+ * A zero-based type 2 window (IBV_ACCESS_ZERO_BASED): the peer addresses
+ * it from 0, WRITE and READ land at the window's place in the MR, and an
+ * offset past its length is refused.  Type 1 windows cannot be zero-based
+ * (C10-73): ibv_bind_mw says EINVAL and posts nothing.
+ */
+START_TEST(mw_zero_based)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	struct ibv_mw *mw1 = ibv_alloc_mw(D.pd, IBV_MW_TYPE_1);
+	struct ibv_mw_bind bind;
+	uint32_t rkey, old1;
+	struct ibv_mr *t;
+	struct ibv_wc wc;
+	struct fx f;
+
+	ck_assert_ptr_nonnull(mw);
+	ck_assert_ptr_nonnull(mw1);
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	rkey = mw_bind_ok(f.p.qp[1], f.p.scq[1], mw, t,
+			  MW_RW | IBV_ACCESS_ZERO_BASED);
+	vt_fill(f.a->addr, 500, 0, 57);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		500, f.a->lkey, 100, rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 1, IBV_WC_RDMA_WRITE,
+		     "WRITE at offset 100 of a zero-based window");
+	vt_expect_byte(t->addr, MW_OFF + 100, 0, "before it");
+	vt_expect_pat(BUF(t) + MW_OFF + 100, 500, 0, 57, "written at the window's 100");
+	memset(f.a->addr, CANARY, 1000);
+	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, f.a->addr,
+		200, f.a->lkey, 150, rkey);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_RDMA_READ,
+		     "READ at offset 150 of a zero-based window");
+	vt_expect_pat(f.a->addr, 200, 50, 57, "read from the window's 150");
+	mw_expect_denied(&f, 3, IBV_WR_RDMA_WRITE, MW_LEN - 50, rkey,
+			 "WRITE past the zero-based window's end");
+	vt_expect_byte(BUF(t) + MW_OFF + MW_LEN, 8192 - MW_OFF - MW_LEN, 0,
+		       "after the window");
+
+	memset(&bind, 0, sizeof(bind));
+	bind.wr_id = 9;
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_info.mr = t;
+	bind.bind_info.addr = ADDR(t, MW_OFF);
+	bind.bind_info.length = MW_LEN;
+	bind.bind_info.mw_access_flags = MW_RW | IBV_ACCESS_ZERO_BASED;
+	old1 = mw1->rkey;
+	ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw1, &bind), EINVAL);
+	ck_assert_uint_eq(mw1->rkey, old1);
+	vt_expect_none(f.p.scq[1], 100, "a type 1 zero-based bind posted nothing");
+	fx_free(&f);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	ck_assert_int_eq(ibv_dealloc_mw(mw1), 0);
+	vt_dereg(t);
+}
+END_TEST
+
 /* A type 2 window is invalidated, never bound to nothing (o10-37.2.40). */
 START_TEST(mw_type2_zero_length)
 {
@@ -5750,6 +5808,7 @@ static Suite *datapath_suite(void)
 	tc = new_case(s, "mw");
 	tcase_add_test(tc, mw_alloc);
 	tcase_add_test(tc, mw_type2);
+	tcase_add_test(tc, mw_zero_based);
 	tcase_add_test(tc, mw_type2_zero_length);
 	tcase_add_loop_test(tc, mw_denied, 0, 4);
 	tcase_add_test(tc, mw_send_inv);

@@ -34,7 +34,7 @@ struct ibvd_mr *ibvd_mr_by_rkey(uint32_t key)
 }
 
 const struct ibvd_mr *ibvd_eng_mw_resolve(const struct ibvd_qp *target,
-					  uint32_t rkey, uint64_t raddr,
+					  uint32_t rkey, uint64_t *raddr,
 					  uint64_t len, uint32_t access)
 {
 	(void)target, (void)rkey, (void)raddr, (void)len, (void)access;
