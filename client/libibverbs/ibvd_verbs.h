@@ -863,6 +863,8 @@ struct ibvc_mr {
 	unsigned int access;			/* as registered (rereg needs it) */
 	bool tabled;				/* its iova is its address: in
 						 * the context's mrtab */
+	bool imported;				/* ibv_import_mr's: another
+						 * context's, not to rereg */
 };
 
 /*

@@ -210,10 +210,19 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 static int rereg_check(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		       void *addr, size_t length, int access)
 {
+	const struct ibvc_mr *imr;
+
 	if (!mr || !flags || (flags & ~REREG_FLAGS))
 		return -EINVAL;
-	/* the kernel refuses an MR of device memory too (ib_uverbs_rereg_mr) */
-	if (container_of(mr, struct ibvc_mr, mr)->dm)
+	imr = container_of(mr, struct ibvc_mr, mr);
+	/*
+	 * rdma-core takes only MRs it registered (an imported one is
+	 * another context's), and no access without CHANGE_ACCESS; the
+	 * kernel refuses an MR of device memory (ib_uverbs_rereg_mr).
+	 */
+	if (imr->dm || imr->imported)
+		return -EINVAL;
+	if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))
 		return -EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))
 		return -EINVAL;
@@ -363,6 +372,7 @@ struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 	imr->mr.rkey = reply->rkey;
 	imr->mr.length = (size_t)reply->length;
 	imr->access = reply->access;
+	imr->imported = true;
 	ibvd__import_mr_reply__free_unpacked(reply, NULL);
 	ibvc_pd_hold(pd);
 	return &imr->mr;

@@ -477,9 +477,10 @@ int ibvd_req_rereg_mr_shared(struct ibvd_call *call)
 			 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
 
 /*
- * One range of an ADVISE_MR: in an on-demand MR of this context's pd,
- * which must be writable to be prefetched for writing (EPERM, as
- * ibv_advise_mr(3) says).
+ * One range of an ADVISE_MR: in an on-demand MR of this context's pd
+ * (EFAULT, as ibv_advise_mr(3) answers an invalid lkey or a range out of
+ * the MR's bounds), which must be writable to be prefetched for writing
+ * (EPERM, as the kernel answers).
  */
 static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
 		      uint32_t advice, const Ibvd__Sge *sge)
@@ -488,14 +489,14 @@ static int advise_sge(struct ibvd_call *call, const struct ibvd_pd *pd,
 	const struct ibvd_mr *mr = ibvd_mr_by_lkey(sge->lkey);
 
 	if (!mr || mr->ctx != ibvd_call_ctx(call) || mr->pd != pd)
-		return ibvd_call_error(call, -EINVAL,
+		return ibvd_call_error(call, -EFAULT,
 				       "lkey %#x is not an MR of this PD", sge->lkey);
 	if (!(mr->access & IBV_ACCESS_ON_DEMAND))
-		return ibvd_call_error(call, -EINVAL,
+		return ibvd_call_error(call, -EFAULT,
 				       "MR %#x is not on demand", sge->lkey);
 	/* lkey addresses are in the MR's iova space (engine/wqe.c) */
 	if (!ibvd_in_range(mr->iova, mr->length, sge->addr, sge->length))
-		return ibvd_call_error(call, -EINVAL,
+		return ibvd_call_error(call, -EFAULT,
 				       "range %#" PRIx64 "+%u outside MR %#x",
 				       sge->addr, sge->length, sge->lkey);
 	if (advice == IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE &&

@@ -2431,8 +2431,9 @@ static void rr_make(struct rr *r, int flags)
 	r->mr = ibv_reg_mr(D.pd, r->old, RR_LEN, access);
 	ck_assert_msg(r->mr, "ibv_reg_mr: %s", strerror(errno));
 	handle = r->mr->handle;
+	/* access only with CHANGE_ACCESS: rdma-core refuses it otherwise */
 	ret = ibv_rereg_mr(r->mr, flags, r->pd2, r->fresh, RR_NEW_LEN,
-			   VT_ACCESS_ALL);
+			   (flags & IBV_REREG_MR_CHANGE_ACCESS) ? VT_ACCESS_ALL : 0);
 	ck_assert_msg(ret == 0, "ibv_rereg_mr(flags %#x): %d (%s)", flags, ret,
 		      strerror(errno));
 	rr_expect_fields(r, handle);
@@ -2693,6 +2694,9 @@ static const struct rr_bad {
 	{ IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, RR_MAPPED, 0,
 	  IBV_REREG_MR_ERR_INPUT, EINVAL },
 	{ IBV_REREG_MR_CHANGE_PD, 0, 0, RR_NULL, 0, IBV_REREG_MR_ERR_INPUT, EINVAL },
+	/* access given without CHANGE_ACCESS (rdma-core checks that too) */
+	{ IBV_REREG_MR_CHANGE_PD, IBV_ACCESS_REMOTE_READ, 1, RR_NULL, 0,
+	  IBV_REREG_MR_ERR_INPUT, EINVAL },
 	/* rdma-core leaves access to the kernel: ERR_CMD there, INPUT here */
 	{ IBV_REREG_MR_CHANGE_ACCESS, IBV_ACCESS_REMOTE_WRITE, 0, RR_NULL, 0,
 	  0, EINVAL },
@@ -5597,7 +5601,9 @@ START_TEST(mw_rereg_busy)
 	was = *t;
 	for (flags = 1; flags <= 7; flags++) {
 		errno = 0;
-		ck_assert_int_eq(ibv_rereg_mr(t, flags, pd2, fresh, 8192, MW_MR_ACCESS),
+		ck_assert_int_eq(ibv_rereg_mr(t, flags, pd2, fresh, 8192,
+					      (flags & IBV_REREG_MR_CHANGE_ACCESS) ?
+					      MW_MR_ACCESS : 0),
 				 IBV_REREG_MR_ERR_CMD);
 		ck_assert_int_eq(errno, EBUSY);
 		ck_assert(t->pd == was.pd && t->addr == was.addr &&

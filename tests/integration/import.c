@@ -302,6 +302,12 @@ static int importer(const char *dir)
 		  "imported MR: lkey %#x rkey %#x length %zu addr %p",
 		  imr->lkey, imr->rkey, imr->length, imr->addr);
 	bad_imports(d.ctx, d.pd, mr_handle);
+	/* Another context's MR: rdma-core rereg's only what it registered. */
+	errno = 0;
+	vt_assert(ibv_rereg_mr(imr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			       IBV_ACCESS_LOCAL_WRITE) == IBV_REREG_MR_ERR_INPUT &&
+		  errno == EINVAL, "ibv_rereg_mr of an imported MR: %s",
+		  strerror(errno));
 	idm = ibv_import_dm(d.ctx, dm_handle);
 	vt_assert(idm, "ibv_import_dm: %s", strerror(errno));
 	vt_assert(idm->handle == dm_handle, "imported device memory's handle");

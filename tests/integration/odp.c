@@ -295,14 +295,15 @@ START_TEST(advise_refused)
 				mr->lkey), EINVAL);
 	ck_assert_int_eq(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0,
 				       &sge, 0), EINVAL);
+	/* an lkey invalid here, a range out of the MR: EFAULT (the man page) */
 	ck_assert_int_eq(advise(pd2, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, buf, 64,
-				mr->lkey), EINVAL);
+				mr->lkey), EFAULT);
 	ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0,
-				plain->addr, 64, plain->lkey), EINVAL);
+				plain->addr, 64, plain->lkey), EFAULT);
 	ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0,
-				buf + len - 32, 64, mr->lkey), EINVAL);
+				buf + len - 32, 64, mr->lkey), EFAULT);
 	ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, buf, 64,
-				0xdeadbeef), EINVAL);
+				0xdeadbeef), EFAULT);
 	/* nothing was touched, and the MR still works */
 	ck_assert_int_eq(resident(buf, len), 0);
 	ck_assert_int_eq(advise(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0,
