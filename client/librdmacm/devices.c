@@ -7,6 +7,11 @@
  * gets, on first use, the default PD of rdma_create_qp(id, NULL, ...)
  * and the XRC domain of the XRC targets and SRQs made on its ids.
  *
+ * A context whose daemon went away is dead for good; as rdma-core drops a
+ * device that was removed, a later look for the device opens it again
+ * (from a daemon started since) in its place.  The dead context is kept,
+ * never closed: ids made on it may still name it.
+ *
  * This is also what makes our librdmacm depend on our libibverbs
  * (DT_NEEDED libibverbs.so.1), so that a program, its librdmacm and any
  * provider library all bind to the one libibverbs in the process.
@@ -15,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +50,51 @@ static struct ibv_context **contexts;	/* NULL-terminated once opened */
 static struct cma_device *devices;	/* the same, with our extras */
 static int ncontexts;
 
-static bool known_locked(struct ibv_device *device)
+/*
+ * Did the daemon behind ctx go away?  Its end of the async socket is
+ * closed then, which a poll sees without a round trip.
+ */
+static bool dead(const struct ibv_context *ctx)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = 0 };
+
+	return poll(&pfd, 1, 0) == 1 &&
+	       (pfd.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* The entry of a live context of device (or of its name), or -1. */
+static int known_locked(struct ibv_device *device)
 {
 	int i;
 
 	for (i = 0; i < ncontexts; i++)
-		if (contexts[i]->device == device ||
-		    strcmp(ibv_get_device_name(contexts[i]->device),
-			   ibv_get_device_name(device)) == 0)
+		if ((contexts[i]->device == device ||
+		     strcmp(ibv_get_device_name(contexts[i]->device),
+			    ibv_get_device_name(device)) == 0) &&
+		    !dead(contexts[i]))
+			return i;
+	return -1;
+}
+
+/* The entry of a dead context named like device, or -1. */
+static int dead_locked(struct ibv_device *device)
+{
+	int i;
+
+	for (i = 0; i < ncontexts; i++)
+		if (strcmp(ibv_get_device_name(contexts[i]->device),
+			   ibv_get_device_name(device)) == 0 &&
+		    dead(contexts[i]))
+			return i;
+	return -1;
+}
+
+static bool any_dead_locked(void)
+{
+	int i;
+
+	for (i = 0; i < ncontexts; i++)
+		if (dead(contexts[i]))
 			return true;
 	return false;
 }
@@ -73,17 +116,31 @@ static int grow_locked(int n)
 	return 0;
 }
 
+/* Put ctx in entry i or, if i < 0, in a new one (room made already). */
+static void place_locked(int i, struct ibv_context *ctx)
+{
+	if (i < 0) {
+		i = ncontexts++;
+		contexts[ncontexts] = NULL;
+	}
+	/* the dead one's PD and XRC domain stay with it */
+	memset(&devices[i], 0, sizeof(devices[i]));
+	devices[i].ctx = ctx;
+	contexts[i] = ctx;
+}
+
 /*
- * Open every device not open yet: all at the first call, and later ones
- * the daemon added since (a CM event may name one).  All or nothing, so
- * that a later call retries after a failure; no devices at all counts as
- * one (ENODEV, as in rdma-core).
+ * Open every device not open yet, or open only as a dead context: all at
+ * the first call, and later ones the daemon added since (a CM event may
+ * name one).  All or nothing, so that a later call retries after a
+ * failure; no devices at all counts as one (ENODEV, as in rdma-core).
  */
 static int open_all_locked(void)
 {
 	struct ibv_context **opened = NULL;
 	struct ibv_device **list;
-	int n, i, nopened = 0, ret;
+	int n, i, nopened = 0, nnew = 0, ret;
+	int *slot = NULL;
 
 	list = ibv_get_device_list(&n);
 	if (!list)
@@ -93,29 +150,29 @@ static int open_all_locked(void)
 		goto out;
 	}
 	opened = calloc((size_t)n + 1, sizeof(*opened));
-	if (!opened) {
+	slot = calloc((size_t)n + 1, sizeof(*slot));
+	if (!opened || !slot) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		if (known_locked(list[i]))
+		if (known_locked(list[i]) >= 0)
 			continue;
 		opened[nopened] = ibv_open_device(list[i]);
 		if (!opened[nopened]) {
 			ret = -errno;
 			goto fail;
 		}
+		slot[nopened] = dead_locked(list[i]);
+		nnew += slot[nopened] < 0;
 		nopened++;
 	}
-	ret = grow_locked(nopened);
+	ret = grow_locked(nnew);
 	if (ret < 0)
 		goto fail;
-	for (i = 0; i < nopened; i++) {
-		memset(&devices[ncontexts], 0, sizeof(devices[ncontexts]));
-		devices[ncontexts].ctx = opened[i];
-		contexts[ncontexts++] = opened[i];
-	}
 	contexts[ncontexts] = NULL;
+	for (i = 0; i < nopened; i++)
+		place_locked(slot[i], opened[i]);
 	ret = 0;
 	goto out;
 fail:
@@ -123,6 +180,7 @@ fail:
 		ibv_close_device(opened[nopened]);
 out:
 	free(opened);
+	free(slot);
 	/* Open contexts keep their devices alive without the list. */
 	ibv_free_device_list(list);
 	return ret;
@@ -135,7 +193,7 @@ struct ibv_context **rdma_get_devices(int *num_devices)
 	int n = 0, ret = 0;
 
 	pthread_mutex_lock(&devices_lock);
-	if (!contexts)
+	if (!contexts || any_dead_locked())
 		ret = open_all_locked();
 	if (ret == 0) {
 		size = ((size_t)ncontexts + 1) * sizeof(*devs);
@@ -188,7 +246,7 @@ int cma_device_open(const char *name, struct ibv_context **ret_ctx)
 
 	pthread_mutex_lock(&devices_lock);
 	dev = find_by_name_locked(name);
-	if (!dev) {
+	if (!dev || dead(dev->ctx)) {
 		ret = open_all_locked();
 		dev = ret < 0 ? NULL : find_by_name_locked(name);
 	}

@@ -2,8 +2,8 @@
  * ctxclient-helper: an ordinary verbs program that holds one device context
  * open and acts on commands, so a test can change the daemon under it.
  *
- * Built against the system <infiniband/verbs.h> and -libverbs like any
- * application; tests run it through ibverbsd-run so it loads our library.
+ * Built against the system <infiniband/verbs.h>, <rdma/rdma_cma.h>,
+ * -libverbs and -lrdmacm like any application; tests run it through ibverbsd-run so it loads our library.
  *
  * usage: ctxclient-helper [-d DEVICE]
  *
@@ -35,6 +35,12 @@
  *			destroy returned 0, else "error release qp=E cq=E
  *			ch=E mr=E pd=E" with each one's errno (0: it went);
  *			those that failed are kept for another release
+ *	cm		through librdmacm, in this process: listen on
+ *			127.0.0.1, connect an id to it with a QP on the
+ *			device's default PD (rdma_create_qp with no PD),
+ *			accept, both ends ESTABLISHED, disconnect: "ok cm"
+ *			(after a daemon restart: librdmacm opens the device
+ *			again instead of handing out the dead context)
  *	quit		close the device and exit 0
  */
 #include "config.h"
@@ -49,6 +55,7 @@
 #include <sys/mman.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 static struct ibv_context *ctx;
 static struct ibv_device **list;
@@ -378,6 +385,112 @@ static void cmd_release(void)
 		printf("ok release\n");
 }
 
+/* The next CM event on ch, of type want, within 5 s (acked): 0 or -1. */
+static int cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
+		     struct rdma_cm_id **id)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	int n;
+
+	do
+		n = poll(&pfd, 1, 5000);
+	while (n < 0 && errno == EINTR);
+	if (n != 1 || rdma_get_cm_event(ch, &ev)) {
+		printf("error cm: no %s\n", rdma_event_str(want));
+		return -1;
+	}
+	if (ev->event != want) {
+		printf("error cm: %s (status %d), want %s\n",
+		       rdma_event_str(ev->event), ev->status, rdma_event_str(want));
+		rdma_ack_cm_event(ev);
+		return -1;
+	}
+	if (id)
+		*id = ev->id;
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+static int cm_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr qa;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	if (rdma_create_qp(id, NULL, &qa)) {
+		printf("error cm: rdma_create_qp: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void cmd_cm(void)
+{
+	struct rdma_cm_id *listen_id = NULL, *client = NULL, *server = NULL;
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp;
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	memset(&cp, 0, sizeof(cp));
+	if (!ch || rdma_create_id(ch, &listen_id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(listen_id, (struct sockaddr *)&sin) ||
+	    rdma_listen(listen_id, 1)) {
+		printf("error cm: listen: %s\n", strerror(errno));
+		goto out;
+	}
+	sin.sin_port = rdma_get_src_port(listen_id);
+	if (rdma_create_id(ch, &client, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(client, NULL, (struct sockaddr *)&sin, 2000)) {
+		printf("error cm: resolve: %s\n", strerror(errno));
+		goto out;
+	}
+	if (cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) ||
+	    rdma_resolve_route(client, 2000) ||
+	    cm_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) || cm_qp(client))
+		goto out;
+	if (rdma_connect(client, &cp)) {
+		printf("error cm: rdma_connect: %s\n", strerror(errno));
+		goto out;
+	}
+	if (cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, &server) ||
+	    cm_qp(server))
+		goto out;
+	if (rdma_accept(server, &cp)) {
+		printf("error cm: rdma_accept: %s\n", strerror(errno));
+		goto out;
+	}
+	/* both ends, in either order */
+	if (cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL) ||
+	    cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL))
+		goto out;
+	rdma_disconnect(client);
+	if (cm_expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL) ||
+	    cm_expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL))
+		goto out;
+	printf("ok cm\n");
+out:
+	if (server) {
+		if (server->qp)
+			rdma_destroy_qp(server);
+		rdma_destroy_id(server);
+	}
+	if (client) {
+		if (client->qp)
+			rdma_destroy_qp(client);
+		rdma_destroy_id(client);
+	}
+	if (listen_id)
+		rdma_destroy_id(listen_id);
+	if (ch)
+		rdma_destroy_event_channel(ch);
+}
+
 struct lb {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
@@ -536,6 +649,8 @@ int main(int argc, char **argv)
 			cmd_loopback();
 		} else if (strncmp(line, "regunmapped", 11) == 0) {
 			cmd_regunmapped();
+		} else if (strncmp(line, "cm", 2) == 0) {
+			cmd_cm();
 		} else if (strncmp(line, "hold", 4) == 0) {
 			cmd_hold();
 		} else if (strncmp(line, "release", 7) == 0) {

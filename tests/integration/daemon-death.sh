@@ -5,7 +5,8 @@
 # GID query the library could answer from its copy.  Debian's
 # ibv_asyncwatch sees the event too.  A new daemon can then start on the
 # same socket path, and the same client process, without restarting,
-# opens the device again and moves data through it.  Objects made before
+# opens the device again and moves data through it, through librdmacm
+# too (which must not hand out the dead context).  Objects made before
 # the death fail to be destroyed (EIO, as on a device that went away), and
 # are destroyed with RDMAV_ALLOW_DISASSOC_DESTROY set (ibv_open_device(3)).
 . "$(dirname "$0")/lib.sh"
@@ -46,6 +47,7 @@ one_death() {
 	esac
 	ctx_ok loopback "ok loopback 4096 bytes"
 	ctx_ok gids "ok gids 0="	# the library keeps this table
+	ctx_ok cm "ok cm"
 
 	# Debian's ibv_asyncwatch on the same device, as the other uid.
 	run_debian "$USER2" /usr/bin/ibv_asyncwatch -d ibvd0 >"$O/watch" 2>&1 &
@@ -106,7 +108,8 @@ one_death() {
 	ctx_ok reopen "ok reopen ibvd0"
 	ctx_ok query "ok query dev=ibvd0 ports=1 port=1 state=4 lid="
 	ctx_ok loopback "ok loopback 4096 bytes"
-	ok "$CTX_ANSWER, in the process that saw the old daemon die"
+	ctx_ok cm "ok cm"	# librdmacm does not hand out the dead context
+	ok "verbs and the CM, in the process that saw the old daemon die"
 	daemon_stop
 	ctx_stop
 	ok "ibv_close_device after the daemon's death returned and the client exited 0"

@@ -90,7 +90,7 @@ INTEGRATION_TESTS += tests/integration/stuck-copy.sh
 # headers and -libverbs; tests run it through ibverbsd-run.
 check_PROGRAMS += tests/integration/ctxclient-helper
 tests_integration_ctxclient_helper_SOURCES = tests/integration/ctxclient.c
-tests_integration_ctxclient_helper_LDADD = -libverbs
+tests_integration_ctxclient_helper_LDADD = -lrdmacm -libverbs
 
 # Every implemented verb, as a Check program; built and run like
 # ctxclient-helper (verbs-api.sh).
