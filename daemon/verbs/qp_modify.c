@@ -455,6 +455,17 @@ static int check_state(struct ibvd_call *call, const struct ibvd_qp *qp,
 				       state_names[*cur],
 				       m->cur_qp_state < NSTATES ?
 				       state_names[m->cur_qp_state] : "?");
+	/*
+	 * As rxe: out of SQD only to ERR until the drain is over, so that
+	 * no path or retry count changes under a WQE in flight, and the
+	 * SQ_DRAINED asked for comes.  drained_sent is the engine's: read
+	 * it alone.
+	 */
+	if ((mask & QP(STATE)) && *cur == IBV_QPS_SQD &&
+	    *next != IBV_QPS_ERR &&
+	    !__atomic_load_n(&qp->drained_sent, __ATOMIC_ACQUIRE))
+		return ibvd_call_error(call, -EINVAL,
+				       "the send queue is still draining");
 	return check_transition(call, qp, *cur, *next, mask);
 }
 
@@ -524,6 +535,10 @@ static int modify(struct ibvd_call *call, struct ibvd_qp *qp,
 	ret = check_state(call, qp, m, mask, &cur, &next);
 	if (ret == 0 && next == IBV_QPS_RTR && cur != next)
 		ret = wire_prepare(call, qp);
+	/* EN_SQD_ASYNC_NOTIFY asks for the event of this RTS -> SQD only */
+	if (ret == 0 && next == IBV_QPS_SQD && cur != IBV_QPS_SQD &&
+	    !(mask & QP(EN_SQD_ASYNC_NOTIFY)))
+		n.attr.en_sqd_async_notify = 0;
 	if (ret == 0) {
 		/* a peer's grants into us gave our old rights (rings/lease.c) */
 		if (qp->direct && grant_rights_change(&qp->attr, &n.attr))

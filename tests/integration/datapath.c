@@ -2111,6 +2111,61 @@ START_TEST(qp_missing_attr)
 }
 END_TEST
 
+/*
+ * SQD while a SEND still waits (no receive: RNR): as rxe has it, the QP
+ * leaves SQD only for ERR until the drain is over (SQD -> RTS, and SQD ->
+ * SQD with new attributes, are EINVAL), and SQ_DRAINED, asked for with
+ * this transition, comes when it is.  EN_SQD_ASYNC_NOTIFY belongs to one
+ * transition: a later RTS -> SQD without it brings no event.
+ */
+START_TEST(sqd_while_draining)
+{
+	struct vt_qp_opts o;
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+	struct fx f;
+
+	memset(&o, 0, sizeof(o));
+	o.rnr_retry = 7;
+	o.min_rnr_timer = 1;
+	fx_init(&f, &o, 4096, 4096);
+	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
+		f.a->lkey, 0, 0);
+	vt_expect_none(f.p.scq[0], 100, "SEND waiting for a receive");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_SQD;
+	a.en_sqd_async_notify = 1;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE |
+				       IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &a, IBV_QP_STATE, &init), 0);
+	ck_assert_int_eq(a.qp_state, IBV_QPS_SQD);
+	ck_assert_int_eq(a.sq_draining, 1);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE), EINVAL);
+	a.qp_state = IBV_QPS_SQD;
+	a.retry_cnt = 5;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE |
+				       IBV_QP_RETRY_CNT), EINVAL);
+	vt_expect_no_async(D.ctx, 100, "while the SQ drains");
+	vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_SEND, "the SEND, once received");
+	vt_expect_async(D.ctx, IBV_EVENT_SQ_DRAINED, f.p.qp[0], "drained");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE), 0);
+	a.qp_state = IBV_QPS_SQD;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE), 0);
+	vt_expect_no_async(D.ctx, 300, "SQD without EN_SQD_ASYNC_NOTIFY");
+	ck_assert_int_eq(ibv_query_qp(f.p.qp[0], &a, IBV_QP_STATE, &init), 0);
+	ck_assert_int_eq(a.sq_draining, 0);
+	ck_assert_int_eq(a.en_sqd_async_notify, 0);
+	a.qp_state = IBV_QPS_RTS;
+	ck_assert_int_eq(ibv_modify_qp(f.p.qp[0], &a, IBV_QP_STATE), 0);
+	fx_free(&f);
+}
+END_TEST
+
 /* Transitions the state machine does not have, and foreign attributes. */
 START_TEST(qp_bad_transition)
 {
@@ -5765,6 +5820,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, qp_alt_path);
 	tcase_add_loop_test(tc, qp_missing_attr, 0, N(missing));
 	tcase_add_test(tc, qp_bad_transition);
+	tcase_add_test(tc, sqd_while_draining);
 	tcase_add_loop_test(tc, qp_reset_purge, 0, 2);
 
 	tc = new_case(s, "objects");
