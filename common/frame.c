@@ -242,19 +242,16 @@ int ibvd_wait_socket(int fd)
 	return 0;
 }
 
-int ibvd_wait_readable(int fd)
+int ibvd_wait_readable(int fd, bool socket)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	int flags = fcntl(fd, F_GETFL);
-	int n, ret;
+	int n;
 
 	if (flags < 0)
 		return -errno;
-	if (!(flags & O_NONBLOCK)) {
-		ret = ibvd_wait_socket(fd);
-		if (ret != -ENOTSOCK)
-			return ret;
-	}
+	if (socket && !(flags & O_NONBLOCK))
+		return ibvd_wait_socket(fd);
 	n = poll(&pfd, 1, (flags & O_NONBLOCK) ? 0 : -1);
 	if (n < 0)
 		return -errno;

@@ -9,6 +9,7 @@
 #ifndef IBVD_FRAME_H
 #define IBVD_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -234,10 +235,12 @@ int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 int ibvd_wait_socket(int fd);
 
 /*
- * Wait until fd has something to read: ibvd_wait_socket, or -EAGAIN at
- * once when the app made fd non-blocking and nothing is pending.
+ * Wait until fd has something to read: 0, -errno, or -EAGAIN at once when
+ * the app made fd non-blocking and nothing is pending.  A `socket` that
+ * is all there is to wait for is waited on as ibvd_wait_socket does;
+ * anything else is polled, and any signal ends that with -EINTR.
  */
-int ibvd_wait_readable(int fd);
+int ibvd_wait_readable(int fd, bool socket);
 
 /* Human-readable name of a message type, for logs ("LIST_DEVICES"). */
 const char *ibvd_msg_type_name(uint16_t type);

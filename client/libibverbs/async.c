@@ -201,7 +201,8 @@ static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event)
 	if (!buf)
 		return -ENOMEM;
 	for (;;) {
-		ret = ibvd_wait_readable(ictx->vctx.context.async_fd);
+		/* the daemon's socket alone: SA_RESTART restarts the wait */
+		ret = ibvd_wait_readable(ictx->vctx.context.async_fd, true);
 		if (ret < 0)
 			break;	/* EINTR, or EAGAIN when non-blocking */
 		ret = read_event(ictx, buf, event);

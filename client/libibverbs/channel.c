@@ -250,13 +250,11 @@ static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd,
 		bool rescan = __atomic_load_n(&ch->rescan, __ATOMIC_ACQUIRE);
 
 		/*
-		 * Nothing to time and only the daemon's socket to hear: wait
-		 * in it as rdma-core waits in its event file, so that a
-		 * handler with SA_RESTART does not end the wait (poll would).
-		 * With a wake-up pair beside it, poll: any signal ends that.
+		 * poll, not a blocking recv on the daemon's socket, which
+		 * would restart under SA_RESTART as rdma-core's read does: a
+		 * wake-up pair may come beside the socket while we wait, and
+		 * a recv would not hear it.  So any signal ends this wait.
 		 */
-		if (!watching && !rescan && !deadline && ch->poke[0] < 0)
-			return ibvd_wait_socket(ch->sock);
 		n = poll(pfd, 1, wait_ms(watching || rescan ? FALLBACK_MS : -1,
 					 deadline));
 		if (n != 0)

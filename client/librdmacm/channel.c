@@ -371,7 +371,8 @@ int cma_blocked_wait(int fd)
 	int held, ret;
 
 	pthread_setcancelstate(app_cancel_state, &held);
-	ret = fd < 0 ? pause() : ibvd_wait_readable(fd);
+	/* an epoll of the daemon's socket and our wake-ups: polled */
+	ret = fd < 0 ? pause() : ibvd_wait_readable(fd, false);
 	pthread_setcancelstate(held, NULL);
 	return ret;
 }
