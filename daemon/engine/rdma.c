@@ -292,6 +292,11 @@ enum eng_resp ibvd_eng_atomic(struct ibvd_engine *eng, struct ibvd_qp *src,
 	}
 	ret = ibvd_eng_rkey_resolve(target, req->w.rkey, req->w.remote_addr,
 				    sizeof(old), IBV_ACCESS_REMOTE_ATOMIC, &remote);
+	/* and the word itself: a zero-based window may sit anywhere */
+	if (ret == 0 && (remote.seg[0].addr & 7)) {
+		ibvd_eng_responder_error(target, IBV_EVENT_QP_REQ_ERR);
+		return RESP_INV_REQ;
+	}
 	if (ret == 0)
 		ret = rmw(&remote.seg[0], &req->w, &old);
 	if (ret == -ESRCH)

@@ -92,17 +92,18 @@ static struct ibvd_qp *local_peer(const struct ibvd_qp *src)
  * is waited out first (RESP_PENDING), and a QP with retry_cnt N fails
  * after N + 1 of them, not at once.
  */
-static enum eng_resp unanswered(struct ibvd_qp *src)
+static enum eng_resp unanswered(struct ibvd_engine *eng, struct ibvd_qp *src)
 {
 	uint64_t now = ibvd_eng_now();
+	uint64_t timeout = ibvd_eng_timeout_ns(src->attr.timeout);
 
-	if (!src->no_answer_since_ns) {
+	if (!src->no_answer_since_ns)
 		src->no_answer_since_ns = now;
+	if (now - src->no_answer_since_ns < timeout) {
+		/* from when it began, not from each doorbell that asks */
+		ibvd_eng_ask_again_by(eng, src->no_answer_since_ns + timeout);
 		return RESP_PENDING;
 	}
-	if (now - src->no_answer_since_ns <
-	    ibvd_eng_timeout_ns(src->attr.timeout))
-		return RESP_PENDING;
 	src->no_answer_since_ns = now;
 	return RESP_NO_ACK;
 }
@@ -147,7 +148,7 @@ static enum eng_resp local_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 	enum eng_resp r = peer_answer(eng, src, req, rnr_timer);
 
 	if (r == RESP_NO_ACK)
-		return unanswered(src);
+		return unanswered(eng, src);
 	src->no_answer_since_ns = 0;
 	return r;
 }

@@ -5277,6 +5277,27 @@ START_TEST(mw_zero_based)
 	ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw1, &bind), EINVAL);
 	ck_assert_uint_eq(mw1->rkey, old1);
 	vt_expect_none(f.p.scq[1], 100, "a type 1 zero-based bind posted nothing");
+
+	/*
+	 * An atomic's word is aligned where it lands, not in the offset: a
+	 * window from an odd place makes offset 0 misaligned (INV_REQ, as
+	 * rxe checks the translated address), and nothing changes.
+	 */
+	fx_free(&f);
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	ck_assert_ptr_nonnull(mw);
+	fx_init(&f, NULL, 4096, 4096);
+	rkey = ibv_inc_rkey(mw->rkey);
+	mw_post_bind(f.p.qp[1], 71, mw, rkey, t, ADDR(t, MW_OFF + 4), 64,
+		     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED);
+	vt_expect_ok(f.p.scq[1], &wc, 71, IBV_WC_BIND_MW, "BIND_MW at an odd place");
+	memset(BUF(t) + MW_OFF, 0, 16);
+	vt_atomic(f.p.qp[0], 4, IBV_WR_ATOMIC_FETCH_AND_ADD, f.a->addr,
+		  f.a->lkey, 0, rkey, 1, 0);
+	vt_expect_wc(f.p.scq[0], NULL, 4, IBV_WC_REM_INV_REQ_ERR,
+		     "an atomic at a misaligned word of a zero-based window");
+	vt_expect_byte(BUF(t) + MW_OFF, 16, 0, "the words around it");
 	fx_free(&f);
 	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
 	ck_assert_int_eq(ibv_dealloc_mw(mw1), 0);
