@@ -324,6 +324,8 @@ struct ibv_context *ibv_import_device(int cmd_fd)
 
 	if (cmd_fd < 0)
 		return ibvc_null_ret(-EBADF);
+	/* a process that only imports never listed the devices */
+	ibvc_library_init();
 	daemon_path_of(cmd_fd, path, sizeof(path));
 	ret = import_request(cmd_fd, &conn, &reply, fds, &nfds);
 	if (ret < 0)

@@ -323,20 +323,29 @@ static void warn_small_memlock(void)
  */
 static void library_init(void)
 {
+	const char *allow = getenv("RDMAV_ALLOW_DISASSOC_DESTROY");
+
 	warn_small_memlock();
-	if (getenv("RDMAV_ALLOW_DISASSOC_DESTROY"))
+	/* set and not "0", as rdma-core reads its variables */
+	if (allow && strcmp(allow, "0") != 0)
 		verbs_allow_disassociate_destroy = true;
+}
+
+void ibvc_library_init(void)
+{
+	static pthread_once_t initialised = PTHREAD_ONCE_INIT;
+
+	pthread_once(&initialised, library_init);
 }
 
 /* ---- exported verbs ---------------------------------------------------- */
 
 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
-	static pthread_once_t initialised = PTHREAD_ONCE_INIT;
 	struct ibv_device **list = NULL;
 	int ret, n = 0;
 
-	pthread_once(&initialised, library_init);
+	ibvc_library_init();
 
 	/* As rdma-core: 0 devices, not the caller's garbage, on failure. */
 	if (num_devices)

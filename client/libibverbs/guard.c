@@ -36,8 +36,15 @@ static const int guarded_signals[] = { SIGBUS, SIGSEGV };
  * This thread's recovery point while it copies.  Volatile: the compiler
  * knows memcpy does not read it and would drop the store before it.
  */
-static __thread sigjmp_buf *volatile copy_jump;
-static __thread int guard_state;	/* 0: not asked, 1: usable, -1: not */
+/*
+ * initial-exec: the handler runs at every SIGSEGV of the process (a JVM's
+ * null checks among them), where a TLS access that allocates (a library
+ * dlopen'ed later) could deadlock in malloc.
+ */
+static __thread sigjmp_buf *volatile copy_jump
+	__attribute__((tls_model("initial-exec")));
+static __thread int guard_state		/* 0: not asked, 1: usable, -1: not */
+	__attribute__((tls_model("initial-exec")));
 static struct sigaction before[N_GUARDED]; /* the process's actions */
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
@@ -46,20 +53,47 @@ static const struct sigaction *action_before(int sig)
 	return &before[sig == SIGBUS ? 0 : 1];
 }
 
+/*
+ * Run the process's own handler as the kernel would have: with its mask
+ * (and sig, unless SA_NODEFER) blocked, and once only if SA_RESETHAND
+ * (the disposition goes back to the default first, ours with it).
+ */
+static void run_handler(int sig, const struct sigaction *old, siginfo_t *si,
+			void *uc)
+{
+	struct sigaction dfl;
+	sigset_t mask, saved;
+
+	mask = old->sa_mask;
+	if (!(old->sa_flags & SA_NODEFER))
+		sigaddset(&mask, sig);
+	if (old->sa_flags & SA_RESETHAND) {
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigaction(sig, &dfl, NULL);
+	}
+	pthread_sigmask(SIG_BLOCK, &mask, &saved);
+	if (old->sa_flags & SA_SIGINFO)
+		old->sa_sigaction(sig, si, uc);
+	else
+		old->sa_handler(sig);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
 /* A signal that is not ours: as the process would have had it. */
 static void pass_on(int sig, siginfo_t *si, void *uc)
 {
 	const struct sigaction *old = action_before(sig);
 
 	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
-		old->sa_sigaction(sig, si, uc);
+		run_handler(sig, old, si, uc);
 		return;
 	}
 	if (old->sa_handler == SIG_IGN && si->si_code <= 0)
 		return;
 	if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL &&
 	    old->sa_handler != SIG_IGN) {
-		old->sa_handler(sig);
+		run_handler(sig, old, si, uc);
 		return;
 	}
 	/* What is left ends the process: the default action. */

@@ -343,6 +343,11 @@ static inline void *ibvc_wq_slot(const struct ibvc_wq *wq, uint32_t counter)
 
 /* private.c: the app lets destroys succeed on a dead device */
 extern bool verbs_allow_disassociate_destroy;
+/*
+ * device.c: what the library does once, at the first device list or
+ * import (the memlock warning, RDMAV_ALLOW_DISASSOC_DESTROY).
+ */
+void ibvc_library_init(void);
 
 /* pd.c: send a destroying request (DEALLOC_PD, DESTROY_*) for handle */
 int ibvc_destroy_handle(struct ibv_context *ctx, uint16_t type,

@@ -37,7 +37,8 @@ one_death() {
 	if [ "$sig" = TERM ]; then
 		CTX_ENV=RDMAV_ALLOW_DISASSOC_DESTROY=1 ctx_start "$USER1"
 	else
-		ctx_start "$USER1"
+		# "0" is unset, as rdma-core reads its variables
+		CTX_ENV=RDMAV_ALLOW_DISASSOC_DESTROY=0 ctx_start "$USER1"
 	fi
 	ctx_ok hold "ok hold"
 	ctx_cmd query || fail "query: $CTX_ANSWER"

@@ -23,10 +23,13 @@
  *					that stalls at random, FLOWS pairs
  *					on two shared CQs, every message
  *					checked (direct-stream.c)
- *        direct-helper sigbus|sigsegv app|default
+ *        direct-helper sigbus|sigsegv app|default|once
  *					after a grant, a fault of the app's
  *					own: its handler runs ("app"), or it
- *					dies of the signal ("default")
+ *					dies of the signal ("default"), or
+ *					its SA_RESETHAND handler runs once,
+ *					returns, and the fault again kills it
+ *					("once")
  *        direct-helper takeback	SENDs that went to the SQ while the
  *					ring was full go on the ring once it
  *					has room; prints "takeback: N
@@ -5133,16 +5136,34 @@ static void app_on_fault(int sig)
 	_exit(3);
 }
 
-static int fault_elsewhere(int sig, bool app_handler)
+/* A one-shot handler (SA_RESETHAND) that returns: the access faults again. */
+static void app_once(int sig)
+{
+	static const char msg[] = "fault: the app's one-shot handler\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(4);
+}
+
+static int fault_elsewhere(int sig, const char *mode)
 {
 	const char *name = sig == SIGBUS ? "sigbus" : "sigsegv";
 	struct ibv_mr *a, *t;
+	struct sigaction sa;
 	struct vt_pair p;
 	volatile uint8_t *page;
 	int fd;
 
-	if (app_handler)
+	if (strcmp(mode, "app") == 0)
 		signal(sig, app_on_fault);
+	if (strcmp(mode, "once") == 0) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = app_once;
+		sa.sa_flags = SA_RESETHAND;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sig, &sa, NULL);
+	}
 	granted_pair(&p, &a, &t);
 	fd = memfd_create("ibvd-shrunk", MFD_CLOEXEC);
 	vt_assert(fd >= 0 && ftruncate(fd, 4096) == 0, "memfd");
@@ -5499,9 +5520,9 @@ int main(int argc, char **argv)
 				     argc >= 5 ? (unsigned int)strtoul(argv[4], NULL, 0)
 					       : 2);
 	if (argc == 3 && strcmp(argv[1], "sigbus") == 0)
-		return fault_elsewhere(SIGBUS, strcmp(argv[2], "app") == 0);
+		return fault_elsewhere(SIGBUS, argv[2]);
 	if (argc == 3 && strcmp(argv[1], "sigsegv") == 0)
-		return fault_elsewhere(SIGSEGV, strcmp(argv[2], "app") == 0);
+		return fault_elsewhere(SIGSEGV, argv[2]);
 	if (argc == 2 && strcmp(argv[1], "exit-holding-lease") == 0)
 		return exit_holding_lease();
 	if (argc == 2 && strcmp(argv[1], "pair-cap") == 0)

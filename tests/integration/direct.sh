@@ -299,7 +299,15 @@ fault_handed_on() {
 	rc=$?
 	[ "$rc" -eq 3 ] || { show "$sig" "$O/$sig-app"; fail "exit $rc, not the app's handler's 3"; }
 	expect_grep "^$sig: the app's handler\$" "$O/$sig-app" "$sig app"
-	ok "killed by $sig without a handler, the app's handler with one"
+	# a one-shot handler (SA_RESETHAND) runs once; the fault then kills
+	run_ours "$USER1" "$HELPER" "$sig" once >"$O/$sig-once" 2>&1
+	rc=$?
+	[ "$(grep -c "^fault: the app's one-shot handler\$" "$O/$sig-once")" -eq 1 ] ||
+		{ show "$sig" "$O/$sig-once"; fail "the one-shot handler did not run exactly once"; }
+	if [ -z "${SANITIZERS:-}" ]; then
+		[ "$rc" -eq $((128 + num)) ] || { show "$sig" "$O/$sig-once"; fail "exit $rc after the one-shot handler, not killed by $sig"; }
+	fi
+	ok "killed by $sig without a handler, the app's handler with one, a one-shot one once"
 }
 fault_handed_on sigbus 7 BUS
 fault_handed_on sigsegv 11 SEGV
