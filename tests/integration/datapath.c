@@ -1430,17 +1430,24 @@ START_TEST(rnr_timer_honoured)
 }
 END_TEST
 
-/* rnr_retry 7 retries forever: a receive posted late still gets the SEND. */
-START_TEST(rnr_retry_infinite)
+/* A pair whose requester waits for a receive for ever (rnr_retry 7). */
+static void fx_init_rnr_forever(struct fx *f)
 {
 	struct vt_qp_opts o;
-	struct ibv_wc wc;
-	struct fx f;
 
 	memset(&o, 0, sizeof(o));
 	o.rnr_retry = 7;
 	o.min_rnr_timer = 1;
-	fx_init(&f, &o, 4096, 4096);
+	fx_init(f, &o, 4096, 4096);
+}
+
+/* rnr_retry 7 retries forever: a receive posted late still gets the SEND. */
+START_TEST(rnr_retry_infinite)
+{
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init_rnr_forever(&f);
 	vt_fill(f.a->addr, 3000, 0, 43);
 	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 3000,
 		f.a->lkey, 0, 0);
@@ -2120,15 +2127,11 @@ END_TEST
  */
 START_TEST(sqd_while_draining)
 {
-	struct vt_qp_opts o;
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr a;
 	struct fx f;
 
-	memset(&o, 0, sizeof(o));
-	o.rnr_retry = 7;
-	o.min_rnr_timer = 1;
-	fx_init(&f, &o, 4096, 4096);
+	fx_init_rnr_forever(&f);
 	vt_send(f.p.qp[0], 1, IBV_WR_SEND, IBV_SEND_SIGNALED, f.a->addr, 64,
 		f.a->lkey, 0, 0);
 	vt_expect_none(f.p.scq[0], 100, "SEND waiting for a receive");
