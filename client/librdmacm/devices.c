@@ -49,6 +49,9 @@ static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ibv_context **contexts;	/* NULL-terminated once opened */
 static struct cma_device *devices;	/* the same, with our extras */
 static int ncontexts;
+/* dead contexts replaced by new ones, with their PD and XRC domain */
+static struct cma_device *dead_devices;
+static int ndead;
 
 /*
  * Did the daemon behind ctx go away?  Its end of the async socket is
@@ -116,14 +119,27 @@ static int grow_locked(int n)
 	return 0;
 }
 
+/* Keep the dead device of entry i: ids made on it still name it. */
+static void bury_locked(int i)
+{
+	struct cma_device *d;
+
+	d = realloc(dead_devices, ((size_t)ndead + 1) * sizeof(*d));
+	if (!d)
+		return;		/* it stays allocated all the same */
+	dead_devices = d;
+	dead_devices[ndead++] = devices[i];
+}
+
 /* Put ctx in entry i or, if i < 0, in a new one (room made already). */
 static void place_locked(int i, struct ibv_context *ctx)
 {
 	if (i < 0) {
 		i = ncontexts++;
 		contexts[ncontexts] = NULL;
+	} else {
+		bury_locked(i);
 	}
-	/* the dead one's PD and XRC domain stay with it */
 	memset(&devices[i], 0, sizeof(devices[i]));
 	devices[i].ctx = ctx;
 	contexts[i] = ctx;
