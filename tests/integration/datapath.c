@@ -5142,6 +5142,19 @@ static uint32_t mw_bind_ok(struct ibv_qp *qp, struct ibv_cq *cq,
 	return rkey;
 }
 
+/* A signaled type 1 bind of the test window of t with these rights. */
+static void mw_bind1_info(struct ibv_mw_bind *bind, uint64_t wr_id,
+			  struct ibv_mr *t, unsigned int access)
+{
+	memset(bind, 0, sizeof(*bind));
+	bind->wr_id = wr_id;
+	bind->send_flags = IBV_SEND_SIGNALED;
+	bind->bind_info.mr = t;
+	bind->bind_info.addr = ADDR(t, MW_OFF);
+	bind->bind_info.length = MW_LEN;
+	bind->bind_info.mw_access_flags = access;
+}
+
 static void mw_expect_denied(struct fx *f, uint64_t wr_id,
 			     enum ibv_wr_opcode op, uint64_t raddr,
 			     uint32_t rkey, const char *what)
@@ -5269,13 +5282,7 @@ START_TEST(mw_zero_based)
 	vt_expect_byte(BUF(t) + MW_OFF + MW_LEN, 8192 - MW_OFF - MW_LEN, 0,
 		       "after the window");
 
-	memset(&bind, 0, sizeof(bind));
-	bind.wr_id = 9;
-	bind.send_flags = IBV_SEND_SIGNALED;
-	bind.bind_info.mr = t;
-	bind.bind_info.addr = ADDR(t, MW_OFF);
-	bind.bind_info.length = MW_LEN;
-	bind.bind_info.mw_access_flags = MW_RW | IBV_ACCESS_ZERO_BASED;
+	mw_bind1_info(&bind, 9, t, MW_RW | IBV_ACCESS_ZERO_BASED);
 	old1 = mw1->rkey;
 	ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw1, &bind), EINVAL);
 	ck_assert_uint_eq(mw1->rkey, old1);
@@ -5531,13 +5538,7 @@ START_TEST(mw_type1)
 	wr.bind_mw.bind_info.mr = t;
 	ck_assert_int_eq(ibv_post_send(f.p.qp[1], &wr, &bad), EINVAL);
 
-	memset(&bind, 0, sizeof(bind));
-	bind.wr_id = 60;
-	bind.send_flags = IBV_SEND_SIGNALED;
-	bind.bind_info.mr = t;
-	bind.bind_info.addr = ADDR(t, MW_OFF);
-	bind.bind_info.length = MW_LEN;
-	bind.bind_info.mw_access_flags = MW_RW;
+	mw_bind1_info(&bind, 60, t, MW_RW);
 	ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw, &bind), 0);
 	ck_assert_uint_eq(mw->rkey, ibv_inc_rkey(old));
 	vt_expect_ok(f.p.scq[1], &wc, 60, IBV_WC_BIND_MW, "ibv_bind_mw");
@@ -5569,13 +5570,7 @@ static uint32_t mw_bind_any(struct fx *f, struct ibv_mw *mw, struct ibv_mr *t)
 
 	if (mw->type == IBV_MW_TYPE_2)
 		return mw_bind_ok(f->p.qp[1], f->p.scq[1], mw, t, MW_RW);
-	memset(&bind, 0, sizeof(bind));
-	bind.wr_id = 71;
-	bind.send_flags = IBV_SEND_SIGNALED;
-	bind.bind_info.mr = t;
-	bind.bind_info.addr = ADDR(t, MW_OFF);
-	bind.bind_info.length = MW_LEN;
-	bind.bind_info.mw_access_flags = MW_RW;
+	mw_bind1_info(&bind, 71, t, MW_RW);
 	ck_assert_int_eq(ibv_bind_mw(f->p.qp[1], mw, &bind), 0);
 	vt_expect_ok(f->p.scq[1], &wc, 71, IBV_WC_BIND_MW, "ibv_bind_mw");
 	return mw->rkey;
