@@ -233,7 +233,8 @@ int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 			       NULL, 0, extra_flags);
 }
 
-int ibvd_wait_socket(int fd)
+/* A blocking recv that peeks: restarted under SA_RESTART, as poll is not. */
+static int wait_socket(int fd)
 {
 	char byte;
 
@@ -251,7 +252,7 @@ int ibvd_wait_readable(int fd, bool socket)
 	if (flags < 0)
 		return -errno;
 	if (socket && !(flags & O_NONBLOCK))
-		return ibvd_wait_socket(fd);
+		return wait_socket(fd);
 	n = poll(&pfd, 1, (flags & O_NONBLOCK) ? 0 : -1);
 	if (n < 0)
 		return -errno;

@@ -225,20 +225,13 @@ int ibvd_frame_send_error(int sock, uint32_t req_id, int errnum,
 #define IBVD_CM_EVENT_CONNECT_REPLY	0x100
 
 /*
- * Wait until socket fd (blocking) has something to read, or its peer went:
- * 0 or -errno.  A blocking recv that peeks, as rdma-core's waits are
- * blocking read()s of kernel event files: a signal whose handler has
- * SA_RESTART does not end the wait, one without ends it with -EINTR
- * (qperf's SIGALRM, which expects EINTR from ibv_get_cq_event).  poll()
- * would end it for every handler.
- */
-int ibvd_wait_socket(int fd);
-
-/*
- * Wait until fd has something to read: 0, -errno, or -EAGAIN at once when
- * the app made fd non-blocking and nothing is pending.  A `socket` that
- * is all there is to wait for is waited on as ibvd_wait_socket does;
- * anything else is polled, and any signal ends that with -EINTR.
+ * Wait until fd has something to read (or its peer went): 0, -errno, or
+ * -EAGAIN at once when the app made fd non-blocking and nothing is
+ * pending.  A blocking `socket` that is all there is to wait for is
+ * waited on in a recv that peeks, as rdma-core waits in a read of a
+ * kernel event file: a signal whose handler has SA_RESTART does not end
+ * the wait, one without (qperf's SIGALRM) ends it with -EINTR.  Anything
+ * else is polled, and any signal ends that with -EINTR.
  */
 int ibvd_wait_readable(int fd, bool socket);
 

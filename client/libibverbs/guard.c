@@ -35,8 +35,6 @@ static const int guarded_signals[] = { SIGBUS, SIGSEGV };
 /*
  * This thread's recovery point while it copies.  Volatile: the compiler
  * knows memcpy does not read it and would drop the store before it.
- */
-/*
  * initial-exec: the handler runs at every SIGSEGV of the process (a JVM's
  * null checks among them), where a TLS access that allocates (a library
  * dlopen'ed later) could deadlock in malloc.
@@ -50,7 +48,11 @@ static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
 static const struct sigaction *action_before(int sig)
 {
-	return &before[sig == SIGBUS ? 0 : 1];
+	size_t i = 0;
+
+	while (i + 1 < N_GUARDED && guarded_signals[i] != sig)
+		i++;
+	return &before[i];
 }
 
 /*
@@ -85,17 +87,13 @@ static void pass_on(int sig, siginfo_t *si, void *uc)
 {
 	const struct sigaction *old = action_before(sig);
 
-	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+	/* sa_handler and sa_sigaction share their storage: one test for both */
+	if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
 		run_handler(sig, old, si, uc);
 		return;
 	}
 	if (old->sa_handler == SIG_IGN && si->si_code <= 0)
 		return;
-	if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL &&
-	    old->sa_handler != SIG_IGN) {
-		run_handler(sig, old, si, uc);
-		return;
-	}
 	/* What is left ends the process: the default action. */
 	sigaction(sig, old, NULL);
 	if (si->si_code <= 0)

@@ -296,15 +296,13 @@ void ibvd_async_stop(void)
 	waiting.base = NULL;
 }
 
-void ibvd_async_member_forget(struct ibvd_context *ctx,
-			      struct ibvd_ctx_member *m)
+void ibvd_async_member_forget(struct ibvd_ctx_member *m)
 {
 	while (m->pending_first)
 		member_pop(m);
 	if (m->write_ev)
 		event_free(m->write_ev);
 	m->write_ev = NULL;
-	(void)ctx;
 }
 
 void ibvd_async_context_forget(struct ibvd_context *ctx)

@@ -34,12 +34,12 @@ int ibvd_async_start(struct event_base *base);
 void ibvd_async_stop(void);
 
 /*
- * Control thread, async_lock held: m leaves ctx (its queue goes); and ctx
- * itself goes (its place in the queue of contexts that wait).
+ * Control thread, async_lock held: member m leaves its context (its queue
+ * goes); and ctx itself goes (its place in the queue of contexts that
+ * wait).
  */
 struct ibvd_ctx_member;
-void ibvd_async_member_forget(struct ibvd_context *ctx,
-			      struct ibvd_ctx_member *m);
+void ibvd_async_member_forget(struct ibvd_ctx_member *m);
 void ibvd_async_context_forget(struct ibvd_context *ctx);
 
 /* Send a device event (e.g. IBV_EVENT_DEVICE_FATAL) to every context. */

@@ -168,7 +168,7 @@ static void member_remove(struct ibvd_context *ctx, struct ibvd_ctx_member *m)
 	if (m->mem)
 		ibvd_mem_put(m->mem);
 	pthread_mutex_lock(&ctx->async_lock);
-	ibvd_async_member_forget(ctx, m);
+	ibvd_async_member_forget(m);
 	close(m->async_fd);
 	*m = ctx->members[--ctx->nmembers];
 	pthread_mutex_unlock(&ctx->async_lock);
