@@ -455,17 +455,6 @@ static int check_state(struct ibvd_call *call, const struct ibvd_qp *qp,
 				       state_names[*cur],
 				       m->cur_qp_state < NSTATES ?
 				       state_names[m->cur_qp_state] : "?");
-	/*
-	 * As rxe: out of SQD only to ERR until the drain is over, so that
-	 * no path or retry count changes under a WQE in flight, and the
-	 * SQ_DRAINED asked for comes.  drained_sent is the engine's: read
-	 * it alone.
-	 */
-	if ((mask & QP(STATE)) && *cur == IBV_QPS_SQD &&
-	    *next != IBV_QPS_ERR &&
-	    !__atomic_load_n(&qp->drained_sent, __ATOMIC_ACQUIRE))
-		return ibvd_call_error(call, -EINVAL,
-				       "the send queue is still draining");
 	return check_transition(call, qp, *cur, *next, mask);
 }
 
