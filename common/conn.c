@@ -229,6 +229,7 @@ static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
 		/* The daemon refuses the connection ("too many clients"). */
 		if (frame->hdr.req_id == 0 && frame->hdr.type == IBVD_MSG_ERROR)
 			return 0;
+		ibvd_abandoned_undo(conn, frame);
 		ibvd_frame_close_fds(frame);
 	}
 }
@@ -328,9 +329,11 @@ int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
 	req_id = conn->next_req_id++;
 	ret = timeout_errno(ibvd_frame_send(conn->sock, type, req_id, req,
 					    req_fds, nreq_fds, 0));
-	if (ret == 0)
+	if (ret == 0) {
 		ret = recv_reply(conn, req_id, &frame);
-	else if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
+		if (ret == -ETIMEDOUT)
+			ibvd_abandoned_add(conn, req_id, type);
+	} else if (ret == -EPIPE || ret == -ECONNRESET || ret == -ENOTCONN)
 		ret = parting_error(conn, &frame);
 	ret = finish_locked(conn, ret, &frame, type, reply_desc, reply, fds,
 			    nfds);

@@ -11,6 +11,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "abandoned.h"
 #include "frame.h"
 
 struct ibvd_conn {
@@ -33,6 +34,9 @@ struct ibvd_conn {
 	uint8_t *buf;		/* IBVD_FRAME_MAX bytes for replies */
 	/* Error.message of the last error reply ("" if none): ibvctl shows it. */
 	char err_msg[256];
+	/* creates that timed out, whose late replies undo them */
+	struct ibvd_abandoned abandoned[IBVD_ABANDONED_MAX];
+	unsigned int abandoned_next;
 };
 
 /* The socket clients use: $IBVERBSD_SOCKET, else the configured default. */

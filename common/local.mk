@@ -4,6 +4,7 @@ noinst_LTLIBRARIES += common/libibvd_common.la
 common_libibvd_common_la_SOURCES = \
 	common/frame.c common/frame.h \
 	common/conn.c common/conn.h \
+	common/abandoned.c common/abandoned.h \
 	common/log.c common/log.h \
 	common/util.h \
 	common/ring.h common/barrier.h \

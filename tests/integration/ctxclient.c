@@ -385,6 +385,41 @@ static void cmd_release(void)
 		printf("ok release\n");
 }
 
+/*
+ * Creates the daemon cannot answer in time (the test stopped it): each
+ * must fail with ETIMEDOUT; what it made later is the library's to undo.
+ * Needs hold's PD and CQ.
+ */
+static void cmd_unanswered(void)
+{
+	struct ibv_qp_init_attr qa;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	int pd_err, cq_err, qp_err;
+
+	if (!held.cq) {
+		printf("error unanswered: hold first\n");
+		return;
+	}
+	pd = ibv_alloc_pd(ctx);
+	pd_err = pd ? 0 : errno;
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	cq_err = cq ? 0 : errno;
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = held.cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qp = ibv_create_qp(held.pd, &qa);
+	qp_err = qp ? 0 : errno;
+	if (pd_err == ETIMEDOUT && cq_err == ETIMEDOUT && qp_err == ETIMEDOUT)
+		printf("ok unanswered\n");
+	else
+		printf("error unanswered pd=%d cq=%d qp=%d\n", pd_err, cq_err,
+		       qp_err);
+}
+
 /* The next CM event on ch, of type want, within 5 s (acked): 0 or -1. */
 static int cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
 		     struct rdma_cm_id **id)
@@ -655,6 +690,8 @@ int main(int argc, char **argv)
 			cmd_hold();
 		} else if (strncmp(line, "release", 7) == 0) {
 			cmd_release();
+		} else if (strncmp(line, "unanswered", 10) == 0) {
+			cmd_unanswered();
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;
 		} else {

@@ -1,0 +1,62 @@
+#!/bin/bash
+# A daemon that stalls past a client's timeout (here SIGSTOP, with the
+# client's IBVERBSD_TIMEOUT_MS at 300): the client's creates fail with
+# ETIMEDOUT, and what the daemon makes of them once it runs again is
+# destroyed when their late replies come, instead of staying charged to
+# the tenant until the context closes.  The context works on afterwards.
+. "$(dirname "$0")/lib.sh"
+
+ibvd_init
+O=$T/out
+conf=$(default_conf) || exit 1
+daemon_start -c "$conf"
+daemon_wait_ready
+
+ctx_ok() {
+	ctx_cmd "$1" || fail "$1: $CTX_ANSWER"
+	case $CTX_ANSWER in
+	"$2"*) ;;
+	*) fail "$1: $CTX_ANSWER" ;;
+	esac
+}
+
+# counts: "pds cqs qps" the daemon holds on ibvd0 (the one client's)
+counts() {
+	ibvctl -j resource show >"$O/res" 2>"$O/res.err" ||
+		{ show stderr "$O/res.err"; fail "ibvctl -j resource show"; }
+	python3 - "$O/res" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rows = [r for r in doc if r.get("ifname") == "ibvd0"]
+if len(rows) != 1:
+    sys.exit("no single row for ibvd0 in %s" % doc)
+print(rows[0]["pd"], rows[0]["cq"], rows[0]["qp"])
+EOF
+}
+
+check "creates that time out while the daemon is stopped leave nothing behind once it runs again"
+CTX_ENV=IBVERBSD_TIMEOUT_MS=300 ctx_start "$USER1"
+ctx_ok hold "ok hold"
+before=$(counts) || fail "$before"
+log "held: pd cq qp = $before"
+
+kill -STOP "$DAEMON_PID"
+ctx_cmd unanswered
+answer=$CTX_ANSWER
+kill -CONT "$DAEMON_PID"
+[ "$answer" = "ok unanswered" ] || fail "creates of a stopped daemon: $answer (want ETIMEDOUT each)"
+ok "alloc_pd, create_cq and create_qp each failed with ETIMEDOUT"
+
+# The first call reads the late replies and sends the destroys; the
+# daemon takes requests in order, so the second's reply comes after them.
+ctx_ok query "ok query"
+ctx_ok query "ok query"
+after=$(counts) || fail "$after"
+[ "$after" = "$before" ] || fail "the daemon holds pd cq qp = $after for the client, $before before the stall"
+ok "pd cq qp = $after, as before the stall"
+
+check "the context works on"
+ctx_ok loopback "ok loopback 4096 bytes"
+ctx_ok release "ok release"
+ctx_stop
+ok "loopback and release after the stall"
