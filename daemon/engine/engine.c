@@ -749,6 +749,17 @@ void ibvd_engine_qp_av_changed(struct ibvd_qp *qp)
 		t->qp_av_changed(qp);
 }
 
+void ibvd_engine_qp_psns(const struct ibvd_qp *qp, uint32_t *sq_psn,
+			 uint32_t *rq_psn)
+{
+	const struct ibvd_transport *t = ibvd_eng_transport(qp);
+
+	*sq_psn = qp->attr.sq_psn;
+	*rq_psn = qp->attr.rq_psn;
+	if (t && t->qp_psns)
+		t->qp_psns(qp, sq_psn, rq_psn);
+}
+
 void ibvd_engine_qp_reset(struct ibvd_qp *qp)
 {
 	/* First: forgetting a chunked receive may flush its SRQ WQE. */

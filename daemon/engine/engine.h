@@ -159,6 +159,9 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp);
 void ibvd_engine_qp_reset(struct ibvd_qp *qp);
 /* qp's AV was set (at its RTR, or SQD to SQD); write lock held. */
 void ibvd_engine_qp_av_changed(struct ibvd_qp *qp);
+/* qp's PSNs as they are now (ibv_query_qp); write lock held. */
+void ibvd_engine_qp_psns(const struct ibvd_qp *qp, uint32_t *sq_psn,
+			 uint32_t *rq_psn);
 /*
  * qp is about to enter RTR, write lock held: its wire transport's state
  * is made, of *bytes (0: none); 0 or a negative errno.  Unprepare undoes

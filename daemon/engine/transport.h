@@ -222,6 +222,14 @@ struct ibvd_transport {
 	 */
 	void (*qp_av_changed)(struct ibvd_qp *qp);
 	/*
+	 * ibv_query_qp: the PSN qp's next new request carries (*sq_psn) and
+	 * the one its responder expects (*rq_psn), where the transport keeps
+	 * them once they moved from the values set; objects lock held for
+	 * writing.  NULL: PSNs stay as set.
+	 */
+	void (*qp_psns)(const struct ibvd_qp *qp, uint32_t *sq_psn,
+			uint32_t *rq_psn);
+	/*
 	 * RC/UC: the serving thread ended a turn of qp's send queue (what it
 	 * retired is completed), or found qp in error; for completions the
 	 * transport held back to keep them behind those.  NULL: nothing.

@@ -500,13 +500,14 @@ static void cap_to_msg(const struct ibv_qp_cap *c, Ibvd__QpCap *m)
 static void attr_to_msg(const struct ibvd_qp *qp, Ibvd__QpAttr *m)
 {
 	const struct ibvd_qp_attr *a = &qp->attr;
-	uint32_t state;
+	uint32_t state, sq_psn, rq_psn;
 	bool drained;
 
 	/* `state` and drained_sent are the engine's too: read them alone. */
 	ibvd_objects_write_lock();
 	state = qp->state;
 	drained = qp->drained_sent;
+	ibvd_engine_qp_psns(qp, &sq_psn, &rq_psn);
 	ibvd_objects_write_unlock();
 
 	m->qp_state = state;
@@ -514,8 +515,8 @@ static void attr_to_msg(const struct ibvd_qp *qp, Ibvd__QpAttr *m)
 	m->path_mtu = a->path_mtu;
 	m->path_mig_state = qp->ctl.path_mig_state;
 	m->qkey = a->qkey;
-	m->rq_psn = a->rq_psn;
-	m->sq_psn = a->sq_psn;
+	m->rq_psn = rq_psn;
+	m->sq_psn = sq_psn;
 	m->dest_qp_num = a->dest_qp_num;
 	m->qp_access_flags = a->access;
 	m->pkey_index = a->pkey_index;

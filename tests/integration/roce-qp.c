@@ -11,6 +11,7 @@
  * reply ending with a line "ok":
  *   dump OFF LEN   the MR's bytes there, in hex
  *   state          the QP's state (enum ibv_qp_state)
+ *   psn            ibv_query_qp's "sq_psn S rq_psn R"
  *   move IPV4      its connection moved to IPV4 (RTS to SQD, the address
  *                  changed in SQD, back to RTS): what an application
  *                  moving a connection to another port or path does
@@ -183,6 +184,13 @@ static void serve(struct ibv_qp *qp, const struct ibv_mr *mr)
 			if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
 				die("ibv_query_qp");
 			printf("%d\n", a.qp_state);
+		} else if (!strcmp(cmd, "psn")) {
+			struct ibv_qp_init_attr ia;
+			struct ibv_qp_attr a;
+
+			if (ibv_query_qp(qp, &a, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &ia))
+				die("ibv_query_qp");
+			printf("sq_psn %u rq_psn %u\n", a.sq_psn, a.rq_psn);
 		} else if (!strcmp(cmd, "move") &&
 			   sscanf(line, "%*s %63s", peer) == 1) {
 			printf("%s\n", move_to(qp, peer) ? "refused" : "moved");

@@ -17,7 +17,8 @@ CASE:
               IBV_WC_GRH (rxe's do: every RoCE packet has its IP header)
   moved       a QP connected to IP_OTHER (an address of this namespace)
               moved in SQD to IP_PEER: from then on a WRITE from
-              IP_OTHER lands nothing, one from IP_PEER lands and is ACKed
+              IP_OTHER lands nothing, one from IP_PEER lands and is ACKed;
+              ibv_query_qp's rq_psn is then 2, past the two taken
 Prints what it saw; exits 1 with a reason when the daemon did not do it.
 """
 import os
@@ -246,6 +247,7 @@ def case_moved(w):
     w.send(OP_WRITE_ONLY, h.qpn, 1, reth(h.addr + 16, h.rkey, 8), b"P" * 8)
     acked = syndromes(w.recv(3, until=syndromes))
     mem = h.dump(0, 24)
+    psns = h.cmd("psn")
     h.close()
     print("after the move: the old address answered %s, the new %s; memory %r"
           % ([hex(s) for s in stale], [hex(s) for s in acked], mem))
@@ -253,6 +255,10 @@ def case_moved(w):
         fail("a WRITE from the address the QP moved away from was taken")
     if not acked or acked[0] >> 5 != 0 or mem != b"O" * 8 + b"B" * 8 + b"P" * 8:
         fail("a WRITE from the address the QP moved to was not taken")
+    # PSNs 0 and 1 taken, nothing sent: what rxe's query answers
+    print("ibv_query_qp: %s" % psns)
+    if psns != ["sq_psn 0 rq_psn 2"]:
+        fail("ibv_query_qp's PSNs are not where the QP is: %r" % psns)
 
 
 def case_send_grh(w):

@@ -367,6 +367,8 @@ enum eng_resp roce_rc_send(struct ibvd_engine *eng, struct ibvd_qp *src,
 			   const struct eng_req *req, uint8_t *rnr_timer);
 void roce_rc_forget(struct ibvd_qp *qp);
 void roce_rc_av_changed(struct ibvd_qp *qp);
+void roce_rc_psns(const struct ibvd_qp *qp, uint32_t *sq_psn,
+		  uint32_t *rq_psn);
 
 /*
  * rc.c: the engine ended a turn of qp's send queue, its completions

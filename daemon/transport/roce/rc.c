@@ -115,6 +115,21 @@ void roce_rc_av_changed(struct ibvd_qp *qp)
 		roce_qp_path(qp, &w->path);
 }
 
+void roce_rc_psns(const struct ibvd_qp *qp, uint32_t *sq_psn,
+		  uint32_t *rq_psn)
+{
+	struct roce_qp *w = qp->wire;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (w->tx.started)
+		*sq_psn = w->tx.next_psn;
+	if (w->rx.started)
+		*rq_psn = w->rx.epsn;
+	pthread_mutex_unlock(&w->lock);
+}
+
 void roce_rc_forget(struct ibvd_qp *qp)
 {
 	if (qp->wire)

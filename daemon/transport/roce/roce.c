@@ -325,6 +325,7 @@ const struct ibvd_transport ibvd_transport_roce = {
 	.qp_prepare = roce_rc_prepare,
 	.qp_forget = roce_rc_forget,
 	.qp_av_changed = roce_rc_av_changed,
+	.qp_psns = roce_rc_psns,
 	.turn_done = roce_rc_turn_done,
 	.send_mad = roce_send_mad,
 	.mcast_join = roce_mcast_join,
