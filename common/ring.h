@@ -166,6 +166,9 @@ struct ibvd_wq_client {
 #define IBVD_WQ_CLAIM_LIBRARY	1u
 #define IBVD_WQ_CLAIM_ENGINE	2u
 
+/* The devices' max_sge: no WQE holds more SGEs. */
+#define IBVD_MAX_SGE	32
+
 struct ibvd_sge {
 	uint64_t addr;
 	uint32_t length;

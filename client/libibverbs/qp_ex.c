@@ -244,10 +244,6 @@ static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 		batch_fail(qp, EINVAL);
 		return;
 	}
-	if (ibvc_stage(qp, w, sg_list, (int)num_sge)) {
-		ibvc_stage_mark(qp, qp->batch.tail - 1, w->opcode);
-		return;
-	}
 	dst = (struct ibvd_sge *)((uint8_t *)w + IBVD_SEND_WQE_HDR);
 	for (i = 0; i < num_sge; i++) {
 		dst[i].addr = sg_list[i].addr;
@@ -303,6 +299,43 @@ static void wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t length)
 
 /* ---- the batch ----------------------------------------------------------- */
 
+/* w's SGEs copied to the staging block, if it may go that way. */
+static void stage_wqe(struct ibvc_qp *qp, struct ibvd_send_wqe *w)
+{
+	const struct ibvd_sge *src =
+		(const void *)((const uint8_t *)w + IBVD_SEND_WQE_HDR);
+	struct ibv_sge sge[IBVD_MAX_SGE];
+	uint32_t i;
+
+	if (!w->num_sge || w->num_sge > IBVD_MAX_SGE ||
+	    (w->send_flags & (IBV_SEND_INLINE | IBVD_SEND_STAGED)))
+		return;
+	for (i = 0; i < w->num_sge; i++) {
+		sge[i].addr = src[i].addr;
+		sge[i].length = src[i].length;
+		sge[i].lkey = src[i].lkey;
+	}
+	ibvc_stage(qp, w, sge, (int)w->num_sge);
+}
+
+/*
+ * Staging copies the app's data, so it waits for wr_complete: until then
+ * the app may still be filling the buffers the SGEs name (ibv_wr_post(3):
+ * no work is executed before it), as ibv_post_send's caller cannot.
+ */
+static void stage_batch(struct ibvc_qp *qp)
+{
+	uint32_t c;
+
+	for (c = qp->sq.tail; c != qp->batch.tail; c++) {
+		struct ibvd_send_wqe *w = ibvc_wq_slot(&qp->sq, c);
+
+		stage_wqe(qp, w);
+		/* again, in order: where the block ends after each slot */
+		ibvc_stage_mark(qp, c, w->opcode);
+	}
+}
+
 static void wr_start(struct ibv_qp_ex *qpx)
 {
 	struct ibvc_qp *qp = qpx_to_qp(qpx);
@@ -321,6 +354,8 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	int err = qp->batch.err;
 
 	qp->batch.cur = NULL;
+	if (!err)
+		stage_batch(qp);
 	ibvc_stage_published(qp);
 	if (!err && qp->batch.tail != qp->sq.tail) {
 		qp->sq.tail = qp->batch.tail;

@@ -31,7 +31,6 @@
 #define IBVD_HW_VER		0
 #define IBVD_MAX_QP		65536
 #define IBVD_MAX_QP_WR		16384
-#define IBVD_MAX_SGE		32
 #define IBVD_MAX_CQ		65536
 /* A CQ is one ring: it cannot hold more CQEs than a ring has slots. */
 #define IBVD_MAX_CQE		(IBVD_CQ_MAX_SLOTS - 1)

@@ -4421,6 +4421,47 @@ START_TEST(wr_api_rc)
 }
 END_TEST
 
+/*
+ * The data of a WRITE is what its buffer holds at ibv_wr_complete, not at
+ * ibv_wr_set_sge (ibv_wr_post(3): nothing is executed before complete),
+ * at sizes that go inline, through the staging block and as SGEs.
+ */
+START_TEST(wr_api_fill_after_set)
+{
+	static const uint32_t lens[] = { 100, 4096, 16384, 65536, 1 << 20 };
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_mr *a = vt_reg(D.pd, 1 << 20, VT_ACCESS_ALL);
+	struct ibv_mr *b = vt_reg(D.pd, 1 << 20, VT_ACCESS_ALL);
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *qp[2];
+	size_t i;
+	int ret;
+
+	qp_ex_pair(qp, cq, IBV_QPT_RC);
+	qpx = ibv_qp_to_qp_ex(qp[0]);
+	ck_assert_ptr_nonnull(qpx);
+	for (i = 0; i < VT_ARRAY_SIZE(lens); i++) {
+		vt_fill(a->addr, lens[i], 0, 92);
+		ibv_wr_start(qpx);
+		qpx->wr_id = i;
+		qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 0));
+		ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 0), lens[i]);
+		vt_fill(a->addr, lens[i], 0, 93 + (uint32_t)i);
+		ret = ibv_wr_complete(qpx);
+		ck_assert_msg(ret == 0, "ibv_wr_complete: %s", strerror(ret));
+		vt_expect_ok(cq, NULL, i, IBV_WC_RDMA_WRITE, "ibv_wr_rdma_write");
+		vt_expect_pat(b->addr, lens[i], 0, 93 + (uint32_t)i,
+			      "what the buffer held at ibv_wr_complete");
+	}
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	rmcq(cq);
+	vt_dereg(a);
+	vt_dereg(b);
+}
+END_TEST
+
 /* ibv_wr_send with ibv_wr_set_ud_addr on UD. */
 START_TEST(wr_api_ud)
 {
@@ -5816,6 +5857,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "ex");
 	tcase_add_test(tc, wr_api_rc);
+	tcase_add_test(tc, wr_api_fill_after_set);
 	tcase_add_test(tc, staged_writes);
 	tcase_add_test(tc, wr_api_ud);
 	tcase_add_test(tc, srq_ex);
