@@ -293,8 +293,10 @@ static int check_init_attr_ex(struct ibv_context *ctx,
 	    (attr->create_flags & ~(uint32_t)IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
 		return -EOPNOTSUPP;
 	/* before anything is made: a refusal leaves nothing to undo */
+	/* an XRC target has no send queue to post to, even with no ops */
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	    !ibvc_send_ops_supported(attr->qp_type, attr->send_ops_flags))
+	    (attr->qp_type == IBV_QPT_XRC_RECV ||
+	     !ibvc_send_ops_supported(attr->qp_type, attr->send_ops_flags)))
 		return -EOPNOTSUPP;
 	if (attr->qp_type == IBV_QPT_XRC_RECV)
 		return (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && attr->xrcd &&
@@ -426,6 +428,8 @@ static int open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *attr,
 	qp = qp_new(ctx, NULL, &init);
 	if (!qp)
 		return -ENOMEM;
+	/* its creator moves it: ibv_query_qp tells where it is */
+	qp->qp.state = IBV_QPS_UNKNOWN;
 	qp->xrcd = to_ibvc_xrcd(attr->xrcd);
 	ret = open_on_daemon(qp, attr);
 	if (ret == 0) {

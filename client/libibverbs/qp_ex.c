@@ -274,11 +274,13 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 
 	if (!w)
 		return;
-	for (i = 0; i < num_buf; i++)
-		total += buf_list[i].length;	/* buffers in memory: no overflow */
-	if (total > qp->cap.max_inline_data) {
-		batch_fail(qp, EINVAL);
-		return;
+	/* Added only while within the limit: lengths near SIZE_MAX wrap. */
+	for (i = 0; i < num_buf; i++) {
+		if (buf_list[i].length > qp->cap.max_inline_data - total) {
+			batch_fail(qp, EINVAL);
+			return;
+		}
+		total += buf_list[i].length;
 	}
 	dst = (uint8_t *)w + IBVD_SEND_WQE_HDR;
 	for (i = 0; i < num_buf; i++) {

@@ -4410,6 +4410,17 @@ START_TEST(wr_api_rc)
 	ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 8));
 	ibv_wr_set_sge_list(qpx, ia.cap.max_send_sge + 1, sgl);	/* one too many */
 	ck_assert_int_ne(ibv_wr_complete(qpx), 0);
+	/* inline lengths whose sum wraps around: refused, nothing copied */
+	{
+		struct ibv_data_buf bufs[2] = { { BUF(a), SIZE_MAX },
+						{ BUF(a), 2 } };
+
+		ibv_wr_start(qpx);
+		qpx->wr_id = 8;
+		ibv_wr_send(qpx);
+		ibv_wr_set_inline_data_list(qpx, 2, bufs);
+		ck_assert_int_eq(ibv_wr_complete(qpx), EINVAL);
+	}
 	vt_expect_none(cq, QUIET_MS, "aborted and failed batches");
 	vt_expect_pat(b->addr, 1000, 0, 90, "target of the batches not posted");
 

@@ -692,6 +692,8 @@ START_TEST(open_qp_outlives_creator)
 	ck_assert_ptr_nonnull(opened);
 	ck_assert_uint_eq(opened->qp_num, qpn);
 	ck_assert_int_eq(opened->qp_type, IBV_QPT_XRC_RECV);
+	/* its creator moves it: the opener cannot tell (ibv_cmd_open_qp) */
+	ck_assert_int_eq(opened->state, IBV_QPS_UNKNOWN);
 	/* Not a target of this domain, or not a target at all: ENOENT. */
 	oa.qp_num = qpn ^ 1;
 	ck_assert_ptr_null(ibv_open_qp(B.ctx, &oa));
@@ -920,6 +922,12 @@ START_TEST(bad_arguments)
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_ptr_null(ibv_create_qp(A.pd, &ia));
 	ck_assert_int_eq(errno, EINVAL);
+	/* a target's qp_ex would have no send queue: even no ops are refused */
+	qa.comp_mask = IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qa.xrcd = x;
+	qa.send_ops_flags = 0;
+	ck_assert_ptr_null(ibv_create_qp_ex(A.ctx, &qa));
+	ck_assert_int_eq(errno, EOPNOTSUPP);
 	/* an RC QP on an XRC SRQ: its domain's messages are not the RC's */
 	ia.qp_type = IBV_QPT_RC;
 	ia.srq = srq;
