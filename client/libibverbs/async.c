@@ -205,6 +205,11 @@ static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event)
 		ret = ibvd_wait_readable(ictx->vctx.context.async_fd, true);
 		if (ret < 0)
 			break;	/* EINTR, or EAGAIN when non-blocking */
+		/* ibv_close_device woke us: its end, not the daemon's */
+		if (ibvc_context_closing(ictx)) {
+			ret = -EIO;
+			break;
+		}
 		ret = read_event(ictx, buf, event);
 		/* 0: nothing for the app; -EAGAIN: another thread took it */
 		if (ret != 0 && ret != -EAGAIN)
@@ -216,9 +221,17 @@ static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event)
 
 int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
+	struct ibvc_context *ictx;
+	int ret;
+
 	if (!ctx || !event)
 		return ibvc_minus_one_ret(-EINVAL);
-	return ibvc_minus_one_ret(get_event(to_ibvc_context(ctx), event));
+	ictx = to_ibvc_context(ctx);
+	if (!ibvc_context_enter(ictx))
+		return ibvc_minus_one_ret(-EIO);
+	ret = get_event(ictx, event);
+	ibvc_context_leave(ictx);
+	return ibvc_minus_one_ret(ret);
 }
 
 /* Count one acknowledged event and wake a destroy waiting for it. */

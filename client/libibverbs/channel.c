@@ -52,10 +52,60 @@ static int watch(int epfd, int fd)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* The context's list of its channels (ibvc_channels_orphan). */
+static void channel_list(struct ibvc_comp_channel *ch, bool add)
+{
+	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
+	struct ibvc_comp_channel **p;
+
+	pthread_mutex_lock(&ictx->obj_lock);
+	if (add) {
+		ch->next_of_ctx = ictx->channels;
+		ictx->channels = ch;
+	} else {
+		for (p = &ictx->channels; *p; p = &(*p)->next_of_ctx)
+			if (*p == ch) {
+				*p = ch->next_of_ctx;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&ictx->obj_lock);
+}
+
+void ibvc_channels_orphan(struct ibvc_context *ictx)
+{
+	struct ibvc_comp_channel *ch;
+
+	pthread_mutex_lock(&ictx->obj_lock);
+	for (ch = ictx->channels; ch; ch = ch->next_of_ctx) {
+		pthread_mutex_lock(&ch->recv_lock);
+		ch->orphaned = true;
+		ch->cqs = NULL;		/* their rings go with the context */
+		pthread_mutex_unlock(&ch->recv_lock);
+		/* a thread asleep on it wakes to the end of the stream */
+		if (ch->sock >= 0)
+			shutdown(ch->sock, SHUT_RDWR);
+	}
+	ictx->channels = NULL;
+	pthread_mutex_unlock(&ictx->obj_lock);
+}
+
+static bool orphaned(struct ibvc_comp_channel *ch)
+{
+	bool ret;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	ret = ch->orphaned;
+	pthread_mutex_unlock(&ch->recv_lock);
+	return ret;
+}
+
 static void channel_free(struct ibvc_comp_channel *ch)
 {
 	int i;
 
+	if (!orphaned(ch))
+		channel_list(ch, false);
 	for (i = 0; i < 2; i++)
 		if (ch->poke[i] >= 0)
 			close(ch->poke[i]);
@@ -80,6 +130,7 @@ static int channel_new(struct ibv_context *ctx,
 	ch->channel.context = ctx;
 	ch->sock = ch->poke[0] = ch->poke[1] = -1;
 	ch->channel.fd = epoll_create1(EPOLL_CLOEXEC);
+	channel_list(ch, true);
 	if (ch->channel.fd < 0) {
 		ret = -errno;
 		channel_free(ch);
@@ -350,9 +401,14 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 
 	if (!channel)
 		return EINVAL;
+	ch = to_ibvc_channel(channel);
+	/* its context was closed: nothing to ask, nothing holds it */
+	if (orphaned(ch)) {
+		channel_free(ch);
+		return 0;
+	}
 	if (channel_in_use(channel))
 		return EBUSY;
-	ch = to_ibvc_channel(channel);
 	ret = ibvc_destroy_handle(channel->context,
 				  IBVD_MSG_DESTROY_COMP_CHANNEL, ch->handle);
 	if (ret < 0)
@@ -803,15 +859,40 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 	}
 }
 
+/*
+ * The context for a wait on ch, held until ibvc_context_leave; NULL once
+ * it was closed (the channel is the app's still, its context is not).
+ */
+static struct ibvc_context *enter_context(struct ibvc_comp_channel *ch)
+{
+	struct ibvc_context *ictx = NULL;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	if (!ch->orphaned) {
+		ictx = to_ibvc_context(ch->channel.context);
+		if (!ibvc_context_enter(ictx))
+			ictx = NULL;
+	}
+	pthread_mutex_unlock(&ch->recv_lock);
+	return ictx;
+}
+
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 		     void **cq_context)
 {
+	struct ibvc_comp_channel *ch;
+	struct ibvc_context *ictx;
 	struct ibvc_cq *icq = NULL;
 	int ret;
 
 	if (!channel || !cq || !cq_context)
 		return ibvc_minus_one_ret(-EINVAL);
-	ret = get_cq_event(to_ibvc_channel(channel), &icq);
+	ch = to_ibvc_channel(channel);
+	ictx = enter_context(ch);
+	if (!ictx)
+		return ibvc_minus_one_ret(-EIO);
+	ret = get_cq_event(ch, &icq);
+	ibvc_context_leave(ictx);
 	if (ret < 0)
 		return ibvc_minus_one_ret(ret);
 	*cq = &icq->cq;

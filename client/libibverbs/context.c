@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -111,12 +112,24 @@ static struct ibvc_context *context_new(struct ibvc_device *dev)
 	return ictx;
 }
 
+/*
+ * A forked child's copy of a context: its context page and ring arena
+ * were not inherited (MADV_DONTFORK), and their addresses may hold the
+ * child's own mappings since.
+ */
+static bool inherited(const struct ibvc_context *ictx)
+{
+	return ictx->conn.owner != getpid();
+}
+
 static void context_free(struct ibvc_context *ictx)
 {
+	bool mapped = !inherited(ictx);
+
 	ibvd_conn_close(&ictx->conn);
 	if (ictx->vctx.context.async_fd >= 0)
 		close(ictx->vctx.context.async_fd);
-	if (ictx->ctx_page)
+	if (ictx->ctx_page && mapped)
 		munmap(ictx->ctx_page, IBVD_CTX_PAGE_SIZE);
 	if (ictx->kick_fd >= 0)
 		close(ictx->kick_fd);
@@ -124,7 +137,8 @@ static void context_free(struct ibvc_context *ictx)
 		close(ictx->imported_fd);
 	ibvc_obj_free_all(ictx);
 	/* after the objects: nothing polls or posts into the arena now */
-	ibvc_unmap(&ictx->rings);
+	if (mapped)
+		ibvc_unmap(&ictx->rings);
 	pthread_mutex_destroy(&ictx->obj_lock);
 	ibvc_mrtab_fini(ictx);
 	pthread_mutex_destroy(&ictx->async_lock);
@@ -360,11 +374,54 @@ struct ibv_context *ibv_import_device(int cmd_fd)
  * created; nothing needs the daemon's cooperation, so this also works
  * after it died.
  */
+bool ibvc_context_enter(struct ibvc_context *ictx)
+{
+	/* Store (waiters) -> load (closing), mirrored by wake_waiters. */
+	__atomic_add_fetch(&ictx->waiters, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&ictx->closing, __ATOMIC_SEQ_CST))
+		return true;
+	ibvc_context_leave(ictx);
+	return false;
+}
+
+void ibvc_context_leave(struct ibvc_context *ictx)
+{
+	__atomic_sub_fetch(&ictx->waiters, 1, __ATOMIC_RELEASE);
+}
+
+bool ibvc_context_closing(struct ibvc_context *ictx)
+{
+	return __atomic_load_n(&ictx->closing, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Threads blocked on the context's events (rdma-core's only read their
+ * fds, which close makes fail): woken by shutting their sockets, and
+ * waited for, since they look at the context once they wake.
+ */
+static void wake_waiters(struct ibvc_context *ictx)
+{
+	const struct timespec pause = { .tv_nsec = 100000 };
+
+	__atomic_store_n(&ictx->closing, true, __ATOMIC_SEQ_CST);
+	ibvc_channels_orphan(ictx);
+	if (ictx->vctx.context.async_fd >= 0)
+		shutdown(ictx->vctx.context.async_fd, SHUT_RDWR);
+	while (__atomic_load_n(&ictx->waiters, __ATOMIC_SEQ_CST))
+		nanosleep(&pause, NULL);
+}
+
 int ibv_close_device(struct ibv_context *ctx)
 {
+	struct ibvc_context *ictx;
+
 	if (!ctx)
 		return 0;
-	context_free(to_ibvc_context(ctx));
+	ictx = to_ibvc_context(ctx);
+	/* a child's copy: no thread of its waits (its count is the parent's) */
+	if (!inherited(ictx))
+		wake_waiters(ictx);
+	context_free(ictx);
 	return 0;
 }
 

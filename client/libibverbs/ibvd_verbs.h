@@ -160,6 +160,15 @@ struct ibvc_context {
 	pthread_mutex_t async_lock;
 	bool fatal_delivered;		/* IBV_EVENT_DEVICE_FATAL went out */
 
+	/*
+	 * Threads blocked in ibv_get_async_event or ibv_get_cq_event on the
+	 * context (atomic): ibv_close_device wakes them (closing) and frees
+	 * the context only once they left.
+	 */
+	unsigned int waiters;
+	bool closing;			/* atomic */
+	struct ibvc_comp_channel *channels;	/* its channels, under obj_lock */
+
 	/* the context page (ring.h): doorbells and the engine's sleep flag */
 	void *ctx_page;			/* IBVD_CTX_PAGE_SIZE bytes */
 	const struct ibvd_ctx_engine *db_engine;	/* read-only mapping */
@@ -190,6 +199,16 @@ struct ibvc_context {
 		struct ibv_gid_entry *entries;
 	} gids;
 };
+
+/*
+ * context.c: a thread about to wait for an event of ictx (false: the
+ * context is closing; fail with EIO), and done waiting.
+ */
+bool ibvc_context_enter(struct ibvc_context *ictx);
+void ibvc_context_leave(struct ibvc_context *ictx);
+bool ibvc_context_closing(struct ibvc_context *ictx);
+/* channel.c: ictx is closing: its channels fail from now on, waiters wake. */
+void ibvc_channels_orphan(struct ibvc_context *ictx);
 
 /* mrtab.c: remember an MR of this process (ibvc_reg_mr, rereg), forget it. */
 void ibvc_mrtab_add(struct ibvc_context *ictx, const struct ibv_mr *mr,
@@ -370,6 +389,12 @@ struct ibvc_comp_channel {
 	bool watching;				/* atomic: ... for sleepers */
 	bool rescan;				/* atomic: a ring to look at again */
 	unsigned int waiters;			/* atomic: threads in wait_channel */
+	struct ibvc_comp_channel *next_of_ctx;	/* the context's obj_lock */
+	/*
+	 * Under recv_lock: its context was closed, so the channel only
+	 * fails (EIO) and can be destroyed; the app's struct stays valid.
+	 */
+	bool orphaned;
 };
 
 static inline struct ibvc_comp_channel *

@@ -4107,6 +4107,120 @@ START_TEST(fork_context_stays_the_parents)
 END_TEST
 
 /*
+ * A child that closes the context it inherited must not touch its own:
+ * the parent's rings were not inherited (MADV_DONTFORK), so the child's
+ * next mappings may be where they were.  The child opens a device,
+ * closes the inherited context and moves data on its own; the parent's
+ * context works on.  Exit codes: 3 the close, 4 the child's own data.
+ */
+START_TEST(fork_child_closes_inherited)
+{
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct vt_dev C;
+	struct ibv_pd *pd;
+	int status;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		vt_open(&C);
+		vt_pair(&p, &C, NULL, 16);
+		mr = vt_reg(C.pd, 8192, VT_ACCESS_ALL);
+		if (ibv_close_device(D.ctx))
+			_exit(3);
+		vt_fill(mr->addr, 100, 0, 41);
+		vt_recv(p.qp[1], 1, BUF(mr) + 4096, 1024, mr->lkey);
+		vt_send(p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr,
+			100, mr->lkey, 0, 0);
+		if (vt_poll(p.rcq[1], &wc, 1, vt_tmo_ms()) != 1 ||
+		    wc.status != IBV_WC_SUCCESS ||
+		    memcmp(BUF(mr) + 4096, mr->addr, 100))
+			_exit(4);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child after closing its inherited context: status %#x",
+		      status);
+	pd = ibv_alloc_pd(D.ctx);
+	ck_assert_ptr_nonnull(pd);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+}
+END_TEST
+
+struct close_waiter {
+	struct ibv_context *ctx;
+	struct ibv_comp_channel *ch;
+	int ret, err;
+};
+
+static void *wait_async(void *arg)
+{
+	struct close_waiter *w = arg;
+	struct ibv_async_event ev;
+
+	w->ret = ibv_get_async_event(w->ctx, &ev);
+	w->err = errno;
+	if (w->ret == 0)
+		ibv_ack_async_event(&ev);
+	return NULL;
+}
+
+static void *wait_cq(void *arg)
+{
+	struct close_waiter *w = arg;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	w->ret = ibv_get_cq_event(w->ch, &cq, &cq_ctx);
+	w->err = errno;
+	return NULL;
+}
+
+/*
+ * ibv_close_device while threads wait for its async events and for an
+ * armed CQ's event, and with the CQ and channel left (the app's leak, as
+ * ibv_close_device(3) allows): the waiters return -1 with EIO, the
+ * channel fails so after the close too, and can still be destroyed.
+ */
+START_TEST(close_with_waiters)
+{
+	struct close_waiter a = { 0 }, c = { 0 };
+	pthread_t at, ct;
+	struct ibv_cq *cq, *got;
+	void *got_ctx;
+	struct vt_dev C;
+
+	vt_open(&C);
+	a.ctx = C.ctx;
+	c.ch = ibv_create_comp_channel(C.ctx);
+	ck_assert_ptr_nonnull(c.ch);
+	cq = ibv_create_cq(C.ctx, 16, NULL, c.ch, 0);
+	ck_assert_ptr_nonnull(cq);
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	ck_assert_int_eq(pthread_create(&at, NULL, wait_async, &a), 0);
+	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &c), 0);
+	usleep(100 * 1000);	/* both asleep in the library */
+	ck_assert_int_eq(ibv_close_device(C.ctx), 0);
+	ck_assert_int_eq(pthread_join(at, NULL), 0);
+	ck_assert_int_eq(pthread_join(ct, NULL), 0);
+	ck_assert_msg(a.ret == -1 && a.err == EIO,
+		      "ibv_get_async_event over the close: %d (%s)", a.ret,
+		      strerror(a.err));
+	ck_assert_msg(c.ret == -1 && c.err == EIO,
+		      "ibv_get_cq_event over the close: %d (%s)", c.ret,
+		      strerror(c.err));
+	ck_assert_int_eq(ibv_get_cq_event(c.ch, &got, &got_ctx), -1);
+	ck_assert_int_eq(errno, EIO);
+	ck_assert_int_eq(ibv_destroy_comp_channel(c.ch), 0);
+}
+END_TEST
+
+/*
  * The app takes away its own access to memory it left registered
  * (PROT_NONE) and posts from it: its library's copy faults, for a payload
  * copied as it is posted (64 bytes) and one staged or put on a transit
@@ -5892,6 +6006,8 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mem_concurrent_reg);
 	tcase_add_test(tc, mem_fork);
 	tcase_add_test(tc, fork_context_stays_the_parents);
+	tcase_add_test(tc, fork_child_closes_inherited);
+	tcase_add_test(tc, close_with_waiters);
 	tcase_add_test(tc, mem_munmap);
 	tcase_add_loop_test(tc, mem_protected_under_mr, 0, 4);
 	return s;
