@@ -125,8 +125,8 @@ static int from_hints(const struct rdma_addrinfo *hints, int ps, int qp_type,
 
 /*
  * AF_IB addresses come back, as rdma-core makes them, only for a numeric
- * host asked for in that family (RAI_FAMILY): else AF_INET6 ones, which
- * is what getaddrinfo(3) is asked for either way.
+ * host asked for in that family (RAI_FAMILY), of the AF_INET6 address
+ * getaddrinfo(3) is asked for; else whatever family getaddrinfo gives.
  */
 static bool asks_ib(const struct rdma_addrinfo *hints)
 {
@@ -158,7 +158,7 @@ static void ib_from_in6(const struct sockaddr_in6 *in6, int ps,
 
 /* One rdma_addrinfo for one address getaddrinfo(3) found. */
 static int from_ai(const struct rdma_addrinfo *hints, const struct addrinfo *ai,
-		   int ps, int qp_type, bool first, struct rdma_addrinfo **ret)
+		   int ps, int qp_type, struct rdma_addrinfo **ret)
 {
 	const struct sockaddr *addr = ai->ai_addr;
 	socklen_t len = ai->ai_addrlen;
@@ -181,7 +181,7 @@ static int from_ai(const struct rdma_addrinfo *hints, const struct addrinfo *ai,
 		err = copy_addr(&rai->ai_dst_addr, &rai->ai_dst_len, addr, len);
 		if (!err)
 			err = hint_src(rai, hints);
-		if (!err && first && ai->ai_canonname) {
+		if (!err && ai->ai_canonname) {
 			rai->ai_dst_canonname = strdup(ai->ai_canonname);
 			if (!rai->ai_dst_canonname)
 				err = EAI_MEMORY;
@@ -195,30 +195,23 @@ static int from_ai(const struct rdma_addrinfo *hints, const struct addrinfo *ai,
 	return 0;
 }
 
-static bool seen(const struct rdma_addrinfo *list, const struct addrinfo *ai)
-{
-	for (; list; list = list->ai_next) {
-		const struct sockaddr *a = list->ai_dst_addr ?
-					   list->ai_dst_addr : list->ai_src_addr;
-		socklen_t len = list->ai_dst_addr ? list->ai_dst_len :
-						    list->ai_src_len;
-
-		if (len == ai->ai_addrlen && memcmp(a, ai->ai_addr, len) == 0)
-			return true;
-	}
-	return false;
-}
-
+/*
+ * One result, of getaddrinfo's first address, as rdma-core answers: a
+ * passive lookup without a node would otherwise give both wildcards, and
+ * an app binding each would collide with itself on the port.
+ */
 static int resolve(const char *node, const char *service,
 		   const struct rdma_addrinfo *hints, int ps, int qp_type,
 		   struct rdma_addrinfo **res)
 {
 	struct addrinfo h, *ai = NULL, *a;
-	struct rdma_addrinfo *head = NULL, **tail = &head, *rai;
+	struct rdma_addrinfo *rai = NULL;
 	int err;
 
 	memset(&h, 0, sizeof(h));
-	h.ai_family = asks_ib(hints) ? AF_INET6 :
+	/* AF_IB is made of IPv6 addresses; without RAI_FAMILY, any will do */
+	h.ai_family = want_ib(hints) ? AF_INET6 :
+		      asks_ib(hints) ? AF_UNSPEC :
 		      hints ? hints->ai_family : AF_UNSPEC;
 	h.ai_socktype = qp_type == IBV_QPT_UD ? SOCK_DGRAM : SOCK_STREAM;
 	if (hints && (hints->ai_flags & RAI_PASSIVE))
@@ -230,26 +223,15 @@ static int resolve(const char *node, const char *service,
 	err = getaddrinfo(node, service, &h, &ai);
 	if (err)
 		return err;
-	for (a = ai; a; a = a->ai_next) {
-		if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
-			continue;
-		if (seen(head, a))
-			continue;
-		err = from_ai(hints, a, ps, qp_type, a == ai, &rai);
-		if (err)
-			goto fail;
-		*tail = rai;
-		tail = &rai->ai_next;
-	}
+	for (a = ai; a; a = a->ai_next)
+		if (a->ai_family == AF_INET || a->ai_family == AF_INET6)
+			break;
+	err = a ? from_ai(hints, a, ps, qp_type, &rai) : EAI_NONAME;
 	freeaddrinfo(ai);
-	if (!head)
-		return EAI_NONAME;
-	*res = head;
+	if (err)
+		return err;
+	*res = rai;
 	return 0;
-fail:
-	freeaddrinfo(ai);
-	rdma_freeaddrinfo(head);
-	return err;
 }
 
 /* errno to go with an EAI_* code (its man page promises errno set). */

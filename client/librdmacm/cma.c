@@ -542,6 +542,9 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
 	if (!id)
 		return cma_ret(-EINVAL);
+	/* NULL makes an id synchronous; one that is already has no use for it */
+	if (!channel && to_cma_id(id)->sync)
+		return cma_ret(-EINVAL);
 	return cma_ret(cma_migrate(to_cma_id(id), channel, false));
 }
 

@@ -105,7 +105,7 @@ static int param_msg(struct cma_id *cid, const struct rdma_conn_param *p,
 		m->private_data.data = (uint8_t *)p->private_data;
 		m->private_data.len = p->private_data_len;
 	}
-	m->flow_control = p ? p->flow_control : 1;
+	m->flow_control = p ? p->flow_control : 0;	/* as rdma-core's zeroed command */
 	/*
 	 * A REP has no retry count (the passive QP takes the REQ's), so an
 	 * rdma_accept caller may leave it unset (libfabric's verbs does):
@@ -234,10 +234,11 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 	if (!ud)
 		return cma_sync_wait(cid);
 	/*
-	 * A SIDR reply completes nothing on this side to wait for; the
-	 * request's event (rdma_get_request) is done with all the same.
+	 * A SIDR reply completes nothing on this side to wait for.  The
+	 * request's event (rdma_get_request) stays in id->event, as
+	 * rdma-core leaves it: a UD server reads its peer's address (the
+	 * event's param.ud) there after the accept.  The id's destroy acks it.
 	 */
-	cma_put_event(cid);
 	return 0;
 fail:
 	if (!ud)

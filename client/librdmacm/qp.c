@@ -179,9 +179,14 @@ static void destroy_cq(struct ibv_comp_channel **channel, struct ibv_cq **cq)
 	*channel = NULL;
 }
 
-/* The CQs we made for the id (the app's own are never in these fields). */
+/*
+ * The CQs we made for the id (the app's own are never in these fields);
+ * an XRC target's are its SRQ's, and go with it (rdma_destroy_srq).
+ */
 static void destroy_cqs(struct cma_id *cid)
 {
+	if (cid->id.qp_type == IBV_QPT_XRC_RECV && cid->id.srq)
+		return;
 	destroy_cq(&cid->id.send_cq_channel, &cid->id.send_cq);
 	destroy_cq(&cid->id.recv_cq_channel, &cid->id.recv_cq);
 }

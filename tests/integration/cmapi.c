@@ -965,6 +965,8 @@ START_TEST(getaddrinfo_api)
 	sa_ip(res->ai_src_addr, buf, sizeof(buf));
 	ck_assert_msg(!strcmp(buf, "0.0.0.0") || !strcmp(buf, "::"),
 		      "passive ai_src_addr %s, want a wildcard", buf);
+	/* one of them: rdma-core converts getaddrinfo's first result only */
+	ck_assert_ptr_null(res->ai_next);
 	rdma_freeaddrinfo(res);
 	ck_ok(rdma_getaddrinfo("127.0.0.1", "7474", &hints, &res));
 	ck_sa_ip(res->ai_src_addr, "127.0.0.1", "passive ai_src_addr");
@@ -978,6 +980,13 @@ START_TEST(getaddrinfo_api)
 	ck_assert_int_eq(res->ai_port_space, RDMA_PS_UDP);
 	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_UD);
 	rdma_freeaddrinfo(res);
+
+	/* AF_IB without RAI_FAMILY | RAI_NUMERICHOST: any family will do */
+	hints.ai_family = AF_IB;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7476", &hints, &res));
+	ck_assert_int_eq(res->ai_family, AF_INET);
+	rdma_freeaddrinfo(res);
+	hints.ai_family = 0;
 
 	/* a name that is not a number */
 	hints.ai_flags = RAI_NUMERICHOST;
@@ -1914,7 +1923,9 @@ static void *ib_ud_accept(void *arg)
 		return NULL;
 	s->pdata_len = s->id->event->param.ud.private_data_len;
 	s->ok = s->id->qp && s->id->qp->qp_type == IBV_QPT_UD &&
-		rdma_accept(s->id, NULL) == 0;
+		rdma_accept(s->id, NULL) == 0 &&
+		/* the request stays, for its peer's address (rdma-core) */
+		s->id->event && s->id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST;
 	return NULL;
 }
 
@@ -1956,6 +1967,8 @@ START_TEST(ps_ib_ud)
 	ck_assert_ptr_nonnull(client->event);
 	ck_assert_int_eq(client->event->event, RDMA_CM_EVENT_ESTABLISHED);
 	ck_assert_uint_eq(client->event->param.ud.qp_num, s.id->qp->qp_num);
+	/* a synchronous id is synchronous already: NULL is refused */
+	ck_fails_with(rdma_migrate_id(client, NULL), EINVAL);
 	rdma_destroy_ep(client);
 	rdma_destroy_ep(s.id);
 	rdma_destroy_ep(s.listen);
@@ -1974,6 +1987,7 @@ START_TEST(xrc_connect)
 	struct rdma_conn_param cp = { .initiator_depth = 1, .retry_count = 7,
 				      .rnr_retry_count = 7 };
 	struct ibv_qp_attr qa;
+	int chfd;
 	struct ibv_qp_init_attr init;
 	char port[8];
 	uint32_t srqn;
@@ -2015,7 +2029,12 @@ START_TEST(xrc_connect)
 	xrc_send_two(client, be32toh(srqn), &x);
 	ck_ok(rdma_disconnect(client));
 	rdma_dereg_mr(x.mr);
+	/* the CQ made for the target's SRQ goes with it, its channel too */
+	ck_assert_ptr_nonnull(x.id->recv_cq_channel);
+	chfd = x.id->recv_cq_channel->fd;
 	rdma_destroy_ep(x.id);
+	ck_assert_msg(fcntl(chfd, F_GETFD) == -1 && errno == EBADF,
+		      "the channel of the XRC SRQ's CQ outlived rdma_destroy_ep");
 	rdma_destroy_ep(client);
 	rdma_destroy_ep(x.listen);
 }
