@@ -32,8 +32,12 @@
 #define IBVD_MAX_QP		65536
 #define IBVD_MAX_QP_WR		16384
 #define IBVD_MAX_CQ		65536
-/* A CQ is one ring: it cannot hold more CQEs than a ring has slots. */
-#define IBVD_MAX_CQE		(IBVD_CQ_MAX_SLOTS - 1)
+/*
+ * A CQ is one ring of a power of two slots, one kept empty, within the
+ * context's ring budget (IBVD_CTX_MAX_RING_BYTES, which the largest ring
+ * of IBVD_CQ_MAX_SLOTS would fill whole with its header on top).
+ */
+#define IBVD_MAX_CQE		(IBVD_CQ_MAX_SLOTS / 2 - 1)
 #define IBVD_MAX_MR		262144
 #define IBVD_MAX_MW		65536
 #define IBVD_MAX_MR_SIZE	(1ull << 40)

@@ -613,6 +613,31 @@ START_TEST(query_device)
 }
 END_TEST
 
+/* A fresh context makes a CQ of max_cqe entries, and resizes one to it. */
+START_TEST(cq_of_max_cqe)
+{
+	struct ibv_context *ctx = open_device(devices[0].name);
+	struct ibv_device_attr a;
+	struct ibv_cq *cq;
+
+	ck_assert_int_eq(ibv_query_device(ctx, &a), 0);
+	ck_assert_ptr_null(ibv_create_cq(ctx, a.max_cqe + 1, NULL, NULL, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	cq = ibv_create_cq(ctx, a.max_cqe, NULL, NULL, 0);
+	ck_assert_msg(cq, "ibv_create_cq(max_cqe %d): %s", a.max_cqe,
+		      strerror(errno));
+	ck_assert_int_ge(cq->cqe, a.max_cqe);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(cq);
+	/* a budget below 0 polls nothing (rxe's and mlx5's loops) */
+	ck_assert_int_eq(ibv_poll_cq(cq, -1, NULL), 0);
+	ck_assert_int_eq(ibv_resize_cq(cq, a.max_cqe), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	close_device(ctx);
+}
+END_TEST
+
 START_TEST(query_device_ex)
 {
 	const struct expected_device *want = &devices[_i];
@@ -1300,6 +1325,7 @@ static Suite *api_suite(void)
 
 	tc = new_case(s, "devices");
 	tcase_add_test(tc, device_list);
+	tcase_add_test(tc, cq_of_max_cqe);
 	tcase_add_test(tc, device_guid_index);
 	tcase_add_test(tc, device_outlives_list);
 	tcase_add_test(tc, no_daemon);
