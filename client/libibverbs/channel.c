@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -382,6 +383,34 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 	return ret < 0 ? ibvc_null_ret(ret) : &ch->channel;
 }
 
+/*
+ * A thread still asleep in ibv_get_cq_event on a channel being destroyed
+ * (the app's race; rdma-core's would sleep on in read): woken at the end
+ * of its stream, and waited for, since it looks at the channel when it
+ * wakes.
+ */
+static void wait_users_gone(struct ibvc_comp_channel *ch)
+{
+	const struct timespec pause = { .tv_nsec = 100000 };
+	unsigned int users;
+
+	pthread_mutex_lock(&ch->recv_lock);
+	ch->closing = true;
+	users = ch->users;
+	pthread_mutex_unlock(&ch->recv_lock);
+	if (!users)
+		return;
+	shutdown(ch->sock, SHUT_RDWR);
+	for (;;) {
+		pthread_mutex_lock(&ch->recv_lock);
+		users = ch->users;
+		pthread_mutex_unlock(&ch->recv_lock);
+		if (!users)
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
 /* CQs hold the channel through refcnt, under the context mutex. */
 static bool channel_in_use(struct ibv_comp_channel *channel)
 {
@@ -413,6 +442,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 				  IBVD_MSG_DESTROY_COMP_CHANNEL, ch->handle);
 	if (ret < 0)
 		return ibvc_errno_ret(ret);
+	wait_users_gone(ch);
 	channel_free(ch);
 	return 0;
 }
@@ -868,13 +898,24 @@ static struct ibvc_context *enter_context(struct ibvc_comp_channel *ch)
 	struct ibvc_context *ictx = NULL;
 
 	pthread_mutex_lock(&ch->recv_lock);
-	if (!ch->orphaned) {
+	if (!ch->orphaned && !ch->closing) {
 		ictx = to_ibvc_context(ch->channel.context);
-		if (!ibvc_context_enter(ictx))
+		if (ibvc_context_enter(ictx))
+			ch->users++;
+		else
 			ictx = NULL;
 	}
 	pthread_mutex_unlock(&ch->recv_lock);
 	return ictx;
+}
+
+static void leave_context(struct ibvc_comp_channel *ch,
+			  struct ibvc_context *ictx)
+{
+	pthread_mutex_lock(&ch->recv_lock);
+	ch->users--;
+	pthread_mutex_unlock(&ch->recv_lock);
+	ibvc_context_leave(ictx);
 }
 
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
@@ -892,7 +933,7 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 	if (!ictx)
 		return ibvc_minus_one_ret(-EIO);
 	ret = get_cq_event(ch, &icq);
-	ibvc_context_leave(ictx);
+	leave_context(ch, ictx);
 	if (ret < 0)
 		return ibvc_minus_one_ret(ret);
 	*cq = &icq->cq;

@@ -395,6 +395,9 @@ struct ibvc_comp_channel {
 	 * fails (EIO) and can be destroyed; the app's struct stays valid.
 	 */
 	bool orphaned;
+	/* Under recv_lock: being destroyed; new waits fail (EIO). */
+	bool closing;
+	unsigned int users;			/* under recv_lock: in ibv_get_cq_event */
 };
 
 static inline struct ibvc_comp_channel *

@@ -4156,6 +4156,7 @@ struct close_waiter {
 	struct ibv_context *ctx;
 	struct ibv_comp_channel *ch;
 	int ret, err;
+	bool done;		/* atomic: the call returned */
 };
 
 static void *wait_async(void *arg)
@@ -4178,6 +4179,7 @@ static void *wait_cq(void *arg)
 
 	w->ret = ibv_get_cq_event(w->ch, &cq, &cq_ctx);
 	w->err = errno;
+	__atomic_store_n(&w->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -4186,16 +4188,29 @@ static void *wait_cq(void *arg)
  * armed CQ's event, and with the CQ and channel left (the app's leak, as
  * ibv_close_device(3) allows): the waiters return -1 with EIO, the
  * channel fails so after the close too, and can still be destroyed.
+ * Before, a channel destroyed under a thread waiting on it: the same.
  */
 START_TEST(close_with_waiters)
 {
-	struct close_waiter a = { 0 }, c = { 0 };
+	struct close_waiter a = { 0 }, c = { 0 }, d = { 0 };
 	pthread_t at, ct;
 	struct ibv_cq *cq, *got;
 	void *got_ctx;
 	struct vt_dev C;
 
 	vt_open(&C);
+	d.ch = ibv_create_comp_channel(C.ctx);
+	ck_assert_ptr_nonnull(d.ch);
+	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &d), 0);
+	usleep(100 * 1000);	/* asleep in the library */
+	ck_assert_int_eq(ibv_destroy_comp_channel(d.ch), 0);
+	/* the destroy waited for it: it looks at the channel as it wakes */
+	ck_assert(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE));
+	ck_assert_int_eq(pthread_join(ct, NULL), 0);
+	ck_assert_msg(d.ret == -1 && d.err == EIO,
+		      "ibv_get_cq_event over the channel's destroy: %d (%s)",
+		      d.ret, strerror(d.err));
+
 	a.ctx = C.ctx;
 	c.ch = ibv_create_comp_channel(C.ctx);
 	ck_assert_ptr_nonnull(c.ch);
