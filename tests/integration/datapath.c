@@ -4374,6 +4374,17 @@ static void qp_ex_pair(struct ibv_qp *qp[2], struct ibv_cq *cq, enum ibv_qp_type
 	vt_connect(&D, qp[1], &a[0], &o);
 }
 
+/* A qp_ex_pair, its CQ and the two MRs of a test: gone. */
+static void qp_ex_pair_free(struct ibv_qp *qp[2], struct ibv_cq *cq,
+			    struct ibv_mr *a, struct ibv_mr *b)
+{
+	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
+	rmcq(cq);
+	vt_dereg(a);
+	vt_dereg(b);
+}
+
 /*
  * RDMA WRITEs copied into the QP's staging block at post time
  * (client/libibverbs/staging.c): STAGE_N of STAGE_LEN bytes, more than
@@ -4553,11 +4564,7 @@ START_TEST(wr_api_rc)
 	vt_expect_none(cq, QUIET_MS, "aborted and failed batches");
 	vt_expect_pat(b->addr, 1000, 0, 90, "target of the batches not posted");
 
-	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
-	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
-	rmcq(cq);
-	vt_dereg(a);
-	vt_dereg(b);
+	qp_ex_pair_free(qp, cq, a, b);
 }
 END_TEST
 
@@ -4594,11 +4601,7 @@ START_TEST(wr_api_fill_after_set)
 		vt_expect_pat(b->addr, lens[i], 0, 93 + (uint32_t)i,
 			      "what the buffer held at ibv_wr_complete");
 	}
-	ck_assert_int_eq(ibv_destroy_qp(qp[0]), 0);
-	ck_assert_int_eq(ibv_destroy_qp(qp[1]), 0);
-	rmcq(cq);
-	vt_dereg(a);
-	vt_dereg(b);
+	qp_ex_pair_free(qp, cq, a, b);
 }
 END_TEST
 
