@@ -27,6 +27,7 @@ void ibvd_transit_init(struct ibvd_transit *t, void *ctl, void *cells,
 	t->ctl = ctl;
 	t->cells = cells;
 	t->ncells = ncells;
+	t->copy_in = NULL;
 }
 
 void ibvd_transit_pair(void *base, uint32_t ncells, unsigned int side,
@@ -81,15 +82,17 @@ static void put_header(const struct ibvd_transit *t, uint32_t at,
 	memcpy(cell(t, at), &h, sizeof(h));
 }
 
-static void put_payload(uint8_t *dst, const struct iovec *iov, int iovcnt,
-			uint32_t len)
+static void put_payload(const struct ibvd_transit *t, uint8_t *dst,
+			const struct iovec *iov, int iovcnt, uint32_t len)
 {
+	void *(*copy)(void *, const void *, size_t) =
+		t->copy_in ? t->copy_in : memcpy;
 	int i;
 
 	for (i = 0; i < iovcnt && len; i++) {
 		size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
 
-		memcpy(dst, iov[i].iov_base, n);
+		copy(dst, iov[i].iov_base, n);
 		dst += n;
 		len -= (uint32_t)n;
 	}
@@ -121,7 +124,7 @@ int ibvd_transit_write(const struct ibvd_transit *t, uint32_t *produced,
 	} else if (need > free) {
 		return -EAGAIN;
 	}
-	put_payload(cell(t, at) + IBVD_TRANSIT_HDR, iov, iovcnt, f->len);
+	put_payload(t, cell(t, at) + IBVD_TRANSIT_HDR, iov, iovcnt, f->len);
 	put_header(t, at, f);
 	*produced = at + need;
 	return 0;

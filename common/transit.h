@@ -465,6 +465,11 @@ struct ibvd_transit {
 	struct ibvd_transit_ctl *ctl;
 	uint8_t *cells;
 	uint32_t ncells;	/* a power of two, kept from the daemon's reply */
+	/*
+	 * What copies a payload in (ibvd_transit_write), memcpy unless set:
+	 * the library's, whose faults on the app's memory it recovers from.
+	 */
+	void *(*copy_in)(void *dst, const void *src, size_t len);
 };
 
 /*

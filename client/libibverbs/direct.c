@@ -350,6 +350,7 @@ static int map_rings(struct ibvc_qp *qp, const Ibvd__QpDirectReply *r, int fd,
 			       sizeof(d->peer_gids[i]));
 	d->side = r->side;
 	ibvd_transit_pair(d->map.addr, r->ncells, r->side, &d->out, &d->in);
+	d->out.copy_in = ibvc_copy;	/* from the app's memory (guard.c) */
 	/* the daemon's word, not the ring's, which the peer can write */
 	d->produced = r->start;
 	d->published = r->start;
@@ -1632,7 +1633,7 @@ static void scatter(const struct ibvd_sge *sge, uint32_t nsge, uint32_t skip,
 		}
 		room -= skip;
 		n = room < len ? room : len;
-		memcpy((uint8_t *)(uintptr_t)sge[i].addr + skip, src, n);
+		ibvc_copy((uint8_t *)(uintptr_t)sge[i].addr + skip, src, n);
 		skip = 0;
 		src += n;
 		len -= n;

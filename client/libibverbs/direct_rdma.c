@@ -227,9 +227,9 @@ static void copy(void *arg)
 		uint32_t n = c->wr->sg_list[i].length;
 
 		if (c->read)
-			memcpy(local, remote, n);
+			ibvc_copy(local, remote, n);
 		else
-			memcpy(remote, local, n);
+			ibvc_copy(remote, local, n);
 		remote += n;
 	}
 }

@@ -12,7 +12,8 @@
  *
  * That takes handlers for both signals, installed at the first guarded
  * copy, which hand every fault that is not ours to what the process had
- * before.  A thread that blocks either signal (a blocked fault kills the
+ * before.  Ours is one in the memory ibvc_copy is copying, while a
+ * recovery point is set.  A thread that blocks either signal (a blocked fault kills the
  * process) cannot recover: ibvc_guard_ready says so, and its callers then
  * copy nothing of the app's memory and leave every such request to the
  * engine.  Both are learnt once per thread, since asking costs a system
@@ -25,6 +26,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ibvd_verbs.h"
@@ -101,10 +103,49 @@ static void pass_on(int sig, siginfo_t *si, void *uc)
 	/* a fault: the access faults again, now with the old action */
 }
 
+/* ---- the copy ------------------------------------------------------------- */
+
+/*
+ * The copy ibvc_copy is doing (len 0: none), so that a fault is taken for
+ * the copy's only if it is in the memory copied: one of a signal handler
+ * that interrupted the copy (a runtime's own SIGSEGV tricks) or of the
+ * code around it (a bug, not a gone mapping) is the process's.  Three
+ * stores per copy, and memcpy's speed kept.
+ */
+static __thread const char *copy_src __attribute__((tls_model("initial-exec")));
+static __thread const char *copy_dst __attribute__((tls_model("initial-exec")));
+static __thread size_t copy_len __attribute__((tls_model("initial-exec")));
+
+void *ibvc_copy(void *dst, const void *src, size_t len)
+{
+	copy_src = src;
+	copy_dst = dst;
+	copy_len = len;
+	/* the handler, on this thread, sees them before memcpy runs */
+	atomic_signal_fence(memory_order_seq_cst);
+	memcpy(dst, src, len);
+	atomic_signal_fence(memory_order_seq_cst);
+	copy_len = 0;
+	return dst;
+}
+
+static bool within(const char *addr, const char *start, size_t len)
+{
+	return addr >= start && (size_t)(addr - start) < len;
+}
+
+static bool in_copy(const siginfo_t *si)
+{
+	const char *addr = si->si_addr;
+	size_t len = copy_len;
+
+	return len && (within(addr, copy_src, len) || within(addr, copy_dst, len));
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
 	/* A fault of our copy; one sent by kill() is not (si_code <= 0). */
-	if (copy_jump && si->si_code > 0)
+	if (copy_jump && si->si_code > 0 && in_copy(si))
 		siglongjmp(*copy_jump, 1);
 	pass_on(sig, si, uc);
 }
@@ -161,6 +202,7 @@ bool ibvc_guarded(void (*fn)(void *arg), void *arg)
 		return true;
 	}
 	if (sigsetjmp(jump, 0)) {
+		copy_len = 0;	/* the copy it left stands no more */
 		copy_jump = outer;
 		return false;
 	}
@@ -180,7 +222,7 @@ static void copy(void *arg)
 {
 	const struct copy_args *a = arg;
 
-	memcpy(a->dst, a->src, a->len);
+	ibvc_copy(a->dst, a->src, a->len);
 }
 
 bool ibvc_guarded_copy(void *dst, const void *src, size_t len)

@@ -686,13 +686,17 @@ bool ibvc_grants_rdma(struct ibvc_qp *qp, struct ibvc_grants *gs, uint32_t gen,
 /*
  * guard.c: copies that survive memory gone under a mapping (a truncated
  * file, an unmapped or protected range).  ibvc_guarded runs fn(arg) and
- * says false if it faulted (SIGBUS, SIGSEGV); in a thread that cannot
- * recover (!ibvc_guard_ready) it runs fn unguarded, and its callers give
- * it none of the app's memory there (IBVC_MRTAB_COPY refuses).
+ * says false if a copy of fn's faulted (SIGBUS, SIGSEGV); in a thread
+ * that cannot recover (!ibvc_guard_ready) it runs fn unguarded, and its
+ * callers give it none of the app's memory there (IBVC_MRTAB_COPY
+ * refuses).  fn copies the app's memory with ibvc_copy only: a fault
+ * outside the memory ibvc_copy is copying (fn's own, or one of a signal
+ * handler that interrupted it) is not taken for the copy's.
  */
 bool ibvc_guard_ready(void);
 bool ibvc_guarded(void (*fn)(void *arg), void *arg);
 bool ibvc_guarded_copy(void *dst, const void *src, size_t len);
+void *ibvc_copy(void *dst, const void *src, size_t len);
 
 static inline struct ibvc_qp *to_ibvc_qp(struct ibv_qp *qp)
 {

@@ -194,8 +194,8 @@ static uint32_t copy_inline(uint8_t *dst, const struct ibv_sge *sge, int num_sge
 	int i;
 
 	for (i = 0; i < num_sge; i++) {
-		memcpy(dst + off, (const void *)(uintptr_t)sge[i].addr,
-		       sge[i].length);
+		ibvc_copy(dst + off, (const void *)(uintptr_t)sge[i].addr,
+			  sge[i].length);
 		off += sge[i].length;
 	}
 	return off;

@@ -183,8 +183,8 @@ static void stage_copy(void *arg)
 	int i;
 
 	for (i = 0; i < c->num_sge; i++) {
-		memcpy(dst, (const void *)(uintptr_t)c->sge[i].addr,
-		       c->sge[i].length);
+		ibvc_copy(dst, (const void *)(uintptr_t)c->sge[i].addr,
+			  c->sge[i].length);
 		dst += c->sge[i].length;
 	}
 }

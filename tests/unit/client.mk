@@ -20,3 +20,12 @@ tests_unit_test_rsocket_wire_SOURCES = tests/unit/test_rsocket_wire.c \
 	client/librdmacm/rsocket/wire.c client/librdmacm/rsocket/rs.h
 tests_unit_test_rsocket_wire_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_rsocket_wire_LDADD = $(UNIT_LIBS)
+
+# The library's recovering copies (client/libibverbs/guard.c).
+check_PROGRAMS += tests/unit/test_guard
+TESTS += tests/unit/test_guard
+tests_unit_test_guard_SOURCES = tests/unit/test_guard.c \
+	client/libibverbs/guard.c
+tests_unit_test_guard_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client/libibverbs
+tests_unit_test_guard_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_guard_LDADD = $(UNIT_LIBS)
