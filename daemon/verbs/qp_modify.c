@@ -272,8 +272,12 @@ static int set_transport(struct ibvd_call *call, const Ibvd__QpAttr *m,
 	struct ibvd_qp_attr *a = &n->attr;
 	int ret = 0;
 
+	/*
+	 * Any u8, as Linux and rxe take it (perftest -u 40, rdma_cm's
+	 * ACK_TIMEOUT); the engine waits 4.096 us << 31 at most.
+	 */
 	if (mask & QP(TIMEOUT))
-		ret = set_bits(call, "timeout", m->timeout, 5, &a->timeout);
+		ret = set_bits(call, "timeout", m->timeout, 8, &a->timeout);
 	if (!ret && (mask & QP(RETRY_CNT)))
 		ret = set_bits(call, "retry_cnt", m->retry_cnt, 3, &a->retry_cnt);
 	if (!ret && (mask & QP(RNR_RETRY)))

@@ -1998,6 +1998,13 @@ START_TEST(qp_states)
 	qp_attrs(&a, IBV_QPS_SQD, NULL);
 	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
 	vt_expect_state(qp, IBV_QPS_SQD, "after SQD");
+	if (type == IBV_QPT_RC) {
+		/* any u8, as Linux takes it (perftest -u 40): 31 in effect */
+		a.timeout = 40;
+		ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_TIMEOUT), 0);
+		ck_assert_int_eq(ibv_query_qp(qp, &a, IBV_QP_TIMEOUT, &ia), 0);
+		ck_assert_uint_eq(a.timeout, 40);
+	}
 	qp_attrs(&a, IBV_QPS_RTS, NULL);
 	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
 	vt_expect_state(qp, IBV_QPS_RTS, "SQD -> RTS");
