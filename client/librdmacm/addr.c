@@ -45,7 +45,7 @@ int cma_bind_addr(struct cma_id *cid, struct sockaddr *addr)
 
 int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
-	if (!id || !addr)
+	if (!cma_id_live(id) || !addr)
 		return cma_ret(-EINVAL);
 	return cma_ret(cma_bind_addr(to_cma_id(id), addr));
 }
@@ -91,7 +91,7 @@ int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
 int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 		      struct sockaddr *dst_addr, int timeout_ms)
 {
-	if (!id || !dst_addr)
+	if (!cma_id_live(id) || !dst_addr)
 		return cma_ret(-EINVAL);
 	return cma_ret(cma_resolve_addr(to_cma_id(id), src_addr, dst_addr,
 				    timeout_ms));
@@ -112,7 +112,7 @@ int cma_resolve_route(struct cma_id *cid, int timeout_ms)
 
 int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(cma_resolve_route(to_cma_id(id), timeout_ms));
 }

@@ -255,6 +255,7 @@ int cma_id_alloc(struct cma_channel *ch, void *context,
 	pthread_mutex_init(&cid->mut, NULL);
 	pthread_cond_init(&cid->cond, NULL);
 	pthread_mutex_init(&cid->op_lock, NULL);
+	cid->magic = CMA_ID_MAGIC;
 	cid->ch = ch;
 	cid->id.channel = &ch->channel;
 	cid->id.context = context;
@@ -266,6 +267,7 @@ int cma_id_alloc(struct cma_channel *ch, void *context,
 
 void cma_id_free(struct cma_id *cid)
 {
+	cid->magic = 0;
 	cma_mcast_free_all(cid);
 	free(cid->ep_qp_attr);
 	pthread_mutex_destroy(&cid->op_lock);
@@ -382,7 +384,7 @@ int cma_destroy_id(struct cma_id *cid)
 
 int rdma_destroy_id(struct rdma_cm_id *id)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(cma_destroy_id(to_cma_id(id)));
 }
@@ -540,7 +542,7 @@ fail:
 
 int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	/* NULL makes an id synchronous; one that is already has no use for it */
 	if (!channel && to_cma_id(id)->sync)
@@ -614,7 +616,7 @@ static int set_option(struct cma_id *cid, int level, int optname,
 int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
 		    void *optval, size_t optlen)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(set_option(to_cma_id(id), level, optname, optval,
 				  optlen));

@@ -149,6 +149,7 @@ struct cma_mcast {
 
 struct cma_id {
 	struct rdma_cm_id id;			/* must be first: apps hold &id */
+	uint32_t magic;				/* CMA_ID_MAGIC while it lives */
 	struct cma_channel *ch;			/* == to_cma_channel(id.channel) */
 	uint32_t handle;			/* the daemon's, on ch's session */
 	struct cma_id *hnext;			/* in ch->ids */
@@ -184,6 +185,20 @@ struct cma_id {
 static inline struct cma_id *to_cma_id(struct rdma_cm_id *id)
 {
 	return container_of(id, struct cma_id, id);
+}
+
+#define CMA_ID_MAGIC	0x6964636du	/* "mcdi" */
+
+/*
+ * An id the app may use: not NULL, nor one it destroyed already.  An app
+ * that reuses a destroyed id (perftest -R retries a failed connect on
+ * the ids it has just destroyed) reads memory the allocator took back;
+ * rdma-core's calls then fail on the closed channel fd, ours would lock
+ * a mutex that is no longer one.  So they fail with EINVAL first.
+ */
+static inline bool cma_id_live(struct rdma_cm_id *id)
+{
+	return id && to_cma_id(id)->magic == CMA_ID_MAGIC;
 }
 
 struct cma_event {

@@ -52,7 +52,7 @@ static int listen_id(struct cma_id *cid, int backlog)
 
 int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(listen_id(to_cma_id(id), backlog));
 }
@@ -171,7 +171,7 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(connect_id(to_cma_id(id), conn_param));
 }
@@ -181,7 +181,7 @@ int rdma_establish(struct rdma_cm_id *id)
 {
 	Ibvd__CmEstablish req = IBVD__CM_ESTABLISH__INIT;
 
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	req.id = to_cma_id(id)->handle;
 	return cma_ret(cma_call(to_cma_id(id), IBVD_MSG_CM_ESTABLISH,
@@ -248,7 +248,7 @@ fail:
 
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(accept_id(to_cma_id(id), conn_param));
 }
@@ -276,7 +276,7 @@ static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len)
 int rdma_reject(struct rdma_cm_id *id, const void *private_data,
 		uint8_t private_data_len)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(reject_id(to_cma_id(id), private_data,
 				 private_data_len));
@@ -332,7 +332,7 @@ static int disconnect_id(struct cma_id *cid)
 
 int rdma_disconnect(struct rdma_cm_id *id)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(disconnect_id(to_cma_id(id)));
 }
@@ -342,7 +342,7 @@ int rdma_disconnect(struct rdma_cm_id *id)
 int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,
 		      int *qp_attr_mask)
 {
-	if (!id || !qp_attr || !qp_attr_mask)
+	if (!cma_id_live(id) || !qp_attr || !qp_attr_mask)
 		return cma_ret(-EINVAL);
 	return cma_ret(cma_init_qp_attr(to_cma_id(id), qp_attr->qp_state,
 					qp_attr, qp_attr_mask));
@@ -352,7 +352,7 @@ int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
 	Ibvd__CmNotify req = IBVD__CM_NOTIFY__INIT;
 
-	if (!id)
+	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	req.id = to_cma_id(id)->handle;
 	req.event = event;
@@ -369,7 +369,7 @@ int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
  */
 int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
-	if (!id || id->qp || !ece)
+	if (!cma_id_live(id) || id->qp || !ece)
 		return cma_ret(-EINVAL);
 	to_cma_id(id)->local_ece = *ece;
 	return 0;
@@ -377,7 +377,7 @@ int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 
 int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
-	if (!id || id->qp || !ece)
+	if (!cma_id_live(id) || id->qp || !ece)
 		return cma_ret(-EINVAL);
 	memset(ece, 0, sizeof(*ece));
 	return 0;

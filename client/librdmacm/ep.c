@@ -111,7 +111,7 @@ int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 
 void rdma_destroy_ep(struct rdma_cm_id *id)
 {
-	if (!id)
+	if (!cma_id_live(id))
 		return;
 	rdma_destroy_qp(id);
 	rdma_destroy_srq(id);

@@ -58,7 +58,7 @@ static int join(struct cma_id *cid, struct sockaddr *addr, uint32_t flags,
 int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
 			void *context)
 {
-	if (!id || !addr)
+	if (!cma_id_live(id) || !addr)
 		return cma_ret(-EINVAL);
 	return cma_ret(join(to_cma_id(id), addr,
 			    RDMA_MC_JOIN_FLAG_FULLMEMBER, context));
@@ -71,7 +71,7 @@ int rdma_join_multicast_ex(struct rdma_cm_id *id,
 	uint32_t need = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
 			RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
 
-	if (!id || !mc_join_attr || !mc_join_attr->addr)
+	if (!cma_id_live(id) || !mc_join_attr || !mc_join_attr->addr)
 		return cma_ret(-EINVAL);
 	/* a field this library does not know first, as rdma-core's */
 	if (mc_join_attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
@@ -118,7 +118,7 @@ static int leave(struct cma_id *cid, struct sockaddr *addr)
 
 int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 {
-	if (!id || !addr)
+	if (!cma_id_live(id) || !addr)
 		return cma_ret(-EINVAL);
 	return cma_ret(leave(to_cma_id(id), addr));
 }

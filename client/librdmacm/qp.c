@@ -352,7 +352,7 @@ fail:
 int rdma_create_qp_ex(struct rdma_cm_id *id,
 		      struct ibv_qp_init_attr_ex *qp_init_attr)
 {
-	if (!id || !qp_init_attr)
+	if (!cma_id_live(id) || !qp_init_attr)
 		return cma_ret(-EINVAL);
 	return cma_ret(create_qp_ex(to_cma_id(id), qp_init_attr));
 }
@@ -386,7 +386,7 @@ int cma_create_qp(struct cma_id *cid, struct ibv_pd *pd,
 int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 		   struct ibv_qp_init_attr *qp_init_attr)
 {
-	if (!id || !qp_init_attr)
+	if (!cma_id_live(id) || !qp_init_attr)
 		return cma_ret(-EINVAL);
 	return cma_ret(cma_create_qp(to_cma_id(id), pd, qp_init_attr));
 }
@@ -395,7 +395,7 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 {
 	struct cma_id *cid;
 
-	if (!id || !id->qp)
+	if (!cma_id_live(id) || !id->qp)
 		return;
 	cid = to_cma_id(id);
 	pthread_mutex_lock(&cid->op_lock);
@@ -462,7 +462,7 @@ static int create_srq_ex(struct cma_id *cid, struct ibv_srq_init_attr_ex *attr)
 
 int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
-	if (!id || !attr)
+	if (!cma_id_live(id) || !attr)
 		return cma_ret(-EINVAL);
 	return cma_ret(create_srq_ex(to_cma_id(id), attr));
 }
@@ -473,7 +473,7 @@ int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	struct ibv_srq_init_attr_ex ex;
 	int ret;
 
-	if (!id || !attr)
+	if (!cma_id_live(id) || !attr)
 		return cma_ret(-EINVAL);
 	memset(&ex, 0, sizeof(ex));
 	ex.srq_context = attr->srq_context;
@@ -491,7 +491,7 @@ int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 
 void rdma_destroy_srq(struct rdma_cm_id *id)
 {
-	if (!id || !id->srq)
+	if (!cma_id_live(id) || !id->srq)
 		return;
 	ibv_destroy_srq(id->srq);
 	id->srq = NULL;

@@ -658,6 +658,29 @@ START_TEST(null_arguments)
 }
 END_TEST
 
+/*
+ * Memory that is no id of ours (as a destroyed id's becomes once the
+ * allocator reuses it: perftest -R retries on ids it destroyed) is
+ * refused with EINVAL, not taken for an id's locks and channel.
+ */
+START_TEST(not_an_id)
+{
+	static uint64_t junk[512];
+	struct rdma_cm_id *id = (struct rdma_cm_id *)junk;
+	struct sockaddr_storage ss = sa_make("127.0.0.1", 0);
+	struct rdma_conn_param cp = { 0 };
+
+	memset(junk, 0xa5, sizeof(junk));
+	ck_fails_with(rdma_resolve_addr(id, NULL, SA(ss), 100), EINVAL);
+	ck_fails_with(rdma_bind_addr(id, SA(ss)), EINVAL);
+	ck_fails_with(rdma_connect(id, &cp), EINVAL);
+	ck_fails_with(rdma_listen(id, 1), EINVAL);
+	ck_fails_with(rdma_destroy_id(id), EINVAL);
+	rdma_destroy_qp(id);	/* nothing: it has no QP of ours */
+	rdma_destroy_ep(id);
+}
+END_TEST
+
 START_TEST(event_str)
 {
 	static const char *const names[] = {
@@ -3048,6 +3071,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(bind_port0_and_conflicts), T(two_listeners), T(listener_among_bound_ids),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
+		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
