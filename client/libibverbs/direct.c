@@ -1494,7 +1494,8 @@ static void send_cqe(struct ibvd_cqe *cqe, const struct ibvc_qp *qp,
 	cqe->wr_id = s->wr_id;
 	cqe->status = st;
 	cqe->opcode = s->opcode;
-	cqe->byte_len = s->byte_len;
+	/* an error's is 0, as the engine's and rxe's flushes say */
+	cqe->byte_len = st == IBV_WC_SUCCESS ? s->byte_len : 0;
 	cqe->qp_num = qp->qp.qp_num;
 }
 

@@ -3389,7 +3389,9 @@ START_TEST(receiver_gone)
 		     "the first after the receiver's QP went");
 	ck_assert_msg(vt_now_ms() - t0 >= 120, "failed %ld ms after, before "
 		      "its retries could run out", vt_now_ms() - t0);
+	ck_assert_uint_eq(wc.byte_len, 0);	/* as the engine's errors */
 	vt_expect_wc(f.p.scq[0], &wc, 51, IBV_WC_WR_FLUSH_ERR, "then flushed");
+	ck_assert_uint_eq(wc.byte_len, 0);
 	vt_expect_wc(f.p.scq[0], &wc, 52, IBV_WC_WR_FLUSH_ERR, "then flushed");
 	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "the sender");
 	fx_free(&f);
