@@ -485,7 +485,8 @@ struct ibvc_staging {
 	uint32_t produced;		/* bytes handed out, free-running */
 	uint32_t released;		/* of which the engine is done with */
 	uint32_t seen_head;		/* the SQ's engine head at `released` */
-	uint32_t *ends;			/* per SQ slot: `produced` after it */
+	uint32_t *ends;			/* per SQ counter, mod 2 x slots:
+					 * `produced` after its WQE */
 	bool asked;			/* QP_STAGING is asked once */
 	bool unpublished;		/* this post staged a WQE already */
 	bool stalled;			/* a wait for room ran out at seen_head */

@@ -67,7 +67,7 @@ static struct ibvd_send_wqe *begin(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 		batch_fail(qp, ENOMEM);
 		return NULL;
 	}
-	ibvc_stage_mark(qp, qp->batch.tail, op);
+	/* its staging and marks wait for wr_complete (stage_batch) */
 	w = ibvc_wq_slot(&qp->sq, qp->batch.tail++);
 	memset(w, 0, sizeof(*w));
 	w->wr_id = qpx->wr_id;
@@ -323,7 +323,9 @@ static void stage_wqe(struct ibvc_qp *qp, struct ibvd_send_wqe *w)
 /*
  * Staging copies the app's data, so it waits for wr_complete: until then
  * the app may still be filling the buffers the SGEs name (ibv_wr_post(3):
- * no work is executed before it), as ibv_post_send's caller cannot.
+ * no work is executed before it), as ibv_post_send's caller cannot.  In
+ * order, each WQE marked once staged or not, so that a READ marks only
+ * the WRITEs after it as not to be read early.
  */
 static void stage_batch(struct ibvc_qp *qp)
 {
@@ -333,7 +335,6 @@ static void stage_batch(struct ibvc_qp *qp)
 		struct ibvd_send_wqe *w = ibvc_wq_slot(&qp->sq, c);
 
 		stage_wqe(qp, w);
-		/* again, in order: where the block ends after each slot */
 		ibvc_stage_mark(qp, c, w->opcode);
 	}
 }

@@ -49,6 +49,16 @@ static bool may_stage(const struct ibvc_qp *qp, uint32_t opcode)
 	       (qp->staging.base || !qp->staging.asked);
 }
 
+/*
+ * Marks for twice the SQ's slots: a post that fills the SQ writes the
+ * mark of slot head - 1 + nslots while reclaim may still want the one of
+ * head - 1 (the engine's head as last seen), which must not be the same.
+ */
+static uint32_t ends_len(const struct ibvc_qp *qp)
+{
+	return 2 * qp->sq.nslots;
+}
+
 /* SQ lock held: ask the daemon for the QP's block, once. */
 static void ask(struct ibvc_qp *qp)
 {
@@ -66,7 +76,7 @@ static void ask(struct ibvc_qp *qp)
 			   (ProtobufCMessage **)&reply, NULL, NULL) < 0)
 		return;
 	base = ibvc_arena_client_block(ctx, reply->offset, reply->bytes);
-	ends = calloc(qp->sq.nslots, sizeof(*ends));
+	ends = calloc(ends_len(qp), sizeof(*ends));
 	if (base && ends && reply->bytes &&
 	    !(reply->bytes & (reply->bytes - 1))) {
 		s->ends = ends;
@@ -90,7 +100,7 @@ static void reclaim(struct ibvc_qp *qp)
 
 	if (head == s->seen_head)
 		return;
-	s->released = s->ends[(head - 1) & (qp->sq.nslots - 1)];
+	s->released = s->ends[(head - 1) & (ends_len(qp) - 1)];
 	s->seen_head = head;
 	s->stalled = false;
 }
@@ -241,7 +251,7 @@ void ibvc_stage_mark(struct ibvc_qp *qp, uint32_t sq_counter, uint32_t opcode)
 		s->reads_until = sq_counter + 1;
 	}
 	if (s->base)
-		s->ends[sq_counter & (qp->sq.nslots - 1)] = s->produced;
+		s->ends[sq_counter & (ends_len(qp) - 1)] = s->produced;
 }
 
 bool ibvc_early_read_ok(struct ibvc_qp *qp)
@@ -272,7 +282,7 @@ void ibvc_stage_reset(struct ibvc_qp *qp)
 		pthread_mutex_unlock(&qp->sq.lock);
 		return;
 	}
-	memset(s->ends, 0, qp->sq.nslots * sizeof(*s->ends));
+	memset(s->ends, 0, ends_len(qp) * sizeof(*s->ends));
 	s->produced = s->released = 0;
 	s->seen_head = ibvd_observe(&qp->sq.engine->head);
 	pthread_mutex_unlock(&qp->sq.lock);

@@ -4616,6 +4616,77 @@ START_TEST(wr_api_fill_after_set)
 }
 END_TEST
 
+/*
+ * A batch that fills the SQ while the engine stands at a staged
+ * WRITE_WITH_IMM waiting for a receive (RNR): the WRITEs staged after it
+ * must not take the room of its payload, which the engine has not read.
+ * Batch 1: WRITE chunk 0, WRITE_WITH_IMM chunk 1 (held).  Batch 2: the
+ * rest of the SQ, WRITEs of chunks 2..5 then empty ones.  Then the
+ * receive: chunk 1 lands as it was.
+ */
+#define FULL_CHUNK	(256u << 10)
+
+START_TEST(wr_api_full_sq)
+{
+	struct ibv_cq *cq = mkcq(256, NULL, NULL);
+	struct ibv_mr *a = vt_reg(D.pd, 6 * FULL_CHUNK, VT_ACCESS_ALL);
+	struct ibv_mr *b = vt_reg(D.pd, 6 * FULL_CHUNK, VT_ACCESS_ALL);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *qp[2];
+	struct ibv_wc wc[3];
+	uint64_t ids = 0;
+	uint32_t c, i;
+
+	qp_ex_pair(qp, cq, IBV_QPT_RC);
+	qpx = ibv_qp_to_qp_ex(qp[0]);
+	ck_assert_int_eq(ibv_query_qp(qp[0], &qa, IBV_QP_CAP, &ia), 0);
+	for (i = 0; i < 6; i++)
+		vt_fill(BUF(a) + i * FULL_CHUNK, FULL_CHUNK, 0, 60 + i);
+
+	ibv_wr_start(qpx);
+	qpx->wr_id = 100;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, b->rkey, ADDR(b, 0));
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 0), FULL_CHUNK);
+	qpx->wr_id = 101;
+	ibv_wr_rdma_write_imm(qpx, b->rkey, ADDR(b, FULL_CHUNK), htobe32(7));
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, FULL_CHUNK), FULL_CHUNK);
+	ck_assert_int_eq(ibv_wr_complete(qpx), 0);
+	vt_expect_ok(cq, NULL, 100, IBV_WC_RDMA_WRITE, "the first WRITE");
+
+	ibv_wr_start(qpx);
+	for (c = 2; c <= qa.cap.max_send_wr; c++) {
+		qpx->wr_id = 200 + c;
+		qpx->wr_flags = c == qa.cap.max_send_wr ? IBV_SEND_SIGNALED : 0;
+		ibv_wr_rdma_write(qpx, b->rkey,
+				  ADDR(b, (c < 6 ? c : 0) * FULL_CHUNK));
+		if (c < 6)
+			ibv_wr_set_sge(qpx, a->lkey, ADDR(a, c * FULL_CHUNK),
+				       FULL_CHUNK);
+		else
+			ibv_wr_set_sge_list(qpx, 0, NULL);
+	}
+	ck_assert_int_eq(ibv_wr_complete(qpx), 0);
+
+	vt_recv(qp[1], 9, BUF(b), 0, b->lkey);
+	/* the WRITE_WITH_IMM, its receive, the batch's last, in any order */
+	ck_assert_int_eq(vt_poll(cq, wc, 3, vt_tmo_ms()), 3);
+	for (i = 0; i < 3; i++) {
+		ck_assert_msg(wc[i].status == IBV_WC_SUCCESS, "wr %llu: %s",
+			      (unsigned long long)wc[i].wr_id,
+			      ibv_wc_status_str(wc[i].status));
+		ids += wc[i].wr_id;
+	}
+	ck_assert_uint_eq(ids, 101 + 9 + 200 + qa.cap.max_send_wr);
+	for (i = 0; i < 6; i++)
+		vt_expect_pat(BUF(b) + i * FULL_CHUNK, FULL_CHUNK, 0, 60 + i,
+			      "a chunk written");
+	qp_ex_pair_free(qp, cq, a, b);
+}
+END_TEST
+
 /* ibv_wr_send with ibv_wr_set_ud_addr on UD. */
 START_TEST(wr_api_ud)
 {
@@ -6012,6 +6083,7 @@ static Suite *datapath_suite(void)
 	tc = new_case(s, "ex");
 	tcase_add_test(tc, wr_api_rc);
 	tcase_add_test(tc, wr_api_fill_after_set);
+	tcase_add_test(tc, wr_api_full_sq);
 	tcase_add_test(tc, staged_writes);
 	tcase_add_test(tc, wr_api_ud);
 	tcase_add_test(tc, srq_ex);
