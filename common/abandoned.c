@@ -45,7 +45,7 @@ static const struct undo undos[] = {
 	{ IBVD_MSG_OPEN_XRCD, IBVD_MSG_CLOSE_XRCD, &ibvd__handle__descriptor },
 	{ IBVD_MSG_ALLOC_XRCD, IBVD_MSG_CLOSE_XRCD, &ibvd__handle__descriptor },
 	{ IBVD_MSG_ALLOC_DM, IBVD_MSG_FREE_DM, &ibvd__dm_reply__descriptor },
-	{ IBVD_MSG_IMPORT_DM, IBVD_MSG_FREE_DM, &ibvd__dm_reply__descriptor },
+	/* not IMPORT_DM: it names a DM its owner holds, and makes nothing */
 	{ IBVD_MSG_CM_CREATE_ID, IBVD_MSG_CM_DESTROY_ID,
 	  &ibvd__cm_id__descriptor },
 };

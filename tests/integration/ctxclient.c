@@ -336,6 +336,7 @@ static struct {
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
+	struct ibv_dm *dm;
 	uint8_t buf[4096];
 } held;
 
@@ -418,6 +419,41 @@ static void cmd_unanswered(void)
 	else
 		printf("error unanswered pd=%d cq=%d qp=%d\n", pd_err, cq_err,
 		       qp_err);
+}
+
+/* Device memory to hold (dm), and its import while the daemon is stopped. */
+static void cmd_dm(void)
+{
+	struct ibv_alloc_dm_attr a = { .length = 4096 };
+
+	held.dm = ibv_alloc_dm(ctx, &a);
+	if (held.dm)
+		printf("ok dm\n");
+	else
+		printf("error dm: %s\n", strerror(errno));
+}
+
+static void cmd_unanswered_import(void)
+{
+	struct ibv_dm *dm = held.dm ? ibv_import_dm(ctx, held.dm->handle) : NULL;
+
+	if (!dm && errno == ETIMEDOUT)
+		printf("ok unanswered import\n");
+	else
+		printf("error unanswered import: %s\n",
+		       dm ? "imported" : strerror(errno));
+}
+
+static void cmd_dmfree(void)
+{
+	int ret = held.dm ? ibv_free_dm(held.dm) : EINVAL;
+
+	if (ret == 0) {
+		held.dm = NULL;
+		printf("ok dmfree\n");
+	} else {
+		printf("error dmfree: %s\n", strerror(ret));
+	}
 }
 
 /* The next CM event on ch, of type want, within 5 s (acked): 0 or -1. */
@@ -690,8 +726,14 @@ int main(int argc, char **argv)
 			cmd_hold();
 		} else if (strncmp(line, "release", 7) == 0) {
 			cmd_release();
+		} else if (strncmp(line, "unanswered import", 17) == 0) {
+			cmd_unanswered_import();
 		} else if (strncmp(line, "unanswered", 10) == 0) {
 			cmd_unanswered();
+		} else if (strncmp(line, "dmfree", 6) == 0) {
+			cmd_dmfree();
+		} else if (strncmp(line, "dm", 2) == 0) {
+			cmd_dm();
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;
 		} else {

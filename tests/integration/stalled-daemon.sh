@@ -3,7 +3,8 @@
 # client's IBVERBSD_TIMEOUT_MS at 300): the client's creates fail with
 # ETIMEDOUT, and what the daemon makes of them once it runs again is
 # destroyed when their late replies come, instead of staying charged to
-# the tenant until the context closes.  The context works on afterwards.
+# the tenant until the context closes; an import (ibv_import_dm), which
+# makes nothing, is not undone.  The context works on afterwards.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -54,6 +55,18 @@ ctx_ok query "ok query"
 after=$(counts) || fail "$after"
 [ "$after" = "$before" ] || fail "the daemon holds pd cq qp = $after for the client, $before before the stall"
 ok "pd cq qp = $after, as before the stall"
+
+check "an import that times out leaves the device memory with its owner"
+ctx_ok dm "ok dm"
+kill -STOP "$DAEMON_PID"
+ctx_cmd "unanswered import"
+answer=$CTX_ANSWER
+kill -CONT "$DAEMON_PID"
+[ "$answer" = "ok unanswered import" ] || fail "an import of a stopped daemon: $answer (want ETIMEDOUT)"
+ctx_ok query "ok query"
+ctx_ok query "ok query"
+ctx_ok dmfree "ok dmfree"
+ok "the owner freed its DM after the late reply to the import"
 
 check "the context works on"
 ctx_ok loopback "ok loopback 4096 bytes"
