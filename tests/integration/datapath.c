@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -4163,6 +4164,7 @@ struct close_waiter {
 	struct ibv_context *ctx;
 	struct ibv_comp_channel *ch;
 	int ret, err;
+	pid_t tid;		/* atomic: set as it calls */
 	bool done;		/* atomic: the call returned */
 };
 
@@ -4171,6 +4173,7 @@ static void *wait_async(void *arg)
 	struct close_waiter *w = arg;
 	struct ibv_async_event ev;
 
+	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	w->ret = ibv_get_async_event(w->ctx, &ev);
 	w->err = errno;
 	if (w->ret == 0)
@@ -4184,6 +4187,7 @@ static void *wait_cq(void *arg)
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
+	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	w->ret = ibv_get_cq_event(w->ch, &cq, &cq_ctx);
 	w->err = errno;
 	__atomic_store_n(&w->done, true, __ATOMIC_RELEASE);
@@ -4197,6 +4201,32 @@ static void *wait_cq(void *arg)
  * channel fails so after the close too, and can still be destroyed.
  * Before, a channel destroyed under a thread waiting on it: the same.
  */
+/*
+ * The waiter asleep in its call: it set its tid just before, and nothing
+ * in the call sleeps before the library counted it as a waiter.
+ */
+static void waiter_asleep(struct close_waiter *w)
+{
+	long deadline = vt_now_ms() + vt_tmo_ms();
+	char path[64], buf[256], *state;
+	pid_t tid;
+	FILE *f;
+
+	while (!(tid = __atomic_load_n(&w->tid, __ATOMIC_ACQUIRE)))
+		usleep(1000);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (;;) {
+		f = fopen(path, "r");
+		ck_assert_ptr_nonnull(f);
+		state = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		if (state && state[1] == ' ' && state[2] == 'S')
+			return;
+		ck_assert_msg(vt_now_ms() < deadline, "the waiter never slept");
+		usleep(1000);
+	}
+}
+
 /* The app's leaks, as it leaves them (static: not LeakSanitizer's). */
 static struct vt_dev closed_dev;
 static struct ibv_cq *volatile closed_cq;	/* volatile: never read */
@@ -4213,7 +4243,7 @@ START_TEST(close_with_waiters)
 	d.ch = ibv_create_comp_channel(C->ctx);
 	ck_assert_ptr_nonnull(d.ch);
 	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &d), 0);
-	usleep(100 * 1000);	/* asleep in the library */
+	waiter_asleep(&d);
 	ck_assert_int_eq(ibv_destroy_comp_channel(d.ch), 0);
 	/* the destroy waited for it: it looks at the channel as it wakes */
 	ck_assert(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE));
@@ -4230,7 +4260,8 @@ START_TEST(close_with_waiters)
 	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
 	ck_assert_int_eq(pthread_create(&at, NULL, wait_async, &a), 0);
 	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &c), 0);
-	usleep(100 * 1000);	/* both asleep in the library */
+	waiter_asleep(&a);
+	waiter_asleep(&c);
 	ck_assert_int_eq(ibv_close_device(C->ctx), 0);
 	ck_assert_int_eq(pthread_join(at, NULL), 0);
 	ck_assert_int_eq(pthread_join(ct, NULL), 0);

@@ -41,6 +41,8 @@ static void setup(void)
 {
 	struct sigaction sa;
 
+	app_faults = 0;
+	handler_done = 0;
 	pagesize = sysconf(_SC_PAGESIZE);
 	page = mmap(NULL, (size_t)pagesize, PROT_NONE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
