@@ -57,19 +57,12 @@ static int watch(int epfd, int fd)
 static void channel_list(struct ibvc_comp_channel *ch, bool add)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
-	struct ibvc_comp_channel **p;
 
 	pthread_mutex_lock(&ictx->obj_lock);
-	if (add) {
-		ch->next_of_ctx = ictx->channels;
-		ictx->channels = ch;
-	} else {
-		for (p = &ictx->channels; *p; p = &(*p)->next_of_ctx)
-			if (*p == ch) {
-				*p = ch->next_of_ctx;
-				break;
-			}
-	}
+	if (add)
+		LIST_INSERT_HEAD(&ictx->channels, ch, ctx_link);
+	else
+		LIST_REMOVE(ch, ctx_link);
 	pthread_mutex_unlock(&ictx->obj_lock);
 }
 
@@ -78,7 +71,7 @@ void ibvc_channels_orphan(struct ibvc_context *ictx)
 	struct ibvc_comp_channel *ch;
 
 	pthread_mutex_lock(&ictx->obj_lock);
-	for (ch = ictx->channels; ch; ch = ch->next_of_ctx) {
+	LIST_FOREACH(ch, &ictx->channels, ctx_link) {
 		pthread_mutex_lock(&ch->recv_lock);
 		ch->orphaned = true;
 		ch->cqs = NULL;		/* their rings go with the context */
@@ -87,7 +80,7 @@ void ibvc_channels_orphan(struct ibvc_context *ictx)
 		if (ch->sock >= 0)
 			shutdown(ch->sock, SHUT_RDWR);
 	}
-	ictx->channels = NULL;
+	LIST_INIT(&ictx->channels);
 	pthread_mutex_unlock(&ictx->obj_lock);
 }
 

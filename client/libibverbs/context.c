@@ -107,6 +107,7 @@ static struct ibvc_context *context_new(struct ibvc_device *dev)
 	pthread_mutex_init(&ictx->obj_lock, NULL);
 	pthread_mutex_init(&ictx->mrs.lock, NULL);
 	pthread_mutex_init(&ictx->gids.lock, NULL);
+	LIST_INIT(&ictx->channels);
 	ictx->dev = dev;
 	ibvc_device_get(dev);
 	return ictx;

@@ -73,6 +73,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/un.h>
 
 #include <infiniband/verbs.h>
@@ -167,7 +168,7 @@ struct ibvc_context {
 	 */
 	unsigned int waiters;
 	bool closing;			/* atomic */
-	struct ibvc_comp_channel *channels;	/* its channels, under obj_lock */
+	LIST_HEAD(, ibvc_comp_channel) channels; /* its own, under obj_lock */
 
 	/* the context page (ring.h): doorbells and the engine's sleep flag */
 	void *ctx_page;			/* IBVD_CTX_PAGE_SIZE bytes */
@@ -389,7 +390,7 @@ struct ibvc_comp_channel {
 	bool watching;				/* atomic: ... for sleepers */
 	bool rescan;				/* atomic: a ring to look at again */
 	unsigned int waiters;			/* atomic: threads in wait_channel */
-	struct ibvc_comp_channel *next_of_ctx;	/* the context's obj_lock */
+	LIST_ENTRY(ibvc_comp_channel) ctx_link;	/* the context's obj_lock */
 	/*
 	 * Under recv_lock: its context was closed, so the channel only
 	 * fails (EIO) and can be destroyed; the app's struct stays valid.
