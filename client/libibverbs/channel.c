@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -384,24 +383,17 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
  */
 static void wait_users_gone(struct ibvc_comp_channel *ch)
 {
-	const struct timespec pause = { .tv_nsec = 100000 };
 	unsigned int users;
 
+	/* under recv_lock: no wait starts after this */
 	pthread_mutex_lock(&ch->recv_lock);
 	ch->closing = true;
-	users = ch->users;
+	users = __atomic_load_n(&ch->users, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&ch->recv_lock);
 	if (!users)
 		return;
 	shutdown(ch->sock, SHUT_RDWR);
-	for (;;) {
-		pthread_mutex_lock(&ch->recv_lock);
-		users = ch->users;
-		pthread_mutex_unlock(&ch->recv_lock);
-		if (!users)
-			return;
-		nanosleep(&pause, NULL);
-	}
+	ibvc_wait_none_inside(&ch->users);
 }
 
 /* CQs hold the channel through refcnt, under the context mutex. */
@@ -894,7 +886,7 @@ static struct ibvc_context *enter_context(struct ibvc_comp_channel *ch)
 	if (!ch->orphaned && !ch->closing) {
 		ictx = to_ibvc_context(ch->channel.context);
 		if (ibvc_context_enter(ictx))
-			ch->users++;
+			__atomic_add_fetch(&ch->users, 1, __ATOMIC_RELAXED);
 		else
 			ictx = NULL;
 	}
@@ -905,9 +897,8 @@ static struct ibvc_context *enter_context(struct ibvc_comp_channel *ch)
 static void leave_context(struct ibvc_comp_channel *ch,
 			  struct ibvc_context *ictx)
 {
-	pthread_mutex_lock(&ch->recv_lock);
-	ch->users--;
-	pthread_mutex_unlock(&ch->recv_lock);
+	/* Release: done with the channel before its destroy sees 0. */
+	__atomic_sub_fetch(&ch->users, 1, __ATOMIC_RELEASE);
 	ibvc_context_leave(ictx);
 }
 

@@ -400,16 +400,21 @@ bool ibvc_context_closing(struct ibvc_context *ictx)
  * fds, which close makes fail): woken by shutting their sockets, and
  * waited for, since they look at the context once they wake.
  */
-static void wake_waiters(struct ibvc_context *ictx)
+void ibvc_wait_none_inside(const unsigned int *count)
 {
 	const struct timespec pause = { .tv_nsec = 100000 };
 
+	while (__atomic_load_n(count, __ATOMIC_SEQ_CST))
+		nanosleep(&pause, NULL);
+}
+
+static void wake_waiters(struct ibvc_context *ictx)
+{
 	__atomic_store_n(&ictx->closing, true, __ATOMIC_SEQ_CST);
 	ibvc_channels_orphan(ictx);
 	if (ictx->vctx.context.async_fd >= 0)
 		shutdown(ictx->vctx.context.async_fd, SHUT_RDWR);
-	while (__atomic_load_n(&ictx->waiters, __ATOMIC_SEQ_CST))
-		nanosleep(&pause, NULL);
+	ibvc_wait_none_inside(&ictx->waiters);
 }
 
 int ibv_close_device(struct ibv_context *ctx)

@@ -208,6 +208,8 @@ struct ibvc_context {
 bool ibvc_context_enter(struct ibvc_context *ictx);
 void ibvc_context_leave(struct ibvc_context *ictx);
 bool ibvc_context_closing(struct ibvc_context *ictx);
+/* Until *count (atomic: threads inside a call) is 0, woken ones leaving. */
+void ibvc_wait_none_inside(const unsigned int *count);
 /* channel.c: ictx is closing: its channels fail from now on, waiters wake. */
 void ibvc_channels_orphan(struct ibvc_context *ictx);
 
@@ -398,7 +400,8 @@ struct ibvc_comp_channel {
 	bool orphaned;
 	/* Under recv_lock: being destroyed; new waits fail (EIO). */
 	bool closing;
-	unsigned int users;			/* under recv_lock: in ibv_get_cq_event */
+	/* atomic, raised under recv_lock: threads in ibv_get_cq_event */
+	unsigned int users;
 };
 
 static inline struct ibvc_comp_channel *
