@@ -87,10 +87,8 @@ static void destroy(struct ibvd_conn *conn, uint16_t type, uint32_t handle)
 	id.id = handle;
 	if (type == IBVD_MSG_CM_DESTROY_ID)
 		req = &id.base;
-	if (!conn->next_req_id)
-		conn->next_req_id = 1;
 	/* Best effort: a daemon that cannot take it frees it with the context. */
-	(void)ibvd_frame_send(conn->sock, type, conn->next_req_id++, req,
+	(void)ibvd_frame_send(conn->sock, type, ibvd_conn_next_req_id(conn), req,
 			      NULL, 0, 0);
 }
 

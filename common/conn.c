@@ -295,6 +295,14 @@ static int finish_locked(struct ibvd_conn *conn, int ret,
 	return ret;
 }
 
+uint32_t ibvd_conn_next_req_id(struct ibvd_conn *conn)
+{
+	/* 0 stays unused: an Error with req_id 0 is about the connection. */
+	if (!conn->next_req_id)
+		conn->next_req_id = 1;
+	return conn->next_req_id++;
+}
+
 int ibvd_conn_call(struct ibvd_conn *conn, uint16_t type,
 		   const ProtobufCMessage *req,
 		   const ProtobufCMessageDescriptor *reply_desc,
@@ -323,10 +331,7 @@ int ibvd_conn_call_fds(struct ibvd_conn *conn, uint16_t type,
 	if (ret < 0)
 		goto out;
 	conn->err_msg[0] = '\0';
-	/* 0 stays unused: an Error with req_id 0 is about the connection. */
-	if (!conn->next_req_id)
-		conn->next_req_id = 1;
-	req_id = conn->next_req_id++;
+	req_id = ibvd_conn_next_req_id(conn);
 	ret = timeout_errno(ibvd_frame_send(conn->sock, type, req_id, req,
 					    req_fds, nreq_fds, 0));
 	if (ret == 0) {

@@ -93,6 +93,9 @@ int ibvd_conn_await(struct ibvd_conn *conn, uint32_t req_id, uint16_t type,
 		    const ProtobufCMessageDescriptor *reply_desc,
 		    ProtobufCMessage **reply, int *fds, unsigned int *nfds);
 
+/* The id of the connection's next request (conn->lock held). */
+uint32_t ibvd_conn_next_req_id(struct ibvd_conn *conn);
+
 /* Hand from's connection over to to; from is left closed and empty. */
 void ibvd_conn_move(struct ibvd_conn *to, struct ibvd_conn *from);
 
