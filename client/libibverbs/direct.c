@@ -1833,7 +1833,7 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	struct ibvd_transit_frag f;
 	const uint8_t *payload;
 	struct ibvd_cqe cqe;
-	uint32_t next, nsge;
+	uint32_t next, nsge = 0;
 	const uint8_t *slot;
 	uint64_t wr_id;
 	int ret;
