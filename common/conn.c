@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,26 @@ const char *ibvd_socket_path(void)
 	return path && *path ? path : IBVERBSD_DEFAULT_SOCKET;
 }
 
+/*
+ * IBVERBSD_TIMEOUT_MS: 0 or less waits for ever; anything that is not a
+ * whole number ("1s", "abc") keeps the default, as the daemon's own
+ * knobs do, rather than reading as 0 and waiting for ever.
+ */
 static int timeout_from_env(void)
 {
 	const char *s = getenv("IBVERBSD_TIMEOUT_MS");
+	int saved = errno;
+	char *end;
+	long ms;
 
-	return s && *s ? atoi(s) : IBVD_DEFAULT_TIMEOUT_MS;
+	if (!s || !*s)
+		return IBVD_DEFAULT_TIMEOUT_MS;
+	errno = 0;
+	ms = strtol(s, &end, 10);
+	if (*end || errno || ms > INT_MAX)
+		ms = IBVD_DEFAULT_TIMEOUT_MS;
+	errno = saved;
+	return ms < 0 ? 0 : (int)ms;
 }
 
 /*

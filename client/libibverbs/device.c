@@ -230,6 +230,10 @@ static void warn_unreachable(const char *socket_path, int err)
 		fprintf(stderr,
 			"libibverbs: Warning: no permission to use the ibverbsd daemon at %s; ask its administrator for access or set IBVERBSD_SOCKET\n",
 			socket_path);
+	else if (err == -ETIMEDOUT)
+		fprintf(stderr,
+			"libibverbs: Warning: the ibverbsd daemon at %s did not answer in time (IBVERBSD_TIMEOUT_MS); it may be stopped or overloaded\n",
+			socket_path);
 	else if (err == -ENOENT || err == -ECONNREFUSED)
 		fprintf(stderr,
 			"libibverbs: Warning: no ibverbsd daemon at %s; start it (systemctl start ibverbsd.socket, or ibverbsd -f --socket PATH) or set IBVERBSD_SOCKET\n",
@@ -243,7 +247,8 @@ static void warn_unreachable(const char *socket_path, int err)
 /*
  * The errno ibv_get_device_list() reports when the daemon cannot be
  * reached (ecosystem.md §4.3): ENOSYS stands for "no RDMA support here",
- * EPERM for "not allowed".
+ * EPERM for "not allowed"; ETIMEDOUT for a daemon that is there but does
+ * not answer, whether it stops accepting or stops replying.
  */
 static int unreachable_errno(int err)
 {
@@ -252,7 +257,8 @@ static int unreachable_errno(int err)
 	case -EPERM:
 		return -EPERM;
 	case -ENOMEM:
-		return -ENOMEM;
+	case -ETIMEDOUT:
+		return err;
 	default:
 		return -ENOSYS;
 	}
@@ -278,7 +284,7 @@ static int list_devices(const char *socket_path, struct ibv_device ***listp)
 	 * A dying daemon can still accept a connection and then close it
 	 * unanswered: that too means there is no daemon.
 	 */
-	if (ret == -EIO) {
+	if (ret == -EIO || ret == -ETIMEDOUT) {
 		warn_unreachable(socket_path, ret);
 		return unreachable_errno(ret);
 	}

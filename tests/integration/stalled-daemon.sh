@@ -4,7 +4,8 @@
 # ETIMEDOUT, and what the daemon makes of them once it runs again is
 # destroyed when their late replies come, instead of staying charged to
 # the tenant until the context closes; an import (ibv_import_dm), which
-# makes nothing, is not undone.  The context works on afterwards.
+# makes nothing, is not undone.  A program that starts meanwhile fails
+# with ETIMEDOUT and says why.  The context works on afterwards.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -67,6 +68,25 @@ ctx_ok query "ok query"
 ctx_ok query "ok query"
 ctx_ok dmfree "ok dmfree"
 ok "the owner freed its DM after the late reply to the import"
+
+check "a program that starts while the daemon is stopped is told so"
+debian_env
+kill -STOP "$DAEMON_PID"
+run_as "$USER1" env IBVERBSD_TIMEOUT_MS=300 "${DEBIAN_ENV[@]}" \
+	"$T/tools/ibverbsd-run" /usr/bin/ibv_devices >"$O/devs" 2>"$O/devs.err"
+rc=$?
+# Not a number: the default (30 s) applies; "1s" once read as 1 ms.
+run_as "$USER1" env IBVERBSD_TIMEOUT_MS=1s "${DEBIAN_ENV[@]}" \
+	timeout 2 "$T/tools/ibverbsd-run" /usr/bin/ibv_devices >/dev/null 2>"$O/devs1s.err"
+rc1s=$?
+kill -CONT "$DAEMON_PID"
+show stderr "$O/devs.err"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "ibv_devices of a stopped daemon: exit $rc (want a failure, not a hang)"
+expect_grep "did not answer in time" "$O/devs.err" "the warning"
+expect_grep "Connection timed out" "$O/devs.err" "ibv_devices' perror"
+ok "ibv_devices failed with ETIMEDOUT and one line naming the socket"
+[ "$rc1s" -eq 124 ] || { show stderr "$O/devs1s.err"; fail "IBVERBSD_TIMEOUT_MS=1s: exit $rc1s in 2 s (want the 30 s default, still waiting)"; }
+ok "IBVERBSD_TIMEOUT_MS=1s is not a number of milliseconds: the default applies"
 
 check "the context works on"
 ctx_ok loopback "ok loopback 4096 bytes"
