@@ -35,11 +35,11 @@ int main(int argc, char *argv[])
 {
 	struct ibv_device **list;
 
-	if (argc > 1) {
-		int help = !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help");
-
-		usage(help ? stdout : stderr);
-		return help ? 0 : 1;
+	/* Debian's takes no options and ignores its arguments: so do we,
+	 * but for a request for help. */
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		usage(stdout);
+		return 0;
 	}
 
 	list = ibv_get_device_list(NULL);

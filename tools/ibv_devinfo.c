@@ -819,7 +819,10 @@ static int parse_options(int argc, char *argv[], struct options *o)
 		case 'i':
 			errno = 0;
 			port = strtol(optarg, &end, 0);
-			if (errno || *end || port <= 0 || port > 255) {
+			/* A number past the device's ports is the device's
+			 * "Invalid port" (4), as Debian's, not a usage error. */
+			if (errno || end == optarg || *end || port <= 0 ||
+			    port > INT_MAX) {
 				usage(stderr, argv[0]);
 				return EXIT_BAD_PORT_ARG;
 			}

@@ -49,7 +49,9 @@
 /* rdma-core's rping uses 64 bytes by default (the OFED 1.4 text says 100):
  * the same default keeps the two compatible without -S. */
 #define DEFAULT_SIZE	64
-#define MAX_SIZE	65536
+/* rdma-core's rping takes at most 64 KiB - 1; a larger ping would fail
+ * a peer running it with a local length error. */
+#define MAX_SIZE	65535
 #define PING_FMT	"rdma-ping-%d: "
 /* The prefix for the largest ping number, plus the NUL. */
 #define MIN_SIZE	((int)sizeof("rdma-ping-2147483647: "))
@@ -60,6 +62,8 @@
 /* How long a finished connection waits for its DISCONNECTED event and for
  * the flush that ends its CQ thread. */
 #define TEARDOWN_MS	10000
+/* How long a flush waits for the CM event that explains it. */
+#define REASON_MS	1000
 
 /* What a SEND carries: where a buffer is, big-endian. */
 struct adv {
@@ -211,14 +215,32 @@ static bool conn_broken(const struct conn *c)
 	       c->cq_exited;
 }
 
-/* Wait for a CM milestone (*flag), failing on errors and disconnection. */
+/*
+ * Wait for a CM milestone (*flag), failing on errors and disconnection.
+ * A flush of our receives alone does not end the wait at once: librdmacm
+ * moves the QP to the error state while it takes the CM event that says
+ * why (a REJECTED, say), before our CM thread has it, so the reason
+ * comes just after.
+ */
 static int wait_cm(struct conn *c, const bool *flag, const char *what)
 {
+	struct timespec deadline;
+	bool flush_seen = false;
 	int ret = 0;
 
 	pthread_mutex_lock(&c->lock);
-	while (!*flag && !conn_broken(c))
-		conn_wait(c, NULL);
+	while (!*flag && !c->cm_error && !c->disconnected && !c->cq_failed) {
+		if (!(c->flushed || c->cq_exited)) {
+			conn_wait(c, NULL);
+			continue;
+		}
+		if (!flush_seen) {
+			deadline_in(&deadline, REASON_MS);
+			flush_seen = true;
+		}
+		if (conn_wait(c, &deadline) == ETIMEDOUT)
+			break;
+	}
 	if (!*flag) {
 		if (c->cm_error)
 			err("%s failed: %s", what,
@@ -540,6 +562,7 @@ static bool drain_cq(struct conn *c)
 static void *cq_main(void *arg)
 {
 	struct conn *c = arg;
+	bool failed = true;
 	struct ibv_cq *cq;
 	void *ctx;
 
@@ -557,10 +580,14 @@ static void *cq_main(void *arg)
 			err("connection %d: ibv_req_notify_cq failed", c->num);
 			break;
 		}
-		if (!drain_cq(c))
+		if (!drain_cq(c)) {
+			failed = false;		/* drain_cq says whether it failed */
 			break;
+		}
 	}
 	pthread_mutex_lock(&c->lock);
+	/* Not a peer that went away: the device did (the daemon died). */
+	c->cq_failed |= failed;
 	c->cq_exited = true;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
@@ -858,8 +885,19 @@ static int client_pings(struct conn *c)
 			if (send_adv(c, 1, c->data, c->data_mr))
 				return -1;
 			r = wait_recv(c, &a);
+			/* The server read our ping and left before its pong. */
+			if (r == PEER_GONE) {
+				err("the server disconnected during ping %d", n);
+				return -1;
+			}
 		}
 		if (r == PEER_GONE) {
+			/* A server that ends its -C count leaves between pings;
+			 * one that leaves before the first refused us. */
+			if (!opt.count && n == 0) {
+				err("the server disconnected before the first ping");
+				return -1;
+			}
 			if (!opt.count) {
 				dbg("the server disconnected after %d pings\n", n);
 				return 0;
@@ -892,10 +930,29 @@ static void wait_client_gone(struct conn *c)
 
 	deadline_in(&deadline, TEARDOWN_MS);
 	pthread_mutex_lock(&c->lock);
-	while (!c->disconnected && !c->cm_error &&
+	/* A client that sent its next ping's advertisement pings on (its -C
+	 * is larger, or none): it will not leave first. */
+	while (!c->disconnected && !c->cm_error && !c->nadv &&
 	       conn_wait(c, &deadline) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* The server's RDMA operation number nth, of ping n, done. */
+static int server_rdma(struct conn *c, enum ibv_wr_opcode op, uint32_t len,
+		       uint64_t addr, uint32_t rkey, unsigned int nth, int n)
+{
+	if (post(c, op, c->data, len, c->data_mr->lkey, addr, rkey))
+		return -1;
+	switch (wait_rdma(c, nth)) {
+	case GOT:
+		return 0;
+	case PEER_GONE:
+		err("connection %d: the client disconnected during ping %d", c->num, n);
+		return -1;
+	default:	/* the CM or CQ thread said why */
+		return -1;
+	}
 }
 
 static int server_pings(struct conn *c)
@@ -926,8 +983,7 @@ static int server_pings(struct conn *c)
 			return -1;
 		}
 		memset(c->data, 0, (size_t)opt.size);
-		if (post(c, IBV_WR_RDMA_READ, c->data, len, c->data_mr->lkey, addr, rkey) ||
-		    wait_rdma(c, ++rdma) != GOT)
+		if (server_rdma(c, IBV_WR_RDMA_READ, len, addr, rkey, ++rdma, n))
 			return -1;
 		if (opt.verbose)
 			printf("server ping data: %.*s\n", (int)len, c->data);
@@ -949,8 +1005,7 @@ static int server_pings(struct conn *c)
 		}
 		dbg("connection %d: writing %u bytes to addr %#" PRIx64 " rkey %#x\n",
 		    c->num, len, addr, rkey);
-		if (post(c, IBV_WR_RDMA_WRITE, c->data, len, c->data_mr->lkey, addr, rkey) ||
-		    wait_rdma(c, ++rdma) != GOT)
+		if (server_rdma(c, IBV_WR_RDMA_WRITE, len, addr, rkey, ++rdma, n))
 			return -1;
 		if (send_adv(c, 0, NULL, NULL))
 			return -1;
@@ -1173,7 +1228,7 @@ static int parse_int(const char *s, int min, int max, const char *what, int *out
 	long v;
 
 	errno = 0;
-	v = strtol(s, &end, 0);
+	v = strtol(s, &end, 10);	/* decimal, as rdma-core's atoi: "010" is 10 */
 	if (errno || end == s || *end || v < min || v > max) {
 		err("invalid %s '%s' (valid range is %d to %d)", what, s, min, max);
 		return -1;

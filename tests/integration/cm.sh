@@ -520,6 +520,8 @@ case_rping_errors() {
 		t1=$(date +%s%N)
 		expect_failed "$rc" "$kind rping towards no listener"
 		expect_grep 'RDMA_CM_EVENT_REJECTED' "$O/rej.$kind" "$kind rping towards no listener"
+		# The QP's flush comes before the REJECTED event: not a reason.
+		[ "$kind" = ours ] && expect_no_grep 'completion error' "$O/rej.$kind" "our rping towards no listener"
 		ok "$kind: exit $rc after $(((t1 - t0) / 1000000)) ms: $(grep -m1 REJECTED "$O/rej.$kind")"
 	done
 	check "rping towards an address that does not exist: ADDR_ERROR within the 2 s resolve timeout"
@@ -539,13 +541,82 @@ case_rping_errors() {
 		ok "$kind: exit $rc after $(((t1 - t0) / 1000000)) ms"
 	done
 	check "our rping's usage errors exit 2"
-	for args in "" "-s -c" "-c" "-s -S 22" "-s -S 65537" "-c -a 127.0.0.1 -C -1" "-s -x"; do
+	for args in "" "-s -c" "-c" "-s -S 22" "-s -S 65537" "-c -a 127.0.0.1 -S 65536" \
+		    "-c -a 127.0.0.1 -C -1" "-s -x"; do
 		# shellcheck disable=SC2086 # word splitting wanted
 		run_ours "$USER1" "$RPING" $args >"$O/usage" 2>&1
 		rc=$?
 		[ "$rc" -eq 2 ] || { show_out usage "$O/usage"; fail "rping $args: exit $rc, want 2"; }
 	done
 	ok "usage errors"
+}
+
+# Our rping where it once differed from rdma-core's or said too little.
+case_rping_edges() {
+	local spid rc t0 t1 n
+	check "our rping -C 010 is ten pings (decimal, as rdma-core's atoi)"
+	bg_run ours "$USER1" "$O/dec.server" "$RPING" -s -p 21511 -C 010 -v
+	spid=$BG
+	wait_listen 21511 "$spid" || { show_out server "$O/dec.server"; fail "the server exited before listening"; }
+	run_ours "$USER2" "$RPING" -c -a 127.0.0.1 -p 21511 -C 010 -v >"$O/dec.client" 2>&1
+	client_ok $? "$O/dec.client" "the client"
+	server_done "$spid" "$O/dec.server" "the server"
+	n=$(grep -c '^ping data: ' "$O/dec.client")
+	[ "$n" -eq 10 ] || fail "-C 010 gave $n pings, want 10"
+	ok "10 pings"
+
+	check "a server that ends its -C count under a client without one: both end at once"
+	bg_run ours "$USER1" "$O/cnt.server" "$RPING" -s -p 21512 -C 2 -v
+	spid=$BG
+	wait_listen 21512 "$spid" || { show_out server "$O/cnt.server"; fail "the server exited before listening"; }
+	t0=$(date +%s%N)
+	run_ours "$USER2" "$RPING" -c -a 127.0.0.1 -p 21512 -v >"$O/cnt.client" 2>&1
+	rc=$?
+	client_ok "$rc" "$O/cnt.client" "the client"
+	server_done "$spid" "$O/cnt.server" "the server"
+	t1=$(date +%s%N)
+	# The server used to wait out its 10 s for a client that pinged on.
+	[ $(((t1 - t0) / 1000000)) -lt 5000 ] ||
+		fail "the pair took $(((t1 - t0) / 1000000)) ms to end after 2 pings"
+	ok "2 pings, both exited 0 after $(((t1 - t0) / 1000000)) ms"
+
+	check "a client whose server refuses its ping size fails and says so"
+	bg_run ours "$USER1" "$O/size.server" "$RPING" -s -p 21513
+	spid=$BG
+	wait_listen 21513 "$spid" || { show_out server "$O/size.server"; fail "the server exited before listening"; }
+	run_ours "$USER2" "$RPING" -c -a 127.0.0.1 -p 21513 -S 200 >"$O/size.client" 2>&1
+	rc=$?
+	expect_failed "$rc" "a client of -S 200 against a server of 64"
+	expect_grep 'disconnected before the first ping' "$O/size.client" "the client's reason"
+	wait_exit "$spid" "$BOUND" || fail "the server still runs"
+	[ "$EXIT_STATUS" -ne 0 ] || fail "the server exited 0 after refusing the client"
+	ok "client exit $rc: $(head -n 1 "$O/size.client")"
+}
+
+# The daemon killed under rping pairs that ping without a count: every
+# client fails, whichever of its threads hears of it first.
+case_rping_daemon_death() {
+	local i spids=() cpids=()
+	check "the daemon is SIGKILLed under three rping pairs without -C: every client fails"
+	for i in 0 1 2; do
+		bg_run ours "$USER1" "$O/dd$i.server" "$RPING" -s -p "2152$i"
+		spids+=("$BG")
+		wait_listen "2152$i" "$BG" || { show_out server "$O/dd$i.server"; fail "server $i exited before listening"; }
+		bg_run ours "$USER2" "$O/dd$i.client" "$RPING" -c -a 127.0.0.1 -p "2152$i"
+		cpids+=("$BG")
+	done
+	sleep 1
+	for i in 0 1 2; do
+		pid_running "${cpids[$i]}" || { show_out "client $i" "$O/dd$i.client"; fail "client $i ended before the kill"; }
+	done
+	: >"$O/daemon-killed-on-purpose"
+	kill -KILL "$DAEMON_PID"
+	for i in 0 1 2; do
+		wait_exit "${cpids[$i]}" "$BOUND" || fail "client $i still runs $BOUND s after the daemon died"
+		[ "$EXIT_STATUS" -ne 0 ] || { show_out "client $i" "$O/dd$i.client"; fail "client $i exited 0 after the daemon died"; }
+		wait_exit "${spids[$i]}" "$BOUND" || fail "server $i still runs $BOUND s after the daemon died"
+	done
+	ok "the three clients exited non-zero"
 }
 
 # ucmatose: 10 RC connections each way with data; variants.
@@ -1019,7 +1090,7 @@ case_handshake_timeout() {
 # ---- run them -------------------------------------------------------------------
 
 ALL_CASES=(api cmsum rping_debian rping_ours_server rping_ours_client rping_ours
-	   rping_persistent rping_errors ucmatose udaddy rdma_server_client
+	   rping_persistent rping_errors rping_edges rping_daemon_death ucmatose udaddy rdma_server_client
 	   rdma_xserver_xclient cmtime
 	   mckey rsockets lazy_pair request_flood disconnect_burst event_buffers
 	   queued_events

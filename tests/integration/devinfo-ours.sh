@@ -67,6 +67,16 @@ compare devinfo -d ibvd0
 compare devinfo -d ibvd1 -i 2
 compare devinfo -v -d ibvd1 -i 1
 compare devinfo -v -i 2
+compare devices foo		# Debian's takes no options: arguments are ignored
+
+check "ibv_devinfo -i 300: not a usage error but the device's \"Invalid port\", as Debian's"
+run_debian "$USER1" /usr/bin/ibv_devinfo -i 300 >"$O/deb" 2>"$O/deb.err"
+rcd=$?
+run_ours "$USER1" ibv_devinfo -i 300 >"$O/ours" 2>"$O/ours.err"
+rco=$?
+[ "$rcd" -eq "$rco" ] || { show "Debian's stderr" "$O/deb.err"; show "our stderr" "$O/ours.err"; fail "Debian's exits $rcd, ours $rco"; }
+expect_grep "Invalid port requested for device" "$O/ours.err" "our stderr"
+ok "both exit $rco: $(head -n 1 "$O/ours.err")"
 
 check "our ibv_devinfo -d nosuchdev fails and names the device"
 run_ours "$USER1" ibv_devinfo -d nosuchdev >"$O/bad" 2>&1
