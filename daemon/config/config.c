@@ -1027,7 +1027,8 @@ static int parse_id(const char *s, unsigned long max, unsigned long *out)
 }
 
 /* The gid of group name (or of a decimal gid); -EINVAL says why. */
-static int lookup_group(const char *name, gid_t *gid, char *why, size_t len)
+int ibvd_config_lookup_group(const char *name, gid_t *gid, char *why,
+			     size_t len)
 {
 	struct group grp, *res = NULL;
 	unsigned long n;
@@ -1067,7 +1068,7 @@ static int rule_identity(struct ibvd_config_limit_rule *r, const char *key,
 		}
 		r->uid = (uid_t)n;
 	} else if (r->match == IBVD_LIMIT_MATCH_GROUP) {
-		if (lookup_group(key, &r->gid, why, len))
+		if (ibvd_config_lookup_group(key, &r->gid, why, len))
 			return -EINVAL;
 	} else if (key[0] != '/') {
 		snprintf(why, len, "expected a cgroup path starting with \"/\"");

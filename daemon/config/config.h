@@ -298,6 +298,11 @@ void ibvd_config_rule_name(const struct ibvd_config *cfg,
 /* The index of device name in cfg->devices, or -1. */
 int ibvd_config_device_index(const struct ibvd_config *cfg, const char *name);
 
+/* The gid of a group name or decimal gid, as rules and admin_group take
+ * them; -EINVAL (why says why) when there is none. */
+int ibvd_config_lookup_group(const char *name, gid_t *gid, char *why,
+			     size_t len);
+
 /* The kind a limit key names, IBVD_LIMIT_BANDWIDTH, or -1. */
 int ibvd_limit_key(const char *name);
 

@@ -409,10 +409,13 @@ int ibvd_server_open(struct ibvd_server **ret_srv, const char *path,
 void ibvd_server_lookup_admin(struct ibvd_server *srv)
 {
 	const char *name = srv->d->cfg ? srv->d->cfg->admin_group : NULL;
-	struct group *gr = name ? getgrnam(name) : NULL;
+	char why[128];
+	gid_t gid = 0;
 
-	srv->have_admin_gid = gr != NULL;
-	srv->admin_gid = gr ? gr->gr_gid : 0;
+	/* A name or a decimal gid, as the limits' group rules take. */
+	srv->have_admin_gid = name &&
+		ibvd_config_lookup_group(name, &gid, why, sizeof(why)) == 0;
+	srv->admin_gid = srv->have_admin_gid ? gid : 0;
 }
 
 /*

@@ -175,7 +175,19 @@ if is_root && getent group rdma >/dev/null; then
 	run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-user" 2>&1
 	expect_grep "^error 1 .*requires root or group rdma" "$O/reload-user" \
 		"daemon reload as uid $USER1 without the group"
-	ok "uid $USER1 in group rdma may not reload by default; with admin_group rdma may (primary or supplementary), and not without it"
+	# A decimal gid names the group too, as the limits' group rules take it.
+	rdma_gid=$(getent group rdma | cut -d: -f3)
+	"$PYTHON" - "$conf" "$rdma_gid" <<-'EOF' || fail "cannot rewrite $conf"
+	import json, sys
+	cfg = json.load(open(sys.argv[1]))
+	cfg["admin_group"] = sys.argv[2]
+	json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+	EOF
+	"$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-root2" 2>&1
+	expect_grep '^reply \[\]$' "$O/reload-root2" "daemon reload as root"
+	reload_as "$O/reload-gid" --regid="$USER1" --groups=rdma
+	expect_grep '^reply \[\]$' "$O/reload-gid" "daemon reload as uid $USER1 in rdma, admin_group \"$rdma_gid\""
+	ok "uid $USER1 in group rdma may not reload by default; with admin_group rdma may (primary or supplementary), and not without it; admin_group \"$rdma_gid\" (rdma's gid) is the same group"
 else
 	log "not root or no group rdma: the group check cannot be run"
 fi
