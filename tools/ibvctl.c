@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "conn.h"
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
@@ -161,6 +163,77 @@ out:
 	return ret;
 }
 
+/* The {"more_after": UID} a page of limit show ends with when more follow. */
+static bool more_after(json_t *list, json_int_t *uid)
+{
+	json_t *last = json_array_get(list, json_array_size(list) - 1);
+	json_t *v = json_object_get(last, "more_after");
+
+	if (!json_is_integer(v))
+		return false;
+	*uid = json_integer_value(v);
+	return true;
+}
+
+/*
+ * limit show answers in pages of whole tenants (one frame each, a few
+ * dozen tenants): ask "after UID" until the list is whole, so that the
+ * output is one list, as if one reply had held it.
+ */
+static int limit_pages(const struct options *o, const struct ibvctl_cmd *cmd,
+		       char **json)
+{
+	struct ibvctl_cmd next = *cmd;
+	json_t *all, *page = NULL;
+	char after[24], **args;
+	json_int_t uid;
+	int ret = 0;
+
+	all = json_loads(*json, 0, NULL);
+	if (!json_is_array(all) || !more_after(all, &uid)) {
+		json_decref(all);
+		return 0;		/* one page: as it came */
+	}
+	args = calloc((size_t)cmd->nargs + 2, sizeof(*args));
+	if (!args) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memcpy(args, cmd->args, (size_t)cmd->nargs * sizeof(*args));
+	args[cmd->nargs] = "after";
+	args[cmd->nargs + 1] = after;
+	next.args = args;
+	next.nargs = cmd->nargs + 2;
+	do {
+		json_array_remove(all, json_array_size(all) - 1);
+		snprintf(after, sizeof(after), "%lld", (long long)uid);
+		free(*json);
+		*json = NULL;
+		ret = admin_call(o, &next, json);
+		if (ret < 0)
+			goto out;
+		page = json_loads(*json, 0, NULL);
+		if (!json_is_array(page) || json_array_extend(all, page)) {
+			fprintf(stderr, "ibvctl: a bad page of limit show\n");
+			ret = -EPROTO;
+			goto out;
+		}
+		json_decref(page);
+		page = NULL;
+	} while (more_after(all, &uid));
+	free(*json);
+	*json = json_dumps(all, JSON_COMPACT);
+	if (!*json)
+		ret = -ENOMEM;
+out:
+	if (ret == -ENOMEM)
+		fprintf(stderr, "ibvctl: %s\n", strerror(ENOMEM));
+	json_decref(page);
+	json_decref(all);
+	free(args);
+	return ret;
+}
+
 /* A full disk or a closed pipe must not look like success. */
 static int flush_stdout(void)
 {
@@ -195,6 +268,9 @@ int main(int argc, char *argv[])
 	o.out.pretty = o.out.pretty && o.out.json;
 
 	ret = admin_call(&o, &cmd, &json);
+	if (ret == 0 && !strcmp(ibvctl_object_name(cmd.obj), "limit") &&
+	    !strcmp(cmd.command, "show"))
+		ret = limit_pages(&o, &cmd, &json);
 	if (ret == 0)
 		ret = ibvctl_print(&cmd, json, &o.out);
 	if (ret == 0)

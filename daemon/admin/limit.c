@@ -10,6 +10,12 @@
  * and getgrouplist(3)), as a client of that uid would be matched, minus
  * the cgroup it cannot have yet.
  *
+ * One reply holds what one frame does (a few dozen tenants with one
+ * device, fewer with more): show fills it with whole tenants in uid
+ * order and, when more are left, ends the list with {"more_after": UID};
+ * ibvctl then asks again with "after UID" until none are, so an
+ * administrator sees every tenant in one listing.
+ *
  * set edits the daemon's in-memory configuration, the same entries the
  * file has, and applies it to every tenant at once.  The file is not
  * rewritten: a reload or restart returns to it.
@@ -31,9 +37,11 @@
 #include "core/device.h"
 #include "core/rate.h"
 #include "limit.h"
+#include "res.h"
 #include "log.h"
 #include "server/call.h"
 #include "server/clients.h"
+#include "server/daemon.h"
 #include "tenant/tenant.h"
 #include "util.h"
 #include "verbs/verbs.h"
@@ -41,8 +49,9 @@
 /* Client words echoed in messages are cut short. */
 #define ARG_FMT	"%.64s"
 
-/* Tenants shown at once; more than a host has uids with RDMA clients. */
-#define SHOW_MAX_TENANTS	1024
+/* Every tenant has a session, so this is all of them: paging with
+ * "after" must see the lowest uids above it, not any it happened on. */
+#define SHOW_MAX_TENANTS	IBVD_MAX_SESSIONS
 
 /* Whose limits a row shows. */
 struct subject {
@@ -60,6 +69,7 @@ enum show_what {
 struct show_sel {
 	enum show_what what;
 	long long uid;			/* -1: every visible tenant */
+	long long after;		/* only uids above it; -1: all */
 	const char *dev;		/* NULL: all devices, then each */
 };
 
@@ -89,6 +99,7 @@ static int parse_show(struct ibvd_call *call, size_t argc, char **argv,
 
 	sel->what = SHOW_MAX;
 	sel->uid = -1;
+	sel->after = -1;
 	sel->dev = NULL;
 	if (argc && !strcmp(argv[0], "max")) {
 		i = 1;
@@ -100,7 +111,8 @@ static int parse_show(struct ibvd_call *call, size_t argc, char **argv,
 		i = 1;
 	}
 	for (; i < argc; i += 2) {
-		if (strcmp(argv[i], "dev") && strcmp(argv[i], "uid"))
+		if (strcmp(argv[i], "dev") && strcmp(argv[i], "uid") &&
+		    strcmp(argv[i], "after"))
 			return ibvd_call_error(call, -EINVAL,
 					       "unknown filter " ARG_FMT " for limit show",
 					       argv[i]);
@@ -114,6 +126,11 @@ static int parse_show(struct ibvd_call *call, size_t argc, char **argv,
 				return ibvd_call_error(call, -EINVAL,
 						       "bad uid " ARG_FMT, argv[i + 1]);
 			sel->uid = uid;
+		} else {
+			if (parse_uid(argv[i + 1], &uid))
+				return ibvd_call_error(call, -EINVAL,
+						       "bad uid " ARG_FMT, argv[i + 1]);
+			sel->after = uid;
 		}
 	}
 	return 0;
@@ -346,6 +363,7 @@ struct tenant_list {
 	const struct ibvd_tenant *t[SHOW_MAX_TENANTS];
 	size_t n;
 	long long only_uid;		/* -1: all */
+	long long after;		/* only uids above it; -1: all */
 };
 
 static int collect(const struct ibvd_tenant *t, void *arg)
@@ -353,6 +371,8 @@ static int collect(const struct ibvd_tenant *t, void *arg)
 	struct tenant_list *l = arg;
 
 	if (l->only_uid >= 0 && t->uid != l->only_uid)
+		return 0;
+	if (l->after >= 0 && t->uid <= l->after)
 		return 0;
 	if (l->n < SHOW_MAX_TENANTS)
 		l->t[l->n++] = t;
@@ -365,6 +385,44 @@ static int by_uid(const void *a, const void *b)
 	uid_t y = (*(const struct ibvd_tenant *const *)b)->uid;
 
 	return x < y ? -1 : x > y;
+}
+
+/* Room kept for the {"more_after": UID} that ends a partial list. */
+#define MORE_AFTER_ROOM	40
+
+/* t's rows into out if they fit in the reply with room for the marker. */
+static int tenant_fits(struct ibvd_call *call, json_t *out,
+		       const struct ibvd_tenant *t, const struct show_sel *sel,
+		       size_t *json_len)
+{
+	json_t *rows = json_array();
+	size_t len;
+	int ret;
+
+	if (!rows)
+		return -ENOMEM;
+	ret = tenant_rows(call, rows, t, sel);
+	if (ret < 0)
+		goto out;
+	/* its rows, and the comma before them */
+	len = json_dumpb(rows, NULL, 0, JSON_COMPACT) - 1;
+	if (*json_len + len + MORE_AFTER_ROOM > IBVD_RES_MAX_JSON) {
+		ret = -EMSGSIZE;
+		goto out;
+	}
+	*json_len += len;
+	ret = json_array_extend(out, rows) ? -ENOMEM : 0;
+out:
+	json_decref(rows);
+	return ret;
+}
+
+/* The end of a list that goes on past the last uid it holds. */
+static int more_after(json_t *out, uid_t last)
+{
+	json_t *mark = json_pack("{s:I}", "more_after", (json_int_t)last);
+
+	return mark && !json_array_append_new(out, mark) ? 0 : -ENOMEM;
 }
 
 /* Non-admins see their own uid only, as with every ibvctl listing. */
@@ -391,7 +449,7 @@ int ibvd_limit_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 	struct ibvd_daemon *d = ibvd_call_daemon(call);
 	struct tenant_list *l;
 	struct show_sel sel;
-	size_t i;
+	size_t i, json_len = 1;		/* the list's brackets */
 	int ret;
 
 	ret = parse_show(call, argc, argv, &sel);
@@ -406,11 +464,17 @@ int ibvd_limit_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 	ret = visible_uid(call, &sel, &l->only_uid);
 	if (ret < 0)
 		goto out;
+	l->after = sel.after;
 	ibvd_tenant_foreach(collect, l);
 	qsort(l->t, l->n, sizeof(l->t[0]), by_uid);
 	for (i = 0; i < l->n && ret == 0; i++)
-		ret = tenant_rows(call, out, l->t[i], &sel);
-	if (ret == 0 && !l->n && sel.uid >= 0)
+		ret = tenant_fits(call, out, l->t[i], &sel, &json_len);
+	if (ret == -EMSGSIZE && i > 1)
+		ret = more_after(out, l->t[i - 2]->uid);
+	else if (ret == -EMSGSIZE)
+		ret = ibvd_call_error(call, -EMSGSIZE,
+				      "one tenant's rows do not fit in a reply: filter by dev");
+	if (ret == 0 && !l->n && sel.uid >= 0 && sel.after < 0)
 		ret = passwd_rows(call, out, (uid_t)sel.uid, &sel);
 out:
 	free(l);

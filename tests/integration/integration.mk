@@ -19,6 +19,7 @@ INTEGRATION_TESTS = \
 	tests/integration/ibvctl.sh \
 	tests/integration/ibvctl-resource.sh \
 	tests/integration/ibvctl-cli.sh \
+	tests/integration/limit-pages.sh \
 	tests/integration/verbs-api.sh
 TESTS += $(INTEGRATION_TESTS)
 
