@@ -17,7 +17,9 @@ daemon_wait_ready
 nfds() { find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status"; }
 # The daemon's own object counts, if ibvctl has them ("" otherwise).
-resources() { ibvctl -j resource show 2>/dev/null || true; }
+resources() {
+	ibvctl -j resource show 2>"$O/res.err" || { show stderr "$O/res.err"; fail "ibvctl -j resource show"; }
+}
 
 # prog_pid PID NAME: the process called NAME among PID's descendants (a
 # background run_debian is a subshell, timeout(1), then the program).
@@ -60,9 +62,9 @@ wait_exit "$wpid" "$TMO" || fail "warm-up server did not exit"
 sleep 0.5
 fds0=$(nfds)
 rss0=$(rss_kb)
-res0=$(resources)
+res0=$(resources) || exit 1
 log "daemon baseline: $fds0 fds, VmRSS $rss0 kB${res0:+, resources $res0}"
-[ -n "$res0" ] || log "ibvctl shows no resource counts yet: checking fds and VmRSS only"
+[ -n "$res0" ] || fail "ibvctl -j resource show printed nothing"
 
 # one_kill VICTIM ARGS...: VICTIM is server or client.
 one_kill() {

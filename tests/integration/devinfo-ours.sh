@@ -45,10 +45,11 @@ compare() {
 	fi
 	[ -s "$O/deb" ] || { show "Debian's stderr" "$O/deb.err"; fail "Debian's ibv_$name $* printed nothing"; }
 	diff -u "$O/deb" "$O/ours" >"$O/diff"
+	# every changed line, blank ones too; not the two file headers
 	if [ -n "$ALLOWED_DIFF" ]; then
-		grep '^[-+][^-+]' "$O/diff" | grep -Ev "^[-+]($ALLOWED_DIFF)" >"$O/baddiff"
+		tail -n +3 "$O/diff" | grep '^[-+]' | grep -Ev "^[-+]($ALLOWED_DIFF)" >"$O/baddiff"
 	else
-		grep '^[-+][^-+]' "$O/diff" >"$O/baddiff"
+		tail -n +3 "$O/diff" | grep '^[-+]' >"$O/baddiff"
 	fi
 	if [ -s "$O/baddiff" ]; then
 		show "diff Debian's ours" "$O/diff"

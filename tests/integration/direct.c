@@ -3724,18 +3724,23 @@ static void hostile_sender_run(void)
 		rounds++;
 	}
 	/*
-	 * UD: the hostile QP's rings came with its sends, to be scribbled on,
-	 * and our QP, which others may send to, lived through it all: it got
+	 * The hostile side really ran: its rings were mapped here, to be
+	 * scribbled on, its messages reached us, and it was not cut short.
+	 */
+	vt_assert(vt_transit_maps() > maps_before || !expect_rings(),
+		  "the hostile QP never got rings");
+	ck_assert_uint_gt(garbage, 0);
+	/*
+	 * UD: our QP, which others may send to, lived through it all: it got
 	 * the datagrams that made sense, and no error.
 	 */
 	if (end_opts == &UD) {
-		vt_assert(vt_transit_maps() > maps_before || !expect_rings(),
-			  "the hostile UD QP never got rings");
-		ck_assert_uint_gt(garbage, 0);
 		ck_assert_uint_eq(errors, 0);
 		vt_expect_state(qp, IBV_QPS_RTS, "our UD QP after the garbage");
 	}
 	ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
+	vt_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the hostile sender ended with status %#x", st);
 	vt_expect_byte(canary->addr, LEN, 0xc5, "memory nobody sends to");
 	printf("hostile: %lu honest rounds; %lu completions from the hostile QP (%lu errors)\n",
 	       rounds, garbage, errors);

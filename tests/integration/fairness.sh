@@ -37,11 +37,13 @@ run_locked() {
 		env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" "$@")
 }
 
+# The engine's sharing is the subject: no SEND of these QPs may go library
+# to library on the direct transport instead.
 conf=$T/ibverbsd.conf
 cat >"$conf" <<EOF
 {
   "socket": { "path": "$SOCK" },
-  "engine": { "threads": 1 },
+  "engine": { "threads": 1, "direct": false },
   "devices": [ { "name": "ibvd0", "ports": 1, "lid": 1 } ],
   "limits": { "uid": { "$USER1": { "bandwidth": 20000000 } } }
 }
@@ -82,11 +84,14 @@ ok "every cut ended as chunk.c says"
 daemon_alive "after the cuts"
 
 check "a small SEND overtakes a 256 MiB WRITE on the same engine thread"
+w0=$(engine_count wqes)
 run_locked "$USER2" "$HELPER" order >"$O/order" 2>&1
 rc=$?
+w=$(($(engine_count wqes) - w0))
 show "order" "$O/order"
 [ "$rc" -eq 0 ] || fail "the small SEND waited for the big WRITE (exit $rc)"
-ok "the small SEND completed first"
+[ "$w" -ge 2 ] || fail "the engine ran $w WQEs: the SEND did not go through it"
+ok "the small SEND completed first, both on the engine ($w WQEs)"
 
 check "bandwidth: uid $USER1 limited to 20 MB/s, uid $USER2 unlimited, in parallel"
 run_locked "$USER1" "$HELPER" move 40000000 >"$O/limited" 2>&1 &

@@ -45,6 +45,9 @@ log()  { printf '%s: %s\n' "$IBVD_TEST" "$*"; }
 check() { printf '%s: checking: %s\n' "$IBVD_TEST" "$*"; }
 ok()   { printf '%s: ok: %s\n' "$IBVD_TEST" "$*"; }
 fail() { printf '%s: FAIL: %s\n' "$IBVD_TEST" "$*" >&2; exit 1; }
+# fail_all: fail from inside a command substitution too, where fail
+# would end only the subshell: the test's own shell is told (SIGTERM).
+fail_all() { printf '%s: FAIL: %s\n' "$IBVD_TEST" "$*" >&2; kill -TERM "$$"; exit 1; }
 skip() { printf '%s: SKIP: %s\n' "$IBVD_TEST" "$*" >&2; exit 77; }
 
 # Show a file (command output) in the log, indented, with a title.
@@ -583,10 +586,14 @@ sent_pkts() {
 }
 
 # engine_count NAME: an engine counter summed over the engine threads
-# (ibvctl statistic show engine: wqes, turns, ...).
+# (ibvctl statistic show engine: wqes, turns, ...).  A counter that is not
+# there, or ibvctl failing, fails the test: a 0 would pass every bound.
 engine_count() {
-	ibvctl statistic show engine |
-		awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) n += $(i + 1) } END { printf "%.0f\n", n }'
+	local out
+	out=$(ibvctl statistic show engine 2>&1) || fail_all "ibvctl statistic show engine: $out"
+	awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) { n += $(i + 1); seen = 1 } }
+		END { if (!seen) exit 1; printf "%.0f\n", n }' <<<"$out" ||
+		fail_all "no engine counter '$1' in: $out"
 }
 
 # ibvctl_as UID ARGS...

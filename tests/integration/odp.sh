@@ -27,7 +27,7 @@ perftest() {
 	wait_tcp_listen "$port" "$spid" || { show server "$O/$prog.server"; fail "$prog: no server"; }
 	run_debian "$USER2" "$prog" -d ibvd0 --odp -n 1000 -p "$port" 127.0.0.1 >"$O/$prog.client" 2>&1
 	rc_c=$?
-	wait_exit "$spid" "$TMO" || term_bg "$spid"
+	wait_exit "$spid" "$TMO" || { term_bg "$spid"; EXIT_STATUS=124; }
 	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
 		show server "$O/$prog.server"
 		show client "$O/$prog.client"

@@ -223,8 +223,7 @@ fi
 sys_conf=$(grep -ao '/[[:alnum:]/._-]*/ibverbsd/ibverbsd\.conf' "$IBVERBSD" | head -n 1)
 etc_dir=$(dirname "$(dirname "$sys_conf")")
 if [ -z "$sys_conf" ] || [ ! -d "$etc_dir" ]; then
-	log "no $etc_dir to stand in for: the missing-file reload is not checked"
-	exit 0
+	fail "no $etc_dir to stand in for: the missing-file reload cannot be checked"
 fi
 check "a reload while $sys_conf is missing keeps the running config"
 mkdir -p "$T/etc/ibverbsd"

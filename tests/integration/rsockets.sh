@@ -151,6 +151,7 @@ no_tcp_listener() {
 }
 
 # moved BEFORE WHAT: the device sent packets since BEFORE; prints how many.
+# Its fail ends only the command substitution: callers add "|| exit 1".
 moved() {
 	local after
 	after=$(sent_pkts "$DEV")
@@ -213,7 +214,7 @@ case_nc() {
 		fi
 		[ "$(sha256sum <"$got")" = "$(sha256sum <"$O/nc.data")" ] ||
 			fail "nc ($dir): received $(wc -c <"$got") bytes that differ from the 3 MiB sent"
-		n=$(moved "$before" "nc ($dir)")
+		n=$(moved "$before" "nc ($dir)") || exit 1
 		ok "nc ($dir): $(wc -c <"$got") bytes, same sha256, $n packets on $DEV"
 	done
 }
@@ -241,7 +242,7 @@ pair() {
 		ok "$name: $(tail -n 1 "$O/$name.cli" | tr -s ' ')"
 		return 0
 	fi
-	n=$(moved "$before" "$name")
+	n=$(moved "$before" "$name") || exit 1
 	ok "$name: $(tail -n 1 "$O/$name.cli" | tr -s ' '), $n packets on $DEV"
 }
 
@@ -284,7 +285,7 @@ case_rcopy() {
 	[ -f "$O/rcopy.dst" ] || { show_out "rcopy server" "$O/rcopy.srv"; fail "rcopy: no $O/rcopy.dst"; }
 	[ "$(sha256sum <"$O/rcopy.dst")" = "$(sha256sum <"$O/rcopy.data")" ] ||
 		fail "rcopy: the copy ($(wc -c <"$O/rcopy.dst") bytes) differs from the 5 MB source"
-	n=$(moved "$before" rcopy)
+	n=$(moved "$before" rcopy) || exit 1
 	ok "rcopy: $(wc -c <"$O/rcopy.dst") bytes, same sha256, $n packets on $DEV"
 }
 
@@ -308,7 +309,7 @@ case_calls() {
 		{ show_out "preload-calls client" "$O/calls.cli"; fail "calls: the client did not send the whole file"; }
 	[ "$(sed 's/^sent/received/' "$O/calls.cli")" = "$(cat "$O/calls.srv")" ] ||
 		{ show_out "preload-calls server" "$O/calls.srv"; fail "calls: the server received other bytes than were sent"; }
-	n=$(moved "$before" calls)
+	n=$(moved "$before" calls) || exit 1
 	ok "calls: $(cat "$O/calls.srv"), $n packets on $DEV"
 }
 
@@ -328,7 +329,7 @@ case_iperf3() {
 		client_ok "$rc" "$O/iperf3.cli$dir" "iperf3 client $dir"
 		server_done "$spid" "$O/iperf3.srv$dir" "iperf3 server $dir"
 		grep -q 'receiver$' "$O/iperf3.cli$dir" || { show_out "iperf3 client" "$O/iperf3.cli$dir"; fail "iperf3 $dir: no receiver summary"; }
-		n=$(moved "$before" "iperf3 $dir")
+		n=$(moved "$before" "iperf3 $dir") || exit 1
 		ok "iperf3 ${dir:-(client sends)}: $(grep 'receiver$' "$O/iperf3.cli$dir" | tr -s ' '), $n packets on $DEV"
 	done
 }
@@ -385,7 +386,7 @@ case_udpong() {
 		ok "udpong $name: $(grep '^custom' "$O/udp.$name" | tr -s ' ')"
 	done
 	kill -TERM "$spid" 2>/dev/null
-	n=$(moved "$before" udpong)
+	n=$(moved "$before" udpong) || exit 1
 	ok "udpong: $n packets on $DEV"
 }
 

@@ -125,8 +125,12 @@ echo go >&7
 echo go >&8
 echo go >&9
 exec 7>&- 8>&- 9>&-
-for p in "${PIDS[@]}"; do
-	wait "$p" 2>/dev/null
+# a and b made all their QPs (exit 0), c stopped at its quota (exit 1)
+want=(0 0 1)
+for i in 0 1 2; do
+	wait "${PIDS[$i]}"
+	st=$?
+	[ "$st" -eq "${want[$i]}" ] || fail "scale client $i exited with status $st, want ${want[$i]}"
 done
 # The daemon closes a client's context when it sees the hang-up.  (ASan's
 # allocator keeps the regions it mapped: only there, the slack above.)

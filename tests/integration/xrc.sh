@@ -10,6 +10,7 @@ need_cmd ss ibv_xsrq_pingpong ib_send_bw ib_write_bw
 ibvd_init
 O=$T/out
 HELPER=$T/bin/xrc-helper
+[ -x "$HELPER" ] || fail "xrc-helper not built"
 export VT_TMUL=$TMUL
 
 daemon_start -c "$(default_conf)"
@@ -55,7 +56,7 @@ if [ -x "$HELPER" ]; then
 	done
 	during=$(arenas)
 	exec 7>&-
-	wait_exit "$tpid" "$TMO" || term_bg "$tpid"
+	wait_exit "$tpid" "$TMO" || { term_bg "$tpid"; EXIT_STATUS=124; }
 	show "xrc-helper --takeovers" "$O/takeovers"
 	[ "$EXIT_STATUS" -eq 0 ] || fail "xrc-helper --takeovers exited $EXIT_STATUS"
 	expect_grep '^40 targets taken over$' "$O/takeovers" "all 40 taken over"
@@ -85,7 +86,7 @@ if [ -x "$HELPER" ]; then
 	[ -n "$qpn" ] || { exec 7>&-; show "xrc-helper --listing" "$O/listing"; fail "no target made"; }
 	ibvctl -j resource show srq >"$O/srqs" 2>&1 || { exec 7>&-; show output "$O/srqs"; fail "resource show srq"; }
 	exec 7>&-
-	wait_exit "$lpid" "$TMO" || term_bg "$lpid"
+	wait_exit "$lpid" "$TMO" || { term_bg "$lpid"; EXIT_STATUS=124; }
 	[ "$EXIT_STATUS" -eq 0 ] || { show "xrc-helper --listing" "$O/listing"; fail "xrc-helper --listing exited $EXIT_STATUS"; }
 	"$PYTHON" - "$O/srqs" "$qpn" <<-'EOF' || { show srqs "$O/srqs"; fail "target QP $qpn listed under an SRQ of its context"; }
 	import json, sys
@@ -138,7 +139,7 @@ if [ -x "$HELPER" ]; then
 	done
 	n_closed=$(held)
 	exec 7>&-
-	wait_exit "$upid" "$TMO" || term_bg "$upid"
+	wait_exit "$upid" "$TMO" || { term_bg "$upid"; EXIT_STATUS=124; }
 	[ "$EXIT_STATUS" -eq 0 ] || { show "xrc-helper --unlinked" "$O/unlinked"; fail "xrc-helper --unlinked exited $EXIT_STATUS"; }
 	[ "$n_held" -eq 1 ] || fail "the daemon held $n_held O_PATH fds of the domain's unlinked file, not 1"
 	[ "$n_closed" -eq 0 ] || fail "the daemon still held $n_closed O_PATH fds of the file after the domain's last close"
@@ -161,7 +162,7 @@ xsrq() {
 	wait_tcp_listen "$port" "$spid" || { show server "$O/xsrq.server"; fail "$what: no server"; }
 	run_debian "$USER2" ibv_xsrq_pingpong -p "$port" "$@" localhost >"$O/xsrq.client" 2>&1
 	rc_c=$?
-	wait_exit "$spid" "$TMO" || term_bg "$spid"
+	wait_exit "$spid" "$TMO" || { term_bg "$spid"; EXIT_STATUS=124; }
 	[ -n "${XSRQ_KEEP:-}" ] || rm -f /tmp/xrc_domain
 	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
 		show server "$O/xsrq.server"
@@ -203,7 +204,7 @@ perftest() {
 	wait_tcp_listen "$port" "$spid" || { show server "$O/$prog.server"; fail "$prog: no server"; }
 	run_debian "$USER2" "$prog" -d ibvd0 -c XRC -n 1000 -p "$port" 127.0.0.1 >"$O/$prog.client" 2>&1
 	rc_c=$?
-	wait_exit "$spid" "$TMO" || term_bg "$spid"
+	wait_exit "$spid" "$TMO" || { term_bg "$spid"; EXIT_STATUS=124; }
 	rm -f "${XRC_FILES[@]}"
 	if [ "$rc_c" -ne 0 ] || [ "$EXIT_STATUS" -ne 0 ]; then
 		show server "$O/$prog.server"
