@@ -98,10 +98,17 @@ static void print_json_compact(const json_t *v)
  * A string as text.  Some come from tenants (a cgroup's name is theirs to
  * choose): a control character is printed as \xHH, never sent to the
  * terminal; C1 ones too (U+0080-U+009F, C2 80-9F in UTF-8: U+009B starts
- * an escape sequence where 8-bit controls are honoured).
+ * an escape sequence where 8-bit controls are honoured).  A string with
+ * a space is quoted, so that a line still splits into its key-value
+ * pairs: a process named "x uid 0" must not read as a second uid.  Within
+ * quotes, '"' and '\\' are escaped too.
  */
 static void print_string(const char *s)
 {
+	bool quoted = strchr(s, ' ') != NULL;
+
+	if (quoted)
+		putchar('"');
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
@@ -109,12 +116,15 @@ static void print_string(const char *s)
 		    (unsigned char)s[1] <= 0x9f) {
 			printf("\\xc2\\x%02x", (unsigned char)s[1]);
 			s++;
-		} else if (c < 0x20 || c == 0x7f) {
+		} else if (c < 0x20 || c == 0x7f ||
+			   (quoted && (c == '"' || c == '\\'))) {
 			printf("\\x%02x", c);
 		} else {
 			putchar(c);
 		}
 	}
+	if (quoted)
+		putchar('"');
 }
 
 static void print_scalar(const json_t *v, bool hex)

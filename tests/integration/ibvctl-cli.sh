@@ -503,6 +503,27 @@ else
 	log "no cgroup2 to make a cgroup in: the escaping is not checked"
 fi
 
+# A process's name is its own to choose: one with spaces is quoted, so
+# that the line still splits into its key-value pairs.
+check "a process named 'x uid 0 pid 1': its comm printed quoted"
+SPACED="$T/bin/x uid 0 pid 1"
+cp /usr/bin/rping "$SPACED" && chmod 755 "$SPACED" || fail "cannot copy rping"
+RP4=$(pick_port) || fail "no free TCP port"
+TMO=$((TMO * 10)) run_debian "$USER1" "$SPACED" -s -a 127.0.0.1 -p "$RP4" >"$O/rping4" 2>&1 &
+RP_4=$!
+BG_PIDS+=("$RP_4")
+for _ in $(seq $((TMO * 20))); do
+	ibvctl client show >"$O/spaced" 2>&1 || fail "client show failed"
+	grep -q 'x uid 0' "$O/spaced" && break
+	pid_running "$RP_4" || { show rping4 "$O/rping4"; fail "the renamed rping exited"; }
+	sleep 0.05
+done
+expect_grep 'comm "x uid 0 pid 1"' "$O/spaced" "the name, quoted"
+expect_no_grep 'comm x uid' "$O/spaced" "the name, unquoted"
+pkill -f -- "-p $RP4" 2>/dev/null
+wait "$RP_4" 2>/dev/null
+ok "$(grep -o 'comm "x uid 0 pid 1"' "$O/spaced" | head -n 1)"
+
 # Nothing else changed the workload meanwhile.  The programs themselves
 # are signalled: $PP_S and the others are the shells of run_debian, which
 # would die alone and leave the programs running.
