@@ -204,9 +204,7 @@ static int link_ports(struct ibvd_call *call, const struct ibvd_device *dev,
 		      const struct link_req *req, json_t *out)
 {
 	const struct ibvd_port *port;
-	unsigned long num;
 	unsigned int p;
-	char *end;
 	int ret;
 
 	if (!req->port_arg) {
@@ -217,11 +215,7 @@ static int link_ports(struct ibvd_call *call, const struct ibvd_device *dev,
 		}
 		return 0;
 	}
-	num = strtoul(req->port_arg, &end, 10);
-	if (*end || end == req->port_arg || num > UINT32_MAX)
-		port = NULL;
-	else
-		port = ibvd_device_port(dev, (uint32_t)num);
+	port = ibvd_admin_port_named(dev, req->port_arg);
 	if (!port)
 		return ibvd_call_error(call, -EINVAL, "invalid port %s/" ARG_FMT,
 				       dev->name, req->port_arg);

@@ -28,10 +28,44 @@ static int parse_link(struct ibvd_call *call, char *value, const char **dev,
 	*slash = '\0';
 	errno = 0;
 	*port = strtol(slash + 1, &end, 10);
-	/* port numbers are 8 bits (ibv_port_attr's) */
-	if (end == slash + 1 || *end || errno || *port < 1 || *port > 255)
+	/* port numbers are 8 bits (ibv_port_attr's), in digits only ("+2") */
+	if (slash[1] < '0' || slash[1] > '9' || *end || errno || *port < 1 ||
+	    *port > 255)
 		return ibvd_call_error(call, -EINVAL, "invalid port %.64s/%.64s",
 				       value, slash + 1);
+	return 0;
+}
+
+const struct ibvd_port *ibvd_admin_port_named(const struct ibvd_device *dev,
+					      const char *text)
+{
+	unsigned long num;
+	char *end;
+
+	if (text[0] < '0' || text[0] > '9')
+		return NULL;
+	errno = 0;
+	num = strtoul(text, &end, 10);
+	if (*end || errno || num > UINT32_MAX)
+		return NULL;
+	return ibvd_device_port(dev, (uint32_t)num);
+}
+
+/* A dev or link filter names a device, and a port, the daemon has. */
+static int check_place(struct ibvd_call *call,
+		       const struct ibvd_admin_place *place)
+{
+	const struct ibvd_device *dev;
+
+	if (!place->dev)
+		return 0;
+	dev = ibvd_device_find(&ibvd_call_daemon(call)->devices, place->dev);
+	if (!dev)
+		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
+				       place->dev);
+	if (place->port > (long)dev->nports)
+		return ibvd_call_error(call, -EINVAL, "invalid port %s/%ld",
+				       dev->name, place->port);
 	return 0;
 }
 
@@ -58,7 +92,7 @@ int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
 		if (ret < 0)
 			return ret;
 	}
-	return 0;
+	return check_place(call, place);
 }
 
 /* One number of a spec: digits only, in range. */

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 
 struct ibvd_call;
+struct ibvd_device;
+struct ibvd_port;
 
 /* Where a listing looks: "dev DEV" or "link DEV[/PORT]". */
 struct ibvd_admin_place {
@@ -33,6 +35,10 @@ int ibvd_admin_parse_pairs(struct ibvd_call *call, size_t argc, char **argv,
  * False if malformed (a number out of range too); else *match says
  * whether v is in it.
  */
+/* The port of dev numbered by text (digits only), or NULL. */
+const struct ibvd_port *ibvd_admin_port_named(const struct ibvd_device *dev,
+					      const char *text);
+
 bool ibvd_admin_num_spec(const char *spec, unsigned long long v, bool *match);
 
 /*

@@ -542,9 +542,6 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 	struct ibvd_context *ctx;
 	int ret;
 
-	if (sel->place.dev && !ibvd_device_find(&d->devices, sel->place.dev))
-		return ibvd_call_error(call, -ENODEV, "unknown device %.64s",
-				       sel->place.dev);
 	TAILQ_FOREACH(dev, &d->devices, link) {
 		if (sel->place.dev && strcmp(sel->place.dev, dev->name))
 			continue;

@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "args.h"
 #include "core/device.h"
 #include "engine/engine.h"
 #include "server/call.h"
@@ -103,19 +104,6 @@ static int device_rows(const struct ibvd_device *dev, json_t *out)
 	return 0;
 }
 
-/* The port numbered by the text port_arg, or NULL. */
-static const struct ibvd_port *port_named(const struct ibvd_device *dev,
-					  const char *port_arg)
-{
-	unsigned long num;
-	char *end;
-
-	num = strtoul(port_arg, &end, 10);
-	if (*end || end == port_arg || num > UINT32_MAX)
-		return NULL;
-	return ibvd_device_port(dev, (uint32_t)num);
-}
-
 /* "link DEV" or "link DEV/PORT". */
 static int link_rows(struct ibvd_call *call, const char *arg, json_t *out)
 {
@@ -135,7 +123,7 @@ static int link_rows(struct ibvd_call *call, const char *arg, json_t *out)
 		return ibvd_call_error(call, -ENODEV, "unknown device " ARG_FMT, name);
 	if (!slash)
 		return device_rows(dev, out);
-	port = port_named(dev, slash + 1);
+	port = ibvd_admin_port_named(dev, slash + 1);
 	if (!port)
 		return ibvd_call_error(call, -EINVAL, "invalid port %s/" ARG_FMT,
 				       dev->name, slash + 1);

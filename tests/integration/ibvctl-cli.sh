@@ -147,6 +147,14 @@ grep -q 'nosuchdev' "$O/unknown-device.err" || fail "the unknown device is not n
 refused unknown-link link show nosuchdev/1
 refused unknown-port link show ibvd0/9
 refused unknown-res-device resource show nosuchdev
+# every listing judges its dev and link filters alike
+refused unknown-cm-device resource show cm_id dev nosuchdev
+grep -q 'unknown device nosuchdev' "$O/unknown-cm-device.err" || fail "cm_id dev nosuchdev: not an unknown device"
+refused port-past-device resource show qp link ibvd0/9
+refused cm-port-past-device resource show cm_id link ibvd0/9
+refused plus-port link show ibvd0/+1
+refused plus-link-port resource show qp link ibvd0/+1
+refused plus-stat-port statistic show link ibvd0/+1
 refused no-daemon -s "$T/run/nothing-here.sock" dev show
 grep -q 'cannot connect' "$O/no-daemon.err" || fail "no daemon: no 'cannot connect'"
 ok "all refused with exit 1"

@@ -164,8 +164,9 @@ res qp type UD
 [ "$(count)" -eq 0 ] || fail "type UD: $(count) rows"
 res qp link ibvd0/1
 [ "$(count)" -eq $((2 * NQP)) ] || fail "link ibvd0/1: $(count) rows"
-res qp link ibvd0/2
-[ "$(count)" -eq 0 ] || fail "link ibvd0/2: $(count) rows"
+# a port the device does not have is refused, as by link show
+ibvctl -j resource show qp link ibvd0/2 >"$O/r" 2>"$O/r.err" && fail "link ibvd0/2 (a one-port device): not refused"
+expect_grep 'invalid port ibvd0/2' "$O/r.err" "link ibvd0/2"
 res mr dev ibvd0 pid "${PIDS%% *}"
 [ "$(count)" -eq 1 ] || fail "mr dev ibvd0 pid: $(count) rows"
 res ctx uid "$USER2"
