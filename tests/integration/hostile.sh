@@ -75,16 +75,20 @@ check "the honest pair completed with intact data"
 expect_grep '^honest: ok [1-9][0-9]* rounds' "$O/honest" "honest verdict"
 ok "$(sed -n 's/^honest: ok //p' "$O/honest")"
 
-check "the hostile client's QPs ended in ERR or got error completions"
+# What the hostile client did is what makes the checks above mean
+# something: garbage over its rings and doorbells rung on it, for its
+# whole run.  (Its own QPs' errors are no evidence: it also posts with
+# random keys.)
+check "the hostile client wrote its garbage and rang its doorbells, and lived"
 case $xrc in
 0) ;;
 124|137) fail "the hostile client hung (exit $xrc)" ;;
 *) fail "the hostile client exited $xrc (a crash in its own library over its garbage?)" ;;
 esac
-line=$(grep -E '^hostile: qps [0-9]+ err [0-9]+, error completions [0-9]+$' "$O/hostile") ||
+line=$(grep -E '^hostile: [0-9]+ scribbles, [0-9]+ eventfd writes, ' "$O/hostile") ||
 	fail "no summary line from the hostile client"
-read -r nerr nerrc <<<"$(sed -E 's/^hostile: qps [0-9]+ err ([0-9]+), error completions ([0-9]+)$/\1 \2/' <<<"$line")"
-[ $((nerr + nerrc)) -gt 0 ] || fail "no hostile QP in ERR and no error completion: $line"
+read -r nscr nkick <<<"$(sed -E 's/^hostile: ([0-9]+) scribbles, ([0-9]+) eventfd writes, .*/\1 \2/' <<<"$line")"
+[ "$nscr" -ge 1000 ] && [ "$nkick" -gt 0 ] || fail "too little garbage to show anything: $line"
 ok "$line"
 
 check "the daemon's fds and memory stayed bounded and came back"
