@@ -1073,6 +1073,12 @@ handshake_one() {
 	# moment before the connector's; whole milliseconds on both sides
 	[ "$ms" -ge $((HANDSHAKE_MS - 20)) ] ||
 		fail "the connector heard $want_c after $ms ms, before the $HANDSHAKE_MS ms timeout"
+	# The listener counts from when it had the request (and accepted), a
+	# moment after the daemon's timer started: not a tight bound, but
+	# not at once either.
+	ms=$(sed -n "s/^event: $want_l after \([0-9]*\) ms$/\1/p" "$O/$name.listen")
+	[ -n "$ms" ] && [ "$ms" -ge $((HANDSHAKE_MS / 2)) ] ||
+		fail "the listener heard $want_l after ${ms:-?} ms, long before the $HANDSHAKE_MS ms timeout"
 	ok "listener: $(tail -n 1 "$O/$name.listen" | sed 's/^event: //'); connector: $(paste -sd ';' "$O/$name.connect")"
 }
 

@@ -49,6 +49,18 @@ kill -CONT "$DAEMON_PID"
 [ "$answer" = "ok unanswered" ] || fail "creates of a stopped daemon: $answer (want ETIMEDOUT each)"
 ok "alloc_pd, create_cq and create_qp each failed with ETIMEDOUT"
 
+# The daemon, running again, carries the creates out: the undo below has
+# something to undo (else equal counts would prove nothing).
+read -r pd cq qp <<<"$before"
+made=""
+for _ in $(seq 50); do
+	mid=$(counts) || fail "$mid"
+	[ "$mid" = "$((pd + 1)) $((cq + 1)) $((qp + 1))" ] && { made=1; break; }
+	sleep 0.1
+done
+[ -n "$made" ] || fail "the daemon holds pd cq qp = $mid after the stall, want one more of each"
+ok "the daemon made them once running: pd cq qp = $mid"
+
 # The first call reads the late replies and sends the destroys; the
 # daemon takes requests in order, so the second's reply comes after them.
 ctx_ok query "ok query"
