@@ -4373,7 +4373,8 @@ END_TEST
 
 #define EX_OPS	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |		\
 		 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |	\
-		 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+		 IBV_QP_EX_WITH_SEND_WITH_INV)
 
 static struct ibv_qp *qp_ex_create(struct ibv_cq *cq, enum ibv_qp_type type,
 				   uint64_t ops)
@@ -5666,6 +5667,75 @@ START_TEST(mw_denied)
 }
 END_TEST
 
+/*
+ * The WR API's compare-and-swap (one that swaps, one that finds the word
+ * changed) and SEND_WITH_INV, in one batch; an atomic write, which the
+ * device does not have, fails its batch with EOPNOTSUPP.
+ */
+START_TEST(wr_api_cmp_swp_send_inv)
+{
+	struct ibv_cq *cq = mkcq(64, NULL, NULL);
+	struct ibv_mr *a = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	struct ibv_mr *b = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	struct ibv_mr *t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	struct ibv_mw *mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
+	volatile uint64_t *word = (volatile uint64_t *)(BUF(b) + 4096);
+	volatile uint64_t *res = (volatile uint64_t *)(BUF(a) + 4096);
+	const uint8_t eight[8] = { 0 };
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *qp[2];
+	struct ibv_wc two[2];
+	uint32_t rkey;
+	int ret;
+
+	ck_assert_ptr_nonnull(mw);
+	qp_ex_pair(qp, cq, IBV_QPT_RC);
+	qpx = ibv_qp_to_qp_ex(qp[0]);
+	ck_assert_ptr_nonnull(qpx);
+	rkey = mw_bind_ok(qp[1], cq, mw, t, MW_RW);
+	*word = 5;
+	vt_fill(a->addr, 64, 0, 93);
+	vt_recv(qp[1], 10, BUF(b) + 6144, 1024, b->lkey);
+
+	ibv_wr_start(qpx);
+	qpx->wr_id = 1;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_cmp_swp(qpx, b->rkey, ADDR(b, 4096), 5, 40);
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 4096), 8);
+	qpx->wr_id = 2;
+	ibv_wr_atomic_cmp_swp(qpx, b->rkey, ADDR(b, 4096), 5, 99);
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 4104), 8);
+	qpx->wr_id = 3;
+	ibv_wr_send_inv(qpx, rkey);
+	ibv_wr_set_sge(qpx, a->lkey, ADDR(a, 0), 64);
+	ret = ibv_wr_complete(qpx);
+	ck_assert_msg(ret == 0, "ibv_wr_complete: %s", strerror(ret));
+
+	vt_expect_ok(cq, NULL, 1, IBV_WC_COMP_SWAP, "the compare-and-swap that swaps");
+	vt_expect_ok(cq, NULL, 2, IBV_WC_COMP_SWAP, "the one that finds 40");
+	ck_assert_uint_eq(res[0], 5);
+	ck_assert_uint_eq(res[1], 40);
+	ck_assert_uint_eq(*word, 40);
+	vt_expect_ok_two(cq, two, 10, IBV_WC_RECV, 3, IBV_WC_SEND,
+			 "ibv_wr_send_inv and its receive");
+	ck_assert_uint_eq(two[0].wc_flags & IBV_WC_WITH_INV, IBV_WC_WITH_INV);
+	ck_assert_uint_eq(two[0].invalidated_rkey, rkey);
+	ck_assert_uint_eq(two[0].byte_len, 64);
+	vt_expect_pat(BUF(b) + 6144, 64, 0, 93, "sent by ibv_wr_send_inv");
+
+	ibv_wr_start(qpx);
+	qpx->wr_id = 4;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(qpx, b->rkey, ADDR(b, 0), eight);
+	ck_assert_int_eq(ibv_wr_complete(qpx), EOPNOTSUPP);
+	ck_assert_int_eq(ibv_poll_cq(cq, 1, two), 0);
+
+	ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	vt_dereg(t);
+	qp_ex_pair_free(qp, cq, a, b);
+}
+END_TEST
+
 /* SEND_WITH_INV: the receiver learns the key, and the key is dead. */
 START_TEST(mw_send_inv)
 {
@@ -6126,6 +6196,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mw_type2_zero_length);
 	tcase_add_loop_test(tc, mw_denied, 0, 4);
 	tcase_add_test(tc, mw_send_inv);
+	tcase_add_test(tc, wr_api_cmp_swp_send_inv);
 	tcase_add_test(tc, mw_send_inv_long);
 	tcase_add_loop_test(tc, mw_only_remote, 0, 2);
 	tcase_add_loop_test(tc, mw_bind_err, 0, 5);
