@@ -392,8 +392,8 @@ static const struct admin_cmd admin_cmds[] = {
 	{ "resource",	"show",		19, 0, resource_show },
 	{ "statistic",	"show",		2, 0, statistic_show },
 	{ "client",	"show",		6, 0, client_show },
-	/* [max|current|refused] [uid UID] [dev DEV] */
-	{ "limit",	"show",		5, 0, limit_show },
+	/* [max|current|refused] [uid UID] [dev DEV] [after UID] */
+	{ "limit",	"show",		7, 0, limit_show },
 	/* SCOPE [dev DEV] KEY=VALUE...: every key, and a few repeated */
 	{ "limit",	"set",		32, 1, limit_set },
 	{ "daemon",	"status",	0, 0, daemon_status },
@@ -475,7 +475,9 @@ int ibvd_req_admin(struct ibvd_call *call)
 	args.argv = req->n_argv > 2 ? req->argv + 2 : NULL;
 	args.details = req->details;
 	if (args.argc > cmd->max_args)
-		return ibvd_call_error(call, -EINVAL, "unexpected argument " ARG_FMT,
-				       args.argv[cmd->max_args]);
+		return ibvd_call_error(call, -EINVAL,
+				       "unexpected argument " ARG_FMT " (%s %s takes at most %d)",
+				       args.argv[cmd->max_args], cmd->object,
+				       cmd->command, (int)cmd->max_args);
 	return admin_run(call, cmd, &args);
 }
