@@ -264,6 +264,33 @@ static int unreachable_errno(int err)
 	}
 }
 
+/*
+ * The daemon holds a client's registered memory to its RLIMIT_MEMLOCK
+ * ("rlimit_memlock": "enforce", the default), as the kernel would: a
+ * limit of 32 KiB or less, the usual default, fails most registrations.
+ * Said once per process, as rdma-core says it, at the first device list
+ * of a daemon that enforces it (the list's reply says so), and not to
+ * root (euid 0), which as a rule has CAP_IPC_LOCK, which the daemon
+ * honours.
+ */
+#define SMALL_MEMLOCK	32768u
+
+static void warn_small_memlock(void)
+{
+	static int warned;
+	struct rlimit lim;
+
+	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		return;
+	if (geteuid() == 0 || getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+		return;
+	if (lim.rlim_cur <= SMALL_MEMLOCK)
+		fprintf(stderr,
+			"libibverbs: Warning: RLIMIT_MEMLOCK is %llu bytes.\n"
+			"    This will severely limit memory registrations.\n",
+			(unsigned long long)lim.rlim_cur);
+}
+
 static int list_devices(const char *socket_path, struct ibv_device ***listp)
 {
 	Ibvd__ListDevicesReply *reply = NULL;
@@ -294,36 +321,17 @@ static int list_devices(const char *socket_path, struct ibv_device ***listp)
 			socket_path, conn.err_msg);
 	if (ret < 0)
 		return ret;
+	if (reply->memlock_enforced)
+		warn_small_memlock();
 	ret = build_list(socket_path, reply, listp);
 	ibvd__list_devices_reply__free_unpacked(reply, NULL);
 	return ret;
 }
 
 /*
- * The daemon holds a client's registered memory to its RLIMIT_MEMLOCK
- * ("rlimit_memlock": "enforce", the default), as the kernel would: a
- * limit of 32 KiB or less, the usual default, fails most registrations.
- * Said once per process, as rdma-core says it, and not to root (euid 0),
- * which as a rule has CAP_IPC_LOCK, which the daemon honours.
- */
-#define SMALL_MEMLOCK	32768u
-
-static void warn_small_memlock(void)
-{
-	struct rlimit lim;
-
-	if (geteuid() == 0 || getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
-		return;
-	if (lim.rlim_cur <= SMALL_MEMLOCK)
-		fprintf(stderr,
-			"libibverbs: Warning: RLIMIT_MEMLOCK is %llu bytes.\n"
-			"    This will severely limit memory registrations.\n",
-			(unsigned long long)lim.rlim_cur);
-}
-
-/*
- * What rdma-core's library does once, at its first device list: the
- * memlock warning, and RDMAV_ALLOW_DISASSOC_DESTROY (ibv_open_device(3)):
+ * What rdma-core's library does once, at its first device list (besides
+ * the memlock warning, which waits for the daemon's word):
+ * RDMAV_ALLOW_DISASSOC_DESTROY (ibv_open_device(3)):
  * destroying objects of a device that went away (here: a daemon that
  * died) then succeeds, so that an app can free its resources and go on.
  */
@@ -331,7 +339,6 @@ static void library_init(void)
 {
 	const char *allow = getenv("RDMAV_ALLOW_DISASSOC_DESTROY");
 
-	warn_small_memlock();
 	/* set and not "0", as rdma-core reads its variables */
 	if (allow && strcmp(allow, "0") != 0)
 		verbs_allow_disassociate_destroy = true;

@@ -358,5 +358,6 @@ int ibvd_req_list_devices(struct ibvd_call *call)
 	}
 	reply.n_devices = n;
 	reply.devices = ptrs;
+	reply.memlock_enforced = d->cfg->rlimit_memlock_enforce;
 	return ibvd_call_reply(call, &reply.base, NULL, 0);
 }

@@ -69,6 +69,14 @@ if [ -x /usr/bin/ibv_devinfo ]; then
 	expect_no_grep "RLIMIT_MEMLOCK" "$O/devinfo-root" "no warning for root"
 	ok "warned at 32 KiB, silent at 64 KiB and for root"
 	daemon_stop
+	check "no such warning from a daemon that ignores RLIMIT_MEMLOCK"
+	write_conf ignore
+	daemon_start -c "$conf"
+	daemon_wait_ready
+	devinfo 32768 devinfo-ignore
+	expect_no_grep "RLIMIT_MEMLOCK" "$O/devinfo-ignore" "no warning with \"rlimit_memlock\": \"ignore\""
+	ok "silent at 32 KiB when the limit does not apply"
+	daemon_stop
 fi
 
 check "enforce: 16 MiB under an 8 MiB RLIMIT_MEMLOCK is refused"
