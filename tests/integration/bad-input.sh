@@ -156,18 +156,21 @@ if is_root && getent group rdma >/dev/null; then
 		(cd "$T" && timeout -k 2 "$TMO" setpriv --reuid="$USER1" "$@" -- \
 			"$T/bin/badclient-helper" "$SOCK" admin daemon reload) >"$out" 2>&1
 	}
+	admin_group_reload() {	# GROUP: the config's admin_group, reloaded by root
+		"$PYTHON" - "$conf" "$1" <<-'EOF' || fail "cannot rewrite $conf"
+		import json, sys
+		cfg = json.load(open(sys.argv[1]))
+		cfg["admin_group"] = sys.argv[2]
+		json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+		EOF
+		"$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-root" 2>&1
+		expect_grep '^reply \[\]$' "$O/reload-root" "daemon reload as root (admin_group $1)"
+	}
 	reload_as "$O/reload-default" --regid="$USER1" --groups=rdma
 	# (error 1: EPERM)
 	expect_grep "^error 1 .*requires root or group ibverbsd-admin" "$O/reload-default" \
 		"daemon reload as uid $USER1 in group rdma, by default"
-	"$PYTHON" - "$conf" <<-'EOF' || fail "cannot rewrite $conf"
-	import json, sys
-	cfg = json.load(open(sys.argv[1]))
-	cfg["admin_group"] = "rdma"
-	json.dump(cfg, open(sys.argv[1], "w"), indent=2)
-	EOF
-	"$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-root" 2>&1
-	expect_grep '^reply \[\]$' "$O/reload-root" "daemon reload as root"
+	admin_group_reload rdma
 	reload_as "$O/reload-rdma1" --regid="$USER1" --groups=rdma
 	expect_grep '^reply \[\]$' "$O/reload-rdma1" "daemon reload as uid $USER1, rdma supplementary"
 	reload_as "$O/reload-rdma2" --regid=rdma --clear-groups
@@ -177,14 +180,7 @@ if is_root && getent group rdma >/dev/null; then
 		"daemon reload as uid $USER1 without the group"
 	# A decimal gid names the group too, as the limits' group rules take it.
 	rdma_gid=$(getent group rdma | cut -d: -f3)
-	"$PYTHON" - "$conf" "$rdma_gid" <<-'EOF' || fail "cannot rewrite $conf"
-	import json, sys
-	cfg = json.load(open(sys.argv[1]))
-	cfg["admin_group"] = sys.argv[2]
-	json.dump(cfg, open(sys.argv[1], "w"), indent=2)
-	EOF
-	"$T/bin/badclient-helper" "$SOCK" admin daemon reload >"$O/reload-root2" 2>&1
-	expect_grep '^reply \[\]$' "$O/reload-root2" "daemon reload as root"
+	admin_group_reload "$rdma_gid"
 	reload_as "$O/reload-gid" --regid="$USER1" --groups=rdma
 	expect_grep '^reply \[\]$' "$O/reload-gid" "daemon reload as uid $USER1 in rdma, admin_group \"$rdma_gid\""
 	ok "uid $USER1 in group rdma may not reload by default; with admin_group rdma may (primary or supplementary), and not without it; admin_group \"$rdma_gid\" (rdma's gid) is the same group"

@@ -476,6 +476,19 @@ fi
 daemon_alive "after the refusals"
 
 # ---- (d) names a tenant chooses -------------------------------------------
+
+# client_shown PATTERN PID PIDOUT OUT: wait until ibvctl client show (in
+# OUT) has a line matching PATTERN, while the job PID (output PIDOUT) runs.
+client_shown() {
+	for _ in $(seq $((TMO * 20))); do
+		ibvctl client show >"$4" 2>&1 || fail "client show failed"
+		grep -q -- "$1" "$4" && return 0
+		pid_running "$2" || { show "its output" "$3"; fail "the process for /$1/ exited"; }
+		sleep 0.05
+	done
+	show output "$4"
+	fail "no client matching /$1/"
+}
 # A cgroup's name is its creator's (a delegated subtree's owner): an
 # escape sequence in it is printed as \xHH, never sent to the terminal.
 CG2=$(findmnt -n -o TARGET -t cgroup2 | head -n 1)
@@ -488,13 +501,7 @@ if is_root && [ -n "$CG2" ] && mkdir "$CG2/$CG_NAME" 2>/dev/null; then
 		TMO=$((TMO * 10)) run_debian "$USER1" /usr/bin/rping -s -a 127.0.0.1 -p "$RP3") >"$O/rping3" 2>&1 &
 	RP_3=$!
 	BG_PIDS+=("$RP_3")
-	for _ in $(seq $((TMO * 20))); do
-		ibvctl client show >"$O/esc" 2>&1 || fail "client show failed"
-		grep -q 'ibvd-esc' "$O/esc" && break
-		pid_running "$RP_3" || { show rping3 "$O/rping3"; fail "the rping in the cgroup exited"; }
-		sleep 0.05
-	done
-	grep -q 'ibvd-esc' "$O/esc" || { show output "$O/esc"; fail "no client in the cgroup"; }
+	client_shown 'ibvd-esc' "$RP_3" "$O/rping3" "$O/esc"
 	"$PYTHON" -c 'import sys
 b = open(sys.argv[1], "rb").read()
 sys.exit(1 if any(c < 0x20 and c != 0x0a or c == 0x7f for c in b) or b"\xc2\x9b" in b else 0)' "$O/esc" ||
@@ -520,12 +527,7 @@ RP4=$(pick_port) || fail "no free TCP port"
 TMO=$((TMO * 10)) run_debian "$USER1" "$SPACED" -s -a 127.0.0.1 -p "$RP4" >"$O/rping4" 2>&1 &
 RP_4=$!
 BG_PIDS+=("$RP_4")
-for _ in $(seq $((TMO * 20))); do
-	ibvctl client show >"$O/spaced" 2>&1 || fail "client show failed"
-	grep -q 'x uid 0' "$O/spaced" && break
-	pid_running "$RP_4" || { show rping4 "$O/rping4"; fail "the renamed rping exited"; }
-	sleep 0.05
-done
+client_shown 'x uid 0' "$RP_4" "$O/rping4" "$O/spaced"
 expect_grep 'comm "x uid 0 pid 1"' "$O/spaced" "the name, quoted"
 expect_no_grep 'comm x uid' "$O/spaced" "the name, unquoted"
 pkill -f -- "-p $RP4" 2>/dev/null
