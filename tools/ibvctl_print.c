@@ -98,14 +98,15 @@ static void print_json_compact(const json_t *v)
  * A string as text.  Some come from tenants (a cgroup's name is theirs to
  * choose): a control character is printed as \xHH, never sent to the
  * terminal; C1 ones too (U+0080-U+009F, C2 80-9F in UTF-8: U+009B starts
- * an escape sequence where 8-bit controls are honoured).  A string with
- * a space is quoted, so that a line still splits into its key-value
- * pairs: a process named "x uid 0" must not read as a second uid.  Within
- * quotes, '"' and '\\' are escaped too.
+ * an escape sequence where 8-bit controls are honoured).  A string that
+ * is empty or holds a space, '"' or '\\' is quoted, with its '"' and '\\'
+ * escaped, so that a line still splits into its key-value pairs: a
+ * process named "x uid 0" must not read as a second uid, nor an empty
+ * name shift the pairs after it.
  */
 static void print_string(const char *s)
 {
-	bool quoted = strchr(s, ' ') != NULL;
+	bool quoted = !*s || strpbrk(s, " \"\\") != NULL;
 
 	if (quoted)
 		putchar('"');

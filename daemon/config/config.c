@@ -317,8 +317,8 @@ static int socket_mode(struct parser *p, json_t *v, void *obj)
 	return 0;
 }
 
-/* 1 if the group exists, 0 if not, else a negative errno. */
-static int group_exists(const char *name)
+/* 1 and *gid if group name exists, 0 if not, else a negative errno. */
+static int group_by_name(const char *name, gid_t *gid)
 {
 	struct group grp, *res = NULL;
 	size_t size = 1024;
@@ -330,6 +330,8 @@ static int group_exists(const char *name)
 		if (!buf)
 			return -ENOMEM;
 		ret = getgrnam_r(name, &grp, buf, size, &res);
+		if (ret == 0 && res)
+			*gid = res->gr_gid;
 		free(buf);
 		if (ret != ERANGE || size >= CONFIG_MAX_BYTES)
 			break;
@@ -341,6 +343,13 @@ static int group_exists(const char *name)
 	if (ret)
 		return -ret;
 	return res != NULL;
+}
+
+static int group_exists(const char *name)
+{
+	gid_t gid;
+
+	return group_by_name(name, &gid);
 }
 
 static int socket_group(struct parser *p, json_t *v, void *obj)
@@ -1030,26 +1039,23 @@ static int parse_id(const char *s, unsigned long max, unsigned long *out)
 int ibvd_config_lookup_group(const char *name, gid_t *gid, char *why,
 			     size_t len)
 {
-	struct group grp, *res = NULL;
 	unsigned long n;
-	char buf[4096];
 	int ret;
 
 	if (parse_id(name, (gid_t)-2, &n) == 0) {
 		*gid = (gid_t)n;
 		return 0;
 	}
-	ret = getgrnam_r(name, &grp, buf, sizeof(buf), &res);
-	if (ret == 0 && res) {
-		*gid = res->gr_gid;
+	ret = group_by_name(name, gid);
+	if (ret > 0)
 		return 0;
-	}
-	if (ret && ret != ENOENT && ret != ESRCH)
+	if (ret < 0) {
 		snprintf(why, len, "cannot look up group \"%s\": %s", name,
-			 strerror(ret));
-	else
-		snprintf(why, len, "no such group \"%s\"", name);
-	return -EINVAL;
+			 strerror(-ret));
+		return -EIO;
+	}
+	snprintf(why, len, "no such group \"%s\"", name);
+	return -ENOENT;
 }
 
 /*

@@ -299,7 +299,8 @@ void ibvd_config_rule_name(const struct ibvd_config *cfg,
 int ibvd_config_device_index(const struct ibvd_config *cfg, const char *name);
 
 /* The gid of a group name or decimal gid, as rules and admin_group take
- * them; -EINVAL (why says why) when there is none. */
+ * them; -ENOENT when there is no such group, -EIO when it cannot be
+ * looked up (why says which). */
 int ibvd_config_lookup_group(const char *name, gid_t *gid, char *why,
 			     size_t len);
 

@@ -411,11 +411,15 @@ void ibvd_server_lookup_admin(struct ibvd_server *srv)
 	const char *name = srv->d->cfg ? srv->d->cfg->admin_group : NULL;
 	char why[128];
 	gid_t gid = 0;
+	int ret = name ? ibvd_config_lookup_group(name, &gid, why, sizeof(why)) :
+			 -ENOENT;
 
-	/* A name or a decimal gid, as the limits' group rules take. */
-	srv->have_admin_gid = name &&
-		ibvd_config_lookup_group(name, &gid, why, sizeof(why)) == 0;
+	/* A name or a decimal gid, as the limits' group rules take; one that
+	 * does not exist is usual (the default's), one NSS fails on is not. */
+	srv->have_admin_gid = ret == 0;
 	srv->admin_gid = srv->have_admin_gid ? gid : 0;
+	if (ret == -EIO)
+		log_warn("admin_group: %s: only root administers", why);
 }
 
 /*

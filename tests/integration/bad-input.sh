@@ -183,7 +183,20 @@ if is_root && getent group rdma >/dev/null; then
 	admin_group_reload "$rdma_gid"
 	reload_as "$O/reload-gid" --regid="$USER1" --groups=rdma
 	expect_grep '^reply \[\]$' "$O/reload-gid" "daemon reload as uid $USER1 in rdma, admin_group \"$rdma_gid\""
-	ok "uid $USER1 in group rdma may not reload by default; with admin_group rdma may (primary or supplementary), and not without it; admin_group \"$rdma_gid\" (rdma's gid) is the same group"
+	# A group with many members (an LDAP group, say) takes more than a
+	# small lookup buffer: still found.  (A stale one of an earlier run
+	# that failed goes first.)
+	for g in $(grep -o '^ibvd-big-[0-9]*' /etc/group); do groupdel "$g"; done
+	big=ibvd-big-$$
+	groupadd "$big" || fail "groupadd $big"
+	members=$(seq -f 'ibvdmember%04g' 1 800 | paste -sd,)
+	sed -i "s/^$big:\([^:]*\):\([^:]*\):\$/$big:\1:\2:$members/" /etc/group
+	[ "$(getent group "$big" | wc -c)" -gt 8192 ] || { groupdel "$big"; fail "no 8 KiB group made"; }
+	admin_group_reload "$big"
+	reload_as "$O/reload-big" --regid="$USER1" --groups="$big"
+	groupdel "$big"
+	expect_grep '^reply \[\]$' "$O/reload-big" "daemon reload as uid $USER1 in a group of 800 members"
+	ok "uid $USER1 in group rdma may not reload by default; with admin_group rdma may (primary or supplementary), and not without it; admin_group \"$rdma_gid\" (rdma's gid) is the same group; so is a group of 800 members"
 else
 	log "not root or no group rdma: the group check cannot be run"
 fi

@@ -532,7 +532,17 @@ expect_grep 'comm "x uid 0 pid 1"' "$O/spaced" "the name, quoted"
 expect_no_grep 'comm x uid' "$O/spaced" "the name, unquoted"
 pkill -f -- "-p $RP4" 2>/dev/null
 wait "$RP_4" 2>/dev/null
-ok "$(grep -o 'comm "x uid 0 pid 1"' "$O/spaced" | head -n 1)"
+# a quote of its own: quoted too, the quote escaped
+QUOTED="$T/bin/q\"x"
+cp /usr/bin/rping "$QUOTED" && chmod 755 "$QUOTED" || fail "cannot copy rping"
+TMO=$((TMO * 10)) run_debian "$USER1" "$QUOTED" -s -a 127.0.0.1 -p "$RP4" >"$O/rping5" 2>&1 &
+RP_5=$!
+BG_PIDS+=("$RP_5")
+client_shown 'q.x' "$RP_5" "$O/rping5" "$O/quoted"
+expect_grep 'comm "q\\x22x"' "$O/quoted" "a name with a quote"
+pkill -f -- "-p $RP4" 2>/dev/null
+wait "$RP_5" 2>/dev/null
+ok "comm \"x uid 0 pid 1\" and comm \"q\\x22x\""
 
 # Nothing else changed the workload meanwhile.  The programs themselves
 # are signalled: $PP_S and the others are the shells of run_debian, which
