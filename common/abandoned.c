@@ -139,6 +139,15 @@ static void undo_reply(struct ibvd_conn *conn, const struct undo *u,
 	protobuf_c_message_free_unpacked(reply, NULL);
 }
 
+void ibvd_abandoned_undo_now(struct ibvd_conn *conn, uint16_t type,
+			     const struct ibvd_frame *frame)
+{
+	const struct undo *u = undo_of(type);
+
+	if (u)
+		undo_reply(conn, u, frame);
+}
+
 bool ibvd_abandoned_undo(struct ibvd_conn *conn,
 			 const struct ibvd_frame *frame)
 {

@@ -35,4 +35,12 @@ void ibvd_abandoned_add(struct ibvd_conn *conn, uint32_t req_id,
 bool ibvd_abandoned_undo(struct ibvd_conn *conn,
 			 const struct ibvd_frame *frame);
 
+/*
+ * The reply to a call of type that the caller cannot take (its fds did
+ * not come, or it does not unpack): if the call creates, destroy what the
+ * reply names, as for a late one.  conn->lock held.
+ */
+void ibvd_abandoned_undo_now(struct ibvd_conn *conn, uint16_t type,
+			     const struct ibvd_frame *frame);
+
 #endif /* IBVD_ABANDONED_H */

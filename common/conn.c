@@ -238,9 +238,12 @@ static int recv_reply(struct ibvd_conn *conn, uint32_t req_id,
 			return parting_error(conn, frame);
 		if (ret == 0)
 			return -EIO;
-		if (ret < 0)
+		/* out of fds: the frame is whole, and says whose it was */
+		if (ret == -EMFILE && frame->hdr.req_id == req_id)
+			return ret;
+		if (ret < 0 && ret != -EMFILE)
 			return ret == -EMSGSIZE || ret == -EBADMSG ? -EPROTO : ret;
-		if (frame->hdr.req_id == req_id)
+		if (ret > 0 && frame->hdr.req_id == req_id)
 			return 0;
 		/* The daemon refuses the connection ("too many clients"). */
 		if (frame->hdr.req_id == 0 && frame->hdr.type == IBVD_MSG_ERROR)
@@ -301,13 +304,19 @@ static int finish_locked(struct ibvd_conn *conn, int ret,
 {
 	if (ret == -EIO)
 		conn->dead = 1;
+	/* The daemon made what it answers, but it cannot be ours: undone. */
+	if (ret == -EMFILE)
+		ibvd_abandoned_undo_now(conn, type, frame);
 	if (ret < 0)
 		return ret;
 	ret = unpack_reply(conn, frame, type, reply_desc, reply);
-	if (ret == 0)
+	if (ret == 0) {
 		hand_over_fds(frame, fds, nfds);
-	else
-		ibvd_frame_close_fds(frame);
+		return 0;
+	}
+	if (frame->hdr.type == (type | IBVD_REPLY))
+		ibvd_abandoned_undo_now(conn, type, frame);
+	ibvd_frame_close_fds(frame);
 	return ret;
 }
 

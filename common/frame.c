@@ -156,9 +156,13 @@ static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 			}
 		}
 	}
-	/* Only if we ran out of fds: the kernel dropped the rest itself. */
-	if (mh->msg_flags & MSG_CTRUNC)
-		ret = -EMSGSIZE;
+	/*
+	 * The buffer holds the kernel's maximum (KERNEL_SCM_MAX_FD), so a
+	 * truncation means this process had no fd number left for the rest
+	 * (RLIMIT_NOFILE): the frame itself is whole.
+	 */
+	if ((mh->msg_flags & MSG_CTRUNC) && ret == 0)
+		ret = -EMFILE;
 	return ret;
 }
 
@@ -207,8 +211,13 @@ int ibvd_frame_recv(int sock, void *buf, size_t bufsize,
 		ret = -EMSGSIZE;
 	if (ret == 0 && n == 0 && frame->nfds == 0)
 		return 0;		/* orderly shutdown */
-	if (ret == 0)
-		ret = ibvd_frame_parse(buf, (size_t)n, frame);
+	/* short of fds only: parsed, so that the caller can tell what it was */
+	if (ret == 0 || ret == -EMFILE) {
+		int err = ibvd_frame_parse(buf, (size_t)n, frame);
+
+		if (err < 0)
+			ret = err;
+	}
 	if (ret < 0) {
 		ibvd_frame_close_fds(frame);
 		return ret;

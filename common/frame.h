@@ -182,6 +182,9 @@ int ibvd_frame_pack(uint16_t type, uint32_t req_id,
  *               IBVD_FRAME_MAX_FDS fds
  *   -EBADMSG    short header, bad magic, or len disagreeing with the size
  *   -EPROTO     unsupported protocol version
+ *   -EMFILE     the frame came whole, but this process had no fd number
+ *               for (some of) its fds: *frame is parsed (hdr, payload)
+ *               with no fds, so that the caller can tell what it was
  * On any error every received fd has been closed (ibvd_frame_close_fd).
  * All fds are received with MSG_CMSG_CLOEXEC.
  */

@@ -133,6 +133,9 @@ static void drop_side(struct ibv_context *ctx, const Ibvd__NewCqReply *r,
 void ibvc_bundle_drop(struct ibv_context *ctx, struct ibvd_cm_qp_init *ci,
 		      const Ibvd__CreateQpReply *r, int fds[2])
 {
-	drop_side(ctx, r->new_send_cq, &fds[0], &ci->send_channel, &ci->send_cq);
-	drop_side(ctx, r->new_recv_cq, &fds[1], &ci->recv_channel, &ci->recv_cq);
+	/* no reply: what was taken (ci's CQs and channels) goes */
+	drop_side(ctx, r ? r->new_send_cq : NULL, &fds[0], &ci->send_channel,
+		  &ci->send_cq);
+	drop_side(ctx, r ? r->new_recv_cq : NULL, &fds[1], &ci->recv_channel,
+		  &ci->recv_cq);
 }

@@ -209,6 +209,27 @@ run_as "$USER1" "$T/bin/badclient-helper" "$SOCK" admin link show $'ibvd9\n<3>fo
 expect_grep '^error [0-9]+ unknown device ibvd9\?<3>forged\?$' "$O/forged" "the forged device name"
 ok "control characters in the message are replaced"
 
+# A client with no fd number left cannot take a reply's fds: its create
+# fails with EMFILE, and the daemon does not keep what it made for it.
+check "creates from a client out of fds: EMFILE, and nothing left in the daemon"
+# objects: what ibvctl counts for the context client (ctxclient-helper)
+objects() {
+	ibvctl -j client show uid "$USER2" >"$O/clients" 2>&1 || fail_all "ibvctl client show"
+	"$PYTHON" - "$O/clients" <<'EOF' || fail_all "no context client in ibvctl client show"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["comm"].startswith("ctxclient")]
+assert len(rows) == 1, rows
+print(rows[0]["objects"])
+EOF
+}
+n0=$(objects)
+ctx_cmd nofd
+[ "$CTX_ANSWER" = "ok nofd" ] || fail "out of fds: $CTX_ANSWER (want EMFILE for each)"
+ctx_cmd query	# the undo's destroys go before this call's reply
+n1=$(objects)
+[ "$n1" = "$n0" ] || fail "the daemon counts $n1 objects for the client, $n0 before"
+ok "ibv_alloc_dm and ibv_create_comp_channel failed with EMFILE; objects $n0 before and after"
+
 ctx_stop
 daemon_stop
 

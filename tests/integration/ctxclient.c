@@ -41,6 +41,9 @@
  *			accept, both ends ESTABLISHED, disconnect: "ok cm"
  *			(after a daemon restart: librdmacm opens the device
  *			again instead of handing out the dead context)
+ *	nofd		ibv_alloc_dm and ibv_create_comp_channel with no fd
+ *			number left (RLIMIT_NOFILE lowered for them): "ok
+ *			nofd" when both failed with EMFILE
  *	quit		close the device and exit 0
  */
 #include "config.h"
@@ -53,6 +56,8 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <unistd.h>
+#include <sys/resource.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -433,6 +438,47 @@ static void cmd_dm(void)
 		printf("error dm: %s\n", strerror(errno));
 }
 
+/*
+ * Creates whose replies carry an fd, from a process with no fd number
+ * left (RLIMIT_NOFILE at its lowest free one): each must fail with
+ * EMFILE, and the daemon must not keep what it made for them.
+ */
+static void cmd_nofd(void)
+{
+	struct ibv_alloc_dm_attr a = { .length = 4096 };
+	struct ibv_comp_channel *ch;
+	struct rlimit old, low;
+	struct ibv_dm *dm;
+	int dm_err, ch_err, fd;
+
+	fd = dup(0);
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &old) < 0) {
+		printf("error nofd: %s\n", strerror(errno));
+		return;
+	}
+	close(fd);
+	low = old;
+	low.rlim_cur = (rlim_t)fd;	/* every number below it is taken */
+	if (setrlimit(RLIMIT_NOFILE, &low) < 0) {
+		printf("error nofd: setrlimit: %s\n", strerror(errno));
+		return;
+	}
+	dm = ibv_alloc_dm(ctx, &a);
+	dm_err = dm ? 0 : errno;
+	ch = ibv_create_comp_channel(ctx);
+	ch_err = ch ? 0 : errno;
+	setrlimit(RLIMIT_NOFILE, &old);
+	if (dm)
+		ibv_free_dm(dm);
+	if (ch)
+		ibv_destroy_comp_channel(ch);
+	if (dm_err == EMFILE && ch_err == EMFILE)
+		printf("ok nofd\n");
+	else
+		printf("error nofd: ibv_alloc_dm %s, ibv_create_comp_channel %s\n",
+		       strerror(dm_err), strerror(ch_err));
+}
+
 static void cmd_unanswered_import(void)
 {
 	struct ibv_dm *dm = held.dm ? ibv_import_dm(ctx, held.dm->handle) : NULL;
@@ -730,6 +776,8 @@ int main(int argc, char **argv)
 			cmd_unanswered_import();
 		} else if (strncmp(line, "unanswered", 10) == 0) {
 			cmd_unanswered();
+		} else if (strncmp(line, "nofd", 4) == 0) {
+			cmd_nofd();
 		} else if (strncmp(line, "dmfree", 6) == 0) {
 			cmd_dmfree();
 		} else if (strncmp(line, "dm", 2) == 0) {
