@@ -186,7 +186,7 @@ static int limit_pages(const struct options *o, const struct ibvctl_cmd *cmd,
 	struct ibvctl_cmd next = *cmd;
 	json_t *all, *page = NULL;
 	char after[24], **args;
-	json_int_t uid;
+	json_int_t uid, prev = -1;
 	int ret = 0;
 
 	all = json_loads(*json, 0, NULL);
@@ -196,6 +196,7 @@ static int limit_pages(const struct options *o, const struct ibvctl_cmd *cmd,
 	}
 	args = calloc((size_t)cmd->nargs + 2, sizeof(*args));
 	if (!args) {
+		fprintf(stderr, "ibvctl: %s\n", strerror(ENOMEM));
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -206,6 +207,14 @@ static int limit_pages(const struct options *o, const struct ibvctl_cmd *cmd,
 	next.nargs = cmd->nargs + 2;
 	do {
 		json_array_remove(all, json_array_size(all) - 1);
+		/* a page that does not move on would be asked for for ever */
+		if (uid <= prev) {
+			fprintf(stderr, "ibvctl: limit show: a page did not move past uid %lld\n",
+				(long long)prev);
+			ret = -EPROTO;
+			goto out;
+		}
+		prev = uid;
 		snprintf(after, sizeof(after), "%lld", (long long)uid);
 		free(*json);
 		*json = NULL;
@@ -223,11 +232,11 @@ static int limit_pages(const struct options *o, const struct ibvctl_cmd *cmd,
 	} while (more_after(all, &uid));
 	free(*json);
 	*json = json_dumps(all, JSON_COMPACT);
-	if (!*json)
-		ret = -ENOMEM;
-out:
-	if (ret == -ENOMEM)
+	if (!*json) {
 		fprintf(stderr, "ibvctl: %s\n", strerror(ENOMEM));
+		ret = -ENOMEM;
+	}
+out:
 	json_decref(page);
 	json_decref(all);
 	free(args);

@@ -49,10 +49,6 @@
 /* Client words echoed in messages are cut short. */
 #define ARG_FMT	"%.64s"
 
-/* Every tenant has a session, so this is all of them: paging with
- * "after" must see the lowest uids above it, not any it happened on. */
-#define SHOW_MAX_TENANTS	IBVD_MAX_SESSIONS
-
 /* Whose limits a row shows. */
 struct subject {
 	uid_t uid;
@@ -359,9 +355,14 @@ static int passwd_rows(struct ibvd_call *call, json_t *out, uid_t uid,
 	return subject_rows(call, out, &who, sel);
 }
 
+/*
+ * Every tenant there is (one outlives its sessions while its objects
+ * do): paging with "after" must see the lowest uids above it, not the
+ * first it happened on.
+ */
 struct tenant_list {
-	const struct ibvd_tenant *t[SHOW_MAX_TENANTS];
-	size_t n;
+	const struct ibvd_tenant **t;
+	size_t n, room;
 	long long only_uid;		/* -1: all */
 	long long after;		/* only uids above it; -1: all */
 };
@@ -374,8 +375,16 @@ static int collect(const struct ibvd_tenant *t, void *arg)
 		return 0;
 	if (l->after >= 0 && t->uid <= l->after)
 		return 0;
-	if (l->n < SHOW_MAX_TENANTS)
-		l->t[l->n++] = t;
+	if (l->n == l->room) {
+		size_t room = l->room ? 2 * l->room : 64;
+		const struct ibvd_tenant **more = realloc(l->t, room * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		l->t = more;
+		l->room = room;
+	}
+	l->t[l->n++] = t;
 	return 0;
 }
 
@@ -465,8 +474,11 @@ int ibvd_limit_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 	if (ret < 0)
 		goto out;
 	l->after = sel.after;
-	ibvd_tenant_foreach(collect, l);
-	qsort(l->t, l->n, sizeof(l->t[0]), by_uid);
+	ret = ibvd_tenant_foreach(collect, l);
+	if (ret < 0)
+		goto out;
+	if (l->n)
+		qsort(l->t, l->n, sizeof(l->t[0]), by_uid);
 	for (i = 0; i < l->n && ret == 0; i++)
 		ret = tenant_fits(call, out, l->t[i], &sel, &json_len);
 	if (ret == -EMSGSIZE && i > 1)
@@ -477,6 +489,7 @@ int ibvd_limit_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 	if (ret == 0 && !l->n && sel.uid >= 0 && sel.after < 0)
 		ret = passwd_rows(call, out, (uid_t)sel.uid, &sel);
 out:
+	free(l->t);
 	free(l);
 	return ret;
 }

@@ -18,7 +18,7 @@ nfds() { find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l
 rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DAEMON_PID/status"; }
 # The daemon's own object counts, if ibvctl has them ("" otherwise).
 resources() {
-	ibvctl -j resource show 2>"$O/res.err" || { show stderr "$O/res.err"; fail "ibvctl -j resource show"; }
+	ibvctl -j resource show 2>"$O/res.err" || { show stderr "$O/res.err" >&2; fail "ibvctl -j resource show"; }
 }
 
 # prog_pid PID NAME: the process called NAME among PID's descendants (a

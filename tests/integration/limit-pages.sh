@@ -27,7 +27,7 @@ for u in $UIDS; do
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])
-time.sleep(20)' "$SOCK" &
+time.sleep(600)' "$SOCK" &
 	BG_PIDS+=("$!")
 	sleep 0.2; pid_running "$!" || fail "the holder of uid $u exited"
 done
