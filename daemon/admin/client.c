@@ -243,19 +243,22 @@ static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 	sel->pid = sel->uid = -1;
 	sel->cgroup = NULL;
 	for (i = 0; i < argc; i += 2) {
-		if (i + 1 == argc)
+		bool known = !strcmp(argv[i], "pid") || !strcmp(argv[i], "uid") ||
+			     !strcmp(argv[i], "cgroup");
+
+		if (known && i + 1 == argc)
 			return ibvd_call_error(call, -EINVAL, "%.64s needs a value",
 					       argv[i]);
-		if (!strcmp(argv[i], "pid"))
-			ret = parse_id(call, "pid", argv[i + 1], &sel->pid);
-		else if (!strcmp(argv[i], "uid"))
-			ret = parse_id(call, "uid", argv[i + 1], &sel->uid);
-		else if (!strcmp(argv[i], "cgroup"))
-			ret = parse_cgroup(call, argv[i + 1], &sel->cgroup);
-		else
+		if (!known)
 			ret = ibvd_call_error(call, -EINVAL,
 					      "unknown filter %.64s for client",
 					      argv[i]);
+		else if (!strcmp(argv[i], "pid"))
+			ret = parse_id(call, "pid", argv[i + 1], &sel->pid);
+		else if (!strcmp(argv[i], "uid"))
+			ret = parse_id(call, "uid", argv[i + 1], &sel->uid);
+		else
+			ret = parse_cgroup(call, argv[i + 1], &sel->cgroup);
 		if (ret < 0)
 			return ret;
 	}

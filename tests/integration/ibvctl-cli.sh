@@ -130,6 +130,8 @@ refused help-extra help dev extra
 refused help-unknown help frobnicate
 refused unknown-filter resource show qp bogus 1; with_usage unknown-filter
 refused unknown-client-filter client show bogus 1; with_usage unknown-client-filter
+refused unknown-client-word client show bogus
+grep -q 'unknown filter bogus' "$O/unknown-client-word.err" || fail "client show bogus: not an unknown filter"
 refused bad-value resource show qp lqpn abc; with_usage bad-value
 refused bad-range resource show qp lqpn 9-2
 refused huge-value resource show mr mrlen 18446744073709551616
