@@ -87,24 +87,26 @@ static int parse_uid(const char *s, uid_t *ret)
 	return 0;
 }
 
+/* What show shows, by its word (enum show_what's order). */
+static const char *const show_names[] = { "max", "current", "refused" };
+
 static int parse_show(struct ibvd_call *call, size_t argc, char **argv,
 		      struct show_sel *sel)
 {
-	size_t i = 0;
+	size_t i = 0, k;
 	uid_t uid;
 
 	sel->what = SHOW_MAX;
 	sel->uid = -1;
 	sel->after = -1;
 	sel->dev = NULL;
-	if (argc && !strcmp(argv[0], "max")) {
-		i = 1;
-	} else if (argc && !strcmp(argv[0], "current")) {
-		sel->what = SHOW_CURRENT;
-		i = 1;
-	} else if (argc && !strcmp(argv[0], "refused")) {
-		sel->what = SHOW_REFUSED;
-		i = 1;
+	/* a prefix too, as ibvctl's commands and resource kinds take them */
+	for (k = 0; argc && argv[0][0] && k < ARRAY_SIZE(show_names); k++) {
+		if (!strncmp(argv[0], show_names[k], strlen(argv[0]))) {
+			sel->what = (enum show_what)k;
+			i = 1;
+			break;
+		}
 	}
 	for (; i < argc; i += 2) {
 		if (strcmp(argv[i], "dev") && strcmp(argv[i], "uid") &&

@@ -118,6 +118,10 @@ for r in rows:
     assert all(r[k] == 0 for k in names), r
 EOF
 ok "uid dev rule, the fourteen kinds and three counters, all 0"
+# a prefix names what to show, as ibvctl's commands and kinds take them
+ibvctl -j limit show ref uid "$USER1" >"$O/ref" || fail "ibvctl limit show ref"
+cmp -s "$O/ref" "$O/refused" || { show ref "$O/ref"; fail "limit show ref is not limit show refused"; }
+ok "limit show ref = limit show refused"
 expect "$(count max "$USER1" session)" 4 "the configured session limit"
 ibvctl -j limit show max uid 4242 >"$O/max" || fail "ibvctl limit show max"
 "$PYTHON" - "$O/max" <<'EOF' || fail "the built-in defaults are not as documented"
