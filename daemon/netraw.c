@@ -141,6 +141,10 @@ static void __attribute__((noreturn)) broker_main(int sock, pid_t parent,
 		log_err("raw-socket broker: %s", strerror(-ret));
 		_exit(1);
 	}
+	/* A change of uid clears the death signal (commit_creds): again. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (getppid() != parent)
+		_exit(0);
 	serve(BROKER_FD);
 }
 

@@ -15,6 +15,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/capability.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -169,6 +171,26 @@ static int verify_dropped(const struct ibvd_identity *to)
 	return 0;
 }
 
+/*
+ * A daemon run in the foreground from root's terminal has it as its
+ * controlling terminal; once it is another user, it could push input
+ * into root's shell (TIOCSTI).  It lets the terminal go, keeping its fds
+ * for the log.  A session leader would hang up its own session doing so:
+ * it is told to start otherwise instead.
+ */
+static void leave_terminal(void)
+{
+	int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;		/* no controlling terminal */
+	if (getsid(0) == getpid())
+		log_warn("the daemon leads a session with a terminal, which it keeps as another user: start it with setsid(1) or systemd");
+	else if (ioctl(fd, TIOCNOTTY) < 0)
+		log_warn("cannot leave the controlling terminal: %s", strerror(errno));
+	close(fd);
+}
+
 /* The bound socket goes to the new user: a reload may chmod it. */
 static void hand_over_socket(const char *path, const struct ibvd_identity *to)
 {
@@ -189,6 +211,9 @@ int ibvd_privilege_drop(const char *user, const char *socket_path,
 			snprintf(err, errlen, "user %s: no such user", user);
 			return -ENOENT;
 		}
+		if (id.uid == 0 && geteuid() == 0)
+			log_warn("user %s is uid 0: root without capabilities still owns the system's files; name an unprivileged user",
+				 user);
 		if (getuid() == id.uid && geteuid() == id.uid) {
 			to = NULL;	/* already that user */
 		} else if (geteuid() != 0) {
@@ -201,6 +226,8 @@ int ibvd_privilege_drop(const char *user, const char *socket_path,
 	} else if (geteuid() == 0) {
 		log_warn("running as root: set \"user\" in the configuration (or --user) to run as an unprivileged user");
 	}
+	if (to)
+		leave_terminal();
 	if (ibvd_privilege_holds(CAP_NET_RAW)) {
 		ret = ibvd_netraw_start(to);
 		if (ret < 0) {

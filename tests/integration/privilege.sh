@@ -137,6 +137,46 @@ for i in $(seq $((20 * TMUL))); do [ -e "$SOCK" ] || break; sleep 0.1; done
 [ -e "$SOCK" ] && fail "$SOCK is still there 2 s after the daemon was killed"
 ok "socket removed"
 
+# Run in the foreground from root's terminal (a shell on a pty), the
+# daemon, once uid 1003, must not keep that terminal: it could push input
+# into root's shell (TIOCSTI).
+check "started from a terminal: the daemon lets it go before it becomes uid 1003"
+"$PYTHON" - "$IBVERBSD" "$conf" "$T/run/tty.sock" >"$O/tty" 2>&1 <<'EOF' ||
+import os, pty, signal, sys, time
+daemon, conf, sock = sys.argv[1:4]
+pid, master = pty.fork()
+if pid == 0:	# a shell on the pty, as root's would be; the daemon its child
+    os.execv("/bin/sh", ["sh", "-c", '"$0" -f --user 1003 -c "$1" --socket "$2"; true',
+                         daemon, conf, sock])
+def stat(p):
+    with open("/proc/%d/stat" % p) as f:
+        s = f.read()
+    return s[s.rindex(")") + 2:].split()	# state ppid pgrp session tty_nr
+def kids(p):
+    with open("/proc/%d/task/%d/children" % (p, p)) as f:
+        return [int(c) for c in f.read().split()]
+for _ in range(100):
+    if os.path.exists(sock):
+        break
+    time.sleep(0.1)
+time.sleep(0.5)
+d = [c for c in kids(pid)]
+assert len(d) == 1, "the shell's children: %s" % d
+d = d[0]
+procs = [d] + kids(d)	# the daemon, its broker and leftovers
+ttys = {p: int(stat(p)[4]) for p in procs}
+shell = int(stat(pid)[4])
+print("shell tty_nr", shell, "daemon, broker, leftovers:", ttys)
+os.kill(d, signal.SIGTERM)
+os.waitpid(pid, 0)
+assert shell != 0, "the shell has no terminal: nothing shown"
+assert len(procs) == 3, "not the daemon, its broker and leftovers: %s" % procs
+assert all(t == 0 for t in ttys.values()), "a process kept the terminal: %s" % ttys
+EOF
+	{ show output "$O/tty"; fail "the daemon kept root's terminal"; }
+show output "$O/tty"
+ok "$(grep -o 'daemon, broker, leftovers.*' "$O/tty")"
+
 check "started as uid 1003 with CAP_NET_RAW alone (as systemd starts it)"
 chown 1003 "$T/run"
 IBVD_NLOG=$((IBVD_NLOG + 1))
