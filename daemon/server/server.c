@@ -117,11 +117,47 @@ static int fill_sun(struct sockaddr_un *sun, const char *path,
 	return 0;
 }
 
-/* mkdir -p of the directory that holds path. */
+/*
+ * A directory on the way to our socket must be ours or root's, and
+ * nobody else may rename or replace what it holds: else another user
+ * could put a socket of theirs where clients look for ours (made before
+ * we start, or swapped in after), and clients hand the daemon their
+ * memory.  Group- or world-writable is fine with the sticky bit (/tmp).
+ */
+static int dir_trusted(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) < 0) {
+		snprintf(err, errlen, "cannot look at %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a directory (a symbolic link?)", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(err, errlen, "%s belongs to uid %u, neither root nor us: another user could replace our socket",
+			 dir, (unsigned int)st.st_uid);
+		return -EPERM;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen, "%s is writable by others without the sticky bit: another user could replace our socket",
+			 dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * mkdir -p of the directory that holds path, each directory on the way
+ * trusted (dir_trusted); one made here is 0755 whatever the umask.
+ */
 static int make_parent_dirs(const char *path, char *err, size_t errlen)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char *p;
+	int ret;
 
 	snprintf(dir, sizeof(dir), "%s", path);
 	p = strrchr(dir, '/');
@@ -134,12 +170,16 @@ static int make_parent_dirs(const char *path, char *err, size_t errlen)
 		if (c != '/' && c != '\0')
 			continue;
 		*p = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			int ret = -errno;
-
+		if (mkdir(dir, 0755) == 0) {
+			chmod(dir, 0755);
+		} else if (errno != EEXIST) {
+			ret = -errno;
 			snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-ret));
 			return ret;
 		}
+		ret = dir_trusted(dir, err, errlen);
+		if (ret < 0)
+			return ret;
 		*p = c;
 		if (!c)
 			return 0;

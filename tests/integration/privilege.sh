@@ -177,6 +177,31 @@ EOF
 show output "$O/tty"
 ok "$(grep -o 'daemon, broker, leftovers.*' "$O/tty")"
 
+# Clients hand the daemon their memory: no other user may be able to put
+# a socket of theirs where ours is.  A directory on the way must be
+# root's or the daemon's, and not writable by others without the sticky
+# bit; one the daemon makes is 0755 whatever the umask.
+check "a socket directory another user owns or may rewrite is refused"
+for kind in owned open; do
+	dir=$T/$kind
+	mkdir "$dir" || fail "mkdir $dir"
+	if [ "$kind" = owned ]; then chown 1004 "$dir"; else chmod 0777 "$dir"; fi
+	timeout 20 "$IBVERBSD" -f --user 1003 -c "$conf" --socket "$dir/s.sock" >"$O/dir-$kind" 2>&1 &&
+		{ show log "$O/dir-$kind"; fail "the daemon started with its socket in $dir ($kind)"; }
+	[ ! -e "$dir/s.sock" ] || fail "a socket was made in $dir"
+done
+expect_grep "belongs to uid 1004, neither root nor us" "$O/dir-owned" "a directory of uid 1004"
+expect_grep "writable by others without the sticky bit" "$O/dir-open" "a 0777 directory"
+umask_was=$(umask)
+umask 077
+daemon_start -c "$conf" --socket "$T/um/new/s.sock"
+umask "$umask_was"
+daemon_wait_ready "$T/um/new/s.sock"
+[ "$(stat -c %a "$T/um/new")" = 755 ] && [ "$(stat -c %a "$T/um")" = 755 ] ||
+	fail "directories made under umask 077: $(stat -c %a "$T/um") $(stat -c %a "$T/um/new"), want 755"
+daemon_stop
+ok "refused: $(grep -o 'belongs to uid 1004.*' "$O/dir-owned" | head -n 1); made under umask 077: 755"
+
 check "started as uid 1003 with CAP_NET_RAW alone (as systemd starts it)"
 chown 1003 "$T/run"
 IBVD_NLOG=$((IBVD_NLOG + 1))
