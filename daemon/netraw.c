@@ -85,6 +85,30 @@ static void reply(int sock, int err, int fd)
 		;
 }
 
+/*
+ * The socket asked for.  A receiving one gets RoCE's filter, locked: the
+ * daemon cannot take it off to read the namespace's other UDP traffic.
+ */
+static int open_locked(const struct netraw_req *r)
+{
+	int fd = socket(r->family, SOCK_RAW | SOCK_CLOEXEC, r->protocol);
+	int one = 1, ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (r->protocol == IPPROTO_UDP) {
+		ret = ibvd_rawsock_filter(fd, r->family);
+		if (ret == 0 && setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one,
+					   sizeof(one)) < 0)
+			ret = -errno;
+	}
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
 static void __attribute__((noreturn)) serve(int sock)
 {
 	struct netraw_req req;
@@ -101,8 +125,8 @@ static void __attribute__((noreturn)) serve(int sock)
 			reply(sock, EPERM, -1);
 			continue;
 		}
-		fd = socket(req.family, SOCK_RAW | SOCK_CLOEXEC, req.protocol);
-		reply(sock, fd < 0 ? errno : 0, fd);
+		fd = open_locked(&req);
+		reply(sock, fd < 0 ? -fd : 0, fd);
 		if (fd >= 0)
 			close(fd);
 	}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -59,6 +60,52 @@ START_TEST(broker_refuses_others)
 }
 END_TEST
 
+/* A filter on fd: SO_GET_FILTER says how many instructions (0: none). */
+static int filter_len(int fd)
+{
+	socklen_t len = 0;
+
+	ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &len), 0);
+	return (int)len;
+}
+
+/*
+ * A receiving socket comes filtered, from the broker locked: the daemon
+ * cannot take the filter off (or put another on) to read the namespace's
+ * other UDP traffic.  Opened directly (a daemon that keeps CAP_NET_RAW),
+ * it is filtered too.
+ */
+START_TEST(receiving_sockets_filtered)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	struct sock_fprog none = { 0 };
+	unsigned int i;
+	int fd;
+
+	for (i = 0; i < 2; i++) {
+		fd = ibvd_rawsock_open(families[i], IPPROTO_UDP);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_gt(filter_len(fd), 0);
+		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &none,
+					    sizeof(none)), 0);
+		close(fd);
+	}
+	ck_assert_int_eq(ibvd_netraw_start(NULL), 0);
+	for (i = 0; i < 2; i++) {
+		fd = ibvd_rawsock_open(families[i], IPPROTO_UDP);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_gt(filter_len(fd), 0);
+		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &none,
+					    sizeof(none)), -1);
+		ck_assert_int_eq(errno, EPERM);
+		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &none,
+					    sizeof(none)), -1);
+		close(fd);
+	}
+	ibvd_netraw_stop();
+}
+END_TEST
+
 /* In a child: keep (or not) CAP_NET_RAW as uid 65534, then try a raw socket. */
 static int child_raw(int keep)
 {
@@ -96,6 +143,7 @@ int main(void)
 		return 77;
 	tcase_add_test(tc, broker_opens_roce_kinds);
 	tcase_add_test(tc, broker_refuses_others);
+	tcase_add_test(tc, receiving_sockets_filtered);
 	tcase_add_test(tc, restrict_keeps_only_what_is_asked);
 	suite_add_tcase(s, tc);
 	return check_run(s, CK_NORMAL);

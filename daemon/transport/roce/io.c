@@ -85,44 +85,8 @@
 #define IPV6_FLOWINFO	11
 #endif
 
-/*
- * The loopback interface's index in every network namespace (the
- * kernel's LOOPBACK_IFINDEX).
- */
-#define LOOPBACK_IFINDEX	1
-
-/*
- * Both filters first drop what came through the loopback interface: a
- * datagram one of the host's own processes sent to the device's address.
- * Such a sender picks its source address freely (IPV6_FREEBIND needs no
- * privilege), so the source cannot tell it from a peer; this device's own
- * packets to itself never take that way (emit), and a NIC does not see
- * its host's loopback traffic either.
- */
-#define DROP_LOOPBACK(drop_offset) \
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_IFINDEX), \
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, LOOPBACK_IFINDEX, drop_offset, 0)
-
-/* Keep IPv4 datagrams whose UDP destination port is 4791. */
-static struct sock_filter roce_port_code[] = {
-	DROP_LOOPBACK(4),
-	/* X = IPv4 header length */
-	BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),
-	/* UDP destination port */
-	BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ROCE_UDP_PORT, 0, 1),
-	BPF_STMT(BPF_RET | BPF_K, 0x40000),
-	BPF_STMT(BPF_RET | BPF_K, 0),
-};
-
-/* IPv6: a raw socket's data starts at the UDP header. */
-static struct sock_filter roce_port6_code[] = {
-	DROP_LOOPBACK(3),
-	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 2),
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ROCE_UDP_PORT, 0, 1),
-	BPF_STMT(BPF_RET | BPF_K, 0x40000),
-	BPF_STMT(BPF_RET | BPF_K, 0),
-};
+_Static_assert(ROCE_UDP_PORT == IBVD_ROCE_UDP_PORT,
+	       "the receiving filter (core/rawsock.c) keeps RoCE's port");
 
 static struct sock_filter drop_all_code[] = {
 	BPF_STMT(BPF_RET | BPF_K, 0),
@@ -208,22 +172,19 @@ static int open_tx6(struct roce_dev *rd)
 }
 
 /*
- * A raw UDP socket of family on rd's interface, filtered by code (n
- * instructions), its receive buffer grown; opts (may be NULL) sets what
- * else it needs before it is bound.
+ * A raw UDP socket of family on rd's interface, filtered to RoCE's port
+ * by whoever opened it (core/rawsock.h), its receive buffer grown; opts
+ * (may be NULL) sets what else it needs before it is bound.
  */
 static int open_filtered(struct roce_dev *rd, int family,
-			 struct sock_filter *code, unsigned short n,
 			 int (*opts)(int fd), int *out)
 {
 	int fd = ibvd_rawsock_open(family, IPPROTO_UDP);
-	int ret;
+	int ret = 0;
 
 	if (fd < 0)
 		return fd;
-	/* The filter first: nothing else may queue before it is in place. */
-	ret = set_filter(fd, code, n);
-	if (ret == 0 && opts)
+	if (opts)
 		ret = opts(fd);
 	if (ret == 0)
 		ret = bind_to(fd, rd->ifname);
@@ -249,9 +210,7 @@ static int rx4_opts(int fd)
 
 static int open_rx(struct roce_dev *rd)
 {
-	return open_filtered(rd, AF_INET, roce_port_code,
-			     sizeof(roce_port_code) / sizeof(roce_port_code[0]),
-			     rx4_opts, &rd->rx_fd);
+	return open_filtered(rd, AF_INET, rx4_opts, &rd->rx_fd);
 }
 
 /*
@@ -274,9 +233,7 @@ static int rx6_opts(int fd)
 
 static int open_rx6(struct roce_dev *rd)
 {
-	return open_filtered(rd, AF_INET6, roce_port6_code,
-			     sizeof(roce_port6_code) / sizeof(roce_port6_code[0]),
-			     rx6_opts, &rd->rx6_fd);
+	return open_filtered(rd, AF_INET6, rx6_opts, &rd->rx6_fd);
 }
 
 static int open_sink(struct roce_dev *rd, int family, int *out)
