@@ -200,7 +200,8 @@ static int limit_pages(const struct options *o, const struct ibvctl_cmd *cmd,
 		ret = -ENOMEM;
 		goto out;
 	}
-	memcpy(args, cmd->args, (size_t)cmd->nargs * sizeof(*args));
+	if (cmd->nargs)		/* args is NULL without any */
+		memcpy(args, cmd->args, (size_t)cmd->nargs * sizeof(*args));
 	args[cmd->nargs] = "after";
 	args[cmd->nargs + 1] = after;
 	next.args = args;
