@@ -47,9 +47,11 @@ static struct devlink *find(const char *name)
 	return NULL;
 }
 
+/* 0755 whatever the umask (the unit's UMask=0077 would hide it). */
 static int make_dir(const char *dir)
 {
 	if (mkdir(dir, 0755) == 0) {
+		chmod(dir, 0755);
 		snprintf(made_dir, sizeof(made_dir), "%s", dir);
 		return 0;
 	}

@@ -82,9 +82,15 @@ START_TEST(made_and_removed)
 	struct ibvd_device_list l;
 	struct stat st;
 	char path[256];
+	mode_t was;
 
 	list_of(&l, 2);
+	/* the unit's UMask=0077: the directory is for everyone all the same */
+	was = umask(077);
 	ibvd_devlinks_sync(dir, &l, true);
+	umask(was);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0755);
 	ck_assert_int_eq(link_state("ibvd0"), 1);
 	ck_assert_int_eq(link_state("roce0"), 1);
 	/* what UCX checks: a character device, through the link */
