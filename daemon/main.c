@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include <event2/event.h>
+#include <systemd/sd-daemon.h>
 
 #include "cm/cm.h"
 #include "config/config.h"
@@ -147,6 +148,21 @@ static char *absolute_path(const char *path)
 }
 
 /* ---- process setup ---------------------------------------------------- */
+
+/*
+ * Whatever our starter left open (a root shell's files, its terminal's
+ * other fds) would outlive the drop of privilege: keep stdin, stdout,
+ * stderr and the sockets systemd passes (LISTEN_FDS) only.
+ */
+static void close_inherited_fds(void)
+{
+	int passed = sd_listen_fds(0);
+	unsigned int first = SD_LISTEN_FDS_START + (passed > 0 ? (unsigned int)passed : 0);
+
+	if (close_range(first, ~0u, 0) < 0)
+		fprintf(stderr, "ibverbsd: warning: cannot close inherited fds: %s\n",
+			strerror(errno));
+}
 
 /* Each context holds two fds; let the connection cap, not the rlimit, bite. */
 static void raise_fd_limit(void)
@@ -408,6 +424,7 @@ int main(int argc, char **argv)
 	struct ibvd_daemon d = { 0 };
 	int ret;
 
+	close_inherited_fds();
 	parse_options(argc, argv, &opts);
 	ibvd_log_init("ibverbsd", ibvd_log_level_for(IBVD_LOG_INFO, opts.verbosity));
 	d.up.request_find = ibvd_request_type_find;

@@ -129,8 +129,10 @@ static int dir_trusted(const char *dir, char *err, size_t errlen)
 	struct stat st;
 
 	if (lstat(dir, &st) < 0) {
-		snprintf(err, errlen, "cannot look at %s: %s", dir, strerror(errno));
-		return -errno;
+		int ret = -errno;
+
+		snprintf(err, errlen, "cannot look at %s: %s", dir, strerror(-ret));
+		return ret;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "%s is not a directory (a symbolic link?)", dir);

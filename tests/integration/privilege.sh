@@ -102,17 +102,22 @@ serves() {
 	return 0
 }
 
+# fd 7, root's file, is open in the shell that starts the daemon: once
+# uid 1003, the daemon must not hold it.
 check "started as root with --user 1003"
-daemon_start -c "$conf"
+: >"$T/root-only" && chmod 600 "$T/root-only"
+daemon_start -c "$conf" 7<"$T/root-only"
 daemon_wait_ready
 check_running 1003 "CapPrm CapEff CapBnd CapAmb CapInh"
+held=$(ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -c "root-only")
+[ "$held" = 0 ] || { ls -l "/proc/$DAEMON_PID/fd"; fail "the daemon kept root's fd 7 across the drop"; }
 leftovers=$(child "$DAEMON_PID" ibvd-leftovers)
 [ -n "$leftovers" ] || fail "no leftovers process under the daemon"
 [ "$(uid_of "$leftovers")" = 0 ] || fail "leftovers uid $(uid_of "$leftovers")"
 [ "$(caps "$leftovers" CapPrm)" = $NONE ] && [ "$(caps "$leftovers" CapBnd)" = $NONE ] ||
 	fail "leftovers keeps capabilities: $(caps "$leftovers" CapPrm) / $(caps "$leftovers" CapBnd)"
 serves
-ok "uid 1003, no capability; broker uid 1003 with CAP_NET_RAW only; leftovers uid 0 without capabilities; pingpong and roce0 work"
+ok "uid 1003, no capability, no inherited fd; broker uid 1003 with CAP_NET_RAW only; leftovers uid 0 without capabilities; pingpong and roce0 work"
 
 check "registration of unmapped memory refused (maps fd, not /proc/PID/maps)"
 run_as "$USER1" env IBVERBSD_SOCKET="$SOCK" "$T/tools/ibverbsd-run" \
