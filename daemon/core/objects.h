@@ -314,7 +314,6 @@ struct ibvd_qp_attr {
 	uint8_t timeout;
 	uint8_t max_rd_atomic;
 	uint8_t max_dest_rd_atomic;
-	uint8_t sq_draining;
 	uint8_t en_sqd_async_notify;
 };
 

@@ -416,9 +416,7 @@ static void sq_drained(struct ibvd_qp *qp)
 {
 	if (qp->drained_sent)
 		return;
-	qp->drained_sent = true;
-	/* QUERY_QP's sq_draining: the drain is over (a byte, read anywhere). */
-	__atomic_store_n(&qp->attr.sq_draining, 0, __ATOMIC_RELAXED);
+	qp->drained_sent = true;	/* QUERY_QP's sq_draining goes 0 */
 	if (qp->attr.en_sqd_async_notify)
 		ibvd_eng_async(qp->ctx, IBV_EVENT_SQ_DRAINED, qp->handle);
 }
