@@ -116,6 +116,13 @@ ibvd_init() {
 	done
 	chmod -R a+rX "$T/lib" "$T/tools" "$T/bin"
 	[ -x "$T/tools/ibverbsd-run" ] || fail "tools/ibverbsd-run not built"
+	# TSan's runtime crashes the shells (dash and bash alike): the staged
+	# ibverbsd-run, a shell script, preloads it into its COMMAND only.
+	case $SANITIZERS in
+	*=thread*)
+		sed -i 's|^exec "\$@"$|exec env LD_PRELOAD="$TSAN_RUNTIME" "$@"|' \
+			"$T/tools/ibverbsd-run" || fail "staging ibverbsd-run" ;;
+	esac
 
 	IBVERBSD_LIBDIR=$T/lib
 	IBVERBSD_TOOLDIR=$T/tools
@@ -488,13 +495,17 @@ term_bg() {
 }
 
 # Environment for Debian's unmodified binaries: in a sanitizer build our
-# library needs the ASan runtime loaded first, and their leaks are not ours.
+# library needs its sanitizer's runtime loaded first, and their leaks are
+# not ours.
 debian_env() {
 	DEBIAN_ENV=(IBVERBSD_SOCKET="$SOCK")
-	if [ -n "$SANITIZERS" ]; then
-		DEBIAN_ENV+=("LD_PRELOAD=$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-			     "ASAN_OPTIONS=detect_leaks=0")
-	fi
+	case $SANITIZERS in
+	"")	;;
+	*=thread*)	# through ibverbsd-run (ibvd_init)
+		DEBIAN_ENV+=("TSAN_RUNTIME=$(gcc -print-file-name=libtsan.so)") ;;
+	*)	DEBIAN_ENV+=("LD_PRELOAD=$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+			     "ASAN_OPTIONS=detect_leaks=0") ;;
+	esac
 }
 
 # run_debian UID PROG ARGS...: PROG (e.g. /usr/bin/ibv_devinfo) through
