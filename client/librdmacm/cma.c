@@ -179,13 +179,27 @@ static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
  * of the device already: programs make their objects on id->pd (UCX's
  * rdmacm makes a QP on it before any QP of the id's exists).
  */
+static bool pd_stays(const struct cma_id *cid, const struct ibv_context *ctx)
+{
+	if (!cid->id.pd)
+		return false;
+	/*
+	 * Once the id has a device, id->pd is not looked into: the app may
+	 * have deallocated the PD it gave rdma_create_qp() since (rping
+	 * does, before its last events).
+	 */
+	if (cid->id.verbs)
+		return cid->id.verbs == ctx;
+	return cid->id.pd->context == ctx;
+}
+
 int cma_id_set_device(struct cma_id *cid, struct ibv_context *ctx,
 		      uint8_t port_num)
 {
 	struct ibv_pd *pd;
 	int ret;
 
-	if (!cid->id.pd || cid->id.pd->context != ctx) {
+	if (!pd_stays(cid, ctx)) {
 		ret = cma_device_pd(ctx, &pd);
 		if (ret < 0)
 			return ret;

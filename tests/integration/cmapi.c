@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -1095,6 +1096,35 @@ START_TEST(id_pd)
 	pair_close(&p);
 	ck_ok(rdma_destroy_id(bound));
 	ck_ok(rdma_destroy_id(any));
+}
+END_TEST
+
+/*
+ * An app may deallocate the PD it gave rdma_create_qp() once the QP is
+ * gone, while the id still names it (rping does, before its last events).
+ * The library must not look into id->pd when later events name the id's
+ * device: here id->pd points at a page that cannot be read.
+ */
+START_TEST(id_pd_freed_before_events)
+{
+	struct ibv_pd *kept;
+	struct pair p;
+	void *gone;
+
+	gone = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(gone, MAP_FAILED);
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	rdma_destroy_qp(p.client);
+	kept = p.client->pd;
+	p.client->pd = gone;
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	ck_assert_ptr_eq(p.client->pd, gone);
+	p.client->pd = kept;
+	pair_free(&p);
+	munmap(gone, 4096);
 }
 END_TEST
 
@@ -3072,7 +3102,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
 		T(not_an_id),
-		T(connect_addresses_and_data), T(notify), T(id_pd), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
