@@ -221,6 +221,12 @@ int ibvc_channel_poke_fd(struct ibv_comp_channel *channel)
 	return __atomic_load_n(&ch->poke[1], __ATOMIC_ACQUIRE);
 }
 
+/* The pokes' pipe is set once, by any thread (ibvc_channel_poke_fetch). */
+static bool has_pokes(const struct ibvc_comp_channel *ch)
+{
+	return __atomic_load_n(&ch->poke[1], __ATOMIC_ACQUIRE) >= 0;
+}
+
 /*
  * How long a sleeping sender waits for its receiver's library before the
  * engine takes its SENDs (a receiver that armed its CQ and then blocked
@@ -334,7 +340,7 @@ static int wait_channel(struct ibvc_comp_channel *ch, uint64_t deadline)
 		n = poll(&pfd, 1, 0);
 		return n < 0 ? -errno : n == 0 ? -EAGAIN : 0;
 	}
-	if (ch->poke[1] >= 0)
+	if (has_pokes(ch))
 		__atomic_store_n(&ch->sleeps_here, true, __ATOMIC_RELAXED);
 	/* Store (waiters) -> load (watching), mirrored by the senders. */
 	__atomic_add_fetch(&ch->waiters, 1, __ATOMIC_SEQ_CST);
@@ -552,7 +558,7 @@ static void settle(struct ibvc_comp_channel *ch)
 	enum ibvc_event_pass pass;
 	struct ibvc_cq *cq;
 
-	if (ch->poke[1] < 0)
+	if (!has_pokes(ch))
 		return;
 	drain_pokes(ch);
 	for (pass = IBVC_EVENTS_FIRED; pass <= IBVC_EVENTS_OF_RECEIVES; pass++)
@@ -622,7 +628,7 @@ static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch,
 	struct ibvc_cq *got;
 
 	*frame = false;
-	if (ch->poke[1] < 0)
+	if (!has_pokes(ch))
 		return NULL;
 	*poked = drain_pokes(ch);
 	got = first_event(ch, false);
@@ -660,7 +666,7 @@ static struct ibvc_cq *frame_after_senders(struct ibvc_comp_channel *ch,
 {
 	struct ibvc_cq *sender;
 
-	if (ch->poke[1] < 0 || ibvc_direct_has_senders(cq) ||
+	if (!has_pokes(ch) || ibvc_direct_has_senders(cq) ||
 	    !on_channel(ch, cq))
 		return cq;
 	sender = first_event(ch, true);
