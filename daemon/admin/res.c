@@ -188,7 +188,9 @@ static int fill_qp(json_t *o, const struct res_walk *w, uint32_t handle,
 	if (conn)
 		ret |= set_str(o, "path-mig-state",
 			       mig_state_name(qp->ctl.path_mig_state));
-	ret |= set_int(o, "pdn", qp->pd ? qp->pd->handle : 0);
+	/* an XRC target's pd is the engine's (objects.h): it has none */
+	if (qp->qp_type != IBV_QPT_XRC_RECV)
+		ret |= set_int(o, "pdn", qp->pd ? qp->pd->handle : 0);
 	return ret | set_owner(o, w);
 }
 
@@ -270,7 +272,8 @@ static int srq_qp_cb(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 
 	(void)handle;
 	(void)kind;
-	if (!qp->srq)
+	/* an XRC target's srq is the engine's, of the message in progress */
+	if (qp->qp_type == IBV_QPT_XRC_RECV || !qp->srq)
 		return 0;
 	srq_key(key, qp->srq);
 	list = json_object_get(map, key);
