@@ -425,6 +425,15 @@ static void short_slices(void)
 }
 
 /*
+ * Between passes the control thread may count WQEs it finished for us
+ * (eng_count under the write lock): read the count whole.
+ */
+static uint64_t wqes_so_far(struct ibvd_engine *eng)
+{
+	return __atomic_load_n(&eng->wqes, __ATOMIC_RELAXED);
+}
+
+/*
  * How long to spin, now that the thread has run out of work; wqes: its
  * WQE count when it last woke up.  A wakeup that was only the control
  * thread's (a QP changed state) ran no WQE and promises no traffic: a
@@ -438,7 +447,7 @@ static uint64_t idle_budget(struct ibvd_engine *eng, uint64_t wqes)
 
 	if (spin_ns)
 		return spin_ns;
-	if (control && eng->wqes == wqes)
+	if (control && wqes_so_far(eng) == wqes)
 		return ENG_SPIN_CONTENDED_NS;
 	if (!ibvd_eng_crowded(&eng->load, eng->now))
 		return ENG_SPIN_NS;
@@ -471,7 +480,7 @@ static void *engine_main(void *arg)
 		}
 		engine_sleep(eng);
 		idle_since = 0;
-		woke_wqes = eng->wqes;
+		woke_wqes = wqes_so_far(eng);
 	}
 	return NULL;
 }
