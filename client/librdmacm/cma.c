@@ -173,12 +173,6 @@ static void fill_path(struct cma_id *cid, const Ibvd__CmIdInfo *info)
 	cid->id.route.num_paths = 1;
 }
 
-/*
- * cid is on ctx's device (port port_num) now.  As under rdma-core's
- * librdmacm, it names that device's PD from then on unless it names one
- * of the device already: programs make their objects on id->pd (UCX's
- * rdmacm makes a QP on it before any QP of the id's exists).
- */
 static bool pd_stays(const struct cma_id *cid, const struct ibv_context *ctx)
 {
 	if (!cid->id.pd)
@@ -193,6 +187,12 @@ static bool pd_stays(const struct cma_id *cid, const struct ibv_context *ctx)
 	return cid->id.pd->context == ctx;
 }
 
+/*
+ * cid is on ctx's device (port port_num) now.  As under rdma-core's
+ * librdmacm, it names that device's PD from then on unless it names one
+ * of the device already: programs make their objects on id->pd (UCX's
+ * rdmacm makes a QP on it before any QP of the id's exists).
+ */
 int cma_id_set_device(struct cma_id *cid, struct ibv_context *ctx,
 		      uint8_t port_num)
 {
