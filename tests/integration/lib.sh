@@ -494,6 +494,16 @@ term_bg() {
 	done
 }
 
+# sanitizer_runtime: the runtimes a sanitizer build's code needs loaded
+# first (space-separated paths; nothing in a plain build).
+sanitizer_runtime() {
+	case $SANITIZERS in
+	"")	;;
+	*=thread*) gcc -print-file-name=libtsan.so ;;
+	*)	echo "$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" ;;
+	esac
+}
+
 # Environment for Debian's unmodified binaries: in a sanitizer build our
 # library needs its sanitizer's runtime loaded first, and their leaks are
 # not ours.
@@ -502,9 +512,8 @@ debian_env() {
 	case $SANITIZERS in
 	"")	;;
 	*=thread*)	# through ibverbsd-run (ibvd_init)
-		DEBIAN_ENV+=("TSAN_RUNTIME=$(gcc -print-file-name=libtsan.so)") ;;
-	*)	DEBIAN_ENV+=("LD_PRELOAD=$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-			     "ASAN_OPTIONS=detect_leaks=0") ;;
+		DEBIAN_ENV+=("TSAN_RUNTIME=$(sanitizer_runtime)") ;;
+	*)	DEBIAN_ENV+=("LD_PRELOAD=$(sanitizer_runtime)" "ASAN_OPTIONS=detect_leaks=0") ;;
 	esac
 }
 

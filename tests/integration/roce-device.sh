@@ -51,7 +51,7 @@ FAIL_ADDRS=$T/fail-addrs
 PRELOAD=$top_builddir/tests/integration/.libs/libfailaddrs.so
 [ -r "$PRELOAD" ] || fail "$PRELOAD not built (make check builds it)"
 if [ -n "$SANITIZERS" ]; then
-	PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so) $PRELOAD"
+	PRELOAD="$(sanitizer_runtime) $PRELOAD"
 fi
 cat >"$T/bin/ibverbsd-in-ns" <<EOF
 #!/bin/sh
