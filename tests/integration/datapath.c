@@ -1930,6 +1930,31 @@ static struct ibv_qp *bare_qp(enum ibv_qp_type type, struct ibv_cq *cq)
 	return vt_qp(&D, cq, cq, &o);
 }
 
+/*
+ * A QP takes access bits that mean nothing to it and reports them back, as
+ * rxe and mlx5 do: pyverbs' ODP tests give IBV_ACCESS_ON_DEMAND here.
+ */
+START_TEST(qp_access_other_bits)
+{
+	const unsigned int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
+				    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_RELAXED_ORDERING;
+	struct ibv_cq *cq = mkcq(16, NULL, NULL);
+	struct ibv_qp *qp = bare_qp(IBV_QPT_RC, cq);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	qp_attrs(&a, IBV_QPS_INIT, NULL);
+	a.qp_access_flags = access;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, required_mask(IBV_QPT_RC, IBV_QPS_INIT)), 0);
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(ibv_query_qp(qp, &a, IBV_QP_ACCESS_FLAGS, &ia), 0);
+	ck_assert_uint_eq(a.qp_access_flags, access);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+}
+END_TEST
+
 /* RESET -> INIT -> RTR -> RTS with the required masks; query what was set. */
 START_TEST(qp_states)
 {
@@ -6137,6 +6162,7 @@ static Suite *datapath_suite(void)
 
 	tc = new_case(s, "qp_state");
 	tcase_add_loop_test(tc, qp_states, 0, 3);
+	tcase_add_test(tc, qp_access_other_bits);
 	tcase_add_test(tc, qp_alt_path);
 	tcase_add_loop_test(tc, qp_missing_attr, 0, N(missing));
 	tcase_add_test(tc, qp_bad_transition);
