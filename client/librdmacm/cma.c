@@ -191,19 +191,25 @@ static bool pd_stays(const struct cma_id *cid, const struct ibv_context *ctx)
  * cid is on ctx's device (port port_num) now.  As under rdma-core's
  * librdmacm, it names that device's PD from then on unless it names one
  * of the device already: programs make their objects on id->pd (UCX's
- * rdmacm makes a QP on it before any QP of the id's exists).
+ * rdmacm makes a QP on it before any QP of the id's exists).  The id
+ * holds the device's PD until it is destroyed (cma_id_free).
  */
 int cma_id_set_device(struct cma_id *cid, struct ibv_context *ctx,
 		      uint8_t port_num)
 {
 	struct ibv_pd *pd;
+	bool stays = pd_stays(cid, ctx);
 	int ret;
 
-	if (!pd_stays(cid, ctx)) {
-		ret = cma_device_pd(ctx, &pd);
+	if (cid->held != ctx) {
+		ret = cma_device_hold(ctx, &pd);
 		if (ret < 0)
 			return ret;
-		cid->id.pd = pd;
+		if (cid->held)
+			cma_device_drop(cid->held);
+		cid->held = ctx;
+		if (!stays)
+			cid->id.pd = pd;
 	}
 	cid->id.verbs = ctx;
 	cid->id.port_num = port_num;
@@ -283,6 +289,8 @@ void cma_id_free(struct cma_id *cid)
 {
 	cid->magic = 0;
 	cma_mcast_free_all(cid);
+	if (cid->held)
+		cma_device_drop(cid->held);
 	free(cid->ep_qp_attr);
 	pthread_mutex_destroy(&cid->op_lock);
 	pthread_cond_destroy(&cid->cond);

@@ -168,6 +168,7 @@ struct cma_id {
 	struct cma_mcast *mcast;
 	uint64_t mcast_seq;
 
+	struct ibv_context *held;		/* the device this id holds */
 	struct ibv_sa_path_rec path;		/* id.route.path_rec points here */
 	/* from the connection request, for rdma_accept() without params */
 	uint8_t responder_resources;
@@ -286,6 +287,8 @@ void cma_channel_move_events(struct cma_channel *from, uint32_t old_handle,
 int cma_device_open(const char *name, struct ibv_context **ret_ctx);
 /* The device's default PD (one per device, made on first use). */
 int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd);
+int cma_device_hold(struct ibv_context *ctx, struct ibv_pd **ret_pd);
+void cma_device_drop(struct ibv_context *ctx);
 int cma_device_xrcd(struct ibv_context *ctx, struct ibv_xrcd **ret_xrcd);
 /* max_qp_rd_atom / max_qp_init_rd_atom of ctx's device. */
 int cma_device_rd_atom(struct ibv_context *ctx, uint8_t *max_resp,

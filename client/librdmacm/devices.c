@@ -3,9 +3,11 @@
  * librdmacm keeps them: every device, opened once for the life of the
  * process, the first time the CM needs them.  rdma_get_devices() hands out
  * these contexts and cm_id->verbs points at them too, so they are never
- * closed, and rdma_free_devices() frees only the array.  Each device also
- * gets, on first use, the default PD of rdma_create_qp(id, NULL, ...)
- * and the XRC domain of the XRC targets and SRQs made on its ids.
+ * closed, and rdma_free_devices() frees only the array.  While ids are on
+ * a device, it keeps the PD they all name (id->pd, rdma_create_qp(id,
+ * NULL, ...)'s) and, once one needs it, the XRC domain of the XRC targets
+ * and SRQs made on them; when the last of those ids goes, both go too, as
+ * in rdma-core (one still in use stays the app's, forgotten).
  *
  * A context whose daemon went away is dead for good; as rdma-core drops a
  * device that was removed, a later look for the device opens it again
@@ -40,6 +42,7 @@ enum dev_obj {
 struct cma_device {
 	struct ibv_context *ctx;
 	void *objs[DEV_NOBJS];		/* made the first time needed */
+	unsigned int nids;		/* the ids on it (cma_device_hold) */
 	bool have_attr;
 	uint8_t max_resp;		/* max_qp_rd_atom */
 	uint8_t max_init;		/* max_qp_init_rd_atom */
@@ -245,6 +248,7 @@ static struct cma_device *find_by_name_locked(const char *name)
 	return NULL;
 }
 
+/* ctx's entry, live or dead: ids made on a dead one still name it. */
 static struct cma_device *find_by_ctx_locked(struct ibv_context *ctx)
 {
 	int i;
@@ -252,6 +256,9 @@ static struct cma_device *find_by_ctx_locked(struct ibv_context *ctx)
 	for (i = 0; i < ncontexts; i++)
 		if (devices[i].ctx == ctx)
 			return &devices[i];
+	for (i = 0; i < ndead; i++)
+		if (dead_devices[i].ctx == ctx)
+			return &dead_devices[i];
 	return NULL;
 }
 
@@ -276,17 +283,15 @@ int cma_device_open(const char *name, struct ibv_context **ret_ctx)
 
 /*
  * The device's object `which`, made by make() the first time one is
- * asked for, kept for the life of the process; NULL with *err set if
+ * asked for, kept while ids are on the device; NULL with *err set if
  * ctx is not one of ours or it cannot be made.
  */
-static void *device_object(struct ibv_context *ctx, enum dev_obj which,
-			   void *(*make)(struct ibv_context *ctx), int *err)
+static void *device_object_locked(struct ibv_context *ctx, enum dev_obj which,
+				  void *(*make)(struct ibv_context *ctx), int *err)
 {
-	struct cma_device *dev;
+	struct cma_device *dev = find_by_ctx_locked(ctx);
 	void *obj = NULL;
 
-	pthread_mutex_lock(&devices_lock);
-	dev = find_by_ctx_locked(ctx);
 	/* Not one of ours: a context the app opened itself. */
 	*err = -EINVAL;
 	if (dev) {
@@ -295,6 +300,16 @@ static void *device_object(struct ibv_context *ctx, enum dev_obj which,
 		obj = dev->objs[which];
 		*err = obj ? 0 : -errno;
 	}
+	return obj;
+}
+
+static void *device_object(struct ibv_context *ctx, enum dev_obj which,
+			   void *(*make)(struct ibv_context *ctx), int *err)
+{
+	void *obj;
+
+	pthread_mutex_lock(&devices_lock);
+	obj = device_object_locked(ctx, which, make, err);
 	pthread_mutex_unlock(&devices_lock);
 	return obj;
 }
@@ -322,6 +337,44 @@ int cma_device_pd(struct ibv_context *ctx, struct ibv_pd **ret_pd)
 
 	*ret_pd = device_object(ctx, DEV_PD, make_pd, &err);
 	return err;
+}
+
+/* One more id on ctx's device, which then names its PD (*ret_pd). */
+int cma_device_hold(struct ibv_context *ctx, struct ibv_pd **ret_pd)
+{
+	int err;
+
+	pthread_mutex_lock(&devices_lock);
+	*ret_pd = device_object_locked(ctx, DEV_PD, make_pd, &err);
+	if (*ret_pd)
+		find_by_ctx_locked(ctx)->nids++;
+	pthread_mutex_unlock(&devices_lock);
+	return err;
+}
+
+/*
+ * An id leaves ctx's device.  After the last, the PD and XRC domain go;
+ * one the app still uses (EBUSY) stays its own, and the next id gets a
+ * new one, as rdma-core's does.
+ */
+void cma_device_drop(struct ibv_context *ctx)
+{
+	struct ibv_xrcd *xrcd = NULL;
+	struct ibv_pd *pd = NULL;
+	struct cma_device *dev;
+
+	pthread_mutex_lock(&devices_lock);
+	dev = find_by_ctx_locked(ctx);
+	if (dev && dev->nids > 0 && --dev->nids == 0) {
+		pd = dev->objs[DEV_PD];
+		xrcd = dev->objs[DEV_XRCD];
+		dev->objs[DEV_PD] = dev->objs[DEV_XRCD] = NULL;
+	}
+	pthread_mutex_unlock(&devices_lock);
+	if (xrcd)
+		(void)ibv_close_xrcd(xrcd);
+	if (pd)
+		(void)ibv_dealloc_pd(pd);
 }
 
 /* For XRC_RECV ids' QPs and SRQs when the caller names no domain. */

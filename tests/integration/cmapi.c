@@ -1100,6 +1100,42 @@ START_TEST(id_pd)
 END_TEST
 
 /*
+ * The device's PD lives while ids are on the device, as rdma-core's
+ * librdmacm keeps it: the last id to go deallocates it (a handle no
+ * longer there), and the next id on the device gets a new one.
+ */
+START_TEST(id_pd_goes_with_last_id)
+{
+	struct rdma_cm_id *a, *b;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	uint32_t handle;
+
+	ck_ok(rdma_create_id(NULL, &a, NULL, RDMA_PS_TCP));
+	listen_on(a, "127.0.0.1", 1);
+	ck_assert_ptr_nonnull(a->pd);
+	ctx = a->verbs;
+	handle = a->pd->handle;
+	ck_ok(rdma_create_id(NULL, &b, NULL, RDMA_PS_TCP));
+	listen_on(b, "127.0.0.1", 1);
+	ck_assert_ptr_eq(b->pd, a->pd);
+	ck_ok(rdma_destroy_id(a));
+	pd = ibv_import_pd(ctx, handle);
+	ck_assert_msg(pd, "the PD is gone while an id is on its device: %s",
+		      strerror(errno));
+	ibv_unimport_pd(pd);
+	ck_ok(rdma_destroy_id(b));
+	pd = ibv_import_pd(ctx, handle);
+	ck_assert_msg(!pd, "the PD outlived the last id on its device");
+	ck_ok(rdma_create_id(NULL, &a, NULL, RDMA_PS_TCP));
+	listen_on(a, "127.0.0.1", 1);
+	ck_assert_ptr_nonnull(a->pd);
+	ck_assert_uint_ne(a->pd->handle, handle);
+	ck_ok(rdma_destroy_id(a));
+}
+END_TEST
+
+/*
  * An app may deallocate the PD it gave rdma_create_qp() once the QP is
  * gone, while the id still names it (rping does, before its last events).
  * The library must not look into id->pd when later events name the id's
@@ -3102,7 +3138,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
 		T(not_an_id),
-		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
