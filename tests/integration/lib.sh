@@ -166,6 +166,14 @@ ibvd_cleanup() {
 	for p in "${BG_PIDS[@]}"; do
 		wait_exit "$p" 2 || { kill -KILL "$p"; wait "$p"; } 2>/dev/null
 	done
+	# Every test checks the tenants' accounts: a tenant's last reference
+	# logs what it still had charged, and a release of more than was
+	# charged is logged too.
+	if [ "$rc" -eq 0 ] && [ -n "$T" ] &&
+	   grep -E 'still charged at the end|, only [0-9]+ charged' "$T"/daemon*.log 2>/dev/null; then
+		printf '%s: FAIL: %s\n' "$IBVD_TEST" "a daemon's accounts did not balance (above)" >&2
+		rc=1
+	fi
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$T" ]; then
 		for f in "$T"/daemon*.log; do
 			[ -s "$f" ] && show "$(basename "$f") (last 40 lines)" <(tail -n 40 "$f")
