@@ -94,6 +94,12 @@ bool ibvd_eng_retry_spent(const struct ibvd_qp *qp)
 	return qp->attr.timeout && !qp->retry_left;
 }
 
+void ibvd_eng_retry_refill(struct ibvd_qp *qp)
+{
+	qp->retry_left = qp->attr.retry_cnt;
+	qp->rnr_left = qp->attr.rnr_retry;
+}
+
 /*
  * When to ask a QP waiting for its transport's answer again: a local ACK
  * timeout from now, or sooner if the transport asked (ibvd_eng_ask_again_by).
@@ -234,7 +240,11 @@ static enum ibv_wc_status local_op(struct ibvd_qp *qp,
 /* First attempt at the WQE in front. */
 static void start_wqe(struct ibvd_qp *qp)
 {
-	/* Retry budgets count per message, from its first attempt. */
+	/*
+	 * Retry budgets count per message, from its first attempt; a
+	 * transport whose messages move on between timeouts refills them
+	 * (ibvd_eng_retry_refill).
+	 */
 	qp->rnr_left = qp->attr.rnr_retry;
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->busy_since_ns = 0;

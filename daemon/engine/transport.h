@@ -537,6 +537,12 @@ bool ibvd_eng_can_receive(uint32_t state);
 bool ibvd_eng_retry_spent(const struct ibvd_qp *qp);
 
 /*
+ * send.c: qp's front is moving again after a timeout; its retry and RNR
+ * budgets start over, as rxe's do on every answer that moves things on.
+ */
+void ibvd_eng_retry_refill(struct ibvd_qp *qp);
+
+/*
  * Before a step of a chunked message to peer: the first step makes peer
  * its responder; a later one is only for that QP, in the incarnation the
  * first step found (false: the responder lost the message to a RESET).

@@ -545,6 +545,15 @@ bool ibvd_eng_retry_spent(const struct ibvd_qp *qp)
 	return retries_spent;
 }
 
+/* Budgets given back by progress after a timeout. */
+static unsigned int refills;
+
+void ibvd_eng_retry_refill(struct ibvd_qp *qp)
+{
+	ck_assert_ptr_eq(qp, &req_qp);
+	refills++;
+}
+
 bool ibvd_eng_can_receive(uint32_t state)
 {
 	return state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
@@ -598,6 +607,7 @@ static void setup(void)
 	writev_fails = recv_via_fd = false;
 	fail_at_peek = 0;
 	retries_spent = false;
+	refills = 0;
 	sq_posted = 0;
 	memset(rq_posted, 0, sizeof(rq_posted));
 	memset(rq_taken, 0, sizeof(rq_taken));
@@ -1032,6 +1042,47 @@ static void exchange(unsigned int from)
 			deliver(from);
 	}
 }
+
+/*
+ * The retries count timeouts in a row (rxe's reset_retry_counters): a
+ * timeout after responses that moved the READ on gives it its budget
+ * again; a timeout after another, with nothing heard between, does not.
+ */
+START_TEST(progress_between_timeouts_refills_the_retries)
+{
+	struct eng_req er;
+	unsigned int first;
+
+	read_req(&er);
+	ck_assert_int_eq(call(&er), RESP_PENDING);
+	deliver(0);
+	ck_assert_uint_eq(nsent, 5);
+	req_qp.attr.timeout = 1;		/* 8 us */
+
+	/* nothing heard yet: the first timeout spends a retry */
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(refills, 0);
+	/* a response in order moves the READ on: the next timeout refills */
+	deliver(1);
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(refills, 1);
+	/* then silence: timeouts in a row spend */
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	usleep(1000);
+	ck_assert_int_eq(call(&er), RESP_NO_ACK);
+	ck_assert_uint_eq(refills, 1);
+
+	/* and the READ still completes whole */
+	req_qp.attr.timeout = 20;
+	first = nsent - 1;
+	exchange(first);
+	ck_assert_int_eq(call(&er), RESP_OK);
+	ck_assert_mem_eq(local_mem, remote_mem, READ_LEN);
+}
+END_TEST
 
 /* er, a message of 4096 bytes, in two steps of 2048 as the engine gives them. */
 static void two_steps(struct eng_req *er)
@@ -2766,6 +2817,7 @@ int main(void)
 	tcase_add_test(tc, read_run_after_the_qp_failed);
 	tcase_add_test(tc, read_timeout_asks_for_the_rest_only);
 	tcase_add_test(tc, read_whole_again_when_nothing_came);
+	tcase_add_test(tc, progress_between_timeouts_refills_the_retries);
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
 	tcase_add_test(tc, chunked_steps_move_their_own_bytes);
 	tcase_add_test(tc, local_mr_gone_in_flight);

@@ -277,6 +277,8 @@ struct roce_qp {
 		bool acked_past;
 		uint32_t acked_end;
 		uint64_t heard_ns;	/* when an answer last moved things on */
+		/* heard_ns as the last timeout found it (rc.c, front_step) */
+		uint64_t heard_at_timeout_ns;
 		/* the quiet (rc.c, quiet_since) a tail probe went in */
 		uint64_t probed_quiet;
 		bool retiring;		/* an answer taken, its completion not

@@ -717,6 +717,17 @@ static enum eng_resp front_step(struct ibvd_engine *eng, struct roce_txq *q,
 				     ibvd_eng_timeout_ns(qp->attr.timeout);
 	if (!w->tx.resend && !timed_out)
 		return RESP_PENDING;
+	/*
+	 * The retries count timeouts in a row, as rxe counts them: an
+	 * answer that moved anything on since the last timeout gives the
+	 * front its whole budget again.  A long message over a lossy path
+	 * may time out more often than retry_cnt and still be moving.
+	 */
+	if (timed_out) {
+		if (w->tx.heard_ns != w->tx.heard_at_timeout_ns)
+			ibvd_eng_retry_refill(qp);
+		w->tx.heard_at_timeout_ns = w->tx.heard_ns;
+	}
 	if (timed_out && ibvd_eng_retry_spent(qp)) {
 		/*
 		 * The engine fails the front now: nothing goes again, and
