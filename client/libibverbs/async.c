@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -189,20 +190,52 @@ static int read_event(struct ibvc_context *ictx, void *buf,
 	return ret;
 }
 
-static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event)
-{
+/* A wait for an event, for its cancellation's cleanup. */
+struct event_wait {
+	struct ibvc_context *ictx;
 	void *buf;
+};
+
+static void wait_cancelled(void *arg)
+{
+	struct event_wait *w = arg;
+
+	free(w->buf);
+	ibvc_context_leave(w->ictx);
+}
+
+/*
+ * The wait is the one point where ibv_get_async_event can be cancelled,
+ * as rdma-core's read() can; cancel_state is the app's, and the rest of
+ * the call runs with cancellation off.
+ */
+static int cancellable_wait(struct event_wait *w, int cancel_state)
+{
+	int ret;
+
+	pthread_cleanup_push(wait_cancelled, w);
+	pthread_setcancelstate(cancel_state, NULL);
+	/* the daemon's socket alone: SA_RESTART restarts the wait */
+	ret = ibvd_wait_readable(w->ictx->vctx.context.async_fd, true);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_cleanup_pop(0);
+	return ret;
+}
+
+static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event,
+		     int cancel_state)
+{
+	struct event_wait w = { .ictx = ictx };
 	int ret;
 
 	if (fatal_was_delivered(ictx))
 		return -EIO;
 	/* Events are rare; a frame buffer per call keeps threads apart. */
-	buf = malloc(IBVD_FRAME_MAX);
-	if (!buf)
+	w.buf = malloc(IBVD_FRAME_MAX);
+	if (!w.buf)
 		return -ENOMEM;
 	for (;;) {
-		/* the daemon's socket alone: SA_RESTART restarts the wait */
-		ret = ibvd_wait_readable(ictx->vctx.context.async_fd, true);
+		ret = cancellable_wait(&w, cancel_state);
 		if (ret < 0)
 			break;	/* EINTR, or EAGAIN when non-blocking */
 		/* ibv_close_device woke us: its end, not the daemon's */
@@ -210,27 +243,31 @@ static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event)
 			ret = -EIO;
 			break;
 		}
-		ret = read_event(ictx, buf, event);
+		ret = read_event(ictx, w.buf, event);
 		/* 0: nothing for the app; -EAGAIN: another thread took it */
 		if (ret != 0 && ret != -EAGAIN)
 			break;
 	}
-	free(buf);
+	free(w.buf);
 	return ret < 0 ? ret : 0;
 }
 
 int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
 	struct ibvc_context *ictx;
-	int ret;
+	int ret, cancel_state;
 
 	if (!ctx || !event)
 		return ibvc_minus_one_ret(-EINVAL);
 	ictx = to_ibvc_context(ctx);
-	if (!ibvc_context_enter(ictx))
-		return ibvc_minus_one_ret(-EIO);
-	ret = get_event(ictx, event);
-	ibvc_context_leave(ictx);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+	if (ibvc_context_enter(ictx)) {
+		ret = get_event(ictx, event, cancel_state);
+		ibvc_context_leave(ictx);
+	} else {
+		ret = -EIO;
+	}
+	pthread_setcancelstate(cancel_state, NULL);
 	return ibvc_minus_one_ret(ret);
 }
 

@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/epoll.h>
@@ -286,12 +287,44 @@ static int wait_ms(int want, uint64_t deadline)
 	return want >= 0 && (uint64_t)want < left ? want : (int)left;
 }
 
+static void leave_context(struct ibvc_comp_channel *ch,
+			  struct ibvc_context *ictx);
+
+/* A thread cancelled in its sleep: what its call would have undone. */
+static void wait_cancelled(void *arg)
+{
+	struct ibvc_comp_channel *ch = arg;
+
+	__atomic_sub_fetch(&ch->waiters, 1, __ATOMIC_RELEASE);
+	leave_context(ch, to_ibvc_context(ch->channel.context));
+}
+
+/*
+ * The sleep is the one point where ibv_get_cq_event can be cancelled, as
+ * rdma-core's read() can: nowhere that holds a lock.  cancel_state is
+ * the app's; the rest of the call runs with cancellation off.
+ */
+static int cancellable_poll(struct ibvc_comp_channel *ch, struct pollfd *pfd,
+			    int ms, int cancel_state)
+{
+	int n, err;
+
+	pthread_cleanup_push(wait_cancelled, ch);
+	pthread_setcancelstate(cancel_state, NULL);
+	n = poll(pfd, 1, ms);
+	err = errno;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_cleanup_pop(0);
+	errno = err;
+	return n;
+}
+
 /*
  * wait_channel's sleep: 0 when readable or a rescan is due, -ETIMEDOUT at
  * the deadline (CLOCK_MONOTONIC ns, 0: none), or -errno.
  */
 static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd,
-			 uint64_t deadline)
+			 uint64_t deadline, int cancel_state)
 {
 	int n;
 
@@ -305,8 +338,9 @@ static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd,
 		 * wake-up pair may come beside the socket while we wait, and
 		 * a recv would not hear it.  So any signal ends this wait.
 		 */
-		n = poll(pfd, 1, wait_ms(watching || rescan ? FALLBACK_MS : -1,
-					 deadline));
+		n = cancellable_poll(ch, pfd,
+				     wait_ms(watching || rescan ? FALLBACK_MS : -1,
+					     deadline), cancel_state);
 		if (n != 0)
 			return n < 0 ? -errno : 0;
 		/* after a last look: what came just now is no timeout */
@@ -327,7 +361,8 @@ static int wait_watching(struct ibvc_comp_channel *ch, struct pollfd *pfd,
  * and back to the rings after as long when one of them was busy; until
  * the deadline (wait_watching).
  */
-static int wait_channel(struct ibvc_comp_channel *ch, uint64_t deadline)
+static int wait_channel(struct ibvc_comp_channel *ch, uint64_t deadline,
+			int cancel_state)
 {
 	struct pollfd pfd = { .fd = ch->channel.fd, .events = POLLIN };
 	int flags = fcntl(ch->channel.fd, F_GETFL), n;
@@ -344,7 +379,7 @@ static int wait_channel(struct ibvc_comp_channel *ch, uint64_t deadline)
 		__atomic_store_n(&ch->sleeps_here, true, __ATOMIC_RELAXED);
 	/* Store (waiters) -> load (watching), mirrored by the senders. */
 	__atomic_add_fetch(&ch->waiters, 1, __ATOMIC_SEQ_CST);
-	n = wait_watching(ch, &pfd, deadline);
+	n = wait_watching(ch, &pfd, deadline, cancel_state);
 	__atomic_sub_fetch(&ch->waiters, 1, __ATOMIC_RELEASE);
 	return n;
 }
@@ -822,7 +857,8 @@ static struct ibvc_cq *take_owed_event(struct ibvc_comp_channel *ch)
 	return cq;
 }
 
-static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
+static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq,
+			int cancel_state)
 {
 	struct ibvc_context *ictx = to_ibvc_context(ch->channel.context);
 	bool entry = true, poked = false, frame;
@@ -867,7 +903,7 @@ static int get_cq_event(struct ibvc_comp_channel *ch, struct ibvc_cq **ret_cq)
 		if (entry && poked)
 			deadline = ibvd_mono_ns() + STALE_WAIT_MS * 1000000ull;
 		entry = false;
-		ret = wait_channel(ch, deadline);
+		ret = wait_channel(ch, deadline, cancel_state);
 		if (ret == -ETIMEDOUT) {
 			deadline = 0;
 			*ret_cq = unseen_poke_event(ch);
@@ -914,16 +950,20 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 	struct ibvc_comp_channel *ch;
 	struct ibvc_context *ictx;
 	struct ibvc_cq *icq = NULL;
-	int ret;
+	int ret, cancel_state;
 
 	if (!channel || !cq || !cq_context)
 		return ibvc_minus_one_ret(-EINVAL);
 	ch = to_ibvc_channel(channel);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	ictx = enter_context(ch);
-	if (!ictx)
-		return ibvc_minus_one_ret(-EIO);
-	ret = get_cq_event(ch, &icq);
-	leave_context(ch, ictx);
+	if (ictx) {
+		ret = get_cq_event(ch, &icq, cancel_state);
+		leave_context(ch, ictx);
+	} else {
+		ret = -EIO;
+	}
+	pthread_setcancelstate(cancel_state, NULL);
 	if (ret < 0)
 		return ibvc_minus_one_ret(ret);
 	*cq = &icq->cq;

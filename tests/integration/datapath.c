@@ -4303,6 +4303,45 @@ START_TEST(close_with_waiters)
 END_TEST
 
 /*
+ * A thread cancelled while it sleeps in ibv_get_cq_event or
+ * ibv_get_async_event (Debian's rping -P cancels its CQ thread so): the
+ * call is a cancellation point, as rdma-core's read() is, and leaves
+ * nothing behind, so the CQ, the channel and the context still go.
+ * Before, the destroy and the close waited for ever for the waiter.
+ */
+START_TEST(cancelled_waiters)
+{
+	struct close_waiter a = { 0 }, c = { 0 };
+	struct vt_dev dev;
+	struct ibv_cq *cq;
+	pthread_t at, ct;
+	void *res;
+
+	vt_open(&dev);
+	a.ctx = dev.ctx;
+	c.ch = ibv_create_comp_channel(dev.ctx);
+	ck_assert_ptr_nonnull(c.ch);
+	cq = ibv_create_cq(dev.ctx, 16, NULL, c.ch, 0);
+	ck_assert_ptr_nonnull(cq);
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	ck_assert_int_eq(pthread_create(&at, NULL, wait_async, &a), 0);
+	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &c), 0);
+	waiter_asleep(&a);
+	waiter_asleep(&c);
+	ck_assert_int_eq(pthread_cancel(ct), 0);
+	ck_assert_int_eq(pthread_join(ct, &res), 0);
+	ck_assert_ptr_eq(res, PTHREAD_CANCELED);
+	ck_assert_int_eq(pthread_cancel(at), 0);
+	ck_assert_int_eq(pthread_join(at, &res), 0);
+	ck_assert_ptr_eq(res, PTHREAD_CANCELED);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(c.ch), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(dev.pd), 0);
+	ck_assert_int_eq(ibv_close_device(dev.ctx), 0);
+}
+END_TEST
+
+/*
  * The app takes away its own access to memory it left registered
  * (PROT_NONE) and posts from it: its library's copy faults, for a payload
  * copied as it is posted (64 bytes) and one staged or put on a transit
@@ -6237,6 +6276,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, fork_context_stays_the_parents);
 	tcase_add_test(tc, fork_child_closes_inherited);
 	tcase_add_test(tc, close_with_waiters);
+	tcase_add_test(tc, cancelled_waiters);
 	tcase_add_test(tc, mem_munmap);
 	tcase_add_loop_test(tc, mem_protected_under_mr, 0, 4);
 	return s;
