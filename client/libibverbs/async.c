@@ -228,7 +228,8 @@ static int get_event(struct ibvc_context *ictx, struct ibv_async_event *event,
 	struct event_wait w = { .ictx = ictx };
 	int ret;
 
-	if (fatal_was_delivered(ictx))
+	/* the parent's events: its socket is shared, and they are its own */
+	if (ibvc_forked(ictx) || fatal_was_delivered(ictx))
 		return -EIO;
 	/* Events are rare; a frame buffer per call keeps threads apart. */
 	w.buf = malloc(IBVD_FRAME_MAX);

@@ -955,6 +955,8 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 	if (!channel || !cq || !cq_context)
 		return ibvc_minus_one_ret(-EINVAL);
 	ch = to_ibvc_channel(channel);
+	if (ibvc_forked(to_ibvc_context(channel->context)))
+		return ibvc_minus_one_ret(-EIO);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	ictx = enter_context(ch);
 	if (ictx) {

@@ -113,19 +113,23 @@ static struct ibvc_context *context_new(struct ibvc_device *dev)
 	return ictx;
 }
 
-/*
- * A forked child's copy of a context: its context page and ring arena
- * were not inherited (MADV_DONTFORK), and their addresses may hold the
- * child's own mappings since.
- */
-static bool inherited(const struct ibvc_context *ictx)
+pid_t ibvc_pid;
+
+static void forked_child(void)
 {
-	return ictx->conn.owner != getpid();
+	ibvc_pid = getpid();
+}
+
+/* glibc drops the fork handler when the library is unloaded. */
+__attribute__((constructor)) static void pid_init(void)
+{
+	ibvc_pid = getpid();
+	pthread_atfork(NULL, NULL, forked_child);
 }
 
 static void context_free(struct ibvc_context *ictx)
 {
-	bool mapped = !inherited(ictx);
+	bool mapped = !ibvc_forked(ictx);
 
 	ibvd_conn_close(&ictx->conn);
 	if (ictx->vctx.context.async_fd >= 0)
@@ -425,7 +429,7 @@ int ibv_close_device(struct ibv_context *ctx)
 		return 0;
 	ictx = to_ibvc_context(ctx);
 	/* a child's copy: no thread of its waits (its count is the parent's) */
-	if (!inherited(ictx))
+	if (!ibvc_forked(ictx))
 		wake_waiters(ictx);
 	context_free(ictx);
 	return 0;

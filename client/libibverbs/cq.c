@@ -216,6 +216,8 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 
 	if (!ibcq)
 		return EINVAL;
+	if (ibvc_forked(to_ibvc_context(ibcq->context)))
+		return ibvc_errno_ret(-EIO);
 	cq = to_ibvc_cq(ibcq);
 	/*
 	 * Off its channel first: once the daemon frees its ring, the

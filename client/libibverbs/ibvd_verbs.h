@@ -74,6 +74,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #include <infiniband/verbs.h>
@@ -255,6 +256,19 @@ void ibvc_mrtab_fini(struct ibvc_context *ictx);
 static inline struct ibvc_context *to_ibvc_context(struct ibv_context *ctx)
 {
 	return container_of(ctx, struct ibvc_context, vctx.context);
+}
+
+/* This process's pid, kept across fork() (context.c): read per call. */
+extern pid_t ibvc_pid;
+
+/*
+ * A forked child's copy of a context: its queues and context page were
+ * not inherited (MADV_DONTFORK), its socket is the parent's.  Every verb
+ * on it fails with EIO (ibverbsd(7)) before it touches either.
+ */
+static inline bool ibvc_forked(const struct ibvc_context *ictx)
+{
+	return ictx->conn.owner != ibvc_pid;
 }
 
 /* The daemon went away: make every later RPC of ctx fail fast with EIO. */

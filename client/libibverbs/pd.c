@@ -52,6 +52,9 @@ int ibvc_destroy_handle(struct ibv_context *ctx, uint16_t type, uint32_t handle)
 	Ibvd__Handle req = IBVD__HANDLE__INIT;
 	int ret;
 
+	/* not the parent's objects, even where destroys may not fail */
+	if (ibvc_forked(to_ibvc_context(ctx)))
+		return -EIO;
 	req.handle = handle;
 	ret = ibvd_conn_call(ibvc_conn_of(ctx), type, &req.base, NULL, NULL,
 			     NULL, NULL);

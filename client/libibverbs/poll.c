@@ -128,6 +128,8 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		return 0;
 	if (num_entries > 0 && !wc)
 		return -EINVAL;
+	if (ibvc_forked(to_ibvc_context(ibcq->context)))
+		return -EIO;
 	ibvc_direct_cq_check(cq);
 	pthread_mutex_lock(&cq->lock);
 	n = poll_ring(cq, num_entries, wc);
@@ -157,6 +159,8 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	struct ibvd_cq_client *client;
 	uint32_t fired, flags;
 
+	if (ibvc_forked(to_ibvc_context(ibcq->context)))
+		return ibvc_errno_ret(-EIO);
 	flags = solicited_only ? IBVD_ARM_SOLICITED : IBVD_ARM_NEXT;
 	ibvc_cq_lock(cq);
 	/* First: it may fire the arm this one follows. */

@@ -332,6 +332,10 @@ int ibvc_post_send_op(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct ibvc_qp *qp = to_ibvc_qp(ibqp);
 	int ret;
 
+	if (ibvc_forked(to_ibvc_context(ibqp->context))) {
+		*bad_wr = wr;
+		return ibvc_errno_ret(-EIO);
+	}
 	ibvc_direct_refresh(qp);
 	wq_lock(qp, &qp->sq);
 	ret = post_send_locked(qp, wr, bad_wr, false);
@@ -460,6 +464,10 @@ int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	bool published;
 	int ret;
 
+	if (ibvc_forked(to_ibvc_context(ibqp->context))) {
+		*bad_wr = wr;
+		return ibvc_errno_ret(-EIO);
+	}
 	/* XRC QPs, like those with an SRQ, have no receive queue. */
 	if (ibqp->srq || !qp->rq.slots || !rq_state_ok(qp)) {
 		*bad_wr = wr;
@@ -484,6 +492,10 @@ int ibvc_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	bool published;
 	int ret;
 
+	if (ibvc_forked(to_ibvc_context(ibsrq->context))) {
+		*bad_wr = wr;
+		return ibvc_errno_ret(-EIO);
+	}
 	pthread_mutex_lock(&srq->rq.lock);
 	ret = post_recv_locked(&srq->rq, srq->max_sge, wr, bad_wr, &published);
 	pthread_mutex_unlock(&srq->rq.lock);

@@ -12,7 +12,9 @@
  * A context whose daemon went away is dead for good; as rdma-core drops a
  * device that was removed, a later look for the device opens it again
  * (from a daemon started since) in its place.  The dead context is kept,
- * never closed: ids made on it may still name it.
+ * never closed: ids made on it may still name it.  A forked child treats
+ * its parent's contexts so too: they fail with EIO in it (ibverbsd(7)),
+ * and the child's own ids get contexts of its own.
  *
  * This is also what makes our librdmacm depend on our libibverbs
  * (DT_NEEDED libibverbs.so.1), so that a program, its librdmacm and any
@@ -26,6 +28,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -41,6 +44,7 @@ enum dev_obj {
 
 struct cma_device {
 	struct ibv_context *ctx;
+	pid_t pid;			/* the process that opened it */
 	void *objs[DEV_NOBJS];		/* made the first time needed */
 	unsigned int nids;		/* the ids on it (cma_device_hold) */
 	bool have_attr;
@@ -68,6 +72,12 @@ static bool dead(const struct ibv_context *ctx)
 	       (pfd.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* Entry i's context is dead, or a parent's (we are a forked child). */
+static bool gone_locked(int i)
+{
+	return devices[i].pid != getpid() || dead(contexts[i]);
+}
+
 /* The entry of a live context of device (or of its name), or -1. */
 static int known_locked(struct ibv_device *device)
 {
@@ -77,7 +87,7 @@ static int known_locked(struct ibv_device *device)
 		if ((contexts[i]->device == device ||
 		     strcmp(ibv_get_device_name(contexts[i]->device),
 			    ibv_get_device_name(device)) == 0) &&
-		    !dead(contexts[i]))
+		    !gone_locked(i))
 			return i;
 	return -1;
 }
@@ -90,7 +100,7 @@ static int dead_locked(struct ibv_device *device)
 	for (i = 0; i < ncontexts; i++)
 		if (strcmp(ibv_get_device_name(contexts[i]->device),
 			   ibv_get_device_name(device)) == 0 &&
-		    dead(contexts[i]))
+		    gone_locked(i))
 			return i;
 	return -1;
 }
@@ -100,7 +110,7 @@ static bool any_dead_locked(void)
 	int i;
 
 	for (i = 0; i < ncontexts; i++)
-		if (dead(contexts[i]))
+		if (gone_locked(i))
 			return true;
 	return false;
 }
@@ -145,6 +155,7 @@ static void place_locked(int i, struct ibv_context *ctx)
 	}
 	memset(&devices[i], 0, sizeof(devices[i]));
 	devices[i].ctx = ctx;
+	devices[i].pid = getpid();
 	contexts[i] = ctx;
 }
 
@@ -269,7 +280,7 @@ int cma_device_open(const char *name, struct ibv_context **ret_ctx)
 
 	pthread_mutex_lock(&devices_lock);
 	dev = find_by_name_locked(name);
-	if (!dev || dead(dev->ctx)) {
+	if (!dev || dev->pid != getpid() || dead(dev->ctx)) {
 		ret = open_all_locked();
 		dev = ret < 0 ? NULL : find_by_name_locked(name);
 	}

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cma.h"
 
@@ -463,6 +464,9 @@ static int get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 	Ibvd__CmEvent *m = NULL;
 	int ret;
 
+	/* a forked child's copy: the events on its socket are the parent's */
+	if (ch->conn.owner != getpid())
+		return -EIO;
 	for (;;) {
 		if (cma_channel_dead(ch))
 			return removal_event(ch, ret_ev);

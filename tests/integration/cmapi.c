@@ -70,6 +70,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <infiniband/ib.h>
@@ -1096,6 +1097,58 @@ START_TEST(id_pd)
 	pair_close(&p);
 	ck_ok(rdma_destroy_id(bound));
 	ck_ok(rdma_destroy_id(any));
+}
+END_TEST
+
+/*
+ * A forked child of a process that uses the CM: the parent's event
+ * channel fails with EIO in it at once (its events are the parent's,
+ * on a socket the two share), and the child's own ids get device
+ * contexts of the child's, on which verbs work.  Before, the child's
+ * rdma_get_cm_event read the parent's socket (and blocked), and its ids
+ * named the parent's contexts, where every verb failed with EIO.  Exit
+ * codes name the step.  The parent's connection is made afterwards.
+ */
+START_TEST(fork_child_cm)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct sockaddr_storage ss = sa_make("127.0.0.1", 0);
+	struct ibv_pd *pd;
+	struct pair p;
+	int status;
+	pid_t pid;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_assert_ptr_nonnull(p.client->verbs);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		alarm(vt_tmo_ms() / 1000 + 1);
+		if (rdma_get_cm_event(p.sch, &ev) != -1 || errno != EIO)
+			_exit(3);
+		ch = rdma_create_event_channel();
+		if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+			_exit(4);
+		if (rdma_bind_addr(id, SA(ss)))
+			_exit(5);
+		if (!id->verbs || id->verbs == p.client->verbs)
+			_exit(6);
+		pd = ibv_alloc_pd(id->verbs);
+		if (!pd || ibv_dealloc_pd(pd))
+			_exit(7);
+		if (rdma_destroy_id(id))
+			_exit(8);
+		rdma_destroy_event_channel(ch);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the forked child's CM: status %#x", status);
+	pair_connect(&p, NULL, NULL);
+	pair_close(&p);
 }
 END_TEST
 
@@ -3138,7 +3191,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(getaddrinfo_api),
 		T(not_an_id),
-		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),

@@ -4185,6 +4185,78 @@ START_TEST(fork_child_closes_inherited)
 }
 END_TEST
 
+/*
+ * In a forked child, the verbs on the inherited context's queues and
+ * events fail with EIO before they touch them (they are not mapped in
+ * the child, ibverbsd(7)) and take nothing of the parent's: the CQ event
+ * waiting on the channel is still the parent's.  Before, the child died
+ * of SIGSEGV in each of these, and its ibv_get_async_event read the
+ * parent's events.  Exit codes name the call.
+ */
+START_TEST(fork_child_queues_fail)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_send_wr swr = { 0 }, *bad_s = NULL;
+	struct ibv_recv_wr rwr = { 0 }, *bad_r = NULL;
+	struct pollfd pfd = { .events = POLLIN };
+	struct ibv_async_event ev;
+	struct ibv_cq *cq, *got;
+	struct ibv_wc wc[2];
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	void *got_ctx;
+	int status;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(ch);
+	cq = ibv_create_cq(D.ctx, 16, NULL, ch, 0);
+	ck_assert_ptr_nonnull(cq);
+	vt_pair_on(&p, &D, NULL, NULL, cq, cq);
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	vt_recv(p.qp[1], 1, BUF(mr) + 2048, 64, mr->lkey);
+	vt_send(p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 64,
+		mr->lkey, 0, 0);
+	pfd.fd = ch->fd;
+	ck_assert_int_eq(poll(&pfd, 1, vt_tmo_ms()), 1);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (ibv_get_cq_event(ch, &got, &got_ctx) != -1 || errno != EIO)
+			_exit(3);
+		if (ibv_get_async_event(D.ctx, &ev) != -1 || errno != EIO)
+			_exit(4);
+		if (ibv_poll_cq(cq, 2, wc) != -EIO)
+			_exit(5);
+		if (ibv_req_notify_cq(cq, 0) != EIO)
+			_exit(6);
+		if (ibv_post_send(p.qp[0], &swr, &bad_s) != EIO || bad_s != &swr)
+			_exit(7);
+		if (ibv_post_recv(p.qp[1], &rwr, &bad_r) != EIO || bad_r != &rwr)
+			_exit(8);
+		if (ibv_destroy_qp(p.qp[0]) != EIO)
+			_exit(9);
+		if (ibv_destroy_cq(cq) != EIO)
+			_exit(10);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child's verbs on inherited queues: status %#x", status);
+	ck_assert_int_eq(ibv_get_cq_event(ch, &got, &got_ctx), 0);
+	ck_assert_ptr_eq(got, cq);
+	ibv_ack_cq_events(cq, 1);
+	ck_assert_int_eq(vt_poll(cq, wc, 2, vt_tmo_ms()), 2);
+	ck_assert_int_eq(wc[0].status, IBV_WC_SUCCESS);
+	ck_assert_int_eq(wc[1].status, IBV_WC_SUCCESS);
+	vt_pair_free(&p);
+	vt_dereg(mr);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
+
 struct close_waiter {
 	struct ibv_context *ctx;
 	struct ibv_comp_channel *ch;
@@ -6275,6 +6347,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mem_fork);
 	tcase_add_test(tc, fork_context_stays_the_parents);
 	tcase_add_test(tc, fork_child_closes_inherited);
+	tcase_add_test(tc, fork_child_queues_fail);
 	tcase_add_test(tc, close_with_waiters);
 	tcase_add_test(tc, cancelled_waiters);
 	tcase_add_test(tc, mem_munmap);
