@@ -87,8 +87,11 @@ static void log_changes(const struct ibvd_device *dev, int old_ifindex,
 /* The order rxe's contexts see: the port goes, the table changes, it comes. */
 static void send_events(struct ibvd_device *dev, unsigned int changed)
 {
-	if (changed & IBVD_ROCE_PORT_DOWN)
+	if (changed & IBVD_ROCE_PORT_DOWN) {
+		/* rxe's link_downed counts the same moments */
+		__atomic_fetch_add(&dev->ports[0].link_downed, 1, __ATOMIC_RELAXED);
 		ibvd_async_port_event(dev, 1, IBV_EVENT_PORT_ERR);
+	}
 	if (changed & IBVD_ROCE_GIDS_CHANGED)
 		ibvd_async_port_event(dev, 1, IBV_EVENT_GID_CHANGE);
 	if (changed & IBVD_ROCE_PORT_UP)

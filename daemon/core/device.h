@@ -56,6 +56,8 @@ struct ibvd_port {
 	uint64_t guid;			/* port GUID = node GUID + num - 1 */
 	/* UD datagrams its QPs refused for their Q_Key (atomic) */
 	uint64_t qkey_violations;
+	/* times a RoCE port went down (control thread; atomic loads) */
+	uint64_t link_downed;
 };
 
 TAILQ_HEAD(ibvd_device_list, ibvd_device);

@@ -288,6 +288,10 @@ void ibvd_engine_port_counters(const struct ibvd_device *dev,
 			out[c] += __atomic_load_n(&ectx->port_ctr[p][c],
 						  __ATOMIC_RELAXED);
 	}
+	/* the device's own, not a context's */
+	if (port_num <= dev->nports)
+		out[IBVD_PC_LINK_DOWNED] +=
+			__atomic_load_n(&dev->ports[p].link_downed, __ATOMIC_RELAXED);
 }
 
 void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],

@@ -50,7 +50,12 @@ pingpongs() {
 
 perftests() {
 	command -v ib_write_bw >/dev/null 2>&1 || { log "perftest is not installed"; return 0; }
+	rdma0=$(counter rdma_recvs "$SOCK_A")
 	across "ib_write_bw 64 KiB" "$PT_RE" ib_write_bw -d roce0 -x 1 -s 65536 -n 200
+	rdma1=$(counter rdma_recvs "$SOCK_A")
+	# the server's port counts the WRITEs that came to it, as rxe's does
+	[ $((rdma1 - rdma0)) -ge 200 ] ||
+		fail "rdma_recvs in A $rdma0 -> $rdma1 after 200 WRITEs"
 	across "ib_read_bw 64 KiB" "$PT_RE" ib_read_bw -d roce0 -x 1 -s 65536 -n 200
 	across "ib_atomic_bw" "$PT_RE" ib_atomic_bw -d roce0 -x 1 -n 200
 	across "ib_send_lat 2 B" "$PT_RE" ib_send_lat -d roce0 -x 1 -n 200
@@ -59,9 +64,10 @@ perftests() {
 		ib_send_lat -d roce0 -x 1 -n 500 -e
 }
 
-# counter NAME: the value of one of roce0/1's counters in namespace B's daemon.
+# counter NAME [SOCKET]: the value of one of roce0/1's counters in
+# namespace B's daemon (or the one on SOCKET).
 counter() {
-	SOCK=$SOCK_B ibvctl -j statistic show link roce0/1 >"$O/stat.json" 2>&1 ||
+	SOCK=${2:-$SOCK_B} ibvctl -j statistic show link roce0/1 >"$O/stat.json" 2>&1 ||
 		{ show "statistic show" "$O/stat.json"; fail "ibvctl statistic show link roce0/1"; }
 	"$PYTHON" - "$O/stat.json" "$1" <<-'EOF'
 	import json, sys
@@ -245,11 +251,19 @@ if command -v nft >/dev/null 2>&1; then
 		retry0=$(counter completer_retry_err)
 		across "ib_read_bw 4 MiB, 15 % lost each way" "$PT_RE" \
 			ib_read_bw -d roce0 -x 1 -s 4194304 -n 5
+		# B writes to A: A cannot take in more packets than B sent,
+		# its go-back-N resends included
+		sent0=$(counter sent_pkts)
+		rcvd0=$(counter rcvd_pkts "$SOCK_A")
 		across "ib_write_bw 4 MiB, 15 % lost each way" "$PT_RE" \
 			ib_write_bw -d roce0 -x 1 -s 4194304 -n 5
+		sent1=$(counter sent_pkts)
+		rcvd1=$(counter rcvd_pkts "$SOCK_A")
+		[ $((rcvd1 - rcvd0)) -le $((sent1 - sent0)) ] ||
+			fail "A took in $((rcvd1 - rcvd0)) RoCE packets, B counts $((sent1 - sent0)) sent: B's resends are not counted"
 		retry1=$(counter completer_retry_err)
 		for ns in "$NSA" "$NSB"; do ip netns exec "$ns" nft delete table inet ibvdloss15; done
-		ok "4 MiB messages at 15 % loss: completer_retry_err $retry0 -> $retry1 in $NSB"
+		ok "4 MiB messages at 15 % loss: completer_retry_err $retry0 -> $retry1 in $NSB; B sent $((sent1 - sent0)) packets of the WRITEs, A took in $((rcvd1 - rcvd0))"
 	fi
 else
 	log "nftables is not installed: no lossy runs"
@@ -271,6 +285,7 @@ ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
 cpid=$!
 BG_PIDS+=("$cpid")
 sleep 1
+downed0=$(counter link_downed)
 ip -n "$NSB" link set "$VB" down
 for i in $(seq $((TMO * 10))); do
 	grep -Eq 'retry counter exceeded' "$O/down.server" "$O/down.client" && break
@@ -286,6 +301,13 @@ if ! grep -Eq 'retry counter exceeded' "$O/down.server" "$O/down.client"; then
 fi
 daemon_alive "after the link went down"
 pid_running "$PID_B" || fail "the daemon in $NSB died when its link went down"
+# as rxe's: the port's going down counts once
+for i in $(seq $((TMO * 10))); do
+	[ "$(counter link_downed)" -gt "$downed0" ] && break
+	sleep 0.1
+done
+downed1=$(counter link_downed)
+[ "$downed1" -eq $((downed0 + 1)) ] || fail "link_downed $downed0 -> $downed1 in $NSB, not one more"
 ok "down: $(grep -hE 'retry counter exceeded' "$O/down.server" "$O/down.client" | head -n 1)"
 
 check "the link comes back: a new connection works"

@@ -479,6 +479,19 @@ static void send_ahead(struct ibvd_engine *eng, struct roce_txq *q,
 	}
 }
 
+/*
+ * Step m went again from its PSN skip on: its packets count as sent, as
+ * rxe counts every packet it puts on the wire.  (The engine counted each
+ * step's packets once, when it first went; a timeout's resend it counts
+ * again as the front's next try.)
+ */
+static void count_again(const struct ibvd_qp *qp, const struct roce_txm *m,
+			uint32_t skip)
+{
+	ibvd_eng_port_count(qp, IBVD_PC_SENT_PKTS,
+			    reads_back(m->w.opcode) ? 1 : m->npsn - skip);
+}
+
 /* The payload bytes of step m that go again from its PSN skip on. */
 static uint64_t sent_again(const struct roce_txm *m, uint32_t skip,
 			   uint32_t mtu)
@@ -494,9 +507,11 @@ static uint64_t sent_again(const struct roce_txm *m, uint32_t skip,
  * Send everything in flight again from PSN from on (go-back-N).  What
  * goes again is charged to the sender's turn and tenant, as what went
  * first was: a peer's NAKs cannot have it send more than it pays for.
+ * counted: the engine counts this sending as its front's next try.
  */
 static int resend_from(struct ibvd_engine *eng, struct roce_txq *q,
-		       struct ibvd_qp *qp, struct roce_qp *w, uint32_t from)
+		       struct ibvd_qp *qp, struct roce_qp *w, uint32_t from,
+		       bool counted)
 {
 	uint32_t mtu = roce_path_mtu(qp);
 	uint64_t bytes = 0;
@@ -514,6 +529,8 @@ static int resend_from(struct ibvd_engine *eng, struct roce_txq *q,
 			ret = -EFAULT;
 			break;
 		}
+		if (!counted)
+			count_again(qp, m, d > 0 ? (uint32_t)d : 0);
 		bytes += sent_again(m, d > 0 ? (uint32_t)d : 0, mtu);
 	}
 	ibvd_eng_charge_copies(eng, bytes);
@@ -533,8 +550,10 @@ static void read_again(struct roce_txq *q, struct ibvd_qp *qp,
 		struct roce_txm *m = roce_txm_at(w, i);
 
 		/* a READ's transmit reads no memory of ours: it cannot fail */
-		if (m->read_again && m->answer < 0)
+		if (m->read_again && m->answer < 0) {
 			(void)transmit(q, qp, m, m->first_psn);
+			count_again(qp, m, 0);
+		}
 	}
 }
 
@@ -617,6 +636,7 @@ static void probe(struct ibvd_engine *eng, struct roce_txq *q,
 	tail->sent_ns = sent_ns;
 	if (ret < 0)
 		return;
+	count_again(qp, tail, skip);
 	ibvd_eng_charge_copies(eng, sent_again(tail, skip, roce_path_mtu(qp)));
 	ibvd_eng_port_count(qp, IBVD_PC_COMPLETER_RETRY_ERR, 1);
 }
@@ -747,7 +767,7 @@ static enum eng_resp front_step(struct ibvd_engine *eng, struct roce_txq *q,
 		for (i = 0; i < w->tx.n; i++)
 			roce_txm_at(w, i)->read_gap = false;
 	}
-	if (resend_from(eng, q, qp, w, from) < 0)
+	if (resend_from(eng, q, qp, w, from, timed_out) < 0)
 		return RESP_LOCAL_FAULT;
 	return timed_out ? RESP_NO_ACK : RESP_PENDING;
 }

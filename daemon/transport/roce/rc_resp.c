@@ -353,6 +353,17 @@ static bool op_write(uint8_t op)
 }
 
 /*
+ * The first packet of an RDMA WRITE, READ or atomic, which rdma_recvs
+ * counts (as the engine counts them arriving between its own QPs).
+ */
+static bool starts_rdma(uint8_t op)
+{
+	op &= 0x1F;
+	return op == ROCE_RC_RDMA_READ_REQUEST || op == ROCE_RC_COMPARE_SWAP ||
+	       op == ROCE_RC_FETCH_ADD || (op_write(op) && op_first(op));
+}
+
+/*
  * A SEND's or WRITE's packet is as long as the path MTU says (rxe's
  * check_length): a FIRST or MIDDLE exactly the MTU, a LAST at least a
  * byte and at most the MTU, an ONLY at most the MTU.
@@ -1190,6 +1201,9 @@ static void rx_request(struct roce_dev *rd, struct ibvd_qp *qp,
 	}
 	w->rx.nak_sent = false;
 	resource_age(w);
+	/* counted whether it then succeeds or is refused, as the engine's */
+	if (starts_rdma(op))
+		ibvd_eng_port_count(qp, IBVD_PC_RDMA_RECVS, 1);
 	out = execute(rd, qp, w, ip, p);
 	if (out != OUT_OK) {
 		if (!uc)
