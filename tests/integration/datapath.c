@@ -4324,6 +4324,30 @@ static void waiter_asleep(struct close_waiter *w)
 	}
 }
 
+/*
+ * An armed CQ on a new channel of ctx (returned), a thread asleep on its
+ * event (c) and one on ctx's async events (a).
+ */
+static struct ibv_cq *waiters_asleep(struct ibv_context *ctx,
+				     struct close_waiter *a,
+				     struct close_waiter *c, pthread_t *at,
+				     pthread_t *ct)
+{
+	struct ibv_cq *cq;
+
+	a->ctx = ctx;
+	c->ch = ibv_create_comp_channel(ctx);
+	ck_assert_ptr_nonnull(c->ch);
+	cq = ibv_create_cq(ctx, 16, NULL, c->ch, 0);
+	ck_assert_ptr_nonnull(cq);
+	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
+	ck_assert_int_eq(pthread_create(at, NULL, wait_async, a), 0);
+	ck_assert_int_eq(pthread_create(ct, NULL, wait_cq, c), 0);
+	waiter_asleep(a);
+	waiter_asleep(c);
+	return cq;
+}
+
 /* The app's leaks, as it leaves them (static: not LeakSanitizer's). */
 static struct vt_dev closed_dev;
 static struct ibv_cq *volatile closed_cq;	/* volatile: never read */
@@ -4333,7 +4357,7 @@ START_TEST(close_with_waiters)
 	struct close_waiter a = { 0 }, c = { 0 }, d = { 0 };
 	struct vt_dev *const C = &closed_dev;
 	pthread_t at, ct;
-	struct ibv_cq *cq, *got;
+	struct ibv_cq *got;
 	void *got_ctx;
 
 	vt_open(C);
@@ -4349,16 +4373,7 @@ START_TEST(close_with_waiters)
 		      "ibv_get_cq_event over the channel's destroy: %d (%s)",
 		      d.ret, strerror(d.err));
 
-	a.ctx = C->ctx;
-	c.ch = ibv_create_comp_channel(C->ctx);
-	ck_assert_ptr_nonnull(c.ch);
-	cq = closed_cq = ibv_create_cq(C->ctx, 16, NULL, c.ch, 0);
-	ck_assert_ptr_nonnull(cq);
-	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
-	ck_assert_int_eq(pthread_create(&at, NULL, wait_async, &a), 0);
-	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &c), 0);
-	waiter_asleep(&a);
-	waiter_asleep(&c);
+	closed_cq = waiters_asleep(C->ctx, &a, &c, &at, &ct);
 	ck_assert_int_eq(ibv_close_device(C->ctx), 0);
 	ck_assert_int_eq(pthread_join(at, NULL), 0);
 	ck_assert_int_eq(pthread_join(ct, NULL), 0);
@@ -4390,16 +4405,7 @@ START_TEST(cancelled_waiters)
 	void *res;
 
 	vt_open(&dev);
-	a.ctx = dev.ctx;
-	c.ch = ibv_create_comp_channel(dev.ctx);
-	ck_assert_ptr_nonnull(c.ch);
-	cq = ibv_create_cq(dev.ctx, 16, NULL, c.ch, 0);
-	ck_assert_ptr_nonnull(cq);
-	ck_assert_int_eq(ibv_req_notify_cq(cq, 0), 0);
-	ck_assert_int_eq(pthread_create(&at, NULL, wait_async, &a), 0);
-	ck_assert_int_eq(pthread_create(&ct, NULL, wait_cq, &c), 0);
-	waiter_asleep(&a);
-	waiter_asleep(&c);
+	cq = waiters_asleep(dev.ctx, &a, &c, &at, &ct);
 	ck_assert_int_eq(pthread_cancel(ct), 0);
 	ck_assert_int_eq(pthread_join(ct, &res), 0);
 	ck_assert_ptr_eq(res, PTHREAD_CANCELED);
