@@ -955,14 +955,15 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 	if (!channel || !cq || !cq_context)
 		return ibvc_minus_one_ret(-EINVAL);
 	ch = to_ibvc_channel(channel);
-	if (ibvc_forked(to_ibvc_context(channel->context)))
-		return ibvc_minus_one_ret(-EIO);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+	/* NULL: closed, its context gone; or a forked child's copy */
 	ictx = enter_context(ch);
-	if (ictx) {
+	if (ictx && !ibvc_forked(ictx)) {
 		ret = get_cq_event(ch, &icq, cancel_state);
 		leave_context(ch, ictx);
 	} else {
+		if (ictx)
+			leave_context(ch, ictx);
 		ret = -EIO;
 	}
 	pthread_setcancelstate(cancel_state, NULL);

@@ -4389,6 +4389,7 @@ START_TEST(close_with_waiters)
 }
 END_TEST
 
+#ifndef __SANITIZE_ADDRESS__	/* see datapath_suite() */
 /*
  * A thread cancelled while it sleeps in ibv_get_cq_event or
  * ibv_get_async_event (Debian's rping -P cancels its CQ thread so): the
@@ -4418,6 +4419,7 @@ START_TEST(cancelled_waiters)
 	ck_assert_int_eq(ibv_close_device(dev.ctx), 0);
 }
 END_TEST
+#endif
 
 /*
  * The app takes away its own access to memory it left registered
@@ -6355,7 +6357,15 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, fork_child_closes_inherited);
 	tcase_add_test(tc, fork_child_queues_fail);
 	tcase_add_test(tc, close_with_waiters);
+#ifndef __SANITIZE_ADDRESS__
+	/*
+	 * GCC 12's AddressSanitizer fails its own CHECK as a cancelled
+	 * thread unwinds out of the library (PlatformUnpoisonStacks calls the
+	 * intercepted sigaltstack on a stack it has not unpoisoned yet); the
+	 * plain build and valgrind run this case.
+	 */
 	tcase_add_test(tc, cancelled_waiters);
+#endif
 	tcase_add_test(tc, mem_munmap);
 	tcase_add_loop_test(tc, mem_protected_under_mr, 0, 4);
 	return s;
