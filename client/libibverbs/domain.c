@@ -69,7 +69,11 @@ void ibvc_pd_hold(struct ibv_pd *pd)
 
 void ibvc_pd_release(struct ibv_pd *pd)
 {
-	atomic_fetch_sub(&to_ibvc_pd(pd)->users, 1);
+	struct ibvc_pd *ipd = to_ibvc_pd(pd);
+
+	/* the last hold on a PD that ibv_unimport_pd let go of already */
+	if (atomic_fetch_sub(&ipd->users, 1) == IBVC_PD_UNIMPORTED + 1)
+		free(ipd);
 }
 
 bool ibvc_pd_single_threaded(struct ibv_pd *pd)

@@ -854,7 +854,8 @@ int ibvc_poll_cq_op(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 struct ibvc_td;
 struct ibvc_pd {
 	struct ibv_pd pd;			/* must be first */
-	atomic_uint users;			/* parent domains and objects on it */
+	atomic_uint users;			/* parent domains and objects on it,
+						 * | IBVC_PD_UNIMPORTED */
 	/* a parent domain: */
 	struct ibvc_pd *parent;			/* its PD, or NULL for a PD */
 	struct ibvc_td *td;
@@ -869,6 +870,12 @@ static inline struct ibvc_pd *to_ibvc_pd(struct ibv_pd *pd)
 {
 	return container_of(pd, struct ibvc_pd, pd);
 }
+
+/*
+ * In ibvc_pd.users: ibv_unimport_pd let go of the PD while objects of ours
+ * still held it; the last of them to let go frees it.
+ */
+#define IBVC_PD_UNIMPORTED	(1u << 31)
 
 void ibvc_pd_hold(struct ibv_pd *pd);
 void ibvc_pd_release(struct ibv_pd *pd);

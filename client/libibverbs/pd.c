@@ -127,6 +127,13 @@ void ibv_unimport_pd(struct ibv_pd *pd)
 		return;
 	ipd = to_ibvc_pd(pd);
 	/* parent domains are this process's own: nothing to unimport */
-	if (!ipd->parent)
+	if (ipd->parent)
+		return;
+	/*
+	 * rdma-core's objects never look at their PD again once made, so an
+	 * app may unimport the PD before the MRs it imported on it; ours let
+	 * go of their hold on it when they go: the last one frees it.
+	 */
+	if (atomic_fetch_or(&ipd->users, IBVC_PD_UNIMPORTED) == 0)
 		free(ipd);
 }

@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -262,6 +263,49 @@ static void drain_sq(struct ibv_qp *qp)
 		  "modify to SQD: %s", strerror(errno));
 }
 
+/*
+ * ibv_unimport_pd before the MR imported on it goes (rdma-core lets go of
+ * the PD's struct at once and its MR never looks at it again): the later
+ * ibv_unimport_mr must not write into the freed struct.  The PD's memory
+ * is handed out again right after the unimport; whatever of it comes back
+ * to us is filled and must stay as we filled it.
+ */
+#define REUSE_TRIES	16
+
+static void unimport_pd_first(struct ibv_context *ctx, unsigned int pd_handle,
+			      unsigned int mr_handle)
+{
+	unsigned char *again[REUSE_TRIES];
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	size_t size;
+	int i, j, reused = 0;
+
+	pd = ibv_import_pd(ctx, pd_handle);
+	vt_assert(pd, "ibv_import_pd: %s", strerror(errno));
+	mr = ibv_import_mr(pd, mr_handle);
+	vt_assert(mr, "ibv_import_mr: %s", strerror(errno));
+	size = malloc_usable_size(pd);
+	ibv_unimport_pd(pd);
+	for (i = 0; i < REUSE_TRIES; i++) {
+		again[i] = malloc(size);
+		vt_assert(again[i], "malloc");
+		memset(again[i], 0x5a, size);
+		reused |= (void *)again[i] == (void *)pd;
+	}
+	ibv_unimport_mr(mr);
+	for (i = 0; i < REUSE_TRIES; i++) {
+		for (j = 0; j < (int)size; j++)
+			vt_assert(again[i][j] == 0x5a,
+				  "ibv_unimport_mr wrote byte %d of memory freed "
+				  "by ibv_unimport_pd and allocated again (%#x)",
+				  j, again[i][j]);
+		free(again[i]);
+	}
+	printf("importer: ibv_unimport_pd before ibv_unimport_mr%s\n",
+	       reused ? ", the PD's memory allocated again in between" : "");
+}
+
 static int importer(const char *dir)
 {
 	unsigned int pd_handle, mr_handle, lkey, rkey, dm_handle;
@@ -358,6 +402,7 @@ static int importer(const char *dir)
 	vt_expect_async(d.ctx, IBV_EVENT_SQ_DRAINED, qp, "our QP drained");
 	printf("importer: async events reach the importer\n");
 
+	unimport_pd_first(d.ctx, pd_handle, mr_handle);
 	ibv_unimport_dm(idm);
 	/* Destroying through an import destroys for everyone. */
 	vt_assert(ibv_dereg_mr(imr) == 0, "ibv_dereg_mr of the imported MR");
