@@ -374,17 +374,32 @@ static int charge_session(struct ibvd_session *s)
  * The peer's supplementary groups as the kernel says they were at
  * connect() (SO_PEERGROUPS), not as /proc says later: a client whose
  * process is gone by then would have none there, and match no group rule.
- * More than IBVD_PEER_GROUPS_MAX (ERANGE): /proc's first ones stay.
+ * More than IBVD_PEER_GROUPS_MAX: the kernel refuses a short buffer
+ * (ERANGE) rather than fill it, so they are all read and the first ones
+ * kept; else such a client would match no group rule whenever /proc
+ * cannot tell.  Only if that fails too do /proc's first ones stay.
  */
 static void peer_groups(int fd, struct ibvd_peer_identity *id)
 {
-	gid_t groups[IBVD_PEER_GROUPS_MAX];
-	socklen_t len = sizeof(groups);
+	gid_t small[IBVD_PEER_GROUPS_MAX], *groups = small;
+	socklen_t len = sizeof(small);
+	size_t n;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
-		return;
-	id->ngroups = len / sizeof(groups[0]);
-	memcpy(id->groups, groups, id->ngroups * sizeof(groups[0]));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		/* ERANGE: len now says how much room they take */
+		if (errno != ERANGE || !(groups = malloc(len)))
+			return;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+			goto out;
+	}
+	n = len / sizeof(groups[0]);
+	if (n > IBVD_PEER_GROUPS_MAX)
+		n = IBVD_PEER_GROUPS_MAX;
+	id->ngroups = n;
+	memcpy(id->groups, groups, n * sizeof(groups[0]));
+out:
+	if (groups != small)
+		free(groups);
 }
 
 /*

@@ -77,6 +77,17 @@ devices_as "$O/rdma" --regid="$USER1" --groups=rdma ||
 expect_grep 'ibvd0' "$O/rdma" "ibv_devices' list"
 ok "served: its groups came from the socket"
 
+# More groups than the daemon keeps (64): the kernel still has them all
+# at connect(), so those first 64 are taken from the socket too, not from
+# /proc, which cannot tell here.
+check "the same uid in group rdma and 70 more groups"
+many=rdma
+for g in $(seq 3000 3069); do many=$many,$g; done
+devices_as "$O/many" --regid="$USER1" --groups="$many" ||
+	{ show client "$O/many"; fail "uid $USER1 in group rdma and 70 more groups was refused"; }
+expect_grep 'ibvd0' "$O/many" "ibv_devices' list"
+ok "served: its first 64 groups came from the socket"
+
 check "root is served"
 "$T/bin/badclient-helper" "$SOCK" list >"$O/root" 2>&1 ||
 	{ show client "$O/root"; fail "root was refused"; }
