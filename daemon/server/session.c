@@ -4,6 +4,8 @@
 #include <config.h>
 
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,6 +404,34 @@ out:
 		free(groups);
 }
 
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD	77	/* Linux 6.5; older kernels: ENOPROTOOPT */
+#endif
+
+/*
+ * Whether the process that connected fd has exited.  /proc names it by
+ * pid, and a process that took the pid of an exited client answers for
+ * it there; ibvd_peer_identity_read() catches only a pid changing hands
+ * between its own reads.  A pidfd of the socket's peer that shows it
+ * still running after those reads shows that the pid was the client's
+ * all along (a pid is not reused before its process is reaped).  An
+ * exited or zombie peer reads as exited; a kernel without SO_PEERPIDFD
+ * as running, as before.
+ */
+static bool peer_exited(int fd)
+{
+	struct pollfd pfd = { .events = POLLIN };
+	socklen_t len = sizeof(pfd.fd);
+	int n;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pfd.fd, &len) < 0)
+		/* ESRCH or EINVAL: no such process any more */
+		return errno == ESRCH || errno == EINVAL;
+	n = poll(&pfd, 1, 0);
+	close(pfd.fd);
+	return n != 0;
+}
+
 /*
  * The limits' cgroup rules need the client's cgroup, which only /proc
  * tells.  Unknown (its process exited before we looked, or it is outside
@@ -451,6 +481,8 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 	s->ident.uid = cred->uid;
 	s->ident.gid = cred->gid;
 	ibvd_peer_identity_read(&s->ident, "/proc");
+	if (peer_exited(fd))
+		ibvd_peer_identity_forget(&s->ident);
 	peer_groups(fd, &s->ident);
 	if (cgroup_wanted(s)) {
 		ibvd_frame_send_error(fd, 0, EAGAIN,

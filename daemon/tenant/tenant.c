@@ -99,7 +99,7 @@ static void read_groups(pid_t pid, const char *proc,
 	fclose(f);
 }
 
-static void forget_proc_fields(struct ibvd_peer_identity *id)
+void ibvd_peer_identity_forget(struct ibvd_peer_identity *id)
 {
 	id->starttime = 0;
 	id->cgroup[0] = '\0';
@@ -108,7 +108,7 @@ static void forget_proc_fields(struct ibvd_peer_identity *id)
 
 void ibvd_peer_identity_read(struct ibvd_peer_identity *id, const char *proc)
 {
-	forget_proc_fields(id);
+	ibvd_peer_identity_forget(id);
 	if (id->pid <= 0)
 		return;
 	id->starttime = read_starttime(id->pid, proc);
@@ -118,7 +118,7 @@ void ibvd_peer_identity_read(struct ibvd_peer_identity *id, const char *proc)
 	read_groups(id->pid, proc, id);
 	/* the peer died and its pid was reused meanwhile: trust none of it */
 	if (read_starttime(id->pid, proc) != id->starttime)
-		forget_proc_fields(id);
+		ibvd_peer_identity_forget(id);
 }
 
 void ibvd_peer_identity_who(const struct ibvd_peer_identity *id,

@@ -60,6 +60,8 @@ struct ibvd_peer_identity {
  * namespace still gets uid/gid limits.
  */
 void ibvd_peer_identity_read(struct ibvd_peer_identity *id, const char *proc);
+/* Forget what ibvd_peer_identity_read() found: the fields are unknown. */
+void ibvd_peer_identity_forget(struct ibvd_peer_identity *id);
 
 /* who (config.h) for id; points into id. */
 void ibvd_peer_identity_who(const struct ibvd_peer_identity *id,

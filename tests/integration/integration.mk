@@ -16,6 +16,7 @@ INTEGRATION_TESTS = \
 	tests/integration/socket-activation.sh \
 	tests/integration/privilege.sh \
 	tests/integration/identity.sh \
+	tests/integration/peer-pid.sh \
 	tests/integration/ibvctl.sh \
 	tests/integration/ibvctl-resource.sh \
 	tests/integration/ibvctl-cli.sh \
