@@ -1761,6 +1761,60 @@ START_TEST(peer_names_a_bad_sgl)
 }
 END_TEST
 
+/*
+ * Run with a qp limit of 2 for this uid (rsockets.sh quota): a pair takes
+ * both, so the next rconnect's QP is refused.  That is the attempt's
+ * error, EAGAIN, and never EINPROGRESS (a blocking rconnect gave it, and
+ * a non-blocking one then SO_ERROR 0, a connection that was not there).
+ * Without blocking it may also come as POLLERR and SO_ERROR.  Once the
+ * pair is closed a new one connects: the refused attempts kept nothing.
+ */
+START_TEST(connect_over_qp_limit)
+{
+	struct sockaddr_in sin;
+	int lfd, srv, cli, fd, err;
+	socklen_t len;
+	uint16_t port;
+	char buf[4];
+	short rev;
+
+	lfd = listener(&port);
+	connect_pair(lfd, port, &srv, &cli);
+	loopback(&sin, port);
+
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)), EAGAIN);
+	ck_fails_with(rsend(fd, "x", 1, 0), ENOTCONN);
+	ck_ok(rclose(fd));
+
+	fd = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)), -1);
+	if (errno == EINPROGRESS) {
+		rev = wait_for(fd, POLLOUT);
+		ck_assert_msg(rev & POLLERR, "revents %#x lack POLLERR", rev);
+		err = 0;
+		len = sizeof(err);
+		ck_ok(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len));
+		ck_assert_int_eq(err, EAGAIN);
+	} else {
+		ck_assert_int_eq(errno, EAGAIN);
+	}
+	ck_ok(rclose(fd));
+
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	connect_pair(lfd, port, &srv, &cli);
+	send_all(cli, "abc", 3);
+	recv_all(srv, buf, 3);
+	ck_assert_int_eq(memcmp(buf, "abc", 3), 0);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
 struct test {
 	const char *name;
 	const TTest *fn;
@@ -1784,6 +1838,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
 		{ "dgram_unresolvable_source", dgram_unresolvable_source, true },
+		{ "connect_over_qp_limit", connect_over_qp_limit, true },
 	};
 #undef T
 	Suite *s = suite_create("rsocket");

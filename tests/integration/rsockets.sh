@@ -28,6 +28,11 @@
 #              not resolve (10.99.0.1, a raw datagram over loopback): its
 #              calls go on at once (rsocket-helper dgram_unresolvable_source)
 #
+#   quota      uid 1001 with a qp limit of 2 (rsocket-helper
+#              connect_over_qp_limit): an rconnect whose QP the daemon
+#              refuses fails with EAGAIN, blocking or not (not
+#              EINPROGRESS, nor SO_ERROR 0), and the uid holds no QP after
+#
 #   rings      rstream and riostream on the direct transport's rings
 #              (common/transit.h), which carry rsockets' WRITEs with
 #              immediate: every byte verified, and the engine runs few
@@ -65,14 +70,20 @@ with open(sys.argv[2], "w") as f:
 EOF
 chmod 644 "$conf_engine"
 SRV_TMO=$((TMO * 3))
+conf_quota=$(conf_edit "$T/quota.conf" "cfg['limits'] = {'uid': {'$USER1': {'qp': 2}}}") || exit 1
 
-# daemon_mode rings|engine: a daemon on the defaults, or with the rings
-# off, started now unless it runs already.
+# daemon_mode rings|engine|quota: a daemon on the defaults, with the rings
+# off, or with uid $USER1's qp limit at 2, started now unless it runs
+# already.
 MODE=""
 daemon_mode() {
 	[ "$MODE" = "$1" ] && return 0
 	[ -z "$MODE" ] || daemon_stop
-	if [ "$1" = rings ]; then daemon_start -c "$conf"; else daemon_start -c "$conf_engine"; fi
+	case $1 in
+	rings) daemon_start -c "$conf" ;;
+	quota) daemon_start -c "$conf_quota" ;;
+	*) daemon_start -c "$conf_engine" ;;
+	esac
 	daemon_wait_ready
 	MODE=$1
 }
@@ -491,11 +502,28 @@ case_rings() {
 	ok "the engine ran $((w1 - w0)) WQEs"
 }
 
-ALL_CASES="api rings rstream riostream rcopy nc iperf3 calls fallback udpong unresolved keepalive"
+case_quota() {
+	local out=$O/quota.out
+	check "rconnect over uid $USER1's qp limit: EAGAIN, nothing kept"
+	run_ours "$USER1" "$T/bin/rsocket-helper" connect_over_qp_limit >"$out" 2>&1 ||
+		{ show "rsocket-helper" "$out"; fail "connect_over_qp_limit failed"; }
+	ibvctl limit show current >"$O/quota.usage" 2>&1 ||
+		{ show "limit show current" "$O/quota.usage"; fail "ibvctl limit show current"; }
+	if grep -E "^uid $USER1 dev all .* qp [1-9]" "$O/quota.usage"; then
+		fail "uid $USER1 still holds QPs"
+	fi
+	ok "$(grep -E '^[0-9]+%: Checks' "$out")"
+}
+
+ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"
-	case $c in api|rings|unresolved) daemon_mode rings ;; *) daemon_mode engine ;; esac
+	case $c in
+	api|rings|unresolved) daemon_mode rings ;;
+	quota) daemon_mode quota ;;
+	*) daemon_mode engine ;;
+	esac
 	( "case_$c" ) || failed="$failed $c"
 done
 daemon_stop

@@ -436,8 +436,16 @@ static int connect_locked(struct rsocket *rs, const struct sockaddr *addr,
 	} else {
 		return connect_result(rs);
 	}
-	ret = rs_finish_connect(rs, nonblock);
-	return ret == -EAGAIN ? -EINPROGRESS : ret;
+	/*
+	 * Only the wait's EAGAIN means "still under way": an attempt that
+	 * ended with EAGAIN (the daemon refused its QP or CQ over the uid's
+	 * limit) must not read as EINPROGRESS, which would leave the app
+	 * waiting for a connection that failed, and reading SO_ERROR 0.
+	 */
+	ret = rs_wait(rs, opened, nonblock);
+	if (ret)
+		return ret == -EAGAIN ? -EINPROGRESS : ret;
+	return connect_result(rs);
 }
 
 int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
