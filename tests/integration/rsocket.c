@@ -1512,6 +1512,8 @@ struct liar {
 	bool mute;		/* posts no receives, sends nothing */
 	bool bad_sgl;		/* announces a target SGL of sgl_len entries */
 	uint32_t sgl_len;	/* and expects to be rejected */
+	uint32_t flood;		/* sends this many 1-byte messages, credits
+				 * or not (claim unused) */
 	bool sent;
 	bool cut;		/* mute: heard that we disconnected */
 };
@@ -1607,6 +1609,27 @@ static void *liar_run(void *arg)
 		swr.num_sge = 1;
 		swr.wr.rdma.rkey ^= 0x5A5A5A5Au;
 	}
+	if (l->flood) {
+		static struct ibv_sge one;
+		long end = vt_now_ms() + vt_tmo_ms();
+		uint32_t n;
+
+		one = (struct ibv_sge){ (uintptr_t)data, 1, dmr->lkey };
+		swr.sg_list = &one;
+		swr.num_sge = 1;
+		swr.imm_data = htobe32(1);	/* op 0: data, 1 byte */
+		/* until done, or the reader stops taking them (RNR for ever) */
+		for (n = 0; n < l->flood && vt_now_ms() < end; n++) {
+			ck_ok(ibv_post_send(id->qp, &swr, &bad_s));
+			while (ibv_poll_cq(id->send_cq, 1, &wc) == 0 &&
+			       vt_now_ms() < end)
+				;
+			swr.wr.rdma.remote_addr++;
+		}
+		__atomic_store_n(&l->sent, true, __ATOMIC_RELEASE);
+		vt_sleep_ms(vt_tmo_ms());
+		return NULL;
+	}
 	swr.imm_data = htobe32(l->claim & 0x1FFFFFFF);	/* op 0: data */
 	ck_ok(ibv_post_send(id->qp, &swr, &bad_s));
 	while (ibv_poll_cq(id->send_cq, 1, &wc) == 0)
@@ -1687,6 +1710,46 @@ START_TEST(peer_writes_with_a_bad_key)
 	static char buf[4096];
 
 	liar_resets(&l, buf, sizeof(buf), true, "after a bad-key WRITE");
+}
+END_TEST
+
+/*
+ * A peer may have as many messages unread at our end as the credits we
+ * gave it, our receive queue's size, and our queue of unread messages
+ * holds that many.  One that sends on regardless (its messages land
+ * while we repost receives without reading) ends the connection with
+ * ECONNRESET, where its messages once overran the queue: the unread ones
+ * were lost without a word and the stream went on with the wrong bytes.
+ */
+START_TEST(peer_overruns_its_credits)
+{
+	struct liar l = { .flood = 1000 };
+	int lfd = listener(&l.port), fd;
+	long end = vt_now_ms() + 2 * vt_tmo_ms();
+	static char buf[1 << 16];
+	struct pollfd p;
+	size_t total = 0;
+	ssize_t got;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, liar_run, &l), 0);
+	fd = raccept(lfd, NULL, NULL);
+	ck_assert_msg(fd >= 0, "raccept: %s", strerror(errno));
+	/* rpoll reposts our receives as the messages land; nothing is read */
+	while (!__atomic_load_n(&l.sent, __ATOMIC_ACQUIRE)) {
+		ck_assert_msg(vt_now_ms() < end, "the flood did not end");
+		p = (struct pollfd){ fd, POLLIN, 0 };
+		ck_assert_int_ge(rpoll(&p, 1, 10), 0);
+	}
+	while ((got = rrecv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		total += (size_t)got;
+	ck_assert_msg(got == -1 && errno == ECONNRESET,
+		      "after %zu bytes rrecv gave %zd (%s), want -1 ECONNRESET",
+		      total, got, got < 0 ? strerror(errno) : "");
+	ck_assert_uint_le(total, 1000);
+	pthread_detach(t);
+	rclose(fd);
+	rclose(lfd);
 }
 END_TEST
 
@@ -1835,6 +1898,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),
 		T(close_on_a_mute_peer), T(peer_names_a_bad_sgl),
+		T(peer_overruns_its_credits),
 		{ "keepalive_on", keepalive_on, true },
 		{ "keepalive_off", keepalive_off, true },
 		{ "dgram_unresolvable_source", dgram_unresolvable_source, true },

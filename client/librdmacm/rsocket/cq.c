@@ -182,12 +182,19 @@ static void recv_ctrl(struct rsocket *rs, uint32_t ctrl)
  * A data message of len bytes landed in rbuf.  The peer is not trusted
  * with its length: one the buffer cannot hold beside what is still
  * unread would have a read run past the buffer's end, and 0 would read
- * as the end of the stream (rsend of nothing sends nothing).  Either ends
- * the connection instead.
+ * as the end of the stream (rsend of nothing sends nothing).  Nor with
+ * its credits: rmsg holds the rq_size messages they allow, and one more
+ * would overrun it (receives are reposted as they complete, read or
+ * not), dropping the unread ones without a word.  Each ends the
+ * connection instead.
  */
 static void data_arrived(struct rsocket *rs, uint32_t len)
 {
-	if (!len || len > rs->rbuf_size - rs->rbuf_queued) {
+	uint32_t next = rs->rmsg_tail + 1 == rs->rq_size + 1 ?
+			0 : rs->rmsg_tail + 1;
+
+	if (!len || len > rs->rbuf_size - rs->rbuf_queued ||
+	    next == rs->rmsg_head) {
 		rs->state = RS_ERROR;
 		rs->err = ECONNRESET;
 		return;
@@ -195,8 +202,7 @@ static void data_arrived(struct rsocket *rs, uint32_t len)
 	rs->rbuf_queued += len;
 	rs->rmsg[rs->rmsg_tail].op = RS_OP_DATA;
 	rs->rmsg[rs->rmsg_tail].len = len;
-	if (++rs->rmsg_tail == rs->rq_size + 1)
-		rs->rmsg_tail = 0;
+	rs->rmsg_tail = next;
 }
 
 static void recv_done(struct rsocket *rs, const struct ibv_wc *wc)
