@@ -1628,7 +1628,7 @@ static void *liar_run(void *arg)
 		}
 		__atomic_store_n(&l->sent, true, __ATOMIC_RELEASE);
 		vt_sleep_ms(vt_tmo_ms());
-		return NULL;
+		goto out;	/* the flood may take its whole time: tidy up */
 	}
 	swr.imm_data = htobe32(l->claim & 0x1FFFFFFF);	/* op 0: data */
 	ck_ok(ibv_post_send(id->qp, &swr, &bad_s));
