@@ -1094,7 +1094,12 @@ int ibvc_direct_send(struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 	struct ring_msg m;
 	uint32_t consumed;
 
-	if (!d || !direct_usable(qp, d) || !sq_drained(qp, sq_tail))
+	/*
+	 * Drained first: the acquire there orders the read of send_ok after
+	 * it, and the engine clears send_ok before it retires a failed WQE,
+	 * so nothing goes on the ring behind a failure.
+	 */
+	if (!d || !sq_drained(qp, sq_tail) || !direct_usable(qp, d))
 		return 0;
 	/* one-sided: the target's library has no part in it */
 	if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_READ)

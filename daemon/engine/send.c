@@ -379,12 +379,17 @@ static void retire(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	ibvd_eng_count_retired(eng, qp, req, status);
 	/* Release: we are done with the slots below the new head. */
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->head, qp->sq_head);
+	/*
+	 * A failure stops the SQ before its completion is seen: a library
+	 * that sees it, or the SQ drained, then posts behind it to the SQ,
+	 * which is flushed, never to the peer's ring.
+	 */
+	if (status != IBV_WC_SUCCESS)
+		leave_rts(qp);
 	complete(qp, req, status);
 	/* Release: the completion is written (a direct library waits for it). */
 	ibvd_publish(&((struct ibvd_wq_engine *)qp->sq.engine_page)->direct_retired,
 		     qp->sq_head);
-	if (status != IBV_WC_SUCCESS)
-		leave_rts(qp);
 }
 
 bool ibvd_eng_send_ahead(struct ibvd_engine *eng, struct ibvd_qp *src,

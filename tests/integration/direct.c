@@ -3339,6 +3339,39 @@ START_TEST(bad_send_key)
 }
 END_TEST
 
+/*
+ * A SEND that fails takes its QP out of RTS (RC to ERR, UC to SQE): what
+ * the app posts after it, even once the failed one is complete, is
+ * flushed and must not reach the peer through the ring (IB 10.8.3).
+ */
+START_TEST(send_after_error)
+{
+	static const struct vt_qp_opts uc = { .type = IBV_QPT_UC };
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, _i ? &uc : NULL);
+	/* one SEND through the ring first: the pair is in use */
+	vt_recv(f.p.qp[1], 1, BUF(f.b), 64, f.b->lkey);
+	vt_send(f.p.qp[0], 2, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 8,
+		f.a->lkey, 0, 0);
+	vt_expect_ok(f.p.scq[0], &wc, 2, IBV_WC_SEND, "first SEND");
+	vt_expect_ok(f.p.rcq[1], &wc, 1, IBV_WC_RECV, "its receive");
+	vt_recv(f.p.qp[1], 3, BUF(f.b), 64, f.b->lkey);
+	vt_send(f.p.qp[0], 4, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 8,
+		f.a->lkey ^ 0x55aa00u, 0, 0);
+	vt_expect_wc(f.p.scq[0], &wc, 4, IBV_WC_LOC_PROT_ERR, "SEND with a bad key");
+	vt_expect_state(f.p.qp[0], _i ? IBV_QPS_SQE : IBV_QPS_ERR,
+			"sender after its error");
+	vt_send(f.p.qp[0], 5, IBV_WR_SEND, IBV_SEND_SIGNALED, BUF(f.a), 8,
+		f.a->lkey, 0, 0);
+	vt_expect_wc(f.p.scq[0], &wc, 5, IBV_WC_WR_FLUSH_ERR,
+		     "SEND posted after the error");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "nothing received");
+	fx_free(&f);
+}
+END_TEST
+
 /* A sender moved to ERR: its SENDs nobody took are flushed, in order. */
 START_TEST(flush)
 {
@@ -5008,6 +5041,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, too_long);
 	tcase_add_test(tc, bad_receive_key);
 	tcase_add_test(tc, bad_send_key);
+	tcase_add_loop_test(tc, send_after_error, 0, 2);
 	tcase_add_test(tc, flush);
 	tcase_add_test(tc, receiver_gone);
 	tcase_add_test(tc, receive_cq_overrun);

@@ -882,6 +882,12 @@ void ibvd_eng_direct_void(struct ibvd_qp *qp)
 
 	/* a WRITE or READ the libraries start from now takes the SQ */
 	if (d) {
+		/*
+		 * Out of RTS, nothing the app posts from now on goes on the
+		 * ring: its library puts it in the SQ, which we flush.  The
+		 * control path sets this again when the QP is back in RTS.
+		 */
+		ibvd_publish(&sq_engine(qp)->direct_send_ok, 0);
 		ibvd_lease_void(ibvd_transit_lease(d->ctl, 0));
 		ibvd_lease_void(ibvd_transit_lease(d->ctl, 1));
 	}
