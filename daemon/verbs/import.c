@@ -32,6 +32,7 @@
 #include "log.h"
 #include "server/call.h"
 #include "server/session.h"
+#include "tenant/tenant.h"
 #include "verbs.h"
 
 /*
@@ -109,11 +110,16 @@ static int import_join(struct ibvd_call *call, struct ibvd_context *ctx,
 	ret = ibvd_session_send(s, IBVD_MSG_IMPORT_DEVICE | IBVD_REPLY,
 				call->req_id, &reply.base, fds, IBVD_OPEN_NFDS);
 	close(fds[IBVD_OPEN_FD_ASYNC]);
+	/*
+	 * The importer's uid's log budget: an import costs a client one round
+	 * trip, and a loop of them wrote thousands of lines a second.
+	 */
 	if (ret == 0)
-		log_info("client %llu (pid %d uid %u) shares context %u of client %llu",
-			 (unsigned long long)s->id, (int)cred->pid,
-			 (unsigned int)cred->uid, ctx->id,
-			 (unsigned long long)call->session->id);
+		ibvd_tenant_log(s->tenant, IBVD_LOG_INFO,
+				"client %llu (pid %d uid %u) shares context %u of client %llu",
+				(unsigned long long)s->id, (int)cred->pid,
+				(unsigned int)cred->uid, ctx->id,
+				(unsigned long long)call->session->id);
 	return ret;
 }
 

@@ -35,6 +35,8 @@
  *			the second's was among them (else ENOENT)
  *	cm_ports	N rdma_cm ids on one event channel, each bound to
  *			0.0.0.0 port 0 (an ephemeral port of its own)
+ *	imports		N imports of its own context (ibv_import_device
+ *			of a dup of its cmd_fd), each closed at once
  *	objects		N objects over as many contexts as it takes (N up
  *			to OBJECTS_MAX_N), a PD then a memory window on it
  *			in turn (two ways of counting as hca_object)
@@ -170,6 +172,28 @@ static void comp_channels(long n, int stop, struct result *r)
 		refused(r, errno);
 		if (stop)
 			return;
+	}
+}
+
+/* Each import is a session that shares the context, then leaves it. */
+static void imports(long n, struct result *r)
+{
+	struct ibv_context *ctx = open_first(), *imp;
+	int fd;
+
+	while (r->made < n) {
+		errno = 0;
+		fd = dup(ctx->cmd_fd);
+		if (fd < 0)
+			die("dup");
+		imp = ibv_import_device(fd);	/* fd is the import's */
+		if (!imp) {
+			refused(r, errno);
+			close(fd);
+			return;
+		}
+		ibv_close_device(imp);
+		r->made++;
 	}
 }
 
@@ -587,6 +611,8 @@ int main(int argc, char **argv)
 		rearm(n, &r);
 	else if (!strcmp(kind, "objects"))
 		objects(n, &r);
+	else if (!strcmp(kind, "imports"))
+		imports(n, &r);
 	else if (!strcmp(kind, "cm_ports"))
 		cm_ports(n, &r);
 	else {

@@ -12,7 +12,7 @@
 # connects; a flood of refusals is logged at most
 # IBVD_TENANT_LOG_BURST lines a second for its uid, the rest counted
 # (log_suppressed), and another uid's refusal in the same second is still
-# logged.
+# logged; so are the lines of a uid that imports its context in a loop.
 . "$(dirname "$0")/lib.sh"
 
 ibvd_init
@@ -274,6 +274,18 @@ ok "uid $USER1: $suppressed lines suppressed, counted"
 release f
 release k
 back_to_zero "$USER1" comp_channel
+back_to_zero "$USER1" session
+
+check "a uid sharing its context in a loop: its lines are capped too"
+# Each import is a session, and a line at the default level (info):
+# without its uid's budget one client wrote thousands a second.
+before=$(grep -c "uid $USER1) shares context" "$DAEMON_LOG")
+once "$USER1" imports 400
+expect "$GOT" "created 400 errno 0" "uid $USER1: 400 imports"
+after=$(grep -c "uid $USER1) shares context" "$DAEMON_LOG")
+lines=$((after - before))
+[ "$lines" -le 30 ] || fail "uid $USER1: $lines log lines for 400 imports"
+ok "uid $USER1: $lines log lines for 400 imports"
 back_to_zero "$USER1" session
 
 check "the daemon's cap on a uid's objects, whatever the rules say (none here)"
