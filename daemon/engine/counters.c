@@ -81,6 +81,8 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_CLAIM_TIMEOUTS] = "claim_timeouts",
 	[IBVD_EC_UD_PARKED] = "ud_parked",
 	[IBVD_EC_PURGE_SLOTS] = "purge_slots",
+	[IBVD_EC_BUSY_PASSES] = "busy_passes",
+	[IBVD_EC_DEFERRED] = "deferred",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -320,6 +322,9 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 						      __ATOMIC_RELAXED);
 	out[IBVD_EC_UD_PARKED] = __atomic_load_n(&eng->ud_parked,
 						 __ATOMIC_RELAXED);
+	out[IBVD_EC_BUSY_PASSES] = __atomic_load_n(&eng->busy_passes,
+						   __ATOMIC_RELAXED);
+	out[IBVD_EC_DEFERRED] = __atomic_load_n(&eng->deferred, __ATOMIC_RELAXED);
 	/* the control thread's, with this thread stopped (write lock) */
 	out[IBVD_EC_PURGE_SLOTS] = __atomic_load_n(&eng->purge_slots,
 						   __ATOMIC_RELAXED);

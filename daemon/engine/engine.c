@@ -104,10 +104,65 @@ static unsigned int look_rx(struct ibvd_engine *eng);
 
 /* ---- one pass ------------------------------------------------------------ */
 
+/*
+ * Fairness between tenants.  A QP's turn is bounded (a chunk, send.c), and
+ * each rung QP has one turn a pass: a tenant with many busy QPs would make
+ * a pass as long as all their turns, and every other tenant's QP, and the
+ * control thread waiting for the objects lock, would wait that long.  So
+ * a tenant (its bandwidth bucket names it: one per uid) may spend
+ * ENG_TENANT_PASS_COST in a pass; its QPs rung after that are rung again
+ * for the next pass, which comes at once, after every other tenant's had
+ * their turns.  A pass then lasts about that much per busy tenant,
+ * however many QPs each has.
+ */
+struct pass_share {
+	const struct ibvd_eng_rate *tenant;
+	uint64_t cost;			/* bytes, ENG_WQE_COST per WQE retired */
+};
+
 struct pass {
 	struct ibvd_engine *eng;
 	struct ibvd_context *ctx;
+	struct pass_share shares[ENG_PASS_TENANTS];
+	unsigned int nshares;
+	unsigned int turns;		/* QPs that had a turn */
+	unsigned int deferred;		/* QPs rung again for the next pass */
 };
+
+/* The share of qp's tenant in this pass, or NULL: not counted (no room). */
+static struct pass_share *share_of(struct pass *p, const struct ibvd_qp *qp)
+{
+	const struct ibvd_eng_rate *tenant = qp->ctx->engine->rate;
+	unsigned int i;
+
+	if (!tenant)
+		return NULL;
+	for (i = 0; i < p->nshares; i++)
+		if (p->shares[i].tenant == tenant)
+			return &p->shares[i];
+	if (p->nshares == ENG_PASS_TENANTS)
+		return NULL;
+	p->shares[p->nshares] = (struct pass_share){ .tenant = tenant };
+	return &p->shares[p->nshares++];
+}
+
+/* qp's turn, or a ring for the next pass if its tenant spent its share. */
+static void take_turn(struct pass *p, struct ibvd_qp *qp)
+{
+	struct ibvd_engine *eng = p->eng;
+	struct pass_share *share = share_of(p, qp);
+	uint64_t wqes = eng->wqes, bytes;
+
+	if (share && share->cost >= ENG_TENANT_PASS_COST) {
+		ibvd_eng_qp_ring(qp);
+		p->deferred++;
+		return;
+	}
+	bytes = ibvd_eng_qp_run(eng, qp, eng->now);
+	p->turns++;
+	if (share)
+		share->cost += bytes + (eng->wqes - wqes + 1) * ENG_WQE_COST;
+}
 
 static void rung(uint32_t bit, void *arg)
 {
@@ -116,11 +171,12 @@ static void rung(uint32_t bit, void *arg)
 	struct ibvd_qp *qp = ibvd_qp_by_doorbell(p->ctx, bit);
 
 	if (qp)
-		ibvd_eng_qp_run(p->eng, qp, p->eng->now);
+		take_turn(p, qp);
 }
 
-static unsigned int run_timers(struct ibvd_engine *eng)
+static unsigned int run_timers(struct pass *p)
 {
+	struct ibvd_engine *eng = p->eng;
 	struct ibvd_qp *qp;
 	unsigned int n = 0;
 
@@ -128,7 +184,7 @@ static unsigned int run_timers(struct ibvd_engine *eng)
 		/* Flushed or reset since it started to wait: nothing to do. */
 		if (!qp->rnr_deadline_ns || qp->rnr_deadline_ns > eng->now)
 			continue;
-		ibvd_eng_qp_run(eng, qp, eng->now);
+		take_turn(p, qp);
 		n++;
 	}
 	eng_count(&eng->timers_fired, n);
@@ -138,8 +194,13 @@ static unsigned int run_timers(struct ibvd_engine *eng)
 /* Returns true if anything was found to do. */
 static bool engine_pass(struct ibvd_engine *eng)
 {
-	struct pass p = { .eng = eng };
+	struct pass p;
 	unsigned int i, n = 0;
+
+	p.eng = eng;
+	p.nshares = 0;
+	p.turns = 0;
+	p.deferred = 0;
 
 	pthread_rwlock_rdlock(&ibvd_objects_lock);
 	eng->now = ibvd_eng_now();
@@ -153,10 +214,12 @@ static bool engine_pass(struct ibvd_engine *eng)
 		n += ibvd_eng_db_drain(eng->dbs[i], rung, &p);
 	}
 	n += look_rx(eng);
-	n += run_timers(eng);
+	n += run_timers(&p);
 	n += ibvd_eng_park_run(eng);
 	pthread_rwlock_unlock(&ibvd_objects_lock);
 	eng_count(&eng->passes, 1);
+	eng_count(&eng->busy_passes, p.turns > 0);
+	eng_count(&eng->deferred, p.deferred);
 	return n > 0;
 }
 

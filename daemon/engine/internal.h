@@ -65,6 +65,17 @@ struct ibvd_engine;
  */
 #define ENG_QP_BUDGET_WQES	32u
 #define ENG_QP_BUDGET_BYTES	ENG_CHUNK_BYTES
+/*
+ * What one tenant's QPs may spend in one pass of a thread before the rest
+ * of them wait for the next (engine.c, "Fairness between tenants"): four
+ * chunks, about 150 us of copying, counting each WQE retired (and each
+ * turn) as ENG_WQE_COST bytes, about what its handling costs against a
+ * copy.  At most ENG_PASS_TENANTS tenants a pass are counted; more go
+ * uncounted.
+ */
+#define ENG_TENANT_PASS_COST	(4u * ENG_CHUNK_BYTES)
+#define ENG_WQE_COST		2048u
+#define ENG_PASS_TENANTS	64u
 /* The byte budget when chunking is switched off (as before chunking). */
 #define ENG_UNCHUNKED_BUDGET_BYTES	(4u << 20)
 /* What a destroyed QP's SQ may still move (ibvd_engine_qp_finish_sends). */
@@ -462,9 +473,12 @@ bool ibvd_eng_kept_take(struct ibvd_qp *qp);
 
 /* ---- send.c: the requester ------------------------------------------------ */
 
-/* Run qp's send queue (and flushes) for one turn of the serving thread. */
-void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp,
-		     uint64_t now);
+/*
+ * Run qp's send queue (and flushes) for one turn of the serving thread;
+ * returns the bytes the turn moved from the SQ.
+ */
+uint64_t ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			 uint64_t now);
 
 /* ---- doorbell.c: the context page ------------------------------------------ */
 
@@ -679,6 +693,8 @@ struct ibvd_engine {
 	uint64_t rnr_wait_us;		/* RNR NAK waits scheduled, summed */
 	/* the same, counters.c; all of them read by the control thread */
 	uint64_t turns, bytes, wakeups, timers_fired;
+	uint64_t busy_passes;		/* passes that gave a QP a turn (engine.c) */
+	uint64_t deferred;		/* turns put off to the next pass (engine.c) */
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
 	/* CQ slots a RESET or destroy of one of its QPs looked at for the

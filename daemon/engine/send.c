@@ -751,7 +751,9 @@ static void turn_done(struct ibvd_qp *qp)
 		t->turn_done(qp);
 }
 
-static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
+/* Bytes the turn moved from the SQ (0 for a flush, a wait, an SQE). */
+static uint64_t qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			uint64_t now)
 {
 	uint32_t state = eng_qp_state(qp);
 
@@ -760,7 +762,7 @@ static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 		/* what the transport held completes before the flush */
 		turn_done(qp);
 		run_error(eng, qp);
-		return;
+		return 0;
 	}
 	left_error_states(qp, state);
 	if (qp->direct && ibvd_eng_can_receive(state))
@@ -773,16 +775,16 @@ static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 		} else {
 			claim_wait(eng, qp);
 		}
-		return;
+		return 0;
 	}
 	if (state != IBV_QPS_RTS && state != IBV_QPS_SQD)
-		return;
+		return 0;
 	if (qp->peer_gone) {
 		qp->peer_gone = false;
 		if (!ibvd_eng_connected_peer(qp)) {
 			qp->rnr_deadline_ns = 0;
 			break_connection(eng, qp);
-			return;
+			return 0;
 		}
 	}
 	/*
@@ -794,15 +796,18 @@ static void qp_turn(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
 		if (now < qp->rnr_deadline_ns &&
 		    !__atomic_exchange_n(&qp->answered, 0, __ATOMIC_ACQUIRE) &&
 		    !qp->awaiting)
-			return;
+			return 0;
 		qp->rnr_deadline_ns = 0;
 		ibvd_eng_timer_cancel(&eng->timers, qp);
 	}
-	run_sq(eng, qp, true);
+	return run_sq(eng, qp, true);
 }
 
-void ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp, uint64_t now)
+uint64_t ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			 uint64_t now)
 {
-	qp_turn(eng, qp, now);
+	uint64_t bytes = qp_turn(eng, qp, now);
+
 	turn_done(qp);
+	return bytes;
 }

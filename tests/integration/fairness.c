@@ -21,6 +21,9 @@
  *   move BYTES			1 MiB RDMA WRITEs in loopback until BYTES
  *	moved; prints "started", then "moved N bytes in MS ms" (the
  *	bandwidth limit).
+ *   hog NQP WRITES		NQP loopback pairs in one context, each
+ *	keeping two 8 MiB RDMA WRITEs posted, until WRITES have completed:
+ *	one tenant with many busy QPs (its share of an engine pass).
  *
  * Exit: 0 pass, 1 fail.
  */
@@ -778,6 +781,72 @@ static int move(unsigned long long bytes)
 	return 0;
 }
 
+/* ==== hog ===================================================================== */
+
+#define HOG_LEN		AREA
+#define HOG_DEPTH	2		/* WRITEs posted per QP */
+#define HOG_MAX_QPS	256
+
+static int hog(unsigned int nqp, unsigned long writes)
+{
+	static struct vt_pair p[HOG_MAX_QPS];
+	struct ibv_wc wc[32];
+	unsigned long posted = 0, done = 0;
+	struct ibv_mr *from, *to;
+	struct ibv_cq *cq;
+	unsigned int i, k;
+	int n;
+
+	vt_assert(nqp && nqp <= HOG_MAX_QPS, "hog: 1 to %u QPs", HOG_MAX_QPS);
+	vt_open(&D);
+	cq = ibv_create_cq(D.ctx, (int)(2 * nqp * HOG_DEPTH), NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %m");
+	for (i = 0; i < nqp; i++)
+		vt_pair_on(&p[i], &D, NULL, NULL, cq, cq);
+	from = vt_reg(D.pd, HOG_LEN, VT_ACCESS_ALL);
+	to = vt_reg(D.pd, HOG_LEN, VT_ACCESS_ALL);
+	for (i = 0; i < nqp; i++)
+		for (k = 0; k < HOG_DEPTH; k++, posted++)
+			vt_send(p[i].qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+				from->addr, HOG_LEN, from->lkey,
+				(uintptr_t)to->addr, to->rkey);
+	say("started");
+	while (done < writes) {
+		n = vt_poll(cq, wc, 1, 60 * vt_tmo_ms());
+		vt_assert(n == 1, "no WRITE completed for a long time");
+		n += ibv_poll_cq(cq, 31, wc + 1);
+		for (k = 0; k < (unsigned int)n; k++) {
+			vt_assert(wc[k].status == IBV_WC_SUCCESS, "WRITE: %s",
+				  vt_status(wc[k].status));
+			done++;
+			/* the same QP again, while there are WRITEs to go */
+			if (posted < writes + nqp * HOG_DEPTH) {
+				vt_send(p[wc[k].wr_id].qp[0], wc[k].wr_id,
+					IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+					from->addr, HOG_LEN, from->lkey,
+					(uintptr_t)to->addr, to->rkey);
+				posted++;
+			}
+		}
+	}
+	/* what is still posted, so that nothing is flushed at the end */
+	while (done < posted) {
+		n = vt_poll(cq, wc, 1, 60 * vt_tmo_ms());
+		vt_assert(n == 1, "no WRITE completed for a long time");
+		vt_assert(wc[0].status == IBV_WC_SUCCESS, "WRITE: %s",
+			  vt_status(wc[0].status));
+		done++;
+	}
+	say("done: %lu WRITEs of %u bytes", done, HOG_LEN);
+	for (i = 0; i < nqp; i++)
+		vt_pair_free(&p[i]);
+	ibv_destroy_cq(cq);
+	vt_dereg(from);
+	vt_dereg(to);
+	vt_close(&D);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -795,7 +864,10 @@ int main(int argc, char **argv)
 		return cuts();
 	if (argc == 3 && strcmp(argv[1], "move") == 0)
 		return move(strtoull(argv[2], NULL, 10));
+	if (argc == 4 && strcmp(argv[1], "hog") == 0)
+		return hog((unsigned int)strtoul(argv[2], NULL, 10),
+			   strtoul(argv[3], NULL, 10));
 	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | cuts | "
-		"move BYTES\n");
+		"move BYTES | hog NQP WRITES\n");
 	return 2;
 }

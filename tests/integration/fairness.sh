@@ -6,6 +6,7 @@
 #    WQE completes or is flushed on both sides, the daemon lives on;
 #  - a small SEND completes while a 256 MiB WRITE on the same engine thread
 #    is in progress;
+#  - one uid's 64 busy QPs move at most its share of each engine pass;
 #  - SENDs cut short at either end in the middle (fairness-helper cuts):
 #    receiver reset and reconnected, in ERR, an SRQ receiver reset or
 #    destroyed, a UC sender reset, a sender fault in the first chunk, a WQE
@@ -92,6 +93,28 @@ show "order" "$O/order"
 [ "$rc" -eq 0 ] || fail "the small SEND waited for the big WRITE (exit $rc)"
 [ "$w" -ge 2 ] || fail "the engine ran $w WQEs: the SEND did not go through it"
 ok "the small SEND completed first, both on the engine ($w WQEs)"
+
+# A pass gives each rung QP one turn of up to a chunk (128 KiB): without a
+# share per tenant, a pass with 64 busy QPs of one uid gives all 64 a
+# turn, and every other uid's QP (and the daemon's requests) waits for
+# them.  Counted, not timed: the turns per pass that gave any.  A uid's
+# share (512 KiB, engine.c) is four turns of a chunk.
+check "one uid's 64 busy QPs: at most its share of each engine pass"
+t0=$(engine_count turns)
+p0=$(engine_count busy_passes)
+d0=$(engine_count deferred)
+run_locked "$USER2" "$HELPER" hog 64 384 >"$O/hog" 2>&1
+rc=$?
+turns=$(($(engine_count turns) - t0))
+passes=$(($(engine_count busy_passes) - p0))
+deferred=$(($(engine_count deferred) - d0))
+show "hog" "$O/hog"
+[ "$rc" -eq 0 ] || fail "the hog failed (exit $rc)"
+[ "$passes" -gt 0 ] || fail "no busy engine pass counted"
+[ "$deferred" -gt 0 ] || fail "no turn was put off to the next pass ($turns turns in $passes passes)"
+[ "$turns" -le $((8 * passes)) ] ||
+	fail "$turns turns in $passes passes: more than 8 a pass for one uid (no share per tenant)"
+ok "$turns turns in $passes passes; $deferred put off to the next pass"
 
 check "bandwidth: uid $USER1 limited to 20 MB/s, uid $USER2 unlimited, in parallel"
 run_locked "$USER1" "$HELPER" move 40000000 >"$O/limited" 2>&1 &
