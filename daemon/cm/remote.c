@@ -295,6 +295,12 @@ static void wire_settle(struct cm_wire *w)
 }
 
 /*
+ * MADs not sent: every connection of every client sends them, so a full
+ * socket buffer would log one line each; a few a second say enough.
+ */
+static struct ibvd_ratelimit unsent_rl = IBVD_RATELIMIT_INIT(5);
+
+/*
  * Send m on w's path; kept for duplicates, and resent every wait_ms
  * until an answer settles it when wait_ms is not 0.
  */
@@ -310,8 +316,10 @@ static int wire_send(struct cm_wire *w, const struct ibcm_msg *m,
 	ret = mad_send(&w->out);
 	/* not sent: as a MAD lost on the way, resent until the retries end */
 	if (ret < 0)
-		log_warn("%s: CM MAD %#x not sent: %s", w->out.dev->name,
-			 m->hdr.attr_id, strerror(-ret));
+		ibvd_log_ratelimited(&unsent_rl, IBVD_LOG_WARNING,
+				     "%s: CM MAD %#x not sent: %s",
+				     w->out.dev->name, m->hdr.attr_id,
+				     strerror(-ret));
 	if (wait_ms) {
 		w->waiting = true;
 		w->retries = WIRE_MAX_RETRIES;
