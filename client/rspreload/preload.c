@@ -19,9 +19,9 @@
  * rsocket reads the file here and writes it to the rsocket.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
- * socket.  Not followed: dup(2) of an rsocket fails with ENOTSUP; fork(2)
- * leaves the child without the parent's rsockets, and epoll does not know
- * them (an rsocket's fd is its CM channel's: epoll would wait on that).
+ * socket.  Not followed: dup(2), dup3(2) and fcntl(2) F_DUPFD of an
+ * rsocket fail with ENOTSUP; fork(2) leaves the child without the
+ * parent's rsockets, and epoll does not know them (an rsocket's fd is its CM channel's: epoll would wait on that).
  */
 #include "config.h"
 
@@ -83,6 +83,7 @@ static struct {
 	int (*getsockname)(int, struct sockaddr *, socklen_t *);
 	int (*dup)(int);
 	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
 } real;
 
 static atomic_uchar is_rs[PRELOAD_MAX_FD];
@@ -114,6 +115,7 @@ static void init_real(void)
 	LOOKUP(sendfile); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(setsockopt); LOOKUP(getsockopt);
 	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
+	LOOKUP(dup3);
 }
 
 static void init(void)
@@ -562,6 +564,14 @@ static int do_fcntl(int fd, int cmd, uintptr_t arg)
 {
 	if (rs_fd(fd) && (cmd == F_GETFL || cmd == F_SETFL))
 		return RS(rfcntl, fd, cmd, (int)arg);
+	if (rs_fd(fd) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+		/*
+		 * As dup(): a copy would be the CM channel's fd, unmarked,
+		 * and the program's reads and writes on it would go there.
+		 */
+		errno = ENOTSUP;
+		return -1;
+	}
 	/* F_GETFD/F_SETFD and the rest: the rsocket's fd is a real one. */
 	return real.fcntl(fd, cmd, arg);
 }
@@ -642,4 +652,23 @@ EXPORT int dup2(int oldfd, int newfd)
 		RS(rclose, newfd);
 	}
 	return real.dup2(oldfd, newfd);
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	init();
+	if (rs_fd(oldfd)) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	/*
+	 * dup3 closes what newfd was, as dup2 does: the rsocket goes first,
+	 * or its mark would stay on whatever fd newfd now is.  oldfd ==
+	 * newfd is EINVAL, which the C library says without closing.
+	 */
+	if (rs_fd(newfd) && oldfd != newfd) {
+		mark(newfd, false);
+		RS(rclose, newfd);
+	}
+	return real.dup3(oldfd, newfd, flags);
 }

@@ -11,7 +11,11 @@
  *   preload-calls client PORT FILE   connect, sendfile(2) FILE whole (with
  *                               an offset for the first half, the file's
  *                               own offset for the rest); print
- *                               "sent BYTES fnv HASH"
+ *                               "sent BYTES fnv HASH".  Before that,
+ *                               fcntl F_DUPFD(_CLOEXEC) and dup3 of the
+ *                               socket fail (ENOTSUP, as dup), and a
+ *                               dup3 onto another socket's fd leaves an
+ *                               ordinary fd there (a write to /dev/null)
  * Exit status 0, or 1 with a message on stderr.
  */
 #define _GNU_SOURCE
@@ -146,6 +150,46 @@ static int send_all(int out, int in, off_t *offset, size_t count)
 	return 0;
 }
 
+/* The dup family on a socket: what dup(2) does, and dup3 onto one. */
+static int dups(int fd)
+{
+	int s2, nul, ret = -1;
+
+	if (fcntl(fd, F_DUPFD, 0) >= 0 || errno != ENOTSUP ||
+	    fcntl(fd, F_DUPFD_CLOEXEC, 0) >= 0 || errno != ENOTSUP) {
+		fprintf(stderr, "preload-calls: fcntl F_DUPFD of the socket did not fail with ENOTSUP\n");
+		return -1;
+	}
+	nul = open("/dev/null", O_WRONLY);
+	if (nul < 0)
+		return die("/dev/null");
+	if (dup3(fd, nul, 0) >= 0 || errno != ENOTSUP) {
+		fprintf(stderr, "preload-calls: dup3 of the socket did not fail with ENOTSUP\n");
+		goto out;
+	}
+	s2 = socket(AF_INET, SOCK_STREAM, 0);
+	if (s2 < 0) {
+		die("socket");
+		goto out;
+	}
+	if (dup3(nul, s2, O_CLOEXEC) != s2) {
+		die("dup3 onto a socket");
+		close(s2);
+		goto out;
+	}
+	/* s2 is /dev/null now */
+	if (write(s2, "x", 1) != 1) {
+		die("write after dup3 onto a socket");
+		close(s2);
+		goto out;
+	}
+	close(s2);
+	ret = 0;
+out:
+	close(nul);
+	return ret;
+}
+
 static int client(int port, const char *path)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -165,6 +209,8 @@ static int client(int port, const char *path)
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		return die("connect");
+	if (dups(fd) < 0)
+		return 1;
 	half = (size_t)st.st_size / 2;
 	/* the first half by offset (the file's own stays), the rest by it */
 	if (send_all(fd, in, &off, half) < 0)
