@@ -21,7 +21,8 @@
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
  * socket.  Not followed: dup(2), dup3(2) and fcntl(2) F_DUPFD of an
  * rsocket fail with ENOTSUP; fork(2) leaves the child without the
- * parent's rsockets, and epoll does not know them (an rsocket's fd is its CM channel's: epoll would wait on that).
+ * parent's rsockets, and epoll does not know them (an rsocket's fd is
+ * its CM channel's: epoll would wait on that).
  */
 #include "config.h"
 
@@ -639,36 +640,33 @@ EXPORT int dup(int fd)
 	return real.dup(fd);
 }
 
-EXPORT int dup2(int oldfd, int newfd)
+/*
+ * Before dup2 or dup3 of oldfd onto newfd: 0, or -1 with errno ENOTSUP if
+ * oldfd is an rsocket (one rsocket, one fd).  Both close what newfd was:
+ * an rsocket there goes first, or its mark would stay on whatever fd
+ * newfd then is.  oldfd == newfd closes nothing (dup3 says EINVAL).
+ */
+static int dup_onto(int oldfd, int newfd)
 {
-	init();
 	if (rs_fd(oldfd)) {
 		errno = ENOTSUP;
 		return -1;
 	}
 	if (rs_fd(newfd) && oldfd != newfd) {
-		/* dup2 closes what newfd was: the rsocket goes first. */
 		mark(newfd, false);
 		RS(rclose, newfd);
 	}
-	return real.dup2(oldfd, newfd);
+	return 0;
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	init();
+	return dup_onto(oldfd, newfd) ? -1 : real.dup2(oldfd, newfd);
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	init();
-	if (rs_fd(oldfd)) {
-		errno = ENOTSUP;
-		return -1;
-	}
-	/*
-	 * dup3 closes what newfd was, as dup2 does: the rsocket goes first,
-	 * or its mark would stay on whatever fd newfd now is.  oldfd ==
-	 * newfd is EINVAL, which the C library says without closing.
-	 */
-	if (rs_fd(newfd) && oldfd != newfd) {
-		mark(newfd, false);
-		RS(rclose, newfd);
-	}
-	return real.dup3(oldfd, newfd, flags);
+	return dup_onto(oldfd, newfd) ? -1 : real.dup3(oldfd, newfd, flags);
 }
