@@ -19,10 +19,11 @@
  * rsocket reads the file here and writes it to the rsocket.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
- * socket.  Not followed: dup(2), dup3(2) and fcntl(2) F_DUPFD of an
- * rsocket fail with ENOTSUP; fork(2) leaves the child without the
- * parent's rsockets, and epoll does not know them (an rsocket's fd is
- * its CM channel's: epoll would wait on that).
+ * socket.  close_range(2) and closefrom(3) close rsockets in their
+ * range as close(2) does.  Not followed: dup(2), dup3(2) and fcntl(2)
+ * F_DUPFD of an rsocket fail with ENOTSUP; fork(2) leaves the child
+ * without the parent's rsockets, and epoll does not know them (an
+ * rsocket's fd is its CM channel's: epoll would wait on that).
  */
 #include "config.h"
 
@@ -85,6 +86,8 @@ static struct {
 	int (*dup)(int);
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
 } real;
 
 static atomic_uchar is_rs[PRELOAD_MAX_FD];
@@ -116,7 +119,7 @@ static void init_real(void)
 	LOOKUP(sendfile); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(setsockopt); LOOKUP(getsockopt);
 	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
-	LOOKUP(dup3);
+	LOOKUP(dup3); LOOKUP(close_range); LOOKUP(closefrom);
 }
 
 static void init(void)
@@ -553,6 +556,44 @@ EXPORT int close(int fd)
 		return real.close(fd);
 	mark(fd, false);
 	return RS(rclose, fd);
+}
+
+/*
+ * close_range(2) and closefrom(3) close rsockets' fds too: each rsocket in
+ * the range is closed first, as close() closes one, or its mark would stay
+ * on the fd number for whatever file takes it next.
+ */
+static void close_rsockets(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	for (fd = first; fd <= last && fd < PRELOAD_MAX_FD; fd++)
+		if (rs_fd((int)fd)) {
+			mark((int)fd, false);
+			RS(rclose, (int)fd);
+		}
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	init();
+	/* CLOSE_RANGE_CLOEXEC closes nothing now; exec starts us afresh */
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+		close_rsockets(first, last);
+	if (!real.close_range) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real.close_range(first, last, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	init();
+	if (lowfd >= 0)
+		close_rsockets((unsigned int)lowfd, ~0u);
+	if (real.closefrom)
+		real.closefrom(lowfd);
 }
 
 EXPORT int shutdown(int fd, int how)

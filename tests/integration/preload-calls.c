@@ -15,7 +15,9 @@
  *                               fcntl F_DUPFD(_CLOEXEC) and dup3 of the
  *                               socket fail (ENOTSUP, as dup), and a
  *                               dup3 onto another socket's fd leaves an
- *                               ordinary fd there (a write to /dev/null)
+ *                               ordinary fd there (a write to /dev/null);
+ *                               so does a file opened on the fd of a
+ *                               socket closed by close_range
  * Exit status 0, or 1 with a message on stderr.
  */
 #define _GNU_SOURCE
@@ -150,6 +152,43 @@ static int send_all(int out, int in, off_t *offset, size_t count)
 	return 0;
 }
 
+/*
+ * close_range(2) over a socket closes it as close(2) does: a file opened
+ * later on its fd number is an ordinary one (files are opened until one
+ * gets that number: the lower free ones come first).
+ */
+static int close_range_socket(void)
+{
+	int s3 = socket(AF_INET, SOCK_STREAM, 0), held[64], n = 0, ret = 1;
+
+	if (s3 < 0)
+		return die("socket");
+	if (close_range((unsigned int)s3, (unsigned int)s3, 0) < 0)
+		return die("close_range");
+	while (n < 64) {
+		held[n] = open("/dev/null", O_WRONLY);
+		if (held[n] < 0) {
+			die("/dev/null");
+			goto out;
+		}
+		if (held[n++] >= s3)
+			break;
+	}
+	if (!n || held[n - 1] != s3) {
+		fprintf(stderr, "preload-calls: no file got the closed socket's fd %d\n", s3);
+		goto out;
+	}
+	if (write(s3, "x", 1) != 1) {
+		die("write to a file on a socket's fd after close_range");
+		goto out;
+	}
+	ret = 0;
+out:
+	while (n > 0)
+		close(held[--n]);
+	return ret;
+}
+
 /* The dup family on a socket: what dup(2) does, and dup3 onto one. */
 static int dups(int fd)
 {
@@ -184,7 +223,7 @@ static int dups(int fd)
 		goto out;
 	}
 	close(s2);
-	ret = 0;
+	ret = close_range_socket();
 out:
 	close(nul);
 	return ret;
@@ -209,7 +248,7 @@ static int client(int port, const char *path)
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		return die("connect");
-	if (dups(fd) < 0)
+	if (dups(fd) != 0)
 		return 1;
 	half = (size_t)st.st_size / 2;
 	/* the first half by offset (the file's own stays), the rest by it */
