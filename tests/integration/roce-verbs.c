@@ -786,6 +786,72 @@ START_TEST(ud_recv_packet_type)
 END_TEST
 
 /*
+ * A UD SEND longer than the port's MTU (1024 for roce0's 1500) leaves no
+ * packet and no error either (IBTA C10-93.1.1), as rxe and the software
+ * devices complete it: whatever its length, above RoCE's largest payload
+ * (4096) too.  The QP stays in RTS: a datagram that fits still arrives.
+ */
+START_TEST(ud_above_port_mtu)
+{
+	static uint8_t out[8192], in[128];
+	static const uint32_t lens[] = { 1025, 4096, 4097, 8192 };
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *tx = ud_qp(cq, UD_QKEY), *rx = ud_qp(rcq, UD_QKEY);
+	struct ibv_mr *omr = ibv_reg_mr(pd, out, sizeof(out), 0);
+	struct ibv_mr *imr = ibv_reg_mr(pd, in, sizeof(in), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_ah_attr av = to_peer();
+	struct ibv_sge rs = { .addr = (uintptr_t)in, .length = sizeof(in) };
+	struct ibv_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_sge ss = { .addr = (uintptr_t)out };
+	struct ibv_send_wr wr = {
+		.sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	unsigned int i;
+	int n;
+
+	ck_assert_ptr_nonnull(rcq);
+	ck_assert_ptr_nonnull(tx);
+	ck_assert_ptr_nonnull(rx);
+	ck_assert_ptr_nonnull(omr);
+	ck_assert_ptr_nonnull(imr);
+	ss.lkey = omr->lkey;
+	rs.lkey = imr->lkey;
+	ck_assert_int_eq(ibv_post_recv(rx, &rwr, &rbad), 0);
+	av.grh.sgid_index = (uint8_t)v4_index;
+	ck_assert_int_eq(ibv_query_gid(ctx, 1, v4_index, &av.grh.dgid), 0);
+	ah = ibv_create_ah(pd, &av);
+	ck_assert_msg(ah, "ibv_create_ah: %s", strerror(errno));
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = rx->qp_num;
+	wr.wr.ud.remote_qkey = UD_QKEY;
+	for (i = 0; i <= sizeof(lens) / sizeof(lens[0]); i++) {
+		/* the last one fits */
+		ss.length = i < sizeof(lens) / sizeof(lens[0]) ? lens[i] : 16;
+		ck_assert_int_eq(ibv_post_send(tx, &wr, &bad), 0);
+		while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+			;
+		ck_assert_int_eq(n, 1);
+		ck_assert_msg(wc.status == IBV_WC_SUCCESS, "a UD SEND of %u bytes: %s",
+			      ss.length, ibv_wc_status_str(wc.status));
+	}
+	while ((n = ibv_poll_cq(rcq, 1, &wc)) == 0)
+		;
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+	ck_assert_uint_eq(wc.byte_len, 40 + 16);
+	ck_assert_int_eq(ibv_destroy_ah(ah), 0);
+	ck_assert_int_eq(ibv_destroy_qp(tx), 0);
+	ck_assert_int_eq(ibv_destroy_qp(rx), 0);
+	ck_assert_int_eq(ibv_destroy_cq(rcq), 0);
+	ck_assert_int_eq(ibv_dereg_mr(omr), 0);
+	ck_assert_int_eq(ibv_dereg_mr(imr), 0);
+}
+END_TEST
+
+/*
  * `send`: UD datagrams (to QPN 0x123) with hop limit 1 to PEER_IPV4 and
  * to METRIC_IPV4, then one to the group 239.1.2.5 with hop limit 3, for
  * roce-device.sh to read their TTLs on the wire: the namespace's, the
@@ -916,6 +982,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, rc_recv_has_grh);
 	tcase_add_test(tc, ah_from_ipv4_datagram);
 	tcase_add_test(tc, ud_recv_packet_type);
+	tcase_add_test(tc, ud_above_port_mtu);
 	tcase_add_test(tc, cm_path_record);
 	tcase_add_test(tc, wire_state_charged);
 	tcase_add_test(tc, xrc_target_moves_with_its_charge);

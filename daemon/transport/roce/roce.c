@@ -196,18 +196,21 @@ static enum eng_ud roce_send_ud(struct ibvd_engine *eng, struct ibvd_qp *src,
 	int family;
 
 	(void)eng;
-	if (req->length > ROCE_MAX_PAYLOAD) {
-		*status = IBV_WC_LOC_LEN_ERR;
-		return UD_FAILED;
-	}
 	ibvd_eng_count_request(src, req);
 	/*
 	 * As rxe: larger than the port's MTU, or with no route of ours (no
 	 * GRH, an empty source GID, a destination of the other family), the
-	 * datagram is dropped and the send still completes.
+	 * datagram is dropped and the send still completes.  Any length
+	 * above the MTU, beyond the largest payload too: IBTA C10-93.1.1
+	 * wants no error for it, and one would move the QP to SQE.
 	 */
 	if (req->length > port_mtu_bytes(src) || !av->is_global)
 		return UD_SENT;
+	/* never above the MTU (4096 at most); buf is sized by it */
+	if (req->length > ROCE_MAX_PAYLOAD) {
+		*status = IBV_WC_LOC_LEN_ERR;
+		return UD_FAILED;
+	}
 	family = gid_addr(src, av->sgid_index, sip);
 	if (!family || roce_gid_family(av->dgid) != family)
 		return UD_SENT;
