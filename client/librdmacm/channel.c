@@ -287,14 +287,17 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 /*
  * One frame from the event socket, without blocking, under recv_lock.
  * Returns 1 with *ret_m, 0 for a frame to skip, -EAGAIN for none, -EIO
- * when the daemon is gone (end of file).
+ * when the daemon is gone (end of file) or the channel is a forked
+ * child's copy: the socket is the parent's too, and a frame the child
+ * took (destroying an id drains it) would be an event the parent never
+ * sees.
  */
 static int recv_locked(struct cma_channel *ch, Ibvd__CmEvent **ret_m)
 {
 	struct ibvd_frame frame;
 	int ret;
 
-	if (ch->dead)
+	if (ch->dead || ch->conn.owner != getpid())
 		return -EIO;
 	ret = ibvd_frame_recv(ch->sock, ch->buf, IBVD_FRAME_MAX, &frame,
 			      MSG_DONTWAIT);

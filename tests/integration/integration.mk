@@ -247,6 +247,9 @@ tests_integration_rsocket_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthr
 # A plain TCP program run under LD_PRELOAD: ppoll, pselect, sendfile.
 check_PROGRAMS += tests/integration/preload-calls-helper
 tests_integration_preload_calls_helper_SOURCES = tests/integration/preload-calls.c
+# A forking server under LD_PRELOAD: the child and the inherited sockets.
+check_PROGRAMS += tests/integration/preload-fork-helper
+tests_integration_preload_fork_helper_SOURCES = tests/integration/preload-fork.c
 
 # Per-tenant quotas (issue 5): every limit kind as two uids at once,
 # release on exit and kill -9, live reload (quota.sh).

@@ -17,6 +17,11 @@
 #              (preload-calls-helper): the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout; the client sends a
 #              file with sendfile(2); the bytes compared
+#   fork       a forking server of ours under LD_PRELOAD
+#              (preload-fork-helper): the child's write and read on the
+#              inherited connection fail with EBADF at once, its close of
+#              it and of the listener leaves the parent's connection and
+#              the request waiting on the listener to the parent
 #   fallback   nc under LD_PRELOAD with no daemon: ordinary TCP sockets
 #   keepalive  an idle connected pair with SO_KEEPALIVE and TCP_KEEPIDLE 1
 #              (rsocket-helper keepalive_on) sends keepalives each second
@@ -324,6 +329,26 @@ case_calls() {
 	ok "calls: $(cat "$O/calls.srv"), $n packets on $DEV"
 }
 
+# A forking server under LD_PRELOAD (preload-fork-helper): the child's
+# calls on the inherited sockets fail at once, its close takes neither
+# the parent's connection nor the request waiting on its listener.
+case_fork() {
+	local port spid prog=$T/bin/preload-fork-helper
+	[ -x "$prog" ] || fail "tests/integration/preload-fork-helper not built"
+	port=$(free_port)
+	check "fork: server uid $USER1 forks a child that closes its sockets, client uid $USER2, LD_PRELOAD=librspreload.so"
+	bg "$USER1" "$O/fork.srv" "$(preload_env)" -- "$prog" server "$port"
+	spid=$BG
+	wait_listen "$port" "$spid" || { show_out "preload-fork server" "$O/fork.srv"; fail "fork: the server did not listen on rsocket port $port"; }
+	no_tcp_listener "$port" "preload-fork server"
+	fg "$USER2" "$O/fork.cli" "$(preload_env)" -- "$prog" client "$port"
+	client_ok $? "$O/fork.cli" "preload-fork client"
+	server_done "$spid" "$O/fork.srv" "preload-fork server"
+	grep -qx "server ok" "$O/fork.srv" ||
+		{ show_out "preload-fork server" "$O/fork.srv"; fail "fork: the server did not finish"; }
+	ok "fork: the child's calls failed with EBADF, the parent went on"
+}
+
 # iperf3 under LD_PRELOAD: its control and data connections are rsockets.
 case_iperf3() {
 	local port before n spid dir rc
@@ -515,7 +540,7 @@ case_quota() {
 	ok "$(grep -E '^[0-9]+%: Checks' "$out")"
 }
 
-ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls fallback udpong unresolved keepalive"
+ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls fork fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

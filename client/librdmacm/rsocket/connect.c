@@ -25,6 +25,7 @@ static struct rsocket *rs_alloc(void)
 	if (!rs)
 		return NULL;
 	rs->fd = -1;
+	rs->owner = rs_table_pid();
 	rs->refs = 1;		/* the fd table's, dropped by rclose */
 	pthread_mutex_init(&rs->lock, NULL);
 	rs_set_defaults(rs);
@@ -588,7 +589,7 @@ int rshutdown(int socket, int how)
 
 int rclose(int socket)
 {
-	struct rsocket *rs = rs_get(socket);
+	struct rsocket *rs = rs_get_inherited(socket);
 
 	if (!rs)
 		return rs_ret(-EBADF);
@@ -600,7 +601,11 @@ int rclose(int socket)
 	pthread_mutex_lock(&rs->lock);
 	rs->closing = true;
 	rs->closer = pthread_self();
-	if (rs->state & RS_CONNECTED)
+	/*
+	 * A forked child's copy says nothing to the peer: the connection
+	 * is the parent's.  Freeing it closes the child's fds alone.
+	 */
+	if ((rs->state & RS_CONNECTED) && rs->owner == rs_table_pid())
 		shutdown_locked(rs, SHUT_RDWR, close_deadline(rs));
 	/* Calls blocked in it return EBADF within a wait slice. */
 	rs->closed = true;

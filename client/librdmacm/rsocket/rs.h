@@ -56,6 +56,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <infiniband/verbs.h>
@@ -186,6 +187,7 @@ struct rs_dgram;
 
 struct rsocket {
 	int fd;				/* the app's name: ch->fd (dg: its UDP socket) */
+	pid_t owner;			/* the process that made it (rs_table_pid) */
 	unsigned int refs;		/* the fd table's + calls running (atomic) */
 	int domain;
 	struct rs_dgram *dg;		/* SOCK_DGRAM (dgram.c); NULL for a stream */
@@ -268,7 +270,8 @@ static inline int rs_ret(int ret)
 
 int rs_table_insert(struct rsocket *rs);
 bool rs_table_remove(struct rsocket *rs);
-/* The rsocket named fd, held until rs_put(), or NULL. */
+/* This process's id, kept across fork(): an rsocket's owner. */
+pid_t rs_table_pid(void);
 /* Is rs rclose()d, or being rclose()d by another thread?  Under rs->lock. */
 static inline bool rs_gone(const struct rsocket *rs)
 {
@@ -276,7 +279,14 @@ static inline bool rs_gone(const struct rsocket *rs)
 	       (rs->closing && !pthread_equal(rs->closer, pthread_self()));
 }
 
+/*
+ * The rsocket named fd, held until rs_put(), or NULL: also for one a
+ * forked child inherited, which is not the child's (its endpoint and
+ * channel sockets are the parent's), so every call on it fails with
+ * EBADF; rclose alone takes it (rs_get_inherited) to let its fds go.
+ */
 struct rsocket *rs_get(int fd);
+struct rsocket *rs_get_inherited(int fd);
 void rs_put(struct rsocket *rs);
 
 /* ---- endpoint.c ---------------------------------------------------------- */

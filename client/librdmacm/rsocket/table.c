@@ -11,12 +11,35 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rs.h"
 
 static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct rsocket **table;
 static size_t table_len;
+/*
+ * Read by every call (rs_get): kept up to date by a fork handler rather
+ * than asked of the kernel each time.
+ */
+static pid_t table_pid;
+
+static void forked_child(void)
+{
+	table_pid = getpid();
+}
+
+/* glibc drops the fork handler when the library is unloaded. */
+__attribute__((constructor)) static void table_init(void)
+{
+	table_pid = getpid();
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
+pid_t rs_table_pid(void)
+{
+	return table_pid;
+}
 
 static int grow(size_t need)
 {
@@ -64,7 +87,7 @@ bool rs_table_remove(struct rsocket *rs)
 }
 
 /* Taken under the table's lock, so rclose cannot free rs in between. */
-struct rsocket *rs_get(int fd)
+struct rsocket *rs_get_inherited(int fd)
 {
 	struct rsocket *rs = NULL;
 
@@ -83,4 +106,15 @@ void rs_put(struct rsocket *rs)
 {
 	if (__atomic_sub_fetch(&rs->refs, 1, __ATOMIC_ACQ_REL) == 0)
 		rs_free(rs);
+}
+
+struct rsocket *rs_get(int fd)
+{
+	struct rsocket *rs = rs_get_inherited(fd);
+
+	if (rs && rs->owner != table_pid) {
+		rs_put(rs);
+		return NULL;
+	}
+	return rs;
 }
