@@ -23,6 +23,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -765,6 +766,78 @@ START_TEST(close_while_blocked)
 	ck_ok(rclose(lfd));
 	finish_blocked(&b, t, EBADF, "raccept, rclose()d meanwhile");
 	ck_ok(rclose(cli));
+}
+END_TEST
+
+/* ---- signals ------------------------------------------------------------ */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+struct poker {
+	pthread_t target;	/* signalled (SIGUSR1) after 200 ms */
+	int fd;			/* then sent "late" after 400 more, if >= 0 */
+};
+
+static void *poke(void *arg)
+{
+	struct poker *p = arg;
+
+	usleep(200000);
+	pthread_kill(p->target, SIGUSR1);
+	if (p->fd >= 0) {
+		usleep(400000);
+		send_all(p->fd, "late", 4);
+	}
+	return NULL;
+}
+
+/*
+ * A blocking call that a handler with SA_RESTART interrupted goes on, as
+ * the kernel restarts recv(2) on TCP (glibc's signal() sets the flag:
+ * a SIGCHLD handler must not make a server's accept fail).  Without the
+ * flag it fails with EINTR.
+ */
+START_TEST(restart_after_signal)
+{
+	struct sigaction sa;
+	struct poker p = { .target = pthread_self() };
+	char buf[8];
+	pthread_t t;
+	int lfd, srv, cli, sig;
+
+	/*
+	 * Check's runner leaves this process its own handlers (SIGALRM,
+	 * SIGTERM..., without SA_RESTART): one of those could be what came,
+	 * for all the library knows, so no call would go on.
+	 */
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+		    sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+			signal(sig, SIG_DFL);
+	pair(&lfd, &srv, &cli);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	ck_ok(sigaction(SIGUSR1, &sa, NULL));
+	p.fd = cli;
+	ck_assert_int_eq(pthread_create(&t, NULL, poke, &p), 0);
+	ck_assert_int_eq(rrecv(srv, buf, sizeof(buf), 0), 4);
+	ck_assert_int_eq(memcmp(buf, "late", 4), 0);
+	pthread_join(t, NULL);
+
+	sa.sa_flags = 0;
+	ck_ok(sigaction(SIGUSR1, &sa, NULL));
+	p.fd = -1;
+	ck_assert_int_eq(pthread_create(&t, NULL, poke, &p), 0);
+	ck_fails_with(rrecv(srv, buf, sizeof(buf), 0), EINTR);
+	pthread_join(t, NULL);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
 }
 END_TEST
 
@@ -1897,6 +1970,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),
+		T(restart_after_signal),
 		T(close_on_a_mute_peer), T(peer_names_a_bad_sgl),
 		T(peer_overruns_its_credits),
 		{ "keepalive_on", keepalive_on, true },

@@ -20,6 +20,7 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 
@@ -343,6 +344,34 @@ int rs_wait_fds(struct rsocket *rs, int fds[2])
 	return n;
 }
 
+/*
+ * A fault's signal comes to the thread that faults, never to one asleep
+ * in poll(): its handler (a sanitizer's, a runtime's) cannot be the one
+ * that interrupted us.
+ */
+static bool fault_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
+	       sig == SIGFPE || sig == SIGTRAP;
+}
+
+bool rs_restart_after_signal(void)
+{
+	struct sigaction sa;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++) {
+		/* glibc's own signals answer EINVAL */
+		if (fault_signal(sig) || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
 static int sleep_on(struct rsocket *rs, int ms)
 {
 	struct pollfd pfd[2];
@@ -357,7 +386,7 @@ static int sleep_on(struct rsocket *rs, int ms)
 	pthread_mutex_unlock(&rs->lock);
 	ret = poll(pfd, (nfds_t)n, ms);
 	pthread_mutex_lock(&rs->lock);
-	return ret < 0 && errno == EINTR ? -EINTR : 0;
+	return ret < 0 && errno == EINTR && !rs_restart_after_signal() ? -EINTR : 0;
 }
 
 static int64_t now_ns(void)

@@ -824,7 +824,7 @@ static int sleep_once(struct rsocket *rs)
 	pthread_mutex_unlock(&rs->lock);
 	ret = poll(fds, n, 100);
 	pthread_mutex_lock(&rs->lock);
-	return ret < 0 && errno == EINTR ? -EINTR : 0;
+	return ret < 0 && errno == EINTR && !rs_restart_after_signal() ? -EINTR : 0;
 }
 
 static int wait_for(struct rsocket *rs, bool (*test)(const struct rs_dgram *),

@@ -339,6 +339,15 @@ int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock);
  * (-EAGAIN).
  */
 int rs_wait_until(struct rsocket *rs, rs_test_fn test, int64_t deadline);
+/*
+ * A blocking call's sleep that a signal handler interrupted: true if it
+ * sleeps on, as the kernel restarts a socket call (recv, send, accept,
+ * connect) whose handler has SA_RESTART.  poll() says EINTR whatever the
+ * handler's flags and not which signal came, so it sleeps on only when
+ * no handler that could have come lacks SA_RESTART (glibc's signal()
+ * sets it), else the call fails with EINTR as before.
+ */
+bool rs_restart_after_signal(void);
 int64_t rs_deadline_ms(int64_t ms);
 /* For a sleep in poll(): take the channel's events, arm the CQ (true if it
  * was not armed: progress again before sleeping), the fds to watch. */
