@@ -208,6 +208,14 @@ static bool message_subject(const struct nlmsghdr *h, int *ifindex,
 	}
 }
 
+/* h says a link left this namespace (not a bridge port's news). */
+static bool link_gone(const struct nlmsghdr *h)
+{
+	const struct ifinfomsg *ifi = NLMSG_DATA(h);
+
+	return h->nlmsg_type == RTM_DELLINK && ifi->ifi_family == AF_UNSPEC;
+}
+
 static void note_message(struct ibvd_netdev_watch *w, const struct nlmsghdr *h,
 			 struct todo *t)
 {
@@ -228,6 +236,13 @@ static void note_message(struct ibvd_netdev_watch *w, const struct nlmsghdr *h,
 		if ((nd->ifindex && nd->ifindex == ifindex) ||
 		    (name && strcmp(name, nd->ifname) == 0))
 			add_todo(t, dev);
+		/*
+		 * Its interface left: one back under the same index (moved
+		 * to another namespace and back before we looked) lost the
+		 * sockets' groups all the same, so they are made again.
+		 */
+		if (nd->ifindex && nd->ifindex == ifindex && link_gone(h))
+			dev->roce.rebind_pending = true;
 	}
 }
 

@@ -158,8 +158,10 @@ struct ibvd_roce {
 	uint64_t dropped_bad_pkey;
 	/* datagrams longer than any packet (and not a run to cut) */
 	uint64_t dropped_too_long;
-	/* the transport could not follow the interface to its new index:
-	 * tried again at the interface's next message (netdev_watch.c) */
+	/* the transport could not follow the interface to its new index,
+	 * or the interface left (it may come back under the same index,
+	 * without the sockets' groups): done at the interface's next
+	 * message that finds it here (netdev_watch.c) */
 	bool rebind_pending;
 };
 

@@ -394,6 +394,40 @@ ok "$CTX_ANSWER"
 ctx_stop
 daemon_alive "after the interface changes"
 
+# An interface that leaves the namespace and comes back keeps its index but
+# not its groups; the daemon, stopped meanwhile, finds it under the same
+# index it knew and must still join again.
+check "$VA moved to another namespace and back while the daemon sleeps: the group joined again"
+NS2=ibvd-roce2-$$
+run_debian "$USER1" /usr/bin/mckey -b 10.77.0.1 -m 239.1.2.6 -C 5 >"$O/mc.move" 2>&1 &
+mpid=$!
+for _ in $(seq 100); do
+	nsip maddr show dev "$VA" | grep -q 'inet  *239\.1\.2\.6$' && break
+	pid_running "$mpid" || break
+	sleep 0.1
+done
+nsip maddr show dev "$VA" | grep -q 'inet  *239\.1\.2\.6$' ||
+	{ show receiver "$O/mc.move"; fail "$VA never joined 239.1.2.6"; }
+idx=$(va_index)
+ip netns add "$NS2" || fail "ip netns add $NS2"
+kill -STOP "$DAEMON_PID"
+nsip link set "$VA" netns "$NS2" && ip -n "$NS2" link set "$VA" netns "$NS" ||
+	{ kill -CONT "$DAEMON_PID"; ip netns delete "$NS2"; fail "cannot move $VA to $NS2 and back"; }
+nsip link set "$VA" up && nsip addr add 10.77.0.1/24 dev "$VA" ||
+	{ kill -CONT "$DAEMON_PID"; ip netns delete "$NS2"; fail "cannot bring $VA back up"; }
+kill -CONT "$DAEMON_PID"
+ip netns delete "$NS2"
+[ "$(va_index)" = "$idx" ] || log "$VA came back as index $(va_index), not $idx"
+for _ in $(seq $((50 * TMUL))); do
+	nsip maddr show dev "$VA" | grep -q 'inet  *239\.1\.2\.6$' && break
+	sleep 0.1
+done
+nsip maddr show dev "$VA" >"$O/maddr"
+expect_grep 'inet  *239\.1\.2\.6$' "$O/maddr" "$VA's groups after it came back"
+term_bg "$mpid"
+wait_exit "$mpid" 10 || fail "the receiver did not end"
+ok "index $idx, 239.1.2.6 joined again"
+
 check "the software device's table follows the host's addresses, in a client's copy too"
 ctx_start "$USER1" -d ibvd0
 gids
