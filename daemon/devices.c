@@ -119,6 +119,9 @@ static int roce_init(struct ibvd_device *dev, const struct ibvd_config_device *c
 		return -ENOMEM;
 	memcpy(dev->roce.peers, cd->peers, sizeof(dev->roce.peers));
 	dev->roce.npeers = cd->npeers;
+	/* what an interface that is gone for now leaves it (build_one) */
+	snprintf(dev->roce.netdev.ifname, sizeof(dev->roce.netdev.ifname),
+		 "%s", cd->netdev);
 	ibvd_roce_update(&dev->roce, &st->link, st->addrs, st->naddrs);
 	if (!cd->guid && memcmp(st->link.mac, no_mac, sizeof(no_mac)) != 0)
 		dev->node_guid = ibvd_roce_guid(st->link.mac);
@@ -230,11 +233,25 @@ static int check_clashes(struct ibvd_device **fresh, unsigned int n,
 	return 0;
 }
 
+/* A running RoCE device waits for an interface of that name. */
+static bool awaited(const struct ibvd_device_list *devs, const char *ifname)
+{
+	const struct ibvd_device *dev;
+
+	TAILQ_FOREACH(dev, devs, link)
+		if (dev->kind == IBVD_DEV_ROCE &&
+		    strcmp(dev->roce.netdev.ifname, ifname) == 0)
+			return true;
+	return false;
+}
+
 /*
  * One device from its config entry; a RoCE device's interface is read now
- * and must exist (the config parser checked it a moment ago).
+ * and must exist (the config parser checked it a moment ago), unless a
+ * running device waits for it: then it is built as that one is, without.
  */
 static int build_one(const struct ibvd_config_device *cd, const char *host_id,
+		     const struct ibvd_device_list *devs,
 		     struct ibvd_device **dev, char *err, size_t errlen)
 {
 	struct ibvd_netdev_state st = { .naddrs = 0 };
@@ -252,6 +269,8 @@ static int build_one(const struct ibvd_config_device *cd, const char *host_id,
 	}
 	if (cd->netdev[0]) {
 		ret = ibvd_netdev_read(cd->netdev, &st);
+		if (ret == -ENODEV && awaited(devs, cd->netdev))
+			ret = 0;
 		if (ret < 0) {
 			snprintf(err, errlen, "device %s: interface %s: %s",
 				 cd->name, cd->netdev, strerror(-ret));
@@ -280,8 +299,9 @@ out:
 	return ret == -ENODEV ? -EINVAL : ret;
 }
 
-static int build_fresh(const struct ibvd_config *cfg, struct ibvd_device **fresh,
-		       char *err, size_t errlen)
+static int build_fresh(const struct ibvd_config *cfg,
+		       const struct ibvd_device_list *devs,
+		       struct ibvd_device **fresh, char *err, size_t errlen)
 {
 	char host_id[256];
 	unsigned int i;
@@ -289,7 +309,7 @@ static int build_fresh(const struct ibvd_config *cfg, struct ibvd_device **fresh
 
 	host_identity(host_id, sizeof(host_id));
 	for (i = 0; i < cfg->ndevices; i++) {
-		ret = build_one(&cfg->devices[i], host_id, &fresh[i], err, errlen);
+		ret = build_one(&cfg->devices[i], host_id, devs, &fresh[i], err, errlen);
 		if (ret < 0)
 			return ret;
 	}
@@ -476,7 +496,7 @@ int ibvd_devices_apply(struct ibvd_device_list *devs, unsigned int *ndevs,
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	ret = build_fresh(cfg, fresh, err, errlen);
+	ret = build_fresh(cfg, devs, fresh, err, errlen);
 	if (ret == 0)
 		ret = open_transports(devs, fresh, n, err, errlen);
 	if (ret == 0 && last)

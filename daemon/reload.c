@@ -52,7 +52,7 @@ struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
 	struct ibvd_config *cfg;
 
 	if (d->config_arg)
-		return ibvd_config_load(d->config_arg, err, errlen);
+		return ibvd_config_load_over(d->config_arg, d->cfg, err, errlen);
 	/*
 	 * No config file is fine; one we cannot read is not.  Nor is one
 	 * that went away since we read it: a reload in the instant an editor
@@ -61,7 +61,7 @@ struct ibvd_config *ibvd_daemon_load_config(const struct ibvd_daemon *d,
 	 */
 	if (access(IBVD_DEFAULT_CONFIG, F_OK) == 0 || errno != ENOENT ||
 	    (d->cfg && d->cfg->path))
-		return ibvd_config_load(IBVD_DEFAULT_CONFIG, err, errlen);
+		return ibvd_config_load_over(IBVD_DEFAULT_CONFIG, d->cfg, err, errlen);
 	cfg = ibvd_config_default();
 	if (!cfg)
 		snprintf(err, errlen, "out of memory");

@@ -51,6 +51,8 @@ struct parser {
 	 */
 	size_t *rule_index;
 	size_t rule_index_len;		/* a power of two, or 0 */
+	/* the configuration being reloaded over, or NULL */
+	const struct ibvd_config *running;
 };
 
 /* Checks one member's value and stores it into obj. */
@@ -582,6 +584,21 @@ static bool valid_ifname(const char *s)
 }
 
 /*
+ * An interface the running configuration names already: gone for now,
+ * its device waits for one of that name, and a reload (of the limits,
+ * say) must not fail for it.
+ */
+static bool awaited(const struct parser *p, const char *ifname)
+{
+	unsigned int i;
+
+	for (i = 0; p->running && i < p->running->ndevices; i++)
+		if (strcmp(p->running->devices[i].netdev, ifname) == 0)
+			return true;
+	return false;
+}
+
+/*
  * Now rather than when the device is built: a typo must fail the load,
  * with its position.  rxe cannot be added on a missing interface either.
  */
@@ -597,7 +614,7 @@ static int device_netdev(struct parser *p, json_t *v, void *obj)
 		return -EINVAL;
 	if (!valid_ifname(s))
 		return wrong(p, expected, v);
-	if (if_nametoindex(s) == 0)
+	if (if_nametoindex(s) == 0 && !(errno == ENODEV && awaited(p, s)))
 		return errno == ENODEV ?
 		       fail(p, "no such network interface \"%s\"", s) :
 		       fail(p, "cannot look up network interface \"%s\": %s",
@@ -1649,11 +1666,12 @@ static struct ibvd_config *config_new(void)
 
 static struct ibvd_config *parse_text(const char *text, size_t len,
 				      const char *name, const char *path,
+				      const struct ibvd_config *running,
 				      char *err, size_t errlen)
 {
 	struct parser p = {
 		.text = text, .len = len, .name = name,
-		.err = err, .errlen = errlen,
+		.err = err, .errlen = errlen, .running = running,
 	};
 	struct ibvd_config *cfg = NULL;
 	json_error_t jerr;
@@ -1762,6 +1780,13 @@ static int check_file(int fd, const char *path, char *err, size_t errlen)
 
 struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen)
 {
+	return ibvd_config_load_over(path, NULL, err, errlen);
+}
+
+struct ibvd_config *ibvd_config_load_over(const char *path,
+					  const struct ibvd_config *running,
+					  char *err, size_t errlen)
+{
 	struct ibvd_config *cfg;
 	char *text = NULL;
 	size_t len = 0;
@@ -1783,7 +1808,7 @@ struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen)
 		put_err(err, errlen, "%s: cannot read: %s", path, strerror(-ret));
 		return NULL;
 	}
-	cfg = parse_text(text, len, path, path, err, errlen);
+	cfg = parse_text(text, len, path, path, running, err, errlen);
 	free(text);
 	return cfg;
 }
@@ -1791,7 +1816,7 @@ struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen)
 struct ibvd_config *ibvd_config_parse(const char *text, const char *name,
 				      char *err, size_t errlen)
 {
-	return parse_text(text, strlen(text), name, NULL, err, errlen);
+	return parse_text(text, strlen(text), name, NULL, NULL, err, errlen);
 }
 
 struct ibvd_config *ibvd_config_default(void)

@@ -237,6 +237,15 @@ struct ibvd_config {
 struct ibvd_config *ibvd_config_load(const char *path, char *err, size_t errlen);
 
 /*
+ * Same, over running (the configuration in use, or NULL): a device's
+ * "netdev" may then name a missing interface that running names too, as
+ * its RoCE device waits for one of that name.
+ */
+struct ibvd_config *ibvd_config_load_over(const char *path,
+					  const struct ibvd_config *running,
+					  char *err, size_t errlen);
+
+/*
  * Same, from a string (name is used in messages in place of the path;
  * cfg->path stays NULL).
  */

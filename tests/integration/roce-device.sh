@@ -383,6 +383,14 @@ expect_event IBV_EVENT_PORT_ERR "after ip link del"
 expect_gids "" "table without the interface"
 ibvctl -d link show roce0 >"$O/link" 2>&1
 expect_grep "^link roce0/1 state DOWN physical_state DISABLED netdev $VA\$" "$O/link" "link show without the interface"
+# a reload meanwhile (of the limits, say) keeps the device waiting for it
+kill -HUP "$DAEMON_PID"
+for _ in $(seq $((50 * TMUL))); do
+	grep -Eq "configuration reloaded|reload failed" "$DAEMON_LOG" && break
+	sleep 0.1
+done
+expect_no_grep "reload failed" "$DAEMON_LOG" "a reload while $VA is gone"
+expect_grep "configuration reloaded" "$DAEMON_LOG" "a reload while $VA is gone"
 make_veth
 expect_event IBV_EVENT_PORT_ACTIVE "after the interface came back"
 gid0=$(mac_gid)
