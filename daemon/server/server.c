@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@ struct ibvd_server {
 	struct event *accept_ev;
 	struct event *resume_ev;
 	struct ibvd_ratelimit refuse_rl;
+	uint64_t hung_up;		/* peers gone before they were served */
 };
 
 /* ---- socket activation ------------------------------------------------ */
@@ -550,6 +553,38 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 	event_add(srv->accept_ev, NULL);
 }
 
+/*
+ * Whether the peer closed its end before saying anything: nothing to
+ * serve, nobody to answer.  A client that connects and closes as fast as
+ * it can fills the listen backlog with such connections, which everyone
+ * else's connect waits behind; a session for each (its /proc reads, its
+ * events, a wakeup to find the EOF) made that wait about a second.  A
+ * peer that sent a frame before closing still gets its session.  (A
+ * zero-length message reads as gone too: a session takes it for the end,
+ * or with fds for a malformed frame, and hangs up as well.)
+ */
+static bool peer_gone(int fd)
+{
+	char c;
+
+	return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/*
+ * Close a connection found gone, on its uid's queue all the same: a
+ * zero-length message reads as the end too, and one may carry fds (or
+ * others wait behind it) whose close blocks.
+ */
+static void hang_up(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+		ibvd_closer_own(fd, cred.uid);
+	ibvd_close_client_socket(fd);
+}
+
 /* Serve an accepted connection, or refuse it. */
 static void accept_client(struct ibvd_server *srv, int fd)
 {
@@ -594,6 +629,11 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
+		if (peer_gone(fd)) {
+			srv->hung_up++;
+			hang_up(fd);
+			continue;
+		}
 		accept_client(srv, fd);
 	}
 }
@@ -613,6 +653,11 @@ int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d)
 	if (!srv->accept_ev || !srv->resume_ev)
 		return -ENOMEM;
 	return event_add(srv->accept_ev, NULL) < 0 ? -ENOMEM : 0;
+}
+
+uint64_t ibvd_server_hung_up(const struct ibvd_server *srv)
+{
+	return srv->hung_up;
 }
 
 const char *ibvd_server_path(const struct ibvd_server *srv)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct ibvd_daemon;
@@ -29,6 +30,9 @@ int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d);
 
 /* Path of the socket served (for an inherited one, as the kernel says). */
 const char *ibvd_server_path(const struct ibvd_server *srv);
+
+/* Connections whose peer hung up before sending anything: never served. */
+uint64_t ibvd_server_hung_up(const struct ibvd_server *srv);
 
 /* Whether the socket came from systemd. */
 int ibvd_server_activated(const struct ibvd_server *srv);

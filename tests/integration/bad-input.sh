@@ -5,7 +5,8 @@
 # every case the daemon is alive, a context held by an unprivileged client
 # since before the case still works, a fresh well-behaved client (Debian's
 # ibv_devices) works, and ibvctl daemon status answers.  Then: the per-uid
-# connection cap, who may administer, client words in error messages, and
+# connection cap, who may administer, client words in error messages,
+# connections hung up before their accept (closed unserved), and
 # (with daemons of their own) a reply JSON cannot carry and a symlink put
 # in place of the socket.
 . "$(dirname "$0")/lib.sh"
@@ -229,6 +230,57 @@ ctx_cmd query	# the undo's destroys go before this call's reply
 n1=$(objects)
 [ "$n1" = "$n0" ] || fail "the daemon counts $n1 objects for the client, $n0 before"
 ok "ibv_alloc_dm and ibv_create_comp_channel failed with EMFILE; objects $n0 before and after"
+
+# A connection whose client closed before saying anything is closed
+# unserved: no session, none of its /proc reads.  Else a uid connecting and
+# closing in a loop fills the listen backlog with connections that each
+# cost the control thread a session's set-up, and another uid's connect
+# waits about a second behind them.  The daemon is stopped while they
+# queue, so every one has hung up by its accept; the ping queued after
+# them is answered once they all went.  Counted: the daemon's read
+# syscalls (a session reads five /proc files) and its hung_up counter.
+HUNG=300
+check "$HUNG connections closed before the daemon accepts them: closed unserved"
+# daemon_reads: read syscalls of the daemon (all its threads) so far
+daemon_reads() { sed -n 's/^syscr: //p' "/proc/$DAEMON_PID/io"; }
+# status_count KEY: KEY's number in ibvctl daemon status
+status_count() {
+	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail_all "ibvctl daemon status"; }
+	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
+}
+hung0=$(status_count hung_up)
+reads0=$(daemon_reads)
+# the client stays until its connections are all accepted: /proc has it
+{ mkfifo "$T/hold" && chmod 666 "$T/hold"; } || fail "mkfifo $T/hold"
+kill -STOP "$DAEMON_PID" || fail "cannot stop the daemon"
+run_as "$USER1" "$PYTHON" - "$SOCK" "$HUNG" "$T/hold" >"$O/hung" 2>&1 <<'EOF' &
+import socket, sys
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(sys.argv[1])
+    s.close()
+print("closed", flush=True)
+open(sys.argv[3]).read()
+EOF
+hold_pid=$!
+BG_PIDS+=("$hold_pid")
+exec 8<>"$T/hold"
+for _ in $(seq $((100 * TMUL))); do
+	grep -q '^closed$' "$O/hung" && break
+	pid_running "$hold_pid" || break
+	sleep 0.1
+done
+kill -CONT "$DAEMON_PID"
+grep -q '^closed$' "$O/hung" || { show connects "$O/hung"; fail "connecting $HUNG times failed"; }
+ping_daemon || fail "no answer after the $HUNG connections"
+reads=$(($(daemon_reads) - reads0))
+hung=$(($(status_count hung_up) - ${hung0:-0}))
+[ "$reads" -lt "$HUNG" ] ||
+	fail "the daemon made $reads read syscalls for $HUNG connections gone before their accept (a session set up for each)"
+[ "$hung" -eq "$HUNG" ] || { show status "$O/status"; fail "hung_up went up by $hung, not $HUNG"; }
+exec 8>&-
+wait_exit "$hold_pid" "$TMO" || fail "the connecting client did not exit"
+ok "$HUNG hung-up connections: hung_up +$hung, $reads read syscalls in all"
 
 ctx_stop
 daemon_stop
