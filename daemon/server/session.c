@@ -457,6 +457,38 @@ static bool cgroup_wanted(const struct ibvd_session *s)
 	return !ibvd_config_limit_rule_for(cfg, &who);
 }
 
+/*
+ * A uid at its session limit is refused before the peer's /proc reads,
+ * which cost the control thread more than all the rest of a connection:
+ * else a uid holding its limit and connecting in a loop made every other
+ * uid wait on them.  Only where the new session cannot change its
+ * tenant's limits (ibvd_tenant_get): the tenant's rule was chosen knowing
+ * its cgroup, or no rule names a cgroup.  The charge is the one
+ * charge_session() makes later, taken back at once: the same refusal,
+ * counted and logged alike.
+ */
+static int refuse_early(struct ibvd_session *s)
+{
+	struct ibvd_tenant *t;
+	int ret;
+
+	if (s->privileged)
+		return 0;
+	t = ibvd_tenant_find(s->cred.uid);
+	if (!t || (!t->ident.cgroup[0] &&
+		   ibvd_config_has_cgroup_rules(s->daemon->cfg)))
+		return 0;
+	ret = ibvd_tenant_charge(t, IBVD_LIMIT_SESSION, 1, "connecting");
+	if (ret < 0) {
+		ibvd_frame_send_error(s->fd, 0, EAGAIN,
+				      "too many clients of this uid",
+				      MSG_DONTWAIT);
+		return ret;
+	}
+	ibvd_tenant_uncharge(t, IBVD_LIMIT_SESSION, 1);
+	return 0;
+}
+
 static struct ibvd_ratelimit unknown_rl = IBVD_RATELIMIT_INIT(1);
 
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
@@ -476,6 +508,9 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 	s->state = IBVD_SESSION_FRESH;
 	s->cred = *cred;
 	s->privileged = privileged;
+	ret = refuse_early(s);
+	if (ret < 0)
+		goto fail;
 	read_comm(s->cred.pid, s->comm, sizeof(s->comm));
 	s->ident.pid = cred->pid;
 	s->ident.uid = cred->uid;

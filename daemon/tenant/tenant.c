@@ -166,14 +166,21 @@ static void set_limits(struct ibvd_tenant *t, const struct ibvd_config *cfg)
 		ibvd_config_limits_dev(cfg, rule, td->name, &td->limits);
 }
 
-bool ibvd_tenant_cgroup_known(uid_t uid)
+struct ibvd_tenant *ibvd_tenant_find(uid_t uid)
 {
-	const struct ibvd_tenant *t;
+	struct ibvd_tenant *t;
 
 	for (t = tenants; t; t = t->next)
 		if (t->uid == uid)
-			return t->ident.cgroup[0] != '\0';
-	return false;
+			return t;
+	return NULL;
+}
+
+bool ibvd_tenant_cgroup_known(uid_t uid)
+{
+	const struct ibvd_tenant *t = ibvd_tenant_find(uid);
+
+	return t && t->ident.cgroup[0] != '\0';
 }
 
 struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,

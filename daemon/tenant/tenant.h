@@ -167,6 +167,9 @@ struct ibvd_tenant {
  */
 bool ibvd_tenant_cgroup_known(uid_t uid);
 
+/* uid's tenant if it has one (no reference taken), else NULL. */
+struct ibvd_tenant *ibvd_tenant_find(uid_t uid);
+
 /* The tenant of id->uid, made with cfg's limits for id if new; NULL: ENOMEM. */
 struct ibvd_tenant *ibvd_tenant_get(const struct ibvd_config *cfg,
 				    const struct ibvd_peer_identity *id);

@@ -282,6 +282,57 @@ exec 8>&-
 wait_exit "$hold_pid" "$TMO" || fail "the connecting client did not exit"
 ok "$HUNG hung-up connections: hung_up +$hung, $reads read syscalls in all"
 
+# A uid at its session limit connecting in a loop: each connection is
+# refused before the /proc reads of its peer (which stays, so /proc has
+# it), not after.  The limit: what uid $USER2's context client holds.
+# Counted as above: the daemon's read syscalls, and the refusals.
+check "$HUNG connections over the uid's session limit: refused before /proc is read"
+# limit_count WHAT KEY: KEY of uid $USER2's "all" row of limit show WHAT
+limit_count() {
+	ibvctl -j limit show "$1" uid "$USER2" >"$O/show" 2>&1 ||
+		{ show "limit show $1" "$O/show"; fail_all "ibvctl limit show $1"; }
+	"$PYTHON" -c 'import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"]
+print(rows[0][sys.argv[2]])' "$O/show" "$2"
+}
+held=$(limit_count current session)
+ibvctl limit set uid "$USER2" session="$held" >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER2 session=$held"; }
+refused0=$(limit_count refused session)
+reads0=$(daemon_reads)
+kill -STOP "$DAEMON_PID" || fail "cannot stop the daemon"
+run_as "$USER2" "$PYTHON" - "$SOCK" "$HUNG" "$T/hold" >"$O/over" 2>&1 <<'EOF' &
+import socket, sys
+conns = []
+for _ in range(int(sys.argv[2])):
+    conns.append(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+    conns[-1].connect(sys.argv[1])
+print("connected", flush=True)
+open(sys.argv[3]).read()
+EOF
+over_pid=$!
+BG_PIDS+=("$over_pid")
+exec 8<>"$T/hold"
+for _ in $(seq $((100 * TMUL))); do
+	grep -q '^connected$' "$O/over" && break
+	pid_running "$over_pid" || break
+	sleep 0.1
+done
+kill -CONT "$DAEMON_PID"
+grep -q '^connected$' "$O/over" || { show connects "$O/over"; fail "connecting $HUNG times failed"; }
+ping_daemon || fail "no answer after the $HUNG connections"
+reads=$(($(daemon_reads) - reads0))
+refused=$(($(limit_count refused session) - refused0))
+exec 8>&-
+wait_exit "$over_pid" "$TMO" || fail "the connecting client did not exit"
+ibvctl limit set uid "$USER2" session=max >"$O/set" 2>&1 ||
+	{ show "limit set" "$O/set"; fail "limit set uid $USER2 session=max"; }
+[ "$refused" -eq "$HUNG" ] || fail "$refused connections refused at the session limit ($held), not $HUNG"
+[ "$reads" -lt "$HUNG" ] ||
+	fail "the daemon made $reads read syscalls for $HUNG connections over their uid's session limit"
+ctx_cmd query || fail "the context client after the refusals: $CTX_ANSWER"
+ok "$HUNG connections refused at the session limit ($held): $reads read syscalls in all"
+
 ctx_stop
 daemon_stop
 
