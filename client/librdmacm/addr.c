@@ -55,11 +55,25 @@ static uint32_t timeout_of(int timeout_ms)
 	return timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
 }
 
+/*
+ * A refused call puts back what it wrote in place of old, unless an event
+ * of the id's earlier operation wrote there meanwhile.
+ */
+static void put_back(struct sockaddr_storage *cur,
+		     const struct sockaddr_storage *wrote,
+		     const struct sockaddr_storage *old)
+{
+	if (!memcmp(cur, wrote, sizeof(*cur)))
+		memcpy(cur, old, sizeof(*cur));
+}
+
 int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
 		     struct sockaddr *dst, int timeout_ms)
 {
 	Ibvd__CmAddr req = IBVD__CM_ADDR__INIT;
+	struct rdma_addr *ra = &cid->id.route.addr;
 	socklen_t dst_len = cma_addr_len(dst), src_len = 0;
+	struct sockaddr_storage old_src, old_dst;
 	int ret;
 
 	if (!dst_len)
@@ -73,18 +87,37 @@ int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
 	req.id = cid->handle;
 	set_addr(&req.dst, dst, dst_len);
 	req.timeout_ms = timeout_of(timeout_ms);
-	/* Apps read the peer's address back before the event (rping). */
-	memset(&cid->id.route.addr.dst_storage, 0,
-	       sizeof(cid->id.route.addr.dst_storage));
-	memcpy(&cid->id.route.addr.dst_storage, dst, dst_len);
+	/*
+	 * Apps read the peer's address back before the event (rping); the
+	 * event may come, and fill in the rest, before the call returns.
+	 */
+	old_src = ra->src_storage;
+	old_dst = ra->dst_storage;
+	memset(&ra->dst_storage, 0, sizeof(ra->dst_storage));
+	memcpy(&ra->dst_storage, dst, dst_len);
 	if (src) {
-		memset(&cid->id.route.addr.src_storage, 0,
-		       sizeof(cid->id.route.addr.src_storage));
-		memcpy(&cid->id.route.addr.src_storage, src, src_len);
+		memset(&ra->src_storage, 0, sizeof(ra->src_storage));
+		memcpy(&ra->src_storage, src, src_len);
 	}
 	ret = cma_call(cid, IBVD_MSG_CM_RESOLVE_ADDR, &req.base, NULL, NULL);
-	if (ret < 0)
+	if (ret < 0) {
+		/*
+		 * Refused (a listener, an id resolved already, a family
+		 * unlike its own): the id is where it was, and so are the
+		 * addresses the app reads back, as the kernel leaves them.
+		 */
+		struct sockaddr_storage wrote;
+
+		memset(&wrote, 0, sizeof(wrote));
+		memcpy(&wrote, dst, dst_len);
+		put_back(&ra->dst_storage, &wrote, &old_dst);
+		if (src) {
+			memset(&wrote, 0, sizeof(wrote));
+			memcpy(&wrote, src, src_len);
+			put_back(&ra->src_storage, &wrote, &old_src);
+		}
 		return ret;
+	}
 	return cma_sync_wait(cid);
 }
 

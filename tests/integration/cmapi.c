@@ -960,6 +960,42 @@ START_TEST(resolve_unreachable6)
 }
 END_TEST
 
+/*
+ * A resolve the daemon refuses (a listener, an id resolved already, a
+ * family unlike the id's) leaves the addresses the app reads back as
+ * they were: the kernel refuses before it touches them, and librdmacm
+ * copies the destination only once the call is taken.
+ */
+START_TEST(resolve_refused_keeps_addresses)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *l = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *c = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage src = sa_make("127.0.0.9", 999);
+	struct sockaddr_storage dst, v6 = sa_make("::1", 7);
+	uint16_t port, cport;
+
+	port = listen_on(l, "127.0.0.1", 1);
+	dst = sa_make("127.0.0.1", port);
+	ck_fails_with(rdma_resolve_addr(l, SA(src), SA(dst), 100), EINVAL);
+	ck_sa_ip(rdma_get_local_addr(l), "127.0.0.1", "listener after a refused resolve");
+	ck_assert_uint_eq(src_port(l), port);
+	ck_assert_uint_eq(dst_port(l), 0);
+
+	resolve(ch, c, "127.0.0.1", port);
+	cport = src_port(c);
+	ck_fails_with(rdma_resolve_addr(c, NULL, SA(v6), 100), EINVAL);
+	ck_fails_with(rdma_resolve_addr(c, SA(src), SA(src), 100), EINVAL);
+	ck_sa_ip(rdma_get_peer_addr(c), "127.0.0.1", "resolved id's peer after refused resolves");
+	ck_sa_ip(rdma_get_local_addr(c), "127.0.0.1", "resolved id's local after refused resolves");
+	ck_assert_uint_eq(dst_port(c), port);
+	ck_assert_uint_eq(src_port(c), cport);
+	ck_ok(rdma_destroy_id(c));
+	ck_ok(rdma_destroy_id(l));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 START_TEST(getaddrinfo_api)
 {
 	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
@@ -3189,6 +3225,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(null_arguments), T(event_str), T(devices),
 		T(bind_port0_and_conflicts), T(two_listeners), T(listener_among_bound_ids),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
+		T(resolve_refused_keeps_addresses),
 		T(getaddrinfo_api),
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
