@@ -161,7 +161,7 @@ int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 	struct cma_id *cid;
 	int ret;
 
-	if (!listen || !id)
+	if (!cma_id_live(listen) || !id)
 		return cma_ret(-EINVAL);
 	ret = get_request(to_cma_id(listen), &cid);
 	if (ret < 0)

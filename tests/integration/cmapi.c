@@ -671,8 +671,11 @@ START_TEST(not_an_id)
 	struct rdma_cm_id *id = (struct rdma_cm_id *)junk;
 	struct sockaddr_storage ss = sa_make("127.0.0.1", 0);
 	struct rdma_conn_param cp = { 0 };
+	struct rdma_cm_id *req = NULL;
 
 	memset(junk, 0xa5, sizeof(junk));
+	ck_fails_with(rdma_get_request(id, &req), EINVAL);
+	ck_assert_ptr_null(req);
 	ck_fails_with(rdma_resolve_addr(id, NULL, SA(ss), 100), EINVAL);
 	ck_fails_with(rdma_bind_addr(id, SA(ss)), EINVAL);
 	ck_fails_with(rdma_connect(id, &cp), EINVAL);
