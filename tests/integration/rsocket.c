@@ -1378,6 +1378,47 @@ START_TEST(dgram_connected)
 }
 END_TEST
 
+/*
+ * A sender bound to 127.0.0.2 is reported from 127.0.0.2 whether its
+ * datagram came over UDP (the first) or the QP (the rest), and answers
+ * sent there reach it; before, its QP datagrams named the kernel's
+ * source towards the peer (127.0.0.1), where no one listens.
+ */
+START_TEST(dgram_bound_source)
+{
+	struct sockaddr_in sin, from;
+	socklen_t flen;
+	uint16_t pb, pc;
+	int b = dgram(&pb), c, i;
+	char buf[64];
+
+	c = rsocket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(c, 0);
+	loopback(&sin, 0);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+	ck_ok(rbind(c, (struct sockaddr *)&sin, sizeof(sin)));
+	pc = local_port(c);
+	for (i = 0; i < 6; i++) {
+		dg_send(c, pb, 20, (uint32_t)i);
+		ck_assert(wait_for(b, POLLIN) & POLLIN);
+		flen = sizeof(from);
+		ck_assert_int_eq(rrecvfrom(b, buf, sizeof(buf), 0,
+					   (struct sockaddr *)&from, &flen), 20);
+		ck_assert_int_eq(vt_check(buf, 20, 0, (uint32_t)i), -1);
+		ck_assert_msg(from.sin_addr.s_addr == htonl(INADDR_LOOPBACK + 1) &&
+			      ntohs(from.sin_port) == pc,
+			      "datagram %d reported from %s:%u, sent from 127.0.0.2:%u",
+			      i, inet_ntoa(from.sin_addr), ntohs(from.sin_port), pc);
+		/* the answer, to where it said it came from */
+		ck_assert_int_eq(rsendto(b, buf, 20, 0, (struct sockaddr *)&from, flen), 20);
+		ck_assert(wait_for(c, POLLIN) & POLLIN);
+		ck_assert_int_eq(rrecv(c, buf, sizeof(buf), 0), 20);
+	}
+	ck_ok(rclose(c));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
 START_TEST(dgram_garbage)
 {
@@ -1966,7 +2007,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(select_hangup_is_no_exception),
-		T(dgram_exchange), T(dgram_connected),
+		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

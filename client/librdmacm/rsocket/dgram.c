@@ -367,14 +367,33 @@ static int make_qp(struct rsocket *rs, const struct sockaddr_storage *src)
 	return ret;
 }
 
-/* Our address towards dst: the kernel's choice of source, our UDP port. */
+static bool any_addr(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET ?
+	       ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY) :
+	       IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+/*
+ * Our address towards dst, as the peer sees our UDP datagrams come from:
+ * the address our UDP socket is bound to, or when it is bound to any, the
+ * kernel's choice of source; our UDP port.  The peer reports it as the
+ * source of what we send on the QP and answers there.
+ */
 static int source_for(struct rsocket *rs, const struct sockaddr_storage *dst,
 		      struct sockaddr_storage *src)
 {
 	struct sockaddr_storage mine;
-	socklen_t len = sizeof(*src);
+	socklen_t len = sizeof(mine);
 	int probe, ret = 0;
 
+	if (getsockname(rs->dg->udp, (struct sockaddr *)&mine, &len) < 0)
+		return -errno;
+	if (!any_addr(&mine)) {
+		*src = mine;
+		return 0;
+	}
+	len = sizeof(*src);
 	probe = socket(dst->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (probe < 0)
 		return -errno;
@@ -382,9 +401,6 @@ static int source_for(struct rsocket *rs, const struct sockaddr_storage *dst,
 	    getsockname(probe, (struct sockaddr *)src, &len) < 0)
 		ret = -errno;
 	close(probe);
-	len = sizeof(mine);
-	if (ret == 0 && getsockname(rs->dg->udp, (struct sockaddr *)&mine, &len) < 0)
-		ret = -errno;
 	if (ret == 0)	/* sin_port and sin6_port share their place */
 		((struct sockaddr_in *)src)->sin_port =
 			((struct sockaddr_in *)&mine)->sin_port;
@@ -854,17 +870,14 @@ int rs_dgram_bind(struct rsocket *rs, const struct sockaddr *addr,
 	const struct sockaddr_in *sin = (const void *)addr;
 	const struct sockaddr_in6 *sin6 = (const void *)addr;
 	struct sockaddr_storage ss;
-	bool any;
 
 	if (bind(rs->dg->udp, addr, len) < 0)
 		return -errno;
-	any = addr->sa_family == AF_INET ? sin->sin_addr.s_addr == htonl(INADDR_ANY) :
-		IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr);
-	if (any || rs->dg->id)
-		return 0;
-	/* A specific address names the device: the QP is made there now. */
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, addr, addr->sa_family == AF_INET ? sizeof(*sin) : sizeof(*sin6));
+	if (any_addr(&ss) || rs->dg->id)
+		return 0;
+	/* A specific address names the device: the QP is made there now. */
 	return make_qp(rs, &ss);
 }
 
