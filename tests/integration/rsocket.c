@@ -1419,6 +1419,54 @@ START_TEST(dgram_bound_source)
 }
 END_TEST
 
+/*
+ * A datagram longer than the buffer, as UDP's: the rest is dropped,
+ * MSG_TRUNC returns its whole length (with MSG_PEEK, its size before it
+ * is read) and rrecvmsg says MSG_TRUNC in msg_flags; the first datagram
+ * comes over UDP, the others over the QP.  Before, both were ignored.
+ */
+START_TEST(dgram_truncation)
+{
+	struct sockaddr_in from;
+	struct iovec iov;
+	struct msghdr mh;
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), i;
+	uint8_t buf[64];
+
+	for (i = 0; i < 4; i++) {
+		dg_send(a, pb, 50, (uint32_t)i);
+		ck_assert(wait_for(b, POLLIN) & POLLIN);
+		ck_assert_int_eq(rrecv(b, NULL, 0, MSG_PEEK | MSG_TRUNC), 50);
+		ck_assert_int_eq(rrecv(b, buf, 10, MSG_TRUNC), 50);
+		ck_assert_int_eq(vt_check(buf, 10, 0, (uint32_t)i), -1);
+
+		dg_send(a, pb, 50, 100u + (uint32_t)i);
+		ck_assert(wait_for(b, POLLIN) & POLLIN);
+		memset(&mh, 0, sizeof(mh));
+		iov = (struct iovec){ buf, 10 };
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_name = &from;
+		mh.msg_namelen = sizeof(from);
+		ck_assert_int_eq(rrecvmsg(b, &mh, 0), 10);
+		ck_assert_int_eq(vt_check(buf, 10, 0, 100u + (uint32_t)i), -1);
+		ck_assert_int_eq(mh.msg_flags & MSG_TRUNC, MSG_TRUNC);
+		ck_assert_int_eq(ntohs(from.sin_port), pa);
+
+		/* one that fits is not cut */
+		dg_send(a, pb, 10, 200u + (uint32_t)i);
+		ck_assert(wait_for(b, POLLIN) & POLLIN);
+		mh.msg_namelen = sizeof(from);
+		ck_assert_int_eq(rrecvmsg(b, &mh, 0), 10);
+		ck_assert_int_eq(mh.msg_flags & MSG_TRUNC, 0);
+		ck_assert_int_eq(vt_check(buf, 10, 0, 200u + (uint32_t)i), -1);
+	}
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
 START_TEST(dgram_garbage)
 {
@@ -2008,6 +2056,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(select_hangup_is_no_exception),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
+		T(dgram_truncation),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

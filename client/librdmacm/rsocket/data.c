@@ -239,7 +239,7 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 	int ret;
 
 	if (rs->dg)
-		return rs_dgram_recvv(rs, iov, cnt, flags, NULL, NULL);
+		return rs_dgram_recvv(rs, iov, cnt, flags, NULL, NULL, NULL);
 
 	ret = ready(rs, nonblock);
 	if (ret || !total)
@@ -280,6 +280,7 @@ struct xfer_names {
 	socklen_t tolen;
 	struct sockaddr *from;
 	socklen_t *fromlen;
+	int *msg_flags;		/* rrecvmsg's: MSG_TRUNC for a datagram cut short */
 	bool stream_peer;	/* a stream names its peer there (rrecvfrom) */
 };
 
@@ -293,7 +294,8 @@ static ssize_t dgram_xfer(struct rsocket *rs, const struct iovec *iov, int cnt,
 		return ret;
 	pthread_mutex_lock(&rs->lock);
 	ret = send ? rs_dgram_sendv(rs, iov, cnt, flags, n->to, n->tolen) :
-		     rs_dgram_recvv(rs, iov, cnt, flags, n->from, n->fromlen);
+		     rs_dgram_recvv(rs, iov, cnt, flags, n->from, n->fromlen,
+				    n->msg_flags);
 	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
@@ -403,6 +405,7 @@ ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 		return ssize_ret(-EFAULT);
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
+	n.msg_flags = &msg->msg_flags;
 	if (msg->msg_name) {
 		n.from = msg->msg_name;
 		n.fromlen = &msg->msg_namelen;

@@ -1032,8 +1032,21 @@ static size_t copy_to_iov(const struct iovec *iov, int cnt, const uint8_t *src,
 	return done;
 }
 
+/*
+ * What a receive of a datagram of len bytes, n of them copied, returns,
+ * as UDP's: with MSG_TRUNC asked, the datagram's whole length; a datagram
+ * cut short says so in *msg_flags (rrecvmsg's msg_flags).
+ */
+static ssize_t recv_result(size_t n, size_t len, int flags, int *msg_flags)
+{
+	if (msg_flags && n < len)
+		*msg_flags |= MSG_TRUNC;
+	return (ssize_t)(flags & MSG_TRUNC ? len : n);
+}
+
 ssize_t rs_dgram_recvv(struct rsocket *rs, const struct iovec *iov, int cnt,
-		       int flags, struct sockaddr *from, socklen_t *fromlen)
+		       int flags, struct sockaddr *from, socklen_t *fromlen,
+		       int *msg_flags)
 {
 	struct rs_dgram *dg = rs->dg;
 	struct sockaddr_storage src;
@@ -1049,27 +1062,28 @@ ssize_t rs_dgram_recvv(struct rsocket *rs, const struct iovec *iov, int cnt,
 	if ((p = dg->pend_head)) {
 		n = copy_to_iov(iov, cnt, p->data, p->len);
 		set_from(from, fromlen, &p->from);
+		len = (uint32_t)p->len;
 		if (flags & MSG_PEEK)
-			return (ssize_t)n;
+			return recv_result(n, len, flags, msg_flags);
 		dg->pend_head = p->next;
 		if (!dg->pend_head)
 			dg->pend_tail = NULL;
 		dg->npend--;
 		free(p);
-		return (ssize_t)n;
+		return recv_result(n, len, flags, msg_flags);
 	}
 	slot = dg->rdone[dg->rhead].slot;
-	len = dg->rdone[dg->rhead].len;
 	h = (const void *)(dg->rbuf + DS_GRH + (size_t)slot * RS_DS_SLOT);
-	n = copy_to_iov(iov, cnt, (const uint8_t *)h + h->length, len - h->length);
+	len = dg->rdone[dg->rhead].len - h->length;
+	n = copy_to_iov(iov, cnt, (const uint8_t *)h + h->length, len);
 	hdr_source(h, &src);
 	set_from(from, fromlen, &src);
 	if (flags & MSG_PEEK)
-		return (ssize_t)n;
+		return recv_result(n, len, flags, msg_flags);
 	dg->rhead = (dg->rhead + 1) % dg->nslots;
 	dg->rcount--;
 	(void)post_recv(dg, slot);
-	return (ssize_t)n;
+	return recv_result(n, len, flags, msg_flags);
 }
 
 short rs_dgram_revents(struct rsocket *rs, short events, bool arm, int fds[2],

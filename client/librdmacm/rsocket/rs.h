@@ -399,8 +399,10 @@ int rs_dgram_connect(struct rsocket *rs, const struct sockaddr *addr,
 /* One datagram out (to: NULL for rconnect()'s), or in; under rs->lock. */
 ssize_t rs_dgram_sendv(struct rsocket *rs, const struct iovec *iov, int cnt,
 		       int flags, const struct sockaddr *to, socklen_t tolen);
+/* msg_flags (may be NULL) gets MSG_TRUNC for a datagram cut short. */
 ssize_t rs_dgram_recvv(struct rsocket *rs, const struct iovec *iov, int cnt,
-		       int flags, struct sockaddr *from, socklen_t *fromlen);
+		       int flags, struct sockaddr *from, socklen_t *fromlen,
+		       int *msg_flags);
 /* rpoll's view (poll.c's check()): revents, and with arm the fds to sleep on. */
 short rs_dgram_revents(struct rsocket *rs, short events, bool arm, int fds[2],
 		       int *nfds);
