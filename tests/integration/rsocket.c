@@ -2040,6 +2040,146 @@ START_TEST(connect_over_qp_limit)
 }
 END_TEST
 
+/*
+ * A hostile sender with a UD QP of its own: it asks a datagram rsocket's
+ * QP number the protocol's way (a UDP datagram with its own, answered by
+ * a control one), then sends to that QP datagrams whose headers name
+ * another peer's address, a made-up one, an IPv6 one, or nothing sound.
+ * The rsocket reads only what came from the QP of a peer it knows at the
+ * address named: the probe (from the attacker's own UDP address) and the
+ * real peer's; before, the forged ones came out as from 8.8.8.8 or from
+ * the real peer.
+ */
+START_TEST(dgram_forged_source)
+{
+	struct {
+		uint8_t tag[4], version, op, length, reserved;
+		uint32_t qpn, addr;
+		char data[5];
+	} __attribute__((packed)) probe = {
+		{ 0x55, 0x55, 0x55, 0x55 }, 4, 0, 16, 0, 0, 0, "probe" }, answer;
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND, .num_sge = 1,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibv_ah_attr aa = { 0 };
+	struct sockaddr_in to, from;
+	struct rdma_cm_id *id;
+	struct ibv_port_attr pattr;
+	struct ibv_sge sge;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	static uint8_t pkt[64];
+	socklen_t flen;
+	uint32_t qpn;
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), u, i;
+	char buf[64];
+	ssize_t n;
+
+	/* a and b know each other, on their QPs */
+	for (i = 0; i < 3; i++) {
+		dg_send(a, pb, 10, (uint32_t)i);
+		dg_expect(b, pa, 10, (uint32_t)i);
+		dg_send(b, pa, 10, (uint32_t)i);
+		dg_expect(a, pb, 10, (uint32_t)i);
+	}
+
+	loopback(&to, pb);
+	ck_assert(ch && !rdma_create_id(ch, &id, NULL, RDMA_PS_UDP));
+	ck_ok(rdma_resolve_addr(id, NULL, (struct sockaddr *)&to, vt_tmo_ms()));
+	rdma_ack_cm_event(liar_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	ck_ok(rdma_resolve_route(id, vt_tmo_ms()));
+	rdma_ack_cm_event(liar_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	ck_ok(rdma_create_qp(id, NULL, &qa));
+	aa.dlid = be16toh(id->route.path_rec->dlid);
+	aa.port_num = id->port_num;
+	ck_ok(ibv_query_port(id->verbs, id->port_num, &pattr));
+	if (pattr.link_layer == IBV_LINK_LAYER_ETHERNET || !aa.dlid) {
+		aa.is_global = 1;
+		aa.grh.dgid = id->route.path_rec->dgid;
+		aa.grh.hop_limit = 64;
+	}
+	ah = ibv_create_ah(id->pd, &aa);
+	mr = ibv_reg_mr(id->pd, pkt, sizeof(pkt), 0);
+	ck_assert(ah && mr);
+
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(u, 0);
+	probe.qpn = htonl(id->qp->qp_num);
+	probe.addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(sendto(u, &probe, sizeof(probe), 0, (struct sockaddr *)&to,
+				sizeof(to)), (ssize_t)sizeof(probe));
+	ck_assert(wait_for(b, POLLIN) & POLLIN);	/* b reads, and answers */
+	ck_assert_int_eq(rrecv(b, buf, sizeof(buf), 0), 5);
+	ck_assert_int_eq(recv(u, &answer, sizeof(answer), 0), 16);
+	qpn = ntohl(answer.qpn) & 0xFFFFFF;
+
+	for (i = 0; i < 6; i++) {
+		uint16_t port = htons(pa);
+
+		memset(pkt, 0, sizeof(pkt));
+		pkt[0] = 4;
+		pkt[1] = 8;
+		memcpy(pkt + 2, &port, 2);
+		memcpy(pkt + 4, &probe.addr, 4);	/* a's address, a's port */
+		memcpy(pkt + 8, "forged", 6);
+		sge = (struct ibv_sge){ (uintptr_t)pkt, 14, mr->lkey };
+		if (i == 1)
+			inet_pton(AF_INET, "8.8.8.8", pkt + 4);
+		if (i == 2) {			/* IPv6 to an IPv4 rsocket */
+			pkt[0] = 6;
+			pkt[1] = 24;
+			memset(pkt + 4, 0, 20);
+			memcpy(pkt + 24, "forged", 6);
+			sge.length = 30;
+		}
+		if (i == 3)
+			pkt[1] = 200;		/* longer than it is */
+		if (i == 4)
+			sge.length = 3;		/* shorter than a header */
+		if (i == 5)
+			sge.length = 0;
+		wr.sg_list = &sge;
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = qpn;
+		wr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
+		ck_ok(ibv_post_send(id->qp, &wr, &bad));
+		while (ibv_poll_cq(id->send_cq, 1, &wc) == 0)
+			;
+		ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+	}
+	vt_sleep_ms(200);
+	/* the real a's datagram is the next thing b reads */
+	dg_send(a, pb, 10, 77);
+	ck_assert(wait_for(b, POLLIN) & POLLIN);
+	flen = sizeof(from);
+	n = rrecvfrom(b, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+	ck_assert_msg(n == 10 && vt_check(buf, 10, 0, 77) == -1,
+		      "b read %zd bytes '%.6s' from %s:%u, not a's datagram", n, buf,
+		      inet_ntoa(from.sin_addr), ntohs(from.sin_port));
+	ck_assert_int_eq(ntohs(from.sin_port), pa);
+	ck_fails_with(rrecv(b, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+	/* and b still answers a */
+	dg_send(b, pa, 10, 78);
+	dg_expect(a, pb, 10, 78);
+
+	close(u);
+	ibv_destroy_ah(ah);
+	ibv_dereg_mr(mr);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 struct test {
 	const char *name;
 	const TTest *fn;
@@ -2056,7 +2196,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(select_hangup_is_no_exception),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
-		T(dgram_truncation),
+		T(dgram_truncation), T(dgram_forged_source),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

@@ -28,7 +28,8 @@
  *
  * Nothing received is trusted: a UDP datagram whose header does not
  * match its sender's address family, a QP datagram whose header is
- * malformed or shorter than it says, are dropped.
+ * malformed or shorter than it says, or names a source that is not a
+ * peer we know from that QP (known_source()), are dropped.
  */
 #include "config.h"
 
@@ -116,6 +117,7 @@ struct ds_pending {
 
 struct rs_dgram {
 	int udp;			/* the rsocket's fd */
+	sa_family_t family;		/* its domain: every dest's family */
 	struct rdma_cm_id *id;		/* bound to our source address */
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cch;
@@ -171,6 +173,7 @@ int rs_dgram_open(struct rsocket *rs, int type)
 	if (!dg)
 		return -ENOMEM;
 	dg->conn = -1;
+	dg->family = (sa_family_t)rs->domain;
 	dg->udp = socket(rs->domain, flags | SOCK_NONBLOCK, 0);
 	if (dg->udp < 0) {
 		int ret = -errno;
@@ -735,6 +738,62 @@ static int udp_one(struct rsocket *rs)
 
 /* ---- the QP side -------------------------------------------------------- */
 
+/*
+ * The source address a QP datagram's header names, in the rsocket's
+ * family (an IPv4 sender seen by an IPv6 rsocket as IPv4-mapped, as a
+ * dual-stack UDP socket sees it); false for one an IPv4 rsocket cannot
+ * have heard from (an IPv6 header).
+ */
+static bool hdr_source(const struct ds_hdr *h, sa_family_t family,
+		       struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (h->version == 4 && family == AF_INET) {
+		struct sockaddr_in *s = (void *)ss;
+
+		s->sin_family = AF_INET;
+		s->sin_port = h->port;
+		s->sin_addr.s_addr = h->addr.ipv4;
+	} else if (h->version == 4) {
+		struct sockaddr_in6 *s = (void *)ss;
+
+		s->sin6_family = AF_INET6;
+		s->sin6_port = h->port;
+		s->sin6_addr.s6_addr[10] = 0xff;
+		s->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&s->sin6_addr.s6_addr[12], &h->addr.ipv4, 4);
+	} else if (family == AF_INET6) {
+		struct sockaddr_in6 *s = (void *)ss;
+
+		s->sin6_family = AF_INET6;
+		s->sin6_port = h->port;
+		s->sin6_flowinfo = h->addr.ipv6.flowinfo;
+		memcpy(&s->sin6_addr, h->addr.ipv6.addr, 16);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Whether a QP datagram from QP qpn that names src as its source comes
+ * from a peer we know there: one whose UDP datagrams came from src (the
+ * kernel's word for the address) carrying qpn (or one we sent to that
+ * answered so).  The header is the sender's to write: anyone with a UD
+ * QP and our QP number (any UDP datagram to our port brings it back)
+ * could otherwise name any address, another peer's included.
+ */
+static bool known_source(const struct rs_dgram *dg, const struct sockaddr_storage *src,
+			 uint32_t qpn)
+{
+	unsigned int i;
+
+	for (i = 0; i < dg->ndests; i++)
+		if (dg->dests[i].want_qpn == qpn && same_addr(&dg->dests[i].addr, src))
+			return true;
+	return false;
+}
+
 static bool ds_hdr_ok(const struct ds_hdr *h, uint32_t len)
 {
 	if (len < DS_IPV4_HDR_LEN)
@@ -748,6 +807,7 @@ static bool ds_hdr_ok(const struct ds_hdr *h, uint32_t len)
 static void take_wc(struct rs_dgram *dg, const struct ibv_wc *wc)
 {
 	uint32_t slot = (uint32_t)wc->wr_id, len;
+	struct sockaddr_storage src;
 	const struct ds_hdr *h;
 	struct ds_done *done;
 
@@ -763,7 +823,9 @@ static void take_wc(struct rs_dgram *dg, const struct ibv_wc *wc)
 		return;		/* flushed: the QP is going away */
 	h = (const void *)(dg->rbuf + DS_GRH + (size_t)slot * RS_DS_SLOT);
 	len = wc->byte_len > DS_GRH ? wc->byte_len - DS_GRH : 0;
-	if (!ds_hdr_ok(h, len) || dg->rcount == dg->nslots) {
+	if (!ds_hdr_ok(h, len) || dg->rcount == dg->nslots ||
+	    !hdr_source(h, dg->family, &src) ||
+	    !known_source(dg, &src, wc->src_qp & 0xFFFFFF)) {
 		(void)post_recv(dg, slot);
 		return;
 	}
@@ -998,26 +1060,6 @@ static void set_from(struct sockaddr *from, socklen_t *fromlen,
 					    (const struct sockaddr *)src);
 }
 
-/* The source address a QP datagram's header names. */
-static void hdr_source(const struct ds_hdr *h, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (h->version == 4) {
-		struct sockaddr_in *s = (void *)ss;
-
-		s->sin_family = AF_INET;
-		s->sin_port = h->port;
-		s->sin_addr.s_addr = h->addr.ipv4;
-	} else {
-		struct sockaddr_in6 *s = (void *)ss;
-
-		s->sin6_family = AF_INET6;
-		s->sin6_port = h->port;
-		s->sin6_flowinfo = h->addr.ipv6.flowinfo;
-		memcpy(&s->sin6_addr, h->addr.ipv6.addr, 16);
-	}
-}
-
 static size_t copy_to_iov(const struct iovec *iov, int cnt, const uint8_t *src,
 			  size_t len)
 {
@@ -1076,7 +1118,7 @@ ssize_t rs_dgram_recvv(struct rsocket *rs, const struct iovec *iov, int cnt,
 	h = (const void *)(dg->rbuf + DS_GRH + (size_t)slot * RS_DS_SLOT);
 	len = dg->rdone[dg->rhead].len - h->length;
 	n = copy_to_iov(iov, cnt, (const uint8_t *)h + h->length, len);
-	hdr_source(h, &src);
+	(void)hdr_source(h, dg->family, &src);	/* checked by take_wc() */
 	set_from(from, fromlen, &src);
 	if (flags & MSG_PEEK)
 		return recv_result(n, len, flags, msg_flags);
