@@ -1467,6 +1467,42 @@ START_TEST(dgram_truncation)
 }
 END_TEST
 
+/*
+ * A peer that goes away and comes back on the same port (a restarted
+ * server) has a new QP; UD tells a sender nothing of the old one gone.
+ * Once the peer has been silent a second, the next datagram goes over
+ * UDP, which the new rsocket answers with its QP number.  Before, every
+ * datagram went on to the old QP, never to arrive.
+ */
+START_TEST(dgram_peer_restart)
+{
+	struct sockaddr_in sin;
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), i;
+
+	for (i = 0; i < 3; i++) {
+		dg_send(a, pb, 10, (uint32_t)i);
+		dg_expect(b, pa, 10, (uint32_t)i);
+		dg_send(b, pa, 10, 10u + (uint32_t)i);
+		dg_expect(a, pb, 10, 10u + (uint32_t)i);
+	}
+	ck_ok(rclose(b));
+	b = rsocket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(b, 0);
+	loopback(&sin, pb);
+	ck_ok(rbind(b, (struct sockaddr *)&sin, sizeof(sin)));
+	vt_sleep_ms(1100);
+	for (i = 0; i < 3; i++) {
+		dg_send(a, pb, 10, 20u + (uint32_t)i);
+		dg_expect(b, pa, 10, 20u + (uint32_t)i);
+		dg_send(b, pa, 10, 30u + (uint32_t)i);
+		dg_expect(a, pb, 10, 30u + (uint32_t)i);
+	}
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
 START_TEST(dgram_garbage)
 {
@@ -2196,7 +2232,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(select_hangup_is_no_exception),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
-		T(dgram_truncation), T(dgram_forged_source),
+		T(dgram_truncation), T(dgram_forged_source), T(dgram_peer_restart),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

@@ -18,6 +18,9 @@
  *    event channel of the rsocket's own: a peer whose address does not
  *    resolve (any sender can name one) costs those calls nothing, and
  *    what we send it meanwhile goes over UDP.
+ *  - A peer silent for a second gets our next datagram over UDP again
+ *    (DS_REFRESH_NS), so that one restarted on its port, with a new QP,
+ *    tells us its number.
  *
  * rdma-core forwards the data of UDP datagrams to its own QP from a
  * service thread; here they wait in a queue of their own (RS_DS_PENDING
@@ -64,6 +67,13 @@
 /* resolutions on their way at once, at most: more wait for a later datagram */
 #define DS_MAX_RESOLVING	64
 #define DS_WR_SEND		(1ull << 32)	/* in a send's wr_id, beside its slot */
+/*
+ * A peer silent this long gets our next datagram over UDP, which it
+ * answers with its QP number: one that went away and came back on the
+ * same port (a restarted server) has a new QP, and UD tells a sender
+ * nothing of a QP that is gone.
+ */
+#define DS_REFRESH_NS		(1000ull * 1000 * 1000)
 
 /* The header of a datagram on the QP (multi-byte fields big-endian). */
 struct ds_hdr {
@@ -105,6 +115,8 @@ struct ds_dest {
 	struct rdma_cm_id *resolving;	/* its path, on its way for want_qpn */
 	uint32_t want_qpn;
 	uint64_t retry_ns;		/* the last resolution failed: not before */
+	uint64_t heard_ns;		/* when it last sent us anything */
+	uint64_t asked_ns;		/* when we last sent it over UDP */
 };
 
 /* A datagram that came over UDP, waiting for rrecvfrom. */
@@ -727,6 +739,7 @@ static int udp_one(struct rsocket *rs)
 	if (i < 0)
 		return 1;
 	d = &dg->dests[i];
+	d->heard_ns = ibvd_mono_ns();
 	if (h->op == DS_OP_DATA)
 		(void)send_udp(dg, d, DS_OP_CTRL, NULL, 0, 0);
 	if (!d->ah || d->qpn != (be32toh(h->qpn) & 0xFFFFFF))
@@ -776,22 +789,22 @@ static bool hdr_source(const struct ds_hdr *h, sa_family_t family,
 }
 
 /*
- * Whether a QP datagram from QP qpn that names src as its source comes
- * from a peer we know there: one whose UDP datagrams came from src (the
- * kernel's word for the address) carrying qpn (or one we sent to that
- * answered so).  The header is the sender's to write: anyone with a UD
+ * The peer a QP datagram from QP qpn that names src as its source comes
+ * from, or NULL if we know none there: one whose UDP datagrams came from
+ * src (the kernel's word for the address) carrying qpn (or one we sent to
+ * that answered so).  The header is the sender's to write: anyone with a UD
  * QP and our QP number (any UDP datagram to our port brings it back)
  * could otherwise name any address, another peer's included.
  */
-static bool known_source(const struct rs_dgram *dg, const struct sockaddr_storage *src,
-			 uint32_t qpn)
+static struct ds_dest *known_source(struct rs_dgram *dg,
+				     const struct sockaddr_storage *src, uint32_t qpn)
 {
 	unsigned int i;
 
 	for (i = 0; i < dg->ndests; i++)
 		if (dg->dests[i].want_qpn == qpn && same_addr(&dg->dests[i].addr, src))
-			return true;
-	return false;
+			return &dg->dests[i];
+	return NULL;
 }
 
 static bool ds_hdr_ok(const struct ds_hdr *h, uint32_t len)
@@ -810,6 +823,7 @@ static void take_wc(struct rs_dgram *dg, const struct ibv_wc *wc)
 	struct sockaddr_storage src;
 	const struct ds_hdr *h;
 	struct ds_done *done;
+	struct ds_dest *d = NULL;
 
 	/* wr_id, not opcode: an error completion's opcode means nothing */
 	if (slot >= dg->nslots)
@@ -825,10 +839,11 @@ static void take_wc(struct rs_dgram *dg, const struct ibv_wc *wc)
 	len = wc->byte_len > DS_GRH ? wc->byte_len - DS_GRH : 0;
 	if (!ds_hdr_ok(h, len) || dg->rcount == dg->nslots ||
 	    !hdr_source(h, dg->family, &src) ||
-	    !known_source(dg, &src, wc->src_qp & 0xFFFFFF)) {
+	    !(d = known_source(dg, &src, wc->src_qp & 0xFFFFFF))) {
 		(void)post_recv(dg, slot);
 		return;
 	}
+	d->heard_ns = ibvd_mono_ns();
 	done = &dg->rdone[(dg->rhead + dg->rcount++) % dg->nslots];
 	done->slot = slot;
 	done->len = len;
@@ -979,6 +994,17 @@ static int send_dest(struct rsocket *rs, const struct sockaddr_storage *to)
 	return to ? get_dest(rs, to) : rs->dg->conn;
 }
 
+/* Whether d has been silent long enough that this datagram goes over UDP. */
+static bool ask_again(struct ds_dest *d)
+{
+	uint64_t now = ibvd_mono_ns();
+
+	if (now - d->heard_ns < DS_REFRESH_NS || now - d->asked_ns < DS_REFRESH_NS)
+		return false;
+	d->asked_ns = now;
+	return true;
+}
+
 /* A datagram of len bytes to dest i on our QP, into a free slot. */
 static ssize_t post_qp(struct rsocket *rs, int i, const struct iovec *iov,
 		       int cnt, size_t len)
@@ -1042,7 +1068,7 @@ ssize_t rs_dgram_sendv(struct rsocket *rs, const struct iovec *iov, int cnt,
 			return i;
 		if (len > (size_t)(dg->max_msg - dg->dests[i].hdr.length))
 			return -EMSGSIZE;
-		if (!dg->dests[i].ah)
+		if (!dg->dests[i].ah || ask_again(&dg->dests[i]))
 			return send_udp(dg, &dg->dests[i], DS_OP_DATA, iov, cnt, flags);
 		if (pass)
 			return post_qp(rs, i, iov, cnt, len);
