@@ -1503,6 +1503,54 @@ START_TEST(dgram_peer_restart)
 }
 END_TEST
 
+/*
+ * A dual-stack IPv6 rsocket (bound to ::, IPV6_V6ONLY off) and an IPv4
+ * one, both ways: the IPv6 one hears the other as IPv4-mapped and speaks
+ * to it at that address, as a UDP socket would, over UDP and the QP
+ * alike.  Before, each dropped the other's datagrams: the IPv4 header of
+ * one came from an IPv6 address, the other sent IPv6 headers.
+ */
+START_TEST(dgram_dual_stack)
+{
+	struct sockaddr_in6 six = { .sin6_family = AF_INET6 }, from6;
+	uint8_t buf[64];
+	socklen_t flen;
+	uint16_t p4, p6;
+	int d = dgram(&p4), c, off = 0, i;
+	char name[INET6_ADDRSTRLEN];
+
+	c = rsocket(AF_INET6, SOCK_DGRAM, 0);
+	ck_assert_int_ge(c, 0);
+	ck_ok(rsetsockopt(c, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)));
+	ck_ok(rbind(c, (struct sockaddr *)&six, sizeof(six)));
+	flen = sizeof(six);
+	ck_ok(rgetsockname(c, (struct sockaddr *)&six, &flen));
+	p6 = ntohs(six.sin6_port);
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &six.sin6_addr);
+	for (i = 0; i < 4; i++) {
+		dg_send(d, p6, 20, (uint32_t)i);
+		ck_assert(wait_for(c, POLLIN) & POLLIN);
+		flen = sizeof(from6);
+		ck_assert_int_eq(rrecvfrom(c, buf, sizeof(buf), 0,
+					   (struct sockaddr *)&from6, &flen), 20);
+		ck_assert_int_eq(vt_check(buf, 20, 0, (uint32_t)i), -1);
+		ck_assert_int_eq(flen, sizeof(from6));
+		ck_assert_msg(from6.sin6_family == AF_INET6 &&
+			      !memcmp(&from6.sin6_addr, &six.sin6_addr, 16) &&
+			      ntohs(from6.sin6_port) == p4, "datagram %d from %s:%u", i,
+			      inet_ntop(AF_INET6, &from6.sin6_addr, name, sizeof(name)),
+			      ntohs(from6.sin6_port));
+		six.sin6_port = htons(p4);
+		vt_fill(buf, 30, 0, 100u + (uint32_t)i);
+		ck_assert_int_eq(rsendto(c, buf, 30, 0, (struct sockaddr *)&six,
+					 sizeof(six)), 30);
+		dg_expect(d, p6, 30, 100u + (uint32_t)i);
+	}
+	ck_ok(rclose(c));
+	ck_ok(rclose(d));
+}
+END_TEST
+
 /* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
 START_TEST(dgram_garbage)
 {
@@ -2233,6 +2281,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(select_mixed), T(select_hangup_is_no_exception),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
 		T(dgram_truncation), T(dgram_forged_source), T(dgram_peer_restart),
+		T(dgram_dual_stack),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

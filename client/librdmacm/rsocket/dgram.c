@@ -175,6 +175,31 @@ static bool same_addr(const struct sockaddr_storage *a,
 	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
 }
 
+static bool v4_mapped(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET6 &&
+	       IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+/*
+ * a as the CM and the protocol's headers name it: an IPv4-mapped address
+ * (a dual-stack rsocket's IPv4 peer, or its source towards one) as IPv4.
+ */
+static void plain_addr(const struct sockaddr_storage *a, struct sockaddr_storage *out)
+{
+	const struct sockaddr_in6 *s6 = (const void *)a;
+	struct sockaddr_in *s4 = (void *)out;
+
+	if (!v4_mapped(a)) {
+		*out = *a;
+		return;
+	}
+	memset(out, 0, sizeof(*out));
+	s4->sin_family = AF_INET;
+	s4->sin_port = s6->sin6_port;
+	memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+}
+
 /* ---- the endpoint: UDP socket, then QP on first need --------------------- */
 
 int rs_dgram_open(struct rsocket *rs, int type)
@@ -337,10 +362,11 @@ static int build_qp(struct rsocket *rs, const struct sockaddr_storage *src)
 {
 	struct rs_dgram *dg = rs->dg;
 	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD };
-	struct sockaddr_storage bind_to = *src;
+	struct sockaddr_storage bind_to;
 	struct ibv_port_attr pa;
 	int ret;
 
+	plain_addr(src, &bind_to);
 	((struct sockaddr_in *)&bind_to)->sin_port = 0;	/* same place in v6 */
 	if (rdma_create_id(NULL, &dg->id, rs, RDMA_PS_UDP) ||
 	    rdma_bind_addr(dg->id, (struct sockaddr *)&bind_to))
@@ -422,8 +448,11 @@ static int source_for(struct rsocket *rs, const struct sockaddr_storage *dst,
 	return ret;
 }
 
-static void fill_hdr(struct ds_hdr *h, const struct sockaddr_storage *src)
+static void fill_hdr(struct ds_hdr *h, const struct sockaddr_storage *mine)
 {
+	struct sockaddr_storage plain, *src = &plain;
+
+	plain_addr(mine, &plain);	/* an IPv4 peer reads IPv4 headers only */
 	memset(h, 0, sizeof(*h));
 	if (src->ss_family == AF_INET) {
 		const struct sockaddr_in *s = (const void *)src;
@@ -586,7 +615,7 @@ static int open_resolutions(struct rs_dgram *dg)
 static void resolve_dest(struct rs_dgram *dg, struct ds_dest *d, uint32_t qpn)
 {
 	struct sockaddr *local = rdma_get_local_addr(dg->id);
-	struct sockaddr_storage src;
+	struct sockaddr_storage src, dst;
 	struct rdma_cm_id *id;
 
 	d->want_qpn = qpn;
@@ -601,8 +630,9 @@ static void resolve_dest(struct rs_dgram *dg, struct ds_dest *d, uint32_t qpn)
 	((struct sockaddr_in *)&src)->sin_port = 0;
 	if (rdma_create_id(dg->rch, &id, NULL, RDMA_PS_UDP))
 		return;
+	plain_addr(&d->addr, &dst);
 	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
-			      (struct sockaddr *)&d->addr, DS_RESOLVE_MS)) {
+			      (struct sockaddr *)&dst, DS_RESOLVE_MS)) {
 		rdma_destroy_id(id);
 		d->retry_ns = ibvd_mono_ns() + DS_RESOLVE_RETRY_NS;
 		return;
@@ -685,13 +715,17 @@ static ssize_t send_udp(struct rs_dgram *dg, const struct ds_dest *d, uint8_t op
 	return n - h.length;
 }
 
-static bool udp_hdr_ok(const struct ds_udp_hdr *h, size_t len, sa_family_t fam)
+/* from: its sender, an IPv4 one (IPv4-mapped to a dual-stack rsocket) or not */
+static bool udp_hdr_ok(const struct ds_udp_hdr *h, size_t len,
+		       const struct sockaddr_storage *from)
 {
+	bool v4 = from->ss_family == AF_INET || v4_mapped(from);
+
 	if (len < DS_UDP_IPV4_HDR_LEN || be32toh(h->tag) != DS_UDP_TAG)
 		return false;
 	if (h->version == 4)
-		return fam == AF_INET && h->length == DS_UDP_IPV4_HDR_LEN;
-	return h->version == 6 && fam == AF_INET6 &&
+		return v4 && h->length == DS_UDP_IPV4_HDR_LEN;
+	return h->version == 6 && !v4 &&
 	       h->length == DS_UDP_IPV6_HDR_LEN && len >= DS_UDP_IPV6_HDR_LEN;
 }
 
@@ -733,7 +767,7 @@ static int udp_one(struct rsocket *rs)
 		     (struct sockaddr *)&from, &flen);
 	if (n < 0)
 		return 0;
-	if (!udp_hdr_ok(h, (size_t)n, from.ss_family))
+	if (!udp_hdr_ok(h, (size_t)n, &from))
 		return 1;	/* not ours to read */
 	i = get_dest(rs, &from);
 	if (i < 0)
