@@ -1551,6 +1551,36 @@ START_TEST(dgram_dual_stack)
 }
 END_TEST
 
+/*
+ * rsendmsg of a datagram in 20 pieces, the first over UDP, the others on
+ * the QP: each arrives whole.  Before, the UDP one failed with EMSGSIZE
+ * (more than 8 pieces) and the QP ones went.
+ */
+START_TEST(dgram_many_pieces)
+{
+	struct iovec iov[20];
+	struct sockaddr_in to;
+	struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof(to),
+			     .msg_iov = iov, .msg_iovlen = 20 };
+	uint8_t data[200];
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), i, k;
+
+	loopback(&to, pb);
+	for (i = 0; i < 4; i++) {
+		vt_fill(data, sizeof(data), 0, (uint32_t)i);
+		for (k = 0; k < 20; k++)
+			iov[k] = (struct iovec){ data + 10 * k, 10 };
+		ck_assert_int_eq(rsendmsg(a, &mh, 0), 200);
+		dg_expect(b, pa, 200, (uint32_t)i);
+		dg_send(b, pa, 1, 0);		/* a learns b's QP number */
+		dg_expect(a, pb, 1, 0);
+	}
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
 START_TEST(dgram_garbage)
 {
@@ -2281,7 +2311,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(select_mixed), T(select_hangup_is_no_exception),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
 		T(dgram_truncation), T(dgram_forged_source), T(dgram_peer_restart),
-		T(dgram_dual_stack),
+		T(dgram_dual_stack), T(dgram_many_pieces),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

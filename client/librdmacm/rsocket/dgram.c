@@ -684,18 +684,29 @@ static void take_resolutions(struct rs_dgram *dg)
 
 /* ---- the UDP side ------------------------------------------------------- */
 
+/*
+ * A datagram over UDP: our header, then the data, gathered here (at most
+ * a slot's worth, as on the QP, and from as many pieces).
+ */
 static ssize_t send_udp(struct rs_dgram *dg, const struct ds_dest *d, uint8_t op,
 			const struct iovec *iov, int cnt, int flags)
 {
 	struct ds_udp_hdr h = { .tag = htobe32(DS_UDP_TAG), .op = op,
 				.version = d->hdr.version };
-	struct iovec v[1 + RS_DS_MAX_IOV];
+	uint8_t data[RS_DS_SLOT];
+	struct iovec v[2] = { { &h, 0 }, { data, 0 } };
 	struct msghdr mh = { .msg_name = (void *)&d->addr,
-			     .msg_namelen = addr_len(&d->addr), .msg_iov = v };
+			     .msg_namelen = addr_len(&d->addr), .msg_iov = v,
+			     .msg_iovlen = 2 };
 	ssize_t n;
+	int k;
 
-	if (cnt > RS_DS_MAX_IOV)
-		return -EMSGSIZE;
+	for (k = 0; k < cnt; k++) {
+		if (iov[k].iov_len > sizeof(data) - v[1].iov_len)
+			return -EMSGSIZE;
+		memcpy(data + v[1].iov_len, iov[k].iov_base, iov[k].iov_len);
+		v[1].iov_len += iov[k].iov_len;
+	}
 	h.qpn = htobe32(dg->id->qp->qp_num & 0xFFFFFF);
 	if (h.version == 4) {
 		h.length = DS_UDP_IPV4_HDR_LEN;
@@ -704,11 +715,7 @@ static ssize_t send_udp(struct rs_dgram *dg, const struct ds_dest *d, uint8_t op
 		h.length = DS_UDP_IPV6_HDR_LEN;
 		memcpy(h.addr.ipv6, d->hdr.addr.ipv6.addr, 16);
 	}
-	v[0].iov_base = &h;
 	v[0].iov_len = h.length;
-	if (cnt)
-		memcpy(&v[1], iov, (size_t)cnt * sizeof(*iov));
-	mh.msg_iovlen = (size_t)cnt + 1;
 	n = sendmsg(dg->udp, &mh, (flags & ~MSG_DONTWAIT) | MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
 		return -errno;

@@ -386,7 +386,6 @@ void rs_keepalive_forget(struct rsocket *rs);
 /* ---- dgram.c --------------------------------------------------------------- */
 
 #define RS_DS_SLOT		2048	/* a datagram with its header, at most */
-#define RS_DS_MAX_IOV		8	/* iovec entries of one datagram */
 
 /* rs->dg and its UDP socket, which becomes rs->fd (type: socket(2)'s). */
 int rs_dgram_open(struct rsocket *rs, int type);
