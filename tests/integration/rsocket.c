@@ -1581,6 +1581,35 @@ START_TEST(dgram_many_pieces)
 }
 END_TEST
 
+/*
+ * A datagram of several calls (MSG_MORE) is refused, over UDP (the first)
+ * and the QP alike, and what follows goes alone.  Before, over UDP the
+ * kernel held the piece and sent it joined to our next UDP datagram, to
+ * whichever peer: the reader got both, with our header between.
+ */
+START_TEST(dgram_msg_more)
+{
+	struct sockaddr_in to;
+	uint16_t pa, pb;
+	int a = dgram(&pa), b = dgram(&pb), i;
+	char buf[64];
+
+	loopback(&to, pb);
+	for (i = 0; i < 3; i++) {
+		ck_fails_with(rsendto(a, "first", 5, MSG_MORE, (struct sockaddr *)&to,
+				      sizeof(to)), EOPNOTSUPP);
+		dg_send(a, pb, 30, (uint32_t)i);
+		dg_expect(b, pa, 30, (uint32_t)i);
+		vt_sleep_ms(20);
+		ck_fails_with(rrecv(b, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+		dg_send(b, pa, 1, 0);		/* a learns b's QP number */
+		dg_expect(a, pb, 1, 0);
+	}
+	ck_ok(rclose(a));
+	ck_ok(rclose(b));
+}
+END_TEST
+
 /* Whatever plain UDP brings to an rsocket's port that is not the protocol is dropped. */
 START_TEST(dgram_garbage)
 {
@@ -2312,6 +2341,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
 		T(dgram_truncation), T(dgram_forged_source), T(dgram_peer_restart),
 		T(dgram_dual_stack), T(dgram_many_pieces),
+		T(dgram_msg_more),
 		T(dgram_garbage), T(dgram_many_peers), T(peer_lies_about_lengths),
 		T(peer_writes_with_a_bad_key), T(small_send_buffer),
 		T(close_while_blocked), T(shutdown_listener),

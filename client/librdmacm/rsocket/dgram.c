@@ -716,7 +716,10 @@ static ssize_t send_udp(struct rs_dgram *dg, const struct ds_dest *d, uint8_t op
 		memcpy(h.addr.ipv6, d->hdr.addr.ipv6.addr, 16);
 	}
 	v[0].iov_len = h.length;
-	n = sendmsg(dg->udp, &mh, (flags & ~MSG_DONTWAIT) | MSG_DONTWAIT | MSG_NOSIGNAL);
+	/* only what changes nothing of the datagram (not MSG_MORE: the
+	 * kernel would hold it to join the next, whatever its peer) */
+	n = sendmsg(dg->udp, &mh, (flags & (MSG_CONFIRM | MSG_DONTROUTE)) |
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
 		return -errno;
 	return n - h.length;
@@ -1089,6 +1092,12 @@ ssize_t rs_dgram_sendv(struct rsocket *rs, const struct iovec *iov, int cnt,
 	size_t len = iov_len(iov, cnt);
 	int i, ret, pass;
 
+	/*
+	 * A datagram of several calls (UDP's MSG_MORE) cannot be: what we
+	 * send on the QP is a datagram each call; better refused than cut.
+	 */
+	if (flags & MSG_MORE)
+		return -EOPNOTSUPP;
 	if (to) {
 		if (tolen < sizeof(struct sockaddr_in) || to->sa_family != rs->domain)
 			return -EINVAL;
