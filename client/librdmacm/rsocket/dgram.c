@@ -704,7 +704,8 @@ static ssize_t send_udp(struct rs_dgram *dg, const struct ds_dest *d, uint8_t op
 	for (k = 0; k < cnt; k++) {
 		if (iov[k].iov_len > sizeof(data) - v[1].iov_len)
 			return -EMSGSIZE;
-		memcpy(data + v[1].iov_len, iov[k].iov_base, iov[k].iov_len);
+		if (iov[k].iov_len)	/* an empty piece may have no buffer */
+			memcpy(data + v[1].iov_len, iov[k].iov_base, iov[k].iov_len);
 		v[1].iov_len += iov[k].iov_len;
 	}
 	h.qpn = htobe32(dg->id->qp->qp_num & 0xFFFFFF);
@@ -1071,7 +1072,8 @@ static ssize_t post_qp(struct rsocket *rs, int i, const struct iovec *iov,
 	sge.lkey = dg->smr->lkey;
 	p += d->hdr.length;
 	for (k = 0; k < cnt; p += iov[k].iov_len, k++)
-		memcpy(p, iov[k].iov_base, iov[k].iov_len);
+		if (iov[k].iov_len)	/* an empty piece may have no buffer */
+			memcpy(p, iov[k].iov_base, iov[k].iov_len);
 	wr.wr_id = slot | DS_WR_SEND;
 	wr.wr.ud.ah = d->ah;
 	wr.wr.ud.remote_qpn = d->qpn;
@@ -1144,7 +1146,8 @@ static size_t copy_to_iov(const struct iovec *iov, int cnt, const uint8_t *src,
 
 	for (i = 0; i < cnt && done < len; i++) {
 		n = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
-		memcpy(iov[i].iov_base, src + done, n);
+		if (n)		/* an empty piece may have no buffer */
+			memcpy(iov[i].iov_base, src + done, n);
 		done += n;
 	}
 	return done;
