@@ -1269,6 +1269,46 @@ START_TEST(select_hangup_is_no_exception)
 }
 END_TEST
 
+/*
+ * rselect only reads its timeout, as rdma-core's does (select(2) leaves
+ * what is left of it): an app that waits again with the same timeval
+ * waits as long again, where a zeroed one would have it spin.
+ */
+START_TEST(select_keeps_timeout)
+{
+	int lfd, srv, cli, nfds;
+	struct timeval tv;
+	long t0, took;
+	fd_set r;
+
+	pair(&lfd, &srv, &cli);
+	nfds = srv + 1;
+	FD_ZERO(&r);
+	FD_SET(srv, &r);
+	tv = (struct timeval){ 0, 100000 };
+	ck_assert_int_eq(rselect(nfds, &r, NULL, NULL, &tv), 0);
+	ck_assert_msg(tv.tv_sec == 0 && tv.tv_usec == 100000,
+		      "rselect left the timeout at %ld.%06ld s, not 0.1",
+		      (long)tv.tv_sec, (long)tv.tv_usec);
+	FD_SET(srv, &r);
+	t0 = vt_now_ms();
+	ck_assert_int_eq(rselect(nfds, &r, NULL, NULL, &tv), 0);
+	took = vt_now_ms() - t0;
+	ck_assert_msg(took >= 90, "the same timeval again: 0 after %ld ms of 100", took);
+
+	send_all(cli, "q", 1);
+	wait_for(srv, POLLIN);
+	FD_SET(srv, &r);
+	tv = (struct timeval){ 1, 0 };
+	ck_assert_int_eq(rselect(nfds, &r, NULL, NULL, &tv), 1);
+	ck_assert(FD_ISSET(srv, &r));
+	ck_assert(tv.tv_sec == 1 && tv.tv_usec == 0);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
 /* ---- datagram rsockets ----------------------------------------------------- */
 
 /* A datagram rsocket bound to 127.0.0.1, a port of the kernel's choosing. */
@@ -2337,7 +2377,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(connect_refused), T(connect_and_names), T(partial_reads),
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
-		T(select_mixed), T(select_hangup_is_no_exception),
+		T(select_mixed), T(select_hangup_is_no_exception), T(select_keeps_timeout),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),
 		T(dgram_truncation), T(dgram_forged_source), T(dgram_peer_restart),
 		T(dgram_dual_stack), T(dgram_many_pieces),

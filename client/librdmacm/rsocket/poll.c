@@ -316,8 +316,13 @@ static int ms_left(int64_t deadline)
 	return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
 }
 
+/*
+ * The timeout is only read: rdma-core's rselect leaves it as it was,
+ * unlike select(2), which leaves what is left of it, so an app written
+ * for rsockets may wait again with the same one.
+ */
 static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
-		      struct timeval *tv)
+		      const struct timeval *tv)
 {
 	struct pollfd *fds;
 	int64_t deadline;
@@ -353,8 +358,6 @@ static int do_rselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	if (ret >= 0)
 		ret = sets_from_fds(fds, n, r, w, e);
 	free(fds);
-	if (ret == 0 && tv)
-		tv->tv_sec = tv->tv_usec = 0;
 	return ret;
 }
 
