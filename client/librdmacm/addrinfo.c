@@ -37,15 +37,18 @@ static int rai_types(const struct rdma_addrinfo *hints, int *ps, int *qp_type)
 			   IBV_QPT_UD : IBV_QPT_RC;
 	}
 	switch (*ps) {
-	case RDMA_PS_IB:
-		return 0;	/* any IB service, UD too (rdma_create_id(3)) */
 	case RDMA_PS_TCP:
 		return *qp_type == IBV_QPT_UD ? EAI_SOCKTYPE : 0;
 	case RDMA_PS_UDP:
 	case RDMA_PS_IPOIB:
 		return *qp_type == IBV_QPT_UD ? 0 : EAI_SOCKTYPE;
 	default:
-		return EAI_SERVICE;
+		/*
+		 * RDMA_PS_IB takes any IB service, UD too (rdma_create_id(3));
+		 * a space we do not know goes through as rdma-core passes it,
+		 * for rdma_create_id to judge.
+		 */
+		return 0;
 	}
 }
 
@@ -60,14 +63,14 @@ static int copy_addr(struct sockaddr **dst, socklen_t *dst_len,
 	return 0;
 }
 
-static struct rdma_addrinfo *new_rai(const struct rdma_addrinfo *hints,
-				     int family, int ps, int qp_type)
+static struct rdma_addrinfo *new_rai(int flags, int family, int ps,
+				     int qp_type)
 {
 	struct rdma_addrinfo *rai = calloc(1, sizeof(*rai));
 
 	if (!rai)
 		return NULL;
-	rai->ai_flags = hints ? hints->ai_flags : 0;
+	rai->ai_flags = flags;
 	rai->ai_family = family;
 	rai->ai_port_space = ps;
 	rai->ai_qp_type = qp_type;
@@ -101,7 +104,8 @@ static int from_hints(const struct rdma_addrinfo *hints, int ps, int qp_type,
 
 	if (!addr)
 		return EAI_NONAME;
-	rai = new_rai(hints, addr->sa_family, ps, qp_type);
+	/* the hints' flags, all of them, as rdma-core copies them here */
+	rai = new_rai(hints->ai_flags, addr->sa_family, ps, qp_type);
 	if (!rai)
 		return EAI_MEMORY;
 	ret = 0;
@@ -172,7 +176,12 @@ static int from_ai(const struct rdma_addrinfo *hints, const struct addrinfo *ai,
 		addr = (const struct sockaddr *)&sib;
 		len = sizeof(sib);
 	}
-	rai = new_rai(hints, addr->sa_family, ps, qp_type);
+	/*
+	 * Of the hints' flags a looked-up address keeps RAI_PASSIVE only,
+	 * as rdma-core's: the others asked how to look it up.
+	 */
+	rai = new_rai(hints ? hints->ai_flags & RAI_PASSIVE : 0,
+		      addr->sa_family, ps, qp_type);
 	if (!rai)
 		return EAI_MEMORY;
 	if (rai->ai_flags & RAI_PASSIVE) {

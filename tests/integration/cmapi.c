@@ -1002,6 +1002,8 @@ END_TEST
 START_TEST(getaddrinfo_api)
 {
 	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	struct sockaddr_storage dst = sa_make("127.0.0.1", 7475);
+	struct rdma_addrinfo own = { .ai_flags = 0 };
 	char buf[INET6_ADDRSTRLEN + 16];
 
 	ck_ok(rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res));
@@ -1044,6 +1046,44 @@ START_TEST(getaddrinfo_api)
 	ck_assert_int_eq(res->ai_port_space, RDMA_PS_UDP);
 	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_UD);
 	rdma_freeaddrinfo(res);
+
+	/*
+	 * As rdma-core: a port space we do not know goes through, for
+	 * rdma_create_id to judge, with the QP type asked for or RC.
+	 */
+	hints.ai_port_space = 0x1234;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7475", &hints, &res));
+	ck_assert_int_eq(res->ai_port_space, 0x1234);
+	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_RC);
+	rdma_freeaddrinfo(res);
+	hints.ai_qp_type = IBV_QPT_UD;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7475", &hints, &res));
+	ck_assert_int_eq(res->ai_port_space, 0x1234);
+	ck_assert_int_eq(res->ai_qp_type, IBV_QPT_UD);
+	rdma_freeaddrinfo(res);
+	hints.ai_qp_type = 0;
+	hints.ai_port_space = RDMA_PS_TCP;
+
+	/*
+	 * A looked-up address keeps RAI_PASSIVE of the hints' flags only, as
+	 * rdma-core's; from the hints' own addresses it keeps them all.
+	 */
+	hints.ai_flags = RAI_NUMERICHOST | RAI_NOROUTE;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7475", &hints, &res));
+	ck_assert_int_eq(res->ai_flags, 0);
+	rdma_freeaddrinfo(res);
+	hints.ai_flags = RAI_PASSIVE | RAI_NUMERICHOST | RAI_NOROUTE;
+	ck_ok(rdma_getaddrinfo("127.0.0.1", "7475", &hints, &res));
+	ck_assert_int_eq(res->ai_flags, RAI_PASSIVE);
+	rdma_freeaddrinfo(res);
+	own.ai_flags = RAI_NOROUTE;
+	own.ai_port_space = RDMA_PS_TCP;
+	own.ai_dst_addr = SA(dst);
+	own.ai_dst_len = sizeof(struct sockaddr_in);
+	ck_ok(rdma_getaddrinfo(NULL, NULL, &own, &res));
+	ck_assert_int_eq(res->ai_flags, RAI_NOROUTE);
+	rdma_freeaddrinfo(res);
+	hints.ai_flags = 0;
 
 	/* AF_IB without RAI_FAMILY | RAI_NUMERICHOST: any family will do */
 	hints.ai_family = AF_IB;
