@@ -292,6 +292,7 @@ void cma_id_free(struct cma_id *cid)
 	if (cid->held)
 		cma_device_drop(cid->held);
 	free(cid->ep_qp_attr);
+	free(cid->ep_connect);
 	pthread_mutex_destroy(&cid->op_lock);
 	pthread_cond_destroy(&cid->cond);
 	pthread_mutex_destroy(&cid->mut);
@@ -597,14 +598,14 @@ static int check_id_option(int optname, size_t optlen)
  * fabric's path; a peer here is reached through the daemon's one path
  * (PROTOCOL.md §10.7), which the route takes as rdma_resolve_route does.
  */
-static int set_ib_path(struct cma_id *cid, const void *optval, size_t optlen)
+int cma_set_ib_path(struct cma_id *cid, const void *optval, size_t optlen)
 {
 	const uint32_t want = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
 			      IBV_PATH_FLAG_BIDIRECTIONAL;
 	const struct ibv_path_data *p = optval;
 	size_t i;
 
-	if (!optlen || optlen % sizeof(*p))
+	if (!p || !optlen || optlen % sizeof(*p))
 		return -EINVAL;
 	for (i = 0; i < optlen / sizeof(*p); i++)
 		if (p[i].flags == want)
@@ -621,7 +622,7 @@ static int set_option(struct cma_id *cid, int level, int optname,
 	if (!optval)
 		return -EINVAL;
 	if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
-		return set_ib_path(cid, optval, optlen);
+		return cma_set_ib_path(cid, optval, optlen);
 	if (level != RDMA_OPTION_ID)
 		return -ENOSYS;
 	ret = check_id_option(optname, optlen);

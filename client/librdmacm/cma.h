@@ -181,6 +181,9 @@ struct cma_id {
 	/* rdma_create_ep(RAI_PASSIVE): what rdma_get_request() gives new ids */
 	struct ibv_pd *ep_pd;
 	struct ibv_qp_init_attr *ep_qp_attr;
+	/* rdma_create_ep(): res->ai_connect, for the first rdma_connect() */
+	void *ep_connect;
+	size_t ep_connect_len;
 };
 
 static inline struct cma_id *to_cma_id(struct rdma_cm_id *id)
@@ -401,5 +404,7 @@ int cma_bind_addr(struct cma_id *cid, struct sockaddr *addr);
 int cma_resolve_addr(struct cma_id *cid, struct sockaddr *src,
 		     struct sockaddr *dst, int timeout_ms);
 int cma_resolve_route(struct cma_id *cid, int timeout_ms);
+/* RDMA_OPTION_IB_PATH: the route from the app's own path records. */
+int cma_set_ib_path(struct cma_id *cid, const void *optval, size_t optlen);
 
 #endif /* IBVD_CMA_H */

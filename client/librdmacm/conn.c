@@ -138,11 +138,35 @@ static int params_needed(const struct cma_id *cid,
 
 /* ---- the active side ------------------------------------------------------------------ */
 
+/*
+ * rdma_create_ep's res->ai_connect goes first, the app's private data
+ * after it, in buf (max bytes, as much as a request carries): as
+ * rdma-core sends them.  Both together must fit.
+ */
+static int with_ep_connect(const struct cma_id *cid, uint8_t *buf, size_t max,
+			   Ibvd__CmConnParam *m)
+{
+	size_t len = cid->ep_connect_len + m->private_data.len;
+
+	if (!cid->ep_connect_len)
+		return 0;
+	if (len > max)
+		return -EINVAL;
+	memcpy(buf, cid->ep_connect, cid->ep_connect_len);
+	if (m->private_data.len)
+		memcpy(buf + cid->ep_connect_len, m->private_data.data,
+		       m->private_data.len);
+	m->private_data.data = buf;
+	m->private_data.len = len;
+	return 0;
+}
+
 static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 {
 	Ibvd__CmConnParam param = IBVD__CM_CONN_PARAM__INIT;
 	Ibvd__CmConnect req = IBVD__CM_CONNECT__INIT;
-	uint8_t resp = 0, init = 0;
+	uint8_t resp = 0, init = 0, pdata[CMA_PDATA_MAX];
+	size_t max_pdata = cma_req_pdata(cid);
 	bool ud = cma_is_ud(cid);
 	int ret;
 
@@ -154,7 +178,9 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 		if (ret < 0)
 			return ret;
 	}
-	ret = param_msg(cid, p, true, cma_req_pdata(cid), &param);
+	ret = param_msg(cid, p, true, max_pdata, &param);
+	if (ret == 0)
+		ret = with_ep_connect(cid, pdata, max_pdata, &param);
 	if (ret < 0)
 		return ret;
 	param.responder_resources = resp;
@@ -166,6 +192,10 @@ static int connect_id(struct cma_id *cid, struct rdma_conn_param *p)
 	ret = cma_call(cid, IBVD_MSG_CM_CONNECT, &req.base, NULL, NULL);
 	if (ret < 0)
 		return ret;
+	/* sent: a later connect of the id's has only its own data */
+	free(cid->ep_connect);
+	cid->ep_connect = NULL;
+	cid->ep_connect_len = 0;
 	return cma_sync_wait(cid);
 }
 

@@ -42,6 +42,25 @@ static int ep_passive(struct cma_id *cid, struct rdma_addrinfo *res,
 	return 0;
 }
 
+/*
+ * res->ai_connect: private data rdma_getaddrinfo's resolver may give for
+ * the connect; the id's first rdma_connect() sends it before the app's,
+ * as rdma-core does.
+ */
+static int ep_connect_data(struct cma_id *cid, const struct rdma_addrinfo *res)
+{
+	if (!res->ai_connect_len)
+		return 0;
+	if (!res->ai_connect)
+		return -EINVAL;
+	cid->ep_connect = malloc(res->ai_connect_len);
+	if (!cid->ep_connect)
+		return -ENOMEM;
+	memcpy(cid->ep_connect, res->ai_connect, res->ai_connect_len);
+	cid->ep_connect_len = res->ai_connect_len;
+	return 0;
+}
+
 static int ep_active(struct cma_id *cid, struct rdma_addrinfo *res,
 		     struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
@@ -51,13 +70,20 @@ static int ep_active(struct cma_id *cid, struct rdma_addrinfo *res,
 		return -EINVAL;
 	ret = cma_resolve_addr(cid, res->ai_src_addr, res->ai_dst_addr,
 			       EP_RESOLVE_TIMEOUT_MS);
-	if (ret == 0)
+	if (ret < 0)
+		return ret;
+	/* Path records res came with are the route, as the option makes one. */
+	if (res->ai_route_len)
+		ret = cma_set_ib_path(cid, res->ai_route, res->ai_route_len);
+	else
 		ret = cma_resolve_route(cid, EP_RESOLVE_TIMEOUT_MS);
 	if (ret == 0 && attr) {
 		/* The QP is of the type res asked for (callers leave it 0). */
 		attr->qp_type = cid->id.qp_type;
 		ret = cma_create_qp(cid, pd, attr);
 	}
+	if (ret == 0)
+		ret = ep_connect_data(cid, res);
 	return ret;
 }
 

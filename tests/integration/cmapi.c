@@ -2329,6 +2329,106 @@ START_TEST(passive_ep_pd)
 END_TEST
 
 /*
+ * An rdma_addrinfo's route and connect data, as rdma-core's
+ * rdma_create_ep takes them (its resolver fills them in, an app may too):
+ * ai_route is the route, as RDMA_OPTION_IB_PATH makes one, so records
+ * without a primary path are EINVAL; ai_connect goes before the app's
+ * private data in the id's connect request.
+ */
+struct pdata_seen {
+	struct rdma_event_channel *ch;
+	uint8_t data[PDATA_REQ];
+	uint8_t len;
+	bool ok;
+};
+
+/* Take one connection request, keep its private data, reject it. */
+static void *reject_one(void *arg)
+{
+	struct pdata_seen *r = arg;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *child;
+
+	if (!readable(r->ch->fd, ev_ms()) || rdma_get_cm_event(r->ch, &ev))
+		return NULL;
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		r->len = ev->param.conn.private_data_len;
+		if (r->len <= sizeof(r->data) && ev->param.conn.private_data)
+			memcpy(r->data, ev->param.conn.private_data, r->len);
+		child = ev->id;
+		r->ok = rdma_reject(child, NULL, 0) == 0;
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(child);
+		return NULL;
+	}
+	rdma_ack_cm_event(ev);
+	return NULL;
+}
+
+START_TEST(ep_route_and_connect_data)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res = NULL;
+	struct ibv_qp_init_attr qia = qp_attr(IBV_QPT_RC);
+	struct ibv_path_data *path;
+	static const char hdr[] = "from res", app[] = "+app";
+	char big[PDATA_REQ];
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7 };
+	struct pdata_seen seen = { .ok = false };
+	struct rdma_cm_id *listen, *id;
+	char port[8], want[sizeof(hdr) - 1 + sizeof(app) - 1];
+	pthread_t t;
+
+	seen.ch = channel();
+	listen = new_id(seen.ch, NULL, RDMA_PS_TCP);
+	snprintf(port, sizeof(port), "%u", listen_on(listen, "0.0.0.0", 1));
+	ck_ok(rdma_getaddrinfo("127.0.0.1", port, &hints, &res));
+
+	/* a record that is no primary path: no route */
+	path = calloc(1, sizeof(*path));
+	ck_assert_ptr_nonnull(path);
+	path->flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_ALTERNATE |
+		      IBV_PATH_FLAG_BIDIRECTIONAL;
+	res->ai_route = path;
+	res->ai_route_len = sizeof(*path);
+	ck_fails_with(rdma_create_ep(&id, res, NULL, &qia), EINVAL);
+	path->flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+		      IBV_PATH_FLAG_BIDIRECTIONAL;
+
+	res->ai_connect = malloc(sizeof(hdr) - 1);
+	ck_assert_ptr_nonnull(res->ai_connect);
+	memcpy(res->ai_connect, hdr, sizeof(hdr) - 1);
+	res->ai_connect_len = sizeof(hdr) - 1;
+	ck_assert_msg(rdma_create_ep(&id, res, NULL, &qia) == 0,
+		      "rdma_create_ep with a primary path: %s", strerror(errno));
+	rdma_freeaddrinfo(res);
+
+	/*
+	 * Both must fit in the request: else EINVAL and nothing is sent (the
+	 * listener's first request is the next one's).
+	 */
+	ck_assert_int_eq(pthread_create(&t, NULL, reject_one, &seen), 0);
+	memset(big, 'b', sizeof(big));
+	cp.private_data = big;
+	cp.private_data_len = PDATA_REQ - (sizeof(hdr) - 1) + 1;
+	ck_fails_with(rdma_connect(id, &cp), EINVAL);
+
+	cp.private_data = app;
+	cp.private_data_len = sizeof(app) - 1;
+	ck_fails_with(rdma_connect(id, &cp), ECONNREFUSED);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(seen.ok, "the listener saw no request");
+	memcpy(want, hdr, sizeof(hdr) - 1);
+	memcpy(want + sizeof(hdr) - 1, app, sizeof(app) - 1);
+	ck_pdata(seen.data, seen.len, want, sizeof(want), PDATA_REQ,
+		 "a request with ai_connect");
+	rdma_destroy_ep(id);
+	ck_ok(rdma_destroy_id(listen));
+	rdma_destroy_event_channel(seen.ch);
+}
+END_TEST
+
+/*
  * AF_IB addressing (ucmatose/udaddy/rstream -f gid): rdma_getaddrinfo
  * with AF_IB hints makes a GID and a service id of a textual IPv6
  * address; a listener on the device's GID 0 takes a connection addressed
@@ -3284,7 +3384,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(migrate_connected), T_ALONE(migrate_queued_events),
 		T_ALONE(destroy_queued_events), T_ALONE(migrate_to_waiting_channel), T(migrate_while_event_held), T(set_option),
 		T(ud_sidr), T(multicast), T(ps_ib_ud), T(xrc_connect), T(listener_qp_type),
-		T(passive_ep_pd), T(af_ib),
+		T(passive_ep_pd), T(ep_route_and_connect_data), T(af_ib),
 	};
 #undef T
 #undef T_ALONE
