@@ -2786,6 +2786,37 @@ START_TEST(migrate)
 }
 END_TEST
 
+/*
+ * A NULL channel makes an id synchronous, on a private channel of its own,
+ * as rdma-core's: its calls then wait for their events, which stay in
+ * id->event.  Moving it to a shared channel again acks that event and
+ * makes it asynchronous; a synchronous id has no use for NULL (EINVAL).
+ */
+START_TEST(migrate_to_private_channel)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *id = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage lo = sa_make("127.0.0.1", 7004);
+
+	ck_ok(rdma_migrate_id(id, NULL));
+	ck_assert_ptr_nonnull(id->channel);
+	ck_assert_ptr_ne(id->channel, ch);
+	ck_ok(rdma_resolve_addr(id, NULL, SA(lo), 2000));
+	ck_assert_ptr_nonnull(id->event);
+	ck_assert_int_eq(id->event->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	expect_quiet(ch, 100, "the shared channel after a move to a private one");
+	ck_fails_with(rdma_migrate_id(id, NULL), EINVAL);
+
+	ck_ok(rdma_migrate_id(id, ch));
+	ck_assert_ptr_eq(id->channel, ch);
+	ck_assert_ptr_null(id->event);
+	ck_ok(rdma_resolve_route(id, 2000));
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id);
+	ck_ok(rdma_destroy_id(id));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 /* The reference: migration "moves any pending events" to the new channel. */
 START_TEST(migrate_pending_event)
 {
@@ -3380,7 +3411,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(sync_mode_connect),
 		T(destroy_waits_for_ack), T(destroyed_under_waiter),
 		T(get_event_after_destroy), T(destroyed_ids_events_gone),
-		T(migrate), T(migrate_pending_event), T(migrate_listener_pending),
+		T(migrate), T(migrate_to_private_channel), T(migrate_pending_event), T(migrate_listener_pending),
 		T(migrate_connected), T_ALONE(migrate_queued_events),
 		T_ALONE(destroy_queued_events), T_ALONE(migrate_to_waiting_channel), T(migrate_while_event_held), T(set_option),
 		T(ud_sidr), T(multicast), T(ps_ib_ud), T(xrc_connect), T(listener_qp_type),
