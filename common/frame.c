@@ -21,17 +21,14 @@ union fd_cmsg {
 };
 
 /*
- * The most fds one message can carry (the kernel's SCM_MAX_FD, which no
- * user-space header exports).  We receive with room for all of them: fds
- * that do not fit are dropped by the kernel inside recvmsg(), and dropping
- * the last reference to a client's file can block (see
- * ibvd_frame_set_close_hook), where we could not hand it elsewhere.
+ * We receive with room for IBVD_KERNEL_SCM_MAX_FD fds: fds that do not
+ * fit are dropped by the kernel inside recvmsg(), and dropping the last
+ * reference to a client's file can block (see ibvd_frame_set_close_hook),
+ * where we could not hand it elsewhere.
  */
-#define KERNEL_SCM_MAX_FD	253
-
 union fd_cmsg_rx {
 	struct cmsghdr align;
-	char buf[CMSG_SPACE(sizeof(int) * KERNEL_SCM_MAX_FD)];
+	char buf[CMSG_SPACE(sizeof(int) * IBVD_KERNEL_SCM_MAX_FD)];
 };
 
 static void (*close_hook)(int fd);
@@ -157,7 +154,7 @@ static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 		}
 	}
 	/*
-	 * The buffer holds the kernel's maximum (KERNEL_SCM_MAX_FD), so a
+	 * The buffer holds the kernel's maximum (IBVD_KERNEL_SCM_MAX_FD), so a
 	 * truncation means this process had no fd number left for the rest
 	 * (RLIMIT_NOFILE): the frame itself is whole.
 	 */

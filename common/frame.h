@@ -37,6 +37,11 @@
 #define IBVD_PROTO_VERSION	9
 #define IBVD_FRAME_MAX		65536u		/* header + payload */
 #define IBVD_FRAME_MAX_FDS	4		/* a frame with more is refused */
+/*
+ * The most fds one message can carry (the kernel's SCM_MAX_FD, which no
+ * user-space header exports).
+ */
+#define IBVD_KERNEL_SCM_MAX_FD	253
 
 /* A reply has the request's type with this bit set. */
 #define IBVD_REPLY		0x8000u

@@ -25,6 +25,12 @@
  *
  * A socket's linger is taken away before its close (the client's data
  * was never ours to deliver: the connection is reset).
+ *
+ * A connection whose client is gone before it was served is emptied
+ * first, its fds in flight to their queue, and then closed at once: a
+ * close that releases no file cannot block, and a uid connecting and
+ * closing in a loop would otherwise hold an fd per connection until the
+ * closer threads get the CPU (the daemon's fd limit is not far).
  */
 #include <config.h>
 
@@ -56,6 +62,8 @@
 #define CLOSER_STACK_SIZE	(256 * 1024)
 /* At shutdown, how long to let the threads finish the queues. */
 #define CLOSER_STOP_WAIT_S	1
+/* Messages read from a gone connection before it goes to its queue instead. */
+#define GONE_READ_MAX		8
 
 /* Owners are kept as uid + 1, so that 0 can say "not known". */
 #define OWNER_NONE		0u
@@ -88,6 +96,7 @@ static struct {
 	uint32_t busy_owner[CLOSER_MAX_THREADS];
 	unsigned int nthreads;
 	bool stopping;
+	uint64_t queued;		/* fds ever queued */
 
 	/* control thread only */
 	bool running;
@@ -166,6 +175,7 @@ static int queue_push(uint32_t owner, bool sockets, int fd)
 		return -ENOMEM;
 	}
 	q->fds[(q->head + q->count) % q->cap] = fd;
+	closer.queued++;
 	if (!q->count++ && !q->closing)
 		q->ready_since = ibvd_mono_ns();
 	return 0;
@@ -328,16 +338,24 @@ static void closer_grow_cb(evutil_socket_t unused, short what, void *arg)
  * the recvmsg() of the session being served (a record left by an fd of
  * the same number that the daemon closed itself is not this file's).
  */
-static uint32_t owner_take(int fd)
+static uint32_t owner_of(int fd)
 {
 	uint32_t owner = OWNER_NONE;
 
-	if ((size_t)fd < closer.owner_cap) {
+	if ((size_t)fd < closer.owner_cap)
 		owner = closer.owner_of[fd];
-		closer.owner_of[fd] = OWNER_NONE;
-	}
 	if (closer.receiving || owner == OWNER_NONE)
 		owner = closer.serving;
+	return owner;
+}
+
+/* Whose fd is, and its record goes (it is being closed). */
+static uint32_t owner_take(int fd)
+{
+	uint32_t owner = owner_of(fd);
+
+	if ((size_t)fd < closer.owner_cap)
+		closer.owner_of[fd] = OWNER_NONE;
 	return owner;
 }
 
@@ -423,6 +441,84 @@ void ibvd_close_client_socket(int fd)
 	close_queued(fd, true);
 }
 
+/* fds a message read from a gone connection carried: to owner's queue. */
+static void queue_received(struct msghdr *mh, uint32_t owner)
+{
+	struct cmsghdr *c;
+	size_t n, i;
+	int fd;
+
+	for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (owner == OWNER_NONE)
+				ibvd_closer_forget(fd);
+			else
+				ibvd_closer_own(fd, OWNER_UID(owner));
+			ibvd_close_client_fd(fd);
+		}
+	}
+}
+
+/*
+ * Read what a gone connection still holds; true once it is empty for
+ * sure.  Shut down first, so that nothing more comes.  An empty message
+ * and the end both read as 0 bytes, but with SO_PASSCRED every message
+ * comes with credentials, the end with nothing.  The control buffer
+ * holds the most fds a message can carry: the kernel drops those that do
+ * not fit, in this thread, and that last close could block.
+ */
+static bool empty_gone(int fd, uint32_t owner)
+{
+	static const int on = 1;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct ucred)) +
+			 CMSG_SPACE(sizeof(int) * IBVD_KERNEL_SCM_MAX_FD)];
+	} cmsg;
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh;
+	ssize_t n;
+	int i;
+
+	if (shutdown(fd, SHUT_RDWR) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0)
+		return false;
+	for (i = 0; i < GONE_READ_MAX; i++) {
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cmsg.buf;
+		mh.msg_controllen = sizeof(cmsg.buf);
+		n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0)
+			return false;
+		if (!mh.msg_controllen && !(mh.msg_flags & MSG_CTRUNC))
+			return n == 0;
+		queue_received(&mh, owner);
+		/* the kernel had no fd number for some (EMFILE) */
+		if (mh.msg_flags & MSG_CTRUNC)
+			return false;
+	}
+	return false;	/* more: they go with its close, on its queue */
+}
+
+void ibvd_close_gone_socket(int fd)
+{
+	if (fd < 0)
+		return;
+	if (!empty_gone(fd, owner_of(fd))) {
+		ibvd_close_client_socket(fd);
+		return;
+	}
+	ibvd_closer_forget(fd);
+	close_at_once(fd);
+}
+
 static bool queue_backed_up(uint32_t owner, bool sockets)
 {
 	const struct close_queue *q = queue_find(owner, sockets);
@@ -450,6 +546,7 @@ void ibvd_closer_status(struct ibvd_closer_status *st)
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&closer.lock);
 	st->threads = closer.nthreads;
+	st->queued = closer.queued;
 	TAILQ_FOREACH(q, &closer.queues, link)
 		st->waiting += q->count;
 	for (i = 0; i < closer.nthreads; i++)

@@ -53,10 +53,21 @@ void ibvd_close_client_fd(int fd);
  */
 void ibvd_close_client_socket(int fd);
 
-/* For ibvctl daemon status: threads, fds waiting, closes stuck (500 ms). */
+/*
+ * Close a connection whose client hung up before it was served: at once
+ * if it holds no message (none of its fds queued can block the close),
+ * its fds in flight to its uid's queue; else as ibvd_close_client_socket.
+ */
+void ibvd_close_gone_socket(int fd);
+
+/*
+ * For ibvctl daemon status: threads, fds waiting, fds ever queued,
+ * closes stuck (500 ms).
+ */
 struct ibvd_closer_status {
 	unsigned int threads;
 	unsigned long long waiting;
+	unsigned long long queued;
 	unsigned int stuck;
 };
 

@@ -571,9 +571,12 @@ static bool peer_gone(int fd)
 }
 
 /*
- * Close a connection found gone, on its uid's queue all the same: a
- * zero-length message reads as the end too, and one may carry fds (or
- * others wait behind it) whose close blocks.
+ * Close a connection found gone.  Not simply: a zero-length message
+ * reads as the end too, and one may carry fds (or others wait behind it)
+ * whose close blocks.  Those go to the uid's queue; the connection,
+ * emptied, is closed at once (ibvd_close_gone_socket): queued, a uid
+ * connecting and closing in a loop faster than the closer threads get
+ * the CPU filled the daemon's fd table.
  */
 static void hang_up(int fd)
 {
@@ -582,7 +585,7 @@ static void hang_up(int fd)
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
 		ibvd_closer_own(fd, cred.uid);
-	ibvd_close_client_socket(fd);
+	ibvd_close_gone_socket(fd);
 }
 
 /* Serve an accepted connection, or refuse it. */

@@ -239,8 +239,13 @@ ok "ibv_alloc_dm and ibv_create_comp_channel failed with EMFILE; objects $n0 bef
 # queue, so every one has hung up by its accept; the ping queued after
 # them is answered once they all went.  Counted: the daemon's read
 # syscalls (a session reads five /proc files) and its hung_up counter.
+# Nor do they go through the closer threads' queue (closes_queued): each
+# would hold an fd there until a closer thread gets the CPU, and a flood
+# of them took the daemon to its fd limit.  A first one that left an
+# empty message with an fd (a pipe's) is emptied: the fd is closed (on the
+# queue), the connection is not served either.
 HUNG=300
-check "$HUNG connections closed before the daemon accepts them: closed unserved"
+check "$HUNG connections closed before the daemon accepts them: closed unserved, not queued"
 # daemon_reads: read syscalls of the daemon (all its threads) so far
 daemon_reads() { sed -n 's/^syscr: //p' "/proc/$DAEMON_PID/io"; }
 # status_count KEY: KEY's number in ibvctl daemon status
@@ -249,18 +254,27 @@ status_count() {
 	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
 }
 hung0=$(status_count hung_up)
+queued0=$(status_count closes_queued)
 reads0=$(daemon_reads)
 # the client stays until its connections are all accepted: /proc has it
 { mkfifo "$T/hold" && chmod 666 "$T/hold"; } || fail "mkfifo $T/hold"
 kill -STOP "$DAEMON_PID" || fail "cannot stop the daemon"
 run_as "$USER1" "$PYTHON" - "$SOCK" "$HUNG" "$T/hold" >"$O/hung" 2>&1 <<'EOF' &
-import socket, sys
+import array, os, select, socket, sys
+r, w = os.pipe()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.sendmsg([b""], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
+s.close()
+os.close(w)
 for _ in range(int(sys.argv[2])):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(sys.argv[1])
     s.close()
 print("closed", flush=True)
 open(sys.argv[3]).read()
+gone = select.select([r], [], [], 10)[0] and os.read(r, 1) == b""
+print("pipe closed" if gone else "pipe still open", flush=True)
 EOF
 hold_pid=$!
 BG_PIDS+=("$hold_pid")
@@ -275,12 +289,17 @@ grep -q '^closed$' "$O/hung" || { show connects "$O/hung"; fail "connecting $HUN
 ping_daemon || fail "no answer after the $HUNG connections"
 reads=$(($(daemon_reads) - reads0))
 hung=$(($(status_count hung_up) - ${hung0:-0}))
+queued=$(($(status_count closes_queued) - ${queued0:-0}))
 [ "$reads" -lt "$HUNG" ] ||
 	fail "the daemon made $reads read syscalls for $HUNG connections gone before their accept (a session set up for each)"
-[ "$hung" -eq "$HUNG" ] || { show status "$O/status"; fail "hung_up went up by $hung, not $HUNG"; }
+[ "$hung" -eq "$((HUNG + 1))" ] || { show status "$O/status"; fail "hung_up went up by $hung, not $((HUNG + 1))"; }
+# the pipe's fd and the few sessions of ping and ibvctl
+[ -n "$queued0" ] && [ "$queued" -lt 30 ] ||
+	{ show status "$O/status"; fail "closes_queued went up by $queued for $HUNG hung-up connections"; }
 exec 8>&-
 wait_exit "$hold_pid" "$TMO" || fail "the connecting client did not exit"
-ok "$HUNG hung-up connections: hung_up +$hung, $reads read syscalls in all"
+grep -q '^pipe closed$' "$O/hung" || { show client "$O/hung"; fail "the fd the first connection left was not closed"; }
+ok "$HUNG hung-up connections: hung_up +$hung, closes_queued +$queued, $reads read syscalls in all"
 
 # A uid at its session limit connecting in a loop: each connection is
 # refused before the /proc reads of its peer (which stays, so /proc has
