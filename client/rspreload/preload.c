@@ -16,7 +16,8 @@
  * rselect rather than atomically with the wait (a signal that comes just
  * before the wait is taken at once; the wait then runs its course), and
  * the timeout is rounded up to whole milliseconds.  sendfile(2) to an
- * rsocket reads the file here and writes it to the rsocket.
+ * rsocket reads the file here and writes it to the rsocket.  ioctl(2)
+ * FIONBIO sets an rsocket's O_NONBLOCK.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
  * socket.  close_range(2) and closefrom(3) close rsockets in their
@@ -39,6 +40,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -79,6 +81,7 @@ static struct {
 	int (*close)(int);
 	int (*shutdown)(int, int);
 	int (*fcntl)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
 	int (*setsockopt)(int, int, int, const void *, socklen_t);
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
 	int (*getpeername)(int, struct sockaddr *, socklen_t *);
@@ -117,7 +120,7 @@ static void init_real(void)
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
 	LOOKUP(sendfile); LOOKUP(close); LOOKUP(shutdown);
-	LOOKUP(fcntl); LOOKUP(setsockopt); LOOKUP(getsockopt);
+	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
 	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
 	LOOKUP(dup3); LOOKUP(close_range); LOOKUP(closefrom);
 }
@@ -640,6 +643,40 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 	arg = va_arg(ap, uintptr_t);
 	va_end(ap);
 	return do_fcntl(fd, cmd, arg);
+}
+
+/*
+ * ioctl(2) FIONBIO, how some programs (Python's setblocking()) make a
+ * socket nonblocking: on an rsocket it is O_NONBLOCK by rfcntl, or the
+ * flag would land on the CM channel's fd and the rsocket stay blocking.
+ */
+static int rs_fionbio(int fd, const int *on)
+{
+	int fl;
+
+	if (!on) {
+		errno = EFAULT;
+		return -1;
+	}
+	fl = RS(rfcntl, fd, F_GETFL, 0);
+	if (fl < 0)
+		return -1;
+	fl = *on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
+	return RS(rfcntl, fd, F_SETFL, fl) < 0 ? -1 : 0;
+}
+
+EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+	void *arg;
+	va_list ap;
+
+	init();
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (rs_fd(fd) && request == FIONBIO)
+		return rs_fionbio(fd, arg);
+	return real.ioctl(fd, request, arg);
 }
 
 EXPORT int setsockopt(int fd, int level, int name, const void *val,

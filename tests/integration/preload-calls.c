@@ -2,7 +2,10 @@
  * preload-calls: a plain TCP program for librspreload's less common calls
  * (rsockets.sh, case "calls").  Nothing here knows of rsockets.
  *
- *   preload-calls server PORT   accept one connection on 127.0.0.1:PORT;
+ *   preload-calls server PORT   accept one connection on 127.0.0.1:PORT
+ *                               on a listener made nonblocking with
+ *                               ioctl FIONBIO (as fcntl then says), the
+ *                               connection awaited with ppoll;
  *                               check that ppoll refuses a bad timeout
  *                               (EINVAL); then wait for data with ppoll
  *                               and pselect in turn (a signal mask given),
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -93,6 +97,38 @@ static int wait_readable(int fd, unsigned int turn)
 	return n == 1 ? 0 : -1;
 }
 
+/*
+ * ioctl FIONBIO on the listener: fcntl says O_NONBLOCK, on and off; an
+ * accept with no connection yet says EAGAIN, at once, until one comes.
+ */
+static int nonblocking_accept(int lfd, int *fd)
+{
+	struct timespec ten = { .tv_sec = 10 };
+	struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+	int on = 1, off = 0;
+
+	if (ioctl(lfd, FIONBIO, &off) < 0 || (fcntl(lfd, F_GETFL) & O_NONBLOCK) ||
+	    ioctl(lfd, FIONBIO, &on) < 0 || !(fcntl(lfd, F_GETFL) & O_NONBLOCK)) {
+		fprintf(stderr, "preload-calls: ioctl FIONBIO did not set the socket's O_NONBLOCK\n");
+		return 1;
+	}
+	for (;;) {
+		*fd = accept(lfd, NULL, NULL);
+		if (*fd >= 0)
+			break;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return die("accept");
+		if (ppoll(&pfd, 1, &ten, NULL) != 1)
+			return die("ppoll on the listener");
+	}
+	/* the connection is blocking, as accept(2)'s are */
+	if (fcntl(*fd, F_GETFL) & O_NONBLOCK) {
+		fprintf(stderr, "preload-calls: accept gave a nonblocking connection\n");
+		return 1;
+	}
+	return 0;
+}
+
 static int server(int port)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -110,9 +146,8 @@ static int server(int port)
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 1) < 0)
 		return die("bind/listen");
-	fd = accept(lfd, NULL, NULL);
-	if (fd < 0)
-		return die("accept");
+	if (nonblocking_accept(lfd, &fd))
+		return 1;
 	pfd.fd = fd;
 	pfd.events = POLLIN;
 	if (ppoll(&pfd, 1, &bad, NULL) != -1 || errno != EINVAL) {

@@ -14,7 +14,9 @@
 #              file both ways, checksums compared
 #   iperf3     iperf3 under LD_PRELOAD: a short run both directions
 #   calls      a plain TCP program of ours under LD_PRELOAD
-#              (preload-calls-helper): the server waits with ppoll and
+#              (preload-calls-helper): the server's listener made
+#              nonblocking by ioctl FIONBIO (as Python's setblocking),
+#              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout; the client sends a
 #              file with sendfile(2); the bytes compared
 #   fork       a forking server of ours under LD_PRELOAD
