@@ -17,14 +17,13 @@
  * before the wait is taken at once; the wait then runs its course), and
  * the timeout is rounded up to whole milliseconds.  sendfile(2) to an
  * rsocket reads the file here and writes it to the rsocket.  ioctl(2)
- * FIONBIO sets an rsocket's O_NONBLOCK.
+ * FIONBIO sets an rsocket's O_NONBLOCK.  epoll(7): see epoll.c.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
  * socket.  close_range(2) and closefrom(3) close rsockets in their
  * range as close(2) does.  Not followed: dup(2), dup3(2) and fcntl(2)
  * F_DUPFD of an rsocket fail with ENOTSUP; fork(2) leaves the child
- * without the parent's rsockets, and epoll does not know them (an
- * rsocket's fd is its CM channel's: epoll would wait on that).
+ * without the parent's rsockets.
  */
 #include "config.h"
 
@@ -40,6 +39,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -49,8 +49,7 @@
 
 #include <rdma/rsocket.h>
 
-#define PRELOAD_MAX_FD	65536	/* rsocket fds above are given back */
-#define EXPORT		__attribute__((visibility("default")))
+#include "preload.h"
 
 static struct {
 	int (*socket)(int, int, int);
@@ -141,6 +140,28 @@ static bool rs_fd(int fd)
 	       atomic_load(&is_rs[fd]);
 }
 
+bool preload_is_rsocket(int fd)
+{
+	init();
+	return rs_fd(fd);
+}
+
+int preload_rpoll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return RS(rpoll, fds, n, timeout);
+}
+
+/*
+ * An r* call that reads (EPOLLIN) or writes (EPOLLOUT) the rsocket fd,
+ * told to epoll.c: its EPOLLET readiness may be reported again.
+ */
+#define RS_IO(dir, fn, fd, ...) ({				\
+	__typeof__(fn(fd, __VA_ARGS__)) io_ret_;		\
+	io_ret_ = RS(fn, fd, __VA_ARGS__);			\
+	ep_rs_io(fd, dir);					\
+	io_ret_;						\
+})
+
 static void mark(int fd, bool on)
 {
 	if (fd >= 0 && fd < PRELOAD_MAX_FD)
@@ -222,7 +243,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	nfd = adopt(RS(raccept, fd, addr, len));
+	nfd = adopt(RS_IO(EPOLLIN, raccept, fd, addr, len));
 	if (nfd < 0)
 		return nfd;
 	if (flags & SOCK_NONBLOCK)
@@ -241,39 +262,39 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	init();
-	return rs_fd(fd) ? RS(rconnect, fd, addr, len) : real.connect(fd, addr, len);
+	return rs_fd(fd) ? RS_IO(EPOLLOUT, rconnect, fd, addr, len) : real.connect(fd, addr, len);
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
 	init();
-	return rs_fd(fd) ? RS(rread, fd, buf, count) : real.read(fd, buf, count);
+	return rs_fd(fd) ? RS_IO(EPOLLIN, rread, fd, buf, count) : real.read(fd, buf, count);
 }
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	init();
-	return rs_fd(fd) ? RS(rreadv, fd, iov, cnt) : real.readv(fd, iov, cnt);
+	return rs_fd(fd) ? RS_IO(EPOLLIN, rreadv, fd, iov, cnt) : real.readv(fd, iov, cnt);
 }
 
 EXPORT ssize_t write(int fd, const void *buf, size_t count)
 {
 	init();
-	return rs_fd(fd) ? pipe_signal(RS(rwrite, fd, buf, count), 0) :
+	return rs_fd(fd) ? pipe_signal(RS_IO(EPOLLOUT, rwrite, fd, buf, count), 0) :
 			   real.write(fd, buf, count);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	init();
-	return rs_fd(fd) ? pipe_signal(RS(rwritev, fd, iov, cnt), 0) :
+	return rs_fd(fd) ? pipe_signal(RS_IO(EPOLLOUT, rwritev, fd, iov, cnt), 0) :
 			   real.writev(fd, iov, cnt);
 }
 
 EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
 	init();
-	return rs_fd(fd) ? RS(rrecv, fd, buf, len, flags) :
+	return rs_fd(fd) ? RS_IO(EPOLLIN, rrecv, fd, buf, len, flags) :
 			   real.recv(fd, buf, len, flags);
 }
 
@@ -281,20 +302,20 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 			struct sockaddr *src, socklen_t *srclen)
 {
 	init();
-	return rs_fd(fd) ? RS(rrecvfrom, fd, buf, len, flags, src, srclen) :
+	return rs_fd(fd) ? RS_IO(EPOLLIN, rrecvfrom, fd, buf, len, flags, src, srclen) :
 			   real.recvfrom(fd, buf, len, flags, src, srclen);
 }
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	init();
-	return rs_fd(fd) ? RS(rrecvmsg, fd, msg, flags) : real.recvmsg(fd, msg, flags);
+	return rs_fd(fd) ? RS_IO(EPOLLIN, rrecvmsg, fd, msg, flags) : real.recvmsg(fd, msg, flags);
 }
 
 EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	init();
-	return rs_fd(fd) ? pipe_signal(RS(rsend, fd, buf, len, flags), flags) :
+	return rs_fd(fd) ? pipe_signal(RS_IO(EPOLLOUT, rsend, fd, buf, len, flags), flags) :
 			   real.send(fd, buf, len, flags);
 }
 
@@ -305,13 +326,13 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	if (!rs_fd(fd))
 		return real.sendto(fd, buf, len, flags, dst, dstlen);
 	/* TCP ignores a destination on a connected socket. */
-	return pipe_signal(RS(rsend, fd, buf, len, flags), flags);
+	return pipe_signal(RS_IO(EPOLLOUT, rsend, fd, buf, len, flags), flags);
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	init();
-	return rs_fd(fd) ? pipe_signal(RS(rsendmsg, fd, msg, flags), flags) :
+	return rs_fd(fd) ? pipe_signal(RS_IO(EPOLLOUT, rsendmsg, fd, msg, flags), flags) :
 			   real.sendmsg(fd, msg, flags);
 }
 
@@ -523,7 +544,7 @@ static ssize_t rs_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 				return -1;
 			break;
 		}
-		put = RS(rwrite, out_fd, buf, (size_t)got);
+		put = RS_IO(EPOLLOUT, rwrite, out_fd, buf, (size_t)got);
 		if (put < 0) {
 			if (done == 0) {
 				/* nothing went: the file's offset stays */
@@ -552,29 +573,44 @@ EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 			       real.sendfile(out_fd, in_fd, offset, count);
 }
 
+/*
+ * An rsocket of the program's goes: out of the epoll instances it is in
+ * first (the kernel's epoll forgets a closed file), or they would watch
+ * whatever file takes its number next.
+ */
+static int close_rsocket(int fd)
+{
+	mark(fd, false);
+	ep_rs_closing(fd);
+	return RS(rclose, fd);
+}
+
 EXPORT int close(int fd)
 {
 	init();
-	if (!rs_fd(fd))
-		return real.close(fd);
-	mark(fd, false);
-	return RS(rclose, fd);
+	if (rs_fd(fd))
+		return close_rsocket(fd);
+	if (!in_rsockets)
+		ep_fd_closing(fd);	/* an epoll fd: its rsockets go */
+	return real.close(fd);
 }
 
 /*
  * close_range(2) and closefrom(3) close rsockets' fds too: each rsocket in
  * the range is closed first, as close() closes one, or its mark would stay
- * on the fd number for whatever file takes it next.
+ * on the fd number for whatever file takes it next; so are the rsockets
+ * of an epoll fd in the range forgotten.
  */
 static void close_rsockets(unsigned int first, unsigned int last)
 {
 	unsigned int fd;
 
-	for (fd = first; fd <= last && fd < PRELOAD_MAX_FD; fd++)
-		if (rs_fd((int)fd)) {
-			mark((int)fd, false);
-			RS(rclose, (int)fd);
-		}
+	for (fd = first; fd <= last && fd < PRELOAD_MAX_FD; fd++) {
+		if (rs_fd((int)fd))
+			close_rsocket((int)fd);
+		else
+			ep_fd_closing((int)fd);
+	}
 }
 
 EXPORT int close_range(unsigned int first, unsigned int last, int flags)
@@ -722,7 +758,7 @@ EXPORT int dup(int fd)
  * Before dup2 or dup3 of oldfd onto newfd: 0, or -1 with errno ENOTSUP if
  * oldfd is an rsocket (one rsocket, one fd).  Both close what newfd was:
  * an rsocket there goes first, or its mark would stay on whatever fd
- * newfd then is.  oldfd == newfd closes nothing (dup3 says EINVAL).
+ * newfd then is (and an epoll fd's rsockets are forgotten).  oldfd == newfd closes nothing (dup3 says EINVAL).
  */
 static int dup_onto(int oldfd, int newfd)
 {
@@ -730,10 +766,10 @@ static int dup_onto(int oldfd, int newfd)
 		errno = ENOTSUP;
 		return -1;
 	}
-	if (rs_fd(newfd) && oldfd != newfd) {
-		mark(newfd, false);
-		RS(rclose, newfd);
-	}
+	if (rs_fd(newfd) && oldfd != newfd)
+		close_rsocket(newfd);
+	else if (oldfd != newfd)
+		ep_fd_closing(newfd);
 	return 0;
 }
 

@@ -106,7 +106,8 @@ tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/integration/stuckfs.sh tests/mpi/mpi-pingpong.c \
 	tests/integration/roce-hostile.py tests/integration/netns.sh \
 	tests/integration/roce-mad-hostile.py tests/integration/roce-responder.py \
-	tests/integration/notify-listen.py tests/integration/install-check.sh
+	tests/integration/notify-listen.py tests/integration/install-check.sh \
+	tests/integration/preload-asyncio.py
 
 # The verbs data path (issue 3): Check programs and two-process helpers on
 # the vt library (vt.c, vt.h), built and run like verbs-api-helper.
@@ -247,6 +248,9 @@ tests_integration_rsocket_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthr
 # A plain TCP program run under LD_PRELOAD: ppoll, pselect, sendfile.
 check_PROGRAMS += tests/integration/preload-calls-helper
 tests_integration_preload_calls_helper_SOURCES = tests/integration/preload-calls.c
+# An echo pair waiting with epoll under LD_PRELOAD.
+check_PROGRAMS += tests/integration/preload-epoll-helper
+tests_integration_preload_epoll_helper_SOURCES = tests/integration/preload-epoll.c
 # A forking server under LD_PRELOAD: the child and the inherited sockets.
 check_PROGRAMS += tests/integration/preload-fork-helper
 tests_integration_preload_fork_helper_SOURCES = tests/integration/preload-fork.c

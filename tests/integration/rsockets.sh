@@ -19,6 +19,11 @@
 #              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout; the client sends a
 #              file with sendfile(2); the bytes compared
+#   epoll      programs that wait with epoll(7) under LD_PRELOAD: an echo
+#              pair of ours (preload-epoll-helper: listener, pipe and
+#              connection in one instance, level- and edge-triggered,
+#              EEXIST/ENOENT, a closed connection forgotten), and Python
+#              asyncio's echo (preload-asyncio.py); the bytes compared
 #   fork       a forking server of ours under LD_PRELOAD
 #              (preload-fork-helper): the child's write and read on the
 #              inherited connection fail with EBADF at once, its close of
@@ -331,6 +336,45 @@ case_calls() {
 	ok "calls: $(cat "$O/calls.srv"), $n packets on $DEV"
 }
 
+# epoll(7) under LD_PRELOAD: our echo pair, then asyncio's.
+case_epoll() {
+	local port before n spid rc prog=$T/bin/preload-epoll-helper bytes=$((1024 * 1024 + 333))
+	[ -x "$prog" ] || fail "tests/integration/preload-epoll-helper not built"
+	port=$(free_port)
+	check "epoll: echo server uid $USER1 and client uid $USER2 waiting in epoll_wait (LT, ET, a pipe), 1 MiB, LD_PRELOAD=librspreload.so"
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/epoll.srv" "$(preload_env)" -- "$prog" server "$port"
+	spid=$BG
+	wait_listen "$port" "$spid" || { show_out "preload-epoll server" "$O/epoll.srv"; fail "epoll: the server did not listen on rsocket port $port"; }
+	no_tcp_listener "$port" "preload-epoll server"
+	fg "$USER2" "$O/epoll.cli" "$(preload_env)" -- "$prog" client "$port" "$bytes"
+	rc=$?
+	[ "$rc" -eq 0 ] || show_out "preload-epoll server" "$O/epoll.srv"
+	client_ok "$rc" "$O/epoll.cli" "preload-epoll client"
+	server_done "$spid" "$O/epoll.srv" "preload-epoll server"
+	grep -qx "echoed $bytes" "$O/epoll.srv" ||
+		{ show_out "preload-epoll server" "$O/epoll.srv"; fail "epoll: the server did not echo $bytes bytes"; }
+	n=$(moved "$before" epoll) || exit 1
+	ok "epoll: $(cat "$O/epoll.cli"), $n packets on $DEV"
+
+	port=$(free_port)
+	check "epoll: Python asyncio echo, server uid $USER1, client uid $USER2, 1 MiB, LD_PRELOAD=librspreload.so"
+	before=$(sent_pkts "$DEV")
+	bg "$USER1" "$O/asyncio.srv" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-asyncio.py" server "$port"
+	spid=$BG
+	wait_listen "$port" "$spid" || { show_out "asyncio server" "$O/asyncio.srv"; fail "epoll: the asyncio server did not listen on rsocket port $port"; }
+	no_tcp_listener "$port" "asyncio server"
+	fg "$USER2" "$O/asyncio.cli" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-asyncio.py" client "$port" "$bytes"
+	rc=$?
+	[ "$rc" -eq 0 ] || show_out "asyncio server" "$O/asyncio.srv"
+	client_ok "$rc" "$O/asyncio.cli" "asyncio client"
+	server_done "$spid" "$O/asyncio.srv" "asyncio server"
+	grep -qx "echoed $bytes" "$O/asyncio.srv" ||
+		{ show_out "asyncio server" "$O/asyncio.srv"; fail "epoll: the asyncio server did not echo $bytes bytes"; }
+	n=$(moved "$before" asyncio) || exit 1
+	ok "epoll: asyncio $(cat "$O/asyncio.cli"), $n packets on $DEV"
+}
+
 # A forking server under LD_PRELOAD (preload-fork-helper): the child's
 # calls on the inherited sockets fail at once, its close takes neither
 # the parent's connection nor the request waiting on its listener.
@@ -542,7 +586,7 @@ case_quota() {
 	ok "$(grep -E '^[0-9]+%: Checks' "$out")"
 }
 
-ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls fork fallback udpong unresolved keepalive"
+ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

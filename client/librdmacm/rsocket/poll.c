@@ -37,6 +37,9 @@ static short conn_revents(struct rsocket *rs, short events)
 		rev |= POLLIN;
 	if ((events & POLLOUT) && rs_conn_can_send(rs))
 		rev |= POLLOUT;
+	/* as Linux's: the peer shut its writing (or left), data or not */
+	if ((events & POLLRDHUP) && !(rs->state & RS_READABLE))
+		rev |= POLLRDHUP;
 	/*
 	 * A peer that left is, as TCP's FIN, first an end of file to read;
 	 * the hangup shows once what it sent before is read.
