@@ -248,6 +248,17 @@ HUNG=300
 check "$HUNG connections closed before the daemon accepts them: closed unserved, not queued"
 # daemon_reads: read syscalls of the daemon (all its threads) so far
 daemon_reads() { sed -n 's/^syscr: //p' "/proc/$DAEMON_PID/io"; }
+# connected_while_stopped LINE FILE PID: once PID's client prints LINE
+# in FILE (its connections made), the stopped daemon goes on.
+connected_while_stopped() {
+	for _ in $(seq $((100 * TMUL))); do
+		grep -q "^$1\$" "$2" && break
+		pid_running "$3" || break
+		sleep 0.1
+	done
+	kill -CONT "$DAEMON_PID"
+	grep -q "^$1\$" "$2" || { show connects "$2"; fail "connecting $HUNG times failed"; }
+}
 # status_count KEY: KEY's number in ibvctl daemon status
 status_count() {
 	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail_all "ibvctl daemon status"; }
@@ -279,13 +290,7 @@ EOF
 hold_pid=$!
 BG_PIDS+=("$hold_pid")
 exec 8<>"$T/hold"
-for _ in $(seq $((100 * TMUL))); do
-	grep -q '^closed$' "$O/hung" && break
-	pid_running "$hold_pid" || break
-	sleep 0.1
-done
-kill -CONT "$DAEMON_PID"
-grep -q '^closed$' "$O/hung" || { show connects "$O/hung"; fail "connecting $HUNG times failed"; }
+connected_while_stopped closed "$O/hung" "$hold_pid"
 ping_daemon || fail "no answer after the $HUNG connections"
 reads=$(($(daemon_reads) - reads0))
 hung=$(($(status_count hung_up) - ${hung0:-0}))
@@ -332,13 +337,7 @@ EOF
 over_pid=$!
 BG_PIDS+=("$over_pid")
 exec 8<>"$T/hold"
-for _ in $(seq $((100 * TMUL))); do
-	grep -q '^connected$' "$O/over" && break
-	pid_running "$over_pid" || break
-	sleep 0.1
-done
-kill -CONT "$DAEMON_PID"
-grep -q '^connected$' "$O/over" || { show connects "$O/over"; fail "connecting $HUNG times failed"; }
+connected_while_stopped connected "$O/over" "$over_pid"
 ping_daemon || fail "no answer after the $HUNG connections"
 reads=$(($(daemon_reads) - reads0))
 refused=$(($(limit_count refused session) - refused0))
