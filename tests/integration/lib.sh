@@ -117,10 +117,11 @@ ibvd_init() {
 	chmod -R a+rX "$T/lib" "$T/tools" "$T/bin"
 	[ -x "$T/tools/ibverbsd-run" ] || fail "tools/ibverbsd-run not built"
 	# TSan's runtime crashes the shells (dash and bash alike): the staged
-	# ibverbsd-run, a shell script, preloads it into its COMMAND only.
+	# ibverbsd-run, a shell script, preloads it into its COMMAND only,
+	# first, before what the caller preloads (librspreload.so).
 	case $SANITIZERS in
 	*=thread*)
-		sed -i 's|^exec "\$@"$|exec env LD_PRELOAD="$TSAN_RUNTIME" "$@"|' \
+		sed -i 's|^exec "\$@"$|exec env LD_PRELOAD="$TSAN_RUNTIME${LD_PRELOAD:+ $LD_PRELOAD}" "$@"|' \
 			"$T/tools/ibverbsd-run" || fail "staging ibverbsd-run" ;;
 	esac
 
