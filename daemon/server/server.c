@@ -660,7 +660,7 @@ int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d)
 
 uint64_t ibvd_server_hung_up(const struct ibvd_server *srv)
 {
-	return srv->hung_up;
+	return srv ? srv->hung_up : 0;	/* none before it listens */
 }
 
 const char *ibvd_server_path(const struct ibvd_server *srv)

@@ -31,7 +31,8 @@ int ibvd_server_start(struct ibvd_server *srv, struct ibvd_daemon *d);
 /* Path of the socket served (for an inherited one, as the kernel says). */
 const char *ibvd_server_path(const struct ibvd_server *srv);
 
-/* Connections whose peer hung up before sending anything: never served. */
+/* Connections whose peer hung up before sending anything: never served
+ * (srv may be NULL: a daemon not listening yet has none). */
 uint64_t ibvd_server_hung_up(const struct ibvd_server *srv);
 
 /* Whether the socket came from systemd. */
