@@ -311,18 +311,10 @@ ok "$HUNG hung-up connections: hung_up +$hung, closes_queued +$queued, $reads re
 # it), not after.  The limit: what uid $USER2's context client holds.
 # Counted as above: the daemon's read syscalls, and the refusals.
 check "$HUNG connections over the uid's session limit: refused before /proc is read"
-# limit_count WHAT KEY: KEY of uid $USER2's "all" row of limit show WHAT
-limit_count() {
-	ibvctl -j limit show "$1" uid "$USER2" >"$O/show" 2>&1 ||
-		{ show "limit show $1" "$O/show"; fail_all "ibvctl limit show $1"; }
-	"$PYTHON" -c 'import json, sys
-rows = [r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"]
-print(rows[0][sys.argv[2]])' "$O/show" "$2"
-}
-held=$(limit_count current session)
+held=$(limit_count current "$USER2" session)
 ibvctl limit set uid "$USER2" session="$held" >"$O/set" 2>&1 ||
 	{ show "limit set" "$O/set"; fail "limit set uid $USER2 session=$held"; }
-refused0=$(limit_count refused session)
+refused0=$(limit_count refused "$USER2" session)
 reads0=$(daemon_reads)
 kill -STOP "$DAEMON_PID" || fail "cannot stop the daemon"
 run_as "$USER2" "$PYTHON" - "$SOCK" "$HUNG" "$T/hold" >"$O/over" 2>&1 <<'EOF' &
@@ -340,7 +332,7 @@ exec 8<>"$T/hold"
 connected_while_stopped connected "$O/over" "$over_pid"
 ping_daemon || fail "no answer after the $HUNG connections"
 reads=$(($(daemon_reads) - reads0))
-refused=$(($(limit_count refused session) - refused0))
+refused=$(($(limit_count refused "$USER2" session) - refused0))
 exec 8>&-
 wait_exit "$over_pid" "$TMO" || fail "the connecting client did not exit"
 ibvctl limit set uid "$USER2" session=max >"$O/set" 2>&1 ||

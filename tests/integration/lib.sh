@@ -609,6 +609,16 @@ ibvctl() {
 		timeout -k 2 "$TMO" "$T/tools/ibvctl" "$@")
 }
 
+# limit_count WHAT UID KEY: KEY of uid UID's "all" row of ibvctl limit
+# show WHAT (fail_all: it runs in $(...)).
+limit_count() {
+	ibvctl -j limit show "$1" uid "$2" >"$O/show" 2>&1 ||
+		{ show "limit show $1" "$O/show"; fail_all "ibvctl limit show $1"; }
+	"$PYTHON" -c 'import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"]
+print(rows[0][sys.argv[2]])' "$O/show" "$3"
+}
+
 # sent_pkts DEV: the packets port 1 of DEV has sent (ibvctl's counter)
 sent_pkts() {
 	ibvctl statistic show link "$1/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'

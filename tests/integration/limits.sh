@@ -87,21 +87,12 @@ expect() {
 	ok "$3: $1"
 }
 
-# count WHAT UID KEY: KEY of uid UID's "all" row of limit show WHAT.
-count() {
-	ibvctl -j limit show "$1" uid "$2" >"$O/show" 2>&1 ||
-		{ show "limit show $1" "$O/show"; fail "ibvctl limit show $1 failed"; }
-	"$PYTHON" -c 'import json, sys
-rows = [r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"]
-print(rows[0][sys.argv[2]])' "$O/show" "$3"
-}
-
 # back_to_zero UID KEY: its usage drops to 0 once its client is gone
 # (the daemon sees the socket close a moment after the exit).
 back_to_zero() {
 	local n
 	for _ in $(seq $((50 * TMUL))); do
-		n=$(count current "$1" "$2")
+		n=$(limit_count current "$1" "$2")
 		[ "$n" = 0 ] && break
 		sleep 0.1
 	done
@@ -127,7 +118,7 @@ ok "uid dev rule, the fourteen kinds and three counters, all 0"
 ibvctl -j limit show ref uid "$USER1" >"$O/ref" || fail "ibvctl limit show ref"
 cmp -s "$O/ref" "$O/refused" || { show ref "$O/ref"; fail "limit show ref is not limit show refused"; }
 ok "limit show ref = limit show refused"
-expect "$(count max "$USER1" session)" 4 "the configured session limit"
+expect "$(limit_count max "$USER1" session)" 4 "the configured session limit"
 ibvctl -j limit show max uid 4242 >"$O/max" || fail "ibvctl limit show max"
 "$PYTHON" - "$O/max" <<'EOF' || fail "the built-in defaults are not as documented"
 import json, sys
@@ -146,11 +137,11 @@ for kind in session comp_channel mcast_attach mcast_join; do
 	check "$kind: limit $lim per uid; uid $USER2 served while uid $USER1 is over it"
 	hold a "$USER1" $kind $((lim + 1))
 	expect "$HELD" "created $lim errno $EAGAIN" "uid $USER1, $((lim + 1)) ${kind}s"
-	expect "$(count refused "$USER1" $kind)" 1 "uid $USER1: one $kind refusal counted"
-	expect "$(count current "$USER1" $kind)" $lim "uid $USER1: $kind in use"
+	expect "$(limit_count refused "$USER1" $kind)" 1 "uid $USER1: one $kind refusal counted"
+	expect "$(limit_count current "$USER1" $kind)" $lim "uid $USER1: $kind in use"
 	once "$USER2" $kind $lim
 	expect "$GOT" "created $lim errno 0" "uid $USER2: its whole limit meanwhile"
-	expect "$(count refused "$USER2" $kind)" 0 "uid $USER2: nothing refused"
+	expect "$(limit_count refused "$USER2" $kind)" 0 "uid $USER2: nothing refused"
 	release a
 	back_to_zero "$USER1" $kind
 	once "$USER1" $kind $lim
@@ -192,18 +183,18 @@ case $HELD in
 esac
 pairs=${HELD#created }
 ok "uid $USER1: disconnected after ${pairs%% *} (join, leave) pairs, then errno ${HELD##* }"
-expect "$(count refused "$USER1" slow_reader)" 1 "uid $USER1: one slow reader counted"
+expect "$(limit_count refused "$USER1" slow_reader)" 1 "uid $USER1: one slow reader counted"
 expect_grep "uid $USER1 .*not reading its CM events \([0-9]+ waiting\); disconnecting" "$DAEMON_LOG" "the disconnect is logged"
 once "$USER2" mcast_join 3
 expect "$GOT" "created 3 errno 0" "uid $USER2 joins meanwhile"
-expect "$(count refused "$USER2" slow_reader)" 0 "uid $USER2: not a slow reader"
+expect "$(limit_count refused "$USER2" slow_reader)" 0 "uid $USER2: not a slow reader"
 release n
 back_to_zero "$USER1" mcast_join
 
 check "completion events a client does not read are dropped and counted"
 hold e "$USER1" compevents 3000
 expect "$HELD" "created 3000 errno 0" "uid $USER1: 3000 notified completions"
-dropped=$(count refused "$USER1" events_dropped)
+dropped=$(limit_count refused "$USER1" events_dropped)
 # The channel's one CQ: its socket holds an event for it and 32 more
 # (channel.c, size_buffer; 45 to 65 frames, as the kernel counts them),
 # and one is owed, not the 278 of the kernel's default buffer.
@@ -213,14 +204,14 @@ ok "uid $USER1: $dropped of 3000 events dropped (the socket holds the rest), cou
 ibvctl limit show refused uid "$USER1" dev ibvd0 >"$O/text" 2>&1 ||
 	fail "ibvctl limit show refused (text)"
 expect_grep "^uid $USER1 dev ibvd0 rule default .* events_dropped $dropped slow_reader 0 log_suppressed 0\$" "$O/text" "the device row, as text"
-expect "$(count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
+expect "$(limit_count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
 release e
 
 check "one uid binds at most 16,384 rdma_cm ids to ports; another still binds and listens"
 hold p "$USER1" cm_ports 17000
 expect "${HELD% pid *}" "created 16384 errno $EAGAIN" "uid $USER1: refused past the daemon's cap"
-expect "$(count current "$USER1" cm_ports)" 16384 "uid $USER1: cm_ports in use"
-[ "$(count refused "$USER1" cm_id)" -ge 1 ] || fail "uid $USER1: the refusal is not counted under cm_id"
+expect "$(limit_count current "$USER1" cm_ports)" 16384 "uid $USER1: cm_ports in use"
+[ "$(limit_count refused "$USER1" cm_id)" -ge 1 ] || fail "uid $USER1: the refusal is not counted under cm_id"
 expect_grep "uid $USER1: binding an rdma_cm id refused: the daemon's cap of 16384 ids bound to ports a uid: EAGAIN" "$DAEMON_LOG" "the refusal is logged"
 once "$USER2" cm_ports 3
 expect "$GOT" "created 3 errno 0" "uid $USER2 binds meanwhile"
@@ -242,7 +233,7 @@ check "a completion channel's socket holds an event for each of its CQs"
 # by default (212,992 bytes, doubled: about 550 events)
 hold g "$USER2" cqevents 400
 expect "$HELD" "created 400 errno 0" "uid $USER2: 400 CQs armed and completed before any read, 400 events"
-expect "$(count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
+expect "$(limit_count refused "$USER2" events_dropped)" 0 "uid $USER2: nothing dropped"
 release g
 # its room does not shrink as CQs go: their unread events stay queued
 once "$USER2" cqgone 200
@@ -255,7 +246,7 @@ hold r "$USER2" rearm 200
 [ "${HELD##* }" = 0 ] && [ "$(echo "$HELD" | cut -d' ' -f2)" -lt 201 ] ||
 	fail "uid $USER2: one CQ fired 200 times unread, then another: got '$HELD', want fewer than 201 events and the other's among them"
 ok "uid $USER2: one CQ fired 200 times unread, then another: $HELD, the other's among them"
-dropped=$(count refused "$USER2" events_dropped)
+dropped=$(limit_count refused "$USER2" events_dropped)
 [ "$dropped" -gt 0 ] || fail "uid $USER2: the merged events are not counted"
 ok "uid $USER2: $dropped events merged into owed ones, counted as dropped"
 release r
@@ -271,8 +262,8 @@ after=$(grep -c "uid $USER1: creating a comp_channel refused" "$DAEMON_LOG")
 lines=$((after - before))
 [ "$lines" -le 30 ] || fail "uid $USER1: $lines log lines for 397 refusals"
 ok "uid $USER1: $lines log lines for 397 refusals"
-expect "$(count refused "$USER1" comp_channel)" 397 "uid $USER1: every refusal counted"
-suppressed=$(count refused "$USER1" log_suppressed)
+expect "$(limit_count refused "$USER1" comp_channel)" 397 "uid $USER1: every refusal counted"
+suppressed=$(limit_count refused "$USER1" log_suppressed)
 [ "$suppressed" -ge $((397 - lines)) ] ||
 	fail "uid $USER1: $suppressed lines counted as suppressed, want >= $((397 - lines))"
 ok "uid $USER1: $suppressed lines suppressed, counted"
@@ -294,12 +285,12 @@ ok "uid $USER1: $lines log lines for 400 imports"
 back_to_zero "$USER1" session
 
 check "the daemon's cap on a uid's objects, whatever the rules say (none here)"
-expect "$(count max "$USER1" objects)" "$OBJECTS_CAP" "limit show max: objects"
-refused0=$(count refused "$USER1" hca_object)
+expect "$(limit_count max "$USER1" objects)" "$OBJECTS_CAP" "limit show max: objects"
+refused0=$(limit_count refused "$USER1" hca_object)
 hold o "$USER1" objects $((OBJECTS_CAP + 500))
 expect "$HELD" "created $OBJECTS_CAP errno $EAGAIN" "uid $USER1: PDs and MWs up to the cap, then EAGAIN"
-expect "$(count current "$USER1" objects)" "$OBJECTS_CAP" "limit show current: objects"
-expect "$(count refused "$USER1" hca_object)" $((refused0 + 1)) "the refusal counted under hca_object"
+expect "$(limit_count current "$USER1" objects)" "$OBJECTS_CAP" "limit show current: objects"
+expect "$(limit_count refused "$USER1" hca_object)" $((refused0 + 1)) "the refusal counted under hca_object"
 expect_grep "uid $USER1: creating a hca_object refused: the daemon's cap of $OBJECTS_CAP objects a uid, in use $OBJECTS_CAP: EAGAIN" "$DAEMON_LOG" "the refusal logged"
 once "$USER2" objects 10
 expect "$GOT" "created 10 errno 0" "uid $USER2 is not held back by uid $USER1's objects"
