@@ -4736,6 +4736,20 @@ static void take_lap(struct forger_end *e, int down)
 }
 
 /*
+ * Before the parent may send: hold our receive queue's claim (but to put
+ * back) and say where the ring's `produced` stands.  Read later, it may
+ * already count the parent's datagram, which would then never seem to
+ * come.
+ */
+static uint32_t hold_ring(struct forger_end *e, enum scribble how)
+{
+	if (how != SCRIBBLE_BACK)
+		__atomic_store_n(&to_ibvc_qp(e->qp)->rq.client->claim,
+				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
+	return __atomic_load_n(&e->in.ctl->produced, __ATOMIC_ACQUIRE);
+}
+
+/*
  * The scribbler, as forger_uid, paired with the parent's UD QP: it holds
  * its own receive queue's claim (as a library stopped mid-copy does), so
  * that nobody takes the parent's datagram (but to put back), tells the
@@ -4752,18 +4766,17 @@ static void scribbler(const struct vt_addr *to, int up, int down, int how)
 	forger_pair(&e, to);
 	/* one write: our QP's number comes with the word */
 	memcpy(said + 1, &e.qp->qp_num, sizeof(e.qp->qp_num));
+	if (how != SCRIBBLE_LAPPED)
+		p0 = hold_ring(&e, how);
 	if (write(up, said, sizeof(said)) != (ssize_t)sizeof(said))
 		_exit(7);
 	if (how == SCRIBBLE_LAPPED) {
 		take_lap(&e, down);
+		p0 = hold_ring(&e, how);
 		c = 't';
 		if (write(up, &c, 1) != 1)
 			_exit(7);
 	}
-	if (how != SCRIBBLE_BACK)
-		__atomic_store_n(&to_ibvc_qp(e.qp)->rq.client->claim,
-				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
-	p0 = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
 	until = vt_now_ms() + vt_tmo_ms();
 	do
 		p = __atomic_load_n(&e.in.ctl->produced, __ATOMIC_ACQUIRE);
