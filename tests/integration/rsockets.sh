@@ -473,7 +473,8 @@ case_udpong() {
 }
 
 # ka_packets MODE: KA_N, the device's packets while rsocket-helper
-# keepalive_MODE holds its pair idle (between its files ready and done).
+# keepalive_MODE holds its pair idle (between its files ready and done);
+# it waits for each count (files counted and counted2).
 KA_N=0
 ka_packets() {
 	local d=$O/ka-$1 hpid before after
@@ -485,8 +486,10 @@ ka_packets() {
 	for _ in $(seq $((TMO * 10))); do [ -e "$d/ready" ] && break; sleep 0.1; done
 	[ -e "$d/ready" ] || { show "keepalive_$1" "$O/ka-$1.out"; fail "keepalive_$1 never got ready"; }
 	before=$(sent_pkts "$DEV")
+	echo 1 >"$d/counted"
 	for _ in $(seq $((TMO * 10))); do [ -e "$d/done" ] && break; sleep 0.1; done
 	after=$(sent_pkts "$DEV")
+	echo 1 >"$d/counted2"
 	wait_exit "$hpid" "$TMO" && [ "$EXIT_STATUS" -eq 0 ] ||
 		{ show "keepalive_$1" "$O/ka-$1.out"; fail "keepalive_$1 failed"; }
 	KA_N=$((after - before))
