@@ -280,11 +280,21 @@ ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
 spid=$!
 BG_PIDS+=("$spid")
 wait_listen_ns "$NSA" 18599 "$spid" || fail "down: the server never listened"
+sent0=$(counter sent_pkts)
 ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
 	/usr/bin/ibv_rc_pingpong -g 1 -s 65536 -n 100000 -p 18599 "$IPA" >"$O/down.client" 2>&1 &
 cpid=$!
 BG_PIDS+=("$cpid")
-sleep 1
+# Down once the transfer is on the wire (a message's 64 packets out of
+# B), not after a second's guess: a client slow to start on a busy
+# machine found the link down in its TCP exchange, no retries to run out.
+for i in $(seq $((TMO * 10))); do
+	[ "$(counter sent_pkts)" -ge $((sent0 + 64)) ] && break
+	pid_running "$cpid" || break
+	sleep 0.1
+done
+[ "$(counter sent_pkts)" -ge $((sent0 + 64)) ] ||
+	{ show "server" "$O/down.server"; show "client" "$O/down.client"; fail "down: the transfer never started"; }
 downed0=$(counter link_downed)
 ip -n "$NSB" link set "$VB" down
 for i in $(seq $((TMO * 10))); do
