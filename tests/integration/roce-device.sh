@@ -248,10 +248,12 @@ for a in 10.77.0.2 10.77.0.3; do
 	nsip neigh replace "$a" lladdr "$vb_mac" dev "$VA" nud permanent ||
 		fail "a neighbour for $a"
 done
-ip netns exec "$NS" "$PYTHON" - "$VB" 3 >"$O/ttls" 2>&1 <<'EOF' &
+rm -f "$O/sniffing"
+ip netns exec "$NS" "$PYTHON" - "$VB" 3 "$O/sniffing" >"$O/ttls" 2>&1 <<'EOF' &
 import socket, struct, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
 s.bind((sys.argv[1], 0))
+open(sys.argv[3], "w").close()
 s.settimeout(20)
 ttls = []
 while len(ttls) < int(sys.argv[2]):
@@ -262,7 +264,14 @@ while len(ttls) < int(sys.argv[2]):
 print(" ".join(ttls), flush=True)
 EOF
 spid=$!
-sleep 0.5
+# the datagrams go once its socket is bound (a guessed half second was
+# not always enough for python to start on a busy machine)
+for _ in $(seq $((TMO * 10))); do
+	[ -e "$O/sniffing" ] && break
+	pid_running "$spid" || break
+	sleep 0.1
+done
+[ -e "$O/sniffing" ] || { show sniffer "$O/ttls"; fail "the sniffer on $VB did not start"; }
 TMO=$((TMO * 2)) run_ours "$USER1" "$T/bin/roce-verbs-helper" roce0 send >"$O/send2" 2>&1 ||
 	{ show sender "$O/send2"; fail "roce-verbs-helper send"; }
 wait_exit "$spid" 25 || fail "the sniffer on $VB still waits"
