@@ -433,6 +433,18 @@ struct ibvd_transit_grh {
 #define IBVD_TRANSIT_GRH_INFO	((uint32_t)sizeof(struct ibvd_transit_grh))
 
 /*
+ * The PayLen of the GRH a datagram of len bytes gets (IBTA 8.3.3): the
+ * bytes a sender puts on the wire after the GRH up to the ICRC's last,
+ * BTH (12), DETH (8), ImmDt (4, with immediate data), the payload, its
+ * pad to 4 bytes and the ICRC (4), as a NIC's receiver finds it.  The
+ * engine and the receiving library write the same (UD_MTU at most: 4124).
+ */
+static inline uint16_t ibvd_ud_grh_paylen(uint32_t len, bool imm)
+{
+	return (uint16_t)(12u + 8u + (imm ? 4u : 0u) + len + (-len & 3u) + 4u);
+}
+
+/*
  * RDMA WRITE with immediate: where its data goes, as the sender's work
  * request named it.  Whoever places it checks the key against the
  * receiver's MRs as a responder does; the sender can aim only where it

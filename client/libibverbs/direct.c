@@ -1711,8 +1711,9 @@ static void fresh_peer_gids(struct ibvc_direct *d, const struct ibvc_qp *qp)
  * with the SGID from the peer's port GID table.
  */
 static void make_grh(uint8_t grh[DIRECT_GRH], const struct ibvc_direct *d,
-		     const uint8_t *info, uint32_t len)
+		     const uint8_t *info, uint32_t len, bool imm)
 {
+	uint16_t paylen = ibvd_ud_grh_paylen(len, imm);
 	struct ibvd_transit_grh g;
 	uint32_t w;
 
@@ -1720,8 +1721,8 @@ static void make_grh(uint8_t grh[DIRECT_GRH], const struct ibvc_direct *d,
 	w = htobe32(DIRECT_GRH_VERSION << 28 | (uint32_t)g.traffic_class << 20 |
 		    (g.flow_label & 0xFFFFFu));
 	memcpy(grh, &w, sizeof(w));
-	grh[4] = (uint8_t)(len >> 8);
-	grh[5] = (uint8_t)len;
+	grh[4] = (uint8_t)(paylen >> 8);
+	grh[5] = (uint8_t)paylen;
 	grh[6] = DIRECT_GRH_NEXT_HDR;
 	grh[7] = g.hop_limit;
 	if (g.sgid_index < DIRECT_PEER_GIDS)
@@ -1887,7 +1888,7 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	}
 	if (info) {
 		fresh_peer_gids(d, qp);
-		make_grh(grh, d, payload, len);
+		make_grh(grh, d, payload, len, f.kind == IBVD_TRANSIT_SEND_IMM);
 	}
 	if (!scatter_guarded(sge, nsge, info ? grh : NULL, skip,
 			     payload + info, len)) {

@@ -18,6 +18,7 @@
 
 #include "barrier.h"
 #include "internal.h"
+#include "transit.h"
 
 void ibvd_eng_rq_of(struct ibvd_qp *qp, struct eng_rq *rq)
 {
@@ -545,12 +546,16 @@ static void put_be32(uint8_t *p, uint32_t v)
 }
 
 static void build_grh(uint8_t grh[ENG_GRH_BYTES], const struct ibvd_qp *src,
-		      const struct ibvd_av *av, uint32_t payload)
+		      const struct eng_req *req)
 {
+	const struct ibvd_av *av = &req->w.av;
+	uint16_t paylen = ibvd_ud_grh_paylen((uint32_t)req->length,
+					     req->w.opcode == IBV_WR_SEND_WITH_IMM);
+
 	put_be32(grh, GRH_IP_VERSION << 28 | (uint32_t)av->traffic_class << 20 |
 		 (av->flow_label & 0xFFFFFu));
-	grh[4] = (uint8_t)(payload >> 8);
-	grh[5] = (uint8_t)payload;
+	grh[4] = (uint8_t)(paylen >> 8);
+	grh[5] = (uint8_t)paylen;
 	grh[6] = GRH_NEXT_HDR_BTH;
 	grh[7] = av->hop_limit;
 	ibvd_eng_port_gid(src, av->sgid_index, grh + 8);
@@ -590,7 +595,7 @@ static enum ibv_wc_status place(struct ibvd_engine *eng, struct ibvd_qp *src,
 	enum eng_copy_result c = ENG_COPY_OK;
 
 	if (av->is_global) {
-		build_grh(grh, src, av, (uint32_t)req->length);
+		build_grh(grh, src, req);
 		hdr.n = 0;
 		hdr.total = 0;
 		ibvd_eng_sgl_private(&hdr, grh, sizeof(grh));
@@ -769,7 +774,7 @@ static void parked_done(struct eng_parked *p, const struct ibvd_qp *src,
 	}
 	p->global = av->is_global;
 	if (p->global)
-		build_grh(p->grh, src, av, (uint32_t)req->length);
+		build_grh(p->grh, src, req);
 }
 
 /*

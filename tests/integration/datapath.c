@@ -497,11 +497,16 @@ static struct ibv_ah *ah_of(enum ah_kind k)
 	}
 }
 
-/* A GRH the engine filled: IPv6 version, next header BTH, our GIDs. */
+/*
+ * A GRH the engine filled for a SEND of len bytes: IPv6 version, PayLen
+ * as on the wire (BTH 12, DETH 8, the payload, its pad to 4, ICRC 4),
+ * next header BTH, our GIDs.
+ */
 static void check_grh(const uint8_t *grh, const union ibv_gid *sgid,
-		      const union ibv_gid *dgid)
+		      const union ibv_gid *dgid, uint32_t len)
 {
 	ck_assert_uint_eq(grh[0] >> 4, 6);
+	ck_assert_uint_eq(grh[4] << 8 | grh[5], 12 + 8 + len + (-len & 3) + 4);
 	ck_assert_uint_eq(grh[6], 0x1b);
 	ck_assert_msg(memcmp(grh + 8, sgid->raw, 16) == 0, "GRH SGID");
 	ck_assert_msg(memcmp(grh + 24, dgid->raw, 16) == 0, "GRH DGID");
@@ -533,7 +538,7 @@ START_TEST(ud_send)
 	ck_assert_uint_eq(wc.slid, D.port.lid);
 	ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, kind == AH_LID ? 0 : IBV_WC_GRH);
 	if (kind != AH_LID)
-		check_grh(f.b->addr, &D.gid, &D.gid);
+		check_grh(f.b->addr, &D.gid, &D.gid, len);
 	vt_expect_pat(BUF(f.b) + GRH, len, 0, 8, "UD payload after the GRH slot");
 	vt_expect_byte(BUF(f.b) + GRH + len, 64, CANARY, "past the payload");
 	vt_ah_free(ah);
@@ -587,7 +592,7 @@ START_TEST(ud_ah_from_wc)
 	ck_assert_uint_eq(wc.byte_len, GRH + 200);
 	ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, kind == AH_GRH ? IBV_WC_GRH : 0);
 	if (kind == AH_GRH)
-		check_grh(f.a->addr, &D.gid, &D.gid);
+		check_grh(f.a->addr, &D.gid, &D.gid, 200);
 	vt_expect_pat(BUF(f.a) + GRH, 200, 0, 10, "reply payload");
 	vt_ah_free(back);
 	vt_ah_free(ah);
@@ -713,7 +718,7 @@ START_TEST(ud_multicast)
 			ck_assert_uint_eq(wc.byte_len, GRH + 500);
 			ck_assert_uint_eq(wc.src_qp, tx->qp_num);
 			ck_assert_uint_eq(wc.wc_flags & IBV_WC_GRH, IBV_WC_GRH);
-			check_grh(BUF(dst) + i * 4096, &D.gid, &mgid);
+			check_grh(BUF(dst) + i * 4096, &D.gid, &mgid, 500);
 			vt_expect_pat(BUF(dst) + i * 4096 + GRH, 500, 0, 20 + round,
 				      "multicast payload");
 		}

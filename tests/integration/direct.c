@@ -2480,11 +2480,34 @@ static struct ibv_ah *ud_grh_ah(uint8_t sgid_index, uint8_t tclass,
 	return ah;
 }
 
+/* A datagram with immediate data (the last of each AH in ud_grh). */
+static void ud_send_imm(struct ibv_qp *qp, uint64_t wr_id, struct ibv_ah *ah,
+			uint32_t rqpn, const void *addr, uint32_t len,
+			uint32_t lkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len,
+			       .lkey = lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+		.imm_data = htobe32(0x1234u),
+	}, *bad = NULL;
+	int ret;
+
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = rqpn;
+	wr.wr.ud.remote_qkey = VT_QKEY;
+	ret = ibv_post_send(qp, &wr, &bad);
+	vt_assert(ret == 0, "ibv_post_send(UD with immediate): %s", strerror(ret));
+}
+
 /*
  * Datagrams through an AH with a GRH take the rings too, and the
  * receiver's library makes their GRH byte for byte as the engine does
  * (the first datagram, which asks for the rings, is the engine's): its
- * SGID the sending port's GID at the AH's index, as the daemon gave it.
+ * SGID the sending port's GID at the AH's index, as the daemon gave it,
+ * and its PayLen what a sender puts on the wire after a GRH (BTH, DETH,
+ * ImmDt, the payload and its pad, ICRC).
  */
 START_TEST(ud_grh)
 {
@@ -2508,21 +2531,32 @@ START_TEST(ud_grh)
 			vt_fill(BUF(f.a), 300, 0, 70 + i);
 			memset(BUF(f.b), 0xee, 1024);
 			vt_recv(f.p.qp[1], (uint64_t)i, BUF(f.b), 1024, f.b->lkey);
-			vt_ud_send(f.p.qp[0], (uint64_t)i, ah, f.p.qp[1]->qp_num,
-				   VT_QKEY, BUF(f.a), 300, f.a->lkey,
-				   IBV_SEND_SIGNALED);
+			if (i == 3)
+				ud_send_imm(f.p.qp[0], (uint64_t)i, ah,
+					    f.p.qp[1]->qp_num, BUF(f.a), 301,
+					    f.a->lkey);
+			else
+				vt_ud_send(f.p.qp[0], (uint64_t)i, ah,
+					   f.p.qp[1]->qp_num, VT_QKEY, BUF(f.a),
+					   300, f.a->lkey, IBV_SEND_SIGNALED);
 			vt_expect_ok(f.p.rcq[1], &wc, (uint64_t)i, IBV_WC_RECV,
 				     "a datagram with a GRH");
 			ck_assert(wc.wc_flags & IBV_WC_GRH);
-			ck_assert_uint_eq(wc.byte_len, 340);
+			ck_assert_uint_eq(wc.byte_len, i == 3 ? 341 : 340);
+			/* 12 + 8 + 300 + 4; with ImmDt (4) and 301 bytes' pad (3) */
+			ck_assert_uint_eq(BUF(f.b)[4] << 8 | BUF(f.b)[5],
+					  i == 3 ? 332 : 324);
 			ck_assert_uint_eq(wc.src_qp, f.p.qp[0]->qp_num);
 			vt_expect_pat(BUF(f.b) + 40, 300, 0, 70 + i, "its bytes");
 			vt_expect_ok(f.p.scq[0], &wc, (uint64_t)i, IBV_WC_SEND,
 				     "its send");
 			if (k == 0 && i == 0)
 				memcpy(first, BUF(f.b), 40);
-			if (k == 0)
-				ck_assert_mem_eq(BUF(f.b), first, 40);
+			/* all but the PayLen checked above */
+			if (k == 0) {
+				ck_assert_mem_eq(BUF(f.b), first, 4);
+				ck_assert_mem_eq(BUF(f.b) + 6, first + 6, 34);
+			}
 			ck_assert_mem_eq(BUF(f.b) + 24, D.gid.raw, 16);	/* DGID */
 			ck_assert_uint_eq(BUF(f.b)[7], 9);		/* hop limit */
 			ck_assert_uint_eq(BUF(f.b)[1] >> 4 | (BUF(f.b)[0] & 0xf) << 4,
