@@ -1528,7 +1528,9 @@ END_TEST
 
 /*
  * What a timeout sent again may lose its last packet too: the engine is
- * asked back for a probe of it, not a whole timeout later.
+ * asked back for a probe of it, not a whole timeout later.  The probe's
+ * quiet is short here (1.05 ms): a call that took that long (a stalled
+ * host) may have probed already, and then the check is left out.
  */
 START_TEST(timeout_resend_watched_for_a_probe)
 {
@@ -1543,6 +1545,8 @@ START_TEST(timeout_resend_watched_for_a_probe)
 	t0 = roce_now_ns();
 	ck_assert_int_eq(call(&er), RESP_NO_ACK);
 	t1 = roce_now_ns();
+	if (t1 - t0 >= delay)
+		return;
 	ck_assert_uint_eq(nsent, 6);
 	ck_assert_uint_ge(asked_by, t0 + delay);
 	ck_assert_uint_le(asked_by, t1 + delay);
