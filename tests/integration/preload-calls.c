@@ -13,7 +13,9 @@
  *                               "received BYTES fnv HASH"
  *   preload-calls client PORT FILE   connect, sendfile(2) FILE whole (with
  *                               an offset for the first half, the file's
- *                               own offset for the rest); print
+ *                               own offset for the rest),
+ *                               corked with TCP_CORK meanwhile (nginx's
+ *                               tcp_nopush), as getsockopt says; print
  *                               "sent BYTES fnv HASH".  Before that,
  *                               fcntl F_DUPFD(_CLOEXEC) and dup3 of the
  *                               socket fail (ENOTSUP, as dup), and a
@@ -29,6 +31,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -264,6 +267,23 @@ out:
 	return ret;
 }
 
+/* TCP_CORK on or off, as nginx's tcp_nopush does: getsockopt agrees. */
+static int cork(int fd, int on)
+{
+	socklen_t len = sizeof(int);
+	int val = -1;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)) < 0)
+		return die("setsockopt TCP_CORK");
+	if (getsockopt(fd, IPPROTO_TCP, TCP_CORK, &val, &len) < 0)
+		return die("getsockopt TCP_CORK");
+	if (len != sizeof(int) || !val != !on) {
+		fprintf(stderr, "preload-calls: TCP_CORK set to %d reads %d\n", on, val);
+		return 1;
+	}
+	return 0;
+}
+
 static int client(int port, const char *path)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -285,6 +305,8 @@ static int client(int port, const char *path)
 		return die("connect");
 	if (dups(fd) != 0)
 		return 1;
+	if (cork(fd, 1) != 0)
+		return 1;
 	half = (size_t)st.st_size / 2;
 	/* the first half by offset (the file's own stays), the rest by it */
 	if (send_all(fd, in, &off, half) < 0)
@@ -296,6 +318,8 @@ static int client(int port, const char *path)
 		fprintf(stderr, "preload-calls: the file's offset is not at its end\n");
 		return 1;
 	}
+	if (cork(fd, 0) != 0)
+		return 1;
 	printf("sent %jd fnv %016" PRIx64 "\n", (intmax_t)st.st_size, h);
 	close(fd);
 	return 0;

@@ -997,6 +997,10 @@ START_TEST(options)
 	set_int(fd, IPPROTO_TCP, TCP_KEEPINTVL, 11);
 	ck_assert_int_eq(get_int(fd, IPPROTO_TCP, TCP_KEEPINTVL), 11);
 	set_int(fd, IPPROTO_TCP, TCP_MAXSEG, 1400);
+	/* kept and read back (nginx's tcp_nopush fails a response without) */
+	ck_assert_int_eq(get_int(fd, IPPROTO_TCP, TCP_CORK), 0);
+	set_int(fd, IPPROTO_TCP, TCP_CORK, 1);
+	ck_assert_int_eq(get_int(fd, IPPROTO_TCP, TCP_CORK), 1);
 	set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
 	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_REUSEADDR), 1);
 	ck_assert_int_eq(get_int(fd, SOL_SOCKET, SO_TYPE), SOCK_STREAM);
@@ -1029,7 +1033,7 @@ START_TEST(options)
 	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, 1), EINVAL);
 	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){ -1 }, sizeof(int)), EINVAL);
 	ck_fails_with(rsetsockopt(fd, SOL_SOCKET, SO_BROADCAST, &v, sizeof(v)), ENOPROTOOPT);
-	ck_fails_with(rsetsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)), ENOPROTOOPT);
+	ck_fails_with(rsetsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 5), ENOPROTOOPT);
 	ck_fails_with(rsetsockopt(fd, 4242, 1, &v, sizeof(v)), ENOPROTOOPT);
 	ck_fails_with(rsetsockopt(fd, SOL_RDMA, 99, &u, sizeof(u)), ENOPROTOOPT);
 	ck_fails_with(rsetsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &u, 2), EINVAL);

@@ -270,6 +270,7 @@ static int accept_request(struct rsocket *ls, struct rs_request *req,
 	rs->rbuf_size = ls->rbuf_size;
 	rs->target_iomap_size = ls->target_iomap_size;
 	rs->nodelay = ls->nodelay;
+	rs->cork = ls->cork;
 	rs->keepalive = ls->keepalive;
 	rs->keepidle = ls->keepidle;
 	rs->keepcnt = ls->keepcnt;

@@ -88,7 +88,9 @@ static int set_socket_opt(struct rsocket *rs, int name, const void *optval,
  * TCP's options.  Probes and segments have no meaning on a reliable
  * connection: TCP_KEEPCNT, TCP_KEEPINTVL and TCP_MAXSEG are taken as
  * rdma-core's rsockets take them, so that programs tuning them under
- * the preload library go on.
+ * the preload library go on.  TCP_CORK is kept and reported only: every
+ * send goes at once, as after the cork comes out (nginx's tcp_nopush,
+ * on in Debian's nginx.conf, fails the response on an error here).
  */
 static int set_tcp_opt(struct rsocket *rs, int name, const void *optval,
 		       socklen_t optlen)
@@ -96,7 +98,7 @@ static int set_tcp_opt(struct rsocket *rs, int name, const void *optval,
 	int val, ret;
 
 	if (name != TCP_NODELAY && name != TCP_KEEPIDLE && name != TCP_KEEPCNT &&
-	    name != TCP_KEEPINTVL && name != TCP_MAXSEG)
+	    name != TCP_KEEPINTVL && name != TCP_MAXSEG && name != TCP_CORK)
 		return -ENOPROTOOPT;
 	ret = int_arg(optval, optlen, &val);
 	if (ret < 0)
@@ -104,6 +106,9 @@ static int set_tcp_opt(struct rsocket *rs, int name, const void *optval,
 	switch (name) {
 	case TCP_NODELAY:
 		rs->nodelay = val != 0;
+		return 0;
+	case TCP_CORK:
+		rs->cork = val != 0;
 		return 0;
 	case TCP_KEEPIDLE:
 		if (val <= 0)
@@ -353,6 +358,8 @@ static int get_opt(struct rsocket *rs, int level, int name, void *optval,
 	case IPPROTO_TCP:
 		if (name == TCP_NODELAY)
 			return put_int(optval, optlen, rs->nodelay);
+		if (name == TCP_CORK)
+			return put_int(optval, optlen, rs->cork);
 		if (name == TCP_KEEPIDLE)
 			return put_int(optval, optlen, rs->keepidle);
 		if (name == TCP_KEEPCNT)

@@ -212,6 +212,7 @@ struct rsocket {
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
 	uint16_t target_iomap_size;	/* our table the peer writes */
 	bool nodelay, keepalive, reuseaddr, reuseport, oobinline;
+	bool cork;			/* TCP_CORK: reported, sends go at once */
 	int keepidle;			/* TCP_KEEPIDLE, seconds */
 	/* kept for rgetsockopt only: a reliable connection needs neither */
 	int keepcnt, keepintvl;		/* TCP_KEEPCNT, TCP_KEEPINTVL */
