@@ -15,8 +15,9 @@
  * ppoll(2) and pselect(2) too: the signal mask is set around rpoll or
  * rselect rather than atomically with the wait (a signal that comes just
  * before the wait is taken at once; the wait then runs its course), and
- * the timeout is rounded up to whole milliseconds.  sendfile(2) to an
- * rsocket reads the file here and writes it to the rsocket.  ioctl(2)
+ * the timeout is rounded up to whole milliseconds.  sendfile(2) (and
+ * sendfile64, its name under _FILE_OFFSET_BITS=64) to an rsocket reads
+ * the file here and writes it to the rsocket.  ioctl(2)
  * FIONBIO sets an rsocket's O_NONBLOCK.  epoll(7): see epoll.c.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
@@ -77,6 +78,7 @@ static struct {
 	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
 		       const struct timespec *, const sigset_t *);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
 	int (*close)(int);
 	int (*shutdown)(int, int);
 	int (*fcntl)(int, int, ...);
@@ -118,7 +120,7 @@ static void init_real(void)
 	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
-	LOOKUP(sendfile); LOOKUP(close); LOOKUP(shutdown);
+	LOOKUP(sendfile); LOOKUP(sendfile64); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
 	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
 	LOOKUP(dup3); LOOKUP(close_range); LOOKUP(closefrom);
@@ -526,9 +528,10 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
  * sendfile to an rsocket: the file read here (from *offset, which moves,
  * or from in_fd's own offset), written with rwrite until count bytes, the
  * file's end, or the rsocket takes no more (nonblocking).  As sendfile:
- * the bytes moved, or -1 if none could be and errno says why.
+ * the bytes moved, or -1 if none could be and errno says why.  The
+ * offset is 64 bits wide for sendfile and sendfile64 alike.
  */
-static ssize_t rs_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+static ssize_t rs_sendfile(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
 	static __thread char buf[SENDFILE_CHUNK];
 	size_t done = 0;
@@ -537,7 +540,7 @@ static ssize_t rs_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
 		ssize_t got, put;
 
-		got = offset ? pread(in_fd, buf, want, *offset) :
+		got = offset ? pread64(in_fd, buf, want, *offset) :
 			       real.read(in_fd, buf, want);
 		if (got <= 0) {
 			if (got < 0 && done == 0)
@@ -549,14 +552,14 @@ static ssize_t rs_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 			if (done == 0) {
 				/* nothing went: the file's offset stays */
 				if (!offset)
-					lseek(in_fd, -got, SEEK_CUR);
+					lseek64(in_fd, -got, SEEK_CUR);
 				return -1;
 			}
 			put = 0;
 		}
 		/* what the rsocket did not take stays in the file */
 		if (!offset && put < got)
-			lseek(in_fd, put - got, SEEK_CUR);
+			lseek64(in_fd, put - got, SEEK_CUR);
 		if (offset)
 			*offset += put;
 		done += (size_t)put;
@@ -568,9 +571,35 @@ static ssize_t rs_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 
 EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
+	off64_t off;
+	ssize_t ret;
+
 	init();
-	return rs_fd(out_fd) ? rs_sendfile(out_fd, in_fd, offset, count) :
-			       real.sendfile(out_fd, in_fd, offset, count);
+	if (!rs_fd(out_fd))
+		return real.sendfile(out_fd, in_fd, offset, count);
+	if (!offset)
+		return rs_sendfile(out_fd, in_fd, NULL, count);
+	off = *offset;
+	ret = rs_sendfile(out_fd, in_fd, &off, count);
+	*offset = (off_t)off;
+	return ret;
+}
+
+/*
+ * What a program built with 64-bit file offsets calls (nginx and
+ * lighttpd are): the same on an rsocket, or the kernel's sendfile would
+ * take the rsocket's fd for the CM channel's.
+ */
+EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	init();
+	if (rs_fd(out_fd))
+		return rs_sendfile(out_fd, in_fd, offset, count);
+	if (!real.sendfile64) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real.sendfile64(out_fd, in_fd, offset, count);
 }
 
 /*

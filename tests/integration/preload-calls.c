@@ -13,7 +13,9 @@
  *                               "received BYTES fnv HASH"
  *   preload-calls client PORT FILE   connect, sendfile(2) FILE whole (with
  *                               an offset for the first half, the file's
- *                               own offset for the rest),
+ *                               own offset for the rest, by sendfile64
+ *                               as a program built with 64-bit file
+ *                               offsets calls it: nginx, lighttpd),
  *                               corked with TCP_CORK meanwhile (nginx's
  *                               tcp_nopush), as getsockopt says; print
  *                               "sent BYTES fnv HASH".  Before that,
@@ -174,11 +176,15 @@ static int server(int port)
 	return 0;
 }
 
-/* sendfile all of count bytes, from *offset or (NULL) the file's own. */
+/*
+ * sendfile all of count bytes, from *offset or (NULL) the file's own; the
+ * latter by sendfile64, what _FILE_OFFSET_BITS=64 makes of sendfile.
+ */
 static int send_all(int out, int in, off_t *offset, size_t count)
 {
 	while (count) {
-		ssize_t n = sendfile(out, in, offset, count);
+		ssize_t n = offset ? sendfile(out, in, offset, count) :
+				     sendfile64(out, in, NULL, count);
 
 		if (n <= 0) {
 			if (n == 0)

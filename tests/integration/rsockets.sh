@@ -18,8 +18,9 @@
 #              nonblocking by ioctl FIONBIO (as Python's setblocking),
 #              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout; the client sends a
-#              file with sendfile(2), corked with TCP_CORK (nginx's
-#              tcp_nopush); the bytes compared
+#              file with sendfile(2) and sendfile64 (nginx's and
+#              lighttpd's), corked with TCP_CORK (nginx's tcp_nopush);
+#              the bytes compared
 #   epoll      programs that wait with epoll(7) under LD_PRELOAD: an echo
 #              pair of ours (preload-epoll-helper: listener, pipe and
 #              connection in one instance, level- and edge-triggered,
