@@ -31,6 +31,11 @@
 #              inherited connection fail with EBADF at once, its close of
 #              it and of the listener leaves the parent's connection and
 #              the request waiting on the listener to the parent
+#   orphan     a Python server under LD_PRELOAD that accepts whenever
+#              select(2) says its listener is ready (preload-orphan.py),
+#              on a daemon of its own that is then killed: one accept
+#              fails, then the listener is quiet (no spin on accept's
+#              error), a nonblocking accept says EAGAIN
 #   fallback   nc under LD_PRELOAD with no daemon: ordinary TCP sockets
 #   keepalive  an idle connected pair with SO_KEEPALIVE and TCP_KEEPIDLE 1
 #              (rsocket-helper keepalive_on) sends keepalives each second
@@ -397,6 +402,42 @@ case_fork() {
 	ok "fork: the child's calls failed with EBADF, the parent went on"
 }
 
+# A listener whose daemon dies: told once, then quiet.  The daemon is one
+# of this case's own (on $T/run/orphan.sock), so that the others' goes on.
+case_orphan() {
+	local port spid dpid sock=$T/run/orphan.sock conf2=$T/orphan.conf
+	"$PYTHON" - "$conf_engine" "$conf2" "$sock" <<-'EOF' || fail "cannot write $conf2"
+	import json, sys
+	with open(sys.argv[1]) as f:
+	    cfg = json.load(f)
+	cfg["socket"]["path"] = sys.argv[3]
+	with open(sys.argv[2], "w") as f:
+	    json.dump(cfg, f, indent=2)
+	EOF
+	chmod 644 "$conf2"
+	"$IBVERBSD" -f --user "$DAEMON_USER" -c "$conf2" >"$T/daemon-orphan.log" 2>&1 &
+	dpid=$!
+	BG_PIDS+=("$dpid")
+	daemon_wait_ready "$sock" "$dpid"
+	port=$(free_port)
+	check "orphan: a select-driven server uid $USER1 on rsocket port $port, its daemon killed, LD_PRELOAD=librspreload.so"
+	bg "$USER1" "$O/orphan.srv" "$(preload_env)" IBVERBSD_SOCKET="$sock" -- \
+		"$PYTHON" "$T/bin/preload-orphan.py" "$port"
+	spid=$BG
+	for _ in $(seq $((TMO * 10))); do
+		grep -qx listening "$O/orphan.srv" 2>/dev/null && break
+		pid_running "$spid" || break
+		sleep 0.1
+	done
+	grep -qx listening "$O/orphan.srv" ||
+		{ show_out "orphan server" "$O/orphan.srv"; fail "orphan: the server did not listen"; }
+	no_tcp_listener "$port" "orphan server"
+	kill -KILL "$dpid"
+	wait "$dpid" 2>/dev/null
+	server_done "$spid" "$O/orphan.srv" "orphan server"
+	ok "$(tail -n 1 "$O/orphan.srv")"
+}
+
 # iperf3 under LD_PRELOAD: its control and data connections are rsockets.
 case_iperf3() {
 	local port before n spid dir rc
@@ -591,7 +632,7 @@ case_quota() {
 	ok "$(grep -E '^[0-9]+%: Checks' "$out")"
 }
 
-ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork fallback udpong unresolved keepalive"
+ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork orphan fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"

@@ -136,6 +136,23 @@ static void resolve_route(struct rsocket *rs)
 		rs->state = RS_RESOLVING_ROUTE;
 }
 
+/*
+ * The daemon went under a listener.  An error state would leave it ready
+ * for ever (POLLERR), and a server that accepts on every readiness
+ * (nginx, lighttpd, a select loop) would spin on its accept's error; it
+ * stays listening instead, tells of the loss once (EIO, to raccept or
+ * SO_ERROR), then is a port nobody connects to, as rdma-core's listener
+ * is after a device removal.  What was waiting cannot be accepted now.
+ */
+static void orphan(struct rsocket *rs)
+{
+	if (rs->orphaned)
+		return;
+	rs->orphaned = true;
+	rs->err = EIO;
+	rs_free_requests(rs);
+}
+
 static void handle(struct rsocket *rs, struct rdma_cm_event *ev)
 {
 	switch (ev->event) {
@@ -172,6 +189,10 @@ static void handle(struct rsocket *rs, struct rdma_cm_event *ev)
 		disconnected(rs);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		if (rs->state == RS_LISTENING) {
+			orphan(rs);
+			break;
+		}
 		rs->state = RS_ERROR;
 		rs->err = EIO;
 		break;
@@ -204,6 +225,8 @@ void rs_cm_progress(struct rsocket *rs)
 	if (errno != EAGAIN && errno != EINTR && (rs->state & RS_CONNECTED)) {
 		rs->state = RS_ERROR;
 		rs->err = errno;
+	} else if (errno != EAGAIN && errno != EINTR && rs->state == RS_LISTENING) {
+		orphan(rs);
 	}
 }
 

@@ -332,6 +332,11 @@ static int accept_locked(struct rsocket *ls, struct rsocket **ret_rs)
 	for (;;) {
 		if (ls->state != RS_LISTENING)
 			return -EINVAL;
+		if (ls->orphaned && ls->err) {
+			ret = -ls->err;	/* once: see orphan(), cm.c */
+			ls->err = 0;
+			return ret;
+		}
 		ret = rs_wait(ls, have_request, rs_nonblocking(ls, 0));
 		if (ret)
 			return ret;

@@ -338,7 +338,9 @@ int rs_wait_fds(struct rsocket *rs, int fds[2])
 {
 	int n = 0;
 
-	fds[n++] = rs->ch->fd;
+	/* an orphaned listener's channel is hung up: it would wake us at once */
+	if (!rs->orphaned)
+		fds[n++] = rs->ch->fd;
 	if (rs->cq)
 		fds[n++] = rs->cch->fd;
 	return n;

@@ -54,6 +54,8 @@ static short conn_revents(struct rsocket *rs, short events)
 /* What poll(2) would say of a TCP socket in rs's state. */
 static short state_revents(struct rsocket *rs, short events)
 {
+	if (rs->state == RS_LISTENING && rs->orphaned && rs->err)
+		return (short)((events & POLLIN) | POLLERR);	/* once: cm.c */
 	if (rs->state == RS_LISTENING)
 		return rs->req_head ? (events & POLLIN) : 0;
 	if (rs->state & RS_OPENING)

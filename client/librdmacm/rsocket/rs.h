@@ -207,6 +207,12 @@ struct rsocket {
 	/* listener: requests taken from the channel, not yet raccept()ed */
 	struct rs_request *req_head, *req_tail;
 	int backlog;
+	/*
+	 * A listener whose daemon went: no request comes any more and its
+	 * channel's fd, hung up, is no longer slept on; raccept() and
+	 * poll report the loss once (err), then nothing, as a quiet port.
+	 */
+	bool orphaned;
 
 	/* options, fixed once the endpoint exists */
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
