@@ -20,10 +20,28 @@
 
 #define IBVD_DEFAULT_TIMEOUT_MS	30000
 
+/*
+ * $IBVERBSD_SOCKET as the process started with it, for a program that
+ * empties its environment once running: nginx keeps only TZ in its
+ * workers, so its rsockets after that would look for the default daemon
+ * and find none (a TCP socket under librspreload) or another one.
+ */
+static char *socket_at_start;
+
+__attribute__((constructor)) static void remember_socket(void)
+{
+	const char *path = getenv("IBVERBSD_SOCKET");
+
+	if (path && *path)
+		socket_at_start = strdup(path);
+}
+
 const char *ibvd_socket_path(void)
 {
 	const char *path = getenv("IBVERBSD_SOCKET");
 
+	if (!path)
+		path = socket_at_start;	/* unset since: see above */
 	return path && *path ? path : IBVERBSD_DEFAULT_SOCKET;
 }
 

@@ -39,7 +39,11 @@ struct ibvd_conn {
 	unsigned int abandoned_next;
 };
 
-/* The socket clients use: $IBVERBSD_SOCKET, else the configured default. */
+/*
+ * The socket clients use: $IBVERBSD_SOCKET (as the process started with
+ * it if it is gone from the environment since), else the configured
+ * default.
+ */
 const char *ibvd_socket_path(void);
 
 /*

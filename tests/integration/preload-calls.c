@@ -2,7 +2,9 @@
  * preload-calls: a plain TCP program for librspreload's less common calls
  * (rsockets.sh, case "calls").  Nothing here knows of rsockets.
  *
- *   preload-calls server PORT   accept one connection on 127.0.0.1:PORT
+ *   preload-calls server PORT   empty the environment (as nginx does,
+ *                               IBVERBSD_SOCKET gone with the rest), then
+ *                               accept one connection on 127.0.0.1:PORT
  *                               on a listener made nonblocking with
  *                               ioctl FIONBIO (as fcntl then says), the
  *                               connection awaited with ppoll;
@@ -145,6 +147,9 @@ static int server(int port)
 	int one = 1, lfd, fd;
 	ssize_t n;
 
+	/* as nginx's workers: nothing of the environment is kept */
+	if (clearenv() != 0)
+		return die("clearenv");
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (lfd < 0)
 		return die("socket");

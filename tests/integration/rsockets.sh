@@ -14,7 +14,9 @@
 #              file both ways, checksums compared
 #   iperf3     iperf3 under LD_PRELOAD: a short run both directions
 #   calls      a plain TCP program of ours under LD_PRELOAD
-#              (preload-calls-helper): the server's listener made
+#              (preload-calls-helper): the server empties its
+#              environment (IBVERBSD_SOCKET too) as nginx does, its
+#              listener an rsocket all the same, made
 #              nonblocking by ioctl FIONBIO (as Python's setblocking),
 #              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout; the client sends a
