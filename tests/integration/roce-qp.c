@@ -19,10 +19,24 @@
  *   poll           the next completion within 5 s: "wc status S opcode O
  *                  flags F len L", or "none"
  *   quit
+ * With a fifth argument "srq" the QP takes its receives from an SRQ of 16
+ * WQEs, and these commands are answered too:
+ *   recv OFF LEN   the WQE goes to the SRQ, its wr_id OFF
+ *   wc MS          the next completion within MS ms: "wc wr_id W status S
+ *                  opcode O len L", or "none"
+ *   arm N          the SRQ's limit armed at N ("armed")
+ *   event MS       the next asynchronous event within MS ms: "event T",
+ *                  or "none"
+ * With "xrc" instead, the QP is an XRC target (XRC_RECV) of a domain whose
+ * SRQ of 16 WQEs takes its messages, and so are those of a second target
+ * connected to the same peer, QPN DEST_QPN + 1: a second line says
+ * "XRC QPN2 n SRQN s".  The commands are those of "srq".
  */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,15 +150,49 @@ static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
 		die("RTS");
 }
 
-/* `recv OFF LEN`: one receive WQE into the MR there. */
+/* `recv OFF LEN`: one receive WQE into the MR there (its SRQ's, if any). */
 static int post_recv_at(struct ibv_qp *qp, const struct ibv_mr *mr,
 			unsigned long off, unsigned long len)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr + off,
 			       .length = (uint32_t)len, .lkey = mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_recv_wr wr = { .wr_id = qp->srq ? off : 7, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
 
+	if (qp->srq)
+		return ibv_post_srq_recv(qp->srq, &wr, &bad);
 	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* `wc MS`: the next completion within MS ms, with its wr_id. */
+static void wc_within(struct ibv_qp *qp, unsigned long ms)
+{
+	struct ibv_wc wc;
+	unsigned long i;
+	int n = 0;
+
+	for (i = 0; i <= ms && !(n = ibv_poll_cq(qp->recv_cq, 1, &wc)); i++)
+		usleep(1000);
+	if (n <= 0) {
+		printf("none\n");
+		return;
+	}
+	printf("wc wr_id %llu status %d opcode %d len %u\n",
+	       (unsigned long long)wc.wr_id, wc.status, wc.opcode, wc.byte_len);
+}
+
+/* `event MS`: the next asynchronous event within MS ms. */
+static void event_within(struct ibv_context *ctx, unsigned long ms)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	if (poll(&pfd, 1, (int)ms) != 1 || ibv_get_async_event(ctx, &ev)) {
+		printf("none\n");
+		return;
+	}
+	printf("event %d\n", ev.event_type);
+	ibv_ack_async_event(&ev);
 }
 
 /* `poll`: the next completion within 5 s, or "none". */
@@ -198,12 +246,110 @@ static void serve(struct ibv_qp *qp, const struct ibv_mr *mr)
 			printf("%s\n", post_recv_at(qp, mr, off, len) ? "refused" : "posted");
 		} else if (!strcmp(cmd, "poll")) {
 			poll_one(qp);
+		} else if (!strcmp(cmd, "wc") && off <= 60000) {
+			wc_within(qp, off);
+		} else if (!strcmp(cmd, "event") && off <= 60000) {
+			event_within(qp->context, off);
+		} else if (!strcmp(cmd, "arm") && qp->srq) {
+			struct ibv_srq_attr sa = { .srq_limit = (uint32_t)off };
+
+			printf("%s\n", ibv_modify_srq(qp->srq, &sa, IBV_SRQ_LIMIT) ?
+			       "refused" : "armed");
 		} else if (!strcmp(cmd, "quit")) {
 			return;
 		}
 		printf("ok\n");
 		fflush(stdout);
 	}
+}
+
+/* An XRC target of domain xrcd, its messages into srq, connected to peer. */
+static struct ibv_qp *xrc_target(struct ibv_context *ctx, struct ibv_xrcd *xrcd,
+				 const char *peer, uint32_t dqpn)
+{
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_XRC_RECV,
+		.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+		.xrcd = xrcd,
+	};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &ia);
+
+	if (!qp)
+		die("ibv_create_qp_ex XRC_RECV");
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				  IBV_QP_ACCESS_FLAGS))
+		die("XRC INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dqpn;
+	a.min_rnr_timer = 1;
+	peer_av(&a.ah_attr, peer);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("XRC RTR");
+	return qp;
+}
+
+/* `xrc`: two targets and their domain's SRQ, served as "srq" is. */
+static int xrc_main(char **argv)
+{
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+	struct ibv_srq_init_attr_ex sa = {
+		.attr = { .max_wr = 16, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC,
+	};
+	uint32_t dqpn = (uint32_t)strtoul(argv[3], NULL, 0), srqn;
+	struct ibv_context *ctx = open_named(argv[1]);
+	struct ibv_qp *t1, *t2, view = { 0 };
+	struct ibv_xrcd *xrcd;
+	struct ibv_mr *mr;
+	unsigned char *buf;
+
+	sa.pd = ibv_alloc_pd(ctx);
+	sa.cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	xrcd = ibv_open_xrcd(ctx, &xa);
+	buf = mmap(NULL, MR_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!sa.pd || !sa.cq || !xrcd || buf == MAP_FAILED)
+		die("xrc setup");
+	memset(buf, 'B', MR_LEN);
+	sa.xrcd = xrcd;
+	mr = ibv_reg_mr(sa.pd, buf, MR_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	view.srq = mr ? ibv_create_srq_ex(ctx, &sa) : NULL;
+	if (!view.srq || ibv_get_srq_num(view.srq, &srqn))
+		die("ibv_reg_mr/ibv_create_srq_ex");
+	t1 = xrc_target(ctx, xrcd, argv[2], dqpn);
+	t2 = xrc_target(ctx, xrcd, argv[2], dqpn + 1);
+	printf("QPN %u RKEY %u ADDR %llu LEN %u\n", t1->qp_num, mr->rkey,
+	       (unsigned long long)(uintptr_t)buf, MR_LEN);
+	printf("XRC QPN2 %u SRQN %u\n", t2->qp_num, srqn);
+	fflush(stdout);
+	/* serve() sees the SRQ and its CQ through a QP-shaped view */
+	view.context = ctx;
+	view.recv_cq = sa.cq;
+	view.qp_num = t1->qp_num;
+	serve(&view, mr);
+	ibv_destroy_qp(t2);
+	ibv_destroy_qp(t1);
+	ibv_destroy_srq(view.srq);
+	ibv_dereg_mr(mr);
+	ibv_close_xrcd(xrcd);
+	ibv_destroy_cq(sa.cq);
+	ibv_dealloc_pd(sa.pd);
+	ibv_close_device(ctx);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -219,10 +365,12 @@ int main(int argc, char **argv)
 	struct ibv_qp *qp;
 	unsigned char *buf;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: roce-qp-helper DEV PEER_IPV4 DEST_QPN MAX_DEST_RD_ATOMIC\n");
+	if (argc != 5 && (argc != 6 || (strcmp(argv[5], "srq") && strcmp(argv[5], "xrc")))) {
+		fprintf(stderr, "usage: roce-qp-helper DEV PEER_IPV4 DEST_QPN MAX_DEST_RD_ATOMIC [srq|xrc]\n");
 		return 2;
 	}
+	if (argc == 6 && !strcmp(argv[5], "xrc"))
+		return xrc_main(argv);
 	ctx = open_named(argv[1]);
 	pd = ibv_alloc_pd(ctx);
 	ia.send_cq = ia.recv_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
@@ -232,6 +380,13 @@ int main(int argc, char **argv)
 	memset(buf, 'B', MR_LEN);
 	mr = ibv_reg_mr(pd, buf, MR_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	if (argc == 6) {
+		struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
+
+		ia.srq = ibv_create_srq(pd, &sia);
+		if (!ia.srq)
+			die("ibv_create_srq");
+	}
 	qp = mr ? ibv_create_qp(pd, &ia) : NULL;
 	if (!qp)
 		die("ibv_reg_mr/ibv_create_qp");
@@ -242,6 +397,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	serve(qp, mr);
 	ibv_destroy_qp(qp);
+	if (ia.srq)
+		ibv_destroy_srq(ia.srq);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(ia.send_cq);
 	ibv_dealloc_pd(pd);

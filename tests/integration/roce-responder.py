@@ -19,6 +19,16 @@ CASE:
               moved in SQD to IP_PEER: from then on a WRITE from
               IP_OTHER lands nothing, one from IP_PEER lands and is ACKed;
               ibv_query_qp's rq_psn is then 2, past the two taken
+  srq_dup     SENDs into an SRQ (roce-qp-helper's "srq"), some sent again
+              whole, one with its middle packet lost first: each takes
+              one WQE, whole and once; the SRQ's limit event comes when
+              the third message takes the SRQ below it, not before
+  srq_rnr     a 3-packet SEND into an empty SRQ is RNR NAKed at its first
+              PSN; once a WQE is posted it lands once
+  xrc_srq     two XRC targets (roce-qp-helper's "xrc") into one SRQ: an
+              empty SRQ's XRC RNR NAK, then a message to each with a
+              packet lost, interleaved, sent again, one twice: each whole
+              in its own WQE, once
 Prints what it saw; exits 1 with a reason when the daemon did not do it.
 """
 import os
@@ -99,6 +109,7 @@ class Wire:
     def recv(self, seconds, until=None):
         """(opcode, psn, the bytes after the BTH) of the daemon's packets."""
         out, end = [], time.time() + seconds
+        self.dest = []                  # each packet's DestQP
         while True:
             left = end - time.time()
             if left <= 0 or (until and until(out)):
@@ -112,19 +123,21 @@ class Wire:
                 continue
             b = d[ihl + 8:]
             out.append((b[0], struct.unpack("!I", b[8:12])[0] & 0xFFFFFF, b[12:-4]))
+            self.dest.append(struct.unpack("!I", b[4:8])[0] & 0xFFFFFF)
 
 
 def syndromes(pkts):
-    return [rest[0] for op, _, rest in pkts if op == OP_ACK]
+    """The AETH syndromes of the ACKs and NAKs among pkts (RC's or XRC's)."""
+    return [rest[0] for op, _, rest in pkts if op in (OP_ACK, 0xA0 | OP_ACK)]
 
 
 class Helper:
     """roce-qp-helper in the daemon's namespace, as UID."""
 
-    def __init__(self, peer, dqpn, rd=16):
+    def __init__(self, peer, dqpn, rd=16, srq=None):
         cmd = ["ip", "netns", "exec", NS, "setpriv", "--reuid=" + UID, "--regid=" + UID,
                "--clear-groups", "--", "env", "IBVERBSD_SOCKET=" + SOCK, RUNNER, HELPER,
-               "roce0", peer, str(dqpn), str(rd)]
+               "roce0", peer, str(dqpn), str(rd)] + ([srq] if srq else [])
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.buf = b""
         words = self.line().split()
@@ -276,6 +289,149 @@ def case_send_grh(w):
         fail("the SEND did not land whole: %r" % wc)
     if not int(words[6], 16) & 1:      # IBV_WC_GRH
         fail("a receive completion on RoCE without IBV_WC_GRH: %r" % wc)
+
+
+OP_SEND_FIRST, OP_SEND_MIDDLE, OP_SEND_LAST = 0x00, 0x01, 0x02
+NAK_PSN, RNR_NAK = 0x60, 0x20
+
+
+def srq_wcs(h, ms=300):
+    """The SRQ QP's completions until none comes within ms."""
+    out = []
+    while (wc := h.cmd("wc %d" % ms)) != ["none"]:
+        out.append(wc[0])
+    return out
+
+
+def send_msg(w, qpn, psn, data, skip=(), srqn=None):
+    """A SEND of data from psn, MTU packets, those at the PSNs in skip lost;
+    with srqn, an XRC SEND into that SRQ."""
+    chunks = [data[i:i + MTU] for i in range(0, len(data), MTU)] or [b""]
+    xrc, hdr = (0xA0, struct.pack("!I", srqn)) if srqn is not None else (0, b"")
+    for i, c in enumerate(chunks):
+        n = len(chunks)
+        op = OP_SEND_ONLY if n == 1 else OP_SEND_FIRST if i == 0 else \
+            OP_SEND_LAST if i == n - 1 else OP_SEND_MIDDLE
+        if psn + i not in skip:
+            w.send(xrc | op, qpn, psn + i, hdr, c, ack=int(i == n - 1))
+    return psn + len(chunks)
+
+
+
+def case_srq_dup(w):
+    h = Helper(IP_P, 0x123, srq="srq")
+    for off in (0, 8192, 16384, 24576):
+        if h.cmd("recv %d 8192" % off) != ["posted"]:
+            fail("could not post to the SRQ")
+    if h.cmd("arm 2") != ["armed"]:
+        fail("could not arm the SRQ's limit")
+    one = b"A" * 100
+    two = bytes(range(256)) * 12            # 3 packets
+    three = b"C" * 50
+    send_msg(w, h.qpn, 0, one)
+    a1 = syndromes(w.recv(2, until=syndromes))
+    for _ in range(3):                      # the link sends it again
+        send_msg(w, h.qpn, 0, one)
+    w.recv(0.5)
+    # the middle packet lost: NAKed at its PSN, then all of it again
+    send_msg(w, h.qpn, 1, two, skip=(2,))
+    nak = [(op, psn, r[0]) for op, psn, r in w.recv(2, until=syndromes) if op == OP_ACK]
+    send_msg(w, h.qpn, 1, two)
+    a2 = [(psn, r[0]) for op, psn, r in w.recv(2, until=lambda o: any(
+        p[0] == OP_ACK and p[1] == 3 for p in o)) if op == OP_ACK]
+    ev1 = h.cmd("event 300")
+    send_msg(w, h.qpn, 4, three)
+    send_msg(w, h.qpn, 4, three)            # and that one twice
+    w.recv(1)
+    wcs = srq_wcs(h)
+    ev2 = h.cmd("event 300")
+    mem = h.dump(0, 100), h.dump(8192, len(two)), h.dump(16384, 50), h.dump(24576, 8)
+    h.close()
+    print("first ACK %s; NAK %s; ACKs %s" % (a1, nak, a2))
+    print("completions: %s; events %s %s" % (wcs, ev1, ev2))
+    want = ["wc wr_id 0 status 0 opcode 128 len 100",
+            "wc wr_id 8192 status 0 opcode 128 len %d" % len(two),
+            "wc wr_id 16384 status 0 opcode 128 len 50"]
+    if wcs != want:
+        fail("SENDs into an SRQ, some sent twice: completions %r, not %r" % (wcs, want))
+    if mem != (one, two, three, b"B" * 8):
+        fail("SENDs into an SRQ: the data is not what was sent")
+    if not nak or nak[0][1:] != (2, NAK_PSN):
+        fail("a lost middle packet was not NAKed at its PSN: %r" % nak)
+    # 4 posted, limit 2: below it only once the third message took one
+    if ev1 != ["none"] or ev2 != ["event 15"]:    # IBV_EVENT_SRQ_LIMIT_REACHED
+        fail("SRQ limit event: %r before the third message, %r after" % (ev1, ev2))
+
+
+def case_srq_rnr(w):
+    h = Helper(IP_P, 0x123, srq="srq")
+    data = b"R" * (3 * MTU)
+    send_msg(w, h.qpn, 0, data)             # nothing posted
+    got = [(psn, r[0]) for op, psn, r in w.recv(2, until=syndromes) if op == OP_ACK]
+    if not got or got[0] != (0, RNR_NAK | 1):
+        fail("an empty SRQ: no RNR NAK at the message's first PSN: %r" % got)
+    w.recv(0.3)
+    if h.cmd("recv 0 8192") != ["posted"]:
+        fail("could not post to the SRQ")
+    send_msg(w, h.qpn, 0, data)
+    acks = [(psn, r[0]) for op, psn, r in w.recv(2, until=lambda o: any(
+        p[0] == OP_ACK and p[1] == 2 for p in o)) if op == OP_ACK]
+    wcs = srq_wcs(h)
+    mem = h.dump(0, len(data))
+    h.close()
+    print("RNR %s; then %s; completions %s" % (got, acks, wcs))
+    if (2, 0x1F) not in acks or wcs != ["wc wr_id 0 status 0 opcode 128 len %d" % len(data)] \
+       or mem != data:
+        fail("after an RNR NAK and a WQE posted, the SEND did not land once")
+
+
+def case_xrc_srq(w):
+    """Two XRC targets into one SRQ: a message of each with a packet lost,
+    interleaved, sent again, their copies too."""
+    h = Helper(IP_P, 0x123, srq="xrc")
+    words = h.line().split()
+    if len(words) != 5 or words[0] != "XRC":
+        fail("roce-qp-helper xrc: %r" % words)
+    t2, srqn = int(words[2]), int(words[4])
+    # nothing posted yet: the second target's SEND is RNR NAKed, and sent
+    # again below
+    send_msg(w, t2, 0, b"R" * 8, srqn=srqn)
+    got0 = w.recv(2, until=syndromes)
+    rnr = [(q, psn, r[0]) for q, (op, psn, r) in zip(w.dest, got0) if op == 0xB1]
+    if rnr != [(0x124, 0, RNR_NAK | 1)]:
+        fail("an empty XRC SRQ: not one XRC RNR NAK to the second target's peer: %r" % rnr)
+    for off in (0, 8192, 16384, 24576):
+        if h.cmd("recv %d 8192" % off) != ["posted"]:
+            fail("could not post to the XRC SRQ")
+    a = bytes((i * 7) & 0xFF for i in range(3 * MTU))
+    b = bytes((i * 13 + 1) & 0xFF for i in range(2 * MTU + 5))
+    c = b"C" * 40
+    send_msg(w, h.qpn, 0, a, skip=(1,), srqn=srqn)     # A's middle lost
+    send_msg(w, t2, 0, b, skip=(2,), srqn=srqn)        # B's last lost
+    got1 = w.recv(1)
+    naks = sorted((q, psn, r[0]) for q, (op, psn, r) in zip(w.dest, got1) if op == 0xB1)
+    send_msg(w, h.qpn, 0, a, srqn=srqn)                # all again
+    send_msg(w, t2, 0, b, srqn=srqn)
+    send_msg(w, t2, 0, b, srqn=srqn)                   # and B twice
+    send_msg(w, h.qpn, 3, c, srqn=srqn)
+    got2 = w.recv(1)
+    ends = sorted(set((q, psn, r[0]) for q, (op, psn, r) in zip(w.dest, got2)
+                      if op == 0xB1 and r[0] == 0x1F))
+    wcs = sorted(srq_wcs(h))
+    mem = h.dump(0, len(a)), h.dump(8192, len(b)), h.dump(16384, len(c)), h.dump(24576, 8)
+    h.close()
+    print("RNR NAK %s; NAKs %s; then ACKs %s" % (rnr, naks, ends))
+    print("completions: %s" % wcs)
+    want = sorted(["wc wr_id 0 status 0 opcode 128 len %d" % len(a),
+                   "wc wr_id 8192 status 0 opcode 128 len %d" % len(b),
+                   "wc wr_id 16384 status 0 opcode 128 len %d" % len(c)])
+    if naks != [(0x123, 2, NAK_PSN), (0x124, 1, NAK_PSN)] and \
+       naks != [(0x123, 1, NAK_PSN)]:
+        fail("the lost packets were not NAKed as expected: %r" % naks)
+    if wcs != want:
+        fail("XRC SENDs into one SRQ from two targets: %r, not %r" % (wcs, want))
+    if mem != (a, b, c, b"B" * 8):
+        fail("XRC SENDs into one SRQ: the data is not what was sent")
 
 
 globals()["case_" + CASE](Wire())

@@ -11,6 +11,13 @@
 #               would come back to the QP whose lock it is sent under
 #   moved       a QP moved to another peer address (SQD, new AV, RTS)
 #               takes packets from the new address only
+#   srq_dup     SENDs into an SRQ over a link that loses and duplicates:
+#               each message takes one WQE, its copies none, and the
+#               SRQ's limit event comes once, when a message takes it
+#               below the limit
+#   srq_rnr     an empty SRQ: RNR NAK, then the message lands once
+#   xrc_srq     two XRC targets into one SRQ, their messages interleaved,
+#               with packets lost and sent twice: one WQE each, whole
 # and the responder's packets count in sent_pkts.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
@@ -84,4 +91,14 @@ check "the forged packet counts in dropped_not_peer"
 ok "dropped_not_peer $forged0 -> $forged1"
 
 responder moved "a QP moved to another address in SQD: packets from the old one dropped"
+
+dup0=$(counter duplicate_request)
+responder srq_dup "SENDs into an SRQ, lost and duplicated packets: one WQE a message, one limit event"
+responder srq_rnr "a SEND into an empty SRQ: RNR NAK, then it lands once"
+responder xrc_srq "two XRC targets into one SRQ, packets lost and duplicated: one WQE a message"
+dup1=$(counter duplicate_request)
+check "the copies count in duplicate_request"
+# srq_dup sends 5 copies; xrc_srq 6: A's first, B's first two, then all of B again
+[ "$dup1" -eq $((dup0 + 11)) ] || fail "duplicate_request went from $dup0 to $dup1"
+ok "duplicate_request $dup0 -> $dup1"
 daemon_stop
