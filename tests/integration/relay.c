@@ -26,7 +26,7 @@
  * At exit it prints, per direction and in total:
  *
  *   relay: total frames N roce N forwarded N dropped N duplicated N
- *          reordered N delayed N
+ *          reordered N delayed N acks N
  *
  * (one line; "reordered" frames were overtaken by a later one, "delayed"
  * ones were held but released by the clock before anything passed them).
@@ -58,6 +58,7 @@
 struct stats {
 	unsigned long frames, roce, forwarded, dropped, duplicated;
 	unsigned long reordered, delayed;
+	unsigned long acks;		/* ACK/NAK frames dropped, held or doubled */
 };
 
 /* One direction: frames read from `in` go out on `out`. */
@@ -118,15 +119,17 @@ static uint16_t be16(const uint8_t *p)
 }
 
 /*
- * The BTH transport of a RoCEv2 frame (0 RC, 1 UC, 3 UD, ...), or -1 if
- * the frame is something else: IPv4 or IPv6 (no extension headers), UDP
- * to port 4791, room for the BTH's first byte.
+ * The BTH opcode of a RoCEv2 frame (its transport, 0 RC, 1 UC, 3 UD, ...,
+ * in the top 3 bits), or -1 if the frame is something else: IPv4 or IPv6
+ * (no extension headers), UDP to port 4791, room for the BTH's first
+ * byte.  The shortest RoCE frame, an IPv4 ACK, is 62 bytes: each family
+ * is measured by its own header, not IPv6's.
  */
-static int roce_transport(const uint8_t *f, size_t len)
+static int roce_opcode(const uint8_t *f, size_t len)
 {
 	size_t udp;
 
-	if (len < ETH_HLEN + 40 + 9)
+	if (len < ETH_HLEN + 20)
 		return -1;
 	switch (be16(f + 12)) {
 	case 0x0800:
@@ -135,7 +138,7 @@ static int roce_transport(const uint8_t *f, size_t len)
 		udp = ETH_HLEN + (size_t)(f[ETH_HLEN] & 0x0F) * 4;
 		break;
 	case 0x86DD:
-		if (f[ETH_HLEN + 6] != 17)
+		if (len < ETH_HLEN + 40 || f[ETH_HLEN + 6] != 17)
 			return -1;
 		udp = ETH_HLEN + 40;
 		break;
@@ -144,7 +147,13 @@ static int roce_transport(const uint8_t *f, size_t len)
 	}
 	if (udp + 9 > len || be16(f + udp + 2) != ROCE_PORT)
 		return -1;
-	return f[udp + 8] >> 5;
+	return f[udp + 8];
+}
+
+/* An ACK or NAK (of RC or XRC): what a requester hears of its SENDs. */
+static bool is_ack(int op)
+{
+	return (op & 0x1F) == 0x11;
 }
 
 /* ---- the taps ---------------------------------------------------------------- */
@@ -215,7 +224,7 @@ static void passed(struct dir *d)
 
 static void relay_frame(struct dir *d, const uint8_t *f, size_t len)
 {
-	int t = roce_transport(f, len);
+	int op = roce_opcode(f, len), t = op < 0 ? -1 : op >> 5;
 	bool harm = t >= 0 && (opt.transports & (1u << t));
 
 	d->st.frames++;
@@ -227,9 +236,11 @@ static void relay_frame(struct dir *d, const uint8_t *f, size_t len)
 	d->st.roce++;
 	if (harm && roll(opt.loss)) {
 		d->st.dropped++;
+		d->st.acks += is_ack(op);
 		return;
 	}
 	if (!d->held && roll(opt.reorder)) {
+		d->st.acks += is_ack(op);
 		memcpy(d->hold, f, len);
 		d->hold_len = len;
 		d->hold_left = opt.k;
@@ -242,6 +253,7 @@ static void relay_frame(struct dir *d, const uint8_t *f, size_t len)
 	if (harm && roll(opt.dup)) {
 		put(d, f, len);
 		d->st.duplicated++;
+		d->st.acks += is_ack(op);
 	}
 	passed(d);
 }
@@ -264,9 +276,9 @@ static void relay_read(struct dir *d)
 static void print_stats(const char *name, const struct stats *s)
 {
 	printf("relay: %s frames %lu roce %lu forwarded %lu dropped %lu "
-	       "duplicated %lu reordered %lu delayed %lu\n", name, s->frames,
-	       s->roce, s->forwarded, s->dropped, s->duplicated, s->reordered,
-	       s->delayed);
+	       "duplicated %lu reordered %lu delayed %lu acks %lu\n", name,
+	       s->frames, s->roce, s->forwarded, s->dropped, s->duplicated,
+	       s->reordered, s->delayed, s->acks);
 }
 
 static void print_all(const struct dir *d)
@@ -283,6 +295,7 @@ static void print_all(const struct dir *d)
 		t.duplicated += d[i].st.duplicated;
 		t.reordered += d[i].st.reordered;
 		t.delayed += d[i].st.delayed;
+		t.acks += d[i].st.acks;
 	}
 	print_stats("total", &t);
 	fflush(stdout);

@@ -4,7 +4,8 @@
 # each namespace, the relay forwarding Ethernet frames between them
 # unchanged except that, from a fixed seed, it holds some RoCE frames back
 # until later ones have passed them and sends some twice (RC and UC ones:
-# a UD datagram sent twice is, by design, two datagrams).
+# a UD datagram sent twice is, by design, two datagrams), ACKs and NAKs
+# as well as requests.
 #
 # Debian's pingpongs and perftest's RC tests run across between two
 # unprivileged uids, with data checked where they can (-c): every message
@@ -122,9 +123,27 @@ fi
 # (timeout 16), as a slow path needs; the retries are still counted.
 MIX="DIRECT_STREAM_TIMEOUT=16"
 stream_across "a stream of mixed SENDs, WRITEs and READs on 3 RC pairs"
+# The same with the receiving QPs on one SRQ: each message takes one of
+# its WQEs, whatever comes twice or late.
+MIX="DIRECT_STREAM_TIMEOUT=16 DIRECT_STREAM_SRQ=1"
+stream_across "a stream of mixed SENDs, WRITEs and READs on 3 RC pairs, into an SRQ"
 MIX="DIRECT_STREAM_UC=1"
 stream_across "a stream of SENDs and WRITEs on 3 UC pairs"
 MIX=""
+
+# So far every run was over IPv4, whose ACKs and NAKs are the shortest
+# RoCE frames (62 bytes): the relay must have mistreated some of those too.
+check "the relay held back or doubled IPv4 ACKs"
+n=$(grep -c '^relay: total ' "$O/relay.out")
+kill -USR1 "$RELAY_PID"
+for _ in $(seq $((TMO * 10))); do
+	[ "$(grep -c '^relay: total ' "$O/relay.out")" -gt "$n" ] && break
+	sleep 0.1
+done
+total=$(grep '^relay: total ' "$O/relay.out" | tail -n 1)
+acks=$(printf '%s\n' "$total" | sed -n 's/.* acks \([0-9]*\).*/\1/p')
+[ "${acks:-0}" -gt 0 ] || fail "no ACK frame mistreated over IPv4: $total"
+ok "$acks ACK frames mistreated over IPv4"
 
 # IPv6 through the relay as well: the link-local GID 0 (duplicate address
 # detection on the taps was over long ago; waited for if not).
@@ -141,7 +160,8 @@ fi
 kill -TERM "$RELAY_PID"
 wait_exit "$RELAY_PID" 5 || fail "the relay did not stop"
 show relay "$O/relay.out"
-total=$(grep '^relay: total ' "$O/relay.out") || fail "the relay printed no counts"
+total=$(grep '^relay: total ' "$O/relay.out" | tail -n 1)
+[ -n "$total" ] || fail "the relay printed no counts"
 for N in reordered duplicated; do
 	v=$(printf '%s\n' "$total" | sed -n "s/.* $N \([0-9]*\).*/\1/p")
 	[ "${v:-0}" -gt 0 ] || fail "the relay $N no frame: $total"
