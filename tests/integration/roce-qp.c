@@ -27,6 +27,7 @@
  *   arm N          the SRQ's limit armed at N ("armed")
  *   event MS       the next asynchronous event within MS ms: "event T",
  *                  or "none"
+ *   unsrq          the SRQ destroyed (ibv_destroy_srq's return value)
  * With "xrc" instead, the QP is an XRC target (XRC_RECV) of a domain whose
  * SRQ of 16 WQEs takes its messages, and so are those of a second target
  * connected to the same peer, QPN DEST_QPN + 1: a second line says
@@ -250,6 +251,9 @@ static void serve(struct ibv_qp *qp, const struct ibv_mr *mr)
 			wc_within(qp, off);
 		} else if (!strcmp(cmd, "event") && off <= 60000) {
 			event_within(qp->context, off);
+		} else if (!strcmp(cmd, "unsrq") && qp->srq) {
+			printf("%d\n", ibv_destroy_srq(qp->srq));
+			qp->srq = NULL;
 		} else if (!strcmp(cmd, "arm") && qp->srq) {
 			struct ibv_srq_attr sa = { .srq_limit = (uint32_t)off };
 
@@ -343,7 +347,8 @@ static int xrc_main(char **argv)
 	serve(&view, mr);
 	ibv_destroy_qp(t2);
 	ibv_destroy_qp(t1);
-	ibv_destroy_srq(view.srq);
+	if (view.srq)
+		ibv_destroy_srq(view.srq);
 	ibv_dereg_mr(mr);
 	ibv_close_xrcd(xrcd);
 	ibv_destroy_cq(sa.cq);

@@ -29,6 +29,9 @@ CASE:
               empty SRQ's XRC RNR NAK, then a message to each with a
               packet lost, interleaved, sent again, one twice: each whole
               in its own WQE, once
+  xrc_gone    the SRQ destroyed while a message into it is half in: the
+              rest of it, and a message to the other target, NAKed
+              (invalid request), the daemon unharmed
 Prints what it saw; exits 1 with a reason when the daemon did not do it.
 """
 import os
@@ -432,6 +435,31 @@ def case_xrc_srq(w):
         fail("XRC SENDs into one SRQ from two targets: %r, not %r" % (wcs, want))
     if mem != (a, b, c, b"B" * 8):
         fail("XRC SENDs into one SRQ: the data is not what was sent")
+
+
+def case_xrc_gone(w):
+    """The XRC SRQ destroyed while a message into it is half in."""
+    h = Helper(IP_P, 0x123, srq="xrc")
+    words = h.line().split()
+    t2, srqn = int(words[2]), int(words[4])
+    h.cmd("recv 0 8192")
+    hdr = struct.pack("!I", srqn)
+    w.send(0xA0 | OP_SEND_FIRST, h.qpn, 0, hdr, b"F" * MTU, ack=0)
+    w.send(0xA0 | OP_SEND_MIDDLE, h.qpn, 1, hdr, b"M" * MTU, ack=0)
+    w.recv(0.3)
+    gone = h.cmd("unsrq")
+    w.send(0xA0 | OP_SEND_MIDDLE, h.qpn, 2, hdr, b"M" * MTU, ack=0)
+    w.send(0xA0 | OP_SEND_LAST, h.qpn, 3, hdr, b"L" * 8)
+    got = w.recv(2, until=syndromes)
+    rest = [(q, psn, r[0]) for q, (op, psn, r) in zip(w.dest, got) if op == 0xB1]
+    w.send(0xA0 | OP_SEND_ONLY, t2, 0, hdr, b"x" * 8)
+    got = w.recv(2, until=syndromes)
+    other = [(q, psn, r[0]) for q, (op, psn, r) in zip(w.dest, got) if op == 0xB1]
+    h.close()
+    print("destroyed: %s; the rest of the message answered %s; the other target %s"
+          % (gone, rest, other))
+    if gone != ["0"] or rest != [(0x123, 2, NAK_INVALID)] or other != [(0x124, 0, NAK_INVALID)]:
+        fail("packets into a destroyed XRC SRQ were not NAKed as invalid requests")
 
 
 globals()["case_" + CASE](Wire())

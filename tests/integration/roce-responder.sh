@@ -18,6 +18,8 @@
 #   srq_rnr     an empty SRQ: RNR NAK, then the message lands once
 #   xrc_srq     two XRC targets into one SRQ, their messages interleaved,
 #               with packets lost and sent twice: one WQE each, whole
+#   xrc_gone    that SRQ destroyed with a message half in: what follows
+#               is NAKed, the daemon goes on
 # and the responder's packets count in sent_pkts.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
@@ -101,4 +103,5 @@ check "the copies count in duplicate_request"
 # srq_dup sends 5 copies; xrc_srq 6: A's first, B's first two, then all of B again
 [ "$dup1" -eq $((dup0 + 11)) ] || fail "duplicate_request went from $dup0 to $dup1"
 ok "duplicate_request $dup0 -> $dup1"
+responder xrc_gone "an XRC SRQ destroyed with a message half in: the rest NAKed, the daemon unharmed"
 daemon_stop
