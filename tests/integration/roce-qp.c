@@ -28,6 +28,9 @@
  *   event MS       the next asynchronous event within MS ms: "event T",
  *                  or "none"
  *   unsrq          the SRQ destroyed (ibv_destroy_srq's return value)
+ * With "rnr2" instead, the QP's rnr_retry is 2, and
+ *   send LEN       a signaled SEND of the MR's first LEN bytes posted
+ *                  (ibv_post_send's return value)
  * With "xrc" instead, the QP is an XRC target (XRC_RECV) of a domain whose
  * SRQ of 16 WQEs takes its messages, and so are those of a second target
  * connected to the same peer, QPN DEST_QPN + 1: a second line says
@@ -124,7 +127,8 @@ static int move_to(struct ibv_qp *qp, const char *peer)
 	return 0;
 }
 
-static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
+static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd,
+		   uint8_t rnr_retry)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
@@ -143,7 +147,7 @@ static void to_rts(struct ibv_qp *qp, const char *peer, uint32_t dqpn, int rd)
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
 	a.retry_cnt = 7;
-	a.rnr_retry = 7;
+	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 1;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
 				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -251,6 +255,14 @@ static void serve(struct ibv_qp *qp, const struct ibv_mr *mr)
 			wc_within(qp, off);
 		} else if (!strcmp(cmd, "event") && off <= 60000) {
 			event_within(qp->context, off);
+		} else if (!strcmp(cmd, "send") && off <= MR_LEN) {
+			struct ibv_sge sge = { .addr = (uintptr_t)mr->addr,
+					       .length = (uint32_t)off, .lkey = mr->lkey };
+			struct ibv_send_wr wr = { .wr_id = 5, .sg_list = &sge, .num_sge = 1,
+						  .opcode = IBV_WR_SEND,
+						  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+			printf("%d\n", ibv_post_send(qp, &wr, &bad));
 		} else if (!strcmp(cmd, "unsrq") && qp->srq) {
 			printf("%d\n", ibv_destroy_srq(qp->srq));
 			qp->srq = NULL;
@@ -370,8 +382,10 @@ int main(int argc, char **argv)
 	struct ibv_qp *qp;
 	unsigned char *buf;
 
-	if (argc != 5 && (argc != 6 || (strcmp(argv[5], "srq") && strcmp(argv[5], "xrc")))) {
-		fprintf(stderr, "usage: roce-qp-helper DEV PEER_IPV4 DEST_QPN MAX_DEST_RD_ATOMIC [srq|xrc]\n");
+	if (argc != 5 && (argc != 6 || (strcmp(argv[5], "srq") && strcmp(argv[5], "xrc") &&
+					strcmp(argv[5], "rnr2")))) {
+		fprintf(stderr, "usage: roce-qp-helper DEV PEER_IPV4 DEST_QPN MAX_DEST_RD_ATOMIC "
+			"[srq|xrc|rnr2]\n");
 		return 2;
 	}
 	if (argc == 6 && !strcmp(argv[5], "xrc"))
@@ -385,7 +399,7 @@ int main(int argc, char **argv)
 	memset(buf, 'B', MR_LEN);
 	mr = ibv_reg_mr(pd, buf, MR_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-	if (argc == 6) {
+	if (argc == 6 && !strcmp(argv[5], "srq")) {
 		struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
 
 		ia.srq = ibv_create_srq(pd, &sia);
@@ -396,7 +410,8 @@ int main(int argc, char **argv)
 	if (!qp)
 		die("ibv_reg_mr/ibv_create_qp");
 	to_init(qp);
-	to_rts(qp, argv[2], (uint32_t)strtoul(argv[3], NULL, 0), atoi(argv[4]));
+	to_rts(qp, argv[2], (uint32_t)strtoul(argv[3], NULL, 0), atoi(argv[4]),
+	       argc == 6 && !strcmp(argv[5], "rnr2") ? 2 : 7);
 	printf("QPN %u RKEY %u ADDR %llu LEN %u\n", qp->qp_num, mr->rkey,
 	       (unsigned long long)(uintptr_t)buf, MR_LEN);
 	fflush(stdout);

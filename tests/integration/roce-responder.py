@@ -29,6 +29,9 @@ CASE:
               empty SRQ's XRC RNR NAK, then a message to each with a
               packet lost, interleaved, sent again, one twice: each whole
               in its own WQE, once
+  rnr_late    the daemon's requester (rnr_retry 2) against RNR NAKs each
+              coming after its ACK timeout: the SEND still fails with
+              RNR_RETRY_EXC_ERR
   xrc_gone    the SRQ destroyed while a message into it is half in: the
               rest of it, and a message to the other target, NAKed
               (invalid request), the daemon unharmed
@@ -460,6 +463,27 @@ def case_xrc_gone(w):
           % (gone, rest, other))
     if gone != ["0"] or rest != [(0x123, 2, NAK_INVALID)] or other != [(0x124, 0, NAK_INVALID)]:
         fail("packets into a destroyed XRC SRQ were not NAKed as invalid requests")
+
+
+def case_rnr_late(w):
+    """RNR NAKs that come after the requester's ACK timeout (67 ms) each
+    time: the QP's rnr_retry of 2 still runs out, after three."""
+    h = Helper(IP_P, 0x123, srq="rnr2")
+    if h.cmd("send 64") != ["0"]:
+        fail("roce-qp-helper could not post a SEND")
+    naks, end = 0, time.time() + 3
+    while time.time() < end:
+        # what came in 100 ms, then an RNR NAK (timer 10 us) for each
+        for op, psn, _ in w.recv(0.1):
+            if op == OP_SEND_ONLY:
+                naks += 1
+                w.send(OP_ACK, h.qpn, psn, struct.pack("!I", (RNR_NAK | 1) << 24))
+    wc = h.cmd("poll")
+    h.close()
+    print("%d RNR NAKs sent, late; the SEND: %s" % (naks, wc))
+    words = wc[0].split() if wc else []
+    if len(words) != 9 or words[2] != "13":      # IBV_WC_RNR_RETRY_EXC_ERR
+        fail("rnr_retry 2 against late RNR NAKs: not RNR_RETRY_EXC_ERR: %r" % wc)
 
 
 globals()["case_" + CASE](Wire())

@@ -18,6 +18,8 @@
 #   srq_rnr     an empty SRQ: RNR NAK, then the message lands once
 #   xrc_srq     two XRC targets into one SRQ, their messages interleaved,
 #               with packets lost and sent twice: one WQE each, whole
+#   rnr_late    the QP's requester (rnr_retry 2) against RNR NAKs that
+#               each come after its ACK timeout: RNR_RETRY_EXC_ERR still
 #   xrc_gone    that SRQ destroyed with a message half in: what follows
 #               is NAKed, the daemon goes on
 # and the responder's packets count in sent_pkts.
@@ -103,5 +105,6 @@ check "the copies count in duplicate_request"
 # srq_dup sends 5 copies; xrc_srq 6: A's first, B's first two, then all of B again
 [ "$dup1" -eq $((dup0 + 11)) ] || fail "duplicate_request went from $dup0 to $dup1"
 ok "duplicate_request $dup0 -> $dup1"
+responder rnr_late "RNR NAKs after each ACK timeout: rnr_retry 2 still runs out"
 responder xrc_gone "an XRC SRQ destroyed with a message half in: the rest NAKed, the daemon unharmed"
 daemon_stop

@@ -1254,7 +1254,14 @@ static void answer(struct ibvd_qp *qp, struct roce_qp *w, struct roce_txm *m,
 	if (m->answer >= 0)
 		return;
 	m->answer = (int)r;
-	w->tx.heard_ns = roce_now_ns();
+	/*
+	 * An RNR NAK moves nothing on: it spends rnr_retry, and the timeouts
+	 * around it still count in a row (else a NAK that comes after the
+	 * timeout would give the front both budgets again each time, and a
+	 * receiver that never posts would never fail it)
+	 */
+	if (r != RESP_RNR)
+		w->tx.heard_ns = roce_now_ns();
 	w->tx.nak_retried = false;
 	if (m == roce_txm_at(w, 0))
 		ibvd_eng_answered(qp);
