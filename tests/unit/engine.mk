@@ -30,6 +30,18 @@ tests_unit_test_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_unit_test_memory_CFLAGS = $(UNIT_CFLAGS) -pthread
 tests_unit_test_memory_LDADD = $(UNIT_LIBS) -lpthread
 
+# The copy watch's looking thread (daemon/engine/watch/copy_describe.c):
+# its stop, with the futex calls wrapped to hold the window before a sleep.
+check_PROGRAMS += tests/unit/test_copy_watch
+TESTS += tests/unit/test_copy_watch
+tests_unit_test_copy_watch_SOURCES = tests/unit/test_copy_watch.c \
+	daemon/engine/watch/copy_watch.c daemon/engine/watch/copy_watch.h \
+	daemon/engine/watch/copy_describe.c daemon/core/thread.c
+tests_unit_test_copy_watch_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_unit_test_copy_watch_CFLAGS = $(UNIT_CFLAGS) -pthread
+tests_unit_test_copy_watch_LDFLAGS = -Wl,--wrap=ibvd_copy_futex
+tests_unit_test_copy_watch_LDADD = $(UNIT_LIBS) -lpthread
+
 # Ring arenas (daemon/verbs/rings/arena.c): carving, reuse, limits, lifetime.
 check_PROGRAMS += tests/unit/test_arena
 TESTS += tests/unit/test_arena

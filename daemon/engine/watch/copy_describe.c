@@ -193,8 +193,18 @@ static bool parse_backing(const char *line, struct backing *b)
 
 /* ---- the looking thread ------------------------------------------------ */
 
+/*
+ * The looker sleeps while the word is LOOK_IDLE.  A stop changes the word
+ * too, not just the flag: the looker may have seen the flag clear and be
+ * on its way into the wait, where only the word is compared, and a wake
+ * that came before the wait would be lost (the exit joins the thread).
+ */
+#define LOOK_IDLE	0u
+#define LOOK_HANDED	1u
+#define LOOK_STOP	2u
+
 static struct ibvd_copy_look job;
-static uint32_t job_word;		/* futex: 1 while a look is handed */
+static uint32_t job_word;		/* futex: LOOK_* */
 static bool busy;			/* atomic: a look runs or waits */
 static bool stopping;
 static pthread_t looker;
@@ -265,15 +275,21 @@ static void *looker_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		while (!__atomic_load_n(&job_word, __ATOMIC_ACQUIRE) &&
+		uint32_t handed = LOOK_HANDED;
+
+		while (__atomic_load_n(&job_word, __ATOMIC_ACQUIRE) == LOOK_IDLE &&
 		       !__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
-			ibvd_copy_futex(&job_word, FUTEX_WAIT_PRIVATE, 0, NULL);
+			ibvd_copy_futex(&job_word, FUTEX_WAIT_PRIVATE,
+					LOOK_IDLE, NULL);
 		if (__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
 			break;
 		look(&job);
 		if (job.maps_fd >= 0)
 			close(job.maps_fd);	/* a procfs file: no FLUSH */
-		__atomic_store_n(&job_word, 0, __ATOMIC_RELAXED);
+		/* a stop during the look keeps its word */
+		__atomic_compare_exchange_n(&job_word, &handed, LOOK_IDLE,
+					    false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
 		__atomic_store_n(&busy, false, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -285,7 +301,7 @@ bool ibvd_copy_look(const struct ibvd_copy_look *l)
 		return false;
 	__atomic_store_n(&busy, true, __ATOMIC_RELAXED);
 	job = *l;
-	__atomic_store_n(&job_word, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&job_word, LOOK_HANDED, __ATOMIC_RELEASE);
 	ibvd_copy_futex(&job_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	return true;
 }
@@ -295,6 +311,7 @@ int ibvd_copy_look_start(void)
 	int ret;
 
 	stopping = false;
+	job_word = LOOK_IDLE;
 	ret = ibvd_thread_spawn(&looker, NULL, looker_main, NULL,
 				"ibvd-copylook");
 	if (ret < 0)
@@ -308,6 +325,7 @@ void ibvd_copy_look_stop(void)
 	if (!looker_running)
 		return;
 	__atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&job_word, LOOK_STOP, __ATOMIC_RELEASE);
 	ibvd_copy_futex(&job_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	/* a look that never returns keeps its thread: not waited for */
 	if (__atomic_load_n(&busy, __ATOMIC_ACQUIRE))
