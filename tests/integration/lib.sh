@@ -28,6 +28,13 @@ IBVERBSD="$top_builddir/daemon/ibverbsd"
 # Unprivileged client uids; they need no passwd entries.
 export USER1=1001
 export USER2=1002
+# ThreadSanitizer: what it cannot see ordered (tsan.supp says why), for
+# every instrumented process a test starts; the caller's options stay.
+case $SANITIZERS in
+*=thread*)
+	TSAN_OPTIONS="suppressions=$top_srcdir/tests/integration/tsan.supp${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
+	export TSAN_OPTIONS ;;
+esac
 # Sanitizer builds are several times slower: scale every timeout.
 TMUL=1
 [ -n "$SANITIZERS" ] && TMUL=3
