@@ -63,13 +63,21 @@ responder() {	# CASE WHAT
 	ok "$(grep -v '^ok$' "$O/$1" | tail -1)"
 }
 
+# counter_went NAME BEFORE DELTA WHAT: counter NAME moved from BEFORE by
+# exactly DELTA, which is WHAT (a check); its value is left in NOW.
+NOW=0
+counter_went() {
+	NOW=$(counter "$1")
+	check "$4"
+	[ "$NOW" -eq $(($2 + $3)) ] || fail "$1 went from $2 to $NOW, not by $3"
+	ok "$1 $2 -> $NOW"
+}
+
 sent0=$(counter sent_pkts)
 responder write_past "a WRITE running past its MR: NAKed at its first packet, nothing lands"
 responder no_rd "max_dest_rd_atomic 0: READ and FETCH_ADD NAKed, memory untouched"
-sent1=$(counter sent_pkts)
-check "the responder's packets count in sent_pkts"
-[ "$sent1" -eq $((sent0 + 3)) ] || fail "sent_pkts went from $sent0 to $sent1 over three NAKs"
-ok "sent_pkts $sent0 -> $sent1 over three NAKs"
+counter_went sent_pkts "$sent0" 3 "the responder's three NAKs count in sent_pkts"
+sent1=$NOW
 
 # A 1 MiB READ at MTU 1024 is 1,024 responses, counted in sent_pkts: the
 # first one's, then each answered again.  A QP's budget for those is 16
@@ -89,10 +97,7 @@ responder send_grh "a SEND from the wire: its receive completion says IBV_WC_GRH
 
 forged0=$(counter dropped_not_peer)
 responder spoof_self "a packet forged from the device's own address: dropped, the daemon answers on"
-forged1=$(counter dropped_not_peer)
-check "the forged packet counts in dropped_not_peer"
-[ "$forged1" -eq $((forged0 + 1)) ] || fail "dropped_not_peer went from $forged0 to $forged1"
-ok "dropped_not_peer $forged0 -> $forged1"
+counter_went dropped_not_peer "$forged0" 1 "the forged packet counts in dropped_not_peer"
 
 responder moved "a QP moved to another address in SQD: packets from the old one dropped"
 
@@ -100,11 +105,8 @@ dup0=$(counter duplicate_request)
 responder srq_dup "SENDs into an SRQ, lost and duplicated packets: one WQE a message, one limit event"
 responder srq_rnr "a SEND into an empty SRQ: RNR NAK, then it lands once"
 responder xrc_srq "two XRC targets into one SRQ, packets lost and duplicated: one WQE a message"
-dup1=$(counter duplicate_request)
-check "the copies count in duplicate_request"
 # srq_dup sends 5 copies; xrc_srq 6: A's first, B's first two, then all of B again
-[ "$dup1" -eq $((dup0 + 11)) ] || fail "duplicate_request went from $dup0 to $dup1"
-ok "duplicate_request $dup0 -> $dup1"
+counter_went duplicate_request "$dup0" 11 "the copies count in duplicate_request"
 responder rnr_late "RNR NAKs after each ACK timeout: rnr_retry 2 still runs out"
 responder xrc_gone "an XRC SRQ destroyed with a message half in: the rest NAKed, the daemon unharmed"
 daemon_stop
