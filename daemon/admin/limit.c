@@ -204,7 +204,7 @@ static int put_daemon_caps(json_t *row, const struct show_sel *sel,
 					     IBVD_UID_MAX_MAPPED_MRS,
 					     IBVD_UID_MAX_MAPPED_BYTES,
 					     ibvd_uid_max_objects(),
-					     IBVD_UID_MAX_CM_PORTS };
+					     ibvd_uid_max_cm_ports() };
 	size_t i;
 	json_t *v;
 

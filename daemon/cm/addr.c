@@ -451,13 +451,13 @@ static int port_share(struct ibvd_call *call, struct ibvd_cm_id *id)
 {
 	struct ibvd_tenant *t = id->cm->session->tenant;
 
-	if (!t || t->uid == 0 || t->cm_ports < IBVD_UID_MAX_CM_PORTS)
+	if (!t || t->uid == 0 || t->cm_ports < ibvd_uid_max_cm_ports())
 		return 0;
 	t->counters.refused[IBVD_LIMIT_CM_ID]++;
 	ibvd_tenant_log(t, IBVD_LOG_NOTICE,
 			"uid %u: binding an rdma_cm id refused: the daemon's "
 			"cap of %u ids bound to ports a uid: EAGAIN",
-			(unsigned int)t->uid, IBVD_UID_MAX_CM_PORTS);
+			(unsigned int)t->uid, ibvd_uid_max_cm_ports());
 	return ibvd_call_error(call, -EAGAIN,
 			       "uid %u has %u ids bound to ports, the daemon's "
 			       "cap", (unsigned int)t->uid, t->cm_ports);

@@ -360,6 +360,18 @@ unsigned int ibvd_uid_max_objects(void)
 	return cap;
 }
 
+unsigned int ibvd_uid_max_cm_ports(void)
+{
+	/* Read once, on the control thread, the only one that binds. */
+	static unsigned int cap;
+
+	if (!cap)
+		cap = (unsigned int)ibvd_env_or("IBVERBSD_UID_MAX_CM_PORTS",
+						IBVD_UID_MAX_CM_PORTS, 1,
+						IBVD_UID_MAX_CM_PORTS - 1);
+	return cap;
+}
+
 /* The daemon's cap on a uid's objects: room for n more? */
 static bool under_object_cap(const struct ibvd_tenant *t,
 			     enum ibvd_limit_kind kind, uint64_t n)

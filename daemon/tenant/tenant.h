@@ -100,6 +100,8 @@ struct ibvd_tenant_counters {
  * contexts' worth of 65,536 QPs with their CQs, and 200 MB of MRs.
  */
 #define IBVD_UID_MAX_OBJECTS	(1u << 20)
+/* That cap in force: IBVERBSD_UID_MAX_OBJECTS may lower it, for tests. */
+unsigned int ibvd_uid_max_objects(void);
 
 /*
  * RDMA CM ids one uid may have bound to a port (each port space, as the
@@ -110,8 +112,8 @@ struct ibvd_tenant_counters {
  * 128-rank job on one host, each rank to every other.
  */
 #define IBVD_UID_MAX_CM_PORTS	16384u
-/* That cap in force: IBVERBSD_UID_MAX_OBJECTS may lower it, for tests. */
-unsigned int ibvd_uid_max_objects(void);
+/* That cap in force: IBVERBSD_UID_MAX_CM_PORTS may lower it, for tests. */
+unsigned int ibvd_uid_max_cm_ports(void);
 
 /*
  * One tenant's use of one device (by name: it outlives a reload that
