@@ -221,19 +221,36 @@ static int db_map_cover(struct ibvd_ctx_objs *o, uint32_t bit)
 	return 0;
 }
 
+/*
+ * The doorbell words a context's QPs may take: the page's all, or fewer
+ * (IBVERBSD_CTX_DOORBELLS, in bits, whole words) for a test that fills a
+ * context in a moment rather than in 16,384 requests.  The page and the
+ * library are the same either way.  Read once, by the control thread.
+ */
+static uint32_t doorbell_words(void)
+{
+	static uint32_t words;
+
+	if (!words)
+		words = (uint32_t)ibvd_env_or("IBVERBSD_CTX_DOORBELLS",
+					      IBVD_DOORBELL_BITS, 64,
+					      IBVD_DOORBELL_BITS) / 64;
+	return words;
+}
+
 int ibvd_doorbell_alloc(struct ibvd_context *ctx, struct ibvd_qp *qp)
 {
 	struct ibvd_ctx_objs *o = &ctx->objs;
-	uint32_t i, w, bit;
+	uint32_t i, w, bit, nwords = doorbell_words();
 	int ret;
 
 	ASSERT_WRITE_HELD();
-	for (i = 0; i < IBVD_DOORBELL_WORDS; i++) {
-		w = (o->db_next / 64 + i) % IBVD_DOORBELL_WORDS;
+	for (i = 0; i < nwords; i++) {
+		w = (o->db_next / 64 + i) % nwords;
 		if (o->db_used[w] != UINT64_MAX)
 			break;
 	}
-	if (i == IBVD_DOORBELL_WORDS)
+	if (i == nwords)
 		return -ENOMEM;		/* as a NIC out of doorbell resources */
 	bit = w * 64 + (uint32_t)__builtin_ctzll(~o->db_used[w]);
 	ret = db_map_cover(o, bit);

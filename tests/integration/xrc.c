@@ -514,7 +514,8 @@ static unsigned int fill_doorbells(struct vt_dev *d, struct ibv_cq *cq,
 
 /*
  * A target whose owner goes moves to a holder that has room for its
- * doorbell (its context's 16,384 taken by QPs of its own: no room), the
+ * doorbell (its context's all taken by QPs of its own: no room; xrc.sh
+ * lowers them to 512 from 16,384, IBVERBSD_CTX_DOORBELLS), the
  * next one in line; with none left that has room it is destroyed, and
  * the holders' handles with it.  Nothing moves half-way: the full holder
  * keeps its handle while another takes over, and the QP works there.
