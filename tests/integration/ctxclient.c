@@ -29,6 +29,9 @@
  *			restart: the same process works again)
  *	loopback	a message between two RC QPs of this context, data
  *			checked: "ok loopback 4096 bytes"
+ *	unanswered, unanswered import
+ *			creates (an import) the test stopped the daemon for:
+ *			each must fail with ETIMEDOUT, within STALL_WAIT_MS
  *	hold		make objects of the context: a PD, an MR, a completion
  *			channel, a CQ on it and an RC QP: "ok hold"
  *	release		destroy them, the QP first: "ok release" when each
@@ -58,6 +61,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -392,6 +396,36 @@ static void cmd_release(void)
 }
 
 /*
+ * How long a call waits for a daemon the test stopped.  The library waits
+ * for a reply on cmd_fd with SO_RCVTIMEO (IBVERBSD_TIMEOUT_MS when it
+ * connected, 30 s by default): shortened for those calls alone, and put
+ * back after them, so that no other call fails for a reply a loaded
+ * machine was slow with.
+ */
+#define STALL_WAIT_MS	300
+
+static struct timeval waited;	/* the library's own, while shortened */
+
+static int short_wait(void)
+{
+	struct timeval tv = { .tv_usec = STALL_WAIT_MS * 1000 };
+	socklen_t len = sizeof(waited);
+
+	if (getsockopt(ctx->cmd_fd, SOL_SOCKET, SO_RCVTIMEO, &waited, &len) ||
+	    setsockopt(ctx->cmd_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))) {
+		printf("error: SO_RCVTIMEO of cmd_fd: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void full_wait(void)
+{
+	setsockopt(ctx->cmd_fd, SOL_SOCKET, SO_RCVTIMEO, &waited,
+		   sizeof(waited));
+}
+
+/*
  * Creates the daemon cannot answer in time (the test stopped it): each
  * must fail with ETIMEDOUT; what it made later is the library's to undo.
  * Needs hold's PD and CQ.
@@ -408,6 +442,8 @@ static void cmd_unanswered(void)
 		printf("error unanswered: hold first\n");
 		return;
 	}
+	if (short_wait())
+		return;
 	pd = ibv_alloc_pd(ctx);
 	pd_err = pd ? 0 : errno;
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
@@ -419,6 +455,7 @@ static void cmd_unanswered(void)
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	qp = ibv_create_qp(held.pd, &qa);
 	qp_err = qp ? 0 : errno;
+	full_wait();
 	if (pd_err == ETIMEDOUT && cq_err == ETIMEDOUT && qp_err == ETIMEDOUT)
 		printf("ok unanswered\n");
 	else
@@ -481,7 +518,12 @@ static void cmd_nofd(void)
 
 static void cmd_unanswered_import(void)
 {
-	struct ibv_dm *dm = held.dm ? ibv_import_dm(ctx, held.dm->handle) : NULL;
+	struct ibv_dm *dm;
+
+	if (short_wait())
+		return;
+	dm = held.dm ? ibv_import_dm(ctx, held.dm->handle) : NULL;
+	full_wait();
 
 	if (!dm && errno == ETIMEDOUT)
 		printf("ok unanswered import\n");
