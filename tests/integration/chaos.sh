@@ -37,8 +37,32 @@ PORTS=()
 for i in $(seq 0 $((NW - 1))); do PORTS+=($((BASE + 1 + i))); done
 declare -A WPID
 
-nfds() { find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$DAEMON_PID/status"; }
+
+# status_count KEY: KEY's number in ibvctl daemon status.
+status_count() {
+	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail "ibvctl daemon status"; }
+	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
+}
+
+# settled: the daemon holds no client (ibvctl client show, left in
+# $O/clients) and no close of what they left waits for its closer
+# threads.  It learns of a client's exit when the kernel closes its
+# sockets, and closes what it held after that, on its own threads; and
+# a client the chaos abandoned while it started (killed before it was
+# exec'd) runs its loopback to the end on its own.  A loaded machine
+# may take a while for all that: this waits for it, 20 s at most (a
+# client or a close that never goes still fails).
+settled() {
+	local end=$((SECONDS + 20 * TMUL))
+	while :; do
+		ibvctl -j client show >"$O/clients" 2>&1 || { show out "$O/clients"; fail "client show"; }
+		"$PYTHON" -c 'import json,sys; sys.exit(len(json.load(open(sys.argv[1]))) != 0)' "$O/clients" &&
+			[ "$(status_count closes_waiting)" = 0 ] && return 0
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
 
 # worker I SECONDS: start worker I (port PORTS[I], uid by I) in the background.
 worker() {
@@ -110,8 +134,8 @@ for i in $(seq 0 $((NW - 1))); do worker "$i" 3; done
 sleep 4
 stop_workers
 check_logs
-sleep 1
-fds0=$(nfds)
+settled || { show clients "$O/clients"; show status "$O/status"; fail "the warm-up's clients did not go"; }
+fds0=$(daemon_fds_settled)
 rss0=$(rss_kb)
 ok "baseline: $fds0 fds, RSS $rss0 kB"
 rm -f "$O"/worker*
@@ -177,10 +201,7 @@ ok "$summary"
 
 # ---- nothing lost, nothing leaked -------------------------------------------------
 check "the daemon holds no client and every tenant's usage is 0"
-sleep 1
-ibvctl -j client show >"$O/clients" 2>&1 || { show out "$O/clients"; fail "client show"; }
-"$PYTHON" -c 'import json,sys; rows=json.load(open(sys.argv[1])); sys.exit(len(rows) != 0)' "$O/clients" ||
-	{ show clients "$O/clients"; fail "clients are still connected"; }
+settled || { show clients "$O/clients"; show status "$O/status"; fail "clients are still connected"; }
 for u in "${UIDS[@]}"; do
 	ibvctl -j limit show current uid "$u" >"$O/usage$u" 2>&1 || { show out "$O/usage$u"; fail "limit show current uid $u"; }
 	"$PYTHON" - "$O/usage$u" <<-'EOF' || { show "usage" "$O/usage$u"; fail "uid $u still holds something"; }
@@ -193,7 +214,7 @@ done
 ok "no client; uids ${UIDS[*]}: every counter 0 on every device"
 
 check "the daemon's fds and memory are back to the baseline"
-fds1=$(nfds)
+fds1=$(daemon_fds_settled)
 rss1=$(rss_kb)
 [ "$fds1" -eq "$fds0" ] || { ls -l "/proc/$DAEMON_PID/fd"; fail "fds: $fds0 before, $fds1 after"; }
 # ASan keeps freed memory in quarantine: there LeakSanitizer, at the stop
