@@ -5391,7 +5391,7 @@ static void *transit_file_other(unsigned long skip, unsigned long *ino)
 	return found;
 }
 
-/* A library of an honest pair that begins a long copy during a revocation. */
+/* A library of an honest pair that begins a copy during a revocation. */
 struct honest_copy {
 	struct ibvd_lease *lease;	/* its pair's two leases */
 	uint32_t epoch[2];		/* as granted */
@@ -5418,9 +5418,21 @@ static void *honest_copier(void *arg)
 		valid |= __atomic_load_n(&h->lease[i].epoch, __ATOMIC_SEQ_CST) ==
 			 h->epoch[i];
 	if (valid) {
-		/* longer than a revocation waits for one copy */
+		/*
+		 * Begun before the revocation voided our grant (its control
+		 * thread preempted between the voids): a copy that lasts
+		 * until the void, and a quarter of the wait longer.  A
+		 * revocation that waits for copies in progress waits for it;
+		 * one that voided it without a wait has returned before.
+		 * (A copy of a fixed 40 ms, longer than the wait, failed
+		 * the case whenever it began.)
+		 */
 		h->begun = true;
-		usleep(2 * IBVD_LEASE_WAIT_NS / 1000);
+		for (i = 0; i < 2; i++)
+			while (__atomic_load_n(&h->lease[i].epoch, __ATOMIC_SEQ_CST) ==
+			       h->epoch[i] && vt_now_ms() < give_up)
+				sched_yield();
+		usleep(IBVD_LEASE_WAIT_NS / 4000);
 		h->end_ms = vt_now_ms();
 	}
 	for (i = 0; i < 2; i++)
