@@ -150,7 +150,12 @@ expect_grep '^honest-copy-waited: ' "$O/honest" "honest-copy-waited"
 ok "$(sed -n 's/^honest-copy-waited: //p' "$O/honest")"
 
 check "one uid's 300 RC pairs: 256 get transit rings, the rest the engine"
-run_ours "$USER1" "$HELPER" pair-cap >"$O/pair-cap" 2>&1 ||
+# About 4,000 requests (each QP made, connected in three steps and
+# destroyed, each pair's rings fetched): 1 to 2 s here, but at the 4.5 ms
+# a request limits.sh saw on a loaded CI guest, 18 s, one command's 20 s
+# all but gone (it was killed there once, in its destroys).  Three times
+# that bound: the count, not the time, is what this checks.
+TMO=$((TMO * 3)) run_ours "$USER1" "$HELPER" pair-cap >"$O/pair-cap" 2>&1 ||
 	{ show "pair-cap" "$O/pair-cap"; fail "pair-cap failed"; }
 daemon_alive "after 300 pairs"
 ok "$(sed -n 's/^pair-cap: //p' "$O/pair-cap")"
