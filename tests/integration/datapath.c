@@ -742,6 +742,41 @@ START_TEST(ud_multicast)
 END_TEST
 
 /*
+ * A multicast GID is nobody's address: a datagram routed by it alone
+ * (no DLID) to a QP number other than 0xFFFFFF reaches no QP, though
+ * the QP is in the group (IBTA: a multicast packet is for QP 0xFFFFFF,
+ * and a unicast one's DGID must be a GID of the port).
+ */
+START_TEST(ud_multicast_gid_unicast_qpn)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xde, 0xf0 } };
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah *ah;
+	struct fx f;
+	int joined;
+
+	fx_init(&f, &o, 4096, 4096);
+	ah = vt_ah(&D, 0, &mgid);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	for (joined = 0; joined < 2; joined++) {
+		if (joined)
+			ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid,
+							  0xc005), 0);
+		vt_ud_send(f.p.qp[0], joined, ah, f.p.qp[1]->qp_num, VT_QKEY,
+			   f.a->addr, 100, f.a->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(f.p.scq[0], NULL, joined, IBV_WC_SEND,
+			     "SEND to a multicast GID and a QP number");
+		vt_expect_none(f.p.rcq[1], QUIET_MS,
+			       "QP named with a multicast GID");
+	}
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, 0xc005), 0);
+	vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * Multicast loopback: a member that sends to its own group gets the
  * datagram too, as a NIC loops it back, unless it was created with
  * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (mckey -l); the other member gets
@@ -6251,6 +6286,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, ud_qkey_mismatch);
 	tcase_add_test(tc, ud_over_mtu);
 	tcase_add_test(tc, ud_multicast);
+	tcase_add_test(tc, ud_multicast_gid_unicast_qpn);
 	tcase_add_test(tc, ud_multicast_loopback);
 
 	tc = new_case(s, "flags");
