@@ -601,7 +601,9 @@ struct ibvd_qp *ibvd_qp_by_doorbell(const struct ibvd_context *ctx,
 struct ibvd_mcast_member {
 	struct ibvd_qp *qp;
 	uint8_t mgid[16];
-	uint16_t mlid;
+	/* each an attachment (MGID, MLID) of the QP; detach names one */
+	uint16_t *mlids;
+	unsigned int nmlids;
 	LIST_ENTRY(ibvd_mcast_member) group_link;
 	LIST_ENTRY(ibvd_mcast_member) qp_link;
 	struct ibvd_mcast_group *group;

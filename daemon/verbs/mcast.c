@@ -9,9 +9,13 @@
  * checks: UD QPs only; on an InfiniBand (software) port an MGID in
  * ff00::/8 and an MLID in the multicast range, on an Ethernet (RoCE) one
  * an IP multicast address as the MGID and any MLID (the kernel ignores
- * it there).  Attaching a QP to a group it is already in succeeds and
- * changes nothing (rxe does the same; ibv_attach_mcast(3) asks for no
- * error); detaching from a group it is not in is EINVAL.
+ * it there).  An attachment is an (MGID, MLID) pair, as the kernel's
+ * uverbs keeps them: attaching a pair the QP has succeeds and changes
+ * nothing (ibv_attach_mcast(3) asks for no error); the same MGID with
+ * another MLID adds that pair to the membership; detaching a pair the QP
+ * does not have is EINVAL and changes nothing; detaching one it has
+ * takes the QP out of the group, whatever other MLIDs it named it with
+ * (the kernel's devices key on the MGID alone, and so does the engine).
  */
 #include <config.h>
 
@@ -67,6 +71,37 @@ static struct ibvd_mcast_member *member_of(struct ibvd_qp *qp,
 	return NULL;
 }
 
+static bool has_mlid(const struct ibvd_mcast_member *m, uint16_t mlid)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nmlids; i++)
+		if (m->mlids[i] == mlid)
+			return true;
+	return false;
+}
+
+/*
+ * Another MLID for a membership; the objects lock is held for writing.
+ * It is one more attachment, against the context's cap as the first.
+ */
+static int add_mlid(struct ibvd_call *call, struct ibvd_mcast_member *m,
+		    uint16_t mlid)
+{
+	struct ibvd_context *ctx = m->qp->ctx;
+	uint16_t *mlids;
+
+	if (ctx->objs.mcast_members >= IBVD_CTX_MAX_MCAST)
+		return ibvd_call_error(call, -ENOMEM, "too many attachments");
+	mlids = realloc(m->mlids, (m->nmlids + 1) * sizeof(*mlids));
+	if (!mlids)
+		return ibvd_call_error(call, -ENOMEM, "no memory");
+	mlids[m->nmlids++] = mlid;
+	m->mlids = mlids;
+	ctx->objs.mcast_members++;
+	return 0;
+}
+
 /*
  * Attachments count against the uid's mcast_attach limit: groups are the
  * daemon's (max_mcast_grp is daemon-wide), not one tenant's to fill.
@@ -112,13 +147,17 @@ static int join(struct ibvd_call *call, struct ibvd_qp *qp,
 		return ibvd_call_error(call, ret, "too many multicast groups");
 	m = tenant_members(grp, ctx) < lim.max_mcast_qp_attach ?
 	    calloc(1, sizeof(*m)) : NULL;
-	if (!m) {
+	if (m)
+		m->mlids = malloc(sizeof(*m->mlids));
+	if (!m || !m->mlids) {
+		free(m);
 		ibvd_mcast_group_put(grp);
 		return ibvd_call_error(call, -ENOMEM, "the group is full");
 	}
 	m->qp = qp;
 	memcpy(m->mgid, mgid, 16);
-	m->mlid = mlid;
+	m->mlids[0] = mlid;
+	m->nmlids = 1;
 	m->group = grp;
 	LIST_INSERT_HEAD(&grp->members, m, group_link);
 	LIST_INSERT_HEAD(&qp->mcast, m, qp_link);
@@ -185,13 +224,14 @@ static void leave(struct ibvd_mcast_member *m, struct wire_left *w)
 		wire_leave(&now);
 	if (account_of(m->qp->ctx))
 		ibvd_tenant_dev_uncharge(account_of(m->qp->ctx),
-					 IBVD_LIMIT_MCAST_ATTACH, 1);
+					 IBVD_LIMIT_MCAST_ATTACH, m->nmlids);
 
 	LIST_REMOVE(m, group_link);
 	LIST_REMOVE(m, qp_link);
 	grp->nmembers--;
-	m->qp->ctx->objs.mcast_members--;
+	m->qp->ctx->objs.mcast_members -= m->nmlids;
 	ibvd_mcast_group_put(grp);
+	free(m->mlids);
 	free(m);
 }
 
@@ -244,6 +284,7 @@ void ibvd_mcast_detach_ctx(struct ibvd_context *ctx)
 int ibvd_req_attach_mcast(struct ibvd_call *call)
 {
 	const Ibvd__Mcast *req = (const Ibvd__Mcast *)call->msg;
+	struct ibvd_mcast_member *m;
 	struct ibvd_tenant_dev *account;
 	struct ibvd_qp *qp;
 	int ret;
@@ -252,7 +293,8 @@ int ibvd_req_attach_mcast(struct ibvd_call *call)
 	if (ret < 0)
 		return ret;
 	/* attaching twice changes nothing, and charges nothing */
-	if (member_of(qp, req->gid.data))
+	m = member_of(qp, req->gid.data);
+	if (m && has_mlid(m, (uint16_t)req->lid))
 		return 0;
 	account = account_of(qp->ctx);
 	if (account) {
@@ -262,6 +304,13 @@ int ibvd_req_attach_mcast(struct ibvd_call *call)
 			return ibvd_call_error(call, ret,
 					       "over the mcast_attach limit of uid %u",
 					       (unsigned int)account->tenant->uid);
+	}
+	/* The QP is in the group already: one more name for its membership. */
+	if (m) {
+		ibvd_objects_write_lock();
+		ret = add_mlid(call, m, (uint16_t)req->lid);
+		ibvd_objects_write_unlock();
+		goto uncharge;
 	}
 	ret = wire_join(call, qp, req->gid.data);
 	if (ret < 0)
@@ -295,6 +344,10 @@ int ibvd_req_detach_mcast(struct ibvd_call *call)
 	m = member_of(qp, req->gid.data);
 	if (!m)
 		return ibvd_call_error(call, -EINVAL, "the QP is not in that group");
+	if (!has_mlid(m, (uint16_t)req->lid))
+		return ibvd_call_error(call, -EINVAL, "the QP is in that group, "
+				       "but not attached with MLID %#x",
+				       (unsigned int)req->lid);
 	ibvd_objects_write_lock();
 	leave(m, &w);
 	ibvd_objects_write_unlock();

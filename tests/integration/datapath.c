@@ -742,6 +742,66 @@ START_TEST(ud_multicast)
 END_TEST
 
 /*
+ * An attachment is an (MGID, MLID) pair, as the kernel's uverbs list has
+ * it: detaching with an MLID the QP was not attached with is EINVAL and
+ * changes nothing; attaching the MGID again with another MLID adds that
+ * pair; detaching either pair takes the QP out of the group (the device
+ * keys on the MGID), after which the other pair is gone too.
+ */
+START_TEST(ud_multicast_mlid)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x9a, 0xbc } };
+	static const union ibv_gid ucast = { .raw = {
+		0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x9a, 0xbc } };
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah *ah;
+	struct fx f;
+	int round;
+
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(D.port.link_layer, IBV_LINK_LAYER_INFINIBAND);
+	/* As ib_attach_mcast: a multicast GID and, on IB, a multicast LID. */
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &ucast, 0xc003), EINVAL);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, 0x0003), EINVAL);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, 0xffff), EINVAL);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, 0xc003), 0);
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, 0xc004), EINVAL);
+	ah = vt_ah(&D, 0xc003, &mgid);
+	for (round = 0; round < 3; round++) {
+		vt_recv(f.p.qp[1], 10 + round, f.b->addr, 4096, f.b->lkey);
+		vt_ud_send(f.p.qp[0], round, ah, 0xffffff, VT_QKEY, f.a->addr,
+			   100, f.a->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(f.p.scq[0], NULL, round, IBV_WC_SEND,
+			     "multicast SEND");
+		if (round == 2) {
+			vt_expect_none(f.p.rcq[1], QUIET_MS, "detached QP");
+			break;
+		}
+		/* 0: after the refused detach; 1: with two MLIDs */
+		vt_expect_ok(f.p.rcq[1], NULL, 10 + round, IBV_WC_RECV,
+			     "multicast receive");
+		if (round == 0) {
+			ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid,
+							  0xc004), 0);
+			ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid,
+							  0xc004), 0);
+		}
+		if (round == 1)
+			ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid,
+							  0xc004), 0);
+	}
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, 0xc003), EINVAL);
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, 0xc004), EINVAL);
+	/* and a new attachment after all that */
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, 0xc003), 0);
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, 0xc003), 0);
+	vt_ah_free(ah);
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * A multicast GID is nobody's address: a datagram routed by it alone
  * (no DLID) to a QP number other than 0xFFFFFF reaches no QP, though
  * the QP is in the group (IBTA: a multicast packet is for QP 0xFFFFFF,
@@ -6286,6 +6346,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, ud_qkey_mismatch);
 	tcase_add_test(tc, ud_over_mtu);
 	tcase_add_test(tc, ud_multicast);
+	tcase_add_test(tc, ud_multicast_mlid);
 	tcase_add_test(tc, ud_multicast_gid_unicast_qpn);
 	tcase_add_test(tc, ud_multicast_loopback);
 
