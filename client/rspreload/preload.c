@@ -15,7 +15,8 @@
  * ppoll(2) and pselect(2) too: the signal mask is set around rpoll or
  * rselect rather than atomically with the wait (a signal that comes just
  * before the wait is taken at once; the wait then runs its course), and
- * the timeout is rounded up to whole milliseconds.  sendfile(2) (and
+ * the timeout is rounded up to whole milliseconds.  recvmmsg(2) and
+ * sendmmsg(2) make one rrecvmsg or rsendmsg per entry.  sendfile(2) (and
  * sendfile64, its name under _FILE_OFFSET_BITS=64) to an rsocket reads
  * the file here and writes it to the rsocket.  ioctl(2)
  * FIONBIO sets an rsocket's O_NONBLOCK.  epoll(7): see epoll.c.
@@ -46,6 +47,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/rsocket.h>
@@ -71,6 +73,9 @@ static struct {
 	ssize_t (*sendto)(int, const void *, size_t, int,
 			  const struct sockaddr *, socklen_t);
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
+			struct timespec *);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
@@ -119,6 +124,7 @@ static void init_real(void)
 	LOOKUP(accept4); LOOKUP(connect); LOOKUP(read); LOOKUP(readv);
 	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
+	LOOKUP(recvmmsg); LOOKUP(sendmmsg);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
 	LOOKUP(sendfile); LOOKUP(sendfile64); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
@@ -336,6 +342,97 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	init();
 	return rs_fd(fd) ? pipe_signal(RS_IO(EPOLLOUT, rsendmsg, fd, msg, flags), flags) :
 			   real.sendmsg(fd, msg, flags);
+}
+
+/* The kernel's cap on a recvmmsg/sendmmsg vector (UIO_MAXIOV). */
+#define MMSG_MAX	1024u
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * recvmmsg(2) on an rsocket: one rrecvmsg per entry, as the kernel makes
+ * one recvmsg per entry of a stream socket, or the call would reach the
+ * CM channel's fd (ENOTSOCK).  As the kernel: an error after some
+ * entries ends the call with their count; MSG_WAITFORONE waits for the
+ * first only; the timeout is looked at after each entry and left with
+ * what remains of it.
+ */
+static int rs_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
+		       int flags, struct timespec *tmo)
+{
+	int64_t end = 0, left;
+	unsigned int i;
+	ssize_t n;
+
+	if (tmo) {
+		if (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000) {
+			errno = EINVAL;
+			return -1;
+		}
+		end = mono_ns() + (int64_t)tmo->tv_sec * 1000000000 + tmo->tv_nsec;
+	}
+	if (vlen > MMSG_MAX)
+		vlen = MMSG_MAX;
+	for (i = 0; i < vlen; i++) {
+		n = RS_IO(EPOLLIN, rrecvmsg, fd, &vec[i].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (n < 0) {
+			if (i == 0)
+				return -1;
+			break;
+		}
+		vec[i].msg_len = (unsigned int)n;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (tmo && mono_ns() >= end) {
+			i++;
+			break;
+		}
+	}
+	if (tmo) {
+		left = end - mono_ns();
+		if (left < 0)
+			left = 0;
+		tmo->tv_sec = left / 1000000000;
+		tmo->tv_nsec = left % 1000000000;
+	}
+	return (int)i;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+		    struct timespec *tmo)
+{
+	init();
+	return rs_fd(fd) ? rs_recvmmsg(fd, vec, vlen, flags, tmo) :
+			   real.recvmmsg(fd, vec, vlen, flags, tmo);
+}
+
+/* sendmmsg(2) on an rsocket: one rsendmsg per entry, as recvmmsg above. */
+EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	unsigned int i;
+	ssize_t n;
+
+	init();
+	if (!rs_fd(fd))
+		return real.sendmmsg(fd, vec, vlen, flags);
+	if (vlen > MMSG_MAX)
+		vlen = MMSG_MAX;
+	for (i = 0; i < vlen; i++) {
+		n = RS_IO(EPOLLOUT, rsendmsg, fd, &vec[i].msg_hdr, flags);
+		if (n < 0) {
+			if (i == 0)
+				return (int)pipe_signal(-1, flags);
+			break;
+		}
+		vec[i].msg_len = (unsigned int)n;
+	}
+	return (int)i;
 }
 
 /*

@@ -11,10 +11,13 @@
  *                               check that ppoll refuses a bad timeout
  *                               (EINVAL); then wait for data with ppoll
  *                               and pselect in turn (a signal mask given),
- *                               read to the end; print
+ *                               read to the end (by read(2) and, every
+ *                               third turn, recvmmsg(2)); print
  *                               "received BYTES fnv HASH"
- *   preload-calls client PORT FILE   connect, sendfile(2) FILE whole (with
- *                               an offset for the first half, the file's
+ *   preload-calls client PORT FILE   connect, send FILE whole: its first
+ *                               50 bytes by sendmmsg(2) (two entries),
+ *                               then by sendfile(2) (with
+ *                               an offset to the first half, the file's
  *                               own offset for the rest, by sendfile64
  *                               as a program built with 64-bit file
  *                               offsets calls it: nginx, lighttpd),
@@ -136,6 +139,35 @@ static int nonblocking_accept(int lfd, int *fd)
 	return 0;
 }
 
+/*
+ * recvmmsg into two halves of buf, waiting for the first only: the bytes
+ * in both (0 at the end: each entry reads 0 there), or -1.  Each entry
+ * takes what is there when it comes (the second may get what came after
+ * the first), as the kernel's recvmmsg does on a stream socket.
+ */
+static ssize_t read_mmsg(int fd, unsigned char *buf, size_t len)
+{
+	struct iovec iov[2] = { { buf, len / 2 }, { buf + len / 2, len - len / 2 } };
+	struct mmsghdr mm[2];
+	int n, i;
+	ssize_t total = 0;
+
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < 2; i++) {
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	n = recvmmsg(fd, mm, 2, MSG_WAITFORONE, NULL);
+	if (n < 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		total += mm[i].msg_len;
+	/* the second entry's bytes follow the first's in buf */
+	if (n == 2 && mm[1].msg_len)
+		memmove(buf + mm[0].msg_len, buf + len / 2, mm[1].msg_len);
+	return total;
+}
+
 static int server(int port)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -167,9 +199,10 @@ static int server(int port)
 	for (turn = 0;; turn++) {
 		if (wait_readable(fd, turn) < 0)
 			return die(turn % 2 ? "pselect" : "ppoll");
-		n = read(fd, buf, sizeof(buf));
+		n = turn % 3 == 2 ? read_mmsg(fd, buf, sizeof(buf)) :
+				    read(fd, buf, sizeof(buf));
 		if (n < 0)
-			return die("read");
+			return die(turn % 3 == 2 ? "recvmmsg" : "read");
 		if (n == 0)
 			break;
 		h = fnv(h, buf, (size_t)n);
@@ -295,13 +328,40 @@ static int cork(int fd, int on)
 	return 0;
 }
 
+#define HEAD	50	/* bytes sent by sendmmsg */
+
+/* The file's first HEAD bytes by sendmmsg, 20 and 30 in two entries. */
+static int send_head(int fd, int in)
+{
+	unsigned char head[HEAD];
+	struct iovec iov[2] = { { head, 20 }, { head + 20, HEAD - 20 } };
+	struct mmsghdr mm[2];
+	int i;
+
+	if (pread(in, head, HEAD, 0) != HEAD)
+		return die("pread");
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < 2; i++) {
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	if (sendmmsg(fd, mm, 2, 0) != 2)
+		return die("sendmmsg");
+	if (mm[0].msg_len != 20 || mm[1].msg_len != HEAD - 20) {
+		fprintf(stderr, "preload-calls: sendmmsg sent %u and %u bytes\n",
+			mm[0].msg_len, mm[1].msg_len);
+		return 1;
+	}
+	return 0;
+}
+
 static int client(int port, const char *path)
 {
 	struct sockaddr_in sin = loopback(port);
 	unsigned char buf[65536];
 	uint64_t h = FNV_START;
 	struct stat st;
-	off_t off = 0;
+	off_t off = HEAD;
 	size_t half;
 	ssize_t n;
 	int fd, in;
@@ -318,9 +378,11 @@ static int client(int port, const char *path)
 		return 1;
 	if (cork(fd, 1) != 0)
 		return 1;
+	if (send_head(fd, in) != 0)
+		return 1;
 	half = (size_t)st.st_size / 2;
-	/* the first half by offset (the file's own stays), the rest by it */
-	if (send_all(fd, in, &off, half) < 0)
+	/* to the first half by offset (the file's own stays), the rest by it */
+	if (send_all(fd, in, &off, half - HEAD) < 0)
 		return die("sendfile with an offset");
 	if (lseek(in, off, SEEK_SET) != off ||
 	    send_all(fd, in, NULL, (size_t)st.st_size - half) < 0)
