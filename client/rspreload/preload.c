@@ -16,7 +16,9 @@
  * rselect rather than atomically with the wait (a signal that comes just
  * before the wait is taken at once; the wait then runs its course), and
  * the timeout is rounded up to whole milliseconds.  recvmmsg(2) and
- * sendmmsg(2) make one rrecvmsg or rsendmsg per entry.  sendfile(2) (and
+ * sendmmsg(2) make one rrecvmsg or rsendmsg per entry; preadv2(2) and
+ * pwritev2(2) at offset -1 are readv/writev, lseek(2) fails with ESPIPE
+ * as on a socket.  sendfile(2) (and
  * sendfile64, its name under _FILE_OFFSET_BITS=64) to an rsocket reads
  * the file here and writes it to the rsocket.  ioctl(2)
  * FIONBIO sets an rsocket's O_NONBLOCK.  epoll(7): see epoll.c.
@@ -76,6 +78,10 @@ static struct {
 	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
 			struct timespec *);
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
+	off_t (*lseek)(int, off_t, int);
+	off64_t (*lseek64)(int, off64_t, int);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
@@ -124,7 +130,8 @@ static void init_real(void)
 	LOOKUP(accept4); LOOKUP(connect); LOOKUP(read); LOOKUP(readv);
 	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
-	LOOKUP(recvmmsg); LOOKUP(sendmmsg);
+	LOOKUP(recvmmsg); LOOKUP(sendmmsg); LOOKUP(preadv2); LOOKUP(pwritev2);
+	LOOKUP(lseek); LOOKUP(lseek64);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
 	LOOKUP(sendfile); LOOKUP(sendfile64); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
@@ -433,6 +440,109 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 		vec[i].msg_len = (unsigned int)n;
 	}
 	return (int)i;
+}
+
+/*
+ * preadv2(2) and pwritev2(2) of a socket: offset -1 reads or writes as
+ * readv/writev do (RWF_NOWAIT as MSG_DONTWAIT), any other fails as the
+ * kernel fails it on a socket, which has no file offset; else the call
+ * would reach the CM channel's fd.  0, or -1 with errno set.
+ */
+static int rs_rwf(off_t offset, int flags)
+{
+	if (offset < -1)
+		errno = EINVAL;
+	else if (offset != -1)
+		errno = ESPIPE;
+	else if (flags & ~(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND))
+		errno = EOPNOTSUPP;
+	else
+		return 0;
+	return -1;
+}
+
+static ssize_t rs_preadv2(int fd, const struct iovec *iov, int cnt,
+			  off_t offset, int flags)
+{
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov };
+
+	if (rs_rwf(offset, flags) < 0)
+		return -1;
+	if (cnt < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	msg.msg_iovlen = (size_t)cnt;
+	return RS_IO(EPOLLIN, rrecvmsg, fd, &msg, flags & RWF_NOWAIT ? MSG_DONTWAIT : 0);
+}
+
+static ssize_t rs_pwritev2(int fd, const struct iovec *iov, int cnt,
+			   off_t offset, int flags)
+{
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov };
+
+	if (rs_rwf(offset, flags) < 0)
+		return -1;
+	if (cnt < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	msg.msg_iovlen = (size_t)cnt;
+	return pipe_signal(RS_IO(EPOLLOUT, rsendmsg, fd, &msg,
+				 flags & RWF_NOWAIT ? MSG_DONTWAIT : 0), 0);
+}
+
+EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t offset,
+		       int flags)
+{
+	init();
+	return rs_fd(fd) ? rs_preadv2(fd, iov, cnt, offset, flags) :
+			   real.preadv2(fd, iov, cnt, offset, flags);
+}
+
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt,
+			  off64_t offset, int flags)
+{
+	return preadv2(fd, iov, cnt, (off_t)offset, flags);
+}
+
+EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t offset,
+			int flags)
+{
+	init();
+	return rs_fd(fd) ? rs_pwritev2(fd, iov, cnt, offset, flags) :
+			   real.pwritev2(fd, iov, cnt, offset, flags);
+}
+
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt,
+			   off64_t offset, int flags)
+{
+	return pwritev2(fd, iov, cnt, (off_t)offset, flags);
+}
+
+/*
+ * lseek(2) of a socket fails with ESPIPE; the CM channel's fd (an epoll
+ * instance) would say 0, and a program that asks whether its fd seeks
+ * (stdio, Python's io) would take the rsocket for a file.
+ */
+EXPORT off_t lseek(int fd, off_t offset, int whence)
+{
+	init();
+	if (rs_fd(fd)) {
+		errno = ESPIPE;
+		return -1;
+	}
+	return real.lseek(fd, offset, whence);
+}
+
+EXPORT off64_t lseek64(int fd, off64_t offset, int whence)
+{
+	init();
+	if (rs_fd(fd)) {
+		errno = ESPIPE;
+		return -1;
+	}
+	return real.lseek64(fd, offset, whence);
 }
 
 /*

@@ -11,12 +11,16 @@
  *                               check that ppoll refuses a bad timeout
  *                               (EINVAL); then wait for data with ppoll
  *                               and pselect in turn (a signal mask given),
- *                               read to the end (by read(2) and, every
- *                               third turn, recvmmsg(2)); print
+ *                               read to the end (by read(2), recvmmsg(2)
+ *                               and preadv2(2) at offset -1 in turn);
+ *                               check that lseek(2) and preadv2 at an
+ *                               offset fail with ESPIPE; print
  *                               "received BYTES fnv HASH"
  *   preload-calls client PORT FILE   connect, send FILE whole: its first
  *                               50 bytes by sendmmsg(2) (two entries),
- *                               then by sendfile(2) (with
+ *                               the next 50 by pwritev2(2) at offset -1
+ *                               (at 0 it fails with ESPIPE), then by
+ *                               sendfile(2) (with
  *                               an offset to the first half, the file's
  *                               own offset for the rest, by sendfile64
  *                               as a program built with 64-bit file
@@ -50,6 +54,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define FNV_START	0xcbf29ce484222325ull
@@ -168,6 +173,38 @@ static ssize_t read_mmsg(int fd, unsigned char *buf, size_t len)
 	return total;
 }
 
+/* Read by read, recvmmsg or preadv2 at offset -1, by turns. */
+static ssize_t read_turn(int fd, unsigned char *buf, size_t len, unsigned int turn)
+{
+	struct iovec iov = { buf, len };
+
+	switch (turn % 4) {
+	case 2:
+		return read_mmsg(fd, buf, len);
+	case 3:
+		return preadv2(fd, &iov, 1, -1, 0);
+	default:
+		return read(fd, buf, len);
+	}
+}
+
+/* A socket has no file offset: lseek and preadv2 at one say ESPIPE. */
+static int no_offset(int fd)
+{
+	unsigned char b;
+	struct iovec iov = { &b, 1 };
+
+	if (lseek(fd, 0, SEEK_CUR) != -1 || errno != ESPIPE) {
+		fprintf(stderr, "preload-calls: lseek of a socket did not fail with ESPIPE\n");
+		return 1;
+	}
+	if (preadv2(fd, &iov, 1, 0, 0) != -1 || errno != ESPIPE) {
+		fprintf(stderr, "preload-calls: preadv2 of a socket at 0 did not fail with ESPIPE\n");
+		return 1;
+	}
+	return 0;
+}
+
 static int server(int port)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -192,6 +229,8 @@ static int server(int port)
 		return 1;
 	pfd.fd = fd;
 	pfd.events = POLLIN;
+	if (no_offset(fd) != 0)
+		return 1;
 	if (ppoll(&pfd, 1, &bad, NULL) != -1 || errno != EINVAL) {
 		fprintf(stderr, "preload-calls: ppoll took a timeout of 2e9 ns\n");
 		return 1;
@@ -199,10 +238,9 @@ static int server(int port)
 	for (turn = 0;; turn++) {
 		if (wait_readable(fd, turn) < 0)
 			return die(turn % 2 ? "pselect" : "ppoll");
-		n = turn % 3 == 2 ? read_mmsg(fd, buf, sizeof(buf)) :
-				    read(fd, buf, sizeof(buf));
+		n = read_turn(fd, buf, sizeof(buf), turn);
 		if (n < 0)
-			return die(turn % 3 == 2 ? "recvmmsg" : "read");
+			return die(turn % 4 == 2 ? "recvmmsg" : turn % 4 == 3 ? "preadv2" : "read");
 		if (n == 0)
 			break;
 		h = fnv(h, buf, (size_t)n);
@@ -328,13 +366,17 @@ static int cork(int fd, int on)
 	return 0;
 }
 
-#define HEAD	50	/* bytes sent by sendmmsg */
+#define HEAD	100	/* bytes sent by sendmmsg, then pwritev2 */
 
-/* The file's first HEAD bytes by sendmmsg, 20 and 30 in two entries. */
+/*
+ * The file's first HEAD bytes: 20 and 30 by sendmmsg in two entries, the
+ * rest by pwritev2 at offset -1 (at 0 it says ESPIPE, sending nothing).
+ */
 static int send_head(int fd, int in)
 {
 	unsigned char head[HEAD];
-	struct iovec iov[2] = { { head, 20 }, { head + 20, HEAD - 20 } };
+	struct iovec iov[2] = { { head, 20 }, { head + 20, 30 } };
+	struct iovec rest = { head + 50, HEAD - 50 };
 	struct mmsghdr mm[2];
 	int i;
 
@@ -347,11 +389,17 @@ static int send_head(int fd, int in)
 	}
 	if (sendmmsg(fd, mm, 2, 0) != 2)
 		return die("sendmmsg");
-	if (mm[0].msg_len != 20 || mm[1].msg_len != HEAD - 20) {
+	if (mm[0].msg_len != 20 || mm[1].msg_len != 30) {
 		fprintf(stderr, "preload-calls: sendmmsg sent %u and %u bytes\n",
 			mm[0].msg_len, mm[1].msg_len);
 		return 1;
 	}
+	if (pwritev2(fd, &rest, 1, 0, 0) != -1 || errno != ESPIPE) {
+		fprintf(stderr, "preload-calls: pwritev2 of a socket at 0 did not fail with ESPIPE\n");
+		return 1;
+	}
+	if (pwritev2(fd, &rest, 1, -1, 0) != HEAD - 50)
+		return die("pwritev2");
 	return 0;
 }
 

@@ -19,9 +19,10 @@
 #              listener an rsocket all the same, made
 #              nonblocking by ioctl FIONBIO (as Python's setblocking),
 #              the server waits with ppoll and
-#              pselect, refuses a bad ppoll timeout, reads with read(2)
-#              and recvmmsg(2); the client sends a file's head with
-#              sendmmsg(2), the rest with sendfile(2) and sendfile64 (nginx's and
+#              pselect, refuses a bad ppoll timeout, reads with read(2),
+#              recvmmsg(2) and preadv2(2), lseek(2) fails with ESPIPE;
+#              the client sends a file's head with sendmmsg(2) and
+#              pwritev2(2), the rest with sendfile(2) and sendfile64 (nginx's and
 #              lighttpd's), corked with TCP_CORK (nginx's tcp_nopush);
 #              the bytes compared
 #   epoll      programs that wait with epoll(7) under LD_PRELOAD: an echo
@@ -322,14 +323,14 @@ case_rcopy() {
 	ok "rcopy: $(wc -c <"$O/rcopy.dst") bytes, same sha256, $n packets on $DEV"
 }
 
-# ppoll, pselect, recvmmsg, sendmmsg and sendfile under LD_PRELOAD (preload-calls-helper).
+# ppoll, pselect, recvmmsg, sendmmsg, preadv2, pwritev2, lseek and sendfile under LD_PRELOAD (preload-calls-helper).
 case_calls() {
 	local port before n spid prog=$T/bin/preload-calls-helper
 	[ -x "$prog" ] || fail "tests/integration/preload-calls-helper not built"
 	head -c $((2 * 1024 * 1024 + 77)) /dev/urandom >"$O/calls.data"
 	chmod 644 "$O/calls.data"
 	port=$(free_port)
-	check "calls: ppoll, pselect, recvmmsg (server uid $USER1), sendmmsg, sendfile of 2 MiB (client uid $USER2), LD_PRELOAD=librspreload.so"
+	check "calls: ppoll, pselect, recvmmsg, preadv2 (server uid $USER1), sendmmsg, pwritev2, sendfile of 2 MiB (client uid $USER2), LD_PRELOAD=librspreload.so"
 	before=$(sent_pkts "$DEV")
 	bg "$USER1" "$O/calls.srv" "$(preload_env)" -- "$prog" server "$port"
 	spid=$BG
