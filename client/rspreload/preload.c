@@ -18,7 +18,7 @@
  * the timeout is rounded up to whole milliseconds.  recvmmsg(2) and
  * sendmmsg(2) make one rrecvmsg or rsendmsg per entry; preadv2(2) and
  * pwritev2(2) at offset -1 are readv/writev, lseek(2) fails with ESPIPE
- * as on a socket.  sendfile(2) (and
+ * as on a socket; fstat(2) says S_IFSOCK.  sendfile(2) (and
  * sendfile64, its name under _FILE_OFFSET_BITS=64) to an rsocket reads
  * the file here and writes it to the rsocket.  ioctl(2)
  * FIONBIO sets an rsocket's O_NONBLOCK.  epoll(7): see epoll.c.
@@ -48,6 +48,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +83,10 @@ static struct {
 	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
 	off_t (*lseek)(int, off_t, int);
 	off64_t (*lseek64)(int, off64_t, int);
+	int (*fstat)(int, struct stat *);
+	int (*fstat64)(int, struct stat64 *);
+	int (*__fxstat)(int, int, struct stat *);
+	int (*__fxstat64)(int, int, struct stat64 *);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
@@ -131,7 +136,8 @@ static void init_real(void)
 	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
 	LOOKUP(recvmmsg); LOOKUP(sendmmsg); LOOKUP(preadv2); LOOKUP(pwritev2);
-	LOOKUP(lseek); LOOKUP(lseek64);
+	LOOKUP(lseek); LOOKUP(lseek64); LOOKUP(fstat); LOOKUP(fstat64);
+	LOOKUP(__fxstat); LOOKUP(__fxstat64);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
 	LOOKUP(sendfile); LOOKUP(sendfile64); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
@@ -543,6 +549,55 @@ EXPORT off64_t lseek64(int fd, off64_t offset, int whence)
 		return -1;
 	}
 	return real.lseek64(fd, offset, whence);
+}
+
+/*
+ * fstat(2) of an rsocket: the CM channel's fd is an epoll instance, whose
+ * mode has no file type; a socket's is S_IFSOCK, rwx for all, and
+ * programs look (S_ISSOCK: libuv's handle guess, inetd-style servers).
+ * __fxstat and __fxstat64: what programs built before glibc 2.33 call.
+ */
+#define SOCK_MODE	(S_IFSOCK | 0777)
+
+static int as_socket(int fd, int ret, mode_t *mode)
+{
+	if (ret == 0 && rs_fd(fd))
+		*mode = SOCK_MODE;
+	return ret;
+}
+
+static int no_stat(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+EXPORT int fstat(int fd, struct stat *st)
+{
+	init();
+	return real.fstat ? as_socket(fd, real.fstat(fd, st), &st->st_mode) : no_stat();
+}
+
+EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	init();
+	return real.fstat64 ? as_socket(fd, real.fstat64(fd, st), &st->st_mode) : no_stat();
+}
+
+EXPORT int __fxstat(int ver, int fd, struct stat *st);
+EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+	init();
+	return real.__fxstat ? as_socket(fd, real.__fxstat(ver, fd, st), &st->st_mode) :
+			       no_stat();
+}
+
+EXPORT int __fxstat64(int ver, int fd, struct stat64 *st);
+EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+	init();
+	return real.__fxstat64 ? as_socket(fd, real.__fxstat64(ver, fd, st), &st->st_mode) :
+				 no_stat();
 }
 
 /*

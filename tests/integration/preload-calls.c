@@ -16,7 +16,8 @@
  *                               check that lseek(2) and preadv2 at an
  *                               offset fail with ESPIPE; print
  *                               "received BYTES fnv HASH"
- *   preload-calls client PORT FILE   connect, send FILE whole: its first
+ *   preload-calls client PORT FILE   connect (fstat(2) says S_ISSOCK),
+ *                               send FILE whole: its first
  *                               50 bytes by sendmmsg(2) (two entries),
  *                               the next 50 by pwritev2(2) at offset -1
  *                               (at 0 it fails with ESPIPE), then by
@@ -422,6 +423,14 @@ static int client(int port, const char *path)
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		return die("connect");
+	if (fstat(fd, &st) < 0)
+		return die("fstat of the socket");
+	if (!S_ISSOCK(st.st_mode)) {
+		fprintf(stderr, "preload-calls: fstat of a socket says mode %o\n", (unsigned int)st.st_mode);
+		return 1;
+	}
+	if (fstat(in, &st) < 0)
+		return die(path);
 	if (dups(fd) != 0)
 		return 1;
 	if (cork(fd, 1) != 0)

@@ -21,7 +21,8 @@
 #              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout, reads with read(2),
 #              recvmmsg(2) and preadv2(2), lseek(2) fails with ESPIPE;
-#              the client sends a file's head with sendmmsg(2) and
+#              the client, its socket S_ISSOCK to fstat(2), sends a
+#              file's head with sendmmsg(2) and
 #              pwritev2(2), the rest with sendfile(2) and sendfile64 (nginx's and
 #              lighttpd's), corked with TCP_CORK (nginx's tcp_nopush);
 #              the bytes compared
@@ -323,7 +324,7 @@ case_rcopy() {
 	ok "rcopy: $(wc -c <"$O/rcopy.dst") bytes, same sha256, $n packets on $DEV"
 }
 
-# ppoll, pselect, recvmmsg, sendmmsg, preadv2, pwritev2, lseek and sendfile under LD_PRELOAD (preload-calls-helper).
+# ppoll, pselect, recvmmsg, sendmmsg, preadv2, pwritev2, lseek, fstat and sendfile under LD_PRELOAD (preload-calls-helper).
 case_calls() {
 	local port before n spid prog=$T/bin/preload-calls-helper
 	[ -x "$prog" ] || fail "tests/integration/preload-calls-helper not built"
