@@ -16,7 +16,9 @@
  *                               check that lseek(2) and preadv2 at an
  *                               offset fail with ESPIPE; print
  *                               "received BYTES fnv HASH"
- *   preload-calls client PORT FILE   connect (fstat(2) says S_ISSOCK),
+ *   preload-calls client PORT FILE   connect (fstat(2) says S_ISSOCK,
+ *                               getsockopt SO_TYPE, SO_DOMAIN and
+ *                               SO_PROTOCOL a TCP socket's),
  *                               send FILE whole: its first
  *                               50 bytes by sendmmsg(2) (two entries),
  *                               the next 50 by pwritev2(2) at offset -1
@@ -404,6 +406,31 @@ static int send_head(int fd, int in)
 	return 0;
 }
 
+/* What a program that gets only an fd asks of it (Python's socket(fileno=)). */
+static int tcp_kind(int fd)
+{
+	static const struct { int name, want; const char *what; } q[] = {
+		{ SO_TYPE, SOCK_STREAM, "SO_TYPE" },
+		{ SO_DOMAIN, AF_INET, "SO_DOMAIN" },
+		{ SO_PROTOCOL, IPPROTO_TCP, "SO_PROTOCOL" },
+	};
+	socklen_t len;
+	unsigned int i;
+	int val;
+
+	for (i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+		len = sizeof(val);
+		val = -1;
+		if (getsockopt(fd, SOL_SOCKET, q[i].name, &val, &len) < 0)
+			return die(q[i].what);
+		if (len != sizeof(val) || val != q[i].want) {
+			fprintf(stderr, "preload-calls: %s is %d, not %d\n", q[i].what, val, q[i].want);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int client(int port, const char *path)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -431,6 +458,8 @@ static int client(int port, const char *path)
 	}
 	if (fstat(in, &st) < 0)
 		return die(path);
+	if (tcp_kind(fd) != 0)
+		return 1;
 	if (dups(fd) != 0)
 		return 1;
 	if (cork(fd, 1) != 0)

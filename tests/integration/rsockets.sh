@@ -21,7 +21,8 @@
 #              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout, reads with read(2),
 #              recvmmsg(2) and preadv2(2), lseek(2) fails with ESPIPE;
-#              the client, its socket S_ISSOCK to fstat(2), sends a
+#              the client, its socket S_ISSOCK to fstat(2) and TCP to
+#              getsockopt SO_TYPE/SO_DOMAIN/SO_PROTOCOL, sends a
 #              file's head with sendmmsg(2) and
 #              pwritev2(2), the rest with sendfile(2) and sendfile64 (nginx's and
 #              lighttpd's), corked with TCP_CORK (nginx's tcp_nopush);

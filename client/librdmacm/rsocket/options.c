@@ -274,6 +274,9 @@ static int get_socket_opt(struct rsocket *rs, int name, void *optval,
 		return put_int(optval, optlen, SOCK_STREAM);
 	case SO_DOMAIN:
 		return put_int(optval, optlen, rs->domain);
+	case SO_PROTOCOL:
+		/* what TCP says; Python's socket(fileno=) asks, and fails without */
+		return put_int(optval, optlen, IPPROTO_TCP);
 	case SO_ACCEPTCONN:
 		return put_int(optval, optlen, rs->state == RS_LISTENING);
 	case SO_ERROR:
