@@ -21,7 +21,9 @@
  * as on a socket; fstat(2) says S_IFSOCK.  sendfile(2) (and
  * sendfile64, its name under _FILE_OFFSET_BITS=64) to an rsocket reads
  * the file here and writes it to the rsocket.  ioctl(2)
- * FIONBIO sets an rsocket's O_NONBLOCK.  epoll(7): see epoll.c.
+ * FIONBIO sets an rsocket's O_NONBLOCK, FIONREAD says what it holds,
+ * SIOCATMARK and sockatmark(3) that it is not at a mark.  epoll(7): see
+ * epoll.c.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
  * socket.  close_range(2) and closefrom(3) close rsockets in their
@@ -43,8 +45,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -99,6 +103,7 @@ static struct {
 	int (*shutdown)(int, int);
 	int (*fcntl)(int, int, ...);
 	int (*ioctl)(int, unsigned long, ...);
+	int (*sockatmark)(int);
 	int (*setsockopt)(int, int, int, const void *, socklen_t);
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
 	int (*getpeername)(int, struct sockaddr *, socklen_t *);
@@ -137,7 +142,7 @@ static void init_real(void)
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
 	LOOKUP(recvmmsg); LOOKUP(sendmmsg); LOOKUP(preadv2); LOOKUP(pwritev2);
 	LOOKUP(lseek); LOOKUP(lseek64); LOOKUP(fstat); LOOKUP(fstat64);
-	LOOKUP(__fxstat); LOOKUP(__fxstat64);
+	LOOKUP(__fxstat); LOOKUP(__fxstat64); LOOKUP(sockatmark);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
 	LOOKUP(sendfile); LOOKUP(sendfile64); LOOKUP(close); LOOKUP(shutdown);
 	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
@@ -992,6 +997,54 @@ static int rs_fionbio(int fd, const int *on)
 	return RS(rfcntl, fd, F_SETFL, fl) < 0 ? -1 : 0;
 }
 
+/*
+ * ioctl(2) FIONREAD (SIOCINQ): the bytes an rsocket holds for reading, as
+ * a peek of its whole receive buffer finds them (the CM channel's fd
+ * would say EINVAL); a listener's is EINVAL, as TCP's.  Not a read: an
+ * EPOLLET readiness is not reported again for it.
+ */
+static int rs_fionread(int fd, int *avail)
+{
+	socklen_t len = sizeof(int);
+	int listening = 0, size = 0;
+	ssize_t got;
+	char *buf;
+
+	if (!avail) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (RS(rgetsockopt, fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
+	    listening) {
+		errno = EINVAL;
+		return -1;
+	}
+	len = sizeof(size);
+	if (RS(rgetsockopt, fd, SOL_SOCKET, SO_RCVBUF, &size, &len) < 0)
+		return -1;
+	buf = malloc(size > 0 ? (size_t)size : 1);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* nothing yet, the end, or an error its next read reports: 0 */
+	got = RS(rrecv, fd, buf, size > 0 ? (size_t)size : 0, MSG_PEEK | MSG_DONTWAIT);
+	free(buf);
+	*avail = got > 0 ? (int)got : 0;
+	return 0;
+}
+
+/* An rsocket has no urgent data (MSG_OOB is EOPNOTSUPP): never at the mark. */
+static int rs_atmark(int *at)
+{
+	if (!at) {
+		errno = EFAULT;
+		return -1;
+	}
+	*at = 0;
+	return 0;
+}
+
 EXPORT int ioctl(int fd, unsigned long request, ...)
 {
 	void *arg;
@@ -1003,7 +1056,22 @@ EXPORT int ioctl(int fd, unsigned long request, ...)
 	va_end(ap);
 	if (rs_fd(fd) && request == FIONBIO)
 		return rs_fionbio(fd, arg);
+	if (rs_fd(fd) && request == FIONREAD)
+		return rs_fionread(fd, arg);
+	if (rs_fd(fd) && request == SIOCATMARK)
+		return rs_atmark(arg);
 	return real.ioctl(fd, request, arg);
+}
+
+/* sockatmark(3): the C library's ioctl is its own, not the one above. */
+EXPORT int sockatmark(int fd)
+{
+	int at;
+
+	init();
+	if (!rs_fd(fd))
+		return real.sockatmark(fd);
+	return rs_atmark(&at) < 0 ? -1 : at;
 }
 
 EXPORT int setsockopt(int fd, int level, int name, const void *val,

@@ -14,7 +14,10 @@
  *                               read to the end (by read(2), recvmmsg(2)
  *                               and preadv2(2) at offset -1 in turn);
  *                               check that lseek(2) and preadv2 at an
- *                               offset fail with ESPIPE; print
+ *                               offset fail with ESPIPE, that ioctl
+ *                               FIONREAD finds the first data the first
+ *                               read gets (EINVAL on the listener), that
+ *                               sockatmark(3) says 0; print
  *                               "received BYTES fnv HASH"
  *   preload-calls client PORT FILE   connect (fstat(2) says S_ISSOCK,
  *                               getsockopt SO_TYPE, SO_DOMAIN and
@@ -216,7 +219,7 @@ static int server(int port)
 	uint64_t h = FNV_START, total = 0;
 	struct pollfd pfd;
 	unsigned int turn;
-	int one = 1, lfd, fd;
+	int one = 1, avail = -1, lfd, fd;
 	ssize_t n;
 
 	/* as nginx's workers: nothing of the environment is kept */
@@ -238,14 +241,30 @@ static int server(int port)
 		fprintf(stderr, "preload-calls: ppoll took a timeout of 2e9 ns\n");
 		return 1;
 	}
+	if (sockatmark(fd) != 0)
+		return die("sockatmark");
+	if (ioctl(lfd, FIONREAD, &avail) != -1 || errno != EINVAL) {
+		fprintf(stderr, "preload-calls: ioctl FIONREAD of a listener did not fail with EINVAL\n");
+		return 1;
+	}
 	for (turn = 0;; turn++) {
 		if (wait_readable(fd, turn) < 0)
 			return die(turn % 2 ? "pselect" : "ppoll");
+		if (turn == 0 && (ioctl(fd, FIONREAD, &avail) < 0 || avail <= 0)) {
+			fprintf(stderr, "preload-calls: ioctl FIONREAD of a readable socket says %d: %s\n",
+				avail, strerror(errno));
+			return 1;
+		}
 		n = read_turn(fd, buf, sizeof(buf), turn);
 		if (n < 0)
 			return die(turn % 4 == 2 ? "recvmmsg" : turn % 4 == 3 ? "preadv2" : "read");
 		if (n == 0)
 			break;
+		/* what FIONREAD found was there for the first read */
+		if (turn == 0 && n < (avail < (int)sizeof(buf) ? avail : (int)sizeof(buf))) {
+			fprintf(stderr, "preload-calls: ioctl FIONREAD said %d, read got %zd\n", avail, n);
+			return 1;
+		}
 		h = fnv(h, buf, (size_t)n);
 		total += (uint64_t)n;
 	}

@@ -20,7 +20,8 @@
 #              nonblocking by ioctl FIONBIO (as Python's setblocking),
 #              the server waits with ppoll and
 #              pselect, refuses a bad ppoll timeout, reads with read(2),
-#              recvmmsg(2) and preadv2(2), lseek(2) fails with ESPIPE;
+#              recvmmsg(2) and preadv2(2), lseek(2) fails with ESPIPE,
+#              ioctl FIONREAD says what is there, sockatmark(3) 0;
 #              the client, its socket S_ISSOCK to fstat(2) and TCP to
 #              getsockopt SO_TYPE/SO_DOMAIN/SO_PROTOCOL, sends a
 #              file's head with sendmmsg(2) and
