@@ -28,8 +28,10 @@
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
  * socket.  close_range(2) and closefrom(3) close rsockets in their
  * range as close(2) does.  Not followed: dup(2), dup3(2) and fcntl(2)
- * F_DUPFD of an rsocket fail with ENOTSUP; fork(2) leaves the child
- * without the parent's rsockets.
+ * F_DUPFD of an rsocket fail with ENOTSUP; splice(2) and ioctl SIOCOUTQ
+ * fail with EINVAL, the CM channel's epoll fd having neither (so they
+ * never touch it); fork(2) leaves the child without the parent's
+ * rsockets.
  */
 #include "config.h"
 
