@@ -87,6 +87,8 @@ static struct {
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
 	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*preadv64v2)(int, const struct iovec *, int, off64_t, int);
+	ssize_t (*pwritev64v2)(int, const struct iovec *, int, off64_t, int);
 	off_t (*lseek)(int, off_t, int);
 	off64_t (*lseek64)(int, off64_t, int);
 	int (*fstat)(int, struct stat *);
@@ -143,6 +145,7 @@ static void init_real(void)
 	LOOKUP(write); LOOKUP(writev); LOOKUP(recv); LOOKUP(recvfrom);
 	LOOKUP(recvmsg); LOOKUP(send); LOOKUP(sendto); LOOKUP(sendmsg);
 	LOOKUP(recvmmsg); LOOKUP(sendmmsg); LOOKUP(preadv2); LOOKUP(pwritev2);
+	LOOKUP(preadv64v2); LOOKUP(pwritev64v2);
 	LOOKUP(lseek); LOOKUP(lseek64); LOOKUP(fstat); LOOKUP(fstat64);
 	LOOKUP(__fxstat); LOOKUP(__fxstat64); LOOKUP(sockatmark);
 	LOOKUP(poll); LOOKUP(select); LOOKUP(ppoll); LOOKUP(pselect);
@@ -513,10 +516,17 @@ EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t offset,
 			   real.preadv2(fd, iov, cnt, offset, flags);
 }
 
+/*
+ * Where off_t is 32 bits, the 64-bit offset goes to the C library whole;
+ * of an rsocket's, only its class matters (-1, below, 0 and above).
+ */
 EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt,
 			  off64_t offset, int flags)
 {
-	return preadv2(fd, iov, cnt, (off_t)offset, flags);
+	init();
+	if (rs_fd(fd))
+		return rs_preadv2(fd, iov, cnt, offset == -1 ? -1 : offset < -1 ? -2 : 0, flags);
+	return real.preadv64v2(fd, iov, cnt, offset, flags);
 }
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t offset,
@@ -530,7 +540,10 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t offset,
 EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt,
 			   off64_t offset, int flags)
 {
-	return pwritev2(fd, iov, cnt, (off_t)offset, flags);
+	init();
+	if (rs_fd(fd))
+		return rs_pwritev2(fd, iov, cnt, offset == -1 ? -1 : offset < -1 ? -2 : 0, flags);
+	return real.pwritev64v2(fd, iov, cnt, offset, flags);
 }
 
 /*
