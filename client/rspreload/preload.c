@@ -477,55 +477,41 @@ static int rs_rwf(off_t offset, int flags)
 	return -1;
 }
 
-static ssize_t rs_preadv2(int fd, const struct iovec *iov, int cnt,
-			  off_t offset, int flags)
+/* preadv2 (out false) or pwritev2 (out true) of an rsocket. */
+static ssize_t rs_rwv2(int fd, const struct iovec *iov, int cnt,
+		       off64_t offset, int flags, bool out)
 {
 	struct msghdr msg = { .msg_iov = (struct iovec *)iov };
+	int msg_flags = flags & RWF_NOWAIT ? MSG_DONTWAIT : 0;
 
-	if (rs_rwf(offset, flags) < 0)
+	/* of the offset, only its class matters (-1, below, 0 and above) */
+	if (rs_rwf(offset == -1 ? -1 : offset < -1 ? -2 : 0, flags) < 0)
 		return -1;
 	if (cnt < 0) {
 		errno = EINVAL;
 		return -1;
 	}
 	msg.msg_iovlen = (size_t)cnt;
-	return RS_IO(EPOLLIN, rrecvmsg, fd, &msg, flags & RWF_NOWAIT ? MSG_DONTWAIT : 0);
-}
-
-static ssize_t rs_pwritev2(int fd, const struct iovec *iov, int cnt,
-			   off_t offset, int flags)
-{
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov };
-
-	if (rs_rwf(offset, flags) < 0)
-		return -1;
-	if (cnt < 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	msg.msg_iovlen = (size_t)cnt;
-	return pipe_signal(RS_IO(EPOLLOUT, rsendmsg, fd, &msg,
-				 flags & RWF_NOWAIT ? MSG_DONTWAIT : 0), 0);
+	if (!out)
+		return RS_IO(EPOLLIN, rrecvmsg, fd, &msg, msg_flags);
+	return pipe_signal(RS_IO(EPOLLOUT, rsendmsg, fd, &msg, msg_flags), 0);
 }
 
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t offset,
 		       int flags)
 {
 	init();
-	return rs_fd(fd) ? rs_preadv2(fd, iov, cnt, offset, flags) :
+	return rs_fd(fd) ? rs_rwv2(fd, iov, cnt, offset, flags, false) :
 			   real.preadv2(fd, iov, cnt, offset, flags);
 }
 
-/*
- * Where off_t is 32 bits, the 64-bit offset goes to the C library whole;
- * of an rsocket's, only its class matters (-1, below, 0 and above).
- */
+/* Where off_t is 32 bits, the 64-bit offset goes to the C library whole. */
 EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt,
 			  off64_t offset, int flags)
 {
 	init();
 	if (rs_fd(fd))
-		return rs_preadv2(fd, iov, cnt, offset == -1 ? -1 : offset < -1 ? -2 : 0, flags);
+		return rs_rwv2(fd, iov, cnt, offset, flags, false);
 	return real.preadv64v2(fd, iov, cnt, offset, flags);
 }
 
@@ -533,7 +519,7 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t offset,
 			int flags)
 {
 	init();
-	return rs_fd(fd) ? rs_pwritev2(fd, iov, cnt, offset, flags) :
+	return rs_fd(fd) ? rs_rwv2(fd, iov, cnt, offset, flags, true) :
 			   real.pwritev2(fd, iov, cnt, offset, flags);
 }
 
@@ -542,7 +528,7 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt,
 {
 	init();
 	if (rs_fd(fd))
-		return rs_pwritev2(fd, iov, cnt, offset == -1 ? -1 : offset < -1 ? -2 : 0, flags);
+		return rs_rwv2(fd, iov, cnt, offset, flags, true);
 	return real.pwritev64v2(fd, iov, cnt, offset, flags);
 }
 
