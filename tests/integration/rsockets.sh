@@ -326,6 +326,17 @@ case_rcopy() {
 	ok "rcopy: $(wc -c <"$O/rcopy.dst") bytes, same sha256, $n packets on $DEV"
 }
 
+# preload_listen WHAT OUT PORT CMD...: CMD as uid $USER1 under the
+# preload library, its output in OUT, until it listens on rsocket PORT
+# (and not on TCP); its pid in BG.
+preload_listen() {
+	local what=$1 out=$2 port=$3
+	shift 3
+	bg "$USER1" "$out" "$(preload_env)" -- "$@"
+	wait_listen "$port" "$BG" || { show_out "$what" "$out"; fail "$what did not listen on rsocket port $port"; }
+	no_tcp_listener "$port" "$what"
+}
+
 # ppoll, pselect, recvmmsg, sendmmsg, preadv2, pwritev2, lseek, fstat and sendfile under LD_PRELOAD (preload-calls-helper).
 case_calls() {
 	local port before n spid prog=$T/bin/preload-calls-helper
@@ -335,10 +346,8 @@ case_calls() {
 	port=$(free_port)
 	check "calls: ppoll, pselect, recvmmsg, preadv2 (server uid $USER1), sendmmsg, pwritev2, sendfile of 2 MiB (client uid $USER2), LD_PRELOAD=librspreload.so"
 	before=$(sent_pkts "$DEV")
-	bg "$USER1" "$O/calls.srv" "$(preload_env)" -- "$prog" server "$port"
+	preload_listen "preload-calls server" "$O/calls.srv" "$port" "$prog" server "$port"
 	spid=$BG
-	wait_listen "$port" "$spid" || { show_out "preload-calls server" "$O/calls.srv"; fail "calls: the server did not listen on rsocket port $port"; }
-	no_tcp_listener "$port" "preload-calls server"
 	fg "$USER2" "$O/calls.cli" "$(preload_env)" -- "$prog" client "$port" "$O/calls.data"
 	client_ok $? "$O/calls.cli" "preload-calls client"
 	server_done "$spid" "$O/calls.srv" "preload-calls server"
@@ -357,10 +366,8 @@ case_epoll() {
 	port=$(free_port)
 	check "epoll: echo server uid $USER1 and client uid $USER2 waiting in epoll_wait (LT, ET, a pipe), 1 MiB, LD_PRELOAD=librspreload.so"
 	before=$(sent_pkts "$DEV")
-	bg "$USER1" "$O/epoll.srv" "$(preload_env)" -- "$prog" server "$port"
+	preload_listen "preload-epoll server" "$O/epoll.srv" "$port" "$prog" server "$port"
 	spid=$BG
-	wait_listen "$port" "$spid" || { show_out "preload-epoll server" "$O/epoll.srv"; fail "epoll: the server did not listen on rsocket port $port"; }
-	no_tcp_listener "$port" "preload-epoll server"
 	fg "$USER2" "$O/epoll.cli" "$(preload_env)" -- "$prog" client "$port" "$bytes"
 	rc=$?
 	[ "$rc" -eq 0 ] || show_out "preload-epoll server" "$O/epoll.srv"
@@ -374,10 +381,9 @@ case_epoll() {
 	port=$(free_port)
 	check "epoll: Python asyncio echo, server uid $USER1, client uid $USER2, 1 MiB, LD_PRELOAD=librspreload.so"
 	before=$(sent_pkts "$DEV")
-	bg "$USER1" "$O/asyncio.srv" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-asyncio.py" server "$port"
+	preload_listen "asyncio server" "$O/asyncio.srv" "$port" \
+		"$PYTHON" "$T/bin/preload-asyncio.py" server "$port"
 	spid=$BG
-	wait_listen "$port" "$spid" || { show_out "asyncio server" "$O/asyncio.srv"; fail "epoll: the asyncio server did not listen on rsocket port $port"; }
-	no_tcp_listener "$port" "asyncio server"
 	fg "$USER2" "$O/asyncio.cli" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-asyncio.py" client "$port" "$bytes"
 	rc=$?
 	[ "$rc" -eq 0 ] || show_out "asyncio server" "$O/asyncio.srv"
@@ -397,10 +403,8 @@ case_fork() {
 	[ -x "$prog" ] || fail "tests/integration/preload-fork-helper not built"
 	port=$(free_port)
 	check "fork: server uid $USER1 forks a child that closes its sockets, client uid $USER2, LD_PRELOAD=librspreload.so"
-	bg "$USER1" "$O/fork.srv" "$(preload_env)" -- "$prog" server "$port"
+	preload_listen "preload-fork server" "$O/fork.srv" "$port" "$prog" server "$port"
 	spid=$BG
-	wait_listen "$port" "$spid" || { show_out "preload-fork server" "$O/fork.srv"; fail "fork: the server did not listen on rsocket port $port"; }
-	no_tcp_listener "$port" "preload-fork server"
 	fg "$USER2" "$O/fork.cli" "$(preload_env)" -- "$prog" client "$port"
 	client_ok $? "$O/fork.cli" "preload-fork client"
 	server_done "$spid" "$O/fork.srv" "preload-fork server"
