@@ -1778,16 +1778,17 @@ END_TEST
 /* ---- keepalives -------------------------------------------------------------- */
 
 /*
- * An idle connected pair for 4.2 s between the files ready and done in
+ * An idle connected pair for 8.2 s between the files ready and done in
  * $KA_DIR, with SO_KEEPALIVE and TCP_KEEPIDLE 1 on both ends or without:
  * rsockets.sh counts the device's packets in between (keepalives every
- * second each way, or none).  Then the connection still works.  Each
- * count is rsockets.sh's to say it made (files counted and counted2):
- * the messages after the idle time are packets too, and an ibvctl on a
- * busy machine may take longer than any pause we could guess.  The
- * keepalives start once the first count is made: an idle rsocket sends
- * as many as its control slots (RS_QP_CTRL_SIZE, 4) hold, and those
- * sent before it would not be counted.
+ * second each way, or none).  Neither end makes a call meanwhile, so the
+ * keepalives must keep coming past the RS_QP_CTRL_SIZE (4) that the
+ * control slots hold until their completions are taken.  Then the
+ * connection still works.  Each count is rsockets.sh's to say it made
+ * (files counted and counted2): the messages after the idle time are
+ * packets too, and an ibvctl on a busy machine may take longer than any
+ * pause we could guess.  The keepalives start once the first count is
+ * made, so that all of them are counted.
  */
 static void keepalive_idle(bool on)
 {
@@ -1815,7 +1816,7 @@ static void keepalive_idle(bool on)
 		ck_ok(rgetsockopt(cli, SOL_SOCKET, SO_KEEPALIVE, &v, &len));
 		ck_assert_int_eq(v, 1);
 	}
-	vt_sleep_ms(4200);
+	vt_sleep_ms(8200);
 	vt_put(dir, "done", "1\n");
 	ck_assert_msg(vt_get(dir, "counted2", buf, sizeof(buf), vt_tmo_ms()),
 		      "rsockets.sh did not count the packets after");

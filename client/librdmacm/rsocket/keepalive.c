@@ -48,7 +48,19 @@ static int send_one(struct rsocket *rs)
 {
 	if (pthread_mutex_trylock(&rs->lock))
 		return -EBUSY;
-	if ((rs->state & RS_CONNECTED) && rs->keepalive && rs_ctrl_avail(rs)) {
+	/*
+	 * The slots of the keepalives sent before come back with their
+	 * completions, which an app that makes no call on the rsocket never
+	 * takes: without taking them here it would send RS_QP_CTRL_SIZE
+	 * keepalives and then none, and a peer gone after those would go
+	 * unnoticed however long the connection sat idle.  A failed
+	 * keepalive ends the connection here too, so the app's next call,
+	 * or its rpoll, hears of it at once.
+	 */
+	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs))
+		rs_progress(rs);
+	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs) &&
+	    rs_ctrl_avail(rs)) {
 		rs->ctrl_seqno++;
 		if (rs_post_msg(rs, rs_msg(RS_OP_CTRL, RS_CTRL_KEEPALIVE)))
 			rs->ctrl_seqno--;
