@@ -1,8 +1,10 @@
 /*
  * Keepalives (SO_KEEPALIVE, TCP_KEEPIDLE): a connected rsocket with
- * SO_KEEPALIVE sends an empty control message (RS_CTRL_KEEPALIVE, which
- * the peer passes over) every TCP_KEEPIDLE seconds, as rdma-core's
- * service thread does.  The message is what detects a peer that is gone
+ * SO_KEEPALIVE sends an RDMA WRITE of nothing (wr_id RS_CTRL_KEEPALIVE)
+ * every TCP_KEEPIDLE seconds, as rdma-core's service thread does.  With
+ * no immediate it takes none of the peer's receives: a peer whose app
+ * makes no call reposts none, and keepalives that ate them would leave
+ * its data to wait on RNR until it did.  The message is what detects a peer that is gone
  * without a word (its host down, its link cut): the RC send to it fails
  * after its retries, and the rsocket reports the error as TCP's keepalive
  * would (ETIMEDOUT/ECONNRESET on the next call, POLLERR).
@@ -62,7 +64,9 @@ static int send_one(struct rsocket *rs)
 	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs) &&
 	    rs_ctrl_avail(rs)) {
 		rs->ctrl_seqno++;
-		if (rs_post_msg(rs, rs_msg(RS_OP_CTRL, RS_CTRL_KEEPALIVE)))
+		if (rs_post_write(rs, NULL, 0,
+				  rs_msg(RS_OP_CTRL, RS_CTRL_KEEPALIVE),
+				  false, 0, 0, 0))
 			rs->ctrl_seqno--;
 	}
 	pthread_mutex_unlock(&rs->lock);
