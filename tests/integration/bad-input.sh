@@ -259,11 +259,6 @@ connected_while_stopped() {
 	kill -CONT "$DAEMON_PID"
 	grep -q "^$1\$" "$2" || { show connects "$2"; fail "connecting $HUNG times failed"; }
 }
-# status_count KEY: KEY's number in ibvctl daemon status
-status_count() {
-	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail_all "ibvctl daemon status"; }
-	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
-}
 hung0=$(status_count hung_up)
 queued0=$(status_count closes_queued)
 reads0=$(daemon_reads)

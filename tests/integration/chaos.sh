@@ -39,12 +39,6 @@ declare -A WPID
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$DAEMON_PID/status"; }
 
-# status_count KEY: KEY's number in ibvctl daemon status.
-status_count() {
-	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail "ibvctl daemon status"; }
-	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
-}
-
 # settled: the daemon holds no client (ibvctl client show, left in
 # $O/clients) and no close of what they left waits for its closer
 # threads.  It learns of a client's exit when the kernel closes its

@@ -626,6 +626,13 @@ rows = [r for r in json.load(open(sys.argv[1])) if r["dev"] == "all"]
 print(rows[0][sys.argv[2]])' "$O/show" "$3"
 }
 
+# status_count KEY: KEY's number in ibvctl daemon status (its output left
+# in $O/status; fail_all: it runs in $(...)).
+status_count() {
+	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail_all "ibvctl daemon status"; }
+	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
+}
+
 # sent_pkts DEV: the packets port 1 of DEV has sent (ibvctl's counter)
 sent_pkts() {
 	ibvctl statistic show link "$1/1" | sed -n 's/.* sent_pkts \([0-9]*\) .*/\1/p'

@@ -88,11 +88,6 @@ closes_done "after uid $USER2's 100 more connections" $((sent + 32))
 ok "$(grep -o 'paused: .*' "$O/stuckflood"); $(tail -n 2 "$O/closeburst2" | head -n 1)"
 grep -q "uid $USER1: closing its file has taken" "$DAEMON_LOG" ||
 	{ show "daemon log" "$DAEMON_LOG"; fail "the daemon did not say whose close is stuck"; }
-# status_count KEY: KEY's number in ibvctl daemon status.
-status_count() {
-	ibvctl daemon status >"$O/status" 2>&1 || { show status "$O/status"; fail "ibvctl daemon status"; }
-	sed -n "s/.*\<$1 \([0-9]*\).*/\1/p" "$O/status"
-}
 [ "$(status_count closes_stuck)" -ge 1 ] && [ "$(status_count closes_waiting)" -ge 1000 ] ||
 	{ show status "$O/status"; fail "ibvctl daemon status does not show the stuck closes"; }
 log "ibvctl daemon status: $(cat "$O/status")"
