@@ -3878,6 +3878,9 @@ static int peer_connect_exit(const char *host, const char *port, const char *n)
 		rdma_ack_cm_event(ev);
 		if (rdma_establish(id))
 			PEER_FAIL("establish: %s", strerror(errno));
+		/* how far a slow run got, should it be killed */
+		if ((i + 1) % 1000 == 0)
+			printf("connect-exit: %d up\n", i + 1);
 	}
 	printf("connect-exit: %d connections up\n", i);
 	_exit(0);	/* all at once: the daemon ends them */
