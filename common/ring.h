@@ -247,6 +247,15 @@ struct ibvd_recv_wqe {
  */
 #define IBVD_SEND_STAGED	(1u << 31)
 
+/*
+ * UD: the address handle the work request named is of another protection
+ * domain than the QP's.  The WQE carries a copy of the AH's vector, so
+ * only the library, which holds the AH, can tell; the engine completes
+ * such a WQE with IBV_WC_LOC_QP_OP_ERR and sends nothing, as rxe does (a
+ * verbs consumer may not address through another PD's AH).
+ */
+#define IBVD_SEND_FOREIGN_AH	(1u << 30)
+
 struct ibvd_staged {
 	uint32_t offset;	/* from the start of the QP's staging block */
 	uint32_t length;	/* the message's, all of it here */

@@ -89,6 +89,18 @@ int ibv_destroy_ah(struct ibv_ah *ah)
 }
 
 /*
+ * The WQE carries a copy of the AH's vector, so the engine cannot see
+ * whose AH it was: a foreign one is flagged at post (ring.h,
+ * IBVD_SEND_FOREIGN_AH) and the engine fails the WQE.  By the daemon's
+ * handle, not the pointer: a parent domain carries its PD's, and a PD
+ * imported into this context (ibv_import_pd) is another struct for it.
+ */
+bool ibvc_ah_pd_ok(const struct ibvc_qp *qp, struct ibv_ah *ah)
+{
+	return ah->pd->handle == qp->qp.pd->handle;
+}
+
+/*
  * A RoCEv2 datagram that came over IPv4 has no GRH: its 40 bytes are 20
  * zero bytes, then the IPv4 header (IHL 5, no options, as RoCE sends).
  */

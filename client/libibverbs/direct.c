@@ -787,7 +787,9 @@ static bool msg_from_wr(const struct ibvc_qp *qp, const struct ibv_send_wr *wr,
 				   &to_ibvc_ah(wr->wr.ud.ah)->av : NULL;
 	int i;
 
-	if (!ring_opcode(qp, wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE ||
+	/* another PD's AH: the engine fails it */
+	if ((av && !ibvc_ah_pd_ok(qp, wr->wr.ud.ah)) ||
+	    !ring_opcode(qp, wr->opcode) || (uint32_t)wr->num_sge > DIRECT_MAX_SGE ||
 	    !ud_dest(qp, wr->wr.ud.remote_qpn, av, wr->wr.ud.remote_qkey, m))
 		return false;
 	m->wr_id = wr->wr_id;
@@ -815,7 +817,8 @@ static bool msg_from_slot(const struct ibvc_qp *qp, const uint8_t *slot,
 
 	memcpy(&h, slot, sizeof(h));
 	/* a staged payload is in the block the engine reads it from */
-	if ((h.send_flags & IBVD_SEND_STAGED) || !ring_opcode(qp, h.opcode) ||
+	if ((h.send_flags & (IBVD_SEND_STAGED | IBVD_SEND_FOREIGN_AH)) ||
+	    !ring_opcode(qp, h.opcode) ||
 	    !ud_dest(qp, h.remote_qpn, &h.av, h.remote_qkey, m))
 		return false;
 	m->wr_id = h.wr_id;

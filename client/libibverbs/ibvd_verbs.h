@@ -880,6 +880,8 @@ static inline struct ibvc_pd *to_ibvc_pd(struct ibv_pd *pd)
 void ibvc_pd_hold(struct ibv_pd *pd);
 void ibvc_pd_release(struct ibv_pd *pd);
 bool ibvc_pd_single_threaded(struct ibv_pd *pd);
+/* ah.c: may qp address through ah (one protection domain)? */
+bool ibvc_ah_pd_ok(const struct ibvc_qp *qp, struct ibv_ah *ah);
 
 /*
  * The CQ lock, unless this thread holds it already for an ibv_start_poll

@@ -184,6 +184,8 @@ static void fill_send_header(struct ibvd_send_wqe *h, const struct ibvc_qp *qp,
 		h->remote_qpn = wr->wr.ud.remote_qpn;
 		h->remote_qkey = wr->wr.ud.remote_qkey;
 		h->av = to_ibvc_ah(wr->wr.ud.ah)->av;
+		if (!ibvc_ah_pd_ok(qp, wr->wr.ud.ah))
+			h->send_flags |= IBVD_SEND_FOREIGN_AH;
 	}
 }
 

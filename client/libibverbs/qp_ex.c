@@ -213,6 +213,8 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	w->remote_qpn = remote_qpn;
 	w->remote_qkey = remote_qkey;
 	w->av = to_ibvc_ah(ah)->av;
+	if (!ibvc_ah_pd_ok(qp, ah))
+		w->send_flags |= IBVD_SEND_FOREIGN_AH;
 }
 
 /* XRC: the SRQ at the target that the current WQE lands in. */

@@ -219,6 +219,9 @@ enum ibv_wc_status ibvd_eng_send_take(struct ibvd_engine *eng,
 	req->signaled = (req->w.send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
 	if (!opcode_ok(qp->qp_type, req->w.opcode))
 		return IBV_WC_LOC_QP_OP_ERR;
+	if (qp->qp_type == IBV_QPT_UD &&
+	    (req->w.send_flags & IBVD_SEND_FOREIGN_AH))
+		return IBV_WC_LOC_QP_OP_ERR;
 	/* INLINE means something only for operations that carry data out. */
 	if (req->w.send_flags & IBVD_SEND_STAGED)
 		st = take_staged(qp, slot, req);

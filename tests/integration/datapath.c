@@ -641,6 +641,61 @@ START_TEST(ud_qkey_mismatch)
 END_TEST
 
 /*
+ * An address handle of another protection domain than the QP's: the
+ * send completes with IBV_WC_LOC_QP_OP_ERR and nothing is delivered (as
+ * rxe), not on the engine's path nor on a pair's ring (the first
+ * datagram may have paired the two QPs).  A parent domain of the QP's PD
+ * is that PD.
+ */
+START_TEST(ud_foreign_pd_ah)
+{
+	struct ibv_parent_domain_init_attr pda = { .pd = D.pd };
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah_attr a;
+	struct ibv_ah *ah, *foreign, *parent_ah;
+	struct ibv_pd *pd2, *parent;
+	struct ibv_wc wc;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, 4096);
+	pd2 = ibv_alloc_pd(D.ctx);
+	ck_assert_ptr_nonnull(pd2);
+	parent = ibv_alloc_parent_domain(D.ctx, &pda);
+	ck_assert_ptr_nonnull(parent);
+	memset(&a, 0, sizeof(a));
+	a.dlid = D.port.lid;
+	a.port_num = D.port_num;
+	foreign = ibv_create_ah(pd2, &a);
+	parent_ah = ibv_create_ah(parent, &a);
+	ck_assert_msg(foreign && parent_ah, "ibv_create_ah: %s", strerror(errno));
+	ah = ah_of(AH_LID);
+	vt_fill(f.a->addr, 100, 0, 13);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 2048, f.b->lkey);
+	vt_recv(f.p.qp[1], 2, BUF(f.b) + 2048, 2048, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 3, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr,
+		   100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 3, IBV_WC_SEND, "UD SEND, own PD's AH");
+	vt_expect_ok(f.p.rcq[1], NULL, 1, IBV_WC_RECV, "receive");
+	vt_ud_send(f.p.qp[0], 4, parent_ah, f.p.qp[1]->qp_num, VT_QKEY,
+		   f.a->addr, 100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 4, IBV_WC_SEND, "UD SEND, parent's AH");
+	vt_expect_ok(f.p.rcq[1], NULL, 2, IBV_WC_RECV, "receive");
+	vt_recv(f.p.qp[1], 5, f.b->addr, 2048, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 6, foreign, f.p.qp[1]->qp_num, VT_QKEY,
+		   f.a->addr, 100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_wc(f.p.scq[0], &wc, 6, IBV_WC_LOC_QP_OP_ERR,
+		     "UD SEND through another PD's AH");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "receiver of a foreign AH's datagram");
+	vt_ah_free(ah);
+	vt_ah_free(parent_ah);
+	vt_ah_free(foreign);
+	fx_free(&f);
+	ck_assert_int_eq(ibv_dealloc_pd(parent), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd2), 0);
+}
+END_TEST
+
+/*
  * More than the MTU (4096) in one datagram: nothing is sent and nothing
  * fails (IBTA C10-93.1.1, as rxe): the send completes, nobody receives
  * it, and the send queue goes on.
@@ -6344,6 +6399,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, ud_send, 0, N(ud_sizes) * AH_NKINDS);
 	tcase_add_loop_test(tc, ud_ah_from_wc, 0, 2);
 	tcase_add_test(tc, ud_qkey_mismatch);
+	tcase_add_test(tc, ud_foreign_pd_ah);
 	tcase_add_test(tc, ud_over_mtu);
 	tcase_add_test(tc, ud_multicast);
 	tcase_add_test(tc, ud_multicast_mlid);
