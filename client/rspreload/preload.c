@@ -23,7 +23,7 @@
  * the file here and writes it to the rsocket.  ioctl(2)
  * FIONBIO sets an rsocket's O_NONBLOCK, FIONREAD says what it holds,
  * SIOCATMARK and sockatmark(3) that it is not at a mark.  epoll(7): see
- * epoll.c.
+ * epoll.c; fdopen(3): stdio.c.
  *
  * If rsocket() fails (no daemon, no device) the program gets an ordinary
  * socket.  close_range(2) and closefrom(3) close rsockets in their
@@ -117,6 +117,7 @@ static struct {
 	int (*dup3)(int, int, int);
 	int (*close_range)(unsigned int, unsigned int, int);
 	void (*closefrom)(int);
+	FILE *(*fdopen)(int, const char *);
 } real;
 
 static atomic_uchar is_rs[PRELOAD_MAX_FD];
@@ -153,6 +154,7 @@ static void init_real(void)
 	LOOKUP(fcntl); LOOKUP(ioctl); LOOKUP(setsockopt); LOOKUP(getsockopt);
 	LOOKUP(getpeername); LOOKUP(getsockname); LOOKUP(dup); LOOKUP(dup2);
 	LOOKUP(dup3); LOOKUP(close_range); LOOKUP(closefrom);
+	LOOKUP(fdopen);
 }
 
 static void init(void)
@@ -180,6 +182,12 @@ bool preload_is_rsocket(int fd)
 int preload_rpoll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	return RS(rpoll, fds, n, timeout);
+}
+
+FILE *preload_real_fdopen(int fd, const char *mode)
+{
+	init();
+	return real.fdopen(fd, mode);
 }
 
 /*

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PRELOAD_MAX_FD	65536	/* rsocket fds above are given back */
 #define EXPORT		__attribute__((visibility("default")))
@@ -18,6 +19,8 @@
 bool preload_is_rsocket(int fd);
 /* rpoll, run as our libraries' call: its own poll() goes to the C library. */
 int preload_rpoll(struct pollfd *fds, nfds_t n, int timeout);
+/* The C library's fdopen(3), for an fd that is not an rsocket. */
+FILE *preload_real_fdopen(int fd, const char *mode);
 
 /* ---- epoll.c ------------------------------------------------------------- */
 

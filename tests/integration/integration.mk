@@ -255,6 +255,9 @@ tests_integration_preload_epoll_helper_SOURCES = tests/integration/preload-epoll
 # A forking server under LD_PRELOAD: the child and the inherited sockets.
 check_PROGRAMS += tests/integration/preload-fork-helper
 tests_integration_preload_fork_helper_SOURCES = tests/integration/preload-fork.c
+# A pair talking through fdopen'd stdio streams under LD_PRELOAD.
+check_PROGRAMS += tests/integration/preload-stdio-helper
+tests_integration_preload_stdio_helper_SOURCES = tests/integration/preload-stdio.c
 
 # Per-tenant quotas (issue 5): every limit kind as two uids at once,
 # release on exit and kill -9, live reload (quota.sh).

@@ -38,6 +38,11 @@
 #              inherited connection fail with EBADF at once, its close of
 #              it and of the listener leaves the parent's connection and
 #              the request waiting on the listener to the parent
+#   stdio      a pair talking through fdopen(3)'d stdio streams under
+#              LD_PRELOAD (preload-stdio-helper): fgets, fprintf, fputs
+#              and fflush reach the rsocket, fileno(3) says its fd, fclose
+#              closes it (read then fails with EBADF, and a file opened
+#              on its number reads as that file)
 #   orphan     a Python server under LD_PRELOAD that accepts whenever
 #              select(2) says its listener is ready (preload-orphan.py),
 #              on a daemon of its own that is then killed: one accept
@@ -415,6 +420,22 @@ case_fork() {
 	ok "fork: the child's calls failed with EBADF, the parent went on"
 }
 
+# stdio streams on rsockets: fdopen, fgets, fprintf, fclose.
+case_stdio() {
+	local port spid prog=$T/bin/preload-stdio-helper
+	[ -x "$prog" ] || fail "tests/integration/preload-stdio-helper not built"
+	port=$(free_port)
+	check "stdio: server uid $USER1 and client uid $USER2 talk through fdopen'd streams, LD_PRELOAD=librspreload.so"
+	preload_listen "preload-stdio server" "$O/stdio.srv" "$port" "$prog" server "$port"
+	spid=$BG
+	fg "$USER2" "$O/stdio.cli" "$(preload_env)" -- "$prog" client "$port"
+	client_ok $? "$O/stdio.cli" "preload-stdio client"
+	server_done "$spid" "$O/stdio.srv" "preload-stdio server"
+	grep -qx "server ok" "$O/stdio.srv" ||
+		{ show_out "preload-stdio server" "$O/stdio.srv"; fail "stdio: the server did not finish"; }
+	ok "stdio: fgets, fprintf and fclose on rsockets' streams, the fd closed with its stream"
+}
+
 # A listener whose daemon dies: told once, then quiet.  The daemon is one
 # of this case's own (on $T/run/orphan.sock), so that the others' goes on.
 case_orphan() {
@@ -647,7 +668,7 @@ case_quota() {
 	ok "$(grep -E '^[0-9]+%: Checks' "$out")"
 }
 
-ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork orphan fallback udpong unresolved keepalive"
+ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork stdio orphan fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"
