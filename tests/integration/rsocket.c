@@ -580,6 +580,36 @@ static void recv_pattern(int fd, size_t len, uint32_t seed)
 	free(buf);
 }
 
+/*
+ * A stream's MSG_TRUNC receive, as TCP's: the bytes are counted, not
+ * copied (the buffer may be NULL); with MSG_PEEK they stay, without it
+ * they are gone.  (What the preload library's FIONREAD asks.)
+ */
+START_TEST(stream_truncating_receive)
+{
+	uint8_t data[3000], got[3000];
+	int lfd, srv, cli;
+
+	pair(&lfd, &srv, &cli);
+	vt_fill(data, sizeof(data), 0, 11);
+	send_all(cli, data, sizeof(data));
+	wait_for(srv, POLLIN);
+	/* all of it may not have come at once: wait until it has */
+	for (int i = 0; i < 100 && rrecv(srv, got, sizeof(got), MSG_PEEK) < (ssize_t)sizeof(data); i++)
+		usleep(10000);
+	ck_assert_int_eq(rrecv(srv, NULL, 1 << 20, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT),
+			 sizeof(data));
+	ck_assert_int_eq(rrecv(srv, NULL, 1000, MSG_TRUNC), 1000);
+	ck_assert_int_eq(rrecv(srv, NULL, 1 << 20, MSG_PEEK | MSG_TRUNC), 2000);
+	recv_all(srv, got, 2000);
+	vt_expect_pat(got, 2000, 1000, 11, "what MSG_TRUNC left");
+	ck_fails_with(rrecv(srv, NULL, 1, MSG_DONTWAIT), EFAULT);
+	ck_ok(rclose(cli));
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
 START_TEST(large_transfer)
 {
 	struct sender up, down;
@@ -2389,6 +2419,7 @@ static Suite *rsocket_suite(int argc, char **argv)
 	const struct test tests[] = {
 		T(bad_fds), T(socket_args), T(bind_args), T(listen_accept_args),
 		T(connect_refused), T(connect_and_names), T(partial_reads),
+		T(stream_truncating_receive),
 		T(large_transfer), T(peer_close), T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(select_hangup_is_no_exception), T(select_keeps_timeout),

@@ -43,8 +43,11 @@ static void iov_copy_in(struct iov_pos *p, const uint8_t *src, size_t len)
 	}
 }
 
-/* The total of an iovec array, as the socket calls check it. */
-static ssize_t iov_total(const struct iovec *iov, int cnt)
+/*
+ * The total of an iovec array, as the socket calls check it; buffers
+ * that are not touched (a stream's MSG_TRUNC receive) may be NULL.
+ */
+static ssize_t iov_total(const struct iovec *iov, int cnt, bool untouched)
 {
 	size_t total = 0;
 	int i;
@@ -54,7 +57,7 @@ static ssize_t iov_total(const struct iovec *iov, int cnt)
 	if (cnt && !iov)
 		return -EFAULT;
 	for (i = 0; i < cnt; i++) {
-		if (iov[i].iov_len && !iov[i].iov_base)
+		if (iov[i].iov_len && !iov[i].iov_base && !untouched)
 			return -EFAULT;
 		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
 			return -EINVAL;
@@ -162,12 +165,17 @@ typedef ssize_t (*iov_op)(struct rsocket *rs, const struct iovec *iov,
 
 /* ---- receiving ------------------------------------------------------------- */
 
-/* Copy len bytes of rbuf from off on, wrapping at its end. */
+/*
+ * Copy len bytes of rbuf from off on, wrapping at its end; p NULL: a
+ * MSG_TRUNC receive, whose bytes go nowhere.
+ */
 static void rbuf_copy(struct rsocket *rs, uint32_t off, struct iov_pos *p,
 		      uint32_t len)
 {
 	uint32_t first = rs->rbuf_size - off;
 
+	if (!p)
+		return;
 	if (first > len)
 		first = len;
 	iov_copy_in(p, rs->rbuf + off, first);
@@ -235,6 +243,8 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 {
 	bool nonblock = rs_nonblocking(rs, flags);
 	struct iov_pos p = { iov, cnt, 0 };
+	/* MSG_TRUNC: as TCP, the bytes are counted, not copied */
+	struct iov_pos *to = flags & MSG_TRUNC ? NULL : &p;
 	size_t left = total;
 	int ret;
 
@@ -255,10 +265,10 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 			}
 		}
 		if (flags & MSG_PEEK) {
-			left -= peek(rs, &p, left);
+			left -= peek(rs, to, left);
 			break;
 		}
-		left -= consume(rs, &p, left);
+		left -= consume(rs, to, left);
 	} while (left && (flags & MSG_WAITALL) && (rs->state & RS_READABLE));
 	rs_update_credits(rs);
 	return ret && left == total ? ret : (ssize_t)(total - left);
@@ -288,7 +298,7 @@ struct xfer_names {
 static ssize_t dgram_xfer(struct rsocket *rs, const struct iovec *iov, int cnt,
 			  int flags, bool send, const struct xfer_names *n)
 {
-	ssize_t ret = iov_total(iov, cnt);
+	ssize_t ret = iov_total(iov, cnt, false);
 
 	if (ret < 0)
 		return ret;
@@ -308,7 +318,7 @@ static ssize_t stream_xfer(struct rsocket *rs, const struct iovec *iov, int cnt,
 	/* A stream socket has its peer; naming one is an error (rdma-core). */
 	if (send && (n->to || n->tolen))
 		return -EISCONN;
-	total = iov_total(iov, cnt);
+	total = iov_total(iov, cnt, !send && (flags & MSG_TRUNC));
 	if (total < 0)
 		return total;
 	pthread_mutex_lock(&rs->lock);
