@@ -1008,16 +1008,15 @@ static int rs_fionbio(int fd, const int *on)
 
 /*
  * ioctl(2) FIONREAD (SIOCINQ): the bytes an rsocket holds for reading, as
- * a peek of its whole receive buffer finds them (the CM channel's fd
- * would say EINVAL); a listener's is EINVAL, as TCP's.  Not a read: an
- * EPOLLET readiness is not reported again for it.
+ * a MSG_PEEK | MSG_TRUNC receive counts them, copying nothing (the CM
+ * channel's fd would say EINVAL); a listener's is EINVAL, as TCP's.  Not
+ * a read: an EPOLLET readiness is not reported again for it.
  */
 static int rs_fionread(int fd, int *avail)
 {
 	socklen_t len = sizeof(int);
-	int listening = 0, size = 0;
+	int listening = 0;
 	ssize_t got;
-	char *buf;
 
 	if (!avail) {
 		errno = EFAULT;
@@ -1028,17 +1027,8 @@ static int rs_fionread(int fd, int *avail)
 		errno = EINVAL;
 		return -1;
 	}
-	len = sizeof(size);
-	if (RS(rgetsockopt, fd, SOL_SOCKET, SO_RCVBUF, &size, &len) < 0)
-		return -1;
-	buf = malloc(size > 0 ? (size_t)size : 1);
-	if (!buf) {
-		errno = ENOMEM;
-		return -1;
-	}
 	/* nothing yet, the end, or an error its next read reports: 0 */
-	got = RS(rrecv, fd, buf, size > 0 ? (size_t)size : 0, MSG_PEEK | MSG_DONTWAIT);
-	free(buf);
+	got = RS(rrecv, fd, NULL, INT_MAX, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 	*avail = got > 0 ? (int)got : 0;
 	return 0;
 }
