@@ -36,7 +36,7 @@ rspreloaddir = $(ibverbsdlibdir)/rsocket
 rspreload_LTLIBRARIES = client/librspreload.la
 client_librspreload_la_SOURCES = client/rspreload/preload.c \
 	client/rspreload/preload.h client/rspreload/epoll.c \
-	client/rspreload/stdio.c
+	client/rspreload/stdio.c client/rspreload/stat.c
 client_librspreload_la_CFLAGS = $(AM_CFLAGS) -pthread
 client_librspreload_la_LIBADD = client/librdmacm.la -ldl -lpthread
 client_librspreload_la_LDFLAGS = $(AM_LDFLAGS) -no-undefined -version-info 1:0:0

@@ -19,7 +19,8 @@
  *                               read gets (EINVAL on the listener), that
  *                               sockatmark(3) says 0; print
  *                               "received BYTES fnv HASH"
- *   preload-calls client PORT FILE   connect (fstat(2) says S_ISSOCK,
+ *   preload-calls client PORT FILE   connect (fstat(2), fstatat(2) with
+ *                               AT_EMPTY_PATH and statx(2) say S_ISSOCK,
  *                               getsockopt SO_TYPE, SO_DOMAIN and
  *                               SO_PROTOCOL a TCP socket's),
  *                               send FILE whole: its first
@@ -450,6 +451,33 @@ static int tcp_kind(int fd)
 	return 0;
 }
 
+/* fstat, fstatat of the fd itself and statx: a socket's mode. */
+static int socket_kind(int fd)
+{
+	struct statx stx = { 0 };
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return die("fstat of the socket");
+	if (!S_ISSOCK(st.st_mode)) {
+		fprintf(stderr, "preload-calls: fstat of a socket says mode %o\n", (unsigned int)st.st_mode);
+		return 1;
+	}
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH) < 0)
+		return die("fstatat of the socket");
+	if (!S_ISSOCK(st.st_mode)) {
+		fprintf(stderr, "preload-calls: fstatat of a socket says mode %o\n", (unsigned int)st.st_mode);
+		return 1;
+	}
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE, &stx) < 0)
+		return die("statx of the socket");
+	if (!(stx.stx_mask & STATX_TYPE) || !S_ISSOCK(stx.stx_mode)) {
+		fprintf(stderr, "preload-calls: statx of a socket says mode %o\n", (unsigned int)stx.stx_mode);
+		return 1;
+	}
+	return 0;
+}
+
 static int client(int port, const char *path)
 {
 	struct sockaddr_in sin = loopback(port);
@@ -469,12 +497,8 @@ static int client(int port, const char *path)
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		return die("connect");
-	if (fstat(fd, &st) < 0)
-		return die("fstat of the socket");
-	if (!S_ISSOCK(st.st_mode)) {
-		fprintf(stderr, "preload-calls: fstat of a socket says mode %o\n", (unsigned int)st.st_mode);
+	if (socket_kind(fd) != 0)
 		return 1;
-	}
 	if (fstat(in, &st) < 0)
 		return die(path);
 	if (tcp_kind(fd) != 0)

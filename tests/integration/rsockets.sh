@@ -22,7 +22,8 @@
 #              pselect, refuses a bad ppoll timeout, reads with read(2),
 #              recvmmsg(2) and preadv2(2), lseek(2) fails with ESPIPE,
 #              ioctl FIONREAD says what is there, sockatmark(3) 0;
-#              the client, its socket S_ISSOCK to fstat(2) and TCP to
+#              the client, its socket S_ISSOCK to fstat(2), fstatat(2)
+#              (AT_EMPTY_PATH) and statx(2), and TCP to
 #              getsockopt SO_TYPE/SO_DOMAIN/SO_PROTOCOL, sends a
 #              file's head with sendmmsg(2) and
 #              pwritev2(2), the rest with sendfile(2) and sendfile64 (nginx's and
