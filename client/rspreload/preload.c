@@ -265,10 +265,26 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	return rs_fd(fd) ? RS(rbind, fd, addr, len) : real.bind(fd, addr, len);
 }
 
+/*
+ * The least backlog an rsocket listener is given.  TCP refuses no
+ * connection for a full backlog: the kernel drops the SYN and the
+ * client sends it again, so a burst past a small backlog (Python's
+ * socketserver asks for 5) only waits.  Our CM rejects a request past
+ * the backlog at once, which the client would get as ECONNREFUSED; a
+ * floor of Linux's old SOMAXCONN lets such a burst wait in the queue
+ * instead (the daemon bounds every listener's queue all the same).
+ */
+#define MIN_BACKLOG	128
+
 EXPORT int listen(int fd, int backlog)
 {
 	init();
-	return rs_fd(fd) ? RS(rlisten, fd, backlog) : real.listen(fd, backlog);
+	if (!rs_fd(fd))
+		return real.listen(fd, backlog);
+	/* 0 or less: the daemon's own bound, the largest */
+	if (backlog > 0 && backlog < MIN_BACKLOG)
+		backlog = MIN_BACKLOG;
+	return RS(rlisten, fd, backlog);
 }
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)

@@ -44,6 +44,9 @@
 #              and fflush reach the rsocket, fileno(3) says its fd, fclose
 #              closes it (read then fails with EBADF, and a file opened
 #              on its number reads as that file)
+#   backlog    a burst of 16 connections to a Python server under
+#              LD_PRELOAD whose backlog is 1 (preload-backlog.py): none is
+#              refused, as TCP refuses none for a full backlog
 #   orphan     a Python server under LD_PRELOAD that accepts whenever
 #              select(2) says its listener is ready (preload-orphan.py),
 #              on a daemon of its own that is then killed: one accept
@@ -437,6 +440,24 @@ case_stdio() {
 	ok "stdio: fgets, fprintf and fclose on rsockets' streams, the fd closed with its stream"
 }
 
+# A burst past a small backlog: each connection waits, none is refused.
+case_backlog() {
+	local port spid rc n=16
+	port=$(free_port)
+	check "backlog: $n connections at once (uid $USER2) to a server with a backlog of 1 (uid $USER1), LD_PRELOAD=librspreload.so"
+	preload_listen "backlog server" "$O/backlog.srv" "$port" \
+		"$PYTHON" "$T/bin/preload-backlog.py" server "$port" "$n"
+	spid=$BG
+	fg "$USER2" "$O/backlog.cli" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-backlog.py" client "$port" "$n"
+	rc=$?
+	[ "$rc" -eq 0 ] || show_out "backlog server" "$O/backlog.srv"
+	client_ok "$rc" "$O/backlog.cli" "backlog client"
+	server_done "$spid" "$O/backlog.srv" "backlog server"
+	grep -qx "served $n" "$O/backlog.srv" ||
+		{ show_out "backlog server" "$O/backlog.srv"; fail "backlog: the server did not serve $n"; }
+	ok "backlog: $(cat "$O/backlog.cli"), none refused"
+}
+
 # A listener whose daemon dies: told once, then quiet.  The daemon is one
 # of this case's own (on $T/run/orphan.sock), so that the others' goes on.
 case_orphan() {
@@ -669,7 +690,7 @@ case_quota() {
 	ok "$(grep -E '^[0-9]+%: Checks' "$out")"
 }
 
-ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork stdio orphan fallback udpong unresolved keepalive"
+ALL_CASES="api quota rings rstream riostream rcopy nc iperf3 calls epoll fork stdio backlog orphan fallback udpong unresolved keepalive"
 failed=""
 for c in ${RS_CASES:-$ALL_CASES}; do
 	log "======== $c"
