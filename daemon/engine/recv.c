@@ -945,7 +945,12 @@ void ibvd_eng_recv_done(struct ibvd_qp *target, uint64_t wr_id,
 	cqe.qp_num = target->qp_num;
 	cqe.src_qp = d->src_qp;
 	cqe.slid = d->slid;
-	cqe.sl = d->sl;
+	/*
+	 * A UD sender's SL is the vector its library copied into the WQE,
+	 * which a hostile sender can write as it likes: the receiver (of
+	 * another tenant, maybe) gets the 4 bits a packet can carry.
+	 */
+	cqe.sl = d->sl & 0xF;
 	push_recv_cqe(target, &cqe, d->solicited);
 }
 

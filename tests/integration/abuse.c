@@ -55,6 +55,9 @@
  *   abuse-helper ud-park-reset
  *	Datagrams parked for a QP that is then reset never land in it
  *	(ud_park_reset()).
+ *   abuse-helper ud-forged-sl
+ *	A sender's AH forged to SL 0xAB: the receiver's completions, by
+ *	the engine and by the transit ring, say an SL of 0 to 15.
  *   abuse-helper ud-park-share
  *	Five contexts of one uid, each with a receiver holding its claim
  *	and 256 datagrams sent to it at once: they share one account's part
@@ -913,6 +916,41 @@ static int ud_park_share(void)
 	printf("ud-park-share: %u datagrams to %u receivers holding their "
 	       "claims, one per context, all sent in %ld ms\n",
 	       SHARE_CTXS * SHARE_DGRAMS, SHARE_CTXS, ms);
+	return 0;
+}
+
+/*
+ * A sender forges its AH's service level (the vector its library copies
+ * into each WQE; an AH's own sl is checked at creation): 0xAB.  Y's
+ * completions, through the engine from Z and on the transit ring from
+ * X, say an SL an HCA could give, 0 to 15, whatever a sender wrote.
+ */
+static int ud_forged_sl(void)
+{
+	struct ud_trio t;
+	struct ibv_qp *from[2];
+	struct ibv_wc wc;
+	unsigned int i;
+
+	ud_trio(&t, 16, 4096);
+	to_ibvc_ah(t.ah)->av.sl = 0xAB;
+	from[0] = t.z;
+	from[1] = t.x;
+	for (i = 0; i < 2; i++) {
+		vt_recv(t.y, 100 + i, t.mr->addr, 4096, t.mr->lkey);
+		vt_ud_send(from[i], i, t.ah, t.y->qp_num, VT_QKEY,
+			   (uint8_t *)t.mr->addr + 2048, 8, t.mr->lkey, 0);
+		do
+			vt_assert(vt_poll(t.cq, &wc, 1, vt_tmo_ms()) == 1,
+				  "Y got no datagram from %s", i ? "X" : "Z");
+		while (wc.wr_id != 100 + i);
+		vt_assert(wc.status == IBV_WC_SUCCESS, "Y's receive: %s",
+			  vt_status(wc.status));
+		vt_assert(wc.sl <= 15, "Y's completion from %s says SL %u",
+			  i ? "X (ring)" : "Z (engine)", wc.sl);
+	}
+	printf("ud-forged-sl: an AH forged to SL 0xAB reached Y with SL %u\n",
+	       wc.sl);
 	return 0;
 }
 
@@ -1841,6 +1879,8 @@ int main(int argc, char **argv)
 		return ud_park_reset();
 	if (argc == 2 && !strcmp(argv[1], "ud-park-share"))
 		return ud_park_share();
+	if (argc == 2 && !strcmp(argv[1], "ud-forged-sl"))
+		return ud_forged_sl();
 	if (argc == 2 && !strcmp(argv[1], "ud-park-mcast"))
 		return ud_park_mcast();
 	if (argc == 2 && !strcmp(argv[1], "cq-head-lie"))
@@ -1868,6 +1908,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }

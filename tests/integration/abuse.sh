@@ -35,7 +35,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
