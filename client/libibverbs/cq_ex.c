@@ -86,10 +86,13 @@ static bool first_take(struct ibvc_cq *cq)
 	lock(cq);
 	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
 	ibvc_direct_poll_begin(cq, &cq->seen_tail);
-	if (take(cq))
+	if (take(cq)) {
+		ibvc_cq_seen_empty(cq, false);
 		return true;
+	}
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
 	ibvc_direct_poll_end(cq);
+	ibvc_cq_seen_empty(cq, true);
 	unlock(cq);
 	return false;
 }
@@ -112,7 +115,12 @@ static int start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 static int next_poll(struct ibv_cq_ex *cqx)
 {
-	return take(cqx_to_cq(cqx)) ? 0 : ENOENT;
+	struct ibvc_cq *cq = cqx_to_cq(cqx);
+
+	if (take(cq))
+		return 0;
+	ibvc_cq_seen_empty(cq, true);
+	return ENOENT;
 }
 
 static void end_poll(struct ibv_cq_ex *cqx)

@@ -2479,6 +2479,23 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
 		qp->direct->arm_since = sent_taken(qp, qp->direct);
 }
 
+/*
+ * cq was armed with completions in it that the app has not seen and that
+ * fired nothing (ibvc_cq_missed): the arm fires now, as a NIC's would.
+ * The event is the library's, through the channel's wake-up pair, which a
+ * channel without direct QPs fetches here (not under the CQ lock: the
+ * fetch takes the channel's, which comes first).
+ */
+void ibvc_direct_fire_missed(struct ibvc_cq *cq)
+{
+	if (cq_poke_fd(cq) < 0)
+		ibvc_channel_poke_fetch(cq->cq.channel);
+	ibvc_cq_lock(cq);
+	if (ibvc_cq_missed(cq))
+		fire_arm(cq, ibvd_read_once(&cq->ring.client->arm_seq), true);
+	ibvc_cq_unlock(cq);
+}
+
 void ibvc_direct_armed(struct ibvc_cq *cq)
 {
 	enum wake_kind kind;

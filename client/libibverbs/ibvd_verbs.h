@@ -469,6 +469,12 @@ struct ibvc_cq {
 		bool refresh_owed;		/* a QP's, till end_poll; atomic */
 		uint32_t events;		/* fired here, not handed out */
 	} direct;
+	/*
+	 * Under lock: the app's last poll found the CQ empty, when its
+	 * `fired` was empty_fired (ibvc_direct_fire_missed).
+	 */
+	bool seen_empty;
+	uint32_t empty_fired;
 };
 
 static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
@@ -638,6 +644,9 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
  */
 void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);
+void ibvc_cq_seen_empty(struct ibvc_cq *cq, bool empty);
+bool ibvc_cq_missed(struct ibvc_cq *cq);
+void ibvc_direct_fire_missed(struct ibvc_cq *cq);
 /*
  * ibv_get_cq_event's looks at cq (its channel's recv_lock): true for an
  * event this library fired, after looking, if cq is armed, at the sends

@@ -102,6 +102,41 @@ bool ibvc_cq_idle(struct ibvc_cq *cq)
 	       ibvc_direct_cq_idle(cq);
 }
 
+/*
+ * Under the CQ lock: whether the app's poll just found the CQ empty.  An
+ * app that found it empty and then arms may sleep without polling again
+ * (UCX's event mode does): what came in between must fire its arm
+ * (ibvc_cq_missed).
+ */
+void ibvc_cq_seen_empty(struct ibvc_cq *cq, bool empty)
+{
+	cq->seen_empty = empty;
+	if (empty)
+		cq->empty_fired = __atomic_load_n(&cq->ring.client->fired,
+						  __ATOMIC_RELAXED);
+}
+
+/*
+ * Under the CQ lock, armed for any completion: does it hold completions
+ * that came after the app's poll found it empty, and fired no event?  A
+ * NIC's arm names the consumer index the app polled to, and fires at once
+ * for CQEs past it; ours fires only for what comes after the arm, so an
+ * app that polls, finds nothing, and arms would sleep on a completion that
+ * came between the two.  Not when an event fired since that poll: the
+ * app is told of those completions already (ibv_rc_pingpong -e re-arms
+ * before polling what its event was for).
+ */
+bool ibvc_cq_missed(struct ibvc_cq *cq)
+{
+	struct ibvd_cq_client *client = cq->ring.client;
+	uint32_t fired = __atomic_load_n(&client->fired, __ATOMIC_ACQUIRE);
+
+	return cq->cq.channel && cq->seen_empty && fired == cq->empty_fired &&
+	       ibvd_read_once(&client->arm_seq) == fired + 1 &&
+	       ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT &&
+	       !ibvc_cq_idle(cq);
+}
+
 /* Copy up to num completions out of cq; returns how many (CQ lock held). */
 static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
 {
@@ -113,6 +148,7 @@ static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
 	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
 	ibvc_direct_poll_end(cq);
+	ibvc_cq_seen_empty(cq, n < num);
 	if (n)
 		ibvc_cq_ring_release(&cq->ring);
 	return n;
@@ -158,6 +194,7 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	struct ibvc_cq *cq = to_ibvc_cq(ibcq);
 	struct ibvd_cq_client *client;
 	uint32_t fired, flags;
+	bool missed;
 
 	if (ibvc_forked(to_ibvc_context(ibcq->context)))
 		return ibvc_errno_ret(-EIO);
@@ -181,6 +218,9 @@ int ibvc_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 	 */
 	ibvd_full_fence();
 	ibvc_direct_armed(cq);
+	missed = ibvc_cq_missed(cq);
 	ibvc_cq_unlock(cq);
+	if (missed)
+		ibvc_direct_fire_missed(cq);
 	return 0;
 }

@@ -13,7 +13,13 @@
 #     the engine moves: RC's one-sided operations must show there, while
 #     SENDs between two local QPs may all pass through the direct
 #     transport's rings, which the engine never sees (UD wireup and all of
-#     an am_lat run can), so for those the count is only reported.
+#     an am_lat run can), so for those the count is only reported;
+#   - with -E sleep (UCX's event mode: each side polls its CQs, finds them
+#     empty, arms them and sleeps in poll() of the non-blocking channel
+#     fd) tag_lat and tag_bw finish on rc_verbs and ud_verbs: a completion
+#     that comes between that last poll and the arm fires the arm, as a
+#     NIC's does.  Not ucp_put_bw: its responder sleeps waiting for a
+#     WRITE, which completes nothing on its side, on a NIC as here.
 # UCX registers tens of MiB at start, over this machine's 8 MiB
 # RLIMIT_MEMLOCK: the daemon runs with "rlimit_memlock": "ignore".
 . "$(dirname "$0")/lib.sh"
@@ -92,6 +98,9 @@ done
 for test in tag_lat tag_bw ucp_put_bw ucp_get; do
 	perftest ud_v,self "$test"
 done
+perftest rc_v,self tag_lat -E sleep
+perftest rc_v,self tag_bw -s 100000 -E sleep
+perftest ud_v,self tag_bw -s 100000 -E sleep
 perftest rc_v,self am_lat -d "$DEV:1" -x rc_verbs
 perftest ud_v,self am_lat -d "$DEV:1" -x ud_verbs
 daemon_alive "after UCX"
