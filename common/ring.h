@@ -335,6 +335,12 @@ struct ibvd_cqe {
  * clean the CQ there likewise).
  */
 #define IBVD_CQE_PURGED		1u
+/*
+ * Set by the engine on a CQE that fires a solicited-only arm (a solicited
+ * SEND's, or an error): an arm the app makes with it still unpolled looks
+ * for those (the library's ibvc_cq_missed).
+ */
+#define IBVD_CQE_SOLICITED	2u
 
 /* ---- the context page: per device context --------------------------- */
 

@@ -1491,6 +1491,8 @@ static struct ibvc_local_cqe *fifo_push(struct ibvc_cq *cq,
 		fifo[at & mask].cqe.timestamp = ibvd_mono_ns();
 	fifo[at & mask].mark = mark;
 	fifo[at & mask].unfired = 0;
+	/* an error fires a solicited-only arm too (a SEND's: place_one) */
+	fifo[at & mask].solicited = cqe->status != IBV_WC_SUCCESS;
 	cq->direct.tail++;
 	return &fifo[at & mask];
 }
@@ -1841,6 +1843,7 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	uint8_t grh[DIRECT_GRH];
 	struct ibvd_transit_frag f;
 	const uint8_t *payload;
+	struct ibvc_local_cqe *e;
 	struct ibvd_cqe cqe;
 	uint32_t next, nsge = 0;
 	const uint8_t *slot;
@@ -1903,11 +1906,13 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	if (f.flags & IBVD_TRANSIT_SOLICITED)
 		fires |= PLACED_SOLICITED;
 	/* in a poll, it fires only if left in the CQ (ibvc_direct_poll_end) */
+	e = fifo_push(cq, &cqe, p->mark);
+	if (fires & PLACED_SOLICITED)
+		e->solicited = true;
 	if (cq->direct.deferring) {
-		fifo_push(cq, &cqe, p->mark)->unfired = fires;
+		e->unfired = fires;
 		cq->direct.unfired++;
 	} else {
-		fifo_push(cq, &cqe, p->mark);
 		p->placed |= fires;
 	}
 	p->head++;
@@ -2486,6 +2491,20 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
  * channel without direct QPs fetches here (not under the CQ lock: the
  * fetch takes the channel's, which comes first).
  */
+/*
+ * Under the CQ lock: a completion of ours not polled yet that fires a
+ * solicited-only arm (ibvc_cq_missed).
+ */
+bool ibvc_direct_solicited_unpolled(const struct ibvc_cq *cq)
+{
+	uint32_t i;
+
+	for (i = cq->direct.head; i != cq->direct.tail; i++)
+		if (cq->direct.fifo[i & (cq->direct.cap - 1)].solicited)
+			return true;
+	return false;
+}
+
 void ibvc_direct_fire_missed(struct ibvc_cq *cq)
 {
 	if (cq_poke_fd(cq) < 0)

@@ -429,6 +429,7 @@ struct ibvc_local_cqe {
 	struct ibvd_cqe cqe;
 	uint32_t mark;			/* the CQ's engine tail it follows */
 	uint32_t unfired;		/* PLACED_* (direct.c) due at poll's end */
+	bool solicited;			/* fires a solicited-only arm */
 };
 
 struct ibvc_qp;
@@ -647,6 +648,7 @@ void ibvc_direct_armed(struct ibvc_cq *cq);
 void ibvc_cq_seen_empty(struct ibvc_cq *cq, bool empty);
 bool ibvc_cq_missed(struct ibvc_cq *cq);
 void ibvc_direct_fire_missed(struct ibvc_cq *cq);
+bool ibvc_direct_solicited_unpolled(const struct ibvc_cq *cq);
 /*
  * ibv_get_cq_event's looks at cq (its channel's recv_lock): true for an
  * event this library fired, after looking, if cq is armed, at the sends

@@ -117,24 +117,50 @@ void ibvc_cq_seen_empty(struct ibvc_cq *cq, bool empty)
 }
 
 /*
- * Under the CQ lock, armed for any completion: does it hold completions
- * that came after the app's poll found it empty, and fired no event?  A
- * NIC's arm names the consumer index the app polled to, and fires at once
- * for CQEs past it; ours fires only for what comes after the arm, so an
- * app that polls, finds nothing, and arms would sleep on a completion that
- * came between the two.  Not when an event fired since that poll: the
- * app is told of those completions already (ibv_rc_pingpong -e re-arms
- * before polling what its event was for).
+ * An engine CQE not polled yet that fires a solicited-only arm (the
+ * library's own: ibvc_direct_solicited_unpolled).
+ */
+static bool solicited_unpolled(const struct ibvc_cq_ring *ring)
+{
+	/* Acquire: the CQEs below the tail are written before it. */
+	uint32_t tail = ibvd_observe(&ring->engine->tail), i;
+
+	/* a head past the tail, or a lap behind: an overrun, not ours */
+	if (tail - ring->head > ring->nslots)
+		return false;
+	for (i = ring->head; i != tail; i++) {
+		const struct ibvd_cqe *cqe = &ring->slots[i & (ring->nslots - 1)];
+
+		if (cqe->seq == i + 1 && (__atomic_load_n(&cqe->flags,
+							  __ATOMIC_RELAXED) &
+					  IBVD_CQE_SOLICITED))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Under the CQ lock, armed: does it hold completions that came after the
+ * app's poll found it empty, and fired no event (for a solicited-only
+ * arm: ones that fire it)?  A NIC's arm names the consumer index the app
+ * polled to, and fires at once for CQEs past it; ours fires only for what
+ * comes after the arm, so an app that polls, finds nothing, and arms would
+ * sleep on a completion that came between the two.  Not when an event
+ * fired since that poll: the app is told of those completions already
+ * (ibv_rc_pingpong -e re-arms before polling what its event was for).
  */
 bool ibvc_cq_missed(struct ibvc_cq *cq)
 {
 	struct ibvd_cq_client *client = cq->ring.client;
 	uint32_t fired = __atomic_load_n(&client->fired, __ATOMIC_ACQUIRE);
 
-	return cq->cq.channel && cq->seen_empty && fired == cq->empty_fired &&
-	       ibvd_read_once(&client->arm_seq) == fired + 1 &&
-	       ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT &&
-	       !ibvc_cq_idle(cq);
+	if (!cq->cq.channel || !cq->seen_empty || fired != cq->empty_fired ||
+	    ibvd_read_once(&client->arm_seq) != fired + 1)
+		return false;
+	if (ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT)
+		return !ibvc_cq_idle(cq);
+	return solicited_unpolled(&cq->ring) ||
+	       ibvc_direct_solicited_unpolled(cq);
 }
 
 /* Copy up to num completions out of cq; returns how many (CQ lock held). */

@@ -115,7 +115,9 @@ int ibvd_eng_cq_push(struct ibvd_cq *cq, struct ibvd_qp *qp,
 	cqe->seq = 0;
 	memcpy(slot, cqe, offsetof(struct ibvd_cqe, seq));
 	/* The slot may hold a purged CQE of an earlier lap. */
-	__atomic_store_n(&slot->flags, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->flags,
+			 arm_matches(IBVD_ARM_SOLICITED, cqe, solicited) ?
+			 IBVD_CQE_SOLICITED : 0, __ATOMIC_RELAXED);
 	/* Fields before seq: a poller that sees the new seq sees the CQE. */
 	__atomic_store_n(&slot->seq, cq->tail + 1, __ATOMIC_RELEASE);
 	span = span_in(qp, cq);

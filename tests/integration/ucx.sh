@@ -18,8 +18,10 @@
 #     empty, arms them and sleeps in poll() of the non-blocking channel
 #     fd) tag_lat and tag_bw finish on rc_verbs and ud_verbs: a completion
 #     that comes between that last poll and the arm fires the arm, as a
-#     NIC's does.  Not ucp_put_bw: its responder sleeps waiting for a
-#     WRITE, which completes nothing on its side, on a NIC as here.
+#     NIC's does, also when UCX arms for solicited completions only
+#     (UCX_RC_FC_ENABLE=n).  Not ucp_put_bw: its responder sleeps
+#     waiting for a WRITE, which completes nothing on its side, on a NIC
+#     as here.
 # UCX registers tens of MiB at start, over this machine's 8 MiB
 # RLIMIT_MEMLOCK: the daemon runs with "rlimit_memlock": "ignore".
 . "$(dirname "$0")/lib.sh"
@@ -56,8 +58,9 @@ done
 ok "rc_verbs and ud_verbs on $DEV:1"
 
 # perftest TLS TEST ARGS...: ucx_perftest TEST, server uid 1001, client uid
-# 1002, both with UCX_TLS=TLS on DEV:1.  With NEED_ENGINE=1 in its environment
-# the engine must have carried packets of it.
+# 1002, both with UCX_TLS=TLS on DEV:1 (and UCX_ENV, VAR=VALUE words, if
+# set).  With NEED_ENGINE=1 in its environment the engine must have
+# carried packets of it.
 NRUN=0
 perftest() {
 	local tls=$1 test=$2 port spid rc_s rc_c s c before after what
@@ -65,11 +68,11 @@ perftest() {
 	NRUN=$((NRUN + 1))
 	s=$O/$NRUN.server
 	c=$O/$NRUN.client
-	what="ucx_perftest -t $test${*:+ $*} (UCX_TLS=$tls)"
+	what="ucx_perftest -t $test${*:+ $*} (UCX_TLS=$tls${UCX_ENV:+ $UCX_ENV})"
 	check "$what"
 	port=$(free_port) || exit 1
 	before=$(sent_pkts "$DEV")
-	local env=(env UCX_TLS="$tls" UCX_NET_DEVICES="$DEV:1")
+	local env=(env UCX_TLS="$tls" UCX_NET_DEVICES="$DEV:1" ${UCX_ENV:-})
 	run_debian "$USER1" "${env[@]}" ucx_perftest -p "$port" -t "$test" -n "$ITERS" "$@" >"$s" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
@@ -100,6 +103,8 @@ for test in tag_lat tag_bw ucp_put_bw ucp_get; do
 done
 perftest rc_v,self tag_lat -E sleep
 perftest rc_v,self tag_bw -s 100000 -E sleep
+# without flow control UCX arms its receive CQ for solicited completions only
+UCX_ENV=UCX_RC_FC_ENABLE=n perftest rc_v,self tag_lat -E sleep
 perftest ud_v,self tag_bw -s 100000 -E sleep
 perftest rc_v,self am_lat -d "$DEV:1" -x rc_verbs
 perftest ud_v,self am_lat -d "$DEV:1" -x ud_verbs
