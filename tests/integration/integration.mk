@@ -249,16 +249,20 @@ tests_integration_rsocket_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_integration_rsocket_helper_LDADD = -lrdmacm -libverbs $(CHECK_LIBS) -lpthread
 # A plain TCP program run under LD_PRELOAD: ppoll, pselect, sendfile.
 check_PROGRAMS += tests/integration/preload-calls-helper
-tests_integration_preload_calls_helper_SOURCES = tests/integration/preload-calls.c
+tests_integration_preload_calls_helper_SOURCES = tests/integration/preload-calls.c \
+	tests/integration/preload-test.h
 # An echo pair waiting with epoll under LD_PRELOAD.
 check_PROGRAMS += tests/integration/preload-epoll-helper
-tests_integration_preload_epoll_helper_SOURCES = tests/integration/preload-epoll.c
+tests_integration_preload_epoll_helper_SOURCES = tests/integration/preload-epoll.c \
+	tests/integration/preload-test.h
 # A forking server under LD_PRELOAD: the child and the inherited sockets.
 check_PROGRAMS += tests/integration/preload-fork-helper
-tests_integration_preload_fork_helper_SOURCES = tests/integration/preload-fork.c
+tests_integration_preload_fork_helper_SOURCES = tests/integration/preload-fork.c \
+	tests/integration/preload-test.h
 # A pair talking through fdopen'd stdio streams under LD_PRELOAD.
 check_PROGRAMS += tests/integration/preload-stdio-helper
-tests_integration_preload_stdio_helper_SOURCES = tests/integration/preload-stdio.c
+tests_integration_preload_stdio_helper_SOURCES = tests/integration/preload-stdio.c \
+	tests/integration/preload-test.h
 
 # Per-tenant quotas (issue 5): every limit kind as two uids at once,
 # release on exit and kill -9, live reload (quota.sh).

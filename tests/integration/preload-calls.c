@@ -64,6 +64,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "preload-test.h"
+
 #define FNV_START	0xcbf29ce484222325ull
 
 static int die(const char *what)
@@ -79,15 +81,6 @@ static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n)
 		h *= 0x100000001b3ull;
 	}
 	return h;
-}
-
-static struct sockaddr_in loopback(int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return sin;
 }
 
 /* Wait for fd to be readable: ppoll on even turns, pselect on odd ones. */

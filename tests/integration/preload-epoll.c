@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload-test.h"
+
 #define WAIT_MS		20000
 #define CHUNK		65536
 
@@ -58,15 +60,6 @@ static int wrong(const char *what)
 {
 	fprintf(stderr, "preload-epoll: %s\n", what);
 	return 1;
-}
-
-static struct sockaddr_in loopback(int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return sin;
 }
 
 static int add(int ep, int op, int fd, uint32_t events, uint64_t tag)

@@ -30,21 +30,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "preload-test.h"
+
 #define WAIT_S	20	/* any one step, at most */
 
 static int die(const char *what)
 {
 	fprintf(stderr, "preload-fork: %s: %s\n", what, strerror(errno));
 	return 1;
-}
-
-static struct sockaddr_in loopback(int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return sin;
 }
 
 /* Read what fd holds up to a newline (at most len - 1 bytes): 0 or -1. */
@@ -107,17 +100,13 @@ static int child(int lfd, int fd)
 
 static int server(int port)
 {
-	struct sockaddr_in sin = loopback(port);
-	int one = 1, lfd, fd, fd2, st;
+	int lfd, fd, fd2, st;
 	pid_t pid;
 
 	alarm(3 * WAIT_S);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	lfd = listen_loopback(port);
 	if (lfd < 0)
-		return die("socket");
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 4) < 0)
-		return die("bind/listen");
+		return die("socket/bind/listen");
 	fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		return die("accept");

@@ -30,6 +30,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "preload-test.h"
+
 #define WAIT_S	20	/* the whole run, at most */
 #define LINE	"a line through stdio\n"
 #define ANSWER	"answer: " LINE
@@ -40,15 +42,6 @@ static int die(const char *what)
 {
 	fprintf(stderr, "preload-stdio: %s: %s\n", what, strerror(errno));
 	return 1;
-}
-
-static struct sockaddr_in loopback(int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return sin;
 }
 
 /*
@@ -91,17 +84,13 @@ out:
 
 static int server(int port)
 {
-	struct sockaddr_in sin = loopback(port);
-	int one = 1, lfd, fd;
+	int lfd, fd;
 	char line[128], c;
 	FILE *f;
 
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	lfd = listen_loopback(port);
 	if (lfd < 0)
-		return die("socket");
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 4) < 0)
-		return die("bind/listen");
+		return die("socket/bind/listen");
 	fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		return die("accept");

@@ -406,37 +406,34 @@ case_epoll() {
 	ok "epoll: asyncio $(cat "$O/asyncio.cli"), $n packets on $DEV"
 }
 
+# preload_pair NAME: preload-NAME-helper's server (uid $USER1) and client
+# (uid $USER2) under LD_PRELOAD on a free port; the server says "server ok".
+preload_pair() {
+	local name=$1 port spid prog=$T/bin/preload-$1-helper
+	[ -x "$prog" ] || fail "tests/integration/preload-$name-helper not built"
+	port=$(free_port)
+	preload_listen "preload-$name server" "$O/$name.srv" "$port" "$prog" server "$port"
+	spid=$BG
+	fg "$USER2" "$O/$name.cli" "$(preload_env)" -- "$prog" client "$port"
+	client_ok $? "$O/$name.cli" "preload-$name client"
+	server_done "$spid" "$O/$name.srv" "preload-$name server"
+	grep -qx "server ok" "$O/$name.srv" ||
+		{ show_out "preload-$name server" "$O/$name.srv"; fail "$name: the server did not finish"; }
+}
+
 # A forking server under LD_PRELOAD (preload-fork-helper): the child's
 # calls on the inherited sockets fail at once, its close takes neither
 # the parent's connection nor the request waiting on its listener.
 case_fork() {
-	local port spid prog=$T/bin/preload-fork-helper
-	[ -x "$prog" ] || fail "tests/integration/preload-fork-helper not built"
-	port=$(free_port)
 	check "fork: server uid $USER1 forks a child that closes its sockets, client uid $USER2, LD_PRELOAD=librspreload.so"
-	preload_listen "preload-fork server" "$O/fork.srv" "$port" "$prog" server "$port"
-	spid=$BG
-	fg "$USER2" "$O/fork.cli" "$(preload_env)" -- "$prog" client "$port"
-	client_ok $? "$O/fork.cli" "preload-fork client"
-	server_done "$spid" "$O/fork.srv" "preload-fork server"
-	grep -qx "server ok" "$O/fork.srv" ||
-		{ show_out "preload-fork server" "$O/fork.srv"; fail "fork: the server did not finish"; }
+	preload_pair fork
 	ok "fork: the child's calls failed with EBADF, the parent went on"
 }
 
 # stdio streams on rsockets: fdopen, fgets, fprintf, fclose.
 case_stdio() {
-	local port spid prog=$T/bin/preload-stdio-helper
-	[ -x "$prog" ] || fail "tests/integration/preload-stdio-helper not built"
-	port=$(free_port)
 	check "stdio: server uid $USER1 and client uid $USER2 talk through fdopen'd streams, LD_PRELOAD=librspreload.so"
-	preload_listen "preload-stdio server" "$O/stdio.srv" "$port" "$prog" server "$port"
-	spid=$BG
-	fg "$USER2" "$O/stdio.cli" "$(preload_env)" -- "$prog" client "$port"
-	client_ok $? "$O/stdio.cli" "preload-stdio client"
-	server_done "$spid" "$O/stdio.srv" "preload-stdio server"
-	grep -qx "server ok" "$O/stdio.srv" ||
-		{ show_out "preload-stdio server" "$O/stdio.srv"; fail "stdio: the server did not finish"; }
+	preload_pair stdio
 	ok "stdio: fgets, fprintf and fclose on rsockets' streams, the fd closed with its stream"
 }
 
