@@ -1154,6 +1154,66 @@ START_TEST(solicited)
 END_TEST
 
 /*
+ * An app that polls, finds its CQ empty, arms and sleeps without polling
+ * again (UCX's event mode) is woken by a completion that came between
+ * the poll and the arm, as a NIC's arm, which names the consumer index
+ * polled to, does.  Solicited-only: by a solicited one, not by another.
+ */
+START_TEST(arm_after_empty_poll)
+{
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq0, *cq1;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	void *tag = (void *)(uintptr_t)0xa93ull;
+
+	ch = ibv_create_comp_channel(D.ctx);
+	ck_assert_msg(ch, "ibv_create_comp_channel: %s", strerror(errno));
+	cq0 = mkcq(64, NULL, NULL);
+	cq1 = mkcq(64, tag, ch);
+	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
+	mr = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	vt_fill(mr->addr, 4096, 0, 32);
+	vt_recv(p.qp[1], 1, BUF(mr) + 4096, 1024, mr->lkey);
+	vt_recv(p.qp[1], 2, BUF(mr) + 5120, 1024, mr->lkey);
+	vt_recv(p.qp[1], 3, BUF(mr) + 6144, 1024, mr->lkey);
+
+	ck_assert_int_eq(ibv_poll_cq(cq1, 1, &wc), 0);
+	vt_send(p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 100,
+		mr->lkey, 0, 0);
+	vt_expect_ok(cq0, NULL, 10, IBV_WC_SEND, "SEND before the arm");
+	ck_assert_int_eq(ibv_req_notify_cq(cq1, 0), 0);
+	expect_cq_event(ch, cq1, tag, "a receive between an empty poll and the arm");
+	vt_expect_ok(cq1, &wc, 1, IBV_WC_RECV, "the receive before the arm");
+
+	/* solicited-only: an unsolicited one stays quiet, a solicited one fires */
+	ck_assert_int_eq(ibv_poll_cq(cq1, 1, &wc), 0);
+	vt_send(p.qp[0], 11, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 200,
+		mr->lkey, 0, 0);
+	vt_expect_ok(cq0, NULL, 11, IBV_WC_SEND, "unsolicited SEND");
+	ck_assert_int_eq(ibv_req_notify_cq(cq1, 1), 0);
+	ck_assert_msg(channel_ready(ch, QUIET_MS) == 0,
+		      "an unsolicited receive before a solicited-only arm fired it");
+	vt_expect_ok(cq1, &wc, 2, IBV_WC_RECV, "unsolicited receive");
+	ck_assert_int_eq(ibv_poll_cq(cq1, 1, &wc), 0);
+	vt_send(p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+		mr->addr, 300, mr->lkey, 0, 0);
+	vt_expect_ok(cq0, NULL, 12, IBV_WC_SEND, "solicited SEND");
+	ck_assert_int_eq(ibv_req_notify_cq(cq1, 1), 0);
+	expect_cq_event(ch, cq1, tag, "a solicited receive between an empty poll and the arm");
+	vt_expect_ok(cq1, &wc, 3, IBV_WC_RECV, "solicited receive");
+	vt_expect_pat(BUF(mr) + 6144, 300, 0, 32, "solicited message");
+
+	vt_pair_free(&p);
+	rmcq(cq0);
+	rmcq(cq1);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+	vt_dereg(mr);
+}
+END_TEST
+
+/*
  * IBV_SEND_INLINE: max_inline_data is honoured and reported; the source
  * needs no lkey and may be reused (even freed) as soon as post returns.
  */
@@ -6412,6 +6472,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, destroy_cleans_cq);
 	tcase_add_test(tc, sq_sig_all);
 	tcase_add_test(tc, solicited);
+	tcase_add_test(tc, arm_after_empty_poll);
 	tcase_add_loop_test(tc, inline_data, 0, 2);
 	tcase_add_loop_test(tc, fence, 0, sizeof(fence_len) / sizeof(fence_len[0]));
 	tcase_add_test(tc, sge_max);
