@@ -104,12 +104,9 @@ static int server(int port)
 	pid_t pid;
 
 	alarm(3 * WAIT_S);
-	lfd = listen_loopback(port);
-	if (lfd < 0)
-		return die("socket/bind/listen");
-	fd = accept(lfd, NULL, NULL);
+	fd = accept_loopback(port, &lfd);
 	if (fd < 0)
-		return die("accept");
+		return die("listen/accept");
 	/* the client's second request comes meanwhile, taken by nobody yet */
 	sleep(1);
 	pid = fork();

@@ -88,12 +88,9 @@ static int server(int port)
 	char line[128], c;
 	FILE *f;
 
-	lfd = listen_loopback(port);
-	if (lfd < 0)
-		return die("socket/bind/listen");
-	fd = accept(lfd, NULL, NULL);
+	fd = accept_loopback(port, &lfd);
 	if (fd < 0)
-		return die("accept");
+		return die("listen/accept");
 	f = fdopen(fd, "r+");
 	if (!f)
 		return die("fdopen");

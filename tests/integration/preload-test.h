@@ -43,4 +43,26 @@ static inline int listen_loopback(int port)
 	return fd;
 }
 
+/*
+ * The first connection to a new listener on 127.0.0.1:port, or -1 with
+ * errno; the listener stays open in *listener for the caller.
+ */
+static inline int accept_loopback(int port, int *listener)
+{
+	int fd;
+
+	*listener = listen_loopback(port);
+	if (*listener < 0)
+		return -1;
+	fd = accept(*listener, NULL, NULL);
+	if (fd < 0) {
+		int err = errno;
+
+		close(*listener);
+		*listener = -1;
+		errno = err;
+	}
+	return fd;
+}
+
 #endif

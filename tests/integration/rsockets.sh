@@ -372,53 +372,42 @@ case_calls() {
 
 # epoll(7) under LD_PRELOAD: our echo pair, then asyncio's.
 case_epoll() {
-	local port before n spid rc prog=$T/bin/preload-epoll-helper bytes=$((1024 * 1024 + 333))
-	[ -x "$prog" ] || fail "tests/integration/preload-epoll-helper not built"
-	port=$(free_port)
+	local before n bytes=$((1024 * 1024 + 333))
 	check "epoll: echo server uid $USER1 and client uid $USER2 waiting in epoll_wait (LT, ET, a pipe), 1 MiB, LD_PRELOAD=librspreload.so"
 	before=$(sent_pkts "$DEV")
-	preload_listen "preload-epoll server" "$O/epoll.srv" "$port" "$prog" server "$port"
-	spid=$BG
-	fg "$USER2" "$O/epoll.cli" "$(preload_env)" -- "$prog" client "$port" "$bytes"
-	rc=$?
-	[ "$rc" -eq 0 ] || show_out "preload-epoll server" "$O/epoll.srv"
-	client_ok "$rc" "$O/epoll.cli" "preload-epoll client"
-	server_done "$spid" "$O/epoll.srv" "preload-epoll server"
-	grep -qx "echoed $bytes" "$O/epoll.srv" ||
-		{ show_out "preload-epoll server" "$O/epoll.srv"; fail "epoll: the server did not echo $bytes bytes"; }
+	preload_pair epoll "echoed $bytes" "" "$bytes" "$T/bin/preload-epoll-helper"
 	n=$(moved "$before" epoll) || exit 1
 	ok "epoll: $(cat "$O/epoll.cli"), $n packets on $DEV"
 
-	port=$(free_port)
 	check "epoll: Python asyncio echo, server uid $USER1, client uid $USER2, 1 MiB, LD_PRELOAD=librspreload.so"
 	before=$(sent_pkts "$DEV")
-	preload_listen "asyncio server" "$O/asyncio.srv" "$port" \
-		"$PYTHON" "$T/bin/preload-asyncio.py" server "$port"
-	spid=$BG
-	fg "$USER2" "$O/asyncio.cli" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-asyncio.py" client "$port" "$bytes"
-	rc=$?
-	[ "$rc" -eq 0 ] || show_out "asyncio server" "$O/asyncio.srv"
-	client_ok "$rc" "$O/asyncio.cli" "asyncio client"
-	server_done "$spid" "$O/asyncio.srv" "asyncio server"
-	grep -qx "echoed $bytes" "$O/asyncio.srv" ||
-		{ show_out "asyncio server" "$O/asyncio.srv"; fail "epoll: the asyncio server did not echo $bytes bytes"; }
+	preload_pair asyncio "echoed $bytes" "" "$bytes" "$PYTHON" "$T/bin/preload-asyncio.py"
 	n=$(moved "$before" asyncio) || exit 1
 	ok "epoll: asyncio $(cat "$O/asyncio.cli"), $n packets on $DEV"
 }
 
-# preload_pair NAME: preload-NAME-helper's server (uid $USER1) and client
-# (uid $USER2) under LD_PRELOAD on a free port; the server says "server ok".
+# preload_pair NAME WANT SERVER_ARGS CLIENT_ARGS CMD...: "CMD server PORT
+# SERVER_ARGS" as uid $USER1 and "CMD client PORT CLIENT_ARGS" as uid
+# $USER2, both under LD_PRELOAD on a free port (each ARGS word-split, ""
+# for none); the server must print the line WANT.
 preload_pair() {
-	local name=$1 port spid prog=$T/bin/preload-$1-helper
-	[ -x "$prog" ] || fail "tests/integration/preload-$name-helper not built"
+	local name=$1 want=$2 server_words=$3 client_words=$4 port spid rc
+	shift 4
+	case $1 in
+	*/*) [ -x "$1" ] || fail "$1 not built" ;;
+	esac
 	port=$(free_port)
-	preload_listen "preload-$name server" "$O/$name.srv" "$port" "$prog" server "$port"
+	# shellcheck disable=SC2086 # the ARGS are words
+	preload_listen "$name server" "$O/$name.srv" "$port" "$@" server "$port" $server_words
 	spid=$BG
-	fg "$USER2" "$O/$name.cli" "$(preload_env)" -- "$prog" client "$port"
-	client_ok $? "$O/$name.cli" "preload-$name client"
-	server_done "$spid" "$O/$name.srv" "preload-$name server"
-	grep -qx "server ok" "$O/$name.srv" ||
-		{ show_out "preload-$name server" "$O/$name.srv"; fail "$name: the server did not finish"; }
+	# shellcheck disable=SC2086
+	fg "$USER2" "$O/$name.cli" "$(preload_env)" -- "$@" client "$port" $client_words
+	rc=$?
+	[ "$rc" -eq 0 ] || show_out "$name server" "$O/$name.srv"
+	client_ok "$rc" "$O/$name.cli" "$name client"
+	server_done "$spid" "$O/$name.srv" "$name server"
+	grep -qx "$want" "$O/$name.srv" ||
+		{ show_out "$name server" "$O/$name.srv"; fail "$name: the server did not print '$want'"; }
 }
 
 # A forking server under LD_PRELOAD (preload-fork-helper): the child's
@@ -426,32 +415,22 @@ preload_pair() {
 # the parent's connection nor the request waiting on its listener.
 case_fork() {
 	check "fork: server uid $USER1 forks a child that closes its sockets, client uid $USER2, LD_PRELOAD=librspreload.so"
-	preload_pair fork
+	preload_pair fork "server ok" "" "" "$T/bin/preload-fork-helper"
 	ok "fork: the child's calls failed with EBADF, the parent went on"
 }
 
 # stdio streams on rsockets: fdopen, fgets, fprintf, fclose.
 case_stdio() {
 	check "stdio: server uid $USER1 and client uid $USER2 talk through fdopen'd streams, LD_PRELOAD=librspreload.so"
-	preload_pair stdio
+	preload_pair stdio "server ok" "" "" "$T/bin/preload-stdio-helper"
 	ok "stdio: fgets, fprintf and fclose on rsockets' streams, the fd closed with its stream"
 }
 
 # A burst past a small backlog: each connection waits, none is refused.
 case_backlog() {
-	local port spid rc n=16
-	port=$(free_port)
+	local n=16
 	check "backlog: $n connections at once (uid $USER2) to a server with a backlog of 1 (uid $USER1), LD_PRELOAD=librspreload.so"
-	preload_listen "backlog server" "$O/backlog.srv" "$port" \
-		"$PYTHON" "$T/bin/preload-backlog.py" server "$port" "$n"
-	spid=$BG
-	fg "$USER2" "$O/backlog.cli" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-backlog.py" client "$port" "$n"
-	rc=$?
-	[ "$rc" -eq 0 ] || show_out "backlog server" "$O/backlog.srv"
-	client_ok "$rc" "$O/backlog.cli" "backlog client"
-	server_done "$spid" "$O/backlog.srv" "backlog server"
-	grep -qx "served $n" "$O/backlog.srv" ||
-		{ show_out "backlog server" "$O/backlog.srv"; fail "backlog: the server did not serve $n"; }
+	preload_pair backlog "served $n" "$n" "$n" "$PYTHON" "$T/bin/preload-backlog.py"
 	ok "backlog: $(cat "$O/backlog.cli"), none refused"
 }
 
