@@ -14,6 +14,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "../tests/common/open_device.h"
+
 static double now_us(void)
 {
 	struct timespec t;
@@ -29,20 +31,6 @@ static void v4_gid(const char *addr, union ibv_gid *gid)
 	inet_pton(AF_INET, addr, gid->raw + 12);
 }
 
-static struct ibv_context *open_named(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-	int i;
-
-	for (i = 0; list && list[i] && !ctx; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	return ctx;
-}
-
 int main(int argc, char **argv)
 {
 	struct ibv_ah_attr a = { .is_global = 1, .port_num = 1 };
@@ -56,7 +44,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: ah-create DEVICE SRC_IPV4 DST_IPV4 N\n");
 		return 2;
 	}
-	ctx = open_named(argv[1]);
+	ctx = open_device_named(argv[1]);
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	if (!pd) {
 		fprintf(stderr, "ah-create: cannot open %s\n", argv[1]);

@@ -17,6 +17,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "../tests/common/open_device.h"
+
 #define SEND_WRS	128
 
 static void die(const char *what)
@@ -27,15 +29,8 @@ static void die(const char *what)
 
 static struct ibv_context *open_named(const char *name)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-	int i;
+	struct ibv_context *ctx = open_device_named(name);
 
-	for (i = 0; list && list[i] && !ctx; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
 	if (!ctx)
 		die(name);
 	return ctx;

@@ -26,6 +26,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "tests/common/open_device.h"
+
 #define MAX_OBJS	4096
 
 static struct ibv_context *ctx;
@@ -38,24 +40,17 @@ static void die(const char *what)
 	exit(2);
 }
 
-/* The first device, or the one $QUOTA_DEV names. */
+/*
+ * The first device, or the one $QUOTA_DEV names; NULL with errno when
+ * the open is refused.
+ */
 static struct ibv_context *open_first(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
 	const char *want = getenv("QUOTA_DEV");
-	struct ibv_context *c;
-	int i = 0;
+	struct ibv_context *c = open_device_named(want);
 
-	if (!list || !list[0])
-		die("no device");
-	while (want && list[i] && strcmp(ibv_get_device_name(list[i]), want))
-		i++;
-	if (!list[i]) {
-		errno = ENODEV;
-		die(want);
-	}
-	c = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
+	if (!c && errno == ENODEV)
+		die(want ? want : "no device");
 	return c;
 }
 

@@ -43,6 +43,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "tests/common/check_run.h"
+#include "tests/common/open_device.h"
 
 #define OUR_IPV4	"10.77.0.1"
 #define PEER_IPV4	"10.77.0.2"
@@ -80,27 +81,12 @@ static void v4_gid(const char *addr, union ibv_gid *gid)
 }
 
 /* The device, a PD, a CQ and our IPv4 GID's index; what failed, or NULL. */
-/* A new context on dev_name, or NULL. */
-static struct ibv_context *open_dev(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-	int i;
-
-	for (i = 0; list && list[i] && !c; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
-			c = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	return c;
-}
-
 static const char *open_all(void)
 {
 	union ibv_gid want, g;
 	int i;
 
-	ctx = open_dev();
+	ctx = open_device_named(dev_name);
 	if (!ctx)
 		return "no such device";
 	pd = ibv_alloc_pd(ctx);
@@ -333,7 +319,7 @@ END_TEST
  */
 static struct ibv_context *another_context(void)
 {
-	struct ibv_context *c = open_dev();
+	struct ibv_context *c = open_device_named(dev_name);
 
 	ck_assert_msg(c, "a second context: %s", strerror(errno));
 	return c;

@@ -28,6 +28,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "tests/common/open_device.h"
+
 struct opts {
 	const char *device;
 	unsigned long nqps;
@@ -66,23 +68,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		}
 	}
 	return o->nqps && o->cqe > 0 && o->wrs ? 0 : -1;
-}
-
-static struct ibv_context *open_device(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-	int i;
-
-	for (i = 0; list && list[i]; i++) {
-		if (!name || strcmp(ibv_get_device_name(list[i]), name) == 0) {
-			ctx = ibv_open_device(list[i]);
-			break;
-		}
-	}
-	if (list)
-		ibv_free_device_list(list);
-	return ctx;
 }
 
 static int to_init(struct ibv_qp *qp)
@@ -153,7 +138,7 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	pairs = calloc(o.nqps, sizeof(*pairs));
-	ctx = open_device(o.device);
+	ctx = open_device_named(o.device);
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	if (!pairs || !pd) {
 		printf("error setup: %s\n", strerror(errno ? errno : ENODEV));
