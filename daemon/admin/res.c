@@ -310,12 +310,15 @@ static int fill_srq(json_t *o, const struct res_walk *w, uint32_t handle,
 
 	(void)handle;
 	ret |= set_int(o, "srqn", srq->srq_num);
-	ret |= set_str(o, "type", "BASIC");
+	ret |= set_str(o, "type", srq->srq_type == IBV_SRQT_XRC ? "XRC" : "BASIC");
 	srq_key(key, srq);
 	list = json_object_get(w->srq_qps, key);
 	if (list)
 		ret |= json_object_set(o, "lqpn", list);
 	ret |= set_int(o, "pdn", srq->pd->handle);
+	/* rdma's: an SRQ that completes on a CQ of its own (XRC) names it */
+	if (srq->srq_type == IBV_SRQT_XRC)
+		ret |= set_int(o, "cqn", srq->cq->handle);
 	return ret | set_owner(o, w);
 }
 

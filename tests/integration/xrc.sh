@@ -99,6 +99,16 @@ if [ -x "$HELPER" ]; then
 	sys.exit(0 if basic and not any(qpn in r.get("lqpn", []) for r in rows) else 1)
 	EOF
 	ok "target QP $qpn under no SRQ, beside a basic SRQ of the same handle number as the one it receives into"
+	# as rdma lists them: an XRC SRQ's type, and the CQ it completes on
+	"$PYTHON" - "$O/srqs" <<-'EOF' || { show srqs "$O/srqs"; fail "SRQ types or CQs listed wrong"; }
+	import json, sys
+	rows = json.load(open(sys.argv[1]))
+	xrc = [r for r in rows if r["srqn"] != 0]
+	basic = [r for r in rows if r["srqn"] == 0]
+	sys.exit(0 if xrc and all(r["type"] == "XRC" and "cqn" in r for r in xrc) and
+		 basic and all(r["type"] == "BASIC" and "cqn" not in r for r in basic) else 1)
+	EOF
+	ok "resource show srq: XRC SRQs as type XRC with their cqn, basic ones as BASIC"
 	nothing_left "after the listing"
 fi
 
