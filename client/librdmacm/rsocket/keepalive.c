@@ -7,7 +7,7 @@
  * its data to wait on RNR until it did.  The message is what detects a peer that is gone
  * without a word (its host down, its link cut): the RC send to it fails
  * after its retries, and the rsocket reports the error as TCP's keepalive
- * would (ETIMEDOUT/ECONNRESET on the next call, POLLERR).
+ * would (ETIMEDOUT/ECONNRESET on the next call, POLLERR|POLLHUP).
  *
  * One thread per process, started with the first keepalive rsocket, sleeps
  * until the earliest one is due.  Lock order: the thread holds ka_lock and

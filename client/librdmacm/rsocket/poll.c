@@ -46,8 +46,14 @@ static short conn_revents(struct rsocket *rs, short events)
 	 */
 	if ((rs->state & RS_DISCONNECTED) && !rs_have_rdata(rs))
 		rev |= POLLHUP;
+	/*
+	 * A broken connection (reset, keepalive or retries failed) is hung
+	 * up too, as TCP's after a reset: event loops (libevent, epoll
+	 * servers) close on POLLHUP and some never look at POLLERR alone.
+	 * The error shows until SO_ERROR takes it, as sk_err's.
+	 */
 	if (rs->state & RS_ERROR)
-		rev |= POLLERR;
+		rev |= POLLHUP | (rs->err ? POLLERR : 0);
 	return rev;
 }
 
