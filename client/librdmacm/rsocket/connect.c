@@ -423,10 +423,25 @@ static int start_connect(struct rsocket *rs, const struct sockaddr *addr,
 	return 0;
 }
 
+/*
+ * What the network answered a connection attempt, not what failed here:
+ * TCP's non-blocking connect(2) reports it later (EINPROGRESS, then
+ * POLLOUT|POLLERR and SO_ERROR), even on loopback, where the refusal is
+ * back before connect returns; an app may take an error at once for one
+ * of its own (a bad address) and not try the next one, or report it
+ * differently.  A local failure (EAGAIN: the daemon refused the QP over
+ * the uid's limit) fails at once, as TCP's do.
+ */
+static bool peer_error(int err)
+{
+	return err == ECONNREFUSED || err == ETIMEDOUT ||
+	       err == EHOSTUNREACH || err == ECONNRESET;
+}
+
 static int connect_locked(struct rsocket *rs, const struct sockaddr *addr,
 			  socklen_t len)
 {
-	bool nonblock = rs_nonblocking(rs, 0);
+	bool nonblock = rs_nonblocking(rs, 0), started = false;
 	int ret;
 
 	if (rs->state & RS_CONNECTED)
@@ -440,6 +455,7 @@ static int connect_locked(struct rsocket *rs, const struct sockaddr *addr,
 		ret = start_connect(rs, addr, len);
 		if (ret)
 			return ret;
+		started = true;
 	} else {
 		return connect_result(rs);
 	}
@@ -452,6 +468,9 @@ static int connect_locked(struct rsocket *rs, const struct sockaddr *addr,
 	ret = rs_wait(rs, opened, nonblock);
 	if (ret)
 		return ret == -EAGAIN ? -EINPROGRESS : ret;
+	if (nonblock && started && (rs->state & RS_CONNECT_ERROR) &&
+	    peer_error(rs->err))
+		return -EINPROGRESS;
 	return connect_result(rs);
 }
 

@@ -68,7 +68,7 @@ static short state_revents(struct rsocket *rs, short events)
 		return 0;
 	/* as TCP's after a failed connect: an error only until it is told */
 	if (rs->state & RS_CONNECT_ERROR)
-		return (short)((events & (POLLIN | POLLOUT)) | POLLHUP |
+		return (short)((events & (POLLIN | POLLOUT | POLLRDHUP)) | POLLHUP |
 			       (rs->err ? POLLERR : 0));
 	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR))
 		return conn_revents(rs, events);
