@@ -689,6 +689,43 @@ START_TEST(peer_close)
 }
 END_TEST
 
+/*
+ * SO_LINGER {1, 0} aborts the connection, as TCP's sends a reset: the
+ * peer reads what came before, then ECONNRESET (once it read it as an
+ * end of file, as after a close), and polls POLLERR|POLLHUP.
+ */
+START_TEST(linger_zero_resets)
+{
+	static const struct linger now = { 1, 0 };
+	char buf[16];
+	short rev;
+	int lfd, srv, cli, err;
+	socklen_t len = sizeof(err);
+	ssize_t n;
+
+	pair(&lfd, &srv, &cli);
+	send_all(cli, "hello", 5);
+	ck_ok(rsetsockopt(cli, SOL_SOCKET, SO_LINGER, &now, sizeof(now)));
+	ck_ok(rclose(cli));
+	n = rrecv(srv, buf, 5, MSG_WAITALL);
+	ck_assert_msg(n == 5 && !memcmp(buf, "hello", 5),
+		      "rrecv before the reset: %zd (%s), want the 5 bytes sent",
+		      n, n < 0 ? strerror(errno) : "");
+	rev = wait_for(srv, POLLIN);
+	ck_assert_msg((rev & (POLLIN | POLLERR | POLLHUP)) ==
+		      (POLLIN | POLLERR | POLLHUP),
+		      "revents %#x, want POLLIN|POLLERR|POLLHUP", rev);
+	n = rrecv(srv, buf, sizeof(buf), 0);
+	ck_assert_msg(n == -1 && errno == ECONNRESET,
+		      "rrecv after the reset: %zd (%s), want ECONNRESET", n,
+		      n < 0 ? strerror(errno) : "");
+	ck_ok(rgetsockopt(srv, SOL_SOCKET, SO_ERROR, &err, &len));
+	ck_assert_int_eq(err, ECONNRESET);
+	ck_ok(rclose(srv));
+	ck_ok(rclose(lfd));
+}
+END_TEST
+
 START_TEST(shutdown_directions)
 {
 	char buf[16];
@@ -2150,8 +2187,9 @@ END_TEST
  * A mute peer (it posts no receives) takes none of our messages: the
  * sender's QP retries them for ever (RNR).  rclose waits for them as long
  * as SO_LINGER says, or RS_CLOSE_WAIT_MS (5 s) without it, then cuts the
- * connection, where it once waited for ever; SO_LINGER 0 cuts it at
- * once.  The peer hears the disconnect either way.
+ * connection, where it once waited for ever; SO_LINGER 0 cuts it once
+ * its reset has waited RS_RESET_WAIT_MS (1 s) in vain.  The peer hears
+ * the disconnect either way.
  */
 static void close_on_mute_peer(const struct linger *lg, long min_ms)
 {
@@ -2181,7 +2219,7 @@ START_TEST(close_on_a_mute_peer)
 {
 	static const struct linger now = { 1, 0 }, one_second = { 1, 1 };
 
-	close_on_mute_peer(&now, 0);
+	close_on_mute_peer(&now, 1000);
 	close_on_mute_peer(&one_second, 1000);
 	close_on_mute_peer(NULL, 5000);
 }
@@ -2424,7 +2462,8 @@ static Suite *rsocket_suite(int argc, char **argv)
 		T(bad_fds), T(socket_args), T(bind_args), T(listen_accept_args),
 		T(connect_refused), T(connect_and_names), T(partial_reads),
 		T(stream_truncating_receive),
-		T(large_transfer), T(peer_close), T(shutdown_directions),
+		T(large_transfer), T(peer_close), T(linger_zero_resets),
+		T(shutdown_directions),
 		T(iomap), T(options), T(bad_data_args), T(poll_mixed),
 		T(select_mixed), T(select_hangup_is_no_exception), T(select_keeps_timeout),
 		T(dgram_exchange), T(dgram_connected), T(dgram_bound_source),

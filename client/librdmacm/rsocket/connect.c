@@ -409,7 +409,17 @@ int rs_finish_connect(struct rsocket *rs, bool nonblock)
 {
 	int ret = rs_wait(rs, opened, nonblock);
 
-	return ret ? ret : connect_result(rs);
+	if (ret)
+		return ret;
+	/*
+	 * Broken as it opened (an accepted connection whose peer wrote,
+	 * then reset, before we took ESTABLISHED): the read or write says
+	 * so, after what came first is read, as on a TCP socket accepted
+	 * before its peer's reset.
+	 */
+	if (rs->state & RS_ERROR)
+		return 0;
+	return connect_result(rs);
 }
 
 static int start_connect(struct rsocket *rs, const struct sockaddr *addr,
@@ -541,6 +551,29 @@ static int stop_listening(struct rsocket *rs)
 }
 
 /*
+ * SO_LINGER 0: the peer is told of an abort, which it reports as TCP
+ * reports a reset (ECONNRESET, POLLERR|POLLHUP), where the disconnect
+ * alone reads as a close.  The message must have landed before the
+ * disconnect flushes our queue; a peer that takes none (it posts no
+ * receives) holds us RS_RESET_WAIT_MS at most, then hears the
+ * disconnect alone.
+ */
+static void send_reset(struct rsocket *rs)
+{
+	int64_t deadline = rs_deadline_ms(RS_RESET_WAIT_MS);
+
+	if (rs_wait_until(rs, ctrl_ready, deadline) ||
+	    !(rs->state & RS_CONNECTED))
+		return;
+	rs->ctrl_seqno++;
+	if (rs_post_msg(rs, rs_msg(RS_OP_CTRL, RS_CTRL_RESET))) {
+		rs->ctrl_seqno--;
+		return;
+	}
+	rs_wait_until(rs, rs_all_sends_done, deadline);
+}
+
+/*
  * deadline as rs_wait_until's: rshutdown waits for ever, as rdma-core;
  * rclose as long as close_deadline says.  A wait that times out cuts
  * the connection, and a negative deadline cuts it at once.
@@ -556,6 +589,7 @@ static int shutdown_locked(struct rsocket *rs, int how, int64_t deadline)
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
 		return -ENOTCONN;
 	if ((rs->state & RS_CONNECTED) && deadline < 0) {
+		send_reset(rs);
 		rs->state = RS_DISCONNECTED;	/* SO_LINGER 0: no goodbye */
 	} else if (rs->state & RS_CONNECTED) {
 		ctrl = shutdown_ctrl(rs, how);
@@ -580,8 +614,8 @@ static int shutdown_locked(struct rsocket *rs, int how, int64_t deadline)
 /*
  * How long rclose waits for the peer to take what is still on its way
  * (our last data, then the message that we are gone): SO_LINGER's time
- * when it is on (0: not at all, the connection is cut as TCP's reset
- * does), else RS_CLOSE_WAIT_MS.  rdma-core waits for ever, so a peer
+ * when it is on (0: not at all, the peer is told of a reset, as TCP's
+ * RST, and the connection cut: send_reset), else RS_CLOSE_WAIT_MS.  rdma-core waits for ever, so a peer
  * that posts no more receives held the closing thread for good.  Our
  * data goes within the peer's credits, so it has landed whatever the
  * peer does; the last message may wait for a peer program that makes no

@@ -170,6 +170,16 @@ static void recv_ctrl(struct rsocket *rs, uint32_t ctrl)
 {
 	if (ctrl == RS_CTRL_DISCONNECT) {
 		rs->state = RS_DISCONNECTED;
+	} else if (ctrl == RS_CTRL_RESET) {
+		/*
+		 * As TCP's RST: what came before it is still read, then
+		 * ECONNRESET.  The CM's disconnect may have been taken
+		 * first (rs_progress takes the channel before the CQ).
+		 */
+		if (rs->state & (RS_CONNECTED | RS_DISCONNECTED)) {
+			rs->state = RS_ERROR;
+			rs->err = ECONNRESET;
+		}
 	} else if (ctrl == RS_CTRL_SHUTDOWN) {
 		/* The peer sends no more; with our side shut too, it is over. */
 		if (rs->state & RS_WRITABLE)

@@ -84,6 +84,12 @@ enum rs_ctrl {
 	RS_CTRL_DISCONNECT = 0,
 	RS_CTRL_KEEPALIVE = 1,
 	RS_CTRL_SHUTDOWN = 2,
+	/*
+	 * Ours, not rdma-core's (whose rsockets ignore it and take the
+	 * disconnect that follows for a close): SO_LINGER 0's abort, which
+	 * the peer reports as TCP reports a reset.
+	 */
+	RS_CTRL_RESET = 3,
 };
 
 /* A region the peer may write: in the reader's byte order (wire.c). */
@@ -323,6 +329,8 @@ void rs_save_conn_data(struct rsocket *rs, const struct rs_conn_data *conn);
 #define RS_RESOLVE_MS		2000
 /* rclose's wait for the peer to take what it sent last (connect.c) */
 #define RS_CLOSE_WAIT_MS	5000
+/* SO_LINGER 0's wait for its reset to reach the peer (connect.c) */
+#define RS_RESET_WAIT_MS	1000
 
 /* Handle the CM events queued on rs's channel (never blocks). */
 void rs_cm_progress(struct rsocket *rs);
