@@ -108,7 +108,7 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/integration/st
 	tests/integration/roce-mad-hostile.py tests/integration/roce-responder.py \
 	tests/integration/notify-listen.py tests/integration/install-check.sh \
 	tests/integration/preload-asyncio.py tests/integration/preload-orphan.py \
-	tests/integration/preload-backlog.py \
+	tests/integration/preload-backlog.py tests/integration/preload-keepalive.py \
 	tests/integration/tsan.supp
 
 # The verbs data path (issue 3): Check programs and two-process helpers on

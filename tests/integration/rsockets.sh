@@ -57,7 +57,9 @@
 #              (rsocket-helper keepalive_on) sends keepalives each second
 #              each way for 8 s, though neither end makes a call (more
 #              than its 4 control slots hold); without (keepalive_off)
-#              nothing
+#              nothing; and a Python pair under LD_PRELOAD
+#              (preload-keepalive.py) with them on, idle 3.5 s, then
+#              talking (the keepalive thread once hung the process)
 #   udpong     Debian's udpong (datagram rsockets: a UD QP, UDP until the
 #              peers know each other's QP numbers): bandwidth runs of 64,
 #              1024 and 1500 bytes, nonblocking, blocking and rpoll-driven
@@ -583,6 +585,19 @@ case_keepalive() {
 	# end are used up
 	[ "$on" -ge $((off + 10)) ] || fail "keepalives every second each way sent only $on packets in 8.2 s"
 	ok "keepalives: $on packets in 8.2 s idle (without: $off)"
+
+	local port spid rc
+	port=$(free_port)
+	check "keepalives under LD_PRELOAD: a Python pair idle 3.5 s with SO_KEEPALIVE, TCP_KEEPIDLE 1, then a byte each way"
+	preload_listen "keepalive server" "$O/ka-preload.srv" "$port" \
+		"$PYTHON" "$T/bin/preload-keepalive.py" server "$port"
+	spid=$BG
+	fg "$USER2" "$O/ka-preload.cli" "$(preload_env)" -- "$PYTHON" "$T/bin/preload-keepalive.py" client "$port"
+	rc=$?
+	[ "$rc" -eq 0 ] || show_out "keepalive server" "$O/ka-preload.srv"
+	client_ok "$rc" "$O/ka-preload.cli" "keepalive client"
+	server_done "$spid" "$O/ka-preload.srv" "keepalive server"
+	ok "keepalives under LD_PRELOAD: $(cat "$O/ka-preload.cli"), $(cat "$O/ka-preload.srv")"
 }
 
 # A raw UDP datagram to 127.0.0.1:PORT from 10.99.0.1:40000 (no route

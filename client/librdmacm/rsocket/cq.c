@@ -324,14 +324,19 @@ void rs_drain_cq_events(struct rsocket *rs)
 	}
 }
 
-void rs_progress(struct rsocket *rs)
+void rs_progress_cq(struct rsocket *rs)
 {
-	rs_cm_progress(rs);
 	if (!rs->cq)
 		return;
 	rs_update_credits(rs);
 	poll_cq(rs);
 	rs_update_credits(rs);
+}
+
+void rs_progress(struct rsocket *rs)
+{
+	rs_cm_progress(rs);
+	rs_progress_cq(rs);
 }
 
 bool rs_arm_cq(struct rsocket *rs)

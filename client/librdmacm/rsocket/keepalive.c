@@ -58,9 +58,16 @@ static int send_one(struct rsocket *rs)
 	 * unnoticed however long the connection sat idle.  A failed
 	 * keepalive ends the connection here too, so the app's next call,
 	 * or its rpoll, hears of it at once.
+	 *
+	 * The completions only, not the CM channel: reading it calls
+	 * fcntl(2) on its fd, which is the rsocket's, and under librspreload
+	 * that of a thread that did not come in through an r* call goes
+	 * back to rfcntl, which waits for the lock we hold: the thread hung,
+	 * and every call on the rsocket after it.
+	 * The app's own calls take the CM's news.
 	 */
 	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs))
-		rs_progress(rs);
+		rs_progress_cq(rs);
 	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs) &&
 	    rs_ctrl_avail(rs)) {
 		rs->ctrl_seqno++;

@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+# preload-keepalive: an idle connection with SO_KEEPALIVE and TCP_KEEPIDLE 1
+# under librspreload (rsockets.sh, case "keepalive"), as servers set them
+# (Redis, PostgreSQL, nginx's so_keepalive).  Nothing here knows of
+# rsockets.
+#
+#   preload-keepalive.py server PORT   accept one connection on
+#                                      127.0.0.1:PORT, sit idle 3.5 s
+#                                      (keepalives due every second),
+#                                      then echo a byte; print "server ok"
+#   preload-keepalive.py client PORT   connect, sit idle 3.5 s, send a
+#                                      byte and read it back within 10 s;
+#                                      print "client ok"
+# Exit status 0, or 1 with a message.  A keepalive that hung the process
+# (its thread stuck on the rsocket's lock) leaves both ends silent.
+import socket
+import sys
+import time
+
+IDLE_S = 3.5
+WAIT_S = 10
+
+
+def fail(msg):
+    print("preload-keepalive: " + msg, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def keepalive(s):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
+
+
+def main():
+    role, port = sys.argv[1], int(sys.argv[2])
+    if role == "server":
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        keepalive(ls)
+        ls.bind(("127.0.0.1", port))
+        ls.listen(1)
+        c, _ = ls.accept()
+    else:
+        c = socket.socket()
+        keepalive(c)
+        c.connect(("127.0.0.1", port))
+    time.sleep(IDLE_S)
+    c.settimeout(WAIT_S)
+    try:
+        if role == "server":
+            b = c.recv(1)
+            if b != b"k":
+                fail("server read %r, want b'k'" % b)
+            c.sendall(b)
+        else:
+            c.sendall(b"k")
+            b = c.recv(1)
+            if b != b"k":
+                fail("client read %r, want b'k'" % b)
+    except OSError as e:
+        fail("%s after %.1f s idle: %s" % (role, IDLE_S, e))
+    print(role + " ok", flush=True)
+
+
+main()
