@@ -38,6 +38,9 @@ tests_integration_libfailaddrs_la_LDFLAGS = -module -avoid-version -shared \
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
 # The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
+
+# Keepalives find a silent peer across the wire (rsockets-wire.sh).
+INTEGRATION_TESTS += tests/integration/rsockets-wire.sh
 # UCX across them, on the wire only (roce-middleware.sh).
 INTEGRATION_TESTS += tests/integration/roce-middleware.sh
 # XRC across them: XRCETH, the target's SRQ, XRC's opcodes (roce-xrc.sh).

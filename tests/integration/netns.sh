@@ -15,10 +15,11 @@
 # capture_prepare, capture_start / capture_stop: tshark on $VA into $PCAP
 # meanwhile.
 
-NSA=ibvd-wa-$$
-NSB=ibvd-wb-$$
-VA=iwa$$
-VB=iwb$$
+# WIRE_PREFIX names them for a run beside others' (default ibvd / i)
+NSA=${WIRE_PREFIX:-ibvd}-wa-$$
+NSB=${WIRE_PREFIX:-ibvd}-wb-$$
+VA=${WIRE_PREFIX:-i}wa$$
+VB=${WIRE_PREFIX:-i}wb$$
 IPA=10.79.0.1
 IPB=10.79.0.2
 NS_MADE=""

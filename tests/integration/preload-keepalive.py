@@ -11,8 +11,19 @@
 #   preload-keepalive.py client PORT   connect, sit idle 3.5 s, send a
 #                                      byte and read it back within 10 s;
 #                                      print "client ok"
+#   preload-keepalive.py watch-server IP PORT
+#   preload-keepalive.py watch-client IP PORT
+#                                      (rsockets-wire.sh) SO_KEEPALIVE with
+#                                      TCP_KEEPIDLE 2, TCP_KEEPINTVL 1,
+#                                      TCP_KEEPCNT 2; a byte each way,
+#                                      print "connected", then wait for
+#                                      the connection's end (60 s at
+#                                      most) and print "ended after S s
+#                                      revents R errno E" (E: the read's
+#                                      errno, 0 for an end of file)
 # Exit status 0, or 1 with a message.  A keepalive that hung the process
 # (its thread stuck on the rsocket's lock) leaves both ends silent.
+import select
 import socket
 import sys
 import time
@@ -31,7 +42,45 @@ def keepalive(s):
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
 
 
+def watch(role, ip, port):
+    def opts(s):
+        keepalive(s)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 2)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 2)
+    if role == "watch-server":
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        opts(ls)
+        ls.bind((ip, port))
+        ls.listen(1)
+        c, _ = ls.accept()
+    else:
+        c = socket.socket()
+        opts(c)
+        c.connect((ip, port))
+    c.sendall(b"w")
+    if c.recv(1) != b"w":
+        fail("no byte from the peer")
+    print("connected", flush=True)
+    t0 = time.monotonic()
+    p = select.poll()
+    p.register(c, select.POLLIN)
+    ev = p.poll(60000)
+    took = time.monotonic() - t0
+    rev = ev[0][1] if ev else 0
+    err = 0
+    try:
+        c.recv(16)
+    except OSError as e:
+        err = e.errno
+    print("ended after %.1f s revents %#x errno %d" % (took, rev, err), flush=True)
+
+
 def main():
+    if sys.argv[1].startswith("watch-"):
+        watch(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+        return
     role, port = sys.argv[1], int(sys.argv[2])
     if role == "server":
         ls = socket.socket()

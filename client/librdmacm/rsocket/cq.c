@@ -273,9 +273,15 @@ static void send_done(struct rsocket *rs, const struct ibv_wc *wc)
 		rs->sbuf_bytes_avail += rs_msg_data(msg);
 		break;
 	}
+	/*
+	 * Retries spent: the peer went silent (its host down, the path
+	 * cut), which TCP reports as ETIMEDOUT, from its retransmissions
+	 * or its keepalive probes alike; anything else the peer refused.
+	 */
 	if (wc->status != IBV_WC_SUCCESS && (rs->state & RS_CONNECTED)) {
 		rs->state = RS_ERROR;
-		rs->err = ECONNRESET;
+		rs->err = wc->status == IBV_WC_RETRY_EXC_ERR ? ETIMEDOUT :
+							      ECONNRESET;
 	}
 }
 
