@@ -474,10 +474,32 @@ static void port_take(struct ibvd_cm_id *id)
 	t->cm_ports++;
 }
 
+/*
+ * A loopback address names no RoCE device: the kernel's rdma_cm binds an
+ * id to 127.0.0.1 or ::1 as to the wildcard, without a device (its
+ * cma_any_addr), and a resolution or a connection picks one later.
+ * Middleware relies on it: libfabric's verbs provider binds "localhost"
+ * and, finding no device there, advertises the devices' own interface
+ * addresses; given a device, it advertised 127.0.0.1, which no other host
+ * reaches (Open MPI's mtl ofi across two hosts: every connection refused).
+ * Our software devices keep theirs: they have no interface of their own,
+ * and rsockets and the CM's users on one host bind 127.0.0.1 to reach them.
+ */
+static bool addr_is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(sin4(ss)->sin_addr.s_addr) >> 24) == IN_LOOPBACKNET;
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&sin6(ss)->sin6_addr);
+	return false;
+}
+
 int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	    const struct sockaddr_storage *addr)
 {
 	struct ibvd_device *dev = cm_addr_device(id->cm, addr);
+	bool no_dev = cm_addr_is_any(addr) ||
+		      (addr_is_loopback(addr) && cm_dev_is_roce(dev));
 	struct sockaddr_storage ss = *addr;
 	uint16_t port = cm_addr_port(addr);
 	int ret;
@@ -490,7 +512,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	if (!cm_addr_is_local(id->cm, addr))
 		return ibvd_call_error(call, -EADDRNOTAVAIL,
 				       "not an address of this host");
-	if (!cm_addr_is_any(addr) && !dev)
+	if (!no_dev && !dev)
 		return ibvd_call_error(call, -ENODEV, "no RDMA device");
 	if (!id->afonly_set)
 		id->afonly = default_afonly(addr->ss_family);
@@ -516,7 +538,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	port_link(id, port);
 	port_take(id);
 	id->bound = true;
-	if (!cm_addr_is_any(&ss))
+	if (!no_dev)
 		cm_attach_device(id, dev, cm_addr_port_num(id->cm, &ss));
 	return 0;
 }

@@ -106,7 +106,7 @@ tests_integration_verbs_api_helper_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_integration_verbs_api_helper_LDADD = -libverbs $(CHECK_LIBS)
 
 # install-check.sh runs from scripts/test against a `make install`ed prefix.
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/integration/stuckfs.sh tests/mpi/mpi-pingpong.c \
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/integration/stuckfs.sh tests/mpi/mpi-pingpong.c tests/mpi/mpi-coll-rma.c \
 	tests/integration/roce-hostile.py tests/integration/netns.sh \
 	tests/integration/roce-mad-hostile.py tests/integration/roce-responder.py \
 	tests/integration/notify-listen.py tests/integration/install-check.sh \

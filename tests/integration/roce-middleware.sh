@@ -13,15 +13,15 @@
 #     its "Final:" line, and A's device counts the packets it received;
 #   - UCX's client-server example (tag API), connecting through the RDMA
 #     CM;
-#   - libfabric's fi_pingpong over verbs;ofi_rxd (UD).  Not over FI_EP_MSG
-#     or ofi_rxm: fi_pingpong's server asks for no address, so the verbs
-#     provider binds "localhost" and tells the client to connect there,
-#     which reaches no other host;
+#   - libfabric's fi_pingpong over verbs;ofi_rxd (UD);
 #   - qperf's RC tests through the RDMA CM (-cm1), and by LID: EINVAL;
 #   - rsockets: Debian's rstream, riostream (verified) and udpong;
 #   - a 2-rank MPI job of tests/mpi/mpi-pingpong.c (every byte checked)
 #     with each MPI over UCX's rc_verbs, one rank on each host, started
-#     through an ssh of our own that enters the other namespace.
+#     through an ssh of our own that enters the other namespace;
+#   - tests/mpi/mpi-coll-rma.c (collectives and one-sided, every value
+#     checked) the same way with Open MPI over pml ucx and over mtl ofi
+#     (verbs;ofi_rxm), whose provider must advertise A's address.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -325,3 +325,49 @@ mpi_job openmpi mpicc.openmpi mpirun.openmpi --allow-run-as-root \
 mpi_job mpich mpicc.mpich mpiexec.hydra -launcher ssh \
 	-launcher-exec "$T/bin/rsh-ns" -iface "$VA" -hosts nsa,nsb -n 2 -ppn 1 \
 	-genv MPIR_CVAR_NOLOCAL 1
+
+# ---- Open MPI's collectives and one-sided across the two hosts ----------
+# tests/mpi/mpi-coll-rma.c (allreduce, alltoall, bcast; put, get and
+# accumulate under fences, put and get under locks, fetch_and_op, every
+# value checked), one rank on each host, over pml ucx (osc ucx: its puts
+# and gets are the NIC's READs and WRITEs), then over libfabric: mtl ofi
+# on verbs;ofi_rxm, whose connections go through the RDMA CM to the
+# address each rank's provider advertises.  That address is its device's
+# interface's only if binding "localhost" gives an id no device, as the
+# kernel's rdma_cm does (with one, every connection went to 127.0.0.1).
+check "#$((NRUN + 1)) libfabric's verbs provider advertises A's address, not localhost"
+NRUN=$((NRUN + 1))
+ns_debian "$NSA" "$USER1" "$SOCK_A" fi_info -p "verbs;ofi_rxm" -v >"$O/fi_info" 2>&1 ||
+	{ show fi_info "$O/fi_info"; fail "fi_info -p verbs;ofi_rxm"; }
+expect_grep "src_addr: fi_sockaddr_in://$IPA:0" "$O/fi_info" "verbs;ofi_rxm's address"
+expect_no_grep "src_addr: fi_sockaddr_in://127\." "$O/fi_info" "verbs;ofi_rxm's address"
+ok "verbs;ofi_rxm on $WIRE_DEV_A: $IPA"
+
+# coll_job NAME MPIRUN-ARGS...: mpi-coll-rma across the hosts
+coll_job() {
+	local name=$1 out=$O/coll-$1
+	shift
+	NRUN=$((NRUN + 1))
+	check "#$NRUN $name: collectives and one-sided, one rank on each host"
+	(cd "$T" && ip netns exec "$NSA" timeout -k 2 $((TMO * 3)) env UCX_TLS=rc_v,self \
+		mpirun.openmpi --allow-run-as-root --mca plm_rsh_agent "$T/bin/rsh-ns" \
+		--mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include "${IPA%.*}.0/24" \
+		--bind-to none --host nsa:1,nsb:1 -np 2 -x UCX_TLS --mca btl self \
+		--mca osc ucx "$@" "$T/mpi-coll-rma" 5 65536) >"$out" 2>&1 ||
+		{ show "$name" "$out"; fail "$name: the job failed"; }
+	expect_grep "^verified: 0 errors, 5 iterations of 65536 int64\$" "$out" "$name: every value checked"
+	daemon_alive "after $name"
+	pid_running "$PID_B" || fail "the daemon in $NSB died after $name"
+	ok "$name: $(grep '^verified' "$out")"
+}
+if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null; then
+	mpicc.openmpi -O2 -Wall -Wextra -Werror -o "$T/mpi-coll-rma" \
+		"$top_srcdir/tests/mpi/mpi-coll-rma.c" >"$O/coll.cc" 2>&1 ||
+		{ show mpicc "$O/coll.cc"; fail "mpicc.openmpi mpi-coll-rma.c"; }
+	chmod 755 "$T/mpi-coll-rma"
+	coll_job "openmpi pml ucx" --mca pml ucx --mca pml_ucx_devices any
+	coll_job "openmpi mtl ofi (verbs;ofi_rxm)" --mca pml cm --mca mtl ofi \
+		--mca mtl_ofi_provider_include "verbs;ofi_rxm"
+else
+	log "Open MPI not installed (scripts/deps): collectives and one-sided not run"
+fi

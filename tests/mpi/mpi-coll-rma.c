@@ -1,0 +1,149 @@
+/*
+ * mpi-coll-rma: collectives and one-sided communication, every result
+ * checked.  Usage: mpi-coll-rma [ITERS [COUNT]] (default 10, 65536 int64).
+ *
+ * Each iteration: MPI_Allreduce, MPI_Alltoall and MPI_Bcast; then on a
+ * window (MPI_Win_allocate) MPI_Put and MPI_Get to the right-hand rank and
+ * MPI_Accumulate to every rank, each closed by MPI_Win_fence; an MPI_Put
+ * under an exclusive MPI_Win_lock and an MPI_Get under a shared one; and
+ * MPI_Fetch_and_op on rank 0 under MPI_Win_lock_all with MPI_Win_flush.
+ * Rank 0 prints "verified: 0 errors, ..." when every rank found every
+ * value as it must be, and the job exits 0; otherwise "FAILED" and 1.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int rank, size, errs;
+
+#define CHECK(cond, ...)						\
+	do {								\
+		if (!(cond) && errs++ < 10) {				\
+			fprintf(stderr, "rank %d: ", rank);		\
+			fprintf(stderr, __VA_ARGS__);			\
+			fputc('\n', stderr);				\
+		}							\
+	} while (0)
+
+/* What rank r puts in iteration it at index i (its own tag in the top bits) */
+static int64_t val(int r, size_t i, int it)
+{
+	return ((int64_t)r << 32) | (int64_t)(i * 3 + (size_t)it);
+}
+
+static void collectives(int64_t *a, int64_t *b, size_t n, int it)
+{
+	int64_t sum = (int64_t)size * (size + 1) / 2, bc;
+	size_t per = n / (size_t)size, i;
+	int p;
+
+	for (i = 0; i < n; i++)
+		a[i] = (int64_t)(rank + 1) * (int64_t)(i + (size_t)it);
+	MPI_Allreduce(a, b, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+	for (i = 0; i < n; i++)
+		CHECK(b[i] == sum * (int64_t)(i + (size_t)it), "allreduce %d/%zu", it, i);
+	for (p = 0; p < size; p++)
+		for (i = 0; i < per; i++)
+			a[(size_t)p * per + i] = val(rank, i, it) ^ ((int64_t)p << 48);
+	MPI_Alltoall(a, (int)per, MPI_INT64_T, b, (int)per, MPI_INT64_T, MPI_COMM_WORLD);
+	for (p = 0; p < size; p++)
+		for (i = 0; i < per; i++)
+			CHECK(b[(size_t)p * per + i] == (val(p, i, it) ^ ((int64_t)rank << 48)),
+			      "alltoall %d/%d/%zu", it, p, i);
+	bc = rank == 0 ? 12345 + it : 0;
+	MPI_Bcast(&bc, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+	CHECK(bc == 12345 + it, "bcast %d", it);
+}
+
+static void one_sided(MPI_Win win, int64_t *w, int64_t *a, int64_t *b, size_t n, int it)
+{
+	int right = (rank + 1) % size, left = (rank + size - 1) % size;
+	int64_t sum = (int64_t)size * (size + 1) / 2, one = 1, old;
+	size_t i;
+	int k;
+
+	/* active target: fence epochs */
+	MPI_Win_fence(0, win);
+	for (i = 0; i < n; i++)
+		w[i] = -1;
+	MPI_Win_fence(0, win);
+	for (i = 0; i < n; i++)
+		a[i] = val(rank, i, it);
+	MPI_Put(a, (int)n, MPI_INT64_T, right, 0, (int)n, MPI_INT64_T, win);
+	MPI_Win_fence(0, win);
+	for (i = 0; i < n; i++)
+		CHECK(w[i] == val(left, i, it), "put/fence %d/%zu", it, i);
+	MPI_Get(b, (int)n, MPI_INT64_T, right, 0, (int)n, MPI_INT64_T, win);
+	MPI_Win_fence(0, win);
+	for (i = 0; i < n; i++)
+		CHECK(b[i] == val(rank, i, it), "get/fence %d/%zu", it, i);
+	for (i = 0; i < n; i++)
+		a[i] = rank + 1;
+	for (k = 0; k < size; k++)
+		MPI_Accumulate(a, (int)n, MPI_INT64_T, k, 0, (int)n, MPI_INT64_T, MPI_SUM, win);
+	MPI_Win_fence(0, win);
+	for (i = 0; i < n; i++)
+		CHECK(w[i] == val(left, i, it) + sum, "accumulate/fence %d/%zu", it, i);
+	MPI_Win_fence(0, win);
+
+	/* passive target: lock and unlock */
+	for (i = 0; i < n; i++)
+		a[i] = val(rank + 7, i, it);
+	MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win);
+	MPI_Put(a, (int)n, MPI_INT64_T, right, 0, (int)n, MPI_INT64_T, win);
+	MPI_Win_unlock(right, win);
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Win_lock(MPI_LOCK_SHARED, left, 0, win);
+	MPI_Get(b, (int)n, MPI_INT64_T, left, 0, (int)n, MPI_INT64_T, win);
+	MPI_Win_unlock(left, win);
+	for (i = 0; i < n; i++)	/* left's window: from left's left */
+		CHECK(b[i] == val((left + size - 1) % size + 7, i, it), "get/lock %d/%zu", it, i);
+	MPI_Barrier(MPI_COMM_WORLD);
+
+	/* atomics: a counter in rank 0's last element */
+	MPI_Win_lock_all(0, win);
+	for (k = 0; k < 10; k++) {
+		MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 0, (MPI_Aint)(n - 1), MPI_SUM, win);
+		MPI_Win_flush(0, win);
+	}
+	MPI_Win_unlock_all(win);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0) {
+		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+		CHECK(w[n - 1] == val(left + 7, n - 1, it) + 10 * size, "fetch_and_op %d", it);
+		MPI_Win_unlock(0, win);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int main(int argc, char **argv)
+{
+	int iters = argc > 1 ? atoi(argv[1]) : 10, it, total;
+	size_t n = argc > 2 ? (size_t)atol(argv[2]) : 65536;
+	int64_t *a, *b, *w;
+	MPI_Win win;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	a = malloc(n * sizeof(*a));
+	b = malloc(n * sizeof(*b));
+	if (!a || !b || iters < 1 || n < (size_t)size)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	for (it = 0; it < iters; it++)
+		collectives(a, b, n, it);
+	MPI_Win_allocate((MPI_Aint)(n * sizeof(*w)), sizeof(*w), MPI_INFO_NULL,
+			 MPI_COMM_WORLD, &w, &win);
+	for (it = 0; it < iters; it++)
+		one_sided(win, w, a, b, n, it);
+	MPI_Win_free(&win);
+	MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("%s: %d errors, %d iterations of %zu int64\n",
+		       total ? "FAILED" : "verified", total, iters, n);
+	free(a);
+	free(b);
+	MPI_Finalize();
+	return total ? 1 : 0;
+}
