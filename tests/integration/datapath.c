@@ -1096,60 +1096,84 @@ START_TEST(sq_sig_all)
 END_TEST
 
 /*
+ * The events' cases: a channel, a send CQ without one (cq0) and a receive
+ * CQ on it (cq1) whose context is `tag`, an RC pair between them, an MR
+ * whose first 4 KiB are a pattern, and three receives of 1 KiB posted
+ * (wr_id 1..3, at 4096, 5120 and 6144).
+ */
+struct arm_fx {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq0, *cq1;
+	struct vt_pair p;
+	struct ibv_mr *mr;
+	void *tag;
+};
+
+static void arm_fx_init(struct arm_fx *f, void *tag)
+{
+	int i;
+
+	f->tag = tag;
+	f->ch = ibv_create_comp_channel(D.ctx);
+	ck_assert_msg(f->ch, "ibv_create_comp_channel: %s", strerror(errno));
+	f->cq0 = mkcq(64, NULL, NULL);
+	f->cq1 = mkcq(64, tag, f->ch);
+	vt_pair_on(&f->p, &D, NULL, NULL, f->cq0, f->cq1);
+	f->mr = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
+	vt_fill(f->mr->addr, 4096, 0, 32);
+	for (i = 0; i < 3; i++)
+		vt_recv(f->p.qp[1], (uint64_t)i + 1,
+			BUF(f->mr) + 4096 + 1024 * i, 1024, f->mr->lkey);
+}
+
+static void arm_fx_free(struct arm_fx *f)
+{
+	vt_pair_free(&f->p);
+	rmcq(f->cq0);
+	rmcq(f->cq1);
+	ck_assert_int_eq(ibv_destroy_comp_channel(f->ch), 0);
+	vt_dereg(f->mr);
+}
+
+/*
  * ibv_req_notify_cq(cq, 1): only a solicited (or error) completion makes an
  * event; ibv_req_notify_cq(cq, 0): any completion does.
  */
 START_TEST(solicited)
 {
-	struct ibv_comp_channel *ch;
-	struct ibv_cq *cq0, *cq1;
-	struct vt_pair p;
-	struct ibv_mr *mr;
+	struct arm_fx f;
 	struct ibv_wc wc;
-	void *tag = (void *)(uintptr_t)0x5011c17edull;
 
-	ch = ibv_create_comp_channel(D.ctx);
-	ck_assert_msg(ch, "ibv_create_comp_channel: %s", strerror(errno));
-	cq0 = mkcq(64, NULL, NULL);
-	cq1 = mkcq(64, tag, ch);
-	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
-	mr = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
-	vt_fill(mr->addr, 4096, 0, 32);
-	vt_recv(p.qp[1], 1, BUF(mr) + 4096, 1024, mr->lkey);
-	vt_recv(p.qp[1], 2, BUF(mr) + 5120, 1024, mr->lkey);
-	vt_recv(p.qp[1], 3, BUF(mr) + 6144, 1024, mr->lkey);
+	arm_fx_init(&f, (void *)(uintptr_t)0x5011c17edull);
 
-	ck_assert_int_eq(ibv_req_notify_cq(cq1, 1), 0);
-	vt_send(p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 100,
-		mr->lkey, 0, 0);
-	vt_expect_ok(cq0, NULL, 10, IBV_WC_SEND, "unsolicited SEND");
-	vt_expect_ok(cq1, &wc, 1, IBV_WC_RECV, "unsolicited receive");
-	ck_assert_msg(channel_ready(ch, QUIET_MS) == 0,
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 1), 0);
+	vt_send(f.p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, f.mr->addr, 100,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 10, IBV_WC_SEND, "unsolicited SEND");
+	vt_expect_ok(f.cq1, &wc, 1, IBV_WC_RECV, "unsolicited receive");
+	ck_assert_msg(channel_ready(f.ch, QUIET_MS) == 0,
 		      "an unsolicited completion raised an event (armed solicited-only)");
 
-	vt_send(p.qp[0], 11, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
-		mr->addr, 200, mr->lkey, 0, 0);
-	vt_expect_ok(cq0, NULL, 11, IBV_WC_SEND, "solicited SEND");
-	expect_cq_event(ch, cq1, tag, "solicited SEND");
-	vt_expect_ok(cq1, &wc, 2, IBV_WC_RECV, "solicited receive");
+	vt_send(f.p.qp[0], 11, IBV_WR_SEND,
+		IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, f.mr->addr, 200,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 11, IBV_WC_SEND, "solicited SEND");
+	expect_cq_event(f.ch, f.cq1, f.tag, "solicited SEND");
+	vt_expect_ok(f.cq1, &wc, 2, IBV_WC_RECV, "solicited receive");
 	ck_assert_uint_eq(wc.byte_len, 200);
-	vt_expect_pat(BUF(mr) + 5120, 200, 0, 32, "solicited message");
+	vt_expect_pat(BUF(f.mr) + 5120, 200, 0, 32, "solicited message");
 	/* One-shot: no second event without re-arming. */
-	ck_assert_int_eq(channel_ready(ch, 0), 0);
+	ck_assert_int_eq(channel_ready(f.ch, 0), 0);
 
 	/* Armed for any completion: the next one fires. */
-	ck_assert_int_eq(ibv_req_notify_cq(cq1, 0), 0);
-	vt_send(p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 300,
-		mr->lkey, 0, 0);
-	vt_expect_ok(cq0, NULL, 12, IBV_WC_SEND, "third SEND");
-	expect_cq_event(ch, cq1, tag, "any completion");
-	vt_expect_ok(cq1, &wc, 3, IBV_WC_RECV, "third receive");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	vt_send(f.p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED, f.mr->addr, 300,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 12, IBV_WC_SEND, "third SEND");
+	expect_cq_event(f.ch, f.cq1, f.tag, "any completion");
+	vt_expect_ok(f.cq1, &wc, 3, IBV_WC_RECV, "third receive");
 
-	vt_pair_free(&p);
-	rmcq(cq0);
-	rmcq(cq1);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
-	vt_dereg(mr);
+	arm_fx_free(&f);
 }
 END_TEST
 
@@ -1161,55 +1185,39 @@ END_TEST
  */
 START_TEST(arm_after_empty_poll)
 {
-	struct ibv_comp_channel *ch;
-	struct ibv_cq *cq0, *cq1;
-	struct vt_pair p;
-	struct ibv_mr *mr;
+	struct arm_fx f;
 	struct ibv_wc wc;
-	void *tag = (void *)(uintptr_t)0xa93ull;
 
-	ch = ibv_create_comp_channel(D.ctx);
-	ck_assert_msg(ch, "ibv_create_comp_channel: %s", strerror(errno));
-	cq0 = mkcq(64, NULL, NULL);
-	cq1 = mkcq(64, tag, ch);
-	vt_pair_on(&p, &D, NULL, NULL, cq0, cq1);
-	mr = vt_reg(D.pd, 8192, VT_ACCESS_ALL);
-	vt_fill(mr->addr, 4096, 0, 32);
-	vt_recv(p.qp[1], 1, BUF(mr) + 4096, 1024, mr->lkey);
-	vt_recv(p.qp[1], 2, BUF(mr) + 5120, 1024, mr->lkey);
-	vt_recv(p.qp[1], 3, BUF(mr) + 6144, 1024, mr->lkey);
+	arm_fx_init(&f, (void *)(uintptr_t)0xa93ull);
 
-	ck_assert_int_eq(ibv_poll_cq(cq1, 1, &wc), 0);
-	vt_send(p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 100,
-		mr->lkey, 0, 0);
-	vt_expect_ok(cq0, NULL, 10, IBV_WC_SEND, "SEND before the arm");
-	ck_assert_int_eq(ibv_req_notify_cq(cq1, 0), 0);
-	expect_cq_event(ch, cq1, tag, "a receive between an empty poll and the arm");
-	vt_expect_ok(cq1, &wc, 1, IBV_WC_RECV, "the receive before the arm");
+	ck_assert_int_eq(ibv_poll_cq(f.cq1, 1, &wc), 0);
+	vt_send(f.p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, f.mr->addr, 100,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 10, IBV_WC_SEND, "SEND before the arm");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	expect_cq_event(f.ch, f.cq1, f.tag, "a receive between an empty poll and the arm");
+	vt_expect_ok(f.cq1, &wc, 1, IBV_WC_RECV, "the receive before the arm");
 
 	/* solicited-only: an unsolicited one stays quiet, a solicited one fires */
-	ck_assert_int_eq(ibv_poll_cq(cq1, 1, &wc), 0);
-	vt_send(p.qp[0], 11, IBV_WR_SEND, IBV_SEND_SIGNALED, mr->addr, 200,
-		mr->lkey, 0, 0);
-	vt_expect_ok(cq0, NULL, 11, IBV_WC_SEND, "unsolicited SEND");
-	ck_assert_int_eq(ibv_req_notify_cq(cq1, 1), 0);
-	ck_assert_msg(channel_ready(ch, QUIET_MS) == 0,
+	ck_assert_int_eq(ibv_poll_cq(f.cq1, 1, &wc), 0);
+	vt_send(f.p.qp[0], 11, IBV_WR_SEND, IBV_SEND_SIGNALED, f.mr->addr, 200,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 11, IBV_WC_SEND, "unsolicited SEND");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 1), 0);
+	ck_assert_msg(channel_ready(f.ch, QUIET_MS) == 0,
 		      "an unsolicited receive before a solicited-only arm fired it");
-	vt_expect_ok(cq1, &wc, 2, IBV_WC_RECV, "unsolicited receive");
-	ck_assert_int_eq(ibv_poll_cq(cq1, 1, &wc), 0);
-	vt_send(p.qp[0], 12, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
-		mr->addr, 300, mr->lkey, 0, 0);
-	vt_expect_ok(cq0, NULL, 12, IBV_WC_SEND, "solicited SEND");
-	ck_assert_int_eq(ibv_req_notify_cq(cq1, 1), 0);
-	expect_cq_event(ch, cq1, tag, "a solicited receive between an empty poll and the arm");
-	vt_expect_ok(cq1, &wc, 3, IBV_WC_RECV, "solicited receive");
-	vt_expect_pat(BUF(mr) + 6144, 300, 0, 32, "solicited message");
+	vt_expect_ok(f.cq1, &wc, 2, IBV_WC_RECV, "unsolicited receive");
+	ck_assert_int_eq(ibv_poll_cq(f.cq1, 1, &wc), 0);
+	vt_send(f.p.qp[0], 12, IBV_WR_SEND,
+		IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, f.mr->addr, 300,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 12, IBV_WC_SEND, "solicited SEND");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 1), 0);
+	expect_cq_event(f.ch, f.cq1, f.tag, "a solicited receive between an empty poll and the arm");
+	vt_expect_ok(f.cq1, &wc, 3, IBV_WC_RECV, "solicited receive");
+	vt_expect_pat(BUF(f.mr) + 6144, 300, 0, 32, "solicited message");
 
-	vt_pair_free(&p);
-	rmcq(cq0);
-	rmcq(cq1);
-	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
-	vt_dereg(mr);
+	arm_fx_free(&f);
 }
 END_TEST
 
