@@ -1222,6 +1222,49 @@ START_TEST(arm_after_empty_poll)
 END_TEST
 
 /*
+ * A CQ the app has never polled was polled to its start: a NIC's arm
+ * names consumer index 0 and fires at once for completions already
+ * there, as after an empty poll (arm_after_empty_poll).  An app that
+ * connects, takes a message, and only then arms and sleeps must wake.
+ */
+START_TEST(arm_never_polled)
+{
+	struct arm_fx f, g;
+	struct ibv_wc wc;
+
+	arm_fx_init(&f, (void *)(uintptr_t)0xa94ull);
+	vt_send(f.p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, f.mr->addr, 100,
+		f.mr->lkey, 0, 0);
+	vt_expect_ok(f.cq0, NULL, 10, IBV_WC_SEND, "SEND before the first arm");
+	/* solicited-only: the unsolicited receive stays quiet */
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 1), 0);
+	ck_assert_msg(channel_ready(f.ch, QUIET_MS) == 0,
+		      "an unsolicited receive fired a solicited-only first arm");
+	/* for any completion: it fires */
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	expect_cq_event(f.ch, f.cq1, f.tag,
+			"a receive in a never-polled CQ, then its first arm");
+	vt_expect_ok(f.cq1, &wc, 1, IBV_WC_RECV, "the receive before the arm");
+	arm_fx_free(&f);
+
+	arm_fx_init(&g, (void *)(uintptr_t)0xa95ull);
+	vt_send(g.p.qp[0], 10, IBV_WR_SEND, IBV_SEND_SIGNALED, g.mr->addr, 100,
+		g.mr->lkey, 0, 0);
+	vt_send(g.p.qp[0], 11, IBV_WR_SEND,
+		IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, g.mr->addr, 200,
+		g.mr->lkey, 0, 0);
+	vt_expect_ok(g.cq0, NULL, 10, IBV_WC_SEND, "unsolicited SEND");
+	vt_expect_ok(g.cq0, NULL, 11, IBV_WC_SEND, "solicited SEND");
+	ck_assert_int_eq(ibv_req_notify_cq(g.cq1, 1), 0);
+	expect_cq_event(g.ch, g.cq1, g.tag,
+			"a solicited receive in a never-polled CQ, then its first solicited-only arm");
+	vt_expect_ok(g.cq1, &wc, 1, IBV_WC_RECV, "unsolicited receive");
+	vt_expect_ok(g.cq1, &wc, 2, IBV_WC_RECV, "solicited receive");
+	arm_fx_free(&g);
+}
+END_TEST
+
+/*
  * IBV_SEND_INLINE: max_inline_data is honoured and reported; the source
  * needs no lkey and may be reused (even freed) as soon as post returns.
  */
@@ -6481,6 +6524,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, sq_sig_all);
 	tcase_add_test(tc, solicited);
 	tcase_add_test(tc, arm_after_empty_poll);
+	tcase_add_test(tc, arm_never_polled);
 	tcase_add_loop_test(tc, inline_data, 0, 2);
 	tcase_add_loop_test(tc, fence, 0, sizeof(fence_len) / sizeof(fence_len[0]));
 	tcase_add_test(tc, sge_max);

@@ -1553,11 +1553,13 @@ static void poll_once(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op,
 
 /*
  * Events keep a NIC's timing: a SEND in the ring when the CQ was armed
- * raises no event of that arm (a NIC's CQE would have been there
- * before it), nor does one that comes later and is handed over by the
- * poll that places it; one that a poll leaves in the CQ does.  An app
- * that takes an empty poll after an event for an error
- * (ibv_rc_pingpong -e -t) counts on the first two.
+ * raises no event of that arm once an event told the app of what its
+ * CQ holds (a NIC's CQE would have been there before the arm), nor does
+ * one that comes later and is handed over by the poll that places it;
+ * one that a poll leaves in the CQ does.  An app that takes an empty
+ * poll after an event for an error (ibv_rc_pingpong -e -t) counts on
+ * those.  A CQ never polled is polled to its start, as a NIC's is at
+ * consumer index 0: its first arm fires for a SEND already there.
  */
 START_TEST(event_timing)
 {
@@ -1565,13 +1567,14 @@ START_TEST(event_timing)
 	uint64_t id;
 
 	events_open(&f, false);
-	for (id = 1; id <= 4; id++)
+	for (id = 1; id <= 5; id++)
 		vt_recv(f.p.qp[1], id, f.b->addr, 4096, f.b->lkey);
 
 	vt_send(f.p.qp[0], 1, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
 	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
-	expect_no_event(f.ch, "a SEND that came before the arm");
-	poll_once(f.rcq, 1, IBV_WC_RECV, "the SEND before the arm");
+	take_event(f.ch, f.rcq, "a SEND before the first arm of a CQ never polled");
+	poll_once(f.rcq, 1, IBV_WC_RECV, "the SEND before the first arm");
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
 
 	/* still armed: nothing fired it */
 	vt_send(f.p.qp[0], 2, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
@@ -1582,8 +1585,14 @@ START_TEST(event_timing)
 	vt_send(f.p.qp[0], 4, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
 	poll_once(f.rcq, 3, IBV_WC_RECV, "the first of two");
 	take_event(f.ch, f.rcq, "a SEND a poll left in the CQ");
+
+	/* the event told of what the CQ holds: a SEND before the arm is quiet */
+	vt_send(f.p.qp[0], 5, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
+	expect_no_event(f.ch, "a SEND that came before the arm");
 	poll_once(f.rcq, 4, IBV_WC_RECV, "the one left");
-	vt_expect_none(f.rcq, 0, "after both");
+	poll_once(f.rcq, 5, IBV_WC_RECV, "the SEND before the arm");
+	vt_expect_none(f.rcq, 0, "after all");
 	events_close(&f);
 }
 END_TEST
