@@ -21,7 +21,9 @@
  *			before the daemon hung up (E: how the next failed)
  *	compevents	N completion notifications (a UD send to itself
  *			each, the CQ armed before) on a completion channel it
- *			never reads: "created K" completions polled
+ *			never reads: "created K" completions polled; with
+ *			"hold", once stdin closes it reads the events the
+ *			channel kept: "read K"
  *	cqevents	N CQs on one completion channel, each armed and
  *			completed once (a UD QP of its own sending to
  *			itself) before any event is read; then the events
@@ -318,6 +320,9 @@ static int send_to_self(struct ibv_qp *qp, struct ibv_cq *cq,
 	return got < 0 ? EIO : wc.status != IBV_WC_SUCCESS ? (int)wc.status : 0;
 }
 
+/* compevents' channel, whose events are read after the hold. */
+static struct ibv_comp_channel *compevents_ch;
+
 /* Each send completes and fires the armed CQ's channel, never read. */
 static void compevents(long n, struct result *r)
 {
@@ -333,6 +338,7 @@ static void compevents(long n, struct result *r)
 		die("a channel and a PD");
 	ah = self_ah(ctx, pd);
 	qp = ud_qp(ctx, pd, ch, &cq);
+	compevents_ch = ch;
 	while (r->made < n) {
 		if (ibv_req_notify_cq(cq, 0)) {
 			refused(r, errno);
@@ -626,8 +632,16 @@ int main(int argc, char **argv)
 		printf("created %ld errno %d pid %d\n", r.made, r.err,
 		       (int)getpid());
 	fflush(stdout);
-	if (argc > 3 && !strcmp(argv[3], "hold"))
+	if (argc > 3 && !strcmp(argv[3], "hold")) {
 		while (read(0, &c, 1) > 0)
 			;
+		if (compevents_ch) {
+			bool seen = false;
+
+			printf("read %ld\n", read_events(compevents_ch, n, NULL,
+							 &seen));
+			fflush(stdout);
+		}
+	}
 	return 0;
 }
