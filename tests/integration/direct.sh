@@ -22,7 +22,7 @@
 #     show engine), and SENDs at least one per message with "engine": {
 #     "direct": false }, which also maps no rings.
 #  3. Debian's perftest (ib_send_lat, also with events and over UC and
-#     UD, ib_send_bw), ibv_rc_pingpong (-c: data checked; busy polling,
+#     UD, ib_send_bw; many -e runs are direct-events.sh's), ibv_rc_pingpong (-c: data checked; busy polling,
 #     with events, 64 KiB), ibv_uc_pingpong and ibv_ud_pingpong between
 #     uids $USER1 and $USER2 through the rings.
 #  4. Streams of SENDs of mixed sizes, RDMA WRITEs and READs cutting in
@@ -244,23 +244,6 @@ if [ -x /usr/bin/udaddy ]; then
 	expect_grep '^data transfers complete' "$O/uda.client" "udaddy client"
 	n=$(($(engine_count wqes) - w0))
 	ok "2,000 datagrams, the engine ran $n WQEs"
-fi
-
-# Events under load: perftest's -e sleeps on one channel for both CQs and
-# polls once per event, so one lost event hangs it and one extra event
-# makes it poll an empty CQ and drift until it hangs, and an answer's
-# event before its SEND's fails it.  Every other run receives into an
-# SRQ.  A few runs here; scripts/events-soak runs many (DIRECT_EVENT_RUNS).
-if [ -x /usr/bin/ib_send_lat ]; then
-	runs=${DIRECT_EVENT_RUNS:-3}
-	check "Debian's ib_send_lat -e -n 1000, $runs runs, with and without --use-srq"
-	for i in $(seq "$runs"); do
-		srq=""
-		[ $((i % 2)) -eq 0 ] && srq=--use-srq
-		# shellcheck disable=SC2086 # $srq is zero or one word
-		debian_pair ib_send_lat -e -n 1000 $srq >/dev/null || exit 1
-	done
-	ok "$runs runs of 1,000 ping-pongs on events, none failed"
 fi
 
 # One-sided direct access (common/lease.h): WRITEs and READs into a peer's

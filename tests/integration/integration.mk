@@ -119,6 +119,7 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/lib.sh tests/integration/st
 INTEGRATION_TESTS += \
 	tests/integration/datapath.sh \
 	tests/integration/direct.sh \
+	tests/integration/direct-events.sh \
 	tests/integration/peers.sh
 
 # The direct transport (issue 12), like datapath-helper.
