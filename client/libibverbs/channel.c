@@ -239,6 +239,27 @@ static bool has_pokes(const struct ibvc_comp_channel *ch)
  */
 #define FALLBACK_MS	1
 
+/*
+ * The byte of a watch poke (ibvc_channel_fallback), beside the 0 of the
+ * others (ibvc_poke): it only brings the app in to watch, and stands for
+ * no completion.  A blocking ibv_get_cq_event that finds only these at
+ * entry owes the app no event (unseen_poke_event): the library pokes so
+ * at every post of a sender asleep here, and an app that never poll()s
+ * the fd and counts one completion per event (perftest's -e) would get
+ * an event of the wrong CQ whenever its peer is late.
+ */
+#define WATCH_BYTE	'w'
+
+static void watch_poke(struct ibv_comp_channel *channel)
+{
+	int fd = ibvc_channel_poke_fd(channel);
+	const char byte = WATCH_BYTE;
+
+	/* full: what it holds wakes the app as well as ours would */
+	if (fd >= 0)
+		(void)send(fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 int ibvc_channel_fallback(struct ibv_comp_channel *channel)
 {
 	struct ibvc_comp_channel *ch = to_ibvc_channel(channel);
@@ -252,7 +273,7 @@ int ibvc_channel_fallback(struct ibv_comp_channel *channel)
 	 */
 	if (!__atomic_exchange_n(&ch->watching, true, __ATOMIC_SEQ_CST) ||
 	    !__atomic_load_n(&ch->waiters, __ATOMIC_SEQ_CST))
-		ibvc_poke(ibvc_channel_poke_fd(channel));
+		watch_poke(channel);
 	return 0;
 }
 
@@ -559,16 +580,20 @@ static void uncount_delivered(struct ibvc_cq *cq)
 	pthread_mutex_unlock(&cq->cq.mutex);
 }
 
-/* Under recv_lock: the pair's bytes, gone; whether there were any. */
+/*
+ * Under recv_lock: the pair's bytes, gone; whether there were any but
+ * watch pokes (WATCH_BYTE).
+ */
 static bool drain_pokes(struct ibvc_comp_channel *ch)
 {
 	char drain[64];
-	ssize_t n = -1;
+	ssize_t n = -1, i;
 	bool some = false;
 
 	while (ch->poke[0] >= 0 &&
 	       (n = recv(ch->poke[0], drain, sizeof(drain), MSG_DONTWAIT)) > 0)
-		some = true;
+		for (i = 0; i < n && !some; i++)
+			some = drain[i] != WATCH_BYTE;
 	if (n != 0)
 		return some;
 	/*
@@ -654,8 +679,8 @@ static struct ibvc_cq *senders_first(struct ibvc_comp_channel *ch,
  * The bytes of the wake-up pair only say "look": drain them, then look
  * at every CQ of the channel (the library's events, and what the rings
  * of armed ones hold).  A byte that comes after the drain wakes us
- * again.  *poked: whether there were bytes.  NULL with *frame: read the
- * daemon's frame first (senders_first).
+ * again.  *poked: whether there were bytes but watch pokes.  NULL with
+ * *frame: read the daemon's frame first (senders_first).
  */
 static struct ibvc_cq *take_library_event(struct ibvc_comp_channel *ch,
 					  bool *poked, bool *frame)
