@@ -548,10 +548,14 @@ run_debian() {
 # the server's CM id listens, else once its TCP port does.
 # "@SHM" in ARGS: a 2 MiB file of each side's own (mkshm).  Prints the
 # client's result line (perftest's numbers, ibv_rc_pingpong's "iters in").
+# Both sides' output is line-buffered (stdbuf), so that one killed at its
+# timeout still shows what it printed (not in a sanitizer build, where the
+# sanitizer's runtime must come first in LD_PRELOAD).
 debian_pair() {
 	local prog=$1 port spid rc cuser=${CLIENT_USER:-$USER2} a wait=wait_tcp_listen
-	local -a sargs=() cargs=()
+	local -a sargs=() cargs=() unbuf=()
 	shift
+	[ -z "$SANITIZERS" ] && command -v stdbuf >/dev/null 2>&1 && unbuf=(stdbuf -oL -eL)
 	for a in "$@"; do
 		case $a in
 		-R)	sargs+=("$a"); cargs+=("$a"); wait=wait_cm_listen ;;
@@ -562,11 +566,11 @@ debian_pair() {
 	mkshm "$T/shm-server" "$USER1"
 	mkshm "$T/shm-client" "$cuser"
 	port=$(free_port) || exit 1
-	run_debian "$USER1" "/usr/bin/$prog" -p "$port" "${sargs[@]}" >"$T/out/pair.server" 2>&1 &
+	run_debian "$USER1" "${unbuf[@]}" "/usr/bin/$prog" -p "$port" "${sargs[@]}" >"$T/out/pair.server" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
 	"$wait" "$port" "$spid" || { show server "$T/out/pair.server" >&2; fail "$prog $*: no server"; }
-	run_debian "$cuser" "/usr/bin/$prog" -p "$port" "${cargs[@]}" localhost >"$T/out/pair.client" 2>&1
+	run_debian "$cuser" "${unbuf[@]}" "/usr/bin/$prog" -p "$port" "${cargs[@]}" localhost >"$T/out/pair.client" 2>&1
 	rc=$?
 	wait "$spid" || { show server "$T/out/pair.server" >&2; show client "$T/out/pair.client" >&2
 			  fail "$prog $*: server failed (client exit $rc)"; }
