@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 
 #include "cma.h"
 #include "util.h"
@@ -380,14 +381,28 @@ int cma_blocked_wait(int fd)
 	return ret;
 }
 
+/*
+ * The channel fd's file status flags, from the kernel itself: an fcntl(2)
+ * interposed on ours is not entered.  The fd is also an rsocket's name,
+ * and librspreload takes the fcntl of a thread that did not come in
+ * through an r* call (the keepalive thread's, rsocket/keepalive.c) for
+ * the app's: rfcntl, which waits for the rsocket's lock that thread holds.
+ */
+int cma_channel_flags(const struct cma_channel *ch)
+{
+	long flags = syscall(SYS_fcntl, ch->channel.fd, F_GETFL);
+
+	return flags < 0 ? -errno : (int)flags;
+}
+
 static int wait_event(struct cma_channel *ch, uint64_t *spin_start)
 {
 	/* Its mode once per call: a thread in poll() would not see it change. */
 	if (!*spin_start) {
-		int flags = fcntl(ch->channel.fd, F_GETFL);
+		int flags = cma_channel_flags(ch);
 
 		if (flags < 0)
-			return -errno;
+			return flags;
 		if (flags & O_NONBLOCK)
 			return -EAGAIN;
 		*spin_start = ibvd_mono_ns();

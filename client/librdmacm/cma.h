@@ -252,6 +252,8 @@ bool cma_channel_leave(struct cma_channel *ch);
 void cma_cancel_hold(void);
 void cma_cancel_release(void);
 int cma_blocked_wait(int fd);
+/* The channel fd's F_GETFL flags, or a negative errno (channel.c). */
+int cma_channel_flags(const struct cma_channel *ch);
 /*
  * The next CmEvent of ch (blocking unless the fd is O_NONBLOCK: -EAGAIN;
  * a signal: -EINTR); -EIO when the daemon is gone, -EBADF if destroyed.

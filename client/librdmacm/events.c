@@ -514,7 +514,7 @@ int cma_get_event(struct cma_channel *ch, struct cma_event **ret_ev)
 	ret = cma_channel_enter(ch);
 	if (ret == 0) {
 		/* Read while we hold it: once left, ch may be gone. */
-		blocking = !(fcntl(ch->channel.fd, F_GETFL) & O_NONBLOCK);
+		blocking = !(cma_channel_flags(ch) & O_NONBLOCK);
 		pthread_cleanup_push(left_by_cancel, ch);
 		ret = get_event(ch, ret_ev);
 		pthread_cleanup_pop(0);

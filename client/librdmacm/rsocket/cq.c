@@ -330,7 +330,7 @@ void rs_drain_cq_events(struct rsocket *rs)
 	}
 }
 
-void rs_progress_cq(struct rsocket *rs)
+static void rs_progress_cq(struct rsocket *rs)
 {
 	if (!rs->cq)
 		return;

@@ -59,15 +59,16 @@ static int send_one(struct rsocket *rs)
 	 * keepalive ends the connection here too, so the app's next call,
 	 * or its rpoll, hears of it at once.
 	 *
-	 * The completions only, not the CM channel: reading it calls
-	 * fcntl(2) on its fd, which is the rsocket's, and under librspreload
-	 * that of a thread that did not come in through an r* call goes
-	 * back to rfcntl, which waits for the lock we hold: the thread hung,
-	 * and every call on the rsocket after it.
-	 * The app's own calls take the CM's news.
+	 * The CM's news first, as every call takes them: a peer that left
+	 * without a word of its own (its process ended, killed or not, with
+	 * the rsocket open) is DISCONNECTED there, an end of file as TCP's
+	 * FIN; a keepalive sent to it instead would fail and turn that end
+	 * into an error the app reads in place of its end of file.  Taking
+	 * them never enters librspreload's fcntl (cma_channel_flags), which
+	 * would wait for the lock we hold.
 	 */
 	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs))
-		rs_progress_cq(rs);
+		rs_progress(rs);
 	if ((rs->state & RS_CONNECTED) && rs->keepalive && !rs_gone(rs) &&
 	    rs_ctrl_avail(rs)) {
 		rs->ctrl_seqno++;

@@ -346,12 +346,6 @@ int rs_post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 		  uint32_t rkey);
 /* Take what completed and the CM's news; send credits that are due. */
 void rs_progress(struct rsocket *rs);
-/*
- * The same without the CM's news: for a thread of the library's own
- * (keepalive.c), which must not touch the CM channel, whose fd is the
- * rsocket's (see there).
- */
-void rs_progress_cq(struct rsocket *rs);
 /* Progress until test(rs) holds: -EAGAIN if nonblock, -EINTR on signal. */
 int rs_wait(struct rsocket *rs, rs_test_fn test, bool nonblock);
 /*
