@@ -697,12 +697,37 @@ uint8_t cm_addr_port_num(const struct ibvd_cm *cm,
 	return ib_addr_port(cm, ss, &port_num) ? port_num : 1;
 }
 
+/*
+ * A loopback address is no GID of a RoCE device: its path runs between
+ * the device's own GID of the family (the first, else GID 0) and itself,
+ * as the kernel's rdma_cm resolves one (cma_resolve_loopback).
+ */
+static void roce_own_gid(const struct ibvd_cm_id *id, sa_family_t family,
+			 uint8_t gid[16])
+{
+	const struct ibvd_port *port = ibvd_device_port(id->dev, 1);
+	int index = cm_gid_index_of_family(id, family);
+	struct ibvd_gid g;
+
+	memset(gid, 0, 16);
+	if (index < 0)
+		index = 0;
+	if (port && ibvd_device_gid(id->dev, port, (unsigned int)index, &g) == 0)
+		memcpy(gid, g.raw, 16);
+}
+
 void cm_path_gids(const struct ibvd_cm_id *id, uint8_t sgid[16],
 		  uint8_t dgid[16])
 {
 	if (cm_dev_is_roce(id->dev)) {
-		cm_addr_to_gid(&id->src, sgid);
-		cm_addr_to_gid(&id->dst, dgid);
+		if (addr_is_loopback(&id->src))
+			roce_own_gid(id, id->src.ss_family, sgid);
+		else
+			cm_addr_to_gid(&id->src, sgid);
+		if (addr_is_loopback(&id->dst))
+			memcpy(dgid, sgid, 16);
+		else
+			cm_addr_to_gid(&id->dst, dgid);
 		return;
 	}
 	/* A software port: its GIDs, or the ones AF_IB addresses name. */

@@ -38,6 +38,8 @@ tests_integration_libfailaddrs_la_LDFLAGS = -module -avoid-version -shared \
 INTEGRATION_TESTS += tests/integration/roce-cm.sh
 # The same two hosts with IPv6 GIDs, link-local and global (roce-ipv6.sh).
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
+# A loopback connection on a RoCE-only daemon (roce-loopback.sh).
+INTEGRATION_TESTS += tests/integration/roce-loopback.sh
 
 # Keepalives find a silent peer across the wire (rsockets-wire.sh).
 INTEGRATION_TESTS += tests/integration/rsockets-wire.sh
