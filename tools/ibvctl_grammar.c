@@ -48,7 +48,7 @@ static const struct ibvctl_object objects[] = {
 	  "       mr     mrn mrlen pdn pid comm uid\n"
 	  "       pd     pdn users ctxn pid comm uid\n"
 	  "       ctx    ctxn pid comm uid\n"
-	  "       srq    srqn type pdn pid comm uid\n"
+	  "       srq    srqn type pdn cqn pid comm uid\n"
 	  "       cm_id  cm-idn lqpn pid src-port dst-port qp-type state ps comm\n"
 	  "              src-addr dst-addr\n"
 	  "Non-admins see only their own uid's objects; rkey/lkey/iova are for admins.\n"

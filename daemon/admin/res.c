@@ -339,7 +339,7 @@ static const char *const ctx_filters[] = {
 	"ctxn", "pid", "comm", "uid", NULL
 };
 static const char *const srq_filters[] = {
-	"srqn", "type", "pdn", "pid", "comm", "uid", NULL
+	"srqn", "type", "pdn", "cqn", "pid", "comm", "uid", NULL
 };
 
 static const struct res_kind res_kinds[] = {

@@ -89,6 +89,9 @@ if [ -x "$HELPER" ]; then
 	qpn=$(sed -n 's/^target \([0-9]*\) .*/\1/p' "$O/listing")
 	[ -n "$qpn" ] || { exec 7>&-; show "xrc-helper --listing" "$O/listing"; fail "no target made"; }
 	ibvctl -j resource show srq >"$O/srqs" 2>&1 || { exec 7>&-; show output "$O/srqs"; fail "resource show srq"; }
+	cqn=$("$PYTHON" -c 'import json, sys; r = [x["cqn"] for x in json.load(open(sys.argv[1])) if "cqn" in x]; print(r[0] if r else "")' "$O/srqs")
+	[ -n "$cqn" ] || { exec 7>&-; show srqs "$O/srqs"; fail "no XRC SRQ listed with its cqn"; }
+	ibvctl -j resource show srq cqn "$cqn" >"$O/srqs-cqn" 2>&1 || { exec 7>&-; show output "$O/srqs-cqn"; fail "resource show srq cqn $cqn"; }
 	exec 7>&-
 	wait_exit "$lpid" "$TMO" || { term_bg "$lpid"; EXIT_STATUS=124; }
 	[ "$EXIT_STATUS" -eq 0 ] || { show "xrc-helper --listing" "$O/listing"; fail "xrc-helper --listing exited $EXIT_STATUS"; }
@@ -109,6 +112,14 @@ if [ -x "$HELPER" ]; then
 		 basic and all(r["type"] == "BASIC" and "cqn" not in r for r in basic) else 1)
 	EOF
 	ok "resource show srq: XRC SRQs as type XRC with their cqn, basic ones as BASIC"
+	"$PYTHON" - "$O/srqs" "$O/srqs-cqn" "$cqn" <<-'EOF' || { show "srq cqn $cqn" "$O/srqs-cqn"; fail "resource show srq cqn $cqn listed the wrong SRQs"; }
+	import json, sys
+	every = json.load(open(sys.argv[1]))
+	picked = json.load(open(sys.argv[2]))
+	want = [r for r in every if r.get("cqn") == int(sys.argv[3])]
+	sys.exit(0 if picked and sorted(map(str, picked)) == sorted(map(str, want)) else 1)
+	EOF
+	ok "resource show srq cqn $cqn: the XRC SRQs completing on that CQ, no basic one"
 	nothing_left "after the listing"
 fi
 
