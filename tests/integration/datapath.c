@@ -892,6 +892,47 @@ START_TEST(ud_multicast_gid_unicast_qpn)
 END_TEST
 
 /*
+ * A datagram to QP 0xFFFFFF with a unicast DLID is no multicast packet: a
+ * fabric delivers it to the one port that LID names, where no QP has that
+ * number (IBTA: a multicast packet has a multicast DLID), though its GRH
+ * names a group the port's QPs are in.  With the group's MLID, or without
+ * a DLID (the GRH routes on the software fabric), it reaches them.
+ */
+START_TEST(ud_multicast_unicast_dlid)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2a, 0x2b } };
+	const uint16_t mlid = 0xc007;
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah *ah[3];
+	struct fx f;
+	int i;
+
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, mlid), 0);
+	ah[0] = vt_ah(&D, D.port.lid, &mgid);
+	ah[1] = vt_ah(&D, mlid, &mgid);
+	ah[2] = vt_ah(&D, 0, &mgid);
+	for (i = 0; i < 3; i++) {
+		vt_recv(f.p.qp[1], 10 + i, f.b->addr, 4096, f.b->lkey);
+		vt_ud_send(f.p.qp[0], i, ah[i], 0xffffff, VT_QKEY, f.a->addr,
+			   100, f.a->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(f.p.scq[0], NULL, i, IBV_WC_SEND,
+			     "SEND to QP 0xFFFFFF");
+		if (i == 0)
+			vt_expect_none(f.p.rcq[1], QUIET_MS,
+				       "member, for a unicast DLID");
+		else
+			vt_expect_ok(f.p.rcq[1], NULL, i == 1 ? 10 : 11,
+				     IBV_WC_RECV, "multicast receive");
+		vt_ah_free(ah[i]);
+	}
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, mlid), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * Multicast loopback: a member that sends to its own group gets the
  * datagram too, as a NIC loops it back, unless it was created with
  * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (mckey -l); the other member gets
@@ -6515,6 +6556,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, ud_multicast);
 	tcase_add_test(tc, ud_multicast_mlid);
 	tcase_add_test(tc, ud_multicast_gid_unicast_qpn);
+	tcase_add_test(tc, ud_multicast_unicast_dlid);
 	tcase_add_test(tc, ud_multicast_loopback);
 
 	tc = new_case(s, "flags");
