@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "core/objects.h"
+#include "core/roce.h"
 #include "engine/transport.h"
 #include "transport.h"
 
@@ -33,15 +34,15 @@ static const struct ibvd_port *qp_port(const struct ibvd_qp *qp)
  * A GID names port if it is the port's link-local GID; the IP-derived
  * GIDs (::ffff:a.b.c.d, IPv6) are this host's addresses, which every
  * local port carries (core/device.c), so they match any port.  A
- * multicast GID (ff00::/8) is no port's: a datagram to it reaches the
- * group's members only, sent to QP 0xFFFFFF (multicast()), never one QP
- * by its number.
+ * multicast GID (ff00::/8, or an IPv4 group's, ::ffff:224.0.0.0/4) is no
+ * port's: a datagram to it reaches the group's members only, sent to QP
+ * 0xFFFFFF (multicast()), never one QP by its number.
  */
 static bool gid_names_port(const struct ibvd_port *port, const uint8_t dgid[16])
 {
 	uint8_t own[16];
 
-	if (dgid[0] == 0xff)
+	if (ibvd_gid_is_multicast(dgid))
 		return false;
 	ibvd_port_gid0(port, own);
 	if (memcmp(dgid, own, 8) != 0)

@@ -7,9 +7,9 @@
  * multicast address, which its transport has the netdev take while a QP
  * of the device is attached (transport/roce/mcast.c).  As the kernel
  * checks: UD QPs only; on an InfiniBand (software) port an MGID in
- * ff00::/8 and an MLID in the multicast range, on an Ethernet (RoCE) one
- * an IP multicast address as the MGID and any MLID (the kernel ignores
- * it there).  An attachment is an (MGID, MLID) pair, as the kernel's
+ * ff00::/8 or an IPv4 group's (::ffff:224.0.0.0/4) and an MLID in the
+ * multicast range, on an Ethernet (RoCE) one an IP multicast address as
+ * the MGID and any MLID (the kernel ignores it there).  An attachment is an (MGID, MLID) pair, as the kernel's
  * uverbs keeps them: attaching a pair the QP has succeeds and changes
  * nothing (ibv_attach_mcast(3) asks for no error); the same MGID with
  * another MLID adds that pair to the membership; detaching a pair the QP
@@ -27,6 +27,7 @@
 
 #include "context.h"
 #include "core/device.h"
+#include "core/roce.h"
 #include "engine/transport.h"
 #include "ibverbsd.pb-c.h"
 #include "server/call.h"
@@ -52,7 +53,8 @@ static int mcast_args(struct ibvd_call *call, const Ibvd__Mcast *req,
 	/* the transport's join checks the address (wire_join) */
 	if (ctx->dev->kind == IBVD_DEV_ROCE)
 		return 0;
-	if (req->gid.data[0] != 0xff)
+	/* an IPv4 group's GID too, as the kernel's rdma_is_multicast_addr */
+	if (!ibvd_gid_is_multicast(req->gid.data))
 		return ibvd_call_error(call, -EINVAL, "not a multicast GID");
 	if (req->lid < MLID_MIN || req->lid > MLID_MAX)
 		return ibvd_call_error(call, -EINVAL, "not a multicast LID: %#x",

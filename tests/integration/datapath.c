@@ -933,6 +933,49 @@ START_TEST(ud_multicast_unicast_dlid)
 END_TEST
 
 /*
+ * An IPv4 group's GID (::ffff:224.0.0.0/4) is a multicast GID on an
+ * InfiniBand port too, as the kernel's ib_attach_mcast takes it
+ * (rdma_is_multicast_addr): a QP attaches with it and a multicast MLID,
+ * and gets the group's datagrams; as any group's GID, it names no QP
+ * (a unicast QP number with it reaches nobody).
+ */
+START_TEST(ud_multicast_v4_mgid)
+{
+	static const union ibv_gid mgid = { .raw = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3 } };
+	static const union ibv_gid bcast = { .raw = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 255, 255, 255, 255 } };
+	const uint16_t mlid = 0xc008;
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_ah *ah;
+	struct fx f;
+
+	fx_init(&f, &o, 4096, 4096);
+	ck_assert_int_eq(D.port.link_layer, IBV_LINK_LAYER_INFINIBAND);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &bcast, mlid), EINVAL);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, 0x0008), EINVAL);
+	ck_assert_int_eq(ibv_attach_mcast(f.p.qp[1], &mgid, mlid), 0);
+	ah = vt_ah(&D, mlid, &mgid);
+	vt_recv(f.p.qp[1], 1, f.b->addr, 4096, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 1, ah, 0xffffff, VT_QKEY, f.a->addr, 100,
+		   f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 1, IBV_WC_SEND, "SEND to an IPv4 group");
+	vt_expect_ok(f.p.rcq[1], NULL, 1, IBV_WC_RECV, "the IPv4 group's member");
+	vt_ah_free(ah);
+	ah = vt_ah(&D, 0, &mgid);
+	vt_recv(f.p.qp[1], 2, f.b->addr, 4096, f.b->lkey);
+	vt_ud_send(f.p.qp[0], 2, ah, f.p.qp[1]->qp_num, VT_QKEY, f.a->addr,
+		   100, f.a->lkey, IBV_SEND_SIGNALED);
+	vt_expect_ok(f.p.scq[0], NULL, 2, IBV_WC_SEND,
+		     "SEND to an IPv4 group's GID and a QP number");
+	vt_expect_none(f.p.rcq[1], QUIET_MS, "QP named with an IPv4 group's GID");
+	vt_ah_free(ah);
+	ck_assert_int_eq(ibv_detach_mcast(f.p.qp[1], &mgid, mlid), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/*
  * Multicast loopback: a member that sends to its own group gets the
  * datagram too, as a NIC loops it back, unless it was created with
  * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (mckey -l); the other member gets
@@ -6557,6 +6600,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, ud_multicast_mlid);
 	tcase_add_test(tc, ud_multicast_gid_unicast_qpn);
 	tcase_add_test(tc, ud_multicast_unicast_dlid);
+	tcase_add_test(tc, ud_multicast_v4_mgid);
 	tcase_add_test(tc, ud_multicast_loopback);
 
 	tc = new_case(s, "flags");
