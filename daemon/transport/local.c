@@ -20,8 +20,6 @@
 
 /* The port's MTU (query.c: active_mtu IBV_MTU_4096). */
 #define UD_MTU		4096u
-/* The first multicast LID: below it, each LID names one port. */
-#define MLID_MIN	0xC000u
 /* A Q_Key with the high bit set in the WQE means "the QP's own". */
 #define QKEY_USE_QP	0x80000000u
 
@@ -180,7 +178,7 @@ static enum eng_ud multicast(struct ibvd_engine *eng, struct ibvd_qp *src,
 	 * number 0xFFFFFF: only a multicast LID (or none, the GRH routing
 	 * here) makes it a group's.
 	 */
-	if (req->w.av.dlid && req->w.av.dlid < MLID_MIN)
+	if (req->w.av.dlid && req->w.av.dlid <= IBVD_LID_UNICAST_MAX)
 		return UD_SENT;
 	grp = ibvd_mcast_group_find(req->w.av.dgid);
 	if (!grp)

@@ -9,13 +9,14 @@
  * checks: UD QPs only; on an InfiniBand (software) port an MGID in
  * ff00::/8 or an IPv4 group's (::ffff:224.0.0.0/4) and an MLID in the
  * multicast range, on an Ethernet (RoCE) one an IP multicast address as
- * the MGID and any MLID (the kernel ignores it there).  An attachment is an (MGID, MLID) pair, as the kernel's
- * uverbs keeps them: attaching a pair the QP has succeeds and changes
- * nothing (ibv_attach_mcast(3) asks for no error); the same MGID with
- * another MLID adds that pair to the membership; detaching a pair the QP
- * does not have is EINVAL and changes nothing; detaching one it has
- * takes the QP out of the group, whatever other MLIDs it named it with
- * (the kernel's devices key on the MGID alone, and so does the engine).
+ * the MGID and any MLID (the kernel ignores it there).  An attachment is
+ * an (MGID, MLID) pair, as the kernel's uverbs keeps them: attaching a
+ * pair the QP has succeeds and changes nothing (ibv_attach_mcast(3) asks
+ * for no error); the same MGID with another MLID adds that pair to the
+ * membership; detaching a pair the QP does not have is EINVAL and changes
+ * nothing; detaching one it has takes the QP out of the group, whatever
+ * other MLIDs it named it with (the kernel's devices key on the MGID
+ * alone, and so does the engine).
  */
 #include <config.h>
 
