@@ -87,12 +87,12 @@ static bool first_take(struct ibvc_cq *cq)
 	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
 	ibvc_direct_poll_begin(cq, &cq->seen_tail);
 	if (take(cq)) {
-		ibvc_cq_seen_empty(cq, false);
+		ibvc_cq_polled(cq, false);
 		return true;
 	}
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
 	ibvc_direct_poll_end(cq);
-	ibvc_cq_seen_empty(cq, true);
+	ibvc_cq_polled(cq, true);
 	unlock(cq);
 	return false;
 }
@@ -119,18 +119,24 @@ static int next_poll(struct ibv_cq_ex *cqx)
 
 	if (take(cq))
 		return 0;
-	ibvc_cq_seen_empty(cq, true);
+	ibvc_cq_polled(cq, true);
 	return ENOENT;
 }
 
 static void end_poll(struct ibv_cq_ex *cqx)
 {
 	struct ibvc_cq *cq = cqx_to_cq(cqx);
+	bool left;
 
 	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
+	ibvc_cq_polled(cq, true);
+	/* as ibv_poll_cq when it leaves completions behind (poll.c) */
+	left = ibvc_cq_missed(cq);
 	unlock(cq);
 	ibvc_direct_batch_ended(cq);
+	if (left)
+		ibvc_direct_fire_missed(cq);
 }
 
 /* ---- the current completion's fields ----------------------------------- */

@@ -471,11 +471,12 @@ struct ibvc_cq {
 		uint32_t events;		/* fired here, not handed out */
 	} direct;
 	/*
-	 * Under lock: the app's last poll found the CQ empty, when its
-	 * `fired` was empty_fired (ibvc_direct_fire_missed).
+	 * Under lock: the app's last poll is over (not a batch of
+	 * ibv_start_poll in progress), made when `fired` was polled_fired
+	 * (ibvc_cq_missed).
 	 */
-	bool seen_empty;
-	uint32_t empty_fired;
+	bool polled;
+	uint32_t polled_fired;
 };
 
 static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
@@ -645,7 +646,7 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
  */
 void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);
-void ibvc_cq_seen_empty(struct ibvc_cq *cq, bool empty);
+void ibvc_cq_polled(struct ibvc_cq *cq, bool over);
 bool ibvc_cq_missed(struct ibvc_cq *cq);
 void ibvc_direct_fire_missed(struct ibvc_cq *cq);
 bool ibvc_direct_solicited_unpolled(const struct ibvc_cq *cq);

@@ -103,17 +103,18 @@ bool ibvc_cq_idle(struct ibvc_cq *cq)
 }
 
 /*
- * Under the CQ lock: whether the app's poll just found the CQ empty.  An
- * app that found it empty and then arms may sleep without polling again
- * (UCX's event mode does): what came in between must fire its arm
- * (ibvc_cq_missed).
+ * Under the CQ lock: whether the app's poll is over (false while a batch
+ * of ibv_start_poll holds completions it has not released).  An app that
+ * polled and then arms may sleep without polling again (UCX's event mode
+ * does): what is left in the CQ, and what came in between, must fire its
+ * arm (ibvc_cq_missed).
  */
-void ibvc_cq_seen_empty(struct ibvc_cq *cq, bool empty)
+void ibvc_cq_polled(struct ibvc_cq *cq, bool over)
 {
-	cq->seen_empty = empty;
-	if (empty)
-		cq->empty_fired = __atomic_load_n(&cq->ring.client->fired,
-						  __ATOMIC_RELAXED);
+	cq->polled = over;
+	if (over)
+		cq->polled_fired = __atomic_load_n(&cq->ring.client->fired,
+						   __ATOMIC_RELAXED);
 }
 
 /*
@@ -140,21 +141,24 @@ static bool solicited_unpolled(const struct ibvc_cq_ring *ring)
 }
 
 /*
- * Under the CQ lock, armed: does it hold completions that came after the
- * app's poll found it empty, and fired no event (for a solicited-only
- * arm: ones that fire it)?  A NIC's arm names the consumer index the app
- * polled to, and fires at once for CQEs past it; ours fires only for what
- * comes after the arm, so an app that polls, finds nothing, and arms would
- * sleep on a completion that came between the two.  Not when an event
- * fired since that poll: the app is told of those completions already
- * (ibv_rc_pingpong -e re-arms before polling what its event was for).
+ * Under the CQ lock, armed: does it hold completions past the app's last
+ * poll that fired no event since (for a solicited-only arm: ones that
+ * fire it)?  A NIC's arm names the consumer index the app polled to, and
+ * fires at once for CQEs past it; ours fires only for what comes after
+ * the arm, so an app that polls, leaves some or finds nothing, and arms
+ * would sleep on completions it did not take, or that came between the
+ * two.  So would one that re-arms, polls fewer than the CQ holds, and
+ * sleeps (perftest's -e with -Q: ibvc_poll_cq_op asks after such a poll).
+ * Not when an event fired since that poll: the app is told of those
+ * completions already (ibv_rc_pingpong -e re-arms before polling what its
+ * event was for, and fails on an event with nothing behind it).
  */
 bool ibvc_cq_missed(struct ibvc_cq *cq)
 {
 	struct ibvd_cq_client *client = cq->ring.client;
 	uint32_t fired = __atomic_load_n(&client->fired, __ATOMIC_ACQUIRE);
 
-	if (!cq->cq.channel || !cq->seen_empty || fired != cq->empty_fired ||
+	if (!cq->cq.channel || !cq->polled || fired != cq->polled_fired ||
 	    ibvd_read_once(&client->arm_seq) != fired + 1)
 		return false;
 	if (ibvd_read_once(&client->arm_flags) == IBVD_ARM_NEXT)
@@ -163,8 +167,13 @@ bool ibvc_cq_missed(struct ibvc_cq *cq)
 	       ibvc_direct_solicited_unpolled(cq);
 }
 
-/* Copy up to num completions out of cq; returns how many (CQ lock held). */
-static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
+/*
+ * Copy up to num completions out of cq; returns how many (CQ lock held).
+ * *left: the poll filled its budget, the CQ is armed and still holds
+ * completions for it (ibvc_cq_missed), so the arm is to fire.
+ */
+static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc,
+		     bool *left)
 {
 	uint32_t seen = cq->ring.head;	/* read the tail first thing */
 	struct ibvd_cqe cqe;
@@ -174,15 +183,17 @@ static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc)
 	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
 	ibvc_direct_poll_end(cq);
-	ibvc_cq_seen_empty(cq, n < num);
+	ibvc_cq_polled(cq, true);
 	if (n)
 		ibvc_cq_ring_release(&cq->ring);
+	*left = n && n == num && ibvc_cq_missed(cq);
 	return n;
 }
 
 int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct ibvc_cq *cq = to_ibvc_cq(ibcq);
+	bool left;
 	int n;
 
 	/* a budget below 0 polls nothing, as rdma-core's providers count */
@@ -194,7 +205,7 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		return -EIO;
 	ibvc_direct_cq_check(cq);
 	pthread_mutex_lock(&cq->lock);
-	n = poll_ring(cq, num_entries, wc);
+	n = poll_ring(cq, num_entries, wc, &left);
 	pthread_mutex_unlock(&cq->lock);
 	/*
 	 * What others did while we gave the CPU away is ours now, not at the
@@ -204,9 +215,11 @@ int ibvc_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	 */
 	if (!n && ibvc_yield_to_woken_engine(to_ibvc_context(ibcq->context))) {
 		pthread_mutex_lock(&cq->lock);
-		n = poll_ring(cq, num_entries, wc);
+		n = poll_ring(cq, num_entries, wc, &left);
 		pthread_mutex_unlock(&cq->lock);
 	}
+	if (left)
+		ibvc_direct_fire_missed(cq);
 	return n;
 }
 

@@ -1349,6 +1349,58 @@ START_TEST(arm_never_polled)
 END_TEST
 
 /*
+ * A NIC's arm names the consumer index the app polled to and fires at
+ * once for completions past it, so an app that leaves completions in its
+ * CQ and then sleeps is woken: one that re-arms after an event and polls
+ * fewer than the CQ holds (perftest's bandwidth tests with -e -Q 1), and
+ * one that polls some, then arms.  One that re-arms and takes all its
+ * CQ holds gets no event with nothing behind it (ibv_rc_pingpong -e -t
+ * fails on one).
+ */
+START_TEST(arm_poll_leaves_some)
+{
+	struct ibv_wc wc[2];
+	struct arm_fx f;
+	uint64_t i;
+
+	arm_fx_init(&f, (void *)(uintptr_t)0xa96ull);
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	for (i = 10; i < 13; i++) {
+		vt_send(f.p.qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			f.mr->addr, 100, f.mr->lkey, 0, 0);
+		vt_expect_ok(f.cq0, NULL, i, IBV_WC_SEND, "SEND");
+	}
+	expect_cq_event(f.ch, f.cq1, f.tag, "three receives, armed");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	vt_expect_ok(f.cq1, wc, 1, IBV_WC_RECV, "the first of three");
+	expect_cq_event(f.ch, f.cq1, f.tag,
+			"re-armed, then a poll that left two in the CQ");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	ck_assert_int_eq(ibv_poll_cq(f.cq1, 2, wc), 2);
+	ck_assert_uint_eq(wc[0].wr_id, 2);
+	ck_assert_uint_eq(wc[1].wr_id, 3);
+	ck_assert_msg(channel_ready(f.ch, QUIET_MS) == 0,
+		      "re-armed, then a poll that took all: an event with nothing behind it");
+
+	/* polled some, then armed */
+	vt_recv(f.p.qp[1], 4, BUF(f.mr) + 4096, 1024, f.mr->lkey);
+	vt_recv(f.p.qp[1], 5, BUF(f.mr) + 5120, 1024, f.mr->lkey);
+	for (i = 13; i < 15; i++) {
+		vt_send(f.p.qp[0], i, IBV_WR_SEND, IBV_SEND_SIGNALED,
+			f.mr->addr, 100, f.mr->lkey, 0, 0);
+		vt_expect_ok(f.cq0, NULL, i, IBV_WC_SEND, "SEND");
+	}
+	expect_cq_event(f.ch, f.cq1, f.tag, "two receives, armed");
+	vt_expect_ok(f.cq1, wc, 4, IBV_WC_RECV, "the first of two");
+	ck_assert_int_eq(ibv_req_notify_cq(f.cq1, 0), 0);
+	expect_cq_event(f.ch, f.cq1, f.tag,
+			"one receive left in the CQ, then an arm");
+	vt_expect_ok(f.cq1, wc, 5, IBV_WC_RECV, "the second of two");
+	arm_fx_free(&f);
+}
+END_TEST
+
+/*
  * IBV_SEND_INLINE: max_inline_data is honoured and reported; the source
  * needs no lkey and may be reused (even freed) as soon as post returns.
  */
@@ -6611,6 +6663,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, solicited);
 	tcase_add_test(tc, arm_after_empty_poll);
 	tcase_add_test(tc, arm_never_polled);
+	tcase_add_test(tc, arm_poll_leaves_some);
 	tcase_add_loop_test(tc, inline_data, 0, 2);
 	tcase_add_loop_test(tc, fence, 0, sizeof(fence_len) / sizeof(fence_len[0]));
 	tcase_add_test(tc, sge_max);
