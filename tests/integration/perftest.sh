@@ -2,7 +2,8 @@
 # Debian's unmodified perftest on a software device, server uid 1001 and
 # client uid 1002, one daemon on the shipped defaults: every benchmark of
 # the InfiniBand verbs (SEND, WRITE, READ, atomics; latency and
-# bandwidth), then RC with several QPs, both directions at once, and UD.
+# bandwidth), then RC with several QPs, both directions at once, UD, and
+# completion events.
 # Each must exit 0 on both sides and print its result line; perftest
 # checks every completion's status.
 #
@@ -43,4 +44,8 @@ run ib_write_bw -n 500 -q 4
 run ib_send_bw -n 500 -b
 run ib_send_bw -n 500 -c UD
 run ib_send_lat -n 500 -c UD
+# events, a completion signalled per WR: perftest re-arms and polls 16 of
+# what its CQ holds, then waits for an event for the rest
+run ib_send_bw -n 500 -e -Q 1
+run ib_read_bw -n 500 -e -Q 1
 ok "every perftest benchmark ran"
