@@ -11,7 +11,13 @@ LIBIBVERBS_IMPL_SOURCES += \
 	client/libibverbs/pd.c \
 	client/libibverbs/mr.c \
 	client/libibverbs/mrtab.c \
-	client/libibverbs/direct.c \
+	client/libibverbs/direct_internal.h \
+	client/libibverbs/direct_map.c \
+	client/libibverbs/direct_send.c \
+	client/libibverbs/direct_cqe.c \
+	client/libibverbs/direct_recv.c \
+	client/libibverbs/direct_events.c \
+	client/libibverbs/direct_poll.c \
 	client/libibverbs/direct_rdma.c \
 	client/libibverbs/guard.c \
 	client/libibverbs/backing.c \
