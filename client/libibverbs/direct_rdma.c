@@ -3,7 +3,7 @@
  * WRITE or READ on a QP with transit rings whose target MR the daemon
  * granted us (its peer's memory, shared with a file, same uid) is one
  * memcpy into or out of our own mapping of that file, under the pair's
- * lease.  direct.c decides when a request may go this way (RC order) and
+ * lease.  direct_send.c decides when a request may go this way (RC order) and
  * completes it; this file keeps the grants and does the copy.
  *
  * Grants are asked for once per rkey (QP_REMOTE_MR), kept per pair, and

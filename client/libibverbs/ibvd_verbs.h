@@ -424,11 +424,12 @@ to_ibvc_channel(struct ibv_comp_channel *channel)
 	return container_of(channel, struct ibvc_comp_channel, channel);
 }
 
-/* A completion the library made itself (direct.c), waiting in its CQ. */
+/* A completion the library made itself (direct_cqe.c), waiting in its CQ. */
 struct ibvc_local_cqe {
 	struct ibvd_cqe cqe;
 	uint32_t mark;			/* the CQ's engine tail it follows */
-	uint32_t unfired;		/* PLACED_* (direct.c) due at poll's end */
+	uint32_t unfired;		/* PLACED_* (direct_internal.h) due at
+					 * poll's end */
 	bool solicited;			/* fires a solicited-only arm */
 };
 
@@ -448,12 +449,12 @@ struct ibvc_cq {
 	/* the ibv_cq_ex poll API (cq_ex.c), from start_poll to end_poll */
 	bool single_threaded;			/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
 	bool timestamps;			/* asked for: the library's own CQEs
-						 * are stamped too (direct.c) */
+						 * are stamped too (direct_cqe.c) */
 	uintptr_t batch_thread;			/* its thread (0: none); atomic */
 	uint32_t seen_tail;			/* the engine's tail, last read */
 	struct ibvd_cqe cur;			/* what the read_* ops report */
 	struct ibv_pd *parent_domain;		/* held, or NULL */
-	/* the direct transport (direct.c), under lock */
+	/* the direct transport (direct_*.c), under lock */
 	struct {
 		struct ibvc_qp *senders;	/* direct QPs sending on this CQ */
 		struct ibvc_qp *receivers;	/* ... receiving on it */
@@ -464,8 +465,8 @@ struct ibvc_cq {
 		bool deferring;			/* a poll places: fire at its end */
 		uint32_t unfired;		/* fifo entries with .unfired */
 		bool absorbed;			/* a poll took one of those */
-		uint32_t arm_token;		/* the last rx_armed published;
-						 * atomic */
+		uint32_t arm_token;		/* the last ibvc_direct_rx_armed
+						 * published; atomic */
 		uint32_t moves_seen;		/* engine->direct_moves; atomic */
 		bool refresh_owed;		/* a QP's, till end_poll; atomic */
 		uint32_t events;		/* fired here, not handed out */
@@ -546,7 +547,7 @@ struct ibvc_qp {
 		uint32_t head;			/* engine's head, last seen */
 		int err;			/* first error: the batch fails */
 	} batch;
-	/* the direct transport's rings, once mapped (direct.c) */
+	/* the direct transport's rings, once mapped (direct_map.c) */
 	pthread_mutex_t direct_lock;		/* mapping and unmapping */
 	struct ibvc_direct *direct;		/* NULL: everything via the engine */
 	uint32_t direct_gen;			/* atomic: direct's gen, 0 none; read
@@ -582,8 +583,9 @@ void ibvc_stage_reset(struct ibvc_qp *qp);
 void ibvc_stage_free(struct ibvc_qp *qp);
 
 /*
- * direct.c: the library's side of the direct transport (common/transit.h).
- * Every entry point is cheap for a QP that has no rings.
+ * direct_*.c: the library's side of the direct transport (common/
+ * transit.h; direct_internal.h has what those files share).  Every entry
+ * point is cheap for a QP that has no rings.
  */
 void ibvc_direct_qp_init(struct ibvc_qp *qp);
 /* Drop the rings (QP reset or destroyed); the QP's queues are quiet. */
@@ -749,7 +751,7 @@ struct ibvc_srq {
 	uint32_t async_delivered;		/* under srq.mutex */
 	/*
 	 * Atomic: its slots are moving (ibv_modify_srq, srq.c); a placer
-	 * that took the claim lets go at once (direct.c).
+	 * that took the claim lets go at once (direct_recv.c).
 	 */
 	bool resizing;
 };

@@ -254,7 +254,7 @@ static int rereg_on_daemon(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
 		fd = shared_backing(addr, length, new_access, &req.file_offset);
 	/*
-	 * Forgotten first: a peer's WRITE the library places (direct.c)
+	 * Forgotten first: a peer's WRITE the library places (direct_recv.c)
 	 * never goes by the old key, range or rights once the daemon's
 	 * change is made.
 	 */

@@ -1,5 +1,5 @@
 /*
- * The context's own MRs by lkey, for the direct transport (direct.c),
+ * The context's own MRs by lkey, for the direct transport (direct_*.c),
  * which copies between registered memory and a transit ring itself and
  * must check each SGE as the engine would: the key is one of this
  * process's MRs, on the QP's PD, with the access the copy needs, and the

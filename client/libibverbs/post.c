@@ -29,7 +29,7 @@ bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail)
 	/* Acquire: the engine copied those WQEs out before moving head. */
 	*head = ibvd_observe(&wq->engine->head);
 	/*
-	 * A direct QP's RQ is also taken by its library (direct.c), which
+	 * A direct QP's RQ is also taken by its library (direct_recv.c), which
 	 * keeps its count in our own header: whichever is further.
 	 */
 	taken = ibvd_observe(&wq->client->direct_head);

@@ -205,7 +205,7 @@ struct ibv_srq *ibvc_create_srq_ex_op(struct ibv_context *ctx,
  * A resize moves the SRQ's slots (the daemon's verbs/srq.c) while its
  * posting lock keeps our posters out, the objects lock the engine's
  * passes, and `resizing` the placers of its direct QPs on any of our
- * threads (direct.c, srq_resizing): set, then the claim word (ring.h)
+ * threads (direct_recv.c, srq_resizing): set, then the claim word (ring.h)
  * seen free once, so that no placer is still inside.  Each holds it for
  * one placing at a time; one that does not let go within a second is
  * not waited for (EBUSY, nothing done).
