@@ -142,6 +142,28 @@ bool cm_addr_is_any(const struct sockaddr_storage *ss)
 	return IN6_IS_ADDR_UNSPECIFIED(&sin6(ss)->sin6_addr);
 }
 
+static bool addr_is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(sin4(ss)->sin_addr.s_addr) >> 24) == IN_LOOPBACKNET;
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&sin6(ss)->sin6_addr);
+	return false;
+}
+
+/*
+ * The kernel's rdma_cm takes a loopback address for the wildcard when it
+ * matches a request to a listener (its cma_any_addr): a listener on
+ * 127.0.0.1 takes connections to every address of the host.  Its port
+ * check does too (EADDRNOTAVAIL beside any other binding of the port);
+ * ours keeps EADDRINUSE for the same loopback address, which apps ported
+ * from sockets wait on while a restarted server's port frees.
+ */
+bool cm_addr_is_wild(const struct sockaddr_storage *ss)
+{
+	return cm_addr_is_any(ss) || addr_is_loopback(ss);
+}
+
 bool cm_addr_is_multicast(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
@@ -485,15 +507,6 @@ static void port_take(struct ibvd_cm_id *id)
  * Our software devices keep theirs: they have no interface of their own,
  * and rsockets and the CM's users on one host bind 127.0.0.1 to reach them.
  */
-static bool addr_is_loopback(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return (ntohl(sin4(ss)->sin_addr.s_addr) >> 24) == IN_LOOPBACKNET;
-	if (ss->ss_family == AF_INET6)
-		return IN6_IS_ADDR_LOOPBACK(&sin6(ss)->sin6_addr);
-	return false;
-}
-
 int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	    const struct sockaddr_storage *addr)
 {
@@ -570,7 +583,7 @@ int cm_check_listen(struct ibvd_call *call, struct ibvd_cm_id *id)
 static bool listener_matches(const struct ibvd_cm_id *l,
 			     const struct sockaddr_storage *dst)
 {
-	if (cm_addr_is_any(&l->src))
+	if (cm_addr_is_wild(&l->src))
 		return !l->afonly || l->src.ss_family == dst->ss_family;
 	return cm_addr_equal(&l->src, dst);
 }
@@ -590,7 +603,7 @@ struct ibvd_cm_id *cm_find_listener(uint32_t ps,
 		if (l->state != CM_LISTEN || l->cm->dead ||
 		    !listener_matches(l, dst))
 			continue;
-		if (!cm_addr_is_any(&l->src))
+		if (!cm_addr_is_wild(&l->src))
 			return l;	/* the specific address wins */
 		wild = l;
 	}

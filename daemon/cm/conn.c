@@ -526,7 +526,13 @@ static void deliver_request(struct ibvd_cm_id *a,
 				 CM_SIDR_UNSUPPORTED, NULL, 0);
 		return;
 	}
-	dev = l->dev ? l->dev : cm_addr_device(l->cm, &a->dst);
+	/*
+	 * A listener on a loopback address takes every address of the host:
+	 * the child is on the device the address asked for, not on the one
+	 * a software listener's bind gave it.
+	 */
+	dev = l->dev && !cm_addr_is_wild(&l->src) ? l->dev :
+						     cm_addr_device(l->cm, &a->dst);
 	if (cm_listener_takes(l, cm_is_ud(a)))
 		c = cm_child_new(l, dev, &a->src, &a->dst, &a->local);
 	if (!c) {

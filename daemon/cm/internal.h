@@ -337,6 +337,7 @@ uint16_t cm_addr_port(const struct sockaddr_storage *ss);
 void cm_addr_set_port(struct sockaddr_storage *ss, uint16_t port);
 socklen_t cm_addr_len(const struct sockaddr_storage *ss);
 bool cm_addr_is_any(const struct sockaddr_storage *ss);
+bool cm_addr_is_wild(const struct sockaddr_storage *ss);
 bool cm_addr_is_multicast(const struct sockaddr_storage *ss);
 /* Same family and address (ports ignored). */
 bool cm_addr_equal(const struct sockaddr_storage *a,

@@ -856,6 +856,44 @@ START_TEST(two_listeners)
 }
 END_TEST
 
+/*
+ * A listener on 127.0.0.1 takes connections to every address of the host,
+ * as the kernel's rdma_cm (cma_match_private_data: a loopback listener
+ * matches as the wildcard does): here 127.0.0.2.  It used to take
+ * 127.0.0.1 only, and the rest were rejected for want of a listener.
+ */
+START_TEST(loopback_listener_is_wildcard)
+{
+	struct rdma_event_channel *ch = channel(), *cch = channel();
+	struct rdma_cm_id *l = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *c = new_id(cch, NULL, RDMA_PS_TCP);
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *child;
+	uint16_t port;
+
+	port = listen_on(l, "127.0.0.1", 4);
+	resolve(cch, c, "127.0.0.2", port);
+	default_qp(c, IBV_QPT_RC);
+	ck_ok(rdma_connect(c, &cp));
+	ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	ck_assert_ptr_eq(ev->listen_id, l);
+	child = ev->id;
+	ck_sa_ip(rdma_get_local_addr(child), "127.0.0.2", "the child's own address");
+	ck_assert_ptr_nonnull(child->verbs);
+	ck_ok(rdma_reject(child, NULL, 0));
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_ok(rdma_destroy_id(child));
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(c);
+	ck_ok(rdma_destroy_id(c));
+	ck_ok(rdma_destroy_id(l));
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 /* Every local address resolves to our device, with the path of proto/CM.md. */
 static void resolve_local(const struct sockaddr *sa, const char *what)
 {
@@ -3397,7 +3435,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(channel_nonblocking), T(channel_eintr),
 		T(create_id_port_spaces), T(create_id_errors), T(sync_mode_resolve),
 		T(null_arguments), T(event_str), T(devices),
-		T(bind_port0_and_conflicts), T(two_listeners), T(listener_among_bound_ids),
+		T(bind_port0_and_conflicts), T(two_listeners), T(loopback_listener_is_wildcard), T(listener_among_bound_ids),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(resolve_refused_keeps_addresses),
 		T(getaddrinfo_api),
