@@ -1054,7 +1054,7 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 	struct ibvd_cm_id *id = cm_id_get(call, req->id);
 	struct sockaddr_storage dst, far_src;
 	struct ibvd_device *far_dev = NULL;
-	bool reachable;
+	bool reachable, loop_far;
 	int ret;
 
 	if (!id)
@@ -1075,14 +1075,27 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 				       "the id is bound to another family");
 	reachable = cm_addr_is_local(id->cm, &dst) || cm_addr_is_multicast(&dst);
 	/*
+	 * A loopback source reaches no other host.  The kernel's IPv4 routing
+	 * refuses a route from 127/8 out of any interface but lo, and its
+	 * rdma_resolve_addr fails at once with EINVAL; IPv6 finds a route
+	 * from ::1, but no device has ::1 for a GID: ADDR_ERROR, ENODEV.
+	 * Resolved here, the request named 127.0.0.1 as its source to the
+	 * peer, whose CM rejected it: the app learnt only at connect.
+	 */
+	loop_far = !reachable && addr_is_loopback(&id->src);
+	if (loop_far && id->src.ss_family == AF_INET)
+		return ibvd_call_error(call, -EINVAL,
+				       "a loopback source reaches no other host");
+	/*
 	 * A group is on the network its route leaves by, as the kernel
 	 * resolves one: a RoCE device's there; without such a route, this
 	 * host's (the default device).
 	 */
-	if (!reachable || (cm_addr_is_multicast(&dst) && !id->dev))
+	if ((!reachable && !loop_far) ||
+	    (cm_addr_is_multicast(&dst) && !id->dev))
 		far_dev = far_device(id, &dst, &far_src);
 	/* Arm before replying: a timer that cannot be armed is an error. */
-	if (!reachable && !far_dev) {
+	if (!reachable && !far_dev && !loop_far) {
 		ret = cm_timer_arm(id, CM_TIMER_ADDR, req->timeout_ms);
 		if (ret < 0)
 			return ret;
@@ -1092,10 +1105,14 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	if (ret < 0)
 		return ret;
-	if (far_dev)
+	if (loop_far) {
+		id->state = CM_ADDR_BOUND;
+		cm_event_simple(id, RDMA_CM_EVENT_ADDR_ERROR, -ENODEV);
+	} else if (far_dev) {
 		resolve_far(id, far_dev, &far_src);
-	else if (reachable)
+	} else if (reachable) {
 		resolve_now(id);
+	}
 	return 0;
 }
 

@@ -6,7 +6,11 @@
 # rdma_cm runs such a path from the device's own GID to itself, and so
 # must ours; with the addresses taken for GIDs, the IPv4 accept failed
 # (GID 0, IPv6, against an IPv4 destination) and ::1's packets went out
-# on the wire to nobody (retries exceeded).
+# on the wire to nobody (retries exceeded).  Then a client in B bound to
+# 127.0.0.1 toward A: the kernel's routing gives a loopback source no route
+# out, and its rdma_resolve_addr fails at once with EINVAL; resolved, the
+# request named 127.0.0.1 as its source to A, which rejected it: rping
+# learnt only at connect (RDMA_CM_EVENT_REJECTED).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -44,3 +48,20 @@ rping_loopback() {
 
 rping_loopback 127.0.0.1 "$(free_port)"
 rping_loopback ::1 "$(free_port)"
+
+# rping -I 127.0.0.1 toward A's address, from B: rdma_resolve_addr fails
+# at once with EINVAL, as the kernel's, no server needed.
+far_from_loopback() {
+	local rc
+	check "a loopback source resolving another host's address"
+	NS_TMO=$((10 * TMUL)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+		rping -c -I 127.0.0.1 -a "$IPA" -p "$(free_port)" -C 1 >"$O/far" 2>"$O/far.err"
+	rc=$?
+	[ "$rc" -ne 0 ] || fail "rping from 127.0.0.1 to $IPA exited 0"
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
+		{ show client "$O/far.err"; fail "rping from 127.0.0.1 to $IPA hung"; }
+	grep -q 'rdma_resolve_addr: Invalid argument' "$O/far.err" ||
+		{ show client "$O/far.err"; fail "rdma_resolve_addr from 127.0.0.1 to $IPA did not fail with EINVAL"; }
+	ok "a loopback source resolving another host's address: EINVAL at once"
+}
+far_from_loopback
