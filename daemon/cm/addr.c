@@ -504,15 +504,28 @@ static void port_take(struct ibvd_cm_id *id)
  * and, finding no device there, advertises the devices' own interface
  * addresses; given a device, it advertised 127.0.0.1, which no other host
  * reaches (Open MPI's mtl ofi across two hosts: every connection refused).
- * Our software devices keep theirs: they have no interface of their own,
- * and rsockets and the CM's users on one host bind 127.0.0.1 to reach them.
+ * On a host with no RoCE device our software devices keep theirs: they
+ * have no interface of their own, and rsockets and the CM's users on one
+ * host bind 127.0.0.1 to reach them.  Beside a RoCE device a loopback
+ * address is the wildcard whichever device the configuration lists first:
+ * a software one listed first had libfabric advertise 127.0.0.1 again.
  */
+static bool have_roce(const struct ibvd_cm *cm)
+{
+	const struct ibvd_device *dev;
+
+	TAILQ_FOREACH(dev, &cm->session->daemon->devices, link)
+		if (cm_dev_is_roce(dev))
+			return true;
+	return false;
+}
+
 int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 	    const struct sockaddr_storage *addr)
 {
 	struct ibvd_device *dev = cm_addr_device(id->cm, addr);
 	bool no_dev = cm_addr_is_any(addr) ||
-		      (addr_is_loopback(addr) && cm_dev_is_roce(dev));
+		      (addr_is_loopback(addr) && have_roce(id->cm));
 	struct sockaddr_storage ss = *addr;
 	uint16_t port = cm_addr_port(addr);
 	int ret;

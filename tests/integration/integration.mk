@@ -40,6 +40,8 @@ INTEGRATION_TESTS += tests/integration/roce-cm.sh
 INTEGRATION_TESTS += tests/integration/roce-ipv6.sh
 # A loopback connection on a RoCE-only daemon (roce-loopback.sh).
 INTEGRATION_TESTS += tests/integration/roce-loopback.sh
+# The same beside a software device listed first (roce-loopback-soft.sh).
+INTEGRATION_TESTS += tests/integration/roce-loopback-soft.sh
 
 # Keepalives find a silent peer across the wire (rsockets-wire.sh).
 INTEGRATION_TESTS += tests/integration/rsockets-wire.sh

@@ -85,10 +85,12 @@ wire_netns() {
 
 # conf_for NAME NETDEV SOCKET: a daemon's configuration, its RoCE device
 # named $WIRE_DEV_A or $WIRE_DEV_B (NAME a or b; default roce0), with the
-# members in $WIRE_CONF_EXTRA ('"key": value,' lines) besides.
+# members in $WIRE_CONF_EXTRA ('"key": value,' lines) besides, and the
+# devices in $WIRE_DEVS_BEFORE ('{ ... },' entries) listed before it.
 WIRE_DEV_A=${WIRE_DEV_A:-roce0}
 WIRE_DEV_B=${WIRE_DEV_B:-roce0}
 WIRE_CONF_EXTRA=${WIRE_CONF_EXTRA:-}
+WIRE_DEVS_BEFORE=${WIRE_DEVS_BEFORE:-}
 conf_for() {
 	local dev=$WIRE_DEV_A
 	[ "$1" = b ] && dev=$WIRE_DEV_B
@@ -96,7 +98,7 @@ conf_for() {
 	{
 	  "socket": { "path": "$3" },
 	  $WIRE_CONF_EXTRA
-	  "devices": [ { "name": "$dev", "netdev": "$2" } ]
+	  "devices": [ $WIRE_DEVS_BEFORE { "name": "$dev", "netdev": "$2" } ]
 	}
 	EOF
 	chmod 644 "$T/$1.conf"
