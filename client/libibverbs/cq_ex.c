@@ -91,8 +91,8 @@ static bool first_take(struct ibvc_cq *cq)
 		return true;
 	}
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
-	ibvc_direct_poll_end(cq);
 	ibvc_cq_polled(cq, true);
+	ibvc_direct_poll_end(cq);
 	unlock(cq);
 	return false;
 }
@@ -128,9 +128,10 @@ static void end_poll(struct ibv_cq_ex *cqx)
 	struct ibvc_cq *cq = cqx_to_cq(cqx);
 	bool left;
 
+	/* first: the poll's end may fire the arm for what it left */
+	ibvc_cq_polled(cq, true);
 	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
-	ibvc_cq_polled(cq, true);
 	/* as ibv_poll_cq when it leaves completions behind (poll.c) */
 	left = ibvc_cq_missed(cq);
 	unlock(cq);

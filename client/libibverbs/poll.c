@@ -182,8 +182,9 @@ static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc,
 	ibvc_direct_poll_begin(cq, &seen);
 	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
-	ibvc_direct_poll_end(cq);
+	/* first: the poll's end may fire the arm for what it left */
 	ibvc_cq_polled(cq, true);
+	ibvc_direct_poll_end(cq);
 	if (n)
 		ibvc_cq_ring_release(&cq->ring);
 	*left = n && n == num && ibvc_cq_missed(cq);
