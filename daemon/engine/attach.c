@@ -184,6 +184,29 @@ static int drop_timer(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	return 0;
 }
 
+static int finish_sends(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
+			void *arg)
+{
+	ibvd_engine_qp_finish_sends(obj);
+	return 0;
+}
+
+/*
+ * A process that ends right after its last send (a byte, then exit(2)
+ * with the socket open, as TCP's peer reads it and then its FIN) rang
+ * for it, and a NIC would have put it on the wire; the engine thread
+ * may not have come to it yet, and none will once the context is
+ * detached.  So its QPs run what they can now, as a DESTROY_QP does.
+ */
+void ibvd_engine_ctx_finish_sends(struct ibvd_context *ctx)
+{
+	if (!ctx->engine || !ctx->engine->eng)
+		return;
+	ibvd_objects_write_lock();
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, finish_sends, NULL);
+	ibvd_objects_write_unlock();
+}
+
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx)
 {
 	struct ibvd_ectx *ectx = ctx->engine;

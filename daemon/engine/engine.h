@@ -97,6 +97,12 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
  */
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx);
 /*
+ * Context teardown, before the detach: each QP's sends the client posted
+ * and the engine has not run yet, as ibvd_engine_qp_finish_sends (takes
+ * ibvd_objects_lock for writing).
+ */
+void ibvd_engine_ctx_finish_sends(struct ibvd_context *ctx);
+/*
  * Is ctx's tenant held to a bandwidth limit now?  (Its SENDs must then
  * all pass the engine, which charges them: no direct transport.)
  */

@@ -248,6 +248,8 @@ static void context_destroy(struct ibvd_context *ctx, struct ibvd_daemon *d)
 	/* releasing the handle table forgets its hook: keep the account */
 	struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
 
+	/* what its QPs were rung for goes out first, as from a NIC */
+	ibvd_engine_ctx_finish_sends(ctx);
 	/*
 	 * No engine thread serves the context once detached; then its objects
 	 * go, children before parents (other contexts' traffic may still reach
