@@ -430,6 +430,7 @@ int main(int argc, char **argv)
 	d.up.request_find = ibvd_request_type_find;
 	d.up.context_leave = ibvd_context_leave;
 	d.up.cm_free = ibvd_cm_session_free;
+	d.up.cm_context_going = ibvd_cm_context_going;
 	d.up.reload = ibvd_daemon_reload;
 	ibvd_verbs_cm.qp_init = ibvd_cm_qp_init;
 	TAILQ_INIT(&d.devices);

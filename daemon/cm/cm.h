@@ -17,6 +17,7 @@
 #include "ibverbsd.pb-c.h"
 
 struct ibvd_call;
+struct ibvd_context;
 struct ibvd_cm;
 struct ibvd_daemon;
 struct ibvd_device;
@@ -56,6 +57,8 @@ int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
  * DISCONNECTED, pending actives REJECTED) and close its event socket.
  */
 void ibvd_cm_session_free(struct ibvd_session *s);
+/* ctx and its QPs go: their ids' peers hear DISCONNECTED now (conn.c) */
+void ibvd_cm_context_going(const struct ibvd_context *ctx);
 
 /*
  * Start taking the IB CM's MADs from the devices' QP1s (connections with

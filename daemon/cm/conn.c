@@ -287,6 +287,35 @@ static void peer_lost(struct ibvd_cm_id *y)
 	}
 }
 
+/*
+ * ctx goes with its QPs, and the engine breaks the QPs of their RC peers
+ * at once (engine/attach.c, break_orphans): their receives flush, a send
+ * in flight fails.  Its process is usually ending, and closes its CM
+ * sessions after the context or before, in any order; a peer that saw
+ * those errors before its DISCONNECTED would read a reset (an rsocket:
+ * ECONNRESET, ETIMEDOUT) where its app must read the end of the stream,
+ * as a TCP peer reads the FIN of a process that exits.  On a fabric the
+ * dead end's DREQ comes long before any retry of the peer's runs out;
+ * here each established id of a QP of ctx tells its peer now, before
+ * the break, and is left without a peer, as after a DREQ whose reply is
+ * lost: its own session's end says nothing more, and a disconnect of its
+ * own is answered by its DISCONNECTED alone.
+ */
+void ibvd_cm_context_going(const struct ibvd_context *ctx)
+{
+	struct ibvd_cm_id *id, *peer;
+
+	TAILQ_FOREACH(id, &cm_world.ids, all_link) {
+		peer = id->peer;
+		if (!peer || id->phase != CM_PH_ESTABLISHED ||
+		    id->own_qp.ctx != ctx->id ||
+		    !cm_own_qp_alive(id))
+			continue;
+		unlink_peers(id);
+		peer_lost(peer);
+	}
+}
+
 void cm_conn_abandon(struct ibvd_cm_id *id)
 {
 	struct ibvd_cm_id *child, *peer = id->peer;

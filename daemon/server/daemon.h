@@ -63,6 +63,9 @@ struct ibvd_upcalls {
 	void (*context_leave)(struct ibvd_session *s);
 	/* free a session's CM ids, if it has any (cm/cm.c) */
 	void (*cm_free)(struct ibvd_session *s);
+	/* a context is about to go with its QPs: the CM ends their
+	 * connections first (cm/conn.c) */
+	void (*cm_context_going)(const struct ibvd_context *ctx);
 	/* re-read and apply the config (reload.c), for "ibvctl daemon reload" */
 	int (*reload)(struct ibvd_daemon *d, char *err, size_t errlen);
 };

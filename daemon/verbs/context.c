@@ -248,8 +248,15 @@ static void context_destroy(struct ibvd_context *ctx, struct ibvd_daemon *d)
 	/* releasing the handle table forgets its hook: keep the account */
 	struct ibvd_tenant_dev *account = ctx->handles.charge_owner;
 
-	/* what its QPs were rung for goes out first, as from a NIC */
+	/*
+	 * What its QPs were rung for first, then the end of their
+	 * connections, then the engine breaks the peers' QPs
+	 * (ibvd_engine_ctx_free): as a peer reads TCP's last data, its FIN,
+	 * then nothing.
+	 */
 	ibvd_engine_ctx_finish_sends(ctx);
+	if (d->up.cm_context_going)
+		d->up.cm_context_going(ctx);
 	/*
 	 * No engine thread serves the context once detached; then its objects
 	 * go, children before parents (other contexts' traffic may still reach

@@ -40,6 +40,7 @@ void fuzz_daemon_setup(struct ibvd_daemon *d, const char *config_text,
 	d->up.request_find = ibvd_request_type_find;
 	d->up.context_leave = ibvd_context_leave;
 	d->up.cm_free = ibvd_cm_session_free;
+	d->up.cm_context_going = ibvd_cm_context_going;
 	d->up.reload = no_reload;
 	TAILQ_INIT(&d->devices);
 	TAILQ_INIT(&d->sessions);

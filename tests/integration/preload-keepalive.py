@@ -21,8 +21,19 @@
 #                                      most) and print "ended after S s
 #                                      revents R errno E" (E: the read's
 #                                      errno, 0 for an end of file)
+#   preload-keepalive.py quit-server PORT
+#                                      accept one connection on
+#                                      127.0.0.1:PORT with SO_KEEPALIVE
+#                                      and TCP_KEEPIDLE 1, read a byte,
+#                                      sit idle 3.5 s, then read an end
+#                                      of file, as TCP's after its peer's
+#                                      FIN; print "quit-server ok"
+#   preload-keepalive.py quit-client PORT
+#                                      connect, send a byte, and leave the
+#                                      process without closing the socket
 # Exit status 0, or 1 with a message.  A keepalive that hung the process
 # (its thread stuck on the rsocket's lock) leaves both ends silent.
+import os
 import select
 import socket
 import sys
@@ -77,7 +88,35 @@ def watch(role, ip, port):
     print("ended after %.1f s revents %#x errno %d" % (took, rev, err), flush=True)
 
 
+def quit_pair(role, port):
+    if role == "quit-client":
+        c = socket.socket()
+        c.connect(("127.0.0.1", port))
+        c.sendall(b"q")
+        os._exit(0)
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(1)
+    c, _ = ls.accept()
+    keepalive(c)
+    if c.recv(1) != b"q":
+        fail("no byte from the client")
+    time.sleep(IDLE_S)
+    c.settimeout(WAIT_S)
+    try:
+        b = c.recv(16)
+    except OSError as e:
+        fail("read after the client left, idle %.1f s: %s, want an end of file" % (IDLE_S, e))
+    if b != b"":
+        fail("read %r after the client left, want an end of file" % b)
+    print(role + " ok", flush=True)
+
+
 def main():
+    if sys.argv[1].startswith("quit-"):
+        quit_pair(sys.argv[1], int(sys.argv[2]))
+        return
     if sys.argv[1].startswith("watch-"):
         watch(sys.argv[1], sys.argv[2], int(sys.argv[3]))
         return

@@ -293,6 +293,18 @@ static void poll_cq(struct rsocket *rs)
 
 	while ((n = ibv_poll_cq(rs->cq, RS_CQ_BATCH, wc)) > 0) {
 		for (i = 0; i < n; i++) {
+			/*
+			 * A failed completion says the QP broke.  When its
+			 * peer's process ends, the daemon says DISCONNECTED
+			 * before it breaks the QP, so the CM's news goes
+			 * first: the end of file TCP reads at a FIN, not the
+			 * reset or timeout the flush would make of it.
+			 * rs_spin polls the CQ alone and would see the
+			 * break first.
+			 */
+			if (wc[i].status != IBV_WC_SUCCESS &&
+			    (rs->state & RS_CONNECTED))
+				rs_cm_progress(rs);
 			if (wc[i].wr_id & RS_WR_ID_RECV) {
 				/* a failed one is not posted again */
 				recvs += wc[i].status == IBV_WC_SUCCESS;
