@@ -113,12 +113,25 @@ static int send_piece(struct rsocket *rs, struct iov_pos *p, uint32_t len)
 	return write_data(rs, sgl, n, len, 0);
 }
 
+/*
+ * The connection's error, once: as TCP's sk_err, the first call that
+ * meets it (a read, a send, SO_ERROR) takes it, and the connection is
+ * then an ended one, 0 to reads and EPIPE to sends.
+ */
+static int take_error(struct rsocket *rs)
+{
+	int err = (rs->state & RS_ERROR) ? rs->err : 0;
+
+	rs->err = 0;
+	return -err;
+}
+
 /* Why nothing more can be sent: the peer left, or the connection broke. */
 static int send_error(struct rsocket *rs)
 {
-	if (rs->state & RS_ERROR)
-		return -(rs->err ? rs->err : ECONNRESET);
-	return -EPIPE;
+	int err = take_error(rs);
+
+	return err ? err : -EPIPE;
 }
 
 static ssize_t sendv_locked(struct rsocket *rs, const struct iovec *iov,
@@ -233,9 +246,7 @@ static size_t consume(struct rsocket *rs, struct iov_pos *p, size_t left)
 /* Nothing queued and nothing more coming: end of file, or the error. */
 static int recv_end(struct rsocket *rs)
 {
-	if ((rs->state & RS_ERROR) && rs->err)
-		return -rs->err;
-	return 0;
+	return take_error(rs);
 }
 
 static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
