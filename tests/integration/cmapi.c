@@ -857,6 +857,25 @@ START_TEST(two_listeners)
 END_TEST
 
 /*
+ * req, the CONNECT_REQUEST of c's connection, is rejected; c hears
+ * REJECTED on cch, and goes with its QP.
+ */
+static void reject_request(struct rdma_cm_event *req,
+			   struct rdma_event_channel *cch, struct rdma_cm_id *c)
+{
+	struct rdma_cm_id *child = req->id;
+	struct rdma_cm_event *ev;
+
+	ck_ok(rdma_reject(child, NULL, 0));
+	ck_ok(rdma_ack_cm_event(req));
+	ck_ok(rdma_destroy_id(child));
+	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
+	ck_ok(rdma_ack_cm_event(ev));
+	rdma_destroy_qp(c);
+	ck_ok(rdma_destroy_id(c));
+}
+
+/*
  * A listener on 127.0.0.1 takes connections to every address of the host,
  * as the kernel's rdma_cm (cma_match_private_data: a loopback listener
  * matches as the wildcard does): here 127.0.0.2.  It used to take
@@ -881,13 +900,7 @@ START_TEST(loopback_listener_is_wildcard)
 	child = ev->id;
 	ck_sa_ip(rdma_get_local_addr(child), "127.0.0.2", "the child's own address");
 	ck_assert_ptr_nonnull(child->verbs);
-	ck_ok(rdma_reject(child, NULL, 0));
-	ck_ok(rdma_ack_cm_event(ev));
-	ck_ok(rdma_destroy_id(child));
-	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
-	ck_ok(rdma_ack_cm_event(ev));
-	rdma_destroy_qp(c);
-	ck_ok(rdma_destroy_id(c));
+	reject_request(ev, cch, c);
 	ck_ok(rdma_destroy_id(l));
 	rdma_destroy_event_channel(cch);
 	rdma_destroy_event_channel(ch);
@@ -2999,7 +3012,7 @@ START_TEST(listener_among_bound_ids)
 	struct rdma_conn_param cp = { .initiator_depth = 1,
 				      .responder_resources = 1,
 				      .retry_count = 7 };
-	struct rdma_cm_id *l = NULL, *c, *req;
+	struct rdma_cm_id *l = NULL, *c;
 	struct rdma_cm_event *ev;
 	struct sockaddr_storage ss, six;
 	uint16_t port = unused_port(RDMA_PS_TCP);
@@ -3036,15 +3049,7 @@ START_TEST(listener_among_bound_ids)
 	resolve(cch, c, "::1", port);
 	default_qp(c, IBV_QPT_RC);
 	ck_ok(rdma_connect(c, &cp));
-	ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
-	req = ev->id;
-	ck_ok(rdma_reject(req, NULL, 0));
-	ck_ok(rdma_ack_cm_event(ev));
-	ck_ok(rdma_destroy_id(req));
-	ev = expect(cch, RDMA_CM_EVENT_REJECTED, c);
-	ck_ok(rdma_ack_cm_event(ev));
-	rdma_destroy_qp(c);
-	ck_ok(rdma_destroy_id(c));
+	reject_request(expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL), cch, c);
 	for (i = 0; i < 2 * REUSE_IDS; i++)
 		ck_ok(rdma_destroy_id(bound[i]));
 	ck_ok(rdma_destroy_id(l));
