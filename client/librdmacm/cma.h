@@ -96,6 +96,9 @@ enum {
 	CMA_PDATA_MAX = 256,	/* room in an event for any of them */
 };
 
+/* rdma_reject_ece's REJ reason: the IB CM's "vendor option not supported" */
+#define CMA_REJ_ECE		35
+
 #define CMA_TOKEN_LEN		16
 #define CMA_ID_BUCKETS		64	/* handle hash of a channel */
 

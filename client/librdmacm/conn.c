@@ -283,7 +283,8 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	return cma_ret(accept_id(to_cma_id(id), conn_param));
 }
 
-static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len)
+static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len,
+		     uint32_t reason)
 {
 	Ibvd__CmReject req = IBVD__CM_REJECT__INIT;
 	size_t max = cma_is_ud(cid) ? CMA_PDATA_SIDR_REP : CMA_PDATA_REJ;
@@ -296,6 +297,7 @@ static int reject_id(struct cma_id *cid, const void *pdata, uint8_t len)
 	req.id = cid->handle;
 	req.private_data.data = (uint8_t *)pdata;
 	req.private_data.len = len;
+	req.reason = reason;
 	ret = cma_call(cid, IBVD_MSG_CM_REJECT, &req.base, NULL, NULL);
 	/* rdma_get_request(3): the request's event lives until rejected. */
 	if (ret == 0)
@@ -309,17 +311,21 @@ int rdma_reject(struct rdma_cm_id *id, const void *private_data,
 	if (!cma_id_live(id))
 		return cma_ret(-EINVAL);
 	return cma_ret(reject_id(to_cma_id(id), private_data,
-				 private_data_len));
+				 private_data_len, 0));
 }
 
 /*
- * The ECE flavour of reject tells the peer its ECE options were refused;
- * we never negotiate ECE, so it is a plain reject.
+ * The ECE flavour of reject tells the peer its ECE options were refused:
+ * the REJ's reason is 35 (vendor option not supported), which the peer
+ * reads as its REJECTED event's status to retry without them.
  */
 int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
 		    uint8_t private_data_len)
 {
-	return rdma_reject(id, private_data, private_data_len);
+	if (!cma_id_live(id))
+		return cma_ret(-EINVAL);
+	return cma_ret(reject_id(to_cma_id(id), private_data,
+				 private_data_len, CMA_REJ_ECE));
 }
 
 /* ---- teardown -------------------------------------------------------------------------- */

@@ -684,23 +684,24 @@ static struct ibvd_cm_id *confirm(struct ibvd_cm_id *a)
 
 /*
  * The active side's refusal of a reply (a REJ): the passive side hears
- * REJECTED with pdata, as the IB CM's "consumer defined" reason.
+ * REJECTED with pdata and the REJ's reason (the IB CM's "consumer
+ * defined" unless rdma_reject_ece's).
  */
-static void refuse_reply(struct ibvd_cm_id *a, const uint8_t *pdata,
-			 size_t len)
+static void refuse_reply(struct ibvd_cm_id *a, int32_t reason,
+			 const uint8_t *pdata, size_t len)
 {
 	struct ibvd_cm_id *p = a->peer;
 
 	if (!p) {
-		cm_wire_reject(a, pdata, len);
+		cm_wire_reject(a, (uint16_t)reason, pdata, len);
 		a->phase = CM_PH_CLOSED;
 		return;
 	}
 	a->phase = CM_PH_CLOSED;
 	unlink_peers(a);
 	p->phase = CM_PH_CLOSED;
-	cm_send_refusal(p, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED,
-			pdata, len, CM_PDATA_REJ);
+	cm_send_refusal(p, RDMA_CM_EVENT_REJECTED, reason, pdata, len,
+			CM_PDATA_REJ);
 }
 
 /*
@@ -725,7 +726,7 @@ static void confirm_reply(struct ibvd_cm_id *a, struct cm_event *ev)
 				a->idn, cm_own_qp_num(a),
 				move.errmsg[0] ? move.errmsg : strerror(-ret));
 		(void)cm_qp_to_err(&move, a);
-		refuse_reply(a, NULL, 0);
+		refuse_reply(a, CM_REJ_CONSUMER_DEFINED, NULL, 0);
 		ev->status = ret;
 		cm_event_send(a, ev);
 		return;
@@ -861,11 +862,18 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 {
 	const Ibvd__CmReject *req = (const Ibvd__CmReject *)call->msg;
 	struct ibvd_cm_id *id = cm_id_get(call, req->id), *peer;
+	int32_t reason = req->reason ? (int32_t)req->reason :
+				       CM_REJ_CONSUMER_DEFINED;
 	size_t max;
 	int ret;
 
 	if (!id)
 		return -EINVAL;
+	/* The reasons a consumer may give, as the kernel's ucma allows. */
+	if (reason != CM_REJ_CONSUMER_DEFINED &&
+	    reason != CM_REJ_VENDOR_OPTION_NOT_SUPPORTED)
+		return ibvd_call_error(call, -EINVAL, "no REJ reason %u for a consumer",
+				       req->reason);
 	if (sidr_orphan(id))
 		return 0;
 	/* The passive side refuses a request, or the active side a reply. */
@@ -880,20 +888,22 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 	peer = id->peer;
 	cm_pending_leave(id);
 	if (!peer) {
-		cm_wire_reject(id, req->private_data.data, req->private_data.len);
+		cm_wire_reject(id, (uint16_t)reason, req->private_data.data,
+			       req->private_data.len);
 		id->phase = CM_PH_CLOSED;
 		return ibvd_call_reply(call, NULL, NULL, 0);
 	}
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	if (id->phase == CM_PH_REP_RCVD) {
-		refuse_reply(id, req->private_data.data, req->private_data.len);
+		refuse_reply(id, reason, req->private_data.data,
+			     req->private_data.len);
 		return ret;
 	}
 	unlink_peers(id);
 	id->phase = CM_PH_CLOSED;
-	cm_refuse_active(peer, CM_REJ_CONSUMER_DEFINED, CM_SIDR_REJECT,
-			 req->private_data.data, req->private_data.len);
+	cm_refuse_active(peer, reason, CM_SIDR_REJECT, req->private_data.data,
+			 req->private_data.len);
 	return ret;
 }
 

@@ -94,6 +94,7 @@ struct ibvd_session;
 #define CM_REJ_TIMEOUT			4
 #define CM_REJ_INVALID_SERVICE_ID	8
 #define CM_REJ_CONSUMER_DEFINED		28
+#define CM_REJ_VENDOR_OPTION_NOT_SUPPORTED	35	/* rdma_reject_ece */
 #define CM_SIDR_UNSUPPORTED		1
 #define CM_SIDR_REJECT			2
 
@@ -477,7 +478,8 @@ void cm_wire_connect(struct ibvd_cm_id *a, const uint8_t *pdata, size_t len);
 /* Passive side: the REP (SIDR REP) of an accepted far request. */
 void cm_wire_accept(struct ibvd_cm_id *c, const uint8_t *pdata, size_t len);
 /* REJ of a far request or reply (SIDR REP "rejected" for UD). */
-void cm_wire_reject(struct ibvd_cm_id *id, const uint8_t *pdata, size_t len);
+void cm_wire_reject(struct ibvd_cm_id *id, uint16_t reason,
+		    const uint8_t *pdata, size_t len);
 /* Active side: the RTU. */
 void cm_wire_establish(struct ibvd_cm_id *a);
 /* The passive side established by traffic first: its REP is done. */

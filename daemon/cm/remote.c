@@ -603,7 +603,8 @@ static void send_sidr_refusal(struct cm_wire *w, uint8_t status,
 	wire_send(w, &m, 0);
 }
 
-void cm_wire_reject(struct ibvd_cm_id *id, const uint8_t *pdata, size_t len)
+void cm_wire_reject(struct ibvd_cm_id *id, uint16_t reason,
+		    const uint8_t *pdata, size_t len)
 {
 	struct cm_wire *w = id->wire;
 
@@ -612,7 +613,7 @@ void cm_wire_reject(struct ibvd_cm_id *id, const uint8_t *pdata, size_t len)
 	else
 		send_rej(w, id->phase == CM_PH_REQ_RCVD ? IBCM_MSG_REQ :
 							  IBCM_MSG_REP,
-			 IBCM_REJ_CONSUMER_DEFINED, pdata, len);
+			 reason, pdata, len);
 }
 
 void cm_wire_establish(struct ibvd_cm_id *a)

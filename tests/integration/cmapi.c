@@ -95,6 +95,7 @@
  * (the IB CM's "invalid service ID", what Linux reports). */
 #define REJ_CONSUMER	28	/* IB_CM_REJ_CONSUMER_DEFINED */
 #define REJ_NO_LISTENER	8	/* IB_CM_REJ_INVALID_SERVICE_ID */
+#define REJ_ECE		35	/* IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED */
 #define UDP_QKEY	0x01234567u
 #define TEST_NET_1	"192.0.2.1"	/* RFC 5737: nobody's address */
 #define TEST_NET_6	"2001:db8::1"	/* RFC 3849 */
@@ -1687,6 +1688,48 @@ START_TEST(reject_private_data)
 		ck_ok(ibv_query_qp(p.client->qp, &attr, IBV_QP_STATE, &init));
 		ck_assert_int_eq(attr.qp_state, IBV_QPS_ERR);
 	}
+	ck_ok(rdma_destroy_id(child));
+	pair_free(&p);
+}
+END_TEST
+
+/*
+ * rdma_reject_ece refuses the peer's ECE options: its REJECTED event's
+ * status is the IB CM's "vendor option not supported" (35), not the
+ * consumer's 28, so that it may retry without them; the private data
+ * goes as rdma_reject's.
+ */
+START_TEST(reject_ece)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	static const char rej[] = "no ECE here";
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *child;
+	struct ibv_ece ece;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	default_qp(p.client, IBV_QPT_RC);
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	child = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	/* no QP on the child: the peer's options are none */
+	memset(&ece, 0xff, sizeof(ece));
+	ck_ok(rdma_get_remote_ece(child, &ece));
+	ck_assert_uint_eq(ece.vendor_id, 0);
+	ck_assert_uint_eq(ece.options, 0);
+	ck_fails_with(rdma_reject_ece(NULL, NULL, 0), EINVAL);
+
+	ck_ok(rdma_reject_ece(child, rej, sizeof(rej) - 1));
+	ev = expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client);
+	ck_assert_msg(ev->status == REJ_ECE, "REJECTED status %d, want %d",
+		      ev->status, REJ_ECE);
+	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+		 rej, sizeof(rej) - 1, PDATA_REJ, "REJECTED");
+	ck_ok(rdma_ack_cm_event(ev));
+	/* answered: a second reject has nothing to refuse */
+	ck_fails_with(rdma_reject_ece(child, NULL, 0), EINVAL);
 	ck_ok(rdma_destroy_id(child));
 	pair_free(&p);
 }
@@ -3447,7 +3490,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
-		T(reject_private_data),
+		T(reject_private_data), T(reject_ece),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
 		T(qp_destroyed_before_the_reply),
