@@ -876,8 +876,13 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 				       req->reason);
 	if (sidr_orphan(id))
 		return 0;
-	/* The passive side refuses a request, or the active side a reply. */
-	if ((id->phase != CM_PH_REQ_RCVD && id->phase != CM_PH_REP_RCVD) ||
+	/*
+	 * The passive side refuses a request, or the one it accepted while
+	 * the RTU has not come (the IB CM's REJ in REP_SENT: the peer hears
+	 * REJECTED, not ESTABLISHED); the active side refuses a reply.
+	 */
+	if ((id->phase != CM_PH_REQ_RCVD && id->phase != CM_PH_REP_RCVD &&
+	     id->phase != CM_PH_REP_SENT) ||
 	    (!id->peer && !id->wire))
 		return ibvd_call_error(call, -EINVAL, "the id has nothing to reject");
 	max = cm_is_ud(id) ? CM_PDATA_SIDR_REP : CM_PDATA_REJ;

@@ -607,13 +607,16 @@ void cm_wire_reject(struct ibvd_cm_id *id, uint16_t reason,
 		    const uint8_t *pdata, size_t len)
 {
 	struct cm_wire *w = id->wire;
+	uint8_t msg = IBCM_MSG_OTHER;	/* our REP, answered by no RTU yet */
 
+	if (id->phase == CM_PH_REQ_RCVD)
+		msg = IBCM_MSG_REQ;
+	else if (id->phase == CM_PH_REP_RCVD)
+		msg = IBCM_MSG_REP;
 	if (cm_is_ud(id))
 		send_sidr_refusal(w, IBCM_SIDR_REJECT, pdata, len);
 	else
-		send_rej(w, id->phase == CM_PH_REQ_RCVD ? IBCM_MSG_REQ :
-							  IBCM_MSG_REP,
-			 reason, pdata, len);
+		send_rej(w, msg, reason, pdata, len);
 }
 
 void cm_wire_establish(struct ibvd_cm_id *a)

@@ -1736,6 +1736,50 @@ START_TEST(reject_ece)
 END_TEST
 
 /*
+ * The passive side may take back a request it accepted while the RTU has
+ * not come (the IB CM's REJ in REP_SENT): the requester, whose QP is its
+ * own and who has not called rdma_establish, hears REJECTED with the
+ * private data, and has no reply left to confirm.  Once established, a
+ * reject is EINVAL.
+ */
+START_TEST(reject_after_accept)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7, .qp_num = 0x1234 };
+	static const char rej[] = "changed my mind";
+	struct rdma_cm_event *ev;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	cp.qp_num = 0x4321;
+	ck_ok(rdma_accept(p.server, &cp));
+	expect_ack(p.cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p.client);
+
+	ck_ok(rdma_reject(p.server, rej, sizeof(rej) - 1));
+	ev = expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client);
+	ck_assert_msg(ev->status == REJ_CONSUMER, "REJECTED status %d, want %d",
+		      ev->status, REJ_CONSUMER);
+	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+		 rej, sizeof(rej) - 1, PDATA_REJ, "REJECTED");
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_fails_with(rdma_establish(p.client), EINVAL);
+	expect_quiet(p.sch, 200, "the rejecting side");
+	pair_free(&p);
+
+	/* established: nothing to reject */
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_fails_with(rdma_reject(p.server, rej, sizeof(rej) - 1), EINVAL);
+	pair_send(p.client, p.server, "after the refused reject");
+	pair_close(&p);
+}
+END_TEST
+
+/*
  * Backlog: with rdma_listen(id, 1) and one request waiting (not even
  * retrieved), a second one is REJECTED; once the first is retrieved, its
  * slot is free again, unanswered as it is (the kernel's ucma counts
@@ -3490,7 +3534,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
-		T(reject_private_data), T(reject_ece),
+		T(reject_private_data), T(reject_ece), T(reject_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
 		T(qp_destroyed_before_the_reply),
