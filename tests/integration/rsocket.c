@@ -409,6 +409,125 @@ START_TEST(connect_refused)
 }
 END_TEST
 
+/*
+ * What a refused attempt is to the calls after it, as TCP's on this
+ * host (loopback, a closed port).  Its error goes to the first call that
+ * meets it, a read, a send or SO_ERROR (reads and sends once gave
+ * ENOTCONN and left it to SO_ERROR); the socket is then an ended one:
+ * reads 0, sends EPIPE, polls POLLIN|POLLOUT|POLLHUP.  Once rconnect
+ * told it, it is an unconnected one: reads ENOTCONN, sends EPIPE, polls
+ * POLLOUT|POLLHUP (once POLLIN too, which left a reader spinning on 0).
+ */
+static int refused_fd(const struct sockaddr_in *sin, bool nonblock)
+{
+	int fd = rsocket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
+
+	ck_assert_int_ge(fd, 0);
+	if (!nonblock) {
+		ck_fails_with(rconnect(fd, (const struct sockaddr *)sin,
+				       sizeof(*sin)), ECONNREFUSED);
+		return fd;
+	}
+	ck_fails_with(rconnect(fd, (const struct sockaddr *)sin, sizeof(*sin)),
+		      EINPROGRESS);
+	wait_for(fd, POLLOUT);
+	return fd;
+}
+
+static void ck_revents(int fd, short want)
+{
+	struct pollfd p = { fd, POLLIN | POLLOUT, 0 };
+	struct timeval tv = { 0, 0 };
+	fd_set r, w, e;
+
+	ck_assert_int_eq(rpoll(&p, 1, 0), 1);
+	ck_assert_msg(p.revents == want, "revents %#x, want %#x", p.revents,
+		      want);
+	FD_ZERO(&r);
+	FD_ZERO(&w);
+	FD_ZERO(&e);
+	FD_SET(fd, &r);
+	FD_SET(fd, &w);
+	FD_SET(fd, &e);
+	/* hung up: readable and writable to select, as Linux's, no exception */
+	ck_assert_int_eq(rselect(fd + 1, &r, &w, &e, &tv), 2);
+	ck_assert(FD_ISSET(fd, &r) && FD_ISSET(fd, &w) && !FD_ISSET(fd, &e));
+}
+
+static void ck_so_error(int fd, int want)
+{
+	socklen_t len = sizeof(int);
+	int err = -1;
+
+	ck_ok(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len));
+	ck_assert_int_eq(err, want);
+}
+
+#define ENDED	(POLLIN | POLLOUT | POLLHUP)
+
+START_TEST(refused_then_reads_and_sends)
+{
+	struct sockaddr_in sin;
+	char buf[4];
+	uint16_t port;
+	int fd;
+
+	fd = listener(&port);
+	ck_ok(rclose(fd));
+	loopback(&sin, port);
+
+	/* A read meets the error first, one of no bytes too. */
+	fd = refused_fd(&sin, true);
+	ck_revents(fd, ENDED | POLLERR);
+	ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), ECONNREFUSED);
+	ck_assert_int_eq(rrecv(fd, buf, sizeof(buf), 0), 0);
+	ck_assert_int_eq(rrecv(fd, buf, 0, 0), 0);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	ck_assert_int_eq(rrecv(fd, buf, sizeof(buf), 0), 0);
+	ck_revents(fd, ENDED);
+	ck_so_error(fd, 0);
+	ck_ok(rclose(fd));
+
+	fd = refused_fd(&sin, true);
+	ck_fails_with(rrecv(fd, buf, 0, 0), ECONNREFUSED);
+	ck_assert_int_eq(rrecv(fd, buf, sizeof(buf), 0), 0);
+	ck_ok(rclose(fd));
+
+	/* A send does. */
+	fd = refused_fd(&sin, true);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), ECONNREFUSED);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	ck_assert_int_eq(rrecv(fd, buf, sizeof(buf), 0), 0);
+	ck_revents(fd, ENDED);
+	ck_ok(rclose(fd));
+
+	/* SO_ERROR does. */
+	fd = refused_fd(&sin, true);
+	ck_so_error(fd, ECONNREFUSED);
+	ck_assert_int_eq(rrecv(fd, buf, sizeof(buf), 0), 0);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	ck_revents(fd, ENDED);
+	ck_ok(rclose(fd));
+
+	/* rconnect does, without blocking and blocking. */
+	fd = refused_fd(&sin, true);
+	ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)),
+		      ECONNREFUSED);
+	ck_revents(fd, POLLOUT | POLLHUP);
+	ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), ENOTCONN);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	ck_so_error(fd, 0);
+	ck_ok(rclose(fd));
+	fd = refused_fd(&sin, false);
+	ck_revents(fd, POLLOUT | POLLHUP);
+	ck_fails_with(rrecv(fd, buf, 0, 0), ENOTCONN);
+	ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), ENOTCONN);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), ENOTCONN);
+	ck_ok(rclose(fd));
+}
+END_TEST
+
 START_TEST(connect_and_names)
 {
 	struct sockaddr_in peer, self;
@@ -2269,7 +2388,9 @@ END_TEST
  * both, so the next rconnect's QP is refused.  That is the attempt's
  * error, EAGAIN, and never EINPROGRESS (a blocking rconnect gave it, and
  * a non-blocking one then SO_ERROR 0, a connection that was not there).
- * Without blocking it may also come as POLLERR and SO_ERROR.  Once the
+ * Without blocking it may also come as POLLERR and SO_ERROR.  Told by
+ * rconnect, it leaves an unconnected socket, as a TCP connect(2) that
+ * failed here (no local port): sends EPIPE, reads ENOTCONN.  Once the
  * pair is closed a new one connects: the refused attempts kept nothing.
  */
 START_TEST(connect_over_qp_limit)
@@ -2288,7 +2409,8 @@ START_TEST(connect_over_qp_limit)
 	fd = rsocket(AF_INET, SOCK_STREAM, 0);
 	ck_assert_int_ge(fd, 0);
 	ck_fails_with(rconnect(fd, (struct sockaddr *)&sin, sizeof(sin)), EAGAIN);
-	ck_fails_with(rsend(fd, "x", 1, 0), ENOTCONN);
+	ck_fails_with(rsend(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	ck_fails_with(rrecv(fd, buf, sizeof(buf), 0), ENOTCONN);
 	ck_ok(rclose(fd));
 
 	fd = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -2469,7 +2591,8 @@ static Suite *rsocket_suite(int argc, char **argv)
 #define T(f)	{ #f, f, false }
 	const struct test tests[] = {
 		T(bad_fds), T(socket_args), T(bind_args), T(listen_accept_args),
-		T(connect_refused), T(connect_and_names), T(partial_reads),
+		T(connect_refused), T(refused_then_reads_and_sends),
+		T(connect_and_names), T(partial_reads),
 		T(stream_truncating_receive),
 		T(large_transfer), T(peer_close), T(linger_zero_resets),
 		T(shutdown_directions),

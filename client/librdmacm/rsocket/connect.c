@@ -392,7 +392,12 @@ static bool opened(struct rsocket *rs)
 	return !(rs->state & RS_OPENING);
 }
 
-/* How an ended attempt reports: its error once, then ENOTCONN. */
+/*
+ * How an ended attempt reports to rconnect: its error once, then
+ * ENOTCONN.  A failed attempt rconnect has told of is, as TCP's after
+ * connect(2) reported the failure, an unconnected socket again (data.c,
+ * poll.c), not an ended connection.
+ */
 static int connect_result(struct rsocket *rs)
 {
 	int err;
@@ -400,26 +405,23 @@ static int connect_result(struct rsocket *rs)
 	/* Connected, if maybe already left by the peer: reads tell. */
 	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED))
 		return 0;
+	if (rs->state & RS_CONNECT_ERROR)
+		rs->connect_told = true;
 	err = rs->err ? rs->err : ENOTCONN;
 	rs->err = 0;
 	return -err;
 }
 
+/*
+ * Whatever the attempt became, the read or the write says it: a failed
+ * one's error (data.c), or, broken as it opened (an accepted connection
+ * whose peer wrote, then reset, before we took ESTABLISHED), what came
+ * first, then the reset, as on a TCP socket accepted before its peer's
+ * reset.
+ */
 int rs_finish_connect(struct rsocket *rs, bool nonblock)
 {
-	int ret = rs_wait(rs, opened, nonblock);
-
-	if (ret)
-		return ret;
-	/*
-	 * Broken as it opened (an accepted connection whose peer wrote,
-	 * then reset, before we took ESTABLISHED): the read or write says
-	 * so, after what came first is read, as on a TCP socket accepted
-	 * before its peer's reset.
-	 */
-	if (rs->state & RS_ERROR)
-		return 0;
-	return connect_result(rs);
+	return rs_wait(rs, opened, nonblock);
 }
 
 static int start_connect(struct rsocket *rs, const struct sockaddr *addr,

@@ -66,12 +66,22 @@ static ssize_t iov_total(const struct iovec *iov, int cnt, bool untouched)
 	return (ssize_t)total;
 }
 
-/* Finish an opening connection first; ENOTCONN if there is none. */
+/*
+ * Finish an opening connection first; ENOTCONN if there is none.  A
+ * failed attempt goes on: as TCP's, its error is the first read's or
+ * send's (take_error), then it is an ended connection.
+ */
 static int ready(struct rsocket *rs, bool nonblock)
 {
-	if (rs->state & RS_OPENING)
-		return rs_finish_connect(rs, nonblock);
-	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR)))
+	int ret;
+
+	if (rs->state & RS_OPENING) {
+		ret = rs_finish_connect(rs, nonblock);
+		if (ret)
+			return ret;
+	}
+	if (!(rs->state &
+	      (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR | RS_CONNECT_ERROR)))
 		return -ENOTCONN;
 	return 0;
 }
@@ -120,7 +130,7 @@ static int send_piece(struct rsocket *rs, struct iov_pos *p, uint32_t len)
  */
 static int take_error(struct rsocket *rs)
 {
-	int err = (rs->state & RS_ERROR) ? rs->err : 0;
+	int err = (rs->state & (RS_ERROR | RS_CONNECT_ERROR)) ? rs->err : 0;
 
 	rs->err = 0;
 	return -err;
@@ -243,10 +253,17 @@ static size_t consume(struct rsocket *rs, struct iov_pos *p, size_t left)
 	return got;
 }
 
-/* Nothing queued and nothing more coming: end of file, or the error. */
+/*
+ * Nothing queued and nothing more coming: end of file, or the error; a
+ * failed attempt rconnect told of was never a connection (connect.c).
+ */
 static int recv_end(struct rsocket *rs)
 {
-	return take_error(rs);
+	int err = take_error(rs);
+
+	if (!err && rs->connect_told)
+		err = -ENOTCONN;
+	return err;
 }
 
 static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
@@ -263,6 +280,9 @@ static ssize_t recvv_locked(struct rsocket *rs, const struct iovec *iov,
 		return rs_dgram_recvv(rs, iov, cnt, flags, NULL, NULL, NULL);
 
 	ret = ready(rs, nonblock);
+	/* nothing to copy: a failed attempt's error is told all the same */
+	if (!ret && !total && (rs->state & RS_CONNECT_ERROR))
+		ret = recv_end(rs);
 	if (ret || !total)
 		return ret;
 	do {

@@ -66,7 +66,12 @@ static short state_revents(struct rsocket *rs, short events)
 		return rs->req_head ? (events & POLLIN) : 0;
 	if (rs->state & RS_OPENING)
 		return 0;
-	/* as TCP's after a failed connect: an error only until it is told */
+	/*
+	 * As TCP's after a failed connect: an error only until it is told;
+	 * once rconnect told it, an unconnected socket (nothing to read).
+	 */
+	if ((rs->state & RS_CONNECT_ERROR) && rs->connect_told)
+		return (short)((events & POLLOUT) | POLLHUP);
 	if (rs->state & RS_CONNECT_ERROR)
 		return (short)((events & (POLLIN | POLLOUT | POLLRDHUP)) | POLLHUP |
 			       (rs->err ? POLLERR : 0));

@@ -205,6 +205,8 @@ struct rsocket {
 	bool closing;
 	pthread_t closer;
 	int err;			/* SO_ERROR, cleared when read */
+	/* a failed connect's error went to rconnect: unconnected, not ended */
+	bool connect_told;
 	int fl_flags;			/* O_NONBLOCK from rfcntl() */
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -388,7 +390,7 @@ void rs_free_iomaps(struct rsocket *rs);
 /* Everything of rs; the last rs_put() calls it. */
 void rs_free(struct rsocket *rs);
 
-/* Finish an opening rsocket: 0 once connected, -EAGAIN if nonblock. */
+/* Finish an opening rsocket: 0 once it opened or failed, -EAGAIN if nonblock. */
 int rs_finish_connect(struct rsocket *rs, bool nonblock);
 
 /* ---- keepalive.c ------------------------------------------------------------ */
