@@ -126,14 +126,20 @@ static int next_poll(struct ibv_cq_ex *cqx)
 static void end_poll(struct ibv_cq_ex *cqx)
 {
 	struct ibvc_cq *cq = cqx_to_cq(cqx);
-	bool left;
+	/* ibv_next_poll found the end: the batch left nothing behind */
+	bool found_end = cq->polled, left;
 
-	/* first: the poll's end may fire the arm for what it left */
-	ibvc_cq_polled(cq, true);
+	/*
+	 * First: the poll's end may fire the arm for what it left.  A batch
+	 * that found the end noted itself then: an event fired since is for
+	 * what came after, which it did not take.
+	 */
+	if (!found_end)
+		ibvc_cq_polled(cq, true);
 	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
 	/* as ibv_poll_cq when it leaves completions behind (poll.c) */
-	left = ibvc_cq_missed(cq);
+	left = !found_end && ibvc_cq_missed(cq);
 	unlock(cq);
 	ibvc_direct_batch_ended(cq);
 	if (left)

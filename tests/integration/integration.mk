@@ -43,6 +43,9 @@ INTEGRATION_TESTS += tests/integration/roce-loopback.sh
 # The same beside a software device listed first (roce-loopback-soft.sh).
 INTEGRATION_TESTS += tests/integration/roce-loopback-soft.sh
 
+# ibv_rc_pingpong -e -t, many runs: no event with nothing behind it.
+INTEGRATION_TESTS += tests/integration/pingpong-events-ts.sh
+
 # Keepalives find a silent peer across the wire (rsockets-wire.sh).
 INTEGRATION_TESTS += tests/integration/rsockets-wire.sh
 # UCX across them, on the wire only (roce-middleware.sh).
