@@ -377,7 +377,11 @@ static struct cm_port_space *id_ps(const struct ibvd_cm_id *id)
 /*
  * Would b, bound already, clash with a binding to addr by a (reuse: a's
  * flag)?  As the kernel's cma_check_port: a wildcard on either side is
- * EADDRNOTAVAIL, the same address EADDRINUSE.
+ * EADDRNOTAVAIL, the same address EADDRINUSE.  A loopback address is a
+ * wildcard there too, as it is to a listener (cm_addr_is_wild), but for
+ * the same loopback address, EADDRINUSE as sockets say: else an id on
+ * 127.0.0.2 and another uid's server on 127.0.0.1 would both listen on
+ * the port, and the first to listen would take the other's connections.
  */
 static int clash(const struct ibvd_cm_id *a, const struct sockaddr_storage *addr,
 		 const struct ibvd_cm_id *b, bool reuse)
@@ -388,7 +392,10 @@ static int clash(const struct ibvd_cm_id *a, const struct sockaddr_storage *addr
 		return 0;
 	if (cm_addr_is_any(addr) || cm_addr_is_any(&b->src))
 		return -EADDRNOTAVAIL;
-	return cm_addr_equal(addr, &b->src) ? -EADDRINUSE : 0;
+	if (cm_addr_equal(addr, &b->src))
+		return -EADDRINUSE;
+	return cm_addr_is_wild(addr) || cm_addr_is_wild(&b->src) ?
+	       -EADDRNOTAVAIL : 0;
 }
 
 static int port_conflict(const struct ibvd_cm_id *id,

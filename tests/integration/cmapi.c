@@ -908,6 +908,41 @@ START_TEST(loopback_listener_is_wildcard)
 }
 END_TEST
 
+/*
+ * A loopback address is the wildcard to a listener, so it is one to the
+ * port check too, as the kernel's cma_check_port: a second loopback
+ * address, or a specific one, on a port a loopback id holds is
+ * EADDRNOTAVAIL.  Allowed, an id listening on 127.0.0.2 took the
+ * connections to 127.0.0.1 of a server that listened there after it,
+ * with no error to tell the server (another uid's, on a daemon).
+ */
+START_TEST(loopback_port_is_wildcard_port)
+{
+	struct rdma_event_channel *ch = channel();
+	struct rdma_cm_id *l = new_id(ch, NULL, RDMA_PS_TCP);
+	struct rdma_cm_id *b = new_id(ch, NULL, RDMA_PS_TCP);
+	struct sockaddr_storage ss;
+	uint16_t port;
+
+	port = listen_on(l, "127.0.0.2", 4);
+	ss = sa_make("127.0.0.1", port);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRNOTAVAIL);
+	/* the same loopback address is still EADDRINUSE (a port that frees) */
+	ss = sa_make("127.0.0.2", port);
+	ck_fails_with(rdma_bind_addr(b, SA(ss)), EADDRINUSE);
+	ck_ok(rdma_destroy_id(l));
+	/* and the other way round: a loopback id beside a bound one */
+	ss = sa_make("127.0.0.1", port);
+	ck_ok(rdma_bind_addr(b, SA(ss)));
+	l = new_id(ch, NULL, RDMA_PS_TCP);
+	ss = sa_make("127.0.0.3", port);
+	ck_fails_with(rdma_bind_addr(l, SA(ss)), EADDRNOTAVAIL);
+	ck_ok(rdma_destroy_id(l));
+	ck_ok(rdma_destroy_id(b));
+	rdma_destroy_event_channel(ch);
+}
+END_TEST
+
 /* Every local address resolves to our device, with the path of proto/CM.md. */
 static void resolve_local(const struct sockaddr *sa, const char *what)
 {
@@ -3527,7 +3562,8 @@ static Suite *api_suite(int argc, char **argv)
 		T(channel_nonblocking), T(channel_eintr),
 		T(create_id_port_spaces), T(create_id_errors), T(sync_mode_resolve),
 		T(null_arguments), T(event_str), T(devices),
-		T(bind_port0_and_conflicts), T(two_listeners), T(loopback_listener_is_wildcard), T(listener_among_bound_ids),
+		T(bind_port0_and_conflicts), T(two_listeners), T(loopback_listener_is_wildcard),
+		T(loopback_port_is_wildcard_port), T(listener_among_bound_ids),
 		T(resolve_local_addresses), T(resolve_unreachable4), T(resolve_unreachable6),
 		T(resolve_refused_keeps_addresses),
 		T(getaddrinfo_api),
