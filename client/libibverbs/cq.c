@@ -115,6 +115,7 @@ int ibvc_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 	 * arm fires at once for completions already in it (ibvc_cq_missed),
 	 * as an arm after an empty poll does.
 	 */
+	ibvc_cq_look(cq);
 	ibvc_cq_polled(cq, true);
 	ret = ibvc_obj_add(to_ibvc_context(ctx), cq->cq.handle, IBVC_OBJ_CQ, cq);
 	if (ret < 0) {

@@ -84,6 +84,7 @@ static bool take(struct ibvc_cq *cq)
 static bool first_take(struct ibvc_cq *cq)
 {
 	lock(cq);
+	ibvc_cq_look(cq);
 	cq->seen_tail = cq->ring.head;	/* read the tail first thing */
 	ibvc_direct_poll_begin(cq, &cq->seen_tail);
 	if (take(cq)) {
@@ -129,16 +130,14 @@ static void end_poll(struct ibv_cq_ex *cqx)
 	/* ibv_next_poll found the end: the batch left nothing behind */
 	bool found_end = cq->polled, left;
 
-	/*
-	 * First: the poll's end may fire the arm for what it left.  A batch
-	 * that found the end noted itself then: an event fired since is for
-	 * what came after, which it did not take.
-	 */
-	if (!found_end)
-		ibvc_cq_polled(cq, true);
+	ibvc_cq_polled(cq, true);
 	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
-	/* as ibv_poll_cq when it leaves completions behind (poll.c) */
+	/*
+	 * As ibv_poll_cq when it leaves completions behind (poll.c); not
+	 * after the end was found: what the CQ holds came after the batch
+	 * looked, and fires the arm as it comes.
+	 */
 	left = !found_end && ibvc_cq_missed(cq);
 	unlock(cq);
 	ibvc_direct_batch_ended(cq);

@@ -473,11 +473,13 @@ struct ibvc_cq {
 	} direct;
 	/*
 	 * Under lock: the app's last poll is over (not a batch of
-	 * ibv_start_poll in progress), made when `fired` was polled_fired
-	 * (ibvc_cq_missed).
+	 * ibv_start_poll in progress), begun when `fired` was polled_fired
+	 * (ibvc_cq_missed); look_fired: `fired` when the poll in progress
+	 * began.
 	 */
 	bool polled;
 	uint32_t polled_fired;
+	uint32_t look_fired;
 };
 
 static inline struct ibvc_cq *to_ibvc_cq(struct ibv_cq *cq)
@@ -648,6 +650,7 @@ bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
  */
 void ibvc_direct_arming(struct ibvc_cq *cq);
 void ibvc_direct_armed(struct ibvc_cq *cq);
+void ibvc_cq_look(struct ibvc_cq *cq);
 void ibvc_cq_polled(struct ibvc_cq *cq, bool over);
 bool ibvc_cq_missed(struct ibvc_cq *cq);
 void ibvc_direct_fire_missed(struct ibvc_cq *cq);

@@ -113,8 +113,20 @@ void ibvc_cq_polled(struct ibvc_cq *cq, bool over)
 {
 	cq->polled = over;
 	if (over)
-		cq->polled_fired = __atomic_load_n(&cq->ring.client->fired,
-						   __ATOMIC_RELAXED);
+		cq->polled_fired = cq->look_fired;
+}
+
+/*
+ * Under the CQ lock, before a poll reads the tail: the events fired so
+ * far.  One that fires while the poll looks is the app's to take, for
+ * what the poll may not have seen: the poll counts as after it, and an
+ * arm then fires nothing more for the same completions (ibvc_cq_missed).
+ * Acquire: the tail is read after.
+ */
+void ibvc_cq_look(struct ibvc_cq *cq)
+{
+	cq->look_fired = __atomic_load_n(&cq->ring.client->fired,
+					 __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -179,10 +191,10 @@ static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc,
 	struct ibvd_cqe cqe;
 	int n = 0;
 
+	ibvc_cq_look(cq);
 	ibvc_direct_poll_begin(cq, &seen);
 	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
-	/* first: the poll's end may fire the arm for what it left */
 	ibvc_cq_polled(cq, true);
 	ibvc_direct_poll_end(cq);
 	if (n)
