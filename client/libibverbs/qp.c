@@ -601,6 +601,9 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 {
 	if (!qp || !attr || !init_attr)
 		return EINVAL;
+	/* as rdma-core's ibv_cmd_query_qp: those go by the _ex path */
+	if (attr_mask & ~(IBV_QP_RATE_LIMIT - 1))
+		return EOPNOTSUPP;
 	return ibvc_errno_ret(query_qp(to_ibvc_qp(qp), attr, attr_mask,
 				       init_attr));
 }

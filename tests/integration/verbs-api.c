@@ -445,6 +445,42 @@ START_TEST(controlled_qkey)
 }
 END_TEST
 
+/*
+ * ibv_query_qp takes the attributes before IBV_QP_RATE_LIMIT only, as
+ * rdma-core's ibv_cmd_query_qp (EOPNOTSUPP from every kernel provider,
+ * rxe's too): ibv_modify_qp already says so.
+ */
+START_TEST(query_qp_mask)
+{
+	struct ibv_context *ctx = open_device("ibvd0");
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_init_attr got_init;
+	struct ibv_qp_attr attr;
+	struct ibv_qp *qp;
+
+	ck_assert_ptr_nonnull(pd);
+	ck_assert_ptr_nonnull(cq);
+	qp = ibv_create_qp(pd, &init);
+	ck_assert_ptr_nonnull(qp);
+	ck_assert_int_eq(ibv_query_qp(qp, &attr, IBV_QP_RATE_LIMIT, &got_init),
+			 EOPNOTSUPP);
+	ck_assert_int_eq(ibv_query_qp(qp, &attr, ~0, &got_init), EOPNOTSUPP);
+	ck_assert_int_eq(ibv_query_qp(qp, &attr, IBV_QP_RATE_LIMIT - 1,
+				      &got_init), 0);
+	ck_assert_int_eq(attr.qp_state, IBV_QPS_RESET);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	ck_assert_int_eq(ibv_close_device(ctx), 0);
+}
+END_TEST
+
 START_TEST(unsupported_ops)
 {
 	struct ibv_context *ctx = open_device("ibvd0");
@@ -1335,6 +1371,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, unsupported_ops);
 	tcase_add_test(tc, extended_ops_unsupported);
 	tcase_add_test(tc, controlled_qkey);
+	tcase_add_test(tc, query_qp_mask);
 
 	tc = new_case(s, "query");
 	tcase_add_loop_test(tc, query_device, 0, ndev);
