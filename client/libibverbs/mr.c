@@ -212,7 +212,7 @@ static int rereg_check(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 {
 	const struct ibvc_mr *imr;
 
-	if (!mr || !flags || (flags & ~REREG_FLAGS))
+	if (!mr || (flags & ~REREG_FLAGS))
 		return -EINVAL;
 	imr = container_of(mr, struct ibvc_mr, mr);
 	/*
@@ -227,6 +227,18 @@ static int rereg_check(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))
 		return -EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * What rdma-core passes on to the provider and the kernel refuses (no
+ * flag, access rights no registration takes): the command's failure,
+ * IBV_REREG_MR_ERR_CMD, whatever the provider.
+ */
+static int rereg_refused(int flags, int access)
+{
+	if (!flags)
 		return -EINVAL;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		return check_access((unsigned int)access);
@@ -309,7 +321,9 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		errno = -ret;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
-	ret = rereg_on_daemon(mr, flags, pd, addr, length, access);
+	ret = rereg_refused(flags, access);
+	if (ret == 0)
+		ret = rereg_on_daemon(mr, flags, pd, addr, length, access);
 	if (ret < 0) {
 		errno = -ret;
 		return IBV_REREG_MR_ERR_CMD;
