@@ -470,8 +470,12 @@ static int query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	struct ibv_gid_entry found;
 	int ret;
 
+	/*
+	 * EINVAL, as the kernel's QUERY_GID_ENTRY ioctl says to a flag it
+	 * lacks (rdma-core's EOPNOTSUPP is for kernels without the ioctl).
+	 */
 	if (flags)
-		return -EOPNOTSUPP;
+		return -EINVAL;
 	if (!context || !entry || entry_size < sizeof(*entry))
 		return -EINVAL;
 	ret = read_gid(context, port_num, gid_index, &found);
@@ -522,8 +526,9 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	uint32_t port, port_cnt;
 	size_t count = 0;
 
+	/* as query_gid_ex: the kernel's QUERY_GID_TABLE ioctl says EINVAL */
 	if (flags)
-		return -EOPNOTSUPP;
+		return -EINVAL;
 	if (!context || !entries || !max_entries ||
 	    entry_size < sizeof(*entries))
 		return -EINVAL;

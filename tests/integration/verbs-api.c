@@ -890,7 +890,8 @@ START_TEST(query_gid_ex)
 
 	ck_assert_int_eq(ibv_query_gid_ex(ctx, want->port, (uint32_t)len, &e, 0), EINVAL);
 	ck_assert_int_eq(ibv_query_gid_ex(ctx, want->port, UINT32_MAX, &e, 0), EINVAL);
-	ck_assert_int_eq(ibv_query_gid_ex(ctx, want->port, 0, &e, 1), EOPNOTSUPP);
+	/* a flag: EINVAL from the kernel's ioctl, as rxe answers */
+	ck_assert_int_eq(ibv_query_gid_ex(ctx, want->port, 0, &e, 1), EINVAL);
 	ck_assert_int_eq(ibv_query_gid_ex(ctx, 0, 0, &e, 0), EINVAL);
 	ck_assert_int_eq(ibv_query_gid_ex(ctx, want->nports + 1, 0, &e, 0), EINVAL);
 	close_device(ctx);
@@ -925,7 +926,7 @@ START_TEST(query_gid_table)
 	/* Exactly enough room works; one short fails as a whole. */
 	ck_assert_int_eq(ibv_query_gid_table(ctx, got, (size_t)total, 0), total);
 	ck_assert_int_lt(ibv_query_gid_table(ctx, got, (size_t)total - 1, 0), 0);
-	ck_assert_int_lt(ibv_query_gid_table(ctx, got, ARRAY_SIZE(got), 1), 0);
+	ck_assert_int_eq(ibv_query_gid_table(ctx, got, ARRAY_SIZE(got), 1), -EINVAL);
 	close_device(ctx);
 }
 END_TEST
