@@ -591,13 +591,20 @@ static int fetch_pkey(struct ibv_context *ctx, uint8_t port_num, int index,
 	return 0;
 }
 
-/* ibv_query_pkey(3): 0 on success, -1 (and errno) on error. */
+/*
+ * ibv_query_pkey(3): 0 on success, -1 (and errno) on error.  rdma-core
+ * reads the entry from sysfs (ports/N/pkeys/I): a port or an index out
+ * of range is a file that is not there, ENOENT.
+ */
 int ibv_query_pkey(struct ibv_context *ctx, uint8_t port_num, int index,
 		   __be16 *pkey)
 {
+	int ret;
+
 	if (!ctx || !pkey)
 		return ibvc_minus_one_ret(-EINVAL);
-	return ibvc_minus_one_ret(fetch_pkey(ctx, port_num, index, pkey));
+	ret = fetch_pkey(ctx, port_num, index, pkey);
+	return ibvc_minus_one_ret(ret == -EINVAL ? -ENOENT : ret);
 }
 
 /* ibv_get_pkey_index(3): the index holding pkey, or -1. */

@@ -962,12 +962,19 @@ START_TEST(query_pkey)
 	ck_assert_int_eq(ibv_query_pkey(ctx, want->port, 0, &pkey), 0);
 	ck_assert_uint_eq(pkey, htobe16(PKEY_DEFAULT));
 
+	/* no sysfs file ports/N/pkeys/I to read: ENOENT, as rdma-core says */
 	errno = 0;
 	ck_assert_int_eq(ibv_query_pkey(ctx, want->port, p.pkey_tbl_len, &pkey), -1);
-	ck_assert_int_ne(errno, 0);
+	ck_assert_int_eq(errno, ENOENT);
+	errno = 0;
 	ck_assert_int_eq(ibv_query_pkey(ctx, want->port, -1, &pkey), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	errno = 0;
 	ck_assert_int_eq(ibv_query_pkey(ctx, 0, 0, &pkey), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	errno = 0;
 	ck_assert_int_eq(ibv_query_pkey(ctx, (uint8_t)(want->nports + 1), 0, &pkey), -1);
+	ck_assert_int_eq(errno, ENOENT);
 
 	ck_assert_int_eq(ibv_get_pkey_index(ctx, want->port, htobe16(PKEY_DEFAULT)), 0);
 	ck_assert_int_eq(ibv_get_pkey_index(ctx, want->port, htobe16(0x7fff)), -1);
