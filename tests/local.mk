@@ -17,3 +17,6 @@ EXTRA_DIST += tests/layers.sh tests/layers-selftest.sh tests/layers.rules
 # kernel's rxe under qemu.  Not in make check (minutes, qemu, apt-get):
 # scripts/test --interop runs it.
 EXTRA_DIST += tests/interop/rxe tests/interop/guest-init
+# tests/interop/verbs-probe: verbs-probe.c's edge cases on the same guest's
+# rxe0 and on ibverbsd, diffed (a report, not a test).
+EXTRA_DIST += tests/interop/verbs-probe tests/interop/verbs-probe.c
