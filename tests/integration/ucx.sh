@@ -19,9 +19,17 @@
 #     fd) tag_lat and tag_bw finish on rc_verbs and ud_verbs: a completion
 #     that comes between that last poll and the arm fires the arm, as a
 #     NIC's does, also when UCX arms for solicited completions only
-#     (UCX_RC_FC_ENABLE=n).  Not ucp_put_bw: its responder sleeps
-#     waiting for a WRITE, which completes nothing on its side, on a NIC
-#     as here.
+#     (UCX_RC_FC_ENABLE=n).  So do ucp_am_bw above the rendezvous
+#     threshold, and the one-sided ucp_put_bw and ucp_get on rc_verbs with
+#     -o (the responder does not progress: only the requestor sleeps, for
+#     its own completions).  Not ucp_put_bw, ucp_put_lat or ucp_get on
+#     rc_verbs without -o: the responder sleeps waiting for a WRITE or
+#     READ, which completes nothing on its side, on a NIC as here.  On
+#     ud_verbs UCX 1.13's own thread polls the CQs, and now and then does
+#     not wake the worker asleep on UCX's eventfd for what it took (every
+#     CQ empty and armed, every datagram acknowledged; a write to that
+#     eventfd lets the run go on): ud_verbs in sleep mode can hang on its
+#     own, most often tag_lat of messages over its 8 KiB segment.
 # UCX registers tens of MiB at start, over this machine's 8 MiB
 # RLIMIT_MEMLOCK: the daemon runs with "rlimit_memlock": "ignore".
 . "$(dirname "$0")/lib.sh"
@@ -106,6 +114,9 @@ perftest rc_v,self tag_bw -s 100000 -E sleep
 # without flow control UCX arms its receive CQ for solicited completions only
 UCX_ENV=UCX_RC_FC_ENABLE=n perftest rc_v,self tag_lat -E sleep
 perftest ud_v,self tag_bw -s 100000 -E sleep
+perftest rc_v,self ucp_am_bw -s 100000 -E sleep
+NEED_ENGINE=1 perftest rc_v,self ucp_put_bw -o -E sleep
+NEED_ENGINE=1 perftest rc_v,self ucp_get -s 100000 -o -E sleep
 perftest rc_v,self am_lat -d "$DEV:1" -x rc_verbs
 perftest ud_v,self am_lat -d "$DEV:1" -x ud_verbs
 daemon_alive "after UCX"
