@@ -184,11 +184,57 @@ static int drop_timer(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	return 0;
 }
 
-static int finish_sends(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
-			void *arg)
+/* A QP of a context that goes, with sends left to finish. */
+struct finishing {
+	struct ibvd_qp *qp;
+	uint32_t head0;
+};
+
+struct finish_list {
+	struct finishing *qps;
+	size_t n, cap;
+};
+
+static int note_finishing(uint32_t handle, enum ibvd_obj_kind kind,
+			  void *obj, void *arg)
 {
-	ibvd_engine_qp_finish_sends(obj);
+	struct finish_list *l = arg;
+	struct ibvd_qp *qp = obj;
+
+	if (!ibvd_eng_finish_begin(qp))
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct finishing *grown = realloc(l->qps, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		l->qps = grown;
+		l->cap = cap;
+	}
+	l->qps[l->n++] = (struct finishing){ qp, qp->sq_head };
 	return 0;
+}
+
+/*
+ * A turn for each QP in order, then again for those that go on, as an
+ * engine pass does, until the budget is spent: a QP's small last send
+ * is not left behind the long ones of the QPs before it.
+ */
+static void finish_round_robin(struct finish_list *l,
+			       struct ibvd_finish_budget *budget)
+{
+	bool first = true;
+	size_t i, kept;
+
+	while (l->n && budget->turns && budget->bytes) {
+		for (i = 0, kept = 0; i < l->n; i++)
+			if (ibvd_eng_finish_turn(l->qps[i].qp, l->qps[i].head0,
+						 first, budget))
+				l->qps[kept++] = l->qps[i];
+		l->n = kept;
+		first = false;
+	}
 }
 
 /*
@@ -196,15 +242,36 @@ static int finish_sends(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
  * with the socket open, as TCP's peer reads it and then its FIN) rang
  * for it, and a NIC would have put it on the wire; the engine thread
  * may not have come to it yet, and none will once the context is
- * detached.  So its QPs run what they can now, as a DESTROY_QP does.
+ * detached.  So its QPs run what they can now, as a DESTROY_QP does,
+ * but within one budget for them all (ENG_CTX_FINISH_*), not one each:
+ * every tenant waits meanwhile, and a context's thousands of QPs with
+ * full SQs would otherwise hold them for gigabytes.  What is left over
+ * goes with the QPs, as a destroy's leftovers do: no pass runs them.
  */
 void ibvd_engine_ctx_finish_sends(struct ibvd_context *ctx)
 {
+	struct ibvd_finish_budget budget = {
+		.turns = ENG_CTX_FINISH_TURNS,
+		.bytes = ENG_CTX_FINISH_BYTES,
+	};
+	struct finish_list l = { 0 };
+
 	if (!ctx->engine || !ctx->engine->eng)
 		return;
 	ibvd_objects_write_lock();
-	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, finish_sends, NULL);
+	/*
+	 * Its thread runs none of its QPs from now on (engine.c, take_turn):
+	 * what the budget left, which a turn here rings for, would otherwise
+	 * run there until the detach, beyond any budget.
+	 */
+	ctx->engine->going = true;
+	/* no pass runs meanwhile: the teardown has a pass's claim allowance */
+	ctx->engine->eng->claim_wait_left = ENG_CLAIM_WAIT_NS;
+	/* short of memory: those noted so far */
+	ibvd_handle_foreach(&ctx->handles, IBVD_OBJ_QP, note_finishing, &l);
+	finish_round_robin(&l, &budget);
 	ibvd_objects_write_unlock();
+	free(l.qps);
 }
 
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx)

@@ -98,8 +98,9 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx);
 /*
  * Context teardown, before the detach: each QP's sends the client posted
- * and the engine has not run yet, as ibvd_engine_qp_finish_sends (takes
- * ibvd_objects_lock for writing).
+ * and the engine has not run yet, as ibvd_engine_qp_finish_sends but
+ * within one budget for all of them; its thread runs none of its QPs
+ * after (takes ibvd_objects_lock for writing).
  */
 void ibvd_engine_ctx_finish_sends(struct ibvd_context *ctx);
 /*

@@ -80,6 +80,14 @@ struct ibvd_engine;
 #define ENG_UNCHUNKED_BUDGET_BYTES	(4u << 20)
 /* What a destroyed QP's SQ may still move (ibvd_engine_qp_finish_sends). */
 #define ENG_FINISH_BYTES		(16u << 20)
+/*
+ * What all the QPs of a context that goes may still do, shared
+ * (ibvd_engine_ctx_finish_sends): a destroyed QP's bytes, and 4,096
+ * turns (of ENG_QP_BUDGET_WQES WQEs at most each), a turn each for as
+ * many QPs with a last send, whatever the number of QPs.
+ */
+#define ENG_CTX_FINISH_BYTES		ENG_FINISH_BYTES
+#define ENG_CTX_FINISH_TURNS		4096u
 /* Ports a context keeps counters for (at least IBVD_MAX_PORTS, counters.c). */
 #define ENG_PORTS		8u
 /* Size of the GRH a UD receive buffer starts with. */
@@ -480,6 +488,29 @@ bool ibvd_eng_kept_take(struct ibvd_qp *qp);
 uint64_t ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			 uint64_t now);
 
+/*
+ * What the last sends of a QP that goes (DESTROY_QP), or of all the QPs
+ * of a context that goes, may still do on the control thread, every
+ * tenant waiting: turns left and bytes left to move.
+ */
+struct ibvd_finish_budget {
+	uint64_t turns;
+	uint64_t bytes;
+};
+
+/*
+ * Before qp's last turns (objects lock held for writing): the direct
+ * ring's SENDs the peer has receives for; true if its SQ may run on,
+ * towards a peer that takes what it sends now.
+ */
+bool ibvd_eng_finish_begin(struct ibvd_qp *qp);
+/*
+ * One of qp's last turns, charged to budget, its SQ head at head0 before
+ * the first (first: this is it); false when the QP is done or must wait.
+ */
+bool ibvd_eng_finish_turn(struct ibvd_qp *qp, uint32_t head0, bool first,
+			  struct ibvd_finish_budget *budget);
+
 /* ---- doorbell.c: the context page ------------------------------------------ */
 
 /* A context page as its engine thread sees it. */
@@ -652,6 +683,7 @@ struct ibvd_ectx {
 	struct ibvd_engine *eng;	/* serving thread; NULL once detached */
 	struct eng_doorbell db;
 	unsigned int slot;		/* index in eng->dbs */
+	bool going;			/* torn down: no turns (write lock) */
 	/* teardown: peers in other contexts to tell once our QPs are gone */
 	struct eng_orphan *orphans;
 	unsigned int norphans;

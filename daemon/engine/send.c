@@ -695,15 +695,12 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
  * the QP, as it would on a NIC told to destroy it.  The objects
  * lock is held for writing, so no pass is running this QP.
  */
-void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
+bool ibvd_eng_finish_begin(struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
-	uint64_t done, turns, max_turns, moved;
-	uint32_t head0;
-	int64_t depth;
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
-		return;
+		return false;
 	if (qp->direct && ibvd_eng_can_receive(eng_qp_state(qp)))
 		ibvd_eng_direct_take_last(eng, qp);
 	/*
@@ -711,36 +708,57 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 	 * of its own, and one whose peer is gone (or on the wire, where
 	 * nothing would retransmit) would only fail its sends.
 	 */
-	if (qp->qp_type != IBV_QPT_UD && !ibvd_eng_connected_peer(qp))
+	return qp->qp_type == IBV_QPT_UD || ibvd_eng_connected_peer(qp);
+}
+
+/*
+ * Each turn that goes on retired a WQE or moved part of a long one.
+ * Every tenant's requests and every engine pass wait meanwhile (the
+ * objects lock is held for writing), so what runs here is bounded: a
+ * ring's worth of WQEs since head0 for the QP, and the budget's turns
+ * and bytes for all that share it, whatever another client thread adds,
+ * and paced as the QP's sends always are (a destroy is no way past a
+ * bandwidth limit).  Waits (RNR, a claim the library holds, an ACK, the
+ * rate) end it too.  False: the QP has no more turns.
+ */
+bool ibvd_eng_finish_turn(struct ibvd_qp *qp, uint32_t head0, bool first,
+			  struct ibvd_finish_budget *budget)
+{
+	uint64_t done, moved;
+	int64_t depth;
+
+	if (!budget->turns || !budget->bytes)
+		return false;
+	/* a ring's worth of WQEs, however many a turn retires (a head put
+	 * back by a claim's sync ends it too) */
+	if (eng_qp_state(qp) != IBV_QPS_RTS || qp->sq_head - head0 >= qp->sq.nslots)
+		return false;
+	depth = sq_depth(qp);
+	if (depth < 0 || (depth == 0 && (!first || !qp->direct)))
+		return false;
+	done = qp->wqe_done;
+	budget->turns--;
+	moved = run_sq(ibvd_eng_of(qp), qp, true);
+	budget->bytes -= moved < budget->bytes ? moved : budget->bytes;
+	return sq_depth(qp) < depth || qp->wqe_done != done;
+}
+
+void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
+{
+	struct ibvd_finish_budget budget = {
+		.bytes = ENG_FINISH_BYTES,
+		.turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes,
+	};
+	bool first = true;
+	uint32_t head0;
+
+	if (!ibvd_eng_finish_begin(qp))
 		return;
-	/* no pass runs meanwhile: this destroy has a pass's claim allowance */
-	eng->claim_wait_left = ENG_CLAIM_WAIT_NS;
-	/*
-	 * Each turn that goes on retired a WQE or moved part of a long one.
-	 * Every tenant's requests and every engine pass wait meanwhile (the
-	 * objects lock is held for writing), so what runs here is bounded:
-	 * a ring's worth of WQEs and ENG_FINISH_BYTES in all, whatever
-	 * another client thread adds, and paced as the QP's sends always
-	 * are (a destroy is no way past a bandwidth limit).  Waits (RNR, a
-	 * claim the library holds, an ACK, the rate) end it too.
-	 */
-	max_turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes;
 	head0 = qp->sq_head;
-	for (turns = 0, moved = 0;
-	     turns < max_turns && moved < ENG_FINISH_BYTES; turns++) {
-		/* a ring's worth of WQEs, however many a turn retires (a
-		 * head put back by a claim's sync ends it too) */
-		if (eng_qp_state(qp) != IBV_QPS_RTS ||
-		    qp->sq_head - head0 >= qp->sq.nslots)
-			break;
-		depth = sq_depth(qp);
-		if (depth < 0 || (depth == 0 && (turns || !qp->direct)))
-			break;
-		done = qp->wqe_done;
-		moved += run_sq(eng, qp, true);
-		if (sq_depth(qp) >= depth && qp->wqe_done == done)
-			break;
-	}
+	/* no pass runs meanwhile: this destroy has a pass's claim allowance */
+	ibvd_eng_of(qp)->claim_wait_left = ENG_CLAIM_WAIT_NS;
+	while (ibvd_eng_finish_turn(qp, head0, first, &budget))
+		first = false;
 }
 
 static void turn_done(struct ibvd_qp *qp)

@@ -71,6 +71,12 @@
  *	without a doorbell, then the QP destroyed: what the destroy still
  *	runs, on the control thread with every tenant waiting, is bounded
  *	(abuse.sh counts the engine's bytes).
+ *   abuse-helper full-sq-exit
+	8 RC QPs with 256 RDMA WRITEs of 128 KiB (32 MiB) each in their SQs
+	without a doorbell, and one more with a WRITE of 8 bytes, then the
+	process exits: what its context's teardown still runs is bounded for
+	the context, not for each QP (abuse.sh counts the engine's bytes), and
+	the small WRITE lands all the same (full_sq_exit()).
  *   abuse-helper srq-forged-claim
  *	UD QPs on an SRQ whose claim word the client set to ENGINE, flooded
  *	(srq_forged_claim()).
@@ -104,6 +110,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -1426,6 +1433,85 @@ static int full_sq_destroy(void)
 }
 
 /*
+ * A context's teardown runs its QPs' last sends as a destroy does, once
+ * for the context: EXIT_QPS QPs with 32 MiB of WRITEs each moved 16 MiB
+ * each before, with every tenant waiting; now 16 MiB in all, a turn at a
+ * time for each QP, so that the last QP's small WRITE, behind them in
+ * handle order, lands all the same.  The child exits without destroying
+ * anything; its parent watches for the small WRITE in shared memory.
+ */
+#define EXIT_QPS	8u
+#define EXIT_WQES	256u
+#define EXIT_MARK	0x5a5a1e57c0ffee01ull
+
+static void full_sq_exit_child(volatile uint64_t *mark)
+{
+	struct vt_qp_opts o = { .max_send_wr = EXIT_WQES, .max_recv_wr = 16 };
+	struct ibv_mr *src, *dst, *small, *shared;
+	struct vt_pair p[EXIT_QPS + 1];
+	struct vt_dev d;
+	uint32_t i, q;
+
+	vt_open(&d);
+	/* memfds: the daemon reaches them once the process is gone */
+	src = vt_reg_memfd(d.pd, FULL_SQ_LEN, VT_ACCESS_ALL, "abuse-exit-src");
+	dst = vt_reg_memfd(d.pd, FULL_SQ_LEN, VT_ACCESS_ALL, "abuse-exit-dst");
+	small = vt_reg_memfd(d.pd, 4096, VT_ACCESS_ALL, "abuse-exit-small");
+	*(uint64_t *)small->addr = EXIT_MARK;
+	shared = ibv_reg_mr(d.pd, (void *)mark, 4096, VT_ACCESS_ALL);
+	vt_assert(shared != NULL, "ibv_reg_mr: %s", strerror(errno));
+	for (q = 0; q <= EXIT_QPS; q++)
+		vt_pair(&p[q], &d, &o, 64);
+	for (q = 0; q < EXIT_QPS; q++) {
+		for (i = 0; i < EXIT_WQES; i++)
+			sq_write_wqe(p[q].qp[0], i, 0, src->addr, src->lkey,
+				     FULL_SQ_LEN, dst->addr, dst->rkey);
+		/* published, but no doorbell: the engine has not looked */
+		sq_publish(p[q].qp[0], EXIT_WQES, false);
+	}
+	sq_write_wqe(p[EXIT_QPS].qp[0], 0, 0, small->addr, small->lkey,
+		     sizeof(*mark), (void *)mark, shared->rkey);
+	sq_publish(p[EXIT_QPS].qp[0], 1, false);
+	_exit(0);
+}
+
+static int full_sq_exit(void)
+{
+	long t0 = vt_now_ms();
+	volatile uint64_t *mark;
+	pid_t pid;
+	int st;
+
+	int fd = memfd_create("abuse-exit-mark", MFD_CLOEXEC);
+
+	vt_assert(fd >= 0 && ftruncate(fd, 4096) == 0, "memfd: %s",
+		  strerror(errno));
+	/*
+	 * The child's mapping too, which the daemon reaches by the file: the
+	 * child's library finds it among the fds it holds (the child's copy).
+	 */
+	mark = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	vt_assert(mark != MAP_FAILED, "mmap: %s", strerror(errno));
+	pid = fork();
+	vt_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		full_sq_exit_child(mark);
+	close(fd);
+	vt_assert(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		  WEXITSTATUS(st) == 0, "the child failed (status %#x)", st);
+	/* the daemon's teardown of the child's context, whenever it comes */
+	while (*mark != EXIT_MARK && vt_now_ms() - t0 < vt_tmo_ms())
+		usleep(1000);
+	vt_assert(*mark == EXIT_MARK,
+		  "the last QP's WRITE never landed (%#llx)",
+		  (unsigned long long)*mark);
+	printf("full-sq-exit: %u QPs with %u WRITEs of %u KiB each and one "
+	       "of 8 bytes, the process gone: the 8 bytes landed\n", EXIT_QPS,
+	       EXIT_WQES, FULL_SQ_LEN >> 10);
+	return 0;
+}
+
+/*
  * A QP in error whose client fills its SQ, 4,096 WQEs at once: the
  * engine flushes them a share a turn, not all in one (abuse.sh counts
  * the turns), and every one completes, in order, as flushed.
@@ -1893,6 +1979,8 @@ int main(int argc, char **argv)
 		return cq_head_teardown();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
 		return full_sq_destroy();
+	if (argc == 2 && !strcmp(argv[1], "full-sq-exit"))
+		return full_sq_exit();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
 		return overlap();
 	if (argc == 2 && !strcmp(argv[1], "err-flush"))
@@ -1908,6 +1996,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }

@@ -12,7 +12,10 @@
 # for the whole SRQ), a multicast group whose members all hold their
 # claims (one claim waited out a pass on the sending thread, not one a
 # copy), a QP destroyed with 2 GiB of WRITEs in its SQ (the destroy runs
-# 16 MiB of them at most: the engine's bytes), a QP in error whose SQ
+# 16 MiB of them at most: the engine's bytes), a process that exits
+# with 8 such QPs and one with a last 8-byte WRITE (its context's
+# teardown runs 16 MiB in all, the 8 bytes among them, and another
+# tenant is served after), a QP in error whose SQ
 # fills with 4,096 WQEs at once (flushed 256 a turn: the engine's
 # turns), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
@@ -35,7 +38,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -151,6 +154,15 @@ for mode in "${modes[@]}"; do
 	bytes=$(($(engine_count bytes) - bytes))
 	[ "$mode" != full-sq-destroy ] || [ "$bytes" -le $((17 << 20)) ] ||
 		fail "$mode: the destroy moved $bytes bytes"
+	# 8 QPs with 32 MiB each in their SQs, and 8 bytes: the context's
+	# teardown runs 16 MiB of them in all (16 MiB each before: 128 MiB)
+	[ "$mode" != full-sq-exit ] || [ "$bytes" -le $((17 << 20)) ] ||
+		fail "$mode: the context's teardown moved $bytes bytes"
+	if [ "$mode" = full-sq-exit ]; then
+		# another tenant, served afterwards
+		run_ours "$USER2" "$HELPER" overlap >"$O/other" 2>&1 ||
+			{ show "abuse-helper overlap as $USER2" "$O/other"; fail "$mode: another tenant's WRITE"; }
+	fi
 	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times, $bytes bytes moved, $turns turns)"
 done
 
