@@ -311,6 +311,7 @@ void cm_id_destroy(struct ibvd_cm_id *id)
 	cm_events_drop(id);
 	ibvd_handle_remove(&id->cm->ids, id->handle, IBVD_OBJ_CM_ID);
 	TAILQ_REMOVE(&cm_world.ids, id, all_link);
+	cm_own_qp_forget(id);
 	free(id);
 }
 
@@ -549,4 +550,9 @@ int ibvd_cm_start(struct ibvd_daemon *d)
 void ibvd_cm_stop(void)
 {
 	cm_wire_stop();
+}
+
+uint64_t ibvd_cm_going_looks(void)
+{
+	return cm_world.going_looks;
 }

@@ -59,6 +59,8 @@ int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
 void ibvd_cm_session_free(struct ibvd_session *s);
 /* ctx and its QPs go: their ids' peers hear DISCONNECTED now (conn.c) */
 void ibvd_cm_context_going(const struct ibvd_context *ctx);
+/* The CM ids those teardowns looked at, ever (ibvctl daemon status). */
+uint64_t ibvd_cm_going_looks(void);
 
 /*
  * Start taking the IB CM's MADs from the devices' QP1s (connections with

@@ -37,6 +37,7 @@
 #include "server/daemon.h"
 #include "server/session.h"
 #include "tenant/tenant.h"
+#include "util.h"
 #include "verbs/query.h"
 #include "verbs/verbs.h"
 
@@ -303,16 +304,25 @@ static void peer_lost(struct ibvd_cm_id *y)
  */
 void ibvd_cm_context_going(const struct ibvd_context *ctx)
 {
+	struct ibvd_keyed *n, *next;
 	struct ibvd_cm_id *id, *peer;
 
-	TAILQ_FOREACH(id, &cm_world.ids, all_link) {
+	/*
+	 * Its own ids only (not every id of the daemon, for each context
+	 * that goes: many short-lived ones made that quadratic); they leave
+	 * the index, as no QP of ctx will be theirs again.
+	 */
+	for (n = ibvd_keyed_find(&cm_world.by_qp_ctx, ctx->id); n; n = next) {
+		next = ibvd_keyed_next(n);
+		id = container_of(n, struct ibvd_cm_id, by_qp_ctx);
+		cm_world.going_looks++;
 		peer = id->peer;
-		if (!peer || id->phase != CM_PH_ESTABLISHED ||
-		    id->own_qp.ctx != ctx->id ||
-		    !cm_own_qp_alive(id))
-			continue;
-		unlink_peers(id);
-		peer_lost(peer);
+		if (peer && id->phase == CM_PH_ESTABLISHED &&
+		    id->own_qp.ctx == ctx->id && cm_own_qp_alive(id)) {
+			unlink_peers(id);
+			peer_lost(peer);
+		}
+		cm_own_qp_forget(id);
 	}
 }
 

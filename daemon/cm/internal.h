@@ -31,6 +31,7 @@
 
 #include "cm.h"
 #include "core/handle.h"
+#include "core/keyed.h"
 #include "frame.h"
 #include "ibverbsd.pb-c.h"
 
@@ -243,6 +244,8 @@ struct ibvd_cm_id {
 	struct cm_wire *wire;
 
 	TAILQ_ENTRY(ibvd_cm_id) all_link;	/* cm_world.ids */
+	/* in cm_world.by_qp_ctx under own_qp.ctx while that context lives */
+	struct ibvd_keyed by_qp_ctx;
 };
 
 /* An event the session's socket had no room for (event.c). */
@@ -296,6 +299,10 @@ struct cm_port_space {
 struct cm_world {
 	struct cm_session_list sessions;
 	struct cm_id_list ids;		/* every id, oldest first */
+	/* ids with a QP, by its context (qp.c): a context's teardown looks
+	 * at its own ids, not at every id of the daemon */
+	struct ibvd_keyed_table by_qp_ctx;
+	uint64_t going_looks;		/* ids those teardowns looked at */
 	uint32_t next_idn;
 	struct cm_port_space ps[CM_NPS];
 	LIST_HEAD(, cm_group) groups;
@@ -466,6 +473,8 @@ int cm_qp_to_err(struct ibvd_call *call, const struct ibvd_cm_id *id);
 uint32_t cm_own_qp_num(const struct ibvd_cm_id *id);
 /* Is the QP made with id still there? */
 bool cm_own_qp_alive(const struct ibvd_cm_id *id);
+/* id goes: out of cm_world.by_qp_ctx. */
+void cm_own_qp_forget(struct ibvd_cm_id *id);
 
 /* ---- remote.c ------------------------------------------------------- */
 

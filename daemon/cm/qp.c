@@ -166,11 +166,21 @@ int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
 
 /* ---- the id's own QP ------------------------------------------------ */
 
+/* id under its QP's context, for that context's teardown (conn.c). */
+static int index_own_qp(struct ibvd_cm_id *id, uint32_t ctx)
+{
+	if (id->by_qp_ctx.pprev && id->by_qp_ctx.key == ctx)
+		return 0;
+	cm_own_qp_forget(id);
+	return ibvd_keyed_insert(&cm_world.by_qp_ctx, &id->by_qp_ctx, ctx);
+}
+
 int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
 		    const struct ibvd_qp *qp, Ibvd__QpAttr *attr, uint32_t *mask)
 {
 	struct ibvd_cm *cm = NULL;
 	struct ibvd_cm_id *id = NULL;
+	int ret;
 
 	/*
 	 * The token proves the caller holds the CM session, and the session
@@ -187,11 +197,20 @@ int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
 	if (id->dev != qp->ctx->dev)
 		return ibvd_call_error(call, -EINVAL,
 				       "the CM id is not on the QP's device");
+	ret = index_own_qp(id, qp->ctx->id);
+	if (ret < 0)
+		return ibvd_call_error(call, ret, "no memory for the CM id's QP");
 	qp_attr_init(id, attr, mask);
 	id->own_qp.ctx = qp->ctx->id;
 	id->own_qp.handle = qp->handle;
 	id->own_qp.num = qp->qp_num;
 	return 0;
+}
+
+void cm_own_qp_forget(struct ibvd_cm_id *id)
+{
+	if (id->by_qp_ctx.pprev)
+		ibvd_keyed_remove(&cm_world.by_qp_ctx, &id->by_qp_ctx);
 }
 
 /*

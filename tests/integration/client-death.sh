@@ -5,6 +5,9 @@
 # completion and exit with an error promptly (not hang), and the daemon
 # must free everything the dead client owned: its open fds, memory and
 # (when ibvctl can show them) resource counts return to the baseline.
+# Then contexts that end beside another client's 2,000 CM ids: their
+# teardowns look at none of those ids (ibvctl daemon status,
+# cm_going_looks).
 . "$(dirname "$0")/lib.sh"
 
 need_cmd /usr/bin/ibv_rc_pingpong ss pgrep stdbuf
@@ -165,6 +168,30 @@ for args in "client" "server" "client -e" "server -e" "server -s 65536"; do
 	# shellcheck disable=SC2086 # words
 	( one_kill $args ) || failed+=("SIGKILL to the $args")
 done
+
+# Contexts that end while another client holds many CM ids: each
+# teardown looks at its own context's ids (none here), not at every id
+# of the daemon (cm_going_looks; 20 x 2,000 before).
+check "20 contexts end beside 2,000 CM ids of another client"
+ctx_start "$USER1"
+ctx_cmd cmids 2000 && [ "$CTX_ANSWER" = "ok cmids 2000" ] || fail "cmids: $CTX_ANSWER"
+looks0=$(status_count cm_going_looks)
+[ -n "$looks0" ] || { show status "$O/status"; fail "no cm_going_looks in ibvctl daemon status"; }
+for _ in $(seq 20); do
+	echo quit | run_ours "$USER2" "$T/bin/ctxclient-helper" >"$O/short" 2>&1 ||
+		{ show "a short-lived context" "$O/short"; fail "a short-lived context client failed"; }
+done
+# their teardowns done: only the holder's context left
+for _ in $(seq $((TMO * 10))); do
+	[ "$(status_count contexts)" = 1 ] && break
+	sleep 0.1
+done
+[ "$(status_count contexts)" = 1 ] || { show status "$O/status"; fail "the short-lived contexts stayed"; }
+looks=$(($(status_count cm_going_looks) - looks0))
+[ "$looks" -eq 0 ] || fail "20 teardowns looked at $looks CM ids of other contexts"
+ctx_stop
+ok "20 teardowns looked at $looks CM ids"
+
 daemon_alive "at the end"
 daemon_stop
 [ ${#failed[@]} -eq 0 ] || fail "${#failed[@]} scenario(s) failed: $(printf '[%s] ' "${failed[@]}")"

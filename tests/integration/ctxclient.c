@@ -44,6 +44,9 @@
  *			accept, both ends ESTABLISHED, disconnect: "ok cm"
  *			(after a daemon restart: librdmacm opens the device
  *			again instead of handing out the dead context)
+ *	cmids N		N connection manager ids made through librdmacm (no
+ *			address, no QP), kept until the process exits: "ok
+ *			cmids N"
  *	nofd		ibv_alloc_dm and ibv_create_comp_channel with no fd
  *			number left (RLIMIT_NOFILE lowered for them): "ok
  *			nofd" when both failed with EMFILE
@@ -586,6 +589,24 @@ static int cm_qp(struct rdma_cm_id *id)
 	return 0;
 }
 
+static void cmd_cmids(unsigned int n)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	unsigned int i;
+
+	if (!ch) {
+		printf("error cmids: rdma_create_event_channel: %s\n", strerror(errno));
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+			printf("error cmids: id %u: %s\n", i, strerror(errno));
+			return;
+		}
+	printf("ok cmids %u\n", n);
+}
+
 static void cmd_cm(void)
 {
 	struct rdma_cm_id *listen_id = NULL, *client = NULL, *server = NULL;
@@ -808,6 +829,11 @@ int main(int argc, char **argv)
 			cmd_loopback();
 		} else if (strncmp(line, "regunmapped", 11) == 0) {
 			cmd_regunmapped();
+		} else if (strncmp(line, "cmids", 5) == 0) {
+			unsigned int n = 0;
+
+			sscanf(line + 5, "%u", &n);
+			cmd_cmids(n);
 		} else if (strncmp(line, "cm", 2) == 0) {
 			cmd_cm();
 		} else if (strncmp(line, "hold", 4) == 0) {
