@@ -8,7 +8,9 @@
  *
  * Errors as an RC responder reports them: a key or bounds violation NAKs
  * with a remote access error and takes the responder QP to ERR with
- * IBV_EVENT_QP_ACCESS_ERR.  UC has no NAKs: a bad write is dropped.
+ * IBV_EVENT_QP_ACCESS_ERR; the receive WQE a WRITE_WITH_IMM took
+ * completes with IBV_WC_LOC_ACCESS_ERR first.  UC has no NAKs: a bad
+ * write is dropped.
  */
 #include <config.h>
 
@@ -140,6 +142,34 @@ static bool write_target(struct ibvd_qp *src, struct ibvd_qp *target,
 }
 
 /*
+ * An RC WRITE_WITH_IMM's first step refused by its key, with target's RQ
+ * claim held: the receive WQE it takes completes with LOC_ACCESS_ERR
+ * ("a protection error ... during the processing of a RDMA Write with
+ * Immediate", ibv_poll_cq(3)), as rxe's responder completes it rather
+ * than leaving it to the flush, before the QP goes to ERR.
+ */
+static enum eng_resp write_imm_refused(struct ibvd_qp *src,
+				       struct ibvd_qp *target,
+				       const struct eng_req *req)
+{
+	bool uc = src->qp_type == IBV_QPT_UC;
+	struct eng_recv rwqe;
+	struct eng_rq rq;
+
+	if (!uc && !req->off) {
+		ibvd_eng_rq_of(target, &rq);
+		pthread_mutex_lock(rq.lock);
+		if (ibvd_eng_rq_peek(&rq, &rwqe) > 0) {
+			ibvd_eng_rq_consume(&rq);
+			ibvd_eng_recv_err(target, rwqe.wr_id,
+					  IBV_WC_LOC_ACCESS_ERR);
+		}
+		pthread_mutex_unlock(rq.lock);
+	}
+	return access_violation(target, uc);
+}
+
+/*
  * With target's RQ claim held.  As rxe's responder, the receive WQE comes
  * before the key: with none posted the answer is RNR whatever the key
  * (its requester retries, and the key is checked once a WQE is there).
@@ -166,7 +196,7 @@ static enum eng_resp write_imm_claimed(struct ibvd_engine *eng,
 	if (ret <= 0)
 		return r;
 	if (!write_target(src, target, req, &dst))
-		return access_violation(target, src->qp_type == IBV_QPT_UC);
+		return write_imm_refused(src, target, req);
 	return write_imm_placed(eng, src, target, &dst, req);
 }
 

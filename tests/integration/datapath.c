@@ -1784,6 +1784,41 @@ START_TEST(rem_access_err)
 }
 END_TEST
 
+/*
+ * An RC WRITE_WITH_IMM the responder refuses (a wrong rkey, a range past
+ * the MR): the receive WQE the immediate takes completes with
+ * LOC_ACCESS_ERR, not flushed, and only then the rest of the receive
+ * queue is flushed; the requester gets REM_ACCESS_ERR, no byte moves.
+ */
+START_TEST(write_imm_access_err)
+{
+	uint64_t raddr;
+	uint32_t rkey;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 8192);
+	raddr = ADDR(f.b, 0);
+	rkey = f.b->rkey;
+	if (_i == 0)
+		rkey ^= 0x00010000u;
+	else
+		raddr = ADDR(f.b, 8192 - 100);	/* 200 bytes: 100 past the end */
+	vt_fill(f.b->addr, 8192, 0, 41);
+	vt_recv(f.p.qp[1], 7, BUF(f.b), 64, f.b->lkey);
+	vt_recv(f.p.qp[1], 8, BUF(f.b) + 64, 64, f.b->lkey);
+	vt_send(f.p.qp[0], 1, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
+		f.a->addr, 200, f.a->lkey, raddr, rkey);
+	vt_expect_wc(f.p.scq[0], NULL, 1, IBV_WC_REM_ACCESS_ERR, "requester");
+	vt_expect_wc(f.p.rcq[1], NULL, 7, IBV_WC_LOC_ACCESS_ERR,
+		     "the receive the immediate took");
+	vt_expect_wc(f.p.rcq[1], NULL, 8, IBV_WC_WR_FLUSH_ERR, "the next receive");
+	vt_expect_async(D.ctx, IBV_EVENT_QP_ACCESS_ERR, f.p.qp[1], "responder");
+	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "responder after an access error");
+	vt_expect_pat(f.b->addr, 8192, 0, 41, "target memory (untouched)");
+	fx_free(&f);
+}
+END_TEST
+
 /* No receive and rnr_retry 0: RNR_RETRY_EXC_ERR (SEND and WRITE_WITH_IMM). */
 START_TEST(rnr_retry_exc)
 {
@@ -6678,6 +6713,10 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, retry_exc, 0, 2);
 	tcase_add_test(tc, uc_drop);
 	tcase_add_test(tc, flush);
+
+	/* apart from "status", whose errors statistic.sh counts */
+	tc = new_case(s, "responder");
+	tcase_add_loop_test(tc, write_imm_access_err, 0, 2);
 
 	tc = new_case(s, "post");
 	tcase_add_test(tc, sq_full);
