@@ -49,6 +49,7 @@ import zlib
 ROCE_PORT = 4791
 MTU = 1024
 OP_SEND_ONLY, OP_WRITE_FIRST, OP_WRITE_LAST, OP_WRITE_ONLY = 0x04, 0x06, 0x08, 0x0A
+OP_WRITE_ONLY_IMM = 0x0B
 OP_READ, OP_ACK, OP_ATOMIC_ACK, OP_FETCH_ADD = 0x0C, 0x11, 0x12, 0x14
 READ_RESPONSES = (0x0D, 0x0E, 0x0F, 0x10)
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
@@ -195,6 +196,28 @@ def case_write_past(w):
         fail("no remote access NAK for a WRITE past its MR")
     if tail != b"B" * MTU:
         fail("a WRITE past its MR landed its first packet")
+
+
+def case_write_imm_key(w):
+    """A WRITE Only with Immediate with a wrong rkey: NAKed, nothing lands,
+    the receive its immediate takes completes with LOC_ACCESS_ERR (8)
+    before the QP's error flushes the next one (5)."""
+    h = Helper(IP_P, 0x123)
+    for off in (0, 64):
+        if h.cmd("recv %d 64" % off) != ["posted"]:
+            fail("could not post a receive")
+    imm = struct.pack("!I", 0x12345678)
+    w.send(OP_WRITE_ONLY_IMM, h.qpn, 0, reth(h.addr + 128, h.rkey ^ 0x10000, 8) + imm,
+           b"K" * 8)
+    got = syndromes(w.recv(2, until=syndromes))
+    wcs = [wc.split()[4] for wc in srq_wcs(h)]
+    mem = h.dump(128, 8)
+    h.close()
+    print("answers %s; receives' statuses %s" % ([hex(s) for s in got], wcs))
+    if NAK_ACCESS not in got or mem == b"K" * 8:
+        fail("a WRITE with immediate and a wrong rkey was not NAKed, or landed")
+    if wcs != ["8", "5"]:
+        fail("its receive did not complete with LOC_ACCESS_ERR, then the next flushed: %r" % wcs)
 
 
 def case_no_rd(w):

@@ -660,6 +660,20 @@ static enum outcome imm_wqe(struct ibvd_qp *qp, struct eng_rq *rq,
 	return ret < 0 ? OUT_DROP : OUT_RNR;
 }
 
+/*
+ * A WRITE with immediate refused by its key (its range, or a packet's
+ * bytes): the receive WQE it took (imm_wqe, rq's lock taken) completes
+ * with LOC_ACCESS_ERR, as the local engine's (engine/rdma.c), before
+ * the NAK takes the QP to ERR.
+ */
+static void imm_refused(struct ibvd_qp *qp, struct eng_rq *rq,
+			const struct eng_recv *rwqe)
+{
+	ibvd_eng_rq_consume(rq);
+	ibvd_eng_recv_err(qp, rwqe->wr_id, IBV_WC_LOC_ACCESS_ERR);
+	pthread_mutex_unlock(rq->lock);
+}
+
 /* The WRITE's data lands at dst: 0, or what answers it. */
 static enum outcome write_data(struct roce_dev *rd, struct ibvd_qp *qp,
 			       struct roce_qp *w, const struct roce_ip *ip,
@@ -709,8 +723,15 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 	 * check_rkey) does: no byte of a WRITE that runs past its MR lands.
 	 * Each packet checks its own bytes again (write_data).
 	 */
-	if (first && !write_range_ok(qp, p))
+	if (first && !write_range_ok(qp, p)) {
+		/* WRITE Only with Immediate: its WQE first, as rxe's
+		 * responder, then the key (none posted: RNR) */
+		if (imm_last && (out = imm_wqe(qp, &rq, &rwqe)) != OUT_OK)
+			return out;
+		if (imm_last)
+			imm_refused(qp, &rq, &rwqe);
 		return OUT_ACCESS;
+	}
 	if (first) {
 		w->rx.msg_write = true;
 		w->rx.w_va = p->reth.va;
@@ -727,8 +748,11 @@ static enum outcome rx_write(struct roce_dev *rd, struct ibvd_qp *qp,
 		return out;
 	out = write_data(rd, qp, w, ip, p, imm_last);
 	if (out != OUT_OK) {
-		/* the WQE stays posted: the QP's error flushes it */
-		if (imm_last)
+		/* refused by the key: the WQE completes in error; else (the
+		 * target gone) it stays posted */
+		if (imm_last && out == OUT_ACCESS)
+			imm_refused(qp, &rq, &rwqe);
+		else if (imm_last)
 			pthread_mutex_unlock(rq.lock);
 		return out;
 	}
