@@ -20,3 +20,7 @@ EXTRA_DIST += tests/interop/rxe tests/interop/guest-init
 # tests/interop/verbs-probe: verbs-probe.c's edge cases on the same guest's
 # rxe0 and on ibverbsd, diffed (a report, not a test).
 EXTRA_DIST += tests/interop/verbs-probe tests/interop/verbs-probe.c
+# tests/interop/datapath-probe: datapath-probe.c's completions, error paths
+# first, the same way; both run by tests/interop/probe.sh.
+EXTRA_DIST += tests/interop/datapath-probe tests/interop/datapath-probe.c \
+	tests/interop/probe.sh
