@@ -1027,6 +1027,15 @@ static int route_source(const struct sockaddr_storage *dst,
 	return ret;
 }
 
+/* The routing table's refusal of dst (-ENETUNREACH...), or 0. */
+static int route_missing(const struct sockaddr_storage *dst)
+{
+	struct sockaddr_storage src;
+	int ret = route_source(dst, &src);
+
+	return ret == -ENETUNREACH || ret == -EHOSTUNREACH ? ret : 0;
+}
+
 /*
  * Another host's address: the RoCE device of the source address toward
  * it (the id's own if it is bound to one), with that address in *src; or
@@ -1106,6 +1115,17 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 	if (loop_far && id->src.ss_family == AF_INET)
 		return ibvd_call_error(call, -EINVAL,
 				       "a loopback source reaches no other host");
+	/*
+	 * No route at all to another host's address: the kernel's
+	 * rdma_resolve_addr fails at once with what its routing said
+	 * (ENETUNREACH, EHOSTUNREACH for an unreachable route), not with an
+	 * ADDR_ERROR once the timeout has passed.
+	 */
+	if (!reachable && !loop_far) {
+		ret = route_missing(&dst);
+		if (ret < 0)
+			return ibvd_call_error(call, ret, "no route to the destination");
+	}
 	/*
 	 * A group is on the network its route leaves by, as the kernel
 	 * resolves one: a RoCE device's there; without such a route, this

@@ -10,7 +10,8 @@
 # 127.0.0.1 toward A: the kernel's routing gives a loopback source no route
 # out, and its rdma_resolve_addr fails at once with EINVAL; resolved, the
 # request named 127.0.0.1 as its source to A, which rejected it: rping
-# learnt only at connect (RDMA_CM_EVENT_REJECTED).
+# learnt only at connect (RDMA_CM_EVENT_REJECTED).  Last, B resolving an
+# address it has no route to: ENETUNREACH at once, as the kernel's.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -65,3 +66,23 @@ far_from_loopback() {
 	ok "a loopback source resolving another host's address: EINVAL at once"
 }
 far_from_loopback
+
+# rping toward an address no route leads to (B has none but its subnet's):
+# the kernel's rdma_resolve_addr fails at once with ENETUNREACH, what its
+# routing said; ours waited out the timeout for an ADDR_ERROR
+# (EHOSTUNREACH), as for an address that does not answer.
+no_route() {
+	local rc
+	check "resolving an address with no route to it"
+	NS_TMO=$((10 * TMUL)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+		rping -c -a 198.51.100.7 -p "$(free_port)" -C 1 >"$O/noroute" 2>"$O/noroute.err"
+	rc=$?
+	[ "$rc" -ne 0 ] || fail "rping to 198.51.100.7 exited 0"
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
+		{ show client "$O/noroute.err"; fail "rping to 198.51.100.7 hung"; }
+	grep -q 'rdma_resolve_addr: Network is unreachable' "$O/noroute.err" ||
+		{ show client "$O/noroute.err"; fail "rdma_resolve_addr to 198.51.100.7 did not fail with ENETUNREACH at once"; }
+	ok "resolving an address with no route to it: ENETUNREACH at once"
+}
+no_route
+
