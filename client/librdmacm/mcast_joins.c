@@ -57,6 +57,23 @@ void cma_mcast_unlink(struct cma_id *cid, struct cma_mcast *mc)
 	}
 }
 
+/*
+ * Another join of the id that holds the QP's attachment to mc's group: an
+ * id may join a group more than once, as the kernel's lets it; the QP is
+ * attached once, and stays so until its last such join is left.
+ */
+static bool sibling_attached(const struct cma_id *cid,
+			     const struct cma_mcast *mc)
+{
+	const struct cma_mcast *o;
+
+	for (o = cid->mcast; o; o = o->next)
+		if (o != mc && o->attached && o->mlid == mc->mlid &&
+		    memcmp(&o->mgid, &mc->mgid, sizeof(mc->mgid)) == 0)
+			return true;
+	return false;
+}
+
 int cma_mcast_attach(struct cma_id *cid, struct cma_mcast *mc,
 		     const struct ibv_ah_attr *group)
 {
@@ -68,6 +85,10 @@ int cma_mcast_attach(struct cma_id *cid, struct cma_mcast *mc,
 	if (!cid->id.qp || mc->attached ||
 	    mc->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		return 0;
+	if (sibling_attached(cid, mc)) {
+		mc->attached = true;
+		return 0;
+	}
 	err = ibv_attach_mcast(cid->id.qp, &mc->mgid, mc->mlid);
 	if (err)
 		return -err;
@@ -75,9 +96,10 @@ int cma_mcast_attach(struct cma_id *cid, struct cma_mcast *mc,
 	return 0;
 }
 
+/* mc is unlinked: the QP leaves the group unless another join holds it. */
 int cma_mcast_detach(struct cma_id *cid, struct cma_mcast *mc)
 {
-	if (!mc->attached || !cid->id.qp)
+	if (!mc->attached || !cid->id.qp || sibling_attached(cid, mc))
 		return 0;
 	return -ibv_detach_mcast(cid->id.qp, &mc->mgid, mc->mlid);
 }

@@ -191,8 +191,6 @@ static int join_check(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	    id->src.ss_family != ss->ss_family)
 		return ibvd_call_error(call, -EINVAL,
 				       "a group of another family than the id's address");
-	if (join_find(id, ss))
-		return ibvd_call_error(call, -EADDRINUSE, "joined already");
 	if (id->njoins >= CM_MAX_JOINS_PER_ID)
 		return ibvd_call_error(call, -ENOMEM, "too many groups on one id");
 	return 0;
