@@ -6,6 +6,7 @@ INTEGRATION_TESTS = \
 	tests/integration/devinfo-ours.sh \
 	tests/integration/default-config.sh \
 	tests/integration/no-daemon.sh \
+	tests/integration/lib-cleanup.sh \
 	tests/integration/daemon-death.sh \
 	tests/integration/stalled-daemon.sh \
 	tests/integration/bad-input.sh \
