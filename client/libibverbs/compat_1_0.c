@@ -7,7 +7,7 @@
  * with ENOSYS (and since ibv_get_device_list@IBVERBS_1.0 never yields a
  * device, no 1.0 object can reach the others).
  *
- * GCC's symver attribute needs a global function; the version script's
+ * The symbol version needs a global function; the version script's
  * "local: *" keeps the compat_1_0_* names themselves out of the table.
  * Arguments are ignored, so the twins are declared without parameters.
  */
@@ -17,10 +17,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Declares impl, exported as VER (name@VERSION): GCC 10's attribute, or
+ * the assembler's directive where the compiler lacks it (clang 14).
+ */
+#if defined(__has_attribute) && __has_attribute(symver)
+#define COMPAT_DECLARE(type, impl, ver)					\
+	type impl(void) __attribute__((symver(ver)))
+#else
+#define COMPAT_DECLARE(type, impl, ver)					\
+	type impl(void);						\
+	__asm__(".symver " #impl ", " ver)
+#endif
+
 /* A 1.0 twin that fails: returns RET with errno set to ENOSYS. */
 #define COMPAT_1_0(type, name, ret)					\
-	type compat_1_0_##name(void)					\
-		__attribute__((symver(#name "@IBVERBS_1.0")));		\
+	COMPAT_DECLARE(type, compat_1_0_##name, #name "@IBVERBS_1.0");	\
 	type compat_1_0_##name(void)					\
 	{								\
 		errno = ENOSYS;						\
@@ -29,8 +41,7 @@
 
 /* A 1.0 twin of a void verb (acks and frees): nothing to do. */
 #define COMPAT_1_0_VOID(name)						\
-	void compat_1_0_##name(void)					\
-		__attribute__((symver(#name "@IBVERBS_1.0")));		\
+	COMPAT_DECLARE(void, compat_1_0_##name, #name "@IBVERBS_1.0");	\
 	void compat_1_0_##name(void)					\
 	{								\
 	}
@@ -79,8 +90,8 @@ COMPAT_1_0(int, ibv_detach_mcast, ENOSYS)
  * pre-2018 provider libraries registered themselves.  We load no
  * providers, so a registration is accepted and forgotten.
  */
-void compat_ibv_register_driver(void)
-	__attribute__((symver("ibv_register_driver@IBVERBS_1.1")));
+COMPAT_DECLARE(void, compat_ibv_register_driver,
+	       "ibv_register_driver@IBVERBS_1.1");
 void compat_ibv_register_driver(void)
 {
 }

@@ -52,14 +52,14 @@ struct transition {
 
 static const struct transition table[NSTATES][NSTATES] = {
 	[S(RESET)] = {
-		[S(RESET)] = { ALL },
-		[S(INIT)] = { ALL, .req = { INIT_UD, INIT_CONN, INIT_CONN } },
+		[S(RESET)] = { .types = ALL },
+		[S(INIT)] = { .types = ALL, .req = { INIT_UD, INIT_CONN, INIT_CONN } },
 		/* no ERR: a QP never used has nothing to flush (the kernel's table) */
 	},
 	[S(INIT)] = {
-		[S(RESET)] = { ALL },
-		[S(INIT)] = { ALL, .opt = { INIT_UD, INIT_CONN, INIT_CONN } },
-		[S(RTR)] = { ALL,
+		[S(RESET)] = { .types = ALL },
+		[S(INIT)] = { .types = ALL, .opt = { INIT_UD, INIT_CONN, INIT_CONN } },
+		[S(RTR)] = { .types = ALL,
 			.req = { 0,
 				 QP(AV) | QP(PATH_MTU) | QP(DEST_QPN) | QP(RQ_PSN),
 				 QP(AV) | QP(PATH_MTU) | QP(DEST_QPN) | QP(RQ_PSN) |
@@ -67,29 +67,29 @@ static const struct transition table[NSTATES][NSTATES] = {
 			.opt = { QP(PKEY_INDEX) | QP(QKEY),
 				 QP(ALT_PATH) | QP(ACCESS_FLAGS) | QP(PKEY_INDEX),
 				 QP(ALT_PATH) | QP(ACCESS_FLAGS) | QP(PKEY_INDEX) } },
-		[S(ERR)] = { ALL },
+		[S(ERR)] = { .types = ALL },
 	},
 	[S(RTR)] = {
-		[S(RESET)] = { ALL },
-		[S(RTS)] = { ALL,
+		[S(RESET)] = { .types = ALL },
+		[S(RTS)] = { .types = ALL,
 			.req = { QP(SQ_PSN), QP(SQ_PSN),
 				 QP(SQ_PSN) | QP(TIMEOUT) | QP(RETRY_CNT) |
 				 QP(RNR_RETRY) | QP(MAX_QP_RD_ATOMIC) },
 			.opt = { RTS_UD, RTS_UC, RTS_RC } },
-		[S(ERR)] = { ALL },
+		[S(ERR)] = { .types = ALL },
 	},
 	[S(RTS)] = {
-		[S(RESET)] = { ALL },
-		[S(RTS)] = { ALL, .opt = { RTS_UD, RTS_UC, RTS_RC } },
-		[S(SQD)] = { ALL, .opt = { QP(EN_SQD_ASYNC_NOTIFY),
+		[S(RESET)] = { .types = ALL },
+		[S(RTS)] = { .types = ALL, .opt = { RTS_UD, RTS_UC, RTS_RC } },
+		[S(SQD)] = { .types = ALL, .opt = { QP(EN_SQD_ASYNC_NOTIFY),
 					   QP(EN_SQD_ASYNC_NOTIFY),
 					   QP(EN_SQD_ASYNC_NOTIFY) } },
-		[S(ERR)] = { ALL },
+		[S(ERR)] = { .types = ALL },
 	},
 	[S(SQD)] = {
-		[S(RESET)] = { ALL },
-		[S(RTS)] = { ALL, .opt = { RTS_UD, RTS_UC, RTS_RC } },
-		[S(SQD)] = { ALL,
+		[S(RESET)] = { .types = ALL },
+		[S(RTS)] = { .types = ALL, .opt = { RTS_UD, RTS_UC, RTS_RC } },
+		[S(SQD)] = { .types = ALL,
 			.opt = { QP(PKEY_INDEX) | QP(QKEY),
 				 QP(AV) | QP(ALT_PATH) | QP(ACCESS_FLAGS) |
 				 QP(PKEY_INDEX) | QP(PATH_MIG_STATE),
@@ -98,18 +98,18 @@ static const struct transition table[NSTATES][NSTATES] = {
 				 QP(MAX_DEST_RD_ATOMIC) | QP(ALT_PATH) |
 				 QP(ACCESS_FLAGS) | QP(PKEY_INDEX) |
 				 QP(MIN_RNR_TIMER) | QP(PATH_MIG_STATE) } },
-		[S(ERR)] = { ALL },
+		[S(ERR)] = { .types = ALL },
 	},
 	/* Only unreliable QPs have SQE: RC send errors go to ERR. */
 	[S(SQE)] = {
-		[S(RESET)] = { ALL },
-		[S(RTS)] = { UNRELIABLE, .opt = { RTS_UD, QP(CUR_STATE) |
+		[S(RESET)] = { .types = ALL },
+		[S(RTS)] = { .types = UNRELIABLE, .opt = { RTS_UD, QP(CUR_STATE) |
 						  QP(ACCESS_FLAGS), 0 } },
-		[S(ERR)] = { ALL },
+		[S(ERR)] = { .types = ALL },
 	},
 	[S(ERR)] = {
-		[S(RESET)] = { ALL },
-		[S(ERR)] = { ALL },
+		[S(RESET)] = { .types = ALL },
+		[S(ERR)] = { .types = ALL },
 	},
 };
 

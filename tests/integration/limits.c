@@ -62,7 +62,7 @@
 /* PDs a context holds here, under the device's max_pd and its 65,536 objects */
 #define PDS_PER_CTX	60000
 
-static void die(const char *what)
+static __attribute__((noreturn)) void die(const char *what)
 {
 	fprintf(stderr, "limits-helper: %s: %s\n", what, strerror(errno));
 	exit(2);

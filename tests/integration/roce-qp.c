@@ -54,7 +54,7 @@
 #define MR_LEN		(1u << 20)
 #define GID_V4_INDEX	1	/* a RoCE port's IPv4 GID (roce-device.sh) */
 
-static void die(const char *what)
+static __attribute__((noreturn)) void die(const char *what)
 {
 	perror(what);
 	exit(1);
