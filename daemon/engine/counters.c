@@ -83,6 +83,7 @@ const char *const ibvd_engine_counter_names[IBVD_EC_MAX] = {
 	[IBVD_EC_PURGE_SLOTS] = "purge_slots",
 	[IBVD_EC_BUSY_PASSES] = "busy_passes",
 	[IBVD_EC_DEFERRED] = "deferred",
+	[IBVD_EC_DIRECT_BYTES] = "direct_bytes",
 };
 
 /* ---- the data path: any engine thread ------------------------------------ */
@@ -325,6 +326,8 @@ void ibvd_engine_thread_counters(unsigned int index, uint64_t out[IBVD_EC_MAX],
 	out[IBVD_EC_BUSY_PASSES] = __atomic_load_n(&eng->busy_passes,
 						   __ATOMIC_RELAXED);
 	out[IBVD_EC_DEFERRED] = __atomic_load_n(&eng->deferred, __ATOMIC_RELAXED);
+	out[IBVD_EC_DIRECT_BYTES] = __atomic_load_n(&eng->direct_bytes,
+						    __ATOMIC_RELAXED);
 	/* the control thread's, with this thread stopped (write lock) */
 	out[IBVD_EC_PURGE_SLOTS] = __atomic_load_n(&eng->purge_slots,
 						   __ATOMIC_RELAXED);

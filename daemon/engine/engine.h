@@ -98,9 +98,10 @@ int ibvd_engine_ctx_open(struct ibvd_context *ctx, struct ibvd_eng_rate *rate,
 void ibvd_engine_ctx_detach(struct ibvd_context *ctx);
 /*
  * Context teardown, before the detach: each QP's sends the client posted
- * and the engine has not run yet, as ibvd_engine_qp_finish_sends but
- * within one budget for all of them; its thread runs none of its QPs
- * after (takes ibvd_objects_lock for writing).
+ * and the engine has not run yet, and what its direct peer's ring holds
+ * for its receives, as ibvd_engine_qp_finish_sends but within one budget
+ * for all of them; its thread runs none of its QPs after (takes
+ * ibvd_objects_lock for writing).
  */
 void ibvd_engine_ctx_finish_sends(struct ibvd_context *ctx);
 /*
@@ -242,6 +243,7 @@ enum ibvd_engine_counter {
 	IBVD_EC_PURGE_SLOTS,
 	IBVD_EC_BUSY_PASSES,
 	IBVD_EC_DEFERRED,
+	IBVD_EC_DIRECT_BYTES,
 	IBVD_EC_MAX
 };
 

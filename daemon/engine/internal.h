@@ -727,6 +727,9 @@ struct ibvd_engine {
 	uint64_t turns, bytes, wakeups, timers_fired;
 	uint64_t busy_passes;		/* passes that gave a QP a turn (engine.c) */
 	uint64_t deferred;		/* turns put off to the next pass (engine.c) */
+	/* bytes of messages it placed out of direct rings (direct/direct.c;
+	 * also the control thread's, write lock held) */
+	uint64_t direct_bytes;
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
 	/* CQ slots a RESET or destroy of one of its QPs looked at for the

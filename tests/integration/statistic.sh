@@ -44,7 +44,7 @@ TMO=$((TMO * 3))
 NAMES="sent_pkts rcvd_pkts duplicate_request out_of_seq_request rcvd_rnr_err
 send_rnr_err rcvd_seq_err ack_deferred retry_exceeded_err retry_rnr_exceeded_err
 completer_retry_err send_err link_downed rdma_sends rdma_recvs"
-ENGINE_NAMES="contexts passes turns wqes bytes sleeps wakeups timers crowded rnr_wait_us mem_calls claim_timeouts ud_parked purge_slots busy_passes deferred"
+ENGINE_NAMES="contexts passes turns wqes bytes sleeps wakeups timers crowded rnr_wait_us mem_calls claim_timeouts ud_parked purge_slots busy_passes deferred direct_bytes"
 
 # snap NAME: save `ibvctl -j statistic show` and the engine rows as NAME.
 snap() {
@@ -117,7 +117,7 @@ want="link ibvd0/2"
 for n in $NAMES; do want="$want $n 0"; done
 [ "$(cat "$O/text")" = "$want" ] || { show out "$O/text"; fail "text line is not '$want'"; }
 ibvctl statistic show engine >"$O/text" 2>&1 || fail "statistic show engine"
-expect_grep '^engine 0 contexts [0-9]+ passes [0-9]+ turns [0-9]+ wqes [0-9]+ bytes [0-9]+ sleeps [0-9]+ wakeups [0-9]+ timers [0-9]+ crowded [0-9]+ rnr_wait_us [0-9]+ mem_calls [0-9]+ claim_timeouts [0-9]+ ud_parked [0-9]+ purge_slots [0-9]+ busy_passes [0-9]+ deferred [0-9]+$' \
+expect_grep '^engine 0 contexts [0-9]+ passes [0-9]+ turns [0-9]+ wqes [0-9]+ bytes [0-9]+ sleeps [0-9]+ wakeups [0-9]+ timers [0-9]+ crowded [0-9]+ rnr_wait_us [0-9]+ mem_calls [0-9]+ claim_timeouts [0-9]+ ud_parked [0-9]+ purge_slots [0-9]+ busy_passes [0-9]+ deferred [0-9]+ direct_bytes [0-9]+$' \
 	"$O/text" "engine text line"
 ok "$(head -n 1 "$O/text")"
 

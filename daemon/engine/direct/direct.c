@@ -527,18 +527,27 @@ static enum eng_resp place_message(struct ibvd_engine *eng,
 				   struct ibvd_qp *src, struct ibvd_qp *target,
 				   const struct eng_req *req, uint32_t qkey)
 {
+	enum eng_resp r;
+
 	/*
 	 * UD: whatever becomes of a datagram, its sender hears nothing;
 	 * one longer than a port's MTU no wire would carry
 	 */
 	if (src->qp_type == IBV_QPT_UD) {
-		if (req->length <= IBVD_TRANSIT_UD_MAX)
+		if (req->length <= IBVD_TRANSIT_UD_MAX) {
 			ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
+			eng_count(&eng->direct_bytes, req->length);
+		}
 		return RESP_OK;
 	}
 	if (req->w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-		return ibvd_eng_write_imm_claimed(eng, src, target, req);
-	return ibvd_eng_deliver_send_claimed(eng, src, target, req);
+		r = ibvd_eng_write_imm_claimed(eng, src, target, req);
+	else
+		r = ibvd_eng_deliver_send_claimed(eng, src, target, req);
+	/* what ibvctl statistic shows */
+	if (r == RESP_OK)
+		eng_count(&eng->direct_bytes, req->length);
+	return r;
 }
 
 /*
