@@ -184,14 +184,8 @@ static int drop_timer(uint32_t handle, enum ibvd_obj_kind kind, void *obj,
 	return 0;
 }
 
-/* A QP of a context that goes, with sends left to finish. */
-struct finishing {
-	struct ibvd_qp *qp;
-	uint32_t head0;
-};
-
 struct finish_list {
-	struct finishing *qps;
+	struct ibvd_finishing *qps;
 	size_t n, cap;
 };
 
@@ -199,41 +193,40 @@ static int note_finishing(uint32_t handle, enum ibvd_obj_kind kind,
 			  void *obj, void *arg)
 {
 	struct finish_list *l = arg;
-	struct ibvd_qp *qp = obj;
+	struct ibvd_finishing f;
 
-	if (!ibvd_eng_finish_begin(qp))
+	if (!ibvd_eng_finish_begin(obj, &f))
 		return 0;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 64;
-		struct finishing *grown = realloc(l->qps, cap * sizeof(*grown));
+		struct ibvd_finishing *grown = realloc(l->qps,
+						       cap * sizeof(*grown));
 
 		if (!grown)
 			return -ENOMEM;
 		l->qps = grown;
 		l->cap = cap;
 	}
-	l->qps[l->n++] = (struct finishing){ qp, qp->sq_head };
+	l->qps[l->n++] = f;
 	return 0;
 }
 
 /*
  * A turn for each QP in order, then again for those that go on, as an
- * engine pass does, until the budget is spent: a QP's small last send
- * is not left behind the long ones of the QPs before it.
+ * engine pass does, until the budget is spent: a QP's small last
+ * message, sent or to be received, is not left behind the long ones of
+ * the QPs before it.
  */
 static void finish_round_robin(struct finish_list *l,
 			       struct ibvd_finish_budget *budget)
 {
-	bool first = true;
 	size_t i, kept;
 
 	while (l->n && budget->turns && budget->bytes) {
 		for (i = 0, kept = 0; i < l->n; i++)
-			if (ibvd_eng_finish_turn(l->qps[i].qp, l->qps[i].head0,
-						 first, budget))
+			if (ibvd_eng_finish_turn(&l->qps[i], budget))
 				l->qps[kept++] = l->qps[i];
 		l->n = kept;
-		first = false;
 	}
 }
 
@@ -243,10 +236,14 @@ static void finish_round_robin(struct finish_list *l,
  * for it, and a NIC would have put it on the wire; the engine thread
  * may not have come to it yet, and none will once the context is
  * detached.  So its QPs run what they can now, as a DESTROY_QP does,
- * but within one budget for them all (ENG_CTX_FINISH_*), not one each:
- * every tenant waits meanwhile, and a context's thousands of QPs with
- * full SQs would otherwise hold them for gigabytes.  What is left over
- * goes with the QPs, as a destroy's leftovers do: no pass runs them.
+ * and take what their direct peers' rings hold for their posted
+ * receives, but within one budget for them all (ENG_CTX_FINISH_*), not
+ * one each: every tenant waits meanwhile, and a context's thousands of
+ * QPs with full SQs, or its 256 direct QPs with full rings towards them
+ * (a MiB each), would otherwise hold them for gigabytes or 256 MiB.
+ * What is left over goes with the QPs, as a destroy's leftovers do: no
+ * pass runs them, and the peers' SENDs still in the rings fail as sent
+ * to a QP that went (RETRY_EXC_ERR, then flushed).
  */
 void ibvd_engine_ctx_finish_sends(struct ibvd_context *ctx)
 {

@@ -259,6 +259,19 @@ void ibvd_eng_direct_rung(struct ibvd_engine *eng, struct ibvd_qp *qp);
  * far as its posted receives go (a NIC took those on arrival).
  */
 void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp);
+/*
+ * The same a turn at a time, for a context's teardown, which charges
+ * them to its budget: false if the peer's ring holds nothing for qp,
+ * else *end, the most its turns take (what it holds now).
+ */
+bool ibvd_eng_direct_last_end(const struct ibvd_qp *qp, uint64_t *end);
+/*
+ * One turn of it (as an engine turn places, a turn's bytes and the first
+ * message whole), adding the bytes it placed to *placed: true if there
+ * may be more to take up to end.
+ */
+bool ibvd_eng_direct_take(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			  uint64_t end, uint64_t *placed);
 /* qp is in ERR: the SENDs its library has in the ring are flushed. */
 void ibvd_eng_direct_flush(struct ibvd_qp *qp);
 /* qp enters an error state: the pair's grants (common/lease.h) are void. */
@@ -489,26 +502,38 @@ uint64_t ibvd_eng_qp_run(struct ibvd_engine *eng, struct ibvd_qp *qp,
 			 uint64_t now);
 
 /*
- * What the last sends of a QP that goes (DESTROY_QP), or of all the QPs
- * of a context that goes, may still do on the control thread, every
- * tenant waiting: turns left and bytes left to move.
+ * What the last sends of a QP that goes (DESTROY_QP), or the last
+ * messages of all the QPs of a context that goes (their SQs' and the
+ * peers' direct rings towards them), may still do on the control thread,
+ * every tenant waiting: turns left and bytes left to move.
  */
 struct ibvd_finish_budget {
 	uint64_t turns;
 	uint64_t bytes;
 };
 
+/* A QP that goes, with last messages to finish. */
+struct ibvd_finishing {
+	struct ibvd_qp *qp;
+	uint64_t last_end;	/* the peer's direct ring, taken up to here */
+	uint32_t head0;		/* its SQ head before its first turn */
+	bool taking;		/* the peer's direct ring has more for it */
+	bool sending;		/* its SQ may run on */
+	bool first;		/* no turn yet */
+};
+
 /*
- * Before qp's last turns (objects lock held for writing): the direct
- * ring's SENDs the peer has receives for; true if its SQ may run on,
- * towards a peer that takes what it sends now.
+ * Before qp's last turns (objects lock held for writing): what they are
+ * to do, the peer's direct ring's SENDs it has receives for, and its SQ
+ * towards a peer that takes what it sends now; false: nothing.
  */
-bool ibvd_eng_finish_begin(struct ibvd_qp *qp);
+bool ibvd_eng_finish_begin(struct ibvd_qp *qp, struct ibvd_finishing *f);
 /*
- * One of qp's last turns, charged to budget, its SQ head at head0 before
- * the first (first: this is it); false when the QP is done or must wait.
+ * One of f's last turns, charged to budget: a turn's placing from the
+ * peer's direct ring, then a turn of its SQ; false when the QP is done
+ * or must wait.
  */
-bool ibvd_eng_finish_turn(struct ibvd_qp *qp, uint32_t head0, bool first,
+bool ibvd_eng_finish_turn(struct ibvd_finishing *f,
 			  struct ibvd_finish_budget *budget);
 
 /* ---- doorbell.c: the context page ------------------------------------------ */

@@ -695,20 +695,44 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
  * the QP, as it would on a NIC told to destroy it.  The objects
  * lock is held for writing, so no pass is running this QP.
  */
-bool ibvd_eng_finish_begin(struct ibvd_qp *qp)
+bool ibvd_eng_finish_begin(struct ibvd_qp *qp, struct ibvd_finishing *f)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
 		return false;
-	if (qp->direct && ibvd_eng_can_receive(eng_qp_state(qp)))
-		ibvd_eng_direct_take_last(eng, qp);
+	*f = (struct ibvd_finishing){ .qp = qp, .head0 = qp->sq_head,
+				      .first = true };
+	f->taking = qp->direct && ibvd_eng_can_receive(eng_qp_state(qp)) &&
+		    ibvd_eng_direct_last_end(qp, &f->last_end);
 	/*
-	 * Only to a peer that takes it now: a destroy makes no completion
+	 * Only towards a peer that takes them now: UD's are taken or dropped
 	 * of its own, and one whose peer is gone (or on the wire, where
 	 * nothing would retransmit) would only fail its sends.
 	 */
-	return qp->qp_type == IBV_QPT_UD || ibvd_eng_connected_peer(qp);
+	f->sending = qp->qp_type == IBV_QPT_UD || ibvd_eng_connected_peer(qp);
+	return f->taking || f->sending;
+}
+
+static void charge(struct ibvd_finish_budget *budget, uint64_t moved)
+{
+	budget->bytes -= moved < budget->bytes ? moved : budget->bytes;
+}
+
+/* A turn's placing of what the peer's direct ring holds for f's QP. */
+static bool take_turn(struct ibvd_finishing *f,
+		      struct ibvd_finish_budget *budget)
+{
+	uint64_t placed = 0;
+	bool more;
+
+	if (!budget->turns || !budget->bytes)
+		return false;
+	budget->turns--;
+	more = ibvd_eng_direct_take(ibvd_eng_of(f->qp), f->qp, f->last_end,
+				    &placed);
+	charge(budget, placed);
+	return more;
 }
 
 /*
@@ -716,31 +740,48 @@ bool ibvd_eng_finish_begin(struct ibvd_qp *qp)
  * Every tenant's requests and every engine pass wait meanwhile (the
  * objects lock is held for writing), so what runs here is bounded: a
  * ring's worth of WQEs since head0 for the QP, and the budget's turns
- * and bytes for all that share it, whatever another client thread adds,
- * and paced as the QP's sends always are (a destroy is no way past a
- * bandwidth limit).  Waits (RNR, a claim the library holds, an ACK, the
- * rate) end it too.  False: the QP has no more turns.
+ * and bytes for all that share it (its own direct ring's SENDs, which
+ * run_sq places first, among them), whatever another client thread
+ * adds, and paced as the QP's sends always are (a destroy is no way past
+ * a bandwidth limit).  Waits (RNR, a claim the library holds, an ACK,
+ * the rate) end it too.  False: the QP has no more turns.
  */
-bool ibvd_eng_finish_turn(struct ibvd_qp *qp, uint32_t head0, bool first,
-			  struct ibvd_finish_budget *budget)
+static bool send_turn(struct ibvd_finishing *f,
+		      struct ibvd_finish_budget *budget)
 {
-	uint64_t done, moved;
+	struct ibvd_qp *qp = f->qp;
+	struct ibvd_engine *eng = ibvd_eng_of(qp);
+	uint64_t done, moved, placed;
 	int64_t depth;
 
 	if (!budget->turns || !budget->bytes)
 		return false;
 	/* a ring's worth of WQEs, however many a turn retires (a head put
 	 * back by a claim's sync ends it too) */
-	if (eng_qp_state(qp) != IBV_QPS_RTS || qp->sq_head - head0 >= qp->sq.nslots)
+	if (eng_qp_state(qp) != IBV_QPS_RTS ||
+	    qp->sq_head - f->head0 >= qp->sq.nslots)
 		return false;
 	depth = sq_depth(qp);
-	if (depth < 0 || (depth == 0 && (!first || !qp->direct)))
+	if (depth < 0 || (depth == 0 && (!f->first || !qp->direct)))
 		return false;
 	done = qp->wqe_done;
 	budget->turns--;
-	moved = run_sq(ibvd_eng_of(qp), qp, true);
-	budget->bytes -= moved < budget->bytes ? moved : budget->bytes;
+	/* the objects lock is held for writing: no pass counts meanwhile */
+	placed = eng->direct_bytes;
+	moved = run_sq(eng, qp, true);
+	charge(budget, moved + eng->direct_bytes - placed);
 	return sq_depth(qp) < depth || qp->wqe_done != done;
+}
+
+bool ibvd_eng_finish_turn(struct ibvd_finishing *f,
+			  struct ibvd_finish_budget *budget)
+{
+	if (f->taking)
+		f->taking = take_turn(f, budget);
+	if (f->sending)
+		f->sending = send_turn(f, budget);
+	f->first = false;
+	return f->taking || f->sending;
 }
 
 void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
@@ -749,16 +790,21 @@ void ibvd_engine_qp_finish_sends(struct ibvd_qp *qp)
 		.bytes = ENG_FINISH_BYTES,
 		.turns = qp->sq.nslots + ENG_FINISH_BYTES / ibvd_eng_turn_bytes,
 	};
-	bool first = true;
-	uint32_t head0;
+	struct ibvd_finishing f;
 
-	if (!ibvd_eng_finish_begin(qp))
+	if (!ibvd_eng_finish_begin(qp, &f))
 		return;
-	head0 = qp->sq_head;
+	/*
+	 * A destroy's take from the peer's ring has its own bound (what it
+	 * holds now, direct.c), apart from the SQ's budget.
+	 */
+	if (f.taking)
+		ibvd_eng_direct_take_last(ibvd_eng_of(qp), qp);
+	f.taking = false;
 	/* no pass runs meanwhile: this destroy has a pass's claim allowance */
 	ibvd_eng_of(qp)->claim_wait_left = ENG_CLAIM_WAIT_NS;
-	while (ibvd_eng_finish_turn(qp, head0, first, &budget))
-		first = false;
+	while (ibvd_eng_finish_turn(&f, &budget))
+		;
 }
 
 static void turn_done(struct ibvd_qp *qp)

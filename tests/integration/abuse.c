@@ -77,6 +77,14 @@
 	process exits: what its context's teardown still runs is bounded for
 	the context, not for each QP (abuse.sh counts the engine's bytes), and
 	the small WRITE lands all the same (full_sq_exit()).
+ *   abuse-helper full-direct-exit
+ *	48 direct pairs, each with its transit ring full of 64 KiB SENDs
+ *	(960 KiB) towards a child that posted receives for them and never
+ *	polls, and one more on which the child sends 8 bytes, then the child
+ *	exits: its context's teardown takes 16 MiB of the rings in all, not
+ *	each ring whole (abuse.sh counts the engine's direct_bytes; the
+ *	parent counts its SENDs taken, the rest failing as to a QP that
+ *	went), and the 8 bytes land all the same (full_direct_exit()).
  *   abuse-helper srq-forged-claim
  *	UD QPs on an SRQ whose claim word the client set to ENGINE, flooded
  *	(srq_forged_claim()).
@@ -1512,6 +1520,212 @@ static int full_sq_exit(void)
 }
 
 /*
+ * The same budget covers the direct rings towards the going context's
+ * QPs: DX_PAIRS direct pairs, the parent's side sending, each with a
+ * transit ring full of SENDs (DX_MSGS of DX_LEN) towards the child's
+ * side, which posted receives for all and never polled; the child exits.
+ * Its teardown took each ring whole before, about 45 MiB; now the
+ * context's 16 MiB in all, a turn at a time for each QP, so that the
+ * child's last small SEND, on its last QP, reaches the parent all the
+ * same.  The parent sees its SENDs taken in order and the rest fail, as
+ * SENDs to a QP that went do.
+ */
+#define DX_PAIRS	48u
+/* 14 x (64 KiB and a header) fit a ring */
+#define DX_MSGS		14u
+#define DX_LEN		(64u << 10)
+#define DX_SLACK	(1u << 20)	/* past the budget: a turn's excess */
+#define DX_SMALL	0x5a5a1e57d1ec7001ull
+
+struct dx_shared {
+	struct vt_addr child[DX_PAIRS + 1], parent[DX_PAIRS + 1];
+	int step;	/* 1: child's QPs made, 2: parent's connected,
+			 * 3: child's connected, 4: parent's SENDs posted */
+};
+
+static void dx_wait(volatile struct dx_shared *sh, int step, pid_t child)
+{
+	long t0 = vt_now_ms();
+	int st = 0;
+
+	while (sh->step < step) {
+		vt_assert(vt_now_ms() - t0 < vt_tmo_ms(), "waited for step %d",
+			  step);
+		vt_assert(!child || waitpid(child, &st, WNOHANG) == 0,
+			  "the child ended before step %d (status %#x)", step,
+			  st);
+		usleep(1000);
+	}
+}
+
+static void dx_qps(struct vt_dev *d, struct ibv_qp **qp, struct vt_addr *a,
+		   struct ibv_cq *scq, struct ibv_cq *rcq,
+		   const struct vt_qp_opts *o)
+{
+	uint32_t q;
+
+	for (q = 0; q <= DX_PAIRS; q++) {
+		qp[q] = vt_qp(d, scq, rcq, o);
+		vt_qp_addr(d, qp[q], o, &a[q]);
+	}
+}
+
+static void full_direct_exit_child(struct dx_shared *sh)
+{
+	struct vt_qp_opts o = { .max_send_wr = 16, .max_recv_wr = DX_MSGS + 1 };
+	struct ibv_qp *qp[DX_PAIRS + 1];
+	struct ibv_cq *scq, *rcq;
+	struct ibv_mr *buf;
+	struct vt_dev d;
+	uint32_t q, i;
+
+	vt_open(&d);
+	scq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+	rcq = ibv_create_cq(d.ctx, 1024, NULL, NULL, 0);
+	vt_assert(scq && rcq, "ibv_create_cq: %s", strerror(errno));
+	/* a memfd: the daemon reaches it once the process is gone */
+	buf = vt_reg_memfd(d.pd, 4096 + DX_LEN, VT_ACCESS_ALL, "abuse-dx-recv");
+	*(uint64_t *)buf->addr = DX_SMALL;
+	dx_qps(&d, qp, sh->child, scq, rcq, &o);
+	__atomic_store_n(&sh->step, 1, __ATOMIC_RELEASE);
+	dx_wait(sh, 2, 0);
+	for (q = 0; q <= DX_PAIRS; q++)
+		vt_connect(&d, qp[q], &sh->parent[q], &o);
+	/* the pairs are made: the receives take the rings (all into one
+	 * buffer, as a receiver that never looks at them may) */
+	for (q = 0; q < DX_PAIRS; q++)
+		for (i = 0; i < DX_MSGS; i++)
+			vt_recv(qp[q], i, (uint8_t *)buf->addr + 4096, DX_LEN,
+				buf->lkey);
+	__atomic_store_n(&sh->step, 3, __ATOMIC_RELEASE);
+	dx_wait(sh, 4, 0);
+	/* on the ring, no doorbell: the parent waits for no event */
+	vt_send(qp[DX_PAIRS], 1, IBV_WR_SEND, 0, buf->addr, 8, buf->lkey, 0, 0);
+	vt_assert(vt_transit_maps() == (int)DX_PAIRS + 1,
+		  "the child has %d transit ring mappings", vt_transit_maps());
+	_exit(0);
+}
+
+/* Each QP's SENDs: taken in order, then failed; returns how many taken. */
+static uint32_t dx_sends(struct ibv_cq *scq, struct ibv_qp **qp)
+{
+	uint32_t taken[DX_PAIRS] = { 0 }, failed[DX_PAIRS] = { 0 };
+	uint32_t n, q, total = 0;
+	struct ibv_wc wc[64];
+	int k, j;
+
+	for (n = 0; n < DX_PAIRS * DX_MSGS; n += (uint32_t)k) {
+		k = vt_poll(scq, wc, 64, vt_tmo_ms());
+		vt_assert(k > 0, "%u of %u SENDs completed", n,
+			  DX_PAIRS * DX_MSGS);
+		for (j = 0; j < k; j++) {
+			q = (uint32_t)(wc[j].wr_id / DX_MSGS);
+			vt_assert(q < DX_PAIRS && wc[j].qp_num == qp[q]->qp_num,
+				  "a completion of wr_id %llu",
+				  (unsigned long long)wc[j].wr_id);
+			vt_assert(wc[j].wr_id % DX_MSGS == taken[q] + failed[q],
+				  "QP %u: SEND %llu out of order", q,
+				  (unsigned long long)wc[j].wr_id % DX_MSGS);
+			if (wc[j].status == IBV_WC_SUCCESS) {
+				vt_assert(!failed[q], "QP %u: a SEND taken "
+					  "after one failed", q);
+				taken[q]++;
+				continue;
+			}
+			/* the first nobody took, as a NIC's retries run out */
+			vt_assert(wc[j].status == (failed[q] ?
+						   IBV_WC_WR_FLUSH_ERR :
+						   IBV_WC_RETRY_EXC_ERR),
+				  "QP %u: SEND %u %s", q, taken[q] + failed[q],
+				  vt_status(wc[j].status));
+			failed[q]++;
+		}
+	}
+	for (q = 0; q < DX_PAIRS; q++)
+		total += taken[q];
+	return total;
+}
+
+static int full_direct_exit(void)
+{
+	struct vt_qp_opts o = { .max_send_wr = DX_MSGS + 1, .max_recv_wr = 4 };
+	struct ibv_qp *qp[DX_PAIRS + 1];
+	struct ibv_cq *scq, *rcq;
+	struct dx_shared *sh;
+	struct ibv_mr *src, *small;
+	struct ibv_wc wc;
+	struct vt_dev d;
+	uint32_t q, i, taken;
+	uint64_t moved;
+	long t0;
+	pid_t pid;
+	int st;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	vt_assert(sh != MAP_FAILED, "mmap: %s", strerror(errno));
+	memset(sh, 0, sizeof(*sh));
+	pid = fork();
+	vt_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		full_direct_exit_child(sh);
+	vt_open(&d);
+	scq = ibv_create_cq(d.ctx, 1024, NULL, NULL, 0);
+	rcq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+	vt_assert(scq && rcq, "ibv_create_cq: %s", strerror(errno));
+	src = vt_reg(d.pd, DX_LEN, VT_ACCESS_ALL);
+	small = vt_reg(d.pd, 4096, VT_ACCESS_ALL);
+	dx_qps(&d, qp, sh->parent, scq, rcq, &o);
+	dx_wait(sh, 1, pid);
+	for (q = 0; q <= DX_PAIRS; q++)
+		vt_connect(&d, qp[q], &sh->child[q], &o);
+	__atomic_store_n(&sh->step, 2, __ATOMIC_RELEASE);
+	dx_wait(sh, 3, pid);
+	vt_recv(qp[DX_PAIRS], 1, small->addr, 4096, small->lkey);
+	for (q = 0; q < DX_PAIRS; q++)
+		for (i = 0; i < DX_MSGS; i++)
+			vt_send(qp[q], q * DX_MSGS + i, IBV_WR_SEND,
+				IBV_SEND_SIGNALED, src->addr, DX_LEN, src->lkey,
+				0, 0);
+	vt_assert(vt_transit_maps() == (int)DX_PAIRS + 1,
+		  "the parent has %d transit ring mappings", vt_transit_maps());
+	/*
+	 * All in the rings, none taken.  The send CQ is left alone until the
+	 * child's QPs are gone: a poll that finds a SEND stalled asks the
+	 * engine to take the ring.
+	 */
+	__atomic_store_n(&sh->step, 4, __ATOMIC_RELEASE);
+	vt_assert(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+		  WEXITSTATUS(st) == 0, "the child failed (status %#x)", st);
+	t0 = vt_now_ms();
+	/*
+	 * The teardown is over once the engine broke every connection; only
+	 * then is the receive CQ polled (our library would place the child's
+	 * last SEND itself): the teardown placed it, or it is flushed.
+	 */
+	for (q = 0; q <= DX_PAIRS; q++)
+		while (vt_qp_state(qp[q]) != IBV_QPS_ERR) {
+			vt_assert(vt_now_ms() - t0 < vt_tmo_ms(), "QP %u: in "
+				  "state %d, its peer gone", q,
+				  vt_qp_state(qp[q]));
+			usleep(1000);
+		}
+	vt_expect_ok(rcq, &wc, 1, IBV_WC_RECV, "the child's last SEND");
+	vt_assert(wc.byte_len == 8 && *(uint64_t *)small->addr == DX_SMALL,
+		  "the child's last SEND: %u bytes, %#llx", wc.byte_len,
+		  (unsigned long long)*(uint64_t *)small->addr);
+	taken = dx_sends(scq, qp);
+	moved = (uint64_t)taken * DX_LEN;
+	vt_assert(moved <= (16u << 20) + DX_SLACK, "the child's teardown took "
+		  "%u SENDs, %llu bytes", taken, (unsigned long long)moved);
+	printf("full-direct-exit: %u direct pairs with %u SENDs of %u KiB "
+	       "each in their rings, the receiver gone: %u taken (%llu bytes), "
+	       "the rest failed, and its last 8 bytes landed\n", DX_PAIRS,
+	       DX_MSGS, DX_LEN >> 10, taken, (unsigned long long)moved);
+	return 0;
+}
+
+/*
  * A QP in error whose client fills its SQ, 4,096 WQEs at once: the
  * engine flushes them a share a turn, not all in one (abuse.sh counts
  * the turns), and every one completes, in order, as flushed.
@@ -1981,6 +2195,8 @@ int main(int argc, char **argv)
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-exit"))
 		return full_sq_exit();
+	if (argc == 2 && !strcmp(argv[1], "full-direct-exit"))
+		return full_direct_exit();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
 		return overlap();
 	if (argc == 2 && !strcmp(argv[1], "err-flush"))
@@ -1996,6 +2212,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-direct-exit | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }

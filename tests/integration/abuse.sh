@@ -15,7 +15,9 @@
 # 16 MiB of them at most: the engine's bytes), a process that exits
 # with 8 such QPs and one with a last 8-byte WRITE (its context's
 # teardown runs 16 MiB in all, the 8 bytes among them, and another
-# tenant is served after), a QP in error whose SQ
+# tenant is served after), one that exits with 48 direct rings full
+# towards it (its teardown takes 16 MiB of them in all: the engine's
+# direct_bytes), a QP in error whose SQ
 # fills with 4,096 WQEs at once (flushed 256 a turn: the engine's
 # turns), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
@@ -38,13 +40,14 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,full-direct-exit,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
 	parked=$(engine_count ud_parked)
 	ibvctl statistic show engine >"$O/engine.before" 2>&1
 	bytes=$(engine_count bytes)
+	direct=$(engine_count direct_bytes)
 	turns=$(engine_count turns)
 	purged=$(engine_count purge_slots)
 	# the 64 MiB SEND the SRQ cases interrupt: a second at 64 MB/s, so
@@ -158,12 +161,17 @@ for mode in "${modes[@]}"; do
 	# teardown runs 16 MiB of them in all (16 MiB each before: 128 MiB)
 	[ "$mode" != full-sq-exit ] || [ "$bytes" -le $((17 << 20)) ] ||
 		fail "$mode: the context's teardown moved $bytes bytes"
-	if [ "$mode" = full-sq-exit ]; then
+	# 48 direct rings of 960 KiB towards the child: its teardown takes
+	# 16 MiB of them in all (each ring whole before: 45 MiB)
+	direct=$(($(engine_count direct_bytes) - direct))
+	[ "$mode" != full-direct-exit ] || [ "$direct" -le $((17 << 20)) ] ||
+		fail "$mode: the context's teardown placed $direct bytes from direct rings"
+	if [ "$mode" = full-sq-exit ] || [ "$mode" = full-direct-exit ]; then
 		# another tenant, served afterwards
 		run_ours "$USER2" "$HELPER" overlap >"$O/other" 2>&1 ||
 			{ show "abuse-helper overlap as $USER2" "$O/other"; fail "$mode: another tenant's WRITE"; }
 	fi
-	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times, $bytes bytes moved, $turns turns)"
+	ok "$(tail -n 1 "$O/abuse") (claim waited out $waits times, $bytes bytes moved, $direct from direct rings, $turns turns)"
 done
 
 nothing_left "after the abusers left"

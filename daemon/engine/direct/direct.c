@@ -544,7 +544,7 @@ static enum eng_resp place_message(struct ibvd_engine *eng,
 		r = ibvd_eng_write_imm_claimed(eng, src, target, req);
 	else
 		r = ibvd_eng_deliver_send_claimed(eng, src, target, req);
-	/* what ibvctl statistic shows */
+	/* ibvctl statistic shows it, a teardown charges it (direct_take) */
 	if (r == RESP_OK)
 		eng_count(&eng->direct_bytes, req->length);
 	return r;
@@ -912,36 +912,60 @@ static uint64_t last_cells(const struct ibvd_qp *src)
 	return produced - consumed > d->ncells ? consumed + d->ncells : produced;
 }
 
-void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp)
+bool ibvd_eng_direct_last_end(const struct ibvd_qp *qp, uint64_t *end)
 {
 	struct ibvd_qp *peer = qp->direct ? qp->direct->qp[!qp->direct_side] :
 					    NULL;
+
+	if (!peer || ring_empty(peer, &peer->direct->ring[peer->direct_side]))
+		return false;
+	/*
+	 * Only what the peer's ring holds now, at most a ring past what is
+	 * taken: the peer's library may go on filling it as fast as we take,
+	 * to keep every tenant waiting.  (Not a cap on sender_produced: our
+	 * own library may be taking past it meanwhile, and a `consumed` past
+	 * the count it is read against would look impossible.)
+	 */
+	*end = last_cells(peer);
+	return true;
+}
+
+bool ibvd_eng_direct_take(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			  uint64_t end, uint64_t *placed)
+{
+	struct ibvd_qp *peer = qp->direct ? qp->direct->qp[!qp->direct_side] :
+					    NULL;
+	uint64_t before = eng->direct_bytes;
 	const struct ibvd_transit *ring;
+	enum eng_drain res;
 	uint8_t rnr_timer;
-	unsigned int turns;
-	uint64_t end;
 
 	if (!peer)
-		return;
+		return false;
 	ring = &peer->direct->ring[peer->direct_side];
+	res = ibvd_eng_direct_drain(eng, peer, false, &rnr_timer);
+	/* the objects lock is held for writing: no pass counts meanwhile */
+	*placed += eng->direct_bytes - before;
 	/*
-	 * Each DRAIN_MORE placed a budget's worth; a claim our own library
-	 * holds (another of its threads polling) is let go of soon.  Both
-	 * bounded, since the control thread waits meanwhile: only what the
-	 * peer's ring holds now, at most a ring past what is taken, and one
-	 * budget more.  The peer's library may go on filling it as fast as
-	 * we take, to keep every tenant waiting on this destroy.  (Not a cap
-	 * on sender_produced: our own library may be taking past it
-	 * meanwhile, and a `consumed` past the count it is read against
-	 * would look impossible.)
+	 * DRAIN_MORE placed a turn's worth; a claim our own library holds
+	 * (another of its threads polling) is let go of soon.
 	 */
-	end = last_cells(peer);
-	for (turns = 0; turns < DIRECT_LAST_TURNS; turns++) {
-		enum eng_drain res = ibvd_eng_direct_drain(eng, peer, false,
-							   &rnr_timer);
+	return (res == DRAIN_MORE || res == DRAIN_BUSY) &&
+	       ring_consumed(peer, ring) < end;
+}
 
-		if ((res != DRAIN_MORE && res != DRAIN_BUSY) ||
-		    ring_consumed(peer, ring) >= end)
+void ibvd_eng_direct_take_last(struct ibvd_engine *eng, struct ibvd_qp *qp)
+{
+	uint64_t end, placed = 0;
+	unsigned int turns;
+
+	/*
+	 * Bounded, since the control thread waits meanwhile: what the peer's
+	 * ring held when we began, and one turn's bytes more.
+	 */
+	if (!ibvd_eng_direct_last_end(qp, &end))
+		return;
+	for (turns = 0; turns < DIRECT_LAST_TURNS; turns++)
+		if (!ibvd_eng_direct_take(eng, qp, end, &placed))
 			break;
-	}
 }
