@@ -521,15 +521,16 @@ START_TEST(write_imm_bad_key_waits_for_receive)
 	vt_expect_none(f.p.rcq[1], 0, "no receive posted yet");
 	vt_recv(f.p.qp[1], 4, BUF(f.b), 64, f.b->lkey);
 	vt_expect_wc(f.p.scq[0], &wc, 3, IBV_WC_REM_ACCESS_ERR, "sender");
-	vt_expect_wc(f.p.rcq[1], &wc, 4, IBV_WC_WR_FLUSH_ERR, "receiver");
+	vt_expect_wc(f.p.rcq[1], &wc, 4, IBV_WC_LOC_ACCESS_ERR, "receiver");
 	fx_free(&f);
 }
 END_TEST
 
 /*
  * A WRITE_WITH_IMM the receiver may not take fails as a responder fails
- * it, ring or not: the sender gets REM_ACCESS_ERR, the receiver's QP
- * goes to ERR (its receive flushed), and not a byte lands.  bad: 0 a key
+ * it, ring or not: the sender gets REM_ACCESS_ERR, the receive it took
+ * completes with LOC_ACCESS_ERR (ibv_poll_cq(3)) as the receiver's QP
+ * goes to ERR, and not a byte lands.  bad: 0 a key
  * nobody has, 1 past the MR's end, 2 an MR without remote write, 3 a
  * receiving QP without remote write in its access flags, 4 the same with
  * no bytes (which checks no key, but the QP's rights all the same).
@@ -562,7 +563,7 @@ static void write_imm_refused(int bad)
 	vt_send(f.p.qp[0], 8, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
 		BUF(f.a), bad == 4 ? 0 : 64, f.a->lkey, raddr, rkey);
 	vt_expect_wc(f.p.scq[0], &wc, 8, IBV_WC_REM_ACCESS_ERR, "sender");
-	vt_expect_wc(f.p.rcq[1], &wc, 7, IBV_WC_WR_FLUSH_ERR, "receiver");
+	vt_expect_wc(f.p.rcq[1], &wc, 7, IBV_WC_LOC_ACCESS_ERR, "receiver");
 	vt_expect_byte(BUF(f.b) + 2 * LEN - 8, 8, 0, "nothing past the MR");
 	vt_expect_byte(BUF(f.b), 64, 0, "nothing written");
 	vt_expect_byte(BUF(ro), 64, 0, "nothing in the read-only MR");
@@ -646,7 +647,7 @@ START_TEST(write_imm_key_gone_elsewhere)
 	vt_send(f.p.qp[0], 2, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SIGNALED,
 		BUF(f.a), 64, f.a->lkey, (uintptr_t)victim->addr, victim->rkey);
 	/* the receiver polls first: its library would place it now */
-	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_WR_FLUSH_ERR, "receiver");
+	vt_expect_wc(f.p.rcq[1], &wc, 1, IBV_WC_LOC_ACCESS_ERR, "receiver");
 	vt_expect_wc(f.p.scq[0], &wc, 2, IBV_WC_REM_ACCESS_ERR,
 		     "a WRITE by a key another member deregistered");
 	vt_expect_byte(victim->addr, 64, 0, "nothing written");
