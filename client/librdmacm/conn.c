@@ -236,8 +236,11 @@ static int accept_id(struct cma_id *cid, struct rdma_conn_param *p)
 		if (ret < 0)
 			return ret;
 	}
-	ret = param_msg(cid, p, false, ud ? CMA_PDATA_SIDR_REP : CMA_PDATA_REP,
-			&param);
+	/*
+	 * Private data longer than the reply carries is the daemon's to
+	 * refuse: as the kernel's rdma_accept, it rejects the request too.
+	 */
+	ret = param_msg(cid, p, false, UINT8_MAX, &param);
 	if (ret < 0)
 		return ret;
 	param.responder_resources = resp;

@@ -821,6 +821,47 @@ static bool sidr_orphan(struct ibvd_cm_id *id)
 	return true;
 }
 
+/*
+ * The passive side refuses what it has not yet confirmed (a request, or
+ * the one it accepted while the RTU has not come): the requester hears
+ * REJECTED (RC/UC) or UNREACHABLE (UD) with pdata.
+ */
+static void refuse_request(struct ibvd_cm_id *id, int32_t reason,
+			   const uint8_t *pdata, size_t len)
+{
+	struct ibvd_cm_id *peer = id->peer;
+
+	cm_pending_leave(id);
+	if (!peer) {
+		cm_wire_reject(id, (uint16_t)reason, pdata, len);
+		id->phase = CM_PH_CLOSED;
+		return;
+	}
+	unlink_peers(id);
+	id->phase = CM_PH_CLOSED;
+	cm_refuse_active(peer, reason, CM_SIDR_REJECT, pdata, len);
+}
+
+/*
+ * An accept whose private data the REP (or SIDR REP) cannot carry fails
+ * as the kernel's rdma_accept does once it has sent nothing: it rejects
+ * the request (consumer defined, no private data), so a second accept
+ * finds nothing to accept.  The library's own checks (resources above
+ * the device's, the QP's moves) fail before and leave the request open.
+ */
+static int accept_unsendable(struct ibvd_call *call, struct ibvd_cm_id *id,
+			     const Ibvd__CmConnParam *m)
+{
+	size_t max = cm_is_ud(id) ? CM_PDATA_SIDR_REP : CM_PDATA_REP;
+
+	if (!m || m->private_data.len <= max)
+		return 0;
+	refuse_request(id, CM_REJ_CONSUMER_DEFINED, NULL, 0);
+	return ibvd_call_error(call, -EINVAL,
+			       "%zu bytes of private data, at most %zu: request rejected",
+			       m->private_data.len, max);
+}
+
 int ibvd_req_cm_accept(struct ibvd_call *call)
 {
 	const Ibvd__CmConnect *req = (const Ibvd__CmConnect *)call->msg;
@@ -835,6 +876,9 @@ int ibvd_req_cm_accept(struct ibvd_call *call)
 	if (id->phase != CM_PH_REQ_RCVD || (!id->peer && !id->wire))
 		return ibvd_call_error(call, -EINVAL,
 				       "the id has no request to accept");
+	ret = accept_unsendable(call, id, req->param);
+	if (ret < 0)
+		return ret;
 	ret = conn_param(call, id, req->param,
 			 cm_is_ud(id) ? CM_PDATA_SIDR_REP : CM_PDATA_REP, &p);
 	if (ret < 0)
@@ -871,7 +915,7 @@ int ibvd_req_cm_accept(struct ibvd_call *call)
 int ibvd_req_cm_reject(struct ibvd_call *call)
 {
 	const Ibvd__CmReject *req = (const Ibvd__CmReject *)call->msg;
-	struct ibvd_cm_id *id = cm_id_get(call, req->id), *peer;
+	struct ibvd_cm_id *id = cm_id_get(call, req->id);
 	int32_t reason = req->reason ? (int32_t)req->reason :
 				       CM_REJ_CONSUMER_DEFINED;
 	size_t max;
@@ -900,25 +944,16 @@ int ibvd_req_cm_reject(struct ibvd_call *call)
 		return ibvd_call_error(call, -EINVAL,
 				       "%zu bytes of private data, at most %zu",
 				       req->private_data.len, max);
-	peer = id->peer;
-	cm_pending_leave(id);
-	if (!peer) {
-		cm_wire_reject(id, (uint16_t)reason, req->private_data.data,
-			       req->private_data.len);
-		id->phase = CM_PH_CLOSED;
-		return ibvd_call_reply(call, NULL, NULL, 0);
-	}
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	if (id->phase == CM_PH_REP_RCVD) {
+		cm_pending_leave(id);
 		refuse_reply(id, reason, req->private_data.data,
 			     req->private_data.len);
 		return ret;
 	}
-	unlink_peers(id);
-	id->phase = CM_PH_CLOSED;
-	cm_refuse_active(peer, reason, CM_SIDR_REJECT, req->private_data.data,
-			 req->private_data.len);
+	refuse_request(id, reason, req->private_data.data,
+		       req->private_data.len);
 	return ret;
 }
 

@@ -1576,24 +1576,17 @@ START_TEST(connect_params)
 	ck_ok(rdma_ack_cm_event(ev));
 
 	default_qp(p.server, IBV_QPT_RC);
-	/* accept: the same limits, and a REP's 196 bytes */
+	/*
+	 * accept: the same limits, the request still open after them (the
+	 * REP's 196 bytes: accept_private_data_rejects)
+	 */
 	cp.private_data = NULL;
-	cp.private_data_len = 0;
 	cp.initiator_depth = 1;
 	cp.responder_resources = (uint8_t)(a.max_qp_rd_atom + 1);
 	if (a.max_qp_rd_atom < 0xfe)
 		ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
-	{
-		char big[PDATA_REP + 1];
-
-		memset(big, 'y', sizeof(big));
-		cp.responder_resources = 1;
-		cp.private_data = big;
-		cp.private_data_len = sizeof(big);
-		ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
-		cp.private_data = NULL;
-		cp.private_data_len = 10;	/* no data: none sent */
-	}
+	cp.responder_resources = 1;
+	cp.private_data_len = 10;	/* no data: none sent */
 	cp.flow_control = 0;	/* the REP's own, not the REQ's */
 	ck_ok(rdma_accept(p.server, &cp));
 	/* a REP carries no retry count: 0, as cma_set_rep_event_data leaves it */
@@ -1760,6 +1753,65 @@ START_TEST(reject_private_data)
 		ck_assert_int_eq(attr.qp_state, IBV_QPS_ERR);
 	}
 	ck_ok(rdma_destroy_id(child));
+	pair_free(&p);
+}
+END_TEST
+
+/*
+ * An accept whose private data is longer than the reply carries (a REP's
+ * 196 bytes, a SIDR REP's 136) fails EINVAL and, as the kernel's
+ * rdma_accept once it has failed to send, rejects the request: the
+ * requester hears REJECTED 28 with no private data (UNREACHABLE for UD),
+ * and a second accept that would fit finds nothing to accept.
+ */
+START_TEST(accept_private_data_rejects)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	char big[PDATA_REP + 1];
+	struct rdma_cm_event *ev;
+
+	memset(big, 'y', sizeof(big));
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	default_qp(p.client, IBV_QPT_RC);
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	default_qp(p.server, IBV_QPT_RC);
+	cp.private_data = big;
+	cp.private_data_len = sizeof(big);
+	ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
+	ev = expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client);
+	ck_assert_msg(ev->status == REJ_CONSUMER, "REJECTED status %d, want %d",
+		      ev->status, REJ_CONSUMER);
+	ck_pdata(ev->param.conn.private_data, ev->param.conn.private_data_len,
+		 "", 0, PDATA_REJ, "REJECTED");
+	ck_ok(rdma_ack_cm_event(ev));
+	cp.private_data_len = PDATA_REP;
+	ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
+	expect_quiet(p.cch, 200, "after the second accept");
+	expect_quiet(p.sch, 200, "the refusing side");
+	pair_free(&p);
+
+	/* UD: SIDR REP's 136 bytes */
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_UDP);
+	default_qp(p.client, IBV_QPT_UD);
+	cp.private_data = NULL;
+	cp.private_data_len = 0;
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	default_qp(p.server, IBV_QPT_UD);
+	cp.private_data = big;
+	cp.private_data_len = 137;
+	ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
+	ev = expect(p.cch, RDMA_CM_EVENT_UNREACHABLE, p.client);
+	ck_ok(rdma_ack_cm_event(ev));
+	cp.private_data_len = 136;
+	ck_fails_with(rdma_accept(p.server, &cp), EINVAL);
+	expect_quiet(p.cch, 200, "after the second UD accept");
 	pair_free(&p);
 }
 END_TEST
@@ -3624,7 +3676,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
-		T(reject_private_data), T(reject_ece), T(reject_after_accept),
+		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
 		T(qp_destroyed_before_the_reply),
