@@ -27,3 +27,7 @@ EXTRA_DIST += tests/interop/datapath-probe tests/interop/datapath-probe.c \
 # tests/interop/cm-probe.sh: cm-probe.c's librdmacm and rsockets corner
 # cases in that guest and against the build's daemon, diffed; by hand.
 EXTRA_DIST += tests/interop/cm-probe.sh tests/interop/cm-probe.c
+# tests/interop/rxe --wire-probe: wire-probe.c's error cases with the
+# requester on one end and the responder on the other, rxe0 and roce0
+# across and each alone (a report, not a test).
+EXTRA_DIST += tests/interop/wire-probe.c tests/interop/wire-probe.sh
