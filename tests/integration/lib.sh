@@ -275,14 +275,12 @@ daemon_start() {
 	DAEMON_PID=$!
 }
 
-# daemon_fds_settled [PID]: the daemon's open fds, counted once the count
-# has held for 0.3 s (5 s at most).  After requests the control thread fills
-# a pool of spare socket pairs while it is idle (daemon/verbs/channel.c), so
-# a baseline counted right after the first requests may miss part of it.
-daemon_fds_settled() {
-	local fd_dir=/proc/${1:-$DAEMON_PID}/fd n last=-1 same=0 i
+# settled_count CMD...: CMD's output (a count), once it has held for 0.3 s
+# (5 s at most).
+settled_count() {
+	local n last=-1 same=0 i
 	for i in $(seq 50); do
-		n=$(find "$fd_dir" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+		n=$("$@")
 		if [ "$n" -eq "$last" ]; then
 			same=$((same + 1))
 			[ "$same" -ge 3 ] && break
@@ -293,6 +291,24 @@ daemon_fds_settled() {
 		sleep 0.1
 	done
 	printf '%s\n' "$n"
+}
+
+# The open fds and the maps of process PID.
+pid_fd_count() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+pid_map_count() { wc -l <"/proc/$1/maps" 2>/dev/null || echo 0; }
+
+# daemon_fds_settled [PID]: the daemon's open fds, counted once the count
+# has held for 0.3 s (5 s at most).  After requests the control thread fills
+# a pool of spare socket pairs while it is idle (daemon/verbs/channel.c), so
+# a baseline counted right after the first requests may miss part of it.
+daemon_fds_settled() {
+	settled_count pid_fd_count "${1:-$DAEMON_PID}"
+}
+
+# daemon_maps_settled [PID]: the daemon's maps, counted the same way (its
+# threads' stacks come as they start, shortly after it is ready).
+daemon_maps_settled() {
+	settled_count pid_map_count "${1:-$DAEMON_PID}"
 }
 
 # True while PID exists and is not a zombie.

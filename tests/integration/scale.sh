@@ -46,8 +46,8 @@ qps() {
 print(sum(d.get("qp", 0) for d in json.load(open(sys.argv[1]))))' "$O/res"
 }
 
-base_maps=$(maps)
 base_fds=$(daemon_fds_settled)
+base_maps=$(daemon_maps_settled)
 log "daemon before: $base_maps maps, $base_fds fds"
 
 # start NAME UID N: a helper reading its go-ahead lines from fifo $O/NAME.in
