@@ -250,6 +250,19 @@ void cm_send_disconnected(struct ibvd_cm_id *id, int status)
 	start_timewait(id);
 }
 
+/*
+ * The other side ended the connection (its DREQ, or its death).  As in
+ * the kernel, whose CM sends the DREP when the app calls rdma_disconnect
+ * and only then enters timewait, TIMEWAIT_EXIT waits for that call.
+ */
+void cm_peer_disconnected(struct ibvd_cm_id *id)
+{
+	id->phase = CM_PH_CLOSED;
+	id->state = CM_DISCONNECT;
+	id->timewait_owed = true;
+	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+}
+
 /* y's peer vanished (destroyed, or its process died): what y hears. */
 static void peer_lost(struct ibvd_cm_id *y)
 {
@@ -280,7 +293,7 @@ static void peer_lost(struct ibvd_cm_id *y)
 				CM_REJ_CONSUMER_DEFINED, NULL, 0, CM_PDATA_REJ);
 		break;
 	case CM_PH_ESTABLISHED:
-		cm_send_disconnected(y, 0);
+		cm_peer_disconnected(y);
 		break;
 	case CM_PH_NONE:
 	case CM_PH_CLOSED:
@@ -1002,6 +1015,11 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 		if (ret < 0)
 			return ret;
 	}
+	/* The peer's DREQ came first: this is our DREP, timewait follows. */
+	if (id->timewait_owed) {
+		id->timewait_owed = false;
+		start_timewait(id);
+	}
 	/* Before the REP, or after the end, a DREQ has nothing to do. */
 	if (!connected(id->phase))
 		return 0;
@@ -1015,7 +1033,7 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
 	/* The peer's DREQ, then our DREP. */
 	if (peer && connected(peer->phase))
-		cm_send_disconnected(peer, 0);
+		cm_peer_disconnected(peer);
 	if (peer || !id->wire)
 		cm_send_disconnected(id, 0);
 	return ret;

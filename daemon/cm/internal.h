@@ -212,6 +212,8 @@ struct ibvd_cm_id {
 
 	/* the connection */
 	enum cm_phase phase;
+	bool timewait_owed;		/* the peer disconnected: TIMEWAIT_EXIT
+					 * after our own rdma_disconnect */
 	bool active;			/* it sent the request */
 	bool confirm_reply;		/* moves own_qp and sends the RTU itself */
 	struct ibvd_cm_id *peer;	/* the other end, while linked */
@@ -435,6 +437,7 @@ void cm_refuse_active(struct ibvd_cm_id *a, int32_t rej_reason,
 void cm_send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
 		     const uint8_t *pdata, size_t len, size_t full);
 void cm_send_disconnected(struct ibvd_cm_id *id, int status);
+void cm_peer_disconnected(struct ibvd_cm_id *id);
 void cm_pending_leave(struct ibvd_cm_id *id);
 /* The event socket's reader: CM_TAKEN frees a request's backlog slot. */
 void cm_taken_cb(int fd, short what, void *arg);

@@ -1192,7 +1192,7 @@ static void on_dreq(const struct ibvd_mad *in, const struct ibcm_msg *m)
 	if (!is_connected(w->id->phase))
 		return;
 	wire_settle(w);
-	cm_send_disconnected(w->id, 0);
+	cm_peer_disconnected(w->id);
 }
 
 /*

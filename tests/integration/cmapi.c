@@ -1629,6 +1629,29 @@ START_TEST(disconnect_timewait)
 }
 END_TEST
 
+/*
+ * The survivor of a disconnect gets TIMEWAIT_EXIT only after its own
+ * rdma_disconnect (its DREP), as on the kernel's rdma_cm: an app that
+ * destroys its id at DISCONNECTED never sees one.
+ */
+START_TEST(disconnect_timewait_owed)
+{
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.server);
+	/* the server's timewait is over, the client's has not begun */
+	expect_quiet(p.cch, 500, "TIMEWAIT_EXIT before the survivor's rdma_disconnect");
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.client);
+	pair_free(&p);
+}
+END_TEST
+
 /* Nobody listens: REJECTED (status 8, invalid service ID), or
  * ECONNREFUSED synchronously. */
 /* An RC QP on the resolved id, a request nobody takes: REJECTED, id gone. */
@@ -3675,7 +3698,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(getaddrinfo_api),
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
-		T(disconnect_timewait), T(connect_no_listener), T(ib_path_option),
+		T(disconnect_timewait), T(disconnect_timewait_owed), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
@@ -3856,6 +3879,24 @@ static int peer(int argc, char **argv)
 	printf("event: %s status %d after %ld ms\n", rdma_event_str(ev->event), ev->status,
 	       vt_now_ms() - t0);
 	rdma_ack_cm_event(ev);
+	/*
+	 * CMAPI_TIMEWAIT=MS: the peer ended it, so TIMEWAIT_EXIT waits for
+	 * our own rdma_disconnect (the DREP), as on the kernel's rdma_cm:
+	 * nothing in MS (longer than the daemon's timewait), then it.
+	 */
+	if (getenv("CMAPI_TIMEWAIT")) {
+		if (readable(ch->fd, atoi(getenv("CMAPI_TIMEWAIT")))) {
+			ev = peer_event(ch, 0);
+			printf("before rdma_disconnect: %s\n", rdma_event_str(ev->event));
+			rdma_ack_cm_event(ev);
+		} else {
+			printf("before rdma_disconnect: quiet\n");
+		}
+		rdma_disconnect(conn);
+		ev = peer_event(ch, ev_ms());
+		printf("after rdma_disconnect: %s\n", rdma_event_str(ev->event));
+		rdma_ack_cm_event(ev);
+	}
 	/* the library and the daemon must still be usable for teardown
 	 * (the daemon may be gone: DEVICE_REMOVAL) */
 	rdma_disconnect(conn);

@@ -355,6 +355,33 @@ wait_exit "$cpid" 10 || fail "the connecting peer did not stop"
 wait_exit "$lpid" 10 || { show listener "$O/acktmo/listen.out"; fail "the listener did not see the end"; }
 ok "active timeout 14, passive 16"
 
+# The survivor of a connection whose other end died (its DREQ across)
+# gets DISCONNECTED, and TIMEWAIT_EXIT only after its own rdma_disconnect,
+# as on the kernel's rdma_cm, whose CM sends the DREP then (nothing for
+# 1.5 s, longer than the daemon's 1 s timewait).
+check "a DREQ across: the survivor's TIMEWAIT_EXIT waits for its rdma_disconnect"
+mkdir -p "$O/tw" && chmod 777 "$O/tw"	# both uids write their .info there
+ns_debian "$NSA" "$USER1" "$SOCK_A" env CMAPI_TIMEWAIT=1500 "$T/bin/cmapi-helper" peer listen 7061 \
+	"$O/tw" >"$O/tw/listen.out" 2>&1 &
+lpid=$!
+BG_PIDS+=("$lpid")
+cm_listening "$SOCK_A" 7061 "$lpid" || { show listener "$O/tw/listen.out"; fail "the listener never listened"; }
+ns_debian "$NSB" "$USER2" "$SOCK_B" "$T/bin/cmapi-helper" peer connect "$IPA" 7061 "$O/tw" \
+	>"$O/tw/connect.out" 2>&1 &
+cpid=$!
+BG_PIDS+=("$cpid")
+for _ in $(seq $((TMO * 10))); do
+	grep -q '^established' "$O/tw/listen.out" && grep -q '^established' "$O/tw/connect.out" && break
+	sleep 0.1
+done
+term_bg "$cpid"
+wait_exit "$cpid" 10 || fail "the connecting peer did not stop"
+wait_exit "$lpid" "$TMO" || { show listener "$O/tw/listen.out"; fail "the listener did not see the end"; }
+expect_grep '^event: RDMA_CM_EVENT_DISCONNECTED ' "$O/tw/listen.out" "the survivor's DISCONNECTED"
+expect_grep '^before rdma_disconnect: quiet$' "$O/tw/listen.out" "no TIMEWAIT_EXIT before rdma_disconnect"
+expect_grep '^after rdma_disconnect: RDMA_CM_EVENT_TIMEWAIT_EXIT$' "$O/tw/listen.out" "TIMEWAIT_EXIT after it"
+ok "DISCONNECTED, then TIMEWAIT_EXIT only after the survivor's rdma_disconnect"
+
 # hold_listener PORT OUT: uid $USER1's listener on A that holds each
 # request it hears of (cmapi-helper peer hold), its output in OUT; HPID.
 hold_listener() {

@@ -211,6 +211,13 @@ void cm_send_disconnected(struct ibvd_cm_id *id, int status)
 	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, status);
 }
 
+void cm_peer_disconnected(struct ibvd_cm_id *id)
+{
+	id->phase = CM_PH_CLOSED;
+	id->timewait_owed = true;
+	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+}
+
 void cm_send_refusal(struct ibvd_cm_id *id, uint32_t event, int32_t status,
 		     const uint8_t *pdata, size_t len, size_t full)
 {
