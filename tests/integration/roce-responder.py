@@ -49,7 +49,7 @@ import zlib
 ROCE_PORT = 4791
 MTU = 1024
 OP_SEND_ONLY, OP_WRITE_FIRST, OP_WRITE_LAST, OP_WRITE_ONLY = 0x04, 0x06, 0x08, 0x0A
-OP_WRITE_ONLY_IMM = 0x0B
+OP_WRITE_LAST_IMM, OP_WRITE_ONLY_IMM = 0x09, 0x0B
 OP_READ, OP_ACK, OP_ATOMIC_ACK, OP_FETCH_ADD = 0x0C, 0x11, 0x12, 0x14
 READ_RESPONSES = (0x0D, 0x0E, 0x0F, 0x10)
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
@@ -218,6 +218,38 @@ def case_write_imm_key(w):
         fail("a WRITE with immediate and a wrong rkey was not NAKed, or landed")
     if wcs != ["8", "5"]:
         fail("its receive did not complete with LOC_ACCESS_ERR, then the next flushed: %r" % wcs)
+
+
+def case_write_imm_order(w):
+    """Where a WRITE with immediate meets its receive and its key, as rxe's
+    responder: a WRITE Only with Immediate and a wrong rkey, no receive
+    posted, is RNR NAKed (the receive comes first) and lands nothing; a
+    WRITE First with a wrong rkey is NAKed at once, before the Last with
+    Immediate that would take a receive, so both posted receives are
+    flushed (5), none completed LOC_ACCESS_ERR."""
+    h = Helper(IP_P, 0x123)
+    imm = struct.pack("!I", 0x12345678)
+    w.send(OP_WRITE_ONLY_IMM, h.qpn, 0, reth(h.addr + 128, h.rkey ^ 0x10000, 8) + imm,
+           b"K" * 8)
+    rnr = syndromes(w.recv(2, until=syndromes))
+    for off in (0, 64):
+        if h.cmd("recv %d 64" % off) != ["posted"]:
+            fail("could not post a receive")
+    w.send(OP_WRITE_FIRST, h.qpn, 0, reth(h.addr + 256, h.rkey ^ 0x10000, 2 * MTU),
+           b"F" * MTU, ack=0)
+    w.send(OP_WRITE_LAST_IMM, h.qpn, 1, imm, b"L" * MTU)
+    got = syndromes(w.recv(2, until=syndromes))
+    wcs = [wc.split()[4] for wc in srq_wcs(h)]
+    mem = h.dump(128, 8) + h.dump(256, 2 * MTU)
+    h.close()
+    print("no receive: %s; First refused: %s; receives' statuses %s" %
+          ([hex(s) for s in rnr], [hex(s) for s in got], wcs))
+    if not rnr or rnr[0] & 0xE0 != RNR_NAK:
+        fail("a WRITE Only with Immediate, wrong rkey, no receive: not RNR NAKed first")
+    if got[:1] != [NAK_ACCESS] or set(mem) & set(b"KFL"):
+        fail("a WRITE First with a wrong rkey was not NAKed, or something landed")
+    if wcs != ["5", "5"]:
+        fail("the receives after a refused WRITE First: %r, not both flushed" % wcs)
 
 
 def case_no_rd(w):

@@ -5,6 +5,8 @@
 #   write_past  a WRITE whose RETH runs past its MR lands nothing
 #   write_imm_key  a WRITE with immediate and a wrong rkey: NAKed, and
 #               the receive its immediate takes completes LOC_ACCESS_ERR
+#   write_imm_order  the receive comes before the key (none: RNR NAK);
+#               a First refused by its key is NAKed, no receive taken
 #   no_rd       max_dest_rd_atomic 0 refuses READs and atomics
 #   dup_read    2,000 copies of one 1 MiB READ are not all answered again
 #               (each is 1 MiB of work for the thread every QP shares)
@@ -97,6 +99,7 @@ ok "$replays of 2,000 answered again"
 
 responder send_grh "a SEND from the wire: its receive completion says IBV_WC_GRH, as rxe's"
 responder write_imm_key "a WRITE with immediate and a wrong rkey: NAKed, its receive LOC_ACCESS_ERR"
+responder write_imm_order "a WRITE with immediate: its receive before its key, a refused First NAKed before any"
 
 forged0=$(counter dropped_not_peer)
 responder spoof_self "a packet forged from the device's own address: dropped, the daemon answers on"
