@@ -214,14 +214,31 @@ static int note_finishing(uint32_t handle, enum ibvd_obj_kind kind,
 /*
  * A turn for each QP in order, then again for those that go on, as an
  * engine pass does, until the budget is spent: a QP's small last
- * message, sent or to be received, is not left behind the long ones of
- * the QPs before it.
+ * message, sent or to be received, is not left behind all of the long
+ * ones of the QPs before it.
  */
+/* Shorter send queues first; then by handle, for the same order each time. */
+static int by_queued(const void *a, const void *b)
+{
+	const struct ibvd_finishing *x = a, *y = b;
+
+	if (x->queued != y->queued)
+		return x->queued < y->queued ? -1 : 1;
+	return x->qp->handle < y->qp->handle ? -1 : x->qp->handle > y->qp->handle;
+}
+
 static void finish_round_robin(struct finish_list *l,
 			       struct ibvd_finish_budget *budget)
 {
 	size_t i, kept;
 
+	/*
+	 * The shortest queues first: a first round of long WQEs (a chunk
+	 * each) spends the budget by about 128 such QPs, and a last send
+	 * alone in its queue, as a process's final message usually is,
+	 * would then be left behind theirs.
+	 */
+	qsort(l->qps, l->n, sizeof(*l->qps), by_queued);
 	while (l->n && budget->turns && budget->bytes) {
 		for (i = 0, kept = 0; i < l->n; i++)
 			if (ibvd_eng_finish_turn(&l->qps[i], budget))

@@ -698,11 +698,14 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 bool ibvd_eng_finish_begin(struct ibvd_qp *qp, struct ibvd_finishing *f)
 {
 	struct ibvd_engine *eng = ibvd_eng_of(qp);
+	int64_t depth;
 
 	if (!eng || qp->qp_type == IBV_QPT_XRC_RECV)
 		return false;
+	depth = sq_depth(qp);
 	*f = (struct ibvd_finishing){ .qp = qp, .head0 = qp->sq_head,
 				      .first = true };
+	f->queued = depth > 0 ? (uint32_t)depth : 0;
 	f->taking = qp->direct && ibvd_eng_can_receive(eng_qp_state(qp)) &&
 		    ibvd_eng_direct_last_end(qp, &f->last_end);
 	/*

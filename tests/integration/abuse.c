@@ -1444,11 +1444,13 @@ static int full_sq_destroy(void)
  * A context's teardown runs its QPs' last sends as a destroy does, once
  * for the context: EXIT_QPS QPs with 32 MiB of WRITEs each moved 16 MiB
  * each before, with every tenant waiting; now 16 MiB in all, a turn at a
- * time for each QP, so that the last QP's small WRITE, behind them in
- * handle order, lands all the same.  The child exits without destroying
- * anything; its parent watches for the small WRITE in shared memory.
+ * time for each QP, the shortest queues first, so that the last QP's
+ * small WRITE, behind them in handle order, lands all the same: with
+ * more than 128 of them, a first round of a 128 KiB chunk each spends
+ * the budget before it.  The child exits without destroying anything;
+ * its parent watches for the small WRITE in shared memory.
  */
-#define EXIT_QPS	8u
+#define EXIT_QPS	160u
 #define EXIT_WQES	256u
 #define EXIT_MARK	0x5a5a1e57c0ffee01ull
 
