@@ -238,7 +238,8 @@ static void finish_round_robin(struct finish_list *l,
 	 * alone in its queue, as a process's final message usually is,
 	 * would then be left behind theirs.
 	 */
-	qsort(l->qps, l->n, sizeof(*l->qps), by_queued);
+	if (l->n > 1)
+		qsort(l->qps, l->n, sizeof(*l->qps), by_queued);
 	while (l->n && budget->turns && budget->bytes) {
 		for (i = 0, kept = 0; i < l->n; i++)
 			if (ibvd_eng_finish_turn(&l->qps[i], budget))
