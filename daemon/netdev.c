@@ -42,6 +42,7 @@ static int parse_link(const struct nlmsghdr *h, void *arg)
 	nd->ifindex = ifi->ifi_index;
 	nd->admin_up = ifi->ifi_flags & IFF_UP;
 	nd->loopback = ifi->ifi_flags & IFF_LOOPBACK;
+	nd->noarp = ifi->ifi_flags & IFF_NOARP;
 	/* rxe's test: running and the carrier on */
 	nd->up = nd->admin_up && (ifi->ifi_flags & IFF_LOWER_UP);
 	len = (int)IFLA_PAYLOAD(h);

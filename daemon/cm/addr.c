@@ -32,7 +32,9 @@
 #include <infiniband/ib.h>
 
 #include "core/device.h"
+#include "core/neigh.h"
 #include "core/roce.h"
+#include "core/route.h"
 #include "cma_hdr.h"
 #include "internal.h"
 #include "server/call.h"
@@ -1069,10 +1071,124 @@ static void resolve_far(struct ibvd_cm_id *id, struct ibvd_device *dev,
 	cm_event_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
 }
 
+/* ---- the next hop's neighbour ----------------------------------------- */
+
+/*
+ * The kernel's rdma_cm resolves another host's address once the route's
+ * next hop has a valid neighbour entry (addr_resolve_neigh): until then
+ * it looks again whenever an entry changes, and gives ADDR_ERROR
+ * ETIMEDOUT when the app's timeout has passed.  The daemon looks again
+ * after 1 ms, then twice as long each time up to this.
+ */
+#define NEIGH_FIRST_LOOK_MS	1
+#define NEIGH_MAX_LOOK_MS	64
+
+static uint64_t mono_ms(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+enum neigh_verdict {
+	NEIGH_READY,		/* valid, or nothing to wait for */
+	NEIGH_WAIT,		/* being resolved */
+	NEIGH_FAILED,		/* resolving it failed (NUD_FAILED) */
+};
+
+/*
+ * The neighbour entry of the next hop from src to dst out of dev; first
+ * (the request itself): have the kernel resolve it if it is not valid.
+ * An interface without neighbours (loopback, NOARP: tun, WireGuard), a
+ * group, or a route or a kernel that cannot tell leave nothing to wait
+ * for, as before such waits.
+ */
+static enum neigh_verdict far_neighbour(const struct ibvd_device *dev,
+					const struct sockaddr_storage *src,
+					const struct sockaddr_storage *dst,
+					bool first)
+{
+	const struct ibvd_netdev *nd = &dev->roce.netdev;
+	uint8_t sgid[16], dgid[16], hop[16];
+	int oif, state;
+
+	if (nd->loopback || nd->noarp || cm_addr_is_multicast(dst))
+		return NEIGH_READY;
+	cm_addr_to_gid(src, sgid);
+	cm_addr_to_gid(dst, dgid);
+	if (ibvd_route_next_hop(nd, sgid, dgid, hop, &oif) < 0)
+		return NEIGH_READY;
+	state = ibvd_neigh_state(oif, hop);
+	if (ibvd_neigh_valid(state) || (state < 0 && state != -ENOENT))
+		return NEIGH_READY;
+	if (!first && ibvd_neigh_failed(state))
+		return NEIGH_FAILED;
+	/* A failed entry of an earlier try resolves anew on a packet. */
+	if (first || ibvd_neigh_absent(state))
+		ibvd_neigh_prompt(oif, hop);
+	return NEIGH_WAIT;
+}
+
+/* Look again at the entry after id's next step, or at its deadline. */
+static int neigh_wait_arm(struct ibvd_cm_id *id, uint64_t now)
+{
+	uint64_t left = id->neigh.deadline_ms > now ? id->neigh.deadline_ms - now : 0;
+
+	return cm_timer_arm(id, CM_TIMER_ADDR,
+			    left < id->neigh.step_ms ? (uint32_t)left :
+			    id->neigh.step_ms);
+}
+
+/* Before the reply: wait for the next hop's entry if it is not valid. */
+static int neigh_wait_start(struct ibvd_cm_id *id, const struct ibvd_device *dev,
+			    const struct sockaddr_storage *src,
+			    const struct sockaddr_storage *dst, uint32_t timeout_ms)
+{
+	uint64_t now = mono_ms();
+
+	id->neigh.waiting = false;
+	if (far_neighbour(dev, src, dst, true) == NEIGH_READY)
+		return 0;
+	id->neigh.step_ms = NEIGH_FIRST_LOOK_MS;
+	id->neigh.deadline_ms = now + timeout_ms;
+	id->neigh.waiting = true;
+	return neigh_wait_arm(id, now);
+}
+
+/* The timer of a wait: resolved, failed, or another look later. */
+static void neigh_wait_look(struct ibvd_cm_id *id)
+{
+	struct sockaddr_storage src;
+	struct ibvd_device *dev = far_device(id, &id->dst, &src);
+	enum neigh_verdict v = dev ? far_neighbour(dev, &src, &id->dst, false) :
+				     NEIGH_WAIT;
+	uint64_t now = mono_ms();
+
+	if (v == NEIGH_READY) {
+		id->neigh.waiting = false;
+		resolve_far(id, dev, &src);
+		return;
+	}
+	if (v == NEIGH_WAIT && now < id->neigh.deadline_ms) {
+		if (id->neigh.step_ms < NEIGH_MAX_LOOK_MS)
+			id->neigh.step_ms *= 2;
+		if (neigh_wait_arm(id, now) == 0)
+			return;
+	}
+	id->neigh.waiting = false;
+	id->state = CM_ADDR_BOUND;
+	cm_event_simple(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
+}
+
 void cm_addr_timeout(struct ibvd_cm_id *id)
 {
 	if (id->state != CM_ADDR_QUERY)
 		return;
+	if (id->neigh.waiting) {
+		neigh_wait_look(id);
+		return;
+	}
 	id->state = CM_ADDR_BOUND;
 	cm_event_simple(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
 }
@@ -1140,6 +1256,12 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 		if (ret < 0)
 			return ret;
 	}
+	id->neigh.waiting = false;
+	if (!reachable && far_dev) {
+		ret = neigh_wait_start(id, far_dev, &far_src, &dst, req->timeout_ms);
+		if (ret < 0)
+			return ret;
+	}
 	id->dst = dst;
 	id->state = CM_ADDR_QUERY;
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
@@ -1148,7 +1270,7 @@ int ibvd_req_cm_resolve_addr(struct ibvd_call *call)
 	if (loop_far) {
 		id->state = CM_ADDR_BOUND;
 		cm_event_simple(id, RDMA_CM_EVENT_ADDR_ERROR, -ENODEV);
-	} else if (far_dev) {
+	} else if (far_dev && !id->neigh.waiting) {
 		resolve_far(id, far_dev, &far_src);
 	} else if (reachable) {
 		resolve_now(id);

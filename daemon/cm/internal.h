@@ -164,7 +164,8 @@ struct cm_conn_param {
 
 enum cm_timer_kind {
 	CM_TIMER_NONE,
-	CM_TIMER_ADDR,		/* resolving an address that is not local */
+	CM_TIMER_ADDR,		/* resolving an address that is not local,
+				 * or looking at its neighbour entry */
 	CM_TIMER_TIMEWAIT,	/* TIMEWAIT_EXIT after a disconnect */
 	CM_TIMER_HANDSHAKE,	/* a local REQ or REP left unanswered */
 };
@@ -241,6 +242,16 @@ struct ibvd_cm_id {
 
 	struct event *timer;		/* made on first use */
 	enum cm_timer_kind timer_kind;
+	/*
+	 * Resolving another host's address while its next hop's neighbour
+	 * entry is not valid (addr.c): CM_TIMER_ADDR looks again after
+	 * step_ms, until the deadline (CLOCK_MONOTONIC ms).
+	 */
+	struct {
+		bool waiting;
+		uint32_t step_ms;
+		uint64_t deadline_ms;
+	} neigh;
 
 	/* The IB CM exchange with a peer on another host (remote.c). */
 	struct cm_wire *wire;
@@ -387,7 +398,11 @@ uint16_t cm_port_lid(const struct ibvd_cm_id *id);
 uint32_t cm_port_mtu(const struct ibvd_cm_id *id);
 /* GID[0] of id's port. */
 void cm_port_gid0(const struct ibvd_cm_id *id, uint8_t gid[16]);
-/* The address-resolution timer fired: ADDR_ERROR. */
+/*
+ * The address-resolution timer fired: a look at the neighbour entry
+ * waited for (ADDR_RESOLVED, or ADDR_ERROR ETIMEDOUT at the deadline),
+ * else ADDR_ERROR EHOSTUNREACH.
+ */
 void cm_addr_timeout(struct ibvd_cm_id *id);
 
 /*

@@ -109,6 +109,7 @@ struct ibvd_netdev {
 					 * while netif_running && carrier */
 	unsigned int speed_mbps;	/* /sys/class/net/IF/speed; 0 unknown */
 	bool loopback;			/* IFF_LOOPBACK */
+	bool noarp;			/* IFF_NOARP: no neighbour to resolve */
 };
 
 /* A GID slot's users besides its entry (struct ibvd_roce). */

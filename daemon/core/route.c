@@ -26,7 +26,23 @@
 struct route_answer {
 	unsigned int metric;	/* RTAX_HOPLIMIT; 0 when the route has none */
 	int oif;		/* its interface; 0 unknown */
+	uint8_t gateway[16];	/* RTA_GATEWAY in GID form ... */
+	bool has_gateway;	/* ... if the route has one */
 };
+
+/* RTA_GATEWAY's address (4 or 16 bytes) in GID form. */
+static void parse_gateway(const struct rtattr *rta, struct route_answer *r)
+{
+	size_t len = RTA_PAYLOAD(rta);
+
+	if (len != 4 && len != 16)
+		return;
+	memset(r->gateway, 0, sizeof(r->gateway));
+	if (len == 4)
+		r->gateway[10] = r->gateway[11] = 0xff;
+	memcpy(r->gateway + 16 - len, RTA_DATA(rta), len);
+	r->has_gateway = true;
+}
 
 static void parse_metrics(const struct rtattr *metrics, struct route_answer *r)
 {
@@ -58,6 +74,8 @@ static int parse_route(const struct nlmsghdr *h, void *arg)
 			parse_metrics(rta, r);
 		else if (rta->rta_type == RTA_OIF && RTA_PAYLOAD(rta) >= sizeof(int))
 			memcpy(&r->oif, RTA_DATA(rta), sizeof(int));
+		else if (rta->rta_type == RTA_GATEWAY)
+			parse_gateway(rta, r);
 	}
 	return 0;
 }
@@ -161,7 +179,7 @@ static unsigned int default_hop_limit6(const struct ibvd_netdev *nd, int oif)
 uint8_t ibvd_route_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16],
 			     const uint8_t dgid[16])
 {
-	struct route_answer r = { 0, 0 };
+	struct route_answer r = { .metric = 0 };
 	unsigned int v;
 
 	/*
@@ -176,4 +194,19 @@ uint8_t ibvd_route_hop_limit(const struct ibvd_netdev *nd, const uint8_t sgid[16
 	else
 		v = default_hop_limit6(nd, r.oif);
 	return v ? (uint8_t)v : HOP_LIMIT_FALLBACK;
+}
+
+int ibvd_route_next_hop(const struct ibvd_netdev *nd, const uint8_t sgid[16],
+			const uint8_t dgid[16], uint8_t hop[16], int *oif)
+{
+	struct route_answer r = { .metric = 0 };
+	int ret = ask_route(nd, sgid, dgid, &r);
+
+	if (ret < 0)
+		return ret;
+	if (r.oif <= 0)
+		return -ENODEV;
+	memcpy(hop, r.has_gateway ? r.gateway : dgid, 16);
+	*oif = r.oif;
+	return 0;
 }

@@ -10,8 +10,11 @@
 # 127.0.0.1 toward A: the kernel's routing gives a loopback source no route
 # out, and its rdma_resolve_addr fails at once with EINVAL; resolved, the
 # request named 127.0.0.1 as its source to A, which rejected it: rping
-# learnt only at connect (RDMA_CM_EVENT_REJECTED).  Last, B resolving an
-# address it has no route to: ENETUNREACH at once, as the kernel's.
+# learnt only at connect (RDMA_CM_EVENT_REJECTED).  Then B resolving an
+# address it has no route to: ENETUNREACH at once, as the kernel's.  Last,
+# B resolving an address of its subnet that no host has (no ARP reply):
+# ADDR_ERROR, ETIMEDOUT once the timeout has passed, as the kernel's; and
+# A's, with B's neighbour cache emptied first: resolved once ARP answers.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -86,3 +89,47 @@ no_route() {
 }
 no_route
 
+# rping toward an address of B's subnet that no host has: the kernel's
+# rdma_cm waits for the next hop's neighbour entry until the app's timeout
+# (rping's 2000 ms) and gives ADDR_ERROR, ETIMEDOUT; ours resolved it at
+# once, and rping's connect went to nobody.
+NOHOST=10.79.0.99
+no_host() {
+	local rc
+	check "resolving an address of the subnet that no host has"
+	NS_TMO=$((10 * TMUL)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+		rping -c -a "$NOHOST" -p "$(free_port)" -C 1 >"$O/nohost" 2>"$O/nohost.err"
+	rc=$?
+	[ "$rc" -ne 0 ] || fail "rping to $NOHOST exited 0"
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
+		{ show client "$O/nohost.err"; fail "rping to $NOHOST hung"; }
+	grep -q 'cma event RDMA_CM_EVENT_ADDR_ERROR, error -110' "$O/nohost.err" ||
+		{ show client "$O/nohost.err"; fail "rdma_resolve_addr to $NOHOST did not end in ADDR_ERROR, ETIMEDOUT"; }
+	ok "resolving an address of the subnet that no host has: ADDR_ERROR, ETIMEDOUT"
+}
+no_host
+
+# The real peer, B knowing no neighbour: the resolution waits for A's ARP
+# reply, then rping runs.
+peer_unknown() {
+	local port spid rc
+	check "resolving the peer's address with an empty neighbour cache"
+	port=$(free_port)
+	ns_debian "$NSA" "$USER1" "$SOCK_A" prlimit --memlock="$MEMLOCK" \
+		rping -s -a "$IPA" -p "$port" -C 1 -V >"$O/ps" 2>"$O/ps.err" &
+	spid=$!
+	BG_PIDS+=("$spid")
+	cm_listening "$SOCK_A" "$port" "$spid" ||
+		{ show server "$O/ps.err"; fail "the server never listened on $IPA port $port"; }
+	ip -n "$NSB" neigh flush dev "$VB" || fail "ip neigh flush dev $VB"
+	ip -n "$NSB" neigh show "$IPA" dev "$VB" | grep -qv FAILED &&
+		fail "B still has a neighbour entry for $IPA"
+	ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
+		rping -c -a "$IPA" -p "$port" -C 1 -V >"$O/pc" 2>"$O/pc.err"
+	rc=$?
+	[ "$rc" -eq 0 ] || { show client "$O/pc.err"; fail "rping to $IPA exited $rc"; }
+	wait_exit "$spid" "$TMO" || fail "the rping server on $IPA still runs"
+	[ "$EXIT_STATUS" -eq 0 ] || { show server "$O/ps.err"; fail "the rping server exited with status $EXIT_STATUS"; }
+	ok "resolving the peer's address with an empty neighbour cache"
+}
+peer_unknown
