@@ -589,18 +589,22 @@ static int cm_qp(struct rdma_cm_id *id)
 	return 0;
 }
 
+/* The ids cmids holds until the client exits (reachable: no leak). */
+static struct rdma_event_channel *cmids_channel;
+static struct rdma_cm_id **cmids_held;
+
 static void cmd_cmids(unsigned int n)
 {
-	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct rdma_cm_id *id;
 	unsigned int i;
 
-	if (!ch) {
+	cmids_channel = rdma_create_event_channel();
+	cmids_held = calloc(n ? n : 1, sizeof(*cmids_held));
+	if (!cmids_channel || !cmids_held) {
 		printf("error cmids: rdma_create_event_channel: %s\n", strerror(errno));
 		return;
 	}
 	for (i = 0; i < n; i++)
-		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+		if (rdma_create_id(cmids_channel, &cmids_held[i], NULL, RDMA_PS_TCP)) {
 			printf("error cmids: id %u: %s\n", i, strerror(errno));
 			return;
 		}
