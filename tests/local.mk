@@ -24,6 +24,8 @@ EXTRA_DIST += tests/interop/verbs-probe tests/interop/verbs-probe.c
 # first, the same way; both run by tests/interop/probe.sh.
 EXTRA_DIST += tests/interop/datapath-probe tests/interop/datapath-probe.c \
 	tests/interop/probe.sh
+# tests/interop/probe-util.h: what the probes' .c files share.
+EXTRA_DIST += tests/interop/probe-util.h
 # tests/interop/cm-probe.sh: cm-probe.c's librdmacm and rsockets corner
 # cases in that guest and against the build's daemon, diffed; by hand.
 EXTRA_DIST += tests/interop/cm-probe.sh tests/interop/cm-probe.c

@@ -30,18 +30,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "probe-util.h"
+
 static const char *addr;
 static int port;
 
-#define STEP(name, expr)                                                \
-	do {                                                            \
-		errno = 0;                                              \
-		long r_ = (long)(expr);                                 \
-		int e_ = errno;                                         \
-		printf("  %-40s -> %ld errno=%s\n", name, r_,           \
-		       r_ < 0 ? strerrorname_np(e_) ?: "?" : "-");      \
-		errno = e_;                                             \
-	} while (0)
+#define STEP(name, expr) PROBE_STEP(40, name, expr)
 
 static int case_wanted, case_count;
 

@@ -28,15 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STEP(name, expr)                                                \
-	do {                                                            \
-		errno = 0;                                              \
-		long r_ = (long)(expr);                                 \
-		int e_ = errno;                                         \
-		printf("  %-36s -> %ld errno=%s\n", name, r_,           \
-		       r_ < 0 ? strerrorname_np(e_) ?: "?" : "-");      \
-		errno = e_;                                             \
-	} while (0)
+#include "probe-util.h"
+
+#define STEP(name, expr) PROBE_STEP(36, name, expr)
 
 static struct rdma_event_channel *chan;
 static struct sockaddr_in peer;

@@ -22,10 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "probe-util.h"
 
 #define PORT	1
 #define BUFSZ	16384
@@ -37,7 +38,6 @@
 
 static struct ibv_context *ctx;
 static struct ibv_port_attr port;
-static int roce;
 static int gid_index;
 
 struct side {
@@ -67,31 +67,9 @@ struct opts {
 	uint32_t inline_data;
 };
 
-static const char *tname(enum ibv_qp_type t)
-{
-	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD";
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
-}
-
 static void ah_self(struct ibv_ah_attr *ah)
 {
-	memset(ah, 0, sizeof(*ah));
-	ah->port_num = PORT;
-	if (roce) {
-		ah->is_global = 1;
-		ah->grh.sgid_index = gid_index;
-		ah->grh.hop_limit = 64;
-		ibv_query_gid(ctx, PORT, gid_index, &ah->grh.dgid);
-	} else {
-		ah->dlid = port.lid;
-	}
+	probe_ah_self(ctx, PORT, &port, gid_index, ah);
 }
 
 static struct ibv_qp *make_qp(struct pair *p, struct side *s, struct ibv_srq *srq,
@@ -108,48 +86,12 @@ static struct ibv_qp *make_qp(struct pair *p, struct side *s, struct ibv_srq *sr
 
 static int connect_qp(struct ibv_qp *qp, uint32_t dest, const struct opts *o, int rtr_only)
 {
-	struct ibv_qp_attr a;
-	enum ibv_qp_type t = qp->qp_type;
-	int mask;
+	struct ibv_ah_attr ah;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = PORT;
-	a.qkey = QKEY;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	if (t == IBV_QPT_UC)
-		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-	       (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
-	if (ibv_modify_qp(qp, &a, mask))
+	ah_self(&ah);
+	if (probe_qp_to_init(qp, PORT, QKEY) || probe_qp_to_rtr(qp, &ah, dest, o->min_rnr_timer))
 		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	ah_self(&a.ah_attr);
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = o->min_rnr_timer;
-	mask = IBV_QP_STATE;
-	if (t != IBV_QPT_UD)
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-	if (t == IBV_QPT_RC)
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	if (ibv_modify_qp(qp, &a, mask))
-		return -1;
-	if (rtr_only)
-		return 0;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = 12;
-	a.retry_cnt = 2;
-	a.rnr_retry = o->rnr_retry;
-	a.max_rd_atomic = 4;
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (t == IBV_QPT_RC)
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-	return ibv_modify_qp(qp, &a, mask);
+	return rtr_only ? 0 : probe_qp_to_rts(qp, 12, o->rnr_retry);
 }
 
 static int side_init(struct pair *p, struct side *s, int access)
@@ -203,13 +145,7 @@ static int pair_up(struct pair *p, enum ibv_qp_type t, const struct opts *o)
 
 static void side_down(struct side *s)
 {
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	free(s->buf);
+	probe_release(s->qp, s->mr, s->cq, s->buf);
 }
 
 static void pair_down(struct pair *p)
@@ -288,27 +224,11 @@ static int send_a(struct pair *p, uint64_t wr_id, enum ibv_wr_opcode op, uint32_
 
 /* ---- what happened ----------------------------------------------------- */
 
-static const char *opname(enum ibv_wc_opcode op)
-{
-	switch (op) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "WRITE";
-	case IBV_WC_RDMA_READ: return "READ";
-	case IBV_WC_COMP_SWAP: return "CSWAP";
-	case IBV_WC_FETCH_ADD: return "FADD";
-	case IBV_WC_BIND_MW: return "BIND_MW";
-	case IBV_WC_LOCAL_INV: return "LOCAL_INV";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "OTHER";
-	}
-}
-
 static void print_wc(struct pair *p, const struct ibv_wc *wc)
 {
 	printf(" {id=%llu %s", (unsigned long long)wc->wr_id, ibv_wc_status_str(wc->status));
 	if (wc->status == IBV_WC_SUCCESS) {
-		printf(" %s len=%u flags=0x%x", opname(wc->opcode), wc->byte_len,
+		printf(" %s len=%u flags=0x%x", probe_wc_opcode_name(wc->opcode), wc->byte_len,
 		       wc->wc_flags & ~IBV_WC_IP_CSUM_OK);
 		if (wc->wc_flags & IBV_WC_WITH_IMM)
 			printf(" imm=0x%08x", wc->imm_data);
@@ -323,7 +243,7 @@ static void print_wc(struct pair *p, const struct ibv_wc *wc)
 /* poll CQ until WANT completions or MS ms, then QUIET_MS more for extra ones */
 static int collect(struct ibv_cq *cq, int want, long ms, struct ibv_wc *wcs, int max)
 {
-	long end = now_ms() + ms;
+	long end = probe_now_ms() + ms;
 	int n = 0, got;
 
 	while (n < max) {
@@ -331,9 +251,9 @@ static int collect(struct ibv_cq *cq, int want, long ms, struct ibv_wc *wcs, int
 		if (got < 0)
 			return n;
 		n += got;
-		if (n >= want && end > now_ms() + (want ? 100 : QUIET_MS))
-			end = now_ms() + (want ? 100 : QUIET_MS);
-		if (now_ms() >= end)
+		if (n >= want && end > probe_now_ms() + (want ? 100 : QUIET_MS))
+			end = probe_now_ms() + (want ? 100 : QUIET_MS);
+		if (probe_now_ms() >= end)
 			break;
 		if (!got)
 			usleep(1000);
@@ -363,13 +283,6 @@ static int qp_state(struct ibv_qp *qp)
 	return a.qp_state;
 }
 
-static const char *sname(int s)
-{
-	static const char *names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
-
-	return s >= 0 && s <= IBV_QPS_ERR ? names[s] : "?";
-}
-
 static const char *ev_element(struct pair *p, struct ibv_async_event *e)
 {
 	switch (e->event_type) {
@@ -397,12 +310,12 @@ static void show_events(struct pair *p, long ms)
 {
 	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event e;
-	long end = now_ms() + ms;
+	long end = probe_now_ms() + ms;
 	int any = 0;
 
 	printf(" events:");
-	while (now_ms() < end) {
-		if (poll(&pfd, 1, (int)(end - now_ms())) <= 0)
+	while (probe_now_ms() < end) {
+		if (poll(&pfd, 1, (int)(end - probe_now_ms())) <= 0)
 			break;
 		if (ibv_get_async_event(ctx, &e))
 			break;
@@ -422,7 +335,7 @@ static void finish(struct pair *p, int want_a, int want_b)
 {
 	show_side(p, "A", p->a.cq, want_a);
 	show_side(p, "B", p->b.cq, want_b);
-	printf(" qpA=%s qpB=%s", sname(qp_state(p->a.qp)), sname(qp_state(p->b.qp)));
+	printf(" qpA=%s qpB=%s", probe_qp_state_name(qp_state(p->a.qp)), probe_qp_state_name(qp_state(p->b.qp)));
 	show_events(p, 300);
 	printf("\n");
 }
@@ -442,7 +355,7 @@ static int begin(struct pair *p, const char *name, enum ibv_qp_type t, const str
 	static const struct opts none;
 	int i;
 
-	printf("%s %s:", tname(t), name);
+	printf("%s %s:", probe_qp_type_name(t), name);
 	if (pair_up(p, t, o ? o : &none)) {
 		printf(" setup failed errno=%d\n", errno);
 		pair_down(p);
@@ -941,41 +854,17 @@ static void case_srq_last_wqe(void)
 	pair_down(&p);
 }
 
-static int ipv4_gid(void)
-{
-	union ibv_gid g;
-	int i;
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-
-	for (i = 0; i < port.gid_tbl_len && i < 16; i++) {
-		if (ibv_query_gid(ctx, PORT, i, &g) == 0 && !memcmp(g.raw, v4, 12))
-			return i;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
-	int i, n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	list = ibv_get_device_list(&n);
-	for (i = 0; list && i < n; i++)
-		if (argc < 2 || !strcmp(ibv_get_device_name(list[i]), argv[1]))
-			break;
-	if (!list || i == n) {
-		fprintf(stderr, "datapath-probe: no device %s\n", argc > 1 ? argv[1] : "");
+	ctx = probe_open("datapath-probe", argc > 1 ? argv[1] : NULL, PORT, &port, &list);
+	if (!ctx)
 		return 1;
-	}
-	ctx = ibv_open_device(list[i]);
-	if (!ctx || ibv_query_port(ctx, PORT, &port)) {
-		fprintf(stderr, "datapath-probe: cannot open %s\n", ibv_get_device_name(list[i]));
-		return 1;
-	}
 	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
-	roce = port.link_layer == IBV_LINK_LAYER_ETHERNET;
-	gid_index = roce ? ipv4_gid() : 0;
+	if (port.link_layer == IBV_LINK_LAYER_ETHERNET)
+		gid_index = probe_ipv4_gid(ctx, PORT, &port);
 
 	cases_remote();
 	case_rnr(0);

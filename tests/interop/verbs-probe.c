@@ -22,6 +22,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "probe-util.h"
+
 #define PORT	1
 #define BUFSZ	65536
 
@@ -352,11 +354,6 @@ static void probe_cq(void)
 		ibv_destroy_cq(ibv_cq_ex_to_cq(cqx));
 }
 
-static const char *tname(enum ibv_qp_type t)
-{
-	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD";
-}
-
 static unsigned int qp_depth = 4;
 
 static struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type t,
@@ -387,7 +384,7 @@ static void show_qp(const char *when, struct ibv_qp *qp)
 	       " sq_psn=%u rq_psn=%u dest_qp_self=%d sq_draining=%u sqd_notify=%u"
 	       " ah.is_global=%u ah.port=%u ah.sgid=%u ah.hop=%u ah.dlid=%u ah.sl=%u"
 	       " alt_port=%u mig=%d\n",
-	       when, tname(qp->qp_type), a.qp_state, a.cur_qp_state, a.qp_access_flags,
+	       when, probe_qp_type_name(qp->qp_type), a.qp_state, a.cur_qp_state, a.qp_access_flags,
 	       a.pkey_index, a.port_num, a.qkey, a.path_mtu, a.timeout, a.retry_cnt,
 	       a.rnr_retry, a.min_rnr_timer, a.max_rd_atomic, a.max_dest_rd_atomic,
 	       a.sq_psn, a.rq_psn, a.dest_qp_num == qp->qp_num, a.sq_draining,
@@ -395,22 +392,13 @@ static void show_qp(const char *when, struct ibv_qp *qp)
 	       a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit, a.ah_attr.dlid,
 	       a.ah_attr.sl, a.alt_port_num, a.path_mig_state);
 	printf("%s %s: init qp_type=%d sq_sig_all=%d srq=%d cap_eq_attr=%d\n",
-	       when, tname(qp->qp_type), ia.qp_type, ia.sq_sig_all, ia.srq != NULL,
+	       when, probe_qp_type_name(qp->qp_type), ia.qp_type, ia.sq_sig_all, ia.srq != NULL,
 	       !memcmp(&ia.cap, &a.cap, sizeof(a.cap)));
 }
 
 static void ah_self(struct ibv_ah_attr *ah)
 {
-	memset(ah, 0, sizeof(*ah));
-	ah->port_num = PORT;
-	if (roce) {
-		ah->is_global = 1;
-		ah->grh.sgid_index = gid_index;
-		ah->grh.hop_limit = 64;
-		ibv_query_gid(ctx, PORT, gid_index, &ah->grh.dgid);
-	} else {
-		ah->dlid = port.lid;
-	}
+	probe_ah_self(ctx, PORT, &port, gid_index, ah);
 }
 
 static int init_mask(enum ibv_qp_type t)
@@ -467,7 +455,7 @@ static int mod(const char *label, struct ibv_qp *qp, enum ibv_qp_state s,
 	char what[160];
 
 	a->qp_state = s;
-	snprintf(what, sizeof(what), "modify_qp %s %s", tname(qp->qp_type), label);
+	snprintf(what, sizeof(what), "modify_qp %s %s", probe_qp_type_name(qp->qp_type), label);
 	return rc_val(what, ibv_modify_qp(qp, a, mask));
 }
 
@@ -546,7 +534,7 @@ static void probe_transitions(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_
 
 	qp = make_qp(pd, cq, t, NULL);
 	if (!qp) {
-		printf("create_qp %s: NULL errno=%s\n", tname(t), ename(errno));
+		printf("create_qp %s: NULL errno=%s\n", probe_qp_type_name(t), ename(errno));
 		return;
 	}
 	show_qp("reset", qp);
@@ -728,7 +716,7 @@ static void probe_qp_create(struct ibv_pd *pd, struct ibv_cq *cq)
 	char what[96];
 
 	for (i = 0; i < 3; i++) {
-		const char *n = tname(types[i]);
+		const char *n = probe_qp_type_name(types[i]);
 #define TRY(label, field, value) do {						\
 		memset(&ia, 0, sizeof(ia));					\
 		ia.send_cq = cq; ia.recv_cq = cq; ia.qp_type = types[i];	\
@@ -803,7 +791,7 @@ static void probe_post(struct ibv_pd *pd, struct ibv_mr *mr)
 	ah = ibv_create_ah(pd, &aa);
 	qp_depth = 64;
 	for (i = 0; i < 3; i++) {
-		const char *tn = tname(types[i]);
+		const char *tn = probe_qp_type_name(types[i]);
 
 		/* its own CQ, deep enough for all it flushes */
 		cq = ibv_create_cq(ctx, 1024, NULL, NULL, 0);
@@ -1157,48 +1145,23 @@ static void probe_resize(struct ibv_pd *pd, struct ibv_mr *mr)
 	ibv_destroy_cq(cq);
 }
 
-/* the first GID of the port that is an IPv4 address (RoCE v2) */
-static int ipv4_gid(void)
-{
-	union ibv_gid g;
-	int i;
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-
-	for (i = 0; i < port.gid_tbl_len && i < 16; i++) {
-		if (ibv_query_gid(ctx, PORT, i, &g) == 0 && !memcmp(g.raw, v4, 12))
-			return i;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_mr *mr;
-	int i, n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	list = ibv_get_device_list(&n);
-	if (!list || !n) {
-		fprintf(stderr, "verbs-probe: no device\n");
+	ctx = probe_open("verbs-probe", argc > 1 ? argv[1] : NULL, PORT, &port, &list);
+	if (!ctx)
 		return 1;
-	}
-	for (i = 0; i < n; i++)
-		if (argc < 2 || !strcmp(ibv_get_device_name(list[i]), argv[1]))
-			break;
-	if (i == n) {
-		fprintf(stderr, "verbs-probe: no device %s\n", argv[1]);
-		return 1;
-	}
-	ctx = ibv_open_device(list[i]);
-	if (!ctx || ibv_query_device(ctx, &dev) || ibv_query_port(ctx, PORT, &port)) {
-		fprintf(stderr, "verbs-probe: cannot open %s\n", ibv_get_device_name(list[i]));
+	if (ibv_query_device(ctx, &dev)) {
+		fprintf(stderr, "verbs-probe: cannot query %s\n", ibv_get_device_name(ctx->device));
 		return 1;
 	}
 	roce = port.link_layer == IBV_LINK_LAYER_ETHERNET;
-	gid_index = roce ? ipv4_gid() : 0;
+	gid_index = roce ? probe_ipv4_gid(ctx, PORT, &port) : 0;
 	buf = aligned_alloc(4096, BUFSZ);
 	memset(buf, 0, BUFSZ);
 

@@ -24,10 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "probe-util.h"
 
 #define PORT_NUM	1
 #define GID_INDEX	1
@@ -80,14 +81,6 @@ struct wcase {
 
 static const int all_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
-}
 
 /* ---- the TCP side channel ------------------------------------------------ */
 
@@ -165,43 +158,13 @@ static void ah_to_peer(struct ibv_ah_attr *ah, const struct info *peer)
 
 static int connect_qp(struct end *e, const struct wcase *c)
 {
-	struct ibv_qp_attr a;
-	int rc_qp = c->type == IBV_QPT_RC, mask;
+	struct ibv_ah_attr ah;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = PORT_NUM;
-	a.qkey = QKEY;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-	       (rc_qp ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY);
-	if (ibv_modify_qp(e->qp, &a, mask))
+	ah_to_peer(&ah, &e->peer);
+	if (probe_qp_to_init(e->qp, PORT_NUM, QKEY) ||
+	    probe_qp_to_rtr(e->qp, &ah, e->peer.qpn, 12))
 		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	ah_to_peer(&a.ah_attr, &e->peer);
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = e->peer.qpn;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	mask = IBV_QP_STATE;
-	if (rc_qp)
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	if (ibv_modify_qp(e->qp, &a, mask))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = 14;
-	a.retry_cnt = 2;
-	a.rnr_retry = c->rnr_retry;
-	a.max_rd_atomic = 4;
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (rc_qp)
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_MAX_QP_RD_ATOMIC;
-	return ibv_modify_qp(e->qp, &a, mask);
+	return probe_qp_to_rts(e->qp, 14, c->rnr_retry);
 }
 
 static int end_up(struct end *e, const struct wcase *c)
@@ -252,15 +215,9 @@ static void end_down(struct end *e)
 {
 	if (e->ah)
 		ibv_destroy_ah(e->ah);
-	if (e->qp)
-		ibv_destroy_qp(e->qp);
-	if (e->mr)
-		ibv_dereg_mr(e->mr);
-	if (e->cq)
-		ibv_destroy_cq(e->cq);
+	probe_release(e->qp, e->mr, e->cq, e->buf);
 	if (e->pd)
 		ibv_dealloc_pd(e->pd);
-	free(e->buf);
 }
 
 static int post_recv(struct end *e, uint32_t len)
@@ -302,36 +259,22 @@ static int post_send(struct end *e, const struct wcase *c, int good)
 
 /* ---- what happened ------------------------------------------------------- */
 
-static const char *opname(enum ibv_wc_opcode op)
-{
-	switch (op) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "WRITE";
-	case IBV_WC_RDMA_READ: return "READ";
-	case IBV_WC_FETCH_ADD: return "FADD";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "OTHER";
-	}
-}
-
 static const char *sname(struct ibv_qp *qp)
 {
-	static const char *names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr a;
 
 	if (!qp)
 		return "destroyed";
-	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) || a.qp_state > IBV_QPS_ERR)
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
 		return "?";
-	return names[a.qp_state];
+	return probe_qp_state_name(a.qp_state);
 }
 
 /* poll until WANT completions (then a little more) or MS ms */
 static void show_wcs(struct end *e, int want, long ms)
 {
-	long end = now_ms() + ms;
+	long end = probe_now_ms() + ms;
 	struct ibv_wc wc;
 	int n = 0, got;
 
@@ -343,13 +286,13 @@ static void show_wcs(struct end *e, int want, long ms)
 			n++;
 			printf(" {%s", ibv_wc_status_str(wc.status));
 			if (wc.status == IBV_WC_SUCCESS)
-				printf(" %s len=%u", opname(wc.opcode), wc.byte_len);
+				printf(" %s len=%u", probe_wc_opcode_name(wc.opcode), wc.byte_len);
 			printf("}");
-			if (n >= want && end > now_ms() + 200)
-				end = now_ms() + 200;
+			if (n >= want && end > probe_now_ms() + 200)
+				end = probe_now_ms() + 200;
 			continue;
 		}
-		if (now_ms() >= end)
+		if (probe_now_ms() >= end)
 			break;
 		usleep(1000);
 	}
