@@ -20,11 +20,7 @@
 #
 # usage: top_builddir=BUILD tests/interop/cm-probe.sh [--guest-only|--host-only]
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-: "${top_srcdir:=$top}"
-: "${top_builddir:=${BUILD_DIR:-$top/build}}"
-export top_srcdir top_builddir
-. "$top/tests/integration/lib.sh"
+. "$(dirname "$0")/probe.sh"
 IBVD_TEST=cm-probe
 WIRE_PREFIX=${WIRE_PREFIX:-cmp}
 . "$top/tests/integration/netns.sh"
@@ -32,8 +28,7 @@ WIRE_PREFIX=${WIRE_PREFIX:-cmp}
 only=${1:-}
 is_root || skip "needs root"
 need_cmd cc qemu-system-x86_64 cpio gzip
-IMG=$top_builddir/interop
-"$top/tests/interop/rxe" --image-only >/dev/null || skip "no guest image (tests/interop/rxe --image-only)"
+probe_image || skip "no guest image (tests/interop/rxe --image-only)"
 ibvd_init
 O=$T/out
 cc -D_GNU_SOURCE -O1 -Wall -Wextra -o "$T/bin/cm-probe" "$top/tests/interop/cm-probe.c" \
@@ -44,33 +39,19 @@ guest() {
 	local d=$T/guest
 	mkdir -p "$d"
 	cp "$T/bin/cm-probe" "$d/cm-probe"
-	cat >"$d/probe-init" <<-'INIT'
-	#!/bin/sh
-	export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-	/bin/busybox --install -s /bin 2>/dev/null
-	mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
-	mkdir -p /tmp; mount -t tmpfs tmpfs /tmp
-	for m in $(cat /modules); do insmod "/lib/modules/$m.ko"; done
-	i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.1; done
-	ip link set lo up; ip link set eth0 up; ip addr add 10.81.0.2/24 dev eth0
-	rdma link add rxe0 type rxe netdev eth0
-	ulimit -l unlimited
-	echo "=== guest 127.0.0.1"; /cm-probe 127.0.0.1 20000 2>&1
-	echo "=== guest 10.81.0.2"; /cm-probe 10.81.0.2 21000 10.81.0.99 2>&1
-	echo "=== end"
-	poweroff -f
-	INIT
-	chmod 755 "$d/probe-init"
-	(cd "$d" && printf '%s\n' cm-probe probe-init | cpio -o -H newc --quiet | gzip -1) >"$d/probe.cpio.gz" || fail "cpio"
-	cat "$IMG/initramfs.cpio.gz" "$d/probe.cpio.gz" >"$d/initrd.gz"
+	{
+		probe_guest_init 10.81.0.2
+		cat <<-'INIT'
+		echo "=== guest 127.0.0.1"; /cm-probe 127.0.0.1 20000 2>&1
+		echo "=== guest 10.81.0.2"; /cm-probe 10.81.0.2 21000 10.81.0.99 2>&1
+		echo "=== end"
+		poweroff -f
+		INIT
+	} >"$d/probe-init"
 	# a NIC on a hub of its own: rxe needs a link, the probe no peer
-	timeout -k 5 900 qemu-system-x86_64 -accel tcg -m 512 -smp 1 -nodefaults -no-user-config \
-		-display none -no-reboot -kernel "$IMG/vmlinuz" -initrd "$d/initrd.gz" \
-		-append "console=ttyS0 quiet panic=-1 rdinit=/probe-init" \
-		-serial "file:$d/console" -netdev hubport,id=n0,hubid=0 \
-		-device virtio-net-pci,netdev=n0 >"$d/qemu.log" 2>&1
-	grep -v '^\[' "$d/console" >"$IMG/cm-probe.guest.out"
-	grep -q '^=== end' "$IMG/cm-probe.guest.out" || { show console "$d/console"; fail "the guest did not finish"; }
+	probe_boot "$d" "$d.console" 900 hubport,id=n0,hubid=0
+	grep -v '^\[' "$d.console" >"$IMG/cm-probe.guest.out"
+	grep -q '^=== end' "$IMG/cm-probe.guest.out" || { show console "$d.console"; fail "the guest did not finish"; }
 }
 
 ours() {

@@ -1,5 +1,15 @@
-# The machinery of the probes (sourced by tests/interop/verbs-probe and
-# tests/interop/datapath-probe): probe_main NAME [ARG...] builds
+# The machinery of the probes, sourced by tests/interop/verbs-probe,
+# tests/interop/datapath-probe and tests/interop/cm-probe.sh.
+#
+# probe_image: IMG, tests/interop/rxe's guest image, built if need be.
+# probe_guest_init ADDR: the start of a guest's /init on stdout: busybox,
+# the mounts, rxe's modules, eth0 with ADDR/24 and rxe0 on it.
+# probe_boot DIR CONSOLE SECONDS NETDEV: boots the image with DIR (its
+# /probe-init and whatever that runs) appended to the initramfs as a
+# second cpio archive (Linux unpacks both), the console into CONSOLE, a
+# virtio NIC on the qemu -netdev NETDEV (id n0); qemu's status.
+#
+# probe_main NAME [ARG...] builds
 # tests/interop/NAME.c against libibverbs, runs it in the guest that
 # tests/interop/rxe boots (its image, with a second cpio archive appended
 # to the initramfs: the probe and an /init that makes rxe0 on a user-mode
@@ -15,6 +25,41 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 export top_srcdir top_builddir
 . "$top/tests/integration/lib.sh"
 
+probe_image() {
+	IMG=$top_builddir/interop
+	"$top/tests/interop/rxe" --image-only >/dev/null
+}
+
+probe_guest_init() {
+	cat <<-EOF
+	#!/bin/sh
+	export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+	/bin/busybox --install -s /bin 2>/dev/null
+	mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
+	mkdir -p /tmp; mount -t tmpfs tmpfs /tmp
+	for m in \$(cat /modules); do insmod "/lib/modules/\$m.ko"; done
+	i=0
+	while [ ! -e /sys/class/net/eth0 ] && [ \$i -lt 100 ]; do i=\$((i + 1)); sleep 0.1; done
+	ip link set lo up
+	ip link set eth0 mtu 1500 up
+	ip addr add $1/24 dev eth0
+	rdma link add rxe0 type rxe netdev eth0
+	ulimit -l unlimited
+	EOF
+}
+
+probe_boot() {
+	local dir=$1 console=$2 secs=$3 netdev=$4
+	chmod 755 "$dir/probe-init"
+	(cd "$dir" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir.cpio.gz" || fail "cpio"
+	cat "$IMG/initramfs.cpio.gz" "$dir.cpio.gz" >"$dir.initrd.gz"
+	timeout -k 5 "$secs" qemu-system-x86_64 -accel tcg -m 512 -smp 1 -nodefaults \
+		-no-user-config -display none -no-reboot -kernel "$IMG/vmlinuz" \
+		-initrd "$dir.initrd.gz" -append "console=ttyS0 quiet panic=-1 rdinit=/probe-init" \
+		-serial "file:$console" -netdev "$netdev" -device virtio-net-pci,netdev=n0 \
+		>"$dir.qemu.log" 2>&1
+}
+
 probe_main() {
 	PROBE=$1
 	shift
@@ -29,10 +74,9 @@ probe_main() {
 
 	is_root || skip "needs root (a network namespace, apt-get download)"
 	need_cmd qemu-system-x86_64 cpio gzip ip "${CC:-cc}"
-	IMG=$top_builddir/interop
-	OUT=$IMG/$PROBE
+	OUT=$top_builddir/interop/$PROBE
 
-	"$top/tests/interop/rxe" --image-only >/dev/null || fail "the guest image (tests/interop/rxe --image-only)"
+	probe_image || fail "the guest image (tests/interop/rxe --image-only)"
 	ibvd_init
 	mkdir -p "$OUT" || fail "mkdir $OUT"
 	"${CC:-cc}" -O1 -Wall -Wextra -o "$T/bin/probe" "$top/tests/interop/$PROBE.c" -libverbs \
@@ -44,35 +88,17 @@ probe_main() {
 	G=$T/guest
 	mkdir -p "$G/bin"
 	cp "$T/bin/probe" "$G/bin/probe"
-	cat >"$G/probe-init" <<-'EOF'
-	#!/bin/sh
-	export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-	/bin/busybox --install -s /bin 2>/dev/null
-	mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
-	mount -t tmpfs tmpfs /tmp
-	for m in $(cat /modules); do insmod "/lib/modules/$m.ko"; done
-	i=0
-	while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
-	ip link set lo up
-	ip link set eth0 mtu 1500 up
-	ip addr add 10.0.2.15/24 dev eth0
-	rdma link add rxe0 type rxe netdev eth0
-	ulimit -l unlimited
-	echo PROBE-BEGIN
-	/bin/probe rxe0 2>&1
-	echo "PROBE-END $?"
-	poweroff -f
-	EOF
-	chmod 755 "$G/probe-init"
-	(cd "$G" && find . | cpio -o -H newc --quiet | gzip -1) >"$T/probe.cpio.gz" || fail "cpio"
-	cat "$IMG/initramfs.cpio.gz" "$T/probe.cpio.gz" >"$T/initrd.gz"
+	{
+		probe_guest_init 10.0.2.15
+		cat <<-'EOF'
+		echo PROBE-BEGIN
+		/bin/probe rxe0 2>&1
+		echo "PROBE-END $?"
+		poweroff -f
+		EOF
+	} >"$G/probe-init"
 	log "guest: booting (TCG) to run the probe on rxe0"
-	timeout 600 qemu-system-x86_64 -accel tcg -m 512 -smp 1 -nodefaults -no-user-config \
-		-display none -no-reboot -kernel "$IMG/vmlinuz" -initrd "$T/initrd.gz" \
-		-append "console=ttyS0 quiet panic=-1 rdinit=/probe-init" \
-		-serial "file:$T/console.log" -netdev user,id=n0 \
-		-device virtio-net-pci,netdev=n0 2>"$T/qemu.log" ||
-		{ show qemu "$T/qemu.log"; fail "qemu"; }
+	probe_boot "$G" "$T/console.log" 600 user,id=n0 || { show qemu "$G.qemu.log"; fail "qemu"; }
 	tr -d '\r' <"$T/console.log" | sed -n '/^PROBE-BEGIN$/,/^PROBE-END/p' | sed '1d;$d' >"$OUT/rxe0.out"
 	grep -q '^PROBE-END 0$' <(tr -d '\r' <"$T/console.log") ||
 		{ show "guest console" <(tail -n 30 "$T/console.log"); fail "the probe did not finish in the guest"; }
