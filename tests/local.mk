@@ -37,3 +37,6 @@ EXTRA_DIST += tests/interop/cm-probe.sh tests/interop/cm-probe.c
 # requester on one end and the responder on the other, rxe0 and roce0
 # across and each alone (a report, not a test).
 EXTRA_DIST += tests/interop/wire-probe.c tests/interop/wire-probe.sh
+# tests/interop/rxe --cm-wire: cm-wire.c's cases with the server and the
+# client each on either side, diffed (a report, not a test).
+EXTRA_DIST += tests/interop/cm-wire.c tests/interop/cm-wire.sh
