@@ -83,6 +83,14 @@ ip netns exec "$NS" sysctl -qw net.ipv4.ip_default_ttl="$ROUTE_TTL" \
 	fail "sysctl ip_default_ttl and $VA's IPv6 hop_limit in $NS"
 nsip route add 10.77.0.3/32 dev "$VA" hoplimit "$METRIC_TTL" ||
 	fail "a route with a hoplimit metric"
+# Nobody has the peers roce-verbs.c resolves through the CM (PEER_IPV4,
+# METRIC_IPV4): as with the kernel's rdma_cm, an address resolves only
+# once its neighbour entry is valid, so theirs are made by hand.
+vb_mac=$(nsip -o link show "$VB" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+for a in 10.77.0.2 10.77.0.3; do
+	nsip neigh replace "$a" lladdr "$vb_mac" dev "$VA" nud permanent ||
+		fail "a neighbour entry for $a"
+done
 # one that only a lookup from our address finds (roce-verbs.c SOURCE_RULE_IPV4)
 nsip rule add from 10.77.0.1 to 10.77.0.4 table 100 &&
 	nsip route add 10.77.0.4/32 dev "$VA" table 100 hoplimit 21 ||
