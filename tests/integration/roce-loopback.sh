@@ -53,61 +53,43 @@ rping_loopback() {
 rping_loopback 127.0.0.1 "$(free_port)"
 rping_loopback ::1 "$(free_port)"
 
-# rping -I 127.0.0.1 toward A's address, from B: rdma_resolve_addr fails
-# at once with EINVAL, as the kernel's, no server needed.
-far_from_loopback() {
-	local rc
-	check "a loopback source resolving another host's address"
+# resolve_fails TAG ADDR WANT WHAT [RPING ARGS...]: Debian's rping from B
+# toward ADDR gives up, neither hanging nor succeeding, and its stderr
+# has the line WANT (ok "WHAT").
+resolve_fails() {
+	local tag=$1 addr=$2 want=$3 what=$4 rc
+	shift 4
+	check "${what%%:*}"
 	NS_TMO=$((10 * TMUL)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
-		rping -c -I 127.0.0.1 -a "$IPA" -p "$(free_port)" -C 1 >"$O/far" 2>"$O/far.err"
+		rping -c "$@" -a "$addr" -p "$(free_port)" -C 1 >"$O/$tag" 2>"$O/$tag.err"
 	rc=$?
-	[ "$rc" -ne 0 ] || fail "rping from 127.0.0.1 to $IPA exited 0"
+	[ "$rc" -ne 0 ] || fail "rping to $addr exited 0"
 	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
-		{ show client "$O/far.err"; fail "rping from 127.0.0.1 to $IPA hung"; }
-	grep -q 'rdma_resolve_addr: Invalid argument' "$O/far.err" ||
-		{ show client "$O/far.err"; fail "rdma_resolve_addr from 127.0.0.1 to $IPA did not fail with EINVAL"; }
-	ok "a loopback source resolving another host's address: EINVAL at once"
+		{ show client "$O/$tag.err"; fail "rping to $addr hung"; }
+	grep -q -- "$want" "$O/$tag.err" ||
+		{ show client "$O/$tag.err"; fail "rping to $addr: no '$want'"; }
+	ok "$what"
 }
-far_from_loopback
 
-# rping toward an address no route leads to (B has none but its subnet's):
-# the kernel's rdma_resolve_addr fails at once with ENETUNREACH, what its
+# A loopback source toward A's address: rdma_resolve_addr fails at once
+# with EINVAL, as the kernel's, no server needed.
+resolve_fails far "$IPA" 'rdma_resolve_addr: Invalid argument' \
+	"a loopback source resolving another host's address: EINVAL at once" -I 127.0.0.1
+
+# An address no route leads to (B has none but its subnet's): the
+# kernel's rdma_resolve_addr fails at once with ENETUNREACH, what its
 # routing said; ours waited out the timeout for an ADDR_ERROR
 # (EHOSTUNREACH), as for an address that does not answer.
-no_route() {
-	local rc
-	check "resolving an address with no route to it"
-	NS_TMO=$((10 * TMUL)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
-		rping -c -a 198.51.100.7 -p "$(free_port)" -C 1 >"$O/noroute" 2>"$O/noroute.err"
-	rc=$?
-	[ "$rc" -ne 0 ] || fail "rping to 198.51.100.7 exited 0"
-	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
-		{ show client "$O/noroute.err"; fail "rping to 198.51.100.7 hung"; }
-	grep -q 'rdma_resolve_addr: Network is unreachable' "$O/noroute.err" ||
-		{ show client "$O/noroute.err"; fail "rdma_resolve_addr to 198.51.100.7 did not fail with ENETUNREACH at once"; }
-	ok "resolving an address with no route to it: ENETUNREACH at once"
-}
-no_route
+resolve_fails noroute 198.51.100.7 'rdma_resolve_addr: Network is unreachable' \
+	"resolving an address with no route to it: ENETUNREACH at once"
 
-# rping toward an address of B's subnet that no host has: the kernel's
-# rdma_cm waits for the next hop's neighbour entry until the app's timeout
-# (rping's 2000 ms) and gives ADDR_ERROR, ETIMEDOUT; ours resolved it at
-# once, and rping's connect went to nobody.
+# An address of B's subnet that no host has: the kernel's rdma_cm waits
+# for the next hop's neighbour entry until the app's timeout (rping's
+# 2000 ms) and gives ADDR_ERROR, ETIMEDOUT; ours resolved it at once, and
+# rping's connect went to nobody.
 NOHOST=10.79.0.99
-no_host() {
-	local rc
-	check "resolving an address of the subnet that no host has"
-	NS_TMO=$((10 * TMUL)) ns_debian "$NSB" "$USER2" "$SOCK_B" prlimit --memlock="$MEMLOCK" \
-		rping -c -a "$NOHOST" -p "$(free_port)" -C 1 >"$O/nohost" 2>"$O/nohost.err"
-	rc=$?
-	[ "$rc" -ne 0 ] || fail "rping to $NOHOST exited 0"
-	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
-		{ show client "$O/nohost.err"; fail "rping to $NOHOST hung"; }
-	grep -q 'cma event RDMA_CM_EVENT_ADDR_ERROR, error -110' "$O/nohost.err" ||
-		{ show client "$O/nohost.err"; fail "rdma_resolve_addr to $NOHOST did not end in ADDR_ERROR, ETIMEDOUT"; }
-	ok "resolving an address of the subnet that no host has: ADDR_ERROR, ETIMEDOUT"
-}
-no_host
+resolve_fails nohost "$NOHOST" 'cma event RDMA_CM_EVENT_ADDR_ERROR, error -110' \
+	"resolving an address of the subnet that no host has: ADDR_ERROR, ETIMEDOUT"
 
 # The real peer, B knowing no neighbour: the resolution waits for A's ARP
 # reply, then rping runs.
