@@ -2,11 +2,15 @@
  * mpi-coll-rma: collectives and one-sided communication, every result
  * checked.  Usage: mpi-coll-rma [ITERS [COUNT]] (default 10, 65536 int64).
  *
- * Each iteration: MPI_Allreduce, MPI_Alltoall and MPI_Bcast; then on a
- * window (MPI_Win_allocate) MPI_Put and MPI_Get to the right-hand rank and
- * MPI_Accumulate to every rank, each closed by MPI_Win_fence; an MPI_Put
- * under an exclusive MPI_Win_lock and an MPI_Get under a shared one; and
- * MPI_Fetch_and_op on rank 0 under MPI_Win_lock_all with MPI_Win_flush.
+ * Each iteration: MPI_Allreduce of 1 and COUNT elements, MPI_Alltoall,
+ * and MPI_Bcast of 1, COUNT/64 and COUNT elements from a root that moves
+ * round the ranks.  Then, on a window MPI_Win_allocate made and on one
+ * MPI_Win_create made over memory of the program's own: MPI_Put and
+ * MPI_Get to the right-hand rank and MPI_Accumulate to every rank, each
+ * closed by MPI_Win_fence; an MPI_Put under an exclusive MPI_Win_lock and
+ * an MPI_Get under a shared one; under MPI_Win_lock_all with
+ * MPI_Win_flush, MPI_Fetch_and_op and an MPI_Compare_and_swap loop on
+ * rank 0, of 64-bit elements, and the same on a window of 32-bit ones.
  * Rank 0 prints "verified: 0 errors, ..." when every rank found every
  * value as it must be, and the job exits 0; otherwise "FAILED" and 1.
  */
@@ -14,6 +18,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* Read-modify-write rounds each rank makes on rank 0's counters */
+#define ROUNDS	10
 
 static int rank, size, errs;
 
@@ -32,17 +39,38 @@ static int64_t val(int r, size_t i, int it)
 	return ((int64_t)r << 32) | (int64_t)(i * 3 + (size_t)it);
 }
 
-static void collectives(int64_t *a, int64_t *b, size_t n, int it)
+static void allreduce(int64_t *a, int64_t *b, size_t n, int it)
 {
-	int64_t sum = (int64_t)size * (size + 1) / 2, bc;
-	size_t per = n / (size_t)size, i;
-	int p;
+	int64_t sum = (int64_t)size * (size + 1) / 2;
+	size_t i;
 
 	for (i = 0; i < n; i++)
 		a[i] = (int64_t)(rank + 1) * (int64_t)(i + (size_t)it);
 	MPI_Allreduce(a, b, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
 	for (i = 0; i < n; i++)
-		CHECK(b[i] == sum * (int64_t)(i + (size_t)it), "allreduce %d/%zu", it, i);
+		CHECK(b[i] == sum * (int64_t)(i + (size_t)it), "allreduce %zu %d/%zu", n, it, i);
+}
+
+/* Bcast of n elements from the root this iteration and size pick */
+static void bcast(int64_t *a, size_t n, int it)
+{
+	int root = (it + (int)(n % 7)) % size;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		a[i] = rank == root ? val(root, i, it) : -1;
+	MPI_Bcast(a, (int)n, MPI_INT64_T, root, MPI_COMM_WORLD);
+	for (i = 0; i < n; i++)
+		CHECK(a[i] == val(root, i, it), "bcast %zu from %d %d/%zu", n, root, it, i);
+}
+
+static void collectives(int64_t *a, int64_t *b, size_t n, int it)
+{
+	size_t per = n / (size_t)size, i;
+	int p;
+
+	allreduce(a, b, 1, it);
+	allreduce(a, b, n, it);
 	for (p = 0; p < size; p++)
 		for (i = 0; i < per; i++)
 			a[(size_t)p * per + i] = val(rank, i, it) ^ ((int64_t)p << 48);
@@ -51,15 +79,51 @@ static void collectives(int64_t *a, int64_t *b, size_t n, int it)
 		for (i = 0; i < per; i++)
 			CHECK(b[(size_t)p * per + i] == (val(p, i, it) ^ ((int64_t)rank << 48)),
 			      "alltoall %d/%d/%zu", it, p, i);
-	bc = rank == 0 ? 12345 + it : 0;
-	MPI_Bcast(&bc, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-	CHECK(bc == 12345 + it, "bcast %d", it);
+	bcast(a, 1, it);
+	bcast(a, n / 64 ? n / 64 : 1, it);
+	bcast(a, n, it);
 }
+
+/*
+ * rmw_TYPE: 2 * ROUNDS increments of rank 0's element at disp, of TYPE,
+ * under MPI_Win_lock_all: ROUNDS by MPI_Compare_and_swap, each retried
+ * from the value it found until it lands, then ROUNDS by
+ * MPI_Fetch_and_op.  Every rank at once: an increment lost to a torn or
+ * non-atomic update shows in the count rank 0 checks.
+ */
+#define RMW(type, mpitype)						\
+static void rmw_##type(MPI_Win win, MPI_Aint disp)			\
+{									\
+	type one = 1, seen, want, got;					\
+	int k;								\
+									\
+	MPI_Win_lock_all(0, win);					\
+	MPI_Fetch_and_op(&one, &seen, mpitype, 0, disp, MPI_NO_OP, win); \
+	MPI_Win_flush(0, win);						\
+	for (k = 0; k < ROUNDS; k++) {					\
+		for (;;) {						\
+			want = (type)(seen + 1);			\
+			MPI_Compare_and_swap(&want, &seen, &got, mpitype, 0, disp, win); \
+			MPI_Win_flush(0, win);				\
+			if (got == seen)				\
+				break;					\
+			seen = got;					\
+		}							\
+		seen = want;						\
+	}								\
+	for (k = 0; k < ROUNDS; k++) {					\
+		MPI_Fetch_and_op(&one, &got, mpitype, 0, disp, MPI_SUM, win); \
+		MPI_Win_flush(0, win);					\
+	}								\
+	MPI_Win_unlock_all(win);					\
+}
+RMW(int64_t, MPI_INT64_T)
+RMW(int32_t, MPI_INT32_T)
 
 static void one_sided(MPI_Win win, int64_t *w, int64_t *a, int64_t *b, size_t n, int it)
 {
 	int right = (rank + 1) % size, left = (rank + size - 1) % size;
-	int64_t sum = (int64_t)size * (size + 1) / 2, one = 1, old;
+	int64_t sum = (int64_t)size * (size + 1) / 2;
 	size_t i;
 	int k;
 
@@ -102,16 +166,33 @@ static void one_sided(MPI_Win win, int64_t *w, int64_t *a, int64_t *b, size_t n,
 	MPI_Barrier(MPI_COMM_WORLD);
 
 	/* atomics: a counter in rank 0's last element */
-	MPI_Win_lock_all(0, win);
-	for (k = 0; k < 10; k++) {
-		MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 0, (MPI_Aint)(n - 1), MPI_SUM, win);
-		MPI_Win_flush(0, win);
-	}
-	MPI_Win_unlock_all(win);
+	rmw_int64_t(win, (MPI_Aint)(n - 1));
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == 0) {
 		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
-		CHECK(w[n - 1] == val(left + 7, n - 1, it) + 10 * size, "fetch_and_op %d", it);
+		CHECK(w[n - 1] == val(left + 7, n - 1, it) + 2 * ROUNDS * size,
+		      "64-bit compare_and_swap and fetch_and_op %d: %lld", it,
+		      (long long)(w[n - 1] - val(left + 7, n - 1, it)));
+		MPI_Win_unlock(0, win);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* The 32-bit counters: element 1 of rank 0's window w32 of 4 */
+static void one_sided32(MPI_Win win, int32_t *w, int it)
+{
+	MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win);
+	w[1] = it * 1000;
+	MPI_Win_unlock(rank, win);
+	MPI_Barrier(MPI_COMM_WORLD);
+	rmw_int32_t(win, 1);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0) {
+		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+		CHECK(w[1] == it * 1000 + 2 * ROUNDS * size,
+		      "32-bit compare_and_swap and fetch_and_op %d: %d", it,
+		      (int)(w[1] - it * 1000));
+		CHECK(w[0] == 0 && w[2] == 0 && w[3] == 0, "32-bit neighbours %d", it);
 		MPI_Win_unlock(0, win);
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
@@ -121,15 +202,17 @@ int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 10, it, total;
 	size_t n = argc > 2 ? (size_t)atol(argv[2]) : 65536;
-	int64_t *a, *b, *w;
-	MPI_Win win;
+	int64_t *a, *b, *w, *own;
+	int32_t own32[4] = { 0 };
+	MPI_Win win, win32;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	a = malloc(n * sizeof(*a));
 	b = malloc(n * sizeof(*b));
-	if (!a || !b || iters < 1 || n < (size_t)size)
+	own = malloc(n * sizeof(*own));
+	if (!a || !b || !own || iters < 1 || n < (size_t)size)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	for (it = 0; it < iters; it++)
 		collectives(a, b, n, it);
@@ -138,10 +221,21 @@ int main(int argc, char **argv)
 	for (it = 0; it < iters; it++)
 		one_sided(win, w, a, b, n, it);
 	MPI_Win_free(&win);
+	MPI_Win_create(own, (MPI_Aint)(n * sizeof(*own)), sizeof(*own), MPI_INFO_NULL,
+		       MPI_COMM_WORLD, &win);
+	for (it = 0; it < iters; it++)
+		one_sided(win, own, a, b, n, it);
+	MPI_Win_free(&win);
+	MPI_Win_create(own32, sizeof(own32), sizeof(*own32), MPI_INFO_NULL,
+		       MPI_COMM_WORLD, &win32);
+	for (it = 0; it < iters; it++)
+		one_sided32(win32, own32, it);
+	MPI_Win_free(&win32);
 	MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("%s: %d errors, %d iterations of %zu int64\n",
 		       total ? "FAILED" : "verified", total, iters, n);
+	free(own);
 	free(a);
 	free(b);
 	MPI_Finalize();
