@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "exports.h"
 #include "ibverbsd.pb-c.h"
 #include "ibvd_verbs.h"
 
@@ -126,9 +127,10 @@ static struct ibvc_device *device_new(const char *socket_path,
 	/*
 	 * No sysfs directory exists for our devices: tools that read sysfs
 	 * attributes through this path (ibv_devinfo's board_id) fail cleanly.
+	 * It is under ibv_get_sysfs_path(), as rdma-core puts it.
 	 */
 	snprintf(pub->ibdev_path, sizeof(pub->ibdev_path),
-		 "/sys/class/infiniband/%s", info->name);
+		 "%s/class/infiniband/%s", ibv_get_sysfs_path(), info->name);
 	snprintf(dev->socket_path, sizeof(dev->socket_path), "%s", socket_path);
 	dev->node_guid = info->node_guid;
 	dev->index = info->index;

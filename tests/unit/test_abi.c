@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -125,6 +126,49 @@ START_TEST(sysfs_rejects)
 	ck_assert_int_eq(errno, ENOENT);
 	/* A directory. */
 	ck_assert_int_eq(ibv_read_sysfs_file("/sys", "kernel", buf, n), -1);
+}
+END_TEST
+
+/*
+ * ibv_get_sysfs_path() with SYSFS_PATH set to env, in a child of its own:
+ * the library reads the variable once per process.  True when it gives
+ * want, the same pointer twice.
+ */
+static bool sysfs_path_with(const char *env, const char *want)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		const char *got;
+
+		setenv("SYSFS_PATH", env, 1);
+		got = ibv_get_sysfs_path();
+		_exit(got && strcmp(got, want) == 0 && ibv_get_sysfs_path() == got ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* rdma-core's SYSFS_PATH: Open MPI's openib BTL looks there */
+START_TEST(sysfs_path_env)
+{
+	char longer[IBV_SYSFS_PATH_MAX + 40], cut[IBV_SYSFS_PATH_MAX + 1];
+
+	ck_assert(sysfs_path_with("/run/ibvd-sys", "/run/ibvd-sys"));
+	ck_assert(sysfs_path_with("/run/ibvd-sys//", "/run/ibvd-sys"));
+	ck_assert(sysfs_path_with("relative/", "relative"));
+	/* nothing left of it: the default */
+	ck_assert(sysfs_path_with("", "/sys"));
+	ck_assert(sysfs_path_with("///", "/sys"));
+	/* at most IBV_SYSFS_PATH_MAX bytes of it, as rdma-core keeps */
+	memset(longer, 'd', sizeof(longer) - 1);
+	longer[0] = '/';
+	longer[sizeof(longer) - 1] = '\0';
+	memcpy(cut, longer, IBV_SYSFS_PATH_MAX);
+	cut[IBV_SYSFS_PATH_MAX] = '\0';
+	ck_assert(sysfs_path_with(longer, cut));
 }
 END_TEST
 
@@ -253,6 +297,7 @@ static Suite *abi_suite(void)
 	tcase_add_test(verbs, fork_state);
 	tcase_add_test(verbs, sysfs_rejects);
 	tcase_add_test(verbs, sysfs_reads);
+	tcase_add_test(verbs, sysfs_path_env);
 	tcase_add_test(verbs, kernel_structs);
 	suite_add_tcase(s, verbs);
 	tcase_add_test(cm, rdmacm_devices_without_daemon);
