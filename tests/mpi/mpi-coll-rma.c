@@ -1,6 +1,7 @@
 /*
  * mpi-coll-rma: collectives and one-sided communication, every result
- * checked.  Usage: mpi-coll-rma [ITERS [COUNT]] (default 10, 65536 int64).
+ * checked.  Usage: mpi-coll-rma [ITERS [COUNT [no-cas]]] (default 10,
+ * 65536 int64).
  *
  * Each iteration: MPI_Allreduce of 1 and COUNT elements, MPI_Alltoall,
  * and MPI_Bcast of 1, COUNT/64 and COUNT elements from a root that moves
@@ -11,6 +12,9 @@
  * an MPI_Get under a shared one; under MPI_Win_lock_all with
  * MPI_Win_flush, MPI_Fetch_and_op and an MPI_Compare_and_swap loop on
  * rank 0, of 64-bit elements, and the same on a window of 32-bit ones.
+ * With "no-cas", MPI_Fetch_and_op makes the increments MPI_Compare_and_swap
+ * would (Open MPI 4.1's osc rdma hands its BTL a null target handle for
+ * MPI_Compare_and_swap, and the BTL dereferences it).
  * Rank 0 prints "verified: 0 errors, ..." when every rank found every
  * value as it must be, and the job exits 0; otherwise "FAILED" and 1.
  */
@@ -18,11 +22,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Read-modify-write rounds each rank makes on rank 0's counters */
 #define ROUNDS	10
 
 static int rank, size, errs;
+static int no_cas;	/* MPI_Fetch_and_op instead of MPI_Compare_and_swap */
 
 #define CHECK(cond, ...)						\
 	do {								\
@@ -88,8 +94,9 @@ static void collectives(int64_t *a, int64_t *b, size_t n, int it)
  * rmw_TYPE: 2 * ROUNDS increments of rank 0's element at disp, of TYPE,
  * under MPI_Win_lock_all: ROUNDS by MPI_Compare_and_swap, each retried
  * from the value it found until it lands, then ROUNDS by
- * MPI_Fetch_and_op.  Every rank at once: an increment lost to a torn or
- * non-atomic update shows in the count rank 0 checks.
+ * MPI_Fetch_and_op (or, with no_cas, 2 * ROUNDS by MPI_Fetch_and_op).
+ * Every rank at once: an increment lost to a torn or non-atomic update
+ * shows in the count rank 0 checks.
  */
 #define RMW(type, mpitype)						\
 static void rmw_##type(MPI_Win win, MPI_Aint disp)			\
@@ -100,7 +107,7 @@ static void rmw_##type(MPI_Win win, MPI_Aint disp)			\
 	MPI_Win_lock_all(0, win);					\
 	MPI_Fetch_and_op(&one, &seen, mpitype, 0, disp, MPI_NO_OP, win); \
 	MPI_Win_flush(0, win);						\
-	for (k = 0; k < ROUNDS; k++) {					\
+	for (k = 0; k < ROUNDS && !no_cas; k++) {			\
 		for (;;) {						\
 			want = (type)(seen + 1);			\
 			MPI_Compare_and_swap(&want, &seen, &got, mpitype, 0, disp, win); \
@@ -111,7 +118,7 @@ static void rmw_##type(MPI_Win win, MPI_Aint disp)			\
 		}							\
 		seen = want;						\
 	}								\
-	for (k = 0; k < ROUNDS; k++) {					\
+	for (k = 0; k < (no_cas ? 2 : 1) * ROUNDS; k++) {		\
 		MPI_Fetch_and_op(&one, &got, mpitype, 0, disp, MPI_SUM, win); \
 		MPI_Win_flush(0, win);					\
 	}								\
@@ -209,6 +216,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	no_cas = argc > 3 && strcmp(argv[3], "no-cas") == 0;
 	a = malloc(n * sizeof(*a));
 	b = malloc(n * sizeof(*b));
 	own = malloc(n * sizeof(*own));
