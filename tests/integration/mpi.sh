@@ -1,9 +1,10 @@
 #!/bin/bash
-# MPI over ibverbsd (issue 11): Debian's Open MPI 4.1 (pml ucx) and MPICH
-# 4.0 (ch4:ucx), as uid 1001, every byte between the ranks over ibverbsd:
-# UCX_TLS=rc_v,self (no shared-memory transport), Open MPI's own
-# shared-memory and TCP paths off (--mca btl self), MPICH kept off shared
-# memory between local ranks (MPIR_CVAR_NOLOCAL=1).
+# MPI over ibverbsd (issue 11): Debian's Open MPI 4.1 and MPICH 4.0, as
+# uid 1001, every byte between the ranks over ibverbsd: through UCX with
+# UCX_TLS=rc_v,self (no shared-memory transport; Open MPI's pml ucx,
+# MPICH's ch4:ucx), Open MPI's own shared-memory and TCP paths off (btl
+# self, and openib or ofi where named), MPICH kept off shared memory
+# between local ranks (MPIR_CVAR_NOLOCAL=1).
 #   - a 2-rank job of tests/mpi/mpi-pingpong.c, which checks every byte
 #     it receives; the device's packet counter must grow by at least one
 #     packet per message;
@@ -109,7 +110,8 @@ have() {
 }
 
 SKIPPED=""
-# Open MPI: this machine has 2 CPUs, Open MPI 2 slots without --oversubscribe
+# Open MPI gives a machine a slot per CPU: 4 ranks on 2 CPUs need
+# --oversubscribe
 OMPI_UCX=(--mca pml ucx --mca pml_ucx_devices any --mca btl self)
 if have openmpi mpicc.openmpi mpirun.openmpi; then
 	job openmpi openmpi mpirun.openmpi "${OMPI_UCX[@]}"
@@ -118,12 +120,12 @@ if have openmpi mpicc.openmpi mpirun.openmpi; then
 		"${OMPI_UCX[@]}" --mca osc ucx
 	mkdir -p "$T/sys/class/infiniband"
 	chmod -R 755 "$T/sys"
-	OPENIB=(-x SYSFS_PATH="$T/sys" --mca pml ob1 --mca btl self,openib
+	OPENIB=(-x SYSFS_PATH="$T/sys" --mca pml ob1 --mca btl "self,openib"
 		--mca btl_openib_allow_ib true --mca btl_openib_warn_no_device_params_found 0)
 	job "openmpi openib" openmpi mpirun.openmpi "${OPENIB[@]}"
 	COLL_MODE=no-cas coll "openmpi openib osc rdma" openmpi 2 mpirun.openmpi \
 		"${OPENIB[@]}" --mca osc rdma
-	OFI=(--mca pml ob1 --mca btl self,ofi --mca btl_ofi_mode 2
+	OFI=(--mca pml ob1 --mca btl "self,ofi" --mca btl_ofi_mode 2
 		--mca btl_ofi_provider_include "verbs;ofi_rxd")
 	RINGS_MAY_CARRY=1 job "openmpi btl ofi (verbs;ofi_rxd)" openmpi mpirun.openmpi "${OFI[@]}"
 	RINGS_MAY_CARRY=1 COLL_MODE=no-cas coll "openmpi btl ofi osc rdma" openmpi 2 \
