@@ -131,6 +131,38 @@ static void qp_attr_rts(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 		 IBV_QP_MAX_QP_RD_ATOMIC;
 }
 
+/* The attributes for a->qp_state, as the kernel's RDMA CM gives them. */
+static int qp_attr_for(struct ibvd_call *call, const struct ibvd_cm_id *id,
+		       Ibvd__QpAttr *a, Ibvd__AhAttr *ah, uint8_t dgid[16],
+		       uint32_t *mask)
+{
+	uint32_t state = a->qp_state;
+
+	/*
+	 * Before a request it has no IB CM id to ask: any state gets INIT's
+	 * attributes, the state left as asked (cma_ib_init_qp_attr).  UD
+	 * ids keep the answers below, which a QP can take.
+	 */
+	if (id->phase == CM_PH_NONE && !cm_is_ud(id)) {
+		qp_attr_init(id, a, mask);
+		return 0;
+	}
+	if (state != IBV_QPS_INIT && state != IBV_QPS_RTR &&
+	    state != IBV_QPS_RTS)
+		return ibvd_call_error(call, -EINVAL, "no attributes for QP state %u",
+				       state);
+	/* RTR and RTS need the other end's QP and PSN (a REP or a REQ). */
+	if (state != IBV_QPS_INIT && !cm_is_ud(id) && !id->remote_valid)
+		return ibvd_call_error(call, -EINVAL, "the id has no peer yet");
+	if (state == IBV_QPS_INIT)
+		qp_attr_init(id, a, mask);
+	else if (state == IBV_QPS_RTR)
+		qp_attr_rtr(id, a, ah, dgid, mask);
+	else
+		qp_attr_rts(id, a, mask);
+	return 0;
+}
+
 int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
 {
 	const Ibvd__CmInitQpAttr *req = (const Ibvd__CmInitQpAttr *)call->msg;
@@ -140,25 +172,19 @@ int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
 	Ibvd__AhAttr ah = IBVD__AH_ATTR__INIT;
 	uint8_t dgid[16];
 	uint32_t mask = 0;
+	int ret;
 
 	if (!id)
 		return -EINVAL;
 	if (!id->dev)
 		return ibvd_call_error(call, -EINVAL, "the id has no device");
-	if (req->qp_state != IBV_QPS_INIT && req->qp_state != IBV_QPS_RTR &&
-	    req->qp_state != IBV_QPS_RTS)
-		return ibvd_call_error(call, -EINVAL, "no attributes for QP state %u",
-				       req->qp_state);
-	/* RTR and RTS need the other end's QP and PSN (a REP or a REQ). */
-	if (req->qp_state != IBV_QPS_INIT && !cm_is_ud(id) && !id->remote_valid)
-		return ibvd_call_error(call, -EINVAL, "the id has no peer yet");
+	/* Its IB CM id listens, a state with no QP attributes. */
+	if (id->state == CM_LISTEN)
+		return ibvd_call_error(call, -EINVAL, "a listener has no QP attributes");
 	attr.qp_state = req->qp_state;
-	if (req->qp_state == IBV_QPS_INIT)
-		qp_attr_init(id, &attr, &mask);
-	else if (req->qp_state == IBV_QPS_RTR)
-		qp_attr_rtr(id, &attr, &ah, dgid, &mask);
-	else
-		qp_attr_rts(id, &attr, &mask);
+	ret = qp_attr_for(call, id, &attr, &ah, dgid, &mask);
+	if (ret < 0)
+		return ret;
 	reply.attr_mask = mask;
 	reply.attr = &attr;
 	return ibvd_call_reply(call, &reply.base, NULL, 0);

@@ -2109,6 +2109,76 @@ START_TEST(connect_app_qp)
 }
 END_TEST
 
+/*
+ * rdma_init_qp_attr before a request: any state gets INIT's attributes
+ * (no remote access, the state left as asked), as from the kernel's RDMA
+ * CM, which has no IB CM id to ask yet.  With the request out, RTR and
+ * RTS wait for the reply; the passive side has them from the request; a
+ * listener has none.
+ */
+START_TEST(init_qp_attr_before_a_request)
+{
+	static const enum ibv_qp_state states[] = { IBV_QPS_INIT, IBV_QPS_RTR,
+						    IBV_QPS_RTS };
+	const int init_mask = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS |
+			      IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	struct rdma_cm_id *bound;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	struct pair p;
+	unsigned int i;
+	int mask;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		memset(&qa, 0xff, sizeof(qa));
+		qa.qp_state = states[i];
+		mask = 0;
+		ck_ok(rdma_init_qp_attr(p.client, &qa, &mask));
+		ck_assert_int_eq(mask, init_mask);
+		ck_assert_int_eq(qa.qp_state, states[i]);
+		ck_assert_uint_eq(qa.qp_access_flags, 0);
+		ck_assert_uint_eq(qa.pkey_index, 0);
+		ck_assert_uint_eq(qa.port_num, 1);
+	}
+	default_qp(p.client, IBV_QPT_RC);
+	ck_ok(rdma_connect(p.client, &cp));
+	qa.qp_state = IBV_QPS_INIT;
+	ck_ok(rdma_init_qp_attr(p.client, &qa, &mask));
+	ck_assert_int_eq(mask, init_mask);
+	ck_assert_uint_eq(qa.qp_access_flags, IBV_ACCESS_REMOTE_WRITE |
+			  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	for (i = 1; i < ARRAY_SIZE(states); i++) {
+		qa.qp_state = states[i];
+		ck_fails_with(rdma_init_qp_attr(p.client, &qa, &mask), EINVAL);
+	}
+
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	qa.qp_state = IBV_QPS_RTR;
+	ck_ok(rdma_init_qp_attr(p.server, &qa, &mask));
+	ck_assert_msg(mask & IBV_QP_DEST_QPN, "RTR mask %#x without the QPN", mask);
+	ck_assert_uint_eq(qa.dest_qp_num, p.client->qp->qp_num);
+	qa.qp_state = IBV_QPS_RTS;
+	ck_ok(rdma_init_qp_attr(p.server, &qa, &mask));
+	ck_assert_msg(mask & IBV_QP_SQ_PSN, "RTS mask %#x without the PSN", mask);
+	ck_ok(rdma_reject(p.server, NULL, 0));
+	ck_ok(rdma_ack_cm_event(expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client)));
+	pair_free(&p);
+
+	ck_ok(rdma_create_id(NULL, &bound, NULL, RDMA_PS_TCP));
+	listen_on(bound, "127.0.0.1", 1);
+	ck_assert_ptr_nonnull(bound->verbs);
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		qa.qp_state = states[i];
+		ck_fails_with(rdma_init_qp_attr(bound, &qa, &mask), EINVAL);
+	}
+	ck_ok(rdma_destroy_id(bound));
+}
+END_TEST
+
 static const struct rdma_conn_param one_each = {
 	.responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
 	.rnr_retry_count = 7,
@@ -3700,7 +3770,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(disconnect_timewait_owed), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept),
-		T(listen_backlog), T(connect_app_qp), T(reply_confirmed_by_the_daemon),
+		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
 		T(qp_destroyed_before_the_reply),
 		T(sync_mode_connect),
