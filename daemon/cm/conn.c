@@ -1008,6 +1008,14 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 
 	if (!id)
 		return -EINVAL;
+	/*
+	 * A listener bound to a device has an IB CM id of its own
+	 * (cma_ib_listen), which no DREQ or DREP can move: the kernel's
+	 * rdma_disconnect tries both and answers 0.  A wildcard listener
+	 * has none: EINVAL, as for an id never connected.
+	 */
+	if (id->state == CM_LISTEN && id->dev)
+		return req->move_qp ? cm_qp_to_err(call, id) : 0;
 	if (id->phase == CM_PH_NONE)
 		return ibvd_call_error(call, -EINVAL, "the id was never connected");
 	if (req->move_qp) {

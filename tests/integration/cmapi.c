@@ -1466,6 +1466,36 @@ START_TEST(notify)
 END_TEST
 
 /*
+ * rdma_disconnect on a listener bound to a device's address is 0 and
+ * ends nothing, as the kernel's (its IB CM id has neither a DREQ nor a
+ * DREP to send); a wildcard listener has no device: EINVAL.
+ */
+START_TEST(disconnect_listener)
+{
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_fails_with(rdma_disconnect(p.listen), EINVAL);
+	pair_free(&p);
+
+	memset(&p, 0, sizeof(p));
+	p.sch = channel();
+	p.cch = channel();
+	p.listen = new_id(p.sch, &p, RDMA_PS_TCP);
+	p.port = listen_on(p.listen, "127.0.0.1", 8);
+	ck_assert_ptr_nonnull(p.listen->verbs);
+	ck_ok(rdma_disconnect(p.listen));
+	ck_ok(rdma_disconnect(p.listen));
+	expect_quiet(p.sch, 200, "the listener");
+	p.client = new_id(p.cch, NULL, RDMA_PS_TCP);
+	resolve(p.cch, p.client, "127.0.0.1", p.port);
+	pair_connect(&p, NULL, NULL);
+	pair_send(p.client, p.server, "through a disconnected listener");
+	pair_close(&p);
+}
+END_TEST
+
+/*
  * The requester's ACK timeout and ToS reach the passive side as a REQ
  * would carry them (the kernel's IB CM: cm_ack_timeout of lifetime 13
  * and the CA's ACK delay 15 is 16), unless the listener set its own.
@@ -3767,7 +3797,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(resolve_refused_keeps_addresses),
 		T(getaddrinfo_api),
 		T(not_an_id),
-		T(connect_addresses_and_data), T(notify), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
+		T(connect_addresses_and_data), T(notify), T(disconnect_listener), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(disconnect_timewait_owed), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(reply_confirmed_by_the_daemon),
