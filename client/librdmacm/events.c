@@ -82,7 +82,9 @@ static void fill_ud(struct cma_id *cid, struct cma_event *ev,
 		p->qp_num = m->conn->qp_num;
 		p->qkey = m->conn->qkey;
 	}
-	if (!p->ah_attr.port_num)
+	/* A request's address vector is all zero, its port too (the kernel's). */
+	if (!p->ah_attr.port_num &&
+	    ev->event.event != RDMA_CM_EVENT_CONNECT_REQUEST)
 		p->ah_attr.port_num = cid->id.port_num;
 }
 

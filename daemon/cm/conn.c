@@ -558,11 +558,13 @@ void cm_send_request(struct ibvd_cm_id *c, const struct ibvd_cm_id *l,
 		.pdata_full = req_pdata(c),
 	};
 
-	if (cm_is_ud(c)) {
-		ud.qp_num = c->remote.qp_num;
-		ud.qkey = c->remote.qkey;
+	/*
+	 * A SIDR REQ carries neither the requester's QPN nor its Q_Key: the
+	 * kernel's event has the private data alone, the rest zero, as a
+	 * request from another host has here.
+	 */
+	if (cm_is_ud(c))
 		ev.ud = &ud;
-	}
 	cm_event_send(c, &ev);
 }
 

@@ -3411,6 +3411,16 @@ START_TEST(ud_sidr)
 	ck_assert_ptr_nonnull(ev->param.ud.private_data);
 	ck_assert_msg(!memcmp(ev->param.ud.private_data, req, sizeof(req) - 1),
 		      "UD request private data differs");
+	/* A SIDR REQ has no QPN, Q_Key or path: zero, as the kernel's event. */
+	ck_assert_uint_eq(ev->param.ud.qp_num, 0);
+	ck_assert_uint_eq(ev->param.ud.qkey, 0);
+	{
+		struct ibv_ah_attr zero = { 0 };
+
+		ck_assert_msg(!memcmp(&ev->param.ud.ah_attr, &zero, sizeof(zero)),
+			      "UD request with an address vector (dlid %#x port %u)",
+			      ev->param.ud.ah_attr.dlid, ev->param.ud.ah_attr.port_num);
+	}
 	p.server = ev->id;
 	ck_ok(rdma_ack_cm_event(ev));
 	default_qp(p.server, IBV_QPT_UD);
