@@ -1956,6 +1956,38 @@ START_TEST(reject_after_accept)
 END_TEST
 
 /*
+ * A passive rdma_disconnect after its accept, the RTU not come yet
+ * (REP_SENT), ends the connection: both ends hear DISCONNECTED and the
+ * requester has no reply left to confirm.  On Linux the IB CM has no
+ * DREQ to send before the RTU and the call is lost (ibverbsd(7)).
+ */
+START_TEST(disconnect_after_accept)
+{
+	struct pair p;
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7, .qp_num = 0x1234 };
+	struct rdma_cm_event *ev;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	cp.qp_num = 0x4321;
+	ck_ok(rdma_accept(p.server, &cp));
+	expect_ack(p.cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p.client);
+
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	ck_fails_with(rdma_establish(p.client), EINVAL);
+	expect_quiet(p.sch, 200, "the disconnected server");
+	expect_quiet(p.cch, 200, "the disconnected client");
+	pair_free(&p);
+}
+END_TEST
+
+/*
  * Backlog: with rdma_listen(id, 1) and one request waiting (not even
  * retrieved), a second one is REJECTED; once the first is retrieved, its
  * slot is free again, unanswered as it is (the kernel's ucma counts
@@ -3809,7 +3841,7 @@ static Suite *api_suite(int argc, char **argv)
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(disconnect_listener), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(disconnect_timewait_owed), T(connect_no_listener), T(ib_path_option),
-		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept),
+		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept), T(disconnect_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
 		T(qp_destroyed_before_the_reply),
