@@ -20,6 +20,11 @@ static uint64_t ns_of(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t ibvc_now_ns(void)
+{
+	return ns_of(CLOCK_MONOTONIC);
+}
+
 uint64_t ibvc_clock_to_wallclock_ns(uint64_t stamp)
 {
 	/* both clocks tick at the same rate; only their origins differ */

@@ -851,6 +851,9 @@ int ibvc_find_gid_index(struct ibv_context *ctx, uint8_t port_num,
 
 /* The posting checks the ibv_qp_ex API shares (post.c, qp_ex.c). */
 bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail);
+/* the same, waiting for the flush of a queue the engine stopped (ERR) */
+bool ibvc_wq_room(struct ibvc_qp *qp, struct ibvc_wq *wq, uint32_t *head,
+		  uint32_t tail);
 bool ibvc_send_opcode_valid(enum ibv_qp_type type, enum ibv_wr_opcode op);
 bool ibvc_sq_state_ok(const struct ibvc_qp *qp);
 /*
@@ -968,7 +971,8 @@ struct ibv_mr *ibvc_reg_dm_mr_op(struct ibv_pd *pd, struct ibv_dm *dm,
 				 uint64_t dm_offset, size_t length,
 				 unsigned int access);
 
-/* clock.c: the device clock of CQE timestamps */
+/* clock.c: the device clock of CQE timestamps (CLOCK_MONOTONIC, ns) */
+uint64_t ibvc_now_ns(void);
 uint64_t ibvc_clock_to_wallclock_ns(uint64_t stamp);
 int ibvc_query_rt_values_op(struct ibv_context *ctx, struct ibv_values_ex *values);
 int ibvc_advise_mr_op(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,

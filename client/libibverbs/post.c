@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "barrier.h"
@@ -36,6 +37,55 @@ bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail)
 	if (taken - *head <= tail - *head)
 		*head = taken;
 	return tail - *head < wq->limit;
+}
+
+/*
+ * How long a post waits for a stopped queue's flush that stands still
+ * (a receive the engine holds for a message in flight, a daemon gone).
+ */
+#define FLUSH_WAIT_NS	1000000000ull
+
+/*
+ * A queue the engine stopped (its QP in ERR, an SQ in SQE) empties by
+ * itself: the engine flushes every WQE in it, polled or not (a full CQ
+ * drops the completions after IBV_EVENT_CQ_ERR).  A post that finds such
+ * a queue full waits for the flush rather than fail or not by timing:
+ * Linux's rxe flushes the SQ as it moves to ERR, so a WR posted there is
+ * accepted and flushed.  No wait for room that WQEs the engine cannot see
+ * hold (this post's own, not yet published), nor past FLUSH_WAIT_NS of a
+ * head that does not move: ENOMEM, as for a queue that is not stopped.
+ */
+static bool room_after_flush(struct ibvc_qp *qp, struct ibvc_wq *wq,
+			     uint32_t *head, uint32_t tail)
+{
+	uint64_t deadline = 0;
+	uint32_t seen = *head;
+
+	if (!ibvd_read_once(&wq->engine->error))
+		return false;
+	ibvc_ring_doorbell(to_ibvc_context(qp->qp.context), qp->doorbell);
+	while (!ibvc_wq_has_room(wq, head, tail)) {
+		uint64_t now = ibvc_now_ns();
+
+		if (*head == wq->tail || !ibvd_read_once(&wq->engine->error))
+			return false;
+		if (!deadline || *head != seen) {
+			seen = *head;
+			deadline = now + FLUSH_WAIT_NS;
+		} else if (now > deadline) {
+			return false;
+		}
+		sched_yield();
+	}
+	return true;
+}
+
+/* Room for one more WQE, after the flush of a stopped queue if need be. */
+bool ibvc_wq_room(struct ibvc_qp *qp, struct ibvc_wq *wq, uint32_t *head,
+		  uint32_t tail)
+{
+	return ibvc_wq_has_room(wq, head, tail) ||
+	       room_after_flush(qp, wq, head, tail);
 }
 
 /* ---- sends ------------------------------------------------------------- */
@@ -291,7 +341,7 @@ static int post_send_locked(struct ibvc_qp *qp, struct ibv_send_wr *wr,
 		 * sent: it holds ring room, not SQ room, until the receiver
 		 * takes it (a NIC frees the slot at the ACK, app polling or not).
 		 */
-		if (ret == 0 && !ibvc_wq_has_room(sq, &head, tail))
+		if (ret == 0 && !ibvc_wq_room(qp, sq, &head, tail))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;
@@ -401,12 +451,13 @@ static void write_recv_wqe(void *slot, const struct ibv_recv_wr *wr)
 }
 
 /*
- * Post a list of receive WQEs to a receive ring; returns 0 or a negative
- * errno with *bad_wr set, and whether anything was published.
+ * Post a list of receive WQEs to a receive ring, a QP's (qp) or an SRQ's
+ * (NULL: never flushed); returns 0 or a negative errno with *bad_wr set,
+ * and whether anything was published.
  */
-static int post_recv_locked(struct ibvc_wq *rq, uint32_t max_sge,
-			    struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
-			    bool *published)
+static int post_recv_locked(struct ibvc_qp *qp, struct ibvc_wq *rq,
+			    uint32_t max_sge, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad_wr, bool *published)
 {
 	uint32_t tail = rq->tail, head = tail - rq->limit;
 	int ret = 0;
@@ -415,7 +466,8 @@ static int post_recv_locked(struct ibvc_wq *rq, uint32_t max_sge,
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge ||
 		    (wr->num_sge && !wr->sg_list))
 			ret = -EINVAL;
-		else if (!ibvc_wq_has_room(rq, &head, tail))
+		else if (!(qp ? ibvc_wq_room(qp, rq, &head, tail) :
+			   ibvc_wq_has_room(rq, &head, tail)))
 			ret = -ENOMEM;
 		if (ret < 0) {
 			*bad_wr = wr;
@@ -477,7 +529,7 @@ int ibvc_post_recv_op(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	ibvc_direct_refresh(qp);
 	wq_lock(qp, &qp->rq);
-	ret = post_recv_locked(&qp->rq, qp->cap.max_recv_sge, wr, bad_wr,
+	ret = post_recv_locked(qp, &qp->rq, qp->cap.max_recv_sge, wr, bad_wr,
 			       &published);
 	if (published)
 		ibvc_direct_recv_posted(qp);
@@ -499,7 +551,8 @@ int ibvc_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		return ibvc_errno_ret(-EIO);
 	}
 	pthread_mutex_lock(&srq->rq.lock);
-	ret = post_recv_locked(&srq->rq, srq->max_sge, wr, bad_wr, &published);
+	ret = post_recv_locked(NULL, &srq->rq, srq->max_sge, wr, bad_wr,
+			       &published);
 	pthread_mutex_unlock(&srq->rq.lock);
 	return ibvc_errno_ret(ret);
 }

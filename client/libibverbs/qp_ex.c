@@ -63,7 +63,7 @@ static struct ibvd_send_wqe *begin(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 		batch_fail(qp, EINVAL);
 		return NULL;
 	}
-	if (!ibvc_wq_has_room(&qp->sq, &qp->batch.head, qp->batch.tail)) {
+	if (!ibvc_wq_room(qp, &qp->sq, &qp->batch.head, qp->batch.tail)) {
 		batch_fail(qp, ENOMEM);
 		return NULL;
 	}

@@ -2018,6 +2018,178 @@ START_TEST(flush)
 }
 END_TEST
 
+/* A SEND of 8 bytes, whatever the QP's type (a UD QP's to itself). */
+static int post_any_send(struct ibv_qp *qp, struct ibv_ah *ah, uint64_t wr_id,
+			 struct ibv_mr *mr)
+{
+	struct ibv_sge sge = { (uintptr_t)mr->addr, 8, mr->lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = VT_QKEY;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_any_recv(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr)
+{
+	struct ibv_sge sge = { (uintptr_t)mr->addr, 64, mr->lkey };
+	struct ibv_recv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/*
+ * A QP in ERR whose n receives, flushed, wait in cq: they take n of its
+ * entries until polled.
+ */
+static struct ibv_qp *cq_taker(struct ibv_cq *cq, uint32_t n, struct ibv_mr *mr)
+{
+	struct vt_qp_opts o = opts_type(IBV_QPT_UD);
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+	uint32_t i;
+
+	o.max_recv_wr = n;
+	qp = vt_qp(&D, cq, cq, &o);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = D.port_num;
+	a.qkey = VT_QKEY;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				       IBV_QP_PORT | IBV_QP_QKEY), 0);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(post_any_recv(qp, 1, mr), 0);
+	a.qp_state = IBV_QPS_ERR;
+	ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	return qp;
+}
+
+/*
+ * Poll the flushed completions of qp from cq (and `others` of other QPs):
+ * sends must be wr_ids 1..ns then extra_s, receives 1001..1000+nr then
+ * extra_r, each once, in its queue's order (the spec orders neither
+ * queue against the other).
+ */
+static void expect_flushed(struct ibv_cq *cq, const struct ibv_qp *qp,
+			   uint64_t ns, uint64_t extra_s, uint64_t nr,
+			   uint64_t extra_r, uint64_t others)
+{
+	uint64_t next_s = 1, next_r = 1001, got = 0, want = ns + nr + 2 + others;
+	uint64_t others_got = 0;
+	struct ibv_wc wc[64];
+	int i, n;
+
+	while (got < want) {
+		n = vt_poll(cq, wc, (int)(want - got < 64 ? want - got : 64), vt_tmo_ms());
+		ck_assert_msg(n > 0, "%llu of %llu flushed completions, then none",
+			      (unsigned long long)got, (unsigned long long)want);
+		for (i = 0; i < n; i++) {
+			bool recv = wc[i].opcode & IBV_WC_RECV;
+			uint64_t *next = recv ? &next_r : &next_s;
+			uint64_t last = recv ? 1000 + nr : ns, extra = recv ? extra_r : extra_s;
+			uint64_t want_id = *next <= last ? *next : extra;
+
+			ck_assert_msg(wc[i].status == IBV_WC_WR_FLUSH_ERR,
+				      "wr_id %llu: %s", (unsigned long long)wc[i].wr_id,
+				      vt_status(wc[i].status));
+			if (wc[i].qp_num != qp->qp_num) {
+				others_got++;
+				continue;
+			}
+			ck_assert_msg(wc[i].wr_id == want_id,
+				      "%s flushed: wr_id %llu, want %llu (each queue in order)",
+				      recv ? "receive" : "send",
+				      (unsigned long long)wc[i].wr_id,
+				      (unsigned long long)want_id);
+			ck_assert_int_eq(wc[i].opcode, recv ? IBV_WC_RECV : IBV_WC_SEND);
+			(*next)++;
+		}
+		got += (uint64_t)n;
+	}
+	ck_assert_uint_eq(others_got, others);
+	vt_expect_none(cq, QUIET_MS, "after every WR was flushed once");
+}
+
+/*
+ * A QP whose SQ and RQ share one CQ goes to ERR with both queues full
+ * (the SQ held by SQD, every type; more WQEs than the engine flushes in
+ * a turn): every WR completes once, flushed, each queue in its order,
+ * none lost on a CQ that has just the room (another QP's completions
+ * take the rest), no CQ_ERR.  A SEND and a receive posted just after the
+ * move are accepted though the queues were full, and flushed last: the
+ * flush empties a stopped queue by itself, and a post waits for it
+ * rather than fail by timing (Linux's rxe flushes as the QP goes to ERR;
+ * the flush and the post raced here).  A few rounds: one is a single
+ * throw of those dice.
+ */
+START_TEST(flush_full_queues)
+{
+	static const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
+	struct vt_qp_opts o = opts_type(types[_i]);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_cq *cq, *cq1;
+	struct ibv_qp *taker;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	uint64_t ns, nr, room;
+	struct vt_pair p;
+	int round, ret;
+
+	o.max_send_wr = 300;
+	o.max_recv_wr = 300;
+	mr = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ah = vt_ah(&D, D.port.lid, NULL);
+	for (round = 0; round < 8; round++) {
+		cq = mkcq(2048, NULL, NULL);
+		cq1 = mkcq(16, NULL, NULL);
+		vt_pair_on(&p, &D, &o, &o, cq, cq1);
+		ck_assert_int_eq(ibv_query_qp(p.qp[0], &a, IBV_QP_CAP, &ia), 0);
+		room = ia.cap.max_send_wr + ia.cap.max_recv_wr + 2;
+		ck_assert_uint_lt(room, (uint64_t)cq->cqe);
+		taker = cq_taker(cq, (uint32_t)(cq->cqe - room), mr);
+		for (nr = 0; (ret = post_any_recv(p.qp[0], 1001 + nr, mr)) == 0; nr++)
+			ck_assert_uint_le(nr, ia.cap.max_recv_wr);
+		ck_assert_int_eq(ret, ENOMEM);
+		ck_assert_uint_ge(nr, 300);
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_SQD;
+		ck_assert_int_eq(ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE), 0);
+		for (ns = 0; (ret = post_any_send(p.qp[0], ah, 1 + ns, mr)) == 0; ns++)
+			ck_assert_uint_le(ns, ia.cap.max_send_wr);
+		ck_assert_int_eq(ret, ENOMEM);
+		ck_assert_uint_ge(ns, 300);
+		a.qp_state = IBV_QPS_ERR;
+		ck_assert_int_eq(ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE), 0);
+		ck_assert_msg((ret = post_any_send(p.qp[0], ah, 5000, mr)) == 0,
+			      "round %d: SEND posted in ERR to the full SQ: %s", round,
+			      strerror(ret));
+		ck_assert_msg((ret = post_any_recv(p.qp[0], 6000, mr)) == 0,
+			      "round %d: receive posted in ERR to the full RQ: %s", round,
+			      strerror(ret));
+		expect_flushed(cq, p.qp[0], ns, 5000, nr, 6000, cq->cqe - room);
+		vt_expect_no_async(D.ctx, 0, "a CQ with just the room");
+		ck_assert_int_eq(ibv_destroy_qp(taker), 0);
+		vt_pair_free(&p);
+		rmcq(cq);
+		rmcq(cq1);
+	}
+	vt_ah_free(ah);
+	vt_dereg(mr);
+}
+END_TEST
+
 /* ==== post errors ========================================================= */
 
 /*
@@ -6713,6 +6885,7 @@ static Suite *datapath_suite(void)
 	tcase_add_loop_test(tc, retry_exc, 0, 2);
 	tcase_add_test(tc, uc_drop);
 	tcase_add_test(tc, flush);
+	tcase_add_loop_test(tc, flush_full_queues, 0, 3);
 
 	/* apart from "status", whose errors statistic.sh counts */
 	tc = new_case(s, "responder");
