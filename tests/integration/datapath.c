@@ -6520,6 +6520,63 @@ START_TEST(mw_send_inv)
 END_TEST
 
 /*
+ * SEND_WITH_INV invalidates a type-2 window only.  The key of an MR from
+ * ibv_reg_mr is refused, as by Linux's rxe (rxe_invalidate_mr takes only
+ * fast-registration MRs, which user space cannot make) and mlx5 (only
+ * mkeys made for remote invalidation, mlx5dv_create_mkey), and so is a
+ * type-1 window's (only type-2 windows are ever invalidated): the
+ * message is an invalid request (the sender's REM_INV_REQ_ERR), its
+ * receive completes with the memory management error, nothing lands,
+ * both QPs go to ERR, and the key still works for another QP.
+ */
+START_TEST(send_inv_refused)
+{
+	struct ibv_mw *mw = NULL;
+	struct ibv_mw_bind bind;
+	struct ibv_wc wc;
+	struct ibv_mr *t;
+	uint32_t key;
+	struct fx f;
+
+	fx_init(&f, NULL, 8192, 4096);
+	t = vt_reg(D.pd, 8192, MW_MR_ACCESS);
+	key = t->rkey;
+	if (_i == 1) {
+		mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_1);
+		ck_assert_ptr_nonnull(mw);
+		mw_bind1_info(&bind, 60, t, MW_RW);
+		ck_assert_int_eq(ibv_bind_mw(f.p.qp[1], mw, &bind), 0);
+		vt_expect_ok(f.p.scq[1], NULL, 60, IBV_WC_BIND_MW, "ibv_bind_mw");
+		key = mw->rkey;
+	}
+	memset(BUF(f.b), CANARY, 4096);
+	vt_recv(f.p.qp[1], 30, f.b->addr, 4096, f.b->lkey);
+	vt_fill(f.a->addr, 64, 0, 55);
+	vt_send(f.p.qp[0], 31, IBV_WR_SEND_WITH_INV, IBV_SEND_SIGNALED,
+		f.a->addr, 64, f.a->lkey, 0, key);
+	vt_expect_wc(f.p.scq[0], NULL, 31, IBV_WC_REM_INV_REQ_ERR,
+		     _i ? "SEND_WITH_INV of a type-1 window" : "SEND_WITH_INV of an MR");
+	vt_expect_wc(f.p.rcq[1], &wc, 30, IBV_WC_MW_BIND_ERR, "its receive");
+	vt_expect_byte(f.b->addr, 4096, CANARY, "the receive's buffer");
+	vt_expect_state(f.p.qp[0], IBV_QPS_ERR, "the sender");
+	vt_expect_state(f.p.qp[1], IBV_QPS_ERR, "the receiver");
+	fx_free(&f);
+
+	/* Not invalidated: a WRITE through the key lands. */
+	fx_init(&f, NULL, 8192, 4096);
+	vt_fill(f.a->addr, 64, 0, 56);
+	vt_send(f.p.qp[0], 32, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, f.a->addr,
+		64, f.a->lkey, ADDR(t, MW_OFF), key);
+	vt_expect_ok(f.p.scq[0], NULL, 32, IBV_WC_RDMA_WRITE, "WRITE through the key");
+	vt_expect_pat(BUF(t) + MW_OFF, 64, 0, 56, "written through the key");
+	fx_free(&f);
+	if (mw)
+		ck_assert_int_eq(ibv_dealloc_mw(mw), 0);
+	vt_dereg(t);
+}
+END_TEST
+
+/*
  * A chunked SEND_WITH_INV (over one 128 KiB step): the window goes with the
  * message's completion, which reports its key.
  */
@@ -6961,6 +7018,7 @@ static Suite *datapath_suite(void)
 	tcase_add_test(tc, mw_type2_zero_length);
 	tcase_add_loop_test(tc, mw_denied, 0, 4);
 	tcase_add_test(tc, mw_send_inv);
+	tcase_add_loop_test(tc, send_inv_refused, 0, 2);
 	tcase_add_test(tc, wr_api_cmp_swp_send_inv);
 	tcase_add_test(tc, mw_send_inv_long);
 	tcase_add_loop_test(tc, mw_only_remote, 0, 2);
