@@ -879,7 +879,17 @@ static void probe_post(struct ibv_pd *pd, struct ibv_mr *mr)
 		wr.wr.ud.ah = ah;
 		wr.wr.ud.remote_qpn = qp->qp_num;
 		wr.wr.ud.remote_qkey = 0x11111111;
-		ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_SQD }, IBV_QP_STATE);
+		/* the posts above may have failed the QP: SQD, or where it is */
+		n = ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_SQD },
+				  IBV_QP_STATE);
+		{
+			struct ibv_qp_init_attr qi;
+			struct ibv_qp_attr qa;
+
+			printf("modify_qp %s to SQD after the posts: ret=%s state=%s\n", tn,
+			       ename(n), ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi) ? "?" :
+			       probe_qp_state_name(qa.qp_state));
+		}
 		n = 0;
 		for (int k = 0; k < 10000; k++) {
 			n = ibv_post_send(qp, &wr, &bad);
