@@ -117,7 +117,8 @@ static unsigned int look_rx(struct ibvd_engine *eng);
  */
 struct pass_share {
 	const struct ibvd_eng_rate *tenant;
-	uint64_t cost;			/* bytes, ENG_WQE_COST per WQE retired */
+	/* bytes, ENG_WQE_COST per WQE retired or message placed */
+	uint64_t cost;
 };
 
 struct pass {
@@ -146,12 +147,42 @@ static struct pass_share *share_of(struct pass *p, const struct ibvd_qp *qp)
 	return &p->shares[p->nshares++];
 }
 
+/* The engine's counts a turn's cost is the growth of. */
+struct turn_counts {
+	uint64_t wqes, direct_bytes, direct_msgs;
+};
+
+static struct turn_counts counts_now(const struct ibvd_engine *eng)
+{
+	return (struct turn_counts){ .wqes = eng->wqes,
+				     .direct_bytes = eng->direct_bytes,
+				     .direct_msgs = eng->direct_msgs };
+}
+
+/*
+ * What a turn cost: the bytes its SQ moved, and those it placed out of
+ * direct rings (its own ring's SENDs, which go before its next WQE, and
+ * its peer's into its receives), no SQ's bytes but the same copies, which
+ * a tenant could otherwise have the engine make for it past its share;
+ * each WQE and each message placed ENG_WQE_COST, and the turn itself one.
+ */
+static uint64_t turn_cost(const struct ibvd_engine *eng,
+			  const struct turn_counts *before, uint64_t bytes)
+{
+	uint64_t items = eng->wqes - before->wqes +
+			 eng->direct_msgs - before->direct_msgs + 1;
+
+	return bytes + eng->direct_bytes - before->direct_bytes +
+	       items * ENG_WQE_COST;
+}
+
 /* qp's turn, or a ring for the next pass if its tenant spent its share. */
 static void take_turn(struct pass *p, struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = p->eng;
 	struct pass_share *share = share_of(p, qp);
-	uint64_t wqes = eng->wqes, bytes;
+	struct turn_counts before = counts_now(eng);
+	uint64_t bytes;
 
 	/* its last sends ran at its teardown, within their budget */
 	if (qp->ctx->engine->going)
@@ -164,7 +195,7 @@ static void take_turn(struct pass *p, struct ibvd_qp *qp)
 	bytes = ibvd_eng_qp_run(eng, qp, eng->now);
 	p->turns++;
 	if (share)
-		share->cost += bytes + (eng->wqes - wqes + 1) * ENG_WQE_COST;
+		share->cost += turn_cost(eng, &before, bytes);
 }
 
 static void rung(uint32_t bit, void *arg)

@@ -757,6 +757,7 @@ struct ibvd_engine {
 	/* bytes of messages it placed out of direct rings (direct/direct.c;
 	 * also the control thread's, write lock held) */
 	uint64_t direct_bytes;
+	uint64_t direct_msgs;		/* and how many (a pass's shares) */
 	uint64_t mem_calls;		/* system calls on clients' memory */
 	uint64_t claim_timeouts;	/* UD receive claims waited out (recv.c) */
 	/* CQ slots a RESET or destroy of one of its QPs looked at for the

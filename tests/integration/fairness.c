@@ -24,6 +24,12 @@
  *   hog NQP WRITES		NQP loopback pairs in one context, each
  *	keeping two 8 MiB RDMA WRITEs posted, until WRITES have completed:
  *	one tenant with many busy QPs (its share of an engine pass).
+ *   hog-direct NQP ROUNDS	NQP direct pairs in one context: each
+ *	round fills every sender's transit ring with 64 KiB SENDs to a
+ *	receiver that does not poll, and posts an RDMA WRITE behind them,
+ *	so that the engine places them all: one tenant's copies out of
+ *	rings (its share of a pass all the same).  Prints "ready", waits
+ *	for a line on stdin, runs, prints "placed: ...", waits for another.
  *
  * Exit: 0 pass, 1 fail.
  */
@@ -847,6 +853,119 @@ static int hog(unsigned int nqp, unsigned long writes)
 	return 0;
 }
 
+/* ==== hog-direct ============================================================= */
+
+/*
+ * The same tenant's copies made another way: SENDs a library put in its
+ * QP's direct ring (the direct transport, common/transit.h) for a
+ * receiver that never polls, which the engine places itself before the
+ * WRITE posted behind them may run (RC order).  Those placements are the
+ * engine's copies as much as a WQE's, and count in the tenant's share of
+ * a pass (fairness.sh counts the engine's direct_bytes per busy pass).
+ * fairness.sh says when to start (a line on stdin) and reads the counts
+ * between "ready" and "placed".
+ */
+#define HD_MSGS		14u		/* 64 KiB SENDs and headers a ring holds */
+#define HD_LEN		(64u << 10)
+
+static void wait_line(const char *what)
+{
+	char line[16];
+
+	vt_assert(fgets(line, sizeof(line), stdin), "no line on stdin %s", what);
+}
+
+static void hd_post_recvs(struct vt_pair *p, unsigned int nqp,
+			  struct ibv_mr *to)
+{
+	unsigned int i, k;
+
+	for (i = 0; i < nqp; i++)
+		for (k = 0; k < HD_MSGS; k++)
+			vt_recv(p[i].qp[1], i, to->addr, HD_LEN, to->lkey);
+}
+
+/* A round: each ring filled with SENDs, a WRITE behind them; all done. */
+static void hd_round(struct vt_pair *p, unsigned int nqp, struct ibv_cq *scq,
+		     struct ibv_cq *rcq, struct ibv_mr *from, struct ibv_mr *to)
+{
+	unsigned int i, k, done;
+	struct ibv_wc wc[32];
+	int n, j;
+
+	/* on the rings: the receiver waits for no event, nothing rings */
+	for (i = 0; i < nqp; i++)
+		for (k = 0; k < HD_MSGS; k++)
+			vt_send(p[i].qp[0], i, IBV_WR_SEND, 0, from->addr,
+				HD_LEN, from->lkey, 0, 0);
+	/* the WRITEs ring the engine, which empties each ring first */
+	for (i = 0; i < nqp; i++)
+		vt_send(p[i].qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+			from->addr, 8, from->lkey, (uintptr_t)to->addr,
+			to->rkey);
+	for (done = 0; done < nqp; done += (unsigned int)n) {
+		n = vt_poll(scq, wc, 32, 6 * vt_tmo_ms());
+		vt_assert(n > 0, "%u of %u WRITEs completed", done, nqp);
+		for (j = 0; j < n; j++)
+			vt_assert(wc[j].status == IBV_WC_SUCCESS &&
+				  wc[j].opcode == IBV_WC_RDMA_WRITE,
+				  "WRITE: %s", vt_status(wc[j].status));
+	}
+	/* what the engine placed (the rings are empty: the library has
+	 * nothing left to place itself) */
+	for (done = 0; done < nqp * HD_MSGS; done += (unsigned int)n) {
+		n = vt_poll(rcq, wc, 32, 6 * vt_tmo_ms());
+		vt_assert(n > 0, "%u of %u SENDs received", done,
+			  nqp * HD_MSGS);
+		for (j = 0; j < n; j++)
+			vt_assert(wc[j].status == IBV_WC_SUCCESS &&
+				  wc[j].byte_len == HD_LEN, "receive: %s, "
+				  "%u bytes", vt_status(wc[j].status),
+				  wc[j].byte_len);
+	}
+}
+
+static int hog_direct(unsigned int nqp, unsigned int rounds)
+{
+	static struct vt_pair p[HOG_MAX_QPS];
+	struct vt_qp_opts o = { .max_send_wr = HD_MSGS + 2,
+				.max_recv_wr = HD_MSGS };
+	struct ibv_mr *from, *to;
+	struct ibv_cq *scq, *rcq;
+	unsigned int i, r;
+
+	vt_assert(nqp && nqp <= HOG_MAX_QPS, "hog-direct: 1 to %u QPs",
+		  HOG_MAX_QPS);
+	vt_open(&D);
+	scq = ibv_create_cq(D.ctx, (int)nqp, NULL, NULL, 0);
+	rcq = ibv_create_cq(D.ctx, (int)(nqp * HD_MSGS), NULL, NULL, 0);
+	vt_assert(scq && rcq, "ibv_create_cq: %m");
+	for (i = 0; i < nqp; i++)
+		vt_pair_on(&p[i], &D, &o, &o, scq, rcq);
+	vt_assert(vt_transit_maps() > 0, "no transit ring mapped");
+	from = vt_reg(D.pd, HD_LEN, VT_ACCESS_ALL);
+	to = vt_reg(D.pd, HD_LEN, VT_ACCESS_ALL);
+	hd_post_recvs(p, nqp, to);
+	say("ready");
+	wait_line("to start");
+	for (r = 0; r < rounds; r++) {
+		if (r)
+			hd_post_recvs(p, nqp, to);
+		hd_round(p, nqp, scq, rcq, from, to);
+	}
+	say("placed: %u rounds of %u SENDs of %u bytes on %u QPs", rounds,
+	    HD_MSGS, HD_LEN, nqp);
+	wait_line("to end");
+	for (i = 0; i < nqp; i++)
+		vt_pair_free(&p[i]);
+	ibv_destroy_cq(scq);
+	ibv_destroy_cq(rcq);
+	vt_dereg(from);
+	vt_dereg(to);
+	vt_close(&D);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -867,7 +986,10 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "hog") == 0)
 		return hog((unsigned int)strtoul(argv[2], NULL, 10),
 			   strtoul(argv[3], NULL, 10));
+	if (argc == 4 && strcmp(argv[1], "hog-direct") == 0)
+		return hog_direct((unsigned int)strtoul(argv[2], NULL, 10),
+				  (unsigned int)strtoul(argv[3], NULL, 10));
 	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | cuts | "
-		"move BYTES | hog NQP WRITES\n");
+		"move BYTES | hog NQP WRITES | hog-direct NQP ROUNDS\n");
 	return 2;
 }

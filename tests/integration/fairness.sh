@@ -6,7 +6,9 @@
 #    WQE completes or is flushed on both sides, the daemon lives on;
 #  - a small SEND completes while a 256 MiB WRITE on the same engine thread
 #    is in progress;
-#  - one uid's 64 busy QPs move at most its share of each engine pass;
+#  - one uid's 64 busy QPs move at most its share of each engine pass,
+#    also when what they have the engine copy is SENDs in their direct
+#    rings (a second daemon, with the direct transport);
 #  - SENDs cut short at either end in the middle (fairness-helper cuts):
 #    receiver reset and reconnected, in ERR, an SRQ receiver reset or
 #    destroyed, a UC sender reset, a sender fault in the first chunk, a WQE
@@ -187,4 +189,63 @@ show "slow (uid $USER1)" "$O/slow"
 [ "$EXIT_STATUS" -eq 0 ] || fail "the freed tenant failed (exit $EXIT_STATUS)"
 ok "freed once the limit was lifted"
 daemon_alive "after lifting the limit"
+daemon_stop
+
+# The same share for what the engine places out of direct rings: SENDs
+# a library left in its QP's transit ring (its receiver does not poll),
+# which the engine places itself before the WRITE behind them.  A turn
+# places up to a chunk of them; counted as no bytes, a pass gave each of
+# the uid's 64 QPs its turn (8 MiB) where its share is 512 KiB, and put
+# none off.  Counted, not timed: the bytes the engine placed
+# (direct_bytes) and moved per pass that gave a turn, with only this uid
+# busy, between the helper's "ready" and "placed" (passes while its
+# WRITEs are still being posted give few QPs a turn: the mean is less
+# than a full pass's).  A pass may end one turn past the share (a chunk
+# of two 64 KiB SENDs): 640 KiB a pass at most; 768 KiB allowed.
+check "one uid's 64 direct QPs: what the engine places from their rings counts in its share"
+sed 's/"direct": false/"direct": true/' "$conf" >"$T/direct.conf" && chmod 644 "$T/direct.conf" ||
+	fail "cannot write $T/direct.conf"
+daemon_start -c "$T/direct.conf"
+daemon_wait_ready
+mkfifo "$T/hogd.in" && chmod 644 "$T/hogd.in" || fail "mkfifo"
+run_locked "$USER2" "$HELPER" hog-direct 64 4 <"$T/hogd.in" >"$O/hogd" 2>&1 &
+hpid=$!
+BG_PIDS+=("$hpid")
+exec 8>"$T/hogd.in"
+for _ in $(seq $((TMO * 10))); do
+	grep -q '^ready$' "$O/hogd" && break
+	pid_running "$hpid" || break
+	sleep 0.1
+done
+grep -q '^ready$' "$O/hogd" || { show "hog-direct" "$O/hogd"; fail "the direct hog never got ready"; }
+p0=$(engine_count busy_passes)
+d0=$(engine_count direct_bytes)
+b0=$(engine_count bytes)
+f0=$(engine_count deferred)
+echo go >&8
+for _ in $(seq $((TMO * 10))); do
+	grep -q '^placed' "$O/hogd" && break
+	pid_running "$hpid" || break
+	sleep 0.1
+done
+passes=$(($(engine_count busy_passes) - p0))
+placed=$(($(engine_count direct_bytes) - d0))
+moved=$(($(engine_count bytes) - b0))
+deferred=$(($(engine_count deferred) - f0))
+echo end >&8
+exec 8>&-
+wait_exit "$hpid" "$TMO" || { show "hog-direct" "$O/hogd"; fail "the direct hog did not end"; }
+show "hog-direct" "$O/hogd"
+[ "$EXIT_STATUS" -eq 0 ] || fail "the direct hog failed (exit $EXIT_STATUS)"
+# 4 rounds of 14 SENDs of 64 KiB on 64 QPs: 56 MiB, all placed by the engine
+[ "$placed" -ge $((4 * 14 * 64 * 65536)) ] ||
+	fail "the engine placed $placed bytes from the rings: did the library take them?"
+[ "$passes" -gt 0 ] || fail "no busy engine pass counted"
+per=$(((placed + moved) / passes))
+[ "$deferred" -gt 0 ] ||
+	fail "no turn was put off to the next pass ($placed bytes placed in $passes passes): the placing went uncounted"
+[ "$per" -le $((768 << 10)) ] ||
+	fail "$placed bytes placed and $moved moved in $passes passes: $per a pass for one uid, past its share"
+ok "$placed bytes placed and $moved moved in $passes passes: $per a pass; $deferred put off"
+daemon_alive "after the direct hog"
 daemon_stop

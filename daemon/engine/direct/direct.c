@@ -537,6 +537,7 @@ static enum eng_resp place_message(struct ibvd_engine *eng,
 		if (req->length <= IBVD_TRANSIT_UD_MAX) {
 			ibvd_eng_ud_deliver_claimed(eng, src, target, req, qkey);
 			eng_count(&eng->direct_bytes, req->length);
+			eng_count(&eng->direct_msgs, 1);
 		}
 		return RESP_OK;
 	}
@@ -544,9 +545,14 @@ static enum eng_resp place_message(struct ibvd_engine *eng,
 		r = ibvd_eng_write_imm_claimed(eng, src, target, req);
 	else
 		r = ibvd_eng_deliver_send_claimed(eng, src, target, req);
-	/* ibvctl statistic shows it, a teardown charges it (direct_take) */
-	if (r == RESP_OK)
+	/*
+	 * ibvctl statistic shows it, a teardown charges it (direct_take),
+	 * and so does the tenant's share of an engine pass (engine.c)
+	 */
+	if (r == RESP_OK) {
 		eng_count(&eng->direct_bytes, req->length);
+		eng_count(&eng->direct_msgs, 1);
+	}
 	return r;
 }
 
