@@ -211,32 +211,49 @@ static int note_finishing(uint32_t handle, enum ibvd_obj_kind kind,
 	return 0;
 }
 
+/* A front WQE whose first turn moves a chunk and finishes nothing. */
+static bool front_long(const struct ibvd_finishing *f)
+{
+	return f->front > ibvd_eng_turn_bytes;
+}
+
+/*
+ * Those whose first turn finishes a WQE first, then the shorter send
+ * queues, then the shorter front WQEs; then by handle, for the same
+ * order each time.  A long front finishes no WQE in the first round
+ * wherever it comes, and a first round that spends the budget leaves
+ * no second one.
+ */
+static int by_queued(const void *a, const void *b)
+{
+	const struct ibvd_finishing *x = a, *y = b;
+
+	if (front_long(x) != front_long(y))
+		return front_long(x) ? 1 : -1;
+	if (x->queued != y->queued)
+		return x->queued < y->queued ? -1 : 1;
+	if (x->front != y->front)
+		return x->front < y->front ? -1 : 1;
+	return x->qp->handle < y->qp->handle ? -1 : x->qp->handle > y->qp->handle;
+}
+
 /*
  * A turn for each QP in order, then again for those that go on, as an
  * engine pass does, until the budget is spent: a QP's small last
  * message, sent or to be received, is not left behind all of the long
  * ones of the QPs before it.
  */
-/* Shorter send queues first; then by handle, for the same order each time. */
-static int by_queued(const void *a, const void *b)
-{
-	const struct ibvd_finishing *x = a, *y = b;
-
-	if (x->queued != y->queued)
-		return x->queued < y->queued ? -1 : 1;
-	return x->qp->handle < y->qp->handle ? -1 : x->qp->handle > y->qp->handle;
-}
-
 static void finish_round_robin(struct finish_list *l,
 			       struct ibvd_finish_budget *budget)
 {
 	size_t i, kept;
 
 	/*
-	 * The shortest queues first: a first round of long WQEs (a chunk
-	 * each) spends the budget by about 128 such QPs, and a last send
-	 * alone in its queue, as a process's final message usually is,
-	 * would then be left behind theirs.
+	 * The shortest queues first, those with a long WQE in front after
+	 * all others: a first round of long WQEs (a chunk each) spends the
+	 * budget by about 128 such QPs, and a last send alone in its queue,
+	 * as a process's final message usually is, would then be left
+	 * behind theirs, also when each of them holds a single WQE.
 	 */
 	if (l->n > 1)
 		qsort(l->qps, l->n, sizeof(*l->qps), by_queued);

@@ -84,8 +84,9 @@ struct ibvd_engine;
  * What all the QPs of a context that goes may still do, shared
  * (ibvd_engine_ctx_finish_sends): a destroyed QP's bytes, and 4,096
  * turns (of ENG_QP_BUDGET_WQES WQEs at most each), a turn each for as
- * many QPs with a last send, the shortest queues first (a turn of a long
- * WQE moves a chunk: the bytes last about 128 of those).
+ * many QPs with a last send, those whose front WQE a turn finishes and
+ * the shortest queues first (a turn of a long WQE moves a chunk: the
+ * bytes last about 128 of those; attach.c).
  */
 #define ENG_CTX_FINISH_BYTES		ENG_FINISH_BYTES
 #define ENG_CTX_FINISH_TURNS		4096u
@@ -519,6 +520,7 @@ struct ibvd_finishing {
 	uint64_t last_end;	/* the peer's direct ring, taken up to here */
 	uint32_t head0;		/* its SQ head before its first turn */
 	uint32_t queued;	/* WQEs in its SQ then (turn order) */
+	uint64_t front;		/* bytes its front WQE had left then */
 	bool taking;		/* the peer's direct ring has more for it */
 	bool sending;		/* its SQ may run on */
 	bool first;		/* no turn yet */

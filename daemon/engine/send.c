@@ -680,6 +680,21 @@ static void break_connection(struct ibvd_engine *eng, struct ibvd_qp *qp)
 	ibvd_eng_sq_unclaim(qp);
 }
 
+/* The bytes the front WQE of qp's queued ones has still to move. */
+static uint64_t front_left(struct ibvd_engine *eng, struct ibvd_qp *qp,
+			   uint32_t queued)
+{
+	struct eng_req req;
+
+	/* one that fails moves nothing */
+	if (!queued ||
+	    ibvd_eng_send_take(eng, qp, qp->sq_head, &req) != IBV_WC_SUCCESS)
+		return 0;
+	if (!qp->wqe_started)
+		return req.length;
+	return req.length > qp->wqe_done ? req.length - qp->wqe_done : 0;
+}
+
 /*
  * A NIC puts what it is rung for on the wire at once, and takes what
  * arrives for a posted receive at once, so apps destroy a QP right after
@@ -706,6 +721,7 @@ bool ibvd_eng_finish_begin(struct ibvd_qp *qp, struct ibvd_finishing *f)
 	*f = (struct ibvd_finishing){ .qp = qp, .head0 = qp->sq_head,
 				      .first = true };
 	f->queued = depth > 0 ? (uint32_t)depth : 0;
+	f->front = front_left(eng, qp, f->queued);
 	f->taking = qp->direct && ibvd_eng_can_receive(eng_qp_state(qp)) &&
 		    ibvd_eng_direct_last_end(qp, &f->last_end);
 	/*

@@ -72,11 +72,15 @@
  *	runs, on the control thread with every tenant waiting, is bounded
  *	(abuse.sh counts the engine's bytes).
  *   abuse-helper full-sq-exit
-	8 RC QPs with 256 RDMA WRITEs of 128 KiB (32 MiB) each in their SQs
-	without a doorbell, and one more with a WRITE of 8 bytes, then the
-	process exits: what its context's teardown still runs is bounded for
-	the context, not for each QP (abuse.sh counts the engine's bytes), and
-	the small WRITE lands all the same (full_sq_exit()).
+ *	160 RC QPs with 256 RDMA WRITEs of 128 KiB (32 MiB) each in their
+ *	SQs without a doorbell, and one more with a WRITE of 8 bytes, then
+ *	the process exits: what its context's teardown still runs is
+ *	bounded for the context, not for each QP (abuse.sh counts the
+ *	engine's bytes), and the small WRITE lands all the same
+ *	(full_sq_exit()).
+ *   abuse-helper full-sq-exit-long
+ *	The same with a single WRITE of 1 MiB in each of the 160 SQs: the
+ *	small WRITE, as alone in its queue as each of them, still lands.
  *   abuse-helper full-direct-exit
  *	48 direct pairs, each with its transit ring full of 64 KiB SENDs
  *	(960 KiB) towards a child that posted receives for them and never
@@ -1453,10 +1457,18 @@ static int full_sq_destroy(void)
 #define EXIT_QPS	160u
 #define EXIT_WQES	256u
 #define EXIT_MARK	0x5a5a1e57c0ffee01ull
+/*
+ * full-sq-exit-long: a single WRITE of EXIT_LONG in each SQ instead, as
+ * many WQEs queued as the small WRITE's QP: sorted by queue length
+ * alone (then by handle), the long ones came first and spent the budget.
+ */
+#define EXIT_LONG	(1u << 20)
 
-static void full_sq_exit_child(volatile uint64_t *mark)
+static void full_sq_exit_child(volatile uint64_t *mark, bool single)
 {
 	struct vt_qp_opts o = { .max_send_wr = EXIT_WQES, .max_recv_wr = 16 };
+	uint32_t len = single ? EXIT_LONG : FULL_SQ_LEN;
+	uint32_t wqes = single ? 1 : EXIT_WQES;
 	struct ibv_mr *src, *dst, *small, *shared;
 	struct vt_pair p[EXIT_QPS + 1];
 	struct vt_dev d;
@@ -1464,8 +1476,8 @@ static void full_sq_exit_child(volatile uint64_t *mark)
 
 	vt_open(&d);
 	/* memfds: the daemon reaches them once the process is gone */
-	src = vt_reg_memfd(d.pd, FULL_SQ_LEN, VT_ACCESS_ALL, "abuse-exit-src");
-	dst = vt_reg_memfd(d.pd, FULL_SQ_LEN, VT_ACCESS_ALL, "abuse-exit-dst");
+	src = vt_reg_memfd(d.pd, len, VT_ACCESS_ALL, "abuse-exit-src");
+	dst = vt_reg_memfd(d.pd, len, VT_ACCESS_ALL, "abuse-exit-dst");
 	small = vt_reg_memfd(d.pd, 4096, VT_ACCESS_ALL, "abuse-exit-small");
 	*(uint64_t *)small->addr = EXIT_MARK;
 	shared = ibv_reg_mr(d.pd, (void *)mark, 4096, VT_ACCESS_ALL);
@@ -1473,11 +1485,11 @@ static void full_sq_exit_child(volatile uint64_t *mark)
 	for (q = 0; q <= EXIT_QPS; q++)
 		vt_pair(&p[q], &d, &o, 64);
 	for (q = 0; q < EXIT_QPS; q++) {
-		for (i = 0; i < EXIT_WQES; i++)
+		for (i = 0; i < wqes; i++)
 			sq_write_wqe(p[q].qp[0], i, 0, src->addr, src->lkey,
-				     FULL_SQ_LEN, dst->addr, dst->rkey);
+				     len, dst->addr, dst->rkey);
 		/* published, but no doorbell: the engine has not looked */
-		sq_publish(p[q].qp[0], EXIT_WQES, false);
+		sq_publish(p[q].qp[0], wqes, false);
 	}
 	sq_write_wqe(p[EXIT_QPS].qp[0], 0, 0, small->addr, small->lkey,
 		     sizeof(*mark), (void *)mark, shared->rkey);
@@ -1485,7 +1497,7 @@ static void full_sq_exit_child(volatile uint64_t *mark)
 	_exit(0);
 }
 
-static int full_sq_exit(void)
+static int full_sq_exit(bool single)
 {
 	long t0 = vt_now_ms();
 	volatile uint64_t *mark;
@@ -1505,7 +1517,7 @@ static int full_sq_exit(void)
 	pid = fork();
 	vt_assert(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0)
-		full_sq_exit_child(mark);
+		full_sq_exit_child(mark, single);
 	close(fd);
 	vt_assert(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
 		  WEXITSTATUS(st) == 0, "the child failed (status %#x)", st);
@@ -1515,9 +1527,10 @@ static int full_sq_exit(void)
 	vt_assert(*mark == EXIT_MARK,
 		  "the last QP's WRITE never landed (%#llx)",
 		  (unsigned long long)*mark);
-	printf("full-sq-exit: %u QPs with %u WRITEs of %u KiB each and one "
-	       "of 8 bytes, the process gone: the 8 bytes landed\n", EXIT_QPS,
-	       EXIT_WQES, FULL_SQ_LEN >> 10);
+	printf("full-sq-exit%s: %u QPs with %u WRITE%s of %u KiB each and "
+	       "one of 8 bytes, the process gone: the 8 bytes landed\n",
+	       single ? "-long" : "", EXIT_QPS, single ? 1 : EXIT_WQES,
+	       single ? "" : "s", (single ? EXIT_LONG : FULL_SQ_LEN) >> 10);
 	return 0;
 }
 
@@ -2196,7 +2209,9 @@ int main(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[1], "full-sq-destroy"))
 		return full_sq_destroy();
 	if (argc == 2 && !strcmp(argv[1], "full-sq-exit"))
-		return full_sq_exit();
+		return full_sq_exit(false);
+	if (argc == 2 && !strcmp(argv[1], "full-sq-exit-long"))
+		return full_sq_exit(true);
 	if (argc == 2 && !strcmp(argv[1], "full-direct-exit"))
 		return full_direct_exit();
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
@@ -2214,6 +2229,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-direct-exit | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-sq-exit-long | full-direct-exit | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }
