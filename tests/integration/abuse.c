@@ -89,6 +89,12 @@
  *	each ring whole (abuse.sh counts the engine's direct_bytes; the
  *	parent counts its SENDs taken, the rest failing as to a QP that
  *	went), and the 8 bytes land all the same (full_direct_exit()).
+ *   abuse-helper full-direct-exit-held
+ *	The same with the child holding the claims of its 48 receive queues
+ *	when it exits, as a library that dies mid-copy leaves them: each
+ *	costs its QP a turn of the budget a round, and nothing is taken
+ *	from the rings; the teardown ends (its turns are bounded), the 8
+ *	bytes land, the parent's SENDs all fail.
  *   abuse-helper srq-forged-claim
  *	UD QPs on an SRQ whose claim word the client set to ENGINE, flooded
  *	(srq_forged_claim()).
@@ -1554,6 +1560,7 @@ static int full_sq_exit(bool single)
 
 struct dx_shared {
 	struct vt_addr child[DX_PAIRS + 1], parent[DX_PAIRS + 1];
+	bool held;	/* the child holds its 48 receivers' claims */
 	int step;	/* 1: child's QPs made, 2: parent's connected,
 			 * 3: child's connected, 4: parent's SENDs posted */
 };
@@ -1612,6 +1619,10 @@ static void full_direct_exit_child(struct dx_shared *sh)
 		for (i = 0; i < DX_MSGS; i++)
 			vt_recv(qp[q], i, (uint8_t *)buf->addr + 4096, DX_LEN,
 				buf->lkey);
+	/* as a library that dies in the middle of a copy leaves them */
+	for (q = 0; q < DX_PAIRS && sh->held; q++)
+		__atomic_store_n(&to_ibvc_qp(qp[q])->rq.client->claim,
+				 IBVD_WQ_CLAIM_LIBRARY, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->step, 3, __ATOMIC_RELEASE);
 	dx_wait(sh, 4, 0);
 	/* on the ring, no doorbell: the parent waits for no event */
@@ -1661,7 +1672,7 @@ static uint32_t dx_sends(struct ibv_cq *scq, struct ibv_qp **qp)
 	return total;
 }
 
-static int full_direct_exit(void)
+static int full_direct_exit(bool held)
 {
 	struct vt_qp_opts o = { .max_send_wr = DX_MSGS + 1, .max_recv_wr = 4 };
 	struct ibv_qp *qp[DX_PAIRS + 1];
@@ -1680,6 +1691,7 @@ static int full_direct_exit(void)
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	vt_assert(sh != MAP_FAILED, "mmap: %s", strerror(errno));
 	memset(sh, 0, sizeof(*sh));
+	sh->held = held;
 	pid = fork();
 	vt_assert(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0)
@@ -1733,10 +1745,15 @@ static int full_direct_exit(void)
 	moved = (uint64_t)taken * DX_LEN;
 	vt_assert(moved <= (16u << 20) + DX_SLACK, "the child's teardown took "
 		  "%u SENDs, %llu bytes", taken, (unsigned long long)moved);
-	printf("full-direct-exit: %u direct pairs with %u SENDs of %u KiB "
-	       "each in their rings, the receiver gone: %u taken (%llu bytes), "
-	       "the rest failed, and its last 8 bytes landed\n", DX_PAIRS,
-	       DX_MSGS, DX_LEN >> 10, taken, (unsigned long long)moved);
+	/* nothing goes into a receive queue whose claim a dead library holds */
+	vt_assert(!held || !taken, "the child's teardown took %u SENDs past "
+		  "claims held", taken);
+	printf("full-direct-exit%s: %u direct pairs with %u SENDs of %u KiB "
+	       "each in their rings, the receiver gone%s: %u taken (%llu "
+	       "bytes), the rest failed, and its last 8 bytes landed\n",
+	       held ? "-held" : "", DX_PAIRS, DX_MSGS, DX_LEN >> 10,
+	       held ? " holding their claims" : "", taken,
+	       (unsigned long long)moved);
 	return 0;
 }
 
@@ -2213,7 +2230,9 @@ int main(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[1], "full-sq-exit-long"))
 		return full_sq_exit(true);
 	if (argc == 2 && !strcmp(argv[1], "full-direct-exit"))
-		return full_direct_exit();
+		return full_direct_exit(false);
+	if (argc == 2 && !strcmp(argv[1], "full-direct-exit-held"))
+		return full_direct_exit(true);
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
 		return overlap();
 	if (argc == 2 && !strcmp(argv[1], "err-flush"))
@@ -2229,6 +2248,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-sq-exit-long | full-direct-exit | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-sq-exit-long | full-direct-exit | full-direct-exit-held | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }

@@ -18,7 +18,9 @@
 # tenant is served after), the same with one WRITE of 1 MiB in each of
 # 160 SQs (the 8 bytes first all the same), one that exits with 48 direct rings full
 # towards it (its teardown takes 16 MiB of them in all: the engine's
-# direct_bytes), a QP in error whose SQ
+# direct_bytes), or dies holding the claims of the receive queues those
+# rings are for (a turn of the budget a round each, bounded; nothing
+# taken, its own last send sent), a QP in error whose SQ
 # fills with 4,096 WQEs at once (flushed 256 a turn: the engine's
 # turns), or a WRITE onto its own source.  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
@@ -41,7 +43,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,full-sq-exit-long,full-direct-exit,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,full-sq-exit-long,full-direct-exit,full-direct-exit-held,err-flush,overlap}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
@@ -168,7 +170,12 @@ for mode in "${modes[@]}"; do
 	direct=$(($(engine_count direct_bytes) - direct))
 	[ "$mode" != full-direct-exit ] || [ "$direct" -le $((17 << 20)) ] ||
 		fail "$mode: the context's teardown placed $direct bytes from direct rings"
-	if [ "${mode#full-sq-exit}" != "$mode" ] || [ "$mode" = full-direct-exit ]; then
+	# the same, the child's receive queues' claims held by its dead
+	# library: none of the rings taken, only the child's own 8 bytes; its
+	# teardown ended (a turn a round for each held claim, 4,096 in all)
+	[ "$mode" != full-direct-exit-held ] || [ "$direct" -le 8 ] ||
+		fail "$mode: the context's teardown placed $direct bytes past claims held"
+	if [ "${mode#full-sq-exit}" != "$mode" ] || [ "${mode#full-direct-exit}" != "$mode" ]; then
 		# another tenant, served afterwards
 		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 			run_ours "$USER2" "$HELPER" overlap >"$O/other" 2>&1 ||

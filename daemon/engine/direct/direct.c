@@ -954,7 +954,10 @@ bool ibvd_eng_direct_take(struct ibvd_engine *eng, struct ibvd_qp *qp,
 	*placed += eng->direct_bytes - before;
 	/*
 	 * DRAIN_MORE placed a turn's worth; a claim our own library holds
-	 * (another of its threads polling) is let go of soon.
+	 * (another of its threads polling) is let go of soon.  One its
+	 * library held as it died never is: asked again each round, it
+	 * costs a turn of the teardown's budget each time, which bounds it
+	 * (abuse.sh full-direct-exit-held).
 	 */
 	return (res == DRAIN_MORE || res == DRAIN_BUSY) &&
 	       ring_consumed(peer, ring) < end;
