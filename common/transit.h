@@ -205,10 +205,11 @@
  *    and reads the arm.  Whichever sees the other wakes the receiver:
  *    the receiver places what is there at once, the sender writes one
  *    byte per token, if what it sent fires it (any completion, or a
- *    solicited SEND).  A poll that takes what it placed after the arm
- *    fires nothing (as a NIC's CQE there before the arm would not) and
- *    the arm stays: the receiver publishes it again, with a new token,
- *    so that the next message wakes a sleeper again.  An unsolicited SEND to a solicited-only arm is
+ *    solicited SEND).  What the receiver places after the arm fires
+ *    it, also when the poll that places it takes it at once, as a
+ *    NIC's CQE fires the arm whoever polls it (another thread may sleep
+ *    on the channel: UCX's ud_verbs polls from its async thread while
+ *    its worker sleeps).  An unsolicited SEND to a solicited-only arm is
  *    the engine's to place (its sender rings): only an error, which
  *    the receive makes, fires that arm.  A receiver with no receive
  *    posted when it armed says so (IBVD_TRANSIT_ARM_NO_RECV): its

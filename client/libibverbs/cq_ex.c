@@ -93,7 +93,6 @@ static bool first_take(struct ibvc_cq *cq)
 	}
 	/* No end_poll follows a failed start_poll (ibv_create_cq_ex(3)). */
 	ibvc_cq_polled(cq, true);
-	ibvc_direct_poll_end(cq);
 	unlock(cq);
 	return false;
 }
@@ -131,7 +130,6 @@ static void end_poll(struct ibv_cq_ex *cqx)
 	bool found_end = cq->polled, left;
 
 	ibvc_cq_polled(cq, true);
-	ibvc_direct_poll_end(cq);
 	ibvc_cq_ring_release(&cq->ring);
 	/*
 	 * As ibv_poll_cq when it leaves completions behind (poll.c); not

@@ -48,7 +48,6 @@ struct ibvc_local_cqe *ibvc_direct_fifo_push(struct ibvc_cq *cq,
 	if (cq->timestamps)
 		fifo[at & mask].cqe.timestamp = ibvd_mono_ns();
 	fifo[at & mask].mark = mark;
-	fifo[at & mask].unfired = 0;
 	/* an error fires a solicited-only arm too (a SEND's: place_one) */
 	fifo[at & mask].solicited = cqe->status != IBV_WC_SUCCESS;
 	cq->direct.tail++;

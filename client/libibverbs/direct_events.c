@@ -30,8 +30,8 @@ void ibvc_direct_rx_armed(struct ibvc_qp *qp, struct ibvc_direct *d,
 	if (armed) {
 		/*
 		 * A token of this publication, not the CQ's arm number: a
-		 * sender pokes once per token (wake_receiver), and an arm a
-		 * poll kept (ibvc_direct_poll_end) is published again.
+		 * sender pokes once per token (wake_receiver), and an arm
+		 * asked for again while it waits is published again.
 		 */
 		arm = __atomic_add_fetch(&cq->direct.arm_token, 1, __ATOMIC_RELAXED);
 		if (!arm)

@@ -29,12 +29,10 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
 		ibvc_direct_harvest_sends(cq, qp);
 		ibvc_direct_take_back_polling(qp);
 	}
-	cq->direct.deferring = true;
 	if (cq_armed(cq) && cq_poke_fd(cq) < 0)
 		ibvc_direct_leave_to_engine(cq);
 	else
 		ibvc_direct_place_all(cq, true, false);
-	cq->direct.deferring = false;
 	if (!cq_armed(cq))
 		ibvc_direct_disarm(cq);
 }
@@ -43,8 +41,7 @@ void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen)
  * Publish cq's arm in its receivers' rings (a new token each time), then
  * look: a message that came as we armed is for whoever sleeps on the
  * channel, who looks at the rings, places it and fires
- * (ibvc_direct_take_event); a poll of ours that takes it first leaves no
- * event behind.
+ * (ibvc_direct_take_event), or for a poll, which places and fires.
  */
 static void publish_arm(struct ibvc_cq *cq)
 {
@@ -69,44 +66,11 @@ static void publish_arm(struct ibvc_cq *cq)
 		ibvc_poke(cq_poke_fd(cq));
 }
 
-/*
- * The poll is over: what it placed and left in the CQ fires the arm, as
- * a NIC's CQE that came after the arm.  What it placed and took fired
- * nothing, and the arm stays: its senders, which woke us once for the
- * arm they saw (wake_receiver), must see it published again, or a
- * sleeper would not hear of their next message.
- */
-void ibvc_direct_poll_end(struct ibvc_cq *cq)
-{
-	uint32_t mask = cq->direct.cap - 1, i, fires = 0;
-
-	if (cq->direct.unfired) {
-		for (i = cq->direct.head; i != cq->direct.tail; i++) {
-			fires |= cq->direct.fifo[i & mask].unfired;
-			cq->direct.fifo[i & mask].unfired = 0;
-		}
-		cq->direct.unfired = 0;
-		ibvc_direct_fire(cq, fires, true);
-	}
-	if (cq->direct.absorbed) {
-		cq->direct.absorbed = false;
-		if (cq_armed(cq))
-			publish_arm(cq);
-	}
-}
-
 static bool fifo_pop(struct ibvc_cq *cq, struct ibvd_cqe *cqe)
 {
-	struct ibvc_local_cqe *e;
-
 	if (cq->direct.tail == cq->direct.head)
 		return false;
-	e = &cq->direct.fifo[cq->direct.head++ & (cq->direct.cap - 1)];
-	if (e->unfired) {
-		cq->direct.unfired--;
-		cq->direct.absorbed = true;
-	}
-	*cqe = e->cqe;
+	*cqe = cq->direct.fifo[cq->direct.head++ & (cq->direct.cap - 1)].cqe;
 	return true;
 }
 

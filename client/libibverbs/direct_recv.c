@@ -338,16 +338,16 @@ static bool place_one(struct ibvc_cq *cq, struct ibvc_qp *qp,
 	fires = PLACED_ANY;
 	if (f.flags & IBVD_TRANSIT_SOLICITED)
 		fires |= PLACED_SOLICITED;
-	/* in a poll, it fires only if left in the CQ (ibvc_direct_poll_end) */
+	/*
+	 * It fires the arm even if the poll that placed it takes it: it came
+	 * after the arm (what came before, the arm placed), as a NIC's CQE
+	 * that fires whoever polls it, and another thread may sleep on the
+	 * channel for it (UCX's worker, while its async thread polls).
+	 */
 	e = ibvc_direct_fifo_push(cq, &cqe, p->mark);
 	if (fires & PLACED_SOLICITED)
 		e->solicited = true;
-	if (cq->direct.deferring) {
-		e->unfired = fires;
-		cq->direct.unfired++;
-	} else {
-		p->placed |= fires;
-	}
+	p->placed |= fires;
 	p->head++;
 	p->consumed = next;
 	return true;

@@ -428,8 +428,6 @@ to_ibvc_channel(struct ibv_comp_channel *channel)
 struct ibvc_local_cqe {
 	struct ibvd_cqe cqe;
 	uint32_t mark;			/* the CQ's engine tail it follows */
-	uint32_t unfired;		/* PLACED_* (direct_internal.h) due at
-					 * poll's end */
 	bool solicited;			/* fires a solicited-only arm */
 };
 
@@ -462,9 +460,6 @@ struct ibvc_cq {
 		uint32_t cap, head, tail;
 		uint32_t limit;			/* engine CQEs this poll may take */
 		bool polling;			/* limit applies */
-		bool deferring;			/* a poll places: fire at its end */
-		uint32_t unfired;		/* fifo entries with .unfired */
-		bool absorbed;			/* a poll took one of those */
 		uint32_t arm_token;		/* the last ibvc_direct_rx_armed
 						 * published; atomic */
 		uint32_t moves_seen;		/* engine->direct_moves; atomic */
@@ -639,7 +634,6 @@ static inline void ibvc_direct_cq_check(struct ibvc_cq *cq)
  * fire the CQ's arm for those of them it leaves in the CQ.
  */
 void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen);
-void ibvc_direct_poll_end(struct ibvc_cq *cq);
 /* The next completion, the library's and the engine's in order. */
 bool ibvc_direct_next(struct ibvc_cq *cq, uint32_t *seen,
 		      struct ibvd_cqe *cqe);

@@ -196,7 +196,6 @@ static int poll_ring(struct ibvc_cq *cq, int num, struct ibv_wc *wc,
 	while (n < num && ibvc_direct_next(cq, &seen, &cqe))
 		wc_from_cqe(&wc[n++], &cqe);
 	ibvc_cq_polled(cq, true);
-	ibvc_direct_poll_end(cq);
 	if (n)
 		ibvc_cq_ring_release(&cq->ring);
 	*left = n && n == num && ibvc_cq_missed(cq);

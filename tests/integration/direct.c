@@ -1553,14 +1553,37 @@ static void poll_once(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op,
 }
 
 /*
+ * The event of an armed CQ on ch, taken as an app that sleeps in its own
+ * poll() of the non-blocking fd takes it (UCX): readable, then one
+ * ibv_get_cq_event that does not wait.
+ */
+static void take_event_nonblocking(struct ibv_comp_channel *ch,
+				   struct ibv_cq *want, const char *what)
+{
+	int flags = fcntl(ch->fd, F_GETFL), r, err;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	ck_assert(flags >= 0 && fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) == 0);
+	ck_assert_msg(channel_ready(ch, vt_tmo_ms()), "not readable: %s", what);
+	r = ibv_get_cq_event(ch, &cq, &ctx);
+	err = errno;
+	ck_assert_msg(r == 0, "%s: no event (%s)", what, strerror(err));
+	ck_assert_ptr_eq(cq, want);
+	ibv_ack_cq_events(cq, 1);
+	ck_assert_int_eq(fcntl(ch->fd, F_SETFL, flags), 0);
+}
+
+/*
  * Events keep a NIC's timing: a SEND in the ring when the CQ was armed
  * raises no event of that arm once an event told the app of what its
- * CQ holds (a NIC's CQE would have been there before the arm), nor does
- * one that comes later and is handed over by the poll that places it;
- * one that a poll leaves in the CQ does.  An app that takes an empty
- * poll after an event for an error (ibv_rc_pingpong -e -t) counts on
- * those.  A CQ never polled is polled to its start, as a NIC's is at
- * consumer index 0: its first arm fires for a SEND already there.
+ * CQ holds (a NIC's CQE would have been there before the arm); one that
+ * comes later raises it, also when the poll that places it takes it at
+ * once (a NIC's CQE fires the arm whoever polls it: UCX's ud_verbs
+ * sleeps on the channel while its async thread polls the CQ), and so
+ * does one that a poll leaves in the CQ.  A CQ never polled is polled to
+ * its start, as a NIC's is at consumer index 0: its first arm fires for a
+ * SEND already there.
  */
 START_TEST(event_timing)
 {
@@ -1577,10 +1600,11 @@ START_TEST(event_timing)
 	poll_once(f.rcq, 1, IBV_WC_RECV, "the SEND before the first arm");
 	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
 
-	/* still armed: nothing fired it */
 	vt_send(f.p.qp[0], 2, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
 	poll_once(f.rcq, 2, IBV_WC_RECV, "a SEND after the arm");
-	expect_no_event(f.ch, "a SEND its poll took");
+	take_event_nonblocking(f.ch, f.rcq, "a SEND after the arm that its poll took");
+	expect_no_event(f.ch, "one SEND, one event");
+	ck_assert_int_eq(ibv_req_notify_cq(f.rcq, 0), 0);
 
 	vt_send(f.p.qp[0], 3, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
 	vt_send(f.p.qp[0], 4, IBV_WR_SEND, 0, f.a->addr, 8, f.a->lkey, 0, 0);
@@ -2047,12 +2071,13 @@ START_TEST(reset_forgets_placed_completions)
 END_TEST
 
 /*
- * A poll that takes a SEND that came after the arm leaves the arm armed
- * (event_timing); a receiver that then sleeps on it wakes for the next
- * SEND, though its sender woke it once for that arm already.  Twice, and
- * once with the arm asked for again before the sleep.
+ * A poll takes a SEND that came after the arm, which fires the arm
+ * (event_timing); a receiver that then sleeps on its blocking channel,
+ * the CQ alone on it, wakes for the next SEND, whose event goes out in
+ * place of the first one's (a poll would find nothing behind that one).
+ * Twice, and once with the arm asked for again before the sleep.
  */
-START_TEST(arm_kept_by_a_poll)
+START_TEST(sleeper_after_a_taken_send)
 {
 	struct sleeper s = { .want = 3 };
 	struct events_fx f;
@@ -2077,7 +2102,7 @@ START_TEST(arm_kept_by_a_poll)
 		vt_send(f.p.qp[0], id + 1, IBV_WR_SEND, 0, f.a->addr, 8,
 			f.a->lkey, 0, 0);
 		sleeper_wait(&s, (unsigned int)(id + 1) / 2,
-			     "the next SEND to a receiver asleep on the arm a poll kept");
+			     "the SEND after one a poll took");
 		poll_once(f.rcq, id + 1, IBV_WC_RECV, "the SEND that woke it");
 	}
 	pthread_join(thread, NULL);
@@ -2675,6 +2700,60 @@ static struct ibv_qp *ud_qp(struct ibv_cq *cq)
 	vt_connect(&D, qp, NULL, &UD);
 	return qp;
 }
+
+/*
+ * UCX's ud_verbs in its event mode: the receive CQ, on a non-blocking
+ * channel, is armed; then a datagram comes, and a poll (UCX's async
+ * thread's, on its timer) places and takes it before anyone looks at the
+ * channel.  The channel must still become readable and give the arm's
+ * event, as a NIC's CQE fires the arm whoever polls it: UCX's worker
+ * sleeps until that thread's handler of the channel wakes it.
+ */
+START_TEST(ud_event_of_a_datagram_polled_at_once)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct ibv_cq *cq0, *cq1;
+	struct ibv_mr *a, *b;
+	struct vt_pair p;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	uint64_t id;
+
+	ck_assert_ptr_nonnull(ch);
+	cq0 = ibv_create_cq(D.ctx, 64, NULL, NULL, 0);
+	cq1 = ibv_create_cq(D.ctx, 64, NULL, ch, 0);
+	ck_assert(cq0 && cq1);
+	vt_pair_on(&p, &D, &UD, &UD, cq0, cq1);
+	a = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	b = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	ah = vt_ah(&D, D.port.lid, NULL);
+	/* the first datagram pairs them, the second maps the rings */
+	for (id = 1; id <= 5; id++) {
+		vt_recv(p.qp[1], id, BUF(b), 64, b->lkey);
+		if (id > 2)
+			ck_assert_int_eq(ibv_req_notify_cq(cq1, 0), 0);
+		vt_ud_send(p.qp[0], id, ah, p.qp[1]->qp_num, VT_QKEY, BUF(a),
+			   8, a->lkey, IBV_SEND_SIGNALED);
+		vt_expect_ok(cq1, &wc, id, IBV_WC_RECV, "the datagram");
+		vt_expect_ok(cq0, &wc, id, IBV_WC_SEND, "its send");
+		if (id == 2)
+			vt_assert((vt_transit_maps() > 0) == expect_rings(),
+				  "the UD pair has %d transit ring mappings",
+				  vt_transit_maps());
+		if (id > 2)
+			take_event_nonblocking(ch, cq1,
+					       "a datagram after the arm that a poll took");
+	}
+	expect_no_event(ch, "one event per arm");
+	vt_ah_free(ah);
+	vt_dereg(a);
+	vt_dereg(b);
+	vt_pair_free(&p);
+	ck_assert_int_eq(ibv_destroy_cq(cq0), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq1), 0);
+	ck_assert_int_eq(ibv_destroy_comp_channel(ch), 0);
+}
+END_TEST
 
 /*
  * A UD receiver that posted its receives first and only polls (udaddy's
@@ -5199,7 +5278,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, wake_pair_hostile);
 	tcase_add_test(tc, wake_pair_one_way);
 	tcase_add_test(tc, reset_forgets_placed_completions);
-	tcase_add_test(tc, arm_kept_by_a_poll);
+	tcase_add_test(tc, sleeper_after_a_taken_send);
 	tcase_add_test(tc, solicited_arm_on_send_cq);
 	tcase_add_test(tc, arm_without_wake_pair);
 	tcase_add_test(tc, wake_pairs_shared);
@@ -5243,6 +5322,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, ud_pair_again);
 	tcase_add_test(tc, library_completions_stamped);
 	tcase_add_test(tc, ud_maps_at_poll);
+	tcase_add_test(tc, ud_event_of_a_datagram_polled_at_once);
 	tcase_add_test(tc, ud_receiver_stopped);
 	tcase_add_test(tc, ud_left_after_give_up);
 	tc = new_case(s, "srq");

@@ -123,11 +123,12 @@ done
 # -n 10000 polling, once (see TMO above for why not for each program)
 pp rc -n 10000
 # -t: completions through ibv_create_cq_ex's poll API.  With -e, an event
-# whose ibv_start_poll finds nothing is a failure there: no event may stay
-# behind for a completion its own poll took (it failed at once when one
-# did).  A completion that lands between the arm and the poll still fires
-# an event the poll takes, as on a NIC: -e -t races that way about once in
-# 100,000 iterations here, so it runs the default 1,000.
+# whose ibv_start_poll finds nothing is a failure there.  A completion
+# that lands between the arm and the poll fires an event the poll takes,
+# as on a NIC, and through the rings that is often; ibv_get_cq_event drops
+# such an event on a blocking channel with one CQ when a fresher one comes
+# within 100 ms, and hands it out only if none does, so it runs the
+# default 1,000.
 pp rc -t
 pp rc -e -t
 # UD: one message per MTU packet; the port's MTU is 4096 and
