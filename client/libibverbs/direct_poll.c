@@ -114,8 +114,8 @@ void ibvc_direct_arming(struct ibvc_cq *cq)
 	/*
 	 * What came before the arm is placed before it: on a NIC its CQE
 	 * would be there already, and fire no event of this arm.  An app
-	 * that polls after it gets its event only for what comes later, not
-	 * for what its poll takes (ibv_rc_pingpong -e -t counts on that).
+	 * that polls after it gets its event only for what comes later
+	 * (ibv_rc_pingpong -e -t counts on that), whoever takes it.
 	 */
 	ibvc_direct_place_all(cq, true, false);
 	for (qp = cq->direct.senders; qp; qp = qp->next_sender)

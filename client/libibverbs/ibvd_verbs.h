@@ -630,8 +630,8 @@ static inline void ibvc_direct_cq_check(struct ibvc_cq *cq)
 }
 
 /*
- * A poll (CQ lock held) begins: make the library's completions; and ends:
- * fire the CQ's arm for those of them it leaves in the CQ.
+ * A poll (CQ lock held) begins: make the library's completions, firing
+ * the CQ's arm for those that came after it, taken by this poll or not.
  */
 void ibvc_direct_poll_begin(struct ibvc_cq *cq, uint32_t *seen);
 /* The next completion, the library's and the engine's in order. */

@@ -13,7 +13,7 @@
 # claims (one claim waited out a pass on the sending thread, not one a
 # copy), a QP destroyed with 2 GiB of WRITEs in its SQ (the destroy runs
 # 16 MiB of them at most: the engine's bytes), a process that exits
-# with 8 such QPs and one with a last 8-byte WRITE (its context's
+# with 160 QPs of 32 MiB of WRITEs and one with a last 8-byte WRITE (its context's
 # teardown runs 16 MiB in all, the 8 bytes among them, and another
 # tenant is served after), the same with one WRITE of 1 MiB in each of
 # 160 SQs (the 8 bytes first all the same), one that exits with 48 direct rings full

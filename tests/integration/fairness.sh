@@ -237,7 +237,7 @@ exec 8>&-
 wait_exit "$hpid" "$TMO" || { show "hog-direct" "$O/hogd"; fail "the direct hog did not end"; }
 show "hog-direct" "$O/hogd"
 [ "$EXIT_STATUS" -eq 0 ] || fail "the direct hog failed (exit $EXIT_STATUS)"
-# 4 rounds of 14 SENDs of 64 KiB on 64 QPs: 56 MiB, all placed by the engine
+# 4 rounds of 14 SENDs of 64 KiB on 64 QPs: 224 MiB, all placed by the engine
 [ "$placed" -ge $((4 * 14 * 64 * 65536)) ] ||
 	fail "the engine placed $placed bytes from the rings: did the library take them?"
 [ "$passes" -gt 0 ] || fail "no busy engine pass counted"
