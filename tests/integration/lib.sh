@@ -563,8 +563,9 @@ run_debian() {
 
 # debian_pair PROG ARGS...: Debian's PROG, server uid $USER1, client uid
 # $CLIENT_USER ($USER2 unless set) (-p: a free port); both must exit 0.
-# With -R (perftest's connection through the CM) the client starts once
-# the server's CM id listens, else once its TCP port does.
+# With -R or -z (perftest's connection, or its exchange, through the CM)
+# the client starts once the server's CM id listens, else once its TCP
+# port does.
 # "@SHM" in ARGS: a 2 MiB file of each side's own (mkshm).  Prints the
 # client's result line (perftest's numbers, ibv_rc_pingpong's "iters in").
 # Both sides' output is line-buffered (stdbuf), so that one killed at its
@@ -577,7 +578,7 @@ debian_pair() {
 	[ -z "$SANITIZERS" ] && command -v stdbuf >/dev/null 2>&1 && unbuf=(stdbuf -oL -eL)
 	for a in "$@"; do
 		case $a in
-		-R)	sargs+=("$a"); cargs+=("$a"); wait=wait_cm_listen ;;
+		-R|-z)	sargs+=("$a"); cargs+=("$a"); wait=wait_cm_listen ;;
 		*@SHM)	sargs+=("${a%@SHM}$T/shm-server"); cargs+=("${a%@SHM}$T/shm-client") ;;
 		*)	sargs+=("$a"); cargs+=("$a") ;;
 		esac
