@@ -4,9 +4,10 @@
 # each end.  Debian's pingpongs run across between two unprivileged uids
 # with -g naming the IPv6 GIDs: index 0, the link-local default GID (its
 # packets scoped to the veth), and the index of the global address, as
-# ibv_devinfo lists it.  The exchange of QP numbers still goes over IPv4
-# TCP; the RoCE packets go over IPv6, as the count of IPv6 packets B's
-# kernel took in shows.
+# ibv_devinfo lists it; perftest's ib_read_bw and ib_atomic_bw, and
+# ib_send_bw to an IPv6 multicast group (MLD).  The exchange of QP
+# numbers still goes over IPv4 TCP; the RoCE packets go over IPv6, as
+# the count of IPv6 packets B's kernel took in shows.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
@@ -70,6 +71,10 @@ across "UD pingpong, global GID $GA, data checked" "$PP_RE" \
 if command -v ib_read_bw >/dev/null 2>&1; then
 	across "ib_read_bw 64 KiB, GID $GA" "$PT_RE" ib_read_bw -d roce0 -x "$GA" -s 65536 -n 100
 	across "ib_atomic_bw, GID 0" "$PT_RE" ib_atomic_bw -d roce0 -x 0 -n 100
+	# perftest's own group (ff01::, interface-local) never leaves a host:
+	# a link-local one, as 16 bytes
+	across "ib_send_bw -g, multicast to ff02::5, GID 0" "$PT_RE" \
+		ib_send_bw -d roce0 -x 0 -c UD -g -M 255:2:0:0:0:0:0:0:0:0:0:0:0:0:0:5 -n 50
 fi
 v6_after=$(ip netns exec "$NSB" cat /proc/net/snmp6 | awk '$1 == "Ip6InReceives" { print $2 }')
 # 100 x 64 KiB and 200 x 4 KiB RC messages alone are ~7000 packets in

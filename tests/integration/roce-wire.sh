@@ -6,9 +6,9 @@
 # other): ibv_ud/rc/uc/srq_pingpong with -g 1 (the IPv4 GID), with data
 # checked (-c) from one packet to 1 MiB (a thousand packets a message),
 # and perftest's ib_write_bw, ib_read_bw, ib_atomic_bw and ib_send_lat
-# with -x 1 (ib_send_lat also with completion events).  Then hostile
-# packets from addresses that are not the connected peer, at the QPs of a
-# running pingpong (roce-hostile.py).
+# with -x 1 (ib_send_lat also with completion events), and ib_send_bw to
+# a multicast group.  Then hostile packets from addresses that are not
+# the connected peer, at the QPs of a running pingpong (roce-hostile.py).
 # Then the same with 2 % of the RoCE packets into one namespace dropped
 # by nftables, ib_read_bw's READs too: the data still arrives whole, and
 # the counters show what the wire did (PSN sequence NAKs, READ retries);
@@ -62,6 +62,9 @@ perftests() {
 	# one channel for both CQs: the send's event must come before the reply's
 	across "ib_send_lat 2 B, completion events" "$PT_RE" \
 		ib_send_lat -d roce0 -x 1 -n 500 -e
+	# an IPv4 group (IGMP) for the IPv4 GID, as 16 bytes: ::ffff:239.1.2.3
+	across "ib_send_bw -g, multicast to 239.1.2.3" "$PT_RE" \
+		ib_send_bw -d roce0 -x 1 -c UD -g -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3 -n 50
 }
 
 # counter NAME [SOCKET]: the value of one of roce0/1's counters in
