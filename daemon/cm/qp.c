@@ -131,6 +131,17 @@ static void qp_attr_rts(const struct ibvd_cm_id *id, Ibvd__QpAttr *a,
 		 IBV_QP_MAX_QP_RD_ATOMIC;
 }
 
+/*
+ * A connection that ended (rejected, disconnected, given up) leaves the
+ * kernel's IB CM id in DREQ_SENT, DREQ_RCVD, TIMEWAIT or IDLE, states for
+ * which ib_cm_init_qp_attr answers nothing, not even INIT.  SIDR has no
+ * such id: a UD id keeps its answers.
+ */
+static bool conn_ended(const struct ibvd_cm_id *id)
+{
+	return id->phase == CM_PH_CLOSED && !cm_is_ud(id);
+}
+
 /* The attributes for a->qp_state, as the kernel's RDMA CM gives them. */
 static int qp_attr_for(struct ibvd_call *call, const struct ibvd_cm_id *id,
 		       Ibvd__QpAttr *a, Ibvd__AhAttr *ah, uint8_t dgid[16],
@@ -151,6 +162,8 @@ static int qp_attr_for(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	    state != IBV_QPS_RTS)
 		return ibvd_call_error(call, -EINVAL, "no attributes for QP state %u",
 				       state);
+	if (conn_ended(id))
+		return ibvd_call_error(call, -EINVAL, "the connection has ended");
 	/* RTR and RTS need the other end's QP and PSN (a REP or a REQ). */
 	if (state != IBV_QPS_INIT && !cm_is_ud(id) && !id->remote_valid)
 		return ibvd_call_error(call, -EINVAL, "the id has no peer yet");
@@ -223,6 +236,9 @@ int ibvd_cm_qp_init(struct ibvd_call *call, const Ibvd__CmQpRef *ref,
 	if (id->dev != qp->ctx->dev)
 		return ibvd_call_error(call, -EINVAL,
 				       "the CM id is not on the QP's device");
+	/* rdma_create_qp asks rdma_init_qp_attr for INIT: see qp_attr_for. */
+	if (conn_ended(id))
+		return ibvd_call_error(call, -EINVAL, "the connection has ended");
 	ret = index_own_qp(id, qp->ctx->id);
 	if (ret < 0)
 		return ibvd_call_error(call, ret, "no memory for the CM id's QP");

@@ -2246,6 +2246,72 @@ static const struct rdma_conn_param one_each = {
 	.rnr_retry_count = 7,
 };
 
+/* rdma_init_qp_attr answers no state for id: INIT, RTR and RTS are EINVAL. */
+static void ck_no_qp_attr(struct rdma_cm_id *id, const char *who)
+{
+	static const enum ibv_qp_state states[] = { IBV_QPS_INIT, IBV_QPS_RTR,
+						    IBV_QPS_RTS };
+	struct ibv_qp_attr qa;
+	unsigned int i;
+	int mask, r;
+
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = states[i];
+		mask = 0;
+		r = rdma_init_qp_attr(id, &qa, &mask);
+		ck_assert_msg(r == -1 && errno == EINVAL,
+			      "%s: rdma_init_qp_attr(state %d) returned %d (%s, mask %#x), want EINVAL",
+			      who, states[i], r, r ? strerror(errno) : "", mask);
+	}
+}
+
+/*
+ * Once the connection has ended, by a disconnect (either end, from the
+ * call on) or a rejection (both ends), rdma_init_qp_attr answers no state
+ * and rdma_create_qp, which asks it for INIT, fails: the kernel's IB CM
+ * id is in DREQ_SENT, DREQ_RCVD, TIMEWAIT or IDLE, where
+ * ib_cm_init_qp_attr answers nothing.
+ */
+START_TEST(init_qp_attr_after_the_end)
+{
+	struct ibv_qp_init_attr init = qp_attr(IBV_QPT_RC);
+	struct rdma_conn_param cp = one_each;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	struct pair p;
+	int mask;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	qa.qp_state = IBV_QPS_RTS;
+	ck_ok(rdma_init_qp_attr(p.client, &qa, &mask));
+	ck_ok(rdma_disconnect(p.client));
+	ck_no_qp_attr(p.client, "the disconnecting client");
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	ck_no_qp_attr(p.server, "the disconnected server");
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	ck_ok(rdma_disconnect(p.server));
+	ck_no_qp_attr(p.server, "the server after its own disconnect");
+	rdma_destroy_qp(p.client);
+	ck_fails_with(rdma_create_qp(p.client, NULL, &init), EINVAL);
+	ck_assert_ptr_null(p.client->qp);
+	pair_free(&p);
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	default_qp(p.client, IBV_QPT_RC);
+	ck_ok(rdma_connect(p.client, &cp));
+	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p.server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	ck_ok(rdma_reject(p.server, NULL, 0));
+	ck_no_qp_attr(p.server, "the rejecting server");
+	ck_ok(rdma_ack_cm_event(expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client)));
+	ck_no_qp_attr(p.client, "the rejected client");
+	pair_free(&p);
+}
+END_TEST
+
 /* The client asks with a QP rdma_create_qp made (RC), "req" its data. */
 static void client_connect(struct pair *p)
 {
@@ -3842,7 +3908,8 @@ static Suite *api_suite(int argc, char **argv)
 		T(connect_addresses_and_data), T(notify), T(disconnect_listener), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(disconnect_timewait_owed), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept), T(disconnect_after_accept),
-		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(reply_confirmed_by_the_daemon),
+		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(init_qp_attr_after_the_end),
+		T(reply_confirmed_by_the_daemon),
 		T(reply_to_a_qp_in_error), T(disconnect_before_reading_the_reply),
 		T(qp_destroyed_before_the_reply),
 		T(sync_mode_connect),
