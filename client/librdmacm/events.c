@@ -82,9 +82,12 @@ static void fill_ud(struct cma_id *cid, struct cma_event *ev,
 		p->qp_num = m->conn->qp_num;
 		p->qkey = m->conn->qkey;
 	}
-	/* A request's address vector is all zero, its port too (the kernel's). */
-	if (!p->ah_attr.port_num &&
-	    ev->event.event != RDMA_CM_EVENT_CONNECT_REQUEST)
+	/*
+	 * Only an event with an address vector (ESTABLISHED, MULTICAST_JOIN)
+	 * names a port; a request's and an UNREACHABLE's are all zero, the
+	 * port too, as the kernel's.
+	 */
+	if (m->ud && m->ud->ah_attr && !p->ah_attr.port_num)
 		p->ah_attr.port_num = cid->id.port_num;
 }
 

@@ -90,12 +90,14 @@
 #define PDATA_REP	196
 #define PDATA_REJ	148
 #define PDATA_SIDR_REQ	180
+#define PDATA_SIDR_REP	136
 #define PDATA_REQ_IB	92	/* AF_IB: no RDMA CM header in the REQ */
 /* REJ reasons: a consumer reject (proto/CM.md), and nobody listening
  * (the IB CM's "invalid service ID", what Linux reports). */
 #define REJ_CONSUMER	28	/* IB_CM_REJ_CONSUMER_DEFINED */
 #define REJ_NO_LISTENER	8	/* IB_CM_REJ_INVALID_SERVICE_ID */
 #define REJ_ECE		35	/* IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED */
+#define SIDR_REJECT	2	/* IB_SIDR_REJECT: a SIDR REP's status */
 #define UDP_QKEY	0x01234567u
 #define TEST_NET_1	"192.0.2.1"	/* RFC 5737: nobody's address */
 #define TEST_NET_6	"2001:db8::1"	/* RFC 3849 */
@@ -3491,6 +3493,21 @@ END_TEST
 
 /* ---- UD and multicast --------------------------------------------------------------- */
 
+/*
+ * A UD event with no address vector (a request, UNREACHABLE): qp_num,
+ * qkey and ah_attr are all zero, its port too, as the kernel's.
+ */
+static void ck_ud_nothing(const struct rdma_ud_param *ud, const char *what)
+{
+	struct ibv_ah_attr zero = { 0 };
+
+	ck_assert_msg(ud->qp_num == 0 && ud->qkey == 0,
+		      "%s: qp_num %#x qkey %#x, want 0", what, ud->qp_num, ud->qkey);
+	ck_assert_msg(!memcmp(&ud->ah_attr, &zero, sizeof(zero)),
+		      "%s: an address vector (dlid %#x port %u)", what,
+		      ud->ah_attr.dlid, ud->ah_attr.port_num);
+}
+
 START_TEST(ud_sidr)
 {
 	struct pair p;
@@ -3510,15 +3527,7 @@ START_TEST(ud_sidr)
 	ck_assert_msg(!memcmp(ev->param.ud.private_data, req, sizeof(req) - 1),
 		      "UD request private data differs");
 	/* A SIDR REQ has no QPN, Q_Key or path: zero, as the kernel's event. */
-	ck_assert_uint_eq(ev->param.ud.qp_num, 0);
-	ck_assert_uint_eq(ev->param.ud.qkey, 0);
-	{
-		struct ibv_ah_attr zero = { 0 };
-
-		ck_assert_msg(!memcmp(&ev->param.ud.ah_attr, &zero, sizeof(zero)),
-			      "UD request with an address vector (dlid %#x port %u)",
-			      ev->param.ud.ah_attr.dlid, ev->param.ud.ah_attr.port_num);
-	}
+	ck_ud_nothing(&ev->param.ud, "the UD request");
 	p.server = ev->id;
 	ck_ok(rdma_ack_cm_event(ev));
 	default_qp(p.server, IBV_QPT_UD);
@@ -3571,6 +3580,9 @@ START_TEST(ud_sidr)
 	ck_ok(rdma_reject(child, NULL, 0));
 	ck_ok(rdma_destroy_id(child));
 	ev = expect(p.cch, RDMA_CM_EVENT_UNREACHABLE, p.client);
+	ck_assert_int_eq(ev->status, SIDR_REJECT);
+	ck_assert_uint_eq(ev->param.ud.private_data_len, PDATA_SIDR_REP);
+	ck_ud_nothing(&ev->param.ud, "UNREACHABLE after a SIDR reject");
 	ck_ok(rdma_ack_cm_event(ev));
 	pair_free(&p);
 }
