@@ -136,6 +136,21 @@ static void destroy(struct rdma_cm_id *id)
 	rdma_destroy_id(id);
 }
 
+/* rdma_init_qp_attr for INIT, RTR and RTS on id, one step each */
+static void qp_attr_steps(struct rdma_cm_id *id, const char *who)
+{
+	struct ibv_qp_attr qa;
+	char n[64];
+	int mask;
+
+	for (int st = IBV_QPS_INIT; st <= IBV_QPS_RTS; st++) {
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = st;
+		snprintf(n, sizeof(n), "rdma_init_qp_attr(%s, state %d)", who, st);
+		STEP(n, rdma_init_qp_attr(id, &qa, &mask));
+	}
+}
+
 /* a connection up to the server's CONNECT_REQUEST; *req the server's id */
 static int conn_to_request(struct rdma_event_channel *sch, struct rdma_event_channel *cch,
 			   int p, struct rdma_cm_id **lid, struct rdma_cm_id **cid,
@@ -202,9 +217,11 @@ static void case_disconnect_early(void)
 		next_event(cch, 3000, "c", NULL);
 		next_event(sch, 3000, "s", NULL);
 		STEP("rdma_disconnect(client)", rdma_disconnect(cid));
+		qp_attr_steps(cid, "client, disconnecting");
 		STEP("rdma_disconnect(client) again", rdma_disconnect(cid));
 		drain(cch, "c", 1000);
 		drain(sch, "s", 1000);
+		qp_attr_steps(req, "server, DISCONNECTED");
 		STEP("rdma_disconnect(server) after DISCONNECTED", rdma_disconnect(req));
 		destroy(req);
 	}
@@ -217,7 +234,9 @@ static void case_disconnect_early(void)
 		char pd[256] = "x";
 		STEP("rdma_reject(len 149)", rdma_reject(req, pd, 149));
 		STEP("rdma_reject(len 148)", rdma_reject(req, pd, 148));
+		qp_attr_steps(req, "server, rejecting");
 		drain(cch, "c", 1500);
+		qp_attr_steps(cid, "client, REJECTED");
 		destroy(req);
 	}
 	destroy(cid);
