@@ -86,9 +86,11 @@ static int event(int secs, struct rdma_cm_id **idp, int show_time)
 		       time(NULL) - start < 100 ? "30..100" : ">100");
 	printf("\n");
 	if (ev->id->ps == RDMA_PS_UDP)
-		printf("    ud pdsum(%u)=%08x qkey=%s qpn=%s\n", ev->param.ud.private_data_len,
+		printf("    ud pdsum(%u)=%08x qkey=%s qpn=%s ah_port=%u\n",
+		       ev->param.ud.private_data_len,
 		       sum(ev->param.ud.private_data, ev->param.ud.private_data_len),
-		       ev->param.ud.qkey ? "set" : "0", ev->param.ud.qp_num ? "set" : "0");
+		       ev->param.ud.qkey ? "set" : "0", ev->param.ud.qp_num ? "set" : "0",
+		       ev->param.ud.ah_attr.port_num);
 	else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ||
 		 ev->event == RDMA_CM_EVENT_ESTABLISHED ||
 		 ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE ||
