@@ -191,8 +191,11 @@ int ibvd_req_cm_init_qp_attr(struct ibvd_call *call)
 		return -EINVAL;
 	if (!id->dev)
 		return ibvd_call_error(call, -EINVAL, "the id has no device");
-	/* Its IB CM id listens, a state with no QP attributes. */
-	if (id->state == CM_LISTEN)
+	/*
+	 * An RC/UC listener's IB CM id listens, a state with no QP
+	 * attributes; a UD id has none to ask and answers as any UD id.
+	 */
+	if (id->state == CM_LISTEN && !cm_is_ud(id))
 		return ibvd_call_error(call, -EINVAL, "a listener has no QP attributes");
 	attr.qp_state = req->qp_state;
 	ret = qp_attr_for(call, id, &attr, &ah, dgid, &mask);

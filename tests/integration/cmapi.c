@@ -2240,6 +2240,17 @@ START_TEST(init_qp_attr_before_a_request)
 		ck_fails_with(rdma_init_qp_attr(bound, &qa, &mask), EINVAL);
 	}
 	ck_ok(rdma_destroy_id(bound));
+
+	/* a UD listener has no IB CM id to ask: it answers as any UD id */
+	ck_ok(rdma_create_id(NULL, &bound, NULL, RDMA_PS_UDP));
+	listen_on(bound, "127.0.0.1", 1);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	ck_ok(rdma_init_qp_attr(bound, &qa, &mask));
+	ck_assert_msg(mask & IBV_QP_QKEY, "a UD listener's INIT mask %#x has no Q_Key",
+		      mask);
+	ck_assert_uint_eq(qa.qp_state, IBV_QPS_INIT);
+	ck_ok(rdma_destroy_id(bound));
 }
 END_TEST
 
