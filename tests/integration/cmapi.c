@@ -1914,6 +1914,26 @@ START_TEST(reject_ece)
 END_TEST
 
 /*
+ * p connected without QPs up to the requester's CONNECT_RESPONSE: the
+ * passive side has accepted, the RTU not come (REP_SENT).
+ */
+static void pair_accepted(struct pair *p)
+{
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
+				      .retry_count = 7, .qp_num = 0x1234 };
+	struct rdma_cm_event *ev;
+
+	pair_prepare(p, "127.0.0.1", RDMA_PS_TCP);
+	ck_ok(rdma_connect(p->client, &cp));
+	ev = expect(p->sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	p->server = ev->id;
+	ck_ok(rdma_ack_cm_event(ev));
+	cp.qp_num = 0x4321;
+	ck_ok(rdma_accept(p->server, &cp));
+	expect_ack(p->cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p->client);
+}
+
+/*
  * The passive side may take back a request it accepted while the RTU has
  * not come (the IB CM's REJ in REP_SENT): the requester, whose QP is its
  * own and who has not called rdma_establish, hears REJECTED with the
@@ -1923,19 +1943,10 @@ END_TEST
 START_TEST(reject_after_accept)
 {
 	struct pair p;
-	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
-				      .retry_count = 7, .qp_num = 0x1234 };
 	static const char rej[] = "changed my mind";
 	struct rdma_cm_event *ev;
 
-	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
-	ck_ok(rdma_connect(p.client, &cp));
-	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
-	p.server = ev->id;
-	ck_ok(rdma_ack_cm_event(ev));
-	cp.qp_num = 0x4321;
-	ck_ok(rdma_accept(p.server, &cp));
-	expect_ack(p.cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p.client);
+	pair_accepted(&p);
 
 	ck_ok(rdma_reject(p.server, rej, sizeof(rej) - 1));
 	ev = expect(p.cch, RDMA_CM_EVENT_REJECTED, p.client);
@@ -1966,18 +1977,8 @@ END_TEST
 START_TEST(disconnect_after_accept)
 {
 	struct pair p;
-	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1,
-				      .retry_count = 7, .qp_num = 0x1234 };
-	struct rdma_cm_event *ev;
 
-	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
-	ck_ok(rdma_connect(p.client, &cp));
-	ev = expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
-	p.server = ev->id;
-	ck_ok(rdma_ack_cm_event(ev));
-	cp.qp_num = 0x4321;
-	ck_ok(rdma_accept(p.server, &cp));
-	expect_ack(p.cch, RDMA_CM_EVENT_CONNECT_RESPONSE, p.client);
+	pair_accepted(&p);
 
 	ck_ok(rdma_disconnect(p.server));
 	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
