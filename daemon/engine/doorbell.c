@@ -92,12 +92,10 @@ void ibvd_eng_db_destroy(struct eng_doorbell *db)
 	db->kick_fd = -1;
 }
 
-/* Take one doorbell word and report its bits. */
-static unsigned int drain_word(struct eng_doorbell *db, uint32_t w,
-			       void (*fn)(uint32_t bit, void *arg), void *arg)
+/* Report bits of doorbell word w, lowest first. */
+static unsigned int report(uint32_t w, uint64_t bits,
+			   void (*fn)(uint32_t bit, void *arg), void *arg)
 {
-	/* Acquire: the tails published before the bit are visible now. */
-	uint64_t bits = ibvd_take(&db->client_page->doorbell[w]);
 	unsigned int n = 0;
 
 	while (bits) {
@@ -110,30 +108,68 @@ static unsigned int drain_word(struct eng_doorbell *db, uint32_t w,
 	return n;
 }
 
+/* Take the doorbell words named by `words` of summary word s, report them. */
+static unsigned int drain_words(struct eng_doorbell *db, uint32_t s,
+				uint64_t words,
+				void (*fn)(uint32_t bit, void *arg), void *arg)
+{
+	unsigned int n = 0;
+
+	while (words) {
+		uint32_t w = s * 64 + (uint32_t)__builtin_ctzll(words);
+
+		words &= words - 1;
+		/* Acquire: the tails published before the bit are visible now. */
+		n += report(w, ibvd_take(&db->client_page->doorbell[w]), fn, arg);
+	}
+	return n;
+}
+
+/*
+ * Summary before doorbells: the client sets the doorbell bit first, so a
+ * summary bit we take always finds its doorbell bit (or a later pass
+ * does, if the client is mid-way).
+ */
+static uint64_t take_summary(struct eng_doorbell *db, uint32_t s)
+{
+	/* Cheap test first: an idle context costs one load per word. */
+	if (!ibvd_read_once(&db->client_page->summary[s]))
+		return 0;
+	return ibvd_take(&db->client_page->summary[s]);
+}
+
+/* The bits of a word from bit k up. */
+static uint64_t from_bit(unsigned int k)
+{
+	return ~0ull << k;
+}
+
+/*
+ * In order from db->resume round to the bit before it: the words taken
+ * first, the bits of them below the start reported last (taken is taken:
+ * a bit rung after its word's exchange waits for the next drain).
+ */
 unsigned int ibvd_eng_db_drain(struct eng_doorbell *db,
 			       void (*fn)(uint32_t bit, void *arg), void *arg)
 {
-	unsigned int s, n = 0;
+	uint32_t start = db->resume % IBVD_DOORBELL_BITS;
+	uint32_t w0 = start / 64, s0 = w0 / 64;
+	uint64_t at = 1ull << (w0 % 64), words, first = 0;
+	unsigned int i, n = 0;
 
-	for (s = 0; s < IBVD_SUMMARY_WORDS; s++) {
-		uint64_t words;
+	words = take_summary(db, s0);
+	if (words & at)
+		first = ibvd_take(&db->client_page->doorbell[w0]);
+	words &= ~at;
+	n += report(w0, first & from_bit(start % 64), fn, arg);
+	n += drain_words(db, s0, words & from_bit(w0 % 64), fn, arg);
+	for (i = 1; i < IBVD_SUMMARY_WORDS; i++) {
+		uint32_t s = (s0 + i) % IBVD_SUMMARY_WORDS;
 
-		/* Cheap test first: an idle context costs one load per word. */
-		if (!ibvd_read_once(&db->client_page->summary[s]))
-			continue;
-		/*
-		 * Summary before doorbells: the client sets the doorbell bit
-		 * first, so a summary bit we take always finds its doorbell
-		 * bit (or a later pass does, if the client is mid-way).
-		 */
-		words = ibvd_take(&db->client_page->summary[s]);
-		while (words) {
-			unsigned int b = (unsigned int)__builtin_ctzll(words);
-
-			words &= words - 1;
-			n += drain_word(db, s * 64 + b, fn, arg);
-		}
+		n += drain_words(db, s, take_summary(db, s), fn, arg);
 	}
+	n += drain_words(db, s0, words & ~from_bit(w0 % 64), fn, arg);
+	n += report(w0, first & ~from_bit(start % 64), fn, arg);
 	return n;
 }
 

@@ -114,6 +114,19 @@ static unsigned int look_rx(struct ibvd_engine *eng);
  * for the next pass, which comes at once, after every other tenant's had
  * their turns.  A pass then lasts about that much per busy tenant,
  * however many QPs each has.
+ *
+ * Fairness within a tenant.  A pass in a fixed order would give the share
+ * to the same QPs each time: a tenant's low doorbell bits, busy for good,
+ * would put its higher ones off until they ran dry (an MPI rank streaming
+ * to one peer would starve its messages to another).  So each context's
+ * drain starts at the bit it put off first in its last pass that put one
+ * off (round robin over its QPs), and each pass starts at the context
+ * after the one the last pass started at (a tenant's other contexts on
+ * the thread).  A rung QP has its turn within about as many passes as
+ * its context's busy QPs ahead of it need shares; where the tenant's
+ * other contexts spend the share first, a round of the thread's
+ * contexts at most for each of those QPs (its context goes first once a
+ * round, and its first QP then always has its turn).
  */
 struct pass_share {
 	const struct ibvd_eng_rate *tenant;
@@ -128,6 +141,8 @@ struct pass {
 	unsigned int nshares;
 	unsigned int turns;		/* QPs that had a turn */
 	unsigned int deferred;		/* QPs rung again for the next pass */
+	bool ctx_deferred;		/* ctx had one of them: at first_deferred */
+	uint32_t first_deferred;
 };
 
 /* The share of qp's tenant in this pass, or NULL: not counted (no room). */
@@ -176,8 +191,11 @@ static uint64_t turn_cost(const struct ibvd_engine *eng,
 	       items * ENG_WQE_COST;
 }
 
-/* qp's turn, or a ring for the next pass if its tenant spent its share. */
-static void take_turn(struct pass *p, struct ibvd_qp *qp)
+/*
+ * qp's turn, or a ring for the next pass if its tenant spent its share:
+ * then returns true.
+ */
+static bool take_turn(struct pass *p, struct ibvd_qp *qp)
 {
 	struct ibvd_engine *eng = p->eng;
 	struct pass_share *share = share_of(p, qp);
@@ -186,16 +204,17 @@ static void take_turn(struct pass *p, struct ibvd_qp *qp)
 
 	/* its last sends ran at its teardown, within their budget */
 	if (qp->ctx->engine->going)
-		return;
+		return false;
 	if (share && share->cost >= ENG_TENANT_PASS_COST) {
 		ibvd_eng_qp_ring(qp);
 		p->deferred++;
-		return;
+		return true;
 	}
 	bytes = ibvd_eng_qp_run(eng, qp, eng->now);
 	p->turns++;
 	if (share)
 		share->cost += turn_cost(eng, &before, bytes);
+	return false;
 }
 
 static void rung(uint32_t bit, void *arg)
@@ -204,8 +223,10 @@ static void rung(uint32_t bit, void *arg)
 	/* Any bit may be rung by a client: only its own QPs' bits find one. */
 	struct ibvd_qp *qp = ibvd_qp_by_doorbell(p->ctx, bit);
 
-	if (qp)
-		take_turn(p, qp);
+	if (qp && take_turn(p, qp) && !p->ctx_deferred) {
+		p->ctx_deferred = true;
+		p->first_deferred = bit;
+	}
 }
 
 static unsigned int run_timers(struct pass *p)
@@ -229,7 +250,7 @@ static unsigned int run_timers(struct pass *p)
 static bool engine_pass(struct ibvd_engine *eng)
 {
 	struct pass p;
-	unsigned int i, n = 0;
+	unsigned int i, k, n = 0;
 
 	p.eng = eng;
 	p.nshares = 0;
@@ -243,10 +264,16 @@ static bool engine_pass(struct ibvd_engine *eng)
 		ibvd_eng_db_disarm(eng->dbs, eng->nctx);
 		eng->armed = false;
 	}
-	for (i = 0; i < eng->nctx; i++) {
+	for (k = 0; k < eng->nctx; k++) {
+		i = (eng->first_ctx + k) % eng->nctx;
 		p.ctx = eng->ectxs[i]->ctx;
+		p.ctx_deferred = false;
 		n += ibvd_eng_db_drain(eng->dbs[i], rung, &p);
+		if (p.ctx_deferred)
+			eng->dbs[i]->resume = p.first_deferred;
 	}
+	if (eng->nctx)
+		eng->first_ctx = (eng->first_ctx + 1) % eng->nctx;
 	n += look_rx(eng);
 	n += run_timers(&p);
 	n += ibvd_eng_park_run(eng);

@@ -548,6 +548,8 @@ struct eng_doorbell {
 	struct ibvd_ctx_engine *engine_page;
 	struct ibvd_ctx_client *client_page;	/* untrusted */
 	int kick_fd;			/* eventfd the client writes */
+	/* The engine's: the bit the next drain reports first (round robin). */
+	uint32_t resume;
 };
 
 /* A sealed memfd holding a fresh context page, mapped; and the eventfd. */
@@ -556,7 +558,8 @@ void ibvd_eng_db_destroy(struct eng_doorbell *db);
 
 /*
  * Take every rung bit of db (atomic exchanges: a bit set during the scan
- * stays for the next one) and call fn(bit, arg) for each; returns how many.
+ * stays for the next one) and call fn(bit, arg) for each, in order from
+ * db->resume round to the bit before it; returns how many.
  */
 unsigned int ibvd_eng_db_drain(struct eng_doorbell *db,
 			       void (*fn)(uint32_t bit, void *arg), void *arg);
@@ -733,6 +736,7 @@ struct ibvd_engine {
 	struct eng_doorbell **dbs;
 	struct ibvd_ectx **ectxs;
 	unsigned int nctx, cap;
+	unsigned int first_ctx;		/* the next pass drains it first */
 
 	struct eng_timers timers;	/* this thread's (or write lock) */
 	uint8_t *bounce;		/* ENG_BOUNCE_BYTES */

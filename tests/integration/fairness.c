@@ -30,6 +30,11 @@
  *	so that the engine places them all: one tenant's copies out of
  *	rings (its share of a pass all the same).  Prints "ready", waits
  *	for a line on stdin, runs, prints "placed: ...", waits for another.
+ *   starve NQP same|split	NQP busy loopback pairs keep eight 1 MiB
+ *	WRITEs posted each; a pair made after them (in a second context
+ *	with `split`) posts one small WRITE: prints how many busy WRITEs
+ *	posted after it completed before it (a starved one waits for all
+ *	64 of them).
  *
  * Exit: 0 pass, 1 fail.
  */
@@ -966,6 +971,112 @@ static int hog_direct(unsigned int nqp, unsigned int rounds)
 	return 0;
 }
 
+/* ==== starve ================================================================= */
+
+/*
+ * Within one tenant: a pass that served a context's doorbell bits lowest
+ * first every time gave the tenant's share to its low-bit QPs while they
+ * had work, and put its higher ones off until they ran dry.  NQP busy
+ * pairs keep eight 1 MiB WRITEs posted each (a turn a chunk: four of them
+ * spend the share); then a pair made after them (higher doorbell bits;
+ * in a second context of the process with `split`) posts one small
+ * WRITE.  Counted, not timed: the busy WRITEs posted after it that
+ * complete before it.  The busy pairs post again until STARVE_CAP of
+ * those completed, so a starved WRITE completes only once they stop,
+ * after all STARVE_CAP; one served in its turn, a few passes of the
+ * share later, sees hardly any (each needs 8 turns of its QP).
+ */
+#define STARVE_LEN	MiB
+#define STARVE_DEPTH	8
+#define STARVE_CAP	64u
+#define STARVE_MAX_QPS	32u
+#define STARVE_LATE	(~0ull)
+#define STARVE_AFTER	(1ull << 32)	/* wr_id: posted after the small one */
+
+static int starve(unsigned int nqp, bool split)
+{
+	static struct vt_pair p[STARVE_MAX_QPS];
+	struct vt_dev D2, *late_dev = split ? &D2 : &D;
+	struct ibv_mr *from, *to, *small;
+	struct vt_pair late;
+	struct ibv_cq *cq;
+	struct ibv_wc wc[4];
+	unsigned int i, k, posted = 0, done = 0, after = 0, warm;
+	bool late_posted = false, late_done = false;
+	int n, j;
+
+	vt_assert(nqp && nqp <= STARVE_MAX_QPS, "starve: 1 to %u QPs", STARVE_MAX_QPS);
+	vt_open(&D);
+	if (split)
+		vt_open(&D2);
+	cq = ibv_create_cq(D.ctx, (int)(2 * nqp * STARVE_DEPTH), NULL, NULL, 0);
+	vt_assert(cq, "ibv_create_cq: %m");
+	for (i = 0; i < nqp; i++)
+		vt_pair_on(&p[i], &D, NULL, NULL, cq, cq);
+	vt_pair(&late, late_dev, NULL, 16);
+	from = vt_reg(D.pd, STARVE_LEN, VT_ACCESS_ALL);
+	to = vt_reg(D.pd, STARVE_LEN, VT_ACCESS_ALL);
+	small = vt_reg(late_dev->pd, 8192, VT_ACCESS_ALL);
+	for (i = 0; i < nqp; i++)
+		for (k = 0; k < STARVE_DEPTH; k++, posted++)
+			vt_send(p[i].qp[0], i, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+				from->addr, STARVE_LEN, from->lkey,
+				(uintptr_t)to->addr, to->rkey);
+	/* busy for a while: the engine's passes in their steady order */
+	warm = 2 * nqp * STARVE_DEPTH;
+	while (!late_done || done < posted) {
+		if (done >= warm && !late_posted) {
+			vt_send(late.qp[0], STARVE_LATE, IBV_WR_RDMA_WRITE,
+				IBV_SEND_SIGNALED, small->addr, 4096, small->lkey,
+				(uintptr_t)small->addr + 4096, small->rkey);
+			late_posted = true;
+		}
+		/* the small one first: what completes after it is not counted */
+		if (late_posted && !late_done) {
+			n = ibv_poll_cq(late.scq[0], 1, wc);
+			vt_assert(n >= 0, "ibv_poll_cq: %d", n);
+			if (n == 1) {
+				vt_assert(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == STARVE_LATE,
+					  "the small WRITE: %s", vt_status(wc[0].status));
+				late_done = true;
+			}
+		}
+		n = done < posted ? ibv_poll_cq(cq, 4, wc) : 0;
+		vt_assert(n >= 0, "ibv_poll_cq: %d", n);
+		for (j = 0; j < n; j++) {
+			vt_assert(wc[j].status == IBV_WC_SUCCESS, "WRITE: %s",
+				  vt_status(wc[j].status));
+			done++;
+			if ((wc[j].wr_id & STARVE_AFTER) && !late_done)
+				after++;
+			/* again, until the cap: the same QP always has more */
+			if (late_done || after >= STARVE_CAP)
+				continue;
+			i = (unsigned int)wc[j].wr_id;
+			vt_send(p[i].qp[0], i | (late_posted ? STARVE_AFTER : 0),
+				IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+				from->addr, STARVE_LEN, from->lkey,
+				(uintptr_t)to->addr, to->rkey);
+			posted++;
+		}
+		vt_assert(late_done || done < posted,
+			  "the small WRITE never completed, the others all did");
+	}
+	say("busy WRITEs posted after the small one completed before it: %u of %u bytes (cap %u)",
+	    after, STARVE_LEN, STARVE_CAP);
+	for (i = 0; i < nqp; i++)
+		vt_pair_free(&p[i]);
+	vt_pair_free(&late);
+	ibv_destroy_cq(cq);
+	vt_dereg(from);
+	vt_dereg(to);
+	vt_dereg(small);
+	if (split)
+		vt_close(&D2);
+	vt_close(&D);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -989,7 +1100,11 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "hog-direct") == 0)
 		return hog_direct((unsigned int)strtoul(argv[2], NULL, 10),
 				  (unsigned int)strtoul(argv[3], NULL, 10));
+	if (argc == 4 && strcmp(argv[1], "starve") == 0)
+		return starve((unsigned int)strtoul(argv[2], NULL, 10),
+			      strcmp(argv[3], "split") == 0);
 	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | cuts | "
-		"move BYTES | hog NQP WRITES | hog-direct NQP ROUNDS\n");
+		"move BYTES | hog NQP WRITES | hog-direct NQP ROUNDS | "
+		"starve NQP same|split\n");
 	return 2;
 }

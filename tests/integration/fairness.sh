@@ -6,6 +6,8 @@
 #    WQE completes or is flushed on both sides, the daemon lives on;
 #  - a small SEND completes while a 256 MiB WRITE on the same engine thread
 #    is in progress;
+#  - a uid's busy QPs do not starve its later QP, in the same context or
+#    another (the share goes round robin, not to the lowest doorbells);
 #  - one uid's 64 busy QPs move at most its share of each engine pass,
 #    also when what they have the engine copy is SENDs in their direct
 #    rings (a second daemon, with the direct transport);
@@ -117,6 +119,38 @@ show "hog" "$O/hog"
 [ "$turns" -le $((8 * passes)) ] ||
 	fail "$turns turns in $passes passes: more than 8 a pass for one uid (no share per tenant)"
 ok "$turns turns in $passes passes; $deferred put off to the next pass"
+
+# Within one uid: a pass that drained a context's doorbells lowest bit
+# first every time gave the share to the uid's low-bit QPs while they had
+# work; its later QPs waited until they ran dry (an MPI rank streaming to
+# one peer starving its messages to another).  8 busy pairs keep eight 1 MiB
+# WRITEs posted (a turn a chunk, four spend the share); a pair made after
+# them posts one small WRITE, in the same context, then in a second
+# context of the process (the pass went through contexts in one order
+# too).  Counted, not timed: the busy WRITEs posted after it that complete
+# before it.  The busy ones post again until 64 of those completed;
+# starved, it waits for all of them.  Served round robin, it waits a few
+# passes of 512 KiB, where a 1 MiB WRITE needs 8 turns of its QP: 8
+# allowed (a CQ poll of 4 may count a few that completed after it).
+for where in same split; do
+	check "one uid's busy QPs do not starve its later one ($where context)"
+	p0=$(engine_count busy_passes)
+	d0=$(engine_count deferred)
+	run_locked "$USER2" "$HELPER" starve 8 "$where" >"$O/starve-$where" 2>&1
+	rc=$?
+	passes=$(($(engine_count busy_passes) - p0))
+	deferred=$(($(engine_count deferred) - d0))
+	show "starve ($where)" "$O/starve-$where"
+	[ "$rc" -eq 0 ] || fail "the starve helper failed (exit $rc)"
+	[ "$deferred" -gt 0 ] || fail "no turn was put off ($passes passes): the share was never spent"
+	after=$(sed -n 's/^busy WRITEs posted after the small one completed before it: \([0-9]*\) .*/\1/p' \
+		"$O/starve-$where")
+	[ -n "$after" ] || fail "no count line"
+	[ "$after" -le 8 ] ||
+		fail "$after busy 1 MiB WRITEs posted after the small WRITE completed before it: its QP was put off in every pass"
+	ok "$after busy WRITEs posted after the small one went before it; $passes busy passes, $deferred put off"
+done
+daemon_alive "after the starve checks"
 
 # hold_tenant UID FD: a context client of UID (ctxclient-helper, fed on
 # fd FD) keeps the uid's tenant between the helpers' runs: what its

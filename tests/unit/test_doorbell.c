@@ -92,6 +92,8 @@ static void seen(uint32_t bit, void *arg)
 	ibvd_publish(&s->acked, ibvd_observe(&s->posted));
 }
 
+static unsigned int resume_seed = 7;	/* the engine thread's */
+
 static unsigned int engine_pass(void)
 {
 	unsigned int i, n = 0;
@@ -99,6 +101,8 @@ static unsigned int engine_pass(void)
 	for (i = 0; i < NDB; i++) {
 		struct drain_arg a = { .db = i };
 
+		/* anywhere: the engine resumes where a tenant's share ran out */
+		dbs[i].resume = (uint32_t)rand_r(&resume_seed) % (BITS_PER_DB * 64);
 		n += ibvd_eng_db_drain(&dbs[i], seen, &a);
 	}
 	return n;
@@ -289,6 +293,61 @@ START_TEST(test_drain_all_bits)
 }
 END_TEST
 
+struct order {
+	uint32_t bits[IBVD_DOORBELL_BITS];
+	unsigned int n;
+};
+
+static void drain_order(uint32_t bit, void *arg)
+{
+	struct order *o = arg;
+
+	o->bits[o->n++] = bit;
+}
+
+/*
+ * A drain starts at db->resume and goes round: a busy QP's low bit must
+ * not come first in every pass (the engine resumes where its tenant's
+ * share ran out).  Starts in the middle of a word, on a word's first and
+ * last bits, in each summary word, on a bit not rung.
+ */
+START_TEST(test_drain_from_resume)
+{
+	static const uint32_t starts[] = { 0, 1, 63, 64, 100, 4095, 4096, 5000,
+					   8191, 12288, IBVD_DOORBELL_BITS - 1 };
+	static const uint32_t rung_bits[] = { 0, 1, 5, 63, 64, 100, 101, 4095,
+					      4096, 4097, 5000, 8000, 12300,
+					      IBVD_DOORBELL_BITS - 1 };
+	const unsigned int nrung = sizeof(rung_bits) / sizeof(rung_bits[0]);
+	static struct order o;
+	struct eng_doorbell db;
+	unsigned int i, j;
+	int fd;
+
+	ck_assert_int_eq(ibvd_eng_db_create(&db, &fd), 0);
+	close(fd);
+	for (i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+		for (j = 0; j < nrung; j++)
+			ibvd_eng_db_ring(&db, rung_bits[j]);
+		db.resume = starts[i];
+		o.n = 0;
+		ck_assert_uint_eq(ibvd_eng_db_drain(&db, drain_order, &o), nrung);
+		ck_assert_uint_eq(o.n, nrung);
+		/* each bit once, in order from the start, round */
+		for (j = 0; j < nrung; j++) {
+			uint32_t k = (o.bits[j] + IBVD_DOORBELL_BITS - starts[i]) %
+				     IBVD_DOORBELL_BITS;
+
+			if (j > 0)
+				ck_assert_uint_gt(k, (o.bits[j - 1] + IBVD_DOORBELL_BITS -
+						      starts[i]) % IBVD_DOORBELL_BITS);
+		}
+		ck_assert_uint_eq(ibvd_eng_db_drain(&db, drain_order, &o), 0);
+	}
+	ibvd_eng_db_destroy(&db);
+}
+END_TEST
+
 static Suite *doorbell_suite(void)
 {
 	Suite *s = suite_create("doorbell");
@@ -297,6 +356,7 @@ static Suite *doorbell_suite(void)
 	tcase_set_timeout(tc, 0);
 	tcase_add_test(tc, test_page);
 	tcase_add_test(tc, test_drain_all_bits);
+	tcase_add_test(tc, test_drain_from_resume);
 	tcase_add_test(tc, test_no_lost_wakeup);
 	suite_add_tcase(s, tc);
 	return s;
