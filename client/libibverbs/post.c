@@ -41,9 +41,12 @@ bool ibvc_wq_has_room(struct ibvc_wq *wq, uint32_t *head, uint32_t tail)
 
 /*
  * How long a post waits for a stopped queue's flush that stands still
- * (a receive the engine holds for a message in flight, a daemon gone).
+ * (a receive the engine holds for a message in flight, a daemon gone, a
+ * ring the application scribbled over): long enough for an engine pass
+ * on a crowded machine, short enough that a flush that never comes costs
+ * a looping poster little.
  */
-#define FLUSH_WAIT_NS	1000000000ull
+#define FLUSH_WAIT_NS	100000000ull
 
 /*
  * A queue the engine stopped (its QP in ERR, an SQ in SQE) empties by
