@@ -1633,16 +1633,22 @@ START_TEST(connect_params)
 }
 END_TEST
 
+/* p connected over 127.0.0.1, then disconnected by its server: both heard it. */
+static void pair_server_disconnected(struct pair *p)
+{
+	pair_prepare(p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(p, NULL, NULL);
+	ck_ok(rdma_disconnect(p->server));
+	expect_ack(p->sch, RDMA_CM_EVENT_DISCONNECTED, p->server);
+	expect_ack(p->cch, RDMA_CM_EVENT_DISCONNECTED, p->client);
+}
+
 /* After DISCONNECTED, ids with a QP get TIMEWAIT_EXIT (proto/CM.md). */
 START_TEST(disconnect_timewait)
 {
 	struct pair p;
 
-	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
-	pair_connect(&p, NULL, NULL);
-	ck_ok(rdma_disconnect(p.server));
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	pair_server_disconnected(&p);
 	/* the survivor's rdma_disconnect is harmless */
 	rdma_disconnect(p.client);
 	expect_ack(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.server);
@@ -1670,11 +1676,7 @@ START_TEST(disconnect_timewait_owed)
 {
 	struct pair p;
 
-	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
-	pair_connect(&p, NULL, NULL);
-	ck_ok(rdma_disconnect(p.server));
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	pair_server_disconnected(&p);
 	expect_ack(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.server);
 	/* the server's timewait is over, the client's has not begun */
 	expect_quiet(p.cch, 500, "TIMEWAIT_EXIT before the survivor's rdma_disconnect");
