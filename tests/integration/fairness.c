@@ -35,6 +35,11 @@
  *	with `split`) posts one small WRITE: prints how many busy WRITEs
  *	posted after it completed before it (a starved one waits for all
  *	64 of them).
+ *   starve-direct NQP same|split	the same with direct pairs whose
+ *	turns place SENDs out of their rings: NQP busy pairs each fill
+ *	their ring and post a WRITE behind, round after round; a later pair
+ *	does a round of one SEND: prints how many busy rounds started after
+ *	it ended before it.
  *
  * Exit: 0 pass, 1 fail.
  */
@@ -1077,6 +1082,151 @@ static int starve(unsigned int nqp, bool split)
 	return 0;
 }
 
+/* ==== starve-direct ========================================================== */
+
+/*
+ * starve's case where what a turn does is place SENDs out of direct rings
+ * (hog-direct's rounds, charged to the share all the same): NQP busy
+ * direct pairs each go round and round, their sender's ring filled with
+ * HD_MSGS SENDs of 64 KiB to a receiver that does not poll and an RDMA
+ * WRITE behind them, which the engine runs once it has placed them all
+ * (two a turn: seven turns a round).  Their receivers' CQ is not polled
+ * meanwhile (a library polling it places what its rings hold itself, and
+ * the engine finds the claim taken): each has receives posted for
+ * SD_ROUNDS rounds, the most it runs.  Then a pair made after them (in a
+ * second context with `split`) does one round of a single SEND and its
+ * WRITE: a turn.  Counted, not timed: the busy rounds started after it
+ * that end before it.  The busy pairs start rounds until STARVE_CAP of
+ * those ended, so a starved round ends only once they stop; one served in
+ * its turn, within a few passes, sees none (each needs seven turns of its
+ * QP).
+ */
+#define SD_ROUNDS	24u
+
+static void sd_round(struct vt_pair *p, uint64_t wr_id, unsigned int msgs,
+		     struct ibv_mr *from, struct ibv_mr *to)
+{
+	unsigned int k;
+
+	for (k = 0; k < msgs; k++)
+		vt_send(p->qp[0], wr_id, IBV_WR_SEND, 0, from->addr, HD_LEN,
+			from->lkey, 0, 0);
+	vt_send(p->qp[0], wr_id, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		from->addr, 8, from->lkey, (uintptr_t)to->addr, to->rkey);
+}
+
+/* Has the late pair's round ended?  Its WRITE's completion, checked. */
+static bool sd_late_done(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	int n = ibv_poll_cq(cq, 1, &wc);
+
+	vt_assert(n >= 0, "ibv_poll_cq: %d", n);
+	if (n == 0)
+		return false;
+	vt_assert(wc.status == IBV_WC_SUCCESS && wc.wr_id == STARVE_LATE,
+		  "the late round's WRITE: %s", vt_status(wc.status));
+	return true;
+}
+
+static int starve_direct(unsigned int nqp, bool split)
+{
+	static struct vt_pair p[STARVE_MAX_QPS];
+	struct vt_qp_opts o = { .max_send_wr = HD_MSGS + 2,
+				.max_recv_wr = SD_ROUNDS * HD_MSGS };
+	struct vt_dev D2, *late_dev = split ? &D2 : &D;
+	struct ibv_mr *from, *to, *late_from, *late_to;
+	unsigned int rounds[STARVE_MAX_QPS] = { 0 };
+	unsigned int i, k, started = 0, ended = 0, after = 0, warm;
+	bool late_started = false, late_done = false;
+	struct ibv_cq *scq, *rcq, *lcq[2];
+	struct vt_pair late;
+	struct ibv_wc wc[4];
+	int n, j;
+
+	vt_assert(nqp && nqp <= STARVE_MAX_QPS, "starve-direct: 1 to %u QPs",
+		  STARVE_MAX_QPS);
+	vt_open(&D);
+	if (split)
+		vt_open(&D2);
+	scq = ibv_create_cq(D.ctx, (int)nqp, NULL, NULL, 0);
+	rcq = ibv_create_cq(D.ctx, (int)(nqp * SD_ROUNDS * HD_MSGS), NULL,
+			    NULL, 0);
+	lcq[0] = ibv_create_cq(late_dev->ctx, 4, NULL, NULL, 0);
+	lcq[1] = ibv_create_cq(late_dev->ctx, 4, NULL, NULL, 0);
+	vt_assert(scq && rcq && lcq[0] && lcq[1], "ibv_create_cq: %m");
+	for (i = 0; i < nqp; i++)
+		vt_pair_on(&p[i], &D, &o, &o, scq, rcq);
+	vt_pair_on(&late, late_dev, &o, &o, lcq[0], lcq[1]);
+	vt_assert(vt_transit_maps() >= (int)nqp + 1,
+		  "%d transit rings mapped for %u pairs", vt_transit_maps(),
+		  nqp + 1);
+	from = vt_reg(D.pd, HD_LEN, VT_ACCESS_ALL);
+	to = vt_reg(D.pd, HD_LEN, VT_ACCESS_ALL);
+	late_from = vt_reg(late_dev->pd, HD_LEN, VT_ACCESS_ALL);
+	late_to = vt_reg(late_dev->pd, HD_LEN, VT_ACCESS_ALL);
+	for (i = 0; i < nqp; i++) {
+		for (k = 0; k < SD_ROUNDS * HD_MSGS; k++)
+			vt_recv(p[i].qp[1], i, to->addr, HD_LEN, to->lkey);
+		sd_round(&p[i], i, HD_MSGS, from, to);
+		rounds[i]++;
+		started++;
+	}
+	vt_recv(late.qp[1], STARVE_LATE, late_to->addr, HD_LEN, late_to->lkey);
+	/* busy for a while: the engine's passes in their steady order */
+	warm = 2 * nqp;
+	while (!late_done || ended < started) {
+		if (ended >= warm && !late_started) {
+			sd_round(&late, STARVE_LATE, 1, late_from, late_to);
+			late_started = true;
+		}
+		/* the late one first: what ends after it is not counted */
+		if (late_started && !late_done)
+			late_done = sd_late_done(lcq[0]);
+		n = ended < started ? ibv_poll_cq(scq, 4, wc) : 0;
+		vt_assert(n >= 0, "ibv_poll_cq: %d", n);
+		for (j = 0; j < n; j++) {
+			vt_assert(wc[j].status == IBV_WC_SUCCESS &&
+				  wc[j].opcode == IBV_WC_RDMA_WRITE,
+				  "a busy round's WRITE: %s", vt_status(wc[j].status));
+			ended++;
+			if ((wc[j].wr_id & STARVE_AFTER) && !late_done)
+				after++;
+			/* again, until the cap: the same QP always has more */
+			i = (unsigned int)wc[j].wr_id;
+			if (late_done || after >= STARVE_CAP ||
+			    rounds[i] == SD_ROUNDS)
+				continue;
+			sd_round(&p[i], i | (late_started ? STARVE_AFTER : 0),
+				 HD_MSGS, from, to);
+			rounds[i]++;
+			started++;
+		}
+		vt_assert(late_done || ended < started,
+			  "the late round never ended, the others all did");
+	}
+	vt_assert(vt_poll(lcq[1], wc, 1, vt_tmo_ms()) == 1 &&
+		  wc[0].status == IBV_WC_SUCCESS && wc[0].byte_len == HD_LEN,
+		  "the late SEND was not received");
+	say("busy rounds started after the late one ended before it: %u of %u SENDs of %u bytes (cap %u)",
+	    after, HD_MSGS, HD_LEN, STARVE_CAP);
+	for (i = 0; i < nqp; i++)
+		vt_pair_free(&p[i]);
+	vt_pair_free(&late);
+	ibv_destroy_cq(scq);
+	ibv_destroy_cq(rcq);
+	ibv_destroy_cq(lcq[0]);
+	ibv_destroy_cq(lcq[1]);
+	vt_dereg(from);
+	vt_dereg(to);
+	vt_dereg(late_from);
+	vt_dereg(late_to);
+	if (split)
+		vt_close(&D2);
+	vt_close(&D);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1100,11 +1250,14 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "hog-direct") == 0)
 		return hog_direct((unsigned int)strtoul(argv[2], NULL, 10),
 				  (unsigned int)strtoul(argv[3], NULL, 10));
+	if (argc == 4 && strcmp(argv[1], "starve-direct") == 0)
+		return starve_direct((unsigned int)strtoul(argv[2], NULL, 10),
+				     strcmp(argv[3], "split") == 0);
 	if (argc == 4 && strcmp(argv[1], "starve") == 0)
 		return starve((unsigned int)strtoul(argv[2], NULL, 10),
 			      strcmp(argv[3], "split") == 0);
 	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | cuts | "
 		"move BYTES | hog NQP WRITES | hog-direct NQP ROUNDS | "
-		"starve NQP same|split\n");
+		"starve NQP same|split | starve-direct NQP same|split\n");
 	return 2;
 }

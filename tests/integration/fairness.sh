@@ -7,7 +7,8 @@
 #  - a small SEND completes while a 256 MiB WRITE on the same engine thread
 #    is in progress;
 #  - a uid's busy QPs do not starve its later QP, in the same context or
-#    another (the share goes round robin, not to the lowest doorbells);
+#    another (the share goes round robin, not to the lowest doorbells),
+#    also where their turns place SENDs out of direct rings;
 #  - one uid's 64 busy QPs move at most its share of each engine pass,
 #    also when what they have the engine copy is SENDs in their direct
 #    rings (a second daemon, with the direct transport);
@@ -282,4 +283,37 @@ per=$(((placed + moved) / passes))
 	fail "$placed bytes placed and $moved moved in $passes passes: $per a pass for one uid, past its share"
 ok "$placed bytes placed and $moved moved in $passes passes: $per a pass; $deferred put off"
 daemon_alive "after the direct hog"
+
+# starve's case where a turn's work is placing SENDs out of direct rings
+# (what the share counts for them, as above): 32 busy direct pairs go
+# round and round, a ring of 14 SENDs of 64 KiB and a WRITE behind them
+# (seven turns a round); a pair made after them, in the same context and
+# then in a second one, does a round of one SEND and its WRITE (a turn).
+# Counted, not timed: the busy rounds started after it that end before
+# it.  Served lowest doorbell first, the busy pairs kept the share and
+# all 64 rounds started after it went first (76 to 86 counted); round
+# robin, it has its turn within a round of the busy QPs' turns, about
+# nine passes, where a round needs seven turns of its QP: 8 allowed.
+for where in same split; do
+	check "one uid's busy direct pairs do not starve its later one ($where context)"
+	d0=$(engine_count direct_bytes)
+	f0=$(engine_count deferred)
+	run_locked "$USER2" "$HELPER" starve-direct 32 "$where" >"$O/starve-direct-$where" 2>&1
+	rc=$?
+	placed=$(($(engine_count direct_bytes) - d0))
+	deferred=$(($(engine_count deferred) - f0))
+	show "starve-direct ($where)" "$O/starve-direct-$where"
+	[ "$rc" -eq 0 ] || fail "the starve-direct helper failed (exit $rc)"
+	# the 64 rounds before it, at least, placed by the engine
+	[ "$placed" -ge $((64 * 14 * 65536)) ] ||
+		fail "the engine placed $placed bytes from the rings: did the library take them?"
+	[ "$deferred" -gt 0 ] || fail "no turn was put off: the share was never spent"
+	after=$(sed -n 's/^busy rounds started after the late one ended before it: \([0-9]*\) .*/\1/p' \
+		"$O/starve-direct-$where")
+	[ -n "$after" ] || fail "no count line"
+	[ "$after" -le 8 ] ||
+		fail "$after busy rounds started after the late one ended before it: its QP was put off in every pass"
+	ok "$after busy rounds started after the late one ended before it; $placed bytes placed, $deferred turns put off"
+done
+daemon_alive "after the direct starve checks"
 daemon_stop
