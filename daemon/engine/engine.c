@@ -113,7 +113,10 @@ static unsigned int look_rx(struct ibvd_engine *eng);
  * ENG_TENANT_PASS_COST in a pass; its QPs rung after that are rung again
  * for the next pass, which comes at once, after every other tenant's had
  * their turns.  A pass then lasts about that much per busy tenant,
- * however many QPs each has.
+ * however many QPs each has, and the UD datagrams it places from the
+ * park (direct/ud_park.c), 64 at most, in no share: their senders' turns
+ * paid for copying them in, not out (daemon/LIMITS.md bounds what a
+ * tenant gains).
  *
  * Fairness within a tenant.  A pass in a fixed order would give the share
  * to the same QPs each time: a tenant's low doorbell bits, busy for good,
