@@ -35,6 +35,10 @@
  *	with `split`) posts one small WRITE: prints how many busy WRITEs
  *	posted after it completed before it (a starved one waits for all
  *	64 of them).
+ *   starve-busy DIR NCTX NQP / starve-other DIR	(two processes, two
+ *	uids) NCTX contexts of NQP busy pairs as starve's, and another
+ *	tenant's one small WRITE into a page of DIR/page they share: prints
+ *	how many busy WRITEs posted after it completed before it landed.
  *   starve-direct NQP same|split	the same with direct pairs whose
  *	turns place SENDs out of their rings: NQP busy pairs each fill
  *	their ring and post a WRITE behind, round after round; a later pair
@@ -45,6 +49,7 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -52,6 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <infiniband/verbs.h>
 
@@ -1227,6 +1233,171 @@ static int starve_direct(unsigned int nqp, bool split)
 	return 0;
 }
 
+/* ==== starve-busy / starve-other ============================================= */
+
+/*
+ * Across tenants: one uid's many contexts on the thread, busy, and
+ * another uid's single context with one small WRITE.  Each tenant has a
+ * share of its own in every pass, so the other's QP has its turn in the
+ * first pass that finds it rung, wherever its context is in the pass
+ * order and however many contexts the busy uid has.  The two processes
+ * share a page of a file in DIR: the other tenant's WRITE lands in it
+ * (its MR is that mapping), after which its library says it posted it.
+ * The busy side keeps STARVE_DEPTH 1 MiB WRITEs posted on each of its
+ * pairs and counts its WRITEs posted after it saw that word that complete
+ * while the landing byte is still 0: read after their completion, so a
+ * count never includes one that completed after the small WRITE landed
+ * (the engine wrote the byte before any later completion).  The busy
+ * pairs post again until STARVE_CAP of those, so a starved WRITE lands
+ * only once they stop, after all of them.
+ */
+struct starve_page {
+	uint32_t posted;	/* the other tenant posted its WRITE */
+	uint32_t done;		/* and saw it complete */
+	uint8_t pad[56];
+	uint8_t landing[64];	/* what its WRITE writes */
+};
+
+#define STARVE_CTXS	16u
+
+static struct starve_page *starve_page(bool create)
+{
+	char path[4096];
+	void *map;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/page", dir);
+	fd = open(path, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0666);
+	vt_assert(fd >= 0, "open %s: %m", path);
+	vt_assert(!create || (fchmod(fd, 0666) == 0 &&
+			      ftruncate(fd, 4096) == 0), "%s: %m", path);
+	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	vt_assert(map != MAP_FAILED, "mmap %s: %m", path);
+	close(fd);
+	return map;
+}
+
+static void busy_post(struct vt_pair *p, uint64_t wr_id, struct ibv_mr *from,
+		      struct ibv_mr *to)
+{
+	vt_send(p->qp[0], wr_id, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		from->addr, STARVE_LEN, from->lkey, (uintptr_t)to->addr,
+		to->rkey);
+}
+
+static int starve_busy(unsigned int nctx, unsigned int nqp)
+{
+	static struct vt_pair p[STARVE_CTXS][STARVE_MAX_QPS];
+	static struct vt_dev dev[STARVE_CTXS];
+	struct ibv_mr *from[STARVE_CTXS], *to[STARVE_CTXS];
+	struct ibv_cq *cq[STARVE_CTXS];
+	struct starve_page *page = starve_page(true);
+	unsigned int c, i, k, posted = 0, done = 0, after = 0, warm;
+	bool ready = false, stop = false;
+	struct ibv_wc wc[4];
+	int n, j;
+
+	vt_assert(nctx && nctx <= STARVE_CTXS && nqp && nqp <= STARVE_MAX_QPS,
+		  "starve-busy: 1 to %u contexts of 1 to %u QPs", STARVE_CTXS,
+		  STARVE_MAX_QPS);
+	for (c = 0; c < nctx; c++) {
+		vt_open(&dev[c]);
+		cq[c] = ibv_create_cq(dev[c].ctx, (int)(2 * nqp * STARVE_DEPTH),
+				      NULL, NULL, 0);
+		vt_assert(cq[c], "ibv_create_cq: %m");
+		for (i = 0; i < nqp; i++)
+			vt_pair_on(&p[c][i], &dev[c], NULL, NULL, cq[c], cq[c]);
+		from[c] = vt_reg(dev[c].pd, STARVE_LEN, VT_ACCESS_ALL);
+		to[c] = vt_reg(dev[c].pd, STARVE_LEN, VT_ACCESS_ALL);
+		for (i = 0; i < nqp; i++)
+			for (k = 0; k < STARVE_DEPTH; k++, posted++)
+				busy_post(&p[c][i], i, from[c], to[c]);
+	}
+	warm = 2 * nctx * nqp * STARVE_DEPTH;
+	while (!stop || done < posted) {
+		if (done >= warm && !ready) {
+			vt_put(dir, "ready", "%u\n", warm);
+			ready = true;
+		}
+		stop = __atomic_load_n(&page->done, __ATOMIC_ACQUIRE) ||
+		       after >= STARVE_CAP;
+		for (c = 0; c < nctx; c++) {
+			n = ibv_poll_cq(cq[c], 4, wc);
+			vt_assert(n >= 0, "ibv_poll_cq: %d", n);
+			for (j = 0; j < n; j++) {
+				vt_assert(wc[j].status == IBV_WC_SUCCESS,
+					  "WRITE: %s", vt_status(wc[j].status));
+				done++;
+				if ((wc[j].wr_id & STARVE_AFTER) &&
+				    !__atomic_load_n(&page->landing[0],
+						     __ATOMIC_ACQUIRE))
+					after++;
+				if (stop)
+					continue;
+				i = (unsigned int)wc[j].wr_id;
+				busy_post(&p[c][i],
+					  i | (__atomic_load_n(&page->posted,
+							       __ATOMIC_ACQUIRE) ?
+					       STARVE_AFTER : 0),
+					  from[c], to[c]);
+				posted++;
+			}
+		}
+		vt_assert(ready || done < posted, "the busy WRITEs all completed");
+	}
+	/* stopped at the cap: a starved WRITE goes now */
+	for (k = 0; !__atomic_load_n(&page->done, __ATOMIC_ACQUIRE); k++) {
+		vt_assert(k < 600u * (unsigned int)vt_tmo_ms() / 100u,
+			  "the other tenant's WRITE is still not done");
+		vt_sleep_ms(10);
+	}
+	say("busy WRITEs posted after the other tenant's small one completed before it: %u of %u bytes (cap %u, %u contexts of %u pairs)",
+	    after, STARVE_LEN, STARVE_CAP, nctx, nqp);
+	for (c = 0; c < nctx; c++) {
+		for (i = 0; i < nqp; i++)
+			vt_pair_free(&p[c][i]);
+		ibv_destroy_cq(cq[c]);
+		vt_dereg(from[c]);
+		vt_dereg(to[c]);
+		vt_close(&dev[c]);
+	}
+	return 0;
+}
+
+static int starve_other(void)
+{
+	struct starve_page *page;
+	struct ibv_mr *small, *landing;
+	struct vt_pair late;
+	struct ibv_wc wc;
+	char buf[32];
+
+	get("ready", buf, sizeof(buf));
+	page = starve_page(false);
+	vt_open(&D);
+	vt_pair(&late, &D, NULL, 16);
+	small = vt_reg(D.pd, 4096, VT_ACCESS_ALL);
+	memset(small->addr, 0xa5, 64);
+	landing = ibv_reg_mr(D.pd, page, 4096, VT_ACCESS_ALL);
+	vt_assert(landing, "ibv_reg_mr on the shared page: %m");
+	vt_send(late.qp[0], STARVE_LATE, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED,
+		small->addr, sizeof(page->landing), small->lkey,
+		(uintptr_t)page->landing, landing->rkey);
+	__atomic_store_n(&page->posted, 1, __ATOMIC_RELEASE);
+	vt_assert(vt_poll(late.scq[0], &wc, 1, 60 * vt_tmo_ms()) == 1,
+		  "the small WRITE never completed");
+	vt_assert(wc.status == IBV_WC_SUCCESS && wc.wr_id == STARVE_LATE,
+		  "the small WRITE: %s", vt_status(wc.status));
+	vt_assert(page->landing[0] == 0xa5, "the small WRITE did not land");
+	__atomic_store_n(&page->done, 1, __ATOMIC_RELEASE);
+	say("the small WRITE completed");
+	vt_pair_free(&late);
+	ibv_dereg_mr(landing);
+	vt_dereg(small);
+	vt_close(&D);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1253,11 +1424,21 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "starve-direct") == 0)
 		return starve_direct((unsigned int)strtoul(argv[2], NULL, 10),
 				     strcmp(argv[3], "split") == 0);
+	if (argc == 5 && strcmp(argv[1], "starve-busy") == 0) {
+		dir = argv[2];
+		return starve_busy((unsigned int)strtoul(argv[3], NULL, 10),
+				   (unsigned int)strtoul(argv[4], NULL, 10));
+	}
+	if (argc == 3 && strcmp(argv[1], "starve-other") == 0) {
+		dir = argv[2];
+		return starve_other();
+	}
 	if (argc == 4 && strcmp(argv[1], "starve") == 0)
 		return starve((unsigned int)strtoul(argv[2], NULL, 10),
 			      strcmp(argv[3], "split") == 0);
 	fprintf(stderr, "usage: fairness-helper target|initiator DIR | order | cuts | "
 		"move BYTES | hog NQP WRITES | hog-direct NQP ROUNDS | "
-		"starve NQP same|split | starve-direct NQP same|split\n");
+		"starve NQP same|split | starve-direct NQP same|split | "
+		"starve-busy DIR NCTX NQP | starve-other DIR\n");
 	return 2;
 }

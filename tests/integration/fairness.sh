@@ -8,7 +8,8 @@
 #    is in progress;
 #  - a uid's busy QPs do not starve its later QP, in the same context or
 #    another (the share goes round robin, not to the lowest doorbells),
-#    also where their turns place SENDs out of direct rings;
+#    also where their turns place SENDs out of direct rings; nor does
+#    a uid's many busy contexts starve another uid's QP;
 #  - one uid's 64 busy QPs move at most its share of each engine pass,
 #    also when what they have the engine copy is SENDs in their direct
 #    rings (a second daemon, with the direct transport);
@@ -152,6 +153,39 @@ for where in same split; do
 	ok "$after busy WRITEs posted after the small one went before it; $passes busy passes, $deferred put off"
 done
 daemon_alive "after the starve checks"
+
+# Across tenants: each has a share of every pass of its own, so another
+# uid's QP has its turn in the first pass that finds it rung, wherever
+# its context is in the pass's order and however many contexts the busy
+# uid has on the thread (a round of them per busy QP ahead bounds the
+# wait only within one uid).  Uid $USER2 keeps eight 1 MiB WRITEs posted
+# on each of 2 pairs in each of 16 contexts; uid $USER1's one context
+# posts a small WRITE into a page of a file the two share.  Counted, not
+# timed: $USER2's WRITEs posted after it that complete before its byte
+# lands.  A share for all tenants of the pass together, in one order,
+# starved it (96 counted: all 64 the cap lets post, and those under way);
+# each tenant's own: none, before the round robin within a tenant too.
+check "one uid's 16 busy contexts do not starve another uid's one"
+d=$(meeting_dir starve-tenant)
+p0=$(engine_count busy_passes)
+run_locked "$USER2" "$HELPER" starve-busy "$d" 16 2 >"$O/starve-busy" 2>&1 &
+bpid=$!
+BG_PIDS+=("$bpid")
+run_locked "$USER1" "$HELPER" starve-other "$d" >"$O/starve-other" 2>&1
+orc=$?
+wait_exit "$bpid" "$TMO" || { show "busy uid" "$O/starve-busy"; fail "the busy uid did not end"; }
+passes=$(($(engine_count busy_passes) - p0))
+show "busy uid $USER2" "$O/starve-busy"
+show "other uid $USER1" "$O/starve-other"
+[ "$orc" -eq 0 ] || fail "the other uid's helper failed (exit $orc)"
+[ "$EXIT_STATUS" -eq 0 ] || fail "the busy uid's helper failed (exit $EXIT_STATUS)"
+after=$(sed -n 's/^busy WRITEs posted after the other tenant.s small one completed before it: \([0-9]*\) .*/\1/p' \
+	"$O/starve-busy")
+[ -n "$after" ] || fail "no count line"
+[ "$after" -le 8 ] ||
+	fail "$after of uid $USER2's 1 MiB WRITEs posted after uid $USER1's small WRITE completed before it landed"
+ok "$after busy WRITEs posted after the other uid's went before it; $passes busy passes"
+daemon_alive "after the cross-tenant starve check"
 
 # hold_tenant UID FD: a context client of UID (ctxclient-helper, fed on
 # fd FD) keeps the uid's tenant between the helpers' runs: what its
