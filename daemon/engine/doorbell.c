@@ -18,6 +18,14 @@
  * the next epoll_wait returns it, even one made before E4 starts, so the
  * thread wakes.  The engine clears `sleeping` only while awake; a client
  * that then sees 0 rang a bit that the next pass drains.
+ *
+ * The daemon rings the same way (ibvd_eng_db_ring) but never writes the
+ * client's eventfd at C3: the client holds that open file too, and its
+ * flags are the client's to change.  Made blocking with its counter at
+ * the maximum, a write of ours would wait for a read that never comes,
+ * on the control thread or an engine thread, every tenant with it.  The
+ * caller writes the engine's own eventfd instead, which the thread waits
+ * on beside the pages' (ibvd_eng_wake).
  */
 #include <config.h>
 
@@ -183,18 +191,7 @@ static bool db_pending(const struct eng_doorbell *db)
 	return false;
 }
 
-static void kick(int fd)
-{
-	uint64_t one = 1;
-	ssize_t n;
-
-	do
-		n = write(fd, &one, sizeof(one));
-	while (n < 0 && errno == EINTR);
-	/* EAGAIN: the counter is saturated, so a wakeup is queued anyway. */
-}
-
-void ibvd_eng_db_ring(struct eng_doorbell *db, uint32_t bit)
+bool ibvd_eng_db_ring(struct eng_doorbell *db, uint32_t bit)
 {
 	uint32_t word = (bit / 64) % IBVD_DOORBELL_WORDS;
 
@@ -203,8 +200,7 @@ void ibvd_eng_db_ring(struct eng_doorbell *db, uint32_t bit)
 	ibvd_fetch_or(&db->client_page->summary[word / 64],
 		      (uint64_t)1 << (word % 64));
 	ibvd_full_fence();
-	if (ibvd_read_once(&db->engine_page->sleeping))
-		kick(db->kick_fd);
+	return ibvd_read_once(&db->engine_page->sleeping);
 }
 
 bool ibvd_eng_db_arm(struct eng_doorbell *const *dbs, unsigned int n)

@@ -74,8 +74,8 @@ void ibvd_eng_qp_ring(struct ibvd_qp *qp)
 	struct ibvd_ectx *ectx = qp->ctx->engine;
 
 	/* A detached context has no thread to ring; its QPs die soon. */
-	if (ectx && ectx->eng)
-		ibvd_eng_db_ring(&ectx->db, qp->doorbell);
+	if (ectx && ectx->eng && ibvd_eng_db_ring(&ectx->db, qp->doorbell))
+		ibvd_eng_wake(ectx->eng);
 }
 
 void ibvd_eng_qp_wait(struct ibvd_engine *eng, struct ibvd_qp *qp,

@@ -566,9 +566,11 @@ unsigned int ibvd_eng_db_drain(struct eng_doorbell *db,
 
 /*
  * Ring `bit` the way a client does (engine or control thread making a QP's
- * serving thread look at it), kicking the eventfd if that thread may sleep.
+ * serving thread look at it); true if that thread may sleep, when the
+ * caller wakes it through its own eventfd (ibvd_eng_wake), never the
+ * client's kick eventfd (doorbell.c).
  */
-void ibvd_eng_db_ring(struct eng_doorbell *db, uint32_t bit);
+bool ibvd_eng_db_ring(struct eng_doorbell *db, uint32_t bit);
 
 /*
  * The engine half of the sleep protocol (ring.h): set `sleeping` in every

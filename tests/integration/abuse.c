@@ -115,7 +115,13 @@
  *	two plain UD QPs: both receive all 6,000 (mcast_contend()).
  *   abuse-helper err-flush
  *	A QP in error, its SQ filled with 4,096 WQEs at once (err_flush()).
- *   abuse-helper overlap
+ *   abuse-helper kick-jam
+ *	A child makes its context's kick eventfd (one open file, whose
+ *	flags it shares with the daemon) blocking with a full counter, then
+ *	moves its QP to ERR and back while the engine sleeps: each move
+ *	rings the QP's doorbell.  The daemon answers every move, and
+ *	another context of ours meanwhile (kick_jam()).
+*   abuse-helper overlap
  *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
  *	onto itself 100 bytes further: the bytes land as memmove's would.
  */
@@ -123,7 +129,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2186,6 +2194,128 @@ static int keep_rings(void)
 	return 0;
 }
 
+/*
+ * kick-jam: the kick eventfd came to the client over SCM_RIGHTS, so it is
+ * one open file with the daemon's: clearing O_NONBLOCK there clears it
+ * for the daemon too, and a counter one short of its maximum makes every
+ * write of 1 wait for a read that never comes (the engine never reads
+ * it).  The daemon, ringing a doorbell of a sleeping engine on the
+ * control thread (a MODIFY_QP) or on an engine thread, waited there for
+ * ever, every tenant with it.
+ */
+#define KICK_MOVES	20
+
+/* The context's kick eventfd made blocking, its counter full. */
+static void kick_jam_fd(struct ibv_context *ctx)
+{
+	int fd = to_ibvc_context(ctx)->kick_fd, fl = fcntl(fd, F_GETFL);
+	uint64_t full = UINT64_MAX - 1, v;
+
+	vt_assert(fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0,
+		  "fcntl: %s", strerror(errno));
+	/* empty first (or the write would not fit), then full */
+	(void)!read(fd, &v, sizeof(v));
+	vt_assert(write(fd, &full, sizeof(full)) == sizeof(full),
+		  "filling the kick eventfd: %s", strerror(errno));
+	vt_assert(fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0, "fcntl: %s",
+		  strerror(errno));
+}
+
+static void kick_jam_child(int ready)
+{
+	struct vt_qp_opts o = { 0 };
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT };
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct vt_dev d;
+	unsigned int i;
+	char c = 'r';
+
+	vt_open(&d);
+	cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	vt_assert(cq != NULL, "ibv_create_cq: %s", strerror(errno));
+	qp = vt_qp(&d, cq, cq, &o);
+	init.port_num = d.port_num;
+	kick_jam_fd(d.ctx);
+	vt_assert(write(ready, &c, 1) == 1, "ready: %s", strerror(errno));
+	for (i = 0; i < KICK_MOVES; i++) {
+		/* let the engine fall asleep: the daemon rings it then */
+		vt_sleep_ms(20);
+		vt_assert(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
+			  "to INIT: %s", strerror(errno));
+		vt_assert(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0,
+			  "to ERR: %s", strerror(errno));
+		vt_assert(ibv_modify_qp(qp, &reset, IBV_QP_STATE) == 0,
+			  "to RESET: %s", strerror(errno));
+	}
+	c = 'd';
+	vt_assert(write(ready, &c, 1) == 1, "done: %s", strerror(errno));
+	_exit(0);
+}
+
+/* A byte from fd within ms, or 0. */
+static char byte_within(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char c = 0;
+
+	if (poll(&pfd, 1, ms) == 1 && read(fd, &c, 1) != 1)
+		c = 0;
+	return c;
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "kick-jam: the daemon stopped answering "
+				  "another context\n";
+
+	(void)sig;
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+static int kick_jam(void)
+{
+	struct ibv_device_attr attr;
+	struct vt_dev other;
+	int pipefd[2], st;
+	pid_t pid;
+	char c;
+
+	vt_assert(pipe(pipefd) == 0, "pipe: %s", strerror(errno));
+	pid = fork();
+	vt_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(pipefd[0]);
+		kick_jam_child(pipefd[1]);
+	}
+	close(pipefd[1]);
+	c = byte_within(pipefd[0], vt_tmo_ms());
+	vt_assert(c == 'r', "the child did not get ready");
+	/* while the child's moves go on: a jammed daemon answers nobody */
+	vt_sleep_ms(100);
+	signal(SIGALRM, on_alarm);
+	alarm((unsigned int)(vt_tmo_ms() / 1000));
+	vt_open(&other);
+	vt_assert(ibv_query_device(other.ctx, &attr) == 0,
+		  "ibv_query_device: %s", strerror(errno));
+	alarm(0);
+	c = byte_within(pipefd[0], vt_tmo_ms());
+	if (c != 'd')
+		kill(pid, SIGKILL);
+	vt_assert(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+	vt_assert(c == 'd' && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the child's %u moves of its QP did not all return (status %#x)",
+		  KICK_MOVES, st);
+	vt_close(&other);
+	printf("kick-jam: %u doorbells rung past a blocking, full kick "
+	       "eventfd; another context served meanwhile\n", 2 * KICK_MOVES);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2235,6 +2365,8 @@ int main(int argc, char **argv)
 		return full_direct_exit(true);
 	if (argc == 2 && !strcmp(argv[1], "overlap"))
 		return overlap();
+	if (argc == 2 && !strcmp(argv[1], "kick-jam"))
+		return kick_jam();
 	if (argc == 2 && !strcmp(argv[1], "err-flush"))
 		return err_flush();
 	if (argc == 2 && !strcmp(argv[1], "srq-forged-claim"))
@@ -2248,6 +2380,6 @@ int main(int argc, char **argv)
 		return mcast_srq();
 	if (argc == 2 && !strcmp(argv[1], "mcast-contend"))
 		return mcast_contend();
-	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-sq-exit-long | full-direct-exit | full-direct-exit-held | overlap | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
+	fprintf(stderr, "usage: abuse-helper tgt-sq err|rts | srq-gone | srqn-rewrite | opener-closes | srq-claim | ud-claim | ud-claim-brief | ud-claim-park | ud-park-reset | ud-park-share | ud-forged-sl | ud-park-mcast | full-sq-destroy | full-sq-exit | full-sq-exit-long | full-direct-exit | full-direct-exit-held | overlap | kick-jam | srq-forged-claim | mcast-fanout [paced] | mcast-claims | mcast-srq | mcast-contend | err-flush\n");
 	return 2;
 }

@@ -22,7 +22,8 @@
 # rings are for (a turn of the budget a round each, bounded; nothing
 # taken, its own last send sent), a QP in error whose SQ
 # fills with 4,096 WQEs at once (flushed 256 a turn: the engine's
-# turns), or a WRITE onto its own source.  The
+# turns), a WRITE onto its own source, or a kick eventfd made blocking
+# with a full counter (the daemon's doorbells never wait on it).  The
 # daemon serves on, and each abuse fails only the abuser's own work.  Two
 # engine threads (contexts spread over both) and no memlock bound, for
 # 64 MiB messages.  Also a CQ whose client writes an impossible head,
@@ -43,7 +44,7 @@ conf=$(conf_edit "$T/abuse.conf" "cfg.setdefault('engine', {})['threads'] = 2" \
 daemon_start -c "$conf"
 daemon_wait_ready
 
-IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,full-sq-exit-long,full-direct-exit,full-direct-exit-held,err-flush,overlap}"
+IFS=, read -ra modes <<<"${ABUSE_MODES:-tgt-sq err,tgt-sq rts,srq-gone,srqn-rewrite,opener-closes,srq-claim,ud-claim,ud-claim-brief,ud-claim-park,ud-park-reset,ud-park-share,ud-forged-sl,ud-park-mcast,cq-head-lie,cq-head-reset,cq-span-xrc,cq-head-teardown,keep-rings,srq-forged-claim,mcast-claims,mcast-srq,mcast-contend,mcast-fanout,mcast-fanout paced,full-sq-destroy,full-sq-exit,full-sq-exit-long,full-direct-exit,full-direct-exit-held,err-flush,overlap,kick-jam}"
 for mode in "${modes[@]}"; do
 	check "a client abuses its own objects: $mode"
 	waits=$(engine_count claim_timeouts)
