@@ -60,6 +60,7 @@ struct res_kind;
 
 /* One walk over the objects of a kind. */
 struct res_walk {
+	size_t looks;			/* objects looked at so far */
 	struct ibvd_call *call;
 	const struct res_sel *sel;
 	const struct res_kind *kind;
@@ -539,6 +540,46 @@ static int walk_ctx(struct res_walk *w, struct ibvd_context *ctx)
 	return ret;
 }
 
+/*
+ * What one listing of a caller outside root and the admin group may look
+ * at: every object of its kind in the visible contexts has its row built
+ * to be matched, about a microsecond each on the control thread, which
+ * every tenant waits for.  A uid holds a million objects (16 contexts of
+ * 65,536 PDs), and a filter that matches none of them cost each request
+ * a second; requests in a loop kept every other tenant's calls waiting
+ * that long.  Admins are trusted with their own requests.
+ */
+#define RES_MAX_LOOKS	16384u
+
+/* Objects a walk of ctx looks at: its rows, and an SRQ listing's QPs. */
+static size_t ctx_looks(const struct res_kind *k, const struct ibvd_context *ctx)
+{
+	size_t n;
+
+	if (k->obj == IBVD_OBJ_ANY)
+		return 1;
+	n = ibvd_handle_count(&ctx->handles, k->obj);
+	if (k->obj == IBVD_OBJ_SRQ && n)
+		n += ibvd_handle_count(&ctx->handles, IBVD_OBJ_QP);
+	return n;
+}
+
+/* Room left in the caller's budget for ctx's objects (or an error). */
+static int looks_take(struct res_walk *w, const struct ibvd_context *ctx)
+{
+	size_t n = ctx_looks(w->kind, ctx);
+
+	if (w->sel->admin)
+		return 0;
+	if (n > RES_MAX_LOOKS - w->looks)
+		return ibvd_call_error(w->call, -E2BIG,
+				       "more than %u objects to look through for one "
+				       "listing: filter by dev, pid, ...",
+				       RES_MAX_LOOKS);
+	w->looks += n;
+	return 0;
+}
+
 static int walk(struct ibvd_call *call, const struct res_kind *k,
 		const struct res_sel *sel, json_t *out)
 {
@@ -557,6 +598,9 @@ static int walk(struct ibvd_call *call, const struct res_kind *k,
 			if (!ctx_visible(&w.owner, sel) ||
 			    !owner_matches(&w.owner, sel))
 				continue;
+			ret = looks_take(&w, ctx);
+			if (ret < 0)
+				return ret;
 			ret = walk_ctx(&w, ctx);
 			if (ret == -EMSGSIZE)
 				return ibvd_res_too_large(call,

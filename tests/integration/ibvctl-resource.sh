@@ -297,6 +297,42 @@ exec 9>&-
 wait_exit "$many" 5
 ok "$(head -n 1 "$O/bad"); $(cat "$O/sum")"
 
+# A listing builds every row of the visible contexts to match its filters,
+# on the control thread: a uid's own listing looks at 16,384 objects at
+# most (a million PDs made a filter that matched none cost a second a
+# request, every tenant waiting); root's has no such bound.
+check "uid $USER1 holds 20000 PDs: its filtered listing is refused, root's answers"
+rm -f "$T/many.in" "$O"/many.*
+mkfifo "$T/many.in" && chmod 644 "$T/many.in" || fail "mkfifo"
+# quota-helper makes 4096 objects at most: five processes of 4000
+manys=()
+for i in 1 2 3 4 5; do
+	run_ours "$USER1" "$T/bin/quota-helper" pd 4000 hold <"$T/many.in" >"$O/many.$i" 2>&1 &
+	manys+=($!)
+done
+exec 9>"$T/many.in"
+for i in 1 2 3 4 5; do
+	for _ in $(seq $((TMO * 10))); do
+		grep -q '^created' "$O/many.$i" && break
+		sleep 0.1
+	done
+	expect_grep '^created 4000 errno 0' "$O/many.$i" "uid $USER1's PDs ($i)"
+done
+ibvctl_as "$USER1" resource show pd pdn 99999999 >"$O/bad" 2>&1 &&
+	{ show output "$O/bad"; fail "uid $USER1's resource show pd pdn 99999999 of 20000 PDs exited 0"; }
+expect_grep 'more than 16384 objects to look through for one listing' "$O/bad" \
+	"uid $USER1's resource show pd pdn 99999999"
+ibvctl_as "$USER1" resource show ctx >"$O/ctx" 2>&1 ||
+	{ show output "$O/ctx"; fail "uid $USER1's resource show ctx exited non-zero"; }
+ibvctl resource show pd pdn 99999999 >"$O/root" 2>&1 ||
+	{ show output "$O/root"; fail "root's resource show pd pdn 99999999 exited non-zero"; }
+[ ! -s "$O/root" ] || { show output "$O/root"; fail "root's listing of no PD printed rows"; }
+exec 9>&-
+for many in "${manys[@]}"; do
+	wait_exit "$many" 5
+done
+ok "$(head -n 1 "$O/bad")"
+
 # 1000 rows of CM ids are far fewer than fit by count, and far more JSON
 # than a frame holds: the listing stops at the frame's size.
 check "uid $USER1 holds 1000 CM ids: resource show cm_id is refused"
