@@ -345,7 +345,7 @@ static int daemon_status(struct ibvd_call *call, const struct admin_args *args,
 	struct ibvd_closer_status closes;
 
 	ibvd_closer_status(&closes);
-	return append(call, out, "{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	return append(call, out, "{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		      "version", PACKAGE_VERSION,
 		      "pid", (json_int_t)getpid(),
 		      "uptime", (json_int_t)ibvd_daemon_uptime(d),
@@ -359,7 +359,8 @@ static int daemon_status(struct ibvd_call *call, const struct admin_args *args,
 		      "closes_queued", (json_int_t)closes.queued,
 		      "closes_stuck", (json_int_t)closes.stuck,
 		      "hung_up", (json_int_t)ibvd_server_hung_up(d->server),
-		      "cm_going_looks", (json_int_t)ibvd_cm_going_looks());
+		      "cm_going_looks", (json_int_t)ibvd_cm_going_looks(),
+		      "cm_listing_looks", (json_int_t)ibvd_cm_listing_looks());
 }
 
 static int daemon_version(struct ibvd_call *call, const struct admin_args *args,

@@ -267,7 +267,7 @@ int ibvd_cm_admin_show(struct ibvd_call *call, size_t argc, char **argv,
 	ret = parse_selection(call, argc, argv, &sel);
 	if (ret < 0)
 		return ret;
-	ret = ibvd_cm_foreach_id(list_one, &l);
+	ret = ibvd_cm_foreach_id(sel.all_users ? NULL : &sel.uid, list_one, &l);
 	if (ret == -EMSGSIZE)
 		return ibvd_res_too_large(call, json_array_size(out));
 	return ret;
@@ -283,7 +283,7 @@ int ibvd_cm_admin_count(struct ibvd_call *call, size_t argc, char **argv,
 	ret = parse_selection(call, argc, argv, &sel);
 	if (ret < 0)
 		return ret;
-	ret = ibvd_cm_foreach_id(list_one, &l);
+	ret = ibvd_cm_foreach_id(sel.all_users ? NULL : &sel.uid, list_one, &l);
 	*n = l.n;
 	return ret;
 }

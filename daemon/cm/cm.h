@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ibverbsd.pb-c.h"
 
@@ -99,11 +100,14 @@ struct ibvd_cm_id_info {
 };
 
 /*
- * Call fn for every CM id, oldest first, until it returns non-zero;
- * returns that value, or 0.
+ * Call fn for every CM id, oldest first, of sessions of *uid only if uid
+ * is not NULL, until it returns non-zero; returns that value, or 0.
  */
-int ibvd_cm_foreach_id(int (*fn)(const struct ibvd_cm_id_info *id, void *arg),
+int ibvd_cm_foreach_id(const uid_t *uid,
+		       int (*fn)(const struct ibvd_cm_id_info *id, void *arg),
 		       void *arg);
+/* The ids those walks looked at, ever (ibvctl daemon status). */
+uint64_t ibvd_cm_listing_looks(void);
 
 /* The CM ids session s holds (0 if it is not a CM session). */
 unsigned int ibvd_cm_session_ids(const struct ibvd_session *s);

@@ -316,6 +316,7 @@ struct cm_world {
 	 * at its own ids, not at every id of the daemon */
 	struct ibvd_keyed_table by_qp_ctx;
 	uint64_t going_looks;		/* ids those teardowns looked at */
+	uint64_t listing_looks;		/* ids ibvctl's listings looked at */
 	uint32_t next_idn;
 	struct cm_port_space ps[CM_NPS];
 	LIST_HEAD(, cm_group) groups;

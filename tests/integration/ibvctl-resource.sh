@@ -351,9 +351,20 @@ expect_grep '^created 1000 errno 0' "$O/many" "uid $USER1's CM ids"
 ibvctl resource show cm_id >"$O/bad" 2>&1 && { show output "$O/bad"; fail "resource show cm_id of 1000 ids exited 0"; }
 expect_grep 'more rows than one reply holds \([0-9]+ fit\)' "$O/bad" "resource show cm_id of 1000 ids"
 ibvctl resource show >"$O/sum" 2>&1 || { show output "$O/sum"; fail "ibvctl resource show exited $?"; }
+# Another uid's summary and listing look at its own ids only, not at uid
+# $USER1's 1000 (each walk snapshotted every id of the daemon before).
+looks0=$(status_count cm_listing_looks)
+[ -n "$looks0" ] || { show status "$O/status"; fail "no cm_listing_looks in ibvctl daemon status"; }
+ibvctl_as "$USER2" resource show >"$O/sum2" 2>&1 ||
+	{ show output "$O/sum2"; fail "uid $USER2's resource show exited non-zero"; }
+expect_grep ' cm_id 0 ' "$O/sum2" "uid $USER2's summary"
+ibvctl_as "$USER2" resource show cm_id >"$O/ids2" 2>&1 ||
+	{ show output "$O/ids2"; fail "uid $USER2's resource show cm_id exited non-zero"; }
+looks=$(($(status_count cm_listing_looks) - looks0))
+[ "$looks" -eq 0 ] || fail "uid $USER2's summary and cm_id listing looked at $looks CM ids of uid $USER1"
 exec 9>&-
 wait_exit "$many" 5
-ok "$(head -n 1 "$O/bad")"
+ok "$(head -n 1 "$O/bad"); uid $USER2's listings looked at none of them"
 
 # 500 processes of one uid, each holding a CM id: client show's rows (one
 # per process) are more JSON than a frame holds; the listing is refused
