@@ -6,6 +6,13 @@
  * errno; values are printed only where two correct devices agree (states,
  * flags, attributes a QP was given), never a device's limits.
  *
+ * After the single calls, the whole QP state table ("table" lines): each
+ * (from, to) pair with its usual attributes, each attribute bit added to
+ * each transition that requires none, and where taken, the value
+ * ibv_query_qp gives back; then values at and past the edges of their
+ * fields ("value"), whether the capacities create returns hold that many
+ * WRs and no more ("caps"), multicast attach and detach, type-1 binds.
+ *
  * usage: verbs-probe [DEVICE]	(default: the first device)
  * tests/interop/verbs-probe builds it, runs it on both and diffs.
  *
@@ -1155,6 +1162,550 @@ static void probe_resize(struct ibv_pd *pd, struct ibv_mr *mr)
 	ibv_destroy_cq(cq);
 }
 
+/* ---- the whole transition table: every (from, to), every attribute --- */
+
+/* every attribute bit but STATE, in the order of enum ibv_qp_attr_mask,
+ * then an unnamed one and the first of the _ex path's */
+static const struct { int bit; const char *name; } qp_bits[] = {
+	{ IBV_QP_CUR_STATE, "CUR_STATE" }, { IBV_QP_EN_SQD_ASYNC_NOTIFY, "EN_SQD_ASYNC_NOTIFY" },
+	{ IBV_QP_ACCESS_FLAGS, "ACCESS" }, { IBV_QP_PKEY_INDEX, "PKEY_INDEX" },
+	{ IBV_QP_PORT, "PORT" }, { IBV_QP_QKEY, "QKEY" }, { IBV_QP_AV, "AV" },
+	{ IBV_QP_PATH_MTU, "PATH_MTU" }, { IBV_QP_TIMEOUT, "TIMEOUT" },
+	{ IBV_QP_RETRY_CNT, "RETRY_CNT" }, { IBV_QP_RNR_RETRY, "RNR_RETRY" },
+	{ IBV_QP_RQ_PSN, "RQ_PSN" }, { IBV_QP_MAX_QP_RD_ATOMIC, "MAX_QP_RD_ATOMIC" },
+	{ IBV_QP_ALT_PATH, "ALT_PATH" }, { IBV_QP_MIN_RNR_TIMER, "MIN_RNR_TIMER" },
+	{ IBV_QP_SQ_PSN, "SQ_PSN" }, { IBV_QP_MAX_DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC" },
+	{ IBV_QP_PATH_MIG_STATE, "PATH_MIG_STATE" }, { IBV_QP_CAP, "CAP" },
+	{ IBV_QP_DEST_QPN, "DEST_QPN" }, { 1 << 21, "1<<21" },
+	{ IBV_QP_RATE_LIMIT, "RATE_LIMIT" },
+};
+#define NBITS	(sizeof(qp_bits) / sizeof(qp_bits[0]))
+
+/* QP from wherever it is to S: RESET, INIT, RTR, RTS, SQD (from RTS) or ERR (from RTS) */
+static int reach(struct ibv_qp *qp, enum ibv_qp_state s)
+{
+	struct ibv_qp_attr a = { .qp_state = s };
+
+	if (s != IBV_QPS_SQD && s != IBV_QPS_ERR)
+		return to_state(qp, s);
+	if (to_state(qp, IBV_QPS_RTS))
+		return -1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+/* the mask the table probe asks FROM -> TO with: what the usual path gives */
+static int base_mask(enum ibv_qp_type t, enum ibv_qp_state from, enum ibv_qp_state to)
+{
+	if (to == IBV_QPS_INIT && from == IBV_QPS_RESET)
+		return init_mask(t);
+	if (to == IBV_QPS_RTR)
+		return rtr_mask(t);
+	if (to == IBV_QPS_RTS && from <= IBV_QPS_RTR)
+		return rts_mask(t);
+	return IBV_QP_STATE;
+}
+
+/* attributes other than full_attr's, so that a queried value shows it took */
+static void other_attr(struct ibv_qp *qp, enum ibv_qp_state from, struct ibv_qp_attr *a)
+{
+	full_attr(qp, a);
+	a->cur_qp_state = from;
+	a->en_sqd_async_notify = 1;
+	a->qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	a->qkey = 0x22222222;
+	a->ah_attr.sl = 2;
+	a->path_mtu = IBV_MTU_512;
+	a->timeout = 10;
+	a->retry_cnt = 5;
+	a->rnr_retry = 4;
+	a->rq_psn = 0x456;
+	a->max_rd_atomic = 0;
+	ah_self(&a->alt_ah_attr);
+	a->alt_port_num = PORT;
+	a->alt_timeout = 14;
+	a->min_rnr_timer = 7;
+	a->sq_psn = 0x456;
+	a->max_dest_rd_atomic = 0;
+	a->path_mig_state = IBV_MIG_REARM;
+	a->cap = (struct ibv_qp_cap){ 4, 4, 1, 1, 0 };
+	a->dest_qp_num = 0x42;
+}
+
+/* the queried value of the attribute BIT stands for, after an accepted modify */
+static void show_bit(struct ibv_qp *qp, int bit)
+{
+	struct ibv_qp_attr q;
+	struct ibv_qp_init_attr qi;
+
+	memset(&q, 0x5a, sizeof(q));
+	if (ibv_query_qp(qp, &q, IBV_QP_RATE_LIMIT - 1, &qi)) {
+		printf(" query failed\n");
+		return;
+	}
+	printf(" state=%s", probe_qp_state_name(q.qp_state));
+	switch (bit) {
+	case IBV_QP_EN_SQD_ASYNC_NOTIFY: printf(" sqd_notify=%u", q.en_sqd_async_notify); break;
+	case IBV_QP_ACCESS_FLAGS: printf(" access=0x%x", q.qp_access_flags); break;
+	case IBV_QP_PKEY_INDEX: printf(" pkey=%u", q.pkey_index); break;
+	case IBV_QP_PORT: printf(" port=%u", q.port_num); break;
+	case IBV_QP_QKEY: printf(" qkey=0x%x", q.qkey); break;
+	case IBV_QP_AV: printf(" ah.sl=%u", q.ah_attr.sl); break;
+	case IBV_QP_PATH_MTU: printf(" mtu=%d", q.path_mtu); break;
+	case IBV_QP_TIMEOUT: printf(" timeout=%u", q.timeout); break;
+	case IBV_QP_RETRY_CNT: printf(" retry=%u", q.retry_cnt); break;
+	case IBV_QP_RNR_RETRY: printf(" rnr_retry=%u", q.rnr_retry); break;
+	case IBV_QP_RQ_PSN: printf(" rq_psn=0x%x", q.rq_psn); break;
+	case IBV_QP_MAX_QP_RD_ATOMIC: printf(" rd_atomic=%u", q.max_rd_atomic); break;
+	case IBV_QP_ALT_PATH: printf(" alt_port=%u", q.alt_port_num); break;
+	case IBV_QP_MIN_RNR_TIMER: printf(" min_rnr=%u", q.min_rnr_timer); break;
+	case IBV_QP_SQ_PSN: printf(" sq_psn=0x%x", q.sq_psn); break;
+	case IBV_QP_MAX_DEST_RD_ATOMIC: printf(" dest_rd_atomic=%u", q.max_dest_rd_atomic); break;
+	case IBV_QP_PATH_MIG_STATE: printf(" mig=%d", q.path_mig_state); break;
+	case IBV_QP_CAP: printf(" cap.send_wr>=4=%d", q.cap.max_send_wr >= 4); break;
+	case IBV_QP_DEST_QPN: printf(" dest_qpn=0x%x", q.dest_qp_num); break;
+	}
+	printf("\n");
+}
+
+static const enum ibv_qp_state from_states[] = {
+	IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD, IBV_QPS_ERR,
+};
+#define NFROM	(sizeof(from_states) / sizeof(from_states[0]))
+
+/* every (from, to): its usual mask; where taken, the state queried */
+static void table_matrix(struct ibv_qp *qp, const char *tn)
+{
+	struct ibv_qp_attr a;
+	size_t i;
+	int to, n;
+
+	for (i = 0; i < NFROM; i++) {
+		for (to = IBV_QPS_RESET; to <= IBV_QPS_ERR; to++) {
+			enum ibv_qp_state from = from_states[i];
+
+			if (reach(qp, from)) {
+				printf("table %s %s: cannot reach\n", tn, probe_qp_state_name(from));
+				continue;
+			}
+			full_attr(qp, &a);
+			a.qp_state = to;
+			errno = 0;
+			n = ibv_modify_qp(qp, &a, base_mask(qp->qp_type, from, to));
+			printf("table %s %s->%s: %s", tn, probe_qp_state_name(from),
+			       probe_qp_state_name(to), n ? "ret=" : "ok");
+			if (n) {
+				printf("%s\n", ename(n));
+				continue;
+			}
+			show_bit(qp, 0);
+		}
+	}
+}
+
+/* the transitions that take no required attributes */
+static const struct { enum ibv_qp_state from, to; } free_moves[] = {
+	{ IBV_QPS_RESET, IBV_QPS_RESET }, { IBV_QPS_INIT, IBV_QPS_INIT },
+	{ IBV_QPS_INIT, IBV_QPS_RESET }, { IBV_QPS_INIT, IBV_QPS_ERR },
+	{ IBV_QPS_RTR, IBV_QPS_RESET }, { IBV_QPS_RTR, IBV_QPS_ERR },
+	{ IBV_QPS_RTS, IBV_QPS_RTS }, { IBV_QPS_RTS, IBV_QPS_SQD },
+	{ IBV_QPS_RTS, IBV_QPS_ERR }, { IBV_QPS_SQD, IBV_QPS_SQD },
+	{ IBV_QPS_SQD, IBV_QPS_RTS }, { IBV_QPS_SQD, IBV_QPS_ERR },
+	{ IBV_QPS_ERR, IBV_QPS_ERR }, { IBV_QPS_ERR, IBV_QPS_RESET },
+};
+
+/* each attribute on each of those: refused, or taken and queried back */
+static void table_bits(struct ibv_qp *qp, const char *tn)
+{
+	struct ibv_qp_attr a;
+	size_t i, b;
+	int n;
+
+	for (i = 0; i < sizeof(free_moves) / sizeof(free_moves[0]); i++) {
+		for (b = 0; b < NBITS; b++) {
+			enum ibv_qp_state from = free_moves[i].from, to = free_moves[i].to;
+
+			printf("table %s %s->%s +%s:", tn, probe_qp_state_name(from),
+			       probe_qp_state_name(to), qp_bits[b].name);
+			if (reach(qp, from)) {
+				printf(" cannot reach\n");
+				continue;
+			}
+			other_attr(qp, from, &a);
+			a.qp_state = to;
+			n = ibv_modify_qp(qp, &a, IBV_QP_STATE | qp_bits[b].bit);
+			if (n) {
+				printf(" ret=%s\n", ename(n));
+				continue;
+			}
+			printf(" ok");
+			show_bit(qp, qp_bits[b].bit);
+		}
+	}
+}
+
+/* a value out of range, or at its edge, on the transition that takes it */
+static void table_values(struct ibv_qp *qp, const char *tn)
+{
+	enum ibv_qp_type t = qp->qp_type;
+	struct ibv_qp_attr a;
+	int n;
+
+/* through VAL_, so that RTR, RTS and RTS2 below give it three arguments */
+#define VAL(...)	VAL_(__VA_ARGS__)
+#define VAL_(from, to, mask, bit, label, stmt) do {				\
+	printf("value %s %s->%s %s:", tn, probe_qp_state_name(from),		\
+	       probe_qp_state_name(to), label);				\
+	if (reach(qp, from)) {							\
+		printf(" cannot reach\n");					\
+		break;								\
+	}									\
+	full_attr(qp, &a);							\
+	a.qp_state = to;							\
+	stmt;									\
+	n = ibv_modify_qp(qp, &a, mask);					\
+	if (n)									\
+		printf(" ret=%s\n", ename(n));				\
+	else {									\
+		printf(" ok");							\
+		show_bit(qp, bit);						\
+	}									\
+} while (0)
+#define RTR	IBV_QPS_INIT, IBV_QPS_RTR, rtr_mask(t)
+#define RTS	IBV_QPS_RTR, IBV_QPS_RTS, rts_mask(t)
+#define RTS2	IBV_QPS_RTS, IBV_QPS_RTS, IBV_QP_STATE
+	if (t != IBV_QPT_UD) {
+		VAL(RTR, IBV_QP_PATH_MTU, "path_mtu 0", a.path_mtu = 0);
+		VAL(RTR, IBV_QP_PATH_MTU, "path_mtu 6", a.path_mtu = 6);
+		VAL(RTR, IBV_QP_PATH_MTU, "path_mtu 256", a.path_mtu = IBV_MTU_256);
+		VAL(RTR, IBV_QP_RQ_PSN, "rq_psn 1<<24", a.rq_psn = 1 << 24);
+		VAL(RTR, IBV_QP_RQ_PSN, "rq_psn 0xffffffff", a.rq_psn = 0xffffffff);
+		VAL(RTR, IBV_QP_DEST_QPN, "dest_qpn 0", a.dest_qp_num = 0);
+		VAL(RTR, IBV_QP_DEST_QPN, "dest_qpn 1", a.dest_qp_num = 1);
+		VAL(RTR, IBV_QP_DEST_QPN, "dest_qpn 0xffffff", a.dest_qp_num = 0xffffff);
+		VAL(RTR, IBV_QP_AV, "ah sl 15", a.ah_attr.sl = 15);
+		VAL(RTR, IBV_QP_AV, "ah static_rate 99", a.ah_attr.static_rate = 99);
+		VAL(RTS, IBV_QP_SQ_PSN, "sq_psn 1<<24", a.sq_psn = 1 << 24);
+		VAL(RTS, IBV_QP_SQ_PSN, "sq_psn 0xffffffff", a.sq_psn = 0xffffffff);
+		VAL(RTS2 | IBV_QP_PATH_MIG_STATE, IBV_QP_PATH_MIG_STATE, "path_mig_state 3",
+		    a.path_mig_state = 3);
+		VAL(RTS2 | IBV_QP_PATH_MIG_STATE, IBV_QP_PATH_MIG_STATE, "path_mig_state ARMED",
+		    a.path_mig_state = IBV_MIG_ARMED);
+		VAL(RTS2 | IBV_QP_ACCESS_FLAGS, IBV_QP_ACCESS_FLAGS, "access 0", a.qp_access_flags = 0);
+		VAL(RTS2 | IBV_QP_ACCESS_FLAGS, IBV_QP_ACCESS_FLAGS, "access LOCAL_WRITE|MW_BIND",
+		    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	}
+	if (t == IBV_QPT_RC) {
+		VAL(RTR, IBV_QP_MIN_RNR_TIMER, "min_rnr_timer 31", a.min_rnr_timer = 31);
+		VAL(RTR, IBV_QP_MIN_RNR_TIMER, "min_rnr_timer 32", a.min_rnr_timer = 32);
+		VAL(RTR, IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic 0", a.max_dest_rd_atomic = 0);
+		VAL(RTR, IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic max", a.max_dest_rd_atomic = dev.max_qp_rd_atom);
+		VAL(RTS, IBV_QP_RNR_RETRY, "rnr_retry 8", a.rnr_retry = 8);
+		VAL(RTS, IBV_QP_RNR_RETRY, "rnr_retry 0", a.rnr_retry = 0);
+		VAL(RTS, IBV_QP_RETRY_CNT, "retry_cnt 0", a.retry_cnt = 0);
+		VAL(RTS, IBV_QP_TIMEOUT, "timeout 0", a.timeout = 0);
+		VAL(RTS, IBV_QP_TIMEOUT, "timeout 31", a.timeout = 31);
+		VAL(RTS, IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic 0", a.max_rd_atomic = 0);
+		VAL(RTS, IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic max", a.max_rd_atomic = dev.max_qp_init_rd_atom);
+		VAL(RTS2 | IBV_QP_MIN_RNR_TIMER, IBV_QP_MIN_RNR_TIMER, "min_rnr_timer 32",
+		    a.min_rnr_timer = 32);
+		VAL(IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_STATE | IBV_QP_RETRY_CNT, IBV_QP_RETRY_CNT,
+		    "retry_cnt 8", a.retry_cnt = 8);
+		VAL(IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC,
+		    IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic max+1",
+		    a.max_rd_atomic = dev.max_qp_init_rd_atom + 1);
+		VAL(IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_STATE | IBV_QP_PORT, IBV_QP_PORT, "port 2",
+		    a.port_num = 2);
+	}
+	if (t == IBV_QPT_UD) {
+		VAL(RTS, IBV_QP_SQ_PSN, "sq_psn 1<<24", a.sq_psn = 1 << 24);
+		VAL(IBV_QPS_RESET, IBV_QPS_INIT, init_mask(t), IBV_QP_QKEY, "qkey 0", a.qkey = 0);
+		VAL(IBV_QPS_RESET, IBV_QPS_INIT, init_mask(t), IBV_QP_QKEY, "qkey 0x7fffffff", a.qkey = 0x7fffffff);
+		VAL(RTS2 | IBV_QP_QKEY, IBV_QP_QKEY, "qkey 0x33333333", a.qkey = 0x33333333);
+		VAL(IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_STATE | IBV_QP_PKEY_INDEX, IBV_QP_PKEY_INDEX,
+		    "pkey_index tbl_len", a.pkey_index = port.pkey_tbl_len);
+	}
+#undef RTR
+#undef RTS
+#undef RTS2
+#undef VAL
+#undef VAL_
+}
+
+/*
+ * What a QP's, an SRQ's and a CQ's returned capacities hold: every one of
+ * the WRs they say, and whether one more is refused (a limit, so only
+ * whether, never how many).
+ */
+static int fill_recv(struct ibv_qp *qp, struct ibv_srq *srq, unsigned int n)
+{
+	struct ibv_sge sge = { (uintptr_t)buf, 8, 0 };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(qp, &wr, &bad))
+			break;
+	return i;
+}
+
+/* N unsignaled SENDs (to the QP itself); how many were taken */
+static int fill_send(struct ibv_qp *qp, unsigned int n)
+{
+	struct ibv_sge sge = { (uintptr_t)buf, 8, 0 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah = NULL;
+	unsigned int i;
+
+	if (qp->qp_type == IBV_QPT_UD) {
+		ah_self(&aa);
+		ah = ibv_create_ah(qp->pd, &aa);
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = qp->qp_num;
+		wr.wr.ud.remote_qkey = 0x11111111;
+	}
+	for (i = 0; i < n; i++)
+		if (ibv_post_send(qp, &wr, &bad))
+			break;
+	/* the QP goes first: its SQ may still hold the AH */
+	to_state(qp, IBV_QPS_RESET);
+	if (ah)
+		ibv_destroy_ah(ah);
+	return i;
+}
+
+static void probe_caps(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
+	struct ibv_qp_init_attr ia, qi;
+	struct ibv_qp_attr qa;
+	struct ibv_srq_init_attr si;
+	struct ibv_srq_attr sa;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+	struct ibv_cq *c;
+	unsigned int want[] = { 1, 3, 4, 5, 17 };
+	size_t i, k;
+	int got;
+
+	for (i = 0; i < 3; i++) {
+		for (k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+			const char *tn = probe_qp_type_name(types[i]);
+
+			memset(&ia, 0, sizeof(ia));
+			ia.send_cq = cq;
+			ia.recv_cq = cq;
+			ia.qp_type = types[i];
+			ia.cap = (struct ibv_qp_cap){ want[k], want[k], 1, 1, 0 };
+			qp = ibv_create_qp(pd, &ia);
+			if (!qp) {
+				printf("caps %s %u: create_qp NULL errno=%s\n", tn, want[k], ename(errno));
+				continue;
+			}
+			ibv_query_qp(qp, &qa, IBV_QP_CAP, &qi);
+			printf("caps %s %u: >=asked=%d,%d query=create %d,%d", tn, want[k],
+			       ia.cap.max_send_wr >= want[k], ia.cap.max_recv_wr >= want[k],
+			       !memcmp(&qi.cap, &ia.cap, sizeof(ia.cap)),
+			       !memcmp(&qa.cap, &ia.cap, sizeof(ia.cap)));
+			to_state(qp, IBV_QPS_INIT);
+			got = fill_recv(qp, NULL, ia.cap.max_recv_wr + 1);
+			printf(" recv: all=%d one_more=%d", got >= (int)ia.cap.max_recv_wr,
+			       got > (int)ia.cap.max_recv_wr);
+			/* in SQD nothing the send queue holds goes out */
+			got = reach(qp, IBV_QPS_SQD) ? -1 : fill_send(qp, ia.cap.max_send_wr + 1);
+			printf(" send: all=%d one_more=%d\n", got >= (int)ia.cap.max_send_wr,
+			       got > (int)ia.cap.max_send_wr);
+			ibv_destroy_qp(qp);
+		}
+	}
+	for (k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		memset(&si, 0, sizeof(si));
+		si.attr.max_wr = want[k];
+		si.attr.max_sge = 1;
+		srq = ibv_create_srq(pd, &si);
+		if (!srq) {
+			printf("caps SRQ %u: NULL errno=%s\n", want[k], ename(errno));
+			continue;
+		}
+		ibv_query_srq(srq, &sa);
+		got = fill_recv(NULL, srq, si.attr.max_wr + 1);
+		printf("caps SRQ %u: >=asked=%d query=create %d recv: all=%d one_more=%d\n",
+		       want[k], si.attr.max_wr >= want[k], sa.max_wr == si.attr.max_wr,
+		       got >= (int)si.attr.max_wr, got > (int)si.attr.max_wr);
+		sa.srq_limit = si.attr.max_wr;
+		rc_val("caps SRQ limit = max_wr", ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
+		sa.srq_limit = si.attr.max_wr + 1;
+		rc_val("caps SRQ limit = max_wr+1", ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
+		sa.srq_limit = 0;
+		rc_val("caps SRQ limit 0", ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
+		sa.max_wr = si.attr.max_wr + 8;
+		sa.srq_limit = 1;
+		rc_val("caps SRQ MAX_WR|LIMIT", ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT));
+		if (ibv_query_srq(srq, &sa) == 0)
+			printf("caps SRQ after MAX_WR|LIMIT: max_wr>=asked=%d limit=%u\n",
+			       sa.max_wr >= si.attr.max_wr + 8, sa.srq_limit);
+		ibv_destroy_srq(srq);
+	}
+	for (k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		c = ibv_create_cq(ctx, want[k], NULL, NULL, 0);
+		if (!c) {
+			printf("caps CQ %u: NULL errno=%s\n", want[k], ename(errno));
+			continue;
+		}
+		printf("caps CQ %u: cqe>=asked=%d", want[k], c->cqe >= (int)want[k]);
+		got = ibv_resize_cq(c, want[k] + 8);
+		printf(" resize(+8)=%s cqe>=asked=%d", ename(got), c->cqe >= (int)want[k] + 8);
+		got = ibv_resize_cq(c, c->cqe);
+		printf(" resize(cqe)=%s\n", ename(got));
+		ibv_destroy_cq(c);
+	}
+}
+
+/* multicast attach and detach: types, addresses, twice, a QP still attached */
+static void probe_mcast(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	union ibv_gid mgid = { .raw = { 0xff, 0x0e, [15] = 1 } };
+	union ibv_gid mgid2 = { .raw = { 0xff, 0x0e, [15] = 2 } };
+	union ibv_gid ucast = { .raw = { 0xfe, 0x80, [15] = 1 } };
+	struct ibv_qp *ud = make_qp(pd, cq, IBV_QPT_UD, NULL);
+	struct ibv_qp *rc = make_qp(pd, cq, IBV_QPT_RC, NULL);
+	uint16_t mlid = roce ? 0 : 0xc001;
+
+	if (!ud || !rc) {
+		printf("mcast: no QPs\n");
+		return;
+	}
+	rc_val("attach_mcast UD in RESET", ibv_attach_mcast(ud, &mgid, mlid));
+	rc_val("attach_mcast UD again", ibv_attach_mcast(ud, &mgid, mlid));
+	rc_val("attach_mcast UD second group", ibv_attach_mcast(ud, &mgid2, mlid));
+	rc_val("attach_mcast UD unicast gid", ibv_attach_mcast(ud, &ucast, mlid));
+	rc_val("attach_mcast RC", ibv_attach_mcast(rc, &mgid, mlid));
+	rc_val("detach_mcast UD", ibv_detach_mcast(ud, &mgid, mlid));
+	rc_val("detach_mcast UD again", ibv_detach_mcast(ud, &mgid, mlid));
+	rc_val("detach_mcast UD never attached", ibv_detach_mcast(ud, &ucast, mlid));
+	rc_val("detach_mcast RC", ibv_detach_mcast(rc, &mgid, mlid));
+	if (rc_val("destroy_qp UD attached", ibv_destroy_qp(ud)) != 0) {
+		ibv_detach_mcast(ud, &mgid2, mlid);
+		rc_val("destroy_qp UD detached", ibv_destroy_qp(ud));
+	}
+	ibv_destroy_qp(rc);
+}
+
+/* type-1 windows bound through ibv_bind_mw: where they may not be */
+static void probe_bind(struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	struct ibv_mw *mw2 = ibv_alloc_mw(pd2, IBV_MW_TYPE_1);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE |
+				       IBV_ACCESS_MW_BIND | IBV_ACCESS_REMOTE_READ);
+	struct ibv_mr *ro = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_MW_BIND);
+	struct ibv_qp *qp = make_qp(pd, cq, IBV_QPT_RC, NULL);
+	struct ibv_mw_bind bind;
+	struct ibv_wc wc;
+	uint32_t rkey0;
+	int n, k, got;
+
+	if (!cq || !mw || !mw2 || !mr || !ro || !qp) {
+		printf("bind: setup failed\n");
+		goto out;
+	}
+#define BIND(label, m, stmt) do {						\
+	memset(&bind, 0, sizeof(bind));						\
+	bind.wr_id = 9;								\
+	bind.send_flags = IBV_SEND_SIGNALED;					\
+	bind.bind_info.mr = mr;							\
+	bind.bind_info.addr = (uintptr_t)buf;					\
+	bind.bind_info.length = 4096;						\
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;		\
+	stmt;									\
+	n = ibv_bind_mw(qp, m, &bind);						\
+	printf("bind %s: ret=%s", label, ename(n));				\
+	for (k = 0, got = 0; !n && k < 100 && !(got = ibv_poll_cq(cq, 1, &wc)); k++) \
+		usleep(10000);							\
+	if (got > 0)								\
+		printf(" status=%s", ibv_wc_status_str(wc.status));		\
+	printf("\n");								\
+} while (0)
+	BIND("in RESET", mw, (void)0);
+	to_rts(qp);
+	rkey0 = mw->rkey;
+	BIND("ok", mw, (void)0);
+	printf("bind ok: rkey changed=%d\n", mw->rkey != rkey0);
+	BIND("length 0 (unbind)", mw, bind.bind_info.length = 0);
+	BIND("past the MR", mw, bind.bind_info.length = 8192 + 1);
+	to_state(qp, IBV_QPS_RTS);
+	BIND("REMOTE_WRITE on an MR without LOCAL_WRITE", mw,
+	     (bind.bind_info.mr = ro, bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE));
+	to_state(qp, IBV_QPS_RTS);
+	BIND("MW of another PD", mw2, (void)0);
+	to_state(qp, IBV_QPS_RTS);
+	BIND("mw_access ZERO_BASED", mw, bind.bind_info.mw_access_flags |= IBV_ACCESS_ZERO_BASED);
+	to_state(qp, IBV_QPS_RTS);
+	BIND("unsignaled", mw, bind.send_flags = 0);
+	BIND("NULL mr, length 0", mw, (bind.bind_info.mr = NULL, bind.bind_info.length = 0));
+#undef BIND
+out:
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (mw)
+		rc_val("dealloc_mw(bound)", ibv_dealloc_mw(mw));
+	if (mw2)
+		ibv_dealloc_mw(mw2);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (ro)
+		ibv_dereg_mr(ro);
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* a QP on an SRQ: what its receive capacity says (rdma-core's providers
+ * crash on a NULL CQ, so no case has one) */
+static void probe_qp_parts(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_srq_init_attr si = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &si);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp;
+
+#define TRY(label, stmt) do {							\
+	memset(&ia, 0, sizeof(ia));						\
+	ia.send_cq = cq; ia.recv_cq = cq; ia.qp_type = IBV_QPT_RC;		\
+	ia.cap = (struct ibv_qp_cap){ 1, 1, 1, 1, 0 };				\
+	stmt;									\
+	qp = obj("create_qp " label, ibv_create_qp(pd, &ia));			\
+	if (qp) {								\
+		printf("create_qp " label ": recv_wr=%u\n", ia.cap.max_recv_wr); \
+		ibv_destroy_qp(qp);						\
+	}									\
+} while (0)
+	TRY("srq, max_recv_wr 0", (ia.srq = srq, ia.cap.max_recv_wr = 0));
+	TRY("srq, max_recv_wr 1", ia.srq = srq);
+	TRY("UC srq, max_recv_wr 1", (ia.srq = srq, ia.qp_type = IBV_QPT_UC));
+#undef TRY
+	if (srq)
+		ibv_destroy_srq(srq);
+}
+
+static void probe_table(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type t)
+{
+	struct ibv_qp *qp = make_qp(pd, cq, t, NULL);
+	const char *tn = probe_qp_type_name(t);
+
+	if (!qp) {
+		printf("table %s: create_qp NULL errno=%s\n", tn, ename(errno));
+		return;
+	}
+	table_matrix(qp, tn);
+	table_bits(qp, tn);
+	table_values(qp, tn);
+	ibv_destroy_qp(qp);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -1192,6 +1743,13 @@ int main(int argc, char **argv)
 	probe_mw(pd);
 	probe_busy();
 	probe_resize(pd, mr);
+	probe_table(pd, cq, IBV_QPT_RC);
+	probe_table(pd, cq, IBV_QPT_UC);
+	probe_table(pd, cq, IBV_QPT_UD);
+	probe_caps(pd, cq);
+	probe_mcast(pd, cq);
+	probe_bind(pd);
+	probe_qp_parts(pd, cq);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
 	rc_val("dealloc_pd(end)", ibv_dealloc_pd(pd));
