@@ -542,10 +542,11 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	if (!qp || !attr)
 		return EINVAL;
 	/*
-	 * IBV_QP_RATE_LIMIT and what comes after it: as rdma-core's
-	 * ibv_cmd_modify_qp, which the providers without them use (rxe's).
+	 * Any bit past IBV_QP_DEST_QPN (IBV_QP_RATE_LIMIT, and the unnamed
+	 * ones before it): as rdma-core's ibv_cmd_modify_qp, which the
+	 * providers without the _ex path use (rxe's).
 	 */
-	if (attr_mask & ~(IBV_QP_RATE_LIMIT - 1))
+	if (attr_mask & ~((IBV_QP_DEST_QPN << 1) - 1))
 		return EOPNOTSUPP;
 	return ibvc_errno_ret(modify_qp(to_ibvc_qp(qp), attr, attr_mask));
 }

@@ -481,6 +481,51 @@ START_TEST(query_qp_mask)
 }
 END_TEST
 
+/*
+ * ibv_modify_qp takes the attributes up to IBV_QP_DEST_QPN only, as
+ * rdma-core's ibv_cmd_modify_qp: a bit past it, named (RATE_LIMIT) or
+ * not (1 << 21 to 1 << 24, the kernel's own), is EOPNOTSUPP, not a bad
+ * transition's EINVAL, and the QP stays where it was.
+ */
+START_TEST(modify_qp_mask)
+{
+	struct ibv_context *ctx = open_device("ibvd0");
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		   IBV_QP_ACCESS_FLAGS;
+	struct ibv_qp_init_attr got_init;
+	struct ibv_qp *qp;
+	int bit;
+
+	ck_assert_ptr_nonnull(pd);
+	ck_assert_ptr_nonnull(cq);
+	qp = ibv_create_qp(pd, &init);
+	ck_assert_ptr_nonnull(qp);
+	for (bit = 21; bit <= 25; bit++)
+		ck_assert_msg(ibv_modify_qp(qp, &attr, mask | 1 << bit) == EOPNOTSUPP,
+			      "modify_qp with mask bit %d", bit);
+	ck_assert_int_eq(ibv_query_qp(qp, &attr, IBV_QP_STATE, &got_init), 0);
+	ck_assert_int_eq(attr.qp_state, IBV_QPS_RESET);
+	/* the last of the old ones is a transition's to refuse */
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	ck_assert_int_eq(ibv_modify_qp(qp, &attr, mask | IBV_QP_DEST_QPN), EINVAL);
+	ck_assert_int_eq(ibv_modify_qp(qp, &attr, mask), 0);
+	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
+	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
+	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
+	ck_assert_int_eq(ibv_close_device(ctx), 0);
+}
+END_TEST
+
 START_TEST(unsupported_ops)
 {
 	struct ibv_context *ctx = open_device("ibvd0");
@@ -1380,6 +1425,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, extended_ops_unsupported);
 	tcase_add_test(tc, controlled_qkey);
 	tcase_add_test(tc, query_qp_mask);
+	tcase_add_test(tc, modify_qp_mask);
 
 	tc = new_case(s, "query");
 	tcase_add_loop_test(tc, query_device, 0, ndev);
