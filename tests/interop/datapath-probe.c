@@ -623,6 +623,33 @@ static void case_bad_lkey(int kind)
 	pair_down(&p);
 }
 
+/*
+ * An unreliable QP's send error: its state after (SQE by the spec, and
+ * mlx5's, whose firmware has SQERR2RTS for UC and UD), whether
+ * ibv_modify_qp takes it back to RTS, and whether a SEND then goes.
+ */
+static void case_sqe(enum ibv_qp_type t)
+{
+	struct opts o = { .rnr_retry = 7, .min_rnr_timer = 1 };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+	struct pair p;
+	struct ibv_sge sge;
+
+	if (begin(&p, "bad lkey, then back to RTS", t, &o))
+		return;
+	post_recv_on(&p.b, NULL, 190, 0, 64);
+	sge = sge_of(&p.a, 0, 16);
+	sge.lkey ^= 0x55aa00u;
+	posted("post", post_send(&p, 1, IBV_WR_SEND, IBV_SEND_SIGNALED, &sge, 1, 0, 0));
+	posted("post2", send_a(&p, 2, IBV_WR_SEND, 16, 0, 0));
+	finish(&p, 2, 0);
+	printf("%s bad lkey, then back to RTS: modify=%s", probe_qp_type_name(t),
+	       strerror(ibv_modify_qp(p.a.qp, &a, IBV_QP_STATE)));
+	posted("post3", send_a(&p, 3, IBV_WR_SEND, 16, 0, 0));
+	finish(&p, 1, 1);
+	pair_down(&p);
+}
+
 static void to_err(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
@@ -899,6 +926,8 @@ int main(int argc, char **argv)
 	case_solicited();
 	case_fence();
 	case_comm_est();
+	case_sqe(IBV_QPT_UC);
+	case_sqe(IBV_QPT_UD);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
 	printf("done\n");
