@@ -1390,6 +1390,12 @@ static void table_values(struct ibv_qp *qp, const char *tn)
 		    a.path_mig_state = 3);
 		VAL(RTS2 | IBV_QP_PATH_MIG_STATE, IBV_QP_PATH_MIG_STATE, "path_mig_state ARMED",
 		    a.path_mig_state = IBV_MIG_ARMED);
+		VAL(RTS2 | IBV_QP_CUR_STATE, IBV_QP_CUR_STATE, "cur_state SQD (it is RTS)",
+		    a.cur_qp_state = IBV_QPS_SQD);
+		VAL(IBV_QPS_SQD, IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_CUR_STATE, IBV_QP_CUR_STATE,
+		    "cur_state RTS (it is SQD)", a.cur_qp_state = IBV_QPS_RTS);
+		VAL(RTS2 | IBV_QP_CUR_STATE, IBV_QP_CUR_STATE, "cur_state SQE (it is RTS)",
+		    a.cur_qp_state = IBV_QPS_SQE);
 		VAL(RTS2 | IBV_QP_ACCESS_FLAGS, IBV_QP_ACCESS_FLAGS, "access 0", a.qp_access_flags = 0);
 		VAL(RTS2 | IBV_QP_ACCESS_FLAGS, IBV_QP_ACCESS_FLAGS, "access LOCAL_WRITE|MW_BIND",
 		    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
