@@ -739,6 +739,34 @@ static void case_srq(void)
 	pair_down(&p);
 }
 
+/*
+ * An SRQ armed at a limit it is already below: whether the event comes
+ * at once or only when a receive is taken, and the limit after.
+ */
+static void case_srq_below(void)
+{
+	struct opts o = { .rnr_retry = 7, .min_rnr_timer = 1, .b_srq = 1 };
+	struct ibv_srq_attr sa = { .srq_limit = 4 };
+	struct pair p;
+	int i;
+
+	if (begin(&p, "SRQ holding 2 armed at 4", IBV_QPT_RC, &o))
+		return;
+	for (i = 0; i < 2; i++)
+		post_recv_on(&p.b, p.srq, 200 + i, 64 * i, 64);
+	posted("arm", ibv_modify_srq(p.srq, &sa, IBV_SRQ_LIMIT));
+	finish(&p, 0, 0);
+	memset(&sa, 0, sizeof(sa));
+	ibv_query_srq(p.srq, &sa);
+	printf("RC SRQ holding 2 armed at 4: srq_limit=%u; a SEND:", sa.srq_limit);
+	posted("post", send_a(&p, 1, IBV_WR_SEND, 8, 0, 0));
+	finish(&p, 1, 1);
+	memset(&sa, 0, sizeof(sa));
+	ibv_query_srq(p.srq, &sa);
+	printf("RC SRQ holding 1: srq_limit=%u\n", sa.srq_limit);
+	pair_down(&p);
+}
+
 static void case_ud_qkey(void)
 {
 	struct pair p;
@@ -919,6 +947,7 @@ int main(int argc, char **argv)
 	case_err_outstanding();
 	case_unsignaled();
 	case_srq();
+	case_srq_below();
 	case_srq_last_wqe();
 	case_ud_ok();
 	case_ud_qkey();
