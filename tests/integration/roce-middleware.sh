@@ -11,6 +11,10 @@
 #   - ucx_perftest tag_lat, tag_bw, ucp_put_bw, ucp_get over rc_verbs
 #     (with ud_verbs for wireup) and over ud_verbs; each run ends with
 #     its "Final:" line, and A's device counts the packets it received;
+#   - UCT's own operations: am_lat, am_bw, put_bw, get over rc_verbs and
+#     ud_verbs from several SGEs, and rc_verbs' atomics (add_lat, add_mr,
+#     fadd, cswap), whose FETCH_ADD and COMPARE_SWAP requests tshark must
+#     see on the wire;
 #   - UCX's client-server example (tag API), connecting through the RDMA
 #     CM;
 #   - libfabric's fi_pingpong over verbs;ofi_rxd (UD);
@@ -33,12 +37,13 @@ mkdir -p "$O"
 ITERS=1000
 [ -n "$SANITIZERS" ] && ITERS=200
 
-# UCX opens /dev/infiniband/DEV, which each daemon makes: the two
-# daemons share /dev, so each device has a name of its own.  UCX
-# registers tens of MiB at start, over this machine's 8 MiB
-# RLIMIT_MEMLOCK (middleware_conf).
-WIRE_DEV_A=rma$$
-WIRE_DEV_B=rmb$$
+# Both devices have one name: ucx_perftest's server runs the UCT test its
+# client asks for, on the device the client names.  UCX opens
+# /dev/infiniband/DEV, which the daemons share: B's, started first,
+# makes it, A's finds it made.  UCX registers tens of MiB at start, over
+# this machine's 8 MiB RLIMIT_MEMLOCK (middleware_conf).
+WIRE_DEV_A=rm$$
+WIRE_DEV_B=$WIRE_DEV_A
 WIRE_CONF_EXTRA='"rlimit_memlock": "ignore", "device_links": true,'
 wire_up
 
@@ -114,6 +119,48 @@ done
 for test in tag_lat tag_bw ucp_put_bw ucp_get; do
 	perftest ud_v,self "$test"
 done
+
+# ---- UCT across the two hosts -------------------------------------------
+# Each transport's own operations (ucx.sh runs them all on one host):
+# active messages and WRITEs from several SGEs, READs of many response
+# packets, and rc_verbs' 64-bit atomics, which UCP never uses (ucx.sh says
+# why).  The atomics run with tshark on A's veth: our codec must count
+# their FETCH_ADD (add_lat's sides add to each other, add_mr and fadd
+# from B) and COMPARE_SWAP requests on the wire, each answered.
+# uct TL TEST ARGS...: the UCT test TEST on TL of both hosts' devices
+uct() {
+	local tl=$1 test=$2
+	shift 2
+	perftest "$tl" "$test" -d "$WIRE_DEV_A:1" -x "$tl" "$@"
+}
+ITERS=$((ITERS / 2))
+uct rc_verbs am_lat -D zcopy
+uct rc_verbs am_bw -D zcopy -s 1000,2000,3000
+uct rc_verbs put_bw -D zcopy -s 1000,2000,3000
+uct rc_verbs get -D bcopy -s 4096
+uct rc_verbs get -D zcopy -s 65536
+uct ud_verbs am_lat -D zcopy
+uct ud_verbs am_bw -D zcopy -s 100,200,300
+capture_prepare uct-atomics
+capture_start
+uct rc_verbs add_lat
+uct rc_verbs add_mr
+uct rc_verbs fadd
+uct rc_verbs cswap
+capture_stop
+check "the atomics on the wire"
+"$CHECK" "$PCAP" >"$O/atomics.out" 2>&1 ||
+	{ show "roce-pcap-check" "$O/atomics.out"; fail "roce-pcap-check found bad packets"; }
+# on_wire OPCODE: how many packets of OPCODE the capture holds
+on_wire() { awk -v op="$1" '$2 == op { print $3; f = 1 } END { if (!f) print 0 }' "$O/atomics.out"; }
+fetch_add=$(on_wire RC_FETCH_ADD)
+cswap=$(on_wire RC_COMPARE_SWAP)
+acks=$(on_wire RC_ATOMIC_ACKNOWLEDGE)
+[ "$fetch_add" -ge $((4 * ITERS)) ] && [ "$cswap" -ge "$ITERS" ] &&
+	[ "$acks" -ge $((fetch_add + cswap)) ] ||
+	{ show "roce-pcap-check" "$O/atomics.out"; fail "$fetch_add FETCH_ADD, $cswap COMPARE_SWAP, $acks ATOMIC_ACKNOWLEDGE for $ITERS iterations"; }
+ok "$fetch_add FETCH_ADD, $cswap COMPARE_SWAP, $acks ATOMIC_ACKNOWLEDGE"
+ITERS=$((ITERS * 2))
 
 # ---- UCX's client-server API across the two hosts -----------------------
 # ucp_client_server, the example Debian ships with libucx-dev, built here:
