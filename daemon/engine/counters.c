@@ -14,8 +14,9 @@
  *	receive (UD: once per QP that accepts the Q_Key, multicast members
  *	included).  Every attempt counts again: a SEND retried after an RNR
  *	NAK is sent again.  A message moved in steps (chunk.c) counts the
- *	segments each step starts.  The engine has no acknowledgement
- *	packets, so ACKs and NAKs are not packets here.
+ *	segments each step starts.  On a software device the engine has no
+ *	acknowledgement packets, so ACKs and NAKs are not packets there; a
+ *	RoCE device counts every packet it puts on the wire.
  *   rcvd_rnr_err	RNR NAKs the port's requesters got (RC).
  *   send_rnr_err	RNR NAKs the port's responders gave (RC).
  *   retry_exceeded_err	send WQEs completed with IBV_WC_RETRY_EXC_ERR.
@@ -23,10 +24,12 @@
  *   send_err		send WQEs completed with any error but a flush.
  *   rdma_sends / rdma_recvs  RDMA WRITE, READ and atomic messages the
  *	port's QPs issued / that arrived at them (each attempt).
- *   duplicate_request, out_of_seq_request, rcvd_seq_err, ack_deferred,
- *	completer_retry_err, link_downed: always 0.  The engine moves every
- *	message in order without loss and its links never go down, so none
- *	of these can happen; they are there for rdma's column set.
+ *   duplicate_request, out_of_seq_request, rcvd_seq_err,
+ *	completer_retry_err, link_downed: always 0 on a software device,
+ *	whose engine moves every message in order without loss and whose
+ *	links never go down; a RoCE device counts them on the wire as rxe
+ *	does (transport/roce/rc.c, rc_resp.c; link_downed: netdev_watch.c).
+ *   ack_deferred: always 0, there for rdma's column set.
  *
  * Storage: each context keeps its own ports' counters (struct ibvd_ectx),
  * bumped with relaxed atomic adds by whichever engine thread executes the
