@@ -7,6 +7,7 @@ INTEGRATION_TESTS = \
 	tests/integration/default-config.sh \
 	tests/integration/no-daemon.sh \
 	tests/integration/lib-cleanup.sh \
+	tests/integration/wire-names.sh \
 	tests/integration/daemon-death.sh \
 	tests/integration/stalled-daemon.sh \
 	tests/integration/bad-input.sh \

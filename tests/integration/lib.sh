@@ -72,6 +72,18 @@ need_cmd() {
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
+# ifname NAME: NAME as a network interface's name, which Linux limits to
+# 15 characters (IFNAMSIZ less its NUL) of no '/', ':' nor space: NAME
+# itself when it fits, else "i" and 14 hex digits of its SHA-256, so a
+# long WIRE_PREFIX still gives each run (its PID in NAME) its own names.
+ifname() {
+	case $1 in
+	*[!A-Za-z0-9_.-]*) ;;
+	?*) [ ${#1} -le 15 ] && { printf '%s\n' "$1"; return; } ;;
+	esac
+	printf 'i%.14s\n' "$(printf '%s' "$1" | sha256sum)"
+}
+
 # Python for our helper scripts: Debian's, not a per-user shim.
 PYTHON=/usr/bin/python3
 [ -x "$PYTHON" ] || PYTHON=python3

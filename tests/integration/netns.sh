@@ -15,11 +15,12 @@
 # capture_prepare, capture_start / capture_stop: tshark on $VA into $PCAP
 # meanwhile.
 
-# WIRE_PREFIX names them for a run beside others' (default ibvd / i)
+# WIRE_PREFIX names them for a run beside others' (default ibvd / i);
+# a veth's name past 15 characters becomes a hash of it (ifname)
 NSA=${WIRE_PREFIX:-ibvd}-wa-$$
 NSB=${WIRE_PREFIX:-ibvd}-wb-$$
-VA=${WIRE_PREFIX:-i}wa$$
-VB=${WIRE_PREFIX:-i}wb$$
+VA=$(ifname "${WIRE_PREFIX:-i}wa$$")
+VB=$(ifname "${WIRE_PREFIX:-i}wb$$")
 IPA=10.79.0.1
 IPB=10.79.0.2
 NS_MADE=""
