@@ -105,7 +105,12 @@ probe_main() {
 
 	# ---- the daemon: a software device, and a RoCE one on a veth ---------------
 
-	NS=ibvd-probe-$$
+	# WIRE_PREFIX names the namespace, as tests/interop/rxe's, for a run
+	# beside others' (the veths live inside it)
+	NS=${WIRE_PREFIX:-ibvd}-probe-$$
+	case $NS in
+	*[!A-Za-z0-9_-]*) fail "WIRE_PREFIX '$WIRE_PREFIX': letters, digits, _ and - only" ;;
+	esac
 	VA=ivp$$a
 	NS_MADE=""
 	probe_cleanup() {
