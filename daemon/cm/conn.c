@@ -263,6 +263,55 @@ void cm_peer_disconnected(struct ibvd_cm_id *id)
 	cm_event_simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
 }
 
+/* ---- a local disconnect's DREP ------------------------------------- */
+
+/*
+ * As with the kernel's IB CM, a DREQ is answered (its DREP) when the app
+ * that heard DISCONNECTED calls rdma_disconnect or destroys its id (its
+ * process ending does), not before; only then does the id that
+ * disconnected hear DISCONNECTED, so that a program waiting for it before
+ * tearing down waits for its peer.  A peer that does neither leaves it
+ * waiting until the DREQ's resends would have run out: DISCONNECTED with
+ * -ETIMEDOUT (the kernel's IB_CM_DREQ_ERROR), after
+ * cm.handshake_timeout_ms, as an unanswered REQ or REP.
+ */
+static void dreq_wait(struct ibvd_cm_id *a, struct ibvd_cm_id *b)
+{
+	uint32_t ms = a->cm->session->daemon->cfg->cm_handshake_ms;
+
+	a->drep_from = b;
+	b->drep_to = a;
+	if (cm_timer_arm(a, CM_TIMER_DREQ, ms) < 0)
+		log_warn("cm id %u: no timer for its disconnect; it waits as long as its peer",
+			 a->idn);
+}
+
+static void dreq_unlink(struct ibvd_cm_id *a)
+{
+	a->drep_from->drep_to = NULL;
+	a->drep_from = NULL;
+}
+
+/* b answers the local DREQ it heard, if any: that side's DISCONNECTED. */
+static void drep_send(struct ibvd_cm_id *b)
+{
+	struct ibvd_cm_id *a = b->drep_to;
+
+	if (!a)
+		return;
+	dreq_unlink(a);
+	cm_timer_stop(a);
+	cm_send_disconnected(a, 0);
+}
+
+void cm_dreq_expired(struct ibvd_cm_id *a)
+{
+	if (!a->drep_from)
+		return;
+	dreq_unlink(a);
+	cm_send_disconnected(a, -ETIMEDOUT);
+}
+
 /* y's peer vanished (destroyed, or its process died): what y hears. */
 static void peer_lost(struct ibvd_cm_id *y)
 {
@@ -348,6 +397,10 @@ void cm_conn_abandon(struct ibvd_cm_id *id)
 	while ((child = TAILQ_FIRST(&id->pending)))
 		cm_pending_leave(child);
 	cm_wire_abandon(id);
+	/* the end of an id that heard a DREQ answers it, as ib_cm's */
+	drep_send(id);
+	if (id->drep_from)
+		dreq_unlink(id);
 	if (peer) {
 		unlink_peers(id);
 		peer_lost(peer);
@@ -1028,6 +1081,9 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 	/* The peer's DREQ came first: this is our DREP, timewait follows. */
 	if (id->timewait_owed) {
 		id->timewait_owed = false;
+		if (id->wire)
+			cm_wire_drep(id);
+		drep_send(id);
 		start_timewait(id);
 	}
 	/* Before the REP, or after the end, a DREQ has nothing to do. */
@@ -1041,11 +1097,13 @@ int ibvd_req_cm_disconnect(struct ibvd_call *call)
 	id->phase = CM_PH_CLOSED;
 	/* If the reply failed our session is closing: the peer must hear. */
 	ret = ibvd_call_reply(call, NULL, NULL, 0);
-	/* The peer's DREQ, then our DREP. */
-	if (peer && connected(peer->phase))
+	/* Our DREQ: the peer hears it now, we hear its DREP (dreq_wait). */
+	if (peer && connected(peer->phase)) {
 		cm_peer_disconnected(peer);
-	if (peer || !id->wire)
+		dreq_wait(id, peer);
+	} else if (peer || !id->wire) {
 		cm_send_disconnected(id, 0);
+	}
 	return ret;
 }
 

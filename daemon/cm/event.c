@@ -414,6 +414,9 @@ static void cm_timer_cb(evutil_socket_t fd, short what, void *arg)
 	case CM_TIMER_HANDSHAKE:
 		cm_handshake_expired(id);
 		break;
+	case CM_TIMER_DREQ:
+		cm_dreq_expired(id);
+		break;
 	case CM_TIMER_NONE:
 		break;
 	}
@@ -434,6 +437,13 @@ int cm_timer_arm(struct ibvd_cm_id *id, enum cm_timer_kind kind, uint32_t ms)
 	}
 	id->timer_kind = kind;
 	return evtimer_add(id->timer, &tv) < 0 ? -ENOMEM : 0;
+}
+
+void cm_timer_stop(struct ibvd_cm_id *id)
+{
+	if (id->timer)
+		evtimer_del(id->timer);
+	id->timer_kind = CM_TIMER_NONE;
 }
 
 void cm_timer_free(struct ibvd_cm_id *id)

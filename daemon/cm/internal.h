@@ -168,6 +168,7 @@ enum cm_timer_kind {
 				 * or looking at its neighbour entry */
 	CM_TIMER_TIMEWAIT,	/* TIMEWAIT_EXIT after a disconnect */
 	CM_TIMER_HANDSHAKE,	/* a local REQ or REP left unanswered */
+	CM_TIMER_DREQ,		/* a local DREQ left unanswered */
 };
 
 struct cm_join;
@@ -218,6 +219,12 @@ struct ibvd_cm_id {
 	bool active;			/* it sent the request */
 	bool confirm_reply;		/* moves own_qp and sends the RTU itself */
 	struct ibvd_cm_id *peer;	/* the other end, while linked */
+	/*
+	 * A local disconnect whose DREP is still to come: the id that
+	 * disconnected waits for the one it told (drep_from), which answers
+	 * with its own rdma_disconnect or its end (drep_to, conn.c)
+	 */
+	struct ibvd_cm_id *drep_from, *drep_to;
 	struct cm_conn_param local;	/* negotiated: what this side uses */
 	struct cm_conn_param remote;	/* what the peer sent */
 	bool remote_valid;		/* remote.qp_num/psn are known */
@@ -514,6 +521,8 @@ void cm_wire_establish(struct ibvd_cm_id *a);
 void cm_wire_comm_est(struct ibvd_cm_id *c);
 /* DREQ (retransmitted until the DREP). */
 void cm_wire_disconnect(struct ibvd_cm_id *id);
+/* The DREP the far end's DREQ waits for, if it still does. */
+void cm_wire_drep(struct ibvd_cm_id *id);
 /* id goes away: tell the far end what the IB CM would, then forget it. */
 void cm_wire_abandon(struct ibvd_cm_id *id);
 /* The device went away: forget the far end without a word. */
@@ -551,8 +560,12 @@ void cm_event_simple(struct ibvd_cm_id *id, uint32_t event, int32_t status);
 int cm_timer_arm(struct ibvd_cm_id *id, enum cm_timer_kind kind,
 		 uint32_t ms);
 void cm_timer_free(struct ibvd_cm_id *id);
+/* The armed timer, if any, will not fire. */
+void cm_timer_stop(struct ibvd_cm_id *id);
 /* conn.c: id's local REQ or REP went unanswered for too long. */
 void cm_handshake_expired(struct ibvd_cm_id *id);
+/* A local DREQ's peer neither disconnected nor went in time. */
+void cm_dreq_expired(struct ibvd_cm_id *id);
 /*
  * Stop sending to cm and close its session soon (from the event loop);
  * why (NULL: the client hung up, nothing to report) is logged.

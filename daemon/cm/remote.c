@@ -78,6 +78,8 @@ struct cm_wire {
 	bool have_out;
 	bool waiting;
 	bool dreq_out;			/* our DREQ waits for its DREP */
+	bool drep_owed;			/* the peer's DREQ waits for our app */
+	uint64_t drep_tid;		/* ... whose TID our DREP echoes */
 	bool orphan;			/* its id is gone (wire_orphan) */
 	bool mraed;			/* the peer asked this wait to last */
 	unsigned int retries;		/* resends left while waiting */
@@ -691,12 +693,33 @@ static void dreq_done(struct cm_wire *w)
 	dreq_end(w, 0);
 }
 
+/*
+ * The peer's DREQ is answered when our app says so (rdma_disconnect, or
+ * the id's end), as the kernel's CM answers it (ib_send_cm_drep, or
+ * cm_destroy_id in DREQ_RCVD): the peer's DISCONNECTED waits for it.
+ */
+void cm_wire_drep(struct ibvd_cm_id *id)
+{
+	struct cm_wire *w = id->wire;
+	struct ibcm_msg m;
+
+	if (!w || !w->drep_owed)
+		return;
+	w->drep_owed = false;
+	msg_init(&m, IBCM_ATTR_DREP, w->drep_tid);
+	m.drep.local_comm_id = w->local_comm_id;
+	m.drep.remote_comm_id = w->remote_comm_id;
+	wire_send(w, &m, 0);
+}
+
 void cm_wire_abandon(struct ibvd_cm_id *id)
 {
 	struct cm_wire *w = id->wire;
 
 	if (!w)
 		return;
+	/* the peer's DREQ is answered when the id goes, as ib_cm's */
+	cm_wire_drep(id);
 	switch (id->phase) {
 	case CM_PH_REQ_SENT:
 		if (!cm_is_ud(id))
@@ -1171,28 +1194,30 @@ static void on_dreq(const struct ibvd_mad *in, const struct ibcm_msg *m)
 		  (w->id && (r->remote_qpn & 0xFFFFFFu) !=
 			    (w->id->lqpn & 0xFFFFFFu))))
 		return;
+	/* Our app has not answered yet: a repeat waits too (DREQ_RCVD). */
+	if (w && w->drep_owed)
+		return;
+	/* The first: our app hears DISCONNECTED, and answers (cm_wire_drep). */
+	if (w && w->id && !w->dreq_out && is_connected(w->id->phase)) {
+		wire_settle(w);
+		w->drep_owed = true;
+		w->drep_tid = m->hdr.tid;
+		cm_peer_disconnected(w->id);
+		return;
+	}
 	/*
-	 * A DREP even to a repeat, or for an id already gone: our first one
-	 * may have been lost, and the peer would wait out its retries.  It is
-	 * no bigger than the DREQ, so it amplifies nothing.
+	 * A DREP at once to a repeat of a DREQ answered already, for an id
+	 * already gone, or crossing ours: our first one may have been lost,
+	 * and the peer would wait out its retries.  It is no bigger than the
+	 * DREQ, so it amplifies nothing.
 	 */
 	msg_init(&drep, IBCM_ATTR_DREP, m->hdr.tid);
 	drep.drep.local_comm_id = r->remote_comm_id;
 	drep.drep.remote_comm_id = r->local_comm_id;
 	answer_stranger(in, &drep);
-	if (!w)
-		return;
-	if (w->dreq_out) {
-		/* Both sides disconnected at once: this ends ours too. */
+	/* Both sides disconnected at once: this ends ours too. */
+	if (w && w->dreq_out)
 		dreq_done(w);
-		return;
-	}
-	if (!w->id)
-		return;
-	if (!is_connected(w->id->phase))
-		return;
-	wire_settle(w);
-	cm_peer_disconnected(w->id);
 }
 
 /*

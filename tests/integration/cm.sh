@@ -1105,6 +1105,10 @@ case_handshake_timeout() {
 	check "a reply nobody confirms fails after $HANDSHAKE_MS ms: the listener's UNREACHABLE -ETIMEDOUT, the connector's REJECTED timeout"
 	handshake_one hs-rep 23202 accept "RDMA_CM_EVENT_UNREACHABLE status -110" \
 		"RDMA_CM_EVENT_REJECTED status 4"
+	check "a disconnect its peer never answers: DISCONNECTED -ETIMEDOUT after $HANDSHAKE_MS ms"
+	CMAPI_HANDSHAKE_MS=$HANDSHAKE_MS run_ours "$USER1" "$API" disconnect_unanswered \
+		>"$O/hs-dreq" 2>&1 || { show_out "cmapi-helper" "$O/hs-dreq"; fail "disconnect_unanswered failed"; }
+	ok "$(grep -E '^[0-9]+%: Checks' "$O/hs-dreq")"
 	cm_reload 60000
 }
 

@@ -485,13 +485,58 @@ static void pair_free(struct pair *p)
 	rdma_destroy_event_channel(p->sch);
 }
 
+/*
+ * from disconnects: to hears DISCONNECTED and answers with its own
+ * rdma_disconnect (the DREP), and only then does from hear its
+ * DISCONNECTED, as on the kernel's rdma_cm.
+ */
+static void disconnect_answered(struct rdma_cm_id *from, struct rdma_event_channel *fch,
+				struct rdma_cm_id *to, struct rdma_event_channel *tch)
+{
+	ck_ok(rdma_disconnect(from));
+	expect_ack(tch, RDMA_CM_EVENT_DISCONNECTED, to);
+	ck_ok(rdma_disconnect(to));
+	expect_ack(fch, RDMA_CM_EVENT_DISCONNECTED, from);
+}
+
 /* The client disconnects; both ends hear it; the pair goes. */
 static void pair_close(struct pair *p)
 {
-	ck_ok(rdma_disconnect(p->client));
-	expect_ack(p->cch, RDMA_CM_EVENT_DISCONNECTED, p->client);
-	expect_ack(p->sch, RDMA_CM_EVENT_DISCONNECTED, p->server);
+	disconnect_answered(p->client, p->cch, p->server, p->sch);
 	pair_free(p);
+}
+
+/*
+ * A synchronous id's rdma_disconnect returns with its DISCONNECTED, which
+ * waits for the peer's answer: it runs on a thread while `to` answers
+ * (after its DISCONNECTED on tch; a synchronous `to`, tch NULL, reads it
+ * in its own rdma_disconnect).
+ */
+struct disconnect_arg {
+	struct rdma_cm_id *id;
+	int ret;
+};
+
+static void *disconnect_thread(void *arg)
+{
+	struct disconnect_arg *a = arg;
+
+	a->ret = rdma_disconnect(a->id);
+	return NULL;
+}
+
+static void sync_disconnect_answered(struct rdma_cm_id *from, struct rdma_cm_id *to,
+				     struct rdma_event_channel *tch)
+{
+	struct disconnect_arg a = { .id = from, .ret = -1 };
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, disconnect_thread, &a), 0);
+	if (tch)
+		expect_ack(tch, RDMA_CM_EVENT_DISCONNECTED, to);
+	ck_ok(rdma_disconnect(to));
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_ok(a.ret);
 }
 
 /* One SEND from `from` to `to` with the rdma_verbs.h helpers (default PD
@@ -1411,9 +1456,7 @@ START_TEST(id_pd_freed_before_events)
 	rdma_destroy_qp(p.client);
 	kept = p.client->pd;
 	p.client->pd = gone;
-	ck_ok(rdma_disconnect(p.server));
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	disconnect_answered(p.server, p.sch, p.client, p.cch);
 	ck_assert_ptr_eq(p.client->pd, gone);
 	p.client->pd = kept;
 	pair_free(&p);
@@ -1544,9 +1587,7 @@ START_TEST(connect_ipv6)
 	pair_connect(&p, NULL, NULL);
 	ck_sa_ip(rdma_get_peer_addr(p.server), "::1", "server peer");
 	pair_send(p.client, p.server, "over IPv6");
-	ck_ok(rdma_disconnect(p.server));
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	disconnect_answered(p.server, p.sch, p.client, p.cch);
 	pair_free(&p);
 }
 END_TEST
@@ -1638,9 +1679,7 @@ static void pair_server_disconnected(struct pair *p)
 {
 	pair_prepare(p, "127.0.0.1", RDMA_PS_TCP);
 	pair_connect(p, NULL, NULL);
-	ck_ok(rdma_disconnect(p->server));
-	expect_ack(p->sch, RDMA_CM_EVENT_DISCONNECTED, p->server);
-	expect_ack(p->cch, RDMA_CM_EVENT_DISCONNECTED, p->client);
+	disconnect_answered(p->server, p->sch, p->client, p->cch);
 }
 
 /* After DISCONNECTED, ids with a QP get TIMEWAIT_EXIT (proto/CM.md). */
@@ -1668,21 +1707,167 @@ START_TEST(disconnect_timewait)
 END_TEST
 
 /*
- * The survivor of a disconnect gets TIMEWAIT_EXIT only after its own
- * rdma_disconnect (its DREP), as on the kernel's rdma_cm: an app that
+ * A disconnect's DISCONNECTED comes with the peer's answer (its DREP: its
+ * own rdma_disconnect), not before, as on the kernel's rdma_cm; and the
+ * survivor gets TIMEWAIT_EXIT only after that answer: an app that
  * destroys its id at DISCONNECTED never sees one.
  */
 START_TEST(disconnect_timewait_owed)
 {
 	struct pair p;
+	struct rdma_cm_event *ev;
 
-	pair_server_disconnected(&p);
-	expect_ack(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.server);
-	/* the server's timewait is over, the client's has not begun */
-	expect_quiet(p.cch, 500, "TIMEWAIT_EXIT before the survivor's rdma_disconnect");
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	/* more than the daemon's timewait: nothing for either end yet */
+	expect_quiet(p.sch, 1500, "the server's DISCONNECTED before the client's answer");
+	expect_quiet(p.cch, 0, "TIMEWAIT_EXIT before the survivor's rdma_disconnect");
 	ck_ok(rdma_disconnect(p.client));
+	ev = expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	ck_assert_int_eq(ev->status, 0);
+	ck_ok(rdma_ack_cm_event(ev));
+	expect_ack(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.server);
 	expect_ack(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT, p.client);
 	pair_free(&p);
+}
+END_TEST
+
+/* A peer that destroys its id at DISCONNECTED answers the disconnect too. */
+START_TEST(disconnect_answered_by_destroy)
+{
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	expect_quiet(p.cch, 300, "the client's DISCONNECTED before the server's answer");
+	rdma_destroy_qp(p.server);
+	ck_ok(rdma_destroy_id(p.server));
+	p.server = NULL;
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	pair_free(&p);
+}
+END_TEST
+
+/*
+ * The peer heard our disconnect and neither answers nor goes: our
+ * DISCONNECTED comes when the DREQ would have been resent for the last
+ * time, after cm.handshake_timeout_ms (CMAPI_HANDSHAKE_MS, as cm.sh's
+ * case_handshake_timeout sets it), with -ETIMEDOUT, as the kernel's
+ * IB_CM_DREQ_ERROR makes it.  Run only when asked for.
+ */
+START_TEST(disconnect_unanswered)
+{
+	const char *env = getenv("CMAPI_HANDSHAKE_MS");
+	long ms = env ? atol(env) : 60000, t0, waited;
+	struct rdma_cm_event *ev;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	t0 = vt_now_ms();
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	ev = next_event(p.cch, (int)ms + ev_ms(), "RDMA_CM_EVENT_DISCONNECTED");
+	waited = vt_now_ms() - t0;
+	ck_assert_msg(ev->event == RDMA_CM_EVENT_DISCONNECTED, "got %s (status %d)",
+		      rdma_event_str(ev->event), ev->status);
+	ck_assert_int_eq(ev->status, -ETIMEDOUT);
+	/* the daemon's timer starts a moment after our t0 */
+	ck_assert_msg(waited >= ms - 20, "DISCONNECTED after %ld ms, before the %ld ms timeout",
+		      waited, ms);
+	ck_ok(rdma_ack_cm_event(ev));
+	/* the server's late answer reaches nobody and fails nothing */
+	ck_ok(rdma_disconnect(p.server));
+	expect_quiet(p.cch, 200, "the client after the late answer");
+	pair_free(&p);
+}
+END_TEST
+
+/*
+ * The server end in a process of its own: it listens on 127.0.0.1 (the
+ * port to ready_fd), accepts one request, and once it has heard
+ * DISCONNECTED says so on heard_fd and waits to be killed, answering
+ * nothing.
+ */
+static void deaf_server(int ready_fd, int heard_fd)
+{
+	enum rdma_cm_event_type want[] = { RDMA_CM_EVENT_CONNECT_REQUEST,
+					   RDMA_CM_EVENT_ESTABLISHED,
+					   RDMA_CM_EVENT_DISCONNECTED };
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_storage ss = sa_make("127.0.0.1", 0);
+	struct ibv_qp_init_attr qia = qp_attr(IBV_QPT_RC);
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l = NULL;
+	uint16_t port;
+	size_t i;
+
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, SA(ss)) || rdma_listen(l, 1))
+		_exit(1);
+	port = src_port(l);
+	if (write(ready_fd, &port, sizeof(port)) != sizeof(port))
+		_exit(1);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		if (rdma_get_cm_event(ch, &ev) || ev->event != want[i])
+			_exit(1);
+		if (want[i] == RDMA_CM_EVENT_CONNECT_REQUEST &&
+		    (rdma_create_qp(ev->id, NULL, &qia) || rdma_accept(ev->id, NULL)))
+			_exit(1);
+		rdma_ack_cm_event(ev);
+	}
+	if (write(heard_fd, "d", 1) != 1)
+		_exit(1);
+	for (;;)
+		pause();
+}
+
+/*
+ * The peer heard our DISCONNECTED but neither answers nor destroys its
+ * id, then its process dies: its end answers (the kernel's CM sends the
+ * DREP as the process's ids go), and our DISCONNECTED comes then.
+ */
+START_TEST(disconnect_peer_dies)
+{
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	struct rdma_event_channel *cch = channel();
+	struct rdma_cm_id *client = new_id(cch, NULL, RDMA_PS_TCP);
+	int ready[2], heard[2], status;
+	uint16_t port;
+	char c;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(heard), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		deaf_server(ready[1], heard[1]);
+	ck_assert_msg(readable(ready[0], ev_ms()) &&
+		      read(ready[0], &port, sizeof(port)) == sizeof(port),
+		      "the server process did not listen");
+	resolve(cch, client, "127.0.0.1", port);
+	default_qp(client, IBV_QPT_RC);
+	ck_ok(rdma_connect(client, &cp));
+	expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED, client);
+	ck_ok(rdma_disconnect(client));
+	ck_assert_msg(readable(heard[0], ev_ms()) && read(heard[0], &c, 1) == 1,
+		      "the server process did not hear DISCONNECTED");
+	expect_quiet(cch, 300, "DISCONNECTED before the peer answered or died");
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED, client);
+	rdma_destroy_qp(client);
+	ck_ok(rdma_destroy_id(client));
+	rdma_destroy_event_channel(cch);
+	close(ready[0]);
+	close(ready[1]);
+	close(heard[0]);
+	close(heard[1]);
 }
 END_TEST
 
@@ -1983,9 +2168,10 @@ START_TEST(disconnect_after_accept)
 	pair_accepted(&p);
 
 	ck_ok(rdma_disconnect(p.server));
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
 	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
 	ck_fails_with(rdma_establish(p.client), EINVAL);
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
 	expect_quiet(p.sch, 200, "the disconnected server");
 	expect_quiet(p.cch, 200, "the disconnected client");
 	pair_free(&p);
@@ -2041,9 +2227,7 @@ START_TEST(listen_backlog)
 		ck_ok(rdma_accept(child, &cp));
 		expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED, c[0]);
 		expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED, child);
-		ck_ok(rdma_disconnect(child));
-		expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED, child);
-		expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED, c[0]);
+		disconnect_answered(child, sch, c[0], cch);
 		rdma_destroy_qp(child);
 		ck_ok(rdma_destroy_id(child));
 	}
@@ -2166,9 +2350,7 @@ START_TEST(connect_app_qp)
 		ibv_dereg_mr(smr);
 		rdma_dereg_mr(rmr);
 	}
-	ck_ok(rdma_disconnect(p.server));
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	disconnect_answered(p.server, p.sch, p.client, p.cch);
 	ck_assert_int_eq(ibv_destroy_qp(qp), 0);
 	ck_assert_int_eq(ibv_destroy_cq(cq), 0);
 	ck_assert_int_eq(ibv_dealloc_pd(pd), 0);
@@ -2306,8 +2488,8 @@ START_TEST(init_qp_attr_after_the_end)
 	ck_no_qp_attr(p.client, "the disconnecting client");
 	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
 	ck_no_qp_attr(p.server, "the disconnected server");
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
 	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
 	ck_no_qp_attr(p.server, "the server after its own disconnect");
 	rdma_destroy_qp(p.client);
 	ck_fails_with(rdma_create_qp(p.client, NULL, &init), EINVAL);
@@ -2446,8 +2628,9 @@ START_TEST(disconnect_before_reading_the_reply)
 	ck_assert_int_eq(p.client->qp->state, IBV_QPS_ERR);
 	ck_assert_int_eq(ibv_query_qp(p.client->qp, &a, IBV_QP_STATE, &init), 0);
 	ck_assert_int_eq(a.qp_state, IBV_QPS_ERR);
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
 	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	ck_ok(rdma_disconnect(p.server));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
 	pair_free(&p);
 }
 END_TEST
@@ -2529,9 +2712,8 @@ START_TEST(sync_mode_connect)
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_msg(arg.ok, "the server side did not see ESTABLISHED");
 	pair_send(p.client, p.server, "synchronous");
-	/* synchronous disconnect, the server sees it */
-	ck_ok(rdma_disconnect(p.client));
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	/* synchronous disconnect: the server sees it and answers */
+	sync_disconnect_answered(p.client, p.server, p.sch);
 	pair_free(&p);
 }
 END_TEST
@@ -2746,7 +2928,7 @@ START_TEST(xrc_connect)
 	ck_assert_uint_eq(qa.dest_qp_num, client->qp->qp_num);
 
 	xrc_send_two(client, be32toh(srqn), &x);
-	ck_ok(rdma_disconnect(client));
+	sync_disconnect_answered(client, x.id, NULL);
 	rdma_dereg_mr(x.mr);
 	/* the CQ made for the target's SRQ goes with it, its channel too */
 	ck_assert_ptr_nonnull(x.id->recv_cq_channel);
@@ -3066,9 +3248,7 @@ START_TEST(af_ib)
 	expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED, client);
 	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED, server);
 	pair_send(client, server, "over AF_IB");
-	ck_ok(rdma_disconnect(client));
-	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED, server);
-	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED, client);
+	disconnect_answered(client, cch, server, sch);
 	rdma_destroy_qp(client);
 	rdma_destroy_qp(server);
 	ck_ok(rdma_destroy_id(client));
@@ -3932,7 +4112,9 @@ static Suite *api_suite(int argc, char **argv)
 		T(getaddrinfo_api),
 		T(not_an_id),
 		T(connect_addresses_and_data), T(notify), T(disconnect_listener), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
-		T(disconnect_timewait), T(disconnect_timewait_owed), T(connect_no_listener), T(ib_path_option),
+		T(disconnect_timewait), T(disconnect_timewait_owed),
+		T(disconnect_answered_by_destroy), T(disconnect_peer_dies),
+		T_ALONE(disconnect_unanswered), T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept), T(disconnect_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(init_qp_attr_after_the_end),
 		T(reply_confirmed_by_the_daemon),
@@ -4108,8 +4290,14 @@ static int peer(int argc, char **argv)
 	       conn->qp->qp_num, src_port(conn), dst_port(conn), qp_timeout(conn->qp));
 	put_info(dir, server ? "listen" : "connect", conn);
 
-	/* until the connection ends: the peer dies, or the daemon does */
+	/*
+	 * until the connection ends: the peer dies, or the daemon does; or,
+	 * CMAPI_DISCONNECT set, we end it, and the time printed is our
+	 * DISCONNECTED's, which waits for the peer's answer (its DREP)
+	 */
 	t0 = vt_now_ms();
+	if (getenv("CMAPI_DISCONNECT") && rdma_disconnect(conn))
+		PEER_FAIL("rdma_disconnect: %s", strerror(errno));
 	ev = peer_event(ch, 600000);
 	printf("event: %s status %d after %ld ms\n", rdma_event_str(ev->event), ev->status,
 	       vt_now_ms() - t0);

@@ -382,6 +382,28 @@ expect_grep '^before rdma_disconnect: quiet$' "$O/tw/listen.out" "no TIMEWAIT_EX
 expect_grep '^after rdma_disconnect: RDMA_CM_EVENT_TIMEWAIT_EXIT$' "$O/tw/listen.out" "TIMEWAIT_EXIT after it"
 ok "DISCONNECTED, then TIMEWAIT_EXIT only after the survivor's rdma_disconnect"
 
+# The side that disconnects hears DISCONNECTED when the other answers
+# (the DREP goes with that side's own rdma_disconnect, 1.5 s after its
+# DISCONNECTED here), not when the DREQ arrives, as with the kernel's CM.
+check "a disconnect across: DISCONNECTED waits for the peer's rdma_disconnect (its DREP)"
+mkdir -p "$O/drep" && chmod 777 "$O/drep"
+ns_debian "$NSA" "$USER1" "$SOCK_A" env CMAPI_TIMEWAIT=1500 "$T/bin/cmapi-helper" peer listen 7062 \
+	"$O/drep" >"$O/drep/listen.out" 2>&1 &
+lpid=$!
+BG_PIDS+=("$lpid")
+cm_listening "$SOCK_A" 7062 "$lpid" || { show listener "$O/drep/listen.out"; fail "the listener never listened"; }
+ns_debian "$NSB" "$USER2" "$SOCK_B" env CMAPI_DISCONNECT=1 "$T/bin/cmapi-helper" peer connect "$IPA" 7062 \
+	"$O/drep" >"$O/drep/connect.out" 2>&1 &
+cpid=$!
+BG_PIDS+=("$cpid")
+wait_exit "$cpid" "$TMO" || { show connector "$O/drep/connect.out"; fail "the disconnecting peer did not end"; }
+wait_exit "$lpid" "$TMO" || { show listener "$O/drep/listen.out"; fail "the listener did not end"; }
+expect_grep '^before rdma_disconnect: quiet$' "$O/drep/listen.out" "the listener's wait before its answer"
+ms=$(sed -n 's/^event: RDMA_CM_EVENT_DISCONNECTED status 0 after \([0-9]*\) ms$/\1/p' "$O/drep/connect.out")
+[ -n "$ms" ] || { show connector "$O/drep/connect.out"; fail "the connector heard no DISCONNECTED, status 0"; }
+[ "$ms" -ge 1450 ] || fail "the connector heard DISCONNECTED after $ms ms, before the listener's answer (1500 ms)"
+ok "DISCONNECTED after $ms ms, with the listener's rdma_disconnect"
+
 # hold_listener PORT OUT: uid $USER1's listener on A that holds each
 # request it hears of (cmapi-helper peer hold), its output in OUT; HPID.
 hold_listener() {
