@@ -136,6 +136,15 @@ static void destroy(struct rdma_cm_id *id)
 	rdma_destroy_id(id);
 }
 
+/* ibv_modify_qp as a step: -1 and errno (it returns its errno) */
+static int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *qa, int mask)
+{
+	int r = ibv_modify_qp(qp, qa, mask);
+
+	errno = r;
+	return r ? -1 : 0;
+}
+
 /* rdma_init_qp_attr for INIT, RTR and RTS on id, one step each */
 static void qp_attr_steps(struct rdma_cm_id *id, const char *who)
 {
@@ -284,6 +293,51 @@ static void case_misc_ids(void)
 		mask = 0;
 	}
 	destroy(id);
+
+	}
+	if (case_begin("ud-init-qp-attr")) {
+	/* a UD id's answers, each applied to a QP of its own in turn */
+	struct sockaddr_in d = sin_of(addr, port + 11);
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	struct ibv_qp *qp = NULL;
+
+	rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
+	if (!rdma_resolve_addr(id, NULL, (struct sockaddr *)&d, 2000) &&
+	    next_event(ch, 3000, "c", NULL) == RDMA_CM_EVENT_ADDR_RESOLVED &&
+	    !rdma_resolve_route(id, 2000) &&
+	    next_event(ch, 3000, "c", NULL) == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+		struct ibv_qp_init_attr ia = { .cap = { .max_send_wr = 1, .max_recv_wr = 1,
+							.max_send_sge = 1, .max_recv_sge = 1 },
+					       .qp_type = IBV_QPT_UD };
+
+		pd = ibv_alloc_pd(id->verbs);
+		cq = pd ? ibv_create_cq(id->verbs, 4, NULL, NULL, 0) : NULL;
+		ia.send_cq = ia.recv_cq = cq;
+		qp = cq ? ibv_create_qp(pd, &ia) : NULL;
+	}
+	for (int st = IBV_QPS_INIT; st <= IBV_QPS_RTS; st++) {
+		char n[64];
+
+		memset(&qa, 0, sizeof(qa));
+		mask = 0;
+		qa.qp_state = st;
+		snprintf(n, sizeof(n), "rdma_init_qp_attr(UD, state %d)", st);
+		STEP(n, rdma_init_qp_attr(id, &qa, &mask));
+		printf("  mask=0x%x state=%d qkey=%s sq_psn=%u\n", mask, qa.qp_state,
+		       qa.qkey ? "set" : "0", qa.sq_psn);
+		if (qp) {
+			snprintf(n, sizeof(n), "ibv_modify_qp(UD, state %d, that)", st);
+			STEP(n, modify_qp(qp, &qa, mask));
+		}
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (pd)
+		ibv_dealloc_pd(pd);
+	rdma_destroy_id(id);
 
 	}
 	if (case_begin("listen-twice")) {
