@@ -360,6 +360,27 @@ static void drep(uint32_t local_comm_id, uint32_t remote_comm_id)
 	from_peer(&m);
 }
 
+/* The peer's DREQ of our connection (our QP named), with TID tid. */
+static void dreq(uint32_t remote_comm_id, uint32_t qpn, uint64_t tid)
+{
+	struct ibcm_msg m;
+
+	msg_init(&m, IBCM_ATTR_DREQ, tid);
+	m.dreq.local_comm_id = PEER_COMM_ID;
+	m.dreq.remote_comm_id = remote_comm_id;
+	m.dreq.remote_qpn = qpn;
+	from_peer(&m);
+}
+
+/* sent[i] is a DREP of a's connection that echoes tid. */
+static void ck_drep(unsigned int i, const struct ibvd_cm_id *a, uint64_t tid)
+{
+	ck_assert_uint_eq(sent[i].hdr.attr_id, IBCM_ATTR_DREP);
+	ck_assert_uint_eq(sent[i].hdr.tid, tid);
+	ck_assert_uint_eq(sent[i].drep.local_comm_id, a->wire->local_comm_id);
+	ck_assert_uint_eq(sent[i].drep.remote_comm_id, PEER_COMM_ID);
+}
+
 static void rej_for(uint32_t local_comm_id, uint32_t remote_comm_id,
 		    uint8_t msg, uint16_t reason)
 {
@@ -445,6 +466,54 @@ START_TEST(drep_ends_our_disconnect)
 	ck_assert(!resending(a));
 	ck_assert_uint_eq(nevents, 1);
 	ck_assert_uint_eq(events[0], RDMA_CM_EVENT_DISCONNECTED);
+}
+END_TEST
+
+/*
+ * The peer's DREQ: our app hears DISCONNECTED at once, and the DREP goes
+ * when it answers (its rdma_disconnect: cm_wire_drep), with the DREQ's
+ * TID, as the kernel's CM sends it; not before, or the peer's
+ * DISCONNECTED would not wait for our app.  A repeat meanwhile gets
+ * nothing (the kernel's DREQ_RCVD); one after the answer gets the DREP
+ * again, as ours may have been lost.
+ */
+START_TEST(dreq_answered_by_our_disconnect)
+{
+	struct ibvd_cm_id *a = established();
+	unsigned int before = nsent;
+
+	dreq(a->wire->local_comm_id, a->lqpn, 0x55);
+	ck_assert_uint_eq(nevents, 1);
+	ck_assert_uint_eq(events[0], RDMA_CM_EVENT_DISCONNECTED);
+	ck_assert_uint_eq(nsent, before);
+	dreq(a->wire->local_comm_id, a->lqpn, 0x55);
+	ck_assert_uint_eq(nsent, before);
+	ck_assert_uint_eq(nevents, 1);
+	cm_wire_drep(a);
+	ck_assert_uint_eq(nsent, before + 1);
+	ck_drep(before, a, 0x55);
+	cm_wire_drep(a);
+	ck_assert_uint_eq(nsent, before + 1);
+	dreq(a->wire->local_comm_id, a->lqpn, 0x55);
+	ck_assert_uint_eq(nsent, before + 2);
+	ck_drep(before + 1, a, 0x55);
+	ck_assert_uint_eq(nevents, 1);
+}
+END_TEST
+
+/* An id that heard the DREQ and goes without answering answers by going. */
+START_TEST(dreq_answered_when_the_id_goes)
+{
+	struct ibvd_cm_id *a = established();
+	unsigned int before = nsent;
+
+	dreq(a->wire->local_comm_id, a->lqpn, 0x66);
+	ck_assert_uint_eq(nsent, before);
+	cm_wire_abandon(a);
+	ck_assert_uint_eq(nsent, before + 1);
+	ck_assert_ptr_null(a->wire);
+	ck_assert_uint_eq(sent[before].hdr.attr_id, IBCM_ATTR_DREP);
+	ck_assert_uint_eq(sent[before].hdr.tid, 0x66);
 }
 END_TEST
 
@@ -546,6 +615,8 @@ int main(void)
 	tcase_add_test(tc, drep_does_not_end_a_request);
 	tcase_add_test(tc, drep_does_not_end_a_reply);
 	tcase_add_test(tc, drep_ends_our_disconnect);
+	tcase_add_test(tc, dreq_answered_by_our_disconnect);
+	tcase_add_test(tc, dreq_answered_when_the_id_goes);
 	tcase_add_test(tc, rej_after_our_rtu_is_rejected);
 	tcase_add_test(tc, requester_timeout_does_not_end_a_connection);
 	tcase_add_test(tc, sidr_takes_no_mra);
