@@ -33,15 +33,18 @@ static struct ibvd_session session;
 static struct ibvd_cm cm;
 static struct ibvd_device dev;
 
-/* MADs the CM sent, and the events its ids got, in order. */
-static struct ibcm_msg sent[16];
+/* MADs the CM sent (a DREQ and its 15 resends fit), and the events its
+ * ids got, in order. */
+#define SENT_MAX	32
+static struct ibcm_msg sent[SENT_MAX];
 static unsigned int nsent;
 static uint32_t events[16];
+static int32_t statuses[16];
 static unsigned int nevents;
 
 int ibvd_gsi_send(const struct ibvd_mad *m)
 {
-	ck_assert_uint_lt(nsent, 16);
+	ck_assert_uint_lt(nsent, SENT_MAX);
 	ck_assert_int_eq(ibcm_decode(m->data, IBVD_MAD_LEN, &sent[nsent]), 0);
 	nsent++;
 	return 0;
@@ -114,6 +117,7 @@ void cm_event_send(struct ibvd_cm_id *id, const struct cm_event *ev)
 {
 	(void)id;
 	ck_assert_uint_lt(nevents, 16);
+	statuses[nevents] = ev->status;
 	events[nevents++] = ev->event;
 }
 
@@ -501,6 +505,31 @@ START_TEST(dreq_answered_by_our_disconnect)
 }
 END_TEST
 
+/*
+ * A peer that never answers our DREQ (its host gone): resent until the
+ * retries run out, then DISCONNECTED with -ETIMEDOUT, the kernel's
+ * IB_CM_DREQ_ERROR.  The resend timer is fired by hand.
+ */
+START_TEST(dreq_unanswered_times_out)
+{
+	struct ibvd_cm_id *a = established();
+	unsigned int i;
+
+	cm_wire_disconnect(a);
+	for (i = 0; i < WIRE_MAX_RETRIES; i++) {
+		ck_assert(resending(a));
+		wire_timer_cb(-1, EV_TIMEOUT, a->wire);
+	}
+	ck_assert_uint_eq(nevents, 0);
+	ck_assert(resending(a));
+	wire_timer_cb(-1, EV_TIMEOUT, a->wire);
+	ck_assert(!resending(a));
+	ck_assert_uint_eq(nevents, 1);
+	ck_assert_uint_eq(events[0], RDMA_CM_EVENT_DISCONNECTED);
+	ck_assert_int_eq(statuses[0], -ETIMEDOUT);
+}
+END_TEST
+
 /* An id that heard the DREQ and goes without answering answers by going. */
 START_TEST(dreq_answered_when_the_id_goes)
 {
@@ -617,6 +646,7 @@ int main(void)
 	tcase_add_test(tc, drep_ends_our_disconnect);
 	tcase_add_test(tc, dreq_answered_by_our_disconnect);
 	tcase_add_test(tc, dreq_answered_when_the_id_goes);
+	tcase_add_test(tc, dreq_unanswered_times_out);
 	tcase_add_test(tc, rej_after_our_rtu_is_rejected);
 	tcase_add_test(tc, requester_timeout_does_not_end_a_connection);
 	tcase_add_test(tc, sidr_takes_no_mra);
