@@ -653,8 +653,10 @@ static void cmd_cm(void)
 	if (cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL) ||
 	    cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL))
 		goto out;
+	/* The server hears it first; its own disconnect answers the client. */
 	rdma_disconnect(client);
 	if (cm_expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL) ||
+	    rdma_disconnect(server) ||
 	    cm_expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL))
 		goto out;
 	printf("ok cm\n");
