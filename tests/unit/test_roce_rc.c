@@ -2249,6 +2249,45 @@ START_TEST(a_batch_gets_one_ack)
 }
 END_TEST
 
+/*
+ * An RNR NAK read in one batch with a later ACK past the PSN it refused
+ * (the responder took that packet again once a receive was posted): the
+ * NAK is stale, and the ACK completes the messages.  Taken as an RNR
+ * instead, the front waited for nothing, and the window's unacknowledged
+ * PSN had moved past it: a timeout then sent nothing again, and spent
+ * every retry in a row.
+ */
+START_TEST(rnr_nak_overtaken_by_an_ack)
+{
+	unsigned int first[] = { 0 }, again[] = { 0, 1, 2 }, answers[2];
+	unsigned int i;
+
+	fill_local();
+	post_sends(3, 16);
+	ck_assert_int_eq(call(&sq[0]), RESP_PENDING);
+	ck_assert_uint_eq(nsent, 3);
+	/* the first SEND finds no receive: an RNR NAK */
+	deliver_batch(first, 1);
+	ck_assert_uint_eq(nsent, 4);
+	ck_assert_uint_eq(ROCE_AETH_KIND(last_syndrome()), ROCE_AETH_RNR_NAK);
+	answers[0] = 3;
+	/* receives posted; the three SENDs come again and are ACKed */
+	rq_posted[1] = 3;
+	deliver_batch(again, 3);
+	ck_assert_uint_eq(nrecvs_done, 3);
+	ck_assert_uint_eq(nsent, 5);
+	expect_aeth(4, ROCE_AETH_ACK, 3);
+	answers[1] = 4;
+	/* the requester reads the NAK and the ACK at once */
+	deliver_batch(answers, 2);
+	for (i = 0; i < 3; i++) {
+		req_qp.sq_head = i;
+		ck_assert_int_eq(call(&sq[i]), RESP_OK);
+	}
+	ck_assert_uint_eq(nsent, 5);
+}
+END_TEST
+
 /* The ACK a batch owes goes before a NAK the same QP sends in it. */
 START_TEST(owed_ack_goes_before_a_nak)
 {
@@ -2822,6 +2861,7 @@ int main(void)
 	tcase_add_test(tc, read_timeout_asks_for_the_rest_only);
 	tcase_add_test(tc, read_whole_again_when_nothing_came);
 	tcase_add_test(tc, progress_between_timeouts_refills_the_retries);
+	tcase_add_test(tc, rnr_nak_overtaken_by_an_ack);
 	tcase_add_test(tc, window_go_back_n_from_the_lost_packet);
 	tcase_add_test(tc, chunked_steps_move_their_own_bytes);
 	tcase_add_test(tc, local_mr_gone_in_flight);

@@ -1331,6 +1331,25 @@ static void answers_lost(struct ibvd_qp *qp, struct roce_qp *w,
 }
 
 /*
+ * m's answer is an RNR NAK the engine has not taken yet, and the
+ * responder has everything before end, past the PSN it refused: it took
+ * that packet since (a copy sent again after the NAK found a receive
+ * posted), and the NAK is stale.  A requester held up reads both in one
+ * batch, the NAK first; rxe's completer, which acts on each answer as it
+ * comes, completes the WQE at the ACK.  So m waits for its answer again
+ * and end gives it one.  A stale RNR kept had the engine wait for
+ * nothing, and left the window's first unacknowledged PSN past m, so
+ * that each timeout of m sent nothing and its retries went at once.
+ */
+static void rnr_overtaken(struct roce_qp *w, struct roce_txm *m, uint32_t end)
+{
+	if (m->answer != RESP_RNR || roce_psn_diff(end, w->tx.resend_psn) <= 0)
+		return;
+	m->answer = -1;
+	w->tx.rnr_wait = false;
+}
+
+/*
  * The responder has everything before PSN end (an ACK of end - 1, or a
  * NAK or response at end): those steps are answered.  A READ or atomic
  * without its data stops the walk: its responses were lost
@@ -1346,6 +1365,7 @@ static void acked_before(struct ibvd_qp *qp, struct roce_qp *w, uint32_t end)
 
 		if (roce_psn_diff(end, m->first_psn) <= 0)
 			break;
+		rnr_overtaken(w, m, end);
 		if (roce_psn_diff(end, m_end) < 0) {
 			/* part of it: the window moves on */
 			if (roce_psn_diff(end, w->tx.una_psn) > 0) {
