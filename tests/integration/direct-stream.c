@@ -43,6 +43,14 @@
  * what the receiver got until then must be whole and in order, and
  * receives may only be flushed after it.
  *
+ * The sending end starts once the receiving end's QPs are connected (it
+ * writes "recv-ready"), as the CM's RTU orders it: a packet that comes
+ * before its responder's RTR is dropped unanswered, and a receiving end
+ * slower than the sender's retries to get there (7 local ACK timeouts,
+ * 134 ms, on a crowded machine) would fail the stream.  A sender that
+ * expects its peer killed does not wait: it may die before that.
+ * DIRECT_STREAM_RECV_LATE_MS=N: the receiving end connects N ms late.
+ *
  * DIRECT_STREAM_TIMEOUT=N: the senders' local ACK timeout exponent (vt's
  * default otherwise: 12, 16.8 ms), for a slow link whose round trip under
  * a full window is longer than that (roce-relay.sh).
@@ -727,6 +735,18 @@ static void *receiver(void *arg)
 	return NULL;
 }
 
+/* The sending end waits for the receiving end's QPs (the file comment). */
+static void ends_ready(const struct stream *st)
+{
+	char buf[8];
+
+	if (st->side == RECV_SIDE)
+		vt_put(st->dir, "recv-ready", "1\n");
+	else if (st->side == SEND_SIDE && !st->peer_dies)
+		vt_assert(vt_get(st->dir, "recv-ready", buf, sizeof(buf), vt_tmo_ms()),
+			  "the receiving end's QPs were never connected");
+}
+
 static void flows_open(struct stream *st)
 {
 	enum ibv_qp_type type = st->uc ? IBV_QPT_UC : IBV_QPT_RC;
@@ -802,11 +822,14 @@ static void flows_open(struct stream *st)
 		put_addrs(st, a[ours]);
 		get_addrs(st, a[!ours]);
 	}
+	if (st->side == RECV_SIDE && env_int("DIRECT_STREAM_RECV_LATE_MS"))
+		usleep((useconds_t)env_int("DIRECT_STREAM_RECV_LATE_MS") * 1000);
 	for (f = 0; f < st->nflows; f++)
 		for (i = 0; i < 2; i++)
 			if (st->flow[f].qp[i])
 				vt_connect(&st->dev, st->flow[f].qp[i], &a[!i][f],
 					   &o[i]);
+	ends_ready(st);
 }
 
 static void flows_close(struct stream *st)

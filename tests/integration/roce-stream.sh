@@ -11,7 +11,8 @@
 # order, and both that nothing was lost or came twice.  Also with the
 # receiving QPs on one SRQ and both ends sleeping on completion events,
 # and on UC pairs (which lose what finds no receive: gaps allowed, order
-# and bytes checked); a UC message too long for its receive, dropped
+# and bytes checked); a receiving end slow to connect, which the sending
+# end waits for; a UC message too long for its receive, dropped
 # (peers-helper's uc_rx and uc_tx).  A SEND, a WRITE and a READ of ~1 MB
 # each, longer than the engine's chunk (big_rx, big_tx).  Then RC and UC again with 2 % of the RoCE packets
 # into A dropped by nftables, whose retransmissions the counters must
@@ -39,6 +40,11 @@ MIX="DIRECT_STREAM_SRQ=1 DIRECT_STREAM_EVENTS=1"
 stream_across "the same to receivers on an SRQ, both ends sleeping on events"
 MIX="DIRECT_STREAM_UC=1"
 stream_across "SENDs and WRITEs on 3 UC pairs across the wire"
+# A receiving end slow to connect its QPs, as on a crowded machine: the
+# sending end waits for it, since until its RTR every packet is dropped
+# unanswered, and 0.4 s outlasts the sender's 7 retries of 16.8 ms.
+MIX="DIRECT_STREAM_RECV_LATE_MS=400"
+DIRECT_STREAM_SECS=1 stream_across "RC pairs whose receiving end connects 0.4 s late"
 MIX=""
 
 # uc_end NS UID SOCKET ROLE DIR [srq]: peers-helper's UC roles on roce0.
