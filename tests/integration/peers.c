@@ -440,7 +440,14 @@ static struct ibv_qp *connected(enum ibv_qp_type type, struct ibv_cq *cq,
 				struct ibv_srq *srq, const char *me,
 				const char *peer_role)
 {
-	struct vt_qp_opts o = { .type = type, .mtu = IBV_MTU_1024, .srq = srq };
+	/*
+	 * RC (big_rx, big_tx): 7 retries of 134 ms, as roce-stream.sh's
+	 * streams: a daemon on a crowded machine may not run for half a
+	 * second, and vt's 3 of 16.8 ms took that for a dead peer.
+	 */
+	struct vt_qp_opts o = { .type = type, .mtu = IBV_MTU_1024, .srq = srq,
+				.timeout = type == IBV_QPT_RC ? 15 : 0,
+				.retry_cnt = type == IBV_QPT_RC ? 7 : 0 };
 	struct vt_addr mine, peer;
 	struct ibv_qp *qp;
 	char buf[256];
