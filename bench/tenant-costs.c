@@ -14,6 +14,10 @@
  *        tenant-costs DAEMON_PID open_xrcd DOMAINS N
  *          DOMAINS shared XRC domains (a memfd each), then N opens of a
  *          domain that does not exist: µs per OPEN_XRCD
+ *        tenant-costs DAEMON_PID query_port N WALL
+ *          N ibv_query_port calls, the smallest request there is: µs
+ *          per call of the daemon's time, or of the client's wall
+ *          clock when WALL is 1
  * Prints the one figure.
  */
 #define _GNU_SOURCE
@@ -165,12 +169,37 @@ static void open_xrcd(unsigned long domains, unsigned long n)
 	printf("%.1f\n", (double)(daemon_ns() - t0) / n / 1e3);
 }
 
+static unsigned long long wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull +
+	       (unsigned long long)ts.tv_nsec;
+}
+
+/* What each request costs whatever it asks: framing, dispatch, reply. */
+static void query_port(unsigned long n, unsigned long wall)
+{
+	struct ibv_context *ctx = open_first();
+	unsigned long long (*clock)(void) = wall ? wall_ns : daemon_ns;
+	struct ibv_port_attr attr;
+	unsigned long long t0;
+	unsigned long i;
+
+	t0 = clock();
+	for (i = 0; i < n; i++)
+		if (ibv_query_port(ctx, 1, &attr))
+			die("ibv_query_port");
+	printf("%.2f\n", (double)(clock() - t0) / n / 1e3);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long a, b;
 
 	if (argc != 5) {
-		fprintf(stderr, "usage: tenant-costs DAEMON_PID reg_mr|close|open_xrcd A B\n");
+		fprintf(stderr, "usage: tenant-costs DAEMON_PID reg_mr|close|open_xrcd|query_port A B\n");
 		return 2;
 	}
 	daemon_pid = (pid_t)atoi(argv[1]);
@@ -182,6 +211,8 @@ int main(int argc, char **argv)
 		close_many(a, b);
 	else if (!strcmp(argv[2], "open_xrcd"))
 		open_xrcd(a, b);
+	else if (!strcmp(argv[2], "query_port"))
+		query_port(a, b);
 	else
 		return 2;
 	return 0;
