@@ -24,11 +24,14 @@ union fd_cmsg {
  * We receive with room for IBVD_KERNEL_SCM_MAX_FD fds: fds that do not
  * fit are dropped by the kernel inside recvmsg(), and dropping the last
  * reference to a client's file can block (see ibvd_frame_set_close_hook),
- * where we could not hand it elsewhere.
+ * where we could not hand it elsewhere.  Plus the sender's credentials,
+ * which come first when the socket has SO_PASSCRED: without their room a
+ * full set of fds would be cut short.
  */
 union fd_cmsg_rx {
 	struct cmsghdr align;
-	char buf[CMSG_SPACE(sizeof(int) * IBVD_KERNEL_SCM_MAX_FD)];
+	char buf[CMSG_SPACE(sizeof(struct ucred)) +
+		 CMSG_SPACE(sizeof(int) * IBVD_KERNEL_SCM_MAX_FD)];
 };
 
 static void (*close_hook)(int fd);
@@ -130,7 +133,24 @@ int ibvd_frame_pack(uint16_t type, uint32_t req_id,
 	return 0;
 }
 
-/* Collect SCM_RIGHTS fds from mh into frame; returns -EMSGSIZE on excess. */
+/* The sender's credentials, if the kernel attached them (SO_PASSCRED). */
+static void collect_sender(const struct cmsghdr *c, struct ibvd_frame *frame)
+{
+	struct ucred cred;
+
+	if (c->cmsg_len != CMSG_LEN(sizeof(cred)))
+		return;
+	memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+	frame->sender_known = true;
+	frame->sender_pid = cred.pid;
+	frame->sender_uid = cred.uid;
+	frame->sender_gid = cred.gid;
+}
+
+/*
+ * Collect SCM_RIGHTS fds (and SCM_CREDENTIALS) from mh into frame; returns
+ * -EMSGSIZE on excess fds.
+ */
 static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 {
 	struct cmsghdr *c;
@@ -140,6 +160,11 @@ static int collect_fds(struct msghdr *mh, struct ibvd_frame *frame)
 		size_t n, i;
 		int fd;
 
+		if (c->cmsg_level == SOL_SOCKET &&
+		    c->cmsg_type == SCM_CREDENTIALS) {
+			collect_sender(c, frame);
+			continue;
+		}
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
 		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);

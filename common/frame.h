@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -159,6 +160,16 @@ struct ibvd_frame {
 	const uint8_t *payload;
 	int fds[IBVD_FRAME_MAX_FDS];
 	unsigned int nfds;
+	/*
+	 * Its sender as the kernel saw it when it was sent (SCM_CREDENTIALS),
+	 * if the receiving socket has SO_PASSCRED: the sending process and
+	 * its real uid and gid then, which may no longer be those of the
+	 * process that connected.  sender_known is false otherwise.
+	 */
+	bool sender_known;
+	pid_t sender_pid;
+	uid_t sender_uid;
+	gid_t sender_gid;
 };
 
 /*

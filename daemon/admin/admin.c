@@ -460,19 +460,17 @@ out:
 int ibvd_req_admin(struct ibvd_call *call)
 {
 	const Ibvd__AdminRequest *req = (const Ibvd__AdminRequest *)call->msg;
-	struct ibvd_client_info me;
 	const struct admin_cmd *cmd;
 	struct admin_args args;
 
 	ibvd_client_become_admin(call->session);
-	ibvd_client_info(call->session, &me);
 	if (req->n_argv == 0)
 		return ibvd_call_error(call, -EINVAL, "missing object");
 	/* ibvctl always sends the command; "show" is rdma(8)'s default. */
 	cmd = admin_find(call, req->argv[0], req->n_argv > 1 ? req->argv[1] : "show");
 	if (!cmd)
 		return -EINVAL;
-	if (cmd->needs_admin && !me.privileged)
+	if (cmd->needs_admin && !ibvd_call_privileged(call))
 		return ibvd_call_error(call, -EPERM,
 				       "%s %s requires %s", cmd->object,
 				       cmd->command, ibvd_admin_who(call));

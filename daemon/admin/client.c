@@ -238,7 +238,7 @@ static int parse_client_sel(struct ibvd_call *call, size_t argc, char **argv,
 	int ret;
 
 	ibvd_client_info(call->session, &caller);
-	sel->admin = caller.privileged;
+	sel->admin = ibvd_call_privileged(call);
 	sel->caller = caller.uid;
 	sel->pid = sel->uid = -1;
 	sel->cgroup = NULL;

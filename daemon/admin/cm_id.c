@@ -106,7 +106,7 @@ static int parse_selection(struct ibvd_call *call, size_t argc, char **argv,
 
 	memset(sel, 0, sizeof(*sel));
 	ibvd_client_info(call->session, &caller);
-	sel->all_users = caller.privileged;
+	sel->all_users = ibvd_call_privileged(call);
 	sel->uid = caller.uid;
 	return ibvd_admin_parse_pairs(call, argc, argv, &sel->place, filter_add,
 				      sel);

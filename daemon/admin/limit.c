@@ -444,7 +444,7 @@ static int visible_uid(struct ibvd_call *call, const struct show_sel *sel,
 
 	ibvd_client_info(call->session, &me);
 	*only = sel->uid;
-	if (me.privileged)
+	if (ibvd_call_privileged(call))
 		return 0;
 	if (sel->uid >= 0 && sel->uid != me.uid)
 		return ibvd_call_error(call, -EPERM,

@@ -394,7 +394,7 @@ static int parse_sel(struct ibvd_call *call, const struct res_kind *k,
 	memset(sel, 0, sizeof(*sel));
 	ibvd_client_info(call->session, &caller);
 	sel->kind = k;
-	sel->admin = caller.privileged;
+	sel->admin = ibvd_call_privileged(call);
 	sel->uid = caller.uid;
 	sel->details = details;
 	return ibvd_admin_parse_pairs(call, argc, argv, &sel->place, add_filter,
@@ -660,7 +660,7 @@ static int count_kind(struct ibvd_call *call, const char *kind,
 		ibvd_client_info(call->session, &caller);
 		TAILQ_FOREACH(ctx, &dev->contexts, dev_link) {
 			ibvd_client_info(ctx->session, &owner);
-			if (!caller.privileged && owner.uid != caller.uid)
+			if (!ibvd_call_privileged(call) && owner.uid != caller.uid)
 				continue;
 			*n += k->obj == IBVD_OBJ_ANY ? 1 :
 			      ibvd_handle_count(&ctx->handles, k->obj);

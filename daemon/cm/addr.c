@@ -551,7 +551,7 @@ int cm_bind(struct ibvd_call *call, struct ibvd_cm_id *id,
 		return ibvd_call_error(call, -ENODEV, "no RDMA device");
 	if (!id->afonly_set)
 		id->afonly = default_afonly(addr->ss_family);
-	if (port && port < CM_PRIVILEGED_PORT && call->session->cred.uid != 0)
+	if (port && port < CM_PRIVILEGED_PORT && !ibvd_call_root(call))
 		return ibvd_call_error(call, -EACCES,
 				       "port %u is for root only", port);
 	ret = port_share(call, id);

@@ -100,7 +100,7 @@ static int conn_param(struct ibvd_call *call, const struct ibvd_cm_id *id,
 	p->srq = m->srq;
 	p->qp_num = m->qp_num & QPN_MASK;
 	/* as modify_qp: a controlled Q_Key is the privileged's (qp_modify.c) */
-	if ((m->qkey & IBVD_QKEY_CONTROLLED) && !call->session->privileged)
+	if ((m->qkey & IBVD_QKEY_CONTROLLED) && !ibvd_call_privileged(call))
 		return ibvd_call_error(call, -EPERM,
 				       "Q_Key %#x is a controlled one: root only",
 				       m->qkey);

@@ -23,6 +23,29 @@ struct ibvd_daemon *ibvd_call_daemon(const struct ibvd_call *call)
 	return call->session->daemon;
 }
 
+/*
+ * Sent by the uid that connected?  A message without credentials (sent
+ * on an imported socket before the daemon set SO_PASSCRED there) is not.
+ * Groups cannot be told per message: an admin-group member that leaves
+ * the group but keeps its uid keeps its privileges (ibverbsd(8)).
+ */
+static bool sender_unchanged(const struct ibvd_call *call)
+{
+	const struct ibvd_frame *f = call->frame;
+
+	return f && f->sender_known && f->sender_uid == call->session->cred.uid;
+}
+
+bool ibvd_call_privileged(const struct ibvd_call *call)
+{
+	return call->session->privileged && sender_unchanged(call);
+}
+
+bool ibvd_call_root(const struct ibvd_call *call)
+{
+	return call->session->cred.uid == 0 && sender_unchanged(call);
+}
+
 int ibvd_call_error(struct ibvd_call *call, int err, const char *fmt, ...)
 {
 	va_list ap;

@@ -29,6 +29,7 @@
 #ifndef IBVD_CALL_H
 #define IBVD_CALL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -89,6 +90,21 @@ int ibvd_call_error(struct ibvd_call *call, int err, const char *fmt, ...)
 int ibvd_call_take_fd(struct ibvd_call *call, unsigned int i);
 
 struct ibvd_daemon *ibvd_call_daemon(const struct ibvd_call *call);
+
+/*
+ * May this request use the privileges of root and the admin group
+ * (ibverbsd(8), DESCRIPTION)?  Only if its session's peer had them at
+ * connect, and the request's sender still has that peer's uid, as the
+ * kernel tells for this very message (SCM_CREDENTIALS: its real uid when
+ * sent).  A root server that connected and then became another user, or
+ * a process handed the connection by one, gets no more than that user
+ * would: as with the kernel, which asks the caller's credentials at each
+ * call.  The quota owner stays the connect-time uid.
+ */
+bool ibvd_call_privileged(const struct ibvd_call *call);
+
+/* Root's alone (ports below 1024): root at connect, and root now. */
+bool ibvd_call_root(const struct ibvd_call *call);
 
 /* How many requests were dispatched so far (control thread). */
 uint64_t ibvd_call_count(void);

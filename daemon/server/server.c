@@ -416,6 +416,25 @@ static char *bound_path(int fd)
 	return strdup(sun.sun_path);
 }
 
+/*
+ * Every message a client sends then carries the kernel's word on who sent
+ * it (SCM_CREDENTIALS): privileges are the sender's at each request, not
+ * only at connect (ibvd_call_privileged).  Set on the listener, so that
+ * an accepted socket has it from its first message: set after accept(),
+ * a message sent meanwhile would come without (the kernel adds them to
+ * those sent before accept() anyway).
+ */
+static int pass_credentials(int fd, char *err, size_t errlen)
+{
+	int on = 1, ret;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) == 0)
+		return 0;
+	ret = -errno;
+	snprintf(err, errlen, "SO_PASSCRED: %s", strerror(-ret));
+	return ret;
+}
+
 int ibvd_server_open(struct ibvd_server **ret_srv, const char *path,
 		     mode_t mode, const char *group, char *err, size_t errlen)
 {
@@ -437,6 +456,8 @@ int ibvd_server_open(struct ibvd_server **ret_srv, const char *path,
 	} else if (ret == 0) {
 		ret = bind_socket(srv, path, mode, group, err, errlen);
 	}
+	if (ret == 0)
+		ret = pass_credentials(srv->fd, err, errlen);
 	if (ret < 0) {
 		ibvd_server_free(srv);
 		return ret;

@@ -489,6 +489,20 @@ static int refuse_early(struct ibvd_session *s)
 	return 0;
 }
 
+/*
+ * Only a privileged session needs each message's sender
+ * (ibvd_call_privileged): accepted sockets have SO_PASSCRED from the
+ * listener (server.c), an imported one must get it before it carries a
+ * request.  Others lose it: the credentials cost every request of theirs
+ * a little of the control thread's time (bench/tenant-costs) for nothing.
+ */
+static void pass_credentials(const struct ibvd_session *s)
+{
+	int on = s->privileged;
+
+	(void)setsockopt(s->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on));
+}
+
 static struct ibvd_ratelimit unknown_rl = IBVD_RATELIMIT_INIT(1);
 
 int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
@@ -508,6 +522,7 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 	s->state = IBVD_SESSION_FRESH;
 	s->cred = *cred;
 	s->privileged = privileged;
+	pass_credentials(s);
 	ret = refuse_early(s);
 	if (ret < 0)
 		goto fail;

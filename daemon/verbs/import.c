@@ -91,11 +91,12 @@ static int import_join(struct ibvd_call *call, struct ibvd_context *ctx,
 
 	/*
 	 * Takes fd; on -EAGAIN the importer was told why.  Privileged only if
-	 * both are: the pair's creator, and the session whose context it
-	 * joins (a root-made pair handed to another uid lends it nothing).
+	 * both are: the pair's creator, and this request, sent by the
+	 * importer on the context's connection (a root-made pair handed to
+	 * another uid lends it nothing, nor does a connection handed to one).
 	 */
 	ret = ibvd_session_new(call->session->daemon, fd, cred,
-			       cred->uid == 0 && call->session->privileged, &s);
+			       cred->uid == 0 && ibvd_call_privileged(call), &s);
 	if (ret < 0)
 		return ret;
 	ret = ibvd_context_join(ctx, s, fds);

@@ -205,7 +205,7 @@ static int set_local(struct ibvd_call *call, const Ibvd__QpAttr *m,
 		 * them) lets a UD QP speak as the host's own management
 		 * agents; as the kernel, only for the privileged.
 		 */
-		if ((m->qkey & IBVD_QKEY_CONTROLLED) && !call->session->privileged)
+		if ((m->qkey & IBVD_QKEY_CONTROLLED) && !ibvd_call_privileged(call))
 			return ibvd_call_error(call, -EPERM,
 					       "Q_Key %#x is a controlled one: root only",
 					       m->qkey);

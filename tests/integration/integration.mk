@@ -18,6 +18,7 @@ INTEGRATION_TESTS = \
 	tests/integration/socket-activation.sh \
 	tests/integration/privilege.sh \
 	tests/integration/identity.sh \
+	tests/integration/call-privilege.sh \
 	tests/integration/peer-pid.sh \
 	tests/integration/ibvctl.sh \
 	tests/integration/ibvctl-resource.sh \
@@ -91,6 +92,13 @@ check_PROGRAMS += tests/integration/badclient-helper
 tests_integration_badclient_helper_SOURCES = tests/integration/badclient.c
 tests_integration_badclient_helper_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_integration_badclient_helper_LDADD = common/libibvd_common.la $(PROTOBUF_C_LIBS)
+
+# A root server that drops its privileges after connecting (call-privilege.sh).
+check_PROGRAMS += tests/integration/privdrop-helper
+tests_integration_privdrop_helper_SOURCES = tests/integration/privdrop.c
+tests_integration_privdrop_helper_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_integration_privdrop_helper_LDADD = common/libibvd_common.la -lrdmacm -libverbs \
+	$(PROTOBUF_C_LIBS)
 
 # A client's file whose close never returns (a FUSE server that holds
 # the daemon's FLUSH, stuckfs-helper) holds up its own uid only.
