@@ -45,6 +45,8 @@ ITERS=1000
 WIRE_DEV_A=rm$$
 WIRE_DEV_B=$WIRE_DEV_A
 WIRE_CONF_EXTRA='"rlimit_memlock": "ignore", "device_links": true,'
+# debug: the CM's MADs in the daemons' logs, for show_cm
+WIRE_DAEMON_ARGS="-v -v"
 wire_up
 
 check "ucx_info -d lists rc_verbs and ud_verbs on $WIRE_DEV_A:1"
@@ -172,6 +174,18 @@ ITERS=$((ITERS * 2))
 # as its sends complete locally, so a server that falls behind, as on
 # this host's one daemon too, never counts 20.
 UCS_SRC=/usr/share/doc/libucx-dev/examples/ucp_client_server.c
+# show_cm: for a connection that failed, each daemon's CM messages (B's
+# log first, then A's) and what its clients asked of the CM, in order,
+# then each port's counters (a NAK or an error completion on a lane):
+# whether the CM or the lanes ended it.
+show_cm() {
+	local log
+	for log in "$T"/daemon*.log; do
+		show "${log##*/}: the CM" <(grep -E ": CM [A-Z_]+ (in|out)|: CM_[A-Z_]+ #" "$log")
+	done
+	show "A's device" <(SOCK=$SOCK_A ibvctl statistic show link "$WIRE_DEV_A/1")
+	show "B's device" <(SOCK=$SOCK_B ibvctl statistic show link "$WIRE_DEV_B/1")
+}
 if [ -f "$UCS_SRC" ]; then
 	gcc -O2 -I"${UCS_SRC%/*}" -o "$T/bin/ucp_client_server" "$UCS_SRC" -lucp -lucs \
 		>"$O/ucs.cc" 2>&1 || { show gcc "$O/ucs.cc"; fail "cannot build $UCS_SRC"; }
@@ -190,7 +204,7 @@ if [ -f "$UCS_SRC" ]; then
 		{ show server "$S"; fail "ucp_client_server never listened through the CM"; }
 	ns_debian "$NSB" "$USER2" "$SOCK_B" env UCX_TLS=rc_v,self \
 		"$T/bin/ucp_client_server" -a "$IPA" -p "$PORT" -c tag -i 20 \
-		>"$C" 2>&1 || { show server "$S"; show client "$C"; fail "ucp_client_server -c tag"; }
+		>"$C" 2>&1 || { show server "$S"; show client "$C"; show_cm; fail "ucp_client_server -c tag"; }
 	# it prints the first and the last of its iterations
 	expect_grep "^Client: iteration #20\$" "$C" "ucp_client_server -c tag (client)"
 	for _ in $(seq $((TMO * 10))); do
