@@ -2,6 +2,7 @@
 # and the device context that owns the objects.
 DAEMON_SOURCES += \
 	daemon/verbs/verbs.h \
+	daemon/verbs/fdstat.h \
 	daemon/verbs/context.c daemon/verbs/context.h \
 	daemon/verbs/query.c daemon/verbs/query.h \
 	daemon/verbs/async.c daemon/verbs/async.h \

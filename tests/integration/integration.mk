@@ -103,6 +103,7 @@ tests_integration_privdrop_helper_LDADD = common/libibvd_common.la -lrdmacm -lib
 # A client's file whose close never returns (a FUSE server that holds
 # the daemon's FLUSH, stuckfs-helper) holds up its own uid only.
 INTEGRATION_TESTS += tests/integration/stuck-close.sh
+INTEGRATION_TESTS += tests/integration/stuck-stat.sh
 check_PROGRAMS += tests/integration/stuckfs-helper
 tests_integration_stuckfs_helper_SOURCES = tests/integration/stuckfs.c
 # A copy of client memory that does not return (the same server holding

@@ -1,5 +1,5 @@
 /*
- * stuckfs-helper DIR OWNER_UID HOLD_PID [read]: a FUSE file system with
+ * stuckfs-helper DIR OWNER_UID HOLD_PID [read|getattr]: a FUSE file system with
  * one file, DIR/f, mounted for OWNER_UID, whose server never answers a
  * FLUSH sent by a thread of process HOLD_PID (the daemon); every other
  * request is answered.  The daemon's close of DIR/f then blocks until
@@ -8,7 +8,11 @@
  * and it is the READs of HOLD_PID's threads that are never answered: a
  * copy the daemon makes of a client's mapping of DIR/f stops in the
  * kernel until the connection ends (this program's exit, or an abort
- * through /sys/fs/fuse/connections).
+ * through /sys/fs/fuse/connections).  With "getattr", no attributes are
+ * ever valid past their reply (each stat asks again), the mount lets
+ * other uids (the daemon's) use it (allow_other), and the GETATTRs of
+ * HOLD_PID's threads are never answered: a stat that asks the file
+ * system stops there ("held N tid T": T asked); FLUSHes are answered.
  *
  * Speaks the kernel's FUSE protocol on /dev/fuse directly (no library),
  * as root.  Prints "mounted" once DIR/f can be opened, and "held N" each
@@ -44,6 +48,7 @@ static volatile sig_atomic_t stop;
 static uid_t owner;
 static pid_t hold_pid;
 static int hold_reads;		/* "read": hold READs, not FLUSHes */
+static int hold_getattrs;	/* "getattr": hold GETATTRs, cache nothing */
 static int dev = -1;
 
 static void on_signal(int sig)
@@ -111,7 +116,7 @@ static void do_lookup(const struct fuse_in_header *in, const char *name)
 		.nodeid = FILE_NODE,
 		.generation = 1,
 		.entry_valid = ATTR_VALID_S,
-		.attr_valid = ATTR_VALID_S,
+		.attr_valid = hold_getattrs ? 0 : ATTR_VALID_S,
 	};
 
 	if (in->nodeid != ROOT_NODE || strcmp(name, FILE_NAME) != 0) {
@@ -122,13 +127,23 @@ static void do_lookup(const struct fuse_in_header *in, const char *name)
 	reply(in->unique, 0, &out, sizeof(out));
 }
 
+static int from_held_process(pid_t pid);
+
 static void do_getattr(const struct fuse_in_header *in)
 {
-	struct fuse_attr_out out = { .attr_valid = ATTR_VALID_S };
+	struct fuse_attr_out out = {
+		.attr_valid = hold_getattrs ? 0 : ATTR_VALID_S,
+	};
 
 	if (in->nodeid != ROOT_NODE && in->nodeid != FILE_NODE) {
 		reply(in->unique, -ENOENT, NULL, 0);
 		return;
+	}
+	if (hold_getattrs && from_held_process((pid_t)in->pid)) {
+		static unsigned int held;
+
+		printf("held %u tid %u\n", ++held, (unsigned int)in->pid);
+		return;		/* never answered */
 	}
 	node_attr(in->nodeid, &out.attr);
 	reply(in->unique, 0, &out, sizeof(out));
@@ -182,7 +197,8 @@ static void serve(const struct fuse_in_header *in, const void *arg)
 		reply(in->unique, 0, &open_out, sizeof(open_out));
 		break;
 	case FUSE_FLUSH:
-		if (!hold_reads && from_held_process((pid_t)in->pid)) {
+		if (!hold_reads && !hold_getattrs &&
+		    from_held_process((pid_t)in->pid)) {
 			printf("held %u\n", ++held);
 			break;		/* never answered */
 		}
@@ -224,8 +240,14 @@ static int mount_fs(const char *dir)
 		fprintf(stderr, "stuckfs: /dev/fuse: %s\n", strerror(errno));
 		return -1;
 	}
-	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=%u,group_id=%u",
-		 dev, (unsigned int)owner, (unsigned int)owner);
+	/*
+	 * "getattr" is about a file system that answers the daemon at all:
+	 * without allow_other the kernel refuses the daemon's questions to
+	 * it at once (another uid's mount).
+	 */
+	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=%u,group_id=%u%s",
+		 dev, (unsigned int)owner, (unsigned int)owner,
+		 hold_getattrs ? ",allow_other" : "");
 	if (mount("stuckfs", dir, "fuse.stuckfs", MS_NOSUID | MS_NODEV, opts) < 0) {
 		fprintf(stderr, "stuckfs: mount on %s: %s\n", dir, strerror(errno));
 		return -1;
@@ -242,11 +264,14 @@ int main(int argc, char **argv)
 	ssize_t n;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "read"))) {
-		fprintf(stderr, "usage: %s DIR OWNER_UID HOLD_PID [read]\n", argv[0]);
+	if (argc < 4 || argc > 5 ||
+	    (argc == 5 && strcmp(argv[4], "read") && strcmp(argv[4], "getattr"))) {
+		fprintf(stderr, "usage: %s DIR OWNER_UID HOLD_PID [read|getattr]\n",
+			argv[0]);
 		return 2;
 	}
-	hold_reads = argc == 5;
+	hold_reads = argc == 5 && !strcmp(argv[4], "read");
+	hold_getattrs = argc == 5 && !strcmp(argv[4], "getattr");
 	owner = (uid_t)strtoul(argv[2], NULL, 10);
 	hold_pid = (pid_t)strtol(argv[3], NULL, 10);
 	sigaction(SIGTERM, &sa, NULL);

@@ -21,7 +21,8 @@
  * alive, so that the long-lived one takes each over.  Then it says so and
  * waits for its stdin to close: xrc.sh counts the daemon's ring arenas
  * meanwhile (each closed context's must be gone).  `--listing` and
- * `--unlinked` are xrc.sh's too (see each).
+ * `--unlinked` are xrc.sh's too (see each); `--open FILE` is
+ * stuck-stat.sh's.
  */
 #include "config.h"
 
@@ -1123,6 +1124,37 @@ static int unlinked(void)
 	return 0;
 }
 
+/*
+ * --open FILE: a shared domain of FILE, opened and closed; prints
+ * "opened" (stuck-stat.sh: FILE on a file system that never answers the
+ * daemon's questions about it).
+ */
+static int open_on(const char *path)
+{
+	struct ibv_xrcd_init_attr attr = {
+		.comp_mask = XRC_FLAGS,
+		.oflags = O_CREAT,
+	};
+	struct ibv_xrcd *x;
+
+	attr.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (attr.fd < 0) {
+		perror(path);
+		return 1;
+	}
+	vt_open(&A);
+	x = ibv_open_xrcd(A.ctx, &attr);
+	if (!x) {
+		perror("ibv_open_xrcd");
+		return 1;
+	}
+	printf("opened\n");
+	ibv_close_xrcd(x);
+	close(attr.fd);
+	vt_close(&A);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* each case as it ends: a helper killed by its timeout still says */
@@ -1133,5 +1165,7 @@ int main(int argc, char **argv)
 		return listing();
 	if (argc == 2 && strcmp(argv[1], "--unlinked") == 0)
 		return unlinked();
+	if (argc == 3 && strcmp(argv[1], "--open") == 0)
+		return open_on(argv[2]);
 	return check_run(xrc_suite(), CK_VERBOSE);
 }

@@ -42,6 +42,7 @@
 #include "frame.h"
 #include "log.h"
 #include "tenant/tenant.h"
+#include "verbs/fdstat.h"
 #include "verbs/verbs.h"
 
 #define MAPPED_MRS_MAX		16384u
@@ -76,10 +77,10 @@ static void mapped_give(struct ibvd_tenant *t, uint64_t len)
 }
 
 /* The alignment mmap needs in this file: its huge page size on hugetlbfs. */
-static uint64_t map_align(const struct stat *st)
+static uint64_t map_align(const struct statx *stx)
 {
 	uint64_t psz = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t blk = (uint64_t)st->st_blksize;
+	uint64_t blk = (uint64_t)stx->stx_blksize;
 
 	if (blk > psz && blk <= (1ull << 30) && !(blk & (blk - 1)))
 		return blk;
@@ -89,21 +90,25 @@ static uint64_t map_align(const struct stat *st)
 int ibvd_mr_map_file(struct ibvd_tenant *t, int fd, uint64_t offset,
 		     uint64_t length, bool writable, struct ibvd_mr_mapping *m)
 {
-	struct stat st;
+	struct statx stx;
 	uint64_t align, start, len;
 	void *p;
 	int ret;
 
 	*m = (struct ibvd_mr_mapping){ 0 };
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
+	/*
+	 * The size the kernel has (fdstat.h): a stale one is a truncation
+	 * after the check, which the engine survives anyway.
+	 */
+	ret = ibvd_fd_stat_cached(fd, STATX_TYPE | STATX_SIZE, &stx);
+	if (ret < 0)
+		return ret;
+	if (!S_ISREG(stx.stx_mode))
 		return -EINVAL;
 	/* The range must lie in the file now: past its end it would fault. */
-	if (length > (uint64_t)st.st_size ||
-	    offset > (uint64_t)st.st_size - length)
+	if (length > stx.stx_size || offset > stx.stx_size - length)
 		return -EINVAL;
-	align = map_align(&st);
+	align = map_align(&stx);
 	start = offset & ~(align - 1);
 	len = (offset - start + length + align - 1) & ~(align - 1);
 	if (len > SIZE_MAX || start > (uint64_t)INT64_MAX)

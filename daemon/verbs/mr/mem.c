@@ -31,6 +31,7 @@
 #include "server/call.h"
 #include "server/daemon.h"
 #include "server/session.h"
+#include "verbs/fdstat.h"
 #include "verbs/verbs.h"
 
 #define CAP_IPC_LOCK_BIT	14
@@ -337,20 +338,25 @@ int ibvd_mem_check_range(struct ibvd_call *call, struct ibvd_mem *mem,
 
 /* ---- ATTACH_MEMORY ---------------------------------------------------- */
 
-/* Is fd a read-write /proc/PID/mem?  0 or -EINVAL. */
+/*
+ * Is fd a read-write /proc/PID/mem?  0 or -EINVAL.  Its type and mode as
+ * the kernel has them (fdstat.h), and those first: a client's file on
+ * NFS, which fstat() would write back and ask the server about, is most
+ * often refused before fstatfs() asks its server anything.
+ */
 static int check_mem_fd(int fd)
 {
 	struct statfs sfs;
-	struct stat st;
+	struct statx stx;
 	int fl;
 
-	if (fstat(fd, &st) < 0 || fstatfs(fd, &sfs) < 0)
-		return -EINVAL;
-	if (sfs.f_type != PROC_SUPER_MAGIC || !S_ISREG(st.st_mode) ||
-	    (st.st_mode & 07777) != 0600)
+	if (ibvd_fd_stat_cached(fd, STATX_TYPE | STATX_MODE, &stx) < 0 ||
+	    !S_ISREG(stx.stx_mode) || (stx.stx_mode & 07777) != 0600)
 		return -EINVAL;
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || (fl & O_ACCMODE) != O_RDWR)
+		return -EINVAL;
+	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC)
 		return -EINVAL;
 	return 0;
 }

@@ -4,7 +4,7 @@
  * (srq.c) and XRC target QPs (xrc/qp.c).
  *
  * A shared domain is keyed by the device and the (st_dev, st_ino) of the
- * file whose fd the client passed: we fstat() that fd ourselves, so a
+ * file whose fd the client passed: we stat that fd ourselves, so a
  * client can only reach domains of files it could open, as with the
  * kernel's inode-keyed table.  The domain holds its file (an O_PATH fd,
  * as the kernel holds the inode): once the file is unlinked and closed,
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "verbs/context.h"
 #include "core/random.h"
@@ -31,6 +32,7 @@
 #include "server/closer.h"
 #include "tenant/tenant.h"
 #include "util.h"
+#include "verbs/fdstat.h"
 #include "verbs/verbs.h"
 
 /*
@@ -253,6 +255,25 @@ static int xrcd_lookup(struct ibvd_call *call, const struct stat *st, int fd,
 	return 0;
 }
 
+/*
+ * What names the domain of fd's file: its device and inode, as the kernel
+ * has them (fdstat.h; they never change), in a struct stat.
+ */
+static int file_id(int fd, struct stat *st)
+{
+	struct statx stx;
+	int ret;
+
+	ret = ibvd_fd_stat_cached(fd, STATX_INO, &stx);
+	if (ret < 0)
+		return ret;
+	*st = (struct stat){
+		.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor),
+		.st_ino = stx.stx_ino,
+	};
+	return 0;
+}
+
 int ibvd_req_open_xrcd(struct ibvd_call *call)
 {
 	const Ibvd__OpenXrcd *req = (const Ibvd__OpenXrcd *)call->msg;
@@ -263,7 +284,7 @@ int ibvd_req_open_xrcd(struct ibvd_call *call)
 	if (req->oflags & ~(uint32_t)(O_CREAT | O_EXCL))
 		return ibvd_call_error(call, -EINVAL, "oflags %#x", req->oflags);
 	fd = ibvd_call_take_fd(call, 0);
-	ret = fstat(fd, &st) < 0 ? -errno : 0;
+	ret = file_id(fd, &st);
 	/*
 	 * An O_PATH fd needs no right to the file, only to its directories:
 	 * the kernel takes none (fdget), so neither do we, or the domain of
