@@ -543,6 +543,8 @@ START_TEST(dreq_answered_when_the_id_goes)
 	ck_assert_ptr_null(a->wire);
 	ck_assert_uint_eq(sent[before].hdr.attr_id, IBCM_ATTR_DREP);
 	ck_assert_uint_eq(sent[before].hdr.tid, 0x66);
+	/* teardown frees ids through their wires, and its wire is gone */
+	free(a);
 }
 END_TEST
 
