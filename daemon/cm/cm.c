@@ -534,6 +534,7 @@ void ibvd_cm_device_removed(struct ibvd_device *dev)
 			continue;
 		/* Nothing may reach the freed device through the id. */
 		cm_wire_forget(id);
+		cm_conn_device_removed(id);
 		id->dev = NULL;
 		id->port_num = 0;
 		id->route_valid = false;

@@ -312,6 +312,25 @@ void cm_dreq_expired(struct ibvd_cm_id *a)
 	cm_send_disconnected(a, -ETIMEDOUT);
 }
 
+/*
+ * The id's device is gone: it hears nothing more of a disconnect (the
+ * kernel delivers nothing after DEVICE_REMOVAL), neither the DISCONNECTED
+ * it waits for nor the one its answer would give the id it owes.
+ */
+void cm_conn_device_removed(struct ibvd_cm_id *id)
+{
+	struct ibvd_cm_id *waiter = id->drep_to;
+
+	if (id->drep_from) {
+		dreq_unlink(id);
+		cm_timer_stop(id);
+	}
+	if (waiter) {
+		dreq_unlink(waiter);
+		cm_timer_stop(waiter);
+	}
+}
+
 /* y's peer vanished (destroyed, or its process died): what y hears. */
 static void peer_lost(struct ibvd_cm_id *y)
 {

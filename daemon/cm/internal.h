@@ -566,6 +566,8 @@ void cm_timer_stop(struct ibvd_cm_id *id);
 void cm_handshake_expired(struct ibvd_cm_id *id);
 /* A local DREQ's peer neither disconnected nor went in time. */
 void cm_dreq_expired(struct ibvd_cm_id *id);
+/* The id's device is gone: its disconnect waits end without a word. */
+void cm_conn_device_removed(struct ibvd_cm_id *id);
 /*
  * Stop sending to cm and close its session soon (from the event loop);
  * why (NULL: the client hung up, nothing to report) is logged.

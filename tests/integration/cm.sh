@@ -1109,7 +1109,32 @@ case_handshake_timeout() {
 	CMAPI_HANDSHAKE_MS=$HANDSHAKE_MS run_ours "$USER1" "$API" disconnect_unanswered \
 		>"$O/hs-dreq" 2>&1 || { show_out "cmapi-helper" "$O/hs-dreq"; fail "disconnect_unanswered failed"; }
 	ok "$(grep -E '^[0-9]+%: Checks' "$O/hs-dreq")"
+	check "a disconnect waiting for its answer when the device goes: DEVICE_REMOVAL, then nothing"
+	device_gone_mid_disconnect
 	cm_reload 60000
+}
+
+# The client of cmapi's disconnect_device_removed waits for its answer
+# when a reload takes ibvd0 away (another device stays); then ibvd0 again.
+device_gone_mid_disconnect() {
+	local pid n
+	CMAPI_HANDSHAKE_MS=$HANDSHAKE_MS run_ours "$USER1" "$API" disconnect_device_removed \
+		>"$O/hs-devgone" 2>&1 &
+	pid=$!
+	for _ in $(seq $((100 * TMUL))); do
+		grep -q '^ready$' "$O/hs-devgone" && break
+		sleep 0.1
+	done
+	grep -q '^ready$' "$O/hs-devgone" || { show_out "cmapi-helper" "$O/hs-devgone"; fail "the pair never got to its disconnect"; }
+	n=$(grep -c 'configuration reloaded' "$DAEMON_LOG")
+	conf_edit "$T/cm.conf" "cfg['cm'] = {'handshake_timeout_ms': $HANDSHAKE_MS}" \
+		"cfg['devices'] = [{'name': 'ibvd9', 'ports': 1, 'lid': 9, 'guid': 'auto'}]" >/dev/null
+	kill -HUP "$DAEMON_PID"
+	wait "$pid" || { show_out "cmapi-helper" "$O/hs-devgone"; fail "disconnect_device_removed failed"; }
+	[ "$(grep -c 'configuration reloaded' "$DAEMON_LOG")" -gt "$n" ] ||
+		fail "the reload without ibvd0 was not logged"
+	ok "$(grep -E '^[0-9]+%: Checks' "$O/hs-devgone")"
+	cm_reload "$HANDSHAKE_MS"
 }
 
 # ---- run them -------------------------------------------------------------------

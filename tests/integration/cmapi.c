@@ -1788,6 +1788,34 @@ START_TEST(disconnect_unanswered)
 END_TEST
 
 /*
+ * A disconnect waits for its answer when the device goes (cm.sh reloads
+ * the daemon without it once we print "ready"): DEVICE_REMOVAL, and
+ * nothing after it, neither the DISCONNECTED of the timeout nor a
+ * TIMEWAIT_EXIT, as the kernel's.  The ids are left to the exit.
+ */
+START_TEST(disconnect_device_removed)
+{
+	const char *env = getenv("CMAPI_HANDSHAKE_MS");
+	long ms = env ? atol(env) : 60000;
+	struct rdma_cm_event *ev;
+	struct pair p;
+
+	pair_prepare(&p, "127.0.0.1", RDMA_PS_TCP);
+	pair_connect(&p, NULL, NULL);
+	ck_ok(rdma_disconnect(p.client));
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	printf("ready\n");
+	fflush(stdout);
+	ev = next_event(p.cch, (int)ms + 10 * ev_ms(), "RDMA_CM_EVENT_DEVICE_REMOVAL");
+	ck_assert_msg(ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL, "got %s (status %d)",
+		      rdma_event_str(ev->event), ev->status);
+	ck_assert_ptr_eq(ev->id, p.client);
+	ck_ok(rdma_ack_cm_event(ev));
+	expect_quiet(p.cch, (int)ms + 1000, "the client after DEVICE_REMOVAL");
+}
+END_TEST
+
+/*
  * The server end in a process of its own: it listens on 127.0.0.1 (the
  * port to ready_fd), accepts one request, and once it has heard
  * DISCONNECTED says so on heard_fd and waits to be killed, answering
@@ -4114,7 +4142,8 @@ static Suite *api_suite(int argc, char **argv)
 		T(connect_addresses_and_data), T(notify), T(disconnect_listener), T(id_pd), T(id_pd_goes_with_last_id), T(fork_child_cm), T(id_pd_freed_before_events), T(ack_timeout_passive), T(connect_ipv6), T(connect_params),
 		T(disconnect_timewait), T(disconnect_timewait_owed),
 		T(disconnect_answered_by_destroy), T(disconnect_peer_dies),
-		T_ALONE(disconnect_unanswered), T(connect_no_listener), T(ib_path_option),
+		T_ALONE(disconnect_unanswered), T_ALONE(disconnect_device_removed),
+		T(connect_no_listener), T(ib_path_option),
 		T(reject_private_data), T(accept_private_data_rejects), T(reject_ece), T(reject_after_accept), T(disconnect_after_accept),
 		T(listen_backlog), T(connect_app_qp), T(init_qp_attr_before_a_request), T(init_qp_attr_after_the_end),
 		T(reply_confirmed_by_the_daemon),
