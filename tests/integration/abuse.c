@@ -121,7 +121,7 @@
  *	moves its QP to ERR and back while the engine sleeps: each move
  *	rings the QP's doorbell.  The daemon answers every move, and
  *	another context of ours meanwhile (kick_jam()).
-*   abuse-helper overlap
+ *   abuse-helper overlap
  *	An RDMA WRITE of 64 KiB within one memfd MR (which the daemon maps)
  *	onto itself 100 bytes further: the bytes land as memmove's would.
  */

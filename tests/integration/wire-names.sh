@@ -27,7 +27,7 @@ names() {
 	' inner "$top_srcdir/tests/integration/lib.sh" "$top_srcdir/tests/integration/netns.sh" "${2:-}"
 }
 
-long=h213-a-prefix-far-past-fifteen
+long=ibvd-a-prefix-far-past-fifteen
 seen=" "
 for prefix in "" ibvd "$long"; do
 	check "WIRE_PREFIX '$prefix': veth names fit, unique per end and per run"
