@@ -24,8 +24,9 @@ struct ibvd_daemon *ibvd_call_daemon(const struct ibvd_call *call)
 }
 
 /*
- * Sent by the uid that connected?  A message without credentials (sent
- * on an imported socket before the daemon set SO_PASSCRED there) is not.
+ * Sent by the uid that connected?  A message the kernel gave no
+ * credentials is not; one sent before SO_PASSCRED was set on an imported
+ * socket comes as uid 65534 (pid 0), which no privileged session has.
  * Groups cannot be told per message: an admin-group member that leaves
  * the group but keeps its uid keeps its privileges (ibverbsd(8)).
  */
