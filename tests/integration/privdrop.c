@@ -158,6 +158,12 @@ static void party_make(struct party *p, struct rdma_event_channel *ch,
 		die("ibv_create_qp");
 }
 
+static void party_free(struct party *p)
+{
+	ibv_destroy_qp(p->qp);
+	rdma_destroy_id(p->id);
+}
+
 int main(int argc, char **argv)
 {
 	struct rdma_event_channel *ch;
@@ -216,6 +222,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "privdrop-helper: unknown mode %s\n", argv[2]);
 		return 2;
 	}
+	/* Everything back, so that a leak checker sees only the libraries'. */
 	ibvd_conn_close(&admin);
+	party_free(&other);
+	party_free(&self);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(devs);
+	rdma_destroy_event_channel(ch);
 	return 0;
 }
