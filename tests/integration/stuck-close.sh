@@ -22,15 +22,6 @@ O=$T/out
 IDLE=2
 
 . "$(dirname "$0")/stuckfs.sh"
-# The FUSE server first (its exit ends the daemon's held closes), then
-# the rest.
-stuck_cleanup() {
-	local rc=$?
-	stuckfs_stop
-	(exit "$rc")
-	ibvd_cleanup
-}
-trap stuck_cleanup EXIT
 
 conf=$(default_conf) || exit 1
 IBVERBSD_IDLE_TIMEOUT=$IDLE daemon_start -c "$conf"

@@ -16,15 +16,6 @@ ibvd_init
 O=$T/out
 
 . "$(dirname "$0")/stuckfs.sh"
-# The FUSE server first (its exit ends whatever of the daemon it holds),
-# then the rest.
-stuck_cleanup() {
-	local rc=$?
-	stuckfs_stop
-	(exit "$rc")
-	ibvd_cleanup
-}
-trap stuck_cleanup EXIT
 
 conf=$(default_conf) || exit 1
 daemon_start -c "$conf"

@@ -1,5 +1,5 @@
 # Sourced by the tests that hold the daemon in a FUSE file system
-# (stuck-close.sh, stuck-copy.sh), after lib.sh and ibvd_init: a mount of
+# (stuck-close.sh, stuck-copy.sh, stuck-stat.sh), after lib.sh and ibvd_init: a mount of
 # stuckfs-helper for uid $USER1 in $FUSE_DIR whose server holds what the
 # daemon asks of it.  Its output goes to $O/stuckfs.
 FUSE_DIR=$T/fuse
@@ -15,6 +15,17 @@ stuckfs_stop() {
 	STUCKFS=""
 	umount -l "$FUSE_DIR" 2>/dev/null
 }
+
+# stuckfs_cleanup: at exit, the server first (its exit ends whatever of
+# the daemon it holds), then the rest; a test with more to undo sets a
+# trap of its own.
+stuckfs_cleanup() {
+	local rc=$?
+	stuckfs_stop
+	(exit "$rc")
+	ibvd_cleanup
+}
+trap stuckfs_cleanup EXIT
 
 # stuckfs_start [read]: mount it, holding the daemon's FLUSHes (or, with
 # "read", its READs); skips the test where FUSE cannot be mounted.
