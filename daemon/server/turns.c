@@ -27,7 +27,7 @@
 #include "util.h"
 
 /*
- * How long a uid alone with frames waiting goes on being served in one round:
+ * How long a uid alone on the daemon goes on being served in one round:
  * then the loop looks again, and accepts whoever connected meanwhile.
  * Draining all its ready sessions in one go would have a newcomer of
  * another uid wait for thirty listings of a uid's thirty loops (a
@@ -50,6 +50,7 @@ struct ibvd_turns {
 static TAILQ_HEAD(, ibvd_turns) all_uids = TAILQ_HEAD_INITIALIZER(all_uids);
 static TAILQ_HEAD(, ibvd_turns) ready_uids =
 	TAILQ_HEAD_INITIALIZER(ready_uids);
+static unsigned int nuids;
 static uint64_t rounds;
 static uint64_t turns_given;	/* all uids', ever */
 static uint64_t round_start;	/* turns_given when the last round ended */
@@ -67,6 +68,7 @@ int ibvd_turns_join(struct ibvd_session *s)
 	t->tenant = s->tenant;
 	TAILQ_INIT(&t->ready);
 	TAILQ_INSERT_TAIL(&all_uids, t, link);
+	nuids++;
 found:
 	t->sessions++;
 	s->turns = t;
@@ -98,6 +100,7 @@ void ibvd_turns_leave(struct ibvd_session *s)
 	if (--t->sessions)
 		return;
 	TAILQ_REMOVE(&all_uids, t, link);
+	nuids--;
 	free(t);
 }
 
@@ -137,21 +140,17 @@ static struct ibvd_session *take_turn(struct ibvd_turns *t)
 	return s;
 }
 
-/*
- * Has the round had all its turns, now that t comes round again?  A uid
- * alone with frames waiting has the round's time, other uids' sessions
- * idle or not: ending its round at each frame would have every pass of
- * the loop call back each of its ready sessions for one frame.
- */
-static bool round_over(const struct ibvd_turns *t, uint64_t start)
+/* Has the round had all its turns, now that a uid comes round again? */
+static bool round_over(uint64_t start)
 {
-	return TAILQ_NEXT(t, ready_link) ||
-	       ibvd_mono_ns() - start >= ALONE_ROUND_NS;
+	/* a uid alone has the round's time: no other uid to share with */
+	return nuids > 1 || ibvd_mono_ns() - start >= ALONE_ROUND_NS;
 }
 
 void ibvd_turns_serve(void)
 {
-	uint64_t start = TAILQ_EMPTY(&ready_uids) ? 0 : ibvd_mono_ns();
+	uint64_t start = nuids == 1 && !TAILQ_EMPTY(&ready_uids) ?
+			 ibvd_mono_ns() : 0;
 	struct ibvd_turns *t;
 
 	rounds++;
@@ -161,7 +160,7 @@ void ibvd_turns_serve(void)
 	 * queues none (only read events do), so the round ends.
 	 */
 	while ((t = TAILQ_FIRST(&ready_uids))) {
-		if (t->round == rounds && round_over(t, start))
+		if (t->round == rounds && round_over(start))
 			break;
 		t->round = rounds;
 		ibvd_session_serve(take_turn(t));

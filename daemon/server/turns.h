@@ -7,8 +7,8 @@
  * round robin over the uids with a session ready, and within a uid over
  * its ready sessions in the order they became ready.  So a uid's share
  * of the control thread is one turn in each round whatever its number
- * of sessions, while a uid alone with frames waiting (other uids' sessions
- * idle or none) is served much as before: its ready sessions one after the
+ * of sessions, while a uid alone on the daemon (no other uid holds a
+ * session) is served much as before: its ready sessions one after the
  * other in one pass of the loop, for up to 1 ms, then the loop looks
  * for newcomers.  A session has at most one frame handled at a time, so
  * its requests are answered in order.
@@ -33,7 +33,7 @@ void ibvd_turns_unready(struct ibvd_session *s);
 /*
  * Give out the turns of one round, after a pass of the loop: one to each
  * uid with a session ready, each handling one frame of the uid's next
- * session; a uid alone with sessions ready has turns for them
+ * session; a uid alone on the daemon has turns for its ready sessions
  * in order for up to 1 ms.  Sessions not served stay queued: their sockets stay
  * readable, so the next pass of the loop does not sleep.
  */
