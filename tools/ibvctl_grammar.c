@@ -76,9 +76,9 @@ static const struct ibvctl_object objects[] = {
 	  "                mcast_join | bandwidth }\n"
 	  "       VALUE := { N | max }; memlock and bandwidth (bytes/s) also N[k|m|g]\n"
 	  "refused counts what each limit refused, then events_dropped,\n"
-	  "slow_reader, log_suppressed and turns_waited_max (see ibvctl-limit(8));\n"
-	  "max and current end with the daemon's fixed caps: ring_bytes,\n"
-	  "direct_pairs, mapped_mrs, mapped_bytes, objects, cm_ports.\n"
+	  "slow_reader and log_suppressed (see ibvctl-limit(8)); max and current\n"
+	  "end with the daemon's fixed caps: ring_bytes, direct_pairs, mapped_mrs,\n"
+	  "mapped_bytes, objects, cm_ports.\n"
 	  "limit set changes the running daemon only: a reload or restart returns\n"
 	  "to the configuration file.\n" },
 	{ "daemon", daemon_cmds,

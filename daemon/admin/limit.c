@@ -163,8 +163,7 @@ static int put_refused(json_t *row, const struct ibvd_tenant_counters *c)
 			return -ENOMEM;
 	if (put_count(row, "events_dropped", load(&c->events_dropped)) < 0 ||
 	    put_count(row, "slow_reader", c->slow_reader) < 0 ||
-	    put_count(row, "log_suppressed", load(&c->log_suppressed)) < 0 ||
-	    put_count(row, "turns_waited_max", c->turns_waited_max) < 0)
+	    put_count(row, "log_suppressed", load(&c->log_suppressed)) < 0)
 		return -ENOMEM;
 	return 0;
 }

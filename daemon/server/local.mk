@@ -8,5 +8,4 @@ DAEMON_SOURCES += \
 	daemon/server/server.c daemon/server/server.h \
 	daemon/server/loop.c \
 	daemon/server/session.c daemon/server/session.h \
-	daemon/server/turns.c daemon/server/turns.h \
 	daemon/server/notify.c daemon/server/notify.h

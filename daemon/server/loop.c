@@ -29,7 +29,6 @@
 
 #include "call.h"
 #include "server.h"
-#include "turns.h"
 #include "util.h"
 
 #define CONTROL_POLL_NS	50000u
@@ -39,28 +38,6 @@ static bool ended(struct event_base *base, int ret)
 {
 	return ret != 0 || event_base_got_break(base) ||
 	       event_base_got_exit(base);
-}
-
-/*
- * Passes of the loop, each followed by the turns of the sessions it found
- * ready (turns.h), without sleeping or yielding while they find requests:
- * as libevent's EVLOOP_NONBLOCK went on while callbacks ran.  One pass at
- * a time, or the ready sessions' callbacks would keep libevent going
- * before their turns came.  0, or the loop ended as ended() says.
- */
-static int passes(struct event_base *base)
-{
-	uint64_t before;
-	int ret;
-
-	do {
-		before = ibvd_call_count();
-		ret = event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-		if (ended(base, ret))
-			return ret < 0 ? -1 : 1;
-		ibvd_turns_serve();
-	} while (ibvd_call_count() != before);
-	return 0;
 }
 
 /* Requests keep coming: poll for them until none came for a while. */
@@ -75,9 +52,9 @@ static int poll_more(struct event_base *base, bool (*idle_work)(void))
 			last = ibvd_mono_ns();
 		else
 			sched_yield();
-		ret = passes(base);
-		if (ret)
-			return ret;
+		ret = event_base_loop(base, EVLOOP_NONBLOCK);
+		if (ended(base, ret))
+			return ret < 0 ? -1 : 1;
 		if (ibvd_call_count() != seen) {
 			seen = ibvd_call_count();
 			last = ibvd_mono_ns();
@@ -96,7 +73,6 @@ int ibvd_server_run(struct event_base *base, bool (*idle_work)(void))
 		ret = event_base_loop(base, EVLOOP_ONCE);
 		if (ended(base, ret))
 			return ret < 0 ? -1 : 0;
-		ibvd_turns_serve();
 		if (ibvd_call_count() == before)
 			continue;
 		ret = poll_more(base, idle_work);

@@ -21,7 +21,6 @@
 #include "log.h"
 #include "notify.h"
 #include "session.h"
-#include "turns.h"
 #include "util.h"
 
 /* ---- sessions whose uid's closes are stuck ---------------------------- */
@@ -39,7 +38,6 @@ static void session_pause(struct ibvd_session *s)
 	struct timeval tv = { 0, PAUSE_RETRY_MS * 1000 };
 
 	s->paused = 1;
-	ibvd_turns_unready(s);
 	event_del(s->read_ev);
 	evtimer_del(s->idle_ev);
 	if (!evtimer_pending(resume_ev, NULL))
@@ -145,7 +143,6 @@ static void session_destroy(struct ibvd_session *s)
 	 * soon as it is closing.
 	 */
 	d->up.cm_free(s);
-	ibvd_turns_leave(s);
 	event_free(s->read_ev);
 	event_free(s->idle_ev);
 	ibvd_close_client_socket(s->fd);
@@ -171,7 +168,6 @@ void ibvd_session_close(struct ibvd_session *s)
 		/* No request may find a context session without its context. */
 		s->state = IBVD_SESSION_CLOSED;
 		s->closing = 1;
-		ibvd_turns_unready(s);
 		event_del(s->read_ev);
 		event_del(s->idle_ev);
 		return;
@@ -269,7 +265,7 @@ static void frame_fds_own(const struct ibvd_frame *frame, uid_t uid)
 }
 
 /*
- * One frame per turn: the event fires again while more wait (it is
+ * One frame per wakeup: the event fires again while more wait (it is
  * level-triggered), so one busy client cannot starve the rest; and the
  * client waiting for its reply has sent nothing more, so reading on would
  * cost a receive that finds nothing, one per request.  Returns whether a
@@ -299,17 +295,9 @@ static bool session_read_one(struct ibvd_session *s)
 	return true;
 }
 
-/* A frame waits: its turn comes after the pass of the loop (turns.h). */
 static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ibvd_session *s = arg;
-
-	if (!s->closing && !s->paused)
-		ibvd_turns_ready(s);
-}
-
-void ibvd_session_serve(struct ibvd_session *s)
-{
 	bool handled;
 
 	s->in_callback = 1;
@@ -342,7 +330,7 @@ static int session_events(struct ibvd_session *s)
 	s->read_ev = event_new(base, s->fd, EV_READ | EV_PERSIST,
 			       session_read_cb, s);
 	s->idle_ev = evtimer_new(base, session_idle_cb, s);
-	if (!s->read_ev || !s->idle_ev || ibvd_turns_join(s) < 0)
+	if (!s->read_ev || !s->idle_ev)
 		return -ENOMEM;
 	if (event_add(s->read_ev, NULL) < 0 || evtimer_add(s->idle_ev, &idle) < 0)
 		return -ENOMEM;
@@ -584,7 +572,6 @@ int ibvd_session_new(struct ibvd_daemon *d, int fd, const struct ucred *cred,
 fail_charged:
 	ibvd_tenant_uncharge(s->tenant, IBVD_LIMIT_SESSION, 1);
 fail:
-	ibvd_turns_leave(s);
 	if (s->read_ev)
 		event_free(s->read_ev);
 	if (s->idle_ev)

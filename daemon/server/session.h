@@ -43,7 +43,6 @@
 #define IBVD_SESSION_IDLE_TIMEOUT	30
 
 struct event;
-struct ibvd_turns;
 
 struct ibvd_session {
 	TAILQ_ENTRY(ibvd_session) link;
@@ -64,9 +63,6 @@ struct ibvd_session {
 	int in_callback;		/* closing must wait until we return */
 	int closing;
 	int paused;			/* its uid's closes are backed up: not read */
-	struct ibvd_turns *turns;	/* its uid's turns (turns.h) */
-	int ready;			/* queued there: a frame waits */
-	TAILQ_ENTRY(ibvd_session) ready_link;
 };
 
 /* Start the closer threads; call once, before the first session. */
@@ -98,12 +94,6 @@ void ibvd_session_close_all(struct ibvd_daemon *d);
 int ibvd_session_send(struct ibvd_session *s, uint16_t type, uint32_t req_id,
 		      const ProtobufCMessage *msg, const int *fds,
 		      unsigned int nfds);
-
-/*
- * Handle the next frame of s, which was ready (turns.c); s may be
- * destroyed when this returns.
- */
-void ibvd_session_serve(struct ibvd_session *s);
 
 /* Idle timeout in seconds (env override for tests). */
 unsigned int ibvd_session_idle_timeout(void);

@@ -87,9 +87,6 @@ struct ibvd_tenant_counters {
 	uint64_t slow_reader;		/* sessions closed: it did not read its
 					 * replies or CM events */
 	uint64_t log_suppressed;	/* its log lines over the per-uid rate */
-	uint64_t turns_waited_max;	/* the most turns other uids had on the
-					 * control thread while a request of
-					 * its waited (server/turns.h) */
 };
 
 /* Log lines a uid's clients may cause per second; more are counted. */

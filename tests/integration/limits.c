@@ -42,11 +42,6 @@
  *	objects		N objects over as many contexts as it takes (N up
  *			to OBJECTS_MAX_N), a PD then a memory window on it
  *			in turn (two ways of counting as hca_object)
- *	pd_pairs	N PDs allocated and freed in turn, on one context
- *	pd_flood	N processes, a context each, allocating and freeing
- *			PDs without a pause: "created N" once all are at
- *			it; they stop when stdin closes (with "hold"), or
- *			at once without it
  * With "hold" it then keeps everything until stdin closes.
  */
 #include <arpa/inet.h>
@@ -58,8 +53,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -126,80 +119,6 @@ static void objects(long n, struct result *r)
 		r->made++;
 		in_ctx++;
 	}
-}
-
-/* N requests in a row from one context: a PD allocated, then freed. */
-static void pd_pairs(long n, struct result *r)
-{
-	struct ibv_context *ctx = open_first();
-	struct ibv_pd *pd;
-
-	while (r->made < n) {
-		errno = 0;
-		pd = ibv_alloc_pd(ctx);
-		if (!pd || ibv_dealloc_pd(pd)) {
-			refused(r, errno);
-			return;
-		}
-		r->made++;
-	}
-}
-
-/* What pd_flood's processes share: how many are at it, and when to stop. */
-struct flood {
-	volatile long running;
-	volatile int stop;
-};
-
-static struct flood *flood;
-
-static __attribute__((noreturn)) void flood_child(void)
-{
-	struct ibv_context *ctx = open_first();
-	struct ibv_pd *pd;
-
-	__atomic_add_fetch(&flood->running, 1, __ATOMIC_SEQ_CST);
-	while (!flood->stop) {
-		pd = ibv_alloc_pd(ctx);
-		if (!pd || ibv_dealloc_pd(pd))
-			die("flood: a PD");
-	}
-	exit(0);
-}
-
-/* N sessions of one uid with a request always waiting, one per process. */
-static void pd_flood(long n, struct result *r)
-{
-	long i;
-
-	flood = mmap(NULL, sizeof(*flood), PROT_READ | PROT_WRITE,
-		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (flood == MAP_FAILED)
-		die("mmap");
-	fflush(stdout);
-	for (i = 0; i < n; i++) {
-		pid_t pid = fork();
-
-		if (pid < 0) {
-			refused(r, errno);
-			break;
-		}
-		if (pid == 0)
-			flood_child();
-	}
-	/* a child that failed has exited: waitpid tells, running never does */
-	while (flood->running < i && waitpid(-1, NULL, WNOHANG) == 0)
-		usleep(1000);
-	r->made = flood->running;
-}
-
-static void flood_stop(void)
-{
-	if (!flood)
-		return;
-	flood->stop = 1;
-	while (wait(NULL) > 0)
-		;
 }
 
 static void cm_ports(long n, struct result *r)
@@ -702,10 +621,6 @@ int main(int argc, char **argv)
 		imports(n, &r);
 	else if (!strcmp(kind, "cm_ports"))
 		cm_ports(n, &r);
-	else if (!strcmp(kind, "pd_pairs"))
-		pd_pairs(n, &r);
-	else if (!strcmp(kind, "pd_flood"))
-		pd_flood(n, &r);
 	else {
 		fprintf(stderr, "limits-helper: unknown kind %s\n", kind);
 		return 2;
@@ -728,6 +643,5 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
-	flood_stop();
 	return 0;
 }
